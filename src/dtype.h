@@ -1,0 +1,19 @@
+/* dtype.h - dtype tables shared by the readers. */
+#ifndef CKPT_DTYPE_H
+#define CKPT_DTYPE_H
+
+#include "ckpt.h"
+
+/* Bytes per element for whole-byte dtypes; 0 for sub-byte (F4, F6_*). */
+unsigned ckpt_dtype_size(ckpt_dtype dt);
+/* torch storage class name ("FloatStorage", "BFloat16Storage", ...;
+ * "UntypedStorage"/"ByteStorage" give U8) to dtype; UNKNOWN if none. */
+ckpt_dtype ckpt_dtype_from_storage_class(const char *name);
+/* torch dtype attribute name ("float32", "bfloat16", "float8_e4m3fn",
+ * "uint16", "complex32", ...) to dtype; UNKNOWN if none. */
+ckpt_dtype ckpt_dtype_from_torch_name(const char *name);
+/* numpy type code as in a dtype reduce ("f8", "i4", "u1", "b1", "f2",
+ * "c8", "c16", "u2", ...) to dtype; UNKNOWN if none. */
+ckpt_dtype ckpt_dtype_from_numpy(const char *code);
+
+#endif

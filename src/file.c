@@ -1,0 +1,410 @@
+/* file.c - ckpt_open: mapping, format detection, flattening, accessors. */
+#include "file.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "error.h"
+
+static ckpt_file *file_new(const char *path, const ckpt_open_options *opts) {
+    ckpt_file *f = ckpt_malloc(sizeof *f);
+    if (!f) return NULL;
+    memset(f, 0, sizeof *f);
+    ckpt_open_options defaults = CKPT_OPEN_OPTIONS_INIT;
+    f->opts = opts ? *opts : defaults;
+    if (f->opts.limits.max_ndim > CKPT_MAX_NDIM)
+        f->opts.limits.max_ndim = CKPT_MAX_NDIM;
+    f->path = ckpt_arena_strdup(&f->arena, path ? path : "");
+    if (!f->path) {
+        ckpt_free(f);
+        return NULL;
+    }
+    return f;
+}
+
+void ckpt_close(ckpt_file *f) {
+    if (!f) return;
+    for (size_t i = 0; i < f->nshards; i++) ckpt_close(f->shards[i]);
+    if (f->mapped && f->map_size) munmap((void *)f->map, f->map_size);
+    ckpt_arena_free(&f->arena);
+    ckpt_free(f);
+}
+
+/* ------------------------------------------------------------ detection */
+
+static int is_json_ws(uint8_t c) {
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
+
+/* First non-whitespace byte at or after `from`, or -1. */
+static int first_non_ws(const uint8_t *p, size_t n, size_t from) {
+    for (size_t i = from; i < n; i++)
+        if (!is_json_ws(p[i])) return p[i];
+    return -1;
+}
+
+static int looks_like_pickle(const uint8_t *p, size_t n) {
+    if (n >= 2 && p[0] == 0x80) return p[1] <= 5;
+    /* protocol 0/1 streams start with one of these opcodes */
+    return n >= 1 && strchr("(}]lcdLIFSVNKJUX)", p[0]) != NULL && p[0] != 0;
+}
+
+static int is_tar(const uint8_t *p, size_t n) {
+    return n >= 262 && memcmp(p + 257, "ustar", 5) == 0;
+}
+
+static int parent_dir(ckpt_arena *a, const char *path, char **out) {
+    const char *slash = strrchr(path, '/');
+    *out = slash ? ckpt_arena_strndup(a, path, (size_t)(slash - path) + (slash == path))
+                 : ckpt_arena_strdup(a, ".");
+    return *out ? 0 : -1;
+}
+
+static int read_format(ckpt_file *f, int from_path) {
+    const uint8_t *p = f->map;
+    size_t n = f->map_size;
+    if (n >= 8 && memcmp(p, "PYTORCH1", 8) == 0)
+        return ckpt_err(CKPT_E_UNSUPPORTED, f->path, NULL, 0,
+                        "unsupported: PyTorch 'PYTORCH1' preview format");
+    if (n >= 4 && memcmp(p, "PK\3\4", 4) == 0) return ckpt_torch_read_zip(f);
+    if (is_tar(p, n))
+        return ckpt_err(CKPT_E_UNSUPPORTED, f->path, NULL, 257,
+                        "unsupported: tar archive (PyTorch < 0.4 legacy tar format)");
+    /* A JSON index is text from its first byte; a safetensors file starts
+     * with a binary u64 length whose high bytes are zero for any header
+     * under 2^56 bytes. */
+    int text_start = first_non_ws(p, n, 0) == '{' && memchr(p, 0, n < 8 ? n : 8) == NULL;
+    if (!text_start && n >= 9 && first_non_ws(p, n, 8) == '{')
+        return ckpt_safetensors_read(f);
+    if (text_start) {
+        char *dir;
+        if (!from_path)
+            return ckpt_err(CKPT_E_UNSUPPORTED, f->path, NULL, 0,
+                            "a sharded index can only be opened from a path");
+        if (n > f->opts.limits.max_index_bytes)
+            return ckpt_err(CKPT_E_LIMIT, f->path, NULL, 0,
+                            "index of %zu bytes exceeds the limit of %llu", n,
+                            (unsigned long long)f->opts.limits.max_index_bytes);
+        if (parent_dir(&f->arena, f->path, &dir))
+            return ckpt_err(CKPT_E_NOMEM, f->path, NULL, 0, "out of memory");
+        return ckpt_safetensors_read_sharded(f, p, n, dir);
+    }
+    if (looks_like_pickle(p, n)) return ckpt_torch_read_legacy(f);
+    if (n < 8)
+        return ckpt_err(CKPT_E_TRUNCATED, f->path, NULL, 0,
+                        "not a checkpoint: %zu bytes is too small for any format", n);
+    return ckpt_err(CKPT_E_FORMAT, f->path, NULL, 0,
+                    "not a checkpoint: content is neither a zip archive, a "
+                    "pickle nor a safetensors header");
+}
+
+static int finish_open(ckpt_file **out, ckpt_file *f, int from_path) {
+    int rc = read_format(f, from_path);
+    if (rc == 0) rc = ckpt_file_flatten(f);
+    if (rc) {
+        ckpt_close(f);
+        return rc;
+    }
+    *out = f;
+    return 0;
+}
+
+int ckpt_file_open_path(ckpt_file **out, const char *path,
+                        const ckpt_open_options *opts) {
+    *out = NULL;
+    if (!path) return ckpt_err(CKPT_E_INVALID_ARG, "", NULL, CKPT_NO_OFFSET, "path is NULL");
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return ckpt_err(CKPT_E_IO, path, NULL, CKPT_NO_OFFSET, "cannot open: %s",
+                        strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        int e = errno;
+        int isdir = S_ISDIR(st.st_mode);
+        close(fd);
+        return ckpt_err(CKPT_E_IO, path, NULL, CKPT_NO_OFFSET, "cannot read: %s",
+                        isdir ? "is a directory" : strerror(e));
+    }
+    ckpt_file *f = file_new(path, opts);
+    if (!f) {
+        close(fd);
+        return ckpt_err(CKPT_E_NOMEM, path, NULL, CKPT_NO_OFFSET, "out of memory");
+    }
+    if ((uint64_t)st.st_size > SIZE_MAX) {
+        close(fd);
+        ckpt_close(f);
+        return ckpt_err(CKPT_E_LIMIT, path, NULL, CKPT_NO_OFFSET, "file too large to map");
+    }
+    f->map_size = (size_t)st.st_size;
+    if (f->map_size) {
+        void *m = mmap(NULL, f->map_size, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (m == MAP_FAILED) {
+            int e = errno;
+            close(fd);
+            f->map_size = 0;
+            ckpt_close(f);
+            return ckpt_err(CKPT_E_IO, path, NULL, CKPT_NO_OFFSET, "cannot map: %s",
+                            strerror(e));
+        }
+        f->map = m;
+        f->mapped = 1;
+    } else {
+        f->map = (const uint8_t *)"";
+    }
+    close(fd);
+    return finish_open(out, f, 1);
+}
+
+int ckpt_open(ckpt_file **out, const char *path, const ckpt_open_options *opts) {
+    if (!out) return ckpt_err(CKPT_E_INVALID_ARG, path, NULL, CKPT_NO_OFFSET, "out is NULL");
+    return ckpt_file_open_path(out, path, opts);
+}
+
+int ckpt_open_memory(ckpt_file **out, const void *data, size_t size,
+                     const char *name, const ckpt_open_options *opts) {
+    if (!out) return ckpt_err(CKPT_E_INVALID_ARG, name, NULL, CKPT_NO_OFFSET, "out is NULL");
+    *out = NULL;
+    if (!data && size)
+        return ckpt_err(CKPT_E_INVALID_ARG, name, NULL, CKPT_NO_OFFSET, "data is NULL");
+    ckpt_file *f = file_new(name, opts);
+    if (!f) return ckpt_err(CKPT_E_NOMEM, name, NULL, CKPT_NO_OFFSET, "out of memory");
+    f->map = size ? data : (const uint8_t *)"";
+    f->map_size = size;
+    return finish_open(out, f, 0);
+}
+
+/* ------------------------------------------------------------ flatten */
+
+typedef struct flat_entry {
+    const char *name;
+    const ckpt_value *value;
+    size_t seq; /* discovery order: later wins among equal names */
+} flat_entry;
+
+typedef struct flattener {
+    ckpt_file *f;
+    flat_entry *tensors, *values;
+    size_t nt, ct, nv, cv, seq;
+    uint64_t visits;
+    char *buf; /* current name prefix */
+    size_t len, cap;
+} flattener;
+
+static int name_push(flattener *fl, const char *seg, size_t n, size_t *saved) {
+    *saved = fl->len;
+    size_t need = fl->len + (fl->len ? 1 : 0) + n + 1;
+    if (need > fl->f->opts.limits.max_name_bytes)
+        return ckpt_err(CKPT_E_LIMIT, fl->f->path, NULL, CKPT_NO_OFFSET,
+                        "flattened name longer than %llu bytes",
+                        (unsigned long long)fl->f->opts.limits.max_name_bytes);
+    if (need > fl->cap) {
+        size_t ncap = need * 2;
+        char *nb = ckpt_realloc(fl->buf, ncap);
+        if (!nb) return ckpt_err(CKPT_E_NOMEM, fl->f->path, NULL, CKPT_NO_OFFSET, "out of memory");
+        fl->buf = nb;
+        fl->cap = ncap;
+    }
+    if (fl->len) fl->buf[fl->len++] = '.';
+    memcpy(fl->buf + fl->len, seg, n);
+    fl->len += n;
+    fl->buf[fl->len] = '\0';
+    return 0;
+}
+
+static int add_entry(flattener *fl, int tensor, const ckpt_value *v) {
+    flat_entry **arr = tensor ? &fl->tensors : &fl->values;
+    size_t *n = tensor ? &fl->nt : &fl->nv, *cap = tensor ? &fl->ct : &fl->cv;
+    if (fl->nt + fl->nv >= fl->f->opts.limits.max_tensors)
+        return ckpt_err(CKPT_E_LIMIT, fl->f->path, NULL, CKPT_NO_OFFSET,
+                        "more than %llu tensors and values",
+                        (unsigned long long)fl->f->opts.limits.max_tensors);
+    if (ckpt_arena_grow(&fl->f->arena, (void **)arr, cap, *n + 1, sizeof(flat_entry)))
+        return ckpt_err(CKPT_E_NOMEM, fl->f->path, NULL, CKPT_NO_OFFSET, "out of memory");
+    const char *name = ckpt_arena_strndup(&fl->f->arena, fl->buf ? fl->buf : "", fl->len);
+    if (!name) return ckpt_err(CKPT_E_NOMEM, fl->f->path, NULL, CKPT_NO_OFFSET, "out of memory");
+    (*arr)[(*n)++] = (flat_entry){name, v, fl->seq++};
+    return 0;
+}
+
+/* The text a dict key contributes to a name. */
+static const char *key_text(const ckpt_value *k, char *tmp, size_t cap, size_t *len) {
+    switch (k->kind) {
+    case CKPT_KIND_STR:
+    case CKPT_KIND_BYTES: *len = k->u.s.len; return k->u.s.p;
+    case CKPT_KIND_INT: {
+        const char *d = ckpt_value_int_decimal(k);
+        *len = strlen(d);
+        return d;
+    }
+    case CKPT_KIND_BOOL: *len = k->u.b ? 4 : 5; return k->u.b ? "True" : "False";
+    case CKPT_KIND_NONE: *len = 4; return "None";
+    case CKPT_KIND_FLOAT: *len = (size_t)snprintf(tmp, cap, "%.17g", k->u.f); return tmp;
+    default: *len = strlen(ckpt_kind_name(ckpt_value_kind(k))); return ckpt_kind_name(ckpt_value_kind(k));
+    }
+}
+
+static int walk(flattener *fl, const ckpt_value *v, uint32_t depth) {
+    /* Shared substructures are walked once per path, so a hostile DAG could
+     * explode: every visit is counted against the tensor limit as well. */
+    if (++fl->visits > fl->f->opts.limits.max_tensors * 4 + 1024)
+        return ckpt_err(CKPT_E_LIMIT, fl->f->path, NULL, CKPT_NO_OFFSET,
+                        "object graph too large (shared substructures repeated)");
+    if (depth > fl->f->opts.limits.max_depth)
+        return ckpt_err(CKPT_E_LIMIT, fl->f->path, NULL, CKPT_NO_OFFSET,
+                        "containers nested deeper than %u (or cyclic)",
+                        fl->f->opts.limits.max_depth);
+    char tmp[32];
+    size_t saved;
+    int rc;
+    switch (v->kind) {
+    case CKPT_KIND_TENSOR: return add_entry(fl, 1, v);
+    case CKPT_KIND_LIST:
+    case CKPT_KIND_TUPLE:
+    case CKPT_KIND_SET:
+        for (size_t i = 0; i < v->u.seq.n; i++) {
+            int n = snprintf(tmp, sizeof tmp, "%zu", i);
+            if ((rc = name_push(fl, tmp, (size_t)n, &saved))) return rc;
+            if ((rc = walk(fl, v->u.seq.items[i], depth + 1))) return rc;
+            fl->len = saved;
+        }
+        return 0;
+    case CKPT_KIND_DICT:
+        for (size_t i = 0; i < v->u.dict.n; i++) {
+            size_t klen;
+            const char *k = key_text(v->u.dict.keys[i], tmp, sizeof tmp, &klen);
+            if ((rc = name_push(fl, k, klen, &saved))) return rc;
+            if ((rc = walk(fl, v->u.dict.vals[i], depth + 1))) return rc;
+            fl->len = saved;
+        }
+        return 0;
+    case CKPT_KIND_MARK_:
+        return ckpt_err(CKPT_E_FORMAT, fl->f->path, NULL, CKPT_NO_OFFSET,
+                        "pickle left a MARK in the result");
+    default: return add_entry(fl, 0, v); /* leaves, objects, global refs */
+    }
+}
+
+static int cmp_entry(const void *a, const void *b) {
+    const flat_entry *x = a, *y = b;
+    int c = strcmp(x->name, y->name);
+    if (c) return c;
+    return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+/* Sorts and drops all but the last of equal names. Returns the new count. */
+static size_t sort_unique(flat_entry *e, size_t n) {
+    if (n == 0) return 0;
+    qsort(e, n, sizeof *e, cmp_entry);
+    size_t w = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (w && strcmp(e[w - 1].name, e[i].name) == 0)
+            e[w - 1] = e[i];
+        else
+            e[w++] = e[i];
+    }
+    return w;
+}
+
+int ckpt_file_flatten(ckpt_file *f) {
+    flattener fl = {0};
+    fl.f = f;
+    int rc = f->root ? walk(&fl, f->root, 0) : 0;
+    ckpt_free(fl.buf);
+    if (rc) return rc;
+    fl.nt = sort_unique(fl.tensors, fl.nt);
+    fl.nv = sort_unique(fl.values, fl.nv);
+
+    f->tensors = ckpt_arena_array(&f->arena, fl.nt ? fl.nt : 1, sizeof(ckpt_tensor));
+    f->values = ckpt_arena_array(&f->arena, fl.nv ? fl.nv : 1, sizeof(ckpt_named_value));
+    f->storages = ckpt_arena_array(&f->arena, fl.nt ? fl.nt : 1, sizeof(ckpt_storage *));
+    if (!f->tensors || !f->values || !f->storages)
+        return ckpt_err(CKPT_E_NOMEM, f->path, NULL, CKPT_NO_OFFSET, "out of memory");
+    /* storage ids: dense, in order of first use by the sorted tensors */
+    for (size_t i = 0; i < fl.nt; i++)
+        fl.tensors[i].value->u.tensor->storage->id = UINT64_MAX;
+    for (size_t i = 0; i < fl.nt; i++) {
+        ckpt_tensor *t = fl.tensors[i].value->u.tensor;
+        if (t->name[0] == '\0' && fl.tensors[i].name[0]) t->name = fl.tensors[i].name;
+        f->tensors[i] = *t;
+        f->tensors[i].name = fl.tensors[i].name;
+        if (t->storage->id == UINT64_MAX) {
+            t->storage->id = f->nstorages;
+            f->storages[f->nstorages++] = t->storage;
+        }
+    }
+    f->ntensors = fl.nt;
+    for (size_t i = 0; i < fl.nv; i++)
+        f->values[i] = (ckpt_named_value){fl.values[i].name, fl.values[i].value};
+    f->nvalues = fl.nv;
+    return 0;
+}
+
+/* ------------------------------------------------------------ accessors */
+
+const char *ckpt_format_name(ckpt_format fmt) {
+    switch (fmt) {
+    case CKPT_FORMAT_SAFETENSORS: return "safetensors";
+    case CKPT_FORMAT_SAFETENSORS_SHARDED: return "safetensors-sharded";
+    case CKPT_FORMAT_TORCH_ZIP: return "torch-zip";
+    case CKPT_FORMAT_TORCH_LEGACY: return "torch-legacy";
+    case CKPT_FORMAT_PICKLE: return "pickle";
+    default: return "unknown";
+    }
+}
+
+ckpt_format ckpt_file_format(const ckpt_file *f) { return f->format; }
+const char *ckpt_file_path(const ckpt_file *f) { return f->path; }
+
+uint64_t ckpt_file_size(const ckpt_file *f) {
+    uint64_t total = f->map_size;
+    for (size_t i = 0; i < f->nshards; i++) total += f->shards[i]->map_size;
+    return total;
+}
+
+const ckpt_value *ckpt_file_root(const ckpt_file *f) { return f->root; }
+size_t ckpt_file_tensor_count(const ckpt_file *f) { return f->ntensors; }
+
+const ckpt_tensor *ckpt_file_tensor(const ckpt_file *f, size_t i) {
+    return i < f->ntensors ? &f->tensors[i] : NULL;
+}
+
+const ckpt_tensor *ckpt_file_find_tensor(const ckpt_file *f, const char *name) {
+    size_t lo = 0, hi = f->ntensors;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        int c = strcmp(f->tensors[mid].name, name);
+        if (c == 0) return &f->tensors[mid];
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return NULL;
+}
+
+size_t ckpt_file_value_count(const ckpt_file *f) { return f->nvalues; }
+
+const char *ckpt_file_value_name(const ckpt_file *f, size_t i) {
+    return i < f->nvalues ? f->values[i].name : NULL;
+}
+
+const ckpt_value *ckpt_file_value(const ckpt_file *f, size_t i) {
+    return i < f->nvalues ? f->values[i].value : NULL;
+}
+
+int ckpt_file_has_metadata(const ckpt_file *f) { return f->has_metadata; }
+size_t ckpt_file_metadata_count(const ckpt_file *f) { return f->nmeta; }
+
+const char *ckpt_file_metadata_key(const ckpt_file *f, size_t i) {
+    return i < f->nmeta ? f->meta_keys[i] : NULL;
+}
+
+const char *ckpt_file_metadata_value(const ckpt_file *f, size_t i) {
+    return i < f->nmeta ? f->meta_vals[i] : NULL;
+}

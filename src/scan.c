@@ -1,0 +1,1157 @@
+/* scan.c - ckpt_scan: would loading this file run code? (ckpt.h "scan";
+ * FORMATS.md §5.4 for the design anchors, §5.5 for the bypasses it must
+ * see through.)
+ *
+ * Every pickle stream in the file runs through the restricted machine
+ * (pickle.h) in scan mode: persistent ids get a placeholder storage so
+ * tensors build without their bytes, and the machine's events name every
+ * global it resolves, calls or BUILDs. A real stack machine resolves
+ * STACK_GLOBAL operands from the memo and every string opcode, whatever
+ * protocol the stream declares; operands it cannot know are symbolic and
+ * dangerous. Where the pickles are:
+ *   - a zip archive anywhere in the file (found by its end record, so a
+ *     polyglot prefix is seen): every member that looks like a pickle by
+ *     its first/last bytes, plus every *.pkl, whatever the flags, CRC or
+ *     local name say (torch ignores them, §5.5);
+ *   - otherwise the file itself, as stacked pickles: a legacy torch file's
+ *     five pickles (not the storage blobs after them), or a plain pickle
+ *     and any further stream after its STOP;
+ *   - str/bytes literals that hold a pickle (raw, latin-1 text of bytes as
+ *     protocol 2 writes bytes, hex, base64), up to max_nesting deep.
+ * The verdict only needs the allowlist (builders.h + the caller's list);
+ * scan_policy.c decides how loudly an off-list global is reported.
+ *
+ * Integrity is verify's job: a checkpoint whose pickles are clean but
+ * whose storages are missing or corrupt is still safe to load here. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "builders.h"
+#include "dtype.h"
+#include "error.h"
+#include "pickle.h"
+#include "scan_policy.h"
+#include "zip.h"
+
+/* torch.serialization.MAGIC_NUMBER 0x1950a86a20f9469cfc6c in decimal */
+#define LEGACY_MAGIC "119547037146038801333356"
+/* magic, protocol version, sys_info, main object, storage keys */
+#define LEGACY_STREAMS 5
+/* max_nesting is capped here: every level is a C stack frame chain. */
+#define NESTING_CAP 32
+/* Distinct findings kept; repeats of one are counted, not stored. */
+#define MAX_FINDINGS 10000
+/* Global names are interned and shown up to this many bytes. */
+#define NAME_CAP 256
+/* Messages are cut to this many bytes. */
+#define MSG_CAP 512
+
+#define ZIP_FLAG_ENCRYPTED 0x0001u
+#define ZIP_FLAG_PATCHED 0x0020u
+#define ZIP_FLAG_STRONG 0x0040u
+
+/* ------------------------------------------------------------ report */
+
+struct ckpt_scan_report {
+    ckpt_arena arena;         /* owns every string below */
+    ckpt_verdict verdict;
+    ckpt_finding *findings;
+    uint64_t *repeats;        /* times findings[i] recurred after the first */
+    size_t nfindings, findcap;
+    const char **globals;     /* interned, sorted at the end */
+    size_t nglobals, globcap;
+};
+
+/* An interned global and what the policy says about it. */
+typedef struct gent {
+    const char *full;         /* "module.name", cut to NAME_CAP bytes */
+    ckpt_severity sev;        /* when not allowlisted */
+    const char *why;
+    int policy;               /* 1: on the caller's allowlist and allowable */
+} gent;
+
+/* Open addressing over indices + 1 (0 = empty), power-of-two capacity. */
+typedef struct index_set {
+    size_t *slot;
+    size_t cap, n;
+} index_set;
+
+typedef struct scanner {
+    ckpt_scan_report *r;
+    const char *file;
+    ckpt_scan_options o;
+    const char **allow;       /* sorted copy of o.allow */
+    ckpt_arena scratch;       /* zip directory, policy tables */
+    gent *g;                  /* interned globals, same order as r->globals */
+    index_set gset, fset;
+    uint64_t budget;          /* inflate budget left (zip bombs) */
+    int nomem;                /* an allocation failed: the scan fails */
+    int content;              /* pickle, zip or safetensors content found */
+    int unscannable;          /* some content could not be examined */
+    int unsafe;               /* a dangerous or suspicious finding */
+    uint64_t dropped;         /* findings past MAX_FINDINGS */
+} scanner;
+
+/* A run of bytes scanned as stacked pickle streams. */
+typedef struct region {
+    const uint8_t *p;
+    size_t n;
+    uint64_t base;            /* absolute offset of p[0] */
+    int decoded;              /* bytes not in the file (inflated, decoded
+                                 from a literal): every finding is at `at` */
+    uint64_t at;
+    const char *member;       /* report-arena string, "" for the file */
+    int sniffed;              /* taken for a pickle by content, not name */
+    uint32_t depth;           /* 0, or nesting level of a literal */
+    int top;                  /* the file itself: may be legacy, may be
+                                 no pickle at all */
+} region;
+
+/* A literal that holds a pickle, kept until its stream is done. */
+typedef enum lit_enc { LIT_RAW = 1, LIT_LATIN1, LIT_HEX, LIT_BASE64 } lit_enc;
+typedef struct literal {
+    const uint8_t *p;
+    size_t n;
+    uint64_t offset;          /* absolute offset of the literal's opcode */
+    uint8_t opcode;
+    lit_enc enc;
+} literal;
+
+/* One stream's run: what the event callback needs. */
+typedef struct stream {
+    scanner *sc;
+    const region *rg;
+    ckpt_arena *work;
+    uint64_t events;          /* globals, calls and BUILDs on objects */
+    literal *lits;
+    size_t nlits, litcap;
+} stream;
+
+static int scan_region(scanner *sc, const region *rg, int *not_pickle);
+
+static uint64_t hash_bytes(uint64_t h, const void *p, size_t n) {
+    const uint8_t *s = p;
+    for (size_t i = 0; i < n; i++) h = (h ^ s[i]) * 1099511628211u; /* FNV-1a */
+    return h;
+}
+
+/* Finds the slot for hash h whose index satisfies eq, or the empty slot
+ * where it belongs. */
+static size_t *set_probe(index_set *s, uint64_t h,
+                         int (*eq)(const scanner *, size_t, const void *),
+                         const scanner *sc, const void *key) {
+    for (size_t i = (size_t)h & (s->cap - 1);; i = (i + 1) & (s->cap - 1))
+        if (!s->slot[i] || eq(sc, s->slot[i] - 1, key)) return &s->slot[i];
+}
+
+/* Makes room for one more entry (load <= 1/2). rehash gives an index's
+ * hash. 0 or -1. */
+static int set_reserve(scanner *sc, index_set *s,
+                       uint64_t (*rehash)(const scanner *, size_t)) {
+    if ((s->n + 1) * 2 <= s->cap) return 0;
+    size_t ncap = s->cap ? s->cap * 2 : 64;
+    size_t *old = s->slot, ocap = s->cap;
+    s->slot = ckpt_arena_array(&sc->scratch, ncap, sizeof *s->slot);
+    if (!s->slot) {
+        s->slot = old;
+        return -1;
+    }
+    s->cap = ncap;
+    for (size_t i = 0; i < ocap; i++) {
+        if (!old[i]) continue;
+        size_t j = (size_t)rehash(sc, old[i] - 1) & (ncap - 1);
+        while (s->slot[j]) j = (j + 1) & (ncap - 1);
+        s->slot[j] = old[i];
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------ globals */
+
+typedef struct gkey {
+    const char *module, *name;
+    size_t mlen, nlen;        /* bytes that take part (cut at NAME_CAP) */
+} gkey;
+
+static uint64_t gkey_hash(const gkey *k) {
+    uint64_t h = hash_bytes(1469598103934665603u, k->module, k->mlen);
+    h = hash_bytes(h, ".", 1);
+    return hash_bytes(h, k->name, k->nlen);
+}
+
+static uint64_t g_rehash(const scanner *sc, size_t i) {
+    const char *f = sc->g[i].full;
+    return hash_bytes(1469598103934665603u, f, strlen(f));
+}
+
+static int g_eq(const scanner *sc, size_t i, const void *key) {
+    const gkey *k = key;
+    const char *f = sc->g[i].full;
+    return strncmp(f, k->module, k->mlen) == 0 && f[k->mlen] == '.' &&
+           strncmp(f + k->mlen + 1, k->name, k->nlen) == 0 &&
+           f[k->mlen + 1 + k->nlen] == '\0';
+}
+
+static int cmp_str(const void *a, const void *b) {
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+static int policy_allows(const scanner *sc, const char *full) {
+    return sc->o.nallow &&
+           bsearch(&full, sc->allow, sc->o.nallow, sizeof *sc->allow, cmp_str) != NULL;
+}
+
+/* The interned entry of module.name, classified on first sight; NULL
+ * when out of memory. Names are cut at NAME_CAP bytes so that repeated
+ * events cost O(1) however long the name; a name that long is never a
+ * real data builder and is reported as dangerous. */
+static const gent *intern_global(scanner *sc, const char *module, const char *name) {
+    gkey k = {module, name, strlen(module), strlen(name)};
+    int cut = 0;
+    if (k.mlen > NAME_CAP) k.mlen = NAME_CAP, cut = 1;
+    if (k.mlen + k.nlen > NAME_CAP) k.nlen = NAME_CAP - k.mlen, cut = 1;
+    if (set_reserve(sc, &sc->gset, g_rehash)) return NULL;
+    uint64_t h = gkey_hash(&k);
+    size_t *slot = set_probe(&sc->gset, h, g_eq, sc, &k);
+    if (*slot) return &sc->g[*slot - 1];
+
+    ckpt_scan_report *r = sc->r;
+    char *full = ckpt_arena_printf(&r->arena, "%.*s.%.*s", (int)k.mlen, module,
+                                   (int)k.nlen, name);
+    size_t cap = r->globcap;
+    if (!full ||
+        ckpt_arena_grow(&r->arena, (void **)&r->globals, &r->globcap, r->nglobals + 1,
+                        sizeof *r->globals) ||
+        ckpt_arena_grow(&sc->scratch, (void **)&sc->g, &cap, r->nglobals + 1, sizeof *sc->g))
+        return NULL;
+    gent *e = &sc->g[r->nglobals];
+    e->full = full;
+    e->sev = ckpt_scan_classify(module, name, &e->why);
+    if (cut) {
+        e->sev = CKPT_SEVERITY_DANGEROUS;
+        e->why = "a name too long for any data builder";
+    }
+    /* A caller may vouch for an unknown class, not for a code-execution
+     * family (torch likewise refuses to allowlist os/sys/posix/nt). */
+    e->policy = !cut && e->sev != CKPT_SEVERITY_DANGEROUS && policy_allows(sc, full);
+    r->globals[r->nglobals] = full;
+    *slot = ++r->nglobals;
+    sc->gset.n++;
+    return e;
+}
+
+/* ------------------------------------------------------------ findings */
+
+typedef struct fkey {
+    ckpt_severity sev;
+    const char *kind, *global, *member; /* static, interned, report-owned */
+} fkey;
+
+static uint64_t fkey_hash(const fkey *k) {
+    uintptr_t v[4] = {(uintptr_t)k->sev, (uintptr_t)k->kind, (uintptr_t)k->global,
+                      (uintptr_t)k->member};
+    return hash_bytes(1469598103934665603u, v, sizeof v);
+}
+
+static uint64_t f_rehash(const scanner *sc, size_t i) {
+    const ckpt_finding *f = &sc->r->findings[i];
+    fkey k = {f->severity, f->kind, f->global, f->member};
+    return fkey_hash(&k);
+}
+
+static int f_eq(const scanner *sc, size_t i, const void *key) {
+    const fkey *k = key;
+    const ckpt_finding *f = &sc->r->findings[i];
+    return f->severity == k->sev && f->kind == k->kind && f->global == k->global &&
+           f->member == k->member;
+}
+
+/* Records a finding; a repeat of the same severity, kind, global and
+ * member only counts. kind must be a static string, global an interned
+ * one (or NULL), member a report-arena string. */
+static void add_finding(scanner *sc, ckpt_severity sev, const char *kind,
+                        const char *global, const char *member, uint64_t offset,
+                        const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 7, 8)))
+#endif
+    ;
+static void add_finding(scanner *sc, ckpt_severity sev, const char *kind,
+                        const char *global, const char *member, uint64_t offset,
+                        const char *fmt, ...) {
+    ckpt_scan_report *r = sc->r;
+    if (sev != CKPT_SEVERITY_INFO) sc->unsafe = 1;
+    fkey k = {sev, kind, global, member};
+    if (set_reserve(sc, &sc->fset, f_rehash)) {
+        sc->nomem = 1;
+        return;
+    }
+    size_t *slot = set_probe(&sc->fset, fkey_hash(&k), f_eq, sc, &k);
+    if (*slot) {
+        r->repeats[*slot - 1]++;
+        return;
+    }
+    if (r->nfindings >= MAX_FINDINGS) {
+        sc->dropped++;
+        return;
+    }
+    char msg[MSG_CAP];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    size_t cap = r->findcap;
+    char *m = ckpt_arena_strdup(&r->arena, msg);
+    if (!m ||
+        ckpt_arena_grow(&r->arena, (void **)&r->findings, &r->findcap, r->nfindings + 1,
+                        sizeof *r->findings) ||
+        ckpt_arena_grow(&r->arena, (void **)&r->repeats, &cap, r->nfindings + 1,
+                        sizeof *r->repeats)) {
+        sc->nomem = 1;
+        return;
+    }
+    r->findings[r->nfindings] = (ckpt_finding){sev, kind, global, member, offset, m};
+    r->repeats[r->nfindings] = 0;
+    *slot = ++r->nfindings;
+    sc->fset.n++;
+}
+
+/* ------------------------------------------------------------ events */
+
+static uint64_t where(const region *rg, uint64_t offset) {
+    return rg->decoded ? rg->at : offset;
+}
+
+static const char *nested_note(const region *rg) {
+    return rg->depth ? " (in a pickle nested in a string literal)" : "";
+}
+
+static void on_global(stream *s, const pk_event *ev) {
+    scanner *sc = s->sc;
+    const region *rg = s->rg;
+    const gent *g = intern_global(sc, ev->module, ev->name);
+    if (!g) {
+        sc->nomem = 1;
+        return;
+    }
+    uint64_t off = where(rg, ev->offset);
+    if (ev->symbolic) {
+        add_finding(sc, CKPT_SEVERITY_DANGEROUS, "global", g->full, rg->member, off,
+                    "imports a name that is not a constant string (%s): it "
+                    "cannot be known without running the pickle%s",
+                    ev->opcode == 0x93 ? "STACK_GLOBAL on computed operands"
+                                       : "extension registry code",
+                    nested_note(rg));
+        return;
+    }
+    /* the allowlist holds top-level names: a dotted qualname walks from an
+     * allowlisted object to one of its attributes */
+    if (ev->allowed && !strchr(ev->name, '.')) return;
+    if (g->policy) {
+        add_finding(sc, CKPT_SEVERITY_INFO, "allowed", g->full, rg->member, off,
+                    "allowed by policy: %s%s", g->full, nested_note(rg));
+        return;
+    }
+    add_finding(sc, g->sev, "global", g->full, rg->member, off, "imports %s: %s%s",
+                g->full, g->why, nested_note(rg));
+}
+
+static void on_call_or_build(stream *s, const pk_event *ev, int build) {
+    scanner *sc = s->sc;
+    const region *rg = s->rg;
+    uint64_t off = where(rg, ev->offset);
+    if (build && ev->allowed) return; /* plain data, allowlisted object */
+    if (!build && ev->allowed && !strchr(ev->name, '.')) return;
+    if (!build && ev->symbolic && strcmp(ev->name, "?") == 0) {
+        add_finding(sc, CKPT_SEVERITY_DANGEROUS, "call", NULL, rg->member, off,
+                    "calls a value that is not a named global (the result of "
+                    "another call, or a computed name)%s",
+                    nested_note(rg));
+        return;
+    }
+    const gent *g = intern_global(sc, ev->module, ev->name);
+    if (!g) {
+        sc->nomem = 1;
+        return;
+    }
+    if (build && !ev->symbolic && !strchr(ev->name, '.') &&
+        ckpt_builders_allowed(ev->module, ev->name)) {
+        /* objects of allowlisted classes come with allowed = 1: this is
+         * the class or function itself */
+        add_finding(sc, CKPT_SEVERITY_DANGEROUS, "allowlist-poisoning", g->full,
+                    rg->member, off,
+                    "BUILD sets attributes of the allowlisted %s itself: what "
+                    "later loads of it resolve to is no longer known%s",
+                    g->full, nested_note(rg));
+        return;
+    }
+    if (g->policy && !ev->symbolic) return; /* reported with its global */
+    ckpt_severity sev = ev->symbolic ? CKPT_SEVERITY_DANGEROUS : g->sev;
+    if (build)
+        add_finding(sc, sev, "build", g->full, rg->member, off,
+                    "BUILD sets the state of %s (a %s object or the global "
+                    "itself): %s%s",
+                    g->full, g->full, g->why, nested_note(rg));
+    else
+        add_finding(sc, sev, "call", g->full, rg->member, off, "calls %s: %s%s",
+                    g->full, g->why, nested_note(rg));
+}
+
+/* Which encoding of a pickle a literal may be, from its first bytes only
+ * (every str and bytes literal passes here). 0 if none. */
+static int b64_val(uint8_t c) {
+    if (c >= 'A' && c <= 'Z') return c - 'A';
+    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+    if (c >= '0' && c <= '9') return c - '0' + 52;
+    if (c == '+' || c == '-') return 62;
+    if (c == '/' || c == '_') return 63;
+    return -1;
+}
+
+static int hex_val(uint8_t c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+static lit_enc literal_encoding(const uint8_t *p, size_t n) {
+    if (ckpt_scan_pickle_shape(p, n)) return LIT_RAW;
+    /* bytes in a protocol 2 pickle: _codecs.encode(latin-1 text), whose
+     * UTF-8 form of U+0080 is C2 80 */
+    if (n >= 4 && p[0] == 0xc2 && p[1] == 0x80 && p[2] <= 5) return LIT_LATIN1;
+    if (n >= 4 && n % 2 == 0) {
+        int a = hex_val(p[0]), b = hex_val(p[1]), c = hex_val(p[2]), d = hex_val(p[3]);
+        uint8_t two[2] = {(uint8_t)(a << 4 | b), (uint8_t)(c << 4 | d)};
+        if (a >= 0 && b >= 0 && c >= 0 && d >= 0 && ckpt_scan_pickle_start(two, 2))
+            return LIT_HEX;
+    }
+    if (n >= 8) {
+        int v[4];
+        for (int i = 0; i < 4; i++)
+            if ((v[i] = b64_val(p[i])) < 0) return 0;
+        uint8_t three[3] = {(uint8_t)(v[0] << 2 | v[1] >> 4),
+                            (uint8_t)((v[1] & 15) << 4 | v[2] >> 2),
+                            (uint8_t)((v[2] & 3) << 6 | v[3])};
+        if (ckpt_scan_pickle_start(three, 3)) return LIT_BASE64;
+    }
+    return 0;
+}
+
+static void on_string(stream *s, const pk_event *ev) {
+    lit_enc enc = literal_encoding(ev->data, ev->len);
+    if (!enc) return;
+    if (ckpt_arena_grow(s->work, (void **)&s->lits, &s->litcap, s->nlits + 1,
+                        sizeof *s->lits)) {
+        s->sc->nomem = 1;
+        return;
+    }
+    /* ev->data is a value in the stream's arena: it outlives the run */
+    s->lits[s->nlits++] = (literal){ev->data, ev->len, ev->offset, ev->opcode, enc};
+}
+
+static void on_event(void *ctx, const pk_event *ev) {
+    stream *s = ctx;
+    if (s->sc->nomem) return;
+    switch (ev->kind) {
+    case PK_EV_GLOBAL:
+        s->events++;
+        on_global(s, ev);
+        break;
+    case PK_EV_CALL:
+        s->events++;
+        on_call_or_build(s, ev, 0);
+        break;
+    case PK_EV_BUILD:
+        if (ev->module[0] || ev->name[0]) s->events++;
+        on_call_or_build(s, ev, 1);
+        break;
+    case PK_EV_STRING:
+        on_string(s, ev);
+        break;
+    case PK_EV_PERSID: /* answered by the placeholder below */
+        break;
+    }
+}
+
+/* Scan mode's persistent_load: a storage of the declared dtype and of
+ * unbounded size, so every tensor view builds without its bytes. What a
+ * pid holds is not a safety question: torch's persistent_load is fixed
+ * code, and the globals inside the pid were reported as they resolved. */
+static int placeholder_storage(void *ctx, ckpt_value *pid, uint64_t offset,
+                               ckpt_value **out) {
+    stream *s = ctx;
+    (void)offset;
+    ckpt_dtype dt = CKPT_DT_U8;
+    if (pid->kind == CKPT_KIND_TUPLE && pid->u.seq.n >= 2 &&
+        pid->u.seq.items[1]->kind == CKPT_KIND_GLOBAL_) {
+        ckpt_dtype d = ckpt_dtype_from_storage_class(pid->u.seq.items[1]->u.global.name);
+        if (d != CKPT_DT_UNKNOWN) dt = d;
+    }
+    ckpt_storage *st = ckpt_arena_alloc(s->work, sizeof *st);
+    ckpt_value *v = ckpt_value_new(s->work, CKPT_KIND_STORAGE_);
+    if (!st || !v)
+        return ckpt_err(CKPT_E_NOMEM, s->sc->file, s->rg->member, offset, "out of memory");
+    /* as large as a view check (in bits, 64-bit) can take */
+    *st = (ckpt_storage){.dtype = dt, .nbytes = UINT64_MAX / 16, .key = "", .member = "",
+                         .file_offset = CKPT_NO_OFFSET};
+    v->u.storage = st;
+    *out = v;
+    return 0;
+}
+
+/* ------------------------------------------------------------ literals */
+
+/* Bytes of the literal's opcode before its data, when the data is the
+ * file's bytes verbatim; 0 for text opcodes whose value is decoded. */
+static size_t literal_header(uint8_t op) {
+    switch (op) {
+    case 'C': case 'U': case 0x8c: return 2;          /* 1-byte length */
+    case 'B': case 'T': case 'X': return 5;           /* 4-byte length */
+    case 0x8d: case 0x8e: case 0x96: return 9;        /* 8-byte length */
+    default: return 0;
+    }
+}
+
+/* Decodes lit into *out (work arena) as its encoding says; -1 if it is
+ * not that encoding after all, -2 out of memory. */
+static int decode_literal(ckpt_arena *a, const literal *lit, const uint8_t **out,
+                          size_t *len) {
+    const uint8_t *p = lit->p;
+    size_t n = lit->n, k = 0;
+    uint8_t *d = ckpt_arena_alloc(a, n + 1); /* every decoding shrinks */
+    if (!d) return -2;
+    if (lit->enc == LIT_LATIN1) {
+        for (size_t i = 0; i < n; i++) {
+            if (p[i] < 0x80) d[k++] = p[i];
+            else if ((p[i] == 0xc2 || p[i] == 0xc3) && i + 1 < n && (p[i + 1] & 0xc0) == 0x80)
+                d[k++] = (uint8_t)((p[i] & 3) << 6 | (p[i + 1] & 0x3f)), i++;
+            else
+                return -1; /* a code point above U+00FF: not bytes */
+        }
+    } else if (lit->enc == LIT_HEX) {
+        for (size_t i = 0; i + 1 < n; i += 2) {
+            int hi = hex_val(p[i]), lo = hex_val(p[i + 1]);
+            if (hi < 0 || lo < 0) return -1;
+            d[k++] = (uint8_t)(hi << 4 | lo);
+        }
+    } else { /* base64, standard or URL-safe, line breaks allowed */
+        uint32_t acc = 0;
+        int bits = 0, pad = 0;
+        for (size_t i = 0; i < n; i++) {
+            if (p[i] == '\n' || p[i] == '\r') continue;
+            if (p[i] == '=') {
+                pad++;
+                continue;
+            }
+            int v = b64_val(p[i]);
+            if (v < 0 || pad) return -1;
+            acc = (acc << 6 | (uint32_t)v) & 0xffffff;
+            if ((bits += 6) >= 8) {
+                bits -= 8;
+                d[k++] = (uint8_t)(acc >> bits);
+            }
+        }
+        if (pad > 2) return -1;
+    }
+    *out = d;
+    *len = k;
+    return 0;
+}
+
+/* Scans the pickle a literal holds, one level deeper. */
+static int scan_literal(scanner *sc, const region *rg, ckpt_arena *work,
+                        const literal *lit) {
+    region sub = {0};
+    sub.member = rg->member;
+    sub.sniffed = 1;
+    sub.depth = rg->depth + 1;
+    sub.decoded = 1;
+    sub.at = where(rg, lit->offset);
+    if (lit->enc == LIT_RAW) {
+        sub.p = lit->p;
+        sub.n = lit->n;
+        /* Verbatim binary literals keep exact file offsets. */
+        size_t h = literal_header(lit->opcode);
+        uint64_t at = lit->offset + h, rel;
+        if (h && !rg->decoded && at >= rg->base && (rel = at - rg->base) <= rg->n &&
+            lit->n <= rg->n - rel && memcmp(rg->p + rel, lit->p, lit->n) == 0) {
+            sub.decoded = 0;
+            sub.base = at;
+        }
+    } else {
+        int rc = decode_literal(work, lit, &sub.p, &sub.n);
+        if (rc == -2) return CKPT_E_NOMEM;
+        if (rc < 0 || !ckpt_scan_pickle_shape(sub.p, sub.n)) return 0;
+    }
+    uint32_t max = sc->o.max_nesting < NESTING_CAP ? sc->o.max_nesting : NESTING_CAP;
+    if (sub.depth > max) {
+        /* A literal only runs if something unpickles it, and that something
+         * is an off-list global already reported; so this is not a reason
+         * to call the file unscannable. */
+        add_finding(sc, CKPT_SEVERITY_INFO, "nested-pickle", NULL, rg->member, sub.at,
+                    "a string literal holds a pickle nested deeper than "
+                    "max_nesting (%u): not scanned",
+                    max);
+        return 0;
+    }
+    int not_pickle;
+    return scan_region(sc, &sub, &not_pickle);
+}
+
+/* ------------------------------------------------------------ streams */
+
+/* Runs one stream from rg->p + pos. *used: bytes through STOP; *events:
+ * globals, calls and BUILDs seen; *value: 1 if it produced the legacy
+ * magic number. Returns the machine's code (NOMEM also for our own
+ * allocations); the literals it held are scanned before returning. */
+static int run_stream(scanner *sc, const region *rg, size_t pos, size_t *used,
+                      uint64_t *events, int *legacy_magic) {
+    ckpt_arena work = {0};
+    stream s = {.sc = sc, .rg = rg, .work = &work};
+    pk_options o = {0};
+    o.file = sc->file;
+    o.member = rg->member;
+    o.base_offset = rg->decoded ? 0 : rg->base + pos;
+    o.limits = &sc->o.limits;
+    o.arena = &work;
+    o.persistent_load = placeholder_storage;
+    o.on_event = on_event;
+    o.ctx = &s;
+    ckpt_value *v = NULL;
+    int rc = ckpt_pickle_run(&v, used, rg->p + pos, rg->n - pos, &o);
+    if (sc->nomem) rc = CKPT_E_NOMEM;
+    *events = s.events;
+    const char *dec = rc == 0 ? ckpt_value_int_decimal(v) : NULL;
+    *legacy_magic = dec && strcmp(dec, LEGACY_MAGIC) == 0;
+    /* the error record must survive the nested scans */
+    ckpt_error saved = {0};
+    char msg[MSG_CAP];
+    if (rc && rc != CKPT_E_NOMEM) {
+        const ckpt_error *e = ckpt_error_last();
+        snprintf(msg, sizeof msg, "%s", e->message ? e->message : "");
+        saved = *e;
+        saved.message = msg;
+    }
+    for (size_t i = 0; i < s.nlits && rc != CKPT_E_NOMEM; i++) {
+        int lrc = scan_literal(sc, rg, &work, &s.lits[i]);
+        if (lrc == CKPT_E_NOMEM || sc->nomem) rc = CKPT_E_NOMEM;
+    }
+    ckpt_arena_free(&work);
+    if (rc && rc != CKPT_E_NOMEM)
+        ckpt_err(saved.code, saved.file, saved.member, saved.offset, "%s", saved.message);
+    return rc;
+}
+
+/* Scans rg as back-to-back pickle streams. *not_pickle is set when rg is
+ * the file itself and its first bytes are no pickle after all (no
+ * PROTO, and the machine stopped before resolving anything). */
+static int scan_region(scanner *sc, const region *rg, int *not_pickle) {
+    size_t pos = 0, streams = 0;
+    int legacy = 0;
+    *not_pickle = 0;
+    while (pos < rg->n) {
+        if (legacy && streams == LEGACY_STREAMS) break; /* storage blobs */
+        uint64_t at = where(rg, rg->base + pos);
+        if (streams > 0 && !legacy && !rg->depth)
+            add_finding(sc, CKPT_SEVERITY_INFO, "trailing-bytes", NULL, rg->member, at,
+                        "bytes after the pickle's STOP; scanned as another "
+                        "stream where they parse as one");
+        if (streams > 0 && !ckpt_scan_pickle_start(rg->p + pos, rg->n - pos)) break;
+        size_t used = 0;
+        uint64_t events = 0;
+        int magic = 0;
+        int rc = run_stream(sc, rg, pos, &used, &events, &magic);
+        if (rc == CKPT_E_NOMEM) return rc;
+        if (rc == 0) {
+            sc->content = 1;
+            if (streams == 0 && rg->top && magic) legacy = 1;
+            streams++;
+            pos += used;
+            continue;
+        }
+        const ckpt_error *e = ckpt_error_last();
+        int proto = rg->n - pos >= 2 && rg->p[pos] == 0x80;
+        /* Nothing resolved before the break: junk after a stream, a
+         * member that only looked like a pickle, or no pickle at all. */
+        if (events == 0 && (streams > 0 || rg->sniffed || rg->depth || !proto)) {
+            if (streams == 0 && rg->top) *not_pickle = 1;
+            else if (streams == 0 && !rg->depth && rg->sniffed && rg->member[0])
+                add_finding(sc, CKPT_SEVERITY_INFO, "not-a-pickle", NULL, rg->member,
+                            where(rg, e->offset),
+                            "content starts like a pickle but does not parse: %s",
+                            e->message);
+            break;
+        }
+        sc->content = 1;
+        /* Everything before the break counts: an unpickler runs each
+         * REDUCE as it reaches it, before the bad tail. */
+        if (rg->depth) {
+            add_finding(sc, CKPT_SEVERITY_INFO, "parse-error", NULL, rg->member,
+                        where(rg, e->offset), "nested pickle breaks off: %s", e->message);
+        } else {
+            add_finding(sc, CKPT_SEVERITY_INFO, "parse-error", NULL, rg->member,
+                        where(rg, e->offset),
+                        "pickle stream cannot be parsed past this point (%s): %s",
+                        ckpt_error_name(rc), e->message);
+            sc->unscannable = 1;
+        }
+        break;
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------ containers */
+
+static uint32_t rd32le(const uint8_t *p) {
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+           (uint32_t)p[3] << 24;
+}
+
+static int is_ws(uint8_t c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+
+/* numpy .npy (numpy.lib.format): "\x93NUMPY", version, header length
+ * (u16 LE for 1.x, u32 LE after), a dict literal. An object array ('|O'
+ * anywhere in the dtype) is followed by the pickle of its items, which
+ * np.load(allow_pickle=True) runs. Returns 1 for a well-formed header. */
+static int npy_header(const uint8_t *p, size_t n, size_t *end, int *object) {
+    size_t start, hlen;
+    if (n < 10 || memcmp(p, "\x93NUMPY", 6) != 0) return 0;
+    if (p[6] == 1) {
+        start = 10;
+        hlen = (size_t)p[8] | (size_t)p[9] << 8;
+    } else if ((p[6] == 2 || p[6] == 3) && n >= 12) {
+        start = 12;
+        hlen = rd32le(p + 8);
+    } else {
+        return 0;
+    }
+    if (hlen > n - start) return 0;
+    *end = start + hlen;
+    *object = memmem(p + start, hlen, "|O'", 3) != NULL ||
+              memmem(p + start, hlen, "'O'", 3) != NULL;
+    return 1;
+}
+
+/* An .npy file or member: its pickle payload if it has one. rg is the
+ * whole npy; 0 if rg is no npy at all (*seen = 0). */
+static int scan_npy(scanner *sc, const region *rg, int *seen) {
+    size_t end;
+    int object, not_pickle;
+    *seen = npy_header(rg->p, rg->n, &end, &object);
+    if (!*seen) return 0;
+    sc->content = 1;
+    if (!object) return 0; /* numbers only: np.load runs nothing */
+    region sub = *rg;
+    sub.p = rg->p + end;
+    sub.n = rg->n - end;
+    sub.base = rg->base + end;
+    sub.sniffed = 0;
+    sub.top = 0;
+    add_finding(sc, CKPT_SEVERITY_INFO, "npy-object", NULL, rg->member,
+                where(rg, rg->base + end),
+                "numpy object array: np.load(allow_pickle=True) unpickles the "
+                "data that follows its header; scanned as a pickle");
+    return scan_region(sc, &sub, &not_pickle);
+}
+
+/* Formats we recognise but cannot look into. */
+static const char *foreign_container(const uint8_t *p, size_t n) {
+    static const struct {
+        const char *magic;
+        size_t len, at;
+        const char *what;
+    } t[] = {
+        {"7z\xbc\xaf\x27\x1c", 6, 0, "7z archive"},
+        {"\x1f\x8b", 2, 0, "gzip stream"},
+        {"BZh", 3, 0, "bzip2 stream"},
+        {"\xfd" "7zXZ", 5, 0, "xz stream"},
+        {"\x28\xb5\x2f\xfd", 4, 0, "zstd stream"},
+        {"Rar!\x1a\x07", 6, 0, "RAR archive"},
+        {"PYTORCH1", 8, 0, "PyTorch 'PYTORCH1' preview-format file"},
+        {"ustar", 5, 257, "tar archive (the torch < 0.4 legacy format)"},
+    };
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
+        if (n >= t[i].at + t[i].len && memcmp(p + t[i].at, t[i].magic, t[i].len) == 0)
+            return t[i].what;
+    return NULL;
+}
+
+/* safetensors: u64 LE header length, then a JSON object inside the file. */
+static int looks_safetensors(const uint8_t *p, size_t n) {
+    if (n < 10) return 0;
+    uint64_t hlen = (uint64_t)rd32le(p) | (uint64_t)rd32le(p + 4) << 32;
+    if (hlen == 0 || hlen > n - 8) return 0;
+    size_t i = 8, end = 8 + (size_t)hlen;
+    while (i < end && is_ws(p[i])) i++;
+    return i < end && p[i] == '{';
+}
+
+static int scan_safetensors(scanner *sc, const uint8_t *p, size_t n) {
+    ckpt_open_options oo = {sc->o.limits};
+    ckpt_file *f = NULL;
+    int rc = ckpt_open_memory(&f, p, n, sc->file, &oo);
+    ckpt_close(f);
+    if (rc == CKPT_E_NOMEM) return rc;
+    sc->content = 1;
+    if (rc) {
+        const ckpt_error *e = ckpt_error_last();
+        add_finding(sc, CKPT_SEVERITY_INFO, "safetensors-error", NULL, "",
+                    e->offset == CKPT_NO_OFFSET ? 0 : e->offset,
+                    "safetensors header does not validate: %s", e->message);
+        sc->unscannable = 1;
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------ zip */
+
+static int ends_with(const char *s, size_t n, const char *suffix) {
+    size_t k = strlen(suffix);
+    return n >= k && memcmp(s + n - k, suffix, k) == 0;
+}
+
+/* torch.jit.save archives: constants.pkl or code/ under the archive
+ * folder (FORMATS.md §2.7). torch.load hands them to torch.jit.load. */
+static int torchscript_marker(const ckpt_zip_entry *e) {
+    const char *slash = memchr(e->name, '/', e->name_len);
+    const char *rest = slash ? slash + 1 : e->name;
+    return strcmp(rest, "constants.pkl") == 0 || strncmp(rest, "code/", 5) == 0;
+}
+
+/* One member: read it the way torch would (flags ignored), then scan it
+ * if it is named or shaped like a pickle. */
+static int scan_member(scanner *sc, const ckpt_zip *z, const ckpt_zip_entry *e,
+                       ckpt_arena *inflated) {
+    const char *member = ckpt_arena_strdup(&sc->r->arena, e->name);
+    if (!member) return CKPT_E_NOMEM;
+    int named = ends_with(e->name, e->name_len, ".pkl");
+    int encrypted = (e->flags & (ZIP_FLAG_ENCRYPTED | ZIP_FLAG_STRONG)) != 0;
+    if (e->local_name_differs)
+        add_finding(sc, CKPT_SEVERITY_INFO, "name-mismatch", NULL, member, e->local_offset,
+                    "the local header names another file than the central "
+                    "directory; torch goes by the central directory");
+    if (e->flags & (ZIP_FLAG_ENCRYPTED | ZIP_FLAG_PATCHED | ZIP_FLAG_STRONG))
+        add_finding(sc, CKPT_SEVERITY_INFO, "zip-flags", NULL, member, e->local_offset,
+                    "general-purpose flags 0x%04x mark the member encrypted or "
+                    "patched; torch ignores them, so stored content is scanned "
+                    "as it is",
+                    e->flags);
+    region rg = {0};
+    rg.member = member;
+    rg.sniffed = !named;
+    if (e->method == 0) {
+        /* zip.c checked csize bytes lie inside the input */
+        rg.p = z->buf + e->data_offset;
+        rg.n = (size_t)e->csize;
+        rg.base = e->data_offset;
+        if (e->csize != e->usize)
+            add_finding(sc, CKPT_SEVERITY_INFO, "size-mismatch", NULL, member,
+                        e->data_offset,
+                        "stored member declares %llu compressed and %llu "
+                        "uncompressed bytes; the %llu stored bytes are scanned",
+                        (unsigned long long)e->csize, (unsigned long long)e->usize,
+                        (unsigned long long)e->csize);
+    } else if (e->method == 8 && !encrypted) {
+        int rc = ckpt_zip_read(z, e, inflated, &sc->budget, &rg.p);
+        if (rc == CKPT_E_NOMEM) return rc;
+        if (rc) {
+            add_finding(sc, CKPT_SEVERITY_INFO, "unreadable-member", NULL, member,
+                        e->data_offset, "deflated member cannot be examined: %s",
+                        ckpt_error_last()->message);
+            sc->unscannable = 1;
+            return 0;
+        }
+        rg.n = (size_t)e->usize;
+        rg.decoded = 1;
+        rg.at = e->data_offset;
+    } else {
+        add_finding(sc, CKPT_SEVERITY_INFO, "unreadable-member", NULL, member,
+                    e->data_offset, "%s member cannot be examined",
+                    encrypted ? "encrypted compressed" : "compression method unsupported:");
+        sc->unscannable = 1;
+        return 0;
+    }
+    int shape = ckpt_scan_pickle_shape(rg.p, rg.n);
+    if (encrypted && !shape) {
+        add_finding(sc, CKPT_SEVERITY_INFO, "encrypted", NULL, member, e->data_offset,
+                    "encrypted member: its content cannot be read as a pickle");
+        sc->unscannable = 1;
+        return 0;
+    }
+    if (!named && !shape) {
+        int seen;
+        return scan_npy(sc, &rg, &seen);
+    }
+    /* Only for members scanned anyway: a storage's CRC is verify's job. */
+    if ((e->method == 8 || e->csize == e->usize) && ckpt_zip_check_crc(z, e, rg.p))
+        add_finding(sc, CKPT_SEVERITY_INFO, "crc-mismatch", NULL, member, e->data_offset,
+                    "CRC-32 differs from the central directory; torch does not "
+                    "check it, so the content is scanned");
+    int not_pickle;
+    return scan_region(sc, &rg, &not_pickle);
+}
+
+static int scan_zip(scanner *sc, const ckpt_zip *z) {
+    if (z->archive_offset)
+        add_finding(sc, CKPT_SEVERITY_INFO, "polyglot", NULL, "", 0,
+                    "%llu bytes come before the zip archive: torch.load reads "
+                    "such a file as a legacy pickle, zip readers find the "
+                    "archive; both are scanned",
+                    (unsigned long long)z->archive_offset);
+    if (z->has_duplicates)
+        add_finding(sc, CKPT_SEVERITY_INFO, "duplicate-name", NULL, "", z->archive_offset,
+                    "two members share a name; every one of them is scanned");
+    for (size_t i = 0; i < z->count; i++) {
+        const ckpt_zip_entry *e = &z->entries[i];
+        if (!torchscript_marker(e)) continue;
+        const char *member = ckpt_arena_strdup(&sc->r->arena, e->name);
+        if (!member) return CKPT_E_NOMEM;
+        add_finding(sc, CKPT_SEVERITY_DANGEROUS, "torchscript", NULL, member,
+                    e->local_offset,
+                    "TorchScript archive (torch.jit.save): torch.load hands it "
+                    "to torch.jit.load, which runs its code");
+        break;
+    }
+    int had_content = sc->content, was_unscannable = sc->unscannable;
+    for (size_t i = 0; i < z->count; i++) {
+        ckpt_arena inflated = {0};
+        int rc = scan_member(sc, z, &z->entries[i], &inflated);
+        ckpt_arena_free(&inflated);
+        if (rc) return rc;
+    }
+    if (!had_content && !sc->content && !was_unscannable && !sc->unscannable)
+        add_finding(sc, CKPT_SEVERITY_INFO, "no-pickle", NULL, "", z->archive_offset,
+                    "zip archive without any pickle member");
+    return 0;
+}
+
+/* ------------------------------------------------------------ the file */
+
+static int scan_file(scanner *sc, const uint8_t *p, size_t n) {
+    region top = {.p = p, .n = n, .member = "", .top = 1};
+    int rc, not_pickle, seen;
+    if (n == 0) return 0;
+    const char *foreign = foreign_container(p, n);
+    if (foreign) {
+        add_finding(sc, CKPT_SEVERITY_INFO, "unsupported-container", NULL, "", 0,
+                    "%s: its content cannot be examined", foreign);
+        sc->unscannable = 1;
+        /* the magic may also open a pickle stream: a loader that does not
+         * look at magic numbers would run it */
+        top.sniffed = 1;
+        top.top = 0;
+        return ckpt_scan_pickle_start(p, n) ? scan_region(sc, &top, &not_pickle) : 0;
+    }
+    /* The end record is searched from the end, so an archive behind a
+     * prefix is found; torch.load itself only takes a file starting with
+     * PK\3\4 for a zip and reads anything else as a legacy pickle. */
+    ckpt_zip z;
+    int zip_start = n >= 4 && memcmp(p, "PK\3\4", 4) == 0;
+    rc = ckpt_zip_open(&z, &sc->scratch, p, n, sc->file, &sc->o.limits);
+    if (rc == CKPT_E_NOMEM) return rc;
+    if (rc == 0) {
+        if ((rc = scan_zip(sc, &z))) return rc;
+    } else if (zip_start) {
+        const ckpt_error *e = ckpt_error_last();
+        add_finding(sc, CKPT_SEVERITY_INFO, "zip-error", NULL, "",
+                    e->offset == CKPT_NO_OFFSET ? 0 : e->offset,
+                    "zip archive cannot be read: %s", e->message);
+        sc->unscannable = 1;
+        return 0;
+    }
+    if (zip_start) return 0;
+    if ((rc = scan_npy(sc, &top, &seen)) || seen) return rc;
+    if (looks_safetensors(p, n)) {
+        if ((rc = scan_safetensors(sc, p, n))) return rc;
+        top.sniffed = 1;
+        top.top = 0;
+    }
+    if (!ckpt_scan_pickle_start(p, n)) return 0;
+    return scan_region(sc, &top, &not_pickle);
+}
+
+/* ------------------------------------------------------------ report */
+
+typedef struct ordered {
+    ckpt_finding f;
+    size_t seq;
+} ordered;
+
+static int cmp_ordered(const void *a, const void *b) {
+    const ordered *x = a, *y = b;
+    if (x->f.offset != y->f.offset) return x->f.offset < y->f.offset ? -1 : 1;
+    return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+/* Verdict, repeat counts in messages, file order, sorted globals. */
+static int finish(scanner *sc) {
+    ckpt_scan_report *r = sc->r;
+    if (!sc->unsafe && !sc->unscannable && !sc->content)
+        add_finding(sc, CKPT_SEVERITY_INFO, "no-content", NULL, "", 0,
+                    "no pickle, zip archive or safetensors header found");
+    if (sc->nomem) return CKPT_E_NOMEM;
+    r->verdict = sc->unsafe        ? CKPT_VERDICT_UNSAFE
+                 : sc->unscannable ? CKPT_VERDICT_UNSCANNABLE
+                 : sc->content     ? CKPT_VERDICT_SAFE
+                                   : CKPT_VERDICT_NOT_A_CHECKPOINT;
+    ordered *o = ckpt_arena_array(&sc->scratch, r->nfindings + 1, sizeof *o);
+    if (!o) return CKPT_E_NOMEM;
+    for (size_t i = 0; i < r->nfindings; i++) {
+        o[i].f = r->findings[i];
+        o[i].seq = i;
+        if (r->repeats[i]) {
+            o[i].f.message = ckpt_arena_printf(&r->arena, "%s (seen %llu times)",
+                                               r->findings[i].message,
+                                               (unsigned long long)r->repeats[i] + 1);
+            if (!o[i].f.message) return CKPT_E_NOMEM;
+        }
+    }
+    qsort(o, r->nfindings, sizeof *o, cmp_ordered);
+    for (size_t i = 0; i < r->nfindings; i++) r->findings[i] = o[i].f;
+    if (sc->dropped) {
+        /* past the cap, appended last whatever its offset */
+        const char *m = ckpt_arena_printf(&r->arena,
+                                          "%llu more distinct findings were not recorded",
+                                          (unsigned long long)sc->dropped);
+        if (!m ||
+            ckpt_arena_grow(&r->arena, (void **)&r->findings, &r->findcap,
+                            r->nfindings + 1, sizeof *r->findings))
+            return CKPT_E_NOMEM;
+        r->findings[r->nfindings++] = (ckpt_finding){CKPT_SEVERITY_INFO, "truncated", NULL,
+                                                     "", CKPT_NO_OFFSET, m};
+    }
+    qsort(r->globals, r->nglobals, sizeof *r->globals, cmp_str);
+    return 0;
+}
+
+int ckpt_scan_memory(ckpt_scan_report **out, const void *data, size_t size,
+                     const char *name, const ckpt_scan_options *opts) {
+    const char *file = name ? name : "";
+    if (!out) return ckpt_err(CKPT_E_INVALID_ARG, file, NULL, CKPT_NO_OFFSET, "out is NULL");
+    *out = NULL;
+    if (!data && size)
+        return ckpt_err(CKPT_E_INVALID_ARG, file, NULL, CKPT_NO_OFFSET, "data is NULL");
+    scanner sc = {0};
+    ckpt_scan_options defaults = CKPT_SCAN_OPTIONS_INIT;
+    sc.o = opts ? *opts : defaults;
+    if (sc.o.nallow && !sc.o.allow)
+        return ckpt_err(CKPT_E_INVALID_ARG, file, NULL, CKPT_NO_OFFSET,
+                        "allow is NULL with nallow = %zu", sc.o.nallow);
+    for (size_t i = 0; i < sc.o.nallow; i++)
+        if (!sc.o.allow[i])
+            return ckpt_err(CKPT_E_INVALID_ARG, file, NULL, CKPT_NO_OFFSET,
+                            "allow[%zu] is NULL", i);
+    sc.budget = sc.o.limits.max_inflate_bytes;
+    sc.r = ckpt_malloc(sizeof *sc.r);
+    if (!sc.r) return ckpt_err(CKPT_E_NOMEM, file, NULL, CKPT_NO_OFFSET, "out of memory");
+    memset(sc.r, 0, sizeof *sc.r);
+    int rc = 0;
+    sc.file = ckpt_arena_strdup(&sc.r->arena, file);
+    sc.allow = ckpt_arena_array(&sc.scratch, sc.o.nallow + 1, sizeof *sc.allow);
+    if (!sc.file || !sc.allow) {
+        rc = CKPT_E_NOMEM;
+    } else {
+        if (sc.o.nallow) memcpy(sc.allow, sc.o.allow, sc.o.nallow * sizeof *sc.allow);
+        qsort(sc.allow, sc.o.nallow, sizeof *sc.allow, cmp_str);
+        rc = scan_file(&sc, data ? data : (const void *)"", size);
+        if (rc == 0 && sc.nomem) rc = CKPT_E_NOMEM;
+        if (rc == 0) rc = finish(&sc);
+    }
+    ckpt_arena_free(&sc.scratch);
+    if (rc) {
+        ckpt_scan_report_free(sc.r);
+        return ckpt_err(CKPT_E_NOMEM, file, NULL, CKPT_NO_OFFSET,
+                        "out of memory while scanning");
+    }
+    ckpt_err_clear(); /* parse errors were findings, not failures */
+    *out = sc.r;
+    return 0;
+}
+
+int ckpt_scan(ckpt_scan_report **out, const char *path, const ckpt_scan_options *opts) {
+    if (!out) return ckpt_err(CKPT_E_INVALID_ARG, path, NULL, CKPT_NO_OFFSET, "out is NULL");
+    *out = NULL;
+    if (!path) return ckpt_err(CKPT_E_INVALID_ARG, "", NULL, CKPT_NO_OFFSET, "path is NULL");
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return ckpt_err(CKPT_E_IO, path, NULL, CKPT_NO_OFFSET, "cannot open: %s",
+                        strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        int e = errno, dir = S_ISDIR(st.st_mode);
+        close(fd);
+        return ckpt_err(CKPT_E_IO, path, NULL, CKPT_NO_OFFSET, "cannot read: %s",
+                        dir ? "is a directory" : e ? strerror(e) : "not a regular file");
+    }
+    if ((uint64_t)st.st_size > SIZE_MAX) {
+        close(fd);
+        return ckpt_err(CKPT_E_IO, path, NULL, CKPT_NO_OFFSET, "file too large to map");
+    }
+    size_t n = (size_t)st.st_size;
+    void *map = NULL;
+    if (n) {
+        /* Mapped, so a scan only touches the pages it reads: tensor data
+         * behind a few sniffed bytes is never loaded. */
+        map = mmap(NULL, n, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (map == MAP_FAILED) {
+            int e = errno;
+            close(fd);
+            return ckpt_err(CKPT_E_IO, path, NULL, CKPT_NO_OFFSET, "cannot map: %s",
+                            strerror(e));
+        }
+    }
+    close(fd);
+    int rc = ckpt_scan_memory(out, map, n, path, opts);
+    if (n) munmap(map, n);
+    return rc;
+}
+
+void ckpt_scan_report_free(ckpt_scan_report *r) {
+    if (!r) return;
+    ckpt_arena_free(&r->arena);
+    ckpt_free(r);
+}
+
+/* A report that does not exist is never safe. */
+ckpt_verdict ckpt_scan_verdict(const ckpt_scan_report *r) {
+    return r ? r->verdict : CKPT_VERDICT_UNSCANNABLE;
+}
+
+const char *ckpt_verdict_name(ckpt_verdict v) {
+    switch (v) {
+    case CKPT_VERDICT_SAFE: return "safe";
+    case CKPT_VERDICT_UNSAFE: return "unsafe";
+    case CKPT_VERDICT_UNSCANNABLE: return "unscannable";
+    case CKPT_VERDICT_NOT_A_CHECKPOINT: return "not-a-checkpoint";
+    }
+    return "unknown";
+}
+
+const char *ckpt_severity_name(ckpt_severity s) {
+    switch (s) {
+    case CKPT_SEVERITY_INFO: return "info";
+    case CKPT_SEVERITY_SUSPICIOUS: return "suspicious";
+    case CKPT_SEVERITY_DANGEROUS: return "dangerous";
+    }
+    return "unknown";
+}
+
+size_t ckpt_scan_finding_count(const ckpt_scan_report *r) { return r ? r->nfindings : 0; }
+
+const ckpt_finding *ckpt_scan_finding(const ckpt_scan_report *r, size_t i) {
+    return r && i < r->nfindings ? &r->findings[i] : NULL;
+}
+
+size_t ckpt_scan_global_count(const ckpt_scan_report *r) { return r ? r->nglobals : 0; }
+
+const char *ckpt_scan_global(const ckpt_scan_report *r, size_t i) {
+    return r && i < r->nglobals ? r->globals[i] : NULL;
+}

@@ -1,0 +1,512 @@
+"""CLI expectation tests for `ckpt inspect`, `ckpt verify` and `ckpt doctor`.
+
+Environment (set by ctest): CKPT_BIN (the built ckpt binary), CKPT_CORPUS
+(shared/corpus), CKPT_SRC (repository root). Standard library only. Prints
+one line per case and ends with "N passed, N failed"; exits 1 on failure.
+"""
+import json
+import math
+import os
+import pickle
+import re
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+import traceback
+import zipfile
+
+BIN = os.environ.get("CKPT_BIN", "ckpt")
+CORPUS = os.environ.get("CKPT_CORPUS", "/work/shared/corpus")
+CHECKPOINT = os.path.join(CORPUS, "torch/burn/checkpoint.pt")
+LEGACY = os.path.join(CORPUS, "torch/burn/simple_legacy.pt")
+BROKEN = os.path.join(CORPUS, "torch/burn/broken.pt")
+SAFETENSORS = os.path.join(CORPUS, "safetensors/fluxml/non_sharded/"
+                           "model.with_metadata.safetensors")
+MNIST_ST = os.path.join(CORPUS, "pairs/mnist.safetensors")
+MNIST_PT = os.path.join(CORPUS, "pairs/mnist.pt")
+
+# Bits per element, by safetensors dtype name.
+DTYPE_BITS = {
+    "BOOL": 8, "U8": 8, "I8": 8, "I16": 16, "U16": 16, "I32": 32, "U32": 32,
+    "I64": 64, "U64": 64, "F16": 16, "BF16": 16, "F32": 32, "F64": 64,
+    "C32": 32, "C64": 64, "C128": 128, "F8_E5M2": 8, "F8_E4M3": 8,
+}
+
+TMP = tempfile.mkdtemp(prefix="ckpt-cli-test-")
+
+
+def expected(rel):
+    with open(os.path.join(CORPUS, "expected.jsonl"), encoding="utf-8") as fh:
+        for line in fh:
+            rec = json.loads(line)
+            if rec["file"] == rel:
+                return rec
+    raise KeyError(rel)
+
+
+def run(*args):
+    """Runs ckpt; returns (exit code, stdout, stderr) as text."""
+    p = subprocess.run([BIN] + list(args), capture_output=True, timeout=120)
+    return (p.returncode, p.stdout.decode("utf-8", "replace"),
+            p.stderr.decode("utf-8", "replace"))
+
+
+def run_json(*args):
+    rc, out, err = run(*args)
+    assert out.endswith("}\n"), "JSON output must be one object and a newline"
+    return rc, json.loads(out), err
+
+
+def numel(shape):
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
+def tmp_file(name, data):
+    path = os.path.join(TMP, name)
+    with open(path, "wb") as fh:
+        fh.write(data)
+    return path
+
+
+def truncated(src, name):
+    with open(src, "rb") as fh:
+        data = fh.read()
+    return tmp_file(name, data[: len(data) // 2])
+
+
+def safetensors_bytes(tensors, metadata=None):
+    """tensors: list of (name, dtype, shape, raw bytes)."""
+    header, blobs, off = {}, [], 0
+    if metadata is not None:
+        header["__metadata__"] = metadata
+    for name, dtype, shape, raw in tensors:
+        header[name] = {"dtype": dtype, "shape": shape,
+                        "data_offsets": [off, off + len(raw)]}
+        blobs.append(raw)
+        off += len(raw)
+    text = json.dumps(header).encode("utf-8")
+    text += b" " * (-len(text) % 8)
+    return struct.pack("<Q", len(text)) + text + b"".join(blobs)
+
+
+def assert_eq(got, want, what):
+    assert got == want, "%s: got %r, want %r" % (what, got, want)
+
+
+# ------------------------------------------------------------------ inspect
+
+def test_inspect_json_checkpoint():
+    rc, doc, err = run_json("inspect", CHECKPOINT, "--json", "--hash",
+                            "sha256")
+    assert_eq(rc, 0, "exit code")
+    exp = expected("torch/burn/checkpoint.pt")
+    assert_eq(doc["file"], CHECKPOINT, "file")
+    assert_eq(doc["format"], "torch-zip", "format")
+    got = [{k: t[k] for k in ("name", "dtype", "shape", "sha256")}
+           for t in doc["tensors"]]
+    want = [{k: t[k] for k in ("name", "dtype", "shape", "sha256")}
+            for t in exp["tensors"]]
+    assert_eq(got, want, "tensors")
+    for t in doc["tensors"]:
+        assert_eq(t["nbytes"], numel(t["shape"]) * DTYPE_BITS[t["dtype"]] // 8,
+                  "nbytes of " + t["name"])
+    assert_eq(doc["values"], exp["values"], "values")
+    assert_eq(doc["metadata"], None, "metadata")
+
+
+def test_inspect_json_without_hash():
+    rc, doc, _ = run_json("inspect", "--json", CHECKPOINT)
+    assert_eq(rc, 0, "exit code")
+    assert all("sha256" not in t for t in doc["tensors"]), "no sha256 keys"
+    assert_eq(list(doc), ["file", "format", "tensors", "values", "metadata"],
+              "top-level keys")
+
+
+def test_inspect_json_legacy():
+    rc, doc, _ = run_json("inspect", LEGACY, "--json", "--hash=sha256")
+    assert_eq(rc, 0, "exit code")
+    exp = expected("torch/burn/simple_legacy.pt")
+    assert_eq(doc["format"], "torch-legacy", "format")
+    assert_eq([(t["name"], t["dtype"], t["shape"], t["sha256"])
+               for t in doc["tensors"]],
+              [(t["name"], t["dtype"], t["shape"], t["sha256"])
+               for t in exp["tensors"]], "tensors")
+
+
+def test_inspect_json_safetensors_metadata():
+    rc, doc, _ = run_json("inspect", "--json", "--hash", "sha256",
+                          SAFETENSORS)
+    assert_eq(rc, 0, "exit code")
+    exp = expected("safetensors/fluxml/non_sharded/"
+                   "model.with_metadata.safetensors")
+    assert_eq(doc["format"], "safetensors", "format")
+    assert_eq(doc["metadata"], exp["metadata"], "metadata")
+    assert_eq([(t["name"], t["dtype"], t["shape"], t["sha256"])
+               for t in doc["tensors"]],
+              [(t["name"], t["dtype"], t["shape"], t["sha256"])
+               for t in exp["tensors"]], "tensors")
+    rc, doc, _ = run_json("inspect", "--json", MNIST_ST)
+    assert_eq(doc["metadata"], None, "metadata of a file without any")
+
+
+def test_inspect_json_value_types():
+    """Every leaf type and the JSON writer's number and string forms."""
+    big = 2 ** 100
+    obj = {
+        "big": big, "neg_big": -big, "small": -7, "zero_f": 0.0,
+        "neg_zero": -0.0, "one": 1.0, "tenth": 0.1, "third": 1 / 3,
+        "huge": 1e300, "tiny": 5e-324, "nan": math.nan, "inf": math.inf,
+        "ninf": -math.inf, "text": "tab\tquote\"back\\nl\nbell\x07 é 中 \U0001F600",
+        "blob": b"\x00\xffab", "yes": True, "no": False, "nothing": None,
+        "nested": {"list": [1, "two"], "empty": []},
+    }
+    path = tmp_file("values.pkl", pickle.dumps(obj, protocol=3))
+    rc, doc, err = run_json("inspect", "--json", path)
+    assert_eq(rc, 0, "exit code (stderr %r)" % err)
+    assert_eq(doc["format"], "pickle", "format")
+    got = {v["name"]: (v["type"], v["value"]) for v in doc["values"]}
+    names = [v["name"] for v in doc["values"]]
+    assert_eq(names, sorted(names, key=lambda s: s.encode()), "value order")
+    want = {
+        "big": ("int", big), "neg_big": ("int", -big), "small": ("int", -7),
+        "zero_f": ("float", 0.0), "neg_zero": ("float", -0.0),
+        "one": ("float", 1.0), "tenth": ("float", 0.1),
+        "third": ("float", 1 / 3), "huge": ("float", 1e300),
+        "tiny": ("float", 5e-324), "nan": ("float", "nan"),
+        "inf": ("float", "inf"), "ninf": ("float", "-inf"),
+        "text": ("str", obj["text"]), "blob": ("bytes", "00ff6162"),
+        "yes": ("bool", True), "no": ("bool", False),
+        "nothing": ("none", None), "nested.list.0": ("int", 1),
+        "nested.list.1": ("str", "two"),
+    }
+    assert_eq(got, want, "values")
+    # Floats stay floats (1.0 not 1), -0.0 keeps its sign.
+    out = run("inspect", "--json", path)[1]
+    assert '"value":1.0' in out.replace(" ", ""), "1.0 written as a float"
+    assert '"value":-0.0' in out.replace(" ", ""), "-0.0 keeps its sign"
+    assert math.copysign(1, got["neg_zero"][1]) < 0, "-0.0 parses negative"
+
+
+def test_inspect_text():
+    rc, out, _ = run("inspect", CHECKPOINT)
+    assert_eq(rc, 0, "exit code")
+    lines = out.splitlines()
+    assert lines[0].startswith(CHECKPOINT + ": torch-zip, "), lines[0]
+    assert re.search(r"\d+ bytes \(", lines[0]), "size in header"
+    exp = expected("torch/burn/checkpoint.pt")
+    for t in exp["tensors"]:
+        row = [l for l in lines if l.startswith(t["name"] + " ")]
+        assert row, "table row for " + t["name"]
+        shape = "[" + ", ".join(str(d) for d in t["shape"]) + "]"
+        assert shape in row[0] and t["dtype"] in row[0], row[0]
+    params = sum(numel(t["shape"]) for t in exp["tensors"])
+    total = "%d tensors, %d parameters, %d bytes" % (
+        len(exp["tensors"]), params, params * 4)
+    assert any(l.startswith(total) for l in lines), "totals line " + total
+    assert any(l.strip() == "epoch = 42" for l in lines), "epoch value"
+    assert any(l.strip() == "loss = 0.123" for l in lines), "loss value"
+
+
+def test_inspect_text_hash_and_alignment():
+    rc, out, _ = run("inspect", CHECKPOINT, "--hash", "sha256")
+    assert_eq(rc, 0, "exit code")
+    exp = expected("torch/burn/checkpoint.pt")
+    rows = [l for l in out.splitlines()
+            if any(l.startswith(t["name"] + " ") for t in exp["tensors"])]
+    assert_eq(len(rows), len(exp["tensors"]), "rows")
+    for t in exp["tensors"]:
+        assert any(r.startswith(t["name"]) and r.endswith(t["sha256"])
+                   for r in rows), "sha256 column for " + t["name"]
+    # Aligned: the dtype column starts at the same place in every row.
+    assert_eq(len({r.index(" F32 ") for r in rows}), 1, "aligned dtype column")
+
+
+def test_inspect_text_hostile_names():
+    """Control characters in names never reach the terminal raw."""
+    name = "evil\x1b[31m\nname"
+    path = tmp_file("hostile.safetensors", safetensors_bytes(
+        [(name, "U8", [2], b"\x01\x02")], {"k\x07": "v\x1b]0;x\x07"}))
+    rc, out, _ = run("inspect", path)
+    assert_eq(rc, 0, "exit code")
+    assert "\x1b" not in out and "\x07" not in out, "raw control bytes"
+    assert "evil\\x1b[31m\\x0aname" in out, out
+    rc, doc, _ = run_json("inspect", "--json", path)
+    assert_eq(doc["tensors"][0]["name"], name, "JSON name round trip")
+    assert_eq(doc["metadata"], {"k\x07": "v\x1b]0;x\x07"}, "JSON metadata")
+
+
+def test_inspect_errors():
+    rc, out, err = run("inspect", os.path.join(TMP, "missing.pt"))
+    assert_eq(rc, 2, "missing file exit code")
+    assert err.startswith("ckpt: " + os.path.join(TMP, "missing.pt") + ": "),\
+        err
+    assert_eq(out, "", "stdout of a failed inspect")
+    rc, out, err = run("inspect", BROKEN, "--json")
+    assert_eq(rc, 1, "unreadable format exit code")
+    assert err.startswith("ckpt: " + BROKEN + ": "), err
+    rc, _, err = run("inspect", truncated(CHECKPOINT, "trunc_inspect.pt"))
+    assert_eq(rc, 1, "truncated zip exit code")
+
+
+# ------------------------------------------------------------------ verify
+
+def ok_line(path, fmt, n):
+    return re.compile(r"^OK %s \(%s, %d tensors, \d+ bytes checked\)$" % (
+        re.escape(path), re.escape(fmt), n))
+
+
+def test_verify_ok():
+    files = [(SAFETENSORS, "safetensors",
+              "safetensors/fluxml/non_sharded/model.with_metadata.safetensors"),
+             (CHECKPOINT, "torch-zip", "torch/burn/checkpoint.pt"),
+             (LEGACY, "torch-legacy", "torch/burn/simple_legacy.pt"),
+             (MNIST_PT, "torch-zip", "pairs/mnist.pt")]
+    rc, out, err = run("verify", *[f for f, _, _ in files])
+    assert_eq(rc, 0, "exit code (stderr %r)" % err)
+    lines = out.splitlines()
+    assert_eq(len(lines), len(files), "one line per file")
+    for line, (path, fmt, rel) in zip(lines, files):
+        n = len(expected(rel)["tensors"])
+        assert ok_line(path, fmt, n).match(line), line
+    # Bytes checked covers at least every tensor's bytes.
+    m = re.search(r"(\d+) bytes checked", lines[1])
+    want = sum(numel(t["shape"]) * 4
+               for t in expected("torch/burn/checkpoint.pt")["tensors"])
+    assert int(m.group(1)) >= want, lines[1]
+
+
+def test_verify_truncated():
+    path = truncated(CHECKPOINT, "trunc_verify.pt")
+    rc, out, _ = run("verify", path)
+    assert_eq(rc, 1, "exit code")
+    assert out.startswith("CORRUPT %s: " % path), out
+    assert_eq(len(out.splitlines()), 1, "one line")
+
+
+def test_verify_broken():
+    rc, out, _ = run("verify", BROKEN)
+    assert_eq(rc, 1, "exit code")
+    assert out.startswith("CORRUPT %s: " % BROKEN), out
+
+
+def test_verify_missing():
+    missing = os.path.join(TMP, "nope.pt")
+    rc, out, _ = run("verify", missing)
+    assert_eq(rc, 2, "exit code")
+    assert out.startswith("ERROR %s: " % missing), out
+    # I/O failure wins over corruption, and every file still gets a line.
+    rc, out, _ = run("verify", BROKEN, missing, CHECKPOINT)
+    assert_eq(rc, 2, "exit code with a missing and a corrupt file")
+    lines = out.splitlines()
+    assert_eq(len(lines), 3, "lines")
+    assert lines[0].startswith("CORRUPT ") and lines[1].startswith("ERROR ")
+    assert lines[2].startswith("OK "), lines[2]
+
+
+def zip_member_data_offset(path, suffix):
+    """(member name, absolute offset of its first data byte)."""
+    with zipfile.ZipFile(path) as zf:
+        info = next(i for i in zf.infolist() if i.filename.endswith(suffix)
+                    and i.file_size > 0)
+    with open(path, "rb") as fh:
+        fh.seek(info.header_offset)
+        local = fh.read(30)
+    assert local[:4] == b"PK\x03\x04"
+    name_len, extra_len = struct.unpack("<HH", local[26:30])
+    return info.filename, info.header_offset + 30 + name_len + extra_len
+
+
+def test_verify_flipped_byte():
+    with open(CHECKPOINT, "rb") as fh:
+        data = bytearray(fh.read())
+    member, off = zip_member_data_offset(CHECKPOINT, "/data/0")
+    data[off] ^= 0x40
+    path = tmp_file("flipped.pt", bytes(data))
+    rc, out, _ = run("verify", path)
+    assert_eq(rc, 1, "exit code")
+    assert out.startswith("CORRUPT %s: " % path), out
+    assert member in out, "member %s named in %r" % (member, out)
+    assert "crc" in out.lower() or "checksum" in out.lower(), out
+    # Open alone does not read tensor bytes: inspect still works.
+    assert_eq(run("inspect", path)[0], 0, "inspect of the flipped file")
+
+
+# ------------------------------------------------------------------ doctor
+
+def test_doctor_healthy():
+    rc, out, err = run("doctor", CHECKPOINT)
+    assert_eq(rc, 0, "exit code (stderr %r)" % err)
+    lines = out.splitlines()
+    assert lines[0].startswith("HEALTHY: "), lines[0]
+    for title in ("format", "integrity", "contents", "not vouched for"):
+        assert title in lines, "section " + title
+    assert any(l.strip().startswith("model_state_dict: dict, 4 tensors")
+               for l in lines), out
+    assert any(l.strip() == "epoch: int 42" for l in lines), out
+
+
+def test_doctor_json():
+    rc, doc, _ = run_json("doctor", "--json", CHECKPOINT)
+    assert_eq(rc, 0, "exit code")
+    exp = expected("torch/burn/checkpoint.pt")
+    assert_eq(doc["verdict"], "healthy", "verdict")
+    assert doc["summary"].startswith("HEALTHY: "), doc["summary"]
+    assert_eq(doc["format"], "torch-zip", "format")
+    sec = doc["sections"]
+    assert_eq(list(sec), ["format", "integrity", "contents",
+                          "not_vouched_for"], "sections")
+    assert_eq(sec["integrity"]["ok"], True, "integrity ok")
+    contents = sec["contents"]
+    params = sum(numel(t["shape"]) for t in exp["tensors"])
+    assert_eq(contents["parameters"], params, "parameters")
+    assert_eq(contents["tensors"], len(exp["tensors"]), "tensors")
+    assert_eq(contents["by_dtype"], {"F32": params * 4}, "by_dtype")
+    top = {e["name"]: e for e in contents["top_level"]}
+    assert_eq(top["epoch"]["kind"], "int", "epoch kind")
+    assert_eq(top["epoch"]["value"], 42, "epoch value")
+    assert_eq(top["model_state_dict"]["tensors"], 4, "model tensors")
+    assert_eq(top["optimizer_state_dict"]["tensors"], 1, "optimizer tensors")
+    assert_eq(sum(e["parameters"] for e in contents["top_level"]), params,
+              "top-level parameters add up")
+
+
+def test_doctor_safetensors():
+    rc, doc, _ = run_json("doctor", "--json", MNIST_ST)
+    assert_eq(rc, 0, "exit code")
+    groups = {e["name"]: e["tensors"] for e in
+              doc["sections"]["contents"]["top_level"]}
+    assert_eq(groups["conv1"], 2, "conv1 group")
+    assert any("checksum" in s for s in doc["sections"]["not_vouched_for"]), \
+        "safetensors has no checksum"
+
+
+def test_doctor_truncated():
+    path = truncated(CHECKPOINT, "trunc_doctor.pt")
+    rc, out, _ = run("doctor", path)
+    assert_eq(rc, 1, "exit code")
+    assert out.startswith("ATTENTION: "), out
+    rc, doc, _ = run_json("doctor", "--json", path)
+    assert_eq(rc, 1, "exit code (json)")
+    assert_eq(doc["verdict"], "attention", "verdict")
+    assert_eq(doc["sections"]["integrity"]["ok"], False, "integrity")
+    assert doc["sections"]["integrity"]["error"]["message"], "error message"
+
+
+def test_doctor_flipped_byte():
+    with open(CHECKPOINT, "rb") as fh:
+        data = bytearray(fh.read())
+    member, off = zip_member_data_offset(CHECKPOINT, "/data/0")
+    data[off] ^= 0x01
+    path = tmp_file("flipped_doctor.pt", bytes(data))
+    rc, doc, _ = run_json("doctor", "--json", path)
+    assert_eq(rc, 1, "exit code")
+    assert_eq(doc["sections"]["integrity"]["error"]["member"], member,
+              "member")
+    assert member in doc["summary"], doc["summary"]
+
+
+def test_doctor_opaque_object():
+    # {"args": argparse.Namespace(lr=0.1), "epoch": 3}, written by hand
+    # so that nothing is imported to build it.
+    blob = (b"\x80\x02}q\x00(X\x04\x00\x00\x00argsq\x01cargparse\nNamespace\n"
+            b"q\x02)\x81q\x03}q\x04X\x02\x00\x00\x00lrq\x05G?\xb9\x99\x99\x99"
+            b"\x99\x99\x9asbX\x05\x00\x00\x00epochq\x06K\x03u.")
+    path = tmp_file("opaque.pkl", blob)
+    rc, out, _ = run("doctor", path)
+    assert_eq(rc, 1, "exit code")
+    assert out.startswith("ATTENTION: ") and "opaque" in out.splitlines()[0],\
+        out
+    rc, doc, _ = run_json("doctor", "--json", path)
+    assert any("argparse.Namespace" in s and "args" in s
+               for s in doc["sections"]["not_vouched_for"]), doc
+    rc, doc, _ = run_json("inspect", "--json", path)
+    assert_eq(doc["values"], [
+        {"name": "args", "type": "object", "value": "argparse.Namespace"},
+        {"name": "epoch", "type": "int", "value": 3}], "values")
+
+
+def test_doctor_missing():
+    rc, out, err = run("doctor", os.path.join(TMP, "missing.pt"))
+    assert_eq(rc, 2, "exit code")
+    assert err.startswith("ckpt: "), err
+
+
+# ------------------------------------------------------------------ usage
+
+def test_usage():
+    cases = [
+        (("inspect", CHECKPOINT, "--bogus"), 2),
+        (("verify", "--bogus", CHECKPOINT), 2),
+        (("doctor", CHECKPOINT, "-x"), 2),
+        (("inspect", CHECKPOINT, "--hash", "md5"), 2),
+        (("inspect",), 2),
+        (("verify",), 2),
+        (("doctor",), 2),
+        (("inspect", CHECKPOINT, CHECKPOINT), 2),
+        (("frobnicate",), 2),
+        ((), 2),
+        (("help", "frobnicate"), 2),
+        (("--help",), 0),
+        (("help",), 0),
+        (("help", "verify"), 0),
+        (("inspect", "--help"), 0),
+        (("--version",), 0),
+    ]
+    for args, want in cases:
+        rc, out, err = run(*args)
+        assert_eq(rc, want, "exit code of ckpt %s" % " ".join(args))
+        if want == 2:
+            assert "usage" in err, "usage on stderr for %r" % (args,)
+    rc, out, _ = run("--help")
+    for name in ("inspect", "verify", "doctor"):
+        assert re.search(r"^  %s " % name, out, re.M), "%s in --help" % name
+    assert re.match(r"^ckpt \d+\.\d+\.\d+\n$", run("--version")[1])
+    assert run("help", "inspect")[1].startswith("usage: ckpt inspect")
+
+
+def test_no_crash_on_corpus():
+    """Every corpus file: no signal, exit code in {0, 1}, valid JSON."""
+    bad = []
+    for rel in sorted(json.loads(l)["file"] for l in
+                      open(os.path.join(CORPUS, "expected.jsonl"))):
+        path = os.path.join(CORPUS, rel)
+        for args in (("inspect", "--json", path), ("verify", path),
+                     ("doctor", "--json", path)):
+            rc, out, err = run(*args)
+            if rc not in (0, 1):
+                bad.append("%s -> %d %s" % (" ".join(args), rc, err.strip()))
+            elif rc == 0 or args[0] == "doctor":
+                if args[1] == "--json":
+                    json.loads(out)
+    assert not bad, "\n  ".join(bad)
+
+
+def main():
+    tests = [(n, f) for n, f in sorted(globals().items())
+             if n.startswith("test_") and callable(f)]
+    passed = failed = 0
+    for name, fn in tests:
+        try:
+            fn()
+        except Exception as e:  # report every failure, keep going
+            failed += 1
+            where = traceback.extract_tb(e.__traceback__)
+            line = [f.lineno for f in where if f.filename == __file__][-1]
+            print("FAIL %s (line %d): %s: %s" % (
+                name, line, type(e).__name__,
+                str(e).replace("\n", "\n     ")))
+        else:
+            passed += 1
+            print("ok   %s" % name)
+    shutil.rmtree(TMP, ignore_errors=True)
+    print("%d passed, %d failed" % (passed, failed))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,953 @@
+/* test_safetensors.c - the safetensors reader: the real corpus (checked
+ * against expected.jsonl), the reference vectors and attacks of
+ * FORMATS.md §1.4 built in memory, and sharded sets. */
+#include <jansson.h>
+#include <openssl/evp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ckpt.h"
+#include "file.h"
+#include "harness.h"
+
+/* ------------------------------------------------------------ helpers */
+
+/* u64 LE header length + header + data, in a static buffer. */
+static unsigned char st_buf[16384];
+
+static size_t st_make(const char *header, const void *data, size_t data_len) {
+    size_t n = strlen(header);
+    for (int i = 0; i < 8; i++) st_buf[i] = (unsigned char)((uint64_t)n >> (8 * i));
+    memcpy(st_buf + 8, header, n);
+    if (data_len) memcpy(st_buf + 8 + n, data, data_len);
+    return 8 + n + data_len;
+}
+
+/* Opens st_buf[0..len) expecting failure with `code`; returns the error. */
+static const ckpt_error *open_fails(size_t len, const ckpt_open_options *opts,
+                                    int code) {
+    ckpt_file *f = (ckpt_file *)1;
+    int rc = ckpt_open_memory(&f, st_buf, len, "mem.safetensors", opts);
+    CHECK_EQ_INT(rc, code);
+    CHECK(f == NULL);
+    const ckpt_error *e = ckpt_error_last();
+    CHECK_EQ_INT(e->code, code);
+    CHECK(e->message && e->message[0] != '\0');
+    CHECK_EQ_STR(e->file, "mem.safetensors");
+    if (rc == 0) ckpt_close(f);
+    return e;
+}
+
+static ckpt_file *open_ok(size_t len) {
+    ckpt_file *f = NULL;
+    int rc = ckpt_open_memory(&f, st_buf, len, "mem", NULL);
+    CHECK_EQ_INT(rc, 0);
+    if (rc) fprintf(stderr, "  error: %s\n", ckpt_error_last()->message);
+    return f;
+}
+
+static int has(const char *s, const char *part) { return strstr(s, part) != NULL; }
+
+static void sha256_hex(const void *p, size_t n, char out[65]) {
+    unsigned char md[32];
+    EVP_Digest(p, n, md, NULL, EVP_sha256(), NULL);
+    for (int i = 0; i < 32; i++) sprintf(out + 2 * i, "%02x", md[i]);
+}
+
+/* A scratch directory for sharded sets. */
+static char tmpdir[64];
+
+static void write_file(const char *name, const void *p, size_t n) {
+    char path[256];
+    snprintf(path, sizeof path, "%s/%s", tmpdir, name);
+    FILE *fp = fopen(path, "wb");
+    CHECK(fp != NULL);
+    if (!fp) return;
+    CHECK_EQ_INT(fwrite(p, 1, n, fp), n);
+    fclose(fp);
+}
+
+static void remove_file(const char *name) {
+    char path[256];
+    snprintf(path, sizeof path, "%s/%s", tmpdir, name);
+    unlink(path);
+}
+
+static int open_index(ckpt_file **f, const char *index_json) {
+    char path[256];
+    write_file("model.safetensors.index.json", index_json, strlen(index_json));
+    snprintf(path, sizeof path, "%s/model.safetensors.index.json", tmpdir);
+    return ckpt_open(f, path, NULL);
+}
+
+/* ------------------------------------------------------------ corpus */
+
+/* Every safetensors file of expected.jsonl: names, dtypes, shapes, the
+ * sha256 of the zero-copy bytes, and metadata. */
+TEST(corpus_matches_expected) {
+    size_t len = 0;
+    unsigned char *all = harness_read_file(CKPT_CORPUS "/expected.jsonl", &len);
+    CHECK(all != NULL);
+    if (!all) return;
+    size_t files = 0;
+    for (char *line = (char *)all, *end; line < (char *)all + len; line = end + 1) {
+        end = memchr(line, '\n', len - (size_t)(line - (char *)all));
+        if (!end) end = (char *)all + len;
+        json_t *rec = json_loadb(line, (size_t)(end - line), 0, NULL);
+        if (!rec) continue;
+        const char *format = json_string_value(json_object_get(rec, "format"));
+        if (!format || strcmp(format, "safetensors") != 0) {
+            json_decref(rec);
+            continue;
+        }
+        char path[512];
+        snprintf(path, sizeof path, "%s/%s", CKPT_CORPUS,
+                 json_string_value(json_object_get(rec, "file")));
+        ckpt_file *f = NULL;
+        int rc = ckpt_open(&f, path, NULL);
+        CHECK_EQ_INT(rc, 0);
+        if (rc) {
+            fprintf(stderr, "  %s: %s\n", path, ckpt_error_last()->message);
+            json_decref(rec);
+            continue;
+        }
+        files++;
+        CHECK_EQ_INT(ckpt_file_format(f), CKPT_FORMAT_SAFETENSORS);
+        json_t *tensors = json_object_get(rec, "tensors");
+        CHECK_EQ_INT(ckpt_file_tensor_count(f), json_array_size(tensors));
+        size_t i;
+        json_t *et;
+        json_array_foreach(tensors, i, et) {
+            const char *name = json_string_value(json_object_get(et, "name"));
+            const ckpt_tensor *t = ckpt_file_find_tensor(f, name);
+            CHECK(t != NULL);
+            if (!t) continue;
+            CHECK_EQ_STR(ckpt_dtype_name(ckpt_tensor_dtype(t)),
+                         json_string_value(json_object_get(et, "dtype")));
+            json_t *shape = json_object_get(et, "shape");
+            CHECK_EQ_INT(ckpt_tensor_ndim(t), json_array_size(shape));
+            for (size_t d = 0; d < json_array_size(shape) && d < ckpt_tensor_ndim(t); d++)
+                CHECK_EQ_INT(ckpt_tensor_shape(t)[d],
+                             json_integer_value(json_array_get(shape, d)));
+            const void *data;
+            size_t size;
+            CHECK_EQ_INT(ckpt_tensor_data(t, &data, &size), 0);
+            char hex[65];
+            sha256_hex(data, size, hex);
+            CHECK_EQ_STR(hex, json_string_value(json_object_get(et, "sha256")));
+        }
+        json_t *md = json_object_get(rec, "metadata");
+        CHECK_EQ_INT(ckpt_file_has_metadata(f), json_is_object(md));
+        CHECK_EQ_INT(ckpt_file_metadata_count(f), json_object_size(md));
+        for (size_t m = 0; m < ckpt_file_metadata_count(f); m++)
+            CHECK_EQ_STR(ckpt_file_metadata_value(f, m),
+                         json_string_value(json_object_get(
+                             md, ckpt_file_metadata_key(f, m))));
+        ckpt_close(f);
+        json_decref(rec);
+    }
+    CHECK_EQ_INT(files, 21);
+    free(all);
+}
+
+TEST(corpus_overall) {
+    ckpt_file *f = NULL;
+    CHECK_EQ_INT(ckpt_open(&f, CKPT_CORPUS "/safetensors/hf-samples/overall.safetensors", NULL), 0);
+    if (!f) return;
+    static const char *names[] = {"B", "H", "I", "b", "d", "e", "f", "h", "i"};
+    static const char *dtypes[] = {"U8", "U16", "U32", "I8", "F64", "F16", "F32", "I16", "I32"};
+    static const uint64_t begins[] = {0, 6, 18, 42, 48, 96, 108, 132, 144};
+    CHECK_EQ_INT(ckpt_file_tensor_count(f), 9);
+    /* the root dict is in data_offsets order; N = 526 */
+    const ckpt_value *root = ckpt_file_root(f);
+    CHECK_EQ_INT(ckpt_value_kind(root), CKPT_KIND_DICT);
+    CHECK_EQ_INT(ckpt_value_len(root), 9);
+    for (size_t i = 0; i < 9 && i < ckpt_value_len(root); i++) {
+        CHECK_EQ_STR(ckpt_value_str(ckpt_value_key(root, i), NULL), names[i]);
+        const ckpt_tensor *t = ckpt_value_tensor(ckpt_value_item(root, i));
+        CHECK(t != NULL);
+        if (!t) continue;
+        CHECK_EQ_STR(ckpt_dtype_name(ckpt_tensor_dtype(t)), dtypes[i]);
+        CHECK_EQ_INT(ckpt_tensor_ndim(t), 1);
+        CHECK_EQ_INT(ckpt_tensor_shape(t)[0], 6);
+        CHECK_EQ_INT(ckpt_tensor_numel(t), 6);
+        CHECK_EQ_INT(ckpt_tensor_file_offset(t), 8 + 526 + begins[i]);
+        CHECK_EQ_STR(ckpt_tensor_member(t), "");
+    }
+    CHECK_EQ_INT(ckpt_file_has_metadata(f), 1);
+    CHECK_EQ_INT(ckpt_file_metadata_count(f), 1);
+    CHECK_EQ_STR(ckpt_file_metadata_key(f, 0), "test");
+    CHECK_EQ_STR(ckpt_file_metadata_value(f, 0), "a");
+    CHECK_EQ_INT(ckpt_file_size(f), 702);
+    ckpt_close(f);
+}
+
+TEST(corpus_with_metadata) {
+    ckpt_file *f = NULL;
+    CHECK_EQ_INT(ckpt_open(&f, CKPT_CORPUS "/safetensors/fluxml/non_sharded/model.with_metadata.safetensors", NULL), 0);
+    if (!f) return;
+    CHECK_EQ_INT(ckpt_file_tensor_count(f), 36);
+    CHECK_EQ_INT(ckpt_file_metadata_count(f), 2);
+    CHECK_EQ_STR(ckpt_file_metadata_key(f, 0), "test");
+    CHECK_EQ_STR(ckpt_file_metadata_value(f, 0), "metadata");
+    CHECK_EQ_STR(ckpt_file_metadata_key(f, 1), "version");
+    CHECK_EQ_STR(ckpt_file_metadata_value(f, 1), "2.2");
+    const ckpt_tensor *t = ckpt_file_find_tensor(f, "float8_e4m3fn_357");
+    CHECK(t != NULL);
+    if (t) {
+        CHECK_EQ_INT(ckpt_tensor_dtype(t), CKPT_DT_F8_E4M3);
+        CHECK_EQ_INT(ckpt_tensor_nbytes(t), 105);
+        CHECK_EQ_INT(ckpt_tensor_stride(t)[0], 35);
+        CHECK_EQ_INT(ckpt_tensor_stride(t)[1], 7);
+        CHECK_EQ_INT(ckpt_tensor_stride(t)[2], 1);
+    }
+    ckpt_close(f);
+}
+
+TEST(corpus_rank0) {
+    ckpt_file *f = NULL;
+    CHECK_EQ_INT(ckpt_open(&f, CKPT_CORPUS "/safetensors/burn/multi_layer.safetensors", NULL), 0);
+    if (!f) return;
+    const ckpt_tensor *t = ckpt_file_find_tensor(f, "norm1.num_batches_tracked");
+    CHECK(t != NULL);
+    if (t) {
+        CHECK_EQ_INT(ckpt_tensor_dtype(t), CKPT_DT_I64);
+        CHECK_EQ_INT(ckpt_tensor_ndim(t), 0);
+        CHECK_EQ_INT(ckpt_tensor_numel(t), 1);
+        CHECK_EQ_INT(ckpt_tensor_nbytes(t), 8);
+        /* the writer puts I64 first: at the start of the byte buffer */
+        CHECK_EQ_INT(ckpt_tensor_file_offset(t), 8 + 648);
+    }
+    CHECK_EQ_INT(ckpt_file_has_metadata(f), 0);
+    ckpt_close(f);
+}
+
+TEST(corpus_sharded) {
+    ckpt_file *f = NULL;
+    int rc = ckpt_open(&f, CKPT_CORPUS "/safetensors/fluxml/sharded/model.safetensors.index.json", NULL);
+    CHECK_EQ_INT(rc, 0);
+    if (rc) {
+        fprintf(stderr, "  error: %s\n", ckpt_error_last()->message);
+        return;
+    }
+    CHECK_EQ_INT(ckpt_file_format(f), CKPT_FORMAT_SAFETENSORS_SHARDED);
+    CHECK_EQ_INT(ckpt_file_tensor_count(f), 36);
+    const ckpt_tensor *t = ckpt_file_find_tensor(f, "float32_357");
+    CHECK(t != NULL);
+    if (t) {
+        CHECK_EQ_STR(ckpt_tensor_member(t), "model-00002-of-00006.safetensors");
+        CHECK_EQ_INT(ckpt_tensor_file_offset(t), 8 + 104);
+        CHECK_EQ_INT(ckpt_tensor_nbytes(t), 420);
+    }
+    t = ckpt_file_find_tensor(f, "bfloat16_357");
+    CHECK(t != NULL);
+    if (t) CHECK_EQ_STR(ckpt_tensor_member(t), "model-00006-of-00006.safetensors");
+    /* the index metadata, non-string values as compact JSON */
+    CHECK_EQ_INT(ckpt_file_has_metadata(f), 1);
+    CHECK_EQ_INT(ckpt_file_metadata_count(f), 1);
+    CHECK_EQ_STR(ckpt_file_metadata_key(f, 0), "total_size");
+    CHECK_EQ_STR(ckpt_file_metadata_value(f, 0), "4305");
+    /* same bytes as the unsharded file */
+    ckpt_file *g = NULL;
+    CHECK_EQ_INT(ckpt_open(&g, CKPT_CORPUS "/safetensors/fluxml/non_sharded/model.safetensors", NULL), 0);
+    for (size_t i = 0; g && i < ckpt_file_tensor_count(f); i++) {
+        const ckpt_tensor *a = ckpt_file_tensor(f, i);
+        const ckpt_tensor *b = ckpt_file_find_tensor(g, ckpt_tensor_name(a));
+        CHECK(b != NULL);
+        if (!b) continue;
+        const void *pa, *pb;
+        size_t na, nb;
+        CHECK_EQ_INT(ckpt_tensor_data(a, &pa, &na), 0);
+        CHECK_EQ_INT(ckpt_tensor_data(b, &pb, &nb), 0);
+        CHECK(na == nb && memcmp(pa, pb, na) == 0);
+    }
+    ckpt_close(g);
+    ckpt_close(f);
+}
+
+/* Every strict prefix of a valid file is refused. */
+TEST(corpus_every_cut_fails) {
+    size_t len = 0;
+    unsigned char *all = harness_read_file(CKPT_CORPUS "/safetensors/hf-samples/overall.safetensors", &len);
+    CHECK(all != NULL && len == 702);
+    if (!all) return;
+    size_t succeeded = 0;
+    for (size_t cut = 0; cut < len; cut++) {
+        unsigned char *copy = malloc(cut ? cut : 1); /* exact size for ASan */
+        memcpy(copy, all, cut);
+        ckpt_file *f = NULL;
+        if (ckpt_open_memory(&f, copy, cut, "cut", NULL) == 0) {
+            succeeded++;
+            ckpt_close(f);
+        } else {
+            CHECK(ckpt_error_last()->message[0] != '\0');
+        }
+        free(copy);
+    }
+    CHECK_EQ_INT(succeeded, 0);
+    free(all);
+}
+
+/* ------------------------------------------------------------ reference vectors */
+
+TEST(empty_header_padded) {
+    /* 08 00.. 00 "{}" + 6 spaces: 16 bytes */
+    size_t len = st_make("{}      ", NULL, 0);
+    CHECK_EQ_INT(len, 16);
+    ckpt_file *f = open_ok(len);
+    if (!f) return;
+    CHECK_EQ_INT(ckpt_file_format(f), CKPT_FORMAT_SAFETENSORS);
+    CHECK_EQ_INT(ckpt_file_tensor_count(f), 0);
+    CHECK_EQ_INT(ckpt_file_has_metadata(f), 0);
+    CHECK_EQ_INT(ckpt_value_len(ckpt_file_root(f)), 0);
+    ckpt_close(f);
+}
+
+TEST(empty_with_metadata) {
+    size_t len = st_make("{\"__metadata__\":{\"framework\":\"pt\"}}     ", NULL, 0);
+    CHECK_EQ_INT(len, 8 + 40);
+    ckpt_file *f = open_ok(len);
+    if (!f) return;
+    CHECK_EQ_INT(ckpt_file_tensor_count(f), 0);
+    CHECK_EQ_INT(ckpt_file_has_metadata(f), 1);
+    CHECK_EQ_INT(ckpt_file_metadata_count(f), 1);
+    CHECK_EQ_STR(ckpt_file_metadata_key(f, 0), "framework");
+    CHECK_EQ_STR(ckpt_file_metadata_value(f, 0), "pt");
+    ckpt_close(f);
+}
+
+TEST(metadata_null_is_absent) {
+    size_t len = st_make("{\"__metadata__\":null}", NULL, 0);
+    ckpt_file *f = open_ok(len);
+    if (!f) return;
+    CHECK_EQ_INT(ckpt_file_has_metadata(f), 0);
+    ckpt_close(f);
+    len = st_make("{\"__metadata__\":{}}", NULL, 0);
+    f = open_ok(len);
+    if (!f) return;
+    CHECK_EQ_INT(ckpt_file_has_metadata(f), 1);
+    CHECK_EQ_INT(ckpt_file_metadata_count(f), 0);
+    ckpt_close(f);
+}
+
+TEST(attn0_reference) {
+    float data[6] = {0, 1, 2, 3, 4, 5};
+    size_t len = st_make("{\"attn0\":{\"dtype\":\"F32\",\"shape\":[1,1,2,3],"
+                         "\"data_offsets\":[0,24]}}       ", data, sizeof data);
+    CHECK_EQ_INT(len, 8 + 72 + 24);
+    ckpt_file *f = open_ok(len);
+    if (!f) return;
+    CHECK_EQ_INT(ckpt_file_tensor_count(f), 1);
+    const ckpt_tensor *t = ckpt_file_find_tensor(f, "attn0");
+    CHECK(t != NULL);
+    if (t) {
+        CHECK_EQ_INT(ckpt_tensor_dtype(t), CKPT_DT_F32);
+        CHECK_EQ_INT(ckpt_tensor_ndim(t), 4);
+        CHECK_EQ_INT(ckpt_tensor_shape(t)[3], 3);
+        CHECK_EQ_INT(ckpt_tensor_stride(t)[0], 6);
+        CHECK_EQ_INT(ckpt_tensor_stride(t)[2], 3);
+        CHECK_EQ_INT(ckpt_tensor_numel(t), 6);
+        CHECK_EQ_INT(ckpt_tensor_nbytes(t), 24);
+        CHECK_EQ_INT(ckpt_tensor_file_offset(t), 80);
+        const void *p;
+        size_t n;
+        CHECK_EQ_INT(ckpt_tensor_data(t, &p, &n), 0);
+        /* zero-copy: the pointer is into the caller's buffer */
+        CHECK(p == st_buf + 80);
+        CHECK_EQ_INT(n, 24);
+    }
+    ckpt_close(f);
+}
+
+TEST(whitespace_padding_accepted) {
+    size_t len = st_make("\t\n{}\r ", NULL, 0);
+    ckpt_file *f = open_ok(len);
+    CHECK(f != NULL);
+    ckpt_close(f);
+    len = st_make("{}\r \t\n", NULL, 0);
+    f = open_ok(len);
+    CHECK(f != NULL);
+    ckpt_close(f);
+}
+
+TEST(zero_size_and_rank0) {
+    int32_t v = 7;
+    size_t len = st_make("{\"z\":{\"dtype\":\"F32\",\"shape\":[2,0],\"data_offsets\":[0,0]},"
+                         "\"z2\":{\"dtype\":\"I8\",\"shape\":[0],\"data_offsets\":[0,0]},"
+                         "\"s\":{\"dtype\":\"I32\",\"shape\":[],\"data_offsets\":[0,4]}}",
+                         &v, 4);
+    ckpt_file *f = open_ok(len);
+    if (!f) return;
+    CHECK_EQ_INT(ckpt_file_tensor_count(f), 3);
+    const ckpt_tensor *z = ckpt_file_find_tensor(f, "z");
+    const ckpt_tensor *s = ckpt_file_find_tensor(f, "s");
+    CHECK(z && s);
+    if (z && s) {
+        CHECK_EQ_INT(ckpt_tensor_ndim(z), 2);
+        CHECK_EQ_INT(ckpt_tensor_shape(z)[1], 0);
+        CHECK_EQ_INT(ckpt_tensor_numel(z), 0);
+        CHECK_EQ_INT(ckpt_tensor_nbytes(z), 0);
+        CHECK_EQ_INT(ckpt_tensor_ndim(s), 0);
+        CHECK_EQ_INT(ckpt_tensor_numel(s), 1);
+        CHECK_EQ_INT(ckpt_tensor_nbytes(s), 4);
+        /* the writer's tie is broken by header order: z, z2, s */
+        const ckpt_value *root = ckpt_file_root(f);
+        CHECK_EQ_STR(ckpt_value_str(ckpt_value_key(root, 0), NULL), "z");
+        CHECK_EQ_STR(ckpt_value_str(ckpt_value_key(root, 1), NULL), "z2");
+        CHECK_EQ_STR(ckpt_value_str(ckpt_value_key(root, 2), NULL), "s");
+    }
+    ckpt_close(f);
+}
+
+TEST(order_by_offsets_and_extra_keys) {
+    unsigned char data[6] = {1, 2, 3, 4, 5, 6};
+    size_t len = st_make("{\"b\":{\"dtype\":\"U16\",\"shape\":[2],\"data_offsets\":[2,6],\"x\":[1]},"
+                         "\"a\":{\"dtype\":\"U8\",\"shape\":[2],\"data_offsets\":[0,2]}}",
+                         data, sizeof data);
+    ckpt_file *f = open_ok(len);
+    if (!f) return;
+    const ckpt_value *root = ckpt_file_root(f);
+    CHECK_EQ_INT(ckpt_value_len(root), 2);
+    CHECK_EQ_STR(ckpt_value_str(ckpt_value_key(root, 0), NULL), "a");
+    CHECK_EQ_STR(ckpt_value_str(ckpt_value_key(root, 1), NULL), "b");
+    const ckpt_tensor *b = ckpt_file_find_tensor(f, "b");
+    CHECK(b != NULL);
+    if (b) {
+        const void *p;
+        size_t n;
+        CHECK_EQ_INT(ckpt_tensor_data(b, &p, &n), 0);
+        CHECK_EQ_INT(n, 4);
+        CHECK_EQ_INT(((const unsigned char *)p)[0], 3);
+        CHECK_EQ_INT(ckpt_tensor_storage_nbytes(b), 4);
+    }
+    ckpt_close(f);
+}
+
+TEST(sub_byte_dtypes) {
+    unsigned char data[6] = {0};
+    /* F4 [2,3]: 24 bits = 3 bytes; F6_E2M3 [4]: 24 bits = 3 bytes */
+    size_t len = st_make("{\"q\":{\"dtype\":\"F4\",\"shape\":[2,3],\"data_offsets\":[0,3]},"
+                         "\"r\":{\"dtype\":\"F6_E2M3\",\"shape\":[4],\"data_offsets\":[3,6]}}",
+                         data, sizeof data);
+    ckpt_file *f = open_ok(len);
+    if (!f) return;
+    const ckpt_tensor *q = ckpt_file_find_tensor(f, "q");
+    CHECK(q != NULL);
+    if (q) {
+        CHECK_EQ_INT(ckpt_tensor_dtype(q), CKPT_DT_F4);
+        CHECK_EQ_INT(ckpt_tensor_numel(q), 6);
+        CHECK_EQ_INT(ckpt_tensor_nbytes(q), 3);
+    }
+    ckpt_close(f);
+}
+
+TEST(all_safetensors_dtypes) {
+    static const char *names[] = {"BOOL", "U8", "I8", "I16", "U16", "I32", "U32",
+                                  "I64", "U64", "F16", "BF16", "F32", "F64", "C64",
+                                  "F8_E5M2", "F8_E4M3", "F8_E8M0", "F8_E4M3FNUZ",
+                                  "F8_E5M2FNUZ", "F4", "F6_E2M3", "F6_E3M2"};
+    unsigned char data[64] = {0};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+        /* 8 elements: a whole number of bytes for every width */
+        unsigned bits = ckpt_dtype_bits(ckpt_dtype_from_name(names[i]));
+        char header[160];
+        snprintf(header, sizeof header,
+                 "{\"t\":{\"dtype\":\"%s\",\"shape\":[8],\"data_offsets\":[0,%u]}}",
+                 names[i], bits);
+        ckpt_file *f = open_ok(st_make(header, data, bits));
+        if (!f) continue;
+        const ckpt_tensor *t = ckpt_file_tensor(f, 0);
+        CHECK_EQ_STR(ckpt_dtype_name(ckpt_tensor_dtype(t)), names[i]);
+        CHECK_EQ_INT(ckpt_tensor_nbytes(t), bits);
+        ckpt_close(f);
+    }
+}
+
+/* ------------------------------------------------------------ attacks */
+
+static int alloc_calls;
+static size_t alloc_bytes;
+static void *count_malloc(void *u, size_t n) { (void)u; alloc_calls++; alloc_bytes += n; return malloc(n); }
+static void *count_realloc(void *u, void *p, size_t n) { (void)u; alloc_calls++; alloc_bytes += n; return realloc(p, n); }
+static void count_free(void *u, void *p) { (void)u; free(p); }
+
+TEST(attack_header_too_large) {
+    static const unsigned char attack[] =
+        "\x3c\x00\x00\x00\x00\xff\xff\xff{\"test\":{\"dtype\":\"I32\",\"shape\":[2,2],"
+        "\"data_offsets\":[0,16]}}";
+    memcpy(st_buf, attack, sizeof attack - 1);
+    ckpt_allocator counting = {count_malloc, count_realloc, count_free, NULL};
+    ckpt_set_allocator(&counting);
+    alloc_calls = 0;
+    alloc_bytes = 0;
+    const ckpt_error *e = open_fails(sizeof attack - 1, NULL, CKPT_E_LIMIT);
+    ckpt_set_allocator(NULL);
+    CHECK_EQ_INT(e->offset, 0);
+    CHECK(has(e->message, "max_header_bytes"));
+    /* only the file object and its first arena block: nothing sized by N */
+    CHECK(alloc_calls > 0 && alloc_calls <= 2);
+    CHECK(alloc_bytes < 100000);
+}
+
+TEST(attack_shape_overflow) {
+    /* 2^64 - 2 does not even fit a JSON int64 */
+    size_t len = st_make("{\"test\":{\"dtype\":\"I32\",\"shape\":[2,18446744073709551614],"
+                         "\"data_offsets\":[0,16]}}", "0123456789abcdef", 16);
+    const ckpt_error *e = open_fails(len, NULL, CKPT_E_FORMAT);
+    CHECK(e->offset > 8 && e->offset <= len - 16);
+    CHECK(has(e->message, "64 bits"));
+    /* fits int64 per dimension, the product does not */
+    len = st_make("{\"test\":{\"dtype\":\"I32\",\"shape\":[4294967296,4294967296],"
+                  "\"data_offsets\":[0,16]}}", "0123456789abcdef", 16);
+    size_t n = len - 16 - 8;
+    e = open_fails(len, NULL, CKPT_E_FORMAT);
+    CHECK_EQ_INT(e->offset, 8 + n);
+    CHECK(has(e->message, "overflows"));
+    /* numel fits, numel x bits does not */
+    len = st_make("{\"test\":{\"dtype\":\"F64\",\"shape\":[2305843009213693952],"
+                  "\"data_offsets\":[0,16]}}", "0123456789abcdef", 16);
+    e = open_fails(len, NULL, CKPT_E_FORMAT);
+    CHECK(has(e->message, "overflow"));
+}
+
+TEST(attack_aliased_offsets) {
+    char header[1024] = "{";
+    for (int i = 0; i < 10; i++)
+        snprintf(header + strlen(header), sizeof header - strlen(header),
+                 "%s\"t%d\":{\"dtype\":\"I32\",\"shape\":[2,2],\"data_offsets\":[0,16]}",
+                 i ? "," : "", i);
+    strcat(header, "}");
+    size_t n = strlen(header);
+    size_t len = st_make(header, "0123456789abcdef", 16);
+    const ckpt_error *e = open_fails(len, NULL, CKPT_E_FORMAT);
+    CHECK_EQ_INT(e->offset, 8 + n);
+    CHECK(has(e->message, "data_offsets [0, 16]"));
+    CHECK(has(e->message, "\"t1\""));
+}
+
+TEST(attack_polyglot_trailing) {
+    unsigned char data[16 + 34];
+    memcpy(data, "0123456789abcdef", 16);
+    memcpy(data + 16, "extra_bogus_data_for_polyglot_file", 34);
+    const char *h = "{\"test\":{\"dtype\":\"I32\",\"shape\":[2,2],\"data_offsets\":[0,16]}}";
+    size_t len = st_make(h, data, sizeof data);
+    const ckpt_error *e = open_fails(len, NULL, CKPT_E_FORMAT);
+    CHECK_EQ_INT(e->offset, 8 + strlen(h) + 16);
+    CHECK(has(e->message, "34 bytes"));
+}
+
+TEST(file_shorter_than_8) {
+    memcpy(st_buf, "\x02\x00\x00\x00{}", 6);
+    const ckpt_error *e = open_fails(6, NULL, CKPT_E_TRUNCATED);
+    CHECK_EQ_INT(e->offset, 0);
+    /* the reader itself, whatever routes to it */
+    ckpt_file f;
+    memset(&f, 0, sizeof f);
+    f.path = "short";
+    f.map = st_buf;
+    f.map_size = 7;
+    ckpt_open_options defaults = CKPT_OPEN_OPTIONS_INIT;
+    f.opts = defaults;
+    CHECK_EQ_INT(ckpt_safetensors_read(&f), CKPT_E_TRUNCATED);
+    CHECK_EQ_INT(ckpt_error_last()->offset, 0);
+    CHECK(has(ckpt_error_last()->message, "at least 8"));
+    ckpt_arena_free(&f.arena);
+}
+
+TEST(header_past_end) {
+    size_t len = st_make("{\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]}}", NULL, 0);
+    st_buf[0] = (unsigned char)(st_buf[0] + 1); /* N one byte too long */
+    const ckpt_error *e = open_fails(len, NULL, CKPT_E_TRUNCATED);
+    CHECK_EQ_INT(e->offset, 0);
+}
+
+TEST(data_past_end) {
+    const char *h = "{\"a\":{\"dtype\":\"U8\",\"shape\":[4],\"data_offsets\":[0,4]}}";
+    size_t len = st_make(h, "xyz", 3);
+    const ckpt_error *e = open_fails(len, NULL, CKPT_E_TRUNCATED);
+    CHECK_EQ_INT(e->offset, 8 + strlen(h));
+    CHECK(has(e->message, "\"a\""));
+}
+
+TEST(duplicate_key) {
+    const char *h = "{\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]},"
+                    "\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]}}";
+    size_t len = st_make(h, "x", 1);
+    const ckpt_error *e = open_fails(len, NULL, CKPT_E_FORMAT);
+    CHECK(e->offset > 8 + 50 && e->offset <= 8 + strlen(h));
+    CHECK(has(e->message, "duplicate"));
+}
+
+TEST(metadata_not_strings) {
+    size_t len = st_make("{\"__metadata__\":{\"epoch\":3}}", NULL, 0);
+    const ckpt_error *e = open_fails(len, NULL, CKPT_E_FORMAT);
+    CHECK_EQ_INT(e->offset, 8);
+    CHECK(has(e->message, "epoch"));
+    len = st_make("{\"__metadata__\":[\"a\"]}", NULL, 0);
+    open_fails(len, NULL, CKPT_E_FORMAT);
+}
+
+TEST(tensor_named_metadata) {
+    size_t len = st_make("{\"__metadata__\":{\"dtype\":\"U8\",\"shape\":[1],"
+                         "\"data_offsets\":[0,1]}}", "x", 1);
+    const ckpt_error *e = open_fails(len, NULL, CKPT_E_FORMAT);
+    CHECK_EQ_INT(e->offset, 8);
+    CHECK(has(e->message, "reserved"));
+}
+
+TEST(gap_between_tensors) {
+    const char *h = "{\"a\":{\"dtype\":\"U8\",\"shape\":[2],\"data_offsets\":[0,2]},"
+                    "\"b\":{\"dtype\":\"U8\",\"shape\":[2],\"data_offsets\":[4,6]}}";
+    size_t len = st_make(h, "xxxxxx", 6);
+    const ckpt_error *e = open_fails(len, NULL, CKPT_E_FORMAT);
+    CHECK_EQ_INT(e->offset, 8 + strlen(h) + 4);
+    CHECK(has(e->message, "\"b\""));
+}
+
+TEST(first_not_at_zero) {
+    const char *h = "{\"a\":{\"dtype\":\"U8\",\"shape\":[2],\"data_offsets\":[2,4]}}";
+    size_t len = st_make(h, "xxxx", 4);
+    const ckpt_error *e = open_fails(len, NULL, CKPT_E_FORMAT);
+    CHECK_EQ_INT(e->offset, 8 + strlen(h) + 2);
+    CHECK(has(e->message, "expected [0,"));
+}
+
+TEST(end_before_begin) {
+    const char *h = "{\"a\":{\"dtype\":\"U8\",\"shape\":[0],\"data_offsets\":[0,0]},"
+                    "\"b\":{\"dtype\":\"U8\",\"shape\":[2],\"data_offsets\":[0,2]},"
+                    "\"c\":{\"dtype\":\"U8\",\"shape\":[0],\"data_offsets\":[2,1]}}";
+    size_t len = st_make(h, "xx", 2);
+    const ckpt_error *e = open_fails(len, NULL, CKPT_E_FORMAT);
+    CHECK(has(e->message, "\"c\""));
+    CHECK_EQ_INT(e->offset, 8 + strlen(h) + 2);
+}
+
+TEST(wrong_byte_size) {
+    const char *h = "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,6]}}";
+    size_t len = st_make(h, "xxxxxx", 6);
+    const ckpt_error *e = open_fails(len, NULL, CKPT_E_FORMAT);
+    CHECK_EQ_INT(e->offset, 8 + strlen(h));
+    CHECK(has(e->message, "expected 8"));
+}
+
+TEST(misaligned_f4) {
+    const char *h = "{\"a\":{\"dtype\":\"F4\",\"shape\":[3],\"data_offsets\":[0,2]}}";
+    size_t len = st_make(h, "xx", 2);
+    const ckpt_error *e = open_fails(len, NULL, CKPT_E_FORMAT);
+    CHECK_EQ_INT(e->offset, 8 + strlen(h));
+    CHECK(has(e->message, "misaligned"));
+}
+
+TEST(unknown_dtype) {
+    size_t len = st_make("{\"a\":{\"dtype\":\"F128\",\"shape\":[1],\"data_offsets\":[0,16]}}",
+                         "0123456789abcdef", 16);
+    const ckpt_error *e = open_fails(len, NULL, CKPT_E_FORMAT);
+    CHECK_EQ_INT(e->offset, 8);
+    CHECK(has(e->message, "F128"));
+    /* torch-only names are not safetensors dtypes */
+    len = st_make("{\"a\":{\"dtype\":\"C128\",\"shape\":[1],\"data_offsets\":[0,16]}}",
+                  "0123456789abcdef", 16);
+    open_fails(len, NULL, CKPT_E_FORMAT);
+    len = st_make("{\"a\":{\"dtype\":\"f32\",\"shape\":[1],\"data_offsets\":[0,4]}}",
+                  "0123", 4);
+    open_fails(len, NULL, CKPT_E_FORMAT);
+}
+
+TEST(bad_entry_schema) {
+    static const char *headers[] = {
+        "{\"a\":[1]}",
+        "{\"a\":{\"shape\":[1],\"data_offsets\":[0,1]}}",
+        "{\"a\":{\"dtype\":1,\"shape\":[1],\"data_offsets\":[0,1]}}",
+        "{\"a\":{\"dtype\":\"U8\",\"data_offsets\":[0,1]}}",
+        "{\"a\":{\"dtype\":\"U8\",\"shape\":[-1],\"data_offsets\":[0,1]}}",
+        "{\"a\":{\"dtype\":\"U8\",\"shape\":[1.0],\"data_offsets\":[0,1]}}",
+        "{\"a\":{\"dtype\":\"U8\",\"shape\":[1e0],\"data_offsets\":[0,1]}}",
+        "{\"a\":{\"dtype\":\"U8\",\"shape\":1,\"data_offsets\":[0,1]}}",
+        "{\"a\":{\"dtype\":\"U8\",\"shape\":[1]}}",
+        "{\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1,1]}}",
+        "{\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[1]}}",
+        "{\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[-1,0]}}",
+        "{\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":\"0,1\"}}",
+        "{\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]}",
+        "{\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]}}}",
+        "{\"a\xff\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]}}",
+        "{\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]}} x",
+    };
+    for (size_t i = 0; i < sizeof headers / sizeof *headers; i++) {
+        size_t len = st_make(headers[i], "x", 1);
+        const ckpt_error *e = open_fails(len, NULL, CKPT_E_FORMAT);
+        CHECK(e->offset >= 8 && e->offset <= 8 + strlen(headers[i]));
+    }
+}
+
+/* torch refuses a shape whose strides overflow even with a zero dimension
+ * ("Stride calculation overflowed"); so do we, though the reference reader
+ * has no strides to compute. */
+TEST(zero_size_stride_overflow) {
+    const char *h = "{\"a\":{\"dtype\":\"U8\",\"shape\":[0,4294967296,4294967296,2],"
+                    "\"data_offsets\":[0,0]}}";
+    size_t len = st_make(h, NULL, 0);
+    const ckpt_error *e = open_fails(len, NULL, CKPT_E_FORMAT);
+    CHECK_EQ_INT(e->offset, 8 + strlen(h));
+    CHECK(has(e->message, "strides overflow"));
+}
+
+/* jansson bounds nesting, so a deep extra key cannot exhaust the stack. */
+TEST(deep_nesting) {
+    char h[8192];
+    size_t n = 0;
+    n += (size_t)sprintf(h, "{\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1],\"x\":");
+    for (int i = 0; i < 3000; i++) h[n++] = '[';
+    for (int i = 0; i < 3000; i++) h[n++] = ']';
+    strcpy(h + n, "}}");
+    size_t len = st_make(h, "x", 1);
+    const ckpt_error *e = open_fails(len, NULL, CKPT_E_FORMAT);
+    CHECK(e->offset > 8 && e->offset < 8 + strlen(h));
+}
+
+TEST(nul_padded_header) {
+    size_t len = st_make("{}", NULL, 0);
+    st_buf[0] = 4;
+    st_buf[len++] = 0;
+    st_buf[len++] = 0;
+    const ckpt_error *e = open_fails(len, NULL, CKPT_E_FORMAT);
+    CHECK(e->offset >= 10 && e->offset <= 12);
+}
+
+TEST(limits_honoured) {
+    ckpt_open_options opts = CKPT_OPEN_OPTIONS_INIT;
+    opts.limits.max_header_bytes = 8;
+    size_t len = st_make("{}                ", NULL, 0); /* N = 18 */
+    const ckpt_error *e = open_fails(len, &opts, CKPT_E_LIMIT);
+    CHECK_EQ_INT(e->offset, 0);
+    opts.limits.max_header_bytes = 18; /* the limit is inclusive */
+    ckpt_file *f = NULL;
+    CHECK_EQ_INT(ckpt_open_memory(&f, st_buf, len, "mem", &opts), 0);
+    ckpt_close(f);
+
+    opts = (ckpt_open_options)CKPT_OPEN_OPTIONS_INIT;
+    opts.limits.max_tensors = 1;
+    len = st_make("{\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]},"
+                  "\"b\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[1,2]}}", "xy", 2);
+    e = open_fails(len, &opts, CKPT_E_LIMIT);
+    CHECK(has(e->message, "max_tensors"));
+
+    opts = (ckpt_open_options)CKPT_OPEN_OPTIONS_INIT;
+    opts.limits.max_ndim = 2;
+    len = st_make("{\"a\":{\"dtype\":\"U8\",\"shape\":[1,1,1],\"data_offsets\":[0,1]}}", "x", 1);
+    e = open_fails(len, &opts, CKPT_E_LIMIT);
+    CHECK(has(e->message, "max_ndim"));
+}
+
+/* Failing allocation k, for every k, gives CKPT_E_NOMEM and no leak
+ * (ASan builds check the leaks); past the last allocation, success. */
+static int fail_at, fail_calls;
+static void *fail_malloc(void *u, size_t n) { (void)u; return ++fail_calls == fail_at ? NULL : malloc(n); }
+static void *fail_realloc(void *u, void *p, size_t n) { (void)u; return ++fail_calls == fail_at ? NULL : realloc(p, n); }
+
+static void torture(const char *path, const void *buf, size_t len) {
+    ckpt_allocator failing = {fail_malloc, fail_realloc, count_free, NULL};
+    int rc = CKPT_E_NOMEM;
+    for (fail_at = 1; rc == CKPT_E_NOMEM && fail_at < 10000; fail_at++) {
+        fail_calls = 0;
+        ckpt_file *f = NULL;
+        ckpt_set_allocator(&failing);
+        rc = path ? ckpt_open(&f, path, NULL) : ckpt_open_memory(&f, buf, len, "mem", NULL);
+        ckpt_set_allocator(NULL);
+        if (rc == CKPT_E_NOMEM) CHECK(f == NULL);
+        ckpt_close(f);
+    }
+    CHECK_EQ_INT(rc, 0);
+    CHECK(fail_at > 2);
+}
+
+TEST(allocation_failures) {
+    size_t len = 0;
+    unsigned char *buf = harness_read_file(CKPT_CORPUS "/safetensors/fluxml/non_sharded/model.with_metadata.safetensors", &len);
+    CHECK(buf != NULL);
+    if (buf) torture(NULL, buf, len);
+    free(buf);
+    torture(CKPT_CORPUS "/safetensors/fluxml/sharded/model.safetensors.index.json", NULL, 0);
+}
+
+/* ------------------------------------------------------------ sharded */
+
+/* One-tensor shard "a.safetensors" holding U8 "x" (and "extra" if asked). */
+static void write_shard(const char *name, int extra) {
+    size_t len = extra
+        ? st_make("{\"x\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]},"
+                  "\"extra\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[1,2]}}", "xe", 2)
+        : st_make("{\"x\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]}}", "x", 1);
+    write_file(name, st_buf, len);
+}
+
+TEST(shard_names_refused) {
+    static const char *bad[] = {"../x.safetensors", "a/../../x.safetensors",
+                                "/etc/x.safetensors", "C:x.safetensors",
+                                "a\\x.safetensors", "x.bin", "x.safetensors.bin",
+                                ".safetensors", ".."};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        char index[256];
+        snprintf(index, sizeof index, "{\"weight_map\":{\"x\":\"%s\"}}", bad[i]);
+        if (strchr(bad[i], '\\')) /* JSON-escape the backslash */
+            snprintf(index, sizeof index, "{\"weight_map\":{\"x\":\"a\\\\x.safetensors\"}}");
+        ckpt_file *f = (ckpt_file *)1;
+        CHECK_EQ_INT(open_index(&f, index), CKPT_E_FORMAT);
+        CHECK(f == NULL);
+        const ckpt_error *e = ckpt_error_last();
+        CHECK_EQ_STR(e->member, bad[i]);
+        CHECK(has(e->message, "shard name"));
+        CHECK(e->offset == UINT64_MAX);
+    }
+}
+
+TEST(sharded_small_set) {
+    write_shard("a.safetensors", 0);
+    size_t len = st_make("{\"y\":{\"dtype\":\"I16\",\"shape\":[1],\"data_offsets\":[0,2]}}", "yy", 2);
+    write_file("b.safetensors", st_buf, len);
+    ckpt_file *f = NULL;
+    CHECK_EQ_INT(open_index(&f, "{\"metadata\":{\"total_size\":3,\"format\":\"pt\",\"n\":null,"
+                               "\"l\":[1,\"x\"]},"
+                               "\"weight_map\":{\"y\":\"b.safetensors\",\"x\":\"a.safetensors\"}}"), 0);
+    if (!f) return;
+    CHECK_EQ_INT(ckpt_file_format(f), CKPT_FORMAT_SAFETENSORS_SHARDED);
+    CHECK_EQ_INT(ckpt_file_tensor_count(f), 2);
+    const ckpt_tensor *y = ckpt_file_find_tensor(f, "y");
+    CHECK(y != NULL);
+    if (y) {
+        CHECK_EQ_STR(ckpt_tensor_member(y), "b.safetensors");
+        CHECK_EQ_INT(ckpt_tensor_dtype(y), CKPT_DT_I16);
+    }
+    CHECK_EQ_INT(ckpt_file_metadata_count(f), 4);
+    CHECK_EQ_STR(ckpt_file_metadata_value(f, 0), "3");
+    CHECK_EQ_STR(ckpt_file_metadata_value(f, 1), "pt");
+    CHECK_EQ_STR(ckpt_file_metadata_value(f, 2), "null");
+    CHECK_EQ_STR(ckpt_file_metadata_value(f, 3), "[1,\"x\"]");
+    ckpt_close(f);
+    remove_file("b.safetensors");
+}
+
+TEST(sharded_mismatch) {
+    write_shard("a.safetensors", 0);
+    ckpt_file *f = NULL;
+    /* listed, missing from its shard */
+    CHECK_EQ_INT(open_index(&f, "{\"weight_map\":{\"x\":\"a.safetensors\",\"w\":\"a.safetensors\"}}"),
+                 CKPT_E_MISMATCH);
+    CHECK(has(ckpt_error_last()->message, "\"w\""));
+    CHECK_EQ_STR(ckpt_error_last()->member, "a.safetensors");
+    CHECK(ckpt_error_last()->offset == UINT64_MAX); /* no byte to point at */
+    /* in the shard, not listed */
+    write_shard("a.safetensors", 1);
+    CHECK_EQ_INT(open_index(&f, "{\"weight_map\":{\"x\":\"a.safetensors\"}}"), CKPT_E_MISMATCH);
+    CHECK(has(ckpt_error_last()->message, "\"extra\""));
+    CHECK(ckpt_error_last()->offset == UINT64_MAX);
+    /* in one shard, listed under another */
+    write_shard("b.safetensors", 0);
+    CHECK_EQ_INT(open_index(&f, "{\"weight_map\":{\"x\":\"a.safetensors\",\"extra\":\"a.safetensors\","
+                                "\"y\":\"b.safetensors\"}}"), CKPT_E_MISMATCH);
+    CHECK(has(ckpt_error_last()->message, "maps it to"));
+    CHECK(f == NULL);
+    remove_file("b.safetensors");
+    write_shard("a.safetensors", 0);
+}
+
+TEST(sharded_bad_index) {
+    write_shard("a.safetensors", 0);
+    ckpt_file *f = NULL;
+    CHECK_EQ_INT(open_index(&f, "{\"weight_map\":{\"x\":\"a.safetensors\",\"x\":\"a.safetensors\"}}"),
+                 CKPT_E_FORMAT);
+    CHECK(has(ckpt_error_last()->message, "duplicate"));
+    CHECK(ckpt_error_last()->offset > 0);
+    CHECK_EQ_INT(open_index(&f, "{\"weights\":{}}"), CKPT_E_FORMAT);
+    CHECK_EQ_INT(open_index(&f, "{\"weight_map\":{\"x\":1}}"), CKPT_E_FORMAT);
+    CHECK_EQ_INT(open_index(&f, "{\"metadata\":[],\"weight_map\":{}}"), CKPT_E_FORMAT);
+    CHECK_EQ_INT(open_index(&f, "{\"weight_map\":{\"x\":\"missing.safetensors\"}}"), CKPT_E_IO);
+    /* a shard that is itself an index naming itself: refused, no recursion */
+    const char *loop = "{\"weight_map\":{\"x\":\"loop.safetensors\"}}";
+    write_file("loop.safetensors", loop, strlen(loop));
+    CHECK_EQ_INT(open_index(&f, loop), CKPT_E_FORMAT);
+    CHECK(has(ckpt_error_last()->message, "itself"));
+    remove_file("loop.safetensors");
+    /* a broken shard reports the shard's own error and path */
+    size_t len = st_make("{\"x\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]}}", "xx", 2);
+    write_file("a.safetensors", st_buf, len);
+    CHECK_EQ_INT(open_index(&f, "{\"weight_map\":{\"x\":\"a.safetensors\"}}"), CKPT_E_FORMAT);
+    CHECK(has(ckpt_error_last()->file, "a.safetensors"));
+    CHECK(f == NULL);
+    write_shard("a.safetensors", 0);
+    /* empty weight_map: an empty checkpoint */
+    CHECK_EQ_INT(open_index(&f, "{\"weight_map\":{}}"), 0);
+    if (f) CHECK_EQ_INT(ckpt_file_tensor_count(f), 0);
+    ckpt_close(f);
+}
+
+TEST(sharded_index_limit) {
+    write_shard("a.safetensors", 0);
+    const char *index = "{\"weight_map\":{\"x\":\"a.safetensors\"}}";
+    ckpt_file f;
+    memset(&f, 0, sizeof f);
+    f.path = "index";
+    ckpt_open_options opts = CKPT_OPEN_OPTIONS_INIT;
+    opts.limits.max_index_bytes = 10;
+    f.opts = opts;
+    CHECK_EQ_INT(ckpt_safetensors_read_sharded(&f, (const uint8_t *)index, strlen(index), tmpdir),
+                 CKPT_E_LIMIT);
+    CHECK(has(ckpt_error_last()->message, "max_index_bytes"));
+    ckpt_arena_free(&f.arena);
+}
+
+int main(void) {
+    RUN(corpus_matches_expected);
+    RUN(corpus_overall);
+    RUN(corpus_with_metadata);
+    RUN(corpus_rank0);
+    RUN(corpus_sharded);
+    RUN(corpus_every_cut_fails);
+    RUN(empty_header_padded);
+    RUN(empty_with_metadata);
+    RUN(metadata_null_is_absent);
+    RUN(attn0_reference);
+    RUN(whitespace_padding_accepted);
+    RUN(zero_size_and_rank0);
+    RUN(order_by_offsets_and_extra_keys);
+    RUN(sub_byte_dtypes);
+    RUN(all_safetensors_dtypes);
+    RUN(attack_header_too_large);
+    RUN(attack_shape_overflow);
+    RUN(attack_aliased_offsets);
+    RUN(attack_polyglot_trailing);
+    RUN(file_shorter_than_8);
+    RUN(header_past_end);
+    RUN(data_past_end);
+    RUN(duplicate_key);
+    RUN(metadata_not_strings);
+    RUN(tensor_named_metadata);
+    RUN(gap_between_tensors);
+    RUN(first_not_at_zero);
+    RUN(end_before_begin);
+    RUN(wrong_byte_size);
+    RUN(misaligned_f4);
+    RUN(unknown_dtype);
+    RUN(bad_entry_schema);
+    RUN(zero_size_stride_overflow);
+    RUN(deep_nesting);
+    RUN(nul_padded_header);
+    RUN(limits_honoured);
+    RUN(allocation_failures);
+
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/ckpt-st-XXXXXX");
+    if (!mkdtemp(tmpdir)) {
+        fprintf(stderr, "mkdtemp failed\n");
+        return 1;
+    }
+    RUN(shard_names_refused);
+    RUN(sharded_small_set);
+    RUN(sharded_mismatch);
+    RUN(sharded_bad_index);
+    RUN(sharded_index_limit);
+    remove_file("a.safetensors");
+    remove_file("model.safetensors.index.json");
+    rmdir(tmpdir);
+    return harness_end();
+}

@@ -1,0 +1,889 @@
+/* test_zip.c - the ZIP container reader on real torch archives, picklescan's
+ * zip tricks and archives built here byte by byte. */
+#include <libdeflate.h>
+#include <stdlib.h>
+
+#include "error.h"
+#include "harness.h"
+#include "zip.h"
+
+/* ------------------------------------------------------------ builder */
+
+/* Writes a zip the way torch does (stored members, CD, optional ZIP64
+ * end records), with knobs to break it. Offsets are relative to the
+ * builder's start, so prepending bytes gives a polyglot. */
+typedef struct member {
+    const char *name;
+    uint64_t local, csize, usize;
+    uint32_t crc;
+    uint16_t method, flags;
+} member;
+
+typedef struct zbuild {
+    uint8_t buf[1 << 16];
+    size_t len;
+    member m[8];
+    size_t n;
+} zbuild;
+
+static zbuild b; /* too big for the stack */
+
+static void put(zbuild *w, const void *p, size_t n) {
+    if (w->len + n > sizeof w->buf) abort(); /* a test bug, not input */
+    memcpy(w->buf + w->len, p, n);
+    w->len += n;
+}
+static void put16(zbuild *w, uint64_t v) {
+    uint8_t x[2] = {(uint8_t)v, (uint8_t)(v >> 8)};
+    put(w, x, 2);
+}
+static void put32(zbuild *w, uint64_t v) {
+    put16(w, v & 0xFFFF);
+    put16(w, v >> 16 & 0xFFFF);
+}
+static void put64(zbuild *w, uint64_t v) {
+    put32(w, v & 0xFFFFFFFFu);
+    put32(w, v >> 32);
+}
+static void poke32(uint8_t *p, uint32_t v) {
+    for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+
+/* Adds a member; method 8 deflates `data` with libdeflate. Returns its
+ * data offset (relative to the builder's start). */
+static size_t add(zbuild *w, const char *name, const void *data, size_t n,
+                  uint16_t method, uint16_t flags) {
+    static uint8_t packed[1 << 16];
+    const void *body = data;
+    size_t csize = n;
+    if (method == 8) {
+        struct libdeflate_compressor *c = libdeflate_alloc_compressor(9);
+        csize = libdeflate_deflate_compress(c, data, n, packed, sizeof packed);
+        libdeflate_free_compressor(c);
+        if (csize == 0) abort();
+        body = packed;
+    }
+    if (w->n == sizeof w->m / sizeof w->m[0]) abort(); /* a test bug */
+    member *m = &w->m[w->n++];
+    *m = (member){name, w->len, csize, n, libdeflate_crc32(0, data, n),
+                  method, flags};
+    put32(w, 0x04034b50);
+    put16(w, 20);
+    put16(w, flags);
+    put16(w, method);
+    put32(w, 0);      /* time, date */
+    put32(w, 0);      /* crc, sizes: zero, as in torch's headers */
+    put32(w, 0);
+    put32(w, 0);
+    put16(w, strlen(name));
+    put16(w, 3);      /* a 3-byte extra: the data offset must skip it */
+    put(w, name, strlen(name));
+    put(w, "ZZZ", 3);
+    size_t at = w->len;
+    put(w, body, csize);
+    return at;
+}
+
+/* Writes the directory and end records. zip64 (non-zero): a ZIP64 end
+ * record and locator, with the classic record saturated so only ZIP64
+ * values work; zip64 is also a mask of the entry fields saturated and moved
+ * to a ZIP64 extra field: 1 usize, 2 csize, 4 local offset. */
+#define Z64_ALL 7
+static void finish(zbuild *w, int zip64) {
+    size_t xlen = 4; /* the extra field's header, then one u64 per field */
+    for (int k = 0; k < 3; k++)
+        if (zip64 >> k & 1) xlen += 8;
+    size_t cd = w->len;
+    for (size_t i = 0; i < w->n; i++) {
+        member *m = &w->m[i];
+        uint64_t sat = 0xFFFFFFFFu;
+        put32(w, 0x02014b50);
+        put16(w, 0x031e);
+        put16(w, 20);
+        put16(w, m->flags);
+        put16(w, m->method);
+        put32(w, 0);
+        put32(w, m->crc);
+        put32(w, zip64 & 2 ? sat : m->csize);
+        put32(w, zip64 & 1 ? sat : m->usize);
+        put16(w, strlen(m->name));
+        put16(w, zip64 ? xlen : 0);
+        put16(w, 0);      /* comment */
+        put16(w, 0);      /* disk */
+        put16(w, 0);      /* internal attributes */
+        put32(w, 0);      /* external attributes */
+        put32(w, zip64 & 4 ? sat : m->local);
+        put(w, m->name, strlen(m->name));
+        if (zip64) {
+            put16(w, 1);
+            put16(w, xlen - 4);
+            if (zip64 & 1) put64(w, m->usize);
+            if (zip64 & 2) put64(w, m->csize);
+            if (zip64 & 4) put64(w, m->local);
+        }
+    }
+    size_t cd_size = w->len - cd;
+    if (zip64) {
+        size_t z64 = w->len;
+        put32(w, 0x06064b50);
+        put64(w, 44);
+        put16(w, 0x031e);
+        put16(w, 45);
+        put32(w, 0);
+        put32(w, 0);
+        put64(w, w->n);
+        put64(w, w->n);
+        put64(w, cd_size);
+        put64(w, cd);
+        put32(w, 0x07064b50);
+        put32(w, 0);
+        put64(w, z64);
+        put32(w, 1);
+    }
+    put32(w, 0x06054b50);
+    put32(w, 0);
+    put16(w, zip64 ? 0xFFFF : w->n);
+    put16(w, zip64 ? 0xFFFF : w->n);
+    put32(w, zip64 ? 0xFFFFFFFFu : cd_size);
+    put32(w, zip64 ? 0xFFFFFFFFu : cd);
+    put16(w, 0);
+}
+
+static size_t eocd_of(const zbuild *w) { return w->len - 22; }
+
+static const ckpt_limits limits = CKPT_LIMITS_INIT;
+
+/* Opens buf and returns the code; z and arena are the caller's. */
+static int open_buf(ckpt_zip *z, ckpt_arena *a, const uint8_t *buf,
+                    size_t len) {
+    return ckpt_zip_open(z, a, buf, len, "test.zip", &limits);
+}
+
+/* Opens buf expecting success with `count` members; reports otherwise so
+ * the caller can skip the checks that index entries. */
+static int opened(ckpt_zip *z, ckpt_arena *a, const uint8_t *buf, size_t len,
+                  size_t count) {
+    int rc = open_buf(z, a, buf, len);
+    CHECK_EQ_INT(rc, 0);
+    if (rc) fprintf(stderr, "  %s\n", ckpt_error_last()->message);
+    CHECK_EQ_INT(z->count, count);
+    return rc == 0 && z->count == count;
+}
+
+static unsigned char *corpus(const char *rel, size_t *len) {
+    char path[512];
+    snprintf(path, sizeof path, "%s%s", CKPT_CORPUS, rel);
+    unsigned char *buf = harness_read_file(path, len);
+    if (!buf) fprintf(stderr, "cannot read %s\n", path);
+    return buf;
+}
+
+/* ------------------------------------------------------------ corpus */
+
+TEST(torch_checkpoint) {
+    size_t len;
+    unsigned char *buf = corpus("/torch/burn/checkpoint.pt", &len);
+    CHECK(buf != NULL);
+    if (!buf) return;
+    ckpt_arena a = {0};
+    ckpt_zip z;
+    if (!opened(&z, &a, buf, len, 11)) goto done;
+    CHECK_EQ_INT(z.archive_offset, 0);
+    CHECK_EQ_INT(z.has_duplicates, 0);
+    CHECK_EQ_STR(z.entries[0].name, "checkpoint/data.pkl");
+    CHECK_EQ_INT(z.entries[0].data_offset, 64);
+    CHECK_EQ_INT(z.entries[0].usize, 570);
+    CHECK_EQ_INT(z.entries[0].flags, 0x0808);
+    const ckpt_zip_entry *d0 = ckpt_zip_find(&z, "checkpoint/data/0");
+    CHECK(d0 != NULL);
+    if (d0) {
+        CHECK_EQ_INT(d0->local_offset, 1046);
+        CHECK_EQ_INT(d0->data_offset, 1152);
+        CHECK_EQ_INT(d0->csize, 200);
+        CHECK_EQ_INT(d0->crc32, 0x17681519);
+    }
+    char name[32];
+    for (int i = 0; i < 5; i++) {
+        snprintf(name, sizeof name, "checkpoint/data/%d", i);
+        const ckpt_zip_entry *e = ckpt_zip_find(&z, name);
+        CHECK(e != NULL);
+        if (e) CHECK_EQ_STR(e->name, name);
+    }
+    CHECK(ckpt_zip_find(&z, "checkpoint/data/5") == NULL);
+    CHECK(ckpt_zip_find(&z, "checkpoint/data") == NULL);
+    CHECK(ckpt_zip_find(&z, "") == NULL);
+    uint64_t budget = 1000;
+    for (size_t i = 0; i < z.count; i++) {
+        const ckpt_zip_entry *e = &z.entries[i];
+        CHECK_EQ_INT(e->data_offset % 64, 0);
+        CHECK_EQ_INT(e->method, 0);
+        CHECK_EQ_INT(e->local_name_differs, 0);
+        CHECK(ckpt_zip_find(&z, e->name) == e);
+        if (i > 0) {
+            const ckpt_zip_entry *p = &z.entries[z.by_name[i - 1]];
+            CHECK(strcmp(p->name, z.entries[z.by_name[i]].name) < 0);
+        }
+        const uint8_t *data = NULL;
+        CHECK_EQ_INT(ckpt_zip_read(&z, e, &a, &budget, &data), 0);
+        CHECK(data == buf + e->data_offset); /* stored: zero-copy */
+        CHECK_EQ_INT(ckpt_zip_check_crc(&z, e, data), 0);
+    }
+    CHECK_EQ_INT(budget, 1000); /* stored members cost no budget */
+    const ckpt_zip_entry *v = ckpt_zip_find(&z, "checkpoint/byteorder");
+    CHECK(v != NULL);
+    if (v) CHECK(memcmp(buf + v->data_offset, "little", 6) == 0);
+done:
+    ckpt_arena_free(&a);
+    free(buf);
+}
+
+/* Every prefix of a real archive either fails with a recorded error or
+ * yields members that lie inside the prefix. Each prefix is its own
+ * allocation so ASan sees any read past it. */
+TEST(torch_truncated_everywhere) {
+    size_t len;
+    unsigned char *buf = corpus("/torch/burn/checkpoint.pt", &len);
+    CHECK(buf != NULL);
+    if (!buf) return;
+    size_t opened = 0;
+    for (size_t n = 0; n < len; n++) {
+        uint8_t *cut = malloc(n ? n : 1);
+        memcpy(cut, buf, n);
+        ckpt_arena a = {0};
+        ckpt_zip z;
+        int rc = open_buf(&z, &a, cut, n);
+        if (rc == 0) {
+            opened++;
+            for (size_t i = 0; i < z.count; i++)
+                CHECK(z.entries[i].data_offset + z.entries[i].csize <= n);
+        } else {
+            CHECK(rc < 0);
+            CHECK_EQ_INT(ckpt_error_last()->code, rc);
+            CHECK_EQ_INT(z.count, 0);
+        }
+        ckpt_arena_free(&a);
+        free(cut);
+    }
+    CHECK_EQ_INT(opened, 0); /* the end records are the last bytes */
+    free(buf);
+}
+
+/* Every byte of the directory and end records set to 0x00, 0xFF or its
+ * value + 1: open fails with a recorded error or every member it reports
+ * lies inside the buffer. */
+TEST(torch_directory_corrupted_everywhere) {
+    size_t len;
+    unsigned char *buf = corpus("/torch/burn/checkpoint.pt", &len);
+    CHECK(buf != NULL);
+    if (!buf) return;
+    const size_t cd_start = 2424; /* checkpoint.pt's directory */
+    size_t opened = 0, failed = 0;
+    for (size_t i = cd_start; i < len; i++) {
+        const uint8_t orig = buf[i];
+        const uint8_t vals[3] = {0x00, 0xFF, (uint8_t)(orig + 1)};
+        for (int k = 0; k < 3; k++) {
+            buf[i] = vals[k];
+            ckpt_arena a = {0};
+            ckpt_zip z;
+            int rc = open_buf(&z, &a, buf, len);
+            if (rc == 0) {
+                opened++;
+                for (size_t j = 0; j < z.count; j++)
+                    CHECK(z.entries[j].data_offset + z.entries[j].csize <= len);
+            } else {
+                failed++;
+                CHECK_EQ_INT(ckpt_error_last()->code, rc);
+            }
+            ckpt_arena_free(&a);
+        }
+        buf[i] = orig;
+    }
+    CHECK(opened > 0); /* e.g. CRC or attribute bytes do not matter */
+    CHECK(failed > 0);
+    free(buf);
+}
+
+TEST(local_name_differs) {
+    size_t len;
+    unsigned char *buf =
+        corpus("/scan/picklescan/malicious1_central_directory.zip", &len);
+    CHECK(buf != NULL);
+    if (!buf) return;
+    ckpt_arena a = {0};
+    ckpt_zip z;
+    if (!opened(&z, &a, buf, len, 1)) goto done;
+    CHECK_EQ_STR(z.entries[0].name, "data.pkl"); /* the central name */
+    CHECK_EQ_INT(z.entries[0].local_name_differs, 1);
+    CHECK_EQ_INT(z.entries[0].data_offset, 38);
+done:
+    ckpt_arena_free(&a);
+    free(buf);
+}
+
+/* A local name that is a prefix of the central one still differs; the
+ * data offset follows the local lengths. */
+TEST(local_name_prefix) {
+    memset(&b, 0, sizeof b);
+    size_t off = add(&b, "x/abc", "payload", 7, 0, 0);
+    add(&b, "x/d", "d", 1, 0, 0);
+    finish(&b, 0);
+    b.buf[26] = 3; /* first local header: name "x/a", then "bc" + extra */
+    ckpt_arena a = {0};
+    ckpt_zip z;
+    if (!opened(&z, &a, b.buf, b.len, 2)) goto done;
+    CHECK_EQ_INT(z.entries[0].local_name_differs, 1);
+    CHECK_EQ_STR(z.entries[0].name, "x/abc");
+    CHECK_EQ_INT(z.entries[0].data_offset, off - 2);
+    CHECK_EQ_INT(z.entries[1].local_name_differs, 0);
+done:
+    ckpt_arena_free(&a);
+}
+
+TEST(encrypted_flag) {
+    size_t len;
+    unsigned char *buf = corpus("/scan/picklescan/malicious1_0x1.zip", &len);
+    CHECK(buf != NULL);
+    if (!buf) return;
+    ckpt_arena a = {0};
+    ckpt_zip z;
+    if (!opened(&z, &a, buf, len, 1)) goto done;
+    CHECK_EQ_INT(z.entries[0].flags & 1, 1);
+    CHECK_EQ_INT(z.entries[0].local_name_differs, 0);
+    const uint8_t *data = (const uint8_t *)"x";
+    uint64_t budget = 100;
+    CHECK_EQ_INT(ckpt_zip_read(&z, &z.entries[0], &a, &budget, &data),
+                 CKPT_E_UNSUPPORTED);
+    CHECK(data == NULL);
+    CHECK_EQ_INT(ckpt_error_last()->code, CKPT_E_UNSUPPORTED);
+    CHECK_EQ_STR(ckpt_error_last()->member, "model/config.pkl");
+    CHECK_EQ_STR(ckpt_error_last()->file, "test.zip");
+    CHECK_EQ_INT(ckpt_error_last()->offset, 46);
+    CHECK(strstr(ckpt_error_last()->message, "encrypted") != NULL);
+done:
+    ckpt_arena_free(&a);
+    free(buf);
+}
+
+/* Flag bits torch ignores (0x20 patch data) do not stop a read. */
+TEST(patch_flag_readable) {
+    size_t len;
+    unsigned char *buf = corpus("/scan/picklescan/malicious1_0x20.zip", &len);
+    CHECK(buf != NULL);
+    if (!buf) return;
+    ckpt_arena a = {0};
+    ckpt_zip z;
+    if (!opened(&z, &a, buf, len, 1)) goto done;
+    CHECK_EQ_INT(z.entries[0].flags, 0x20);
+    const uint8_t *data = NULL;
+    uint64_t budget = 0;
+    CHECK_EQ_INT(ckpt_zip_read(&z, &z.entries[0], &a, &budget, &data), 0);
+    CHECK(data != NULL);
+    if (data) {
+        CHECK_EQ_INT(data[0], 0x80); /* a pickle */
+        CHECK_EQ_INT(ckpt_zip_check_crc(&z, &z.entries[0], data), 0);
+    }
+done:
+    ckpt_arena_free(&a);
+    free(buf);
+}
+
+TEST(password_protected) {
+    size_t len;
+    unsigned char *buf =
+        corpus("/scan/picklescan/benign_password_protected.zip", &len);
+    CHECK(buf != NULL);
+    if (!buf) return;
+    ckpt_arena a = {0};
+    ckpt_zip z;
+    if (!opened(&z, &a, buf, len, 1)) goto done;
+    const ckpt_zip_entry *e = ckpt_zip_find(&z, "test.txt");
+    CHECK(e != NULL);
+    if (e) {
+        CHECK_EQ_INT(e->flags & 1, 1);
+        CHECK_EQ_INT(e->csize, 27); /* 12-byte ZipCrypto header + 15 */
+        CHECK_EQ_INT(e->usize, 15);
+        const uint8_t *data;
+        uint64_t budget = 100;
+        CHECK_EQ_INT(ckpt_zip_read(&z, e, &a, &budget, &data),
+                     CKPT_E_UNSUPPORTED);
+        CHECK_EQ_STR(ckpt_error_last()->member, "test.txt");
+    }
+done:
+    ckpt_arena_free(&a);
+    free(buf);
+}
+
+/* ------------------------------------------------------------ built */
+
+TEST(built_stored_and_deflated) {
+    static uint8_t text[4000];
+    for (size_t i = 0; i < sizeof text; i++)
+        text[i] = (uint8_t)("ckpt"[i % 4] + i / 997);
+    memset(&b, 0, sizeof b);
+    size_t off_a = add(&b, "arch/data.pkl", "\x80\x02}q\x00.", 6, 0, 0);
+    size_t off_b = add(&b, "arch/data/0", text, sizeof text, 8, 0);
+    size_t off_e = add(&b, "arch/empty", "", 0, 8, 0);
+    finish(&b, 0);
+    ckpt_arena a = {0};
+    ckpt_zip z;
+    if (!opened(&z, &a, b.buf, b.len, 3)) goto done;
+    CHECK_EQ_INT(z.entries[0].data_offset, off_a);
+    CHECK_EQ_INT(z.entries[1].data_offset, off_b);
+    CHECK_EQ_INT(z.entries[2].data_offset, off_e);
+    CHECK_EQ_INT(z.entries[1].method, 8);
+    CHECK(z.entries[1].csize < sizeof text);
+    uint64_t budget = 10000;
+    const uint8_t *data = NULL;
+    CHECK_EQ_INT(ckpt_zip_read(&z, &z.entries[0], &a, &budget, &data), 0);
+    CHECK(data == b.buf + off_a);
+    CHECK_EQ_INT(ckpt_zip_check_crc(&z, &z.entries[0], data), 0);
+    CHECK_EQ_INT(ckpt_zip_read(&z, &z.entries[1], &a, &budget, &data), 0);
+    CHECK(data != NULL && data != b.buf + off_b);
+    if (data) {
+        CHECK(memcmp(data, text, sizeof text) == 0);
+        CHECK_EQ_INT(ckpt_zip_check_crc(&z, &z.entries[1], data), 0);
+    }
+    CHECK_EQ_INT(budget, 10000 - sizeof text);
+    CHECK_EQ_INT(ckpt_zip_read(&z, &z.entries[2], &a, &budget, &data), 0);
+    CHECK(data != NULL);
+    CHECK_EQ_INT(budget, 10000 - sizeof text);
+done:
+    ckpt_arena_free(&a);
+}
+
+TEST(built_zip64) {
+    memset(&b, 0, sizeof b);
+    add(&b, "archive/data.pkl", "\x80\x02K\x07.", 5, 0, 0);
+    size_t off = add(&b, "archive/data/0", "0123456789abcdef", 16, 0, 0);
+    finish(&b, Z64_ALL);
+    ckpt_arena a = {0};
+    ckpt_zip z;
+    if (!opened(&z, &a, b.buf, b.len, 2)) goto done;
+    CHECK_EQ_INT(z.archive_offset, 0);
+    const ckpt_zip_entry *e = ckpt_zip_find(&z, "archive/data/0");
+    CHECK(e != NULL);
+    if (e) {
+        CHECK_EQ_INT(e->csize, 16); /* from the ZIP64 extra */
+        CHECK_EQ_INT(e->usize, 16);
+        CHECK_EQ_INT(e->local_offset, b.m[1].local);
+        CHECK_EQ_INT(e->data_offset, off);
+        uint64_t budget = 0;
+        const uint8_t *data;
+        CHECK_EQ_INT(ckpt_zip_read(&z, e, &a, &budget, &data), 0);
+        CHECK_EQ_INT(ckpt_zip_check_crc(&z, e, data), 0);
+    }
+done:
+    ckpt_arena_free(&a);
+}
+
+/* Junk before the archive (a polyglot): offsets shift by its length. */
+static void check_prefixed(int zip64) {
+    memset(&b, 0, sizeof b);
+    add(&b, "p/data.pkl", "hello", 5, 0, 0);
+    add(&b, "p/data/0", "deflated deflated deflated", 26, 8, 0);
+    finish(&b, zip64);
+    size_t junk = 333;
+    uint8_t *buf = malloc(junk + b.len);
+    memset(buf, 'J', junk);
+    memcpy(buf + junk, b.buf, b.len);
+    ckpt_arena a = {0};
+    ckpt_zip z;
+    CHECK_EQ_INT(open_buf(&z, &a, buf, junk + b.len), 0);
+    CHECK_EQ_INT(z.archive_offset, junk);
+    CHECK_EQ_INT(z.count, 2);
+    if (z.count == 2) {
+        CHECK_EQ_INT(z.entries[0].local_offset, junk);
+        uint64_t budget = 100;
+        const uint8_t *data = NULL;
+        CHECK_EQ_INT(ckpt_zip_read(&z, &z.entries[0], &a, &budget, &data), 0);
+        CHECK(data != NULL && memcmp(data, "hello", 5) == 0);
+        CHECK_EQ_INT(ckpt_zip_read(&z, &z.entries[1], &a, &budget, &data), 0);
+        CHECK(data != NULL &&
+              memcmp(data, "deflated deflated deflated", 26) == 0);
+        if (data) CHECK_EQ_INT(ckpt_zip_check_crc(&z, &z.entries[1], data), 0);
+    }
+    ckpt_arena_free(&a);
+    free(buf);
+}
+
+TEST(polyglot_prefix) { check_prefixed(0); }
+TEST(polyglot_prefix_zip64) { check_prefixed(Z64_ALL); }
+
+TEST(data_past_end) {
+    memset(&b, 0, sizeof b);
+    size_t off = add(&b, "m/big", "0123456789", 10, 0, 0);
+    b.m[0].csize = b.m[0].usize = 100000; /* the directory lies */
+    finish(&b, 0);
+    ckpt_arena a = {0};
+    ckpt_zip z;
+    CHECK_EQ_INT(open_buf(&z, &a, b.buf, b.len), CKPT_E_TRUNCATED);
+    CHECK_EQ_INT(ckpt_error_last()->code, CKPT_E_TRUNCATED);
+    CHECK_EQ_STR(ckpt_error_last()->member, "m/big");
+    CHECK_EQ_INT(ckpt_error_last()->offset, off);
+    CHECK(z.entries == NULL && z.count == 0);
+    ckpt_arena_free(&a);
+}
+
+TEST(absurd_counts) {
+    memset(&b, 0, sizeof b);
+    add(&b, "a", "1", 1, 0, 0);
+    add(&b, "b", "2", 1, 0, 0);
+    finish(&b, 0);
+    ckpt_arena a = {0};
+    ckpt_zip z;
+    /* 65535 entries cannot fit in a directory of two. */
+    size_t e = eocd_of(&b);
+    b.buf[e + 8] = b.buf[e + 9] = b.buf[e + 10] = b.buf[e + 11] = 0xFF;
+    uint64_t used = a.total;
+    CHECK_EQ_INT(open_buf(&z, &a, b.buf, b.len), CKPT_E_FORMAT);
+    CHECK_EQ_INT(ckpt_error_last()->offset, e);
+    CHECK(strstr(ckpt_error_last()->message, "cannot hold 65535") != NULL);
+    CHECK_EQ_INT(a.total, used); /* refused before allocating */
+    /* Counts that disagree: a multi-disk archive. */
+    b.buf[e + 8] = 1;
+    b.buf[e + 9] = 0;
+    CHECK_EQ_INT(open_buf(&z, &a, b.buf, b.len), CKPT_E_UNSUPPORTED);
+    /* A real count above the configured limit. */
+    b.buf[e + 8] = b.buf[e + 10] = 2;
+    b.buf[e + 9] = b.buf[e + 11] = 0;
+    ckpt_limits lim = limits;
+    lim.max_zip_entries = 1;
+    CHECK_EQ_INT(ckpt_zip_open(&z, &a, b.buf, b.len, "x", &lim), CKPT_E_LIMIT);
+    lim.max_zip_entries = 2;
+    CHECK_EQ_INT(ckpt_zip_open(&z, &a, b.buf, b.len, "x", &lim), 0);
+    CHECK_EQ_INT(z.count, 2);
+    ckpt_arena_free(&a);
+}
+
+TEST(cd_offset_past_end) {
+    memset(&b, 0, sizeof b);
+    add(&b, "a", "1", 1, 0, 0);
+    finish(&b, 0);
+    ckpt_arena a = {0};
+    ckpt_zip z;
+    size_t e = eocd_of(&b);
+    poke32(b.buf + e + 16, 0x7FFFFF00u);
+    CHECK_EQ_INT(open_buf(&z, &a, b.buf, b.len), CKPT_E_FORMAT);
+    CHECK_EQ_INT(ckpt_error_last()->offset, e);
+    CHECK(strstr(ckpt_error_last()->message, "central directory") != NULL);
+    /* A directory size larger than everything before the end record. */
+    poke32(b.buf + e + 16, 0);
+    poke32(b.buf + e + 12, 0xFFFFFF00u);
+    CHECK_EQ_INT(open_buf(&z, &a, b.buf, b.len), CKPT_E_FORMAT);
+    ckpt_arena_free(&a);
+}
+
+TEST(no_end_record) {
+    ckpt_arena a = {0};
+    ckpt_zip z;
+    static const uint8_t junk[100] = "PK\3\4 not really a zip";
+    CHECK_EQ_INT(open_buf(&z, &a, junk, sizeof junk), CKPT_E_FORMAT);
+    CHECK_EQ_INT(open_buf(&z, &a, junk, 0), CKPT_E_FORMAT);
+    CHECK(strstr(ckpt_error_last()->message, "end-of-central-directory") !=
+          NULL);
+    /* The empty archive: just an end record. */
+    memset(&b, 0, sizeof b);
+    finish(&b, 0);
+    CHECK_EQ_INT(b.len, 22);
+    if (!opened(&z, &a, b.buf, b.len, 0)) goto done;
+    CHECK(ckpt_zip_find(&z, "a") == NULL);
+done:
+    ckpt_arena_free(&a);
+}
+
+/* The end record may be followed by a comment of up to 65535 bytes, and
+ * is searched for no further back. */
+TEST(eocd_comment) {
+    memset(&b, 0, sizeof b);
+    add(&b, "k", "kk", 2, 0, 0);
+    finish(&b, 0);
+    size_t len = b.len + 65536;
+    uint8_t *buf = malloc(len);
+    memcpy(buf, b.buf, b.len);
+    memset(buf + b.len, 'c', 65536);
+    buf[b.len - 2] = buf[b.len - 1] = 0xFF; /* comment length 65535 */
+    ckpt_arena a = {0};
+    ckpt_zip z;
+    if (opened(&z, &a, buf, len - 1, 1))
+        CHECK_EQ_INT(z.entries[0].data_offset, 30 + 1 + 3);
+    CHECK_EQ_INT(open_buf(&z, &a, buf, len), CKPT_E_FORMAT);
+    ckpt_arena_free(&a);
+    free(buf);
+}
+
+TEST(bad_crc) {
+    memset(&b, 0, sizeof b);
+    add(&b, "c/data/0", "some tensor bytes", 17, 0, 0);
+    size_t off = add(&b, "c/data/1", "other tensor bytes", 18, 0, 0);
+    finish(&b, 0);
+    b.buf[off + 3] ^= 0x40; /* two bytes changed */
+    b.buf[off + 9] ^= 0x01;
+    ckpt_arena a = {0};
+    ckpt_zip z;
+    if (!opened(&z, &a, b.buf, b.len, 2)) goto done; /* open reads no data */
+    const ckpt_zip_entry *e = ckpt_zip_find(&z, "c/data/1");
+    CHECK(e != NULL);
+    if (e) {
+        uint64_t budget = 0;
+        const uint8_t *data;
+        CHECK_EQ_INT(ckpt_zip_read(&z, e, &a, &budget, &data), 0);
+        CHECK_EQ_INT(ckpt_zip_check_crc(&z, e, data), CKPT_E_CHECKSUM);
+        CHECK_EQ_INT(ckpt_error_last()->code, CKPT_E_CHECKSUM);
+        CHECK_EQ_STR(ckpt_error_last()->member, "c/data/1");
+        CHECK_EQ_INT(ckpt_error_last()->offset, off);
+        char want[16];
+        snprintf(want, sizeof want, "0x%08x", (unsigned)e->crc32);
+        CHECK(strstr(ckpt_error_last()->message, want) != NULL);
+        uint32_t actual = libdeflate_crc32(0, data, 18);
+        snprintf(want, sizeof want, "0x%08x", (unsigned)actual);
+        CHECK(actual != e->crc32);
+        CHECK(strstr(ckpt_error_last()->message, want) != NULL);
+    }
+    const uint8_t *first = b.buf + z.entries[0].data_offset;
+    CHECK_EQ_INT(ckpt_zip_check_crc(&z, &z.entries[0], first), 0);
+done:
+    ckpt_arena_free(&a);
+}
+
+TEST(deflate_bomb) {
+    static uint8_t zeros[1 << 20];
+    memset(&b, 0, sizeof b);
+    add(&b, "bomb/data/0", zeros, sizeof zeros, 8, 0);
+    finish(&b, 0);
+    ckpt_arena a = {0};
+    ckpt_zip z;
+    if (!opened(&z, &a, b.buf, b.len, 1)) goto done;
+    CHECK(z.entries[0].csize < 2000);
+    uint64_t budget = 100000;
+    const uint8_t *data = NULL;
+    CHECK_EQ_INT(ckpt_zip_read(&z, &z.entries[0], &a, &budget, &data),
+                 CKPT_E_LIMIT);
+    CHECK(data == NULL);
+    CHECK_EQ_INT(budget, 100000);
+    CHECK_EQ_STR(ckpt_error_last()->member, "bomb/data/0");
+    CHECK_EQ_INT(ckpt_error_last()->offset, z.entries[0].data_offset);
+    budget = 3 << 20;
+    CHECK_EQ_INT(ckpt_zip_read(&z, &z.entries[0], &a, &budget, &data), 0);
+    CHECK_EQ_INT(budget, 2 << 20);
+    CHECK(data != NULL && data[0] == 0 && data[(1 << 20) - 1] == 0);
+    /* A declared size deflate cannot reach from so few bytes. */
+    ckpt_zip_entry forged = z.entries[0];
+    forged.usize = forged.csize * 1032 + 1;
+    budget = UINT64_MAX;
+    uint64_t used = a.total;
+    CHECK_EQ_INT(ckpt_zip_read(&z, &forged, &a, &budget, &data), CKPT_E_FORMAT);
+    CHECK(strstr(ckpt_error_last()->message, "1032") != NULL);
+    CHECK_EQ_INT(a.total, used); /* refused before allocating */
+    /* A declared size smaller than the stream: no overflow, an error. */
+    forged.usize = 1000;
+    CHECK_EQ_INT(ckpt_zip_read(&z, &forged, &a, &budget, &data), CKPT_E_FORMAT);
+    forged.usize = (1 << 20) + 1;
+    CHECK_EQ_INT(ckpt_zip_read(&z, &forged, &a, &budget, &data), CKPT_E_FORMAT);
+    CHECK(strstr(ckpt_error_last()->message, "1048576") != NULL);
+done:
+    ckpt_arena_free(&a);
+}
+
+TEST(corrupt_deflate_and_methods) {
+    memset(&b, 0, sizeof b);
+    size_t off = add(&b, "d", "abcabcabcabcabcabc", 18, 8, 0);
+    add(&b, "bz", "xx", 2, 12, 0);
+    add(&b, "s", "stored", 6, 0, 0);
+    finish(&b, 0);
+    b.buf[off] = 0xFF; /* BTYPE 11: reserved */
+    ckpt_arena a = {0};
+    ckpt_zip z;
+    if (!opened(&z, &a, b.buf, b.len, 3)) goto done;
+    uint64_t budget = 1000;
+    const uint8_t *data;
+    CHECK_EQ_INT(ckpt_zip_read(&z, &z.entries[0], &a, &budget, &data),
+                 CKPT_E_FORMAT);
+    CHECK_EQ_INT(ckpt_zip_read(&z, &z.entries[1], &a, &budget, &data),
+                 CKPT_E_UNSUPPORTED);
+    CHECK(strstr(ckpt_error_last()->message, "method 12") != NULL);
+    CHECK_EQ_STR(ckpt_error_last()->member, "bz");
+    ckpt_zip_entry lying = z.entries[2];
+    lying.usize = 5; /* stored: sizes must agree */
+    CHECK_EQ_INT(ckpt_zip_read(&z, &lying, &a, &budget, &data), CKPT_E_FORMAT);
+done:
+    ckpt_arena_free(&a);
+}
+
+TEST(duplicates_and_nul) {
+    memset(&b, 0, sizeof b);
+    add(&b, "x/b", "first", 5, 0, 0);
+    add(&b, "x/a", "a", 1, 0, 0);
+    add(&b, "x/b", "second", 6, 0, 0);
+    finish(&b, 0);
+    ckpt_arena a = {0};
+    ckpt_zip z;
+    if (!opened(&z, &a, b.buf, b.len, 3)) goto done;
+    CHECK_EQ_INT(z.has_duplicates, 1);
+    CHECK(ckpt_zip_find(&z, "x/b") == &z.entries[0]); /* first wins */
+    CHECK(ckpt_zip_find(&z, "x/a") == &z.entries[1]);
+    CHECK_EQ_INT(z.by_name[0], 1);
+    /* A NUL inside a central name. */
+    memset(&b, 0, sizeof b);
+    add(&b, "x/ab", "1", 1, 0, 0);
+    finish(&b, 0);
+    size_t cd = b.len - 22 - 46 - 4;
+    CHECK(memcmp(b.buf + cd + 46, "x/ab", 4) == 0);
+    b.buf[cd + 46 + 2] = 0;
+    CHECK_EQ_INT(open_buf(&z, &a, b.buf, b.len), CKPT_E_FORMAT);
+    CHECK(strstr(ckpt_error_last()->message, "NUL") != NULL);
+done:
+    ckpt_arena_free(&a);
+}
+
+TEST(bad_signatures) {
+    memset(&b, 0, sizeof b);
+    add(&b, "one", "1", 1, 0, 0);
+    add(&b, "two", "2", 1, 0, 0);
+    finish(&b, 0);
+    ckpt_arena a = {0};
+    ckpt_zip z;
+    size_t second = b.m[1].local;
+    b.buf[second] = 'X';
+    CHECK_EQ_INT(open_buf(&z, &a, b.buf, b.len), CKPT_E_FORMAT);
+    CHECK_EQ_STR(ckpt_error_last()->member, "two");
+    CHECK_EQ_INT(ckpt_error_last()->offset, second);
+    b.buf[second] = 'P';
+    CHECK_EQ_INT(open_buf(&z, &a, b.buf, b.len), 0);
+    size_t cd = b.len - 22 - 2 * (46 + 3);
+    b.buf[cd] = 'X';
+    CHECK_EQ_INT(open_buf(&z, &a, b.buf, b.len), CKPT_E_FORMAT);
+    CHECK_EQ_INT(ckpt_error_last()->offset, cd);
+    CHECK(strstr(ckpt_error_last()->message, "PK\\1\\2") != NULL);
+    b.buf[cd] = 'P';
+    /* A local header offset beyond the input. */
+    poke32(b.buf + cd + 42, 0x40000000u);
+    CHECK_EQ_INT(open_buf(&z, &a, b.buf, b.len), CKPT_E_TRUNCATED);
+    CHECK_EQ_STR(ckpt_error_last()->member, "one");
+    ckpt_arena_free(&a);
+}
+
+/* Only the saturated fields are in the ZIP64 extra, in the order usize,
+ * csize, local offset; the others keep their 32-bit values. */
+TEST(zip64_extra_partial) {
+    static const int masks[] = {1, 2, 4, 3, 5, 6};
+    for (size_t k = 0; k < sizeof masks / sizeof masks[0]; k++) {
+        memset(&b, 0, sizeof b);
+        add(&b, "q/data.pkl", "pickle", 6, 0, 0);
+        size_t off = add(&b, "q/data/0", "zipzipzipzipzipzip", 18, 8, 0);
+        finish(&b, masks[k]);
+        ckpt_arena a = {0};
+        ckpt_zip z;
+        if (!opened(&z, &a, b.buf, b.len, 2)) goto next;
+        CHECK_EQ_INT(z.entries[1].usize, 18);
+        CHECK_EQ_INT(z.entries[1].csize, b.m[1].csize);
+        CHECK_EQ_INT(z.entries[1].local_offset, b.m[1].local);
+        CHECK_EQ_INT(z.entries[1].data_offset, off);
+        const uint8_t *data = NULL;
+        uint64_t budget = 18;
+        CHECK_EQ_INT(ckpt_zip_read(&z, &z.entries[1], &a, &budget, &data), 0);
+        CHECK(data != NULL && memcmp(data, "zipzipzipzipzipzip", 18) == 0);
+    next:
+        ckpt_arena_free(&a);
+    }
+}
+
+TEST(zip64_extra_malformed) {
+    memset(&b, 0, sizeof b);
+    add(&b, "z", "zz", 2, 0, 0);
+    finish(&b, Z64_ALL);
+    ckpt_arena a = {0};
+    ckpt_zip z;
+    CHECK_EQ_INT(open_buf(&z, &a, b.buf, b.len), 0);
+    /* The extra field declares more bytes than the entry's extra holds. */
+    size_t cd = b.m[0].local + 30 + 1 + 3 + 2;
+    CHECK_EQ_INT(b.buf[cd], 'P');
+    size_t x = cd + 46 + 1;
+    b.buf[x + 2] = 25;
+    CHECK_EQ_INT(open_buf(&z, &a, b.buf, b.len), CKPT_E_FORMAT);
+    CHECK_EQ_INT(ckpt_error_last()->offset, x);
+    /* Too short for three saturated fields. */
+    b.buf[x + 2] = 16;
+    CHECK_EQ_INT(open_buf(&z, &a, b.buf, b.len), CKPT_E_FORMAT);
+    CHECK(strstr(ckpt_error_last()->message, "ZIP64") != NULL);
+    /* A locator pointing nowhere, with no record before it. */
+    b.buf[x + 2] = 24;
+    size_t z64 = b.len - 22 - 20 - 56;
+    b.buf[z64] = 'X';
+    CHECK_EQ_INT(open_buf(&z, &a, b.buf, b.len), CKPT_E_FORMAT);
+    CHECK_EQ_INT(ckpt_error_last()->offset, b.len - 22 - 20);
+    ckpt_arena_free(&a);
+}
+
+/* Failing allocation N, for N = 0, 1, ...: open and inflate report
+ * CKPT_E_NOMEM (never crash) until enough allocations succeed. */
+static long allocs_left;
+static void *failing_malloc(void *u, size_t n) {
+    (void)u;
+    return allocs_left-- > 0 ? malloc(n) : NULL;
+}
+static void *failing_realloc(void *u, void *p, size_t n) {
+    (void)u;
+    return allocs_left-- > 0 ? realloc(p, n) : NULL;
+}
+static void plain_free(void *u, void *p) {
+    (void)u;
+    free(p);
+}
+
+TEST(allocation_failures) {
+    static uint8_t text[100000];
+    memset(&b, 0, sizeof b);
+    add(&b, "f/data/0", text, sizeof text, 8, 0);
+    finish(&b, 0);
+    const ckpt_allocator failing = {failing_malloc, failing_realloc,
+                                    plain_free, NULL};
+    ckpt_set_allocator(&failing);
+    long n;
+    int rc = -1;
+    for (n = 0; n < 10 && rc != 0; n++) {
+        allocs_left = n;
+        ckpt_arena a = {0};
+        ckpt_zip z;
+        rc = open_buf(&z, &a, b.buf, b.len);
+        if (rc == 0) {
+            uint64_t budget = sizeof text;
+            const uint8_t *data;
+            rc = ckpt_zip_read(&z, &z.entries[0], &a, &budget, &data);
+        }
+        if (rc) CHECK_EQ_INT(rc, CKPT_E_NOMEM);
+        ckpt_arena_free(&a);
+    }
+    ckpt_set_allocator(NULL);
+    CHECK_EQ_INT(rc, 0);
+    CHECK(n >= 3); /* at least the directory's and the inflated bytes'
+                      allocations failed once each */
+}
+
+int main(void) {
+    RUN(torch_checkpoint);
+    RUN(torch_truncated_everywhere);
+    RUN(torch_directory_corrupted_everywhere);
+    RUN(local_name_differs);
+    RUN(local_name_prefix);
+    RUN(encrypted_flag);
+    RUN(patch_flag_readable);
+    RUN(password_protected);
+    RUN(built_stored_and_deflated);
+    RUN(built_zip64);
+    RUN(polyglot_prefix);
+    RUN(polyglot_prefix_zip64);
+    RUN(data_past_end);
+    RUN(absurd_counts);
+    RUN(cd_offset_past_end);
+    RUN(no_end_record);
+    RUN(eocd_comment);
+    RUN(bad_crc);
+    RUN(deflate_bomb);
+    RUN(corrupt_deflate_and_methods);
+    RUN(duplicates_and_nul);
+    RUN(bad_signatures);
+    RUN(zip64_extra_partial);
+    RUN(zip64_extra_malformed);
+    RUN(allocation_failures);
+    return harness_end();
+}

@@ -1,0 +1,150 @@
+/* cli.h - declarations shared by the `ckpt` command-line tool.
+ *
+ * main.c holds the command table and the plumbing every command uses
+ * (error reporting, exit codes, terminal-safe text, colour); json.c the JSON
+ * writer; cmd_<name>.c one subcommand each. The tool uses only ckpt.h. */
+#ifndef CKPT_CLI_H
+#define CKPT_CLI_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "ckpt.h"
+
+/* Exit codes, the contract other tools rely on. */
+enum {
+    CLI_OK = 0,       /* everything fine */
+    CLI_FINDINGS = 1, /* corrupt, unsafe or mismatching input */
+    CLI_USAGE = 2     /* bad command line, or the input could not be read */
+};
+
+/* ------------------------------------------------------------ commands */
+
+typedef struct cli_command cli_command;
+struct cli_command {
+    const char *name;
+    const char *summary; /* one line for `ckpt --help` */
+    const char *usage;   /* `ckpt help NAME`: synopsis and options */
+    int (*run)(const cli_command *cmd, int argc, char **argv);
+};
+
+/* argv[0] is the command name; argv[1..argc-1] its arguments. Each returns
+ * an exit code (CLI_*). */
+int cmd_inspect(const cli_command *cmd, int argc, char **argv);
+int cmd_verify(const cli_command *cmd, int argc, char **argv);
+int cmd_doctor(const cli_command *cmd, int argc, char **argv);
+int cmd_scan(const cli_command *cmd, int argc, char **argv);
+
+/* 1 for "-h" and "--help". */
+int cli_is_help(const char *arg);
+/* Prints `ckpt NAME: <message>` and the command's usage to stderr;
+ * returns CLI_USAGE. */
+int cli_usage_error(const cli_command *cmd, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+/* Prints the command's usage to stdout; returns CLI_OK. */
+int cli_help(const cli_command *cmd);
+
+/* ------------------------------------------------------------ errors */
+
+/* A copy of ckpt_error_last(): the library's record only lives until the
+ * next failing call, commands often need it longer. */
+typedef struct cli_error {
+    int code;
+    char message[512];
+    char member[1024];
+    uint64_t offset; /* UINT64_MAX when unknown */
+} cli_error;
+
+/* Fills *e from ckpt_error_last(), with `code` (the value the failing call
+ * returned) taking precedence over the record's code. */
+void cli_error_capture(cli_error *e, int code);
+/* Exit code for a library failure: CLI_USAGE for I/O, caller errors and
+ * out-of-memory, CLI_FINDINGS for everything that is the input's fault. */
+int cli_exit_code(int code);
+/* Writes ` (member M, offset N)`, `(M, offset N)` with bare=1, or nothing
+ * when neither is known. */
+void cli_put_location(FILE *out, const cli_error *e, int bare);
+/* `ckpt: FILE: MESSAGE (member M, offset N)` on stderr; returns
+ * cli_exit_code(e->code). */
+int cli_report(const char *file, const cli_error *e);
+
+/* ------------------------------------------------------------ text */
+
+/* Length (1-4) of the well-formed UTF-8 sequence at p (n bytes left), or
+ * 0 if the bytes there are not one (overlong, surrogate, > U+10FFFF, cut). */
+size_t cli_utf8_len(const unsigned char *p, size_t n);
+/* Untrusted text for a terminal: valid printable UTF-8 passes, control
+ * characters and invalid bytes become \xNN. Returns the columns written,
+ * counting one per code point. */
+size_t cli_put_text(FILE *out, const char *s, size_t len);
+/* Columns cli_put_text would use for s. */
+size_t cli_text_width(const char *s, size_t len);
+/* A flattened tensor or value name for people: "" (a bare top-level
+ * object) reads "(root)". */
+const char *cli_name(const char *name);
+/* "" for 1, "s" otherwise. */
+const char *cli_plural(uint64_t n);
+/* "1.5 KiB"-style rendering of a byte count into buf. */
+const char *cli_human_bytes(char buf[32], uint64_t bytes);
+/* "[32, 11616]" into buf (cap bytes, truncated with "..."). */
+const char *cli_shape(char *buf, size_t cap, const ckpt_tensor *t);
+/* A leaf value for people: 42, 0.123, "text", true, none, bytes 0a1b...
+ * (N bytes), <object mod.qualname>; long strings and bytes are cut. */
+void cli_put_value(FILE *out, const ckpt_value *v);
+/* sgr (one of the CLI_* sequences below) when stdout is a terminal and
+ * NO_COLOR is unset, else "". Never used for JSON. */
+const char *cli_color(const char *sgr);
+#define CLI_BOLD "\033[1m"
+#define CLI_RED "\033[31m"
+#define CLI_GREEN "\033[32m"
+#define CLI_YELLOW "\033[33m"
+#define CLI_RESET "\033[0m"
+
+/* ------------------------------------------------------------ JSON */
+
+/* A streaming JSON writer that places commas and colons itself. Output is
+ * compact (no spaces). Nesting is bounded by JSON_MAX_DEPTH, far above what
+ * the commands write. */
+#define JSON_MAX_DEPTH 32
+typedef struct json_writer {
+    FILE *out;
+    int depth;
+    unsigned char need_comma[JSON_MAX_DEPTH + 1];
+    int after_key; /* the next value follows a key: no comma */
+} json_writer;
+
+void json_init(json_writer *j, FILE *out);
+void json_object_begin(json_writer *j);
+void json_object_end(json_writer *j);
+void json_array_begin(json_writer *j);
+void json_array_end(json_writer *j);
+/* A key inside an object; the next call writes its value. */
+void json_key(json_writer *j, const char *key);
+void json_string(json_writer *j, const char *s);
+void json_string_len(json_writer *j, const char *s, size_t len);
+void json_uint(json_writer *j, uint64_t v);
+/* An integer given as decimal text (any size) as a JSON number; text that
+ * is not a plain decimal integer is written as a string instead. */
+void json_int_text(json_writer *j, const char *decimal);
+/* Shortest round-trip form; integral values keep a ".0"; NaN and the
+ * infinities as the strings "nan", "inf", "-inf". */
+void json_double(json_writer *j, double v);
+void json_bool(json_writer *j, int v);
+void json_null(json_writer *j);
+/* Lowercase hex of len bytes, as a string. */
+void json_hex(json_writer *j, const unsigned char *p, size_t len);
+
+/* Shortest text for a finite double that strtod reads back to the same
+ * bits, with ".0" added when it would read as an integer. */
+const char *fmt_double(char buf[40], double v);
+
+/* The JSON value of a leaf of the object tree: ints exact (any size),
+ * floats as json_double, str, bool, null for none, bytes as lowercase hex,
+ * an opaque object as its "module.qualname"; null for anything else. Its
+ * type is ckpt_kind_name(ckpt_value_kind(v)). */
+void json_leaf(json_writer *j, const ckpt_value *v);
+
+#endif

@@ -1,0 +1,822 @@
+/* cmd_doctor.c - `ckpt doctor FILE [--json]`: a health report.
+ *
+ * The report is a list of sections (the `sections` table). First the file
+ * is examined once (struct doctor: open, verify, totals, top-level
+ * summary); then the verdict line is built from each section's concern, if
+ * any, and each section renders itself as text or as JSON. A new section is
+ * one function pair and one table row. */
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "cli.h"
+
+/* Bounds on walking the object tree, which hostile pickles can make deep
+ * or (through shared references) exponentially wide. */
+#define WALK_DEPTH_MAX 1000u
+#define WALK_NODES_MAX ((uint64_t)1 << 24)
+/* Names listed per "not vouched for" line before "and N more". */
+#define LIST_MAX 8
+/* Top-level entries shown as text (JSON has them all). */
+#define TOP_MAX 50
+
+/* One top-level entry: a key of the root dict, the root itself when it is
+ * not a dict, or a group of safetensors tensors sharing a first name
+ * segment (v == NULL). */
+typedef struct entry {
+    const char *name; /* borrowed, name_len bytes */
+    size_t name_len;
+    const ckpt_value *v;
+    uint64_t tensors, params;
+} entry;
+
+typedef struct doctor {
+    const char *path;
+    ckpt_file *f;   /* NULL when the file could not be opened */
+    uint64_t size;  /* bytes */
+    int intact;     /* opened and verified */
+    cli_error err;  /* why not, when !intact */
+    ckpt_verify_report report;
+    uint64_t params, tensor_bytes;
+    size_t objects; /* opaque objects among the values */
+    entry *top;
+    size_t n_top;
+    int top_cut;    /* the walk hit its bounds; tallies are partial */
+} doctor;
+
+/* ------------------------------------------------------------ helpers */
+
+static void line_start(void) { fputs("  ", stdout); }
+
+static void put_str(const char *s) { cli_put_text(stdout, s, strlen(s)); }
+
+static int is_container(ckpt_kind kind)
+{
+    return kind == CKPT_KIND_LIST || kind == CKPT_KIND_TUPLE ||
+           kind == CKPT_KIND_SET || kind == CKPT_KIND_DICT;
+}
+
+static int is_safetensors(const doctor *d)
+{
+    ckpt_format fmt = ckpt_file_format(d->f);
+
+    return fmt == CKPT_FORMAT_SAFETENSORS ||
+           fmt == CKPT_FORMAT_SAFETENSORS_SHARDED;
+}
+
+/* ------------------------------------------------------------ examination */
+
+static void walk(const ckpt_value *v, unsigned depth, entry *e,
+                 uint64_t *budget, int *cut)
+{
+    size_t i, n;
+    const ckpt_tensor *t;
+
+    if (*budget == 0 || depth > WALK_DEPTH_MAX) {
+        *cut = 1;
+        return;
+    }
+    (*budget)--;
+    if (ckpt_value_kind(v) == CKPT_KIND_TENSOR) {
+        t = ckpt_value_tensor(v);
+        e->tensors++;
+        e->params += t ? ckpt_tensor_numel(t) : 0;
+    } else if (is_container(ckpt_value_kind(v))) {
+        n = ckpt_value_len(v);
+        for (i = 0; i < n && !*cut; i++)
+            walk(ckpt_value_item(v, i), depth + 1, e, budget, cut);
+    } /* else a leaf; opaque objects are not looked into */
+}
+
+/* Text of a dict key: strings as written, ints in decimal, else the kind. */
+static const char *key_name(const ckpt_value *k, size_t *len)
+{
+    const char *s = NULL;
+
+    if (ckpt_value_kind(k) == CKPT_KIND_STR)
+        s = ckpt_value_str(k, len);
+    else if (ckpt_value_kind(k) == CKPT_KIND_INT)
+        s = ckpt_value_int_decimal(k);
+    if (s == NULL)
+        s = ckpt_kind_name(ckpt_value_kind(k));
+    if (ckpt_value_kind(k) != CKPT_KIND_STR)
+        *len = strlen(s);
+    return s;
+}
+
+static int summarise_tree(doctor *d)
+{
+    const ckpt_value *root = ckpt_file_root(d->f);
+    int is_dict = root && ckpt_value_kind(root) == CKPT_KIND_DICT;
+    size_t n = is_dict ? ckpt_value_len(root) : (root ? 1 : 0), i;
+    uint64_t budget = WALK_NODES_MAX;
+
+    d->top = calloc(n ? n : 1, sizeof *d->top);
+    if (d->top == NULL)
+        return -1;
+    for (i = 0; i < n; i++) {
+        entry *e = &d->top[i];
+
+        if (is_dict) {
+            e->name = key_name(ckpt_value_key(root, i), &e->name_len);
+            e->v = ckpt_value_item(root, i);
+        } else {
+            e->name = "";
+            e->v = root;
+        }
+        walk(e->v, 1, e, &budget, &d->top_cut);
+    }
+    d->n_top = n;
+    return 0;
+}
+
+/* Length of a tensor name's first "."-separated segment. */
+static size_t segment_len(const char *name)
+{
+    const char *dot = strchr(name, '.');
+
+    return dot ? (size_t)(dot - name) : strlen(name);
+}
+
+static int cmp_entry_name(const void *a, const void *b)
+{
+    const entry *x = a, *y = b;
+    size_t n = x->name_len < y->name_len ? x->name_len : y->name_len;
+    int c = memcmp(x->name, y->name, n);
+
+    return c ? c : (x->name_len > y->name_len) - (x->name_len < y->name_len);
+}
+
+/* safetensors roots are flat: group the tensors by first name segment. */
+static int summarise_groups(doctor *d)
+{
+    size_t n = ckpt_file_tensor_count(d->f), i, g = 0;
+
+    d->top = calloc(n ? n : 1, sizeof *d->top);
+    if (d->top == NULL)
+        return -1;
+    for (i = 0; i < n; i++) {
+        const ckpt_tensor *t = ckpt_file_tensor(d->f, i);
+
+        d->top[i].name = ckpt_tensor_name(t);
+        d->top[i].name_len = segment_len(d->top[i].name);
+        d->top[i].tensors = 1;
+        d->top[i].params = ckpt_tensor_numel(t);
+    }
+    qsort(d->top, n, sizeof *d->top, cmp_entry_name);
+    for (i = 0; i < n; i++) {
+        if (g > 0 && cmp_entry_name(&d->top[g - 1], &d->top[i]) == 0) {
+            d->top[g - 1].tensors++;
+            d->top[g - 1].params += d->top[i].params;
+        } else {
+            d->top[g++] = d->top[i];
+        }
+    }
+    d->n_top = g;
+    return 0;
+}
+
+/* Opens and verifies the file and computes what the sections show.
+ * Returns 0, or an exit code when the file cannot be examined at all. */
+static int examine(doctor *d)
+{
+    struct stat st;
+    size_t n, i;
+    int rc = ckpt_open(&d->f, d->path, NULL);
+
+    if (rc == 0)
+        rc = ckpt_verify(d->f, &d->report);
+    if (rc != 0) {
+        cli_error_capture(&d->err, rc);
+        if (cli_exit_code(rc) == CLI_USAGE)
+            return cli_report(d->path, &d->err);
+    }
+    d->intact = rc == 0;
+    if (d->f == NULL) {
+        d->size = stat(d->path, &st) == 0 ? (uint64_t)st.st_size : 0;
+        return 0;
+    }
+    d->size = ckpt_file_size(d->f);
+    n = ckpt_file_tensor_count(d->f);
+    for (i = 0; i < n; i++) {
+        const ckpt_tensor *t = ckpt_file_tensor(d->f, i);
+
+        d->params += ckpt_tensor_numel(t);
+        d->tensor_bytes += ckpt_tensor_nbytes(t);
+    }
+    n = ckpt_file_value_count(d->f);
+    for (i = 0; i < n; i++)
+        d->objects += ckpt_value_kind(ckpt_file_value(d->f, i)) ==
+                      CKPT_KIND_OBJECT;
+    rc = is_safetensors(d) ? summarise_groups(d) : summarise_tree(d);
+    if (rc != 0) {
+        fputs("ckpt: out of memory\n", stderr);
+        return CLI_USAGE;
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------ notes */
+
+/* A list of sentences, for the "not vouched for" section. */
+typedef struct notes {
+    char **items;
+    size_t n, cap;
+} notes;
+
+static void note(notes *ns, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
+static void note(notes *ns, const char *fmt, ...)
+{
+    va_list ap;
+    char *s = NULL;
+
+    if (ns->n == ns->cap) {
+        size_t cap = ns->cap ? 2 * ns->cap : 8;
+        char **items = realloc(ns->items, cap * sizeof *items);
+
+        if (items == NULL)
+            return;
+        ns->items = items;
+        ns->cap = cap;
+    }
+    va_start(ap, fmt);
+    if (vasprintf(&s, fmt, ap) >= 0)
+        ns->items[ns->n++] = s;
+    va_end(ap);
+}
+
+static void notes_free(notes *ns)
+{
+    size_t i;
+
+    for (i = 0; i < ns->n; i++)
+        free(ns->items[i]);
+    free(ns->items);
+}
+
+/* Appends "name" (n-th of total in a list) to a growing sentence. */
+static void list_name(char **s, size_t nth, size_t total, const char *name)
+{
+    char *grown = NULL;
+    int rc;
+
+    if (nth >= LIST_MAX && nth + 1 < total)
+        return;
+    if (nth >= LIST_MAX)
+        rc = asprintf(&grown, "%s and %zu more", *s, total - LIST_MAX);
+    else
+        rc = asprintf(&grown, "%s%s%s", *s, nth ? ", " : "",
+                      cli_name(name));
+    if (rc < 0)
+        return;
+    free(*s);
+    *s = grown;
+}
+
+static void note_opaque(const doctor *d, notes *ns)
+{
+    size_t n = ckpt_file_value_count(d->f), i, k = 0;
+    char *s;
+
+    if (d->objects == 0)
+        return;
+    s = strdup("opaque objects, never called, contents unchecked: ");
+    for (i = 0; s && i < n; i++) {
+        const ckpt_value *v = ckpt_file_value(d->f, i);
+        const char *name;
+        char *item = NULL;
+
+        if (ckpt_value_kind(v) != CKPT_KIND_OBJECT)
+            continue;
+        name = ckpt_value_object_name(v);
+        if (asprintf(&item, "%s at %s", name ? name : "?",
+                     cli_name(ckpt_file_value_name(d->f, i))) < 0)
+            break;
+        list_name(&s, k++, d->objects, item);
+        free(item);
+    }
+    if (s)
+        note(ns, "%s", s);
+    free(s);
+}
+
+static void note_checksum(const doctor *d, notes *ns)
+{
+    switch (ckpt_file_format(d->f)) {
+    case CKPT_FORMAT_SAFETENSORS:
+    case CKPT_FORMAT_SAFETENSORS_SHARDED:
+    case CKPT_FORMAT_TORCH_LEGACY:
+    case CKPT_FORMAT_PICKLE:
+        note(ns, "%s files carry no checksum: integrity means structure and "
+                 "sizes are consistent, not that the tensor bytes are the "
+                 "ones written",
+             ckpt_format_name(ckpt_file_format(d->f)));
+        break;
+    default:
+        break;
+    }
+}
+
+typedef struct shared {
+    uint64_t id;
+    size_t index;
+} shared;
+
+static int cmp_shared(const void *a, const void *b)
+{
+    const shared *x = a, *y = b;
+
+    if (x->id != y->id)
+        return (x->id > y->id) - (x->id < y->id);
+    return (x->index > y->index) - (x->index < y->index);
+}
+
+/* One line per storage that several tensor names share (tied weights,
+ * views). */
+static void note_shared(const doctor *d, notes *ns)
+{
+    size_t n = ckpt_file_tensor_count(d->f), i, j, k;
+    shared *sh = n ? malloc(n * sizeof *sh) : NULL;
+
+    if (sh == NULL)
+        return;
+    for (i = 0; i < n; i++) {
+        sh[i].id = ckpt_tensor_storage_id(ckpt_file_tensor(d->f, i));
+        sh[i].index = i;
+    }
+    qsort(sh, n, sizeof *sh, cmp_shared);
+    for (i = 0; i < n; i = j) {
+        char *s;
+
+        for (j = i + 1; j < n && sh[j].id == sh[i].id; j++)
+            ;
+        if (j - i < 2)
+            continue;
+        s = strdup("tensors sharing one storage (tied or views): ");
+        for (k = i; s && k < j; k++)
+            list_name(&s, k - i, j - i,
+                      ckpt_tensor_name(ckpt_file_tensor(d->f, sh[k].index)));
+        if (s)
+            note(ns, "%s", s);
+        free(s);
+    }
+    free(sh);
+}
+
+static void note_strided(const doctor *d, notes *ns)
+{
+    size_t n = ckpt_file_tensor_count(d->f), i, total = 0, k = 0;
+    char *s;
+
+    for (i = 0; i < n; i++)
+        total += !ckpt_tensor_is_contiguous(ckpt_file_tensor(d->f, i));
+    if (total == 0)
+        return;
+    s = strdup("non-contiguous views (read through strides): ");
+    for (i = 0; s && i < n; i++) {
+        const ckpt_tensor *t = ckpt_file_tensor(d->f, i);
+
+        if (!ckpt_tensor_is_contiguous(t))
+            list_name(&s, k++, total, ckpt_tensor_name(t));
+    }
+    if (s)
+        note(ns, "%s", s);
+    free(s);
+}
+
+static notes unvouched(const doctor *d)
+{
+    notes ns = { NULL, 0, 0 };
+
+    if (d->f == NULL) {
+        note(&ns, "the file could not be opened: nothing in it is vouched "
+                  "for");
+        return ns;
+    }
+    if (!d->intact)
+        note(&ns, "verification stops at the first problem: bytes after it "
+                  "were not checked");
+    note_opaque(d, &ns);
+    note_checksum(d, &ns);
+    note_shared(d, &ns);
+    note_strided(d, &ns);
+    if (d->top_cut)
+        note(&ns, "the top-level summary is partial: the object tree is too "
+                  "deep or too large to walk");
+    return ns;
+}
+
+/* ------------------------------------------------------------ sections */
+
+static void show_format(const doctor *d, json_writer *j)
+{
+    const char *name = d->f ? ckpt_format_name(ckpt_file_format(d->f)) : NULL;
+    char h[32];
+
+    if (j) {
+        json_object_begin(j);
+        json_key(j, "name");
+        json_string(j, name);
+        json_key(j, "size");
+        json_uint(j, d->size);
+        json_object_end(j);
+        return;
+    }
+    line_start();
+    printf("%s, %" PRIu64 " bytes (%s)\n",
+           name ? name : "unknown (the file could not be opened)", d->size,
+           cli_human_bytes(h, d->size));
+}
+
+static int concern_integrity(const doctor *d, FILE *out)
+{
+    if (d->intact || out == NULL)
+        return !d->intact;
+    fprintf(out, "%s: %s", d->f ? "corrupt" : "cannot be opened",
+            d->err.message);
+    cli_put_location(out, &d->err, 0);
+    return 1;
+}
+
+static void show_integrity(const doctor *d, json_writer *j)
+{
+    uint64_t checked = d->report.bytes; /* up to the first problem */
+
+    if (j) {
+        json_object_begin(j);
+        json_key(j, "ok");
+        json_bool(j, d->intact);
+        json_key(j, "bytes_checked");
+        json_uint(j, checked);
+        if (!d->intact) {
+            json_key(j, "error");
+            json_object_begin(j);
+            json_key(j, "message");
+            json_string(j, d->err.message);
+            json_key(j, "member");
+            if (d->err.member[0])
+                json_string(j, d->err.member);
+            else
+                json_null(j);
+            json_key(j, "offset");
+            if (d->err.offset != UINT64_MAX)
+                json_uint(j, d->err.offset);
+            else
+                json_null(j);
+            json_object_end(j);
+        }
+        json_object_end(j);
+        return;
+    }
+    line_start();
+    if (d->intact) {
+        printf("%sOK%s: %" PRIu64 " bytes checked", cli_color(CLI_GREEN),
+               cli_color(CLI_RESET), checked);
+        if (d->report.members)
+            printf(", %" PRIu64 " zip member CRC-32s match",
+                   d->report.members);
+    } else {
+        printf("%sFAILED%s: ", cli_color(CLI_RED), cli_color(CLI_RESET));
+        put_str(d->err.message);
+        cli_put_location(stdout, &d->err, 0);
+    }
+    fputc('\n', stdout);
+}
+
+static void json_entry(json_writer *j, const entry *e)
+{
+    ckpt_kind kind = e->v ? ckpt_value_kind(e->v) : CKPT_KIND_DICT;
+
+    json_object_begin(j);
+    json_key(j, "name");
+    json_string_len(j, e->name, e->name_len);
+    json_key(j, "kind");
+    json_string(j, e->v ? ckpt_kind_name(kind) : "group");
+    json_key(j, "tensors");
+    json_uint(j, e->tensors);
+    json_key(j, "parameters");
+    json_uint(j, e->params);
+    if (e->v && kind != CKPT_KIND_TENSOR && !is_container(kind)) {
+        json_key(j, "value");
+        json_leaf(j, e->v);
+    }
+    json_object_end(j);
+}
+
+/* "name: dict, 4 tensors, 60 params" / "epoch: int 42" / ... */
+static void text_entry(const entry *e)
+{
+    ckpt_kind kind = e->v ? ckpt_value_kind(e->v) : CKPT_KIND_DICT;
+    const char *obj;
+    char shape[256];
+
+    fputs("    ", stdout);
+    if (e->name_len)
+        cli_put_text(stdout, e->name, e->name_len);
+    else
+        fputs(cli_name(""), stdout);
+    fputs(": ", stdout);
+    if (e->v == NULL) {
+        printf("%" PRIu64 " tensor%s, %" PRIu64 " params\n", e->tensors,
+               cli_plural(e->tensors), e->params);
+        return;
+    }
+    fputs(ckpt_kind_name(kind), stdout);
+    switch (kind) {
+    case CKPT_KIND_TENSOR:
+        if (ckpt_value_tensor(e->v))
+            printf(" %s %s",
+                   ckpt_dtype_name(ckpt_tensor_dtype(ckpt_value_tensor(e->v))),
+                   cli_shape(shape, sizeof shape, ckpt_value_tensor(e->v)));
+        break;
+    case CKPT_KIND_LIST:
+    case CKPT_KIND_TUPLE:
+    case CKPT_KIND_SET:
+    case CKPT_KIND_DICT:
+        if (e->tensors)
+            printf(", %" PRIu64 " tensor%s, %" PRIu64 " params", e->tensors,
+                   cli_plural(e->tensors), e->params);
+        else
+            printf(", %zu item%s", ckpt_value_len(e->v),
+                   cli_plural(ckpt_value_len(e->v)));
+        break;
+    case CKPT_KIND_OBJECT:
+        obj = ckpt_value_object_name(e->v);
+        fputc(' ', stdout);
+        put_str(obj ? obj : "?");
+        break;
+    default:
+        fputc(' ', stdout);
+        cli_put_value(stdout, e->v);
+        break;
+    }
+    fputc('\n', stdout);
+}
+
+static void show_contents(const doctor *d, json_writer *j)
+{
+    uint64_t by_dtype[CKPT_DT_COUNT] = { 0 };
+    size_t count[CKPT_DT_COUNT] = { 0 };
+    size_t n = d->f ? ckpt_file_tensor_count(d->f) : 0, i, shown = 0;
+    char h[32];
+
+    for (i = 0; i < n; i++) {
+        const ckpt_tensor *t = ckpt_file_tensor(d->f, i);
+        unsigned dt = (unsigned)ckpt_tensor_dtype(t);
+
+        dt = dt < CKPT_DT_COUNT ? dt : CKPT_DT_UNKNOWN;
+        by_dtype[dt] += ckpt_tensor_nbytes(t);
+        count[dt]++;
+    }
+    if (j) {
+        json_object_begin(j);
+        json_key(j, "tensors");
+        json_uint(j, n);
+        json_key(j, "parameters");
+        json_uint(j, d->params);
+        json_key(j, "tensor_bytes");
+        json_uint(j, d->tensor_bytes);
+        json_key(j, "by_dtype");
+        json_object_begin(j);
+        for (i = 0; i < CKPT_DT_COUNT; i++) {
+            if (count[i] == 0)
+                continue;
+            json_key(j, ckpt_dtype_name((ckpt_dtype)i));
+            json_uint(j, by_dtype[i]);
+        }
+        json_object_end(j);
+        json_key(j, "top_level");
+        json_array_begin(j);
+        for (i = 0; i < d->n_top; i++)
+            json_entry(j, &d->top[i]);
+        json_array_end(j);
+        json_object_end(j);
+        return;
+    }
+    line_start();
+    if (d->f == NULL) {
+        puts("not available: the file could not be opened");
+        return;
+    }
+    printf("%zu tensor%s, %" PRIu64 " parameters, %" PRIu64 " bytes (%s)\n",
+           n, cli_plural(n), d->params, d->tensor_bytes,
+           cli_human_bytes(h, d->tensor_bytes));
+    if (n) {
+        line_start();
+        fputs("by dtype:", stdout);
+        for (i = 0; i < CKPT_DT_COUNT; i++) {
+            if (count[i] == 0)
+                continue;
+            printf("%s %s %s", shown++ ? "," : "",
+                   ckpt_dtype_name((ckpt_dtype)i),
+                   cli_human_bytes(h, by_dtype[i]));
+        }
+        fputc('\n', stdout);
+    }
+    if (d->n_top) {
+        line_start();
+        puts(is_safetensors(d) ? "tensor groups:" : "top level:");
+        for (i = 0; i < d->n_top && i < TOP_MAX; i++)
+            text_entry(&d->top[i]);
+        if (d->n_top > TOP_MAX)
+            printf("    ... and %zu more\n", d->n_top - TOP_MAX);
+    }
+}
+
+/* "2 opaque objects (os.system, builtins.eval)": the first few names. */
+static int concern_unvouched(const doctor *d, FILE *out)
+{
+    size_t n, i, k = 0;
+
+    if (d->objects == 0 || out == NULL)
+        return d->objects != 0;
+    fprintf(out, "%zu opaque object%s (", d->objects,
+            cli_plural(d->objects));
+    n = ckpt_file_value_count(d->f);
+    for (i = 0; i < n && k < 3; i++) {
+        const ckpt_value *v = ckpt_file_value(d->f, i);
+        const char *name = ckpt_value_object_name(v);
+
+        if (ckpt_value_kind(v) != CKPT_KIND_OBJECT)
+            continue;
+        fprintf(out, "%s%s", k++ ? ", " : "", name ? name : "?");
+    }
+    fputs(d->objects > k ? ", ...)" : ")", out);
+    return 1;
+}
+
+static void show_unvouched(const doctor *d, json_writer *j)
+{
+    notes ns = unvouched(d);
+    size_t i;
+
+    if (j)
+        json_array_begin(j);
+    for (i = 0; i < ns.n; i++) {
+        if (j) {
+            json_string(j, ns.items[i]);
+        } else {
+            line_start();
+            put_str(ns.items[i]);
+            fputc('\n', stdout);
+        }
+    }
+    if (j)
+        json_array_end(j);
+    else if (ns.n == 0)
+        puts("  nothing: every byte was read and checked");
+    notes_free(&ns);
+}
+
+typedef struct section {
+    const char *key;   /* JSON key under "sections" */
+    const char *title; /* text heading */
+    /* 1 when this section needs attention, and then (if out is not NULL)
+     * a short phrase for the verdict line written to out. NULL when the
+     * section never needs attention. */
+    int (*concern)(const doctor *d, FILE *out);
+    /* The section's body: text on stdout when j is NULL, else one JSON
+     * value. */
+    void (*show)(const doctor *d, json_writer *j);
+} section;
+
+static const section sections[] = {
+    { "format", "format", NULL, show_format },
+    { "integrity", "integrity", concern_integrity, show_integrity },
+    { "contents", "contents", NULL, show_contents },
+    { "not_vouched_for", "not vouched for", concern_unvouched,
+      show_unvouched },
+};
+#define N_SECTIONS (sizeof sections / sizeof sections[0])
+
+/* ------------------------------------------------------------ report */
+
+/* "HEALTHY: ..." or "ATTENTION: a; b" as a malloc'd string (NULL when
+ * out of memory); *healthy tells which. */
+static char *verdict(const doctor *d, int *healthy)
+{
+    char *text = NULL;
+    size_t len = 0, i, k = 0;
+    FILE *out;
+
+    *healthy = 1;
+    for (i = 0; i < N_SECTIONS; i++)
+        if (sections[i].concern && sections[i].concern(d, NULL))
+            *healthy = 0;
+    out = open_memstream(&text, &len);
+    if (out == NULL)
+        return NULL;
+    if (*healthy)
+        fprintf(out, "HEALTHY: %s, %zu tensor%s, %" PRIu64
+                     " parameters, integrity OK",
+                ckpt_format_name(ckpt_file_format(d->f)),
+                ckpt_file_tensor_count(d->f),
+                cli_plural(ckpt_file_tensor_count(d->f)), d->params);
+    else
+        fputs("ATTENTION: ", out);
+    for (i = 0; i < N_SECTIONS && !*healthy; i++) {
+        if (sections[i].concern == NULL || !sections[i].concern(d, NULL))
+            continue;
+        if (k++)
+            fputs("; ", out);
+        sections[i].concern(d, out);
+    }
+    if (fclose(out) != 0) {
+        free(text);
+        return NULL;
+    }
+    return text;
+}
+
+static void print_json(const doctor *d, const char *summary, int healthy)
+{
+    json_writer j;
+    size_t i;
+
+    json_init(&j, stdout);
+    json_object_begin(&j);
+    json_key(&j, "file");
+    json_string(&j, d->path);
+    json_key(&j, "format");
+    json_string(&j, d->f ? ckpt_format_name(ckpt_file_format(d->f)) : NULL);
+    json_key(&j, "verdict");
+    json_string(&j, healthy ? "healthy" : "attention");
+    json_key(&j, "summary");
+    json_string(&j, summary);
+    json_key(&j, "sections");
+    json_object_begin(&j);
+    for (i = 0; i < N_SECTIONS; i++) {
+        json_key(&j, sections[i].key);
+        sections[i].show(d, &j);
+    }
+    json_object_end(&j);
+    json_object_end(&j);
+    fputc('\n', stdout);
+}
+
+static void print_text(const doctor *d, const char *summary, int healthy)
+{
+    size_t i;
+
+    fputs(cli_color(healthy ? CLI_GREEN : CLI_YELLOW), stdout);
+    put_str(summary);
+    printf("%s\n", cli_color(CLI_RESET));
+    for (i = 0; i < N_SECTIONS; i++) {
+        printf("\n%s%s%s\n", cli_color(CLI_BOLD), sections[i].title,
+               cli_color(CLI_RESET));
+        sections[i].show(d, NULL);
+    }
+}
+
+int cmd_doctor(const cli_command *cmd, int argc, char **argv)
+{
+    doctor d;
+    int json = 0, i, rc, healthy = 0, options = 1;
+    char *summary;
+
+    memset(&d, 0, sizeof d);
+    for (i = 1; i < argc; i++) {
+        const char *a = argv[i];
+
+        if (options && strcmp(a, "--") == 0)
+            options = 0;
+        else if (options && cli_is_help(a))
+            return cli_help(cmd);
+        else if (options && strcmp(a, "--json") == 0)
+            json = 1;
+        else if (options && a[0] == '-' && a[1] != '\0')
+            return cli_usage_error(cmd, "unknown option '%s'", a);
+        else if (d.path == NULL)
+            d.path = a;
+        else
+            return cli_usage_error(cmd, "one FILE at a time");
+    }
+    if (d.path == NULL)
+        return cli_usage_error(cmd, "missing FILE");
+
+    rc = examine(&d);
+    if (rc == 0) {
+        summary = verdict(&d, &healthy);
+        if (summary == NULL) {
+            fputs("ckpt: out of memory\n", stderr);
+            rc = CLI_USAGE;
+        } else {
+            if (json)
+                print_json(&d, summary, healthy);
+            else
+                print_text(&d, summary, healthy);
+            free(summary);
+            rc = healthy ? CLI_OK : CLI_FINDINGS;
+        }
+    }
+    free(d.top);
+    ckpt_close(d.f);
+    return rc;
+}

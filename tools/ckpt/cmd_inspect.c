@@ -1,0 +1,344 @@
+/* cmd_inspect.c - `ckpt inspect FILE [--json] [--hash sha256]`: tensors,
+ * non-tensor values and metadata, as a table or as one JSON object. */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+/* Name column width cap; longer names overflow their row. */
+#define NAME_COLS_MAX 60
+#define SHAPE_CAP 256
+
+typedef struct inspect {
+    const char *path; /* as given on the command line */
+    ckpt_file *f;
+    int hash;         /* --hash sha256 */
+    int rc;           /* exit code so far */
+} inspect;
+
+/* Lowercase hex SHA-256 of t into hex, or "" after reporting why not. */
+static const char *tensor_sha256(inspect *in, const ckpt_tensor *t,
+                                 char hex[65])
+{
+    unsigned char md[32];
+    cli_error e;
+    int rc = ckpt_tensor_sha256(t, md);
+    size_t i;
+
+    hex[0] = '\0';
+    if (rc != 0) {
+        cli_error_capture(&e, rc);
+        if (in->rc == CLI_OK)
+            in->rc = cli_report(in->path, &e);
+        return hex;
+    }
+    for (i = 0; i < 32; i++)
+        snprintf(hex + 2 * i, 3, "%02x", (unsigned)md[i]);
+    return hex;
+}
+
+/* ------------------------------------------------------------ JSON */
+
+static void json_tensor(inspect *in, json_writer *j, const ckpt_tensor *t)
+{
+    const uint64_t *shape = ckpt_tensor_shape(t);
+    unsigned ndim = ckpt_tensor_ndim(t), d;
+    char hex[65];
+
+    json_object_begin(j);
+    json_key(j, "name");
+    json_string(j, ckpt_tensor_name(t));
+    json_key(j, "dtype");
+    json_string(j, ckpt_dtype_name(ckpt_tensor_dtype(t)));
+    json_key(j, "shape");
+    json_array_begin(j);
+    for (d = 0; d < ndim; d++)
+        json_uint(j, shape[d]);
+    json_array_end(j);
+    json_key(j, "nbytes");
+    json_uint(j, ckpt_tensor_nbytes(t));
+    if (in->hash) {
+        json_key(j, "sha256");
+        if (tensor_sha256(in, t, hex)[0])
+            json_string(j, hex);
+        else
+            json_null(j);
+    }
+    json_object_end(j);
+}
+
+static void print_json(inspect *in)
+{
+    ckpt_file *f = in->f;
+    size_t n, i;
+    json_writer j;
+
+    json_init(&j, stdout);
+    json_object_begin(&j);
+    json_key(&j, "file");
+    json_string(&j, in->path);
+    json_key(&j, "format");
+    json_string(&j, ckpt_format_name(ckpt_file_format(f)));
+
+    json_key(&j, "tensors");
+    json_array_begin(&j);
+    n = ckpt_file_tensor_count(f);
+    for (i = 0; i < n; i++)
+        json_tensor(in, &j, ckpt_file_tensor(f, i));
+    json_array_end(&j);
+
+    json_key(&j, "values");
+    json_array_begin(&j);
+    n = ckpt_file_value_count(f);
+    for (i = 0; i < n; i++) {
+        const ckpt_value *v = ckpt_file_value(f, i);
+
+        json_object_begin(&j);
+        json_key(&j, "name");
+        json_string(&j, ckpt_file_value_name(f, i));
+        json_key(&j, "type");
+        json_string(&j, ckpt_kind_name(ckpt_value_kind(v)));
+        json_key(&j, "value");
+        json_leaf(&j, v);
+        json_object_end(&j);
+    }
+    json_array_end(&j);
+
+    json_key(&j, "metadata");
+    if (!ckpt_file_has_metadata(f)) {
+        json_null(&j);
+    } else {
+        json_object_begin(&j);
+        n = ckpt_file_metadata_count(f);
+        for (i = 0; i < n; i++) {
+            json_key(&j, ckpt_file_metadata_key(f, i));
+            json_string(&j, ckpt_file_metadata_value(f, i));
+        }
+        json_object_end(&j);
+    }
+    json_object_end(&j);
+    fputc('\n', stdout);
+}
+
+/* ------------------------------------------------------------ text */
+
+static void pad(size_t used, size_t width)
+{
+    for (; used < width; used++)
+        fputc(' ', stdout);
+}
+
+/* Column widths of the tensor table. */
+typedef struct widths {
+    size_t name, dtype, shape, bytes;
+} widths;
+
+static widths measure(ckpt_file *f)
+{
+    widths w = { 4, 5, 5, 5 }; /* the headings NAME DTYPE SHAPE BYTES */
+    size_t n = ckpt_file_tensor_count(f), i, len;
+    char shape[SHAPE_CAP], num[24];
+
+    for (i = 0; i < n; i++) {
+        const ckpt_tensor *t = ckpt_file_tensor(f, i);
+        const char *name = cli_name(ckpt_tensor_name(t));
+
+        len = cli_text_width(name, strlen(name));
+        if (len > w.name)
+            w.name = len < NAME_COLS_MAX ? len : NAME_COLS_MAX;
+        len = strlen(ckpt_dtype_name(ckpt_tensor_dtype(t)));
+        if (len > w.dtype)
+            w.dtype = len;
+        len = strlen(cli_shape(shape, sizeof shape, t));
+        if (len > w.shape)
+            w.shape = len;
+        len = (size_t)snprintf(num, sizeof num, "%" PRIu64,
+                               ckpt_tensor_nbytes(t));
+        if (len > w.bytes)
+            w.bytes = len;
+    }
+    return w;
+}
+
+static void print_table(inspect *in)
+{
+    size_t n = ckpt_file_tensor_count(in->f), i;
+    widths w = measure(in->f);
+    char shape[SHAPE_CAP], hex[65];
+
+    printf("%s%-*s  %-*s  %-*s  %*s%s%s\n", cli_color(CLI_BOLD), (int)w.name,
+           "NAME", (int)w.dtype, "DTYPE", (int)w.shape, "SHAPE",
+           (int)w.bytes, "BYTES", in->hash ? "  SHA256" : "",
+           cli_color(CLI_RESET));
+    for (i = 0; i < n; i++) {
+        const ckpt_tensor *t = ckpt_file_tensor(in->f, i);
+        const char *name = cli_name(ckpt_tensor_name(t));
+
+        pad(cli_put_text(stdout, name, strlen(name)), w.name);
+        printf("  %-*s  %-*s  %*" PRIu64, (int)w.dtype,
+               ckpt_dtype_name(ckpt_tensor_dtype(t)), (int)w.shape,
+               cli_shape(shape, sizeof shape, t), (int)w.bytes,
+               ckpt_tensor_nbytes(t));
+        if (in->hash)
+            printf("  %s", tensor_sha256(in, t, hex));
+        fputc('\n', stdout);
+    }
+}
+
+typedef struct storage {
+    uint64_t id, nbytes;
+} storage;
+
+static int cmp_storage(const void *a, const void *b)
+{
+    uint64_t x = ((const storage *)a)->id, y = ((const storage *)b)->id;
+
+    return (x > y) - (x < y);
+}
+
+/* "N tensors, P parameters, B bytes (human)" and, when tensors share
+ * storage, how many distinct storages hold them and their bytes. */
+static void print_totals(ckpt_file *f)
+{
+    size_t n = ckpt_file_tensor_count(f), i, storages = 0;
+    uint64_t params = 0, bytes = 0, storage_bytes = 0;
+    storage *st = n ? malloc(n * sizeof *st) : NULL;
+    char h[32];
+
+    for (i = 0; i < n; i++) {
+        const ckpt_tensor *t = ckpt_file_tensor(f, i);
+
+        params += ckpt_tensor_numel(t);
+        bytes += ckpt_tensor_nbytes(t);
+        if (st) {
+            st[i].id = ckpt_tensor_storage_id(t);
+            st[i].nbytes = ckpt_tensor_storage_nbytes(t);
+        }
+    }
+    printf("%zu tensor%s, %" PRIu64 " parameters, %" PRIu64 " bytes (%s)",
+           n, cli_plural(n), params, bytes, cli_human_bytes(h, bytes));
+    if (st) {
+        qsort(st, n, sizeof *st, cmp_storage);
+        for (i = 0; i < n; i++) {
+            if (i > 0 && st[i].id == st[i - 1].id)
+                continue;
+            storages++;
+            storage_bytes += st[i].nbytes;
+        }
+        if (storages < n)
+            printf("; shared: %zu storage%s, %" PRIu64 " bytes (%s)",
+                   storages, cli_plural(storages), storage_bytes,
+                   cli_human_bytes(h, storage_bytes));
+    }
+    fputc('\n', stdout);
+    free(st);
+}
+
+static void print_values(ckpt_file *f)
+{
+    size_t n = ckpt_file_value_count(f), i;
+
+    if (n == 0)
+        return;
+    printf("\n%svalues:%s\n", cli_color(CLI_BOLD), cli_color(CLI_RESET));
+    for (i = 0; i < n; i++) {
+        const char *name = cli_name(ckpt_file_value_name(f, i));
+
+        fputs("  ", stdout);
+        cli_put_text(stdout, name, strlen(name));
+        fputs(" = ", stdout);
+        cli_put_value(stdout, ckpt_file_value(f, i));
+        fputc('\n', stdout);
+    }
+}
+
+static void print_metadata(ckpt_file *f)
+{
+    size_t n = ckpt_file_metadata_count(f), i;
+
+    if (!ckpt_file_has_metadata(f))
+        return;
+    printf("\n%smetadata:%s%s\n", cli_color(CLI_BOLD), cli_color(CLI_RESET),
+           n ? "" : " (empty)");
+    for (i = 0; i < n; i++) {
+        const char *k = ckpt_file_metadata_key(f, i);
+        const char *v = ckpt_file_metadata_value(f, i);
+
+        fputs("  ", stdout);
+        cli_put_text(stdout, k, strlen(k));
+        fputs(" = ", stdout);
+        cli_put_text(stdout, v, strlen(v));
+        fputc('\n', stdout);
+    }
+}
+
+static void print_text(inspect *in)
+{
+    uint64_t size = ckpt_file_size(in->f);
+    char h[32];
+
+    fputs(cli_color(CLI_BOLD), stdout);
+    cli_put_text(stdout, in->path, strlen(in->path));
+    printf("%s: %s, %" PRIu64 " bytes (%s)\n\n", cli_color(CLI_RESET),
+           ckpt_format_name(ckpt_file_format(in->f)), size,
+           cli_human_bytes(h, size));
+    if (ckpt_file_tensor_count(in->f) > 0) {
+        print_table(in);
+        fputc('\n', stdout);
+    }
+    print_totals(in->f);
+    print_values(in->f);
+    print_metadata(in->f);
+}
+
+/* ------------------------------------------------------------ command */
+
+int cmd_inspect(const cli_command *cmd, int argc, char **argv)
+{
+    inspect in = { NULL, NULL, 0, CLI_OK };
+    int json = 0, i, rc, options = 1;
+    cli_error e;
+
+    for (i = 1; i < argc; i++) {
+        const char *a = argv[i];
+
+        if (options && a[0] == '-' && a[1] != '\0') {
+            if (strcmp(a, "--") == 0) {
+                options = 0;
+            } else if (cli_is_help(a)) {
+                return cli_help(cmd);
+            } else if (strcmp(a, "--json") == 0) {
+                json = 1;
+            } else if (strcmp(a, "--hash") == 0 && i + 1 < argc &&
+                       strcmp(argv[i + 1], "sha256") == 0) {
+                in.hash = 1;
+                i++;
+            } else if (strcmp(a, "--hash=sha256") == 0) {
+                in.hash = 1;
+            } else if (strncmp(a, "--hash", 6) == 0) {
+                return cli_usage_error(cmd, "--hash takes 'sha256'");
+            } else {
+                return cli_usage_error(cmd, "unknown option '%s'", a);
+            }
+        } else if (in.path == NULL) {
+            in.path = a;
+        } else {
+            return cli_usage_error(cmd, "one FILE at a time");
+        }
+    }
+    if (in.path == NULL)
+        return cli_usage_error(cmd, "missing FILE");
+
+    rc = ckpt_open(&in.f, in.path, NULL);
+    if (rc != 0) {
+        cli_error_capture(&e, rc);
+        return cli_report(in.path, &e);
+    }
+    if (json)
+        print_json(&in);
+    else
+        print_text(&in);
+    ckpt_close(in.f);
+    return in.rc;
+}

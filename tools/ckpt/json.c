@@ -1,0 +1,231 @@
+/* json.c - a small streaming JSON writer for the CLI's --json output.
+ *
+ * Strings: `"` and `\` are escaped, control characters (< 0x20 and 0x7f)
+ * become \b \f \n \r \t or \u00XX, well-formed UTF-8 passes through. Names
+ * and strings in checkpoints are untrusted and may not be UTF-8: each byte
+ * that is not part of a well-formed sequence is written as \u00XX with XX
+ * its value (read as Latin-1). Unlike U+FFFD this keeps every byte value
+ * recoverable; the price is that such a byte and the real character U+00XX
+ * look alike in the output. */
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+void json_init(json_writer *j, FILE *out)
+{
+    memset(j, 0, sizeof *j);
+    j->out = out;
+}
+
+/* Separator before any value or key. */
+static void before_value(json_writer *j)
+{
+    if (j->after_key) {
+        j->after_key = 0;
+        return;
+    }
+    if (j->need_comma[j->depth])
+        fputc(',', j->out);
+    j->need_comma[j->depth] = 1;
+}
+
+static void open_scope(json_writer *j, char c)
+{
+    before_value(j);
+    fputc(c, j->out);
+    if (j->depth < JSON_MAX_DEPTH)
+        j->depth++;
+    j->need_comma[j->depth] = 0;
+}
+
+static void close_scope(json_writer *j, char c)
+{
+    fputc(c, j->out);
+    if (j->depth > 0)
+        j->depth--;
+}
+
+void json_object_begin(json_writer *j) { open_scope(j, '{'); }
+void json_object_end(json_writer *j) { close_scope(j, '}'); }
+void json_array_begin(json_writer *j) { open_scope(j, '['); }
+void json_array_end(json_writer *j) { close_scope(j, ']'); }
+
+static void put_escaped(FILE *out, const char *s, size_t len)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    size_t i = 0;
+
+    fputc('"', out);
+    while (i < len) {
+        unsigned char c = p[i];
+        size_t n;
+
+        switch (c) {
+        case '"': fputs("\\\"", out); i++; continue;
+        case '\\': fputs("\\\\", out); i++; continue;
+        case '\b': fputs("\\b", out); i++; continue;
+        case '\f': fputs("\\f", out); i++; continue;
+        case '\n': fputs("\\n", out); i++; continue;
+        case '\r': fputs("\\r", out); i++; continue;
+        case '\t': fputs("\\t", out); i++; continue;
+        default: break;
+        }
+        n = cli_utf8_len(p + i, len - i);
+        if (c < 0x20 || c == 0x7f || n == 0) {
+            fprintf(out, "\\u%04x", (unsigned)c);
+            i++;
+        } else {
+            fwrite(p + i, 1, n, out);
+            i += n;
+        }
+    }
+    fputc('"', out);
+}
+
+void json_key(json_writer *j, const char *key)
+{
+    before_value(j);
+    put_escaped(j->out, key, strlen(key));
+    fputc(':', j->out);
+    j->after_key = 1;
+}
+
+void json_string_len(json_writer *j, const char *s, size_t len)
+{
+    before_value(j);
+    put_escaped(j->out, s, len);
+}
+
+void json_string(json_writer *j, const char *s)
+{
+    if (s == NULL)
+        json_null(j);
+    else
+        json_string_len(j, s, strlen(s));
+}
+
+void json_uint(json_writer *j, uint64_t v)
+{
+    before_value(j);
+    fprintf(j->out, "%" PRIu64, v);
+}
+
+/* JSON's integer grammar: -?(0|[1-9][0-9]*). */
+static int is_json_integer(const char *s)
+{
+    if (*s == '-')
+        s++;
+    if (*s == '0')
+        return s[1] == '\0';
+    if (*s < '1' || *s > '9')
+        return 0;
+    while (*s >= '0' && *s <= '9')
+        s++;
+    return *s == '\0';
+}
+
+void json_int_text(json_writer *j, const char *decimal)
+{
+    if (decimal == NULL) {
+        json_null(j);
+        return;
+    }
+    if (!is_json_integer(decimal)) {
+        json_string(j, decimal);
+        return;
+    }
+    before_value(j);
+    fputs(decimal, j->out);
+}
+
+const char *fmt_double(char buf[40], double v)
+{
+    static const int precisions[] = { 15, 16, 17 };
+    size_t i;
+
+    for (i = 0; i < sizeof precisions / sizeof precisions[0]; i++) {
+        double back;
+
+        snprintf(buf, 40, "%.*g", precisions[i], v);
+        back = strtod(buf, NULL);
+        if (memcmp(&back, &v, sizeof v) == 0)
+            break;
+    }
+    /* %.17g always round-trips; the loop just prefers shorter forms. */
+    if (strpbrk(buf, ".e") == NULL)
+        strcat(buf, ".0");
+    return buf;
+}
+
+void json_double(json_writer *j, double v)
+{
+    char buf[40];
+
+    if (isnan(v)) {
+        json_string(j, "nan");
+    } else if (isinf(v)) {
+        json_string(j, v > 0 ? "inf" : "-inf");
+    } else {
+        before_value(j);
+        fputs(fmt_double(buf, v), j->out);
+    }
+}
+
+void json_bool(json_writer *j, int v)
+{
+    before_value(j);
+    fputs(v ? "true" : "false", j->out);
+}
+
+void json_null(json_writer *j)
+{
+    before_value(j);
+    fputs("null", j->out);
+}
+
+void json_hex(json_writer *j, const unsigned char *p, size_t len)
+{
+    size_t i;
+
+    before_value(j);
+    fputc('"', j->out);
+    for (i = 0; i < len; i++)
+        fprintf(j->out, "%02x", (unsigned)p[i]);
+    fputc('"', j->out);
+}
+
+void json_leaf(json_writer *j, const ckpt_value *v)
+{
+    ckpt_kind kind = ckpt_value_kind(v);
+    const char *s;
+    size_t len = 0;
+
+    switch (kind) {
+    case CKPT_KIND_INT:
+        json_int_text(j, ckpt_value_int_decimal(v));
+        break;
+    case CKPT_KIND_FLOAT:
+        json_double(j, ckpt_value_float(v));
+        break;
+    case CKPT_KIND_STR:
+        s = ckpt_value_str(v, &len);
+        json_string_len(j, s, len);
+        break;
+    case CKPT_KIND_BOOL:
+        json_bool(j, ckpt_value_bool(v));
+        break;
+    case CKPT_KIND_BYTES:
+        s = ckpt_value_str(v, &len);
+        json_hex(j, (const unsigned char *)s, len);
+        break;
+    case CKPT_KIND_OBJECT:
+        json_string(j, ckpt_value_object_name(v));
+        break;
+    default: /* NONE, and containers or tensors, which are not leaves */
+        json_null(j);
+        break;
+    }
+}

@@ -1,0 +1,428 @@
+/* main.c - `ckpt`: the command table, dispatch, and the plumbing every
+ * command shares (error reporting, exit codes, terminal-safe text). */
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+
+static const cli_command commands[] = {
+    { "inspect", "list tensors, values and metadata of a checkpoint",
+      "usage: ckpt inspect FILE [--json] [--hash sha256]\n"
+      "\n"
+      "Lists every tensor (name, dtype, shape, bytes), the non-tensor values\n"
+      "and the metadata of FILE, without executing anything in it.\n"
+      "\n"
+      "  --json          one JSON object on stdout instead of a table\n"
+      "  --hash sha256   add the SHA-256 of each tensor's contents\n",
+      cmd_inspect },
+    { "verify", "read every byte and check checksums and structure",
+      "usage: ckpt verify FILE...\n"
+      "\n"
+      "Opens each FILE and reads every tensor byte, checking zip CRC-32s,\n"
+      "storage sizes and structure. Prints one line per file:\n"
+      "  OK FILE (FORMAT, N tensors, B bytes checked)\n"
+      "  CORRUPT FILE: MESSAGE (MEMBER, offset N)\n"
+      "  ERROR FILE: MESSAGE          (the file could not be read)\n"
+      "Exit status: 0 all OK, 1 some file corrupt, 2 some file unreadable.\n",
+      cmd_verify },
+    { "doctor", "a readable health report with a verdict",
+      "usage: ckpt doctor FILE [--json]\n"
+      "\n"
+      "Reports format, integrity, contents and what ckpt cannot vouch for,\n"
+      "under a first line HEALTHY: ... or ATTENTION: ....\n"
+      "Exit status: 0 healthy, 1 attention needed, 2 unreadable.\n"
+      "\n"
+      "  --json   one JSON object on stdout instead of the report\n",
+      cmd_doctor },
+    { "scan", "would loading it run code? decided without running it",
+      "usage: ckpt scan [--json] [--allow MODULE.QUALNAME]... [--policy FILE] FILE...\n"
+      "\n"
+      "Decides, without executing anything, whether loading each FILE with\n"
+      "torch.load or pickle could run code. Every pickle in it is examined:\n"
+      "zip members that look like pickles, legacy stacked pickles, streams\n"
+      "after STOP, pickles nested in string literals. Verdicts:\n"
+      "  safe              only allowlisted data and tensor builders\n"
+      "  unsafe            a global off the allowlist is imported, called or\n"
+      "                    built (dangerous: a known code-execution family)\n"
+      "  unscannable       some content could not be examined (encrypted,\n"
+      "                    7z/tar/gzip, zip bomb, a pickle that does not parse)\n"
+      "  not-a-checkpoint  no pickle, zip or safetensors content\n"
+      "\n"
+      "  --json            one JSON object per file (an array for several)\n"
+      "  --allow NAME      also allow the global NAME (exact module.qualname;\n"
+      "                    not for known code-execution families); repeatable\n"
+      "  --policy FILE     allow every module.qualname listed in FILE, one per\n"
+      "                    line, '#' starts a comment\n"
+      "Exit status: 0 every file safe, 1 some file not safe, 2 usage or I/O\n"
+      "error.\n",
+      cmd_scan },
+};
+#define N_COMMANDS (sizeof commands / sizeof commands[0])
+
+static void usage(FILE *out)
+{
+    size_t i;
+
+    fputs("usage: ckpt COMMAND [ARGS...]\n"
+          "       ckpt help COMMAND | --help | --version\n"
+          "\n"
+          "Opens ML checkpoints (safetensors, PyTorch zip and legacy files,\n"
+          "pickles) safely: nothing in them is ever executed.\n"
+          "\n"
+          "commands:\n",
+          out);
+    for (i = 0; i < N_COMMANDS; i++)
+        fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
+    fputs("\nexit status: 0 ok, 1 findings (corrupt, unsafe, mismatch),\n"
+          "2 usage or I/O error.\n",
+          out);
+}
+
+static const cli_command *find_command(const char *name)
+{
+    size_t i;
+
+    for (i = 0; i < N_COMMANDS; i++)
+        if (strcmp(commands[i].name, name) == 0)
+            return &commands[i];
+    return NULL;
+}
+
+/* `ckpt help [COMMAND]`. */
+static int help(int argc, char **argv)
+{
+    const cli_command *cmd;
+
+    if (argc < 2) {
+        usage(stdout);
+        return CLI_OK;
+    }
+    cmd = find_command(argv[1]);
+    if (cmd == NULL || argc > 2) {
+        fputs(cmd ? "ckpt: help takes one command\n"
+                  : "ckpt: help: unknown command\n",
+              stderr);
+        usage(stderr);
+        return CLI_USAGE;
+    }
+    return cli_help(cmd);
+}
+
+static int dispatch(int argc, char **argv)
+{
+    const cli_command *cmd;
+
+    if (argc < 2) {
+        usage(stderr);
+        return CLI_USAGE;
+    }
+    if (cli_is_help(argv[1]) || strcmp(argv[1], "help") == 0)
+        return help(argc - 1, argv + 1);
+    if (strcmp(argv[1], "--version") == 0) {
+        printf("ckpt %s\n", CKPT_VERSION_STRING);
+        return CLI_OK;
+    }
+    cmd = find_command(argv[1]);
+    if (cmd == NULL) {
+        fputs("ckpt: unknown command '", stderr);
+        cli_put_text(stderr, argv[1], strlen(argv[1]));
+        fputs("'\n", stderr);
+        usage(stderr);
+        return CLI_USAGE;
+    }
+    return cmd->run(cmd, argc - 1, argv + 1);
+}
+
+int main(int argc, char **argv)
+{
+    int rc = dispatch(argc, argv);
+
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        fputs("ckpt: error writing to standard output\n", stderr);
+        return CLI_USAGE;
+    }
+    return rc;
+}
+
+/* ------------------------------------------------------------ commands */
+
+int cli_is_help(const char *arg)
+{
+    return strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0;
+}
+
+int cli_help(const cli_command *cmd)
+{
+    fputs(cmd->usage, stdout);
+    return CLI_OK;
+}
+
+int cli_usage_error(const cli_command *cmd, const char *fmt, ...)
+{
+    va_list ap;
+
+    fprintf(stderr, "ckpt %s: ", cmd->name);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    fputs(cmd->usage, stderr);
+    return CLI_USAGE;
+}
+
+/* ------------------------------------------------------------ errors */
+
+static void copy_str(char *dst, size_t cap, const char *src)
+{
+    snprintf(dst, cap, "%s", src ? src : "");
+}
+
+void cli_error_capture(cli_error *e, int code)
+{
+    const ckpt_error *last = ckpt_error_last();
+
+    e->code = code;
+    copy_str(e->message, sizeof e->message, last ? last->message : NULL);
+    copy_str(e->member, sizeof e->member, last ? last->member : NULL);
+    e->offset = last ? last->offset : UINT64_MAX;
+    if (e->message[0] == '\0')
+        copy_str(e->message, sizeof e->message, ckpt_error_name(code));
+}
+
+int cli_exit_code(int code)
+{
+    switch (code) {
+    case CKPT_OK:
+        return CLI_OK;
+    case CKPT_E_IO:
+    case CKPT_E_NOMEM:
+    case CKPT_E_INVALID_ARG:
+        return CLI_USAGE;
+    default:
+        return CLI_FINDINGS;
+    }
+}
+
+void cli_put_location(FILE *out, const cli_error *e, int bare)
+{
+    int has_member = e->member[0] != '\0';
+    int has_offset = e->offset != UINT64_MAX;
+
+    if (!has_member && !has_offset)
+        return;
+    fputs(" (", out);
+    if (has_member) {
+        if (!bare)
+            fputs("member ", out);
+        cli_put_text(out, e->member, strlen(e->member));
+    }
+    if (has_offset)
+        fprintf(out, "%soffset %" PRIu64, has_member ? ", " : "", e->offset);
+    fputc(')', out);
+}
+
+int cli_report(const char *file, const cli_error *e)
+{
+    fputs("ckpt: ", stderr);
+    cli_put_text(stderr, file, strlen(file));
+    fputs(": ", stderr);
+    cli_put_text(stderr, e->message, strlen(e->message));
+    cli_put_location(stderr, e, 0);
+    fputc('\n', stderr);
+    return cli_exit_code(e->code);
+}
+
+/* ------------------------------------------------------------ text */
+
+size_t cli_utf8_len(const unsigned char *p, size_t n)
+{
+    unsigned char c = p[0];
+    size_t len, i;
+    uint32_t cp;
+
+    if (c < 0x80)
+        return 1;
+    if (c >= 0xc2 && c <= 0xdf) {
+        len = 2;
+        cp = c & 0x1fu;
+    } else if (c >= 0xe0 && c <= 0xef) {
+        len = 3;
+        cp = c & 0x0fu;
+    } else if (c >= 0xf0 && c <= 0xf4) {
+        len = 4;
+        cp = c & 0x07u;
+    } else {
+        return 0; /* continuation byte, overlong 2-byte lead, or > 0xf4 */
+    }
+    if (n < len)
+        return 0;
+    for (i = 1; i < len; i++) {
+        if ((p[i] & 0xc0) != 0x80)
+            return 0;
+        cp = (cp << 6) | (p[i] & 0x3fu);
+    }
+    if ((len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
+        (cp >= 0xd800 && cp <= 0xdfff) || cp > 0x10ffff)
+        return 0;
+    return len;
+}
+
+/* Bytes to escape on a terminal: C0 controls, DEL and the C1 controls
+ * U+0080..U+009F (which some terminals obey, as ESC sequences). */
+static int is_control(const unsigned char *p, size_t n)
+{
+    return p[0] < 0x20 || p[0] == 0x7f ||
+           (n == 2 && p[0] == 0xc2 && p[1] < 0xa0);
+}
+
+static size_t put_or_measure(FILE *out, const char *s, size_t len)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    size_t i = 0, cols = 0;
+
+    while (i < len) {
+        size_t n = cli_utf8_len(p + i, len - i);
+
+        if (n == 0 || is_control(p + i, n)) {
+            /* \xNN for the lead byte only: the rest are shown next. */
+            if (out)
+                fprintf(out, "\\x%02x", (unsigned)p[i]);
+            cols += 4;
+            i++;
+        } else {
+            if (out)
+                fwrite(p + i, 1, n, out);
+            cols++;
+            i += n;
+        }
+    }
+    return cols;
+}
+
+size_t cli_put_text(FILE *out, const char *s, size_t len)
+{
+    return put_or_measure(out, s, len);
+}
+
+size_t cli_text_width(const char *s, size_t len)
+{
+    return put_or_measure(NULL, s, len);
+}
+
+const char *cli_name(const char *name)
+{
+    return name[0] ? name : "(root)";
+}
+
+const char *cli_plural(uint64_t n)
+{
+    return n == 1 ? "" : "s";
+}
+
+const char *cli_human_bytes(char buf[32], uint64_t bytes)
+{
+    static const char *const units[] = { "KiB", "MiB", "GiB", "TiB", "PiB",
+                                         "EiB" };
+    double v = (double)bytes;
+    size_t u = 0;
+
+    if (bytes < 1024) {
+        snprintf(buf, 32, "%" PRIu64 " B", bytes);
+        return buf;
+    }
+    v /= 1024.0;
+    while (v >= 1024.0 && u + 1 < sizeof units / sizeof units[0]) {
+        v /= 1024.0;
+        u++;
+    }
+    snprintf(buf, 32, "%.1f %s", v, units[u]);
+    return buf;
+}
+
+const char *cli_shape(char *buf, size_t cap, const ckpt_tensor *t)
+{
+    const uint64_t *shape = ckpt_tensor_shape(t);
+    unsigned ndim = ckpt_tensor_ndim(t), i;
+    size_t used = 0;
+
+    buf[0] = '\0';
+    used += (size_t)snprintf(buf, cap, "[");
+    for (i = 0; i < ndim && used < cap; i++)
+        used += (size_t)snprintf(buf + used, cap - used, "%s%" PRIu64,
+                                 i ? ", " : "", shape[i]);
+    if (used < cap)
+        used += (size_t)snprintf(buf + used, cap - used, "]");
+    if (used >= cap && cap > 4)
+        memcpy(buf + cap - 4, "...", 4);
+    return buf;
+}
+
+/* Longest string or byte run cli_put_value shows in full. */
+#define SHOW_MAX 160
+
+void cli_put_value(FILE *out, const ckpt_value *v)
+{
+    char buf[40];
+    const char *s;
+    size_t len = 0, i, cut;
+    double d;
+
+    switch (ckpt_value_kind(v)) {
+    case CKPT_KIND_INT:
+        s = ckpt_value_int_decimal(v);
+        fputs(s ? s : "?", out);
+        break;
+    case CKPT_KIND_FLOAT:
+        d = ckpt_value_float(v);
+        fputs(isnan(d) ? "nan" : isinf(d) ? (d > 0 ? "inf" : "-inf")
+                                           : fmt_double(buf, d),
+              out);
+        break;
+    case CKPT_KIND_STR:
+        s = ckpt_value_str(v, &len);
+        cut = len < SHOW_MAX ? len : SHOW_MAX;
+        while (cut < len && cut > 0 && (s[cut] & 0xc0) == 0x80)
+            cut--; /* not inside a UTF-8 sequence */
+        fputc('"', out);
+        cli_put_text(out, s, cut);
+        fputc('"', out);
+        if (len > SHOW_MAX)
+            fprintf(out, "... (%zu bytes)", len);
+        break;
+    case CKPT_KIND_BYTES:
+        s = ckpt_value_str(v, &len);
+        fputs("bytes ", out);
+        for (i = 0; i < len && i < SHOW_MAX / 2; i++)
+            fprintf(out, "%02x", (unsigned)(unsigned char)s[i]);
+        fprintf(out, "%s (%zu bytes)", len > SHOW_MAX / 2 ? "..." : "", len);
+        break;
+    case CKPT_KIND_BOOL:
+        fputs(ckpt_value_bool(v) ? "true" : "false", out);
+        break;
+    case CKPT_KIND_NONE:
+        fputs("none", out);
+        break;
+    case CKPT_KIND_OBJECT:
+        s = ckpt_value_object_name(v);
+        fputs("<object ", out);
+        cli_put_text(out, s ? s : "?", s ? strlen(s) : 1);
+        fputc('>', out);
+        break;
+    default:
+        fprintf(out, "<%s>", ckpt_kind_name(ckpt_value_kind(v)));
+        break;
+    }
+}
+
+const char *cli_color(const char *sgr)
+{
+    static int enabled = -1;
+
+    if (enabled < 0)
+        enabled = isatty(STDOUT_FILENO) && getenv("NO_COLOR") == NULL;
+    return enabled ? sgr : "";
+}
