@@ -36,6 +36,30 @@ void ckpt_close(ckpt_file *f) {
     ckpt_free(f);
 }
 
+void ckpt_file_release(const ckpt_file *f, const void *p, uint64_t n) {
+    const uint8_t *b = p;
+    if (!f->mapped || b < f->map || n > (uint64_t)(f->map + f->map_size - b)) return;
+    /* only whole pages inside the range */
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t lo = ((uintptr_t)b + page - 1) & ~(page - 1);
+    uintptr_t hi = ((uintptr_t)b + (uintptr_t)n) & ~(page - 1);
+    if (hi > lo) madvise((void *)lo, hi - lo, MADV_DONTNEED);
+}
+
+void ckpt_file_prefetch(const ckpt_file *f, const void *p, uint64_t n) {
+#ifdef MADV_POPULATE_READ
+    const uint8_t *b = p;
+    if (!f->mapped || b < f->map || n > (uint64_t)(f->map + f->map_size - b)) return;
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t lo = (uintptr_t)b & ~(page - 1);
+    /* one call maps the whole window instead of one fault per page; an
+     * error (old kernel, I/O) just leaves the faults to happen as usual */
+    madvise((void *)lo, (uintptr_t)b + (uintptr_t)n - lo, MADV_POPULATE_READ);
+#else
+    (void)f, (void)p, (void)n;
+#endif
+}
+
 /* ------------------------------------------------------------ detection */
 
 static int is_json_ws(uint8_t c) {

@@ -68,6 +68,16 @@ int ckpt_torch_read_zip(ckpt_file *f);
  * is torch's magic number, else a plain pickle (CKPT_FORMAT_PICKLE). */
 int ckpt_torch_read_legacy(ckpt_file *f);
 
+/* Tells the kernel that bytes [p, p+n) of f's mapping will not be needed
+ * again soon, so a full read of a large file (verify) does not keep it all
+ * resident. The data stays readable (pages fault back in from the file).
+ * No-op for memory buffers and for ranges outside the mapping. */
+void ckpt_file_release(const ckpt_file *f, const void *p, uint64_t n);
+
+/* Maps bytes [p, p+n) of f's mapping in one go before a full read (fewer
+ * page faults). Best effort; no-op where unsupported. */
+void ckpt_file_prefetch(const ckpt_file *f, const void *p, uint64_t n);
+
 /* Opens a file (used for shards). Same contract as ckpt_open. */
 int ckpt_file_open_path(ckpt_file **out, const char *path,
                         const ckpt_open_options *opts);

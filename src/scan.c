@@ -394,14 +394,17 @@ static void on_call_or_build(stream *s, const pk_event *ev, int build) {
     }
     if (g->policy && !ev->symbolic) return; /* reported with its global */
     ckpt_severity sev = ev->symbolic ? CKPT_SEVERITY_DANGEROUS : g->sev;
+    const char *why = ev->symbolic ? "a name that cannot be known without running the "
+                                     "pickle"
+                                   : g->why;
     if (build)
         add_finding(sc, sev, "build", g->full, rg->member, off,
-                    "BUILD sets the state of %s (a %s object or the global "
-                    "itself): %s%s",
-                    g->full, g->full, g->why, nested_note(rg));
+                    "BUILD sets the state of a %s object, or of the global "
+                    "itself: %s%s",
+                    g->full, why, nested_note(rg));
     else
-        add_finding(sc, sev, "call", g->full, rg->member, off, "calls %s: %s%s",
-                    g->full, g->why, nested_note(rg));
+        add_finding(sc, sev, "call", g->full, rg->member, off, "calls %s: %s%s", g->full,
+                    why, nested_note(rg));
 }
 
 /* Which encoding of a pickle a literal may be, from its first bytes only
@@ -1014,7 +1017,7 @@ static int finish(scanner *sc) {
             if (!o[i].f.message) return CKPT_E_NOMEM;
         }
     }
-    qsort(o, r->nfindings, sizeof *o, cmp_ordered);
+    if (r->nfindings > 1) qsort(o, r->nfindings, sizeof *o, cmp_ordered);
     for (size_t i = 0; i < r->nfindings; i++) r->findings[i] = o[i].f;
     if (sc->dropped) {
         /* past the cap, appended last whatever its offset */
@@ -1028,7 +1031,7 @@ static int finish(scanner *sc) {
         r->findings[r->nfindings++] = (ckpt_finding){CKPT_SEVERITY_INFO, "truncated", NULL,
                                                      "", CKPT_NO_OFFSET, m};
     }
-    qsort(r->globals, r->nglobals, sizeof *r->globals, cmp_str);
+    if (r->nglobals > 1) qsort(r->globals, r->nglobals, sizeof *r->globals, cmp_str);
     return 0;
 }
 
@@ -1060,7 +1063,7 @@ int ckpt_scan_memory(ckpt_scan_report **out, const void *data, size_t size,
         rc = CKPT_E_NOMEM;
     } else {
         if (sc.o.nallow) memcpy(sc.allow, sc.o.allow, sc.o.nallow * sizeof *sc.allow);
-        qsort(sc.allow, sc.o.nallow, sizeof *sc.allow, cmp_str);
+        if (sc.o.nallow > 1) qsort(sc.allow, sc.o.nallow, sizeof *sc.allow, cmp_str);
         rc = scan_file(&sc, data ? data : (const void *)"", size);
         if (rc == 0 && sc.nomem) rc = CKPT_E_NOMEM;
         if (rc == 0) rc = finish(&sc);

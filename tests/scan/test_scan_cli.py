@@ -1,0 +1,215 @@
+"""CLI tests for `ckpt scan`: corpus verdicts, the hostile families of
+gen_hostile.py (never loaded, only scanned), exit codes, --json shapes,
+--allow and --policy.
+
+Environment (set by ctest): CKPT_BIN (the built ckpt binary), CKPT_CORPUS
+(shared/corpus). Standard library only (gen_hostile.py adds numpy/torch
+files when they are installed). Prints one line per case and ends with
+"N passed, N failed"; exits 1 on failure.
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import traceback
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import gen_hostile  # noqa: E402
+
+BIN = os.environ.get("CKPT_BIN", "ckpt")
+CORPUS = os.environ.get("CKPT_CORPUS", "/work/shared/corpus")
+TMP = tempfile.mkdtemp(prefix="ckpt-scan-test-")
+PASSED, FAILED = [], []
+
+
+def run(*args):
+    """Runs `ckpt scan ARGS`; returns (exit code, stdout, stderr)."""
+    p = subprocess.run([BIN, "scan"] + list(args), capture_output=True,
+                       timeout=120)
+    return (p.returncode, p.stdout.decode("utf-8", "replace"),
+            p.stderr.decode("utf-8", "replace"))
+
+
+def run_json(*args):
+    rc, out, err = run("--json", *args)
+    assert out.endswith("\n"), "JSON output ends with a newline"
+    return rc, json.loads(out), err
+
+
+def case(name, fn, *args):
+    try:
+        fn(*args)
+    except Exception:  # a failed assert or anything unexpected
+        FAILED.append(name)
+        print("FAIL", name)
+        traceback.print_exc(file=sys.stdout)
+        return
+    PASSED.append(name)
+    print("ok  ", name)
+
+
+def expected_verdicts():
+    with open(os.path.join(CORPUS, "expected.jsonl"), encoding="utf-8") as fh:
+        return [json.loads(line) for line in fh]
+
+
+def dangerous_globals(report):
+    return [f.get("global") or "" for f in report["findings"]
+            if f["severity"] == "dangerous"]
+
+
+# ------------------------------------------------------------ corpus
+
+def check_corpus_file(rec):
+    rc, rep, _ = run_json(os.path.join(CORPUS, rec["file"]))
+    assert rep["verdict"] == rec["verdict"], (rep["verdict"], rep["findings"])
+    assert rc == (0 if rec["verdict"] == "safe" else 1), rc
+    assert rep["file"].endswith(rec["file"])
+    for f in rep["findings"]:
+        assert set(f) <= {"severity", "kind", "global", "member", "offset",
+                          "message"}, f
+        assert f["severity"] in ("info", "suspicious", "dangerous")
+    if rec["verdict"] == "unsafe":
+        assert any(f["severity"] != "info" for f in rep["findings"])
+
+
+def check_benign_corpus():
+    recs = [r for r in expected_verdicts() if not r["file"].startswith("scan/")]
+    paths = [os.path.join(CORPUS, r["file"]) for r in recs]
+    rc, reps, _ = run_json(*paths)
+    assert isinstance(reps, list) and len(reps) == len(recs)
+    for rec, rep in zip(recs, reps):
+        want = "not-a-checkpoint" if rec["file"] == "torch/burn/broken.pt" else "safe"
+        assert rep["verdict"] == want, (rec["file"], rep["verdict"])
+    assert rc == 1  # broken.pt is not safe
+    safe = [p for p in paths if not p.endswith("broken.pt")]
+    rc, _, _ = run(*safe)
+    assert rc == 0, rc
+
+
+# ------------------------------------------------------------ hostile
+
+def check_hostile(row, outdir):
+    path = os.path.join(outdir, row["file"])
+    rc, rep, _ = run_json(path)
+    assert rep["verdict"] == row["verdict"], (rep["verdict"], rep["findings"])
+    assert rc == (0 if row["verdict"] == "safe" else 1), rc
+    g = row.get("global")
+    if g:
+        names = dangerous_globals(rep)
+        ok = g in names or (g.startswith("?") and any(n.startswith(g)
+                                                      for n in names))
+        assert ok, (g, names)
+        assert g == "?" or g in rep["globals"] or g.startswith("?"), rep["globals"]
+    if row["verdict"] == "safe":
+        assert all(f["severity"] == "info" for f in rep["findings"])
+
+
+def check_allow(row, outdir):
+    path = os.path.join(outdir, row["file"])
+    rc, rep, _ = run_json(path)
+    assert rc == 1 and rep["verdict"] == "unsafe"
+    assert all(f["severity"] != "dangerous" for f in rep["findings"])
+    assert any(f.get("global") == row["allow"] and f["severity"] == "suspicious"
+               for f in rep["findings"])
+    rc, rep, _ = run_json("--allow", row["allow"], path)
+    assert rc == 0 and rep["verdict"] == "safe", rep
+    info = [f for f in rep["findings"] if f["kind"] == "allowed"]
+    assert len(info) == 1 and info[0]["severity"] == "info"
+    assert info[0]["message"] == "allowed by policy: " + row["allow"]
+    # a policy file: comments, blank lines, surrounding spaces
+    policy = os.path.join(TMP, "policy.txt")
+    with open(policy, "w", encoding="utf-8") as fh:
+        fh.write("# hyper-parameters of our trainer\n\n  %s  # argparse\n"
+                 "lightning.pytorch.core.saving.AttributeDict\n" % row["allow"])
+    rc, rep, _ = run_json("--policy", policy, path)
+    assert rc == 0 and rep["verdict"] == "safe", rep
+
+
+def check_allow_cannot_bless_code(outdir):
+    path = os.path.join(outdir, "system_p2.pkl")
+    rc, rep, _ = run_json("--allow", gen_hostile.SYSTEM, path)
+    assert rc == 1 and rep["verdict"] == "unsafe"
+    assert gen_hostile.SYSTEM in dangerous_globals(rep)
+
+
+# ------------------------------------------------------------ CLI
+
+def check_exit_codes(outdir):
+    safe = os.path.join(outdir, "benign_dict.pkl")
+    evil = os.path.join(outdir, "system_p2.pkl")
+    missing = os.path.join(TMP, "no-such-file.pt")
+    assert run(safe, safe)[0] == 0
+    assert run(safe, evil)[0] == 1
+    rc, out, err = run(safe, missing)
+    assert rc == 2 and "no-such-file.pt" in err, (rc, err)
+    rc, reps, _ = run_json(evil, missing)
+    assert rc == 2 and reps[0]["verdict"] == "unsafe" and "error" in reps[1]
+    assert run()[0] == 2                        # no FILE
+    assert run("--bogus", safe)[0] == 2         # unknown option
+    assert run(safe, "--allow")[0] == 2         # option without its value
+    assert run("--allow", "nodot", safe)[0] == 2
+    assert run("--policy", missing, safe)[0] == 2
+    bad = os.path.join(TMP, "bad-policy.txt")
+    with open(bad, "w", encoding="utf-8") as fh:
+        fh.write("argparse.Namespace\nnot a name\n")
+    rc, _, err = run("--policy", bad, safe)
+    assert rc == 2 and ":2:" in err, err
+    assert run(TMP)[0] == 2                     # a directory
+    rc, out, _ = run("--help")
+    assert rc == 0 and "usage: ckpt scan" in out
+    assert run("--", safe)[0] == 0
+
+
+def check_json_shape(outdir):
+    evil = os.path.join(outdir, "zip_txt.zip")
+    rc, rep, _ = run_json(evil)
+    assert isinstance(rep, dict) and set(rep) == {"file", "verdict", "findings",
+                                                  "globals"}
+    f = [f for f in rep["findings"] if f.get("global") == gen_hostile.SYSTEM][0]
+    assert f["member"] == "archive/data.txt" and isinstance(f["offset"], int)
+    assert f["kind"] == "global" and f["message"]
+    assert rep["globals"] == sorted(set(rep["globals"]))
+    rc, reps, _ = run_json(evil, evil)
+    assert isinstance(reps, list) and len(reps) == 2
+
+
+def check_human(outdir):
+    evil = os.path.join(outdir, "zip_polyglot.pt")
+    rc, out, _ = run(evil)
+    lines = out.splitlines()
+    assert rc == 1
+    assert lines[-1].startswith("UNSAFE ") and evil in lines[-1], lines[-1]
+    hit = [l for l in lines if gen_hostile.SYSTEM in l and "global" in l]
+    assert hit and "member archive/data.pkl" in hit[0] and "offset " in hit[0]
+    assert any("polyglot" in l for l in lines)
+    rc, out, _ = run(os.path.join(outdir, "benign_dict.pkl"))
+    assert rc == 0 and out.startswith("SAFE "), out
+
+
+def main():
+    for rec in expected_verdicts():
+        if rec["file"].startswith("scan/"):
+            case("corpus " + rec["file"], check_corpus_file, rec)
+    case("benign corpus files are safe", check_benign_corpus)
+    outdir = os.path.join(TMP, "hostile")
+    rows = gen_hostile.main(outdir)
+    for row in rows:
+        if row.get("allow"):
+            case("allow " + row["file"], check_allow, row, outdir)
+        else:
+            case("hostile " + row["file"], check_hostile, row, outdir)
+    case("--allow cannot bless code execution", check_allow_cannot_bless_code,
+         outdir)
+    case("exit codes", check_exit_codes, outdir)
+    case("json shape", check_json_shape, outdir)
+    case("human form", check_human, outdir)
+    shutil.rmtree(TMP, ignore_errors=True)
+    print("%d passed, %d failed" % (len(PASSED), len(FAILED)))
+    return 1 if FAILED else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

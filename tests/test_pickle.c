@@ -1,0 +1,1412 @@
+/* test_pickle.c - the restricted pickle machine and its data builders:
+ * every opcode family, malformed input, limits, events, the picklescan
+ * corpus, numpy pickles written by Debian's numpy, and torch tensor
+ * rebuilds through a persistent_load callback. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "builders.h"
+#include "dtype.h"
+#include "error.h"
+#include "harness.h"
+#include "pickle.h"
+
+/* ---------------------------------------------------------------- helpers */
+
+typedef struct {
+    pk_event_kind kind;
+    uint8_t opcode;
+    uint64_t offset;
+    char module[96], name[96];
+    int allowed, symbolic;
+    size_t len;
+} ev_copy;
+
+static ev_copy events[128];
+static size_t nevents;
+static ckpt_arena arena;
+static ckpt_limits limits = CKPT_LIMITS_INIT;
+
+static void record(void *ctx, const pk_event *e) {
+    (void)ctx;
+    if (nevents == sizeof events / sizeof *events) return;
+    ev_copy *c = &events[nevents++];
+    c->kind = e->kind;
+    c->opcode = e->opcode;
+    c->offset = e->offset;
+    snprintf(c->module, sizeof c->module, "%s", e->module ? e->module : "(null)");
+    snprintf(c->name, sizeof c->name, "%s", e->name ? e->name : "(null)");
+    c->allowed = e->allowed;
+    c->symbolic = e->symbolic;
+    c->len = e->len;
+}
+
+/* persistent_load for the torch tests: a CKPT_KIND_STORAGE_ of 16 bytes
+ * of F32 whatever the pid, as torch.c would make from ('storage', ...). */
+static int storage16(void *ctx, ckpt_value *pid, uint64_t offset, ckpt_value **out) {
+    (void)ctx;
+    if (pid->kind != CKPT_KIND_TUPLE)
+        return ckpt_err(CKPT_E_FORMAT, "t", "m", offset, "pid is not a tuple");
+    ckpt_storage *st = ckpt_arena_alloc(&arena, sizeof *st);
+    ckpt_value *v = ckpt_value_new(&arena, CKPT_KIND_STORAGE_);
+    if (!st || !v) return CKPT_E_NOMEM;
+    st->dtype = CKPT_DT_F32;
+    st->nbytes = 16;
+    st->member = "";
+    st->key = "0";
+    st->file_offset = CKPT_NO_OFFSET;
+    v->u.storage = st;
+    *out = v;
+    return 0;
+}
+
+static int (*persistent_load)(void *, ckpt_value *, uint64_t, ckpt_value **);
+static uint64_t base_offset;
+
+/* Runs buf as a pickle with fresh events; the previous result is freed. */
+static int run_used(const void *buf, size_t len, ckpt_value **out, size_t *used) {
+    ckpt_arena_free(&arena);
+    nevents = 0;
+    pk_options o = {.file = "test.pkl", .member = "data.pkl", .base_offset = base_offset,
+                    .limits = &limits, .arena = &arena, .persistent_load = persistent_load,
+                    .on_event = record};
+    return ckpt_pickle_run(out, used, buf, len, &o);
+}
+
+static int run(const void *buf, size_t len, ckpt_value **out) {
+    size_t used;
+    return run_used(buf, len, out, &used);
+}
+
+/* a pickle written as a string literal */
+#define PK(lit, out) run(lit, sizeof(lit) - 1, out)
+
+static int is_int(const ckpt_value *v, int64_t x) {
+    return v && v->kind == CKPT_KIND_INT && !v->u.i.decimal && v->u.i.v == x;
+}
+
+static int is_str(const ckpt_value *v, const char *s) {
+    return v && v->kind == CKPT_KIND_STR && v->u.s.len == strlen(s) &&
+           memcmp(v->u.s.p, s, v->u.s.len) == 0;
+}
+
+static int is_bytes(const ckpt_value *v, const char *s, size_t n) {
+    return v && v->kind == CKPT_KIND_BYTES && v->u.s.len == n && memcmp(v->u.s.p, s, n) == 0;
+}
+
+static const ckpt_value *item(const ckpt_value *v, size_t i) {
+    return v && (v->kind == CKPT_KIND_LIST || v->kind == CKPT_KIND_TUPLE ||
+                 v->kind == CKPT_KIND_SET) && i < v->u.seq.n
+               ? v->u.seq.items[i]
+               : NULL;
+}
+
+/* value of the str key k in a DICT */
+static const ckpt_value *get(const ckpt_value *d, const char *k) {
+    if (!d || d->kind != CKPT_KIND_DICT) return NULL;
+    for (size_t i = 0; i < d->u.dict.n; i++)
+        if (is_str(d->u.dict.keys[i], k)) return d->u.dict.vals[i];
+    return NULL;
+}
+
+static int has_event(pk_event_kind kind, const char *module, const char *name) {
+    for (size_t i = 0; i < nevents; i++)
+        if (events[i].kind == kind && !strcmp(events[i].module, module) &&
+            !strcmp(events[i].name, name))
+            return 1;
+    return 0;
+}
+
+/* The first matching event, or one whose every field fails the checks
+ * (so a missing event fails a test instead of crashing it). */
+static const ev_copy *find_event(pk_event_kind kind, const char *module, const char *name) {
+    static const ev_copy missing = {.kind = (pk_event_kind)-1, .opcode = 0, .offset = UINT64_MAX,
+                                    .module = "(missing)", .name = "(missing)",
+                                    .allowed = -1, .symbolic = -1};
+    for (size_t i = 0; i < nevents; i++)
+        if (events[i].kind == kind && !strcmp(events[i].module, module) &&
+            !strcmp(events[i].name, name))
+            return &events[i];
+    return &missing;
+}
+
+static size_t count_events(pk_event_kind kind) {
+    size_t n = 0;
+    for (size_t i = 0; i < nevents; i++) n += events[i].kind == kind;
+    return n;
+}
+
+static const char *last_message(void) { return ckpt_error_last()->message; }
+
+/* ---------------------------------------------------------------- scalars */
+
+TEST(test_proto0_numbers) {
+    ckpt_value *v;
+    CHECK_EQ_INT(PK("I42\n.", &v), 0);
+    CHECK(is_int(v, 42));
+    CHECK_EQ_INT(PK("I-7\n.", &v), 0);
+    CHECK(is_int(v, -7));
+    CHECK_EQ_INT(PK("I01\n.", &v), 0); /* Python 2 True */
+    CHECK(v && v->kind == CKPT_KIND_BOOL && v->u.b == 1);
+    CHECK_EQ_INT(PK("I00\n.", &v), 0);
+    CHECK(v && v->kind == CKPT_KIND_BOOL && v->u.b == 0);
+    CHECK_EQ_INT(PK("I1\n.", &v), 0);
+    CHECK(is_int(v, 1));
+    CHECK_EQ_INT(PK("I9223372036854775807\n.", &v), 0);
+    CHECK(is_int(v, INT64_MAX));
+    CHECK_EQ_INT(PK("L123L\n.", &v), 0);
+    CHECK(is_int(v, 123));
+    CHECK_EQ_INT(PK("L18446744073709551617L\n.", &v), 0);
+    CHECK_EQ_STR(ckpt_value_int_decimal(v), "18446744073709551617");
+    CHECK_EQ_INT(PK("L-9223372036854775808L\n.", &v), 0);
+    CHECK(is_int(v, INT64_MIN));
+    CHECK_EQ_INT(PK("L-9223372036854775809L\n.", &v), 0);
+    CHECK_EQ_STR(ckpt_value_int_decimal(v), "-9223372036854775809");
+    CHECK_EQ_INT(PK("L-1606938044258990275541962092341162602522202993782792835301376L\n.", &v), 0);
+    CHECK_EQ_STR(ckpt_value_int_decimal(v),
+                 "-1606938044258990275541962092341162602522202993782792835301376");
+    CHECK_EQ_INT(PK("F0.1\n.", &v), 0);
+    CHECK(v && v->kind == CKPT_KIND_FLOAT && v->u.f == 0.1);
+    CHECK_EQ_INT(PK("F-inf\n.", &v), 0);
+    CHECK(v && v->kind == CKPT_KIND_FLOAT && v->u.f < -1e308);
+    CHECK_EQ_INT(PK("N.", &v), 0);
+    CHECK(v && v->kind == CKPT_KIND_NONE);
+}
+
+TEST(test_binary_numbers) {
+    ckpt_value *v;
+    CHECK_EQ_INT(PK("\x80\x02J\xff\xff\xff\xff.", &v), 0);
+    CHECK(is_int(v, -1));
+    CHECK_EQ_INT(PK("J\x00\x00\x00\x80.", &v), 0);
+    CHECK(is_int(v, INT32_MIN));
+    CHECK_EQ_INT(PK("K\xff.", &v), 0);
+    CHECK(is_int(v, 255));
+    CHECK_EQ_INT(PK("M\xff\xff.", &v), 0);
+    CHECK(is_int(v, 65535));
+    CHECK_EQ_INT(PK("\x88.", &v), 0);
+    CHECK(v && v->kind == CKPT_KIND_BOOL && v->u.b == 1);
+    CHECK_EQ_INT(PK("\x89.", &v), 0);
+    CHECK(v && v->kind == CKPT_KIND_BOOL && v->u.b == 0);
+    /* 2**64 + 1 and -(2**64) - 1 as pickle.dumps(x, 2) writes them */
+    CHECK_EQ_INT(PK("\x80\x02\x8a\x09\x01\x00\x00\x00\x00\x00\x00\x00\x01.", &v), 0);
+    CHECK_EQ_STR(ckpt_value_int_decimal(v), "18446744073709551617");
+    CHECK_EQ_INT(PK("\x80\x02\x8a\x09\xff\xff\xff\xff\xff\xff\xff\xff\xfe.", &v), 0);
+    CHECK_EQ_STR(ckpt_value_int_decimal(v), "-18446744073709551617");
+    CHECK_EQ_INT(PK("\x8a\x00.", &v), 0);
+    CHECK(is_int(v, 0));
+    CHECK_EQ_INT(PK("\x8a\x01\xff.", &v), 0);
+    CHECK(is_int(v, -1));
+    CHECK_EQ_INT(PK("\x8a\x02\x00\x80.", &v), 0); /* two's complement */
+    CHECK(is_int(v, -32768));
+    CHECK_EQ_INT(PK("\x8a\x03\x00\x80\x00.", &v), 0);
+    CHECK(is_int(v, 32768));
+    CHECK_EQ_INT(PK("\x8b\x02\x00\x00\x00\x00\x01.", &v), 0);
+    CHECK(is_int(v, 256));
+    /* the legacy torch magic number */
+    CHECK_EQ_INT(PK("\x80\x02\x8a\x0a\x6c\xfc\x9c\x46\xf9\x20\x6a\xa8\x50\x19.", &v), 0);
+    CHECK_EQ_STR(ckpt_value_int_decimal(v), "119547037146038801333356");
+    /* BINFLOAT is big-endian */
+    CHECK_EQ_INT(PK("G\x3f\xb9\x99\x99\x99\x99\x99\x9a.", &v), 0);
+    CHECK(v && v->kind == CKPT_KIND_FLOAT && v->u.f == 0.1);
+    CHECK_EQ_INT(PK("G\xc0\x00\x00\x00\x00\x00\x00\x00.", &v), 0);
+    CHECK(v && v->u.f == -2.0);
+}
+
+/* ---------------------------------------------------------------- strings */
+
+TEST(test_proto0_strings) {
+    ckpt_value *v;
+    /* repr escapes: \n \x41 \101 \' \\ */
+    CHECK_EQ_INT(PK("S'a\\nb\\x41\\101\\'\\\\'\n.", &v), 0);
+    CHECK(is_str(v, "a\nbAA'\\"));
+    CHECK_EQ_INT(PK("S\"it's\"\n.", &v), 0);
+    CHECK(is_str(v, "it's"));
+    CHECK_EQ_INT(PK("S'\\q'\n.", &v), 0); /* unknown escapes stay as written */
+    CHECK(is_str(v, "\\q"));
+    CHECK_EQ_INT(PK("S'\\xff'\n.", &v), 0); /* not UTF-8: a Python 2 byte string */
+    CHECK(is_bytes(v, "\xff", 1));
+    CHECK_EQ_INT(PK("S'\\x4'\n.", &v), CKPT_E_FORMAT);
+    CHECK_EQ_INT(PK("S'abc\\'\n.", &v), CKPT_E_FORMAT); /* quote escaped: unterminated */
+    CHECK_EQ_INT(PK("Sabc\n.", &v), CKPT_E_FORMAT);
+    CHECK_EQ_INT(PK("S'abc\"\n.", &v), CKPT_E_FORMAT);
+    CHECK(v == NULL);
+    /* raw-unicode-escape as pickle.dumps('caf\u00e9\u20ac\\x\n', 0) writes it */
+    CHECK_EQ_INT(PK("Vcaf\xe9\\u20ac\\u005cx\\u000a\n.", &v), 0);
+    CHECK(is_str(v, "caf\xc3\xa9\xe2\x82\xac\\x\n"));
+    CHECK_EQ_INT(PK("V\\\\u0041\n.", &v), 0); /* even backslashes: no escape */
+    CHECK(is_str(v, "\\\\u0041"));
+    CHECK_EQ_INT(PK("V\\\\\\u0041\n.", &v), 0);
+    CHECK(is_str(v, "\\\\A"));
+    CHECK_EQ_INT(PK("V\\U0001F600\n.", &v), 0);
+    CHECK(is_str(v, "\xf0\x9f\x98\x80"));
+    CHECK_EQ_INT(PK("V\\ud800\n.", &v), 0); /* lone surrogate: U+FFFD */
+    CHECK(is_str(v, "\xef\xbf\xbd"));
+    CHECK_EQ_INT(PK("V\\u12\n.", &v), CKPT_E_FORMAT);
+    CHECK_EQ_INT(PK("V\\U00110000\n.", &v), CKPT_E_FORMAT);
+}
+
+TEST(test_binary_strings) {
+    ckpt_value *v;
+    CHECK_EQ_INT(PK("X\x03\x00\x00\x00" "abc.", &v), 0);
+    CHECK(is_str(v, "abc"));
+    CHECK_EQ_INT(count_events(PK_EV_STRING), 1);
+    CHECK(nevents == 1 && events[0].len == 3 && events[0].opcode == 'X');
+    CHECK_EQ_INT(PK("\x8c\x02hi.", &v), 0);
+    CHECK(is_str(v, "hi"));
+    CHECK_EQ_INT(PK("\x8d\x01\x00\x00\x00\x00\x00\x00\x00z.", &v), 0);
+    CHECK(is_str(v, "z"));
+    CHECK_EQ_INT(PK("B\x02\x00\x00\x00\x00\xff.", &v), 0);
+    CHECK(is_bytes(v, "\x00\xff", 2));
+    CHECK_EQ_INT(PK("C\x01\x07.", &v), 0);
+    CHECK(is_bytes(v, "\x07", 1));
+    CHECK_EQ_INT(PK("\x8e\x01\x00\x00\x00\x00\x00\x00\x00\x01.", &v), 0);
+    CHECK(is_bytes(v, "\x01", 1));
+    CHECK_EQ_INT(PK("\x96\x00\x00\x00\x00\x00\x00\x00\x00.", &v), 0);
+    CHECK(is_bytes(v, "", 0));
+    CHECK_EQ_INT(PK("T\x02\x00\x00\x00ok.", &v), 0);
+    CHECK(is_str(v, "ok"));
+    CHECK_EQ_INT(PK("U\x01\xff.", &v), 0);
+    CHECK(is_bytes(v, "\xff", 1));
+    CHECK_EQ_INT(PK("X\x03\x00\x00\x00\xed\xa0\x80.", &v), 0); /* surrogatepass */
+    CHECK(is_str(v, "\xef\xbf\xbd"));
+    CHECK_EQ_INT(PK("X\x01\x00\x00\x00\xff.", &v), CKPT_E_FORMAT);
+    CHECK_EQ_INT(PK("X\x02\x00\x00\x00\xc0\x80.", &v), CKPT_E_FORMAT); /* overlong */
+    CHECK_EQ_INT(PK("X\x01\x00\x00\x00\xe2.", &v), CKPT_E_FORMAT);
+    CHECK_EQ_INT(PK("X\x04\x00\x00\x00\xf4\x90\x80\x80.", &v), CKPT_E_FORMAT); /* > U+10FFFF */
+}
+
+/* ---------------------------------------------------------------- containers */
+
+/* pickle.dumps({'a': [1, (2, 3.5)], 'b': {'c': None, 'd': True}, 'e': (), 'f': [],
+ *               's': {1}, 'fs': frozenset([2]), 'big': 2**70, 'neg': -5,
+ *               'u': 'caf\u00e9', 'by': b'\x00\xff'}, protocol=P), P = 0..4 */
+static const char nested_p0[] =
+    "\x28\x64\x70\x30\x0a\x56\x61\x0a\x70\x31\x0a\x28\x6c\x70\x32\x0a"
+    "\x49\x31\x0a\x61\x28\x49\x32\x0a\x46\x33\x2e\x35\x0a\x74\x70\x33"
+    "\x0a\x61\x73\x56\x62\x0a\x70\x34\x0a\x28\x64\x70\x35\x0a\x56\x63"
+    "\x0a\x70\x36\x0a\x4e\x73\x56\x64\x0a\x70\x37\x0a\x49\x30\x31\x0a"
+    "\x73\x73\x56\x65\x0a\x70\x38\x0a\x28\x74\x73\x56\x66\x0a\x70\x39"
+    "\x0a\x28\x6c\x70\x31\x30\x0a\x73\x56\x73\x0a\x70\x31\x31\x0a\x63"
+    "\x5f\x5f\x62\x75\x69\x6c\x74\x69\x6e\x5f\x5f\x0a\x73\x65\x74\x0a"
+    "\x70\x31\x32\x0a\x28\x28\x6c\x70\x31\x33\x0a\x49\x31\x0a\x61\x74"
+    "\x70\x31\x34\x0a\x52\x70\x31\x35\x0a\x73\x56\x66\x73\x0a\x70\x31"
+    "\x36\x0a\x63\x5f\x5f\x62\x75\x69\x6c\x74\x69\x6e\x5f\x5f\x0a\x66"
+    "\x72\x6f\x7a\x65\x6e\x73\x65\x74\x0a\x70\x31\x37\x0a\x28\x28\x6c"
+    "\x70\x31\x38\x0a\x49\x32\x0a\x61\x74\x70\x31\x39\x0a\x52\x70\x32"
+    "\x30\x0a\x73\x56\x62\x69\x67\x0a\x70\x32\x31\x0a\x4c\x31\x31\x38"
+    "\x30\x35\x39\x31\x36\x32\x30\x37\x31\x37\x34\x31\x31\x33\x30\x33"
+    "\x34\x32\x34\x4c\x0a\x73\x56\x6e\x65\x67\x0a\x70\x32\x32\x0a\x49"
+    "\x2d\x35\x0a\x73\x56\x75\x0a\x70\x32\x33\x0a\x56\x63\x61\x66\xe9"
+    "\x0a\x70\x32\x34\x0a\x73\x56\x62\x79\x0a\x70\x32\x35\x0a\x63\x5f"
+    "\x63\x6f\x64\x65\x63\x73\x0a\x65\x6e\x63\x6f\x64\x65\x0a\x70\x32"
+    "\x36\x0a\x28\x56\x5c\x75\x30\x30\x30\x30\xff\x0a\x70\x32\x37\x0a"
+    "\x56\x6c\x61\x74\x69\x6e\x31\x0a\x70\x32\x38\x0a\x74\x70\x32\x39"
+    "\x0a\x52\x70\x33\x30\x0a\x73\x2e";
+static const char nested_p1[] =
+    "\x7d\x71\x00\x28\x58\x01\x00\x00\x00\x61\x71\x01\x5d\x71\x02\x28"
+    "\x4b\x01\x28\x4b\x02\x47\x40\x0c\x00\x00\x00\x00\x00\x00\x74\x71"
+    "\x03\x65\x58\x01\x00\x00\x00\x62\x71\x04\x7d\x71\x05\x28\x58\x01"
+    "\x00\x00\x00\x63\x71\x06\x4e\x58\x01\x00\x00\x00\x64\x71\x07\x49"
+    "\x30\x31\x0a\x75\x58\x01\x00\x00\x00\x65\x71\x08\x29\x58\x01\x00"
+    "\x00\x00\x66\x71\x09\x5d\x71\x0a\x58\x01\x00\x00\x00\x73\x71\x0b"
+    "\x63\x5f\x5f\x62\x75\x69\x6c\x74\x69\x6e\x5f\x5f\x0a\x73\x65\x74"
+    "\x0a\x71\x0c\x28\x5d\x71\x0d\x4b\x01\x61\x74\x71\x0e\x52\x71\x0f"
+    "\x58\x02\x00\x00\x00\x66\x73\x71\x10\x63\x5f\x5f\x62\x75\x69\x6c"
+    "\x74\x69\x6e\x5f\x5f\x0a\x66\x72\x6f\x7a\x65\x6e\x73\x65\x74\x0a"
+    "\x71\x11\x28\x5d\x71\x12\x4b\x02\x61\x74\x71\x13\x52\x71\x14\x58"
+    "\x03\x00\x00\x00\x62\x69\x67\x71\x15\x4c\x31\x31\x38\x30\x35\x39"
+    "\x31\x36\x32\x30\x37\x31\x37\x34\x31\x31\x33\x30\x33\x34\x32\x34"
+    "\x4c\x0a\x58\x03\x00\x00\x00\x6e\x65\x67\x71\x16\x4a\xfb\xff\xff"
+    "\xff\x58\x01\x00\x00\x00\x75\x71\x17\x58\x05\x00\x00\x00\x63\x61"
+    "\x66\xc3\xa9\x71\x18\x58\x02\x00\x00\x00\x62\x79\x71\x19\x63\x5f"
+    "\x63\x6f\x64\x65\x63\x73\x0a\x65\x6e\x63\x6f\x64\x65\x0a\x71\x1a"
+    "\x28\x58\x03\x00\x00\x00\x00\xc3\xbf\x71\x1b\x58\x06\x00\x00\x00"
+    "\x6c\x61\x74\x69\x6e\x31\x71\x1c\x74\x71\x1d\x52\x71\x1e\x75\x2e";
+static const char nested_p2[] =
+    "\x80\x02\x7d\x71\x00\x28\x58\x01\x00\x00\x00\x61\x71\x01\x5d\x71"
+    "\x02\x28\x4b\x01\x4b\x02\x47\x40\x0c\x00\x00\x00\x00\x00\x00\x86"
+    "\x71\x03\x65\x58\x01\x00\x00\x00\x62\x71\x04\x7d\x71\x05\x28\x58"
+    "\x01\x00\x00\x00\x63\x71\x06\x4e\x58\x01\x00\x00\x00\x64\x71\x07"
+    "\x88\x75\x58\x01\x00\x00\x00\x65\x71\x08\x29\x58\x01\x00\x00\x00"
+    "\x66\x71\x09\x5d\x71\x0a\x58\x01\x00\x00\x00\x73\x71\x0b\x63\x5f"
+    "\x5f\x62\x75\x69\x6c\x74\x69\x6e\x5f\x5f\x0a\x73\x65\x74\x0a\x71"
+    "\x0c\x5d\x71\x0d\x4b\x01\x61\x85\x71\x0e\x52\x71\x0f\x58\x02\x00"
+    "\x00\x00\x66\x73\x71\x10\x63\x5f\x5f\x62\x75\x69\x6c\x74\x69\x6e"
+    "\x5f\x5f\x0a\x66\x72\x6f\x7a\x65\x6e\x73\x65\x74\x0a\x71\x11\x5d"
+    "\x71\x12\x4b\x02\x61\x85\x71\x13\x52\x71\x14\x58\x03\x00\x00\x00"
+    "\x62\x69\x67\x71\x15\x8a\x09\x00\x00\x00\x00\x00\x00\x00\x00\x40"
+    "\x58\x03\x00\x00\x00\x6e\x65\x67\x71\x16\x4a\xfb\xff\xff\xff\x58"
+    "\x01\x00\x00\x00\x75\x71\x17\x58\x05\x00\x00\x00\x63\x61\x66\xc3"
+    "\xa9\x71\x18\x58\x02\x00\x00\x00\x62\x79\x71\x19\x63\x5f\x63\x6f"
+    "\x64\x65\x63\x73\x0a\x65\x6e\x63\x6f\x64\x65\x0a\x71\x1a\x58\x03"
+    "\x00\x00\x00\x00\xc3\xbf\x71\x1b\x58\x06\x00\x00\x00\x6c\x61\x74"
+    "\x69\x6e\x31\x71\x1c\x86\x71\x1d\x52\x71\x1e\x75\x2e";
+static const char nested_p3[] =
+    "\x80\x03\x7d\x71\x00\x28\x58\x01\x00\x00\x00\x61\x71\x01\x5d\x71"
+    "\x02\x28\x4b\x01\x4b\x02\x47\x40\x0c\x00\x00\x00\x00\x00\x00\x86"
+    "\x71\x03\x65\x58\x01\x00\x00\x00\x62\x71\x04\x7d\x71\x05\x28\x58"
+    "\x01\x00\x00\x00\x63\x71\x06\x4e\x58\x01\x00\x00\x00\x64\x71\x07"
+    "\x88\x75\x58\x01\x00\x00\x00\x65\x71\x08\x29\x58\x01\x00\x00\x00"
+    "\x66\x71\x09\x5d\x71\x0a\x58\x01\x00\x00\x00\x73\x71\x0b\x63\x62"
+    "\x75\x69\x6c\x74\x69\x6e\x73\x0a\x73\x65\x74\x0a\x71\x0c\x5d\x71"
+    "\x0d\x4b\x01\x61\x85\x71\x0e\x52\x71\x0f\x58\x02\x00\x00\x00\x66"
+    "\x73\x71\x10\x63\x62\x75\x69\x6c\x74\x69\x6e\x73\x0a\x66\x72\x6f"
+    "\x7a\x65\x6e\x73\x65\x74\x0a\x71\x11\x5d\x71\x12\x4b\x02\x61\x85"
+    "\x71\x13\x52\x71\x14\x58\x03\x00\x00\x00\x62\x69\x67\x71\x15\x8a"
+    "\x09\x00\x00\x00\x00\x00\x00\x00\x00\x40\x58\x03\x00\x00\x00\x6e"
+    "\x65\x67\x71\x16\x4a\xfb\xff\xff\xff\x58\x01\x00\x00\x00\x75\x71"
+    "\x17\x58\x05\x00\x00\x00\x63\x61\x66\xc3\xa9\x71\x18\x58\x02\x00"
+    "\x00\x00\x62\x79\x71\x19\x43\x02\x00\xff\x71\x1a\x75\x2e";
+static const char nested_p4[] =
+    "\x80\x04\x95\x7f\x00\x00\x00\x00\x00\x00\x00\x7d\x94\x28\x8c\x01"
+    "\x61\x94\x5d\x94\x28\x4b\x01\x4b\x02\x47\x40\x0c\x00\x00\x00\x00"
+    "\x00\x00\x86\x94\x65\x8c\x01\x62\x94\x7d\x94\x28\x8c\x01\x63\x94"
+    "\x4e\x8c\x01\x64\x94\x88\x75\x8c\x01\x65\x94\x29\x8c\x01\x66\x94"
+    "\x5d\x94\x8c\x01\x73\x94\x8f\x94\x28\x4b\x01\x90\x8c\x02\x66\x73"
+    "\x94\x28\x4b\x02\x91\x94\x8c\x03\x62\x69\x67\x94\x8a\x09\x00\x00"
+    "\x00\x00\x00\x00\x00\x00\x40\x8c\x03\x6e\x65\x67\x94\x4a\xfb\xff"
+    "\xff\xff\x8c\x01\x75\x94\x8c\x05\x63\x61\x66\xc3\xa9\x94\x8c\x02"
+    "\x62\x79\x94\x43\x02\x00\xff\x94\x75\x2e";
+
+static void check_nested(const ckpt_value *d, int proto) {
+    CHECK(d && d->kind == CKPT_KIND_DICT && d->u.dict.n == 10);
+    const ckpt_value *a = get(d, "a"), *b = get(d, "b");
+    CHECK(a && a->kind == CKPT_KIND_LIST && a->u.seq.n == 2);
+    CHECK(is_int(item(a, 0), 1));
+    const ckpt_value *t = item(a, 1);
+    CHECK(t && t->kind == CKPT_KIND_TUPLE && t->u.seq.n == 2);
+    CHECK(is_int(item(t, 0), 2));
+    CHECK(item(t, 1) && item(t, 1)->kind == CKPT_KIND_FLOAT && item(t, 1)->u.f == 3.5);
+    CHECK(get(b, "c") && get(b, "c")->kind == CKPT_KIND_NONE);
+    CHECK(get(b, "d") && get(b, "d")->kind == CKPT_KIND_BOOL && get(b, "d")->u.b == 1);
+    CHECK(get(d, "e") && get(d, "e")->kind == CKPT_KIND_TUPLE && get(d, "e")->u.seq.n == 0);
+    CHECK(get(d, "f") && get(d, "f")->kind == CKPT_KIND_LIST && get(d, "f")->u.seq.n == 0);
+    CHECK(get(d, "s") && get(d, "s")->kind == CKPT_KIND_SET && is_int(item(get(d, "s"), 0), 1));
+    CHECK(get(d, "fs") && get(d, "fs")->kind == CKPT_KIND_SET && is_int(item(get(d, "fs"), 0), 2));
+    CHECK_EQ_STR(get(d, "big") ? ckpt_value_int_decimal(get(d, "big")) : NULL,
+                 "1180591620717411303424");
+    CHECK(is_int(get(d, "neg"), -5));
+    CHECK(is_str(get(d, "u"), "caf\xc3\xa9"));
+    CHECK(is_bytes(get(d, "by"), "\x00\xff", 2));
+    if (harness_cur_failed) fprintf(stderr, "  (protocol %d)\n", proto);
+}
+
+TEST(test_nested_every_protocol) {
+    static const struct { const char *p; size_t n; } pk[] = {
+        {nested_p0, sizeof nested_p0 - 1}, {nested_p1, sizeof nested_p1 - 1},
+        {nested_p2, sizeof nested_p2 - 1}, {nested_p3, sizeof nested_p3 - 1},
+        {nested_p4, sizeof nested_p4 - 1}};
+    for (int i = 0; i < 5; i++) {
+        ckpt_value *v;
+        size_t used = 0;
+        CHECK_EQ_INT(run_used(pk[i].p, pk[i].n, &v, &used), 0);
+        CHECK_EQ_INT(used, pk[i].n);
+        check_nested(v, i);
+    }
+}
+
+TEST(test_shared_and_cyclic) {
+    ckpt_value *v;
+    /* l = [1]; {'x': l, 'y': l} at protocol 2: y is a BINGET of x */
+    CHECK_EQ_INT(PK("\x80\x02}q\x00(X\x01\x00\x00\x00xq\x01]q\x02K\x01" "aX\x01\x00\x00\x00yq\x03h\x02u.", &v), 0);
+    CHECK(get(v, "x") && get(v, "x") == get(v, "y"));
+    /* l = []; l.append(l) */
+    CHECK_EQ_INT(PK("\x80\x02]q\x00h\x00" "a.", &v), 0);
+    CHECK(v && v->kind == CKPT_KIND_LIST && item(v, 0) == v);
+}
+
+TEST(test_stack_opcodes) {
+    ckpt_value *v;
+    CHECK_EQ_INT(PK("K\x01K\x02" "0.", &v), 0); /* POP */
+    CHECK(is_int(v, 1));
+    CHECK_EQ_INT(PK("K\x01(K\x02K\x03" "1.", &v), 0); /* POP_MARK */
+    CHECK(is_int(v, 1));
+    CHECK_EQ_INT(PK("K\x01(0.", &v), 0); /* POP of a bare MARK pops the mark */
+    CHECK(is_int(v, 1));
+    CHECK_EQ_INT(PK("K\x05" "2\x86.", &v), 0); /* DUP */
+    CHECK(v && v->kind == CKPT_KIND_TUPLE && is_int(item(v, 0), 5) && item(v, 0) == item(v, 1));
+    CHECK_EQ_INT(PK("(K\x01K\x02K\x03K\x04" "d.", &v), 0); /* DICT */
+    CHECK(v && v->kind == CKPT_KIND_DICT && v->u.dict.n == 2 && is_int(v->u.dict.vals[1], 4));
+    CHECK_EQ_INT(PK("(K\x01K\x02l.", &v), 0); /* LIST */
+    CHECK(v && v->kind == CKPT_KIND_LIST && v->u.seq.n == 2 && is_int(item(v, 1), 2));
+    CHECK_EQ_INT(PK("\x80\x04(K\x01\x91.", &v), 0); /* FROZENSET */
+    CHECK(v && v->kind == CKPT_KIND_SET && is_int(item(v, 0), 1));
+    CHECK_EQ_INT(PK("\x80\x04\x8f(K\x01K\x02\x90.", &v), 0); /* EMPTY_SET ADDITEMS */
+    CHECK(v && v->kind == CKPT_KIND_SET && v->u.seq.n == 2);
+    CHECK_EQ_INT(PK("K\x01K\x02K\x03\x87.", &v), 0); /* TUPLE3 */
+    CHECK(v && v->kind == CKPT_KIND_TUPLE && v->u.seq.n == 3 && is_int(item(v, 2), 3));
+    CHECK_EQ_INT(PK("](e.", &v), 0); /* APPENDS of nothing */
+    CHECK(v && v->kind == CKPT_KIND_LIST && v->u.seq.n == 0);
+}
+
+/* ---------------------------------------------------------------- memo */
+
+/* Largest single allocation made through the hook while `counting`. */
+static size_t alloc_largest;
+static long alloc_budget = -1, alloc_count;
+
+static void *test_malloc(void *u, size_t n) {
+    (void)u;
+    if (alloc_budget >= 0 && alloc_count++ >= alloc_budget) return NULL;
+    if (n > alloc_largest) alloc_largest = n;
+    return malloc(n);
+}
+static void *test_realloc(void *u, void *p, size_t n) {
+    (void)u;
+    if (alloc_budget >= 0 && alloc_count++ >= alloc_budget) return NULL;
+    if (n > alloc_largest) alloc_largest = n;
+    return realloc(p, n);
+}
+static void test_free(void *u, void *p) { (void)u; free(p); }
+static const ckpt_allocator test_allocator = {test_malloc, test_realloc, test_free, NULL};
+
+TEST(test_memo) {
+    ckpt_value *v;
+    CHECK_EQ_INT(PK("K\x07p3\ng3\n\x86.", &v), 0); /* PUT/GET */
+    CHECK(is_int(item(v, 1), 7));
+    CHECK_EQ_INT(PK("K\x07q\x05h\x05\x86.", &v), 0); /* BINPUT/BINGET */
+    CHECK(is_int(item(v, 1), 7));
+    CHECK_EQ_INT(PK("K\x07r\x00\x00\x01\x00j\x00\x00\x01\x00\x86.", &v), 0);
+    CHECK(is_int(item(v, 1), 7));
+    CHECK_EQ_INT(PK("\x80\x04K\x07\x94K\x08\x94h\x00h\x01\x87.", &v), 0); /* MEMOIZE */
+    CHECK(is_int(item(v, 1), 7) && is_int(item(v, 2), 8));
+    CHECK_EQ_INT(PK("K\x01q\x00K\x02q\x00h\x00.", &v), 0); /* PUT replaces */
+    CHECK(is_int(v, 2));
+    CHECK_EQ_INT(PK("K\x01p18446744073709551615\ng18446744073709551615\n.", &v), 0);
+    CHECK(is_int(v, 1));
+    CHECK_EQ_INT(PK("h\x09.", &v), CKPT_E_FORMAT);
+    CHECK(strstr(last_message(), "memo key 9") != NULL);
+    CHECK_EQ_INT(PK("g5\n.", &v), CKPT_E_FORMAT);
+    CHECK_EQ_INT(PK("K\x01p-1\n.", &v), CKPT_E_FORMAT);
+    CHECK_EQ_INT(PK("K\x01p18446744073709551616\n.", &v), CKPT_E_FORMAT);
+    CHECK_EQ_INT(PK("q\x00.", &v), CKPT_E_FORMAT); /* PUT of nothing */
+}
+
+TEST(test_memo_huge_index) {
+    ckpt_value *v;
+    alloc_largest = 0;
+    ckpt_set_allocator(&test_allocator);
+    int rc = PK("K\x07r\xff\xff\xff\xffj\xff\xff\xff\xff\x86.", &v);
+    ckpt_set_allocator(NULL);
+    CHECK_EQ_INT(rc, 0);
+    CHECK(is_int(item(v, 0), 7) && item(v, 0) == item(v, 1));
+    CHECK(alloc_largest <= 65536 + 64); /* one arena block at most */
+}
+
+/* ---------------------------------------------------------------- frames */
+
+TEST(test_frames) {
+    ckpt_value *v;
+    /* benign0_v4.pkl: a frame holding everything up to STOP */
+    static const char framed[] = "\x80\x04\x95\x11\x00\x00\x00\x00\x00\x00\x00]\x94(\x8c\x01" "a"
+                                 "\x94\x8c\x01" "b\x94\x8c\x01" "c\x94" "e.";
+    CHECK_EQ_INT(PK(framed, &v), 0);
+    CHECK(v && v->kind == CKPT_KIND_LIST && v->u.seq.n == 3 && is_str(item(v, 2), "c"));
+    /* two frames back to back */
+    CHECK_EQ_INT(PK("\x80\x04\x95\x01\x00\x00\x00\x00\x00\x00\x00N\x95\x01\x00\x00\x00\x00\x00\x00\x00.", &v), 0);
+    CHECK(v && v->kind == CKPT_KIND_NONE);
+    /* an operand that crosses the end of its frame (cpython#154848) */
+    base_offset = 500;
+    CHECK_EQ_INT(PK("\x80\x04\x95\x03\x00\x00\x00\x00\x00\x00\x00\x8c\x04" "abcd.", &v), CKPT_E_FORMAT);
+    CHECK_EQ_INT(ckpt_error_last()->offset, 511);
+    CHECK(strstr(last_message(), "SHORT_BINUNICODE") != NULL);
+    base_offset = 0;
+    /* a text operand whose newline lies past the frame */
+    CHECK_EQ_INT(PK("\x80\x04\x95\x02\x00\x00\x00\x00\x00\x00\x00I1\n.", &v), CKPT_E_FORMAT);
+    /* a frame opened inside another */
+    CHECK_EQ_INT(PK("\x80\x04\x95\x0a\x00\x00\x00\x00\x00\x00\x00\x95\x01\x00\x00\x00\x00\x00\x00\x00N.", &v),
+                 CKPT_E_FORMAT);
+    /* a frame longer than the input */
+    CHECK_EQ_INT(PK("\x80\x04\x95\xff\x00\x00\x00\x00\x00\x00\x00N.", &v), CKPT_E_TRUNCATED);
+    CHECK_EQ_INT(PK("\x80\x04\x95\xff\xff\xff\xff\xff\xff\xff\xffN.", &v), CKPT_E_TRUNCATED);
+}
+
+/* ---------------------------------------------------------------- globals */
+
+TEST(test_stack_global) {
+    ckpt_value *v;
+    /* module and name from the memo, the second time through BINGET */
+    CHECK_EQ_INT(PK("\x80\x04\x8c\x0b" "collections\x94\x8c\x0b" "OrderedDict\x94\x93)R"
+                    "h\x00h\x01\x93)R\x86.", &v), 0);
+    CHECK(v && v->kind == CKPT_KIND_TUPLE && item(v, 1) && item(v, 1)->kind == CKPT_KIND_DICT);
+    CHECK_EQ_INT(count_events(PK_EV_GLOBAL), 2);
+    const ev_copy *e = find_event(PK_EV_GLOBAL, "collections", "OrderedDict");
+    CHECK(e->allowed == 1 && e->symbolic == 0 && e->opcode == 0x93);
+    /* non-str operands: a symbolic reference, reported, never allowed */
+    CHECK_EQ_INT(PK("\x80\x04K\x01K\x02\x93)R.", &v), 0);
+    CHECK(v && v->kind == CKPT_KIND_OBJECT && !strcmp(v->u.obj.name, "?"));
+    e = find_event(PK_EV_GLOBAL, "?", "?");
+    CHECK(e->symbolic == 1 && e->allowed == 0 && e->offset == 6);
+    e = find_event(PK_EV_CALL, "?", "?");
+    CHECK(e->symbolic == 1 && e->allowed == 0);
+    CHECK_EQ_INT(PK("\x80\x04K\x01\x8c\x06system\x93.", &v), 0);
+    CHECK(v && v->kind == CKPT_KIND_GLOBAL_ && !strcmp(v->u.global.name, "system"));
+    CHECK(has_event(PK_EV_GLOBAL, "?", "system"));
+    CHECK_EQ_INT(PK("\x80\x04\x8c\x02os\x93.", &v), CKPT_E_FORMAT); /* one operand */
+}
+
+TEST(test_name_mapping) {
+    ckpt_value *v;
+    CHECK_EQ_INT(PK("c__builtin__\neval\n.", &v), 0);
+    CHECK(v && v->kind == CKPT_KIND_GLOBAL_ && !strcmp(v->u.global.qualname, "builtins.eval"));
+    CHECK(find_event(PK_EV_GLOBAL, "builtins", "eval")->allowed == 0);
+    CHECK_EQ_INT(PK("ccopy_reg\n_reconstructor\n.", &v), 0);
+    CHECK_EQ_STR(v->u.global.qualname, "copyreg._reconstructor");
+    CHECK_EQ_INT(PK("cexceptions\nStandardError\n.", &v), 0);
+    CHECK_EQ_STR(v->u.global.qualname, "builtins.Exception");
+    CHECK_EQ_INT(PK("ccommands\ngetoutput\n.", &v), 0);
+    CHECK_EQ_STR(v->u.global.qualname, "subprocess.getoutput");
+    CHECK_EQ_INT(PK("c__builtin__\nreduce\n.", &v), 0);
+    CHECK_EQ_STR(v->u.global.qualname, "functools.reduce");
+    /* Python maps only below protocol 3 */
+    CHECK_EQ_INT(PK("\x80\x03" "c__builtin__\neval\n.", &v), 0);
+    CHECK_EQ_STR(v->u.global.qualname, "__builtin__.eval");
+    /* names Python could not import */
+    CHECK_EQ_INT(PK("cos\x00x\nsystem\n.", &v), CKPT_E_FORMAT);
+    CHECK_EQ_INT(PK("c\xff\nx\n.", &v), CKPT_E_FORMAT);
+    CHECK_EQ_INT(PK("cos\nsystem", &v), CKPT_E_TRUNCATED);
+}
+
+TEST(test_allowlist) {
+    CHECK(ckpt_builders_allowed("collections", "OrderedDict"));
+    CHECK(ckpt_builders_allowed("torch._utils", "_rebuild_tensor_v2"));
+    CHECK(ckpt_builders_allowed("torch", "FloatStorage"));
+    CHECK(ckpt_builders_allowed("torch.cuda", "HalfStorage"));
+    CHECK(ckpt_builders_allowed("torch.storage", "UntypedStorage"));
+    CHECK(ckpt_builders_allowed("torch", "UntypedStorage"));
+    CHECK(ckpt_builders_allowed("torch", "bfloat16"));
+    CHECK(ckpt_builders_allowed("torch", "float8_e4m3fn"));
+    CHECK(ckpt_builders_allowed("numpy._core.multiarray", "_reconstruct"));
+    CHECK(ckpt_builders_allowed("numpy.core.multiarray", "scalar"));
+    CHECK(ckpt_builders_allowed("_codecs", "encode"));
+    CHECK(!ckpt_builders_allowed("os", "system"));
+    CHECK(!ckpt_builders_allowed("builtins", "eval"));
+    CHECK(!ckpt_builders_allowed("__builtin__", "set")); /* names are mapped first */
+    CHECK(!ckpt_builders_allowed("torch", "load"));
+    CHECK(!ckpt_builders_allowed("torch.serialization", "load"));
+    CHECK(!ckpt_builders_allowed("torch", "FooStorage"));
+    CHECK(!ckpt_builders_allowed("torch.nn", "Module"));
+    CHECK(!ckpt_builders_allowed("numpy", "load"));
+}
+
+/* ---------------------------------------------------------------- malformed */
+
+TEST(test_type_confusion) {
+    ckpt_value *v;
+    static const struct { const char *pk; size_t n; const char *op; } bad[] = {
+#define BAD(lit, op) {lit, sizeof(lit) - 1, op}
+        BAD("]K\x01K\x02s.", "SETITEM"),          /* SETITEM on a list */
+        BAD("](K\x01K\x02u.", "SETITEMS"),        /* SETITEMS on a list */
+        BAD(")K\x01" "a.", "APPEND"),             /* APPEND on a tuple */
+        BAD("}(K\x01" "e.", "APPENDS"),           /* APPENDS on a dict */
+        BAD("](K\x01\x90.", "ADDITEMS"),          /* ADDITEMS on a list */
+        BAD("}]K\x01s.", "SETITEM"),              /* unhashable key */
+        BAD("(K\x01" "d.", "DICT"),               /* odd items */
+        BAD("}(K\x01u.", "SETITEMS"),             /* odd items */
+        BAD("(o.", "OBJ"),                        /* no class */
+        BAD("cos\nsystem\n]R.", "REDUCE"),        /* args not a tuple */
+        BAD("cfoo\nBar\n)K\x01\x92.", "NEWOBJ_EX"), /* kwargs not a dict */
+        BAD("K\x01K\x02" "b.", "BUILD"),          /* state on an int */
+        /* SETITEM on an object whose items are a list (ADDITEMS) */
+        BAD("\x80\x04\x8c\x01" "a\x8c\x01" "b\x93)\x81(K\x01\x90}bK\x02K\x03s.", "SETITEM"),
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        v = (ckpt_value *)1;
+        int rc = run(bad[i].pk, bad[i].n, &v);
+        CHECK_EQ_INT(rc, CKPT_E_FORMAT);
+        CHECK(v == NULL);
+        CHECK(strncmp(last_message(), bad[i].op, strlen(bad[i].op)) == 0);
+        if (harness_cur_failed) {
+            fprintf(stderr, "  case %zu: %s\n", i, last_message());
+            break;
+        }
+    }
+    CHECK_EQ_INT(PK("K\x01Nb.", &v), 0); /* a None state sets nothing, as in Python */
+    CHECK(is_int(v, 1));
+}
+
+TEST(test_underflow_and_bad_opcodes) {
+    ckpt_value *v;
+    static const struct { const char *pk; size_t n; int rc; } bad[] = {
+        BAD("a", CKPT_E_FORMAT),         /* APPEND on an empty stack */
+        BAD("0.", CKPT_E_FORMAT),        /* POP */
+        BAD(".", CKPT_E_FORMAT),         /* STOP */
+        BAD("t.", CKPT_E_FORMAT),        /* no MARK */
+        BAD("1.", CKPT_E_FORMAT),        /* POP_MARK without MARK */
+        BAD("(.", CKPT_E_FORMAT),        /* STOP with only a mark */
+        BAD("N(.", CKPT_E_FORMAT),       /* STOP does not pop below the mark */
+        BAD("](Na.", CKPT_E_FORMAT),     /* APPEND to a list below the mark */
+        BAD("N(a.", CKPT_E_FORMAT),      /* APPEND below the mark */
+        BAD("](\x85" "e.", CKPT_E_FORMAT), /* TUPLE1 across the mark */
+        BAD("]((e1.", CKPT_E_FORMAT),    /* APPENDS target below the outer mark */
+        BAD("\x85.", CKPT_E_FORMAT),
+        BAD("\x87.", CKPT_E_FORMAT),
+        BAD("\xff.", CKPT_E_FORMAT),
+        BAD("\x00.", CKPT_E_FORMAT),
+        BAD("\x80\x06N.", CKPT_E_FORMAT), /* protocol 6 */
+        BAD("\x97.", CKPT_E_UNSUPPORTED), /* NEXT_BUFFER */
+        BAD("N\x98.", CKPT_E_UNSUPPORTED),
+        BAD("T\xff\xff\xff\xff", CKPT_E_FORMAT),   /* negative BINSTRING length */
+        BAD("\x8b\xff\xff\xff\xff", CKPT_E_FORMAT), /* negative LONG4 length */
+        BAD("Iabc\n.", CKPT_E_FORMAT),
+        BAD("I\n.", CKPT_E_FORMAT),
+        BAD("I0x10\n.", CKPT_E_FORMAT),
+        BAD("Fabc\n.", CKPT_E_FORMAT),
+        BAD("F\n.", CKPT_E_FORMAT),
+        BAD("P\xff\n.", CKPT_E_FORMAT),
+        BAD("", CKPT_E_TRUNCATED),
+        BAD("N", CKPT_E_TRUNCATED),
+        BAD("X\xff\xff\xff\xff", CKPT_E_TRUNCATED),
+        BAD("\x8d\xff\xff\xff\xff\xff\xff\xff\x7f", CKPT_E_TRUNCATED),
+        BAD("\x8e\xff\xff\xff\xff\xff\xff\xff\xff", CKPT_E_TRUNCATED),
+        BAD("\x96\x00\x00\x00\x00\x00\x00\x00\x80", CKPT_E_TRUNCATED),
+        BAD("\x8a\xff\x01", CKPT_E_TRUNCATED),
+        BAD("J\x01\x02", CKPT_E_TRUNCATED),
+        BAD("I12", CKPT_E_TRUNCATED),
+#undef BAD
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        v = (ckpt_value *)1;
+        CHECK_EQ_INT(run(bad[i].pk, bad[i].n, &v), bad[i].rc);
+        CHECK(v == NULL);
+        if (harness_cur_failed) {
+            fprintf(stderr, "  case %zu: %s\n", i, last_message());
+            break;
+        }
+    }
+    CHECK_EQ_INT(PK("\xff.", &v), CKPT_E_FORMAT);
+    CHECK(strstr(last_message(), "unknown opcode 0xff") != NULL);
+}
+
+TEST(test_long_operands_bounded) {
+    ckpt_value *v;
+    /* LONG4 over CKPT_BIGINT_MAX_BYTES; text ints over Python's 4300 digits */
+    size_t n = 5 + CKPT_BIGINT_MAX_BYTES + 1 + 1;
+    unsigned char *buf = calloc(1, n);
+    buf[0] = 0x8b;
+    buf[1] = (unsigned char)((CKPT_BIGINT_MAX_BYTES + 1) & 0xff);
+    buf[2] = (unsigned char)((CKPT_BIGINT_MAX_BYTES + 1) >> 8);
+    buf[n - 1] = '.';
+    CHECK_EQ_INT(run(buf, n, &v), CKPT_E_LIMIT);
+    free(buf);
+    char text[4310];
+    text[0] = 'I';
+    memset(text + 1, '7', 4301);
+    memcpy(text + 4302, "\n.", 2);
+    CHECK_EQ_INT(run(text, 4304, &v), CKPT_E_LIMIT);
+    text[4301] = '\n'; /* 4300 digits */
+    text[4302] = '.';
+    CHECK_EQ_INT(run(text, 4303, &v), 0);
+    const char *d = v ? ckpt_value_int_decimal(v) : NULL;
+    CHECK(d && strlen(d) == 4300 && d[0] == '7' && d[4299] == '7');
+}
+
+TEST(test_error_offsets) {
+    ckpt_value *v;
+    base_offset = 1000;
+    CHECK_EQ_INT(PK("NNs.", &v), CKPT_E_FORMAT);
+    const ckpt_error *e = ckpt_error_last();
+    CHECK_EQ_INT(e->code, CKPT_E_FORMAT);
+    CHECK_EQ_INT(e->offset, 1002);
+    CHECK_EQ_STR(e->file, "test.pkl");
+    CHECK_EQ_STR(e->member, "data.pkl");
+    CHECK_EQ_INT(PK("NN", &v), CKPT_E_TRUNCATED);
+    CHECK_EQ_INT(ckpt_error_last()->offset, 1002);
+    base_offset = 0;
+}
+
+TEST(test_limits) {
+    ckpt_value *v;
+    limits.max_pickle_stack = 3;
+    CHECK_EQ_INT(PK("NNN0.", &v), 0);
+    CHECK_EQ_INT(PK("NNNN", &v), CKPT_E_LIMIT);
+    CHECK_EQ_INT(PK("N((N", &v), CKPT_E_LIMIT); /* marks count too */
+    limits = (ckpt_limits)CKPT_LIMITS_INIT;
+    limits.max_pickle_memo = 2;
+    CHECK_EQ_INT(PK("K\x01\x94\x94q\x00.", &v), 0);
+    CHECK_EQ_INT(PK("K\x01\x94\x94\x94.", &v), CKPT_E_LIMIT);
+    limits = (ckpt_limits)CKPT_LIMITS_INIT;
+    limits.max_pickle_ops = 4;
+    CHECK_EQ_INT(PK("NN0.", &v), 0);
+    CHECK_EQ_INT(PK("NNN0.", &v), CKPT_E_LIMIT);
+    /* builder copies count: set() of 3 items is 10 opcodes + 3 */
+    limits.max_pickle_ops = 13;
+    CHECK_EQ_INT(PK("c__builtin__\nset\n](K\x01K\x02K\x03" "e\x85R.", &v), 0);
+    CHECK(v && v->kind == CKPT_KIND_SET && v->u.seq.n == 3);
+    limits.max_pickle_ops = 12;
+    CHECK_EQ_INT(PK("c__builtin__\nset\n](K\x01K\x02K\x03" "e\x85R.", &v), CKPT_E_LIMIT);
+    limits = (ckpt_limits)CKPT_LIMITS_INIT;
+    /* no limits at all: the defaults apply */
+    ckpt_arena_free(&arena);
+    pk_options o = {.arena = &arena};
+    size_t used;
+    CHECK_EQ_INT(ckpt_pickle_run(&v, &used, (const uint8_t *)"K\x05.", 3, &o), 0);
+    CHECK(is_int(v, 5) && used == 3);
+    o.arena = NULL;
+    CHECK_EQ_INT(ckpt_pickle_run(&v, &used, (const uint8_t *)"N.", 2, &o), CKPT_E_INVALID_ARG);
+}
+
+/* ---------------------------------------------------------------- calls */
+
+TEST(test_dangerous_call_is_opaque) {
+    ckpt_value *v;
+    /* malicious2_v0.pkl: posix.system('ls -la') at protocol 0 */
+    CHECK_EQ_INT(PK("cposix\nsystem\np0\n(Vls -la\np1\ntp2\nRp3\n.", &v), 0);
+    CHECK(v && v->kind == CKPT_KIND_OBJECT && !strcmp(v->u.obj.name, "posix.system"));
+    CHECK(v && v->u.obj.args && v->u.obj.args->kind == CKPT_KIND_TUPLE &&
+          is_str(item(v->u.obj.args, 0), "ls -la"));
+    const ev_copy *g = find_event(PK_EV_GLOBAL, "posix", "system");
+    const ev_copy *c = find_event(PK_EV_CALL, "posix", "system");
+    CHECK(g->allowed == 0 && g->symbolic == 0 && g->opcode == 'c' && g->offset == 0);
+    CHECK(c->allowed == 0 && c->opcode == 'R' && c->offset == 33);
+    CHECK(has_event(PK_EV_STRING, "", ""));
+    /* INST and OBJ call too */
+    CHECK_EQ_INT(PK("(S'x'\nios\nsystem\n.", &v), 0);
+    CHECK(v && v->kind == CKPT_KIND_OBJECT && !strcmp(v->u.obj.name, "os.system") &&
+          is_str(item(v->u.obj.args, 0), "x"));
+    CHECK(has_event(PK_EV_GLOBAL, "os", "system") && has_event(PK_EV_CALL, "os", "system"));
+    CHECK_EQ_INT(PK("(cos\nsystem\nS'x'\no.", &v), 0);
+    CHECK(v && v->kind == CKPT_KIND_OBJECT && !strcmp(v->u.obj.name, "os.system") &&
+          v->u.obj.args->u.seq.n == 1);
+    CHECK(find_event(PK_EV_CALL, "os", "system")->opcode == 'o');
+    CHECK_EQ_INT(PK("(icollections\nOrderedDict\n.", &v), 0); /* allowlisted INST */
+    CHECK(v && v->kind == CKPT_KIND_DICT);
+    /* calling a non-reference: opaque "?" */
+    CHECK_EQ_INT(PK("K\x01)R.", &v), 0);
+    CHECK(v && v->kind == CKPT_KIND_OBJECT && !strcmp(v->u.obj.name, "?"));
+    CHECK(find_event(PK_EV_CALL, "?", "?")->symbolic == 1);
+}
+
+TEST(test_opaque_objects) {
+    ckpt_value *v;
+    CHECK_EQ_INT(PK("\x80\x02" "cfoo\nBar\n)\x81K\x01" "a(K\x02K\x03" "e}X\x01\x00\x00\x00kK\x04sb"
+                    "cfoo\nBaz\n)\x81X\x01\x00\x00\x00kK\x05s\x86.", &v), 0);
+    const ckpt_value *a = item(v, 0), *b = item(v, 1);
+    CHECK(a && a->kind == CKPT_KIND_OBJECT && !strcmp(a->u.obj.name, "foo.Bar"));
+    CHECK(a && a->u.obj.args && a->u.obj.args->u.seq.n == 0);
+    CHECK(a && a->u.obj.items && a->u.obj.items->kind == CKPT_KIND_LIST &&
+          a->u.obj.items->u.seq.n == 3 && is_int(item(a->u.obj.items, 2), 3));
+    CHECK(a && is_int(get(a->u.obj.state, "k"), 4));
+    CHECK(b && b->u.obj.items && is_int(get(b->u.obj.items, "k"), 5));
+    const ev_copy *e = find_event(PK_EV_BUILD, "foo", "Bar");
+    CHECK(e->allowed == 0 && e->opcode == 'b');
+    /* NEWOBJ_EX keeps its kwargs as a last argument */
+    CHECK_EQ_INT(PK("\x80\x04\x8c\x03" "foo\x8c\x03" "Bar\x93K\x01\x85}\x8c\x01kK\x02s\x92.", &v), 0);
+    CHECK(v && v->kind == CKPT_KIND_OBJECT && v->u.obj.args->u.seq.n == 2 &&
+          is_int(item(v->u.obj.args, 0), 1) && is_int(get(item(v->u.obj.args, 1), "k"), 2));
+    CHECK(find_event(PK_EV_CALL, "foo", "Bar")->opcode == 0x92);
+    CHECK_EQ_INT(PK("\x80\x04\x8c\x03" "foo\x8c\x03" "Bar\x93K\x01\x85}\x92.", &v), 0);
+    CHECK(v && v->u.obj.args->u.seq.n == 1);
+}
+
+TEST(test_build_on_reference) {
+    ckpt_value *v;
+    /* BUILD applied to a module or class (allowlist poisoning) is reported,
+     * even on an allowlisted reference, and changes nothing */
+    CHECK_EQ_INT(PK("cos\npath\n}b.", &v), 0);
+    CHECK(v && v->kind == CKPT_KIND_GLOBAL_);
+    const ev_copy *e = find_event(PK_EV_BUILD, "os", "path");
+    CHECK(e->allowed == 0 && e->offset == 10);
+    CHECK_EQ_INT(PK("ctorch._utils\n_rebuild_tensor_v2\n}b.", &v), 0);
+    e = find_event(PK_EV_BUILD, "torch._utils", "_rebuild_tensor_v2");
+    CHECK(e->allowed == 0);
+}
+
+TEST(test_ext_and_persid) {
+    ckpt_value *v;
+    CHECK_EQ_INT(PK("\x80\x02\x82\x05)R.", &v), 0);
+    const ev_copy *e = find_event(PK_EV_GLOBAL, "?", "ext:5");
+    CHECK(e->symbolic == 1 && e->allowed == 0);
+    CHECK(v && v->kind == CKPT_KIND_OBJECT && !strcmp(v->u.obj.name, "?"));
+    CHECK_EQ_INT(PK("\x83\x01\x01.", &v), 0);
+    CHECK(v && v->kind == CKPT_KIND_GLOBAL_ && !strcmp(v->u.global.name, "ext:257"));
+    CHECK_EQ_INT(PK("\x84\xff\xff\xff\xff.", &v), 0);
+    CHECK(v && !strcmp(v->u.global.name, "ext:-1"));
+    /* without persistent_load the pid itself is the value */
+    CHECK_EQ_INT(PK("Pabc\n.", &v), 0);
+    CHECK(is_str(v, "abc"));
+    CHECK_EQ_INT(PK("K\x05Q.", &v), 0);
+    CHECK(is_int(v, 5));
+    CHECK(count_events(PK_EV_PERSID) == 1 && events[0].kind == PK_EV_PERSID && events[0].opcode == 'Q');
+    /* a failing persistent_load fails the run with its own error */
+    persistent_load = storage16;
+    CHECK_EQ_INT(PK("K\x05Q.", &v), CKPT_E_FORMAT);
+    CHECK_EQ_STR(last_message(), "pid is not a tuple");
+    persistent_load = NULL;
+}
+
+/* ---------------------------------------------------------------- builders */
+
+TEST(test_container_builders) {
+    ckpt_value *v;
+    /* a state dict: OrderedDict() + SETITEMS + BUILD({'_metadata': ...}) */
+    CHECK_EQ_INT(PK("\x80\x02" "ccollections\nOrderedDict\n)R(X\x01\x00\x00\x00" "aK\x01X\x01\x00\x00\x00"
+                    "bK\x02u}X\x09\x00\x00\x00_metadata}sb.", &v), 0);
+    CHECK(v && v->kind == CKPT_KIND_DICT && v->u.dict.n == 2 && is_int(get(v, "b"), 2));
+    const ev_copy *e = find_event(PK_EV_BUILD, "", "");
+    CHECK(e->allowed == 1);
+    CHECK_EQ_INT(PK("ccollections\nOrderedDict\n]((K\x01K\x02t(K\x03K\x04te\x85R.", &v), 0);
+    CHECK(v && v->kind == CKPT_KIND_DICT && v->u.dict.n == 2 && is_int(v->u.dict.keys[1], 3) &&
+          is_int(v->u.dict.vals[1], 4));
+    CHECK_EQ_INT(PK("ccollections\nOrderedDict\n](K\x01" "e\x85R.", &v), CKPT_E_FORMAT);
+    CHECK_EQ_INT(PK("ccollections\nCounter\n}X\x01\x00\x00\x00" "aK\x02s\x85R.", &v), 0);
+    CHECK(is_int(get(v, "a"), 2));
+    CHECK_EQ_INT(PK("ccollections\nCounter\n]\x85R.", &v), 0); /* counting: not modelled */
+    CHECK(v && v->kind == CKPT_KIND_OBJECT && !strcmp(v->u.obj.name, "collections.Counter"));
+    CHECK_EQ_INT(PK("c__builtin__\nset\n](K\x01K\x02" "e\x85R.", &v), 0);
+    CHECK(v && v->kind == CKPT_KIND_SET && v->u.seq.n == 2 && is_int(item(v, 1), 2));
+    CHECK_EQ_INT(PK("c__builtin__\nfrozenset\n)R.", &v), 0);
+    CHECK(v && v->kind == CKPT_KIND_SET && v->u.seq.n == 0);
+    CHECK_EQ_INT(PK("c__builtin__\ntuple\n](K\x01" "e\x85R.", &v), 0);
+    CHECK(v && v->kind == CKPT_KIND_TUPLE && is_int(item(v, 0), 1));
+    CHECK_EQ_INT(PK("ctorch\nSize\n(K\x02K\x03t\x85R.", &v), 0);
+    CHECK(v && v->kind == CKPT_KIND_TUPLE && v->u.seq.n == 2 && is_int(item(v, 1), 3));
+    CHECK_EQ_INT(PK("ctorch\ndevice\nX\x04\x00\x00\x00" "cudaK\x00\x86R.", &v), 0);
+    CHECK(is_str(v, "cuda:0"));
+    CHECK_EQ_INT(PK("ctorch\ndevice\nX\x03\x00\x00\x00" "cpu\x85R.", &v), 0);
+    CHECK(is_str(v, "cpu"));
+    CHECK_EQ_INT(PK("c__builtin__\ncomplex\nG?\xf0\x00\x00\x00\x00\x00\x00G@\x00\x00\x00\x00\x00\x00\x00\x86R.", &v), 0);
+    CHECK(v && v->kind == CKPT_KIND_OBJECT && !strcmp(v->u.obj.name, "builtins.complex") &&
+          item(v->u.obj.args, 1)->u.f == 2.0);
+    CHECK(find_event(PK_EV_CALL, "builtins", "complex")->allowed == 1);
+}
+
+TEST(test_bytes_builders) {
+    ckpt_value *v;
+    /* protocol-2 bytes: _codecs.encode('\xffa', 'latin1') */
+    CHECK_EQ_INT(PK("\x80\x02" "c_codecs\nencode\nX\x03\x00\x00\x00\xc3\xbf" "aX\x06\x00\x00\x00latin1\x86R.", &v), 0);
+    CHECK(is_bytes(v, "\xff" "a", 2));
+    CHECK_EQ_INT(PK("c_codecs\nencode\nX\x03\x00\x00\x00\xe2\x82\xacX\x06\x00\x00\x00latin1\x86R.", &v),
+                 CKPT_E_FORMAT);
+    CHECK(strstr(last_message(), "U+20AC") != NULL);
+    CHECK_EQ_INT(PK("c_codecs\nencode\nX\x03\x00\x00\x00\xe2\x82\xac\x85R.", &v), 0); /* utf-8 */
+    CHECK(is_bytes(v, "\xe2\x82\xac", 3));
+    CHECK_EQ_INT(PK("c_codecs\nencode\nX\x01\x00\x00\x00" "aX\x05\x00\x00\x00rot13\x86R.", &v), 0);
+    CHECK(v && v->kind == CKPT_KIND_OBJECT && !strcmp(v->u.obj.name, "_codecs.encode"));
+    CHECK_EQ_INT(PK("c_codecs\nencode\nX\x01\x00\x00\x00" "aX\x06\x00\x00\x00latin1X\x06\x00\x00\x00ignore\x87R.",
+                    &v), 0); /* other error handlers are not modelled */
+    CHECK(v && v->kind == CKPT_KIND_OBJECT && v->u.obj.args->u.seq.n == 3);
+    CHECK_EQ_INT(PK("c_codecs\nencode\nX\x01\x00\x00\x00" "aX\x06\x00\x00\x00latin1X\x06\x00\x00\x00strict\x87R.",
+                    &v), 0);
+    CHECK(is_bytes(v, "a", 1));
+    CHECK_EQ_INT(PK("c__builtin__\nbytes\n)R.", &v), 0);
+    CHECK(is_bytes(v, "", 0));
+    /* pickle.dumps(bytearray(b'\xffa'), 2) */
+    CHECK_EQ_INT(PK("\x80\x02" "c__builtin__\nbytearray\nq\x00" "c_codecs\nencode\nq\x01X\x03\x00\x00\x00"
+                    "\xc3\xbf" "aq\x02X\x06\x00\x00\x00latin1q\x03\x86q\x04Rq\x05\x85q\x06Rq\x07.", &v), 0);
+    CHECK(is_bytes(v, "\xff" "a", 2));
+}
+
+/* ---------------------------------------------------------------- torch */
+
+#define PID "(X\x07\x00\x00\x00" "storagectorch\nFloatStorage\nX\x01\x00\x00\x00" "0X\x03\x00\x00\x00" "cpuK\x04tQ"
+#define HOOKS "ccollections\nOrderedDict\n)R"
+#define V2(offset, size, stride, rg) \
+    "ctorch._utils\n_rebuild_tensor_v2\n(" PID offset size stride rg HOOKS "tR"
+#define V2_2x2 V2("K\x00", "K\x02K\x02\x86", "K\x02K\x01\x86", "\x89")
+
+static const char tensor_v2[] = "\x80\x02" V2_2x2 ".";
+
+TEST(test_tensor_rebuild) {
+    ckpt_value *v;
+    persistent_load = storage16;
+    CHECK_EQ_INT(PK("\x80\x02" V2_2x2 ".", &v), 0);
+    CHECK(v && v->kind == CKPT_KIND_TENSOR);
+    if (v && v->kind == CKPT_KIND_TENSOR) {
+        const ckpt_tensor *t = v->u.tensor;
+        CHECK_EQ_INT(t->dtype, CKPT_DT_F32);
+        CHECK_EQ_INT(t->ndim, 2);
+        CHECK(t->shape[0] == 2 && t->shape[1] == 2 && t->stride[0] == 2 && t->stride[1] == 1);
+        CHECK_EQ_INT(t->storage_offset, 0);
+        CHECK_EQ_INT(t->numel, 4);
+        CHECK_EQ_INT(t->nbytes, 16);
+        CHECK_EQ_INT(t->requires_grad, 0);
+        CHECK(t->storage && t->storage->nbytes == 16);
+    }
+    CHECK(find_event(PK_EV_CALL, "torch._utils", "_rebuild_tensor_v2")->allowed == 1);
+    CHECK(find_event(PK_EV_GLOBAL, "torch", "FloatStorage")->allowed == 1);
+    CHECK_EQ_INT(count_events(PK_EV_PERSID), 1);
+    /* stride (3, 1) reaches element 4: 20 bytes of a 16-byte storage */
+    CHECK_EQ_INT(PK("\x80\x02" V2("K\x00", "K\x02K\x02\x86", "K\x03K\x01\x86", "\x89") ".", &v),
+                 CKPT_E_FORMAT);
+    CHECK(v == NULL);
+    CHECK_EQ_INT(PK("\x80\x02" V2("K\x01", "K\x02K\x02\x86", "K\x02K\x01\x86", "\x89") ".", &v),
+                 CKPT_E_FORMAT); /* offset 1 */
+    CHECK_EQ_INT(PK("\x80\x02" V2("K\x01", "K\x03\x85", "K\x01\x85", "\x88") ".", &v), 0);
+    CHECK(v && v->kind == CKPT_KIND_TENSOR && v->u.tensor->storage_offset == 1 &&
+          v->u.tensor->requires_grad == 1);
+    CHECK_EQ_INT(PK("\x80\x02" V2("K\x00", "K\x02K\x02\x86", "K\x01\x85", "\x89") ".", &v),
+                 CKPT_E_FORMAT); /* size and stride lengths differ */
+    CHECK_EQ_INT(PK("\x80\x02" V2("K\x00", "J\xff\xff\xff\xff\x85", "K\x01\x85", "\x89") ".", &v),
+                 CKPT_E_FORMAT); /* negative size */
+    CHECK_EQ_INT(PK("\x80\x02" V2("K\x00", ")", ")", "\x89") ".", &v), 0); /* 0-dim */
+    CHECK(v && v->kind == CKPT_KIND_TENSOR && v->u.tensor->ndim == 0 && v->u.tensor->numel == 1);
+    limits.max_ndim = 1;
+    CHECK_EQ_INT(PK("\x80\x02" V2_2x2 ".", &v), CKPT_E_LIMIT);
+    limits = (ckpt_limits)CKPT_LIMITS_INIT;
+    /* too few arguments */
+    CHECK_EQ_INT(PK("\x80\x02" "ctorch._utils\n_rebuild_tensor_v2\n(" PID "K\x00)" ")tR.", &v), CKPT_E_FORMAT);
+    CHECK(strstr(last_message(), "expected 6 to 7 arguments, got 4") != NULL);
+    /* v1: (storage, offset, size, stride) */
+    CHECK_EQ_INT(PK("\x80\x02" "ctorch._utils\n_rebuild_tensor\n(" PID "K\x00K\x04\x85K\x01\x85tR.", &v), 0);
+    CHECK(v && v->kind == CKPT_KIND_TENSOR && v->u.tensor->numel == 4);
+    /* v3: untyped storage, dtype as a torch global */
+    CHECK_EQ_INT(PK("\x80\x02" "ctorch._utils\n_rebuild_tensor_v3\n(" PID "K\x00K\x08\x85K\x01\x85\x89" HOOKS
+                    "ctorch\nfloat16\ntR.", &v), 0);
+    CHECK(v && v->kind == CKPT_KIND_TENSOR && v->u.tensor->dtype == CKPT_DT_F16 &&
+          v->u.tensor->nbytes == 16);
+    CHECK_EQ_INT(PK("\x80\x02" "ctorch._utils\n_rebuild_tensor_v3\n(" PID "K\x00K\x09\x85K\x01\x85\x89" HOOKS
+                    "ctorch\nfloat16\ntR.", &v), CKPT_E_FORMAT);
+    CHECK_EQ_INT(PK("\x80\x02" "ctorch._utils\n_rebuild_tensor_v3\n(" PID "K\x00K\x01\x85K\x01\x85\x89" HOOKS
+                    "ctorch\nfloat4_e2m1fn_x2\ntR.", &v), CKPT_E_UNSUPPORTED);
+    persistent_load = NULL; /* the pid tuple is no storage */
+    CHECK_EQ_INT(PK("\x80\x02" V2_2x2 ".", &v), CKPT_E_FORMAT);
+    CHECK(strstr(last_message(), "expected a storage") != NULL);
+}
+
+TEST(test_parameter_and_subclass) {
+    ckpt_value *v;
+    persistent_load = storage16;
+    CHECK_EQ_INT(PK("\x80\x02" "ctorch._utils\n_rebuild_parameter\n(" V2_2x2 "\x88" HOOKS "tR.", &v), 0);
+    CHECK(v && v->kind == CKPT_KIND_TENSOR && v->u.tensor->requires_grad == 1 &&
+          v->u.tensor->numel == 4);
+    CHECK_EQ_INT(PK("\x80\x02" "ctorch.nn.parameter\nParameter\n(" V2_2x2 "\x89t\x81.", &v), 0);
+    CHECK(v && v->kind == CKPT_KIND_TENSOR && v->u.tensor->requires_grad == 0);
+    CHECK_EQ_INT(PK("\x80\x02" "ctorch.nn.parameter\nParameter\n(" V2_2x2 "t\x81}b.", &v), 0); /* BUILD ignored */
+    CHECK(v && v->kind == CKPT_KIND_TENSOR && v->u.tensor->requires_grad == 1);
+    /* _rebuild_from_type_v2(func, type, args, state) applies func */
+    CHECK_EQ_INT(PK("\x80\x02" "ctorch._tensor\n_rebuild_from_type_v2\n(" "ctorch._utils\n_rebuild_tensor_v2\n"
+                    "ctorch\nTensor\n(" PID "K\x00K\x02K\x02\x86K\x02K\x01\x86\x89" HOOKS "t}tR.", &v), 0);
+    CHECK(v && v->kind == CKPT_KIND_TENSOR && v->u.tensor->numel == 4);
+    const ev_copy *e = find_event(PK_EV_CALL, "torch._utils", "_rebuild_tensor_v2");
+    CHECK(e->allowed == 1 && e->opcode == 'R');
+    persistent_load = NULL;
+    /* ... and never calls a func that is not allowlisted */
+    CHECK_EQ_INT(PK("ctorch._tensor\n_rebuild_from_type_v2\n(cos\nsystem\nctorch\nTensor\n(S'id'\nt}tR.", &v), 0);
+    CHECK(v && v->kind == CKPT_KIND_OBJECT && !strcmp(v->u.obj.name, "os.system") &&
+          is_str(item(v->u.obj.args, 0), "id"));
+    e = find_event(PK_EV_CALL, "os", "system");
+    CHECK(e->allowed == 0);
+    /* a wrapper nested in itself would recurse as deep as the pickle nests */
+    CHECK_EQ_INT(PK("ctorch._tensor\n_rebuild_from_type_v2\n(ctorch._tensor\n_rebuild_from_type_v2\n"
+                    "ctorch\nTensor\n(ccollections\nOrderedDict\nctorch\nTensor\n)}t}tR.", &v),
+                 CKPT_E_FORMAT);
+    CHECK(strstr(last_message(), "got itself") != NULL);
+}
+
+/* ---------------------------------------------------------------- numpy */
+
+/* pickle.dumps({'f': np.float64(0.1), 'i': np.int64(-3), 'u': np.uint64(2**64-1),
+ *               'h': np.float16(-1.5), 'b': np.bool_(True), 'g': np.float32(0.25)}, protocol=P) */
+/* 602 bytes */
+static const char np_scalars_p2[] =
+    "\x80\x02\x7d\x71\x00\x28\x58\x01\x00\x00\x00\x66\x71\x01\x63\x6e"
+    "\x75\x6d\x70\x79\x2e\x63\x6f\x72\x65\x2e\x6d\x75\x6c\x74\x69\x61"
+    "\x72\x72\x61\x79\x0a\x73\x63\x61\x6c\x61\x72\x0a\x71\x02\x63\x6e"
+    "\x75\x6d\x70\x79\x0a\x64\x74\x79\x70\x65\x0a\x71\x03\x58\x02\x00"
+    "\x00\x00\x66\x38\x71\x04\x89\x88\x87\x71\x05\x52\x71\x06\x28\x4b"
+    "\x03\x58\x01\x00\x00\x00\x3c\x71\x07\x4e\x4e\x4e\x4a\xff\xff\xff"
+    "\xff\x4a\xff\xff\xff\xff\x4b\x00\x74\x71\x08\x62\x63\x5f\x63\x6f"
+    "\x64\x65\x63\x73\x0a\x65\x6e\x63\x6f\x64\x65\x0a\x71\x09\x58\x0f"
+    "\x00\x00\x00\xc2\x9a\xc2\x99\xc2\x99\xc2\x99\xc2\x99\xc2\x99\xc2"
+    "\xb9\x3f\x71\x0a\x58\x06\x00\x00\x00\x6c\x61\x74\x69\x6e\x31\x71"
+    "\x0b\x86\x71\x0c\x52\x71\x0d\x86\x71\x0e\x52\x71\x0f\x58\x01\x00"
+    "\x00\x00\x69\x71\x10\x68\x02\x68\x03\x58\x02\x00\x00\x00\x69\x38"
+    "\x71\x11\x89\x88\x87\x71\x12\x52\x71\x13\x28\x4b\x03\x68\x07\x4e"
+    "\x4e\x4e\x4a\xff\xff\xff\xff\x4a\xff\xff\xff\xff\x4b\x00\x74\x71"
+    "\x14\x62\x68\x09\x58\x10\x00\x00\x00\xc3\xbd\xc3\xbf\xc3\xbf\xc3"
+    "\xbf\xc3\xbf\xc3\xbf\xc3\xbf\xc3\xbf\x71\x15\x68\x0b\x86\x71\x16"
+    "\x52\x71\x17\x86\x71\x18\x52\x71\x19\x58\x01\x00\x00\x00\x75\x71"
+    "\x1a\x68\x02\x68\x03\x58\x02\x00\x00\x00\x75\x38\x71\x1b\x89\x88"
+    "\x87\x71\x1c\x52\x71\x1d\x28\x4b\x03\x68\x07\x4e\x4e\x4e\x4a\xff"
+    "\xff\xff\xff\x4a\xff\xff\xff\xff\x4b\x00\x74\x71\x1e\x62\x68\x09"
+    "\x58\x10\x00\x00\x00\xc3\xbf\xc3\xbf\xc3\xbf\xc3\xbf\xc3\xbf\xc3"
+    "\xbf\xc3\xbf\xc3\xbf\x71\x1f\x68\x0b\x86\x71\x20\x52\x71\x21\x86"
+    "\x71\x22\x52\x71\x23\x58\x01\x00\x00\x00\x68\x71\x24\x68\x02\x68"
+    "\x03\x58\x02\x00\x00\x00\x66\x32\x71\x25\x89\x88\x87\x71\x26\x52"
+    "\x71\x27\x28\x4b\x03\x68\x07\x4e\x4e\x4e\x4a\xff\xff\xff\xff\x4a"
+    "\xff\xff\xff\xff\x4b\x00\x74\x71\x28\x62\x68\x09\x58\x03\x00\x00"
+    "\x00\x00\xc2\xbe\x71\x29\x68\x0b\x86\x71\x2a\x52\x71\x2b\x86\x71"
+    "\x2c\x52\x71\x2d\x58\x01\x00\x00\x00\x62\x71\x2e\x68\x02\x68\x03"
+    "\x58\x02\x00\x00\x00\x62\x31\x71\x2f\x89\x88\x87\x71\x30\x52\x71"
+    "\x31\x28\x4b\x03\x58\x01\x00\x00\x00\x7c\x71\x32\x4e\x4e\x4e\x4a"
+    "\xff\xff\xff\xff\x4a\xff\xff\xff\xff\x4b\x00\x74\x71\x33\x62\x68"
+    "\x09\x58\x01\x00\x00\x00\x01\x71\x34\x68\x0b\x86\x71\x35\x52\x71"
+    "\x36\x86\x71\x37\x52\x71\x38\x58\x01\x00\x00\x00\x67\x71\x39\x68"
+    "\x02\x68\x03\x58\x02\x00\x00\x00\x66\x34\x71\x3a\x89\x88\x87\x71"
+    "\x3b\x52\x71\x3c\x28\x4b\x03\x68\x07\x4e\x4e\x4e\x4a\xff\xff\xff"
+    "\xff\x4a\xff\xff\xff\xff\x4b\x00\x74\x71\x3d\x62\x68\x09\x58\x05"
+    "\x00\x00\x00\x00\x00\xc2\x80\x3e\x71\x3e\x68\x0b\x86\x71\x3f\x52"
+    "\x71\x40\x86\x71\x41\x52\x71\x42\x75\x2e";
+
+/* 394 bytes */
+static const char np_scalars_p4[] =
+    "\x80\x04\x95\x7f\x01\x00\x00\x00\x00\x00\x00\x7d\x94\x28\x8c\x01"
+    "\x66\x94\x8c\x15\x6e\x75\x6d\x70\x79\x2e\x63\x6f\x72\x65\x2e\x6d"
+    "\x75\x6c\x74\x69\x61\x72\x72\x61\x79\x94\x8c\x06\x73\x63\x61\x6c"
+    "\x61\x72\x94\x93\x94\x8c\x05\x6e\x75\x6d\x70\x79\x94\x8c\x05\x64"
+    "\x74\x79\x70\x65\x94\x93\x94\x8c\x02\x66\x38\x94\x89\x88\x87\x94"
+    "\x52\x94\x28\x4b\x03\x8c\x01\x3c\x94\x4e\x4e\x4e\x4a\xff\xff\xff"
+    "\xff\x4a\xff\xff\xff\xff\x4b\x00\x74\x94\x62\x43\x08\x9a\x99\x99"
+    "\x99\x99\x99\xb9\x3f\x94\x86\x94\x52\x94\x8c\x01\x69\x94\x68\x04"
+    "\x68\x07\x8c\x02\x69\x38\x94\x89\x88\x87\x94\x52\x94\x28\x4b\x03"
+    "\x68\x0b\x4e\x4e\x4e\x4a\xff\xff\xff\xff\x4a\xff\xff\xff\xff\x4b"
+    "\x00\x74\x94\x62\x43\x08\xfd\xff\xff\xff\xff\xff\xff\xff\x94\x86"
+    "\x94\x52\x94\x8c\x01\x75\x94\x68\x04\x68\x07\x8c\x02\x75\x38\x94"
+    "\x89\x88\x87\x94\x52\x94\x28\x4b\x03\x68\x0b\x4e\x4e\x4e\x4a\xff"
+    "\xff\xff\xff\x4a\xff\xff\xff\xff\x4b\x00\x74\x94\x62\x43\x08\xff"
+    "\xff\xff\xff\xff\xff\xff\xff\x94\x86\x94\x52\x94\x8c\x01\x68\x94"
+    "\x68\x04\x68\x07\x8c\x02\x66\x32\x94\x89\x88\x87\x94\x52\x94\x28"
+    "\x4b\x03\x68\x0b\x4e\x4e\x4e\x4a\xff\xff\xff\xff\x4a\xff\xff\xff"
+    "\xff\x4b\x00\x74\x94\x62\x43\x02\x00\xbe\x94\x86\x94\x52\x94\x8c"
+    "\x01\x62\x94\x68\x04\x68\x07\x8c\x02\x62\x31\x94\x89\x88\x87\x94"
+    "\x52\x94\x28\x4b\x03\x8c\x01\x7c\x94\x4e\x4e\x4e\x4a\xff\xff\xff"
+    "\xff\x4a\xff\xff\xff\xff\x4b\x00\x74\x94\x62\x43\x01\x01\x94\x86"
+    "\x94\x52\x94\x8c\x01\x67\x94\x68\x04\x68\x07\x8c\x02\x66\x34\x94"
+    "\x89\x88\x87\x94\x52\x94\x28\x4b\x03\x68\x0b\x4e\x4e\x4e\x4a\xff"
+    "\xff\xff\xff\x4a\xff\xff\xff\xff\x4b\x00\x74\x94\x62\x43\x04\x00"
+    "\x00\x80\x3e\x94\x86\x94\x52\x94\x75\x2e";
+
+/* pickle.dumps(np.array([[1, 2], [3, 4]], dtype='>i2'), protocol=2) */
+/* 216 bytes */
+static const char np_array_be_p2[] =
+    "\x80\x02\x63\x6e\x75\x6d\x70\x79\x2e\x63\x6f\x72\x65\x2e\x6d\x75"
+    "\x6c\x74\x69\x61\x72\x72\x61\x79\x0a\x5f\x72\x65\x63\x6f\x6e\x73"
+    "\x74\x72\x75\x63\x74\x0a\x71\x00\x63\x6e\x75\x6d\x70\x79\x0a\x6e"
+    "\x64\x61\x72\x72\x61\x79\x0a\x71\x01\x4b\x00\x85\x71\x02\x63\x5f"
+    "\x63\x6f\x64\x65\x63\x73\x0a\x65\x6e\x63\x6f\x64\x65\x0a\x71\x03"
+    "\x58\x01\x00\x00\x00\x62\x71\x04\x58\x06\x00\x00\x00\x6c\x61\x74"
+    "\x69\x6e\x31\x71\x05\x86\x71\x06\x52\x71\x07\x87\x71\x08\x52\x71"
+    "\x09\x28\x4b\x01\x4b\x02\x4b\x02\x86\x71\x0a\x63\x6e\x75\x6d\x70"
+    "\x79\x0a\x64\x74\x79\x70\x65\x0a\x71\x0b\x58\x02\x00\x00\x00\x69"
+    "\x32\x71\x0c\x89\x88\x87\x71\x0d\x52\x71\x0e\x28\x4b\x03\x58\x01"
+    "\x00\x00\x00\x3e\x71\x0f\x4e\x4e\x4e\x4a\xff\xff\xff\xff\x4a\xff"
+    "\xff\xff\xff\x4b\x00\x74\x71\x10\x62\x89\x68\x03\x58\x08\x00\x00"
+    "\x00\x00\x01\x00\x02\x00\x03\x00\x04\x71\x11\x68\x05\x86\x71\x12"
+    "\x52\x71\x13\x74\x71\x14\x62\x2e";
+
+/* pickle.dumps(np.asfortranarray(np.arange(6, dtype='<f4').reshape(2, 3)), protocol=4) */
+/* 173 bytes */
+static const char np_array_fortran_p4[] =
+    "\x80\x04\x95\xa2\x00\x00\x00\x00\x00\x00\x00\x8c\x15\x6e\x75\x6d"
+    "\x70\x79\x2e\x63\x6f\x72\x65\x2e\x6d\x75\x6c\x74\x69\x61\x72\x72"
+    "\x61\x79\x94\x8c\x0c\x5f\x72\x65\x63\x6f\x6e\x73\x74\x72\x75\x63"
+    "\x74\x94\x93\x94\x8c\x05\x6e\x75\x6d\x70\x79\x94\x8c\x07\x6e\x64"
+    "\x61\x72\x72\x61\x79\x94\x93\x94\x4b\x00\x85\x94\x43\x01\x62\x94"
+    "\x87\x94\x52\x94\x28\x4b\x01\x4b\x02\x4b\x03\x86\x94\x68\x03\x8c"
+    "\x05\x64\x74\x79\x70\x65\x94\x93\x94\x8c\x02\x66\x34\x94\x89\x88"
+    "\x87\x94\x52\x94\x28\x4b\x03\x8c\x01\x3c\x94\x4e\x4e\x4e\x4a\xff"
+    "\xff\xff\xff\x4a\xff\xff\xff\xff\x4b\x00\x74\x94\x62\x88\x43\x18"
+    "\x00\x00\x00\x00\x00\x00\x40\x40\x00\x00\x80\x3f\x00\x00\x80\x40"
+    "\x00\x00\x00\x40\x00\x00\xa0\x40\x94\x74\x94\x62\x2e";
+
+/* pickle.dumps(np.array([1, 'a'], dtype=object), protocol=2) */
+/* 204 bytes */
+static const char np_array_obj_p2[] =
+    "\x80\x02\x63\x6e\x75\x6d\x70\x79\x2e\x63\x6f\x72\x65\x2e\x6d\x75"
+    "\x6c\x74\x69\x61\x72\x72\x61\x79\x0a\x5f\x72\x65\x63\x6f\x6e\x73"
+    "\x74\x72\x75\x63\x74\x0a\x71\x00\x63\x6e\x75\x6d\x70\x79\x0a\x6e"
+    "\x64\x61\x72\x72\x61\x79\x0a\x71\x01\x4b\x00\x85\x71\x02\x63\x5f"
+    "\x63\x6f\x64\x65\x63\x73\x0a\x65\x6e\x63\x6f\x64\x65\x0a\x71\x03"
+    "\x58\x01\x00\x00\x00\x62\x71\x04\x58\x06\x00\x00\x00\x6c\x61\x74"
+    "\x69\x6e\x31\x71\x05\x86\x71\x06\x52\x71\x07\x87\x71\x08\x52\x71"
+    "\x09\x28\x4b\x01\x4b\x02\x85\x71\x0a\x63\x6e\x75\x6d\x70\x79\x0a"
+    "\x64\x74\x79\x70\x65\x0a\x71\x0b\x58\x02\x00\x00\x00\x4f\x38\x71"
+    "\x0c\x89\x88\x87\x71\x0d\x52\x71\x0e\x28\x4b\x03\x58\x01\x00\x00"
+    "\x00\x7c\x71\x0f\x4e\x4e\x4e\x4a\xff\xff\xff\xff\x4a\xff\xff\xff"
+    "\xff\x4b\x3f\x74\x71\x10\x62\x89\x5d\x71\x11\x28\x4b\x01\x58\x01"
+    "\x00\x00\x00\x61\x71\x12\x65\x74\x71\x13\x62\x2e";
+
+static void check_np_scalars(const ckpt_value *d) {
+    CHECK(d && d->kind == CKPT_KIND_DICT && d->u.dict.n == 6);
+    const ckpt_value *f = get(d, "f"), *h = get(d, "h"), *g = get(d, "g"), *b = get(d, "b");
+    CHECK(f && f->kind == CKPT_KIND_FLOAT && f->u.f == 0.1);
+    CHECK(is_int(get(d, "i"), -3));
+    CHECK_EQ_STR(get(d, "u") ? ckpt_value_int_decimal(get(d, "u")) : NULL, "18446744073709551615");
+    CHECK(h && h->kind == CKPT_KIND_FLOAT && h->u.f == -1.5);
+    CHECK(g && g->kind == CKPT_KIND_FLOAT && g->u.f == 0.25);
+    CHECK(b && b->kind == CKPT_KIND_BOOL && b->u.b == 1);
+}
+
+TEST(test_numpy_scalars) {
+    ckpt_value *v;
+    CHECK_EQ_INT(PK(np_scalars_p2, &v), 0);
+    check_np_scalars(v);
+    CHECK(find_event(PK_EV_CALL, "numpy.core.multiarray", "scalar")->allowed == 1);
+    CHECK_EQ_INT(PK(np_scalars_p4, &v), 0);
+    check_np_scalars(v);
+    /* big-endian f8 (state '>'), under numpy 2's module name */
+    CHECK_EQ_INT(PK("\x80\x02" "cnumpy._core.multiarray\nscalar\ncnumpy\ndtype\nX\x02\x00\x00\x00" "f8\x89\x88\x87R"
+                    "(K\x03X\x01\x00\x00\x00>NNNJ\xff\xff\xff\xffJ\xff\xff\xff\xffK\x00tb"
+                    "C\x08\x3f\xb9\x99\x99\x99\x99\x99\x9a\x86R.", &v), 0);
+    CHECK(v && v->kind == CKPT_KIND_FLOAT && v->u.f == 0.1);
+    CHECK_EQ_INT(PK("\x80\x02" "cnumpy.core.multiarray\nscalar\ncnumpy\ndtype\nX\x02\x00\x00\x00" "f8\x89\x88\x87R"
+                    "C\x04\x00\x00\x00\x00\x86R.", &v), CKPT_E_FORMAT); /* 4 bytes for f8 */
+    /* half subnormal 2**-24 */
+    CHECK_EQ_INT(PK("\x80\x02" "cnumpy.core.multiarray\nscalar\ncnumpy\ndtype\nX\x02\x00\x00\x00" "f2\x89\x88\x87R"
+                    "C\x02\x01\x00\x86R.", &v), 0);
+    CHECK(v && v->kind == CKPT_KIND_FLOAT && v->u.f == 1.0 / 16777216.0);
+}
+
+TEST(test_numpy_arrays) {
+    ckpt_value *v;
+    CHECK_EQ_INT(PK(np_array_be_p2, &v), 0);
+    CHECK(v && v->kind == CKPT_KIND_TENSOR);
+    if (v && v->kind == CKPT_KIND_TENSOR) {
+        const ckpt_tensor *t = v->u.tensor;
+        CHECK_EQ_INT(t->dtype, CKPT_DT_I16);
+        CHECK(t->ndim == 2 && t->shape[0] == 2 && t->shape[1] == 2);
+        CHECK(t->stride[0] == 2 && t->stride[1] == 1);
+        CHECK(t->storage->big_endian == 1);
+        CHECK(t->storage->nbytes == 8 && t->storage->file_offset == CKPT_NO_OFFSET);
+        CHECK(t->storage->data && memcmp(t->storage->data, "\x00\x01\x00\x02\x00\x03\x00\x04", 8) == 0);
+    }
+    CHECK(find_event(PK_EV_BUILD, "numpy", "ndarray")->allowed == 1);
+    CHECK_EQ_INT(PK(np_array_fortran_p4, &v), 0);
+    CHECK(v && v->kind == CKPT_KIND_TENSOR);
+    if (v && v->kind == CKPT_KIND_TENSOR) {
+        const ckpt_tensor *t = v->u.tensor;
+        CHECK_EQ_INT(t->dtype, CKPT_DT_F32);
+        CHECK(t->shape[0] == 2 && t->shape[1] == 3 && t->stride[0] == 1 && t->stride[1] == 2);
+        CHECK_EQ_INT(t->storage->big_endian, 0);
+        float x[6];
+        memcpy(x, t->storage->data, sizeof x);
+        /* element [i][j] is i*3 + j */
+        CHECK(x[1 * t->stride[0] + 2 * t->stride[1]] == 5.0f && x[0 * t->stride[0] + 1 * t->stride[1]] == 1.0f);
+    }
+    /* object arrays stay opaque, with their state */
+    CHECK_EQ_INT(PK(np_array_obj_p2, &v), 0);
+    CHECK(v && v->kind == CKPT_KIND_OBJECT && !strcmp(v->u.obj.name, "numpy.ndarray") && v->u.obj.state);
+    /* shape (2, 3) for 8 bytes of data */
+    char bad[sizeof np_array_be_p2];
+    memcpy(bad, np_array_be_p2, sizeof bad);
+    char *shape = memmem(bad, sizeof bad, "K\x02K\x02\x86", 5);
+    CHECK(shape != NULL);
+    if (shape) {
+        shape[3] = 3;
+        CHECK_EQ_INT(run(bad, sizeof bad - 1, &v), CKPT_E_FORMAT);
+        CHECK(strstr(last_message(), "numpy.ndarray") != NULL);
+    }
+}
+
+/* ---------------------------------------------------------------- corpus */
+
+static unsigned char *corpus(const char *name, size_t *n) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/scan/picklescan/%s", CKPT_CORPUS, name);
+    unsigned char *buf = harness_read_file(path, n);
+    if (!buf) fprintf(stderr, "cannot read %s\n", path);
+    return buf;
+}
+
+TEST(test_corpus_benign) {
+    static const char *files[] = {"benign0_v0.pkl", "benign0_v3.pkl", "benign0_v4.pkl"};
+    for (size_t i = 0; i < 3; i++) {
+        size_t n, used;
+        unsigned char *buf = corpus(files[i], &n);
+        CHECK(buf != NULL);
+        if (!buf) continue;
+        ckpt_value *v;
+        CHECK_EQ_INT(run_used(buf, n, &v, &used), 0);
+        CHECK_EQ_INT(used, n);
+        CHECK(v && v->kind == CKPT_KIND_LIST && v->u.seq.n == 3 && is_str(item(v, 0), "a") &&
+              is_str(item(v, 1), "b") && is_str(item(v, 2), "c"));
+        CHECK_EQ_INT(count_events(PK_EV_GLOBAL) + count_events(PK_EV_CALL), 0);
+        free(buf);
+    }
+}
+
+TEST(test_corpus_malicious) {
+    static const struct {
+        const char *file, *module, *name;
+        int rc, called;
+    } cases[] = {
+        {"malicious0.pkl", "builtins", "eval", 0, 1},
+        {"malicious1_v0.pkl", "builtins", "eval", 0, 1},
+        {"malicious1_v3.pkl", "builtins", "eval", 0, 1},
+        {"malicious1_v4.pkl", "builtins", "eval", 0, 1},
+        {"malicious2_v0.pkl", "posix", "system", 0, 1},
+        {"malicious2_v3.pkl", "posix", "system", 0, 1},
+        {"malicious2_v4.pkl", "posix", "system", 0, 1},
+        {"malicious3.pkl", "http.client", "HTTPSConnection", 0, 1}, /* httplib */
+        {"malicious4.pickle", "requests.api", "get", 0, 1},
+        {"malicious5.pickle", "aiohttp.client", "ClientSession", 0, 1},
+        {"malicious7.pkl", "socket", "create_connection", 0, 1},
+        {"malicious8.pkl", "subprocess", "run", 0, 1},
+        {"malicious9.pkl", "sys", "exit", 0, 1},
+        {"malicious10.pkl", "builtins", "exec", 0, 1}, /* INST */
+        {"malicious11.pkl", "os", "system", 0, 1},     /* memo-indirected STACK_GLOBAL */
+        {"malicious-invalid-bytes.pkl", "os", "system", 0, 1},
+        {"malicious12.pkl", "builtins", "__import__", 0, 1},
+        {"malicious13a.pkl", "pickle", "loads", 0, 1},
+        {"malicious13b.pkl", "_pickle", "loads", 0, 1},
+        {"malicious14.pkl", "runpy", "_run_code", 0, 1},
+        {"malicious15a.pkl", "bdb", "Bdb", 0, 1},
+        {"malicious15b.pkl", "bdb", "Bdb.run", 0, 1},
+        {"malicious16.pkl", "pip", "main", 0, 1},
+        {"malicious17.pkl", "torch._inductor.codecache", "compile_file", 0, 1},
+        {"malicious18.pkl", "pydoc", "pipepager", 0, 1},
+        {"malicious19.pkl", "torch.serialization", "load", 0, 0},
+        {"malicious20.pkl", "venv", "create", 0, 1},
+        {"broken_model.pkl", "builtins", "exec", CKPT_E_TRUNCATED, 0},
+        {"sys_module_override_sploit.pkl", "torch", "_utils", 0, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        size_t n;
+        unsigned char *buf = corpus(cases[i].file, &n);
+        CHECK(buf != NULL);
+        if (!buf) continue;
+        ckpt_value *v;
+        CHECK_EQ_INT(run(buf, n, &v), cases[i].rc);
+        const ev_copy *g = find_event(PK_EV_GLOBAL, cases[i].module, cases[i].name);
+        CHECK(g->allowed == 0 && g->symbolic == 0);
+        if (cases[i].called) {
+            const ev_copy *c = find_event(PK_EV_CALL, cases[i].module, cases[i].name);
+            CHECK(c->allowed == 0);
+        }
+        if (harness_cur_failed) {
+            fprintf(stderr, "  %s\n", cases[i].file);
+            free(buf);
+            break;
+        }
+        free(buf);
+    }
+    /* the allowlist poisoning sample: BUILD on torch._utils, then
+     * STACK_GLOBAL on references */
+    size_t n;
+    unsigned char *buf = corpus("sys_module_override_sploit.pkl", &n);
+    if (buf) {
+        ckpt_value *v;
+        CHECK_EQ_INT(run(buf, n, &v), 0);
+        const ev_copy *b = find_event(PK_EV_BUILD, "torch", "_utils");
+        CHECK(b->allowed == 0);
+        const ev_copy *s = find_event(PK_EV_GLOBAL, "?", "?");
+        CHECK(s->symbolic == 1 && s->offset == 98);
+        CHECK(v && v->kind == CKPT_KIND_OBJECT && !strcmp(v->u.obj.name, "?"));
+        free(buf);
+    }
+}
+
+TEST(test_corpus_stacked) {
+    /* malicious6.pkl: a benign pickle, then requests.api.get after STOP */
+    size_t n, used;
+    unsigned char *buf = corpus("malicious6.pkl", &n);
+    CHECK(buf != NULL);
+    if (!buf) return;
+    ckpt_value *v;
+    CHECK_EQ_INT(run_used(buf, n, &v, &used), 0);
+    CHECK_EQ_INT(used, 28);
+    CHECK(v && v->kind == CKPT_KIND_LIST && v->u.seq.n == 3);
+    base_offset = used;
+    CHECK_EQ_INT(run_used(buf + used, n - used, &v, &used), 0);
+    base_offset = 0;
+    const ev_copy *g = find_event(PK_EV_GLOBAL, "requests.api", "get");
+    CHECK(g->offset == 60);
+    free(buf);
+    /* pytorch_magic_bypass.pt: eval builds the magic, posix.system hides
+     * in a later pickle of the stack */
+    buf = corpus("pytorch_magic_bypass.pt", &n);
+    CHECK(buf != NULL);
+    if (!buf) return;
+    size_t pos = 0;
+    int found = 0;
+    for (int k = 0; k < 8 && pos < n; k++) {
+        base_offset = pos;
+        if (run_used(buf + pos, n - pos, &v, &used)) break;
+        if (k == 0) CHECK(has_event(PK_EV_CALL, "builtins", "eval"));
+        found |= has_event(PK_EV_CALL, "posix", "system");
+        pos += used;
+    }
+    base_offset = 0;
+    CHECK(found);
+    free(buf);
+}
+
+/* ---------------------------------------------------------------- robustness */
+
+TEST(test_truncated_everywhere) {
+    static const struct { const char *p; size_t n; } pk[] = {
+        {nested_p0, sizeof nested_p0 - 1}, {nested_p2, sizeof nested_p2 - 1},
+        {nested_p4, sizeof nested_p4 - 1}, {np_scalars_p2, sizeof np_scalars_p2 - 1},
+        {np_array_fortran_p4, sizeof np_array_fortran_p4 - 1},
+        {tensor_v2, sizeof tensor_v2 - 1},
+    };
+    persistent_load = storage16;
+    for (size_t i = 0; i < sizeof pk / sizeof *pk; i++) {
+        ckpt_value *v;
+        CHECK_EQ_INT(run(pk[i].p, pk[i].n, &v), 0);
+        for (size_t k = 0; k < pk[i].n; k++) {
+            /* a private copy, so ASan sees any read past the prefix */
+            char *copy = malloc(k ? k : 1);
+            memcpy(copy, pk[i].p, k);
+            v = (ckpt_value *)1;
+            int rc = run(copy, k, &v);
+            free(copy);
+            CHECK(rc < 0 && v == NULL);
+            if (harness_cur_failed) {
+                fprintf(stderr, "  pickle %zu accepted at %zu bytes\n", i, k);
+                break;
+            }
+        }
+    }
+    persistent_load = NULL;
+}
+
+TEST(test_allocation_failures) {
+    int saw_nomem = 0, saw_ok = 0;
+    ckpt_set_allocator(&test_allocator);
+    for (long budget = 0; budget < 100 && !saw_ok; budget++) {
+        ckpt_value *v;
+        alloc_budget = budget;
+        alloc_count = 0;
+        int rc = PK(nested_p4, &v);
+        if (rc == 0) {
+            saw_ok = 1;
+            check_nested(v, 4);
+        } else {
+            CHECK_EQ_INT(rc, CKPT_E_NOMEM);
+            saw_nomem = 1;
+        }
+    }
+    alloc_budget = -1;
+    ckpt_set_allocator(NULL);
+    CHECK(saw_nomem && saw_ok);
+}
+
+int main(void) {
+    RUN(test_proto0_numbers);
+    RUN(test_binary_numbers);
+    RUN(test_proto0_strings);
+    RUN(test_binary_strings);
+    RUN(test_nested_every_protocol);
+    RUN(test_shared_and_cyclic);
+    RUN(test_stack_opcodes);
+    RUN(test_memo);
+    RUN(test_memo_huge_index);
+    RUN(test_frames);
+    RUN(test_stack_global);
+    RUN(test_name_mapping);
+    RUN(test_allowlist);
+    RUN(test_type_confusion);
+    RUN(test_underflow_and_bad_opcodes);
+    RUN(test_long_operands_bounded);
+    RUN(test_error_offsets);
+    RUN(test_limits);
+    RUN(test_dangerous_call_is_opaque);
+    RUN(test_opaque_objects);
+    RUN(test_build_on_reference);
+    RUN(test_ext_and_persid);
+    RUN(test_container_builders);
+    RUN(test_bytes_builders);
+    RUN(test_tensor_rebuild);
+    RUN(test_parameter_and_subclass);
+    RUN(test_numpy_scalars);
+    RUN(test_numpy_arrays);
+    RUN(test_corpus_benign);
+    RUN(test_corpus_malicious);
+    RUN(test_corpus_stacked);
+    RUN(test_truncated_everywhere);
+    RUN(test_allocation_failures);
+    ckpt_arena_free(&arena);
+    return harness_end();
+}

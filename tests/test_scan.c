@@ -1,0 +1,774 @@
+/* test_scan.c - ckpt_scan: the corpus verdicts of expected.jsonl, every
+ * benign corpus file safe, and one hand-built pickle per bypass family
+ * (FORMATS.md §5.5): memo and string-opcode STACK_GLOBAL operands, INST,
+ * OBJ, NEWOBJ(_EX), EXT, BUILD poisoning, dotted and dunder names,
+ * Python 2 names, invalid memo, stacked streams, junk after STOP, nested
+ * pickles in literals, zip tricks, truncations and allocation failures. */
+#include <libdeflate.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ckpt.h"
+#include "harness.h"
+
+#define S(lit) (const uint8_t *)(lit), sizeof(lit) - 1
+
+/* ------------------------------------------------------------ helpers */
+
+static ckpt_scan_report *scan_opts(const uint8_t *p, size_t n, const ckpt_scan_options *o) {
+    ckpt_scan_report *r = NULL;
+    int rc = ckpt_scan_memory(&r, p, n, "test", o);
+    CHECK_EQ_INT(rc, 0);
+    return r;
+}
+
+static ckpt_scan_report *scan(const uint8_t *p, size_t n) { return scan_opts(p, n, NULL); }
+
+static const char *verdict(const uint8_t *p, size_t n) {
+    ckpt_scan_report *r = scan(p, n);
+    const char *v = ckpt_verdict_name(ckpt_scan_verdict(r));
+    ckpt_scan_report_free(r);
+    return v;
+}
+
+/* The first finding of this kind (and global, unless NULL), or NULL. */
+static const ckpt_finding *find(const ckpt_scan_report *r, const char *kind,
+                                const char *global) {
+    for (size_t i = 0; i < ckpt_scan_finding_count(r); i++) {
+        const ckpt_finding *f = ckpt_scan_finding(r, i);
+        if (strcmp(f->kind, kind) == 0 &&
+            (!global || (f->global && strcmp(f->global, global) == 0)))
+            return f;
+    }
+    return NULL;
+}
+
+/* Unsafe, with a dangerous "global" finding naming g. */
+static void expect_dangerous(const uint8_t *p, size_t n, const char *g) {
+    ckpt_scan_report *r = scan(p, n);
+    CHECK_EQ_STR(ckpt_verdict_name(ckpt_scan_verdict(r)), "unsafe");
+    const ckpt_finding *f = find(r, "global", g);
+    CHECK(f != NULL);
+    if (f) CHECK_EQ_INT(f->severity, CKPT_SEVERITY_DANGEROUS);
+    if (!f) fprintf(stderr, "  no dangerous global %s\n", g);
+    ckpt_scan_report_free(r);
+}
+
+static void put16(uint8_t *p, unsigned v) {
+    p[0] = (uint8_t)v;
+    p[1] = (uint8_t)(v >> 8);
+}
+static void put32(uint8_t *p, uint32_t v) {
+    put16(p, v & 0xffff);
+    put16(p + 2, v >> 16);
+}
+
+/* A stored (or deflated) zip member for build_zip. */
+typedef struct zmember {
+    const char *name;
+    const char *local_name; /* NULL: same as name */
+    const uint8_t *data;
+    size_t len;
+    uint16_t flags;
+    int deflate;
+    int bad_crc;
+} zmember;
+
+/* Writes prefix + a zip of the members into out (offsets relative to the
+ * archive start, as a zip appended to a file has them); returns its size. */
+static size_t build_zip(uint8_t *out, const uint8_t *prefix, size_t plen,
+                        const zmember *m, size_t n) {
+    size_t pos = plen, local[8], csize[8];
+    uint8_t *packed[8];
+    memcpy(out, prefix, plen);
+    for (size_t i = 0; i < n; i++) {
+        const char *ln = m[i].local_name ? m[i].local_name : m[i].name;
+        packed[i] = NULL;
+        csize[i] = m[i].len;
+        if (m[i].deflate) {
+            struct libdeflate_compressor *c = libdeflate_alloc_compressor(6);
+            packed[i] = malloc(m[i].len + 64);
+            csize[i] = libdeflate_deflate_compress(c, m[i].data, m[i].len, packed[i],
+                                                   m[i].len + 64);
+            libdeflate_free_compressor(c);
+        }
+        uint32_t crc = libdeflate_crc32(0, m[i].data, m[i].len) ^ (m[i].bad_crc ? 1u : 0u);
+        local[i] = pos - plen;
+        uint8_t *h = out + pos;
+        memset(h, 0, 30);
+        put32(h, 0x04034b50);
+        put16(h + 6, m[i].flags);
+        put16(h + 8, m[i].deflate ? 8 : 0);
+        put32(h + 14, crc);
+        put32(h + 18, (uint32_t)csize[i]);
+        put32(h + 22, (uint32_t)m[i].len);
+        put16(h + 26, (unsigned)strlen(ln));
+        memcpy(h + 30, ln, strlen(ln));
+        pos += 30 + strlen(ln);
+        memcpy(out + pos, packed[i] ? packed[i] : m[i].data, csize[i]);
+        pos += csize[i];
+    }
+    size_t cd = pos;
+    for (size_t i = 0; i < n; i++) {
+        uint8_t *h = out + pos;
+        memset(h, 0, 46);
+        put32(h, 0x02014b50);
+        put16(h + 8, m[i].flags);
+        put16(h + 10, m[i].deflate ? 8 : 0);
+        put32(h + 16, libdeflate_crc32(0, m[i].data, m[i].len) ^ (m[i].bad_crc ? 1u : 0u));
+        put32(h + 20, (uint32_t)csize[i]);
+        put32(h + 24, (uint32_t)m[i].len);
+        put16(h + 28, (unsigned)strlen(m[i].name));
+        put32(h + 42, (uint32_t)local[i]);
+        memcpy(h + 46, m[i].name, strlen(m[i].name));
+        pos += 46 + strlen(m[i].name);
+        free(packed[i]);
+    }
+    uint8_t *e = out + pos;
+    memset(e, 0, 22);
+    put32(e, 0x06054b50);
+    put16(e + 8, (unsigned)n);
+    put16(e + 10, (unsigned)n);
+    put32(e + 12, (uint32_t)(pos - cd));
+    put32(e + 16, (uint32_t)(cd - plen));
+    return pos + 22;
+}
+
+/* A malicious protocol 2 pickle: os.system('ls'). */
+static const char EVIL[] = "\x80\x02" "cos\nsystem\n" "X\x02\x00\x00\x00ls" "\x85R.";
+#define EVIL_LEN (sizeof EVIL - 1)
+/* A benign protocol 2 pickle: OrderedDict(). */
+static const char BENIGN[] = "\x80\x02" "ccollections\nOrderedDict\n)R.";
+#define BENIGN_LEN (sizeof BENIGN - 1)
+
+/* ------------------------------------------------------------ corpus */
+
+/* The value of "key": "..." in a JSON line (no escapes in corpus names). */
+static int json_str(const char *line, const char *key, char *out, size_t cap) {
+    char pat[64];
+    snprintf(pat, sizeof pat, "\"%s\": \"", key);
+    const char *p = strstr(line, pat);
+    if (!p) return -1;
+    p += strlen(pat);
+    const char *q = strchr(p, '"');
+    if (!q || (size_t)(q - p) >= cap) return -1;
+    memcpy(out, p, (size_t)(q - p));
+    out[q - p] = '\0';
+    return 0;
+}
+
+static size_t corpus_files, corpus_safe;
+
+TEST(corpus_verdicts) {
+    FILE *fp = fopen(CKPT_CORPUS "/expected.jsonl", "r");
+    CHECK(fp != NULL);
+    if (!fp) return;
+    static char line[1 << 20];
+    while (fgets(line, sizeof line, fp)) {
+        char file[512], want[64], path[1024];
+        CHECK(json_str(line, "file", file, sizeof file) == 0);
+        CHECK(json_str(line, "verdict", want, sizeof want) == 0);
+        snprintf(path, sizeof path, "%s/%s", CKPT_CORPUS, file);
+        ckpt_scan_report *r = NULL;
+        CHECK_EQ_INT(ckpt_scan(&r, path, NULL), 0);
+        const char *got = ckpt_verdict_name(ckpt_scan_verdict(r));
+        if (strcmp(got, want) != 0) {
+            fprintf(stderr, "  %s: want %s, got %s\n", file, want, got);
+            CHECK(0);
+        }
+        /* benign files outside scan/ carry no finding above info */
+        if (strncmp(file, "scan/", 5) != 0 && strcmp(want, "safe") == 0) {
+            for (size_t i = 0; i < ckpt_scan_finding_count(r); i++)
+                CHECK_EQ_INT(ckpt_scan_finding(r, i)->severity, CKPT_SEVERITY_INFO);
+            corpus_safe++;
+        }
+        corpus_files++;
+        ckpt_scan_report_free(r);
+    }
+    fclose(fp);
+    CHECK(corpus_files >= 211);
+    CHECK_EQ_INT(corpus_safe, 164); /* all but torch/burn/broken.pt */
+}
+
+TEST(corpus_details) {
+    ckpt_scan_report *r = NULL;
+    /* globals: distinct, sorted */
+    CHECK_EQ_INT(ckpt_scan(&r, CKPT_CORPUS "/scan/picklescan/new_pytorch_model.bin", NULL), 0);
+    CHECK_EQ_INT(ckpt_scan_global_count(r), 3);
+    CHECK_EQ_STR(ckpt_scan_global(r, 0), "collections.OrderedDict");
+    CHECK_EQ_STR(ckpt_scan_global(r, 1), "torch.FloatStorage");
+    CHECK_EQ_STR(ckpt_scan_global(r, 2), "torch._utils._rebuild_tensor_v2");
+    CHECK(ckpt_scan_global(r, 3) == NULL);
+    CHECK_EQ_INT(ckpt_scan_finding_count(r), 0);
+    ckpt_scan_report_free(r);
+
+    /* legacy: five pickles scanned, the storage blobs after them are not
+     * taken for trailing bytes */
+    CHECK_EQ_INT(ckpt_scan(&r, CKPT_CORPUS "/scan/picklescan/pytorch_model.bin", NULL), 0);
+    CHECK_EQ_STR(ckpt_verdict_name(ckpt_scan_verdict(r)), "safe");
+    CHECK(find(r, "trailing-bytes", NULL) == NULL);
+    CHECK_EQ_INT(ckpt_scan_finding_count(r), 0);
+    ckpt_scan_report_free(r);
+
+    /* the magic-number bypass: payload in a later pickle */
+    CHECK_EQ_INT(ckpt_scan(&r, CKPT_CORPUS "/scan/picklescan/pytorch_magic_bypass.pt", NULL), 0);
+    const ckpt_finding *f = find(r, "global", "posix.system");
+    CHECK(f != NULL);
+    if (f) CHECK_EQ_INT(f->offset, 78);
+    CHECK(find(r, "global", "builtins.eval") != NULL);
+    ckpt_scan_report_free(r);
+
+    /* a broken stream: the exec before the break still counts */
+    CHECK_EQ_INT(ckpt_scan(&r, CKPT_CORPUS "/scan/picklescan/broken_model.pkl", NULL), 0);
+    CHECK_EQ_STR(ckpt_verdict_name(ckpt_scan_verdict(r)), "unsafe");
+    CHECK(find(r, "global", "builtins.exec") != NULL);
+    f = find(r, "parse-error", NULL);
+    CHECK(f != NULL);
+    if (f) CHECK_EQ_INT(f->offset, 16); /* X whose length runs past the end */
+    ckpt_scan_report_free(r);
+
+    /* zip flag bits and name mismatches are reported, content scanned */
+    CHECK_EQ_INT(ckpt_scan(&r, CKPT_CORPUS "/scan/picklescan/malicious1_0x1.zip", NULL), 0);
+    CHECK(find(r, "zip-flags", NULL) != NULL);
+    CHECK(find(r, "global", "builtins.eval") != NULL);
+    ckpt_scan_report_free(r);
+    CHECK_EQ_INT(ckpt_scan(&r, CKPT_CORPUS "/scan/picklescan/malicious1_central_directory.zip",
+                           NULL), 0);
+    CHECK(find(r, "name-mismatch", NULL) != NULL);
+    ckpt_scan_report_free(r);
+    CHECK_EQ_INT(ckpt_scan(&r, CKPT_CORPUS "/scan/picklescan/benign_password_protected.zip",
+                           NULL), 0);
+    CHECK_EQ_STR(ckpt_verdict_name(ckpt_scan_verdict(r)), "unscannable");
+    CHECK(find(r, "encrypted", NULL) != NULL);
+    ckpt_scan_report_free(r);
+}
+
+/* Where the opcode at `at` ends: INST carries two text lines, the call
+ * opcodes otherwise are one byte. */
+static size_t call_end(const unsigned char *p, size_t n, size_t at) {
+    if (p[at] != 'i') return at + 1;
+    size_t lines = 0, i = at + 1;
+    for (; i < n && lines < 2; i++) lines += p[i] == '\n';
+    return i;
+}
+
+/* Truncations of unsafe corpus pickles: no cut that holds a whole
+ * dangerous GLOBAL is ever safe, and a cut after the first dangerous call
+ * is unsafe, except inside a FRAME: the C unpickler reads a whole frame
+ * before running any of it, so a cut frame runs nothing (unscannable). */
+TEST(corpus_truncations) {
+    static const char *const files[] = {"malicious0.pkl", "malicious10.pkl", "malicious11.pkl",
+                                        "malicious13a.pkl", "malicious14.pkl",
+                                        "malicious15a.pkl", "malicious2_v0.pkl",
+                                        "malicious1_v4.pkl", "broken_model.pkl",
+                                        "sys_module_override_sploit.pkl"};
+    for (size_t k = 0; k < sizeof files / sizeof files[0]; k++) {
+        char path[512];
+        size_t n = 0;
+        snprintf(path, sizeof path, "%s/scan/picklescan/%s", CKPT_CORPUS, files[k]);
+        unsigned char *buf = harness_read_file(path, &n);
+        CHECK(buf != NULL);
+        if (!buf) continue;
+        ckpt_scan_report *r = scan(buf, n);
+        uint64_t global = UINT64_MAX, call = UINT64_MAX;
+        for (size_t i = 0; i < ckpt_scan_finding_count(r); i++) {
+            const ckpt_finding *f = ckpt_scan_finding(r, i);
+            if (f->severity != CKPT_SEVERITY_DANGEROUS) continue;
+            if (!strcmp(f->kind, "global") && global == UINT64_MAX) global = f->offset;
+            if (!strcmp(f->kind, "call") && call == UINT64_MAX) call = f->offset;
+        }
+        ckpt_scan_report_free(r);
+        /* broken_model.pkl never reaches its REDUCE: no call */
+        CHECK(global < n && (call == UINT64_MAX || (call >= global && call < n)));
+        size_t unsafe_from = call < n ? call_end(buf, n, (size_t)call) : SIZE_MAX;
+        int framed = n > 2 && buf[2] == 0x95;
+        for (size_t cut = 0; cut <= n; cut++) {
+            r = scan(buf, cut);
+            ckpt_verdict v = ckpt_scan_verdict(r);
+            if (cut >= unsafe_from && !framed && v != CKPT_VERDICT_UNSAFE) {
+                fprintf(stderr, "  %s cut at %zu: %s\n", files[k], cut, ckpt_verdict_name(v));
+                CHECK(0);
+            }
+            if (cut > global) CHECK(v != CKPT_VERDICT_SAFE);
+            ckpt_scan_report_free(r);
+        }
+        free(buf);
+    }
+}
+
+/* ------------------------------------------------------------ families */
+
+TEST(stack_global_from_memo) {
+    /* MEMOIZE */
+    expect_dangerous(S("\x80\x04\x8c\x02os\x94\x8c\x06system\x94h\x00h\x01\x93"
+                       "\x8c\x02ls\x85R."),
+                     "os.system");
+    /* PUT and MEMOIZE mixed: memo[0] by PUT, memo[1] by MEMOIZE */
+    expect_dangerous(S("\x80\x04Vos\np0\n0\x8c\x06system\x94\x30g0\nh\x01\x93"
+                       "\x8c\x02ls\x85R."),
+                     "os.system");
+    /* decoys pushed and popped around, like the "zero-day memo" file */
+    expect_dangerous(S("\x80\x04\x8c\x05torch\x94\x8c\x0bLongStorage\x94"
+                       "\x8c\x02os\x94\x8c\x06system\x94" "0000h\x02h\x03\x93"
+                       "\x8c\x02ls\x85R."),
+                     "os.system");
+}
+
+TEST(stack_global_operands_from_every_string_opcode) {
+    static const struct {
+        const char *os, *system;
+        size_t los, lsystem;
+    } ops[] = {
+        {"S'os'\n", "S'system'\n", 6, 10},                                      /* STRING */
+        {"T\x02\x00\x00\x00os", "T\x06\x00\x00\x00system", 7, 11},              /* BINSTRING */
+        {"U\x02os", "U\x06system", 4, 8},                                       /* SHORT_BINSTRING */
+        {"Vos\n", "Vsystem\n", 4, 8},                                           /* UNICODE */
+        {"X\x02\x00\x00\x00os", "X\x06\x00\x00\x00system", 7, 11},              /* BINUNICODE */
+        {"\x8c\x02os", "\x8c\x06system", 4, 8},                                 /* SHORT_BINUNICODE */
+        {"\x8d\x02\x00\x00\x00\x00\x00\x00\x00os",
+         "\x8d\x06\x00\x00\x00\x00\x00\x00\x00system", 11, 15},                 /* BINUNICODE8 */
+    };
+    static const char *const protos[] = {"", "\x80\x02", "\x80\x04", "\x80\x05"};
+    for (size_t p = 0; p < 4; p++) {
+        for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) {
+            uint8_t buf[128];
+            size_t n = 0, pl = strlen(protos[p]);
+            memcpy(buf + n, protos[p], pl), n += pl;
+            memcpy(buf + n, ops[i].os, ops[i].los), n += ops[i].los;
+            memcpy(buf + n, ops[i].system, ops[i].lsystem), n += ops[i].lsystem;
+            memcpy(buf + n, "\x93X\x02\x00\x00\x00ls\x85R.", 11), n += 11;
+            expect_dangerous(buf, n, "os.system");
+        }
+    }
+    /* BINBYTES operands: not str, so unknowable (symbolic) and dangerous */
+    ckpt_scan_report *r = scan(S("\x80\x04" "B\x02\x00\x00\x00os" "C\x06system" "\x93)R."));
+    CHECK_EQ_STR(ckpt_verdict_name(ckpt_scan_verdict(r)), "unsafe");
+    const ckpt_finding *f = find(r, "global", NULL);
+    CHECK(f && f->severity == CKPT_SEVERITY_DANGEROUS && f->global[0] == '?');
+    ckpt_scan_report_free(r);
+}
+
+TEST(inst_obj_newobj_ext) {
+    expect_dangerous(S("(S'ls'\nios\nsystem\n."), "os.system");                  /* INST */
+    expect_dangerous(S("(cos\nsystem\nS'ls'\no."), "os.system");                  /* OBJ */
+    expect_dangerous(S("\x80\x02" "csubprocess\nPopen\n(S'ls'\ntp0\n\x81."),
+                     "subprocess.Popen");                                           /* NEWOBJ */
+    expect_dangerous(S("\x80\x04\x8c\nsubprocess\x8c\x05Popen\x93)}\x92."),
+                     "subprocess.Popen");                                           /* NEWOBJ_EX */
+    /* EXT1: the name lives in the unpickler's registry, unknowable here */
+    ckpt_scan_report *r = scan(S("\x80\x02\x82\x01X\x02\x00\x00\x00ls\x85R."));
+    CHECK_EQ_STR(ckpt_verdict_name(ckpt_scan_verdict(r)), "unsafe");
+    const ckpt_finding *f = find(r, "global", NULL);
+    CHECK(f && f->severity == CKPT_SEVERITY_DANGEROUS);
+    ckpt_scan_report_free(r);
+    /* a call hidden by POP still counts (fickling GHSA-mxhj-88fx-4pcv) */
+    r = scan(S("\x80\x02" "cos\nsystem\nX\x02\x00\x00\x00ls\x85R0N."));
+    const ckpt_finding *c = find(r, "call", "os.system");
+    CHECK(c != NULL);
+    if (c) CHECK_EQ_INT(c->offset, 21);
+    ckpt_scan_report_free(r);
+}
+
+TEST(build_poisoning_and_names) {
+    /* BUILD on the allowlisted OrderedDict class itself */
+    ckpt_scan_report *r = scan(S("\x80\x02" "ccollections\nOrderedDict\n}S'x'\nNsb" "0N."));
+    CHECK_EQ_STR(ckpt_verdict_name(ckpt_scan_verdict(r)), "unsafe");
+    const ckpt_finding *f = find(r, "allowlist-poisoning", "collections.OrderedDict");
+    CHECK(f && f->severity == CKPT_SEVERITY_DANGEROUS);
+    if (f) CHECK_EQ_INT(f->offset, 35);
+    ckpt_scan_report_free(r);
+    /* BUILD on a module reference (torch._utils) */
+    r = scan(S("\x80\x02" "ctorch\n_utils\n}S'_rebuild_tensor'\nS'eval'\nsb0N."));
+    CHECK_EQ_STR(ckpt_verdict_name(ckpt_scan_verdict(r)), "unsafe");
+    CHECK(find(r, "build", "torch._utils") != NULL);
+    ckpt_scan_report_free(r);
+    /* dotted qualname: judged on the full path, never by its first part */
+    expect_dangerous(S("\x80\x02" "ctorch._utils\n_rebuild_tensor_v2.__globals__\n."),
+                     "torch._utils._rebuild_tensor_v2.__globals__");
+    expect_dangerous(S("\x80\x04\x8c\x0ctorch._utils\x8c\x1e_rebuild_tensor_v2.__globals__"
+                       "\x93."),
+                     "torch._utils._rebuild_tensor_v2.__globals__");
+    expect_dangerous(S("\x80\x02" "ctorch\njit.load\n."), "torch.jit.load");
+    /* Python 2 names are mapped (protocol < 3) */
+    expect_dangerous(S("c__builtin__\neval\n(S'1'\ntR."), "builtins.eval");
+    expect_dangerous(S("\x80\x04\x8c\x0b__builtin__\x8c\x04" "eval\x93."), "__builtin__.eval");
+    expect_dangerous(S("c__builtins__\nexec\n."), "__builtins__.exec");
+    /* a module with "__" is suspicious at least */
+    r = scan(S("\x80\x02" "c__main__\nModel\n)R."));
+    CHECK_EQ_STR(ckpt_verdict_name(ckpt_scan_verdict(r)), "unsafe");
+    f = find(r, "global", "__main__.Model");
+    CHECK(f && f->severity == CKPT_SEVERITY_SUSPICIOUS);
+    ckpt_scan_report_free(r);
+    /* a submodule of a dangerous family (picklescan's asyncio fix) */
+    expect_dangerous(S("casyncio.unix_events\n_UnixSubprocessTransport._start\n."),
+                     "asyncio.unix_events._UnixSubprocessTransport._start");
+}
+
+TEST(invalid_memo_and_type_confusion) {
+    /* a GET of a memo key never stored: never safe, never a crash */
+    CHECK_EQ_STR(verdict(S("\x80\x02h\x05.")), "unscannable");
+    CHECK_EQ_STR(verdict(S("\x80\x04\x8c\x02os\x94h\x07\x93.")), "unscannable");
+    CHECK_EQ_STR(verdict(S("\x80\x04\x8c\x02os\x94j\xff\xff\xff\xff\x93.")), "unscannable");
+    /* after the dangerous global, the bad GET keeps it unsafe */
+    CHECK_EQ_STR(verdict(S("cos\nsystem\nh\x09R.")), "unsafe");
+    /* an int where a module name should be */
+    ckpt_scan_report *r = scan(S("\x80\x04K\x01\x94\x8c\x06system\x94h\x00h\x01\x93"
+                                 "\x8c\x02ls\x85R."));
+    CHECK_EQ_STR(ckpt_verdict_name(ckpt_scan_verdict(r)), "unsafe");
+    const ckpt_finding *f = find(r, "global", "?.system");
+    CHECK(f && f->severity == CKPT_SEVERITY_DANGEROUS);
+    ckpt_scan_report_free(r);
+    /* a broken stream with only allowlisted globals */
+    r = scan(S("\x80\x02" "ccollections\nOrderedDict\n)R\x00."));
+    CHECK_EQ_STR(ckpt_verdict_name(ckpt_scan_verdict(r)), "unscannable");
+    f = find(r, "parse-error", NULL);
+    CHECK(f && f->offset == 29);
+    ckpt_scan_report_free(r);
+}
+
+TEST(streams_and_trailing_bytes) {
+    uint8_t buf[256];
+    /* two streams, the second malicious */
+    memcpy(buf, BENIGN, BENIGN_LEN);
+    memcpy(buf + BENIGN_LEN, EVIL, EVIL_LEN);
+    ckpt_scan_report *r = scan(buf, BENIGN_LEN + EVIL_LEN);
+    CHECK_EQ_STR(ckpt_verdict_name(ckpt_scan_verdict(r)), "unsafe");
+    const ckpt_finding *f = find(r, "global", "os.system");
+    CHECK(f && f->offset == BENIGN_LEN + 2);
+    f = find(r, "trailing-bytes", NULL);
+    CHECK(f && f->offset == BENIGN_LEN && f->severity == CKPT_SEVERITY_INFO);
+    ckpt_scan_report_free(r);
+    /* junk after STOP: reported, nothing to run */
+    memcpy(buf + BENIGN_LEN, "\x00\x01junk\n", 7);
+    r = scan(buf, BENIGN_LEN + 7);
+    CHECK_EQ_STR(ckpt_verdict_name(ckpt_scan_verdict(r)), "safe");
+    CHECK(find(r, "trailing-bytes", NULL) != NULL);
+    ckpt_scan_report_free(r);
+    /* junk that looks like a pickle start but does not parse */
+    memcpy(buf + BENIGN_LEN, "(hello", 6);
+    CHECK_EQ_STR(verdict(buf, BENIGN_LEN + 6), "safe");
+}
+
+/* A pickle whose one BINBYTES / str literal is `inner`. */
+static size_t wrap_literal(uint8_t *out, uint8_t op, const uint8_t *inner, size_t n) {
+    size_t k = 0;
+    out[k++] = 0x80;
+    out[k++] = 3;
+    out[k++] = op;
+    put32(out + k, (uint32_t)n);
+    k += 4;
+    memcpy(out + k, inner, n);
+    k += n;
+    out[k++] = '.';
+    return k;
+}
+
+static size_t base64(char *out, const uint8_t *p, size_t n) {
+    static const char a[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    size_t k = 0;
+    for (size_t i = 0; i < n; i += 3) {
+        uint32_t v = (uint32_t)p[i] << 16 | (i + 1 < n ? (uint32_t)p[i + 1] << 8 : 0) |
+                     (i + 2 < n ? p[i + 2] : 0);
+        out[k++] = a[v >> 18 & 63];
+        out[k++] = a[v >> 12 & 63];
+        out[k++] = i + 1 < n ? a[v >> 6 & 63] : '=';
+        out[k++] = i + 2 < n ? a[v & 63] : '=';
+    }
+    return k;
+}
+
+TEST(nested_pickles) {
+    uint8_t outer[1024], mid[512];
+    char text[1024];
+    /* raw bytes literal: exact offsets inside the literal */
+    size_t n = wrap_literal(outer, 'B', (const uint8_t *)EVIL, EVIL_LEN);
+    ckpt_scan_report *r = scan(outer, n);
+    CHECK_EQ_STR(ckpt_verdict_name(ckpt_scan_verdict(r)), "unsafe");
+    const ckpt_finding *f = find(r, "global", "os.system");
+    CHECK(f && f->offset == 7 + 2 && strstr(f->message, "nested") != NULL);
+    ckpt_scan_report_free(r);
+    /* base64 text: found at the literal */
+    size_t t = base64(text, (const uint8_t *)EVIL, EVIL_LEN);
+    n = wrap_literal(outer, 'X', (const uint8_t *)text, t);
+    r = scan(outer, n);
+    CHECK_EQ_STR(ckpt_verdict_name(ckpt_scan_verdict(r)), "unsafe");
+    f = find(r, "global", "os.system");
+    CHECK(f && f->offset == 2);
+    ckpt_scan_report_free(r);
+    /* hex text */
+    for (size_t i = 0; i < EVIL_LEN; i++)
+        snprintf(text + 2 * i, 3, "%02x", (unsigned)(uint8_t)EVIL[i]);
+    n = wrap_literal(outer, 'X', (const uint8_t *)text, 2 * EVIL_LEN);
+    CHECK_EQ_STR(verdict(outer, n), "unsafe");
+    /* latin-1 text of the bytes, as protocol 2 writes bytes */
+    t = 0;
+    for (size_t i = 0; i < EVIL_LEN; i++) {
+        uint8_t c = (uint8_t)EVIL[i];
+        if (c < 0x80) text[t++] = (char)c;
+        else text[t++] = (char)(0xc0 | c >> 6), text[t++] = (char)(0x80 | (c & 0x3f));
+    }
+    n = wrap_literal(outer, 'X', (const uint8_t *)text, t);
+    CHECK_EQ_STR(verdict(outer, n), "unsafe");
+    /* two levels: base64 of a pickle holding the malicious bytes */
+    size_t m = wrap_literal(mid, 'B', (const uint8_t *)EVIL, EVIL_LEN);
+    t = base64(text, mid, m);
+    n = wrap_literal(outer, 'X', (const uint8_t *)text, t);
+    CHECK_EQ_STR(verdict(outer, n), "unsafe");
+    ckpt_scan_options o = CKPT_SCAN_OPTIONS_INIT;
+    o.max_nesting = 1; /* the inner one is past the limit: reported */
+    r = scan_opts(outer, n, &o);
+    CHECK_EQ_STR(ckpt_verdict_name(ckpt_scan_verdict(r)), "safe");
+    CHECK(find(r, "nested-pickle", NULL) != NULL);
+    ckpt_scan_report_free(r);
+    /* ordinary text that merely starts like a pickle: nothing */
+    n = wrap_literal(outer, 'X', (const uint8_t *)"I like it.", 10);
+    r = scan(outer, n);
+    CHECK_EQ_STR(ckpt_verdict_name(ckpt_scan_verdict(r)), "safe");
+    CHECK_EQ_INT(ckpt_scan_finding_count(r), 0);
+    ckpt_scan_report_free(r);
+}
+
+TEST(zip_tricks) {
+    static uint8_t z[4096];
+    zmember evil = {"archive/data.txt", NULL, (const uint8_t *)EVIL, EVIL_LEN, 0, 0, 0};
+    /* a pickle under a name that is not .pkl */
+    size_t n = build_zip(z, NULL, 0, &evil, 1);
+    ckpt_scan_report *r = scan(z, n);
+    CHECK_EQ_STR(ckpt_verdict_name(ckpt_scan_verdict(r)), "unsafe");
+    const ckpt_finding *f = find(r, "global", "os.system");
+    CHECK(f && !strcmp(f->member, "archive/data.txt") && f->offset == 30 + 16 + 2);
+    ckpt_scan_report_free(r);
+    /* a polyglot prefix: found by the end record */
+    n = build_zip(z, (const uint8_t *)"GIF89a-prefix", 13, &evil, 1);
+    r = scan(z, n);
+    CHECK_EQ_STR(ckpt_verdict_name(ckpt_scan_verdict(r)), "unsafe");
+    CHECK(find(r, "polyglot", NULL) != NULL);
+    f = find(r, "global", "os.system");
+    CHECK(f && f->offset == 13 + 30 + 16 + 2);
+    ckpt_scan_report_free(r);
+    /* the prefix is a pickle too: torch.load would run it */
+    n = build_zip(z, (const uint8_t *)BENIGN, BENIGN_LEN, &evil, 1);
+    CHECK_EQ_STR(verdict(z, n), "unsafe");
+    /* CRC mismatch, encryption bit, local/central name mismatch */
+    zmember odd = evil;
+    odd.bad_crc = 1;
+    odd.flags = 0x41;
+    odd.local_name = "archive/other.bin";
+    n = build_zip(z, NULL, 0, &odd, 1);
+    r = scan(z, n);
+    CHECK_EQ_STR(ckpt_verdict_name(ckpt_scan_verdict(r)), "unsafe");
+    CHECK(find(r, "crc-mismatch", NULL) && find(r, "zip-flags", NULL) &&
+          find(r, "name-mismatch", NULL));
+    ckpt_scan_report_free(r);
+    /* an encrypted member that is no pickle: cannot be examined */
+    zmember enc = {"archive/data.pkl", NULL, (const uint8_t *)"\x13\x99garbled", 9, 1, 0, 0};
+    n = build_zip(z, NULL, 0, &enc, 1);
+    CHECK_EQ_STR(verdict(z, n), "unscannable");
+    /* deflated members are inflated; over the budget it is a bomb */
+    zmember def = evil;
+    def.deflate = 1;
+    n = build_zip(z, NULL, 0, &def, 1);
+    CHECK_EQ_STR(verdict(z, n), "unsafe");
+    ckpt_scan_options o = CKPT_SCAN_OPTIONS_INIT;
+    o.limits.max_inflate_bytes = 8;
+    r = scan_opts(z, n, &o);
+    CHECK_EQ_STR(ckpt_verdict_name(ckpt_scan_verdict(r)), "unscannable");
+    CHECK(find(r, "unreadable-member", NULL) != NULL);
+    ckpt_scan_report_free(r);
+    /* a TorchScript archive: unsafe even with clean pickles */
+    zmember ts[2] = {{"m/data.pkl", NULL, (const uint8_t *)BENIGN, BENIGN_LEN, 0, 0, 0},
+                     {"m/constants.pkl", NULL, (const uint8_t *)"\x80\x02)." , 4, 0, 0, 0}};
+    n = build_zip(z, NULL, 0, ts, 2);
+    r = scan(z, n);
+    CHECK_EQ_STR(ckpt_verdict_name(ckpt_scan_verdict(r)), "unsafe");
+    f = find(r, "torchscript", NULL);
+    CHECK(f && f->severity == CKPT_SEVERITY_DANGEROUS && !strcmp(f->member, "m/constants.pkl"));
+    ckpt_scan_report_free(r);
+    /* a benign archive with a storage that starts like a pickle */
+    zmember ok[2] = {{"m/data.pkl", NULL, (const uint8_t *)BENIGN, BENIGN_LEN, 0, 0, 0},
+                     {"m/data/0", NULL, (const uint8_t *)"\x80\x02\xff\xfe\x00\x00\x80?", 8,
+                      0, 0, 0}};
+    n = build_zip(z, NULL, 0, ok, 2);
+    r = scan(z, n);
+    CHECK_EQ_STR(ckpt_verdict_name(ckpt_scan_verdict(r)), "safe");
+    CHECK(find(r, "not-a-pickle", NULL) != NULL);
+    ckpt_scan_report_free(r);
+}
+
+TEST(truncated_malicious_never_safe) {
+    /* cut anywhere after the GLOBAL (11 bytes): unsafe; before: never safe */
+    static const char evil0[] = "cos\nsystem\n(S'touch /tmp/pwned'\ntR.";
+    for (size_t cut = 0; cut < sizeof evil0; cut++) {
+        ckpt_scan_report *r = scan((const uint8_t *)evil0, cut);
+        ckpt_verdict v = ckpt_scan_verdict(r);
+        CHECK(v != CKPT_VERDICT_SAFE);
+        if (cut >= 11) CHECK_EQ_INT(v, CKPT_VERDICT_UNSAFE);
+        ckpt_scan_report_free(r);
+    }
+    for (size_t cut = 13; cut <= EVIL_LEN; cut++)
+        CHECK_EQ_STR(verdict((const uint8_t *)EVIL, cut), "unsafe");
+}
+
+TEST(allowlist_policy) {
+    static const char ns[] = "\x80\x02" "cargparse\nNamespace\n)\x81}X\x01\x00\x00\x00" "aK\x01sb.";
+    ckpt_scan_report *r = scan(S(ns));
+    CHECK_EQ_STR(ckpt_verdict_name(ckpt_scan_verdict(r)), "unsafe");
+    const ckpt_finding *f = find(r, "global", "argparse.Namespace");
+    CHECK(f && f->severity == CKPT_SEVERITY_SUSPICIOUS);
+    ckpt_scan_report_free(r);
+    const char *allow[] = {"argparse.Namespace", "os.system"};
+    ckpt_scan_options o = CKPT_SCAN_OPTIONS_INIT;
+    o.allow = allow;
+    o.nallow = 2;
+    r = scan_opts(S(ns), &o);
+    CHECK_EQ_STR(ckpt_verdict_name(ckpt_scan_verdict(r)), "safe");
+    f = find(r, "allowed", "argparse.Namespace");
+    CHECK(f && f->severity == CKPT_SEVERITY_INFO &&
+          !strcmp(f->message, "allowed by policy: argparse.Namespace"));
+    CHECK_EQ_INT(ckpt_scan_finding_count(r), 1);
+    ckpt_scan_report_free(r);
+    /* a known code-execution family cannot be allowed */
+    r = scan_opts((const uint8_t *)EVIL, EVIL_LEN, &o);
+    CHECK_EQ_STR(ckpt_verdict_name(ckpt_scan_verdict(r)), "unsafe");
+    ckpt_scan_report_free(r);
+    /* exact names only */
+    allow[0] = "argparse";
+    r = scan_opts(S(ns), &o);
+    CHECK_EQ_STR(ckpt_verdict_name(ckpt_scan_verdict(r)), "unsafe");
+    ckpt_scan_report_free(r);
+    o.allow = NULL;
+    ckpt_scan_report *none = NULL;
+    CHECK_EQ_INT(ckpt_scan_memory(&none, S(ns), "x", &o), CKPT_E_INVALID_ARG);
+    CHECK(none == NULL);
+}
+
+/* numpy scalars and arrays are built, not called: safe. */
+TEST(numpy_is_safe) {
+    /* pickle.dumps({'s': np.float64(1.5), 'a': np.arange(3, dtype=np.int32)},
+     * protocol=2) with numpy 1.24 */
+    static const char np[] =
+        "\200\002}q\000(X\001\000\000\000sq\001cnumpy.core.multiarray\nscalar\nq\002c"
+        "numpy\ndtype\nq\003X\002\000\000\000f8q\004\211\210\207q\005Rq\006(K\003X"
+        "\001\000\000\000<q\007NNNJ\377\377\377\377J\377\377\377\377K\000tq\010bc_cod"
+        "ecs\nencode\nq\011X\011\000\000\000\000\000\000\000\000\000\303\270\077q\nX"
+        "\006\000\000\000latin1q\013\206q\014Rq\015\206q\016Rq\017X\001\000\000\000aq"
+        "\020cnumpy.core.multiarray\n_reconstruct\nq\021cnumpy\nndarray\nq\022K\000"
+        "\205q\023h\011X\001\000\000\000bq\024h\013\206q\025Rq\026\207q\027Rq\030(K"
+        "\001K\003\205q\031h\003X\002\000\000\000i4q\032\211\210\207q\033Rq\034(K\003"
+        "h\007NNNJ\377\377\377\377J\377\377\377\377K\000tq\035b\211h\011X\014\000\000"
+        "\000\000\000\000\000\001\000\000\000\002\000\000\000q\036h\013\206q\037Rq tq"
+        "!bu.";
+    ckpt_scan_report *r = scan(S(np));
+    CHECK_EQ_STR(ckpt_verdict_name(ckpt_scan_verdict(r)), "safe");
+    CHECK_EQ_INT(ckpt_scan_finding_count(r), 0);
+    CHECK_EQ_INT(ckpt_scan_global_count(r), 5);
+    CHECK_EQ_STR(ckpt_scan_global(r, 0), "_codecs.encode");
+    ckpt_scan_report_free(r);
+}
+
+TEST(other_formats) {
+    CHECK_EQ_STR(verdict(S("")), "not-a-checkpoint");
+    CHECK_EQ_STR(verdict(S("\x89PNG\r\n\x1a\n\0\0\0\rIHDR")), "not-a-checkpoint");
+    CHECK_EQ_STR(verdict(S("{\"weight_map\": {}}")), "not-a-checkpoint");
+    CHECK_EQ_STR(verdict(S("7z\xbc\xaf\x27\x1c\0\4")), "unscannable");
+    CHECK_EQ_STR(verdict(S("\x1f\x8b\x08\0\0\0\0\0")), "unscannable");
+    /* safetensors: safe when the header validates */
+    static const char st[] = "\x36\0\0\0\0\0\0\0"
+                             "{\"w\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}"
+                             "\0\0\x80?";
+    CHECK_EQ_STR(verdict(S(st)), "safe");
+    char bad[sizeof st];
+    memcpy(bad, st, sizeof st);
+    memcpy(bad + 8 + 50, "8]", 2); /* data_offsets [0,8] past the end */
+    ckpt_scan_report *r = scan((const uint8_t *)bad, sizeof st - 1);
+    CHECK_EQ_STR(ckpt_verdict_name(ckpt_scan_verdict(r)), "unscannable");
+    CHECK(find(r, "safetensors-error", NULL) != NULL);
+    ckpt_scan_report_free(r);
+    /* numpy .npy: numbers are safe, object arrays hold a pickle */
+    static const char npy[] = "\x93NUMPY\x01\x00\x21\x00{'descr': '|O', 'shape': (1,), }\n";
+    uint8_t buf[256];
+    memcpy(buf, npy, sizeof npy - 1);
+    memcpy(buf + sizeof npy - 1, EVIL, EVIL_LEN);
+    CHECK_EQ_STR(verdict(buf, sizeof npy - 1 + EVIL_LEN), "unsafe");
+    memcpy(buf + 21, "<f4", 3);
+    CHECK_EQ_STR(verdict(buf, sizeof npy - 1), "safe");
+    /* path errors */
+    CHECK_EQ_INT(ckpt_scan(&r, CKPT_CORPUS "/no/such/file.pt", NULL), CKPT_E_IO);
+    CHECK(r == NULL);
+    CHECK_EQ_INT(ckpt_scan(&r, CKPT_CORPUS, NULL), CKPT_E_IO);
+    CHECK_EQ_INT(ckpt_scan(NULL, CKPT_CORPUS, NULL), CKPT_E_INVALID_ARG);
+    CHECK_EQ_INT(ckpt_scan_verdict(NULL), CKPT_VERDICT_UNSCANNABLE);
+    CHECK_EQ_STR(ckpt_verdict_name(CKPT_VERDICT_NOT_A_CHECKPOINT), "not-a-checkpoint");
+    CHECK_EQ_STR(ckpt_severity_name(CKPT_SEVERITY_SUSPICIOUS), "suspicious");
+}
+
+/* ------------------------------------------------------------ allocation */
+
+static long fail_after, allocs, live;
+
+static void *t_malloc(void *u, size_t n) {
+    (void)u;
+    if (fail_after >= 0 && allocs++ >= fail_after) return NULL;
+    void *p = malloc(n);
+    if (p) live++;
+    return p;
+}
+static void *t_realloc(void *u, void *p, size_t n) {
+    (void)u;
+    if (fail_after >= 0 && allocs++ >= fail_after) return NULL;
+    void *q = realloc(p, n);
+    if (q && !p) live++;
+    return q;
+}
+static void t_free(void *u, void *p) {
+    (void)u;
+    if (p) live--;
+    free(p);
+}
+
+/* Every allocation failing in turn: CKPT_E_NOMEM, no report, no leak. */
+TEST(allocation_failures) {
+    ckpt_allocator a = {t_malloc, t_realloc, t_free, NULL};
+    uint8_t outer[512];
+    size_t n = wrap_literal(outer, 'B', (const uint8_t *)EVIL, EVIL_LEN);
+    ckpt_set_allocator(&a);
+    int done = 0;
+    for (fail_after = 0; !done && fail_after < 10000; fail_after++) {
+        ckpt_scan_report *r = NULL;
+        allocs = 0;
+        live = 0;
+        int rc = ckpt_scan_memory(&r, outer, n, "t", NULL);
+        if (rc == 0) {
+            done = 1;
+            CHECK_EQ_INT(ckpt_scan_verdict(r), CKPT_VERDICT_UNSAFE);
+        } else {
+            CHECK_EQ_INT(rc, CKPT_E_NOMEM);
+            CHECK(r == NULL);
+        }
+        ckpt_scan_report_free(r);
+        CHECK_EQ_INT(live, 0);
+    }
+    ckpt_set_allocator(NULL);
+    CHECK(done);
+}
+
+int main(void) {
+    RUN(corpus_verdicts);
+    RUN(corpus_details);
+    RUN(corpus_truncations);
+    RUN(stack_global_from_memo);
+    RUN(stack_global_operands_from_every_string_opcode);
+    RUN(inst_obj_newobj_ext);
+    RUN(build_poisoning_and_names);
+    RUN(invalid_memo_and_type_confusion);
+    RUN(streams_and_trailing_bytes);
+    RUN(nested_pickles);
+    RUN(zip_tricks);
+    RUN(truncated_malicious_never_safe);
+    RUN(allowlist_policy);
+    RUN(numpy_is_safe);
+    RUN(other_formats);
+    RUN(allocation_failures);
+    return harness_end();
+}
