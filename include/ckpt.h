@@ -408,6 +408,786 @@ CKPT_API const ckpt_finding *ckpt_scan_finding(const ckpt_scan_report *r,
 CKPT_API size_t ckpt_scan_global_count(const ckpt_scan_report *r);
 CKPT_API const char *ckpt_scan_global(const ckpt_scan_report *r, size_t i);
 
+/* ---- store: numbered generations of a checkpoint (src/store.c) */
+
+/* A store is a directory of generations "NAME-STEP.safetensors" or
+ * "NAME-STEP.pt" (STEP in decimal without leading zeros, sorted
+ * numerically; equal steps by file name) and a file LATEST holding the file
+ * name of the newest committed generation and "\n". Every file is written
+ * through the atomic commit (temporary ".FILE.tmp-PID-HEX" in DIR, fsync,
+ * rename, fsync of DIR), so a crash at any moment leaves each name either
+ * absent or complete. Nothing is trusted unverified: latest, list and
+ * prune open and fully verify (ckpt_verify) the generations they judge.
+ * One writer per directory at a time (there is no lock); readers may run
+ * at any time. Other files in DIR are ignored. */
+typedef struct ckpt_store_options {
+    uint32_t keep;          /* commit and prune keep the `keep` newest
+                               generations (besides the newest verified one
+                               and LATEST's); default 3; 0 keeps only those */
+    uint32_t stale_minutes; /* gc: a temporary file whose writer is still
+                               running is stale once unmodified this long;
+                               default 60 */
+    ckpt_open_options open; /* limits for opening and verifying generations */
+} ckpt_store_options;
+#define CKPT_STORE_OPTIONS_INIT { 3u, 60u, CKPT_OPEN_OPTIONS_INIT }
+
+/* Commits the checkpoint file `src` (any format ckpt_open reads but a
+ * sharded set) as generation `step` of `name` in `dir`: the bytes are
+ * copied unchanged to "dir/NAME-STEP.EXT" (EXT ".safetensors" for a
+ * safetensors source, ".pt" for torch zip, legacy and pickle sources)
+ * through the atomic commit; the new file's pages are dropped from the page
+ * cache (posix_fadvise) and it is re-read from disk, opened and verified
+ * fully; only then is LATEST replaced (atomically) to name the newest
+ * verified generation (normally the new one; a verified generation with a
+ * higher step keeps it), and only then are generations beyond opts->keep
+ * pruned as ckpt_store_prune does. A generation that fails verification is
+ * removed again and LATEST is not touched.
+ *
+ * name: not empty, no '/', not starting with '.'. A step of `name` that is
+ * already committed (a verified file NAME-STEP.*) is refused; a corrupt one
+ * is replaced. path/cap: receives "dir/NAME-STEP.EXT" (NUL-terminated) once
+ * the generation is committed, even if pruning then fails; path may be
+ * NULL (cap 0). opts may be NULL (CKPT_STORE_OPTIONS_INIT).
+ * Returns 0; CKPT_E_INVALID_ARG (bad name, cap too small, step already
+ * committed); CKPT_E_IO (dir or src unreadable, write/fsync/rename failed,
+ * pruning failed after the commit); CKPT_E_UNSUPPORTED (sharded source);
+ * the ckpt_open/ckpt_verify code when the source or the written copy is
+ * malformed or corrupt; CKPT_E_NOMEM. */
+CKPT_API int ckpt_store_commit(char *path, size_t cap, const char *dir,
+                               const char *name, uint64_t step,
+                               const char *src,
+                               const ckpt_store_options *opts);
+
+/* The generation to resume from: the one LATEST names when it verifies,
+ * otherwise (LATEST absent, unreadable, naming a missing or corrupt file)
+ * the generation with the highest step that verifies; corrupt ones are
+ * skipped. path/cap receive "dir/FILE" (NUL-terminated). Returns 0;
+ * CKPT_E_NOTFOUND when no generation verifies; CKPT_E_IO when dir cannot
+ * be read; CKPT_E_INVALID_ARG when cap is too small; CKPT_E_NOMEM. */
+CKPT_API int ckpt_store_latest(char *path, size_t cap, const char *dir,
+                               const ckpt_store_options *opts);
+
+/* What LATEST says, as judged by ckpt_store_list. */
+typedef enum ckpt_store_pointer {
+    CKPT_STORE_POINTER_OK = 0,  /* names a generation that verifies */
+    CKPT_STORE_POINTER_ABSENT,  /* there is no LATEST file */
+    CKPT_STORE_POINTER_MISSING, /* names a generation file that is not there */
+    CKPT_STORE_POINTER_CORRUPT, /* names a generation that does not verify */
+    CKPT_STORE_POINTER_INVALID  /* unreadable, or not "FILE\n" for a
+                                   generation file name */
+} ckpt_store_pointer;
+/* "ok", "absent", "missing", "corrupt", "invalid". Static string. */
+CKPT_API const char *ckpt_store_pointer_name(ckpt_store_pointer p);
+
+/* One generation as ckpt_store_list found it. Strings are borrowed from the
+ * listing. */
+typedef struct ckpt_store_generation {
+    const char *file;   /* "NAME-STEP.EXT" */
+    const char *path;   /* "dir/NAME-STEP.EXT" */
+    const char *name;   /* NAME */
+    uint64_t step;
+    uint64_t bytes;     /* file size */
+    int ok;             /* 1 when it opens and verifies, else 0 (corrupt) */
+    int code;           /* CKPT_E_* of the first problem; 0 when ok */
+    const char *reason; /* its message; "" when ok */
+    const char *member; /* zip member of the problem, or "" */
+    uint64_t offset;    /* absolute byte offset of the problem, or UINT64_MAX */
+    int latest;         /* 1 for the file LATEST names */
+} ckpt_store_generation;
+
+typedef struct ckpt_store_listing ckpt_store_listing;
+
+/* Lists and fully verifies every generation of `dir`, and judges LATEST.
+ * *out receives the listing (free with ckpt_store_list_free, NULL-safe),
+ * also when some generations are corrupt. Returns 0; CKPT_E_IO when dir
+ * cannot be read; CKPT_E_NOMEM. */
+CKPT_API int ckpt_store_list(ckpt_store_listing **out, const char *dir,
+                             const ckpt_store_options *opts);
+CKPT_API void ckpt_store_list_free(ckpt_store_listing *l);
+/* Generations by ascending step (equal steps by file name), i < count. */
+CKPT_API size_t ckpt_store_list_count(const ckpt_store_listing *l);
+CKPT_API const ckpt_store_generation *
+ckpt_store_list_generation(const ckpt_store_listing *l, size_t i);
+/* LATEST's state; *file (may be NULL) receives the file name it holds
+ * (borrowed; "" when absent or unreadable). */
+CKPT_API ckpt_store_pointer ckpt_store_list_pointer(const ckpt_store_listing *l,
+                                                    const char **file);
+
+/* Removes old generations: keeps the opts->keep newest by step (whatever
+ * their state), the newest generation that verifies, and the one LATEST
+ * names; removes the rest, oldest first, then fsyncs dir. Generations are
+ * verified from the newest down until one verifies; if a verification
+ * fails for want of I/O or memory rather than because the file is corrupt,
+ * nothing is removed. *removed (may be NULL) receives the number of files
+ * removed. Returns 0, CKPT_E_IO (dir unreadable, unlink failed, I/O error
+ * while verifying), CKPT_E_NOMEM. */
+CKPT_API int ckpt_store_prune(size_t *removed, const char *dir,
+                              const ckpt_store_options *opts);
+
+/* Removes stale temporary files left by killed writers: regular files
+ * named ".X.tmp-PID-HEX" (the atomic commit's names, 16 hex digits) whose
+ * process PID no longer exists on this machine, or that were not modified
+ * for opts->stale_minutes (a writer that is still writing keeps its file's
+ * mtime fresh; a PID reused by another process does not). Generations and
+ * LATEST are never removed. *removed (may be NULL) receives the count.
+ * Returns 0, CKPT_E_IO, CKPT_E_NOMEM. */
+CKPT_API int ckpt_store_gc(size_t *removed, const char *dir,
+                           const ckpt_store_options *opts);
+
+/* ---- training: components of a training checkpoint, resume readiness
+ * (src/training.c)
+ *
+ * What a training checkpoint holds, recognised by the structure of its
+ * object tree (FORMATS.md §2.5), never by file name, and without reading
+ * tensor bytes (only the few bytes of 0-dim counter tensors):
+ *   model      a state dict: a dict whose leaves are all tensors (at any
+ *              depth; "model", "state_dict", "model_state_dict" and
+ *              Lightning's "state_dict" are all found this way), or the
+ *              loose tensors of a container that mixes tensors and other
+ *              values;
+ *   optimizer  torch.optim state_dict(): "state" (per-parameter dicts keyed
+ *              by parameter index) plus "param_groups" (dicts with
+ *              "params"), also a "state" of per-parameter dicts holding
+ *              known state keys without "param_groups"; found anywhere,
+ *              e.g. in Lightning's "optimizer_states" list;
+ *   scheduler  LR scheduler state_dict(): "last_epoch" plus "_step_count",
+ *              "base_lrs" or "_last_lr";
+ *   scaler     AMP GradScaler state_dict(): "scale" plus "_growth_tracker"
+ *              or "growth_factor";
+ *   rng        torch CPU (a 1-D uint8 tensor of 5056 bytes, or one under a
+ *              "cpu"/"torch"/"*rng*" key) and CUDA (1-D uint8 under a
+ *              "*cuda*" key) generator states, numpy's
+ *              ('MT19937', uint32[624], pos, has_gauss, cached) tuple or
+ *              bit-generator dict, python random's (version, 625 ints,
+ *              gauss) tuple;
+ *   counter    int, float or 0-dim tensor values named epoch, step,
+ *              global_step, iteration... and each optimizer's "step";
+ *   data       a data-loader/sampler position ("*sampler*", "*dataloader*",
+ *              Lightning "loops", consumed_samples, batch_idx...);
+ *   other      tensors that fit none of the above.
+ *
+ * Resume readiness, one verdict:
+ *   full-resume      model weights plus optimizer state for every parameter
+ *                    in param_groups, state shapes matching the model's
+ *                    parameters (in order when the model's order is known,
+ *                    i.e. a pickled state dict with as many parameters as
+ *                    the optimizer; otherwise as a multiset of shapes). An
+ *                    optimizer whose per-parameter state holds no tensors
+ *                    (SGD without momentum) is complete;
+ *   partial          optimizer state present, but some parameter has none,
+ *                    a shape mismatches, param_groups is missing, or there
+ *                    are no model weights to match;
+ *   warm-start-only  scheduler, scaler, RNG or data-position state but no
+ *                    optimizer state;
+ *   weights-only     model weights with at most counters and metadata (also
+ *                    the verdict for a file without any of these).
+ * Missing scheduler, scaler and RNG state are warnings under any verdict.
+ *
+ * Model "parameters" are the floating-point tensors of model components
+ * except BatchNorm's running_mean/running_var/num_batches_tracked. The
+ * optimizer-to-model ratio is the bytes of the optimizer state tensors that
+ * have at least one dimension (exp_avg, exp_avg_sq, momentum_buffer...; not
+ * the 0-dim "step" counters) divided by the bytes of the model parameters:
+ * 2.0 for Adam with fp32 state, 1.0 for SGD with momentum.
+ *
+ * Metadata ("everything except named tensors") is sorted into topics a
+ * resume or deployment needs: architecture config, dtype intent, parallel
+ * layout, library versions (and "other"), from safetensors __metadata__ or
+ * sharded-index metadata (JSON object values are looked into), tree values
+ * under keys such as "config", "hyper_parameters", "*version*", "dtype",
+ * "precision", "world_size", the state of opaque objects (argparse
+ * Namespace, TrainingArguments), and in a directory the JSON files
+ * (config.json: architectures, model_type, torch_dtype,
+ * transformers_version). */
+typedef struct ckpt_training ckpt_training;
+
+typedef enum ckpt_component_kind {
+    CKPT_COMPONENT_MODEL = 0,
+    CKPT_COMPONENT_OPTIMIZER,
+    CKPT_COMPONENT_SCHEDULER,
+    CKPT_COMPONENT_SCALER,
+    CKPT_COMPONENT_RNG,
+    CKPT_COMPONENT_COUNTER,
+    CKPT_COMPONENT_DATA,
+    CKPT_COMPONENT_OTHER
+} ckpt_component_kind;
+/* "model", "optimizer", "scheduler", "scaler", "rng", "counter", "data",
+ * "other"; "unknown" for other values. Static string. */
+CKPT_API const char *ckpt_component_kind_name(ckpt_component_kind k);
+
+/* One component. Strings and values are borrowed from the analysis (and,
+ * for values, from the file they are in). */
+typedef struct ckpt_component {
+    ckpt_component_kind kind;
+    const char *file;  /* the file it is in: ckpt_file_path() of the
+                          analysed file, or its name inside the directory */
+    const char *name;  /* its place in that file, joined like tensor names
+                          ("optimizer_states.0"; "" is the root) */
+    const char *type;  /* optimizer: "Adam/AdamW", "Adam/AdamW (amsgrad)",
+                          "SGD", "SGD (momentum)", "Adagrad", "RMSprop",
+                          "Adadelta", "Adamax", "NAdam", "ASGD", "Rprop",
+                          "Adafactor", "unknown"; scheduler: "StepLR",
+                          "LambdaLR", ... or "scheduler"; rng: "torch-cpu",
+                          "torch-cuda", "numpy", "python"; counter: "int",
+                          "float" or "0-dim F32 tensor" (any dtype name);
+                          "" otherwise */
+    const ckpt_value *value; /* the subtree (model: the state dict, or the
+                                container of loose tensors); for counters
+                                read from a JSON file, a value owned by the
+                                analysis */
+    uint64_t tensors;  /* tensors in it */
+    uint64_t elements; /* their numel, summed */
+    uint64_t bytes;    /* their ckpt_tensor_nbytes, summed */
+    uint64_t param_bytes;    /* model: bytes of its parameters (see above) */
+    uint64_t state_bytes;    /* optimizer: bytes of its state tensors with
+                                at least one dimension */
+    uint64_t params;         /* optimizer: parameters in param_groups (state
+                                entries when param_groups is missing) */
+    uint64_t params_with_state; /* optimizer: of those, with a state entry */
+    const ckpt_value *param_groups; /* optimizer: the LIST of group dicts
+                                       (hyperparameters; "params" lists the
+                                       parameter indices), or NULL */
+    double number;     /* counter: its value (a 0-dim tensor is read); NaN
+                          when it is not a number */
+} ckpt_component;
+
+typedef enum ckpt_resume {
+    CKPT_RESUME_FULL = 0,
+    CKPT_RESUME_PARTIAL,
+    CKPT_RESUME_WARM_START,
+    CKPT_RESUME_WEIGHTS_ONLY
+} ckpt_resume;
+/* "full-resume", "partial", "warm-start-only", "weights-only"; "unknown"
+ * for other values. Static string. */
+CKPT_API const char *ckpt_resume_name(ckpt_resume r);
+
+typedef enum ckpt_meta_topic {
+    CKPT_META_ARCHITECTURE = 0,
+    CKPT_META_DTYPE,
+    CKPT_META_PARALLEL,
+    CKPT_META_VERSIONS,
+    CKPT_META_OTHER
+} ckpt_meta_topic;
+#define CKPT_META_TOPIC_COUNT 5
+/* "architecture_config", "dtype_intent", "parallel_layout",
+ * "library_versions", "other"; "unknown" for other values. Static. */
+CKPT_API const char *ckpt_meta_topic_name(ckpt_meta_topic t);
+
+/* One piece of metadata. Strings are borrowed from the analysis. */
+typedef struct ckpt_meta_entry {
+    ckpt_meta_topic topic;
+    const char *file;   /* as ckpt_component.file */
+    const char *source; /* "__metadata__" (safetensors header or sharded
+                           index metadata), "tree" (the object tree) or
+                           "json" (a JSON file of a directory) */
+    const char *key;    /* the metadata key, flattened tree path or JSON
+                           key (nested keys joined with ".") */
+    const char *text;   /* the value as text (metadata strings as written,
+                           JSON values as compact JSON), or NULL when
+                           `value` is set */
+    const ckpt_value *value; /* the value in the object tree, or NULL */
+} ckpt_meta_entry;
+
+/* Analyses an opened checkpoint. f is borrowed and must outlive *out.
+ * Reads no tensor bytes except those of 0-dim counter tensors. Returns 0,
+ * or CKPT_E_NOMEM, CKPT_E_INVALID_ARG (out or f NULL). An object tree too
+ * large to walk (more than 2^24 nodes visited) is not an error: the
+ * analysis stops there and says so in a warning. Free with
+ * ckpt_training_free. */
+CKPT_API int ckpt_training_analyze(ckpt_training **out, const ckpt_file *f);
+
+/* Analyses a directory in the Hugging Face Trainer layout (model weights as
+ * model.safetensors, pytorch_model.bin or a sharded index with its shards,
+ * optimizer.pt, scheduler.pt, rng_state*.pth, scaler.pt,
+ * trainer_state.json, config.json...) or any directory of checkpoint
+ * files: every regular file that is not hidden is opened (ckpt_open with
+ * opts, which may be NULL) and analysed as one checkpoint; JSON files are
+ * read for counters (trainer_state.json global_step and epoch) and
+ * metadata; shards listed by an index are analysed through the index (a
+ * "*.bin.index.json" whose shards ckpt_open cannot open as a set has each
+ * shard opened alone). Files that are not checkpoints are listed by
+ * ckpt_training_ignored; a file that looks like one (zip, pickle or
+ * safetensors start) but does not open gives a warning. The analysis owns
+ * the files it opened. Returns 0; CKPT_E_IO (dir unreadable, not a
+ * directory); CKPT_E_LIMIT (more than limits.max_zip_entries entries);
+ * CKPT_E_NOMEM; CKPT_E_INVALID_ARG. */
+CKPT_API int ckpt_training_analyze_dir(ckpt_training **out, const char *dir,
+                                       const ckpt_open_options *opts);
+CKPT_API void ckpt_training_free(ckpt_training *t);
+
+/* Components in discovery order (files by name, trees in insertion
+ * order). Borrowed. */
+CKPT_API size_t ckpt_training_component_count(const ckpt_training *t);
+CKPT_API const ckpt_component *ckpt_training_component(const ckpt_training *t,
+                                                       size_t i);
+/* Optimizer-to-model ratio (see above); NaN without optimizer state or
+ * without model parameter bytes. */
+CKPT_API double ckpt_training_optimizer_ratio(const ckpt_training *t);
+
+/* The verdict, the sentences that justify it, and the warnings (missing
+ * scheduler, scaler or RNG state; unreadable files; a partial walk).
+ * Sentences are borrowed, i < count. */
+CKPT_API ckpt_resume ckpt_training_resume(const ckpt_training *t);
+CKPT_API size_t ckpt_training_reason_count(const ckpt_training *t);
+CKPT_API const char *ckpt_training_reason(const ckpt_training *t, size_t i);
+CKPT_API size_t ckpt_training_warning_count(const ckpt_training *t);
+CKPT_API const char *ckpt_training_warning(const ckpt_training *t, size_t i);
+
+/* Metadata entries in discovery order; a topic with no entry is not
+ * carried. Borrowed. */
+CKPT_API size_t ckpt_training_meta_count(const ckpt_training *t);
+CKPT_API const ckpt_meta_entry *ckpt_training_meta(const ckpt_training *t,
+                                                   size_t i);
+
+/* The checkpoint files analysed (one for ckpt_training_analyze), in name
+ * order, and their names as in ckpt_component.file. Borrowed. */
+CKPT_API size_t ckpt_training_file_count(const ckpt_training *t);
+CKPT_API const ckpt_file *ckpt_training_file(const ckpt_training *t,
+                                             size_t i);
+CKPT_API const char *ckpt_training_file_name(const ckpt_training *t,
+                                             size_t i);
+/* Path of the main weights file (the one holding the most model bytes;
+ * without model weights, the largest file analysed), as it can be passed
+ * to ckpt_open; NULL when nothing was analysed. Borrowed. */
+CKPT_API const char *ckpt_training_weights_path(const ckpt_training *t);
+/* Directory files that are not checkpoints (names inside the directory,
+ * sorted), i < count. Borrowed. */
+CKPT_API size_t ckpt_training_ignored_count(const ckpt_training *t);
+CKPT_API const char *ckpt_training_ignored(const ckpt_training *t, size_t i);
+
+/* ---- keys: manifests, match, diff, rename (src/manifest.c, src/keys.c,
+ *      src/match.c, src/diff.c, src/rename.c) */
+
+/* A manifest is a set of tensor keys with their dtype and shape: the
+ * tensors of a checkpoint, or what a model expects. Names are unique and
+ * looked up in O(1) (hash tables seeded per process, so crafted names
+ * cannot force collisions); entries keep the order they were added in.
+ *
+ * JSON manifests are the output of `ckpt inspect --json`, or any object
+ * with the same `tensors` list:
+ *   {"tensors": [{"name": str, "dtype": str, "shape": [uint, ...]}, ...],
+ *    "metadata": {str: str} | null}
+ * Other fields (file, format, nbytes, sha256, values) are ignored;
+ * "metadata" is optional and, like a safetensors __metadata__, may record
+ * tied-weight aliases ("dropped name": "kept name", the convention of
+ * safetensors' save_model). dtype strings are compared as written. */
+typedef struct ckpt_manifest ckpt_manifest;
+
+/* One key of a manifest. Borrowed from the manifest. */
+typedef struct ckpt_manifest_entry {
+    const char *name;
+    const char *dtype;         /* ckpt_dtype_name style: "F32", "BF16"... */
+    unsigned ndim;
+    const uint64_t *shape;     /* ndim elements (non-NULL) */
+    const ckpt_tensor *tensor; /* manifests of a file: the tensor; else NULL */
+} ckpt_manifest_entry;
+
+/* An empty manifest named `name` (for messages and reports; may be NULL).
+ * Returns 0 or CKPT_E_NOMEM. Free with ckpt_manifest_free. */
+CKPT_API int ckpt_manifest_new(ckpt_manifest **out, const char *name);
+/* Appends a key; strings and shape are copied. Returns 0,
+ * CKPT_E_INVALID_ARG (NULL name/dtype, ndim > CKPT_MAX_NDIM, a name
+ * already present), CKPT_E_NOMEM. */
+CKPT_API int ckpt_manifest_add(ckpt_manifest *m, const char *name,
+                               const char *dtype, unsigned ndim,
+                               const uint64_t *shape);
+/* The tensors of an opened file, in ckpt_file_tensor order, and its
+ * metadata. Borrows f (names, shapes, tensors): f must outlive the
+ * manifest. Returns 0 or CKPT_E_NOMEM. */
+CKPT_API int ckpt_manifest_from_file(ckpt_manifest **out, const ckpt_file *f);
+/* Parses a JSON manifest (see above) of len bytes. `name` is used in
+ * messages. Bounds: len <= limits.max_index_bytes, entries <=
+ * max_tensors, names <= max_name_bytes, ndim <= max_ndim (limits may be
+ * NULL: defaults). Returns 0; CKPT_E_FORMAT (not JSON, wrong types,
+ * duplicate or NUL-containing names, a dimension not a non-negative
+ * 64-bit integer; the message names the entry index), CKPT_E_LIMIT,
+ * CKPT_E_NOMEM. */
+CKPT_API int ckpt_manifest_parse(ckpt_manifest **out, const void *json,
+                                 size_t len, const char *name,
+                                 const ckpt_limits *limits);
+/* Reads `path` as a JSON manifest when it is a JSON object with a
+ * "tensors" list, and as a checkpoint (ckpt_open, any format) otherwise;
+ * the manifest then owns the opened file (ckpt_manifest_file). opts may be
+ * NULL. Returns 0 or the code of ckpt_open / ckpt_manifest_parse
+ * (CKPT_E_IO when the file cannot be read). */
+CKPT_API int ckpt_manifest_load(ckpt_manifest **out, const char *path,
+                                const ckpt_open_options *opts);
+/* NULL-safe. Closes the file ckpt_manifest_load opened. */
+CKPT_API void ckpt_manifest_free(ckpt_manifest *m);
+
+/* The name given at creation (path for ckpt_manifest_load). Borrowed. */
+CKPT_API const char *ckpt_manifest_name(const ckpt_manifest *m);
+/* The checkpoint behind the manifest, or NULL for JSON and built ones. */
+CKPT_API const ckpt_file *ckpt_manifest_file(const ckpt_manifest *m);
+CKPT_API size_t ckpt_manifest_count(const ckpt_manifest *m);
+/* Entry i < ckpt_manifest_count; borrowed. */
+CKPT_API const ckpt_manifest_entry *ckpt_manifest_entry_at(
+    const ckpt_manifest *m, size_t i);
+/* Exact lookup by full name; NULL if absent. O(1). */
+CKPT_API const ckpt_manifest_entry *ckpt_manifest_find(
+    const ckpt_manifest *m, const char *name);
+
+/* ckpt_match: would loading `checkpoint` into a model expecting `expect`
+ * (torch load_state_dict(strict=True) semantics) load every key?
+ *
+ * Keys are compared exactly on full names ("fc1.weight.bad_key" is
+ * unexpected, never part of "fc1.weight"). A common name is `matched` when
+ * dtype and shape agree too; otherwise it is listed in shape_mismatch
+ * and/or dtype_mismatch (a name may be in both) and not counted.
+ *
+ * Prefix inference (FORMATS.md §4.6): when names are left unmatched on both
+ * sides, ckpt looks for the rewrite of checkpoint keys that matches the
+ * most expected names. A rewrite is: optionally drop the wrapper segments
+ * "_orig_mod.", "_fsdp_wrapped_module." and "_checkpoint_wrapped_module."
+ * wherever they stand (never the last segment), then replace a leading run
+ * of whole segments S by P (strip S, add P, or both) in every key that
+ * starts with S, leaving other keys unchanged, as torch's
+ * consume_prefix_in_state_dict_if_present does. Stacked wrappers
+ * ("module._orig_mod.", "_orig_mod.module.", "state_dict.model.") are one
+ * rewrite. No other segment is ever removed from the middle of a key
+ * ("encoder.module.x" stays). Candidates come from whole-segment suffixes
+ * shared by unmatched keys; only rewrites that match more expected names
+ * than the keys as they are count. If exactly one candidate matches the
+ * most names it is "the rewrite"; with opts->normalize it is applied when
+ * the result is complete (below), otherwise nothing is applied. Equal
+ * best candidates: no rewrite, the candidates are listed. A rewrite that
+ * maps two checkpoint keys to one name is never applied.
+ *
+ * Allowed exceptions: a missing key matching a glob of allow_missing, an
+ * unexpected key whose checkpoint name (or rewritten name) matches a glob
+ * of allow_unexpected (fnmatch without flags: '*' crosses '.') is listed
+ * under "allowed" instead of missing/unexpected; it never disappears.
+ * Shape and dtype mismatches cannot be allowed.
+ *
+ * complete: no missing, unexpected, shape or dtype mismatch (besides the
+ * allowed), and at least one key matched when anything is expected.
+ * warning: "nothing would load: 0 of N expected keys match" or "almost
+ * nothing would load: M of N expected keys match" (M < N/2), even when
+ * every exception is allowed; NULL otherwise.
+ *
+ * Tied weights: a missing key is "tied to X" when X is matched and either
+ * the expected side stores both in the same tensor (same storage id,
+ * storage offset, dtype and shape; file-based manifests only) or the
+ * checkpoint's metadata records the missing name as an alias of X.
+ * Likewise an unexpected key is tied to a matched checkpoint key sharing
+ * its tensor, or aliased to it by the expected side's metadata. Tied keys
+ * stay in missing/unexpected (or allowed) and are also listed in TIED.
+ * tied_to is the partner's name on the key's own side.
+ *
+ * Names in every list are the original names of their side: expected names
+ * for missing keys and mismatches, checkpoint names for unexpected keys.
+ * Lists are sorted by name (byte order). */
+typedef struct ckpt_match_options {
+    int normalize; /* apply the inferred rewrite when it completes the match */
+    const char *const *allow_missing;    /* globs */
+    size_t nallow_missing;
+    const char *const *allow_unexpected; /* globs */
+    size_t nallow_unexpected;
+} ckpt_match_options;
+#define CKPT_MATCH_OPTIONS_INIT { 0, NULL, 0, NULL, 0 }
+
+typedef enum ckpt_match_list {
+    CKPT_MATCH_MISSING = 0,        /* expected, not in the checkpoint */
+    CKPT_MATCH_UNEXPECTED,         /* in the checkpoint, not expected */
+    CKPT_MATCH_SHAPE_MISMATCH,     /* both sides, shapes differ */
+    CKPT_MATCH_DTYPE_MISMATCH,     /* both sides, dtypes differ */
+    CKPT_MATCH_ALLOWED_MISSING,
+    CKPT_MATCH_ALLOWED_UNEXPECTED,
+    CKPT_MATCH_TIED                /* missing or unexpected, tied (tied_to) */
+} ckpt_match_list;
+
+/* One listed key. Borrowed from the result. */
+typedef struct ckpt_match_item {
+    const char *name;
+    const ckpt_manifest_entry *checkpoint; /* NULL for a missing key */
+    const ckpt_manifest_entry *expected;   /* NULL for an unexpected key */
+    const char *tied_to;                   /* TIED list only, else NULL */
+} ckpt_match_item;
+
+/* A rewrite of checkpoint keys. description: e.g. "strip 'module.'",
+ * "drop '_orig_mod.' segments, strip 'module.'", "add 'model.'",
+ * "replace 'encoder.' with 'backbone.'"; matches: expected names it
+ * matches; applied: 1 when the lists above reflect it. */
+typedef struct ckpt_rewrite {
+    const char *description;
+    uint64_t matches;
+    int applied;
+} ckpt_rewrite;
+
+typedef struct ckpt_match_result ckpt_match_result;
+
+/* Compares the manifests; opts may be NULL (CKPT_MATCH_OPTIONS_INIT). Both
+ * manifests must outlive the result (items point into them). Returns 0
+ * whether or not the match is complete; CKPT_E_INVALID_ARG, CKPT_E_NOMEM.
+ * Cost: O(keys) hash lookups plus, when inference runs, a bounded number
+ * of candidate rewrites evaluated over every checkpoint key. */
+CKPT_API int ckpt_match(ckpt_match_result **out,
+                        const ckpt_manifest *checkpoint,
+                        const ckpt_manifest *expect,
+                        const ckpt_match_options *opts);
+CKPT_API void ckpt_match_free(ckpt_match_result *r); /* NULL-safe */
+
+CKPT_API int ckpt_match_complete(const ckpt_match_result *r);
+/* Matched keys (same name, dtype and shape). */
+CKPT_API uint64_t ckpt_match_matched(const ckpt_match_result *r);
+CKPT_API size_t ckpt_match_count(const ckpt_match_result *r,
+                                 ckpt_match_list list);
+/* Item i of a list; borrowed. */
+CKPT_API const ckpt_match_item *ckpt_match_item_at(
+    const ckpt_match_result *r, ckpt_match_list list, size_t i);
+/* The unique best rewrite, or NULL (none beats the keys as they are, or
+ * two tie). Borrowed. */
+CKPT_API const ckpt_rewrite *ckpt_match_rewrite(const ckpt_match_result *r);
+/* Candidate rewrites that beat the keys as they are, best first (matches
+ * descending, then description), at most 8. Borrowed. */
+CKPT_API size_t ckpt_match_candidate_count(const ckpt_match_result *r);
+CKPT_API const ckpt_rewrite *ckpt_match_candidate(const ckpt_match_result *r,
+                                                  size_t i);
+/* See "warning" above; borrowed, NULL when none. */
+CKPT_API const char *ckpt_match_warning(const ckpt_match_result *r);
+/* The name ckpt_match_rewrite gives checkpoint entry i (unchanged names
+ * included), or NULL when there is no rewrite. Borrowed. */
+CKPT_API const char *ckpt_match_rewritten(const ckpt_match_result *r,
+                                          size_t i);
+
+/* ckpt_diff: two checkpoints (or, keys_only, two manifests) compared key by
+ * key and, for common tensors of equal shape, value by value.
+ *
+ * Values: a tensor is bitwise equal when dtypes match and the logical
+ * contents (ckpt_tensor_read bytes) are identical. Otherwise elements are
+ * compared as values: every float width is widened to double (F16, BF16,
+ * F8 E4M3/E5M2/E8M0/FNUZ, F32, F64; complex per component), integers and
+ * BOOL exactly; tensors of different dtypes are compared this way too.
+ * Element i differs unless |a-b| <= atol + rtol*|b|, where NaN equals NaN
+ * and an infinity equals the same infinity (torch.testing.assert_close
+ * with equal_nan). max_abs_diff = max |a-b|, max_rel_diff = max |a-b|/|b|
+ * (infinite where b is 0 and a is not), both over element pairs without
+ * NaN. Sub-byte and quantized dtypes (F4, F6_*, Q*) are compared bitwise
+ * only (compared = 0).
+ *
+ * identical: no key only on one side, no shape or dtype difference, and
+ * no differing element in any common tensor (with rtol = atol = 0: values
+ * equal, e.g. 0.0 and -0.0; use bitwise_equal for the bytes). */
+typedef struct ckpt_diff_options {
+    double rtol;      /* relative tolerance, >= 0 */
+    double atol;      /* absolute tolerance, >= 0 */
+    int keys_only;    /* 1: names, dtypes and shapes only (manifests OK) */
+} ckpt_diff_options;
+#define CKPT_DIFF_OPTIONS_INIT { 0.0, 0.0, 0 }
+
+/* At most this many NaN/Inf mismatch positions are kept per tensor. */
+#define CKPT_DIFF_MAX_POSITIONS 16
+
+/* Value comparison of one common tensor. Borrowed from the result. */
+typedef struct ckpt_tensor_diff {
+    const char *name;
+    const ckpt_manifest_entry *a, *b;
+    int bitwise_equal;
+    int compared;          /* 1: values compared (numeric dtypes) */
+    uint64_t numel;
+    uint64_t differing;    /* elements outside tolerance */
+    double max_abs_diff;   /* 0 when no element pair differs */
+    double max_rel_diff;
+    uint64_t nan_a, nan_b, inf_a, inf_b; /* non-finite elements per side */
+    uint64_t nonfinite_mismatch; /* elements where NaN/Inf do not agree */
+    size_t npositions;     /* first positions (flat row-major indices) of */
+    uint64_t positions[CKPT_DIFF_MAX_POSITIONS]; /* those mismatches */
+} ckpt_tensor_diff;
+
+typedef enum ckpt_diff_list {
+    CKPT_DIFF_ONLY_IN_A = 0,
+    CKPT_DIFF_ONLY_IN_B,
+    CKPT_DIFF_SHAPE_MISMATCH,
+    CKPT_DIFF_DTYPE_MISMATCH
+} ckpt_diff_list;
+
+typedef struct ckpt_diff_result ckpt_diff_result;
+
+/* Compares a and b (both must outlive the result); opts may be NULL.
+ * Unless keys_only, both manifests must come from files
+ * (ckpt_manifest_file), else CKPT_E_INVALID_ARG. Returns 0 whatever the
+ * differences; CKPT_E_NOMEM; a tensor read error (ckpt_tensor_read codes).
+ * Cost: O(keys) lookups; value comparison streams each tensor once (a
+ * memcmp first, element-wise only where bytes differ). */
+CKPT_API int ckpt_diff(ckpt_diff_result **out, const ckpt_manifest *a,
+                       const ckpt_manifest *b, const ckpt_diff_options *opts);
+CKPT_API void ckpt_diff_free(ckpt_diff_result *r); /* NULL-safe */
+CKPT_API int ckpt_diff_identical(const ckpt_diff_result *r);
+/* Names in a list, sorted; items of SHAPE/DTYPE_MISMATCH via
+ * ckpt_diff_pair (entries on both sides). Borrowed. */
+CKPT_API size_t ckpt_diff_count(const ckpt_diff_result *r,
+                                ckpt_diff_list list);
+CKPT_API const char *ckpt_diff_name(const ckpt_diff_result *r,
+                                    ckpt_diff_list list, size_t i);
+CKPT_API void ckpt_diff_pair(const ckpt_diff_result *r, ckpt_diff_list list,
+                             size_t i, const ckpt_manifest_entry **a,
+                             const ckpt_manifest_entry **b);
+/* Common tensors of equal shape that are not bitwise equal, sorted by
+ * name; ckpt_diff_equal_count counts the bitwise-equal ones. Both 0
+ * with keys_only. */
+CKPT_API size_t ckpt_diff_tensor_count(const ckpt_diff_result *r);
+CKPT_API const ckpt_tensor_diff *ckpt_diff_tensor(const ckpt_diff_result *r,
+                                                  size_t i);
+CKPT_API uint64_t ckpt_diff_equal_count(const ckpt_diff_result *r);
+
+/* ---- write: safetensors and torch writers, ckpt_convert, tree builder
+ * (src/write.c, write_safetensors.c, write_torch.c, write_tree.c,
+ * convert.c)
+ *
+ * Every file is written through the atomic commit: a temporary file in the
+ * target's directory, fsync, rename over the target, fsync of the
+ * directory; on any failure the target is untouched.
+ *
+ * safetensors output is laid out as the reference writer does it
+ * (FORMATS.md §1.5): tensors contiguous, sorted by dtype (descending enum
+ * order) then name, offsets from 0, compact JSON header padded with spaces
+ * to a multiple of 8. Its "__metadata__" holds:
+ *   "format": "pt" unless the caller gives "format" (huggingface loaders
+ *       refuse metadata without it); then the caller's metadata in order;
+ *   "ckpt.structure" (omitted when the tree is a plain dict of distinct
+ *       tensors in file order): JSON text {"version":1,"root":V[,
+ *       "storages":[S...]]} describing the whole tree. V is null, true,
+ *       false, an integer (int64), a real (shortest round-trip text), a
+ *       string, or an object with one tag: {"int":"decimal"} (beyond
+ *       int64), {"float":"16 hex digits"} (IEEE bits of a NaN or an
+ *       infinity), {"bytes":"hex"}, {"list":[V...]}, {"tuple":[V...]},
+ *       {"set":[V...]}, {"dict":[[K,V]...]} (keys are values too, in
+ *       insertion order), {"dtype":"float32"} (a torch dtype), {"ref":N}
+ *       (the N-th list, tuple, set, dict or tensor in document order,
+ *       counted where it first appears: a node reached twice), and
+ *       {"tensor":"NAME"[,"dtype":D][,"requires_grad":true][,"storage":G,
+ *       "offset":O,"stride":[...]]}: the tensor stored as NAME; D when the
+ *       tensor's dtype is not the stored one (C128 and C32, which
+ *       safetensors lacks, are stored as F64/F16 with a trailing dimension
+ *       of 2); G, O (elements) and the strides place it in storage G of
+ *       "storages" when several different views share one storage.
+ *       S = {"nbytes":N[,"data":"NAME"]}: NAME, when present, is a stored
+ *       tensor covering the whole storage.
+ *   "ckpt.aliases" (when some): JSON text {"alias":"NAME",...}: a tensor
+ *       reachable under several names with the same view of the same
+ *       storage (tied weights) is stored once, under the first name in
+ *       byte order; ckpt_open lists it under every name.
+ *   "ckpt.xxh3": JSON text {"NAME":"16 hex digits",...}: XXH3-64 of each
+ *       stored tensor's bytes (checked by ckpt_verify).
+ * torch zip output is what torch.save writes (protocol-2 data.pkl whose
+ * opcodes and globals are all on torch's weights_only allowlist, stored
+ * records aligned to 64 bytes, "byteorder", "version"), plus a record
+ * "<archive>/extra/ckpt_meta.json" that torch ignores: a JSON object of
+ * strings, the caller's metadata and "ckpt.xxh3" with one digest per
+ * flattened tensor name (of the logical contents); ckpt_open exposes it
+ * as the file's metadata.
+ *
+ * Values neither format can hold (opaque objects, quantized tensors,
+ * cycles) make the write fail with CKPT_E_UNSUPPORTED naming them. */
+
+/* Metadata recorded besides the tensors (architecture config, dtype
+ * intent, parallel layout, library versions...). nmeta pairs of UTF-8
+ * strings, borrowed for the call; keys non-empty, unique, not starting
+ * with "ckpt." (reserved). */
+typedef struct ckpt_write_options {
+    const char *const *meta_keys;
+    const char *const *meta_values;
+    size_t nmeta;
+} ckpt_write_options;
+#define CKPT_WRITE_OPTIONS_INIT { NULL, NULL, 0 }
+
+typedef struct ckpt_convert_options {
+    ckpt_open_options open;    /* limits for reading the input */
+    ckpt_format format;        /* CKPT_FORMAT_SAFETENSORS or
+                                  CKPT_FORMAT_TORCH_ZIP; 0: from the output
+                                  name (".safetensors"; ".pt", ".pth",
+                                  ".bin", ".ckpt") */
+    const char *const *select; /* nselect name prefixes; non-empty: keep
+                                  only tensors and values whose flattened
+                                  name is a prefix P or starts with P
+                                  followed by "." (P ending in "." matches
+                                  any continuation); paths keep their
+                                  names, lists and tuples keep only
+                                  selected items (renumbered) */
+    size_t nselect;
+    const char *config_json;   /* a JSON object (e.g. the architecture
+                                  config), stored compact as metadata
+                                  "config"; NULL for none */
+    ckpt_write_options write;  /* metadata added (wins over the input's) */
+} ckpt_convert_options;
+#define CKPT_CONVERT_OPTIONS_INIT \
+    { CKPT_OPEN_OPTIONS_INIT, (ckpt_format)0, NULL, 0, NULL, CKPT_WRITE_OPTIONS_INIT }
+
+typedef struct ckpt_convert_report {
+    ckpt_format format; /* written format */
+    uint64_t tensors;   /* tensors (safetensors) or storages (torch) written */
+    uint64_t bytes;     /* size of the output file */
+} ckpt_convert_report;
+
+/* Converts checkpoint `in` (any format ckpt_open reads) into `out`,
+ * atomically. The tree written is the input's (for a safetensors file with
+ * "ckpt.structure", the original tree it records: safetensors to torch
+ * rebuilds the nesting, values, dtypes and shared storages), restricted by
+ * opts->select. Metadata: the input's (safetensors __metadata__, index
+ * metadata, or a ckpt torch archive's record) without ckpt.* keys, then
+ * "config", then opts->write (later entries replace earlier ones with the
+ * same key). opts and report may be NULL.
+ * Returns 0; CKPT_E_INVALID_ARG (no format for the output name, bad
+ * options or metadata, bad config JSON); CKPT_E_NOTFOUND (select matched
+ * nothing); CKPT_E_UNSUPPORTED (opaque objects, named, unless select
+ * leaves them out; a tensor named "__metadata__" or two tensors with one
+ * name in safetensors output; a dtype the output format lacks);
+ * CKPT_E_IO (input unreadable, output not writable); the ckpt_open codes
+ * for a malformed input; CKPT_E_NOMEM. Memory: tensor bytes stream from
+ * the input's mapping into the output (bounded buffers for views). */
+CKPT_API int ckpt_convert(const char *in, const char *out,
+                          const ckpt_convert_options *opts,
+                          ckpt_convert_report *report);
+
+/* A tree builder for writers without a checkpoint file (e.g. a Python
+ * binding saving a training state): values are created in a ckpt_tree,
+ * which owns them, and composed with ckpt_tree_append / ckpt_tree_set. A
+ * value may be inserted several times (tied weights: the same tensor under
+ * two names is one object in the output). Strings and bytes are copied;
+ * tensor data is borrowed and must stay valid until the tree is written.
+ * Free with ckpt_tree_free (NULL-safe), which frees every value. Not
+ * thread-safe per tree. */
+typedef struct ckpt_tree ckpt_tree;
+CKPT_API int ckpt_tree_new(ckpt_tree **out);
+CKPT_API void ckpt_tree_free(ckpt_tree *t);
+/* Leaves. Each returns 0, CKPT_E_NOMEM, or CKPT_E_INVALID_ARG (NULL
+ * arguments, text that is not valid UTF-8); *out is NULL on failure. */
+CKPT_API int ckpt_tree_none(ckpt_value **out, ckpt_tree *t);
+CKPT_API int ckpt_tree_bool(ckpt_value **out, ckpt_tree *t, int v);
+CKPT_API int ckpt_tree_int(ckpt_value **out, ckpt_tree *t, int64_t v);
+CKPT_API int ckpt_tree_float(ckpt_value **out, ckpt_tree *t, double v);
+CKPT_API int ckpt_tree_str(ckpt_value **out, ckpt_tree *t, const char *s,
+                           size_t len);
+CKPT_API int ckpt_tree_bytes(ckpt_value **out, ckpt_tree *t, const void *p,
+                             size_t len);
+/* Empty containers, filled with ckpt_tree_append (list, tuple) and
+ * ckpt_tree_set (dict; keys are leaves or tuples, kept in insertion
+ * order). */
+CKPT_API int ckpt_tree_list(ckpt_value **out, ckpt_tree *t);
+CKPT_API int ckpt_tree_tuple(ckpt_value **out, ckpt_tree *t);
+CKPT_API int ckpt_tree_dict(ckpt_value **out, ckpt_tree *t);
+CKPT_API int ckpt_tree_append(ckpt_tree *t, ckpt_value *seq,
+                              ckpt_value *item);
+CKPT_API int ckpt_tree_set(ckpt_tree *t, ckpt_value *dict, ckpt_value *key,
+                           ckpt_value *val);
+/* A tensor over caller memory: `size` bytes at `data` (borrowed), the
+ * contiguous row-major little-endian elements of `shape` (ndim <=
+ * CKPT_MAX_NDIM); size must be numel x bits / 8 exactly. Returns 0,
+ * CKPT_E_INVALID_ARG (unknown dtype, size mismatch, ndim too large),
+ * CKPT_E_NOMEM. */
+CKPT_API int ckpt_tree_tensor(ckpt_value **out, ckpt_tree *t, ckpt_dtype dtype,
+                              unsigned ndim, const uint64_t *shape,
+                              const void *data, size_t size);
+
+/* Writes the tree under `root` (built with ckpt_tree_*, or the root of an
+ * opened file) to `path` as `format` (CKPT_FORMAT_SAFETENSORS or
+ * CKPT_FORMAT_TORCH_ZIP), atomically. opts may be NULL. Returns 0,
+ * CKPT_E_INVALID_ARG, CKPT_E_UNSUPPORTED (see above), CKPT_E_IO,
+ * CKPT_E_LIMIT (a safetensors header over 100 MB), CKPT_E_NOMEM. */
+CKPT_API int ckpt_tree_write(const ckpt_value *root, const char *path,
+                             ckpt_format format,
+                             const ckpt_write_options *opts);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,9 +1,20 @@
 /* atomic.h - atomic, durable replacement of one file (the libgit2
  * git_filebuf model): a uniquely named temporary file in the target's
- * directory (O_CREAT|O_EXCL, mode 0644), full write, fsync, rename over the
- * target, fsync of the directory. Errors are sticky: after the first failed
- * write every later call is a no-op and commit reports the first error. Any
- * failure removes the temporary file and leaves the target untouched. */
+ * directory (".<basename>.tmp-<pid>-<16 hex>", O_CREAT|O_EXCL, mode 0644
+ * less the umask), full write, fsync, rename over the target, fsync of the
+ * directory. Errors are sticky: after the first failed write every later
+ * call is a no-op and commit reports the first error. Any failure removes
+ * the temporary file and leaves the target untouched.
+ *
+ *     ckpt_atomic a;
+ *     int rc = ckpt_atomic_begin(&a, path);
+ *     if (rc == 0) rc = write_everything(&a);   // ckpt_atomic_write...
+ *     if (rc == 0) rc = ckpt_atomic_commit(&a, backup);
+ *     else ckpt_atomic_abort(&a);
+ *
+ * Error messages name the operation ("open", "write", "fsync", "close",
+ * "rename", "link (backup)"...), the target and errno's text; the error
+ * record's file is the target. */
 #ifndef CKPT_ATOMIC_H
 #define CKPT_ATOMIC_H
 
@@ -11,32 +22,50 @@
 #include <stdint.h>
 
 typedef struct ckpt_atomic {
-    int fd;             /* -1 when closed */
+    int fd;             /* the temporary file, -1 when closed */
     char *target;       /* ckpt_malloc'd copy of the target path */
-    char *tmp;          /* ckpt_malloc'd temporary path */
+    char *tmp;          /* ckpt_malloc'd temporary path, NULL once gone */
     int error;          /* first CKPT_E_* code, sticky (0 = none) */
-    uint64_t written;   /* bytes written so far */
+    uint64_t written;   /* size of the temporary file so far, bytes */
 } ckpt_atomic;
 
-/* Creates the temporary file next to `target`. 0 or CKPT_E_IO/NOMEM with
- * the error recorded; on failure nothing exists on disk. */
+/* Creates the temporary file next to `target`. Returns 0, CKPT_E_IO (e.g.
+ * the directory does not exist or is not writable), CKPT_E_NOMEM, or
+ * CKPT_E_INVALID_ARG (empty path or one ending in '/'), with the error
+ * recorded; on failure nothing exists on disk and `a` needs no abort (abort
+ * is harmless). */
 int ckpt_atomic_begin(ckpt_atomic *a, const char *target);
-/* Appends n bytes (retrying short writes and EINTR). 0 or the sticky code. */
+/* Appends n bytes at the end of the temporary file (retrying short writes
+ * and EINTR). Returns 0 or the sticky code; on the first failure the
+ * temporary file is closed and removed at once (a full disk gets its space
+ * back) and a->error is set. */
 int ckpt_atomic_write(ckpt_atomic *a, const void *p, size_t n);
 /* Writes n bytes at an absolute offset of the temporary file (pwrite; used
- * to patch a header after streaming the data). 0 or the sticky code. */
+ * to patch a header after streaming the data). Writing past the end
+ * extends the file (a gap reads as zeros) and later appends follow the new
+ * end: a->written is always the file's size. 0 or the sticky code. */
 int ckpt_atomic_pwrite(ckpt_atomic *a, const void *p, size_t n, uint64_t off);
-/* fsync, optional backup (the old target becomes target.bak, itself
- * replaced atomically), rename over the target, fsync of the directory.
- * On failure the temporary file is removed and the target is untouched.
- * Frees a's strings either way. 0 or CKPT_E_IO with errno in the message. */
+/* fsync and close, optional backup (backup != 0: the old target, if any,
+ * becomes target.bak through a hard link renamed over target.bak, so the
+ * .bak is itself replaced atomically), rename over the target, fsync of the
+ * directory. On failure before the rename the temporary file is removed
+ * and the target is untouched (target.bak may already hold a copy of it).
+ * A failing directory fsync comes after the rename: the target is then the
+ * new file, and CKPT_E_IO says the rename may not survive a crash.
+ * With a sticky error from an earlier call, commit only cleans up and
+ * returns it; the error record is the one that failure left. Frees a's
+ * strings either way. 0 or CKPT_E_IO with errno in the message. */
 int ckpt_atomic_commit(ckpt_atomic *a, int backup);
-/* Removes the temporary file and frees a's strings. Safe after commit. */
+/* Removes the temporary file and frees a's strings. Safe after commit, after
+ * a failed begin, and on a zero-initialised struct. */
 void ckpt_atomic_abort(ckpt_atomic *a);
 
 /* Fault injection for tests: make the nth (1-based) call of `op` from now
- * on fail with errno `err` (EIO, ENOSPC, ...); n == 0 disarms. Operations:
- * "write", "fsync", "rename", "open". Not thread-safe; tests only. */
+ * on fail with errno `err` (EIO, ENOSPC, ...), once; n == 0 disarms.
+ * Operations, counted per system call: "open" (temporary file, then the
+ * directory at commit), "write" (each pwrite), "fsync" (the file, then the
+ * directory), "rename" (the backup's, then the target's). Process-wide
+ * state, not thread-safe; tests only. */
 void ckpt_atomic_fail_nth(const char *op, uint64_t n, int err);
 
 #endif

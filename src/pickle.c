@@ -82,10 +82,8 @@ static const char *const op_names[256] = {
 };
 
 /* Python's int() refuses longer decimal strings (sys.int_info
- * default_max_str_digits); the bound also keeps conversion cheap. */
+ * default_max_str_digits). */
 #define MAX_INT_DIGITS 4300
-/* 32-bit limbs for MAX_INT_DIGITS digits: 4300 * log2(10) < 450 * 32. */
-#define INT_LIMBS 450
 
 typedef struct memo_slot {
     uint64_t key;
@@ -347,9 +345,10 @@ static int hexval(uint8_t c) {
 }
 
 /* Python's int(text) for the decimal text protocol 0 writes (INT, LONG):
- * blanks around, an optional sign, digits. Values beyond int64 go through
- * their two's-complement bytes to ckpt_value_new_int_le. */
+ * blanks around, an optional sign, digits. A value beyond int64 keeps its
+ * normalised decimal text (the exact value, without converting it). */
 static int parse_int(machine *m, const uint8_t *p, size_t n, ckpt_value **out) {
+    static const char int64_max[] = "9223372036854775807";
     trim(&p, &n);
     int neg = 0;
     if (n && (*p == '+' || *p == '-')) {
@@ -364,46 +363,21 @@ static int parse_int(machine *m, const uint8_t *p, size_t n, ckpt_value **out) {
     if (n > MAX_INT_DIGITS)
         return fail(m, CKPT_E_LIMIT, "integer of %zu digits, at most %d allowed",
                     n, MAX_INT_DIGITS);
-    uint32_t limb[INT_LIMBS];
-    size_t nl = 0;
-    for (size_t i = 0; i < n;) { /* nine digits at a time: limbs*1e9 + chunk */
-        uint32_t chunk = 0, scale = 1;
-        for (size_t k = 0; k < 9 && i < n; k++, i++) {
-            chunk = chunk * 10 + (uint32_t)(p[i] - '0');
-            scale *= 10;
-        }
-        uint64_t carry = chunk;
-        for (size_t j = 0; j < nl; j++) {
-            uint64_t t = (uint64_t)limb[j] * scale + carry;
-            limb[j] = (uint32_t)t;
-            carry = t >> 32;
-        }
-        if (carry) {
-            if (nl == INT_LIMBS) return fail(m, CKPT_E_LIMIT, "integer too large");
-            limb[nl++] = (uint32_t)carry;
-        }
-    }
-    uint64_t mag = nl ? limb[0] : 0;
-    if (nl == 2) mag |= (uint64_t)limb[1] << 32;
-    if (nl <= 2 && mag <= INT64_MAX) {
-        *out = ckpt_value_new_int(m->a, neg ? -(int64_t)mag : (int64_t)mag);
+    while (n > 1 && *p == '0') p++, n--;
+    /* int64 holds 19 digits up to INT64_MAX, and INT64_MIN */
+    int cmp = n < 19 ? -1 : n > 19 ? 1 : memcmp(p, int64_max, 19);
+    if (cmp <= 0 || (neg && n == 19 && memcmp(p, "9223372036854775808", 19) == 0)) {
+        uint64_t mag = 0;
+        for (size_t i = 0; i < n; i++) mag = mag * 10 + (uint64_t)(p[i] - '0');
+        *out = ckpt_value_new_int(m->a, neg ? (int64_t)(0 - mag) : (int64_t)mag);
         return *out ? 0 : nomem(m);
     }
-    uint8_t le[INT_LIMBS * 4 + 1];
-    size_t nb = nl * 4 + 1; /* one more byte for the sign */
-    for (size_t j = 0; j < nl; j++)
-        for (size_t b = 0; b < 4; b++) le[j * 4 + b] = (uint8_t)(limb[j] >> (8 * b));
-    le[nb - 1] = 0;
-    if (neg) { /* two's complement */
-        unsigned carry = 1;
-        for (size_t i = 0; i < nb; i++) {
-            unsigned x = (uint8_t)~le[i] + carry;
-            le[i] = (uint8_t)x;
-            carry = x >> 8;
-        }
-    }
-    *out = ckpt_value_new_int_le(m->a, le, nb);
-    return *out ? 0 : nomem(m);
+    char *text = ckpt_arena_alloc(m->a, n + 2);
+    if (!text || !(*out = ckpt_value_new(m->a, CKPT_KIND_INT))) return nomem(m);
+    if (neg) text[0] = '-';
+    memcpy(text + neg, p, n);
+    (*out)->u.i.decimal = text;
+    return 0;
 }
 
 /* Memo index of GET/PUT: a non-negative decimal integer. */
@@ -537,11 +511,12 @@ static int raw_unicode_decode(const uint8_t *s, size_t n, uint8_t *out,
     return 0;
 }
 
-/* codecs.escape_decode, applied to the quoted body of a protocol-0 STRING:
- * \\ \' \" \a \b \f \n \r \t \v, \<newline>, 1-3 octal digits, \xhh;
- * any other escape is kept as written. The output is never longer than
- * the input. Returns the length, or -1 (bad \x, trailing backslash). */
-static long escape_decode(const uint8_t *s, size_t n, uint8_t *out) {
+/* codecs.escape_decode, applied to the quoted body of a protocol-0 STRING
+ * (one line, so no \<newline>): \\ \' \" \a \b \f \n \r \t \v, 1-3 octal
+ * digits, \xhh; any other escape is kept as written. The output is never
+ * longer than the input; its length goes to *outlen. Returns 0, or -1
+ * (bad \x, trailing backslash). */
+static int escape_decode(const uint8_t *s, size_t n, uint8_t *out, size_t *outlen) {
     size_t i = 0, o = 0;
     while (i < n) {
         uint8_t c = s[i++];
@@ -552,7 +527,6 @@ static long escape_decode(const uint8_t *s, size_t n, uint8_t *out) {
         if (i == n) return -1;
         c = s[i++];
         switch (c) {
-        case '\n': break;
         case '\\': case '\'': case '"': out[o++] = c; break;
         case 'a': out[o++] = '\a'; break;
         case 'b': out[o++] = '\b'; break;
@@ -578,7 +552,8 @@ static long escape_decode(const uint8_t *s, size_t n, uint8_t *out) {
             }
         }
     }
-    return (long)o;
+    *outlen = o;
+    return 0;
 }
 
 /* ---------------------------------------------------------------- values */
@@ -632,11 +607,11 @@ static int op_string(machine *m) {
         return fail(m, CKPT_E_FORMAT, "expected a quoted string operand");
     uint8_t *buf = ckpt_arena_alloc(m->a, n - 1);
     if (!buf) return nomem(m);
-    long len = escape_decode(p + 1, n - 2, buf);
-    if (len < 0) return fail(m, CKPT_E_FORMAT, "expected valid string escapes");
-    int utf8 = utf8_valid(buf, (size_t)len, 0);
-    return push_literal(m, str_owned(m, utf8 ? CKPT_KIND_STR : CKPT_KIND_BYTES,
-                                     buf, (size_t)len));
+    size_t len;
+    if (escape_decode(p + 1, n - 2, buf, &len))
+        return fail(m, CKPT_E_FORMAT, "expected valid string escapes");
+    int utf8 = utf8_valid(buf, len, 0);
+    return push_literal(m, str_owned(m, utf8 ? CKPT_KIND_STR : CKPT_KIND_BYTES, buf, len));
 }
 
 static int op_unicode_text(machine *m) {

@@ -430,11 +430,11 @@ static lit_enc literal_encoding(const uint8_t *p, size_t n) {
     /* bytes in a protocol 2 pickle: _codecs.encode(latin-1 text), whose
      * UTF-8 form of U+0080 is C2 80 */
     if (n >= 4 && p[0] == 0xc2 && p[1] == 0x80 && p[2] <= 5) return LIT_LATIN1;
-    if (n >= 4 && n % 2 == 0) {
-        int a = hex_val(p[0]), b = hex_val(p[1]), c = hex_val(p[2]), d = hex_val(p[3]);
-        uint8_t two[2] = {(uint8_t)(a << 4 | b), (uint8_t)(c << 4 | d)};
-        if (a >= 0 && b >= 0 && c >= 0 && d >= 0 && ckpt_scan_pickle_start(two, 2))
-            return LIT_HEX;
+    int h[4];
+    if (n >= 4 && n % 2 == 0 && (h[0] = hex_val(p[0])) >= 0 && (h[1] = hex_val(p[1])) >= 0 &&
+        (h[2] = hex_val(p[2])) >= 0 && (h[3] = hex_val(p[3])) >= 0) {
+        uint8_t two[2] = {(uint8_t)(h[0] << 4 | h[1]), (uint8_t)(h[2] << 4 | h[3])};
+        if (ckpt_scan_pickle_start(two, 2)) return LIT_HEX;
     }
     if (n >= 8) {
         int v[4];
@@ -797,6 +797,12 @@ static int looks_safetensors(const uint8_t *p, size_t n) {
     return i < end && p[i] == '{';
 }
 
+/* The offset of another reader's error as a finding offset: the readers
+ * may name where a structure would have been, past the end. */
+static uint64_t in_file(uint64_t offset, size_t n) {
+    return offset <= n ? offset : CKPT_NO_OFFSET;
+}
+
 static int scan_safetensors(scanner *sc, const uint8_t *p, size_t n) {
     ckpt_open_options oo = {sc->o.limits};
     ckpt_file *f = NULL;
@@ -806,8 +812,7 @@ static int scan_safetensors(scanner *sc, const uint8_t *p, size_t n) {
     sc->content = 1;
     if (rc) {
         const ckpt_error *e = ckpt_error_last();
-        add_finding(sc, CKPT_SEVERITY_INFO, "safetensors-error", NULL, "",
-                    e->offset == CKPT_NO_OFFSET ? 0 : e->offset,
+        add_finding(sc, CKPT_SEVERITY_INFO, "safetensors-error", NULL, "", in_file(e->offset, n),
                     "safetensors header does not validate: %s", e->message);
         sc->unscannable = 1;
     }
@@ -964,8 +969,7 @@ static int scan_file(scanner *sc, const uint8_t *p, size_t n) {
         if ((rc = scan_zip(sc, &z))) return rc;
     } else if (zip_start) {
         const ckpt_error *e = ckpt_error_last();
-        add_finding(sc, CKPT_SEVERITY_INFO, "zip-error", NULL, "",
-                    e->offset == CKPT_NO_OFFSET ? 0 : e->offset,
+        add_finding(sc, CKPT_SEVERITY_INFO, "zip-error", NULL, "", in_file(e->offset, n),
                     "zip archive cannot be read: %s", e->message);
         sc->unscannable = 1;
         return 0;

@@ -72,10 +72,13 @@ struct ckpt_value {
 ckpt_value *ckpt_value_new(ckpt_arena *a, int kind);
 ckpt_value *ckpt_value_new_int(ckpt_arena *a, int64_t v);
 /* Two's-complement little-endian integer of n bytes (pickle LONG1/LONG4).
- * n == 0 is zero. Returns NULL on allocation failure; n is bounded by the
- * caller (ckpt_value_bigint_max_bytes). */
+ * n == 0 is zero. Returns NULL on allocation failure. The decimal text is
+ * computed here, in time quadratic in n, so callers bound n by
+ * CKPT_BIGINT_MAX_BYTES (2048-bit integers: far beyond any counter or RNG
+ * word a checkpoint holds, and cheap enough that a file full of them cannot
+ * stall the reader). */
 ckpt_value *ckpt_value_new_int_le(ckpt_arena *a, const uint8_t *le, size_t n);
-#define CKPT_BIGINT_MAX_BYTES 4096
+#define CKPT_BIGINT_MAX_BYTES 256
 ckpt_value *ckpt_value_new_float(ckpt_arena *a, double v);
 ckpt_value *ckpt_value_new_bool(ckpt_arena *a, int v);
 ckpt_value *ckpt_value_new_str(ckpt_arena *a, int kind, const void *p, size_t len);

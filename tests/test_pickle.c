@@ -219,6 +219,9 @@ TEST(test_proto0_strings) {
     /* repr escapes: \n \x41 \101 \' \\ */
     CHECK_EQ_INT(PK("S'a\\nb\\x41\\101\\'\\\\'\n.", &v), 0);
     CHECK(is_str(v, "a\nbAA'\\"));
+    CHECK_EQ_INT(PK("S'\\a\\b\\f\\r\\t\\v\\0\\777'\n.", &v), 0);
+    CHECK(is_str(v, "\a\b\f\r\t\v\x00\xff") == 0); /* \777 wraps to 0xff: not UTF-8 */
+    CHECK(is_bytes(v, "\a\b\f\r\t\v\x00\xff", 8));
     CHECK_EQ_INT(PK("S\"it's\"\n.", &v), 0);
     CHECK(is_str(v, "it's"));
     CHECK_EQ_INT(PK("S'\\q'\n.", &v), 0); /* unknown escapes stay as written */
@@ -721,6 +724,8 @@ TEST(test_limits) {
     CHECK_EQ_INT(PK("NNN0.", &v), 0);
     CHECK_EQ_INT(PK("NNNN", &v), CKPT_E_LIMIT);
     CHECK_EQ_INT(PK("N((N", &v), CKPT_E_LIMIT); /* marks count too */
+    CHECK_EQ_INT(PK("NN((", &v), CKPT_E_LIMIT);
+    CHECK(strncmp(last_message(), "MARK", 4) == 0);
     limits = (ckpt_limits)CKPT_LIMITS_INIT;
     limits.max_pickle_memo = 2;
     CHECK_EQ_INT(PK("K\x01\x94\x94q\x00.", &v), 0);
@@ -889,6 +894,13 @@ TEST(test_bytes_builders) {
     CHECK_EQ_INT(PK("c_codecs\nencode\nX\x01\x00\x00\x00" "aX\x06\x00\x00\x00latin1X\x06\x00\x00\x00strict\x87R.",
                     &v), 0);
     CHECK(is_bytes(v, "a", 1));
+    CHECK_EQ_INT(PK("c_codecs\nencode\nX\x02\x00\x00\x00\xc3\xa9X\x05\x00\x00\x00" "ascii\x86R.", &v),
+                 CKPT_E_FORMAT);
+    /* bytearray(text, 'latin-1') is a valid call too */
+    CHECK_EQ_INT(PK("c__builtin__\nbytearray\np0\n(V\xff" "a\np1\nVlatin-1\np2\ntp3\nRp4\n.", &v), 0);
+    CHECK(is_bytes(v, "\xff" "a", 2));
+    CHECK_EQ_INT(PK("c__builtin__\nlist\n(K\x01K\x02t\x85R.", &v), 0);
+    CHECK(v && v->kind == CKPT_KIND_LIST && v->u.seq.n == 2 && is_int(item(v, 1), 2));
     CHECK_EQ_INT(PK("c__builtin__\nbytes\n)R.", &v), 0);
     CHECK(is_bytes(v, "", 0));
     /* pickle.dumps(bytearray(b'\xffa'), 2) */
@@ -959,6 +971,8 @@ TEST(test_tensor_rebuild) {
                     "ctorch\nfloat16\ntR.", &v), CKPT_E_FORMAT);
     CHECK_EQ_INT(PK("\x80\x02" "ctorch._utils\n_rebuild_tensor_v3\n(" PID "K\x00K\x01\x85K\x01\x85\x89" HOOKS
                     "ctorch\nfloat4_e2m1fn_x2\ntR.", &v), CKPT_E_UNSUPPORTED);
+    CHECK_EQ_INT(PK("\x80\x02" PID "}b.", &v), CKPT_E_FORMAT); /* state on a storage */
+    CHECK(strstr(last_message(), "got a storage") != NULL);
     persistent_load = NULL; /* the pid tuple is no storage */
     CHECK_EQ_INT(PK("\x80\x02" V2_2x2 ".", &v), CKPT_E_FORMAT);
     CHECK(strstr(last_message(), "expected a storage") != NULL);
@@ -987,6 +1001,9 @@ TEST(test_parameter_and_subclass) {
           is_str(item(v->u.obj.args, 0), "id"));
     e = find_event(PK_EV_CALL, "os", "system");
     CHECK(e->allowed == 0);
+    CHECK_EQ_INT(PK("ctorch._tensor\n_rebuild_from_type_v2\n(K\x01" "ctorch\nTensor\n)}tR.", &v), 0);
+    CHECK(v && v->kind == CKPT_KIND_OBJECT && !strcmp(v->u.obj.name, "?"));
+    CHECK(find_event(PK_EV_CALL, "?", "?")->symbolic == 1);
     /* a wrapper nested in itself would recurse as deep as the pickle nests */
     CHECK_EQ_INT(PK("ctorch._tensor\n_rebuild_from_type_v2\n(ctorch._tensor\n_rebuild_from_type_v2\n"
                     "ctorch\nTensor\n(ccollections\nOrderedDict\nctorch\nTensor\n)}t}tR.", &v),
@@ -1142,7 +1159,17 @@ TEST(test_numpy_scalars) {
     CHECK(v && v->kind == CKPT_KIND_FLOAT && v->u.f == 0.1);
     CHECK_EQ_INT(PK("\x80\x02" "cnumpy.core.multiarray\nscalar\ncnumpy\ndtype\nX\x02\x00\x00\x00" "f8\x89\x88\x87R"
                     "C\x04\x00\x00\x00\x00\x86R.", &v), CKPT_E_FORMAT); /* 4 bytes for f8 */
-    /* half subnormal 2**-24 */
+    /* object scalars are their second argument */
+    CHECK_EQ_INT(PK("\x80\x02" "cnumpy.core.multiarray\nscalar\ncnumpy\ndtype\nX\x02\x00\x00\x00O8\x89\x88\x87R"
+                    "K\x07\x86R.", &v), 0);
+    CHECK(is_int(v, 7));
+    /* half: inf, -0.0 and the subnormal 2**-24 */
+    CHECK_EQ_INT(PK("\x80\x02" "cnumpy.core.multiarray\nscalar\ncnumpy\ndtype\nX\x02\x00\x00\x00" "f2\x89\x88\x87R"
+                    "C\x02\x00\x7c\x86R.", &v), 0);
+    CHECK(v && v->kind == CKPT_KIND_FLOAT && v->u.f > 1e308);
+    CHECK_EQ_INT(PK("\x80\x02" "cnumpy.core.multiarray\nscalar\ncnumpy\ndtype\nX\x02\x00\x00\x00" "f2\x89\x88\x87R"
+                    "C\x02\x00\x80\x86R.", &v), 0);
+    CHECK(v && v->kind == CKPT_KIND_FLOAT && v->u.f == 0.0 && 1.0 / v->u.f < 0);
     CHECK_EQ_INT(PK("\x80\x02" "cnumpy.core.multiarray\nscalar\ncnumpy\ndtype\nX\x02\x00\x00\x00" "f2\x89\x88\x87R"
                     "C\x02\x01\x00\x86R.", &v), 0);
     CHECK(v && v->kind == CKPT_KIND_FLOAT && v->u.f == 1.0 / 16777216.0);

@@ -34,6 +34,7 @@ int cmd_inspect(const cli_command *cmd, int argc, char **argv);
 int cmd_verify(const cli_command *cmd, int argc, char **argv);
 int cmd_doctor(const cli_command *cmd, int argc, char **argv);
 int cmd_scan(const cli_command *cmd, int argc, char **argv);
+int cmd_store(const cli_command *cmd, int argc, char **argv);
 
 /* 1 for "-h" and "--help". */
 int cli_is_help(const char *arg);

@@ -1,10 +1,12 @@
 /* cmd_inspect.c - `ckpt inspect FILE [--json] [--hash sha256]`: tensors,
- * non-tensor values and metadata, as a table or as one JSON object. */
+ * non-tensor values and metadata, as a table or as one JSON object;
+ * `--summary` shows the training components instead (summary.c). */
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
+#include "summary.h"
 
 /* Name column width cap; longer names overflow their row. */
 #define NAME_COLS_MAX 60
@@ -297,7 +299,7 @@ static void print_text(inspect *in)
 int cmd_inspect(const cli_command *cmd, int argc, char **argv)
 {
     inspect in = { NULL, NULL, 0, CLI_OK };
-    int json = 0, i, rc, options = 1;
+    int json = 0, summary = 0, i, rc, options = 1;
     cli_error e;
 
     for (i = 1; i < argc; i++) {
@@ -310,6 +312,8 @@ int cmd_inspect(const cli_command *cmd, int argc, char **argv)
                 return cli_help(cmd);
             } else if (strcmp(a, "--json") == 0) {
                 json = 1;
+            } else if (strcmp(a, "--summary") == 0) {
+                summary = 1;
             } else if (strcmp(a, "--hash") == 0 && i + 1 < argc &&
                        strcmp(argv[i + 1], "sha256") == 0) {
                 in.hash = 1;
@@ -329,6 +333,11 @@ int cmd_inspect(const cli_command *cmd, int argc, char **argv)
     }
     if (in.path == NULL)
         return cli_usage_error(cmd, "missing FILE");
+    /* Training components instead of the tensor list; FILE may be a
+     * directory (Hugging Face Trainer layout). */
+    if (summary)
+        return in.hash ? cli_usage_error(cmd, "--summary takes no --hash")
+                       : summary_inspect(in.path, json);
 
     rc = ckpt_open(&in.f, in.path, NULL);
     if (rc != 0) {

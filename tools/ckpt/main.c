@@ -60,6 +60,36 @@ static const cli_command commands[] = {
       "Exit status: 0 every file safe, 1 some file not safe, 2 usage or I/O\n"
       "error.\n",
       cmd_scan },
+    { "store", "numbered generations with a verified LATEST pointer",
+      "usage: ckpt store commit DIR --name NAME --step N [--keep N] SRC\n"
+      "       ckpt store latest DIR\n"
+      "       ckpt store list DIR [--json]\n"
+      "       ckpt store prune DIR [--keep N]\n"
+      "       ckpt store gc DIR [--older-than MINUTES]\n"
+      "\n"
+      "DIR holds generations NAME-STEP.safetensors or NAME-STEP.pt (steps sort\n"
+      "numerically) and LATEST, the file name of the newest committed one.\n"
+      "Every file is written atomically (temporary file, fsync, rename, fsync\n"
+      "of DIR), so a crash leaves each name absent or complete.\n"
+      "\n"
+      "  commit   copy SRC (any format ckpt reads; its format is kept) into\n"
+      "           DIR as generation N, re-read and verify it fully, move\n"
+      "           LATEST, then prune; prints the new file's path\n"
+      "  latest   print the generation LATEST names if it verifies, else the\n"
+      "           newest one that verifies; exit 1 if none does\n"
+      "  list     every generation with step, size and status ok/corrupt\n"
+      "           (verified), and the state of LATEST; exit 1 if any is bad\n"
+      "  prune    remove all but the N newest generations, never the newest\n"
+      "           verified one nor LATEST's\n"
+      "  gc       remove temporary files left by killed writers (their\n"
+      "           process is gone, or they are unmodified for MINUTES)\n"
+      "\n"
+      "  --keep N              generations kept by commit and prune (3)\n"
+      "  --older-than MINUTES  gc: stale age for a live writer's file (60)\n"
+      "  --json                list: one JSON object\n"
+      "Exit status: 0 ok, 1 corrupt data (source, new generation, listing),\n"
+      "2 usage or I/O error.\n",
+      cmd_store },
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 

@@ -1,0 +1,15 @@
+"""ckpt: open machine-learning checkpoints without executing anything in
+them, load them into live PyTorch models with a full key audit, and save
+training state atomically. A thin ctypes layer over libckpt (include/ckpt.h);
+torch is imported only by the functions that build or read tensors.
+
+libckpt is found through $CKPT_LIB, else a copy next to this package, else
+the system loader (libckpt.so.0).
+"""
+from .errors import (ChecksumError, Error, FileError, FormatError, InvalidArgumentError,
+                     KeyMismatchError, LimitError, MismatchError, NotFoundError,
+                     OutOfMemoryError, TruncatedError, UnsafeError, UnsupportedError)
+from ._load import Opaque, RawTensor, load, metadata
+from ._scan import Finding, ScanReport, VerifyReport, scan, verify
+
+__version__ = "0.1.0"

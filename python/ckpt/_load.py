@@ -1,0 +1,380 @@
+"""ckpt.load: a checkpoint as Python objects, nothing executed.
+
+The file is mapped copy-on-write (MAP_PRIVATE, PROT_READ|PROT_WRITE) by
+Python and opened with ckpt_open_memory over that mapping, so the bytes
+libckpt validates are exactly the bytes the tensors view, and a tensor
+written in place (an optimizer step on loaded state) gets private pages
+instead of a fault. Tensors whose elements are contiguous little-endian
+bytes in the mapping are views of it (torch.frombuffer + as_strided over
+one base per storage, so tensors that shared a storage in the file share
+memory after loading); everything else is copied with ckpt_tensor_read.
+"""
+import ctypes
+import mmap
+import os
+import stat
+
+from . import errors
+from ._lib import (KIND_BOOL, KIND_BYTES, KIND_DICT, KIND_FLOAT, KIND_INT,
+                   KIND_LIST, KIND_NONE, KIND_OBJECT, KIND_SET, KIND_STR,
+                   KIND_TENSOR, KIND_TUPLE, NO_OFFSET, check, fspath, lib, text)
+from ._lib import FORMAT_SAFETENSORS_SHARDED
+from . import _scan
+
+# ckpt dtype names -> torch attribute names (absent ones fall back to RawTensor).
+_TORCH_DTYPES = {
+    "BOOL": "bool", "U8": "uint8", "I8": "int8", "I16": "int16",
+    "U16": "uint16", "I32": "int32", "U32": "uint32", "I64": "int64",
+    "U64": "uint64", "F16": "float16", "BF16": "bfloat16", "F32": "float32",
+    "F64": "float64", "C32": "complex32", "C64": "complex64",
+    "C128": "complex128", "F8_E5M2": "float8_e5m2", "F8_E4M3": "float8_e4m3fn",
+    "F8_E8M0": "float8_e8m0fnu", "F8_E4M3FNUZ": "float8_e4m3fnuz",
+    "F8_E5M2FNUZ": "float8_e5m2fnuz",
+}
+
+
+class Opaque:
+    """An object the checkpoint would have built by calling `name`
+    ("module.qualname"), which ckpt never calls. `args` and `state` are the
+    arguments and BUILD state it would have received, as plain data (they
+    may themselves contain Opaque placeholders)."""
+
+    __slots__ = ("name", "args", "state")
+
+    def __init__(self, name, args=None, state=None):
+        self.name, self.args, self.state = name, args, state
+
+    def __repr__(self):
+        return "<ckpt.Opaque %s (not constructed)>" % self.name
+
+
+class RawTensor:
+    """A tensor whose dtype the installed torch lacks (F8 on old torch,
+    F4/F6, quantized, unsigned 16/32/64 on torch < 2.3): `dtype` is the ckpt
+    name ("F8_E4M3"), `shape` a tuple, `data` a uint8 tensor of its logical
+    contents as contiguous little-endian bytes."""
+
+    __slots__ = ("dtype", "shape", "data")
+
+    def __init__(self, dtype, shape, data):
+        self.dtype, self.shape, self.data = dtype, tuple(shape), data
+
+    def __repr__(self):
+        return "<ckpt.RawTensor %s%s>" % (self.dtype, list(self.shape))
+
+
+_dtype_cache = {}
+
+
+def _dtype_info(code):
+    """(ckpt name, torch dtype or None, bits) for a ckpt_dtype value."""
+    info = _dtype_cache.get(code)
+    if info is None:
+        import torch
+        name = text(lib.ckpt_dtype_name(code))
+        attr = _TORCH_DTYPES.get(name)
+        info = (name, getattr(torch, attr, None) if attr else None,
+                lib.ckpt_dtype_bits(code))
+        _dtype_cache[code] = info
+    return info
+
+
+class _Source:
+    """An opened checkpoint: the ckpt_file handle and where its tensor
+    bytes can be viewed from (the Python mapping, or per-shard mappings for a
+    sharded set, which libckpt cannot open from memory)."""
+
+    def __init__(self, path, scan=False, allow=(), unsafe_ok=True):
+        self.path = os.fspath(path)
+        self.handle = ctypes.c_void_p()
+        self.buf = None     # Python-owned bytes (mmap or bytearray) or None
+        self.export = None  # ctypes array over buf, alive while handle is
+        self.addr = 0
+        self.shards = {}
+        self.report = None
+        data = _read(self.path)
+        if data is not None:
+            self.buf = data
+            self.export = (ctypes.c_char * len(data)).from_buffer(data)
+            self.addr = ctypes.addressof(self.export)
+        try:
+            if scan:  # before anything else reads the file's structure
+                self.report = (_scan.scan_memory(self.addr, len(data), self.path, allow)
+                               if data is not None else _scan.scan(self.path, allow))
+                if not unsafe_ok and self.report.verdict == "unsafe":
+                    raise _scan.unsafe_error(self.report, self.path)
+            if data is not None:
+                rc = lib.ckpt_open_memory(ctypes.byref(self.handle), self.addr,
+                                          len(data), fspath(self.path), None)
+                if rc == errors.UnsupportedError.code:
+                    rc = self._open_path()  # a sharded index (or a real refusal again)
+            else:
+                rc = self._open_path()
+            check(rc, self.path)
+            # content the scan could not examine but the reader could: a
+            # corrupt file gets the reader's own error above instead
+            if scan and not unsafe_ok and self.report.verdict == "unscannable":
+                raise _scan.unsafe_error(self.report, self.path)
+        except BaseException:
+            self.close()
+            raise
+
+    def _open_path(self):
+        self.handle = ctypes.c_void_p()
+        self.export, self.buf, self.addr = None, None, 0
+        return lib.ckpt_open(ctypes.byref(self.handle), fspath(self.path), None)
+
+    def close(self):
+        if self.handle:
+            lib.ckpt_close(self.handle)
+            self.handle = ctypes.c_void_p()
+        self.export = None  # releases the buffer export; tensors keep buf alive
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def locate(self, t):
+        """(buffer, byte offset of element [0,..,0]) for a tensor whose bytes
+        lie in a Python-owned buffer, else None."""
+        if self.buf is not None:
+            p, n = ctypes.c_void_p(), ctypes.c_size_t()
+            if lib.ckpt_tensor_data(t, ctypes.byref(p), ctypes.byref(n)) != 0:
+                return None
+            off = (p.value or 0) - self.addr
+            if 0 <= off and off + n.value <= len(self.buf):
+                return self.buf, off
+            return None  # bytes libckpt inflated or built itself
+        if lib.ckpt_file_format(self.handle) != FORMAT_SAFETENSORS_SHARDED:
+            return None
+        off = lib.ckpt_tensor_file_offset(t)
+        member = text(lib.ckpt_tensor_member(t))
+        if off == NO_OFFSET or not member:
+            return None
+        if member not in self.shards:
+            # libckpt refused names with "..", roots or drives at open
+            self.shards[member] = _read(os.path.join(os.path.dirname(self.path), member))
+        buf = self.shards[member]
+        return (buf, off) if buf is not None else None
+
+
+def _read(path):
+    """The file mapped copy-on-write, or its bytes in a bytearray when it
+    cannot be mapped (pipes); None for an empty or unreadable file (then
+    ckpt_open reports the error with its own words)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if stat.S_ISREG(st.st_mode):
+            if st.st_size == 0:
+                return None
+            m = mmap.mmap(fd, 0, access=mmap.ACCESS_COPY)
+            if hasattr(m, "madvise") and hasattr(mmap, "MADV_WILLNEED"):
+                m.madvise(mmap.MADV_WILLNEED)
+            return m
+        with os.fdopen(os.dup(fd), "rb") as fh:
+            data = bytearray(fh.read())
+        return data or None
+    finally:
+        os.close(fd)
+
+
+class _Converter:
+    """Builds Python objects from the value tree. Iterative (no recursion
+    limit to hit), memoised by node so shared sub-objects stay shared and a
+    list that contains itself is rebuilt as one, like pickle does."""
+
+    _PENDING = object()
+
+    def __init__(self, src):
+        import torch
+        self.torch = torch
+        self.src = src
+        self.memo = {}
+        self.bases = {}
+
+    def convert(self, root):
+        memo, results = self.memo, []
+        tasks = [("enter", root)]
+        while tasks:
+            task = tasks.pop()
+            if task[0] != "enter":
+                self._finish(task, results)
+                continue
+            v = task[1]
+            hit = memo.get(v, None)
+            if hit is self._PENDING:
+                raise errors.FormatError("a tuple or set contains itself", self.src.path)
+            if hit is not None or v in memo:
+                results.append(hit)
+                continue
+            kind = lib.ckpt_value_kind(v)
+            n = lib.ckpt_value_len(v)
+            if kind == KIND_LIST:
+                obj = memo[v] = []
+                tasks.append(("list", v, n))
+                tasks.extend(("enter", lib.ckpt_value_item(v, i)) for i in reversed(range(n)))
+            elif kind == KIND_DICT:
+                obj = memo[v] = {}
+                tasks.append(("dict", v, n))
+                for i in reversed(range(n)):
+                    tasks.append(("enter", lib.ckpt_value_item(v, i)))
+                    tasks.append(("enter", lib.ckpt_value_key(v, i)))
+            elif kind in (KIND_TUPLE, KIND_SET):
+                memo[v] = self._PENDING
+                tasks.append(("tuple" if kind == KIND_TUPLE else "set", v, n))
+                tasks.extend(("enter", lib.ckpt_value_item(v, i)) for i in reversed(range(n)))
+            elif kind == KIND_OBJECT:
+                obj = memo[v] = Opaque(text(lib.ckpt_value_object_name(v)))
+                parts = [lib.ckpt_value_object_args(v), lib.ckpt_value_object_state(v)]
+                tasks.append(("object", v, parts))
+                tasks.extend(("enter", p) for p in reversed(parts) if p)
+            else:
+                obj = memo[v] = self._leaf(v, kind)
+                results.append(obj)
+        return results[0]
+
+    def _finish(self, task, results):
+        op, v, n = task
+        if op == "object":
+            obj = self.memo[v]
+            got = [results.pop() if p else None for p in reversed(n)][::-1]
+            obj.args, obj.state = got
+        else:
+            items = results[len(results) - n * (2 if op == "dict" else 1):]
+            del results[len(results) - len(items):]
+            try:
+                if op == "list":
+                    obj = self.memo[v]
+                    obj.extend(items)
+                elif op == "dict":
+                    obj = self.memo[v]
+                    for i in range(0, len(items), 2):
+                        obj[items[i]] = items[i + 1]
+                elif op == "tuple":
+                    obj = self.memo[v] = tuple(items)
+                else:
+                    obj = self.memo[v] = set(items)
+            except TypeError as exc:  # an unhashable key or set element
+                raise errors.FormatError("%s: %s" % (op, exc), self.src.path) from None
+        results.append(obj)
+
+    def _leaf(self, v, kind):
+        if kind == KIND_NONE:
+            return None
+        if kind == KIND_BOOL:
+            return bool(lib.ckpt_value_bool(v))
+        if kind == KIND_INT:
+            out = ctypes.c_int64()
+            if lib.ckpt_value_int(v, ctypes.byref(out)) == 0:
+                return out.value
+            return int(text(lib.ckpt_value_int_decimal(v)))
+        if kind == KIND_FLOAT:
+            return lib.ckpt_value_float(v)
+        if kind in (KIND_STR, KIND_BYTES):
+            n = ctypes.c_size_t()
+            p = lib.ckpt_value_str(v, ctypes.byref(n))
+            raw = ctypes.string_at(p, n.value) if n.value else b""
+            if kind == KIND_BYTES:
+                return raw
+            try:
+                return raw.decode("utf-8", "surrogatepass")  # as pickle decodes
+            except UnicodeDecodeError:
+                return raw.decode("utf-8", "surrogateescape")
+        if kind == KIND_TENSOR:
+            return self.tensor(lib.ckpt_value_tensor(v))
+        raise errors.FormatError("value of unknown kind %d" % kind, self.src.path)
+
+    def tensor(self, t):
+        torch = self.torch
+        name, tdt, bits = _dtype_info(lib.ckpt_tensor_dtype(t))
+        ndim = lib.ckpt_tensor_ndim(t)
+        shp = lib.ckpt_tensor_shape(t)
+        shape = [shp[i] for i in range(ndim)]
+        if tdt is None:
+            return RawTensor(name, shape, self._copy(t, torch.uint8, [lib.ckpt_tensor_nbytes(t)]))
+        if lib.ckpt_tensor_numel(t) == 0:
+            return torch.empty(shape, dtype=tdt)
+        view_dt = torch.uint8 if tdt is torch.bool else tdt
+        out = self._view(t, view_dt, bits // 8, shape, ndim)
+        if out is None:
+            out = self._copy(t, view_dt, shape)
+        if tdt is torch.bool:
+            # a byte other than 0/1 is not a valid torch bool: normalise
+            return out.view(torch.bool) if int(out.max()) <= 1 else out != 0
+        return out
+
+    def _view(self, t, dt, esz, shape, ndim):
+        if esz == 0 or not lib.ckpt_tensor_is_contiguous(t):
+            return None
+        loc = self.src.locate(t)
+        if loc is None:
+            return None
+        buf, off = loc
+        soff = lib.ckpt_tensor_storage_offset(t)
+        start = off - soff * esz
+        snbytes = lib.ckpt_tensor_storage_nbytes(t)
+        # natural alignment (mappings are page-aligned), storage inside buf
+        if start < 0 or start % esz or start + snbytes > len(buf):
+            return None
+        key = (id(buf), lib.ckpt_tensor_storage_id(t), dt)
+        base = self.bases.get(key)
+        if base is None:
+            base = self.torch.frombuffer(buf, dtype=dt, count=snbytes // esz, offset=start)
+            self.bases[key] = base
+        st = lib.ckpt_tensor_stride(t)
+        try:
+            return base.as_strided(shape, [st[i] for i in range(ndim)], soff)
+        except RuntimeError:
+            return None  # outside the storage as torch sees it: copy instead
+
+    def _copy(self, t, dt, shape):
+        n = lib.ckpt_tensor_nbytes(t)
+        out = self.torch.empty(shape, dtype=dt)
+        check(lib.ckpt_tensor_read(t, out.data_ptr(), n), self.src.path)
+        return out
+
+
+def load(path, *, unsafe_ok=False, allow=()):
+    """The whole checkpoint at `path` as Python objects: dicts, lists,
+    tuples, sets, ints, floats, strings, bytes, None, torch tensors, and
+    ckpt.Opaque placeholders for objects that would have been built by a
+    call (never constructed). Nothing in the file is executed, ever.
+
+    The file is scanned first (ckpt.scan): when loading it with torch.load
+    would run code (verdict "unsafe"), ckpt.UnsafeError is raised before
+    anything else reads it, carrying the scan report; when that cannot be
+    ruled out ("unscannable") the file is refused the same way unless the
+    reader finds it corrupt (then that error). With unsafe_ok=True the data
+    is returned, the offending objects as ckpt.Opaque placeholders. `allow` adds "module.qualname"
+    names the scan accepts (they still come back as placeholders).
+
+    Tensors are copy-on-write views of a private mapping of the file when
+    their bytes are contiguous little-endian and naturally aligned there
+    (writes stay in this process and never reach the file), copies
+    otherwise (deflated members, strided views, big-endian storages,
+    numpy arrays held in the pickle). Raises ckpt.Error subclasses."""
+    src = _Source(path, scan=True, allow=allow, unsafe_ok=unsafe_ok)
+    try:
+        return _Converter(src).convert(lib.ckpt_file_root(src.handle))
+    finally:
+        src.close()
+
+
+def metadata(path):
+    """safetensors "__metadata__" (or a sharded index's "metadata") as a
+    dict of str to str; None when the file has none."""
+    h = ctypes.c_void_p()
+    check(lib.ckpt_open(ctypes.byref(h), fspath(path), None), os.fspath(path))
+    try:
+        if not lib.ckpt_file_has_metadata(h):
+            return None
+        return {text(lib.ckpt_file_metadata_key(h, i)): text(lib.ckpt_file_metadata_value(h, i))
+                for i in range(lib.ckpt_file_metadata_count(h))}
+    finally:
+        lib.ckpt_close(h)

@@ -1,0 +1,147 @@
+"""What a torch.nn.Module expects from a checkpoint (manifest) and what a
+save of it would lose or surprise (audit)."""
+from dataclasses import dataclass
+from typing import Tuple
+
+from ._load import _TORCH_DTYPES
+
+
+def dtype_name(dt):
+    """The ckpt (safetensors) name of a torch dtype: torch.float32 -> "F32"."""
+    import torch
+    for name, attr in _TORCH_DTYPES.items():
+        if getattr(torch, attr, None) == dt:
+            return name
+    return str(dt).replace("torch.", "")
+
+
+def _entry(name, t):
+    return {"name": name, "dtype": dtype_name(t.dtype), "shape": list(t.shape),
+            "nbytes": t.numel() * t.element_size()}
+
+
+def manifest(module):
+    """The expected-keys spec of `module` for `ckpt match --expect` (the
+    layout of `ckpt inspect --json`): "tensors" lists every state_dict()
+    entry (name, dtype, shape, nbytes) in state_dict order; buffers
+    registered with persistent=False are not saved, so they are not
+    expected: they are listed apart under "non_persistent" (ckpt ignores
+    that key). Write it with json.dump."""
+    import torch
+    tensors = [_entry(k, v) for k, v in module.state_dict().items()
+               if isinstance(v, torch.Tensor)]
+    return {"file": type(module).__name__, "format": "module", "tensors": tensors,
+            "values": [], "metadata": None,
+            "non_persistent": [_entry(n, b) for n, b in _non_persistent(module)]}
+
+
+def _non_persistent(module):
+    for prefix, m in module.named_modules():
+        names = getattr(m, "_non_persistent_buffers_set", ())
+        for n in sorted(names):
+            b = m._buffers.get(n)
+            if b is not None:
+                yield (prefix + "." if prefix else "") + n, b
+
+
+@dataclass(frozen=True)
+class AuditFinding:
+    """kind: "plain-attribute" (a tensor a submodule holds in an ordinary
+    attribute: not in state_dict, so never saved), "non-persistent-buffer"
+    (registered with persistent=False: not saved), "tied-parameters"
+    (several names share one tensor: saved once, restored under each name)
+    or "mixed-dtypes" (floating tensors of several dtypes); names: the
+    qualified names involved; message: one sentence."""
+    kind: str
+    names: Tuple[str, ...]
+    message: str
+
+    def __str__(self):
+        return self.message
+
+
+def _tie_key(t):
+    """Same memory, same layout: tied (views of one flat buffer are not)."""
+    ptr = t.data_ptr()
+    return (ptr, tuple(t.shape), t.stride()) if ptr else ("id", id(t))
+
+
+def _desc(t):
+    return "%s %s" % (dtype_name(t.dtype), list(t.shape))
+
+
+def _plain_tensors(value, name):
+    """(name, tensor) for a tensor held directly or one level inside a list,
+    tuple or dict attribute."""
+    import torch
+    if isinstance(value, torch.Tensor):
+        yield name, value
+    elif isinstance(value, (list, tuple)):
+        for i, v in enumerate(value):
+            if isinstance(v, torch.Tensor):
+                yield "%s[%d]" % (name, i), v
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            if isinstance(v, torch.Tensor):
+                yield "%s[%r]" % (name, k), v
+
+
+def audit(module):
+    """What saving `module` (its state_dict) would lose or surprise with:
+    a list of AuditFinding, empty when nothing. The classic trap is a cached
+    table (RoPE cos/sin, attention masks) assigned as `self.cos = ...`: it
+    is not in state_dict, so a checkpoint silently lacks it."""
+    import torch
+    out = []
+    saved = {}  # id -> name of every parameter and buffer object
+    for prefix, m in module.named_modules(remove_duplicate=False):
+        for n, t in list(m._parameters.items()) + list(m._buffers.items()):
+            if t is not None:
+                saved.setdefault(id(t), (prefix + "." if prefix else "") + n)
+    for prefix, m in module.named_modules():
+        for attr, value in vars(m).items():
+            for name, t in _plain_tensors(value, attr):
+                if id(t) in saved:
+                    continue  # an alias of a saved tensor
+                full = (prefix + "." if prefix else "") + name
+                out.append(AuditFinding(
+                    "plain-attribute", (full,),
+                    "%s (%s, in %s) is a plain tensor attribute, not a parameter or "
+                    "buffer: state_dict() leaves it out, so a checkpoint does not hold it "
+                    "(register_buffer(name, t) saves it; persistent=False marks a table "
+                    "the constructor recomputes)" % (full, _desc(t), type(m).__name__)))
+    for full, b in _non_persistent(module):
+        out.append(AuditFinding(
+            "non-persistent-buffer", (full,),
+            "%s (%s) is a buffer registered with persistent=False: it is not saved "
+            "and must be rebuilt by the module's constructor" % (full, _desc(b))))
+    groups = {}
+    for prefix, m in module.named_modules(remove_duplicate=False):
+        for n, p in m._parameters.items():
+            if p is None:
+                continue
+            key = _tie_key(p)
+            name = (prefix + "." if prefix else "") + n
+            g = groups.setdefault(key, [])
+            if name not in g:
+                g.append(name)
+    for names in groups.values():
+        if len(names) > 1:
+            out.append(AuditFinding(
+                "tied-parameters", tuple(names),
+                "%s share one tensor: the checkpoint stores it once and load_state_dict "
+                "restores every name, but a model that unties them gets copies"
+                % ", ".join(names)))
+    by_dtype = {}
+    for name, t in list(module.named_parameters()) + list(module.named_buffers()):
+        if t.is_floating_point():
+            by_dtype.setdefault(dtype_name(t.dtype), []).append(name)
+    if len(by_dtype) > 1:
+        parts = sorted(by_dtype.items(), key=lambda kv: -len(kv[1]))
+        names = tuple(n for _, ns in parts[1:] for n in ns)
+        out.append(AuditFinding(
+            "mixed-dtypes", names,
+            "floating tensors of %d dtypes: %s" % (len(parts), "; ".join(
+                "%s x%d (%s%s)" % (dt, len(ns), ", ".join(ns[:4]), ", ..." if len(ns) > 4 else "")
+                for dt, ns in parts))))
+    return out

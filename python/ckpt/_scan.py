@@ -1,0 +1,152 @@
+"""ckpt.scan and ckpt.verify: the C library's verdicts as Python objects."""
+import ctypes
+import os
+from dataclasses import dataclass, field
+from typing import List, Optional, Tuple
+
+from . import errors
+from ._lib import (NO_OFFSET, ScanOptions_, VerifyReport_, check, default_limits,
+                   fspath, last_error, lib, text)
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One scan finding. severity: "info", "suspicious" or "dangerous";
+    kind: "global", "call", "build", "zip-flags", "trailing-bytes", ...;
+    global_: "module.qualname" or None; member: zip member or pickle name
+    ("" for the file); offset: absolute byte offset in the file or None."""
+    severity: str
+    kind: str
+    global_: Optional[str]
+    member: str
+    offset: Optional[int]
+    message: str
+
+
+@dataclass(frozen=True)
+class ScanReport:
+    """verdict: "safe", "unsafe", "unscannable" or "not-a-checkpoint";
+    findings in file order; globals: every distinct global named, sorted."""
+    file: str
+    verdict: str
+    findings: Tuple[Finding, ...] = ()
+    globals: Tuple[str, ...] = ()
+
+    @property
+    def safe(self):
+        return self.verdict == "safe"
+
+    def dangerous(self):
+        return [f for f in self.findings if f.severity == "dangerous"]
+
+
+def _options(allow):
+    allow = [os.fsencode(a) if isinstance(a, str) else bytes(a) for a in allow]
+    opts = ScanOptions_()
+    opts.limits = default_limits()
+    opts.max_nesting = 3  # CKPT_SCAN_OPTIONS_INIT
+    keep = (ctypes.c_char_p * max(1, len(allow)))(*allow)
+    opts.allow, opts.nallow = keep, len(allow)
+    return opts, keep
+
+
+def _report(r, path):
+    try:
+        findings = []
+        for i in range(lib.ckpt_scan_finding_count(r)):
+            f = lib.ckpt_scan_finding(r, i).contents
+            findings.append(Finding(
+                text(lib.ckpt_severity_name(f.severity)), text(f.kind),
+                text(f.global_) if f.global_ else None, text(f.member),
+                None if f.offset == NO_OFFSET else int(f.offset), text(f.message)))
+        names = tuple(text(lib.ckpt_scan_global(r, i))
+                      for i in range(lib.ckpt_scan_global_count(r)))
+        return ScanReport(path, text(lib.ckpt_verdict_name(lib.ckpt_scan_verdict(r))),
+                          tuple(findings), names)
+    finally:
+        lib.ckpt_scan_report_free(r)
+
+
+def scan(path, allow=()):
+    """Whether loading `path` with torch.load / pickle would run code,
+    decided without running anything (ckpt_scan). `allow`: extra
+    "module.qualname" names to accept. Returns a ScanReport; raises
+    ckpt.FileError when the file cannot be read."""
+    path = os.fspath(path)
+    opts, _keep = _options(allow)
+    r = ctypes.c_void_p()
+    check(lib.ckpt_scan(ctypes.byref(r), fspath(path), ctypes.byref(opts)), path)
+    return _report(r, path)
+
+
+def scan_memory(addr, size, name, allow=()):
+    opts, _keep = _options(allow)
+    r = ctypes.c_void_p()
+    check(lib.ckpt_scan_memory(ctypes.byref(r), addr, size, fspath(name),
+                               ctypes.byref(opts)), name)
+    return _report(r, name)
+
+
+def unsafe_error(rep, path):
+    """The UnsafeError for a report whose verdict is not safe, naming the
+    first dangerous (else suspicious, else any) finding."""
+    order = {"dangerous": 0, "suspicious": 1, "info": 2}
+    first = min(rep.findings, key=lambda f: order.get(f.severity, 3), default=None)
+    if rep.verdict == "unsafe":
+        what = "loading it with torch.load would run code"
+    else:
+        what = "its content cannot be fully examined"
+    msg = "refused: %s" % what
+    if first is not None:
+        msg += " (%s %s: %s)" % (first.severity, first.kind, first.message)
+    err = errors.UnsafeError(msg + "; pass unsafe_ok=True to get the data with "
+                             "placeholders", path, first.member if first else "",
+                             first.offset if first else None)
+    err.report = rep
+    return err
+
+
+@dataclass(frozen=True)
+class VerifyReport:
+    """ok: every byte of every tensor read and every checksum matched.
+    format: "safetensors", "torch-zip", ...; tensors/bytes/members: what
+    was checked; error: the ckpt.Error describing the first problem when
+    not ok (its member and offset locate it)."""
+    file: str
+    ok: bool
+    format: Optional[str] = None
+    tensors: int = 0
+    bytes: int = 0
+    members: int = 0
+    error: Optional[errors.Error] = field(default=None, compare=False)
+
+
+# Failures of the machine or the call, not findings about the file (the
+# CLI's exit 2): raised rather than reported.
+_RAISE = (errors.FileError.code, errors.OutOfMemoryError.code,
+          errors.InvalidArgumentError.code)
+
+
+def verify(path):
+    """Full integrity check (ckpt_open + ckpt_verify): every tensor byte read,
+    zip CRC-32s, legacy storage sizes. Returns a VerifyReport; a corrupt or
+    malformed file gives ok=False with `error` set. Raises ckpt.FileError
+    (cannot read), ckpt.OutOfMemoryError."""
+    path = os.fspath(path)
+    h = ctypes.c_void_p()
+    rc = lib.ckpt_open(ctypes.byref(h), fspath(path), None)
+    try:
+        fmt = text(lib.ckpt_format_name(lib.ckpt_file_format(h))) if rc == 0 else None
+        rep = VerifyReport_()
+        if rc == 0:
+            rc = lib.ckpt_verify(h, ctypes.byref(rep))
+        if rc < 0:
+            err = last_error(rc, path)
+            if rc in _RAISE:
+                raise err
+            return VerifyReport(path, False, fmt, int(rep.tensors), int(rep.bytes),
+                                int(rep.members), err)
+        return VerifyReport(path, bool(rep.ok), fmt, int(rep.tensors), int(rep.bytes),
+                            int(rep.members))
+    finally:
+        lib.ckpt_close(h)

@@ -1,0 +1,120 @@
+"""Exceptions. Every failure of the C library becomes an `Error` subclass
+chosen by its pinned code, carrying code, message, file, member and offset
+(absolute byte offset in `file`, or None when unknown)."""
+
+CODES = {
+    -1: "CKPT_E_IO", -2: "CKPT_E_NOMEM", -3: "CKPT_E_TRUNCATED",
+    -4: "CKPT_E_FORMAT", -5: "CKPT_E_LIMIT", -6: "CKPT_E_UNSUPPORTED",
+    -7: "CKPT_E_UNSAFE", -8: "CKPT_E_CHECKSUM", -9: "CKPT_E_MISMATCH",
+    -10: "CKPT_E_INVALID_ARG", -11: "CKPT_E_NOTFOUND",
+}
+
+
+class Error(Exception):
+    """A libckpt failure. code: the negative CKPT_E_* value; name: its
+    name ("CKPT_E_FORMAT"); message; file; member (zip member, shard or
+    pickle name, "" if none); offset (int or None)."""
+
+    code = -4
+
+    def __init__(self, message, file="", member="", offset=None, code=None):
+        if code is not None:
+            self.code = code
+        self.message, self.file, self.member, self.offset = message, file, member, offset
+        super().__init__(self.__str__())
+
+    @property
+    def name(self):
+        return CODES.get(self.code, "unknown")
+
+    def __str__(self):
+        where = []
+        if self.member:
+            where.append("member %s" % self.member)
+        if self.offset is not None:
+            where.append("offset %d" % self.offset)
+        loc = " (%s)" % ", ".join(where) if where else ""
+        head = "%s: " % self.file if self.file else ""
+        return "%s%s%s [%s]" % (head, self.message, loc, self.name)
+
+    def __reduce__(self):
+        return (_rebuild, (type(self), self.message, self.file, self.member,
+                           self.offset, self.code))
+
+
+def _rebuild(cls, message, file, member, offset, code):
+    return cls(message, file, member, offset, code)
+
+
+class FileError(Error, OSError):
+    """CKPT_E_IO: open/read/mmap/write failed."""
+    code = -1
+
+
+class OutOfMemoryError(Error, MemoryError):
+    code = -2
+
+
+class FormatError(Error):
+    """CKPT_E_FORMAT: malformed input."""
+    code = -4
+
+
+class TruncatedError(FormatError):
+    code = -3
+
+
+class LimitError(Error):
+    code = -5
+
+
+class UnsupportedError(Error):
+    code = -6
+
+
+class UnsafeError(Error):
+    """CKPT_E_UNSAFE: loading the file with torch.load would run code.
+    `report` is the ckpt.ScanReport that decided it (None when raised by
+    the C library directly)."""
+    code = -7
+    report = None
+
+
+class ChecksumError(Error):
+    code = -8
+
+
+class MismatchError(Error):
+    code = -9
+
+
+class InvalidArgumentError(Error, ValueError):
+    code = -10
+
+
+class NotFoundError(Error, LookupError):
+    code = -11
+
+
+class KeyMismatchError(MismatchError):
+    """load_state_dict refused to load: `report` is the full MatchReport
+    (matched, missing, unexpected, shape and dtype mismatches). Nothing was
+    copied into the module."""
+
+    def __init__(self, report, file=""):
+        self.report = report
+        super().__init__(report.summary(), file)
+
+    def __reduce__(self):
+        return (KeyMismatchError, (self.report, self.file))
+
+
+_BY_CODE = {c.code: c for c in (FileError, OutOfMemoryError, TruncatedError,
+                                 FormatError, LimitError, UnsupportedError,
+                                 UnsafeError, ChecksumError, MismatchError,
+                                 InvalidArgumentError, NotFoundError)}
+
+
+def from_code(code, message, file="", member="", offset=None):
+    cls = _BY_CODE.get(code, Error)
+    return cls(message, file, member, offset, code)

@@ -1,0 +1,473 @@
+/* keys.c - key segments, wrapper segments, the string hash map, and prefix
+ * inference: which rewrite of checkpoint keys matches the expected keys
+ * (FORMATS.md §4.6).
+ *
+ * Inference without quadratic scans: a rewrite that maps checkpoint key c
+ * onto expected key e leaves a common run of whole trailing segments r, so
+ * c = S + r and e = P + r. A few unmatched checkpoint keys (anchors) put
+ * their segment suffixes in a small table; one pass over the unmatched
+ * expected keys looks up each of their suffixes there and proposes (S, P).
+ * The proposals most anchors agree on are then evaluated over all keys. */
+#include <stdlib.h>
+#include <string.h>
+#include <xxhash.h>
+
+#include "error.h"
+#include "keys.h"
+
+/* ------------------------------------------------------------ hash map */
+
+static uint64_t seed(void) {
+    static const char here = 0;
+    return (uint64_t)(uintptr_t)&here * 0x9e3779b97f4a7c15u;
+}
+
+uint64_t ckpt_strmap_hash(const char *s, size_t len) {
+    return XXH3_64bits_withSeed(s, len, seed());
+}
+
+static ckpt_strmap_slot *probe(ckpt_strmap_slot *slots, size_t cap, const char *s, size_t len,
+                               uint64_t h) {
+    for (size_t i = (size_t)h & (cap - 1);; i = (i + 1) & (cap - 1)) {
+        ckpt_strmap_slot *sl = &slots[i];
+        if (!sl->s || (sl->hash == h && sl->len == len && memcmp(sl->s, s, len) == 0)) return sl;
+    }
+}
+
+int ckpt_strmap_reserve(ckpt_strmap *m, size_t n) {
+    if (n <= m->cap / 2) return 0;
+    size_t cap = m->cap ? m->cap : 16;
+    while (cap / 2 < n) {
+        if (cap > SIZE_MAX / 2 / sizeof(ckpt_strmap_slot))
+            return ckpt_err(CKPT_E_NOMEM, "", "", CKPT_NO_OFFSET, "hash table too large");
+        cap *= 2;
+    }
+    ckpt_strmap_slot *slots = ckpt_malloc(cap * sizeof *slots);
+    if (!slots) return ckpt_err(CKPT_E_NOMEM, "", "", CKPT_NO_OFFSET, "out of memory");
+    memset(slots, 0, cap * sizeof *slots);
+    for (size_t i = 0; i < m->cap; i++)
+        if (m->slots[i].s)
+            *probe(slots, cap, m->slots[i].s, m->slots[i].len, m->slots[i].hash) = m->slots[i];
+    ckpt_free(m->slots);
+    m->slots = slots;
+    m->cap = cap;
+    return 0;
+}
+
+int ckpt_strmap_put(ckpt_strmap *m, const char *s, size_t len, size_t val,
+                    ckpt_strmap_slot **slot) {
+    int rc = ckpt_strmap_reserve(m, m->n + 1);
+    if (rc) return rc;
+    uint64_t h = ckpt_strmap_hash(s, len);
+    ckpt_strmap_slot *sl = probe(m->slots, m->cap, s, len, h);
+    *slot = sl;
+    if (sl->s) return 0;
+    *sl = (ckpt_strmap_slot){s, len, h, val};
+    m->n++;
+    return 1;
+}
+
+ckpt_strmap_slot *ckpt_strmap_find(const ckpt_strmap *m, const char *s, size_t len,
+                                   uint64_t hash) {
+    if (!m->cap) return NULL;
+    ckpt_strmap_slot *sl = probe(m->slots, m->cap, s, len, hash);
+    return sl->s ? sl : NULL;
+}
+
+void ckpt_strmap_free(ckpt_strmap *m) {
+    ckpt_free(m->slots);
+    memset(m, 0, sizeof *m);
+}
+
+/* ------------------------------------------------------------ segments */
+
+const char *const ckpt_wrappers[CKPT_NWRAPPERS] = {
+    "_orig_mod.", "_fsdp_wrapped_module.", "_checkpoint_wrapped_module."};
+
+int ckpt_key_aligned(const char *s, size_t len, size_t pos, size_t n) {
+    if (pos > len || n > len - pos) return 0;
+    if (pos > 0 && s[pos - 1] != '.') return 0;
+    size_t end = pos + n;
+    return end == len || s[end] == '.' || (n > 0 && s[end - 1] == '.');
+}
+
+/* The wrapper starting at s[pos] (a segment start), or -1. Wrappers end
+ * with '.', so a match is never the last segment. */
+static int wrapper_at(const char *s, size_t len, size_t pos) {
+    if (s[pos] != '_') return -1;
+    for (int w = 0; w < CKPT_NWRAPPERS; w++) {
+        size_t n = strlen(ckpt_wrappers[w]);
+        if (n <= len - pos && memcmp(s + pos, ckpt_wrappers[w], n) == 0) return w;
+    }
+    return -1;
+}
+
+unsigned ckpt_key_wrappers(const char *s, size_t len) {
+    unsigned mask = 0;
+    for (size_t pos = 0; pos < len;) {
+        int w = wrapper_at(s, len, pos);
+        if (w >= 0) {
+            mask |= 1u << w;
+            pos += strlen(ckpt_wrappers[w]);
+            continue;
+        }
+        const char *dot = memchr(s + pos, '.', len - pos);
+        if (!dot) break;
+        pos = (size_t)(dot - s) + 1;
+    }
+    return mask;
+}
+
+size_t ckpt_key_drop_wrappers(const char *s, size_t len, char *dst) {
+    size_t out = 0;
+    for (size_t pos = 0; pos < len;) {
+        int w = wrapper_at(s, len, pos);
+        if (w >= 0) {
+            pos += strlen(ckpt_wrappers[w]);
+            continue;
+        }
+        const char *dot = memchr(s + pos, '.', len - pos);
+        size_t end = dot ? (size_t)(dot - s) + 1 : len;
+        memmove(dst + out, s + pos, end - pos);
+        out += end - pos;
+        pos = end;
+    }
+    dst[out] = '\0';
+    return out;
+}
+
+/* Start offsets of the first segments of s: starts[k] is where segment k
+ * begins (starts[0] = 0). Returns how many (at most max), counting only
+ * segments that begin before the end of s. */
+static size_t segment_starts(const char *s, size_t len, size_t *starts, size_t max) {
+    size_t n = 0;
+    for (size_t pos = 0; n < max && pos < len;) {
+        starts[n++] = pos;
+        const char *dot = memchr(s + pos, '.', len - pos);
+        if (!dot) break;
+        pos = (size_t)(dot - s) + 1;
+    }
+    return n;
+}
+
+/* ------------------------------------------------------------ rewrites */
+
+size_t ckpt_rule_apply(const ckpt_rule *r, const char *s, size_t len, char *dst) {
+    char *x = dst + r->add_len; /* the key as it enters the prefix step */
+    size_t n = r->canon ? ckpt_key_drop_wrappers(s, len, x) : (memmove(x, s, len), len);
+    if (n < r->strip_len || memcmp(x, r->strip, r->strip_len) != 0) {
+        memmove(dst, x, n);
+        dst[n] = '\0';
+        return n;
+    }
+    memcpy(dst, r->add, r->add_len);
+    memmove(dst + r->add_len, x + r->strip_len, n - r->strip_len);
+    n = r->add_len + n - r->strip_len;
+    dst[n] = '\0';
+    return n;
+}
+
+/* Leading segments a rewrite may strip or add, anchors sampled among the
+ * unmatched checkpoint keys, distinct targets an anchor suffix may have
+ * before it says nothing (a suffix like "weight" fits everything), and
+ * candidates evaluated over all keys. */
+#define MAX_SEGS 8
+#define NANCHORS 32
+#define MAX_TARGETS 4
+#define MAX_EVAL 12
+
+typedef struct slot {
+    const char *x; /* anchor key (canonical when canon) */
+    size_t cut;    /* strip = x[0..cut) */
+    int canon;
+    size_t next;   /* next slot with the same suffix */
+    size_t ntargets;
+    int ambiguous;
+    const char *p[MAX_TARGETS]; /* add = p[t][0..plen[t]) */
+    size_t plen[MAX_TARGETS];
+} slot;
+
+typedef struct cand {
+    const char *strip, *add;
+    size_t strip_len, add_len;
+    int canon;
+    uint64_t votes;
+    const char *key; /* the map key: canon byte, S, NUL, P */
+} cand;
+
+typedef struct infer {
+    ckpt_arena *a;
+    const ckpt_manifest *c, *e;
+    const size_t *c2e;
+    slot *slots;
+    size_t nslots, cap;
+    ckpt_strmap suffixes; /* suffix -> first slot */
+    cand *cands;
+    size_t ncands, ccap;
+    ckpt_strmap cand_index; /* key -> cand */
+    unsigned wrappers;      /* wrappers present in checkpoint keys */
+    size_t maxlen;          /* longest checkpoint key */
+} infer;
+
+static int nomem(void) { return ckpt_err(CKPT_E_NOMEM, "", "", CKPT_NO_OFFSET, "out of memory"); }
+
+/* Registers the suffixes of anchor x (the first MAX_SEGS + 1 of them). */
+static int add_anchor(infer *in, const char *x, size_t len, int canon) {
+    size_t starts[MAX_SEGS + 1];
+    size_t n = segment_starts(x, len, starts, MAX_SEGS + 1);
+    for (size_t k = 0; k < n; k++) {
+        if (ckpt_arena_grow(in->a, (void **)&in->slots, &in->cap, in->nslots + 1, sizeof(slot)))
+            return nomem();
+        size_t id = in->nslots++;
+        slot *sl = &in->slots[id];
+        memset(sl, 0, sizeof *sl);
+        sl->x = x;
+        sl->cut = starts[k];
+        sl->canon = canon;
+        sl->next = CKPT_KEYS_NONE;
+        ckpt_strmap_slot *ms;
+        int rc = ckpt_strmap_put(&in->suffixes, x + starts[k], len - starts[k], id, &ms);
+        if (rc < 0) return rc;
+        if (rc == 0) { /* same suffix as an earlier slot: chain */
+            sl->next = ms->val;
+            ms->val = id;
+        }
+    }
+    return 0;
+}
+
+static int pick_anchors(infer *in) {
+    size_t nc = in->c->n, unmatched = 0;
+    for (size_t i = 0; i < nc; i++) {
+        const char *s = in->c->entries[i].name;
+        size_t len = in->c->lens[i];
+        if (len > in->maxlen) in->maxlen = len;
+        in->wrappers |= ckpt_key_wrappers(s, len);
+        if (in->c2e[i] == CKPT_KEYS_NONE) unmatched++;
+    }
+    size_t want = unmatched < NANCHORS ? unmatched : NANCHORS, seen = 0, taken = 0;
+    for (size_t i = 0; i < nc && taken < want; i++) {
+        if (in->c2e[i] != CKPT_KEYS_NONE) continue;
+        /* evenly spread over the unmatched keys: anchor t is the
+         * (t * unmatched / want)-th of them */
+        if (seen++ != taken * unmatched / want) continue;
+        taken++;
+        const char *s = in->c->entries[i].name;
+        size_t len = in->c->lens[i];
+        int rc = add_anchor(in, s, len, 0);
+        if (rc) return rc;
+        if (ckpt_key_wrappers(s, len)) {
+            char *x = ckpt_arena_alloc(in->a, len + 1);
+            if (!x) return nomem();
+            size_t n = ckpt_key_drop_wrappers(s, len, x);
+            if ((rc = add_anchor(in, x, n, 1))) return rc;
+        }
+    }
+    return 0;
+}
+
+/* One pass over the unmatched expected keys: every suffix found in the
+ * anchor table gives that anchor slot a target prefix. */
+static int collect_targets(infer *in) {
+    const ckpt_manifest *e = in->e;
+    unsigned char *hit = ckpt_malloc(e->n ? e->n : 1);
+    if (!hit) return nomem();
+    memset(hit, 0, e->n);
+    for (size_t i = 0; i < in->c->n; i++)
+        if (in->c2e[i] != CKPT_KEYS_NONE) hit[in->c2e[i]] = 1;
+    for (size_t j = 0; j < e->n; j++) {
+        if (hit[j]) continue;
+        const char *s = e->entries[j].name;
+        size_t len = e->lens[j], starts[MAX_SEGS + 1];
+        size_t n = segment_starts(s, len, starts, MAX_SEGS + 1);
+        for (size_t k = 0; k < n; k++) {
+            const char *suf = s + starts[k];
+            size_t slen = len - starts[k];
+            ckpt_strmap_slot *ms =
+                ckpt_strmap_find(&in->suffixes, suf, slen, ckpt_strmap_hash(suf, slen));
+            for (size_t id = ms ? ms->val : CKPT_KEYS_NONE; id != CKPT_KEYS_NONE;
+                 id = in->slots[id].next) {
+                slot *sl = &in->slots[id];
+                size_t t;
+                if (sl->ambiguous) continue;
+                for (t = 0; t < sl->ntargets; t++)
+                    if (sl->plen[t] == starts[k] && memcmp(sl->p[t], s, starts[k]) == 0) break;
+                if (t < sl->ntargets) continue;
+                if (sl->ntargets == MAX_TARGETS) {
+                    sl->ambiguous = 1;
+                    continue;
+                }
+                sl->p[sl->ntargets] = s;
+                sl->plen[sl->ntargets++] = starts[k];
+            }
+        }
+    }
+    ckpt_free(hit);
+    return 0;
+}
+
+/* Start of the last segment of p[0..n) (n > 0, p[n-1] == '.'). */
+static size_t last_segment(const char *p, size_t n) {
+    size_t i = n - 1;
+    while (i > 0 && p[i - 1] != '.') i--;
+    return i;
+}
+
+static int add_candidate(infer *in, int canon, const char *s, size_t slen, const char *p,
+                         size_t plen) {
+    /* "strip a.b., add b." is "strip a." on these keys: keep the shortest
+     * form so that equivalent proposals meet */
+    while (slen && plen) {
+        size_t ss = last_segment(s, slen), ps = last_segment(p, plen);
+        if (slen - ss != plen - ps || memcmp(s + ss, p + ps, slen - ss) != 0) break;
+        slen = ss;
+        plen = ps;
+    }
+    if (!canon && slen == plen && memcmp(s, p, slen) == 0) return 0; /* identity */
+    size_t klen = 1 + slen + 1 + plen;
+    char *key = ckpt_arena_alloc(in->a, klen + 1);
+    if (!key) return nomem();
+    key[0] = canon ? 'c' : 'r';
+    memcpy(key + 1, s, slen);
+    key[1 + slen] = '\0';
+    memcpy(key + 2 + slen, p, plen);
+    ckpt_strmap_slot *ms;
+    int rc = ckpt_strmap_put(&in->cand_index, key, klen, in->ncands, &ms);
+    if (rc < 0) return rc;
+    if (rc == 0) {
+        in->cands[ms->val].votes++;
+        return 0;
+    }
+    if (ckpt_arena_grow(in->a, (void **)&in->cands, &in->ccap, in->ncands + 1, sizeof(cand)))
+        return nomem();
+    in->cands[in->ncands++] = (cand){key + 1, key + 2 + slen, slen, plen, canon, 1, key};
+    return 0;
+}
+
+static int cmp_votes(const void *x, const void *y) {
+    const cand *a = x, *b = y;
+    if (a->votes != b->votes) return a->votes > b->votes ? -1 : 1;
+    int c = strcmp(a->strip, b->strip);
+    if (c) return c;
+    c = strcmp(a->add, b->add);
+    return c ? c : a->canon - b->canon;
+}
+
+/* Distinct expected names that rule r hits. hit: e->n scratch entries. */
+static uint64_t evaluate(const infer *in, const ckpt_rule *r, unsigned char *hit, char *buf) {
+    uint64_t matches = 0;
+    memset(hit, 0, in->e->n);
+    for (size_t i = 0; i < in->c->n; i++) {
+        size_t n = ckpt_rule_apply(r, in->c->entries[i].name, in->c->lens[i], buf);
+        size_t j = ckpt_manifest_lookup(in->e, buf, n);
+        if (j != CKPT_KEYS_NONE && !hit[j]) {
+            hit[j] = 1;
+            matches++;
+        }
+    }
+    return matches;
+}
+
+static char *describe(ckpt_arena *a, const ckpt_rule *r, unsigned wrappers) {
+    char *d = ckpt_arena_strdup(a, "");
+    if (d && r->canon) {
+        const char *sep = "drop ";
+        for (int w = 0; w < CKPT_NWRAPPERS && d; w++) {
+            if (!(wrappers & (1u << w))) continue;
+            d = ckpt_arena_printf(a, "%s%s'%s'", d, sep, ckpt_wrappers[w]);
+            sep = ", ";
+        }
+        if (d) d = ckpt_arena_printf(a, "%s segments", d);
+    }
+    if (!d || (!r->strip_len && !r->add_len)) return d;
+    const char *sep = r->canon ? ", " : "";
+    if (r->strip_len && r->add_len)
+        return ckpt_arena_printf(a, "%s%sreplace '%.*s' with '%.*s'", d, sep, (int)r->strip_len,
+                                 r->strip, (int)r->add_len, r->add);
+    if (r->strip_len)
+        return ckpt_arena_printf(a, "%s%sstrip '%.*s'", d, sep, (int)r->strip_len, r->strip);
+    return ckpt_arena_printf(a, "%s%sadd '%.*s'", d, sep, (int)r->add_len, r->add);
+}
+
+static int cmp_rules(const void *x, const void *y) {
+    const ckpt_rule *a = x, *b = y;
+    if (a->matches != b->matches) return a->matches > b->matches ? -1 : 1;
+    return strcmp(a->description, b->description);
+}
+
+/* Evaluates the best-voted candidates; a wrapper-dropping variant is kept
+ * only where it matches more than the same prefix rule without it. */
+static int rank(infer *in, ckpt_rule *out, size_t max, size_t *nout) {
+    uint64_t base = 0;
+    for (size_t i = 0; i < in->c->n; i++) base += in->c2e[i] != CKPT_KEYS_NONE;
+    qsort(in->cands, in->ncands, sizeof(cand), cmp_votes);
+
+    size_t cap = in->maxlen + 1, longest_add = 0;
+    for (size_t i = 0; i < in->ncands && i < MAX_EVAL; i++)
+        if (in->cands[i].add_len > longest_add) longest_add = in->cands[i].add_len;
+    unsigned char *hit = ckpt_malloc(in->e->n ? in->e->n : 1);
+    char *buf = ckpt_malloc(cap + longest_add);
+    if (!hit || !buf) {
+        ckpt_free(hit);
+        ckpt_free(buf);
+        return nomem();
+    }
+    ckpt_rule found[2 * MAX_EVAL];
+    size_t nfound = 0;
+    for (size_t i = 0; i < in->ncands && i < MAX_EVAL; i++) {
+        const cand *c = &in->cands[i];
+        ckpt_rule r = {0, c->strip, c->strip_len, c->add, c->add_len, 0, NULL};
+        uint64_t plain = (c->strip_len || c->add_len) ? evaluate(in, &r, hit, buf) : base;
+        r.matches = plain;
+        if (in->wrappers) {
+            ckpt_rule w = r;
+            w.canon = 1;
+            w.matches = evaluate(in, &w, hit, buf);
+            if (w.matches > plain) r = w;
+        }
+        if (r.matches <= base) continue;
+        /* the plain and the wrapper-dropping form of one prefix rule may both
+         * have been proposed: keep one */
+        size_t k;
+        for (k = 0; k < nfound; k++)
+            if (found[k].canon == r.canon && found[k].strip_len == r.strip_len &&
+                found[k].add_len == r.add_len && !memcmp(found[k].strip, r.strip, r.strip_len) &&
+                !memcmp(found[k].add, r.add, r.add_len))
+                break;
+        if (k < nfound) continue;
+        r.description = describe(in->a, &r, in->wrappers);
+        if (!r.description) {
+            ckpt_free(hit);
+            ckpt_free(buf);
+            return nomem();
+        }
+        found[nfound++] = r;
+    }
+    ckpt_free(hit);
+    ckpt_free(buf);
+    qsort(found, nfound, sizeof *found, cmp_rules);
+    *nout = nfound < max ? nfound : max;
+    memcpy(out, found, *nout * sizeof *out);
+    return 0;
+}
+
+int ckpt_rules_infer(ckpt_rule *out, size_t max, size_t *nout, ckpt_arena *a,
+                     const ckpt_manifest *c, const ckpt_manifest *e, const size_t *c2e) {
+    infer in = {0};
+    in.a = a;
+    in.c = c;
+    in.e = e;
+    in.c2e = c2e;
+    *nout = 0;
+    int rc = pick_anchors(&in);
+    if (rc == 0 && in.nslots) rc = collect_targets(&in);
+    for (size_t id = 0; rc == 0 && id < in.nslots; id++) {
+        const slot *sl = &in.slots[id];
+        for (size_t t = 0; rc == 0 && !sl->ambiguous && t < sl->ntargets; t++)
+            rc = add_candidate(&in, sl->canon, sl->x, sl->cut, sl->p[t], sl->plen[t]);
+    }
+    if (rc == 0 && in.ncands) rc = rank(&in, out, max, nout);
+    ckpt_strmap_free(&in.suffixes);
+    ckpt_strmap_free(&in.cand_index);
+    return rc;
+}

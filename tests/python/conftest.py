@@ -1,0 +1,32 @@
+"""Shared set-up of the ckpt Python package tests (pytest).
+
+Environment (set by ctest): CKPT_LIB (libckpt.so), PYTHONPATH (python/),
+CKPT_CORPUS (the shared real-checkpoint corpus). Run by hand from the
+repository root with:
+    CKPT_LIB=build/libckpt.so PYTHONPATH=python /usr/bin/python3 -m pytest -q tests/python
+"""
+import os
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+CORPUS = os.environ.get("CKPT_CORPUS", os.path.join(REPO, "..", "shared", "corpus"))
+
+
+@pytest.fixture(scope="session")
+def corpus():
+    if not os.path.isdir(CORPUS):
+        pytest.fail("corpus not found at %s (set CKPT_CORPUS)" % CORPUS)
+    return CORPUS
+
+
+@pytest.fixture(scope="session")
+def example_pt():
+    return os.path.join(REPO, "examples", "train.pt")
+
+
+def pytest_sessionfinish(session, exitstatus):
+    # ctest must never see "no tests ran" (exit 5) as anything but a failure
+    if exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED

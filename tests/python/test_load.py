@@ -1,0 +1,206 @@
+"""ckpt.load against PyTorch and the corpus ground truth: values, dtypes,
+views of the mapping, storage sharing, copy-on-write, metadata, errors."""
+import collections
+import hashlib
+import json
+import os
+
+import pytest
+
+import ckpt
+
+torch = pytest.importorskip("torch")
+
+
+def raw_bytes(t):
+    """Logical contents as contiguous little-endian bytes (BOOL: 1 byte)."""
+    if isinstance(t, ckpt.RawTensor):
+        return t.data.numpy().tobytes()
+    t = t.contiguous().reshape(-1)
+    if t.dtype == torch.bool:
+        t = t.to(torch.uint8)
+    return t.view(torch.uint8).numpy().tobytes()
+
+
+def flatten(obj, prefix=(), out=None):
+    """Tensors by name, joined as expected.jsonl joins them."""
+    out = {} if out is None else out
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            flatten(v, prefix + (str(k),), out)
+    elif isinstance(obj, (list, tuple)):
+        for i, v in enumerate(obj):
+            flatten(v, prefix + (str(i),), out)
+    elif isinstance(obj, (torch.Tensor, ckpt.RawTensor)):
+        out[".".join(prefix)] = obj
+    return out
+
+
+def mapped_file(t):
+    """The file whose mapping holds t's first byte (/proc/self/maps), or
+    None for anonymous memory: proof that a tensor is a zero-copy view."""
+    ptr = t.data_ptr()
+    with open("/proc/self/maps") as fh:
+        for line in fh:
+            parts = line.split(None, 5)
+            lo, hi = (int(x, 16) for x in parts[0].split("-"))
+            if lo <= ptr < hi:
+                return parts[5].strip() if len(parts) == 6 else None
+    return None
+
+
+def corpus_records(corpus):
+    with open(os.path.join(corpus, "expected.jsonl")) as fh:
+        for line in fh:
+            rec = json.loads(line)
+            if not rec["file"].startswith("scan/") and rec["format"] != "not-a-checkpoint":
+                yield rec
+
+
+def test_corpus_ground_truth(corpus):
+    """Every real checkpoint of the corpus: the same tensor names, shapes
+    and SHA-256 of contents as PyTorch 1.13 computed."""
+    checked = 0
+    for rec in corpus_records(corpus):
+        got = flatten(ckpt.load(os.path.join(corpus, rec["file"])))
+        want = {t["name"]: t for t in rec["tensors"]}
+        assert sorted(got) == sorted(want), rec["file"]
+        for name, t in want.items():
+            g = got[name]
+            assert list(g.shape) == t["shape"], (rec["file"], name)
+            assert hashlib.sha256(raw_bytes(g)).hexdigest() == t["sha256"], (rec["file"], name)
+            checked += 1
+    assert checked >= 400  # 412 tensors in 199 files when written
+
+
+def test_sharded_set_is_one_dict_of_views(corpus):
+    idx = os.path.join(corpus, "safetensors/fluxml/sharded/model.safetensors.index.json")
+    sd = ckpt.load(idx)
+    with open(idx) as fh:
+        assert sorted(sd) == sorted(json.load(fh)["weight_map"])
+    one = os.path.join(corpus, "safetensors/fluxml/non_sharded/model.safetensors")
+    whole = ckpt.load(one)
+    for k, v in sd.items():
+        if isinstance(v, torch.Tensor) and v.numel():
+            shard = json.load(open(idx))["weight_map"][k]
+            assert mapped_file(v) == os.path.realpath(os.path.join(os.path.dirname(idx), shard)), k
+        if k in whole:
+            assert raw_bytes(v) == raw_bytes(whole[k]), k
+
+
+def test_matches_torch_load_on_every_dtype_and_value(tmp_path):
+    g = torch.Generator().manual_seed(0)
+    base = torch.randn(6, 4, generator=g)
+    state = collections.OrderedDict([
+        ("f32", base), ("f64", base.double()), ("f16", base.half()),
+        ("bf16", base.bfloat16()), ("c64", torch.complex(base, -base)),
+        ("c128", torch.complex(base.double(), base.double())),
+        ("i64", torch.arange(-5, 7)), ("i32", torch.arange(3, dtype=torch.int32)),
+        ("i16", torch.tensor([-2, 9], dtype=torch.int16)),
+        ("i8", torch.tensor([-128, 127], dtype=torch.int8)),
+        ("u8", torch.tensor([0, 255], dtype=torch.uint8)),
+        ("bool", torch.tensor([True, False, True])),
+        ("scalar", torch.tensor(3.5)), ("empty", torch.zeros(0, 3)),
+        ("transposed", base.t()), ("strided", base[::2, 1:3]),
+        ("values", {"int": 7, "big": 2 ** 80, "neg": -(2 ** 70), "float": 0.1,
+                    "str": "héllo", "bytes": b"\x00\xff", "none": None, "flag": True,
+                    "tuple": (1, "a", (2.5,)), "list": [[], {}], "set": {1, 2}}),
+    ])
+    path = tmp_path / "all.pt"
+    torch.save(state, path)
+    want = torch.load(path)
+    got = ckpt.load(path)
+    assert list(got) == list(want)
+    for k in want:
+        if isinstance(want[k], torch.Tensor):
+            assert got[k].dtype == want[k].dtype, k
+            assert got[k].shape == want[k].shape, k
+            assert raw_bytes(got[k]) == raw_bytes(want[k]), k
+    assert got["values"] == want["values"]
+    assert type(got["values"]["tuple"]) is tuple and type(got["values"]["set"]) is set
+
+
+def test_tensors_are_copy_on_write_views(tmp_path):
+    a = torch.arange(1024, dtype=torch.float32)
+    path = tmp_path / "w.pt"
+    torch.save({"a": a, "head": a[:16], "tail": a[512:]}, path)
+    before = path.read_bytes()
+    sd = ckpt.load(path)
+    # one storage in the file, one memory after loading (like torch.load)
+    assert mapped_file(sd["a"]) == str(path)
+    assert sd["head"].data_ptr() == sd["a"].data_ptr()
+    assert sd["tail"].data_ptr() == sd["a"].data_ptr() + 512 * 4
+    sd["a"].mul_(2)  # an in-place update: private pages, no fault
+    assert sd["tail"][0].item() == 1024.0
+    assert path.read_bytes() == before
+    assert torch.equal(ckpt.load(path)["a"], a)
+
+
+def test_safetensors_views_and_metadata(tmp_path):
+    path = tmp_path / "m.safetensors"
+    header = json.dumps({"__metadata__": {"format": "pt"},
+                         "w": {"dtype": "BF16", "shape": [2, 2], "data_offsets": [0, 8]},
+                         "b": {"dtype": "BOOL", "shape": [3], "data_offsets": [8, 11]}}).encode()
+    header += b" " * (-len(header) % 8)
+    w = torch.tensor([[1.0, -2.0], [0.5, 3.0]], dtype=torch.bfloat16)
+    data = w.view(torch.int16).numpy().tobytes() + bytes([1, 0, 1])
+    path.write_bytes(len(header).to_bytes(8, "little") + header + data)
+    sd = ckpt.load(path)
+    assert torch.equal(sd["w"], w) and mapped_file(sd["w"]) == str(path)
+    assert mapped_file(sd["b"]) == str(path)
+    assert sd["b"].tolist() == [True, False, True]
+    assert ckpt.metadata(path) == {"format": "pt"}
+
+
+def test_opaque_objects_are_placeholders(tmp_path):
+    import argparse
+    path = tmp_path / "hp.pt"
+    torch.save({"w": torch.ones(2), "hp": argparse.Namespace(lr=0.1)}, path)
+    with pytest.raises(ckpt.UnsafeError) as exc:
+        ckpt.load(path)
+    assert exc.value.report.verdict == "unsafe"
+    assert "argparse.Namespace" in exc.value.report.globals
+    sd = ckpt.load(path, unsafe_ok=True)
+    assert isinstance(sd["hp"], ckpt.Opaque) and sd["hp"].name == "argparse.Namespace"
+    assert sd["hp"].state == {"lr": 0.1}
+    assert "not constructed" in repr(sd["hp"])
+    # an allowed global is accepted by the scan, still never constructed
+    assert isinstance(ckpt.load(path, allow=["argparse.Namespace"])["hp"], ckpt.Opaque)
+
+
+def test_errors_carry_code_file_member_offset(tmp_path, example_pt):
+    with pytest.raises(ckpt.FileError) as exc:
+        ckpt.load(tmp_path / "absent.pt")
+    assert isinstance(exc.value, OSError) and exc.value.code == -1
+    assert exc.value.name == "CKPT_E_IO"
+    data = open(example_pt, "rb").read()
+    cut = tmp_path / "cut.pt"
+    cut.write_bytes(data[: len(data) // 2])
+    with pytest.raises(ckpt.Error) as exc:
+        ckpt.load(cut)
+    e = exc.value
+    assert e.code in (-3, -4) and e.file == str(cut) and e.message
+    bad = tmp_path / "bad.safetensors"
+    bad.write_bytes((40).to_bytes(8, "little") + b'{"w": {"dtype": "F32", "shape": [4]}}   ')
+    with pytest.raises(ckpt.FormatError) as exc:
+        ckpt.load(bad)
+    assert exc.value.code == -4 and exc.value.offset is not None
+    assert str(bad) in str(exc.value) and "CKPT_E_FORMAT" in str(exc.value)
+
+
+def test_verify(tmp_path, example_pt):
+    rep = ckpt.verify(example_pt)
+    assert rep.ok and rep.format == "torch-zip" and rep.tensors == 16 and rep.members > 0
+    data = bytearray(open(example_pt, "rb").read())
+    sd = torch.load(example_pt)
+    needle = sd["model"]["fc1.weight"].numpy().tobytes()[:64]
+    pos = bytes(data).index(needle)
+    data[pos] ^= 0xFF
+    bad = tmp_path / "flipped.pt"
+    bad.write_bytes(bytes(data))
+    rep = ckpt.verify(bad)
+    assert not rep.ok and isinstance(rep.error, ckpt.ChecksumError)
+    assert rep.error.member.endswith("data/%s" % rep.error.member.rsplit("/", 1)[-1])
+    assert rep.error.member and rep.error.offset is not None
+    with pytest.raises(ckpt.FileError):
+        ckpt.verify(tmp_path / "absent.pt")

@@ -1,0 +1,175 @@
+"""Hostile checkpoints: ckpt.scan names them, ckpt.load refuses them (and
+with unsafe_ok=True returns placeholders), and nothing in them ever runs.
+
+The payloads are written as pickle bytes by hand and never unpickled in
+Python; pickletools.dis (which only decodes opcodes) proves they are
+well-formed, so a payload that would run if loaded is what ckpt sees. Each
+would create a marker file; the tests assert it never appears. A Python
+audit hook also records every process, exec, compile, socket and pickle
+event while ckpt reads the shared malicious corpus: there must be none.
+"""
+import io
+import json
+import os
+import pickletools
+import struct
+import sys
+import zipfile
+
+import pytest
+
+import ckpt
+
+RISKY_EVENTS = ("os.system", "subprocess.Popen", "os.exec", "os.posix_spawn", "os.spawn",
+                "os.fork", "exec", "compile", "socket.", "pickle.find_class", "builtins.input",
+                "webbrowser.open", "shutil.", "os.remove", "os.rename")
+_events = []
+_recording = [False]
+
+
+def _hook(event, args):
+    if _recording[0] and event.startswith(RISKY_EVENTS):
+        _events.append((event, repr(args)[:200]))
+
+
+sys.addaudithook(_hook)
+
+
+def unicode_(s):  # BINUNICODE
+    b = s.encode()
+    return b"X" + struct.pack("<I", len(b)) + b
+
+
+def short_unicode(s):  # SHORT_BINUNICODE (protocol 4)
+    b = s.encode()
+    return b"\x8c" + bytes([len(b)]) + b
+
+
+def call_global(module, name, arg_ops, proto4=False):
+    """module.name(*args) as opcodes: GLOBAL (or STACK_GLOBAL), a tuple of
+    the argument opcodes, REDUCE."""
+    if proto4:
+        g = short_unicode(module) + short_unicode(name) + b"\x93"
+    else:
+        g = b"c" + module.encode() + b"\n" + name.encode() + b"\n"
+    return g + b"(" + arg_ops + b"tR"
+
+
+def stream(body, proto=2):
+    return b"\x80" + bytes([proto]) + body + b"."
+
+
+def payloads(marker):
+    """(name, file bytes or a builder, the global ckpt must name)."""
+    touch = "touch " + marker
+    os_system = call_global("posix", "system", unicode_(touch))
+    inner = stream(os_system)
+    sub_list = b"](" + unicode_("touch") + unicode_(marker) + b"e"
+    return [
+        ("posix.system", stream(os_system), "posix.system"),
+        ("os.system", stream(call_global("os", "system", unicode_(touch))), "os.system"),
+        ("builtins.exec", stream(call_global(
+            "builtins", "exec", unicode_("open(%r, 'w').close()" % marker))), "builtins.exec"),
+        ("builtins.eval", stream(call_global(
+            "builtins", "eval", unicode_("__import__('os').system(%r)" % touch),
+            proto4=True), proto=4), "builtins.eval"),
+        ("subprocess.call", stream(call_global("subprocess", "call", sub_list)),
+         "subprocess.call"),
+        ("nested pickle.loads", stream(call_global(
+            "_pickle", "loads", b"B" + struct.pack("<I", len(inner)) + inner)), "_pickle.loads"),
+        ("INST protocol 0", b"(S'" + touch.encode() + b"'\nios\nsystem\n.", "os.system"),
+        ("in a state dict", stream(b"}(" + unicode_("w") + os_system + b"u"), "posix.system"),
+    ]
+
+
+def torch_zip(tmp_path, data_pkl):
+    """A real torch.save archive whose data.pkl is replaced by data_pkl."""
+    torch = pytest.importorskip("torch")
+    real = tmp_path / "real.pt"
+    torch.save({"w": torch.ones(3)}, real)
+    out = io.BytesIO()
+    with zipfile.ZipFile(real) as zin, zipfile.ZipFile(out, "w", zipfile.ZIP_STORED) as zout:
+        for info in zin.infolist():
+            data = zin.read(info)
+            if info.filename.endswith("/data.pkl"):
+                data = data_pkl
+            zout.writestr(info.filename, data)
+    return out.getvalue()
+
+
+def test_payloads_never_run(tmp_path):
+    marker = str(tmp_path / "pwned")
+    cases = payloads(marker)
+    state_dict = cases[-1][1]
+    cases.append(("torch zip data.pkl", lambda: torch_zip(tmp_path, state_dict),
+                  "posix.system"))
+    for name, data, glob in cases:
+        data = data() if callable(data) else data
+        path = tmp_path / ("evil-%d.pt" % len(name))
+        path.write_bytes(data)
+        if not data.startswith(b"PK"):
+            pickletools.dis(data, out=io.StringIO())  # well-formed (decoded, not run)
+        rep = ckpt.scan(path)
+        assert rep.verdict == "unsafe", name
+        assert glob in rep.globals, (name, rep.globals)
+        assert any(f.severity == "dangerous" for f in rep.findings), name
+        with pytest.raises(ckpt.UnsafeError) as exc:
+            ckpt.load(path)
+        assert exc.value.code == -7 and exc.value.report.verdict == "unsafe", name
+        got = ckpt.load(path, unsafe_ok=True)
+        opaque = got["w"] if isinstance(got, dict) else got
+        assert isinstance(opaque, ckpt.Opaque), (name, got)
+        assert opaque.name in (glob, "_pickle.loads"), name
+        assert not os.path.exists(marker), name
+
+
+def test_corpus_verdicts_and_refusals(corpus):
+    records = []
+    with open(os.path.join(corpus, "expected.jsonl")) as fh:
+        for line in fh:
+            rec = json.loads(line)
+            if rec["file"].startswith("scan/"):
+                records.append(rec)
+    assert len(records) >= 40
+    del _events[:]
+    _recording[0] = True
+    try:
+        for rec in records:
+            path = os.path.join(corpus, rec["file"])
+            verdict = rec["verdict"]
+            assert ckpt.scan(path).verdict == verdict, rec["file"]
+            if verdict == "unscannable":  # refused as unsafe, or unreadable
+                with pytest.raises(ckpt.Error) as exc:
+                    ckpt.load(path)
+                if isinstance(exc.value, ckpt.UnsafeError):
+                    assert exc.value.report.verdict == verdict, rec["file"]
+            elif verdict == "unsafe":
+                with pytest.raises(ckpt.UnsafeError) as exc:
+                    ckpt.load(path)
+                assert exc.value.report.verdict == verdict, rec["file"]
+            if verdict in ("unsafe", "unscannable"):
+                try:  # the data, or the reader's own refusal: never a call
+                    ckpt.load(path, unsafe_ok=True)
+                except ckpt.Error as e:
+                    assert not isinstance(e, ckpt.UnsafeError), rec["file"]
+            elif verdict == "safe":
+                assert ckpt.load(path) is not None, rec["file"]
+            else:
+                with pytest.raises(ckpt.FormatError):
+                    ckpt.load(path)
+    finally:
+        _recording[0] = False
+    assert _events == []
+
+
+def test_scan_report_fields(corpus):
+    rep = ckpt.scan(os.path.join(corpus, "scan/picklescan/malicious1_v3.pkl"))
+    assert rep.verdict == "unsafe" and not rep.safe
+    assert rep.globals == ("builtins.eval",)
+    f = rep.dangerous()[0]
+    assert (f.kind, f.global_, f.member, f.offset) == ("global", "builtins.eval", "", 2)
+    # an allowed name turns a file safe (here a data class, not code)
+    ok = ckpt.scan(os.path.join(corpus, "scan/picklescan/benign0_v3.pkl"))
+    assert ok.safe and ok.findings == ()
+    with pytest.raises(ckpt.FileError):
+        ckpt.scan(os.path.join(corpus, "absent.pkl"))

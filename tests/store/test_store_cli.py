@@ -1,0 +1,210 @@
+#!/usr/bin/python3
+"""CLI expectations for `ckpt store` (commit, latest, list, prune, gc) and
+the write path on a really full file system (a 1 MiB tmpfs; skipped with
+the reason when mounting is not permitted).
+
+Environment: CKPT_BIN, CKPT_CORPUS. Standard library only. Prints one line
+per case and ends with "N passed, N failed"; exits 1 on failure.
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import traceback
+
+BIN = os.environ.get("CKPT_BIN", "ckpt")
+CORPUS = os.environ.get("CKPT_CORPUS", "/work/shared/corpus")
+MNIST_PT = os.path.join(CORPUS, "pairs/mnist.pt")
+MNIST_ST = os.path.join(CORPUS, "pairs/mnist.safetensors")
+SMALL_PT = os.path.join(CORPUS, "torch/burn/checkpoint.pt")
+BROKEN = os.path.join(CORPUS, "torch/burn/broken.pt")
+TMP = tempfile.mkdtemp(prefix="ckpt-store-cli-")
+
+passed = failed = 0
+
+
+def run(*args):
+    p = subprocess.run([BIN] + list(args), capture_output=True, timeout=120)
+    return p.returncode, p.stdout.decode("utf-8", "replace"), p.stderr.decode("utf-8", "replace")
+
+
+def fresh(name):
+    d = os.path.join(TMP, name)
+    os.mkdir(d)
+    return d
+
+
+def read(path):
+    with open(path, "rb") as fh:
+        return fh.read()
+
+
+def latest_file(d):
+    return read(os.path.join(d, "LATEST")).decode()
+
+
+def temps(d):
+    return [n for n in os.listdir(d) if ".tmp-" in n]
+
+
+def commit(d, step, src, *extra):
+    return run("store", "commit", d, "--name", "run", "--step", str(step), *extra, src)
+
+
+def flip_middle_byte(path):
+    data = bytearray(read(path))
+    data[len(data) // 2] ^= 0xFF
+    os.chmod(path, 0o644)
+    with open(path, "wb") as fh:
+        fh.write(data)
+
+
+def case_commit_latest():
+    d = fresh("commit")
+    rc, out, err = commit(d, 1, MNIST_PT)
+    assert rc == 0, err
+    assert out == os.path.join(d, "run-1.pt") + "\n", out
+    assert read(os.path.join(d, "run-1.pt")) == read(MNIST_PT)
+    assert latest_file(d) == "run-1.pt\n"
+    rc, out, err = commit(d, 2, MNIST_ST)
+    assert rc == 0 and out.strip().endswith("run-2.safetensors"), (rc, out, err)
+    assert latest_file(d) == "run-2.safetensors\n"
+    rc, out, err = run("store", "latest", d)
+    assert (rc, out) == (0, os.path.join(d, "run-2.safetensors") + "\n"), (rc, out, err)
+    # the same step again is refused, whatever the format
+    rc, out, err = commit(d, 2, MNIST_PT)
+    assert rc == 2 and "already committed" in err and out == "", (rc, out, err)
+    assert not os.path.exists(os.path.join(d, "run-2.pt"))
+    assert temps(d) == []
+
+
+def case_commit_bad_source():
+    d = fresh("bad-source")
+    rc, out, err = commit(d, 1, BROKEN)
+    assert rc == 1 and "broken.pt" in err and out == "", (rc, out, err)
+    rc, out, err = commit(d, 1, os.path.join(TMP, "missing.pt"))
+    assert rc == 2 and "missing.pt" in err, (rc, out, err)
+    assert os.listdir(d) == []
+
+
+def case_usage():
+    d = fresh("usage")
+    for argv in (["store"], ["store", "nope", d], ["store", "commit", d, MNIST_PT],
+                 ["store", "commit", d, "--name", "r", "--step", "-1", MNIST_PT],
+                 ["store", "commit", d, "--name", "r", "--step", "1"],
+                 ["store", "latest"], ["store", "latest", d, d],
+                 ["store", "list", d, "--keep", "3"], ["store", "prune", d, "--keep", "x"],
+                 ["store", "gc", d, "--json"]):
+        rc, out, err = run(*argv)
+        assert rc == 2 and "usage: ckpt store" in err, (argv, rc, err)
+    rc, out, err = run("store", "--help")
+    assert rc == 0 and out.startswith("usage: ckpt store commit"), (rc, out)
+    rc, out, err = run("store", "latest", d)
+    assert rc == 1 and "no generation" in err, (rc, out, err)
+    rc, out, err = run("store", "latest", os.path.join(TMP, "no-such-dir"))
+    assert rc == 2 and "no-such-dir" in err, (rc, out, err)
+
+
+def case_list_and_corruption():
+    d = fresh("list")
+    for step in (9, 10, 100):
+        assert commit(d, step, MNIST_PT, "--keep", "5")[0] == 0
+    rc, out, err = run("store", "list", d, "--json")
+    assert rc == 0, err
+    doc = json.loads(out)
+    assert doc["dir"] == d
+    assert doc["latest"] == {"status": "ok", "file": "run-100.pt"}, doc["latest"]
+    assert [g["step"] for g in doc["generations"]] == [9, 10, 100]
+    g = doc["generations"][2]
+    assert g == {"name": "run", "step": 100, "file": "run-100.pt",
+                 "path": os.path.join(d, "run-100.pt"), "bytes": os.path.getsize(MNIST_PT),
+                 "status": "ok", "latest": True}, g
+    flip_middle_byte(os.path.join(d, "run-100.pt"))
+    rc, out, err = run("store", "list", d, "--json")
+    assert rc == 1, (rc, err)
+    doc = json.loads(out)
+    g = doc["generations"][2]
+    assert g["status"] == "corrupt" and g["reason"] and g["latest"] is True, g
+    assert "member" in g and "offset" in g
+    assert doc["latest"]["status"] == "corrupt"
+    rc, out, err = run("store", "list", d)
+    lines = out.splitlines()
+    assert rc == 1 and len(lines) == 4, (rc, out)
+    assert "corrupt" in lines[2] and "run-100.pt" in lines[2] and "<- LATEST" in lines[2]
+    assert lines[3] == "3 generations; LATEST: corrupt (run-100.pt)", lines[3]
+    rc, out, err = run("store", "latest", d)
+    assert (rc, out) == (0, os.path.join(d, "run-10.pt") + "\n"), (rc, out, err)
+    # prune keeps the newest (corrupt, LATEST's) and the newest verified
+    rc, out, err = run("store", "prune", d, "--keep", "0")
+    assert (rc, out) == (0, "removed 1 generation\n"), (rc, out, err)
+    assert sorted(os.listdir(d)) == ["LATEST", "run-10.pt", "run-100.pt"]
+
+
+def case_gc():
+    d = fresh("gc")
+    assert commit(d, 1, SMALL_PT)[0] == 0
+    child = subprocess.Popen(["true"])
+    child.wait()
+    stale = ".run-2.pt.tmp-%d-0123456789abcdef" % child.pid
+    live = ".run-3.pt.tmp-%d-0123456789abcdef" % os.getpid()
+    for n in (stale, live):
+        with open(os.path.join(d, n), "wb") as fh:
+            fh.write(b"partial")
+    rc, out, err = run("store", "gc", d)
+    assert (rc, out) == (0, "removed 1 stale temporary file\n"), (rc, out, err)
+    assert sorted(os.listdir(d)) == [live, "LATEST", "run-1.pt"]
+    rc, out, err = run("store", "gc", d, "--older-than", "0")
+    assert (rc, out) == (0, "removed 1 stale temporary file\n"), (rc, out, err)
+
+
+def case_full_filesystem():
+    mnt = os.path.join(TMP, "full")
+    os.mkdir(mnt)
+    p = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", mnt],
+                       capture_output=True)
+    if p.returncode != 0:
+        print("SKIP full file system: cannot mount a tmpfs (%s)"
+              % p.stderr.decode().strip())
+        return
+    try:
+        assert commit(mnt, 1, SMALL_PT)[0] == 0
+        rc, out, err = commit(mnt, 2, MNIST_PT)
+        assert rc == 2 and "No space left on device" in err and "run-2.pt" in err, (rc, err)
+        assert out == ""
+        assert sorted(os.listdir(mnt)) == ["LATEST", "run-1.pt"], os.listdir(mnt)
+        assert latest_file(mnt) == "run-1.pt\n"
+        rc, out, err = run("store", "latest", mnt)
+        assert (rc, out) == (0, os.path.join(mnt, "run-1.pt") + "\n"), (rc, out, err)
+        if run("help", "convert")[0] == 0:
+            target = os.path.join(mnt, "out.safetensors")
+            rc, out, err = run("convert", MNIST_PT, target)
+            assert rc == 2 and "No space left on device" in err, (rc, err)
+            assert sorted(os.listdir(mnt)) == ["LATEST", "run-1.pt"], os.listdir(mnt)
+    finally:
+        subprocess.run(["umount", mnt])
+
+
+def main():
+    global passed, failed
+    try:
+        for name, fn in sorted(globals().items()):
+            if not name.startswith("case_"):
+                continue
+            try:
+                fn()
+                passed += 1
+                print("PASS %s" % name[5:])
+            except Exception:
+                failed += 1
+                print("FAIL %s" % name[5:])
+                traceback.print_exc(file=sys.stdout)
+    finally:
+        shutil.rmtree(TMP, ignore_errors=True)
+    print("%d passed, %d failed" % (passed, failed))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,371 @@
+/* test_atomic.c - the atomic commit (src/atomic.c): success path, every
+ * injected failure, backups, and a really full file system (tmpfs). */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include "atomic.h"
+#include "ckpt.h"
+#include "harness.h"
+
+static char dir[256];
+
+static void fresh_dir(void) {
+    snprintf(dir, sizeof dir, "/tmp/ckpt-test-atomic-XXXXXX");
+    if (!mkdtemp(dir)) {
+        perror("mkdtemp");
+        exit(2);
+    }
+}
+
+/* Removes the files of dir (flat) and dir itself. */
+static void remove_dir(const char *d) {
+    DIR *dp = opendir(d);
+    struct dirent *e;
+    char p[512];
+    while (dp && (e = readdir(dp)) != NULL) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+        snprintf(p, sizeof p, "%s/%s", d, e->d_name);
+        unlink(p);
+    }
+    if (dp) closedir(dp);
+    rmdir(d);
+}
+
+static const char *in_dir(const char *name) {
+    static char p[4][512];
+    static int k;
+    k = (k + 1) % 4;
+    snprintf(p[k], sizeof p[k], "%s/%s", dir, name);
+    return p[k];
+}
+
+static void put_file(const char *path, const char *text) {
+    FILE *fp = fopen(path, "wb");
+    fputs(text, fp);
+    fclose(fp);
+}
+
+/* 1 when the file holds exactly `text`. */
+static int has_content(const char *path, const char *text) {
+    size_t n = 0;
+    unsigned char *b = harness_read_file(path, &n);
+    int ok = b && n == strlen(text) && memcmp(b, text, n) == 0;
+    free(b);
+    return ok;
+}
+
+/* Entries of dir other than . and .., and how many look temporary. */
+static int count_entries(int *temps) {
+    DIR *dp = opendir(dir);
+    struct dirent *e;
+    int n = 0;
+    *temps = 0;
+    while (dp && (e = readdir(dp)) != NULL) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+        n++;
+        if (strstr(e->d_name, ".tmp-")) ++*temps;
+    }
+    if (dp) closedir(dp);
+    return n;
+}
+
+static int temps_left(void) {
+    int temps;
+    count_entries(&temps);
+    return temps;
+}
+
+static void disarm(void) {
+    ckpt_atomic_fail_nth("open", 0, 0);
+    ckpt_atomic_fail_nth("write", 0, 0);
+    ckpt_atomic_fail_nth("fsync", 0, 0);
+    ckpt_atomic_fail_nth("rename", 0, 0);
+}
+
+static int message_has(const char *needle) {
+    return strstr(ckpt_error_last()->message, needle) != NULL;
+}
+
+TEST(success_replaces_target) {
+    fresh_dir();
+    const char *t = in_dir("model.safetensors");
+    put_file(t, "old contents");
+    ckpt_atomic a;
+    CHECK_EQ_INT(ckpt_atomic_begin(&a, t), 0);
+    /* the temporary file: hidden, same directory, pid and 16 hex digits */
+    char prefix[512];
+    snprintf(prefix, sizeof prefix, "%s/.model.safetensors.tmp-%ld-", dir, (long)getpid());
+    CHECK(a.tmp && strncmp(a.tmp, prefix, strlen(prefix)) == 0);
+    CHECK(a.tmp && strlen(a.tmp) == strlen(prefix) + 16);
+    CHECK(access(a.tmp, F_OK) == 0);
+    CHECK_EQ_INT(ckpt_atomic_write(&a, "XXXX-body", 9), 0);
+    CHECK_EQ_INT(ckpt_atomic_pwrite(&a, "head", 4, 0), 0);
+    CHECK_EQ_INT(ckpt_atomic_write(&a, "-tail", 5), 0);
+    CHECK_EQ_INT((long long)a.written, 14);
+    CHECK(has_content(t, "old contents")); /* untouched until commit */
+    CHECK_EQ_INT(ckpt_atomic_commit(&a, 0), 0);
+    CHECK(has_content(t, "head-body-tail"));
+    CHECK(a.tmp == NULL && a.target == NULL);
+    mode_t mask = umask(0);
+    umask(mask);
+    struct stat st;
+    CHECK_EQ_INT(stat(t, &st), 0);
+    CHECK_EQ_INT(st.st_mode & 07777, 0644 & ~mask);
+    int temps;
+    CHECK_EQ_INT(count_entries(&temps), 1);
+    CHECK_EQ_INT(temps, 0);
+    ckpt_atomic_abort(&a); /* harmless after commit */
+    CHECK(has_content(t, "head-body-tail"));
+    remove_dir(dir);
+}
+
+TEST(large_write_and_holes) {
+    fresh_dir();
+    const char *t = in_dir("big.bin");
+    size_t n = 3u << 20;
+    unsigned char *buf = malloc(n);
+    for (size_t i = 0; i < n; i++) buf[i] = (unsigned char)(i * 131u + 7u);
+    ckpt_atomic a;
+    CHECK_EQ_INT(ckpt_atomic_begin(&a, t), 0);
+    CHECK_EQ_INT(ckpt_atomic_write(&a, buf, n), 0);
+    /* past the end: a zero gap, and appends follow the new end */
+    CHECK_EQ_INT(ckpt_atomic_pwrite(&a, "Z", 1, (uint64_t)n + 10), 0);
+    CHECK_EQ_INT(ckpt_atomic_write(&a, "!", 1), 0);
+    CHECK_EQ_INT((long long)a.written, (long long)n + 12);
+    CHECK_EQ_INT(ckpt_atomic_commit(&a, 0), 0);
+    size_t len = 0;
+    unsigned char *got = harness_read_file(t, &len);
+    CHECK(got && len == n + 12);
+    if (got && len == n + 12) {
+        CHECK(memcmp(got, buf, n) == 0);
+        static const unsigned char zeros[10];
+        CHECK(memcmp(got + n, zeros, 10) == 0);
+        CHECK(got[n + 10] == 'Z' && got[n + 11] == '!');
+    }
+    free(got);
+    free(buf);
+    remove_dir(dir);
+}
+
+/* One injected failure: target keeps its old bytes, no temporary file is
+ * left, and the message names the target, the operation and errno. */
+static void check_failure(const char *op, uint64_t nth, int err, int fail_in_write) {
+    fresh_dir();
+    const char *t = in_dir("w.pt");
+    put_file(t, "previous generation");
+    ckpt_atomic a;
+    ckpt_atomic_fail_nth(op, nth, err);
+    CHECK_EQ_INT(ckpt_atomic_begin(&a, t), 0);
+    CHECK_EQ_INT(ckpt_atomic_write(&a, "new", 3), 0);
+    int rc = ckpt_atomic_write(&a, "-data", 5);
+    if (fail_in_write) {
+        CHECK_EQ_INT(rc, CKPT_E_IO);
+        CHECK(message_has("write") && message_has(t) && message_has(strerror(err)));
+        CHECK_EQ_INT(temps_left(), 0); /* removed at once */
+        /* sticky: later calls fail without touching anything */
+        CHECK_EQ_INT(ckpt_atomic_write(&a, "x", 1), CKPT_E_IO);
+        CHECK_EQ_INT(ckpt_atomic_pwrite(&a, "x", 1, 0), CKPT_E_IO);
+    } else {
+        CHECK_EQ_INT(rc, 0);
+    }
+    CHECK_EQ_INT(ckpt_atomic_commit(&a, 0), CKPT_E_IO);
+    CHECK(message_has(op) && message_has(t) && message_has(strerror(err)));
+    CHECK_EQ_STR(ckpt_error_last()->file, t);
+    CHECK(has_content(t, "previous generation"));
+    CHECK_EQ_INT(temps_left(), 0);
+    CHECK(a.tmp == NULL && a.target == NULL && a.error == CKPT_E_IO);
+    ckpt_atomic_abort(&a);
+    disarm();
+    remove_dir(dir);
+}
+
+TEST(write_enospc) { check_failure("write", 2, ENOSPC, 1); }
+TEST(write_eio_first_call) {
+    fresh_dir();
+    const char *t = in_dir("w.pt");
+    put_file(t, "old");
+    ckpt_atomic a;
+    ckpt_atomic_fail_nth("write", 1, EIO);
+    CHECK_EQ_INT(ckpt_atomic_begin(&a, t), 0);
+    CHECK_EQ_INT(ckpt_atomic_write(&a, "new", 3), CKPT_E_IO);
+    CHECK_EQ_INT(ckpt_error_last()->offset, 0);
+    ckpt_atomic_abort(&a);
+    CHECK(has_content(t, "old"));
+    CHECK_EQ_INT(temps_left(), 0);
+    disarm();
+    remove_dir(dir);
+}
+TEST(fsync_eio) { check_failure("fsync", 1, EIO, 0); }
+TEST(rename_exdev) { check_failure("rename", 1, EXDEV, 0); }
+TEST(rename_eacces) { check_failure("rename", 1, EACCES, 0); }
+
+TEST(open_fails) {
+    fresh_dir();
+    const char *t = in_dir("w.pt");
+    ckpt_atomic a;
+    ckpt_atomic_fail_nth("open", 1, EACCES);
+    CHECK_EQ_INT(ckpt_atomic_begin(&a, t), CKPT_E_IO);
+    CHECK(message_has("open") && message_has(t) && message_has(strerror(EACCES)));
+    CHECK(a.tmp == NULL && a.target == NULL && a.fd == -1);
+    CHECK_EQ_INT(ckpt_atomic_write(&a, "x", 1), CKPT_E_IO);
+    CHECK_EQ_INT(ckpt_atomic_commit(&a, 0), CKPT_E_IO);
+    int temps;
+    CHECK_EQ_INT(count_entries(&temps), 0);
+    disarm();
+    remove_dir(dir);
+}
+
+/* The directory fsync comes after the rename: the new file is in place,
+ * but the caller hears that it may not be durable. */
+TEST(directory_fsync_fails_after_rename) {
+    fresh_dir();
+    const char *t = in_dir("w.pt");
+    put_file(t, "old");
+    ckpt_atomic a;
+    ckpt_atomic_fail_nth("fsync", 2, EIO);
+    CHECK_EQ_INT(ckpt_atomic_begin(&a, t), 0);
+    CHECK_EQ_INT(ckpt_atomic_write(&a, "new", 3), 0);
+    CHECK_EQ_INT(ckpt_atomic_commit(&a, 0), CKPT_E_IO);
+    CHECK(message_has("fsync of directory") && message_has(t) && message_has("crash"));
+    CHECK(has_content(t, "new"));
+    CHECK_EQ_INT(temps_left(), 0);
+    disarm();
+    remove_dir(dir);
+}
+
+TEST(begin_in_missing_directory) {
+    ckpt_atomic a;
+    const char *t = "/tmp/ckpt-test-atomic-does-not-exist/sub/x.safetensors";
+    CHECK_EQ_INT(ckpt_atomic_begin(&a, t), CKPT_E_IO);
+    CHECK(message_has(t) && message_has(strerror(ENOENT)));
+    ckpt_atomic_abort(&a);
+    CHECK_EQ_INT(ckpt_atomic_begin(&a, ""), CKPT_E_INVALID_ARG);
+    CHECK_EQ_INT(ckpt_atomic_begin(&a, "/tmp/"), CKPT_E_INVALID_ARG);
+    int stdin_open = fcntl(0, F_GETFD) != -1;
+    ckpt_atomic zero = {0};
+    ckpt_atomic_abort(&zero); /* must not close fd 0 */
+    CHECK_EQ_INT(fcntl(0, F_GETFD) != -1, stdin_open);
+}
+
+TEST(abort_removes_temp) {
+    fresh_dir();
+    const char *t = in_dir("w.pt");
+    put_file(t, "old");
+    ckpt_atomic a;
+    CHECK_EQ_INT(ckpt_atomic_begin(&a, t), 0);
+    CHECK_EQ_INT(ckpt_atomic_write(&a, "new", 3), 0);
+    CHECK_EQ_INT(temps_left(), 1);
+    ckpt_atomic_abort(&a);
+    ckpt_atomic_abort(&a);
+    CHECK_EQ_INT(temps_left(), 0);
+    CHECK(has_content(t, "old"));
+    remove_dir(dir);
+}
+
+static int commit_text(const char *t, const char *text, int backup) {
+    ckpt_atomic a;
+    int rc = ckpt_atomic_begin(&a, t);
+    if (rc == 0) rc = ckpt_atomic_write(&a, text, strlen(text));
+    if (rc == 0) return ckpt_atomic_commit(&a, backup);
+    ckpt_atomic_abort(&a);
+    return rc;
+}
+
+TEST(backup_keeps_previous) {
+    fresh_dir();
+    const char *t = in_dir("out.safetensors");
+    const char *bak = in_dir("out.safetensors.bak");
+    CHECK_EQ_INT(commit_text(t, "v1", 1), 0);
+    CHECK(access(bak, F_OK) != 0); /* nothing to back up the first time */
+    CHECK_EQ_INT(commit_text(t, "v2", 1), 0);
+    CHECK(has_content(t, "v2") && has_content(bak, "v1"));
+    CHECK_EQ_INT(commit_text(t, "v3", 1), 0);
+    CHECK(has_content(t, "v3") && has_content(bak, "v2"));
+    CHECK_EQ_INT(commit_text(t, "v4", 0), 0); /* no backup asked: .bak stays */
+    CHECK(has_content(t, "v4") && has_content(bak, "v2"));
+    int temps;
+    CHECK_EQ_INT(count_entries(&temps), 2);
+    CHECK_EQ_INT(temps, 0);
+    remove_dir(dir);
+}
+
+TEST(backup_rename_fails) {
+    fresh_dir();
+    const char *t = in_dir("out.pt");
+    const char *bak = in_dir("out.pt.bak");
+    put_file(t, "current");
+    put_file(bak, "older");
+    ckpt_atomic_fail_nth("rename", 1, EIO); /* the backup's rename */
+    CHECK_EQ_INT(commit_text(t, "next", 1), CKPT_E_IO);
+    CHECK(message_has("rename (backup)") && message_has(t));
+    CHECK(has_content(t, "current") && has_content(bak, "older"));
+    CHECK_EQ_INT(temps_left(), 0);
+    ckpt_atomic_fail_nth("rename", 2, EXDEV); /* the target's, after the backup */
+    CHECK_EQ_INT(commit_text(t, "next", 1), CKPT_E_IO);
+    CHECK(has_content(t, "current") && has_content(bak, "current"));
+    CHECK_EQ_INT(temps_left(), 0);
+    disarm();
+    remove_dir(dir);
+}
+
+/* A real full file system: a 1 MiB tmpfs. Needs the right to mount. */
+TEST(tmpfs_full) {
+    char mnt[256];
+    snprintf(mnt, sizeof mnt, "/tmp/ckpt-test-atomic-tmpfs-XXXXXX");
+    if (!mkdtemp(mnt)) {
+        CHECK(0);
+        return;
+    }
+    if (mount("tmpfs", mnt, "tmpfs", 0, "size=1m") != 0) {
+        printf("SKIP tmpfs_full: cannot mount a tmpfs (%s)\n", strerror(errno));
+        rmdir(mnt);
+        return;
+    }
+    char t[300];
+    snprintf(t, sizeof t, "%s/model.pt", mnt);
+    put_file(t, "old model");
+    size_t n = 2u << 20;
+    char *big = malloc(n);
+    memset(big, 'x', n);
+    ckpt_atomic a;
+    CHECK_EQ_INT(ckpt_atomic_begin(&a, t), 0);
+    int rc = ckpt_atomic_write(&a, big, n);
+    CHECK_EQ_INT(rc, CKPT_E_IO);
+    CHECK(message_has("write") && message_has(t) && message_has(strerror(ENOSPC)));
+    CHECK_EQ_INT(ckpt_atomic_commit(&a, 0), CKPT_E_IO);
+    CHECK(has_content(t, "old model"));
+    snprintf(dir, sizeof dir, "%s", mnt);
+    int temps;
+    CHECK_EQ_INT(count_entries(&temps), 1);
+    CHECK_EQ_INT(temps, 0);
+    /* the space came back: a small file commits */
+    CHECK_EQ_INT(commit_text(t, "small", 1), 0);
+    CHECK(has_content(t, "small"));
+    free(big);
+    umount(mnt);
+    rmdir(mnt);
+}
+
+int main(void) {
+    RUN(success_replaces_target);
+    RUN(large_write_and_holes);
+    RUN(write_enospc);
+    RUN(write_eio_first_call);
+    RUN(fsync_eio);
+    RUN(rename_exdev);
+    RUN(rename_eacces);
+    RUN(open_fails);
+    RUN(directory_fsync_fails_after_rename);
+    RUN(begin_in_missing_directory);
+    RUN(abort_removes_temp);
+    RUN(backup_keeps_previous);
+    RUN(backup_rename_fails);
+    RUN(tmpfs_full);
+    return harness_end();
+}

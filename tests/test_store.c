@@ -1,0 +1,477 @@
+/* test_store.c - generations and LATEST (src/store.c): commit, latest,
+ * list, prune, gc, and failures in the middle of a commit. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "atomic.h"
+#include "ckpt.h"
+#include "harness.h"
+#include "store.h"
+
+#define MNIST_ST CKPT_CORPUS "/pairs/mnist.safetensors"
+#define MNIST_PT CKPT_CORPUS "/pairs/mnist.pt"
+#define LEGACY CKPT_CORPUS "/torch/burn/simple_legacy.pt"
+#define SHARDED CKPT_CORPUS "/safetensors/fluxml/sharded/model.safetensors.index.json"
+
+static char dir[256];
+
+static void fresh_dir(void) {
+    snprintf(dir, sizeof dir, "/tmp/ckpt-test-store-XXXXXX");
+    if (!mkdtemp(dir)) {
+        perror("mkdtemp");
+        exit(2);
+    }
+}
+
+static void remove_dir(void) {
+    DIR *dp = opendir(dir);
+    struct dirent *e;
+    char p[512];
+    while (dp && (e = readdir(dp)) != NULL) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+        if (unlink(p) != 0) rmdir(p);
+    }
+    if (dp) closedir(dp);
+    rmdir(dir);
+}
+
+static const char *in_dir(const char *name) {
+    static char p[4][512];
+    static int k;
+    k = (k + 1) % 4;
+    snprintf(p[k], sizeof p[k], "%s/%s", dir, name);
+    return p[k];
+}
+
+static int exists(const char *name) {
+    return access(in_dir(name), F_OK) == 0;
+}
+
+static int same_bytes(const char *a, const char *b) {
+    size_t na = 0, nb = 0;
+    unsigned char *pa = harness_read_file(a, &na), *pb = harness_read_file(b, &nb);
+    int ok = pa && pb && na == nb && memcmp(pa, pb, na) == 0;
+    free(pa);
+    free(pb);
+    return ok;
+}
+
+/* LATEST's content, or "" when absent. */
+static const char *pointer(void) {
+    static char buf[512];
+    size_t n = 0;
+    unsigned char *b = harness_read_file(in_dir("LATEST"), &n);
+    buf[0] = '\0';
+    if (b && n < sizeof buf) {
+        memcpy(buf, b, n);
+        buf[n] = '\0';
+    }
+    free(b);
+    return buf;
+}
+
+/* Entries of dir (other than . and ..) and how many look temporary. */
+static int entries(int *temps) {
+    DIR *dp = opendir(dir);
+    struct dirent *e;
+    int n = 0;
+    *temps = 0;
+    while (dp && (e = readdir(dp)) != NULL) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+        n++;
+        if (strstr(e->d_name, ".tmp-")) ++*temps;
+    }
+    if (dp) closedir(dp);
+    return n;
+}
+
+static int commit(const char *src, uint64_t step, uint32_t keep) {
+    ckpt_store_options o = CKPT_STORE_OPTIONS_INIT;
+    o.keep = keep;
+    return ckpt_store_commit(NULL, 0, dir, "run", step, src, &o);
+}
+
+static const char *latest(void) {
+    static char buf[512];
+    int rc = ckpt_store_latest(buf, sizeof buf, dir, NULL);
+    return rc == 0 ? buf : "(none)";
+}
+
+/* Flips one byte inside the first tensor's storage: a CRC-32 mismatch for
+ * a torch zip file. */
+static void corrupt_tensor_byte(const char *path) {
+    ckpt_file *f = NULL;
+    if (ckpt_open(&f, path, NULL) != 0) {
+        CHECK(0);
+        return;
+    }
+    uint64_t off = ckpt_tensor_file_offset(ckpt_file_tensor(f, 0));
+    ckpt_close(f);
+    int fd = open(path, O_RDWR);
+    unsigned char c = 0;
+    CHECK(pread(fd, &c, 1, (off_t)off) == 1);
+    c ^= 0x5a;
+    CHECK(pwrite(fd, &c, 1, (off_t)off) == 1);
+    close(fd);
+}
+
+TEST(commit_copies_and_moves_latest) {
+    fresh_dir();
+    char path[512];
+    CHECK_EQ_INT(ckpt_store_commit(path, sizeof path, dir, "run", 1, MNIST_ST, NULL), 0);
+    CHECK_EQ_STR(path, in_dir("run-1.safetensors"));
+    CHECK(same_bytes(path, MNIST_ST));
+    CHECK_EQ_STR(pointer(), "run-1.safetensors\n");
+    CHECK_EQ_INT(ckpt_store_commit(path, sizeof path, dir, "run", 2, MNIST_PT, NULL), 0);
+    CHECK_EQ_STR(path, in_dir("run-2.pt"));
+    CHECK(same_bytes(path, MNIST_PT));
+    CHECK_EQ_STR(pointer(), "run-2.pt\n");
+    CHECK_EQ_INT(ckpt_store_commit(path, sizeof path, dir, "run", 3, LEGACY, NULL), 0);
+    CHECK_EQ_STR(path, in_dir("run-3.pt")); /* legacy torch files stay .pt */
+    CHECK(same_bytes(path, LEGACY));
+    CHECK_EQ_STR(latest(), in_dir("run-3.pt"));
+    struct stat st;
+    CHECK(stat(path, &st) == 0 && (st.st_mode & 0200)); /* not the source's r--r--r-- */
+    int temps;
+    CHECK_EQ_INT(entries(&temps), 4);
+    CHECK_EQ_INT(temps, 0);
+    /* a buffer too small for the path is refused before anything happens */
+    char tiny[8];
+    CHECK_EQ_INT(ckpt_store_commit(tiny, sizeof tiny, dir, "run", 4, MNIST_PT, NULL),
+                 CKPT_E_INVALID_ARG);
+    CHECK(!exists("run-4.pt"));
+    remove_dir();
+}
+
+TEST(steps_sort_numerically) {
+    fresh_dir();
+    CHECK_EQ_INT(commit(MNIST_PT, 9, 10), 0);
+    CHECK_EQ_INT(commit(MNIST_PT, 10, 10), 0);
+    CHECK_EQ_INT(commit(MNIST_PT, 2, 10), 0);
+    /* an older step does not take LATEST from a newer verified one */
+    CHECK_EQ_STR(pointer(), "run-10.pt\n");
+    CHECK_EQ_STR(latest(), in_dir("run-10.pt"));
+    ckpt_store_listing *l = NULL;
+    CHECK_EQ_INT(ckpt_store_list(&l, dir, NULL), 0);
+    CHECK_EQ_INT(ckpt_store_list_count(l), 3);
+    static const uint64_t want[] = {2, 9, 10};
+    for (size_t i = 0; i < 3 && i < ckpt_store_list_count(l); i++) {
+        const ckpt_store_generation *g = ckpt_store_list_generation(l, i);
+        CHECK_EQ_INT(g->step, want[i]);
+        CHECK_EQ_STR(g->name, "run");
+        CHECK_EQ_INT(g->ok, 1);
+        CHECK_EQ_INT(g->code, 0);
+        CHECK_EQ_STR(g->reason, "");
+        CHECK_EQ_INT(g->latest, i == 2);
+        CHECK_EQ_INT(g->bytes, 1513258); /* mnist.pt's size */
+    }
+    const char *pfile = NULL;
+    CHECK_EQ_INT(ckpt_store_list_pointer(l, &pfile), CKPT_STORE_POINTER_OK);
+    CHECK_EQ_STR(pfile, "run-10.pt");
+    CHECK(ckpt_store_list_generation(l, 3) == NULL);
+    ckpt_store_list_free(l);
+    remove_dir();
+}
+
+TEST(commit_prunes_beyond_keep) {
+    fresh_dir();
+    for (uint64_t s = 1; s <= 5; s++) CHECK_EQ_INT(commit(MNIST_PT, s, 3), 0);
+    CHECK(!exists("run-1.pt") && !exists("run-2.pt"));
+    CHECK(exists("run-3.pt") && exists("run-4.pt") && exists("run-5.pt"));
+    CHECK_EQ_STR(pointer(), "run-5.pt\n");
+    /* the generation just written is never pruned, even an old step */
+    CHECK_EQ_INT(commit(MNIST_PT, 1, 3), 0);
+    CHECK(exists("run-1.pt") && exists("run-5.pt"));
+    CHECK_EQ_STR(pointer(), "run-5.pt\n");
+    size_t removed = 99;
+    ckpt_store_options o = CKPT_STORE_OPTIONS_INIT;
+    o.keep = 2;
+    CHECK_EQ_INT(ckpt_store_prune(&removed, dir, &o), 0);
+    CHECK_EQ_INT(removed, 2);
+    CHECK(!exists("run-1.pt") && !exists("run-3.pt"));
+    CHECK(exists("run-4.pt") && exists("run-5.pt"));
+    remove_dir();
+}
+
+TEST(latest_skips_corrupt_and_list_reports) {
+    fresh_dir();
+    for (uint64_t s = 1; s <= 3; s++) CHECK_EQ_INT(commit(MNIST_PT, s, 10), 0);
+    corrupt_tensor_byte(in_dir("run-3.pt"));
+    CHECK_EQ_STR(pointer(), "run-3.pt\n");
+    CHECK_EQ_STR(latest(), in_dir("run-2.pt"));
+    ckpt_store_listing *l = NULL;
+    CHECK_EQ_INT(ckpt_store_list(&l, dir, NULL), 0);
+    CHECK_EQ_INT(ckpt_store_list_count(l), 3);
+    const ckpt_store_generation *g = ckpt_store_list_generation(l, 2);
+    CHECK(g && g->step == 3 && !g->ok && g->latest);
+    CHECK(g && g->code == CKPT_E_CHECKSUM && strstr(g->reason, "CRC") != NULL);
+    CHECK(g && g->member[0] != '\0' && g->offset != UINT64_MAX);
+    CHECK(ckpt_store_list_generation(l, 1)->ok);
+    CHECK_EQ_INT(ckpt_store_list_pointer(l, NULL), CKPT_STORE_POINTER_CORRUPT);
+    ckpt_store_list_free(l);
+
+    /* the next commit moves LATEST past the corrupt one */
+    CHECK_EQ_INT(commit(MNIST_PT, 4, 10), 0);
+    CHECK_EQ_STR(pointer(), "run-4.pt\n");
+    /* LATEST naming a missing file, or garbage, is ignored */
+    unlink(in_dir("run-4.pt"));
+    CHECK_EQ_STR(latest(), in_dir("run-2.pt"));
+    CHECK_EQ_INT(ckpt_store_list(&l, dir, NULL), 0);
+    CHECK_EQ_INT(ckpt_store_list_pointer(l, NULL), CKPT_STORE_POINTER_MISSING);
+    ckpt_store_list_free(l);
+    FILE *fp = fopen(in_dir("LATEST"), "w");
+    fputs("../../etc/passwd\n", fp);
+    fclose(fp);
+    CHECK_EQ_STR(latest(), in_dir("run-2.pt"));
+    CHECK_EQ_INT(ckpt_store_list(&l, dir, NULL), 0);
+    const char *pfile = "?";
+    CHECK_EQ_INT(ckpt_store_list_pointer(l, &pfile), CKPT_STORE_POINTER_INVALID);
+    CHECK_EQ_STR(pfile, "");
+    ckpt_store_list_free(l);
+    unlink(in_dir("LATEST"));
+    CHECK_EQ_STR(latest(), in_dir("run-2.pt"));
+    CHECK_EQ_INT(ckpt_store_list(&l, dir, NULL), 0);
+    CHECK_EQ_INT(ckpt_store_list_pointer(l, NULL), CKPT_STORE_POINTER_ABSENT);
+    ckpt_store_list_free(l);
+    /* a verified generation LATEST names wins (it is the commit point) */
+    fp = fopen(in_dir("LATEST"), "w");
+    fputs("run-1.pt\n", fp);
+    fclose(fp);
+    CHECK_EQ_STR(latest(), in_dir("run-1.pt"));
+    remove_dir();
+}
+
+TEST(prune_keeps_newest_verified) {
+    fresh_dir();
+    for (uint64_t s = 1; s <= 4; s++) CHECK_EQ_INT(commit(MNIST_PT, s, 10), 0);
+    corrupt_tensor_byte(in_dir("run-4.pt"));
+    corrupt_tensor_byte(in_dir("run-3.pt"));
+    FILE *fp = fopen(in_dir("LATEST"), "w");
+    fputs("run-1.pt\n", fp);
+    fclose(fp);
+    ckpt_store_options o = CKPT_STORE_OPTIONS_INIT;
+    o.keep = 1;
+    size_t removed = 0;
+    CHECK_EQ_INT(ckpt_store_prune(&removed, dir, &o), 0);
+    CHECK_EQ_INT(removed, 1);
+    CHECK(exists("run-4.pt"));  /* the newest */
+    CHECK(exists("run-2.pt"));  /* the newest that verifies */
+    CHECK(exists("run-1.pt"));  /* LATEST's */
+    CHECK(!exists("run-3.pt")); /* corrupt and old */
+    o.keep = 0;
+    unlink(in_dir("LATEST"));
+    CHECK_EQ_INT(ckpt_store_prune(&removed, dir, &o), 0);
+    CHECK_EQ_INT(removed, 2);
+    CHECK(exists("run-2.pt") && !exists("run-1.pt") && !exists("run-4.pt"));
+    CHECK_EQ_STR(latest(), in_dir("run-2.pt"));
+    remove_dir();
+}
+
+TEST(commit_refuses_committed_step) {
+    fresh_dir();
+    CHECK_EQ_INT(commit(MNIST_PT, 5, 3), 0);
+    CHECK_EQ_INT(commit(LEGACY, 5, 3), CKPT_E_INVALID_ARG);
+    CHECK(strstr(ckpt_error_last()->message, "already committed") != NULL);
+    CHECK(same_bytes(in_dir("run-5.pt"), MNIST_PT));
+    /* another format of the same step counts as the same step */
+    CHECK_EQ_INT(commit(MNIST_ST, 5, 3), CKPT_E_INVALID_ARG);
+    CHECK(!exists("run-5.safetensors"));
+    /* a corrupt generation of that step is replaced */
+    corrupt_tensor_byte(in_dir("run-5.pt"));
+    CHECK_EQ_INT(commit(LEGACY, 5, 3), 0);
+    CHECK(same_bytes(in_dir("run-5.pt"), LEGACY));
+    remove_dir();
+}
+
+TEST(commit_bad_arguments) {
+    fresh_dir();
+    static const char *const bad[] = {"", "a/b", ".hidden", "tab\there"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        CHECK_EQ_INT(ckpt_store_commit(NULL, 0, dir, bad[i], 1, MNIST_PT, NULL),
+                     CKPT_E_INVALID_ARG);
+    CHECK_EQ_INT(ckpt_store_commit(NULL, 0, dir, NULL, 1, MNIST_PT, NULL), CKPT_E_INVALID_ARG);
+    CHECK_EQ_INT(ckpt_store_commit(NULL, 0, "/tmp/ckpt-test-store-missing-dir", "run", 1,
+                                   MNIST_PT, NULL),
+                 CKPT_E_IO);
+    CHECK_EQ_INT(ckpt_store_commit(NULL, 0, dir, "run", 1, "/nonexistent/src.pt", NULL),
+                 CKPT_E_IO);
+    CHECK_EQ_INT(ckpt_store_commit(NULL, 0, dir, "run", 1, SHARDED, NULL), CKPT_E_UNSUPPORTED);
+    CHECK_EQ_INT(ckpt_store_commit(NULL, 0, dir, "run", 1, CKPT_CORPUS "/torch/burn/broken.pt",
+                                   NULL),
+                 CKPT_E_TRUNCATED); /* 3 bytes of text */
+    int temps;
+    CHECK_EQ_INT(entries(&temps), 0);
+    char buf[64];
+    CHECK_EQ_INT(ckpt_store_latest(buf, sizeof buf, dir, NULL), CKPT_E_NOTFOUND);
+    CHECK_EQ_INT(ckpt_store_latest(buf, sizeof buf, "/tmp/ckpt-test-store-missing-dir", NULL),
+                 CKPT_E_IO);
+    ckpt_store_listing *l = (ckpt_store_listing *)buf;
+    CHECK_EQ_INT(ckpt_store_list(&l, "/tmp/ckpt-test-store-missing-dir", NULL), CKPT_E_IO);
+    CHECK(l == NULL);
+    remove_dir();
+}
+
+/* A writer callback (the path an in-memory serialiser takes). */
+typedef struct bytes_writer {
+    const unsigned char *p;
+    size_t n;
+    int fail_with;
+} bytes_writer;
+
+static int write_bytes(void *ctx, ckpt_atomic *a) {
+    bytes_writer *w = ctx;
+    if (w->fail_with) return w->fail_with;
+    return ckpt_atomic_write(a, w->p, w->n);
+}
+
+TEST(commit_with_writer) {
+    fresh_dir();
+    size_t n = 0;
+    unsigned char *pt = harness_read_file(MNIST_PT, &n);
+    bytes_writer w = {pt, n, 0};
+    char path[512];
+    CHECK_EQ_INT(ckpt_store_commit_with(path, sizeof path, dir, "w", 1, ".pt", write_bytes, &w,
+                                        NULL),
+                 0);
+    CHECK(same_bytes(path, MNIST_PT));
+    CHECK_EQ_STR(pointer(), "w-1.pt\n");
+
+    /* bytes that do not verify: removed again, LATEST untouched */
+    w.n = n / 2;
+    CHECK(ckpt_store_commit_with(path, sizeof path, dir, "w", 2, ".pt", write_bytes, &w, NULL) <
+          0);
+    CHECK(strstr(ckpt_error_last()->message, "failed verification") != NULL);
+    CHECK_EQ_STR(ckpt_error_last()->file, in_dir("w-2.pt"));
+    CHECK(!exists("w-2.pt"));
+    CHECK_EQ_STR(pointer(), "w-1.pt\n");
+
+    /* a flipped byte in a tensor: CRC mismatch, same outcome */
+    unsigned char *bad = malloc(n);
+    memcpy(bad, pt, n);
+    bad[n / 2] ^= 0xff;
+    bytes_writer wb = {bad, n, 0};
+    int rc = ckpt_store_commit_with(NULL, 0, dir, "w", 3, ".pt", write_bytes, &wb, NULL);
+    CHECK(rc == CKPT_E_CHECKSUM || rc == CKPT_E_FORMAT);
+    CHECK(!exists("w-3.pt"));
+
+    /* the writer's own error comes back as is */
+    w.fail_with = CKPT_E_UNSUPPORTED;
+    CHECK_EQ_INT(ckpt_store_commit_with(NULL, 0, dir, "w", 4, ".pt", write_bytes, &w, NULL),
+                 CKPT_E_UNSUPPORTED);
+    CHECK(!exists("w-4.pt"));
+    CHECK_EQ_INT(ckpt_store_commit_with(NULL, 0, dir, "w", 4, ".bin", write_bytes, &w, NULL),
+                 CKPT_E_INVALID_ARG);
+    int temps;
+    CHECK_EQ_INT(entries(&temps), 2);
+    CHECK_EQ_INT(temps, 0);
+    free(bad);
+    free(pt);
+    remove_dir();
+}
+
+/* Failures injected into the atomic commit of the generation and of
+ * LATEST: nothing half-done is left behind. */
+TEST(commit_faults) {
+    fresh_dir();
+    CHECK_EQ_INT(commit(MNIST_PT, 1, 3), 0);
+    ckpt_atomic_fail_nth("write", 1, ENOSPC);
+    CHECK_EQ_INT(commit(MNIST_PT, 2, 3), CKPT_E_IO);
+    CHECK(strstr(ckpt_error_last()->message, "No space left") != NULL);
+    ckpt_atomic_fail_nth("fsync", 1, EIO);
+    CHECK_EQ_INT(commit(MNIST_PT, 2, 3), CKPT_E_IO);
+    ckpt_atomic_fail_nth("rename", 1, EXDEV);
+    CHECK_EQ_INT(commit(MNIST_PT, 2, 3), CKPT_E_IO);
+    CHECK(!exists("run-2.pt"));
+    CHECK_EQ_STR(pointer(), "run-1.pt\n");
+    /* LATEST's own rename fails: the generation is complete and verified
+     * but not committed; LATEST still names the previous one */
+    ckpt_atomic_fail_nth("rename", 2, EIO);
+    CHECK_EQ_INT(commit(MNIST_PT, 2, 3), CKPT_E_IO);
+    CHECK(strstr(ckpt_error_last()->message, "LATEST") != NULL);
+    CHECK_EQ_STR(pointer(), "run-1.pt\n");
+    CHECK_EQ_STR(latest(), in_dir("run-1.pt"));
+    int temps;
+    CHECK_EQ_INT(entries(&temps), 3);
+    CHECK_EQ_INT(temps, 0);
+    ckpt_atomic_fail_nth("write", 0, 0);
+    ckpt_atomic_fail_nth("fsync", 0, 0);
+    ckpt_atomic_fail_nth("rename", 0, 0);
+    remove_dir();
+}
+
+static void touch_temp(const char *name, time_t age) {
+    FILE *fp = fopen(in_dir(name), "w");
+    fputs("partial", fp);
+    fclose(fp);
+    if (age) {
+        struct timespec t[2];
+        clock_gettime(CLOCK_REALTIME, &t[0]);
+        t[0].tv_sec -= age;
+        t[1] = t[0];
+        utimensat(AT_FDCWD, in_dir(name), t, 0);
+    }
+}
+
+TEST(gc_removes_stale_temporaries) {
+    fresh_dir();
+    CHECK_EQ_INT(commit(MNIST_PT, 1, 3), 0);
+    pid_t child = fork();
+    if (child == 0) _exit(0);
+    waitpid(child, NULL, 0); /* a pid that is gone */
+    char dead[128], mine[128], mine_old[128], live_dir[128];
+    snprintf(dead, sizeof dead, ".run-2.pt.tmp-%ld-0123456789abcdef", (long)child);
+    snprintf(mine, sizeof mine, ".run-3.pt.tmp-%ld-fedcba9876543210", (long)getpid());
+    snprintf(mine_old, sizeof mine_old, ".LATEST.tmp-%ld-00000000000000ff", (long)getpid());
+    snprintf(live_dir, sizeof live_dir, ".d.tmp-%ld-0000000000000000", (long)child);
+    touch_temp(dead, 0);
+    touch_temp(mine, 0);
+    touch_temp(mine_old, 2 * 3600);
+    touch_temp(".x.tmp-12-0123", 0);                      /* not our pattern */
+    touch_temp(".x.tmp-12-0123456789ABCDEF", 7200);       /* uppercase: not ours */
+    touch_temp("run.tmp-1-0123456789abcdef", 7200);       /* not hidden */
+    CHECK_EQ_INT(mkdir(in_dir(live_dir), 0755), 0);       /* a directory */
+    size_t removed = 0;
+    CHECK_EQ_INT(ckpt_store_gc(&removed, dir, NULL), 0);
+    CHECK_EQ_INT(removed, 2);
+    CHECK(!exists(dead) && !exists(mine_old));
+    CHECK(exists(mine) && exists(".x.tmp-12-0123") && exists(".x.tmp-12-0123456789ABCDEF"));
+    CHECK(exists("run.tmp-1-0123456789abcdef") && exists(live_dir));
+    CHECK(exists("run-1.pt") && exists("LATEST"));
+    ckpt_store_options o = CKPT_STORE_OPTIONS_INIT;
+    o.stale_minutes = 0; /* every temporary file counts as stale */
+    CHECK_EQ_INT(ckpt_store_gc(&removed, dir, &o), 0);
+    CHECK_EQ_INT(removed, 1);
+    CHECK(!exists(mine));
+    CHECK_EQ_INT(ckpt_store_gc(&removed, "/tmp/ckpt-test-store-missing-dir", NULL), CKPT_E_IO);
+    remove_dir();
+}
+
+TEST(pointer_names) {
+    CHECK_EQ_STR(ckpt_store_pointer_name(CKPT_STORE_POINTER_OK), "ok");
+    CHECK_EQ_STR(ckpt_store_pointer_name(CKPT_STORE_POINTER_ABSENT), "absent");
+    CHECK_EQ_STR(ckpt_store_pointer_name(CKPT_STORE_POINTER_MISSING), "missing");
+    CHECK_EQ_STR(ckpt_store_pointer_name(CKPT_STORE_POINTER_CORRUPT), "corrupt");
+    CHECK_EQ_STR(ckpt_store_pointer_name(CKPT_STORE_POINTER_INVALID), "invalid");
+}
+
+int main(void) {
+    RUN(commit_copies_and_moves_latest);
+    RUN(steps_sort_numerically);
+    RUN(commit_prunes_beyond_keep);
+    RUN(latest_skips_corrupt_and_list_reports);
+    RUN(prune_keeps_newest_verified);
+    RUN(commit_refuses_committed_step);
+    RUN(commit_bad_arguments);
+    RUN(commit_with_writer);
+    RUN(commit_faults);
+    RUN(gc_removes_stale_temporaries);
+    RUN(pointer_names);
+    return harness_end();
+}

@@ -1,0 +1,446 @@
+/* cmd_match.c - `ckpt match CKPT --expect SPEC`: would CKPT load into a
+ * model expecting the keys of SPEC (a checkpoint, or a JSON manifest such
+ * as `ckpt inspect --json` output)? A report as text or JSON (the fields
+ * are documented at ckpt_match in ckpt.h); exit 0 only for a complete
+ * match. */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+/* Text lists longer than this show their first entries and a count; JSON
+ * always lists everything. */
+#define SHOW_MAX 50
+#define SHAPE_CAP 256
+
+typedef struct match_args {
+    const char *ckpt, *spec;
+    ckpt_match_options opts;
+    const char **allow[2]; /* missing, unexpected */
+    size_t nallow[2];
+    int json;
+} match_args;
+
+/* ------------------------------------------------------------ helpers */
+
+static void put_name(FILE *out, const char *name)
+{
+    name = cli_name(name);
+    cli_put_text(out, name, strlen(name));
+}
+
+static const char *entry_shape(char *buf, size_t cap,
+                               const ckpt_manifest_entry *e)
+{
+    size_t used = (size_t)snprintf(buf, cap, "[");
+    unsigned d;
+
+    for (d = 0; d < e->ndim && used < cap; d++)
+        used += (size_t)snprintf(buf + used, cap - used, "%s%" PRIu64,
+                                 d ? ", " : "", e->shape[d]);
+    if (used < cap)
+        snprintf(buf + used, cap - used, "]");
+    else if (cap > 4)
+        memcpy(buf + cap - 4, "...", 4);
+    return buf;
+}
+
+static int cmp_tied(const void *key, const void *item)
+{
+    return strcmp((const char *)key, ((const ckpt_match_item *)item)->name);
+}
+
+/* The partner of a tied key, or NULL. */
+static const char *tied_to(const ckpt_match_result *r, const char *name)
+{
+    size_t n = ckpt_match_count(r, CKPT_MATCH_TIED);
+    const ckpt_match_item *it;
+
+    if (n == 0)
+        return NULL;
+    it = bsearch(name, ckpt_match_item_at(r, CKPT_MATCH_TIED, 0), n,
+                 sizeof *it, cmp_tied);
+    return it ? it->tied_to : NULL;
+}
+
+/* ------------------------------------------------------------ JSON */
+
+static void json_names(json_writer *j, const ckpt_match_result *r,
+                       ckpt_match_list l)
+{
+    size_t i, n = ckpt_match_count(r, l);
+
+    json_array_begin(j);
+    for (i = 0; i < n; i++)
+        json_string(j, ckpt_match_item_at(r, l, i)->name);
+    json_array_end(j);
+}
+
+static void json_shape(json_writer *j, const ckpt_manifest_entry *e)
+{
+    unsigned d;
+
+    json_array_begin(j);
+    for (d = 0; d < e->ndim; d++)
+        json_uint(j, e->shape[d]);
+    json_array_end(j);
+}
+
+static void json_mismatches(json_writer *j, const ckpt_match_result *r,
+                            ckpt_match_list l)
+{
+    size_t i, n = ckpt_match_count(r, l);
+
+    json_array_begin(j);
+    for (i = 0; i < n; i++) {
+        const ckpt_match_item *it = ckpt_match_item_at(r, l, i);
+
+        json_object_begin(j);
+        json_key(j, "name");
+        json_string(j, it->name);
+        json_key(j, "checkpoint");
+        if (l == CKPT_MATCH_SHAPE_MISMATCH)
+            json_shape(j, it->checkpoint);
+        else
+            json_string(j, it->checkpoint->dtype);
+        json_key(j, "expected");
+        if (l == CKPT_MATCH_SHAPE_MISMATCH)
+            json_shape(j, it->expected);
+        else
+            json_string(j, it->expected->dtype);
+        json_object_end(j);
+    }
+    json_array_end(j);
+}
+
+static void json_rewrite(json_writer *j, const ckpt_rewrite *rw, int applied)
+{
+    json_object_begin(j);
+    json_key(j, "description");
+    json_string(j, rw->description);
+    json_key(j, "matches");
+    json_uint(j, rw->matches);
+    if (applied) {
+        json_key(j, "applied");
+        json_bool(j, rw->applied);
+    }
+    json_object_end(j);
+}
+
+static void print_json(const match_args *a, const ckpt_match_result *r)
+{
+    const ckpt_rewrite *rw = ckpt_match_rewrite(r);
+    const char *warning = ckpt_match_warning(r);
+    size_t i, n;
+    json_writer j;
+
+    json_init(&j, stdout);
+    json_object_begin(&j);
+    json_key(&j, "checkpoint");
+    json_string(&j, a->ckpt);
+    json_key(&j, "expect");
+    json_string(&j, a->spec);
+    json_key(&j, "complete");
+    json_bool(&j, ckpt_match_complete(r));
+    json_key(&j, "matched");
+    json_uint(&j, ckpt_match_matched(r));
+    json_key(&j, "missing_keys");
+    json_names(&j, r, CKPT_MATCH_MISSING);
+    json_key(&j, "unexpected_keys");
+    json_names(&j, r, CKPT_MATCH_UNEXPECTED);
+    json_key(&j, "shape_mismatch");
+    json_mismatches(&j, r, CKPT_MATCH_SHAPE_MISMATCH);
+    json_key(&j, "dtype_mismatch");
+    json_mismatches(&j, r, CKPT_MATCH_DTYPE_MISMATCH);
+    json_key(&j, "allowed");
+    json_object_begin(&j);
+    json_key(&j, "missing");
+    json_names(&j, r, CKPT_MATCH_ALLOWED_MISSING);
+    json_key(&j, "unexpected");
+    json_names(&j, r, CKPT_MATCH_ALLOWED_UNEXPECTED);
+    json_object_end(&j);
+    json_key(&j, "tied");
+    json_array_begin(&j);
+    n = ckpt_match_count(r, CKPT_MATCH_TIED);
+    for (i = 0; i < n; i++) {
+        const ckpt_match_item *it = ckpt_match_item_at(r, CKPT_MATCH_TIED, i);
+
+        json_object_begin(&j);
+        json_key(&j, "name");
+        json_string(&j, it->name);
+        json_key(&j, "tied_to");
+        json_string(&j, it->tied_to);
+        json_object_end(&j);
+    }
+    json_array_end(&j);
+    json_key(&j, "rewrite");
+    if (rw)
+        json_rewrite(&j, rw, 1);
+    else
+        json_null(&j);
+    json_key(&j, "candidates");
+    json_array_begin(&j);
+    n = ckpt_match_candidate_count(r);
+    for (i = 0; i < n; i++)
+        json_rewrite(&j, ckpt_match_candidate(r, i), 0);
+    json_array_end(&j);
+    json_key(&j, "warning");
+    if (warning)
+        json_string(&j, warning);
+    else
+        json_null(&j);
+    json_object_end(&j);
+    fputc('\n', stdout);
+}
+
+/* ------------------------------------------------------------ text */
+
+static void print_list(const ckpt_match_result *r, ckpt_match_list l,
+                       const char *title)
+{
+    size_t i, n = ckpt_match_count(r, l);
+    char sa[SHAPE_CAP], sb[SHAPE_CAP];
+
+    if (n == 0)
+        return;
+    printf("%s%s (%zu):%s\n", cli_color(CLI_BOLD), title, n,
+           cli_color(CLI_RESET));
+    for (i = 0; i < n && i < SHOW_MAX; i++) {
+        const ckpt_match_item *it = ckpt_match_item_at(r, l, i);
+        const char *tie = tied_to(r, it->name);
+
+        fputs("  ", stdout);
+        put_name(stdout, it->name);
+        if (l == CKPT_MATCH_SHAPE_MISMATCH)
+            printf(": checkpoint %s, expected %s",
+                   entry_shape(sa, sizeof sa, it->checkpoint),
+                   entry_shape(sb, sizeof sb, it->expected));
+        else if (l == CKPT_MATCH_DTYPE_MISMATCH)
+            printf(": checkpoint %s, expected %s", it->checkpoint->dtype,
+                   it->expected->dtype);
+        if (tie && l != CKPT_MATCH_SHAPE_MISMATCH &&
+            l != CKPT_MATCH_DTYPE_MISMATCH) {
+            fputs(" (tied to ", stdout);
+            put_name(stdout, tie);
+            fputc(')', stdout);
+        }
+        fputc('\n', stdout);
+    }
+    if (n > SHOW_MAX)
+        printf("  ... and %zu more (--json lists all)\n", n - SHOW_MAX);
+}
+
+static void put_rewrite(const ckpt_rewrite *rw)
+{
+    cli_put_text(stdout, rw->description, strlen(rw->description));
+    printf(" (%" PRIu64 " key%s)", rw->matches, cli_plural(rw->matches));
+}
+
+static void print_text(const match_args *a, const ckpt_match_result *r,
+                       size_t expected)
+{
+    const ckpt_rewrite *rw = ckpt_match_rewrite(r);
+    const char *warning = ckpt_match_warning(r);
+    uint64_t matched = ckpt_match_matched(r);
+    size_t i, n;
+
+    if (ckpt_match_complete(r)) {
+        printf("%sCOMPLETE%s: %" PRIu64 " of %zu expected key%s match",
+               cli_color(CLI_GREEN), cli_color(CLI_RESET), matched, expected,
+               cli_plural(expected));
+        if (rw && rw->applied) {
+            fputs(" after ", stdout);
+            cli_put_text(stdout, rw->description, strlen(rw->description));
+        }
+    } else {
+        printf("%sMISMATCH%s: %" PRIu64 " of %zu expected key%s match "
+               "(%zu missing, %zu unexpected, %zu shape, %zu dtype "
+               "mismatch%s)",
+               cli_color(CLI_RED), cli_color(CLI_RESET), matched, expected,
+               cli_plural(expected), ckpt_match_count(r, CKPT_MATCH_MISSING),
+               ckpt_match_count(r, CKPT_MATCH_UNEXPECTED),
+               ckpt_match_count(r, CKPT_MATCH_SHAPE_MISMATCH),
+               ckpt_match_count(r, CKPT_MATCH_DTYPE_MISMATCH),
+               ckpt_match_count(r, CKPT_MATCH_DTYPE_MISMATCH) == 1 ? "" : "es");
+    }
+    fputs("\n  checkpoint: ", stdout);
+    cli_put_text(stdout, a->ckpt, strlen(a->ckpt));
+    fputs("\n  expected:   ", stdout);
+    cli_put_text(stdout, a->spec, strlen(a->spec));
+    fputc('\n', stdout);
+
+    print_list(r, CKPT_MATCH_MISSING, "missing keys");
+    print_list(r, CKPT_MATCH_UNEXPECTED, "unexpected keys");
+    print_list(r, CKPT_MATCH_SHAPE_MISMATCH, "shape mismatch");
+    print_list(r, CKPT_MATCH_DTYPE_MISMATCH, "dtype mismatch");
+    print_list(r, CKPT_MATCH_ALLOWED_MISSING, "allowed missing");
+    print_list(r, CKPT_MATCH_ALLOWED_UNEXPECTED, "allowed unexpected");
+
+    if (rw) {
+        fputs("rewrite: ", stdout);
+        put_rewrite(rw);
+        if (rw->applied)
+            fputs(", applied\n", stdout);
+        else if (!a->opts.normalize)
+            fputs(", not applied: use --normalize, or ckpt rename --auto\n",
+                  stdout);
+        else
+            fputs(", not applied: it would not give a complete match\n",
+                  stdout);
+    }
+    n = ckpt_match_candidate_count(r);
+    if (n && !(rw && rw->applied)) {
+        printf("candidate rewrites%s:\n", rw ? "" : " (none is the best)");
+        for (i = 0; i < n; i++) {
+            fputs("  ", stdout);
+            put_rewrite(ckpt_match_candidate(r, i));
+            fputc('\n', stdout);
+        }
+    }
+    if (warning)
+        printf("%swarning%s: %s\n", cli_color(CLI_YELLOW),
+               cli_color(CLI_RESET), warning);
+}
+
+/* ------------------------------------------------------------ command */
+
+/* The value of option `name` at argv[*i] ("--name V" or "--name=V"), or
+ * NULL when argv[*i] is not that option. *missing is set when the value
+ * is absent. */
+static const char *option_value(int argc, char **argv, int *i,
+                                const char *name, int *missing)
+{
+    size_t n = strlen(name);
+    const char *a = argv[*i];
+
+    if (strncmp(a, name, n) != 0)
+        return NULL;
+    if (a[n] == '=')
+        return a + n + 1;
+    if (a[n] != '\0')
+        return NULL;
+    if (*i + 1 >= argc) {
+        *missing = 1;
+        return NULL;
+    }
+    return argv[++*i];
+}
+
+static int parse(const cli_command *cmd, int argc, char **argv, match_args *a)
+{
+    static const char *const allow_opts[2] = { "--allow-missing",
+                                               "--allow-unexpected" };
+    int i, k, missing = 0, options = 1;
+    const char *v;
+
+    for (i = 1; i < argc; i++) {
+        const char *arg = argv[i];
+
+        if (options && arg[0] == '-' && arg[1] != '\0') {
+            if (strcmp(arg, "--") == 0) {
+                options = 0;
+                continue;
+            }
+            if (cli_is_help(arg))
+                return cli_help(cmd) == CLI_OK ? -1 : CLI_USAGE;
+            if (strcmp(arg, "--json") == 0) {
+                a->json = 1;
+                continue;
+            }
+            if (strcmp(arg, "--normalize") == 0) {
+                a->opts.normalize = 1;
+                continue;
+            }
+            if ((v = option_value(argc, argv, &i, "--expect", &missing))) {
+                if (a->spec)
+                    return cli_usage_error(cmd, "--expect given twice");
+                a->spec = v;
+                continue;
+            }
+            for (k = 0; k < 2 && !missing; k++) {
+                v = option_value(argc, argv, &i, allow_opts[k], &missing);
+                if (v) {
+                    a->allow[k][a->nallow[k]++] = v;
+                    break;
+                }
+            }
+            if (missing)
+                return cli_usage_error(cmd, "%s needs a value", arg);
+            if (k < 2)
+                continue;
+            return cli_usage_error(cmd, "unknown option '%s'", arg);
+        } else if (a->ckpt == NULL) {
+            a->ckpt = arg;
+        } else {
+            return cli_usage_error(cmd, "one CKPT at a time");
+        }
+    }
+    if (a->ckpt == NULL)
+        return cli_usage_error(cmd, "missing CKPT");
+    if (a->spec == NULL)
+        return cli_usage_error(cmd, "missing --expect SPEC");
+    a->opts.allow_missing = a->allow[0];
+    a->opts.nallow_missing = a->nallow[0];
+    a->opts.allow_unexpected = a->allow[1];
+    a->opts.nallow_unexpected = a->nallow[1];
+    return CLI_OK;
+}
+
+static int load(const char *path, ckpt_manifest **m)
+{
+    cli_error e;
+    int rc = ckpt_manifest_load(m, path, NULL);
+
+    if (rc == 0)
+        return CLI_OK;
+    cli_error_capture(&e, rc);
+    return cli_report(path, &e);
+}
+
+int cmd_match(const cli_command *cmd, int argc, char **argv)
+{
+    match_args a;
+    ckpt_match_options init = CKPT_MATCH_OPTIONS_INIT;
+    ckpt_manifest *c = NULL, *e = NULL;
+    ckpt_match_result *r = NULL;
+    cli_error err;
+    int rc;
+
+    memset(&a, 0, sizeof a);
+    a.opts = init;
+    /* every argument could be an --allow-* glob */
+    a.allow[0] = malloc((size_t)argc * sizeof(char *));
+    a.allow[1] = malloc((size_t)argc * sizeof(char *));
+    if (!a.allow[0] || !a.allow[1]) {
+        free(a.allow[0]);
+        free(a.allow[1]);
+        fputs("ckpt match: out of memory\n", stderr);
+        return CLI_USAGE;
+    }
+    rc = parse(cmd, argc, argv, &a);
+    if (rc == CLI_OK)
+        rc = load(a.ckpt, &c);
+    if (rc == CLI_OK)
+        rc = load(a.spec, &e);
+    if (rc == CLI_OK) {
+        int lrc = ckpt_match(&r, c, e, &a.opts);
+
+        if (lrc != 0) {
+            cli_error_capture(&err, lrc);
+            rc = cli_report(a.ckpt, &err);
+        } else {
+            if (a.json)
+                print_json(&a, r);
+            else
+                print_text(&a, r, ckpt_manifest_count(e));
+            rc = ckpt_match_complete(r) ? CLI_OK : CLI_FINDINGS;
+        }
+    }
+    ckpt_match_free(r);
+    ckpt_manifest_free(c);
+    ckpt_manifest_free(e);
+    free(a.allow[0]);
+    free(a.allow[1]);
+    return rc < 0 ? CLI_OK : rc;
+}

@@ -1,0 +1,806 @@
+/* summary.c - text and JSON renderings of a training analysis (see
+ * summary.h): what the components weigh, whether training can resume, and
+ * what metadata a resume or deployment would need. */
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "summary.h"
+
+/* Nesting of a value rendered in full; deeper parts read "...". */
+#define VALUE_DEPTH_MAX 6
+/* Items of a container shown as text before "...". */
+#define TEXT_ITEMS_MAX 12
+/* Metadata text values longer than this are cut in text output. */
+#define TEXT_CUT 160
+
+static void put_str(const char *s) { cli_put_text(stdout, s, strlen(s)); }
+
+static const char *where(const ckpt_component *c, int dir_mode)
+{
+    static char buf[1024];
+
+    if (dir_mode && c->name[0])
+        snprintf(buf, sizeof buf, "%s:%s", c->file, c->name);
+    else if (dir_mode)
+        snprintf(buf, sizeof buf, "%s", c->file);
+    else
+        snprintf(buf, sizeof buf, "%s", cli_name(c->name));
+    return buf;
+}
+
+/* A directory analysis names components by file. */
+static int dir_mode(const ckpt_training *t)
+{
+    size_t n = ckpt_training_file_count(t);
+
+    return n > 1 ||
+           (n == 1 && strcmp(ckpt_training_file_name(t, 0),
+                             ckpt_file_path(ckpt_training_file(t, 0))) != 0);
+}
+
+/* ------------------------------------------------------------ values */
+
+static void json_value(json_writer *j, const ckpt_value *v, unsigned depth)
+{
+    size_t i, n = ckpt_value_len(v), len;
+    const ckpt_tensor *x;
+    char shape[128], buf[160];
+
+    switch (ckpt_value_kind(v)) {
+    case CKPT_KIND_LIST:
+    case CKPT_KIND_TUPLE:
+    case CKPT_KIND_SET:
+        if (depth >= VALUE_DEPTH_MAX) {
+            json_string(j, "...");
+            return;
+        }
+        json_array_begin(j);
+        for (i = 0; i < n; i++)
+            json_value(j, ckpt_value_item(v, i), depth + 1);
+        json_array_end(j);
+        return;
+    case CKPT_KIND_DICT:
+        if (depth >= VALUE_DEPTH_MAX) {
+            json_string(j, "...");
+            return;
+        }
+        json_object_begin(j);
+        for (i = 0; i < n; i++) {
+            const ckpt_value *k = ckpt_value_key(v, i);
+            const char *s = ckpt_value_kind(k) == CKPT_KIND_STR
+                                ? ckpt_value_str(k, &len)
+                                : ckpt_value_int_decimal(k);
+
+            json_key(j, s ? s : ckpt_kind_name(ckpt_value_kind(k)));
+            json_value(j, ckpt_value_item(v, i), depth + 1);
+        }
+        json_object_end(j);
+        return;
+    case CKPT_KIND_TENSOR:
+        x = ckpt_value_tensor(v);
+        snprintf(buf, sizeof buf, "tensor %s %s",
+                 ckpt_dtype_name(ckpt_tensor_dtype(x)),
+                 cli_shape(shape, sizeof shape, x));
+        json_string(j, buf);
+        return;
+    default:
+        json_leaf(j, v);
+        return;
+    }
+}
+
+static void text_value(const ckpt_value *v, unsigned depth)
+{
+    size_t i, n = ckpt_value_len(v);
+    ckpt_kind kind = ckpt_value_kind(v);
+    const ckpt_tensor *x;
+    char shape[128];
+
+    switch (kind) {
+    case CKPT_KIND_LIST:
+    case CKPT_KIND_TUPLE:
+    case CKPT_KIND_SET:
+    case CKPT_KIND_DICT:
+        if (depth >= VALUE_DEPTH_MAX) {
+            fputs("...", stdout);
+            return;
+        }
+        fputs(kind == CKPT_KIND_DICT ? "{" : kind == CKPT_KIND_TUPLE ? "("
+                                                                     : "[",
+              stdout);
+        for (i = 0; i < n && i < TEXT_ITEMS_MAX; i++) {
+            if (i)
+                fputs(", ", stdout);
+            if (kind == CKPT_KIND_DICT) {
+                text_value(ckpt_value_key(v, i), depth + 1);
+                fputs(": ", stdout);
+            }
+            text_value(ckpt_value_item(v, i), depth + 1);
+        }
+        if (n > TEXT_ITEMS_MAX)
+            printf(", ... %zu more", n - TEXT_ITEMS_MAX);
+        fputs(kind == CKPT_KIND_DICT ? "}" : kind == CKPT_KIND_TUPLE ? ")"
+                                                                     : "]",
+              stdout);
+        return;
+    case CKPT_KIND_TENSOR:
+        x = ckpt_value_tensor(v);
+        printf("tensor %s %s", ckpt_dtype_name(ckpt_tensor_dtype(x)),
+               cli_shape(shape, sizeof shape, x));
+        return;
+    case CKPT_KIND_OBJECT:
+        cli_put_value(stdout, v);
+        if (ckpt_value_object_state(v) && depth < VALUE_DEPTH_MAX) {
+            fputc(' ', stdout);
+            text_value(ckpt_value_object_state(v), depth + 1);
+        }
+        return;
+    default:
+        cli_put_value(stdout, v);
+        return;
+    }
+}
+
+/* A counter's value: ints exact, floats shortest, tensors read. */
+static void json_counter(json_writer *j, const ckpt_component *c)
+{
+    char buf[32];
+    ckpt_dtype dt;
+
+    if (ckpt_value_kind(c->value) != CKPT_KIND_TENSOR) {
+        json_leaf(j, c->value);
+        return;
+    }
+    dt = ckpt_tensor_dtype(ckpt_value_tensor(c->value));
+    if (isnan(c->number)) {
+        json_null(j);
+    } else if (dt == CKPT_DT_I64 || dt == CKPT_DT_I32 || dt == CKPT_DT_I16 ||
+               dt == CKPT_DT_I8 || dt == CKPT_DT_U8) {
+        snprintf(buf, sizeof buf, "%.0f", c->number);
+        json_int_text(j, buf);
+    } else {
+        json_double(j, c->number);
+    }
+}
+
+static void text_counter(const ckpt_component *c)
+{
+    char buf[40];
+
+    if (ckpt_value_kind(c->value) != CKPT_KIND_TENSOR)
+        cli_put_value(stdout, c->value);
+    else if (isnan(c->number))
+        fputs("?", stdout);
+    else
+        fputs(fmt_double(buf, c->number), stdout);
+}
+
+/* ------------------------------------------------------------ memory */
+
+/* The text of a string dict key, or "" for other keys. */
+static const char *str_key(const ckpt_value *k)
+{
+    size_t len;
+
+    return ckpt_value_kind(k) == CKPT_KIND_STR ? ckpt_value_str(k, &len) : "";
+}
+
+/* "params" and "param_names" list parameters; every other key of a param
+ * group is a hyperparameter. */
+static int is_hyper(const char *key)
+{
+    return strcmp(key, "params") != 0 && strcmp(key, "param_names") != 0;
+}
+
+static size_t group_params(const ckpt_value *g)
+{
+    size_t n = ckpt_value_kind(g) == CKPT_KIND_DICT ? ckpt_value_len(g) : 0,
+           i, count = 0;
+
+    for (i = 0; i < n; i++)
+        if (strcmp(str_key(ckpt_value_key(g, i)), "params") == 0)
+            count = ckpt_value_len(ckpt_value_item(g, i));
+    return count;
+}
+
+static void json_groups(json_writer *j, const ckpt_value *groups)
+{
+    size_t n = ckpt_value_len(groups), i, k;
+
+    json_array_begin(j);
+    for (i = 0; i < n; i++) {
+        const ckpt_value *g = ckpt_value_item(groups, i);
+        size_t m = ckpt_value_kind(g) == CKPT_KIND_DICT ? ckpt_value_len(g) : 0;
+
+        json_object_begin(j);
+        json_key(j, "parameters");
+        json_uint(j, group_params(g));
+        json_key(j, "hyperparameters");
+        json_object_begin(j);
+        for (k = 0; k < m; k++) {
+            const char *key = str_key(ckpt_value_key(g, k));
+
+            if (key[0] == '\0' || !is_hyper(key))
+                continue;
+            json_key(j, key);
+            json_value(j, ckpt_value_item(g, k), 0);
+        }
+        json_object_end(j);
+        json_object_end(j);
+    }
+    json_array_end(j);
+}
+
+static void text_groups(const ckpt_value *groups)
+{
+    size_t n = ckpt_value_len(groups), i, k, shown;
+
+    for (i = 0; i < n; i++) {
+        const ckpt_value *g = ckpt_value_item(groups, i);
+        size_t m = ckpt_value_kind(g) == CKPT_KIND_DICT ? ckpt_value_len(g) : 0,
+               np = group_params(g);
+
+        printf("      group %zu (%zu parameter%s):", i, np, cli_plural(np));
+        for (k = shown = 0; k < m; k++) {
+            const char *key = str_key(ckpt_value_key(g, k));
+
+            if (key[0] == '\0' || !is_hyper(key))
+                continue;
+            printf("%s ", shown++ ? "," : "");
+            put_str(key);
+            fputc('=', stdout);
+            text_value(ckpt_value_item(g, k), 0);
+        }
+        fputc('\n', stdout);
+    }
+}
+
+static void json_component(json_writer *j, const ckpt_component *c)
+{
+    json_object_begin(j);
+    json_key(j, "kind");
+    json_string(j, ckpt_component_kind_name(c->kind));
+    json_key(j, "file");
+    json_string(j, c->file);
+    json_key(j, "name");
+    json_string(j, c->name);
+    json_key(j, "type");
+    json_string(j, c->type);
+    json_key(j, "tensors");
+    json_uint(j, c->tensors);
+    json_key(j, "elements");
+    json_uint(j, c->elements);
+    json_key(j, "bytes");
+    json_uint(j, c->bytes);
+    if (c->kind == CKPT_COMPONENT_MODEL) {
+        json_key(j, "parameter_bytes");
+        json_uint(j, c->param_bytes);
+    } else if (c->kind == CKPT_COMPONENT_OPTIMIZER) {
+        json_key(j, "state_bytes");
+        json_uint(j, c->state_bytes);
+        json_key(j, "parameters");
+        json_uint(j, c->params);
+        json_key(j, "parameters_with_state");
+        json_uint(j, c->params_with_state);
+        json_key(j, "param_groups");
+        if (c->param_groups)
+            json_groups(j, c->param_groups);
+        else
+            json_null(j);
+    } else if (c->kind == CKPT_COMPONENT_COUNTER) {
+        json_key(j, "value");
+        json_counter(j, c);
+    }
+    json_object_end(j);
+}
+static void json_component(json_writer *j, const ckpt_component *c)
+{
+    json_object_begin(j);
+    json_key(j, "kind");
+    json_string(j, ckpt_component_kind_name(c->kind));
+    json_key(j, "file");
+    json_string(j, c->file);
+    json_key(j, "name");
+    json_string(j, c->name);
+    json_key(j, "type");
+    json_string(j, c->type);
+    json_key(j, "tensors");
+    json_uint(j, c->tensors);
+    json_key(j, "elements");
+    json_uint(j, c->elements);
+    json_key(j, "bytes");
+    json_uint(j, c->bytes);
+    if (c->kind == CKPT_COMPONENT_MODEL) {
+        json_key(j, "parameter_bytes");
+        json_uint(j, c->param_bytes);
+    } else if (c->kind == CKPT_COMPONENT_OPTIMIZER) {
+        json_key(j, "state_bytes");
+        json_uint(j, c->state_bytes);
+        json_key(j, "parameters");
+        json_uint(j, c->params);
+        json_key(j, "parameters_with_state");
+        json_uint(j, c->params_with_state);
+        json_key(j, "param_groups");
+        if (c->param_groups)
+            json_groups(j, c->param_groups);
+        else
+            json_null(j);
+    } else if (c->kind == CKPT_COMPONENT_COUNTER) {
+        json_key(j, "value");
+        json_counter(j, c);
+    }
+    json_object_end(j);
+}
+
+/* Per-kind totals. */
+typedef struct totals {
+    uint64_t components[CKPT_COMPONENT_OTHER + 1];
+    uint64_t tensors[CKPT_COMPONENT_OTHER + 1];
+    uint64_t elements[CKPT_COMPONENT_OTHER + 1];
+    uint64_t bytes[CKPT_COMPONENT_OTHER + 1];
+    uint64_t param_bytes, state_bytes;
+} totals;
+
+static totals sum(const ckpt_training *t)
+{
+    size_t n = ckpt_training_component_count(t), i;
+    totals s;
+
+    memset(&s, 0, sizeof s);
+    for (i = 0; i < n; i++) {
+        const ckpt_component *c = ckpt_training_component(t, i);
+        unsigned k = (unsigned)c->kind;
+
+        if (k > CKPT_COMPONENT_OTHER)
+            continue;
+        s.components[k]++;
+        s.tensors[k] += c->tensors;
+        s.elements[k] += c->elements;
+        s.bytes[k] += c->bytes;
+        s.param_bytes += c->kind == CKPT_COMPONENT_MODEL ? c->param_bytes : 0;
+        s.state_bytes += c->state_bytes;
+    }
+    return s;
+}
+
+static void json_memory(const ckpt_training *t, json_writer *j)
+{
+    size_t n = ckpt_training_component_count(t), i;
+    totals s = sum(t);
+    double ratio = ckpt_training_optimizer_ratio(t);
+
+    json_object_begin(j);
+    json_key(j, "components");
+    json_array_begin(j);
+    for (i = 0; i < n; i++)
+        json_component(j, ckpt_training_component(t, i));
+    json_array_end(j);
+    json_key(j, "by_kind");
+    json_object_begin(j);
+    for (i = 0; i <= CKPT_COMPONENT_OTHER; i++) {
+        if (s.components[i] == 0)
+            continue;
+        json_key(j, ckpt_component_kind_name((ckpt_component_kind)i));
+        json_object_begin(j);
+        json_key(j, "components");
+        json_uint(j, s.components[i]);
+        json_key(j, "tensors");
+        json_uint(j, s.tensors[i]);
+        json_key(j, "elements");
+        json_uint(j, s.elements[i]);
+        json_key(j, "bytes");
+        json_uint(j, s.bytes[i]);
+        json_object_end(j);
+    }
+    json_object_end(j);
+    json_key(j, "model_parameter_bytes");
+    json_uint(j, s.param_bytes);
+    json_key(j, "optimizer_state_bytes");
+    json_uint(j, s.state_bytes);
+    json_key(j, "optimizer_to_model_ratio");
+    if (isnan(ratio))
+        json_null(j);
+    else
+        json_double(j, ratio);
+    json_key(j, "files");
+    json_array_begin(j);
+    for (i = 0; i < ckpt_training_file_count(t); i++) {
+        const ckpt_file *f = ckpt_training_file(t, i);
+
+        json_object_begin(j);
+        json_key(j, "name");
+        json_string(j, ckpt_training_file_name(t, i));
+        json_key(j, "format");
+        json_string(j, ckpt_format_name(ckpt_file_format(f)));
+        json_key(j, "bytes");
+        json_uint(j, ckpt_file_size(f));
+        json_object_end(j);
+    }
+    json_array_end(j);
+    json_key(j, "ignored");
+    json_array_begin(j);
+    for (i = 0; i < ckpt_training_ignored_count(t); i++)
+        json_string(j, ckpt_training_ignored(t, i));
+    json_array_end(j);
+    json_object_end(j);
+}
+
+static void pad(size_t used, size_t width)
+{
+    for (; used < width; used++)
+        fputc(' ', stdout);
+}
+
+static void text_memory(const ckpt_training *t)
+{
+    size_t n = ckpt_training_component_count(t), i, w = 5, len, k;
+    int dm = dir_mode(t);
+    totals s = sum(t);
+    double ratio = ckpt_training_optimizer_ratio(t);
+    char h[32], label[1200];
+
+    for (i = 0; i < n; i++) {
+        const ckpt_component *c = ckpt_training_component(t, i);
+
+        len = cli_text_width(where(c, dm), strlen(where(c, dm)));
+        if (c->kind != CKPT_COMPONENT_COUNTER && len > w)
+            w = len < 48 ? len : 48;
+    }
+    printf("  %s%-9s  %-*s  %-22s  %7s  %10s  %12s%s\n", cli_color(CLI_BOLD),
+           "KIND", (int)w, "WHERE", "TYPE", "TENSORS", "ELEMENTS", "BYTES",
+           cli_color(CLI_RESET));
+    for (i = 0; i < n; i++) {
+        const ckpt_component *c = ckpt_training_component(t, i);
+
+        if (c->kind == CKPT_COMPONENT_COUNTER)
+            continue; /* under resume */
+        printf("  %-9s  ", ckpt_component_kind_name(c->kind));
+        snprintf(label, sizeof label, "%s", where(c, dm));
+        pad(cli_put_text(stdout, label, strlen(label)), w);
+        printf("  %-22s  %7" PRIu64 "  %10" PRIu64 "  %12" PRIu64 "\n",
+               c->type, c->tensors, c->elements, c->bytes);
+    }
+    fputs("  total:", stdout);
+    for (k = i = 0; i <= CKPT_COMPONENT_OTHER; i++)
+        if (s.components[i] && i != CKPT_COMPONENT_COUNTER)
+            printf("%s %s %s", k++ ? "," : "",
+                   ckpt_component_kind_name((ckpt_component_kind)i),
+                   cli_human_bytes(h, s.bytes[i]));
+    fputc('\n', stdout);
+    if (!isnan(ratio))
+        printf("  optimizer-to-model ratio: %.2f (optimizer state tensors of "
+               "at least one dimension, %" PRIu64 " bytes, per byte of model "
+               "parameters, %" PRIu64 " bytes)\n",
+               ratio, s.state_bytes, s.param_bytes);
+    for (i = 0; i < n; i++) {
+        const ckpt_component *c = ckpt_training_component(t, i);
+
+        if (c->kind != CKPT_COMPONENT_OPTIMIZER)
+            continue;
+        printf("  optimizer %s at ", c->type);
+        put_str(where(c, dm));
+        printf(": %" PRIu64 " parameter%s, %" PRIu64 " with state\n",
+               c->params, cli_plural(c->params), c->params_with_state);
+        if (c->param_groups)
+            text_groups(c->param_groups);
+    }
+    if (dm) {
+        fputs("  files:", stdout);
+        for (i = 0; i < ckpt_training_file_count(t); i++) {
+            const ckpt_file *f = ckpt_training_file(t, i);
+
+            printf("%s ", i ? "," : "");
+            put_str(ckpt_training_file_name(t, i));
+            printf(" (%s, %s)", ckpt_format_name(ckpt_file_format(f)),
+                   cli_human_bytes(h, ckpt_file_size(f)));
+        }
+        fputc('\n', stdout);
+    }
+    if (ckpt_training_ignored_count(t)) {
+        fputs("  not checkpoints:", stdout);
+        for (i = 0; i < ckpt_training_ignored_count(t); i++) {
+            printf("%s ", i ? "," : "");
+            put_str(ckpt_training_ignored(t, i));
+        }
+        fputc('\n', stdout);
+    }
+}
+
+void summary_memory(const ckpt_training *t, json_writer *j)
+{
+    if (j && t == NULL)
+        json_null(j);
+    else if (j)
+        json_memory(t, j);
+    else if (t == NULL)
+        puts("  not available: the file could not be opened");
+    else
+        text_memory(t);
+}
+
+/* ------------------------------------------------------------ resume */
+
+static void json_resume(const ckpt_training *t, json_writer *j)
+{
+    size_t i, n;
+
+    json_object_begin(j);
+    json_key(j, "verdict");
+    json_string(j, ckpt_resume_name(ckpt_training_resume(t)));
+    json_key(j, "reasons");
+    json_array_begin(j);
+    for (i = 0; i < ckpt_training_reason_count(t); i++)
+        json_string(j, ckpt_training_reason(t, i));
+    json_array_end(j);
+    json_key(j, "warnings");
+    json_array_begin(j);
+    for (i = 0; i < ckpt_training_warning_count(t); i++)
+        json_string(j, ckpt_training_warning(t, i));
+    json_array_end(j);
+    json_key(j, "counters");
+    json_array_begin(j);
+    n = ckpt_training_component_count(t);
+    for (i = 0; i < n; i++) {
+        const ckpt_component *c = ckpt_training_component(t, i);
+
+        if (c->kind != CKPT_COMPONENT_COUNTER)
+            continue;
+        json_object_begin(j);
+        json_key(j, "file");
+        json_string(j, c->file);
+        json_key(j, "name");
+        json_string(j, c->name);
+        json_key(j, "type");
+        json_string(j, c->type);
+        json_key(j, "value");
+        json_counter(j, c);
+        json_object_end(j);
+    }
+    json_array_end(j);
+    json_object_end(j);
+}
+
+static void text_resume(const ckpt_training *t)
+{
+    ckpt_resume r = ckpt_training_resume(t);
+    size_t i, n = ckpt_training_component_count(t), k = 0;
+    int dm = dir_mode(t);
+
+    printf("  %s%s%s\n",
+           cli_color(r == CKPT_RESUME_FULL ? CLI_GREEN
+                     : r == CKPT_RESUME_WEIGHTS_ONLY ? CLI_BOLD : CLI_YELLOW),
+           ckpt_resume_name(r), cli_color(CLI_RESET));
+    for (i = 0; i < ckpt_training_reason_count(t); i++) {
+        fputs("    ", stdout);
+        put_str(ckpt_training_reason(t, i));
+        fputc('\n', stdout);
+    }
+    for (i = 0; i < ckpt_training_warning_count(t); i++) {
+        printf("  %swarning%s: ", cli_color(CLI_YELLOW), cli_color(CLI_RESET));
+        put_str(ckpt_training_warning(t, i));
+        fputc('\n', stdout);
+    }
+    for (i = 0; i < n; i++) {
+        const ckpt_component *c = ckpt_training_component(t, i);
+
+        if (c->kind != CKPT_COMPONENT_COUNTER)
+            continue;
+        fputs(k++ ? ", " : "  counters: ", stdout);
+        put_str(where(c, dm));
+        fputs(" = ", stdout);
+        text_counter(c);
+        printf(" (%s)", c->type);
+    }
+    if (k)
+        fputc('\n', stdout);
+}
+
+void summary_resume(const ckpt_training *t, json_writer *j)
+{
+    if (j && t == NULL)
+        json_null(j);
+    else if (j)
+        json_resume(t, j);
+    else if (t == NULL)
+        puts("  not available: the file could not be opened");
+    else
+        text_resume(t);
+}
+
+int summary_concern(const ckpt_training *t, FILE *out)
+{
+    ckpt_resume r = t ? ckpt_training_resume(t) : CKPT_RESUME_WEIGHTS_ONLY;
+    int concern = r == CKPT_RESUME_PARTIAL || r == CKPT_RESUME_WARM_START;
+
+    if (concern && out)
+        fprintf(out, "resume: %s", r == CKPT_RESUME_PARTIAL
+                                       ? "partial optimizer state"
+                                       : "warm-start-only, no optimizer "
+                                         "state");
+    return concern;
+}
+
+const char *summary_phrase(const ckpt_training *t)
+{
+    switch (t ? ckpt_training_resume(t) : CKPT_RESUME_WEIGHTS_ONLY) {
+    case CKPT_RESUME_FULL:
+        return "resume: full-resume";
+    case CKPT_RESUME_WEIGHTS_ONLY:
+        return "weights only: a deployment file, not a resume checkpoint";
+    default:
+        return "";
+    }
+}
+
+/* ------------------------------------------------------------ metadata */
+
+static const char *const topic_titles[CKPT_META_TOPIC_COUNT] = {
+    "architecture config", "dtype intent", "parallel layout",
+    "library versions", "other"
+};
+
+/* The topics a resume or deployment needs (not "other"). */
+#define NEEDED_TOPICS CKPT_META_OTHER
+
+static int topic_present(const ckpt_training *t, unsigned topic)
+{
+    size_t i;
+
+    for (i = 0; i < ckpt_training_meta_count(t); i++)
+        if ((unsigned)ckpt_training_meta(t, i)->topic == topic)
+            return 1;
+    return 0;
+}
+
+static void json_metadata(const ckpt_training *t, json_writer *j)
+{
+    size_t n = ckpt_training_meta_count(t), i;
+    unsigned topic;
+
+    json_object_begin(j);
+    for (topic = 0; topic < CKPT_META_TOPIC_COUNT; topic++) {
+        json_key(j, ckpt_meta_topic_name((ckpt_meta_topic)topic));
+        json_array_begin(j);
+        for (i = 0; i < n; i++) {
+            const ckpt_meta_entry *e = ckpt_training_meta(t, i);
+
+            if ((unsigned)e->topic != topic)
+                continue;
+            json_object_begin(j);
+            json_key(j, "file");
+            json_string(j, e->file);
+            json_key(j, "source");
+            json_string(j, e->source);
+            json_key(j, "key");
+            json_string(j, e->key);
+            json_key(j, "value");
+            if (e->text)
+                json_string(j, e->text);
+            else
+                json_value(j, e->value, 0);
+            json_object_end(j);
+        }
+        json_array_end(j);
+    }
+    json_key(j, "not_carried");
+    json_array_begin(j);
+    for (topic = 0; topic < NEEDED_TOPICS; topic++)
+        if (!topic_present(t, topic))
+            json_string(j, ckpt_meta_topic_name((ckpt_meta_topic)topic));
+    json_array_end(j);
+    json_object_end(j);
+}
+
+static void text_metadata(const ckpt_training *t)
+{
+    size_t n = ckpt_training_meta_count(t), i, k = 0, len;
+    int dm = dir_mode(t);
+    unsigned topic;
+
+    for (topic = 0; topic < CKPT_META_TOPIC_COUNT; topic++) {
+        if (!topic_present(t, topic))
+            continue;
+        printf("  %s:\n", topic_titles[topic]);
+        for (i = 0; i < n; i++) {
+            const ckpt_meta_entry *e = ckpt_training_meta(t, i);
+
+            if ((unsigned)e->topic != topic)
+                continue;
+            fputs("    ", stdout);
+            put_str(e->key);
+            fputs(" = ", stdout);
+            if (e->text) {
+                len = strlen(e->text);
+                cli_put_text(stdout, e->text, len < TEXT_CUT ? len : TEXT_CUT);
+                if (len > TEXT_CUT)
+                    printf("... (%zu bytes)", len);
+            } else {
+                text_value(e->value, 0);
+            }
+            if (dm) {
+                fputs(" (", stdout);
+                put_str(e->file);
+                fputc(')', stdout);
+            }
+            fputc('\n', stdout);
+        }
+    }
+    for (topic = 0; topic < NEEDED_TOPICS; topic++) {
+        if (topic_present(t, topic))
+            continue;
+        printf("%s%s", k++ ? ", " : "  not carried: ", topic_titles[topic]);
+    }
+    if (k)
+        puts(" (a resume or a deployment needs them from elsewhere)");
+}
+
+void summary_metadata(const ckpt_training *t, json_writer *j)
+{
+    if (j && t == NULL)
+        json_null(j);
+    else if (j)
+        json_metadata(t, j);
+    else if (t == NULL)
+        puts("  not available: the file could not be opened");
+    else
+        text_metadata(t);
+}
+
+/* ------------------------------------------------------------ inspect */
+
+int summary_inspect(const char *path, int json)
+{
+    struct stat st;
+    ckpt_file *f = NULL;
+    ckpt_training *t = NULL;
+    int is_dir = stat(path, &st) == 0 && S_ISDIR(st.st_mode), rc;
+    cli_error e;
+    json_writer j;
+
+    if (is_dir) {
+        rc = ckpt_training_analyze_dir(&t, path, NULL);
+    } else {
+        rc = ckpt_open(&f, path, NULL);
+        if (rc == 0)
+            rc = ckpt_training_analyze(&t, f);
+    }
+    if (rc != 0) {
+        cli_error_capture(&e, rc);
+        ckpt_close(f);
+        return cli_report(path, &e);
+    }
+    if (json) {
+        json_init(&j, stdout);
+        json_object_begin(&j);
+        json_key(&j, "file");
+        json_string(&j, path);
+        json_key(&j, "format");
+        json_string(&j, is_dir ? "directory"
+                               : ckpt_format_name(ckpt_file_format(f)));
+        json_key(&j, "resume");
+        summary_resume(t, &j);
+        json_key(&j, "memory");
+        summary_memory(t, &j);
+        json_key(&j, "metadata");
+        summary_metadata(t, &j);
+        json_object_end(&j);
+        fputc('\n', stdout);
+    } else {
+        fputs(cli_color(CLI_BOLD), stdout);
+        put_str(path);
+        printf("%s: %s\n\n%scomponents%s\n", cli_color(CLI_RESET),
+               is_dir ? "directory" : ckpt_format_name(ckpt_file_format(f)),
+               cli_color(CLI_BOLD), cli_color(CLI_RESET));
+        summary_memory(t, NULL);
+        printf("\n%sresume%s\n", cli_color(CLI_BOLD), cli_color(CLI_RESET));
+        summary_resume(t, NULL);
+        printf("\n%smetadata%s\n", cli_color(CLI_BOLD), cli_color(CLI_RESET));
+        summary_metadata(t, NULL);
+    }
+    ckpt_training_free(t);
+    ckpt_close(f);
+    return CLI_OK;
+}
