@@ -413,20 +413,22 @@ CKPT_API const char *ckpt_scan_global(const ckpt_scan_report *r, size_t i);
 /* A store is a directory of generations "NAME-STEP.safetensors" or
  * "NAME-STEP.pt" (STEP in decimal without leading zeros, sorted
  * numerically; equal steps by file name) and a file LATEST holding the file
- * name of the newest committed generation and "\n". Every file is written
- * through the atomic commit (temporary ".FILE.tmp-PID-HEX" in DIR, fsync,
- * rename, fsync of DIR), so a crash at any moment leaves each name either
- * absent or complete. Nothing is trusted unverified: latest, list and
- * prune open and fully verify (ckpt_verify) the generations they judge.
- * One writer per directory at a time (there is no lock); readers may run
- * at any time. Other files in DIR are ignored. */
+ * name of the newest committed generation and "\n" (for readers that do
+ * not link ckpt: `cat DIR/LATEST`). Every file is written through the
+ * atomic commit (temporary ".FILE.tmp-PID-HEX" in DIR, fsync, rename, fsync
+ * of DIR), so a crash at any moment leaves each name either absent or
+ * complete. A generation is committed once it is in place and verifies.
+ * Nothing is trusted unverified: latest, list and prune open and fully
+ * verify (ckpt_verify) the generations they judge. One writer per
+ * directory at a time (there is no lock); readers may run at any time.
+ * Other files in DIR are ignored. */
 typedef struct ckpt_store_options {
     uint32_t keep;          /* commit and prune keep the `keep` newest
                                generations (besides the newest verified one
                                and LATEST's); default 3; 0 keeps only those */
     uint32_t stale_minutes; /* gc: a temporary file whose writer is still
                                running is stale once unmodified this long;
-                               default 60 */
+                               default 60; 0: every temporary file */
     ckpt_open_options open; /* limits for opening and verifying generations */
 } ckpt_store_options;
 #define CKPT_STORE_OPTIONS_INIT { 3u, 60u, CKPT_OPEN_OPTIONS_INIT }
@@ -440,30 +442,36 @@ typedef struct ckpt_store_options {
  * fully; only then is LATEST replaced (atomically) to name the newest
  * verified generation (normally the new one; a verified generation with a
  * higher step keeps it), and only then are generations beyond opts->keep
- * pruned as ckpt_store_prune does. A generation that fails verification is
- * removed again and LATEST is not touched.
+ * pruned as ckpt_store_prune does (the new generation is never pruned).
+ * A generation that fails verification is removed again and LATEST is not
+ * touched. Once it verifies, the generation is committed even if moving
+ * LATEST or pruning then fails: the call returns that failure with a
+ * message saying the generation was committed, and *path is filled.
  *
- * name: not empty, no '/', not starting with '.'. A step of `name` that is
- * already committed (a verified file NAME-STEP.*) is refused; a corrupt one
- * is replaced. path/cap: receives "dir/NAME-STEP.EXT" (NUL-terminated) once
- * the generation is committed, even if pruning then fails; path may be
- * NULL (cap 0). opts may be NULL (CKPT_STORE_OPTIONS_INIT).
+ * name: 1 to 200 bytes, no '/', no control bytes, not starting with '.'.
+ * A step of `name` that is already committed (a verified file
+ * NAME-STEP.*) is refused; a corrupt one is replaced. path/cap: receives
+ * "dir/NAME-STEP.EXT" (NUL-terminated) once the generation is committed;
+ * path may be NULL (cap 0). opts may be NULL (CKPT_STORE_OPTIONS_INIT).
  * Returns 0; CKPT_E_INVALID_ARG (bad name, cap too small, step already
- * committed); CKPT_E_IO (dir or src unreadable, write/fsync/rename failed,
- * pruning failed after the commit); CKPT_E_UNSUPPORTED (sharded source);
- * the ckpt_open/ckpt_verify code when the source or the written copy is
- * malformed or corrupt; CKPT_E_NOMEM. */
+ * committed); CKPT_E_IO (dir or src unreadable; write, fsync or rename
+ * failed; LATEST or pruning failed after the commit); CKPT_E_UNSUPPORTED
+ * (sharded source); the ckpt_open/ckpt_verify code when the source or the
+ * written copy is malformed or corrupt; CKPT_E_NOMEM. */
 CKPT_API int ckpt_store_commit(char *path, size_t cap, const char *dir,
                                const char *name, uint64_t step,
                                const char *src,
                                const ckpt_store_options *opts);
 
-/* The generation to resume from: the one LATEST names when it verifies,
- * otherwise (LATEST absent, unreadable, naming a missing or corrupt file)
- * the generation with the highest step that verifies; corrupt ones are
- * skipped. path/cap receive "dir/FILE" (NUL-terminated). Returns 0;
- * CKPT_E_NOTFOUND when no generation verifies; CKPT_E_IO when dir cannot
- * be read; CKPT_E_INVALID_ARG when cap is too small; CKPT_E_NOMEM. */
+/* The generation to resume from: the newest (highest step; equal steps by
+ * file name) that opens and verifies fully; corrupt ones are skipped.
+ * LATEST is not consulted, so a LATEST that names a missing, corrupt or
+ * older file (after a crash between a generation's rename and LATEST's)
+ * changes nothing. path/cap receive "dir/FILE" (NUL-terminated). Returns
+ * 0; CKPT_E_NOTFOUND when no generation verifies; CKPT_E_IO when dir, or
+ * a generation newer than the answer, cannot be read (unreadable is not
+ * corrupt: an older generation would be the wrong answer);
+ * CKPT_E_INVALID_ARG when cap is too small; CKPT_E_NOMEM. */
 CKPT_API int ckpt_store_latest(char *path, size_t cap, const char *dir,
                                const ckpt_store_options *opts);
 
@@ -499,17 +507,18 @@ typedef struct ckpt_store_listing ckpt_store_listing;
 
 /* Lists and fully verifies every generation of `dir`, and judges LATEST.
  * *out receives the listing (free with ckpt_store_list_free, NULL-safe),
- * also when some generations are corrupt. Returns 0; CKPT_E_IO when dir
- * cannot be read; CKPT_E_NOMEM. */
+ * also when some generations are corrupt or unreadable (ok 0, with the
+ * reason). Returns 0; CKPT_E_IO when dir cannot be read; CKPT_E_NOMEM. */
 CKPT_API int ckpt_store_list(ckpt_store_listing **out, const char *dir,
                              const ckpt_store_options *opts);
 CKPT_API void ckpt_store_list_free(ckpt_store_listing *l);
-/* Generations by ascending step (equal steps by file name), i < count. */
+/* Generations by ascending step (equal steps by file name), i < count;
+ * NULL past the end. */
 CKPT_API size_t ckpt_store_list_count(const ckpt_store_listing *l);
 CKPT_API const ckpt_store_generation *
 ckpt_store_list_generation(const ckpt_store_listing *l, size_t i);
 /* LATEST's state; *file (may be NULL) receives the file name it holds
- * (borrowed; "" when absent or unreadable). */
+ * (borrowed; "" when absent or invalid). */
 CKPT_API ckpt_store_pointer ckpt_store_list_pointer(const ckpt_store_listing *l,
                                                     const char **file);
 
@@ -524,10 +533,11 @@ CKPT_API ckpt_store_pointer ckpt_store_list_pointer(const ckpt_store_listing *l,
 CKPT_API int ckpt_store_prune(size_t *removed, const char *dir,
                               const ckpt_store_options *opts);
 
-/* Removes stale temporary files left by killed writers: regular files
- * named ".X.tmp-PID-HEX" (the atomic commit's names, 16 hex digits) whose
- * process PID no longer exists on this machine, or that were not modified
- * for opts->stale_minutes (a writer that is still writing keeps its file's
+/* Removes stale temporary files left by killed writers (in any directory,
+ * e.g. a `ckpt convert` output's): regular files named ".X.tmp-PID-HEX"
+ * (the atomic commit's names, 16 lowercase hex digits) whose process PID
+ * no longer exists on this machine, or that were not modified for
+ * opts->stale_minutes (a writer that is still writing keeps its file's
  * mtime fresh; a PID reused by another process does not). Generations and
  * LATEST are never removed. *removed (may be NULL) receives the count.
  * Returns 0, CKPT_E_IO, CKPT_E_NOMEM. */
@@ -755,8 +765,8 @@ CKPT_API const char *ckpt_training_weights_path(const ckpt_training *t);
 CKPT_API size_t ckpt_training_ignored_count(const ckpt_training *t);
 CKPT_API const char *ckpt_training_ignored(const ckpt_training *t, size_t i);
 
-/* ---- keys: manifests, match, diff, rename (src/manifest.c, src/keys.c,
- *      src/match.c, src/diff.c, src/rename.c) */
+/* ---- keys: manifests, match, diff, rename, key hygiene (src/manifest.c,
+ *      src/keys.c, src/match.c, src/diff.c, src/rename.c, src/hygiene.c) */
 
 /* A manifest is a set of tensor keys with their dtype and shape: the
  * tensors of a checkpoint, or what a model expects. Names are unique and
@@ -770,7 +780,9 @@ CKPT_API const char *ckpt_training_ignored(const ckpt_training *t, size_t i);
  * Other fields (file, format, nbytes, sha256, values) are ignored;
  * "metadata" is optional and, like a safetensors __metadata__, may record
  * tied-weight aliases ("dropped name": "kept name", the convention of
- * safetensors' save_model). dtype strings are compared as written. */
+ * safetensors' save_model). dtype strings are compared as written.
+ * Parsing uses jansson (a DOM): for a 1,000,000-key manifest (85 MB) the
+ * parse dominates every operation below (bench/bench_match.py). */
 typedef struct ckpt_manifest ckpt_manifest;
 
 /* One key of a manifest. Borrowed from the manifest. */
@@ -791,17 +803,17 @@ CKPT_API int ckpt_manifest_new(ckpt_manifest **out, const char *name);
 CKPT_API int ckpt_manifest_add(ckpt_manifest *m, const char *name,
                                const char *dtype, unsigned ndim,
                                const uint64_t *shape);
-/* The tensors of an opened file, in ckpt_file_tensor order, and its
- * metadata. Borrows f (names, shapes, tensors): f must outlive the
+/* The tensors of an opened file, in ckpt_file_tensor order (sorted), and
+ * its metadata. Borrows f (names, shapes, tensors): f must outlive the
  * manifest. Returns 0 or CKPT_E_NOMEM. */
 CKPT_API int ckpt_manifest_from_file(ckpt_manifest **out, const ckpt_file *f);
 /* Parses a JSON manifest (see above) of len bytes. `name` is used in
  * messages. Bounds: len <= limits.max_index_bytes, entries <=
  * max_tensors, names <= max_name_bytes, ndim <= max_ndim (limits may be
- * NULL: defaults). Returns 0; CKPT_E_FORMAT (not JSON, wrong types,
- * duplicate or NUL-containing names, a dimension not a non-negative
- * 64-bit integer; the message names the entry index), CKPT_E_LIMIT,
- * CKPT_E_NOMEM. */
+ * NULL: defaults). Returns 0; CKPT_E_FORMAT (not JSON, duplicate object
+ * keys, \u0000 in a string, wrong types, duplicate names, a dimension that
+ * is not a non-negative 64-bit integer; the message names the entry
+ * index), CKPT_E_LIMIT, CKPT_E_NOMEM. */
 CKPT_API int ckpt_manifest_parse(ckpt_manifest **out, const void *json,
                                  size_t len, const char *name,
                                  const ckpt_limits *limits);
@@ -835,23 +847,29 @@ CKPT_API const ckpt_manifest_entry *ckpt_manifest_find(
  * dtype and shape agree too; otherwise it is listed in shape_mismatch
  * and/or dtype_mismatch (a name may be in both) and not counted.
  *
- * Prefix inference (FORMATS.md §4.6): when names are left unmatched on both
- * sides, ckpt looks for the rewrite of checkpoint keys that matches the
- * most expected names. A rewrite is: optionally drop the wrapper segments
- * "_orig_mod.", "_fsdp_wrapped_module." and "_checkpoint_wrapped_module."
- * wherever they stand (never the last segment), then replace a leading run
- * of whole segments S by P (strip S, add P, or both) in every key that
- * starts with S, leaving other keys unchanged, as torch's
- * consume_prefix_in_state_dict_if_present does. Stacked wrappers
- * ("module._orig_mod.", "_orig_mod.module.", "state_dict.model.") are one
- * rewrite. No other segment is ever removed from the middle of a key
- * ("encoder.module.x" stays). Candidates come from whole-segment suffixes
- * shared by unmatched keys; only rewrites that match more expected names
- * than the keys as they are count. If exactly one candidate matches the
- * most names it is "the rewrite"; with opts->normalize it is applied when
- * the result is complete (below), otherwise nothing is applied. Equal
- * best candidates: no rewrite, the candidates are listed. A rewrite that
- * maps two checkpoint keys to one name is never applied.
+ * Prefix inference (FORMATS.md §4.6) runs when names are left unmatched on
+ * both sides. A rewrite of checkpoint keys is: optionally drop the wrapper
+ * segments "_orig_mod.", "_fsdp_wrapped_module." and
+ * "_checkpoint_wrapped_module." wherever they stand (never as the last
+ * segment), then replace a leading run of whole segments S by P (strip S,
+ * add P, or both; stacked wrappers such as "module._orig_mod." or
+ * "state_dict.model." are one run). A rewrite stands for a wrapper around
+ * the whole model, so:
+ *   - it covers only keys starting with S (the others cannot be matched
+ *     through it and stay unexpected), and must cover more than half of
+ *     the checkpoint keys;
+ *   - S and P never share their first segment: no rewrite edits the middle
+ *     of a key ("encoder.module.x" stays what it is).
+ * Candidates come from whole-segment suffixes shared by unmatched keys
+ * (a bounded sample of anchors, one pass over the expected keys); each is
+ * evaluated over every key. A rewrite counts only if it matches more
+ * expected names than the keys as they are. The best matches the most
+ * names; between equal counts the simpler (fewer segments stripped and
+ * added, dropping wrappers counting 2) wins; equal counts and simplicity
+ * are a tie: no rewrite, the candidates are listed. Two rules forming the
+ * same pairs are one rewrite (the simpler description is kept). With
+ * opts->normalize the rewrite is applied only if the result is complete
+ * (below) and no two checkpoint keys end up with one name.
  *
  * Allowed exceptions: a missing key matching a glob of allow_missing, an
  * unexpected key whose checkpoint name (or rewritten name) matches a glob
@@ -876,7 +894,16 @@ CKPT_API const ckpt_manifest_entry *ckpt_manifest_find(
  *
  * Names in every list are the original names of their side: expected names
  * for missing keys and mismatches, checkpoint names for unexpected keys.
- * Lists are sorted by name (byte order). */
+ * Lists are sorted by name (byte order).
+ *
+ * `ckpt match --json` writes exactly: {"checkpoint": path, "expect": path,
+ * "complete": bool, "matched": N, "missing_keys": [name...],
+ * "unexpected_keys": [name...], "shape_mismatch": [{"name", "checkpoint":
+ * [dims], "expected": [dims]}...], "dtype_mismatch": [{"name",
+ * "checkpoint": dtype, "expected": dtype}...], "allowed": {"missing":
+ * [name...], "unexpected": [name...]}, "tied": [{"name", "tied_to"}...],
+ * "rewrite": {"description", "matches", "applied": bool} | null,
+ * "candidates": [{"description", "matches"}...], "warning": str | null}. */
 typedef struct ckpt_match_options {
     int normalize; /* apply the inferred rewrite when it completes the match */
     const char *const *allow_missing;    /* globs */
@@ -905,9 +932,11 @@ typedef struct ckpt_match_item {
 } ckpt_match_item;
 
 /* A rewrite of checkpoint keys. description: e.g. "strip 'module.'",
- * "drop '_orig_mod.' segments, strip 'module.'", "add 'model.'",
- * "replace 'encoder.' with 'backbone.'"; matches: expected names it
- * matches; applied: 1 when the lists above reflect it. */
+ * "strip '_orig_mod.module.'", "drop '_orig_mod.' segments, strip
+ * 'module.'", "add 'model.'", "replace 'model.' with 'backbone.'", with
+ * " (not applicable: 'a' and 'b' both become 'c')" when it merges keys;
+ * matches: expected names it matches; applied: 1 when the lists reflect
+ * it (candidates: always 0). */
 typedef struct ckpt_rewrite {
     const char *description;
     uint64_t matches;
@@ -919,8 +948,9 @@ typedef struct ckpt_match_result ckpt_match_result;
 /* Compares the manifests; opts may be NULL (CKPT_MATCH_OPTIONS_INIT). Both
  * manifests must outlive the result (items point into them). Returns 0
  * whether or not the match is complete; CKPT_E_INVALID_ARG, CKPT_E_NOMEM.
- * Cost: O(keys) hash lookups plus, when inference runs, a bounded number
- * of candidate rewrites evaluated over every checkpoint key. */
+ * Cost: O(keys) hash lookups plus, when inference runs, at most 12
+ * candidate rewrites (24 with wrappers) evaluated over every checkpoint
+ * key. Thread-safe for distinct results. */
 CKPT_API int ckpt_match(ckpt_match_result **out,
                         const ckpt_manifest *checkpoint,
                         const ckpt_manifest *expect,
@@ -932,21 +962,23 @@ CKPT_API int ckpt_match_complete(const ckpt_match_result *r);
 CKPT_API uint64_t ckpt_match_matched(const ckpt_match_result *r);
 CKPT_API size_t ckpt_match_count(const ckpt_match_result *r,
                                  ckpt_match_list list);
-/* Item i of a list; borrowed. */
+/* Item i of a list; borrowed; NULL out of range. */
 CKPT_API const ckpt_match_item *ckpt_match_item_at(
     const ckpt_match_result *r, ckpt_match_list list, size_t i);
 /* The unique best rewrite, or NULL (none beats the keys as they are, or
  * two tie). Borrowed. */
 CKPT_API const ckpt_rewrite *ckpt_match_rewrite(const ckpt_match_result *r);
-/* Candidate rewrites that beat the keys as they are, best first (matches
- * descending, then description), at most 8. Borrowed. */
+/* Candidate rewrites, best first (matches descending, then simplicity,
+ * then description): those matching more than half as many names as the
+ * best, at most 8. Borrowed. */
 CKPT_API size_t ckpt_match_candidate_count(const ckpt_match_result *r);
 CKPT_API const ckpt_rewrite *ckpt_match_candidate(const ckpt_match_result *r,
                                                   size_t i);
 /* See "warning" above; borrowed, NULL when none. */
 CKPT_API const char *ckpt_match_warning(const ckpt_match_result *r);
-/* The name ckpt_match_rewrite gives checkpoint entry i (unchanged names
- * included), or NULL when there is no rewrite. Borrowed. */
+/* The name ckpt_match_rewrite gives checkpoint entry i (keys it does not
+ * cover keep their name, less any dropped wrapper segments), or NULL when
+ * there is no rewrite. Borrowed. */
 CKPT_API const char *ckpt_match_rewritten(const ckpt_match_result *r,
                                           size_t i);
 
@@ -956,18 +988,28 @@ CKPT_API const char *ckpt_match_rewritten(const ckpt_match_result *r,
  * Values: a tensor is bitwise equal when dtypes match and the logical
  * contents (ckpt_tensor_read bytes) are identical. Otherwise elements are
  * compared as values: every float width is widened to double (F16, BF16,
- * F8 E4M3/E5M2/E8M0/FNUZ, F32, F64; complex per component), integers and
- * BOOL exactly; tensors of different dtypes are compared this way too.
+ * F8 E4M3/E5M2/E8M0/E4M3FNUZ/E5M2FNUZ, F32, F64; complex per component),
+ * integers and BOOL as numbers (the same integer dtype exactly, beyond
+ * 2^53 too); tensors of different dtypes are compared this way as well.
  * Element i differs unless |a-b| <= atol + rtol*|b|, where NaN equals NaN
  * and an infinity equals the same infinity (torch.testing.assert_close
- * with equal_nan). max_abs_diff = max |a-b|, max_rel_diff = max |a-b|/|b|
- * (infinite where b is 0 and a is not), both over element pairs without
- * NaN. Sub-byte and quantized dtypes (F4, F6_*, Q*) are compared bitwise
- * only (compared = 0).
+ * with equal_nan; b is the reference). max_abs_diff = max |a-b|,
+ * max_rel_diff = max |a-b|/|b| (infinite where b is 0 and a is not), both
+ * over element pairs without NaN. Sub-byte and quantized dtypes (F4,
+ * F6_*, Q*) are compared bitwise only (compared = 0).
  *
  * identical: no key only on one side, no shape or dtype difference, and
  * no differing element in any common tensor (with rtol = atol = 0: values
- * equal, e.g. 0.0 and -0.0; use bitwise_equal for the bytes). */
+ * equal, e.g. 0.0 and -0.0; bitwise_equal tells about the bytes).
+ *
+ * `ckpt diff --json` writes {"a", "b", "identical", "keys_only",
+ * "only_in_a": [name...], "only_in_b": [name...], "shape_mismatch":
+ * [{"name", "a": [dims], "b": [dims]}...], "dtype_mismatch": [{"name",
+ * "a", "b"}...], "equal": N | null, "tensors": [{"name", "bitwise_equal",
+ * "compared", "numel", "differing", "max_abs_diff", "max_rel_diff",
+ * "nan": {"a", "b"}, "inf": {"a", "b"}, "nonfinite_mismatch",
+ * "positions": [index...]}...] | null} (null: keys only; non-finite
+ * doubles as "inf"/"nan" strings). */
 typedef struct ckpt_diff_options {
     double rtol;      /* relative tolerance, >= 0 */
     double atol;      /* absolute tolerance, >= 0 */
@@ -988,10 +1030,11 @@ typedef struct ckpt_tensor_diff {
     uint64_t differing;    /* elements outside tolerance */
     double max_abs_diff;   /* 0 when no element pair differs */
     double max_rel_diff;
-    uint64_t nan_a, nan_b, inf_a, inf_b; /* non-finite elements per side */
+    uint64_t nan_a, nan_b, inf_a, inf_b; /* non-finite values per side
+                                            (complex: per component) */
     uint64_t nonfinite_mismatch; /* elements where NaN/Inf do not agree */
-    size_t npositions;     /* first positions (flat row-major indices) of */
-    uint64_t positions[CKPT_DIFF_MAX_POSITIONS]; /* those mismatches */
+    size_t npositions;     /* first positions (flat row-major element */
+    uint64_t positions[CKPT_DIFF_MAX_POSITIONS]; /* indices) of those */
 } ckpt_tensor_diff;
 
 typedef enum ckpt_diff_list {
@@ -1005,16 +1048,17 @@ typedef struct ckpt_diff_result ckpt_diff_result;
 
 /* Compares a and b (both must outlive the result); opts may be NULL.
  * Unless keys_only, both manifests must come from files
- * (ckpt_manifest_file), else CKPT_E_INVALID_ARG. Returns 0 whatever the
- * differences; CKPT_E_NOMEM; a tensor read error (ckpt_tensor_read codes).
- * Cost: O(keys) lookups; value comparison streams each tensor once (a
- * memcmp first, element-wise only where bytes differ). */
+ * (ckpt_manifest_file), else CKPT_E_INVALID_ARG; so are negative or NaN
+ * tolerances. Returns 0 whatever the differences; CKPT_E_NOMEM; a tensor
+ * read error (ckpt_tensor_read codes). Cost: O(keys) lookups; values
+ * stream once (memcmp in 16 MiB prefetched windows first, element-wise
+ * decoding only where the bytes or dtypes differ). */
 CKPT_API int ckpt_diff(ckpt_diff_result **out, const ckpt_manifest *a,
                        const ckpt_manifest *b, const ckpt_diff_options *opts);
 CKPT_API void ckpt_diff_free(ckpt_diff_result *r); /* NULL-safe */
 CKPT_API int ckpt_diff_identical(const ckpt_diff_result *r);
-/* Names in a list, sorted; items of SHAPE/DTYPE_MISMATCH via
- * ckpt_diff_pair (entries on both sides). Borrowed. */
+/* Names in a list, sorted; the entries on both sides (NULL on the side a
+ * name is missing from) via ckpt_diff_pair. Borrowed. */
 CKPT_API size_t ckpt_diff_count(const ckpt_diff_result *r,
                                 ckpt_diff_list list);
 CKPT_API const char *ckpt_diff_name(const ckpt_diff_result *r,
@@ -1029,6 +1073,112 @@ CKPT_API size_t ckpt_diff_tensor_count(const ckpt_diff_result *r);
 CKPT_API const ckpt_tensor_diff *ckpt_diff_tensor(const ckpt_diff_result *r,
                                                   size_t i);
 CKPT_API uint64_t ckpt_diff_equal_count(const ckpt_diff_result *r);
+
+/* Renaming keys: rules applied in order to every tensor key.
+ *   STRIP_PREFIX P: keys starting with P lose it (P is whole segments: a
+ *     missing trailing '.' is implied); other keys are unchanged;
+ *   ADD_PREFIX P: every key gains P (a bare top-level tensor "" becomes P
+ *     without its dot);
+ *   REPLACE OLD NEW: every occurrence of OLD made of whole segments (it
+ *     starts a key or follows '.', and ends the key, or precedes '.', or
+ *     ends with '.') becomes NEW, left to right: "_orig_mod." -> "" drops
+ *     a wrapper wherever it stands; "layer" does not touch "layers.0";
+ *   AUTO spec: the rewrite ckpt_match infers against spec, which must give
+ *     a complete match (as with normalize and no allowed exception).
+ * A rule that changes no key is refused (CKPT_E_NOTFOUND, naming it; for
+ * AUTO: the keys already match); two keys that would end up with one name
+ * are refused (CKPT_E_MISMATCH, naming both). */
+typedef enum ckpt_rename_op {
+    CKPT_RENAME_STRIP_PREFIX = 1,
+    CKPT_RENAME_ADD_PREFIX,
+    CKPT_RENAME_REPLACE,
+    CKPT_RENAME_AUTO
+} ckpt_rename_op;
+
+typedef struct ckpt_rename_rule {
+    ckpt_rename_op op;
+    const char *arg;            /* the prefix, or OLD */
+    const char *arg2;           /* NEW (REPLACE) */
+    const ckpt_manifest *spec;  /* AUTO */
+} ckpt_rename_rule;
+
+/* The mapping old name -> new name for every key of a manifest. */
+typedef struct ckpt_rename_plan ckpt_rename_plan;
+
+/* Applies rules[0..nrules) to the keys of m (borrowed: m must outlive the
+ * plan). Returns 0; CKPT_E_INVALID_ARG (an empty prefix or OLD, a NULL
+ * spec); CKPT_E_NOTFOUND, CKPT_E_MISMATCH (see above; for AUTO also when
+ * no complete rewrite exists, naming the best one); CKPT_E_NOMEM. */
+CKPT_API int ckpt_rename_plan_new(ckpt_rename_plan **out,
+                                  const ckpt_manifest *m,
+                                  const ckpt_rename_rule *rules,
+                                  size_t nrules);
+CKPT_API void ckpt_rename_plan_free(ckpt_rename_plan *p); /* NULL-safe */
+/* Keys in the plan (the manifest's order), and how many change. */
+CKPT_API size_t ckpt_rename_plan_count(const ckpt_rename_plan *p);
+CKPT_API size_t ckpt_rename_plan_changed(const ckpt_rename_plan *p);
+/* Old and new name of key i; borrowed; NULL out of range. */
+CKPT_API const char *ckpt_rename_plan_from(const ckpt_rename_plan *p,
+                                           size_t i);
+CKPT_API const char *ckpt_rename_plan_to(const ckpt_rename_plan *p, size_t i);
+
+/* Renames the tensor keys of checkpoint `in` by the rules and writes the
+ * result to `out` atomically (nothing is written when out is NULL: a dry
+ * run). The output format is the input's: safetensors (a sharded set
+ * becomes one file) or a torch zip (legacy and pickle inputs too); the
+ * tree (for ckpt-written safetensors: the tree "ckpt.structure" records)
+ * keeps its shape where it can: a tensor whose new name still starts with
+ * the flattened path of one of its enclosing dicts stays in the deepest
+ * such dict under the rest of its name (a flat state dict is renamed in
+ * place, order kept); otherwise it moves to the root dict; dicts emptied
+ * by moves disappear. Non-tensor values and metadata (less ckpt.* keys,
+ * rewritten by the writer) are kept as they are. plan (may be NULL)
+ * receives the mapping, which owns its names. Returns 0; the
+ * ckpt_rename_plan_new codes; CKPT_E_UNSUPPORTED (a tensor would move out
+ * of a list or tuple, the root is not a dict to receive a moved tensor,
+ * two tensors share a flattened name, two entries of one dict would share
+ * a key; the writer's cases); the ckpt_open and writer codes. */
+CKPT_API int ckpt_rename(ckpt_rename_plan **plan, const char *in,
+                         const char *out, const ckpt_rename_rule *rules,
+                         size_t nrules, const ckpt_open_options *opts);
+
+/* Key hygiene of an opened file (for `ckpt doctor`): the wrapper segments
+ * its tensor keys carry and the rename that removes them.
+ * Wrappers: "module." (DataParallel/DDP; counted where it leads a key once
+ * the other wrappers are dropped, never in the middle of a key), then
+ * "_orig_mod." (torch.compile), "_fsdp_wrapped_module." (FSDP),
+ * "_checkpoint_wrapped_module." (activation checkpointing), each counted
+ * anywhere as a whole segment that is not the last. leading: every key
+ * holding it starts with it. The fix: each wrapper other than "module."
+ * stripped (leading) or replaced by nothing, then "module." stripped as
+ * many times as it repeats; checked with ckpt_rename_plan_new: when it
+ * would give two keys one name there is no fix and ckpt_keys_collision
+ * says which. */
+typedef struct ckpt_key_wrapper {
+    const char *segment; /* "module.", "_orig_mod.", ... (static) */
+    int leading;
+    uint64_t keys;       /* tensor keys holding it */
+} ckpt_key_wrapper;
+
+typedef struct ckpt_keys_report ckpt_keys_report;
+
+/* Returns 0 (also for clean keys: no wrapper, no fix), CKPT_E_INVALID_ARG,
+ * CKPT_E_NOMEM. f must outlive nothing: the report owns its strings. */
+CKPT_API int ckpt_keys_hygiene(ckpt_keys_report **out, const ckpt_file *f);
+CKPT_API void ckpt_keys_report_free(ckpt_keys_report *r); /* NULL-safe */
+CKPT_API size_t ckpt_keys_wrapper_count(const ckpt_keys_report *r);
+CKPT_API const ckpt_key_wrapper *ckpt_keys_wrapper(const ckpt_keys_report *r,
+                                                   size_t i);
+/* The fix as rules for ckpt_rename (borrowed, static strings), and as
+ * `ckpt rename IN OUT` arguments ("--strip-prefix 'module.'", shell-quoted;
+ * NULL when there is nothing to fix). */
+CKPT_API size_t ckpt_keys_fix_count(const ckpt_keys_report *r);
+CKPT_API const ckpt_rename_rule *ckpt_keys_fix(const ckpt_keys_report *r,
+                                               size_t i);
+CKPT_API const char *ckpt_keys_fix_args(const ckpt_keys_report *r);
+/* Why there is no fix although wrappers were found ("'module.x' and 'x'
+ * would both be named 'x'"), or NULL. Borrowed. */
+CKPT_API const char *ckpt_keys_collision(const ckpt_keys_report *r);
 
 /* ---- write: safetensors and torch writers, ckpt_convert, tree builder
  * (src/write.c, write_safetensors.c, write_torch.c, write_tree.c,

@@ -9,6 +9,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/random.h>
@@ -113,17 +114,15 @@ static char *temp_name(const char *path) {
     return t;
 }
 
-/* ckpt_malloc'd directory of `path` ("." when it has no slash). */
-static char *dir_of(const char *path) {
+/* The directory of `path` ("." when it has no slash) into buf. No
+ * allocation: it runs after the rename, where failing would be a lie. */
+static int dir_of(const char *path, char *buf, size_t cap) {
     const char *slash = strrchr(path, '/');
-    if (!slash) return dup_str(".");
-    size_t n = slash == path ? 1 : (size_t)(slash - path);
-    char *d = ckpt_malloc(n + 1);
-    if (d) {
-        memcpy(d, path, n);
-        d[n] = '\0';
-    }
-    return d;
+    size_t n = !slash ? 1 : slash == path ? 1 : (size_t)(slash - path);
+    if (n >= cap) return -1;
+    memcpy(buf, slash ? path : ".", n);
+    buf[n] = '\0';
+    return 0;
 }
 
 /* ------------------------------------------------------------ state */
@@ -265,10 +264,10 @@ static int backup_target(ckpt_atomic *a) {
 /* fsync of the target's directory, which makes the rename durable. File
  * systems that cannot sync a directory answer EINVAL: nothing to do there. */
 static int sync_dir(const ckpt_atomic *a) {
-    char *dir = dir_of(a->target);
-    int err = ENOMEM;
+    char dir[PATH_MAX];
+    int err = ENAMETOOLONG;
     const char *op = "fsync of directory";
-    if (dir) {
+    if (dir_of(a->target, dir, sizeof dir) == 0) {
         int fd = sys_open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
         if (fd < 0) {
             err = errno;
@@ -277,13 +276,14 @@ static int sync_dir(const ckpt_atomic *a) {
             err = sys_fsync(fd) == 0 || errno == EINVAL ? 0 : errno;
             close(fd);
         }
+    } else {
+        dir[0] = '\0';
     }
     if (err)
         ckpt_err(CKPT_E_IO, a->target, NULL, CKPT_NO_OFFSET,
                  "%s %s failed for %s: %s; the file was renamed into place "
                  "but the rename may not survive a crash",
-                 op, dir ? dir : "", a->target, strerror(err));
-    ckpt_free(dir);
+                 op, dir, a->target, strerror(err));
     return err ? CKPT_E_IO : 0;
 }
 

@@ -33,14 +33,15 @@ static int nomem(const pk_build_ctx *c) {
     return fail(c, CKPT_E_NOMEM, "out of memory");
 }
 
-/* Counts n items or bytes copied against max_pickle_ops. */
+/* Counts n items or bytes copied against the work limit (ops_limit). */
 static int charge(const pk_build_ctx *c, uint64_t n) {
     uint64_t total;
     if (!c->ops) return 0;
-    if (ckpt_add_overflow(*c->ops, n, &total) || total > c->limits->max_pickle_ops)
+    if (ckpt_add_overflow(*c->ops, n, &total) || total > c->ops_limit)
         return fail(c, CKPT_E_LIMIT,
-                    "pickle work (opcodes and copies) exceeds %" PRIu64,
-                    c->limits->max_pickle_ops);
+                    "pickle work (opcodes and copies) exceeds %" PRIu64
+                    " for a pickle of this size",
+                    c->ops_limit);
     *c->ops = total;
     return 0;
 }

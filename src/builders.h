@@ -43,9 +43,12 @@ typedef struct pk_build_ctx {
     void *event_ctx;
     /* Work done so far in this pickle, shared with the machine: a builder
      * that copies n items or bytes adds n and fails with CKPT_E_LIMIT past
-     * limits->max_pickle_ops, so memo references cannot make copies
-     * (set(big_list) called a million times) outgrow the input. */
+     * ops_limit, so memo references cannot make copies (set(big_list)
+     * called a million times) outgrow the input. */
     uint64_t *ops;
+    /* min(limits->max_pickle_ops, 64 x input bytes + 64 Ki): work, and so
+     * memory, stays proportional to the pickle's size. */
+    uint64_t ops_limit;
 } pk_build_ctx;
 
 /* 1 if module.name is allowlisted (module/name already name-mapped).

@@ -69,8 +69,10 @@ static int hexval(char c) {
 /* A decimal integer beyond int64 (the writer's {"int": "..."}). */
 static int decode_bigint(decoder *d, const char *s, ckpt_value **out) {
     size_t n = strlen(s), neg = s[0] == '-';
-    /* Python's int() accepts 4300 digits */
-    if (n == neg || n - neg > 4300 || strspn(s + neg, "0123456789") != n - neg)
+    /* no longer than the pickle reader accepts (CKPT_BIGINT_MAX_BYTES;
+     * 256^k < 10^(2.41 k)) */
+    if (n == neg || n - neg > CKPT_BIGINT_MAX_BYTES * 241 / 100 + 1 ||
+        strspn(s + neg, "0123456789") != n - neg)
         return bad(d, "\"int\" must be decimal digits, got \"%.40s\"", s);
     errno = 0;
     long long v = strtoll(s, NULL, 10);
@@ -600,7 +602,7 @@ int ckpt_convert(const char *in, const char *out, const ckpt_convert_options *op
     if (!rc) rc = merge_metadata(&m, f, o, &a);
     if (!rc) {
         ckpt_write_options w = {m.keys, m.vals, m.n};
-        rc = ckpt_write_value(root, out, fmt, &w, &stats);
+        rc = ckpt_write_value(root, out, fmt, &w, f, &stats);
     }
     if (!rc && report) *report = (ckpt_convert_report){fmt, stats.tensors, stats.bytes};
     ckpt_arena_free(&a);

@@ -348,6 +348,15 @@ static int cmp_pairs(const void *x, const void *y) {
     return strcmp(((const pair *)x)->name, ((const pair *)y)->name);
 }
 
+/* Lists come out in manifest order, usually sorted already: check first. */
+static void sort_pairs(pair *v, size_t n) {
+    for (size_t i = 1; i < n; i++)
+        if (strcmp(v[i - 1].name, v[i].name) > 0) {
+            qsort(v, n, sizeof *v, cmp_pairs);
+            return;
+        }
+}
+
 static int cmp_tdiffs(const void *x, const void *y) {
     return strcmp(((const ckpt_tensor_diff *)x)->name, ((const ckpt_tensor_diff *)y)->name);
 }
@@ -375,7 +384,7 @@ static int run(ckpt_diff_result *r, const ckpt_manifest *a, const ckpt_manifest 
     if (rc) return rc;
     for (int l = 0; l < NLISTS; l++) {
         if (r->counts[l]) r->identical = 0;
-        if (r->counts[l] > 1) qsort(r->lists[l], r->counts[l], sizeof(pair), cmp_pairs);
+        sort_pairs(r->lists[l], r->counts[l]);
     }
     if (r->ntensors > 1) qsort(r->tensors, r->ntensors, sizeof *r->tensors, cmp_tdiffs);
     return 0;

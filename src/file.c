@@ -46,14 +46,18 @@ void ckpt_file_release(const ckpt_file *f, const void *p, uint64_t n) {
     if (hi > lo) madvise((void *)lo, hi - lo, MADV_DONTNEED);
 }
 
+void ckpt_file_sequential(const ckpt_file *f) {
+    if (f->mapped && f->map_size) madvise((void *)f->map, f->map_size, MADV_SEQUENTIAL);
+}
+
 void ckpt_file_prefetch(const ckpt_file *f, const void *p, uint64_t n) {
 #ifdef MADV_POPULATE_READ
     const uint8_t *b = p;
     if (!f->mapped || b < f->map || n > (uint64_t)(f->map + f->map_size - b)) return;
     uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
     uintptr_t lo = (uintptr_t)b & ~(page - 1);
-    /* one call maps the whole window instead of one fault per page; an
-     * error (old kernel, I/O) just leaves the faults to happen as usual */
+    /* map the window in one call instead of one fault per page; an error
+     * (old kernel, I/O) just leaves the faults to happen as usual */
     madvise((void *)lo, (uintptr_t)b + (uintptr_t)n - lo, MADV_POPULATE_READ);
 #else
     (void)f, (void)p, (void)n;
@@ -143,17 +147,23 @@ int ckpt_file_open_path(ckpt_file **out, const char *path,
                         const ckpt_open_options *opts) {
     *out = NULL;
     if (!path) return ckpt_err(CKPT_E_INVALID_ARG, "", NULL, CKPT_NO_OFFSET, "path is NULL");
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: opening a FIFO must not wait for a writer; anything but a
+     * regular file is refused below */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0)
         return ckpt_err(CKPT_E_IO, path, NULL, CKPT_NO_OFFSET, "cannot open: %s",
                         strerror(errno));
     struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    if (fstat(fd, &st) != 0) {
         int e = errno;
-        int isdir = S_ISDIR(st.st_mode);
         close(fd);
         return ckpt_err(CKPT_E_IO, path, NULL, CKPT_NO_OFFSET, "cannot read: %s",
-                        isdir ? "is a directory" : strerror(e));
+                        strerror(e));
+    }
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        return ckpt_err(CKPT_E_IO, path, NULL, CKPT_NO_OFFSET, "cannot read: %s",
+                        S_ISDIR(st.st_mode) ? "is a directory" : "not a regular file");
     }
     ckpt_file *f = file_new(path, opts);
     if (!f) {
@@ -176,6 +186,9 @@ int ckpt_file_open_path(ckpt_file **out, const char *path,
             return ckpt_err(CKPT_E_IO, path, NULL, CKPT_NO_OFFSET, "cannot map: %s",
                             strerror(e));
         }
+        /* open reads headers scattered over the file (zip local headers):
+         * without this, readahead around each would pull in tensor data */
+        madvise(m, f->map_size, MADV_RANDOM);
         f->map = m;
         f->mapped = 1;
     } else {
@@ -218,6 +231,7 @@ typedef struct flattener {
     uint64_t visits;
     char *buf; /* current name prefix */
     size_t len, cap;
+    uint64_t max_visits;
 } flattener;
 
 static int name_push(flattener *fl, const char *seg, size_t n, size_t *saved) {
@@ -274,9 +288,10 @@ static const char *key_text(const ckpt_value *k, char *tmp, size_t cap, size_t *
 }
 
 static int walk(flattener *fl, const ckpt_value *v, uint32_t depth) {
-    /* Shared substructures are walked once per path, so a hostile DAG could
-     * explode: every visit is counted against the tensor limit as well. */
-    if (++fl->visits > fl->f->opts.limits.max_tensors * 4 + 1024)
+    /* Shared substructures are walked once per path, so a hostile DAG (a
+     * pickle "billion laughs") could explode: visits are bounded by the
+     * input's size as well as by the tensor limit. */
+    if (++fl->visits > fl->max_visits)
         return ckpt_err(CKPT_E_LIMIT, fl->f->path, NULL, CKPT_NO_OFFSET,
                         "object graph too large (shared substructures repeated)");
     if (depth > fl->f->opts.limits.max_depth)
@@ -338,6 +353,11 @@ static size_t sort_unique(flat_entry *e, size_t n) {
 int ckpt_file_flatten(ckpt_file *f) {
     flattener fl = {0};
     fl.f = f;
+    uint64_t input = ckpt_file_size(f), by_size = input < UINT64_MAX / 64 - 4096
+                                                      ? input * 64 + 4096 : UINT64_MAX;
+    fl.max_visits = f->opts.limits.max_tensors < UINT64_MAX / 4
+                        ? f->opts.limits.max_tensors * 4 + 1024 : UINT64_MAX;
+    if (by_size < fl.max_visits) fl.max_visits = by_size;
     int rc = f->root ? walk(&fl, f->root, 0) : 0;
     ckpt_free(fl.buf);
     if (rc) return rc;

@@ -74,6 +74,11 @@ int ckpt_torch_read_legacy(ckpt_file *f);
  * No-op for memory buffers and for ranges outside the mapping. */
 void ckpt_file_release(const ckpt_file *f, const void *p, uint64_t n);
 
+/* Switches f's mapping from random access (set at open, so reading headers
+ * does not read ahead into tensor data) to sequential readahead, before a
+ * full read such as verify. */
+void ckpt_file_sequential(const ckpt_file *f);
+
 /* Maps bytes [p, p+n) of f's mapping in one go before a full read (fewer
  * page faults). Best effort; no-op where unsupported. */
 void ckpt_file_prefetch(const ckpt_file *f, const void *p, uint64_t n);

@@ -152,10 +152,11 @@ static size_t segment_starts(const char *s, size_t len, size_t *starts, size_t m
 
 /* ------------------------------------------------------------ rewrites */
 
-size_t ckpt_rule_apply(const ckpt_rule *r, const char *s, size_t len, char *dst) {
+size_t ckpt_rule_apply(const ckpt_rule *r, const char *s, size_t len, char *dst, int *covered) {
     char *x = dst + r->add_len; /* the key as it enters the prefix step */
     size_t n = r->canon ? ckpt_key_drop_wrappers(s, len, x) : (memmove(x, s, len), len);
-    if (n < r->strip_len || memcmp(x, r->strip, r->strip_len) != 0) {
+    *covered = n >= r->strip_len && memcmp(x, r->strip, r->strip_len) == 0;
+    if (!*covered) {
         memmove(dst, x, n);
         dst[n] = '\0';
         return n;
@@ -324,6 +325,12 @@ static int add_candidate(infer *in, int canon, const char *s, size_t slen, const
         plen = ps;
     }
     if (!canon && slen == plen && memcmp(s, p, slen) == 0) return 0; /* identity */
+    /* "replace encoder.module. with encoder." strips a segment in the middle
+     * of keys: never a wrapper (ordinary keys like encoder.module.x exist) */
+    if (slen && plen) {
+        const char *ds = memchr(s, '.', slen), *dp = memchr(p, '.', plen);
+        if (ds - s == dp - p && memcmp(s, p, (size_t)(ds - s)) == 0) return 0;
+    }
     size_t klen = 1 + slen + 1 + plen;
     char *key = ckpt_arena_alloc(in->a, klen + 1);
     if (!key) return nomem();
@@ -353,19 +360,38 @@ static int cmp_votes(const void *x, const void *y) {
     return c ? c : a->canon - b->canon;
 }
 
-/* Distinct expected names that rule r hits. hit: e->n scratch entries. */
-static uint64_t evaluate(const infer *in, const ckpt_rule *r, unsigned char *hit, char *buf) {
-    uint64_t matches = 0;
+/* Distinct expected names that rule r hits; 0 when r covers at most half
+ * of the checkpoint keys: a wrapper prefix is on every key (or nearly),
+ * while a prefix on a few keys is a renamed layer, and a rewrite of those
+ * would only pair keys by coincidence. *fingerprint receives a hash of the
+ * pairs (checkpoint entry, expected entry) formed: two rules with the same
+ * pairs are one rewrite described twice. hit: e->n scratch bytes. */
+static uint64_t evaluate(const infer *in, const ckpt_rule *r, unsigned char *hit, char *buf,
+                         uint64_t *fingerprint) {
+    uint64_t matches = 0, covered_keys = 0, fp = 0;
     memset(hit, 0, in->e->n);
     for (size_t i = 0; i < in->c->n; i++) {
-        size_t n = ckpt_rule_apply(r, in->c->entries[i].name, in->c->lens[i], buf);
+        int covered;
+        size_t n = ckpt_rule_apply(r, in->c->entries[i].name, in->c->lens[i], buf, &covered);
+        if (!covered) continue;
+        covered_keys++;
         size_t j = ckpt_manifest_lookup(in->e, buf, n);
         if (j != CKPT_KEYS_NONE && !hit[j]) {
+            uint64_t pairing[2] = {i, j};
             hit[j] = 1;
             matches++;
+            fp += XXH3_64bits(pairing, sizeof pairing);
         }
     }
-    return matches;
+    *fingerprint = fp;
+    return covered_keys * 2 > in->c->n ? matches : 0;
+}
+
+/* Whole segments in p[0..n) (n == 0 or p[n-1] == '.'). */
+static unsigned count_segments(const char *p, size_t n) {
+    unsigned k = 0;
+    for (size_t i = 0; i < n; i++) k += p[i] == '.';
+    return k;
 }
 
 static char *describe(ckpt_arena *a, const ckpt_rule *r, unsigned wrappers) {
@@ -389,66 +415,75 @@ static char *describe(ckpt_arena *a, const ckpt_rule *r, unsigned wrappers) {
     return ckpt_arena_printf(a, "%s%sadd '%.*s'", d, sep, (int)r->add_len, r->add);
 }
 
+/* Best first: more matches, then the simpler rule, then by description. */
 static int cmp_rules(const void *x, const void *y) {
     const ckpt_rule *a = x, *b = y;
     if (a->matches != b->matches) return a->matches > b->matches ? -1 : 1;
+    if (a->complexity != b->complexity) return a->complexity < b->complexity ? -1 : 1;
     return strcmp(a->description, b->description);
 }
 
-/* Evaluates the best-voted candidates; a wrapper-dropping variant is kept
- * only where it matches more than the same prefix rule without it. */
+typedef struct found {
+    ckpt_rule rule;
+    uint64_t fingerprint;
+} found;
+
+static int cmp_found(const void *x, const void *y) {
+    return cmp_rules(&((const found *)x)->rule, &((const found *)y)->rule);
+}
+
+/* Evaluates the best-voted candidates, each with and without dropping
+ * wrapper segments (when the checkpoint has any); among rules forming the
+ * same pairs only the simplest stays. */
 static int rank(infer *in, ckpt_rule *out, size_t max, size_t *nout) {
-    uint64_t base = 0;
+    uint64_t base = 0, fp;
     for (size_t i = 0; i < in->c->n; i++) base += in->c2e[i] != CKPT_KEYS_NONE;
     qsort(in->cands, in->ncands, sizeof(cand), cmp_votes);
 
-    size_t cap = in->maxlen + 1, longest_add = 0;
+    size_t longest_add = 0;
     for (size_t i = 0; i < in->ncands && i < MAX_EVAL; i++)
         if (in->cands[i].add_len > longest_add) longest_add = in->cands[i].add_len;
     unsigned char *hit = ckpt_malloc(in->e->n ? in->e->n : 1);
-    char *buf = ckpt_malloc(cap + longest_add);
-    if (!hit || !buf) {
-        ckpt_free(hit);
-        ckpt_free(buf);
-        return nomem();
-    }
-    ckpt_rule found[2 * MAX_EVAL];
-    size_t nfound = 0;
-    for (size_t i = 0; i < in->ncands && i < MAX_EVAL; i++) {
+    char *buf = ckpt_malloc(in->maxlen + longest_add + 1);
+    found *f = ckpt_malloc(2 * MAX_EVAL * sizeof *f);
+    int rc = hit && buf && f ? 0 : nomem();
+    size_t nf = 0;
+    for (size_t i = 0; !rc && i < in->ncands && i < MAX_EVAL; i++) {
         const cand *c = &in->cands[i];
-        ckpt_rule r = {0, c->strip, c->strip_len, c->add, c->add_len, 0, NULL};
-        uint64_t plain = (c->strip_len || c->add_len) ? evaluate(in, &r, hit, buf) : base;
-        r.matches = plain;
-        if (in->wrappers) {
-            ckpt_rule w = r;
-            w.canon = 1;
-            w.matches = evaluate(in, &w, hit, buf);
-            if (w.matches > plain) r = w;
-        }
-        if (r.matches <= base) continue;
-        /* the plain and the wrapper-dropping form of one prefix rule may both
-         * have been proposed: keep one */
-        size_t k;
-        for (k = 0; k < nfound; k++)
-            if (found[k].canon == r.canon && found[k].strip_len == r.strip_len &&
-                found[k].add_len == r.add_len && !memcmp(found[k].strip, r.strip, r.strip_len) &&
-                !memcmp(found[k].add, r.add, r.add_len))
+        for (int canon = 0; canon <= (in->wrappers ? 1 : 0); canon++) {
+            ckpt_rule r = {canon, c->strip, c->strip_len, c->add, c->add_len, 0, 0, NULL};
+            if (!canon && !c->strip_len && !c->add_len) continue; /* the identity */
+            r.matches = evaluate(in, &r, hit, buf, &fp);
+            if (r.matches <= base) continue;
+            /* dropping wrappers anywhere weighs more than a leading segment:
+             * "strip '_orig_mod.module.'" beats the equivalent "drop
+             * '_orig_mod.' segments, strip 'module.'" */
+            r.complexity = count_segments(r.strip, r.strip_len) +
+                           count_segments(r.add, r.add_len) + 2u * (unsigned)canon;
+            r.description = describe(in->a, &r, in->wrappers);
+            if (!r.description) {
+                rc = nomem();
                 break;
-        if (k < nfound) continue;
-        r.description = describe(in->a, &r, in->wrappers);
-        if (!r.description) {
-            ckpt_free(hit);
-            ckpt_free(buf);
-            return nomem();
+            }
+            f[nf++] = (found){r, fp};
         }
-        found[nfound++] = r;
+    }
+    if (!rc) {
+        qsort(f, nf, sizeof *f, cmp_found);
+        size_t n = 0;
+        for (size_t i = 0; i < nf && n < max; i++) {
+            size_t k;
+            for (k = 0; k < i; k++)
+                if (f[k].rule.matches == f[i].rule.matches && f[k].fingerprint == f[i].fingerprint)
+                    break;
+            if (k == i) out[n++] = f[i].rule;
+        }
+        *nout = n;
     }
     ckpt_free(hit);
     ckpt_free(buf);
-    qsort(found, nfound, sizeof *found, cmp_rules);
-    *nout = nfound < max ? nfound : max;
-    memcpy(out, found, *nout * sizeof *out);
-    return 0;
+    ckpt_free(f);
+    return rc;
 }
 
 int ckpt_rules_infer(ckpt_rule *out, size_t max, size_t *nout, ckpt_arena *a,

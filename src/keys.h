@@ -80,8 +80,9 @@ int ckpt_key_aligned(const char *s, size_t len, size_t pos, size_t n);
 /* ------------------------------------------------------------ rewrites */
 
 /* One rewrite of checkpoint keys (see ckpt_match in ckpt.h): drop wrapper
- * segments when `canon`, then replace a leading `strip` (whole segments,
- * "" for none) by `add` in keys that start with it. */
+ * segments when `canon`, then replace the leading `strip` (whole segments,
+ * "" for none) by `add`. A key that does not start with `strip` is not
+ * covered: a rewrite stands for a wrapper around the whole model. */
 typedef struct ckpt_rule {
     int canon;
     const char *strip;
@@ -90,19 +91,22 @@ typedef struct ckpt_rule {
     size_t add_len;
     /* filled by ckpt_rules_infer */
     uint64_t matches;     /* distinct expected names hit */
+    unsigned complexity;  /* segments stripped and added, +2 with canon */
     const char *description;
 } ckpt_rule;
 
-/* Length of rule(s) into dst (cap bytes incl. NUL); needs cap >= len +
- * add_len + 1. Keys without `strip` keep their (canonical) form. */
-size_t ckpt_rule_apply(const ckpt_rule *r, const char *s, size_t len,
-                       char *dst);
+/* Writes rule(s) into dst, which must hold len + add_len + 1 bytes, and
+ * returns its length; *covered receives 1 when s starts with `strip`
+ * (after dropping wrappers), else 0 and dst holds s without the wrappers. */
+size_t ckpt_rule_apply(const ckpt_rule *r, const char *s, size_t len, char *dst, int *covered);
 
 /* Candidate rewrites of c's keys towards e's, given the identity pairing
  * (c2e[i]: entry of e with the same name or CKPT_KEYS_NONE). Only rules
  * matching more names than the identity pairing are returned, evaluated
- * and described (strings in `a`), sorted by matches descending then
- * description, at most `max`. Returns 0 or CKPT_E_NOMEM. */
+ * and described (strings in `a`), sorted by matches descending, then
+ * complexity ascending, then description; at most `max`. Two rules are
+ * tied when both matches and complexity are equal. Returns 0 or
+ * CKPT_E_NOMEM. */
 int ckpt_rules_infer(ckpt_rule *out, size_t max, size_t *nout, ckpt_arena *a,
                      const ckpt_manifest *c, const ckpt_manifest *e,
                      const size_t *c2e);

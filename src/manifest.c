@@ -132,17 +132,16 @@ static int bad(const ckpt_manifest *m, size_t i, const char *what) {
                     what);
 }
 
-/* A JSON string without NUL bytes, copied into the arena; NULL if not. */
+/* A JSON string copied into the arena; NULL if v is not a string. jansson
+ * refuses \u0000 (no JSON_ALLOW_NUL), so the copy is a C string. */
 static const char *json_text(ckpt_manifest *m, const json_t *v, size_t max, int *too_long) {
     if (!json_is_string(v)) return NULL;
-    const char *s = json_string_value(v);
     size_t len = json_string_length(v);
-    if (memchr(s, '\0', len)) return NULL;
     if (len > max) {
         *too_long = 1;
         return NULL;
     }
-    return ckpt_arena_strndup(&m->arena, s, len);
+    return ckpt_arena_strndup(&m->arena, json_string_value(v), len);
 }
 
 static int parse_entry(ckpt_manifest *m, size_t i, const json_t *t, const ckpt_limits *lim) {
@@ -153,7 +152,7 @@ static int parse_entry(ckpt_manifest *m, size_t i, const json_t *t, const ckpt_l
         return ckpt_err(CKPT_E_LIMIT, m->name, "", CKPT_NO_OFFSET,
                         "manifest tensors[%zu]: name longer than %" PRIu64 " bytes", i,
                         lim->max_name_bytes);
-    if (!name) return bad(m, i, "expected \"name\" to be a string without NUL bytes");
+    if (!name) return bad(m, i, "expected \"name\" to be a string");
     const char *dtype = json_text(m, json_object_get(t, "dtype"), 64, &too_long);
     if (!dtype) return bad(m, i, "expected \"dtype\" to be a short string");
     const json_t *shape = json_object_get(t, "shape");

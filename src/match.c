@@ -225,7 +225,9 @@ static int index_aliases(ckpt_strmap *map, ckpt_arena *a, const ckpt_manifest *s
         if (rule) {
             char *buf = ckpt_arena_alloc(a, len + rule->add_len + 1);
             if (!buf) return nomem();
-            len = ckpt_rule_apply(rule, name, len, buf);
+            int covered;
+            len = ckpt_rule_apply(rule, name, len, buf, &covered);
+            if (!covered) continue;
             name = buf;
         }
         ckpt_strmap_slot *sl;
@@ -294,42 +296,59 @@ static int find_tied(matcher *m) {
 
 /* Names every checkpoint key under `rule` into r->rewritten and pairs them
  * (c2e). Returns 0, or CKPT_E_NOMEM; *clash receives two checkpoint
- * entries that the rule maps to one name, or stays CKPT_KEYS_NONE. */
+ * entries that the rule maps to one name, or stays CKPT_KEYS_NONE. Names
+ * that are expected keys clash through e_hit (no hashing); only the others
+ * go through a hash set. */
 static int rewrite_all(matcher *m, const ckpt_rule *rule, size_t *c2e, size_t clash[2]) {
     ckpt_match_result *r = m->r;
-    ckpt_strmap seen = {0};
+    ckpt_strmap others = {0};
+    size_t *e_hit = ckpt_malloc((m->e->n ? m->e->n : 1) * sizeof *e_hit);
     r->rewritten = ckpt_arena_array(&r->arena, m->c->n ? m->c->n : 1, sizeof(char *));
-    if (!r->rewritten || ckpt_strmap_reserve(&seen, m->c->n)) {
-        ckpt_strmap_free(&seen);
-        return nomem();
-    }
-    for (size_t i = 0; i < m->c->n; i++) {
-        size_t len = m->c->lens[i];
+    int rc = e_hit && r->rewritten ? 0 : nomem();
+    for (size_t j = 0; !rc && j < m->e->n; j++) e_hit[j] = CKPT_KEYS_NONE;
+    for (size_t i = 0; !rc && i < m->c->n; i++) {
+        size_t len = m->c->lens[i], prev = CKPT_KEYS_NONE;
         char *buf = ckpt_arena_alloc(&r->arena, len + rule->add_len + 1);
         if (!buf) {
-            ckpt_strmap_free(&seen);
-            return nomem();
+            rc = nomem();
+            break;
         }
-        len = ckpt_rule_apply(rule, m->c->entries[i].name, len, buf);
+        int covered;
+        len = ckpt_rule_apply(rule, m->c->entries[i].name, len, buf, &covered);
         r->rewritten[i] = buf;
-        c2e[i] = ckpt_manifest_lookup(m->e, buf, len);
-        ckpt_strmap_slot *sl;
-        int rc = ckpt_strmap_put(&seen, buf, len, i, &sl);
-        if (rc < 0) {
-            ckpt_strmap_free(&seen);
-            return rc;
+        size_t j = ckpt_manifest_lookup(m->e, buf, len);
+        c2e[i] = covered ? j : CKPT_KEYS_NONE;
+        if (j != CKPT_KEYS_NONE) {
+            prev = e_hit[j];
+            if (prev == CKPT_KEYS_NONE) e_hit[j] = i;
+        } else {
+            ckpt_strmap_slot *sl;
+            int put = ckpt_strmap_put(&others, buf, len, i, &sl);
+            if (put < 0) rc = put;
+            else if (put == 0) prev = sl->val;
         }
-        if (rc == 0 && clash[0] == CKPT_KEYS_NONE) {
-            clash[0] = sl->val;
+        if (prev != CKPT_KEYS_NONE && clash[0] == CKPT_KEYS_NONE) {
+            clash[0] = prev;
             clash[1] = i;
         }
     }
-    ckpt_strmap_free(&seen);
-    return 0;
+    ckpt_free(e_hit);
+    ckpt_strmap_free(&others);
+    return rc;
 }
 
 static int cmp_items(const void *x, const void *y) {
     return strcmp(((const ckpt_match_item *)x)->name, ((const ckpt_match_item *)y)->name);
+}
+
+/* Lists come out in manifest order, which is sorted for checkpoints and
+ * `ckpt inspect --json` manifests: check before sorting (O(n)). */
+static void sort_items(ckpt_match_item *v, size_t n) {
+    for (size_t i = 1; i < n; i++)
+        if (strcmp(v[i - 1].name, v[i].name) > 0) {
+            qsort(v, n, sizeof *v, cmp_items);
+            return;
+        }
 }
 
 static int finish(matcher *m) {
@@ -337,8 +356,7 @@ static int finish(matcher *m) {
     int rc = classify(m);
     if (!rc) rc = find_tied(m);
     if (rc) return rc;
-    for (int l = 0; l < NLISTS; l++)
-        if (r->counts[l] > 1) qsort(r->lists[l], r->counts[l], sizeof(ckpt_match_item), cmp_items);
+    for (int l = 0; l < NLISTS; l++) sort_items(r->lists[l], r->counts[l]);
     size_t n = m->e->n;
     r->complete = !r->counts[CKPT_MATCH_MISSING] && !r->counts[CKPT_MATCH_UNEXPECTED] &&
                   !r->counts[CKPT_MATCH_SHAPE_MISMATCH] && !r->counts[CKPT_MATCH_DTYPE_MISMATCH] &&
@@ -362,10 +380,15 @@ static int infer(matcher *m, size_t *c2e, size_t *e2c, size_t *c2e_rw, size_t *e
     size_t nrules = 0;
     int rc = ckpt_rules_infer(rules, MAX_CANDIDATES, &nrules, &r->arena, m->c, m->e, c2e);
     if (rc) return rc;
+    /* a rule matching half as many keys as the best pairs keys by
+     * coincidence ("replace 'conv1.' with 'conv.conv2.'"): not a candidate */
+    while (nrules > 1 && rules[nrules - 1].matches * 2 <= rules[0].matches) nrules--;
     for (size_t k = 0; k < nrules; k++)
         r->candidates[k] = (ckpt_rewrite){rules[k].description, rules[k].matches, 0};
     r->ncandidates = nrules;
-    if (!nrules || (nrules > 1 && rules[0].matches == rules[1].matches)) return 0; /* no unique best */
+    if (!nrules || (nrules > 1 && rules[0].matches == rules[1].matches &&
+                    rules[0].complexity == rules[1].complexity))
+        return 0; /* no unique best */
     const ckpt_rule *best = &rules[0];
     size_t clash[2] = {CKPT_KEYS_NONE, CKPT_KEYS_NONE};
     r->has_rewrite = 1;

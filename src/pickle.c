@@ -103,6 +103,7 @@ typedef struct machine {
     int in_frame;
     size_t frame_end;     /* valid when in_frame */
     uint64_t ops;         /* opcodes run plus builder work */
+    uint64_t ops_limit;   /* see pk_build_ctx.ops_limit */
     ckpt_value **stack;
     size_t sp, stack_cap;
     size_t *marks;        /* stack heights recorded by MARK */
@@ -756,7 +757,7 @@ static pk_build_ctx build_ctx(machine *m) {
                       .offset = m->o->base_offset + m->op_pos, .opcode = m->op,
                       .limits = m->lim,
                       .on_event = m->o->on_event, .event_ctx = m->o->ctx,
-                      .ops = &m->ops};
+                      .ops = &m->ops, .ops_limit = m->ops_limit};
     return c;
 }
 
@@ -1247,6 +1248,11 @@ int ckpt_pickle_run(ckpt_value **out, size_t *consumed, const uint8_t *buf,
     machine m = {0};
     m.o = o;
     m.lim = o->limits ? o->limits : &default_limits;
+    /* 64 units of work per input byte bounds what memo references can
+     * multiply; opcodes alone never exceed one per byte */
+    m.ops_limit = m.lim->max_pickle_ops;
+    if (len < (UINT64_MAX - 65536) / 64 && (uint64_t)len * 64 + 65536 < m.ops_limit)
+        m.ops_limit = (uint64_t)len * 64 + 65536;
     m.a = o->arena;
     m.buf = buf;
     m.len = len;
@@ -1262,9 +1268,9 @@ int ckpt_pickle_run(ckpt_value **out, size_t *consumed, const uint8_t *buf,
             break;
         }
         m.op = buf[m.pos++];
-        if (++m.ops > m.lim->max_pickle_ops) {
+        if (++m.ops > m.ops_limit) {
             rc = fail(&m, CKPT_E_LIMIT, "more than %" PRIu64 " opcodes and copies",
-                      m.lim->max_pickle_ops);
+                      m.ops_limit);
             break;
         }
         rc = step(&m);

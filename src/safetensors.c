@@ -308,6 +308,73 @@ static int read_header(ckpt_file *f, uint64_t n, json_t *doc) {
     return 0;
 }
 
+/* ---------------------------------------------------------------- aliases */
+
+static int by_key(const void *a, const void *b) {
+    const ckpt_value *const *x = a, *const *y = b;
+    return strcmp((*x)->u.s.p, (*y)->u.s.p);
+}
+
+/* Root dict value under `name`, from keys sorted by by_key; NULL if none. */
+static ckpt_value *find_key(ckpt_value **sorted, size_t n, const ckpt_value *root,
+                            const char *name) {
+    ckpt_value probe = {.kind = CKPT_KIND_STR};
+    probe.u.s.p = (char *)name;
+    const ckpt_value *pp = &probe;
+    ckpt_value **hit = bsearch(&pp, sorted, n, sizeof *sorted, by_key);
+    if (!hit) return NULL;
+    for (size_t i = 0; i < root->u.dict.n; i++)
+        if (root->u.dict.keys[i] == *hit) return root->u.dict.vals[i];
+    return NULL;
+}
+
+/* ckpt's safetensors writer stores a tensor reachable under several names
+ * once and lists the other names in __metadata__ "ckpt.aliases" (JSON text
+ * {"alias": "stored name", ...}; ckpt.h, "write"). Each alias becomes one
+ * more root entry for the same tensor, so the file lists it under every
+ * name as the original checkpoint did. A malformed entry is a format error:
+ * the file would otherwise silently lose names. */
+static int restore_aliases(ckpt_file *f) {
+    const char *text = NULL;
+    for (size_t i = 0; i < f->nmeta; i++)
+        if (strcmp(f->meta_keys[i], "ckpt.aliases") == 0) text = f->meta_vals[i];
+    if (!text) return 0;
+    json_error_t err;
+    json_t *doc = json_loads(text, JSON_REJECT_DUPLICATES, &err);
+    if (!json_is_object(doc)) {
+        json_decref(doc);
+        return ckpt_err(CKPT_E_FORMAT, f->path, "", 8,
+                        "__metadata__ \"ckpt.aliases\" must be a JSON object of "
+                        "alias names to stored tensor names");
+    }
+    ckpt_value *root = f->root;
+    size_t n = root->u.dict.n;
+    ckpt_value **sorted = ckpt_arena_array(&f->arena, n ? n : 1, sizeof *sorted);
+    int rc = sorted ? 0 : ckpt_err(CKPT_E_NOMEM, f->path, "", 8, "out of memory");
+    if (!rc) {
+        memcpy(sorted, root->u.dict.keys, n * sizeof *sorted);
+        qsort(sorted, n, sizeof *sorted, by_key);
+    }
+    const char *alias;
+    json_t *target;
+    json_object_foreach(doc, alias, target) {
+        if (rc) break;
+        ckpt_value *t = json_is_string(target)
+                            ? find_key(sorted, n, root, json_string_value(target))
+                            : NULL;
+        ckpt_value *key = NULL;
+        if (!t || find_key(sorted, n, root, alias) || strcmp(alias, "__metadata__") == 0)
+            rc = ckpt_err(CKPT_E_FORMAT, f->path, "", 8,
+                          "__metadata__ \"ckpt.aliases\": alias \"%s\" must be a new "
+                          "name for a stored tensor", alias);
+        else if (!(key = ckpt_value_new_str(&f->arena, CKPT_KIND_STR, alias, strlen(alias))) ||
+                 ckpt_value_dict_set(&f->arena, root, key, t))
+            rc = ckpt_err(CKPT_E_NOMEM, f->path, "", 8, "out of memory");
+    }
+    json_decref(doc);
+    return rc;
+}
+
 int ckpt_safetensors_read(ckpt_file *f) {
     if (f->map_size < 8)
         return ckpt_err(CKPT_E_TRUNCATED, f->path, "", 0,
@@ -331,6 +398,7 @@ int ckpt_safetensors_read(ckpt_file *f) {
     if (!doc) return json_fail(&err, f->path, 8, "safetensors header");
     int rc = read_header(f, n, doc);
     json_decref(doc);
+    if (rc == 0) rc = restore_aliases(f);
     return rc;
 }
 

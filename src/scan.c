@@ -21,8 +21,10 @@
  * The verdict only needs the allowlist (builders.h + the caller's list);
  * scan_policy.c decides how loudly an off-list global is reported.
  *
- * Integrity is verify's job: a checkpoint whose pickles are clean but
- * whose storages are missing or corrupt is still safe to load here. */
+ * Integrity is verify's job: a checkpoint whose pickles all parse and are
+ * clean is safe even when its storages are missing, truncated or fail
+ * their CRC (loading may then fail, but runs no code); tensor bytes are
+ * never read, only sniffed, so a scan costs O(pickles), not O(file). */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
@@ -48,7 +50,8 @@
 #define NESTING_CAP 32
 /* Distinct findings kept; repeats of one are counted, not stored. */
 #define MAX_FINDINGS 10000
-/* Global names are interned and shown up to this many bytes. */
+/* Global names are interned and shown with their module and name cut to
+ * this many bytes together. */
 #define NAME_CAP 256
 /* Messages are cut to this many bytes. */
 #define MSG_CAP 512
@@ -64,7 +67,7 @@ struct ckpt_scan_report {
     ckpt_verdict verdict;
     ckpt_finding *findings;
     uint64_t *repeats;        /* times findings[i] recurred after the first */
-    size_t nfindings, findcap;
+    size_t nfindings, findcap, repcap;
     const char **globals;     /* interned, sorted at the end */
     size_t nglobals, globcap;
 };
@@ -90,7 +93,10 @@ typedef struct scanner {
     const char **allow;       /* sorted copy of o.allow */
     ckpt_arena scratch;       /* zip directory, policy tables */
     gent *g;                  /* interned globals, same order as r->globals */
+    size_t gcap;
     index_set gset, fset;
+    uint64_t seed;            /* hash seed from addresses (ASLR): crafted
+                                 names cannot force long probe chains */
     uint64_t budget;          /* inflate budget left (zip bombs) */
     int nomem;                /* an allocation failed: the scan fails */
     int content;              /* pickle, zip or safetensors content found */
@@ -115,13 +121,12 @@ typedef struct region {
 } region;
 
 /* A literal that holds a pickle, kept until its stream is done. */
-typedef enum lit_enc { LIT_RAW = 1, LIT_LATIN1, LIT_HEX, LIT_BASE64 } lit_enc;
 typedef struct literal {
     const uint8_t *p;
     size_t n;
     uint64_t offset;          /* absolute offset of the literal's opcode */
     uint8_t opcode;
-    lit_enc enc;
+    ckpt_lit_enc enc;
 } literal;
 
 /* One stream's run: what the event callback needs. */
@@ -134,11 +139,12 @@ typedef struct stream {
     size_t nlits, litcap;
 } stream;
 
-static int scan_region(scanner *sc, const region *rg, int *not_pickle);
+static int scan_region(scanner *sc, const region *rg);
 
+/* FNV-1a from a seeded basis. */
 static uint64_t hash_bytes(uint64_t h, const void *p, size_t n) {
     const uint8_t *s = p;
-    for (size_t i = 0; i < n; i++) h = (h ^ s[i]) * 1099511628211u; /* FNV-1a */
+    for (size_t i = 0; i < n; i++) h = (h ^ s[i]) * 1099511628211u;
     return h;
 }
 
@@ -180,15 +186,15 @@ typedef struct gkey {
     size_t mlen, nlen;        /* bytes that take part (cut at NAME_CAP) */
 } gkey;
 
-static uint64_t gkey_hash(const gkey *k) {
-    uint64_t h = hash_bytes(1469598103934665603u, k->module, k->mlen);
+static uint64_t gkey_hash(const scanner *sc, const gkey *k) {
+    uint64_t h = hash_bytes(sc->seed, k->module, k->mlen);
     h = hash_bytes(h, ".", 1);
     return hash_bytes(h, k->name, k->nlen);
 }
 
 static uint64_t g_rehash(const scanner *sc, size_t i) {
     const char *f = sc->g[i].full;
-    return hash_bytes(1469598103934665603u, f, strlen(f));
+    return hash_bytes(sc->seed, f, strlen(f));
 }
 
 static int g_eq(const scanner *sc, size_t i, const void *key) {
@@ -218,18 +224,18 @@ static const gent *intern_global(scanner *sc, const char *module, const char *na
     if (k.mlen > NAME_CAP) k.mlen = NAME_CAP, cut = 1;
     if (k.mlen + k.nlen > NAME_CAP) k.nlen = NAME_CAP - k.mlen, cut = 1;
     if (set_reserve(sc, &sc->gset, g_rehash)) return NULL;
-    uint64_t h = gkey_hash(&k);
+    uint64_t h = gkey_hash(sc, &k);
     size_t *slot = set_probe(&sc->gset, h, g_eq, sc, &k);
     if (*slot) return &sc->g[*slot - 1];
 
     ckpt_scan_report *r = sc->r;
     char *full = ckpt_arena_printf(&r->arena, "%.*s.%.*s", (int)k.mlen, module,
                                    (int)k.nlen, name);
-    size_t cap = r->globcap;
     if (!full ||
         ckpt_arena_grow(&r->arena, (void **)&r->globals, &r->globcap, r->nglobals + 1,
                         sizeof *r->globals) ||
-        ckpt_arena_grow(&sc->scratch, (void **)&sc->g, &cap, r->nglobals + 1, sizeof *sc->g))
+        ckpt_arena_grow(&sc->scratch, (void **)&sc->g, &sc->gcap, r->nglobals + 1,
+                        sizeof *sc->g))
         return NULL;
     gent *e = &sc->g[r->nglobals];
     e->full = full;
@@ -254,16 +260,16 @@ typedef struct fkey {
     const char *kind, *global, *member; /* static, interned, report-owned */
 } fkey;
 
-static uint64_t fkey_hash(const fkey *k) {
+static uint64_t fkey_hash(const scanner *sc, const fkey *k) {
     uintptr_t v[4] = {(uintptr_t)k->sev, (uintptr_t)k->kind, (uintptr_t)k->global,
                       (uintptr_t)k->member};
-    return hash_bytes(1469598103934665603u, v, sizeof v);
+    return hash_bytes(sc->seed, v, sizeof v);
 }
 
 static uint64_t f_rehash(const scanner *sc, size_t i) {
     const ckpt_finding *f = &sc->r->findings[i];
     fkey k = {f->severity, f->kind, f->global, f->member};
-    return fkey_hash(&k);
+    return fkey_hash(sc, &k);
 }
 
 static int f_eq(const scanner *sc, size_t i, const void *key) {
@@ -293,7 +299,7 @@ static void add_finding(scanner *sc, ckpt_severity sev, const char *kind,
         sc->nomem = 1;
         return;
     }
-    size_t *slot = set_probe(&sc->fset, fkey_hash(&k), f_eq, sc, &k);
+    size_t *slot = set_probe(&sc->fset, fkey_hash(sc, &k), f_eq, sc, &k);
     if (*slot) {
         r->repeats[*slot - 1]++;
         return;
@@ -307,12 +313,11 @@ static void add_finding(scanner *sc, ckpt_severity sev, const char *kind,
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    size_t cap = r->findcap;
     char *m = ckpt_arena_strdup(&r->arena, msg);
     if (!m ||
         ckpt_arena_grow(&r->arena, (void **)&r->findings, &r->findcap, r->nfindings + 1,
                         sizeof *r->findings) ||
-        ckpt_arena_grow(&r->arena, (void **)&r->repeats, &cap, r->nfindings + 1,
+        ckpt_arena_grow(&r->arena, (void **)&r->repeats, &r->repcap, r->nfindings + 1,
                         sizeof *r->repeats)) {
         sc->nomem = 1;
         return;
@@ -369,11 +374,19 @@ static void on_call_or_build(stream *s, const pk_event *ev, int build) {
     uint64_t off = where(rg, ev->offset);
     if (build && ev->allowed) return; /* plain data, allowlisted object */
     if (!build && ev->allowed && !strchr(ev->name, '.')) return;
-    if (!build && ev->symbolic && strcmp(ev->name, "?") == 0) {
-        add_finding(sc, CKPT_SEVERITY_DANGEROUS, "call", NULL, rg->member, off,
-                    "calls a value that is not a named global (the result of "
-                    "another call, or a computed name)%s",
-                    nested_note(rg));
+    /* the machine names a call of a non-reference, or an object made by
+     * one, "?" */
+    if (ev->symbolic && strcmp(ev->name, "?") == 0) {
+        if (build)
+            add_finding(sc, CKPT_SEVERITY_DANGEROUS, "build", NULL, rg->member, off,
+                        "BUILD sets the state of an object made by calling a "
+                        "value that is not a named global%s",
+                        nested_note(rg));
+        else
+            add_finding(sc, CKPT_SEVERITY_DANGEROUS, "call", NULL, rg->member, off,
+                        "calls a value that is not a named global (the result "
+                        "of another call, or a computed name)%s",
+                        nested_note(rg));
         return;
     }
     const gent *g = intern_global(sc, ev->module, ev->name);
@@ -407,49 +420,8 @@ static void on_call_or_build(stream *s, const pk_event *ev, int build) {
                     why, nested_note(rg));
 }
 
-/* Which encoding of a pickle a literal may be, from its first bytes only
- * (every str and bytes literal passes here). 0 if none. */
-static int b64_val(uint8_t c) {
-    if (c >= 'A' && c <= 'Z') return c - 'A';
-    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
-    if (c >= '0' && c <= '9') return c - '0' + 52;
-    if (c == '+' || c == '-') return 62;
-    if (c == '/' || c == '_') return 63;
-    return -1;
-}
-
-static int hex_val(uint8_t c) {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-}
-
-static lit_enc literal_encoding(const uint8_t *p, size_t n) {
-    if (ckpt_scan_pickle_shape(p, n)) return LIT_RAW;
-    /* bytes in a protocol 2 pickle: _codecs.encode(latin-1 text), whose
-     * UTF-8 form of U+0080 is C2 80 */
-    if (n >= 4 && p[0] == 0xc2 && p[1] == 0x80 && p[2] <= 5) return LIT_LATIN1;
-    int h[4];
-    if (n >= 4 && n % 2 == 0 && (h[0] = hex_val(p[0])) >= 0 && (h[1] = hex_val(p[1])) >= 0 &&
-        (h[2] = hex_val(p[2])) >= 0 && (h[3] = hex_val(p[3])) >= 0) {
-        uint8_t two[2] = {(uint8_t)(h[0] << 4 | h[1]), (uint8_t)(h[2] << 4 | h[3])};
-        if (ckpt_scan_pickle_start(two, 2)) return LIT_HEX;
-    }
-    if (n >= 8) {
-        int v[4];
-        for (int i = 0; i < 4; i++)
-            if ((v[i] = b64_val(p[i])) < 0) return 0;
-        uint8_t three[3] = {(uint8_t)(v[0] << 2 | v[1] >> 4),
-                            (uint8_t)((v[1] & 15) << 4 | v[2] >> 2),
-                            (uint8_t)((v[2] & 3) << 6 | v[3])};
-        if (ckpt_scan_pickle_start(three, 3)) return LIT_BASE64;
-    }
-    return 0;
-}
-
 static void on_string(stream *s, const pk_event *ev) {
-    lit_enc enc = literal_encoding(ev->data, ev->len);
+    ckpt_lit_enc enc = ckpt_scan_literal_encoding(ev->data, ev->len);
     if (!enc) return;
     if (ckpt_arena_grow(s->work, (void **)&s->lits, &s->litcap, s->nlits + 1,
                         sizeof *s->lits)) {
@@ -491,7 +463,6 @@ static void on_event(void *ctx, const pk_event *ev) {
 static int placeholder_storage(void *ctx, ckpt_value *pid, uint64_t offset,
                                ckpt_value **out) {
     stream *s = ctx;
-    (void)offset;
     ckpt_dtype dt = CKPT_DT_U8;
     if (pid->kind == CKPT_KIND_TUPLE && pid->u.seq.n >= 2 &&
         pid->u.seq.items[1]->kind == CKPT_KIND_GLOBAL_) {
@@ -523,52 +494,6 @@ static size_t literal_header(uint8_t op) {
     }
 }
 
-/* Decodes lit into *out (work arena) as its encoding says; -1 if it is
- * not that encoding after all, -2 out of memory. */
-static int decode_literal(ckpt_arena *a, const literal *lit, const uint8_t **out,
-                          size_t *len) {
-    const uint8_t *p = lit->p;
-    size_t n = lit->n, k = 0;
-    uint8_t *d = ckpt_arena_alloc(a, n + 1); /* every decoding shrinks */
-    if (!d) return -2;
-    if (lit->enc == LIT_LATIN1) {
-        for (size_t i = 0; i < n; i++) {
-            if (p[i] < 0x80) d[k++] = p[i];
-            else if ((p[i] == 0xc2 || p[i] == 0xc3) && i + 1 < n && (p[i + 1] & 0xc0) == 0x80)
-                d[k++] = (uint8_t)((p[i] & 3) << 6 | (p[i + 1] & 0x3f)), i++;
-            else
-                return -1; /* a code point above U+00FF: not bytes */
-        }
-    } else if (lit->enc == LIT_HEX) {
-        for (size_t i = 0; i + 1 < n; i += 2) {
-            int hi = hex_val(p[i]), lo = hex_val(p[i + 1]);
-            if (hi < 0 || lo < 0) return -1;
-            d[k++] = (uint8_t)(hi << 4 | lo);
-        }
-    } else { /* base64, standard or URL-safe, line breaks allowed */
-        uint32_t acc = 0;
-        int bits = 0, pad = 0;
-        for (size_t i = 0; i < n; i++) {
-            if (p[i] == '\n' || p[i] == '\r') continue;
-            if (p[i] == '=') {
-                pad++;
-                continue;
-            }
-            int v = b64_val(p[i]);
-            if (v < 0 || pad) return -1;
-            acc = (acc << 6 | (uint32_t)v) & 0xffffff;
-            if ((bits += 6) >= 8) {
-                bits -= 8;
-                d[k++] = (uint8_t)(acc >> bits);
-            }
-        }
-        if (pad > 2) return -1;
-    }
-    *out = d;
-    *len = k;
-    return 0;
-}
-
 /* Scans the pickle a literal holds, one level deeper. */
 static int scan_literal(scanner *sc, const region *rg, ckpt_arena *work,
                         const literal *lit) {
@@ -578,7 +503,7 @@ static int scan_literal(scanner *sc, const region *rg, ckpt_arena *work,
     sub.depth = rg->depth + 1;
     sub.decoded = 1;
     sub.at = where(rg, lit->offset);
-    if (lit->enc == LIT_RAW) {
+    if (lit->enc == CKPT_LIT_RAW) {
         sub.p = lit->p;
         sub.n = lit->n;
         /* Verbatim binary literals keep exact file offsets. */
@@ -590,9 +515,12 @@ static int scan_literal(scanner *sc, const region *rg, ckpt_arena *work,
             sub.base = at;
         }
     } else {
-        int rc = decode_literal(work, lit, &sub.p, &sub.n);
-        if (rc == -2) return CKPT_E_NOMEM;
-        if (rc < 0 || !ckpt_scan_pickle_shape(sub.p, sub.n)) return 0;
+        uint8_t *d = ckpt_arena_alloc(work, lit->n);
+        if (!d) return CKPT_E_NOMEM;
+        if (ckpt_scan_literal_decode(lit->enc, lit->p, lit->n, d, &sub.n) ||
+            !ckpt_scan_pickle_shape(d, sub.n))
+            return 0;
+        sub.p = d;
     }
     uint32_t max = sc->o.max_nesting < NESTING_CAP ? sc->o.max_nesting : NESTING_CAP;
     if (sub.depth > max) {
@@ -605,8 +533,7 @@ static int scan_literal(scanner *sc, const region *rg, ckpt_arena *work,
                     max);
         return 0;
     }
-    int not_pickle;
-    return scan_region(sc, &sub, &not_pickle);
+    return scan_region(sc, &sub);
 }
 
 /* ------------------------------------------------------------ streams */
@@ -653,13 +580,10 @@ static int run_stream(scanner *sc, const region *rg, size_t pos, size_t *used,
     return rc;
 }
 
-/* Scans rg as back-to-back pickle streams. *not_pickle is set when rg is
- * the file itself and its first bytes are no pickle after all (no
- * PROTO, and the machine stopped before resolving anything). */
-static int scan_region(scanner *sc, const region *rg, int *not_pickle) {
+/* Scans rg as back-to-back pickle streams. */
+static int scan_region(scanner *sc, const region *rg) {
     size_t pos = 0, streams = 0;
     int legacy = 0;
-    *not_pickle = 0;
     while (pos < rg->n) {
         if (legacy && streams == LEGACY_STREAMS) break; /* storage blobs */
         uint64_t at = where(rg, rg->base + pos);
@@ -682,11 +606,11 @@ static int scan_region(scanner *sc, const region *rg, int *not_pickle) {
         }
         const ckpt_error *e = ckpt_error_last();
         int proto = rg->n - pos >= 2 && rg->p[pos] == 0x80;
-        /* Nothing resolved before the break: junk after a stream, a
-         * member that only looked like a pickle, or no pickle at all. */
-        if (events == 0 && (streams > 0 || rg->sniffed || rg->depth || !proto)) {
-            if (streams == 0 && rg->top) *not_pickle = 1;
-            else if (streams == 0 && !rg->depth && rg->sniffed && rg->member[0])
+        /* Nothing resolved before the break: junk after a stream, content
+         * that only looked like a pickle, or a file that is no pickle at
+         * all (without PROTO: a PNG starts with NEWFALSE, PERSID). */
+        if (events == 0 && (streams > 0 || rg->sniffed || rg->depth || (rg->top && !proto))) {
+            if (streams == 0 && !rg->depth && rg->sniffed && rg->member[0])
                 add_finding(sc, CKPT_SEVERITY_INFO, "not-a-pickle", NULL, rg->member,
                             where(rg, e->offset),
                             "content starts like a pickle but does not parse: %s",
@@ -713,42 +637,12 @@ static int scan_region(scanner *sc, const region *rg, int *not_pickle) {
 
 /* ------------------------------------------------------------ containers */
 
-static uint32_t rd32le(const uint8_t *p) {
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-           (uint32_t)p[3] << 24;
-}
-
-static int is_ws(uint8_t c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
-
-/* numpy .npy (numpy.lib.format): "\x93NUMPY", version, header length
- * (u16 LE for 1.x, u32 LE after), a dict literal. An object array ('|O'
- * anywhere in the dtype) is followed by the pickle of its items, which
- * np.load(allow_pickle=True) runs. Returns 1 for a well-formed header. */
-static int npy_header(const uint8_t *p, size_t n, size_t *end, int *object) {
-    size_t start, hlen;
-    if (n < 10 || memcmp(p, "\x93NUMPY", 6) != 0) return 0;
-    if (p[6] == 1) {
-        start = 10;
-        hlen = (size_t)p[8] | (size_t)p[9] << 8;
-    } else if ((p[6] == 2 || p[6] == 3) && n >= 12) {
-        start = 12;
-        hlen = rd32le(p + 8);
-    } else {
-        return 0;
-    }
-    if (hlen > n - start) return 0;
-    *end = start + hlen;
-    *object = memmem(p + start, hlen, "|O'", 3) != NULL ||
-              memmem(p + start, hlen, "'O'", 3) != NULL;
-    return 1;
-}
-
 /* An .npy file or member: its pickle payload if it has one. rg is the
  * whole npy; 0 if rg is no npy at all (*seen = 0). */
 static int scan_npy(scanner *sc, const region *rg, int *seen) {
     size_t end;
-    int object, not_pickle;
-    *seen = npy_header(rg->p, rg->n, &end, &object);
+    int object;
+    *seen = ckpt_scan_npy_header(rg->p, rg->n, &end, &object);
     if (!*seen) return 0;
     sc->content = 1;
     if (!object) return 0; /* numbers only: np.load runs nothing */
@@ -762,39 +656,7 @@ static int scan_npy(scanner *sc, const region *rg, int *seen) {
                 where(rg, rg->base + end),
                 "numpy object array: np.load(allow_pickle=True) unpickles the "
                 "data that follows its header; scanned as a pickle");
-    return scan_region(sc, &sub, &not_pickle);
-}
-
-/* Formats we recognise but cannot look into. */
-static const char *foreign_container(const uint8_t *p, size_t n) {
-    static const struct {
-        const char *magic;
-        size_t len, at;
-        const char *what;
-    } t[] = {
-        {"7z\xbc\xaf\x27\x1c", 6, 0, "7z archive"},
-        {"\x1f\x8b", 2, 0, "gzip stream"},
-        {"BZh", 3, 0, "bzip2 stream"},
-        {"\xfd" "7zXZ", 5, 0, "xz stream"},
-        {"\x28\xb5\x2f\xfd", 4, 0, "zstd stream"},
-        {"Rar!\x1a\x07", 6, 0, "RAR archive"},
-        {"PYTORCH1", 8, 0, "PyTorch 'PYTORCH1' preview-format file"},
-        {"ustar", 5, 257, "tar archive (the torch < 0.4 legacy format)"},
-    };
-    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
-        if (n >= t[i].at + t[i].len && memcmp(p + t[i].at, t[i].magic, t[i].len) == 0)
-            return t[i].what;
-    return NULL;
-}
-
-/* safetensors: u64 LE header length, then a JSON object inside the file. */
-static int looks_safetensors(const uint8_t *p, size_t n) {
-    if (n < 10) return 0;
-    uint64_t hlen = (uint64_t)rd32le(p) | (uint64_t)rd32le(p + 4) << 32;
-    if (hlen == 0 || hlen > n - 8) return 0;
-    size_t i = 8, end = 8 + (size_t)hlen;
-    while (i < end && is_ws(p[i])) i++;
-    return i < end && p[i] == '{';
+    return scan_region(sc, &sub);
 }
 
 /* The offset of another reader's error as a finding offset: the readers
@@ -881,9 +743,16 @@ static int scan_member(scanner *sc, const ckpt_zip *z, const ckpt_zip_entry *e,
         rg.decoded = 1;
         rg.at = e->data_offset;
     } else {
-        add_finding(sc, CKPT_SEVERITY_INFO, "unreadable-member", NULL, member,
-                    e->data_offset, "%s member cannot be examined",
-                    encrypted ? "encrypted compressed" : "compression method unsupported:");
+        if (encrypted)
+            add_finding(sc, CKPT_SEVERITY_INFO, "encrypted", NULL, member, e->data_offset,
+                        "encrypted compressed member: its content cannot be "
+                        "examined");
+        else
+            add_finding(sc, CKPT_SEVERITY_INFO, "unreadable-member", NULL, member,
+                        e->data_offset,
+                        "compression method %u is not supported: the member "
+                        "cannot be examined",
+                        e->method);
         sc->unscannable = 1;
         return 0;
     }
@@ -903,8 +772,7 @@ static int scan_member(scanner *sc, const ckpt_zip *z, const ckpt_zip_entry *e,
         add_finding(sc, CKPT_SEVERITY_INFO, "crc-mismatch", NULL, member, e->data_offset,
                     "CRC-32 differs from the central directory; torch does not "
                     "check it, so the content is scanned");
-    int not_pickle;
-    return scan_region(sc, &rg, &not_pickle);
+    return scan_region(sc, &rg);
 }
 
 static int scan_zip(scanner *sc, const ckpt_zip *z) {
@@ -945,9 +813,9 @@ static int scan_zip(scanner *sc, const ckpt_zip *z) {
 
 static int scan_file(scanner *sc, const uint8_t *p, size_t n) {
     region top = {.p = p, .n = n, .member = "", .top = 1};
-    int rc, not_pickle, seen;
+    int rc, seen;
     if (n == 0) return 0;
-    const char *foreign = foreign_container(p, n);
+    const char *foreign = ckpt_scan_foreign_container(p, n);
     if (foreign) {
         add_finding(sc, CKPT_SEVERITY_INFO, "unsupported-container", NULL, "", 0,
                     "%s: its content cannot be examined", foreign);
@@ -956,7 +824,7 @@ static int scan_file(scanner *sc, const uint8_t *p, size_t n) {
          * look at magic numbers would run it */
         top.sniffed = 1;
         top.top = 0;
-        return ckpt_scan_pickle_start(p, n) ? scan_region(sc, &top, &not_pickle) : 0;
+        return ckpt_scan_pickle_start(p, n) ? scan_region(sc, &top) : 0;
     }
     /* The end record is searched from the end, so an archive behind a
      * prefix is found; torch.load itself only takes a file starting with
@@ -976,13 +844,13 @@ static int scan_file(scanner *sc, const uint8_t *p, size_t n) {
     }
     if (zip_start) return 0;
     if ((rc = scan_npy(sc, &top, &seen)) || seen) return rc;
-    if (looks_safetensors(p, n)) {
+    if (ckpt_scan_looks_safetensors(p, n)) {
         if ((rc = scan_safetensors(sc, p, n))) return rc;
         top.sniffed = 1;
         top.top = 0;
     }
     if (!ckpt_scan_pickle_start(p, n)) return 0;
-    return scan_region(sc, &top, &not_pickle);
+    return scan_region(sc, &top);
 }
 
 /* ------------------------------------------------------------ report */
@@ -1057,6 +925,7 @@ int ckpt_scan_memory(ckpt_scan_report **out, const void *data, size_t size,
             return ckpt_err(CKPT_E_INVALID_ARG, file, NULL, CKPT_NO_OFFSET,
                             "allow[%zu] is NULL", i);
     sc.budget = sc.o.limits.max_inflate_bytes;
+    sc.seed = 1469598103934665603u ^ ((uint64_t)(uintptr_t)&sc * 0x9e3779b97f4a7c15u);
     sc.r = ckpt_malloc(sizeof *sc.r);
     if (!sc.r) return ckpt_err(CKPT_E_NOMEM, file, NULL, CKPT_NO_OFFSET, "out of memory");
     memset(sc.r, 0, sizeof *sc.r);
@@ -1087,7 +956,7 @@ int ckpt_scan(ckpt_scan_report **out, const char *path, const ckpt_scan_options 
     if (!out) return ckpt_err(CKPT_E_INVALID_ARG, path, NULL, CKPT_NO_OFFSET, "out is NULL");
     *out = NULL;
     if (!path) return ckpt_err(CKPT_E_INVALID_ARG, "", NULL, CKPT_NO_OFFSET, "path is NULL");
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK) /* a FIFO must not block */;
     if (fd < 0)
         return ckpt_err(CKPT_E_IO, path, NULL, CKPT_NO_OFFSET, "cannot open: %s",
                         strerror(errno));

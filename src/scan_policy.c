@@ -151,3 +151,143 @@ int ckpt_scan_pickle_shape(const uint8_t *p, size_t n) {
         n--;
     return p[n - 1] == '.';
 }
+
+/* ------------------------------------------------------------ literals */
+
+static int b64_val(uint8_t c) {
+    if (c >= 'A' && c <= 'Z') return c - 'A';
+    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+    if (c >= '0' && c <= '9') return c - '0' + 52;
+    if (c == '+' || c == '-') return 62; /* standard or URL-safe alphabet */
+    if (c == '/' || c == '_') return 63;
+    return -1;
+}
+
+static int hex_val(uint8_t c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+ckpt_lit_enc ckpt_scan_literal_encoding(const uint8_t *p, size_t n) {
+    if (ckpt_scan_pickle_shape(p, n)) return CKPT_LIT_RAW;
+    /* bytes in a protocol 2 pickle: _codecs.encode(latin-1 text), whose
+     * UTF-8 form of U+0080 is C2 80 */
+    if (n >= 4 && p[0] == 0xc2 && p[1] == 0x80 && p[2] <= 5) return CKPT_LIT_LATIN1;
+    int h[4];
+    if (n >= 4 && n % 2 == 0 && (h[0] = hex_val(p[0])) >= 0 && (h[1] = hex_val(p[1])) >= 0 &&
+        (h[2] = hex_val(p[2])) >= 0 && (h[3] = hex_val(p[3])) >= 0) {
+        uint8_t two[2] = {(uint8_t)(h[0] << 4 | h[1]), (uint8_t)(h[2] << 4 | h[3])};
+        if (ckpt_scan_pickle_start(two, 2)) return CKPT_LIT_HEX;
+    }
+    if (n >= 8) {
+        int v[4];
+        for (int i = 0; i < 4; i++)
+            if ((v[i] = b64_val(p[i])) < 0) return CKPT_LIT_NONE;
+        uint8_t three[3] = {(uint8_t)(v[0] << 2 | v[1] >> 4),
+                            (uint8_t)((v[1] & 15) << 4 | v[2] >> 2),
+                            (uint8_t)((v[2] & 3) << 6 | v[3])};
+        if (ckpt_scan_pickle_start(three, 3)) return CKPT_LIT_BASE64;
+    }
+    return CKPT_LIT_NONE;
+}
+
+int ckpt_scan_literal_decode(ckpt_lit_enc enc, const uint8_t *p, size_t n, uint8_t *out,
+                             size_t *len) {
+    size_t k = 0;
+    if (enc == CKPT_LIT_LATIN1) {
+        for (size_t i = 0; i < n; i++) {
+            if (p[i] < 0x80)
+                out[k++] = p[i];
+            else if ((p[i] == 0xc2 || p[i] == 0xc3) && i + 1 < n && (p[i + 1] & 0xc0) == 0x80)
+                out[k++] = (uint8_t)((p[i] & 3) << 6 | (p[i + 1] & 0x3f)), i++;
+            else
+                return -1; /* a code point above U+00FF: not bytes */
+        }
+    } else if (enc == CKPT_LIT_HEX) {
+        for (size_t i = 0; i + 1 < n; i += 2) {
+            int hi = hex_val(p[i]), lo = hex_val(p[i + 1]);
+            if (hi < 0 || lo < 0) return -1;
+            out[k++] = (uint8_t)(hi << 4 | lo);
+        }
+    } else if (enc == CKPT_LIT_BASE64) { /* line breaks allowed */
+        uint32_t acc = 0;
+        int bits = 0, pad = 0;
+        for (size_t i = 0; i < n; i++) {
+            if (p[i] == '\n' || p[i] == '\r') continue;
+            if (p[i] == '=') {
+                pad++;
+                continue;
+            }
+            int v = b64_val(p[i]);
+            if (v < 0 || pad) return -1;
+            acc = (acc << 6 | (uint32_t)v) & 0xffffff;
+            if ((bits += 6) >= 8) {
+                bits -= 8;
+                out[k++] = (uint8_t)(acc >> bits);
+            }
+        }
+        if (pad > 2) return -1;
+    } else {
+        return -1;
+    }
+    *len = k;
+    return 0;
+}
+
+/* ------------------------------------------------------------ containers */
+
+static uint32_t rd32le(const uint8_t *p) {
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+           (uint32_t)p[3] << 24;
+}
+
+const char *ckpt_scan_foreign_container(const uint8_t *p, size_t n) {
+    static const struct {
+        const char *magic;
+        size_t len, at;
+        const char *what;
+    } t[] = {
+        {"7z\xbc\xaf\x27\x1c", 6, 0, "7z archive"},
+        {"\x1f\x8b", 2, 0, "gzip stream"},
+        {"BZh", 3, 0, "bzip2 stream"},
+        {"\xfd" "7zXZ", 5, 0, "xz stream"},
+        {"\x28\xb5\x2f\xfd", 4, 0, "zstd stream"},
+        {"Rar!\x1a\x07", 6, 0, "RAR archive"},
+        {"PYTORCH1", 8, 0, "PyTorch 'PYTORCH1' preview-format file"},
+        {"ustar", 5, 257, "tar archive (the torch < 0.4 legacy format)"},
+    };
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
+        if (n >= t[i].at + t[i].len && memcmp(p + t[i].at, t[i].magic, t[i].len) == 0)
+            return t[i].what;
+    return NULL;
+}
+
+int ckpt_scan_looks_safetensors(const uint8_t *p, size_t n) {
+    if (n < 10) return 0;
+    uint64_t hlen = (uint64_t)rd32le(p) | (uint64_t)rd32le(p + 4) << 32;
+    if (hlen == 0 || hlen > n - 8) return 0;
+    size_t i = 8, end = 8 + (size_t)hlen;
+    while (i < end && (p[i] == ' ' || p[i] == '\t' || p[i] == '\n' || p[i] == '\r')) i++;
+    return i < end && p[i] == '{';
+}
+
+int ckpt_scan_npy_header(const uint8_t *p, size_t n, size_t *end, int *object) {
+    size_t start, hlen;
+    if (n < 10 || memcmp(p, "\x93NUMPY", 6) != 0) return 0;
+    if (p[6] == 1) {
+        start = 10;
+        hlen = (size_t)p[8] | (size_t)p[9] << 8;
+    } else if ((p[6] == 2 || p[6] == 3) && n >= 12) {
+        start = 12;
+        hlen = rd32le(p + 8);
+    } else {
+        return 0;
+    }
+    if (hlen > n - start) return 0;
+    *end = start + hlen;
+    *object = memmem(p + start, hlen, "|O'", 3) != NULL ||
+              memmem(p + start, hlen, "'O'", 3) != NULL;
+    return 1;
+}

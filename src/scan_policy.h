@@ -1,5 +1,6 @@
 /* scan_policy.h - what the scanner calls dangerous, and what it takes for
- * a pickle.
+ * a pickle (in a file, a zip member or a string literal) or for a format
+ * it does not look into.
  *
  * The verdict never depends on this table: any global off the allowlist
  * (builders.h plus the caller's list) makes a file unsafe. The table only
@@ -35,5 +36,40 @@ int ckpt_scan_pickle_start(const uint8_t *p, size_t n);
  * that is not named as a pickle (zip members, literals): only the first
  * and last bytes are read, so big storages cost nothing. */
 int ckpt_scan_pickle_shape(const uint8_t *p, size_t n);
+
+/* How a str/bytes literal may hold a pickle: verbatim, as the latin-1
+ * text protocol 2 writes bytes as (_codecs.encode), hex or base64. */
+typedef enum ckpt_lit_enc {
+    CKPT_LIT_NONE = 0,
+    CKPT_LIT_RAW,
+    CKPT_LIT_LATIN1,
+    CKPT_LIT_HEX,
+    CKPT_LIT_BASE64
+} ckpt_lit_enc;
+
+/* The encoding p[0..n) may be, judged on its first few bytes (and the
+ * last one for RAW), since every literal of every pickle passes here. */
+ckpt_lit_enc ckpt_scan_literal_encoding(const uint8_t *p, size_t n);
+
+/* Decodes p[0..n) as enc into out, which has room for n bytes (every
+ * decoding shrinks); *len receives the decoded length. 0, or -1 when the
+ * text is not of that encoding after all. */
+int ckpt_scan_literal_decode(ckpt_lit_enc enc, const uint8_t *p, size_t n, uint8_t *out,
+                             size_t *len);
+
+/* Formats recognised by their magic but not looked into (7z, gzip, bzip2,
+ * xz, zstd, RAR, PYTORCH1, tar): a description, or NULL. */
+const char *ckpt_scan_foreign_container(const uint8_t *p, size_t n);
+
+/* 1 if p[0..n) starts like safetensors: a u64 LE header length that fits
+ * the input, then a JSON object. ckpt_open_memory validates the rest. */
+int ckpt_scan_looks_safetensors(const uint8_t *p, size_t n);
+
+/* numpy .npy (numpy.lib.format): "\x93NUMPY", version, header length (u16
+ * LE for 1.x, u32 LE after), a dict literal. An object array ('|O' in its
+ * dtype) is followed by the pickle of its items, which
+ * np.load(allow_pickle=True) runs. Returns 1 for a well-formed header with
+ * *end the offset after it, else 0. */
+int ckpt_scan_npy_header(const uint8_t *p, size_t n, size_t *end, int *object);
 
 #endif

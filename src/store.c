@@ -4,8 +4,10 @@
  * Crash safety comes from the order of the steps, each one atomic: the new
  * generation appears complete or not at all (atomic commit), it is
  * verified before LATEST names it, LATEST is replaced atomically, and old
- * generations are removed only afterwards. Readers never trust LATEST or a
- * file name alone: what they return has just verified. */
+ * generations are removed only afterwards. A generation is committed once
+ * it is in place and verifies; LATEST is the pointer for readers that do
+ * not link ckpt. Readers never trust LATEST or a file name alone: what
+ * they return has just verified. */
 #include "store.h"
 
 #include <ctype.h>
@@ -199,14 +201,19 @@ static int sync_dir(const char *dir) {
 
 /* ------------------------------------------------------------ LATEST */
 
-/* Reads LATEST: ABSENT, INVALID, or OK with *file the name it holds (not
- * yet checked against the directory). */
-static ckpt_store_pointer read_pointer(store *s, const char **file) {
+/* Reads LATEST into *st: ABSENT, INVALID, or OK with *file the name it
+ * holds (not yet checked against the directory). Returns 0 or
+ * CKPT_E_NOMEM. */
+static int read_pointer(store *s, ckpt_store_pointer *st, const char **file) {
     *file = "";
+    *st = CKPT_STORE_POINTER_INVALID;
     const char *path = join(s, POINTER_FILE);
-    if (!path) return CKPT_STORE_POINTER_INVALID;
+    if (!path) return nomem(s->dir);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return errno == ENOENT ? CKPT_STORE_POINTER_ABSENT : CKPT_STORE_POINTER_INVALID;
+    if (fd < 0) {
+        if (errno == ENOENT) *st = CKPT_STORE_POINTER_ABSENT;
+        return 0;
+    }
     char buf[POINTER_MAX + 1];
     size_t len = 0;
     ssize_t r = 0;
@@ -216,17 +223,18 @@ static ckpt_store_pointer read_pointer(store *s, const char **file) {
         len += (size_t)r;
     }
     close(fd);
-    if (r < 0 || len == 0 || len == sizeof buf) return CKPT_STORE_POINTER_INVALID;
+    if (r < 0 || len == 0 || len == sizeof buf) return 0;
     if (buf[len - 1] == '\n') len--; /* tolerate a LATEST written without one */
     size_t namelen;
     uint64_t step;
     buf[len] = '\0';
     if (memchr(buf, '\0', len) || strchr(buf, '/') || !parse_generation(buf, &namelen, &step))
-        return CKPT_STORE_POINTER_INVALID;
+        return 0;
     const char *copy = ckpt_arena_strdup(&s->arena, buf);
-    if (!copy) return CKPT_STORE_POINTER_INVALID;
+    if (!copy) return nomem(s->dir);
     *file = copy;
-    return CKPT_STORE_POINTER_OK;
+    *st = CKPT_STORE_POINTER_OK;
+    return 0;
 }
 
 static int write_pointer(store *s, const char *file) {
@@ -298,9 +306,11 @@ int ckpt_store_prune(size_t *removed, const char *dir, const ckpt_store_options 
     if (!dir) return ckpt_err(CKPT_E_INVALID_ARG, "", NULL, CKPT_NO_OFFSET, "dir is NULL");
     store s;
     int rc = scan(&s, dir);
+    ckpt_store_pointer st;
+    const char *file;
+    if (rc == 0) rc = read_pointer(&s, &st, &file);
     if (rc == 0) {
-        const char *file;
-        ptrdiff_t pointer = read_pointer(&s, &file) == CKPT_STORE_POINTER_OK ? find(&s, file) : -1;
+        ptrdiff_t pointer = st == CKPT_STORE_POINTER_OK ? find(&s, file) : -1;
         rc = prune_scanned(&s, o->keep, -1, &pointer, 1, &count, o);
     }
     ckpt_arena_free(&s.arena);
@@ -376,16 +386,20 @@ int ckpt_store_latest(char *path, size_t cap, const char *dir, const ckpt_store_
         ckpt_arena_free(&s.arena);
         return rc;
     }
-    const char *file;
+    /* LATEST is not consulted: a generation that verifies is committed
+     * even when a crash kept LATEST from reaching it */
     ptrdiff_t found = -1;
-    ptrdiff_t tried = read_pointer(&s, &file) == CKPT_STORE_POINTER_OK ? find(&s, file) : -1;
-    if (tried >= 0 && verify_gen(&s, (size_t)tried, o) == 0) found = tried;
-    for (size_t i = s.n; found < 0 && i-- > 0;)
-        if ((ptrdiff_t)i != tried && verify_gen(&s, i, o) == 0) found = (ptrdiff_t)i;
-    if (found < 0) {
+    for (size_t i = s.n; rc == 0 && found < 0 && i-- > 0;) {
+        rc = verify_gen(&s, i, o);
+        if (rc == 0) found = (ptrdiff_t)i;
+        /* an older generation is no answer when the newer one could not be
+         * judged (out of memory, unreadable): say so instead */
+        if (!resource_failure(rc)) rc = 0;
+    }
+    if (rc == 0 && found < 0)
         rc = ckpt_err(CKPT_E_NOTFOUND, dir, NULL, CKPT_NO_OFFSET,
                       "no generation in %s verifies (%zu found)", dir, s.n);
-    } else {
+    if (rc == 0) {
         const char *full = join(&s, s.gens[found].file);
         rc = full ? put_path(path, cap, full) : nomem(dir);
     }
@@ -430,6 +444,7 @@ static int judge(ckpt_store_listing *l, size_t i, const ckpt_store_options *o) {
     if (!g->path) return nomem(s->dir);
     int rc = verify_path(g->path, o);
     if (rc == 0) return 0;
+    if (rc == CKPT_E_NOMEM) return rc;
     const ckpt_error *e = ckpt_error_last();
     g->ok = 0;
     g->code = rc;
@@ -457,7 +472,11 @@ int ckpt_store_list(ckpt_store_listing **out, const char *dir, const ckpt_store_
         ckpt_store_list_free(l);
         return rc;
     }
-    l->pointer = read_pointer(&l->s, &l->pointer_file);
+    rc = read_pointer(&l->s, &l->pointer, &l->pointer_file);
+    if (rc) {
+        ckpt_store_list_free(l);
+        return rc;
+    }
     if (l->pointer == CKPT_STORE_POINTER_OK) {
         ptrdiff_t i = find(&l->s, l->pointer_file);
         if (i < 0) {
@@ -516,20 +535,26 @@ static int check_fresh_step(store *s, const char *name, uint64_t step,
 }
 
 /* After `file` verified: LATEST names the newest generation that verifies,
- * which is `file` unless a verified one sorts after it; then prune. */
+ * which is `file` unless a verified one sorts after it; then prune. A
+ * failure here leaves `file` committed (it verifies): the message says so. */
 static int move_pointer_and_prune(store *s, const char *file, uint64_t step,
                                   const ckpt_store_options *o) {
-    const char *newest = file;
-    for (size_t i = s->n; i-- > 0 && newer_than(&s->gens[i], step, file) == 0;) {
-        if (verify_gen(s, i, o) == 0) {
+    const char *newest = file, *what = "moving LATEST";
+    int rc = 0;
+    for (size_t i = s->n; rc == 0 && i-- > 0 && newer_than(&s->gens[i], step, file) == 0;) {
+        rc = verify_gen(s, i, o);
+        if (rc == 0) {
             newest = s->gens[i].file;
             break;
         }
+        if (!resource_failure(rc)) rc = 0;
     }
-    int rc = write_pointer(s, newest);
-    if (rc) return rc;
-    store now;
-    rc = scan(&now, s->dir);
+    store now = {0};
+    if (rc == 0) rc = write_pointer(s, newest);
+    if (rc == 0) {
+        what = "pruning";
+        rc = scan(&now, s->dir);
+    }
     if (rc == 0) {
         /* the new generation is never pruned, even when older than the rest */
         ptrdiff_t keep[2] = {find(&now, newest), find(&now, file)};
@@ -539,8 +564,8 @@ static int move_pointer_and_prune(store *s, const char *file, uint64_t step,
     if (rc) {
         char msg[512];
         snprintf(msg, sizeof msg, "%s", ckpt_error_last()->message);
-        rc = ckpt_err(rc, s->dir, NULL, CKPT_NO_OFFSET,
-                      "%s was committed, but pruning failed: %s", file, msg);
+        rc = ckpt_err(rc, s->dir, NULL, CKPT_NO_OFFSET, "%s was committed, but %s failed: %s",
+                      file, what, msg);
     }
     ckpt_arena_free(&now.arena);
     return rc;
@@ -570,6 +595,7 @@ int ckpt_store_commit_with(char *path, size_t cap, const char *dir, const char *
         target = file ? join(&s, file) : NULL;
         if (!target) rc = nomem(dir);
     }
+    /* a path buffer too small is refused before anything is written */
     if (rc == 0 && path && strlen(target) >= cap) rc = put_path(path, cap, target);
     if (rc == 0) rc = check_fresh_step(&s, name, step, o);
 

@@ -25,6 +25,9 @@ const char *ckpt_tensor_member(const ckpt_tensor *t) {
 uint64_t ckpt_tensor_file_offset(const ckpt_tensor *t) {
     const ckpt_storage *st = t->storage;
     if (st->file_offset == CKPT_NO_OFFSET) return CKPT_NO_OFFSET;
+    /* an empty view may carry any offset (torch accepts it): no byte of it
+     * exists, so it is placed at its storage */
+    if (t->numel == 0) return st->file_offset;
     return st->file_offset + t->storage_offset * ckpt_dtype_bits(t->dtype) / 8;
 }
 
@@ -53,7 +56,8 @@ int ckpt_tensor_data(const ckpt_tensor *t, const void **data, size_t *size) {
     if (t->nbytes > SIZE_MAX)
         return ckpt_err(CKPT_E_LIMIT, "", ckpt_tensor_name(t), CKPT_NO_OFFSET,
                         "tensor larger than the address space");
-    *data = t->storage->data + t->storage_offset * ckpt_dtype_bits(t->dtype) / 8;
+    *data = t->numel == 0 ? t->storage->data
+                          : t->storage->data + t->storage_offset * ckpt_dtype_bits(t->dtype) / 8;
     *size = (size_t)t->nbytes;
     return 0;
 }
@@ -126,10 +130,12 @@ int ckpt_tensor_sha256(const ckpt_tensor *t, unsigned char out[32]) {
     uint8_t *buf = NULL;
     int ok = ctx && EVP_DigestInit_ex(ctx, EVP_sha256(), NULL);
     if (ok && contiguous) {
-        const uint8_t *p = t->storage->data + t->storage_offset * ckpt_dtype_bits(t->dtype) / 8;
-        for (uint64_t done = 0; ok && done < t->nbytes; done += SHA_CHUNK) {
-            uint64_t n = t->nbytes - done < SHA_CHUNK ? t->nbytes - done : SHA_CHUNK;
-            ok = EVP_DigestUpdate(ctx, p + done, (size_t)n);
+        const void *p = NULL;
+        size_t size = 0;
+        ok = ckpt_tensor_data(t, &p, &size) == 0;
+        for (size_t done = 0; ok && done < size; done += SHA_CHUNK) {
+            size_t n = size - done < SHA_CHUNK ? size - done : SHA_CHUNK;
+            ok = EVP_DigestUpdate(ctx, (const uint8_t *)p + done, n);
         }
     } else if (ok) {
         buf = ckpt_malloc(SHA_CHUNK);

@@ -1,6 +1,7 @@
 /* torch.c - PyTorch checkpoints on top of the zip container and the pickle
  * machine: torch.save zip archives (torch >= 1.6), the legacy stacked-pickle
  * format (torch < 1.6) and plain pickle files. FORMATS.md §2 and §3. */
+#include <jansson.h>
 #include <string.h>
 
 #include "dtype.h"
@@ -20,6 +21,7 @@ typedef struct slot {
 typedef struct torch_reader {
     ckpt_file *f;
     int legacy;
+    const char *member; /* the pickle being run, for errors */
     slot *slots; /* open addressing, power-of-two capacity */
     size_t cap, n;
     ckpt_storage **order; /* storages in first-use order */
@@ -74,10 +76,14 @@ static int get_u64(const ckpt_value *v, uint64_t *out) {
 static int load_storage(void *ctx, ckpt_value *pid, uint64_t off, ckpt_value **out) {
     torch_reader *r = ctx;
     ckpt_file *f = r->f;
-    const char *mem = r->legacy ? "main pickle" : "data.pkl";
-    if (pid->kind != CKPT_KIND_TUPLE || pid->u.seq.n < 5)
+    const char *mem = r->member;
+    /* torch unpacks exactly 5 items (zip) or 6 (legacy) */
+    if (pid->kind != CKPT_KIND_TUPLE || pid->u.seq.n != (r->legacy ? 6u : 5u))
         return ckpt_err(CKPT_E_FORMAT, f->path, mem, off,
-                        "persistent id is not a ('storage', type, key, location, numel) tuple");
+                        r->legacy ? "persistent id is not a ('storage', type, key, location, "
+                                    "numel, view_metadata) tuple"
+                                  : "persistent id is not a ('storage', type, key, location, "
+                                    "numel) tuple");
     const ckpt_value *tag = tuple_item(pid, 0), *type = tuple_item(pid, 1),
                      *key = tuple_item(pid, 2), *nv = tuple_item(pid, 4);
     if (tag->kind != CKPT_KIND_STR || strcmp(tag->u.s.p, "storage") != 0)
@@ -162,10 +168,68 @@ static int run_pickle(torch_reader *r, ckpt_value **out, size_t *consumed,
     o.arena = &r->f->arena;
     o.persistent_load = with_storages ? load_storage : NULL;
     o.ctx = r;
+    r->member = member;
     return ckpt_pickle_run(out, consumed, buf, len, &o);
 }
 
 /* ------------------------------------------------------------ zip */
+
+/* ------------------------------------------------------------ ckpt metadata */
+
+/* Archives written by ckpt carry "<archive>/extra/ckpt_meta.json" (torch
+ * ignores it): a JSON object of strings, the metadata the writer recorded
+ * and the per-tensor digests "ckpt.xxh3" (ckpt.h, "write"). It becomes the
+ * file's metadata, as __metadata__ does for safetensors. Bounded by
+ * limits.max_header_bytes like a safetensors header. */
+static int read_ckpt_meta(ckpt_file *f, const ckpt_zip *z, const char *prefix,
+                          uint64_t *budget) {
+    const char *name = ckpt_arena_printf(&f->arena, "%s/extra/ckpt_meta.json", prefix);
+    if (!name) return ckpt_err(CKPT_E_NOMEM, f->path, NULL, 0, "out of memory");
+    const ckpt_zip_entry *e = ckpt_zip_find(z, name);
+    if (!e) return 0;
+    if (e->usize > f->opts.limits.max_header_bytes)
+        return ckpt_err(CKPT_E_LIMIT, f->path, e->name, e->data_offset,
+                        "metadata record of %llu bytes exceeds max_header_bytes",
+                        (unsigned long long)e->usize);
+    const uint8_t *text;
+    int rc = ckpt_zip_read(z, e, &f->arena, budget, &text);
+    if (rc) return rc;
+    json_error_t err;
+    json_t *doc = json_loadb((const char *)text, (size_t)e->usize, JSON_REJECT_DUPLICATES, &err);
+    if (!json_is_object(doc)) {
+        json_decref(doc);
+        return ckpt_err(CKPT_E_FORMAT, f->path, e->name, e->data_offset,
+                        "metadata record is not a JSON object of strings");
+    }
+    size_t n = json_object_size(doc);
+    f->meta_keys = ckpt_arena_array(&f->arena, n ? n : 1, sizeof(char *));
+    f->meta_vals = ckpt_arena_array(&f->arena, n ? n : 1, sizeof(char *));
+    rc = f->meta_keys && f->meta_vals
+             ? 0
+             : ckpt_err(CKPT_E_NOMEM, f->path, e->name, e->data_offset, "out of memory");
+    const char *key;
+    json_t *val;
+    size_t i = 0;
+    json_object_foreach(doc, key, val) {
+        if (rc) break;
+        if (!json_is_string(val)) {
+            rc = ckpt_err(CKPT_E_FORMAT, f->path, e->name, e->data_offset,
+                          "metadata record: value of \"%s\" is not a string", key);
+            break;
+        }
+        f->meta_keys[i] = ckpt_arena_strdup(&f->arena, key);
+        f->meta_vals[i] = ckpt_arena_strndup(&f->arena, json_string_value(val),
+                                             json_string_length(val));
+        if (!f->meta_keys[i] || !f->meta_vals[i])
+            rc = ckpt_err(CKPT_E_NOMEM, f->path, e->name, e->data_offset, "out of memory");
+        i++;
+    }
+    json_decref(doc);
+    if (rc) return rc;
+    f->nmeta = n;
+    f->has_metadata = 1;
+    return 0;
+}
 
 int ckpt_torch_read_zip(ckpt_file *f) {
     torch_reader r = {0};
@@ -239,7 +303,7 @@ int ckpt_torch_read_zip(ckpt_file *f) {
         st->file_offset = d->method == 0 ? d->data_offset : CKPT_NO_OFFSET;
         st->big_endian = big;
     }
-    return 0;
+    return read_ckpt_meta(f, z, prefix, &budget);
 }
 
 /* ------------------------------------------------------------ legacy */

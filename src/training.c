@@ -1,5 +1,5 @@
-/* training.c - the components of a training checkpoint and whether training
- * can resume from it (ckpt_training_*; the rules are in ckpt.h).
+/* training.c - the components of a training checkpoint (ckpt_training_*;
+ * the rules are in ckpt.h), and the helpers the other training_*.c share.
  *
  * One walk over each file's object tree sorts subtrees into components by
  * their structure (an optimizer is "state" + "param_groups" wherever it
@@ -16,12 +16,11 @@
 #include "error.h"
 #include "training.h"
 #include "value.h"
+#include "write.h"
 
 /* Tree nodes visited per analysis before it stops: shared references in a
  * hostile pickle can make a small file an exponentially large tree. */
 #define WALK_BUDGET ((uint64_t)1 << 24)
-/* Parameters named per problem sentence before "and N more". */
-#define NAMES_MAX 8
 /* Bytes of a 0-dim counter tensor that are read (its value). */
 #define COUNTER_BYTES_MAX 8
 
@@ -37,12 +36,9 @@ static int vpush(ckpt_training *t, const char ***arr, size_t *n, size_t *cap,
     va_copy(ap2, ap);
     len = vsnprintf(NULL, 0, fmt, ap2);
     va_end(ap2);
-    if (len < 0)
-        return CKPT_E_NOMEM;
-    s = ckpt_arena_alloc(&t->arena, (size_t)len + 1);
+    s = len < 0 ? NULL : ckpt_arena_alloc(&t->arena, (size_t)len + 1);
     if (s == NULL)
-        return ckpt_err(CKPT_E_NOMEM, "", NULL, CKPT_NO_OFFSET,
-                        "out of memory");
+        return ckpt_tr_nomem();
     vsnprintf(s, (size_t)len + 1, fmt, ap);
     return ckpt_tr_push_str(t, arr, n, cap, s);
 }
@@ -51,8 +47,7 @@ int ckpt_tr_push_str(ckpt_training *t, const char ***arr, size_t *n,
                      size_t *cap, const char *s)
 {
     if (ckpt_arena_grow(&t->arena, (void **)arr, cap, *n + 1, sizeof **arr))
-        return ckpt_err(CKPT_E_NOMEM, "", NULL, CKPT_NO_OFFSET,
-                        "out of memory");
+        return ckpt_tr_nomem();
     (*arr)[(*n)++] = s;
     return 0;
 }
@@ -68,18 +63,23 @@ int ckpt_tr_warn(ckpt_training *t, const char *fmt, ...)
     return rc;
 }
 
+int ckpt_tr_vreason(ckpt_training *t, const char *fmt, va_list ap)
+{
+    return vpush(t, &t->reasons, &t->nreasons, &t->creasons, fmt, ap);
+}
+
 int ckpt_tr_reason(ckpt_training *t, const char *fmt, ...)
 {
     va_list ap;
     int rc;
 
     va_start(ap, fmt);
-    rc = vpush(t, &t->reasons, &t->nreasons, &t->creasons, fmt, ap);
+    rc = ckpt_tr_vreason(t, fmt, ap);
     va_end(ap);
     return rc;
 }
 
-static int nomem(void)
+int ckpt_tr_nomem(void)
 {
     return ckpt_err(CKPT_E_NOMEM, "", NULL, CKPT_NO_OFFSET, "out of memory");
 }
@@ -143,7 +143,7 @@ static int key_has(const char *k, size_t len, const char *part)
 
 /* The value of string key `key` in a dict (the last one, as Python keeps),
  * or NULL. */
-static const ckpt_value *dict_get(const ckpt_value *d, const char *key)
+const ckpt_value *ckpt_tr_dict_get(const ckpt_value *d, const char *key)
 {
     const ckpt_value *found = NULL;
     size_t n, i;
@@ -161,7 +161,7 @@ static const ckpt_value *dict_get(const ckpt_value *d, const char *key)
     return found;
 }
 
-static int is_seq(const ckpt_value *v)
+int ckpt_tr_is_seq(const ckpt_value *v)
 {
     return v && (v->kind == CKPT_KIND_LIST || v->kind == CKPT_KIND_TUPLE);
 }
@@ -171,9 +171,20 @@ static int is_number(const ckpt_value *v)
     return v && (v->kind == CKPT_KIND_INT || v->kind == CKPT_KIND_FLOAT);
 }
 
-static const ckpt_tensor *as_tensor(const ckpt_value *v)
+const ckpt_tensor *ckpt_tr_as_tensor(const ckpt_value *v)
 {
     return v && v->kind == CKPT_KIND_TENSOR ? v->u.tensor : NULL;
+}
+
+/* s, or "?" when building it ran out of memory: the failure is sticky
+ * (t->nomem) and fails the analysis at its end, so that sentences can be
+ * composed inline. */
+const char *ckpt_tr_sticky(ckpt_training *t, const char *s)
+{
+    if (s)
+        return s;
+    t->nomem = 1;
+    return "?";
 }
 
 static char *join(ckpt_training *t, const char *path, const char *seg,
@@ -184,14 +195,14 @@ static char *join(ckpt_training *t, const char *path, const char *seg,
     return ckpt_arena_printf(&t->arena, "%s.%.*s", path, (int)len, seg);
 }
 
-static int same_shape(const ckpt_tensor *a, const ckpt_tensor *b)
+int ckpt_tr_same_shape(const ckpt_tensor *a, const ckpt_tensor *b)
 {
     return a->ndim == b->ndim &&
            (a->ndim == 0 ||
             memcmp(a->shape, b->shape, a->ndim * sizeof *a->shape) == 0);
 }
 
-static int cmp_shape(const ckpt_tensor *a, const ckpt_tensor *b)
+int ckpt_tr_cmp_shape(const ckpt_tensor *a, const ckpt_tensor *b)
 {
     uint32_t d;
 
@@ -204,7 +215,7 @@ static int cmp_shape(const ckpt_tensor *a, const ckpt_tensor *b)
 }
 
 /* "[8, 4]" in the arena. */
-static const char *shape_text(ckpt_training *t, const ckpt_tensor *x)
+const char *ckpt_tr_shape_text(ckpt_training *t, const ckpt_tensor *x)
 {
     char buf[256];
     size_t used = 0;
@@ -218,7 +229,7 @@ static const char *shape_text(ckpt_training *t, const ckpt_tensor *x)
     if (d < x->ndim)
         used += (size_t)snprintf(buf + used, sizeof buf - used, ", ...");
     snprintf(buf + used, sizeof buf - used, "]");
-    return ckpt_arena_strdup(&t->arena, buf);
+    return ckpt_tr_sticky(t, ckpt_arena_strdup(&t->arena, buf));
 }
 
 static int is_float(ckpt_dtype dt)
@@ -234,7 +245,7 @@ static int is_float(ckpt_dtype dt)
     }
 }
 
-static int ends_with(const char *s, const char *suffix)
+int ckpt_tr_ends_with(const char *s, const char *suffix)
 {
     size_t n = strlen(s), m = strlen(suffix);
 
@@ -244,10 +255,11 @@ static int ends_with(const char *s, const char *suffix)
 /* A model tensor an optimizer trains: floating point, and not one of
  * BatchNorm's running statistics (the only float buffers every torch model
  * zoo has; others make the counts differ and are matched by shape). */
-static int is_param(const tr_tensor *x)
+int ckpt_tr_is_param(const tr_tensor *x)
 {
-    return is_float(x->t->dtype) && !ends_with(x->name, "running_mean") &&
-           !ends_with(x->name, "running_var");
+    return is_float(x->t->dtype) &&
+           !ckpt_tr_ends_with(x->name, "running_mean") &&
+           !ckpt_tr_ends_with(x->name, "running_var");
 }
 
 /* The value of a tensor of one element (a counter), or NaN. */
@@ -311,7 +323,7 @@ static int comp_add(walker *w, ckpt_component_kind kind, const char *path,
 
     if (ckpt_arena_grow(&t->arena, (void **)&t->comps, &t->ccomps,
                         t->ncomps + 1, sizeof *t->comps))
-        return nomem();
+        return ckpt_tr_nomem();
     c = &t->comps[t->ncomps];
     memset(c, 0, sizeof *c);
     c->pub.kind = kind;
@@ -392,7 +404,7 @@ static int weights_tree(ckpt_training *t, const ckpt_value *v, int *weights,
     }
     if (v->kind == CKPT_KIND_DICT)
         n = v->u.dict.n;
-    else if (is_seq(v))
+    else if (ckpt_tr_is_seq(v))
         n = v->u.seq.n;
     else
         return 0;
@@ -414,12 +426,12 @@ static int model_tensor(ckpt_training *t, tr_comp *c, const char *name,
 
     if (ckpt_arena_grow(&t->arena, (void **)&c->tensors, &c->cap,
                         c->ntensors + 1, sizeof *c->tensors))
-        return nomem();
+        return ckpt_tr_nomem();
     e = &c->tensors[c->ntensors++];
     e->name = name;
     e->t = x;
     count_tensor(&c->pub, x);
-    if (is_param(e))
+    if (ckpt_tr_is_param(e))
         c->pub.param_bytes += x->nbytes;
     return 0;
 }
@@ -447,7 +459,7 @@ static int collect(ckpt_training *t, size_t idx, const ckpt_value *v,
             k = tmp;
         }
         if ((name = join(t, path, k, len)) == NULL)
-            return nomem();
+            return ckpt_tr_nomem();
         rc = collect(t, idx,
                      v->kind == CKPT_KIND_DICT ? v->u.dict.vals[i]
                                                : v->u.seq.items[i],
@@ -484,12 +496,19 @@ static int state_key(const char *k, size_t len)
 {
     int i;
 
-    if (ends_with(k, "_row") || ends_with(k, "_col"))
+    if (ckpt_tr_ends_with(k, "_row") || ckpt_tr_ends_with(k, "_col"))
         return K_FACTORED;
     for (i = 0; i < K_COUNT; i++)
         if (key_is(k, len, state_keys[i].name))
             return i;
     return -1;
+}
+
+int ckpt_tr_shaped_key(const char *k, size_t len)
+{
+    int s = state_key(k, len);
+
+    return s >= 0 && state_keys[s].shaped;
 }
 
 /* Keys present in any per-parameter entry (bit K_x), and those holding a
@@ -522,8 +541,8 @@ static unsigned state_flags(const ckpt_value *state, unsigned *tensors)
 static double group_number(const ckpt_value *groups, const char *key,
                            int *present)
 {
-    const ckpt_value *g = is_seq(groups) && groups->u.seq.n
-                              ? dict_get(groups->u.seq.items[0], key)
+    const ckpt_value *g = ckpt_tr_is_seq(groups) && groups->u.seq.n
+                              ? ckpt_tr_dict_get(groups->u.seq.items[0], key)
                               : NULL;
 
     *present = is_number(g);
@@ -560,7 +579,7 @@ static const char *optimizer_type(const ckpt_value *state,
     if (tensors & (1u << K_MOMENTUM_BUFFER))
         return "SGD (momentum)";
     if ((flags & ~(1u << K_MOMENTUM_BUFFER)) == 0 && has_momentum &&
-        dict_get(groups->u.seq.items[0], "dampening"))
+        ckpt_tr_dict_get(groups->u.seq.items[0], "dampening"))
         return momentum == 0 ? "SGD" : "SGD (momentum)";
     return "unknown";
 }
@@ -571,13 +590,13 @@ static const char *optimizer_type(const ckpt_value *state,
  * list), or a "state" whose entries are all dicts and name known keys. */
 static int is_optimizer(const ckpt_value *v)
 {
-    const ckpt_value *state = dict_get(v, "state");
+    const ckpt_value *state = ckpt_tr_dict_get(v, "state");
     unsigned tensors;
     size_t i;
 
     if (state == NULL || state->kind != CKPT_KIND_DICT)
         return 0;
-    if (is_seq(dict_get(v, "param_groups")))
+    if (ckpt_tr_is_seq(ckpt_tr_dict_get(v, "param_groups")))
         return 1;
     if (state->u.dict.n == 0)
         return 0;
@@ -589,7 +608,7 @@ static int is_optimizer(const ckpt_value *v)
 
 /* The parameter index a "state" key stands for: an int, or its decimal
  * text (as JSON round trips write it). */
-static int param_id(const ckpt_value *k, uint64_t *id)
+int ckpt_tr_param_id(const ckpt_value *k, uint64_t *id)
 {
     const char *s;
     char *end;
@@ -614,15 +633,16 @@ static int param_id(const ckpt_value *k, uint64_t *id)
 /* The type of a counter as shown: "int", "float", "0-dim F32 tensor". */
 static const char *counter_type(ckpt_training *t, const ckpt_value *v)
 {
-    const ckpt_tensor *x = as_tensor(v);
+    const ckpt_tensor *x = ckpt_tr_as_tensor(v);
 
     if (x == NULL)
         return ckpt_kind_name(ckpt_value_kind(v));
     if (x->ndim == 0)
-        return ckpt_arena_printf(&t->arena, "0-dim %s tensor",
-                                 ckpt_dtype_name(x->dtype));
-    return ckpt_arena_printf(&t->arena, "%s tensor %s",
-                             ckpt_dtype_name(x->dtype), shape_text(t, x));
+        return ckpt_tr_sticky(t, ckpt_arena_printf(&t->arena, "0-dim %s tensor",
+                                           ckpt_dtype_name(x->dtype)));
+    return ckpt_tr_sticky(t, ckpt_arena_printf(&t->arena, "%s tensor %s",
+                                       ckpt_dtype_name(x->dtype),
+                                       ckpt_tr_shape_text(t, x)));
 }
 
 static int add_counter(walker *w, const char *path, const ckpt_value *v)
@@ -632,15 +652,15 @@ static int add_counter(walker *w, const char *path, const ckpt_value *v)
     size_t idx;
     int rc;
 
-    if (type == NULL)
-        return nomem();
     if ((rc = comp_add(w, CKPT_COMPONENT_COUNTER, path, type, v, &idx)))
         return rc;
     if (v->kind == CKPT_KIND_TENSOR) {
         count_tensor(&t->comps[idx].pub, v->u.tensor);
         t->comps[idx].pub.number = tensor_number(v->u.tensor);
     } else if (v->kind == CKPT_KIND_INT) {
-        t->comps[idx].pub.number = (double)v->u.i.v;
+        t->comps[idx].pub.number = v->u.i.decimal
+                                       ? strtod(v->u.i.decimal, NULL)
+                                       : (double)v->u.i.v;
     } else if (v->kind == CKPT_KIND_FLOAT) {
         t->comps[idx].pub.number = v->u.f;
     }
@@ -650,14 +670,14 @@ static int add_counter(walker *w, const char *path, const ckpt_value *v)
 static int add_optimizer(walker *w, const ckpt_value *v, const char *path)
 {
     ckpt_training *t = w->t;
-    const ckpt_value *state = dict_get(v, "state");
-    const ckpt_value *groups = dict_get(v, "param_groups");
+    const ckpt_value *state = ckpt_tr_dict_get(v, "state");
+    const ckpt_value *groups = ckpt_tr_dict_get(v, "param_groups");
     ckpt_component *c;
     size_t idx, i, len;
     char tmp[32];
     int rc;
 
-    if (!is_seq(groups))
+    if (!ckpt_tr_is_seq(groups))
         groups = NULL;
     rc = comp_add(w, CKPT_COMPONENT_OPTIMIZER, path,
                   optimizer_type(state, groups), v, &idx);
@@ -671,7 +691,8 @@ static int add_optimizer(walker *w, const ckpt_value *v, const char *path)
     /* The step counter: the first entry's, as written (its type differs
      * between optimizers and torch versions). */
     for (i = 0; i < state->u.dict.n; i++) {
-        const ckpt_value *step = dict_get(state->u.dict.vals[i], "step");
+        const ckpt_value *step =
+            ckpt_tr_dict_get(state->u.dict.vals[i], "step");
         const char *k = ckpt_tr_key_text(state->u.dict.keys[i], tmp, &len);
         char *name;
 
@@ -680,7 +701,7 @@ static int add_optimizer(walker *w, const ckpt_value *v, const char *path)
         name = ckpt_arena_printf(&t->arena, "%s%sstate.%.*s.step", path,
                                  path[0] ? "." : "", (int)len, k);
         if (name == NULL)
-            return nomem();
+            return ckpt_tr_nomem();
         return add_counter(w, name, step);
     }
     return 0;
@@ -690,12 +711,14 @@ static int add_optimizer(walker *w, const ckpt_value *v, const char *path)
 
 static int is_scheduler(const ckpt_value *v)
 {
-    const ckpt_value *last = dict_get(v, "last_epoch");
+    const ckpt_value *last = ckpt_tr_dict_get(v, "last_epoch");
 
     return last && last->kind == CKPT_KIND_INT &&
-           (dict_get(v, "_step_count") || dict_get(v, "base_lrs") ||
-            dict_get(v, "_last_lr") ||
-            (dict_get(v, "patience") && dict_get(v, "num_bad_epochs")));
+           (ckpt_tr_dict_get(v, "_step_count") ||
+            ckpt_tr_dict_get(v, "base_lrs") ||
+            ckpt_tr_dict_get(v, "_last_lr") ||
+            (ckpt_tr_dict_get(v, "patience") &&
+             ckpt_tr_dict_get(v, "num_bad_epochs")));
 }
 
 /* The torch.optim.lr_scheduler class whose state_dict has these keys. */
@@ -721,17 +744,18 @@ static const char *scheduler_type(const ckpt_value *v)
     size_t i;
 
     for (i = 0; i < sizeof table / sizeof *table; i++)
-        if (dict_get(v, table[i].key) &&
-            (table[i].key2 == NULL || dict_get(v, table[i].key2)))
+        if (ckpt_tr_dict_get(v, table[i].key) &&
+            (table[i].key2 == NULL || ckpt_tr_dict_get(v, table[i].key2)))
             return table[i].type;
     return "scheduler";
 }
 
 static int is_scaler(const ckpt_value *v)
 {
-    return dict_get(v, "scale") &&
-           (dict_get(v, "_growth_tracker") || dict_get(v, "growth_tracker") ||
-            dict_get(v, "growth_factor"));
+    return ckpt_tr_dict_get(v, "scale") &&
+           (ckpt_tr_dict_get(v, "_growth_tracker") ||
+            ckpt_tr_dict_get(v, "growth_tracker") ||
+            ckpt_tr_dict_get(v, "growth_factor"));
 }
 
 /* numpy's legacy ('MT19937', keys, pos, has_gauss, cached_gaussian). */
@@ -739,7 +763,7 @@ static int is_numpy_rng(const ckpt_value *v)
 {
     const ckpt_value *name;
 
-    if (!is_seq(v) || v->u.seq.n < 3)
+    if (!ckpt_tr_is_seq(v) || v->u.seq.n < 3)
         return 0;
     name = v->u.seq.items[0];
     return name->kind == CKPT_KIND_STR && strcmp(name->u.s.p, "MT19937") == 0 &&
@@ -749,9 +773,9 @@ static int is_numpy_rng(const ckpt_value *v)
 /* numpy Generator's bit_generator.state: {'bit_generator': 'PCG64', ...}. */
 static int is_numpy_bitgen(const ckpt_value *v)
 {
-    const ckpt_value *name = dict_get(v, "bit_generator");
+    const ckpt_value *name = ckpt_tr_dict_get(v, "bit_generator");
 
-    return name && name->kind == CKPT_KIND_STR && dict_get(v, "state");
+    return name && name->kind == CKPT_KIND_STR && ckpt_tr_dict_get(v, "state");
 }
 
 /* random.getstate(): (version, tuple of 625 ints, gauss_next). */
@@ -760,12 +784,12 @@ static int is_python_rng(const ckpt_value *v)
     const ckpt_value *ver, *words, *gauss;
     size_t i;
 
-    if (!is_seq(v) || v->u.seq.n != 3)
+    if (!ckpt_tr_is_seq(v) || v->u.seq.n != 3)
         return 0;
     ver = v->u.seq.items[0];
     words = v->u.seq.items[1];
     gauss = v->u.seq.items[2];
-    if (ver->kind != CKPT_KIND_INT || !is_seq(words) ||
+    if (ver->kind != CKPT_KIND_INT || !ckpt_tr_is_seq(words) ||
         words->u.seq.n != 625 ||
         (gauss->kind != CKPT_KIND_NONE && gauss->kind != CKPT_KIND_FLOAT))
         return 0;
@@ -803,10 +827,10 @@ static int is_cuda_rng_list(const ckpt_value *v, const char *key, size_t len)
 {
     size_t i;
 
-    if (!is_seq(v) || v->u.seq.n == 0 || !key_has(key, len, "cuda"))
+    if (!ckpt_tr_is_seq(v) || v->u.seq.n == 0 || !key_has(key, len, "cuda"))
         return 0;
     for (i = 0; i < v->u.seq.n; i++)
-        if (!is_byte_vector(as_tensor(v->u.seq.items[i])))
+        if (!is_byte_vector(ckpt_tr_as_tensor(v->u.seq.items[i])))
             return 0;
     return 1;
 }
@@ -868,11 +892,13 @@ static int leaf_tensor(walker *w, const ckpt_value *v, const char *path,
     return 0;
 }
 
-/* The children of a container that is no component itself. Tensors among
- * them that are not RNG states or counters form one component: model
- * weights when one is a floating-point array, else "other". */
+/* The children of a container that is no component itself (or of an
+ * optimizer's state dict, but for its "state" and "param_groups", with
+ * `optimizer`). Tensors among them that are not RNG states or counters
+ * form one component: model weights when one is a floating-point array,
+ * else "other". */
 static int walk_children(walker *w, const ckpt_value *v, const char *path,
-                         unsigned depth)
+                         unsigned depth, int optimizer)
 {
     ckpt_training *t = w->t;
     int is_dict = v->kind == CKPT_KIND_DICT;
@@ -892,8 +918,11 @@ static int walk_children(walker *w, const ckpt_value *v, const char *path,
             len = (size_t)snprintf(tmp, sizeof tmp, "%zu", i);
             k = tmp;
         }
+        if (optimizer &&
+            (key_is(k, len, "state") || key_is(k, len, "param_groups")))
+            continue;
         if ((cpath = join(t, path, k, len)) == NULL)
-            return nomem();
+            return ckpt_tr_nomem();
         if (child->kind != CKPT_KIND_TENSOR) {
             rc = walk(w, child, cpath, is_dict ? k : NULL,
                       is_dict ? len : 0, depth + 1);
@@ -912,7 +941,7 @@ static int walk_children(walker *w, const ckpt_value *v, const char *path,
         tr_comp *c = &t->comps[group];
 
         for (i = 0; i < c->ntensors; i++)
-            if (is_param(&c->tensors[i]) && c->tensors[i].t->ndim > 0)
+            if (ckpt_tr_is_param(&c->tensors[i]) && c->tensors[i].t->ndim > 0)
                 c->pub.kind = CKPT_COMPONENT_MODEL;
     }
     return 0;
@@ -944,8 +973,10 @@ static int walk(walker *w, const ckpt_value *v, const char *path,
     topic = key ? ckpt_tr_topic(key, klen, depth <= 1) : -1;
     switch (v->kind) {
     case CKPT_KIND_DICT:
-        if (is_optimizer(v))
-            return add_optimizer(w, v, path);
+        if (is_optimizer(v)) {
+            rc = add_optimizer(w, v, path);
+            return rc ? rc : walk_children(w, v, path, depth, 1);
+        }
         if (is_scheduler(v))
             return simple(w, CKPT_COMPONENT_SCHEDULER, path,
                           scheduler_type(v), v);
@@ -962,7 +993,7 @@ static int walk(walker *w, const ckpt_value *v, const char *path,
                 return rc;
             return collect(t, idx, v, path, 0);
         }
-        return walk_children(w, v, path, depth);
+        return walk_children(w, v, path, depth, 0);
     case CKPT_KIND_LIST:
     case CKPT_KIND_TUPLE:
     case CKPT_KIND_SET:
@@ -976,7 +1007,7 @@ static int walk(walker *w, const ckpt_value *v, const char *path,
             return simple(w, CKPT_COMPONENT_DATA, path, NULL, v);
         if (topic >= 0)
             return meta_value(w, topic, v, path);
-        return walk_children(w, v, path, depth);
+        return walk_children(w, v, path, depth, 0);
     case CKPT_KIND_TENSOR: /* the root, or an item of a set */
         rc = leaf_tensor(w, v, path, key, klen, &loose);
         if (rc || !loose)
@@ -985,7 +1016,7 @@ static int walk(walker *w, const ckpt_value *v, const char *path,
             return rc;
         if ((rc = model_tensor(t, &t->comps[idx], path, v->u.tensor)))
             return rc;
-        if (is_param(&t->comps[idx].tensors[0]))
+        if (ckpt_tr_is_param(&t->comps[idx].tensors[0]))
             t->comps[idx].pub.kind = CKPT_COMPONENT_MODEL;
         return 0;
     case CKPT_KIND_INT:
@@ -1009,22 +1040,35 @@ static int walk(walker *w, const ckpt_value *v, const char *path,
 int ckpt_tr_add_file(ckpt_training *t, const ckpt_file *f, const char *name)
 {
     walker w;
-    const ckpt_value *root = ckpt_file_root(f);
+    const ckpt_value *root = NULL;
     ckpt_format fmt = ckpt_file_format(f);
     const char *file = ckpt_arena_strdup(&t->arena, name);
     int rc;
 
     if (file == NULL)
-        return nomem();
+        return ckpt_tr_nomem();
+    /* safetensors written by ckpt convert keep the original tree (the
+     * optimizer's param_groups, counters, nesting) in ckpt.structure. */
+    rc = ckpt_write_logical_root(&root, f, &t->arena);
+    if (rc == CKPT_E_NOMEM)
+        return rc;
+    if (rc) {
+        root = ckpt_file_root(f);
+        if (ckpt_tr_warn(t, "%s: ckpt.structure is unreadable (%s): "
+                            "analysed as flat tensors",
+                         file, ckpt_error_last()->message))
+            return CKPT_E_NOMEM;
+    }
     if (ckpt_arena_grow(&t->arena, (void **)&t->files, &t->cfiles,
                         t->nfiles + 1, sizeof *t->files))
-        return nomem();
+        return ckpt_tr_nomem();
     t->files[t->nfiles].f = f;
     t->files[t->nfiles++].name = file;
     w.t = t;
     w.file = file;
-    w.ordered = fmt != CKPT_FORMAT_SAFETENSORS &&
-                fmt != CKPT_FORMAT_SAFETENSORS_SHARDED;
+    w.ordered = root != ckpt_file_root(f) ||
+                (fmt != CKPT_FORMAT_SAFETENSORS &&
+                 fmt != CKPT_FORMAT_SAFETENSORS_SHARDED);
     if (root && (rc = walk(&w, root, "", NULL, 0, 0)))
         return rc;
     return ckpt_tr_meta_file(t, f, file);
@@ -1039,635 +1083,8 @@ int ckpt_tr_add_json_counter(ckpt_training *t, const char *file,
     const char *path = ckpt_arena_strdup(&t->arena, key);
 
     if (v == NULL || path == NULL)
-        return nomem();
+        return ckpt_tr_nomem();
     return add_counter(&w, path, v);
-}
-
-/* ------------------------------------------------------------ matching */
-
-/* One parameter of an optimizer: its index in param_groups order, its id,
- * its state entry and a state tensor with the parameter's shape. */
-typedef struct opt_param {
-    size_t pos;
-    uint64_t id;
-    const ckpt_value *entry;
-    const ckpt_tensor *shaped;
-} opt_param;
-
-typedef struct state_entry {
-    uint64_t id;
-    size_t seq;
-    const ckpt_value *entry;
-} state_entry;
-
-static int cmp_state_entry(const void *a, const void *b)
-{
-    const state_entry *x = a, *y = b;
-
-    if (x->id != y->id)
-        return x->id < y->id ? -1 : 1;
-    return x->seq < y->seq ? -1 : x->seq > y->seq;
-}
-
-static int cmp_param_shape(const void *a, const void *b)
-{
-    const opt_param *x = a, *y = b;
-    int c = cmp_shape(x->shaped, y->shaped);
-
-    return c ? c : (x->pos > y->pos) - (x->pos < y->pos);
-}
-
-static int cmp_tensor_shape(const void *a, const void *b)
-{
-    return cmp_shape(*(const ckpt_tensor *const *)a,
-                     *(const ckpt_tensor *const *)b);
-}
-
-/* The last entry for id in the sorted array, or NULL. */
-static const ckpt_value *find_entry(const state_entry *es, size_t n,
-                                    uint64_t id)
-{
-    size_t lo = 0, hi = n;
-
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-
-        if (es[mid].id <= id)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo > 0 && es[lo - 1].id == id ? es[lo - 1].entry : NULL;
-}
-
-/* A model's parameters, in its order. */
-typedef struct model_params {
-    const tr_tensor **p;
-    size_t n;
-    int ordered;
-} model_params;
-
-/* Everything one optimizer check needs and produces. */
-typedef struct check {
-    ckpt_training *t;
-    const ckpt_component *opt;
-    const char *where;      /* "'optimizer'" */
-    opt_param *params;
-    size_t nparams;
-    model_params *models;
-    size_t nmodels;
-    const model_params *named; /* a model with as many parameters, for
-                                  naming parameters, or NULL */
-    size_t problems;
-    const char *how;        /* how the shapes were matched, or NULL */
-} check;
-
-/* "2 (model.fc2.weight)" for parameter number pos, in the arena. */
-static const char *param_label(check *k, const opt_param *p)
-{
-    if (k->named && p->pos < k->named->n)
-        return ckpt_arena_printf(&k->t->arena, "%llu (%s)",
-                                 (unsigned long long)p->id,
-                                 k->named->p[p->pos]->name);
-    return ckpt_arena_printf(&k->t->arena, "%llu", (unsigned long long)p->id);
-}
-
-static int problem(check *k, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 2, 3)))
-#endif
-    ;
-
-static int problem(check *k, const char *fmt, ...)
-{
-    va_list ap;
-    int rc;
-
-    k->problems++;
-    va_start(ap, fmt);
-    rc = vpush(k->t, &k->t->reasons, &k->t->nreasons, &k->t->creasons, fmt,
-               ap);
-    va_end(ap);
-    return rc;
-}
-
-/* Gathers the per-parameter list: from param_groups in order, or without
- * them from the state's own indices. */
-static int gather_params(check *k, const ckpt_value *state,
-                         const ckpt_value *groups, state_entry **entries,
-                         size_t *nentries)
-{
-    ckpt_training *t = k->t;
-    size_t n = state ? state->u.dict.n : 0, i, j, m = 0, cap = 0, bad = 0;
-    state_entry *es = ckpt_arena_array(&t->arena, n ? n : 1, sizeof *es);
-
-    if (es == NULL)
-        return nomem();
-    for (i = 0; i < n; i++) {
-        if (param_id(state->u.dict.keys[i], &es[m].id)) {
-            es[m].seq = i;
-            es[m++].entry = state->u.dict.vals[i];
-        } else {
-            bad++;
-        }
-    }
-    qsort(es, m, sizeof *es, cmp_state_entry);
-    *entries = es;
-    *nentries = m;
-    if (bad && problem(k, "%s: %zu \"state\" key%s %s not a parameter index",
-                       k->where, bad, bad == 1 ? "" : "s",
-                       bad == 1 ? "is" : "are"))
-        return CKPT_E_NOMEM;
-    if (groups == NULL) {
-        for (i = 0; i < m; i++) {
-            if (i + 1 < m && es[i + 1].id == es[i].id)
-                continue; /* the later entry wins */
-            if (ckpt_arena_grow(&t->arena, (void **)&k->params, &cap,
-                                k->nparams + 1, sizeof *k->params))
-                return nomem();
-            k->params[k->nparams].id = es[i].id;
-            k->params[k->nparams].pos = k->nparams;
-            k->nparams++;
-        }
-        return 0;
-    }
-    for (i = 0; i < groups->u.seq.n; i++) {
-        const ckpt_value *ids = dict_get(groups->u.seq.items[i], "params");
-
-        if (!is_seq(ids)) {
-            if (problem(k, "%s: param group %zu has no \"params\" list",
-                        k->where, i))
-                return CKPT_E_NOMEM;
-            continue;
-        }
-        for (j = 0; j < ids->u.seq.n; j++) {
-            uint64_t id;
-
-            if (!param_id(ids->u.seq.items[j], &id)) {
-                if (problem(k, "%s: param group %zu lists a parameter that "
-                               "is not an index", k->where, i))
-                    return CKPT_E_NOMEM;
-                continue;
-            }
-            if (ckpt_arena_grow(&t->arena, (void **)&k->params, &cap,
-                                k->nparams + 1, sizeof *k->params))
-                return nomem();
-            k->params[k->nparams].id = id;
-            k->params[k->nparams].pos = k->nparams;
-            k->nparams++;
-        }
-    }
-    return 0;
-}
-
-/* Finds each parameter's entry and a tensor of its shape; names the
- * parameters without state and entries whose state tensors disagree. */
-static int attach_state(check *k, const state_entry *es, size_t nes,
-                        int stateless, size_t *with_state)
-{
-    ckpt_training *t = k->t;
-    size_t i, j, missing = 0, shown = 0, len;
-    char *list = NULL, tmp[32];
-
-    *with_state = 0;
-    for (i = 0; i < k->nparams; i++) {
-        opt_param *p = &k->params[i];
-
-        p->entry = find_entry(es, nes, p->id);
-        if (p->entry == NULL) {
-            missing++;
-            continue;
-        }
-        (*with_state)++;
-        for (j = 0; p->entry->kind == CKPT_KIND_DICT &&
-                    j < p->entry->u.dict.n; j++) {
-            const char *key = ckpt_tr_key_text(p->entry->u.dict.keys[j], tmp, &len);
-            int s = state_key(key, len);
-            const ckpt_tensor *x = as_tensor(p->entry->u.dict.vals[j]);
-
-            if (s < 0 || !state_keys[s].shaped || x == NULL)
-                continue;
-            if (p->shaped == NULL) {
-                p->shaped = x;
-            } else if (!same_shape(p->shaped, x) &&
-                       problem(k, "%s: parameter %s: state tensors disagree "
-                                  "(%.*s %s, another %s)",
-                               k->where, param_label(k, p), (int)len, key,
-                               shape_text(t, x), shape_text(t, p->shaped))) {
-                return CKPT_E_NOMEM;
-            }
-        }
-    }
-    if (missing == 0 || stateless)
-        return 0;
-    list = ckpt_arena_strdup(&t->arena, "");
-    for (i = 0; list && i < k->nparams; i++) {
-        if (k->params[i].entry)
-            continue;
-        if (shown == NAMES_MAX) {
-            list = ckpt_arena_printf(&t->arena, "%s and %zu more", list,
-                                     missing - shown);
-            break;
-        }
-        list = ckpt_arena_printf(&t->arena, "%s%s%s", list,
-                                 shown ? ", " : "",
-                                 param_label(k, &k->params[i]));
-        shown++;
-    }
-    if (list == NULL)
-        return nomem();
-    return problem(k, "%s: %zu of %zu parameter%s in param_groups ha%s no "
-                      "optimizer state: %s",
-                   k->where, missing, k->nparams,
-                   k->nparams == 1 ? "" : "s", missing == 1 ? "s" : "ve",
-                   list);
-}
-
-/* Pairs state shapes with the model's parameters: in order with a model of
- * as many parameters; else, unless that model's order is authoritative, as
- * a multiset of shapes over every model's parameters. */
-static int match_shapes(check *k)
-{
-    ckpt_training *t = k->t;
-    const model_params *auth = NULL;
-    opt_param *q;
-    const ckpt_tensor **pool;
-    size_t i, j, nq = 0, npool = 0, bad = 0;
-
-    for (i = 0; i < k->nmodels; i++) {
-        const model_params *m = &k->models[i];
-        int ok = m->n == k->nparams;
-
-        for (j = 0; ok && j < k->nparams; j++)
-            ok = k->params[j].shaped == NULL ||
-                 same_shape(k->params[j].shaped, m->p[j]->t);
-        if (ok) {
-            k->how = "in order";
-            return 0;
-        }
-        if (m->n == k->nparams && m->ordered && auth == NULL)
-            auth = m;
-    }
-    if (auth) {
-        for (j = 0; j < k->nparams; j++) {
-            const opt_param *p = &k->params[j];
-
-            if (p->shaped == NULL || same_shape(p->shaped, auth->p[j]->t))
-                continue;
-            if (++bad <= NAMES_MAX &&
-                problem(k, "%s: parameter %s: state shape %s, the model's "
-                           "parameter has %s",
-                        k->where, param_label(k, p), shape_text(t, p->shaped),
-                        shape_text(t, auth->p[j]->t)))
-                return CKPT_E_NOMEM;
-        }
-        if (bad > NAMES_MAX &&
-            problem(k, "%s: and %zu more shape mismatches", k->where,
-                    bad - NAMES_MAX))
-            return CKPT_E_NOMEM;
-        return 0;
-    }
-    for (i = 0; i < k->nmodels; i++)
-        npool += k->models[i].n;
-    q = ckpt_arena_array(&t->arena, k->nparams + 1, sizeof *q);
-    pool = ckpt_arena_array(&t->arena, npool + 1, sizeof *pool);
-    if (q == NULL || pool == NULL)
-        return nomem();
-    for (j = 0; j < k->nparams; j++)
-        if (k->params[j].shaped)
-            q[nq++] = k->params[j];
-    npool = 0;
-    for (i = 0; i < k->nmodels; i++)
-        for (j = 0; j < k->models[i].n; j++)
-            pool[npool++] = k->models[i].p[j]->t;
-    qsort(q, nq, sizeof *q, cmp_param_shape);
-    qsort(pool, npool, sizeof *pool, cmp_tensor_shape);
-    for (i = j = 0; i < nq; i++) {
-        while (j < npool && cmp_shape(pool[j], q[i].shaped) < 0)
-            j++;
-        if (j < npool && cmp_shape(pool[j], q[i].shaped) == 0) {
-            j++;
-            continue;
-        }
-        if (++bad <= NAMES_MAX &&
-            problem(k, "%s: parameter %s: state shape %s matches no model "
-                       "parameter left",
-                    k->where, param_label(k, &q[i]),
-                    shape_text(t, q[i].shaped)))
-            return CKPT_E_NOMEM;
-    }
-    if (bad > NAMES_MAX &&
-        problem(k, "%s: and %zu more parameters whose state matches no model "
-                   "parameter", k->where, bad - NAMES_MAX))
-        return CKPT_E_NOMEM;
-    if (bad == 0 && nq > 0)
-        k->how = "by shape (the optimizer's parameter order is not the "
-                 "model's)";
-    return 0;
-}
-
-static const char *where(ckpt_training *t, const ckpt_component *c,
-                         int dir_mode)
-{
-    if (!dir_mode)
-        return ckpt_arena_printf(&t->arena, "'%s'",
-                                 c->name[0] ? c->name : "(root)");
-    if (c->name[0] == '\0')
-        return ckpt_arena_printf(&t->arena, "'%s'", c->file);
-    return ckpt_arena_printf(&t->arena, "'%s:%s'", c->file, c->name);
-}
-
-/* Checks one optimizer against the models; problems become reasons. */
-static int check_optimizer(ckpt_training *t, tr_comp *oc, model_params *models,
-                           size_t nmodels, int dir_mode, size_t *problems,
-                           const char **how)
-{
-    ckpt_component *c = &oc->pub;
-    const ckpt_value *state = dict_get(c->value, "state");
-    check k;
-    state_entry *es;
-    size_t nes, with_state, i, mparams = 0;
-    int rc;
-
-    memset(&k, 0, sizeof k);
-    k.t = t;
-    k.opt = c;
-    k.models = models;
-    k.nmodels = nmodels;
-    if ((k.where = where(t, c, dir_mode)) == NULL)
-        return nomem();
-    if (c->param_groups == NULL &&
-        problem(&k, "%s: no \"param_groups\": the hyperparameters and the "
-                    "list of parameters are missing (torch's "
-                    "Optimizer.load_state_dict needs them)", k.where))
-        return CKPT_E_NOMEM;
-    if ((rc = gather_params(&k, state, c->param_groups, &es, &nes)))
-        return rc;
-    for (i = 0; i < nmodels; i++) {
-        if (models[i].n == k.nparams && k.named == NULL)
-            k.named = &models[i];
-        mparams = models[i].n > mparams ? models[i].n : mparams;
-    }
-    /* SGD without momentum needs no state: torch 1.13 writes entries
-     * holding None, later versions none at all. */
-    if ((rc = attach_state(&k, es, nes, strcmp(c->type, "SGD") == 0,
-                           &with_state)))
-        return rc;
-    c->params = k.nparams;
-    c->params_with_state = with_state;
-    if (c->param_groups == NULL && mparams > k.nparams &&
-        problem(&k, "%s: state for %zu parameter%s, the model has %zu",
-                k.where, k.nparams, k.nparams == 1 ? "" : "s", mparams))
-        return CKPT_E_NOMEM;
-    if (nmodels > 0 && (rc = match_shapes(&k)))
-        return rc;
-    *problems = k.problems;
-    *how = k.how;
-    return 0;
-}
-
-/* ------------------------------------------------------------ verdict */
-
-static int has_kind(const ckpt_training *t, ckpt_component_kind kind)
-{
-    size_t i;
-
-    for (i = 0; i < t->ncomps; i++)
-        if (t->comps[i].pub.kind == kind)
-            return 1;
-    return 0;
-}
-
-/* "scheduler (StepLR) at 'scheduler', rng (numpy) at 'rng.numpy'" for the
- * components of the given kinds, or "" when there are none. */
-static const char *list_kinds(ckpt_training *t, const ckpt_component_kind *kinds,
-                              size_t nkinds, int dir_mode)
-{
-    const char *s = "";
-    size_t i, j, shown = 0, total = 0;
-
-    for (i = 0; i < t->ncomps; i++) {
-        const ckpt_component *c = &t->comps[i].pub;
-
-        for (j = 0; j < nkinds && c->kind != kinds[j]; j++)
-            ;
-        if (j == nkinds)
-            continue;
-        if (shown++ == NAMES_MAX) {
-            total++;
-            continue;
-        }
-        s = ckpt_arena_printf(&t->arena, "%s%s%s%s%s%s at %s", s,
-                              shown > 1 ? ", " : "",
-                              ckpt_component_kind_name(c->kind),
-                              c->type[0] ? " (" : "", c->type,
-                              c->type[0] ? ")" : "", where(t, c, dir_mode));
-        if (s == NULL)
-            return NULL;
-    }
-    if (total)
-        s = ckpt_arena_printf(&t->arena, "%s and %zu more", s, total);
-    return s;
-}
-
-/* The parameters of each model component, in order. */
-static int model_list(ckpt_training *t, model_params **out, size_t *n)
-{
-    model_params *ms;
-    size_t i, j, m = 0;
-
-    ms = ckpt_arena_array(&t->arena, t->ncomps + 1, sizeof *ms);
-    if (ms == NULL)
-        return nomem();
-    for (i = 0; i < t->ncomps; i++) {
-        tr_comp *c = &t->comps[i];
-
-        if (c->pub.kind != CKPT_COMPONENT_MODEL)
-            continue;
-        ms[m].p = ckpt_arena_array(&t->arena, c->ntensors + 1,
-                                   sizeof *ms[m].p);
-        if (ms[m].p == NULL)
-            return nomem();
-        for (j = 0; j < c->ntensors; j++)
-            if (is_param(&c->tensors[j]))
-                ms[m].p[ms[m].n++] = &c->tensors[j];
-        ms[m].ordered = c->ordered;
-        m++;
-    }
-    *out = ms;
-    *n = m;
-    return 0;
-}
-
-static int reason_models(ckpt_training *t, int dir_mode)
-{
-    size_t i;
-
-    for (i = 0; i < t->ncomps; i++) {
-        const ckpt_component *c = &t->comps[i].pub;
-
-        if (c->kind == CKPT_COMPONENT_MODEL &&
-            ckpt_tr_reason(t, "model weights at %s: %llu tensor%s, %llu "
-                              "bytes",
-                           where(t, c, dir_mode),
-                           (unsigned long long)c->tensors,
-                           c->tensors == 1 ? "" : "s",
-                           (unsigned long long)c->bytes))
-            return CKPT_E_NOMEM;
-    }
-    return 0;
-}
-
-static int decide(ckpt_training *t, int dir_mode)
-{
-    static const ckpt_component_kind training_state[] = {
-        CKPT_COMPONENT_SCHEDULER, CKPT_COMPONENT_SCALER, CKPT_COMPONENT_RNG,
-        CKPT_COMPONENT_DATA
-    };
-    static const ckpt_component_kind counters[] = { CKPT_COMPONENT_COUNTER };
-    model_params *models;
-    size_t nmodels, i, problems = 0, first;
-    const char *s;
-    int rc;
-
-    if ((rc = model_list(t, &models, &nmodels)))
-        return rc;
-    if (has_kind(t, CKPT_COMPONENT_OPTIMIZER)) {
-        if ((rc = reason_models(t, dir_mode)))
-            return rc;
-        if (nmodels == 0 &&
-            ckpt_tr_reason(t, "optimizer state but no model weights to "
-                              "resume"))
-            return CKPT_E_NOMEM;
-        problems += nmodels == 0;
-        for (i = 0; i < t->ncomps; i++) {
-            tr_comp *c = &t->comps[i];
-            size_t n = 0;
-            const char *how = NULL;
-
-            if (c->pub.kind != CKPT_COMPONENT_OPTIMIZER)
-                continue;
-            first = t->nreasons;
-            rc = check_optimizer(t, c, models, nmodels, dir_mode, &n, &how);
-            if (rc)
-                return rc;
-            problems += n;
-            if (n == 0 && first == t->nreasons &&
-                ckpt_tr_reason(t, "optimizer %s at %s: state for all %llu "
-                                  "parameter%s in param_groups%s%s",
-                               c->pub.type, where(t, &c->pub, dir_mode),
-                               (unsigned long long)c->pub.params,
-                               c->pub.params == 1 ? "" : "s",
-                               how ? ", shapes match the model's parameters "
-                                   : "",
-                               how ? how : ""))
-                return CKPT_E_NOMEM;
-        }
-        t->verdict = problems ? CKPT_RESUME_PARTIAL : CKPT_RESUME_FULL;
-        return 0;
-    }
-    s = list_kinds(t, training_state, 4, dir_mode);
-    if (s == NULL)
-        return nomem();
-    if (s[0]) {
-        t->verdict = CKPT_RESUME_WARM_START;
-        return ckpt_tr_reason(t, "training state but no optimizer state: %s; "
-                                 "resuming from it restarts the optimizer "
-                                 "(moments, momentum) from zero", s);
-    }
-    t->verdict = CKPT_RESUME_WEIGHTS_ONLY;
-    if (nmodels == 0)
-        return ckpt_tr_reason(t, "no model weights, optimizer or training "
-                                 "state found");
-    if (ckpt_tr_reason(t, "model weights only, no optimizer or training "
-                          "state: a deployment file, not a resume "
-                          "checkpoint") ||
-        reason_models(t, dir_mode))
-        return CKPT_E_NOMEM;
-    s = list_kinds(t, counters, 1, dir_mode);
-    if (s == NULL)
-        return nomem();
-    return s[0] ? ckpt_tr_reason(t, "counters: %s", s) : 0;
-}
-
-static int warn_missing(ckpt_training *t)
-{
-    if (!has_kind(t, CKPT_COMPONENT_SCHEDULER) &&
-        ckpt_tr_warn(t, "no LR scheduler state: the learning-rate schedule "
-                        "would restart"))
-        return CKPT_E_NOMEM;
-    if (!has_kind(t, CKPT_COMPONENT_SCALER) &&
-        ckpt_tr_warn(t, "no AMP grad scaler state (fp16 mixed-precision "
-                        "training needs one to resume its loss scale)"))
-        return CKPT_E_NOMEM;
-    if (!has_kind(t, CKPT_COMPONENT_RNG) &&
-        ckpt_tr_warn(t, "no RNG state: data order, dropout and "
-                        "augmentation would differ from an uninterrupted "
-                        "run"))
-        return CKPT_E_NOMEM;
-    if (t->cut &&
-        ckpt_tr_warn(t, "the object tree is too large to examine fully: "
-                        "the analysis is partial"))
-        return CKPT_E_NOMEM;
-    return 0;
-}
-
-/* The file holding the most model bytes (without models, the largest). */
-static const char *weights_file(const ckpt_training *t)
-{
-    const char *best = NULL;
-    uint64_t most = 0, size;
-    size_t i;
-
-    for (i = 0; i < t->ncomps; i++) {
-        const ckpt_component *c = &t->comps[i].pub;
-
-        if (c->kind == CKPT_COMPONENT_MODEL &&
-            (best == NULL || c->bytes > most)) {
-            best = c->file;
-            most = c->bytes;
-        }
-    }
-    if (best)
-        return best;
-    for (i = 0; i < t->nfiles; i++) {
-        size = ckpt_file_size(t->files[i].f);
-        if (best == NULL || size > most) {
-            best = t->files[i].name;
-            most = size;
-        }
-    }
-    return best;
-}
-
-int ckpt_tr_finish(ckpt_training *t, const char *dir)
-{
-    uint64_t state = 0, params = 0;
-    const char *file;
-    size_t i;
-    int rc;
-
-    if ((rc = decide(t, dir != NULL)) || (rc = warn_missing(t)))
-        return rc;
-    for (i = 0; i < t->ncomps; i++) {
-        state += t->comps[i].pub.state_bytes;
-        if (t->comps[i].pub.kind == CKPT_COMPONENT_MODEL)
-            params += t->comps[i].pub.param_bytes;
-    }
-    t->ratio = has_kind(t, CKPT_COMPONENT_OPTIMIZER) && params
-                   ? (double)state / (double)params
-                   : NAN;
-    file = weights_file(t);
-    if (file && dir)
-        file = ckpt_arena_printf(&t->arena, "%s/%s", dir, file);
-    else if (file)
-        for (i = 0; i < t->nfiles; i++)
-            if (strcmp(t->files[i].name, file) == 0)
-                file = ckpt_file_path(t->files[i].f);
-    if (file == NULL && t->nfiles)
-        return nomem();
-    t->weights_path = file;
-    return 0;
 }
 
 /* ------------------------------------------------------------ public API */
@@ -1678,7 +1095,7 @@ int ckpt_tr_new(ckpt_training **out)
 
     *out = NULL;
     if (t == NULL)
-        return nomem();
+        return ckpt_tr_nomem();
     memset(t, 0, sizeof *t);
     t->budget = WALK_BUDGET;
     t->ratio = NAN;
@@ -1692,10 +1109,11 @@ int ckpt_training_analyze(ckpt_training **out, const ckpt_file *f)
     ckpt_training *t;
     int rc;
 
+    if (out)
+        *out = NULL;
     if (out == NULL || f == NULL)
         return ckpt_err(CKPT_E_INVALID_ARG, "", NULL, CKPT_NO_OFFSET,
                         "out or f is NULL");
-    *out = NULL;
     if ((rc = ckpt_tr_new(&t)))
         return rc;
     rc = ckpt_tr_add_file(t, f, ckpt_file_path(f));

@@ -49,6 +49,7 @@ struct ckpt_training {
     double ratio;
     uint64_t budget; /* tree nodes left to visit */
     int cut;         /* the budget ran out */
+    int nomem;       /* an allocation for a sentence failed (sticky) */
 };
 
 /* Allocates an empty analysis; 0 or CKPT_E_NOMEM. */
@@ -86,6 +87,39 @@ const char *ckpt_tr_key_text(const ckpt_value *k, char tmp[32], size_t *len);
 /* Appends s to a growing array of strings in the arena; 0 or -1. */
 int ckpt_tr_push_str(ckpt_training *t, const char ***arr, size_t *n,
                      size_t *cap, const char *s);
+
+/* ---- helpers (training.c) */
+
+/* Records CKPT_E_NOMEM and returns it. */
+int ckpt_tr_nomem(void);
+/* s, or "?" when building it ran out of memory: the failure is sticky
+ * (t->nomem) and fails the analysis in ckpt_tr_finish, so that sentences
+ * can be composed inline. */
+const char *ckpt_tr_sticky(ckpt_training *t, const char *s);
+/* Appends a reason from a va_list; 0 or CKPT_E_NOMEM. */
+int ckpt_tr_vreason(ckpt_training *t, const char *fmt, va_list ap);
+/* The value of string key `key` in a dict (the last one, as Python keeps),
+ * or NULL (also when d is not a dict). */
+const ckpt_value *ckpt_tr_dict_get(const ckpt_value *d, const char *key);
+/* 1 for a LIST or TUPLE. */
+int ckpt_tr_is_seq(const ckpt_value *v);
+/* The tensor of a TENSOR value, else NULL. */
+const ckpt_tensor *ckpt_tr_as_tensor(const ckpt_value *v);
+int ckpt_tr_same_shape(const ckpt_tensor *a, const ckpt_tensor *b);
+/* Orders shapes: by ndim, then dimension by dimension. */
+int ckpt_tr_cmp_shape(const ckpt_tensor *a, const ckpt_tensor *b);
+/* "[8, 4]" in the arena (sticky on failure). */
+const char *ckpt_tr_shape_text(ckpt_training *t, const ckpt_tensor *x);
+int ckpt_tr_ends_with(const char *s, const char *suffix);
+/* A model tensor an optimizer trains: floating point, and not BatchNorm's
+ * running_mean / running_var. */
+int ckpt_tr_is_param(const tr_tensor *x);
+/* The parameter index an optimizer "state" key or "params" item stands
+ * for: a non-negative int, or its decimal text. 1 and *id, or 0. */
+int ckpt_tr_param_id(const ckpt_value *k, uint64_t *id);
+/* 1 when a per-parameter state key holds a tensor of the parameter's
+ * shape (exp_avg, exp_avg_sq, momentum_buffer, sum, square_avg...). */
+int ckpt_tr_shaped_key(const char *k, size_t len);
 
 /* ---- training_meta.c */
 

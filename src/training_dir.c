@@ -190,8 +190,8 @@ static int read_index(scan *s, entry *e)
     const char *k;
     int rc = read_all(e->path, s->opts->limits.max_index_bytes, &bytes, &len);
 
-    if (rc)
-        return rc == CKPT_E_NOMEM ? rc : 0; /* read again, and reported, later */
+    if (rc) /* read again, and reported, by analyse_json */
+        return rc == CKPT_E_NOMEM ? rc : 0;
     doc = json_loadb(bytes, len, 0, NULL);
     ckpt_free(bytes);
     map = json_object_get(doc, "weight_map");
@@ -312,7 +312,8 @@ static int note_processes(ckpt_training *t)
     for (i = 0; i < t->ncomps; i++) {
         const ckpt_component *c = &t->comps[i].pub;
 
-        if (c->kind != CKPT_COMPONENT_RNG || (last && strcmp(last, c->file) == 0))
+        if (c->kind != CKPT_COMPONENT_RNG ||
+            (last && strcmp(last, c->file) == 0))
             continue;
         if (first == NULL)
             first = c->file;
@@ -365,10 +366,11 @@ int ckpt_training_analyze_dir(ckpt_training **out, const char *dir,
     scan s;
     int rc;
 
+    if (out)
+        *out = NULL;
     if (out == NULL || dir == NULL)
         return ckpt_err(CKPT_E_INVALID_ARG, dir ? dir : "", NULL,
                         CKPT_NO_OFFSET, "out or dir is NULL");
-    *out = NULL;
     memset(&s, 0, sizeof s);
     s.dir = dir;
     s.opts = opts ? opts : &defaults;

@@ -10,6 +10,7 @@
 #include "error.h"
 #include "training.h"
 #include "value.h"
+#include "write.h"
 
 static int nomem(void)
 {
@@ -71,7 +72,8 @@ int ckpt_tr_topic(const char *key, size_t len, int top)
         return CKPT_META_PARALLEL;
     if (in(key, len, dtype))
         return CKPT_META_DTYPE;
-    if (in(key, len, arch) || (top && in(key, len, arch_top)))
+    if (in(key, len, arch) ||
+        (top && (in(key, len, arch_top) || has(key, len, "config"))))
         return CKPT_META_ARCHITECTURE;
     return -1;
 }
@@ -200,6 +202,10 @@ int ckpt_tr_meta_file(ckpt_training *t, const ckpt_file *f, const char *file)
         int topic = ckpt_tr_topic(k, strlen(k), 1);
         json_t *doc;
 
+        /* ckpt's own records (structure, aliases, digests) are no metadata
+         * a resume or deployment reads. */
+        if (strncmp(k, CKPT_META_PREFIX, strlen(CKPT_META_PREFIX)) == 0)
+            continue;
         rc = ckpt_tr_meta_add(t, topic >= 0 ? (ckpt_meta_topic)topic
                                             : CKPT_META_OTHER,
                               file, "__metadata__", k, v, NULL);

@@ -1,14 +1,18 @@
 /* verify.c - full integrity check: every byte of every storage is read,
- * every zip member's CRC-32 is compared with the central directory.
+ * every zip member's CRC-32 is compared with the central directory, and
+ * in files ckpt wrote every tensor's XXH3-64 digest ("ckpt.xxh3") too.
  *
  * Large inputs are read in windows that are released after use
  * (ckpt_file_release), so peak memory stays bounded whatever the file
  * size even though the file is memory-mapped. */
+#include <jansson.h>
 #include <libdeflate.h>
+#include <string.h>
 #include <xxhash.h>
 
 #include "error.h"
 #include "file.h"
+#include "write.h"
 
 #define WINDOW ((uint64_t)16 << 20)
 
@@ -38,6 +42,7 @@ static uint32_t crc_windows(const ckpt_file *f, const uint8_t *p, uint64_t n) {
 
 static int verify_zip(ckpt_file *f, ckpt_verify_report *rep) {
     ckpt_zip *z = f->zip;
+    ckpt_file_sequential(f);
     uint64_t budget = f->opts.limits.max_inflate_bytes;
     for (size_t i = 0; i < z->count; i++) {
         const ckpt_zip_entry *e = &z->entries[i];
@@ -62,6 +67,7 @@ static int verify_storages(ckpt_file *f, ckpt_verify_report *rep) {
         if (rc) return rc;
     }
     if (f->nshards) return 0;
+    ckpt_file_sequential(f);
     for (size_t i = 0; i < f->nstorages; i++) {
         const ckpt_storage *st = f->storages[i];
         if (!st->data && st->nbytes)
@@ -73,12 +79,77 @@ static int verify_storages(ckpt_file *f, ckpt_verify_report *rep) {
     return 0;
 }
 
+/* ------------------------------------------------------------ digests */
+
+static int hex_digest(const char *s, uint64_t *out) {
+    uint64_t h = 0;
+    for (int i = 0; i < 16; i++) {
+        char c = s[i];
+        int v = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+        if (v < 0) return -1;
+        h = h << 4 | (uint64_t)v;
+    }
+    *out = h;
+    return s[16] == '\0' ? 0 : -1;
+}
+
+/* Files written by ckpt carry an XXH3-64 digest per tensor in metadata
+ * "ckpt.xxh3" (JSON text {"name": "16 hex digits"}; ckpt.h, "write"):
+ * every listed tensor must exist and hash to its digest. Tensors are
+ * checked in name order, so the first mismatch reported is the first
+ * corrupt tensor by name. Tensors without a digest (aliases of a stored
+ * tensor) are covered by the one they alias. */
+static int verify_digests(ckpt_file *f) {
+    const char *text = NULL;
+    for (size_t i = 0; i < f->nmeta; i++)
+        if (strcmp(f->meta_keys[i], CKPT_META_XXH3) == 0) text = f->meta_vals[i];
+    if (!text) return 0;
+    json_error_t err;
+    json_t *doc = json_loads(text, JSON_REJECT_DUPLICATES, &err);
+    int rc = json_is_object(doc)
+                 ? 0
+                 : ckpt_err(CKPT_E_FORMAT, f->path, "", CKPT_NO_OFFSET,
+                            "metadata \"%s\" is not a JSON object of digests",
+                            CKPT_META_XXH3);
+    for (size_t i = 0; !rc && i < f->ntensors; i++) {
+        const ckpt_tensor *t = &f->tensors[i];
+        const json_t *want = json_object_get(doc, t->name);
+        uint64_t expect, got;
+        if (!want) continue;
+        if (!json_is_string(want) || hex_digest(json_string_value(want), &expect)) {
+            rc = ckpt_err(CKPT_E_FORMAT, f->path, ckpt_tensor_member(t), CKPT_NO_OFFSET,
+                          "tensor \"%s\": digest in \"%s\" is not 16 hex digits",
+                          t->name, CKPT_META_XXH3);
+        } else if ((rc = wr_tensor_xxh3(t, f, &got)) == 0 && got != expect) {
+            char hex[17];
+            wr_hex64(hex, got);
+            rc = ckpt_err(CKPT_E_CHECKSUM, f->path, ckpt_tensor_member(t),
+                          ckpt_tensor_file_offset(t),
+                          "tensor \"%s\": XXH3-64 of its contents is %s, the file "
+                          "records %s", t->name, hex, json_string_value(want));
+        }
+    }
+    const char *name;
+    json_t *val;
+    json_object_foreach(doc, name, val) {
+        if (rc) break;
+        if (!ckpt_file_find_tensor(f, name))
+            rc = ckpt_err(CKPT_E_MISMATCH, f->path, "", CKPT_NO_OFFSET,
+                          "\"%s\" has a digest for tensor \"%s\", which the file "
+                          "does not hold", CKPT_META_XXH3, name);
+    }
+    json_decref(doc);
+    return rc;
+}
+
 int ckpt_verify(ckpt_file *f, ckpt_verify_report *report) {
     ckpt_verify_report local = {0};
     ckpt_verify_report *rep = report ? report : &local;
     *rep = (ckpt_verify_report){0};
     if (!f) return ckpt_err(CKPT_E_INVALID_ARG, "", NULL, CKPT_NO_OFFSET, "file is NULL");
-    int rc = f->zip ? verify_zip(f, rep) : verify_storages(f, rep);
+    /* digests first: a corrupt tensor is named, not just its zip member */
+    int rc = verify_digests(f);
+    if (rc == 0) rc = f->zip ? verify_zip(f, rep) : verify_storages(f, rep);
     if (rc) return rc;
     rep->tensors = f->ntensors;
     rep->ok = 1;

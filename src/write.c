@@ -4,6 +4,7 @@
  * dispatch to a format through the atomic commit. */
 #include "write.h"
 
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +15,7 @@
 
 #include "dtype.h"
 #include "error.h"
+#include "file.h"
 #include "pickle.h"
 
 /* ------------------------------------------------------------ buffers */
@@ -241,7 +243,18 @@ static void gather(const ckpt_tensor *t, uint64_t start, uint64_t count, uint8_t
     }
 }
 
-int wr_stream_tensor(const ckpt_tensor *t, wr_sink sink, void *ctx) {
+/* Prefetch/release on the file holding p (a shard of a sharded set, or
+ * src itself; ckpt_file_* ignore ranges outside their mapping). */
+static void window(const ckpt_file *src, const void *p, size_t n, int release) {
+    if (!src) return;
+    for (size_t i = 0; i < src->nshards; i++) window(src->shards[i], p, n, release);
+    if (release)
+        ckpt_file_release(src, p, n);
+    else
+        ckpt_file_prefetch(src, p, n);
+}
+
+int wr_stream_tensor(const ckpt_tensor *t, const ckpt_file *src, wr_sink sink, void *ctx) {
     if (t->nbytes == 0) return 0;
     if (ckpt_tensor_is_contiguous(t)) {
         const void *data;
@@ -251,7 +264,10 @@ int wr_stream_tensor(const ckpt_tensor *t, wr_sink sink, void *ctx) {
         const uint8_t *p = data;
         for (size_t done = 0; done < size;) {
             size_t n = size - done < DIRECT_CHUNK ? size - done : DIRECT_CHUNK;
-            if ((rc = sink(ctx, p + done, n))) return rc;
+            window(src, p + done, n, 0);
+            rc = sink(ctx, p + done, n);
+            window(src, p + done, n, 1);
+            if (rc) return rc;
             done += n;
         }
         return 0;
@@ -280,11 +296,11 @@ static int xxh_sink(void *ctx, const void *p, size_t n) {
     return 0;
 }
 
-int wr_tensor_xxh3(const ckpt_tensor *t, uint64_t *out) {
+int wr_tensor_xxh3(const ckpt_tensor *t, const ckpt_file *src, uint64_t *out) {
     XXH3_state_t st;
     memset(&st, 0, sizeof st);
     XXH3_64bits_reset(&st);
-    int rc = wr_stream_tensor(t, xxh_sink, &st);
+    int rc = wr_stream_tensor(t, src, xxh_sink, &st);
     if (rc) return rc;
     *out = XXH3_64bits_digest(&st);
     return 0;
@@ -299,9 +315,17 @@ void wr_hex64(char out[17], uint64_t h) {
 /* ------------------------------------------------------------ the walk */
 
 const char *wr_dtype_ref(const ckpt_value *v) {
+    /* torch.long is torch.int64: pickles name the canonical attribute, the
+     * one torch's weights_only allowlist knows (str(dtype)) */
+    static const char *const alias[][2] = {
+        {"float", "float32"}, {"double", "float64"}, {"half", "float16"},
+        {"long", "int64"},    {"int", "int32"},      {"short", "int16"},
+        {"chalf", "complex32"}, {"cfloat", "complex64"}, {"cdouble", "complex128"}};
     if (v->kind != CKPT_KIND_GLOBAL_ || strcmp(v->u.global.module, "torch") != 0 ||
         ckpt_dtype_from_torch_name(v->u.global.name) == CKPT_DT_UNKNOWN)
         return NULL;
+    for (size_t i = 0; i < sizeof alias / sizeof *alias; i++)
+        if (strcmp(v->u.global.name, alias[i][0]) == 0) return alias[i][1];
     return v->u.global.name;
 }
 
@@ -542,6 +566,20 @@ size_t wr_named_unique(wr_named *v, size_t n) {
     return w;
 }
 
+/* ------------------------------------------------------------ output */
+
+int wr_out_write(wr_out *o, const void *p, size_t n) {
+    int rc = ckpt_atomic_write(o->a, p, n);
+#ifdef SYNC_FILE_RANGE_WRITE
+    if (rc == 0 && o->a->written - o->flushed >= WR_WRITEBACK) {
+        (void)sync_file_range(o->a->fd, (off_t)o->flushed,
+                              (off_t)(o->a->written - o->flushed), SYNC_FILE_RANGE_WRITE);
+        o->flushed = o->a->written;
+    }
+#endif
+    return rc;
+}
+
 /* ------------------------------------------------------------ entry points */
 
 int wr_check_options(const ckpt_write_options *o) {
@@ -570,7 +608,8 @@ int wr_check_options(const ckpt_write_options *o) {
 }
 
 int ckpt_write_value_to(ckpt_atomic *a, const ckpt_value *root, ckpt_format format,
-                        const ckpt_write_options *opts, ckpt_write_stats *stats) {
+                        const ckpt_write_options *opts, const ckpt_file *src,
+                        ckpt_write_stats *stats) {
     ckpt_write_stats local;
     if (!stats) stats = &local;
     *stats = (ckpt_write_stats){0};
@@ -579,19 +618,21 @@ int ckpt_write_value_to(ckpt_atomic *a, const ckpt_value *root, ckpt_format form
                         "atomic file or root is NULL");
     int rc = wr_check_options(opts);
     if (rc) return rc;
-    if (format == CKPT_FORMAT_SAFETENSORS) return ckpt_write_safetensors(a, root, opts, stats);
-    if (format == CKPT_FORMAT_TORCH_ZIP) return ckpt_write_torch(a, root, opts, stats);
+    if (format == CKPT_FORMAT_SAFETENSORS)
+        return ckpt_write_safetensors(a, root, opts, src, stats);
+    if (format == CKPT_FORMAT_TORCH_ZIP) return ckpt_write_torch(a, root, opts, src, stats);
     return ckpt_err(CKPT_E_INVALID_ARG, "", "", CKPT_NO_OFFSET,
                     "can only write safetensors or torch-zip, not %s",
                     ckpt_format_name(format));
 }
 
 int ckpt_write_value(const ckpt_value *root, const char *path, ckpt_format format,
-                     const ckpt_write_options *opts, ckpt_write_stats *stats) {
+                     const ckpt_write_options *opts, const ckpt_file *src,
+                     ckpt_write_stats *stats) {
     ckpt_atomic a;
     int rc = ckpt_atomic_begin(&a, path);
     if (rc) return rc;
-    rc = ckpt_write_value_to(&a, root, format, opts, stats);
+    rc = ckpt_write_value_to(&a, root, format, opts, src, stats);
     if (rc) {
         ckpt_atomic_abort(&a);
         return rc;

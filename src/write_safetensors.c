@@ -92,7 +92,7 @@ typedef struct st_writer {
     wr_named *named;
     size_t nnamed;
     path_ref *paths;          /* sorted by view, then name */
-    data_t *data;             /* in file order once sorted */
+    data_t *data;             /* in plan order (paths index into it) */
     size_t ndata;
     data_t **order;           /* data in file order */
     group_t *groups;
@@ -522,17 +522,18 @@ static int build_header(st_writer *w, const ckpt_write_options *o) {
 /* ------------------------------------------------------------ data */
 
 typedef struct sink_ctx {
-    ckpt_atomic *a;
+    wr_out out;
     XXH3_state_t *xxh;
 } sink_ctx;
 
 static int write_sink(void *ctx, const void *p, size_t n) {
     sink_ctx *s = ctx;
     XXH3_64bits_update(s->xxh, p, n);
-    return ckpt_atomic_write(s->a, p, n);
+    return wr_out_write(&s->out, p, n);
 }
 
-static int write_all(st_writer *w, ckpt_atomic *a, ckpt_write_stats *stats) {
+static int write_all(st_writer *w, ckpt_atomic *a, const ckpt_file *src,
+                     ckpt_write_stats *stats) {
     uint8_t len[8];
     uint64_t n = w->header.len;
     for (int i = 0; i < 8; i++) len[i] = (uint8_t)(n >> (8 * i));
@@ -540,11 +541,11 @@ static int write_all(st_writer *w, ckpt_atomic *a, ckpt_write_stats *stats) {
     if (!rc) rc = ckpt_atomic_write(a, w->header.p, w->header.len);
     XXH3_state_t xxh;
     memset(&xxh, 0, sizeof xxh);
-    sink_ctx s = {a, &xxh};
+    sink_ctx s = {{a, 0}, &xxh};
     for (size_t i = 0; !rc && i < w->ndata; i++) {
         data_t *d = w->order[i];
         XXH3_64bits_reset(&xxh);
-        if ((rc = wr_stream_tensor(d->t, write_sink, &s))) break;
+        if ((rc = wr_stream_tensor(d->t, src, write_sink, &s))) break;
         char hex[17];
         wr_hex64(hex, XXH3_64bits_digest(&xxh));
         memcpy(w->header.p + d->digest_at, hex, 16);
@@ -563,6 +564,34 @@ static int by_file_ptr(const void *a, const void *b) {
     return by_file_order(*(data_t *const *)a, *(data_t *const *)b);
 }
 
+/* Storage groups numbered by their first tensor in file order: plan()
+ * found them in storage address order, which differs from run to run, and
+ * the output must not. */
+static int number_groups(st_writer *w) {
+    int64_t *renum = ckpt_malloc((w->ngroups ? w->ngroups : 1) * sizeof *renum);
+    group_t *sorted = ckpt_malloc((w->ngroups ? w->ngroups : 1) * sizeof *sorted);
+    if (!renum || !sorted) {
+        ckpt_free(renum);
+        ckpt_free(sorted);
+        return nomem();
+    }
+    for (size_t g = 0; g < w->ngroups; g++) renum[g] = -1;
+    int64_t next = 0;
+    for (size_t i = 0; i < w->ndata; i++) {
+        data_t *d = w->order[i];
+        if (d->group < 0) continue;
+        if (renum[d->group] < 0) {
+            sorted[next] = w->groups[d->group];
+            renum[d->group] = next++;
+        }
+        d->group = renum[d->group];
+    }
+    ckpt_free(w->groups);
+    ckpt_free(renum);
+    w->groups = sorted;
+    return 0;
+}
+
 static int assign_offsets(st_writer *w) {
     w->order = ckpt_malloc((w->ndata ? w->ndata : 1) * sizeof *w->order);
     if (!w->order) return nomem();
@@ -577,11 +606,12 @@ static int assign_offsets(st_writer *w) {
                             "tensor data exceeds 2^64 bytes");
         d->end = at;
     }
-    return 0;
+    return number_groups(w);
 }
 
 int ckpt_write_safetensors(ckpt_atomic *a, const ckpt_value *root,
-                           const ckpt_write_options *opts, ckpt_write_stats *stats) {
+                           const ckpt_write_options *opts, const ckpt_file *src,
+                           ckpt_write_stats *stats) {
     st_writer w = {0};
     int rc = wr_collect(&w.named, &w.nnamed, root);
     if (!rc) rc = plan(&w);
@@ -589,7 +619,7 @@ int ckpt_write_safetensors(ckpt_atomic *a, const ckpt_value *root,
     if (!rc) rc = build_structure(&w, root);
     if (!rc) rc = build_aliases(&w);
     if (!rc) rc = build_header(&w, opts);
-    if (!rc) rc = write_all(&w, a, stats);
+    if (!rc) rc = write_all(&w, a, src, stats);
     wr_named_free(w.named, w.nnamed);
     ckpt_free(w.paths);
     ckpt_free(w.data);

@@ -110,6 +110,8 @@ typedef struct pt_writer {
     size_t nrecs, caprecs;
     char *prefix;             /* "<archive>/" */
     ckpt_atomic *a;
+    wr_out out;               /* a, for the storages' bulk bytes */
+    const ckpt_file *src;     /* where tensor bytes are mapped, or NULL */
 } pt_writer;
 
 /* ------------------------------------------------------------ pickling */
@@ -284,18 +286,46 @@ static void put_dims(pt_writer *w, const uint64_t *d, uint32_t n) {
     op(w, n == 1 ? 0x85 : n == 2 ? 0x86 : n == 3 ? 0x87 : 't');
 }
 
+/* What torch can save, checked by flattened name before anything is
+ * pickled: a dtype it has, and one dtype per storage whose size is a
+ * whole number of its elements (torch.save refuses "multiple tensors
+ * ... that view the same data as different types"). */
+static int check_tensors(const wr_named *tensors, size_t n) {
+    wr_ptrmap dtype_of = {0};
+    int rc = 0;
+    for (size_t i = 0; i < n && !rc; i++) {
+        const ckpt_tensor *t = tensors[i].value->u.tensor;
+        const char *name = tensors[i].name;
+        uint64_t off, have;
+        const ckpt_storage *root = wr_root_storage(t, &off);
+        if (!storage_class(t->dtype) && !untyped_dtype(t->dtype))
+            rc = ckpt_err(CKPT_E_UNSUPPORTED, "", "", CKPT_NO_OFFSET,
+                          "tensor \"%s\": dtype %s cannot be written to a torch "
+                          "archive", name, ckpt_dtype_name(t->dtype));
+        else if (wr_ptrmap_get(&dtype_of, root, &have) && have != (uint64_t)t->dtype)
+            rc = ckpt_err(CKPT_E_UNSUPPORTED, "", "", CKPT_NO_OFFSET,
+                          "tensor \"%s\": its storage is also viewed as %s, and "
+                          "torch cannot save one storage as two dtypes (%s)", name,
+                          ckpt_dtype_name((ckpt_dtype)have), ckpt_dtype_name(t->dtype));
+        else if (!untyped_dtype(t->dtype) && root->nbytes % ckpt_dtype_size(t->dtype))
+            rc = ckpt_err(CKPT_E_UNSUPPORTED, "", "", CKPT_NO_OFFSET,
+                          "tensor \"%s\": its storage of %" PRIu64 " bytes is not a "
+                          "whole number of %s elements", name, root->nbytes,
+                          ckpt_dtype_name(t->dtype));
+        else
+            rc = wr_ptrmap_put(&dtype_of, root, (uint64_t)t->dtype);
+    }
+    wr_ptrmap_free(&dtype_of);
+    return rc;
+}
+
+/* The storage record of a root storage, keyed "0", "1"... in order of
+ * first use, as torch.save numbers them. */
 static int storage_for(pt_writer *w, const ckpt_tensor *t, const ckpt_storage *root,
                        size_t *index) {
     uint64_t idx;
     if (wr_ptrmap_get(&w->storage_of, root, &idx)) {
         *index = (size_t)idx - 1;
-        ckpt_dtype have = w->storages[*index].dtype;
-        if (have != t->dtype)
-            return ckpt_err(CKPT_E_UNSUPPORTED, "", "", CKPT_NO_OFFSET,
-                            "tensor \"%s\": its storage is also viewed as %s, and "
-                            "torch cannot save one storage as two dtypes (%s)",
-                            ckpt_tensor_name(t), ckpt_dtype_name(have),
-                            ckpt_dtype_name(t->dtype));
         return 0;
     }
     if (w->nstorages == w->capstorages) {
@@ -305,25 +335,16 @@ static int storage_for(pt_writer *w, const ckpt_tensor *t, const ckpt_storage *r
         w->storages = n;
         w->capstorages = cap;
     }
-    unsigned esz = ckpt_dtype_size(t->dtype);
-    if (!untyped_dtype(t->dtype) && root->nbytes % esz)
-        return ckpt_err(CKPT_E_UNSUPPORTED, "", "", CKPT_NO_OFFSET,
-                        "tensor \"%s\": its storage of %" PRIu64 " bytes is not a "
-                        "whole number of %s elements", ckpt_tensor_name(t),
-                        root->nbytes, ckpt_dtype_name(t->dtype));
     w->storages[w->nstorages] = (storage_rec){root, t->dtype, 0};
     *index = w->nstorages++;
     return wr_ptrmap_put(&w->storage_of, root, *index + 1);
 }
 
 /* torch._utils._rebuild_tensor_v2/_v3(storage, offset, size, stride,
- * requires_grad, OrderedDict()[, dtype]) */
+ * requires_grad, OrderedDict()[, dtype]); check_tensors vouched for the
+ * dtype and the storage. */
 static int put_tensor(pt_writer *w, const ckpt_tensor *t) {
     const char *cls = storage_class(t->dtype), *dt = untyped_dtype(t->dtype);
-    if (!cls && !dt)
-        return ckpt_err(CKPT_E_UNSUPPORTED, "", "", CKPT_NO_OFFSET,
-                        "tensor \"%s\": dtype %s cannot be written to a torch "
-                        "archive", ckpt_tensor_name(t), ckpt_dtype_name(t->dtype));
     uint64_t off;
     const ckpt_storage *root = wr_root_storage(t, &off);
     size_t si = 0;
@@ -357,19 +378,16 @@ static int put_tensor(pt_writer *w, const ckpt_tensor *t) {
 
 static int save(pt_writer *w, const ckpt_value *v);
 
-/* Items in batches: single items with `one`, runs with MARK ... `many`. */
-static int save_batched(pt_writer *w, ckpt_value *const *items, size_t n, int pairs,
-                        uint8_t one, uint8_t many) {
-    size_t step = pairs ? 2 : 1;
+/* List items in batches, as pickle.py: APPEND for one, MARK ... APPENDS. */
+static int save_items(pt_writer *w, ckpt_value *const *items, size_t n) {
     for (size_t i = 0; i < n; i += BATCH) {
         size_t k = n - i < BATCH ? n - i : BATCH;
         if (k > 1) op(w, '(');
-        for (size_t j = i; j < i + k; j++)
-            for (size_t s = 0; s < step; s++) {
-                int rc = save(w, items[j * step + s]);
-                if (rc) return rc;
-            }
-        op(w, k > 1 ? many : one);
+        for (size_t j = i; j < i + k; j++) {
+            int rc = save(w, items[j]);
+            if (rc) return rc;
+        }
+        op(w, k > 1 ? 'e' : 'a');
     }
     return 0;
 }
@@ -423,11 +441,11 @@ static int save(pt_writer *w, const ckpt_value *v) {
         if ((rc = wr_ptrmap_put(&w->memo_of, v, w->memo))) return rc;
         op(w, ']');
         memo_put(w);
-        return save_batched(w, v->u.seq.items, v->u.seq.n, 0, 'a', 'e');
+        return save_items(w, v->u.seq.items, v->u.seq.n);
     case CKPT_KIND_SET: /* builtins.set([items]) */
         global(w, "__builtin__", "set");
         op(w, ']');
-        if ((rc = save_batched(w, v->u.seq.items, v->u.seq.n, 0, 'a', 'e'))) return rc;
+        if ((rc = save_items(w, v->u.seq.items, v->u.seq.n))) return rc;
         op(w, 0x85);
         op(w, 'R');
         break;
@@ -536,7 +554,7 @@ static int small_record(pt_writer *w, const char *rel, const void *p, size_t n) 
 }
 
 typedef struct crc_sink {
-    ckpt_atomic *a;
+    wr_out *out;
     uint32_t crc;
     XXH3_state_t *xxh;
 } crc_sink;
@@ -545,7 +563,7 @@ static int crc_write(void *ctx, const void *p, size_t n) {
     crc_sink *s = ctx;
     s->crc = (uint32_t)libdeflate_crc32(s->crc, p, n);
     XXH3_64bits_update(s->xxh, p, n);
-    return ckpt_atomic_write(s->a, p, n);
+    return wr_out_write(s->out, p, n);
 }
 
 /* data/<key>: the whole storage as little-endian bytes. Big-endian
@@ -567,8 +585,8 @@ static int storage_record(pt_writer *w, size_t index) {
     XXH3_state_t xxh;
     memset(&xxh, 0, sizeof xxh);
     XXH3_64bits_reset(&xxh);
-    crc_sink sink = {w->a, 0, &xxh};
-    if ((rc = wr_stream_tensor(&whole, crc_write, &sink))) return rc;
+    crc_sink sink = {&w->out, 0, &xxh};
+    if ((rc = wr_stream_tensor(&whole, w->src, crc_write, &sink))) return rc;
     r->crc = sink.crc;
     s->xxh = XXH3_64bits_digest(&xxh);
     return end_record(w, r);
@@ -680,7 +698,7 @@ static int meta_json(pt_writer *w, wr_buf *b, const wr_named *tensors, size_t n,
             wr_ptrmap_get(&w->storage_of, wr_root_storage(t, &off), &idx)) {
             h = w->storages[idx - 1].xxh;
         } else {
-            int rc = wr_tensor_xxh3(t, &h);
+            int rc = wr_tensor_xxh3(t, w->src, &h);
             if (rc) {
                 wr_buf_free(&inner);
                 return rc;
@@ -733,12 +751,15 @@ static int write_archive(pt_writer *w, const ckpt_value *root, const wr_named *t
 }
 
 int ckpt_write_torch(ckpt_atomic *a, const ckpt_value *root, const ckpt_write_options *opts,
-                     ckpt_write_stats *stats) {
+                     const ckpt_file *src, ckpt_write_stats *stats) {
     pt_writer w = {0};
     w.a = a;
+    w.out.a = a;
+    w.src = src;
     wr_named *tensors = NULL;
     size_t ntensors = 0;
     int rc = wr_collect(&tensors, &ntensors, root);
+    if (!rc) rc = check_tensors(tensors, ntensors);
     if (!rc) {
         /* digests are per flattened name, as ckpt_open lists tensors */
         ntensors = wr_named_unique(tensors, ntensors);

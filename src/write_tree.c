@@ -145,5 +145,5 @@ int ckpt_tree_tensor(ckpt_value **out, ckpt_tree *t, ckpt_dtype dtype, unsigned 
 int ckpt_tree_write(const ckpt_value *root, const char *path, ckpt_format format,
                     const ckpt_write_options *opts) {
     if (!root || !path) return invalid("root or path is NULL");
-    return ckpt_write_value(root, path, format, opts, NULL);
+    return ckpt_write_value(root, path, format, opts, NULL, NULL);
 }

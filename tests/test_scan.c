@@ -81,7 +81,7 @@ static size_t build_zip(uint8_t *out, const uint8_t *prefix, size_t plen,
                         const zmember *m, size_t n) {
     size_t pos = plen, local[8], csize[8];
     uint8_t *packed[8];
-    memcpy(out, prefix, plen);
+    if (plen) memcpy(out, prefix, plen);
     for (size_t i = 0; i < n; i++) {
         const char *ln = m[i].local_name ? m[i].local_name : m[i].name;
         packed[i] = NULL;
@@ -703,6 +703,35 @@ TEST(other_formats) {
     CHECK_EQ_STR(ckpt_severity_name(CKPT_SEVERITY_SUSPICIOUS), "suspicious");
 }
 
+/* Repeats are counted in one finding; past 10000 distinct findings the
+ * rest are summed up in a last one; very long names are dangerous. */
+TEST(finding_bounds) {
+    static uint8_t buf[400000];
+    size_t n = 0;
+    buf[n++] = 0x80, buf[n++] = 2;
+    for (int i = 0; i < 3; i++) n += (size_t)sprintf((char *)buf + n, "cargparse\nNamespace\n0");
+    for (int i = 0; i < 10005; i++) n += (size_t)sprintf((char *)buf + n, "cmod\nf%d\n0", i);
+    buf[n++] = 'N', buf[n++] = '.';
+    ckpt_scan_report *r = scan(buf, n);
+    CHECK_EQ_STR(ckpt_verdict_name(ckpt_scan_verdict(r)), "unsafe");
+    CHECK_EQ_INT(ckpt_scan_finding_count(r), 10001);
+    CHECK_EQ_INT(ckpt_scan_global_count(r), 10006);
+    const ckpt_finding *f = find(r, "global", "argparse.Namespace");
+    CHECK(f && f->offset == 2 && strstr(f->message, "(seen 3 times)"));
+    f = ckpt_scan_finding(r, 10000);
+    CHECK(f && !strcmp(f->kind, "truncated") && strstr(f->message, "6 more"));
+    ckpt_scan_report_free(r);
+
+    n = 0;
+    memcpy(buf, "cmod\n", 5), n = 5;
+    memset(buf + n, 'a', 300), n += 300;
+    memcpy(buf + n, "\n.", 2), n += 2;
+    r = scan(buf, n);
+    f = find(r, "global", NULL);
+    CHECK(f && f->severity == CKPT_SEVERITY_DANGEROUS && strlen(f->global) == 3 + 1 + 253); /* cut at 256 */
+    ckpt_scan_report_free(r);
+}
+
 /* ------------------------------------------------------------ allocation */
 
 static long fail_after, allocs, live;
@@ -769,6 +798,7 @@ int main(void) {
     RUN(allowlist_policy);
     RUN(numpy_is_safe);
     RUN(other_formats);
+    RUN(finding_bounds);
     RUN(allocation_failures);
     return harness_end();
 }

@@ -240,11 +240,20 @@ TEST(latest_skips_corrupt_and_list_reports) {
     CHECK_EQ_INT(ckpt_store_list(&l, dir, NULL), 0);
     CHECK_EQ_INT(ckpt_store_list_pointer(l, NULL), CKPT_STORE_POINTER_ABSENT);
     ckpt_store_list_free(l);
-    /* a verified generation LATEST names wins (it is the commit point) */
+    /* LATEST naming an older verified generation (a crash between the
+     * rename of the newer one and LATEST's) does not hide the newer one */
     fp = fopen(in_dir("LATEST"), "w");
     fputs("run-1.pt\n", fp);
     fclose(fp);
-    CHECK_EQ_STR(latest(), in_dir("run-1.pt"));
+    CHECK_EQ_STR(latest(), in_dir("run-2.pt"));
+    /* an unreadable newer generation is an error, not a reason to answer
+     * with an older one (root reads anything: use a directory instead) */
+    if (geteuid() != 0) {
+        chmod(in_dir("run-2.pt"), 0);
+        char buf[512];
+        CHECK_EQ_INT(ckpt_store_latest(buf, sizeof buf, dir, NULL), CKPT_E_IO);
+        chmod(in_dir("run-2.pt"), 0644);
+    }
     remove_dir();
 }
 
@@ -390,15 +399,20 @@ TEST(commit_faults) {
     CHECK_EQ_INT(commit(MNIST_PT, 2, 3), CKPT_E_IO);
     CHECK(!exists("run-2.pt"));
     CHECK_EQ_STR(pointer(), "run-1.pt\n");
-    /* LATEST's own rename fails: the generation is complete and verified
-     * but not committed; LATEST still names the previous one */
+    /* LATEST's own rename fails: the generation is in place and verified,
+     * so it is committed; the error says so, LATEST still names the
+     * previous one, and latest() finds the new one anyway */
     ckpt_atomic_fail_nth("rename", 2, EIO);
-    CHECK_EQ_INT(commit(MNIST_PT, 2, 3), CKPT_E_IO);
-    CHECK(strstr(ckpt_error_last()->message, "LATEST") != NULL);
+    char path[512];
+    CHECK_EQ_INT(ckpt_store_commit(path, sizeof path, dir, "run", 2, MNIST_PT, NULL), CKPT_E_IO);
+    CHECK(strstr(ckpt_error_last()->message, "run-2.pt was committed, but moving LATEST failed"));
+    CHECK_EQ_STR(path, in_dir("run-2.pt"));
     CHECK_EQ_STR(pointer(), "run-1.pt\n");
-    CHECK_EQ_STR(latest(), in_dir("run-1.pt"));
+    CHECK_EQ_STR(latest(), in_dir("run-2.pt"));
+    CHECK_EQ_INT(commit(MNIST_PT, 3, 3), 0);
+    CHECK_EQ_STR(pointer(), "run-3.pt\n");
     int temps;
-    CHECK_EQ_INT(entries(&temps), 3);
+    CHECK_EQ_INT(entries(&temps), 4);
     CHECK_EQ_INT(temps, 0);
     ckpt_atomic_fail_nth("write", 0, 0);
     ckpt_atomic_fail_nth("fsync", 0, 0);
@@ -453,6 +467,75 @@ TEST(gc_removes_stale_temporaries) {
     remove_dir();
 }
 
+/* An allocator that fails its nth call. */
+static long alloc_left;
+static void *failing_malloc(void *u, size_t n) {
+    (void)u;
+    return --alloc_left == 0 ? NULL : malloc(n);
+}
+static void *failing_realloc(void *u, void *p, size_t n) {
+    (void)u;
+    return --alloc_left == 0 ? NULL : realloc(p, n);
+}
+static void plain_free(void *u, void *p) {
+    (void)u;
+    free(p);
+}
+
+/* Every allocation of commit, list and latest fails in turn: each call
+ * returns CKPT_E_NOMEM (or succeeds), leaves no temporary file and no
+ * half-committed generation (ASan builds also check for leaks). */
+TEST(allocation_failures) {
+    fresh_dir();
+    CHECK_EQ_INT(commit(MNIST_PT, 1, 3), 0);
+    ckpt_allocator failing = {failing_malloc, failing_realloc, plain_free, NULL};
+    int done = 0;
+    uint64_t step = 2;
+    for (long n = 1; n < 5000 && !done; n++) {
+        alloc_left = n;
+        ckpt_set_allocator(&failing);
+        int rc = commit(MNIST_PT, step, 3);
+        ckpt_set_allocator(NULL);
+        if (rc != 0 && rc != CKPT_E_NOMEM) {
+            fprintf(stderr, "allocation %ld: commit returned %d: %s\n", n, rc,
+                    ckpt_error_last()->message);
+            CHECK(0);
+            break;
+        }
+        int temps;
+        entries(&temps);
+        CHECK_EQ_INT(temps, 0);
+        /* a generation in place is committed (it verifies), even when the
+         * failure came later, in LATEST or pruning */
+        char name[64], want[600];
+        snprintf(name, sizeof name, "run-%llu.pt", (unsigned long long)step);
+        if (exists(name)) step++;
+        CHECK(rc != 0 || exists(name));
+        done = rc == 0 && alloc_left > 0; /* past the last allocation */
+        snprintf(name, sizeof name, "run-%llu.pt", (unsigned long long)(step - 1));
+        snprintf(want, sizeof want, "%s", in_dir(name));
+        CHECK_EQ_STR(latest(), want);
+    }
+    CHECK(done);
+    for (int which = 0; which < 2; which++) {
+        done = 0;
+        for (long n = 1; n < 5000 && !done; n++) {
+            alloc_left = n;
+            ckpt_set_allocator(&failing);
+            ckpt_store_listing *l = NULL;
+            char buf[512];
+            int rc = which == 0 ? ckpt_store_list(&l, dir, NULL)
+                                : ckpt_store_latest(buf, sizeof buf, dir, NULL);
+            ckpt_store_list_free(l);
+            ckpt_set_allocator(NULL);
+            CHECK(rc == 0 || rc == CKPT_E_NOMEM || (which == 1 && rc == CKPT_E_NOTFOUND));
+            if (rc == 0) done = alloc_left > 0;
+        }
+        CHECK(done);
+    }
+    remove_dir();
+}
+
 TEST(pointer_names) {
     CHECK_EQ_STR(ckpt_store_pointer_name(CKPT_STORE_POINTER_OK), "ok");
     CHECK_EQ_STR(ckpt_store_pointer_name(CKPT_STORE_POINTER_ABSENT), "absent");
@@ -472,6 +555,7 @@ int main(void) {
     RUN(commit_with_writer);
     RUN(commit_faults);
     RUN(gc_removes_stale_temporaries);
+    RUN(allocation_failures);
     RUN(pointer_names);
     return harness_end();
 }

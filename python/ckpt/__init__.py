@@ -11,5 +11,20 @@ from .errors import (ChecksumError, Error, FileError, FormatError, InvalidArgume
                      OutOfMemoryError, TruncatedError, UnsafeError, UnsupportedError)
 from ._load import Opaque, RawTensor, load, metadata
 from ._scan import Finding, ScanReport, VerifyReport, scan, verify
+from ._module import AuditFinding, audit, manifest
+from ._match import MatchReport, Mismatch, load_state_dict
+from ._save import AuditWarning, save
+from ._store import (Generation, ResumeError, Resumed, ResumeWarning, Store, rng_state,
+                     set_rng_state)
 
 __version__ = "0.1.0"
+
+__all__ = [
+    "load", "metadata", "load_state_dict", "audit", "manifest", "save", "scan", "verify",
+    "Store", "rng_state", "set_rng_state",
+    "Opaque", "RawTensor", "ScanReport", "Finding", "VerifyReport", "MatchReport", "Mismatch",
+    "AuditFinding", "Generation", "Resumed", "AuditWarning", "ResumeWarning",
+    "Error", "FileError", "OutOfMemoryError", "TruncatedError", "FormatError", "LimitError",
+    "UnsupportedError", "UnsafeError", "ChecksumError", "MismatchError", "KeyMismatchError",
+    "InvalidArgumentError", "NotFoundError", "ResumeError",
+]

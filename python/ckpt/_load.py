@@ -18,8 +18,10 @@ from . import errors
 from ._lib import (KIND_BOOL, KIND_BYTES, KIND_DICT, KIND_FLOAT, KIND_INT,
                    KIND_LIST, KIND_NONE, KIND_OBJECT, KIND_SET, KIND_STR,
                    KIND_TENSOR, KIND_TUPLE, NO_OFFSET, check, fspath, lib, text)
-from ._lib import FORMAT_SAFETENSORS_SHARDED
-from . import _scan
+from ._lib import FORMAT_SAFETENSORS, FORMAT_SAFETENSORS_SHARDED
+from . import _scan, _structure
+
+STRUCTURE_KEY = "ckpt.structure"
 
 # ckpt dtype names -> torch attribute names (absent ones fall back to RawTensor).
 _TORCH_DTYPES = {
@@ -79,6 +81,14 @@ def _dtype_info(code):
     return info
 
 
+def _torch_dtype(torch, name):
+    if name.startswith("torch."):
+        dt = getattr(torch, name[6:], None)
+        if isinstance(dt, torch.dtype):
+            return dt
+    return None
+
+
 class _Source:
     """An opened checkpoint: the ckpt_file handle and where its tensor
     bytes can be viewed from (the Python mapping, or per-shard mappings for a
@@ -130,24 +140,12 @@ class _Source:
             self.handle = ctypes.c_void_p()
         self.export = None  # releases the buffer export; tensors keep buf alive
 
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
     def locate(self, t):
-        """(buffer, byte offset of element [0,..,0]) for a tensor whose bytes
-        lie in a Python-owned buffer, else None."""
-        if self.buf is not None:
-            p, n = ctypes.c_void_p(), ctypes.c_size_t()
-            if lib.ckpt_tensor_data(t, ctypes.byref(p), ctypes.byref(n)) != 0:
-                return None
-            off = (p.value or 0) - self.addr
-            if 0 <= off and off + n.value <= len(self.buf):
-                return self.buf, off
-            return None  # bytes libckpt inflated or built itself
-        if lib.ckpt_file_format(self.handle) != FORMAT_SAFETENSORS_SHARDED:
+        """(buffer, byte offset of element [0,..,0]) of a contiguous tensor
+        of a sharded set (libckpt maps the shards itself, read-only: they are
+        mapped again here, copy-on-write), else None."""
+        if lib.ckpt_file_format(self.handle) != FORMAT_SAFETENSORS_SHARDED or \
+                not lib.ckpt_tensor_is_contiguous(t):
             return None
         off = lib.ckpt_tensor_file_offset(t)
         member = text(lib.ckpt_tensor_member(t))
@@ -173,12 +171,12 @@ def _read(path):
         if stat.S_ISREG(st.st_mode):
             if st.st_size == 0:
                 return None
-            m = mmap.mmap(fd, 0, access=mmap.ACCESS_COPY)
-            if hasattr(m, "madvise") and hasattr(mmap, "MADV_WILLNEED"):
-                m.madvise(mmap.MADV_WILLNEED)
-            return m
-        with os.fdopen(os.dup(fd), "rb") as fh:
-            data = bytearray(fh.read())
+            return mmap.mmap(fd, 0, access=mmap.ACCESS_COPY)
+        try:
+            with os.fdopen(os.dup(fd), "rb") as fh:
+                data = bytearray(fh.read())
+        except OSError:  # a directory...: ckpt_open words the error
+            return None
         return data or None
     finally:
         os.close(fd)
@@ -197,6 +195,9 @@ class _Converter:
         self.src = src
         self.memo = {}
         self.bases = {}
+        # out-parameters reused by every ckpt_tensor_data call
+        self._p, self._n = ctypes.c_void_p(), ctypes.c_size_t()
+        self._pn = (ctypes.byref(self._p), ctypes.byref(self._n))
 
     def convert(self, root):
         memo, results = self.memo, []
@@ -214,13 +215,17 @@ class _Converter:
                 results.append(hit)
                 continue
             kind = lib.ckpt_value_kind(v)
+            if kind < KIND_LIST or kind == KIND_TENSOR:
+                obj = memo[v] = self._leaf(v, kind)
+                results.append(obj)
+                continue
             n = lib.ckpt_value_len(v)
             if kind == KIND_LIST:
-                obj = memo[v] = []
+                memo[v] = []
                 tasks.append(("list", v, n))
                 tasks.extend(("enter", lib.ckpt_value_item(v, i)) for i in reversed(range(n)))
             elif kind == KIND_DICT:
-                obj = memo[v] = {}
+                memo[v] = {}
                 tasks.append(("dict", v, n))
                 for i in reversed(range(n)):
                     tasks.append(("enter", lib.ckpt_value_item(v, i)))
@@ -230,13 +235,17 @@ class _Converter:
                 tasks.append(("tuple" if kind == KIND_TUPLE else "set", v, n))
                 tasks.extend(("enter", lib.ckpt_value_item(v, i)) for i in reversed(range(n)))
             elif kind == KIND_OBJECT:
-                obj = memo[v] = Opaque(text(lib.ckpt_value_object_name(v)))
+                name = text(lib.ckpt_value_object_name(v))
                 parts = [lib.ckpt_value_object_args(v), lib.ckpt_value_object_state(v)]
+                dt = _torch_dtype(self.torch, name) if not any(parts) else None
+                if dt is not None:  # a dtype value (torch.float32): data, not a call
+                    results.append(memo.setdefault(v, dt))
+                    continue
+                memo[v] = Opaque(name)
                 tasks.append(("object", v, parts))
                 tasks.extend(("enter", p) for p in reversed(parts) if p)
             else:
-                obj = memo[v] = self._leaf(v, kind)
-                results.append(obj)
+                raise errors.FormatError("value of unknown kind %d" % kind, self.src.path)
         return results[0]
 
     def _finish(self, task, results):
@@ -265,6 +274,7 @@ class _Converter:
         results.append(obj)
 
     def _leaf(self, v, kind):
+        """NONE, BOOL, INT, FLOAT, STR, BYTES or TENSOR."""
         if kind == KIND_NONE:
             return None
         if kind == KIND_BOOL:
@@ -286,9 +296,7 @@ class _Converter:
                 return raw.decode("utf-8", "surrogatepass")  # as pickle decodes
             except UnicodeDecodeError:
                 return raw.decode("utf-8", "surrogateescape")
-        if kind == KIND_TENSOR:
-            return self.tensor(lib.ckpt_value_tensor(v))
-        raise errors.FormatError("value of unknown kind %d" % kind, self.src.path)
+        return self.tensor(lib.ckpt_value_tensor(v))
 
     def tensor(self, t):
         torch = self.torch
@@ -301,7 +309,7 @@ class _Converter:
         if lib.ckpt_tensor_numel(t) == 0:
             return torch.empty(shape, dtype=tdt)
         view_dt = torch.uint8 if tdt is torch.bool else tdt
-        out = self._view(t, view_dt, bits // 8, shape, ndim)
+        out = self._view(t, view_dt, bits // 8, shape)
         if out is None:
             out = self._copy(t, view_dt, shape)
         if tdt is torch.bool:
@@ -309,13 +317,23 @@ class _Converter:
             return out.view(torch.bool) if int(out.max()) <= 1 else out != 0
         return out
 
-    def _view(self, t, dt, esz, shape, ndim):
-        if esz == 0 or not lib.ckpt_tensor_is_contiguous(t):
+    def _view(self, t, dt, esz, shape):
+        if esz == 0:
             return None
-        loc = self.src.locate(t)
-        if loc is None:
-            return None
-        buf, off = loc
+        src = self.src
+        if src.buf is not None:
+            # zero-copy only when libckpt hands out the bytes (contiguous,
+            # little-endian) and they lie in our mapping
+            if lib.ckpt_tensor_data(t, *self._pn) != 0:
+                return None
+            buf, off = src.buf, (self._p.value or 0) - src.addr
+            if off < 0 or off + self._n.value > len(buf):
+                return None  # bytes libckpt inflated or built itself
+        else:
+            loc = src.locate(t)
+            if loc is None:
+                return None
+            buf, off = loc
         soff = lib.ckpt_tensor_storage_offset(t)
         start = off - soff * esz
         snbytes = lib.ckpt_tensor_storage_nbytes(t)
@@ -324,14 +342,13 @@ class _Converter:
             return None
         key = (id(buf), lib.ckpt_tensor_storage_id(t), dt)
         base = self.bases.get(key)
-        if base is None:
+        if base is None:  # one base per storage: views of it share memory
             base = self.torch.frombuffer(buf, dtype=dt, count=snbytes // esz, offset=start)
             self.bases[key] = base
-        st = lib.ckpt_tensor_stride(t)
-        try:
-            return base.as_strided(shape, [st[i] for i in range(ndim)], soff)
-        except RuntimeError:
-            return None  # outside the storage as torch sees it: copy instead
+        numel = lib.ckpt_tensor_numel(t)
+        if soff + numel > base.numel():
+            return None
+        return base[soff:soff + numel].view(shape)
 
     def _copy(self, t, dt, shape):
         n = lib.ckpt_tensor_nbytes(t)
@@ -361,20 +378,29 @@ def load(path, *, unsafe_ok=False, allow=()):
     numpy arrays held in the pickle). Raises ckpt.Error subclasses."""
     src = _Source(path, scan=True, allow=allow, unsafe_ok=unsafe_ok)
     try:
-        return _Converter(src).convert(lib.ckpt_file_root(src.handle))
+        obj = _Converter(src).convert(lib.ckpt_file_root(src.handle))
+        if lib.ckpt_file_format(src.handle) in (FORMAT_SAFETENSORS, FORMAT_SAFETENSORS_SHARDED):
+            structure = _file_metadata(src.handle).get(STRUCTURE_KEY)
+            if structure is not None:  # written by ckpt: the original tree
+                obj = _structure.rebuild(structure, obj, src.path)
+        return obj
     finally:
         src.close()
 
 
 def metadata(path):
-    """safetensors "__metadata__" (or a sharded index's "metadata") as a
-    dict of str to str; None when the file has none."""
+    """The file's metadata as a dict of str to str: safetensors
+    "__metadata__", a sharded index's "metadata", or the record ckpt writes
+    into torch archives (ckpt.save's meta, "ckpt.xxh3" digests); None when
+    the file has none."""
     h = ctypes.c_void_p()
     check(lib.ckpt_open(ctypes.byref(h), fspath(path), None), os.fspath(path))
     try:
-        if not lib.ckpt_file_has_metadata(h):
-            return None
-        return {text(lib.ckpt_file_metadata_key(h, i)): text(lib.ckpt_file_metadata_value(h, i))
-                for i in range(lib.ckpt_file_metadata_count(h))}
+        return _file_metadata(h) if lib.ckpt_file_has_metadata(h) else None
     finally:
         lib.ckpt_close(h)
+
+
+def _file_metadata(h):
+    return {text(lib.ckpt_file_metadata_key(h, i)): text(lib.ckpt_file_metadata_value(h, i))
+            for i in range(lib.ckpt_file_metadata_count(h))}

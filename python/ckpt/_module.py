@@ -91,7 +91,6 @@ def audit(module):
     a list of AuditFinding, empty when nothing. The classic trap is a cached
     table (RoPE cos/sin, attention masks) assigned as `self.cos = ...`: it
     is not in state_dict, so a checkpoint silently lacks it."""
-    import torch
     out = []
     saved = {}  # id -> name of every parameter and buffer object
     for prefix, m in module.named_modules(remove_duplicate=False):

@@ -2,7 +2,7 @@
 import ctypes
 import os
 from dataclasses import dataclass, field
-from typing import List, Optional, Tuple
+from typing import Optional, Tuple
 
 from . import errors
 from ._lib import (NO_OFFSET, ScanOptions_, VerifyReport_, check, default_limits,

@@ -338,11 +338,14 @@ def test_verify_flipped_byte():
 
 # ------------------------------------------------------------------ doctor
 
-def test_doctor_healthy():
+def test_doctor_partial_resume():
+    # burn's checkpoint.pt holds SGD momentum for one of four parameters
+    # and no param_groups: resume readiness "partial" needs attention.
     rc, out, err = run("doctor", CHECKPOINT)
-    assert_eq(rc, 0, "exit code (stderr %r)" % err)
+    assert_eq(rc, 1, "exit code (stderr %r)" % err)
     lines = out.splitlines()
-    assert lines[0].startswith("HEALTHY: "), lines[0]
+    assert_eq(lines[0], "ATTENTION: resume: partial optimizer state",
+              "verdict line")
     for title in ("format", "integrity", "contents", "not vouched for"):
         assert title in lines, "section " + title
     assert any(l.strip().startswith("model_state_dict: dict, 4 tensors")
@@ -352,14 +355,17 @@ def test_doctor_healthy():
 
 def test_doctor_json():
     rc, doc, _ = run_json("doctor", "--json", CHECKPOINT)
-    assert_eq(rc, 0, "exit code")
+    assert_eq(rc, 1, "exit code")
     exp = expected("torch/burn/checkpoint.pt")
-    assert_eq(doc["verdict"], "healthy", "verdict")
-    assert doc["summary"].startswith("HEALTHY: "), doc["summary"]
+    assert_eq(doc["verdict"], "attention", "verdict")
+    assert doc["summary"].startswith("ATTENTION: resume: partial"), \
+        doc["summary"]
+    assert_eq(doc["resume"]["verdict"], "partial", "resume verdict")
     assert_eq(doc["format"], "torch-zip", "format")
     sec = doc["sections"]
     assert_eq(list(sec), ["format", "integrity", "contents",
-                          "not_vouched_for"], "sections")
+                          "not_vouched_for", "resume", "memory", "metadata",
+                          "other_files"], "sections")
     assert_eq(sec["integrity"]["ok"], True, "integrity ok")
     contents = sec["contents"]
     params = sum(numel(t["shape"]) for t in exp["tensors"])

@@ -12,6 +12,12 @@ import ckpt
 torch = pytest.importorskip("torch")
 
 
+def torch_load(path):
+    """torch.load of a file this test wrote (or the repository ships): the
+    full unpickler on every torch version (>= 2.6 defaults to weights_only)."""
+    return torch.load(path, weights_only=False)
+
+
 def raw_bytes(t):
     """Logical contents as contiguous little-endian bytes (BOOL: 1 byte)."""
     if isinstance(t, ckpt.RawTensor):
@@ -108,7 +114,7 @@ def test_matches_torch_load_on_every_dtype_and_value(tmp_path):
     ])
     path = tmp_path / "all.pt"
     torch.save(state, path)
-    want = torch.load(path)
+    want = torch_load(path)
     got = ckpt.load(path)
     assert list(got) == list(want)
     for k in want:
@@ -192,7 +198,7 @@ def test_verify(tmp_path, example_pt):
     rep = ckpt.verify(example_pt)
     assert rep.ok and rep.format == "torch-zip" and rep.tensors == 16 and rep.members > 0
     data = bytearray(open(example_pt, "rb").read())
-    sd = torch.load(example_pt)
+    sd = torch_load(example_pt)
     needle = sd["model"]["fc1.weight"].numpy().tobytes()[:64]
     pos = bytes(data).index(needle)
     data[pos] ^= 0xFF

@@ -27,8 +27,20 @@ _events = []
 _recording = [False]
 
 
+def _from_source_text(event, args):
+    """exec/compile of text (what a payload does), not of a module file
+    that torch may import lazily."""
+    if event == "exec":
+        name = getattr(args[0], "co_filename", "<?>")
+    else:
+        name = str(args[1]) if len(args) > 1 else "<?>"
+    return name.startswith("<")
+
+
 def _hook(event, args):
     if _recording[0] and event.startswith(RISKY_EVENTS):
+        if event in ("exec", "compile") and not _from_source_text(event, args):
+            return
         _events.append((event, repr(args)[:200]))
 
 

@@ -15,6 +15,7 @@ import sys
 import tempfile
 import traceback
 
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import gen_hostile  # noqa: E402
 

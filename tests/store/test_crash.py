@@ -222,7 +222,7 @@ def convert_runs(n, sources):
     for s in pts:
         ref = os.path.join(TMP, os.path.basename(s) + ".ref.safetensors")
         dur = timed([BIN, "convert", s, ref])
-        again = ref + ".again"
+        again = os.path.join(TMP, "again.safetensors")
         timed([BIN, "convert", s, again])
         if sha(ref) != sha(again):
             report(False, "convert is deterministic", ["%s converts to different bytes" % s])

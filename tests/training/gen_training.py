@@ -32,6 +32,10 @@ test_training.py):
                       vocab.txt
   hf_no_optimizer/    the same without optimizer.pt
 
+tests/training/data/ holds missing_state.pt, mismatch.pt, no_optimizer.pt,
+sgd_plain.pt and hf_trainer/ as this script writes them (it is
+deterministic), for the C unit test tests/test_training.c.
+
 torch.cuda.amp.GradScaler(enabled=False).state_dict() is {} on a CPU-only
 machine, so the scaler state is built by hand with the real keys.
 

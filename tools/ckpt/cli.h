@@ -35,7 +35,11 @@ int cmd_verify(const cli_command *cmd, int argc, char **argv);
 int cmd_doctor(const cli_command *cmd, int argc, char **argv);
 int cmd_scan(const cli_command *cmd, int argc, char **argv);
 int cmd_store(const cli_command *cmd, int argc, char **argv);
+int cmd_match(const cli_command *cmd, int argc, char **argv);
+int cmd_diff(const cli_command *cmd, int argc, char **argv);
+int cmd_rename(const cli_command *cmd, int argc, char **argv);
 
+int cmd_convert(const cli_command *cmd, int argc, char **argv);
 /* 1 for "-h" and "--help". */
 int cli_is_help(const char *arg);
 /* Prints `ckpt NAME: <message>` and the command's usage to stderr;
@@ -55,6 +59,7 @@ int cli_help(const cli_command *cmd);
 typedef struct cli_error {
     int code;
     char message[512];
+    char file[1024];   /* the file the library blamed (a shard, say) */
     char member[1024];
     uint64_t offset; /* UINT64_MAX when unknown */
 } cli_error;
@@ -68,6 +73,9 @@ int cli_exit_code(int code);
 /* Writes ` (member M, offset N)`, `(M, offset N)` with bare=1, or nothing
  * when neither is known. */
 void cli_put_location(FILE *out, const cli_error *e, int bare);
+/* Writes `FILE: `, and `BLAMED: ` too when the library blamed another file
+ * than the one named on the command line (a shard of an index). */
+void cli_put_files(FILE *out, const char *file, const cli_error *e);
 /* `ckpt: FILE: MESSAGE (member M, offset N)` on stderr; returns
  * cli_exit_code(e->code). */
 int cli_report(const char *file, const cli_error *e);

@@ -1,17 +1,22 @@
-/* cmd_doctor.c - `ckpt doctor FILE [--json]`: a health report.
+/* cmd_doctor.c - `ckpt doctor FILE|DIR [--json]`: a health report.
  *
  * The report is a list of sections (the `sections` table). First the file
  * is examined once (struct doctor: open, verify, totals, top-level
- * summary); then the verdict line is built from each section's concern, if
- * any, and each section renders itself as text or as JSON. A new section is
- * one function pair and one table row. */
+ * summary, training analysis); then the verdict line is built from each
+ * section's concern, if any, and each section renders itself as text or as
+ * JSON. A new section is one function pair and one table row. A directory
+ * (Hugging Face Trainer layout) is analysed as one training checkpoint; the
+ * other sections examine its main weights file. CKPT_DOCTOR_TIMINGS=1 in
+ * the environment prints the seconds each step took on stderr (bench/). */
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "cli.h"
+#include "summary.h"
 
 /* Bounds on walking the object tree, which hostile pickles can make deep
  * or (through shared references) exponentially wide. */
@@ -44,7 +49,56 @@ typedef struct doctor {
     entry *top;
     size_t n_top;
     int top_cut;    /* the walk hit its bounds; tallies are partial */
+    const char *dir;        /* DIR as given, or NULL for a FILE */
+    ckpt_training *training; /* NULL when the file could not be opened */
+    struct file_check *checks; /* DIR: its other files, verified */
+    size_t n_checks;
 } doctor;
+
+/* A checkpoint file of a directory besides the main weights file. */
+typedef struct file_check {
+    const char *name; /* inside the directory; borrowed from training */
+    int ok;
+    uint64_t bytes;   /* checked, up to the first problem */
+    cli_error err;    /* why not, when !ok */
+} file_check;
+
+/* ------------------------------------------------------------ timings */
+
+/* Seconds per step, printed on stderr when CKPT_DOCTOR_TIMINGS is set. */
+#define TIMINGS_MAX 32
+static struct {
+    const char *name[TIMINGS_MAX];
+    double seconds[TIMINGS_MAX];
+    size_t n;
+} timings;
+
+static double now(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void timed(const char *name, double since)
+{
+    if (timings.n < TIMINGS_MAX) {
+        timings.name[timings.n] = name;
+        timings.seconds[timings.n++] = now() - since;
+    }
+}
+
+static void print_timings(void)
+{
+    size_t i;
+
+    if (getenv("CKPT_DOCTOR_TIMINGS") == NULL)
+        return;
+    for (i = 0; i < timings.n; i++)
+        fprintf(stderr, "ckpt doctor: %-16s %.6f s\n", timings.name[i],
+                timings.seconds[i]);
+}
 
 /* ------------------------------------------------------------ helpers */
 
@@ -184,10 +238,15 @@ static int examine(doctor *d)
 {
     struct stat st;
     size_t n, i;
+    double t0 = now();
     int rc = ckpt_open(&d->f, d->path, NULL);
 
-    if (rc == 0)
+    timed("open", t0);
+    if (rc == 0) {
+        t0 = now();
         rc = ckpt_verify(d->f, &d->report);
+        timed("verify", t0);
+    }
     if (rc != 0) {
         cli_error_capture(&d->err, rc);
         if (cli_exit_code(rc) == CLI_USAGE)
@@ -210,7 +269,89 @@ static int examine(doctor *d)
     for (i = 0; i < n; i++)
         d->objects += ckpt_value_kind(ckpt_file_value(d->f, i)) ==
                       CKPT_KIND_OBJECT;
+    t0 = now();
     rc = is_safetensors(d) ? summarise_groups(d) : summarise_tree(d);
+    timed("summary", t0);
+    if (rc == 0 && d->training == NULL) {
+        t0 = now();
+        rc = ckpt_training_analyze(&d->training, d->f);
+        timed("training", t0);
+    }
+    if (rc != 0) {
+        fputs("ckpt: out of memory\n", stderr);
+        return CLI_USAGE;
+    }
+    return 0;
+}
+
+/* Opens and verifies every checkpoint file of the directory but the main
+ * weights file, which the integrity section covers. -1 when out of
+ * memory. */
+static int verify_others(doctor *d)
+{
+    size_t n = ckpt_training_file_count(d->training), i;
+
+    d->checks = calloc(n ? n : 1, sizeof *d->checks);
+    if (d->checks == NULL)
+        return -1;
+    for (i = 0; i < n; i++) {
+        const char *name = ckpt_training_file_name(d->training, i);
+        ckpt_verify_report report = { 0, 0, 0, 0 };
+        file_check *c = &d->checks[d->n_checks];
+        ckpt_file *f = NULL;
+        char *path = NULL;
+        int rc;
+
+        if (asprintf(&path, "%s/%s", d->dir, name) < 0)
+            return -1;
+        if (strcmp(path, d->path) == 0) {
+            free(path);
+            continue;
+        }
+        rc = ckpt_open(&f, path, NULL);
+        if (rc == 0)
+            rc = ckpt_verify(f, &report);
+        c->name = name;
+        c->ok = rc == 0;
+        c->bytes = report.bytes;
+        if (rc != 0)
+            cli_error_capture(&c->err, rc);
+        d->n_checks++;
+        ckpt_close(f);
+        free(path);
+    }
+    return 0;
+}
+
+/* A directory: analysed as one training checkpoint, whose main weights
+ * file the other sections examine. Returns 0 (also for a FILE), or an exit
+ * code. */
+static int examine_dir(doctor *d)
+{
+    struct stat st;
+    cli_error e;
+    double t0 = now();
+    int rc;
+
+    if (stat(d->path, &st) != 0 || !S_ISDIR(st.st_mode))
+        return 0;
+    d->dir = d->path;
+    rc = ckpt_training_analyze_dir(&d->training, d->dir, NULL);
+    timed("training", t0);
+    if (rc != 0) {
+        cli_error_capture(&e, rc);
+        return cli_report(d->dir, &e);
+    }
+    d->path = ckpt_training_weights_path(d->training);
+    if (d->path == NULL) {
+        fputs("ckpt: ", stderr);
+        cli_put_text(stderr, d->dir, strlen(d->dir));
+        fputs(": no checkpoint file in the directory\n", stderr);
+        return CLI_USAGE;
+    }
+    t0 = now();
+    rc = verify_others(d);
+    timed("verify others", t0);
     if (rc != 0) {
         fputs("ckpt: out of memory\n", stderr);
         return CLI_USAGE;
@@ -675,6 +816,94 @@ static void show_unvouched(const doctor *d, json_writer *j)
     notes_free(&ns);
 }
 
+/* ---- resume readiness, memory breakdown, metadata (summary.c) */
+
+static int concern_resume(const doctor *d, FILE *out)
+{
+    return summary_concern(d->training, out);
+}
+
+static void show_resume(const doctor *d, json_writer *j)
+{
+    summary_resume(d->training, j);
+}
+
+static void show_memory(const doctor *d, json_writer *j)
+{
+    summary_memory(d->training, j);
+}
+
+static void show_metadata(const doctor *d, json_writer *j)
+{
+    summary_metadata(d->training, j);
+}
+
+/* "optimizer.pt corrupt: MESSAGE (member M, offset N)" for the first. */
+static int concern_others(const doctor *d, FILE *out)
+{
+    size_t i;
+
+    for (i = 0; i < d->n_checks; i++) {
+        if (d->checks[i].ok)
+            continue;
+        if (out) {
+            cli_put_text(out, d->checks[i].name, strlen(d->checks[i].name));
+            fprintf(out, " corrupt: %s", d->checks[i].err.message);
+            cli_put_location(out, &d->checks[i].err, 0);
+        }
+        return 1;
+    }
+    return 0;
+}
+
+static void show_others(const doctor *d, json_writer *j)
+{
+    size_t i;
+
+    if (j && d->dir == NULL) {
+        json_null(j);
+        return;
+    }
+    if (j)
+        json_array_begin(j);
+    else if (d->dir == NULL)
+        puts("  one file: see integrity");
+    else if (d->n_checks == 0)
+        puts("  none besides the weights file");
+    for (i = 0; i < d->n_checks; i++) {
+        const file_check *c = &d->checks[i];
+
+        if (j) {
+            json_object_begin(j);
+            json_key(j, "name");
+            json_string(j, c->name);
+            json_key(j, "ok");
+            json_bool(j, c->ok);
+            json_key(j, "bytes_checked");
+            json_uint(j, c->bytes);
+            if (!c->ok) {
+                json_key(j, "error");
+                json_string(j, c->err.message);
+            }
+            json_object_end(j);
+            continue;
+        }
+        line_start();
+        put_str(c->name);
+        if (c->ok) {
+            printf(": %sOK%s: %" PRIu64 " bytes checked\n",
+                   cli_color(CLI_GREEN), cli_color(CLI_RESET), c->bytes);
+        } else {
+            printf(": %sFAILED%s: ", cli_color(CLI_RED), cli_color(CLI_RESET));
+            put_str(c->err.message);
+            cli_put_location(stdout, &c->err, 0);
+            fputc('\n', stdout);
+        }
+    }
+    if (j)
+        json_array_end(j);
+}
+
 typedef struct section {
     const char *key;   /* JSON key under "sections" */
     const char *title; /* text heading */
@@ -693,6 +922,11 @@ static const section sections[] = {
     { "contents", "contents", NULL, show_contents },
     { "not_vouched_for", "not vouched for", concern_unvouched,
       show_unvouched },
+    { "resume", "resume readiness", concern_resume, show_resume },
+    { "memory", "memory", NULL, show_memory },
+    { "metadata", "metadata", NULL, show_metadata },
+    { "other_files", "integrity of the other files", concern_others,
+      show_others },
 };
 #define N_SECTIONS (sizeof sections / sizeof sections[0])
 
@@ -719,7 +953,9 @@ static char *verdict(const doctor *d, int *healthy)
                 ckpt_format_name(ckpt_file_format(d->f)),
                 ckpt_file_tensor_count(d->f),
                 cli_plural(ckpt_file_tensor_count(d->f)), d->params);
-    else
+    if (*healthy && d->training)
+        fprintf(out, "; %s", summary_phrase(d->training));
+    if (!*healthy)
         fputs("ATTENTION: ", out);
     for (i = 0; i < N_SECTIONS && !*healthy; i++) {
         if (sections[i].concern == NULL || !sections[i].concern(d, NULL))
@@ -744,17 +980,26 @@ static void print_json(const doctor *d, const char *summary, int healthy)
     json_object_begin(&j);
     json_key(&j, "file");
     json_string(&j, d->path);
+    if (d->dir) {
+        json_key(&j, "directory");
+        json_string(&j, d->dir);
+    }
     json_key(&j, "format");
     json_string(&j, d->f ? ckpt_format_name(ckpt_file_format(d->f)) : NULL);
     json_key(&j, "verdict");
     json_string(&j, healthy ? "healthy" : "attention");
     json_key(&j, "summary");
     json_string(&j, summary);
+    json_key(&j, "resume"); /* the contract: also at the top level */
+    summary_resume(d->training, &j);
     json_key(&j, "sections");
     json_object_begin(&j);
     for (i = 0; i < N_SECTIONS; i++) {
+        double t0 = now();
+
         json_key(&j, sections[i].key);
         sections[i].show(d, &j);
+        timed(sections[i].key, t0);
     }
     json_object_end(&j);
     json_object_end(&j);
@@ -769,9 +1014,12 @@ static void print_text(const doctor *d, const char *summary, int healthy)
     put_str(summary);
     printf("%s\n", cli_color(CLI_RESET));
     for (i = 0; i < N_SECTIONS; i++) {
+        double t0 = now();
+
         printf("\n%s%s%s\n", cli_color(CLI_BOLD), sections[i].title,
                cli_color(CLI_RESET));
         sections[i].show(d, NULL);
+        timed(sections[i].key, t0);
     }
 }
 
@@ -801,7 +1049,9 @@ int cmd_doctor(const cli_command *cmd, int argc, char **argv)
     if (d.path == NULL)
         return cli_usage_error(cmd, "missing FILE");
 
-    rc = examine(&d);
+    rc = examine_dir(&d);
+    if (rc == 0)
+        rc = examine(&d);
     if (rc == 0) {
         summary = verdict(&d, &healthy);
         if (summary == NULL) {
@@ -818,5 +1068,8 @@ int cmd_doctor(const cli_command *cmd, int argc, char **argv)
     }
     free(d.top);
     ckpt_close(d.f);
+    ckpt_training_free(d.training);
+    free(d.checks);
+    print_timings();
     return rc;
 }

@@ -100,7 +100,7 @@ static int read_policy(const cli_command *cmd, allowlist *a, const char *path)
         fprintf(stderr, ": %s\n", strerror(errno));
         return CLI_USAGE;
     }
-    while (rc == CLI_OK && (len = getline(&line, &cap, fp)) >= 0) {
+    while ((len = getline(&line, &cap, fp)) >= 0) {
         char *s = line, *end, *hash, *copy;
 
         lineno++;
@@ -152,6 +152,13 @@ static const char *verdict_color(ckpt_verdict v)
     return cli_color(v == CKPT_VERDICT_SAFE ? CLI_GREEN : CLI_RED);
 }
 
+static const char *severity_color(ckpt_severity s)
+{
+    if (s == CKPT_SEVERITY_DANGEROUS)
+        return cli_color(CLI_RED);
+    return s == CKPT_SEVERITY_SUSPICIOUS ? cli_color(CLI_YELLOW) : "";
+}
+
 static void print_human(const char *path, const ckpt_scan_report *r)
 {
     size_t i, n = ckpt_scan_finding_count(r), count[3] = {0, 0, 0};
@@ -160,14 +167,11 @@ static void print_human(const char *path, const ckpt_scan_report *r)
 
     for (i = 0; i < n; i++) {
         const ckpt_finding *f = ckpt_scan_finding(r, i);
-        const char *sev = ckpt_severity_name(f->severity);
+        const char *color = severity_color(f->severity);
 
         count[f->severity]++;
-        printf("  %s%-10s%s %s", cli_color(f->severity == CKPT_SEVERITY_INFO ? ""
-                                           : f->severity == CKPT_SEVERITY_DANGEROUS
-                                               ? CLI_RED
-                                               : CLI_YELLOW),
-               sev, cli_color(CLI_RESET), f->kind);
+        printf("  %s%-10s%s %s", color, ckpt_severity_name(f->severity),
+               color[0] ? cli_color(CLI_RESET) : "", f->kind);
         if (f->global) {
             fputc(' ', stdout);
             cli_put_text(stdout, f->global, strlen(f->global));

@@ -130,12 +130,17 @@ static int parse_args(const cli_command *cmd, int allowed, int argc, char **argv
     return CLI_OK;
 }
 
-static int fail(const char *what, int code)
+/* Reports a library failure under the file it concerns (the source, the
+ * generation, LATEST or DIR), `dir` when the record names none. */
+static int fail(const char *dir, int code)
 {
     cli_error e;
+    char file[1024];
+    const char *last = ckpt_error_last()->file;
 
+    snprintf(file, sizeof file, "%s", last && last[0] ? last : dir);
     cli_error_capture(&e, code);
-    return cli_report(what, &e);
+    return cli_report(file, &e);
 }
 
 /* ------------------------------------------------------------ commit */

@@ -19,8 +19,7 @@ static int print_failure(const char *path, const cli_error *e)
         printf("%sERROR%s ", cli_color(CLI_RED), cli_color(CLI_RESET));
     else
         printf("%sCORRUPT%s ", cli_color(CLI_RED), cli_color(CLI_RESET));
-    cli_put_text(stdout, path, strlen(path));
-    fputs(": ", stdout);
+    cli_put_files(stdout, path, e);
     cli_put_text(stdout, e->message, strlen(e->message));
     if (rc != CLI_USAGE)
         cli_put_location(stdout, e, 1);

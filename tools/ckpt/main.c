@@ -51,6 +51,8 @@ static const cli_command commands[] = {
       "  unscannable       some content could not be examined (encrypted,\n"
       "                    7z/tar/gzip, zip bomb, a pickle that does not parse)\n"
       "  not-a-checkpoint  no pickle, zip or safetensors content\n"
+      "Tensor bytes are not checked (that is `ckpt verify`): a file whose\n"
+      "pickles all parse and are clean is safe even if its storages are not.\n"
       "\n"
       "  --json            one JSON object per file (an array for several)\n"
       "  --allow NAME      also allow the global NAME (exact module.qualname;\n"
@@ -68,15 +70,16 @@ static const cli_command commands[] = {
       "       ckpt store gc DIR [--older-than MINUTES]\n"
       "\n"
       "DIR holds generations NAME-STEP.safetensors or NAME-STEP.pt (steps sort\n"
-      "numerically) and LATEST, the file name of the newest committed one.\n"
+      "numerically) and LATEST, the file name of the newest committed one\n"
+      "(for readers without ckpt).\n"
       "Every file is written atomically (temporary file, fsync, rename, fsync\n"
       "of DIR), so a crash leaves each name absent or complete.\n"
       "\n"
       "  commit   copy SRC (any format ckpt reads; its format is kept) into\n"
       "           DIR as generation N, re-read and verify it fully, move\n"
       "           LATEST, then prune; prints the new file's path\n"
-      "  latest   print the generation LATEST names if it verifies, else the\n"
-      "           newest one that verifies; exit 1 if none does\n"
+      "  latest   print the newest generation that verifies (corrupt ones are\n"
+      "           skipped, LATEST is not trusted); exit 1 if none does\n"
       "  list     every generation with step, size and status ok/corrupt\n"
       "           (verified), and the state of LATEST; exit 1 if any is bad\n"
       "  prune    remove all but the N newest generations, never the newest\n"
@@ -90,6 +93,92 @@ static const cli_command commands[] = {
       "Exit status: 0 ok, 1 corrupt data (source, new generation, listing),\n"
       "2 usage or I/O error.\n",
       cmd_store },
+    { "match", "would this checkpoint load into that model? key by key",
+      "usage: ckpt match CKPT --expect SPEC [--normalize]\n"
+      "                  [--allow-missing GLOB]... [--allow-unexpected GLOB]...\n"
+      "                  [--json]\n"
+      "\n"
+      "Compares the tensor keys of CKPT with those SPEC expects, as a strict\n"
+      "load_state_dict would: matched keys, missing keys, unexpected keys, shape\n"
+      "and dtype mismatches, tied weights. SPEC is a checkpoint of any format,\n"
+      "or a JSON manifest with the tensors list of `ckpt inspect --json`.\n"
+      "Names are compared exactly. When keys differ by wrapper prefixes\n"
+      "(module., _orig_mod., state_dict., _fsdp_wrapped_module., ...) the\n"
+      "rewrite that fixes them is named with the number of keys it matches.\n"
+      "\n"
+      "  --normalize             apply that rewrite if it gives a complete match\n"
+      "  --allow-missing GLOB    a missing key matching GLOB is allowed ('*'\n"
+      "                          crosses '.'); allowed keys are still listed\n"
+      "  --allow-unexpected GLOB likewise for unexpected keys\n"
+      "  --json                  one JSON object (fields: see ckpt_match in ckpt.h)\n"
+      "Exit status: 0 complete match, 1 anything else, 2 usage or I/O error.\n"
+      "A match of no key, or of less than half the expected keys, is called\n"
+      "out even when allowed.\n",
+      cmd_match },
+    { "diff", "compare two checkpoints key by key and value by value",
+      "usage: ckpt diff A B [--rtol R] [--atol A] [--keys-only] [--json]\n"
+      "\n"
+      "Lists keys only in A or only in B, shape and dtype differences and, for\n"
+      "each common tensor, whether its bytes are equal, or how its values\n"
+      "differ: elements outside tolerance, max abs and rel difference, NaN and\n"
+      "Inf disagreements. Floats of every width are compared as values (F16,\n"
+      "BF16 and F8 widened); an element differs unless |a-b| <= atol +\n"
+      "rtol*|b| (NaN equals NaN).\n"
+      "\n"
+      "  --rtol R      relative tolerance (default 0)\n"
+      "  --atol A      absolute tolerance (default 0)\n"
+      "  --keys-only   names, dtypes and shapes only; A and B may be JSON\n"
+      "                manifests (`ckpt inspect --json` output)\n"
+      "  --json        one JSON object on stdout\n"
+      "Exit status: 0 identical (values within the tolerances), 1 different,\n"
+      "2 usage or I/O error.\n",
+      cmd_diff },
+    { "rename", "rewrite tensor keys (prefixes, wrappers) into a new file",
+      "usage: ckpt rename IN OUT RULE... [--dry-run]\n"
+      "\n"
+      "Renames the tensor keys of IN by the rules, in the order given, and\n"
+      "writes OUT atomically in IN's format (safetensors, or a torch zip).\n"
+      "Nested dicts keep their shape where the new names allow it.\n"
+      "\n"
+      "  --strip-prefix P   keys starting with P lose it (P is whole segments:\n"
+      "                     'module' means 'module.')\n"
+      "  --add-prefix P     every key gains P\n"
+      "  --replace OLD=NEW  each occurrence of OLD made of whole segments\n"
+      "                     becomes NEW ('_orig_mod.=' drops that wrapper)\n"
+      "  --auto SPEC        the rewrite `ckpt match --normalize` finds against\n"
+      "                     SPEC (a checkpoint or a JSON manifest); it must\n"
+      "                     give a complete match\n"
+      "  --dry-run          print the mapping OLD -> NEW, write nothing (OUT\n"
+      "                     may be left out)\n"
+      "A rule that matches no key is refused, and so are two keys that would\n"
+      "get one name (both are named).\n"
+      "Exit status: 0 written, 1 refused (collision, no complete --auto\n"
+      "rewrite) or unreadable input, 2 usage or I/O error, or a rule that\n"
+      "matches no key.\n",
+      cmd_rename },
+    { "convert", "write a checkpoint as safetensors or torch .pt, losslessly",
+      "usage: ckpt convert IN OUT [--select PREFIX]... [--format safetensors|torch]\n"
+      "                    [--meta KEY=VALUE]... [--config FILE.json]\n"
+      "\n"
+      "Reads IN (any format ckpt reads) and writes OUT atomically, as\n"
+      "safetensors or as a torch.save zip (from OUT's extension: .safetensors;\n"
+      ".pt .pth .bin .ckpt). Nothing is dropped: safetensors output keeps the\n"
+      "non-tensor values, nesting, tied weights and shared storages in its\n"
+      "__metadata__ (ckpt.structure, ckpt.aliases), so converting it back to\n"
+      ".pt rebuilds the original; both formats carry an XXH3-64 digest per\n"
+      "tensor that `ckpt verify` checks. Objects that are not data (opaque\n"
+      "classes) cannot be converted: they are named, leave them out with\n"
+      "--select.\n"
+      "\n"
+      "  --select PREFIX   keep only what is named PREFIX or PREFIX.*, e.g.\n"
+      "                    --select model; repeatable\n"
+      "  --format FMT      safetensors or torch, whatever OUT is called\n"
+      "  --meta KEY=VALUE  record KEY in the metadata (inspect shows it);\n"
+      "                    repeatable; keys ckpt.* are reserved\n"
+      "  --config FILE     record the JSON object in FILE as metadata \"config\"\n"
+      "Exit status: 0 written, 1 IN unreadable or not convertible (opaque\n"
+      "objects, a tensor named __metadata__), 2 usage or I/O error.\n",
+      cmd_convert },
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 
@@ -218,6 +307,7 @@ void cli_error_capture(cli_error *e, int code)
     e->code = code;
     copy_str(e->message, sizeof e->message, last ? last->message : NULL);
     copy_str(e->member, sizeof e->member, last ? last->member : NULL);
+    copy_str(e->file, sizeof e->file, last ? last->file : NULL);
     e->offset = last ? last->offset : UINT64_MAX;
     if (e->message[0] == '\0')
         copy_str(e->message, sizeof e->message, ckpt_error_name(code));
@@ -255,11 +345,20 @@ void cli_put_location(FILE *out, const cli_error *e, int bare)
     fputc(')', out);
 }
 
+void cli_put_files(FILE *out, const char *file, const cli_error *e)
+{
+    cli_put_text(out, file, strlen(file));
+    fputs(": ", out);
+    if (e->file[0] && strcmp(e->file, file) != 0) {
+        cli_put_text(out, e->file, strlen(e->file));
+        fputs(": ", out);
+    }
+}
+
 int cli_report(const char *file, const cli_error *e)
 {
     fputs("ckpt: ", stderr);
-    cli_put_text(stderr, file, strlen(file));
-    fputs(": ", stderr);
+    cli_put_files(stderr, file, e);
     cli_put_text(stderr, e->message, strlen(e->message));
     cli_put_location(stderr, e, 0);
     fputc('\n', stderr);

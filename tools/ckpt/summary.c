@@ -144,6 +144,13 @@ static void text_value(const ckpt_value *v, unsigned depth)
     }
 }
 
+static int int_dtype(ckpt_dtype dt)
+{
+    return dt == CKPT_DT_I64 || dt == CKPT_DT_I32 || dt == CKPT_DT_I16 ||
+           dt == CKPT_DT_I8 || dt == CKPT_DT_U8 || dt == CKPT_DT_U16 ||
+           dt == CKPT_DT_U32 || dt == CKPT_DT_U64 || dt == CKPT_DT_BOOL;
+}
+
 /* A counter's value: ints exact, floats shortest, tensors read. */
 static void json_counter(json_writer *j, const ckpt_component *c)
 {
@@ -157,8 +164,7 @@ static void json_counter(json_writer *j, const ckpt_component *c)
     dt = ckpt_tensor_dtype(ckpt_value_tensor(c->value));
     if (isnan(c->number)) {
         json_null(j);
-    } else if (dt == CKPT_DT_I64 || dt == CKPT_DT_I32 || dt == CKPT_DT_I16 ||
-               dt == CKPT_DT_I8 || dt == CKPT_DT_U8) {
+    } else if (int_dtype(dt)) {
         snprintf(buf, sizeof buf, "%.0f", c->number);
         json_int_text(j, buf);
     } else {
@@ -174,6 +180,8 @@ static void text_counter(const ckpt_component *c)
         cli_put_value(stdout, c->value);
     else if (isnan(c->number))
         fputs("?", stdout);
+    else if (int_dtype(ckpt_tensor_dtype(ckpt_value_tensor(c->value))))
+        printf("%.0f", c->number);
     else
         fputs(fmt_double(buf, c->number), stdout);
 }
@@ -258,44 +266,6 @@ static void text_groups(const ckpt_value *groups)
     }
 }
 
-static void json_component(json_writer *j, const ckpt_component *c)
-{
-    json_object_begin(j);
-    json_key(j, "kind");
-    json_string(j, ckpt_component_kind_name(c->kind));
-    json_key(j, "file");
-    json_string(j, c->file);
-    json_key(j, "name");
-    json_string(j, c->name);
-    json_key(j, "type");
-    json_string(j, c->type);
-    json_key(j, "tensors");
-    json_uint(j, c->tensors);
-    json_key(j, "elements");
-    json_uint(j, c->elements);
-    json_key(j, "bytes");
-    json_uint(j, c->bytes);
-    if (c->kind == CKPT_COMPONENT_MODEL) {
-        json_key(j, "parameter_bytes");
-        json_uint(j, c->param_bytes);
-    } else if (c->kind == CKPT_COMPONENT_OPTIMIZER) {
-        json_key(j, "state_bytes");
-        json_uint(j, c->state_bytes);
-        json_key(j, "parameters");
-        json_uint(j, c->params);
-        json_key(j, "parameters_with_state");
-        json_uint(j, c->params_with_state);
-        json_key(j, "param_groups");
-        if (c->param_groups)
-            json_groups(j, c->param_groups);
-        else
-            json_null(j);
-    } else if (c->kind == CKPT_COMPONENT_COUNTER) {
-        json_key(j, "value");
-        json_counter(j, c);
-    }
-    json_object_end(j);
-}
 static void json_component(json_writer *j, const ckpt_component *c)
 {
     json_object_begin(j);

@@ -1,0 +1,305 @@
+"""ckpt.load_state_dict: the C key audit (ckpt_match) in front of
+torch's load_state_dict, so a checkpoint either loads completely or not at
+all, with the full report either way."""
+import ctypes
+import os
+from dataclasses import dataclass, field
+from typing import Optional, Tuple
+
+from . import errors
+from ._lib import c_char_p, c_size_t, c_u64, c_u64_p, c_void_p, check, declare, lib, text
+from ._module import _tie_key, dtype_name
+
+
+class _Entry(ctypes.Structure):
+    _fields_ = [("name", c_char_p), ("dtype", c_char_p), ("ndim", ctypes.c_uint),
+                ("shape", c_u64_p), ("tensor", c_void_p)]
+
+
+class _Options(ctypes.Structure):
+    _fields_ = [("normalize", ctypes.c_int),
+                ("allow_missing", ctypes.POINTER(c_char_p)), ("nallow_missing", c_size_t),
+                ("allow_unexpected", ctypes.POINTER(c_char_p)), ("nallow_unexpected", c_size_t)]
+
+
+class _Item(ctypes.Structure):
+    _fields_ = [("name", c_char_p), ("checkpoint", ctypes.POINTER(_Entry)),
+                ("expected", ctypes.POINTER(_Entry)), ("tied_to", c_char_p)]
+
+
+class _Rewrite(ctypes.Structure):
+    _fields_ = [("description", c_char_p), ("matches", c_u64), ("applied", ctypes.c_int)]
+
+
+_AVAILABLE = declare([
+    ("ckpt_manifest_new", ctypes.c_int, [ctypes.POINTER(c_void_p), c_char_p]),
+    ("ckpt_manifest_add", ctypes.c_int, [c_void_p, c_char_p, c_char_p, ctypes.c_uint, c_u64_p]),
+    ("ckpt_manifest_free", None, [c_void_p]),
+    ("ckpt_manifest_count", c_size_t, [c_void_p]),
+    ("ckpt_manifest_entry_at", ctypes.POINTER(_Entry), [c_void_p, c_size_t]),
+    ("ckpt_match", ctypes.c_int, [ctypes.POINTER(c_void_p), c_void_p, c_void_p,
+                                  ctypes.POINTER(_Options)]),
+    ("ckpt_match_free", None, [c_void_p]),
+    ("ckpt_match_complete", ctypes.c_int, [c_void_p]),
+    ("ckpt_match_matched", c_u64, [c_void_p]),
+    ("ckpt_match_count", c_size_t, [c_void_p, ctypes.c_int]),
+    ("ckpt_match_item_at", ctypes.POINTER(_Item), [c_void_p, ctypes.c_int, c_size_t]),
+    ("ckpt_match_rewrite", ctypes.POINTER(_Rewrite), [c_void_p]),
+    ("ckpt_match_candidate_count", c_size_t, [c_void_p]),
+    ("ckpt_match_candidate", ctypes.POINTER(_Rewrite), [c_void_p, c_size_t]),
+    ("ckpt_match_warning", c_char_p, [c_void_p]),
+    ("ckpt_match_rewritten", c_char_p, [c_void_p, c_size_t]),
+])
+
+(MISSING, UNEXPECTED, SHAPE_MISMATCH, DTYPE_MISMATCH, ALLOWED_MISSING,
+ ALLOWED_UNEXPECTED, TIED) = range(7)
+
+
+@dataclass(frozen=True)
+class Mismatch:
+    """A key on both sides whose shape or dtype differs."""
+    name: str              # the model's name
+    checkpoint_name: str   # the checkpoint's (differs when a rewrite applied)
+    checkpoint_dtype: str
+    checkpoint_shape: Tuple[int, ...]
+    expected_dtype: str
+    expected_shape: Tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class MatchReport:
+    """The key audit of a checkpoint against a model (ckpt_match).
+    matched: (model name, checkpoint name) pairs that load; missing: model
+    keys the checkpoint lacks; unexpected: checkpoint keys the model lacks;
+    shape_mismatch / dtype_mismatch: Mismatch records; allowed_missing /
+    allowed_unexpected: exceptions the caller allowed; tied: (name,
+    partner) for missing keys the model ties to a matched key (filled with
+    it); rewrite: the key rewrite applied ("strip 'module.'") or None;
+    candidates: rewrites considered; warning: "nothing would load..." or
+    None; source: where in the checkpoint the state dict was ("" = root)."""
+    complete: bool
+    matched: Tuple[Tuple[str, str], ...] = ()
+    missing: Tuple[str, ...] = ()
+    unexpected: Tuple[str, ...] = ()
+    shape_mismatch: Tuple[Mismatch, ...] = ()
+    dtype_mismatch: Tuple[Mismatch, ...] = ()
+    allowed_missing: Tuple[str, ...] = ()
+    allowed_unexpected: Tuple[str, ...] = ()
+    tied: Tuple[Tuple[str, str], ...] = ()
+    rewrite: Optional[str] = None
+    candidates: Tuple[str, ...] = ()
+    warning: Optional[str] = None
+    source: str = ""
+    file: str = field(default="", compare=False)
+
+    def summary(self):
+        n = len(self.matched) + len(self.missing) + len(self.shape_mismatch) + \
+            len(self.allowed_missing) + len(self.tied)
+        n += len([m for m in self.dtype_mismatch
+                  if m.name not in {s.name for s in self.shape_mismatch}])
+        parts = ["%d of %d expected keys match" % (len(self.matched), n)]
+        if self.rewrite:
+            parts.append("rewrite: %s" % self.rewrite)
+
+        def some(names):
+            names = list(names)
+            return ", ".join(names[:8]) + (", ... (%d)" % len(names) if len(names) > 8 else "")
+        if self.missing:
+            parts.append("missing: " + some(self.missing))
+        if self.unexpected:
+            parts.append("unexpected: " + some(self.unexpected))
+        for label, items in (("shape mismatch", self.shape_mismatch),
+                             ("dtype mismatch", self.dtype_mismatch)):
+            if items:
+                parts.append(label + ": " + some(
+                    "%s (checkpoint %s %s, model %s %s)" % (
+                        m.name, m.checkpoint_dtype, list(m.checkpoint_shape),
+                        m.expected_dtype, list(m.expected_shape)) for m in items))
+        if self.warning:
+            parts.append(self.warning)
+        if len(self.candidates) > 1 and not self.rewrite:
+            parts.append("ambiguous rewrites: " + some(self.candidates))
+        return "; ".join(parts)
+
+    def __str__(self):
+        return self.summary()
+
+
+def _tensors(obj, prefix, out):
+    """Flattened tensors of obj, named as ckpt names them."""
+    import torch
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            _tensors(v, prefix + (str(k),), out)
+    elif isinstance(obj, (list, tuple)):
+        for i, v in enumerate(obj):
+            _tensors(v, prefix + (str(i),), out)
+    elif isinstance(obj, torch.Tensor):
+        out[".".join(prefix)] = obj
+    return out
+
+
+def _all_tensors(obj):
+    import torch
+    if isinstance(obj, dict):
+        return bool(obj) and all(_all_tensors(v) for v in obj.values())
+    return isinstance(obj, torch.Tensor)
+
+
+def select_state_dict(obj):
+    """(name, tensors by flattened name) of the state dict in obj: obj
+    itself, or, for a training checkpoint ({"model": ..., "optimizer": ...,
+    "epoch": ...}), its only top-level entry whose leaves are all tensors."""
+    if isinstance(obj, dict) and not _all_tensors(obj):
+        picks = [k for k, v in obj.items() if _all_tensors(v)]
+        if len(picks) == 1:
+            return str(picks[0]), _tensors(obj[picks[0]], (), {})
+    return "", _tensors(obj, (), {})
+
+
+class _Manifest:
+    def __init__(self, name, entries):
+        self.h = c_void_p()
+        check(lib.ckpt_manifest_new(ctypes.byref(self.h), os.fsencode(name)))
+        try:
+            for n, dt, shape in entries:
+                dims = (c_u64 * max(1, len(shape)))(*shape)
+                check(lib.ckpt_manifest_add(self.h, n.encode("utf-8", "surrogateescape"),
+                                            dt.encode(), len(shape), dims), name)
+        except BaseException:
+            self.free()
+            raise
+
+    def free(self):
+        lib.ckpt_manifest_free(self.h)
+        self.h = c_void_p()
+
+
+def _globs(globs):
+    enc = [g.encode() for g in globs]
+    return (c_char_p * max(1, len(enc)))(*enc), len(enc)
+
+
+def _shape(e):
+    return tuple(e.shape[i] for i in range(e.ndim))
+
+
+def match(tensors, expected, *, normalize=True, allow_missing=(), allow_unexpected=(),
+          source="", file=""):
+    """ckpt_match of checkpoint tensors {name: tensor} against the expected
+    {name: tensor} of a model. Returns a MatchReport."""
+    if not _AVAILABLE:
+        raise errors.UnsupportedError("this libckpt has no ckpt_match (key audit)", file)
+    ck = _Manifest(file or "checkpoint", [(k, dtype_name(t.dtype), list(t.shape))
+                                          for k, t in tensors.items()])
+    ex = _Manifest("model", [(k, dtype_name(t.dtype), list(t.shape))
+                             for k, t in expected.items()])
+    r = c_void_p()
+    try:
+        opts = _Options()
+        opts.normalize = 1 if normalize else 0
+        am, opts.nallow_missing = _globs(allow_missing)
+        au, opts.nallow_unexpected = _globs(allow_unexpected)
+        opts.allow_missing, opts.allow_unexpected = am, au
+        check(lib.ckpt_match(ctypes.byref(r), ck.h, ex.h, ctypes.byref(opts)), file)
+        return _report(r, ck, tensors, expected, source, file)
+    finally:
+        lib.ckpt_match_free(r)
+        ck.free()
+        ex.free()
+
+
+def _report(r, ck, tensors, expected, source, file):
+    def items(lst):
+        return [lib.ckpt_match_item_at(r, lst, i).contents
+                for i in range(lib.ckpt_match_count(r, lst))]
+
+    def names(lst):
+        return tuple(text(it.name) for it in items(lst))
+
+    def mismatches(lst):
+        out = []
+        for it in items(lst):
+            c, e = it.checkpoint.contents, it.expected.contents
+            out.append(Mismatch(text(e.name), text(c.name), text(c.dtype), _shape(c),
+                                text(e.dtype), _shape(e)))
+        return tuple(out)
+
+    rw = lib.ckpt_match_rewrite(r)
+    applied = bool(rw) and rw.contents.applied
+    # expected name -> checkpoint name for every key that loads
+    excluded = set(names(MISSING)) | set(names(ALLOWED_MISSING))
+    shape_mm, dtype_mm = mismatches(SHAPE_MISMATCH), mismatches(DTYPE_MISMATCH)
+    excluded |= {m.name for m in shape_mm + dtype_mm}
+    pairs = []
+    for i in range(lib.ckpt_manifest_count(ck.h)):
+        cname = text(lib.ckpt_manifest_entry_at(ck.h, i).contents.name)
+        ename = text(lib.ckpt_match_rewritten(r, i)) if applied else cname
+        if ename in expected and ename not in excluded:
+            pairs.append((ename, cname))
+    missing = list(names(MISSING))
+    tied = [(text(it.name), text(it.tied_to)) for it in items(TIED)]
+    # a missing key the model ties to a matched one is filled through it
+    keys = {}
+    for e, _ in pairs:
+        keys.setdefault(_tie_key(expected[e]), e)
+    for name in list(missing):
+        partner = keys.get(_tie_key(expected[name]))
+        if partner is not None:
+            missing.remove(name)
+            if (name, partner) not in tied:
+                tied.append((name, partner))
+    complete = bool(lib.ckpt_match_complete(r)) or (
+        not missing and not names(UNEXPECTED) and not shape_mm and not dtype_mm and
+        bool(pairs))
+    warning = lib.ckpt_match_warning(r)
+    return MatchReport(
+        complete=complete, matched=tuple(sorted(pairs)), missing=tuple(missing),
+        unexpected=names(UNEXPECTED), shape_mismatch=shape_mm, dtype_mismatch=dtype_mm,
+        allowed_missing=names(ALLOWED_MISSING), allowed_unexpected=names(ALLOWED_UNEXPECTED),
+        tied=tuple(sorted(tied)),
+        rewrite=text(rw.contents.description) if applied else None,
+        candidates=tuple(text(lib.ckpt_match_candidate(r, i).contents.description)
+                         for i in range(lib.ckpt_match_candidate_count(r))),
+        warning=text(warning) if warning else None, source=source, file=file)
+
+
+def load_state_dict(module, path_or_state, *, strict=True, normalize=True,
+                    allow_missing=(), allow_unexpected=(), unsafe_ok=False):
+    """Loads a checkpoint (a path, read with ckpt.load, or an already loaded
+    object) into `module`'s parameters and buffers after auditing the keys
+    with the C library (ckpt_match): exact names, dtypes and shapes; with
+    normalize=True a key rewrite ("strip 'module.'" from DataParallel,
+    "drop '_orig_mod.'" from torch.compile, "add 'model.'"...) is applied
+    only when it makes the match complete. The state dict is the object
+    itself or, in a training checkpoint, its only top-level entry whose
+    leaves are all tensors ("model", "state_dict"...).
+
+    strict=True: any missing or unexpected key (beyond the allow_* globs,
+    fnmatch where '*' crosses '.') raises ckpt.KeyMismatchError carrying
+    the MatchReport, and nothing is copied. strict=False tolerates missing
+    and unexpected keys. Shape and dtype mismatches always raise (cast the
+    checkpoint explicitly if a dtype change is meant). Missing keys the
+    model ties to a loaded key (tied weights saved once) count as loaded.
+    The copy itself is torch's module.load_state_dict (hooks run), given
+    only the audited keys under the model's names. Returns the MatchReport."""
+    import torch
+    file = ""
+    if isinstance(path_or_state, (str, bytes, os.PathLike)):
+        from ._load import load
+        file = os.fspath(path_or_state)
+        path_or_state = load(path_or_state, unsafe_ok=unsafe_ok)
+    source, tensors = select_state_dict(path_or_state)
+    expected = {k: v for k, v in module.state_dict(keep_vars=True).items()
+                if isinstance(v, torch.Tensor)}
+    rep = match(tensors, expected, normalize=normalize, allow_missing=allow_missing,
+                allow_unexpected=allow_unexpected, source=source, file=file)
+    nothing = expected and not rep.matched
+    blocking = rep.shape_mismatch or rep.dtype_mismatch or nothing or \
+        (strict and (rep.missing or rep.unexpected))
+    if blocking:
+        raise errors.KeyMismatchError(rep, file)
+    sub = {e: tensors[c] for e, c in rep.matched}
+    with torch.no_grad():
+        module.load_state_dict(sub, strict=False)
+    return rep

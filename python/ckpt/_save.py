@@ -1,0 +1,236 @@
+"""ckpt.save: Python data (a module, a training state) written by the C
+writer through the public tree builder (ckpt_tree_*): atomic and durable
+(temporary file, fsync, rename, fsync of the directory), per-tensor digests
+embedded, format chosen by the file extension."""
+import ctypes
+import numbers
+import os
+import warnings
+
+from . import errors
+from ._lib import c_char_p, c_size_t, c_u64, c_u64_p, c_void_p, check, declare, lib
+from ._module import audit, dtype_name
+
+_P = ctypes.POINTER(c_void_p)
+
+
+class _WriteOptions(ctypes.Structure):
+    _fields_ = [("meta_keys", ctypes.POINTER(c_char_p)),
+                ("meta_values", ctypes.POINTER(c_char_p)), ("nmeta", c_size_t)]
+
+
+_AVAILABLE = declare([
+    ("ckpt_tree_new", ctypes.c_int, [_P]),
+    ("ckpt_tree_free", None, [c_void_p]),
+    ("ckpt_tree_none", ctypes.c_int, [_P, c_void_p]),
+    ("ckpt_tree_bool", ctypes.c_int, [_P, c_void_p, ctypes.c_int]),
+    ("ckpt_tree_int", ctypes.c_int, [_P, c_void_p, ctypes.c_int64]),
+    ("ckpt_tree_float", ctypes.c_int, [_P, c_void_p, ctypes.c_double]),
+    ("ckpt_tree_str", ctypes.c_int, [_P, c_void_p, c_char_p, c_size_t]),
+    ("ckpt_tree_bytes", ctypes.c_int, [_P, c_void_p, c_char_p, c_size_t]),
+    ("ckpt_tree_list", ctypes.c_int, [_P, c_void_p]),
+    ("ckpt_tree_tuple", ctypes.c_int, [_P, c_void_p]),
+    ("ckpt_tree_dict", ctypes.c_int, [_P, c_void_p]),
+    ("ckpt_tree_append", ctypes.c_int, [c_void_p, c_void_p, c_void_p]),
+    ("ckpt_tree_set", ctypes.c_int, [c_void_p, c_void_p, c_void_p, c_void_p]),
+    ("ckpt_tree_tensor", ctypes.c_int, [_P, c_void_p, ctypes.c_int, ctypes.c_uint,
+                                        c_u64_p, c_void_p, c_size_t]),
+    ("ckpt_tree_write", ctypes.c_int, [c_void_p, c_char_p, ctypes.c_int,
+                                       ctypes.POINTER(_WriteOptions)]),
+    ("ckpt_dtype_from_name", ctypes.c_int, [c_char_p]),
+])
+
+FORMATS = {".safetensors": 1, ".pt": 3, ".pth": 3, ".bin": 3, ".ckpt": 3}
+
+_NUMPY = {"b": "BOOL", "u1": "U8", "i1": "I8", "i2": "I16", "u2": "U16", "i4": "I32",
+          "u4": "U32", "i8": "I64", "u8": "U64", "f2": "F16", "f4": "F32", "f8": "F64",
+          "c8": "C64", "c16": "C128"}
+
+
+class AuditWarning(UserWarning):
+    """ckpt.save found state the checkpoint will not hold (ckpt.audit)."""
+
+
+class _Builder:
+    """Python objects -> a ckpt_tree. Tensors are borrowed by the tree, so
+    every buffer handed to it is kept in self.keep until the write."""
+
+    def __init__(self, path):
+        import torch
+        self.torch = torch
+        self.path = path
+        self.tree = c_void_p()
+        check(lib.ckpt_tree_new(ctypes.byref(self.tree)), path)
+        self.keep = []
+        self.memo = {}
+        self.findings = []
+
+    def free(self):
+        lib.ckpt_tree_free(self.tree)
+        self.tree = c_void_p()
+        self.keep = []
+
+    def _new(self, fn, *args):
+        out = c_void_p()
+        check(fn(ctypes.byref(out), self.tree, *args), self.path)
+        return out
+
+    def _refuse(self, where, what):
+        return errors.UnsupportedError(
+            "%s: %s cannot be saved: ckpt writes data only (tensors, numbers, strings, "
+            "bytes, None, dicts, lists, tuples)" % (where or "<root>", what), self.path)
+
+    def value(self, obj, where=""):
+        torch = self.torch
+        if obj is None:
+            return self._new(lib.ckpt_tree_none)
+        if isinstance(obj, bool):
+            return self._new(lib.ckpt_tree_bool, int(obj))
+        if isinstance(obj, numbers.Integral):
+            v = int(obj)
+            if not -2 ** 63 <= v < 2 ** 63:
+                raise self._refuse(where, "an integer beyond 64 bits")
+            return self._new(lib.ckpt_tree_int, v)
+        if isinstance(obj, numbers.Real):
+            return self._new(lib.ckpt_tree_float, float(obj))
+        if isinstance(obj, str):
+            try:
+                b = obj.encode("utf-8")
+            except UnicodeEncodeError:
+                raise self._refuse(where, "a string that is not valid Unicode") from None
+            return self._new(lib.ckpt_tree_str, b, len(b))
+        if isinstance(obj, (bytes, bytearray, memoryview)):
+            b = bytes(obj)
+            return self._new(lib.ckpt_tree_bytes, b, len(b))
+        if isinstance(obj, torch.Tensor):
+            return self.tensor(obj, where)
+        if type(obj).__module__ == "numpy" and hasattr(obj, "dtype") and hasattr(obj, "shape"):
+            return self.array(obj, where)
+        if isinstance(obj, torch.nn.Module):
+            found = audit(obj)
+            self.findings.extend(f if not where else _located(f, where) for f in found)
+            return self.value(obj.state_dict(), where)
+        if hasattr(obj, "state_dict") and callable(obj.state_dict) and not isinstance(obj, type):
+            return self.value(obj.state_dict(), where)  # optimizer, scheduler, scaler
+        key = id(obj)
+        if key in self.memo:  # a shared sub-object stays shared
+            return self.memo[key]
+        self.keep.append(obj)  # alive until the write, so its id is not reused
+        if isinstance(obj, dict):
+            out = self.memo[key] = self._new(lib.ckpt_tree_dict)
+            for k, v in obj.items():
+                kv = self.value(k, "%s[%r]" % (where, k))
+                check(lib.ckpt_tree_set(self.tree, out, kv,
+                                        self.value(v, _join(where, k))), self.path)
+            return out
+        if isinstance(obj, (list, tuple)):
+            out = self.memo[key] = self._new(
+                lib.ckpt_tree_list if isinstance(obj, list) else lib.ckpt_tree_tuple)
+            for i, v in enumerate(obj):
+                check(lib.ckpt_tree_append(self.tree, out, self.value(v, _join(where, i))),
+                      self.path)
+            return out
+        raise self._refuse(where, "%s.%s" % (type(obj).__module__, type(obj).__qualname__))
+
+    def tensor(self, t, where):
+        torch = self.torch
+        if t.layout != torch.strided or t.is_quantized:
+            raise self._refuse(where, "a %s tensor" % ("quantized" if t.is_quantized else "sparse"))
+        ptr = t.data_ptr()
+        # tied weights: state_dict() hands out a new tensor object per name,
+        # so identity is the memory and the view, as torch.save sees it
+        key = ("t", t.device.type, ptr, tuple(t.shape), t.stride(), t.dtype) if ptr else id(t)
+        if key in self.memo:
+            return self.memo[key]
+        self.keep.append(t)  # its memory (and id) stay taken until the write
+        code = lib.ckpt_dtype_from_name(dtype_name(t.dtype).encode())
+        if code == 0:
+            raise self._refuse(where, "a tensor of dtype %s" % t.dtype)
+        c = t.detach()
+        if c.device.type != "cpu":
+            c = c.cpu()
+        c = c.resolve_conj().resolve_neg().contiguous()
+        self.keep.append(c)
+        nbytes = c.numel() * c.element_size()
+        out = self._shaped(code, list(c.shape), c.data_ptr() if nbytes else None, nbytes)
+        self.memo[key] = out
+        return out
+
+    def array(self, a, where):
+        import numpy as np
+        kind = _NUMPY.get(a.dtype.kind + str(a.dtype.itemsize) if a.dtype.kind != "b" else "b")
+        if kind is None:
+            raise self._refuse(where, "a numpy array of dtype %s" % a.dtype)
+        c = np.ascontiguousarray(a, dtype=a.dtype.newbyteorder("<"))
+        self.keep.append(c)
+        code = lib.ckpt_dtype_from_name(kind.encode())
+        return self._shaped(code, list(c.shape), c.ctypes.data if c.nbytes else None, c.nbytes)
+
+    def _shaped(self, code, shape, ptr, nbytes):
+        dims = (c_u64 * max(1, len(shape)))(*shape)
+        return self._new(lib.ckpt_tree_tensor, code, len(shape), dims, ptr, nbytes)
+
+
+def _join(where, k):
+    return "%s.%s" % (where, k) if where else str(k)
+
+
+def _located(f, where):
+    from ._module import AuditFinding
+    names = tuple("%s.%s" % (where, n) for n in f.names)
+    return AuditFinding(f.kind, names, "%s: %s" % (where, f.message))
+
+
+def save(obj, path, *, meta=None):
+    """Writes `obj` to `path` atomically and durably (a temporary file in
+    the same directory, fsync, rename, fsync of the directory: a crash
+    leaves either the old file or the new one). The format follows the
+    extension: ".safetensors" (nesting and non-tensor values recorded in
+    the metadata "ckpt.structure"), or ".pt"/".pth"/".bin"/".ckpt" (a
+    torch.save archive that torch.load(weights_only=True) reads). Digests
+    of every tensor are embedded (ckpt verify checks them). meta: extra
+    metadata, str to str (keys not starting with "ckpt.").
+
+    obj: tensors, numpy arrays, numbers, strings, bytes, None, dicts, lists
+    and tuples; an nn.Module is saved as its state_dict(), other objects
+    with a state_dict() method (optimizers, schedulers, scalers) likewise.
+    Tensors are saved contiguous on CPU; a tensor reachable under several
+    names with the same memory and view (tied weights) is saved once.
+    Modules are audited first (ckpt.audit): state the file will not hold
+    (plain tensor attributes, non-persistent buffers) and surprises (tied
+    parameters, mixed dtypes) are reported with one ckpt.AuditWarning.
+    Returns that list of findings. Raises ckpt.UnsupportedError for other
+    objects (named by their place in obj), ckpt.FileError on I/O errors."""
+    path = os.fspath(path)
+    ext = os.path.splitext(path)[1].lower()
+    if ext not in FORMATS:
+        raise errors.InvalidArgumentError(
+            "no format for the extension %r (use .safetensors, .pt, .pth, .bin or .ckpt)"
+            % ext, path)
+    return _save_as(obj, path, FORMATS[ext], meta, stacklevel=3)
+
+
+def _save_as(obj, path, fmt, meta, stacklevel):
+    """save() with the format given (1 safetensors, 3 torch zip)."""
+    if not _AVAILABLE:
+        raise errors.UnsupportedError("this libckpt has no writer (ckpt_tree_*)", path)
+    meta = dict(meta or {})
+    for k, v in meta.items():
+        if not isinstance(k, str) or not isinstance(v, str):
+            raise errors.InvalidArgumentError("metadata must map str to str", path)
+    b = _Builder(path)
+    try:
+        root = b.value(obj)
+        keys = [k.encode() for k in meta]
+        vals = [v.encode() for v in meta.values()]
+        opts = _WriteOptions((c_char_p * max(1, len(keys)))(*keys),
+                             (c_char_p * max(1, len(vals)))(*vals), len(keys))
+        if b.findings:
+            warnings.warn(AuditWarning(
+                "ckpt.save %s: %d finding(s):\n  %s" % (
+                    path, len(b.findings), "\n  ".join(f.message for f in b.findings))),
+                stacklevel=stacklevel)
+        check(lib.ckpt_tree_write(root, os.fsencode(path), fmt, ctypes.byref(opts)), path)
+        return b.findings
+    finally:
+        b.free()

@@ -1,0 +1,285 @@
+"""ckpt.Store: numbered generations of a training checkpoint in one
+directory (ckpt_store_*), and resume: model, optimizer, scheduler, scaler
+and RNG state restored together, or a clear refusal."""
+import ctypes
+import os
+import random
+import warnings
+from dataclasses import dataclass, field
+from typing import Any, Optional, Tuple
+
+from . import errors
+from ._lib import (Limits, c_char_p, c_size_t, c_u64, c_void_p, check, declare,
+                   default_limits, fspath, lib, text)
+
+
+class _StoreOptions(ctypes.Structure):
+    _fields_ = [("keep", ctypes.c_uint32), ("stale_minutes", ctypes.c_uint32),
+                ("limits", Limits)]
+
+
+class _Generation(ctypes.Structure):
+    _fields_ = [("file", c_char_p), ("path", c_char_p), ("name", c_char_p),
+                ("step", c_u64), ("bytes", c_u64), ("ok", ctypes.c_int),
+                ("code", ctypes.c_int), ("reason", c_char_p), ("member", c_char_p),
+                ("offset", c_u64), ("latest", ctypes.c_int)]
+
+
+_P = ctypes.POINTER(c_void_p)
+_O = ctypes.POINTER(_StoreOptions)
+_AVAILABLE = declare([
+    ("ckpt_store_commit", ctypes.c_int, [c_char_p, c_size_t, c_char_p, c_char_p, c_u64,
+                                         c_char_p, _O]),
+    ("ckpt_store_latest", ctypes.c_int, [c_char_p, c_size_t, c_char_p, _O]),
+    ("ckpt_store_list", ctypes.c_int, [_P, c_char_p, _O]),
+    ("ckpt_store_list_free", None, [c_void_p]),
+    ("ckpt_store_list_count", c_size_t, [c_void_p]),
+    ("ckpt_store_list_generation", ctypes.POINTER(_Generation), [c_void_p, c_size_t]),
+    ("ckpt_store_gc", ctypes.c_int, [ctypes.POINTER(c_size_t), c_char_p, _O]),
+])
+_TRAINING = declare([
+    ("ckpt_training_analyze", ctypes.c_int, [_P, c_void_p]),
+    ("ckpt_training_free", None, [c_void_p]),
+    ("ckpt_training_resume", ctypes.c_int, [c_void_p]),
+    ("ckpt_resume_name", c_char_p, [ctypes.c_int]),
+    ("ckpt_training_reason_count", c_size_t, [c_void_p]),
+    ("ckpt_training_reason", c_char_p, [c_void_p, c_size_t]),
+])
+
+_PATH_MAX = 8192
+
+
+class ResumeError(errors.MismatchError):
+    """resume refused the checkpoint: `verdict` is the C library's resume
+    readiness ("weights-only", "warm-start-only", ...), `reasons` its
+    sentences."""
+
+    def __init__(self, message, file="", verdict="", reasons=()):
+        self.verdict, self.reasons = verdict, tuple(reasons)
+        super().__init__(message, file)
+
+    def __reduce__(self):
+        return (ResumeError, (self.message, self.file, self.verdict, self.reasons))
+
+
+class ResumeWarning(UserWarning):
+    """resume restored what it could, but something asked for was absent."""
+
+
+@dataclass(frozen=True)
+class Generation:
+    """One committed generation: file name, path, step, size in bytes, ok
+    (opens and verifies), latest (LATEST names it), error (why not ok)."""
+    file: str
+    path: str
+    step: int
+    bytes: int
+    ok: bool
+    latest: bool
+    error: Optional[errors.Error] = field(default=None, compare=False)
+
+
+@dataclass(frozen=True)
+class Resumed:
+    """What resume restored: path, step, verdict (ckpt's resume readiness),
+    restored (component names), state (the whole loaded checkpoint)."""
+    path: str
+    step: Optional[int]
+    verdict: str
+    restored: Tuple[str, ...]
+    state: Any = field(repr=False, compare=False)
+
+
+def rng_state():
+    """The random generators' states: torch CPU (and CUDA when initialised),
+    numpy's global generator (when numpy is imported), python's random."""
+    import sys
+    import torch
+    out = {"torch": torch.get_rng_state()}
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        out["cuda"] = list(torch.cuda.get_rng_state_all())
+    if "numpy" in sys.modules:
+        import numpy as np
+        name, keys, pos, has_gauss, cached = np.random.get_state()
+        out["numpy"] = (name, torch.from_numpy(keys.astype(np.int64)), int(pos),
+                        int(has_gauss), float(cached))
+    version, internal, gauss = random.getstate()
+    out["python"] = (version, tuple(internal), gauss)
+    return out
+
+
+def set_rng_state(state):
+    """Restores what rng_state() captured (entries absent are left alone)."""
+    import torch
+    if "torch" in state:
+        torch.set_rng_state(state["torch"].contiguous().clone())
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all([t.clone() for t in state["cuda"]])
+    if "numpy" in state:
+        import numpy as np
+        name, keys, pos, has_gauss, cached = state["numpy"]
+        np.random.set_state((name, np.asarray(keys.numpy(), dtype=np.uint32), pos,
+                             has_gauss, cached))
+    if "python" in state:
+        version, internal, gauss = state["python"]
+        random.setstate((version, tuple(internal), gauss))
+
+
+def _pick(state, *names):
+    for n in names:
+        if isinstance(state, dict) and n in state:
+            return n, state[n]
+    return None, None
+
+
+def _resume_verdict(path):
+    """(verdict, reasons) of ckpt_training_analyze, or ("", ()) when the
+    library has no training analysis."""
+    if not _TRAINING:
+        return "", ()
+    f, t = c_void_p(), c_void_p()
+    check(lib.ckpt_open(ctypes.byref(f), fspath(path), None), path)
+    try:
+        check(lib.ckpt_training_analyze(ctypes.byref(t), f), path)
+        verdict = text(lib.ckpt_resume_name(lib.ckpt_training_resume(t)))
+        reasons = tuple(text(lib.ckpt_training_reason(t, i))
+                        for i in range(lib.ckpt_training_reason_count(t)))
+        return verdict, reasons
+    finally:
+        lib.ckpt_training_free(t)
+        lib.ckpt_close(f)
+
+
+class Store:
+    """A directory of generations "NAME-STEP.pt" (or .safetensors) with a
+    LATEST pointer, kept by the C store: each commit is written atomically,
+    re-read from disk and verified before LATEST names it, and only then
+    are generations beyond the `keep` newest pruned. A crash at any moment
+    leaves the previous generation intact and findable. One writer per
+    directory at a time; readers any time."""
+
+    def __init__(self, dir, keep=3, *, name="ckpt", format="pt"):
+        if not _AVAILABLE:
+            raise errors.UnsupportedError("this libckpt has no store (ckpt_store_*)", dir)
+        if format not in ("pt", "safetensors"):
+            raise errors.InvalidArgumentError("format is 'pt' or 'safetensors'", dir)
+        self.dir, self.keep, self.name, self.format = os.fspath(dir), keep, name, format
+        os.makedirs(self.dir, exist_ok=True)
+        self._opts = _StoreOptions(keep, 60, default_limits())
+        # temporary files of writers that were killed (ours included)
+        check(lib.ckpt_store_gc(None, fspath(self.dir), ctypes.byref(self._opts)), self.dir)
+
+    def commit(self, obj, step):
+        """Commits `obj` as generation `step` and returns its path. obj is
+        what ckpt.save takes (modules, optimizers, schedulers and scalers are
+        saved as their state_dict()); a dict gets "step" and "rng" (the
+        random generators' states, see rng_state) unless it has them, so
+        that resume can continue exactly."""
+        if isinstance(obj, dict):
+            obj = dict(obj)
+            obj.setdefault("step", step)
+            if "rng" not in obj:
+                obj["rng"] = rng_state()
+        from ._save import _save_as
+        # named like the atomic commit's temporaries, so that gc removes it
+        # if this process dies before the commit
+        staging = os.path.join(self.dir, ".%s-staging.tmp-%d-%016x" % (
+            self.name, os.getpid(), int.from_bytes(os.urandom(8), "little")))
+        try:
+            _save_as(obj, staging, 1 if self.format == "safetensors" else 3, None, stacklevel=3)
+            out = ctypes.create_string_buffer(_PATH_MAX)
+            check(lib.ckpt_store_commit(out, _PATH_MAX, fspath(self.dir),
+                                        self.name.encode(), step, fspath(staging),
+                                        ctypes.byref(self._opts)), self.dir)
+            return os.fsdecode(out.value)
+        finally:
+            if os.path.exists(staging):
+                os.unlink(staging)
+
+    def latest(self):
+        """Path of the generation to resume from (LATEST when it verifies,
+        else the newest that verifies), or None when there is none."""
+        out = ctypes.create_string_buffer(_PATH_MAX)
+        rc = lib.ckpt_store_latest(out, _PATH_MAX, fspath(self.dir), ctypes.byref(self._opts))
+        if rc == errors.NotFoundError.code:
+            return None
+        check(rc, self.dir)
+        return os.fsdecode(out.value)
+
+    def generations(self):
+        """Every generation, verified, by ascending step."""
+        h = c_void_p()
+        check(lib.ckpt_store_list(ctypes.byref(h), fspath(self.dir), ctypes.byref(self._opts)),
+              self.dir)
+        try:
+            out = []
+            for i in range(lib.ckpt_store_list_count(h)):
+                g = lib.ckpt_store_list_generation(h, i).contents
+                err = None
+                if not g.ok:
+                    err = errors.from_code(g.code, text(g.reason), text(g.path), text(g.member),
+                                           None if g.offset == 2 ** 64 - 1 else int(g.offset))
+                out.append(Generation(text(g.file), text(g.path), int(g.step), int(g.bytes),
+                                      bool(g.ok), bool(g.latest), err))
+            return out
+        finally:
+            lib.ckpt_store_list_free(h)
+
+    def resume(self, model, optimizer, scheduler=None, scaler=None, *,
+               allow_warm_start=False, strict=True):
+        """Restores the latest generation into model (ckpt.load_state_dict:
+        audited keys, all or nothing), optimizer, scheduler and scaler (their
+        load_state_dict) and the random generators, so that the next step is
+        the one an uninterrupted run would take. Returns a Resumed, or None
+        when the store holds no generation (a fresh start).
+
+        A checkpoint without optimizer state (weights only, or warm-start
+        state) is refused with ckpt.ResumeError naming ckpt's verdict,
+        unless allow_warm_start=True: then the model (and whatever else is
+        there) is restored and the optimizer starts fresh. A scheduler or
+        scaler passed but absent from the checkpoint gives a ResumeWarning."""
+        path = self.latest()
+        if path is None:
+            return None
+        from ._load import load
+        from ._match import load_state_dict
+        state = load(path)
+        verdict, reasons = _resume_verdict(path)
+        if not isinstance(state, dict):
+            state = {"model": state}
+        _, model_sd = _pick(state, "model", "model_state_dict", "state_dict")
+        _, opt_sd = _pick(state, "optimizer", "optimizer_state_dict")
+        if opt_sd is None and isinstance(state.get("optimizer_states"), list) \
+                and state["optimizer_states"]:
+            opt_sd = state["optimizer_states"][0]
+        if model_sd is None:
+            model_sd = state  # a bare state dict (weights only)
+        if opt_sd is None and optimizer is not None and not allow_warm_start:
+            raise ResumeError(
+                "refusing to resume from %s: it holds no optimizer state (ckpt: %s%s); "
+                "pass allow_warm_start=True to start the optimizer fresh" % (
+                    path, verdict or "no optimizer", ": " + "; ".join(reasons) if reasons else ""),
+                path, verdict, reasons)
+        restored = []
+        load_state_dict(model, model_sd, strict=strict)
+        restored.append("model")
+        if opt_sd is not None and optimizer is not None:
+            optimizer.load_state_dict(opt_sd)
+            restored.append("optimizer")
+        for obj, names, label in ((scheduler, ("scheduler", "lr_scheduler"), "scheduler"),
+                                  (scaler, ("scaler", "grad_scaler"), "scaler")):
+            if obj is None:
+                continue
+            _, sd = _pick(state, *names)
+            if sd is None:
+                warnings.warn(ResumeWarning("%s: no %s state; it starts fresh" % (path, label)),
+                              stacklevel=2)
+            else:
+                obj.load_state_dict(sd)
+                restored.append(label)
+        if isinstance(state.get("rng"), dict):
+            set_rng_state(state["rng"])
+            restored.append("rng")
+        step = state.get("step")
+        return Resumed(path, step if isinstance(step, int) else None, verdict,
+                       tuple(restored), state)

@@ -1,0 +1,497 @@
+"""Key-audit tests: `ckpt match`, `ckpt diff` and `ckpt rename` on real
+PyTorch pairs (gen_pairs.py, written into a temporary directory) and on the
+corpus's key-remap files. Every report is asserted exactly.
+
+Environment (set by ctest): CKPT_BIN, CKPT_CORPUS. Needs Debian's python3
+with python3-torch (the oracle for diff values). Prints one line per case
+and ends with "N passed, N failed"; exits 1 on failure.
+"""
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import traceback
+
+BIN = os.environ.get("CKPT_BIN", "ckpt")
+CORPUS = os.environ.get("CKPT_CORPUS", "/work/shared/corpus")
+BURN = os.path.join(CORPUS, "torch/burn")
+HERE = os.path.dirname(os.path.abspath(__file__))
+TMP = tempfile.mkdtemp(prefix="ckpt-keys-test-")
+
+MODEL_KEYS = sorted([
+    "fc1.weight", "fc1.bias", "bn.weight", "bn.bias", "bn.running_mean",
+    "bn.running_var", "bn.num_batches_tracked", "fc2.weight", "fc2.bias",
+    "fc3.weight", "fc3.bias"])
+
+CASES = []
+
+
+def case(name):
+    """Registers a test case; main() runs them once the files exist."""
+    def wrap(fn):
+        CASES.append((name, fn))
+        return fn
+    return wrap
+
+
+def run(*args):
+    p = subprocess.run([BIN] + list(args), capture_output=True, timeout=120, cwd=TMP)
+    return p.returncode, p.stdout.decode("utf-8", "replace"), p.stderr.decode("utf-8", "replace")
+
+
+def run_json(*args):
+    rc, out, err = run(*args)
+    assert out.endswith("}\n"), "expected one JSON object: %r %r" % (out, err)
+    return rc, json.loads(out)
+
+
+def path(name):
+    return os.path.join(TMP, name)
+
+
+def eq(got, want):
+    assert got == want, "\n got: %r\nwant: %r" % (got, want)
+
+
+# ------------------------------------------------------------------ match
+
+def report(ckpt, spec, **fields):
+    """The full expected `ckpt match --json` object: an empty report with
+    `fields` set."""
+    r = {"checkpoint": ckpt, "expect": spec, "complete": False, "matched": 0,
+         "missing_keys": [], "unexpected_keys": [], "shape_mismatch": [],
+         "dtype_mismatch": [], "allowed": {"missing": [], "unexpected": []},
+         "tied": [], "rewrite": None, "candidates": [], "warning": None}
+    for k, v in fields.items():
+        assert k in r, k
+        r[k] = v
+    return r
+
+
+def check_match(ckpt, spec, opts, want_rc, **fields):
+    rc, got = run_json("match", ckpt, "--expect", spec, "--json", *opts)
+    eq(got, report(ckpt, spec, **fields))
+    eq(rc, want_rc)
+
+
+def rewrite(desc, matches, applied):
+    return {"description": desc, "matches": matches, "applied": applied}
+
+
+def cand(desc, matches):
+    return {"description": desc, "matches": matches}
+
+
+def complete(n):
+    return {"complete": True, "matched": n}
+
+
+@case("match: the same model")
+def _():
+    check_match(path("model.pt"), path("model.pt"), [], 0, **complete(11))
+
+
+@case("match: DataParallel keys, no --normalize: named, not applied")
+def _():
+    check_match(path("dp.pt"), path("model.pt"), [], 1,
+                missing_keys=MODEL_KEYS,
+                unexpected_keys=["module." + k for k in MODEL_KEYS],
+                rewrite=rewrite("strip 'module.'", 11, False),
+                candidates=[cand("strip 'module.'", 11)],
+                warning="nothing would load: 0 of 11 expected keys match")
+
+
+for name, desc in [("dp.pt", "strip 'module.'"), ("orig.pt", "strip '_orig_mod.'"),
+                   ("dp_orig.pt", "strip 'module._orig_mod.'"),
+                   ("orig_dp.pt", "strip '_orig_mod.module.'"),
+                   ("nested_state_dict.pt", "strip 'state_dict.'"),
+                   ("nested_model.pt", "strip 'model.'")]:
+    @case("match --normalize: %s -> %s" % (name, desc))
+    def _(name=name, desc=desc):
+        check_match(path(name), path("model.pt"), ["--normalize"], 0,
+                    rewrite=rewrite(desc, 11, True), candidates=[cand(desc, 11)],
+                    **complete(11))
+
+
+@case("match --normalize: a plain checkpoint into a DataParallel model")
+def _():
+    check_match(path("model.pt"), path("dp.pt"), ["--normalize"], 0,
+                rewrite=rewrite("add 'module.'", 11, True),
+                candidates=[cand("add 'module.'", 11)], **complete(11))
+
+
+@case("match --normalize: one key without the prefix: partial, not applied")
+def _():
+    rest = [k for k in MODEL_KEYS if k != "fc1.bias"]
+    check_match(path("partial.pt"), path("model.pt"), ["--normalize"], 1,
+                matched=1, missing_keys=rest,
+                unexpected_keys=["module." + k for k in rest],
+                rewrite=rewrite("strip 'module.'", 10, False),
+                candidates=[cand("strip 'module.'", 10)],
+                warning="almost nothing would load: 1 of 11 expected keys match")
+
+
+@case("match: a layer renamed, one resized, one retyped")
+def _():
+    check_match(path("changed.pt"), path("model.pt"), ["--normalize"], 1,
+                matched=5, missing_keys=["fc2.bias", "fc2.weight"],
+                unexpected_keys=["fc_two.bias", "fc_two.weight"],
+                shape_mismatch=[
+                    {"name": "fc3.bias", "checkpoint": [3], "expected": [2]},
+                    {"name": "fc3.weight", "checkpoint": [3, 8], "expected": [2, 8]}],
+                dtype_mismatch=[
+                    {"name": "fc1.bias", "checkpoint": "F16", "expected": "F32"},
+                    {"name": "fc1.weight", "checkpoint": "F16", "expected": "F32"}],
+                warning="almost nothing would load: 5 of 11 expected keys match")
+
+
+@case("match: fc1.weight.bad_key is unexpected, not part of fc1.weight")
+def _():
+    check_match(path("bad_key.pt"), path("model.pt"), ["--normalize"], 1,
+                matched=10, missing_keys=["fc1.weight"],
+                unexpected_keys=["fc1.weight.bad_key"])
+
+
+@case("match: allowed exceptions are listed, not dropped")
+def _():
+    check_match(path("bad_key.pt"), path("model.pt"),
+                ["--allow-missing", "fc1.*", "--allow-unexpected=*.bad_key"], 0,
+                allowed={"missing": ["fc1.weight"], "unexpected": ["fc1.weight.bad_key"]},
+                **complete(10))
+
+
+@case("match: spec from `ckpt inspect --json` (a manifest)")
+def _():
+    rc, out, _ = run("inspect", "--json", path("model.pt"))
+    eq(rc, 0)
+    with open(path("spec.json"), "w") as fh:
+        fh.write(out)
+    check_match(path("dp.pt"), path("spec.json"), ["--normalize"], 0,
+                rewrite=rewrite("strip 'module.'", 11, True),
+                candidates=[cand("strip 'module.'", 11)], **complete(11))
+
+
+@case("match: tied weights: the spec stores lm_head.weight in embed.weight")
+def _():
+    check_match(path("tied_dropped.pt"), path("tied.pt"), [], 1,
+                matched=3, missing_keys=["lm_head.weight"],
+                tied=[{"name": "lm_head.weight", "tied_to": "embed.weight"}])
+    check_match(path("tied_dropped.pt"), path("tied.pt"),
+                ["--allow-missing", "lm_head.weight"], 0,
+                allowed={"missing": ["lm_head.weight"], "unexpected": []},
+                tied=[{"name": "lm_head.weight", "tied_to": "embed.weight"}],
+                **complete(3))
+
+
+@case("match: tied weights: safetensors save_model alias in __metadata__")
+def _():
+    check_match(path("tied_hf.safetensors"), path("tied.pt"), [], 1,
+                matched=3, missing_keys=["lm_head.weight"],
+                tied=[{"name": "lm_head.weight", "tied_to": "embed.weight"}])
+
+
+@case("match: tied weights: an unexpected key sharing a matched tensor")
+def _():
+    rc, out, _ = run("inspect", "--json", path("tied_dropped.pt"))
+    with open(path("spec_dropped.json"), "w") as fh:
+        fh.write(out)
+    check_match(path("tied.pt"), path("spec_dropped.json"), [], 1,
+                matched=3, unexpected_keys=["lm_head.weight"],
+                tied=[{"name": "lm_head.weight", "tied_to": "embed.weight"}])
+
+
+@case("match: corpus key_remap.pt against missing_module_field.pt")
+def _():
+    a, b = os.path.join(BURN, "key_remap.pt"), os.path.join(BURN, "missing_module_field.pt")
+    check_match(a, b, ["--normalize"], 1,
+                missing_keys=["conv1.bias", "conv1.weight"],
+                unexpected_keys=["conv.conv1.bias", "conv.conv1.weight", "conv.conv2.weight"],
+                rewrite=rewrite("strip 'conv.'", 2, False),
+                candidates=[cand("strip 'conv.'", 2)],
+                warning="nothing would load: 0 of 2 expected keys match")
+    check_match(a, b, ["--normalize", "--allow-unexpected", "conv.conv2.*"], 0,
+                allowed={"missing": [], "unexpected": ["conv.conv2.weight"]},
+                rewrite=rewrite("strip 'conv.'", 2, True),
+                candidates=[cand("strip 'conv.'", 2)], **complete(2))
+    # the other way: conv.conv2.weight stays missing
+    check_match(b, a, ["--normalize"], 1,
+                missing_keys=["conv.conv1.bias", "conv.conv1.weight", "conv.conv2.weight"],
+                unexpected_keys=["conv1.bias", "conv1.weight"],
+                rewrite=rewrite("add 'conv.'", 2, False),
+                candidates=[cand("add 'conv.'", 2)],
+                warning="nothing would load: 0 of 3 expected keys match")
+
+
+@case("match: corpus top_level_key.pt (state dict under a key)")
+def _():
+    check_match(os.path.join(BURN, "top_level_key.pt"),
+                os.path.join(BURN, "missing_module_field.pt"), ["--normalize"], 0,
+                rewrite=rewrite("strip 'my_state_dict.'", 2, True),
+                candidates=[cand("strip 'my_state_dict.'", 2)], **complete(2))
+
+
+@case("match: corpus enum_depthwise_false.pt against _true.pt: nothing loads")
+def _():
+    check_match(os.path.join(BURN, "enum_depthwise_false.pt"),
+                os.path.join(BURN, "enum_depthwise_true.pt"), ["--normalize"], 1,
+                missing_keys=["conv.dconv.bias", "conv.dconv.weight", "conv.pconv.bias",
+                              "conv.pconv.weight"],
+                unexpected_keys=["conv.bias", "conv.weight"],
+                warning="nothing would load: 0 of 4 expected keys match")
+
+
+@case("match: text report")
+def _():
+    rc, out, _ = run("match", path("tied_dropped.pt"), "--expect", path("tied.pt"))
+    eq(rc, 1)
+    lines = out.splitlines()
+    eq(lines[0], "MISMATCH: 3 of 4 expected keys match (1 missing, 0 unexpected, "
+                 "0 shape, 0 dtype mismatches)")
+    assert "  lm_head.weight (tied to embed.weight)" in lines, out
+    rc, out, _ = run("match", path("dp.pt"), "--expect", path("model.pt"), "--normalize")
+    eq(rc, 0)
+    eq(out.splitlines()[0], "COMPLETE: 11 of 11 expected keys match after strip 'module.'")
+    eq(out.splitlines()[-1], "rewrite: strip 'module.' (11 keys), applied")
+
+
+@case("match: usage and I/O errors exit 2")
+def _():
+    eq(run("match", path("model.pt"))[0], 2)
+    eq(run("match", path("model.pt"), "--expect")[0], 2)
+    eq(run("match", path("model.pt"), "--expect", path("nope.pt"))[0], 2)
+    eq(run("match", path("model.pt"), "--expect", path("model.pt"), "--bogus")[0], 2)
+    rc, out, _ = run("match", "--help")
+    eq(rc, 0)
+    assert out.startswith("usage: ckpt match"), out
+
+
+@case("match: a JSON spec that is not a manifest")
+def _():
+    with open(path("bad.json"), "w") as fh:
+        fh.write('{"tensors": [{"name": "a", "dtype": "F32", "shape": [-1]}]}')
+    rc, out, err = run("match", path("model.pt"), "--expect", path("bad.json"))
+    eq(rc, 1)
+    assert "tensors[0]: expected each dimension to be a non-negative integer" in err, err
+
+
+# ------------------------------------------------------------------ diff
+
+def diff_a_b_expected(a, b):
+    return {
+        "a": a, "b": b, "identical": False, "keys_only": False,
+        "only_in_a": ["only_a"], "only_in_b": ["only_b"], "shape_mismatch": [],
+        "dtype_mismatch": [], "equal": 1,
+        "tensors": [
+            {"name": "ints", "bitwise_equal": False, "compared": True, "numel": 3,
+             "differing": 1, "max_abs_diff": 1.0, "max_rel_diff": 0.25,
+             "nan": {"a": 0, "b": 0}, "inf": {"a": 0, "b": 0},
+             "nonfinite_mismatch": 0, "positions": []},
+            # 0.0 and -0.0 are equal values; NaN equals NaN
+            {"name": "nan", "bitwise_equal": False, "compared": True, "numel": 5,
+             "differing": 2, "max_abs_diff": "inf", "max_rel_diff": "inf",
+             "nan": {"a": 1, "b": 2}, "inf": {"a": 1, "b": 0},
+             "nonfinite_mismatch": 2, "positions": [2, 4]},
+            {"name": "w", "bitwise_equal": False, "compared": True, "numel": 12,
+             "differing": 3, "max_abs_diff": 22.0, "max_rel_diff": 2.0,
+             "nan": {"a": 0, "b": 0}, "inf": {"a": 0, "b": 0},
+             "nonfinite_mismatch": 0, "positions": []},
+        ]}
+
+
+@case("diff: values, NaN/Inf positions, keys on one side")
+def _():
+    a, b = path("diff_a.pt"), path("diff_b.pt")
+    rc, got = run_json("diff", a, b, "--json")
+    eq(got, diff_a_b_expected(a, b))
+    eq(rc, 1)
+    rc, out, _ = run("diff", a, b)
+    eq(out.splitlines()[0], "DIFFERENT: 1 only in A, 1 only in B, 0 shape, 0 dtype "
+                            "differences; 1 tensor bitwise equal, 3 with different values")
+
+
+@case("diff: identical files exit 0")
+def _():
+    rc, got = run_json("diff", path("model.pt"), path("model.pt"), "--json")
+    eq(rc, 0)
+    eq(got["identical"], True)
+    eq(got["equal"], 11)
+    eq(got["tensors"], [])
+
+
+def torch_diff(a_path, b_path):
+    """Expected per-tensor diffs computed by torch in float64."""
+    import torch
+    a, b = torch.load(a_path), torch.load(b_path)
+    out = []
+    for name in sorted(a):
+        x, y = a[name], b[name]
+        if x.dtype == y.dtype and torch.equal(x, y):
+            continue
+        xd, yd = x.double().flatten(), y.double().flatten()
+        d = (xd - yd).abs()
+        rel = [0.0 if di == 0 else (math.inf if yi == 0 else di / abs(yi))
+               for di, yi in zip(d.tolist(), yd.tolist())]
+        out.append({"name": name, "bitwise_equal": False, "compared": True,
+                    "numel": x.numel(), "differing": int((d != 0).sum()),
+                    "max_abs_diff": float(d.max()), "max_rel_diff": max(rel),
+                    "nan": {"a": 0, "b": 0}, "inf": {"a": 0, "b": 0},
+                    "nonfinite_mismatch": 0, "positions": []})
+    return out
+
+
+@case("diff: F32 against BF16, values widened and compared (torch oracle)")
+def _():
+    a, b = path("model.pt"), path("model_bf16.pt")
+    rc, got = run_json("diff", a, b, "--json")
+    eq(rc, 1)
+    eq(got["dtype_mismatch"], [{"name": k, "a": "F32", "b": "BF16"}
+                               for k in MODEL_KEYS if k != "bn.num_batches_tracked"])
+    eq(got["equal"], 1)
+    eq(got["tensors"], torch_diff(a, b))
+    # within a tolerance the values agree, the dtypes still differ
+    rc, got = run_json("diff", a, b, "--json", "--atol", "1e-3")
+    eq(rc, 1)
+    eq([t["differing"] for t in got["tensors"]], [0] * 10)
+    rc, got = run_json("diff", a, b, "--json", "--rtol=0.004")
+    eq([t["differing"] for t in got["tensors"]], [0] * 10)
+
+
+@case("diff --keys-only on manifests")
+def _():
+    rc, got = run_json("diff", path("spec.json"), path("spec.json"), "--keys-only", "--json")
+    eq(rc, 0)
+    eq(got, {"a": path("spec.json"), "b": path("spec.json"), "identical": True,
+             "keys_only": True, "only_in_a": [], "only_in_b": [], "shape_mismatch": [],
+             "dtype_mismatch": [], "equal": None, "tensors": None})
+    rc, got = run_json("diff", path("model.pt"), path("changed.pt"), "--keys-only", "--json")
+    eq(rc, 1)
+    eq(got["only_in_a"], ["fc2.bias", "fc2.weight"])
+    eq(got["only_in_b"], ["fc_two.bias", "fc_two.weight"])
+    eq(got["shape_mismatch"], [{"name": "fc3.bias", "a": [2], "b": [3]},
+                               {"name": "fc3.weight", "a": [2, 8], "b": [3, 8]}])
+    eq(got["dtype_mismatch"], [{"name": "fc1.bias", "a": "F32", "b": "F16"},
+                               {"name": "fc1.weight", "a": "F32", "b": "F16"}])
+
+
+@case("diff: usage errors exit 2")
+def _():
+    eq(run("diff", path("spec.json"), path("model.pt"))[0], 2)  # values need files
+    eq(run("diff", path("model.pt"))[0], 2)
+    eq(run("diff", path("model.pt"), path("model.pt"), "--atol", "-1")[0], 2)
+    eq(run("diff", path("model.pt"), path("model.pt"), "--rtol", "x")[0], 2)
+    eq(run("diff", path("model.pt"), path("nope.pt"))[0], 2)
+
+
+# ------------------------------------------------------------------ rename
+
+def torch_load(p):
+    import torch
+    return torch.load(p)
+
+
+def same_tensors(got, want):
+    """Same keys in the same order, bitwise equal tensors."""
+    import torch
+    eq(list(got), list(want))
+    for k in want:
+        assert got[k].dtype == want[k].dtype and torch.equal(got[k], want[k]), k
+
+
+@case("rename: DataParallel keys stripped; torch loads the original state dict")
+def _():
+    rc, out, err = run("rename", path("dp.pt"), path("r_dp.pt"), "--strip-prefix", "module")
+    eq((rc, out, err), (0, "renamed 11 of 11 keys: %s\n" % path("r_dp.pt"), ""))
+    same_tensors(torch_load(path("r_dp.pt")), torch_load(path("model.pt")))
+    eq(run("diff", path("r_dp.pt"), path("model.pt"))[0], 0)
+
+
+@case("rename: stacked wrappers, --replace then --strip-prefix, in order")
+def _():
+    rc, _, err = run("rename", path("orig_dp.pt"), path("r_od.pt"),
+                     "--replace", "_orig_mod.=", "--strip-prefix=module.")
+    eq(rc, 0)
+    same_tensors(torch_load(path("r_od.pt")), torch_load(path("model.pt")))
+
+
+@case("rename --dry-run prints the mapping and writes nothing")
+def _():
+    rc, out, _ = run("rename", path("partial.pt"), "--dry-run", "--strip-prefix", "module.")
+    eq(rc, 0)
+    lines = out.splitlines()
+    eq(lines[0], "module.fc1.weight -> fc1.weight")
+    eq(len(lines), 11)
+    eq(lines[-1], "10 of 11 keys renamed (dry run: nothing written)")
+    rc, out, _ = run("rename", path("partial.pt"), path("never.pt"), "--dry-run",
+                     "--strip-prefix", "module.")
+    eq(rc, 0)
+    assert not os.path.exists(path("never.pt"))
+
+
+@case("rename --auto SPEC: nested state dict unwrapped, other values kept")
+def _():
+    rc, _, _ = run("rename", path("nested_state_dict.pt"), path("r_ns.pt"), "--auto",
+                   path("model.pt"))
+    eq(rc, 0)
+    got, sd = torch_load(path("r_ns.pt")), torch_load(path("model.pt"))
+    eq(got.pop("epoch"), 3)
+    same_tensors(got, sd)
+    # a JSON manifest as SPEC, safetensors in and out
+    rc, _, _ = run("rename", path("tied_hf.safetensors"), path("r_tied.safetensors"),
+                   "--add-prefix", "model")
+    eq(rc, 0)
+    rc, got = run_json("inspect", "--json", path("r_tied.safetensors"))
+    eq([t["name"] for t in got["tensors"]], ["model.embed.weight", "model.norm.bias",
+                                              "model.norm.weight"])
+    eq(got["metadata"]["lm_head.weight"], "embed.weight")  # metadata kept as is
+
+
+@case("rename refusals: no key matched, collisions, no complete --auto, lists")
+def _():
+    rc, _, err = run("rename", path("model.pt"), path("x.pt"), "--strip-prefix", "nothere")
+    eq(rc, 2)
+    assert "--strip-prefix 'nothere' matches no key" in err, err
+    rc, _, err = run("rename", path("model.pt"), path("x.pt"), "--replace", "fc1=fc2")
+    eq(rc, 1)
+    assert "'fc1.weight' and 'fc2.weight' would both be named 'fc2.weight'" in err, err
+    rc, _, err = run("rename", path("changed.pt"), path("x.pt"), "--auto", path("model.pt"))
+    eq(rc, 1)
+    assert "--auto: no unique rewrite" in err, err
+    rc, _, err = run("rename", path("model.pt"), path("x.pt"), "--auto", path("model.pt"))
+    eq(rc, 2)
+    assert "the keys already match" in err, err
+    rc, _, err = run("rename", path("list.pt"), path("x.pt"), "--replace", "layers=blocks")
+    eq(rc, 1)
+    assert "would move a tensor out of a list" in err, err
+    assert not os.path.exists(path("x.pt"))
+    eq(run("rename", path("model.pt"), path("x.pt"))[0], 2)           # no rule
+    eq(run("rename", path("model.pt"), "--strip-prefix", "a")[0], 2)  # no OUT
+    eq(run("rename", path("model.pt"), path("x.pt"), "--replace", "=x")[0], 2)
+
+
+def main():
+    g = subprocess.run(["/usr/bin/python3", os.path.join(HERE, "gen_pairs.py"), TMP],
+                       cwd=TMP, capture_output=True, timeout=300)
+    if g.returncode != 0:
+        print(g.stdout.decode(), g.stderr.decode())
+        print("0 passed, 1 failed")
+        return 1
+    passed = failed = 0
+    for name, fn in CASES:
+        try:
+            fn()
+            passed += 1
+            print("PASS", name)
+        except Exception:
+            failed += 1
+            print("FAIL", name)
+            traceback.print_exc(file=sys.stdout)
+    shutil.rmtree(TMP, ignore_errors=True)
+    print("%d passed, %d failed" % (passed, failed))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

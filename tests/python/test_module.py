@@ -1,0 +1,198 @@
+"""Real torch models: ckpt.audit (the plain-attribute trap), ckpt.manifest,
+and ckpt.load_state_dict (plain, DataParallel and torch.compile key
+layouts; an incomplete checkpoint refused with the exact report and the
+model left untouched)."""
+import json
+import os
+import subprocess
+
+import pytest
+
+import ckpt
+
+torch = pytest.importorskip("torch")
+nn = torch.nn
+
+
+class Rope(nn.Module):
+    """Rotary embedding that caches its cos/sin tables as plain attributes:
+    they are not in state_dict(), so no checkpoint holds them."""
+
+    def __init__(self, dim=8, positions=16):
+        super().__init__()
+        inv = 1.0 / (10000 ** (torch.arange(0, dim, 2).float() / dim))
+        angles = torch.outer(torch.arange(positions).float(), inv)
+        self.cos_cached = angles.cos()
+        self.sin_cached = angles.sin()
+
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.attn = nn.Linear(8, 8)
+        self.rope = Rope()
+        self.register_buffer("mask", torch.ones(4, 4).tril(), persistent=False)
+
+
+class Net(nn.Module):
+    def __init__(self, hidden=32, out=4, extra=True):
+        super().__init__()
+        self.fc1 = nn.Linear(16, hidden)
+        self.bn = nn.BatchNorm1d(hidden)
+        self.fc2 = nn.Linear(hidden, out)
+        if extra:
+            self.fc3 = nn.Linear(out, out)
+
+
+def fresh(seed, **kw):
+    torch.manual_seed(seed)
+    return Net(**kw)
+
+
+def snapshot(m):
+    return {k: v.clone() for k, v in m.state_dict().items()}
+
+
+def same(a, b):
+    return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_audit_reports_the_plain_attribute_trap(tmp_path):
+    m = nn.Sequential(Block(), Block())
+    found = ckpt.audit(m)
+    plain = sorted(n for f in found if f.kind == "plain-attribute" for n in f.names)
+    assert plain == ["0.rope.cos_cached", "0.rope.sin_cached",
+                     "1.rope.cos_cached", "1.rope.sin_cached"]
+    nonp = sorted(n for f in found if f.kind == "non-persistent-buffer" for n in f.names)
+    assert nonp == ["0.mask", "1.mask"]
+    assert "F32 [16, 4]" in [f for f in found if f.names == ("0.rope.cos_cached",)][0].message
+    # ckpt.save says so, and indeed the file lacks the tables
+    path = tmp_path / "rope.safetensors"
+    with pytest.warns(ckpt.AuditWarning) as rec:
+        ret = ckpt.save(m, path)
+    text = str(rec[0].message)
+    assert "0.rope.cos_cached" in text and "1.rope.sin_cached" in text and "0.mask" in text
+    assert ret == found
+    assert sorted(ckpt.load(path)) == ["0.attn.bias", "0.attn.weight", "1.attn.bias",
+                                       "1.attn.weight"]
+
+
+def test_audit_tied_and_mixed_dtypes():
+    class LM(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embed = nn.Embedding(10, 6)
+            self.head = nn.Linear(6, 10, bias=False)
+            self.head.weight = self.embed.weight
+            self.proj = nn.Linear(6, 6)
+            self.norm = nn.LayerNorm(6).half()
+    found = {f.kind: f for f in ckpt.audit(LM())}
+    assert found["tied-parameters"].names == ("embed.weight", "head.weight")
+    assert sorted(found["mixed-dtypes"].names) == ["norm.bias", "norm.weight"]
+    assert "F32 x3" in found["mixed-dtypes"].message and "F16 x2" in found["mixed-dtypes"].message
+    assert ckpt.audit(fresh(0)) == []  # a clean model says nothing
+
+
+def test_manifest_matches_state_dict_and_cli(tmp_path):
+    m = nn.Sequential(Block(), nn.Linear(8, 2).to(torch.bfloat16))
+    man = ckpt.manifest(m)
+    sd = m.state_dict()
+    assert [t["name"] for t in man["tensors"]] == list(sd)
+    assert man["tensors"][-1] == {"name": "1.bias", "dtype": "BF16", "shape": [2], "nbytes": 4}
+    assert [t["name"] for t in man["non_persistent"]] == ["0.mask"]
+    path = tmp_path / "expect.json"
+    path.write_text(json.dumps(man))
+    cli = os.environ.get("CKPT_BIN")
+    if cli and subprocess.run([cli, "help", "match"], capture_output=True).returncode == 0:
+        torch.save(sd, tmp_path / "m.pt")
+        run = subprocess.run([cli, "match", str(tmp_path / "m.pt"), "--expect", str(path)],
+                             capture_output=True, text=True)
+        assert run.returncode == 0, run.stdout + run.stderr
+
+
+def test_load_plain(tmp_path):
+    src, dst = fresh(1), fresh(2)
+    path = tmp_path / "plain.pt"
+    torch.save(src.state_dict(), path)
+    rep = ckpt.load_state_dict(dst, path)
+    assert rep.complete and rep.rewrite is None and not rep.missing and not rep.unexpected
+    assert len(rep.matched) == len(src.state_dict())
+    assert same(dst.state_dict(), src.state_dict())
+
+
+def test_load_dataparallel_prefixed(tmp_path):
+    src, dst = fresh(1), fresh(2)
+    sd = nn.DataParallel(src).state_dict()
+    assert all(k.startswith("module.") for k in sd)
+    path = tmp_path / "dp.pt"
+    torch.save(sd, path)
+    rep = ckpt.load_state_dict(dst, path)
+    assert rep.rewrite == "strip 'module.'"
+    assert ("fc1.weight", "module.fc1.weight") in rep.matched
+    assert same(dst.state_dict(), src.state_dict())
+    with pytest.raises(ckpt.KeyMismatchError):  # no rewrite without normalize
+        ckpt.load_state_dict(fresh(3), path, normalize=False)
+
+
+def test_load_compiled_prefixed(tmp_path):
+    src, dst = fresh(1), fresh(2)
+    if hasattr(torch, "compile"):  # torch >= 2: the real OptimizedModule
+        sd = torch.compile(src).state_dict()
+    else:  # torch 1.13 has no torch.compile: its key layout
+        sd = {"_orig_mod." + k: v for k, v in src.state_dict().items()}
+    assert all(k.startswith("_orig_mod.") for k in sd)
+    path = tmp_path / "compiled.safetensors"
+    ckpt.save(sd, path)
+    rep = ckpt.load_state_dict(dst, path)
+    assert rep.complete and "_orig_mod." in rep.rewrite
+    assert same(dst.state_dict(), src.state_dict())
+
+
+def test_missing_and_resized_layer_refused_untouched(tmp_path):
+    src = fresh(1, out=8, extra=False)  # fc2 resized 32->8, fc3 absent
+    dst = fresh(2)
+    before = snapshot(dst)
+    path = tmp_path / "bad.pt"
+    torch.save(src.state_dict(), path)
+    with pytest.raises(ckpt.KeyMismatchError) as exc:
+        ckpt.load_state_dict(dst, path)
+    rep = exc.value.report
+    assert not rep.complete
+    assert rep.missing == ("fc3.bias", "fc3.weight")
+    assert rep.unexpected == ()
+    assert [(m.name, m.checkpoint_shape, m.expected_shape) for m in rep.shape_mismatch] == [
+        ("fc2.bias", (8,), (4,)), ("fc2.weight", (8, 32), (4, 32))]
+    assert rep.dtype_mismatch == ()
+    assert sorted(n for n, _ in rep.matched) == [
+        "bn.bias", "bn.num_batches_tracked", "bn.running_mean", "bn.running_var",
+        "bn.weight", "fc1.bias", "fc1.weight"]
+    assert "missing: fc3.bias, fc3.weight" in str(exc.value)
+    assert "fc2.weight (checkpoint F32 [8, 32], model F32 [4, 32])" in str(exc.value)
+    assert exc.value.code == -9 and exc.value.file == str(path)
+    assert same(dst.state_dict(), before)  # nothing was copied
+    # strict=False tolerates the missing layer, never the resized one
+    with pytest.raises(ckpt.KeyMismatchError):
+        ckpt.load_state_dict(dst, path, strict=False)
+    assert same(dst.state_dict(), before)
+
+
+def test_allowed_missing_tied_and_training_checkpoint(tmp_path):
+    src, dst = fresh(1), fresh(2)
+    sd = src.state_dict()
+    del sd["fc3.bias"]
+    rep = ckpt.load_state_dict(dst, {"model": sd, "optimizer": {"state": {}, "param_groups": []},
+                                     "epoch": 3}, allow_missing=["fc3.b*"])
+    assert rep.source == "model" and rep.allowed_missing == ("fc3.bias",)
+    assert torch.equal(dst.fc1.weight, src.fc1.weight)
+
+    class LM(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embed = nn.Embedding(10, 6)
+            self.head = nn.Linear(6, 10, bias=False)
+            self.head.weight = self.embed.weight
+    a, b = LM(), LM()
+    saved = {"embed.weight": a.embed.weight.detach()}  # the tied copy dropped
+    rep = ckpt.load_state_dict(b, saved)
+    assert rep.complete and rep.tied == (("head.weight", "embed.weight"),)
+    assert torch.equal(b.head.weight, a.embed.weight)

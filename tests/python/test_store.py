@@ -1,0 +1,119 @@
+"""ckpt.save / ckpt.Store / resume: a training run killed and resumed takes
+bit-identical steps to an uninterrupted one; weights-only checkpoints are
+refused by resume; saves are atomic and verifiable."""
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+
+import ckpt
+
+torch = pytest.importorskip("torch")
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def torch_load(path):
+    """torch.load of a file this test wrote (or the repository ships): the
+    full unpickler on every torch version (>= 2.6 defaults to weights_only)."""
+    return torch.load(path, weights_only=False)
+
+
+def train(*args):
+    return subprocess.run([sys.executable, os.path.join(HERE, "train_loop.py")] +
+                          [str(a) for a in args], capture_output=True, text=True,
+                          cwd=str(args[0]), timeout=600)
+
+
+def test_killed_and_resumed_run_is_bit_identical(tmp_path):
+    steps, kill_after = 6, 3
+    full_dir, run_dir = tmp_path / "full", tmp_path / "run"
+    full_dir.mkdir()
+    run_dir.mkdir()
+    r = train(full_dir, steps, "full", tmp_path / "full.pt")
+    assert r.returncode == 0, r.stderr
+    r = train(run_dir, steps, "kill-after", kill_after)
+    assert r.returncode == -signal.SIGKILL, r.stderr
+    store = ckpt.Store(run_dir, keep=2)
+    gens = store.generations()
+    assert [g.step for g in gens] == [2, 3] and all(g.ok for g in gens)
+    assert store.latest() == str(run_dir / ("ckpt-%d.pt" % kill_after))
+    r = train(run_dir, steps, "resume", tmp_path / "resumed.pt")
+    assert r.returncode == 0, r.stderr
+    assert "resumed %s %d full-resume model,optimizer,scheduler,rng" % (
+        run_dir / ("ckpt-%d.pt" % kill_after), kill_after) in r.stdout
+    full, resumed = torch_load(tmp_path / "full.pt"), torch_load(tmp_path / "resumed.pt")
+    assert sorted(resumed) == list(range(kill_after + 1, steps + 1))
+    for s in resumed:  # the next step, and every one after it
+        for k in full[s]:
+            assert torch.equal(full[s][k], resumed[s][k]), (s, k)
+    # the resumed run's step really differs from a fresh optimizer's
+    assert not torch.equal(full[kill_after + 1]["0.weight"], full[kill_after]["0.weight"])
+    assert [g.step for g in store.generations()] == [5, 6]
+
+
+def test_resume_refuses_weights_only(tmp_path):
+    torch.manual_seed(0)
+    model = torch.nn.Linear(4, 2)
+    store = ckpt.Store(tmp_path / "s")
+    assert store.resume(model, None) is None  # nothing to resume from
+    store.commit(model, 7)  # a module: its weights only
+    other = torch.nn.Linear(4, 2)
+    opt = torch.optim.Adam(other.parameters())
+    before = other.weight.detach().clone()
+    with pytest.raises(ckpt.ResumeError) as exc:
+        store.resume(other, opt)
+    assert exc.value.verdict == "weights-only" and "allow_warm_start" in str(exc.value)
+    assert torch.equal(other.weight, before)
+    r = store.resume(other, opt, allow_warm_start=True)
+    assert r.restored == ("model",) and r.verdict == "weights-only"
+    assert torch.equal(other.weight, model.weight)
+    assert opt.state_dict()["state"] == {}
+
+
+def test_save_atomic_digests_and_formats(tmp_path):
+    torch.manual_seed(0)
+    m = torch.nn.Linear(4, 2)
+    opt = torch.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
+    m(torch.randn(3, 4)).sum().backward()
+    opt.step()
+    state = {"model": m, "optimizer": opt, "epoch": 2, "note": "héllo", "shape": (2, 4)}
+    for ext in (".pt", ".safetensors"):
+        path = tmp_path / ("s" + ext)
+        path.write_bytes(b"old")
+        ckpt.save(state, path, meta={"arch": "linear"})
+        rep = ckpt.verify(path)
+        assert rep.ok and rep.tensors >= 3, ext
+        assert ckpt.metadata(path)["arch"] == "linear"
+        assert "ckpt.xxh3" in ckpt.metadata(path)
+        got = ckpt.load(path)
+        assert got["epoch"] == 2 and got["note"] == "héllo" and got["shape"] == (2, 4)
+        assert torch.equal(got["model"]["weight"], m.weight)
+        mom = opt.state_dict()["state"][0]["momentum_buffer"]
+        assert torch.equal(got["optimizer"]["state"][0]["momentum_buffer"], mom)
+        assert got["optimizer"]["param_groups"][0]["momentum"] == 0.9
+        assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+    # torch reads ckpt's torch files as they were saved
+    back = torch_load(tmp_path / "s.pt")
+    assert back["epoch"] == 2 and back["shape"] == (2, 4)
+    assert back["optimizer"]["param_groups"] == opt.state_dict()["param_groups"]
+    with pytest.raises(ckpt.UnsupportedError) as exc:
+        ckpt.save({"x": object()}, tmp_path / "bad.pt")
+    assert "x: builtins.object" in str(exc.value)
+    assert not (tmp_path / "bad.pt").exists()
+    with pytest.raises(ckpt.InvalidArgumentError):
+        ckpt.save({}, tmp_path / "x.npz")
+    with pytest.raises(ckpt.FileError):  # unwritable: the old file stays
+        ckpt.save({"w": m.weight}, tmp_path / "nodir" / "w.pt")
+
+
+def test_store_removes_staging_files_of_dead_writers(tmp_path):
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    stale = tmp_path / (".ckpt-staging.tmp-%d-0123456789abcdef" % dead.pid)
+    stale.write_bytes(b"half a checkpoint")
+    live = tmp_path / (".ckpt-staging.tmp-%d-0123456789abcdef" % os.getpid())
+    live.write_bytes(b"being written")
+    ckpt.Store(tmp_path)
+    assert not stale.exists() and live.exists()

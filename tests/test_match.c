@@ -1,0 +1,937 @@
+/* test_match.c - manifests, ckpt_match (exact names, prefix inference,
+ * allowed exceptions, warnings, tied weights), ckpt_diff on values built in
+ * memory, allocation failures, and the normalisation property: for random
+ * key sets under random stacked wrapper prefixes, --normalize either
+ * restores exactly the original keys or applies nothing. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ckpt.h"
+#include "harness.h"
+#include "keys.h"
+
+/* ------------------------------------------------------------ helpers */
+
+/* A manifest of `names` (NULL-terminated), F32, shape [i + 1] for name i,
+ * so that pairing the wrong keys shows up as a shape mismatch. */
+static ckpt_manifest *manifest_of(const char *const *names) {
+    ckpt_manifest *m = NULL;
+    CHECK_EQ_INT(ckpt_manifest_new(&m, "test"), 0);
+    for (uint64_t i = 0; m && names[i]; i++) {
+        uint64_t dim = i + 1;
+        CHECK_EQ_INT(ckpt_manifest_add(m, names[i], "F32", 1, &dim), 0);
+    }
+    return m;
+}
+
+/* The manifests of the last match(), freed by done(). */
+static ckpt_manifest *cur_c, *cur_e;
+
+static ckpt_match_result *match(const char *const *c, const char *const *e,
+                                const ckpt_match_options *o) {
+    ckpt_match_result *r = NULL;
+    cur_c = manifest_of(c);
+    cur_e = manifest_of(e);
+    CHECK_EQ_INT(ckpt_match(&r, cur_c, cur_e, o), 0);
+    return r;
+}
+
+static void done(ckpt_match_result *r) {
+    ckpt_match_free(r);
+    ckpt_manifest_free(cur_c);
+    ckpt_manifest_free(cur_e);
+    cur_c = cur_e = NULL;
+}
+
+/* "a,b,c" of a list's names. */
+static const char *names(const ckpt_match_result *r, ckpt_match_list l) {
+    static char buf[4096];
+    size_t used = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < ckpt_match_count(r, l); i++)
+        used += (size_t)snprintf(buf + used, sizeof buf - used, "%s%s", i ? "," : "",
+                                 ckpt_match_item_at(r, l, i)->name);
+    return buf;
+}
+
+static const char *rewrite_desc(const ckpt_match_result *r) {
+    const ckpt_rewrite *rw = ckpt_match_rewrite(r);
+    return rw ? rw->description : "(none)";
+}
+
+/* ------------------------------------------------------------ manifests */
+
+TEST(manifest_add_find) {
+    ckpt_manifest *m = NULL;
+    uint64_t shape[2] = {3, 4};
+    CHECK_EQ_INT(ckpt_manifest_new(&m, "m"), 0);
+    CHECK_EQ_INT(ckpt_manifest_add(m, "a.weight", "F32", 2, shape), 0);
+    CHECK_EQ_INT(ckpt_manifest_add(m, "a.bias", "BF16", 0, NULL), 0);
+    CHECK_EQ_INT(ckpt_manifest_add(m, "a.weight", "F16", 0, NULL), CKPT_E_INVALID_ARG);
+    CHECK(strstr(ckpt_error_last()->message, "duplicate key 'a.weight'") != NULL);
+    CHECK_EQ_INT(ckpt_manifest_add(m, "x", "F32", CKPT_MAX_NDIM + 1, shape), CKPT_E_INVALID_ARG);
+    CHECK_EQ_INT(ckpt_manifest_count(m), 2);
+    const ckpt_manifest_entry *e = ckpt_manifest_find(m, "a.weight");
+    CHECK(e && e->ndim == 2 && e->shape[1] == 4 && strcmp(e->dtype, "F32") == 0);
+    CHECK(ckpt_manifest_find(m, "a") == NULL);
+    CHECK(ckpt_manifest_find(m, "a.weight.x") == NULL);
+    CHECK(ckpt_manifest_entry_at(m, 1) == ckpt_manifest_find(m, "a.bias"));
+    CHECK(ckpt_manifest_entry_at(m, 2) == NULL);
+    CHECK(ckpt_manifest_file(m) == NULL);
+    ckpt_manifest_free(m);
+    ckpt_manifest_free(NULL);
+}
+
+/* Many keys: the index grows and every key stays findable. */
+TEST(manifest_many) {
+    ckpt_manifest *m = NULL;
+    char name[32];
+    CHECK_EQ_INT(ckpt_manifest_new(&m, "m"), 0);
+    for (int i = 0; i < 20000; i++) {
+        snprintf(name, sizeof name, "layers.%d.w", i);
+        CHECK_EQ_INT(ckpt_manifest_add(m, name, "F32", 0, NULL), 0);
+    }
+    int found = 0;
+    for (int i = 0; i < 20000; i++) {
+        snprintf(name, sizeof name, "layers.%d.w", i);
+        const ckpt_manifest_entry *e = ckpt_manifest_find(m, name);
+        found += e && strcmp(e->name, name) == 0;
+    }
+    CHECK_EQ_INT(found, 20000);
+    ckpt_manifest_free(m);
+}
+
+static int parse(const char *json, ckpt_manifest **m) {
+    return ckpt_manifest_parse(m, json, strlen(json), "spec.json", NULL);
+}
+
+TEST(manifest_json) {
+    ckpt_manifest *m = NULL;
+    CHECK_EQ_INT(parse("{\"file\":\"x\",\"tensors\":[{\"name\":\"a\",\"dtype\":\"F32\","
+                       "\"shape\":[2,3],\"nbytes\":24},{\"name\":\"\",\"dtype\":\"I64\","
+                       "\"shape\":[]}],\"values\":[],\"metadata\":{\"b\":\"a\",\"n\":1}}",
+                       &m),
+                 0);
+    CHECK_EQ_INT(ckpt_manifest_count(m), 2);
+    CHECK(ckpt_manifest_find(m, "a")->shape[1] == 3);
+    CHECK_EQ_STR(ckpt_manifest_find(m, "")->dtype, "I64");
+    CHECK_EQ_INT(m->nmeta, 1); /* the int value is no alias */
+    ckpt_manifest_free(m);
+
+    static const struct {
+        const char *json;
+        int code;
+        const char *msg;
+    } bad[] = {
+        {"[1]", CKPT_E_FORMAT, "not a manifest"},
+        {"{\"tensors\":{}}", CKPT_E_FORMAT, "not a manifest"},
+        {"{\"tensors\":[1]}", CKPT_E_FORMAT, "tensors[0]: expected an object"},
+        {"{\"tensors\":[{\"name\":1,\"dtype\":\"F32\",\"shape\":[]}]}", CKPT_E_FORMAT,
+         "tensors[0]: expected \"name\""},
+        {"{\"tensors\":[{\"name\":\"a\\u0000b\",\"dtype\":\"F32\",\"shape\":[]}]}",
+         CKPT_E_FORMAT, "not valid JSON"},
+        {"{\"tensors\":[{\"name\":\"a\",\"shape\":[]}]}", CKPT_E_FORMAT, "\"dtype\""},
+        {"{\"tensors\":[{\"name\":\"a\",\"dtype\":\"F32\",\"shape\":[-1]}]}", CKPT_E_FORMAT,
+         "non-negative"},
+        {"{\"tensors\":[{\"name\":\"a\",\"dtype\":\"F32\",\"shape\":[1.5]}]}", CKPT_E_FORMAT,
+         "non-negative"},
+        {"{\"tensors\":[{\"name\":\"a\",\"dtype\":\"F32\",\"shape\":[]},"
+         "{\"name\":\"a\",\"dtype\":\"F16\",\"shape\":[]}]}",
+         CKPT_E_FORMAT, "tensors[1]: duplicate name 'a'"},
+        {"{\"tensors\":[],\"tensors\":[]}", CKPT_E_FORMAT, "not valid JSON"},
+        {"{\"tensors\":[]", CKPT_E_FORMAT, "not valid JSON"},
+        {"{\"tensors\":[],\"metadata\":[]}", CKPT_E_FORMAT, "\"metadata\""},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        m = (ckpt_manifest *)1;
+        CHECK_EQ_INT(parse(bad[i].json, &m), bad[i].code);
+        CHECK(m == NULL);
+        if (!strstr(ckpt_error_last()->message, bad[i].msg))
+            fprintf(stderr, "case %zu: message '%s' lacks '%s'\n", i,
+                    ckpt_error_last()->message, bad[i].msg);
+        CHECK(strstr(ckpt_error_last()->message, bad[i].msg) != NULL);
+        CHECK_EQ_STR(ckpt_error_last()->file, "spec.json");
+    }
+
+    /* limits */
+    ckpt_limits lim = CKPT_LIMITS_INIT;
+    const char *two = "{\"tensors\":[{\"name\":\"abc\",\"dtype\":\"F32\",\"shape\":[1,2]},"
+                      "{\"name\":\"d\",\"dtype\":\"F32\",\"shape\":[]}]}";
+    lim.max_tensors = 1;
+    CHECK_EQ_INT(ckpt_manifest_parse(&m, two, strlen(two), "s", &lim), CKPT_E_LIMIT);
+    lim = (ckpt_limits)CKPT_LIMITS_INIT;
+    lim.max_name_bytes = 2;
+    CHECK_EQ_INT(ckpt_manifest_parse(&m, two, strlen(two), "s", &lim), CKPT_E_LIMIT);
+    lim = (ckpt_limits)CKPT_LIMITS_INIT;
+    lim.max_ndim = 1;
+    CHECK_EQ_INT(ckpt_manifest_parse(&m, two, strlen(two), "s", &lim), CKPT_E_LIMIT);
+    lim = (ckpt_limits)CKPT_LIMITS_INIT;
+    lim.max_index_bytes = 10;
+    CHECK_EQ_INT(ckpt_manifest_parse(&m, two, strlen(two), "s", &lim), CKPT_E_LIMIT);
+}
+
+/* ------------------------------------------------------------ segments */
+
+TEST(segments) {
+    CHECK_EQ_INT(ckpt_key_aligned("a.bc.d", 6, 2, 3), 1);  /* "bc." */
+    CHECK_EQ_INT(ckpt_key_aligned("a.bc.d", 6, 2, 2), 1);  /* "bc" */
+    CHECK_EQ_INT(ckpt_key_aligned("a.bc.d", 6, 2, 1), 0);  /* "b" */
+    CHECK_EQ_INT(ckpt_key_aligned("a.bc.d", 6, 3, 2), 0);  /* "c." */
+    CHECK_EQ_INT(ckpt_key_aligned("a.bc.d", 6, 5, 1), 1);  /* "d" */
+    CHECK_EQ_INT(ckpt_key_aligned("a.bc.d", 6, 5, 2), 0);  /* past the end */
+
+    char out[128];
+    const char *k = "_orig_mod.enc._fsdp_wrapped_module.layer._checkpoint_wrapped_module.w";
+    CHECK_EQ_INT(ckpt_key_wrappers(k, strlen(k)), 7);
+    ckpt_key_drop_wrappers(k, strlen(k), out);
+    CHECK_EQ_STR(out, "enc.layer.w");
+    /* a wrapper name as the last segment, inside a segment, or without
+     * its underscore is an ordinary name */
+    const char *plain[] = {"a._orig_mod", "a.x_orig_mod.b", "orig_mod.b", "a._orig_modx.b",
+                           "encoder.module.x"};
+    for (size_t i = 0; i < 5; i++) {
+        CHECK_EQ_INT(ckpt_key_wrappers(plain[i], strlen(plain[i])), 0);
+        ckpt_key_drop_wrappers(plain[i], strlen(plain[i]), out);
+        CHECK_EQ_STR(out, plain[i]);
+    }
+}
+
+/* ------------------------------------------------------------ match */
+
+static const char *const MODEL[] = {"fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias", NULL};
+
+TEST(identical_sets) {
+    ckpt_match_result *r = match(MODEL, MODEL, NULL);
+    CHECK_EQ_INT(ckpt_match_complete(r), 1);
+    CHECK_EQ_INT(ckpt_match_matched(r), 4);
+    CHECK(ckpt_match_rewrite(r) == NULL);
+    CHECK_EQ_INT(ckpt_match_candidate_count(r), 0);
+    CHECK(ckpt_match_warning(r) == NULL);
+    CHECK(ckpt_match_rewritten(r, 0) == NULL);
+    done(r);
+}
+
+/* Full names only: "fc1.weight.bad_key" is not part of "fc1.weight". */
+TEST(exact_full_names) {
+    const char *c[] = {"fc1.weight.bad_key", "fc1.bias", "fc2.weight", "fc2.bias", NULL};
+    ckpt_match_result *r = match(c, MODEL, NULL);
+    CHECK_EQ_INT(ckpt_match_complete(r), 0);
+    CHECK_EQ_STR(names(r, CKPT_MATCH_MISSING), "fc1.weight");
+    CHECK_EQ_STR(names(r, CKPT_MATCH_UNEXPECTED), "fc1.weight.bad_key");
+    CHECK(ckpt_match_rewrite(r) == NULL);
+    CHECK_EQ_INT(ckpt_match_matched(r), 3);
+    CHECK_EQ_INT(ckpt_match_count(r, CKPT_MATCH_SHAPE_MISMATCH), 0);
+    done(r);
+}
+
+TEST(strip_module_normalize) {
+    const char *c[] = {"module.fc1.weight", "module.fc1.bias", "module.fc2.weight",
+                       "module.fc2.bias", NULL};
+    ckpt_match_result *r = match(c, MODEL, NULL);
+    CHECK_EQ_INT(ckpt_match_complete(r), 0);
+    CHECK_EQ_STR(rewrite_desc(r), "strip 'module.'");
+    CHECK_EQ_INT(ckpt_match_rewrite(r)->matches, 4);
+    CHECK_EQ_INT(ckpt_match_rewrite(r)->applied, 0);
+    CHECK_EQ_INT(ckpt_match_count(r, CKPT_MATCH_MISSING), 4);
+    CHECK_EQ_STR(ckpt_match_warning(r), "nothing would load: 0 of 4 expected keys match");
+    CHECK_EQ_STR(ckpt_match_rewritten(r, 2), "fc2.weight");
+    done(r);
+
+    ckpt_match_options o = CKPT_MATCH_OPTIONS_INIT;
+    o.normalize = 1;
+    r = match(c, MODEL, &o);
+    CHECK_EQ_INT(ckpt_match_complete(r), 1);
+    CHECK_EQ_INT(ckpt_match_rewrite(r)->applied, 1);
+    CHECK_EQ_INT(ckpt_match_matched(r), 4);
+    CHECK(ckpt_match_warning(r) == NULL);
+    done(r);
+}
+
+TEST(stacked_and_mid_key_wrappers) {
+    const char *c1[] = {"_orig_mod.module.fc1.weight", "_orig_mod.module.fc1.bias",
+                        "_orig_mod.module.fc2.weight", "_orig_mod.module.fc2.bias", NULL};
+    const char *c2[] = {"module._orig_mod.fc1.weight", "module._orig_mod.fc1.bias",
+                        "module._orig_mod.fc2.weight", "module._orig_mod.fc2.bias", NULL};
+    const char *c3[] = {"fc1._fsdp_wrapped_module.weight", "fc1._fsdp_wrapped_module.bias",
+                        "fc2._checkpoint_wrapped_module.weight",
+                        "fc2._checkpoint_wrapped_module.bias", NULL};
+    ckpt_match_options o = CKPT_MATCH_OPTIONS_INIT;
+    o.normalize = 1;
+    /* stacked leading wrappers are one prefix; dropping '_orig_mod.' and
+     * stripping 'module.' forms the same pairs and is not simpler */
+    ckpt_match_result *r = match(c1, MODEL, &o);
+    CHECK_EQ_STR(rewrite_desc(r), "strip '_orig_mod.module.'");
+    CHECK_EQ_INT(ckpt_match_complete(r), 1);
+    CHECK_EQ_INT(ckpt_match_candidate_count(r), 1);
+    done(r);
+    r = match(c2, MODEL, &o);
+    CHECK_EQ_STR(rewrite_desc(r), "strip 'module._orig_mod.'");
+    CHECK_EQ_INT(ckpt_match_complete(r), 1);
+    done(r);
+    r = match(c3, MODEL, &o);
+    CHECK_EQ_STR(rewrite_desc(r),
+                 "drop '_fsdp_wrapped_module.', '_checkpoint_wrapped_module.' segments");
+    CHECK_EQ_INT(ckpt_match_complete(r), 1);
+    done(r);
+    /* a leading prefix and a wrapper in the middle of keys */
+    const char *c4[] = {"module.fc1._orig_mod.weight", "module.fc1._orig_mod.bias",
+                        "module.fc2.weight", "module.fc2.bias", NULL};
+    r = match(c4, MODEL, &o);
+    CHECK_EQ_STR(rewrite_desc(r), "drop '_orig_mod.' segments, strip 'module.'");
+    CHECK_EQ_INT(ckpt_match_complete(r), 1);
+    CHECK_EQ_STR(ckpt_match_rewritten(r, 0), "fc1.weight");
+    done(r);
+    /* the other way round: the model is wrapped, the checkpoint is not */
+    const char *wrapped[] = {"_orig_mod.fc1.weight", "_orig_mod.fc1.bias",
+                             "_orig_mod.fc2.weight", "_orig_mod.fc2.bias", NULL};
+    r = match(MODEL, wrapped, &o);
+    CHECK_EQ_STR(rewrite_desc(r), "add '_orig_mod.'");
+    CHECK_EQ_INT(ckpt_match_complete(r), 1);
+    done(r);
+}
+
+/* "module" in the middle of an ordinary key is a name, never a wrapper. */
+TEST(never_strip_ordinary_middle_segment) {
+    const char *e[] = {"encoder.x", "encoder.y", NULL};
+    const char *c[] = {"encoder.module.x", "encoder.module.y", NULL};
+    ckpt_match_options o = CKPT_MATCH_OPTIONS_INIT;
+    o.normalize = 1;
+    ckpt_match_result *r = match(c, e, &o);
+    CHECK_EQ_INT(ckpt_match_complete(r), 0);
+    CHECK(ckpt_match_rewrite(r) == NULL || !ckpt_match_rewrite(r)->applied);
+    CHECK_EQ_STR(names(r, CKPT_MATCH_UNEXPECTED), "encoder.module.x,encoder.module.y");
+    done(r);
+    /* and a legitimate encoder.module.x survives a stripped wrapper */
+    const char *c2[] = {"module.encoder.module.x", "module.encoder.module.y", NULL};
+    const char *e2[] = {"encoder.module.x", "encoder.module.y", NULL};
+    r = match(c2, e2, &o);
+    CHECK_EQ_STR(rewrite_desc(r), "strip 'module.'");
+    CHECK_EQ_INT(ckpt_match_complete(r), 1);
+    CHECK_EQ_STR(ckpt_match_rewritten(r, 0), "encoder.module.x");
+    done(r);
+}
+
+/* One key without the prefix: the best rewrite is partial, not applied. */
+TEST(partial_prefix) {
+    const char *c[] = {"module.fc1.weight", "module.fc1.bias", "module.fc2.weight", "fc2.bias",
+                       NULL};
+    ckpt_match_options o = CKPT_MATCH_OPTIONS_INIT;
+    o.normalize = 1;
+    ckpt_match_result *r = match(c, MODEL, &o);
+    CHECK_EQ_STR(rewrite_desc(r), "strip 'module.'");
+    CHECK_EQ_INT(ckpt_match_rewrite(r)->matches, 3);
+    CHECK_EQ_INT(ckpt_match_rewrite(r)->applied, 0);
+    CHECK_EQ_INT(ckpt_match_complete(r), 0);
+    CHECK_EQ_STR(names(r, CKPT_MATCH_MISSING), "fc1.bias,fc1.weight,fc2.weight");
+    CHECK_EQ_STR(ckpt_match_warning(r), "almost nothing would load: 1 of 4 expected keys match");
+    done(r);
+}
+
+/* Two rewrites match as many keys: nothing is named, both are listed. */
+TEST(tied_candidates) {
+    const char *c[] = {"weight", "bias", NULL};
+    const char *e[] = {"a.weight", "a.bias", "b.weight", "b.bias", NULL};
+    ckpt_match_options o = CKPT_MATCH_OPTIONS_INIT;
+    o.normalize = 1;
+    ckpt_match_result *r = match(c, e, &o);
+    CHECK(ckpt_match_rewrite(r) == NULL);
+    CHECK_EQ_INT(ckpt_match_candidate_count(r), 2);
+    CHECK_EQ_STR(ckpt_match_candidate(r, 0)->description, "add 'a.'");
+    CHECK_EQ_STR(ckpt_match_candidate(r, 1)->description, "add 'b.'");
+    CHECK_EQ_INT(ckpt_match_candidate(r, 0)->matches, 2);
+    CHECK_EQ_STR(ckpt_match_warning(r), "nothing would load: 0 of 4 expected keys match");
+    done(r);
+}
+
+/* A rewrite that maps two keys onto one name is never applied. */
+TEST(collision) {
+    const char *c[] = {"_orig_mod.a", "_orig_mod.b", "a", NULL};
+    const char *e[] = {"a", "b", NULL};
+    ckpt_match_options o = CKPT_MATCH_OPTIONS_INIT;
+    o.normalize = 1;
+    o.allow_unexpected = (const char *const[]){"*"};
+    o.nallow_unexpected = 1;
+    ckpt_match_result *r = match(c, e, &o);
+    CHECK_EQ_STR(rewrite_desc(r), "strip '_orig_mod.' (not applicable: '_orig_mod.a' and 'a' "
+                                  "both become 'a')");
+    CHECK(ckpt_match_rewrite(r) && !ckpt_match_rewrite(r)->applied);
+    CHECK_EQ_INT(ckpt_match_matched(r), 0);
+    CHECK_EQ_STR(names(r, CKPT_MATCH_SHAPE_MISMATCH), "a"); /* shapes [3] and [1] */
+    CHECK_EQ_STR(names(r, CKPT_MATCH_MISSING), "b");
+    done(r);
+}
+
+TEST(allowed_exceptions) {
+    const char *c[] = {"fc1.weight", "fc1.bias", "aux.head", NULL};
+    const char *e[] = {"fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias", NULL};
+    ckpt_match_options o = CKPT_MATCH_OPTIONS_INIT;
+    o.allow_missing = (const char *const[]){"fc2.*"};
+    o.nallow_missing = 1;
+    ckpt_match_result *r = match(c, e, &o);
+    CHECK_EQ_INT(ckpt_match_complete(r), 0);
+    CHECK_EQ_STR(names(r, CKPT_MATCH_ALLOWED_MISSING), "fc2.bias,fc2.weight");
+    CHECK_EQ_STR(names(r, CKPT_MATCH_MISSING), "");
+    CHECK_EQ_STR(names(r, CKPT_MATCH_UNEXPECTED), "aux.head");
+    done(r);
+    o.allow_unexpected = (const char *const[]){"nomatch", "aux*"};
+    o.nallow_unexpected = 2;
+    r = match(c, e, &o);
+    CHECK_EQ_INT(ckpt_match_complete(r), 1);
+    CHECK_EQ_STR(names(r, CKPT_MATCH_ALLOWED_UNEXPECTED), "aux.head");
+    CHECK(ckpt_match_warning(r) == NULL); /* 2 of 4 is half */
+    done(r);
+    /* everything allowed, nothing loads: called out, and not complete */
+    o.allow_missing = (const char *const[]){"*"};
+    o.allow_unexpected = (const char *const[]){"*"};
+    o.nallow_unexpected = 1;
+    const char *other[] = {"x", NULL};
+    r = match(other, e, &o);
+    CHECK_EQ_INT(ckpt_match_complete(r), 0);
+    CHECK_EQ_INT(ckpt_match_count(r, CKPT_MATCH_ALLOWED_MISSING), 4);
+    CHECK_EQ_STR(ckpt_match_warning(r), "nothing would load: 0 of 4 expected keys match");
+    done(r);
+}
+
+TEST(dtype_and_shape) {
+    ckpt_manifest *c = NULL, *e = NULL;
+    uint64_t s1[2] = {4, 3}, s2[2] = {5, 3};
+    ckpt_manifest_new(&c, "c");
+    ckpt_manifest_new(&e, "e");
+    ckpt_manifest_add(c, "w", "F32", 2, s1);
+    ckpt_manifest_add(e, "w", "F32", 2, s2);
+    ckpt_manifest_add(c, "b", "F16", 1, s1);
+    ckpt_manifest_add(e, "b", "F32", 1, s1);
+    ckpt_manifest_add(c, "both", "F16", 1, s1);
+    ckpt_manifest_add(e, "both", "F32", 1, s2);
+    ckpt_match_result *r = NULL;
+    CHECK_EQ_INT(ckpt_match(&r, c, e, NULL), 0);
+    CHECK_EQ_STR(names(r, CKPT_MATCH_SHAPE_MISMATCH), "both,w");
+    CHECK_EQ_STR(names(r, CKPT_MATCH_DTYPE_MISMATCH), "b,both");
+    CHECK_EQ_INT(ckpt_match_matched(r), 0);
+    const ckpt_match_item *it = ckpt_match_item_at(r, CKPT_MATCH_SHAPE_MISMATCH, 1);
+    CHECK(it->checkpoint->shape[0] == 4 && it->expected->shape[0] == 5);
+    CHECK(ckpt_match_item_at(r, CKPT_MATCH_SHAPE_MISMATCH, 2) == NULL);
+    ckpt_match_free(r);
+    ckpt_manifest_free(c);
+    ckpt_manifest_free(e);
+}
+
+/* Tied weights through metadata aliases of the checkpoint (safetensors
+ * save_model: dropped name -> kept name), under a rewrite too. */
+TEST(tied_by_alias) {
+    const char *json =
+        "{\"tensors\":[{\"name\":\"module.embed.weight\",\"dtype\":\"F32\",\"shape\":[4,2]}],"
+        "\"metadata\":{\"module.lm_head.weight\":\"module.embed.weight\",\"format\":\"pt\"}}";
+    const char *spec =
+        "{\"tensors\":[{\"name\":\"embed.weight\",\"dtype\":\"F32\",\"shape\":[4,2]},"
+        "{\"name\":\"lm_head.weight\",\"dtype\":\"F32\",\"shape\":[4,2]}]}";
+    ckpt_manifest *c = NULL, *e = NULL;
+    CHECK_EQ_INT(ckpt_manifest_parse(&c, json, strlen(json), "c", NULL), 0);
+    CHECK_EQ_INT(ckpt_manifest_parse(&e, spec, strlen(spec), "e", NULL), 0);
+    ckpt_match_options o = CKPT_MATCH_OPTIONS_INIT;
+    o.normalize = 1;
+    o.allow_missing = (const char *const[]){"lm_head.weight"};
+    o.nallow_missing = 1;
+    ckpt_match_result *r = NULL;
+    CHECK_EQ_INT(ckpt_match(&r, c, e, &o), 0);
+    CHECK_EQ_INT(ckpt_match_complete(r), 1);
+    CHECK_EQ_STR(rewrite_desc(r), "strip 'module.'");
+    CHECK_EQ_STR(names(r, CKPT_MATCH_ALLOWED_MISSING), "lm_head.weight");
+    CHECK_EQ_INT(ckpt_match_count(r, CKPT_MATCH_TIED), 1);
+    const ckpt_match_item *t = ckpt_match_item_at(r, CKPT_MATCH_TIED, 0);
+    CHECK(t && strcmp(t->name, "lm_head.weight") == 0 && strcmp(t->tied_to, "embed.weight") == 0);
+    ckpt_match_free(r);
+    ckpt_manifest_free(c);
+    ckpt_manifest_free(e);
+}
+
+TEST(empty_sets) {
+    const char *none[] = {NULL};
+    ckpt_match_result *r = match(none, none, NULL);
+    CHECK_EQ_INT(ckpt_match_complete(r), 1);
+    CHECK(ckpt_match_warning(r) == NULL);
+    done(r);
+    r = match(MODEL, none, NULL);
+    CHECK_EQ_INT(ckpt_match_complete(r), 0);
+    CHECK_EQ_INT(ckpt_match_count(r, CKPT_MATCH_UNEXPECTED), 4);
+    done(r);
+}
+
+/* ------------------------------------------------------------ property */
+
+static uint64_t rng_state = 0x2545f4914f6cdd1du;
+static uint32_t rnd(uint32_t n) {
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (uint32_t)(rng_state % n);
+}
+
+/* Segment names, including wrapper and prefix names used as ordinary
+ * segments. */
+static const char *const SEGS[] = {"fc1", "fc2", "weight", "bias", "0", "1", "layers",
+                                   "encoder", "module", "model", "state_dict", "attn", "norm",
+                                   "running_mean", "_orig_mod", "x", "head", "embed"};
+static const char *const WRAPS[] = {"module.", "_orig_mod.", "model.", "state_dict.",
+                                    "_fsdp_wrapped_module.", "net.", "backbone."};
+
+TEST(property_normalize_restores_or_applies_nothing) {
+    enum { ITER = 3000 };
+    char *orig[40], *wrapped[40];
+    int applied = 0, nothing = 0, bad = 0;
+    for (int it = 0; it < ITER; it++) {
+        size_t n = 1 + rnd(30), k = 0;
+        ckpt_manifest *e = NULL, *c = NULL;
+        ckpt_manifest_new(&e, "e");
+        ckpt_manifest_new(&c, "c");
+        /* distinct random keys of 1-4 segments */
+        for (size_t tries = 0; k < n && tries < 200; tries++) {
+            char key[256] = "";
+            size_t segs = 1 + rnd(4);
+            for (size_t s = 0; s < segs; s++) {
+                strcat(key, SEGS[rnd(sizeof SEGS / sizeof *SEGS)]);
+                if (s + 1 < segs) strcat(key, ".");
+            }
+            uint64_t dim = k + 1;
+            if (ckpt_manifest_add(e, key, "F32", 1, &dim) == 0) orig[k++] = strdup(key);
+        }
+        n = k;
+        /* one stack of prefixes for all keys, and sometimes a wrapper
+         * segment inserted mid-key */
+        char stack[256] = "";
+        size_t depth = rnd(4);
+        for (size_t d = 0; d < depth; d++) strcat(stack, WRAPS[rnd(sizeof WRAPS / sizeof *WRAPS)]);
+        int mid = rnd(4) == 0;
+        int dup = 0;
+        for (size_t i = 0; i < n; i++) {
+            char key[512];
+            const char *dot = strchr(orig[i], '.');
+            if (mid && dot && rnd(2))
+                snprintf(key, sizeof key, "%s%.*s._orig_mod.%s", stack, (int)(dot - orig[i]),
+                         orig[i], dot + 1);
+            else
+                snprintf(key, sizeof key, "%s%s", stack, orig[i]);
+            uint64_t dim = i + 1;
+            if (ckpt_manifest_add(c, key, "F32", 1, &dim) != 0) dup = 1;
+            wrapped[i] = strdup(key);
+        }
+        ckpt_match_options o = CKPT_MATCH_OPTIONS_INIT;
+        o.normalize = 1;
+        ckpt_match_result *r = NULL;
+        if (!dup && ckpt_match(&r, c, e, &o) == 0) {
+            const ckpt_rewrite *rw = ckpt_match_rewrite(r);
+            if (rw && rw->applied) {
+                /* applied: every key is back to exactly its original */
+                int ok = ckpt_match_complete(r) && ckpt_match_matched(r) == n;
+                for (size_t i = 0; i < n && ok; i++)
+                    ok = strcmp(ckpt_match_rewritten(r, i), orig[i]) == 0;
+                if (!ok) {
+                    bad++;
+                    fprintf(stderr, "  restored wrongly with %s: %s -> %s\n", rw->description,
+                            wrapped[0], ckpt_match_rewritten(r, 0));
+                }
+                applied++;
+            } else {
+                /* applied nothing: the lists are the keys as they are (a
+                 * wrapped key may equal another original key by chance; the
+                 * shapes then differ) */
+                size_t same = 0, named = 0;
+                for (size_t i = 0; i < n; i++) {
+                    same += strcmp(wrapped[i], orig[i]) == 0;
+                    named += ckpt_manifest_find(e, wrapped[i]) != NULL;
+                }
+                int ok = ckpt_match_matched(r) == same &&
+                         ckpt_match_count(r, CKPT_MATCH_UNEXPECTED) == n - named;
+                if (!ok) {
+                    bad++;
+                    fprintf(stderr, "  unapplied but lists changed: %s\n", wrapped[0]);
+                }
+                nothing++;
+            }
+            ckpt_match_free(r);
+        }
+        for (size_t i = 0; i < n; i++) {
+            free(orig[i]);
+            free(wrapped[i]);
+        }
+        ckpt_manifest_free(c);
+        ckpt_manifest_free(e);
+    }
+    printf("property: %d applied, %d applied nothing, %d wrong\n", applied, nothing, bad);
+    CHECK_EQ_INT(bad, 0);
+    /* the generator must exercise both outcomes */
+    CHECK(applied > ITER / 4);
+    CHECK(nothing > ITER / 20);
+}
+
+/* ------------------------------------------------------------ diff */
+
+/* A safetensors file in memory: header JSON + data. */
+static unsigned char *st_file(const char *header, const void *data, size_t dlen, size_t *len) {
+    size_t h = strlen(header);
+    unsigned char *p = malloc(8 + h + dlen);
+    for (int i = 0; i < 8; i++) p[i] = (unsigned char)((uint64_t)h >> (8 * i));
+    memcpy(p + 8, header, h);
+    memcpy(p + 8 + h, data, dlen);
+    *len = 8 + h + dlen;
+    return p;
+}
+
+typedef struct pairfiles {
+    unsigned char *pa, *pb;
+    ckpt_file *fa, *fb;
+    ckpt_manifest *ma, *mb;
+} pairfiles;
+
+static void open_pair(pairfiles *p, const char *ha, const void *da, size_t la, const char *hb,
+                      const void *db, size_t lb) {
+    size_t na, nb;
+    p->pa = st_file(ha, da, la, &na);
+    p->pb = st_file(hb, db, lb, &nb);
+    CHECK_EQ_INT(ckpt_open_memory(&p->fa, p->pa, na, "a", NULL), 0);
+    CHECK_EQ_INT(ckpt_open_memory(&p->fb, p->pb, nb, "b", NULL), 0);
+    CHECK_EQ_INT(ckpt_manifest_from_file(&p->ma, p->fa), 0);
+    CHECK_EQ_INT(ckpt_manifest_from_file(&p->mb, p->fb), 0);
+}
+
+static void close_pair(pairfiles *p) {
+    ckpt_manifest_free(p->ma);
+    ckpt_manifest_free(p->mb);
+    ckpt_close(p->fa);
+    ckpt_close(p->fb);
+    free(p->pa);
+    free(p->pb);
+}
+
+TEST(diff_f32_values) {
+    float a[6] = {1.0f, 2.0f, NAN, INFINITY, 0.0f, 5.0f};
+    float b[6] = {1.0f, 2.5f, NAN, 1.0f, -0.0f, 5.0f};
+    const char *h = "{\"w\":{\"dtype\":\"F32\",\"shape\":[2,3],\"data_offsets\":[0,24]}}";
+    pairfiles p = {0};
+    open_pair(&p, h, a, sizeof a, h, b, sizeof b);
+    ckpt_diff_result *r = NULL;
+    CHECK_EQ_INT(ckpt_diff(&r, p.ma, p.mb, NULL), 0);
+    CHECK_EQ_INT(ckpt_diff_identical(r), 0);
+    CHECK_EQ_INT(ckpt_diff_tensor_count(r), 1);
+    const ckpt_tensor_diff *d = ckpt_diff_tensor(r, 0);
+    CHECK_EQ_INT(d->bitwise_equal, 0);
+    CHECK_EQ_INT(d->compared, 1);
+    CHECK_EQ_INT(d->numel, 6);
+    CHECK_EQ_INT(d->differing, 2); /* 2 vs 2.5 and inf vs 1; NaN = NaN, 0 = -0 */
+    CHECK(isinf(d->max_abs_diff));
+    CHECK(isinf(d->max_rel_diff));
+    CHECK_EQ_INT(d->nan_a, 1);
+    CHECK_EQ_INT(d->nan_b, 1);
+    CHECK_EQ_INT(d->inf_a, 1);
+    CHECK_EQ_INT(d->inf_b, 0);
+    CHECK_EQ_INT(d->nonfinite_mismatch, 1);
+    CHECK_EQ_INT(d->npositions, 1);
+    CHECK_EQ_INT(d->positions[0], 3);
+    ckpt_diff_free(r);
+    close_pair(&p);
+
+    /* finite differences and tolerances */
+    float c[3] = {1.0f, 2.0f, 4.0f}, e[3] = {1.0f, 2.02f, 4.0f};
+    const char *h3 = "{\"w\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[0,12]}}";
+    open_pair(&p, h3, c, sizeof c, h3, e, sizeof e);
+    CHECK_EQ_INT(ckpt_diff(&r, p.ma, p.mb, NULL), 0);
+    d = ckpt_diff_tensor(r, 0);
+    CHECK_EQ_INT(d->differing, 1);
+    CHECK(fabs(d->max_abs_diff - (double)(2.02f - 2.0f)) < 1e-12);
+    CHECK(fabs(d->max_rel_diff - (double)(2.02f - 2.0f) / (double)2.02f) < 1e-12);
+    ckpt_diff_free(r);
+    ckpt_diff_options o = CKPT_DIFF_OPTIONS_INIT;
+    o.atol = 0.03;
+    CHECK_EQ_INT(ckpt_diff(&r, p.ma, p.mb, &o), 0);
+    CHECK_EQ_INT(ckpt_diff_identical(r), 1);
+    CHECK_EQ_INT(ckpt_diff_tensor(r, 0)->differing, 0);
+    ckpt_diff_free(r);
+    o.atol = 0;
+    o.rtol = 0.005; /* 0.02 > 0.005 * 2.02 */
+    CHECK_EQ_INT(ckpt_diff(&r, p.ma, p.mb, &o), 0);
+    CHECK_EQ_INT(ckpt_diff_identical(r), 0);
+    ckpt_diff_free(r);
+    o.rtol = -1;
+    CHECK_EQ_INT(ckpt_diff(&r, p.ma, p.mb, &o), CKPT_E_INVALID_ARG);
+    close_pair(&p);
+}
+
+/* BF16 against F32, F16 and F8 widened: equal values, different dtypes. */
+TEST(diff_widths) {
+    /* 1.5, -2, 0.25 */
+    uint16_t bf[3] = {0x3fc0, 0xc000, 0x3e80};
+    uint16_t hf[3] = {0x3e00, 0xc000, 0x3400};
+    float f[3] = {1.5f, -2.0f, 0.25f};
+    uint8_t e4[3] = {0x3c, 0xc0, 0x28}; /* E4M3: bias 7 */
+    uint8_t e5[3] = {0x3e, 0xc0, 0x34}; /* E5M2: bias 15 */
+    const char *hbf = "{\"w\":{\"dtype\":\"BF16\",\"shape\":[3],\"data_offsets\":[0,6]}}";
+    const char *hhf = "{\"w\":{\"dtype\":\"F16\",\"shape\":[3],\"data_offsets\":[0,6]}}";
+    const char *hf32 = "{\"w\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[0,12]}}";
+    const char *he4 = "{\"w\":{\"dtype\":\"F8_E4M3\",\"shape\":[3],\"data_offsets\":[0,3]}}";
+    const char *he5 = "{\"w\":{\"dtype\":\"F8_E5M2\",\"shape\":[3],\"data_offsets\":[0,3]}}";
+    struct {
+        const char *h;
+        const void *d;
+        size_t n;
+    } v[] = {{hbf, bf, 6}, {hhf, hf, 6}, {he4, e4, 3}, {he5, e5, 3}};
+    for (size_t i = 0; i < 4; i++) {
+        pairfiles p = {0};
+        ckpt_diff_result *r = NULL;
+        open_pair(&p, hf32, f, sizeof f, v[i].h, v[i].d, v[i].n);
+        CHECK_EQ_INT(ckpt_diff(&r, p.ma, p.mb, NULL), 0);
+        CHECK_EQ_INT(ckpt_diff_count(r, CKPT_DIFF_DTYPE_MISMATCH), 1);
+        CHECK_EQ_INT(ckpt_diff_identical(r), 0); /* the dtype differs */
+        const ckpt_tensor_diff *d = ckpt_diff_tensor(r, 0);
+        CHECK(d && d->compared && d->differing == 0 && d->max_abs_diff == 0);
+        if (d && d->differing) fprintf(stderr, "  width case %zu differs\n", i);
+        ckpt_diff_free(r);
+        close_pair(&p);
+    }
+}
+
+TEST(diff_keys_and_ints) {
+    int64_t a[5] = {(int64_t)1 << 60, 7, 1, 2, 3}, b[5] = {((int64_t)1 << 60) + 1, 7, 1, 2, 3};
+    const char *ha = "{\"i\":{\"dtype\":\"I64\",\"shape\":[2],\"data_offsets\":[0,16]},"
+                     "\"only_a\":{\"dtype\":\"I64\",\"shape\":[1],\"data_offsets\":[16,24]},"
+                     "\"s\":{\"dtype\":\"I64\",\"shape\":[2],\"data_offsets\":[24,40]}}";
+    const char *hb = "{\"i\":{\"dtype\":\"I64\",\"shape\":[2],\"data_offsets\":[0,16]},"
+                     "\"only_b\":{\"dtype\":\"I64\",\"shape\":[1],\"data_offsets\":[16,24]},"
+                     "\"s\":{\"dtype\":\"I64\",\"shape\":[1,2],\"data_offsets\":[24,40]}}";
+    pairfiles p = {0};
+    open_pair(&p, ha, a, sizeof a, hb, b, sizeof b);
+    ckpt_diff_result *r = NULL;
+    CHECK_EQ_INT(ckpt_diff(&r, p.ma, p.mb, NULL), 0);
+    CHECK_EQ_STR(ckpt_diff_name(r, CKPT_DIFF_ONLY_IN_A, 0), "only_a");
+    CHECK_EQ_STR(ckpt_diff_name(r, CKPT_DIFF_ONLY_IN_B, 0), "only_b");
+    CHECK_EQ_STR(ckpt_diff_name(r, CKPT_DIFF_SHAPE_MISMATCH, 0), "s");
+    CHECK_EQ_INT(ckpt_diff_tensor_count(r), 1);
+    /* 2^60 and 2^60 + 1 are one double apart from nothing: still differ */
+    CHECK_EQ_INT(ckpt_diff_tensor(r, 0)->differing, 1);
+    CHECK_EQ_INT(ckpt_diff_equal_count(r), 0);
+    ckpt_diff_free(r);
+    ckpt_diff_options o = CKPT_DIFF_OPTIONS_INIT;
+    o.keys_only = 1;
+    CHECK_EQ_INT(ckpt_diff(&r, p.ma, p.mb, &o), 0);
+    CHECK_EQ_INT(ckpt_diff_tensor_count(r), 0);
+    CHECK_EQ_INT(ckpt_diff_identical(r), 0);
+    ckpt_diff_free(r);
+    close_pair(&p);
+
+    /* values need files */
+    ckpt_manifest *m = manifest_of(MODEL);
+    CHECK_EQ_INT(ckpt_diff(&r, m, m, NULL), CKPT_E_INVALID_ARG);
+    o.keys_only = 1;
+    CHECK_EQ_INT(ckpt_diff(&r, m, m, &o), 0);
+    CHECK_EQ_INT(ckpt_diff_identical(r), 1);
+    ckpt_diff_free(r);
+    ckpt_manifest_free(m);
+}
+
+/* ------------------------------------------------------------ rename */
+
+static const char *plan_text(const ckpt_rename_plan *p) {
+    static char buf[2048];
+    size_t used = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < ckpt_rename_plan_count(p); i++)
+        used += (size_t)snprintf(buf + used, sizeof buf - used, "%s%s", i ? "," : "",
+                                 ckpt_rename_plan_to(p, i));
+    return buf;
+}
+
+TEST(rename_rules) {
+    const char *keys[] = {"module.layer.0.w", "module.layers.1.w", "module.x._orig_mod.y", "",
+                          NULL};
+    ckpt_manifest *m = manifest_of(keys);
+    ckpt_rename_plan *p = NULL;
+    ckpt_rename_rule strip = {CKPT_RENAME_STRIP_PREFIX, "module", NULL, NULL};
+    CHECK_EQ_INT(ckpt_rename_plan_new(&p, m, &strip, 1), 0);
+    CHECK_EQ_STR(plan_text(p), "layer.0.w,layers.1.w,x._orig_mod.y,");
+    CHECK_EQ_INT(ckpt_rename_plan_changed(p), 3);
+    CHECK_EQ_STR(ckpt_rename_plan_from(p, 0), "module.layer.0.w");
+    ckpt_rename_plan_free(p);
+
+    /* whole segments only: "layer" leaves "layers" alone; wrappers anywhere */
+    ckpt_rename_rule rules[] = {{CKPT_RENAME_REPLACE, "layer", "block", NULL},
+                                {CKPT_RENAME_REPLACE, "_orig_mod.", "", NULL},
+                                {CKPT_RENAME_ADD_PREFIX, "net.", NULL, NULL}};
+    CHECK_EQ_INT(ckpt_rename_plan_new(&p, m, rules, 3), 0);
+    CHECK_EQ_STR(plan_text(p), "net.module.block.0.w,net.module.layers.1.w,net.module.x.y,net");
+    ckpt_rename_plan_free(p);
+
+    /* a rule that matches nothing is named */
+    ckpt_rename_rule none[] = {strip, {CKPT_RENAME_STRIP_PREFIX, "model.", NULL, NULL}};
+    CHECK_EQ_INT(ckpt_rename_plan_new(&p, m, none, 2), CKPT_E_NOTFOUND);
+    CHECK_EQ_STR(ckpt_error_last()->message, "--strip-prefix 'model.' matches no key");
+    CHECK(p == NULL);
+    ckpt_rename_rule empty = {CKPT_RENAME_REPLACE, "", "x", NULL};
+    CHECK_EQ_INT(ckpt_rename_plan_new(&p, m, &empty, 1), CKPT_E_INVALID_ARG);
+    ckpt_manifest_free(m);
+
+    /* two keys onto one name: both named */
+    const char *two[] = {"module.a", "a", NULL};
+    m = manifest_of(two);
+    CHECK_EQ_INT(ckpt_rename_plan_new(&p, m, &strip, 1), CKPT_E_MISMATCH);
+    CHECK_EQ_STR(ckpt_error_last()->message, "'module.a' and 'a' would both be named 'a'");
+    ckpt_manifest_free(m);
+}
+
+TEST(rename_auto) {
+    const char *c[] = {"module.fc1.weight", "module.fc1.bias", "module.fc2.weight",
+                       "module.fc2.bias", NULL};
+    ckpt_manifest *mc = manifest_of(c), *me = manifest_of(MODEL);
+    ckpt_rename_plan *p = NULL;
+    ckpt_rename_rule r = {CKPT_RENAME_AUTO, NULL, NULL, me};
+    CHECK_EQ_INT(ckpt_rename_plan_new(&p, mc, &r, 1), 0);
+    CHECK_EQ_STR(plan_text(p), "fc1.weight,fc1.bias,fc2.weight,fc2.bias");
+    ckpt_rename_plan_free(p);
+    /* already matching: nothing to do */
+    r.spec = mc;
+    CHECK_EQ_INT(ckpt_rename_plan_new(&p, mc, &r, 1), CKPT_E_NOTFOUND);
+    /* no complete rewrite */
+    const char *partial[] = {"module.fc1.weight", "module.fc1.bias", "module.fc2.weight",
+                             "fc2.bias", NULL};
+    ckpt_manifest *mp = manifest_of(partial);
+    r.spec = me;
+    CHECK_EQ_INT(ckpt_rename_plan_new(&p, mp, &r, 1), CKPT_E_MISMATCH);
+    CHECK(strstr(ckpt_error_last()->message, "strip 'module.', matches 3 of 4") != NULL);
+    ckpt_manifest_free(mp);
+    ckpt_manifest_free(mc);
+    ckpt_manifest_free(me);
+}
+
+/* ------------------------------------------------------------ hygiene */
+
+/* The file and buffer behind the last hygiene_of() report. */
+static ckpt_file *hyg_file;
+static unsigned char *hyg_mem;
+
+static void hygiene_done(ckpt_keys_report *r) {
+    ckpt_keys_report_free(r);
+    ckpt_close(hyg_file);
+    free(hyg_mem);
+    hyg_file = NULL;
+    hyg_mem = NULL;
+}
+
+static ckpt_keys_report *hygiene_of(const char *header) {
+    size_t len;
+    hyg_mem = st_file(header, "\0\0\0\0\0\0\0\0", 8, &len);
+    CHECK_EQ_INT(ckpt_open_memory(&hyg_file, hyg_mem, len, "h", NULL), 0);
+    ckpt_keys_report *r = NULL;
+    CHECK_EQ_INT(ckpt_keys_hygiene(&r, hyg_file), 0);
+    return r;
+}
+
+TEST(hygiene) {
+    ckpt_keys_report *r = hygiene_of(
+        "{\"module._orig_mod.a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
+        "\"module._orig_mod.b._fsdp_wrapped_module.c\":{\"dtype\":\"F32\",\"shape\":[1],"
+        "\"data_offsets\":[4,8]}}");
+    CHECK_EQ_INT(ckpt_keys_wrapper_count(r), 3);
+    const ckpt_key_wrapper *w = ckpt_keys_wrapper(r, 0);
+    CHECK(w && strcmp(w->segment, "module.") == 0 && w->leading && w->keys == 2);
+    w = ckpt_keys_wrapper(r, 1);
+    CHECK(w && strcmp(w->segment, "_orig_mod.") == 0 && !w->leading && w->keys == 2);
+    w = ckpt_keys_wrapper(r, 2);
+    CHECK(w && strcmp(w->segment, "_fsdp_wrapped_module.") == 0 && w->keys == 1);
+    CHECK_EQ_STR(ckpt_keys_fix_args(r), "--replace '_orig_mod.=' --replace "
+                                        "'_fsdp_wrapped_module.=' --strip-prefix 'module.'");
+    CHECK_EQ_INT(ckpt_keys_fix_count(r), 3);
+    CHECK(ckpt_keys_collision(r) == NULL);
+    hygiene_done(r);
+
+    r = hygiene_of("{\"module.a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
+                   "\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}");
+    CHECK_EQ_INT(ckpt_keys_wrapper_count(r), 1);
+    CHECK(ckpt_keys_fix_args(r) == NULL);
+    CHECK_EQ_INT(ckpt_keys_fix_count(r), 0);
+    CHECK_EQ_STR(ckpt_keys_collision(r), "'a' and 'module.a' would both be named 'a'");
+    hygiene_done(r);
+
+    r = hygiene_of("{\"encoder.module.x\":{\"dtype\":\"F32\",\"shape\":[2],"
+                   "\"data_offsets\":[0,8]}}");
+    CHECK_EQ_INT(ckpt_keys_wrapper_count(r), 0); /* a middle "module" is a name */
+    CHECK(ckpt_keys_fix_args(r) == NULL);
+    CHECK(ckpt_keys_collision(r) == NULL);
+    hygiene_done(r);
+}
+
+/* ------------------------------------------------------------ allocation */
+
+static long fail_at, allocs;
+static void *fail_malloc(void *u, size_t n) {
+    (void)u;
+    return ++allocs == fail_at ? NULL : malloc(n);
+}
+static void *fail_realloc(void *u, void *p, size_t n) {
+    (void)u;
+    return ++allocs == fail_at ? NULL : realloc(p, n);
+}
+static void plain_free(void *u, void *p) {
+    (void)u;
+    free(p);
+}
+
+/* Every allocation of a match with inference fails in turn: a clean
+ * CKPT_E_NOMEM, nothing leaked (ASan), never a crash. */
+TEST(allocation_failures) {
+    const char *c[] = {"module._orig_mod.fc1.weight", "module._orig_mod.fc1.bias",
+                       "module._orig_mod.fc2.weight", "x", NULL};
+    ckpt_allocator a = {fail_malloc, fail_realloc, plain_free, NULL};
+    int nomem = 0, ok = 0;
+    for (fail_at = 1; fail_at < 400; fail_at++) {
+        allocs = 0;
+        ckpt_set_allocator(&a);
+        ckpt_manifest *mc = NULL, *me = NULL;
+        ckpt_match_result *r = NULL;
+        ckpt_match_options o = CKPT_MATCH_OPTIONS_INIT;
+        o.normalize = 1;
+        int rc = ckpt_manifest_new(&mc, "c");
+        for (size_t i = 0; rc == 0 && c[i]; i++) rc = ckpt_manifest_add(mc, c[i], "F32", 0, NULL);
+        if (rc == 0) rc = ckpt_manifest_new(&me, "e");
+        for (size_t i = 0; rc == 0 && MODEL[i]; i++)
+            rc = ckpt_manifest_add(me, MODEL[i], "F32", 0, NULL);
+        if (rc == 0) rc = ckpt_match(&r, mc, me, &o);
+        if (rc == 0) CHECK(r != NULL);
+        ckpt_match_free(r);
+        ckpt_manifest_free(mc);
+        ckpt_manifest_free(me);
+        ckpt_set_allocator(NULL);
+        if (rc == CKPT_E_NOMEM) nomem++;
+        else if (rc == 0) ok++;
+        else CHECK_EQ_INT(rc, CKPT_E_NOMEM);
+        if (rc == 0 && allocs < fail_at) break; /* every allocation was tried */
+    }
+    CHECK(nomem > 10);
+    CHECK_EQ_INT(ok, 1);
+}
+
+int main(void) {
+    RUN(manifest_add_find);
+    RUN(manifest_many);
+    RUN(manifest_json);
+    RUN(segments);
+    RUN(identical_sets);
+    RUN(exact_full_names);
+    RUN(strip_module_normalize);
+    RUN(stacked_and_mid_key_wrappers);
+    RUN(never_strip_ordinary_middle_segment);
+    RUN(partial_prefix);
+    RUN(tied_candidates);
+    RUN(collision);
+    RUN(allowed_exceptions);
+    RUN(dtype_and_shape);
+    RUN(tied_by_alias);
+    RUN(empty_sets);
+    RUN(property_normalize_restores_or_applies_nothing);
+    RUN(diff_f32_values);
+    RUN(diff_widths);
+    RUN(diff_keys_and_ints);
+    RUN(rename_rules);
+    RUN(rename_auto);
+    RUN(hygiene);
+    RUN(allocation_failures);
+    return harness_end();
+}

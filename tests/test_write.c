@@ -1,0 +1,806 @@
+/* test_write.c - the write path: safetensors and torch writers, the
+ * structure they leave for a lossless round trip, the public tree builder,
+ * ckpt_convert's selection, the readers' additions (aliases, the torch
+ * metadata record), verify's digests, and failure handling (atomic faults,
+ * every allocation failing in turn, hostile structure metadata). PyTorch
+ * itself checks the outputs in tests/write/test_roundtrip.py. */
+#include <errno.h>
+#include <dirent.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "error.h"
+#include "file.h"
+#include "harness.h"
+#include "write.h"
+#include "zip.h"
+
+static char tmpdir[64] = "/tmp/ckpt-test-write-XXXXXX";
+
+static const char *tpath(const char *name) {
+    static char ring[8][256];
+    static unsigned slot;
+    char *p = ring[slot++ % 8];
+    snprintf(p, 256, "%s/%s", tmpdir, name);
+    return p;
+}
+
+/* ------------------------------------------------------------ builders */
+
+static ckpt_tree *tree;
+static ckpt_arena scratch; /* values the public builder cannot make */
+
+static ckpt_value *S(const char *s) {
+    ckpt_value *v;
+    return ckpt_tree_str(&v, tree, s, strlen(s)) ? NULL : v;
+}
+static ckpt_value *I(int64_t x) {
+    ckpt_value *v;
+    return ckpt_tree_int(&v, tree, x) ? NULL : v;
+}
+static ckpt_value *F(double x) {
+    ckpt_value *v;
+    return ckpt_tree_float(&v, tree, x) ? NULL : v;
+}
+static ckpt_value *B(int x) {
+    ckpt_value *v;
+    return ckpt_tree_bool(&v, tree, x) ? NULL : v;
+}
+static ckpt_value *N(void) {
+    ckpt_value *v;
+    return ckpt_tree_none(&v, tree) ? NULL : v;
+}
+static ckpt_value *D(void) {
+    ckpt_value *v;
+    return ckpt_tree_dict(&v, tree) ? NULL : v;
+}
+static ckpt_value *L(void) {
+    ckpt_value *v;
+    return ckpt_tree_list(&v, tree) ? NULL : v;
+}
+static ckpt_value *TU(void) {
+    ckpt_value *v;
+    return ckpt_tree_tuple(&v, tree) ? NULL : v;
+}
+static ckpt_value *T(ckpt_dtype dt, unsigned ndim, const uint64_t *shape, const void *data,
+                     size_t n) {
+    ckpt_value *v;
+    return ckpt_tree_tensor(&v, tree, dt, ndim, shape, data, n) ? NULL : v;
+}
+static void set(ckpt_value *d, const char *k, ckpt_value *v) {
+    CHECK_EQ_INT(ckpt_tree_set(tree, d, S(k), v), 0);
+}
+static void add(ckpt_value *seq, ckpt_value *v) {
+    CHECK_EQ_INT(ckpt_tree_append(tree, seq, v), 0);
+}
+
+static void fresh_tree(void) {
+    ckpt_tree_free(tree);
+    ckpt_arena_free(&scratch);
+    CHECK_EQ_INT(ckpt_tree_new(&tree), 0);
+}
+
+/* ------------------------------------------------------------ comparing */
+
+/* Nodes already matched: a node met again must map to the same node. */
+typedef struct pairs {
+    const ckpt_value *a[256], *b[256];
+    size_t n;
+} pairs;
+
+static int same(pairs *p, const ckpt_value *a, const ckpt_value *b, int depth);
+
+static int same_tensor(const ckpt_tensor *x, const ckpt_tensor *y) {
+    if (x->dtype != y->dtype || x->ndim != y->ndim || x->requires_grad != y->requires_grad)
+        return 0;
+    for (uint32_t i = 0; i < x->ndim; i++)
+        if (x->shape[i] != y->shape[i]) return 0;
+    size_t n = (size_t)x->nbytes;
+    unsigned char *bx = malloc(n + 1), *by = malloc(n + 1);
+    int ok = bx && by && ckpt_tensor_read(x, bx, n) == 0 && ckpt_tensor_read(y, by, n) == 0 &&
+             memcmp(bx, by, n) == 0;
+    free(bx);
+    free(by);
+    return ok;
+}
+
+static int same(pairs *p, const ckpt_value *a, const ckpt_value *b, int depth) {
+    if (depth > 50 || a->kind != b->kind) return 0;
+    switch (a->kind) {
+    case CKPT_KIND_NONE: return 1;
+    case CKPT_KIND_BOOL: return a->u.b == b->u.b;
+    case CKPT_KIND_INT:
+        return strcmp(ckpt_value_int_decimal(a), ckpt_value_int_decimal(b)) == 0;
+    case CKPT_KIND_FLOAT: return memcmp(&a->u.f, &b->u.f, sizeof a->u.f) == 0;
+    case CKPT_KIND_STR:
+    case CKPT_KIND_BYTES:
+        return a->u.s.len == b->u.s.len && memcmp(a->u.s.p, b->u.s.p, a->u.s.len) == 0;
+    case CKPT_KIND_GLOBAL_: return strcmp(a->u.global.qualname, b->u.global.qualname) == 0;
+    default: break;
+    }
+    for (size_t i = 0; i < p->n; i++)
+        if (p->a[i] == a) return p->b[i] == b;
+    if (p->n < 256) {
+        p->a[p->n] = a;
+        p->b[p->n++] = b;
+    }
+    if (a->kind == CKPT_KIND_TENSOR) return same_tensor(a->u.tensor, b->u.tensor);
+    if (a->kind == CKPT_KIND_DICT) {
+        if (a->u.dict.n != b->u.dict.n) return 0;
+        for (size_t i = 0; i < a->u.dict.n; i++)
+            if (!same(p, a->u.dict.keys[i], b->u.dict.keys[i], depth + 1) ||
+                !same(p, a->u.dict.vals[i], b->u.dict.vals[i], depth + 1))
+                return 0;
+        return 1;
+    }
+    if (a->u.seq.n != b->u.seq.n) return 0;
+    for (size_t i = 0; i < a->u.seq.n; i++)
+        if (!same(p, a->u.seq.items[i], b->u.seq.items[i], depth + 1)) return 0;
+    return 1;
+}
+
+static int same_tree(const ckpt_value *a, const ckpt_value *b) {
+    pairs p = {.n = 0};
+    return same(&p, a, b, 0);
+}
+
+/* The tree written to `name` in `fmt`, read back (structure decoded). */
+static int read_back(const ckpt_value *root, const char *name, ckpt_format fmt) {
+    CHECK_EQ_INT(ckpt_tree_write(root, tpath(name), fmt, NULL), 0);
+    ckpt_file *f;
+    if (ckpt_open(&f, tpath(name), NULL) != 0) return 0;
+    ckpt_arena a = {0};
+    const ckpt_value *back;
+    int ok = ckpt_write_logical_root(&back, f, &a) == 0 && same_tree(root, back);
+    ckpt_verify_report rep;
+    ok = ok && ckpt_verify(f, &rep) == 0;
+    ckpt_arena_free(&a);
+    ckpt_close(f);
+    return ok;
+}
+
+static unsigned char *slurp(const char *path, size_t *n) {
+    return harness_read_file(path, n);
+}
+
+static const char *meta(const ckpt_file *f, const char *key) {
+    for (size_t i = 0; i < ckpt_file_metadata_count(f); i++)
+        if (strcmp(ckpt_file_metadata_key(f, i), key) == 0) return ckpt_file_metadata_value(f, i);
+    return NULL;
+}
+
+/* ------------------------------------------------------------ layout */
+
+static const int64_t I64_7[1] = {7};
+static const float F32_12[2] = {1.0f, 2.0f};
+static const uint64_t SH1[1] = {1}, SH2[1] = {2};
+
+static void hex(char out[17], const void *p, size_t n) {
+    wr_hex64(out, XXH3_64bits(p, n));
+}
+
+/* The exact bytes of the reference writer's layout: dtype order, padding,
+ * offsets, serde's compact JSON. */
+TEST(safetensors_exact_header) {
+    fresh_tree();
+    ckpt_value *root = D();
+    set(root, "a", T(CKPT_DT_I64, 1, SH1, I64_7, 8));
+    set(root, "b", T(CKPT_DT_F32, 1, SH2, F32_12, 8));
+    const char *k[] = {"arch"}, *v[] = {"toy"};
+    ckpt_write_options o = {k, v, 1};
+    CHECK_EQ_INT(ckpt_tree_write(root, tpath("exact.safetensors"), CKPT_FORMAT_SAFETENSORS, &o), 0);
+    char ha[17], hb[17], want[512];
+    hex(ha, I64_7, 8);
+    hex(hb, F32_12, 8);
+    snprintf(want, sizeof want,
+             "{\"__metadata__\":{\"format\":\"pt\",\"arch\":\"toy\",\"ckpt.xxh3\":"
+             "\"{\\\"a\\\":\\\"%s\\\",\\\"b\\\":\\\"%s\\\"}\"},"
+             "\"a\":{\"dtype\":\"I64\",\"shape\":[1],\"data_offsets\":[0,8]},"
+             "\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[8,16]}}",
+             ha, hb);
+    size_t n, wl = strlen(want), padded = (wl + 7) / 8 * 8;
+    unsigned char *b = slurp(tpath("exact.safetensors"), &n);
+    CHECK(b != NULL);
+    if (!b) return;
+    uint64_t hl = 0;
+    for (int i = 7; i >= 0; i--) hl = hl << 8 | b[i];
+    CHECK_EQ_INT(hl, padded);
+    CHECK_EQ_INT(n, 8 + padded + 16);
+    CHECK(memcmp(b + 8, want, wl) == 0);
+    for (size_t i = wl; i < padded; i++) CHECK(b[8 + i] == ' ');
+    CHECK(memcmp(b + 8 + padded, I64_7, 8) == 0 && memcmp(b + 16 + padded, F32_12, 8) == 0);
+    free(b);
+
+    /* another insertion order is not the reader's tree: a structure */
+    fresh_tree();
+    root = D();
+    set(root, "b", T(CKPT_DT_F32, 1, SH2, F32_12, 8));
+    set(root, "a", T(CKPT_DT_I64, 1, SH1, I64_7, 8));
+    CHECK_EQ_INT(ckpt_tree_write(root, tpath("order.safetensors"), CKPT_FORMAT_SAFETENSORS, NULL), 0);
+    ckpt_file *f;
+    CHECK_EQ_INT(ckpt_open(&f, tpath("order.safetensors"), NULL), 0);
+    if (!f) return;
+    CHECK_EQ_STR(meta(f, "ckpt.structure"),
+                 "{\"version\":1,\"root\":{\"dict\":[[\"b\",{\"tensor\":\"b\"}],"
+                 "[\"a\",{\"tensor\":\"a\"}]]}}");
+    CHECK(ckpt_tensor_file_offset(ckpt_file_find_tensor(f, "a")) == ckpt_file_size(f) - 16);
+    ckpt_close(f);
+}
+
+/* data.pkl byte for byte: protocol 2, only weights_only opcodes. */
+TEST(pickle_exact_bytes) {
+    fresh_tree();
+    ckpt_value *root = D(), *list = L();
+    ckpt_value *by;
+    CHECK_EQ_INT(ckpt_tree_bytes(&by, tree, "\xff", 1), 0);
+    set(root, "a", I(1));
+    add(list, B(1));
+    add(list, N());
+    add(list, I(-70000));
+    add(list, I((int64_t)1 << 40));
+    add(list, F(0.5));
+    add(list, S("x"));
+    add(list, by);
+    set(root, "b", list);
+    CHECK_EQ_INT(ckpt_tree_write(root, tpath("exact.pt"), CKPT_FORMAT_TORCH_ZIP, NULL), 0);
+    /* (strings split where a hex escape would swallow the next letter) */
+    static const unsigned char want[] =
+        "\x80\x02}q\x00(X\x01\x00\x00\x00" "aK\x01X\x01\x00\x00\x00" "b]q\x01(\x88N"
+        "J\x90\xee\xfe\xff\x8a\x06\x00\x00\x00\x00\x00\x01G\x3f\xe0\x00\x00\x00\x00\x00\x00"
+        "X\x01\x00\x00\x00" "x" "c_codecs\nencode\nq\x02X\x02\x00\x00\x00\xc3\xbf"
+        "X\x06\x00\x00\x00" "latin1\x86Reu.";
+    size_t n;
+    unsigned char *b = slurp(tpath("exact.pt"), &n);
+    CHECK(b != NULL);
+    if (!b) return;
+    ckpt_zip z;
+    ckpt_arena a = {0};
+    ckpt_limits lim = CKPT_LIMITS_INIT;
+    CHECK_EQ_INT(ckpt_zip_open(&z, &a, b, n, "exact.pt", &lim), 0);
+    const char *names[] = {"exact/data.pkl", "exact/byteorder", "exact/extra/ckpt_meta.json",
+                           "exact/version"};
+    CHECK_EQ_INT(z.count, 4);
+    for (size_t i = 0; i < z.count && i < 4; i++) {
+        CHECK_EQ_STR(z.entries[i].name, names[i]);
+        CHECK_EQ_INT(z.entries[i].data_offset % 64, 0);
+        CHECK_EQ_INT(z.entries[i].method, 0);
+        CHECK_EQ_INT(ckpt_zip_check_crc(&z, &z.entries[i], b + z.entries[i].data_offset), 0);
+    }
+    const ckpt_zip_entry *e = ckpt_zip_find(&z, "exact/data.pkl");
+    CHECK(e && e->usize == sizeof want - 1 && memcmp(b + e->data_offset, want, sizeof want - 1) == 0);
+    e = ckpt_zip_find(&z, "exact/version");
+    CHECK(e && e->usize == 2 && memcmp(b + e->data_offset, "3\n", 2) == 0);
+    ckpt_arena_free(&a);
+    free(b);
+}
+
+/* ------------------------------------------------------------ round trips */
+
+static const double F64_6[6] = {0.0, -0.0, 1.5, INFINITY, -INFINITY, 3e-310};
+static const uint64_t SH23[2] = {2, 3};
+
+/* Every kind of value through both formats and back, equal in ckpt's
+ * model (identity of shared nodes included). */
+TEST(roundtrip_values) {
+    fresh_tree();
+    ckpt_value *root = D(), *opt = D(), *state = D(), *s0 = D(), *groups = L(), *g = D();
+    ckpt_value *betas = TU(), *w = T(CKPT_DT_F64, 2, SH23, F64_6, 48), *by, *nul;
+    CHECK_EQ_INT(ckpt_tree_bytes(&by, tree, "\0\x01\xfe", 3), 0);
+    CHECK_EQ_INT(ckpt_tree_str(&nul, tree, "nul\0in \"q\" \xc3\xa9", 14), 0);
+    set(root, "w", w);
+    set(root, "tied", w);
+    CHECK_EQ_INT(ckpt_tree_set(tree, state, I(0), s0), 0);
+    set(s0, "step", I(-3));
+    set(s0, "buf", T(CKPT_DT_F32, 1, SH2, F32_12, 8));
+    add(betas, F(0.9));
+    add(betas, F(NAN));
+    set(g, "betas", betas);
+    set(g, "lr", F(1e-3));
+    set(g, "flags", B(0));
+    set(g, "none", N());
+    set(g, "text", nul);
+    set(g, "raw", by);
+    add(groups, g);
+    add(groups, g); /* one node twice */
+    set(opt, "state", state);
+    set(opt, "param_groups", groups);
+    set(root, "optimizer", opt);
+    /* what the builder cannot make: big ints, sets, dtype refs */
+    static const uint8_t big[10] = {0, 0, 0, 0, 0, 0, 0, 0, 0x40, 0x80}; /* negative */
+    ckpt_value *set_v = ckpt_value_new(&scratch, CKPT_KIND_SET);
+    CHECK_EQ_INT(ckpt_value_append(&scratch, set_v, I(2)), 0);
+    set(root, "big", ckpt_value_new_int_le(&scratch, big, sizeof big));
+    set(root, "set", set_v);
+    set(root, "dtype", ckpt_value_new_global(&scratch, "torch", "bfloat16"));
+    CHECK(read_back(root, "values.safetensors", CKPT_FORMAT_SAFETENSORS));
+    CHECK(read_back(root, "values.pt", CKPT_FORMAT_TORCH_ZIP));
+
+    /* the safetensors reader lists the tied tensor under both names */
+    ckpt_file *f;
+    CHECK_EQ_INT(ckpt_open(&f, tpath("values.safetensors"), NULL), 0);
+    if (!f) return;
+    const ckpt_tensor *a = ckpt_file_find_tensor(f, "tied"), *b = ckpt_file_find_tensor(f, "w");
+    CHECK(a && b && ckpt_tensor_storage_id(a) == ckpt_tensor_storage_id(b));
+    CHECK_EQ_STR(meta(f, "ckpt.aliases"), "{\"w\":\"tied\"}");
+    CHECK_EQ_INT(ckpt_file_tensor_count(f), 3);
+    ckpt_close(f);
+}
+
+/* Views of one storage: sharing kept through safetensors (rebuilt storage,
+ * or the stored tensor that covers it whole) and through torch. */
+TEST(roundtrip_views) {
+    fresh_tree();
+    static float base[12];
+    for (int i = 0; i < 12; i++) base[i] = (float)i * 0.5f;
+    ckpt_storage *st = ckpt_arena_alloc(&scratch, sizeof *st);
+    *st = (ckpt_storage){.dtype = CKPT_DT_F32, .nbytes = 48, .data = (const uint8_t *)base,
+                         .key = "", .member = "", .file_offset = CKPT_NO_OFFSET};
+    uint64_t s34[2] = {3, 4}, st34[2] = {4, 1}, s2[1] = {2}, st2[1] = {5}, s43[2] = {4, 3},
+             st43[2] = {1, 4};
+    ckpt_value *col, *pair, *full, *t;
+    CHECK_EQ_INT(ckpt_tensor_new(&col, &scratch, st, CKPT_DT_F32, 1, s2, st2, 1, "", "", 0), 0);
+    CHECK_EQ_INT(ckpt_tensor_new(&pair, &scratch, st, CKPT_DT_F32, 1, s2, st2, 3, "", "", 0), 0);
+    ckpt_value *root = D();
+    set(root, "col", col);
+    set(root, "pair", pair);
+    CHECK(read_back(root, "views.safetensors", CKPT_FORMAT_SAFETENSORS));
+    CHECK(read_back(root, "views.pt", CKPT_FORMAT_TORCH_ZIP));
+    ckpt_file *f;
+    CHECK_EQ_INT(ckpt_open(&f, tpath("views.safetensors"), NULL), 0);
+    if (f) {
+        ckpt_arena a = {0};
+        const ckpt_value *back;
+        CHECK_EQ_INT(ckpt_write_logical_root(&back, f, &a), 0);
+        const ckpt_tensor *x = back->u.dict.vals[0]->u.tensor, *y = back->u.dict.vals[1]->u.tensor;
+        CHECK(x->storage == y->storage && x->storage->nbytes == 48);
+        CHECK(x->storage_offset == 1 && y->storage_offset == 3 && x->stride[0] == 5);
+        ckpt_arena_free(&a);
+        ckpt_close(f);
+    }
+    /* with a tensor covering the storage: no copy, its bytes are the storage */
+    CHECK_EQ_INT(ckpt_tensor_new(&full, &scratch, st, CKPT_DT_F32, 2, s34, st34, 0, "", "", 0), 0);
+    CHECK_EQ_INT(ckpt_tensor_new(&t, &scratch, st, CKPT_DT_F32, 2, s43, st43, 0, "", "", 0), 0);
+    set(root, "full", full);
+    set(root, "t", t);
+    CHECK(read_back(root, "views2.safetensors", CKPT_FORMAT_SAFETENSORS));
+    CHECK_EQ_INT(ckpt_open(&f, tpath("views2.safetensors"), NULL), 0);
+    if (f) {
+        ckpt_arena a = {0};
+        const ckpt_value *back;
+        CHECK_EQ_INT(ckpt_write_logical_root(&back, f, &a), 0);
+        const ckpt_tensor *x = back->u.dict.vals[0]->u.tensor;
+        CHECK(x->storage->data == ckpt_file_find_tensor(f, "full")->storage->data);
+        ckpt_arena_free(&a);
+        ckpt_close(f);
+    }
+}
+
+/* complex128 is stored as F64 [..., 2] and comes back as C128; big-endian
+ * storages are written little-endian. */
+TEST(roundtrip_dtypes) {
+    fresh_tree();
+    static const double c[4] = {1.0, -2.0, 0.25, 1e300};
+    uint64_t s2[1] = {2};
+    ckpt_value *root = D();
+    set(root, "z", T(CKPT_DT_C128, 1, s2, c, 32));
+    static const uint8_t be[4] = {0x01, 0x02, 0x03, 0x04}; /* I16 0x0102, 0x0304 */
+    ckpt_storage *st = ckpt_arena_alloc(&scratch, sizeof *st);
+    *st = (ckpt_storage){.dtype = CKPT_DT_I16, .nbytes = 4, .data = be, .key = "", .member = "",
+                         .file_offset = CKPT_NO_OFFSET, .big_endian = 1};
+    uint64_t one[1] = {1};
+    ckpt_value *bev;
+    CHECK_EQ_INT(ckpt_tensor_new(&bev, &scratch, st, CKPT_DT_I16, 1, s2, one, 0, "", "", 0), 0);
+    set(root, "be", bev);
+    CHECK(read_back(root, "dtypes.safetensors", CKPT_FORMAT_SAFETENSORS));
+    CHECK(read_back(root, "dtypes.pt", CKPT_FORMAT_TORCH_ZIP));
+    ckpt_file *f;
+    CHECK_EQ_INT(ckpt_open(&f, tpath("dtypes.safetensors"), NULL), 0);
+    if (!f) return;
+    const ckpt_tensor *z = ckpt_file_find_tensor(f, "z"), *b = ckpt_file_find_tensor(f, "be");
+    CHECK(z && ckpt_tensor_dtype(z) == CKPT_DT_F64 && ckpt_tensor_ndim(z) == 2 &&
+          ckpt_tensor_shape(z)[1] == 2);
+    const void *p;
+    size_t n;
+    CHECK(b && ckpt_tensor_data(b, &p, &n) == 0 && n == 4 &&
+          memcmp(p, "\x02\x01\x04\x03", 4) == 0);
+    ckpt_close(f);
+}
+
+/* ------------------------------------------------------------ refusals */
+
+TEST(refusals) {
+    fresh_tree();
+    ckpt_value *root = D();
+    /* an opaque object is named with its path */
+    set(root, "args", ckpt_value_new_object(&scratch, "argparse.Namespace"));
+    set(root, "w", T(CKPT_DT_F32, 1, SH2, F32_12, 8));
+    for (int fmt = 0; fmt < 2; fmt++) {
+        int rc = ckpt_tree_write(root, tpath("opaque.out"),
+                                 fmt ? CKPT_FORMAT_TORCH_ZIP : CKPT_FORMAT_SAFETENSORS, NULL);
+        CHECK_EQ_INT(rc, CKPT_E_UNSUPPORTED);
+        CHECK(strstr(ckpt_error_last()->message, "argparse.Namespace at \"args\""));
+    }
+    CHECK(access(tpath("opaque.out"), F_OK) != 0);
+
+    /* a cycle */
+    fresh_tree();
+    ckpt_value *l = L();
+    add(l, l);
+    CHECK_EQ_INT(ckpt_tree_write(l, tpath("cycle.pt"), CKPT_FORMAT_TORCH_ZIP, NULL),
+                 CKPT_E_UNSUPPORTED);
+    CHECK(strstr(ckpt_error_last()->message, "cyclic"));
+
+    /* __metadata__ and colliding names in safetensors; fine in torch */
+    fresh_tree();
+    root = D();
+    set(root, "__metadata__", T(CKPT_DT_F32, 1, SH2, F32_12, 8));
+    CHECK_EQ_INT(ckpt_tree_write(root, tpath("r.safetensors"), CKPT_FORMAT_SAFETENSORS, NULL),
+                 CKPT_E_UNSUPPORTED);
+    CHECK(strstr(ckpt_error_last()->message, "__metadata__"));
+    CHECK_EQ_INT(ckpt_tree_write(root, tpath("r.pt"), CKPT_FORMAT_TORCH_ZIP, NULL), 0);
+    fresh_tree();
+    root = D();
+    ckpt_value *a = D();
+    set(root, "a.b", T(CKPT_DT_F32, 1, SH2, F32_12, 8));
+    set(a, "b", T(CKPT_DT_I64, 1, SH1, I64_7, 8));
+    set(root, "a", a);
+    CHECK_EQ_INT(ckpt_tree_write(root, tpath("c.safetensors"), CKPT_FORMAT_SAFETENSORS, NULL),
+                 CKPT_E_UNSUPPORTED);
+    CHECK(strstr(ckpt_error_last()->message, "\"a.b\""));
+    CHECK_EQ_INT(ckpt_tree_write(root, tpath("c.pt"), CKPT_FORMAT_TORCH_ZIP, NULL), 0);
+
+    /* dtypes a format lacks */
+    fresh_tree();
+    root = D();
+    set(root, "q", T(CKPT_DT_QI8, 1, SH2, "ab", 2));
+    CHECK_EQ_INT(ckpt_tree_write(root, tpath("q.safetensors"), CKPT_FORMAT_SAFETENSORS, NULL),
+                 CKPT_E_UNSUPPORTED);
+    CHECK_EQ_INT(ckpt_tree_write(root, tpath("q.pt"), CKPT_FORMAT_TORCH_ZIP, NULL),
+                 CKPT_E_UNSUPPORTED);
+    CHECK(strstr(ckpt_error_last()->message, "QI8"));
+
+    /* options and builder arguments */
+    const char *k[] = {"ckpt.xxh3"}, *v[] = {"x"}, *k2[] = {"a", "a"}, *v2[] = {"1", "2"};
+    ckpt_write_options o = {k, v, 1}, o2 = {k2, v2, 2};
+    CHECK_EQ_INT(ckpt_tree_write(root, tpath("o.pt"), CKPT_FORMAT_TORCH_ZIP, &o),
+                 CKPT_E_INVALID_ARG);
+    CHECK_EQ_INT(ckpt_tree_write(root, tpath("o.pt"), CKPT_FORMAT_TORCH_ZIP, &o2),
+                 CKPT_E_INVALID_ARG);
+    CHECK_EQ_INT(ckpt_tree_write(root, tpath("o.pt"), CKPT_FORMAT_PICKLE, NULL),
+                 CKPT_E_INVALID_ARG);
+    ckpt_value *x;
+    CHECK_EQ_INT(ckpt_tree_str(&x, tree, "\xc3", 1), CKPT_E_INVALID_ARG);
+    CHECK(x == NULL);
+    CHECK_EQ_INT(ckpt_tree_tensor(&x, tree, CKPT_DT_F32, 1, SH2, F32_12, 7), CKPT_E_INVALID_ARG);
+    CHECK_EQ_INT(ckpt_tree_set(tree, L(), S("k"), N()), CKPT_E_INVALID_ARG);
+    CHECK_EQ_INT(ckpt_tree_set(tree, D(), L(), N()), CKPT_E_INVALID_ARG);
+}
+
+/* ------------------------------------------------------------ convert */
+
+static void sample_checkpoint(const char *path) {
+    fresh_tree();
+    ckpt_value *root = D(), *model = D(), *xs = L();
+    set(model, "w", T(CKPT_DT_F32, 1, SH2, F32_12, 8));
+    set(root, "model", model);
+    set(root, "model_ema", D());
+    add(xs, I(10));
+    add(xs, I(11));
+    add(xs, I(12));
+    set(root, "xs", xs);
+    set(root, "args", ckpt_value_new_object(&scratch, "argparse.Namespace"));
+    CHECK_EQ_INT(ckpt_write_value(root, path, CKPT_FORMAT_TORCH_ZIP, NULL, NULL, NULL),
+                 CKPT_E_UNSUPPORTED); /* opaque: a writer cannot make it */
+    root->u.dict.n--;                     /* drop "args" */
+    CHECK_EQ_INT(ckpt_tree_write(root, path, CKPT_FORMAT_TORCH_ZIP, NULL), 0);
+}
+
+TEST(convert_select_and_metadata) {
+    const char *src = tpath("sel.pt");
+    sample_checkpoint(src);
+    ckpt_convert_options o = CKPT_CONVERT_OPTIONS_INIT;
+    const char *sel[] = {"model", "xs.1"};
+    const char *k[] = {"tp", "config"}, *v[] = {"2", "overridden"};
+    o.select = sel;
+    o.nselect = 2;
+    o.config_json = "{ \"hidden\" : 8 }";
+    o.write = (ckpt_write_options){k, v, 2};
+    ckpt_convert_report r;
+    CHECK_EQ_INT(ckpt_convert(src, tpath("sel.safetensors"), &o, &r), 0);
+    CHECK_EQ_INT(r.format, CKPT_FORMAT_SAFETENSORS);
+    CHECK_EQ_INT(r.tensors, 1);
+    ckpt_file *f;
+    CHECK_EQ_INT(ckpt_open(&f, tpath("sel.safetensors"), NULL), 0);
+    if (f) {
+        ckpt_arena a = {0};
+        const ckpt_value *back;
+        CHECK_EQ_INT(ckpt_write_logical_root(&back, f, &a), 0);
+        /* model kept whole, model_ema not ("model" is not a string prefix),
+         * xs keeps item 1, renumbered */
+        CHECK(back->u.dict.n == 2 && strcmp(back->u.dict.keys[0]->u.s.p, "model") == 0);
+        const ckpt_value *xs = back->u.dict.vals[1];
+        CHECK(xs->kind == CKPT_KIND_LIST && xs->u.seq.n == 1 && xs->u.seq.items[0]->u.i.v == 11);
+        CHECK_EQ_STR(meta(f, "tp"), "2");
+        CHECK_EQ_STR(meta(f, "config"), "overridden"); /* --meta wins */
+        CHECK_EQ_STR(meta(f, "format"), "pt");
+        ckpt_arena_free(&a);
+        ckpt_close(f);
+    }
+    /* metadata carried from the input; config compacted */
+    o.nselect = 0;
+    o.write.nmeta = 1;
+    CHECK_EQ_INT(ckpt_convert(tpath("sel.safetensors"), tpath("sel2.pt"), &o, NULL), 0);
+    CHECK_EQ_INT(ckpt_open(&f, tpath("sel2.pt"), NULL), 0);
+    if (f) {
+        CHECK_EQ_STR(meta(f, "config"), "{\"hidden\":8}");
+        CHECK_EQ_STR(meta(f, "tp"), "2");
+        CHECK(meta(f, "ckpt.xxh3") != NULL && meta(f, "ckpt.structure") == NULL);
+        ckpt_close(f);
+    }
+    const char *none[] = {"mode"};
+    o.select = none;
+    o.nselect = 1;
+    CHECK_EQ_INT(ckpt_convert(src, tpath("none.pt"), &o, NULL), CKPT_E_NOTFOUND);
+    o.nselect = 0;
+    o.config_json = "[1]";
+    CHECK_EQ_INT(ckpt_convert(src, tpath("cfg.pt"), &o, NULL), CKPT_E_INVALID_ARG);
+    CHECK_EQ_INT(ckpt_convert(src, tpath("noext"), NULL, NULL), CKPT_E_INVALID_ARG);
+}
+
+/* ------------------------------------------------------------ verify */
+
+static void flip(const char *path, uint64_t at) {
+    FILE *fp = fopen(path, "r+b");
+    CHECK(fp != NULL);
+    if (!fp) return;
+    fseek(fp, (long)at, SEEK_SET);
+    int c = fgetc(fp);
+    fseek(fp, (long)at, SEEK_SET);
+    fputc(c ^ 0x20, fp);
+    fclose(fp);
+}
+
+TEST(verify_digests) {
+    fresh_tree();
+    ckpt_value *root = D();
+    set(root, "a", T(CKPT_DT_I64, 1, SH1, I64_7, 8));
+    set(root, "b", T(CKPT_DT_F32, 1, SH2, F32_12, 8));
+    const char *names[] = {"d.safetensors", "d.pt"};
+    for (int i = 0; i < 2; i++) {
+        const char *p = tpath(names[i]);
+        CHECK_EQ_INT(ckpt_tree_write(root, p, i ? CKPT_FORMAT_TORCH_ZIP : CKPT_FORMAT_SAFETENSORS,
+                                     NULL), 0);
+        ckpt_file *f;
+        CHECK_EQ_INT(ckpt_open(&f, p, NULL), 0);
+        if (!f) continue;
+        CHECK_EQ_INT(ckpt_verify(f, NULL), 0);
+        uint64_t at = ckpt_tensor_file_offset(ckpt_file_find_tensor(f, "b")) + 1;
+        ckpt_close(f);
+        flip(p, at);
+        CHECK_EQ_INT(ckpt_open(&f, p, NULL), 0);
+        if (!f) continue;
+        CHECK_EQ_INT(ckpt_verify(f, NULL), CKPT_E_CHECKSUM);
+        CHECK(strstr(ckpt_error_last()->message, "tensor \"b\": XXH3-64"));
+        ckpt_close(f);
+    }
+}
+
+/* ------------------------------------------------------------ hostile */
+
+/* A safetensors file with one F32[2] tensor "t" and the given ckpt.*
+ * metadata (JSON text, escaped here). */
+static void hostile(const char *path, const char *key, const char *json) {
+    wr_buf h = {0};
+    wr_buf_str(&h, "{\"__metadata__\":{");
+    wr_buf_json_str(&h, key, strlen(key));
+    wr_buf_byte(&h, ':');
+    wr_buf_json_str(&h, json, strlen(json));
+    wr_buf_str(&h, "},\"t\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}");
+    FILE *fp = fopen(path, "wb");
+    uint64_t n = h.len;
+    for (int i = 0; i < 8; i++) fputc((int)(n >> (8 * i)) & 0xff, fp);
+    fwrite(h.p, 1, h.len, fp);
+    fwrite(F32_12, 1, 8, fp);
+    fclose(fp);
+    wr_buf_free(&h);
+}
+
+static int decode_rc(const char *json, uint32_t max_depth) {
+    hostile(tpath("h.safetensors"), "ckpt.structure", json);
+    ckpt_open_options oo = CKPT_OPEN_OPTIONS_INIT;
+    oo.limits.max_depth = max_depth;
+    ckpt_file *f;
+    int rc = ckpt_open(&f, tpath("h.safetensors"), &oo);
+    if (rc) return 1000 + rc;
+    ckpt_arena a = {0};
+    const ckpt_value *root;
+    rc = ckpt_write_logical_root(&root, f, &a);
+    if (rc == 0) rc = ckpt_write_value(root, tpath("h.pt"), CKPT_FORMAT_TORCH_ZIP, NULL, f, NULL);
+    ckpt_arena_free(&a);
+    ckpt_close(f);
+    return rc;
+}
+
+TEST(hostile_structure) {
+    static const struct {
+        const char *json;
+        int rc;
+    } cases[] = {
+        {"{", CKPT_E_FORMAT},
+        {"{\"version\":2,\"root\":null}", CKPT_E_FORMAT},
+        {"{\"version\":1,\"root\":{\"bogus\":1}}", CKPT_E_FORMAT},
+        {"{\"version\":1,\"root\":{\"ref\":0}}", CKPT_E_FORMAT},
+        {"{\"version\":1,\"root\":[1]}", CKPT_E_FORMAT},
+        {"{\"version\":1,\"root\":{\"tensor\":\"missing\"}}", CKPT_E_FORMAT},
+        {"{\"version\":1,\"root\":{\"tensor\":\"t\",\"storage\":0,\"offset\":0,\"stride\":[1]}}",
+         CKPT_E_FORMAT},
+        {"{\"version\":1,\"root\":{\"tensor\":\"t\",\"storage\":0,\"offset\":0,\"stride\":[1]},"
+         "\"storages\":[{\"nbytes\":1000000000000}]}", CKPT_E_LIMIT},
+        {"{\"version\":1,\"root\":{\"tensor\":\"t\",\"storage\":0,\"offset\":1,\"stride\":[1]},"
+         "\"storages\":[{\"nbytes\":8}]}", CKPT_E_FORMAT},
+        {"{\"version\":1,\"root\":{\"tensor\":\"t\",\"storage\":0,\"offset\":0,\"stride\":[1]},"
+         "\"storages\":[{\"nbytes\":8,\"data\":\"nope\"}]}", CKPT_E_FORMAT},
+        {"{\"version\":1,\"root\":{\"tensor\":\"t\",\"dtype\":\"C128\"}}", CKPT_E_FORMAT},
+        {"{\"version\":1,\"root\":{\"bytes\":\"abc\"}}", CKPT_E_FORMAT},
+        {"{\"version\":1,\"root\":{\"int\":\"12a\"}}", CKPT_E_FORMAT},
+        {"{\"version\":1,\"root\":{\"float\":\"zz\"}}", CKPT_E_FORMAT},
+        {"{\"version\":1,\"root\":{\"dtype\":\"nope\"}}", CKPT_E_FORMAT},
+        {"{\"version\":1,\"root\":{\"dict\":[[1]]}}", CKPT_E_FORMAT},
+        {"{\"version\":1,\"root\":{\"list\":[{\"list\":[{\"list\":[{\"list\":[{\"list\":"
+         "[]}]}]}]}]}}", CKPT_E_LIMIT},
+        /* decodes (a list holding itself), but no writer writes a cycle */
+        {"{\"version\":1,\"root\":{\"list\":[{\"ref\":0}]}}", CKPT_E_UNSUPPORTED},
+        /* two views scattered into a rebuilt storage: fine */
+        {"{\"version\":1,\"root\":{\"list\":[{\"tensor\":\"t\",\"storage\":0,\"offset\":2,"
+         "\"stride\":[1]},{\"tensor\":\"t\",\"storage\":0,\"offset\":0,\"stride\":[2]}]},"
+         "\"storages\":[{\"nbytes\":16}]}", 0},
+        {"{\"version\":1,\"root\":{\"int\":\"-123456789012345678901234567890\"}}", 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        int rc = decode_rc(cases[i].json, 3);
+        if (rc != cases[i].rc) fprintf(stderr, "case %zu: %s\n", i, cases[i].json);
+        CHECK_EQ_INT(rc, cases[i].rc);
+    }
+    /* aliases are checked when the file is opened */
+    hostile(tpath("a.safetensors"), "ckpt.aliases", "{\"x\":\"missing\"}");
+    ckpt_file *f;
+    CHECK_EQ_INT(ckpt_open(&f, tpath("a.safetensors"), NULL), CKPT_E_FORMAT);
+    hostile(tpath("a.safetensors"), "ckpt.aliases", "{\"t\":\"t\"}");
+    CHECK_EQ_INT(ckpt_open(&f, tpath("a.safetensors"), NULL), CKPT_E_FORMAT);
+    hostile(tpath("a.safetensors"), "ckpt.aliases", "{\"u\":\"t\"}");
+    CHECK_EQ_INT(ckpt_open(&f, tpath("a.safetensors"), NULL), 0);
+    if (f) {
+        CHECK_EQ_INT(ckpt_file_tensor_count(f), 2);
+        ckpt_close(f);
+    }
+    /* digests naming a tensor the file lacks */
+    hostile(tpath("x.safetensors"), "ckpt.xxh3", "{\"gone\":\"0000000000000000\"}");
+    CHECK_EQ_INT(ckpt_open(&f, tpath("x.safetensors"), NULL), 0);
+    if (f) {
+        CHECK_EQ_INT(ckpt_verify(f, NULL), CKPT_E_MISMATCH);
+        ckpt_close(f);
+    }
+}
+
+/* ------------------------------------------------------------ failures */
+
+static int count_temporaries(void) {
+    DIR *d = opendir(tmpdir);
+    int n = 0;
+    struct dirent *e;
+    while (d && (e = readdir(d)))
+        if (strstr(e->d_name, ".tmp-")) n++;
+    if (d) closedir(d);
+    return n;
+}
+
+/* Every write, fsync, rename and open failing in turn: the write fails
+ * with CKPT_E_IO, the old file stays, no temporary is left. */
+TEST(atomic_faults) {
+    fresh_tree();
+    ckpt_value *root = D();
+    set(root, "a", T(CKPT_DT_I64, 1, SH1, I64_7, 8));
+    static const char *ops[] = {"write", "fsync", "rename", "open"};
+    for (int fmt = 0; fmt < 2; fmt++) {
+        const char *p = tpath(fmt ? "fault.pt" : "fault.safetensors");
+        for (size_t o = 0; o < 4; o++) {
+            for (uint64_t n = 1; n < 100; n++) {
+                FILE *fp = fopen(p, "wb");
+                fputs("old", fp);
+                fclose(fp);
+                ckpt_atomic_fail_nth(ops[o], n, EIO);
+                int rc = ckpt_tree_write(root, p, fmt ? CKPT_FORMAT_TORCH_ZIP
+                                                      : CKPT_FORMAT_SAFETENSORS, NULL);
+                ckpt_atomic_fail_nth(ops[o], 0, 0);
+                CHECK_EQ_INT(count_temporaries(), 0);
+                if (rc == 0) break; /* past the last call of this operation */
+                CHECK_EQ_INT(rc, CKPT_E_IO);
+                size_t len = 0;
+                unsigned char *b = slurp(p, &len);
+                /* a failed directory fsync comes after the rename */
+                /* the directory's open and fsync come after the rename */
+                int after = n == 2 && (strcmp(ops[o], "fsync") == 0 || strcmp(ops[o], "open") == 0);
+                CHECK(b && ((len == 3 && memcmp(b, "old", 3) == 0) || after));
+                free(b);
+            }
+        }
+    }
+}
+
+static uint64_t allocs, fail_at;
+static void *fail_malloc(void *u, size_t n) {
+    (void)u;
+    return ++allocs == fail_at ? NULL : malloc(n);
+}
+static void *fail_realloc(void *u, void *p, size_t n) {
+    (void)u;
+    return ++allocs == fail_at ? NULL : realloc(p, n);
+}
+static void plain_free(void *u, void *p) {
+    (void)u;
+    free(p);
+}
+
+/* Every allocation failing in turn, through convert (open, structure
+ * decode, both writers): CKPT_E_NOMEM or success, never a crash or leak. */
+TEST(allocation_failures) {
+    char src[256];
+    snprintf(src, sizeof src, "%s", tpath("alloc.safetensors"));
+    fresh_tree();
+    ckpt_value *root = D(), *l = L();
+    ckpt_value *w = T(CKPT_DT_F32, 1, SH2, F32_12, 8);
+    set(root, "w", w);
+    set(root, "tied", w);
+    add(l, I(3));
+    add(l, S("x"));
+    set(root, "l", l);
+    CHECK_EQ_INT(ckpt_tree_write(root, src, CKPT_FORMAT_SAFETENSORS, NULL), 0);
+    ckpt_allocator a = {fail_malloc, fail_realloc, plain_free, NULL};
+    int nomem = 0, ok = 0;
+    for (int fmt = 0; fmt < 2; fmt++) {
+        for (fail_at = 1; fail_at < 2000; fail_at++) {
+            allocs = 0;
+            ckpt_set_allocator(&a);
+            int rc = ckpt_convert(src, tpath(fmt ? "alloc.pt" : "alloc2.safetensors"), NULL, NULL);
+            ckpt_set_allocator(NULL);
+            if (rc == CKPT_E_NOMEM) nomem++;
+            else if (rc == 0) ok++;
+            else {
+                CHECK_EQ_INT(rc, CKPT_E_NOMEM);
+                fprintf(stderr, "allocation %llu: %s\n", (unsigned long long)fail_at,
+                        ckpt_error_last()->message);
+            }
+            if (rc == 0 && allocs < fail_at) break;
+        }
+    }
+    CHECK(nomem > 20);
+    CHECK_EQ_INT(ok, 2);
+    CHECK_EQ_INT(count_temporaries(), 0);
+}
+
+int main(void) {
+    if (!mkdtemp(tmpdir)) {
+        perror("mkdtemp");
+        return 1;
+    }
+    RUN(safetensors_exact_header);
+    RUN(pickle_exact_bytes);
+    RUN(roundtrip_values);
+    RUN(roundtrip_views);
+    RUN(roundtrip_dtypes);
+    RUN(refusals);
+    RUN(convert_select_and_metadata);
+    RUN(verify_digests);
+    RUN(hostile_structure);
+    RUN(atomic_faults);
+    RUN(allocation_failures);
+    ckpt_tree_free(tree);
+    ckpt_arena_free(&scratch);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);
+    return harness_end();
+}

@@ -1,0 +1,391 @@
+/* cmd_diff.c - `ckpt diff A B [--rtol R] [--atol A] [--keys-only]
+ * [--json]`: keys only in one file, shape and dtype differences, and per
+ * common tensor bitwise equality or value differences (rules at ckpt_diff
+ * in ckpt.h). Exit 0 only when identical (within the tolerances). */
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+#define SHOW_MAX 50
+#define SHAPE_CAP 256
+
+typedef struct diff_args {
+    const char *path[2];
+    ckpt_diff_options opts;
+    int json;
+} diff_args;
+
+static void put_name(FILE *out, const char *name)
+{
+    name = cli_name(name);
+    cli_put_text(out, name, strlen(name));
+}
+
+static const char *entry_shape(char *buf, size_t cap,
+                               const ckpt_manifest_entry *e)
+{
+    size_t used = (size_t)snprintf(buf, cap, "[");
+    unsigned d;
+
+    for (d = 0; d < e->ndim && used < cap; d++)
+        used += (size_t)snprintf(buf + used, cap - used, "%s%" PRIu64,
+                                 d ? ", " : "", e->shape[d]);
+    if (used < cap)
+        snprintf(buf + used, cap - used, "]");
+    else if (cap > 4)
+        memcpy(buf + cap - 4, "...", 4);
+    return buf;
+}
+
+/* ------------------------------------------------------------ JSON */
+
+static void json_shape(json_writer *j, const ckpt_manifest_entry *e)
+{
+    unsigned d;
+
+    json_array_begin(j);
+    for (d = 0; d < e->ndim; d++)
+        json_uint(j, e->shape[d]);
+    json_array_end(j);
+}
+
+static void json_list(json_writer *j, const ckpt_diff_result *r,
+                      ckpt_diff_list l)
+{
+    size_t i, n = ckpt_diff_count(r, l);
+    const ckpt_manifest_entry *a, *b;
+
+    json_array_begin(j);
+    for (i = 0; i < n; i++) {
+        if (l == CKPT_DIFF_ONLY_IN_A || l == CKPT_DIFF_ONLY_IN_B) {
+            json_string(j, ckpt_diff_name(r, l, i));
+            continue;
+        }
+        ckpt_diff_pair(r, l, i, &a, &b);
+        json_object_begin(j);
+        json_key(j, "name");
+        json_string(j, ckpt_diff_name(r, l, i));
+        json_key(j, "a");
+        if (l == CKPT_DIFF_SHAPE_MISMATCH)
+            json_shape(j, a);
+        else
+            json_string(j, a->dtype);
+        json_key(j, "b");
+        if (l == CKPT_DIFF_SHAPE_MISMATCH)
+            json_shape(j, b);
+        else
+            json_string(j, b->dtype);
+        json_object_end(j);
+    }
+    json_array_end(j);
+}
+
+static void json_pair(json_writer *j, const char *key, uint64_t a, uint64_t b)
+{
+    json_key(j, key);
+    json_object_begin(j);
+    json_key(j, "a");
+    json_uint(j, a);
+    json_key(j, "b");
+    json_uint(j, b);
+    json_object_end(j);
+}
+
+static void json_tensor(json_writer *j, const ckpt_tensor_diff *d)
+{
+    size_t k;
+
+    json_object_begin(j);
+    json_key(j, "name");
+    json_string(j, d->name);
+    json_key(j, "bitwise_equal");
+    json_bool(j, d->bitwise_equal);
+    json_key(j, "compared");
+    json_bool(j, d->compared);
+    json_key(j, "numel");
+    json_uint(j, d->numel);
+    json_key(j, "differing");
+    json_uint(j, d->differing);
+    json_key(j, "max_abs_diff");
+    json_double(j, d->max_abs_diff);
+    json_key(j, "max_rel_diff");
+    json_double(j, d->max_rel_diff);
+    json_pair(j, "nan", d->nan_a, d->nan_b);
+    json_pair(j, "inf", d->inf_a, d->inf_b);
+    json_key(j, "nonfinite_mismatch");
+    json_uint(j, d->nonfinite_mismatch);
+    json_key(j, "positions");
+    json_array_begin(j);
+    for (k = 0; k < d->npositions; k++)
+        json_uint(j, d->positions[k]);
+    json_array_end(j);
+    json_object_end(j);
+}
+
+static void print_json(const diff_args *a, const ckpt_diff_result *r)
+{
+    size_t i, n;
+    json_writer j;
+
+    json_init(&j, stdout);
+    json_object_begin(&j);
+    json_key(&j, "a");
+    json_string(&j, a->path[0]);
+    json_key(&j, "b");
+    json_string(&j, a->path[1]);
+    json_key(&j, "identical");
+    json_bool(&j, ckpt_diff_identical(r));
+    json_key(&j, "keys_only");
+    json_bool(&j, a->opts.keys_only);
+    json_key(&j, "only_in_a");
+    json_list(&j, r, CKPT_DIFF_ONLY_IN_A);
+    json_key(&j, "only_in_b");
+    json_list(&j, r, CKPT_DIFF_ONLY_IN_B);
+    json_key(&j, "shape_mismatch");
+    json_list(&j, r, CKPT_DIFF_SHAPE_MISMATCH);
+    json_key(&j, "dtype_mismatch");
+    json_list(&j, r, CKPT_DIFF_DTYPE_MISMATCH);
+    json_key(&j, "equal");
+    if (a->opts.keys_only)
+        json_null(&j);
+    else
+        json_uint(&j, ckpt_diff_equal_count(r));
+    json_key(&j, "tensors");
+    if (a->opts.keys_only) {
+        json_null(&j);
+    } else {
+        json_array_begin(&j);
+        n = ckpt_diff_tensor_count(r);
+        for (i = 0; i < n; i++)
+            json_tensor(&j, ckpt_diff_tensor(r, i));
+        json_array_end(&j);
+    }
+    json_object_end(&j);
+    fputc('\n', stdout);
+}
+
+/* ------------------------------------------------------------ text */
+
+static void print_list(const ckpt_diff_result *r, ckpt_diff_list l,
+                       const char *title)
+{
+    size_t i, n = ckpt_diff_count(r, l);
+    char sa[SHAPE_CAP], sb[SHAPE_CAP];
+    const ckpt_manifest_entry *a, *b;
+
+    if (n == 0)
+        return;
+    printf("%s%s (%zu):%s\n", cli_color(CLI_BOLD), title, n,
+           cli_color(CLI_RESET));
+    for (i = 0; i < n && i < SHOW_MAX; i++) {
+        fputs("  ", stdout);
+        put_name(stdout, ckpt_diff_name(r, l, i));
+        ckpt_diff_pair(r, l, i, &a, &b);
+        if (l == CKPT_DIFF_SHAPE_MISMATCH)
+            printf(": A %s, B %s", entry_shape(sa, sizeof sa, a),
+                   entry_shape(sb, sizeof sb, b));
+        else if (l == CKPT_DIFF_DTYPE_MISMATCH)
+            printf(": A %s, B %s", a->dtype, b->dtype);
+        fputc('\n', stdout);
+    }
+    if (n > SHOW_MAX)
+        printf("  ... and %zu more (--json lists all)\n", n - SHOW_MAX);
+}
+
+static const char *num(char buf[40], double v)
+{
+    if (isinf(v))
+        return "inf";
+    snprintf(buf, 40, "%.6g", v);
+    return buf;
+}
+
+static void print_tensor(const ckpt_tensor_diff *d)
+{
+    char b1[40], b2[40];
+    size_t k;
+
+    fputs("  ", stdout);
+    put_name(stdout, d->name);
+    if (!d->compared) {
+        fputs(": bytes differ (values not comparable for these dtypes)\n",
+              stdout);
+        return;
+    }
+    if (d->differing == 0) {
+        printf(": bytes differ, values %s (max abs diff %s)\n",
+               d->max_abs_diff == 0 ? "equal" : "within tolerance",
+               num(b1, d->max_abs_diff));
+        return;
+    }
+    printf(": %" PRIu64 " of %" PRIu64 " element%s differ, max abs diff %s, "
+           "max rel diff %s",
+           d->differing, d->numel, cli_plural(d->numel),
+           num(b1, d->max_abs_diff), num(b2, d->max_rel_diff));
+    if (d->nan_a || d->nan_b || d->inf_a || d->inf_b)
+        printf("; NaN A %" PRIu64 " B %" PRIu64 ", Inf A %" PRIu64
+               " B %" PRIu64,
+               d->nan_a, d->nan_b, d->inf_a, d->inf_b);
+    if (d->nonfinite_mismatch) {
+        printf("; NaN/Inf disagree at %" PRIu64 " position%s [",
+               d->nonfinite_mismatch, cli_plural(d->nonfinite_mismatch));
+        for (k = 0; k < d->npositions; k++)
+            printf("%s%" PRIu64, k ? ", " : "", d->positions[k]);
+        fputs(d->nonfinite_mismatch > d->npositions ? ", ...]" : "]", stdout);
+    }
+    fputc('\n', stdout);
+}
+
+static void print_text(const diff_args *a, const ckpt_diff_result *r)
+{
+    size_t i, n = ckpt_diff_tensor_count(r), differ = 0;
+
+    for (i = 0; i < n; i++) {
+        const ckpt_tensor_diff *d = ckpt_diff_tensor(r, i);
+
+        differ += !d->compared || d->differing;
+    }
+    if (ckpt_diff_identical(r))
+        printf("%sIDENTICAL%s", cli_color(CLI_GREEN), cli_color(CLI_RESET));
+    else
+        printf("%sDIFFERENT%s", cli_color(CLI_RED), cli_color(CLI_RESET));
+    printf(": %zu only in A, %zu only in B, %zu shape, %zu dtype "
+           "difference%s",
+           ckpt_diff_count(r, CKPT_DIFF_ONLY_IN_A),
+           ckpt_diff_count(r, CKPT_DIFF_ONLY_IN_B),
+           ckpt_diff_count(r, CKPT_DIFF_SHAPE_MISMATCH),
+           ckpt_diff_count(r, CKPT_DIFF_DTYPE_MISMATCH),
+           ckpt_diff_count(r, CKPT_DIFF_DTYPE_MISMATCH) == 1 ? "" : "s");
+    if (a->opts.keys_only)
+        fputs(" (keys only)", stdout);
+    else
+        printf("; %" PRIu64 " tensor%s bitwise equal, %zu with different "
+               "values",
+               ckpt_diff_equal_count(r), cli_plural(ckpt_diff_equal_count(r)),
+               differ);
+    fputs("\n  A: ", stdout);
+    cli_put_text(stdout, a->path[0], strlen(a->path[0]));
+    fputs("\n  B: ", stdout);
+    cli_put_text(stdout, a->path[1], strlen(a->path[1]));
+    fputc('\n', stdout);
+    print_list(r, CKPT_DIFF_ONLY_IN_A, "only in A");
+    print_list(r, CKPT_DIFF_ONLY_IN_B, "only in B");
+    print_list(r, CKPT_DIFF_SHAPE_MISMATCH, "shape mismatch");
+    print_list(r, CKPT_DIFF_DTYPE_MISMATCH, "dtype mismatch");
+    if (n) {
+        printf("%stensors whose bytes differ (%zu):%s\n", cli_color(CLI_BOLD),
+               n, cli_color(CLI_RESET));
+        for (i = 0; i < n && i < SHOW_MAX; i++)
+            print_tensor(ckpt_diff_tensor(r, i));
+        if (n > SHOW_MAX)
+            printf("  ... and %zu more (--json lists all)\n", n - SHOW_MAX);
+    }
+}
+
+/* ------------------------------------------------------------ command */
+
+/* A tolerance: a finite number >= 0. */
+static int parse_tol(const char *s, double *out)
+{
+    char *end;
+    double v = strtod(s, &end);
+
+    if (end == s || *end != '\0' || !(v >= 0) || isinf(v))
+        return -1;
+    *out = v;
+    return 0;
+}
+
+static int parse(const cli_command *cmd, int argc, char **argv, diff_args *a)
+{
+    int i, files = 0, options = 1;
+
+    for (i = 1; i < argc; i++) {
+        const char *arg = argv[i];
+
+        if (options && arg[0] == '-' && arg[1] != '\0') {
+            double *tol = NULL;
+            const char *v = NULL;
+
+            if (strcmp(arg, "--") == 0) {
+                options = 0;
+            } else if (cli_is_help(arg)) {
+                cli_help(cmd);
+                return -1;
+            } else if (strcmp(arg, "--json") == 0) {
+                a->json = 1;
+            } else if (strcmp(arg, "--keys-only") == 0) {
+                a->opts.keys_only = 1;
+            } else if (strncmp(arg, "--rtol", 6) == 0 ||
+                       strncmp(arg, "--atol", 6) == 0) {
+                tol = arg[2] == 'r' ? &a->opts.rtol : &a->opts.atol;
+                if (arg[6] == '=')
+                    v = arg + 7;
+                else if (arg[6] == '\0' && i + 1 < argc)
+                    v = argv[++i];
+                else if (arg[6] != '\0')
+                    return cli_usage_error(cmd, "unknown option '%s'", arg);
+                if (!v || parse_tol(v, tol) != 0)
+                    return cli_usage_error(cmd, "%.6s needs a number >= 0",
+                                           arg);
+            } else {
+                return cli_usage_error(cmd, "unknown option '%s'", arg);
+            }
+        } else if (files < 2) {
+            a->path[files++] = arg;
+        } else {
+            return cli_usage_error(cmd, "two files: A and B");
+        }
+    }
+    if (files < 2)
+        return cli_usage_error(cmd, "needs two files: A and B");
+    return CLI_OK;
+}
+
+int cmd_diff(const cli_command *cmd, int argc, char **argv)
+{
+    diff_args a;
+    ckpt_diff_options init = CKPT_DIFF_OPTIONS_INIT;
+    ckpt_manifest *m[2] = { NULL, NULL };
+    ckpt_diff_result *r = NULL;
+    cli_error e;
+    int rc, k;
+
+    memset(&a, 0, sizeof a);
+    a.opts = init;
+    rc = parse(cmd, argc, argv, &a);
+    if (rc != CLI_OK)
+        return rc < 0 ? CLI_OK : rc;
+    for (k = 0; k < 2 && rc == CLI_OK; k++) {
+        int lrc = ckpt_manifest_load(&m[k], a.path[k], NULL);
+
+        if (lrc != 0) {
+            cli_error_capture(&e, lrc);
+            rc = cli_report(a.path[k], &e);
+        } else if (!a.opts.keys_only && !ckpt_manifest_file(m[k])) {
+            rc = cli_usage_error(cmd, "%s is a manifest: values need "
+                                 "checkpoints (use --keys-only)", a.path[k]);
+        }
+    }
+    if (rc == CLI_OK) {
+        int lrc = ckpt_diff(&r, m[0], m[1], &a.opts);
+
+        if (lrc != 0) {
+            cli_error_capture(&e, lrc);
+            rc = cli_report(a.path[0], &e);
+        } else {
+            if (a.json)
+                print_json(&a, r);
+            else
+                print_text(&a, r);
+            rc = ckpt_diff_identical(r) ? CLI_OK : CLI_FINDINGS;
+        }
+    }
+    ckpt_diff_free(r);
+    ckpt_manifest_free(m[0]);
+    ckpt_manifest_free(m[1]);
+    return rc;
+}
