@@ -1284,7 +1284,9 @@ typedef struct ckpt_convert_report {
  * name in safetensors output; a dtype the output format lacks);
  * CKPT_E_IO (input unreadable, output not writable); the ckpt_open codes
  * for a malformed input; CKPT_E_NOMEM. Memory: tensor bytes stream from
- * the input's mapping into the output (bounded buffers for views). */
+ * the input's mapping into the output, its pages released once written
+ * (bounded buffers for views); only a storage rebuilt from views that no
+ * stored tensor covers whole is allocated, up to limits.max_inflate_bytes. */
 CKPT_API int ckpt_convert(const char *in, const char *out,
                           const ckpt_convert_options *opts,
                           ckpt_convert_report *report);

@@ -178,9 +178,8 @@ size_t ckpt_rule_apply(const ckpt_rule *r, const char *s, size_t len, char *dst,
 #define MAX_EVAL 12
 
 typedef struct slot {
-    const char *x; /* anchor key (canonical when canon) */
+    const char *x; /* anchor key, as is or without its wrappers */
     size_t cut;    /* strip = x[0..cut) */
-    int canon;
     size_t next;   /* next slot with the same suffix */
     size_t ntargets;
     int ambiguous;
@@ -188,12 +187,12 @@ typedef struct slot {
     size_t plen[MAX_TARGETS];
 } slot;
 
+/* A proposed (S, P); whether wrappers are dropped first is decided when
+ * it is evaluated (both ways when the checkpoint has wrappers). */
 typedef struct cand {
-    const char *strip, *add;
+    const char *strip, *add; /* NUL-terminated, in the map key "S\0P" */
     size_t strip_len, add_len;
-    int canon;
-    uint64_t votes;
-    const char *key; /* the map key: canon byte, S, NUL, P */
+    uint64_t votes;          /* anchor slots proposing it */
 } cand;
 
 typedef struct infer {
@@ -213,7 +212,7 @@ typedef struct infer {
 static int nomem(void) { return ckpt_err(CKPT_E_NOMEM, "", "", CKPT_NO_OFFSET, "out of memory"); }
 
 /* Registers the suffixes of anchor x (the first MAX_SEGS + 1 of them). */
-static int add_anchor(infer *in, const char *x, size_t len, int canon) {
+static int add_anchor(infer *in, const char *x, size_t len) {
     size_t starts[MAX_SEGS + 1];
     size_t n = segment_starts(x, len, starts, MAX_SEGS + 1);
     for (size_t k = 0; k < n; k++) {
@@ -224,7 +223,6 @@ static int add_anchor(infer *in, const char *x, size_t len, int canon) {
         memset(sl, 0, sizeof *sl);
         sl->x = x;
         sl->cut = starts[k];
-        sl->canon = canon;
         sl->next = CKPT_KEYS_NONE;
         ckpt_strmap_slot *ms;
         int rc = ckpt_strmap_put(&in->suffixes, x + starts[k], len - starts[k], id, &ms);
@@ -255,13 +253,13 @@ static int pick_anchors(infer *in) {
         taken++;
         const char *s = in->c->entries[i].name;
         size_t len = in->c->lens[i];
-        int rc = add_anchor(in, s, len, 0);
+        int rc = add_anchor(in, s, len);
         if (rc) return rc;
         if (ckpt_key_wrappers(s, len)) {
             char *x = ckpt_arena_alloc(in->a, len + 1);
             if (!x) return nomem();
             size_t n = ckpt_key_drop_wrappers(s, len, x);
-            if ((rc = add_anchor(in, x, n, 1))) return rc;
+            if ((rc = add_anchor(in, x, n))) return rc;
         }
     }
     return 0;
@@ -314,8 +312,7 @@ static size_t last_segment(const char *p, size_t n) {
     return i;
 }
 
-static int add_candidate(infer *in, int canon, const char *s, size_t slen, const char *p,
-                         size_t plen) {
+static int add_candidate(infer *in, const char *s, size_t slen, const char *p, size_t plen) {
     /* "strip a.b., add b." is "strip a." on these keys: keep the shortest
      * form so that equivalent proposals meet */
     while (slen && plen) {
@@ -324,20 +321,18 @@ static int add_candidate(infer *in, int canon, const char *s, size_t slen, const
         slen = ss;
         plen = ps;
     }
-    if (!canon && slen == plen && memcmp(s, p, slen) == 0) return 0; /* identity */
-    /* "replace encoder.module. with encoder." strips a segment in the middle
+    /* S == P (both empty after reduction) is the identity, or dropping the
+     * wrappers alone: kept, rank() tells which. "replace encoder.module. with encoder." strips a segment in the middle
      * of keys: never a wrapper (ordinary keys like encoder.module.x exist) */
     if (slen && plen) {
         const char *ds = memchr(s, '.', slen), *dp = memchr(p, '.', plen);
         if (ds - s == dp - p && memcmp(s, p, (size_t)(ds - s)) == 0) return 0;
     }
-    size_t klen = 1 + slen + 1 + plen;
-    char *key = ckpt_arena_alloc(in->a, klen + 1);
+    size_t klen = slen + 1 + plen;
+    char *key = ckpt_arena_alloc(in->a, klen + 1); /* zeroed: P ends in NUL */
     if (!key) return nomem();
-    key[0] = canon ? 'c' : 'r';
-    memcpy(key + 1, s, slen);
-    key[1 + slen] = '\0';
-    memcpy(key + 2 + slen, p, plen);
+    memcpy(key, s, slen);
+    memcpy(key + slen + 1, p, plen);
     ckpt_strmap_slot *ms;
     int rc = ckpt_strmap_put(&in->cand_index, key, klen, in->ncands, &ms);
     if (rc < 0) return rc;
@@ -347,7 +342,7 @@ static int add_candidate(infer *in, int canon, const char *s, size_t slen, const
     }
     if (ckpt_arena_grow(in->a, (void **)&in->cands, &in->ccap, in->ncands + 1, sizeof(cand)))
         return nomem();
-    in->cands[in->ncands++] = (cand){key + 1, key + 2 + slen, slen, plen, canon, 1, key};
+    in->cands[in->ncands++] = (cand){key, key + slen + 1, slen, plen, 1};
     return 0;
 }
 
@@ -356,8 +351,7 @@ static int cmp_votes(const void *x, const void *y) {
     if (a->votes != b->votes) return a->votes > b->votes ? -1 : 1;
     int c = strcmp(a->strip, b->strip);
     if (c) return c;
-    c = strcmp(a->add, b->add);
-    return c ? c : a->canon - b->canon;
+    return strcmp(a->add, b->add);
 }
 
 /* Distinct expected names that rule r hits; 0 when r covers at most half
@@ -499,7 +493,7 @@ int ckpt_rules_infer(ckpt_rule *out, size_t max, size_t *nout, ckpt_arena *a,
     for (size_t id = 0; rc == 0 && id < in.nslots; id++) {
         const slot *sl = &in.slots[id];
         for (size_t t = 0; rc == 0 && !sl->ambiguous && t < sl->ntargets; t++)
-            rc = add_candidate(&in, sl->canon, sl->x, sl->cut, sl->p[t], sl->plen[t]);
+            rc = add_candidate(&in, sl->x, sl->cut, sl->p[t], sl->plen[t]);
     }
     if (rc == 0 && in.ncands) rc = rank(&in, out, max, nout);
     ckpt_strmap_free(&in.suffixes);

@@ -363,10 +363,13 @@ def test_doctor_json():
     assert_eq(doc["resume"]["verdict"], "partial", "resume verdict")
     assert_eq(doc["format"], "torch-zip", "format")
     sec = doc["sections"]
-    assert_eq(list(sec), ["format", "integrity", "contents",
+    assert_eq(list(sec), ["format", "integrity", "safety", "contents",
                           "not_vouched_for", "resume", "memory", "metadata",
                           "other_files"], "sections")
     assert_eq(sec["integrity"]["ok"], True, "integrity ok")
+    assert_eq(sec["safety"]["verdict"], "safe", "safety verdict")
+    assert_eq([f["verdict"] for f in sec["safety"]["files"]], ["safe"],
+              "safety per file")
     contents = sec["contents"]
     params = sum(numel(t["shape"]) for t in exp["tensors"])
     assert_eq(contents["parameters"], params, "parameters")
@@ -379,6 +382,21 @@ def test_doctor_json():
     assert_eq(top["optimizer_state_dict"]["tensors"], 1, "optimizer tensors")
     assert_eq(sum(e["parameters"] for e in contents["top_level"]), params,
               "top-level parameters add up")
+
+
+def test_doctor_unsafe():
+    path = os.path.join(CORPUS, "scan/picklescan/malicious1_v0.pkl")
+    rc, doc, _ = run_json("doctor", "--json", path)
+    assert_eq(rc, 1, "exit code")
+    safety = doc["sections"]["safety"]
+    assert_eq(safety["verdict"], "unsafe", "safety verdict")
+    dangerous = [f for f in safety["files"][0]["findings"]
+                 if f["severity"] == "dangerous"]
+    assert dangerous and all("global" in f for f in dangerous), dangerous
+    assert "unsafe (" in doc["summary"], doc["summary"]
+    rc, out, _ = run("doctor", path)
+    assert_eq(rc, 1, "exit code (text)")
+    assert "dangerous: " in out, out
 
 
 def test_doctor_safetensors():

@@ -313,7 +313,16 @@ def test_lightning():
 def test_hf_trainer_dir():
     d = gen("hf_trainer")
     rc, doc = run_json("doctor", "--json", d)
-    assert_eq(rc, 0, "exit code")
+    # Trainer pickles its TrainingArguments object into training_args.bin:
+    # loading that file runs code, so the safety section needs attention
+    assert_eq(rc, 1, "exit code")
+    assert_eq(doc["summary"],
+              "ATTENTION: unsafe (transformers.training_args.TrainingArguments)",
+              "verdict line")
+    safety = {f["file"]: f["verdict"] for f in doc["sections"]["safety"]["files"]}
+    assert_eq(safety["training_args.bin"], "unsafe", "training_args.bin")
+    assert_eq(safety["model.safetensors"], "safe", "weights")
+    assert_eq(safety["optimizer.pt"], "safe", "optimizer")
     assert_eq(doc["directory"], d, "directory")
     assert_eq(doc["file"], os.path.join(d, "model.safetensors"),
               "main weights file")

@@ -16,6 +16,7 @@
 #include <time.h>
 
 #include "cli.h"
+#include "doctor.h"
 #include "summary.h"
 
 /* Bounds on walking the object tree, which hostile pickles can make deep
@@ -53,6 +54,7 @@ typedef struct doctor {
     ckpt_training *training; /* NULL when the file could not be opened */
     struct file_check *checks; /* DIR: its other files, verified */
     size_t n_checks;
+    doctor_safety safety;   /* scan of the file, or of every file of DIR */
 } doctor;
 
 /* A checkpoint file of a directory besides the main weights file. */
@@ -904,6 +906,57 @@ static void show_others(const doctor *d, json_writer *j)
         json_array_end(j);
 }
 
+static int concern_safety(const doctor *d, FILE *out)
+{
+    return doctor_safety_concern(&d->safety, out);
+}
+
+static void show_safety(const doctor *d, json_writer *j)
+{
+    doctor_safety_show(&d->safety, j);
+}
+
+/* Scans the main file and, for a directory, every other checkpoint file.
+ * -1 when out of memory. */
+static int examine_safety(doctor *d)
+{
+    size_t n = d->dir ? ckpt_training_file_count(d->training) : 0, k = 0;
+    const char **paths = calloc(n + 1, sizeof *paths);
+    const char **names = calloc(n + 1, sizeof *names);
+    char **owned = calloc(n + 1, sizeof *owned);
+    double t0 = now();
+    int rc = -1;
+
+    if (!paths || !names || !owned)
+        goto done;
+    paths[k] = d->path;
+    names[k++] = d->dir && strncmp(d->path, d->dir, strlen(d->dir)) == 0 &&
+                         d->path[strlen(d->dir)] == '/'
+                     ? d->path + strlen(d->dir) + 1
+                     : d->path;
+    for (size_t i = 0; i < n; i++) {
+        const char *name = ckpt_training_file_name(d->training, i);
+
+        if (asprintf(&owned[i], "%s/%s", d->dir, name) < 0) {
+            owned[i] = NULL;
+            goto done;
+        }
+        if (strcmp(owned[i], d->path) == 0)
+            continue;
+        paths[k] = owned[i];
+        names[k++] = name;
+    }
+    rc = doctor_safety_run(&d->safety, paths, names, k);
+    timed("safety", t0);
+done:
+    for (size_t i = 0; owned && i < n; i++)
+        free(owned[i]);
+    free(owned);
+    free(paths);
+    free(names);
+    return rc;
+}
+
 typedef struct section {
     const char *key;   /* JSON key under "sections" */
     const char *title; /* text heading */
@@ -919,6 +972,8 @@ typedef struct section {
 static const section sections[] = {
     { "format", "format", NULL, show_format },
     { "integrity", "integrity", concern_integrity, show_integrity },
+    { "safety", "safety (would loading it run code?)", concern_safety,
+      show_safety },
     { "contents", "contents", NULL, show_contents },
     { "not_vouched_for", "not vouched for", concern_unvouched,
       show_unvouched },
@@ -1052,6 +1107,10 @@ int cmd_doctor(const cli_command *cmd, int argc, char **argv)
     rc = examine_dir(&d);
     if (rc == 0)
         rc = examine(&d);
+    if (rc == 0 && examine_safety(&d) != 0) {
+        fputs("ckpt: out of memory\n", stderr);
+        rc = CLI_USAGE;
+    }
     if (rc == 0) {
         summary = verdict(&d, &healthy);
         if (summary == NULL) {
@@ -1070,6 +1129,7 @@ int cmd_doctor(const cli_command *cmd, int argc, char **argv)
     ckpt_close(d.f);
     ckpt_training_free(d.training);
     free(d.checks);
+    doctor_safety_free(&d.safety);
     print_timings();
     return rc;
 }
