@@ -1163,7 +1163,7 @@ typedef struct ckpt_key_wrapper {
 typedef struct ckpt_keys_report ckpt_keys_report;
 
 /* Returns 0 (also for clean keys: no wrapper, no fix), CKPT_E_INVALID_ARG,
- * CKPT_E_NOMEM. f must outlive nothing: the report owns its strings. */
+ * CKPT_E_NOMEM. The report owns what it holds: f may be closed first. */
 CKPT_API int ckpt_keys_hygiene(ckpt_keys_report **out, const ckpt_file *f);
 CKPT_API void ckpt_keys_report_free(ckpt_keys_report *r); /* NULL-safe */
 CKPT_API size_t ckpt_keys_wrapper_count(const ckpt_keys_report *r);

@@ -310,22 +310,21 @@ static int read_header(ckpt_file *f, uint64_t n, json_t *doc) {
 
 /* ---------------------------------------------------------------- aliases */
 
-static int by_key(const void *a, const void *b) {
-    const ckpt_value *const *x = a, *const *y = b;
-    return strcmp((*x)->u.s.p, (*y)->u.s.p);
+/* A root entry, sorted by name for alias lookups. */
+typedef struct named {
+    const char *name;
+    ckpt_value *value;
+} named;
+
+static int by_name(const void *a, const void *b) {
+    return strcmp(((const named *)a)->name, ((const named *)b)->name);
 }
 
-/* Root dict value under `name`, from keys sorted by by_key; NULL if none. */
-static ckpt_value *find_key(ckpt_value **sorted, size_t n, const ckpt_value *root,
-                            const char *name) {
-    ckpt_value probe = {.kind = CKPT_KIND_STR};
-    probe.u.s.p = (char *)name;
-    const ckpt_value *pp = &probe;
-    ckpt_value **hit = bsearch(&pp, sorted, n, sizeof *sorted, by_key);
-    if (!hit) return NULL;
-    for (size_t i = 0; i < root->u.dict.n; i++)
-        if (root->u.dict.keys[i] == *hit) return root->u.dict.vals[i];
-    return NULL;
+/* Root dict value under `name`; NULL if none. O(log n). */
+static ckpt_value *find_key(const named *sorted, size_t n, const char *name) {
+    named probe = {name, NULL};
+    const named *hit = bsearch(&probe, sorted, n, sizeof *sorted, by_name);
+    return hit ? hit->value : NULL;
 }
 
 /* ckpt's safetensors writer stores a tensor reachable under several names
@@ -349,21 +348,22 @@ static int restore_aliases(ckpt_file *f) {
     }
     ckpt_value *root = f->root;
     size_t n = root->u.dict.n;
-    ckpt_value **sorted = ckpt_arena_array(&f->arena, n ? n : 1, sizeof *sorted);
+    named *sorted = ckpt_arena_array(&f->arena, n ? n : 1, sizeof *sorted);
     int rc = sorted ? 0 : ckpt_err(CKPT_E_NOMEM, f->path, "", 8, "out of memory");
     if (!rc) {
-        memcpy(sorted, root->u.dict.keys, n * sizeof *sorted);
-        qsort(sorted, n, sizeof *sorted, by_key);
+        for (size_t i = 0; i < n; i++)
+            sorted[i] = (named){root->u.dict.keys[i]->u.s.p, root->u.dict.vals[i]};
+        qsort(sorted, n, sizeof *sorted, by_name);
     }
     const char *alias;
     json_t *target;
     json_object_foreach(doc, alias, target) {
         if (rc) break;
         ckpt_value *t = json_is_string(target)
-                            ? find_key(sorted, n, root, json_string_value(target))
+                            ? find_key(sorted, n, json_string_value(target))
                             : NULL;
         ckpt_value *key = NULL;
-        if (!t || find_key(sorted, n, root, alias) || strcmp(alias, "__metadata__") == 0)
+        if (!t || find_key(sorted, n, alias) || strcmp(alias, "__metadata__") == 0)
             rc = ckpt_err(CKPT_E_FORMAT, f->path, "", 8,
                           "__metadata__ \"ckpt.aliases\": alias \"%s\" must be a new "
                           "name for a stored tensor", alias);

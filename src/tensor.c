@@ -5,6 +5,7 @@
 
 #include "dtype.h"
 #include "error.h"
+#include "tensor.h"
 #include "value.h"
 
 static const uint64_t no_dims[1] = {0};
@@ -62,9 +63,7 @@ int ckpt_tensor_data(const ckpt_tensor *t, const void **data, size_t *size) {
     return 0;
 }
 
-/* Copies `count` logical elements starting at linear index `start` into dst
- * as little-endian bytes. Whole-byte dtypes only (the caller checks). */
-static void gather(const ckpt_tensor *t, uint64_t start, uint64_t count, uint8_t *dst) {
+void ckpt_tensor_gather(const ckpt_tensor *t, uint64_t start, uint64_t count, uint8_t *dst) {
     unsigned esz = ckpt_dtype_size(t->dtype);
     /* complex elements swap per component */
     unsigned swap = t->storage->big_endian ? esz : 1;
@@ -114,7 +113,7 @@ int ckpt_tensor_read(const ckpt_tensor *t, void *dst, size_t cap) {
     if (ckpt_dtype_size(t->dtype) == 0)
         return ckpt_err(CKPT_E_UNSUPPORTED, "", ckpt_tensor_name(t), CKPT_NO_OFFSET,
                         "non-contiguous view of a sub-byte dtype");
-    gather(t, 0, t->numel, dst);
+    ckpt_tensor_gather(t, 0, t->numel, dst);
     return 0;
 }
 
@@ -143,7 +142,7 @@ int ckpt_tensor_sha256(const ckpt_tensor *t, unsigned char out[32]) {
         uint64_t per = SHA_CHUNK / esz;
         for (uint64_t e = 0; ok && e < t->numel; e += per) {
             uint64_t n = t->numel - e < per ? t->numel - e : per;
-            gather(t, e, n, buf);
+            ckpt_tensor_gather(t, e, n, buf);
             ok = EVP_DigestUpdate(ctx, buf, (size_t)(n * esz));
         }
     }
