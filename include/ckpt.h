@@ -1238,8 +1238,11 @@ typedef struct ckpt_write_options {
     const char *const *meta_keys;
     const char *const *meta_values;
     size_t nmeta;
+    int backup; /* 1: keep the file being replaced as "OUT.bak", itself
+                   replaced atomically (both names always hold a complete
+                   file) */
 } ckpt_write_options;
-#define CKPT_WRITE_OPTIONS_INIT { NULL, NULL, 0 }
+#define CKPT_WRITE_OPTIONS_INIT { NULL, NULL, 0, 0 }
 
 typedef struct ckpt_convert_options {
     ckpt_open_options open;    /* limits for reading the input */

@@ -223,8 +223,18 @@ static int put(ckpt_atomic *a, const void *p, size_t n, uint64_t off) {
     return 0;
 }
 
+#define WRITEBACK ((uint64_t)32 << 20)
+
 int ckpt_atomic_write(ckpt_atomic *a, const void *p, size_t n) {
-    return put(a, p, n, a->written);
+    int rc = put(a, p, n, a->written);
+#ifdef SYNC_FILE_RANGE_WRITE
+    if (rc == 0 && a->written - a->flushed >= WRITEBACK) {
+        (void)sync_file_range(a->fd, (off_t)a->flushed, (off_t)(a->written - a->flushed),
+                              SYNC_FILE_RANGE_WRITE);
+        a->flushed = a->written;
+    }
+#endif
+    return rc;
 }
 
 int ckpt_atomic_pwrite(ckpt_atomic *a, const void *p, size_t n, uint64_t off) {

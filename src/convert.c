@@ -603,7 +603,7 @@ int ckpt_convert(const char *in, const char *out, const ckpt_convert_options *op
     if (!rc) rc = select_tree(&root, o, &a, f->opts.limits.max_depth);
     if (!rc) rc = merge_metadata(&m, f, o, &a);
     if (!rc) {
-        ckpt_write_options w = {m.keys, m.vals, m.n};
+        ckpt_write_options w = {m.keys, m.vals, m.n, o->write.backup};
         rc = ckpt_write_value(root, out, fmt, &w, f, &stats);
     }
     if (!rc && report) *report = (ckpt_convert_report){fmt, stats.tensors, stats.bytes};

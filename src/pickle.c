@@ -9,7 +9,7 @@
  *
  * Every operand read goes through take()/take_line(), which check the
  * bytes left in the input and in the current FRAME. The stack, mark stack
- * and memo live in a scratch arena released when the run ends. */
+ * and memo live in scratch memory released when the run ends. */
 #include "pickle.h"
 
 #include <inttypes.h>
@@ -108,8 +108,12 @@ typedef struct machine {
     size_t sp, stack_cap;
     size_t *marks;        /* stack heights recorded by MARK */
     size_t nmarks, marks_cap;
-    memo_slot *memo;      /* open addressing, capacity a power of two */
-    size_t memo_n, memo_cap;
+    size_t memo_n;        /* entries, dense and hashed (len(memo)) */
+    ckpt_value **dense;   /* memo keys below dense_cap; NULL: not set */
+    size_t dense_cap, dense_n;
+    memo_slot *memo;      /* other keys: open addressing, capacity a power
+                             of two */
+    size_t hash_n, memo_cap;
     uint64_t seed;
     ckpt_value *result;   /* set by STOP */
 } machine;
@@ -270,24 +274,24 @@ static int collect(machine *m, int kind, size_t start, ckpt_value **out) {
 
 /* ---------------------------------------------------------------- memo */
 
-/* The memo is keyed by any integer a PUT names, so a hash map keeps a huge
- * index cheap. The hash is seeded from addresses (ASLR) so that crafted
- * keys cannot force long probe chains; results never depend on it. */
+/* Writers number memo entries from 0 up (MEMOIZE is len(memo); pickle.py
+ * and _pickle.c give BINPUT the same index), and a run memoizes almost
+ * every str and container, so the memo is an array indexed by key while
+ * keys stay dense; it grows geometrically, up to max_pickle_memo slots,
+ * only while at least a quarter of it would be in use. Any other key (a
+ * crafted PUT 2^32-1) goes to a hash map, so a huge index costs nothing.
+ * A key lives in one of the two: a key hashed before the array grew over
+ * it stays in the hash map. The hash is seeded from addresses (ASLR) so
+ * that crafted keys cannot force long probe chains; results never depend
+ * on it. */
+#define DENSE_MIN 64
+
 static uint64_t mix(uint64_t x) {
     x ^= x >> 30;
     x *= 0xbf58476d1ce4e5b9u;
     x ^= x >> 27;
     x *= 0x94d049bb133111ebu;
     return x ^ (x >> 31);
-}
-
-static ckpt_value *memo_get(const machine *m, uint64_t key) {
-    if (!m->memo_cap) return NULL;
-    size_t mask = m->memo_cap - 1;
-    for (size_t i = (size_t)mix(key ^ m->seed) & mask;; i = (i + 1) & mask) {
-        if (!m->memo[i].v) return NULL;
-        if (m->memo[i].key == key) return m->memo[i].v;
-    }
 }
 
 static memo_slot *memo_slot_for(memo_slot *t, size_t cap, uint64_t seed,
@@ -298,18 +302,63 @@ static memo_slot *memo_slot_for(memo_slot *t, size_t cap, uint64_t seed,
     return &t[i];
 }
 
+/* The hashed entry of key (v NULL: none), or NULL when nothing is hashed. */
+static memo_slot *hashed(const machine *m, uint64_t key) {
+    if (!m->hash_n) return NULL;
+    memo_slot *s = memo_slot_for(m->memo, m->memo_cap, m->seed, key);
+    return s->v ? s : NULL;
+}
+
+static ckpt_value *memo_get(const machine *m, uint64_t key) {
+    if (key < m->dense_cap && m->dense[key]) return m->dense[key];
+    memo_slot *s = hashed(m, key);
+    return s ? s->v : NULL;
+}
+
+/* Grows the array to cover key when that keeps it a quarter full. Returns
+ * 1 when key is now below dense_cap, 0 when key is to be hashed, or an
+ * error. */
+static int dense_cover(machine *m, uint64_t key) {
+    uint64_t limit = m->lim->max_pickle_memo;
+    if (key >= limit) return 0;
+    uint64_t cap = m->dense_cap ? m->dense_cap : DENSE_MIN;
+    while (cap <= key) {
+        if (cap > UINT64_MAX / 2) return 0;
+        cap *= 2;
+    }
+    if (cap > limit) cap = limit;
+    if (cap > DENSE_MIN && (m->dense_n + 1) * 4 < cap) return 0;
+    if (cap > SIZE_MAX / sizeof *m->dense) return 0;
+    ckpt_value **d = ckpt_realloc(m->dense, (size_t)cap * sizeof *d);
+    if (!d) return nomem(m);
+    memset(d + m->dense_cap, 0, ((size_t)cap - m->dense_cap) * sizeof *d);
+    m->dense = d;
+    m->dense_cap = (size_t)cap;
+    return 1;
+}
+
 static int memo_put(machine *m, uint64_t key, ckpt_value *v) {
-    if (m->memo_cap) {
-        memo_slot *s = memo_slot_for(m->memo, m->memo_cap, m->seed, key);
-        if (s->v) { /* PUT over an existing key replaces it, as in Python */
-            s->v = v;
-            return 0;
-        }
+    if (key < m->dense_cap && m->dense[key]) { /* PUT over a key replaces it */
+        m->dense[key] = v;
+        return 0;
+    }
+    memo_slot *s = hashed(m, key);
+    if (s) {
+        s->v = v;
+        return 0;
     }
     if (m->memo_n >= m->lim->max_pickle_memo)
         return fail(m, CKPT_E_LIMIT, "memo exceeds %" PRIu64 " entries",
                     m->lim->max_pickle_memo);
-    if ((m->memo_n + 1) * 2 > m->memo_cap) { /* keep the load under 1/2 */
+    int dense = key < m->dense_cap ? 1 : dense_cover(m, key);
+    if (dense < 0) return dense;
+    m->memo_n++;
+    if (dense) {
+        m->dense[key] = v;
+        m->dense_n++;
+        return 0;
+    }
+    if ((m->hash_n + 1) * 2 > m->memo_cap) { /* keep the load under 1/2 */
         size_t cap = m->memo_cap ? m->memo_cap * 2 : 64;
         memo_slot *t = ckpt_arena_array(&m->scratch, cap, sizeof *t);
         if (!t) return nomem(m);
@@ -319,10 +368,10 @@ static int memo_put(machine *m, uint64_t key, ckpt_value *v) {
         m->memo = t;
         m->memo_cap = cap;
     }
-    memo_slot *s = memo_slot_for(m->memo, m->memo_cap, m->seed, key);
+    s = memo_slot_for(m->memo, m->memo_cap, m->seed, key);
     s->key = key;
     s->v = v;
-    m->memo_n++;
+    m->hash_n++;
     return 0;
 }
 
@@ -1280,5 +1329,6 @@ int ckpt_pickle_run(ckpt_value **out, size_t *consumed, const uint8_t *buf,
         *consumed = m.pos;
     }
     ckpt_arena_free(&m.scratch);
+    ckpt_free(m.dense);
     return rc;
 }

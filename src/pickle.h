@@ -34,7 +34,8 @@
  *   - NEXT_BUFFER/READONLY_BUFFER (out-of-band buffers) are unsupported.
  *
  * Bounded: stack plus mark depth (max_pickle_stack), memo entries
- * (max_pickle_memo, in a hash map, so a huge memo index costs nothing),
+ * (max_pickle_memo; an array while keys are dense, a hash map for the
+ * others, so a huge memo index costs nothing),
  * opcodes executed plus items/bytes copied by builders (max_pickle_ops);
  * every length is checked against the bytes left before anything is
  * allocated. Values never recurse, so container nesting needs no bound

@@ -494,7 +494,7 @@ static int metadata(const ckpt_file *f, ckpt_arena *a, ckpt_write_options *w) {
             k[n] = f->meta_keys[i];
             v[n++] = f->meta_vals[i];
         }
-    *w = (ckpt_write_options){k, v, n};
+    *w = (ckpt_write_options){k, v, n, 0};
     return 0;
 }
 

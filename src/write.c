@@ -533,18 +533,6 @@ size_t wr_named_unique(wr_named *v, size_t n) {
 
 /* ------------------------------------------------------------ output */
 
-int wr_out_write(wr_out *o, const void *p, size_t n) {
-    int rc = ckpt_atomic_write(o->a, p, n);
-#ifdef SYNC_FILE_RANGE_WRITE
-    if (rc == 0 && o->a->written - o->flushed >= WR_WRITEBACK) {
-        (void)sync_file_range(o->a->fd, (off_t)o->flushed,
-                              (off_t)(o->a->written - o->flushed), SYNC_FILE_RANGE_WRITE);
-        o->flushed = o->a->written;
-    }
-#endif
-    return rc;
-}
-
 /* ------------------------------------------------------------ entry points */
 
 int wr_check_options(const ckpt_write_options *o) {
@@ -602,5 +590,5 @@ int ckpt_write_value(const ckpt_value *root, const char *path, ckpt_format forma
         ckpt_atomic_abort(&a);
         return rc;
     }
-    return ckpt_atomic_commit(&a, 0);
+    return ckpt_atomic_commit(&a, opts ? opts->backup : 0);
 }

@@ -152,19 +152,6 @@ void wr_named_free(wr_named *v, size_t n);
  * ckpt_file_flatten does); returns the new count (freed names dropped). */
 size_t wr_named_unique(wr_named *v, size_t n);
 
-/* Bulk output: ckpt_atomic_write, and every WR_WRITEBACK bytes a request
- * that the kernel start writing them to disk (sync_file_range
- * SYNC_FILE_RANGE_WRITE; a hint: real errors surface at the commit's
- * fsync). The disk then works while the next tensors are read, and the
- * final fsync finds little left to do: a durable 1 GiB write takes about
- * half the time (bench/bench_convert.py). It belongs in atomic.c, for
- * every writer; it lives here until it moves there. */
-#define WR_WRITEBACK ((uint64_t)32 << 20)
-typedef struct wr_out {
-    ckpt_atomic *a;
-    uint64_t flushed; /* file offset up to which writeback was requested */
-} wr_out;
-int wr_out_write(wr_out *o, const void *p, size_t n);
 
 int wr_check_options(const ckpt_write_options *opts);
 

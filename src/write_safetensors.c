@@ -522,14 +522,14 @@ static int build_header(st_writer *w, const ckpt_write_options *o) {
 /* ------------------------------------------------------------ data */
 
 typedef struct sink_ctx {
-    wr_out out;
+    ckpt_atomic *out;
     XXH3_state_t *xxh;
 } sink_ctx;
 
 static int write_sink(void *ctx, const void *p, size_t n) {
     sink_ctx *s = ctx;
     XXH3_64bits_update(s->xxh, p, n);
-    return wr_out_write(&s->out, p, n);
+    return ckpt_atomic_write(s->out, p, n);
 }
 
 static int write_all(st_writer *w, ckpt_atomic *a, const ckpt_file *src,
@@ -541,7 +541,7 @@ static int write_all(st_writer *w, ckpt_atomic *a, const ckpt_file *src,
     if (!rc) rc = ckpt_atomic_write(a, w->header.p, w->header.len);
     XXH3_state_t xxh;
     memset(&xxh, 0, sizeof xxh);
-    sink_ctx s = {{a, 0}, &xxh};
+    sink_ctx s = {a, &xxh};
     for (size_t i = 0; !rc && i < w->ndata; i++) {
         data_t *d = w->order[i];
         XXH3_64bits_reset(&xxh);

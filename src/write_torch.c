@@ -110,7 +110,6 @@ typedef struct pt_writer {
     size_t nrecs, caprecs;
     char *prefix;             /* "<archive>/" */
     ckpt_atomic *a;
-    wr_out out;               /* a, for the storages' bulk bytes */
     const ckpt_file *src;     /* where tensor bytes are mapped, or NULL */
 } pt_writer;
 
@@ -554,7 +553,7 @@ static int small_record(pt_writer *w, const char *rel, const void *p, size_t n) 
 }
 
 typedef struct crc_sink {
-    wr_out *out;
+    ckpt_atomic *out;
     uint32_t crc;
     XXH3_state_t *xxh;
 } crc_sink;
@@ -563,7 +562,7 @@ static int crc_write(void *ctx, const void *p, size_t n) {
     crc_sink *s = ctx;
     s->crc = (uint32_t)libdeflate_crc32(s->crc, p, n);
     XXH3_64bits_update(s->xxh, p, n);
-    return wr_out_write(s->out, p, n);
+    return ckpt_atomic_write(s->out, p, n);
 }
 
 /* data/<key>: the whole storage as little-endian bytes. Big-endian
@@ -585,7 +584,7 @@ static int storage_record(pt_writer *w, size_t index) {
     XXH3_state_t xxh;
     memset(&xxh, 0, sizeof xxh);
     XXH3_64bits_reset(&xxh);
-    crc_sink sink = {&w->out, 0, &xxh};
+    crc_sink sink = {w->a, 0, &xxh};
     if ((rc = wr_stream_tensor(&whole, w->src, crc_write, &sink))) return rc;
     r->crc = sink.crc;
     s->xxh = XXH3_64bits_digest(&xxh);
@@ -754,7 +753,6 @@ int ckpt_write_torch(ckpt_atomic *a, const ckpt_value *root, const ckpt_write_op
                      const ckpt_file *src, ckpt_write_stats *stats) {
     pt_writer w = {0};
     w.a = a;
-    w.out.a = a;
     w.src = src;
     wr_named *tensors = NULL;
     size_t ntensors = 0;

@@ -462,6 +462,21 @@ def test_doctor_missing():
 
 # ------------------------------------------------------------------ usage
 
+def test_convert_backup():
+    out = os.path.join(TMP, "backup.safetensors")
+    example = os.path.join(os.environ.get("CKPT_SRC", "."), "examples/train.pt")
+    rc, _, err = run("convert", example, out)
+    assert_eq(rc, 0, "first convert (stderr %r)" % err)
+    rc, _, err = run("convert", "--backup", MNIST_ST, out)
+    assert_eq(rc, 0, "convert --backup (stderr %r)" % err)
+    rc, new, _ = run_json("inspect", "--json", out)
+    rc2, old, _ = run_json("inspect", "--json", out + ".bak")
+    assert_eq((rc, rc2), (0, 0), "both readable")
+    assert_eq(len(new["tensors"]), 20, "new file: mnist's tensors")
+    assert_eq(len(old["tensors"]), 16, "backup: the example's tensors")
+    assert not [n for n in os.listdir(TMP) if ".tmp-" in n], "temporary files left"
+
+
 def test_usage():
     cases = [
         (("inspect", CHECKPOINT, "--bogus"), 2),

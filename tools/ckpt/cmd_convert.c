@@ -19,6 +19,7 @@ typedef struct convert_args {
     size_t nmeta;
     const char *config_path;
     ckpt_format format;
+    int backup;
 } convert_args;
 
 /* Reads a whole text file into a malloc'd NUL-terminated buffer; NULL
@@ -97,6 +98,8 @@ static int parse(const cli_command *cmd, int argc, char **argv, convert_args *a)
             } else {
                 a->config_path = val;
             }
+        } else if (strcmp(arg, "--backup") == 0) {
+            a->backup = 1;
         } else if (arg[0] == '-' && arg[1] != '\0') {
             return cli_usage_error(cmd, "unknown option '%s'", arg);
         } else if (files < 2) {
@@ -136,6 +139,7 @@ static int run(const convert_args *a)
     o.write.meta_keys = a->keys;
     o.write.meta_values = a->values;
     o.write.nmeta = a->nmeta;
+    o.write.backup = a->backup;
     rc = ckpt_convert(a->in, a->out, &o, &r);
     free(config);
     if (rc != 0) {

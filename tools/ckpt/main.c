@@ -158,7 +158,7 @@ static const cli_command commands[] = {
       cmd_rename },
     { "convert", "write a checkpoint as safetensors or torch .pt, losslessly",
       "usage: ckpt convert IN OUT [--select PREFIX]... [--format safetensors|torch]\n"
-      "                    [--meta KEY=VALUE]... [--config FILE.json]\n"
+      "                    [--meta KEY=VALUE]... [--config FILE.json] [--backup]\n"
       "\n"
       "Reads IN (any format ckpt reads) and writes OUT atomically, as\n"
       "safetensors or as a torch.save zip (from OUT's extension: .safetensors;\n"
@@ -176,6 +176,7 @@ static const cli_command commands[] = {
       "  --meta KEY=VALUE  record KEY in the metadata (inspect shows it);\n"
       "                    repeatable; keys ckpt.* are reserved\n"
       "  --config FILE     record the JSON object in FILE as metadata \"config\"\n"
+      "  --backup          keep the OUT being replaced as OUT.bak (atomically)\n"
       "Exit status: 0 written, 1 IN unreadable or not convertible (opaque\n"
       "objects, a tensor named __metadata__), 2 usage or I/O error.\n",
       cmd_convert },
