@@ -55,9 +55,11 @@ def line(what, secs, base=None, extra=""):
 # ------------------------------------------------------------------ keys
 
 def write_manifest(path, n, prefix=""):
+    """Sorted by name, as `ckpt inspect --json` writes them."""
     tensors = [{"name": "%smodel.layers.%d.block.%d.weight" % (prefix, i // 10, i % 10),
                 "dtype": "F32", "shape": [i % 7 + 1, 3], "nbytes": 12 * (i % 7 + 1)}
                for i in range(n)]
+    tensors.sort(key=lambda t: t["name"].encode())
     with open(path, "w") as fh:
         json.dump({"file": path, "format": "safetensors", "tensors": tensors,
                    "values": [], "metadata": None}, fh, separators=(",", ":"))

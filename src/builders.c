@@ -655,7 +655,10 @@ int ckpt_builders_call(ckpt_value **out, const pk_build_ctx *c, ckpt_value *call
                        ckpt_value *args, ckpt_value *kwargs) {
     *out = NULL;
     const struct entry *e = find(callable->u.global.module, callable->u.global.name);
-    if (!e || !e->fn || (kwargs && kwargs->u.dict.n))
+    /* a scan only needs the events: the one builder that makes calls of
+     * its own still runs */
+    if (!e || !e->fn || (kwargs && kwargs->u.dict.n) ||
+        (c->scan_only && e->fn != b_from_type_v2))
         return ckpt_builders_opaque(out, c, callable->u.global.qualname, args, kwargs);
     return e->fn(out, c, callable, args);
 }
@@ -666,7 +669,7 @@ int ckpt_builders_build(const pk_build_ctx *c, ckpt_value *target, ckpt_value *s
     case CKPT_KIND_TENSOR: /* Parameter state, legacy Tensor.set_ */
         return 0;
     case CKPT_KIND_OBJECT:
-        if (!strcmp(target->u.obj.name, "numpy.ndarray")) {
+        if (!c->scan_only && !strcmp(target->u.obj.name, "numpy.ndarray")) {
             int rc = np_setstate(c, target, state);
             if (rc) return rc < 0 ? rc : 0;
         }

@@ -49,6 +49,9 @@ typedef struct pk_build_ctx {
     /* min(limits->max_pickle_ops, 64 x input bytes + 64 Ki): work, and so
      * memory, stays proportional to the pickle's size. */
     uint64_t ops_limit;
+    /* pk_options.scan_only: builders are not run (ckpt_builders_call,
+     * ckpt_builders_build) */
+    int scan_only;
 } pk_build_ctx;
 
 /* 1 if module.name is allowlisted (module/name already name-mapped).
@@ -72,6 +75,8 @@ int ckpt_builders_opaque(ckpt_value **out, const pk_build_ctx *c,
  * UTF-8 or ASCII...) and allowlisted references without a builder
  * (complex, slice, numpy.dtype, qschemes...) give an opaque object
  * "module.name" with the args kept, as the machine does for other globals.
+ * With c->scan_only, only _rebuild_from_type_v2 runs (for the event of
+ * its func); any other call gives that opaque object.
  * Returns 0 or a CKPT_E_* code with the error recorded: CKPT_E_FORMAT for
  * arguments Python itself would reject or a tensor view outside its
  * storage, CKPT_E_LIMIT (ndim, work budget), CKPT_E_UNSUPPORTED (a torch
@@ -86,7 +91,8 @@ int ckpt_builders_call(ckpt_value **out, const pk_build_ctx *c,
  * (version, shape, dtype, is_fortran, rawdata) state of a numeric dtype
  * becomes a CKPT_KIND_TENSOR in place (its bytes stay in the arena, with
  * big_endian from the dtype state; object arrays stay opaque); any other
- * OBJECT stores it in obj.state (numpy.dtype keeps its endianness there).
+ * OBJECT stores it in obj.state (numpy.dtype keeps its endianness there;
+ * with c->scan_only an ndarray placeholder stays one).
  * Other kinds accept only a None state. Returns 0 or CKPT_E_FORMAT (e.g.
  * ndarray bytes that do not match its shape), CKPT_E_LIMIT, CKPT_E_NOMEM. */
 int ckpt_builders_build(const pk_build_ctx *c, ckpt_value *target,

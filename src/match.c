@@ -361,14 +361,17 @@ static int finish(matcher *m) {
     r->complete = !r->counts[CKPT_MATCH_MISSING] && !r->counts[CKPT_MATCH_UNEXPECTED] &&
                   !r->counts[CKPT_MATCH_SHAPE_MISMATCH] && !r->counts[CKPT_MATCH_DTYPE_MISMATCH] &&
                   (r->matched > 0 || n == 0);
-    if (n && r->matched == 0)
-        r->warning = ckpt_arena_printf(&r->arena, "nothing would load: 0 of %zu expected keys match", n);
-    else if (n && r->matched < n - r->matched)
-        r->warning = ckpt_arena_printf(&r->arena,
-                                       "almost nothing would load: %" PRIu64
-                                       " of %zu expected keys match",
-                                       r->matched, n);
-    if (n && r->matched * 2 < n && !r->warning) return nomem();
+    /* called out even when every exception is allowed */
+    if (r->matched < n - r->matched) { /* fewer than half match */
+        r->warning = r->matched == 0
+                         ? ckpt_arena_printf(&r->arena,
+                                             "nothing would load: 0 of %zu expected keys match", n)
+                         : ckpt_arena_printf(&r->arena,
+                                             "almost nothing would load: %" PRIu64
+                                             " of %zu expected keys match",
+                                             r->matched, n);
+        if (!r->warning) return nomem();
+    }
     return 0;
 }
 

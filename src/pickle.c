@@ -116,6 +116,9 @@ typedef struct machine {
     size_t hash_n, memo_cap;
     uint64_t seed;
     ckpt_value *result;   /* set by STOP */
+    int scan;             /* pk_options.scan_only */
+    /* scan mode: the shared placeholder of each scalar kind */
+    ckpt_value *ph_int, *ph_float, *ph_bool, *ph_none;
 } machine;
 
 const char *pk_kind_name(int kind) {
@@ -147,15 +150,20 @@ static int fail(machine *m, int code, const char *fmt, ...) {
 
 static int nomem(machine *m) { return fail(m, CKPT_E_NOMEM, "out of memory"); }
 
+/* Reports ev as the event of the current opcode. */
+static void emit_event(machine *m, pk_event *ev) {
+    if (!m->o->on_event) return;
+    ev->opcode = m->op;
+    ev->offset = m->o->base_offset + m->op_pos;
+    m->o->on_event(m->o->ctx, ev);
+}
+
 static void emit(machine *m, pk_event_kind kind, const char *module,
                  const char *name, int allowed, int symbolic,
                  const uint8_t *data, size_t len) {
-    if (!m->o->on_event) return;
-    pk_event ev = {.kind = kind, .opcode = m->op,
-                   .offset = m->o->base_offset + m->op_pos,
-                   .module = module, .name = name, .allowed = allowed,
+    pk_event ev = {.kind = kind, .module = module, .name = name, .allowed = allowed,
                    .symbolic = symbolic, .data = data, .len = len};
-    m->o->on_event(m->o->ctx, &ev);
+    emit_event(m, &ev);
 }
 
 /* ---------------------------------------------------------------- input */
@@ -223,7 +231,8 @@ static int push(machine *m, ckpt_value *v) {
     if (m->sp + m->nmarks >= m->lim->max_pickle_stack)
         return fail(m, CKPT_E_LIMIT, "stack and marks exceed %" PRIu64 " entries",
                     m->lim->max_pickle_stack);
-    if (ckpt_arena_grow(&m->scratch, (void **)&m->stack, &m->stack_cap,
+    if (m->sp == m->stack_cap &&
+        ckpt_arena_grow(&m->scratch, (void **)&m->stack, &m->stack_cap,
                         m->sp + 1, sizeof *m->stack))
         return nomem(m);
     m->stack[m->sp++] = v;
@@ -256,12 +265,13 @@ static int pop_mark(machine *m, size_t *start) {
     return 0;
 }
 
-/* A LIST, TUPLE or SET of stack[start .. sp), which is then dropped. */
+/* A LIST, TUPLE or SET of stack[start .. sp), which is then dropped. In
+ * scan mode only a tuple keeps its items. */
 static int collect(machine *m, int kind, size_t start, ckpt_value **out) {
     ckpt_value *v = ckpt_value_new(m->a, kind);
     if (!v) return nomem(m);
     size_t n = m->sp - start;
-    if (n) {
+    if (n && (!m->scan || kind == CKPT_KIND_TUPLE)) {
         v->u.seq.items = ckpt_arena_array(m->a, n, sizeof *v->u.seq.items);
         if (!v->u.seq.items) return nomem(m);
         memcpy(v->u.seq.items, m->stack + start, n * sizeof *v->u.seq.items);
@@ -375,6 +385,26 @@ static int memo_put(machine *m, uint64_t key, ckpt_value *v) {
     return 0;
 }
 
+/* ---------------------------------------------------------------- scalars */
+
+/* A scalar of its own, or in scan mode the placeholder of its kind: no
+ * event depends on the value, so none is built. */
+static ckpt_value *new_int(machine *m, int64_t x) {
+    return m->scan ? m->ph_int : ckpt_value_new_int(m->a, x);
+}
+
+static ckpt_value *new_float(machine *m, double x) {
+    return m->scan ? m->ph_float : ckpt_value_new_float(m->a, x);
+}
+
+static ckpt_value *new_bool(machine *m, int x) {
+    return m->scan ? m->ph_bool : ckpt_value_new_bool(m->a, x);
+}
+
+static ckpt_value *new_none(machine *m) {
+    return m->scan ? m->ph_none : ckpt_value_new(m->a, CKPT_KIND_NONE);
+}
+
 /* ---------------------------------------------------------------- text */
 
 static int is_space(uint8_t c) {
@@ -419,7 +449,7 @@ static int parse_int(machine *m, const uint8_t *p, size_t n, ckpt_value **out) {
     if (cmp <= 0 || (neg && n == 19 && memcmp(p, "9223372036854775808", 19) == 0)) {
         uint64_t mag = 0;
         for (size_t i = 0; i < n; i++) mag = mag * 10 + (uint64_t)(p[i] - '0');
-        *out = ckpt_value_new_int(m->a, neg ? (int64_t)(0 - mag) : (int64_t)mag);
+        *out = new_int(m, neg ? (int64_t)(0 - mag) : (int64_t)mag);
         return *out ? 0 : nomem(m);
     }
     char *text = ckpt_arena_alloc(m->a, n + 2);
@@ -460,13 +490,20 @@ static int parse_float(machine *m, const uint8_t *p, size_t n, double *x) {
     return 0;
 }
 
-/* Validates UTF-8 as Python's decoder does with "surrogatepass". An encoded
- * surrogate (ED A0..BF xx) is valid when fix is set and then overwritten
- * with U+FFFD (also 3 bytes), so that STR stays valid UTF-8; with fix 0 it
- * is invalid. Returns 1 when valid. */
-static int utf8_valid(uint8_t *s, size_t n, int fix) {
+/* Validates UTF-8 as Python's decoder does, with "surrogatepass" when
+ * surrogates is set: an encoded surrogate (ED A0..BF xx) is then valid,
+ * else invalid. Returns 0 when invalid, 1 when valid, 2 when valid with
+ * surrogates (see fix_surrogates). */
+static int utf8_valid(const uint8_t *s, size_t n, int surrogates) {
+    int seen = 0;
     size_t i = 0;
     while (i < n) {
+        /* ASCII, eight bytes at a time: most names and keys are ASCII */
+        uint64_t w;
+        if (n - i >= 8 && (memcpy(&w, s + i, 8), !(w & 0x8080808080808080u))) {
+            i += 8;
+            continue;
+        }
         uint8_t c = s[i];
         size_t len;
         uint8_t lo = 0x80, hi = 0xBF; /* range of the second byte */
@@ -478,7 +515,7 @@ static int utf8_valid(uint8_t *s, size_t n, int fix) {
         } else if (c >= 0xE0 && c <= 0xEF) {
             len = 3;
             if (c == 0xE0) lo = 0xA0;
-            if (c == 0xED && !fix) hi = 0x9F;
+            if (c == 0xED && !surrogates) hi = 0x9F;
         } else if (c >= 0xF0 && c <= 0xF4) {
             len = 4;
             if (c == 0xF0) lo = 0x90;
@@ -489,14 +526,23 @@ static int utf8_valid(uint8_t *s, size_t n, int fix) {
         if (n - i < len || s[i + 1] < lo || s[i + 1] > hi) return 0;
         for (size_t k = 2; k < len; k++)
             if (s[i + k] < 0x80 || s[i + k] > 0xBF) return 0;
-        if (c == 0xED && s[i + 1] >= 0xA0) { /* only reached with fix */
+        if (c == 0xED && s[i + 1] >= 0xA0) seen = 1; /* only with surrogates */
+        i += len;
+    }
+    return seen ? 2 : 1;
+}
+
+/* Overwrites each encoded surrogate of valid UTF-8 with U+FFFD (also 3
+ * bytes), so that STR stays valid UTF-8. In valid UTF-8, 0xED is always
+ * a lead byte. */
+static void fix_surrogates(uint8_t *s, size_t n) {
+    for (size_t i = 0; i + 2 < n; i++)
+        if (s[i] == 0xED && s[i + 1] >= 0xA0) {
             s[i] = 0xEF;
             s[i + 1] = 0xBF;
             s[i + 2] = 0xBD;
+            i += 2;
         }
-        i += len;
-    }
-    return 1;
 }
 
 /* Appends code point cp as UTF-8 at out[o] (when out is not NULL); returns
@@ -618,6 +664,17 @@ static ckpt_value *str_owned(machine *m, int kind, uint8_t *buf, size_t n) {
     return v;
 }
 
+/* A STR or BYTES of operand bytes p[0..n): a copy, or in scan mode a view
+ * of the input (not NUL-terminated). */
+static ckpt_value *new_str(machine *m, int kind, const uint8_t *p, size_t n) {
+    if (!m->scan) return ckpt_value_new_str(m->a, kind, p, n);
+    ckpt_value *v = ckpt_value_new(m->a, kind);
+    if (!v) return NULL;
+    v->u.s.p = (char *)p;
+    v->u.s.len = n;
+    return v;
+}
+
 static int push_literal(machine *m, ckpt_value *v) {
     if (!v) return nomem(m);
     emit(m, PK_EV_STRING, "", "", 0, 0, (const uint8_t *)v->u.s.p, v->u.s.len);
@@ -629,10 +686,12 @@ static int op_unicode_bytes(machine *m, size_t n) {
     const uint8_t *p;
     int rc = take(m, n, &p);
     if (rc) return rc;
-    ckpt_value *v = ckpt_value_new_str(m->a, CKPT_KIND_STR, p, n);
+    int valid = utf8_valid(p, n, 1);
+    if (!valid) return fail(m, CKPT_E_FORMAT, "expected %zu bytes of UTF-8 text", n);
+    if (valid == 1) return push_literal(m, new_str(m, CKPT_KIND_STR, p, n));
+    ckpt_value *v = ckpt_value_new_str(m->a, CKPT_KIND_STR, p, n); /* a copy to fix */
     if (!v) return nomem(m);
-    if (!utf8_valid((uint8_t *)v->u.s.p, n, 1))
-        return fail(m, CKPT_E_FORMAT, "expected %zu bytes of UTF-8 text", n);
+    fix_surrogates((uint8_t *)v->u.s.p, n);
     return push_literal(m, v);
 }
 
@@ -642,10 +701,8 @@ static int op_bytes(machine *m, size_t n, int kind) {
     const uint8_t *p;
     int rc = take(m, n, &p);
     if (rc) return rc;
-    ckpt_value *v = ckpt_value_new_str(m->a, kind, p, n);
-    if (v && kind == CKPT_KIND_STR && !utf8_valid((uint8_t *)v->u.s.p, n, 0))
-        v->kind = CKPT_KIND_BYTES;
-    return push_literal(m, v);
+    if (kind == CKPT_KIND_STR && !utf8_valid(p, n, 0)) kind = CKPT_KIND_BYTES;
+    return push_literal(m, new_str(m, kind, p, n));
 }
 
 static int op_string(machine *m) {
@@ -777,7 +834,7 @@ static int make_global(machine *m, const uint8_t *mod, size_t mlen,
     if (!ms || !ns) return nomem(m);
     /* Python decodes both as strict UTF-8 and cannot import a name with a
      * NUL; refusing them also keeps the C strings whole. */
-    if (!utf8_valid((uint8_t *)ms, mlen, 0) || !utf8_valid((uint8_t *)ns, nlen, 0) ||
+    if (!utf8_valid((const uint8_t *)ms, mlen, 0) || !utf8_valid((const uint8_t *)ns, nlen, 0) ||
         memchr(ms, '\0', mlen) || memchr(ns, '\0', nlen))
         return fail(m, CKPT_E_FORMAT,
                     "expected module and name as UTF-8 text without NUL bytes");
@@ -806,7 +863,7 @@ static pk_build_ctx build_ctx(machine *m) {
                       .offset = m->o->base_offset + m->op_pos, .opcode = m->op,
                       .limits = m->lim,
                       .on_event = m->o->on_event, .event_ctx = m->o->ctx,
-                      .ops = &m->ops, .ops_limit = m->ops_limit};
+                      .ops = &m->ops, .ops_limit = m->ops_limit, .scan_only = m->scan};
     return c;
 }
 
@@ -873,6 +930,7 @@ static int set_item(machine *m, ckpt_value *dict, ckpt_value *k, ckpt_value *v) 
     if (k->kind == CKPT_KIND_LIST || k->kind == CKPT_KIND_DICT)
         return fail(m, CKPT_E_FORMAT, "expected a hashable key, got a %s",
                     pk_kind_name(k->kind));
+    if (m->scan) return 0;
     return ckpt_value_dict_set(m->a, dict, k, v) ? nomem(m) : 0;
 }
 
@@ -912,14 +970,16 @@ static int op_stack_global(machine *m) {
     ckpt_value *name, *module, *g;
     int rc;
     if ((rc = pop(m, &name)) || (rc = pop(m, &module))) return rc;
-    if (module->kind == CKPT_KIND_STR && name->kind == CKPT_KIND_STR)
+    if (module->kind == CKPT_KIND_STR && name->kind == CKPT_KIND_STR) {
         rc = make_global(m, (const uint8_t *)module->u.s.p, module->u.s.len,
                          (const uint8_t *)name->u.s.p, name->u.s.len, &g);
-    else /* Python fails ("STACK_GLOBAL requires str"); a scanner wants the name */
-        rc = make_symbolic(m, "?",
-                           name->kind == CKPT_KIND_STR && !memchr(name->u.s.p, 0, name->u.s.len)
-                               ? name->u.s.p : "?",
-                           &g);
+    } else { /* Python fails ("STACK_GLOBAL requires str"); a scanner wants the name */
+        const char *known = "?";
+        if (name->kind == CKPT_KIND_STR && !memchr(name->u.s.p, 0, name->u.s.len) &&
+            !(known = ckpt_arena_strndup(&m->scratch, name->u.s.p, name->u.s.len)))
+            return nomem(m);
+        rc = make_symbolic(m, "?", known, &g);
+    }
     return rc ? rc : push(m, g);
 }
 
@@ -987,8 +1047,10 @@ static int op_build(machine *m) {
     if (target->kind == CKPT_KIND_GLOBAL_) {
         /* setting attributes of a module or class changes what later
          * globals resolve to: report it, change nothing */
-        emit(m, PK_EV_BUILD, target->u.global.module, target->u.global.name, 0,
-             is_symbolic(target), NULL, 0);
+        pk_event ev = {.kind = PK_EV_BUILD, .module = target->u.global.module,
+                       .name = target->u.global.name, .symbolic = is_symbolic(target),
+                       .on_reference = 1};
+        emit_event(m, &ev);
         return 0;
     }
     if (target->kind == CKPT_KIND_OBJECT) {
@@ -1038,7 +1100,8 @@ static int op_long_bytes(machine *m, size_t n) {
     if (n > CKPT_BIGINT_MAX_BYTES)
         return fail(m, CKPT_E_LIMIT, "integer of %zu bytes, at most %d allowed", n,
                     CKPT_BIGINT_MAX_BYTES);
-    return push(m, ckpt_value_new_int_le(m->a, p, n));
+    /* 8 bytes of two's complement always fit in int64 */
+    return push(m, m->scan && n <= 8 ? m->ph_int : ckpt_value_new_int_le(m->a, p, n));
 }
 
 /* Length operand of n bytes for the opcodes that carry one; signed ones
@@ -1064,10 +1127,10 @@ static int op_text_number(machine *m) {
     if (m->op == OP_FLOAT) {
         double x;
         if ((rc = parse_float(m, p, n, &x))) return rc;
-        return push(m, ckpt_value_new_float(m->a, x));
+        return push(m, new_float(m, x));
     }
     if (m->op == OP_INT && n == 2 && p[0] == '0' && (p[1] == '0' || p[1] == '1'))
-        return push(m, ckpt_value_new_bool(m->a, p[1] == '1')); /* I00/I01 */
+        return push(m, new_bool(m, p[1] == '1')); /* I00/I01 */
     if (m->op == OP_LONG && n && p[n - 1] == 'L') n--;
     if ((rc = parse_int(m, p, n, &v))) return rc;
     return push(m, v);
@@ -1090,7 +1153,7 @@ static int op_appends(machine *m, int kind) {
     if (start <= fence(m)) return underflow(m); /* no target below the MARK */
     t = m->stack[start - 1];
     if ((rc = seq_target(m, t, kind, &seq))) return rc;
-    for (size_t i = start; i < m->sp; i++)
+    for (size_t i = start; i < m->sp && !m->scan; i++)
         if (ckpt_value_append(m->a, seq, m->stack[i])) return nomem(m);
     m->sp = start;
     return 0;
@@ -1184,16 +1247,16 @@ static int step(machine *m) {
         return 0;
     case OP_DUP: return (rc = top(m, &a)) ? rc : push(m, a);
 
-    case OP_NONE: return push(m, ckpt_value_new(m->a, CKPT_KIND_NONE));
-    case OP_NEWTRUE: return push(m, ckpt_value_new_bool(m->a, 1));
-    case OP_NEWFALSE: return push(m, ckpt_value_new_bool(m->a, 0));
+    case OP_NONE: return push(m, new_none(m));
+    case OP_NEWTRUE: return push(m, new_bool(m, 1));
+    case OP_NEWFALSE: return push(m, new_bool(m, 0));
     case OP_INT: case OP_LONG: case OP_FLOAT: return op_text_number(m);
     case OP_BININT:
         if ((rc = take_uint(m, 4, &x))) return rc;
-        return push(m, ckpt_value_new_int(m->a, (int32_t)(uint32_t)x));
+        return push(m, new_int(m, (int32_t)(uint32_t)x));
     case OP_BININT1: case OP_BININT2:
         if ((rc = take_uint(m, m->op == OP_BININT1 ? 1 : 2, &x))) return rc;
-        return push(m, ckpt_value_new_int(m->a, (int64_t)x));
+        return push(m, new_int(m, (int64_t)x));
     case OP_LONG1: case OP_LONG4:
         if ((rc = take_len(m, m->op == OP_LONG1 ? 1 : 4, 1, &n))) return rc;
         return op_long_bytes(m, n);
@@ -1203,7 +1266,7 @@ static int step(machine *m) {
         x = 0;
         for (int i = 0; i < 8; i++) x = x << 8 | p[i]; /* big-endian */
         memcpy(&d, &x, sizeof d);
-        return push(m, ckpt_value_new_float(m->a, d));
+        return push(m, new_float(m, d));
     }
 
     case OP_STRING: return op_string(m);
@@ -1237,6 +1300,7 @@ static int step(machine *m) {
         if ((rc = pop(m, &a)) || (rc = top(m, &b)) ||
             (rc = seq_target(m, b, CKPT_KIND_LIST, &c)))
             return rc;
+        if (m->scan) return 0;
         return ckpt_value_append(m->a, c, a) ? nomem(m) : 0;
     case OP_APPENDS: return op_appends(m, CKPT_KIND_LIST);
     case OP_ADDITEMS: return op_appends(m, CKPT_KIND_SET);
@@ -1306,6 +1370,22 @@ int ckpt_pickle_run(ckpt_value **out, size_t *consumed, const uint8_t *buf,
     m.buf = buf;
     m.len = len;
     m.seed = mix((uint64_t)(uintptr_t)&m ^ (uint64_t)(uintptr_t)buf << 16);
+    if (o->scan_only) {
+        /* in o->arena: the result may be one of them */
+        ckpt_value *ph = ckpt_arena_array(m.a, 4, sizeof *ph);
+        if (!ph)
+            return ckpt_err(CKPT_E_NOMEM, o->file, o->member, o->base_offset,
+                            "pickle: out of memory");
+        ph[0].kind = CKPT_KIND_INT;
+        ph[1].kind = CKPT_KIND_FLOAT;
+        ph[2].kind = CKPT_KIND_BOOL;
+        ph[3].kind = CKPT_KIND_NONE;
+        m.ph_int = &ph[0];
+        m.ph_float = &ph[1];
+        m.ph_bool = &ph[2];
+        m.ph_none = &ph[3];
+        m.scan = 1;
+    }
 
     int rc = 0;
     while (!rc && !m.result) {

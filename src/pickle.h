@@ -74,8 +74,12 @@ typedef struct pk_event {
                               being modified: allowlist poisoning) */
     int symbolic;          /* 1 if the name did not come from constant strings
                               (e.g. STACK_GLOBAL on a non-str operand) */
+    int on_reference;      /* BUILD: 1 when the target is a GLOBAL
+                              reference (a module, class or function
+                              itself, not an instance of it) */
     const uint8_t *data;   /* PK_EV_STRING: the literal's value (decoded
-                              text as UTF-8, or the bytes) */
+                              text as UTF-8, or the bytes); it lives as long
+                              as o->arena and the input buffer */
     size_t len;
 } pk_event;
 
@@ -94,6 +98,22 @@ typedef struct pk_options {
     /* Optional; never fails. Event strings are borrowed for the call. */
     void (*on_event)(void *ctx, const pk_event *ev);
     void *ctx;
+    /* Scan mode, for callers that only need the events (scan.c). Every
+     * event is reported as in reader mode, with the same offsets, and
+     * the stack, mark, memo and type checks are the same (SETITEM on a
+     * list still fails, STACK_GLOBAL still resolves str operands from
+     * any string opcode and through the memo), but data that no event
+     * depends on is not built: ints that fit in int64, floats, bools and
+     * None are one shared placeholder per kind (an int reads 0); lists,
+     * dicts and sets stay empty (their items are checked, then dropped);
+     * tuples keep their items (calls and persistent ids look inside);
+     * str and bytes from binary opcodes point into buf, not NUL-
+     * terminated; allowlisted calls run no builder and give an opaque
+     * OBJECT named after the callable (torch._tensor._rebuild_from_type_v2
+     * still reports the call of its func) and BUILD stores no state. So
+     * argument shapes a builder would refuse do not fail, and the result
+     * is only good for its kind and, for a big int, its value. */
+    int scan_only;
 } pk_options;
 
 /* Runs one pickle from buf[0..len) up to and including its STOP opcode

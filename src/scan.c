@@ -3,9 +3,10 @@
  * see through.)
  *
  * Every pickle stream in the file runs through the restricted machine
- * (pickle.h) in scan mode: persistent ids get a placeholder storage so
- * tensors build without their bytes, and the machine's events name every
- * global it resolves, calls or BUILDs. A real stack machine resolves
+ * (pickle.h) in scan mode (pk_options.scan_only: the events without the
+ * data; persistent ids get a placeholder storage), and the machine's
+ * events name every global it resolves, calls or BUILDs; a BUILD on a
+ * global itself (a module, class or function) is always dangerous. A real stack machine resolves
  * STACK_GLOBAL operands from the memo and every string opcode, whatever
  * protocol the stream declares; operands it cannot know are symbolic and
  * dangerous. Where the pickles are:
@@ -35,8 +36,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "builders.h"
-#include "dtype.h"
 #include "error.h"
 #include "pickle.h"
 #include "scan_policy.h"
@@ -372,6 +371,23 @@ static void on_call_or_build(stream *s, const pk_event *ev, int build) {
     scanner *sc = s->sc;
     const region *rg = s->rg;
     uint64_t off = where(rg, ev->offset);
+    if (build && ev->on_reference) {
+        /* not an instance: setting attributes of a module, class or
+         * function changes what every later load of it (or of a name
+         * reached through it) resolves to, allowlisted or not */
+        const gent *g = intern_global(sc, ev->module, ev->name);
+        if (!g) {
+            sc->nomem = 1;
+            return;
+        }
+        add_finding(sc, CKPT_SEVERITY_DANGEROUS, "allowlist-poisoning", g->full,
+                    rg->member, off,
+                    "BUILD sets attributes of %s itself (the global, not an "
+                    "instance): what later loads of it resolve to is no longer "
+                    "known%s",
+                    g->full, nested_note(rg));
+        return;
+    }
     if (build && ev->allowed) return; /* plain data, allowlisted object */
     if (!build && ev->allowed && !strchr(ev->name, '.')) return;
     /* the machine names a call of a non-reference, or an object made by
@@ -394,17 +410,6 @@ static void on_call_or_build(stream *s, const pk_event *ev, int build) {
         sc->nomem = 1;
         return;
     }
-    if (build && !ev->symbolic && !strchr(ev->name, '.') &&
-        ckpt_builders_allowed(ev->module, ev->name)) {
-        /* objects of allowlisted classes come with allowed = 1: this is
-         * the class or function itself */
-        add_finding(sc, CKPT_SEVERITY_DANGEROUS, "allowlist-poisoning", g->full,
-                    rg->member, off,
-                    "BUILD sets attributes of the allowlisted %s itself: what "
-                    "later loads of it resolve to is no longer known%s",
-                    g->full, nested_note(rg));
-        return;
-    }
     if (g->policy && !ev->symbolic) return; /* reported with its global */
     ckpt_severity sev = ev->symbolic ? CKPT_SEVERITY_DANGEROUS : g->sev;
     const char *why = ev->symbolic ? "a name that cannot be known without running the "
@@ -412,9 +417,8 @@ static void on_call_or_build(stream *s, const pk_event *ev, int build) {
                                    : g->why;
     if (build)
         add_finding(sc, sev, "build", g->full, rg->member, off,
-                    "BUILD sets the state of a %s object, or of the global "
-                    "itself: %s%s",
-                    g->full, why, nested_note(rg));
+                    "BUILD sets the state of a %s object: %s%s", g->full, why,
+                    nested_note(rg));
     else
         add_finding(sc, sev, "call", g->full, rg->member, off, "calls %s: %s%s", g->full,
                     why, nested_note(rg));
@@ -428,7 +432,8 @@ static void on_string(stream *s, const pk_event *ev) {
         s->sc->nomem = 1;
         return;
     }
-    /* ev->data is a value in the stream's arena: it outlives the run */
+    /* ev->data lives in the stream's arena or in the region's bytes: it
+     * outlives the run */
     s->lits[s->nlits++] = (literal){ev->data, ev->len, ev->offset, ev->opcode, enc};
 }
 
@@ -456,25 +461,19 @@ static void on_event(void *ctx, const pk_event *ev) {
     }
 }
 
-/* Scan mode's persistent_load: a storage of the declared dtype and of
- * unbounded size, so every tensor view builds without its bytes. What a
- * pid holds is not a safety question: torch's persistent_load is fixed
- * code, and the globals inside the pid were reported as they resolved. */
+/* Scan mode's persistent_load: a storage placeholder, which no builder
+ * looks into (scan mode runs none). What a pid holds is not a safety
+ * question: torch's persistent_load is fixed code, and the globals inside
+ * the pid were reported as they resolved. */
 static int placeholder_storage(void *ctx, ckpt_value *pid, uint64_t offset,
                                ckpt_value **out) {
     stream *s = ctx;
-    ckpt_dtype dt = CKPT_DT_U8;
-    if (pid->kind == CKPT_KIND_TUPLE && pid->u.seq.n >= 2 &&
-        pid->u.seq.items[1]->kind == CKPT_KIND_GLOBAL_) {
-        ckpt_dtype d = ckpt_dtype_from_storage_class(pid->u.seq.items[1]->u.global.name);
-        if (d != CKPT_DT_UNKNOWN) dt = d;
-    }
+    (void)pid;
     ckpt_storage *st = ckpt_arena_alloc(s->work, sizeof *st);
     ckpt_value *v = ckpt_value_new(s->work, CKPT_KIND_STORAGE_);
     if (!st || !v)
         return ckpt_err(CKPT_E_NOMEM, s->sc->file, s->rg->member, offset, "out of memory");
-    /* as large as a view check (in bits, 64-bit) can take */
-    *st = (ckpt_storage){.dtype = dt, .nbytes = UINT64_MAX / 16, .key = "", .member = "",
+    *st = (ckpt_storage){.dtype = CKPT_DT_U8, .key = "", .member = "",
                          .file_offset = CKPT_NO_OFFSET};
     v->u.storage = st;
     *out = v;
@@ -555,6 +554,7 @@ static int run_stream(scanner *sc, const region *rg, size_t pos, size_t *used,
     o.persistent_load = placeholder_storage;
     o.on_event = on_event;
     o.ctx = &s;
+    o.scan_only = 1;
     ckpt_value *v = NULL;
     int rc = ckpt_pickle_run(&v, used, rg->p + pos, rg->n - pos, &o);
     if (sc->nomem) rc = CKPT_E_NOMEM;

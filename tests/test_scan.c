@@ -381,7 +381,8 @@ TEST(build_poisoning_and_names) {
     /* BUILD on a module reference (torch._utils) */
     r = scan(S("\x80\x02" "ctorch\n_utils\n}S'_rebuild_tensor'\nS'eval'\nsb0N."));
     CHECK_EQ_STR(ckpt_verdict_name(ckpt_scan_verdict(r)), "unsafe");
-    CHECK(find(r, "build", "torch._utils") != NULL);
+    f = find(r, "allowlist-poisoning", "torch._utils");
+    CHECK(f && f->severity == CKPT_SEVERITY_DANGEROUS);
     ckpt_scan_report_free(r);
     /* dotted qualname: judged on the full path, never by its first part */
     expect_dangerous(S("\x80\x02" "ctorch._utils\n_rebuild_tensor_v2.__globals__\n."),
@@ -403,6 +404,31 @@ TEST(build_poisoning_and_names) {
     /* a submodule of a dangerous family (picklescan's asyncio fix) */
     expect_dangerous(S("casyncio.unix_events\n_UnixSubprocessTransport._start\n."),
                      "asyncio.unix_events._UnixSubprocessTransport._start");
+}
+
+/* Every BUILD on a global itself is poisoning, whatever the global; a
+ * BUILD on an instance of an allowlisted class is not. */
+TEST(build_on_any_reference) {
+    /* builtins.int, not allowlisted, through STACK_GLOBAL from the memo */
+    ckpt_scan_report *r = scan(S("\x80\x04\x8c\x08" "builtins\x94\x8c\x03" "int\x94"
+                                 "h\x00h\x01\x93}\x8c\x01x\x94Nsb0N."));
+    CHECK_EQ_STR(ckpt_verdict_name(ckpt_scan_verdict(r)), "unsafe");
+    const ckpt_finding *f = find(r, "allowlist-poisoning", "builtins.int");
+    CHECK(f && f->severity == CKPT_SEVERITY_DANGEROUS);
+    if (f) CHECK_EQ_INT(f->offset, 31);
+    CHECK(find(r, "build", NULL) == NULL);
+    ckpt_scan_report_free(r);
+    /* a symbolic reference (STACK_GLOBAL on an int module) */
+    r = scan(S("\x80\x04K\x01\x8c\x01x\x93}b0N."));
+    f = find(r, "allowlist-poisoning", "?.x");
+    CHECK(f && f->severity == CKPT_SEVERITY_DANGEROUS);
+    if (f) CHECK_EQ_INT(f->offset, 9);
+    ckpt_scan_report_free(r);
+    /* OrderedDict() then BUILD: state of an instance, safe */
+    r = scan(S("\x80\x02" "ccollections\nOrderedDict\n)R}b."));
+    CHECK_EQ_STR(ckpt_verdict_name(ckpt_scan_verdict(r)), "safe");
+    CHECK_EQ_INT(ckpt_scan_finding_count(r), 0);
+    ckpt_scan_report_free(r);
 }
 
 TEST(invalid_memo_and_type_confusion) {
@@ -790,6 +816,7 @@ int main(void) {
     RUN(stack_global_operands_from_every_string_opcode);
     RUN(inst_obj_newobj_ext);
     RUN(build_poisoning_and_names);
+    RUN(build_on_any_reference);
     RUN(invalid_memo_and_type_confusion);
     RUN(streams_and_trailing_bytes);
     RUN(nested_pickles);

@@ -15,8 +15,10 @@ _P = ctypes.POINTER(c_void_p)
 
 
 class _WriteOptions(ctypes.Structure):
+    # ckpt_write_options in ckpt.h, field for field
     _fields_ = [("meta_keys", ctypes.POINTER(c_char_p)),
-                ("meta_values", ctypes.POINTER(c_char_p)), ("nmeta", c_size_t)]
+                ("meta_values", ctypes.POINTER(c_char_p)), ("nmeta", c_size_t),
+                ("backup", ctypes.c_int)]
 
 
 _AVAILABLE = declare([
@@ -210,8 +212,10 @@ def save(obj, path, *, meta=None):
     return _save_as(obj, path, FORMATS[ext], meta, stacklevel=3)
 
 
-def _save_as(obj, path, fmt, meta, stacklevel):
-    """save() with the format given (1 safetensors, 3 torch zip)."""
+def _save_as(obj, path, fmt, meta, stacklevel, label=None):
+    """save() with the format given (1 safetensors, 3 torch zip). label
+    names the save in the audit warning (default: path); a stable label
+    lets Python's warning filter show a repeated warning once."""
     if not _AVAILABLE:
         raise errors.UnsupportedError("this libckpt has no writer (ckpt_tree_*)", path)
     meta = dict(meta or {})
@@ -224,11 +228,11 @@ def _save_as(obj, path, fmt, meta, stacklevel):
         keys = [k.encode() for k in meta]
         vals = [v.encode() for v in meta.values()]
         opts = _WriteOptions((c_char_p * max(1, len(keys)))(*keys),
-                             (c_char_p * max(1, len(vals)))(*vals), len(keys))
+                             (c_char_p * max(1, len(vals)))(*vals), len(keys), 0)
         if b.findings:
             warnings.warn(AuditWarning(
-                "ckpt.save %s: %d finding(s):\n  %s" % (
-                    path, len(b.findings), "\n  ".join(f.message for f in b.findings))),
+                "%s: %d finding(s):\n  %s" % (
+                    label or "ckpt.save " + str(path), len(b.findings), "\n  ".join(f.message for f in b.findings))),
                 stacklevel=stacklevel)
         check(lib.ckpt_tree_write(root, os.fsencode(path), fmt, ctypes.byref(opts)), path)
         return b.findings

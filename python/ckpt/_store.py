@@ -186,7 +186,8 @@ class Store:
         staging = os.path.join(self.dir, ".%s-staging.tmp-%d-%016x" % (
             self.name, os.getpid(), int.from_bytes(os.urandom(8), "little")))
         try:
-            _save_as(obj, staging, 1 if self.format == "safetensors" else 3, None, stacklevel=3)
+            _save_as(obj, staging, 1 if self.format == "safetensors" else 3, None, stacklevel=3,
+                     label="ckpt.Store(%r).commit" % self.dir)
             out = ctypes.create_string_buffer(_PATH_MAX)
             check(lib.ckpt_store_commit(out, _PATH_MAX, fspath(self.dir),
                                         self.name.encode(), step, fspath(staging),
