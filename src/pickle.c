@@ -495,15 +495,18 @@ static int parse_float(machine *m, const uint8_t *p, size_t n, double *x) {
  * else invalid. Returns 0 when invalid, 1 when valid, 2 when valid with
  * surrogates (see fix_surrogates). */
 static int utf8_valid(const uint8_t *s, size_t n, int surrogates) {
-    int seen = 0;
+    /* ASCII first, eight bytes at a time: most names and keys are ASCII */
+    uint64_t any = 0, w;
     size_t i = 0;
+    for (; n - i >= 8; i += 8) {
+        memcpy(&w, s + i, 8);
+        any |= w;
+    }
+    for (; i < n; i++) any |= s[i];
+    if (!(any & 0x8080808080808080u)) return 1;
+    int seen = 0;
+    i = 0;
     while (i < n) {
-        /* ASCII, eight bytes at a time: most names and keys are ASCII */
-        uint64_t w;
-        if (n - i >= 8 && (memcpy(&w, s + i, 8), !(w & 0x8080808080808080u))) {
-            i += 8;
-            continue;
-        }
         uint8_t c = s[i];
         size_t len;
         uint8_t lo = 0x80, hi = 0xBF; /* range of the second byte */
@@ -668,10 +671,9 @@ static ckpt_value *str_owned(machine *m, int kind, uint8_t *buf, size_t n) {
  * of the input (not NUL-terminated). */
 static ckpt_value *new_str(machine *m, int kind, const uint8_t *p, size_t n) {
     if (!m->scan) return ckpt_value_new_str(m->a, kind, p, n);
-    ckpt_value *v = ckpt_value_new(m->a, kind);
-    if (!v) return NULL;
-    v->u.s.p = (char *)p;
-    v->u.s.len = n;
+    /* one per str: packed, written once */
+    ckpt_value *v = ckpt_arena_alloc_raw(m->a, sizeof *v);
+    if (v) *v = (ckpt_value){.kind = kind, .u.s = {(char *)p, n}};
     return v;
 }
 
