@@ -323,6 +323,23 @@ CKPT_API const char *ckpt_value_object_name(const ckpt_value *v);
 CKPT_API const ckpt_value *ckpt_value_object_args(const ckpt_value *v);
 CKPT_API const ckpt_value *ckpt_value_object_state(const ckpt_value *v);
 
+/* DICT: the mapping class it was built as, "collections.OrderedDict" (what
+ * torch's Module.state_dict returns) or "collections.Counter"; NULL for a
+ * plain dict, for the dicts of safetensors and JSON, and for other kinds.
+ * Static string. */
+CKPT_API const char *ckpt_value_dict_class(const ckpt_value *v);
+/* DICT: the attributes a pickle's BUILD set on an OrderedDict or Counter,
+ * a DICT, e.g. {"_metadata": OrderedDict({"": {"version": 1}, "bn":
+ * {"version": 2}, ...})} for a torch state dict (the per-module versions
+ * Module.load_state_dict passes to _load_from_state_dict for migrations);
+ * NULL when none were set, for a plain dict and for other kinds. It is not
+ * part of the flattened names (ckpt_file_tensor). Borrowed. */
+CKPT_API const ckpt_value *ckpt_value_dict_state(const ckpt_value *v);
+/* 1 if the tensor was saved as a torch.nn.Parameter
+ * (torch._utils._rebuild_parameter, _rebuild_parameter_with_state, or
+ * NEWOBJ torch.nn.parameter.Parameter), else 0. */
+CKPT_API int ckpt_tensor_is_parameter(const ckpt_tensor *t);
+
 /* ---------------------------------------------------------------- verify */
 
 typedef struct ckpt_verify_report {
@@ -348,8 +365,17 @@ CKPT_API int ckpt_verify(ckpt_file *f, ckpt_verify_report *report);
  * str/bytes literals up to max_nesting deep) runs through the restricted
  * machine, and every global it names, calls or BUILDs is checked against
  * the allowlist of data builders (torch's weights_only set plus numpy
- * scalar/array reconstruction) extended by `allow`. References:
- * FORMATS.md §5 (picklescan, fickling, modelscan bypasses). */
+ * scalar/array reconstruction) extended by `allow`. A sharded index (JSON
+ * text with a "weight_map" object, detected as ckpt_open does) is as safe
+ * as the shard files it lists: ckpt_scan scans each distinct shard in the
+ * index's directory (its findings name the shard as their member; a shard
+ * that is missing, unreadable, outside the directory or no checkpoint
+ * makes the index unscannable); ckpt_scan_memory cannot reach the shards:
+ * the buffer holds no checkpoint content itself (not-a-checkpoint, with
+ * an info finding "sharded-index" saying the shards were not scanned).
+ * An `allow` entry naming a known dangerous family is ignored, and an
+ * info finding of kind "allow-ignored" says so. References: FORMATS.md §5
+ * (picklescan, fickling, modelscan bypasses). */
 typedef enum ckpt_verdict {
     CKPT_VERDICT_SAFE = 0,          /* only allowlisted globals */
     CKPT_VERDICT_UNSAFE,            /* a global off the allowlist is used */
@@ -360,7 +386,9 @@ typedef enum ckpt_verdict {
 typedef enum ckpt_severity {
     CKPT_SEVERITY_INFO = 0,
     CKPT_SEVERITY_SUSPICIOUS,       /* unknown global: cannot vouch for it */
-    CKPT_SEVERITY_DANGEROUS         /* known code-execution family */
+    CKPT_SEVERITY_DANGEROUS         /* a known dangerous family: code
+                                       execution, process control, network
+                                       or file access */
 } ckpt_severity;
 
 /* One finding. Strings are borrowed from the report. */
@@ -369,7 +397,9 @@ typedef struct ckpt_finding {
     const char *kind;    /* e.g. "global", "call", "build", "encrypted",
                             "polyglot", "trailing-bytes", "parse-error" */
     const char *global;  /* "module.qualname", or NULL */
-    const char *member;  /* zip member or pickle name ("" for the file) */
+    const char *member;  /* zip member or pickle name ("" for the file);
+                            for a shard of a sharded index, the shard's
+                            name, or "SHARD:MEMBER" */
     uint64_t offset;     /* absolute byte offset in the file */
     const char *message;
 } ckpt_finding;
@@ -421,11 +451,13 @@ CKPT_API const char *ckpt_scan_global(const ckpt_scan_report *r, size_t i);
  * Nothing is trusted unverified: latest, list and prune open and fully
  * verify (ckpt_verify) the generations they judge. One writer per
  * directory at a time (there is no lock); readers may run at any time.
- * Other files in DIR are ignored. */
+ * Other files in DIR are ignored. NAME is a label, not a namespace: the
+ * generations of every NAME in DIR form one sequence by step, which
+ * LATEST, latest and pruning all go by (keep one run per directory). */
 typedef struct ckpt_store_options {
     uint32_t keep;          /* commit and prune keep the `keep` newest
-                               generations (besides the newest verified one
-                               and LATEST's); default 3; 0 keeps only those */
+                               generations that verify (at least the newest
+                               one) and LATEST's; default 3 */
     uint32_t stale_minutes; /* gc: a temporary file whose writer is still
                                running is stale once unmodified this long;
                                default 60; 0: every temporary file */
@@ -434,8 +466,12 @@ typedef struct ckpt_store_options {
 #define CKPT_STORE_OPTIONS_INIT { 3u, 60u, CKPT_OPEN_OPTIONS_INIT }
 
 /* Commits the checkpoint file `src` (any format ckpt_open reads but a
- * sharded set) as generation `step` of `name` in `dir`: the bytes are
- * copied unchanged to "dir/NAME-STEP.EXT" (EXT ".safetensors" for a
+ * sharded set) as generation `step` of `name` in `dir` (created, with its
+ * missing parents, mode 0755 less the umask, when it does not exist).
+ * `src` is opened and verified first: a corrupt one is refused with
+ * "SRC is corrupt: REASON; nothing committed" and nothing is written.
+ * Then the bytes are copied unchanged to "dir/NAME-STEP.EXT" (EXT
+ * ".safetensors" for a
  * safetensors source, ".pt" for torch zip, legacy and pickle sources)
  * through the atomic commit; the new file's pages are dropped from the page
  * cache (posix_fadvise) and it is re-read from disk, opened and verified
@@ -443,10 +479,11 @@ typedef struct ckpt_store_options {
  * verified generation (normally the new one; a verified generation with a
  * higher step keeps it), and only then are generations beyond opts->keep
  * pruned as ckpt_store_prune does (the new generation is never pruned).
- * A generation that fails verification is removed again and LATEST is not
- * touched. Once it verifies, the generation is committed even if moving
- * LATEST or pruning then fails: the call returns that failure with a
- * message saying the generation was committed, and *path is filled.
+ * Pruning verifies up to keep - 1 older generations (the new one is known
+ * good). A generation that fails verification is removed again and LATEST
+ * is not touched. Once it verifies, the generation is committed even if
+ * moving LATEST or pruning then fails: the call returns that failure with
+ * a message saying the generation was committed, and *path is filled.
  *
  * name: 1 to 200 bytes, no '/', no control bytes, not starting with '.'.
  * A step of `name` that is already committed (a verified file
@@ -454,8 +491,9 @@ typedef struct ckpt_store_options {
  * "dir/NAME-STEP.EXT" (NUL-terminated) once the generation is committed;
  * path may be NULL (cap 0). opts may be NULL (CKPT_STORE_OPTIONS_INIT).
  * Returns 0; CKPT_E_INVALID_ARG (bad name, cap too small, step already
- * committed); CKPT_E_IO (dir or src unreadable; write, fsync or rename
- * failed; LATEST or pruning failed after the commit); CKPT_E_UNSUPPORTED
+ * committed); CKPT_E_IO (dir or src unreadable, dir cannot be created;
+ * write, fsync or rename failed; LATEST or pruning failed after the
+ * commit); CKPT_E_UNSUPPORTED
  * (sharded source); the ckpt_open/ckpt_verify code when the source or the
  * written copy is malformed or corrupt; CKPT_E_NOMEM. */
 CKPT_API int ckpt_store_commit(char *path, size_t cap, const char *dir,
@@ -522,14 +560,18 @@ ckpt_store_list_generation(const ckpt_store_listing *l, size_t i);
 CKPT_API ckpt_store_pointer ckpt_store_list_pointer(const ckpt_store_listing *l,
                                                     const char **file);
 
-/* Removes old generations: keeps the opts->keep newest by step (whatever
- * their state), the newest generation that verifies, and the one LATEST
- * names; removes the rest, oldest first, then fsyncs dir. Generations are
- * verified from the newest down until one verifies; if a verification
- * fails for want of I/O or memory rather than because the file is corrupt,
- * nothing is removed. *removed (may be NULL) receives the number of files
- * removed. Returns 0, CKPT_E_IO (dir unreadable, unlink failed, I/O error
- * while verifying), CKPT_E_NOMEM. */
+/* Removes old generations. Generations are verified from the newest down
+ * until opts->keep of them (at least one) verify; those older than the
+ * last of these are removed, oldest first, whatever their state (unless
+ * LATEST names one), then dir is fsynced. Corrupt generations never count
+ * toward keep and never cause a good one to be removed: those newer than
+ * the kept ones are left in place (ckpt_store_list and
+ * ckpt_store_prune_list report them) until keep newer generations verify.
+ * Fewer than keep verified generations: nothing is removed. If a
+ * verification fails for want of I/O or memory rather than because the
+ * file is corrupt, nothing is removed. *removed (may be NULL) receives the
+ * number of files removed. Returns 0, CKPT_E_IO (dir unreadable, unlink
+ * failed, I/O error while verifying), CKPT_E_NOMEM. */
 CKPT_API int ckpt_store_prune(size_t *removed, const char *dir,
                               const ckpt_store_options *opts);
 
@@ -591,7 +633,10 @@ CKPT_API int ckpt_store_gc(size_t *removed, const char *dir,
  *                    optimizer state;
  *   weights-only     model weights with at most counters and metadata (also
  *                    the verdict for a file without any of these).
- * Missing scheduler, scaler and RNG state are warnings under any verdict.
+ * Missing scheduler, scaler and RNG state are warnings unless the verdict
+ * is weights-only (a deployment file needs none); a missing AMP grad
+ * scaler only when some tensor is F16 or BF16 (a scaler is only used with
+ * mixed precision).
  *
  * Model "parameters" are the floating-point tensors of model components
  * except BatchNorm's running_mean/running_var/num_batches_tracked. The
@@ -857,7 +902,14 @@ CKPT_API const ckpt_manifest_entry *ckpt_manifest_find(
  * the whole model, so:
  *   - it covers only keys starting with S (the others cannot be matched
  *     through it and stay unexpected), and must cover more than half of
- *     the checkpoint keys;
+ *     the checkpoint keys, except in a training checkpoint ({"model":
+ *     state dict, "optimizer": ..., "epoch": ...}): a rewrite stripping a
+ *     subtree S whose keys pair one to one with every expected key, all
+ *     other keys and non-tensor values lying in other top-level entries,
+ *     selects that subtree. Its description ends with " (other top-level
+ *     entries ignored: epoch, optimizer)" (4 named at most, then ", ...",
+ *     all of them in ckpt_match_ignored); applied, it leaves those
+ *     entries out: their keys are not unexpected;
  *   - S and P never share their first segment: no rewrite edits the middle
  *     of a key ("encoder.module.x" stays what it is).
  * Candidates come from whole-segment suffixes shared by unmatched keys
@@ -903,7 +955,10 @@ CKPT_API const ckpt_manifest_entry *ckpt_manifest_find(
  * "checkpoint": dtype, "expected": dtype}...], "allowed": {"missing":
  * [name...], "unexpected": [name...]}, "tied": [{"name", "tied_to"}...],
  * "rewrite": {"description", "matches", "applied": bool} | null,
- * "candidates": [{"description", "matches"}...], "warning": str | null}. */
+ * "candidates": [{"description", "matches"}...], "ignored_top_level":
+ * [name...], "warning": str | null}; ignored_top_level lists the entries
+ * the rewrite leaves out when it selects a subtree (ckpt_match_ignored),
+ * else []. */
 typedef struct ckpt_match_options {
     int normalize; /* apply the inferred rewrite when it completes the match */
     const char *const *allow_missing;    /* globs */
@@ -976,6 +1031,14 @@ CKPT_API const ckpt_rewrite *ckpt_match_candidate(const ckpt_match_result *r,
                                                   size_t i);
 /* See "warning" above; borrowed, NULL when none. */
 CKPT_API const char *ckpt_match_warning(const ckpt_match_result *r);
+/* The top-level entries ckpt_match_rewrite leaves out when it selects a
+ * subtree (applied or not): first segments of the checkpoint keys and
+ * (checkpoints, not JSON manifests) non-tensor values outside it,
+ * distinct, sorted by bytes; none for other rewrites. i < count; NULL out
+ * of range; borrowed. */
+CKPT_API size_t ckpt_match_ignored_count(const ckpt_match_result *r);
+CKPT_API const char *ckpt_match_ignored(const ckpt_match_result *r,
+                                        size_t i);
 /* The name ckpt_match_rewrite gives checkpoint entry i (keys it does not
  * cover keep their name, less any dropped wrapper segments), or NULL when
  * there is no rewrite. Borrowed. */
@@ -983,7 +1046,14 @@ CKPT_API const char *ckpt_match_rewritten(const ckpt_match_result *r,
                                           size_t i);
 
 /* ckpt_diff: two checkpoints (or, keys_only, two manifests) compared key by
- * key and, for common tensors of equal shape, value by value.
+ * key and value by value: common tensors of equal shape element by
+ * element and, unless keys_only, the non-tensor leaves of the two trees
+ * (ckpt_file_value: epoch, step, learning rates, flags, config).
+ *
+ * Trees: a safetensors file written by ckpt (with "ckpt.structure") is
+ * compared as the tree it records (ckpt_convert's input: nesting, values,
+ * dtypes and views), so a .pt and its conversion compare equal, and
+ * differ where their epochs or learning rates do.
  *
  * Values: a tensor is bitwise equal when dtypes match and the logical
  * contents (ckpt_tensor_read bytes) are identical. Otherwise elements are
@@ -998,9 +1068,26 @@ CKPT_API const char *ckpt_match_rewritten(const ckpt_match_result *r,
  * over element pairs without NaN. Sub-byte and quantized dtypes (F4,
  * F6_*, Q*) are compared bitwise only (compared = 0).
  *
- * identical: no key only on one side, no shape or dtype difference, and
- * no differing element in any common tensor (with rtol = atol = 0: values
- * equal, e.g. 0.0 and -0.0; bitwise_equal tells about the bytes).
+ * Leaves (paired by flattened name): ints exactly, however large; floats
+ * by the rule above (rtol, atol; NaN equals NaN); str, bytes, bool and
+ * none exactly; opaque objects by "module.qualname" (torch dtypes by
+ * their canonical name: torch.float is torch.float32). Leaves of
+ * different kinds differ (0 and 0.0, 1 and True).
+ *
+ * Key rewrites: when keys are left unpaired on both sides, the rewrite of
+ * B's keys that ckpt_match(B, A) infers (unique best; FORMATS.md §4.6) is
+ * reported when it pairs every key of both sides; or every key of A while
+ * B's other keys keep their names in other top-level entries (B is a
+ * training checkpoint holding A under 'model.', say); or every key of B
+ * while A's other keys lie in top-level entries beside the one the
+ * rewrite adds. opts->normalize applies it to B's tensor and value names
+ * (names it does not cover are kept) before comparing; names in the
+ * lists are then B's rewritten names.
+ *
+ * identical: no key or leaf only on one side, no shape or dtype
+ * difference, no differing element in any common tensor (with rtol = atol
+ * = 0: values equal, e.g. 0.0 and -0.0; bitwise_equal tells about the
+ * bytes) and no differing leaf.
  *
  * `ckpt diff --json` writes {"a", "b", "identical", "keys_only",
  * "only_in_a": [name...], "only_in_b": [name...], "shape_mismatch":
@@ -1008,14 +1095,20 @@ CKPT_API const char *ckpt_match_rewritten(const ckpt_match_result *r,
  * "a", "b"}...], "equal": N | null, "tensors": [{"name", "bitwise_equal",
  * "compared", "numel", "differing", "max_abs_diff", "max_rel_diff",
  * "nan": {"a", "b"}, "inf": {"a", "b"}, "nonfinite_mismatch",
- * "positions": [index...]}...] | null} (null: keys only; non-finite
- * doubles as "inf"/"nan" strings). */
+ * "positions": [index...]}...] | null, "values": {"only_in_a":
+ * [name...], "only_in_b": [name...], "differing": [{"name", "a": {"type",
+ * "value"}, "b": {"type", "value"}}...], "equal": N} | null, "rewrite":
+ * {"description", "matches", "applied": bool, "note"} | null} (null:
+ * keys only; non-finite doubles as "inf"/"nan" strings; a leaf's type is
+ * its ckpt_kind_name and its value written as `ckpt inspect --json` writes
+ * values; rewrite: ckpt_diff_rewrite and ckpt_diff_rewrite_note). */
 typedef struct ckpt_diff_options {
     double rtol;      /* relative tolerance, >= 0 */
     double atol;      /* absolute tolerance, >= 0 */
     int keys_only;    /* 1: names, dtypes and shapes only (manifests OK) */
+    int normalize;    /* 1: apply the key rewrite (above) to B's names */
 } ckpt_diff_options;
-#define CKPT_DIFF_OPTIONS_INIT { 0.0, 0.0, 0 }
+#define CKPT_DIFF_OPTIONS_INIT { 0.0, 0.0, 0, 0 }
 
 /* At most this many NaN/Inf mismatch positions are kept per tensor. */
 #define CKPT_DIFF_MAX_POSITIONS 16
@@ -1050,9 +1143,12 @@ typedef struct ckpt_diff_result ckpt_diff_result;
  * Unless keys_only, both manifests must come from files
  * (ckpt_manifest_file), else CKPT_E_INVALID_ARG; so are negative or NaN
  * tolerances. Returns 0 whatever the differences; CKPT_E_NOMEM; a tensor
- * read error (ckpt_tensor_read codes). Cost: O(keys) lookups; values
- * stream once (memcmp in 16 MiB prefetched windows first, element-wise
- * decoding only where the bytes or dtypes differ). */
+ * read error (ckpt_tensor_read codes); for a safetensors file whose
+ * "ckpt.structure" is malformed, CKPT_E_FORMAT naming the problem (and
+ * CKPT_E_LIMIT for a tree beyond the file's open limits). Cost: O(keys)
+ * lookups, plus rewrite inference (ckpt_match's) when keys are unpaired
+ * on both sides; values stream once (memcmp in 16 MiB prefetched windows
+ * first, element-wise decoding only where the bytes or dtypes differ). */
 CKPT_API int ckpt_diff(ckpt_diff_result **out, const ckpt_manifest *a,
                        const ckpt_manifest *b, const ckpt_diff_options *opts);
 CKPT_API void ckpt_diff_free(ckpt_diff_result *r); /* NULL-safe */
@@ -1073,6 +1169,39 @@ CKPT_API size_t ckpt_diff_tensor_count(const ckpt_diff_result *r);
 CKPT_API const ckpt_tensor_diff *ckpt_diff_tensor(const ckpt_diff_result *r,
                                                   size_t i);
 CKPT_API uint64_t ckpt_diff_equal_count(const ckpt_diff_result *r);
+
+/* Non-tensor leaves only on one side, or on both with different values
+ * (rules above). */
+typedef enum ckpt_diff_value_list {
+    CKPT_DIFF_VALUES_ONLY_IN_A = 0,
+    CKPT_DIFF_VALUES_ONLY_IN_B,
+    CKPT_DIFF_VALUES_DIFFERING
+} ckpt_diff_value_list;
+
+/* One listed leaf: a is NULL for a leaf only in B, b for one only in A.
+ * Borrowed from the result. */
+typedef struct ckpt_value_diff {
+    const char *name;
+    const ckpt_value *a, *b;
+} ckpt_value_diff;
+
+/* Lists sorted by name (byte order), all empty with keys_only; item i <
+ * count, else NULL. Borrowed. */
+CKPT_API size_t ckpt_diff_value_count(const ckpt_diff_result *r,
+                                      ckpt_diff_value_list list);
+CKPT_API const ckpt_value_diff *ckpt_diff_value(const ckpt_diff_result *r,
+                                                ckpt_diff_value_list list,
+                                                size_t i);
+/* Leaves on both sides with equal values. */
+CKPT_API uint64_t ckpt_diff_values_equal(const ckpt_diff_result *r);
+/* The key rewrite of B (see "Key rewrites"), or NULL when none pairs the
+ * keys: description as ckpt_match gives it, matches: key pairs it forms,
+ * applied: 1 with normalize. Borrowed. */
+CKPT_API const ckpt_rewrite *ckpt_diff_rewrite(const ckpt_diff_result *r);
+/* The same for people: "B's keys are A's with 'module.' added", "B's
+ * keys under 'model.' are A's; B's other top-level entries: epoch,
+ * optimizer"; NULL when there is no rewrite. Borrowed. */
+CKPT_API const char *ckpt_diff_rewrite_note(const ckpt_diff_result *r);
 
 /* Renaming keys: rules applied in order to every tensor key.
  *   STRIP_PREFIX P: keys starting with P lose it (P is whole segments: a
@@ -1195,18 +1324,28 @@ CKPT_API const char *ckpt_keys_collision(const ckpt_keys_report *r);
  *   "format": "pt" unless the caller gives "format" (huggingface loaders
  *       refuse metadata without it); then the caller's metadata in order;
  *   "ckpt.structure" (omitted when the tree is a plain dict of distinct
- *       tensors in file order): JSON text {"version":1,"root":V[,
- *       "storages":[S...]]} describing the whole tree. V is null, true,
+ *       tensors in file order): JSON text {"version":N,"root":V[,
+ *       "storages":[S...]]} describing the whole tree; N is 2 when a dict
+ *       records a "class" or "state" (below), else 1, so that files
+ *       without them stay readable by readers of version 1; readers read
+ *       both. V is null, true,
  *       false, an integer (int64), a real (shortest round-trip text), a
  *       string, or an object with one tag: {"int":"decimal"} (beyond
  *       int64), {"float":"16 hex digits"} (IEEE bits of a NaN or an
  *       infinity), {"bytes":"hex"}, {"list":[V...]}, {"tuple":[V...]},
- *       {"set":[V...]}, {"dict":[[K,V]...]} (keys are values too, in
- *       insertion order), {"dtype":"float32"} (a torch dtype), {"ref":N}
+ *       {"set":[V...]}, {"dict":[[K,V]...][,"class":C][,"state":V]}
+ *       (keys are values too, in insertion order; version 2: C is
+ *       "collections.OrderedDict" or "collections.Counter" for a dict
+ *       built as one (ckpt_value_dict_class), and the state, a dict, only
+ *       with a class, holds its attributes (ckpt_value_dict_state: a torch
+ *       state dict's {"_metadata": ...}), written after the items),
+ *       {"dtype":"float32"} (a torch dtype), {"ref":N}
  *       (the N-th list, tuple, set, dict or tensor in document order,
  *       counted where it first appears: a node reached twice), and
- *       {"tensor":"NAME"[,"dtype":D][,"requires_grad":true][,"storage":G,
- *       "offset":O,"stride":[...]]}: the tensor stored as NAME; D when the
+ *       {"tensor":"NAME"[,"dtype":D][,"requires_grad":true]
+ *       [,"parameter":true][,"storage":G,"offset":O,"stride":[...]]}: the
+ *       tensor stored as NAME ("parameter": saved as an nn.Parameter,
+ *       ckpt_tensor_is_parameter; readers of version 1 ignore it); D when the
  *       tensor's dtype is not the stored one (C128 and C32, which
  *       safetensors lacks, are stored as F64/F16 with a trailing dimension
  *       of 2); G, O (elements) and the strides place it in storage G of
@@ -1221,7 +1360,9 @@ CKPT_API const char *ckpt_keys_collision(const ckpt_keys_report *r);
  *       stored tensor's bytes (checked by ckpt_verify).
  * torch zip output is what torch.save writes (protocol-2 data.pkl whose
  * opcodes and globals are all on torch's weights_only allowlist, stored
- * records aligned to 64 bytes, "byteorder", "version"), plus a record
+ * records aligned to 64 bytes, "byteorder", "version"; an OrderedDict is
+ * written as collections.OrderedDict() + SETITEMS + BUILD of its state,
+ * a parameter as torch._utils._rebuild_parameter), plus a record
  * "<archive>/extra/ckpt_meta.json" that torch ignores: a JSON object of
  * strings, the caller's metadata and "ckpt.xxh3" with one digest per
  * flattened tensor name (of the logical contents); ckpt_open exposes it
@@ -1333,6 +1474,25 @@ CKPT_API int ckpt_tree_set(ckpt_tree *t, ckpt_value *dict, ckpt_value *key,
 CKPT_API int ckpt_tree_tensor(ckpt_value **out, ckpt_tree *t, ckpt_dtype dtype,
                               unsigned ndim, const uint64_t *shape,
                               const void *data, size_t size);
+/* What torch's Module.state_dict() returns, so that a saved state dict
+ * loads back as one (load_state_dict reads its per-module versions):
+ * ckpt_tree_set_dict_class makes `dict` (of this tree) a `cls`,
+ * "collections.OrderedDict" or "collections.Counter", or a plain dict
+ * again with NULL; ckpt_tree_set_dict_state sets the attributes of such a
+ * dict, `state` a dict of this tree (e.g. {"_metadata": OrderedDict(
+ * {"": {"version": 1}, ...})}), or NULL for none; the state's values are
+ * written like the items, but may not hold tensors (CKPT_E_UNSUPPORTED at
+ * the write). ckpt_tree_set_parameter marks `tensor` as an nn.Parameter
+ * with that requires_grad (torch.save's _rebuild_parameter). Each returns
+ * 0 or CKPT_E_INVALID_ARG (NULL arguments, a value of the wrong kind, an
+ * unknown class, a state on a plain dict or a plain class for a dict with
+ * a state). */
+CKPT_API int ckpt_tree_set_dict_class(ckpt_tree *t, ckpt_value *dict,
+                                      const char *cls);
+CKPT_API int ckpt_tree_set_dict_state(ckpt_tree *t, ckpt_value *dict,
+                                      ckpt_value *state);
+CKPT_API int ckpt_tree_set_parameter(ckpt_tree *t, ckpt_value *tensor,
+                                     int requires_grad);
 
 /* Writes the tree under `root` (built with ckpt_tree_*, or the root of an
  * opened file) to `path` as `format` (CKPT_FORMAT_SAFETENSORS or
@@ -1342,6 +1502,20 @@ CKPT_API int ckpt_tree_tensor(ckpt_value **out, ckpt_tree *t, ckpt_dtype dtype,
 CKPT_API int ckpt_tree_write(const ckpt_value *root, const char *path,
                              ckpt_format format,
                              const ckpt_write_options *opts);
+
+/* ---- store prune report (src/store.c) */
+
+/* ckpt_store_prune, and then *out receives the listing of what is left,
+ * as ckpt_store_list would give it (every generation left was verified by
+ * the pruning: the kept ones, the corrupt ones left in place, LATEST's),
+ * so a caller can report the corrupt generations without verifying twice.
+ * Free with ckpt_store_list_free (NULL-safe); *out is NULL on failure.
+ * *removed (may be NULL) receives the number of files removed, also on
+ * failure. Returns the ckpt_store_prune codes, or CKPT_E_INVALID_ARG when
+ * out is NULL. */
+CKPT_API int ckpt_store_prune_list(ckpt_store_listing **out, size_t *removed,
+                                   const char *dir,
+                                   const ckpt_store_options *opts);
 
 #ifdef __cplusplus
 }

@@ -77,8 +77,11 @@ static int is_seq(const ckpt_value *v) {
            v->kind == CKPT_KIND_SET;
 }
 
+/* By length: a str may hold NUL bytes, and in scan mode it is not
+ * NUL-terminated (pickle.h). */
 static int is_str(const ckpt_value *v, const char *s) {
-    return v->kind == CKPT_KIND_STR && !strcmp(v->u.s.p, s);
+    size_t n = strlen(s);
+    return v->kind == CKPT_KIND_STR && v->u.s.len == n && !memcmp(v->u.s.p, s, n);
 }
 
 static int get_u64(const ckpt_value *v, uint64_t *out) {
@@ -138,7 +141,8 @@ static int b_set(ckpt_value **out, const pk_build_ctx *c,
     return seq_of(out, c, callable, args, CKPT_KIND_SET);
 }
 
-/* dict(), dict(mapping), dict(pairs); OrderedDict likewise. */
+/* dict(), dict(mapping), dict(pairs); OrderedDict and Counter likewise,
+ * the class recorded so that writers rebuild it. */
 static int b_dict(ckpt_value **out, const pk_build_ctx *c,
                   const ckpt_value *callable, ckpt_value *args) {
     const ckpt_value *src = nargs(args) == 1 ? arg(args, 0) : NULL;
@@ -147,6 +151,9 @@ static int b_dict(ckpt_value **out, const pk_build_ctx *c,
         return opaque(out, c, callable, args);
     ckpt_value *d = ckpt_value_new(c->arena, CKPT_KIND_DICT);
     if (!d) return nomem(c);
+    if (!strcmp(callable->u.global.module, "collections"))
+        d->dict_class = !strcmp(callable->u.global.name, "Counter") ? CKPT_DICT_COUNTER
+                                                                    : CKPT_DICT_ORDERED;
     size_t n = src ? (src->kind == CKPT_KIND_DICT ? src->u.dict.n : src->u.seq.n) : 0;
     int rc = charge(c, n);
     if (rc) return rc;
@@ -376,8 +383,11 @@ static int b_tensor(ckpt_value **out, const pk_build_ctx *c,
 
 /* _rebuild_parameter(data, requires_grad, hooks),
  * _rebuild_parameter_with_state(data, requires_grad, hooks, state) and
- * Parameter(data, requires_grad=True): the data tensor itself. Data that
- * is not a tensor (e.g. an uninterpreted quantized tensor) passes through. */
+ * Parameter(data, requires_grad=True): a new tensor node viewing data's
+ * storage, marked as a parameter (as in Python, the parameter is another
+ * object than its data). The hooks and the attribute state are not kept.
+ * Data that is not a tensor (e.g. an uninterpreted quantized tensor)
+ * passes through. */
 static int b_parameter(ckpt_value **out, const pk_build_ctx *c,
                        const ckpt_value *callable, ckpt_value *args) {
     if (nargs(args) == 0) return opaque(out, c, callable, args);
@@ -386,8 +396,18 @@ static int b_parameter(ckpt_value **out, const pk_build_ctx *c,
     if (nargs(args) >= 2 && get_flag(arg(args, 1), &requires_grad))
         return fail(c, CKPT_E_FORMAT, "%s: expected a bool requires_grad",
                     callable->u.global.qualname);
-    if (data->kind == CKPT_KIND_TENSOR) data->u.tensor->requires_grad = requires_grad;
-    *out = data;
+    if (data->kind != CKPT_KIND_TENSOR) {
+        *out = data;
+        return 0;
+    }
+    ckpt_value *p = ckpt_value_new(c->arena, CKPT_KIND_TENSOR);
+    ckpt_tensor *t = ckpt_arena_alloc(c->arena, sizeof *t);
+    if (!p || !t) return nomem(c);
+    *t = *data->u.tensor; /* shape and stride arrays are shared, never changed */
+    t->requires_grad = requires_grad;
+    t->is_parameter = 1;
+    p->u.tensor = t;
+    *out = p;
     return 0;
 }
 
@@ -432,16 +452,23 @@ static int b_from_type_v2(ckpt_value **out, const pk_build_ctx *c,
 /* ---------------------------------------------------------------- numpy */
 
 /* Type code ("f8") and byte order of a numpy.dtype object: its args are
- * (code, align, copy) and its BUILD state (version, endian, ...). */
-static const char *np_dtype(const ckpt_value *d, int *big_endian) {
+ * (code, align, copy) and its BUILD state (version, endian, ...). The
+ * code is copied into code[NP_CODE] (str values need not end in NUL);
+ * NULL when d is no dtype or its code is longer than any numeric one. */
+#define NP_CODE 16
+static const char *np_dtype(const ckpt_value *d, int *big_endian, char *code) {
     if (d->kind != CKPT_KIND_OBJECT || strcmp(d->u.obj.name, "numpy.dtype") ||
         !d->u.obj.args || d->u.obj.args->u.seq.n < 1 ||
         d->u.obj.args->u.seq.items[0]->kind != CKPT_KIND_STR)
         return NULL;
+    const ckpt_value *s = d->u.obj.args->u.seq.items[0];
+    if (s->u.s.len >= NP_CODE || memchr(s->u.s.p, '\0', s->u.s.len)) return NULL;
+    memcpy(code, s->u.s.p, s->u.s.len);
+    code[s->u.s.len] = '\0';
     const ckpt_value *state = d->u.obj.state;
     *big_endian = state && state->kind == CKPT_KIND_TUPLE && state->u.seq.n > 1 &&
                   is_str(state->u.seq.items[1], ">");
-    return d->u.obj.args->u.seq.items[0]->u.s.p;
+    return code;
 }
 
 /* IEEE half to double, built bit by bit (no libm). */
@@ -472,12 +499,16 @@ static double half_to_double(uint16_t h) {
 static int b_np_scalar(ckpt_value **out, const pk_build_ctx *c,
                        const ckpt_value *callable, ckpt_value *args) {
     int big = 0;
-    const char *code = nargs(args) == 2 ? np_dtype(arg(args, 0), &big) : NULL;
+    char buf[NP_CODE];
+    const char *code = nargs(args) == 2 ? np_dtype(arg(args, 0), &big, buf) : NULL;
     if (!code) return opaque(out, c, callable, args);
     if (code[0] == 'O') {
         *out = arg(args, 1);
         return 0;
     }
+    /* no event depends on a number (and protocol-2 bytes are _codecs
+     * calls, not run in scan mode) */
+    if (c->scan_only) return opaque(out, c, callable, args);
     char kind = code[0];
     size_t size = 0;
     if ((kind == 'b' || kind == 'i' || kind == 'u' || kind == 'f') && code[1] &&
@@ -540,7 +571,8 @@ static int np_setstate(const pk_build_ctx *c, ckpt_value *target, const ckpt_val
     ckpt_value **s = state->u.seq.items + (state->u.seq.n == 5);
     const ckpt_value *shape_v = s[0], *raw = s[3];
     int big = 0, fortran;
-    const char *code = np_dtype(s[1], &big);
+    char buf[NP_CODE];
+    const char *code = np_dtype(s[1], &big, buf);
     ckpt_dtype dt = code ? ckpt_dtype_from_numpy(code) : CKPT_DT_UNKNOWN;
     if (shape_v->kind != CKPT_KIND_TUPLE || dt == CKPT_DT_UNKNOWN ||
         (raw->kind != CKPT_KIND_BYTES && raw->kind != CKPT_KIND_STR) || get_flag(s[2], &fortran))
@@ -655,17 +687,53 @@ int ckpt_builders_call(ckpt_value **out, const pk_build_ctx *c, ckpt_value *call
                        ckpt_value *args, ckpt_value *kwargs) {
     *out = NULL;
     const struct entry *e = find(callable->u.global.module, callable->u.global.name);
-    /* a scan only needs the events: the one builder that makes calls of
-     * its own still runs */
+    /* a scan only needs the events and what later opcodes see of a
+     * value: the builder that makes calls of its own runs, and those whose
+     * result may be an argument itself (object scalars) or is named after
+     * one (ndarray) */
     if (!e || !e->fn || (kwargs && kwargs->u.dict.n) ||
-        (c->scan_only && e->fn != b_from_type_v2))
+        (c->scan_only && e->fn != b_from_type_v2 && e->fn != b_np_reconstruct &&
+         e->fn != b_np_scalar))
         return ckpt_builders_opaque(out, c, callable->u.global.qualname, args, kwargs);
     return e->fn(out, c, callable, args);
 }
 
+/* BUILD on an OrderedDict or Counter: Python's load_build sets the
+ * attributes of a dict state, or of both dicts of a (state, slotstate)
+ * pair, in the instance's __dict__. They are copied into dict.state (a
+ * later SETITEM on the memoized state dict does not change them, as in
+ * Python); a second BUILD adds to them. Other states, and any state on a
+ * plain dict (which has no attributes), are ignored as before. */
+static int dict_setstate(const pk_build_ctx *c, ckpt_value *target, const ckpt_value *state) {
+    if (target->dict_class == CKPT_DICT_PLAIN) return 0; /* also every dict of a scan */
+    const ckpt_value *parts[2] = {state, NULL};
+    if (state->kind == CKPT_KIND_TUPLE && state->u.seq.n == 2) {
+        parts[0] = state->u.seq.items[0];
+        parts[1] = state->u.seq.items[1];
+        if (parts[0]->kind == CKPT_KIND_NONE) parts[0] = NULL;
+    }
+    for (size_t i = 0; i < 2; i++)
+        if (parts[i] && parts[i]->kind != CKPT_KIND_DICT) return 0;
+    for (size_t i = 0; i < 2; i++) {
+        const ckpt_value *p = parts[i];
+        if (!p || p->u.dict.n == 0) continue;
+        int rc = charge(c, p->u.dict.n);
+        if (rc) return rc;
+        if (!target->u.dict.state &&
+            !(target->u.dict.state = ckpt_value_new(c->arena, CKPT_KIND_DICT)))
+            return nomem(c);
+        for (size_t k = 0; k < p->u.dict.n; k++)
+            if (ckpt_value_dict_set(c->arena, target->u.dict.state, p->u.dict.keys[k],
+                                    p->u.dict.vals[k]))
+                return nomem(c);
+    }
+    return 0;
+}
+
 int ckpt_builders_build(const pk_build_ctx *c, ckpt_value *target, ckpt_value *state) {
     switch (target->kind) {
-    case CKPT_KIND_DICT:   /* OrderedDict: _metadata attribute */
+    case CKPT_KIND_DICT: /* OrderedDict: the _metadata attribute */
+        return dict_setstate(c, target, state);
     case CKPT_KIND_TENSOR: /* Parameter state, legacy Tensor.set_ */
         return 0;
     case CKPT_KIND_OBJECT:

@@ -49,8 +49,8 @@ typedef struct pk_build_ctx {
     /* min(limits->max_pickle_ops, 64 x input bytes + 64 Ki): work, and so
      * memory, stays proportional to the pickle's size. */
     uint64_t ops_limit;
-    /* pk_options.scan_only: builders are not run (ckpt_builders_call,
-     * ckpt_builders_build) */
+    /* pk_options.scan_only: only the builders named at
+     * ckpt_builders_call run, and BUILD makes no numpy tensor */
     int scan_only;
 } pk_build_ctx;
 
@@ -75,8 +75,11 @@ int ckpt_builders_opaque(ckpt_value **out, const pk_build_ctx *c,
  * UTF-8 or ASCII...) and allowlisted references without a builder
  * (complex, slice, numpy.dtype, qschemes...) give an opaque object
  * "module.name" with the args kept, as the machine does for other globals.
- * With c->scan_only, only _rebuild_from_type_v2 runs (for the event of
- * its func); any other call gives that opaque object.
+ * With c->scan_only, only _rebuild_from_type_v2 (for the event of its
+ * func), numpy _reconstruct (which names its opaque result) and numpy
+ * scalar for object scalars (the result is the argument: a reference
+ * stays one, and a BUILD on it is reported as such) run; any other call
+ * gives that opaque object.
  * Returns 0 or a CKPT_E_* code with the error recorded: CKPT_E_FORMAT for
  * arguments Python itself would reject or a tensor view outside its
  * storage, CKPT_E_LIMIT (ndim, work budget), CKPT_E_UNSUPPORTED (a torch
@@ -86,7 +89,9 @@ int ckpt_builders_call(ckpt_value **out, const pk_build_ctx *c,
                        ckpt_value *kwargs);
 
 /* BUILD of `state` on any value but a GLOBAL reference (the machine only
- * reports those): a dict (OrderedDict _metadata) and a tensor (Parameter
+ * reports those): an OrderedDict or Counter keeps a dict state (or the
+ * dicts of a (state, slotstate) pair) as its attributes in dict.state
+ * (a torch state dict's _metadata); a plain dict and a tensor (Parameter
  * state, legacy set_) ignore it; a "numpy.ndarray" placeholder with an
  * (version, shape, dtype, is_fortran, rawdata) state of a numeric dtype
  * becomes a CKPT_KIND_TENSOR in place (its bytes stay in the arena, with

@@ -27,6 +27,7 @@ typedef struct decoder {
     ckpt_arena *a;
     ckpt_value **nodes;       /* containers and tensors in document order */
     size_t n, cap;
+    int version;              /* 1, or 2: dicts may have "class" and "state" */
     const json_t *storages;   /* "storages" array, or NULL */
     ckpt_storage **groups;    /* rebuilt storages, by index */
     unsigned char *backed;    /* 1: the group's bytes are a stored tensor */
@@ -108,10 +109,31 @@ static int decode_seq(decoder *d, const json_t *items, int kind, uint32_t depth,
     return rc;
 }
 
-static int decode_dict(decoder *d, const json_t *pairs, uint32_t depth, ckpt_value **out) {
+/* {"dict": [[K, V]...]} and, from version 2, "class" (the mapping class)
+ * and "state" (its attributes, a dict; only with a class), decoded after
+ * the items as the writer wrote them, so "ref" numbering agrees. */
+static int decode_dict(decoder *d, const json_t *j, uint32_t depth, ckpt_value **out) {
+    const json_t *pairs = json_object_get(j, "dict"), *cls = json_object_get(j, "class"),
+                 *state = json_object_get(j, "state");
+    if (json_object_size(j) != 1 + (size_t)(cls != NULL) + (size_t)(state != NULL) ||
+        (d->version < 2 && json_object_size(j) != 1))
+        return bad(d, "a dict object holds \"dict\"%s and nothing else",
+                   d->version < 2 ? "" : ", \"class\", \"state\"");
     if (!json_is_array(pairs)) return bad(d, "a dict must hold an array of [key, value]");
     ckpt_value *v = ckpt_value_new(d->a, CKPT_KIND_DICT);
     if (!v) return nomem(d);
+    if (cls) {
+        const char *name = json_is_string(cls) ? json_string_value(cls) : "";
+        if (strcmp(name, ckpt_dict_class_name(CKPT_DICT_ORDERED)) == 0)
+            v->dict_class = CKPT_DICT_ORDERED;
+        else if (strcmp(name, ckpt_dict_class_name(CKPT_DICT_COUNTER)) == 0)
+            v->dict_class = CKPT_DICT_COUNTER;
+        else
+            return bad(d, "\"class\" \"%.60s\" is not collections.OrderedDict or "
+                       "collections.Counter", name);
+    } else if (state) {
+        return bad(d, "a plain dict has no \"state\" (attributes need a \"class\")");
+    }
     int rc = register_node(d, v);
     for (size_t i = 0; !rc && i < json_array_size(pairs); i++) {
         const json_t *p = json_array_get(pairs, i);
@@ -121,6 +143,11 @@ static int decode_dict(decoder *d, const json_t *pairs, uint32_t depth, ckpt_val
         if ((rc = decode(d, json_array_get(p, 0), depth + 1, &k))) break;
         if ((rc = decode(d, json_array_get(p, 1), depth + 1, &val))) break;
         if (ckpt_value_dict_set(d->a, v, k, val)) rc = nomem(d);
+    }
+    if (!rc && state) {
+        rc = decode(d, state, depth + 1, &v->u.dict.state);
+        if (!rc && v->u.dict.state->kind != CKPT_KIND_DICT)
+            rc = bad(d, "a dict's \"state\" must be a dict");
     }
     *out = v;
     return rc;
@@ -236,8 +263,9 @@ static int decode_tensor(decoder *d, const json_t *j, ckpt_value **out) {
         dt = want;
         ndim--;
     }
-    const json_t *rg = json_object_get(j, "requires_grad");
+    const json_t *rg = json_object_get(j, "requires_grad"), *param = json_object_get(j, "parameter");
     if (rg && !json_is_boolean(rg)) return bad(d, "\"requires_grad\" must be a boolean");
+    if (param && !json_is_boolean(param)) return bad(d, "\"parameter\" must be a boolean");
     uint64_t stride[CKPT_MAX_NDIM], offset = 0;
     ckpt_storage *st = data->storage;
     const json_t *jg = json_object_get(j, "storage");
@@ -272,6 +300,7 @@ static int decode_tensor(decoder *d, const json_t *j, ckpt_value **out) {
         scatter(v->u.tensor, bytes);
     }
     v->u.tensor->requires_grad = json_is_true(rg);
+    v->u.tensor->is_parameter = json_is_true(param);
     *out = v;
     return register_node(d, v);
 }
@@ -296,11 +325,11 @@ static int decode(decoder *d, const json_t *j, uint32_t depth, ckpt_value **out)
     case JSON_OBJECT: {
         const json_t *x;
         if (json_object_get(j, "tensor")) return decode_tensor(d, j, out);
+        if (json_object_get(j, "dict")) return decode_dict(d, j, depth, out);
         if (json_object_size(j) != 1) return bad(d, "expected an object with one tag");
         if ((x = json_object_get(j, "list"))) return decode_seq(d, x, CKPT_KIND_LIST, depth, out);
         if ((x = json_object_get(j, "tuple"))) return decode_seq(d, x, CKPT_KIND_TUPLE, depth, out);
         if ((x = json_object_get(j, "set"))) return decode_seq(d, x, CKPT_KIND_SET, depth, out);
-        if ((x = json_object_get(j, "dict"))) return decode_dict(d, x, depth, out);
         if ((x = json_object_get(j, "ref"))) {
             uint64_t n;
             if (json_u64(x, &n) || n >= d->n)
@@ -373,12 +402,14 @@ int ckpt_write_logical_root(const ckpt_value **out, const ckpt_file *f, ckpt_are
     int rc;
     const json_t *ver = json_object_get(doc, "version"), *root = json_object_get(doc, "root");
     d.storages = json_object_get(doc, "storages");
-    if (!json_is_integer(ver) || json_integer_value(ver) != 1 || !root)
-        rc = bad(&d, "expected {\"version\": 1, \"root\": ...}");
+    if (!json_is_integer(ver) || json_integer_value(ver) < 1 || json_integer_value(ver) > 2 ||
+        !root)
+        rc = bad(&d, "expected {\"version\": 1 or 2, \"root\": ...}");
     else if (d.storages && !json_is_array(d.storages))
         rc = bad(&d, "\"storages\" must be an array");
     else {
         ckpt_value *v;
+        d.version = (int)json_integer_value(ver);
         rc = decode(&d, root, 0, &v);
         if (!rc) *out = v;
     }
@@ -447,7 +478,8 @@ static int sel_walk(selector *s, const ckpt_value *v, uint32_t depth, const ckpt
     if (depth > s->max_depth)
         return ckpt_err(CKPT_E_LIMIT, "", "", CKPT_NO_OFFSET,
                         "containers nested deeper than %u", s->max_depth);
-    ckpt_value *copy = ckpt_value_new(s->a, v->kind);
+    /* a state dict stays an OrderedDict with its _metadata */
+    ckpt_value *copy = ckpt_value_new_like(s->a, v);
     if (!copy) return ckpt_err(CKPT_E_NOMEM, "", "", CKPT_NO_OFFSET, "out of memory");
     size_t n = v->kind == CKPT_KIND_DICT ? v->u.dict.n : v->u.seq.n;
     for (size_t i = 0; i < n; i++) {

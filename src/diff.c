@@ -1,10 +1,17 @@
 /* diff.c - ckpt_diff: two checkpoints compared key by key and value by
- * value (see ckpt.h for the exact rules).
+ * value, tensors and the other leaves of their trees (see ckpt.h for the
+ * exact rules).
  *
- * Values stream once: a memcmp over each pair of tensors first (memory
- * bandwidth; windows are prefetched and released like verify does), and
- * only tensors whose bytes differ, or whose dtypes differ, are decoded to
- * double in blocks and compared element by element. */
+ * Tensor values stream once: a memcmp over each pair of tensors first
+ * (memory bandwidth; windows are prefetched and released like verify
+ * does), and only tensors whose bytes differ, or whose dtypes differ, are
+ * decoded to double in blocks and compared element by element.
+ *
+ * A safetensors file written by ckpt is compared as the tree it records
+ * (ckpt_manifest_logical), so a .pt and its conversion compare equal,
+ * epoch and learning rate included. When the key sets differ by a rewrite
+ * ckpt_match would infer (a wrapper prefix, a training checkpoint's model
+ * entry), the result names it, and normalize applies it to B's keys. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,8 +20,11 @@
 #include "error.h"
 #include "file.h"
 #include "keys.h"
+#include "write.h"
 
 #define NLISTS 4
+#define NVLISTS 3
+#define MAX_RULES 8
 #define BLOCK 4096                     /* components decoded at a time */
 #define WINDOW ((size_t)16 << 20)      /* bytes compared per prefetch */
 
@@ -31,6 +41,13 @@ struct ckpt_diff_result {
     ckpt_tensor_diff *tensors;
     size_t ntensors, tcap;
     uint64_t equal;
+    ckpt_value_diff *vlists[NVLISTS];
+    size_t vcounts[NVLISTS], vcaps[NVLISTS];
+    uint64_t vequal;
+    int has_rewrite;
+    ckpt_rewrite rewrite;
+    const char *note;
+    ckpt_manifest *owned[3]; /* logical A and B, B renamed */
 };
 
 static int nomem(void) { return ckpt_err(CKPT_E_NOMEM, "", "", CKPT_NO_OFFSET, "out of memory"); }
@@ -424,6 +441,269 @@ static int compare_tensor(ckpt_diff_result *r, const ckpt_diff_options *o, const
     return 0;
 }
 
+/* ------------------------------------------------------------ leaves */
+
+/* A float pair under the tensor rule: NaN equals NaN, an infinity the
+ * same infinity, else |x-y| <= atol + rtol*|y|. */
+static int floats_equal(double x, double y, const ckpt_diff_options *o) {
+    if (x == y) return 1;
+    if (x != x || y != y) return x != x && y != y;
+    if (isinf(x) || isinf(y)) return 0;
+    return fabs(x - y) <= o->atol + o->rtol * fabs(y);
+}
+
+/* Opaque objects by qualname; torch dtypes by their canonical name
+ * (torch.float is torch.float32). */
+static int objects_equal(const ckpt_value *x, const ckpt_value *y) {
+    const char *dx = wr_dtype_ref(x), *dy = wr_dtype_ref(y);
+    if (dx && dy) return strcmp(dx, dy) == 0;
+    const char *nx = ckpt_value_object_name(x), *ny = ckpt_value_object_name(y);
+    return nx && ny && strcmp(nx, ny) == 0;
+}
+
+static int leaves_equal(const ckpt_value *x, const ckpt_value *y, const ckpt_diff_options *o) {
+    ckpt_kind kind = ckpt_value_kind(x);
+    if (kind != ckpt_value_kind(y)) return 0;
+    size_t nx, ny;
+    const char *sx, *sy;
+    int64_t ix, iy;
+    switch (kind) {
+    case CKPT_KIND_BOOL: return ckpt_value_bool(x) == ckpt_value_bool(y);
+    case CKPT_KIND_INT:
+        if (ckpt_value_int(x, &ix) == 0 && ckpt_value_int(y, &iy) == 0) return ix == iy;
+        return strcmp(ckpt_value_int_decimal(x), ckpt_value_int_decimal(y)) == 0;
+    case CKPT_KIND_FLOAT: return floats_equal(ckpt_value_float(x), ckpt_value_float(y), o);
+    case CKPT_KIND_STR:
+    case CKPT_KIND_BYTES:
+        sx = ckpt_value_str(x, &nx);
+        sy = ckpt_value_str(y, &ny);
+        return nx == ny && memcmp(sx, sy, nx) == 0;
+    case CKPT_KIND_OBJECT: return objects_equal(x, y);
+    default: return 1; /* NONE; containers and tensors are never leaves */
+    }
+}
+
+static int vpush(ckpt_diff_result *r, ckpt_diff_value_list l, const char *name,
+                 const ckpt_value *a, const ckpt_value *b) {
+    if (ckpt_arena_grow(&r->arena, (void **)&r->vlists[l], &r->vcaps[l], r->vcounts[l] + 1,
+                        sizeof(ckpt_value_diff)))
+        return nomem();
+    r->vlists[l][r->vcounts[l]++] = (ckpt_value_diff){name, a, b};
+    r->identical = 0;
+    return 0;
+}
+
+/* Both value lists are sorted by name: one merge. */
+static int compare_leaves(ckpt_diff_result *r, const ckpt_manifest *a, const ckpt_manifest *b,
+                          const ckpt_diff_options *o) {
+    size_t i = 0, j = 0;
+    int rc = 0;
+    while (!rc && (i < a->nvalues || j < b->nvalues)) {
+        int c = i == a->nvalues ? 1 : j == b->nvalues ? -1
+                                    : strcmp(a->values[i].name, b->values[j].name);
+        if (c < 0) {
+            rc = vpush(r, CKPT_DIFF_VALUES_ONLY_IN_A, a->values[i].name, a->values[i].value, NULL);
+            i++;
+        } else if (c > 0) {
+            rc = vpush(r, CKPT_DIFF_VALUES_ONLY_IN_B, b->values[j].name, NULL, b->values[j].value);
+            j++;
+        } else {
+            const ckpt_value *x = a->values[i].value, *y = b->values[j].value;
+            if (leaves_equal(x, y, o))
+                r->vequal++;
+            else
+                rc = vpush(r, CKPT_DIFF_VALUES_DIFFERING, a->values[i].name, x, y);
+            i++;
+            j++;
+        }
+    }
+    return rc;
+}
+
+/* ------------------------------------------------------------ key rewrite */
+
+/* How a rewrite of B's keys pairs them with A's (see find_rewrite). */
+enum { PAIRS_NONE, PAIRS_ALL, PAIRS_B_SUBTREE, PAIRS_A_SUBTREE };
+
+typedef struct pairing {
+    const ckpt_rule *rule;
+    const char **names; /* B's keys rewritten */
+    uint64_t pairs;
+    int kind;
+} pairing;
+
+/* Rewrites B's keys by p->rule and says how they pair with A's: every key
+ * on both sides (PAIRS_ALL); every key of A, the keys of B the rule does
+ * not cover keeping their names in other top-level entries (a rule
+ * selecting a subtree of B, PAIRS_B_SUBTREE); every key of B, A's other
+ * keys lying in top-level entries other than the one the rule adds
+ * (PAIRS_A_SUBTREE); or none of these (PAIRS_NONE, also when two keys of B
+ * would get one name). */
+static int pair_keys(ckpt_diff_result *r, const ckpt_manifest *a, const ckpt_manifest *b,
+                     pairing *p) {
+    const ckpt_rule *rule = p->rule;
+    unsigned char *hit = ckpt_malloc(a->n ? a->n : 1);
+    p->names = ckpt_arena_array(&r->arena, b->n ? b->n : 1, sizeof *p->names);
+    if (!hit || !p->names) {
+        ckpt_free(hit);
+        return nomem();
+    }
+    memset(hit, 0, a->n);
+    size_t clash = 0, lost_covered = 0, lost_other = 0;
+    for (size_t i = 0; i < b->n; i++) {
+        char *buf = ckpt_arena_alloc(&r->arena, b->lens[i] + rule->add_len + 1);
+        if (!buf) {
+            ckpt_free(hit);
+            return nomem();
+        }
+        int covered;
+        size_t n = ckpt_rule_apply(rule, b->entries[i].name, b->lens[i], buf, &covered);
+        p->names[i] = buf;
+        size_t j = ckpt_manifest_lookup(a, buf, n);
+        if (j != CKPT_KEYS_NONE) {
+            clash += hit[j];
+            hit[j] = 1;
+            p->pairs++;
+        } else if (covered) {
+            lost_covered++;
+        } else {
+            /* kept apart under its own name: dropped wrappers could make
+             * two names one */
+            lost_other++;
+            clash += n != b->lens[i];
+        }
+    }
+    /* A's keys left over must be whole top-level entries beside the one
+     * the rule adds B's keys under */
+    const char *dot = memchr(rule->add, '.', rule->add_len);
+    size_t top = dot ? (size_t)(dot - rule->add) : rule->add_len;
+    size_t lost_a = 0, lost_a_inside = 0;
+    for (size_t j = 0; j < a->n; j++) {
+        if (hit[j]) continue;
+        lost_a++;
+        const char *s = a->entries[j].name;
+        lost_a_inside += a->lens[j] >= top && memcmp(s, rule->add, top) == 0 &&
+                         (a->lens[j] == top || s[top] == '.');
+    }
+    ckpt_free(hit);
+    p->kind = PAIRS_NONE;
+    if (clash) return 0;
+    if (!lost_a && !lost_covered && !lost_other)
+        p->kind = PAIRS_ALL;
+    else if (!lost_a && !lost_covered && rule->select)
+        p->kind = PAIRS_B_SUBTREE;
+    else if (lost_a && !lost_a_inside && !lost_covered && !lost_other && rule->add_len)
+        p->kind = PAIRS_A_SUBTREE;
+    return 0;
+}
+
+/* "epoch, optimizer": the top-level entries of m outside prefix p. */
+static const char *others_text(ckpt_diff_result *r, const ckpt_manifest *m, const char *p,
+                               size_t plen) {
+    ckpt_rule outside = {.strip = p, .strip_len = plen, .add = "", .add_len = 0};
+    const char **names;
+    size_t n;
+    if (ckpt_rule_others(&names, &n, &r->arena, &outside, m)) return NULL;
+    char *t = ckpt_arena_strdup(&r->arena, "");
+    for (size_t k = 0; t && k < n; k++) t = ckpt_arena_printf(&r->arena, "%s%s%s", t, k ? ", " : "", names[k]);
+    return t;
+}
+
+/* The relation in words, from A's side: "B's keys are A's with 'module.'
+ * added". */
+static const char *describe_pairing(ckpt_diff_result *r, const ckpt_manifest *a,
+                                    const ckpt_manifest *b, const pairing *p) {
+    const ckpt_rule *u = p->rule;
+    int sa = (int)u->add_len, ss = (int)u->strip_len;
+    if (p->kind == PAIRS_B_SUBTREE && !u->canon && !u->add_len) {
+        const char *o = others_text(r, b, u->strip, u->strip_len);
+        return o ? ckpt_arena_printf(&r->arena, "B's keys under '%.*s' are A's; B's other "
+                                                "top-level entries: %s", ss, u->strip, o)
+                 : NULL;
+    }
+    if (p->kind == PAIRS_A_SUBTREE && !u->canon && !u->strip_len) {
+        const char *o = others_text(r, a, u->add, u->add_len);
+        return o ? ckpt_arena_printf(&r->arena, "A's keys under '%.*s' are B's; A's other "
+                                                "top-level entries: %s", sa, u->add, o)
+                 : NULL;
+    }
+    if (p->kind == PAIRS_ALL && !u->canon) {
+        if (u->strip_len && u->add_len)
+            return ckpt_arena_printf(&r->arena, "B's keys are A's with '%.*s' replaced by '%.*s'",
+                                     sa, u->add, ss, u->strip);
+        if (u->strip_len)
+            return ckpt_arena_printf(&r->arena, "B's keys are A's with '%.*s' added", ss, u->strip);
+        return ckpt_arena_printf(&r->arena, "B's keys are A's without '%.*s'", sa, u->add);
+    }
+    return ckpt_arena_printf(&r->arena, "B's keys become A's by: %s", u->description);
+}
+
+static int cmp_named(const void *x, const void *y) {
+    return strcmp(((const ckpt_named_value *)x)->name, ((const ckpt_named_value *)y)->name);
+}
+
+/* B's manifest under the names of p (entries and values); *out is set
+ * before anything can fail, so the caller frees it either way. */
+static int rename_b(const ckpt_manifest *b, const pairing *p, ckpt_manifest **out) {
+    int rc = ckpt_manifest_new(out, b->name);
+    ckpt_manifest *m = *out;
+    for (size_t i = 0; !rc && i < b->n; i++) {
+        ckpt_manifest_entry e = b->entries[i];
+        e.name = p->names[i];
+        rc = ckpt_manifest_push_entry(m, &e);
+        if (rc == CKPT_E_INVALID_ARG) /* pair_keys let no two keys meet */
+            rc = ckpt_err(CKPT_E_MISMATCH, b->name, "", CKPT_NO_OFFSET,
+                          "two keys would be named '%s'", e.name);
+    }
+    if (rc) return rc;
+    m->file = b->file;
+    m->meta_keys = b->meta_keys;
+    m->meta_vals = b->meta_vals;
+    m->nmeta = b->nmeta;
+    ckpt_named_value *vals = ckpt_arena_array(&m->arena, b->nvalues ? b->nvalues : 1, sizeof *vals);
+    if (!vals) return nomem();
+    for (size_t i = 0; i < b->nvalues; i++) {
+        const char *name = b->values[i].name;
+        size_t len = strlen(name);
+        char *buf = ckpt_arena_alloc(&m->arena, len + p->rule->add_len + 1);
+        if (!buf) return nomem();
+        int covered;
+        ckpt_rule_apply(p->rule, name, len, buf, &covered);
+        vals[i] = (ckpt_named_value){buf, b->values[i].value};
+    }
+    qsort(vals, b->nvalues, sizeof *vals, cmp_named);
+    m->values = vals;
+    m->nvalues = b->nvalues;
+    return 0;
+}
+
+/* When keys are left unpaired on both sides, the rewrite of B's keys
+ * ckpt_match would infer against A's (ckpt_rules_infer), if it pairs them
+ * (pair_keys); with o->normalize, *renamed receives B under the new
+ * names. */
+static int find_rewrite(ckpt_diff_result *r, const ckpt_manifest *a, const ckpt_manifest *b,
+                        const ckpt_diff_options *o, ckpt_manifest **renamed) {
+    size_t *b2a = ckpt_malloc((b->n ? b->n : 1) * sizeof *b2a), paired = 0;
+    if (!b2a) return nomem();
+    for (size_t i = 0; i < b->n; i++) {
+        b2a[i] = ckpt_manifest_lookup(a, b->entries[i].name, b->lens[i]);
+        paired += b2a[i] != CKPT_KEYS_NONE;
+    }
+    ckpt_rule rules[MAX_RULES];
+    size_t nrules = 0;
+    int rc = 0;
+    if (paired < a->n && paired < b->n)
+        rc = ckpt_rules_infer(rules, MAX_RULES, &nrules, &r->arena, b, a, b2a);
+    ckpt_free(b2a);
+    pairing p = {ckpt_rules_best(rules, nrules), NULL, 0, PAIRS_NONE};
+    if (rc || !p.rule) return rc;
+    if ((rc = pair_keys(r, a, b, &p)) || p.kind == PAIRS_NONE) return rc;
+    if (!(r->note = describe_pairing(r, a, b, &p))) return nomem();
+    r->has_rewrite = 1;
+    r->rewrite = (ckpt_rewrite){p.rule->description, p.pairs, o->normalize};
+    return o->normalize ? rename_b(b, &p, renamed) : 0;
+}
+
 /* ------------------------------------------------------------ the diff */
 
 static int cmp_pairs(const void *x, const void *y) {
@@ -463,6 +743,7 @@ static int run(ckpt_diff_result *r, const ckpt_manifest *a, const ckpt_manifest 
     for (size_t j = 0; !rc && j < b->n; j++)
         if (ckpt_manifest_lookup(a, b->entries[j].name, b->lens[j]) == CKPT_KEYS_NONE)
             rc = push(r, CKPT_DIFF_ONLY_IN_B, b->entries[j].name, NULL, &b->entries[j]);
+    if (!rc && !o->keys_only) rc = compare_leaves(r, a, b, o);
     if (rc) return rc;
     for (int l = 0; l < NLISTS; l++) {
         if (r->counts[l]) r->identical = 0;
@@ -470,6 +751,22 @@ static int run(ckpt_diff_result *r, const ckpt_manifest *a, const ckpt_manifest 
     }
     if (r->ntensors > 1) qsort(r->tensors, r->ntensors, sizeof *r->tensors, cmp_tdiffs);
     return 0;
+}
+
+/* The manifests compared: the logical trees of ckpt-written safetensors
+ * files (values only), and B renamed under normalize. */
+static int compare(ckpt_diff_result *r, const ckpt_manifest *a, const ckpt_manifest *b,
+                   const ckpt_diff_options *o) {
+    int rc = 0;
+    if (!o->keys_only) {
+        rc = ckpt_manifest_logical(&r->owned[0], a);
+        if (!rc) rc = ckpt_manifest_logical(&r->owned[1], b);
+        if (rc) return rc;
+        if (r->owned[0]) a = r->owned[0];
+        if (r->owned[1]) b = r->owned[1];
+    }
+    if ((rc = find_rewrite(r, a, b, o, &r->owned[2]))) return rc;
+    return run(r, a, r->owned[2] ? r->owned[2] : b, o);
 }
 
 int ckpt_diff(ckpt_diff_result **out, const ckpt_manifest *a, const ckpt_manifest *b,
@@ -489,7 +786,7 @@ int ckpt_diff(ckpt_diff_result **out, const ckpt_manifest *a, const ckpt_manifes
     if (!r) return nomem();
     memset(r, 0, sizeof *r);
     r->identical = 1;
-    int rc = run(r, a, b, o);
+    int rc = compare(r, a, b, o);
     if (rc) {
         ckpt_diff_free(r);
         return rc;
@@ -500,6 +797,7 @@ int ckpt_diff(ckpt_diff_result **out, const ckpt_manifest *a, const ckpt_manifes
 
 void ckpt_diff_free(ckpt_diff_result *r) {
     if (!r) return;
+    for (int k = 0; k < 3; k++) ckpt_manifest_free(r->owned[k]);
     ckpt_arena_free(&r->arena);
     ckpt_free(r);
 }
@@ -529,3 +827,21 @@ const ckpt_tensor_diff *ckpt_diff_tensor(const ckpt_diff_result *r, size_t i) {
 }
 
 uint64_t ckpt_diff_equal_count(const ckpt_diff_result *r) { return r->equal; }
+
+size_t ckpt_diff_value_count(const ckpt_diff_result *r, ckpt_diff_value_list list) {
+    return (unsigned)list < NVLISTS ? r->vcounts[list] : 0;
+}
+
+const ckpt_value_diff *ckpt_diff_value(const ckpt_diff_result *r, ckpt_diff_value_list list,
+                                       size_t i) {
+    if ((unsigned)list >= NVLISTS || i >= r->vcounts[list]) return NULL;
+    return &r->vlists[list][i];
+}
+
+uint64_t ckpt_diff_values_equal(const ckpt_diff_result *r) { return r->vequal; }
+
+const ckpt_rewrite *ckpt_diff_rewrite(const ckpt_diff_result *r) {
+    return r->has_rewrite ? &r->rewrite : NULL;
+}
+
+const char *ckpt_diff_rewrite_note(const ckpt_diff_result *r) { return r->note; }

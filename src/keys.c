@@ -354,20 +354,36 @@ static int cmp_votes(const void *x, const void *y) {
     return strcmp(a->add, b->add);
 }
 
-/* Distinct expected names that rule r hits; 0 when r covers at most half
- * of the checkpoint keys: a wrapper prefix is on every key (or nearly),
- * while a prefix on a few keys is a renamed layer, and a rewrite of those
- * would only pair keys by coincidence. *fingerprint receives a hash of the
- * pairs (checkpoint entry, expected entry) formed: two rules with the same
- * pairs are one rewrite described twice. hit: e->n scratch bytes. */
-static uint64_t evaluate(const infer *in, const ckpt_rule *r, unsigned char *hit, char *buf,
+/* Length of the first segment of s[0..len) (up to its '.', or all). */
+static size_t first_segment(const char *s, size_t len) {
+    const char *dot = memchr(s, '.', len);
+    return dot ? (size_t)(dot - s) : len;
+}
+
+/* Distinct expected names that rule r hits, or 0 when r is no wrapper
+ * rewrite: a wrapper prefix is on every key (or nearly), so r must cover
+ * more than half of the checkpoint keys, since a prefix on a few keys is a
+ * renamed layer and a rewrite of those would only pair keys by
+ * coincidence. The exception is a training checkpoint ({"model": state
+ * dict, "optimizer": ..., "epoch": ...}): r strips a subtree whose keys
+ * pair one to one with every expected key, and every key outside it lies
+ * in another top-level entry; r->select is then set. *fingerprint
+ * receives a hash of the pairs (checkpoint entry, expected entry) formed:
+ * two rules with the same pairs are one rewrite described twice. hit:
+ * e->n scratch bytes. */
+static uint64_t evaluate(const infer *in, ckpt_rule *r, unsigned char *hit, char *buf,
                          uint64_t *fingerprint) {
     uint64_t matches = 0, covered_keys = 0, fp = 0;
+    size_t top = first_segment(r->strip, r->strip_len);
+    int outside_ok = 1; /* uncovered keys lie in other top-level entries */
     memset(hit, 0, in->e->n);
     for (size_t i = 0; i < in->c->n; i++) {
         int covered;
         size_t n = ckpt_rule_apply(r, in->c->entries[i].name, in->c->lens[i], buf, &covered);
-        if (!covered) continue;
+        if (!covered) {
+            if (first_segment(buf, n) == top && memcmp(buf, r->strip, top) == 0) outside_ok = 0;
+            continue;
+        }
         covered_keys++;
         size_t j = ckpt_manifest_lookup(in->e, buf, n);
         if (j != CKPT_KEYS_NONE && !hit[j]) {
@@ -378,7 +394,13 @@ static uint64_t evaluate(const infer *in, const ckpt_rule *r, unsigned char *hit
         }
     }
     *fingerprint = fp;
-    return covered_keys * 2 > in->c->n ? matches : 0;
+    r->select = 0;
+    if (covered_keys * 2 > in->c->n) return matches;
+    if (r->strip_len && outside_ok && matches == covered_keys && matches == in->e->n) {
+        r->select = 1;
+        return matches;
+    }
+    return 0;
 }
 
 /* Whole segments in p[0..n) (n == 0 or p[n-1] == '.'). */
@@ -407,6 +429,23 @@ static char *describe(ckpt_arena *a, const ckpt_rule *r, unsigned wrappers) {
     if (r->strip_len)
         return ckpt_arena_printf(a, "%s%sstrip '%.*s'", d, sep, (int)r->strip_len, r->strip);
     return ckpt_arena_printf(a, "%s%sadd '%.*s'", d, sep, (int)r->add_len, r->add);
+}
+
+/* Entries named in the description of a rule selecting a subtree; the
+ * report lists them all. */
+#define SHOW_OTHERS 4
+
+/* describe(), and for a rule selecting a subtree the entries it leaves. */
+static char *describe_rule(infer *in, const ckpt_rule *r) {
+    char *d = describe(in->a, r, in->wrappers);
+    if (!d || !r->select) return d;
+    const char **others;
+    size_t n;
+    if (ckpt_rule_others(&others, &n, in->a, r, in->c)) return NULL;
+    d = ckpt_arena_printf(in->a, "%s (other top-level entries ignored: ", d);
+    for (size_t k = 0; d && k < n && k < SHOW_OTHERS; k++)
+        d = ckpt_arena_printf(in->a, "%s%s%s", d, k ? ", " : "", others[k]);
+    return d ? ckpt_arena_printf(in->a, "%s%s)", d, n > SHOW_OTHERS ? ", ..." : "") : NULL;
 }
 
 /* Best first: more matches, then the simpler rule, then by description. */
@@ -445,7 +484,8 @@ static int rank(infer *in, ckpt_rule *out, size_t max, size_t *nout) {
     for (size_t i = 0; !rc && i < in->ncands && i < MAX_EVAL; i++) {
         const cand *c = &in->cands[i];
         for (int canon = 0; canon <= (in->wrappers ? 1 : 0); canon++) {
-            ckpt_rule r = {canon, c->strip, c->strip_len, c->add, c->add_len, 0, 0, NULL};
+            ckpt_rule r = {.canon = canon, .strip = c->strip, .strip_len = c->strip_len,
+                           .add = c->add, .add_len = c->add_len};
             if (!canon && !c->strip_len && !c->add_len) continue; /* the identity */
             r.matches = evaluate(in, &r, hit, buf, &fp);
             if (r.matches <= base) continue;
@@ -454,7 +494,7 @@ static int rank(infer *in, ckpt_rule *out, size_t max, size_t *nout) {
              * '_orig_mod.' segments, strip 'module.'" */
             r.complexity = count_segments(r.strip, r.strip_len) +
                            count_segments(r.add, r.add_len) + 2u * (unsigned)canon;
-            r.description = describe(in->a, &r, in->wrappers);
+            r.description = describe_rule(in, &r);
             if (!r.description) {
                 rc = nomem();
                 break;
@@ -498,5 +538,64 @@ int ckpt_rules_infer(ckpt_rule *out, size_t max, size_t *nout, ckpt_arena *a,
     if (rc == 0 && in.ncands) rc = rank(&in, out, max, nout);
     ckpt_strmap_free(&in.suffixes);
     ckpt_strmap_free(&in.cand_index);
+    return rc;
+}
+
+const ckpt_rule *ckpt_rules_best(const ckpt_rule *rules, size_t n) {
+    if (!n || (n > 1 && rules[0].matches == rules[1].matches &&
+               rules[0].complexity == rules[1].complexity))
+        return NULL;
+    return &rules[0];
+}
+
+static int cmp_str(const void *x, const void *y) {
+    return strcmp(*(const char *const *)x, *(const char *const *)y);
+}
+
+/* Adds the first segment of name to the set, unless it lies under r. */
+static int add_other(ckpt_strmap *set, ckpt_arena *a, const ckpt_rule *r, const char *name,
+                     size_t len, char *buf) {
+    int covered;
+    size_t n = ckpt_rule_apply(r, name, len, buf, &covered);
+    if (covered) return 0;
+    n = first_segment(buf, n);
+    ckpt_strmap_slot *sl;
+    if (ckpt_strmap_find(set, buf, n, ckpt_strmap_hash(buf, n))) return 0;
+    char *seg = ckpt_arena_strndup(a, buf, n);
+    if (!seg) return nomem();
+    int rc = ckpt_strmap_put(set, seg, n, 0, &sl);
+    return rc < 0 ? rc : 0;
+}
+
+int ckpt_rule_others(const char ***out, size_t *n, ckpt_arena *a, const ckpt_rule *r,
+                     const ckpt_manifest *c) {
+    ckpt_strmap set = {0};
+    size_t maxlen = 0;
+    *out = NULL;
+    *n = 0;
+    for (size_t i = 0; i < c->n; i++)
+        if (c->lens[i] > maxlen) maxlen = c->lens[i];
+    for (size_t i = 0; i < c->nvalues; i++) {
+        size_t len = strlen(c->values[i].name);
+        if (len > maxlen) maxlen = len;
+    }
+    char *buf = ckpt_malloc(maxlen + r->add_len + 1);
+    int rc = buf ? 0 : nomem();
+    for (size_t i = 0; !rc && i < c->n; i++)
+        rc = add_other(&set, a, r, c->entries[i].name, c->lens[i], buf);
+    for (size_t i = 0; !rc && i < c->nvalues; i++)
+        rc = add_other(&set, a, r, c->values[i].name, strlen(c->values[i].name), buf);
+    const char **names = NULL;
+    if (!rc && !(names = ckpt_arena_array(a, set.n ? set.n : 1, sizeof *names))) rc = nomem();
+    for (size_t k = 0; !rc && k < set.cap; k++)
+        if (set.slots[k].s) names[(*n)++] = set.slots[k].s;
+    if (!rc) {
+        qsort(names, *n, sizeof *names, cmp_str);
+        *out = names;
+    } else {
+        *n = 0;
+    }
+    ckpt_free(buf);
+    ckpt_strmap_free(&set);
     return rc;
 }

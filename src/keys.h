@@ -6,6 +6,7 @@
 
 #include "alloc.h"
 #include "ckpt.h"
+#include "file.h"
 
 #define CKPT_KEYS_NONE SIZE_MAX /* "no index" in pairings and lookups */
 
@@ -53,11 +54,27 @@ struct ckpt_manifest {
     size_t nmeta;
     const ckpt_file *file;        /* the checkpoint, or NULL */
     ckpt_file *owned;             /* closed on free (ckpt_manifest_load) */
+    const ckpt_named_value *values; /* non-tensor leaves, sorted by name */
+    size_t nvalues;                 /* (checkpoints only) */
 };
 
 /* Index of `name` (len bytes) in m, or CKPT_KEYS_NONE. */
 size_t ckpt_manifest_lookup(const ckpt_manifest *m, const char *name,
                             size_t len);
+
+/* Appends entry `e` (its name copied, dtype, shape and tensor borrowed).
+ * Returns 0, CKPT_E_INVALID_ARG for a name already present (the caller
+ * words the error; nothing recorded), CKPT_E_NOMEM. */
+int ckpt_manifest_push_entry(ckpt_manifest *m, const ckpt_manifest_entry *e);
+
+/* The manifest of the tree a ckpt-written safetensors file records in
+ * "ckpt.structure" (ckpt_write_logical_root): its tensors with the dtypes
+ * and views they had, and its non-tensor leaves, named and sorted as
+ * ckpt_file_flatten names them, within the file's open limits. *out is
+ * NULL when m's file records no tree (m is then its own logical view).
+ * The result borrows m's file. Returns 0, ckpt_write_logical_root's codes
+ * (CKPT_E_FORMAT for a malformed structure), CKPT_E_LIMIT, CKPT_E_NOMEM. */
+int ckpt_manifest_logical(ckpt_manifest **out, const ckpt_manifest *m);
 
 /* ------------------------------------------------------------ segments */
 
@@ -90,6 +107,9 @@ typedef struct ckpt_rule {
     const char *add;
     size_t add_len;
     /* filled by ckpt_rules_infer */
+    int select;           /* covers at most half of the checkpoint keys,
+                             one subtree holding exactly the expected keys;
+                             the others are other top-level entries */
     uint64_t matches;     /* distinct expected names hit */
     unsigned complexity;  /* segments stripped and added, +2 with canon */
     const char *description;
@@ -110,5 +130,16 @@ size_t ckpt_rule_apply(const ckpt_rule *r, const char *s, size_t len, char *dst,
 int ckpt_rules_infer(ckpt_rule *out, size_t max, size_t *nout, ckpt_arena *a,
                      const ckpt_manifest *c, const ckpt_manifest *e,
                      const size_t *c2e);
+
+/* The unique best of rules[0..n) as ckpt_match names it: the first, unless
+ * the second has as many matches and the same complexity; NULL if none. */
+const ckpt_rule *ckpt_rules_best(const ckpt_rule *rules, size_t n);
+
+/* The top-level entries of c that rule r leaves out: first segments of
+ * c's keys and values (ckpt_manifest values) that do not start with
+ * r->strip (after dropping wrappers with r->canon), distinct, sorted by
+ * bytes, in `a`. Returns 0 or CKPT_E_NOMEM. */
+int ckpt_rule_others(const char ***out, size_t *n, ckpt_arena *a, const ckpt_rule *r,
+                     const ckpt_manifest *c);
 
 #endif

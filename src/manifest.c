@@ -11,6 +11,7 @@
 #include "error.h"
 #include "file.h"
 #include "keys.h"
+#include "write.h"
 
 static ckpt_manifest *manifest_new(const char *name) {
     ckpt_manifest *m = ckpt_malloc(sizeof *m);
@@ -59,12 +60,12 @@ static int reserve(ckpt_manifest *m, size_t more) {
     return ckpt_strmap_reserve(&m->index, need);
 }
 
-/* Appends an entry whose strings and shape already live long enough.
- * CKPT_E_INVALID_ARG for a repeated name (the caller words the error). */
-static int push(ckpt_manifest *m, const ckpt_manifest_entry *e) {
+/* Appends an entry whose strings and shape already live long enough; len
+ * is strlen(e->name). CKPT_E_INVALID_ARG for a repeated name (the caller
+ * words the error). */
+static int push(ckpt_manifest *m, const ckpt_manifest_entry *e, size_t len) {
     int rc = reserve(m, 1);
     if (rc) return rc;
-    size_t len = strlen(e->name);
     ckpt_strmap_slot *slot;
     rc = ckpt_strmap_put(&m->index, e->name, len, m->n, &slot);
     if (rc < 0) return rc;
@@ -91,7 +92,7 @@ int ckpt_manifest_add(ckpt_manifest *m, const char *name, const char *dtype,
     if (!e.name || !e.dtype || !e.shape)
         return ckpt_err(CKPT_E_NOMEM, m->name, "", CKPT_NO_OFFSET, "out of memory");
     if (ndim) memcpy((uint64_t *)e.shape, shape, ndim * sizeof *shape);
-    int rc = push(m, &e);
+    int rc = push(m, &e, strlen(e.name));
     if (rc == CKPT_E_INVALID_ARG)
         return ckpt_err(rc, m->name, "", CKPT_NO_OFFSET, "duplicate key '%s'", name);
     return rc;
@@ -107,7 +108,7 @@ int ckpt_manifest_from_file(ckpt_manifest **out, const ckpt_file *f) {
         const ckpt_tensor *t = ckpt_file_tensor(f, i);
         ckpt_manifest_entry e = {ckpt_tensor_name(t), ckpt_dtype_name(ckpt_tensor_dtype(t)),
                                  ckpt_tensor_ndim(t), ckpt_tensor_shape(t), t};
-        rc = push(m, &e);
+        rc = push(m, &e, strlen(e.name));
         /* flattening keeps one tensor per name, so this cannot repeat */
         if (rc == CKPT_E_INVALID_ARG)
             rc = ckpt_err(CKPT_E_FORMAT, m->name, "", CKPT_NO_OFFSET, "duplicate tensor name '%s'",
@@ -121,8 +122,185 @@ int ckpt_manifest_from_file(ckpt_manifest **out, const ckpt_file *f) {
     m->meta_keys = f->meta_keys;
     m->meta_vals = f->meta_vals;
     m->nmeta = f->nmeta;
+    m->values = f->values;
+    m->nvalues = f->nvalues;
     *out = m;
     return 0;
+}
+
+int ckpt_manifest_push_entry(ckpt_manifest *m, const ckpt_manifest_entry *e) {
+    size_t len = strlen(e->name);
+    ckpt_manifest_entry copy = *e;
+    if (!(copy.name = ckpt_arena_strndup(&m->arena, e->name, len)))
+        return ckpt_err(CKPT_E_NOMEM, m->name, "", CKPT_NO_OFFSET, "out of memory");
+    return push(m, &copy, len);
+}
+
+/* ------------------------------------------------------------ logical tree */
+
+/* Flattens a value tree the way ckpt_file_flatten does (file.c): dict keys
+ * as text, list/tuple/set indices in decimal, joined with "."; for equal
+ * names the later one wins. */
+typedef struct flat {
+    const char *name;
+    const ckpt_value *v;
+    size_t seq;
+} flat;
+
+typedef struct flattener {
+    ckpt_manifest *m;
+    const ckpt_limits *lim;
+    flat *t, *v; /* tensors, other leaves */
+    size_t nt, ct, nv, cv, seq;
+    uint64_t visits, max_visits;
+    char *buf;
+    size_t len, cap;
+} flattener;
+
+static int flat_err(const flattener *fl, int code, const char *what) {
+    return ckpt_err(code, fl->m->name, CKPT_META_STRUCTURE, CKPT_NO_OFFSET, "%s", what);
+}
+
+static int flat_push(flattener *fl, const char *seg, size_t n, size_t *saved) {
+    *saved = fl->len;
+    size_t need = fl->len + 1 + n + 1;
+    if (n > fl->lim->max_name_bytes || need > fl->lim->max_name_bytes)
+        return flat_err(fl, CKPT_E_LIMIT, "flattened name longer than max_name_bytes");
+    if (need > fl->cap) {
+        char *nb = ckpt_realloc(fl->buf, need * 2);
+        if (!nb) return flat_err(fl, CKPT_E_NOMEM, "out of memory");
+        fl->buf = nb;
+        fl->cap = need * 2;
+    }
+    if (fl->len) fl->buf[fl->len++] = '.';
+    memcpy(fl->buf + fl->len, seg, n);
+    fl->len += n;
+    return 0;
+}
+
+static int flat_add(flattener *fl, int tensor, const ckpt_value *v) {
+    flat **arr = tensor ? &fl->t : &fl->v;
+    size_t *n = tensor ? &fl->nt : &fl->nv, *cap = tensor ? &fl->ct : &fl->cv;
+    if (fl->nt + fl->nv >= fl->lim->max_tensors)
+        return flat_err(fl, CKPT_E_LIMIT, "more tensors and values than max_tensors");
+    const char *name = ckpt_arena_strndup(&fl->m->arena, fl->buf ? fl->buf : "", fl->len);
+    if (!name || ckpt_arena_grow(&fl->m->arena, (void **)arr, cap, *n + 1, sizeof(flat)))
+        return flat_err(fl, CKPT_E_NOMEM, "out of memory");
+    (*arr)[(*n)++] = (flat){name, v, fl->seq++};
+    return 0;
+}
+
+/* The text a dict key contributes to a name (file.c's rules). */
+static const char *key_text(const ckpt_value *k, char *tmp, size_t cap, size_t *len) {
+    switch (k->kind) {
+    case CKPT_KIND_STR:
+    case CKPT_KIND_BYTES: *len = k->u.s.len; return k->u.s.p;
+    case CKPT_KIND_INT: {
+        const char *d = ckpt_value_int_decimal(k);
+        *len = strlen(d);
+        return d;
+    }
+    case CKPT_KIND_BOOL: *len = k->u.b ? 4 : 5; return k->u.b ? "True" : "False";
+    case CKPT_KIND_NONE: *len = 4; return "None";
+    case CKPT_KIND_FLOAT: *len = (size_t)snprintf(tmp, cap, "%.17g", k->u.f); return tmp;
+    default: {
+        const char *kind = ckpt_kind_name(ckpt_value_kind(k));
+        *len = strlen(kind);
+        return kind;
+    }
+    }
+}
+
+static int flat_walk(flattener *fl, const ckpt_value *v, uint32_t depth) {
+    /* a node reached twice ({"ref": N}) is walked once per path: bounded */
+    if (++fl->visits > fl->max_visits)
+        return flat_err(fl, CKPT_E_LIMIT, "object graph too large (shared nodes repeated)");
+    if (depth > fl->lim->max_depth)
+        return flat_err(fl, CKPT_E_LIMIT, "containers nested deeper than max_depth");
+    char tmp[32];
+    size_t saved, n = ckpt_value_len(v);
+    int rc;
+    switch (v->kind) {
+    case CKPT_KIND_TENSOR: return flat_add(fl, 1, v);
+    case CKPT_KIND_LIST:
+    case CKPT_KIND_TUPLE:
+    case CKPT_KIND_SET:
+    case CKPT_KIND_DICT:
+        for (size_t i = 0; i < n; i++) {
+            size_t klen;
+            const char *k = v->kind == CKPT_KIND_DICT
+                                ? key_text(v->u.dict.keys[i], tmp, sizeof tmp, &klen)
+                                : (klen = (size_t)snprintf(tmp, sizeof tmp, "%zu", i), tmp);
+            if ((rc = flat_push(fl, k, klen, &saved))) return rc;
+            if ((rc = flat_walk(fl, ckpt_value_item(v, i), depth + 1))) return rc;
+            fl->len = saved;
+        }
+        return 0;
+    default: return flat_add(fl, 0, v); /* leaves, objects, torch dtypes */
+    }
+}
+
+static int cmp_flat(const void *x, const void *y) {
+    const flat *a = x, *b = y;
+    int c = strcmp(a->name, b->name);
+    return c ? c : (a->seq > b->seq) - (a->seq < b->seq);
+}
+
+/* Sorts by name and keeps the last of equal names; returns the count. */
+static size_t flat_unique(flat *e, size_t n) {
+    if (n) qsort(e, n, sizeof *e, cmp_flat);
+    size_t w = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (w && strcmp(e[w - 1].name, e[i].name) == 0) w--;
+        e[w++] = e[i];
+    }
+    return w;
+}
+
+static int from_tree(ckpt_manifest *m, const ckpt_value *root, const ckpt_file *f) {
+    flattener fl = {0};
+    fl.m = m;
+    fl.lim = &f->opts.limits;
+    fl.max_visits = fl.lim->max_tensors < UINT64_MAX / 4 ? fl.lim->max_tensors * 4 + 1024
+                                                          : UINT64_MAX;
+    int rc = flat_walk(&fl, root, 0);
+    ckpt_free(fl.buf);
+    if (rc) return rc;
+    fl.nt = flat_unique(fl.t, fl.nt);
+    fl.nv = flat_unique(fl.v, fl.nv);
+    rc = reserve(m, fl.nt);
+    for (size_t i = 0; !rc && i < fl.nt; i++) {
+        const ckpt_tensor *t = fl.t[i].v->u.tensor;
+        ckpt_manifest_entry e = {fl.t[i].name, ckpt_dtype_name(t->dtype), t->ndim, t->shape, t};
+        rc = push(m, &e, strlen(e.name)); /* names are unique now */
+    }
+    ckpt_named_value *vals = ckpt_arena_array(&m->arena, fl.nv ? fl.nv : 1, sizeof *vals);
+    if (!rc && !vals) rc = ckpt_err(CKPT_E_NOMEM, m->name, "", CKPT_NO_OFFSET, "out of memory");
+    for (size_t i = 0; !rc && i < fl.nv; i++) vals[i] = (ckpt_named_value){fl.v[i].name, fl.v[i].v};
+    m->values = vals;
+    m->nvalues = fl.nv;
+    return rc;
+}
+
+int ckpt_manifest_logical(ckpt_manifest **out, const ckpt_manifest *m) {
+    *out = NULL;
+    if (!m->file) return 0;
+    ckpt_manifest *lm = manifest_new(m->name);
+    if (!lm) return ckpt_err(CKPT_E_NOMEM, m->name, "", CKPT_NO_OFFSET, "out of memory");
+    const ckpt_value *root = NULL;
+    int rc = ckpt_write_logical_root(&root, m->file, &lm->arena);
+    if (!rc && root != ckpt_file_root(m->file)) {
+        lm->file = m->file;
+        lm->meta_keys = m->meta_keys;
+        lm->meta_vals = m->meta_vals;
+        lm->nmeta = m->nmeta;
+        if (!(rc = from_tree(lm, root, m->file))) {
+            *out = lm;
+            return 0;
+        }
+    }
+    ckpt_manifest_free(lm);
+    return rc;
 }
 
 /* ------------------------------------------------------------ JSON */
@@ -147,7 +325,8 @@ static const char *json_text(ckpt_manifest *m, const json_t *v, size_t max, int 
 static int parse_entry(ckpt_manifest *m, size_t i, const json_t *t, const ckpt_limits *lim) {
     if (!json_is_object(t)) return bad(m, i, "expected an object");
     int too_long = 0;
-    const char *name = json_text(m, json_object_get(t, "name"), lim->max_name_bytes, &too_long);
+    const json_t *jname = json_object_get(t, "name");
+    const char *name = json_text(m, jname, lim->max_name_bytes, &too_long);
     if (too_long)
         return ckpt_err(CKPT_E_LIMIT, m->name, "", CKPT_NO_OFFSET,
                         "manifest tensors[%zu]: name longer than %" PRIu64 " bytes", i,
@@ -170,7 +349,7 @@ static int parse_entry(ckpt_manifest *m, size_t i, const json_t *t, const ckpt_l
         dims[d] = (uint64_t)json_integer_value(v);
     }
     ckpt_manifest_entry e = {name, dtype, (unsigned)ndim, dims, NULL};
-    int rc = push(m, &e);
+    int rc = push(m, &e, json_string_length(jname));
     if (rc == CKPT_E_INVALID_ARG)
         return ckpt_err(CKPT_E_FORMAT, m->name, "", CKPT_NO_OFFSET,
                         "manifest tensors[%zu]: duplicate name '%s'", i, name);

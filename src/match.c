@@ -27,6 +27,8 @@ struct ckpt_match_result {
     size_t ncandidates;
     const char *warning;
     const char **rewritten; /* per checkpoint entry, with has_rewrite */
+    const char **ignored;   /* top-level entries the rewrite leaves out */
+    size_t nignored;        /* when it selects a subtree, sorted */
 };
 
 /* Working state of one ckpt_match call. */
@@ -69,10 +71,17 @@ static void invert(const matcher *m, const size_t *c2e, size_t *e2c) {
         if (c2e[i] != CKPT_KEYS_NONE) e2c[c2e[i]] = i;
 }
 
+/* A key the pairing's rewrite leaves out: it selects a subtree, and every
+ * key it pairs with nothing lies in another top-level entry (keys.c). */
+static int left_out(const matcher *m, const size_t *c2e, size_t i) {
+    return m->rule && m->rule->select && c2e[i] == CKPT_KEYS_NONE;
+}
+
 /* Whether a pairing would give a complete match, without building lists. */
 static int would_complete(const matcher *m, const size_t *c2e, const size_t *e2c) {
     uint64_t matched = 0;
     for (size_t i = 0; i < m->c->n; i++) {
+        if (left_out(m, c2e, i)) continue;
         if (c2e[i] == CKPT_KEYS_NONE) {
             if (!allowed_unexpected(m, i)) return 0;
             continue;
@@ -110,6 +119,7 @@ static int classify(matcher *m) {
     for (size_t i = 0; i < m->c->n; i++) {
         size_t j = m->c2e[i];
         const ckpt_manifest_entry *a = &m->c->entries[i];
+        if (left_out(m, m->c2e, i)) continue;
         if (j == CKPT_KEYS_NONE) {
             ckpt_match_list l =
                 allowed_unexpected(m, i) ? CKPT_MATCH_ALLOWED_UNEXPECTED : CKPT_MATCH_UNEXPECTED;
@@ -296,9 +306,9 @@ static int find_tied(matcher *m) {
 
 /* Names every checkpoint key under `rule` into r->rewritten and pairs them
  * (c2e). Returns 0, or CKPT_E_NOMEM; *clash receives two checkpoint
- * entries that the rule maps to one name, or stays CKPT_KEYS_NONE. Names
- * that are expected keys clash through e_hit (no hashing); only the others
- * go through a hash set. */
+ * entries that the rule maps to one name (keys a subtree rewrite leaves
+ * out aside), or stays CKPT_KEYS_NONE. Names that are expected keys clash
+ * through e_hit (no hashing); only the others go through a hash set. */
 static int rewrite_all(matcher *m, const ckpt_rule *rule, size_t *c2e, size_t clash[2]) {
     ckpt_match_result *r = m->r;
     ckpt_strmap others = {0};
@@ -318,6 +328,9 @@ static int rewrite_all(matcher *m, const ckpt_rule *rule, size_t *c2e, size_t cl
         r->rewritten[i] = buf;
         size_t j = ckpt_manifest_lookup(m->e, buf, len);
         c2e[i] = covered ? j : CKPT_KEYS_NONE;
+        /* the entries a subtree rewrite leaves out never load: their
+         * names cannot clash */
+        if (!covered && rule->select) continue;
         if (j != CKPT_KEYS_NONE) {
             prev = e_hit[j];
             if (prev == CKPT_KEYS_NONE) e_hit[j] = i;
@@ -389,13 +402,13 @@ static int infer(matcher *m, size_t *c2e, size_t *e2c, size_t *c2e_rw, size_t *e
     for (size_t k = 0; k < nrules; k++)
         r->candidates[k] = (ckpt_rewrite){rules[k].description, rules[k].matches, 0};
     r->ncandidates = nrules;
-    if (!nrules || (nrules > 1 && rules[0].matches == rules[1].matches &&
-                    rules[0].complexity == rules[1].complexity))
-        return 0; /* no unique best */
-    const ckpt_rule *best = &rules[0];
+    const ckpt_rule *best = ckpt_rules_best(rules, nrules);
+    if (!best) return 0;
     size_t clash[2] = {CKPT_KEYS_NONE, CKPT_KEYS_NONE};
     r->has_rewrite = 1;
     r->rewrite = r->candidates[0];
+    if (best->select && (rc = ckpt_rule_others(&r->ignored, &r->nignored, &r->arena, best, m->c)))
+        return rc;
     if ((rc = rewrite_all(m, best, c2e_rw, clash))) return rc;
     if (clash[0] != CKPT_KEYS_NONE) {
         r->rewrite.description = ckpt_arena_printf(
@@ -487,6 +500,12 @@ const ckpt_rewrite *ckpt_match_candidate(const ckpt_match_result *r, size_t i) {
 }
 
 const char *ckpt_match_warning(const ckpt_match_result *r) { return r->warning; }
+
+size_t ckpt_match_ignored_count(const ckpt_match_result *r) { return r->nignored; }
+
+const char *ckpt_match_ignored(const ckpt_match_result *r, size_t i) {
+    return i < r->nignored ? r->ignored[i] : NULL;
+}
 
 const char *ckpt_match_rewritten(const ckpt_match_result *r, size_t i) {
     return r->rewritten ? r->rewritten[i] : NULL;

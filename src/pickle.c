@@ -171,16 +171,20 @@ static void emit(machine *m, pk_event_kind kind, const char *module,
 /* Hands out the next n operand bytes. Past the input: CKPT_E_TRUNCATED;
  * across the end of the current frame: CKPT_E_FORMAT (a file unpickler
  * would read different bytes than a buffer one, cpython#154848). */
-static int take(machine *m, size_t n, const uint8_t **p) {
+static int take_fail(machine *m, size_t n) {
     if (n > m->len - m->pos)
         return fail(m, CKPT_E_TRUNCATED,
                     "expected %zu operand bytes, the input has %zu left", n,
                     m->len - m->pos);
-    if (m->in_frame && n > m->frame_end - m->pos)
-        return fail(m, CKPT_E_FORMAT,
-                    "operand of %zu bytes crosses the end of its FRAME at "
-                    "offset %" PRIu64,
-                    n, m->o->base_offset + m->frame_end);
+    return fail(m, CKPT_E_FORMAT,
+                "operand of %zu bytes crosses the end of its FRAME at "
+                "offset %" PRIu64,
+                n, m->o->base_offset + m->frame_end);
+}
+
+static int take(machine *m, size_t n, const uint8_t **p) {
+    size_t end = m->in_frame ? m->frame_end : m->len; /* frame_end <= len */
+    if (n > end - m->pos) return take_fail(m, n);
     *p = m->buf + m->pos;
     m->pos += n;
     return 0;
@@ -206,9 +210,18 @@ static int take_line(machine *m, const uint8_t **p, size_t *n) {
 }
 
 static uint64_t le_bytes(const uint8_t *p, size_t n) {
-    uint64_t x = 0;
-    for (size_t i = n; i-- > 0;) x = x << 8 | p[i];
-    return x;
+    switch (n) { /* the common sizes spelled out: each becomes one load */
+    case 1: return p[0];
+    case 2: return (uint64_t)p[0] | (uint64_t)p[1] << 8;
+    case 4:
+        return (uint64_t)p[0] | (uint64_t)p[1] << 8 | (uint64_t)p[2] << 16 |
+               (uint64_t)p[3] << 24;
+    default: {
+        uint64_t x = 0;
+        for (size_t i = n; i-- > 0;) x = x << 8 | p[i];
+        return x;
+    }
+    }
 }
 
 /* Little-endian unsigned operand of n (1, 2, 4 or 8) bytes. */

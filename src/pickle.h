@@ -108,11 +108,16 @@ typedef struct pk_options {
      * dicts and sets stay empty (their items are checked, then dropped);
      * tuples keep their items (calls and persistent ids look inside);
      * str and bytes from binary opcodes point into buf, not NUL-
-     * terminated; allowlisted calls run no builder and give an opaque
-     * OBJECT named after the callable (torch._tensor._rebuild_from_type_v2
-     * still reports the call of its func) and BUILD stores no state. So
-     * argument shapes a builder would refuse do not fail, and the result
-     * is only good for its kind and, for a big int, its value. */
+     * terminated; an allowlisted call runs its builder only when events
+     * or references depend on it (builders.h), else it gives an opaque
+     * OBJECT named after the callable (a BUILD on which names the
+     * callable, allowed, where reader mode reports plain data); a numpy
+     * array stays an OBJECT. So argument shapes a builder would refuse do
+     * not fail; the result of such a call is never the str a STACK_GLOBAL
+     * resolves (the global is symbolic) nor the tuple or dict a REDUCE or
+     * NEWOBJ takes as arguments (a format error; Python's writers never
+     * put one there); and the result of a run is only good for its kind
+     * and, for an int beyond int64, its value. */
     int scan_only;
 } pk_options;
 

@@ -116,7 +116,15 @@ static int auto_rule(ckpt_rename_plan *p, const char **cur, const ckpt_manifest 
     if (!rc) rc = ckpt_match(&r, now, spec, &o);
     if (!rc) {
         const ckpt_rewrite *rw = ckpt_match_rewrite(r);
-        if (rw && rw->applied) {
+        if (rw && rw->applied && ckpt_match_ignored_count(r)) {
+            /* the spec is one entry of a training checkpoint: renaming
+             * would keep the others beside it, and the file still would
+             * not load */
+            rc = ckpt_err(CKPT_E_MISMATCH, p->m->name, "", CKPT_NO_OFFSET,
+                          "--auto: the keys of %s are one entry of the checkpoint (%s): keep "
+                          "only that entry first (ckpt convert --select), then rename",
+                          spec->name, rw->description);
+        } else if (rw && rw->applied) {
             for (size_t i = 0; !rc && i < p->m->n; i++) {
                 const char *to = ckpt_match_rewritten(r, i);
                 if (strcmp(to, cur[i]) == 0) continue;
@@ -279,6 +287,11 @@ typedef struct tree {
     size_t len, cap;
     uint64_t visits, max_visits;
     size_t next_node, next_leaf; /* rebuild: ids in walk order */
+    const ckpt_rename_plan *plan;
+    ckpt_strmap mods;    /* module path -> index into mod_to (built on demand) */
+    const char **mod_to;
+    size_t nmods, modcap;
+    int mods_built;
 } tree;
 
 static int is_container(const ckpt_value *v) {
@@ -431,13 +444,129 @@ static int insert_move(tree *t, ckpt_value *dict, size_t l) {
     return 0;
 }
 
+/* ------------------------------------------------------------ _metadata */
+
+/* A torch state dict's _metadata ({module path: {"version": N}}, the
+ * BUILD state of the OrderedDict) follows the tensors, as torch's
+ * consume_prefix_in_state_dict_if_present does for a prefix: module A of
+ * tensor A.REST renamed N becomes N without its REST when N still ends
+ * with REST (whole segments); the first tensor showing it decides. This
+ * serves every rule, --auto included, with the plan alone. */
+static int module_map(tree *t) {
+    if (t->mods_built) return 0;
+    t->mods_built = 1;
+    const ckpt_manifest *m = t->plan->m;
+    int rc = ckpt_strmap_reserve(&t->mods, m->n);
+    for (size_t l = 0; !rc && l < m->n; l++) {
+        const char *o = m->entries[l].name, *n = t->plan->to[l];
+        size_t ol = strlen(o), nl = strlen(n);
+        for (size_t a = 0; !rc && a < ol; a++) { /* module "" then each o[0..a) */
+            if (a && o[a] != '.') continue;
+            const char *rest = a ? o + a + 1 : o;
+            size_t rl = ol - (size_t)(rest - o);
+            if (nl < rl || memcmp(n + nl - rl, rest, rl) != 0 ||
+                (nl > rl && n[nl - rl - 1] != '.'))
+                continue;
+            ckpt_strmap_slot *sl;
+            int put = ckpt_strmap_put(&t->mods, o, a, t->nmods, &sl);
+            if (put < 0) rc = put;
+            if (put != 1) continue;
+            if (ckpt_arena_grow(t->a, (void **)&t->mod_to, &t->modcap, t->nmods + 1,
+                                sizeof *t->mod_to) ||
+                !(t->mod_to[t->nmods++] = ckpt_arena_strndup(t->a, n, nl > rl ? nl - rl - 1 : 0)))
+                rc = nomem();
+        }
+    }
+    return rc;
+}
+
+/* The new path of module `full`: its own mapping, else its nearest mapped
+ * ancestor's with the rest appended (modules without tensors), else
+ * unchanged. NULL when out of memory. */
+static const char *module_to(tree *t, const char *full) {
+    size_t len = strlen(full);
+    for (size_t a = len;; a--) { /* full[0..a) is an ancestor (or full) */
+        if (a == len || a == 0 || full[a] == '.') {
+            ckpt_strmap_slot *sl = ckpt_strmap_find(&t->mods, full, a,
+                                                    ckpt_strmap_hash(full, a));
+            if (sl) {
+                const char *to = t->mod_to[sl->val], *rest = full + a + (a > 0 && a < len);
+                if (a == len) return to;
+                return to[0] ? ckpt_arena_printf(t->a, "%s.%s", to, rest)
+                             : ckpt_arena_strdup(t->a, rest);
+            }
+        }
+        if (a == 0) return full;
+    }
+}
+
+/* Copy of dict `copy`'s state with its "_metadata" keys renamed (keys are
+ * module paths relative to the dict, at `prefix`); a key whose module left
+ * the dict stays as it is. Two keys becoming one: the later value, at the
+ * first's place, as torch's rename does. */
+static int rename_metadata(tree *t, ckpt_value *copy, const char *prefix) {
+    const ckpt_value *state = copy->u.dict.state, *md = NULL;
+    size_t at = 0;
+    for (size_t i = 0; i < state->u.dict.n; i++) {
+        const ckpt_value *k = state->u.dict.keys[i];
+        if (k->kind == CKPT_KIND_STR && strcmp(k->u.s.p, "_metadata") == 0 &&
+            state->u.dict.vals[i]->kind == CKPT_KIND_DICT) {
+            md = state->u.dict.vals[i];
+            at = i;
+        }
+    }
+    if (!md) return 0;
+    int rc = module_map(t);
+    if (rc) return rc;
+    size_t pl = strlen(prefix);
+    ckpt_value *nmd = ckpt_value_new_like(t->a, md), *nstate = ckpt_value_new_like(t->a, state);
+    ckpt_strmap seen = {0};
+    if (!nmd || !nstate) return nomem();
+    for (size_t i = 0; !rc && i < md->u.dict.n; i++) {
+        ckpt_value *k = md->u.dict.keys[i], *v = md->u.dict.vals[i];
+        if (k->kind == CKPT_KIND_STR) {
+            const char *full = !pl ? k->u.s.p
+                               : k->u.s.p[0] ? ckpt_arena_printf(t->a, "%s.%s", prefix, k->u.s.p)
+                                             : prefix;
+            const char *to = full ? module_to(t, full) : NULL;
+            if (!to) {
+                rc = nomem();
+                break;
+            }
+            const char *rel = !pl ? to
+                              : strcmp(to, prefix) == 0 ? ""
+                              : strncmp(to, prefix, pl) == 0 && to[pl] == '.' ? to + pl + 1
+                                                                              : NULL;
+            if (rel && strcmp(rel, k->u.s.p) != 0 && !(k = str_key(t, rel))) {
+                rc = nomem();
+                break;
+            }
+            ckpt_strmap_slot *sl;
+            int put = ckpt_strmap_put(&seen, k->u.s.p, k->u.s.len, nmd->u.dict.n, &sl);
+            if (put < 0) rc = put;
+            if (put == 0) {
+                nmd->u.dict.vals[sl->val] = v;
+                continue;
+            }
+        }
+        if (!rc && ckpt_value_dict_set(t->a, nmd, k, v)) rc = nomem();
+    }
+    ckpt_strmap_free(&seen);
+    for (size_t i = 0; !rc && i < state->u.dict.n; i++)
+        if (ckpt_value_dict_set(t->a, nstate, state->u.dict.keys[i],
+                                i == at ? nmd : state->u.dict.vals[i]))
+            rc = nomem();
+    if (!rc) copy->u.dict.state = nstate;
+    return rc;
+}
+
 /* Walk 2, in walk 1's order: a copy of node id with the plan applied;
  * *out is NULL for a dict that moves emptied. Tensors moved into this dict
  * take the place of the branch they came from ({"state_dict": {...},
  * "epoch": 3} stripped of "state_dict." keeps the tensors first). */
 static int rebuild(tree *t, size_t id, ckpt_value **out) {
     const ckpt_value *v = t->nodes[id].v;
-    ckpt_value *copy = ckpt_value_new(t->a, v->kind);
+    ckpt_value *copy = ckpt_value_new_like(t->a, v); /* an OrderedDict stays one */
     if (!copy) return nomem();
     int changed = t->nodes[id].first != CKPT_KEYS_NONE, rc = 0;
     size_t mv = t->nodes[id].first;
@@ -467,6 +596,9 @@ static int rebuild(tree *t, size_t id, ckpt_value **out) {
             return nomem();
     }
     if (changed && copy->kind == CKPT_KIND_DICT && (rc = check_keys(t, copy, t->nodes[id].prefix)))
+        return rc;
+    if (copy->kind == CKPT_KIND_DICT && copy->u.dict.state &&
+        (rc = rename_metadata(t, copy, t->nodes[id].prefix)))
         return rc;
     int emptied = copy->kind == CKPT_KIND_DICT && copy->u.dict.n == 0 && child_count(v) > 0;
     *out = emptied && id != 0 ? NULL : copy;
@@ -531,7 +663,9 @@ static int rename_file(ckpt_rename_plan **plan, const ckpt_file *f, const char *
     ckpt_value *new_root;
     ckpt_write_options w;
     t.next_node = 1;
+    t.plan = p;
     rc = rebuild(&t, 0, &new_root);
+    ckpt_strmap_free(&t.mods);
     if (!rc) rc = metadata(f, a, &w);
     if (!rc) rc = ckpt_write_value(new_root, out, output_format(f), &w, f, NULL);
     return rc;

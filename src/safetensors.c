@@ -214,7 +214,7 @@ static int validate(ckpt_file *f, uint64_t n, const st_entry *es, size_t count) 
                             ckpt_dtype_name(e->dtype));
         if (e->end > data_len)
             return ckpt_err(CKPT_E_TRUNCATED, path, "", off,
-                            "tensor \"%s\": data ends at byte %" PRIu64
+                            "truncated: tensor \"%s\": data ends at byte %" PRIu64
                             " of the buffer, but the file holds only %" PRIu64
                             " bytes after the header", e->name, e->end,
                             data_len);

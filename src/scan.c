@@ -18,7 +18,9 @@
  *     five pickles (not the storage blobs after them), or a plain pickle
  *     and any further stream after its STOP;
  *   - str/bytes literals that hold a pickle (raw, latin-1 text of bytes as
- *     protocol 2 writes bytes, hex, base64), up to max_nesting deep.
+ *     protocol 2 writes bytes, hex, base64), up to max_nesting deep;
+ *   - a sharded index (JSON text with a "weight_map"): every shard file it
+ *     lists, next to it, scanned as a file of its own.
  * The verdict only needs the allowlist (builders.h + the caller's list);
  * scan_policy.c decides how loudly an off-list global is reported.
  *
@@ -35,6 +37,8 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include <jansson.h>
 
 #include "error.h"
 #include "pickle.h"
@@ -102,6 +106,10 @@ typedef struct scanner {
     int unscannable;          /* some content could not be examined */
     int unsafe;               /* a dangerous or suspicious finding */
     uint64_t dropped;         /* findings past MAX_FINDINGS */
+    const char *dir;          /* the file's directory, where the shards of
+                                 a sharded index are; NULL for a buffer */
+    const char *shard;        /* the shard file being scanned (report
+                                 arena), or NULL for the file itself */
 } scanner;
 
 /* A run of bytes scanned as stacked pickle streams. */
@@ -417,7 +425,8 @@ static void on_call_or_build(stream *s, const pk_event *ev, int build) {
                                    : g->why;
     if (build)
         add_finding(sc, sev, "build", g->full, rg->member, off,
-                    "BUILD sets the state of a %s object: %s%s", g->full, why,
+                    "BUILD sets the state of %s %s object: %s%s",
+                    strchr("aeiouAEIOU", g->full[0]) ? "an" : "a", g->full, why,
                     nested_note(rg));
     else
         add_finding(sc, sev, "call", g->full, rg->member, off, "calls %s: %s%s", g->full,
@@ -665,6 +674,12 @@ static uint64_t in_file(uint64_t offset, size_t n) {
     return offset <= n ? offset : CKPT_NO_OFFSET;
 }
 
+/* The member of findings about the file as a whole: "" for the file
+ * itself, the shard's name inside a sharded set. */
+static const char *file_member(const scanner *sc) {
+    return sc->shard ? sc->shard : "";
+}
+
 static int scan_safetensors(scanner *sc, const uint8_t *p, size_t n) {
     ckpt_open_options oo = {sc->o.limits};
     ckpt_file *f = NULL;
@@ -674,7 +689,8 @@ static int scan_safetensors(scanner *sc, const uint8_t *p, size_t n) {
     sc->content = 1;
     if (rc) {
         const ckpt_error *e = ckpt_error_last();
-        add_finding(sc, CKPT_SEVERITY_INFO, "safetensors-error", NULL, "", in_file(e->offset, n),
+        add_finding(sc, CKPT_SEVERITY_INFO, "safetensors-error", NULL, file_member(sc),
+                    in_file(e->offset, n),
                     "safetensors header does not validate: %s", e->message);
         sc->unscannable = 1;
     }
@@ -700,7 +716,9 @@ static int torchscript_marker(const ckpt_zip_entry *e) {
  * if it is named or shaped like a pickle. */
 static int scan_member(scanner *sc, const ckpt_zip *z, const ckpt_zip_entry *e,
                        ckpt_arena *inflated) {
-    const char *member = ckpt_arena_strdup(&sc->r->arena, e->name);
+    const char *member = sc->shard ? ckpt_arena_printf(&sc->r->arena, "%s:%s", sc->shard,
+                                                       e->name)
+                                   : ckpt_arena_strdup(&sc->r->arena, e->name);
     if (!member) return CKPT_E_NOMEM;
     int named = ends_with(e->name, e->name_len, ".pkl");
     int encrypted = (e->flags & (ZIP_FLAG_ENCRYPTED | ZIP_FLAG_STRONG)) != 0;
@@ -777,13 +795,14 @@ static int scan_member(scanner *sc, const ckpt_zip *z, const ckpt_zip_entry *e,
 
 static int scan_zip(scanner *sc, const ckpt_zip *z) {
     if (z->archive_offset)
-        add_finding(sc, CKPT_SEVERITY_INFO, "polyglot", NULL, "", 0,
+        add_finding(sc, CKPT_SEVERITY_INFO, "polyglot", NULL, file_member(sc), 0,
                     "%llu bytes come before the zip archive: torch.load reads "
                     "such a file as a legacy pickle, zip readers find the "
                     "archive; both are scanned",
                     (unsigned long long)z->archive_offset);
     if (z->has_duplicates)
-        add_finding(sc, CKPT_SEVERITY_INFO, "duplicate-name", NULL, "", z->archive_offset,
+        add_finding(sc, CKPT_SEVERITY_INFO, "duplicate-name", NULL, file_member(sc),
+                    z->archive_offset,
                     "two members share a name; every one of them is scanned");
     for (size_t i = 0; i < z->count; i++) {
         const ckpt_zip_entry *e = &z->entries[i];
@@ -804,20 +823,206 @@ static int scan_zip(scanner *sc, const ckpt_zip *z) {
         if (rc) return rc;
     }
     if (!had_content && !sc->content && !was_unscannable && !sc->unscannable)
-        add_finding(sc, CKPT_SEVERITY_INFO, "no-pickle", NULL, "", z->archive_offset,
+        add_finding(sc, CKPT_SEVERITY_INFO, "no-pickle", NULL, file_member(sc),
+                    z->archive_offset,
                     "zip archive without any pickle member");
     return 0;
+}
+
+/* ------------------------------------------------------------ sharded */
+
+/* file.c's rule (read_format): a sharded index is JSON text from its first
+ * byte; a safetensors file starts with a binary u64 length instead. */
+static int looks_like_index(const uint8_t *p, size_t n) {
+    size_t i = 0;
+    while (i < n && (p[i] == ' ' || p[i] == '\t' || p[i] == '\n' || p[i] == '\r')) i++;
+    return i < n && p[i] == '{' && memchr(p, 0, n < 8 ? n : 8) == NULL;
+}
+
+/* Maps a whole regular file read-only (*map NULL for an empty file).
+ * 0, or CKPT_E_IO recorded against path. */
+static int map_file(const char *path, void **map, size_t *n) {
+    *map = NULL;
+    *n = 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK) /* a FIFO must not block */;
+    if (fd < 0)
+        return ckpt_err(CKPT_E_IO, path, NULL, CKPT_NO_OFFSET, "cannot open: %s",
+                        strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        int e = errno, dir = S_ISDIR(st.st_mode);
+        close(fd);
+        return ckpt_err(CKPT_E_IO, path, NULL, CKPT_NO_OFFSET, "cannot read: %s",
+                        dir ? "is a directory" : e ? strerror(e) : "not a regular file");
+    }
+    if ((uint64_t)st.st_size > SIZE_MAX) {
+        close(fd);
+        return ckpt_err(CKPT_E_IO, path, NULL, CKPT_NO_OFFSET, "file too large to map");
+    }
+    if (st.st_size) {
+        /* Mapped, so a scan only touches the pages it reads: tensor data
+         * behind a few sniffed bytes is never loaded. */
+        void *m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (m == MAP_FAILED) {
+            int e = errno;
+            close(fd);
+            return ckpt_err(CKPT_E_IO, path, NULL, CKPT_NO_OFFSET, "cannot map: %s",
+                            strerror(e));
+        }
+        *map = m;
+        *n = (size_t)st.st_size;
+    }
+    close(fd);
+    return 0;
+}
+
+/* Loaders join a shard name to the index's directory; a name that leaves
+ * it (absolute, "..", a drive) names a file the scan does not follow.
+ * NULL when the name stays inside, else why not. */
+static const char *shard_name_problem(const char *name, size_t len) {
+    if (len == 0 || strlen(name) != len) return "empty or holds a NUL byte";
+    if (name[0] == '/') return "an absolute path";
+    if (strchr(name, '\\') || strchr(name, ':')) return "a backslash, drive or colon";
+    for (const char *p = name; *p;) {
+        size_t seg = strcspn(p, "/");
+        if (seg == 2 && p[0] == '.' && p[1] == '.') return "a \"..\" component";
+        p += seg + (p[seg] == '/');
+    }
+    return NULL;
+}
+
+static int scan_file(scanner *sc, const uint8_t *p, size_t n);
+
+/* One shard, scanned like a file of its own; its findings are named by
+ * the shard (and "SHARD:MEMBER" for members of a zip shard). */
+static int scan_shard(scanner *sc, const char *name) {
+    const char *shard = ckpt_arena_strdup(&sc->r->arena, name);
+    const char *path = ckpt_arena_printf(&sc->scratch, "%s/%s", sc->dir, name);
+    if (!shard || !path) return CKPT_E_NOMEM;
+    void *map;
+    size_t n;
+    int rc = map_file(path, &map, &n);
+    if (rc) {
+        add_finding(sc, CKPT_SEVERITY_INFO, "shard-unreadable", NULL, shard, CKPT_NO_OFFSET,
+                    "shard file cannot be read: %s", ckpt_error_last()->message);
+        sc->unscannable = 1;
+        return 0;
+    }
+    sc->shard = shard;
+    sc->content = 0;
+    rc = scan_file(sc, map, n);
+    if (rc == 0 && !sc->content) {
+        add_finding(sc, CKPT_SEVERITY_INFO, "shard-not-a-checkpoint", NULL, shard, 0,
+                    "shard holds no pickle, zip archive or safetensors header");
+        sc->unscannable = 1;
+    }
+    sc->shard = NULL;
+    sc->content = 1; /* the index is content */
+    if (n) munmap(map, n);
+    return rc;
+}
+
+/* A sharded index ("*.safetensors.index.json", "*.bin.index.json"): its
+ * weight_map names the shard files a loader opens (HF transformers:
+ * safetensors.load_file for .safetensors shards, torch.load for others),
+ * so the index is as safe as the shards it lists: each distinct shard is
+ * scanned once. JSON that is no index is no checkpoint. */
+static int scan_index(scanner *sc, const uint8_t *p, size_t n) {
+    if (sc->shard) {
+        sc->content = 1;
+        sc->unscannable = 1;
+        add_finding(sc, CKPT_SEVERITY_INFO, "index-error", NULL, sc->shard, 0,
+                    "a shard is JSON text, expected a checkpoint file");
+        return 0;
+    }
+    if (n > sc->o.limits.max_index_bytes) {
+        sc->content = 1;
+        sc->unscannable = 1;
+        add_finding(sc, CKPT_SEVERITY_INFO, "index-error", NULL, "", 0,
+                    "JSON index of %zu bytes exceeds the limit max_index_bytes = %llu", n,
+                    (unsigned long long)sc->o.limits.max_index_bytes);
+        return 0;
+    }
+    json_error_t err;
+    json_t *doc = json_loadb((const char *)p, n, JSON_REJECT_DUPLICATES, &err);
+    json_t *wm = json_is_object(doc) ? json_object_get(doc, "weight_map") : NULL;
+    if (!json_is_object(wm)) {
+        if (doc)
+            add_finding(sc, CKPT_SEVERITY_INFO, "not-an-index", NULL, "", 0,
+                        "JSON text without a \"weight_map\" object: not a sharded "
+                        "checkpoint index");
+        else
+            add_finding(sc, CKPT_SEVERITY_INFO, "not-an-index", NULL, "",
+                        in_file((uint64_t)err.position, n),
+                        "text that does not parse as JSON (%s): not a sharded "
+                        "checkpoint index", err.text);
+        json_decref(doc);
+        return 0;
+    }
+    size_t count = json_object_size(wm), k = 0;
+    const char **names = ckpt_arena_array(&sc->scratch, count + 1, sizeof *names);
+    if (!names) {
+        json_decref(doc);
+        return CKPT_E_NOMEM;
+    }
+    const char *key;
+    json_t *val;
+    json_object_foreach(wm, key, val) {
+        const char *why = json_is_string(val)
+                              ? shard_name_problem(json_string_value(val),
+                                                   json_string_length(val))
+                              : "not a string";
+        if (why) {
+            add_finding(sc, CKPT_SEVERITY_INFO, "shard-name", NULL, "", CKPT_NO_OFFSET,
+                        "weight_map entry \"%.200s\": the shard name is %s; a file "
+                        "outside the index's directory is not scanned",
+                        key, why);
+            sc->unscannable = 1;
+            continue;
+        }
+        names[k++] = json_string_value(val);
+    }
+    /* distinct names: many tensors share a shard */
+    if (k > 1) qsort(names, k, sizeof *names, cmp_str);
+    size_t distinct = 0;
+    for (size_t i = 0; i < k; i++)
+        if (distinct == 0 || strcmp(names[distinct - 1], names[i]) != 0)
+            names[distinct++] = names[i];
+    int rc = 0;
+    if (distinct == 0) {
+        /* nothing a loader would open: no checkpoint content */
+        add_finding(sc, CKPT_SEVERITY_INFO, "sharded-index", NULL, "", 0,
+                    "sharded index listing no shard file");
+        json_decref(doc);
+        return 0;
+    }
+    if (!sc->dir) {
+        /* the buffer itself holds nothing a loader runs; its shards are
+         * other files, which only a scan from a path can reach */
+        add_finding(sc, CKPT_SEVERITY_INFO, "sharded-index", NULL, "", 0,
+                    "sharded index of %zu shard files, which are not scanned: "
+                    "scan the index from its path (ckpt_scan) to scan them", distinct);
+    } else {
+        sc->content = 1;
+        add_finding(sc, CKPT_SEVERITY_INFO, "sharded-index", NULL, "", 0,
+                    "sharded index: its %zu shard files were scanned (findings in a "
+                    "shard name it as their member)", distinct);
+        for (size_t i = 0; rc == 0 && i < distinct; i++) rc = scan_shard(sc, names[i]);
+    }
+    json_decref(doc);
+    return rc;
 }
 
 /* ------------------------------------------------------------ the file */
 
 static int scan_file(scanner *sc, const uint8_t *p, size_t n) {
-    region top = {.p = p, .n = n, .member = "", .top = 1};
+    region top = {.p = p, .n = n, .member = file_member(sc), .top = 1};
     int rc, seen;
     if (n == 0) return 0;
+    if (looks_like_index(p, n)) return scan_index(sc, p, n);
     const char *foreign = ckpt_scan_foreign_container(p, n);
     if (foreign) {
-        add_finding(sc, CKPT_SEVERITY_INFO, "unsupported-container", NULL, "", 0,
+        add_finding(sc, CKPT_SEVERITY_INFO, "unsupported-container", NULL, file_member(sc), 0,
                     "%s: its content cannot be examined", foreign);
         sc->unscannable = 1;
         /* the magic may also open a pickle stream: a loader that does not
@@ -837,7 +1042,8 @@ static int scan_file(scanner *sc, const uint8_t *p, size_t n) {
         if ((rc = scan_zip(sc, &z))) return rc;
     } else if (zip_start) {
         const ckpt_error *e = ckpt_error_last();
-        add_finding(sc, CKPT_SEVERITY_INFO, "zip-error", NULL, "", in_file(e->offset, n),
+        add_finding(sc, CKPT_SEVERITY_INFO, "zip-error", NULL, file_member(sc),
+                    in_file(e->offset, n),
                     "zip archive cannot be read: %s", e->message);
         sc->unscannable = 1;
         return 0;
@@ -907,8 +1113,30 @@ static int finish(scanner *sc) {
     return 0;
 }
 
-int ckpt_scan_memory(ckpt_scan_report **out, const void *data, size_t size,
-                     const char *name, const ckpt_scan_options *opts) {
+/* An entry of the caller's allowlist that names a dangerous family is
+ * never honoured (intern_global): say so, once per name. */
+static int report_refused_allows(scanner *sc) {
+    for (size_t i = 0; i < sc->o.nallow; i++) {
+        const char *full = sc->allow[i], *dot = strchr(full, '.'), *why;
+        if (i > 0 && strcmp(full, sc->allow[i - 1]) == 0) continue;
+        char *module = ckpt_arena_strndup(&sc->scratch, full,
+                                          dot ? (size_t)(dot - full) : strlen(full));
+        if (!module) return CKPT_E_NOMEM;
+        if (ckpt_scan_classify(module, dot ? dot + 1 : "", &why) != CKPT_SEVERITY_DANGEROUS)
+            continue;
+        /* not interned: the file does not name it */
+        const char *g = ckpt_arena_strdup(&sc->r->arena, full);
+        if (!g) return CKPT_E_NOMEM;
+        add_finding(sc, CKPT_SEVERITY_INFO, "allow-ignored", g, "", CKPT_NO_OFFSET,
+                    "--allow %s ignored: %s cannot be allowlisted", full, why);
+    }
+    return sc->nomem ? CKPT_E_NOMEM : 0;
+}
+
+/* ckpt_scan_memory, with the directory of a file scanned from a path (for
+ * the shards of a sharded index) or NULL. */
+static int scan_buffer(ckpt_scan_report **out, const void *data, size_t size,
+                       const char *name, const char *dir, const ckpt_scan_options *opts) {
     const char *file = name ? name : "";
     if (!out) return ckpt_err(CKPT_E_INVALID_ARG, file, NULL, CKPT_NO_OFFSET, "out is NULL");
     *out = NULL;
@@ -925,6 +1153,7 @@ int ckpt_scan_memory(ckpt_scan_report **out, const void *data, size_t size,
             return ckpt_err(CKPT_E_INVALID_ARG, file, NULL, CKPT_NO_OFFSET,
                             "allow[%zu] is NULL", i);
     sc.budget = sc.o.limits.max_inflate_bytes;
+    sc.dir = dir;
     sc.seed = 1469598103934665603u ^ ((uint64_t)(uintptr_t)&sc * 0x9e3779b97f4a7c15u);
     sc.r = ckpt_malloc(sizeof *sc.r);
     if (!sc.r) return ckpt_err(CKPT_E_NOMEM, file, NULL, CKPT_NO_OFFSET, "out of memory");
@@ -937,7 +1166,8 @@ int ckpt_scan_memory(ckpt_scan_report **out, const void *data, size_t size,
     } else {
         if (sc.o.nallow) memcpy(sc.allow, sc.o.allow, sc.o.nallow * sizeof *sc.allow);
         if (sc.o.nallow > 1) qsort(sc.allow, sc.o.nallow, sizeof *sc.allow, cmp_str);
-        rc = scan_file(&sc, data ? data : (const void *)"", size);
+        rc = report_refused_allows(&sc);
+        if (rc == 0) rc = scan_file(&sc, data ? data : (const void *)"", size);
         if (rc == 0 && sc.nomem) rc = CKPT_E_NOMEM;
         if (rc == 0) rc = finish(&sc);
     }
@@ -952,40 +1182,31 @@ int ckpt_scan_memory(ckpt_scan_report **out, const void *data, size_t size,
     return 0;
 }
 
+int ckpt_scan_memory(ckpt_scan_report **out, const void *data, size_t size,
+                     const char *name, const ckpt_scan_options *opts) {
+    return scan_buffer(out, data, size, name, NULL, opts);
+}
+
 int ckpt_scan(ckpt_scan_report **out, const char *path, const ckpt_scan_options *opts) {
     if (!out) return ckpt_err(CKPT_E_INVALID_ARG, path, NULL, CKPT_NO_OFFSET, "out is NULL");
     *out = NULL;
     if (!path) return ckpt_err(CKPT_E_INVALID_ARG, "", NULL, CKPT_NO_OFFSET, "path is NULL");
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK) /* a FIFO must not block */;
-    if (fd < 0)
-        return ckpt_err(CKPT_E_IO, path, NULL, CKPT_NO_OFFSET, "cannot open: %s",
-                        strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        int e = errno, dir = S_ISDIR(st.st_mode);
-        close(fd);
-        return ckpt_err(CKPT_E_IO, path, NULL, CKPT_NO_OFFSET, "cannot read: %s",
-                        dir ? "is a directory" : e ? strerror(e) : "not a regular file");
+    void *map;
+    size_t n;
+    int rc = map_file(path, &map, &n);
+    if (rc) return rc;
+    /* the shards of an index are found next to it */
+    const char *slash = strrchr(path, '/');
+    size_t dlen = slash ? (size_t)(slash - path) + (slash == path) : 1;
+    char *dir = ckpt_malloc(dlen + 1);
+    if (!dir) {
+        rc = ckpt_err(CKPT_E_NOMEM, path, NULL, CKPT_NO_OFFSET, "out of memory");
+    } else {
+        memcpy(dir, slash ? path : ".", dlen);
+        dir[dlen] = '\0';
+        rc = scan_buffer(out, map, n, path, dir, opts);
     }
-    if ((uint64_t)st.st_size > SIZE_MAX) {
-        close(fd);
-        return ckpt_err(CKPT_E_IO, path, NULL, CKPT_NO_OFFSET, "file too large to map");
-    }
-    size_t n = (size_t)st.st_size;
-    void *map = NULL;
-    if (n) {
-        /* Mapped, so a scan only touches the pages it reads: tensor data
-         * behind a few sniffed bytes is never loaded. */
-        map = mmap(NULL, n, PROT_READ, MAP_PRIVATE, fd, 0);
-        if (map == MAP_FAILED) {
-            int e = errno;
-            close(fd);
-            return ckpt_err(CKPT_E_IO, path, NULL, CKPT_NO_OFFSET, "cannot map: %s",
-                            strerror(e));
-        }
-    }
-    close(fd);
-    int rc = ckpt_scan_memory(out, map, n, path, opts);
+    ckpt_free(dir);
     if (n) munmap(map, n);
     return rc;
 }

@@ -1,4 +1,5 @@
-/* scan_policy.c - the known code-execution families (FORMATS.md §5.1
+/* scan_policy.c - the known dangerous families (code execution, process
+ * control, network and file access; FORMATS.md §5.1
  * picklescan _unsafe_globals, §5.2 fickling UNSAFE_IMPORTS/UnsafeImportsML,
  * §5.3 modelscan, §5.5 published bypasses) and the shape of a pickle. */
 #include "scan_policy.h"
@@ -11,17 +12,20 @@
  * code.InteractiveInterpreter.runcode. Matching is on the full dotted path
  * module.name, which also catches a name smuggled into the qualname
  * ("torch" + "jit.load"). */
-static const char *const dangerous[] = {
-    /* builtins that reach code, files or attributes */
+static const char *const code_builtins[] = {
     "builtins.eval", "builtins.exec", "builtins.execfile", "builtins.compile",
+    "builtins.__import__", "builtins.breakpoint", "builtins.apply",
+    "builtins.input", "builtins.raw_input", "builtins.help", "builtins.reload",
+    "builtins.__build_class__", "builtins.__loader__", "__builtins__",
+};
+static const char *const attribute_builtins[] = {
     "builtins.getattr", "builtins.setattr", "builtins.delattr",
-    "builtins.__import__", "builtins.open", "builtins.file",
-    "builtins.breakpoint", "builtins.apply", "builtins.globals",
-    "builtins.locals", "builtins.vars", "builtins.input",
-    "builtins.raw_input", "builtins.help", "builtins.exit", "builtins.quit",
-    "builtins.reload", "builtins.__build_class__", "builtins.__loader__",
-    "__builtins__",
-    /* processes, the interpreter, imports */
+    "builtins.globals", "builtins.locals", "builtins.vars",
+};
+static const char *const file_builtins[] = {"builtins.open", "builtins.file"};
+static const char *const exit_builtins[] = {"builtins.exit", "builtins.quit"};
+/* processes, the interpreter, imports */
+static const char *const processes[] = {
     "os", "posix", "nt", "subprocess", "_posixsubprocess", "sys", "pty",
     "commands", "multiprocessing", "_multiprocessing", "concurrent", "code",
     "codeop", "runpy", "marshal", "types", "importlib", "_frozen_importlib",
@@ -30,28 +34,35 @@ static const char *const dangerous[] = {
     "_xxsubinterpreters", "interpreters", "_winapi", "winreg", "_winreg",
     "msvcrt", "platform", "sched", "atexit", "signal", "_signal",
     "threading", "_thread", "thread",
-    /* debuggers, profilers, shells, test and packaging helpers */
+};
+/* debuggers, profilers, shells, test and packaging helpers; callables
+ * that call what they are given */
+static const char *const tools[] = {
     "cProfile", "profile", "pdb", "bdb", "timeit", "trace", "doctest",
     "unittest", "test", "idlelib", "lib2to3", "pydoc", "_pyrepl",
     "ensurepip", "pip", "venv", "distutils", "setuptools", "IPython",
     "_osx_support", "_aix_support", "compileall", "py_compile",
-    /* callables that call what they are given */
     "operator", "_operator", "functools",
-    /* network */
+};
+static const char *const network[] = {
     "socket", "_socket", "ssl", "http", "httplib", "urllib", "urllib2",
     "requests", "aiohttp", "httpx", "asyncio", "webbrowser", "smtplib",
     "imaplib", "ftplib", "poplib", "telnetlib", "nntplib", "socketserver",
     "SocketServer", "xmlrpc", "select", "selectors", "uuid",
-    /* deserializers that run code */
+};
+static const char *const deserializers[] = {
     "pickle", "_pickle", "cPickle", "dill", "cloudpickle", "joblib",
     "shelve", "yaml.load", "yaml.load_all", "yaml.unsafe_load",
     "yaml.unsafe_load_all", "yaml.full_load", "yaml.full_load_all",
     "numpy.load", "numpy.lib.npyio", "pandas.read_pickle", "pandas.io.pickle",
-    /* files */
+};
+static const char *const files[] = {
     "io", "_io", "codecs.open", "shutil", "tempfile", "glob", "filecmp",
     "fileinput", "pathlib", "linecache", "mmap", "logging", "syslog",
     "tarfile", "zipfile", "sqlite3", "_sqlite3", "pexpect", "pipes",
-    /* numpy and torch internals with published gadgets */
+};
+/* numpy and torch internals with published gadgets */
+static const char *const internals[] = {
     "numpy.f2py", "numpy.testing", "numpy.distutils", "numpy.ctypeslib",
     "torch.jit", "torch._dynamo", "torch._inductor", "torch.compile",
     "torch.hub", "torch.load", "torch.serialization.load",
@@ -60,6 +71,34 @@ static const char *const dangerous[] = {
     "torch.utils.data.datapipes", "torch.utils.cpp_extension", "torch.fx",
     "torch.distributed", "torch.package", "torch.multiprocessing",
     "torch._C._jit", "torch.ops", "torch._ops",
+};
+
+#define FAMILY(t, why) {t, sizeof t / sizeof t[0], why}
+/* Each group with the phrase its findings carry. */
+static const struct family {
+    const char *const *prefixes;
+    size_t n;
+    const char *why;
+} families[] = {
+    FAMILY(code_builtins, "a known code-execution family"),
+    FAMILY(attribute_builtins,
+           "a known code-execution family (attribute access reaching any "
+           "object)"),
+    FAMILY(file_builtins, "a known dangerous family (file access)"),
+    FAMILY(exit_builtins, "a known dangerous family (process control)"),
+    FAMILY(processes,
+           "a known dangerous family (process control, the interpreter, "
+           "imports)"),
+    FAMILY(tools,
+           "a known code-execution family (debuggers, shells, test tools, "
+           "callables that call what they are given)"),
+    FAMILY(network, "a known dangerous family (network access)"),
+    FAMILY(deserializers,
+           "a known code-execution family (a deserializer that runs code)"),
+    FAMILY(files, "a known dangerous family (file access)"),
+    FAMILY(internals,
+           "a known code-execution family (numpy/torch internals with "
+           "published gadgets)"),
 };
 
 const char *ckpt_scan_map_module(const char *module) {
@@ -99,12 +138,12 @@ static int has_dunder(const char *s) {
 ckpt_severity ckpt_scan_classify(const char *module, const char *name,
                                  const char **why) {
     module = ckpt_scan_map_module(module);
-    for (size_t i = 0; i < sizeof dangerous / sizeof dangerous[0]; i++) {
-        if (path_has_prefix(module, name, dangerous[i])) {
-            *why = "a known code-execution family";
-            return CKPT_SEVERITY_DANGEROUS;
-        }
-    }
+    for (size_t f = 0; f < sizeof families / sizeof families[0]; f++)
+        for (size_t i = 0; i < families[f].n; i++)
+            if (path_has_prefix(module, name, families[f].prefixes[i])) {
+                *why = families[f].why;
+                return CKPT_SEVERITY_DANGEROUS;
+            }
     /* __globals__, __class__, __subclasses__, __init__...: attribute walks
      * out of an allowlisted object to anything it can reach. */
     if (has_dunder(name)) {

@@ -5,7 +5,8 @@
  * The verdict never depends on this table: any global off the allowlist
  * (builders.h plus the caller's list) makes a file unsafe. The table only
  * decides the severity shown for such a global (dangerous: a known
- * code-execution family, FORMATS.md §5; suspicious: anything else) and
+ * dangerous family - code execution, process control, network or file
+ * access, FORMATS.md §5; suspicious: anything else) and
  * which names a caller's allowlist may not override. */
 #ifndef CKPT_SCAN_POLICY_H
 #define CKPT_SCAN_POLICY_H
@@ -17,7 +18,9 @@
 
 /* Severity of the global module.name (module already name-mapped, name
  * possibly dotted) that is not allowlisted. *why receives a static phrase
- * for the message, e.g. "code-execution family 'os'". */
+ * for the message naming the family, e.g. "a known code-execution family"
+ * (builtins.eval) or "a known dangerous family (network access)"
+ * (requests.api.get). */
 ckpt_severity ckpt_scan_classify(const char *module, const char *name,
                                  const char **why);
 

@@ -199,6 +199,42 @@ static int sync_dir(const char *dir) {
                : 0;
 }
 
+/* Creates dir and its missing parents (mkdir -p; mode 0755 less the
+ * umask), each made durable by an fsync of its parent, as the Python
+ * Store does with os.makedirs. An existing dir is left as it is. */
+static int make_dirs(const char *dir) {
+    size_t n = strlen(dir);
+    char *p = ckpt_malloc(n + 1);
+    if (!p) return nomem(dir);
+    memcpy(p, dir, n + 1);
+    int rc = 0;
+    for (size_t i = 1; rc == 0 && i <= n; i++) {
+        if (p[i] != '/' && p[i] != '\0') continue;
+        if (p[i - 1] == '/') continue; /* "a//b" */
+        char c = p[i];
+        p[i] = '\0';
+        if (mkdir(p, 0755) == 0) {
+            /* the new entry lives in its parent: "." for a relative name */
+            char *slash = strrchr(p, '/');
+            if (!slash) {
+                rc = sync_dir(".");
+            } else if (slash == p) {
+                rc = sync_dir("/");
+            } else {
+                *slash = '\0';
+                rc = sync_dir(p);
+                *slash = '/';
+            }
+        } else if (errno != EEXIST) {
+            rc = ckpt_err(CKPT_E_IO, dir, NULL, CKPT_NO_OFFSET,
+                          "cannot create store directory %s: %s", p, strerror(errno));
+        }
+        p[i] = c;
+    }
+    ckpt_free(p);
+    return rc;
+}
+
 /* ------------------------------------------------------------ LATEST */
 
 /* Reads LATEST into *st: ABSENT, INVALID, or OK with *file the name it
@@ -260,37 +296,14 @@ const char *ckpt_store_pointer_name(ckpt_store_pointer p) {
     return "unknown";
 }
 
-/* ------------------------------------------------------------ prune */
+/* ------------------------------------------------------------ list */
 
-/* Removes every generation but the `keep` newest and those in protect[]
- * (indices, -1 for none), oldest first. *newest_ok: index of the newest
- * verified generation, or -1 to find it here (protected too). */
-static int prune_scanned(store *s, uint32_t keep, ptrdiff_t newest_ok, const ptrdiff_t *protect,
-                         size_t nprotect, size_t *removed, const ckpt_store_options *o) {
-    if (s->n <= keep) return 0;
-    for (size_t i = s->n; newest_ok < 0 && i-- > 0;) {
-        int rc = verify_gen(s, i, o);
-        if (rc == 0) newest_ok = (ptrdiff_t)i;
-        if (resource_failure(rc)) {
-            char msg[512];
-            snprintf(msg, sizeof msg, "%s", ckpt_error_last()->message);
-            return ckpt_err(rc, s->dir, NULL, CKPT_NO_OFFSET,
-                            "nothing pruned: cannot verify %s: %s", s->gens[i].file, msg);
-        }
-    }
-    for (size_t i = 0; i + keep < s->n; i++) {
-        int keep_it = (ptrdiff_t)i == newest_ok;
-        for (size_t k = 0; k < nprotect; k++) keep_it |= protect[k] == (ptrdiff_t)i;
-        if (keep_it) continue;
-        const char *path = join(s, s->gens[i].file);
-        if (!path) return nomem(s->dir);
-        if (unlink(path) != 0 && errno != ENOENT)
-            return ckpt_err(CKPT_E_IO, path, NULL, CKPT_NO_OFFSET,
-                            "cannot remove generation %s: %s", path, strerror(errno));
-        if (removed) ++*removed;
-    }
-    return removed && *removed ? sync_dir(s->dir) : 0;
-}
+struct ckpt_store_listing {
+    store s; /* its arena owns everything below */
+    ckpt_store_generation *gens;
+    ckpt_store_pointer pointer;
+    const char *pointer_file;
+};
 
 static const ckpt_store_options *options(const ckpt_store_options *opts,
                                          ckpt_store_options *defaults) {
@@ -298,24 +311,198 @@ static const ckpt_store_options *options(const ckpt_store_options *opts,
     return opts ? opts : defaults;
 }
 
-int ckpt_store_prune(size_t *removed, const char *dir, const ckpt_store_options *opts) {
+void ckpt_store_list_free(ckpt_store_listing *l) {
+    if (!l) return;
+    ckpt_arena_free(&l->s.arena);
+    ckpt_free(l);
+}
+
+size_t ckpt_store_list_count(const ckpt_store_listing *l) {
+    return l ? l->s.n : 0;
+}
+
+const ckpt_store_generation *ckpt_store_list_generation(const ckpt_store_listing *l, size_t i) {
+    return l && i < l->s.n ? &l->gens[i] : NULL;
+}
+
+ckpt_store_pointer ckpt_store_list_pointer(const ckpt_store_listing *l, const char **file) {
+    if (file) *file = l ? l->pointer_file : "";
+    return l ? l->pointer : CKPT_STORE_POINTER_ABSENT;
+}
+
+/* Fills generation i's listing entry, verifying it unless `verified`
+ * (it verified moments ago). Returns 0 or CKPT_E_NOMEM: a failed
+ * verification is recorded in the entry. */
+static int judge(ckpt_store_listing *l, size_t i, int verified, const ckpt_store_options *o) {
+    store *s = &l->s;
+    ckpt_store_generation *g = &l->gens[i];
+    *g = (ckpt_store_generation){s->gens[i].file, join(s, s->gens[i].file), s->gens[i].name,
+                                 s->gens[i].step, s->gens[i].bytes, 1, 0, "", "", UINT64_MAX, 0};
+    if (!g->path) return nomem(s->dir);
+    int rc = verified ? 0 : verify_path(g->path, o);
+    if (rc == 0) return 0;
+    if (rc == CKPT_E_NOMEM) return rc;
+    const ckpt_error *e = ckpt_error_last();
+    g->ok = 0;
+    g->code = rc;
+    g->reason = ckpt_arena_strdup(&s->arena, e->message);
+    g->member = ckpt_arena_strdup(&s->arena, e->member);
+    g->offset = e->offset;
+    return g->reason && g->member ? 0 : nomem(s->dir);
+}
+
+/* Reads LATEST and judges it against the (judged) generations. */
+static int judge_pointer(ckpt_store_listing *l) {
+    int rc = read_pointer(&l->s, &l->pointer, &l->pointer_file);
+    if (rc || l->pointer != CKPT_STORE_POINTER_OK) return rc;
+    ptrdiff_t i = find(&l->s, l->pointer_file);
+    if (i < 0) {
+        l->pointer = CKPT_STORE_POINTER_MISSING;
+    } else {
+        l->gens[i].latest = 1;
+        if (!l->gens[i].ok) l->pointer = CKPT_STORE_POINTER_CORRUPT;
+    }
+    return 0;
+}
+
+/* Fills *l with the generations of dir, not judged yet; its arena is
+ * the caller's to free, also on failure. */
+static int listing_scan(ckpt_store_listing *l, const char *dir) {
+    *l = (ckpt_store_listing){0};
+    int rc = scan(&l->s, dir);
+    if (rc == 0 && l->s.n) {
+        l->gens = ckpt_arena_array(&l->s.arena, l->s.n, sizeof *l->gens);
+        if (!l->gens) rc = nomem(dir);
+    }
+    return rc;
+}
+
+/* A listing of dir on the heap, scanned but not judged yet. */
+static int listing_new(ckpt_store_listing **out, const char *dir) {
+    ckpt_store_listing *l = ckpt_malloc(sizeof *l);
+    if (!l) return nomem(dir);
+    int rc = listing_scan(l, dir);
+    if (rc) {
+        ckpt_store_list_free(l);
+        return rc;
+    }
+    *out = l;
+    return 0;
+}
+
+int ckpt_store_list(ckpt_store_listing **out, const char *dir, const ckpt_store_options *opts) {
+    ckpt_store_options defaults;
+    const ckpt_store_options *o = options(opts, &defaults);
+    *out = NULL;
+    if (!dir) return ckpt_err(CKPT_E_INVALID_ARG, "", NULL, CKPT_NO_OFFSET, "dir is NULL");
+    ckpt_store_listing *l;
+    int rc = listing_new(&l, dir);
+    if (rc) return rc;
+    for (size_t i = 0; rc == 0 && i < l->s.n; i++) rc = judge(l, i, 0, o);
+    if (rc == 0) rc = judge_pointer(l);
+    if (rc) {
+        ckpt_store_list_free(l);
+        return rc;
+    }
+    *out = l;
+    return 0;
+}
+
+/* ------------------------------------------------------------ prune */
+
+static int is_in(const ptrdiff_t *set, size_t n, size_t i) {
+    for (size_t k = 0; k < n; k++)
+        if (set[k] == (ptrdiff_t)i) return 1;
+    return 0;
+}
+
+/* Prunes the generations of l (listed, not judged): from the newest down,
+ * each is verified (those in known[] verified moments ago) until `keep`
+ * of them, at least one, verify. The generations below the last of those
+ * are removed, oldest first, unless protected[]; every generation above
+ * it stays, and a corrupt one neither counts nor pushes a good one out.
+ * With `full`, protected generations below it are verified too, so that
+ * l ends up judging everything that is left (as ckpt_store_list would);
+ * without, nothing is verified when no generation could be removed. A
+ * verification that fails for want of I/O or memory removes nothing. */
+static int prune_listed(ckpt_store_listing *l, uint32_t keep, const ptrdiff_t *known,
+                        size_t nknown, const ptrdiff_t *protect, size_t nprotect, int full,
+                        size_t *removed, const ckpt_store_options *o) {
+    store *s = &l->s;
+    size_t want = keep ? keep : 1, good = 0, cut = 0, kept = 0;
+    if (!full && s->n <= want) return 0;
+    for (size_t i = s->n; i-- > 0;) {
+        int rc = judge(l, i, is_in(known, nknown, i), o);
+        if (rc) return rc;
+        if (resource_failure(l->gens[i].code))
+            return ckpt_err(l->gens[i].code, s->dir, NULL, CKPT_NO_OFFSET,
+                            "nothing pruned: cannot verify %s: %s", s->gens[i].file,
+                            l->gens[i].reason);
+        if (l->gens[i].ok && ++good == want) {
+            cut = i;
+            break;
+        }
+    }
+    for (size_t i = 0; i < s->n; i++) {
+        int protected_ = is_in(protect, nprotect, i) || is_in(known, nknown, i);
+        if (i < cut && !protected_) {
+            const char *path = join(s, s->gens[i].file);
+            if (!path) return nomem(s->dir);
+            if (unlink(path) != 0 && errno != ENOENT)
+                return ckpt_err(CKPT_E_IO, path, NULL, CKPT_NO_OFFSET,
+                                "cannot remove generation %s: %s", path, strerror(errno));
+            if (removed) ++*removed;
+            continue;
+        }
+        if (i < cut && full) {
+            int rc = judge(l, i, is_in(known, nknown, i), o);
+            if (rc) return rc;
+        }
+        s->gens[kept] = s->gens[i];
+        l->gens[kept++] = l->gens[i];
+    }
+    s->n = kept;
+    return removed && *removed ? sync_dir(s->dir) : 0;
+}
+
+/* ckpt_store_prune and ckpt_store_prune_list. */
+static int prune_dir(ckpt_store_listing **out, size_t *removed, const char *dir,
+                     const ckpt_store_options *opts) {
     ckpt_store_options defaults;
     const ckpt_store_options *o = options(opts, &defaults);
     size_t count = 0;
     if (removed) *removed = 0;
+    if (out) *out = NULL;
     if (!dir) return ckpt_err(CKPT_E_INVALID_ARG, "", NULL, CKPT_NO_OFFSET, "dir is NULL");
-    store s;
-    int rc = scan(&s, dir);
+    ckpt_store_listing *l;
+    int rc = listing_new(&l, dir);
+    if (rc) return rc;
     ckpt_store_pointer st;
     const char *file;
-    if (rc == 0) rc = read_pointer(&s, &st, &file);
+    rc = read_pointer(&l->s, &st, &file);
     if (rc == 0) {
-        ptrdiff_t pointer = st == CKPT_STORE_POINTER_OK ? find(&s, file) : -1;
-        rc = prune_scanned(&s, o->keep, -1, &pointer, 1, &count, o);
+        ptrdiff_t pointer = st == CKPT_STORE_POINTER_OK ? find(&l->s, file) : -1;
+        rc = prune_listed(l, o->keep, NULL, 0, &pointer, 1, out != NULL, &count, o);
     }
-    ckpt_arena_free(&s.arena);
+    if (rc == 0 && out) rc = judge_pointer(l);
     if (removed) *removed = count;
-    return rc;
+    if (rc || !out) {
+        ckpt_store_list_free(l);
+        return rc;
+    }
+    *out = l;
+    return 0;
+}
+
+int ckpt_store_prune(size_t *removed, const char *dir, const ckpt_store_options *opts) {
+    return prune_dir(NULL, removed, dir, opts);
+}
+
+int ckpt_store_prune_list(ckpt_store_listing **out, size_t *removed, const char *dir,
+                          const ckpt_store_options *opts) {
+    if (!out) return ckpt_err(CKPT_E_INVALID_ARG, dir ? dir : "", NULL, CKPT_NO_OFFSET,
+                              "out is NULL");
+    return prune_dir(out, removed, dir, opts);
 }
 
 /* ------------------------------------------------------------ gc */
@@ -407,89 +594,6 @@ int ckpt_store_latest(char *path, size_t cap, const char *dir, const ckpt_store_
     return rc;
 }
 
-/* ------------------------------------------------------------ list */
-
-struct ckpt_store_listing {
-    store s; /* its arena owns everything below */
-    ckpt_store_generation *gens;
-    ckpt_store_pointer pointer;
-    const char *pointer_file;
-};
-
-void ckpt_store_list_free(ckpt_store_listing *l) {
-    if (!l) return;
-    ckpt_arena_free(&l->s.arena);
-    ckpt_free(l);
-}
-
-size_t ckpt_store_list_count(const ckpt_store_listing *l) {
-    return l ? l->s.n : 0;
-}
-
-const ckpt_store_generation *ckpt_store_list_generation(const ckpt_store_listing *l, size_t i) {
-    return l && i < l->s.n ? &l->gens[i] : NULL;
-}
-
-ckpt_store_pointer ckpt_store_list_pointer(const ckpt_store_listing *l, const char **file) {
-    if (file) *file = l ? l->pointer_file : "";
-    return l ? l->pointer : CKPT_STORE_POINTER_ABSENT;
-}
-
-/* Verifies generation i into its listing entry. */
-static int judge(ckpt_store_listing *l, size_t i, const ckpt_store_options *o) {
-    store *s = &l->s;
-    ckpt_store_generation *g = &l->gens[i];
-    *g = (ckpt_store_generation){s->gens[i].file, join(s, s->gens[i].file), s->gens[i].name,
-                                 s->gens[i].step, s->gens[i].bytes, 1, 0, "", "", UINT64_MAX, 0};
-    if (!g->path) return nomem(s->dir);
-    int rc = verify_path(g->path, o);
-    if (rc == 0) return 0;
-    if (rc == CKPT_E_NOMEM) return rc;
-    const ckpt_error *e = ckpt_error_last();
-    g->ok = 0;
-    g->code = rc;
-    g->reason = ckpt_arena_strdup(&s->arena, e->message);
-    g->member = ckpt_arena_strdup(&s->arena, e->member);
-    g->offset = e->offset;
-    return g->reason && g->member ? 0 : nomem(s->dir);
-}
-
-int ckpt_store_list(ckpt_store_listing **out, const char *dir, const ckpt_store_options *opts) {
-    ckpt_store_options defaults;
-    const ckpt_store_options *o = options(opts, &defaults);
-    *out = NULL;
-    if (!dir) return ckpt_err(CKPT_E_INVALID_ARG, "", NULL, CKPT_NO_OFFSET, "dir is NULL");
-    ckpt_store_listing *l = ckpt_malloc(sizeof *l);
-    if (!l) return nomem(dir);
-    *l = (ckpt_store_listing){0};
-    int rc = scan(&l->s, dir);
-    if (rc == 0 && l->s.n) {
-        l->gens = ckpt_arena_array(&l->s.arena, l->s.n, sizeof *l->gens);
-        if (!l->gens) rc = nomem(dir);
-    }
-    for (size_t i = 0; rc == 0 && i < l->s.n; i++) rc = judge(l, i, o);
-    if (rc) {
-        ckpt_store_list_free(l);
-        return rc;
-    }
-    rc = read_pointer(&l->s, &l->pointer, &l->pointer_file);
-    if (rc) {
-        ckpt_store_list_free(l);
-        return rc;
-    }
-    if (l->pointer == CKPT_STORE_POINTER_OK) {
-        ptrdiff_t i = find(&l->s, l->pointer_file);
-        if (i < 0) {
-            l->pointer = CKPT_STORE_POINTER_MISSING;
-        } else {
-            l->gens[i].latest = 1;
-            if (!l->gens[i].ok) l->pointer = CKPT_STORE_POINTER_CORRUPT;
-        }
-    }
-    *out = l;
-    return 0;
-}
-
 /* ------------------------------------------------------------ commit */
 
 /* Not empty, no '/', no leading '.' (temporary and hidden files), no
@@ -549,17 +653,18 @@ static int move_pointer_and_prune(store *s, const char *file, uint64_t step,
         }
         if (!resource_failure(rc)) rc = 0;
     }
-    store now = {0};
+    ckpt_store_listing now = {0};
     if (rc == 0) rc = write_pointer(s, newest);
     if (rc == 0) {
         what = "pruning";
-        rc = scan(&now, s->dir);
+        rc = listing_scan(&now, s->dir);
     }
     if (rc == 0) {
-        /* the new generation is never pruned, even when older than the rest */
-        ptrdiff_t keep[2] = {find(&now, newest), find(&now, file)};
+        /* both verified moments ago; LATEST names the first, and the new
+         * generation is never pruned, even when older than the rest */
+        ptrdiff_t known[2] = {find(&now.s, newest), find(&now.s, file)};
         size_t removed = 0;
-        rc = prune_scanned(&now, o->keep, keep[0], keep, 2, &removed, o);
+        rc = prune_listed(&now, o->keep, known, 2, known, 1, 0, &removed, o);
     }
     if (rc) {
         char msg[512];
@@ -567,7 +672,7 @@ static int move_pointer_and_prune(store *s, const char *file, uint64_t step,
         rc = ckpt_err(rc, s->dir, NULL, CKPT_NO_OFFSET, "%s was committed, but %s failed: %s",
                       file, what, msg);
     }
-    ckpt_arena_free(&now.arena);
+    ckpt_arena_free(&now.s.arena);
     return rc;
 }
 
@@ -587,8 +692,10 @@ int ckpt_store_commit_with(char *path, size_t cap, const char *dir, const char *
                         "invalid generation name '%s': it must be 1 to 200 bytes, "
                         "without '/', control characters or a leading '.'",
                         name ? name : "");
-    store s;
-    int rc = scan(&s, dir);
+    struct stat st;
+    int rc = stat(dir, &st) != 0 && errno == ENOENT ? make_dirs(dir) : 0;
+    store s = {0};
+    if (rc == 0) rc = scan(&s, dir);
     const char *file = NULL, *target = NULL;
     if (rc == 0) {
         file = ckpt_arena_printf(&s.arena, "%s-%" PRIu64 "%s", name, step, ext);
@@ -663,14 +770,30 @@ int ckpt_store_commit(char *path, size_t cap, const char *dir, const char *name,
     const ckpt_store_options *o = options(opts, &defaults);
     if (path && cap) path[0] = '\0';
     if (!src) return ckpt_err(CKPT_E_INVALID_ARG, "", NULL, CKPT_NO_OFFSET, "src is NULL");
+    /* The source is verified before anything is written, so that a corrupt
+     * source is named as such rather than as a copy that failed. */
     ckpt_file *f = NULL;
     int rc = ckpt_open(&f, src, &o->open);
-    if (rc) return rc;
-    ckpt_format fmt = ckpt_file_format(f);
-    ckpt_close(f);
-    if (fmt == CKPT_FORMAT_SAFETENSORS_SHARDED)
+    ckpt_format fmt = rc == 0 ? ckpt_file_format(f) : (ckpt_format)0;
+    if (fmt == CKPT_FORMAT_SAFETENSORS_SHARDED) {
+        ckpt_close(f);
         return ckpt_err(CKPT_E_UNSUPPORTED, src, NULL, CKPT_NO_OFFSET,
                         "a sharded set cannot be committed as one generation file");
+    }
+    if (rc == 0) rc = ckpt_verify(f, NULL);
+    if (rc && !resource_failure(rc)) {
+        const ckpt_error *e = ckpt_error_last();
+        char msg[512], member[512];
+        uint64_t off = e->offset;
+        snprintf(msg, sizeof msg, "%s", e->message);
+        snprintf(member, sizeof member, "%s", e->member);
+        int corrupt = rc == CKPT_E_TRUNCATED || rc == CKPT_E_FORMAT ||
+                      rc == CKPT_E_CHECKSUM || rc == CKPT_E_MISMATCH;
+        rc = ckpt_err(rc, src, member, off, "%s %s: %s; nothing committed", src,
+                      corrupt ? "is corrupt" : "cannot be committed", msg);
+    }
+    ckpt_close(f);
+    if (rc) return rc;
     copy_source ctx = {src};
     return ckpt_store_commit_with(path, cap, dir, name, step,
                                   fmt == CKPT_FORMAT_SAFETENSORS ? ".safetensors" : ".pt",

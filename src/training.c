@@ -298,7 +298,7 @@ static double tensor_number(const ckpt_tensor *x)
         e = (u16 >> 10) & 0x1fu;
         m = u16 & 0x3ffu;
         d = e == 0 ? ldexp(m, -24)
-            : e == 31 ? (m ? NAN : INFINITY) : ldexp(m + 1024, (int)e - 25);
+            : e == 31 ? (m != 0 ? NAN : INFINITY) : ldexp(m + 1024, (int)e - 25);
         return (u16 & 0x8000u) ? -d : d;
     }
     default:

@@ -569,17 +569,38 @@ static int decide(ckpt_training *t, int dir_mode)
     return s[0] ? ckpt_tr_reason(t, "counters: %s", s) : 0;
 }
 
+/* 1 when some analysed file holds F16 or BF16 tensors: only then can the
+ * run have used AMP, whose GradScaler state a resume needs. */
+static int has_half_tensors(const ckpt_training *t)
+{
+    size_t i, k;
+
+    for (i = 0; i < t->nfiles; i++)
+        for (k = 0; k < ckpt_file_tensor_count(t->files[i].f); k++) {
+            ckpt_dtype dt = ckpt_tensor_dtype(ckpt_file_tensor(t->files[i].f, k));
+
+            if (dt == CKPT_DT_F16 || dt == CKPT_DT_BF16)
+                return 1;
+        }
+    return 0;
+}
+
+/* Missing training state matters only to a resume: a weights-only file
+ * is a deployment file and is not warned about. A grad scaler is only
+ * used with AMP, so only half-precision tensors make its absence news. */
 static int warn_missing(ckpt_training *t)
 {
-    if (!has_kind(t, CKPT_COMPONENT_SCHEDULER) &&
+    int resume = t->verdict != CKPT_RESUME_WEIGHTS_ONLY;
+
+    if (resume && !has_kind(t, CKPT_COMPONENT_SCHEDULER) &&
         ckpt_tr_warn(t, "no LR scheduler state: the learning-rate schedule "
                         "would restart"))
         return CKPT_E_NOMEM;
-    if (!has_kind(t, CKPT_COMPONENT_SCALER) &&
+    if (resume && !has_kind(t, CKPT_COMPONENT_SCALER) && has_half_tensors(t) &&
         ckpt_tr_warn(t, "no AMP grad scaler state (fp16 mixed-precision "
                         "training needs one to resume its loss scale)"))
         return CKPT_E_NOMEM;
-    if (!has_kind(t, CKPT_COMPONENT_RNG) &&
+    if (resume && !has_kind(t, CKPT_COMPONENT_RNG) &&
         ckpt_tr_warn(t, "no RNG state: data order, dropout and "
                         "augmentation would differ from an uninterrupted "
                         "run"))

@@ -127,6 +127,23 @@ ckpt_value *ckpt_value_new_global(ckpt_arena *a, const char *module,
     return v;
 }
 
+const char *ckpt_dict_class_name(int cls) {
+    switch (cls) {
+    case CKPT_DICT_ORDERED: return "collections.OrderedDict";
+    case CKPT_DICT_COUNTER: return "collections.Counter";
+    default: return NULL;
+    }
+}
+
+ckpt_value *ckpt_value_new_like(ckpt_arena *a, const ckpt_value *v) {
+    ckpt_value *c = ckpt_value_new(a, v->kind);
+    if (c && v->kind == CKPT_KIND_DICT) {
+        c->dict_class = v->dict_class;
+        c->u.dict.state = v->u.dict.state;
+    }
+    return c;
+}
+
 int ckpt_value_append(ckpt_arena *a, ckpt_value *seq, ckpt_value *item) {
     if (seq->kind == CKPT_KIND_OBJECT) {
         if (!seq->u.obj.items) {
@@ -309,6 +326,16 @@ const ckpt_value *ckpt_value_key(const ckpt_value *v, size_t i) {
 const ckpt_tensor *ckpt_value_tensor(const ckpt_value *v) {
     return v->kind == CKPT_KIND_TENSOR ? v->u.tensor : NULL;
 }
+
+const char *ckpt_value_dict_class(const ckpt_value *v) {
+    return v->kind == CKPT_KIND_DICT ? ckpt_dict_class_name(v->dict_class) : NULL;
+}
+
+const ckpt_value *ckpt_value_dict_state(const ckpt_value *v) {
+    return v->kind == CKPT_KIND_DICT ? v->u.dict.state : NULL;
+}
+
+int ckpt_tensor_is_parameter(const ckpt_tensor *t) { return t->is_parameter; }
 
 const char *ckpt_value_object_name(const ckpt_value *v) {
     if (v->kind == CKPT_KIND_OBJECT) return v->u.obj.name;

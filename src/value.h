@@ -42,10 +42,26 @@ struct ckpt_tensor {
     uint64_t nbytes;       /* numel * bits / 8 */
     ckpt_storage *storage;
     int requires_grad;
+    /* built as torch.nn.Parameter (_rebuild_parameter,
+     * _rebuild_parameter_with_state, NEWOBJ Parameter): writers rebuild it
+     * as one, requires_grad being the parameter's */
+    int is_parameter;
 };
+
+/* The mapping class a DICT was built as (ckpt_value.dict_class). */
+enum {
+    CKPT_DICT_PLAIN = 0, /* dict, or a dict-kind value of the JSON formats */
+    CKPT_DICT_ORDERED,   /* collections.OrderedDict (torch state dicts) */
+    CKPT_DICT_COUNTER    /* collections.Counter */
+};
+/* "collections.OrderedDict", "collections.Counter", or NULL (plain). */
+const char *ckpt_dict_class_name(int cls);
 
 struct ckpt_value {
     int kind; /* ckpt_kind or CKPT_KIND_*_ above */
+    /* DICT: CKPT_DICT_*; here rather than in u.dict, whose growth would
+     * make every value bigger */
+    uint8_t dict_class;
     union {
         int b;
         struct {
@@ -55,7 +71,14 @@ struct ckpt_value {
         double f;
         struct { char *p; size_t len; } s;                 /* STR, BYTES (NUL-terminated) */
         struct { ckpt_value **items; size_t n, cap; } seq; /* LIST, TUPLE, SET */
-        struct { ckpt_value **keys, **vals; size_t n, cap; } dict;
+        struct {
+            ckpt_value **keys, **vals;
+            size_t n, cap;
+            /* what BUILD set as attributes (an OrderedDict state dict's
+             * {'_metadata': OrderedDict(...)}), or NULL; only kept for an
+             * OrderedDict or Counter, the classes with attributes */
+            ckpt_value *state;
+        } dict;
         ckpt_tensor *tensor;
         struct {
             const char *name;  /* "module.qualname" */
@@ -86,6 +109,12 @@ ckpt_value *ckpt_value_new_object(ckpt_arena *a, const char *name);
 /* A CKPT_KIND_GLOBAL_ reference; fills module, name and "module.name". */
 ckpt_value *ckpt_value_new_global(ckpt_arena *a, const char *module,
                                   const char *name);
+
+/* An empty container of v's kind (LIST, TUPLE, SET, DICT) that is
+ * otherwise what v is: a dict keeps its class and BUILD state (shared, not
+ * copied), so a filtered or rebuilt copy of a state dict is still an
+ * OrderedDict with its _metadata. NULL on allocation failure. */
+ckpt_value *ckpt_value_new_like(ckpt_arena *a, const ckpt_value *v);
 
 /* Appends to LIST/TUPLE/SET (or an OBJECT's items list). 0 or CKPT_E_NOMEM. */
 int ckpt_value_append(ckpt_arena *a, ckpt_value *seq, ckpt_value *item);

@@ -5,8 +5,10 @@
  * Large inputs are read in windows that are released after use
  * (ckpt_file_release), so peak memory stays bounded whatever the file
  * size even though the file is memory-mapped. */
+#include <inttypes.h>
 #include <jansson.h>
 #include <libdeflate.h>
+#include <stdio.h>
 #include <string.h>
 #include <xxhash.h>
 
@@ -40,6 +42,38 @@ static uint32_t crc_windows(const ckpt_file *f, const uint8_t *p, uint64_t n) {
     return crc;
 }
 
+/* Tensors named per CRC-32 mismatch before "and N more". */
+#define NAMED_MAX 3
+
+/* Re-records zip.c's CRC-32 mismatch so that it names what the member
+ * holds (the tensors whose storage it is) and what its offset is. */
+static int crc_mismatch(const ckpt_file *f, const ckpt_zip_entry *e) {
+    char msg[512], names[512] = "";
+    size_t shown = 0, total = 0, used = 0;
+    snprintf(msg, sizeof msg, "%s", ckpt_error_last()->message);
+    for (size_t i = 0; i < f->ntensors; i++) {
+        const ckpt_tensor *t = &f->tensors[i];
+        if (strcmp(ckpt_tensor_member(t), e->name) != 0) continue;
+        if (shown < NAMED_MAX && used < sizeof names) {
+            int k = snprintf(names + used, sizeof names - used, "%s%s", shown ? ", " : "",
+                             t->name);
+            used += k > 0 ? (size_t)k : 0;
+            shown++;
+        }
+        total++;
+    }
+    char more[48] = "";
+    if (total > shown) snprintf(more, sizeof more, " and %zu more", total - shown);
+    if (total == 0)
+        return ckpt_err(CKPT_E_CHECKSUM, f->path, e->name, e->data_offset,
+                        "%s (member data starts at offset %" PRIu64 ")", msg,
+                        e->data_offset);
+    return ckpt_err(CKPT_E_CHECKSUM, f->path, e->name, e->data_offset,
+                    "%s; the member holds tensor%s %s%s (member data starts at offset "
+                    "%" PRIu64 ")",
+                    msg, total == 1 ? "" : "s", names, more, e->data_offset);
+}
+
 static int verify_zip(ckpt_file *f, ckpt_verify_report *rep) {
     ckpt_zip *z = f->zip;
     ckpt_file_sequential(f);
@@ -51,8 +85,9 @@ static int verify_zip(ckpt_file *f, ckpt_verify_report *rep) {
         ckpt_arena scratch = {0};
         int rc = ckpt_zip_read(z, e, &scratch, &budget, &data);
         /* on a mismatch, check_crc recomputes to report it */
-        if (rc == 0 && crc_windows(f, data, e->usize) != e->crc32)
-            rc = ckpt_zip_check_crc(z, e, data);
+        if (rc == 0 && crc_windows(f, data, e->usize) != e->crc32 &&
+            ckpt_zip_check_crc(z, e, data) == CKPT_E_CHECKSUM)
+            rc = crc_mismatch(f, e);
         ckpt_arena_free(&scratch);
         if (rc) return rc;
         rep->members++;

@@ -305,6 +305,8 @@ typedef struct collector {
     const ckpt_value **path; /* containers from the root to the current node */
     char *buf;               /* current name */
     size_t len, bufcap;
+    /* > 0 while walking a dict's BUILD state, which holds no tensors */
+    uint32_t in_state;
     /* first failure, and the opaque objects found (reported together) */
     int rc;
     size_t nopaque;
@@ -389,6 +391,11 @@ static int key_ok(const ckpt_value *k, uint32_t depth) {
 }
 
 static int add_tensor(collector *c, const ckpt_value *v) {
+    /* attributes are not flattened: such a tensor would have no name */
+    if (c->in_state)
+        return fail_once(c, ckpt_err(CKPT_E_UNSUPPORTED, "", "", CKPT_NO_OFFSET,
+                                     "cannot write a tensor held in the attributes "
+                                     "(BUILD state) of a dict, at \"%s\"", cur_name(c)));
     if (c->n == c->cap) {
         size_t cap = c->cap ? c->cap * 2 : 64;
         wr_named *ni = ckpt_realloc(c->items, cap * sizeof *ni);
@@ -463,6 +470,11 @@ static int walk(collector *c, const ckpt_value *v, uint32_t depth) {
             walk(c, v->u.dict.vals[i], depth + 1);
             c->len = saved;
             if (c->buf) c->buf[c->len] = '\0';
+        }
+        if (v->u.dict.state) { /* checked like the items, named by attribute */
+            c->in_state++;
+            walk(c, v->u.dict.state, depth + 1);
+            c->in_state--;
         }
     } else {
         for (size_t i = 0; i < v->u.seq.n; i++) {

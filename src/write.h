@@ -141,7 +141,9 @@ typedef struct wr_named {
 
 /* Walks the tree like ckpt_file_flatten and checks that every value can be
  * written: *out receives the tensors by path (in walk order, every path of
- * a shared node), *n their count. Opaque objects, global references that
+ * a shared node), *n their count. A dict's BUILD state (dict.state) is
+ * checked too, but may hold no tensor (they would have no name).
+ * Opaque objects, global references that
  * are not torch dtypes, internal kinds and cycles fail with
  * CKPT_E_UNSUPPORTED naming the path (opaque objects: up to 8 of them,
  * with a hint to leave them out with --select); depth and visits are

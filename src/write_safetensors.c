@@ -6,8 +6,9 @@
  * What safetensors cannot hold goes into __metadata__ (keys documented in
  * ckpt.h, "write"), so that ckpt_write_logical_root rebuilds the tree:
  *   - ckpt.structure: the whole tree as JSON (non-tensor values, nesting,
- *     dict key types, shared nodes, requires_grad, complex dtypes
- *     safetensors lacks, views of one storage);
+ *     dict key types, dict classes and attributes (OrderedDict state dicts
+ *     and their _metadata), shared nodes, requires_grad, parameters,
+ *     complex dtypes safetensors lacks, views of one storage);
  *   - ckpt.aliases: {alias: name} for tensors reachable under several
  *     names with the same view of the same storage (tied weights): their
  *     bytes are written once, under the first name in byte order;
@@ -102,6 +103,7 @@ typedef struct st_writer {
     uint64_t next_id;
     wr_buf structure, aliases, header;
     int aliased;
+    int dict_attrs;           /* the structure records a dict class or state */
 } st_writer;
 
 static int nomem(void) {
@@ -276,6 +278,7 @@ static void put_tensor(st_writer *w, wr_buf *b, const ckpt_value *v) {
     wr_buf_json_str(b, d->name, strlen(d->name));
     if (t->dtype != d->dtype) wr_buf_printf(b, ",\"dtype\":\"%s\"", ckpt_dtype_name(t->dtype));
     if (t->requires_grad) wr_buf_str(b, ",\"requires_grad\":true");
+    if (t->is_parameter) wr_buf_str(b, ",\"parameter\":true");
     if (d->group >= 0) {
         wr_buf_printf(b, ",\"storage\":%" PRId64 ",\"offset\":%" PRIu64 ",\"stride\":[",
                       d->group, d->off);
@@ -360,14 +363,24 @@ static int encode(st_writer *w, wr_buf *b, const ckpt_value *v) {
         if ((rc = encode(w, b, v->u.dict.vals[i]))) return rc;
         wr_buf_byte(b, ']');
     }
-    wr_buf_str(b, "]}");
+    wr_buf_byte(b, ']');
+    const char *cls = ckpt_dict_class_name(v->dict_class);
+    if (cls) {
+        wr_buf_printf(b, ",\"class\":\"%s\"", cls);
+        w->dict_attrs = 1;
+    }
+    if (cls && v->u.dict.state) {
+        wr_buf_str(b, ",\"state\":");
+        if ((rc = encode(w, b, v->u.dict.state))) return rc;
+    }
+    wr_buf_byte(b, '}');
     return 0;
 }
 
 /* The reader's tree of a safetensors file is a dict of its tensors in file
  * order: when that is the tree, no structure is needed. */
 static int plain(const st_writer *w, const ckpt_value *root) {
-    if (root->kind != CKPT_KIND_DICT || root->u.dict.n != w->ndata ||
+    if (root->kind != CKPT_KIND_DICT || root->dict_class || root->u.dict.n != w->ndata ||
         w->nnamed != w->ndata || w->ngroups)
         return 0;
     for (size_t i = 0; i < root->u.dict.n; i++) {
@@ -375,7 +388,7 @@ static int plain(const st_writer *w, const ckpt_value *root) {
         if (k->kind != CKPT_KIND_STR || v->kind != CKPT_KIND_TENSOR) return 0;
         const data_t *d = w->order[i];
         if (d->t != v->u.tensor || strcmp(d->name, k->u.s.p) != 0 ||
-            d->dtype != d->t->dtype || d->t->requires_grad)
+            d->dtype != d->t->dtype || d->t->requires_grad || d->t->is_parameter)
             return 0;
     }
     return 1;
@@ -392,6 +405,9 @@ static int build_structure(st_writer *w, const ckpt_value *root) {
     wr_buf_str(b, "{\"version\":1,\"root\":");
     int rc = encode(w, b, root);
     if (rc) return rc;
+    /* version 2 only when a dict has "class" or "state", which readers of
+     * version 1 refuse: other files stay readable by them */
+    if (w->dict_attrs && !b->failed) b->p[strlen("{\"version\":")] = '2';
     if (w->ngroups) {
         wr_buf_str(b, ",\"storages\":[");
         for (size_t g = 0; g < w->ngroups; g++) {

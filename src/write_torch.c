@@ -4,15 +4,19 @@
  * data.pkl is pickle protocol 2 made only of opcodes the weights_only
  * unpickler accepts (PROTO, STOP, GLOBAL, REDUCE, MARK, TUPLE*, EMPTY_*,
  * APPEND(S), SETITEM(S), BININT*, LONG1, BINFLOAT, BINUNICODE, NONE,
- * NEWTRUE, NEWFALSE, BINPERSID, BINPUT/LONG_BINPUT, BINGET/LONG_BINGET)
- * and only globals on its allowlist: torch._utils._rebuild_tensor_v2 and
- * _v3, collections.OrderedDict (the empty backward hooks), storage classes
+ * NEWTRUE, NEWFALSE, BINPERSID, BINPUT/LONG_BINPUT, BINGET/LONG_BINGET,
+ * BUILD) and only globals on its allowlist: torch._utils.
+ * _rebuild_tensor_v2, _v3 and _rebuild_parameter, collections.OrderedDict
+ * (state dicts, the empty backward hooks) and Counter, storage classes
  * (torch.FloatStorage..., torch.UntypedStorage), torch dtypes, and for
  * bytes and sets _codecs.encode and builtins.set. Tensors are written the
  * way torch.save writes them: `_rebuild_tensor_v2(storage, offset, size,
  * stride, requires_grad, OrderedDict())`, and `_rebuild_tensor_v3(...,
  * dtype)` on an UntypedStorage for the dtypes torch stores untyped (uint16,
- * uint32, uint64, complex32, float8_*). A node reached twice is pickled once
+ * uint32, uint64, complex32, float8_*); parameters as
+ * `_rebuild_parameter(tensor, requires_grad, OrderedDict())`; a state
+ * dict as `OrderedDict()` + SETITEMS + BUILD {'_metadata': ...}, as
+ * torch.save writes Module.state_dict(). A node reached twice is pickled once
  * and fetched from the memo (tied weights stay one object); tensors sharing
  * a storage share its record, views keep their offset and strides.
  *
@@ -342,7 +346,7 @@ static int storage_for(pt_writer *w, const ckpt_tensor *t, const ckpt_storage *r
 /* torch._utils._rebuild_tensor_v2/_v3(storage, offset, size, stride,
  * requires_grad, OrderedDict()[, dtype]); check_tensors vouched for the
  * dtype and the storage. */
-static int put_tensor(pt_writer *w, const ckpt_tensor *t) {
+static int put_tensor(pt_writer *w, const ckpt_tensor *t, int requires_grad) {
     const char *cls = storage_class(t->dtype), *dt = untyped_dtype(t->dtype);
     uint64_t off;
     const ckpt_storage *root = wr_root_storage(t, &off);
@@ -365,12 +369,28 @@ static int put_tensor(pt_writer *w, const ckpt_tensor *t) {
     put_int64(w, (int64_t)off);
     put_dims(w, t->shape, t->ndim);
     put_dims(w, t->stride, t->ndim);
-    op(w, t->requires_grad ? 0x88 : 0x89);
+    op(w, requires_grad ? 0x88 : 0x89);
     global(w, "collections", "OrderedDict");
     op(w, ')');
     op(w, 'R');
     if (dt) global(w, "torch", dt);
     op(w, 't');
+    op(w, 'R');
+    return 0;
+}
+
+/* An nn.Parameter as Parameter.__reduce_ex__ gives it:
+ * torch._utils._rebuild_parameter(data, requires_grad, OrderedDict()),
+ * data being the tensor without requires_grad (what .data is). */
+static int put_parameter(pt_writer *w, const ckpt_tensor *t) {
+    global(w, "torch._utils", "_rebuild_parameter");
+    int rc = put_tensor(w, t, 0);
+    if (rc) return rc;
+    op(w, t->requires_grad ? 0x88 : 0x89);
+    global(w, "collections", "OrderedDict");
+    op(w, ')');
+    op(w, 'R');
+    op(w, 0x87); /* TUPLE3 */
     op(w, 'R');
     return 0;
 }
@@ -391,18 +411,38 @@ static int save_items(pt_writer *w, ckpt_value *const *items, size_t n) {
     return 0;
 }
 
+/* A dict as pickle.py saves it. A plain dict is EMPTY_DICT; an
+ * OrderedDict (or Counter) is `collections.<class>` REDUCE () as
+ * OrderedDict.__reduce__ gives it (a Counter, whose own __reduce__ passes
+ * a dict copy, is built the same way: Counter() then its items). Then the
+ * memo, the items in SETITEM(S) batches and, when it has attributes,
+ * the state and BUILD: torch.save's `{'_metadata': OrderedDict(...)}`
+ * BUILD of a state dict, which weights_only loading allows. */
 static int save_dict(pt_writer *w, const ckpt_value *v) {
-    op(w, '}');
+    const char *cls = ckpt_dict_class_name(v->dict_class);
+    if (cls) {
+        global(w, "collections", strchr(cls, '.') + 1);
+        op(w, ')');
+        op(w, 'R');
+    } else {
+        op(w, '}');
+    }
+    int rc = wr_ptrmap_put(&w->memo_of, v, w->memo);
+    if (rc) return rc;
     memo_put(w);
     for (size_t i = 0; i < v->u.dict.n; i += BATCH) {
         size_t k = v->u.dict.n - i < BATCH ? v->u.dict.n - i : BATCH;
         if (k > 1) op(w, '(');
         for (size_t j = i; j < i + k; j++) {
-            int rc = save(w, v->u.dict.keys[j]);
+            rc = save(w, v->u.dict.keys[j]);
             if (!rc) rc = save(w, v->u.dict.vals[j]);
             if (rc) return rc;
         }
         op(w, k > 1 ? 'u' : 's');
+    }
+    if (cls && v->u.dict.state) {
+        if ((rc = save(w, v->u.dict.state))) return rc;
+        op(w, 'b');
     }
     return 0;
 }
@@ -431,11 +471,11 @@ static int save(pt_writer *w, const ckpt_value *v) {
     }
     switch (v->kind) {
     case CKPT_KIND_TENSOR:
-        if ((rc = put_tensor(w, v->u.tensor))) return rc;
+        rc = v->u.tensor->is_parameter ? put_parameter(w, v->u.tensor)
+                                       : put_tensor(w, v->u.tensor, v->u.tensor->requires_grad);
+        if (rc) return rc;
         break;
-    case CKPT_KIND_DICT:
-        if ((rc = wr_ptrmap_put(&w->memo_of, v, w->memo))) return rc;
-        return save_dict(w, v);
+    case CKPT_KIND_DICT: return save_dict(w, v);
     case CKPT_KIND_LIST:
         if ((rc = wr_ptrmap_put(&w->memo_of, v, w->memo))) return rc;
         op(w, ']');

@@ -112,6 +112,40 @@ int ckpt_tree_set(ckpt_tree *t, ckpt_value *dict, ckpt_value *key, ckpt_value *v
     return ckpt_value_dict_set(&t->arena, dict, key, val) ? nomem() : 0;
 }
 
+int ckpt_tree_set_dict_class(ckpt_tree *t, ckpt_value *dict, const char *cls) {
+    if (!t || !dict) return invalid("tree or dict is NULL");
+    if (dict->kind != CKPT_KIND_DICT) return invalid("only a dict has a mapping class");
+    int c = CKPT_DICT_PLAIN;
+    if (cls && strcmp(cls, ckpt_dict_class_name(CKPT_DICT_ORDERED)) == 0)
+        c = CKPT_DICT_ORDERED;
+    else if (cls && strcmp(cls, ckpt_dict_class_name(CKPT_DICT_COUNTER)) == 0)
+        c = CKPT_DICT_COUNTER;
+    else if (cls)
+        return invalid("dict class must be collections.OrderedDict, collections.Counter "
+                       "or NULL");
+    if (c == CKPT_DICT_PLAIN && dict->u.dict.state)
+        return invalid("a plain dict cannot hold attributes (clear the state first)");
+    dict->dict_class = (uint8_t)c;
+    return 0;
+}
+
+int ckpt_tree_set_dict_state(ckpt_tree *t, ckpt_value *dict, ckpt_value *state) {
+    if (!t || !dict) return invalid("tree or dict is NULL");
+    if (dict->kind != CKPT_KIND_DICT || dict->dict_class == CKPT_DICT_PLAIN)
+        return invalid("only an OrderedDict or Counter holds attributes");
+    if (state && state->kind != CKPT_KIND_DICT) return invalid("the state must be a dict");
+    dict->u.dict.state = state;
+    return 0;
+}
+
+int ckpt_tree_set_parameter(ckpt_tree *t, ckpt_value *tensor, int requires_grad) {
+    if (!t || !tensor) return invalid("tree or tensor is NULL");
+    if (tensor->kind != CKPT_KIND_TENSOR) return invalid("only a tensor can be a parameter");
+    tensor->u.tensor->is_parameter = 1;
+    tensor->u.tensor->requires_grad = requires_grad != 0;
+    return 0;
+}
+
 int ckpt_tree_tensor(ckpt_value **out, ckpt_tree *t, ckpt_dtype dtype, unsigned ndim,
                      const uint64_t *shape, const void *data, size_t size) {
     CHECK_ARGS(out, t);

@@ -72,11 +72,20 @@ static int find_eocd(const uint8_t *buf, size_t len, size_t *pos) {
 
 static int read_end_records(const ckpt_zip *z, dir_info *d) {
     size_t eocd;
-    if (find_eocd(z->buf, z->len, &eocd) != 0)
+    uint64_t searched = z->len < EOCD_SIZE + MAX_COMMENT ? z->len : EOCD_SIZE + MAX_COMMENT;
+    if (find_eocd(z->buf, z->len, &eocd) != 0) {
+        /* A file that starts as an archive but has no end record is one
+         * whose writer or copy stopped early: writers put the record last. */
+        if (z->len >= 4 && rd32(z->buf) == SIG_LOCAL)
+            return ckpt_err(CKPT_E_TRUNCATED, z->file, NULL, CKPT_NO_OFFSET,
+                            "zip archive is truncated or incomplete: no "
+                            "end-of-central-directory record (PK\\5\\6) in its "
+                            "last %" PRIu64 " bytes; the file was probably cut "
+                            "short while being written or copied", searched);
         return ckpt_err(CKPT_E_FORMAT, z->file, NULL, CKPT_NO_OFFSET,
                         "expected an end-of-central-directory record "
-                        "(PK\\5\\6) in the last %u bytes",
-                        EOCD_SIZE + MAX_COMMENT);
+                        "(PK\\5\\6) in the last %" PRIu64 " bytes", searched);
+    }
     const uint8_t *e = z->buf + eocd;
     if (rd16(e + 8) != rd16(e + 10))
         return ckpt_err(CKPT_E_UNSUPPORTED, z->file, NULL, eocd,

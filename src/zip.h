@@ -53,7 +53,8 @@ typedef struct ckpt_zip {
  * Errors, each naming file, member (when known) and absolute offset:
  * CKPT_E_FORMAT (no EOCD, bad signature, directory outside the buffer, NUL
  * in a name, malformed ZIP64 extra), CKPT_E_TRUNCATED (a local header or
- * member data past the end), CKPT_E_UNSUPPORTED (multi-disk),
+ * member data past the end; no EOCD in a buffer that starts with a local
+ * header "PK\3\4": a file cut short), CKPT_E_UNSUPPORTED (multi-disk),
  * CKPT_E_LIMIT, CKPT_E_NOMEM. */
 int ckpt_zip_open(ckpt_zip *z, ckpt_arena *a, const uint8_t *buf, size_t len,
                   const char *file, const ckpt_limits *lim);

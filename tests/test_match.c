@@ -1,11 +1,15 @@
 /* test_match.c - manifests, ckpt_match (exact names, prefix inference,
- * allowed exceptions, warnings, tied weights), ckpt_diff on values built in
- * memory, allocation failures, and the normalisation property: for random
- * key sets under random stacked wrapper prefixes, --normalize either
- * restores exactly the original keys or applies nothing. */
+ * training checkpoints, allowed exceptions, warnings, tied weights),
+ * ckpt_diff on tensors and non-tensor values built in memory, on the
+ * logical tree of ckpt-written safetensors, and with key rewrites,
+ * allocation failures, and two normalisation properties: for random key
+ * sets under random stacked wrapper prefixes, --normalize either restores
+ * exactly the original keys or applies nothing; for random training
+ * checkpoints it selects exactly the model entry. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "ckpt.h"
 #include "harness.h"
@@ -344,6 +348,71 @@ TEST(tied_candidates) {
     done(r);
 }
 
+/* A training checkpoint {"model": state dict, "optimizer": ..., ...}: the
+ * model entry pairs with every expected key while covering less than half
+ * of the keys; the other top-level entries are ignored, not unexpected. */
+TEST(training_checkpoint_subtree) {
+    const char *c[] = {"model.fc1.weight", "model.fc1.bias", "model.fc2.weight",
+                       "model.fc2.bias", "optimizer.state.0.exp_avg",
+                       "optimizer.state.0.exp_avg_sq", "optimizer.state.1.exp_avg",
+                       "optimizer.state.1.exp_avg_sq", "scheduler.last", NULL};
+    ckpt_match_result *r = match(c, MODEL, NULL);
+    CHECK_EQ_INT(ckpt_match_complete(r), 0);
+    CHECK_EQ_STR(rewrite_desc(r),
+                 "strip 'model.' (other top-level entries ignored: optimizer, scheduler)");
+    CHECK_EQ_INT(ckpt_match_rewrite(r)->matches, 4);
+    CHECK_EQ_INT(ckpt_match_rewrite(r)->applied, 0);
+    CHECK_EQ_INT(ckpt_match_count(r, CKPT_MATCH_UNEXPECTED), 9); /* keys as they are */
+    CHECK_EQ_INT(ckpt_match_ignored_count(r), 2);
+    done(r);
+
+    ckpt_match_options o = CKPT_MATCH_OPTIONS_INIT;
+    o.normalize = 1;
+    r = match(c, MODEL, &o);
+    CHECK_EQ_INT(ckpt_match_complete(r), 1);
+    CHECK_EQ_INT(ckpt_match_matched(r), 4);
+    CHECK_EQ_INT(ckpt_match_rewrite(r)->applied, 1);
+    CHECK_EQ_STR(names(r, CKPT_MATCH_UNEXPECTED), "");
+    CHECK_EQ_INT(ckpt_match_ignored_count(r), 2);
+    CHECK_EQ_STR(ckpt_match_ignored(r, 0), "optimizer");
+    CHECK_EQ_STR(ckpt_match_ignored(r, 1), "scheduler");
+    CHECK(ckpt_match_ignored(r, 2) == NULL);
+    CHECK(ckpt_match_warning(r) == NULL);
+    done(r);
+
+    /* a model entry missing a key is no subtree match: nothing inferred */
+    const char *short_model[] = {"model.fc1.weight", "model.fc1.bias", "model.fc2.weight",
+                                 "optimizer.a", "optimizer.b", "optimizer.c", NULL};
+    r = match(short_model, MODEL, &o);
+    CHECK(ckpt_match_rewrite(r) == NULL);
+    CHECK_EQ_INT(ckpt_match_complete(r), 0);
+    CHECK_EQ_INT(ckpt_match_ignored_count(r), 0);
+    done(r);
+    /* a subtree with an extra key is none either */
+    const char *extra[] = {"model.fc1.weight", "model.fc1.bias", "model.fc2.weight",
+                           "model.fc2.bias", "model.head", "optimizer.a", "optimizer.b",
+                           "optimizer.c", "optimizer.d", "optimizer.e", NULL};
+    r = match(extra, MODEL, &o);
+    CHECK(ckpt_match_rewrite(r) == NULL);
+    done(r);
+    /* keys outside it that share its first segment: no whole entry */
+    const char *nested[] = {"state.model.fc1.weight", "state.model.fc1.bias",
+                            "state.model.fc2.weight", "state.model.fc2.bias", "state.ema.a",
+                            "state.ema.b", "state.ema.c", "state.ema.d", "state.ema.e", NULL};
+    r = match(nested, MODEL, &o);
+    CHECK(ckpt_match_rewrite(r) == NULL);
+    done(r);
+    /* two entries holding the model (model, ema): a tie, nothing applied */
+    const char *two[] = {"model.fc1.weight", "model.fc1.bias", "model.fc2.weight",
+                         "model.fc2.bias", "ema.fc1.weight", "ema.fc1.bias", "ema.fc2.weight",
+                         "ema.fc2.bias", "optimizer.a", NULL};
+    r = match(two, MODEL, &o);
+    CHECK(ckpt_match_rewrite(r) == NULL);
+    CHECK_EQ_INT(ckpt_match_candidate_count(r), 2);
+    CHECK_EQ_INT(ckpt_match_complete(r), 0);
+    done(r);
+}
+
 /* A rewrite that maps two keys onto one name is never applied. */
 TEST(collision) {
     const char *c[] = {"_orig_mod.a", "_orig_mod.b", "a", NULL};
@@ -565,6 +634,117 @@ TEST(property_normalize_restores_or_applies_nothing) {
     CHECK(nothing > ITER / 20);
 }
 
+/* Random training checkpoints: the model's keys under a random entry name
+ * beside 1-3 other random top-level entries (optimizer state, EMA-like
+ * copies of part of the model, counters). --normalize applies "strip
+ * 'ENTRY.'" exactly when the model entry is the only one holding the
+ * model, restores every key, and names the other entries as ignored. */
+TEST(property_training_subtree) {
+    static const char *const ENTRIES[] = {"model", "net", "state_dict", "module", "optimizer",
+                                          "ema", "scheduler", "scaler", "trainer"};
+    enum { ITER = 1500, NE = sizeof ENTRIES / sizeof *ENTRIES };
+    int applied = 0, refused = 0, bad = 0;
+    for (int it = 0; it < ITER; it++) {
+        ckpt_manifest *e = NULL, *c = NULL;
+        ckpt_manifest_new(&e, "e");
+        ckpt_manifest_new(&c, "c");
+        char *orig[40];
+        size_t n = 0;
+        for (size_t tries = 0, want = 1 + rnd(20); n < want && tries < 200; tries++) {
+            char key[256] = "";
+            for (size_t s = 0, segs = 1 + rnd(3); s < segs; s++) {
+                strcat(key, SEGS[rnd(sizeof SEGS / sizeof *SEGS)]);
+                if (s + 1 < segs) strcat(key, ".");
+            }
+            uint64_t dim = n + 1;
+            if (ckpt_manifest_add(e, key, "F32", 1, &dim) == 0) orig[n++] = strdup(key);
+        }
+        size_t model = rnd(NE), nothers = 1 + rnd(3), others[3], total = n;
+        int twin = 0; /* another entry holds every model key (and maybe more):
+                         its rewrite may match as many, a tie */
+        char key[512];
+        for (size_t i = 0; i < n; i++) {
+            uint64_t dim = i + 1;
+            snprintf(key, sizeof key, "%s.%s", ENTRIES[model], orig[i]);
+            ckpt_manifest_add(c, key, "F32", 1, &dim);
+        }
+        for (size_t k = 0; k < nothers; k++) {
+            int fresh;
+            do { /* distinct entries */
+                others[k] = rnd(NE);
+                fresh = others[k] != model;
+                for (size_t q = 0; q < k; q++) fresh &= others[k] != others[q];
+            } while (!fresh);
+            /* its own keys, some of them model keys, sometimes all */
+            int all = rnd(4) == 0;
+            size_t m = all ? n : 1 + rnd(2 * (uint32_t)n + 2), held = 0;
+            unsigned char seen[40] = {0};
+            for (size_t i = 0; i < m; i++) {
+                uint64_t dim = i + 1;
+                if (all || rnd(2)) {
+                    snprintf(key, sizeof key, "%s.%s", ENTRIES[others[k]], orig[i % n]);
+                    held += !seen[i % n];
+                    seen[i % n] = 1;
+                } else {
+                    snprintf(key, sizeof key, "%s.state.%zu.x", ENTRIES[others[k]], i);
+                }
+                if (ckpt_manifest_add(c, key, "F32", 1, &dim) == 0) total++;
+            }
+            twin |= held == n;
+        }
+        ckpt_match_options o = CKPT_MATCH_OPTIONS_INIT;
+        o.normalize = 1;
+        ckpt_match_result *r = NULL;
+        CHECK_EQ_INT(ckpt_match(&r, c, e, &o), 0);
+        const ckpt_rewrite *rw = r ? ckpt_match_rewrite(r) : NULL;
+        int big = n * 2 > total; /* the model covers more than half: an
+                                    ordinary rewrite, others unexpected */
+        if (r && rw && rw->applied) {
+            char want[64];
+            snprintf(want, sizeof want, "strip '%s.'", ENTRIES[model]);
+            int ok = ckpt_match_complete(r) && ckpt_match_matched(r) == n &&
+                     strncmp(rw->description, want, strlen(want)) == 0;
+            for (size_t i = 0; ok && i < n; i++)
+                ok = strcmp(ckpt_match_rewritten(r, i), orig[i]) == 0; /* sorted alike */
+            /* every other entry named once, sorted, nothing else */
+            for (size_t k = 0; ok && k < nothers; k++) {
+                int found = 0;
+                for (size_t i = 0; i < ckpt_match_ignored_count(r); i++)
+                    found |= strcmp(ckpt_match_ignored(r, i), ENTRIES[others[k]]) == 0;
+                ok = found;
+            }
+            for (size_t i = 1; ok && i < ckpt_match_ignored_count(r); i++)
+                ok = strcmp(ckpt_match_ignored(r, i - 1), ckpt_match_ignored(r, i)) < 0;
+            if (!ok) {
+                bad++;
+                fprintf(stderr, "  wrong subtree rewrite %s (model %s)\n", rw->description,
+                        ENTRIES[model]);
+            }
+            applied++;
+        } else if (r) {
+            /* applied nothing: only a twin entry or a big model excuses it */
+            if (!twin && !big) {
+                bad++;
+                fprintf(stderr, "  no rewrite for model '%s' (%zu keys of %zu)\n",
+                        ENTRIES[model], n, total);
+                for (size_t q = 0; q < ckpt_match_candidate_count(r); q++)
+                    fprintf(stderr, "    cand %s %llu\n", ckpt_match_candidate(r, q)->description,
+                            (unsigned long long)ckpt_match_candidate(r, q)->matches);
+            }
+            refused++;
+        }
+        ckpt_match_free(r);
+        for (size_t i = 0; i < n; i++) free(orig[i]);
+        ckpt_manifest_free(c);
+        ckpt_manifest_free(e);
+    }
+    printf("training property: %d applied, %d applied nothing, %d wrong\n", applied, refused,
+           bad);
+    CHECK_EQ_INT(bad, 0);
+    CHECK(applied > ITER / 3);
+    CHECK(refused > ITER / 20);
+}
+
 /* ------------------------------------------------------------ diff */
 
 /* A safetensors file in memory: header JSON + data. */
@@ -726,6 +906,292 @@ TEST(diff_keys_and_ints) {
     CHECK_EQ_INT(ckpt_diff_identical(r), 1);
     ckpt_diff_free(r);
     ckpt_manifest_free(m);
+}
+
+/* ------------------------------------------------------------ diff: leaves */
+
+/* A protocol-2 pickle of one dict, written op by op. */
+typedef struct pk {
+    unsigned char b[2048];
+    size_t n;
+} pk;
+
+static void pk_put(pk *p, const void *s, size_t n) {
+    memcpy(p->b + p->n, s, n);
+    p->n += n;
+}
+static void pk_raw(pk *p, const char *s) { pk_put(p, s, strlen(s)); }
+static void pk_le32(pk *p, uint32_t v) {
+    for (int i = 0; i < 4; i++) p->b[p->n++] = (unsigned char)(v >> (8 * i));
+}
+static void pk_str(pk *p, const char *s) { /* BINUNICODE */
+    pk_put(p, "X", 1);
+    pk_le32(p, (uint32_t)strlen(s));
+    pk_put(p, s, strlen(s));
+}
+static void pk_int(pk *p, int32_t v) { /* BININT */
+    pk_put(p, "J", 1);
+    pk_le32(p, (uint32_t)v);
+}
+static void pk_float(pk *p, double d) { /* BINFLOAT: big-endian */
+    uint64_t u;
+    memcpy(&u, &d, 8);
+    pk_put(p, "G", 1);
+    for (int i = 7; i >= 0; i--) p->b[p->n++] = (unsigned char)(u >> (8 * i));
+}
+static void pk_bigint(pk *p, unsigned low) { /* LONG1: 2^78 + low */
+    unsigned char le[10] = {(unsigned char)low, 0, 0, 0, 0, 0, 0, 0, 0, 0x40};
+    pk_put(p, "\x8a\x0a", 2);
+    pk_put(p, le, sizeof le);
+}
+
+static ckpt_file *open_pickle(const pk *p, const char *name) {
+    ckpt_file *f = NULL;
+    CHECK_EQ_INT(ckpt_open_memory(&f, p->b, p->n, name, NULL), 0);
+    return f;
+}
+
+/* "name:a|b" of a value list (a or b "-" when absent). */
+static const char *vnames(const ckpt_diff_result *r, ckpt_diff_value_list l) {
+    static char buf[1024];
+    size_t used = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < ckpt_diff_value_count(r, l); i++)
+        used += (size_t)snprintf(buf + used, sizeof buf - used, "%s%s", i ? "," : "",
+                                 ckpt_diff_value(r, l, i)->name);
+    return buf;
+}
+
+/* Non-tensor leaves of two checkpoints: every kind, by name. */
+TEST(diff_leaves) {
+    pk a = {{0}, 0}, b = {{0}, 0};
+    pk *both[2] = {&a, &b};
+    for (int k = 0; k < 2; k++) {
+        pk *p = both[k];
+        pk_raw(p, "\x80\x02}(");
+        pk_str(p, "epoch"), pk_int(p, k ? 7 : 2);
+        pk_str(p, "lr"), pk_float(p, k ? 0.001 * (1 + 1e-9) : 0.001);
+        pk_str(p, "big"), pk_bigint(p, (unsigned)k); /* beyond 2^64 */
+        pk_str(p, "same_big"), pk_bigint(p, 5);
+        pk_str(p, "wd"), k ? pk_float(p, 0.0) : pk_int(p, 0); /* kinds differ */
+        pk_str(p, "flag"), pk_raw(p, k ? "\x88" : "\x89");
+        pk_str(p, "name"), pk_str(p, "adam");
+        pk_str(p, "none"), pk_raw(p, "N");
+        pk_str(p, "nan"), pk_float(p, NAN);
+        pk_str(p, "inf"), pk_float(p, INFINITY);
+        pk_str(p, "zero"), pk_float(p, k ? -0.0 : 0.0);
+        pk_str(p, "raw"), pk_raw(p, k ? "C\x02\x01\x03" : "C\x02\x01\x02");
+        pk_str(p, "obj"), pk_raw(p, k ? "cmymod\nOther\n)R" : "cmymod\nThing\n)R");
+        pk_str(p, "dtype"), pk_raw(p, k ? "ctorch\nfloat32\n" : "ctorch\nfloat\n");
+        pk_str(p, k ? "only_b" : "only_a"), pk_int(p, 1);
+        pk_raw(p, "u.");
+    }
+    ckpt_file *fa = open_pickle(&a, "a"), *fb = open_pickle(&b, "b");
+    ckpt_manifest *ma = NULL, *mb = NULL;
+    CHECK_EQ_INT(ckpt_manifest_from_file(&ma, fa), 0);
+    CHECK_EQ_INT(ckpt_manifest_from_file(&mb, fb), 0);
+    ckpt_diff_result *r = NULL;
+    CHECK_EQ_INT(ckpt_diff(&r, ma, mb, NULL), 0);
+    CHECK_EQ_INT(ckpt_diff_identical(r), 0);
+    CHECK_EQ_INT(ckpt_diff_equal_count(r), 0);
+    CHECK_EQ_STR(vnames(r, CKPT_DIFF_VALUES_DIFFERING), "big,epoch,flag,lr,obj,raw,wd");
+    CHECK_EQ_STR(vnames(r, CKPT_DIFF_VALUES_ONLY_IN_A), "only_a");
+    CHECK_EQ_STR(vnames(r, CKPT_DIFF_VALUES_ONLY_IN_B), "only_b");
+    /* dtype (torch.float is torch.float32), inf, name, nan, none,
+     * same_big, zero (0.0 and -0.0) */
+    CHECK_EQ_INT(ckpt_diff_values_equal(r), 7);
+    const ckpt_value_diff *v = ckpt_diff_value(r, CKPT_DIFF_VALUES_DIFFERING, 1);
+    int64_t x = 0, y = 0;
+    CHECK(v && ckpt_value_int(v->a, &x) == 0 && ckpt_value_int(v->b, &y) == 0 && x == 2 &&
+          y == 7);
+    v = ckpt_diff_value(r, CKPT_DIFF_VALUES_ONLY_IN_A, 0);
+    CHECK(v && v->a && !v->b);
+    v = ckpt_diff_value(r, CKPT_DIFF_VALUES_DIFFERING, 6); /* wd: int against float */
+    CHECK(v && ckpt_value_kind(v->a) == CKPT_KIND_INT && ckpt_value_kind(v->b) == CKPT_KIND_FLOAT);
+    CHECK(ckpt_diff_value(r, CKPT_DIFF_VALUES_DIFFERING, 7) == NULL);
+    ckpt_diff_free(r);
+
+    /* the float tolerance applies to values too */
+    ckpt_diff_options o = CKPT_DIFF_OPTIONS_INIT;
+    o.rtol = 1e-6;
+    CHECK_EQ_INT(ckpt_diff(&r, ma, mb, &o), 0);
+    CHECK_EQ_STR(vnames(r, CKPT_DIFF_VALUES_DIFFERING), "big,epoch,flag,obj,raw,wd");
+    ckpt_diff_free(r);
+    /* keys only: no values */
+    o.keys_only = 1;
+    CHECK_EQ_INT(ckpt_diff(&r, ma, mb, &o), 0);
+    CHECK_EQ_INT(ckpt_diff_identical(r), 1);
+    CHECK_EQ_INT(ckpt_diff_value_count(r, CKPT_DIFF_VALUES_DIFFERING), 0);
+    ckpt_diff_free(r);
+    /* a file against itself */
+    CHECK_EQ_INT(ckpt_diff(&r, ma, ma, NULL), 0);
+    CHECK_EQ_INT(ckpt_diff_identical(r), 1);
+    CHECK_EQ_INT(ckpt_diff_values_equal(r), 15);
+    ckpt_diff_free(r);
+    ckpt_manifest_free(ma);
+    ckpt_manifest_free(mb);
+    ckpt_close(fa);
+    ckpt_close(fb);
+}
+
+/* A ckpt-written safetensors file is compared as the tree it records:
+ * nesting, values and a complex tensor (stored as F64 [..., 2]). */
+static char tmpdir[64] = "/tmp/ckpt-test-match-XXXXXX";
+
+static const char *tpath(const char *name) {
+    static char ring[4][256];
+    static unsigned slot;
+    char *p = ring[slot++ % 4];
+    snprintf(p, 256, "%s/%s", tmpdir, name);
+    return p;
+}
+
+static void write_training(const char *name, ckpt_format fmt, int64_t epoch) {
+    static const double c128[4] = {1.0, -2.0, 0.5, 3.0};
+    static const float w[2] = {1.5f, -1.0f};
+    ckpt_tree *t = NULL;
+    ckpt_value *root, *model, *v, *k;
+    uint64_t two = 2;
+    CHECK_EQ_INT(ckpt_tree_new(&t), 0);
+    ckpt_tree_dict(&root, t);
+    ckpt_tree_dict(&model, t);
+    ckpt_tree_str(&k, t, "w", 1), ckpt_tree_tensor(&v, t, CKPT_DT_F32, 1, &two, w, sizeof w);
+    ckpt_tree_set(t, model, k, v);
+    ckpt_tree_str(&k, t, "c", 1), ckpt_tree_tensor(&v, t, CKPT_DT_C128, 1, &two, c128, sizeof c128);
+    ckpt_tree_set(t, model, k, v);
+    ckpt_tree_str(&k, t, "model", 5), ckpt_tree_set(t, root, k, model);
+    ckpt_tree_str(&k, t, "epoch", 5), ckpt_tree_int(&v, t, epoch), ckpt_tree_set(t, root, k, v);
+    ckpt_tree_str(&k, t, "lr", 2), ckpt_tree_float(&v, t, 0.001), ckpt_tree_set(t, root, k, v);
+    CHECK_EQ_INT(ckpt_tree_write(root, tpath(name), fmt, NULL), 0);
+    ckpt_tree_free(t);
+}
+
+static ckpt_manifest *load(const char *name) {
+    ckpt_manifest *m = NULL;
+    CHECK_EQ_INT(ckpt_manifest_load(&m, tpath(name), NULL), 0);
+    return m;
+}
+
+TEST(diff_logical_tree) {
+    write_training("t.pt", CKPT_FORMAT_TORCH_ZIP, 2);
+    write_training("t.safetensors", CKPT_FORMAT_SAFETENSORS, 2);
+    write_training("t7.safetensors", CKPT_FORMAT_SAFETENSORS, 7);
+    ckpt_manifest *pt = load("t.pt"), *st = load("t.safetensors"), *st7 = load("t7.safetensors");
+    /* as stored, the safetensors file has a F64 [2, 2] and no values */
+    CHECK(st && strcmp(ckpt_manifest_find(st, "model.c")->dtype, "F64") == 0);
+    ckpt_diff_result *r = NULL;
+    CHECK_EQ_INT(ckpt_diff(&r, pt, st, NULL), 0);
+    CHECK_EQ_INT(ckpt_diff_identical(r), 1);
+    CHECK_EQ_INT(ckpt_diff_equal_count(r), 2);
+    CHECK_EQ_INT(ckpt_diff_values_equal(r), 2);
+    ckpt_diff_free(r);
+    CHECK_EQ_INT(ckpt_diff(&r, st7, pt, NULL), 0);
+    CHECK_EQ_INT(ckpt_diff_identical(r), 0);
+    CHECK_EQ_STR(vnames(r, CKPT_DIFF_VALUES_DIFFERING), "epoch");
+    CHECK_EQ_INT(ckpt_diff_equal_count(r), 2);
+    ckpt_diff_free(r);
+    ckpt_manifest_free(pt);
+    ckpt_manifest_free(st);
+    ckpt_manifest_free(st7);
+}
+
+/* ------------------------------------------------------------ diff: keys */
+
+static ckpt_diff_result *diff_keys(const char *const *a, const char *const *b, int normalize) {
+    ckpt_diff_result *r = NULL;
+    ckpt_diff_options o = CKPT_DIFF_OPTIONS_INIT;
+    o.keys_only = 1;
+    o.normalize = normalize;
+    cur_c = manifest_of(a);
+    cur_e = manifest_of(b);
+    CHECK_EQ_INT(ckpt_diff(&r, cur_c, cur_e, &o), 0);
+    return r;
+}
+
+static void diff_done(ckpt_diff_result *r) {
+    ckpt_diff_free(r);
+    ckpt_manifest_free(cur_c);
+    ckpt_manifest_free(cur_e);
+    cur_c = cur_e = NULL;
+}
+
+TEST(diff_key_rewrites) {
+    const char *dp[] = {"module.fc1.weight", "module.fc1.bias", "module.fc2.weight",
+                        "module.fc2.bias", NULL};
+    ckpt_diff_result *r = diff_keys(MODEL, dp, 0);
+    CHECK_EQ_INT(ckpt_diff_identical(r), 0);
+    CHECK_EQ_INT(ckpt_diff_count(r, CKPT_DIFF_ONLY_IN_B), 4);
+    const ckpt_rewrite *rw = ckpt_diff_rewrite(r);
+    CHECK(rw && strcmp(rw->description, "strip 'module.'") == 0 && rw->matches == 4 &&
+          !rw->applied);
+    CHECK_EQ_STR(ckpt_diff_rewrite_note(r), "B's keys are A's with 'module.' added");
+    diff_done(r);
+    r = diff_keys(MODEL, dp, 1);
+    CHECK_EQ_INT(ckpt_diff_identical(r), 1);
+    CHECK(ckpt_diff_rewrite(r) && ckpt_diff_rewrite(r)->applied);
+    diff_done(r);
+    r = diff_keys(dp, MODEL, 0);
+    CHECK_EQ_STR(ckpt_diff_rewrite_note(r), "B's keys are A's without 'module.'");
+    diff_done(r);
+    const char *renamed[] = {"net.fc1.weight", "net.fc1.bias", "net.fc2.weight",
+                             "net.fc2.bias", NULL};
+    r = diff_keys(dp, renamed, 0);
+    CHECK_EQ_STR(ckpt_diff_rewrite_note(r), "B's keys are A's with 'module.' replaced by 'net.'");
+    diff_done(r);
+    const char *compiled[] = {"_orig_mod.fc1.weight", "_orig_mod.fc1.bias", "fc2.weight",
+                              "fc2._orig_mod.bias", NULL};
+    r = diff_keys(MODEL, compiled, 1);
+    CHECK_EQ_STR(ckpt_diff_rewrite_note(r),
+                 "B's keys become A's by: drop '_orig_mod.' segments");
+    CHECK_EQ_INT(ckpt_diff_identical(r), 1);
+    diff_done(r);
+
+    /* B a training checkpoint holding A under 'model.' */
+    const char *train[] = {"model.fc1.weight", "model.fc1.bias", "model.fc2.weight",
+                           "model.fc2.bias", "optimizer.state.0.exp_avg",
+                           "optimizer.state.1.exp_avg", "optimizer.state.2.exp_avg",
+                           "optimizer.state.3.exp_avg", "scaler.scale", NULL};
+    r = diff_keys(MODEL, train, 0);
+    CHECK_EQ_STR(ckpt_diff_rewrite_note(r),
+                 "B's keys under 'model.' are A's; B's other top-level entries: optimizer, "
+                 "scaler");
+    diff_done(r);
+    r = diff_keys(MODEL, train, 1);
+    CHECK_EQ_INT(ckpt_diff_identical(r), 0);
+    CHECK_EQ_INT(ckpt_diff_count(r, CKPT_DIFF_ONLY_IN_A), 0);
+    CHECK_EQ_INT(ckpt_diff_count(r, CKPT_DIFF_ONLY_IN_B), 5);
+    CHECK_EQ_STR(ckpt_diff_name(r, CKPT_DIFF_ONLY_IN_B, 4), "scaler.scale");
+    CHECK_EQ_INT(ckpt_diff_count(r, CKPT_DIFF_SHAPE_MISMATCH), 0); /* pairs are right */
+    diff_done(r);
+    /* and the other way round: A's keys under 'model.' */
+    r = diff_keys(train, MODEL, 1);
+    CHECK_EQ_STR(ckpt_diff_rewrite_note(r),
+                 "A's keys under 'model.' are B's; A's other top-level entries: optimizer, "
+                 "scaler");
+    CHECK_EQ_STR(ckpt_diff_rewrite(r)->description, "add 'model.'");
+    CHECK_EQ_INT(ckpt_diff_count(r, CKPT_DIFF_ONLY_IN_A), 5);
+    CHECK_EQ_INT(ckpt_diff_count(r, CKPT_DIFF_ONLY_IN_B), 0);
+    CHECK_EQ_INT(ckpt_diff_count(r, CKPT_DIFF_SHAPE_MISMATCH), 0);
+    diff_done(r);
+
+    /* keys that no rewrite pairs: nothing named, nothing renamed */
+    const char *partial[] = {"module.fc1.weight", "module.fc1.bias", "module.fc2.weight",
+                             "other", NULL};
+    r = diff_keys(MODEL, partial, 1);
+    CHECK(ckpt_diff_rewrite(r) == NULL && ckpt_diff_rewrite_note(r) == NULL);
+    CHECK_EQ_INT(ckpt_diff_count(r, CKPT_DIFF_ONLY_IN_B), 4);
+    diff_done(r);
+    const char *nested[] = {"model.fc1.weight", "model.fc1.bias", "model.fc2.weight",
+                            "model.fc2.bias", "model_ema.x", "model_ema.y", "model_ema.z",
+                            "model.extra.a", "model.extra.b", NULL};
+    r = diff_keys(MODEL, nested, 1); /* the leftovers are inside 'model.' */
+    CHECK(ckpt_diff_rewrite(r) == NULL);
+    diff_done(r);
+    /* identical key sets: no inference */
+    r = diff_keys(MODEL, MODEL, 1);
+    CHECK(ckpt_diff_rewrite(r) == NULL);
+    CHECK_EQ_INT(ckpt_diff_identical(r), 1);
+    diff_done(r);
 }
 
 /* ------------------------------------------------------------ rename */
@@ -909,6 +1375,10 @@ TEST(allocation_failures) {
 }
 
 int main(void) {
+    if (!mkdtemp(tmpdir)) {
+        perror("mkdtemp");
+        return 1;
+    }
     RUN(manifest_add_find);
     RUN(manifest_many);
     RUN(manifest_json);
@@ -920,18 +1390,26 @@ int main(void) {
     RUN(never_strip_ordinary_middle_segment);
     RUN(partial_prefix);
     RUN(tied_candidates);
+    RUN(training_checkpoint_subtree);
     RUN(collision);
     RUN(allowed_exceptions);
     RUN(dtype_and_shape);
     RUN(tied_by_alias);
     RUN(empty_sets);
     RUN(property_normalize_restores_or_applies_nothing);
+    RUN(property_training_subtree);
     RUN(diff_f32_values);
     RUN(diff_widths);
     RUN(diff_keys_and_ints);
+    RUN(diff_leaves);
+    RUN(diff_logical_tree);
+    RUN(diff_key_rewrites);
     RUN(rename_rules);
     RUN(rename_auto);
     RUN(hygiene);
     RUN(allocation_failures);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);
     return harness_end();
 }

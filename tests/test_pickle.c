@@ -2,6 +2,7 @@
  * every opcode family, malformed input, limits, events, the picklescan
  * corpus, numpy pickles written by Debian's numpy, and torch tensor
  * rebuilds through a persistent_load callback. */
+#include <dirent.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -10,6 +11,7 @@
 #include "error.h"
 #include "harness.h"
 #include "pickle.h"
+#include "zip.h"
 
 /* ---------------------------------------------------------------- helpers */
 
@@ -18,17 +20,20 @@ typedef struct {
     uint8_t opcode;
     uint64_t offset;
     char module[96], name[96];
-    int allowed, symbolic;
+    int allowed, symbolic, on_reference;
     size_t len;
+    uint64_t data_hash; /* FNV-1a of the literal's bytes */
 } ev_copy;
 
-static ev_copy events[128];
-static size_t nevents;
+static ev_copy events[1024];
+static size_t nevents, nevents_total; /* kept, reported */
 static ckpt_arena arena;
 static ckpt_limits limits = CKPT_LIMITS_INIT;
+static int scan_only; /* run() in scan mode */
 
 static void record(void *ctx, const pk_event *e) {
     (void)ctx;
+    nevents_total++;
     if (nevents == sizeof events / sizeof *events) return;
     ev_copy *c = &events[nevents++];
     c->kind = e->kind;
@@ -38,7 +43,10 @@ static void record(void *ctx, const pk_event *e) {
     snprintf(c->name, sizeof c->name, "%s", e->name ? e->name : "(null)");
     c->allowed = e->allowed;
     c->symbolic = e->symbolic;
+    c->on_reference = e->on_reference;
     c->len = e->len;
+    c->data_hash = 14695981039346656037u;
+    for (size_t i = 0; i < e->len; i++) c->data_hash = (c->data_hash ^ e->data[i]) * 1099511628211u;
 }
 
 /* persistent_load for the torch tests: a CKPT_KIND_STORAGE_ of 16 bytes
@@ -66,10 +74,10 @@ static uint64_t base_offset;
 /* Runs buf as a pickle with fresh events; the previous result is freed. */
 static int run_used(const void *buf, size_t len, ckpt_value **out, size_t *used) {
     ckpt_arena_free(&arena);
-    nevents = 0;
+    nevents = nevents_total = 0;
     pk_options o = {.file = "test.pkl", .member = "data.pkl", .base_offset = base_offset,
                     .limits = &limits, .arena = &arena, .persistent_load = persistent_load,
-                    .on_event = record};
+                    .on_event = record, .scan_only = scan_only};
     return ckpt_pickle_run(out, used, buf, len, &o);
 }
 
@@ -496,6 +504,62 @@ TEST(test_memo_huge_index) {
     CHECK(alloc_largest <= 65536 + 64); /* one arena block at most */
 }
 
+/* Writers' dense keys live in an array, others in a hash map; a key is in
+ * one of them only, so len(memo) (MEMOIZE) stays right when the array
+ * grows over a key hashed before. */
+TEST(test_memo_dense_and_sparse) {
+    /* PUT 1000 (hashed: the array is empty), then MEMOIZE x 1100: keys 1
+     * to 999 go to the array, which grows over 1000; the MEMOIZEs from
+     * then on all find len(memo) == 1000 and replace key 1000, as Python
+     * does */
+    size_t cap = 64 + 1100 * 4, n = 0;
+    char *b = malloc(cap);
+    CHECK(b != NULL);
+    if (!b) return;
+    memcpy(b + n, "\x80\x04K\x07r\xe8\x03\x00\x00" "0", 10);
+    n += 10;
+    for (unsigned i = 1; i <= 1100; i++) {
+        b[n++] = 'K';
+        b[n++] = (char)(i % 251);
+        b[n++] = '\x94';
+        b[n++] = '0';
+    }
+    memcpy(b + n, "j\xe8\x03\x00\x00j\xe7\x03\x00\x00h\x01\x87.", 14);
+    n += 14;
+    ckpt_value *v;
+    /* 1000 entries: within a limit of 1000 (the array then stops short
+     * of key 1000), one too many for 999 */
+    static const uint64_t memo_limits[] = {10000000, 1000};
+    for (size_t i = 0; i < 2; i++) {
+        limits.max_pickle_memo = memo_limits[i];
+        CHECK_EQ_INT(run(b, n, &v), 0);
+        CHECK(is_int(item(v, 0), 1100 % 251) && is_int(item(v, 1), 999 % 251) &&
+              is_int(item(v, 2), 1));
+    }
+    limits.max_pickle_memo = 999;
+    CHECK_EQ_INT(run(b, n, &v), CKPT_E_LIMIT);
+    limits = (ckpt_limits)CKPT_LIMITS_INIT;
+    free(b);
+    /* keys 0, 64, 128, ... 2^23: too sparse for the array, nothing large */
+    char sparse[256];
+    n = 0;
+    memcpy(sparse, "K\x07q\x00", 4);
+    n = 4;
+    for (uint32_t k = 64; k <= (1u << 23); k *= 2) {
+        sparse[n++] = 'r';
+        for (int i = 0; i < 4; i++) sparse[n++] = (char)(k >> (8 * i));
+    }
+    memcpy(sparse + n, "j\x00\x00\x80\x00.", 6);
+    n += 6;
+    alloc_largest = 0;
+    ckpt_set_allocator(&test_allocator);
+    int rc = run(sparse, n, &v);
+    ckpt_set_allocator(NULL);
+    CHECK_EQ_INT(rc, 0);
+    CHECK(is_int(v, 7));
+    CHECK(alloc_largest <= 65536 + 64);
+}
+
 /* ---------------------------------------------------------------- frames */
 
 TEST(test_frames) {
@@ -811,10 +875,20 @@ TEST(test_build_on_reference) {
     CHECK_EQ_INT(PK("cos\npath\n}b.", &v), 0);
     CHECK(v && v->kind == CKPT_KIND_GLOBAL_);
     const ev_copy *e = find_event(PK_EV_BUILD, "os", "path");
-    CHECK(e->allowed == 0 && e->offset == 10);
+    CHECK(e->allowed == 0 && e->offset == 10 && e->on_reference == 1);
     CHECK_EQ_INT(PK("ctorch._utils\n_rebuild_tensor_v2\n}b.", &v), 0);
     e = find_event(PK_EV_BUILD, "torch._utils", "_rebuild_tensor_v2");
-    CHECK(e->allowed == 0);
+    CHECK(e->allowed == 0 && e->on_reference == 1);
+    /* a symbolic reference (STACK_GLOBAL on an int) is a reference too */
+    CHECK_EQ_INT(PK("\x80\x04K\x01\x8c\x01x\x93}b.", &v), 0);
+    CHECK(find_event(PK_EV_BUILD, "?", "x")->on_reference == 1);
+    /* instances are not: an object, plain data */
+    CHECK_EQ_INT(PK("\x80\x02" "cfoo\nBar\n)R}b.", &v), 0);
+    e = find_event(PK_EV_BUILD, "foo", "Bar");
+    CHECK(e->on_reference == 0 && e->allowed == 0);
+    CHECK_EQ_INT(PK("\x80\x02" "ccollections\nOrderedDict\n)R}b.", &v), 0);
+    e = find_event(PK_EV_BUILD, "", "");
+    CHECK(e->on_reference == 0 && e->allowed == 1);
 }
 
 TEST(test_ext_and_persid) {
@@ -1349,6 +1423,225 @@ TEST(test_corpus_stacked) {
     free(buf);
 }
 
+/* ---------------------------------------------------------------- scan mode */
+
+/* persistent_load for the comparisons: a storage as large as a view check
+ * takes, so reader mode builds every tensor view. */
+static int storage_any(void *ctx, ckpt_value *pid, uint64_t offset, ckpt_value **out) {
+    (void)ctx;
+    (void)pid;
+    ckpt_storage *st = ckpt_arena_alloc(&arena, sizeof *st);
+    ckpt_value *v = ckpt_value_new(&arena, CKPT_KIND_STORAGE_);
+    if (!st || !v) return ckpt_err(CKPT_E_NOMEM, "t", "m", offset, "out of memory");
+    *st = (ckpt_storage){.dtype = CKPT_DT_F32, .nbytes = UINT64_MAX / 16, .key = "",
+                         .member = "", .file_offset = CKPT_NO_OFFSET};
+    v->u.storage = st;
+    *out = v;
+    return 0;
+}
+
+/* Event r of reader mode and s of scan mode are the same; but a BUILD on
+ * plain data (the dict an OrderedDict builder made) is, in scan mode, a
+ * BUILD on the opaque object named after that allowlisted builder. */
+static int same_event(const ev_copy *r, const ev_copy *s) {
+    int names = !strcmp(r->module, s->module) && !strcmp(r->name, s->name);
+    if (r->kind == PK_EV_BUILD && !r->module[0] && !r->name[0])
+        names = names || ckpt_builders_allowed(s->module, s->name);
+    return names && r->kind == s->kind && r->opcode == s->opcode && r->offset == s->offset &&
+           r->allowed == s->allowed && r->symbolic == s->symbolic &&
+           r->on_reference == s->on_reference && r->len == s->len &&
+           r->data_hash == s->data_hash;
+}
+
+/* Runs buf[0..len) in reader mode, then in scan mode. Scan mode must
+ * report the same events, literal bytes included, as far as reader mode
+ * gets (it runs no builder, so it goes on where a builder failed), and
+ * succeed with the same length wherever reader mode does. *used: the
+ * bytes of the reader run, 0 when it failed. Returns 1 when they agree. */
+static int agrees_in_scan_mode(const void *buf, size_t len, size_t *used) {
+    static ev_copy reader[sizeof events / sizeof *events];
+    ckpt_value *v;
+    size_t used_scan = 0;
+    int rc = run_used(buf, len, &v, used);
+    size_t nreader = nevents, total = nevents_total;
+    memcpy(reader, events, nevents * sizeof *events);
+    scan_only = 1;
+    int rc_scan = run_used(buf, len, &v, &used_scan);
+    scan_only = 0;
+    if (rc) *used = 0;
+    if (rc == 0 && (rc_scan != 0 || used_scan != *used || nevents_total != total)) return 0;
+    if (nevents_total < total) return 0;
+    for (size_t i = 0; i < nreader; i++)
+        if (!same_event(&reader[i], &events[i])) return 0;
+    return 1;
+}
+
+/* Every stream of buf (legacy torch files stack five), compared. */
+static void check_streams_in_scan_mode(const uint8_t *buf, size_t n, const char *what) {
+    size_t pos = 0, used;
+    for (int k = 0; k < 8 && pos < n; k++) {
+        base_offset = pos;
+        int ok = agrees_in_scan_mode(buf + pos, n - pos, &used);
+        CHECK(ok);
+        if (!ok) fprintf(stderr, "  %s: stream at %zu differs in scan mode\n", what, pos);
+        if (!ok || !used) break;
+        pos += used;
+    }
+    base_offset = 0;
+}
+
+/* A file's streams, and those of its *.pkl members when it is a zip. */
+static void check_file_in_scan_mode(const char *path) {
+    size_t n;
+    unsigned char *buf = harness_read_file(path, &n);
+    if (!buf) return;
+    check_streams_in_scan_mode(buf, n, path);
+    ckpt_arena za = {0};
+    ckpt_zip z;
+    ckpt_limits lim = CKPT_LIMITS_INIT;
+    uint64_t budget = 1 << 26;
+    if (n >= 4 && !memcmp(buf, "PK\3\4", 4) && !ckpt_zip_open(&z, &za, buf, n, path, &lim))
+        for (size_t i = 0; i < z.count; i++) {
+            const ckpt_zip_entry *e = &z.entries[i];
+            const uint8_t *data;
+            if (e->name_len < 4 || strcmp(e->name + e->name_len - 4, ".pkl") ||
+                ckpt_zip_read(&z, e, &za, &budget, &data))
+                continue;
+            check_streams_in_scan_mode(data, (size_t)e->usize, e->name);
+        }
+    ckpt_arena_free(&za);
+    free(buf);
+}
+
+static size_t check_dir_in_scan_mode(const char *dir) {
+    DIR *d = opendir(dir);
+    size_t files = 0;
+    struct dirent *e;
+    if (!d) return 0;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] == '.') continue;
+        char path[1024];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        if (!harness_cur_failed) check_file_in_scan_mode(path); /* one report */
+        files++;
+    }
+    closedir(d);
+    return files;
+}
+
+TEST(test_scan_mode_same_events) {
+    static const struct { const char *p; size_t n; } pk[] = {
+        {nested_p0, sizeof nested_p0 - 1}, {nested_p1, sizeof nested_p1 - 1},
+        {nested_p2, sizeof nested_p2 - 1}, {nested_p3, sizeof nested_p3 - 1},
+        {nested_p4, sizeof nested_p4 - 1}, {tensor_v2, sizeof tensor_v2 - 1},
+        {np_scalars_p2, sizeof np_scalars_p2 - 1}, {np_scalars_p4, sizeof np_scalars_p4 - 1},
+        {np_array_be_p2, sizeof np_array_be_p2 - 1},
+        {np_array_fortran_p4, sizeof np_array_fortran_p4 - 1},
+        {np_array_obj_p2, sizeof np_array_obj_p2 - 1},
+    };
+    persistent_load = storage_any;
+    for (size_t i = 0; i < sizeof pk / sizeof *pk; i++) {
+        size_t used;
+        CHECK(agrees_in_scan_mode(pk[i].p, pk[i].n, &used));
+        CHECK_EQ_INT(used, pk[i].n);
+        if (harness_cur_failed) fprintf(stderr, "  inline pickle %zu\n", i);
+    }
+    /* real pickles and the fuzz seeds (hostile ones included) */
+    char dir[1024];
+    snprintf(dir, sizeof dir, "%s/scan/picklescan", CKPT_CORPUS);
+    CHECK(check_dir_in_scan_mode(dir) >= 30);
+    static const char *torch_dirs[] = {"burn", "gopickle", "candle"};
+    for (size_t i = 0; i < 3; i++) {
+        snprintf(dir, sizeof dir, "%s/torch/%s", CKPT_CORPUS, torch_dirs[i]);
+        CHECK(check_dir_in_scan_mode(dir) > 0);
+    }
+    /* fuzz/corpora, next to this file's folder */
+    static const char *fuzz_dirs[] = {"pickle", "scan"};
+    for (size_t i = 0; i < 2; i++) {
+        const char *slash = strrchr(__FILE__, '/');
+        int at = slash ? (int)(slash - __FILE__) : 1;
+        snprintf(dir, sizeof dir, "%.*s/../fuzz/corpora/%s", at, slash ? __FILE__ : ".",
+                 fuzz_dirs[i]);
+        CHECK(check_dir_in_scan_mode(dir) > 0);
+    }
+    persistent_load = NULL;
+}
+
+/* What scan mode keeps and drops. */
+TEST(test_scan_mode_values) {
+    ckpt_value *v;
+    scan_only = 1;
+    /* one shared placeholder per scalar kind */
+    CHECK_EQ_INT(PK("\x80\x02K\x05J\x00\x00\x01\x00\x8a\x01\x07\x87.", &v), 0);
+    CHECK(v && v->kind == CKPT_KIND_TUPLE && v->u.seq.n == 3 && item(v, 0)->kind == CKPT_KIND_INT &&
+          item(v, 0) == item(v, 1) && item(v, 1) == item(v, 2));
+    CHECK_EQ_INT(PK("\x80\x02\x88\x89NNG?\xf0\x00\x00\x00\x00\x00\x00(t.", &v), 0);
+    CHECK_EQ_INT(PK("\x80\x02\x88\x89\x86.", &v), 0);
+    CHECK(v && item(v, 0)->kind == CKPT_KIND_BOOL && item(v, 0) == item(v, 1));
+    CHECK_EQ_INT(PK("NN\x86.", &v), 0);
+    CHECK(v && item(v, 0)->kind == CKPT_KIND_NONE && item(v, 0) == item(v, 1));
+    /* ints beyond int64 keep their value: the legacy torch magic number */
+    CHECK_EQ_INT(PK("\x80\x02\x8a\x0a\x6c\xfc\x9c\x46\xf9\x20\x6a\xa8\x50\x19.", &v), 0);
+    CHECK_EQ_STR(ckpt_value_int_decimal(v), "119547037146038801333356");
+    CHECK_EQ_INT(PK("L119547037146038801333356L\n.", &v), 0);
+    CHECK_EQ_STR(ckpt_value_int_decimal(v), "119547037146038801333356");
+    /* lists, dicts and sets stay empty; tuples keep their items */
+    CHECK_EQ_INT(PK("](K\x01K\x02" "e.", &v), 0);
+    CHECK(v && v->kind == CKPT_KIND_LIST && v->u.seq.n == 0);
+    CHECK_EQ_INT(PK("}(K\x01K\x02u.", &v), 0);
+    CHECK(v && v->kind == CKPT_KIND_DICT && v->u.dict.n == 0);
+    CHECK_EQ_INT(PK("(K\x01K\x02l.", &v), 0);
+    CHECK(v && v->kind == CKPT_KIND_LIST && v->u.seq.n == 0);
+    /* binary str/bytes are views of the input; their events too */
+    static const char names[] = "\x80\x04\x8c\x02os\x8c\x06system\x86.";
+    CHECK_EQ_INT(run(names, sizeof names - 1, &v), 0);
+    CHECK(is_str(item(v, 0), "os") && item(v, 0)->u.s.p == names + 4 &&
+          is_str(item(v, 1), "system") && item(v, 1)->u.s.p == names + 8);
+    CHECK_EQ_INT(count_events(PK_EV_STRING), 2);
+    /* a surrogate is fixed in a copy (the input is a read-only literal) */
+    CHECK_EQ_INT(PK("X\x03\x00\x00\x00\xed\xa0\x80.", &v), 0);
+    CHECK(is_str(v, "\xef\xbf\xbd"));
+    CHECK_EQ_INT(PK("U\x02\xff\xfe.", &v), 0); /* BINSTRING, not UTF-8 */
+    CHECK(is_bytes(v, "\xff\xfe", 2));
+    /* the type discipline stays */
+    CHECK_EQ_INT(PK("](K\x01K\x02u.", &v), CKPT_E_FORMAT); /* SETITEMS on a list */
+    CHECK_EQ_INT(PK("}]K\x01s.", &v), CKPT_E_FORMAT);        /* unhashable key */
+    CHECK_EQ_INT(PK("K\x01K\x02" "a.", &v), CKPT_E_FORMAT);  /* APPEND to an int */
+    CHECK_EQ_INT(PK("K\x01N\x85R.", &v), 0);                 /* calling an int */
+    CHECK(find_event(PK_EV_CALL, "?", "?")->symbolic == 1);
+    /* STACK_GLOBAL operands from the memo */
+    CHECK_EQ_INT(PK("\x80\x04\x8c\x0b" "collections\x94\x8c\x0b" "OrderedDict\x94\x93)R"
+                    "h\x00h\x01\x93)R\x86.", &v), 0);
+    CHECK_EQ_INT(count_events(PK_EV_GLOBAL), 2);
+    CHECK(find_event(PK_EV_GLOBAL, "collections", "OrderedDict")->symbolic == 0);
+    /* builders do not run: an allowlisted call is an opaque object */
+    CHECK(v && item(v, 1)->kind == CKPT_KIND_OBJECT &&
+          !strcmp(item(v, 1)->u.obj.name, "collections.OrderedDict"));
+    CHECK_EQ_INT(PK("ctorch._utils\n_rebuild_tensor_v2\n(tR.", &v), 0); /* reader: FORMAT */
+    CHECK(v && v->kind == CKPT_KIND_OBJECT &&
+          !strcmp(v->u.obj.name, "torch._utils._rebuild_tensor_v2"));
+    CHECK(find_event(PK_EV_CALL, "torch._utils", "_rebuild_tensor_v2")->allowed == 1);
+    CHECK_EQ_INT(PK(np_array_be_p2, &v), 0);
+    CHECK(v && v->kind == CKPT_KIND_OBJECT && !strcmp(v->u.obj.name, "numpy.ndarray"));
+    /* ...but the func of _rebuild_from_type_v2 is still reported */
+    CHECK_EQ_INT(PK("ctorch._tensor\n_rebuild_from_type_v2\n(cos\nsystem\nctorch\nTensor\n"
+                    "(S'ls'\nt}tR.", &v), 0);
+    CHECK(find_event(PK_EV_CALL, "os", "system")->allowed == 0);
+    CHECK(v && v->kind == CKPT_KIND_OBJECT && !strcmp(v->u.obj.name, "os.system"));
+    /* ...and an object scalar is its argument: here a class, whose BUILD
+     * is one on a reference, in both modes */
+    static const char obj_scalar[] = "cnumpy.core.multiarray\nscalar\n(cnumpy\ndtype\n"
+                                     "(S'O8'\nI00\nI01\ntRccollections\nOrderedDict\ntR(N}tb.";
+    for (int mode = 1; mode >= 0; mode--) {
+        scan_only = mode;
+        CHECK_EQ_INT(PK(obj_scalar, &v), 0);
+        CHECK(v && v->kind == CKPT_KIND_GLOBAL_);
+        CHECK(find_event(PK_EV_BUILD, "collections", "OrderedDict")->on_reference == 1);
+    }
+    scan_only = 0;
+    CHECK_EQ_INT(PK("ctorch._utils\n_rebuild_tensor_v2\n(tR.", &v), CKPT_E_FORMAT);
+}
+
 /* ---------------------------------------------------------------- robustness */
 
 TEST(test_truncated_everywhere) {
@@ -1398,6 +1691,27 @@ TEST(test_allocation_failures) {
     alloc_budget = -1;
     ckpt_set_allocator(NULL);
     CHECK(saw_nomem && saw_ok);
+    /* scan mode too */
+    saw_nomem = saw_ok = 0;
+    scan_only = 1;
+    ckpt_set_allocator(&test_allocator);
+    for (long budget = 0; budget < 100 && !saw_ok; budget++) {
+        ckpt_value *v;
+        alloc_budget = budget;
+        alloc_count = 0;
+        int rc = PK(nested_p4, &v);
+        if (rc == 0) {
+            saw_ok = 1;
+            CHECK(v && v->kind == CKPT_KIND_DICT);
+        } else {
+            CHECK_EQ_INT(rc, CKPT_E_NOMEM);
+            saw_nomem = 1;
+        }
+    }
+    alloc_budget = -1;
+    ckpt_set_allocator(NULL);
+    scan_only = 0;
+    CHECK(saw_nomem && saw_ok);
 }
 
 int main(void) {
@@ -1410,6 +1724,7 @@ int main(void) {
     RUN(test_stack_opcodes);
     RUN(test_memo);
     RUN(test_memo_huge_index);
+    RUN(test_memo_dense_and_sparse);
     RUN(test_frames);
     RUN(test_stack_global);
     RUN(test_name_mapping);
@@ -1432,6 +1747,8 @@ int main(void) {
     RUN(test_corpus_benign);
     RUN(test_corpus_malicious);
     RUN(test_corpus_stacked);
+    RUN(test_scan_mode_same_events);
+    RUN(test_scan_mode_values);
     RUN(test_truncated_everywhere);
     RUN(test_allocation_failures);
     ckpt_arena_free(&arena);

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "ckpt.h"
 #include "harness.h"
@@ -652,8 +653,28 @@ TEST(allowlist_policy) {
     f = find(r, "allowed", "argparse.Namespace");
     CHECK(f && f->severity == CKPT_SEVERITY_INFO &&
           !strcmp(f->message, "allowed by policy: argparse.Namespace"));
-    CHECK_EQ_INT(ckpt_scan_finding_count(r), 1);
+    /* the refused entry is said to be ignored, and is no global of the file */
+    f = find(r, "allow-ignored", "os.system");
+    CHECK(f && f->severity == CKPT_SEVERITY_INFO &&
+          !strcmp(f->message, "--allow os.system ignored: a known dangerous family "
+                              "(process control, the interpreter, imports) cannot be "
+                              "allowlisted"));
+    CHECK_EQ_INT(ckpt_scan_finding_count(r), 2);
+    CHECK_EQ_INT(ckpt_scan_global_count(r), 1);
     ckpt_scan_report_free(r);
+    /* builtins.eval, given twice: one finding, in the words of the CLI */
+    const char *evals[] = {"builtins.eval", "builtins.eval", "argparse.Namespace"};
+    o.allow = evals;
+    o.nallow = 3;
+    r = scan_opts(S(ns), &o);
+    CHECK_EQ_STR(ckpt_verdict_name(ckpt_scan_verdict(r)), "safe");
+    f = find(r, "allow-ignored", NULL);
+    CHECK(f && !strcmp(f->message, "--allow builtins.eval ignored: a known "
+                                   "code-execution family cannot be allowlisted"));
+    CHECK_EQ_INT(ckpt_scan_finding_count(r), 2);
+    ckpt_scan_report_free(r);
+    o.allow = allow;
+    o.nallow = 2;
     /* a known code-execution family cannot be allowed */
     r = scan_opts((const uint8_t *)EVIL, EVIL_LEN, &o);
     CHECK_EQ_STR(ckpt_verdict_name(ckpt_scan_verdict(r)), "unsafe");
@@ -667,6 +688,144 @@ TEST(allowlist_policy) {
     ckpt_scan_report *none = NULL;
     CHECK_EQ_INT(ckpt_scan_memory(&none, S(ns), "x", &o), CKPT_E_INVALID_ARG);
     CHECK(none == NULL);
+}
+
+/* Each dangerous family is named for what it reaches; articles agree. */
+TEST(family_wording) {
+    static const struct {
+        const uint8_t *pickle;
+        size_t len;
+        const char *global, *why;
+    } t[] = {
+        {S("\x80\x02" "cbuiltins\neval\n."), "builtins.eval", ": a known code-execution family"},
+        {S("\x80\x02" "csys\nexit\n."), "sys.exit",
+         ": a known dangerous family (process control, the interpreter, imports)"},
+        {S("\x80\x02" "crequests.api\nget\n."), "requests.api.get",
+         ": a known dangerous family (network access)"},
+        {S("\x80\x02" "chttp.client\nHTTPSConnection\n."), "http.client.HTTPSConnection",
+         ": a known dangerous family (network access)"},
+        {S("\x80\x02" "cshutil\nrmtree\n."), "shutil.rmtree",
+         ": a known dangerous family (file access)"},
+    };
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+        ckpt_scan_report *r = scan(t[i].pickle, t[i].len);
+        const ckpt_finding *f = find(r, "global", t[i].global);
+        CHECK(f && f->severity == CKPT_SEVERITY_DANGEROUS);
+        if (f) CHECK(strstr(f->message, t[i].why) != NULL);
+        if (f && !strstr(f->message, t[i].why)) fprintf(stderr, "  %s\n", f->message);
+        ckpt_scan_report_free(r);
+    }
+    /* BUILD on an instance: "an argparse.Namespace object" */
+    ckpt_scan_report *r = scan(S("\x80\x02" "cargparse\nNamespace\n)\x81}X\x01\x00\x00\x00"
+                                 "aK\x01sb."));
+    const ckpt_finding *f = find(r, "build", "argparse.Namespace");
+    CHECK(f && strncmp(f->message, "BUILD sets the state of an argparse.Namespace object",
+                       52) == 0);
+    ckpt_scan_report_free(r);
+    r = scan(S("\x80\x02" "cfoo\nBar\n)\x81}b."));
+    f = find(r, "build", "foo.Bar");
+    CHECK(f && strncmp(f->message, "BUILD sets the state of a foo.Bar object", 40) == 0);
+    ckpt_scan_report_free(r);
+}
+
+/* Writes len bytes to dir/name. */
+static void put_file(const char *dir, const char *name, const void *p, size_t len) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *fp = fopen(path, "wb");
+    CHECK(fp && fwrite(p, 1, len, fp) == len);
+    if (fp) fclose(fp);
+}
+
+static ckpt_scan_report *scan_path(const char *dir, const char *name) {
+    char path[512];
+    ckpt_scan_report *r = NULL;
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    CHECK_EQ_INT(ckpt_scan(&r, path, NULL), 0);
+    return r;
+}
+
+/* A sharded index is as safe as the shards its weight_map lists. */
+TEST(sharded_index) {
+    ckpt_scan_report *r = NULL;
+    CHECK_EQ_INT(ckpt_scan(&r, CKPT_CORPUS "/safetensors/fluxml/sharded/"
+                                           "model.safetensors.index.json",
+                           NULL),
+                 0);
+    CHECK_EQ_STR(ckpt_verdict_name(ckpt_scan_verdict(r)), "safe");
+    const ckpt_finding *f = find(r, "sharded-index", NULL);
+    CHECK(f && strstr(f->message, "its 6 shard files were scanned") != NULL);
+    CHECK_EQ_INT(ckpt_scan_finding_count(r), 1);
+    ckpt_scan_report_free(r);
+
+    char dir[] = "/tmp/ckpt-test-scan-XXXXXX";
+    if (!mkdtemp(dir)) {
+        CHECK(0);
+        return;
+    }
+    static const char st[] = "\x36\0\0\0\0\0\0\0"
+                             "{\"w\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}"
+                             "\0\0\x80?";
+    put_file(dir, "a.safetensors", st, sizeof st - 1);
+    put_file(dir, "b.bin", EVIL, EVIL_LEN);
+    static const char good[] = "{\"weight_map\": {\"w\": \"a.safetensors\", "
+                               "\"v\": \"a.safetensors\"}}";
+    put_file(dir, "good.index.json", good, sizeof good - 1);
+    r = scan_path(dir, "good.index.json");
+    CHECK_EQ_STR(ckpt_verdict_name(ckpt_scan_verdict(r)), "safe");
+    ckpt_scan_report_free(r);
+    /* a pytorch_model.bin.index.json: torch.load runs each shard */
+    static const char evil[] = "{\"weight_map\": {\"w\": \"a.safetensors\", "
+                               "\"v\": \"b.bin\"}}";
+    put_file(dir, "evil.index.json", evil, sizeof evil - 1);
+    r = scan_path(dir, "evil.index.json");
+    CHECK_EQ_STR(ckpt_verdict_name(ckpt_scan_verdict(r)), "unsafe");
+    f = find(r, "global", "os.system");
+    CHECK(f && !strcmp(f->member, "b.bin") && f->offset == 2);
+    ckpt_scan_report_free(r);
+    /* missing shard, a shard outside the directory, a shard not a checkpoint */
+    static const char *const bad[] = {
+        "{\"weight_map\": {\"w\": \"missing.safetensors\"}}",
+        "{\"weight_map\": {\"w\": \"../x.safetensors\"}}",
+        "{\"weight_map\": {\"w\": \"/etc/passwd\"}}",
+        "{\"weight_map\": {\"w\": 7}}",
+        "{\"weight_map\": {\"w\": \"good.index.json\"}}",
+        "{\"weight_map\": {\"w\": \"empty.bin\"}}",
+    };
+    static const char *const kind[] = {"shard-unreadable", "shard-name", "shard-name",
+                                       "shard-name", "index-error",
+                                       "shard-not-a-checkpoint"};
+    put_file(dir, "empty.bin", "", 0);
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        put_file(dir, "bad.index.json", bad[i], strlen(bad[i]));
+        r = scan_path(dir, "bad.index.json");
+        CHECK_EQ_STR(ckpt_verdict_name(ckpt_scan_verdict(r)), "unscannable");
+        if (!find(r, kind[i], NULL)) fprintf(stderr, "  no %s for %s\n", kind[i], bad[i]);
+        CHECK(find(r, kind[i], NULL) != NULL);
+        ckpt_scan_report_free(r);
+    }
+    /* from memory the shards cannot be reached: the buffer alone holds
+     * no checkpoint content, and the report says the shards were not
+     * scanned */
+    r = scan((const uint8_t *)good, sizeof good - 1);
+    CHECK_EQ_STR(ckpt_verdict_name(ckpt_scan_verdict(r)), "not-a-checkpoint");
+    f = find(r, "sharded-index", NULL);
+    CHECK(f && strstr(f->message, "which are not scanned") != NULL);
+    ckpt_scan_report_free(r);
+    /* JSON that is no index, and text that is no JSON */
+    r = scan(S("{\"a\": 1}"));
+    CHECK_EQ_STR(ckpt_verdict_name(ckpt_scan_verdict(r)), "not-a-checkpoint");
+    CHECK(find(r, "not-an-index", NULL) != NULL);
+    ckpt_scan_report_free(r);
+    CHECK_EQ_STR(verdict(S("{ not json")), "not-a-checkpoint");
+    static const char *const files[] = {"a.safetensors", "b.bin", "good.index.json",
+                                        "evil.index.json", "bad.index.json", "empty.bin"};
+    char path[512];
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, files[i]);
+        unlink(path);
+    }
+    rmdir(dir);
 }
 
 /* numpy scalars and arrays are built, not called: safe. */
@@ -825,6 +984,8 @@ int main(void) {
     RUN(allowlist_policy);
     RUN(numpy_is_safe);
     RUN(other_formats);
+    RUN(family_wording);
+    RUN(sharded_index);
     RUN(finding_bounds);
     RUN(allocation_failures);
     return harness_end();

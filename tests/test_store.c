@@ -257,7 +257,9 @@ TEST(latest_skips_corrupt_and_list_reports) {
     remove_dir();
 }
 
-TEST(prune_keeps_newest_verified) {
+/* keep counts only generations that verify: corrupt ones are left in
+ * place, reported, and never push a good one out. */
+TEST(prune_counts_only_verified) {
     fresh_dir();
     for (uint64_t s = 1; s <= 4; s++) CHECK_EQ_INT(commit(MNIST_PT, s, 10), 0);
     corrupt_tensor_byte(in_dir("run-4.pt"));
@@ -267,19 +269,109 @@ TEST(prune_keeps_newest_verified) {
     fclose(fp);
     ckpt_store_options o = CKPT_STORE_OPTIONS_INIT;
     o.keep = 1;
-    size_t removed = 0;
+    size_t removed = 9;
     CHECK_EQ_INT(ckpt_store_prune(&removed, dir, &o), 0);
-    CHECK_EQ_INT(removed, 1);
-    CHECK(exists("run-4.pt"));  /* the newest */
-    CHECK(exists("run-2.pt"));  /* the newest that verifies */
-    CHECK(exists("run-1.pt"));  /* LATEST's */
-    CHECK(!exists("run-3.pt")); /* corrupt and old */
-    o.keep = 0;
+    CHECK_EQ_INT(removed, 0); /* run-1 is LATEST's, run-2 the one kept */
+    CHECK(exists("run-1.pt") && exists("run-2.pt"));
+    CHECK(exists("run-3.pt") && exists("run-4.pt")); /* corrupt: left */
+    o.keep = 0; /* still the newest verified one */
     unlink(in_dir("LATEST"));
-    CHECK_EQ_INT(ckpt_store_prune(&removed, dir, &o), 0);
-    CHECK_EQ_INT(removed, 2);
-    CHECK(exists("run-2.pt") && !exists("run-1.pt") && !exists("run-4.pt"));
+    ckpt_store_listing *l = NULL;
+    CHECK_EQ_INT(ckpt_store_prune_list(&l, &removed, dir, &o), 0);
+    CHECK_EQ_INT(removed, 1);
+    CHECK(!exists("run-1.pt") && exists("run-2.pt") && exists("run-3.pt") &&
+          exists("run-4.pt"));
+    CHECK_EQ_INT(ckpt_store_list_count(l), 3);
+    static const int ok[] = {1, 0, 0};
+    for (size_t i = 0; i < 3 && i < ckpt_store_list_count(l); i++) {
+        const ckpt_store_generation *g = ckpt_store_list_generation(l, i);
+        CHECK_EQ_INT(g->step, i + 2);
+        CHECK_EQ_INT(g->ok, ok[i]);
+        CHECK_EQ_INT(g->code, ok[i] ? 0 : CKPT_E_CHECKSUM);
+        CHECK(ok[i] || strstr(g->reason, "CRC-32") != NULL);
+    }
+    CHECK_EQ_INT(ckpt_store_list_pointer(l, NULL), CKPT_STORE_POINTER_ABSENT);
+    ckpt_store_list_free(l);
     CHECK_EQ_STR(latest(), in_dir("run-2.pt"));
+    /* fewer verified generations than keep: nothing is removed */
+    o.keep = 2;
+    CHECK_EQ_INT(ckpt_store_prune(&removed, dir, &o), 0);
+    CHECK_EQ_INT(removed, 0);
+    CHECK(exists("run-2.pt"));
+    CHECK_EQ_INT(ckpt_store_prune_list(NULL, &removed, dir, &o), CKPT_E_INVALID_ARG);
+    remove_dir();
+}
+
+/* The user's case: a corrupt generation with a high step (run-10) must
+ * not make a commit prune the good ones it outranks. */
+TEST(commit_prune_skips_corrupt) {
+    fresh_dir();
+    for (uint64_t s = 1; s <= 3; s++) CHECK_EQ_INT(commit(MNIST_PT, s, 10), 0);
+    CHECK_EQ_INT(commit(MNIST_PT, 10, 10), 0);
+    corrupt_tensor_byte(in_dir("run-10.pt"));
+    CHECK_EQ_INT(commit(MNIST_PT, 4, 2), 0);
+    CHECK(exists("run-10.pt"));                     /* corrupt: left */
+    CHECK(exists("run-4.pt") && exists("run-3.pt")); /* the 2 newest good */
+    CHECK(!exists("run-1.pt") && !exists("run-2.pt"));
+    CHECK_EQ_STR(pointer(), "run-4.pt\n");
+    /* once keep newer generations verify, it ages out like any other */
+    CHECK_EQ_INT(commit(MNIST_PT, 11, 2), 0);
+    CHECK_EQ_INT(commit(MNIST_PT, 12, 2), 0);
+    CHECK(!exists("run-10.pt") && !exists("run-4.pt") && !exists("run-3.pt"));
+    CHECK(exists("run-11.pt") && exists("run-12.pt"));
+    remove_dir();
+}
+
+/* A corrupt source is refused as such, before anything is written. */
+TEST(commit_corrupt_source) {
+    fresh_dir();
+    char src[512];
+    snprintf(src, sizeof src, "%s/../%s-src.pt", dir, strrchr(dir, '/') + 1);
+    size_t n = 0;
+    unsigned char *b = harness_read_file(MNIST_PT, &n);
+    FILE *fp = fopen(src, "wb");
+    CHECK(b && fp && fwrite(b, 1, n, fp) == n);
+    if (fp) fclose(fp);
+    free(b);
+    corrupt_tensor_byte(src);
+    CHECK_EQ_INT(ckpt_store_commit(NULL, 0, dir, "run", 4, src, NULL), CKPT_E_CHECKSUM);
+    const ckpt_error *e = ckpt_error_last();
+    char want[600];
+    snprintf(want, sizeof want, "%s is corrupt: CRC-32", src);
+    CHECK(strncmp(e->message, want, strlen(want)) == 0);
+    CHECK(strstr(e->message, "; nothing committed") != NULL);
+    CHECK(strstr(e->message, "after writing") == NULL);
+    CHECK_EQ_STR(e->file, src);
+    CHECK(e->member[0] != '\0' && e->offset != UINT64_MAX);
+    int temps;
+    CHECK_EQ_INT(entries(&temps), 0);
+    unlink(src);
+    remove_dir();
+}
+
+/* A DIR that does not exist is created, parents too (mkdir -p). */
+TEST(commit_creates_dir) {
+    fresh_dir();
+    char sub[512], path[600];
+    snprintf(sub, sizeof sub, "%s/a/b", dir);
+    CHECK_EQ_INT(ckpt_store_commit(path, sizeof path, sub, "run", 1, MNIST_PT, NULL), 0);
+    snprintf(sub, sizeof sub, "%s/a/b/run-1.pt", dir);
+    CHECK_EQ_STR(path, sub);
+    CHECK(same_bytes(path, MNIST_PT));
+    struct stat st;
+    mode_t mask = umask(0);
+    umask(mask);
+    CHECK(stat(in_dir("a/b"), &st) == 0 && S_ISDIR(st.st_mode));
+    CHECK_EQ_INT(st.st_mode & 0777, 0755 & ~mask);
+    unlink(path);
+    unlink(in_dir("a/b/LATEST"));
+    rmdir(in_dir("a/b"));
+    rmdir(in_dir("a"));
+    /* a file in the way is an I/O error, not a directory */
+    FILE *fp = fopen(in_dir("file"), "w");
+    if (fp) fclose(fp);
+    snprintf(sub, sizeof sub, "%s/file/x", dir);
+    CHECK_EQ_INT(ckpt_store_commit(NULL, 0, sub, "run", 1, MNIST_PT, NULL), CKPT_E_IO);
     remove_dir();
 }
 
@@ -306,15 +398,13 @@ TEST(commit_bad_arguments) {
         CHECK_EQ_INT(ckpt_store_commit(NULL, 0, dir, bad[i], 1, MNIST_PT, NULL),
                      CKPT_E_INVALID_ARG);
     CHECK_EQ_INT(ckpt_store_commit(NULL, 0, dir, NULL, 1, MNIST_PT, NULL), CKPT_E_INVALID_ARG);
-    CHECK_EQ_INT(ckpt_store_commit(NULL, 0, "/tmp/ckpt-test-store-missing-dir", "run", 1,
-                                   MNIST_PT, NULL),
-                 CKPT_E_IO);
     CHECK_EQ_INT(ckpt_store_commit(NULL, 0, dir, "run", 1, "/nonexistent/src.pt", NULL),
                  CKPT_E_IO);
     CHECK_EQ_INT(ckpt_store_commit(NULL, 0, dir, "run", 1, SHARDED, NULL), CKPT_E_UNSUPPORTED);
     CHECK_EQ_INT(ckpt_store_commit(NULL, 0, dir, "run", 1, CKPT_CORPUS "/torch/burn/broken.pt",
                                    NULL),
                  CKPT_E_TRUNCATED); /* 3 bytes of text */
+    CHECK(strstr(ckpt_error_last()->message, "broken.pt is corrupt: ") != NULL);
     int temps;
     CHECK_EQ_INT(entries(&temps), 0);
     char buf[64];
@@ -517,15 +607,17 @@ TEST(allocation_failures) {
         CHECK_EQ_STR(latest(), want);
     }
     CHECK(done);
-    for (int which = 0; which < 2; which++) {
+    for (int which = 0; which < 3; which++) {
         done = 0;
         for (long n = 1; n < 5000 && !done; n++) {
             alloc_left = n;
             ckpt_set_allocator(&failing);
             ckpt_store_listing *l = NULL;
             char buf[512];
-            int rc = which == 0 ? ckpt_store_list(&l, dir, NULL)
-                                : ckpt_store_latest(buf, sizeof buf, dir, NULL);
+            size_t removed;
+            int rc = which == 0   ? ckpt_store_list(&l, dir, NULL)
+                     : which == 1 ? ckpt_store_latest(buf, sizeof buf, dir, NULL)
+                                  : ckpt_store_prune_list(&l, &removed, dir, NULL);
             ckpt_store_list_free(l);
             ckpt_set_allocator(NULL);
             CHECK(rc == 0 || rc == CKPT_E_NOMEM || (which == 1 && rc == CKPT_E_NOTFOUND));
@@ -549,7 +641,10 @@ int main(void) {
     RUN(steps_sort_numerically);
     RUN(commit_prunes_beyond_keep);
     RUN(latest_skips_corrupt_and_list_reports);
-    RUN(prune_keeps_newest_verified);
+    RUN(prune_counts_only_verified);
+    RUN(commit_prune_skips_corrupt);
+    RUN(commit_corrupt_source);
+    RUN(commit_creates_dir);
     RUN(commit_refuses_committed_step);
     RUN(commit_bad_arguments);
     RUN(commit_with_writer);

@@ -1,5 +1,7 @@
 /* test_write.c - the write path: safetensors and torch writers, the
- * structure they leave for a lossless round trip, the public tree builder,
+ * structure they leave for a lossless round trip, torch state dicts
+ * (OrderedDict, its _metadata, nn.Parameter) through both formats, convert
+ * and rename, the public tree builder,
  * ckpt_convert's selection, the readers' additions (aliases, the torch
  * metadata record), verify's digests, and failure handling (atomic faults,
  * every allocation failing in turn, hostile structure metadata). PyTorch
@@ -94,7 +96,8 @@ typedef struct pairs {
 static int same(pairs *p, const ckpt_value *a, const ckpt_value *b, int depth);
 
 static int same_tensor(const ckpt_tensor *x, const ckpt_tensor *y) {
-    if (x->dtype != y->dtype || x->ndim != y->ndim || x->requires_grad != y->requires_grad)
+    if (x->dtype != y->dtype || x->ndim != y->ndim || x->requires_grad != y->requires_grad ||
+        x->is_parameter != y->is_parameter)
         return 0;
     for (uint32_t i = 0; i < x->ndim; i++)
         if (x->shape[i] != y->shape[i]) return 0;
@@ -129,7 +132,10 @@ static int same(pairs *p, const ckpt_value *a, const ckpt_value *b, int depth) {
     }
     if (a->kind == CKPT_KIND_TENSOR) return same_tensor(a->u.tensor, b->u.tensor);
     if (a->kind == CKPT_KIND_DICT) {
-        if (a->u.dict.n != b->u.dict.n) return 0;
+        if (a->u.dict.n != b->u.dict.n || a->dict_class != b->dict_class ||
+            !a->u.dict.state != !b->u.dict.state ||
+            (a->u.dict.state && !same(p, a->u.dict.state, b->u.dict.state, depth + 1)))
+            return 0;
         for (size_t i = 0; i < a->u.dict.n; i++)
             if (!same(p, a->u.dict.keys[i], b->u.dict.keys[i], depth + 1) ||
                 !same(p, a->u.dict.vals[i], b->u.dict.vals[i], depth + 1))
@@ -275,6 +281,308 @@ TEST(pickle_exact_bytes) {
     CHECK(e && e->usize == 2 && memcmp(b + e->data_offset, "3\n", 2) == 0);
     ckpt_arena_free(&a);
     free(b);
+}
+
+/* A torch state dict: an OrderedDict with its _metadata attribute (what
+ * Module.state_dict() returns) and a parameter, built with the public
+ * tree builder. */
+static ckpt_value *state_dict(void) {
+    ckpt_value *root = D(), *st = D(), *md = D(), *v1 = D(), *v2 = D();
+    ckpt_value *w = T(CKPT_DT_F32, 1, SH2, F32_12, 8);
+    CHECK_EQ_INT(ckpt_tree_set_parameter(tree, w, 1), 0);
+    set(root, "w", w);
+    set(root, "b", T(CKPT_DT_I64, 1, SH1, I64_7, 8));
+    set(v1, "version", I(1));
+    set(v2, "version", I(2));
+    set(md, "", v1);
+    set(md, "bn", v2);
+    set(st, "_metadata", md);
+    CHECK_EQ_INT(ckpt_tree_set_dict_class(tree, md, "collections.OrderedDict"), 0);
+    CHECK_EQ_INT(ckpt_tree_set_dict_class(tree, root, "collections.OrderedDict"), 0);
+    CHECK_EQ_INT(ckpt_tree_set_dict_state(tree, root, st), 0);
+    return root;
+}
+
+/* The record `rel` of torch archive `path` ("<stem>/rel"), malloc'd. */
+static unsigned char *pt_record(const char *path, const char *name, size_t *len) {
+    size_t n;
+    unsigned char *b = slurp(path, &n), *out = NULL;
+    if (!b) return NULL;
+    ckpt_zip z;
+    ckpt_arena a = {0};
+    ckpt_limits lim = CKPT_LIMITS_INIT;
+    const ckpt_zip_entry *e = NULL;
+    if (ckpt_zip_open(&z, &a, b, n, path, &lim) == 0) e = ckpt_zip_find(&z, name);
+    if (e && (out = malloc(e->usize + 1))) {
+        memcpy(out, b + e->data_offset, e->usize);
+        *len = e->usize;
+    }
+    ckpt_arena_free(&a);
+    free(b);
+    return out;
+}
+
+/* data.pkl of a state dict byte for byte: torch.save's form,
+ * OrderedDict() + SETITEMS + BUILD {'_metadata': OrderedDict(...)}, and
+ * _rebuild_parameter(_rebuild_tensor_v2(..., False, hooks), True,
+ * OrderedDict()) for the parameter; then what the reader makes of it. */
+TEST(state_dict_pickle_bytes) {
+    fresh_tree();
+    CHECK_EQ_INT(ckpt_tree_write(state_dict(), tpath("sd.pt"), CKPT_FORMAT_TORCH_ZIP, NULL), 0);
+    static const unsigned char want[] =
+        "\x80\x02" "ccollections\nOrderedDict\nq\x00)Rq\x01("
+        "X\x01\x00\x00\x00" "w" "ctorch._utils\n_rebuild_parameter\nq\x02"
+        "ctorch._utils\n_rebuild_tensor_v2\nq\x03"
+        "((X\x07\x00\x00\x00" "storage" "ctorch\nFloatStorage\nq\x04"
+        "X\x01\x00\x00\x00" "0" "X\x03\x00\x00\x00" "cpuK\x02tQ"
+        "K\x00K\x02\x85K\x01\x85\x89h\x00)RtR" "\x88h\x00)R\x87Rq\x05"
+        "X\x01\x00\x00\x00" "b" "h\x03((X\x07\x00\x00\x00" "storage"
+        "ctorch\nLongStorage\nq\x06" "X\x01\x00\x00\x00" "1" "X\x03\x00\x00\x00" "cpuK\x01tQ"
+        "K\x00K\x01\x85K\x01\x85\x89h\x00)RtRq\x07" "u"
+        "}q\x08X\x09\x00\x00\x00" "_metadata" "h\x00)Rq\x09("
+        "X\x00\x00\x00\x00}q\x0aX\x07\x00\x00\x00" "versionK\x01s"
+        "X\x02\x00\x00\x00" "bn}q\x0bX\x07\x00\x00\x00" "versionK\x02s" "usb.";
+    size_t n = 0;
+    unsigned char *pkl = pt_record(tpath("sd.pt"), "sd/data.pkl", &n);
+    CHECK(pkl && n == sizeof want - 1 && memcmp(pkl, want, sizeof want - 1) == 0);
+    if (pkl && (n != sizeof want - 1 || memcmp(pkl, want, n) != 0))
+        for (size_t i = 0; i < n && i < sizeof want - 1; i++)
+            if (pkl[i] != want[i]) {
+                fprintf(stderr, "data.pkl differs at byte %zu\n", i);
+                break;
+            }
+    free(pkl);
+
+    /* read back: the class, the attributes and the parameter are there */
+    ckpt_file *f;
+    CHECK_EQ_INT(ckpt_open(&f, tpath("sd.pt"), NULL), 0);
+    if (!f) return;
+    const ckpt_value *root = ckpt_file_root(f);
+    CHECK_EQ_STR(ckpt_value_dict_class(root), "collections.OrderedDict");
+    const ckpt_value *st = ckpt_value_dict_state(root);
+    CHECK(st && ckpt_value_len(st) == 1 && ckpt_value_dict_class(st) == NULL);
+    const ckpt_value *md = st ? ckpt_value_item(st, 0) : NULL;
+    CHECK(md && strcmp(ckpt_value_str(ckpt_value_key(st, 0), NULL), "_metadata") == 0);
+    CHECK(md && ckpt_value_dict_class(md) && ckpt_value_len(md) == 2);
+    if (md && ckpt_value_len(md) == 2) {
+        CHECK_EQ_STR(ckpt_value_str(ckpt_value_key(md, 1), NULL), "bn");
+        int64_t version = 0;
+        CHECK_EQ_INT(ckpt_value_int(ckpt_value_item(ckpt_value_item(md, 1), 0), &version), 0);
+        CHECK_EQ_INT(version, 2);
+    }
+    const ckpt_tensor *w = ckpt_file_find_tensor(f, "w"), *b = ckpt_file_find_tensor(f, "b");
+    CHECK(w && ckpt_tensor_is_parameter(w) && w->requires_grad);
+    CHECK(b && !ckpt_tensor_is_parameter(b) && !b->requires_grad);
+    /* attributes are not tensors of the file */
+    CHECK_EQ_INT(ckpt_file_tensor_count(f), 2);
+    CHECK(ckpt_value_dict_class(ckpt_value_item(root, 0)) == NULL &&
+          ckpt_value_dict_state(ckpt_value_item(root, 0)) == NULL);
+    ckpt_close(f);
+}
+
+/* The structure records class, state and parameter flag (version 2); a
+ * tree with parameters only stays version 1; both formats give the same
+ * tree back. */
+TEST(state_dict_roundtrip) {
+    fresh_tree();
+    ckpt_value *root = state_dict();
+    CHECK(read_back(root, "sd.safetensors", CKPT_FORMAT_SAFETENSORS));
+    CHECK(read_back(root, "sd2.pt", CKPT_FORMAT_TORCH_ZIP));
+    ckpt_file *f;
+    CHECK_EQ_INT(ckpt_open(&f, tpath("sd.safetensors"), NULL), 0);
+    if (f) {
+        CHECK_EQ_STR(meta(f, "ckpt.structure"),
+                     "{\"version\":2,\"root\":{\"dict\":[[\"w\",{\"tensor\":\"w\","
+                     "\"requires_grad\":true,\"parameter\":true}],[\"b\",{\"tensor\":\"b\"}]],"
+                     "\"class\":\"collections.OrderedDict\",\"state\":{\"dict\":[[\"_metadata\","
+                     "{\"dict\":[[\"\",{\"dict\":[[\"version\",1]]}],[\"bn\",{\"dict\":"
+                     "[[\"version\",2]]}]],\"class\":\"collections.OrderedDict\"}]]}}}");
+        ckpt_close(f);
+    }
+    /* safetensors -> torch keeps them (the reader's tree of the .pt) */
+    CHECK_EQ_INT(ckpt_convert(tpath("sd.safetensors"), tpath("sd3.pt"), NULL, NULL), 0);
+    CHECK_EQ_INT(ckpt_open(&f, tpath("sd3.pt"), NULL), 0);
+    if (f) {
+        CHECK(same_tree(root, ckpt_file_root(f)));
+        ckpt_close(f);
+    }
+    /* a Counter, a plain dict of parameters (no dict attribute: version 1) */
+    fresh_tree();
+    root = D();
+    ckpt_value *c = D(), *p = T(CKPT_DT_F32, 1, SH2, F32_12, 8);
+    set(c, "a", I(2));
+    CHECK_EQ_INT(ckpt_tree_set_dict_class(tree, c, "collections.Counter"), 0);
+    CHECK_EQ_INT(ckpt_tree_set_parameter(tree, p, 0), 0);
+    set(root, "p", p);
+    CHECK(read_back(root, "p.safetensors", CKPT_FORMAT_SAFETENSORS));
+    CHECK_EQ_INT(ckpt_open(&f, tpath("p.safetensors"), NULL), 0);
+    if (f) {
+        CHECK_EQ_STR(meta(f, "ckpt.structure"),
+                     "{\"version\":1,\"root\":{\"dict\":[[\"p\",{\"tensor\":\"p\","
+                     "\"parameter\":true}]]}}");
+        ckpt_close(f);
+    }
+    set(root, "c", c);
+    CHECK(read_back(root, "c.safetensors", CKPT_FORMAT_SAFETENSORS));
+    CHECK(read_back(root, "c.pt", CKPT_FORMAT_TORCH_ZIP));
+    size_t n = 0;
+    unsigned char *pkl = pt_record(tpath("c.pt"), "c/data.pkl", &n);
+    int counter = 0;
+    for (size_t i = 0; pkl && i + 21 <= n; i++)
+        counter |= memcmp(pkl + i, "ccollections\nCounter\n", 21) == 0;
+    CHECK(counter);
+    free(pkl);
+
+    /* tensors cannot live in attributes; cycles through them are refused */
+    fresh_tree();
+    root = D();
+    ckpt_value *st = D();
+    set(st, "t", T(CKPT_DT_F32, 1, SH2, F32_12, 8));
+    CHECK_EQ_INT(ckpt_tree_set_dict_class(tree, root, "collections.OrderedDict"), 0);
+    CHECK_EQ_INT(ckpt_tree_set_dict_state(tree, root, st), 0);
+    CHECK_EQ_INT(ckpt_tree_write(root, tpath("ts.pt"), CKPT_FORMAT_TORCH_ZIP, NULL),
+                 CKPT_E_UNSUPPORTED);
+    CHECK(strstr(ckpt_error_last()->message, "attributes"));
+    st = D();
+    set(st, "self", root);
+    CHECK_EQ_INT(ckpt_tree_set_dict_state(tree, root, st), 0);
+    CHECK_EQ_INT(ckpt_tree_write(root, tpath("ts.safetensors"), CKPT_FORMAT_SAFETENSORS, NULL),
+                 CKPT_E_UNSUPPORTED);
+    CHECK(strstr(ckpt_error_last()->message, "cyclic"));
+
+    /* builder arguments */
+    ckpt_value *l = L(), *d = D();
+    CHECK_EQ_INT(ckpt_tree_set_dict_class(tree, l, "collections.OrderedDict"), CKPT_E_INVALID_ARG);
+    CHECK_EQ_INT(ckpt_tree_set_dict_class(tree, d, "collections.defaultdict"),
+                 CKPT_E_INVALID_ARG);
+    CHECK_EQ_INT(ckpt_tree_set_dict_state(tree, d, D()), CKPT_E_INVALID_ARG); /* plain */
+    CHECK_EQ_INT(ckpt_tree_set_dict_class(tree, d, "collections.OrderedDict"), 0);
+    CHECK_EQ_INT(ckpt_tree_set_dict_state(tree, d, L()), CKPT_E_INVALID_ARG);
+    CHECK_EQ_INT(ckpt_tree_set_dict_state(tree, d, D()), 0);
+    CHECK_EQ_INT(ckpt_tree_set_dict_class(tree, d, NULL), CKPT_E_INVALID_ARG); /* has a state */
+    CHECK_EQ_INT(ckpt_tree_set_dict_state(tree, d, NULL), 0);
+    CHECK_EQ_INT(ckpt_tree_set_dict_class(tree, d, NULL), 0);
+    CHECK(ckpt_value_dict_class(d) == NULL);
+    CHECK_EQ_INT(ckpt_tree_set_parameter(tree, d, 1), CKPT_E_INVALID_ARG);
+    CHECK_EQ_INT(ckpt_tree_set_parameter(NULL, d, 1), CKPT_E_INVALID_ARG);
+}
+
+/* Real torch.save files (the corpus): a BatchNorm state dict keeps its
+ * OrderedDict and _metadata, nn.Parameter its flag, through both formats
+ * and a --select. */
+TEST(state_dict_corpus) {
+    const char *bn = CKPT_CORPUS "/torch/burn/batch_norm2d.pt",
+               *param = CKPT_CORPUS "/torch/burn/parameter.pt";
+    ckpt_file *f, *g;
+    CHECK_EQ_INT(ckpt_open(&f, bn, NULL), 0);
+    if (!f) return;
+    const ckpt_value *root = ckpt_file_root(f), *st = ckpt_value_dict_state(root);
+    CHECK_EQ_STR(ckpt_value_dict_class(root), "collections.OrderedDict");
+    CHECK(st && ckpt_value_len(st) == 1);
+    const ckpt_value *md = st ? ckpt_value_item(st, 0) : NULL;
+    /* OrderedDict([('', {'version': 1}), ('norm1', {'version': 2})]) */
+    CHECK(md && ckpt_value_len(md) == 2 &&
+          strcmp(ckpt_value_str(ckpt_value_key(md, 1), NULL), "norm1") == 0);
+    CHECK_EQ_INT(ckpt_file_tensor_count(f), 5);
+    const char *outs[] = {"bn.safetensors", "bn.pt"};
+    for (int i = 0; i < 2; i++) {
+        char out[256], back[256];
+        snprintf(out, sizeof out, "%s", tpath(outs[i]));
+        snprintf(back, sizeof back, "%s", tpath(i ? "bn_back2.pt" : "bn_back.pt"));
+        CHECK_EQ_INT(ckpt_convert(bn, out, NULL, NULL), 0);
+        CHECK_EQ_INT(ckpt_convert(out, back, NULL, NULL), 0);
+        CHECK_EQ_INT(ckpt_open(&g, back, NULL), 0);
+        if (g) {
+            CHECK(same_tree(root, ckpt_file_root(g)));
+            ckpt_close(g);
+        }
+    }
+    /* a selection keeps the state dict's class and attributes */
+    ckpt_convert_options o = CKPT_CONVERT_OPTIONS_INIT;
+    const char *sel[] = {"norm1.weight"};
+    o.select = sel;
+    o.nselect = 1;
+    CHECK_EQ_INT(ckpt_convert(bn, tpath("bn_sel.pt"), &o, NULL), 0);
+    CHECK_EQ_INT(ckpt_open(&g, tpath("bn_sel.pt"), NULL), 0);
+    if (g) {
+        const ckpt_value *r = ckpt_file_root(g);
+        CHECK(ckpt_value_len(r) == 1 && ckpt_value_dict_class(r) != NULL);
+        CHECK(same_tree(st, ckpt_value_dict_state(r)));
+        ckpt_close(g);
+    }
+    ckpt_close(f);
+
+    CHECK_EQ_INT(ckpt_open(&f, param, NULL), 0);
+    if (!f) return;
+    const ckpt_tensor *t = ckpt_file_find_tensor(f, "param");
+    CHECK(t && ckpt_tensor_is_parameter(t) && t->requires_grad);
+    CHECK_EQ_INT(ckpt_convert(param, tpath("param.safetensors"), NULL, NULL), 0);
+    CHECK_EQ_INT(ckpt_convert(tpath("param.safetensors"), tpath("param_back.pt"), NULL, NULL), 0);
+    CHECK_EQ_INT(ckpt_open(&g, tpath("param_back.pt"), NULL), 0);
+    if (g) {
+        CHECK(same_tree(ckpt_file_root(f), ckpt_file_root(g)));
+        ckpt_close(g);
+    }
+    ckpt_close(f);
+}
+
+/* rename carries _metadata along: module paths follow their tensors, as
+ * torch's consume_prefix_in_state_dict_if_present does ("module" becomes
+ * "" and replaces the wrapper's entry), modules without tensors follow
+ * their parent. */
+static void ddp_state_dict(const char *path) {
+    fresh_tree();
+    ckpt_value *root = D(), *st = D(), *md = D(), *bn = D();
+    set(root, "module.bn.w", T(CKPT_DT_F32, 1, SH2, F32_12, 8));
+    set(root, "module.fc.b", T(CKPT_DT_I64, 1, SH1, I64_7, 8));
+    set(bn, "version", I(2));
+    set(md, "", I(0));
+    set(md, "module", I(1));
+    set(md, "module.bn", bn);
+    set(md, "module.relu", I(3));
+    set(md, "module.fc", I(4));
+    set(st, "_metadata", md);
+    set(st, "other", S("kept"));
+    CHECK_EQ_INT(ckpt_tree_set_dict_class(tree, root, "collections.OrderedDict"), 0);
+    CHECK_EQ_INT(ckpt_tree_set_dict_state(tree, root, st), 0);
+    CHECK_EQ_INT(ckpt_tree_write(root, path, CKPT_FORMAT_TORCH_ZIP, NULL), 0);
+}
+
+TEST(rename_metadata) {
+    ddp_state_dict(tpath("ddp.pt"));
+    ckpt_rename_rule strip = {CKPT_RENAME_STRIP_PREFIX, "module.", NULL, NULL};
+    CHECK_EQ_INT(ckpt_rename(NULL, tpath("ddp.pt"), tpath("plain.pt"), &strip, 1, NULL), 0);
+    ckpt_file *f;
+    CHECK_EQ_INT(ckpt_open(&f, tpath("plain.pt"), NULL), 0);
+    if (!f) return;
+    const ckpt_value *r = ckpt_file_root(f), *s2 = ckpt_value_dict_state(r);
+    CHECK(ckpt_file_find_tensor(f, "bn.w") && ckpt_file_find_tensor(f, "fc.b"));
+    CHECK(ckpt_value_dict_class(r) != NULL && s2 && ckpt_value_len(s2) == 2);
+    const ckpt_value *m2 = s2 ? ckpt_value_item(s2, 0) : NULL;
+    static const char *keys[] = {"", "bn", "relu", "fc"};
+    static const int64_t vals[] = {1, -1, 3, 4}; /* -1: the {"version": 2} dict */
+    CHECK(m2 && ckpt_value_len(m2) == 4);
+    for (size_t i = 0; m2 && i < 4 && i < ckpt_value_len(m2); i++) {
+        CHECK_EQ_STR(ckpt_value_str(ckpt_value_key(m2, i), NULL), keys[i]);
+        int64_t v = -1;
+        if (vals[i] >= 0) CHECK_EQ_INT(ckpt_value_int(ckpt_value_item(m2, i), &v), 0);
+        else CHECK_EQ_INT(ckpt_value_kind(ckpt_value_item(m2, i)), CKPT_KIND_DICT);
+        CHECK_EQ_INT(v, vals[i]);
+    }
+    CHECK(s2 && strcmp(ckpt_value_str(ckpt_value_item(s2, 1), NULL), "kept") == 0);
+    ckpt_close(f);
+    /* and back: every module under "module." (the root's "" included) */
+    ckpt_rename_rule add = {CKPT_RENAME_ADD_PREFIX, "module", NULL, NULL};
+    CHECK_EQ_INT(ckpt_rename(NULL, tpath("plain.pt"), tpath("wrapped.pt"), &add, 1, NULL), 0);
+    CHECK_EQ_INT(ckpt_open(&f, tpath("wrapped.pt"), NULL), 0);
+    if (!f) return;
+    s2 = ckpt_value_dict_state(ckpt_file_root(f));
+    m2 = s2 ? ckpt_value_item(s2, 0) : NULL;
+    static const char *wrapped[] = {"module", "module.bn", "module.relu", "module.fc"};
+    CHECK(m2 && ckpt_value_len(m2) == 4);
+    for (size_t i = 0; m2 && i < 4 && i < ckpt_value_len(m2); i++)
+        CHECK_EQ_STR(ckpt_value_str(ckpt_value_key(m2, i), NULL), wrapped[i]);
+    ckpt_close(f);
 }
 
 /* ------------------------------------------------------------ round trips */
@@ -630,7 +938,29 @@ TEST(hostile_structure) {
         int rc;
     } cases[] = {
         {"{", CKPT_E_FORMAT},
-        {"{\"version\":2,\"root\":null}", CKPT_E_FORMAT},
+        {"{\"version\":3,\"root\":null}", CKPT_E_FORMAT},
+        {"{\"version\":2,\"root\":null}", 0},
+        /* dict classes and attributes: version 2, a known class, a dict state */
+        {"{\"version\":1,\"root\":{\"dict\":[],\"class\":\"collections.OrderedDict\"}}",
+         CKPT_E_FORMAT},
+        {"{\"version\":2,\"root\":{\"dict\":[],\"class\":\"builtins.dict\"}}", CKPT_E_FORMAT},
+        {"{\"version\":2,\"root\":{\"dict\":[],\"class\":1}}", CKPT_E_FORMAT},
+        {"{\"version\":2,\"root\":{\"dict\":[],\"state\":{\"dict\":[]}}}", CKPT_E_FORMAT},
+        {"{\"version\":2,\"root\":{\"dict\":[],\"class\":\"collections.Counter\","
+         "\"state\":[]}}", CKPT_E_FORMAT},
+        {"{\"version\":2,\"root\":{\"dict\":[],\"class\":\"collections.Counter\","
+         "\"state\":{\"list\":[]}}}", CKPT_E_FORMAT},
+        {"{\"version\":2,\"root\":{\"dict\":[],\"class\":\"collections.Counter\","
+         "\"extra\":1}}", CKPT_E_FORMAT},
+        {"{\"version\":1,\"root\":{\"tensor\":\"t\",\"parameter\":1}}", CKPT_E_FORMAT},
+        /* decode, but a state holding its dict or a tensor cannot be written */
+        {"{\"version\":2,\"root\":{\"dict\":[],\"class\":\"collections.OrderedDict\","
+         "\"state\":{\"dict\":[[\"me\",{\"ref\":0}]]}}}", CKPT_E_UNSUPPORTED},
+        {"{\"version\":2,\"root\":{\"dict\":[],\"class\":\"collections.OrderedDict\","
+         "\"state\":{\"dict\":[[\"t\",{\"tensor\":\"t\"}]]}}}", CKPT_E_UNSUPPORTED},
+        {"{\"version\":2,\"root\":{\"dict\":[[\"t\",{\"tensor\":\"t\",\"parameter\":true}]],"
+         "\"class\":\"collections.OrderedDict\",\"state\":{\"dict\":[[\"_metadata\","
+         "{\"dict\":[[\"\",1]],\"class\":\"collections.OrderedDict\"}]]}}}", 0},
         {"{\"version\":1,\"root\":{\"bogus\":1}}", CKPT_E_FORMAT},
         {"{\"version\":1,\"root\":{\"ref\":0}}", CKPT_E_FORMAT},
         {"{\"version\":1,\"root\":[1]}", CKPT_E_FORMAT},
@@ -757,6 +1087,13 @@ TEST(allocation_failures) {
     add(l, I(3));
     add(l, S("x"));
     set(root, "l", l);
+    /* a state dict's class, attributes and a parameter (decoded, written) */
+    ckpt_value *st = D(), *md = D();
+    set(md, "", I(1));
+    set(st, "_metadata", md);
+    CHECK_EQ_INT(ckpt_tree_set_dict_class(tree, root, "collections.OrderedDict"), 0);
+    CHECK_EQ_INT(ckpt_tree_set_dict_state(tree, root, st), 0);
+    CHECK_EQ_INT(ckpt_tree_set_parameter(tree, w, 1), 0);
     CHECK_EQ_INT(ckpt_tree_write(root, src, CKPT_FORMAT_SAFETENSORS, NULL), 0);
     ckpt_allocator a = {fail_malloc, fail_realloc, plain_free, NULL};
     int nomem = 0, ok = 0;
@@ -778,6 +1115,20 @@ TEST(allocation_failures) {
     }
     CHECK(nomem > 20);
     CHECK_EQ_INT(ok, 2);
+    /* rename, _metadata carried along */
+    snprintf(src, sizeof src, "%s", tpath("alloc_ddp.pt"));
+    ddp_state_dict(src);
+    ckpt_rename_rule strip = {CKPT_RENAME_STRIP_PREFIX, "module.", NULL, NULL};
+    for (fail_at = 1, ok = 0; fail_at < 2000; fail_at++) {
+        allocs = 0;
+        ckpt_set_allocator(&a);
+        int rc = ckpt_rename(NULL, src, tpath("alloc_plain.pt"), &strip, 1, NULL);
+        ckpt_set_allocator(NULL);
+        if (rc == 0) ok++;
+        else CHECK_EQ_INT(rc, CKPT_E_NOMEM);
+        if (rc == 0 && allocs < fail_at) break;
+    }
+    CHECK_EQ_INT(ok, 1);
     CHECK_EQ_INT(count_temporaries(), 0);
 }
 
@@ -788,6 +1139,10 @@ int main(void) {
     }
     RUN(safetensors_exact_header);
     RUN(pickle_exact_bytes);
+    RUN(state_dict_pickle_bytes);
+    RUN(state_dict_roundtrip);
+    RUN(state_dict_corpus);
+    RUN(rename_metadata);
     RUN(roundtrip_values);
     RUN(roundtrip_views);
     RUN(roundtrip_dtypes);

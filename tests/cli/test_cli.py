@@ -4,6 +4,7 @@ Environment (set by ctest): CKPT_BIN (the built ckpt binary), CKPT_CORPUS
 (shared/corpus), CKPT_SRC (repository root). Standard library only. Prints
 one line per case and ends with "N passed, N failed"; exits 1 on failure.
 """
+import io
 import json
 import math
 import os
@@ -26,6 +27,8 @@ SAFETENSORS = os.path.join(CORPUS, "safetensors/fluxml/non_sharded/"
                            "model.with_metadata.safetensors")
 MNIST_ST = os.path.join(CORPUS, "pairs/mnist.safetensors")
 MNIST_PT = os.path.join(CORPUS, "pairs/mnist.pt")
+SHARDED_DIR = os.path.join(CORPUS, "safetensors/fluxml/sharded")
+SHARDED = os.path.join(SHARDED_DIR, "model.safetensors.index.json")
 
 # Bits per element, by safetensors dtype name.
 DTYPE_BITS = {
@@ -204,9 +207,10 @@ def test_inspect_text():
         assert row, "table row for " + t["name"]
         shape = "[" + ", ".join(str(d) for d in t["shape"]) + "]"
         assert shape in row[0] and t["dtype"] in row[0], row[0]
-    params = sum(numel(t["shape"]) for t in exp["tensors"])
-    total = "%d tensors, %d parameters, %d bytes" % (
-        len(exp["tensors"]), params, params * 4)
+    # a plain sum of numel (buffers and optimizer state too): "elements"
+    elements = sum(numel(t["shape"]) for t in exp["tensors"])
+    total = "%d tensors, %d elements, %d bytes" % (
+        len(exp["tensors"]), elements, elements * 4)
     assert any(l.startswith(total) for l in lines), "totals line " + total
     assert any(l.strip() == "epoch = 42" for l in lines), "epoch value"
     assert any(l.strip() == "loss = 0.123" for l in lines), "loss value"
@@ -284,8 +288,16 @@ def test_verify_truncated():
     path = truncated(CHECKPOINT, "trunc_verify.pt")
     rc, out, _ = run("verify", path)
     assert_eq(rc, 1, "exit code")
-    assert out.startswith("CORRUPT %s: " % path), out
-    assert_eq(len(out.splitlines()), 1, "one line")
+    assert_eq(out, "CORRUPT %s: zip archive is truncated or incomplete: no "
+              "end-of-central-directory record (PK\\5\\6) in its last %d "
+              "bytes; the file was probably cut short while being written or "
+              "copied\n" % (path, os.path.getsize(path)), "verify line")
+    # a safetensors file whose data runs past the end
+    path = tmp_file("trunc.safetensors", safetensors_bytes(
+        [("w", "F32", [4], b"\0" * 16)])[:-4])
+    rc, out, _ = run("verify", path)
+    assert_eq(rc, 1, "exit code (safetensors)")
+    assert out.startswith("CORRUPT %s: truncated: tensor \"w\": " % path), out
 
 
 def test_verify_broken():
@@ -306,6 +318,44 @@ def test_verify_missing():
     assert_eq(len(lines), 3, "lines")
     assert lines[0].startswith("CORRUPT ") and lines[1].startswith("ERROR ")
     assert lines[2].startswith("OK "), lines[2]
+
+
+def storage_tensors(path, key):
+    """Flattened names of the tensors of a torch zip whose storage is
+    data/KEY, read from data.pkl with harmless stand-ins for every global
+    (nothing in the file runs)."""
+    class Tensor:
+        def __init__(self, storage, *args):
+            self.storage = storage
+
+    class Unpickler(pickle.Unpickler):
+        def find_class(self, module, name):
+            if name in ("_rebuild_tensor_v2", "_rebuild_parameter"):
+                return lambda t, *a: t if isinstance(t, Tensor) else Tensor(t)
+            if module == "collections" and name == "OrderedDict":
+                return dict
+            return lambda *a, **k: None
+
+        def persistent_load(self, pid):
+            return pid[2]
+
+    with zipfile.ZipFile(path) as zf:
+        pkl = next(n for n in zf.namelist() if n.endswith("/data.pkl"))
+        root = Unpickler(io.BytesIO(zf.read(pkl))).load()
+    found = []
+
+    def walk(v, prefix):
+        if isinstance(v, Tensor):
+            if v.storage == key:
+                found.append(prefix)
+        elif isinstance(v, dict):
+            for k, x in v.items():
+                walk(x, "%s.%s" % (prefix, k) if prefix else str(k))
+        elif isinstance(v, (list, tuple)):
+            for i, x in enumerate(v):
+                walk(x, "%s.%d" % (prefix, i) if prefix else str(i))
+    walk(root, "")
+    return sorted(found)
 
 
 def zip_member_data_offset(path, suffix):
@@ -332,6 +382,12 @@ def test_verify_flipped_byte():
     assert out.startswith("CORRUPT %s: " % path), out
     assert member in out, "member %s named in %r" % (member, out)
     assert "crc" in out.lower() or "checksum" in out.lower(), out
+    # the tensors whose storage the member is, and what the offset is
+    names = storage_tensors(CHECKPOINT, member.rsplit("/", 1)[1])
+    assert names, "data/0 holds a tensor"
+    assert ("the member holds tensor%s %s (member data starts at offset %d)"
+            % ("s" if len(names) > 1 else "", ", ".join(names), off)) in out, \
+        (names, out)
     # Open alone does not read tensor bytes: inspect still works.
     assert_eq(run("inspect", path)[0], 0, "inspect of the flipped file")
 
@@ -364,24 +420,35 @@ def test_doctor_json():
     assert_eq(doc["format"], "torch-zip", "format")
     sec = doc["sections"]
     assert_eq(list(sec), ["format", "integrity", "safety", "contents",
-                          "not_vouched_for", "resume", "memory", "metadata",
-                          "other_files"], "sections")
+                          "not_vouched_for", "resume", "keys", "memory",
+                          "metadata", "other_files"], "sections")
+    assert_eq(sec["keys"], {"wrappers": [], "fix": None, "collision": None},
+              "clean keys")
     assert_eq(sec["integrity"]["ok"], True, "integrity ok")
     assert_eq(sec["safety"]["verdict"], "safe", "safety verdict")
     assert_eq([f["verdict"] for f in sec["safety"]["files"]], ["safe"],
               "safety per file")
     contents = sec["contents"]
-    params = sum(numel(t["shape"]) for t in exp["tensors"])
-    assert_eq(contents["parameters"], params, "parameters")
+    elements = sum(numel(t["shape"]) for t in exp["tensors"])
+    assert "parameters" not in contents, "a numel sum is no parameter count"
+    assert_eq(contents["elements"], elements, "elements")
     assert_eq(contents["tensors"], len(exp["tensors"]), "tensors")
-    assert_eq(contents["by_dtype"], {"F32": params * 4}, "by_dtype")
+    assert_eq(contents["by_dtype"], {"F32": elements * 4}, "by_dtype")
     top = {e["name"]: e for e in contents["top_level"]}
     assert_eq(top["epoch"]["kind"], "int", "epoch kind")
     assert_eq(top["epoch"]["value"], 42, "epoch value")
     assert_eq(top["model_state_dict"]["tensors"], 4, "model tensors")
     assert_eq(top["optimizer_state_dict"]["tensors"], 1, "optimizer tensors")
-    assert_eq(sum(e["parameters"] for e in contents["top_level"]), params,
-              "top-level parameters add up")
+    assert_eq(sum(e["elements"] for e in contents["top_level"]), elements,
+              "top-level elements add up")
+    rc, out, _ = run("doctor", CHECKPOINT)
+    lines = out.splitlines()
+    contents = lines[lines.index("contents") + 1:lines.index("not vouched for")]
+    assert_eq(contents[0], "  5 tensors, %d elements, %d bytes (%d B)" % (
+        elements, elements * 4, elements * 4), "contents totals")
+    assert "    model_state_dict: dict, 4 tensors, 93 elements" in contents, \
+        contents
+    assert "param" not in " ".join(contents), contents
 
 
 def test_doctor_unsafe():
@@ -414,11 +481,126 @@ def test_doctor_truncated():
     rc, out, _ = run("doctor", path)
     assert_eq(rc, 1, "exit code")
     assert out.startswith("ATTENTION: "), out
+    lines = out.splitlines()
+    fmt = lines[lines.index("format") + 1]
+    assert fmt.startswith("  torch-zip (truncated), %d bytes (" %
+                          os.path.getsize(path)), fmt
     rc, doc, _ = run_json("doctor", "--json", path)
     assert_eq(rc, 1, "exit code (json)")
     assert_eq(doc["verdict"], "attention", "verdict")
     assert_eq(doc["sections"]["integrity"]["ok"], False, "integrity")
     assert doc["sections"]["integrity"]["error"]["message"], "error message"
+    assert_eq(doc["sections"]["format"]["detected"], "torch-zip", "detected")
+    assert_eq(doc["sections"]["format"]["name"], None, "not opened")
+
+
+def test_doctor_not_a_checkpoint():
+    # the scan's own verdict, in the first line and in the safety section
+    rc, out, _ = run("doctor", BROKEN)
+    assert_eq(rc, 1, "exit code")
+    lines = out.splitlines()
+    assert lines[0].endswith("; not-a-checkpoint"), lines[0]
+    safety = lines[lines.index("safety (would loading it run code?)") + 1]
+    assert_eq(safety, "  not-a-checkpoint", "safety section")
+    assert "unscannable" not in out, out
+    rc, doc, _ = run_json("doctor", "--json", BROKEN)
+    assert_eq(doc["sections"]["safety"]["verdict"], "not-a-checkpoint",
+              "JSON safety verdict")
+    assert doc["summary"].endswith("; not-a-checkpoint"), doc["summary"]
+
+
+def test_doctor_sharded_index():
+    rc, out, err = run("doctor", SHARDED)
+    assert_eq(rc, 0, "exit code (stderr %r)" % err)
+    shards = sorted(n for n in os.listdir(SHARDED_DIR)
+                    if n.endswith(".safetensors"))
+    size = sum(os.path.getsize(os.path.join(SHARDED_DIR, n))
+               for n in os.listdir(SHARDED_DIR))
+    lines = out.splitlines()
+    assert lines[0].startswith("HEALTHY: safetensors-sharded, 36 tensors, "), \
+        lines[0]
+    fmt = lines[lines.index("format") + 1]
+    assert fmt.startswith("  safetensors-sharded, %d bytes (" % size), fmt
+    assert fmt.endswith(" in 7 files: the index and 6 shards"), fmt
+    safety = lines[lines.index("safety (would loading it run code?)") + 1]
+    assert safety.startswith("  safe: "), safety
+    other = lines[lines.index("integrity of the other files") + 1:]
+    assert_eq(other[0], "  the 6 shard files of the set (integrity covers them "
+              "together):", "other files heading")
+    assert_eq([l.split(":")[0].strip() for l in other[1:]], shards,
+              "one line per shard")
+    assert "one file: see integrity" not in out, out
+    rc, doc, _ = run_json("doctor", "--json", SHARDED)
+    sec = doc["sections"]
+    assert_eq(sec["format"]["size"], size, "set size")
+    assert_eq(sec["format"]["shards"], 6, "shards")
+    assert_eq(sec["safety"]["verdict"], "safe", "safety")
+    files = sec["other_files"]
+    assert_eq([f["name"] for f in files], shards, "shard names")
+    assert all(f["ok"] for f in files), files
+    assert_eq(sum(f["bytes_checked"] for f in files),
+              sec["integrity"]["bytes_checked"], "bytes add up")
+    # a set that fails verification (a wrong digest in the index): each
+    # shard is then verified alone
+    bad = os.path.join(TMP, "sharded")
+    shutil.copytree(SHARDED_DIR, bad)
+    for n in os.listdir(bad):
+        os.chmod(os.path.join(bad, n), 0o644)
+    index = os.path.join(bad, "model.safetensors.index.json")
+    with open(index) as fh:
+        doc = json.load(fh)
+    doc["metadata"]["ckpt.xxh3"] = {"bool_3": "0123456789abcdef"}
+    with open(index, "w") as fh:
+        json.dump(doc, fh)
+    rc, doc, _ = run_json("doctor", "--json", index)
+    assert_eq(rc, 1, "exit code, wrong digest")
+    assert_eq(doc["sections"]["integrity"]["ok"], False, "set integrity")
+    assert "XXH3-64" in doc["sections"]["integrity"]["error"]["message"], doc
+    files = doc["sections"]["other_files"]
+    assert_eq([(f["name"], f["ok"]) for f in files], [(n, True) for n in shards],
+              "each shard verified alone")
+    assert all(f["bytes_checked"] > 0 for f in files), files
+    # a truncated shard: the set cannot be opened; the format is detected
+    victim = os.path.join(bad, shards[2])
+    with open(victim, "r+b") as fh:
+        fh.truncate(os.path.getsize(victim) - 1)
+    rc, doc, _ = run_json("doctor", "--json", index)
+    assert_eq(rc, 1, "exit code, truncated shard")
+    assert_eq(doc["sections"]["format"]["detected"], "safetensors-sharded",
+              "detected")
+
+
+def test_doctor_ckpt_written_safetensors():
+    out = os.path.join(TMP, "written.safetensors")
+    rc, _, err = run("convert", MNIST_PT, out)
+    assert_eq(rc, 0, "convert (stderr %r)" % err)
+    rc, text, _ = run("doctor", out)
+    lines = text.splitlines()
+    integrity = lines[lines.index("integrity") + 1]
+    assert integrity.endswith(", per-tensor XXH3-64 digests checked"), integrity
+    rc, doc, _ = run_json("doctor", "--json", out)
+    notes = doc["sections"]["not_vouched_for"]
+    assert any(n.startswith("per-tensor XXH3-64 digests checked") for n in notes), \
+        notes
+    assert not any("carry no checksum" in n for n in notes), notes
+
+
+def test_doctor_weights_only_no_warnings():
+    # a plain state dict is a deployment file; fp32 only: no AMP either
+    for path in (MNIST_ST, MNIST_PT):
+        rc, out, _ = run("doctor", path)
+        assert "weights-only" in out, out
+        assert "warning:" not in out, out
+        rc, doc, _ = run_json("doctor", "--json", path)
+        assert_eq(doc["resume"]["warnings"], [], "warnings of " + path)
+
+
+def test_doctor_help():
+    rc, out, _ = run("help", "doctor")
+    assert_eq(rc, 0, "exit code")
+    assert "0 healthy, 1 needs attention (corrupt, unsafe, partial resume...), " \
+        "2 usage or I/O error." in out, out
+    assert "unreadable" not in out, out
 
 
 def test_doctor_flipped_byte():
@@ -475,6 +657,21 @@ def test_convert_backup():
     assert_eq(len(new["tensors"]), 20, "new file: mnist's tensors")
     assert_eq(len(old["tensors"]), 16, "backup: the example's tensors")
     assert not [n for n in os.listdir(TMP) if ".tmp-" in n], "temporary files left"
+
+
+def test_doctor_wrapper_prefix():
+    # mnist.pt as nn.DataParallel would have saved it
+    dp = os.path.join(TMP, "mnist_dp.pt")
+    rc, _, err = run("rename", MNIST_PT, dp, "--add-prefix", "module.")
+    assert_eq(rc, 0, "rename (stderr %r)" % err)
+    rc, doc, _ = run_json("doctor", "--json", dp)
+    assert_eq(rc, 1, "exit code")
+    assert_eq(doc["summary"], "ATTENTION: keys: 'module.' on 20 keys", "verdict line")
+    assert_eq(doc["sections"]["keys"],
+              {"wrappers": [{"segment": "module.", "keys": 20, "leading": True}],
+               "fix": "--strip-prefix 'module.'", "collision": None}, "keys section")
+    rc, out, _ = run("doctor", dp)
+    assert ("fix: ckpt rename %s OUT --strip-prefix 'module.'" % dp) in out, out
 
 
 def test_usage():

@@ -1,8 +1,9 @@
 #!/usr/bin/python3
 """Writes checkpoint pairs with PyTorch for the key-audit tests
 (test_keys.py): one small model saved plain and through the wrappers that
-rename its keys, models that differ from it, tied weights, and tensors for
-`ckpt diff`.
+rename its keys, models that differ from it, tied weights, training
+checkpoints ({"model", "optimizer", "epoch"}) that differ in epoch and
+learning rate only, and tensors for `ckpt diff`.
 
     /usr/bin/python3 tests/keys/gen_pairs.py OUTDIR
 
@@ -34,6 +35,9 @@ class Net(nn.Module):
         self.bn = nn.BatchNorm1d(8)
         self.fc2 = nn.Linear(8, 8)
         self.fc3 = nn.Linear(8, out)
+
+    def forward(self, x):
+        return self.fc3(self.fc2(self.bn(self.fc1(x))))
 
 
 class Changed(nn.Module):
@@ -114,6 +118,21 @@ def main(out):
     save({"state_dict": sd, "epoch": 3}, out, "nested_state_dict.pt")
     save({"model": sd, "step": 10}, out, "nested_model.pt")
 
+    # training checkpoints after one Adam step: the same tensors, epoch 2
+    # and lr 0.001 against epoch 7 and lr 0.5
+    train = Net()
+    train.load_state_dict(sd)
+    opt = torch.optim.Adam(train.parameters(), lr=0.001)
+    train(torch.randn(3, 4)).sum().backward()
+    opt.step()
+    save({"model": train.state_dict(), "optimizer": opt.state_dict(), "epoch": 2},
+         out, "train.pt")
+    for group in opt.param_groups:
+        group["lr"] = 0.5
+    save({"model": train.state_dict(), "optimizer": opt.state_dict(), "epoch": 7},
+         out, "train_e7.pt")
+    save(train.state_dict(), out, "train_model.pt")
+
     torch.manual_seed(2)
     lm = TiedLM()
     save(lm.state_dict(), out, "tied.pt")
@@ -138,11 +157,12 @@ def main(out):
     nan_b = torch.tensor([1.0, float("nan"), 3.0, -0.0, float("nan")])
     ints = torch.tensor([1, 2, 3], dtype=torch.int64)
     save(collections.OrderedDict([("w", a), ("same", a.clone()), ("nan", nan_a),
-                                  ("ints", ints), ("only_a", ints.clone())]),
+                                  ("ints", ints), ("only_a", ints.clone()),
+                                  ("scalar", torch.tensor(1.0))]),
          out, "diff_a.pt")
     save(collections.OrderedDict([("w", b), ("same", a.clone()), ("nan", nan_b),
                                   ("ints", torch.tensor([1, 2, 4])),
-                                  ("only_b", ints.clone())]),
+                                  ("only_b", ints.clone()), ("scalar", torch.tensor(2.0))]),
          out, "diff_b.pt")
     save(collections.OrderedDict((k, v.to(torch.bfloat16) if v.is_floating_point() else v)
                                  for k, v in sd.items()),

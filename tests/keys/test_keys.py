@@ -64,7 +64,8 @@ def report(ckpt, spec, **fields):
     r = {"checkpoint": ckpt, "expect": spec, "complete": False, "matched": 0,
          "missing_keys": [], "unexpected_keys": [], "shape_mismatch": [],
          "dtype_mismatch": [], "allowed": {"missing": [], "unexpected": []},
-         "tied": [], "rewrite": None, "candidates": [], "warning": None}
+         "tied": [], "rewrite": None, "candidates": [], "ignored_top_level": [],
+         "warning": None}
     for k, v in fields.items():
         assert k in r, k
         r[k] = v
@@ -243,6 +244,77 @@ def _():
                 warning="nothing would load: 0 of 4 expected keys match")
 
 
+def torch_load(p):
+    import torch
+    return torch.load(p)
+
+
+def flatten(obj, prefix=(), tensors=None, leaves=None):
+    """(tensors, leaves) of a torch.load result by flattened name, as ckpt
+    names them: dict keys as text, sequence indices in decimal."""
+    import torch
+    tensors = {} if tensors is None else tensors
+    leaves = {} if leaves is None else leaves
+    if isinstance(obj, dict):
+        items = ((str(k), v) for k, v in obj.items())
+    elif isinstance(obj, (list, tuple)):
+        items = ((str(i), v) for i, v in enumerate(obj))
+    else:
+        (tensors if isinstance(obj, torch.Tensor) else leaves)[".".join(prefix)] = obj
+        return tensors, leaves
+    for k, v in items:
+        flatten(v, prefix + (k,), tensors, leaves)
+    return tensors, leaves
+
+
+def typed(v):
+    """A leaf as `ckpt diff --json` writes it."""
+    for t, kind in ((type(None), "none"), (bool, "bool"), (int, "int"), (float, "float"),
+                    (str, "str")):
+        if isinstance(v, t):
+            return {"type": kind, "value": v}
+    raise AssertionError("unexpected leaf %r" % (v,))
+
+
+def values_expected(a_path, b_path):
+    """The "values" part of `ckpt diff --json`, from torch.load: exact
+    kinds and values, NaN equal to NaN."""
+    a, b = flatten(torch_load(a_path))[1], flatten(torch_load(b_path))[1]
+    by = lambda names: sorted(names, key=lambda n: n.encode())
+    same = lambda x, y: type(x) is type(y) and (x == y or (x != x and y != y))
+    common = by(set(a) & set(b))
+    return {"only_in_a": by(set(a) - set(b)), "only_in_b": by(set(b) - set(a)),
+            "differing": [{"name": n, "a": typed(a[n]), "b": typed(b[n])}
+                          for n in common if not same(a[n], b[n])],
+            "equal": sum(1 for n in common if same(a[n], b[n]))}
+
+
+TRAIN_DESC = "strip 'model.' (other top-level entries ignored: epoch, optimizer)"
+
+
+@case("match: a training checkpoint against its model: the model entry, others ignored")
+def _():
+    tensors = sorted(flatten(torch_load(path("train.pt")))[0], key=lambda n: n.encode())
+    eq(len(tensors), 11 + 3 * 8)  # the model, Adam's step and moments per parameter
+    check_match(path("train.pt"), path("train_model.pt"), [], 1,
+                missing_keys=MODEL_KEYS, unexpected_keys=tensors,
+                rewrite=rewrite(TRAIN_DESC, 11, False), candidates=[cand(TRAIN_DESC, 11)],
+                ignored_top_level=["epoch", "optimizer"],
+                warning="nothing would load: 0 of 11 expected keys match")
+    check_match(path("train.pt"), path("train_model.pt"), ["--normalize"], 0,
+                rewrite=rewrite(TRAIN_DESC, 11, True), candidates=[cand(TRAIN_DESC, 11)],
+                ignored_top_level=["epoch", "optimizer"], **complete(11))
+    rc, out, _ = run("match", path("train.pt"), "--expect", path("train_model.pt"),
+                     "--normalize")
+    eq(rc, 0)
+    lines = out.splitlines()
+    eq(lines[0], "COMPLETE: 11 of 11 expected keys match after " + TRAIN_DESC)
+    eq(lines[-2:], ["rewrite: %s (11 keys), applied" % TRAIN_DESC,
+                    "ignored top-level entries (2): epoch, optimizer"])
+    rc, out, _ = run("match", path("train.pt"), "--expect", path("train_model.pt"))
+    assert "rewrite: %s (11 keys), not applied: use --normalize" % TRAIN_DESC in out, out
+
+
 @case("match: text report")
 def _():
     rc, out, _ = run("match", path("tied_dropped.pt"), "--expect", path("tied.pt"))
@@ -294,11 +366,17 @@ def diff_a_b_expected(a, b):
              "differing": 2, "max_abs_diff": "inf", "max_rel_diff": "inf",
              "nan": {"a": 1, "b": 2}, "inf": {"a": 1, "b": 0},
              "nonfinite_mismatch": 2, "positions": [2, 4]},
+            {"name": "scalar", "bitwise_equal": False, "compared": True, "numel": 1,
+             "differing": 1, "max_abs_diff": 1.0, "max_rel_diff": 0.5,
+             "nan": {"a": 0, "b": 0}, "inf": {"a": 0, "b": 0},
+             "nonfinite_mismatch": 0, "positions": []},
             {"name": "w", "bitwise_equal": False, "compared": True, "numel": 12,
              "differing": 3, "max_abs_diff": 22.0, "max_rel_diff": 2.0,
              "nan": {"a": 0, "b": 0}, "inf": {"a": 0, "b": 0},
              "nonfinite_mismatch": 0, "positions": []},
-        ]}
+        ],
+        "values": {"only_in_a": [], "only_in_b": [], "differing": [], "equal": 0},
+        "rewrite": None}
 
 
 @case("diff: values, NaN/Inf positions, keys on one side")
@@ -308,8 +386,95 @@ def _():
     eq(got, diff_a_b_expected(a, b))
     eq(rc, 1)
     rc, out, _ = run("diff", a, b)
-    eq(out.splitlines()[0], "DIFFERENT: 1 only in A, 1 only in B, 0 shape, 0 dtype "
-                            "differences; 1 tensor bitwise equal, 3 with different values")
+    lines = out.splitlines()
+    eq(lines[0], "DIFFERENT: 1 only in A, 1 only in B, 0 shape, 0 dtype "
+                 "differences; 1 tensor bitwise equal, 4 with different values")
+    # the verb agrees with the count of differing elements
+    for want in ["  ints: 1 of 3 elements differs, max abs diff 1, max rel diff 0.25",
+                 "  scalar: 1 of 1 element differs, max abs diff 1, max rel diff 0.5",
+                 "  w: 3 of 12 elements differ, max abs diff 22, max rel diff 2"]:
+        assert want in lines, (want, out)
+
+
+@case("diff: training checkpoints differing in epoch and lr only (torch oracle)")
+def _():
+    a, b = path("train.pt"), path("train_e7.pt")
+    want = values_expected(a, b)
+    eq([d["name"] for d in want["differing"]], ["epoch", "optimizer.param_groups.0.lr"])
+    rc, got = run_json("diff", a, b, "--json")
+    eq(rc, 1)
+    eq(got["identical"], False)
+    eq((got["only_in_a"], got["only_in_b"], got["tensors"]), ([], [], []))
+    eq(got["equal"], 35)
+    eq(got["values"], want)
+    rc, out, _ = run("diff", a, b)
+    eq(rc, 1)
+    lines = out.splitlines()
+    eq(lines[0], "DIFFERENT: 0 only in A, 0 only in B, 0 shape, 0 dtype differences; "
+                 "35 tensors bitwise equal, 0 with different values; values: 0 only in A, "
+                 "0 only in B, 2 differ, %d equal" % want["equal"])
+    eq(lines[3:], ["values that differ (2):", "  epoch: A 2, B 7",
+                   "  optimizer.param_groups.0.lr: A 0.001, B 0.5"])
+    # within a tolerance the learning rates still differ; the same file twice
+    rc, got = run_json("diff", a, b, "--json", "--rtol", "0.1")
+    eq([d["name"] for d in got["values"]["differing"]], ["epoch", "optimizer.param_groups.0.lr"])
+    rc, got = run_json("diff", a, a, "--json")
+    eq((rc, got["identical"], got["values"]["equal"]), (0, True, want["equal"] + 2))
+
+
+@case("diff: a .pt against its safetensors conversion compares the recorded tree")
+def _():
+    for name in ("train", "train_e7"):
+        rc, _, err = run("convert", path(name + ".pt"), path(name + ".safetensors"))
+        eq((rc, err), (0, ""))
+    rc, got = run_json("diff", path("train.pt"), path("train.safetensors"), "--json")
+    eq((rc, got["identical"], got["equal"]), (0, True, 35))
+    eq(got["values"]["equal"], values_expected(path("train.pt"), path("train.pt"))["equal"])
+    rc, got = run_json("diff", path("train.pt"), path("train_e7.safetensors"), "--json")
+    eq(rc, 1)
+    eq(got["values"], values_expected(path("train.pt"), path("train_e7.pt")))
+    rc, got = run_json("diff", path("train_e7.safetensors"), path("train.safetensors"), "--json")
+    eq(got["values"], values_expected(path("train_e7.pt"), path("train.pt")))
+
+
+@case("diff: DataParallel keys: the rewrite is named, --normalize compares through it")
+def _():
+    a, b = path("model.pt"), path("dp.pt")
+    note = "B's keys are A's with 'module.' added"
+    rc, out, _ = run("diff", a, b)
+    eq(rc, 1)
+    eq(out.splitlines()[3], "keys: %s; compare with --normalize" % note)
+    rc, got = run_json("diff", a, b, "--json")
+    eq(got["rewrite"], {"description": "strip 'module.'", "matches": 11, "applied": False,
+                        "note": note})
+    eq(len(got["only_in_b"]), 11)
+    rc, got = run_json("diff", a, b, "--json", "--normalize")
+    eq((rc, got["identical"], got["equal"], got["only_in_a"], got["only_in_b"]),
+       (0, True, 11, [], []))
+    eq(got["rewrite"]["applied"], True)
+    rc, out, _ = run("diff", a, b, "--normalize")
+    eq(out.splitlines()[3], "keys: B's keys renamed before comparing (strip 'module.', "
+                            "11 keys): " + note)
+    rc, got = run_json("diff", path("spec.json"), b, "--keys-only", "--normalize", "--json")
+    eq((rc, got["identical"]), (0, True))
+
+
+@case("diff --normalize: a model against a training checkpoint holding it")
+def _():
+    a, b = path("train_model.pt"), path("train.pt")
+    rc, got = run_json("diff", a, b, "--json", "--normalize")
+    eq(rc, 1)
+    eq(got["rewrite"], {"description": TRAIN_DESC, "matches": 11, "applied": True,
+                        "note": "B's keys under 'model.' are A's; B's other top-level "
+                                "entries: epoch, optimizer"})
+    eq((got["equal"], got["only_in_a"], got["tensors"]), (11, [], []))
+    eq(got["only_in_b"], sorted(k for k in flatten(torch_load(b))[0]
+                                if k.startswith("optimizer.")))
+    eq(got["values"], values_expected(a, b))
+    rc, got = run_json("diff", b, a, "--json", "--normalize")
+    eq(got["rewrite"]["note"], "A's keys under 'model.' are B's; A's other top-level "
+                               "entries: epoch, optimizer")
+    eq((got["equal"], got["only_in_b"], len(got["only_in_a"])), (11, [], 24))
 
 
 @case("diff: identical files exit 0")
@@ -365,7 +530,8 @@ def _():
     eq(rc, 0)
     eq(got, {"a": path("spec.json"), "b": path("spec.json"), "identical": True,
              "keys_only": True, "only_in_a": [], "only_in_b": [], "shape_mismatch": [],
-             "dtype_mismatch": [], "equal": None, "tensors": None})
+             "dtype_mismatch": [], "equal": None, "tensors": None, "values": None,
+             "rewrite": None})
     rc, got = run_json("diff", path("model.pt"), path("changed.pt"), "--keys-only", "--json")
     eq(rc, 1)
     eq(got["only_in_a"], ["fc2.bias", "fc2.weight"])
@@ -386,11 +552,6 @@ def _():
 
 
 # ------------------------------------------------------------------ rename
-
-def torch_load(p):
-    import torch
-    return torch.load(p)
-
 
 def same_tensors(got, want):
     """Same keys in the same order, bitwise equal tensors."""
@@ -462,6 +623,9 @@ def _():
     rc, _, err = run("rename", path("model.pt"), path("x.pt"), "--auto", path("model.pt"))
     eq(rc, 2)
     assert "the keys already match" in err, err
+    rc, _, err = run("rename", path("train.pt"), path("x.pt"), "--auto", path("train_model.pt"))
+    eq(rc, 1)
+    assert "keep only that entry first (ckpt convert --select)" in err, err
     rc, _, err = run("rename", path("list.pt"), path("x.pt"), "--replace", "layers=blocks")
     eq(rc, 1)
     assert "would move a tensor out of a list" in err, err

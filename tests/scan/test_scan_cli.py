@@ -136,6 +136,47 @@ def check_allow_cannot_bless_code(outdir):
     assert gen_hostile.SYSTEM in dangerous_globals(rep)
 
 
+def check_refused_allow_is_said(outdir):
+    # refused, but never silently: an info finding and one stderr line
+    safe = os.path.join(outdir, "benign_dict.pkl")
+    msg = ("--allow builtins.eval ignored: a known code-execution family "
+           "cannot be allowlisted")
+    rc, out, err = run("--allow", "builtins.eval", safe, safe)
+    assert rc == 0, (rc, out, err)
+    assert err == "ckpt scan: %s\n" % msg, err
+    hits = [l for l in out.splitlines() if msg in l]
+    assert len(hits) == 2 and hits[0].startswith("  info       allow-ignored "), out
+    rc, rep, err = run_json("--allow", "builtins.eval", safe)
+    f = [f for f in rep["findings"] if f["kind"] == "allow-ignored"]
+    assert f == [{"severity": "info", "kind": "allow-ignored",
+                  "global": "builtins.eval", "offset": None, "message": msg}], f
+    assert "builtins.eval" not in rep["globals"], rep["globals"]
+    rc, out, err = run("--allow", "argparse.Namespace", safe)
+    assert rc == 0 and err == "" and "allow-ignored" not in out, (out, err)
+
+
+def check_sharded_index():
+    index = os.path.join(CORPUS, "safetensors/fluxml/sharded/"
+                         "model.safetensors.index.json")
+    rc, out, err = run(index)
+    assert rc == 0, (rc, out, err)
+    assert out.splitlines()[-1].startswith("SAFE " + index), out
+    rc, rep, _ = run_json(index)
+    assert rep["verdict"] == "safe", rep
+    # an index whose .bin shard runs code is unsafe, the shard named
+    d = os.path.join(TMP, "sharded")
+    os.mkdir(d)
+    with open(os.path.join(d, "pytorch_model-00001-of-00001.bin"), "wb") as fh:
+        fh.write(b"\x80\x02cos\nsystem\nX\x02\x00\x00\x00ls\x85R.")
+    with open(os.path.join(d, "pytorch_model.bin.index.json"), "w") as fh:
+        json.dump({"metadata": {}, "weight_map": {
+            "w": "pytorch_model-00001-of-00001.bin"}}, fh)
+    rc, rep, _ = run_json(os.path.join(d, "pytorch_model.bin.index.json"))
+    assert rc == 1 and rep["verdict"] == "unsafe", rep
+    hit = [f for f in rep["findings"] if f.get("global") == "os.system"]
+    assert hit and hit[0]["member"] == "pytorch_model-00001-of-00001.bin", hit
+
+
 # ------------------------------------------------------------ CLI
 
 def check_exit_codes(outdir):
@@ -204,6 +245,8 @@ def main():
             case("hostile " + row["file"], check_hostile, row, outdir)
     case("--allow cannot bless code execution", check_allow_cannot_bless_code,
          outdir)
+    case("a refused --allow is said", check_refused_allow_is_said, outdir)
+    case("sharded index: every shard scanned", check_sharded_index)
     case("exit codes", check_exit_codes, outdir)
     case("json shape", check_json_shape, outdir)
     case("human form", check_human, outdir)

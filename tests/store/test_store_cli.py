@@ -9,6 +9,7 @@ per case and ends with "N passed, N failed"; exits 1 on failure.
 import json
 import os
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -21,6 +22,8 @@ MNIST_ST = os.path.join(CORPUS, "pairs/mnist.safetensors")
 SMALL_PT = os.path.join(CORPUS, "torch/burn/checkpoint.pt")
 BROKEN = os.path.join(CORPUS, "torch/burn/broken.pt")
 TMP = tempfile.mkdtemp(prefix="ckpt-store-cli-")
+UMASK = os.umask(0)
+os.umask(UMASK)
 
 passed = failed = 0
 
@@ -89,6 +92,61 @@ def case_commit_bad_source():
     assert os.listdir(d) == []
 
 
+def copy_of(src, name):
+    path = os.path.join(TMP, name)
+    shutil.copyfile(src, path)
+    return path
+
+
+def case_commit_corrupt_source():
+    d = fresh("corrupt-source")
+    src = copy_of(MNIST_PT, "flipped-src.pt")
+    flip_middle_byte(src)
+    rc, out, err = commit(d, 4, src)
+    assert rc == 1 and out == "", (rc, out, err)
+    assert err.startswith("ckpt: %s is corrupt: CRC-32 of the data is " % src), err
+    assert "; nothing committed (member " in err, err
+    assert "after writing" not in err and "run-4" not in err, err
+    assert os.listdir(d) == [], os.listdir(d)
+
+
+def case_prune_counts_only_verified():
+    # the user's case: a corrupt run-10 must not make run-2 and run-3 go
+    d = fresh("prune-verified")
+    for step in (1, 2, 3):
+        assert commit(d, step, SMALL_PT, "--keep", "10")[0] == 0
+    bad = os.path.join(d, "run-10.pt")
+    shutil.copyfile(MNIST_PT, bad)
+    flip_middle_byte(bad)
+    rc, out, err = run("store", "prune", d, "--keep", "2")
+    assert rc == 1 and out.startswith("removed 1 generation\n"), (rc, out, err)
+    assert "corrupt, left in place: run-10.pt: " in out, out
+    assert sorted(os.listdir(d)) == ["LATEST", "run-10.pt", "run-2.pt", "run-3.pt"]
+    # a commit prunes the same way: run-10 stays, the two newest good stay
+    rc, out, err = commit(d, 4, SMALL_PT, "--keep", "2")
+    assert rc == 0, (rc, out, err)
+    assert sorted(os.listdir(d)) == ["LATEST", "run-10.pt", "run-3.pt", "run-4.pt"]
+    assert latest_file(d) == "run-4.pt\n"
+    rc, out, err = run("store", "list", d)
+    assert rc == 1 and "corrupt" in out and "run-10.pt" in out, (rc, out)
+
+
+def case_commit_creates_dir():
+    d = os.path.join(TMP, "created", "runs")
+    rc, out, err = commit(d, 1, SMALL_PT)
+    assert rc == 0 and out == os.path.join(d, "run-1.pt") + "\n", (rc, out, err)
+    assert stat.S_IMODE(os.stat(d).st_mode) == 0o755 & ~UMASK, oct(os.stat(d).st_mode)
+    assert latest_file(d) == "run-1.pt\n"
+
+
+def case_help_documents_names():
+    rc, out, err = run("help", "store")
+    text = " ".join(out.split())
+    assert "share LATEST and pruning" in text, out
+    assert "DIR and its parents are created if missing" in text, out
+    assert "Corrupt generations never count toward N" in text, out
+
+
 def case_usage():
     d = fresh("usage")
     for argv in (["store"], ["store", "nope", d], ["store", "commit", d, MNIST_PT],
@@ -136,9 +194,13 @@ def case_list_and_corruption():
     assert lines[3] == "3 generations; LATEST: corrupt (run-100.pt)", lines[3]
     rc, out, err = run("store", "latest", d)
     assert (rc, out) == (0, os.path.join(d, "run-10.pt") + "\n"), (rc, out, err)
-    # prune keeps the newest (corrupt, LATEST's) and the newest verified
+    # prune keeps the newest verified generation; the corrupt one (LATEST's)
+    # is left in place and reported
     rc, out, err = run("store", "prune", d, "--keep", "0")
-    assert (rc, out) == (0, "removed 1 generation\n"), (rc, out, err)
+    lines = out.splitlines()
+    assert rc == 1 and lines[0] == "removed 1 generation", (rc, out, err)
+    assert len(lines) == 2 and lines[1].startswith(
+        "corrupt, left in place: run-100.pt: CRC-32 of the data is "), lines
     assert sorted(os.listdir(d)) == ["LATEST", "run-10.pt", "run-100.pt"]
 
 

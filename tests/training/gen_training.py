@@ -22,6 +22,8 @@ test_training.py):
   mismatch.pt         Adam whose parameter 1 state has shape [9], not [8]
   weights_only.pt     model.state_dict() alone
   weights_epoch.pt    {"model": state_dict, "epoch": 3}
+  half_adam.pt        an F16 model (as AMP fp16 training keeps a copy) +
+                      Adam + StepLR, without a grad scaler state
   lightning.ckpt      a PyTorch Lightning checkpoint's layout (keys as
                       Lightning 1.9 writes them), Adam + StepLR
   hf_trainer/         a Hugging Face Trainer checkpoint directory:
@@ -157,6 +159,11 @@ def write_files(out):
     sd["state"][1]["exp_avg_sq"] = torch.zeros(9)
     save({"model": model.state_dict(), "optimizer": sd,
           "scheduler": sched.state_dict(), "epoch": 3}, "mismatch.pt")
+
+    model, opt, sched = setup(adam)
+    save({"model": {k: v.half() for k, v in model.state_dict().items()},
+          "optimizer": opt.state_dict(), "scheduler": sched.state_dict(),
+          "rng": rng_states()}, "half_adam.pt")
 
     model, _, _ = setup(adam)
     save(model.state_dict(), "weights_only.pt")

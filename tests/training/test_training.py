@@ -216,8 +216,17 @@ def test_adamw_amsgrad():
     # running statistics are not parameters
     close(doc["sections"]["memory"]["optimizer_to_model_ratio"], 3.0,
           "amsgrad ratio")
+    # fp32 tensors only: no AMP, so no grad scaler to miss
     warnings = " ".join(doc["resume"]["warnings"])
-    assert "grad scaler" in warnings and "RNG" in warnings, warnings
+    assert "RNG" in warnings and "grad scaler" not in warnings, warnings
+
+
+def test_half_without_scaler():
+    doc = check_file("half_adam.pt", "full-resume", "model", "optimizer",
+                     "Adam/AdamW", 0)
+    assert_eq(doc["resume"]["warnings"],
+              ["no AMP grad scaler state (fp16 mixed-precision training needs "
+               "one to resume its loss scale)"], "warnings")
 
 
 def test_sgd_momentum():
@@ -281,7 +290,10 @@ def test_weights_only():
     sd = torch.load(path)
     assert_eq(model["name"], "", "the root is the state dict")
     assert_eq(model["bytes"], sum(nbytes(t) for t in sd.values()), "bytes")
-    assert_eq(len(doc["resume"]["warnings"]), 3, "scheduler, scaler, RNG")
+    # a deployment file: missing training state is no news
+    assert_eq(doc["resume"]["warnings"], [], "no warnings for weights only")
+    rc, out, _ = run("doctor", path)
+    assert "warning:" not in out, out
     rc, doc = run_json("doctor", "--json", gen("weights_epoch.pt"))
     assert_eq((rc, doc["resume"]["verdict"]), (0, "weights-only"),
               "with an epoch counter")

@@ -8,11 +8,11 @@ is imported by the tests themselves).
 - canon(obj, tensors): a comparable form of a loaded checkpoint, the same
   for torch.load's objects, numpy values and decode_pt's Tensor records,
   with every tensor also appended to `tensors` for the sharing checks.
-  Known differences of ckpt's object model, normalised here and nowhere
-  else: OrderedDict compares as dict (key order still compared),
-  torch.Size as tuple, torch.device as its str, nn.Parameter as a tensor
-  (its requires_grad compared), numpy scalars as Python numbers, numpy
-  arrays as tensors of the same dtype, frozenset as set.
+  OrderedDict and Counter are told from dict, with their attributes
+  (a state dict's _metadata), and nn.Parameter from a tensor. Known
+  differences of ckpt's object model, normalised here and nowhere else:
+  torch.Size as tuple, torch.device as its str, numpy scalars as Python
+  numbers, numpy arrays as tensors of the same dtype, frozenset as set.
 - st_read / st_serialize: a safetensors parser and a reference writer that
   follows FORMATS.md §1.5 line by line.
 - walk_pickle(data): opcodes and globals of a pickle (pickletools.genops),
@@ -115,6 +115,15 @@ class Tensor:
         return (self.offset * esz, (last + 1) * esz)
 
 
+class Parameter(Tensor):
+    """What _rebuild_parameter makes of a decoded tensor."""
+
+
+def _rebuild_parameter(data, requires_grad, hooks):
+    return Parameter(data.storage, data.dtype, data.offset, data.shape, data.stride,
+                     requires_grad)
+
+
 def _rebuild_v2(storage, offset, size, stride, requires_grad, hooks, metadata=None):
     return Tensor(storage, storage.dtype, offset, size, stride, requires_grad)
 
@@ -136,8 +145,10 @@ class _Unpickler(pickle.Unpickler):
             return _rebuild_v2
         if module == "torch._utils" and name == "_rebuild_tensor_v3":
             return _rebuild_v3
-        if module == "collections" and name == "OrderedDict":
-            return collections.OrderedDict
+        if module == "torch._utils" and name == "_rebuild_parameter":
+            return _rebuild_parameter
+        if module == "collections" and name in ("OrderedDict", "Counter"):
+            return getattr(collections, name)
         if module == "_codecs" and name == "encode":
             import codecs
             return codecs.encode
@@ -225,12 +236,14 @@ def canon(x, tensors, path="", seen=None):
         else:
             lo = hi = 0
         tensors.append(TensorRef(path, x, "torch", lo, hi))
-        return ("tensor", torch_dtype_name(x.dtype), tuple(x.shape),
-                torch_logical_bytes(x), bool(x.requires_grad))
+        return ("param" if isinstance(x, torch.nn.Parameter) else "tensor",
+                torch_dtype_name(x.dtype), tuple(x.shape), torch_logical_bytes(x),
+                bool(x.requires_grad))
     if isinstance(x, Tensor):
         lo, hi = x.byte_range()
         tensors.append(TensorRef(path, x, id(x.storage), lo, hi))
-        return ("tensor", x.dtype, x.shape, x.logical_bytes(), x.requires_grad)
+        return ("param" if isinstance(x, Parameter) else "tensor", x.dtype, x.shape,
+                x.logical_bytes(), x.requires_grad)
     if isinstance(x, np.ndarray):
         tensors.append(TensorRef(path, x, None, 0, 0))
         a = x.copy(order="C")  # (ascontiguousarray would make 0-d arrays 1-d)
@@ -257,14 +270,23 @@ def canon(x, tensors, path="", seen=None):
     if isinstance(x, DtypeRef):
         return ("dtype", x.name)
     if isinstance(x, dict):
-        return ("dict", tuple((canon(k, [], path), canon(v, tensors, _join(path, k)))
-                              for k, v in x.items()))
+        items = tuple((canon(k, [], path), canon(v, tensors, _join(path, k)))
+                      for k, v in x.items())
+        cls = DICT_CLASSES.get(type(x))
+        if cls is None:
+            return ("dict", items)
+        # attributes (OrderedDict's _metadata): not tensors of the checkpoint
+        return (cls, items, canon(dict(vars(x)), [], path))
     if isinstance(x, (list, tuple)):
         kind = "list" if isinstance(x, list) else "tuple"
         return (kind, tuple(canon(v, tensors, _join(path, i)) for i, v in enumerate(x)))
     if isinstance(x, (set, frozenset)):
         return ("set", tuple(sorted(repr(canon(v, tensors, path)) for v in x)))
     raise TypeError("no canonical form for %r at %r" % (type(x), path))
+
+
+# dict classes ckpt keeps (exact types: a subclass would be another object)
+DICT_CLASSES = {collections.OrderedDict: "OrderedDict", collections.Counter: "Counter"}
 
 
 def _join(path, key):

@@ -5,6 +5,7 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cli.h"
 
@@ -123,6 +124,17 @@ static const char *unit(const ckpt_convert_report *r)
     return r->tensors == 1 ? "tensor" : "tensors";
 }
 
+/* 1 when writing OUT replaces IN itself: the entry OUT names (the atomic
+ * rename replaces it, not what a symlink there points to) is the file IN
+ * leads to. */
+static int same_file(const char *in, const char *out)
+{
+    struct stat si, so;
+
+    return stat(in, &si) == 0 && lstat(out, &so) == 0 && S_ISREG(so.st_mode) &&
+           si.st_dev == so.st_dev && si.st_ino == so.st_ino;
+}
+
 static int run(const convert_args *a)
 {
     ckpt_convert_options o = CKPT_CONVERT_OPTIONS_INIT;
@@ -140,6 +152,12 @@ static int run(const convert_args *a)
     o.write.meta_values = a->values;
     o.write.nmeta = a->nmeta;
     o.write.backup = a->backup;
+    /* safe (the new file replaces the old atomically), but say so */
+    if (!a->backup && same_file(a->in, a->out)) {
+        fputs("replacing ", stderr);
+        cli_put_text(stderr, a->in, strlen(a->in));
+        fputs(" in place (use --backup to keep the old file)\n", stderr);
+    }
     rc = ckpt_convert(a->in, a->out, &o, &r);
     free(config);
     if (rc != 0) {

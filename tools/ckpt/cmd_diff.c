@@ -1,7 +1,10 @@
 /* cmd_diff.c - `ckpt diff A B [--rtol R] [--atol A] [--keys-only]
- * [--json]`: keys only in one file, shape and dtype differences, and per
- * common tensor bitwise equality or value differences (rules at ckpt_diff
- * in ckpt.h). Exit 0 only when identical (within the tolerances). */
+ * [--normalize] [--json]`: keys only in one file, shape and dtype
+ * differences, per common tensor bitwise equality or value differences,
+ * non-tensor values (epoch, learning rates...) only in one file or
+ * differing, and the key rewrite relating the two key sets (rules at
+ * ckpt_diff in ckpt.h). Exit 0 only when identical (within the
+ * tolerances). */
 #include <inttypes.h>
 #include <math.h>
 #include <stdlib.h>
@@ -125,6 +128,78 @@ static void json_tensor(json_writer *j, const ckpt_tensor_diff *d)
     json_object_end(j);
 }
 
+/* A leaf as {"type", "value"}. */
+static void json_typed(json_writer *j, const ckpt_value *v)
+{
+    json_object_begin(j);
+    json_key(j, "type");
+    json_string(j, ckpt_kind_name(ckpt_value_kind(v)));
+    json_key(j, "value");
+    json_leaf(j, v);
+    json_object_end(j);
+}
+
+static void json_value_names(json_writer *j, const ckpt_diff_result *r,
+                             ckpt_diff_value_list l)
+{
+    size_t i, n = ckpt_diff_value_count(r, l);
+
+    json_array_begin(j);
+    for (i = 0; i < n; i++)
+        json_string(j, ckpt_diff_value(r, l, i)->name);
+    json_array_end(j);
+}
+
+static void json_values(json_writer *j, const ckpt_diff_result *r)
+{
+    size_t i, n = ckpt_diff_value_count(r, CKPT_DIFF_VALUES_DIFFERING);
+
+    json_object_begin(j);
+    json_key(j, "only_in_a");
+    json_value_names(j, r, CKPT_DIFF_VALUES_ONLY_IN_A);
+    json_key(j, "only_in_b");
+    json_value_names(j, r, CKPT_DIFF_VALUES_ONLY_IN_B);
+    json_key(j, "differing");
+    json_array_begin(j);
+    for (i = 0; i < n; i++) {
+        const ckpt_value_diff *v =
+            ckpt_diff_value(r, CKPT_DIFF_VALUES_DIFFERING, i);
+
+        json_object_begin(j);
+        json_key(j, "name");
+        json_string(j, v->name);
+        json_key(j, "a");
+        json_typed(j, v->a);
+        json_key(j, "b");
+        json_typed(j, v->b);
+        json_object_end(j);
+    }
+    json_array_end(j);
+    json_key(j, "equal");
+    json_uint(j, ckpt_diff_values_equal(r));
+    json_object_end(j);
+}
+
+static void json_rewrite(json_writer *j, const ckpt_diff_result *r)
+{
+    const ckpt_rewrite *rw = ckpt_diff_rewrite(r);
+
+    if (!rw) {
+        json_null(j);
+        return;
+    }
+    json_object_begin(j);
+    json_key(j, "description");
+    json_string(j, rw->description);
+    json_key(j, "matches");
+    json_uint(j, rw->matches);
+    json_key(j, "applied");
+    json_bool(j, rw->applied);
+    json_key(j, "note");
+    json_string(j, ckpt_diff_rewrite_note(r));
+    json_object_end(j);
+}
+
 static void print_json(const diff_args *a, const ckpt_diff_result *r)
 {
     size_t i, n;
@@ -163,6 +238,13 @@ static void print_json(const diff_args *a, const ckpt_diff_result *r)
             json_tensor(&j, ckpt_diff_tensor(r, i));
         json_array_end(&j);
     }
+    json_key(&j, "values");
+    if (a->opts.keys_only)
+        json_null(&j);
+    else
+        json_values(&j, r);
+    json_key(&j, "rewrite");
+    json_rewrite(&j, r);
     json_object_end(&j);
     fputc('\n', stdout);
 }
@@ -221,10 +303,11 @@ static void print_tensor(const ckpt_tensor_diff *d)
                num(b1, d->max_abs_diff));
         return;
     }
-    printf(": %" PRIu64 " of %" PRIu64 " element%s differ, max abs diff %s, "
+    printf(": %" PRIu64 " of %" PRIu64 " element%s differ%s, max abs diff %s, "
            "max rel diff %s",
            d->differing, d->numel, cli_plural(d->numel),
-           num(b1, d->max_abs_diff), num(b2, d->max_rel_diff));
+           d->differing == 1 ? "s" : "", num(b1, d->max_abs_diff),
+           num(b2, d->max_rel_diff));
     if (d->nan_a || d->nan_b || d->inf_a || d->inf_b)
         printf("; NaN A %" PRIu64 " B %" PRIu64 ", Inf A %" PRIu64
                " B %" PRIu64,
@@ -239,9 +322,78 @@ static void print_tensor(const ckpt_tensor_diff *d)
     fputc('\n', stdout);
 }
 
+/* "A 2, B 7", with the kinds when they differ ("A 0 (int), B 0.0
+ * (float)"). */
+static void put_value_pair(const ckpt_value *va, const ckpt_value *vb)
+{
+    int kinds = ckpt_value_kind(va) != ckpt_value_kind(vb);
+
+    fputs("A ", stdout);
+    cli_put_value(stdout, va);
+    if (kinds)
+        printf(" (%s)", ckpt_kind_name(ckpt_value_kind(va)));
+    fputs(", B ", stdout);
+    cli_put_value(stdout, vb);
+    if (kinds)
+        printf(" (%s)", ckpt_kind_name(ckpt_value_kind(vb)));
+}
+
+static void print_values(const ckpt_diff_result *r, ckpt_diff_value_list l,
+                         const char *title)
+{
+    size_t i, n = ckpt_diff_value_count(r, l);
+
+    if (n == 0)
+        return;
+    printf("%s%s (%zu):%s\n", cli_color(CLI_BOLD), title, n,
+           cli_color(CLI_RESET));
+    for (i = 0; i < n && i < SHOW_MAX; i++) {
+        const ckpt_value_diff *v = ckpt_diff_value(r, l, i);
+
+        fputs("  ", stdout);
+        put_name(stdout, v->name);
+        if (l == CKPT_DIFF_VALUES_DIFFERING) {
+            fputs(": ", stdout);
+            put_value_pair(v->a, v->b);
+        } else {
+            fputs(" = ", stdout);
+            cli_put_value(stdout, v->a ? v->a : v->b);
+        }
+        fputc('\n', stdout);
+    }
+    if (n > SHOW_MAX)
+        printf("  ... and %zu more (--json lists all)\n", n - SHOW_MAX);
+}
+
+/* The rewrite relating the key sets: a hint, or what --normalize did. */
+static void print_rewrite(const ckpt_diff_result *r)
+{
+    const ckpt_rewrite *rw = ckpt_diff_rewrite(r);
+    const char *note = ckpt_diff_rewrite_note(r);
+
+    if (!rw)
+        return;
+    if (rw->applied) {
+        fputs("keys: B's keys renamed before comparing (", stdout);
+        cli_put_text(stdout, rw->description, strlen(rw->description));
+        printf(", %" PRIu64 " key%s): ", rw->matches,
+               cli_plural(rw->matches));
+        cli_put_text(stdout, note, strlen(note));
+        fputc('\n', stdout);
+        return;
+    }
+    fputs("keys: ", stdout);
+    cli_put_text(stdout, note, strlen(note));
+    fputs("; compare with --normalize\n", stdout);
+}
+
 static void print_text(const diff_args *a, const ckpt_diff_result *r)
 {
     size_t i, n = ckpt_diff_tensor_count(r), differ = 0;
+    size_t vd = ckpt_diff_value_count(r, CKPT_DIFF_VALUES_DIFFERING);
+    uint64_t nv = ckpt_diff_values_equal(r) + vd +
+                  ckpt_diff_value_count(r, CKPT_DIFF_VALUES_ONLY_IN_A) +
+                  ckpt_diff_value_count(r, CKPT_DIFF_VALUES_ONLY_IN_B);
 
     for (i = 0; i < n; i++) {
         const ckpt_tensor_diff *d = ckpt_diff_tensor(r, i);
@@ -259,18 +411,26 @@ static void print_text(const diff_args *a, const ckpt_diff_result *r)
            ckpt_diff_count(r, CKPT_DIFF_SHAPE_MISMATCH),
            ckpt_diff_count(r, CKPT_DIFF_DTYPE_MISMATCH),
            ckpt_diff_count(r, CKPT_DIFF_DTYPE_MISMATCH) == 1 ? "" : "s");
-    if (a->opts.keys_only)
+    if (a->opts.keys_only) {
         fputs(" (keys only)", stdout);
-    else
+    } else {
         printf("; %" PRIu64 " tensor%s bitwise equal, %zu with different "
                "values",
                ckpt_diff_equal_count(r), cli_plural(ckpt_diff_equal_count(r)),
                differ);
+        if (nv)
+            printf("; values: %zu only in A, %zu only in B, %zu differ%s, "
+                   "%" PRIu64 " equal",
+                   ckpt_diff_value_count(r, CKPT_DIFF_VALUES_ONLY_IN_A),
+                   ckpt_diff_value_count(r, CKPT_DIFF_VALUES_ONLY_IN_B), vd,
+                   vd == 1 ? "s" : "", ckpt_diff_values_equal(r));
+    }
     fputs("\n  A: ", stdout);
     cli_put_text(stdout, a->path[0], strlen(a->path[0]));
     fputs("\n  B: ", stdout);
     cli_put_text(stdout, a->path[1], strlen(a->path[1]));
     fputc('\n', stdout);
+    print_rewrite(r);
     print_list(r, CKPT_DIFF_ONLY_IN_A, "only in A");
     print_list(r, CKPT_DIFF_ONLY_IN_B, "only in B");
     print_list(r, CKPT_DIFF_SHAPE_MISMATCH, "shape mismatch");
@@ -283,6 +443,9 @@ static void print_text(const diff_args *a, const ckpt_diff_result *r)
         if (n > SHOW_MAX)
             printf("  ... and %zu more (--json lists all)\n", n - SHOW_MAX);
     }
+    print_values(r, CKPT_DIFF_VALUES_DIFFERING, "values that differ");
+    print_values(r, CKPT_DIFF_VALUES_ONLY_IN_A, "values only in A");
+    print_values(r, CKPT_DIFF_VALUES_ONLY_IN_B, "values only in B");
 }
 
 /* ------------------------------------------------------------ command */
@@ -319,6 +482,8 @@ static int parse(const cli_command *cmd, int argc, char **argv, diff_args *a)
                 a->json = 1;
             } else if (strcmp(arg, "--keys-only") == 0) {
                 a->opts.keys_only = 1;
+            } else if (strcmp(arg, "--normalize") == 0) {
+                a->opts.normalize = 1;
             } else if (strncmp(arg, "--rtol", 6) == 0 ||
                        strncmp(arg, "--atol", 6) == 0) {
                 tol = arg[2] == 'r' ? &a->opts.rtol : &a->opts.atol;

@@ -35,7 +35,7 @@ typedef struct entry {
     const char *name; /* borrowed, name_len bytes */
     size_t name_len;
     const ckpt_value *v;
-    uint64_t tensors, params;
+    uint64_t tensors, elements; /* elements: numel, summed */
 } entry;
 
 typedef struct doctor {
@@ -45,16 +45,21 @@ typedef struct doctor {
     int intact;     /* opened and verified */
     cli_error err;  /* why not, when !intact */
     ckpt_verify_report report;
-    uint64_t params, tensor_bytes;
+    uint64_t elements, tensor_bytes; /* numel and nbytes, summed */
     size_t objects; /* opaque objects among the values */
     entry *top;
     size_t n_top;
     int top_cut;    /* the walk hit its bounds; tallies are partial */
     const char *dir;        /* DIR as given, or NULL for a FILE */
     ckpt_training *training; /* NULL when the file could not be opened */
-    struct file_check *checks; /* DIR: its other files, verified */
+    struct file_check *checks; /* DIR: its other files, verified; a
+                                  sharded set: its shards */
     size_t n_checks;
+    int sharded;            /* checks are the shards of the set */
+    const char *detected;   /* a file that could not be opened: the format
+                               its first bytes show, or NULL */
     doctor_safety safety;   /* scan of the file, or of every file of DIR */
+    doctor_keys keys;       /* wrapper prefixes on tensor keys */
 } doctor;
 
 /* A checkpoint file of a directory besides the main weights file. */
@@ -138,7 +143,7 @@ static void walk(const ckpt_value *v, unsigned depth, entry *e,
     if (ckpt_value_kind(v) == CKPT_KIND_TENSOR) {
         t = ckpt_value_tensor(v);
         e->tensors++;
-        e->params += t ? ckpt_tensor_numel(t) : 0;
+        e->elements += t ? ckpt_tensor_numel(t) : 0;
     } else if (is_container(ckpt_value_kind(v))) {
         n = ckpt_value_len(v);
         for (i = 0; i < n && !*cut; i++)
@@ -219,18 +224,126 @@ static int summarise_groups(doctor *d)
         d->top[i].name = ckpt_tensor_name(t);
         d->top[i].name_len = segment_len(d->top[i].name);
         d->top[i].tensors = 1;
-        d->top[i].params = ckpt_tensor_numel(t);
+        d->top[i].elements = ckpt_tensor_numel(t);
     }
     qsort(d->top, n, sizeof *d->top, cmp_entry_name);
     for (i = 0; i < n; i++) {
         if (g > 0 && cmp_entry_name(&d->top[g - 1], &d->top[i]) == 0) {
             d->top[g - 1].tensors++;
-            d->top[g - 1].params += d->top[i].params;
+            d->top[g - 1].elements += d->top[i].elements;
         } else {
             d->top[g++] = d->top[i];
         }
     }
     d->n_top = g;
+    return 0;
+}
+
+/* The format a file's first bytes show (file.c's detection), for a file
+ * that could not be opened; NULL when they show none. */
+static const char *detect_format(const char *path)
+{
+    static const unsigned char legacy[] = { 0x80, 0x02, 0x8a, 0x0a, 0x6c, 0xfc,
+                                            0x9c, 0x46, 0xf9, 0x20, 0x6a, 0xa8 };
+    unsigned char b[16];
+    size_t n = 0, i = 0;
+    FILE *fp = fopen(path, "rb");
+
+    if (fp) {
+        n = fread(b, 1, sizeof b, fp);
+        fclose(fp);
+    }
+    while (i < n && strchr(" \t\r\n", b[i]) && b[i])
+        i++;
+    if (n >= 4 && memcmp(b, "PK\3\4", 4) == 0)
+        return "torch-zip";
+    if (i < n && b[i] == '{' && memchr(b, 0, n < 8 ? n : 8) == NULL)
+        return "safetensors-sharded";
+    if (n >= 9 && b[8] == '{')
+        return "safetensors";
+    if (n >= sizeof legacy && memcmp(b, legacy, sizeof legacy) == 0)
+        return "torch-legacy";
+    if (n >= 2 && b[0] == 0x80 && b[1] <= 5)
+        return "pickle";
+    return NULL;
+}
+
+/* A storage of a sharded set, for the per-shard tallies. */
+typedef struct shard_storage {
+    const char *shard;
+    uint64_t id, nbytes;
+} shard_storage;
+
+static int cmp_shard_storage(const void *a, const void *b)
+{
+    const shard_storage *x = a, *y = b;
+    int c = strcmp(x->shard, y->shard);
+
+    return c ? c : (x->id > y->id) - (x->id < y->id);
+}
+
+/* Verifies one shard on its own, to say which shard of a set that failed
+ * verification is corrupt. -1 when out of memory. */
+static int verify_shard(const doctor *d, file_check *c)
+{
+    const char *slash = strrchr(d->path, '/');
+    int dir_len = slash ? (int)(slash - d->path) + 1 : 0;
+    ckpt_verify_report report = { 0, 0, 0, 0 };
+    ckpt_file *f = NULL;
+    char *path = NULL;
+    int rc;
+
+    if (asprintf(&path, "%.*s%s", dir_len, d->path, c->name) < 0)
+        return -1;
+    rc = ckpt_open(&f, path, NULL);
+    if (rc == 0)
+        rc = ckpt_verify(f, &report);
+    c->ok = rc == 0;
+    c->bytes = report.bytes;
+    if (rc != 0)
+        cli_error_capture(&c->err, rc);
+    ckpt_close(f);
+    free(path);
+    return 0;
+}
+
+/* A sharded set: one check per shard file (the tensors' member, as the
+ * index names it) with the bytes of its storages. When the set verified,
+ * so did every shard; otherwise each is verified alone to find the bad
+ * ones. -1 when out of memory. */
+static int check_shards(doctor *d)
+{
+    size_t n = ckpt_file_tensor_count(d->f), i;
+    shard_storage *ss = calloc(n ? n : 1, sizeof *ss);
+
+    d->checks = calloc(n ? n : 1, sizeof *d->checks);
+    if (ss == NULL || d->checks == NULL) {
+        free(ss);
+        return -1;
+    }
+    for (i = 0; i < n; i++) {
+        const ckpt_tensor *t = ckpt_file_tensor(d->f, i);
+
+        ss[i].shard = ckpt_tensor_member(t);
+        ss[i].id = ckpt_tensor_storage_id(t);
+        ss[i].nbytes = ckpt_tensor_storage_nbytes(t);
+    }
+    qsort(ss, n, sizeof *ss, cmp_shard_storage);
+    for (i = 0; i < n; i++) {
+        int first = i == 0 || strcmp(ss[i].shard, ss[i - 1].shard) != 0;
+
+        if (first) {
+            d->checks[d->n_checks].name = ss[i].shard;
+            d->checks[d->n_checks++].ok = 1;
+        }
+        if (first || ss[i].id != ss[i - 1].id) /* tied tensors: once */
+            d->checks[d->n_checks - 1].bytes += ss[i].nbytes;
+    }
+    free(ss);
+    d->sharded = 1;
+    for (i = 0; !d->intact && i < d->n_checks; i++)
+        if (verify_shard(d, &d->checks[i]) != 0)
+            return -1;
     return 0;
 }
 
@@ -257,14 +370,15 @@ static int examine(doctor *d)
     d->intact = rc == 0;
     if (d->f == NULL) {
         d->size = stat(d->path, &st) == 0 ? (uint64_t)st.st_size : 0;
+        d->detected = detect_format(d->path);
         return 0;
     }
-    d->size = ckpt_file_size(d->f);
+    d->size = ckpt_file_size(d->f); /* a sharded set: index and shards */
     n = ckpt_file_tensor_count(d->f);
     for (i = 0; i < n; i++) {
         const ckpt_tensor *t = ckpt_file_tensor(d->f, i);
 
-        d->params += ckpt_tensor_numel(t);
+        d->elements += ckpt_tensor_numel(t);
         d->tensor_bytes += ckpt_tensor_nbytes(t);
     }
     n = ckpt_file_value_count(d->f);
@@ -274,6 +388,12 @@ static int examine(doctor *d)
     t0 = now();
     rc = is_safetensors(d) ? summarise_groups(d) : summarise_tree(d);
     timed("summary", t0);
+    if (rc == 0 && d->dir == NULL &&
+        ckpt_file_format(d->f) == CKPT_FORMAT_SAFETENSORS_SHARDED) {
+        t0 = now();
+        rc = check_shards(d);
+        timed("shards", t0);
+    }
     if (rc == 0 && d->training == NULL) {
         t0 = now();
         rc = ckpt_training_analyze(&d->training, d->f);
@@ -450,11 +570,30 @@ static void note_opaque(const doctor *d, notes *ns)
     free(s);
 }
 
+/* Files ckpt wrote carry an XXH3-64 digest per tensor (metadata
+ * "ckpt.xxh3"), which ckpt_verify checks. */
+static int has_digests(const doctor *d)
+{
+    size_t n = ckpt_file_metadata_count(d->f), i;
+
+    for (i = 0; i < n; i++)
+        if (strcmp(ckpt_file_metadata_key(d->f, i), "ckpt.xxh3") == 0)
+            return 1;
+    return 0;
+}
+
 static void note_checksum(const doctor *d, notes *ns)
 {
     switch (ckpt_file_format(d->f)) {
     case CKPT_FORMAT_SAFETENSORS:
     case CKPT_FORMAT_SAFETENSORS_SHARDED:
+        if (has_digests(d)) {
+            note(ns, "per-tensor XXH3-64 digests checked (metadata ckpt.xxh3, "
+                     "written by ckpt): the tensor bytes are the ones "
+                     "written; the header and metadata have no digest");
+            break;
+        }
+        /* fall through */
     case CKPT_FORMAT_TORCH_LEGACY:
     case CKPT_FORMAT_PICKLE:
         note(ns, "%s files carry no checksum: integrity means structure and "
@@ -567,15 +706,32 @@ static void show_format(const doctor *d, json_writer *j)
         json_object_begin(j);
         json_key(j, "name");
         json_string(j, name);
+        if (d->f == NULL) {
+            json_key(j, "detected");
+            json_string(j, d->detected);
+        }
         json_key(j, "size");
         json_uint(j, d->size);
+        if (d->sharded) {
+            json_key(j, "shards");
+            json_uint(j, d->n_checks);
+        }
         json_object_end(j);
         return;
     }
     line_start();
-    printf("%s, %" PRIu64 " bytes (%s)\n",
-           name ? name : "unknown (the file could not be opened)", d->size,
-           cli_human_bytes(h, d->size));
+    if (name)
+        fputs(name, stdout);
+    else if (d->detected)
+        printf("%s (%s)", d->detected,
+               d->err.code == CKPT_E_TRUNCATED ? "truncated" : "could not be opened");
+    else
+        fputs("unknown (the file could not be opened)", stdout);
+    printf(", %" PRIu64 " bytes (%s)", d->size, cli_human_bytes(h, d->size));
+    if (d->sharded)
+        printf(" in %zu files: the index and %zu shard%s", d->n_checks + 1,
+               d->n_checks, cli_plural(d->n_checks));
+    fputc('\n', stdout);
 }
 
 static int concern_integrity(const doctor *d, FILE *out)
@@ -625,6 +781,8 @@ static void show_integrity(const doctor *d, json_writer *j)
         if (d->report.members)
             printf(", %" PRIu64 " zip member CRC-32s match",
                    d->report.members);
+        if (has_digests(d))
+            fputs(", per-tensor XXH3-64 digests checked", stdout);
     } else {
         printf("%sFAILED%s: ", cli_color(CLI_RED), cli_color(CLI_RESET));
         put_str(d->err.message);
@@ -644,8 +802,8 @@ static void json_entry(json_writer *j, const entry *e)
     json_string(j, e->v ? ckpt_kind_name(kind) : "group");
     json_key(j, "tensors");
     json_uint(j, e->tensors);
-    json_key(j, "parameters");
-    json_uint(j, e->params);
+    json_key(j, "elements");
+    json_uint(j, e->elements);
     if (e->v && kind != CKPT_KIND_TENSOR && !is_container(kind)) {
         json_key(j, "value");
         json_leaf(j, e->v);
@@ -653,7 +811,7 @@ static void json_entry(json_writer *j, const entry *e)
     json_object_end(j);
 }
 
-/* "name: dict, 4 tensors, 60 params" / "epoch: int 42" / ... */
+/* "name: dict, 4 tensors, 60 elements" / "epoch: int 42" / ... */
 static void text_entry(const entry *e)
 {
     ckpt_kind kind = e->v ? ckpt_value_kind(e->v) : CKPT_KIND_DICT;
@@ -667,8 +825,8 @@ static void text_entry(const entry *e)
         fputs(cli_name(""), stdout);
     fputs(": ", stdout);
     if (e->v == NULL) {
-        printf("%" PRIu64 " tensor%s, %" PRIu64 " params\n", e->tensors,
-               cli_plural(e->tensors), e->params);
+        printf("%" PRIu64 " tensor%s, %" PRIu64 " element%s\n", e->tensors,
+               cli_plural(e->tensors), e->elements, cli_plural(e->elements));
         return;
     }
     fputs(ckpt_kind_name(kind), stdout);
@@ -684,8 +842,8 @@ static void text_entry(const entry *e)
     case CKPT_KIND_SET:
     case CKPT_KIND_DICT:
         if (e->tensors)
-            printf(", %" PRIu64 " tensor%s, %" PRIu64 " params", e->tensors,
-                   cli_plural(e->tensors), e->params);
+            printf(", %" PRIu64 " tensor%s, %" PRIu64 " element%s", e->tensors,
+                   cli_plural(e->tensors), e->elements, cli_plural(e->elements));
         else
             printf(", %zu item%s", ckpt_value_len(e->v),
                    cli_plural(ckpt_value_len(e->v)));
@@ -722,8 +880,8 @@ static void show_contents(const doctor *d, json_writer *j)
         json_object_begin(j);
         json_key(j, "tensors");
         json_uint(j, n);
-        json_key(j, "parameters");
-        json_uint(j, d->params);
+        json_key(j, "elements");
+        json_uint(j, d->elements);
         json_key(j, "tensor_bytes");
         json_uint(j, d->tensor_bytes);
         json_key(j, "by_dtype");
@@ -748,8 +906,8 @@ static void show_contents(const doctor *d, json_writer *j)
         puts("not available: the file could not be opened");
         return;
     }
-    printf("%zu tensor%s, %" PRIu64 " parameters, %" PRIu64 " bytes (%s)\n",
-           n, cli_plural(n), d->params, d->tensor_bytes,
+    printf("%zu tensor%s, %" PRIu64 " element%s, %" PRIu64 " bytes (%s)\n",
+           n, cli_plural(n), d->elements, cli_plural(d->elements), d->tensor_bytes,
            cli_human_bytes(h, d->tensor_bytes));
     if (n) {
         line_start();
@@ -845,7 +1003,8 @@ static int concern_others(const doctor *d, FILE *out)
 {
     size_t i;
 
-    for (i = 0; i < d->n_checks; i++) {
+    /* a corrupt shard is the set's integrity concern already */
+    for (i = 0; !d->sharded && i < d->n_checks; i++) {
         if (d->checks[i].ok)
             continue;
         if (out) {
@@ -862,12 +1021,15 @@ static void show_others(const doctor *d, json_writer *j)
 {
     size_t i;
 
-    if (j && d->dir == NULL) {
+    if (j && d->dir == NULL && !d->sharded) {
         json_null(j);
         return;
     }
     if (j)
         json_array_begin(j);
+    else if (d->sharded)
+        printf("  the %zu shard file%s of the set (integrity covers them "
+               "together):\n", d->n_checks, cli_plural(d->n_checks));
     else if (d->dir == NULL)
         puts("  one file: see integrity");
     else if (d->n_checks == 0)
@@ -891,6 +1053,8 @@ static void show_others(const doctor *d, json_writer *j)
             continue;
         }
         line_start();
+        if (d->sharded)
+            line_start();
         put_str(c->name);
         if (c->ok) {
             printf(": %sOK%s: %" PRIu64 " bytes checked\n",
@@ -904,6 +1068,16 @@ static void show_others(const doctor *d, json_writer *j)
     }
     if (j)
         json_array_end(j);
+}
+
+static int concern_keys(const doctor *d, FILE *out)
+{
+    return doctor_keys_concern(&d->keys, out);
+}
+
+static void show_keys(const doctor *d, json_writer *j)
+{
+    doctor_keys_show(&d->keys, j);
 }
 
 static int concern_safety(const doctor *d, FILE *out)
@@ -978,6 +1152,7 @@ static const section sections[] = {
     { "not_vouched_for", "not vouched for", concern_unvouched,
       show_unvouched },
     { "resume", "resume readiness", concern_resume, show_resume },
+    { "keys", "key hygiene", concern_keys, show_keys },
     { "memory", "memory", NULL, show_memory },
     { "metadata", "metadata", NULL, show_metadata },
     { "other_files", "integrity of the other files", concern_others,
@@ -1004,10 +1179,11 @@ static char *verdict(const doctor *d, int *healthy)
         return NULL;
     if (*healthy)
         fprintf(out, "HEALTHY: %s, %zu tensor%s, %" PRIu64
-                     " parameters, integrity OK",
+                     " element%s, integrity OK",
                 ckpt_format_name(ckpt_file_format(d->f)),
                 ckpt_file_tensor_count(d->f),
-                cli_plural(ckpt_file_tensor_count(d->f)), d->params);
+                cli_plural(ckpt_file_tensor_count(d->f)), d->elements,
+                cli_plural(d->elements));
     if (*healthy && d->training)
         fprintf(out, "; %s", summary_phrase(d->training));
     if (!*healthy)
@@ -1107,7 +1283,8 @@ int cmd_doctor(const cli_command *cmd, int argc, char **argv)
     rc = examine_dir(&d);
     if (rc == 0)
         rc = examine(&d);
-    if (rc == 0 && examine_safety(&d) != 0) {
+    if (rc == 0 && (examine_safety(&d) != 0 ||
+                    doctor_keys_run(&d.keys, d.f, d.path) != 0)) {
         fputs("ckpt: out of memory\n", stderr);
         rc = CLI_USAGE;
     }
@@ -1130,6 +1307,7 @@ int cmd_doctor(const cli_command *cmd, int argc, char **argv)
     ckpt_training_free(d.training);
     free(d.checks);
     doctor_safety_free(&d.safety);
+    doctor_keys_free(&d.keys);
     print_timings();
     return rc;
 }

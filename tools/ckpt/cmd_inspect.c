@@ -199,27 +199,28 @@ static int cmp_storage(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* "N tensors, P parameters, B bytes (human)" and, when tensors share
+/* "N tensors, E elements, B bytes (human)" and, when tensors share
  * storage, how many distinct storages hold them and their bytes. */
 static void print_totals(ckpt_file *f)
 {
     size_t n = ckpt_file_tensor_count(f), i, storages = 0;
-    uint64_t params = 0, bytes = 0, storage_bytes = 0;
+    uint64_t elements = 0, bytes = 0, storage_bytes = 0; /* numel, summed */
     storage *st = n ? malloc(n * sizeof *st) : NULL;
     char h[32];
 
     for (i = 0; i < n; i++) {
         const ckpt_tensor *t = ckpt_file_tensor(f, i);
 
-        params += ckpt_tensor_numel(t);
+        elements += ckpt_tensor_numel(t);
         bytes += ckpt_tensor_nbytes(t);
         if (st) {
             st[i].id = ckpt_tensor_storage_id(t);
             st[i].nbytes = ckpt_tensor_storage_nbytes(t);
         }
     }
-    printf("%zu tensor%s, %" PRIu64 " parameters, %" PRIu64 " bytes (%s)",
-           n, cli_plural(n), params, bytes, cli_human_bytes(h, bytes));
+    printf("%zu tensor%s, %" PRIu64 " element%s, %" PRIu64 " bytes (%s)",
+           n, cli_plural(n), elements, cli_plural(elements), bytes,
+           cli_human_bytes(h, bytes));
     if (st) {
         qsort(st, n, sizeof *st, cmp_storage);
         for (i = 0; i < n; i++) {

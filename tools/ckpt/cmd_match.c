@@ -185,6 +185,12 @@ static void print_json(const match_args *a, const ckpt_match_result *r)
     for (i = 0; i < n; i++)
         json_rewrite(&j, ckpt_match_candidate(r, i), 0);
     json_array_end(&j);
+    json_key(&j, "ignored_top_level");
+    json_array_begin(&j);
+    n = ckpt_match_ignored_count(r);
+    for (i = 0; i < n; i++)
+        json_string(&j, ckpt_match_ignored(r, i));
+    json_array_end(&j);
     json_key(&j, "warning");
     if (warning)
         json_string(&j, warning);
@@ -229,6 +235,19 @@ static void print_list(const ckpt_match_result *r, ckpt_match_list l,
     }
     if (n > SHOW_MAX)
         printf("  ... and %zu more (--json lists all)\n", n - SHOW_MAX);
+}
+
+/* The other top-level entries of a training checkpoint, left out. */
+static void print_ignored(const ckpt_match_result *r)
+{
+    size_t i, n = ckpt_match_ignored_count(r);
+
+    printf("ignored top-level entries (%zu): ", n);
+    for (i = 0; i < n && i < SHOW_MAX; i++) {
+        fputs(i ? ", " : "", stdout);
+        put_name(stdout, ckpt_match_ignored(r, i));
+    }
+    fputs(n > SHOW_MAX ? ", ... (--json lists all)\n" : "\n", stdout);
 }
 
 static void put_rewrite(const ckpt_rewrite *rw)
@@ -283,11 +302,18 @@ static void print_text(const match_args *a, const ckpt_match_result *r,
         if (rw->applied)
             fputs(", applied\n", stdout);
         else if (!a->opts.normalize)
-            fputs(", not applied: use --normalize, or ckpt rename --auto\n",
+            /* rename keeps the other entries of a training checkpoint,
+             * so a file it writes would not load either */
+            fputs(ckpt_match_ignored_count(r)
+                      ? ", not applied: use --normalize\n"
+                      : ", not applied: use --normalize, or ckpt rename "
+                        "--auto\n",
                   stdout);
         else
             fputs(", not applied: it would not give a complete match\n",
                   stdout);
+        if (rw->applied && ckpt_match_ignored_count(r))
+            print_ignored(r);
     }
     n = ckpt_match_candidate_count(r);
     if (n && !(rw && rw->applied)) {

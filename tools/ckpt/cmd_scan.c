@@ -7,6 +7,8 @@
  * JSON: one object per file {"file", "verdict", "findings", "globals"};
  * an array of them for several files. A file that cannot be read at all
  * gives {"file", "error"} and exit status 2.
+ * An --allow naming a known dangerous family is ignored by the scan, which
+ * says so in an info finding; stderr says it once too.
  * Exit 0 when every file is safe, 1 when one is not, 2 for usage or I/O
  * errors (which win over 1). */
 #include <ctype.h>
@@ -246,8 +248,28 @@ static void print_json(json_writer *j, const char *path, const ckpt_scan_report 
     json_object_end(j);
 }
 
+/* An --allow of a dangerous family is ignored by every scan, which says
+ * so in a finding; stderr says it once per run, so that it is not missed
+ * behind a SAFE or UNSAFE line. */
+static void warn_refused_allows(const ckpt_scan_report *r, int *warned)
+{
+    size_t i, n = ckpt_scan_finding_count(r);
+
+    for (i = 0; i < n && !*warned; i++) {
+        const ckpt_finding *f = ckpt_scan_finding(r, i);
+
+        if (strcmp(f->kind, "allow-ignored") != 0)
+            continue;
+        fputs("ckpt scan: ", stderr);
+        cli_put_text(stderr, f->message, strlen(f->message));
+        fputc('\n', stderr);
+    }
+    *warned = 1;
+}
+
 /* Scans one file and prints its result; returns its exit code. */
-static int scan_one(const char *path, const ckpt_scan_options *opts, json_writer *j)
+static int scan_one(const char *path, const ckpt_scan_options *opts, json_writer *j,
+                    int *warned)
 {
     ckpt_scan_report *r = NULL;
     int rc = ckpt_scan(&r, path, opts);
@@ -266,6 +288,7 @@ static int scan_one(const char *path, const ckpt_scan_options *opts, json_writer
         cli_report(path, &e);
         return CLI_USAGE;
     }
+    warn_refused_allows(r, warned);
     if (j)
         print_json(j, path, r);
     else
@@ -320,7 +343,7 @@ int cmd_scan(const cli_command *cmd, int argc, char **argv)
     allowlist list = {0};
     ckpt_scan_options opts = CKPT_SCAN_OPTIONS_INIT;
     json_writer jw;
-    int i, json = 0, files = 0, options = 1, worst = CLI_OK;
+    int i, json = 0, files = 0, options = 1, worst = CLI_OK, warned = 0;
     int rc = parse_args(cmd, argc, argv, &json, &list, &files);
 
     if (rc >= 0) {
@@ -346,7 +369,7 @@ int cmd_scan(const cli_command *cmd, int argc, char **argv)
                 i++;
             continue;
         }
-        rc = scan_one(a, &opts, json ? &jw : NULL);
+        rc = scan_one(a, &opts, json ? &jw : NULL, &warned);
         if (rc == CLI_USAGE || (rc == CLI_FINDINGS && worst == CLI_OK))
             worst = rc;
     }

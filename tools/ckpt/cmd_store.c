@@ -8,8 +8,8 @@
  *   gc DIR [--older-than MINUTES]
  *
  * Exit 0 ok; 1 findings (the written generation or the source is corrupt,
- * no generation verifies, list found a corrupt generation or a bad
- * LATEST); 2 usage or I/O error. */
+ * no generation verifies, list or prune found a corrupt generation, list
+ * a bad LATEST); 2 usage or I/O error. */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
@@ -140,6 +140,14 @@ static int fail(const char *dir, int code)
 
     snprintf(file, sizeof file, "%s", last && last[0] ? last : dir);
     cli_error_capture(&e, code);
+    /* "SRC is corrupt: ...": the message names the file already */
+    if (strncmp(e.message, file, strlen(file)) == 0 && e.message[strlen(file)] == ' ') {
+        fputs("ckpt: ", stderr);
+        cli_put_text(stderr, e.message, strlen(e.message));
+        cli_put_location(stderr, &e, 0);
+        fputc('\n', stderr);
+        return cli_exit_code(code);
+    }
     return cli_report(file, &e);
 }
 
@@ -316,17 +324,40 @@ static int store_list(const cli_command *cmd, int argc, char **argv)
 
 /* ------------------------------------------------------------ prune, gc */
 
+/* Prunes, then names the corrupt generations left in place (exit 1 when
+ * there are any, as for list). */
 static int store_prune(const cli_command *cmd, int argc, char **argv)
 {
     store_args a;
-    size_t removed = 0;
+    ckpt_store_listing *l = NULL;
+    size_t removed = 0, i, n;
     int rc = parse_args(cmd, ARG_KEEP, argc, argv, &a);
 
     if (rc != CLI_OK)
         return rc;
-    rc = ckpt_store_prune(&removed, a.dir, &a.opts);
+    rc = ckpt_store_prune_list(&l, &removed, a.dir, &a.opts);
     printf("removed %zu generation%s\n", removed, cli_plural(removed));
-    return rc ? fail(a.dir, rc) : CLI_OK;
+    if (rc)
+        return fail(a.dir, rc);
+    n = ckpt_store_list_count(l);
+    for (i = 0; i < n; i++) {
+        const ckpt_store_generation *g = ckpt_store_list_generation(l, i);
+        cli_error e = { 0 };
+
+        if (g->ok)
+            continue;
+        printf("%scorrupt%s, left in place: ", cli_color(CLI_RED), cli_color(CLI_RESET));
+        cli_put_text(stdout, g->file, strlen(g->file));
+        fputs(": ", stdout);
+        cli_put_text(stdout, g->reason, strlen(g->reason));
+        snprintf(e.member, sizeof e.member, "%s", g->member);
+        e.offset = g->offset;
+        cli_put_location(stdout, &e, 1);
+        fputc('\n', stdout);
+        rc = CLI_FINDINGS;
+    }
+    ckpt_store_list_free(l);
+    return rc;
 }
 
 static int store_gc(const cli_command *cmd, int argc, char **argv)

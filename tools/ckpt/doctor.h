@@ -26,4 +26,23 @@ int doctor_safety_concern(const doctor_safety *s, FILE *out);
 void doctor_safety_show(const doctor_safety *s, json_writer *j);
 void doctor_safety_free(doctor_safety *s);
 
+/* ------------------------------------------------------------ keys */
+
+/* Key hygiene: wrapper segments (module., _orig_mod., FSDP and activation
+ * checkpointing wrappers) on tensor keys, and the `ckpt rename` that
+ * removes them (ckpt_keys_hygiene). */
+typedef struct doctor_keys {
+    ckpt_keys_report *report; /* NULL when the file could not be opened */
+    const char *path;         /* for the suggested command (borrowed) */
+} doctor_keys;
+
+/* 0, or -1 when out of memory. f may be NULL (nothing to say). */
+int doctor_keys_run(doctor_keys *k, const ckpt_file *f, const char *path);
+/* 1 when keys carry wrappers; writes "keys: 'module.' on 12 keys" or the
+ * like to out when out is not NULL. */
+int doctor_keys_concern(const doctor_keys *k, FILE *out);
+/* Text on stdout when j is NULL, else {"wrappers": [...], "fix": ...}. */
+void doctor_keys_show(const doctor_keys *k, json_writer *j);
+void doctor_keys_free(doctor_keys *k);
+
 #endif

@@ -28,8 +28,24 @@ int doctor_safety_run(doctor_safety *s, const char *const *paths,
     return 0;
 }
 
-/* The worst verdict over all files; a file that could not be scanned at
- * all counts as unscannable. */
+/* How bad a verdict is: unsafe, then unscannable (something was not
+ * examined), then not-a-checkpoint (nothing to examine), then safe. */
+static int rank(ckpt_verdict v)
+{
+    switch (v) {
+    case CKPT_VERDICT_UNSAFE:
+        return 3;
+    case CKPT_VERDICT_UNSCANNABLE:
+        return 2;
+    case CKPT_VERDICT_NOT_A_CHECKPOINT:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+/* The worst verdict over all files, named as the scan names it; a file
+ * that could not be scanned at all counts as unscannable. */
 static ckpt_verdict worst(const doctor_safety *s)
 {
     ckpt_verdict w = CKPT_VERDICT_SAFE;
@@ -37,10 +53,9 @@ static ckpt_verdict worst(const doctor_safety *s)
     for (size_t i = 0; i < s->n; i++) {
         ckpt_verdict v = s->reports[i] ? ckpt_scan_verdict(s->reports[i])
                                        : CKPT_VERDICT_UNSCANNABLE;
-        /* unsafe outranks the rest; not-a-checkpoint is the integrity
-         * section's business, so it ranks with unscannable */
-        if (v == CKPT_VERDICT_UNSAFE || w == CKPT_VERDICT_SAFE)
-            w = v == CKPT_VERDICT_NOT_A_CHECKPOINT ? CKPT_VERDICT_UNSCANNABLE : v;
+
+        if (rank(v) > rank(w))
+            w = v;
     }
     return w;
 }
