@@ -82,7 +82,7 @@ def bench_keys(args, lib):
 
     class DiffOpts(ctypes.Structure):
         _fields_ = [("rtol", ctypes.c_double), ("atol", ctypes.c_double),
-                    ("keys_only", ctypes.c_int)]
+                    ("keys_only", ctypes.c_int), ("normalize", ctypes.c_int)]
 
     jansson = ctypes.CDLL("libjansson.so.4")
     jansson.json_loadb.restype = P
@@ -126,7 +126,7 @@ def bench_keys(args, lib):
 
     def diff(x, y):
         r = P()
-        o = DiffOpts(0.0, 0.0, 1)
+        o = DiffOpts(0.0, 0.0, 1, 0)
         lib.ckpt_diff(ctypes.byref(r), x, y, ctypes.byref(o))
         lib.ckpt_diff_free(r)
 

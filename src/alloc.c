@@ -48,12 +48,11 @@ static struct arena_block *new_block(size_t cap) {
     return b;
 }
 
-/* size bytes aligned to align (a power of two dividing ARENA_ALIGN), not
- * zeroed. Blocks start ARENA_ALIGN-aligned; `used` only moves forward. */
-static void *take(ckpt_arena *a, size_t size, size_t align) {
+/* size bytes, zeroed when zero is set. */
+static void *take(ckpt_arena *a, size_t size, int zero) {
     if (size > SIZE_MAX - ARENA_ALIGN) return NULL;
-    size_t need = (size + align - 1) & ~(align - 1);
-    if (need == 0) need = align;
+    size_t need = (size + ARENA_ALIGN - 1) & ~(size_t)(ARENA_ALIGN - 1);
+    if (need == 0) need = ARENA_ALIGN;
     struct arena_block *b = a->head;
     if (need > ARENA_BLOCK / 4) {
         struct arena_block *big = new_block(need);
@@ -66,32 +65,26 @@ static void *take(ckpt_arena *a, size_t size, size_t align) {
             a->head = big;
         }
         big->used = need;
+        if (zero) memset(big->data, 0, need);
         a->total += need;
         return big->data;
     }
-    size_t at = b ? (b->used + align - 1) & ~(align - 1) : 0;
-    if (!b || at > b->cap || b->cap - at < need) {
+    if (!b || b->cap - b->used < need) {
         b = new_block(ARENA_BLOCK);
         if (!b) return NULL;
         b->next = a->head;
         a->head = b;
-        at = 0;
     }
-    void *p = b->data + at;
-    b->used = at + need;
+    void *p = b->data + b->used;
+    b->used += need;
+    if (zero) memset(p, 0, need);
     a->total += need;
     return p;
 }
 
-void *ckpt_arena_alloc(ckpt_arena *a, size_t size) {
-    void *p = take(a, size, ARENA_ALIGN);
-    if (p) memset(p, 0, (size + ARENA_ALIGN - 1) & ~(size_t)(ARENA_ALIGN - 1));
-    return p;
-}
+void *ckpt_arena_alloc(ckpt_arena *a, size_t size) { return take(a, size, 1); }
 
-void *ckpt_arena_alloc_raw(ckpt_arena *a, size_t size) {
-    return take(a, size, 8);
-}
+void *ckpt_arena_alloc_raw(ckpt_arena *a, size_t size) { return take(a, size, 0); }
 
 void *ckpt_arena_array(ckpt_arena *a, size_t n, size_t size) {
     uint64_t total;

@@ -28,9 +28,8 @@ typedef struct ckpt_arena {
 } ckpt_arena;
 
 void *ckpt_arena_alloc(ckpt_arena *a, size_t size);
-/* Like ckpt_arena_alloc but neither zeroed nor 16-byte aligned: 8-byte
- * aligned, sizes rounded up to 8, for many tiny structs the caller fills
- * entirely (the pickle machine's values in scan mode). */
+/* Like ckpt_arena_alloc but not zeroed, for the many small structs a
+ * caller fills entirely (the pickle machine's str values in scan mode). */
 void *ckpt_arena_alloc_raw(ckpt_arena *a, size_t size);
 /* n * size bytes, with the multiplication checked. */
 void *ckpt_arena_array(ckpt_arena *a, size_t n, size_t size);

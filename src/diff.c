@@ -33,6 +33,16 @@ typedef struct pair {
     const ckpt_manifest_entry *a, *b;
 } pair;
 
+/* B as compared: each key's partner in A, and the names B's keys and
+ * values go by (rewritten under normalize). */
+typedef struct bside {
+    const ckpt_manifest *m;
+    size_t *b2a;               /* per key: A's entry or CKPT_KEYS_NONE */
+    const char **names;        /* per key, or NULL: the keys' own names */
+    const ckpt_named_value *values;
+    size_t nvalues;
+} bside;
+
 struct ckpt_diff_result {
     ckpt_arena arena;
     int identical;
@@ -47,7 +57,7 @@ struct ckpt_diff_result {
     int has_rewrite;
     ckpt_rewrite rewrite;
     const char *note;
-    ckpt_manifest *owned[3]; /* logical A and B, B renamed */
+    ckpt_manifest *owned[2]; /* logical trees of A and B */
 };
 
 static int nomem(void) { return ckpt_err(CKPT_E_NOMEM, "", "", CKPT_NO_OFFSET, "out of memory"); }
@@ -494,7 +504,7 @@ static int vpush(ckpt_diff_result *r, ckpt_diff_value_list l, const char *name,
 }
 
 /* Both value lists are sorted by name: one merge. */
-static int compare_leaves(ckpt_diff_result *r, const ckpt_manifest *a, const ckpt_manifest *b,
+static int compare_leaves(ckpt_diff_result *r, const ckpt_manifest *a, const bside *b,
                           const ckpt_diff_options *o) {
     size_t i = 0, j = 0;
     int rc = 0;
@@ -522,15 +532,46 @@ static int compare_leaves(ckpt_diff_result *r, const ckpt_manifest *a, const ckp
 
 /* ------------------------------------------------------------ key rewrite */
 
-/* How a rewrite of B's keys pairs them with A's (see find_rewrite). */
+/* How a rewrite of B's keys pairs them with A's (see pair_keys). */
 enum { PAIRS_NONE, PAIRS_ALL, PAIRS_B_SUBTREE, PAIRS_A_SUBTREE };
 
 typedef struct pairing {
     const ckpt_rule *rule;
-    const char **names; /* B's keys rewritten */
+    size_t *b2a;        /* ckpt_malloc'd */
+    const char **names; /* B's keys rewritten (kept only under normalize) */
     uint64_t pairs;
     int kind;
 } pairing;
+
+typedef struct pair_state {
+    ckpt_diff_result *r;
+    pairing *p;
+    int keep;
+    unsigned char *hit; /* A's keys paired */
+    size_t clash, lost_covered, lost_other;
+    const ckpt_manifest *b;
+} pair_state;
+
+static int pair_key(void *ctx, size_t i, const char *name, size_t len, int covered, size_t j) {
+    pair_state *st = ctx;
+    pairing *p = st->p;
+    if (st->keep && !(p->names[i] = ckpt_arena_strndup(&st->r->arena, name, len)))
+        return nomem();
+    p->b2a[i] = j;
+    if (j != CKPT_KEYS_NONE) {
+        st->clash += st->hit[j];
+        st->hit[j] = 1;
+        p->pairs++;
+    } else if (covered) {
+        st->lost_covered++;
+    } else {
+        /* kept apart under its own name: dropped wrappers could make two
+         * names one */
+        st->lost_other++;
+        st->clash += len != st->b->lens[i];
+    }
+    return 0;
+}
 
 /* Rewrites B's keys by p->rule and says how they pair with A's: every key
  * on both sides (PAIRS_ALL); every key of A, the keys of B the rule does
@@ -538,61 +579,38 @@ typedef struct pairing {
  * selecting a subtree of B, PAIRS_B_SUBTREE); every key of B, A's other
  * keys lying in top-level entries other than the one the rule adds
  * (PAIRS_A_SUBTREE); or none of these (PAIRS_NONE, also when two keys of B
- * would get one name). */
+ * would get one name). The names are kept (in r's arena) when `keep`. */
 static int pair_keys(ckpt_diff_result *r, const ckpt_manifest *a, const ckpt_manifest *b,
-                     pairing *p) {
+                     int keep, pairing *p) {
     const ckpt_rule *rule = p->rule;
-    unsigned char *hit = ckpt_malloc(a->n ? a->n : 1);
-    p->names = ckpt_arena_array(&r->arena, b->n ? b->n : 1, sizeof *p->names);
-    if (!hit || !p->names) {
-        ckpt_free(hit);
-        return nomem();
-    }
-    memset(hit, 0, a->n);
-    size_t clash = 0, lost_covered = 0, lost_other = 0;
-    for (size_t i = 0; i < b->n; i++) {
-        char *buf = ckpt_arena_alloc(&r->arena, b->lens[i] + rule->add_len + 1);
-        if (!buf) {
-            ckpt_free(hit);
-            return nomem();
-        }
-        int covered;
-        size_t n = ckpt_rule_apply(rule, b->entries[i].name, b->lens[i], buf, &covered);
-        p->names[i] = buf;
-        size_t j = ckpt_manifest_lookup(a, buf, n);
-        if (j != CKPT_KEYS_NONE) {
-            clash += hit[j];
-            hit[j] = 1;
-            p->pairs++;
-        } else if (covered) {
-            lost_covered++;
-        } else {
-            /* kept apart under its own name: dropped wrappers could make
-             * two names one */
-            lost_other++;
-            clash += n != b->lens[i];
-        }
+    pair_state st = {r, p, keep, ckpt_malloc(a->n ? a->n : 1), 0, 0, 0, b};
+    p->b2a = ckpt_malloc((b->n ? b->n : 1) * sizeof *p->b2a);
+    if (keep) p->names = ckpt_arena_array(&r->arena, b->n ? b->n : 1, sizeof *p->names);
+    int rc = st.hit && p->b2a && (!keep || p->names) ? 0 : nomem();
+    if (!rc) {
+        memset(st.hit, 0, a->n);
+        rc = ckpt_rule_lookup_all(rule, b, a, pair_key, &st);
     }
     /* A's keys left over must be whole top-level entries beside the one
      * the rule adds B's keys under */
     const char *dot = memchr(rule->add, '.', rule->add_len);
     size_t top = dot ? (size_t)(dot - rule->add) : rule->add_len;
     size_t lost_a = 0, lost_a_inside = 0;
-    for (size_t j = 0; j < a->n; j++) {
-        if (hit[j]) continue;
+    for (size_t j = 0; !rc && j < a->n; j++) {
+        if (st.hit[j]) continue;
         lost_a++;
         const char *s = a->entries[j].name;
         lost_a_inside += a->lens[j] >= top && memcmp(s, rule->add, top) == 0 &&
                          (a->lens[j] == top || s[top] == '.');
     }
-    ckpt_free(hit);
+    ckpt_free(st.hit);
     p->kind = PAIRS_NONE;
-    if (clash) return 0;
-    if (!lost_a && !lost_covered && !lost_other)
+    if (rc || st.clash) return rc;
+    if (!lost_a && !st.lost_covered && !st.lost_other)
         p->kind = PAIRS_ALL;
-    else if (!lost_a && !lost_covered && rule->select)
+    else if (!lost_a && !st.lost_covered && rule->select)
         p->kind = PAIRS_B_SUBTREE;
-    else if (lost_a && !lost_a_inside && !lost_covered && !lost_other && rule->add_len)
+    else if (lost_a && !lost_a_inside && !st.lost_covered && !st.lost_other && rule->add_len)
         p->kind = PAIRS_A_SUBTREE;
     return 0;
 }
@@ -605,7 +623,8 @@ static const char *others_text(ckpt_diff_result *r, const ckpt_manifest *m, cons
     size_t n;
     if (ckpt_rule_others(&names, &n, &r->arena, &outside, m)) return NULL;
     char *t = ckpt_arena_strdup(&r->arena, "");
-    for (size_t k = 0; t && k < n; k++) t = ckpt_arena_printf(&r->arena, "%s%s%s", t, k ? ", " : "", names[k]);
+    for (size_t k = 0; t && k < n; k++)
+        t = ckpt_arena_printf(&r->arena, "%s%s%s", t, k ? ", " : "", names[k]);
     return t;
 }
 
@@ -642,66 +661,55 @@ static int cmp_named(const void *x, const void *y) {
     return strcmp(((const ckpt_named_value *)x)->name, ((const ckpt_named_value *)y)->name);
 }
 
-/* B's manifest under the names of p (entries and values); *out is set
- * before anything can fail, so the caller frees it either way. */
-static int rename_b(const ckpt_manifest *b, const pairing *p, ckpt_manifest **out) {
-    int rc = ckpt_manifest_new(out, b->name);
-    ckpt_manifest *m = *out;
-    for (size_t i = 0; !rc && i < b->n; i++) {
-        ckpt_manifest_entry e = b->entries[i];
-        e.name = p->names[i];
-        rc = ckpt_manifest_push_entry(m, &e);
-        if (rc == CKPT_E_INVALID_ARG) /* pair_keys let no two keys meet */
-            rc = ckpt_err(CKPT_E_MISMATCH, b->name, "", CKPT_NO_OFFSET,
-                          "two keys would be named '%s'", e.name);
-    }
-    if (rc) return rc;
-    m->file = b->file;
-    m->meta_keys = b->meta_keys;
-    m->meta_vals = b->meta_vals;
-    m->nmeta = b->nmeta;
-    ckpt_named_value *vals = ckpt_arena_array(&m->arena, b->nvalues ? b->nvalues : 1, sizeof *vals);
+/* B's values under the rule's names, sorted again. */
+static int rename_values(ckpt_diff_result *r, const ckpt_rule *rule, bside *bs) {
+    const ckpt_manifest *b = bs->m;
+    ckpt_named_value *vals = ckpt_arena_array(&r->arena, b->nvalues ? b->nvalues : 1, sizeof *vals);
     if (!vals) return nomem();
     for (size_t i = 0; i < b->nvalues; i++) {
         const char *name = b->values[i].name;
         size_t len = strlen(name);
-        char *buf = ckpt_arena_alloc(&m->arena, len + p->rule->add_len + 1);
+        char *buf = ckpt_arena_alloc(&r->arena, len + rule->add_len + 1);
         if (!buf) return nomem();
         int covered;
-        ckpt_rule_apply(p->rule, name, len, buf, &covered);
+        ckpt_rule_apply(rule, name, len, buf, &covered);
         vals[i] = (ckpt_named_value){buf, b->values[i].value};
     }
     qsort(vals, b->nvalues, sizeof *vals, cmp_named);
-    m->values = vals;
-    m->nvalues = b->nvalues;
+    bs->values = vals;
     return 0;
 }
 
-/* When keys are left unpaired on both sides, the rewrite of B's keys
- * ckpt_match would infer against A's (ckpt_rules_infer), if it pairs them
- * (pair_keys); with o->normalize, *renamed receives B under the new
- * names. */
-static int find_rewrite(ckpt_diff_result *r, const ckpt_manifest *a, const ckpt_manifest *b,
-                        const ckpt_diff_options *o, ckpt_manifest **renamed) {
-    size_t *b2a = ckpt_malloc((b->n ? b->n : 1) * sizeof *b2a), paired = 0;
-    if (!b2a) return nomem();
-    for (size_t i = 0; i < b->n; i++) {
-        b2a[i] = ckpt_manifest_lookup(a, b->entries[i].name, b->lens[i]);
-        paired += b2a[i] != CKPT_KEYS_NONE;
-    }
+/* Pairs B's keys with A's by name (bs->b2a); when keys are left unpaired
+ * on both sides, the rewrite of B's keys ckpt_match would infer against
+ * A's (ckpt_rules_infer) is reported if it pairs them (pair_keys), and
+ * under normalize the pairing and names follow it. */
+static int pair_b(ckpt_diff_result *r, const ckpt_manifest *a, bside *bs,
+                  const ckpt_diff_options *o) {
+    const ckpt_manifest *b = bs->m;
+    bs->b2a = ckpt_malloc((b->n ? b->n : 1) * sizeof *bs->b2a);
+    if (!bs->b2a) return nomem();
+    size_t paired = ckpt_manifest_lookup_all(a, b, bs->b2a);
+    if (paired == a->n || paired == b->n) return 0;
     ckpt_rule rules[MAX_RULES];
     size_t nrules = 0;
-    int rc = 0;
-    if (paired < a->n && paired < b->n)
-        rc = ckpt_rules_infer(rules, MAX_RULES, &nrules, &r->arena, b, a, b2a);
-    ckpt_free(b2a);
-    pairing p = {ckpt_rules_best(rules, nrules), NULL, 0, PAIRS_NONE};
-    if (rc || !p.rule) return rc;
-    if ((rc = pair_keys(r, a, b, &p)) || p.kind == PAIRS_NONE) return rc;
-    if (!(r->note = describe_pairing(r, a, b, &p))) return nomem();
-    r->has_rewrite = 1;
-    r->rewrite = (ckpt_rewrite){p.rule->description, p.pairs, o->normalize};
-    return o->normalize ? rename_b(b, &p, renamed) : 0;
+    int rc = ckpt_rules_infer(rules, MAX_RULES, &nrules, &r->arena, b, a, bs->b2a);
+    pairing p = {ckpt_rules_best(rules, nrules), NULL, NULL, 0, PAIRS_NONE};
+    if (!rc && p.rule) rc = pair_keys(r, a, b, o->normalize, &p);
+    if (!rc && p.kind != PAIRS_NONE) {
+        r->has_rewrite = 1;
+        r->rewrite = (ckpt_rewrite){p.rule->description, p.pairs, o->normalize};
+        if (!(r->note = describe_pairing(r, a, b, &p))) rc = nomem();
+        if (!rc && o->normalize) {
+            ckpt_free(bs->b2a);
+            bs->b2a = p.b2a;
+            p.b2a = NULL;
+            bs->names = p.names;
+            rc = rename_values(r, p.rule, bs);
+        }
+    }
+    ckpt_free(p.b2a);
+    return rc;
 }
 
 /* ------------------------------------------------------------ the diff */
@@ -723,27 +731,34 @@ static int cmp_tdiffs(const void *x, const void *y) {
     return strcmp(((const ckpt_tensor_diff *)x)->name, ((const ckpt_tensor_diff *)y)->name);
 }
 
-static int run(ckpt_diff_result *r, const ckpt_manifest *a, const ckpt_manifest *b,
+static int run(ckpt_diff_result *r, const ckpt_manifest *a, const bside *bs,
                const ckpt_diff_options *o) {
+    const ckpt_manifest *b = bs->m;
+    size_t *a2b = ckpt_malloc((a->n ? a->n : 1) * sizeof *a2b);
+    if (!a2b) return nomem();
+    for (size_t i = 0; i < a->n; i++) a2b[i] = CKPT_KEYS_NONE;
+    for (size_t j = 0; j < b->n; j++)
+        if (bs->b2a[j] != CKPT_KEYS_NONE) a2b[bs->b2a[j]] = j;
     int rc = 0;
     for (size_t i = 0; !rc && i < a->n; i++) {
         const ckpt_manifest_entry *ea = &a->entries[i];
-        size_t j = ckpt_manifest_lookup(b, ea->name, a->lens[i]);
-        if (j == CKPT_KEYS_NONE) {
+        if (a2b[i] == CKPT_KEYS_NONE) {
             rc = push(r, CKPT_DIFF_ONLY_IN_A, ea->name, ea, NULL);
             continue;
         }
-        const ckpt_manifest_entry *eb = &b->entries[j];
+        const ckpt_manifest_entry *eb = &b->entries[a2b[i]];
         int shape = same_shape(ea, eb);
         if (!shape) rc = push(r, CKPT_DIFF_SHAPE_MISMATCH, ea->name, ea, eb);
         if (!rc && strcmp(ea->dtype, eb->dtype) != 0)
             rc = push(r, CKPT_DIFF_DTYPE_MISMATCH, ea->name, ea, eb);
         if (!rc && shape && !o->keys_only) rc = compare_tensor(r, o, a, b, ea, eb);
     }
+    ckpt_free(a2b);
     for (size_t j = 0; !rc && j < b->n; j++)
-        if (ckpt_manifest_lookup(a, b->entries[j].name, b->lens[j]) == CKPT_KEYS_NONE)
-            rc = push(r, CKPT_DIFF_ONLY_IN_B, b->entries[j].name, NULL, &b->entries[j]);
-    if (!rc && !o->keys_only) rc = compare_leaves(r, a, b, o);
+        if (bs->b2a[j] == CKPT_KEYS_NONE)
+            rc = push(r, CKPT_DIFF_ONLY_IN_B, bs->names ? bs->names[j] : b->entries[j].name, NULL,
+                      &b->entries[j]);
+    if (!rc && !o->keys_only) rc = compare_leaves(r, a, bs, o);
     if (rc) return rc;
     for (int l = 0; l < NLISTS; l++) {
         if (r->counts[l]) r->identical = 0;
@@ -753,8 +768,8 @@ static int run(ckpt_diff_result *r, const ckpt_manifest *a, const ckpt_manifest 
     return 0;
 }
 
-/* The manifests compared: the logical trees of ckpt-written safetensors
- * files (values only), and B renamed under normalize. */
+/* The trees compared are the logical ones of ckpt-written safetensors
+ * files; B's keys are paired with A's, through a rewrite under normalize. */
 static int compare(ckpt_diff_result *r, const ckpt_manifest *a, const ckpt_manifest *b,
                    const ckpt_diff_options *o) {
     int rc = 0;
@@ -765,8 +780,11 @@ static int compare(ckpt_diff_result *r, const ckpt_manifest *a, const ckpt_manif
         if (r->owned[0]) a = r->owned[0];
         if (r->owned[1]) b = r->owned[1];
     }
-    if ((rc = find_rewrite(r, a, b, o, &r->owned[2]))) return rc;
-    return run(r, a, r->owned[2] ? r->owned[2] : b, o);
+    bside bs = {b, NULL, NULL, b->values, b->nvalues};
+    rc = pair_b(r, a, &bs, o);
+    if (!rc) rc = run(r, a, &bs, o);
+    ckpt_free(bs.b2a);
+    return rc;
 }
 
 int ckpt_diff(ckpt_diff_result **out, const ckpt_manifest *a, const ckpt_manifest *b,
@@ -797,7 +815,7 @@ int ckpt_diff(ckpt_diff_result **out, const ckpt_manifest *a, const ckpt_manifes
 
 void ckpt_diff_free(ckpt_diff_result *r) {
     if (!r) return;
-    for (int k = 0; k < 3; k++) ckpt_manifest_free(r->owned[k]);
+    for (int k = 0; k < 2; k++) ckpt_manifest_free(r->owned[k]);
     ckpt_arena_free(&r->arena);
     ckpt_free(r);
 }

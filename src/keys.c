@@ -56,9 +56,13 @@ int ckpt_strmap_reserve(ckpt_strmap *m, size_t n) {
 
 int ckpt_strmap_put(ckpt_strmap *m, const char *s, size_t len, size_t val,
                     ckpt_strmap_slot **slot) {
+    return ckpt_strmap_put_hashed(m, s, len, ckpt_strmap_hash(s, len), val, slot);
+}
+
+int ckpt_strmap_put_hashed(ckpt_strmap *m, const char *s, size_t len, uint64_t h, size_t val,
+                           ckpt_strmap_slot **slot) {
     int rc = ckpt_strmap_reserve(m, m->n + 1);
     if (rc) return rc;
-    uint64_t h = ckpt_strmap_hash(s, len);
     ckpt_strmap_slot *sl = probe(m->slots, m->cap, s, len, h);
     *slot = sl;
     if (sl->s) return 0;
@@ -72,6 +76,26 @@ ckpt_strmap_slot *ckpt_strmap_find(const ckpt_strmap *m, const char *s, size_t l
     if (!m->cap) return NULL;
     ckpt_strmap_slot *sl = probe(m->slots, m->cap, s, len, hash);
     return sl->s ? sl : NULL;
+}
+
+void ckpt_strmap_prefetch(const ckpt_strmap *m, uint64_t hash) {
+#if defined(__GNUC__)
+    if (m->cap) __builtin_prefetch(&m->slots[(size_t)hash & (m->cap - 1)]);
+#else
+    (void)m;
+    (void)hash;
+#endif
+}
+
+void ckpt_strmap_prefetch_key(const ckpt_strmap *m, uint64_t hash) {
+#if defined(__GNUC__)
+    if (!m->cap) return;
+    const ckpt_strmap_slot *sl = &m->slots[(size_t)hash & (m->cap - 1)];
+    if (sl->s && sl->hash == hash) __builtin_prefetch(sl->s);
+#else
+    (void)m;
+    (void)hash;
+#endif
 }
 
 void ckpt_strmap_free(ckpt_strmap *m) {
@@ -206,7 +230,6 @@ typedef struct infer {
     size_t ncands, ccap;
     ckpt_strmap cand_index; /* key -> cand */
     unsigned wrappers;      /* wrappers present in checkpoint keys */
-    size_t maxlen;          /* longest checkpoint key */
 } infer;
 
 static int nomem(void) { return ckpt_err(CKPT_E_NOMEM, "", "", CKPT_NO_OFFSET, "out of memory"); }
@@ -240,7 +263,6 @@ static int pick_anchors(infer *in) {
     for (size_t i = 0; i < nc; i++) {
         const char *s = in->c->entries[i].name;
         size_t len = in->c->lens[i];
-        if (len > in->maxlen) in->maxlen = len;
         in->wrappers |= ckpt_key_wrappers(s, len);
         if (in->c2e[i] == CKPT_KEYS_NONE) unmatched++;
     }
@@ -360,8 +382,8 @@ static size_t first_segment(const char *s, size_t len) {
     return dot ? (size_t)(dot - s) : len;
 }
 
-/* Distinct expected names that rule r hits, or 0 when r is no wrapper
- * rewrite: a wrapper prefix is on every key (or nearly), so r must cover
+/* r->matches receives the distinct expected names rule r hits, or 0 when
+ * r is no wrapper rewrite: a wrapper prefix is on every key (or nearly), so r must cover
  * more than half of the checkpoint keys, since a prefix on a few keys is a
  * renamed layer and a rewrite of those would only pair keys by
  * coincidence. The exception is a training checkpoint ({"model": state
@@ -370,35 +392,45 @@ static size_t first_segment(const char *s, size_t len) {
  * in another top-level entry; r->select is then set. *fingerprint
  * receives a hash of the pairs (checkpoint entry, expected entry) formed:
  * two rules with the same pairs are one rewrite described twice. hit:
- * e->n scratch bytes. */
-static uint64_t evaluate(const infer *in, ckpt_rule *r, unsigned char *hit, char *buf,
-                         uint64_t *fingerprint) {
-    uint64_t matches = 0, covered_keys = 0, fp = 0;
-    size_t top = first_segment(r->strip, r->strip_len);
-    int outside_ok = 1; /* uncovered keys lie in other top-level entries */
-    memset(hit, 0, in->e->n);
-    for (size_t i = 0; i < in->c->n; i++) {
-        int covered;
-        size_t n = ckpt_rule_apply(r, in->c->entries[i].name, in->c->lens[i], buf, &covered);
-        if (!covered) {
-            if (first_segment(buf, n) == top && memcmp(buf, r->strip, top) == 0) outside_ok = 0;
-            continue;
-        }
-        covered_keys++;
-        size_t j = ckpt_manifest_lookup(in->e, buf, n);
-        if (j != CKPT_KEYS_NONE && !hit[j]) {
-            uint64_t pairing[2] = {i, j};
-            hit[j] = 1;
-            matches++;
-            fp += XXH3_64bits(pairing, sizeof pairing);
-        }
+ * e->n scratch bytes. Returns 0 or CKPT_E_NOMEM. */
+typedef struct eval {
+    const ckpt_rule *r;
+    unsigned char *hit;
+    size_t top; /* length of r->strip's first segment */
+    uint64_t matches, covered, fp;
+    int outside_ok; /* uncovered keys lie in other top-level entries */
+} eval;
+
+static int eval_key(void *ctx, size_t i, const char *name, size_t len, int covered, size_t j) {
+    eval *v = ctx;
+    if (!covered) {
+        if (first_segment(name, len) == v->top && memcmp(name, v->r->strip, v->top) == 0)
+            v->outside_ok = 0;
+        return 0;
     }
-    *fingerprint = fp;
+    v->covered++;
+    if (j != CKPT_KEYS_NONE && !v->hit[j]) {
+        uint64_t pairing[2] = {i, j};
+        v->hit[j] = 1;
+        v->matches++;
+        v->fp += XXH3_64bits(pairing, sizeof pairing);
+    }
+    return 0;
+}
+
+static int evaluate(const infer *in, ckpt_rule *r, unsigned char *hit, uint64_t *fingerprint) {
+    eval v = {r, hit, first_segment(r->strip, r->strip_len), 0, 0, 0, 1};
+    memset(hit, 0, in->e->n);
+    int rc = ckpt_rule_lookup_all(r, in->c, in->e, eval_key, &v);
+    *fingerprint = v.fp;
     r->select = 0;
-    if (covered_keys * 2 > in->c->n) return matches;
-    if (r->strip_len && outside_ok && matches == covered_keys && matches == in->e->n) {
+    r->matches = 0;
+    if (rc) return rc;
+    if (v.covered * 2 > in->c->n) {
+        r->matches = v.matches;
+    } else if (r->strip_len && v.outside_ok && v.matches == v.covered && v.matches == in->e->n) {
         r->select = 1;
-        return matches;
+        r->matches = v.matches;
     }
     return 0;
 }
@@ -473,13 +505,9 @@ static int rank(infer *in, ckpt_rule *out, size_t max, size_t *nout) {
     for (size_t i = 0; i < in->c->n; i++) base += in->c2e[i] != CKPT_KEYS_NONE;
     qsort(in->cands, in->ncands, sizeof(cand), cmp_votes);
 
-    size_t longest_add = 0;
-    for (size_t i = 0; i < in->ncands && i < MAX_EVAL; i++)
-        if (in->cands[i].add_len > longest_add) longest_add = in->cands[i].add_len;
     unsigned char *hit = ckpt_malloc(in->e->n ? in->e->n : 1);
-    char *buf = ckpt_malloc(in->maxlen + longest_add + 1);
     found *f = ckpt_malloc(2 * MAX_EVAL * sizeof *f);
-    int rc = hit && buf && f ? 0 : nomem();
+    int rc = hit && f ? 0 : nomem();
     size_t nf = 0;
     for (size_t i = 0; !rc && i < in->ncands && i < MAX_EVAL; i++) {
         const cand *c = &in->cands[i];
@@ -487,7 +515,7 @@ static int rank(infer *in, ckpt_rule *out, size_t max, size_t *nout) {
             ckpt_rule r = {.canon = canon, .strip = c->strip, .strip_len = c->strip_len,
                            .add = c->add, .add_len = c->add_len};
             if (!canon && !c->strip_len && !c->add_len) continue; /* the identity */
-            r.matches = evaluate(in, &r, hit, buf, &fp);
+            if ((rc = evaluate(in, &r, hit, &fp))) break;
             if (r.matches <= base) continue;
             /* dropping wrappers anywhere weighs more than a leading segment:
              * "strip '_orig_mod.module.'" beats the equivalent "drop
@@ -515,7 +543,6 @@ static int rank(infer *in, ckpt_rule *out, size_t max, size_t *nout) {
         *nout = n;
     }
     ckpt_free(hit);
-    ckpt_free(buf);
     ckpt_free(f);
     return rc;
 }
@@ -598,4 +625,32 @@ int ckpt_rule_others(const char ***out, size_t *n, ckpt_arena *a, const ckpt_rul
     ckpt_free(buf);
     ckpt_strmap_free(&set);
     return rc;
+}
+
+typedef struct rule_stream {
+    const ckpt_rule *r;
+    const ckpt_manifest *c;
+    ckpt_rule_visit visit;
+    void *ctx;
+} rule_stream;
+
+static const char *rule_name(void *ctx, size_t i, char *buf, size_t *len, int *covered) {
+    const rule_stream *s = ctx;
+    *len = ckpt_rule_apply(s->r, s->c->entries[i].name, s->c->lens[i], buf, covered);
+    return buf;
+}
+
+static int rule_visit(void *ctx, size_t i, const char *name, size_t len, int covered, size_t j) {
+    const rule_stream *s = ctx;
+    return s->visit(s->ctx, i, name, len, covered, j);
+}
+
+int ckpt_rule_lookup_all(const ckpt_rule *r, const ckpt_manifest *c, const ckpt_manifest *e,
+                         ckpt_rule_visit visit, void *ctx) {
+    size_t maxlen = 0;
+    for (size_t i = 0; i < c->n; i++)
+        if (c->lens[i] > maxlen) maxlen = c->lens[i];
+    rule_stream s = {r, c, visit, ctx};
+    return ckpt_manifest_lookup_stream(e, c->n, maxlen + r->add_len + 1, rule_name, rule_visit,
+                                       &s);
 }

@@ -35,9 +35,18 @@ int ckpt_strmap_reserve(ckpt_strmap *m, size_t n);
  * existing). Returns 1 when inserted, 0 when present, CKPT_E_NOMEM. */
 int ckpt_strmap_put(ckpt_strmap *m, const char *s, size_t len, size_t val,
                     ckpt_strmap_slot **slot);
+/* The same with hash = ckpt_strmap_hash(s, len) computed by the caller. */
+int ckpt_strmap_put_hashed(ckpt_strmap *m, const char *s, size_t len, uint64_t hash,
+                           size_t val, ckpt_strmap_slot **slot);
 /* The entry for s, or NULL. hash: ckpt_strmap_hash(s, len). */
 ckpt_strmap_slot *ckpt_strmap_find(const ckpt_strmap *m, const char *s,
                                    size_t len, uint64_t hash);
+/* Asks the CPU to load the slot `hash` starts probing at, and (once that
+ * slot is loaded) the key it holds when its hash matches: a table of a
+ * million keys is far larger than the caches, so loops over many keys
+ * hash a few keys ahead and prefetch (hints; no effect on results). */
+void ckpt_strmap_prefetch(const ckpt_strmap *m, uint64_t hash);
+void ckpt_strmap_prefetch_key(const ckpt_strmap *m, uint64_t hash);
 void ckpt_strmap_free(ckpt_strmap *m);
 
 /* ------------------------------------------------------------ manifest */
@@ -61,6 +70,22 @@ struct ckpt_manifest {
 /* Index of `name` (len bytes) in m, or CKPT_KEYS_NONE. */
 size_t ckpt_manifest_lookup(const ckpt_manifest *m, const char *name,
                             size_t len);
+/* out[i] = ckpt_manifest_lookup(m, entry i of `names`) for every entry;
+ * returns how many were found. */
+size_t ckpt_manifest_lookup_all(const ckpt_manifest *m,
+                                const ckpt_manifest *names, size_t *out);
+
+/* Looks up n computed names in m, a few at a time ahead (hashed, slots
+ * and keys prefetched), in order: get(ctx, i, buf, &len, &flag) returns
+ * name i (len bytes), its own or written into buf (bufcap bytes, valid
+ * until put is called for i); put(ctx, i, name, len, flag, j) receives it
+ * with j = its index in m or CKPT_KEYS_NONE; flag passes from get to put.
+ * Returns 0, CKPT_E_NOMEM, or the first non-zero result of put. */
+typedef const char *(*ckpt_name_get)(void *ctx, size_t i, char *buf, size_t *len, int *flag);
+typedef int (*ckpt_name_put)(void *ctx, size_t i, const char *name, size_t len, int flag,
+                             size_t j);
+int ckpt_manifest_lookup_stream(const ckpt_manifest *m, size_t n, size_t bufcap,
+                                ckpt_name_get get, ckpt_name_put put, void *ctx);
 
 /* Appends entry `e` (its name copied, dtype, shape and tensor borrowed).
  * Returns 0, CKPT_E_INVALID_ARG for a name already present (the caller
@@ -119,6 +144,16 @@ typedef struct ckpt_rule {
  * returns its length; *covered receives 1 when s starts with `strip`
  * (after dropping wrappers), else 0 and dst holds s without the wrappers. */
 size_t ckpt_rule_apply(const ckpt_rule *r, const char *s, size_t len, char *dst, int *covered);
+
+/* Applies r to every key of c, in order, and looks the result up in e
+ * (ckpt_manifest_lookup_stream): visit(ctx, i, name, len, covered, j)
+ * receives key i rewritten (name valid during the call), whether r covers
+ * it, and its index in e or CKPT_KEYS_NONE. Returns 0, CKPT_E_NOMEM, or
+ * the first non-zero result of visit. */
+typedef int (*ckpt_rule_visit)(void *ctx, size_t i, const char *name, size_t len, int covered,
+                               size_t j);
+int ckpt_rule_lookup_all(const ckpt_rule *r, const ckpt_manifest *c, const ckpt_manifest *e,
+                         ckpt_rule_visit visit, void *ctx);
 
 /* Candidate rewrites of c's keys towards e's, given the identity pairing
  * (c2e[i]: entry of e with the same name or CKPT_KEYS_NONE). Only rules

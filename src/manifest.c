@@ -60,20 +60,54 @@ static int reserve(ckpt_manifest *m, size_t more) {
     return ckpt_strmap_reserve(&m->index, need);
 }
 
-/* Appends an entry whose strings and shape already live long enough; len
- * is strlen(e->name). CKPT_E_INVALID_ARG for a repeated name (the caller
- * words the error). */
-static int push(ckpt_manifest *m, const ckpt_manifest_entry *e, size_t len) {
+/* Appends an entry whose strings and shape already live long enough, not
+ * indexed yet; len is strlen(e->name). */
+static int append(ckpt_manifest *m, const ckpt_manifest_entry *e, size_t len) {
     int rc = reserve(m, 1);
     if (rc) return rc;
-    ckpt_strmap_slot *slot;
-    rc = ckpt_strmap_put(&m->index, e->name, len, m->n, &slot);
-    if (rc < 0) return rc;
-    if (rc == 0) return CKPT_E_INVALID_ARG;
     m->entries[m->n] = *e;
     m->lens[m->n] = len;
     m->n++;
     return 0;
+}
+
+/* Entries hashed (and their slots prefetched) ahead of the one indexed or
+ * looked up: a table of a million keys is far larger than the caches. */
+#define AHEAD 16
+
+/* Indexes entries [from, n) in order. Returns 0, CKPT_E_NOMEM, or
+ * CKPT_E_INVALID_ARG for a repeated name (the caller words the error with
+ * *dup, the entry repeating an earlier one; entries from *dup on are
+ * dropped). */
+static int index_from(ckpt_manifest *m, size_t from, size_t *dup) {
+    uint64_t hash[AHEAD];
+    for (size_t i = from; i < m->n + AHEAD; i++) {
+        if (i >= from + AHEAD) {
+            size_t k = i - AHEAD;
+            ckpt_strmap_slot *slot;
+            int rc = ckpt_strmap_put_hashed(&m->index, m->entries[k].name, m->lens[k],
+                                            hash[k % AHEAD], k, &slot);
+            if (rc < 0) return rc;
+            if (rc == 0) {
+                *dup = k;
+                m->n = k;
+                return CKPT_E_INVALID_ARG;
+            }
+        }
+        if (i < m->n) {
+            hash[i % AHEAD] = ckpt_strmap_hash(m->entries[i].name, m->lens[i]);
+            ckpt_strmap_prefetch(&m->index, hash[i % AHEAD]);
+        }
+    }
+    return 0;
+}
+
+/* append() and index the entry. CKPT_E_INVALID_ARG for a repeated name
+ * (the caller words the error). */
+static int push(ckpt_manifest *m, const ckpt_manifest_entry *e, size_t len) {
+    size_t dup;
+    int rc = append(m, e, len);
+    return rc ? rc : index_from(m, m->n - 1, &dup);
 }
 
 static const uint64_t no_dims[1] = {0};
@@ -102,18 +136,19 @@ int ckpt_manifest_from_file(ckpt_manifest **out, const ckpt_file *f) {
     *out = NULL;
     ckpt_manifest *m = manifest_new(ckpt_file_path(f));
     if (!m) return ckpt_err(CKPT_E_NOMEM, ckpt_file_path(f), "", CKPT_NO_OFFSET, "out of memory");
-    size_t n = ckpt_file_tensor_count(f);
+    size_t n = ckpt_file_tensor_count(f), dup;
     int rc = reserve(m, n);
     for (size_t i = 0; rc == 0 && i < n; i++) {
         const ckpt_tensor *t = ckpt_file_tensor(f, i);
         ckpt_manifest_entry e = {ckpt_tensor_name(t), ckpt_dtype_name(ckpt_tensor_dtype(t)),
                                  ckpt_tensor_ndim(t), ckpt_tensor_shape(t), t};
-        rc = push(m, &e, strlen(e.name));
-        /* flattening keeps one tensor per name, so this cannot repeat */
-        if (rc == CKPT_E_INVALID_ARG)
-            rc = ckpt_err(CKPT_E_FORMAT, m->name, "", CKPT_NO_OFFSET, "duplicate tensor name '%s'",
-                          e.name);
+        rc = append(m, &e, strlen(e.name));
     }
+    if (rc == 0) rc = index_from(m, 0, &dup);
+    /* flattening keeps one tensor per name, so this cannot repeat */
+    if (rc == CKPT_E_INVALID_ARG)
+        rc = ckpt_err(CKPT_E_FORMAT, m->name, "", CKPT_NO_OFFSET, "duplicate tensor name '%s'",
+                      m->entries[dup].name);
     if (rc) {
         ckpt_manifest_free(m);
         return rc;
@@ -272,8 +307,10 @@ static int from_tree(ckpt_manifest *m, const ckpt_value *root, const ckpt_file *
     for (size_t i = 0; !rc && i < fl.nt; i++) {
         const ckpt_tensor *t = fl.t[i].v->u.tensor;
         ckpt_manifest_entry e = {fl.t[i].name, ckpt_dtype_name(t->dtype), t->ndim, t->shape, t};
-        rc = push(m, &e, strlen(e.name)); /* names are unique now */
+        rc = append(m, &e, strlen(e.name));
     }
+    size_t dup;
+    if (!rc) rc = index_from(m, 0, &dup); /* names are unique now */
     ckpt_named_value *vals = ckpt_arena_array(&m->arena, fl.nv ? fl.nv : 1, sizeof *vals);
     if (!rc && !vals) rc = ckpt_err(CKPT_E_NOMEM, m->name, "", CKPT_NO_OFFSET, "out of memory");
     for (size_t i = 0; !rc && i < fl.nv; i++) vals[i] = (ckpt_named_value){fl.v[i].name, fl.v[i].v};
@@ -332,8 +369,13 @@ static int parse_entry(ckpt_manifest *m, size_t i, const json_t *t, const ckpt_l
                         "manifest tensors[%zu]: name longer than %" PRIu64 " bytes", i,
                         lim->max_name_bytes);
     if (!name) return bad(m, i, "expected \"name\" to be a string");
-    const char *dtype = json_text(m, json_object_get(t, "dtype"), 64, &too_long);
-    if (!dtype) return bad(m, i, "expected \"dtype\" to be a short string");
+    /* most manifests hold a few dtypes, often in runs: reuse the text */
+    const json_t *jdtype = json_object_get(t, "dtype");
+    const char *prev = m->n ? m->entries[m->n - 1].dtype : NULL, *dtype;
+    if (prev && json_is_string(jdtype) && strcmp(json_string_value(jdtype), prev) == 0)
+        dtype = prev;
+    else if (!(dtype = json_text(m, jdtype, 64, &too_long)))
+        return bad(m, i, "expected \"dtype\" to be a short string");
     const json_t *shape = json_object_get(t, "shape");
     if (!json_is_array(shape)) return bad(m, i, "expected \"shape\" to be a list");
     size_t ndim = json_array_size(shape);
@@ -349,11 +391,7 @@ static int parse_entry(ckpt_manifest *m, size_t i, const json_t *t, const ckpt_l
         dims[d] = (uint64_t)json_integer_value(v);
     }
     ckpt_manifest_entry e = {name, dtype, (unsigned)ndim, dims, NULL};
-    int rc = push(m, &e, json_string_length(jname));
-    if (rc == CKPT_E_INVALID_ARG)
-        return ckpt_err(CKPT_E_FORMAT, m->name, "", CKPT_NO_OFFSET,
-                        "manifest tensors[%zu]: duplicate name '%s'", i, name);
-    return rc;
+    return append(m, &e, json_string_length(jname));
 }
 
 /* "metadata": an object of strings, or null/absent. */
@@ -398,6 +436,10 @@ static int from_json(ckpt_manifest *m, const json_t *doc, const ckpt_limits *lim
     int rc = reserve(m, n);
     for (size_t i = 0; rc == 0 && i < n; i++)
         rc = parse_entry(m, i, json_array_get(tensors, i), lim);
+    size_t dup;
+    if (rc == 0 && (rc = index_from(m, 0, &dup)) == CKPT_E_INVALID_ARG)
+        return ckpt_err(CKPT_E_FORMAT, m->name, "", CKPT_NO_OFFSET,
+                        "manifest tensors[%zu]: duplicate name '%s'", dup, m->entries[dup].name);
     if (rc == 0) rc = parse_metadata(m, json_object_get(doc, "metadata"));
     return rc;
 }
@@ -541,6 +583,73 @@ const ckpt_manifest_entry *ckpt_manifest_entry_at(const ckpt_manifest *m, size_t
 size_t ckpt_manifest_lookup(const ckpt_manifest *m, const char *name, size_t len) {
     ckpt_strmap_slot *s = ckpt_strmap_find(&m->index, name, len, ckpt_strmap_hash(name, len));
     return s ? s->val : CKPT_KEYS_NONE;
+}
+
+/* Names in flight in ckpt_manifest_lookup_stream: hashed and their slot
+ * prefetched RING names ahead, their key RING/2 ahead. */
+#define RING 16
+
+int ckpt_manifest_lookup_stream(const ckpt_manifest *m, size_t n, size_t bufcap,
+                                ckpt_name_get get, ckpt_name_put put, void *ctx) {
+    struct {
+        const char *name;
+        size_t len;
+        uint64_t hash;
+        int flag;
+    } ring[RING];
+    char *bufs = bufcap ? ckpt_malloc(RING * bufcap) : NULL;
+    if (bufcap && !bufs) return ckpt_err(CKPT_E_NOMEM, m->name, "", CKPT_NO_OFFSET, "out of memory");
+    int rc = 0;
+    for (size_t i = 0; !rc && i < n + RING; i++) {
+        if (i >= RING) {
+            size_t k = i - RING;
+            ckpt_strmap_slot *sl = ckpt_strmap_find(&m->index, ring[k % RING].name,
+                                                    ring[k % RING].len, ring[k % RING].hash);
+            rc = put(ctx, k, ring[k % RING].name, ring[k % RING].len, ring[k % RING].flag,
+                     sl ? sl->val : CKPT_KEYS_NONE);
+        }
+        if (i >= RING / 2 && i - RING / 2 < n)
+            ckpt_strmap_prefetch_key(&m->index, ring[(i - RING / 2) % RING].hash);
+        if (i < n) {
+            size_t r = i % RING;
+            ring[r].flag = 0;
+            ring[r].name = get(ctx, i, bufs ? bufs + r * bufcap : NULL, &ring[r].len, &ring[r].flag);
+            ring[r].hash = ckpt_strmap_hash(ring[r].name, ring[r].len);
+            ckpt_strmap_prefetch(&m->index, ring[r].hash);
+        }
+    }
+    ckpt_free(bufs);
+    return rc;
+}
+
+typedef struct lookup_all {
+    const ckpt_manifest *names;
+    size_t *out, found;
+} lookup_all;
+
+static const char *entry_name(void *ctx, size_t i, char *buf, size_t *len, int *flag) {
+    const lookup_all *l = ctx;
+    (void)buf;
+    (void)flag;
+    *len = l->names->lens[i];
+    return l->names->entries[i].name;
+}
+
+static int store_index(void *ctx, size_t i, const char *name, size_t len, int flag, size_t j) {
+    lookup_all *l = ctx;
+    (void)name;
+    (void)len;
+    (void)flag;
+    l->out[i] = j;
+    l->found += j != CKPT_KEYS_NONE;
+    return 0;
+}
+
+size_t ckpt_manifest_lookup_all(const ckpt_manifest *m, const ckpt_manifest *names,
+                                size_t *out) {
+    lookup_all l = {names, out, 0};
+    ckpt_manifest_lookup_stream(m, names->n, 0, entry_name, store_index, &l); /* cannot fail */
+    return l.found;
 }
 
 const ckpt_manifest_entry *ckpt_manifest_find(const ckpt_manifest *m, const char *name) {

@@ -304,6 +304,42 @@ static int find_tied(matcher *m) {
 
 /* ------------------------------------------------------------ the match */
 
+typedef struct rewriter {
+    matcher *m;
+    const ckpt_rule *rule;
+    size_t *c2e;
+    size_t *e_hit;       /* expected entry -> checkpoint entry naming it */
+    ckpt_strmap others;  /* other names -> checkpoint entry */
+    size_t *clash;
+} rewriter;
+
+static int rewrite_key(void *ctx, size_t i, const char *name, size_t len, int covered, size_t j) {
+    rewriter *w = ctx;
+    ckpt_match_result *r = w->m->r;
+    size_t prev = CKPT_KEYS_NONE;
+    char *copy = ckpt_arena_strndup(&r->arena, name, len);
+    if (!copy) return nomem();
+    r->rewritten[i] = copy;
+    w->c2e[i] = covered ? j : CKPT_KEYS_NONE;
+    /* the entries a subtree rewrite leaves out never load: their names
+     * cannot clash */
+    if (!covered && w->rule->select) return 0;
+    if (j != CKPT_KEYS_NONE) {
+        prev = w->e_hit[j];
+        if (prev == CKPT_KEYS_NONE) w->e_hit[j] = i;
+    } else {
+        ckpt_strmap_slot *sl;
+        int put = ckpt_strmap_put(&w->others, copy, len, i, &sl);
+        if (put < 0) return put;
+        if (put == 0) prev = sl->val;
+    }
+    if (prev != CKPT_KEYS_NONE && w->clash[0] == CKPT_KEYS_NONE) {
+        w->clash[0] = prev;
+        w->clash[1] = i;
+    }
+    return 0;
+}
+
 /* Names every checkpoint key under `rule` into r->rewritten and pairs them
  * (c2e). Returns 0, or CKPT_E_NOMEM; *clash receives two checkpoint
  * entries that the rule maps to one name (keys a subtree rewrite leaves
@@ -311,42 +347,14 @@ static int find_tied(matcher *m) {
  * through e_hit (no hashing); only the others go through a hash set. */
 static int rewrite_all(matcher *m, const ckpt_rule *rule, size_t *c2e, size_t clash[2]) {
     ckpt_match_result *r = m->r;
-    ckpt_strmap others = {0};
-    size_t *e_hit = ckpt_malloc((m->e->n ? m->e->n : 1) * sizeof *e_hit);
+    rewriter w = {m, rule, c2e, ckpt_malloc((m->e->n ? m->e->n : 1) * sizeof(size_t)), {0},
+                  clash};
     r->rewritten = ckpt_arena_array(&r->arena, m->c->n ? m->c->n : 1, sizeof(char *));
-    int rc = e_hit && r->rewritten ? 0 : nomem();
-    for (size_t j = 0; !rc && j < m->e->n; j++) e_hit[j] = CKPT_KEYS_NONE;
-    for (size_t i = 0; !rc && i < m->c->n; i++) {
-        size_t len = m->c->lens[i], prev = CKPT_KEYS_NONE;
-        char *buf = ckpt_arena_alloc(&r->arena, len + rule->add_len + 1);
-        if (!buf) {
-            rc = nomem();
-            break;
-        }
-        int covered;
-        len = ckpt_rule_apply(rule, m->c->entries[i].name, len, buf, &covered);
-        r->rewritten[i] = buf;
-        size_t j = ckpt_manifest_lookup(m->e, buf, len);
-        c2e[i] = covered ? j : CKPT_KEYS_NONE;
-        /* the entries a subtree rewrite leaves out never load: their
-         * names cannot clash */
-        if (!covered && rule->select) continue;
-        if (j != CKPT_KEYS_NONE) {
-            prev = e_hit[j];
-            if (prev == CKPT_KEYS_NONE) e_hit[j] = i;
-        } else {
-            ckpt_strmap_slot *sl;
-            int put = ckpt_strmap_put(&others, buf, len, i, &sl);
-            if (put < 0) rc = put;
-            else if (put == 0) prev = sl->val;
-        }
-        if (prev != CKPT_KEYS_NONE && clash[0] == CKPT_KEYS_NONE) {
-            clash[0] = prev;
-            clash[1] = i;
-        }
-    }
-    ckpt_free(e_hit);
-    ckpt_strmap_free(&others);
+    int rc = w.e_hit && r->rewritten ? 0 : nomem();
+    for (size_t j = 0; !rc && j < m->e->n; j++) w.e_hit[j] = CKPT_KEYS_NONE;
+    if (!rc) rc = ckpt_rule_lookup_all(rule, m->c, m->e, rewrite_key, &w);
+    ckpt_free(w.e_hit);
+    ckpt_strmap_free(&w.others);
     return rc;
 }
 
@@ -448,11 +456,7 @@ int ckpt_match(ckpt_match_result **out, const ckpt_manifest *c, const ckpt_manif
         return nomem();
     }
     size_t *c2e = buf, *e2c = buf + nc, *c2e_rw = e2c + ne, *e2c_rw = c2e_rw + nc;
-    size_t unmatched_c = 0, unmatched_e;
-    for (size_t i = 0; i < c->n; i++) {
-        c2e[i] = ckpt_manifest_lookup(e, c->entries[i].name, c->lens[i]);
-        unmatched_c += c2e[i] == CKPT_KEYS_NONE;
-    }
+    size_t unmatched_c = c->n - ckpt_manifest_lookup_all(e, c, c2e), unmatched_e;
     invert(&m, c2e, e2c);
     unmatched_e = e->n - (c->n - unmatched_c);
     int rc = unmatched_c && unmatched_e ? infer(&m, c2e, e2c, c2e_rw, e2c_rw, rules) : 0;

@@ -168,9 +168,7 @@ static void emit(machine *m, pk_event_kind kind, const char *module,
 
 /* ---------------------------------------------------------------- input */
 
-/* Hands out the next n operand bytes. Past the input: CKPT_E_TRUNCATED;
- * across the end of the current frame: CKPT_E_FORMAT (a file unpickler
- * would read different bytes than a buffer one, cpython#154848). */
+/* The error of take(), kept out of its way. */
 static int take_fail(machine *m, size_t n) {
     if (n > m->len - m->pos)
         return fail(m, CKPT_E_TRUNCATED,
@@ -182,6 +180,9 @@ static int take_fail(machine *m, size_t n) {
                 n, m->o->base_offset + m->frame_end);
 }
 
+/* Hands out the next n operand bytes. Past the input: CKPT_E_TRUNCATED;
+ * across the end of the current frame: CKPT_E_FORMAT (a file unpickler
+ * would read different bytes than a buffer one, cpython#154848). */
 static int take(machine *m, size_t n, const uint8_t **p) {
     size_t end = m->in_frame ? m->frame_end : m->len; /* frame_end <= len */
     if (n > end - m->pos) return take_fail(m, n);
@@ -1168,8 +1169,14 @@ static int op_appends(machine *m, int kind) {
     if (start <= fence(m)) return underflow(m); /* no target below the MARK */
     t = m->stack[start - 1];
     if ((rc = seq_target(m, t, kind, &seq))) return rc;
-    for (size_t i = start; i < m->sp && !m->scan; i++)
-        if (ckpt_value_append(m->a, seq, m->stack[i])) return nomem(m);
+    size_t k = m->sp - start, n = seq->u.seq.n;
+    if (k && !m->scan) { /* as ckpt_value_append does, k items at once */
+        if (ckpt_arena_grow(m->a, (void **)&seq->u.seq.items, &seq->u.seq.cap, n + k,
+                            sizeof *seq->u.seq.items))
+            return nomem(m);
+        memcpy(seq->u.seq.items + n, m->stack + start, k * sizeof *seq->u.seq.items);
+        seq->u.seq.n = n + k;
+    }
     m->sp = start;
     return 0;
 }

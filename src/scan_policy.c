@@ -161,20 +161,21 @@ ckpt_severity ckpt_scan_classify(const char *module, const char *name,
 
 /* Opcodes that can open a stream: they need nothing on the stack. PROTO
  * (0x80) is checked with its operand. */
-static int opens_stream(uint8_t c) {
-    static const char ascii[] = "(}])NILFSVKJMUTXGcPBC";
-    if (c >= 0x20 && c < 0x7f) return strchr(ascii, c) != NULL;
-    switch (c) {
-    case 0x82: case 0x83: case 0x84: /* EXT1/2/4 */
-    case 0x88: case 0x89:            /* NEWTRUE/NEWFALSE */
-    case 0x8a: case 0x8b:            /* LONG1/LONG4 */
-    case 0x8c: case 0x8d: case 0x8e: /* SHORT_BINUNICODE/BINUNICODE8/BINBYTES8 */
-    case 0x8f: case 0x95: case 0x96: /* EMPTY_SET/FRAME/BYTEARRAY8 */
-        return 1;
-    default:
-        return 0;
-    }
-}
+/* First bytes a pickle stream can start with: every string literal of a
+ * scanned pickle is tested, so this is a table rather than a search. */
+static const uint8_t stream_openers[256] = {
+    ['('] = 1, ['}'] = 1, [']'] = 1, [')'] = 1, ['N'] = 1, ['I'] = 1,
+    ['L'] = 1, ['F'] = 1, ['S'] = 1, ['V'] = 1, ['K'] = 1, ['J'] = 1,
+    ['M'] = 1, ['U'] = 1, ['T'] = 1, ['X'] = 1, ['G'] = 1, ['c'] = 1,
+    ['P'] = 1, ['B'] = 1, ['C'] = 1,
+    [0x82] = 1, [0x83] = 1, [0x84] = 1, /* EXT1/2/4 */
+    [0x88] = 1, [0x89] = 1,             /* NEWTRUE/NEWFALSE */
+    [0x8a] = 1, [0x8b] = 1,             /* LONG1/LONG4 */
+    [0x8c] = 1, [0x8d] = 1, [0x8e] = 1, /* SHORT_BINUNICODE/BINUNICODE8/BINBYTES8 */
+    [0x8f] = 1, [0x95] = 1, [0x96] = 1, /* EMPTY_SET/FRAME/BYTEARRAY8 */
+};
+
+static int opens_stream(uint8_t c) { return stream_openers[c]; }
 
 int ckpt_scan_pickle_start(const uint8_t *p, size_t n) {
     if (n == 0) return 0;

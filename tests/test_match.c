@@ -1374,6 +1374,46 @@ TEST(allocation_failures) {
     CHECK_EQ_INT(ok, 1);
 }
 
+/* Every allocation of a diff fails in turn: values of a recorded tree (the
+ * files diff_logical_tree wrote), and a key rewrite applied to B. */
+TEST(diff_allocation_failures) {
+    const char *dp[] = {"module.fc1.weight", "module.fc1.bias", "module.fc2.weight",
+                        "module.fc2.bias", "module.x._orig_mod.y", NULL};
+    const char *plain[] = {"fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias", "x.y", NULL};
+    ckpt_manifest *pairs[2][2] = {{load("t.pt"), load("t7.safetensors")},
+                                  {manifest_of(plain), manifest_of(dp)}};
+    ckpt_allocator a = {fail_malloc, fail_realloc, plain_free, NULL};
+    for (int k = 0; k < 2; k++) {
+        int nomem = 0, ok = 0;
+        for (fail_at = 1; fail_at < 2000; fail_at++) {
+            allocs = 0;
+            ckpt_diff_options o = CKPT_DIFF_OPTIONS_INIT;
+            o.keys_only = k;
+            o.normalize = 1;
+            ckpt_diff_result *r = NULL;
+            ckpt_set_allocator(&a);
+            int rc = ckpt_diff(&r, pairs[k][0], pairs[k][1], &o);
+            ckpt_set_allocator(NULL);
+            if (rc == 0) {
+                /* the same result as without failures */
+                CHECK_EQ_INT(ckpt_diff_identical(r), k);
+                CHECK_EQ_INT(k ? ckpt_diff_rewrite(r) != NULL
+                               : ckpt_diff_value_count(r, CKPT_DIFF_VALUES_DIFFERING) == 1, 1);
+                ok++;
+            } else {
+                CHECK_EQ_INT(rc, CKPT_E_NOMEM);
+                nomem++;
+            }
+            ckpt_diff_free(r);
+            if (rc == 0 && allocs < fail_at) break; /* every allocation was tried */
+        }
+        CHECK(nomem > 10);
+        CHECK_EQ_INT(ok, 1);
+        ckpt_manifest_free(pairs[k][0]);
+        ckpt_manifest_free(pairs[k][1]);
+    }
+}
+
 int main(void) {
     if (!mkdtemp(tmpdir)) {
         perror("mkdtemp");
@@ -1408,6 +1448,7 @@ int main(void) {
     RUN(rename_auto);
     RUN(hygiene);
     RUN(allocation_failures);
+    RUN(diff_allocation_failures);
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);
