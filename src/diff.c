@@ -772,14 +772,11 @@ static int run(ckpt_diff_result *r, const ckpt_manifest *a, const bside *bs,
  * files; B's keys are paired with A's, through a rewrite under normalize. */
 static int compare(ckpt_diff_result *r, const ckpt_manifest *a, const ckpt_manifest *b,
                    const ckpt_diff_options *o) {
-    int rc = 0;
-    if (!o->keys_only) {
-        rc = ckpt_manifest_logical(&r->owned[0], a);
-        if (!rc) rc = ckpt_manifest_logical(&r->owned[1], b);
-        if (rc) return rc;
-        if (r->owned[0]) a = r->owned[0];
-        if (r->owned[1]) b = r->owned[1];
-    }
+    int rc = ckpt_manifest_logical(&r->owned[0], a);
+    if (!rc) rc = ckpt_manifest_logical(&r->owned[1], b);
+    if (rc) return rc;
+    if (r->owned[0]) a = r->owned[0];
+    if (r->owned[1]) b = r->owned[1];
     bside bs = {b, NULL, NULL, b->values, b->nvalues};
     rc = pair_b(r, a, &bs, o);
     if (!rc) rc = run(r, a, &bs, o);

@@ -382,17 +382,7 @@ static size_t first_segment(const char *s, size_t len) {
     return dot ? (size_t)(dot - s) : len;
 }
 
-/* r->matches receives the distinct expected names rule r hits, or 0 when
- * r is no wrapper rewrite: a wrapper prefix is on every key (or nearly), so r must cover
- * more than half of the checkpoint keys, since a prefix on a few keys is a
- * renamed layer and a rewrite of those would only pair keys by
- * coincidence. The exception is a training checkpoint ({"model": state
- * dict, "optimizer": ..., "epoch": ...}): r strips a subtree whose keys
- * pair one to one with every expected key, and every key outside it lies
- * in another top-level entry; r->select is then set. *fingerprint
- * receives a hash of the pairs (checkpoint entry, expected entry) formed:
- * two rules with the same pairs are one rewrite described twice. hit:
- * e->n scratch bytes. Returns 0 or CKPT_E_NOMEM. */
+/* What evaluate() counts while rule r rewrites every checkpoint key. */
 typedef struct eval {
     const ckpt_rule *r;
     unsigned char *hit;
@@ -418,6 +408,17 @@ static int eval_key(void *ctx, size_t i, const char *name, size_t len, int cover
     return 0;
 }
 
+/* r->matches receives the distinct expected names rule r hits, or 0 when
+ * r is no wrapper rewrite: a wrapper prefix is on every key (or nearly),
+ * so r must cover more than half of the checkpoint keys, since a prefix
+ * on a few keys is a renamed layer and a rewrite of those would only pair
+ * keys by coincidence. The exception is a training checkpoint ({"model":
+ * state dict, "optimizer": ..., "epoch": ...}): r strips a subtree whose
+ * keys pair one to one with every expected key, and every key outside it
+ * lies in another top-level entry; r->select is then set. *fingerprint
+ * receives a hash of the pairs (checkpoint entry, expected entry) formed:
+ * two rules with the same pairs are one rewrite described twice. hit:
+ * e->n scratch bytes. Returns 0 or CKPT_E_NOMEM. */
 static int evaluate(const infer *in, ckpt_rule *r, unsigned char *hit, uint64_t *fingerprint) {
     eval v = {r, hit, first_segment(r->strip, r->strip_len), 0, 0, 0, 1};
     memset(hit, 0, in->e->n);

@@ -71,8 +71,9 @@ static int append(ckpt_manifest *m, const ckpt_manifest_entry *e, size_t len) {
     return 0;
 }
 
-/* Entries hashed (and their slots prefetched) ahead of the one indexed or
- * looked up: a table of a million keys is far larger than the caches. */
+/* Names hashed (and their slots prefetched) ahead of the one indexed or
+ * looked up, their keys prefetched AHEAD / 2 ahead: a table of a million
+ * keys is far larger than the caches. */
 #define AHEAD 16
 
 /* Indexes entries [from, n) in order. Returns 0, CKPT_E_NOMEM, or
@@ -198,7 +199,7 @@ static int flat_err(const flattener *fl, int code, const char *what) {
 
 static int flat_push(flattener *fl, const char *seg, size_t n, size_t *saved) {
     *saved = fl->len;
-    size_t need = fl->len + 1 + n + 1;
+    size_t need = fl->len + (fl->len ? 1 : 0) + n + 1;
     if (n > fl->lim->max_name_bytes || need > fl->lim->max_name_bytes)
         return flat_err(fl, CKPT_E_LIMIT, "flattened name longer than max_name_bytes");
     if (need > fl->cap) {
@@ -585,10 +586,6 @@ size_t ckpt_manifest_lookup(const ckpt_manifest *m, const char *name, size_t len
     return s ? s->val : CKPT_KEYS_NONE;
 }
 
-/* Names in flight in ckpt_manifest_lookup_stream: hashed and their slot
- * prefetched RING names ahead, their key RING/2 ahead. */
-#define RING 16
-
 int ckpt_manifest_lookup_stream(const ckpt_manifest *m, size_t n, size_t bufcap,
                                 ckpt_name_get get, ckpt_name_put put, void *ctx) {
     struct {
@@ -596,24 +593,25 @@ int ckpt_manifest_lookup_stream(const ckpt_manifest *m, size_t n, size_t bufcap,
         size_t len;
         uint64_t hash;
         int flag;
-    } ring[RING];
-    char *bufs = bufcap ? ckpt_malloc(RING * bufcap) : NULL;
+    } ring[AHEAD];
+    char *bufs = bufcap && bufcap <= SIZE_MAX / AHEAD ? ckpt_malloc(AHEAD * bufcap) : NULL;
     if (bufcap && !bufs) return ckpt_err(CKPT_E_NOMEM, m->name, "", CKPT_NO_OFFSET, "out of memory");
     int rc = 0;
-    for (size_t i = 0; !rc && i < n + RING; i++) {
-        if (i >= RING) {
-            size_t k = i - RING;
-            ckpt_strmap_slot *sl = ckpt_strmap_find(&m->index, ring[k % RING].name,
-                                                    ring[k % RING].len, ring[k % RING].hash);
-            rc = put(ctx, k, ring[k % RING].name, ring[k % RING].len, ring[k % RING].flag,
+    for (size_t i = 0; !rc && i < n + AHEAD; i++) {
+        if (i >= AHEAD) { /* name i - AHEAD: its slot and key are in cache */
+            size_t k = i - AHEAD;
+            ckpt_strmap_slot *sl = ckpt_strmap_find(&m->index, ring[k % AHEAD].name,
+                                                    ring[k % AHEAD].len, ring[k % AHEAD].hash);
+            rc = put(ctx, k, ring[k % AHEAD].name, ring[k % AHEAD].len, ring[k % AHEAD].flag,
                      sl ? sl->val : CKPT_KEYS_NONE);
         }
-        if (i >= RING / 2 && i - RING / 2 < n)
-            ckpt_strmap_prefetch_key(&m->index, ring[(i - RING / 2) % RING].hash);
+        if (i >= AHEAD / 2 && i - AHEAD / 2 < n) /* its slot has arrived */
+            ckpt_strmap_prefetch_key(&m->index, ring[(i - AHEAD / 2) % AHEAD].hash);
         if (i < n) {
-            size_t r = i % RING;
+            size_t r = i % AHEAD; /* put() for i - AHEAD is done with it */
             ring[r].flag = 0;
-            ring[r].name = get(ctx, i, bufs ? bufs + r * bufcap : NULL, &ring[r].len, &ring[r].flag);
+            ring[r].name = get(ctx, i, bufs ? bufs + r * bufcap : NULL, &ring[r].len,
+                               &ring[r].flag);
             ring[r].hash = ckpt_strmap_hash(ring[r].name, ring[r].len);
             ckpt_strmap_prefetch(&m->index, ring[r].hash);
         }

@@ -1085,6 +1085,11 @@ TEST(diff_logical_tree) {
     CHECK_EQ_INT(ckpt_diff_equal_count(r), 2);
     CHECK_EQ_INT(ckpt_diff_values_equal(r), 2);
     ckpt_diff_free(r);
+    ckpt_diff_options o = CKPT_DIFF_OPTIONS_INIT;
+    o.keys_only = 1; /* the recorded dtype and shape: C128 [2] */
+    CHECK_EQ_INT(ckpt_diff(&r, pt, st, &o), 0);
+    CHECK_EQ_INT(ckpt_diff_identical(r), 1);
+    ckpt_diff_free(r);
     CHECK_EQ_INT(ckpt_diff(&r, st7, pt, NULL), 0);
     CHECK_EQ_INT(ckpt_diff_identical(r), 0);
     CHECK_EQ_STR(vnames(r, CKPT_DIFF_VALUES_DIFFERING), "epoch");

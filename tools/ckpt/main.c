@@ -127,19 +127,23 @@ static const cli_command commands[] = {
       "out even when allowed.\n",
       cmd_match },
     { "diff", "compare two checkpoints key by key and value by value",
-      "usage: ckpt diff A B [--rtol R] [--atol A] [--keys-only] [--json]\n"
+      "usage: ckpt diff A B [--rtol R] [--atol A] [--keys-only] [--normalize] [--json]\n"
       "\n"
       "Lists keys only in A or only in B, shape and dtype differences and, for\n"
       "each common tensor, whether its bytes are equal, or how its values\n"
       "differ: elements outside tolerance, max abs and rel difference, NaN and\n"
       "Inf disagreements. Floats of every width are compared as values (F16,\n"
       "BF16 and F8 widened); an element differs unless |a-b| <= atol +\n"
-      "rtol*|b| (NaN equals NaN).\n"
+      "rtol*|b| (NaN equals NaN). Non-tensor values (epoch, learning rates,\n"
+      "step counters) are compared too: ints and strings exactly, floats with\n"
+      "the same tolerances.\n"
       "\n"
       "  --rtol R      relative tolerance (default 0)\n"
       "  --atol A      absolute tolerance (default 0)\n"
       "  --keys-only   names, dtypes and shapes only; A and B may be JSON\n"
       "                manifests (`ckpt inspect --json` output)\n"
+      "  --normalize   rename B's keys by the rewrite diff names (module.,\n"
+      "                _orig_mod., a training checkpoint's model.) first\n"
       "  --json        one JSON object on stdout\n"
       "Exit status: 0 identical (values within the tolerances), 1 different,\n"
       "2 usage or I/O error.\n",
