@@ -100,6 +100,10 @@ const char *cli_plural(uint64_t n);
 const char *cli_human_bytes(char buf[32], uint64_t bytes);
 /* "[32, 11616]" into buf (cap bytes, truncated with "..."). */
 const char *cli_shape(char *buf, size_t cap, const ckpt_tensor *t);
+/* The same for ndim dimensions given as an array. */
+const char *cli_dims(char *buf, size_t cap, unsigned ndim, const uint64_t *shape);
+/* cli_name(name) through cli_put_text. */
+void cli_put_name(FILE *out, const char *name);
 /* A leaf value for people: 42, 0.123, "text", true, none, bytes 0a1b...
  * (N bytes), <object mod.qualname>; long strings and bytes are cut. */
 void cli_put_value(FILE *out, const ckpt_value *v);

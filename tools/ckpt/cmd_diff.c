@@ -21,27 +21,6 @@ typedef struct diff_args {
     int json;
 } diff_args;
 
-static void put_name(FILE *out, const char *name)
-{
-    name = cli_name(name);
-    cli_put_text(out, name, strlen(name));
-}
-
-static const char *entry_shape(char *buf, size_t cap,
-                               const ckpt_manifest_entry *e)
-{
-    size_t used = (size_t)snprintf(buf, cap, "[");
-    unsigned d;
-
-    for (d = 0; d < e->ndim && used < cap; d++)
-        used += (size_t)snprintf(buf + used, cap - used, "%s%" PRIu64,
-                                 d ? ", " : "", e->shape[d]);
-    if (used < cap)
-        snprintf(buf + used, cap - used, "]");
-    else if (cap > 4)
-        memcpy(buf + cap - 4, "...", 4);
-    return buf;
-}
 
 /* ------------------------------------------------------------ JSON */
 
@@ -264,11 +243,11 @@ static void print_list(const ckpt_diff_result *r, ckpt_diff_list l,
            cli_color(CLI_RESET));
     for (i = 0; i < n && i < SHOW_MAX; i++) {
         fputs("  ", stdout);
-        put_name(stdout, ckpt_diff_name(r, l, i));
+        cli_put_name(stdout, ckpt_diff_name(r, l, i));
         ckpt_diff_pair(r, l, i, &a, &b);
         if (l == CKPT_DIFF_SHAPE_MISMATCH)
-            printf(": A %s, B %s", entry_shape(sa, sizeof sa, a),
-                   entry_shape(sb, sizeof sb, b));
+            printf(": A %s, B %s", cli_dims(sa, sizeof sa, a->ndim, a->shape),
+                   cli_dims(sb, sizeof sb, b->ndim, b->shape));
         else if (l == CKPT_DIFF_DTYPE_MISMATCH)
             printf(": A %s, B %s", a->dtype, b->dtype);
         fputc('\n', stdout);
@@ -291,7 +270,7 @@ static void print_tensor(const ckpt_tensor_diff *d)
     size_t k;
 
     fputs("  ", stdout);
-    put_name(stdout, d->name);
+    cli_put_name(stdout, d->name);
     if (!d->compared) {
         fputs(": bytes differ (values not comparable for these dtypes)\n",
               stdout);
@@ -351,7 +330,7 @@ static void print_values(const ckpt_diff_result *r, ckpt_diff_value_list l,
         const ckpt_value_diff *v = ckpt_diff_value(r, l, i);
 
         fputs("  ", stdout);
-        put_name(stdout, v->name);
+        cli_put_name(stdout, v->name);
         if (l == CKPT_DIFF_VALUES_DIFFERING) {
             fputs(": ", stdout);
             put_value_pair(v->a, v->b);

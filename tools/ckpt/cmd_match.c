@@ -24,27 +24,6 @@ typedef struct match_args {
 
 /* ------------------------------------------------------------ helpers */
 
-static void put_name(FILE *out, const char *name)
-{
-    name = cli_name(name);
-    cli_put_text(out, name, strlen(name));
-}
-
-static const char *entry_shape(char *buf, size_t cap,
-                               const ckpt_manifest_entry *e)
-{
-    size_t used = (size_t)snprintf(buf, cap, "[");
-    unsigned d;
-
-    for (d = 0; d < e->ndim && used < cap; d++)
-        used += (size_t)snprintf(buf + used, cap - used, "%s%" PRIu64,
-                                 d ? ", " : "", e->shape[d]);
-    if (used < cap)
-        snprintf(buf + used, cap - used, "]");
-    else if (cap > 4)
-        memcpy(buf + cap - 4, "...", 4);
-    return buf;
-}
 
 static int cmp_tied(const void *key, const void *item)
 {
@@ -217,18 +196,18 @@ static void print_list(const ckpt_match_result *r, ckpt_match_list l,
         const char *tie = tied_to(r, it->name);
 
         fputs("  ", stdout);
-        put_name(stdout, it->name);
+        cli_put_name(stdout, it->name);
         if (l == CKPT_MATCH_SHAPE_MISMATCH)
             printf(": checkpoint %s, expected %s",
-                   entry_shape(sa, sizeof sa, it->checkpoint),
-                   entry_shape(sb, sizeof sb, it->expected));
+                   cli_dims(sa, sizeof sa, it->checkpoint->ndim, it->checkpoint->shape),
+                   cli_dims(sb, sizeof sb, it->expected->ndim, it->expected->shape));
         else if (l == CKPT_MATCH_DTYPE_MISMATCH)
             printf(": checkpoint %s, expected %s", it->checkpoint->dtype,
                    it->expected->dtype);
         if (tie && l != CKPT_MATCH_SHAPE_MISMATCH &&
             l != CKPT_MATCH_DTYPE_MISMATCH) {
             fputs(" (tied to ", stdout);
-            put_name(stdout, tie);
+            cli_put_name(stdout, tie);
             fputc(')', stdout);
         }
         fputc('\n', stdout);
@@ -245,7 +224,7 @@ static void print_ignored(const ckpt_match_result *r)
     printf("ignored top-level entries (%zu): ", n);
     for (i = 0; i < n && i < SHOW_MAX; i++) {
         fputs(i ? ", " : "", stdout);
-        put_name(stdout, ckpt_match_ignored(r, i));
+        cli_put_name(stdout, ckpt_match_ignored(r, i));
     }
     fputs(n > SHOW_MAX ? ", ... (--json lists all)\n" : "\n", stdout);
 }

@@ -490,8 +490,12 @@ const char *cli_human_bytes(char buf[32], uint64_t bytes)
 
 const char *cli_shape(char *buf, size_t cap, const ckpt_tensor *t)
 {
-    const uint64_t *shape = ckpt_tensor_shape(t);
-    unsigned ndim = ckpt_tensor_ndim(t), i;
+    return cli_dims(buf, cap, ckpt_tensor_ndim(t), ckpt_tensor_shape(t));
+}
+
+const char *cli_dims(char *buf, size_t cap, unsigned ndim, const uint64_t *shape)
+{
+    unsigned i;
     size_t used = 0;
 
     buf[0] = '\0';
@@ -504,6 +508,12 @@ const char *cli_shape(char *buf, size_t cap, const ckpt_tensor *t)
     if (used >= cap && cap > 4)
         memcpy(buf + cap - 4, "...", 4);
     return buf;
+}
+
+void cli_put_name(FILE *out, const char *name)
+{
+    name = cli_name(name);
+    cli_put_text(out, name, strlen(name));
 }
 
 /* Longest string or byte run cli_put_value shows in full. */
