@@ -270,22 +270,6 @@ static int add_entry(flattener *fl, int tensor, const ckpt_value *v) {
     return 0;
 }
 
-/* The text a dict key contributes to a name. */
-static const char *key_text(const ckpt_value *k, char *tmp, size_t cap, size_t *len) {
-    switch (k->kind) {
-    case CKPT_KIND_STR:
-    case CKPT_KIND_BYTES: *len = k->u.s.len; return k->u.s.p;
-    case CKPT_KIND_INT: {
-        const char *d = ckpt_value_int_decimal(k);
-        *len = strlen(d);
-        return d;
-    }
-    case CKPT_KIND_BOOL: *len = k->u.b ? 4 : 5; return k->u.b ? "True" : "False";
-    case CKPT_KIND_NONE: *len = 4; return "None";
-    case CKPT_KIND_FLOAT: *len = (size_t)snprintf(tmp, cap, "%.17g", k->u.f); return tmp;
-    default: *len = strlen(ckpt_kind_name(ckpt_value_kind(k))); return ckpt_kind_name(ckpt_value_kind(k));
-    }
-}
 
 static int walk(flattener *fl, const ckpt_value *v, uint32_t depth) {
     /* Shared substructures are walked once per path, so a hostile DAG (a
@@ -316,7 +300,7 @@ static int walk(flattener *fl, const ckpt_value *v, uint32_t depth) {
     case CKPT_KIND_DICT:
         for (size_t i = 0; i < v->u.dict.n; i++) {
             size_t klen;
-            const char *k = key_text(v->u.dict.keys[i], tmp, sizeof tmp, &klen);
+            const char *k = ckpt_value_key_text(v->u.dict.keys[i], tmp, sizeof tmp, &klen);
             if ((rc = name_push(fl, k, klen, &saved))) return rc;
             if ((rc = walk(fl, v->u.dict.vals[i], depth + 1))) return rc;
             fl->len = saved;

@@ -226,26 +226,6 @@ static int flat_add(flattener *fl, int tensor, const ckpt_value *v) {
     return 0;
 }
 
-/* The text a dict key contributes to a name (file.c's rules). */
-static const char *key_text(const ckpt_value *k, char *tmp, size_t cap, size_t *len) {
-    switch (k->kind) {
-    case CKPT_KIND_STR:
-    case CKPT_KIND_BYTES: *len = k->u.s.len; return k->u.s.p;
-    case CKPT_KIND_INT: {
-        const char *d = ckpt_value_int_decimal(k);
-        *len = strlen(d);
-        return d;
-    }
-    case CKPT_KIND_BOOL: *len = k->u.b ? 4 : 5; return k->u.b ? "True" : "False";
-    case CKPT_KIND_NONE: *len = 4; return "None";
-    case CKPT_KIND_FLOAT: *len = (size_t)snprintf(tmp, cap, "%.17g", k->u.f); return tmp;
-    default: {
-        const char *kind = ckpt_kind_name(ckpt_value_kind(k));
-        *len = strlen(kind);
-        return kind;
-    }
-    }
-}
 
 static int flat_walk(flattener *fl, const ckpt_value *v, uint32_t depth) {
     /* a node reached twice ({"ref": N}) is walked once per path: bounded */
@@ -265,7 +245,7 @@ static int flat_walk(flattener *fl, const ckpt_value *v, uint32_t depth) {
         for (size_t i = 0; i < n; i++) {
             size_t klen;
             const char *k = v->kind == CKPT_KIND_DICT
-                                ? key_text(v->u.dict.keys[i], tmp, sizeof tmp, &klen)
+                                ? ckpt_value_key_text(v->u.dict.keys[i], tmp, sizeof tmp, &klen)
                                 : (klen = (size_t)snprintf(tmp, sizeof tmp, "%zu", i), tmp);
             if ((rc = flat_push(fl, k, klen, &saved))) return rc;
             if ((rc = flat_walk(fl, ckpt_value_item(v, i), depth + 1))) return rc;

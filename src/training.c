@@ -96,36 +96,6 @@ int ckpt_tr_visit(ckpt_training *t)
     return 1;
 }
 
-const char *ckpt_tr_key_text(const ckpt_value *k, char tmp[32], size_t *len)
-{
-    const char *s;
-
-    switch (k->kind) {
-    case CKPT_KIND_STR:
-    case CKPT_KIND_BYTES:
-        *len = k->u.s.len;
-        return k->u.s.p;
-    case CKPT_KIND_INT:
-        s = ckpt_value_int_decimal(k);
-        break;
-    case CKPT_KIND_BOOL:
-        s = k->u.b ? "True" : "False";
-        break;
-    case CKPT_KIND_NONE:
-        s = "None";
-        break;
-    case CKPT_KIND_FLOAT:
-        snprintf(tmp, 32, "%.17g", k->u.f);
-        s = tmp;
-        break;
-    default:
-        s = ckpt_kind_name(ckpt_value_kind(k));
-        break;
-    }
-    *len = strlen(s);
-    return s;
-}
-
 static int key_is(const char *k, size_t len, const char *name)
 {
     return k && strlen(name) == len && memcmp(k, name, len) == 0;
@@ -453,7 +423,7 @@ static int collect(ckpt_training *t, size_t idx, const ckpt_value *v,
     n = v->kind == CKPT_KIND_DICT ? v->u.dict.n : v->u.seq.n;
     for (i = 0; i < n; i++) {
         if (v->kind == CKPT_KIND_DICT) {
-            k = ckpt_tr_key_text(v->u.dict.keys[i], tmp, &len);
+            k = ckpt_value_key_text(v->u.dict.keys[i], tmp, sizeof tmp, &len);
         } else {
             len = (size_t)snprintf(tmp, sizeof tmp, "%zu", i);
             k = tmp;
@@ -524,7 +494,7 @@ static unsigned state_flags(const ckpt_value *state, unsigned *tensors)
         const ckpt_value *e = state->u.dict.vals[i];
 
         for (j = 0; e->kind == CKPT_KIND_DICT && j < e->u.dict.n; j++) {
-            const char *k = ckpt_tr_key_text(e->u.dict.keys[j], tmp, &len);
+            const char *k = ckpt_value_key_text(e->u.dict.keys[j], tmp, sizeof tmp, &len);
             int s = state_key(k, len);
 
             if (s < 0)
@@ -693,7 +663,7 @@ static int add_optimizer(walker *w, const ckpt_value *v, const char *path)
     for (i = 0; i < state->u.dict.n; i++) {
         const ckpt_value *step =
             ckpt_tr_dict_get(state->u.dict.vals[i], "step");
-        const char *k = ckpt_tr_key_text(state->u.dict.keys[i], tmp, &len);
+        const char *k = ckpt_value_key_text(state->u.dict.keys[i], tmp, sizeof tmp, &len);
         char *name;
 
         if (step == NULL)
@@ -913,7 +883,7 @@ static int walk_children(walker *w, const ckpt_value *v, const char *path,
         char *cpath;
 
         if (is_dict) {
-            k = ckpt_tr_key_text(v->u.dict.keys[i], tmp, &len);
+            k = ckpt_value_key_text(v->u.dict.keys[i], tmp, sizeof tmp, &len);
         } else {
             len = (size_t)snprintf(tmp, sizeof tmp, "%zu", i);
             k = tmp;

@@ -81,9 +81,6 @@ int ckpt_tr_reason(ckpt_training *t, const char *fmt, ...)
 /* 0 once the budget of tree nodes to visit is spent (and the analysis is
  * marked cut), else 1. */
 int ckpt_tr_visit(ckpt_training *t);
-/* The text a dict key contributes to a flattened name, as
- * ckpt_file_flatten writes it (*len bytes; tmp is scratch). */
-const char *ckpt_tr_key_text(const ckpt_value *k, char tmp[32], size_t *len);
 /* Appends s to a growing array of strings in the arena; 0 or -1. */
 int ckpt_tr_push_str(ckpt_training *t, const char ***arr, size_t *n,
                      size_t *cap, const char *s);

@@ -118,7 +118,7 @@ int ckpt_tr_meta_scan(ckpt_training *t, const char *file, const char *path,
         return 0;
     for (i = 0; i < d->u.dict.n; i++) {
         const ckpt_value *child = d->u.dict.vals[i];
-        const char *k = ckpt_tr_key_text(d->u.dict.keys[i], tmp, &len);
+        const char *k = ckpt_value_key_text(d->u.dict.keys[i], tmp, sizeof tmp, &len);
         int topic = ckpt_tr_topic(k, len, 0);
         char *cpath;
 

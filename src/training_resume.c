@@ -214,7 +214,7 @@ static int attach_state(check *k, const state_entry *es, size_t nes,
         (*with_state)++;
         for (j = 0; p->entry->kind == CKPT_KIND_DICT &&
                     j < p->entry->u.dict.n; j++) {
-            const char *key = ckpt_tr_key_text(p->entry->u.dict.keys[j], tmp,
+            const char *key = ckpt_value_key_text(p->entry->u.dict.keys[j], tmp, sizeof tmp,
                                                &len);
             const ckpt_tensor *x = ckpt_tr_as_tensor(p->entry->u.dict.vals[j]);
 

@@ -1,6 +1,7 @@
 /* value.c - constructors for the object tree and its public accessors. */
 #include "value.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "dtype.h"
@@ -244,6 +245,31 @@ int ckpt_tensor_new(ckpt_value **out, ckpt_arena *a, ckpt_storage *st,
     v->u.tensor = t;
     *out = v;
     return 0;
+}
+
+const char *ckpt_value_key_text(const ckpt_value *k, char *tmp, size_t cap,
+                                size_t *len) {
+    switch (k->kind) {
+    case CKPT_KIND_STR:
+    case CKPT_KIND_BYTES: *len = k->u.s.len; return k->u.s.p;
+    case CKPT_KIND_INT: {
+        const char *d = ckpt_value_int_decimal(k);
+        *len = strlen(d);
+        return d;
+    }
+    case CKPT_KIND_BOOL: *len = k->u.b ? 4 : 5; return k->u.b ? "True" : "False";
+    case CKPT_KIND_NONE: *len = 4; return "None";
+    case CKPT_KIND_FLOAT: {
+        int n = snprintf(tmp, cap, "%.17g", k->u.f);
+        *len = n < 0 ? 0 : (size_t)n < cap ? (size_t)n : cap - 1;
+        return tmp;
+    }
+    default: {
+        const char *kind = ckpt_kind_name(ckpt_value_kind(k));
+        *len = strlen(kind);
+        return kind;
+    }
+    }
 }
 
 /* ---------------------------------------------------------------- public */

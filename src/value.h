@@ -125,6 +125,13 @@ int ckpt_value_append(ckpt_arena *a, ckpt_value *seq, ckpt_value *item);
 int ckpt_value_dict_set(ckpt_arena *a, ckpt_value *dict, ckpt_value *key,
                         ckpt_value *val);
 
+/* The text a dict key contributes to a flattened name: str and bytes as
+ * written, ints in decimal, True/False/None, floats as %.17g (into tmp,
+ * cap bytes), other kinds by their kind name. *len receives its length;
+ * the result is borrowed (from k, tmp or static storage). */
+const char *ckpt_value_key_text(const ckpt_value *k, char *tmp, size_t cap,
+                                size_t *len);
+
 /* Builds a tensor value; shape/stride are copied. Computes numel/nbytes with
  * overflow checks and bounds-checks the view against storage->nbytes:
  * the highest element touched, (offset + sum((shape-1)*stride) + 1) *

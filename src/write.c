@@ -345,26 +345,6 @@ static int push_name(collector *c, const char *seg, size_t n, size_t *saved) {
     return 0;
 }
 
-/* The text a dict key contributes to a name: file.c's key_text. */
-static const char *key_text(const ckpt_value *k, char *tmp, size_t cap, size_t *len) {
-    switch (k->kind) {
-    case CKPT_KIND_STR:
-    case CKPT_KIND_BYTES: *len = k->u.s.len; return k->u.s.p;
-    case CKPT_KIND_INT: {
-        const char *d = ckpt_value_int_decimal(k);
-        *len = strlen(d);
-        return d;
-    }
-    case CKPT_KIND_BOOL: *len = k->u.b ? 4 : 5; return k->u.b ? "True" : "False";
-    case CKPT_KIND_NONE: *len = 4; return "None";
-    case CKPT_KIND_FLOAT: *len = (size_t)snprintf(tmp, cap, "%.17g", k->u.f); return tmp;
-    default: {
-        const char *s = ckpt_kind_name(ckpt_value_kind(k));
-        *len = strlen(s);
-        return s;
-    }
-    }
-}
 
 static void note_opaque(collector *c, const char *what) {
     if (c->nopaque++ >= MAX_OPAQUE_NAMED) return;
@@ -460,7 +440,7 @@ static int walk(collector *c, const ckpt_value *v, uint32_t depth) {
         for (size_t i = 0; i < v->u.dict.n; i++) {
             const ckpt_value *k = v->u.dict.keys[i];
             size_t klen;
-            const char *kt = key_text(k, tmp, sizeof tmp, &klen);
+            const char *kt = ckpt_value_key_text(k, tmp, sizeof tmp, &klen);
             if (push_name(c, kt, klen, &saved)) return c->rc;
             if (!key_ok(k, 0))
                 return fail_once(c, ckpt_err(CKPT_E_UNSUPPORTED, "", "", CKPT_NO_OFFSET,
