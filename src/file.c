@@ -218,145 +218,29 @@ int ckpt_open_memory(ckpt_file **out, const void *data, size_t size,
 
 /* ------------------------------------------------------------ flatten */
 
-typedef struct flat_entry {
-    const char *name;
-    const ckpt_value *value;
-    size_t seq; /* discovery order: later wins among equal names */
-} flat_entry;
-
-typedef struct flattener {
-    ckpt_file *f;
-    flat_entry *tensors, *values;
-    size_t nt, ct, nv, cv, seq;
-    uint64_t visits;
-    char *buf; /* current name prefix */
-    size_t len, cap;
-    uint64_t max_visits;
-} flattener;
-
-static int name_push(flattener *fl, const char *seg, size_t n, size_t *saved) {
-    *saved = fl->len;
-    size_t need = fl->len + (fl->len ? 1 : 0) + n + 1;
-    if (need > fl->f->opts.limits.max_name_bytes)
-        return ckpt_err(CKPT_E_LIMIT, fl->f->path, NULL, CKPT_NO_OFFSET,
-                        "flattened name longer than %llu bytes",
-                        (unsigned long long)fl->f->opts.limits.max_name_bytes);
-    if (need > fl->cap) {
-        size_t ncap = need * 2;
-        char *nb = ckpt_realloc(fl->buf, ncap);
-        if (!nb) return ckpt_err(CKPT_E_NOMEM, fl->f->path, NULL, CKPT_NO_OFFSET, "out of memory");
-        fl->buf = nb;
-        fl->cap = ncap;
-    }
-    if (fl->len) fl->buf[fl->len++] = '.';
-    memcpy(fl->buf + fl->len, seg, n);
-    fl->len += n;
-    fl->buf[fl->len] = '\0';
-    return 0;
-}
-
-static int add_entry(flattener *fl, int tensor, const ckpt_value *v) {
-    flat_entry **arr = tensor ? &fl->tensors : &fl->values;
-    size_t *n = tensor ? &fl->nt : &fl->nv, *cap = tensor ? &fl->ct : &fl->cv;
-    if (fl->nt + fl->nv >= fl->f->opts.limits.max_tensors)
-        return ckpt_err(CKPT_E_LIMIT, fl->f->path, NULL, CKPT_NO_OFFSET,
-                        "more than %llu tensors and values",
-                        (unsigned long long)fl->f->opts.limits.max_tensors);
-    if (ckpt_arena_grow(&fl->f->arena, (void **)arr, cap, *n + 1, sizeof(flat_entry)))
-        return ckpt_err(CKPT_E_NOMEM, fl->f->path, NULL, CKPT_NO_OFFSET, "out of memory");
-    const char *name = ckpt_arena_strndup(&fl->f->arena, fl->buf ? fl->buf : "", fl->len);
-    if (!name) return ckpt_err(CKPT_E_NOMEM, fl->f->path, NULL, CKPT_NO_OFFSET, "out of memory");
-    (*arr)[(*n)++] = (flat_entry){name, v, fl->seq++};
-    return 0;
-}
-
-
-static int walk(flattener *fl, const ckpt_value *v, uint32_t depth) {
-    /* Shared substructures are walked once per path, so a hostile DAG (a
-     * pickle "billion laughs") could explode: visits are bounded by the
-     * input's size as well as by the tensor limit. */
-    if (++fl->visits > fl->max_visits)
-        return ckpt_err(CKPT_E_LIMIT, fl->f->path, NULL, CKPT_NO_OFFSET,
-                        "object graph too large (shared substructures repeated)");
-    if (depth > fl->f->opts.limits.max_depth)
-        return ckpt_err(CKPT_E_LIMIT, fl->f->path, NULL, CKPT_NO_OFFSET,
-                        "containers nested deeper than %u (or cyclic)",
-                        fl->f->opts.limits.max_depth);
-    char tmp[32];
-    size_t saved;
-    int rc;
-    switch (v->kind) {
-    case CKPT_KIND_TENSOR: return add_entry(fl, 1, v);
-    case CKPT_KIND_LIST:
-    case CKPT_KIND_TUPLE:
-    case CKPT_KIND_SET:
-        for (size_t i = 0; i < v->u.seq.n; i++) {
-            int n = snprintf(tmp, sizeof tmp, "%zu", i);
-            if ((rc = name_push(fl, tmp, (size_t)n, &saved))) return rc;
-            if ((rc = walk(fl, v->u.seq.items[i], depth + 1))) return rc;
-            fl->len = saved;
-        }
-        return 0;
-    case CKPT_KIND_DICT:
-        for (size_t i = 0; i < v->u.dict.n; i++) {
-            size_t klen;
-            const char *k = ckpt_value_key_text(v->u.dict.keys[i], tmp, sizeof tmp, &klen);
-            if ((rc = name_push(fl, k, klen, &saved))) return rc;
-            if ((rc = walk(fl, v->u.dict.vals[i], depth + 1))) return rc;
-            fl->len = saved;
-        }
-        return 0;
-    case CKPT_KIND_MARK_:
-        return ckpt_err(CKPT_E_FORMAT, fl->f->path, NULL, CKPT_NO_OFFSET,
-                        "pickle left a MARK in the result");
-    default: return add_entry(fl, 0, v); /* leaves, objects, global refs */
-    }
-}
-
-static int cmp_entry(const void *a, const void *b) {
-    const flat_entry *x = a, *y = b;
-    int c = strcmp(x->name, y->name);
-    if (c) return c;
-    return x->seq < y->seq ? -1 : x->seq > y->seq;
-}
-
-/* Sorts and drops all but the last of equal names. Returns the new count. */
-static size_t sort_unique(flat_entry *e, size_t n) {
-    if (n == 0) return 0;
-    qsort(e, n, sizeof *e, cmp_entry);
-    size_t w = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (w && strcmp(e[w - 1].name, e[i].name) == 0)
-            e[w - 1] = e[i];
-        else
-            e[w++] = e[i];
-    }
-    return w;
-}
-
 int ckpt_file_flatten(ckpt_file *f) {
-    flattener fl = {0};
-    fl.f = f;
+    /* visits bounded by the input's size too: a small pickle can describe
+     * a huge DAG ("billion laughs") */
     uint64_t input = ckpt_file_size(f), by_size = input < UINT64_MAX / 64 - 4096
                                                       ? input * 64 + 4096 : UINT64_MAX;
-    fl.max_visits = f->opts.limits.max_tensors < UINT64_MAX / 4
-                        ? f->opts.limits.max_tensors * 4 + 1024 : UINT64_MAX;
-    if (by_size < fl.max_visits) fl.max_visits = by_size;
-    int rc = f->root ? walk(&fl, f->root, 0) : 0;
-    ckpt_free(fl.buf);
+    uint64_t max_visits = f->opts.limits.max_tensors < UINT64_MAX / 4
+                              ? f->opts.limits.max_tensors * 4 + 1024 : UINT64_MAX;
+    if (by_size < max_visits) max_visits = by_size;
+    ckpt_flat fl = {0};
+    int rc = f->root ? ckpt_flatten(&fl, &f->arena, f->root, &f->opts.limits, max_visits,
+                                    f->path, NULL)
+                     : 0;
     if (rc) return rc;
-    fl.nt = sort_unique(fl.tensors, fl.nt);
-    fl.nv = sort_unique(fl.values, fl.nv);
 
-    f->tensors = ckpt_arena_array(&f->arena, fl.nt ? fl.nt : 1, sizeof(ckpt_tensor));
-    f->values = ckpt_arena_array(&f->arena, fl.nv ? fl.nv : 1, sizeof(ckpt_named_value));
-    f->storages = ckpt_arena_array(&f->arena, fl.nt ? fl.nt : 1, sizeof(ckpt_storage *));
-    if (!f->tensors || !f->values || !f->storages)
+    f->tensors = ckpt_arena_array(&f->arena, fl.ntensors ? fl.ntensors : 1, sizeof(ckpt_tensor));
+    f->storages = ckpt_arena_array(&f->arena, fl.ntensors ? fl.ntensors : 1,
+                                   sizeof(ckpt_storage *));
+    if (!f->tensors || !f->storages)
         return ckpt_err(CKPT_E_NOMEM, f->path, NULL, CKPT_NO_OFFSET, "out of memory");
     /* storage ids: dense, in order of first use by the sorted tensors */
-    for (size_t i = 0; i < fl.nt; i++)
+    for (size_t i = 0; i < fl.ntensors; i++)
         fl.tensors[i].value->u.tensor->storage->id = UINT64_MAX;
-    for (size_t i = 0; i < fl.nt; i++) {
+    for (size_t i = 0; i < fl.ntensors; i++) {
         ckpt_tensor *t = fl.tensors[i].value->u.tensor;
         if (t->name[0] == '\0' && fl.tensors[i].name[0]) t->name = fl.tensors[i].name;
         f->tensors[i] = *t;
@@ -366,10 +250,9 @@ int ckpt_file_flatten(ckpt_file *f) {
             f->storages[f->nstorages++] = t->storage;
         }
     }
-    f->ntensors = fl.nt;
-    for (size_t i = 0; i < fl.nv; i++)
-        f->values[i] = (ckpt_named_value){fl.values[i].name, fl.values[i].value};
-    f->nvalues = fl.nv;
+    f->ntensors = fl.ntensors;
+    f->values = fl.values;
+    f->nvalues = fl.nvalues;
     return 0;
 }
 

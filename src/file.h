@@ -4,13 +4,10 @@
 
 #include "alloc.h"
 #include "ckpt.h"
+#include "flatten.h"
 #include "value.h"
 #include "zip.h"
 
-typedef struct ckpt_named_value {
-    const char *name;
-    const ckpt_value *value;
-} ckpt_named_value;
 
 struct ckpt_file {
     ckpt_arena arena;          /* owns everything below */

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 
 #include "error.h"
+#include "flatten.h"
 #include "file.h"
 #include "keys.h"
 #include "write.h"
@@ -177,126 +178,25 @@ int ckpt_manifest_push_entry(ckpt_manifest *m, const ckpt_manifest_entry *e) {
 /* Flattens a value tree the way ckpt_file_flatten does (file.c): dict keys
  * as text, list/tuple/set indices in decimal, joined with "."; for equal
  * names the later one wins. */
-typedef struct flat {
-    const char *name;
-    const ckpt_value *v;
-    size_t seq;
-} flat;
-
-typedef struct flattener {
-    ckpt_manifest *m;
-    const ckpt_limits *lim;
-    flat *t, *v; /* tensors, other leaves */
-    size_t nt, ct, nv, cv, seq;
-    uint64_t visits, max_visits;
-    char *buf;
-    size_t len, cap;
-} flattener;
-
-static int flat_err(const flattener *fl, int code, const char *what) {
-    return ckpt_err(code, fl->m->name, CKPT_META_STRUCTURE, CKPT_NO_OFFSET, "%s", what);
-}
-
-static int flat_push(flattener *fl, const char *seg, size_t n, size_t *saved) {
-    *saved = fl->len;
-    size_t need = fl->len + (fl->len ? 1 : 0) + n + 1;
-    if (n > fl->lim->max_name_bytes || need > fl->lim->max_name_bytes)
-        return flat_err(fl, CKPT_E_LIMIT, "flattened name longer than max_name_bytes");
-    if (need > fl->cap) {
-        char *nb = ckpt_realloc(fl->buf, need * 2);
-        if (!nb) return flat_err(fl, CKPT_E_NOMEM, "out of memory");
-        fl->buf = nb;
-        fl->cap = need * 2;
-    }
-    if (fl->len) fl->buf[fl->len++] = '.';
-    memcpy(fl->buf + fl->len, seg, n);
-    fl->len += n;
-    return 0;
-}
-
-static int flat_add(flattener *fl, int tensor, const ckpt_value *v) {
-    flat **arr = tensor ? &fl->t : &fl->v;
-    size_t *n = tensor ? &fl->nt : &fl->nv, *cap = tensor ? &fl->ct : &fl->cv;
-    if (fl->nt + fl->nv >= fl->lim->max_tensors)
-        return flat_err(fl, CKPT_E_LIMIT, "more tensors and values than max_tensors");
-    const char *name = ckpt_arena_strndup(&fl->m->arena, fl->buf ? fl->buf : "", fl->len);
-    if (!name || ckpt_arena_grow(&fl->m->arena, (void **)arr, cap, *n + 1, sizeof(flat)))
-        return flat_err(fl, CKPT_E_NOMEM, "out of memory");
-    (*arr)[(*n)++] = (flat){name, v, fl->seq++};
-    return 0;
-}
-
-
-static int flat_walk(flattener *fl, const ckpt_value *v, uint32_t depth) {
-    /* a node reached twice ({"ref": N}) is walked once per path: bounded */
-    if (++fl->visits > fl->max_visits)
-        return flat_err(fl, CKPT_E_LIMIT, "object graph too large (shared nodes repeated)");
-    if (depth > fl->lim->max_depth)
-        return flat_err(fl, CKPT_E_LIMIT, "containers nested deeper than max_depth");
-    char tmp[32];
-    size_t saved, n = ckpt_value_len(v);
-    int rc;
-    switch (v->kind) {
-    case CKPT_KIND_TENSOR: return flat_add(fl, 1, v);
-    case CKPT_KIND_LIST:
-    case CKPT_KIND_TUPLE:
-    case CKPT_KIND_SET:
-    case CKPT_KIND_DICT:
-        for (size_t i = 0; i < n; i++) {
-            size_t klen;
-            const char *k = v->kind == CKPT_KIND_DICT
-                                ? ckpt_value_key_text(v->u.dict.keys[i], tmp, sizeof tmp, &klen)
-                                : (klen = (size_t)snprintf(tmp, sizeof tmp, "%zu", i), tmp);
-            if ((rc = flat_push(fl, k, klen, &saved))) return rc;
-            if ((rc = flat_walk(fl, ckpt_value_item(v, i), depth + 1))) return rc;
-            fl->len = saved;
-        }
-        return 0;
-    default: return flat_add(fl, 0, v); /* leaves, objects, torch dtypes */
-    }
-}
-
-static int cmp_flat(const void *x, const void *y) {
-    const flat *a = x, *b = y;
-    int c = strcmp(a->name, b->name);
-    return c ? c : (a->seq > b->seq) - (a->seq < b->seq);
-}
-
-/* Sorts by name and keeps the last of equal names; returns the count. */
-static size_t flat_unique(flat *e, size_t n) {
-    if (n) qsort(e, n, sizeof *e, cmp_flat);
-    size_t w = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (w && strcmp(e[w - 1].name, e[i].name) == 0) w--;
-        e[w++] = e[i];
-    }
-    return w;
-}
-
 static int from_tree(ckpt_manifest *m, const ckpt_value *root, const ckpt_file *f) {
-    flattener fl = {0};
-    fl.m = m;
-    fl.lim = &f->opts.limits;
-    fl.max_visits = fl.lim->max_tensors < UINT64_MAX / 4 ? fl.lim->max_tensors * 4 + 1024
-                                                          : UINT64_MAX;
-    int rc = flat_walk(&fl, root, 0);
-    ckpt_free(fl.buf);
+    const ckpt_limits *lim = &f->opts.limits;
+    ckpt_flat fl;
+    int rc = ckpt_flatten(&fl, &m->arena, root, lim,
+                          lim->max_tensors < UINT64_MAX / 4 ? lim->max_tensors * 4 + 1024
+                                                            : UINT64_MAX,
+                          m->name, CKPT_META_STRUCTURE);
     if (rc) return rc;
-    fl.nt = flat_unique(fl.t, fl.nt);
-    fl.nv = flat_unique(fl.v, fl.nv);
-    rc = reserve(m, fl.nt);
-    for (size_t i = 0; !rc && i < fl.nt; i++) {
-        const ckpt_tensor *t = fl.t[i].v->u.tensor;
-        ckpt_manifest_entry e = {fl.t[i].name, ckpt_dtype_name(t->dtype), t->ndim, t->shape, t};
+    rc = reserve(m, fl.ntensors);
+    for (size_t i = 0; !rc && i < fl.ntensors; i++) {
+        const ckpt_tensor *t = fl.tensors[i].value->u.tensor;
+        ckpt_manifest_entry e = {fl.tensors[i].name, ckpt_dtype_name(t->dtype), t->ndim,
+                                 t->shape, t};
         rc = append(m, &e, strlen(e.name));
     }
     size_t dup;
     if (!rc) rc = index_from(m, 0, &dup); /* names are unique now */
-    ckpt_named_value *vals = ckpt_arena_array(&m->arena, fl.nv ? fl.nv : 1, sizeof *vals);
-    if (!rc && !vals) rc = ckpt_err(CKPT_E_NOMEM, m->name, "", CKPT_NO_OFFSET, "out of memory");
-    for (size_t i = 0; !rc && i < fl.nv; i++) vals[i] = (ckpt_named_value){fl.v[i].name, fl.v[i].v};
-    m->values = vals;
-    m->nvalues = fl.nv;
+    m->values = fl.values;
+    m->nvalues = fl.nvalues;
     return rc;
 }
 
