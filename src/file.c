@@ -31,7 +31,7 @@ static ckpt_file *file_new(const char *path, const ckpt_open_options *opts) {
 void ckpt_close(ckpt_file *f) {
     if (!f) return;
     for (size_t i = 0; i < f->nshards; i++) ckpt_close(f->shards[i]);
-    if (f->mapped && f->map_size) munmap((void *)f->map, f->map_size);
+    if (f->mapped) ckpt_unmap_file(f->map, f->map_size);
     ckpt_arena_free(&f->arena);
     ckpt_free(f);
 }
@@ -143,10 +143,9 @@ static int finish_open(ckpt_file **out, ckpt_file *f, int from_path) {
     return 0;
 }
 
-int ckpt_file_open_path(ckpt_file **out, const char *path,
-                        const ckpt_open_options *opts) {
-    *out = NULL;
-    if (!path) return ckpt_err(CKPT_E_INVALID_ARG, "", NULL, CKPT_NO_OFFSET, "path is NULL");
+int ckpt_map_file(const char *path, const uint8_t **map, size_t *size) {
+    *map = NULL;
+    *size = 0;
     /* O_NONBLOCK: opening a FIFO must not wait for a writer; anything but a
      * regular file is refused below */
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
@@ -154,47 +153,52 @@ int ckpt_file_open_path(ckpt_file **out, const char *path,
         return ckpt_err(CKPT_E_IO, path, NULL, CKPT_NO_OFFSET, "cannot open: %s",
                         strerror(errno));
     struct stat st;
-    if (fstat(fd, &st) != 0) {
-        int e = errno;
-        close(fd);
-        return ckpt_err(CKPT_E_IO, path, NULL, CKPT_NO_OFFSET, "cannot read: %s",
-                        strerror(e));
-    }
-    if (!S_ISREG(st.st_mode)) {
-        close(fd);
-        return ckpt_err(CKPT_E_IO, path, NULL, CKPT_NO_OFFSET, "cannot read: %s",
-                        S_ISDIR(st.st_mode) ? "is a directory" : "not a regular file");
-    }
-    ckpt_file *f = file_new(path, opts);
-    if (!f) {
-        close(fd);
-        return ckpt_err(CKPT_E_NOMEM, path, NULL, CKPT_NO_OFFSET, "out of memory");
-    }
-    if ((uint64_t)st.st_size > SIZE_MAX) {
-        close(fd);
-        ckpt_close(f);
-        return ckpt_err(CKPT_E_LIMIT, path, NULL, CKPT_NO_OFFSET, "file too large to map");
-    }
-    f->map_size = (size_t)st.st_size;
-    if (f->map_size) {
-        void *m = mmap(NULL, f->map_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    int rc = 0;
+    if (fstat(fd, &st) != 0)
+        rc = ckpt_err(CKPT_E_IO, path, NULL, CKPT_NO_OFFSET, "cannot read: %s", strerror(errno));
+    else if (!S_ISREG(st.st_mode))
+        rc = ckpt_err(CKPT_E_IO, path, NULL, CKPT_NO_OFFSET, "cannot read: %s",
+                      S_ISDIR(st.st_mode) ? "is a directory" : "not a regular file");
+    else if ((uint64_t)st.st_size > SIZE_MAX)
+        rc = ckpt_err(CKPT_E_LIMIT, path, NULL, CKPT_NO_OFFSET, "file too large to map");
+    if (rc == 0 && st.st_size > 0) {
+        void *m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
         if (m == MAP_FAILED) {
-            int e = errno;
-            close(fd);
-            f->map_size = 0;
-            ckpt_close(f);
-            return ckpt_err(CKPT_E_IO, path, NULL, CKPT_NO_OFFSET, "cannot map: %s",
-                            strerror(e));
+            rc = ckpt_err(CKPT_E_IO, path, NULL, CKPT_NO_OFFSET, "cannot map: %s",
+                          strerror(errno));
+        } else {
+            /* readers look at headers scattered over the file (zip local
+             * headers): without this, readahead around each would pull in
+             * tensor data (verify switches to sequential) */
+            madvise(m, (size_t)st.st_size, MADV_RANDOM);
+            *map = m;
+            *size = (size_t)st.st_size;
         }
-        /* open reads headers scattered over the file (zip local headers):
-         * without this, readahead around each would pull in tensor data */
-        madvise(m, f->map_size, MADV_RANDOM);
-        f->map = m;
-        f->mapped = 1;
-    } else {
-        f->map = (const uint8_t *)"";
     }
     close(fd);
+    return rc;
+}
+
+void ckpt_unmap_file(const uint8_t *map, size_t size) {
+    if (map && size) munmap((void *)map, size);
+}
+
+int ckpt_file_open_path(ckpt_file **out, const char *path,
+                        const ckpt_open_options *opts) {
+    *out = NULL;
+    if (!path) return ckpt_err(CKPT_E_INVALID_ARG, "", NULL, CKPT_NO_OFFSET, "path is NULL");
+    const uint8_t *map;
+    size_t size;
+    int rc = ckpt_map_file(path, &map, &size);
+    if (rc) return rc;
+    ckpt_file *f = file_new(path, opts);
+    if (!f) {
+        ckpt_unmap_file(map, size);
+        return ckpt_err(CKPT_E_NOMEM, path, NULL, CKPT_NO_OFFSET, "out of memory");
+    }
+    f->map = size ? map : (const uint8_t *)"";
+    f->map_size = size;
+    f->mapped = size != 0;
     return finish_open(out, f, 1);
 }
 

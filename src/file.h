@@ -80,6 +80,13 @@ void ckpt_file_sequential(const ckpt_file *f);
  * page faults). Best effort; no-op where unsupported. */
 void ckpt_file_prefetch(const ckpt_file *f, const void *p, uint64_t n);
 
+/* Maps path read-only (private), refusing anything but a regular file: a
+ * FIFO is opened non-blocking so it never waits for a writer. *map is NULL
+ * for an empty file. 0, or CKPT_E_IO / CKPT_E_LIMIT naming the path. */
+int ckpt_map_file(const char *path, const uint8_t **map, size_t *size);
+/* Undoes ckpt_map_file; NULL-safe. */
+void ckpt_unmap_file(const uint8_t *map, size_t size);
+
 /* Opens a file (used for shards). Same contract as ckpt_open. */
 int ckpt_file_open_path(ckpt_file **out, const char *path,
                         const ckpt_open_options *opts);

@@ -29,18 +29,15 @@
  * their CRC (loading may then fail, but runs no code); tensor bytes are
  * never read, only sniffed, so a scan costs O(pickles), not O(file). */
 #include <errno.h>
-#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <jansson.h>
 
 #include "error.h"
+#include "file.h"
 #include "pickle.h"
 #include "scan_policy.h"
 #include "zip.h"
@@ -839,42 +836,6 @@ static int looks_like_index(const uint8_t *p, size_t n) {
     return i < n && p[i] == '{' && memchr(p, 0, n < 8 ? n : 8) == NULL;
 }
 
-/* Maps a whole regular file read-only (*map NULL for an empty file).
- * 0, or CKPT_E_IO recorded against path. */
-static int map_file(const char *path, void **map, size_t *n) {
-    *map = NULL;
-    *n = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK) /* a FIFO must not block */;
-    if (fd < 0)
-        return ckpt_err(CKPT_E_IO, path, NULL, CKPT_NO_OFFSET, "cannot open: %s",
-                        strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        int e = errno, dir = S_ISDIR(st.st_mode);
-        close(fd);
-        return ckpt_err(CKPT_E_IO, path, NULL, CKPT_NO_OFFSET, "cannot read: %s",
-                        dir ? "is a directory" : e ? strerror(e) : "not a regular file");
-    }
-    if ((uint64_t)st.st_size > SIZE_MAX) {
-        close(fd);
-        return ckpt_err(CKPT_E_IO, path, NULL, CKPT_NO_OFFSET, "file too large to map");
-    }
-    if (st.st_size) {
-        /* Mapped, so a scan only touches the pages it reads: tensor data
-         * behind a few sniffed bytes is never loaded. */
-        void *m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
-        if (m == MAP_FAILED) {
-            int e = errno;
-            close(fd);
-            return ckpt_err(CKPT_E_IO, path, NULL, CKPT_NO_OFFSET, "cannot map: %s",
-                            strerror(e));
-        }
-        *map = m;
-        *n = (size_t)st.st_size;
-    }
-    close(fd);
-    return 0;
-}
 
 /* Loaders join a shard name to the index's directory; a name that leaves
  * it (absolute, "..", a drive) names a file the scan does not follow.
@@ -899,9 +860,9 @@ static int scan_shard(scanner *sc, const char *name) {
     const char *shard = ckpt_arena_strdup(&sc->r->arena, name);
     const char *path = ckpt_arena_printf(&sc->scratch, "%s/%s", sc->dir, name);
     if (!shard || !path) return CKPT_E_NOMEM;
-    void *map;
+    const uint8_t *map;
     size_t n;
-    int rc = map_file(path, &map, &n);
+    int rc = ckpt_map_file(path, &map, &n);
     if (rc) {
         add_finding(sc, CKPT_SEVERITY_INFO, "shard-unreadable", NULL, shard, CKPT_NO_OFFSET,
                     "shard file cannot be read: %s", ckpt_error_last()->message);
@@ -918,7 +879,7 @@ static int scan_shard(scanner *sc, const char *name) {
     }
     sc->shard = NULL;
     sc->content = 1; /* the index is content */
-    if (n) munmap(map, n);
+    ckpt_unmap_file(map, n);
     return rc;
 }
 
@@ -1191,9 +1152,9 @@ int ckpt_scan(ckpt_scan_report **out, const char *path, const ckpt_scan_options 
     if (!out) return ckpt_err(CKPT_E_INVALID_ARG, path, NULL, CKPT_NO_OFFSET, "out is NULL");
     *out = NULL;
     if (!path) return ckpt_err(CKPT_E_INVALID_ARG, "", NULL, CKPT_NO_OFFSET, "path is NULL");
-    void *map;
+    const uint8_t *map;
     size_t n;
-    int rc = map_file(path, &map, &n);
+    int rc = ckpt_map_file(path, &map, &n);
     if (rc) return rc;
     /* the shards of an index are found next to it */
     const char *slash = strrchr(path, '/');
@@ -1207,7 +1168,7 @@ int ckpt_scan(ckpt_scan_report **out, const char *path, const ckpt_scan_options 
         rc = scan_buffer(out, map, n, path, dir, opts);
     }
     ckpt_free(dir);
-    if (n) munmap(map, n);
+    ckpt_unmap_file(map, n);
     return rc;
 }
 
