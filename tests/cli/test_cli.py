@@ -674,6 +674,21 @@ def test_doctor_wrapper_prefix():
     assert ("fix: ckpt rename %s OUT --strip-prefix 'module.'" % dp) in out, out
 
 
+def test_inspect_text_bookkeeping_metadata():
+    out_st = os.path.join(TMP, "bookkeeping.safetensors")
+    rc, _, err = run("convert", CHECKPOINT, out_st)
+    assert_eq(rc, 0, "convert (stderr %r)" % err)
+    rc, doc, _ = run_json("inspect", "--json", out_st)
+    structure = doc["metadata"]["ckpt.structure"]
+    assert len(structure) > 80, structure
+    rc, out, _ = run("inspect", out_st)
+    assert_eq(rc, 0, "exit code")
+    line = [l for l in out.splitlines() if l.strip().startswith("ckpt.structure = ")]
+    assert_eq(line, ["  ckpt.structure = (%d bytes of JSON; --json shows it)"
+                     % len(structure.encode())], "structure line")
+    assert structure not in out, "full structure JSON in the table"
+
+
 def test_usage():
     cases = [
         (("inspect", CHECKPOINT, "--bogus"), 2),

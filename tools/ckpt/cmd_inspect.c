@@ -256,6 +256,9 @@ static void print_values(ckpt_file *f)
     }
 }
 
+/* Longest ckpt.* metadata value the table shows in full. */
+#define BOOKKEEPING_SHOWN 80
+
 static void print_metadata(ckpt_file *f)
 {
     size_t n = ckpt_file_metadata_count(f), i;
@@ -271,7 +274,12 @@ static void print_metadata(ckpt_file *f)
         fputs("  ", stdout);
         cli_put_text(stdout, k, strlen(k));
         fputs(" = ", stdout);
-        cli_put_text(stdout, v, strlen(v));
+        /* ckpt's own bookkeeping (structure, digests, aliases) is long
+         * JSON for machines: the table names it, --json has it whole */
+        if (strncmp(k, "ckpt.", 5) == 0 && strlen(v) > BOOKKEEPING_SHOWN)
+            printf("(%zu bytes of JSON; --json shows it)", strlen(v));
+        else
+            cli_put_text(stdout, v, strlen(v));
         fputc('\n', stdout);
     }
 }
