@@ -147,6 +147,8 @@ void json_int_text(json_writer *j, const char *decimal);
 void json_double(json_writer *j, double v);
 void json_bool(json_writer *j, int v);
 void json_null(json_writer *j);
+/* [d0, d1, ...]: a shape as a JSON array. */
+void json_dims(json_writer *j, unsigned ndim, const uint64_t *dims);
 /* Lowercase hex of len bytes, as a string. */
 void json_hex(json_writer *j, const unsigned char *p, size_t len);
 

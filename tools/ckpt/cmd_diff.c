@@ -24,16 +24,6 @@ typedef struct diff_args {
 
 /* ------------------------------------------------------------ JSON */
 
-static void json_shape(json_writer *j, const ckpt_manifest_entry *e)
-{
-    unsigned d;
-
-    json_array_begin(j);
-    for (d = 0; d < e->ndim; d++)
-        json_uint(j, e->shape[d]);
-    json_array_end(j);
-}
-
 static void json_list(json_writer *j, const ckpt_diff_result *r,
                       ckpt_diff_list l)
 {
@@ -52,12 +42,12 @@ static void json_list(json_writer *j, const ckpt_diff_result *r,
         json_string(j, ckpt_diff_name(r, l, i));
         json_key(j, "a");
         if (l == CKPT_DIFF_SHAPE_MISMATCH)
-            json_shape(j, a);
+            json_dims(j, a->ndim, a->shape);
         else
             json_string(j, a->dtype);
         json_key(j, "b");
         if (l == CKPT_DIFF_SHAPE_MISMATCH)
-            json_shape(j, b);
+            json_dims(j, b->ndim, b->shape);
         else
             json_string(j, b->dtype);
         json_object_end(j);

@@ -45,7 +45,7 @@ static const char *tensor_sha256(inspect *in, const ckpt_tensor *t,
 static void json_tensor(inspect *in, json_writer *j, const ckpt_tensor *t)
 {
     const uint64_t *shape = ckpt_tensor_shape(t);
-    unsigned ndim = ckpt_tensor_ndim(t), d;
+    unsigned ndim = ckpt_tensor_ndim(t);
     char hex[65];
 
     json_object_begin(j);
@@ -54,10 +54,7 @@ static void json_tensor(inspect *in, json_writer *j, const ckpt_tensor *t)
     json_key(j, "dtype");
     json_string(j, ckpt_dtype_name(ckpt_tensor_dtype(t)));
     json_key(j, "shape");
-    json_array_begin(j);
-    for (d = 0; d < ndim; d++)
-        json_uint(j, shape[d]);
-    json_array_end(j);
+    json_dims(j, ndim, shape);
     json_key(j, "nbytes");
     json_uint(j, ckpt_tensor_nbytes(t));
     if (in->hash) {

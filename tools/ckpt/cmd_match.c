@@ -56,16 +56,6 @@ static void json_names(json_writer *j, const ckpt_match_result *r,
     json_array_end(j);
 }
 
-static void json_shape(json_writer *j, const ckpt_manifest_entry *e)
-{
-    unsigned d;
-
-    json_array_begin(j);
-    for (d = 0; d < e->ndim; d++)
-        json_uint(j, e->shape[d]);
-    json_array_end(j);
-}
-
 static void json_mismatches(json_writer *j, const ckpt_match_result *r,
                             ckpt_match_list l)
 {
@@ -80,12 +70,12 @@ static void json_mismatches(json_writer *j, const ckpt_match_result *r,
         json_string(j, it->name);
         json_key(j, "checkpoint");
         if (l == CKPT_MATCH_SHAPE_MISMATCH)
-            json_shape(j, it->checkpoint);
+            json_dims(j, it->checkpoint->ndim, it->checkpoint->shape);
         else
             json_string(j, it->checkpoint->dtype);
         json_key(j, "expected");
         if (l == CKPT_MATCH_SHAPE_MISMATCH)
-            json_shape(j, it->expected);
+            json_dims(j, it->expected->ndim, it->expected->shape);
         else
             json_string(j, it->expected->dtype);
         json_object_end(j);

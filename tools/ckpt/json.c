@@ -229,3 +229,11 @@ void json_leaf(json_writer *j, const ckpt_value *v)
         break;
     }
 }
+
+void json_dims(json_writer *j, unsigned ndim, const uint64_t *dims)
+{
+    json_array_begin(j);
+    for (unsigned d = 0; d < ndim; d++)
+        json_uint(j, dims[d]);
+    json_array_end(j);
+}

@@ -479,16 +479,24 @@ static void text_memory(const ckpt_training *t)
     }
 }
 
-void summary_memory(const ckpt_training *t, json_writer *j)
+/* A section as JSON (null when the file could not be opened) or as text. */
+static void show(const ckpt_training *t, json_writer *j,
+                 void (*as_json)(const ckpt_training *, json_writer *),
+                 void (*as_text)(const ckpt_training *))
 {
     if (j && t == NULL)
         json_null(j);
     else if (j)
-        json_memory(t, j);
+        as_json(t, j);
     else if (t == NULL)
         puts("  not available: the file could not be opened");
     else
-        text_memory(t);
+        as_text(t);
+}
+
+void summary_memory(const ckpt_training *t, json_writer *j)
+{
+    show(t, j, json_memory, text_memory);
 }
 
 /* ------------------------------------------------------------ resume */
@@ -570,14 +578,7 @@ static void text_resume(const ckpt_training *t)
 
 void summary_resume(const ckpt_training *t, json_writer *j)
 {
-    if (j && t == NULL)
-        json_null(j);
-    else if (j)
-        json_resume(t, j);
-    else if (t == NULL)
-        puts("  not available: the file could not be opened");
-    else
-        text_resume(t);
+    show(t, j, json_resume, text_resume);
 }
 
 int summary_concern(const ckpt_training *t, FILE *out)
@@ -709,14 +710,7 @@ static void text_metadata(const ckpt_training *t)
 
 void summary_metadata(const ckpt_training *t, json_writer *j)
 {
-    if (j && t == NULL)
-        json_null(j);
-    else if (j)
-        json_metadata(t, j);
-    else if (t == NULL)
-        puts("  not available: the file could not be opened");
-    else
-        text_metadata(t);
+    show(t, j, json_metadata, text_metadata);
 }
 
 /* ------------------------------------------------------------ inspect */
