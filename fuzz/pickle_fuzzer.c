@@ -8,9 +8,9 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "dtype.h"
-#include "error.h"
-#include "pickle.h"
+#include "model/dtype.h"
+#include "base/error.h"
+#include "format/pickle.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -8,8 +8,8 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "file.h"
-#include "write.h"
+#include "model/file.h"
+#include "format/write.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     ckpt_file *f = NULL;

@@ -9,7 +9,7 @@
 #include <sys/time.h>
 #include <unistd.h>
 
-#include "atomic.h"
+#include "container/atomic.h"
 #include "ckpt.h"
 #include "harness.h"
 

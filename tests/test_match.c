@@ -13,7 +13,7 @@
 
 #include "ckpt.h"
 #include "harness.h"
-#include "keys.h"
+#include "keys/keys.h"
 
 /* ------------------------------------------------------------ helpers */
 

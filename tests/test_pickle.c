@@ -6,12 +6,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "builders.h"
-#include "dtype.h"
-#include "error.h"
+#include "format/pickle_builders.h"
+#include "model/dtype.h"
+#include "base/error.h"
 #include "harness.h"
-#include "pickle.h"
-#include "zip.h"
+#include "format/pickle.h"
+#include "container/zip.h"
 
 /* ---------------------------------------------------------------- helpers */
 

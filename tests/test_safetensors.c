@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include "ckpt.h"
-#include "file.h"
+#include "model/file.h"
 #include "harness.h"
 
 /* ------------------------------------------------------------ helpers */

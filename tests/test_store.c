@@ -9,10 +9,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "atomic.h"
+#include "container/atomic.h"
 #include "ckpt.h"
 #include "harness.h"
-#include "store.h"
+#include "jobs/store.h"
 
 #define MNIST_ST CKPT_CORPUS "/pairs/mnist.safetensors"
 #define MNIST_PT CKPT_CORPUS "/pairs/mnist.pt"

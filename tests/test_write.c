@@ -14,11 +14,11 @@
 #include <unistd.h>
 #include <xxhash.h>
 
-#include "error.h"
-#include "file.h"
+#include "base/error.h"
+#include "model/file.h"
 #include "harness.h"
-#include "write.h"
-#include "zip.h"
+#include "format/write.h"
+#include "container/zip.h"
 
 static char tmpdir[64] = "/tmp/ckpt-test-write-XXXXXX";
 

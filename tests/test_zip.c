@@ -3,9 +3,9 @@
 #include <libdeflate.h>
 #include <stdlib.h>
 
-#include "error.h"
+#include "base/error.h"
 #include "harness.h"
-#include "zip.h"
+#include "container/zip.h"
 
 /* ------------------------------------------------------------ builder */
 

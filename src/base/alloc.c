@@ -1,0 +1,147 @@
+/* alloc.c - the allocator hook and the arena. */
+#include "base/alloc.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ckpt.h"
+
+static void *default_malloc(void *u, size_t n) { (void)u; return malloc(n); }
+static void *default_realloc(void *u, void *p, size_t n) { (void)u; return realloc(p, n); }
+static void default_free(void *u, void *p) { (void)u; free(p); }
+
+static ckpt_allocator hook = {default_malloc, default_realloc, default_free, NULL};
+
+void ckpt_set_allocator(const ckpt_allocator *a) {
+    if (a)
+        hook = *a;
+    else
+        hook = (ckpt_allocator){default_malloc, default_realloc, default_free, NULL};
+}
+
+void *ckpt_malloc(size_t size) { return hook.malloc_fn(hook.user, size ? size : 1); }
+void *ckpt_realloc(void *p, size_t size) { return hook.realloc_fn(hook.user, p, size ? size : 1); }
+void ckpt_free(void *p) {
+    if (p) hook.free_fn(hook.user, p);
+}
+
+/* Blocks are 64 KiB; a request larger than a quarter block gets a block of
+ * its own so that big arrays do not waste the tail of a shared block. */
+#define ARENA_BLOCK 65536u
+#define ARENA_ALIGN 16u
+
+struct arena_block {
+    struct arena_block *next;
+    size_t used, cap;
+    _Alignas(16) unsigned char data[];
+};
+
+static struct arena_block *new_block(size_t cap) {
+    if (cap > SIZE_MAX - sizeof(struct arena_block)) return NULL;
+    struct arena_block *b = ckpt_malloc(sizeof(struct arena_block) + cap);
+    if (!b) return NULL;
+    b->next = NULL;
+    b->used = 0;
+    b->cap = cap;
+    return b;
+}
+
+/* size bytes, zeroed when zero is set. */
+static void *take(ckpt_arena *a, size_t size, int zero) {
+    if (size > SIZE_MAX - ARENA_ALIGN) return NULL;
+    size_t need = (size + ARENA_ALIGN - 1) & ~(size_t)(ARENA_ALIGN - 1);
+    if (need == 0) need = ARENA_ALIGN;
+    struct arena_block *b = a->head;
+    if (need > ARENA_BLOCK / 4) {
+        struct arena_block *big = new_block(need);
+        if (!big) return NULL;
+        /* keep the current block first: it still has room for small items */
+        if (b) {
+            big->next = b->next;
+            b->next = big;
+        } else {
+            a->head = big;
+        }
+        big->used = need;
+        if (zero) memset(big->data, 0, need);
+        a->total += need;
+        return big->data;
+    }
+    if (!b || b->cap - b->used < need) {
+        b = new_block(ARENA_BLOCK);
+        if (!b) return NULL;
+        b->next = a->head;
+        a->head = b;
+    }
+    void *p = b->data + b->used;
+    b->used += need;
+    if (zero) memset(p, 0, need);
+    a->total += need;
+    return p;
+}
+
+void *ckpt_arena_alloc(ckpt_arena *a, size_t size) { return take(a, size, 1); }
+
+void *ckpt_arena_alloc_raw(ckpt_arena *a, size_t size) { return take(a, size, 0); }
+
+void *ckpt_arena_array(ckpt_arena *a, size_t n, size_t size) {
+    uint64_t total;
+    if (ckpt_mul_overflow(n, size, &total) || total > SIZE_MAX) return NULL;
+    return ckpt_arena_alloc(a, (size_t)total);
+}
+
+char *ckpt_arena_strndup(ckpt_arena *a, const char *s, size_t n) {
+    if (n == SIZE_MAX) return NULL;
+    char *p = ckpt_arena_alloc(a, n + 1);
+    if (!p) return NULL;
+    if (n) memcpy(p, s, n);
+    p[n] = '\0';
+    return p;
+}
+
+char *ckpt_arena_strdup(ckpt_arena *a, const char *s) {
+    return ckpt_arena_strndup(a, s, strlen(s));
+}
+
+char *ckpt_arena_printf(ckpt_arena *a, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (n < 0) return NULL;
+    char *p = ckpt_arena_alloc(a, (size_t)n + 1);
+    if (!p) return NULL;
+    va_start(ap, fmt);
+    vsnprintf(p, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    return p;
+}
+
+int ckpt_arena_grow(ckpt_arena *a, void **arr, size_t *cap, size_t need,
+                    size_t elem) {
+    if (need <= *cap) return 0;
+    size_t ncap = *cap ? *cap : 4;
+    while (ncap < need) {
+        if (ncap > SIZE_MAX / 2) return -1;
+        ncap *= 2;
+    }
+    void *n = ckpt_arena_array(a, ncap, elem);
+    if (!n) return -1;
+    if (*cap) memcpy(n, *arr, *cap * elem);
+    *arr = n;
+    *cap = ncap;
+    return 0;
+}
+
+void ckpt_arena_free(ckpt_arena *a) {
+    struct arena_block *b = a->head;
+    while (b) {
+        struct arena_block *next = b->next;
+        ckpt_free(b);
+        b = next;
+    }
+    a->head = NULL;
+    a->total = 0;
+}

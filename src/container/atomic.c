@@ -1,0 +1,332 @@
+/* atomic.c - atomic, durable replacement of one file (see atomic.h).
+ *
+ * The temporary file is ".<basename>.tmp-<pid>-<16 hex digits>" in the
+ * target's directory: the same file system (so rename is atomic), hidden,
+ * and recognisable by `ckpt store gc` (src/store.c), which removes those
+ * whose writer is gone. Every system call that can fail goes through a
+ * wrapper that the fault-injection hook can make fail. */
+#include "container/atomic.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/alloc.h"
+#include "base/error.h"
+
+/* Longest part of the target's basename kept in a temporary name, so that
+ * "." + base + ".tmp-" + pid + "-" + 16 hex stays under NAME_MAX (255). */
+#define TMP_BASE_MAX 200
+/* Largest single write(2): Linux transfers at most 0x7ffff000 bytes. */
+#define MAX_IO ((size_t)1 << 30)
+
+/* ------------------------------------------------------------ faults */
+
+enum { OP_OPEN, OP_WRITE, OP_FSYNC, OP_RENAME, OP_COUNT };
+static const char *const op_names[OP_COUNT] = {"open", "write", "fsync", "rename"};
+
+/* Per operation: calls left before the injected failure (0 = disarmed). */
+static struct {
+    uint64_t countdown;
+    int err;
+} faults[OP_COUNT];
+
+void ckpt_atomic_fail_nth(const char *op, uint64_t n, int err) {
+    for (int i = 0; i < OP_COUNT; i++) {
+        if (op && strcmp(op, op_names[i]) == 0) {
+            faults[i].countdown = n;
+            faults[i].err = err;
+        }
+    }
+}
+
+/* 1 (with errno set) when this call of `op` is the one to fail. */
+static int injected(int op) {
+    if (faults[op].countdown == 0 || --faults[op].countdown != 0) return 0;
+    errno = faults[op].err;
+    return 1;
+}
+
+static int sys_open(const char *path, int flags, mode_t mode) {
+    return injected(OP_OPEN) ? -1 : open(path, flags, mode);
+}
+
+static ssize_t sys_pwrite(int fd, const void *p, size_t n, uint64_t off) {
+    return injected(OP_WRITE) ? -1 : pwrite(fd, p, n, (off_t)off);
+}
+
+static int sys_fsync(int fd) {
+    int rc;
+    if (injected(OP_FSYNC)) return -1;
+    do rc = fsync(fd);
+    while (rc != 0 && errno == EINTR);
+    return rc;
+}
+
+static int sys_rename(const char *from, const char *to) {
+    return injected(OP_RENAME) ? -1 : rename(from, to);
+}
+
+/* ------------------------------------------------------------ names */
+
+static char *dup_str(const char *s) {
+    size_t n = strlen(s) + 1;
+    char *p = ckpt_malloc(n);
+    if (p) memcpy(p, s, n);
+    return p;
+}
+
+/* 16 random hex digits; getrandom, or clock and a counter where it is
+ * unavailable (uniqueness still comes from O_EXCL and the pid). */
+static void random_hex(char out[17]) {
+    static unsigned counter;
+    uint64_t r;
+    if (getrandom(&r, sizeof r, GRND_NONBLOCK) != (ssize_t)sizeof r) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        r = ((uint64_t)ts.tv_sec * 1000000007u) ^ (uint64_t)ts.tv_nsec ^
+            ((uint64_t)++counter << 40);
+    }
+    snprintf(out, 17, "%016llx", (unsigned long long)r);
+}
+
+/* ckpt_malloc'd temporary name for `path`, in its directory. */
+static char *temp_name(const char *path) {
+    const char *slash = strrchr(path, '/');
+    size_t dirlen = slash ? (size_t)(slash - path) + 1 : 0;
+    const char *base = path + dirlen;
+    size_t baselen = strlen(base);
+    char hex[17];
+    if (baselen > TMP_BASE_MAX) baselen = TMP_BASE_MAX;
+    random_hex(hex);
+    /* "." + ".tmp-" + pid (<= 10) + "-" + 16 hex + NUL */
+    size_t cap = dirlen + baselen + 40;
+    char *t = ckpt_malloc(cap);
+    if (t)
+        snprintf(t, cap, "%.*s.%.*s.tmp-%ld-%s", (int)dirlen, path, (int)baselen,
+                 base, (long)getpid(), hex);
+    return t;
+}
+
+/* The directory of `path` ("." when it has no slash) into buf. No
+ * allocation: it runs after the rename, where failing would be a lie. */
+static int dir_of(const char *path, char *buf, size_t cap) {
+    const char *slash = strrchr(path, '/');
+    size_t n = !slash ? 1 : slash == path ? 1 : (size_t)(slash - path);
+    if (n >= cap) return -1;
+    memcpy(buf, slash ? path : ".", n);
+    buf[n] = '\0';
+    return 0;
+}
+
+/* ------------------------------------------------------------ state */
+
+/* Closes and removes the temporary file (if any) and forgets its name. */
+static void discard_temp(ckpt_atomic *a) {
+    if (!a->tmp) return;
+    if (a->fd >= 0) close(a->fd);
+    a->fd = -1;
+    unlink(a->tmp);
+    ckpt_free(a->tmp);
+    a->tmp = NULL;
+}
+
+static void release(ckpt_atomic *a) {
+    discard_temp(a);
+    ckpt_free(a->target);
+    a->target = NULL;
+}
+
+/* Records the first failure (`op` on the target, with errno), removes the
+ * temporary file at once so a full disk gets its space back, and makes the
+ * error sticky. */
+static int fail(ckpt_atomic *a, const char *op, int err, uint64_t offset) {
+    const char *target = a->target ? a->target : "";
+    ckpt_err(CKPT_E_IO, target, NULL, offset, "%s failed for %s: %s (temporary file %s)",
+             op, target, strerror(err), a->tmp ? a->tmp : "none");
+    discard_temp(a);
+    a->error = CKPT_E_IO;
+    return CKPT_E_IO;
+}
+
+/* ------------------------------------------------------------ API */
+
+int ckpt_atomic_begin(ckpt_atomic *a, const char *target) {
+    *a = (ckpt_atomic){.fd = -1};
+    size_t len = target ? strlen(target) : 0;
+    if (len == 0 || target[len - 1] == '/') {
+        a->error = CKPT_E_INVALID_ARG;
+        return ckpt_err(CKPT_E_INVALID_ARG, target ? target : "", NULL, CKPT_NO_OFFSET,
+                        "target path must name a file");
+    }
+    a->target = dup_str(target);
+    if (!a->target) {
+        a->error = CKPT_E_NOMEM;
+        return ckpt_err(CKPT_E_NOMEM, target, NULL, CKPT_NO_OFFSET,
+                        "out of memory starting a write");
+    }
+    /* A clash needs the same pid and 64 random bits: retry a few times. */
+    for (int tries = 0; tries < 8; tries++) {
+        a->tmp = temp_name(target);
+        if (!a->tmp) {
+            release(a);
+            a->error = CKPT_E_NOMEM;
+            return ckpt_err(CKPT_E_NOMEM, target, NULL, CKPT_NO_OFFSET,
+                            "out of memory starting a write");
+        }
+        a->fd = sys_open(a->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+        if (a->fd >= 0) return 0;
+        int err = errno;
+        if (err != EEXIST || tries == 7) {
+            /* not fail(): the name may belong to another writer */
+            ckpt_err(CKPT_E_IO, target, NULL, CKPT_NO_OFFSET,
+                     "open failed for %s: cannot create temporary file %s: %s", target,
+                     a->tmp, strerror(err));
+            break;
+        }
+        ckpt_free(a->tmp);
+        a->tmp = NULL;
+    }
+    ckpt_free(a->tmp);
+    a->tmp = NULL;
+    release(a);
+    a->error = CKPT_E_IO;
+    return CKPT_E_IO;
+}
+
+static int put(ckpt_atomic *a, const void *p, size_t n, uint64_t off) {
+    const unsigned char *b = p;
+    uint64_t end;
+    if (a->error) return a->error;
+    if (!a->tmp) {
+        a->error = CKPT_E_INVALID_ARG;
+        return ckpt_err(CKPT_E_INVALID_ARG, a->target, NULL, CKPT_NO_OFFSET,
+                        "write without a successful ckpt_atomic_begin");
+    }
+    if (ckpt_add_overflow(off, n, &end) || end > (uint64_t)INT64_MAX)
+        return fail(a, "write", EFBIG, off);
+    while (n > 0) {
+        ssize_t w = sys_pwrite(a->fd, b, n < MAX_IO ? n : MAX_IO, off);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) return fail(a, "write", w < 0 ? errno : ENOSPC, off);
+        b += w;
+        n -= (size_t)w;
+        off += (uint64_t)w;
+    }
+    if (end > a->written) a->written = end;
+    return 0;
+}
+
+#define WRITEBACK ((uint64_t)32 << 20)
+
+int ckpt_atomic_write(ckpt_atomic *a, const void *p, size_t n) {
+    int rc = put(a, p, n, a->written);
+#ifdef SYNC_FILE_RANGE_WRITE
+    if (rc == 0 && a->written - a->flushed >= WRITEBACK) {
+        (void)sync_file_range(a->fd, (off_t)a->flushed, (off_t)(a->written - a->flushed),
+                              SYNC_FILE_RANGE_WRITE);
+        a->flushed = a->written;
+    }
+#endif
+    return rc;
+}
+
+int ckpt_atomic_pwrite(ckpt_atomic *a, const void *p, size_t n, uint64_t off) {
+    return put(a, p, n, off);
+}
+
+/* Keeps the current target as target.bak: a hard link at a temporary name
+ * renamed over the .bak, so both names hold a complete file at every
+ * moment. Nothing to do when the target does not exist yet. */
+static int backup_target(ckpt_atomic *a) {
+    struct stat st;
+    if (lstat(a->target, &st) != 0)
+        return errno == ENOENT ? 0 : fail(a, "stat", errno, CKPT_NO_OFFSET);
+    size_t len = strlen(a->target);
+    char *bak = ckpt_malloc(len + 5);
+    char *tmp = NULL;
+    int rc = 0;
+    if (bak) {
+        memcpy(bak, a->target, len);
+        memcpy(bak + len, ".bak", 5);
+        tmp = temp_name(bak);
+    }
+    if (!tmp) {
+        rc = fail(a, "backup", ENOMEM, CKPT_NO_OFFSET);
+    } else if (link(a->target, tmp) != 0) {
+        rc = fail(a, "link (backup)", errno, CKPT_NO_OFFSET);
+    } else if (sys_rename(tmp, bak) != 0) {
+        int err = errno;
+        unlink(tmp);
+        rc = fail(a, "rename (backup)", err, CKPT_NO_OFFSET);
+    }
+    ckpt_free(tmp);
+    ckpt_free(bak);
+    return rc;
+}
+
+/* fsync of the target's directory, which makes the rename durable. File
+ * systems that cannot sync a directory answer EINVAL: nothing to do there. */
+static int sync_dir(const ckpt_atomic *a) {
+    char dir[PATH_MAX];
+    int err = ENAMETOOLONG;
+    const char *op = "fsync of directory";
+    if (dir_of(a->target, dir, sizeof dir) == 0) {
+        int fd = sys_open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
+        if (fd < 0) {
+            err = errno;
+            op = "open of directory";
+        } else {
+            err = sys_fsync(fd) == 0 || errno == EINVAL ? 0 : errno;
+            close(fd);
+        }
+    } else {
+        dir[0] = '\0';
+    }
+    if (err)
+        ckpt_err(CKPT_E_IO, a->target, NULL, CKPT_NO_OFFSET,
+                 "%s %s failed for %s: %s; the file was renamed into place "
+                 "but the rename may not survive a crash",
+                 op, dir, a->target, strerror(err));
+    return err ? CKPT_E_IO : 0;
+}
+
+int ckpt_atomic_commit(ckpt_atomic *a, int backup) {
+    int rc = a->error;
+    if (!rc && !a->tmp)
+        rc = ckpt_err(CKPT_E_INVALID_ARG, a->target, NULL, CKPT_NO_OFFSET,
+                      "commit without a successful ckpt_atomic_begin");
+    if (rc) {
+        /* the first failure's record stands; just clean up */
+        release(a);
+        return rc;
+    }
+    if (sys_fsync(a->fd) != 0) {
+        rc = fail(a, "fsync", errno, CKPT_NO_OFFSET);
+    } else {
+        int fd = a->fd;
+        a->fd = -1;
+        if (close(fd) != 0) rc = fail(a, "close", errno, CKPT_NO_OFFSET);
+    }
+    if (!rc && backup) rc = backup_target(a);
+    if (!rc && sys_rename(a->tmp, a->target) != 0) rc = fail(a, "rename", errno, CKPT_NO_OFFSET);
+    if (!rc) {
+        /* the temporary name is gone: the target is the new file now */
+        ckpt_free(a->tmp);
+        a->tmp = NULL;
+        rc = sync_dir(a);
+    }
+    release(a);
+    if (rc) a->error = rc;
+    return rc;
+}
+
+void ckpt_atomic_abort(ckpt_atomic *a) {
+    release(a);
+}

@@ -1,0 +1,1436 @@
+/* pickle.c - the restricted pickle machine (see pickle.h for the contract).
+ *
+ * The structure follows CPython's Modules/_pickle.c: one loop reads an
+ * opcode and its operand; values live on a stack; MARK records the stack
+ * height on a separate mark stack and the innermost mark is a fence no
+ * opcode may pop below; the memo maps integers to values. Nothing is ever
+ * imported or called: globals are CKPT_KIND_GLOBAL_ references, calls go
+ * to builders.c when allowlisted and become opaque objects otherwise.
+ *
+ * Every operand read goes through take()/take_line(), which check the
+ * bytes left in the input and in the current FRAME. The stack, mark stack
+ * and memo live in scratch memory released when the run ends. */
+#include "format/pickle.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "format/pickle_builders.h"
+#include "base/error.h"
+
+enum {
+    /* protocol 0 and 1 */
+    OP_MARK = '(', OP_STOP = '.', OP_POP = '0', OP_POP_MARK = '1',
+    OP_DUP = '2', OP_FLOAT = 'F', OP_INT = 'I', OP_BININT = 'J',
+    OP_BININT1 = 'K', OP_LONG = 'L', OP_BININT2 = 'M', OP_NONE = 'N',
+    OP_PERSID = 'P', OP_BINPERSID = 'Q', OP_REDUCE = 'R', OP_STRING = 'S',
+    OP_BINSTRING = 'T', OP_SHORT_BINSTRING = 'U', OP_UNICODE = 'V',
+    OP_BINUNICODE = 'X', OP_APPEND = 'a', OP_BUILD = 'b', OP_GLOBAL = 'c',
+    OP_DICT = 'd', OP_EMPTY_DICT = '}', OP_APPENDS = 'e', OP_GET = 'g',
+    OP_BINGET = 'h', OP_INST = 'i', OP_LONG_BINGET = 'j', OP_LIST = 'l',
+    OP_EMPTY_LIST = ']', OP_OBJ = 'o', OP_PUT = 'p', OP_BINPUT = 'q',
+    OP_LONG_BINPUT = 'r', OP_SETITEM = 's', OP_TUPLE = 't',
+    OP_EMPTY_TUPLE = ')', OP_SETITEMS = 'u', OP_BINFLOAT = 'G',
+    /* protocol 2 */
+    OP_PROTO = 0x80, OP_NEWOBJ = 0x81, OP_EXT1 = 0x82, OP_EXT2 = 0x83,
+    OP_EXT4 = 0x84, OP_TUPLE1 = 0x85, OP_TUPLE2 = 0x86, OP_TUPLE3 = 0x87,
+    OP_NEWTRUE = 0x88, OP_NEWFALSE = 0x89, OP_LONG1 = 0x8a, OP_LONG4 = 0x8b,
+    /* protocol 3 */
+    OP_BINBYTES = 'B', OP_SHORT_BINBYTES = 'C',
+    /* protocol 4 */
+    OP_SHORT_BINUNICODE = 0x8c, OP_BINUNICODE8 = 0x8d, OP_BINBYTES8 = 0x8e,
+    OP_EMPTY_SET = 0x8f, OP_ADDITEMS = 0x90, OP_FROZENSET = 0x91,
+    OP_NEWOBJ_EX = 0x92, OP_STACK_GLOBAL = 0x93, OP_MEMOIZE = 0x94,
+    OP_FRAME = 0x95,
+    /* protocol 5 */
+    OP_BYTEARRAY8 = 0x96, OP_NEXT_BUFFER = 0x97, OP_READONLY_BUFFER = 0x98
+};
+
+static const char *const op_names[256] = {
+    [OP_MARK] = "MARK", [OP_STOP] = "STOP", [OP_POP] = "POP",
+    [OP_POP_MARK] = "POP_MARK", [OP_DUP] = "DUP", [OP_FLOAT] = "FLOAT",
+    [OP_INT] = "INT", [OP_BININT] = "BININT", [OP_BININT1] = "BININT1",
+    [OP_LONG] = "LONG", [OP_BININT2] = "BININT2", [OP_NONE] = "NONE",
+    [OP_PERSID] = "PERSID", [OP_BINPERSID] = "BINPERSID",
+    [OP_REDUCE] = "REDUCE", [OP_STRING] = "STRING",
+    [OP_BINSTRING] = "BINSTRING", [OP_SHORT_BINSTRING] = "SHORT_BINSTRING",
+    [OP_UNICODE] = "UNICODE", [OP_BINUNICODE] = "BINUNICODE",
+    [OP_APPEND] = "APPEND", [OP_BUILD] = "BUILD", [OP_GLOBAL] = "GLOBAL",
+    [OP_DICT] = "DICT", [OP_EMPTY_DICT] = "EMPTY_DICT",
+    [OP_APPENDS] = "APPENDS", [OP_GET] = "GET", [OP_BINGET] = "BINGET",
+    [OP_INST] = "INST", [OP_LONG_BINGET] = "LONG_BINGET", [OP_LIST] = "LIST",
+    [OP_EMPTY_LIST] = "EMPTY_LIST", [OP_OBJ] = "OBJ", [OP_PUT] = "PUT",
+    [OP_BINPUT] = "BINPUT", [OP_LONG_BINPUT] = "LONG_BINPUT",
+    [OP_SETITEM] = "SETITEM", [OP_TUPLE] = "TUPLE",
+    [OP_EMPTY_TUPLE] = "EMPTY_TUPLE", [OP_SETITEMS] = "SETITEMS",
+    [OP_BINFLOAT] = "BINFLOAT", [OP_PROTO] = "PROTO", [OP_NEWOBJ] = "NEWOBJ",
+    [OP_EXT1] = "EXT1", [OP_EXT2] = "EXT2", [OP_EXT4] = "EXT4",
+    [OP_TUPLE1] = "TUPLE1", [OP_TUPLE2] = "TUPLE2", [OP_TUPLE3] = "TUPLE3",
+    [OP_NEWTRUE] = "NEWTRUE", [OP_NEWFALSE] = "NEWFALSE",
+    [OP_LONG1] = "LONG1", [OP_LONG4] = "LONG4", [OP_BINBYTES] = "BINBYTES",
+    [OP_SHORT_BINBYTES] = "SHORT_BINBYTES",
+    [OP_SHORT_BINUNICODE] = "SHORT_BINUNICODE",
+    [OP_BINUNICODE8] = "BINUNICODE8", [OP_BINBYTES8] = "BINBYTES8",
+    [OP_EMPTY_SET] = "EMPTY_SET", [OP_ADDITEMS] = "ADDITEMS",
+    [OP_FROZENSET] = "FROZENSET", [OP_NEWOBJ_EX] = "NEWOBJ_EX",
+    [OP_STACK_GLOBAL] = "STACK_GLOBAL", [OP_MEMOIZE] = "MEMOIZE",
+    [OP_FRAME] = "FRAME", [OP_BYTEARRAY8] = "BYTEARRAY8",
+    [OP_NEXT_BUFFER] = "NEXT_BUFFER", [OP_READONLY_BUFFER] = "READONLY_BUFFER",
+};
+
+/* Python's int() refuses longer decimal strings (sys.int_info
+ * default_max_str_digits). */
+#define MAX_INT_DIGITS 4300
+
+typedef struct memo_slot {
+    uint64_t key;
+    ckpt_value *v; /* NULL: empty slot */
+} memo_slot;
+
+typedef struct machine {
+    const pk_options *o;
+    const ckpt_limits *lim;
+    ckpt_arena *a;        /* values */
+    ckpt_arena scratch;   /* stack, marks, memo, text copies */
+    const uint8_t *buf;
+    size_t len, pos;      /* pos: next byte to read */
+    size_t op_pos;        /* where the current opcode starts */
+    uint8_t op;
+    unsigned proto;       /* from PROTO; 0 without one, as in Python */
+    int in_frame;
+    size_t frame_end;     /* valid when in_frame */
+    uint64_t ops;         /* opcodes run plus builder work */
+    uint64_t ops_limit;   /* see pk_build_ctx.ops_limit */
+    ckpt_value **stack;
+    size_t sp, stack_cap;
+    size_t *marks;        /* stack heights recorded by MARK */
+    size_t nmarks, marks_cap;
+    size_t memo_n;        /* entries, dense and hashed (len(memo)) */
+    ckpt_value **dense;   /* memo keys below dense_cap; NULL: not set */
+    size_t dense_cap, dense_n;
+    memo_slot *memo;      /* other keys: open addressing, capacity a power
+                             of two */
+    size_t hash_n, memo_cap;
+    uint64_t seed;
+    ckpt_value *result;   /* set by STOP */
+    int scan;             /* pk_options.scan_only */
+    /* scan mode: the shared placeholder of each scalar kind */
+    ckpt_value *ph_int, *ph_float, *ph_bool, *ph_none;
+} machine;
+
+const char *pk_kind_name(int kind) {
+    switch (kind) {
+    case CKPT_KIND_GLOBAL_: return "global";
+    case CKPT_KIND_STORAGE_: return "storage";
+    case CKPT_KIND_MARK_: return "mark";
+    default: return ckpt_kind_name((ckpt_kind)kind);
+    }
+}
+
+static const char *op_name(uint8_t op) {
+    return op_names[op] ? op_names[op] : "pickle";
+}
+
+#if defined(__GNUC__)
+__attribute__((format(printf, 3, 4)))
+#endif
+static int fail(machine *m, int code, const char *fmt, ...) {
+    char msg[400];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return ckpt_err(code, m->o->file, m->o->member,
+                    m->o->base_offset + m->op_pos, "%s: %s", op_name(m->op),
+                    msg);
+}
+
+static int nomem(machine *m) { return fail(m, CKPT_E_NOMEM, "out of memory"); }
+
+/* Reports ev as the event of the current opcode. */
+static void emit_event(machine *m, pk_event *ev) {
+    if (!m->o->on_event) return;
+    ev->opcode = m->op;
+    ev->offset = m->o->base_offset + m->op_pos;
+    m->o->on_event(m->o->ctx, ev);
+}
+
+static void emit(machine *m, pk_event_kind kind, const char *module,
+                 const char *name, int allowed, int symbolic,
+                 const uint8_t *data, size_t len) {
+    pk_event ev = {.kind = kind, .module = module, .name = name, .allowed = allowed,
+                   .symbolic = symbolic, .data = data, .len = len};
+    emit_event(m, &ev);
+}
+
+/* ---------------------------------------------------------------- input */
+
+/* The error of take(), kept out of its way. */
+static int take_fail(machine *m, size_t n) {
+    if (n > m->len - m->pos)
+        return fail(m, CKPT_E_TRUNCATED,
+                    "expected %zu operand bytes, the input has %zu left", n,
+                    m->len - m->pos);
+    return fail(m, CKPT_E_FORMAT,
+                "operand of %zu bytes crosses the end of its FRAME at "
+                "offset %" PRIu64,
+                n, m->o->base_offset + m->frame_end);
+}
+
+/* Hands out the next n operand bytes. Past the input: CKPT_E_TRUNCATED;
+ * across the end of the current frame: CKPT_E_FORMAT (a file unpickler
+ * would read different bytes than a buffer one, cpython#154848). */
+static int take(machine *m, size_t n, const uint8_t **p) {
+    size_t end = m->in_frame ? m->frame_end : m->len; /* frame_end <= len */
+    if (n > end - m->pos) return take_fail(m, n);
+    *p = m->buf + m->pos;
+    m->pos += n;
+    return 0;
+}
+
+/* A protocol-0 text operand: the bytes up to '\n' (excluded, consumed). */
+static int take_line(machine *m, const uint8_t **p, size_t *n) {
+    size_t end = m->in_frame ? m->frame_end : m->len;
+    const uint8_t *s = m->buf + m->pos;
+    const uint8_t *nl = memchr(s, '\n', end - m->pos);
+    if (!nl) {
+        if (m->in_frame)
+            return fail(m, CKPT_E_FORMAT,
+                        "expected a text operand ending in a newline before "
+                        "the end of its FRAME");
+        return fail(m, CKPT_E_TRUNCATED,
+                    "expected a text operand ending in a newline");
+    }
+    *p = s;
+    *n = (size_t)(nl - s);
+    m->pos += *n + 1;
+    return 0;
+}
+
+static uint64_t le_bytes(const uint8_t *p, size_t n) {
+    switch (n) { /* the common sizes spelled out: each becomes one load */
+    case 1: return p[0];
+    case 2: return (uint64_t)p[0] | (uint64_t)p[1] << 8;
+    case 4:
+        return (uint64_t)p[0] | (uint64_t)p[1] << 8 | (uint64_t)p[2] << 16 |
+               (uint64_t)p[3] << 24;
+    default: {
+        uint64_t x = 0;
+        for (size_t i = n; i-- > 0;) x = x << 8 | p[i];
+        return x;
+    }
+    }
+}
+
+/* Little-endian unsigned operand of n (1, 2, 4 or 8) bytes. */
+static int take_uint(machine *m, size_t n, uint64_t *x) {
+    const uint8_t *p;
+    int rc = take(m, n, &p);
+    if (rc) return rc;
+    *x = le_bytes(p, n);
+    return 0;
+}
+
+/* ---------------------------------------------------------------- stack */
+
+static size_t fence(const machine *m) {
+    return m->nmarks ? m->marks[m->nmarks - 1] : 0;
+}
+
+static int push(machine *m, ckpt_value *v) {
+    if (!v) return nomem(m);
+    if (m->sp + m->nmarks >= m->lim->max_pickle_stack)
+        return fail(m, CKPT_E_LIMIT, "stack and marks exceed %" PRIu64 " entries",
+                    m->lim->max_pickle_stack);
+    if (m->sp == m->stack_cap &&
+        ckpt_arena_grow(&m->scratch, (void **)&m->stack, &m->stack_cap,
+                        m->sp + 1, sizeof *m->stack))
+        return nomem(m);
+    m->stack[m->sp++] = v;
+    return 0;
+}
+
+static int underflow(machine *m) {
+    return fail(m, CKPT_E_FORMAT, m->sp > 0 ? "expected a value above the last MARK"
+                                            : "expected a value on the stack (stack underflow)");
+}
+
+static int pop(machine *m, ckpt_value **v) {
+    if (m->sp <= fence(m)) return underflow(m);
+    *v = m->stack[--m->sp];
+    return 0;
+}
+
+static int top(machine *m, ckpt_value **v) {
+    if (m->sp <= fence(m)) return underflow(m);
+    *v = m->stack[m->sp - 1];
+    return 0;
+}
+
+/* Closes the innermost MARK: its items are stack[*start .. m->sp). The
+ * caller consumes them and sets m->sp = *start. */
+static int pop_mark(machine *m, size_t *start) {
+    if (m->nmarks == 0)
+        return fail(m, CKPT_E_FORMAT, "expected a MARK on the mark stack");
+    *start = m->marks[--m->nmarks];
+    return 0;
+}
+
+/* A LIST, TUPLE or SET of stack[start .. sp), which is then dropped. In
+ * scan mode only a tuple keeps its items. */
+static int collect(machine *m, int kind, size_t start, ckpt_value **out) {
+    ckpt_value *v = ckpt_value_new(m->a, kind);
+    if (!v) return nomem(m);
+    size_t n = m->sp - start;
+    if (n && (!m->scan || kind == CKPT_KIND_TUPLE)) {
+        v->u.seq.items = ckpt_arena_array(m->a, n, sizeof *v->u.seq.items);
+        if (!v->u.seq.items) return nomem(m);
+        memcpy(v->u.seq.items, m->stack + start, n * sizeof *v->u.seq.items);
+        v->u.seq.n = v->u.seq.cap = n;
+    }
+    m->sp = start;
+    *out = v;
+    return 0;
+}
+
+/* ---------------------------------------------------------------- memo */
+
+/* Writers number memo entries from 0 up (MEMOIZE is len(memo); pickle.py
+ * and _pickle.c give BINPUT the same index), and a run memoizes almost
+ * every str and container, so the memo is an array indexed by key while
+ * keys stay dense; it grows geometrically, up to max_pickle_memo slots,
+ * only while at least a quarter of it would be in use. Any other key (a
+ * crafted PUT 2^32-1) goes to a hash map, so a huge index costs nothing.
+ * A key lives in one of the two: a key hashed before the array grew over
+ * it stays in the hash map. The hash is seeded from addresses (ASLR) so
+ * that crafted keys cannot force long probe chains; results never depend
+ * on it. */
+#define DENSE_MIN 64
+
+static uint64_t mix(uint64_t x) {
+    x ^= x >> 30;
+    x *= 0xbf58476d1ce4e5b9u;
+    x ^= x >> 27;
+    x *= 0x94d049bb133111ebu;
+    return x ^ (x >> 31);
+}
+
+static memo_slot *memo_slot_for(memo_slot *t, size_t cap, uint64_t seed,
+                                uint64_t key) {
+    size_t mask = cap - 1;
+    size_t i = (size_t)mix(key ^ seed) & mask;
+    while (t[i].v && t[i].key != key) i = (i + 1) & mask;
+    return &t[i];
+}
+
+/* The hashed entry of key (v NULL: none), or NULL when nothing is hashed. */
+static memo_slot *hashed(const machine *m, uint64_t key) {
+    if (!m->hash_n) return NULL;
+    memo_slot *s = memo_slot_for(m->memo, m->memo_cap, m->seed, key);
+    return s->v ? s : NULL;
+}
+
+static ckpt_value *memo_get(const machine *m, uint64_t key) {
+    if (key < m->dense_cap && m->dense[key]) return m->dense[key];
+    memo_slot *s = hashed(m, key);
+    return s ? s->v : NULL;
+}
+
+/* Grows the array to cover key when that keeps it a quarter full. Returns
+ * 1 when key is now below dense_cap, 0 when key is to be hashed, or an
+ * error. */
+static int dense_cover(machine *m, uint64_t key) {
+    uint64_t limit = m->lim->max_pickle_memo;
+    if (key >= limit) return 0;
+    uint64_t cap = m->dense_cap ? m->dense_cap : DENSE_MIN;
+    while (cap <= key) {
+        if (cap > UINT64_MAX / 2) return 0;
+        cap *= 2;
+    }
+    if (cap > limit) cap = limit;
+    if (cap > DENSE_MIN && (m->dense_n + 1) * 4 < cap) return 0;
+    if (cap > SIZE_MAX / sizeof *m->dense) return 0;
+    ckpt_value **d = ckpt_realloc(m->dense, (size_t)cap * sizeof *d);
+    if (!d) return nomem(m);
+    memset(d + m->dense_cap, 0, ((size_t)cap - m->dense_cap) * sizeof *d);
+    m->dense = d;
+    m->dense_cap = (size_t)cap;
+    return 1;
+}
+
+static int memo_put(machine *m, uint64_t key, ckpt_value *v) {
+    if (key < m->dense_cap && m->dense[key]) { /* PUT over a key replaces it */
+        m->dense[key] = v;
+        return 0;
+    }
+    memo_slot *s = hashed(m, key);
+    if (s) {
+        s->v = v;
+        return 0;
+    }
+    if (m->memo_n >= m->lim->max_pickle_memo)
+        return fail(m, CKPT_E_LIMIT, "memo exceeds %" PRIu64 " entries",
+                    m->lim->max_pickle_memo);
+    int dense = key < m->dense_cap ? 1 : dense_cover(m, key);
+    if (dense < 0) return dense;
+    m->memo_n++;
+    if (dense) {
+        m->dense[key] = v;
+        m->dense_n++;
+        return 0;
+    }
+    if ((m->hash_n + 1) * 2 > m->memo_cap) { /* keep the load under 1/2 */
+        size_t cap = m->memo_cap ? m->memo_cap * 2 : 64;
+        memo_slot *t = ckpt_arena_array(&m->scratch, cap, sizeof *t);
+        if (!t) return nomem(m);
+        for (size_t i = 0; i < m->memo_cap; i++)
+            if (m->memo[i].v)
+                *memo_slot_for(t, cap, m->seed, m->memo[i].key) = m->memo[i];
+        m->memo = t;
+        m->memo_cap = cap;
+    }
+    s = memo_slot_for(m->memo, m->memo_cap, m->seed, key);
+    s->key = key;
+    s->v = v;
+    m->hash_n++;
+    return 0;
+}
+
+/* ---------------------------------------------------------------- scalars */
+
+/* A scalar of its own, or in scan mode the placeholder of its kind: no
+ * event depends on the value, so none is built. */
+static ckpt_value *new_int(machine *m, int64_t x) {
+    return m->scan ? m->ph_int : ckpt_value_new_int(m->a, x);
+}
+
+static ckpt_value *new_float(machine *m, double x) {
+    return m->scan ? m->ph_float : ckpt_value_new_float(m->a, x);
+}
+
+static ckpt_value *new_bool(machine *m, int x) {
+    return m->scan ? m->ph_bool : ckpt_value_new_bool(m->a, x);
+}
+
+static ckpt_value *new_none(machine *m) {
+    return m->scan ? m->ph_none : ckpt_value_new(m->a, CKPT_KIND_NONE);
+}
+
+/* ---------------------------------------------------------------- text */
+
+static int is_space(uint8_t c) {
+    return c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == '\v' ||
+           c == '\f';
+}
+
+static void trim(const uint8_t **p, size_t *n) {
+    while (*n && is_space(**p)) (*p)++, (*n)--;
+    while (*n && is_space((*p)[*n - 1])) (*n)--;
+}
+
+static int hexval(uint8_t c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+/* Python's int(text) for the decimal text protocol 0 writes (INT, LONG):
+ * blanks around, an optional sign, digits. A value beyond int64 keeps its
+ * normalised decimal text (the exact value, without converting it). */
+static int parse_int(machine *m, const uint8_t *p, size_t n, ckpt_value **out) {
+    static const char int64_max[] = "9223372036854775807";
+    trim(&p, &n);
+    int neg = 0;
+    if (n && (*p == '+' || *p == '-')) {
+        neg = *p == '-';
+        p++, n--;
+    }
+    if (n == 0) return fail(m, CKPT_E_FORMAT, "expected decimal digits");
+    for (size_t i = 0; i < n; i++)
+        if (p[i] < '0' || p[i] > '9')
+            return fail(m, CKPT_E_FORMAT, "expected decimal digits, got '%.*s'",
+                        (int)(n < 40 ? n : 40), (const char *)p);
+    if (n > MAX_INT_DIGITS)
+        return fail(m, CKPT_E_LIMIT, "integer of %zu digits, at most %d allowed",
+                    n, MAX_INT_DIGITS);
+    while (n > 1 && *p == '0') p++, n--;
+    /* int64 holds 19 digits up to INT64_MAX, and INT64_MIN */
+    int cmp = n < 19 ? -1 : n > 19 ? 1 : memcmp(p, int64_max, 19);
+    if (cmp <= 0 || (neg && n == 19 && memcmp(p, "9223372036854775808", 19) == 0)) {
+        uint64_t mag = 0;
+        for (size_t i = 0; i < n; i++) mag = mag * 10 + (uint64_t)(p[i] - '0');
+        *out = new_int(m, neg ? (int64_t)(0 - mag) : (int64_t)mag);
+        return *out ? 0 : nomem(m);
+    }
+    char *text = ckpt_arena_alloc(m->a, n + 2);
+    if (!text || !(*out = ckpt_value_new(m->a, CKPT_KIND_INT))) return nomem(m);
+    if (neg) text[0] = '-';
+    memcpy(text + neg, p, n);
+    (*out)->u.i.decimal = text;
+    return 0;
+}
+
+/* Memo index of GET/PUT: a non-negative decimal integer. */
+static int parse_index(machine *m, const uint8_t *p, size_t n, uint64_t *key) {
+    trim(&p, &n);
+    if (n && *p == '+') p++, n--;
+    if (n == 0) return fail(m, CKPT_E_FORMAT, "expected a decimal memo index");
+    uint64_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (p[i] < '0' || p[i] > '9')
+            return fail(m, CKPT_E_FORMAT,
+                        "expected a non-negative decimal memo index, got '%.*s'",
+                        (int)(n < 40 ? n : 40), (const char *)p);
+        if (ckpt_mul_overflow(k, 10, &k) || ckpt_add_overflow(k, (uint64_t)(p[i] - '0'), &k))
+            return fail(m, CKPT_E_FORMAT, "memo index does not fit in 64 bits");
+    }
+    *key = k;
+    return 0;
+}
+
+static int parse_float(machine *m, const uint8_t *p, size_t n, double *x) {
+    trim(&p, &n);
+    char *s = ckpt_arena_strndup(&m->scratch, (const char *)p, n);
+    if (!s) return nomem(m);
+    char *end;
+    *x = strtod(s, &end);
+    if (n == 0 || end != s + n)
+        return fail(m, CKPT_E_FORMAT, "expected a float, got '%.*s'",
+                    (int)(n < 40 ? n : 40), s);
+    return 0;
+}
+
+/* Validates UTF-8 as Python's decoder does, with "surrogatepass" when
+ * surrogates is set: an encoded surrogate (ED A0..BF xx) is then valid,
+ * else invalid. Returns 0 when invalid, 1 when valid, 2 when valid with
+ * surrogates (see fix_surrogates). */
+static int utf8_valid(const uint8_t *s, size_t n, int surrogates) {
+    /* ASCII first, eight bytes at a time: most names and keys are ASCII */
+    uint64_t any = 0, w;
+    size_t i = 0;
+    for (; n - i >= 8; i += 8) {
+        memcpy(&w, s + i, 8);
+        any |= w;
+    }
+    for (; i < n; i++) any |= s[i];
+    if (!(any & 0x8080808080808080u)) return 1;
+    int seen = 0;
+    i = 0;
+    while (i < n) {
+        uint8_t c = s[i];
+        size_t len;
+        uint8_t lo = 0x80, hi = 0xBF; /* range of the second byte */
+        if (c < 0x80) {
+            i++;
+            continue;
+        } else if (c >= 0xC2 && c <= 0xDF) {
+            len = 2;
+        } else if (c >= 0xE0 && c <= 0xEF) {
+            len = 3;
+            if (c == 0xE0) lo = 0xA0;
+            if (c == 0xED && !surrogates) hi = 0x9F;
+        } else if (c >= 0xF0 && c <= 0xF4) {
+            len = 4;
+            if (c == 0xF0) lo = 0x90;
+            if (c == 0xF4) hi = 0x8F;
+        } else {
+            return 0;
+        }
+        if (n - i < len || s[i + 1] < lo || s[i + 1] > hi) return 0;
+        for (size_t k = 2; k < len; k++)
+            if (s[i + k] < 0x80 || s[i + k] > 0xBF) return 0;
+        if (c == 0xED && s[i + 1] >= 0xA0) seen = 1; /* only with surrogates */
+        i += len;
+    }
+    return seen ? 2 : 1;
+}
+
+/* Overwrites each encoded surrogate of valid UTF-8 with U+FFFD (also 3
+ * bytes), so that STR stays valid UTF-8. In valid UTF-8, 0xED is always
+ * a lead byte. */
+static void fix_surrogates(uint8_t *s, size_t n) {
+    for (size_t i = 0; i + 2 < n; i++)
+        if (s[i] == 0xED && s[i + 1] >= 0xA0) {
+            s[i] = 0xEF;
+            s[i + 1] = 0xBF;
+            s[i + 2] = 0xBD;
+            i += 2;
+        }
+}
+
+/* Appends code point cp as UTF-8 at out[o] (when out is not NULL); returns
+ * the byte count. */
+static size_t put_utf8(uint8_t *out, size_t o, uint32_t cp) {
+    uint8_t b[4];
+    size_t n;
+    if (cp < 0x80) {
+        b[0] = (uint8_t)cp;
+        n = 1;
+    } else if (cp < 0x800) {
+        b[0] = (uint8_t)(0xC0 | cp >> 6);
+        b[1] = (uint8_t)(0x80 | (cp & 0x3F));
+        n = 2;
+    } else if (cp < 0x10000) {
+        b[0] = (uint8_t)(0xE0 | cp >> 12);
+        b[1] = (uint8_t)(0x80 | ((cp >> 6) & 0x3F));
+        b[2] = (uint8_t)(0x80 | (cp & 0x3F));
+        n = 3;
+    } else {
+        b[0] = (uint8_t)(0xF0 | cp >> 18);
+        b[1] = (uint8_t)(0x80 | ((cp >> 12) & 0x3F));
+        b[2] = (uint8_t)(0x80 | ((cp >> 6) & 0x3F));
+        b[3] = (uint8_t)(0x80 | (cp & 0x3F));
+        n = 4;
+    }
+    if (out) memcpy(out + o, b, n);
+    return n;
+}
+
+/* Python's raw-unicode-escape decoder (protocol-0 UNICODE): bytes are
+ * Latin-1 code points, except that \uXXXX and \UXXXXXXXX escapes are
+ * decoded when preceded by an odd number of backslashes. Writes UTF-8 to
+ * out (NULL: only measures) and its length to *outlen. Returns 0, or -1
+ * for a malformed escape or a code point above U+10FFFF. */
+static int raw_unicode_decode(const uint8_t *s, size_t n, uint8_t *out,
+                              size_t *outlen) {
+    size_t i = 0, o = 0;
+    while (i < n) {
+        if (s[i] != '\\') {
+            o += put_utf8(out, o, s[i++]);
+            continue;
+        }
+        size_t run = 0;
+        while (i < n && s[i] == '\\') {
+            o += put_utf8(out, o, '\\');
+            i++, run++;
+        }
+        if (run % 2 == 0 || i == n || (s[i] != 'u' && s[i] != 'U')) continue;
+        o--; /* the last backslash starts the escape */
+        size_t count = s[i++] == 'u' ? 4 : 8;
+        uint32_t cp = 0;
+        for (size_t k = 0; k < count; k++, i++) {
+            if (i == n || hexval(s[i]) < 0) return -1;
+            cp = cp << 4 | (uint32_t)hexval(s[i]);
+        }
+        if (cp > 0x10FFFF) return -1;
+        if (cp >= 0xD800 && cp <= 0xDFFF) cp = 0xFFFD;
+        o += put_utf8(out, o, cp);
+    }
+    *outlen = o;
+    return 0;
+}
+
+/* codecs.escape_decode, applied to the quoted body of a protocol-0 STRING
+ * (one line, so no \<newline>): \\ \' \" \a \b \f \n \r \t \v, 1-3 octal
+ * digits, \xhh; any other escape is kept as written. The output is never
+ * longer than the input; its length goes to *outlen. Returns 0, or -1
+ * (bad \x, trailing backslash). */
+static int escape_decode(const uint8_t *s, size_t n, uint8_t *out, size_t *outlen) {
+    size_t i = 0, o = 0;
+    while (i < n) {
+        uint8_t c = s[i++];
+        if (c != '\\') {
+            out[o++] = c;
+            continue;
+        }
+        if (i == n) return -1;
+        c = s[i++];
+        switch (c) {
+        case '\\': case '\'': case '"': out[o++] = c; break;
+        case 'a': out[o++] = '\a'; break;
+        case 'b': out[o++] = '\b'; break;
+        case 'f': out[o++] = '\f'; break;
+        case 'n': out[o++] = '\n'; break;
+        case 'r': out[o++] = '\r'; break;
+        case 't': out[o++] = '\t'; break;
+        case 'v': out[o++] = '\v'; break;
+        case 'x':
+            if (n - i < 2 || hexval(s[i]) < 0 || hexval(s[i + 1]) < 0) return -1;
+            out[o++] = (uint8_t)(hexval(s[i]) << 4 | hexval(s[i + 1]));
+            i += 2;
+            break;
+        default:
+            if (c >= '0' && c <= '7') {
+                unsigned v = (unsigned)(c - '0');
+                for (int k = 0; k < 2 && i < n && s[i] >= '0' && s[i] <= '7'; k++)
+                    v = v * 8 + (unsigned)(s[i++] - '0');
+                out[o++] = (uint8_t)v; /* \777 wraps, as in CPython */
+            } else {
+                out[o++] = '\\';
+                out[o++] = c;
+            }
+        }
+    }
+    *outlen = o;
+    return 0;
+}
+
+/* ---------------------------------------------------------------- values */
+
+/* A STR or BYTES value taking ownership of buf[0..n), which must be an
+ * arena allocation of n + 1 zeroed-or-written bytes ending in NUL. */
+static ckpt_value *str_owned(machine *m, int kind, uint8_t *buf, size_t n) {
+    ckpt_value *v = ckpt_value_new(m->a, kind);
+    if (!v) return NULL;
+    v->u.s.p = (char *)buf;
+    v->u.s.len = n;
+    return v;
+}
+
+/* A STR or BYTES of operand bytes p[0..n): a copy, or in scan mode a view
+ * of the input (not NUL-terminated). */
+static ckpt_value *new_str(machine *m, int kind, const uint8_t *p, size_t n) {
+    if (!m->scan) return ckpt_value_new_str(m->a, kind, p, n);
+    /* one per str: packed, written once */
+    ckpt_value *v = ckpt_arena_alloc_raw(m->a, sizeof *v);
+    if (v) *v = (ckpt_value){.kind = kind, .u.s = {(char *)p, n}};
+    return v;
+}
+
+static int push_literal(machine *m, ckpt_value *v) {
+    if (!v) return nomem(m);
+    emit(m, PK_EV_STRING, "", "", 0, 0, (const uint8_t *)v->u.s.p, v->u.s.len);
+    return push(m, v);
+}
+
+/* BINUNICODE and friends: n bytes of UTF-8. */
+static int op_unicode_bytes(machine *m, size_t n) {
+    const uint8_t *p;
+    int rc = take(m, n, &p);
+    if (rc) return rc;
+    int valid = utf8_valid(p, n, 1);
+    if (!valid) return fail(m, CKPT_E_FORMAT, "expected %zu bytes of UTF-8 text", n);
+    if (valid == 1) return push_literal(m, new_str(m, CKPT_KIND_STR, p, n));
+    ckpt_value *v = ckpt_value_new_str(m->a, CKPT_KIND_STR, p, n); /* a copy to fix */
+    if (!v) return nomem(m);
+    fix_surrogates((uint8_t *)v->u.s.p, n);
+    return push_literal(m, v);
+}
+
+/* BINBYTES and friends (kind BYTES), BINSTRING/SHORT_BINSTRING (kind STR:
+ * a Python 2 str, kept as STR when it is valid UTF-8, else BYTES). */
+static int op_bytes(machine *m, size_t n, int kind) {
+    const uint8_t *p;
+    int rc = take(m, n, &p);
+    if (rc) return rc;
+    if (kind == CKPT_KIND_STR && !utf8_valid(p, n, 0)) kind = CKPT_KIND_BYTES;
+    return push_literal(m, new_str(m, kind, p, n));
+}
+
+static int op_string(machine *m) {
+    const uint8_t *p;
+    size_t n;
+    int rc = take_line(m, &p, &n);
+    if (rc) return rc;
+    if (n < 2 || p[0] != p[n - 1] || (p[0] != '\'' && p[0] != '"'))
+        return fail(m, CKPT_E_FORMAT, "expected a quoted string operand");
+    uint8_t *buf = ckpt_arena_alloc(m->a, n - 1);
+    if (!buf) return nomem(m);
+    size_t len;
+    if (escape_decode(p + 1, n - 2, buf, &len))
+        return fail(m, CKPT_E_FORMAT, "expected valid string escapes");
+    int utf8 = utf8_valid(buf, len, 0);
+    return push_literal(m, str_owned(m, utf8 ? CKPT_KIND_STR : CKPT_KIND_BYTES, buf, len));
+}
+
+static int op_unicode_text(machine *m) {
+    const uint8_t *p;
+    size_t n, len;
+    int rc = take_line(m, &p, &n);
+    if (rc) return rc;
+    if (raw_unicode_decode(p, n, NULL, &len))
+        return fail(m, CKPT_E_FORMAT, "expected raw-unicode-escape text with "
+                                      "valid \\u/\\U escapes");
+    uint8_t *buf = ckpt_arena_alloc(m->a, len + 1);
+    if (!buf) return nomem(m);
+    (void)raw_unicode_decode(p, n, buf, &len);
+    return push_literal(m, str_owned(m, CKPT_KIND_STR, buf, len));
+}
+
+/* Python 2 names as Python 3's _compat_pickle maps them when unpickling a
+ * protocol 0-2 pickle: NAME_MAPPING first, then IMPORT_MAPPING (Tk modules
+ * left out). ("exceptions", X) maps to ("builtins", X) for every Python 2
+ * exception, which the module rule below covers. */
+static const struct {
+    const char *module, *name, *to_module, *to_name;
+} name_map[] = {
+    {"__builtin__", "xrange", "builtins", "range"},
+    {"__builtin__", "reduce", "functools", "reduce"},
+    {"__builtin__", "intern", "sys", "intern"},
+    {"__builtin__", "unichr", "builtins", "chr"},
+    {"__builtin__", "unicode", "builtins", "str"},
+    {"__builtin__", "long", "builtins", "int"},
+    {"__builtin__", "basestring", "builtins", "str"},
+    {"itertools", "izip", "builtins", "zip"},
+    {"itertools", "imap", "builtins", "map"},
+    {"itertools", "ifilter", "builtins", "filter"},
+    {"itertools", "ifilterfalse", "itertools", "filterfalse"},
+    {"itertools", "izip_longest", "itertools", "zip_longest"},
+    {"UserDict", "IterableUserDict", "collections", "UserDict"},
+    {"UserDict", "UserDict", "collections", "UserDict"},
+    {"UserList", "UserList", "collections", "UserList"},
+    {"UserString", "UserString", "collections", "UserString"},
+    {"whichdb", "whichdb", "dbm", "whichdb"},
+    {"_socket", "fromfd", "socket", "fromfd"},
+    {"socket", "_socketobject", "socket", "SocketType"},
+    {"_multiprocessing", "Connection", "multiprocessing.connection", "Connection"},
+    {"multiprocessing.process", "Process", "multiprocessing.context", "Process"},
+    {"multiprocessing.forking", "Popen", "multiprocessing.popen_fork", "Popen"},
+    {"multiprocessing", "AuthenticationError", "multiprocessing.context", "AuthenticationError"},
+    {"multiprocessing", "BufferTooShort", "multiprocessing.context", "BufferTooShort"},
+    {"multiprocessing", "ProcessError", "multiprocessing.context", "ProcessError"},
+    {"multiprocessing", "TimeoutError", "multiprocessing.context", "TimeoutError"},
+    {"urllib", "ContentTooShortError", "urllib.error", "ContentTooShortError"},
+    {"urllib", "getproxies", "urllib.request", "getproxies"},
+    {"urllib", "pathname2url", "urllib.request", "pathname2url"},
+    {"urllib", "quote_plus", "urllib.parse", "quote_plus"},
+    {"urllib", "quote", "urllib.parse", "quote"},
+    {"urllib", "unquote_plus", "urllib.parse", "unquote_plus"},
+    {"urllib", "unquote", "urllib.parse", "unquote"},
+    {"urllib", "url2pathname", "urllib.request", "url2pathname"},
+    {"urllib", "urlcleanup", "urllib.request", "urlcleanup"},
+    {"urllib", "urlencode", "urllib.parse", "urlencode"},
+    {"urllib", "urlopen", "urllib.request", "urlopen"},
+    {"urllib", "urlretrieve", "urllib.request", "urlretrieve"},
+    {"urllib2", "HTTPError", "urllib.error", "HTTPError"},
+    {"urllib2", "URLError", "urllib.error", "URLError"},
+    {"exceptions", "StandardError", "builtins", "Exception"},
+};
+
+static const struct {
+    const char *module, *to_module;
+} module_map[] = {
+    {"__builtin__", "builtins"},  {"copy_reg", "copyreg"},
+    {"exceptions", "builtins"},   {"Queue", "queue"},
+    {"SocketServer", "socketserver"}, {"ConfigParser", "configparser"},
+    {"repr", "reprlib"},          {"markupbase", "_markupbase"},
+    {"_winreg", "winreg"},        {"thread", "_thread"},
+    {"dummy_thread", "_dummy_thread"}, {"dbhash", "dbm.bsd"},
+    {"dumbdbm", "dbm.dumb"},      {"dbm", "dbm.ndbm"},
+    {"gdbm", "dbm.gnu"},          {"xmlrpclib", "xmlrpc.client"},
+    {"SimpleXMLRPCServer", "xmlrpc.server"},
+    {"DocXMLRPCServer", "xmlrpc.server"}, {"httplib", "http.client"},
+    {"htmlentitydefs", "html.entities"}, {"HTMLParser", "html.parser"},
+    {"Cookie", "http.cookies"},   {"cookielib", "http.cookiejar"},
+    {"BaseHTTPServer", "http.server"}, {"SimpleHTTPServer", "http.server"},
+    {"CGIHTTPServer", "http.server"}, {"test.test_support", "test.support"},
+    {"commands", "subprocess"},   {"urlparse", "urllib.parse"},
+    {"robotparser", "urllib.robotparser"}, {"urllib2", "urllib.request"},
+    {"anydbm", "dbm"},            {"whichdb", "dbm"},
+    {"_abcoll", "collections.abc"}, {"cPickle", "pickle"},
+    {"_elementtree", "xml.etree.ElementTree"}, {"UserDict", "collections"},
+    {"UserList", "collections"},  {"UserString", "collections"},
+    {"StringIO", "io"},           {"cStringIO", "io"},
+};
+
+static void map_name(const char **module, const char **name) {
+    for (size_t i = 0; i < sizeof name_map / sizeof *name_map; i++)
+        if (!strcmp(*module, name_map[i].module) && !strcmp(*name, name_map[i].name)) {
+            *module = name_map[i].to_module;
+            *name = name_map[i].to_name;
+            return;
+        }
+    for (size_t i = 0; i < sizeof module_map / sizeof *module_map; i++)
+        if (!strcmp(*module, module_map[i].module)) {
+            *module = module_map[i].to_module;
+            return;
+        }
+}
+
+/* A GLOBAL_ reference to module.name (given as bytes from the pickle),
+ * name-mapped, with its PK_EV_GLOBAL event. */
+static int make_global(machine *m, const uint8_t *mod, size_t mlen,
+                       const uint8_t *name, size_t nlen, ckpt_value **out) {
+    char *ms = ckpt_arena_strndup(&m->scratch, (const char *)mod, mlen);
+    char *ns = ckpt_arena_strndup(&m->scratch, (const char *)name, nlen);
+    if (!ms || !ns) return nomem(m);
+    /* Python decodes both as strict UTF-8 and cannot import a name with a
+     * NUL; refusing them also keeps the C strings whole. */
+    if (!utf8_valid((const uint8_t *)ms, mlen, 0) || !utf8_valid((const uint8_t *)ns, nlen, 0) ||
+        memchr(ms, '\0', mlen) || memchr(ns, '\0', nlen))
+        return fail(m, CKPT_E_FORMAT,
+                    "expected module and name as UTF-8 text without NUL bytes");
+    const char *module = ms, *qualname = ns;
+    if (m->proto < 3) map_name(&module, &qualname);
+    int allowed = ckpt_builders_allowed(module, qualname);
+    emit(m, PK_EV_GLOBAL, module, qualname, allowed, 0, NULL, 0);
+    *out = ckpt_value_new_global(m->a, module, qualname);
+    return *out ? 0 : nomem(m);
+}
+
+/* A symbolic reference: STACK_GLOBAL on operands that are not str, EXT*. */
+static int make_symbolic(machine *m, const char *module, const char *name,
+                         ckpt_value **out) {
+    emit(m, PK_EV_GLOBAL, module, name, 0, 1, NULL, 0);
+    *out = ckpt_value_new_global(m->a, module, name);
+    return *out ? 0 : nomem(m);
+}
+
+static int is_symbolic(const ckpt_value *g) {
+    return !strcmp(g->u.global.module, "?");
+}
+
+static pk_build_ctx build_ctx(machine *m) {
+    pk_build_ctx c = {.arena = m->a, .file = m->o->file, .member = m->o->member,
+                      .offset = m->o->base_offset + m->op_pos, .opcode = m->op,
+                      .limits = m->lim,
+                      .on_event = m->o->on_event, .event_ctx = m->o->ctx,
+                      .ops = &m->ops, .ops_limit = m->ops_limit, .scan_only = m->scan};
+    return c;
+}
+
+/* REDUCE, NEWOBJ, NEWOBJ_EX, OBJ, INST: `callable` applied to args (a
+ * TUPLE) and kwargs (a DICT or NULL). Allowlisted references run their
+ * builder; anything else becomes an opaque object that is never called. */
+static int call(machine *m, ckpt_value *callable, ckpt_value *args,
+                ckpt_value *kwargs, ckpt_value **out) {
+    pk_build_ctx c = build_ctx(m);
+    const char *name = "?";
+    if (callable->kind == CKPT_KIND_GLOBAL_) {
+        int symbolic = is_symbolic(callable);
+        int allowed = !symbolic && ckpt_builders_allowed(callable->u.global.module,
+                                                         callable->u.global.name);
+        emit(m, PK_EV_CALL, callable->u.global.module, callable->u.global.name,
+             allowed, symbolic, NULL, 0);
+        if (allowed) return ckpt_builders_call(out, &c, callable, args, kwargs);
+        if (!symbolic) name = callable->u.global.qualname;
+    } else {
+        emit(m, PK_EV_CALL, "?", "?", 0, 1, NULL, 0);
+    }
+    return ckpt_builders_opaque(out, &c, name, args, kwargs);
+}
+
+static int expect_kind(machine *m, const ckpt_value *v, int kind,
+                       const char *what) {
+    if (v->kind == kind) return 0;
+    return fail(m, CKPT_E_FORMAT, "expected %s as a %s, got a %s", what,
+                pk_kind_name(kind), pk_kind_name(v->kind));
+}
+
+/* The list APPEND(S) and ADDITEMS add to: a LIST (SET for ADDITEMS), or
+ * the items of an opaque object, created on first use. */
+static int seq_target(machine *m, ckpt_value *t, int kind, ckpt_value **seq) {
+    if (t->kind == CKPT_KIND_OBJECT) {
+        if (!t->u.obj.items && !(t->u.obj.items = ckpt_value_new(m->a, CKPT_KIND_LIST)))
+            return nomem(m);
+        t = t->u.obj.items;
+        kind = CKPT_KIND_LIST;
+    }
+    if (t->kind != kind)
+        return fail(m, CKPT_E_FORMAT, "expected a %s (or an object) to add to, got a %s",
+                    pk_kind_name(kind), pk_kind_name(t->kind));
+    *seq = t;
+    return 0;
+}
+
+/* The dict SETITEM(S) add to: a DICT or an opaque object's items. */
+static int dict_target(machine *m, ckpt_value *t, ckpt_value **dict) {
+    if (t->kind == CKPT_KIND_OBJECT) {
+        if (!t->u.obj.items && !(t->u.obj.items = ckpt_value_new(m->a, CKPT_KIND_DICT)))
+            return nomem(m);
+        t = t->u.obj.items;
+    }
+    if (t->kind != CKPT_KIND_DICT)
+        return fail(m, CKPT_E_FORMAT, "expected a dict (or an object) to set items in, got a %s",
+                    pk_kind_name(t->kind));
+    *dict = t;
+    return 0;
+}
+
+static int set_item(machine *m, ckpt_value *dict, ckpt_value *k, ckpt_value *v) {
+    /* Python refuses unhashable keys */
+    if (k->kind == CKPT_KIND_LIST || k->kind == CKPT_KIND_DICT)
+        return fail(m, CKPT_E_FORMAT, "expected a hashable key, got a %s",
+                    pk_kind_name(k->kind));
+    if (m->scan) return 0;
+    return ckpt_value_dict_set(m->a, dict, k, v) ? nomem(m) : 0;
+}
+
+/* ---------------------------------------------------------------- opcodes */
+
+static int op_get(machine *m, uint64_t key) {
+    ckpt_value *v = memo_get(m, key);
+    if (!v) return fail(m, CKPT_E_FORMAT, "memo key %" PRIu64 " was never PUT", key);
+    return push(m, v);
+}
+
+static int op_put(machine *m, uint64_t key) {
+    ckpt_value *v;
+    int rc = top(m, &v);
+    return rc ? rc : memo_put(m, key, v);
+}
+
+static int op_frame(machine *m) {
+    uint64_t n;
+    int rc;
+    if (m->in_frame) /* pickle.py: "beginning of a new frame before end of current frame" */
+        return fail(m, CKPT_E_FORMAT, "expected the FRAME ending at offset %" PRIu64
+                    " to end before a new one starts",
+                    m->o->base_offset + m->frame_end);
+    if ((rc = take_uint(m, 8, &n))) return rc;
+    if (n > m->len - m->pos)
+        return fail(m, CKPT_E_TRUNCATED, "FRAME of %" PRIu64 " bytes, the input has %zu left",
+                    n, m->len - m->pos);
+    if (n) { /* an empty frame is no frame */
+        m->in_frame = 1;
+        m->frame_end = m->pos + (size_t)n;
+    }
+    return 0;
+}
+
+static int op_stack_global(machine *m) {
+    ckpt_value *name, *module, *g;
+    int rc;
+    if ((rc = pop(m, &name)) || (rc = pop(m, &module))) return rc;
+    if (module->kind == CKPT_KIND_STR && name->kind == CKPT_KIND_STR) {
+        rc = make_global(m, (const uint8_t *)module->u.s.p, module->u.s.len,
+                         (const uint8_t *)name->u.s.p, name->u.s.len, &g);
+    } else { /* Python fails ("STACK_GLOBAL requires str"); a scanner wants the name */
+        const char *known = "?";
+        if (name->kind == CKPT_KIND_STR && !memchr(name->u.s.p, 0, name->u.s.len) &&
+            !(known = ckpt_arena_strndup(&m->scratch, name->u.s.p, name->u.s.len)))
+            return nomem(m);
+        rc = make_symbolic(m, "?", known, &g);
+    }
+    return rc ? rc : push(m, g);
+}
+
+static int op_ext(machine *m, size_t n) {
+    uint64_t code;
+    ckpt_value *g;
+    int rc = take_uint(m, n, &code);
+    if (rc) return rc;
+    if (n == 4) code = (uint64_t)(int64_t)(int32_t)(uint32_t)code;
+    char name[32];
+    snprintf(name, sizeof name, "ext:%" PRId64, (int64_t)code);
+    if ((rc = make_symbolic(m, "?", name, &g))) return rc;
+    return push(m, g);
+}
+
+static int op_reduce(machine *m) {
+    ckpt_value *args, *callable, *v;
+    int rc;
+    if ((rc = pop(m, &args)) || (rc = pop(m, &callable))) return rc;
+    if ((rc = expect_kind(m, args, CKPT_KIND_TUPLE, "the arguments"))) return rc;
+    if ((rc = call(m, callable, args, NULL, &v))) return rc;
+    return push(m, v);
+}
+
+static int op_newobj(machine *m, int ex) {
+    ckpt_value *kwargs = NULL, *args, *cls, *v;
+    int rc;
+    if (ex && (rc = pop(m, &kwargs))) return rc;
+    if ((rc = pop(m, &args)) || (rc = pop(m, &cls))) return rc;
+    if ((rc = expect_kind(m, args, CKPT_KIND_TUPLE, "the arguments"))) return rc;
+    if (kwargs && (rc = expect_kind(m, kwargs, CKPT_KIND_DICT, "the keyword arguments")))
+        return rc;
+    if ((rc = call(m, cls, args, kwargs, &v))) return rc;
+    return push(m, v);
+}
+
+/* OBJ: MARK cls args... ; INST: MARK args... with the class as operand. */
+static int op_obj_inst(machine *m, int inst) {
+    ckpt_value *cls = NULL, *args, *v;
+    size_t start;
+    int rc;
+    if (inst) {
+        const uint8_t *mod, *name;
+        size_t mlen, nlen;
+        if ((rc = take_line(m, &mod, &mlen)) || (rc = take_line(m, &name, &nlen)) ||
+            (rc = make_global(m, mod, mlen, name, nlen, &cls)))
+            return rc;
+    }
+    if ((rc = pop_mark(m, &start))) return rc;
+    if (!inst) {
+        if (start == m->sp)
+            return fail(m, CKPT_E_FORMAT, "expected a class after the MARK");
+        cls = m->stack[start++];
+    }
+    if ((rc = collect(m, CKPT_KIND_TUPLE, start, &args))) return rc;
+    if (!inst) m->sp--; /* the class */
+    if ((rc = call(m, cls, args, NULL, &v))) return rc;
+    return push(m, v);
+}
+
+static int op_build(machine *m) {
+    ckpt_value *state, *target;
+    int rc;
+    if ((rc = pop(m, &state)) || (rc = top(m, &target))) return rc;
+    if (target->kind == CKPT_KIND_GLOBAL_) {
+        /* setting attributes of a module or class changes what later
+         * globals resolve to: report it, change nothing */
+        pk_event ev = {.kind = PK_EV_BUILD, .module = target->u.global.module,
+                       .name = target->u.global.name, .symbolic = is_symbolic(target),
+                       .on_reference = 1};
+        emit_event(m, &ev);
+        return 0;
+    }
+    if (target->kind == CKPT_KIND_OBJECT) {
+        const char *dot = strrchr(target->u.obj.name, '.');
+        const char *module = "", *name = target->u.obj.name;
+        if (dot) {
+            module = ckpt_arena_strndup(&m->scratch, name, (size_t)(dot - name));
+            if (!module) return nomem(m);
+            name = dot + 1;
+        }
+        emit(m, PK_EV_BUILD, module, name, ckpt_builders_allowed(module, name),
+             !strcmp(target->u.obj.name, "?"), NULL, 0);
+    } else {
+        emit(m, PK_EV_BUILD, "", "", 1, 0, NULL, 0);
+    }
+    pk_build_ctx c = build_ctx(m);
+    return ckpt_builders_build(&c, target, state);
+}
+
+static int op_persid(machine *m, int text) {
+    ckpt_value *pid, *v;
+    int rc;
+    if (text) {
+        const uint8_t *p;
+        size_t n;
+        if ((rc = take_line(m, &p, &n))) return rc;
+        for (size_t i = 0; i < n; i++)
+            if (p[i] > 0x7F)
+                return fail(m, CKPT_E_FORMAT, "expected an ASCII persistent id");
+        if (!(pid = ckpt_value_new_str(m->a, CKPT_KIND_STR, p, n))) return nomem(m);
+    } else if ((rc = pop(m, &pid))) {
+        return rc;
+    }
+    emit(m, PK_EV_PERSID, "", "", 0, 0, NULL, 0);
+    if (!m->o->persistent_load) return push(m, pid);
+    v = NULL;
+    if ((rc = m->o->persistent_load(m->o->ctx, pid, m->o->base_offset + m->op_pos, &v)))
+        return rc;
+    if (!v) return fail(m, CKPT_E_FORMAT, "persistent_load returned no value");
+    return push(m, v);
+}
+
+static int op_long_bytes(machine *m, size_t n) {
+    const uint8_t *p;
+    int rc;
+    if ((rc = take(m, n, &p))) return rc;
+    if (n > CKPT_BIGINT_MAX_BYTES)
+        return fail(m, CKPT_E_LIMIT, "integer of %zu bytes, at most %d allowed", n,
+                    CKPT_BIGINT_MAX_BYTES);
+    /* 8 bytes of two's complement always fit in int64 */
+    return push(m, m->scan && n <= 8 ? m->ph_int : ckpt_value_new_int_le(m->a, p, n));
+}
+
+/* Length operand of n bytes for the opcodes that carry one; signed ones
+ * (BINSTRING, LONG4) refuse negative values as Python does. */
+static int take_len(machine *m, size_t n, int is_signed, size_t *len) {
+    uint64_t x;
+    int rc = take_uint(m, n, &x);
+    if (rc) return rc;
+    if (is_signed && n == 4 && (x & 0x80000000u))
+        return fail(m, CKPT_E_FORMAT, "expected a non-negative length");
+    if (x > SIZE_MAX)
+        return fail(m, CKPT_E_TRUNCATED, "length %" PRIu64 " exceeds the input", x);
+    *len = (size_t)x;
+    return 0;
+}
+
+static int op_text_number(machine *m) {
+    const uint8_t *p;
+    size_t n;
+    ckpt_value *v;
+    int rc = take_line(m, &p, &n);
+    if (rc) return rc;
+    if (m->op == OP_FLOAT) {
+        double x;
+        if ((rc = parse_float(m, p, n, &x))) return rc;
+        return push(m, new_float(m, x));
+    }
+    if (m->op == OP_INT && n == 2 && p[0] == '0' && (p[1] == '0' || p[1] == '1'))
+        return push(m, new_bool(m, p[1] == '1')); /* I00/I01 */
+    if (m->op == OP_LONG && n && p[n - 1] == 'L') n--;
+    if ((rc = parse_int(m, p, n, &v))) return rc;
+    return push(m, v);
+}
+
+static int op_text_memo(machine *m) {
+    const uint8_t *p;
+    size_t n;
+    uint64_t key;
+    int rc;
+    if ((rc = take_line(m, &p, &n)) || (rc = parse_index(m, p, n, &key))) return rc;
+    return m->op == OP_GET ? op_get(m, key) : op_put(m, key);
+}
+
+static int op_appends(machine *m, int kind) {
+    size_t start;
+    ckpt_value *t, *seq;
+    int rc;
+    if ((rc = pop_mark(m, &start))) return rc;
+    if (start <= fence(m)) return underflow(m); /* no target below the MARK */
+    t = m->stack[start - 1];
+    if ((rc = seq_target(m, t, kind, &seq))) return rc;
+    size_t k = m->sp - start, n = seq->u.seq.n;
+    if (k && !m->scan) { /* as ckpt_value_append does, k items at once */
+        if (ckpt_arena_grow(m->a, (void **)&seq->u.seq.items, &seq->u.seq.cap, n + k,
+                            sizeof *seq->u.seq.items))
+            return nomem(m);
+        memcpy(seq->u.seq.items + n, m->stack + start, k * sizeof *seq->u.seq.items);
+        seq->u.seq.n = n + k;
+    }
+    m->sp = start;
+    return 0;
+}
+
+static int op_setitems(machine *m) {
+    size_t start;
+    ckpt_value *dict;
+    int rc;
+    if ((rc = pop_mark(m, &start))) return rc;
+    if (start <= fence(m)) return underflow(m); /* no target below the MARK */
+    if ((m->sp - start) % 2)
+        return fail(m, CKPT_E_FORMAT, "expected key/value pairs, got %zu items",
+                    m->sp - start);
+    if ((rc = dict_target(m, m->stack[start - 1], &dict))) return rc;
+    for (size_t i = start; i < m->sp; i += 2)
+        if ((rc = set_item(m, dict, m->stack[i], m->stack[i + 1]))) return rc;
+    m->sp = start;
+    return 0;
+}
+
+static int op_dict(machine *m) {
+    size_t start;
+    int rc;
+    if ((rc = pop_mark(m, &start))) return rc;
+    if ((m->sp - start) % 2)
+        return fail(m, CKPT_E_FORMAT, "expected key/value pairs, got %zu items",
+                    m->sp - start);
+    ckpt_value *d = ckpt_value_new(m->a, CKPT_KIND_DICT);
+    if (!d) return nomem(m);
+    for (size_t i = start; i < m->sp; i += 2)
+        if ((rc = set_item(m, d, m->stack[i], m->stack[i + 1]))) return rc;
+    m->sp = start;
+    return push(m, d);
+}
+
+static int op_tuple_n(machine *m, size_t n) {
+    ckpt_value *t;
+    int rc;
+    if (m->sp - fence(m) < n) return underflow(m);
+    if ((rc = collect(m, CKPT_KIND_TUPLE, m->sp - n, &t))) return rc;
+    return push(m, t);
+}
+
+static int op_mark_seq(machine *m, int kind) {
+    size_t start;
+    ckpt_value *v;
+    int rc;
+    if ((rc = pop_mark(m, &start)) || (rc = collect(m, kind, start, &v))) return rc;
+    return push(m, v);
+}
+
+static int op_pop(machine *m) {
+    /* _pickle.c load_pop: a MARK with nothing above it is popped instead */
+    if (m->nmarks && m->marks[m->nmarks - 1] == m->sp) {
+        m->nmarks--;
+        return 0;
+    }
+    ckpt_value *v;
+    return pop(m, &v);
+}
+
+static int step(machine *m) {
+    const uint8_t *p;
+    uint64_t x;
+    size_t n;
+    ckpt_value *a, *b, *c;
+    int rc;
+
+    switch (m->op) {
+    case OP_PROTO:
+        if ((rc = take_uint(m, 1, &x))) return rc;
+        if (x > 5) return fail(m, CKPT_E_FORMAT, "unsupported pickle protocol %" PRIu64, x);
+        m->proto = (unsigned)x;
+        return 0;
+    case OP_FRAME: return op_frame(m);
+    case OP_STOP: return pop(m, &m->result);
+    case OP_MARK:
+        if (m->sp + m->nmarks >= m->lim->max_pickle_stack)
+            return fail(m, CKPT_E_LIMIT, "stack and marks exceed %" PRIu64 " entries",
+                        m->lim->max_pickle_stack);
+        if (ckpt_arena_grow(&m->scratch, (void **)&m->marks, &m->marks_cap,
+                            m->nmarks + 1, sizeof *m->marks))
+            return nomem(m);
+        m->marks[m->nmarks++] = m->sp;
+        return 0;
+    case OP_POP: return op_pop(m);
+    case OP_POP_MARK:
+        if ((rc = pop_mark(m, &n))) return rc;
+        m->sp = n;
+        return 0;
+    case OP_DUP: return (rc = top(m, &a)) ? rc : push(m, a);
+
+    case OP_NONE: return push(m, new_none(m));
+    case OP_NEWTRUE: return push(m, new_bool(m, 1));
+    case OP_NEWFALSE: return push(m, new_bool(m, 0));
+    case OP_INT: case OP_LONG: case OP_FLOAT: return op_text_number(m);
+    case OP_BININT:
+        if ((rc = take_uint(m, 4, &x))) return rc;
+        return push(m, new_int(m, (int32_t)(uint32_t)x));
+    case OP_BININT1: case OP_BININT2:
+        if ((rc = take_uint(m, m->op == OP_BININT1 ? 1 : 2, &x))) return rc;
+        return push(m, new_int(m, (int64_t)x));
+    case OP_LONG1: case OP_LONG4:
+        if ((rc = take_len(m, m->op == OP_LONG1 ? 1 : 4, 1, &n))) return rc;
+        return op_long_bytes(m, n);
+    case OP_BINFLOAT: {
+        double d;
+        if ((rc = take(m, 8, &p))) return rc;
+        x = 0;
+        for (int i = 0; i < 8; i++) x = x << 8 | p[i]; /* big-endian */
+        memcpy(&d, &x, sizeof d);
+        return push(m, new_float(m, d));
+    }
+
+    case OP_STRING: return op_string(m);
+    case OP_UNICODE: return op_unicode_text(m);
+    case OP_BINSTRING: case OP_SHORT_BINSTRING:
+        if ((rc = take_len(m, m->op == OP_BINSTRING ? 4 : 1, 1, &n))) return rc;
+        return op_bytes(m, n, CKPT_KIND_STR);
+    case OP_BINUNICODE: case OP_SHORT_BINUNICODE: case OP_BINUNICODE8:
+        if ((rc = take_len(m, m->op == OP_BINUNICODE ? 4 : m->op == OP_BINUNICODE8 ? 8 : 1,
+                           0, &n)))
+            return rc;
+        return op_unicode_bytes(m, n);
+    case OP_BINBYTES: case OP_SHORT_BINBYTES: case OP_BINBYTES8: case OP_BYTEARRAY8:
+        if ((rc = take_len(m, m->op == OP_BINBYTES ? 4 : m->op == OP_SHORT_BINBYTES ? 1 : 8,
+                           0, &n)))
+            return rc;
+        return op_bytes(m, n, CKPT_KIND_BYTES);
+
+    case OP_EMPTY_TUPLE: return push(m, ckpt_value_new(m->a, CKPT_KIND_TUPLE));
+    case OP_EMPTY_LIST: return push(m, ckpt_value_new(m->a, CKPT_KIND_LIST));
+    case OP_EMPTY_DICT: return push(m, ckpt_value_new(m->a, CKPT_KIND_DICT));
+    case OP_EMPTY_SET: return push(m, ckpt_value_new(m->a, CKPT_KIND_SET));
+    case OP_TUPLE: return op_mark_seq(m, CKPT_KIND_TUPLE);
+    case OP_LIST: return op_mark_seq(m, CKPT_KIND_LIST);
+    case OP_FROZENSET: return op_mark_seq(m, CKPT_KIND_SET);
+    case OP_DICT: return op_dict(m);
+    case OP_TUPLE1: return op_tuple_n(m, 1);
+    case OP_TUPLE2: return op_tuple_n(m, 2);
+    case OP_TUPLE3: return op_tuple_n(m, 3);
+    case OP_APPEND:
+        if ((rc = pop(m, &a)) || (rc = top(m, &b)) ||
+            (rc = seq_target(m, b, CKPT_KIND_LIST, &c)))
+            return rc;
+        if (m->scan) return 0;
+        return ckpt_value_append(m->a, c, a) ? nomem(m) : 0;
+    case OP_APPENDS: return op_appends(m, CKPT_KIND_LIST);
+    case OP_ADDITEMS: return op_appends(m, CKPT_KIND_SET);
+    case OP_SETITEM: {
+        ckpt_value *val, *key, *t, *d;
+        if ((rc = pop(m, &val)) || (rc = pop(m, &key)) || (rc = top(m, &t)) ||
+            (rc = dict_target(m, t, &d)))
+            return rc;
+        return set_item(m, d, key, val);
+    }
+    case OP_SETITEMS: return op_setitems(m);
+
+    case OP_GET: case OP_PUT: return op_text_memo(m);
+    case OP_BINGET: case OP_LONG_BINGET:
+        if ((rc = take_uint(m, m->op == OP_BINGET ? 1 : 4, &x))) return rc;
+        return op_get(m, x);
+    case OP_BINPUT: case OP_LONG_BINPUT:
+        if ((rc = take_uint(m, m->op == OP_BINPUT ? 1 : 4, &x))) return rc;
+        return op_put(m, x);
+    case OP_MEMOIZE: return op_put(m, m->memo_n); /* memo[len(memo)] = top */
+
+    case OP_GLOBAL: {
+        const uint8_t *mod, *name;
+        size_t mlen, nlen;
+        if ((rc = take_line(m, &mod, &mlen)) || (rc = take_line(m, &name, &nlen)) ||
+            (rc = make_global(m, mod, mlen, name, nlen, &a)))
+            return rc;
+        return push(m, a);
+    }
+    case OP_STACK_GLOBAL: return op_stack_global(m);
+    case OP_EXT1: return op_ext(m, 1);
+    case OP_EXT2: return op_ext(m, 2);
+    case OP_EXT4: return op_ext(m, 4);
+    case OP_REDUCE: return op_reduce(m);
+    case OP_NEWOBJ: return op_newobj(m, 0);
+    case OP_NEWOBJ_EX: return op_newobj(m, 1);
+    case OP_OBJ: return op_obj_inst(m, 0);
+    case OP_INST: return op_obj_inst(m, 1);
+    case OP_BUILD: return op_build(m);
+    case OP_PERSID: return op_persid(m, 1);
+    case OP_BINPERSID: return op_persid(m, 0);
+
+    case OP_NEXT_BUFFER: case OP_READONLY_BUFFER:
+        return fail(m, CKPT_E_UNSUPPORTED, "out-of-band buffers are not supported");
+    default:
+        return fail(m, CKPT_E_FORMAT, "unknown opcode 0x%02x", m->op);
+    }
+}
+
+int ckpt_pickle_run(ckpt_value **out, size_t *consumed, const uint8_t *buf,
+                    size_t len, const pk_options *o) {
+    static const ckpt_limits default_limits = CKPT_LIMITS_INIT;
+    *out = NULL;
+    *consumed = 0;
+    if (!o || !o->arena || (!buf && len))
+        return ckpt_err(CKPT_E_INVALID_ARG, o ? o->file : NULL, o ? o->member : NULL,
+                        CKPT_NO_OFFSET, "pickle: expected options with an arena and a buffer");
+    machine m = {0};
+    m.o = o;
+    m.lim = o->limits ? o->limits : &default_limits;
+    /* 64 units of work per input byte bounds what memo references can
+     * multiply; opcodes alone never exceed one per byte */
+    m.ops_limit = m.lim->max_pickle_ops;
+    if (len < (UINT64_MAX - 65536) / 64 && (uint64_t)len * 64 + 65536 < m.ops_limit)
+        m.ops_limit = (uint64_t)len * 64 + 65536;
+    m.a = o->arena;
+    m.buf = buf;
+    m.len = len;
+    m.seed = mix((uint64_t)(uintptr_t)&m ^ (uint64_t)(uintptr_t)buf << 16);
+    if (o->scan_only) {
+        /* in o->arena: the result may be one of them */
+        ckpt_value *ph = ckpt_arena_array(m.a, 4, sizeof *ph);
+        if (!ph)
+            return ckpt_err(CKPT_E_NOMEM, o->file, o->member, o->base_offset,
+                            "pickle: out of memory");
+        ph[0].kind = CKPT_KIND_INT;
+        ph[1].kind = CKPT_KIND_FLOAT;
+        ph[2].kind = CKPT_KIND_BOOL;
+        ph[3].kind = CKPT_KIND_NONE;
+        m.ph_int = &ph[0];
+        m.ph_float = &ph[1];
+        m.ph_bool = &ph[2];
+        m.ph_none = &ph[3];
+        m.scan = 1;
+    }
+
+    int rc = 0;
+    while (!rc && !m.result) {
+        if (m.in_frame && m.pos == m.frame_end) m.in_frame = 0;
+        m.op_pos = m.pos;
+        if (m.pos == m.len) {
+            rc = ckpt_err(CKPT_E_TRUNCATED, o->file, o->member, o->base_offset + m.pos,
+                          "pickle: expected STOP before the end of the input");
+            break;
+        }
+        m.op = buf[m.pos++];
+        if (++m.ops > m.ops_limit) {
+            rc = fail(&m, CKPT_E_LIMIT, "more than %" PRIu64 " opcodes and copies",
+                      m.ops_limit);
+            break;
+        }
+        rc = step(&m);
+    }
+    if (!rc) {
+        *out = m.result;
+        *consumed = m.pos;
+    }
+    ckpt_arena_free(&m.scratch);
+    ckpt_free(m.dense);
+    return rc;
+}

@@ -1,0 +1,144 @@
+/* pickle.h - the restricted pickle machine.
+ *
+ * Executes every opcode of pickle protocols 0 to 5 over an in-memory
+ * buffer without ever calling anything: GLOBAL/STACK_GLOBAL/INST push
+ * references; REDUCE/NEWOBJ/NEWOBJ_EX/OBJ/INST on a reference that is on
+ * the allowlist (builders.h) run our own data builder; on any other
+ * reference they produce an opaque CKPT_KIND_OBJECT named "module.qualname"
+ * holding its arguments (obj.args, a TUPLE; NEWOBJ_EX appends its kwargs
+ * DICT as a last item when non-empty), BUILD state (obj.state) and
+ * APPEND(S)/SETITEM(S)/ADDITEMS items (obj.items). Calling something that
+ * is not a reference (an object, an int...) gives an opaque object "?".
+ * Persistent ids go to a caller callback. Every event a scanner needs is
+ * reported through on_event, before the opcode can fail.
+ *
+ * Semantics follow CPython's Modules/_pickle.c: a value stack plus a mark
+ * stack (no opcode pops below the innermost MARK), a memo keyed by any
+ * non-negative integer, protocol-0 text operands ending in '\n', and
+ * _compat_pickle's Python 2 name mapping (__builtin__ -> builtins,
+ * copy_reg -> copyreg, ...) applied to GLOBAL/INST names when the
+ * protocol is below 3, before the allowlist check. Deliberate differences:
+ *   - STACK_GLOBAL on operands that are not str does not fail: it pushes a
+ *     symbolic reference with module "?" (and name "?" unless the name is a
+ *     str), reported with symbolic = 1. EXT1/2/4 push a reference "?" /
+ *     "ext:<code>", also symbolic. Neither is ever allowlisted.
+ *   - A FRAME is enforced like pickle.py does and _pickle.c does not: an
+ *     operand may not cross the end of its frame and a FRAME may not start
+ *     inside another (cpython#154848).
+ *   - STRING/BINSTRING/SHORT_BINSTRING (Python 2 str) give STR when the
+ *     bytes are valid UTF-8, else BYTES.
+ *   - STR is always valid UTF-8: lone surrogates, which Python accepts
+ *     ("surrogatepass"), become U+FFFD.
+ *   - Text ints (INT, LONG) are decimal, at most 4300 digits like Python's
+ *     int(); FLOAT text goes through strtod (C locale assumed).
+ *   - NEXT_BUFFER/READONLY_BUFFER (out-of-band buffers) are unsupported.
+ *
+ * Bounded: stack plus mark depth (max_pickle_stack), memo entries
+ * (max_pickle_memo; an array while keys are dense, a hash map for the
+ * others, so a huge memo index costs nothing),
+ * opcodes executed plus items/bytes copied by builders (max_pickle_ops);
+ * every length is checked against the bytes left before anything is
+ * allocated. Values never recurse, so container nesting needs no bound
+ * here; memo references can make cycles (a list containing itself), which
+ * walkers of the tree must bound with max_depth. */
+#ifndef CKPT_PICKLE_H
+#define CKPT_PICKLE_H
+
+#include "base/alloc.h"
+#include "ckpt.h"
+#include "model/value.h"
+
+typedef enum pk_event_kind {
+    PK_EV_GLOBAL,  /* GLOBAL, STACK_GLOBAL, INST or EXT* resolved a name */
+    PK_EV_CALL,    /* REDUCE, NEWOBJ, NEWOBJ_EX, OBJ, INST called something;
+                      also the func of torch._tensor._rebuild_from_type_v2 */
+    PK_EV_BUILD,   /* BUILD applied state to a value */
+    PK_EV_STRING,  /* a str/bytes literal (for nested-pickle detection) */
+    PK_EV_PERSID   /* PERSID/BINPERSID */
+} pk_event_kind;
+
+typedef struct pk_event {
+    pk_event_kind kind;
+    uint8_t opcode;        /* the opcode byte */
+    uint64_t offset;       /* absolute offset of the opcode in the file */
+    const char *module;    /* GLOBAL/CALL/BUILD target: module, "?" for a
+                              symbolic one, "" for BUILD on plain data */
+    const char *name;      /* qualname ("?" symbolic, "" plain data). BUILD
+                              on an OBJECT splits its "module.qualname" at
+                              the last '.' */
+    int allowed;           /* GLOBAL/CALL: 1 if module.name is on the
+                              allowlist (so a call runs our builder). BUILD:
+                              1 for plain data (dict, tensor) and objects of
+                              allowlisted classes, 0 for other objects and
+                              for BUILD on a reference (a module or class
+                              being modified: allowlist poisoning) */
+    int symbolic;          /* 1 if the name did not come from constant strings
+                              (e.g. STACK_GLOBAL on a non-str operand) */
+    int on_reference;      /* BUILD: 1 when the target is a GLOBAL
+                              reference (a module, class or function
+                              itself, not an instance of it) */
+    const uint8_t *data;   /* PK_EV_STRING: the literal's value (decoded
+                              text as UTF-8, or the bytes); it lives as long
+                              as o->arena and the input buffer */
+    size_t len;
+} pk_event;
+
+typedef struct pk_options {
+    const char *file;         /* for errors */
+    const char *member;       /* for errors ("" if none) */
+    uint64_t base_offset;     /* absolute file offset of buf[0] */
+    const ckpt_limits *limits;
+    ckpt_arena *arena;        /* values are allocated here */
+    /* Called for PERSID/BINPERSID with the pid (a STR for PERSID); must set
+     * *out (any value) or return a CKPT_E_* code with the error recorded.
+     * offset: absolute offset of the opcode. NULL: the pid itself is
+     * pushed. */
+    int (*persistent_load)(void *ctx, ckpt_value *pid, uint64_t offset,
+                           ckpt_value **out);
+    /* Optional; never fails. Event strings are borrowed for the call. */
+    void (*on_event)(void *ctx, const pk_event *ev);
+    void *ctx;
+    /* Scan mode, for callers that only need the events (scan.c). Every
+     * event is reported as in reader mode, with the same offsets, and
+     * the stack, mark, memo and type checks are the same (SETITEM on a
+     * list still fails, STACK_GLOBAL still resolves str operands from
+     * any string opcode and through the memo), but data that no event
+     * depends on is not built: ints that fit in int64, floats, bools and
+     * None are one shared placeholder per kind (an int reads 0); lists,
+     * dicts and sets stay empty (their items are checked, then dropped);
+     * tuples keep their items (calls and persistent ids look inside);
+     * str and bytes from binary opcodes point into buf, not NUL-
+     * terminated; an allowlisted call runs its builder only when events
+     * or references depend on it (builders.h), else it gives an opaque
+     * OBJECT named after the callable (a BUILD on which names the
+     * callable, allowed, where reader mode reports plain data); a numpy
+     * array stays an OBJECT. So argument shapes a builder would refuse do
+     * not fail; the result of such a call is never the str a STACK_GLOBAL
+     * resolves (the global is symbolic) nor the tuple or dict a REDUCE or
+     * NEWOBJ takes as arguments (a format error; Python's writers never
+     * put one there); and the result of a run is only good for its kind
+     * and, for an int beyond int64, its value. */
+    int scan_only;
+} pk_options;
+
+/* Runs one pickle from buf[0..len) up to and including its STOP opcode
+ * (whose value is the top of the stack, as in Python). *out receives the
+ * result (owned by o->arena), *consumed the bytes read through STOP (for
+ * stacked pickles; bytes after STOP are not looked at). o->limits NULL
+ * means CKPT_LIMITS_INIT. Returns 0, or CKPT_E_TRUNCATED (input ends
+ * before STOP or inside an operand), CKPT_E_FORMAT (unknown opcode, bad
+ * operand, stack or mark underflow, missing memo key, type confusion such
+ * as SETITEM on a list, FRAME violation), CKPT_E_LIMIT, CKPT_E_NOMEM,
+ * CKPT_E_UNSUPPORTED (out-of-band buffers), CKPT_E_INVALID_ARG (no arena),
+ * or whatever persistent_load or a builder returned; the error names
+ * file, member and the absolute offset of the failing opcode. *out is
+ * NULL and *consumed 0 on failure. Scratch memory (stack, memo) is
+ * released before returning; values stay in o->arena. */
+int ckpt_pickle_run(ckpt_value **out, size_t *consumed, const uint8_t *buf,
+                    size_t len, const pk_options *o);
+
+/* Name of a value kind for messages, internal kinds included ("global",
+ * "storage", "mark"). Static string. */
+const char *pk_kind_name(int kind);
+
+#endif

@@ -1,0 +1,751 @@
+/* builders.c - the allowlist and the C data builders behind it (see
+ * builders.h). A builder receives the argument tuple of a REDUCE/NEWOBJ
+ * and returns a value of the checkpoint model; it never runs anything
+ * from the pickle. Argument shapes Python would reject are CKPT_E_FORMAT;
+ * shapes we do not model give the opaque object the machine would have
+ * made, so no data is lost and nothing fails that Python would load. */
+#include "format/pickle_builders.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "model/dtype.h"
+#include "base/error.h"
+
+typedef int (*builder_fn)(ckpt_value **out, const pk_build_ctx *c,
+                          const ckpt_value *callable, ckpt_value *args);
+
+#if defined(__GNUC__)
+__attribute__((format(printf, 3, 4)))
+#endif
+static int fail(const pk_build_ctx *c, int code, const char *fmt, ...) {
+    char msg[400];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return ckpt_err(code, c->file, c->member, c->offset, "%s", msg);
+}
+
+static int nomem(const pk_build_ctx *c) {
+    return fail(c, CKPT_E_NOMEM, "out of memory");
+}
+
+/* Counts n items or bytes copied against the work limit (ops_limit). */
+static int charge(const pk_build_ctx *c, uint64_t n) {
+    uint64_t total;
+    if (!c->ops) return 0;
+    if (ckpt_add_overflow(*c->ops, n, &total) || total > c->ops_limit)
+        return fail(c, CKPT_E_LIMIT,
+                    "pickle work (opcodes and copies) exceeds %" PRIu64
+                    " for a pickle of this size",
+                    c->ops_limit);
+    *c->ops = total;
+    return 0;
+}
+
+/* The machine's rendering of a call it does not interpret. */
+int ckpt_builders_opaque(ckpt_value **out, const pk_build_ctx *c,
+                         const char *name, ckpt_value *args,
+                         ckpt_value *kwargs) {
+    if (kwargs && kwargs->u.dict.n) {
+        ckpt_value *all = ckpt_value_new(c->arena, CKPT_KIND_TUPLE);
+        if (!all) return nomem(c);
+        for (size_t i = 0; i < args->u.seq.n; i++)
+            if (ckpt_value_append(c->arena, all, args->u.seq.items[i])) return nomem(c);
+        if (ckpt_value_append(c->arena, all, kwargs)) return nomem(c);
+        args = all;
+    }
+    *out = ckpt_value_new_object(c->arena, name);
+    if (!*out) return nomem(c);
+    (*out)->u.obj.args = args;
+    return 0;
+}
+
+static int opaque(ckpt_value **out, const pk_build_ctx *c,
+                  const ckpt_value *callable, ckpt_value *args) {
+    return ckpt_builders_opaque(out, c, callable->u.global.qualname, args, NULL);
+}
+
+static size_t nargs(const ckpt_value *args) { return args->u.seq.n; }
+static ckpt_value *arg(const ckpt_value *args, size_t i) { return args->u.seq.items[i]; }
+
+static int is_seq(const ckpt_value *v) {
+    return v->kind == CKPT_KIND_LIST || v->kind == CKPT_KIND_TUPLE ||
+           v->kind == CKPT_KIND_SET;
+}
+
+/* By length: a str may hold NUL bytes, and in scan mode it is not
+ * NUL-terminated (pickle.h). */
+static int is_str(const ckpt_value *v, const char *s) {
+    size_t n = strlen(s);
+    return v->kind == CKPT_KIND_STR && v->u.s.len == n && !memcmp(v->u.s.p, s, n);
+}
+
+static int get_u64(const ckpt_value *v, uint64_t *out) {
+    if (v->kind != CKPT_KIND_INT || v->u.i.decimal || v->u.i.v < 0) return -1;
+    *out = (uint64_t)v->u.i.v;
+    return 0;
+}
+
+/* bool or int, as a Python truth value */
+static int get_flag(const ckpt_value *v, int *out) {
+    if (v->kind == CKPT_KIND_BOOL) *out = v->u.b;
+    else if (v->kind == CKPT_KIND_INT) *out = v->u.i.decimal || v->u.i.v;
+    else return -1;
+    return 0;
+}
+
+/* ---------------------------------------------------------------- containers */
+
+/* list(x), tuple(x), set(x), frozenset(x), torch.Size(x): the items of a
+ * list, tuple or set (a dict gives its keys). */
+static int seq_of(ckpt_value **out, const pk_build_ctx *c,
+                  const ckpt_value *callable, ckpt_value *args, int kind) {
+    if (nargs(args) > 1 ||
+        (nargs(args) == 1 && !is_seq(arg(args, 0)) && arg(args, 0)->kind != CKPT_KIND_DICT))
+        return opaque(out, c, callable, args);
+    ckpt_value *v = ckpt_value_new(c->arena, kind);
+    if (!v) return nomem(c);
+    if (nargs(args) == 1) {
+        const ckpt_value *src = arg(args, 0);
+        size_t n = src->kind == CKPT_KIND_DICT ? src->u.dict.n : src->u.seq.n;
+        ckpt_value **items = src->kind == CKPT_KIND_DICT ? src->u.dict.keys : src->u.seq.items;
+        int rc = charge(c, n);
+        if (rc) return rc;
+        if (n) {
+            v->u.seq.items = ckpt_arena_array(c->arena, n, sizeof *items);
+            if (!v->u.seq.items) return nomem(c);
+            memcpy(v->u.seq.items, items, n * sizeof *items);
+            v->u.seq.n = v->u.seq.cap = n;
+        }
+    }
+    *out = v;
+    return 0;
+}
+
+static int b_list(ckpt_value **out, const pk_build_ctx *c,
+                  const ckpt_value *callable, ckpt_value *args) {
+    return seq_of(out, c, callable, args, CKPT_KIND_LIST);
+}
+
+static int b_tuple(ckpt_value **out, const pk_build_ctx *c,
+                   const ckpt_value *callable, ckpt_value *args) {
+    return seq_of(out, c, callable, args, CKPT_KIND_TUPLE);
+}
+
+static int b_set(ckpt_value **out, const pk_build_ctx *c,
+                 const ckpt_value *callable, ckpt_value *args) {
+    return seq_of(out, c, callable, args, CKPT_KIND_SET);
+}
+
+/* dict(), dict(mapping), dict(pairs); OrderedDict and Counter likewise,
+ * the class recorded so that writers rebuild it. */
+static int b_dict(ckpt_value **out, const pk_build_ctx *c,
+                  const ckpt_value *callable, ckpt_value *args) {
+    const ckpt_value *src = nargs(args) == 1 ? arg(args, 0) : NULL;
+    if (nargs(args) > 1 || (src && src->kind != CKPT_KIND_DICT &&
+                            src->kind != CKPT_KIND_LIST && src->kind != CKPT_KIND_TUPLE))
+        return opaque(out, c, callable, args);
+    ckpt_value *d = ckpt_value_new(c->arena, CKPT_KIND_DICT);
+    if (!d) return nomem(c);
+    if (!strcmp(callable->u.global.module, "collections"))
+        d->dict_class = !strcmp(callable->u.global.name, "Counter") ? CKPT_DICT_COUNTER
+                                                                    : CKPT_DICT_ORDERED;
+    size_t n = src ? (src->kind == CKPT_KIND_DICT ? src->u.dict.n : src->u.seq.n) : 0;
+    int rc = charge(c, n);
+    if (rc) return rc;
+    for (size_t i = 0; i < n; i++) {
+        ckpt_value *k, *v;
+        if (src->kind == CKPT_KIND_DICT) {
+            k = src->u.dict.keys[i];
+            v = src->u.dict.vals[i];
+        } else {
+            const ckpt_value *pair = src->u.seq.items[i];
+            if ((pair->kind != CKPT_KIND_TUPLE && pair->kind != CKPT_KIND_LIST) ||
+                pair->u.seq.n != 2)
+                return fail(c, CKPT_E_FORMAT,
+                            "%s: expected (key, value) pairs, item %zu is not one",
+                            callable->u.global.qualname, i);
+            k = pair->u.seq.items[0];
+            v = pair->u.seq.items[1];
+        }
+        if (ckpt_value_dict_set(c->arena, d, k, v)) return nomem(c);
+    }
+    *out = d;
+    return 0;
+}
+
+/* Counter(mapping) copies it; Counter(iterable) would count, not modelled. */
+static int b_counter(ckpt_value **out, const pk_build_ctx *c,
+                     const ckpt_value *callable, ckpt_value *args) {
+    if (nargs(args) == 0 || (nargs(args) == 1 && arg(args, 0)->kind == CKPT_KIND_DICT))
+        return b_dict(out, c, callable, args);
+    return opaque(out, c, callable, args);
+}
+
+/* ---------------------------------------------------------------- bytes */
+
+/* Next code point of valid UTF-8 (the machine guarantees STR is valid). */
+static uint32_t next_cp(const uint8_t *s, size_t *i) {
+    uint8_t b = s[(*i)++];
+    if (b < 0x80) return b;
+    size_t more = b >= 0xF0 ? 3 : b >= 0xE0 ? 2 : 1;
+    uint32_t cp = b & (0x3Fu >> more);
+    while (more--) cp = cp << 6 | (s[(*i)++] & 0x3Fu);
+    return cp;
+}
+
+/* str.encode for latin-1, ASCII and UTF-8 (the encodings pickles use for
+ * bytes: protocol-2 bytes are _codecs.encode(latin1_text, 'latin1'));
+ * 1 when the encoding is not one of those. */
+static int encode(ckpt_value **out, const pk_build_ctx *c, const ckpt_value *str,
+                  const char *encoding) {
+    char norm[16];
+    size_t k = 0;
+    for (const char *e = encoding; *e; e++) {
+        if (*e == '-' || *e == '_' || *e == ' ') continue;
+        if (k == sizeof norm - 1) return 1;
+        norm[k++] = (char)(*e >= 'A' && *e <= 'Z' ? *e - 'A' + 'a' : *e);
+    }
+    norm[k] = '\0';
+    uint32_t max;
+    if (!strcmp(norm, "latin1") || !strcmp(norm, "latin") || !strcmp(norm, "l1") ||
+        !strcmp(norm, "iso88591"))
+        max = 0xFF;
+    else if (!strcmp(norm, "ascii"))
+        max = 0x7F;
+    else if (!strcmp(norm, "utf8"))
+        max = 0x10FFFF;
+    else
+        return 1;
+    const uint8_t *s = (const uint8_t *)str->u.s.p;
+    size_t n = str->u.s.len, ascii = 1;
+    for (size_t i = 0; i < n && ascii; i++) ascii = s[i] < 0x80;
+    ckpt_value *v = ckpt_value_new(c->arena, CKPT_KIND_BYTES);
+    if (!v) return nomem(c);
+    if (ascii || max == 0x10FFFF) { /* same bytes: share the immutable buffer */
+        v->u.s.p = str->u.s.p;
+        v->u.s.len = n;
+        *out = v;
+        return 0;
+    }
+    int rc = charge(c, n);
+    if (rc) return rc;
+    uint8_t *buf = ckpt_arena_alloc(c->arena, n + 1);
+    if (!buf) return nomem(c);
+    size_t o = 0;
+    for (size_t i = 0; i < n;) {
+        uint32_t cp = next_cp(s, &i);
+        if (cp > max)
+            return fail(c, CKPT_E_FORMAT,
+                        "_codecs.encode: U+%04" PRIX32 " cannot be encoded as %s",
+                        cp, encoding);
+        buf[o++] = (uint8_t)cp;
+    }
+    v->u.s.p = (char *)buf;
+    v->u.s.len = o;
+    *out = v;
+    return 0;
+}
+
+/* _codecs.encode(obj, encoding='utf-8'[, errors]) */
+static int b_encode(ckpt_value **out, const pk_build_ctx *c,
+                    const ckpt_value *callable, ckpt_value *args) {
+    size_t n = nargs(args);
+    if (n >= 1 && n <= 3 && arg(args, 0)->kind == CKPT_KIND_STR &&
+        (n == 1 || arg(args, 1)->kind == CKPT_KIND_STR) &&
+        (n < 3 || is_str(arg(args, 2), "strict"))) {
+        int rc = encode(out, c, arg(args, 0), n == 1 ? "utf-8" : arg(args, 1)->u.s.p);
+        if (rc <= 0) return rc;
+    }
+    return opaque(out, c, callable, args);
+}
+
+/* bytes()/bytearray(): empty, a copy of bytes, or (str, encoding). */
+static int b_bytes(ckpt_value **out, const pk_build_ctx *c,
+                   const ckpt_value *callable, ckpt_value *args) {
+    size_t n = nargs(args);
+    if (n == 0) {
+        *out = ckpt_value_new_str(c->arena, CKPT_KIND_BYTES, "", 0);
+        return *out ? 0 : nomem(c);
+    }
+    const ckpt_value *x = arg(args, 0);
+    if (n == 1 && x->kind == CKPT_KIND_BYTES) { /* bytes are immutable: share */
+        if (!(*out = ckpt_value_new(c->arena, CKPT_KIND_BYTES))) return nomem(c);
+        (*out)->u.s = x->u.s;
+        return 0;
+    }
+    if (n >= 2 && n <= 3 && x->kind == CKPT_KIND_STR &&
+        arg(args, 1)->kind == CKPT_KIND_STR && (n < 3 || is_str(arg(args, 2), "strict"))) {
+        int rc = encode(out, c, x, arg(args, 1)->u.s.p);
+        if (rc <= 0) return rc;
+    }
+    return opaque(out, c, callable, args);
+}
+
+/* ---------------------------------------------------------------- torch */
+
+/* torch.device('cpu') -> "cpu"; ('cuda', 0) -> "cuda:0". */
+static int b_device(ckpt_value **out, const pk_build_ctx *c,
+                    const ckpt_value *callable, ckpt_value *args) {
+    size_t n = nargs(args);
+    uint64_t index;
+    if (n == 1 && arg(args, 0)->kind == CKPT_KIND_STR) {
+        *out = arg(args, 0);
+        return 0;
+    }
+    if (n == 2 && arg(args, 0)->kind == CKPT_KIND_STR && !get_u64(arg(args, 1), &index)) {
+        char *s = ckpt_arena_printf(c->arena, "%s:%" PRIu64, arg(args, 0)->u.s.p, index);
+        if (!s || !(*out = ckpt_value_new(c->arena, CKPT_KIND_STR))) return nomem(c);
+        (*out)->u.s.p = s;
+        (*out)->u.s.len = strlen(s);
+        return 0;
+    }
+    return opaque(out, c, callable, args);
+}
+
+/* size and stride of a tensor rebuild: lists or tuples of non-negative
+ * ints of equal length, at most limits->max_ndim. */
+static int get_dims(const pk_build_ctx *c, const char *fn, const ckpt_value *size,
+                    const ckpt_value *stride, uint64_t *shape, uint64_t *strides,
+                    uint32_t *ndim) {
+    if ((size->kind != CKPT_KIND_TUPLE && size->kind != CKPT_KIND_LIST) ||
+        (stride->kind != CKPT_KIND_TUPLE && stride->kind != CKPT_KIND_LIST))
+        return fail(c, CKPT_E_FORMAT, "%s: expected size and stride tuples, got a %s and a %s",
+                    fn, pk_kind_name(size->kind), pk_kind_name(stride->kind));
+    size_t n = size->u.seq.n;
+    if (stride->u.seq.n != n)
+        return fail(c, CKPT_E_FORMAT,
+                    "%s: expected size and stride of equal length, got %zu and %zu", fn,
+                    n, stride->u.seq.n);
+    uint32_t max = c->limits->max_ndim < CKPT_MAX_NDIM ? c->limits->max_ndim : CKPT_MAX_NDIM;
+    if (n > max)
+        return fail(c, CKPT_E_LIMIT, "%s: tensor of %zu dimensions, at most %" PRIu32 " allowed",
+                    fn, n, max);
+    for (size_t i = 0; i < n; i++)
+        if (get_u64(size->u.seq.items[i], &shape[i]) ||
+            get_u64(stride->u.seq.items[i], &strides[i]))
+            return fail(c, CKPT_E_FORMAT,
+                        "%s: expected non-negative ints in size and stride (dimension %zu)",
+                        fn, i);
+    *ndim = (uint32_t)n;
+    return 0;
+}
+
+/* torch._utils._rebuild_tensor(storage, offset, size, stride),
+ * _rebuild_tensor_v2(storage, offset, size, stride, requires_grad, hooks
+ * [, metadata]), _rebuild_tensor_v3(..., hooks, dtype[, metadata]). v2 and
+ * v1 take the storage's dtype; v3 storages are untyped bytes. Hooks and
+ * metadata (conj/neg bits) are ignored. */
+static int b_tensor(ckpt_value **out, const pk_build_ctx *c,
+                    const ckpt_value *callable, ckpt_value *args) {
+    const char *fn = callable->u.global.qualname;
+    int version = !strcmp(callable->u.global.name, "_rebuild_tensor_v3")   ? 3
+                  : !strcmp(callable->u.global.name, "_rebuild_tensor_v2") ? 2
+                                                                            : 1;
+    size_t min = version == 1 ? 4 : version == 2 ? 6 : 7;
+    size_t max = version == 1 ? 4 : min + 1, n = nargs(args);
+    if (n < min || n > max)
+        return fail(c, CKPT_E_FORMAT, "%s: expected %zu to %zu arguments, got %zu", fn, min,
+                    max, n);
+    const ckpt_value *st = arg(args, 0);
+    if (st->kind != CKPT_KIND_STORAGE_)
+        return fail(c, CKPT_E_FORMAT,
+                    "%s: expected a storage (from a persistent id) as argument 1, got a %s",
+                    fn, pk_kind_name(st->kind));
+    uint64_t offset, shape[CKPT_MAX_NDIM], stride[CKPT_MAX_NDIM];
+    uint32_t ndim;
+    int requires_grad = 0, rc;
+    if (get_u64(arg(args, 1), &offset))
+        return fail(c, CKPT_E_FORMAT, "%s: expected a non-negative int storage offset", fn);
+    if ((rc = get_dims(c, fn, arg(args, 2), arg(args, 3), shape, stride, &ndim))) return rc;
+    if (version >= 2 && get_flag(arg(args, 4), &requires_grad))
+        return fail(c, CKPT_E_FORMAT, "%s: expected a bool requires_grad", fn);
+    ckpt_dtype dt = st->u.storage->dtype;
+    if (version == 3) {
+        const ckpt_value *d = arg(args, 6);
+        if (d->kind != CKPT_KIND_GLOBAL_ || strcmp(d->u.global.module, "torch"))
+            return fail(c, CKPT_E_FORMAT, "%s: expected a torch dtype as argument 7", fn);
+        dt = ckpt_dtype_from_torch_name(d->u.global.name);
+        if (dt == CKPT_DT_UNKNOWN)
+            return fail(c, CKPT_E_UNSUPPORTED, "%s: dtype %s is not supported", fn,
+                        d->u.global.qualname);
+    }
+    if ((rc = ckpt_tensor_new(out, c->arena, st->u.storage, dt, ndim, shape, stride, offset,
+                              c->file, c->member, c->offset)))
+        return rc;
+    (*out)->u.tensor->requires_grad = requires_grad;
+    return 0;
+}
+
+/* _rebuild_parameter(data, requires_grad, hooks),
+ * _rebuild_parameter_with_state(data, requires_grad, hooks, state) and
+ * Parameter(data, requires_grad=True): a new tensor node viewing data's
+ * storage, marked as a parameter (as in Python, the parameter is another
+ * object than its data). The hooks and the attribute state are not kept.
+ * Data that is not a tensor (e.g. an uninterpreted quantized tensor)
+ * passes through. */
+static int b_parameter(ckpt_value **out, const pk_build_ctx *c,
+                       const ckpt_value *callable, ckpt_value *args) {
+    if (nargs(args) == 0) return opaque(out, c, callable, args);
+    ckpt_value *data = arg(args, 0);
+    int requires_grad = 1;
+    if (nargs(args) >= 2 && get_flag(arg(args, 1), &requires_grad))
+        return fail(c, CKPT_E_FORMAT, "%s: expected a bool requires_grad",
+                    callable->u.global.qualname);
+    if (data->kind != CKPT_KIND_TENSOR) {
+        *out = data;
+        return 0;
+    }
+    ckpt_value *p = ckpt_value_new(c->arena, CKPT_KIND_TENSOR);
+    ckpt_tensor *t = ckpt_arena_alloc(c->arena, sizeof *t);
+    if (!p || !t) return nomem(c);
+    *t = *data->u.tensor; /* shape and stride arrays are shared, never changed */
+    t->requires_grad = requires_grad;
+    t->is_parameter = 1;
+    p->u.tensor = t;
+    *out = p;
+    return 0;
+}
+
+static void emit_call(const pk_build_ctx *c, const ckpt_value *func, int allowed) {
+    if (!c->on_event) return;
+    int global = func->kind == CKPT_KIND_GLOBAL_;
+    pk_event ev = {.kind = PK_EV_CALL, .opcode = c->opcode, .offset = c->offset,
+                   .module = global ? func->u.global.module : "?",
+                   .name = global ? func->u.global.name : "?",
+                   .allowed = allowed,
+                   .symbolic = !global || !strcmp(func->u.global.module, "?")};
+    c->on_event(c->event_ctx, &ev);
+}
+
+/* torch._tensor._rebuild_from_type_v2(func, type, args, state): Python
+ * calls func(*args), so func is treated like the callable of a REDUCE (our
+ * builder when allowlisted, else an opaque object, with its own event).
+ * The subclass `type` and the attribute state are not applied. */
+static int b_from_type_v2(ckpt_value **out, const pk_build_ctx *c,
+                          const ckpt_value *callable, ckpt_value *args) {
+    const char *fn = callable->u.global.qualname;
+    if (nargs(args) != 4)
+        return fail(c, CKPT_E_FORMAT, "%s: expected 4 arguments, got %zu", fn, nargs(args));
+    ckpt_value *func = arg(args, 0), *fargs = arg(args, 2);
+    if (fargs->kind != CKPT_KIND_TUPLE)
+        return fail(c, CKPT_E_FORMAT, "%s: expected an argument tuple, got a %s", fn,
+                    pk_kind_name(fargs->kind));
+    if (func->kind != CKPT_KIND_GLOBAL_) {
+        emit_call(c, func, 0);
+        return ckpt_builders_opaque(out, c, "?", fargs, NULL);
+    }
+    /* a nested wrapper would recurse as deep as the pickle nests tuples */
+    if (!strcmp(func->u.global.qualname, fn))
+        return fail(c, CKPT_E_FORMAT, "%s: expected a rebuild function, got itself", fn);
+    int allowed = strcmp(func->u.global.module, "?") &&
+                  ckpt_builders_allowed(func->u.global.module, func->u.global.name);
+    emit_call(c, func, allowed);
+    if (allowed) return ckpt_builders_call(out, c, func, fargs, NULL);
+    return ckpt_builders_opaque(out, c, func->u.global.qualname, fargs, NULL);
+}
+
+/* ---------------------------------------------------------------- numpy */
+
+/* Type code ("f8") and byte order of a numpy.dtype object: its args are
+ * (code, align, copy) and its BUILD state (version, endian, ...). The
+ * code is copied into code[NP_CODE] (str values need not end in NUL);
+ * NULL when d is no dtype or its code is longer than any numeric one. */
+#define NP_CODE 16
+static const char *np_dtype(const ckpt_value *d, int *big_endian, char *code) {
+    if (d->kind != CKPT_KIND_OBJECT || strcmp(d->u.obj.name, "numpy.dtype") ||
+        !d->u.obj.args || d->u.obj.args->u.seq.n < 1 ||
+        d->u.obj.args->u.seq.items[0]->kind != CKPT_KIND_STR)
+        return NULL;
+    const ckpt_value *s = d->u.obj.args->u.seq.items[0];
+    if (s->u.s.len >= NP_CODE || memchr(s->u.s.p, '\0', s->u.s.len)) return NULL;
+    memcpy(code, s->u.s.p, s->u.s.len);
+    code[s->u.s.len] = '\0';
+    const ckpt_value *state = d->u.obj.state;
+    *big_endian = state && state->kind == CKPT_KIND_TUPLE && state->u.seq.n > 1 &&
+                  is_str(state->u.seq.items[1], ">");
+    return code;
+}
+
+/* IEEE half to double, built bit by bit (no libm). */
+static double half_to_double(uint16_t h) {
+    uint64_t sign = (uint64_t)(h >> 15) << 63, mant = h & 0x3FFu;
+    int exp = (h >> 10) & 0x1F;
+    uint64_t bits;
+    if (exp == 0x1F) { /* inf, nan */
+        bits = sign | (uint64_t)0x7FF << 52 | mant << 42;
+    } else if (exp == 0 && mant == 0) {
+        bits = sign;
+    } else {
+        int e = exp - 15;
+        if (exp == 0) { /* subnormal: normalise */
+            e = -14;
+            while (!(mant & 0x400)) mant <<= 1, e--;
+            mant &= 0x3FF;
+        }
+        bits = sign | (uint64_t)(e + 1023) << 52 | mant << 42;
+    }
+    double d;
+    memcpy(&d, &bits, sizeof d);
+    return d;
+}
+
+/* numpy.core.multiarray.scalar(dtype, bytes): bool, int or float from the
+ * element bytes; object scalars are their second argument. */
+static int b_np_scalar(ckpt_value **out, const pk_build_ctx *c,
+                       const ckpt_value *callable, ckpt_value *args) {
+    int big = 0;
+    char buf[NP_CODE];
+    const char *code = nargs(args) == 2 ? np_dtype(arg(args, 0), &big, buf) : NULL;
+    if (!code) return opaque(out, c, callable, args);
+    if (code[0] == 'O') {
+        *out = arg(args, 1);
+        return 0;
+    }
+    /* no event depends on a number (and protocol-2 bytes are _codecs
+     * calls, not run in scan mode) */
+    if (c->scan_only) return opaque(out, c, callable, args);
+    char kind = code[0];
+    size_t size = 0;
+    if ((kind == 'b' || kind == 'i' || kind == 'u' || kind == 'f') && code[1] &&
+        !code[2] && strchr("1248", code[1]))
+        size = (size_t)(code[1] - '0');
+    if (!size || (kind == 'b' && size != 1) || (kind == 'f' && size == 1))
+        return opaque(out, c, callable, args);
+    const ckpt_value *data = arg(args, 1);
+    if (data->kind != CKPT_KIND_BYTES && data->kind != CKPT_KIND_STR)
+        return fail(c, CKPT_E_FORMAT, "%s: expected the element bytes, got a %s",
+                    callable->u.global.qualname, pk_kind_name(data->kind));
+    if (data->u.s.len != size)
+        return fail(c, CKPT_E_FORMAT, "%s: dtype %s expects %zu bytes, got %zu",
+                    callable->u.global.qualname, code, size, data->u.s.len);
+    uint8_t le[9] = {0};
+    const uint8_t *p = (const uint8_t *)data->u.s.p;
+    for (size_t i = 0; i < size; i++) le[i] = big ? p[size - 1 - i] : p[i];
+    uint64_t u = 0;
+    for (size_t i = size; i-- > 0;) u = u << 8 | le[i];
+    if (kind == 'b') {
+        *out = ckpt_value_new_bool(c->arena, u != 0);
+    } else if (kind == 'f') {
+        double d;
+        if (size == 2) {
+            d = half_to_double((uint16_t)u);
+        } else if (size == 4) {
+            float f;
+            uint32_t w = (uint32_t)u;
+            memcpy(&f, &w, sizeof f);
+            d = f;
+        } else {
+            memcpy(&d, &u, sizeof d);
+        }
+        *out = ckpt_value_new_float(c->arena, d);
+    } else if (kind == 'u') { /* le[size] is 0: a non-negative two's complement */
+        *out = ckpt_value_new_int_le(c->arena, le, size + 1);
+    } else {
+        *out = ckpt_value_new_int_le(c->arena, le, size);
+    }
+    return *out ? 0 : nomem(c);
+}
+
+/* numpy.core.multiarray._reconstruct(numpy.ndarray, (0,), b'b'): an empty
+ * ndarray that BUILD fills; kept as an OBJECT "numpy.ndarray" until then.
+ * Other subtypes (masked arrays, matrices...) have other states: opaque. */
+static int b_np_reconstruct(ckpt_value **out, const pk_build_ctx *c,
+                            const ckpt_value *callable, ckpt_value *args) {
+    const ckpt_value *sub = nargs(args) == 3 ? arg(args, 0) : NULL;
+    if (!sub || sub->kind != CKPT_KIND_GLOBAL_ || strcmp(sub->u.global.qualname, "numpy.ndarray"))
+        return opaque(out, c, callable, args);
+    return ckpt_builders_opaque(out, c, "numpy.ndarray", args, NULL);
+}
+
+/* ndarray.__setstate__((version, shape, dtype, is_fortran, rawdata)) or the
+ * older 4-tuple without version. Returns 1 when the placeholder became a
+ * tensor, 0 when the state is not one we model (object arrays, string or
+ * structured dtypes), or an error. */
+static int np_setstate(const pk_build_ctx *c, ckpt_value *target, const ckpt_value *state) {
+    if (state->kind != CKPT_KIND_TUPLE || state->u.seq.n < 4 || state->u.seq.n > 5) return 0;
+    ckpt_value **s = state->u.seq.items + (state->u.seq.n == 5);
+    const ckpt_value *shape_v = s[0], *raw = s[3];
+    int big = 0, fortran;
+    char buf[NP_CODE];
+    const char *code = np_dtype(s[1], &big, buf);
+    ckpt_dtype dt = code ? ckpt_dtype_from_numpy(code) : CKPT_DT_UNKNOWN;
+    if (shape_v->kind != CKPT_KIND_TUPLE || dt == CKPT_DT_UNKNOWN ||
+        (raw->kind != CKPT_KIND_BYTES && raw->kind != CKPT_KIND_STR) || get_flag(s[2], &fortran))
+        return 0;
+    uint64_t shape[CKPT_MAX_NDIM], stride[CKPT_MAX_NDIM], numel = 1, nbytes;
+    uint32_t ndim;
+    int rc = get_dims(c, "numpy.ndarray", shape_v, shape_v, shape, stride, &ndim);
+    if (rc) return rc;
+    for (uint32_t i = 0; i < ndim; i++)
+        if (ckpt_mul_overflow(numel, shape[i], &numel))
+            return fail(c, CKPT_E_FORMAT, "numpy.ndarray: shape overflows 64 bits");
+    if (ckpt_mul_overflow(numel, ckpt_dtype_size(dt), &nbytes) || nbytes != raw->u.s.len)
+        return fail(c, CKPT_E_FORMAT,
+                    "numpy.ndarray: expected %" PRIu64 " elements of %s, got %zu bytes",
+                    numel, code, raw->u.s.len);
+    /* element strides: C order, or Fortran order when is_fortran */
+    uint64_t step = 1;
+    for (uint32_t k = 0; k < ndim; k++) {
+        uint32_t i = fortran ? k : ndim - 1 - k;
+        stride[i] = step;
+        if (ckpt_mul_overflow(step, shape[i], &step))
+            return fail(c, CKPT_E_FORMAT, "numpy.ndarray: strides overflow 64 bits");
+    }
+    ckpt_storage *st = ckpt_arena_alloc(c->arena, sizeof *st);
+    if (!st) return nomem(c);
+    /* the bytes already live in the arena (the BYTES value): point at them */
+    st->dtype = dt;
+    st->nbytes = raw->u.s.len;
+    st->data = (const uint8_t *)raw->u.s.p;
+    st->key = "";
+    st->member = "";
+    st->file_offset = CKPT_NO_OFFSET;
+    st->big_endian = big && ckpt_dtype_size(dt) > 1;
+    ckpt_value *t;
+    if ((rc = ckpt_tensor_new(&t, c->arena, st, dt, ndim, shape, stride, 0, c->file,
+                              c->member, c->offset)))
+        return rc;
+    target->kind = CKPT_KIND_TENSOR;
+    target->u.tensor = t->u.tensor;
+    return 1;
+}
+
+/* ---------------------------------------------------------------- allowlist */
+
+static const struct entry {
+    const char *module, *name;
+    builder_fn fn; /* NULL: allowed, called gives an opaque object */
+} allowlist[] = {
+    {"collections", "OrderedDict", b_dict},
+    {"collections", "Counter", b_counter},
+    {"builtins", "dict", b_dict},
+    {"builtins", "list", b_list},
+    {"builtins", "tuple", b_tuple},
+    {"builtins", "set", b_set},
+    {"builtins", "frozenset", b_set},
+    {"builtins", "bytes", b_bytes},
+    {"builtins", "bytearray", b_bytes},
+    {"builtins", "complex", NULL},
+    {"builtins", "slice", NULL},
+    {"_codecs", "encode", b_encode},
+    {"torch._utils", "_rebuild_tensor", b_tensor},
+    {"torch._utils", "_rebuild_tensor_v2", b_tensor},
+    {"torch._utils", "_rebuild_tensor_v3", b_tensor},
+    {"torch._utils", "_rebuild_parameter", b_parameter},
+    {"torch._utils", "_rebuild_parameter_with_state", b_parameter},
+    /* on torch's weights_only allowlist, not interpreted here */
+    {"torch._utils", "_rebuild_qtensor", NULL},
+    {"torch._utils", "_rebuild_sparse_tensor", NULL},
+    {"torch._utils", "_rebuild_sparse_csr_tensor", NULL},
+    {"torch._utils", "_rebuild_meta_tensor_no_storage", NULL},
+    {"torch._utils", "_rebuild_wrapper_subclass", NULL},
+    {"torch._utils", "_rebuild_device_tensor_from_numpy", NULL},
+    {"torch._utils", "_rebuild_device_tensor_from_cpu_tensor", NULL},
+    {"torch._tensor", "_rebuild_from_type_v2", b_from_type_v2},
+    {"torch.nn.parameter", "Parameter", b_parameter},
+    {"torch", "Tensor", NULL},
+    {"torch", "Size", b_tuple},
+    {"torch", "device", b_device},
+    {"torch.serialization", "_get_layout", NULL},
+    {"torch", "per_tensor_affine", NULL},
+    {"torch", "per_tensor_symmetric", NULL},
+    {"torch", "per_channel_affine", NULL},
+    {"torch", "per_channel_symmetric", NULL},
+    {"torch", "per_channel_affine_float_qparams", NULL},
+    {"numpy", "dtype", NULL},
+    {"numpy", "ndarray", NULL},
+    {"numpy.core.multiarray", "scalar", b_np_scalar},
+    {"numpy._core.multiarray", "scalar", b_np_scalar},
+    {"numpy.core.multiarray", "_reconstruct", b_np_reconstruct},
+    {"numpy._core.multiarray", "_reconstruct", b_np_reconstruct},
+};
+
+static const struct entry *find(const char *module, const char *name) {
+    for (size_t i = 0; i < sizeof allowlist / sizeof *allowlist; i++)
+        if (!strcmp(module, allowlist[i].module) && !strcmp(name, allowlist[i].name))
+            return &allowlist[i];
+    return NULL;
+}
+
+int ckpt_builders_allowed(const char *module, const char *name) {
+    if (find(module, name)) return 1;
+    /* storage types, named in persistent ids (torch.cuda for legacy GPU saves) */
+    if ((!strcmp(module, "torch") || !strcmp(module, "torch.cuda") ||
+         !strcmp(module, "torch.storage")) &&
+        (ckpt_dtype_from_storage_class(name) != CKPT_DT_UNKNOWN ||
+         !strcmp(name, "TypedStorage") || !strcmp(name, "_LegacyStorage")))
+        return 1;
+    return !strcmp(module, "torch") && ckpt_dtype_from_torch_name(name) != CKPT_DT_UNKNOWN;
+}
+
+int ckpt_builders_call(ckpt_value **out, const pk_build_ctx *c, ckpt_value *callable,
+                       ckpt_value *args, ckpt_value *kwargs) {
+    *out = NULL;
+    const struct entry *e = find(callable->u.global.module, callable->u.global.name);
+    /* a scan only needs the events and what later opcodes see of a
+     * value: the builder that makes calls of its own runs, and those whose
+     * result may be an argument itself (object scalars) or is named after
+     * one (ndarray) */
+    if (!e || !e->fn || (kwargs && kwargs->u.dict.n) ||
+        (c->scan_only && e->fn != b_from_type_v2 && e->fn != b_np_reconstruct &&
+         e->fn != b_np_scalar))
+        return ckpt_builders_opaque(out, c, callable->u.global.qualname, args, kwargs);
+    return e->fn(out, c, callable, args);
+}
+
+/* BUILD on an OrderedDict or Counter: Python's load_build sets the
+ * attributes of a dict state, or of both dicts of a (state, slotstate)
+ * pair, in the instance's __dict__. They are copied into dict.state (a
+ * later SETITEM on the memoized state dict does not change them, as in
+ * Python); a second BUILD adds to them. Other states, and any state on a
+ * plain dict (which has no attributes), are ignored as before. */
+static int dict_setstate(const pk_build_ctx *c, ckpt_value *target, const ckpt_value *state) {
+    if (target->dict_class == CKPT_DICT_PLAIN) return 0; /* also every dict of a scan */
+    const ckpt_value *parts[2] = {state, NULL};
+    if (state->kind == CKPT_KIND_TUPLE && state->u.seq.n == 2) {
+        parts[0] = state->u.seq.items[0];
+        parts[1] = state->u.seq.items[1];
+        if (parts[0]->kind == CKPT_KIND_NONE) parts[0] = NULL;
+    }
+    for (size_t i = 0; i < 2; i++)
+        if (parts[i] && parts[i]->kind != CKPT_KIND_DICT) return 0;
+    for (size_t i = 0; i < 2; i++) {
+        const ckpt_value *p = parts[i];
+        if (!p || p->u.dict.n == 0) continue;
+        int rc = charge(c, p->u.dict.n);
+        if (rc) return rc;
+        if (!target->u.dict.state &&
+            !(target->u.dict.state = ckpt_value_new(c->arena, CKPT_KIND_DICT)))
+            return nomem(c);
+        for (size_t k = 0; k < p->u.dict.n; k++)
+            if (ckpt_value_dict_set(c->arena, target->u.dict.state, p->u.dict.keys[k],
+                                    p->u.dict.vals[k]))
+                return nomem(c);
+    }
+    return 0;
+}
+
+int ckpt_builders_build(const pk_build_ctx *c, ckpt_value *target, ckpt_value *state) {
+    switch (target->kind) {
+    case CKPT_KIND_DICT: /* OrderedDict: the _metadata attribute */
+        return dict_setstate(c, target, state);
+    case CKPT_KIND_TENSOR: /* Parameter state, legacy Tensor.set_ */
+        return 0;
+    case CKPT_KIND_OBJECT:
+        if (!c->scan_only && !strcmp(target->u.obj.name, "numpy.ndarray")) {
+            int rc = np_setstate(c, target, state);
+            if (rc) return rc < 0 ? rc : 0;
+        }
+        target->u.obj.state = state;
+        return 0;
+    default:
+        if (state->kind == CKPT_KIND_NONE) return 0; /* Python sets nothing */
+        return fail(c, CKPT_E_FORMAT, "BUILD: expected an object, dict or tensor, got a %s",
+                    pk_kind_name(target->kind));
+    }
+}

@@ -1,0 +1,106 @@
+/* builders.h - the allowlist of globals the pickle machine may interpret,
+ * and the data builders behind them (never Python code: our own C).
+ *
+ * Allowlisted (after __builtin__ -> builtins, copy_reg -> copyreg mapping):
+ *   collections.OrderedDict, collections.Counter (dict)
+ *   torch._utils._rebuild_tensor, _rebuild_tensor_v2, _rebuild_tensor_v3,
+ *     _rebuild_parameter, _rebuild_parameter_with_state (tensor)
+ *   torch._tensor._rebuild_from_type_v2 (applies its func)
+ *   torch.nn.parameter.Parameter (NEWOBJ form), torch.Tensor
+ *   torch.<X>Storage, torch.storage.UntypedStorage/TypedStorage/_LegacyStorage...
+ *     (storage types, used inside persistent ids)
+ *   torch.<dtype> (float32, bfloat16, float8_e4m3fn...), torch.Size (tuple),
+ *   torch.device (str), torch.serialization._get_layout, qschemes
+ *   numpy.core.multiarray.scalar / numpy._core.multiarray.scalar (number),
+ *   numpy.dtype, numpy.core.multiarray._reconstruct /
+ *     numpy._core.multiarray._reconstruct + numpy.ndarray (tensor)
+ *   _codecs.encode (bytes), builtins.set/frozenset (set),
+ *   builtins.bytearray/bytes (bytes), builtins.slice/complex (object),
+ *   builtins.list/tuple/dict (containers)
+ *   torch._utils._rebuild_qtensor, _rebuild_sparse_tensor,
+ *     _rebuild_sparse_csr_tensor, _rebuild_meta_tensor_no_storage,
+ *     _rebuild_wrapper_subclass, _rebuild_device_tensor_from_numpy,
+ *     _rebuild_device_tensor_from_cpu_tensor (on torch's weights_only
+ *     allowlist, so not reported as unsafe; not interpreted: opaque)
+ */
+#ifndef CKPT_BUILDERS_H
+#define CKPT_BUILDERS_H
+
+#include "format/pickle.h"
+#include "model/value.h"
+
+/* Context handed to builders for allocation, error reporting, the events
+ * of calls they make (torch._tensor._rebuild_from_type_v2 calls its func)
+ * and the work budget. */
+typedef struct pk_build_ctx {
+    ckpt_arena *arena;
+    const char *file;
+    const char *member;
+    uint64_t offset;   /* absolute offset of the calling opcode */
+    uint8_t opcode;    /* the calling opcode, for events */
+    const ckpt_limits *limits;
+    void (*on_event)(void *ctx, const pk_event *ev); /* may be NULL */
+    void *event_ctx;
+    /* Work done so far in this pickle, shared with the machine: a builder
+     * that copies n items or bytes adds n and fails with CKPT_E_LIMIT past
+     * ops_limit, so memo references cannot make copies (set(big_list)
+     * called a million times) outgrow the input. */
+    uint64_t *ops;
+    /* min(limits->max_pickle_ops, 64 x input bytes + 64 Ki): work, and so
+     * memory, stays proportional to the pickle's size. */
+    uint64_t ops_limit;
+    /* pk_options.scan_only: only the builders named at
+     * ckpt_builders_call run, and BUILD makes no numpy tensor */
+    int scan_only;
+} pk_build_ctx;
+
+/* 1 if module.name is allowlisted (module/name already name-mapped).
+ * Besides the exact names above: module "torch", "torch.cuda" or
+ * "torch.storage" with a storage class name (dtype.h
+ * ckpt_dtype_from_storage_class, TypedStorage, _LegacyStorage), and module
+ * "torch" with a dtype name (ckpt_dtype_from_torch_name). */
+int ckpt_builders_allowed(const char *module, const char *name);
+
+/* The value of a call that is not interpreted: an OBJECT `name` with
+ * obj.args = args (a TUPLE), or args + (kwargs,) when kwargs is a
+ * non-empty DICT. Returns 0 or CKPT_E_NOMEM. */
+int ckpt_builders_opaque(ckpt_value **out, const pk_build_ctx *c,
+                         const char *name, ckpt_value *args,
+                         ckpt_value *kwargs);
+
+/* Applies the builder of the allowlisted global `callable` (a
+ * CKPT_KIND_GLOBAL_ value) to `args` (a TUPLE; kwargs is a DICT or NULL).
+ * *out receives the result. Calls whose arguments have a shape the builder
+ * does not model (kwargs, Counter(list), an encoding other than latin-1,
+ * UTF-8 or ASCII...) and allowlisted references without a builder
+ * (complex, slice, numpy.dtype, qschemes...) give an opaque object
+ * "module.name" with the args kept, as the machine does for other globals.
+ * With c->scan_only, only _rebuild_from_type_v2 (for the event of its
+ * func), numpy _reconstruct (which names its opaque result) and numpy
+ * scalar for object scalars (the result is the argument: a reference
+ * stays one, and a BUILD on it is reported as such) run; any other call
+ * gives that opaque object.
+ * Returns 0 or a CKPT_E_* code with the error recorded: CKPT_E_FORMAT for
+ * arguments Python itself would reject or a tensor view outside its
+ * storage, CKPT_E_LIMIT (ndim, work budget), CKPT_E_UNSUPPORTED (a torch
+ * dtype without a ckpt_dtype), CKPT_E_NOMEM. */
+int ckpt_builders_call(ckpt_value **out, const pk_build_ctx *c,
+                       ckpt_value *callable, ckpt_value *args,
+                       ckpt_value *kwargs);
+
+/* BUILD of `state` on any value but a GLOBAL reference (the machine only
+ * reports those): an OrderedDict or Counter keeps a dict state (or the
+ * dicts of a (state, slotstate) pair) as its attributes in dict.state
+ * (a torch state dict's _metadata); a plain dict and a tensor (Parameter
+ * state, legacy set_) ignore it; a "numpy.ndarray" placeholder with an
+ * (version, shape, dtype, is_fortran, rawdata) state of a numeric dtype
+ * becomes a CKPT_KIND_TENSOR in place (its bytes stay in the arena, with
+ * big_endian from the dtype state; object arrays stay opaque); any other
+ * OBJECT stores it in obj.state (numpy.dtype keeps its endianness there;
+ * with c->scan_only an ndarray placeholder stays one).
+ * Other kinds accept only a None state. Returns 0 or CKPT_E_FORMAT (e.g.
+ * ndarray bytes that do not match its shape), CKPT_E_LIMIT, CKPT_E_NOMEM. */
+int ckpt_builders_build(const pk_build_ctx *c, ckpt_value *target,
+                        ckpt_value *state);
+
+#endif

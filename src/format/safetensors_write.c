@@ -1,0 +1,650 @@
+/* write_safetensors.c - a ckpt_value tree as one safetensors file, laid out
+ * exactly as the reference writer does (FORMATS.md §1.5): tensors sorted by
+ * dtype (descending enum order) then name, offsets contiguous from 0, the
+ * compact JSON header padded with spaces to a multiple of 8.
+ *
+ * What safetensors cannot hold goes into __metadata__ (keys documented in
+ * ckpt.h, "write"), so that ckpt_write_logical_root rebuilds the tree:
+ *   - ckpt.structure: the whole tree as JSON (non-tensor values, nesting,
+ *     dict key types, dict classes and attributes (OrderedDict state dicts
+ *     and their _metadata), shared nodes, requires_grad, parameters,
+ *     complex dtypes safetensors lacks, views of one storage);
+ *   - ckpt.aliases: {alias: name} for tensors reachable under several
+ *     names with the same view of the same storage (tied weights): their
+ *     bytes are written once, under the first name in byte order;
+ *   - ckpt.xxh3: {name: 16 hex digits}, XXH3-64 of every written tensor.
+ * The structure is left out when the reader's own tree (a dict of the
+ * tensors in file order) already is the tree.
+ *
+ * Tensor bytes stream from their storage (a file mapping) into the atomic
+ * file; views are gathered through a bounded buffer. The digests are only
+ * known after the data, so the header is written with zero digests of the
+ * same length and rewritten in place at the end. */
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define XXH_STATIC_LINKING_ONLY
+#include <xxhash.h>
+
+#include "model/dtype.h"
+#include "base/error.h"
+#include "format/write.h"
+
+/* FORMATS.md §1.1: the reference reader and writer refuse larger headers. */
+#define MAX_HEADER 100000000u
+
+/* §1.3 enum order; the writer sorts descending on it. -1: no such dtype. */
+static int dtype_rank(ckpt_dtype dt) {
+    switch (dt) {
+    case CKPT_DT_BOOL: return 0;        case CKPT_DT_F4: return 1;
+    case CKPT_DT_F6_E2M3: return 2;     case CKPT_DT_F6_E3M2: return 3;
+    case CKPT_DT_U8: return 4;          case CKPT_DT_I8: return 5;
+    case CKPT_DT_F8_E5M2: return 6;     case CKPT_DT_F8_E4M3: return 7;
+    case CKPT_DT_F8_E8M0: return 8;     case CKPT_DT_F8_E4M3FNUZ: return 9;
+    case CKPT_DT_F8_E5M2FNUZ: return 10; case CKPT_DT_I16: return 11;
+    case CKPT_DT_U16: return 12;        case CKPT_DT_F16: return 13;
+    case CKPT_DT_BF16: return 14;       case CKPT_DT_I32: return 15;
+    case CKPT_DT_U32: return 16;        case CKPT_DT_F32: return 17;
+    case CKPT_DT_C64: return 18;        case CKPT_DT_F64: return 19;
+    case CKPT_DT_I64: return 20;        case CKPT_DT_U64: return 21;
+    default: return -1;
+    }
+}
+
+/* Complex dtypes safetensors lacks are written as their real components
+ * (torch.view_as_real's layout: a trailing dimension of 2). */
+static ckpt_dtype stored_dtype(ckpt_dtype dt) {
+    if (dt == CKPT_DT_C128) return CKPT_DT_F64;
+    if (dt == CKPT_DT_C32) return CKPT_DT_F16;
+    return dt;
+}
+
+/* One tensor path of the tree. */
+typedef struct path_ref {
+    const wr_named *named;
+    const ckpt_tensor *t;
+    const ckpt_storage *root; /* resolved storage and offset (elements) */
+    uint64_t off;
+    size_t data;              /* index into the written tensors */
+} path_ref;
+
+/* One written tensor. */
+typedef struct data_t {
+    const char *name;         /* first of its paths' names in byte order */
+    const ckpt_tensor *t;
+    const ckpt_storage *root;
+    uint64_t off;
+    ckpt_dtype dtype;         /* as written */
+    int rank;
+    uint64_t begin, end;      /* data_offsets */
+    int64_t group;            /* storage group (views of one storage) or -1 */
+    size_t digest_at;         /* header position of its 16 hex digits */
+} data_t;
+
+typedef struct group_t {
+    const ckpt_storage *root;
+    const char *full;         /* a data tensor covering the whole storage */
+} group_t;
+
+typedef struct st_writer {
+    wr_named *named;
+    size_t nnamed;
+    path_ref *paths;          /* sorted by view, then name */
+    data_t *data;             /* in plan order (paths index into it) */
+    size_t ndata;
+    data_t **order;           /* data in file order */
+    group_t *groups;
+    size_t ngroups;
+    wr_ptrmap node_data;      /* TENSOR node -> data index + 1 */
+    wr_ptrmap ids;            /* structure: node -> id */
+    uint64_t next_id;
+    wr_buf structure, aliases, header;
+    int aliased;
+    int dict_attrs;           /* the structure records a dict class or state */
+} st_writer;
+
+static int nomem(void) {
+    return ckpt_err(CKPT_E_NOMEM, "", "", CKPT_NO_OFFSET, "out of memory");
+}
+
+/* ------------------------------------------------------------ grouping */
+
+static int cmp_u64(uint64_t a, uint64_t b) { return a < b ? -1 : a > b; }
+
+/* Same bytes seen the same way: one written tensor. */
+static int cmp_view(const path_ref *x, const path_ref *y) {
+    int c;
+    if (x->root != y->root) return (uintptr_t)x->root < (uintptr_t)y->root ? -1 : 1;
+    if ((c = cmp_u64(x->off, y->off))) return c;
+    if ((c = cmp_u64((uint64_t)x->t->dtype, (uint64_t)y->t->dtype))) return c;
+    if ((c = cmp_u64(x->t->ndim, y->t->ndim))) return c;
+    for (uint32_t d = 0; d < x->t->ndim; d++) {
+        if ((c = cmp_u64(x->t->shape[d], y->t->shape[d]))) return c;
+        if ((c = cmp_u64(x->t->stride[d], y->t->stride[d]))) return c;
+    }
+    return 0;
+}
+
+static int by_view_name(const void *a, const void *b) {
+    const path_ref *x = a, *y = b;
+    int c = cmp_view(x, y);
+    return c ? c : strcmp(x->named->name, y->named->name);
+}
+
+static int by_file_order(const void *a, const void *b) {
+    const data_t *x = a, *y = b;
+    if (x->rank != y->rank) return x->rank > y->rank ? -1 : 1;
+    return strcmp(x->name, y->name);
+}
+
+typedef struct name_ref {
+    const char *name;
+    size_t data;
+} name_ref;
+
+static int by_name(const void *a, const void *b) {
+    const name_ref *x = a, *y = b;
+    int c = strcmp(x->name, y->name);
+    return c ? c : cmp_u64(x->data, y->data);
+}
+
+static int by_root(const void *a, const void *b) {
+    const data_t *const *x = a, *const *y = b;
+    if ((*x)->root != (*y)->root)
+        return (uintptr_t)(*x)->root < (uintptr_t)(*y)->root ? -1 : 1;
+    return strcmp((*x)->name, (*y)->name);
+}
+
+/* Row-major with no gaps, as ckpt_tensor_is_contiguous decides (size-1
+ * dimensions may have any stride), starting at element 0. */
+static int covers_storage(const data_t *d) {
+    const ckpt_tensor *t = d->t;
+    uint64_t expect = 1;
+    for (uint32_t i = t->ndim; i-- > 0;) {
+        if (t->shape[i] != 1 && t->stride[i] != expect) return 0;
+        expect *= t->shape[i];
+    }
+    return d->off == 0 && t->nbytes == d->root->nbytes;
+}
+
+/* Paths -> written tensors, aliases, name collisions, storage groups. */
+static int plan(st_writer *w) {
+    size_t n = w->nnamed;
+    w->paths = ckpt_malloc((n ? n : 1) * sizeof *w->paths);
+    w->data = ckpt_malloc((n ? n : 1) * sizeof *w->data);
+    if (!w->paths || !w->data) return nomem();
+    for (size_t i = 0; i < n; i++) {
+        path_ref *p = &w->paths[i];
+        p->named = &w->named[i];
+        p->t = w->named[i].value->u.tensor;
+        p->root = wr_root_storage(p->t, &p->off);
+    }
+    qsort(w->paths, n, sizeof *w->paths, by_view_name);
+    for (size_t i = 0; i < n; i++) {
+        path_ref *p = &w->paths[i];
+        if (i == 0 || cmp_view(&w->paths[i - 1], p) != 0) {
+            ckpt_dtype dt = stored_dtype(p->t->dtype);
+            if (dtype_rank(dt) < 0)
+                return ckpt_err(CKPT_E_UNSUPPORTED, "", "", CKPT_NO_OFFSET,
+                                "tensor \"%s\": dtype %s has no safetensors "
+                                "equivalent", p->named->name,
+                                ckpt_dtype_name(p->t->dtype));
+            w->data[w->ndata] = (data_t){.name = p->named->name, .t = p->t,
+                                         .root = p->root, .off = p->off,
+                                         .dtype = dt, .rank = dtype_rank(dt),
+                                         .group = -1};
+            w->ndata++;
+        }
+        p->data = w->ndata - 1;
+    }
+
+    /* every name must denote one written tensor */
+    name_ref *names = ckpt_malloc((n ? n : 1) * sizeof *names);
+    if (!names) return nomem();
+    for (size_t i = 0; i < n; i++)
+        names[i] = (name_ref){w->paths[i].named->name, w->paths[i].data};
+    qsort(names, n, sizeof *names, by_name);
+    int rc = 0;
+    for (size_t i = 0; i < n && !rc; i++) {
+        const char *nm = names[i].name;
+        if (i > 0 && strcmp(names[i - 1].name, nm) == 0 && names[i - 1].data != names[i].data)
+            rc = ckpt_err(CKPT_E_UNSUPPORTED, "", "", CKPT_NO_OFFSET,
+                          "two different tensors flatten to the same name \"%s\" "
+                          "(safetensors needs unique names)", nm);
+        else if (strcmp(nm, "__metadata__") == 0)
+            rc = ckpt_err(CKPT_E_UNSUPPORTED, "", "", CKPT_NO_OFFSET,
+                          "a tensor is named \"__metadata__\", which safetensors "
+                          "reserves for metadata");
+        else if (!wr_utf8_valid(nm, strlen(nm)))
+            rc = ckpt_err(CKPT_E_UNSUPPORTED, "", "", CKPT_NO_OFFSET,
+                          "tensor name \"%s\" is not valid UTF-8", nm);
+    }
+    ckpt_free(names);
+    if (rc) return rc;
+
+    /* views of one storage: the structure records where each one sits */
+    data_t **byroot = ckpt_malloc((w->ndata ? w->ndata : 1) * sizeof *byroot);
+    w->groups = ckpt_malloc((w->ndata ? w->ndata : 1) * sizeof *w->groups);
+    if (!byroot || !w->groups) {
+        ckpt_free(byroot);
+        return nomem();
+    }
+    for (size_t i = 0; i < w->ndata; i++) byroot[i] = &w->data[i];
+    qsort(byroot, w->ndata, sizeof *byroot, by_root);
+    for (size_t i = 0; i < w->ndata;) {
+        size_t j = i + 1;
+        while (j < w->ndata && byroot[j]->root == byroot[i]->root) j++;
+        if (j - i > 1) {
+            group_t *g = &w->groups[w->ngroups];
+            *g = (group_t){byroot[i]->root, NULL};
+            for (size_t k = i; k < j; k++) {
+                byroot[k]->group = (int64_t)w->ngroups;
+                if (!g->full && covers_storage(byroot[k])) g->full = byroot[k]->name;
+            }
+            w->ngroups++;
+        }
+        i = j;
+    }
+    ckpt_free(byroot);
+    return 0;
+}
+
+/* ------------------------------------------------------------ structure */
+
+/* Shortest "%.*g" text that reads back to the same double, with ".0" when
+ * it would read as an integer (Python's repr, and jansson parses it as a
+ * real). */
+static void put_double(wr_buf *b, double v) {
+    char tmp[40];
+    for (int prec = 1; prec <= 17; prec++) {
+        snprintf(tmp, sizeof tmp, "%.*g", prec, v);
+        if (strtod(tmp, NULL) == v) break;
+    }
+    wr_buf_str(b, tmp);
+    if (!strpbrk(tmp, ".eE")) wr_buf_str(b, ".0");
+}
+
+static int encode(st_writer *w, wr_buf *b, const ckpt_value *v);
+
+static void put_tensor(st_writer *w, wr_buf *b, const ckpt_value *v) {
+    const ckpt_tensor *t = v->u.tensor;
+    uint64_t di = 0;
+    wr_ptrmap_get(&w->node_data, v, &di); /* every tensor node was planned */
+    const data_t *d = &w->data[di - 1];
+    wr_buf_str(b, "{\"tensor\":");
+    wr_buf_json_str(b, d->name, strlen(d->name));
+    if (t->dtype != d->dtype) wr_buf_printf(b, ",\"dtype\":\"%s\"", ckpt_dtype_name(t->dtype));
+    if (t->requires_grad) wr_buf_str(b, ",\"requires_grad\":true");
+    if (t->is_parameter) wr_buf_str(b, ",\"parameter\":true");
+    if (d->group >= 0) {
+        wr_buf_printf(b, ",\"storage\":%" PRId64 ",\"offset\":%" PRIu64 ",\"stride\":[",
+                      d->group, d->off);
+        for (uint32_t i = 0; i < t->ndim; i++)
+            wr_buf_printf(b, "%s%" PRIu64, i ? "," : "", t->stride[i]);
+        wr_buf_byte(b, ']');
+    }
+    wr_buf_byte(b, '}');
+}
+
+static int encode_seq(st_writer *w, wr_buf *b, const char *tag, ckpt_value *const *items,
+                      size_t n) {
+    wr_buf_printf(b, "{\"%s\":[", tag);
+    for (size_t i = 0; i < n; i++) {
+        if (i) wr_buf_byte(b, ',');
+        int rc = encode(w, b, items[i]);
+        if (rc) return rc;
+    }
+    wr_buf_str(b, "]}");
+    return 0;
+}
+
+/* The tree was checked by wr_collect: only writable kinds reach here. */
+static int encode(st_writer *w, wr_buf *b, const ckpt_value *v) {
+    switch (v->kind) {
+    case CKPT_KIND_NONE: wr_buf_str(b, "null"); return 0;
+    case CKPT_KIND_BOOL: wr_buf_str(b, v->u.b ? "true" : "false"); return 0;
+    case CKPT_KIND_INT:
+        if (v->u.i.decimal)
+            wr_buf_printf(b, "{\"int\":\"%.100s\"}", v->u.i.decimal);
+        else
+            wr_buf_printf(b, "%" PRId64, v->u.i.v);
+        return b->failed ? nomem() : 0;
+    case CKPT_KIND_FLOAT:
+        if (isfinite(v->u.f)) {
+            put_double(b, v->u.f);
+        } else { /* exact bits: NaN payloads included */
+            uint64_t bits;
+            char hex[17];
+            memcpy(&bits, &v->u.f, sizeof bits);
+            wr_hex64(hex, bits);
+            wr_buf_printf(b, "{\"float\":\"%s\"}", hex);
+        }
+        return 0;
+    case CKPT_KIND_STR: wr_buf_json_str(b, v->u.s.p, v->u.s.len); return 0;
+    case CKPT_KIND_BYTES: {
+        static const char hex[] = "0123456789abcdef";
+        wr_buf_str(b, "{\"bytes\":\"");
+        for (size_t i = 0; i < v->u.s.len; i++) {
+            uint8_t c = (uint8_t)v->u.s.p[i];
+            wr_buf_byte(b, (uint8_t)hex[c >> 4]);
+            wr_buf_byte(b, (uint8_t)hex[c & 15]);
+        }
+        wr_buf_str(b, "\"}");
+        return 0;
+    }
+    case CKPT_KIND_GLOBAL_:
+        wr_buf_printf(b, "{\"dtype\":\"%.60s\"}", wr_dtype_ref(v));
+        return 0;
+    default: break;
+    }
+    /* containers and tensors have an identity: a second visit is a ref */
+    uint64_t id;
+    if (wr_ptrmap_get(&w->ids, v, &id)) {
+        wr_buf_printf(b, "{\"ref\":%" PRIu64 "}", id);
+        return 0;
+    }
+    int rc = wr_ptrmap_put(&w->ids, v, w->next_id++);
+    if (rc) return rc;
+    switch (v->kind) {
+    case CKPT_KIND_TENSOR: put_tensor(w, b, v); return 0;
+    case CKPT_KIND_LIST: return encode_seq(w, b, "list", v->u.seq.items, v->u.seq.n);
+    case CKPT_KIND_TUPLE: return encode_seq(w, b, "tuple", v->u.seq.items, v->u.seq.n);
+    case CKPT_KIND_SET: return encode_seq(w, b, "set", v->u.seq.items, v->u.seq.n);
+    default: break; /* DICT */
+    }
+    wr_buf_str(b, "{\"dict\":[");
+    for (size_t i = 0; i < v->u.dict.n; i++) {
+        wr_buf_str(b, i ? ",[" : "[");
+        if ((rc = encode(w, b, v->u.dict.keys[i]))) return rc;
+        wr_buf_byte(b, ',');
+        if ((rc = encode(w, b, v->u.dict.vals[i]))) return rc;
+        wr_buf_byte(b, ']');
+    }
+    wr_buf_byte(b, ']');
+    const char *cls = ckpt_dict_class_name(v->dict_class);
+    if (cls) {
+        wr_buf_printf(b, ",\"class\":\"%s\"", cls);
+        w->dict_attrs = 1;
+    }
+    if (cls && v->u.dict.state) {
+        wr_buf_str(b, ",\"state\":");
+        if ((rc = encode(w, b, v->u.dict.state))) return rc;
+    }
+    wr_buf_byte(b, '}');
+    return 0;
+}
+
+/* The reader's tree of a safetensors file is a dict of its tensors in file
+ * order: when that is the tree, no structure is needed. */
+static int plain(const st_writer *w, const ckpt_value *root) {
+    if (root->kind != CKPT_KIND_DICT || root->dict_class || root->u.dict.n != w->ndata ||
+        w->nnamed != w->ndata || w->ngroups)
+        return 0;
+    for (size_t i = 0; i < root->u.dict.n; i++) {
+        const ckpt_value *k = root->u.dict.keys[i], *v = root->u.dict.vals[i];
+        if (k->kind != CKPT_KIND_STR || v->kind != CKPT_KIND_TENSOR) return 0;
+        const data_t *d = w->order[i];
+        if (d->t != v->u.tensor || strcmp(d->name, k->u.s.p) != 0 ||
+            d->dtype != d->t->dtype || d->t->requires_grad || d->t->is_parameter)
+            return 0;
+    }
+    return 1;
+}
+
+static int build_structure(st_writer *w, const ckpt_value *root) {
+    for (size_t i = 0; i < w->nnamed; i++) {
+        const path_ref *p = &w->paths[i];
+        int rc = wr_ptrmap_put(&w->node_data, p->named->value, p->data + 1);
+        if (rc) return rc;
+    }
+    if (plain(w, root)) return 0;
+    wr_buf *b = &w->structure;
+    wr_buf_str(b, "{\"version\":1,\"root\":");
+    int rc = encode(w, b, root);
+    if (rc) return rc;
+    /* version 2 only when a dict has "class" or "state", which readers of
+     * version 1 refuse: other files stay readable by them */
+    if (w->dict_attrs && !b->failed) b->p[strlen("{\"version\":")] = '2';
+    if (w->ngroups) {
+        wr_buf_str(b, ",\"storages\":[");
+        for (size_t g = 0; g < w->ngroups; g++) {
+            wr_buf_printf(b, "%s{\"nbytes\":%" PRIu64, g ? "," : "",
+                          w->groups[g].root->nbytes);
+            if (w->groups[g].full) {
+                wr_buf_str(b, ",\"data\":");
+                wr_buf_json_str(b, w->groups[g].full, strlen(w->groups[g].full));
+            }
+            wr_buf_byte(b, '}');
+        }
+        wr_buf_byte(b, ']');
+    }
+    wr_buf_byte(b, '}');
+    return b->failed ? nomem() : 0;
+}
+
+/* {alias: name} in alias byte order (paths are sorted by view, then name:
+ * the first of a view is the written name). */
+static int build_aliases(st_writer *w) {
+    name_ref *al = ckpt_malloc((w->nnamed ? w->nnamed : 1) * sizeof *al);
+    if (!al) return nomem();
+    size_t n = 0;
+    for (size_t i = 0; i < w->nnamed; i++) {
+        const path_ref *p = &w->paths[i];
+        const char *target = w->data[p->data].name;
+        if (strcmp(p->named->name, target) != 0 &&
+            (n == 0 || strcmp(al[n - 1].name, p->named->name) != 0))
+            al[n++] = (name_ref){p->named->name, p->data};
+    }
+    qsort(al, n, sizeof *al, by_name);
+    wr_buf *b = &w->aliases;
+    for (size_t i = 0; i < n; i++) {
+        if (i && strcmp(al[i - 1].name, al[i].name) == 0) continue;
+        wr_buf_byte(b, i ? ',' : '{');
+        wr_buf_json_str(b, al[i].name, strlen(al[i].name));
+        wr_buf_byte(b, ':');
+        const char *target = w->data[al[i].data].name;
+        wr_buf_json_str(b, target, strlen(target));
+    }
+    if (n) wr_buf_byte(b, '}');
+    w->aliased = n > 0;
+    ckpt_free(al);
+    return b->failed ? nomem() : 0;
+}
+
+/* ------------------------------------------------------------ header */
+
+static void meta_entry(wr_buf *b, int *first, const char *k, const char *v, size_t vlen) {
+    if (!*first) wr_buf_byte(b, ',');
+    *first = 0;
+    wr_buf_json_str(b, k, strlen(k));
+    wr_buf_byte(b, ':');
+    wr_buf_json_str(b, v, vlen);
+}
+
+static int has_key(const ckpt_write_options *o, const char *k) {
+    for (size_t i = 0; o && i < o->nmeta; i++)
+        if (strcmp(o->meta_keys[i], k) == 0) return 1;
+    return 0;
+}
+
+/* The serde_json output of the reference writer: "__metadata__" first,
+ * then the tensors in offset order, fields dtype, shape, data_offsets. */
+static int build_header(st_writer *w, const ckpt_write_options *o) {
+    wr_buf *b = &w->header;
+    int first = 1;
+    wr_buf_str(b, "{\"__metadata__\":{");
+    /* huggingface loaders refuse metadata without a "pt" format */
+    if (!has_key(o, "format")) meta_entry(b, &first, "format", "pt", 2);
+    for (size_t i = 0; o && i < o->nmeta; i++)
+        meta_entry(b, &first, o->meta_keys[i], o->meta_values[i], strlen(o->meta_values[i]));
+    if (w->structure.len)
+        meta_entry(b, &first, CKPT_META_STRUCTURE, (const char *)w->structure.p,
+                   w->structure.len);
+    if (w->aliased)
+        meta_entry(b, &first, CKPT_META_ALIASES, (const char *)w->aliases.p, w->aliases.len);
+    /* digests: zeros now, patched in place once the data is written; the
+     * JSON text {name: hex} is itself escaped into the metadata string */
+    wr_buf inner = {0};
+    size_t *at = ckpt_malloc((w->ndata ? w->ndata : 1) * sizeof *at);
+    if (!at) return nomem();
+    for (size_t i = 0; i < w->ndata; i++) {
+        const data_t *d = w->order[i];
+        wr_buf_byte(&inner, i ? ',' : '{');
+        wr_buf_json_str(&inner, d->name, strlen(d->name));
+        wr_buf_str(&inner, ":\"");
+        at[i] = inner.len;
+        wr_buf_str(&inner, "0000000000000000\"");
+    }
+    wr_buf_str(&inner, w->ndata ? "}" : "{}");
+    if (!first) wr_buf_byte(b, ',');
+    wr_buf_json_str(b, CKPT_META_XXH3, strlen(CKPT_META_XXH3));
+    wr_buf_str(b, ":\"");
+    size_t prev = 0;
+    for (size_t i = 0; i < w->ndata && !inner.failed; i++) {
+        wr_buf_json_chars(b, (const char *)inner.p + prev, at[i] - prev);
+        w->order[i]->digest_at = b->len;
+        prev = at[i];
+    }
+    if (!inner.failed) wr_buf_json_chars(b, (const char *)inner.p + prev, inner.len - prev);
+    wr_buf_str(b, "\"}");
+    int failed = inner.failed;
+    wr_buf_free(&inner);
+    ckpt_free(at);
+    if (failed) return nomem();
+    for (size_t i = 0; i < w->ndata; i++) {
+        const data_t *d = w->order[i];
+        const ckpt_tensor *t = d->t;
+        wr_buf_byte(b, ',');
+        wr_buf_json_str(b, d->name, strlen(d->name));
+        wr_buf_printf(b, ":{\"dtype\":\"%s\",\"shape\":[", ckpt_dtype_name(d->dtype));
+        for (uint32_t k = 0; k < t->ndim; k++)
+            wr_buf_printf(b, "%s%" PRIu64, k ? "," : "", t->shape[k]);
+        if (d->dtype != t->dtype) wr_buf_printf(b, "%s2", t->ndim ? "," : "");
+        wr_buf_printf(b, "],\"data_offsets\":[%" PRIu64 ",%" PRIu64 "]}", d->begin, d->end);
+    }
+    wr_buf_byte(b, '}');
+    while (!b->failed && b->len % 8) wr_buf_byte(b, ' ');
+    if (b->failed) return nomem();
+    if (b->len > MAX_HEADER)
+        return ckpt_err(CKPT_E_LIMIT, "", "", CKPT_NO_OFFSET,
+                        "safetensors header of %zu bytes exceeds the format's "
+                        "limit of %u", b->len, MAX_HEADER);
+    return 0;
+}
+
+/* ------------------------------------------------------------ data */
+
+typedef struct sink_ctx {
+    ckpt_atomic *out;
+    XXH3_state_t *xxh;
+} sink_ctx;
+
+static int write_sink(void *ctx, const void *p, size_t n) {
+    sink_ctx *s = ctx;
+    XXH3_64bits_update(s->xxh, p, n);
+    return ckpt_atomic_write(s->out, p, n);
+}
+
+static int write_all(st_writer *w, ckpt_atomic *a, const ckpt_file *src,
+                     ckpt_write_stats *stats) {
+    uint8_t len[8];
+    uint64_t n = w->header.len;
+    for (int i = 0; i < 8; i++) len[i] = (uint8_t)(n >> (8 * i));
+    int rc = ckpt_atomic_write(a, len, 8);
+    if (!rc) rc = ckpt_atomic_write(a, w->header.p, w->header.len);
+    XXH3_state_t xxh;
+    memset(&xxh, 0, sizeof xxh);
+    sink_ctx s = {a, &xxh};
+    for (size_t i = 0; !rc && i < w->ndata; i++) {
+        data_t *d = w->order[i];
+        XXH3_64bits_reset(&xxh);
+        if ((rc = wr_stream_tensor(d->t, src, write_sink, &s))) break;
+        char hex[17];
+        wr_hex64(hex, XXH3_64bits_digest(&xxh));
+        memcpy(w->header.p + d->digest_at, hex, 16);
+    }
+    if (!rc) rc = ckpt_atomic_pwrite(a, w->header.p, w->header.len, 8);
+    if (!rc) {
+        stats->tensors = w->ndata;
+        stats->bytes = a->written;
+    }
+    return rc;
+}
+
+/* File order (dtype rank descending, then name) and contiguous offsets.
+ * data[] keeps its plan order (paths index into it). */
+static int by_file_ptr(const void *a, const void *b) {
+    return by_file_order(*(data_t *const *)a, *(data_t *const *)b);
+}
+
+/* Storage groups numbered by their first tensor in file order: plan()
+ * found them in storage address order, which differs from run to run, and
+ * the output must not. */
+static int number_groups(st_writer *w) {
+    int64_t *renum = ckpt_malloc((w->ngroups ? w->ngroups : 1) * sizeof *renum);
+    group_t *sorted = ckpt_malloc((w->ngroups ? w->ngroups : 1) * sizeof *sorted);
+    if (!renum || !sorted) {
+        ckpt_free(renum);
+        ckpt_free(sorted);
+        return nomem();
+    }
+    for (size_t g = 0; g < w->ngroups; g++) renum[g] = -1;
+    int64_t next = 0;
+    for (size_t i = 0; i < w->ndata; i++) {
+        data_t *d = w->order[i];
+        if (d->group < 0) continue;
+        if (renum[d->group] < 0) {
+            sorted[next] = w->groups[d->group];
+            renum[d->group] = next++;
+        }
+        d->group = renum[d->group];
+    }
+    ckpt_free(w->groups);
+    ckpt_free(renum);
+    w->groups = sorted;
+    return 0;
+}
+
+static int assign_offsets(st_writer *w) {
+    w->order = ckpt_malloc((w->ndata ? w->ndata : 1) * sizeof *w->order);
+    if (!w->order) return nomem();
+    for (size_t i = 0; i < w->ndata; i++) w->order[i] = &w->data[i];
+    qsort(w->order, w->ndata, sizeof *w->order, by_file_ptr);
+    uint64_t at = 0;
+    for (size_t i = 0; i < w->ndata; i++) {
+        data_t *d = w->order[i];
+        d->begin = at;
+        if (ckpt_add_overflow(at, d->t->nbytes, &at))
+            return ckpt_err(CKPT_E_LIMIT, "", "", CKPT_NO_OFFSET,
+                            "tensor data exceeds 2^64 bytes");
+        d->end = at;
+    }
+    return number_groups(w);
+}
+
+int ckpt_write_safetensors(ckpt_atomic *a, const ckpt_value *root,
+                           const ckpt_write_options *opts, const ckpt_file *src,
+                           ckpt_write_stats *stats) {
+    st_writer w = {0};
+    int rc = wr_collect(&w.named, &w.nnamed, root);
+    if (!rc) rc = plan(&w);
+    if (!rc) rc = assign_offsets(&w);
+    if (!rc) rc = build_structure(&w, root);
+    if (!rc) rc = build_aliases(&w);
+    if (!rc) rc = build_header(&w, opts);
+    if (!rc) rc = write_all(&w, a, src, stats);
+    wr_named_free(w.named, w.nnamed);
+    ckpt_free(w.paths);
+    ckpt_free(w.data);
+    ckpt_free(w.order);
+    ckpt_free(w.groups);
+    wr_ptrmap_free(&w.node_data);
+    wr_ptrmap_free(&w.ids);
+    wr_buf_free(&w.structure);
+    wr_buf_free(&w.aliases);
+    wr_buf_free(&w.header);
+    return rc;
+}

@@ -1,0 +1,412 @@
+/* torch.c - PyTorch checkpoints on top of the zip container and the pickle
+ * machine: torch.save zip archives (torch >= 1.6), the legacy stacked-pickle
+ * format (torch < 1.6) and plain pickle files. FORMATS.md §2 and §3. */
+#include <jansson.h>
+#include <string.h>
+
+#include "model/dtype.h"
+#include "base/error.h"
+#include "model/file.h"
+#include "format/pickle.h"
+
+/* 0x1950a86a20f9469cfc6c, torch.serialization.MAGIC_NUMBER */
+#define LEGACY_MAGIC "119547037146038801333356"
+#define LEGACY_PROTOCOL 1001
+
+typedef struct slot {
+    const char *key;
+    ckpt_storage *st;
+} slot;
+
+typedef struct torch_reader {
+    ckpt_file *f;
+    int legacy;
+    const char *member; /* the pickle being run, for errors */
+    slot *slots; /* open addressing, power-of-two capacity */
+    size_t cap, n;
+    ckpt_storage **order; /* storages in first-use order */
+    size_t norder, ordercap;
+} torch_reader;
+
+static uint64_t hash_str(const char *s) {
+    uint64_t h = 1469598103934665603u; /* FNV-1a */
+    for (; *s; s++) h = (h ^ (uint8_t)*s) * 1099511628211u;
+    return h;
+}
+
+static slot *find_slot(torch_reader *r, const char *key) {
+    if (!r->cap) return NULL;
+    for (size_t i = hash_str(key) & (r->cap - 1);; i = (i + 1) & (r->cap - 1))
+        if (!r->slots[i].key || strcmp(r->slots[i].key, key) == 0) return &r->slots[i];
+}
+
+static int table_put(torch_reader *r, const char *key, ckpt_storage *st) {
+    if ((r->n + 1) * 2 > r->cap) {
+        size_t ncap = r->cap ? r->cap * 2 : 64;
+        slot *old = r->slots;
+        size_t ocap = r->cap;
+        r->slots = ckpt_arena_array(&r->f->arena, ncap, sizeof(slot));
+        if (!r->slots) return -1;
+        r->cap = ncap;
+        for (size_t i = 0; i < ocap; i++)
+            if (old[i].key) *find_slot(r, old[i].key) = old[i];
+    }
+    *find_slot(r, key) = (slot){key, st};
+    r->n++;
+    if (ckpt_arena_grow(&r->f->arena, (void **)&r->order, &r->ordercap, r->norder + 1,
+                        sizeof(ckpt_storage *)))
+        return -1;
+    r->order[r->norder++] = st;
+    return 0;
+}
+
+static const ckpt_value *tuple_item(const ckpt_value *t, size_t i) {
+    return i < t->u.seq.n ? t->u.seq.items[i] : NULL;
+}
+
+static int get_u64(const ckpt_value *v, uint64_t *out) {
+    if (!v || v->kind != CKPT_KIND_INT || v->u.i.decimal || v->u.i.v < 0) return -1;
+    *out = (uint64_t)v->u.i.v;
+    return 0;
+}
+
+/* persistent_load for torch pickles. Zip: ('storage', type, key, location,
+ * numel); legacy: ('storage', type, root_key, location, numel,
+ * view_metadata). numel counts elements, bytes for UntypedStorage. */
+static int load_storage(void *ctx, ckpt_value *pid, uint64_t off, ckpt_value **out) {
+    torch_reader *r = ctx;
+    ckpt_file *f = r->f;
+    const char *mem = r->member;
+    /* torch unpacks exactly 5 items (zip) or 6 (legacy) */
+    if (pid->kind != CKPT_KIND_TUPLE || pid->u.seq.n != (r->legacy ? 6u : 5u))
+        return ckpt_err(CKPT_E_FORMAT, f->path, mem, off,
+                        r->legacy ? "persistent id is not a ('storage', type, key, location, "
+                                    "numel, view_metadata) tuple"
+                                  : "persistent id is not a ('storage', type, key, location, "
+                                    "numel) tuple");
+    const ckpt_value *tag = tuple_item(pid, 0), *type = tuple_item(pid, 1),
+                     *key = tuple_item(pid, 2), *nv = tuple_item(pid, 4);
+    if (tag->kind != CKPT_KIND_STR || strcmp(tag->u.s.p, "storage") != 0)
+        return ckpt_err(CKPT_E_FORMAT, f->path, mem, off,
+                        "persistent id tag is not 'storage'");
+    if (type->kind != CKPT_KIND_GLOBAL_ || strncmp(type->u.global.module, "torch", 5) != 0)
+        return ckpt_err(CKPT_E_FORMAT, f->path, mem, off,
+                        "persistent id names no torch storage type");
+    ckpt_dtype dt = ckpt_dtype_from_storage_class(type->u.global.name);
+    int untyped = strcmp(type->u.global.name, "UntypedStorage") == 0;
+    if (dt == CKPT_DT_UNKNOWN)
+        return ckpt_err(CKPT_E_FORMAT, f->path, mem, off, "unknown storage type %s",
+                        type->u.global.qualname);
+    uint64_t numel, nbytes;
+    if (key->kind != CKPT_KIND_STR || get_u64(nv, &numel))
+        return ckpt_err(CKPT_E_FORMAT, f->path, mem, off,
+                        "persistent id needs a str key and a non-negative int size");
+    if (ckpt_mul_overflow(numel, untyped ? 1 : ckpt_dtype_size(dt), &nbytes))
+        return ckpt_err(CKPT_E_FORMAT, f->path, mem, off, "storage size overflows");
+
+    slot *s = find_slot(r, key->u.s.p);
+    ckpt_storage *st = s ? s->st : NULL;
+    if (st && st->nbytes != nbytes)
+        return ckpt_err(CKPT_E_FORMAT, f->path, mem, off,
+                        "storage %s declared with %llu and %llu bytes", key->u.s.p,
+                        (unsigned long long)st->nbytes, (unsigned long long)nbytes);
+    if (!st) {
+        st = ckpt_arena_alloc(&f->arena, sizeof *st);
+        if (!st || table_put(r, key->u.s.p, st))
+            return ckpt_err(CKPT_E_NOMEM, f->path, mem, off, "out of memory");
+        st->dtype = dt;
+        st->nbytes = nbytes;
+        st->key = key->u.s.p;
+        st->member = "";
+        st->file_offset = CKPT_NO_OFFSET;
+    }
+    /* legacy view: (view_key, offset, view_size) in elements of the root */
+    const ckpt_value *view = r->legacy ? tuple_item(pid, 5) : NULL;
+    if (view && view->kind != CKPT_KIND_NONE) {
+        uint64_t voff, vsize, vend, vbytes;
+        const ckpt_value *vkey = view->kind == CKPT_KIND_TUPLE ? tuple_item(view, 0) : NULL;
+        if (!vkey || vkey->kind != CKPT_KIND_STR || get_u64(tuple_item(view, 1), &voff) ||
+            get_u64(tuple_item(view, 2), &vsize))
+            return ckpt_err(CKPT_E_FORMAT, f->path, mem, off,
+                            "storage view metadata is not (key, offset, size)");
+        unsigned esz = ckpt_dtype_size(dt);
+        if (ckpt_add_overflow(voff, vsize, &vend) || ckpt_mul_overflow(vend, esz, &vend) ||
+            vend > st->nbytes || ckpt_mul_overflow(vsize, esz, &vbytes))
+            return ckpt_err(CKPT_E_FORMAT, f->path, mem, off,
+                            "storage view %s reaches past its root storage %s",
+                            vkey->u.s.p, key->u.s.p);
+        slot *vs = find_slot(r, vkey->u.s.p);
+        ckpt_storage *vst = vs ? vs->st : NULL;
+        if (!vst) {
+            vst = ckpt_arena_alloc(&f->arena, sizeof *vst);
+            if (!vst || table_put(r, vkey->u.s.p, vst))
+                return ckpt_err(CKPT_E_NOMEM, f->path, mem, off, "out of memory");
+            *vst = (ckpt_storage){.dtype = dt, .nbytes = vbytes, .key = vkey->u.s.p,
+                                  .member = "", .file_offset = CKPT_NO_OFFSET,
+                                  .base = st, .base_elem_offset = voff};
+        } else if (vst->base != st || vst->base_elem_offset != voff || vst->nbytes != vbytes) {
+            return ckpt_err(CKPT_E_FORMAT, f->path, mem, off,
+                            "storage view %s declared twice differently", vkey->u.s.p);
+        }
+        st = vst;
+    }
+    ckpt_value *v = ckpt_value_new(&f->arena, CKPT_KIND_STORAGE_);
+    if (!v) return ckpt_err(CKPT_E_NOMEM, f->path, mem, off, "out of memory");
+    v->u.storage = st;
+    *out = v;
+    return 0;
+}
+
+static int run_pickle(torch_reader *r, ckpt_value **out, size_t *consumed,
+                      const uint8_t *buf, size_t len, const char *member,
+                      uint64_t base, int with_storages) {
+    pk_options o = {0};
+    o.file = r->f->path;
+    o.member = member;
+    o.base_offset = base;
+    o.limits = &r->f->opts.limits;
+    o.arena = &r->f->arena;
+    o.persistent_load = with_storages ? load_storage : NULL;
+    o.ctx = r;
+    r->member = member;
+    return ckpt_pickle_run(out, consumed, buf, len, &o);
+}
+
+/* ------------------------------------------------------------ zip */
+
+/* ------------------------------------------------------------ ckpt metadata */
+
+/* Archives written by ckpt carry "<archive>/extra/ckpt_meta.json" (torch
+ * ignores it): a JSON object of strings, the metadata the writer recorded
+ * and the per-tensor digests "ckpt.xxh3" (ckpt.h, "write"). It becomes the
+ * file's metadata, as __metadata__ does for safetensors. Bounded by
+ * limits.max_header_bytes like a safetensors header. */
+static int read_ckpt_meta(ckpt_file *f, const ckpt_zip *z, const char *prefix,
+                          uint64_t *budget) {
+    const char *name = ckpt_arena_printf(&f->arena, "%s/extra/ckpt_meta.json", prefix);
+    if (!name) return ckpt_err(CKPT_E_NOMEM, f->path, NULL, 0, "out of memory");
+    const ckpt_zip_entry *e = ckpt_zip_find(z, name);
+    if (!e) return 0;
+    if (e->usize > f->opts.limits.max_header_bytes)
+        return ckpt_err(CKPT_E_LIMIT, f->path, e->name, e->data_offset,
+                        "metadata record of %llu bytes exceeds max_header_bytes",
+                        (unsigned long long)e->usize);
+    const uint8_t *text;
+    int rc = ckpt_zip_read(z, e, &f->arena, budget, &text);
+    if (rc) return rc;
+    json_error_t err;
+    json_t *doc = json_loadb((const char *)text, (size_t)e->usize, JSON_REJECT_DUPLICATES, &err);
+    if (!json_is_object(doc)) {
+        json_decref(doc);
+        return ckpt_err(CKPT_E_FORMAT, f->path, e->name, e->data_offset,
+                        "metadata record is not a JSON object of strings");
+    }
+    size_t n = json_object_size(doc);
+    f->meta_keys = ckpt_arena_array(&f->arena, n ? n : 1, sizeof(char *));
+    f->meta_vals = ckpt_arena_array(&f->arena, n ? n : 1, sizeof(char *));
+    rc = f->meta_keys && f->meta_vals
+             ? 0
+             : ckpt_err(CKPT_E_NOMEM, f->path, e->name, e->data_offset, "out of memory");
+    const char *key;
+    json_t *val;
+    size_t i = 0;
+    json_object_foreach(doc, key, val) {
+        if (rc) break;
+        if (!json_is_string(val)) {
+            rc = ckpt_err(CKPT_E_FORMAT, f->path, e->name, e->data_offset,
+                          "metadata record: value of \"%s\" is not a string", key);
+            break;
+        }
+        f->meta_keys[i] = ckpt_arena_strdup(&f->arena, key);
+        f->meta_vals[i] = ckpt_arena_strndup(&f->arena, json_string_value(val),
+                                             json_string_length(val));
+        if (!f->meta_keys[i] || !f->meta_vals[i])
+            rc = ckpt_err(CKPT_E_NOMEM, f->path, e->name, e->data_offset, "out of memory");
+        i++;
+    }
+    json_decref(doc);
+    if (rc) return rc;
+    f->nmeta = n;
+    f->has_metadata = 1;
+    return 0;
+}
+
+int ckpt_torch_read_zip(ckpt_file *f) {
+    torch_reader r = {0};
+    r.f = f;
+    f->format = CKPT_FORMAT_TORCH_ZIP;
+    ckpt_zip *z = ckpt_arena_alloc(&f->arena, sizeof *z);
+    if (!z) return ckpt_err(CKPT_E_NOMEM, f->path, NULL, 0, "out of memory");
+    int rc = ckpt_zip_open(z, &f->arena, f->map, f->map_size, f->path, &f->opts.limits);
+    if (rc) return rc;
+    f->zip = z;
+    if (z->count == 0)
+        return ckpt_err(CKPT_E_FORMAT, f->path, NULL, 0, "zip archive has no records");
+    if (z->has_duplicates)
+        return ckpt_err(CKPT_E_FORMAT, f->path, NULL, CKPT_NO_OFFSET,
+                        "zip archive has two records with the same name");
+    /* torch (PyTorchStreamReader::init) takes the archive name from the
+     * first central-directory entry */
+    const ckpt_zip_entry *first = &z->entries[0];
+    const char *slash = memchr(first->name, '/', first->name_len);
+    if (!slash)
+        return ckpt_err(CKPT_E_FORMAT, f->path, first->name, first->local_offset,
+                        "first record has no 'archive_name/' prefix");
+    size_t plen = (size_t)(slash - first->name);
+    char *prefix = ckpt_arena_strndup(&f->arena, first->name, plen);
+    if (!prefix) return ckpt_err(CKPT_E_NOMEM, f->path, NULL, 0, "out of memory");
+
+    char *name = ckpt_arena_printf(&f->arena, "%s/constants.pkl", prefix);
+    if (name && ckpt_zip_find(z, name))
+        return ckpt_err(CKPT_E_UNSUPPORTED, f->path, name, CKPT_NO_OFFSET,
+                        "unsupported: TorchScript archive (torch.jit.save); "
+                        "loading it runs TorchScript code");
+    uint64_t budget = f->opts.limits.max_inflate_bytes;
+    int big = 0;
+    name = ckpt_arena_printf(&f->arena, "%s/byteorder", prefix);
+    const ckpt_zip_entry *e = name ? ckpt_zip_find(z, name) : NULL;
+    if (e) {
+        const uint8_t *bo;
+        if ((rc = ckpt_zip_read(z, e, &f->arena, &budget, &bo))) return rc;
+        if (e->usize == 3 && memcmp(bo, "big", 3) == 0)
+            big = 1;
+        else if (!(e->usize == 6 && memcmp(bo, "little", 6) == 0))
+            return ckpt_err(CKPT_E_FORMAT, f->path, e->name, e->data_offset,
+                            "byteorder record is neither 'little' nor 'big'");
+    }
+    name = ckpt_arena_printf(&f->arena, "%s/data.pkl", prefix);
+    e = name ? ckpt_zip_find(z, name) : NULL;
+    if (!e)
+        return ckpt_err(CKPT_E_FORMAT, f->path, name, CKPT_NO_OFFSET,
+                        "archive has no %s/data.pkl record", prefix);
+    const uint8_t *pkl;
+    size_t consumed;
+    if ((rc = ckpt_zip_read(z, e, &f->arena, &budget, &pkl))) return rc;
+    if ((rc = run_pickle(&r, &f->root, &consumed, pkl, (size_t)e->usize, e->name,
+                         e->data_offset, 1)))
+        return rc;
+
+    for (size_t i = 0; i < r.norder; i++) {
+        ckpt_storage *st = r.order[i];
+        name = ckpt_arena_printf(&f->arena, "%s/data/%s", prefix, st->key);
+        if (!name) return ckpt_err(CKPT_E_NOMEM, f->path, NULL, 0, "out of memory");
+        const ckpt_zip_entry *d = ckpt_zip_find(z, name);
+        if (!d)
+            return ckpt_err(CKPT_E_FORMAT, f->path, name, CKPT_NO_OFFSET,
+                            "storage record named by data.pkl is missing");
+        if (d->usize != st->nbytes)
+            return ckpt_err(CKPT_E_MISMATCH, f->path, d->name, d->data_offset,
+                            "storage record holds %llu bytes, data.pkl declares %llu",
+                            (unsigned long long)d->usize, (unsigned long long)st->nbytes);
+        if ((rc = ckpt_zip_read(z, d, &f->arena, &budget, &st->data))) return rc;
+        st->member = d->name;
+        st->file_offset = d->method == 0 ? d->data_offset : CKPT_NO_OFFSET;
+        st->big_endian = big;
+    }
+    return read_ckpt_meta(f, z, prefix, &budget);
+}
+
+/* ------------------------------------------------------------ legacy */
+
+static int read_u64le(const uint8_t *p, uint64_t *out) {
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--) v = (v << 8) | p[i];
+    *out = v;
+    return 0;
+}
+
+int ckpt_torch_read_legacy(ckpt_file *f) {
+    torch_reader r = {0};
+    r.f = f;
+    r.legacy = 1;
+    const uint8_t *p = f->map;
+    size_t n = f->map_size, pos = 0, used;
+    ckpt_value *v;
+    int rc = run_pickle(&r, &v, &used, p, n, "magic", 0, 0);
+    if (rc) {
+        f->format = CKPT_FORMAT_PICKLE;
+        return rc;
+    }
+    const char *dec = ckpt_value_int_decimal(v);
+    if (!dec || strcmp(dec, LEGACY_MAGIC) != 0) {
+        /* not a torch legacy file: a plain pickle */
+        f->format = CKPT_FORMAT_PICKLE;
+        f->root = v;
+        return 0;
+    }
+    f->format = CKPT_FORMAT_TORCH_LEGACY;
+    pos += used;
+    if ((rc = run_pickle(&r, &v, &used, p + pos, n - pos, "protocol", pos, 0))) return rc;
+    int64_t proto;
+    if (ckpt_value_int(v, &proto) || proto != LEGACY_PROTOCOL)
+        return ckpt_err(CKPT_E_FORMAT, f->path, "protocol", pos,
+                        "legacy protocol version is not %d", LEGACY_PROTOCOL);
+    pos += used;
+    if ((rc = run_pickle(&r, &v, &used, p + pos, n - pos, "sys_info", pos, 0))) return rc;
+    pos += used;
+    if ((rc = run_pickle(&r, &f->root, &used, p + pos, n - pos, "main pickle", pos, 1)))
+        return rc;
+    pos += used;
+    ckpt_value *keys;
+    uint64_t keys_at = pos;
+    if ((rc = run_pickle(&r, &keys, &used, p + pos, n - pos, "storage keys", pos, 0)))
+        return rc;
+    pos += used;
+    if (keys->kind != CKPT_KIND_LIST)
+        return ckpt_err(CKPT_E_FORMAT, f->path, "storage keys", keys_at,
+                        "storage key list is not a list");
+    f->legacy_blobs_begin = pos;
+    for (size_t i = 0; i < keys->u.seq.n; i++) {
+        const ckpt_value *k = keys->u.seq.items[i];
+        if (k->kind != CKPT_KIND_STR)
+            return ckpt_err(CKPT_E_FORMAT, f->path, "storage keys", keys_at,
+                            "storage key %zu is not a str", i);
+        const char *mem = ckpt_arena_printf(&f->arena, "storage %s", k->u.s.p);
+        slot *s = find_slot(&r, k->u.s.p);
+        if (!mem) return ckpt_err(CKPT_E_NOMEM, f->path, NULL, pos, "out of memory");
+        if (!s || !s->key || s->st->base)
+            return ckpt_err(CKPT_E_FORMAT, f->path, mem, pos,
+                            "storage key is not a storage of the main pickle");
+        ckpt_storage *st = s->st;
+        if (st->data)
+            return ckpt_err(CKPT_E_FORMAT, f->path, mem, pos, "storage listed twice");
+        uint64_t count, nbytes, end;
+        if (n - pos < 8)
+            return ckpt_err(CKPT_E_TRUNCATED, f->path, mem, pos,
+                            "file ends before the storage's 8-byte element count");
+        read_u64le(p + pos, &count);
+        unsigned esz = ckpt_dtype_size(st->dtype);
+        if (ckpt_mul_overflow(count, esz, &nbytes) || nbytes != st->nbytes)
+            return ckpt_err(CKPT_E_MISMATCH, f->path, mem, pos,
+                            "storage holds %llu elements, the pickle declares %llu",
+                            (unsigned long long)count,
+                            (unsigned long long)(st->nbytes / (esz ? esz : 1)));
+        pos += 8;
+        if (ckpt_add_overflow(pos, nbytes, &end) || end > n)
+            return ckpt_err(CKPT_E_TRUNCATED, f->path, mem, pos,
+                            "file ends inside the storage's %llu bytes",
+                            (unsigned long long)nbytes);
+        st->data = p + pos;
+        st->file_offset = pos;
+        st->member = mem;
+        pos = (size_t)end;
+    }
+    f->legacy_blobs_end = pos;
+    for (size_t i = 0; i < r.norder; i++) {
+        ckpt_storage *st = r.order[i];
+        if (st->base) continue;
+        if (!st->data)
+            return ckpt_err(CKPT_E_TRUNCATED, f->path, NULL, pos,
+                            "storage %s of the main pickle has no data in the file",
+                            st->key);
+    }
+    for (size_t i = 0; i < r.norder; i++) {
+        ckpt_storage *st = r.order[i];
+        if (!st->base) continue;
+        uint64_t skip = st->base_elem_offset * ckpt_dtype_size(st->dtype);
+        st->data = st->base->data + skip;
+        st->file_offset = st->base->file_offset + skip;
+        st->member = st->base->member;
+    }
+    return 0;
+}

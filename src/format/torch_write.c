@@ -1,0 +1,820 @@
+/* write_torch.c - a ckpt_value tree as a torch.save zip archive that
+ * torch.load reads back, also with weights_only=True (FORMATS.md §2.2-2.6).
+ *
+ * data.pkl is pickle protocol 2 made only of opcodes the weights_only
+ * unpickler accepts (PROTO, STOP, GLOBAL, REDUCE, MARK, TUPLE*, EMPTY_*,
+ * APPEND(S), SETITEM(S), BININT*, LONG1, BINFLOAT, BINUNICODE, NONE,
+ * NEWTRUE, NEWFALSE, BINPERSID, BINPUT/LONG_BINPUT, BINGET/LONG_BINGET,
+ * BUILD) and only globals on its allowlist: torch._utils.
+ * _rebuild_tensor_v2, _v3 and _rebuild_parameter, collections.OrderedDict
+ * (state dicts, the empty backward hooks) and Counter, storage classes
+ * (torch.FloatStorage..., torch.UntypedStorage), torch dtypes, and for
+ * bytes and sets _codecs.encode and builtins.set. Tensors are written the
+ * way torch.save writes them: `_rebuild_tensor_v2(storage, offset, size,
+ * stride, requires_grad, OrderedDict())`, and `_rebuild_tensor_v3(...,
+ * dtype)` on an UntypedStorage for the dtypes torch stores untyped (uint16,
+ * uint32, uint64, complex32, float8_*); parameters as
+ * `_rebuild_parameter(tensor, requires_grad, OrderedDict())`; a state
+ * dict as `OrderedDict()` + SETITEMS + BUILD {'_metadata': ...}, as
+ * torch.save writes Module.state_dict(). A node reached twice is pickled once
+ * and fetched from the memo (tied weights stay one object); tensors sharing
+ * a storage share its record, views keep their offset and strides.
+ *
+ * The archive: every record stored (not compressed) under "<name>/", name
+ * being the target's file name without extension as torch does, data
+ * 64-byte aligned through a "FB" padding extra field; records data.pkl,
+ * byteorder ("little"), data/<key> (keys "0", "1"... in order of first
+ * use), extra/ckpt_meta.json (ckpt's metadata and per-tensor XXH3-64
+ * digests; torch ignores it), version ("3\n"); ZIP64 end records as torch
+ * writes them. Sizes and CRCs are in the local headers (no data
+ * descriptors): the CRC is patched in once the record is streamed. */
+#include <inttypes.h>
+#include <libdeflate.h>
+#include <stdio.h>
+#include <string.h>
+
+#define XXH_STATIC_LINKING_ONLY
+#include <xxhash.h>
+
+#include "model/dtype.h"
+#include "base/error.h"
+#include "format/write.h"
+
+#define ALIGNMENT 64
+#define ZIP64_LIMIT 0xFFFFFFFFu
+/* pickle.py batches APPENDS/SETITEMS by this many items */
+#define BATCH 1000
+
+static int nomem(void) {
+    return ckpt_err(CKPT_E_NOMEM, "", "", CKPT_NO_OFFSET, "out of memory");
+}
+
+/* ------------------------------------------------------------ dtypes */
+
+/* The legacy storage class of a dtype written with _rebuild_tensor_v2. */
+static const char *storage_class(ckpt_dtype dt) {
+    switch (dt) {
+    case CKPT_DT_F64: return "DoubleStorage";
+    case CKPT_DT_F32: return "FloatStorage";
+    case CKPT_DT_F16: return "HalfStorage";
+    case CKPT_DT_I64: return "LongStorage";
+    case CKPT_DT_I32: return "IntStorage";
+    case CKPT_DT_I16: return "ShortStorage";
+    case CKPT_DT_I8: return "CharStorage";
+    case CKPT_DT_U8: return "ByteStorage";
+    case CKPT_DT_BOOL: return "BoolStorage";
+    case CKPT_DT_BF16: return "BFloat16Storage";
+    case CKPT_DT_C128: return "ComplexDoubleStorage";
+    case CKPT_DT_C64: return "ComplexFloatStorage";
+    default: return NULL;
+    }
+}
+
+/* The torch dtype of a dtype torch.save stores untyped (_new_dtypes). */
+static const char *untyped_dtype(ckpt_dtype dt) {
+    switch (dt) {
+    case CKPT_DT_U16: return "uint16";
+    case CKPT_DT_U32: return "uint32";
+    case CKPT_DT_U64: return "uint64";
+    case CKPT_DT_C32: return "complex32";
+    case CKPT_DT_F8_E5M2: return "float8_e5m2";
+    case CKPT_DT_F8_E4M3: return "float8_e4m3fn";
+    case CKPT_DT_F8_E8M0: return "float8_e8m0fnu";
+    case CKPT_DT_F8_E4M3FNUZ: return "float8_e4m3fnuz";
+    case CKPT_DT_F8_E5M2FNUZ: return "float8_e5m2fnuz";
+    default: return NULL;
+    }
+}
+
+/* ------------------------------------------------------------ state */
+
+typedef struct storage_rec {
+    const ckpt_storage *root;
+    ckpt_dtype dtype;         /* of the tensors viewing it */
+    uint64_t xxh;             /* XXH3-64 of the bytes written */
+} storage_rec;
+
+typedef struct zip_rec {
+    char *name;
+    uint64_t local;           /* local header offset */
+    uint64_t size;
+    uint32_t crc;
+} zip_rec;
+
+typedef struct pt_writer {
+    wr_buf pkl;
+    uint64_t memo;            /* next memo index */
+    wr_ptrmap memo_of;        /* node -> memo index */
+    struct { const char *module, *name; uint64_t memo; } globals[32];
+    size_t nglobals;
+    wr_ptrmap storage_of;     /* root storage -> index + 1 */
+    storage_rec *storages;
+    size_t nstorages, capstorages;
+    zip_rec *recs;
+    size_t nrecs, caprecs;
+    char *prefix;             /* "<archive>/" */
+    ckpt_atomic *a;
+    const ckpt_file *src;     /* where tensor bytes are mapped, or NULL */
+} pt_writer;
+
+/* ------------------------------------------------------------ pickling */
+
+static void op(pt_writer *w, uint8_t c) { wr_buf_byte(&w->pkl, c); }
+
+static void u32le(wr_buf *b, uint32_t v) {
+    uint8_t le[4] = {(uint8_t)v, (uint8_t)(v >> 8), (uint8_t)(v >> 16), (uint8_t)(v >> 24)};
+    wr_buf_put(b, le, 4);
+}
+
+static void memo_put(pt_writer *w) {
+    uint64_t m = w->memo++;
+    if (m < 256) {
+        op(w, 'q');
+        op(w, (uint8_t)m);
+    } else {
+        op(w, 'r');
+        u32le(&w->pkl, (uint32_t)m);
+    }
+}
+
+static void memo_get(pt_writer *w, uint64_t m) {
+    if (m < 256) {
+        op(w, 'h');
+        op(w, (uint8_t)m);
+    } else {
+        op(w, 'j');
+        u32le(&w->pkl, (uint32_t)m);
+    }
+}
+
+/* GLOBAL "module\nname\n", memoized like pickle.py does. The strings are
+ * static or dtype names owned by the tree, which outlives the writer. */
+static void global(pt_writer *w, const char *module, const char *name) {
+    for (size_t i = 0; i < w->nglobals; i++)
+        if (strcmp(w->globals[i].module, module) == 0 && strcmp(w->globals[i].name, name) == 0) {
+            memo_get(w, w->globals[i].memo);
+            return;
+        }
+    op(w, 'c');
+    wr_buf_str(&w->pkl, module);
+    op(w, '\n');
+    wr_buf_str(&w->pkl, name);
+    op(w, '\n');
+    if (w->nglobals < sizeof w->globals / sizeof *w->globals) {
+        w->globals[w->nglobals].module = module;
+        w->globals[w->nglobals].name = name;
+        w->globals[w->nglobals++].memo = w->memo;
+        memo_put(w);
+    }
+}
+
+static void put_int64(pt_writer *w, int64_t v) {
+    wr_buf *b = &w->pkl;
+    if (v >= 0 && v < 256) {
+        op(w, 'K');
+        op(w, (uint8_t)v);
+    } else if (v >= 0 && v < 65536) {
+        op(w, 'M');
+        op(w, (uint8_t)v);
+        op(w, (uint8_t)(v >> 8));
+    } else if (v >= INT32_MIN && v <= INT32_MAX) {
+        op(w, 'J');
+        u32le(b, (uint32_t)(int32_t)v);
+    } else { /* LONG1: shortest two's complement, as pickle.encode_long */
+        uint8_t le[8];
+        uint64_t u = (uint64_t)v;
+        for (int i = 0; i < 8; i++) le[i] = (uint8_t)(u >> (8 * i));
+        size_t n = 8;
+        while (n > 1 && ((le[n - 1] == 0 && !(le[n - 2] & 0x80)) ||
+                         (le[n - 1] == 0xFF && (le[n - 2] & 0x80))))
+            n--;
+        op(w, 0x8a);
+        op(w, (uint8_t)n);
+        wr_buf_put(b, le, n);
+    }
+}
+
+/* An int of any size given as decimal text: LONG1 (LONG4 past 255 bytes,
+ * which weights_only refuses; Python writes the same). */
+static int put_bigint(pt_writer *w, const char *dec) {
+    int neg = dec[0] == '-';
+    const char *d = dec + neg;
+    size_t digits = strlen(d);
+    /* 10^digits < 256^(digits/2 + 1): enough bytes, plus one for the sign */
+    size_t cap = digits / 2 + 2;
+    uint8_t *le = ckpt_malloc(cap);
+    if (!le) return nomem();
+    memset(le, 0, cap);
+    size_t n = 1;
+    for (size_t i = 0; i < digits; i++) {
+        unsigned carry = (unsigned)(d[i] - '0');
+        for (size_t k = 0; k < n; k++) {
+            unsigned x = le[k] * 10u + carry;
+            le[k] = (uint8_t)x;
+            carry = x >> 8;
+        }
+        if (carry) le[n++] = (uint8_t)carry;
+    }
+    n++; /* room for the sign */
+    if (neg) {
+        unsigned carry = 1;
+        for (size_t k = 0; k < n; k++) {
+            unsigned x = (uint8_t)~le[k] + carry;
+            le[k] = (uint8_t)x;
+            carry = x >> 8;
+        }
+    }
+    while (n > 1 && ((le[n - 1] == 0 && !(le[n - 2] & 0x80)) ||
+                     (le[n - 1] == 0xFF && (le[n - 2] & 0x80))))
+        n--;
+    if (n < 256) {
+        op(w, 0x8a);
+        op(w, (uint8_t)n);
+    } else {
+        op(w, 0x8b);
+        u32le(&w->pkl, (uint32_t)n);
+    }
+    wr_buf_put(&w->pkl, le, n);
+    ckpt_free(le);
+    return 0;
+}
+
+static int put_str(pt_writer *w, const char *s, size_t n) {
+    if (n > UINT32_MAX)
+        return ckpt_err(CKPT_E_UNSUPPORTED, "", "", CKPT_NO_OFFSET,
+                        "a string of %zu bytes does not fit pickle protocol 2", n);
+    op(w, 'X');
+    u32le(&w->pkl, (uint32_t)n);
+    wr_buf_put(&w->pkl, s, n);
+    return 0;
+}
+
+/* bytes at protocol 2, as pickle.py writes them but always through
+ * _codecs.encode (empty bytes too: builtins.bytes is not on the
+ * weights_only allowlist): encode(latin-1 text, 'latin1'). */
+static int put_bytes(pt_writer *w, const uint8_t *p, size_t n) {
+    global(w, "_codecs", "encode");
+    wr_buf text = {0};
+    for (size_t i = 0; i < n; i++) {
+        if (p[i] < 0x80) {
+            wr_buf_byte(&text, p[i]);
+        } else {
+            wr_buf_byte(&text, (uint8_t)(0xC0 | p[i] >> 6));
+            wr_buf_byte(&text, (uint8_t)(0x80 | (p[i] & 0x3F)));
+        }
+    }
+    int rc = text.failed ? nomem() : put_str(w, (const char *)text.p, text.len);
+    wr_buf_free(&text);
+    if (rc) return rc;
+    put_str(w, "latin1", 6);
+    op(w, 0x86); /* TUPLE2 */
+    op(w, 'R');
+    return 0;
+}
+
+static void put_float(pt_writer *w, double v) {
+    uint64_t bits;
+    memcpy(&bits, &v, sizeof bits);
+    op(w, 'G');
+    for (int i = 7; i >= 0; i--) op(w, (uint8_t)(bits >> (8 * i)));
+}
+
+static void put_dims(pt_writer *w, const uint64_t *d, uint32_t n) {
+    if (n == 0) {
+        op(w, ')');
+        return;
+    }
+    if (n > 3) op(w, '(');
+    for (uint32_t i = 0; i < n; i++) put_int64(w, (int64_t)d[i]);
+    op(w, n == 1 ? 0x85 : n == 2 ? 0x86 : n == 3 ? 0x87 : 't');
+}
+
+/* What torch can save, checked by flattened name before anything is
+ * pickled: a dtype it has, and one dtype per storage whose size is a
+ * whole number of its elements (torch.save refuses "multiple tensors
+ * ... that view the same data as different types"). */
+static int check_tensors(const wr_named *tensors, size_t n) {
+    wr_ptrmap dtype_of = {0};
+    int rc = 0;
+    for (size_t i = 0; i < n && !rc; i++) {
+        const ckpt_tensor *t = tensors[i].value->u.tensor;
+        const char *name = tensors[i].name;
+        uint64_t off, have;
+        const ckpt_storage *root = wr_root_storage(t, &off);
+        if (!storage_class(t->dtype) && !untyped_dtype(t->dtype))
+            rc = ckpt_err(CKPT_E_UNSUPPORTED, "", "", CKPT_NO_OFFSET,
+                          "tensor \"%s\": dtype %s cannot be written to a torch "
+                          "archive", name, ckpt_dtype_name(t->dtype));
+        else if (wr_ptrmap_get(&dtype_of, root, &have) && have != (uint64_t)t->dtype)
+            rc = ckpt_err(CKPT_E_UNSUPPORTED, "", "", CKPT_NO_OFFSET,
+                          "tensor \"%s\": its storage is also viewed as %s, and "
+                          "torch cannot save one storage as two dtypes (%s)", name,
+                          ckpt_dtype_name((ckpt_dtype)have), ckpt_dtype_name(t->dtype));
+        else if (!untyped_dtype(t->dtype) && root->nbytes % ckpt_dtype_size(t->dtype))
+            rc = ckpt_err(CKPT_E_UNSUPPORTED, "", "", CKPT_NO_OFFSET,
+                          "tensor \"%s\": its storage of %" PRIu64 " bytes is not a "
+                          "whole number of %s elements", name, root->nbytes,
+                          ckpt_dtype_name(t->dtype));
+        else
+            rc = wr_ptrmap_put(&dtype_of, root, (uint64_t)t->dtype);
+    }
+    wr_ptrmap_free(&dtype_of);
+    return rc;
+}
+
+/* The storage record of a root storage, keyed "0", "1"... in order of
+ * first use, as torch.save numbers them. */
+static int storage_for(pt_writer *w, const ckpt_tensor *t, const ckpt_storage *root,
+                       size_t *index) {
+    uint64_t idx;
+    if (wr_ptrmap_get(&w->storage_of, root, &idx)) {
+        *index = (size_t)idx - 1;
+        return 0;
+    }
+    if (w->nstorages == w->capstorages) {
+        size_t cap = w->capstorages ? w->capstorages * 2 : 16;
+        storage_rec *n = ckpt_realloc(w->storages, cap * sizeof *n);
+        if (!n) return nomem();
+        w->storages = n;
+        w->capstorages = cap;
+    }
+    w->storages[w->nstorages] = (storage_rec){root, t->dtype, 0};
+    *index = w->nstorages++;
+    return wr_ptrmap_put(&w->storage_of, root, *index + 1);
+}
+
+/* torch._utils._rebuild_tensor_v2/_v3(storage, offset, size, stride,
+ * requires_grad, OrderedDict()[, dtype]); check_tensors vouched for the
+ * dtype and the storage. */
+static int put_tensor(pt_writer *w, const ckpt_tensor *t, int requires_grad) {
+    const char *cls = storage_class(t->dtype), *dt = untyped_dtype(t->dtype);
+    uint64_t off;
+    const ckpt_storage *root = wr_root_storage(t, &off);
+    size_t si = 0;
+    int rc = storage_for(w, t, root, &si);
+    if (rc) return rc;
+    char key[24];
+    snprintf(key, sizeof key, "%zu", si);
+    global(w, "torch._utils", dt ? "_rebuild_tensor_v3" : "_rebuild_tensor_v2");
+    op(w, '(');
+    /* persistent id ('storage', type, key, location, numel) */
+    op(w, '(');
+    put_str(w, "storage", 7);
+    global(w, "torch", dt ? "UntypedStorage" : cls);
+    put_str(w, key, strlen(key));
+    put_str(w, "cpu", 3);
+    put_int64(w, (int64_t)(dt ? root->nbytes : root->nbytes / ckpt_dtype_size(t->dtype)));
+    op(w, 't');
+    op(w, 'Q');
+    put_int64(w, (int64_t)off);
+    put_dims(w, t->shape, t->ndim);
+    put_dims(w, t->stride, t->ndim);
+    op(w, requires_grad ? 0x88 : 0x89);
+    global(w, "collections", "OrderedDict");
+    op(w, ')');
+    op(w, 'R');
+    if (dt) global(w, "torch", dt);
+    op(w, 't');
+    op(w, 'R');
+    return 0;
+}
+
+/* An nn.Parameter as Parameter.__reduce_ex__ gives it:
+ * torch._utils._rebuild_parameter(data, requires_grad, OrderedDict()),
+ * data being the tensor without requires_grad (what .data is). */
+static int put_parameter(pt_writer *w, const ckpt_tensor *t) {
+    global(w, "torch._utils", "_rebuild_parameter");
+    int rc = put_tensor(w, t, 0);
+    if (rc) return rc;
+    op(w, t->requires_grad ? 0x88 : 0x89);
+    global(w, "collections", "OrderedDict");
+    op(w, ')');
+    op(w, 'R');
+    op(w, 0x87); /* TUPLE3 */
+    op(w, 'R');
+    return 0;
+}
+
+static int save(pt_writer *w, const ckpt_value *v);
+
+/* List items in batches, as pickle.py: APPEND for one, MARK ... APPENDS. */
+static int save_items(pt_writer *w, ckpt_value *const *items, size_t n) {
+    for (size_t i = 0; i < n; i += BATCH) {
+        size_t k = n - i < BATCH ? n - i : BATCH;
+        if (k > 1) op(w, '(');
+        for (size_t j = i; j < i + k; j++) {
+            int rc = save(w, items[j]);
+            if (rc) return rc;
+        }
+        op(w, k > 1 ? 'e' : 'a');
+    }
+    return 0;
+}
+
+/* A dict as pickle.py saves it. A plain dict is EMPTY_DICT; an
+ * OrderedDict (or Counter) is `collections.<class>` REDUCE () as
+ * OrderedDict.__reduce__ gives it (a Counter, whose own __reduce__ passes
+ * a dict copy, is built the same way: Counter() then its items). Then the
+ * memo, the items in SETITEM(S) batches and, when it has attributes,
+ * the state and BUILD: torch.save's `{'_metadata': OrderedDict(...)}`
+ * BUILD of a state dict, which weights_only loading allows. */
+static int save_dict(pt_writer *w, const ckpt_value *v) {
+    const char *cls = ckpt_dict_class_name(v->dict_class);
+    if (cls) {
+        global(w, "collections", strchr(cls, '.') + 1);
+        op(w, ')');
+        op(w, 'R');
+    } else {
+        op(w, '}');
+    }
+    int rc = wr_ptrmap_put(&w->memo_of, v, w->memo);
+    if (rc) return rc;
+    memo_put(w);
+    for (size_t i = 0; i < v->u.dict.n; i += BATCH) {
+        size_t k = v->u.dict.n - i < BATCH ? v->u.dict.n - i : BATCH;
+        if (k > 1) op(w, '(');
+        for (size_t j = i; j < i + k; j++) {
+            rc = save(w, v->u.dict.keys[j]);
+            if (!rc) rc = save(w, v->u.dict.vals[j]);
+            if (rc) return rc;
+        }
+        op(w, k > 1 ? 'u' : 's');
+    }
+    if (cls && v->u.dict.state) {
+        if ((rc = save(w, v->u.dict.state))) return rc;
+        op(w, 'b');
+    }
+    return 0;
+}
+
+/* The tree was checked by wr_collect: no opaque values, no cycles. */
+static int save(pt_writer *w, const ckpt_value *v) {
+    uint64_t m;
+    int rc;
+    if (w->pkl.failed) return nomem();
+    switch (v->kind) {
+    case CKPT_KIND_NONE: op(w, 'N'); return 0;
+    case CKPT_KIND_BOOL: op(w, v->u.b ? 0x88 : 0x89); return 0;
+    case CKPT_KIND_INT:
+        if (v->u.i.decimal) return put_bigint(w, v->u.i.decimal);
+        put_int64(w, v->u.i.v);
+        return 0;
+    case CKPT_KIND_FLOAT: put_float(w, v->u.f); return 0;
+    case CKPT_KIND_STR: return put_str(w, v->u.s.p, v->u.s.len);
+    case CKPT_KIND_BYTES: return put_bytes(w, (const uint8_t *)v->u.s.p, v->u.s.len);
+    case CKPT_KIND_GLOBAL_: global(w, "torch", wr_dtype_ref(v)); return 0;
+    default: break;
+    }
+    if (wr_ptrmap_get(&w->memo_of, v, &m)) {
+        memo_get(w, m);
+        return 0;
+    }
+    switch (v->kind) {
+    case CKPT_KIND_TENSOR:
+        rc = v->u.tensor->is_parameter ? put_parameter(w, v->u.tensor)
+                                       : put_tensor(w, v->u.tensor, v->u.tensor->requires_grad);
+        if (rc) return rc;
+        break;
+    case CKPT_KIND_DICT: return save_dict(w, v);
+    case CKPT_KIND_LIST:
+        if ((rc = wr_ptrmap_put(&w->memo_of, v, w->memo))) return rc;
+        op(w, ']');
+        memo_put(w);
+        return save_items(w, v->u.seq.items, v->u.seq.n);
+    case CKPT_KIND_SET: /* builtins.set([items]) */
+        global(w, "__builtin__", "set");
+        op(w, ']');
+        if ((rc = save_items(w, v->u.seq.items, v->u.seq.n))) return rc;
+        op(w, 0x85);
+        op(w, 'R');
+        break;
+    case CKPT_KIND_TUPLE:
+        if (v->u.seq.n == 0) {
+            op(w, ')');
+            return 0;
+        }
+        if (v->u.seq.n > 3) op(w, '(');
+        for (size_t i = 0; i < v->u.seq.n; i++)
+            if ((rc = save(w, v->u.seq.items[i]))) return rc;
+        op(w, v->u.seq.n == 1 ? 0x85 : v->u.seq.n == 2 ? 0x86 : v->u.seq.n == 3 ? 0x87 : 't');
+        break;
+    default:
+        return ckpt_err(CKPT_E_UNSUPPORTED, "", "", CKPT_NO_OFFSET,
+                        "cannot pickle a value of kind %d", v->kind);
+    }
+    if ((rc = wr_ptrmap_put(&w->memo_of, v, w->memo))) return rc;
+    memo_put(w);
+    return 0;
+}
+
+/* ------------------------------------------------------------ zip */
+
+static void u16le(wr_buf *b, uint16_t v) {
+    uint8_t le[2] = {(uint8_t)v, (uint8_t)(v >> 8)};
+    wr_buf_put(b, le, 2);
+}
+
+static void u64le(wr_buf *b, uint64_t v) {
+    for (int i = 0; i < 8; i++) wr_buf_byte(b, (uint8_t)(v >> (8 * i)));
+}
+
+/* DOS date 1980-01-01, time 00:00: fixed so that output is reproducible. */
+#define DOS_DATE 0x0021
+#define DOS_TIME 0
+
+static int add_rec(pt_writer *w, const char *rel, uint64_t size, zip_rec **out) {
+    if (w->nrecs == w->caprecs) {
+        size_t cap = w->caprecs ? w->caprecs * 2 : 16;
+        zip_rec *n = ckpt_realloc(w->recs, cap * sizeof *n);
+        if (!n) return nomem();
+        w->recs = n;
+        w->caprecs = cap;
+    }
+    size_t len = strlen(w->prefix) + strlen(rel) + 1;
+    char *name = ckpt_malloc(len);
+    if (!name) return nomem();
+    snprintf(name, len, "%s%s", w->prefix, rel);
+    zip_rec *r = &w->recs[w->nrecs++];
+    *r = (zip_rec){name, w->a->written, size, 0};
+    *out = r;
+    return 0;
+}
+
+/* Local header with the size, a zero CRC (patched later) and the FB
+ * padding extra field that puts the data at a multiple of ALIGNMENT. */
+static int begin_record(pt_writer *w, const char *rel, uint64_t size, zip_rec **out) {
+    int rc = add_rec(w, rel, size, out);
+    if (rc) return rc;
+    zip_rec *r = *out;
+    size_t nlen = strlen(r->name);
+    int z64 = size >= ZIP64_LIMIT;
+    wr_buf h = {0};
+    u32le(&h, 0x04034b50);
+    u16le(&h, z64 ? 45 : 20);
+    u16le(&h, 0x0800); /* UTF-8 names */
+    u16le(&h, 0);      /* stored */
+    u16le(&h, DOS_TIME);
+    u16le(&h, DOS_DATE);
+    u32le(&h, 0);
+    u32le(&h, z64 ? ZIP64_LIMIT : (uint32_t)size);
+    u32le(&h, z64 ? ZIP64_LIMIT : (uint32_t)size);
+    uint64_t start = r->local + 30 + nlen + (z64 ? 20 : 0) + 4;
+    uint16_t pad = (uint16_t)((ALIGNMENT - start % ALIGNMENT) % ALIGNMENT);
+    u16le(&h, (uint16_t)nlen);
+    u16le(&h, (uint16_t)((z64 ? 20 : 0) + 4 + pad));
+    wr_buf_put(&h, r->name, nlen);
+    if (z64) {
+        u16le(&h, 0x0001);
+        u16le(&h, 16);
+        u64le(&h, size);
+        u64le(&h, size);
+    }
+    u16le(&h, 0x4246); /* "FB" */
+    u16le(&h, pad);
+    for (uint16_t i = 0; i < pad; i++) wr_buf_byte(&h, 'Z');
+    rc = h.failed ? nomem() : ckpt_atomic_write(w->a, h.p, h.len);
+    wr_buf_free(&h);
+    return rc;
+}
+
+static int end_record(pt_writer *w, const zip_rec *r) {
+    uint8_t le[4] = {(uint8_t)r->crc, (uint8_t)(r->crc >> 8), (uint8_t)(r->crc >> 16),
+                     (uint8_t)(r->crc >> 24)};
+    return ckpt_atomic_pwrite(w->a, le, 4, r->local + 14);
+}
+
+static int small_record(pt_writer *w, const char *rel, const void *p, size_t n) {
+    zip_rec *r;
+    int rc = begin_record(w, rel, n, &r);
+    if (rc) return rc;
+    r->crc = (uint32_t)libdeflate_crc32(0, p, n);
+    if ((rc = ckpt_atomic_write(w->a, p, n))) return rc;
+    return end_record(w, r);
+}
+
+typedef struct crc_sink {
+    ckpt_atomic *out;
+    uint32_t crc;
+    XXH3_state_t *xxh;
+} crc_sink;
+
+static int crc_write(void *ctx, const void *p, size_t n) {
+    crc_sink *s = ctx;
+    s->crc = (uint32_t)libdeflate_crc32(s->crc, p, n);
+    XXH3_64bits_update(s->xxh, p, n);
+    return ckpt_atomic_write(s->out, p, n);
+}
+
+/* data/<key>: the whole storage as little-endian bytes. Big-endian
+ * storages are swapped per element of the dtype their tensors use. */
+static int storage_record(pt_writer *w, size_t index) {
+    storage_rec *s = &w->storages[index];
+    const ckpt_storage *st = s->root;
+    unsigned esz = ckpt_dtype_size(s->dtype);
+    int swap = st->big_endian && esz > 1;
+    uint64_t shape = swap ? st->nbytes / esz : st->nbytes, stride = 1;
+    ckpt_tensor whole = {.name = "", .dtype = swap ? s->dtype : CKPT_DT_U8, .ndim = 1,
+                         .shape = &shape, .stride = &stride, .numel = shape,
+                         .nbytes = st->nbytes, .storage = (ckpt_storage *)st};
+    char rel[32];
+    snprintf(rel, sizeof rel, "data/%zu", index);
+    zip_rec *r;
+    int rc = begin_record(w, rel, st->nbytes, &r);
+    if (rc) return rc;
+    XXH3_state_t xxh;
+    memset(&xxh, 0, sizeof xxh);
+    XXH3_64bits_reset(&xxh);
+    crc_sink sink = {w->a, 0, &xxh};
+    if ((rc = wr_stream_tensor(&whole, w->src, crc_write, &sink))) return rc;
+    r->crc = sink.crc;
+    s->xxh = XXH3_64bits_digest(&xxh);
+    return end_record(w, r);
+}
+
+static int central_directory(pt_writer *w) {
+    wr_buf b = {0};
+    uint64_t cd_start = w->a->written;
+    for (size_t i = 0; i < w->nrecs; i++) {
+        const zip_rec *r = &w->recs[i];
+        int zs = r->size >= ZIP64_LIMIT, zo = r->local >= ZIP64_LIMIT;
+        uint16_t xlen = (uint16_t)((zs || zo) ? 4 + (zs ? 16 : 0) + (zo ? 8 : 0) : 0);
+        size_t nlen = strlen(r->name);
+        u32le(&b, 0x02014b50);
+        u16le(&b, 0x031e); /* made by: unix, 3.0 (what torch writes) */
+        u16le(&b, xlen ? 45 : 20);
+        u16le(&b, 0x0800);
+        u16le(&b, 0);
+        u16le(&b, DOS_TIME);
+        u16le(&b, DOS_DATE);
+        u32le(&b, r->crc);
+        u32le(&b, zs ? ZIP64_LIMIT : (uint32_t)r->size);
+        u32le(&b, zs ? ZIP64_LIMIT : (uint32_t)r->size);
+        u16le(&b, (uint16_t)nlen);
+        u16le(&b, xlen);
+        u16le(&b, 0); /* comment */
+        u16le(&b, 0); /* disk */
+        u16le(&b, 0); /* internal attributes */
+        u32le(&b, 0); /* external attributes */
+        u32le(&b, zo ? ZIP64_LIMIT : (uint32_t)r->local);
+        wr_buf_put(&b, r->name, nlen);
+        if (xlen) {
+            u16le(&b, 0x0001);
+            u16le(&b, (uint16_t)(xlen - 4));
+            if (zs) {
+                u64le(&b, r->size);
+                u64le(&b, r->size);
+            }
+            if (zo) u64le(&b, r->local);
+        }
+    }
+    uint64_t cd_size = b.len, eocd64 = cd_start + cd_size;
+    uint64_t n = w->nrecs;
+    /* ZIP64 end record and locator: torch writes them for every archive */
+    u32le(&b, 0x06064b50);
+    u64le(&b, 44);
+    u16le(&b, 0x031e);
+    u16le(&b, 45);
+    u32le(&b, 0);
+    u32le(&b, 0);
+    u64le(&b, n);
+    u64le(&b, n);
+    u64le(&b, cd_size);
+    u64le(&b, cd_start);
+    u32le(&b, 0x07064b50);
+    u32le(&b, 0);
+    u64le(&b, eocd64);
+    u32le(&b, 1);
+    u32le(&b, 0x06054b50);
+    u16le(&b, 0);
+    u16le(&b, 0);
+    u16le(&b, (uint16_t)(n < 0xFFFF ? n : 0xFFFF));
+    u16le(&b, (uint16_t)(n < 0xFFFF ? n : 0xFFFF));
+    u32le(&b, cd_size < ZIP64_LIMIT ? (uint32_t)cd_size : ZIP64_LIMIT);
+    u32le(&b, cd_start < ZIP64_LIMIT ? (uint32_t)cd_start : ZIP64_LIMIT);
+    u16le(&b, 0);
+    int rc = b.failed ? nomem() : ckpt_atomic_write(w->a, b.p, b.len);
+    wr_buf_free(&b);
+    return rc;
+}
+
+/* ------------------------------------------------------------ metadata */
+
+/* The archive folder: the target's file name without its extension
+ * (PyTorchStreamWriter's rule), or "archive" when that is empty or not
+ * UTF-8. */
+static int archive_prefix(pt_writer *w, const char *target) {
+    const char *base = strrchr(target, '/');
+    base = base ? base + 1 : target;
+    const char *dot = strrchr(base, '.');
+    size_t n = dot ? (size_t)(dot - base) : strlen(base);
+    if (n == 0 || n > 200 || !wr_utf8_valid(base, n)) {
+        base = "archive";
+        n = 7;
+    }
+    w->prefix = ckpt_malloc(n + 2);
+    if (!w->prefix) return nomem();
+    memcpy(w->prefix, base, n);
+    memcpy(w->prefix + n, "/", 2);
+    return 0;
+}
+
+/* 1 when t's logical bytes are exactly the storage bytes written, so the
+ * storage's digest is the tensor's. */
+static int whole_storage(const ckpt_tensor *t) {
+    uint64_t off;
+    const ckpt_storage *root = wr_root_storage(t, &off);
+    return off == 0 && t->nbytes == root->nbytes && ckpt_tensor_is_contiguous(t);
+}
+
+/* {"key":"value",...,"ckpt.xxh3":"{\"name\":\"hex\",...}"} */
+static int meta_json(pt_writer *w, wr_buf *b, const wr_named *tensors, size_t n,
+                     const ckpt_write_options *o) {
+    wr_buf inner = {0};
+    for (size_t i = 0; i < n; i++) {
+        const ckpt_tensor *t = tensors[i].value->u.tensor;
+        uint64_t h, idx, off;
+        if (whole_storage(t) &&
+            wr_ptrmap_get(&w->storage_of, wr_root_storage(t, &off), &idx)) {
+            h = w->storages[idx - 1].xxh;
+        } else {
+            int rc = wr_tensor_xxh3(t, w->src, &h);
+            if (rc) {
+                wr_buf_free(&inner);
+                return rc;
+            }
+        }
+        char hex[17];
+        wr_hex64(hex, h);
+        wr_buf_byte(&inner, i ? ',' : '{');
+        wr_buf_json_str(&inner, tensors[i].name, strlen(tensors[i].name));
+        wr_buf_printf(&inner, ":\"%s\"", hex);
+    }
+    wr_buf_str(&inner, n ? "}" : "{}");
+    wr_buf_byte(b, '{');
+    for (size_t i = 0; o && i < o->nmeta; i++) {
+        wr_buf_json_str(b, o->meta_keys[i], strlen(o->meta_keys[i]));
+        wr_buf_byte(b, ':');
+        wr_buf_json_str(b, o->meta_values[i], strlen(o->meta_values[i]));
+        wr_buf_byte(b, ',');
+    }
+    wr_buf_json_str(b, CKPT_META_XXH3, strlen(CKPT_META_XXH3));
+    wr_buf_byte(b, ':');
+    if (!inner.failed) wr_buf_json_str(b, (const char *)inner.p, inner.len);
+    wr_buf_byte(b, '}');
+    int failed = inner.failed || b->failed;
+    wr_buf_free(&inner);
+    return failed ? nomem() : 0;
+}
+
+/* ------------------------------------------------------------ entry */
+
+static int write_archive(pt_writer *w, const ckpt_value *root, const wr_named *tensors,
+                         size_t ntensors, const ckpt_write_options *opts) {
+    op(w, 0x80);
+    op(w, 2);
+    int rc = save(w, root);
+    if (rc) return rc;
+    op(w, '.');
+    if (w->pkl.failed) return nomem();
+    if ((rc = small_record(w, "data.pkl", w->pkl.p, w->pkl.len))) return rc;
+    if ((rc = small_record(w, "byteorder", "little", 6))) return rc;
+    for (size_t i = 0; i < w->nstorages; i++)
+        if ((rc = storage_record(w, i))) return rc;
+    wr_buf meta = {0};
+    rc = meta_json(w, &meta, tensors, ntensors, opts);
+    if (!rc) rc = small_record(w, CKPT_TORCH_META_RECORD, meta.p, meta.len);
+    wr_buf_free(&meta);
+    if (!rc) rc = small_record(w, "version", "3\n", 2);
+    if (!rc) rc = central_directory(w);
+    return rc;
+}
+
+int ckpt_write_torch(ckpt_atomic *a, const ckpt_value *root, const ckpt_write_options *opts,
+                     const ckpt_file *src, ckpt_write_stats *stats) {
+    pt_writer w = {0};
+    w.a = a;
+    w.src = src;
+    wr_named *tensors = NULL;
+    size_t ntensors = 0;
+    int rc = wr_collect(&tensors, &ntensors, root);
+    if (!rc) rc = check_tensors(tensors, ntensors);
+    if (!rc) {
+        /* digests are per flattened name, as ckpt_open lists tensors */
+        ntensors = wr_named_unique(tensors, ntensors);
+        rc = archive_prefix(&w, a->target);
+    }
+    if (!rc) rc = write_archive(&w, root, tensors, ntensors, opts);
+    if (!rc) {
+        stats->tensors = w.nstorages;
+        stats->bytes = a->written;
+    }
+    wr_named_free(tensors, ntensors);
+    wr_buf_free(&w.pkl);
+    wr_ptrmap_free(&w.memo_of);
+    wr_ptrmap_free(&w.storage_of);
+    ckpt_free(w.storages);
+    for (size_t i = 0; i < w.nrecs; i++) ckpt_free(w.recs[i].name);
+    ckpt_free(w.recs);
+    ckpt_free(w.prefix);
+    return rc;
+}

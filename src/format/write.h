@@ -1,0 +1,165 @@
+/* write.h - the write side: a ckpt_value tree written as safetensors or as
+ * a torch.save zip archive, always through the atomic commit (atomic.h).
+ *
+ * What each format holds (FORMATS.md §1.5, §2.2-2.6; the ckpt.* metadata
+ * keys are ckpt's own and documented in include/ckpt.h, "write"):
+ *   - safetensors: every tensor contiguous, ordered by dtype then name,
+ *     header padded with spaces to a multiple of 8; tensors reachable under
+ *     several names (tied weights) are written once, the other names listed
+ *     in "ckpt.aliases"; the non-tensor values and the nesting go into
+ *     "ckpt.structure"; per-tensor XXH3-64 digests into "ckpt.xxh3".
+ *   - torch zip: a protocol-2 data.pkl using only opcodes and globals on
+ *     torch's weights_only allowlist, 64-byte aligned stored records,
+ *     `byteorder`, `version`, storages shared as in the tree, and an extra
+ *     record "<archive>/extra/ckpt_meta.json" (the metadata and the
+ *     digests; torch ignores it).
+ * Values the formats cannot hold (opaque objects, storages of quantized
+ * tensors, cycles) fail with CKPT_E_UNSUPPORTED naming where they are. */
+#ifndef CKPT_WRITE_H
+#define CKPT_WRITE_H
+
+#include "container/atomic.h"
+#include "ckpt.h"
+#include "model/value.h"
+
+/* Metadata keys ckpt writes and reads itself; users may not set them. */
+#define CKPT_META_STRUCTURE "ckpt.structure"
+#define CKPT_META_ALIASES "ckpt.aliases"
+#define CKPT_META_XXH3 "ckpt.xxh3"
+#define CKPT_META_PREFIX "ckpt."
+/* The record of a torch archive holding metadata and digests. */
+#define CKPT_TORCH_META_RECORD "extra/ckpt_meta.json"
+
+/* Writes `root` in `format` (CKPT_FORMAT_SAFETENSORS or
+ * CKPT_FORMAT_TORCH_ZIP) into the open atomic file `a` (its target names
+ * the torch archive folder); neither commits nor aborts `a`. opts may be
+ * NULL. src (may be NULL) is the opened file whose mapping the tensors'
+ * bytes lie in: windows of it are prefetched before and released after
+ * they are written, so memory stays bounded whatever the size. stats (may
+ * be NULL) receives the tensors and bytes written. Returns 0 or a CKPT_E_*
+ * code with the error recorded. This is what ckpt_store_commit_with and
+ * `ckpt rename` call. */
+typedef struct ckpt_write_stats {
+    uint64_t tensors; /* tensor records (safetensors) or storages (torch) */
+    uint64_t bytes;   /* file size */
+} ckpt_write_stats;
+int ckpt_write_value_to(ckpt_atomic *a, const ckpt_value *root,
+                        ckpt_format format, const ckpt_write_options *opts,
+                        const ckpt_file *src, ckpt_write_stats *stats);
+
+/* begin + ckpt_write_value_to + commit (no backup); on failure the target
+ * is untouched. */
+int ckpt_write_value(const ckpt_value *root, const char *path,
+                     ckpt_format format, const ckpt_write_options *opts,
+                     const ckpt_file *src, ckpt_write_stats *stats);
+
+/* The tree to write back for an opened file: the root itself, except for a
+ * safetensors file carrying "ckpt.structure", whose original tree (values,
+ * nesting, dtypes safetensors lacks, shared storages) is rebuilt in `a`,
+ * its tensors pointing into f's mapping (or, for views of one storage that
+ * no tensor covers whole, into a storage rebuilt in `a`). The result lives
+ * as long as both f and a. Returns 0, or CKPT_E_FORMAT (malformed
+ * structure, naming the problem), CKPT_E_LIMIT, CKPT_E_NOMEM. */
+int ckpt_write_logical_root(const ckpt_value **out, const ckpt_file *f,
+                            ckpt_arena *a);
+
+/* Format writers (write_safetensors.c, write_torch.c): same contract as
+ * ckpt_write_value_to after the options were validated. */
+int ckpt_write_safetensors(ckpt_atomic *a, const ckpt_value *root,
+                           const ckpt_write_options *opts,
+                           const ckpt_file *src, ckpt_write_stats *stats);
+int ckpt_write_torch(ckpt_atomic *a, const ckpt_value *root,
+                     const ckpt_write_options *opts, const ckpt_file *src,
+                     ckpt_write_stats *stats);
+
+/* ------------------------------------------------------------ shared */
+
+/* A growable byte buffer (ckpt_malloc); on allocation failure `failed` is
+ * set and later appends are no-ops, so callers check once at the end. */
+typedef struct wr_buf {
+    uint8_t *p;
+    size_t len, cap;
+    int failed;
+} wr_buf;
+void wr_buf_put(wr_buf *b, const void *p, size_t n);
+void wr_buf_byte(wr_buf *b, uint8_t c);
+void wr_buf_str(wr_buf *b, const char *s);
+void wr_buf_printf(wr_buf *b, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+/* A JSON string literal escaped like serde_json and Python's json with
+ * ensure_ascii=False: '"', '\\', \b \f \n \r \t, other controls \u00xx
+ * (lowercase), everything else as is (s must be valid UTF-8). */
+void wr_buf_json_str(wr_buf *b, const char *s, size_t n);
+/* The same without the quotes. */
+void wr_buf_json_chars(wr_buf *b, const char *s, size_t n);
+void wr_buf_free(wr_buf *b);
+
+/* 1 when s[0..n) is valid UTF-8 (no surrogates, overlongs, > U+10FFFF). */
+int wr_utf8_valid(const char *s, size_t n);
+
+/* A pointer-keyed hash map (open addressing) to uint64 values. */
+typedef struct wr_ptrmap {
+    const void **keys;
+    uint64_t *vals;
+    size_t cap, n;
+} wr_ptrmap;
+/* *val receives the value; 1 if found, else 0. */
+int wr_ptrmap_get(const wr_ptrmap *m, const void *key, uint64_t *val);
+/* 0 or CKPT_E_NOMEM (recorded). */
+int wr_ptrmap_put(wr_ptrmap *m, const void *key, uint64_t val);
+void wr_ptrmap_free(wr_ptrmap *m);
+
+/* Where a tensor's bytes really are: legacy view storages are resolved to
+ * their root storage, the offset (elements) adjusted. */
+const ckpt_storage *wr_root_storage(const ckpt_tensor *t, uint64_t *offset);
+
+/* Streams the logical contents of t (as ckpt_tensor_read produces them:
+ * contiguous row-major little-endian) to sink in chunks: straight from the
+ * storage when it is contiguous (windows of src's mapping prefetched and
+ * released around each chunk; src may be NULL), else gathered through a
+ * bounded buffer. Returns 0, the sink's code, CKPT_E_UNSUPPORTED
+ * (non-contiguous sub-byte view) or CKPT_E_NOMEM. */
+typedef int (*wr_sink)(void *ctx, const void *p, size_t n);
+int wr_stream_tensor(const ckpt_tensor *t, const ckpt_file *src, wr_sink sink,
+                     void *ctx);
+
+/* XXH3-64 of t's logical contents (the ckpt.xxh3 digest); src as above. */
+int wr_tensor_xxh3(const ckpt_tensor *t, const ckpt_file *src, uint64_t *out);
+/* The 16 lowercase hex digits of a digest (big-endian, as xxhsum prints). */
+void wr_hex64(char out[17], uint64_t h);
+
+/* One tensor reached by the flattened name `name` (file.c's rules: dict
+ * keys as text, list/tuple/set indices in decimal, joined with "."). */
+typedef struct wr_named {
+    const char *name;          /* ckpt_malloc'd */
+    const ckpt_value *value;   /* the TENSOR node */
+    uint64_t seq;              /* discovery order */
+} wr_named;
+
+/* Walks the tree like ckpt_file_flatten and checks that every value can be
+ * written: *out receives the tensors by path (in walk order, every path of
+ * a shared node), *n their count. A dict's BUILD state (dict.state) is
+ * checked too, but may hold no tensor (they would have no name).
+ * Opaque objects, global references that
+ * are not torch dtypes, internal kinds and cycles fail with
+ * CKPT_E_UNSUPPORTED naming the path (opaque objects: up to 8 of them,
+ * with a hint to leave them out with --select); depth and visits are
+ * bounded like ckpt_file_flatten. Free with wr_named_free. */
+int wr_collect(wr_named **out, size_t *n, const ckpt_value *root);
+void wr_named_free(wr_named *v, size_t n);
+/* Sorts by name, keeping only the last discovered among equal names (what
+ * ckpt_file_flatten does); returns the new count (freed names dropped). */
+size_t wr_named_unique(wr_named *v, size_t n);
+
+
+int wr_check_options(const ckpt_write_options *opts);
+
+/* The canonical torch dtype attribute name ("float32" also for a
+ * reference to torch.float) of a GLOBAL_ dtype reference, or NULL if the
+ * reference is not a torch dtype. */
+const char *wr_dtype_ref(const ckpt_value *v);
+
+#endif

@@ -1,0 +1,1215 @@
+/* scan.c - ckpt_scan: would loading this file run code? (ckpt.h "scan";
+ * FORMATS.md §5.4 for the design anchors, §5.5 for the bypasses it must
+ * see through.)
+ *
+ * Every pickle stream in the file runs through the restricted machine
+ * (pickle.h) in scan mode (pk_options.scan_only: the events without the
+ * data; persistent ids get a placeholder storage), and the machine's
+ * events name every global it resolves, calls or BUILDs; a BUILD on a
+ * global itself (a module, class or function) is always dangerous. A real stack machine resolves
+ * STACK_GLOBAL operands from the memo and every string opcode, whatever
+ * protocol the stream declares; operands it cannot know are symbolic and
+ * dangerous. Where the pickles are:
+ *   - a zip archive anywhere in the file (found by its end record, so a
+ *     polyglot prefix is seen): every member that looks like a pickle by
+ *     its first/last bytes, plus every *.pkl, whatever the flags, CRC or
+ *     local name say (torch ignores them, §5.5);
+ *   - otherwise the file itself, as stacked pickles: a legacy torch file's
+ *     five pickles (not the storage blobs after them), or a plain pickle
+ *     and any further stream after its STOP;
+ *   - str/bytes literals that hold a pickle (raw, latin-1 text of bytes as
+ *     protocol 2 writes bytes, hex, base64), up to max_nesting deep;
+ *   - a sharded index (JSON text with a "weight_map"): every shard file it
+ *     lists, next to it, scanned as a file of its own.
+ * The verdict only needs the allowlist (builders.h + the caller's list);
+ * scan_policy.c decides how loudly an off-list global is reported.
+ *
+ * Integrity is verify's job: a checkpoint whose pickles all parse and are
+ * clean is safe even when its storages are missing, truncated or fail
+ * their CRC (loading may then fail, but runs no code); tensor bytes are
+ * never read, only sniffed, so a scan costs O(pickles), not O(file). */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "base/error.h"
+#include "model/file.h"
+#include "format/pickle.h"
+#include "jobs/scan_policy.h"
+#include "container/zip.h"
+
+/* torch.serialization.MAGIC_NUMBER 0x1950a86a20f9469cfc6c in decimal */
+#define LEGACY_MAGIC "119547037146038801333356"
+/* magic, protocol version, sys_info, main object, storage keys */
+#define LEGACY_STREAMS 5
+/* max_nesting is capped here: every level is a C stack frame chain. */
+#define NESTING_CAP 32
+/* Distinct findings kept; repeats of one are counted, not stored. */
+#define MAX_FINDINGS 10000
+/* Global names are interned and shown with their module and name cut to
+ * this many bytes together. */
+#define NAME_CAP 256
+/* Messages are cut to this many bytes. */
+#define MSG_CAP 512
+
+#define ZIP_FLAG_ENCRYPTED 0x0001u
+#define ZIP_FLAG_PATCHED 0x0020u
+#define ZIP_FLAG_STRONG 0x0040u
+
+/* ------------------------------------------------------------ report */
+
+struct ckpt_scan_report {
+    ckpt_arena arena;         /* owns every string below */
+    ckpt_verdict verdict;
+    ckpt_finding *findings;
+    uint64_t *repeats;        /* times findings[i] recurred after the first */
+    size_t nfindings, findcap, repcap;
+    const char **globals;     /* interned, sorted at the end */
+    size_t nglobals, globcap;
+};
+
+/* An interned global and what the policy says about it. */
+typedef struct gent {
+    const char *full;         /* "module.name", cut to NAME_CAP bytes */
+    ckpt_severity sev;        /* when not allowlisted */
+    const char *why;
+    int policy;               /* 1: on the caller's allowlist and allowable */
+} gent;
+
+/* Open addressing over indices + 1 (0 = empty), power-of-two capacity. */
+typedef struct index_set {
+    size_t *slot;
+    size_t cap, n;
+} index_set;
+
+typedef struct scanner {
+    ckpt_scan_report *r;
+    const char *file;
+    ckpt_scan_options o;
+    const char **allow;       /* sorted copy of o.allow */
+    ckpt_arena scratch;       /* zip directory, policy tables */
+    gent *g;                  /* interned globals, same order as r->globals */
+    size_t gcap;
+    index_set gset, fset;
+    uint64_t seed;            /* hash seed from addresses (ASLR): crafted
+                                 names cannot force long probe chains */
+    uint64_t budget;          /* inflate budget left (zip bombs) */
+    int nomem;                /* an allocation failed: the scan fails */
+    int content;              /* pickle, zip or safetensors content found */
+    int unscannable;          /* some content could not be examined */
+    int unsafe;               /* a dangerous or suspicious finding */
+    uint64_t dropped;         /* findings past MAX_FINDINGS */
+    const char *dir;          /* the file's directory, where the shards of
+                                 a sharded index are; NULL for a buffer */
+    const char *shard;        /* the shard file being scanned (report
+                                 arena), or NULL for the file itself */
+} scanner;
+
+/* A run of bytes scanned as stacked pickle streams. */
+typedef struct region {
+    const uint8_t *p;
+    size_t n;
+    uint64_t base;            /* absolute offset of p[0] */
+    int decoded;              /* bytes not in the file (inflated, decoded
+                                 from a literal): every finding is at `at` */
+    uint64_t at;
+    const char *member;       /* report-arena string, "" for the file */
+    int sniffed;              /* taken for a pickle by content, not name */
+    uint32_t depth;           /* 0, or nesting level of a literal */
+    int top;                  /* the file itself: may be legacy, may be
+                                 no pickle at all */
+} region;
+
+/* A literal that holds a pickle, kept until its stream is done. */
+typedef struct literal {
+    const uint8_t *p;
+    size_t n;
+    uint64_t offset;          /* absolute offset of the literal's opcode */
+    uint8_t opcode;
+    ckpt_lit_enc enc;
+} literal;
+
+/* One stream's run: what the event callback needs. */
+typedef struct stream {
+    scanner *sc;
+    const region *rg;
+    ckpt_arena *work;
+    uint64_t events;          /* globals, calls and BUILDs on objects */
+    literal *lits;
+    size_t nlits, litcap;
+} stream;
+
+static int scan_region(scanner *sc, const region *rg);
+
+/* FNV-1a from a seeded basis. */
+static uint64_t hash_bytes(uint64_t h, const void *p, size_t n) {
+    const uint8_t *s = p;
+    for (size_t i = 0; i < n; i++) h = (h ^ s[i]) * 1099511628211u;
+    return h;
+}
+
+/* Finds the slot for hash h whose index satisfies eq, or the empty slot
+ * where it belongs. */
+static size_t *set_probe(index_set *s, uint64_t h,
+                         int (*eq)(const scanner *, size_t, const void *),
+                         const scanner *sc, const void *key) {
+    for (size_t i = (size_t)h & (s->cap - 1);; i = (i + 1) & (s->cap - 1))
+        if (!s->slot[i] || eq(sc, s->slot[i] - 1, key)) return &s->slot[i];
+}
+
+/* Makes room for one more entry (load <= 1/2). rehash gives an index's
+ * hash. 0 or -1. */
+static int set_reserve(scanner *sc, index_set *s,
+                       uint64_t (*rehash)(const scanner *, size_t)) {
+    if ((s->n + 1) * 2 <= s->cap) return 0;
+    size_t ncap = s->cap ? s->cap * 2 : 64;
+    size_t *old = s->slot, ocap = s->cap;
+    s->slot = ckpt_arena_array(&sc->scratch, ncap, sizeof *s->slot);
+    if (!s->slot) {
+        s->slot = old;
+        return -1;
+    }
+    s->cap = ncap;
+    for (size_t i = 0; i < ocap; i++) {
+        if (!old[i]) continue;
+        size_t j = (size_t)rehash(sc, old[i] - 1) & (ncap - 1);
+        while (s->slot[j]) j = (j + 1) & (ncap - 1);
+        s->slot[j] = old[i];
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------ globals */
+
+typedef struct gkey {
+    const char *module, *name;
+    size_t mlen, nlen;        /* bytes that take part (cut at NAME_CAP) */
+} gkey;
+
+static uint64_t gkey_hash(const scanner *sc, const gkey *k) {
+    uint64_t h = hash_bytes(sc->seed, k->module, k->mlen);
+    h = hash_bytes(h, ".", 1);
+    return hash_bytes(h, k->name, k->nlen);
+}
+
+static uint64_t g_rehash(const scanner *sc, size_t i) {
+    const char *f = sc->g[i].full;
+    return hash_bytes(sc->seed, f, strlen(f));
+}
+
+static int g_eq(const scanner *sc, size_t i, const void *key) {
+    const gkey *k = key;
+    const char *f = sc->g[i].full;
+    return strncmp(f, k->module, k->mlen) == 0 && f[k->mlen] == '.' &&
+           strncmp(f + k->mlen + 1, k->name, k->nlen) == 0 &&
+           f[k->mlen + 1 + k->nlen] == '\0';
+}
+
+static int cmp_str(const void *a, const void *b) {
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+static int policy_allows(const scanner *sc, const char *full) {
+    return sc->o.nallow &&
+           bsearch(&full, sc->allow, sc->o.nallow, sizeof *sc->allow, cmp_str) != NULL;
+}
+
+/* The interned entry of module.name, classified on first sight; NULL
+ * when out of memory. Names are cut at NAME_CAP bytes so that repeated
+ * events cost O(1) however long the name; a name that long is never a
+ * real data builder and is reported as dangerous. */
+static const gent *intern_global(scanner *sc, const char *module, const char *name) {
+    gkey k = {module, name, strlen(module), strlen(name)};
+    int cut = 0;
+    if (k.mlen > NAME_CAP) k.mlen = NAME_CAP, cut = 1;
+    if (k.mlen + k.nlen > NAME_CAP) k.nlen = NAME_CAP - k.mlen, cut = 1;
+    if (set_reserve(sc, &sc->gset, g_rehash)) return NULL;
+    uint64_t h = gkey_hash(sc, &k);
+    size_t *slot = set_probe(&sc->gset, h, g_eq, sc, &k);
+    if (*slot) return &sc->g[*slot - 1];
+
+    ckpt_scan_report *r = sc->r;
+    char *full = ckpt_arena_printf(&r->arena, "%.*s.%.*s", (int)k.mlen, module,
+                                   (int)k.nlen, name);
+    if (!full ||
+        ckpt_arena_grow(&r->arena, (void **)&r->globals, &r->globcap, r->nglobals + 1,
+                        sizeof *r->globals) ||
+        ckpt_arena_grow(&sc->scratch, (void **)&sc->g, &sc->gcap, r->nglobals + 1,
+                        sizeof *sc->g))
+        return NULL;
+    gent *e = &sc->g[r->nglobals];
+    e->full = full;
+    e->sev = ckpt_scan_classify(module, name, &e->why);
+    if (cut) {
+        e->sev = CKPT_SEVERITY_DANGEROUS;
+        e->why = "a name too long for any data builder";
+    }
+    /* A caller may vouch for an unknown class, not for a code-execution
+     * family (torch likewise refuses to allowlist os/sys/posix/nt). */
+    e->policy = !cut && e->sev != CKPT_SEVERITY_DANGEROUS && policy_allows(sc, full);
+    r->globals[r->nglobals] = full;
+    *slot = ++r->nglobals;
+    sc->gset.n++;
+    return e;
+}
+
+/* ------------------------------------------------------------ findings */
+
+typedef struct fkey {
+    ckpt_severity sev;
+    const char *kind, *global, *member; /* static, interned, report-owned */
+} fkey;
+
+static uint64_t fkey_hash(const scanner *sc, const fkey *k) {
+    uintptr_t v[4] = {(uintptr_t)k->sev, (uintptr_t)k->kind, (uintptr_t)k->global,
+                      (uintptr_t)k->member};
+    return hash_bytes(sc->seed, v, sizeof v);
+}
+
+static uint64_t f_rehash(const scanner *sc, size_t i) {
+    const ckpt_finding *f = &sc->r->findings[i];
+    fkey k = {f->severity, f->kind, f->global, f->member};
+    return fkey_hash(sc, &k);
+}
+
+static int f_eq(const scanner *sc, size_t i, const void *key) {
+    const fkey *k = key;
+    const ckpt_finding *f = &sc->r->findings[i];
+    return f->severity == k->sev && f->kind == k->kind && f->global == k->global &&
+           f->member == k->member;
+}
+
+/* Records a finding; a repeat of the same severity, kind, global and
+ * member only counts. kind must be a static string, global an interned
+ * one (or NULL), member a report-arena string. */
+static void add_finding(scanner *sc, ckpt_severity sev, const char *kind,
+                        const char *global, const char *member, uint64_t offset,
+                        const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 7, 8)))
+#endif
+    ;
+static void add_finding(scanner *sc, ckpt_severity sev, const char *kind,
+                        const char *global, const char *member, uint64_t offset,
+                        const char *fmt, ...) {
+    ckpt_scan_report *r = sc->r;
+    if (sev != CKPT_SEVERITY_INFO) sc->unsafe = 1;
+    fkey k = {sev, kind, global, member};
+    if (set_reserve(sc, &sc->fset, f_rehash)) {
+        sc->nomem = 1;
+        return;
+    }
+    size_t *slot = set_probe(&sc->fset, fkey_hash(sc, &k), f_eq, sc, &k);
+    if (*slot) {
+        r->repeats[*slot - 1]++;
+        return;
+    }
+    if (r->nfindings >= MAX_FINDINGS) {
+        sc->dropped++;
+        return;
+    }
+    char msg[MSG_CAP];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    char *m = ckpt_arena_strdup(&r->arena, msg);
+    if (!m ||
+        ckpt_arena_grow(&r->arena, (void **)&r->findings, &r->findcap, r->nfindings + 1,
+                        sizeof *r->findings) ||
+        ckpt_arena_grow(&r->arena, (void **)&r->repeats, &r->repcap, r->nfindings + 1,
+                        sizeof *r->repeats)) {
+        sc->nomem = 1;
+        return;
+    }
+    r->findings[r->nfindings] = (ckpt_finding){sev, kind, global, member, offset, m};
+    r->repeats[r->nfindings] = 0;
+    *slot = ++r->nfindings;
+    sc->fset.n++;
+}
+
+/* ------------------------------------------------------------ events */
+
+static uint64_t where(const region *rg, uint64_t offset) {
+    return rg->decoded ? rg->at : offset;
+}
+
+static const char *nested_note(const region *rg) {
+    return rg->depth ? " (in a pickle nested in a string literal)" : "";
+}
+
+static void on_global(stream *s, const pk_event *ev) {
+    scanner *sc = s->sc;
+    const region *rg = s->rg;
+    const gent *g = intern_global(sc, ev->module, ev->name);
+    if (!g) {
+        sc->nomem = 1;
+        return;
+    }
+    uint64_t off = where(rg, ev->offset);
+    if (ev->symbolic) {
+        add_finding(sc, CKPT_SEVERITY_DANGEROUS, "global", g->full, rg->member, off,
+                    "imports a name that is not a constant string (%s): it "
+                    "cannot be known without running the pickle%s",
+                    ev->opcode == 0x93 ? "STACK_GLOBAL on computed operands"
+                                       : "extension registry code",
+                    nested_note(rg));
+        return;
+    }
+    /* the allowlist holds top-level names: a dotted qualname walks from an
+     * allowlisted object to one of its attributes */
+    if (ev->allowed && !strchr(ev->name, '.')) return;
+    if (g->policy) {
+        add_finding(sc, CKPT_SEVERITY_INFO, "allowed", g->full, rg->member, off,
+                    "allowed by policy: %s%s", g->full, nested_note(rg));
+        return;
+    }
+    add_finding(sc, g->sev, "global", g->full, rg->member, off, "imports %s: %s%s",
+                g->full, g->why, nested_note(rg));
+}
+
+static void on_call_or_build(stream *s, const pk_event *ev, int build) {
+    scanner *sc = s->sc;
+    const region *rg = s->rg;
+    uint64_t off = where(rg, ev->offset);
+    if (build && ev->on_reference) {
+        /* not an instance: setting attributes of a module, class or
+         * function changes what every later load of it (or of a name
+         * reached through it) resolves to, allowlisted or not */
+        const gent *g = intern_global(sc, ev->module, ev->name);
+        if (!g) {
+            sc->nomem = 1;
+            return;
+        }
+        add_finding(sc, CKPT_SEVERITY_DANGEROUS, "allowlist-poisoning", g->full,
+                    rg->member, off,
+                    "BUILD sets attributes of %s itself (the global, not an "
+                    "instance): what later loads of it resolve to is no longer "
+                    "known%s",
+                    g->full, nested_note(rg));
+        return;
+    }
+    if (build && ev->allowed) return; /* plain data, allowlisted object */
+    if (!build && ev->allowed && !strchr(ev->name, '.')) return;
+    /* the machine names a call of a non-reference, or an object made by
+     * one, "?" */
+    if (ev->symbolic && strcmp(ev->name, "?") == 0) {
+        if (build)
+            add_finding(sc, CKPT_SEVERITY_DANGEROUS, "build", NULL, rg->member, off,
+                        "BUILD sets the state of an object made by calling a "
+                        "value that is not a named global%s",
+                        nested_note(rg));
+        else
+            add_finding(sc, CKPT_SEVERITY_DANGEROUS, "call", NULL, rg->member, off,
+                        "calls a value that is not a named global (the result "
+                        "of another call, or a computed name)%s",
+                        nested_note(rg));
+        return;
+    }
+    const gent *g = intern_global(sc, ev->module, ev->name);
+    if (!g) {
+        sc->nomem = 1;
+        return;
+    }
+    if (g->policy && !ev->symbolic) return; /* reported with its global */
+    ckpt_severity sev = ev->symbolic ? CKPT_SEVERITY_DANGEROUS : g->sev;
+    const char *why = ev->symbolic ? "a name that cannot be known without running the "
+                                     "pickle"
+                                   : g->why;
+    if (build)
+        add_finding(sc, sev, "build", g->full, rg->member, off,
+                    "BUILD sets the state of %s %s object: %s%s",
+                    strchr("aeiouAEIOU", g->full[0]) ? "an" : "a", g->full, why,
+                    nested_note(rg));
+    else
+        add_finding(sc, sev, "call", g->full, rg->member, off, "calls %s: %s%s", g->full,
+                    why, nested_note(rg));
+}
+
+static void on_string(stream *s, const pk_event *ev) {
+    ckpt_lit_enc enc = ckpt_scan_literal_encoding(ev->data, ev->len);
+    if (!enc) return;
+    if (ckpt_arena_grow(s->work, (void **)&s->lits, &s->litcap, s->nlits + 1,
+                        sizeof *s->lits)) {
+        s->sc->nomem = 1;
+        return;
+    }
+    /* ev->data lives in the stream's arena or in the region's bytes: it
+     * outlives the run */
+    s->lits[s->nlits++] = (literal){ev->data, ev->len, ev->offset, ev->opcode, enc};
+}
+
+static void on_event(void *ctx, const pk_event *ev) {
+    stream *s = ctx;
+    if (s->sc->nomem) return;
+    switch (ev->kind) {
+    case PK_EV_GLOBAL:
+        s->events++;
+        on_global(s, ev);
+        break;
+    case PK_EV_CALL:
+        s->events++;
+        on_call_or_build(s, ev, 0);
+        break;
+    case PK_EV_BUILD:
+        if (ev->module[0] || ev->name[0]) s->events++;
+        on_call_or_build(s, ev, 1);
+        break;
+    case PK_EV_STRING:
+        on_string(s, ev);
+        break;
+    case PK_EV_PERSID: /* answered by the placeholder below */
+        break;
+    }
+}
+
+/* Scan mode's persistent_load: a storage placeholder, which no builder
+ * looks into (scan mode runs none). What a pid holds is not a safety
+ * question: torch's persistent_load is fixed code, and the globals inside
+ * the pid were reported as they resolved. */
+static int placeholder_storage(void *ctx, ckpt_value *pid, uint64_t offset,
+                               ckpt_value **out) {
+    stream *s = ctx;
+    (void)pid;
+    ckpt_storage *st = ckpt_arena_alloc(s->work, sizeof *st);
+    ckpt_value *v = ckpt_value_new(s->work, CKPT_KIND_STORAGE_);
+    if (!st || !v)
+        return ckpt_err(CKPT_E_NOMEM, s->sc->file, s->rg->member, offset, "out of memory");
+    *st = (ckpt_storage){.dtype = CKPT_DT_U8, .key = "", .member = "",
+                         .file_offset = CKPT_NO_OFFSET};
+    v->u.storage = st;
+    *out = v;
+    return 0;
+}
+
+/* ------------------------------------------------------------ literals */
+
+/* Bytes of the literal's opcode before its data, when the data is the
+ * file's bytes verbatim; 0 for text opcodes whose value is decoded. */
+static size_t literal_header(uint8_t op) {
+    switch (op) {
+    case 'C': case 'U': case 0x8c: return 2;          /* 1-byte length */
+    case 'B': case 'T': case 'X': return 5;           /* 4-byte length */
+    case 0x8d: case 0x8e: case 0x96: return 9;        /* 8-byte length */
+    default: return 0;
+    }
+}
+
+/* Scans the pickle a literal holds, one level deeper. */
+static int scan_literal(scanner *sc, const region *rg, ckpt_arena *work,
+                        const literal *lit) {
+    region sub = {0};
+    sub.member = rg->member;
+    sub.sniffed = 1;
+    sub.depth = rg->depth + 1;
+    sub.decoded = 1;
+    sub.at = where(rg, lit->offset);
+    if (lit->enc == CKPT_LIT_RAW) {
+        sub.p = lit->p;
+        sub.n = lit->n;
+        /* Verbatim binary literals keep exact file offsets. */
+        size_t h = literal_header(lit->opcode);
+        uint64_t at = lit->offset + h, rel;
+        if (h && !rg->decoded && at >= rg->base && (rel = at - rg->base) <= rg->n &&
+            lit->n <= rg->n - rel && memcmp(rg->p + rel, lit->p, lit->n) == 0) {
+            sub.decoded = 0;
+            sub.base = at;
+        }
+    } else {
+        uint8_t *d = ckpt_arena_alloc(work, lit->n);
+        if (!d) return CKPT_E_NOMEM;
+        if (ckpt_scan_literal_decode(lit->enc, lit->p, lit->n, d, &sub.n) ||
+            !ckpt_scan_pickle_shape(d, sub.n))
+            return 0;
+        sub.p = d;
+    }
+    uint32_t max = sc->o.max_nesting < NESTING_CAP ? sc->o.max_nesting : NESTING_CAP;
+    if (sub.depth > max) {
+        /* A literal only runs if something unpickles it, and that something
+         * is an off-list global already reported; so this is not a reason
+         * to call the file unscannable. */
+        add_finding(sc, CKPT_SEVERITY_INFO, "nested-pickle", NULL, rg->member, sub.at,
+                    "a string literal holds a pickle nested deeper than "
+                    "max_nesting (%u): not scanned",
+                    max);
+        return 0;
+    }
+    return scan_region(sc, &sub);
+}
+
+/* ------------------------------------------------------------ streams */
+
+/* Runs one stream from rg->p + pos. *used: bytes through STOP; *events:
+ * globals, calls and BUILDs seen; *value: 1 if it produced the legacy
+ * magic number. Returns the machine's code (NOMEM also for our own
+ * allocations); the literals it held are scanned before returning. */
+static int run_stream(scanner *sc, const region *rg, size_t pos, size_t *used,
+                      uint64_t *events, int *legacy_magic) {
+    ckpt_arena work = {0};
+    stream s = {.sc = sc, .rg = rg, .work = &work};
+    pk_options o = {0};
+    o.file = sc->file;
+    o.member = rg->member;
+    o.base_offset = rg->decoded ? 0 : rg->base + pos;
+    o.limits = &sc->o.limits;
+    o.arena = &work;
+    o.persistent_load = placeholder_storage;
+    o.on_event = on_event;
+    o.ctx = &s;
+    o.scan_only = 1;
+    ckpt_value *v = NULL;
+    int rc = ckpt_pickle_run(&v, used, rg->p + pos, rg->n - pos, &o);
+    if (sc->nomem) rc = CKPT_E_NOMEM;
+    *events = s.events;
+    const char *dec = rc == 0 ? ckpt_value_int_decimal(v) : NULL;
+    *legacy_magic = dec && strcmp(dec, LEGACY_MAGIC) == 0;
+    /* the error record must survive the nested scans */
+    ckpt_error saved = {0};
+    char msg[MSG_CAP];
+    if (rc && rc != CKPT_E_NOMEM) {
+        const ckpt_error *e = ckpt_error_last();
+        snprintf(msg, sizeof msg, "%s", e->message ? e->message : "");
+        saved = *e;
+        saved.message = msg;
+    }
+    for (size_t i = 0; i < s.nlits && rc != CKPT_E_NOMEM; i++) {
+        int lrc = scan_literal(sc, rg, &work, &s.lits[i]);
+        if (lrc == CKPT_E_NOMEM || sc->nomem) rc = CKPT_E_NOMEM;
+    }
+    ckpt_arena_free(&work);
+    if (rc && rc != CKPT_E_NOMEM)
+        ckpt_err(saved.code, saved.file, saved.member, saved.offset, "%s", saved.message);
+    return rc;
+}
+
+/* Scans rg as back-to-back pickle streams. */
+static int scan_region(scanner *sc, const region *rg) {
+    size_t pos = 0, streams = 0;
+    int legacy = 0;
+    while (pos < rg->n) {
+        if (legacy && streams == LEGACY_STREAMS) break; /* storage blobs */
+        uint64_t at = where(rg, rg->base + pos);
+        if (streams > 0 && !legacy && !rg->depth)
+            add_finding(sc, CKPT_SEVERITY_INFO, "trailing-bytes", NULL, rg->member, at,
+                        "bytes after the pickle's STOP; scanned as another "
+                        "stream where they parse as one");
+        if (streams > 0 && !ckpt_scan_pickle_start(rg->p + pos, rg->n - pos)) break;
+        size_t used = 0;
+        uint64_t events = 0;
+        int magic = 0;
+        int rc = run_stream(sc, rg, pos, &used, &events, &magic);
+        if (rc == CKPT_E_NOMEM) return rc;
+        if (rc == 0) {
+            sc->content = 1;
+            if (streams == 0 && rg->top && magic) legacy = 1;
+            streams++;
+            pos += used;
+            continue;
+        }
+        const ckpt_error *e = ckpt_error_last();
+        int proto = rg->n - pos >= 2 && rg->p[pos] == 0x80;
+        /* Nothing resolved before the break: junk after a stream, content
+         * that only looked like a pickle, or a file that is no pickle at
+         * all (without PROTO: a PNG starts with NEWFALSE, PERSID). */
+        if (events == 0 && (streams > 0 || rg->sniffed || rg->depth || (rg->top && !proto))) {
+            if (streams == 0 && !rg->depth && rg->sniffed && rg->member[0])
+                add_finding(sc, CKPT_SEVERITY_INFO, "not-a-pickle", NULL, rg->member,
+                            where(rg, e->offset),
+                            "content starts like a pickle but does not parse: %s",
+                            e->message);
+            break;
+        }
+        sc->content = 1;
+        /* Everything before the break counts: an unpickler runs each
+         * REDUCE as it reaches it, before the bad tail. */
+        if (rg->depth) {
+            add_finding(sc, CKPT_SEVERITY_INFO, "parse-error", NULL, rg->member,
+                        where(rg, e->offset), "nested pickle breaks off: %s", e->message);
+        } else {
+            add_finding(sc, CKPT_SEVERITY_INFO, "parse-error", NULL, rg->member,
+                        where(rg, e->offset),
+                        "pickle stream cannot be parsed past this point (%s): %s",
+                        ckpt_error_name(rc), e->message);
+            sc->unscannable = 1;
+        }
+        break;
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------ containers */
+
+/* An .npy file or member: its pickle payload if it has one. rg is the
+ * whole npy; 0 if rg is no npy at all (*seen = 0). */
+static int scan_npy(scanner *sc, const region *rg, int *seen) {
+    size_t end;
+    int object;
+    *seen = ckpt_scan_npy_header(rg->p, rg->n, &end, &object);
+    if (!*seen) return 0;
+    sc->content = 1;
+    if (!object) return 0; /* numbers only: np.load runs nothing */
+    region sub = *rg;
+    sub.p = rg->p + end;
+    sub.n = rg->n - end;
+    sub.base = rg->base + end;
+    sub.sniffed = 0;
+    sub.top = 0;
+    add_finding(sc, CKPT_SEVERITY_INFO, "npy-object", NULL, rg->member,
+                where(rg, rg->base + end),
+                "numpy object array: np.load(allow_pickle=True) unpickles the "
+                "data that follows its header; scanned as a pickle");
+    return scan_region(sc, &sub);
+}
+
+/* The offset of another reader's error as a finding offset: the readers
+ * may name where a structure would have been, past the end. */
+static uint64_t in_file(uint64_t offset, size_t n) {
+    return offset <= n ? offset : CKPT_NO_OFFSET;
+}
+
+/* The member of findings about the file as a whole: "" for the file
+ * itself, the shard's name inside a sharded set. */
+static const char *file_member(const scanner *sc) {
+    return sc->shard ? sc->shard : "";
+}
+
+static int scan_safetensors(scanner *sc, const uint8_t *p, size_t n) {
+    ckpt_open_options oo = {sc->o.limits};
+    ckpt_file *f = NULL;
+    int rc = ckpt_open_memory(&f, p, n, sc->file, &oo);
+    ckpt_close(f);
+    if (rc == CKPT_E_NOMEM) return rc;
+    sc->content = 1;
+    if (rc) {
+        const ckpt_error *e = ckpt_error_last();
+        add_finding(sc, CKPT_SEVERITY_INFO, "safetensors-error", NULL, file_member(sc),
+                    in_file(e->offset, n),
+                    "safetensors header does not validate: %s", e->message);
+        sc->unscannable = 1;
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------ zip */
+
+static int ends_with(const char *s, size_t n, const char *suffix) {
+    size_t k = strlen(suffix);
+    return n >= k && memcmp(s + n - k, suffix, k) == 0;
+}
+
+/* torch.jit.save archives: constants.pkl or code/ under the archive
+ * folder (FORMATS.md §2.7). torch.load hands them to torch.jit.load. */
+static int torchscript_marker(const ckpt_zip_entry *e) {
+    const char *slash = memchr(e->name, '/', e->name_len);
+    const char *rest = slash ? slash + 1 : e->name;
+    return strcmp(rest, "constants.pkl") == 0 || strncmp(rest, "code/", 5) == 0;
+}
+
+/* One member: read it the way torch would (flags ignored), then scan it
+ * if it is named or shaped like a pickle. */
+static int scan_member(scanner *sc, const ckpt_zip *z, const ckpt_zip_entry *e,
+                       ckpt_arena *inflated) {
+    const char *member = sc->shard ? ckpt_arena_printf(&sc->r->arena, "%s:%s", sc->shard,
+                                                       e->name)
+                                   : ckpt_arena_strdup(&sc->r->arena, e->name);
+    if (!member) return CKPT_E_NOMEM;
+    int named = ends_with(e->name, e->name_len, ".pkl");
+    int encrypted = (e->flags & (ZIP_FLAG_ENCRYPTED | ZIP_FLAG_STRONG)) != 0;
+    if (e->local_name_differs)
+        add_finding(sc, CKPT_SEVERITY_INFO, "name-mismatch", NULL, member, e->local_offset,
+                    "the local header names another file than the central "
+                    "directory; torch goes by the central directory");
+    if (e->flags & (ZIP_FLAG_ENCRYPTED | ZIP_FLAG_PATCHED | ZIP_FLAG_STRONG))
+        add_finding(sc, CKPT_SEVERITY_INFO, "zip-flags", NULL, member, e->local_offset,
+                    "general-purpose flags 0x%04x mark the member encrypted or "
+                    "patched; torch ignores them, so stored content is scanned "
+                    "as it is",
+                    e->flags);
+    region rg = {0};
+    rg.member = member;
+    rg.sniffed = !named;
+    if (e->method == 0) {
+        /* zip.c checked csize bytes lie inside the input */
+        rg.p = z->buf + e->data_offset;
+        rg.n = (size_t)e->csize;
+        rg.base = e->data_offset;
+        if (e->csize != e->usize)
+            add_finding(sc, CKPT_SEVERITY_INFO, "size-mismatch", NULL, member,
+                        e->data_offset,
+                        "stored member declares %llu compressed and %llu "
+                        "uncompressed bytes; the %llu stored bytes are scanned",
+                        (unsigned long long)e->csize, (unsigned long long)e->usize,
+                        (unsigned long long)e->csize);
+    } else if (e->method == 8 && !encrypted) {
+        int rc = ckpt_zip_read(z, e, inflated, &sc->budget, &rg.p);
+        if (rc == CKPT_E_NOMEM) return rc;
+        if (rc) {
+            add_finding(sc, CKPT_SEVERITY_INFO, "unreadable-member", NULL, member,
+                        e->data_offset, "deflated member cannot be examined: %s",
+                        ckpt_error_last()->message);
+            sc->unscannable = 1;
+            return 0;
+        }
+        rg.n = (size_t)e->usize;
+        rg.decoded = 1;
+        rg.at = e->data_offset;
+    } else {
+        if (encrypted)
+            add_finding(sc, CKPT_SEVERITY_INFO, "encrypted", NULL, member, e->data_offset,
+                        "encrypted compressed member: its content cannot be "
+                        "examined");
+        else
+            add_finding(sc, CKPT_SEVERITY_INFO, "unreadable-member", NULL, member,
+                        e->data_offset,
+                        "compression method %u is not supported: the member "
+                        "cannot be examined",
+                        e->method);
+        sc->unscannable = 1;
+        return 0;
+    }
+    int shape = ckpt_scan_pickle_shape(rg.p, rg.n);
+    if (encrypted && !shape) {
+        add_finding(sc, CKPT_SEVERITY_INFO, "encrypted", NULL, member, e->data_offset,
+                    "encrypted member: its content cannot be read as a pickle");
+        sc->unscannable = 1;
+        return 0;
+    }
+    if (!named && !shape) {
+        int seen;
+        return scan_npy(sc, &rg, &seen);
+    }
+    /* Only for members scanned anyway: a storage's CRC is verify's job. */
+    if ((e->method == 8 || e->csize == e->usize) && ckpt_zip_check_crc(z, e, rg.p))
+        add_finding(sc, CKPT_SEVERITY_INFO, "crc-mismatch", NULL, member, e->data_offset,
+                    "CRC-32 differs from the central directory; torch does not "
+                    "check it, so the content is scanned");
+    return scan_region(sc, &rg);
+}
+
+static int scan_zip(scanner *sc, const ckpt_zip *z) {
+    if (z->archive_offset)
+        add_finding(sc, CKPT_SEVERITY_INFO, "polyglot", NULL, file_member(sc), 0,
+                    "%llu bytes come before the zip archive: torch.load reads "
+                    "such a file as a legacy pickle, zip readers find the "
+                    "archive; both are scanned",
+                    (unsigned long long)z->archive_offset);
+    if (z->has_duplicates)
+        add_finding(sc, CKPT_SEVERITY_INFO, "duplicate-name", NULL, file_member(sc),
+                    z->archive_offset,
+                    "two members share a name; every one of them is scanned");
+    for (size_t i = 0; i < z->count; i++) {
+        const ckpt_zip_entry *e = &z->entries[i];
+        if (!torchscript_marker(e)) continue;
+        const char *member = ckpt_arena_strdup(&sc->r->arena, e->name);
+        if (!member) return CKPT_E_NOMEM;
+        add_finding(sc, CKPT_SEVERITY_DANGEROUS, "torchscript", NULL, member,
+                    e->local_offset,
+                    "TorchScript archive (torch.jit.save): torch.load hands it "
+                    "to torch.jit.load, which runs its code");
+        break;
+    }
+    int had_content = sc->content, was_unscannable = sc->unscannable;
+    for (size_t i = 0; i < z->count; i++) {
+        ckpt_arena inflated = {0};
+        int rc = scan_member(sc, z, &z->entries[i], &inflated);
+        ckpt_arena_free(&inflated);
+        if (rc) return rc;
+    }
+    if (!had_content && !sc->content && !was_unscannable && !sc->unscannable)
+        add_finding(sc, CKPT_SEVERITY_INFO, "no-pickle", NULL, file_member(sc),
+                    z->archive_offset,
+                    "zip archive without any pickle member");
+    return 0;
+}
+
+/* ------------------------------------------------------------ sharded */
+
+/* file.c's rule (read_format): a sharded index is JSON text from its first
+ * byte; a safetensors file starts with a binary u64 length instead. */
+static int looks_like_index(const uint8_t *p, size_t n) {
+    size_t i = 0;
+    while (i < n && (p[i] == ' ' || p[i] == '\t' || p[i] == '\n' || p[i] == '\r')) i++;
+    return i < n && p[i] == '{' && memchr(p, 0, n < 8 ? n : 8) == NULL;
+}
+
+
+/* Loaders join a shard name to the index's directory; a name that leaves
+ * it (absolute, "..", a drive) names a file the scan does not follow.
+ * NULL when the name stays inside, else why not. */
+static const char *shard_name_problem(const char *name, size_t len) {
+    if (len == 0 || strlen(name) != len) return "empty or holds a NUL byte";
+    if (name[0] == '/') return "an absolute path";
+    if (strchr(name, '\\') || strchr(name, ':')) return "a backslash, drive or colon";
+    for (const char *p = name; *p;) {
+        size_t seg = strcspn(p, "/");
+        if (seg == 2 && p[0] == '.' && p[1] == '.') return "a \"..\" component";
+        p += seg + (p[seg] == '/');
+    }
+    return NULL;
+}
+
+static int scan_file(scanner *sc, const uint8_t *p, size_t n);
+
+/* One shard, scanned like a file of its own; its findings are named by
+ * the shard (and "SHARD:MEMBER" for members of a zip shard). */
+static int scan_shard(scanner *sc, const char *name) {
+    const char *shard = ckpt_arena_strdup(&sc->r->arena, name);
+    const char *path = ckpt_arena_printf(&sc->scratch, "%s/%s", sc->dir, name);
+    if (!shard || !path) return CKPT_E_NOMEM;
+    const uint8_t *map;
+    size_t n;
+    int rc = ckpt_map_file(path, &map, &n);
+    if (rc) {
+        add_finding(sc, CKPT_SEVERITY_INFO, "shard-unreadable", NULL, shard, CKPT_NO_OFFSET,
+                    "shard file cannot be read: %s", ckpt_error_last()->message);
+        sc->unscannable = 1;
+        return 0;
+    }
+    sc->shard = shard;
+    sc->content = 0;
+    rc = scan_file(sc, map, n);
+    if (rc == 0 && !sc->content) {
+        add_finding(sc, CKPT_SEVERITY_INFO, "shard-not-a-checkpoint", NULL, shard, 0,
+                    "shard holds no pickle, zip archive or safetensors header");
+        sc->unscannable = 1;
+    }
+    sc->shard = NULL;
+    sc->content = 1; /* the index is content */
+    ckpt_unmap_file(map, n);
+    return rc;
+}
+
+/* A sharded index ("*.safetensors.index.json", "*.bin.index.json"): its
+ * weight_map names the shard files a loader opens (HF transformers:
+ * safetensors.load_file for .safetensors shards, torch.load for others),
+ * so the index is as safe as the shards it lists: each distinct shard is
+ * scanned once. JSON that is no index is no checkpoint. */
+static int scan_index(scanner *sc, const uint8_t *p, size_t n) {
+    if (sc->shard) {
+        sc->content = 1;
+        sc->unscannable = 1;
+        add_finding(sc, CKPT_SEVERITY_INFO, "index-error", NULL, sc->shard, 0,
+                    "a shard is JSON text, expected a checkpoint file");
+        return 0;
+    }
+    if (n > sc->o.limits.max_index_bytes) {
+        sc->content = 1;
+        sc->unscannable = 1;
+        add_finding(sc, CKPT_SEVERITY_INFO, "index-error", NULL, "", 0,
+                    "JSON index of %zu bytes exceeds the limit max_index_bytes = %llu", n,
+                    (unsigned long long)sc->o.limits.max_index_bytes);
+        return 0;
+    }
+    json_error_t err;
+    json_t *doc = json_loadb((const char *)p, n, JSON_REJECT_DUPLICATES, &err);
+    json_t *wm = json_is_object(doc) ? json_object_get(doc, "weight_map") : NULL;
+    if (!json_is_object(wm)) {
+        if (doc)
+            add_finding(sc, CKPT_SEVERITY_INFO, "not-an-index", NULL, "", 0,
+                        "JSON text without a \"weight_map\" object: not a sharded "
+                        "checkpoint index");
+        else
+            add_finding(sc, CKPT_SEVERITY_INFO, "not-an-index", NULL, "",
+                        in_file((uint64_t)err.position, n),
+                        "text that does not parse as JSON (%s): not a sharded "
+                        "checkpoint index", err.text);
+        json_decref(doc);
+        return 0;
+    }
+    size_t count = json_object_size(wm), k = 0;
+    const char **names = ckpt_arena_array(&sc->scratch, count + 1, sizeof *names);
+    if (!names) {
+        json_decref(doc);
+        return CKPT_E_NOMEM;
+    }
+    const char *key;
+    json_t *val;
+    json_object_foreach(wm, key, val) {
+        const char *why = json_is_string(val)
+                              ? shard_name_problem(json_string_value(val),
+                                                   json_string_length(val))
+                              : "not a string";
+        if (why) {
+            add_finding(sc, CKPT_SEVERITY_INFO, "shard-name", NULL, "", CKPT_NO_OFFSET,
+                        "weight_map entry \"%.200s\": the shard name is %s; a file "
+                        "outside the index's directory is not scanned",
+                        key, why);
+            sc->unscannable = 1;
+            continue;
+        }
+        names[k++] = json_string_value(val);
+    }
+    /* distinct names: many tensors share a shard */
+    if (k > 1) qsort(names, k, sizeof *names, cmp_str);
+    size_t distinct = 0;
+    for (size_t i = 0; i < k; i++)
+        if (distinct == 0 || strcmp(names[distinct - 1], names[i]) != 0)
+            names[distinct++] = names[i];
+    int rc = 0;
+    if (distinct == 0) {
+        /* nothing a loader would open: no checkpoint content */
+        add_finding(sc, CKPT_SEVERITY_INFO, "sharded-index", NULL, "", 0,
+                    "sharded index listing no shard file");
+        json_decref(doc);
+        return 0;
+    }
+    if (!sc->dir) {
+        /* the buffer itself holds nothing a loader runs; its shards are
+         * other files, which only a scan from a path can reach */
+        add_finding(sc, CKPT_SEVERITY_INFO, "sharded-index", NULL, "", 0,
+                    "sharded index of %zu shard files, which are not scanned: "
+                    "scan the index from its path (ckpt_scan) to scan them", distinct);
+    } else {
+        sc->content = 1;
+        add_finding(sc, CKPT_SEVERITY_INFO, "sharded-index", NULL, "", 0,
+                    "sharded index: its %zu shard files were scanned (findings in a "
+                    "shard name it as their member)", distinct);
+        for (size_t i = 0; rc == 0 && i < distinct; i++) rc = scan_shard(sc, names[i]);
+    }
+    json_decref(doc);
+    return rc;
+}
+
+/* ------------------------------------------------------------ the file */
+
+static int scan_file(scanner *sc, const uint8_t *p, size_t n) {
+    region top = {.p = p, .n = n, .member = file_member(sc), .top = 1};
+    int rc, seen;
+    if (n == 0) return 0;
+    if (looks_like_index(p, n)) return scan_index(sc, p, n);
+    const char *foreign = ckpt_scan_foreign_container(p, n);
+    if (foreign) {
+        add_finding(sc, CKPT_SEVERITY_INFO, "unsupported-container", NULL, file_member(sc), 0,
+                    "%s: its content cannot be examined", foreign);
+        sc->unscannable = 1;
+        /* the magic may also open a pickle stream: a loader that does not
+         * look at magic numbers would run it */
+        top.sniffed = 1;
+        top.top = 0;
+        return ckpt_scan_pickle_start(p, n) ? scan_region(sc, &top) : 0;
+    }
+    /* The end record is searched from the end, so an archive behind a
+     * prefix is found; torch.load itself only takes a file starting with
+     * PK\3\4 for a zip and reads anything else as a legacy pickle. */
+    ckpt_zip z;
+    int zip_start = n >= 4 && memcmp(p, "PK\3\4", 4) == 0;
+    rc = ckpt_zip_open(&z, &sc->scratch, p, n, sc->file, &sc->o.limits);
+    if (rc == CKPT_E_NOMEM) return rc;
+    if (rc == 0) {
+        if ((rc = scan_zip(sc, &z))) return rc;
+    } else if (zip_start) {
+        const ckpt_error *e = ckpt_error_last();
+        add_finding(sc, CKPT_SEVERITY_INFO, "zip-error", NULL, file_member(sc),
+                    in_file(e->offset, n),
+                    "zip archive cannot be read: %s", e->message);
+        sc->unscannable = 1;
+        return 0;
+    }
+    if (zip_start) return 0;
+    if ((rc = scan_npy(sc, &top, &seen)) || seen) return rc;
+    if (ckpt_scan_looks_safetensors(p, n)) {
+        if ((rc = scan_safetensors(sc, p, n))) return rc;
+        top.sniffed = 1;
+        top.top = 0;
+    }
+    if (!ckpt_scan_pickle_start(p, n)) return 0;
+    return scan_region(sc, &top);
+}
+
+/* ------------------------------------------------------------ report */
+
+typedef struct ordered {
+    ckpt_finding f;
+    size_t seq;
+} ordered;
+
+static int cmp_ordered(const void *a, const void *b) {
+    const ordered *x = a, *y = b;
+    if (x->f.offset != y->f.offset) return x->f.offset < y->f.offset ? -1 : 1;
+    return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+/* Verdict, repeat counts in messages, file order, sorted globals. */
+static int finish(scanner *sc) {
+    ckpt_scan_report *r = sc->r;
+    if (!sc->unsafe && !sc->unscannable && !sc->content)
+        add_finding(sc, CKPT_SEVERITY_INFO, "no-content", NULL, "", 0,
+                    "no pickle, zip archive or safetensors header found");
+    if (sc->nomem) return CKPT_E_NOMEM;
+    r->verdict = sc->unsafe        ? CKPT_VERDICT_UNSAFE
+                 : sc->unscannable ? CKPT_VERDICT_UNSCANNABLE
+                 : sc->content     ? CKPT_VERDICT_SAFE
+                                   : CKPT_VERDICT_NOT_A_CHECKPOINT;
+    ordered *o = ckpt_arena_array(&sc->scratch, r->nfindings + 1, sizeof *o);
+    if (!o) return CKPT_E_NOMEM;
+    for (size_t i = 0; i < r->nfindings; i++) {
+        o[i].f = r->findings[i];
+        o[i].seq = i;
+        if (r->repeats[i]) {
+            o[i].f.message = ckpt_arena_printf(&r->arena, "%s (seen %llu times)",
+                                               r->findings[i].message,
+                                               (unsigned long long)r->repeats[i] + 1);
+            if (!o[i].f.message) return CKPT_E_NOMEM;
+        }
+    }
+    if (r->nfindings > 1) qsort(o, r->nfindings, sizeof *o, cmp_ordered);
+    for (size_t i = 0; i < r->nfindings; i++) r->findings[i] = o[i].f;
+    if (sc->dropped) {
+        /* past the cap, appended last whatever its offset */
+        const char *m = ckpt_arena_printf(&r->arena,
+                                          "%llu more distinct findings were not recorded",
+                                          (unsigned long long)sc->dropped);
+        if (!m ||
+            ckpt_arena_grow(&r->arena, (void **)&r->findings, &r->findcap,
+                            r->nfindings + 1, sizeof *r->findings))
+            return CKPT_E_NOMEM;
+        r->findings[r->nfindings++] = (ckpt_finding){CKPT_SEVERITY_INFO, "truncated", NULL,
+                                                     "", CKPT_NO_OFFSET, m};
+    }
+    if (r->nglobals > 1) qsort(r->globals, r->nglobals, sizeof *r->globals, cmp_str);
+    return 0;
+}
+
+/* An entry of the caller's allowlist that names a dangerous family is
+ * never honoured (intern_global): say so, once per name. */
+static int report_refused_allows(scanner *sc) {
+    for (size_t i = 0; i < sc->o.nallow; i++) {
+        const char *full = sc->allow[i], *dot = strchr(full, '.'), *why;
+        if (i > 0 && strcmp(full, sc->allow[i - 1]) == 0) continue;
+        char *module = ckpt_arena_strndup(&sc->scratch, full,
+                                          dot ? (size_t)(dot - full) : strlen(full));
+        if (!module) return CKPT_E_NOMEM;
+        if (ckpt_scan_classify(module, dot ? dot + 1 : "", &why) != CKPT_SEVERITY_DANGEROUS)
+            continue;
+        /* not interned: the file does not name it */
+        const char *g = ckpt_arena_strdup(&sc->r->arena, full);
+        if (!g) return CKPT_E_NOMEM;
+        add_finding(sc, CKPT_SEVERITY_INFO, "allow-ignored", g, "", CKPT_NO_OFFSET,
+                    "--allow %s ignored: %s cannot be allowlisted", full, why);
+    }
+    return sc->nomem ? CKPT_E_NOMEM : 0;
+}
+
+/* ckpt_scan_memory, with the directory of a file scanned from a path (for
+ * the shards of a sharded index) or NULL. */
+static int scan_buffer(ckpt_scan_report **out, const void *data, size_t size,
+                       const char *name, const char *dir, const ckpt_scan_options *opts) {
+    const char *file = name ? name : "";
+    if (!out) return ckpt_err(CKPT_E_INVALID_ARG, file, NULL, CKPT_NO_OFFSET, "out is NULL");
+    *out = NULL;
+    if (!data && size)
+        return ckpt_err(CKPT_E_INVALID_ARG, file, NULL, CKPT_NO_OFFSET, "data is NULL");
+    scanner sc = {0};
+    ckpt_scan_options defaults = CKPT_SCAN_OPTIONS_INIT;
+    sc.o = opts ? *opts : defaults;
+    if (sc.o.nallow && !sc.o.allow)
+        return ckpt_err(CKPT_E_INVALID_ARG, file, NULL, CKPT_NO_OFFSET,
+                        "allow is NULL with nallow = %zu", sc.o.nallow);
+    for (size_t i = 0; i < sc.o.nallow; i++)
+        if (!sc.o.allow[i])
+            return ckpt_err(CKPT_E_INVALID_ARG, file, NULL, CKPT_NO_OFFSET,
+                            "allow[%zu] is NULL", i);
+    sc.budget = sc.o.limits.max_inflate_bytes;
+    sc.dir = dir;
+    sc.seed = 1469598103934665603u ^ ((uint64_t)(uintptr_t)&sc * 0x9e3779b97f4a7c15u);
+    sc.r = ckpt_malloc(sizeof *sc.r);
+    if (!sc.r) return ckpt_err(CKPT_E_NOMEM, file, NULL, CKPT_NO_OFFSET, "out of memory");
+    memset(sc.r, 0, sizeof *sc.r);
+    int rc = 0;
+    sc.file = ckpt_arena_strdup(&sc.r->arena, file);
+    sc.allow = ckpt_arena_array(&sc.scratch, sc.o.nallow + 1, sizeof *sc.allow);
+    if (!sc.file || !sc.allow) {
+        rc = CKPT_E_NOMEM;
+    } else {
+        if (sc.o.nallow) memcpy(sc.allow, sc.o.allow, sc.o.nallow * sizeof *sc.allow);
+        if (sc.o.nallow > 1) qsort(sc.allow, sc.o.nallow, sizeof *sc.allow, cmp_str);
+        rc = report_refused_allows(&sc);
+        if (rc == 0) rc = scan_file(&sc, data ? data : (const void *)"", size);
+        if (rc == 0 && sc.nomem) rc = CKPT_E_NOMEM;
+        if (rc == 0) rc = finish(&sc);
+    }
+    ckpt_arena_free(&sc.scratch);
+    if (rc) {
+        ckpt_scan_report_free(sc.r);
+        return ckpt_err(CKPT_E_NOMEM, file, NULL, CKPT_NO_OFFSET,
+                        "out of memory while scanning");
+    }
+    ckpt_err_clear(); /* parse errors were findings, not failures */
+    *out = sc.r;
+    return 0;
+}
+
+int ckpt_scan_memory(ckpt_scan_report **out, const void *data, size_t size,
+                     const char *name, const ckpt_scan_options *opts) {
+    return scan_buffer(out, data, size, name, NULL, opts);
+}
+
+int ckpt_scan(ckpt_scan_report **out, const char *path, const ckpt_scan_options *opts) {
+    if (!out) return ckpt_err(CKPT_E_INVALID_ARG, path, NULL, CKPT_NO_OFFSET, "out is NULL");
+    *out = NULL;
+    if (!path) return ckpt_err(CKPT_E_INVALID_ARG, "", NULL, CKPT_NO_OFFSET, "path is NULL");
+    const uint8_t *map;
+    size_t n;
+    int rc = ckpt_map_file(path, &map, &n);
+    if (rc) return rc;
+    /* the shards of an index are found next to it */
+    const char *slash = strrchr(path, '/');
+    size_t dlen = slash ? (size_t)(slash - path) + (slash == path) : 1;
+    char *dir = ckpt_malloc(dlen + 1);
+    if (!dir) {
+        rc = ckpt_err(CKPT_E_NOMEM, path, NULL, CKPT_NO_OFFSET, "out of memory");
+    } else {
+        memcpy(dir, slash ? path : ".", dlen);
+        dir[dlen] = '\0';
+        rc = scan_buffer(out, map, n, path, dir, opts);
+    }
+    ckpt_free(dir);
+    ckpt_unmap_file(map, n);
+    return rc;
+}
+
+void ckpt_scan_report_free(ckpt_scan_report *r) {
+    if (!r) return;
+    ckpt_arena_free(&r->arena);
+    ckpt_free(r);
+}
+
+/* A report that does not exist is never safe. */
+ckpt_verdict ckpt_scan_verdict(const ckpt_scan_report *r) {
+    return r ? r->verdict : CKPT_VERDICT_UNSCANNABLE;
+}
+
+const char *ckpt_verdict_name(ckpt_verdict v) {
+    switch (v) {
+    case CKPT_VERDICT_SAFE: return "safe";
+    case CKPT_VERDICT_UNSAFE: return "unsafe";
+    case CKPT_VERDICT_UNSCANNABLE: return "unscannable";
+    case CKPT_VERDICT_NOT_A_CHECKPOINT: return "not-a-checkpoint";
+    }
+    return "unknown";
+}
+
+const char *ckpt_severity_name(ckpt_severity s) {
+    switch (s) {
+    case CKPT_SEVERITY_INFO: return "info";
+    case CKPT_SEVERITY_SUSPICIOUS: return "suspicious";
+    case CKPT_SEVERITY_DANGEROUS: return "dangerous";
+    }
+    return "unknown";
+}
+
+size_t ckpt_scan_finding_count(const ckpt_scan_report *r) { return r ? r->nfindings : 0; }
+
+const ckpt_finding *ckpt_scan_finding(const ckpt_scan_report *r, size_t i) {
+    return r && i < r->nfindings ? &r->findings[i] : NULL;
+}
+
+size_t ckpt_scan_global_count(const ckpt_scan_report *r) { return r ? r->nglobals : 0; }
+
+const char *ckpt_scan_global(const ckpt_scan_report *r, size_t i) {
+    return r && i < r->nglobals ? r->globals[i] : NULL;
+}

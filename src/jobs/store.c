@@ -1,0 +1,801 @@
+/* store.c - numbered generations of a checkpoint in one directory, with a
+ * LATEST pointer (ckpt_store_*; the contract is in ckpt.h).
+ *
+ * Crash safety comes from the order of the steps, each one atomic: the new
+ * generation appears complete or not at all (atomic commit), it is
+ * verified before LATEST names it, LATEST is replaced atomically, and old
+ * generations are removed only afterwards. A generation is committed once
+ * it is in place and verifies; LATEST is the pointer for readers that do
+ * not link ckpt. Readers never trust LATEST or a file name alone: what
+ * they return has just verified. */
+#include "jobs/store.h"
+
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/alloc.h"
+#include "base/error.h"
+
+#define POINTER_FILE "LATEST"
+/* LATEST holds one file name: anything longer is not one. */
+#define POINTER_MAX 4096
+#define COPY_CHUNK ((size_t)4 << 20)
+
+/* ------------------------------------------------------------ names */
+
+static int ends_with(const char *s, size_t len, const char *suffix) {
+    size_t n = strlen(suffix);
+    return len >= n && memcmp(s + len - n, suffix, n) == 0;
+}
+
+/* "NAME-STEP.safetensors" / "NAME-STEP.pt": 1 with *namelen and *step set,
+ * else 0. STEP has no leading zeros so that every step has one name. */
+static int parse_generation(const char *file, size_t *namelen, uint64_t *step) {
+    size_t len = strlen(file), end;
+    if (ends_with(file, len, ".safetensors"))
+        end = len - 12;
+    else if (ends_with(file, len, ".pt"))
+        end = len - 3;
+    else
+        return 0;
+    size_t d = end;
+    while (d > 0 && isdigit((unsigned char)file[d - 1])) d--;
+    if (d == end || d < 2 || file[d - 1] != '-' || file[0] == '.') return 0;
+    if (end - d > 1 && file[d] == '0') return 0;
+    uint64_t v = 0;
+    for (size_t i = d; i < end; i++)
+        if (ckpt_mul_overflow(v, 10, &v) ||
+            ckpt_add_overflow(v, (uint64_t)(file[i] - '0'), &v))
+            return 0;
+    *namelen = d - 1;
+    *step = v;
+    return 1;
+}
+
+/* ".X.tmp-PID-HEX16" (atomic.c's temporary names): 1 with *pid set. */
+static int parse_temp(const char *file, long *pid) {
+    const char *t = NULL;
+    for (const char *p = strstr(file, ".tmp-"); p; p = strstr(p + 1, ".tmp-")) t = p;
+    if (file[0] != '.' || !t || t < file + 2) return 0;
+    const char *p = t + 5;
+    long v = 0;
+    int digits = 0;
+    for (; isdigit((unsigned char)*p); p++, digits++) {
+        if (digits == 9) return 0; /* pids stay below 2^22 on Linux */
+        v = v * 10 + (*p - '0');
+    }
+    if (digits == 0 || v == 0 || *p++ != '-') return 0;
+    for (int i = 0; i < 16; i++, p++)
+        if (!isdigit((unsigned char)*p) && !(*p >= 'a' && *p <= 'f')) return 0;
+    if (*p != '\0') return 0;
+    *pid = v;
+    return 1;
+}
+
+/* ------------------------------------------------------------ directory */
+
+typedef struct gen {
+    const char *file; /* NAME-STEP.EXT */
+    const char *name; /* NAME */
+    uint64_t step;
+    uint64_t bytes;
+} gen;
+
+/* The generations of one directory, ascending by (step, file). */
+typedef struct store {
+    ckpt_arena arena;
+    const char *dir;
+    gen *gens;
+    size_t n, cap;
+} store;
+
+static int cmp_gen(const void *pa, const void *pb) {
+    const gen *a = pa, *b = pb;
+    if (a->step != b->step) return a->step < b->step ? -1 : 1;
+    return strcmp(a->file, b->file);
+}
+
+static int nomem(const char *dir) {
+    return ckpt_err(CKPT_E_NOMEM, dir, NULL, CKPT_NO_OFFSET, "out of memory");
+}
+
+/* "dir/file" in the store's arena (NULL when out of memory). */
+static char *join(store *s, const char *file) {
+    size_t n = strlen(s->dir);
+    const char *sep = n && s->dir[n - 1] == '/' ? "" : "/";
+    return ckpt_arena_printf(&s->arena, "%s%s%s", s->dir, sep, file);
+}
+
+static int scan(store *s, const char *dir) {
+    *s = (store){.dir = dir};
+    DIR *d = opendir(dir);
+    if (!d)
+        return ckpt_err(CKPT_E_IO, dir, NULL, CKPT_NO_OFFSET,
+                        "cannot open store directory %s: %s", dir, strerror(errno));
+    int rc = 0;
+    for (;;) {
+        errno = 0;
+        struct dirent *e = readdir(d);
+        if (!e) {
+            if (errno)
+                rc = ckpt_err(CKPT_E_IO, dir, NULL, CKPT_NO_OFFSET,
+                              "cannot read store directory %s: %s", dir, strerror(errno));
+            break;
+        }
+        size_t namelen;
+        uint64_t step;
+        struct stat st;
+        if (!parse_generation(e->d_name, &namelen, &step)) continue;
+        /* regular files only: a directory or link is not a generation */
+        if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+            !S_ISREG(st.st_mode))
+            continue;
+        if (ckpt_arena_grow(&s->arena, (void **)&s->gens, &s->cap, s->n + 1, sizeof *s->gens)) {
+            rc = nomem(dir);
+            break;
+        }
+        gen *g = &s->gens[s->n];
+        g->file = ckpt_arena_strdup(&s->arena, e->d_name);
+        g->name = ckpt_arena_strndup(&s->arena, e->d_name, namelen);
+        g->step = step;
+        g->bytes = (uint64_t)st.st_size;
+        if (!g->file || !g->name) {
+            rc = nomem(dir);
+            break;
+        }
+        s->n++;
+    }
+    closedir(d);
+    if (rc == 0 && s->n > 1) qsort(s->gens, s->n, sizeof *s->gens, cmp_gen);
+    return rc;
+}
+
+static ptrdiff_t find(const store *s, const char *file) {
+    for (size_t i = 0; file && i < s->n; i++)
+        if (strcmp(s->gens[i].file, file) == 0) return (ptrdiff_t)i;
+    return -1;
+}
+
+/* Opens and fully verifies a file; 0 or the failing call's code with the
+ * error recorded. */
+static int verify_path(const char *path, const ckpt_store_options *o) {
+    ckpt_file *f = NULL;
+    int rc = ckpt_open(&f, path, &o->open);
+    if (rc == 0) rc = ckpt_verify(f, NULL);
+    ckpt_close(f);
+    return rc;
+}
+
+static int verify_gen(store *s, size_t i, const ckpt_store_options *o) {
+    const char *path = join(s, s->gens[i].file);
+    return path ? verify_path(path, o) : nomem(s->dir);
+}
+
+/* Verification failed for want of resources, not because of the file. */
+static int resource_failure(int code) {
+    return code == CKPT_E_IO || code == CKPT_E_NOMEM;
+}
+
+/* fsync of the directory, so removals and renames survive a crash. */
+static int sync_dir(const char *dir) {
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    int err = fd < 0 ? errno : 0;
+    if (fd >= 0) {
+        if (fsync(fd) != 0 && errno != EINVAL) err = errno;
+        close(fd);
+    }
+    return err ? ckpt_err(CKPT_E_IO, dir, NULL, CKPT_NO_OFFSET,
+                          "fsync of directory %s failed: %s", dir, strerror(err))
+               : 0;
+}
+
+/* Creates dir and its missing parents (mkdir -p; mode 0755 less the
+ * umask), each made durable by an fsync of its parent, as the Python
+ * Store does with os.makedirs. An existing dir is left as it is. */
+static int make_dirs(const char *dir) {
+    size_t n = strlen(dir);
+    char *p = ckpt_malloc(n + 1);
+    if (!p) return nomem(dir);
+    memcpy(p, dir, n + 1);
+    int rc = 0;
+    for (size_t i = 1; rc == 0 && i <= n; i++) {
+        if (p[i] != '/' && p[i] != '\0') continue;
+        if (p[i - 1] == '/') continue; /* "a//b" */
+        char c = p[i];
+        p[i] = '\0';
+        if (mkdir(p, 0755) == 0) {
+            /* the new entry lives in its parent: "." for a relative name */
+            char *slash = strrchr(p, '/');
+            if (!slash) {
+                rc = sync_dir(".");
+            } else if (slash == p) {
+                rc = sync_dir("/");
+            } else {
+                *slash = '\0';
+                rc = sync_dir(p);
+                *slash = '/';
+            }
+        } else if (errno != EEXIST) {
+            rc = ckpt_err(CKPT_E_IO, dir, NULL, CKPT_NO_OFFSET,
+                          "cannot create store directory %s: %s", p, strerror(errno));
+        }
+        p[i] = c;
+    }
+    ckpt_free(p);
+    return rc;
+}
+
+/* ------------------------------------------------------------ LATEST */
+
+/* Reads LATEST into *st: ABSENT, INVALID, or OK with *file the name it
+ * holds (not yet checked against the directory). Returns 0 or
+ * CKPT_E_NOMEM. */
+static int read_pointer(store *s, ckpt_store_pointer *st, const char **file) {
+    *file = "";
+    *st = CKPT_STORE_POINTER_INVALID;
+    const char *path = join(s, POINTER_FILE);
+    if (!path) return nomem(s->dir);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        if (errno == ENOENT) *st = CKPT_STORE_POINTER_ABSENT;
+        return 0;
+    }
+    char buf[POINTER_MAX + 1];
+    size_t len = 0;
+    ssize_t r = 0;
+    while (len < sizeof buf && (r = read(fd, buf + len, sizeof buf - len)) != 0) {
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) break;
+        len += (size_t)r;
+    }
+    close(fd);
+    if (r < 0 || len == 0 || len == sizeof buf) return 0;
+    if (buf[len - 1] == '\n') len--; /* tolerate a LATEST written without one */
+    size_t namelen;
+    uint64_t step;
+    buf[len] = '\0';
+    if (memchr(buf, '\0', len) || strchr(buf, '/') || !parse_generation(buf, &namelen, &step))
+        return 0;
+    const char *copy = ckpt_arena_strdup(&s->arena, buf);
+    if (!copy) return nomem(s->dir);
+    *file = copy;
+    *st = CKPT_STORE_POINTER_OK;
+    return 0;
+}
+
+static int write_pointer(store *s, const char *file) {
+    const char *path = join(s, POINTER_FILE);
+    if (!path) return nomem(s->dir);
+    ckpt_atomic a;
+    int rc = ckpt_atomic_begin(&a, path);
+    if (rc == 0) rc = ckpt_atomic_write(&a, file, strlen(file));
+    if (rc == 0) rc = ckpt_atomic_write(&a, "\n", 1);
+    if (rc == 0) return ckpt_atomic_commit(&a, 0);
+    ckpt_atomic_abort(&a);
+    return rc;
+}
+
+const char *ckpt_store_pointer_name(ckpt_store_pointer p) {
+    switch (p) {
+    case CKPT_STORE_POINTER_OK: return "ok";
+    case CKPT_STORE_POINTER_ABSENT: return "absent";
+    case CKPT_STORE_POINTER_MISSING: return "missing";
+    case CKPT_STORE_POINTER_CORRUPT: return "corrupt";
+    case CKPT_STORE_POINTER_INVALID: return "invalid";
+    }
+    return "unknown";
+}
+
+/* ------------------------------------------------------------ list */
+
+struct ckpt_store_listing {
+    store s; /* its arena owns everything below */
+    ckpt_store_generation *gens;
+    ckpt_store_pointer pointer;
+    const char *pointer_file;
+};
+
+static const ckpt_store_options *options(const ckpt_store_options *opts,
+                                         ckpt_store_options *defaults) {
+    *defaults = (ckpt_store_options)CKPT_STORE_OPTIONS_INIT;
+    return opts ? opts : defaults;
+}
+
+void ckpt_store_list_free(ckpt_store_listing *l) {
+    if (!l) return;
+    ckpt_arena_free(&l->s.arena);
+    ckpt_free(l);
+}
+
+size_t ckpt_store_list_count(const ckpt_store_listing *l) {
+    return l ? l->s.n : 0;
+}
+
+const ckpt_store_generation *ckpt_store_list_generation(const ckpt_store_listing *l, size_t i) {
+    return l && i < l->s.n ? &l->gens[i] : NULL;
+}
+
+ckpt_store_pointer ckpt_store_list_pointer(const ckpt_store_listing *l, const char **file) {
+    if (file) *file = l ? l->pointer_file : "";
+    return l ? l->pointer : CKPT_STORE_POINTER_ABSENT;
+}
+
+/* Fills generation i's listing entry, verifying it unless `verified`
+ * (it verified moments ago). Returns 0 or CKPT_E_NOMEM: a failed
+ * verification is recorded in the entry. */
+static int judge(ckpt_store_listing *l, size_t i, int verified, const ckpt_store_options *o) {
+    store *s = &l->s;
+    ckpt_store_generation *g = &l->gens[i];
+    *g = (ckpt_store_generation){s->gens[i].file, join(s, s->gens[i].file), s->gens[i].name,
+                                 s->gens[i].step, s->gens[i].bytes, 1, 0, "", "", UINT64_MAX, 0};
+    if (!g->path) return nomem(s->dir);
+    int rc = verified ? 0 : verify_path(g->path, o);
+    if (rc == 0) return 0;
+    if (rc == CKPT_E_NOMEM) return rc;
+    const ckpt_error *e = ckpt_error_last();
+    g->ok = 0;
+    g->code = rc;
+    g->reason = ckpt_arena_strdup(&s->arena, e->message);
+    g->member = ckpt_arena_strdup(&s->arena, e->member);
+    g->offset = e->offset;
+    return g->reason && g->member ? 0 : nomem(s->dir);
+}
+
+/* Reads LATEST and judges it against the (judged) generations. */
+static int judge_pointer(ckpt_store_listing *l) {
+    int rc = read_pointer(&l->s, &l->pointer, &l->pointer_file);
+    if (rc || l->pointer != CKPT_STORE_POINTER_OK) return rc;
+    ptrdiff_t i = find(&l->s, l->pointer_file);
+    if (i < 0) {
+        l->pointer = CKPT_STORE_POINTER_MISSING;
+    } else {
+        l->gens[i].latest = 1;
+        if (!l->gens[i].ok) l->pointer = CKPT_STORE_POINTER_CORRUPT;
+    }
+    return 0;
+}
+
+/* Fills *l with the generations of dir, not judged yet; its arena is
+ * the caller's to free, also on failure. */
+static int listing_scan(ckpt_store_listing *l, const char *dir) {
+    *l = (ckpt_store_listing){0};
+    int rc = scan(&l->s, dir);
+    if (rc == 0 && l->s.n) {
+        l->gens = ckpt_arena_array(&l->s.arena, l->s.n, sizeof *l->gens);
+        if (!l->gens) rc = nomem(dir);
+    }
+    return rc;
+}
+
+/* A listing of dir on the heap, scanned but not judged yet. */
+static int listing_new(ckpt_store_listing **out, const char *dir) {
+    ckpt_store_listing *l = ckpt_malloc(sizeof *l);
+    if (!l) return nomem(dir);
+    int rc = listing_scan(l, dir);
+    if (rc) {
+        ckpt_store_list_free(l);
+        return rc;
+    }
+    *out = l;
+    return 0;
+}
+
+int ckpt_store_list(ckpt_store_listing **out, const char *dir, const ckpt_store_options *opts) {
+    ckpt_store_options defaults;
+    const ckpt_store_options *o = options(opts, &defaults);
+    *out = NULL;
+    if (!dir) return ckpt_err(CKPT_E_INVALID_ARG, "", NULL, CKPT_NO_OFFSET, "dir is NULL");
+    ckpt_store_listing *l;
+    int rc = listing_new(&l, dir);
+    if (rc) return rc;
+    for (size_t i = 0; rc == 0 && i < l->s.n; i++) rc = judge(l, i, 0, o);
+    if (rc == 0) rc = judge_pointer(l);
+    if (rc) {
+        ckpt_store_list_free(l);
+        return rc;
+    }
+    *out = l;
+    return 0;
+}
+
+/* ------------------------------------------------------------ prune */
+
+static int is_in(const ptrdiff_t *set, size_t n, size_t i) {
+    for (size_t k = 0; k < n; k++)
+        if (set[k] == (ptrdiff_t)i) return 1;
+    return 0;
+}
+
+/* Prunes the generations of l (listed, not judged): from the newest down,
+ * each is verified (those in known[] verified moments ago) until `keep`
+ * of them, at least one, verify. The generations below the last of those
+ * are removed, oldest first, unless protected[]; every generation above
+ * it stays, and a corrupt one neither counts nor pushes a good one out.
+ * With `full`, protected generations below it are verified too, so that
+ * l ends up judging everything that is left (as ckpt_store_list would);
+ * without, nothing is verified when no generation could be removed. A
+ * verification that fails for want of I/O or memory removes nothing. */
+static int prune_listed(ckpt_store_listing *l, uint32_t keep, const ptrdiff_t *known,
+                        size_t nknown, const ptrdiff_t *protect, size_t nprotect, int full,
+                        size_t *removed, const ckpt_store_options *o) {
+    store *s = &l->s;
+    size_t want = keep ? keep : 1, good = 0, cut = 0, kept = 0;
+    if (!full && s->n <= want) return 0;
+    for (size_t i = s->n; i-- > 0;) {
+        int rc = judge(l, i, is_in(known, nknown, i), o);
+        if (rc) return rc;
+        if (resource_failure(l->gens[i].code))
+            return ckpt_err(l->gens[i].code, s->dir, NULL, CKPT_NO_OFFSET,
+                            "nothing pruned: cannot verify %s: %s", s->gens[i].file,
+                            l->gens[i].reason);
+        if (l->gens[i].ok && ++good == want) {
+            cut = i;
+            break;
+        }
+    }
+    for (size_t i = 0; i < s->n; i++) {
+        int protected_ = is_in(protect, nprotect, i) || is_in(known, nknown, i);
+        if (i < cut && !protected_) {
+            const char *path = join(s, s->gens[i].file);
+            if (!path) return nomem(s->dir);
+            if (unlink(path) != 0 && errno != ENOENT)
+                return ckpt_err(CKPT_E_IO, path, NULL, CKPT_NO_OFFSET,
+                                "cannot remove generation %s: %s", path, strerror(errno));
+            if (removed) ++*removed;
+            continue;
+        }
+        if (i < cut && full) {
+            int rc = judge(l, i, is_in(known, nknown, i), o);
+            if (rc) return rc;
+        }
+        s->gens[kept] = s->gens[i];
+        l->gens[kept++] = l->gens[i];
+    }
+    s->n = kept;
+    return removed && *removed ? sync_dir(s->dir) : 0;
+}
+
+/* ckpt_store_prune and ckpt_store_prune_list. */
+static int prune_dir(ckpt_store_listing **out, size_t *removed, const char *dir,
+                     const ckpt_store_options *opts) {
+    ckpt_store_options defaults;
+    const ckpt_store_options *o = options(opts, &defaults);
+    size_t count = 0;
+    if (removed) *removed = 0;
+    if (out) *out = NULL;
+    if (!dir) return ckpt_err(CKPT_E_INVALID_ARG, "", NULL, CKPT_NO_OFFSET, "dir is NULL");
+    ckpt_store_listing *l;
+    int rc = listing_new(&l, dir);
+    if (rc) return rc;
+    ckpt_store_pointer st;
+    const char *file;
+    rc = read_pointer(&l->s, &st, &file);
+    if (rc == 0) {
+        ptrdiff_t pointer = st == CKPT_STORE_POINTER_OK ? find(&l->s, file) : -1;
+        rc = prune_listed(l, o->keep, NULL, 0, &pointer, 1, out != NULL, &count, o);
+    }
+    if (rc == 0 && out) rc = judge_pointer(l);
+    if (removed) *removed = count;
+    if (rc || !out) {
+        ckpt_store_list_free(l);
+        return rc;
+    }
+    *out = l;
+    return 0;
+}
+
+int ckpt_store_prune(size_t *removed, const char *dir, const ckpt_store_options *opts) {
+    return prune_dir(NULL, removed, dir, opts);
+}
+
+int ckpt_store_prune_list(ckpt_store_listing **out, size_t *removed, const char *dir,
+                          const ckpt_store_options *opts) {
+    if (!out) return ckpt_err(CKPT_E_INVALID_ARG, dir ? dir : "", NULL, CKPT_NO_OFFSET,
+                              "out is NULL");
+    return prune_dir(out, removed, dir, opts);
+}
+
+/* ------------------------------------------------------------ gc */
+
+int ckpt_store_gc(size_t *removed, const char *dir, const ckpt_store_options *opts) {
+    ckpt_store_options defaults;
+    const ckpt_store_options *o = options(opts, &defaults);
+    size_t count = 0;
+    if (removed) *removed = 0;
+    if (!dir) return ckpt_err(CKPT_E_INVALID_ARG, "", NULL, CKPT_NO_OFFSET, "dir is NULL");
+    DIR *d = opendir(dir);
+    if (!d)
+        return ckpt_err(CKPT_E_IO, dir, NULL, CKPT_NO_OFFSET, "cannot open directory %s: %s",
+                        dir, strerror(errno));
+    time_t now = time(NULL);
+    int rc = 0;
+    for (;;) {
+        errno = 0;
+        struct dirent *e = readdir(d);
+        if (!e) {
+            if (errno)
+                rc = ckpt_err(CKPT_E_IO, dir, NULL, CKPT_NO_OFFSET,
+                              "cannot read directory %s: %s", dir, strerror(errno));
+            break;
+        }
+        long pid;
+        struct stat st;
+        if (!parse_temp(e->d_name, &pid) ||
+            fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode))
+            continue;
+        int dead = kill((pid_t)pid, 0) != 0 && errno == ESRCH;
+        int old = now - st.st_mtime >= (time_t)o->stale_minutes * 60;
+        if (!dead && !old) continue;
+        if (unlinkat(dirfd(d), e->d_name, 0) != 0 && errno != ENOENT) {
+            rc = ckpt_err(CKPT_E_IO, dir, NULL, CKPT_NO_OFFSET,
+                          "cannot remove temporary file %s in %s: %s", e->d_name, dir,
+                          strerror(errno));
+            break;
+        }
+        count++;
+    }
+    closedir(d);
+    if (removed) *removed = count;
+    if (rc == 0 && count) rc = sync_dir(dir);
+    return rc;
+}
+
+/* ------------------------------------------------------------ latest */
+
+static int put_path(char *out, size_t cap, const char *path) {
+    size_t n = strlen(path);
+    if (!out) return 0;
+    if (n >= cap)
+        return ckpt_err(CKPT_E_INVALID_ARG, path, NULL, CKPT_NO_OFFSET,
+                        "path buffer of %zu bytes cannot hold %zu bytes", cap, n + 1);
+    memcpy(out, path, n + 1);
+    return 0;
+}
+
+int ckpt_store_latest(char *path, size_t cap, const char *dir, const ckpt_store_options *opts) {
+    ckpt_store_options defaults;
+    const ckpt_store_options *o = options(opts, &defaults);
+    if (path && cap) path[0] = '\0';
+    if (!dir) return ckpt_err(CKPT_E_INVALID_ARG, "", NULL, CKPT_NO_OFFSET, "dir is NULL");
+    store s;
+    int rc = scan(&s, dir);
+    if (rc) {
+        ckpt_arena_free(&s.arena);
+        return rc;
+    }
+    /* LATEST is not consulted: a generation that verifies is committed
+     * even when a crash kept LATEST from reaching it */
+    ptrdiff_t found = -1;
+    for (size_t i = s.n; rc == 0 && found < 0 && i-- > 0;) {
+        rc = verify_gen(&s, i, o);
+        if (rc == 0) found = (ptrdiff_t)i;
+        /* an older generation is no answer when the newer one could not be
+         * judged (out of memory, unreadable): say so instead */
+        if (!resource_failure(rc)) rc = 0;
+    }
+    if (rc == 0 && found < 0)
+        rc = ckpt_err(CKPT_E_NOTFOUND, dir, NULL, CKPT_NO_OFFSET,
+                      "no generation in %s verifies (%zu found)", dir, s.n);
+    if (rc == 0) {
+        const char *full = join(&s, s.gens[found].file);
+        rc = full ? put_path(path, cap, full) : nomem(dir);
+    }
+    ckpt_arena_free(&s.arena);
+    return rc;
+}
+
+/* ------------------------------------------------------------ commit */
+
+/* Not empty, no '/', no leading '.' (temporary and hidden files), no
+ * control bytes, and short enough for the file name to fit NAME_MAX. */
+static int valid_name(const char *name) {
+    size_t n = name ? strlen(name) : 0;
+    if (n == 0 || n > 200 || name[0] == '.' || strchr(name, '/')) return 0;
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)name[i] < 0x20 || name[i] == 0x7f) return 0;
+    return 1;
+}
+
+/* Reads the file back from the disk rather than the page cache the write
+ * just filled (best effort: the pages are clean after the fsync), then
+ * verifies it. */
+static int verify_fresh(const char *path, const ckpt_store_options *o) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+        close(fd);
+    }
+    return verify_path(path, o);
+}
+
+/* 1 when the generation `file` of step `step` sorts after g. */
+static int newer_than(const gen *g, uint64_t step, const char *file) {
+    return step != g->step ? step > g->step : strcmp(file, g->file) > 0;
+}
+
+/* Refuses a step of `name` that is already committed (verifies). */
+static int check_fresh_step(store *s, const char *name, uint64_t step,
+                            const ckpt_store_options *o) {
+    for (size_t i = 0; i < s->n; i++) {
+        if (s->gens[i].step != step || strcmp(s->gens[i].name, name) != 0) continue;
+        int rc = verify_gen(s, i, o);
+        if (rc == 0)
+            return ckpt_err(CKPT_E_INVALID_ARG, s->dir, NULL, CKPT_NO_OFFSET,
+                            "step %" PRIu64 " of %s is already committed as %s", step, name,
+                            s->gens[i].file);
+        if (resource_failure(rc)) return rc;
+    }
+    return 0;
+}
+
+/* After `file` verified: LATEST names the newest generation that verifies,
+ * which is `file` unless a verified one sorts after it; then prune. A
+ * failure here leaves `file` committed (it verifies): the message says so. */
+static int move_pointer_and_prune(store *s, const char *file, uint64_t step,
+                                  const ckpt_store_options *o) {
+    const char *newest = file, *what = "moving LATEST";
+    int rc = 0;
+    for (size_t i = s->n; rc == 0 && i-- > 0 && newer_than(&s->gens[i], step, file) == 0;) {
+        rc = verify_gen(s, i, o);
+        if (rc == 0) {
+            newest = s->gens[i].file;
+            break;
+        }
+        if (!resource_failure(rc)) rc = 0;
+    }
+    ckpt_store_listing now = {0};
+    if (rc == 0) rc = write_pointer(s, newest);
+    if (rc == 0) {
+        what = "pruning";
+        rc = listing_scan(&now, s->dir);
+    }
+    if (rc == 0) {
+        /* both verified moments ago; LATEST names the first, and the new
+         * generation is never pruned, even when older than the rest */
+        ptrdiff_t known[2] = {find(&now.s, newest), find(&now.s, file)};
+        size_t removed = 0;
+        rc = prune_listed(&now, o->keep, known, 2, known, 1, 0, &removed, o);
+    }
+    if (rc) {
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s", ckpt_error_last()->message);
+        rc = ckpt_err(rc, s->dir, NULL, CKPT_NO_OFFSET, "%s was committed, but %s failed: %s",
+                      file, what, msg);
+    }
+    ckpt_arena_free(&now.s.arena);
+    return rc;
+}
+
+int ckpt_store_commit_with(char *path, size_t cap, const char *dir, const char *name,
+                           uint64_t step, const char *ext, ckpt_store_write_fn write, void *ctx,
+                           const ckpt_store_options *opts) {
+    ckpt_store_options defaults;
+    const ckpt_store_options *o = options(opts, &defaults);
+    if (path && cap) path[0] = '\0';
+    if (!dir || !*dir || !write || !ext ||
+        (strcmp(ext, ".safetensors") != 0 && strcmp(ext, ".pt") != 0))
+        return ckpt_err(CKPT_E_INVALID_ARG, dir ? dir : "", NULL, CKPT_NO_OFFSET,
+                        "commit needs a directory, a writer and the extension "
+                        ".safetensors or .pt");
+    if (!valid_name(name))
+        return ckpt_err(CKPT_E_INVALID_ARG, dir, NULL, CKPT_NO_OFFSET,
+                        "invalid generation name '%s': it must be 1 to 200 bytes, "
+                        "without '/', control characters or a leading '.'",
+                        name ? name : "");
+    struct stat st;
+    int rc = stat(dir, &st) != 0 && errno == ENOENT ? make_dirs(dir) : 0;
+    store s = {0};
+    if (rc == 0) rc = scan(&s, dir);
+    const char *file = NULL, *target = NULL;
+    if (rc == 0) {
+        file = ckpt_arena_printf(&s.arena, "%s-%" PRIu64 "%s", name, step, ext);
+        target = file ? join(&s, file) : NULL;
+        if (!target) rc = nomem(dir);
+    }
+    /* a path buffer too small is refused before anything is written */
+    if (rc == 0 && path && strlen(target) >= cap) rc = put_path(path, cap, target);
+    if (rc == 0) rc = check_fresh_step(&s, name, step, o);
+
+    ckpt_atomic a;
+    if (rc == 0) rc = ckpt_atomic_begin(&a, target);
+    if (rc == 0) {
+        rc = write(ctx, &a);
+        if (rc == 0)
+            rc = ckpt_atomic_commit(&a, 0);
+        else
+            ckpt_atomic_abort(&a);
+        if (rc == 0 && (rc = verify_fresh(target, o)) != 0) {
+            /* never leave a generation that does not verify under its name */
+            const ckpt_error *e = ckpt_error_last();
+            char msg[512], member[512];
+            uint64_t off = e->offset;
+            snprintf(msg, sizeof msg, "%s", e->message);
+            snprintf(member, sizeof member, "%s", e->member);
+            unlink(target);
+            sync_dir(dir);
+            rc = ckpt_err(rc, target, member, off,
+                          "%s failed verification after writing and was removed: %s", file,
+                          msg);
+        }
+        if (rc == 0) rc = put_path(path, cap, target);
+        if (rc == 0) rc = move_pointer_and_prune(&s, file, step, o);
+    }
+    ckpt_arena_free(&s.arena);
+    return rc;
+}
+
+/* ------------------------------------------------------------ copy */
+
+typedef struct copy_source {
+    const char *path;
+} copy_source;
+
+/* Byte copy of the source file: the generation keeps its format. */
+static int copy_file(void *ctx, ckpt_atomic *a) {
+    const char *src = ((const copy_source *)ctx)->path;
+    int fd = open(src, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return ckpt_err(CKPT_E_IO, src, NULL, CKPT_NO_OFFSET, "cannot open %s: %s", src,
+                        strerror(errno));
+    unsigned char *buf = ckpt_malloc(COPY_CHUNK);
+    int rc = buf ? 0 : nomem(src);
+    uint64_t off = 0;
+    while (rc == 0) {
+        ssize_t n = read(fd, buf, COPY_CHUNK);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0)
+            rc = ckpt_err(CKPT_E_IO, src, NULL, off, "cannot read %s: %s", src, strerror(errno));
+        if (n <= 0) break;
+        rc = ckpt_atomic_write(a, buf, (size_t)n);
+        off += (uint64_t)n;
+    }
+    ckpt_free(buf);
+    close(fd);
+    return rc;
+}
+
+int ckpt_store_commit(char *path, size_t cap, const char *dir, const char *name, uint64_t step,
+                      const char *src, const ckpt_store_options *opts) {
+    ckpt_store_options defaults;
+    const ckpt_store_options *o = options(opts, &defaults);
+    if (path && cap) path[0] = '\0';
+    if (!src) return ckpt_err(CKPT_E_INVALID_ARG, "", NULL, CKPT_NO_OFFSET, "src is NULL");
+    /* The source is verified before anything is written, so that a corrupt
+     * source is named as such rather than as a copy that failed. */
+    ckpt_file *f = NULL;
+    int rc = ckpt_open(&f, src, &o->open);
+    ckpt_format fmt = rc == 0 ? ckpt_file_format(f) : (ckpt_format)0;
+    if (fmt == CKPT_FORMAT_SAFETENSORS_SHARDED) {
+        ckpt_close(f);
+        return ckpt_err(CKPT_E_UNSUPPORTED, src, NULL, CKPT_NO_OFFSET,
+                        "a sharded set cannot be committed as one generation file");
+    }
+    if (rc == 0) rc = ckpt_verify(f, NULL);
+    if (rc && !resource_failure(rc)) {
+        const ckpt_error *e = ckpt_error_last();
+        char msg[512], member[512];
+        uint64_t off = e->offset;
+        snprintf(msg, sizeof msg, "%s", e->message);
+        snprintf(member, sizeof member, "%s", e->member);
+        int corrupt = rc == CKPT_E_TRUNCATED || rc == CKPT_E_FORMAT ||
+                      rc == CKPT_E_CHECKSUM || rc == CKPT_E_MISMATCH;
+        rc = ckpt_err(rc, src, member, off, "%s %s: %s; nothing committed", src,
+                      corrupt ? "is corrupt" : "cannot be committed", msg);
+    }
+    ckpt_close(f);
+    if (rc) return rc;
+    copy_source ctx = {src};
+    return ckpt_store_commit_with(path, cap, dir, name, step,
+                                  fmt == CKPT_FORMAT_SAFETENSORS ? ".safetensors" : ".pt",
+                                  copy_file, &ctx, o);
+}

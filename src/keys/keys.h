@@ -1,0 +1,180 @@
+/* keys.h - internals of the key audit: the manifest, a string hash map,
+ * key segments and wrapper segments, and inferred rewrites. Shared by
+ * manifest.c, keys.c, match.c, diff.c and rename.c. */
+#ifndef CKPT_KEYS_H
+#define CKPT_KEYS_H
+
+#include "base/alloc.h"
+#include "ckpt.h"
+#include "model/file.h"
+
+#define CKPT_KEYS_NONE SIZE_MAX /* "no index" in pairings and lookups */
+
+/* ------------------------------------------------------------ hash map */
+
+/* Open addressing (linear probing, load <= 1/2) from byte strings to a
+ * size_t. Keys are borrowed: they must outlive the map. The hash is XXH3
+ * with a per-process seed taken from an address (ASLR), so hostile names
+ * cannot be chosen to collide. A zeroed struct is an empty map. */
+typedef struct ckpt_strmap_slot {
+    const char *s; /* NULL: empty slot */
+    size_t len;
+    uint64_t hash;
+    size_t val;
+} ckpt_strmap_slot;
+
+typedef struct ckpt_strmap {
+    ckpt_strmap_slot *slots;
+    size_t cap, n; /* cap is 0 or a power of two */
+} ckpt_strmap;
+
+uint64_t ckpt_strmap_hash(const char *s, size_t len);
+/* Room for `n` keys without rehashing. 0 or CKPT_E_NOMEM (recorded). */
+int ckpt_strmap_reserve(ckpt_strmap *m, size_t n);
+/* Inserts s -> val unless s is present. *slot receives the entry (new or
+ * existing). Returns 1 when inserted, 0 when present, CKPT_E_NOMEM. */
+int ckpt_strmap_put(ckpt_strmap *m, const char *s, size_t len, size_t val,
+                    ckpt_strmap_slot **slot);
+/* The same with hash = ckpt_strmap_hash(s, len) computed by the caller. */
+int ckpt_strmap_put_hashed(ckpt_strmap *m, const char *s, size_t len, uint64_t hash,
+                           size_t val, ckpt_strmap_slot **slot);
+/* The entry for s, or NULL. hash: ckpt_strmap_hash(s, len). */
+ckpt_strmap_slot *ckpt_strmap_find(const ckpt_strmap *m, const char *s,
+                                   size_t len, uint64_t hash);
+/* Asks the CPU to load the slot `hash` starts probing at, and (once that
+ * slot is loaded) the key it holds when its hash matches: a table of a
+ * million keys is far larger than the caches, so loops over many keys
+ * hash a few keys ahead and prefetch (hints; no effect on results). */
+void ckpt_strmap_prefetch(const ckpt_strmap *m, uint64_t hash);
+void ckpt_strmap_prefetch_key(const ckpt_strmap *m, uint64_t hash);
+void ckpt_strmap_free(ckpt_strmap *m);
+
+/* ------------------------------------------------------------ manifest */
+
+struct ckpt_manifest {
+    ckpt_arena arena;             /* copied strings and shapes */
+    const char *name;
+    ckpt_manifest_entry *entries; /* ckpt_realloc'd, n used */
+    size_t *lens;                 /* strlen of each name */
+    size_t n, cap;
+    ckpt_strmap index;            /* name -> entry index */
+    const char *const *meta_keys; /* metadata (aliases), nmeta pairs */
+    const char *const *meta_vals;
+    size_t nmeta;
+    const ckpt_file *file;        /* the checkpoint, or NULL */
+    ckpt_file *owned;             /* closed on free (ckpt_manifest_load) */
+    const ckpt_named_value *values; /* non-tensor leaves, sorted by name */
+    size_t nvalues;                 /* (checkpoints only) */
+};
+
+/* Index of `name` (len bytes) in m, or CKPT_KEYS_NONE. */
+size_t ckpt_manifest_lookup(const ckpt_manifest *m, const char *name,
+                            size_t len);
+/* out[i] = ckpt_manifest_lookup(m, entry i of `names`) for every entry;
+ * returns how many were found. */
+size_t ckpt_manifest_lookup_all(const ckpt_manifest *m,
+                                const ckpt_manifest *names, size_t *out);
+
+/* Looks up n computed names in m, a few at a time ahead (hashed, slots
+ * and keys prefetched), in order: get(ctx, i, buf, &len, &flag) returns
+ * name i (len bytes), its own or written into buf (bufcap bytes, valid
+ * until put is called for i); put(ctx, i, name, len, flag, j) receives it
+ * with j = its index in m or CKPT_KEYS_NONE; flag passes from get to put.
+ * Returns 0, CKPT_E_NOMEM, or the first non-zero result of put. */
+typedef const char *(*ckpt_name_get)(void *ctx, size_t i, char *buf, size_t *len, int *flag);
+typedef int (*ckpt_name_put)(void *ctx, size_t i, const char *name, size_t len, int flag,
+                             size_t j);
+int ckpt_manifest_lookup_stream(const ckpt_manifest *m, size_t n, size_t bufcap,
+                                ckpt_name_get get, ckpt_name_put put, void *ctx);
+
+/* Appends entry `e` (its name copied, dtype, shape and tensor borrowed).
+ * Returns 0, CKPT_E_INVALID_ARG for a name already present (the caller
+ * words the error; nothing recorded), CKPT_E_NOMEM. */
+int ckpt_manifest_push_entry(ckpt_manifest *m, const ckpt_manifest_entry *e);
+
+/* The manifest of the tree a ckpt-written safetensors file records in
+ * "ckpt.structure" (ckpt_write_logical_root): its tensors with the dtypes
+ * and views they had, and its non-tensor leaves, named and sorted as
+ * ckpt_file_flatten names them, within the file's open limits. *out is
+ * NULL when m's file records no tree (m is then its own logical view).
+ * The result borrows m's file. Returns 0, ckpt_write_logical_root's codes
+ * (CKPT_E_FORMAT for a malformed structure), CKPT_E_LIMIT, CKPT_E_NOMEM. */
+int ckpt_manifest_logical(ckpt_manifest **out, const ckpt_manifest *m);
+
+/* ------------------------------------------------------------ segments */
+
+/* Wrapper segments that modules insert into keys: torch.compile's
+ * OptimizedModule (_orig_mod), FSDP1 and activation checkpointing
+ * (FORMATS.md §4.6). Bit i of a wrapper mask is ckpt_wrappers[i]. */
+#define CKPT_NWRAPPERS 3
+extern const char *const ckpt_wrappers[CKPT_NWRAPPERS]; /* "_orig_mod." ... */
+
+/* Mask of the wrapper segments occurring in key s as whole segments that
+ * are not the last one. */
+unsigned ckpt_key_wrappers(const char *s, size_t len);
+/* Copies s without its wrapper segments into dst (len + 1 bytes) and
+ * returns the new length. */
+size_t ckpt_key_drop_wrappers(const char *s, size_t len, char *dst);
+/* 1 when s[pos..pos+n) is made of whole segments of s: it starts at 0 or
+ * after '.', and ends at the end of s, or before '.', or with '.'. */
+int ckpt_key_aligned(const char *s, size_t len, size_t pos, size_t n);
+
+/* ------------------------------------------------------------ rewrites */
+
+/* One rewrite of checkpoint keys (see ckpt_match in ckpt.h): drop wrapper
+ * segments when `canon`, then replace the leading `strip` (whole segments,
+ * "" for none) by `add`. A key that does not start with `strip` is not
+ * covered: a rewrite stands for a wrapper around the whole model. */
+typedef struct ckpt_rule {
+    int canon;
+    const char *strip;
+    size_t strip_len;
+    const char *add;
+    size_t add_len;
+    /* filled by ckpt_rules_infer */
+    int select;           /* covers at most half of the checkpoint keys,
+                             one subtree holding exactly the expected keys;
+                             the others are other top-level entries */
+    uint64_t matches;     /* distinct expected names hit */
+    unsigned complexity;  /* segments stripped and added, +2 with canon */
+    const char *description;
+} ckpt_rule;
+
+/* Writes rule(s) into dst, which must hold len + add_len + 1 bytes, and
+ * returns its length; *covered receives 1 when s starts with `strip`
+ * (after dropping wrappers), else 0 and dst holds s without the wrappers. */
+size_t ckpt_rule_apply(const ckpt_rule *r, const char *s, size_t len, char *dst, int *covered);
+
+/* Applies r to every key of c, in order, and looks the result up in e
+ * (ckpt_manifest_lookup_stream): visit(ctx, i, name, len, covered, j)
+ * receives key i rewritten (name valid during the call), whether r covers
+ * it, and its index in e or CKPT_KEYS_NONE. Returns 0, CKPT_E_NOMEM, or
+ * the first non-zero result of visit. */
+typedef int (*ckpt_rule_visit)(void *ctx, size_t i, const char *name, size_t len, int covered,
+                               size_t j);
+int ckpt_rule_lookup_all(const ckpt_rule *r, const ckpt_manifest *c, const ckpt_manifest *e,
+                         ckpt_rule_visit visit, void *ctx);
+
+/* Candidate rewrites of c's keys towards e's, given the identity pairing
+ * (c2e[i]: entry of e with the same name or CKPT_KEYS_NONE). Only rules
+ * matching more names than the identity pairing are returned, evaluated
+ * and described (strings in `a`), sorted by matches descending, then
+ * complexity ascending, then description; at most `max`. Two rules are
+ * tied when both matches and complexity are equal. Returns 0 or
+ * CKPT_E_NOMEM. */
+int ckpt_rules_infer(ckpt_rule *out, size_t max, size_t *nout, ckpt_arena *a,
+                     const ckpt_manifest *c, const ckpt_manifest *e,
+                     const size_t *c2e);
+
+/* The unique best of rules[0..n) as ckpt_match names it: the first, unless
+ * the second has as many matches and the same complexity; NULL if none. */
+const ckpt_rule *ckpt_rules_best(const ckpt_rule *rules, size_t n);
+
+/* The top-level entries of c that rule r leaves out: first segments of
+ * c's keys and values (ckpt_manifest values) that do not start with
+ * r->strip (after dropping wrappers with r->canon), distinct, sorted by
+ * bytes, in `a`. Returns 0 or CKPT_E_NOMEM. */
+int ckpt_rule_others(const char ***out, size_t *n, ckpt_arena *a, const ckpt_rule *r,
+                     const ckpt_manifest *c);
+
+#endif

@@ -1,0 +1,536 @@
+/* manifest.c - sets of tensor keys (name, dtype, shape) from a checkpoint,
+ * from a JSON manifest (`ckpt inspect --json` output), or built by hand;
+ * the input of ckpt_match and ckpt_diff. */
+#include <errno.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "base/error.h"
+#include "model/flatten.h"
+#include "model/file.h"
+#include "keys/keys.h"
+#include "format/write.h"
+
+static ckpt_manifest *manifest_new(const char *name) {
+    ckpt_manifest *m = ckpt_malloc(sizeof *m);
+    if (!m) return NULL;
+    memset(m, 0, sizeof *m);
+    m->name = ckpt_arena_strdup(&m->arena, name ? name : "");
+    if (!m->name) {
+        ckpt_free(m);
+        return NULL;
+    }
+    return m;
+}
+
+int ckpt_manifest_new(ckpt_manifest **out, const char *name) {
+    *out = manifest_new(name);
+    if (!*out) return ckpt_err(CKPT_E_NOMEM, name, "", CKPT_NO_OFFSET, "out of memory");
+    return 0;
+}
+
+void ckpt_manifest_free(ckpt_manifest *m) {
+    if (!m) return;
+    ckpt_strmap_free(&m->index);
+    ckpt_free(m->entries);
+    ckpt_free(m->lens);
+    ckpt_close(m->owned);
+    ckpt_arena_free(&m->arena);
+    ckpt_free(m);
+}
+
+/* Room for n more entries in entries/lens and the index. */
+static int reserve(ckpt_manifest *m, size_t more) {
+    size_t need;
+    if (__builtin_add_overflow(m->n, more, &need) || need > SIZE_MAX / sizeof(ckpt_manifest_entry))
+        return ckpt_err(CKPT_E_NOMEM, m->name, "", CKPT_NO_OFFSET, "too many keys");
+    if (need > m->cap) {
+        size_t cap = m->cap ? m->cap : 16;
+        while (cap < need) cap = cap > SIZE_MAX / 4 / sizeof(ckpt_manifest_entry) ? need : cap * 2;
+        ckpt_manifest_entry *e = ckpt_realloc(m->entries, cap * sizeof *e);
+        if (!e) return ckpt_err(CKPT_E_NOMEM, m->name, "", CKPT_NO_OFFSET, "out of memory");
+        m->entries = e;
+        size_t *l = ckpt_realloc(m->lens, cap * sizeof *l);
+        if (!l) return ckpt_err(CKPT_E_NOMEM, m->name, "", CKPT_NO_OFFSET, "out of memory");
+        m->lens = l;
+        m->cap = cap;
+    }
+    return ckpt_strmap_reserve(&m->index, need);
+}
+
+/* Appends an entry whose strings and shape already live long enough, not
+ * indexed yet; len is strlen(e->name). */
+static int append(ckpt_manifest *m, const ckpt_manifest_entry *e, size_t len) {
+    int rc = reserve(m, 1);
+    if (rc) return rc;
+    m->entries[m->n] = *e;
+    m->lens[m->n] = len;
+    m->n++;
+    return 0;
+}
+
+/* Names hashed (and their slots prefetched) ahead of the one indexed or
+ * looked up, their keys prefetched AHEAD / 2 ahead: a table of a million
+ * keys is far larger than the caches. */
+#define AHEAD 16
+
+/* Indexes entries [from, n) in order. Returns 0, CKPT_E_NOMEM, or
+ * CKPT_E_INVALID_ARG for a repeated name (the caller words the error with
+ * *dup, the entry repeating an earlier one; entries from *dup on are
+ * dropped). */
+static int index_from(ckpt_manifest *m, size_t from, size_t *dup) {
+    uint64_t hash[AHEAD];
+    for (size_t i = from; i < m->n + AHEAD; i++) {
+        if (i >= from + AHEAD) {
+            size_t k = i - AHEAD;
+            ckpt_strmap_slot *slot;
+            int rc = ckpt_strmap_put_hashed(&m->index, m->entries[k].name, m->lens[k],
+                                            hash[k % AHEAD], k, &slot);
+            if (rc < 0) return rc;
+            if (rc == 0) {
+                *dup = k;
+                m->n = k;
+                return CKPT_E_INVALID_ARG;
+            }
+        }
+        if (i < m->n) {
+            hash[i % AHEAD] = ckpt_strmap_hash(m->entries[i].name, m->lens[i]);
+            ckpt_strmap_prefetch(&m->index, hash[i % AHEAD]);
+        }
+    }
+    return 0;
+}
+
+/* append() and index the entry. CKPT_E_INVALID_ARG for a repeated name
+ * (the caller words the error). */
+static int push(ckpt_manifest *m, const ckpt_manifest_entry *e, size_t len) {
+    size_t dup;
+    int rc = append(m, e, len);
+    return rc ? rc : index_from(m, m->n - 1, &dup);
+}
+
+static const uint64_t no_dims[1] = {0};
+
+int ckpt_manifest_add(ckpt_manifest *m, const char *name, const char *dtype,
+                      unsigned ndim, const uint64_t *shape) {
+    if (!m || !name || !dtype || ndim > CKPT_MAX_NDIM || (ndim && !shape))
+        return ckpt_err(CKPT_E_INVALID_ARG, m ? m->name : "", "", CKPT_NO_OFFSET,
+                        "manifest entry needs a name, a dtype and at most %d dimensions",
+                        CKPT_MAX_NDIM);
+    ckpt_manifest_entry e = {0};
+    e.name = ckpt_arena_strdup(&m->arena, name);
+    e.dtype = ckpt_arena_strdup(&m->arena, dtype);
+    e.ndim = ndim;
+    e.shape = ndim ? ckpt_arena_array(&m->arena, ndim, sizeof(uint64_t)) : no_dims;
+    if (!e.name || !e.dtype || !e.shape)
+        return ckpt_err(CKPT_E_NOMEM, m->name, "", CKPT_NO_OFFSET, "out of memory");
+    if (ndim) memcpy((uint64_t *)e.shape, shape, ndim * sizeof *shape);
+    int rc = push(m, &e, strlen(e.name));
+    if (rc == CKPT_E_INVALID_ARG)
+        return ckpt_err(rc, m->name, "", CKPT_NO_OFFSET, "duplicate key '%s'", name);
+    return rc;
+}
+
+int ckpt_manifest_from_file(ckpt_manifest **out, const ckpt_file *f) {
+    *out = NULL;
+    ckpt_manifest *m = manifest_new(ckpt_file_path(f));
+    if (!m) return ckpt_err(CKPT_E_NOMEM, ckpt_file_path(f), "", CKPT_NO_OFFSET, "out of memory");
+    size_t n = ckpt_file_tensor_count(f), dup;
+    int rc = reserve(m, n);
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        const ckpt_tensor *t = ckpt_file_tensor(f, i);
+        ckpt_manifest_entry e = {ckpt_tensor_name(t), ckpt_dtype_name(ckpt_tensor_dtype(t)),
+                                 ckpt_tensor_ndim(t), ckpt_tensor_shape(t), t};
+        rc = append(m, &e, strlen(e.name));
+    }
+    if (rc == 0) rc = index_from(m, 0, &dup);
+    /* flattening keeps one tensor per name, so this cannot repeat */
+    if (rc == CKPT_E_INVALID_ARG)
+        rc = ckpt_err(CKPT_E_FORMAT, m->name, "", CKPT_NO_OFFSET, "duplicate tensor name '%s'",
+                      m->entries[dup].name);
+    if (rc) {
+        ckpt_manifest_free(m);
+        return rc;
+    }
+    m->file = f;
+    m->meta_keys = f->meta_keys;
+    m->meta_vals = f->meta_vals;
+    m->nmeta = f->nmeta;
+    m->values = f->values;
+    m->nvalues = f->nvalues;
+    *out = m;
+    return 0;
+}
+
+int ckpt_manifest_push_entry(ckpt_manifest *m, const ckpt_manifest_entry *e) {
+    size_t len = strlen(e->name);
+    ckpt_manifest_entry copy = *e;
+    if (!(copy.name = ckpt_arena_strndup(&m->arena, e->name, len)))
+        return ckpt_err(CKPT_E_NOMEM, m->name, "", CKPT_NO_OFFSET, "out of memory");
+    return push(m, &copy, len);
+}
+
+/* ------------------------------------------------------------ logical tree */
+
+/* Flattens a value tree the way ckpt_file_flatten does (file.c): dict keys
+ * as text, list/tuple/set indices in decimal, joined with "."; for equal
+ * names the later one wins. */
+static int from_tree(ckpt_manifest *m, const ckpt_value *root, const ckpt_file *f) {
+    const ckpt_limits *lim = &f->opts.limits;
+    ckpt_flat fl;
+    int rc = ckpt_flatten(&fl, &m->arena, root, lim,
+                          lim->max_tensors < UINT64_MAX / 4 ? lim->max_tensors * 4 + 1024
+                                                            : UINT64_MAX,
+                          m->name, CKPT_META_STRUCTURE);
+    if (rc) return rc;
+    rc = reserve(m, fl.ntensors);
+    for (size_t i = 0; !rc && i < fl.ntensors; i++) {
+        const ckpt_tensor *t = fl.tensors[i].value->u.tensor;
+        ckpt_manifest_entry e = {fl.tensors[i].name, ckpt_dtype_name(t->dtype), t->ndim,
+                                 t->shape, t};
+        rc = append(m, &e, strlen(e.name));
+    }
+    size_t dup;
+    if (!rc) rc = index_from(m, 0, &dup); /* names are unique now */
+    m->values = fl.values;
+    m->nvalues = fl.nvalues;
+    return rc;
+}
+
+int ckpt_manifest_logical(ckpt_manifest **out, const ckpt_manifest *m) {
+    *out = NULL;
+    if (!m->file) return 0;
+    ckpt_manifest *lm = manifest_new(m->name);
+    if (!lm) return ckpt_err(CKPT_E_NOMEM, m->name, "", CKPT_NO_OFFSET, "out of memory");
+    const ckpt_value *root = NULL;
+    int rc = ckpt_write_logical_root(&root, m->file, &lm->arena);
+    if (!rc && root != ckpt_file_root(m->file)) {
+        lm->file = m->file;
+        lm->meta_keys = m->meta_keys;
+        lm->meta_vals = m->meta_vals;
+        lm->nmeta = m->nmeta;
+        if (!(rc = from_tree(lm, root, m->file))) {
+            *out = lm;
+            return 0;
+        }
+    }
+    ckpt_manifest_free(lm);
+    return rc;
+}
+
+/* ------------------------------------------------------------ JSON */
+
+static int bad(const ckpt_manifest *m, size_t i, const char *what) {
+    return ckpt_err(CKPT_E_FORMAT, m->name, "", CKPT_NO_OFFSET, "manifest tensors[%zu]: %s", i,
+                    what);
+}
+
+/* A JSON string copied into the arena; NULL if v is not a string. jansson
+ * refuses \u0000 (no JSON_ALLOW_NUL), so the copy is a C string. */
+static const char *json_text(ckpt_manifest *m, const json_t *v, size_t max, int *too_long) {
+    if (!json_is_string(v)) return NULL;
+    size_t len = json_string_length(v);
+    if (len > max) {
+        *too_long = 1;
+        return NULL;
+    }
+    return ckpt_arena_strndup(&m->arena, json_string_value(v), len);
+}
+
+static int parse_entry(ckpt_manifest *m, size_t i, const json_t *t, const ckpt_limits *lim) {
+    if (!json_is_object(t)) return bad(m, i, "expected an object");
+    int too_long = 0;
+    const json_t *jname = json_object_get(t, "name");
+    const char *name = json_text(m, jname, lim->max_name_bytes, &too_long);
+    if (too_long)
+        return ckpt_err(CKPT_E_LIMIT, m->name, "", CKPT_NO_OFFSET,
+                        "manifest tensors[%zu]: name longer than %" PRIu64 " bytes", i,
+                        lim->max_name_bytes);
+    if (!name) return bad(m, i, "expected \"name\" to be a string");
+    /* most manifests hold a few dtypes, often in runs: reuse the text */
+    const json_t *jdtype = json_object_get(t, "dtype");
+    const char *prev = m->n ? m->entries[m->n - 1].dtype : NULL, *dtype;
+    if (prev && json_is_string(jdtype) && strcmp(json_string_value(jdtype), prev) == 0)
+        dtype = prev;
+    else if (!(dtype = json_text(m, jdtype, 64, &too_long)))
+        return bad(m, i, "expected \"dtype\" to be a short string");
+    const json_t *shape = json_object_get(t, "shape");
+    if (!json_is_array(shape)) return bad(m, i, "expected \"shape\" to be a list");
+    size_t ndim = json_array_size(shape);
+    if (ndim > lim->max_ndim)
+        return ckpt_err(CKPT_E_LIMIT, m->name, "", CKPT_NO_OFFSET,
+                        "manifest tensors[%zu]: %zu dimensions (limit %u)", i, ndim, lim->max_ndim);
+    uint64_t *dims = ndim ? ckpt_arena_array(&m->arena, ndim, sizeof *dims) : (uint64_t *)no_dims;
+    if (!dims) return ckpt_err(CKPT_E_NOMEM, m->name, "", CKPT_NO_OFFSET, "out of memory");
+    for (size_t d = 0; d < ndim; d++) {
+        const json_t *v = json_array_get(shape, d);
+        if (!json_is_integer(v) || json_integer_value(v) < 0)
+            return bad(m, i, "expected each dimension to be a non-negative integer");
+        dims[d] = (uint64_t)json_integer_value(v);
+    }
+    ckpt_manifest_entry e = {name, dtype, (unsigned)ndim, dims, NULL};
+    return append(m, &e, json_string_length(jname));
+}
+
+/* "metadata": an object of strings, or null/absent. */
+static int parse_metadata(ckpt_manifest *m, const json_t *md) {
+    if (!md || json_is_null(md)) return 0;
+    if (!json_is_object(md))
+        return ckpt_err(CKPT_E_FORMAT, m->name, "", CKPT_NO_OFFSET,
+                        "manifest \"metadata\": expected an object of strings or null");
+    size_t n = json_object_size(md);
+    const char **keys = ckpt_arena_array(&m->arena, n ? n : 1, sizeof *keys);
+    const char **vals = ckpt_arena_array(&m->arena, n ? n : 1, sizeof *vals);
+    if (!keys || !vals) return ckpt_err(CKPT_E_NOMEM, m->name, "", CKPT_NO_OFFSET, "out of memory");
+    const char *k;
+    const json_t *v;
+    size_t i = 0;
+    json_object_foreach((json_t *)md, k, v) {
+        int too_long = 0;
+        /* values that are not strings cannot be aliases: skip them */
+        if (!json_is_string(v)) continue;
+        keys[i] = ckpt_arena_strdup(&m->arena, k);
+        vals[i] = json_text(m, v, SIZE_MAX, &too_long);
+        if (!keys[i]) return ckpt_err(CKPT_E_NOMEM, m->name, "", CKPT_NO_OFFSET, "out of memory");
+        if (vals[i]) i++;
+    }
+    m->meta_keys = keys;
+    m->meta_vals = vals;
+    m->nmeta = i;
+    return 0;
+}
+
+/* Parses an already loaded document. */
+static int from_json(ckpt_manifest *m, const json_t *doc, const ckpt_limits *lim) {
+    const json_t *tensors = json_is_object(doc) ? json_object_get(doc, "tensors") : NULL;
+    if (!json_is_array(tensors))
+        return ckpt_err(CKPT_E_FORMAT, m->name, "", CKPT_NO_OFFSET,
+                        "not a manifest: expected a JSON object with a \"tensors\" list "
+                        "(the output of ckpt inspect --json)");
+    size_t n = json_array_size(tensors);
+    if (n > lim->max_tensors)
+        return ckpt_err(CKPT_E_LIMIT, m->name, "", CKPT_NO_OFFSET,
+                        "manifest lists %zu tensors (limit %" PRIu64 ")", n, lim->max_tensors);
+    int rc = reserve(m, n);
+    for (size_t i = 0; rc == 0 && i < n; i++)
+        rc = parse_entry(m, i, json_array_get(tensors, i), lim);
+    size_t dup;
+    if (rc == 0 && (rc = index_from(m, 0, &dup)) == CKPT_E_INVALID_ARG)
+        return ckpt_err(CKPT_E_FORMAT, m->name, "", CKPT_NO_OFFSET,
+                        "manifest tensors[%zu]: duplicate name '%s'", dup, m->entries[dup].name);
+    if (rc == 0) rc = parse_metadata(m, json_object_get(doc, "metadata"));
+    return rc;
+}
+
+static json_t *load_json(const void *json, size_t len, const char *name, const ckpt_limits *lim,
+                         int *rc) {
+    if (len > lim->max_index_bytes) {
+        *rc = ckpt_err(CKPT_E_LIMIT, name, "", CKPT_NO_OFFSET,
+                       "manifest is %zu bytes (limit %" PRIu64 ")", len, lim->max_index_bytes);
+        return NULL;
+    }
+    json_error_t err;
+    json_t *doc = json_loadb(json, len, JSON_REJECT_DUPLICATES, &err);
+    if (!doc)
+        *rc = ckpt_err(CKPT_E_FORMAT, name, "", (uint64_t)(err.position > 0 ? err.position : 0),
+                       "manifest is not valid JSON (expected one object with unique keys): %s",
+                       err.text);
+    return doc;
+}
+
+int ckpt_manifest_parse(ckpt_manifest **out, const void *json, size_t len, const char *name,
+                        const ckpt_limits *limits) {
+    ckpt_limits defaults = CKPT_LIMITS_INIT;
+    const ckpt_limits *lim = limits ? limits : &defaults;
+    *out = NULL;
+    int rc = 0;
+    json_t *doc = load_json(json, len, name, lim, &rc);
+    if (!doc) return rc;
+    ckpt_manifest *m = manifest_new(name);
+    rc = m ? from_json(m, doc, lim)
+           : ckpt_err(CKPT_E_NOMEM, name, "", CKPT_NO_OFFSET, "out of memory");
+    json_decref(doc);
+    if (rc) {
+        ckpt_manifest_free(m);
+        return rc;
+    }
+    *out = m;
+    return 0;
+}
+
+/* ------------------------------------------------------------ load */
+
+/* Whole file into memory, at most `max` bytes; NULL with *rc set. */
+static char *read_all(const char *path, uint64_t max, size_t *len, int *rc) {
+    FILE *fp = fopen(path, "rb");
+    if (!fp) {
+        *rc = ckpt_err(CKPT_E_IO, path, "", CKPT_NO_OFFSET, "cannot open: %s", strerror(errno));
+        return NULL;
+    }
+    struct stat st;
+    char *buf = NULL;
+    if (fstat(fileno(fp), &st) != 0 || st.st_size < 0) {
+        *rc = ckpt_err(CKPT_E_IO, path, "", CKPT_NO_OFFSET, "cannot stat: %s", strerror(errno));
+    } else if ((uint64_t)st.st_size > max) {
+        *rc = ckpt_err(CKPT_E_LIMIT, path, "", CKPT_NO_OFFSET,
+                       "manifest is %lld bytes (limit %" PRIu64 ")", (long long)st.st_size, max);
+    } else if (!(buf = ckpt_malloc((size_t)st.st_size + 1))) {
+        *rc = ckpt_err(CKPT_E_NOMEM, path, "", CKPT_NO_OFFSET, "out of memory");
+    } else if (fread(buf, 1, (size_t)st.st_size, fp) != (size_t)st.st_size) {
+        *rc = ckpt_err(CKPT_E_IO, path, "", CKPT_NO_OFFSET, "read failed");
+        ckpt_free(buf);
+        buf = NULL;
+    } else {
+        *len = (size_t)st.st_size;
+    }
+    fclose(fp);
+    return buf;
+}
+
+/* 1 when the file's first non-blank byte is '{': a JSON document (a
+ * manifest or a sharded index). A safetensors file starts with its header
+ * length, whose low byte may happen to be '{': such a file fails to parse
+ * as JSON and is then opened as a checkpoint. */
+static int looks_like_json(const char *path) {
+    FILE *fp = fopen(path, "rb");
+    if (!fp) return 0;
+    int c;
+    do c = fgetc(fp);
+    while (c == ' ' || c == '\t' || c == '\n' || c == '\r');
+    fclose(fp);
+    return c == '{';
+}
+
+static int load_checkpoint(ckpt_manifest **out, const char *path, const ckpt_open_options *opts) {
+    ckpt_file *f = NULL;
+    int rc = ckpt_open(&f, path, opts);
+    if (rc) return rc;
+    rc = ckpt_manifest_from_file(out, f);
+    if (rc) {
+        ckpt_close(f);
+        return rc;
+    }
+    (*out)->owned = f;
+    return 0;
+}
+
+int ckpt_manifest_load(ckpt_manifest **out, const char *path, const ckpt_open_options *opts) {
+    ckpt_open_options defaults = CKPT_OPEN_OPTIONS_INIT;
+    const ckpt_limits *lim = opts ? &opts->limits : &defaults.limits;
+    *out = NULL;
+    if (!looks_like_json(path)) return load_checkpoint(out, path, opts);
+
+    size_t len = 0;
+    int rc = 0;
+    char *buf = read_all(path, lim->max_index_bytes, &len, &rc);
+    if (!buf) return rc;
+    json_t *doc = load_json(buf, len, path, lim, &rc);
+    ckpt_free(buf);
+    if (!doc || !json_is_array(json_object_get(doc, "tensors"))) {
+        /* not a manifest: a sharded index, or a checkpoint after all; when
+         * that fails too, the JSON problem is the one to report */
+        json_decref(doc);
+        ckpt_error saved = *ckpt_error_last();
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s", saved.message);
+        int rc2 = load_checkpoint(out, path, opts);
+        if (rc2 == 0 || doc) return rc2;
+        return ckpt_err(rc, path, "", saved.offset, "%s", msg);
+    }
+    ckpt_manifest *m = manifest_new(path);
+    rc = m ? from_json(m, doc, lim) : ckpt_err(CKPT_E_NOMEM, path, "", CKPT_NO_OFFSET, "out of memory");
+    json_decref(doc);
+    if (rc) {
+        ckpt_manifest_free(m);
+        return rc;
+    }
+    *out = m;
+    return 0;
+}
+
+/* ------------------------------------------------------------ accessors */
+
+const char *ckpt_manifest_name(const ckpt_manifest *m) { return m->name; }
+const ckpt_file *ckpt_manifest_file(const ckpt_manifest *m) { return m->file; }
+size_t ckpt_manifest_count(const ckpt_manifest *m) { return m->n; }
+
+const ckpt_manifest_entry *ckpt_manifest_entry_at(const ckpt_manifest *m, size_t i) {
+    return i < m->n ? &m->entries[i] : NULL;
+}
+
+size_t ckpt_manifest_lookup(const ckpt_manifest *m, const char *name, size_t len) {
+    ckpt_strmap_slot *s = ckpt_strmap_find(&m->index, name, len, ckpt_strmap_hash(name, len));
+    return s ? s->val : CKPT_KEYS_NONE;
+}
+
+int ckpt_manifest_lookup_stream(const ckpt_manifest *m, size_t n, size_t bufcap,
+                                ckpt_name_get get, ckpt_name_put put, void *ctx) {
+    struct {
+        const char *name;
+        size_t len;
+        uint64_t hash;
+        int flag;
+    } ring[AHEAD];
+    char *bufs = bufcap && bufcap <= SIZE_MAX / AHEAD ? ckpt_malloc(AHEAD * bufcap) : NULL;
+    if (bufcap && !bufs) return ckpt_err(CKPT_E_NOMEM, m->name, "", CKPT_NO_OFFSET, "out of memory");
+    int rc = 0;
+    for (size_t i = 0; !rc && i < n + AHEAD; i++) {
+        if (i >= AHEAD) { /* name i - AHEAD: its slot and key are in cache */
+            size_t k = i - AHEAD;
+            ckpt_strmap_slot *sl = ckpt_strmap_find(&m->index, ring[k % AHEAD].name,
+                                                    ring[k % AHEAD].len, ring[k % AHEAD].hash);
+            rc = put(ctx, k, ring[k % AHEAD].name, ring[k % AHEAD].len, ring[k % AHEAD].flag,
+                     sl ? sl->val : CKPT_KEYS_NONE);
+        }
+        if (i >= AHEAD / 2 && i - AHEAD / 2 < n) /* its slot has arrived */
+            ckpt_strmap_prefetch_key(&m->index, ring[(i - AHEAD / 2) % AHEAD].hash);
+        if (i < n) {
+            size_t r = i % AHEAD; /* put() for i - AHEAD is done with it */
+            ring[r].flag = 0;
+            ring[r].name = get(ctx, i, bufs ? bufs + r * bufcap : NULL, &ring[r].len,
+                               &ring[r].flag);
+            ring[r].hash = ckpt_strmap_hash(ring[r].name, ring[r].len);
+            ckpt_strmap_prefetch(&m->index, ring[r].hash);
+        }
+    }
+    ckpt_free(bufs);
+    return rc;
+}
+
+typedef struct lookup_all {
+    const ckpt_manifest *names;
+    size_t *out, found;
+} lookup_all;
+
+static const char *entry_name(void *ctx, size_t i, char *buf, size_t *len, int *flag) {
+    const lookup_all *l = ctx;
+    (void)buf;
+    (void)flag;
+    *len = l->names->lens[i];
+    return l->names->entries[i].name;
+}
+
+static int store_index(void *ctx, size_t i, const char *name, size_t len, int flag, size_t j) {
+    lookup_all *l = ctx;
+    (void)name;
+    (void)len;
+    (void)flag;
+    l->out[i] = j;
+    l->found += j != CKPT_KEYS_NONE;
+    return 0;
+}
+
+size_t ckpt_manifest_lookup_all(const ckpt_manifest *m, const ckpt_manifest *names,
+                                size_t *out) {
+    lookup_all l = {names, out, 0};
+    ckpt_manifest_lookup_stream(m, names->n, 0, entry_name, store_index, &l); /* cannot fail */
+    return l.found;
+}
+
+const ckpt_manifest_entry *ckpt_manifest_find(const ckpt_manifest *m, const char *name) {
+    size_t i = ckpt_manifest_lookup(m, name, strlen(name));
+    return i == CKPT_KEYS_NONE ? NULL : &m->entries[i];
+}

@@ -1,0 +1,657 @@
+/* keys.c - key segments, wrapper segments, the string hash map, and prefix
+ * inference: which rewrite of checkpoint keys matches the expected keys
+ * (FORMATS.md §4.6).
+ *
+ * Inference without quadratic scans: a rewrite that maps checkpoint key c
+ * onto expected key e leaves a common run of whole trailing segments r, so
+ * c = S + r and e = P + r. A few unmatched checkpoint keys (anchors) put
+ * their segment suffixes in a small table; one pass over the unmatched
+ * expected keys looks up each of their suffixes there and proposes (S, P).
+ * The proposals most anchors agree on are then evaluated over all keys. */
+#include <stdlib.h>
+#include <string.h>
+#include <xxhash.h>
+
+#include "base/error.h"
+#include "keys/keys.h"
+
+/* ------------------------------------------------------------ hash map */
+
+static uint64_t seed(void) {
+    static const char here = 0;
+    return (uint64_t)(uintptr_t)&here * 0x9e3779b97f4a7c15u;
+}
+
+uint64_t ckpt_strmap_hash(const char *s, size_t len) {
+    return XXH3_64bits_withSeed(s, len, seed());
+}
+
+static ckpt_strmap_slot *probe(ckpt_strmap_slot *slots, size_t cap, const char *s, size_t len,
+                               uint64_t h) {
+    for (size_t i = (size_t)h & (cap - 1);; i = (i + 1) & (cap - 1)) {
+        ckpt_strmap_slot *sl = &slots[i];
+        if (!sl->s || (sl->hash == h && sl->len == len && memcmp(sl->s, s, len) == 0)) return sl;
+    }
+}
+
+int ckpt_strmap_reserve(ckpt_strmap *m, size_t n) {
+    if (n <= m->cap / 2) return 0;
+    size_t cap = m->cap ? m->cap : 16;
+    while (cap / 2 < n) {
+        if (cap > SIZE_MAX / 2 / sizeof(ckpt_strmap_slot))
+            return ckpt_err(CKPT_E_NOMEM, "", "", CKPT_NO_OFFSET, "hash table too large");
+        cap *= 2;
+    }
+    ckpt_strmap_slot *slots = ckpt_malloc(cap * sizeof *slots);
+    if (!slots) return ckpt_err(CKPT_E_NOMEM, "", "", CKPT_NO_OFFSET, "out of memory");
+    memset(slots, 0, cap * sizeof *slots);
+    for (size_t i = 0; i < m->cap; i++)
+        if (m->slots[i].s)
+            *probe(slots, cap, m->slots[i].s, m->slots[i].len, m->slots[i].hash) = m->slots[i];
+    ckpt_free(m->slots);
+    m->slots = slots;
+    m->cap = cap;
+    return 0;
+}
+
+int ckpt_strmap_put(ckpt_strmap *m, const char *s, size_t len, size_t val,
+                    ckpt_strmap_slot **slot) {
+    return ckpt_strmap_put_hashed(m, s, len, ckpt_strmap_hash(s, len), val, slot);
+}
+
+int ckpt_strmap_put_hashed(ckpt_strmap *m, const char *s, size_t len, uint64_t h, size_t val,
+                           ckpt_strmap_slot **slot) {
+    int rc = ckpt_strmap_reserve(m, m->n + 1);
+    if (rc) return rc;
+    ckpt_strmap_slot *sl = probe(m->slots, m->cap, s, len, h);
+    *slot = sl;
+    if (sl->s) return 0;
+    *sl = (ckpt_strmap_slot){s, len, h, val};
+    m->n++;
+    return 1;
+}
+
+ckpt_strmap_slot *ckpt_strmap_find(const ckpt_strmap *m, const char *s, size_t len,
+                                   uint64_t hash) {
+    if (!m->cap) return NULL;
+    ckpt_strmap_slot *sl = probe(m->slots, m->cap, s, len, hash);
+    return sl->s ? sl : NULL;
+}
+
+void ckpt_strmap_prefetch(const ckpt_strmap *m, uint64_t hash) {
+#if defined(__GNUC__)
+    if (m->cap) __builtin_prefetch(&m->slots[(size_t)hash & (m->cap - 1)]);
+#else
+    (void)m;
+    (void)hash;
+#endif
+}
+
+void ckpt_strmap_prefetch_key(const ckpt_strmap *m, uint64_t hash) {
+#if defined(__GNUC__)
+    if (!m->cap) return;
+    const ckpt_strmap_slot *sl = &m->slots[(size_t)hash & (m->cap - 1)];
+    if (sl->s && sl->hash == hash) __builtin_prefetch(sl->s);
+#else
+    (void)m;
+    (void)hash;
+#endif
+}
+
+void ckpt_strmap_free(ckpt_strmap *m) {
+    ckpt_free(m->slots);
+    memset(m, 0, sizeof *m);
+}
+
+/* ------------------------------------------------------------ segments */
+
+const char *const ckpt_wrappers[CKPT_NWRAPPERS] = {
+    "_orig_mod.", "_fsdp_wrapped_module.", "_checkpoint_wrapped_module."};
+
+int ckpt_key_aligned(const char *s, size_t len, size_t pos, size_t n) {
+    if (pos > len || n > len - pos) return 0;
+    if (pos > 0 && s[pos - 1] != '.') return 0;
+    size_t end = pos + n;
+    return end == len || s[end] == '.' || (n > 0 && s[end - 1] == '.');
+}
+
+/* The wrapper starting at s[pos] (a segment start), or -1. Wrappers end
+ * with '.', so a match is never the last segment. */
+static int wrapper_at(const char *s, size_t len, size_t pos) {
+    if (s[pos] != '_') return -1;
+    for (int w = 0; w < CKPT_NWRAPPERS; w++) {
+        size_t n = strlen(ckpt_wrappers[w]);
+        if (n <= len - pos && memcmp(s + pos, ckpt_wrappers[w], n) == 0) return w;
+    }
+    return -1;
+}
+
+unsigned ckpt_key_wrappers(const char *s, size_t len) {
+    unsigned mask = 0;
+    for (size_t pos = 0; pos < len;) {
+        int w = wrapper_at(s, len, pos);
+        if (w >= 0) {
+            mask |= 1u << w;
+            pos += strlen(ckpt_wrappers[w]);
+            continue;
+        }
+        const char *dot = memchr(s + pos, '.', len - pos);
+        if (!dot) break;
+        pos = (size_t)(dot - s) + 1;
+    }
+    return mask;
+}
+
+size_t ckpt_key_drop_wrappers(const char *s, size_t len, char *dst) {
+    size_t out = 0;
+    for (size_t pos = 0; pos < len;) {
+        int w = wrapper_at(s, len, pos);
+        if (w >= 0) {
+            pos += strlen(ckpt_wrappers[w]);
+            continue;
+        }
+        const char *dot = memchr(s + pos, '.', len - pos);
+        size_t end = dot ? (size_t)(dot - s) + 1 : len;
+        memmove(dst + out, s + pos, end - pos);
+        out += end - pos;
+        pos = end;
+    }
+    dst[out] = '\0';
+    return out;
+}
+
+/* Start offsets of the first segments of s: starts[k] is where segment k
+ * begins (starts[0] = 0). Returns how many (at most max), counting only
+ * segments that begin before the end of s. */
+static size_t segment_starts(const char *s, size_t len, size_t *starts, size_t max) {
+    size_t n = 0;
+    for (size_t pos = 0; n < max && pos < len;) {
+        starts[n++] = pos;
+        const char *dot = memchr(s + pos, '.', len - pos);
+        if (!dot) break;
+        pos = (size_t)(dot - s) + 1;
+    }
+    return n;
+}
+
+/* ------------------------------------------------------------ rewrites */
+
+size_t ckpt_rule_apply(const ckpt_rule *r, const char *s, size_t len, char *dst, int *covered) {
+    char *x = dst + r->add_len; /* the key as it enters the prefix step */
+    size_t n = r->canon ? ckpt_key_drop_wrappers(s, len, x) : (memmove(x, s, len), len);
+    *covered = n >= r->strip_len && memcmp(x, r->strip, r->strip_len) == 0;
+    if (!*covered) {
+        memmove(dst, x, n);
+        dst[n] = '\0';
+        return n;
+    }
+    memcpy(dst, r->add, r->add_len);
+    memmove(dst + r->add_len, x + r->strip_len, n - r->strip_len);
+    n = r->add_len + n - r->strip_len;
+    dst[n] = '\0';
+    return n;
+}
+
+/* Leading segments a rewrite may strip or add, anchors sampled among the
+ * unmatched checkpoint keys, distinct targets an anchor suffix may have
+ * before it says nothing (a suffix like "weight" fits everything), and
+ * candidates evaluated over all keys. */
+#define MAX_SEGS 8
+#define NANCHORS 32
+#define MAX_TARGETS 4
+#define MAX_EVAL 12
+
+typedef struct slot {
+    const char *x; /* anchor key, as is or without its wrappers */
+    size_t cut;    /* strip = x[0..cut) */
+    size_t next;   /* next slot with the same suffix */
+    size_t ntargets;
+    int ambiguous;
+    const char *p[MAX_TARGETS]; /* add = p[t][0..plen[t]) */
+    size_t plen[MAX_TARGETS];
+} slot;
+
+/* A proposed (S, P); whether wrappers are dropped first is decided when
+ * it is evaluated (both ways when the checkpoint has wrappers). */
+typedef struct cand {
+    const char *strip, *add; /* NUL-terminated, in the map key "S\0P" */
+    size_t strip_len, add_len;
+    uint64_t votes;          /* anchor slots proposing it */
+} cand;
+
+typedef struct infer {
+    ckpt_arena *a;
+    const ckpt_manifest *c, *e;
+    const size_t *c2e;
+    slot *slots;
+    size_t nslots, cap;
+    ckpt_strmap suffixes; /* suffix -> first slot */
+    cand *cands;
+    size_t ncands, ccap;
+    ckpt_strmap cand_index; /* key -> cand */
+    unsigned wrappers;      /* wrappers present in checkpoint keys */
+} infer;
+
+static int nomem(void) { return ckpt_err(CKPT_E_NOMEM, "", "", CKPT_NO_OFFSET, "out of memory"); }
+
+/* Registers the suffixes of anchor x (the first MAX_SEGS + 1 of them). */
+static int add_anchor(infer *in, const char *x, size_t len) {
+    size_t starts[MAX_SEGS + 1];
+    size_t n = segment_starts(x, len, starts, MAX_SEGS + 1);
+    for (size_t k = 0; k < n; k++) {
+        if (ckpt_arena_grow(in->a, (void **)&in->slots, &in->cap, in->nslots + 1, sizeof(slot)))
+            return nomem();
+        size_t id = in->nslots++;
+        slot *sl = &in->slots[id];
+        memset(sl, 0, sizeof *sl);
+        sl->x = x;
+        sl->cut = starts[k];
+        sl->next = CKPT_KEYS_NONE;
+        ckpt_strmap_slot *ms;
+        int rc = ckpt_strmap_put(&in->suffixes, x + starts[k], len - starts[k], id, &ms);
+        if (rc < 0) return rc;
+        if (rc == 0) { /* same suffix as an earlier slot: chain */
+            sl->next = ms->val;
+            ms->val = id;
+        }
+    }
+    return 0;
+}
+
+static int pick_anchors(infer *in) {
+    size_t nc = in->c->n, unmatched = 0;
+    for (size_t i = 0; i < nc; i++) {
+        const char *s = in->c->entries[i].name;
+        size_t len = in->c->lens[i];
+        in->wrappers |= ckpt_key_wrappers(s, len);
+        if (in->c2e[i] == CKPT_KEYS_NONE) unmatched++;
+    }
+    size_t want = unmatched < NANCHORS ? unmatched : NANCHORS, seen = 0, taken = 0;
+    for (size_t i = 0; i < nc && taken < want; i++) {
+        if (in->c2e[i] != CKPT_KEYS_NONE) continue;
+        /* evenly spread over the unmatched keys: anchor t is the
+         * (t * unmatched / want)-th of them */
+        if (seen++ != taken * unmatched / want) continue;
+        taken++;
+        const char *s = in->c->entries[i].name;
+        size_t len = in->c->lens[i];
+        int rc = add_anchor(in, s, len);
+        if (rc) return rc;
+        if (ckpt_key_wrappers(s, len)) {
+            char *x = ckpt_arena_alloc(in->a, len + 1);
+            if (!x) return nomem();
+            size_t n = ckpt_key_drop_wrappers(s, len, x);
+            if ((rc = add_anchor(in, x, n))) return rc;
+        }
+    }
+    return 0;
+}
+
+/* One pass over the unmatched expected keys: every suffix found in the
+ * anchor table gives that anchor slot a target prefix. */
+static int collect_targets(infer *in) {
+    const ckpt_manifest *e = in->e;
+    unsigned char *hit = ckpt_malloc(e->n ? e->n : 1);
+    if (!hit) return nomem();
+    memset(hit, 0, e->n);
+    for (size_t i = 0; i < in->c->n; i++)
+        if (in->c2e[i] != CKPT_KEYS_NONE) hit[in->c2e[i]] = 1;
+    for (size_t j = 0; j < e->n; j++) {
+        if (hit[j]) continue;
+        const char *s = e->entries[j].name;
+        size_t len = e->lens[j], starts[MAX_SEGS + 1];
+        size_t n = segment_starts(s, len, starts, MAX_SEGS + 1);
+        for (size_t k = 0; k < n; k++) {
+            const char *suf = s + starts[k];
+            size_t slen = len - starts[k];
+            ckpt_strmap_slot *ms =
+                ckpt_strmap_find(&in->suffixes, suf, slen, ckpt_strmap_hash(suf, slen));
+            for (size_t id = ms ? ms->val : CKPT_KEYS_NONE; id != CKPT_KEYS_NONE;
+                 id = in->slots[id].next) {
+                slot *sl = &in->slots[id];
+                size_t t;
+                if (sl->ambiguous) continue;
+                for (t = 0; t < sl->ntargets; t++)
+                    if (sl->plen[t] == starts[k] && memcmp(sl->p[t], s, starts[k]) == 0) break;
+                if (t < sl->ntargets) continue;
+                if (sl->ntargets == MAX_TARGETS) {
+                    sl->ambiguous = 1;
+                    continue;
+                }
+                sl->p[sl->ntargets] = s;
+                sl->plen[sl->ntargets++] = starts[k];
+            }
+        }
+    }
+    ckpt_free(hit);
+    return 0;
+}
+
+/* Start of the last segment of p[0..n) (n > 0, p[n-1] == '.'). */
+static size_t last_segment(const char *p, size_t n) {
+    size_t i = n - 1;
+    while (i > 0 && p[i - 1] != '.') i--;
+    return i;
+}
+
+static int add_candidate(infer *in, const char *s, size_t slen, const char *p, size_t plen) {
+    /* "strip a.b., add b." is "strip a." on these keys: keep the shortest
+     * form so that equivalent proposals meet */
+    while (slen && plen) {
+        size_t ss = last_segment(s, slen), ps = last_segment(p, plen);
+        if (slen - ss != plen - ps || memcmp(s + ss, p + ps, slen - ss) != 0) break;
+        slen = ss;
+        plen = ps;
+    }
+    /* S == P (both empty after reduction) is the identity, or dropping the
+     * wrappers alone: kept, rank() tells which. "replace encoder.module. with encoder." strips a segment in the middle
+     * of keys: never a wrapper (ordinary keys like encoder.module.x exist) */
+    if (slen && plen) {
+        const char *ds = memchr(s, '.', slen), *dp = memchr(p, '.', plen);
+        if (ds - s == dp - p && memcmp(s, p, (size_t)(ds - s)) == 0) return 0;
+    }
+    size_t klen = slen + 1 + plen;
+    char *key = ckpt_arena_alloc(in->a, klen + 1); /* zeroed: P ends in NUL */
+    if (!key) return nomem();
+    memcpy(key, s, slen);
+    memcpy(key + slen + 1, p, plen);
+    ckpt_strmap_slot *ms;
+    int rc = ckpt_strmap_put(&in->cand_index, key, klen, in->ncands, &ms);
+    if (rc < 0) return rc;
+    if (rc == 0) {
+        in->cands[ms->val].votes++;
+        return 0;
+    }
+    if (ckpt_arena_grow(in->a, (void **)&in->cands, &in->ccap, in->ncands + 1, sizeof(cand)))
+        return nomem();
+    in->cands[in->ncands++] = (cand){key, key + slen + 1, slen, plen, 1};
+    return 0;
+}
+
+static int cmp_votes(const void *x, const void *y) {
+    const cand *a = x, *b = y;
+    if (a->votes != b->votes) return a->votes > b->votes ? -1 : 1;
+    int c = strcmp(a->strip, b->strip);
+    if (c) return c;
+    return strcmp(a->add, b->add);
+}
+
+/* Length of the first segment of s[0..len) (up to its '.', or all). */
+static size_t first_segment(const char *s, size_t len) {
+    const char *dot = memchr(s, '.', len);
+    return dot ? (size_t)(dot - s) : len;
+}
+
+/* What evaluate() counts while rule r rewrites every checkpoint key. */
+typedef struct eval {
+    const ckpt_rule *r;
+    unsigned char *hit;
+    size_t top; /* length of r->strip's first segment */
+    uint64_t matches, covered, fp;
+    int outside_ok; /* uncovered keys lie in other top-level entries */
+} eval;
+
+static int eval_key(void *ctx, size_t i, const char *name, size_t len, int covered, size_t j) {
+    eval *v = ctx;
+    if (!covered) {
+        if (first_segment(name, len) == v->top && memcmp(name, v->r->strip, v->top) == 0)
+            v->outside_ok = 0;
+        return 0;
+    }
+    v->covered++;
+    if (j != CKPT_KEYS_NONE && !v->hit[j]) {
+        uint64_t pairing[2] = {i, j};
+        v->hit[j] = 1;
+        v->matches++;
+        v->fp += XXH3_64bits(pairing, sizeof pairing);
+    }
+    return 0;
+}
+
+/* r->matches receives the distinct expected names rule r hits, or 0 when
+ * r is no wrapper rewrite: a wrapper prefix is on every key (or nearly),
+ * so r must cover more than half of the checkpoint keys, since a prefix
+ * on a few keys is a renamed layer and a rewrite of those would only pair
+ * keys by coincidence. The exception is a training checkpoint ({"model":
+ * state dict, "optimizer": ..., "epoch": ...}): r strips a subtree whose
+ * keys pair one to one with every expected key, and every key outside it
+ * lies in another top-level entry; r->select is then set. *fingerprint
+ * receives a hash of the pairs (checkpoint entry, expected entry) formed:
+ * two rules with the same pairs are one rewrite described twice. hit:
+ * e->n scratch bytes. Returns 0 or CKPT_E_NOMEM. */
+static int evaluate(const infer *in, ckpt_rule *r, unsigned char *hit, uint64_t *fingerprint) {
+    eval v = {r, hit, first_segment(r->strip, r->strip_len), 0, 0, 0, 1};
+    memset(hit, 0, in->e->n);
+    int rc = ckpt_rule_lookup_all(r, in->c, in->e, eval_key, &v);
+    *fingerprint = v.fp;
+    r->select = 0;
+    r->matches = 0;
+    if (rc) return rc;
+    if (v.covered * 2 > in->c->n) {
+        r->matches = v.matches;
+    } else if (r->strip_len && v.outside_ok && v.matches == v.covered && v.matches == in->e->n) {
+        r->select = 1;
+        r->matches = v.matches;
+    }
+    return 0;
+}
+
+/* Whole segments in p[0..n) (n == 0 or p[n-1] == '.'). */
+static unsigned count_segments(const char *p, size_t n) {
+    unsigned k = 0;
+    for (size_t i = 0; i < n; i++) k += p[i] == '.';
+    return k;
+}
+
+static char *describe(ckpt_arena *a, const ckpt_rule *r, unsigned wrappers) {
+    char *d = ckpt_arena_strdup(a, "");
+    if (d && r->canon) {
+        const char *sep = "drop ";
+        for (int w = 0; w < CKPT_NWRAPPERS && d; w++) {
+            if (!(wrappers & (1u << w))) continue;
+            d = ckpt_arena_printf(a, "%s%s'%s'", d, sep, ckpt_wrappers[w]);
+            sep = ", ";
+        }
+        if (d) d = ckpt_arena_printf(a, "%s segments", d);
+    }
+    if (!d || (!r->strip_len && !r->add_len)) return d;
+    const char *sep = r->canon ? ", " : "";
+    if (r->strip_len && r->add_len)
+        return ckpt_arena_printf(a, "%s%sreplace '%.*s' with '%.*s'", d, sep, (int)r->strip_len,
+                                 r->strip, (int)r->add_len, r->add);
+    if (r->strip_len)
+        return ckpt_arena_printf(a, "%s%sstrip '%.*s'", d, sep, (int)r->strip_len, r->strip);
+    return ckpt_arena_printf(a, "%s%sadd '%.*s'", d, sep, (int)r->add_len, r->add);
+}
+
+/* Entries named in the description of a rule selecting a subtree; the
+ * report lists them all. */
+#define SHOW_OTHERS 4
+
+/* describe(), and for a rule selecting a subtree the entries it leaves. */
+static char *describe_rule(infer *in, const ckpt_rule *r) {
+    char *d = describe(in->a, r, in->wrappers);
+    if (!d || !r->select) return d;
+    const char **others;
+    size_t n;
+    if (ckpt_rule_others(&others, &n, in->a, r, in->c)) return NULL;
+    d = ckpt_arena_printf(in->a, "%s (other top-level entries ignored: ", d);
+    for (size_t k = 0; d && k < n && k < SHOW_OTHERS; k++)
+        d = ckpt_arena_printf(in->a, "%s%s%s", d, k ? ", " : "", others[k]);
+    return d ? ckpt_arena_printf(in->a, "%s%s)", d, n > SHOW_OTHERS ? ", ..." : "") : NULL;
+}
+
+/* Best first: more matches, then the simpler rule, then by description. */
+static int cmp_rules(const void *x, const void *y) {
+    const ckpt_rule *a = x, *b = y;
+    if (a->matches != b->matches) return a->matches > b->matches ? -1 : 1;
+    if (a->complexity != b->complexity) return a->complexity < b->complexity ? -1 : 1;
+    return strcmp(a->description, b->description);
+}
+
+typedef struct found {
+    ckpt_rule rule;
+    uint64_t fingerprint;
+} found;
+
+static int cmp_found(const void *x, const void *y) {
+    return cmp_rules(&((const found *)x)->rule, &((const found *)y)->rule);
+}
+
+/* Evaluates the best-voted candidates, each with and without dropping
+ * wrapper segments (when the checkpoint has any); among rules forming the
+ * same pairs only the simplest stays. */
+static int rank(infer *in, ckpt_rule *out, size_t max, size_t *nout) {
+    uint64_t base = 0, fp;
+    for (size_t i = 0; i < in->c->n; i++) base += in->c2e[i] != CKPT_KEYS_NONE;
+    qsort(in->cands, in->ncands, sizeof(cand), cmp_votes);
+
+    unsigned char *hit = ckpt_malloc(in->e->n ? in->e->n : 1);
+    found *f = ckpt_malloc(2 * MAX_EVAL * sizeof *f);
+    int rc = hit && f ? 0 : nomem();
+    size_t nf = 0;
+    for (size_t i = 0; !rc && i < in->ncands && i < MAX_EVAL; i++) {
+        const cand *c = &in->cands[i];
+        for (int canon = 0; canon <= (in->wrappers ? 1 : 0); canon++) {
+            ckpt_rule r = {.canon = canon, .strip = c->strip, .strip_len = c->strip_len,
+                           .add = c->add, .add_len = c->add_len};
+            if (!canon && !c->strip_len && !c->add_len) continue; /* the identity */
+            if ((rc = evaluate(in, &r, hit, &fp))) break;
+            if (r.matches <= base) continue;
+            /* dropping wrappers anywhere weighs more than a leading segment:
+             * "strip '_orig_mod.module.'" beats the equivalent "drop
+             * '_orig_mod.' segments, strip 'module.'" */
+            r.complexity = count_segments(r.strip, r.strip_len) +
+                           count_segments(r.add, r.add_len) + 2u * (unsigned)canon;
+            r.description = describe_rule(in, &r);
+            if (!r.description) {
+                rc = nomem();
+                break;
+            }
+            f[nf++] = (found){r, fp};
+        }
+    }
+    if (!rc) {
+        qsort(f, nf, sizeof *f, cmp_found);
+        size_t n = 0;
+        for (size_t i = 0; i < nf && n < max; i++) {
+            size_t k;
+            for (k = 0; k < i; k++)
+                if (f[k].rule.matches == f[i].rule.matches && f[k].fingerprint == f[i].fingerprint)
+                    break;
+            if (k == i) out[n++] = f[i].rule;
+        }
+        *nout = n;
+    }
+    ckpt_free(hit);
+    ckpt_free(f);
+    return rc;
+}
+
+int ckpt_rules_infer(ckpt_rule *out, size_t max, size_t *nout, ckpt_arena *a,
+                     const ckpt_manifest *c, const ckpt_manifest *e, const size_t *c2e) {
+    infer in = {0};
+    in.a = a;
+    in.c = c;
+    in.e = e;
+    in.c2e = c2e;
+    *nout = 0;
+    int rc = pick_anchors(&in);
+    if (rc == 0 && in.nslots) rc = collect_targets(&in);
+    for (size_t id = 0; rc == 0 && id < in.nslots; id++) {
+        const slot *sl = &in.slots[id];
+        for (size_t t = 0; rc == 0 && !sl->ambiguous && t < sl->ntargets; t++)
+            rc = add_candidate(&in, sl->x, sl->cut, sl->p[t], sl->plen[t]);
+    }
+    if (rc == 0 && in.ncands) rc = rank(&in, out, max, nout);
+    ckpt_strmap_free(&in.suffixes);
+    ckpt_strmap_free(&in.cand_index);
+    return rc;
+}
+
+const ckpt_rule *ckpt_rules_best(const ckpt_rule *rules, size_t n) {
+    if (!n || (n > 1 && rules[0].matches == rules[1].matches &&
+               rules[0].complexity == rules[1].complexity))
+        return NULL;
+    return &rules[0];
+}
+
+static int cmp_str(const void *x, const void *y) {
+    return strcmp(*(const char *const *)x, *(const char *const *)y);
+}
+
+/* Adds the first segment of name to the set, unless it lies under r. */
+static int add_other(ckpt_strmap *set, ckpt_arena *a, const ckpt_rule *r, const char *name,
+                     size_t len, char *buf) {
+    int covered;
+    size_t n = ckpt_rule_apply(r, name, len, buf, &covered);
+    if (covered) return 0;
+    n = first_segment(buf, n);
+    ckpt_strmap_slot *sl;
+    if (ckpt_strmap_find(set, buf, n, ckpt_strmap_hash(buf, n))) return 0;
+    char *seg = ckpt_arena_strndup(a, buf, n);
+    if (!seg) return nomem();
+    int rc = ckpt_strmap_put(set, seg, n, 0, &sl);
+    return rc < 0 ? rc : 0;
+}
+
+int ckpt_rule_others(const char ***out, size_t *n, ckpt_arena *a, const ckpt_rule *r,
+                     const ckpt_manifest *c) {
+    ckpt_strmap set = {0};
+    size_t maxlen = 0;
+    *out = NULL;
+    *n = 0;
+    for (size_t i = 0; i < c->n; i++)
+        if (c->lens[i] > maxlen) maxlen = c->lens[i];
+    for (size_t i = 0; i < c->nvalues; i++) {
+        size_t len = strlen(c->values[i].name);
+        if (len > maxlen) maxlen = len;
+    }
+    char *buf = ckpt_malloc(maxlen + r->add_len + 1);
+    int rc = buf ? 0 : nomem();
+    for (size_t i = 0; !rc && i < c->n; i++)
+        rc = add_other(&set, a, r, c->entries[i].name, c->lens[i], buf);
+    for (size_t i = 0; !rc && i < c->nvalues; i++)
+        rc = add_other(&set, a, r, c->values[i].name, strlen(c->values[i].name), buf);
+    const char **names = NULL;
+    if (!rc && !(names = ckpt_arena_array(a, set.n ? set.n : 1, sizeof *names))) rc = nomem();
+    for (size_t k = 0; !rc && k < set.cap; k++)
+        if (set.slots[k].s) names[(*n)++] = set.slots[k].s;
+    if (!rc) {
+        qsort(names, *n, sizeof *names, cmp_str);
+        *out = names;
+    } else {
+        *n = 0;
+    }
+    ckpt_free(buf);
+    ckpt_strmap_free(&set);
+    return rc;
+}
+
+typedef struct rule_stream {
+    const ckpt_rule *r;
+    const ckpt_manifest *c;
+    ckpt_rule_visit visit;
+    void *ctx;
+} rule_stream;
+
+static const char *rule_name(void *ctx, size_t i, char *buf, size_t *len, int *covered) {
+    const rule_stream *s = ctx;
+    *len = ckpt_rule_apply(s->r, s->c->entries[i].name, s->c->lens[i], buf, covered);
+    return buf;
+}
+
+static int rule_visit(void *ctx, size_t i, const char *name, size_t len, int covered, size_t j) {
+    const rule_stream *s = ctx;
+    return s->visit(s->ctx, i, name, len, covered, j);
+}
+
+int ckpt_rule_lookup_all(const ckpt_rule *r, const ckpt_manifest *c, const ckpt_manifest *e,
+                         ckpt_rule_visit visit, void *ctx) {
+    size_t maxlen = 0;
+    for (size_t i = 0; i < c->n; i++)
+        if (c->lens[i] > maxlen) maxlen = c->lens[i];
+    rule_stream s = {r, c, visit, ctx};
+    return ckpt_manifest_lookup_stream(e, c->n, maxlen + r->add_len + 1, rule_name, rule_visit,
+                                       &s);
+}

@@ -1,0 +1,94 @@
+/* file.h - the opened checkpoint, shared by the readers that fill it. */
+#ifndef CKPT_FILE_H
+#define CKPT_FILE_H
+
+#include "base/alloc.h"
+#include "ckpt.h"
+#include "model/flatten.h"
+#include "model/value.h"
+#include "container/zip.h"
+
+
+struct ckpt_file {
+    ckpt_arena arena;          /* owns everything below */
+    const char *path;          /* as given to open ("" for unnamed memory) */
+    ckpt_format format;
+    ckpt_open_options opts;
+
+    const uint8_t *map;        /* the whole input */
+    size_t map_size;
+    int mapped;                /* 1: munmap(map) on close */
+
+    ckpt_value *root;
+
+    /* Filled by ckpt_file_flatten once the reader is done. */
+    ckpt_tensor *tensors;      /* copies, one per flattened name, sorted */
+    size_t ntensors;
+    ckpt_named_value *values;  /* sorted by name */
+    size_t nvalues;
+
+    /* Every distinct storage, in id order (verify reads them all). */
+    ckpt_storage **storages;
+    size_t nstorages;
+
+    /* safetensors __metadata__ / sharded index metadata. */
+    int has_metadata;
+    const char **meta_keys, **meta_vals;
+    size_t nmeta;
+
+    /* torch zip: the container, for CRC checks. */
+    ckpt_zip *zip;
+
+    /* legacy: where storage blobs start and end (verify re-checks counts). */
+    uint64_t legacy_blobs_begin, legacy_blobs_end;
+
+    /* sharded safetensors: the shard files (owned). */
+    ckpt_file **shards;
+    size_t nshards;
+};
+
+/* Flattens f->root into f->tensors/f->values (sorted by name; for equal
+ * names the later occurrence wins), gives every storage a dense id and
+ * fills f->storages. Enforces limits.max_tensors, max_name_bytes and
+ * max_depth. Called by ckpt_open after the format reader succeeded. */
+int ckpt_file_flatten(ckpt_file *f);
+
+/* Format readers: fill f->format, f->root (and metadata, zip, storages'
+ * data) from f->map/f->map_size. Return 0 or a CKPT_E_* code with the
+ * error recorded. */
+int ckpt_safetensors_read(ckpt_file *f);
+/* json: the index file's bytes; dir: its directory ("." if none). */
+int ckpt_safetensors_read_sharded(ckpt_file *f, const uint8_t *json,
+                                  size_t len, const char *dir);
+int ckpt_torch_read_zip(ckpt_file *f);
+/* Any pickle stream: the legacy stacked-pickle format when the first pickle
+ * is torch's magic number, else a plain pickle (CKPT_FORMAT_PICKLE). */
+int ckpt_torch_read_legacy(ckpt_file *f);
+
+/* Tells the kernel that bytes [p, p+n) of f's mapping will not be needed
+ * again soon, so a full read of a large file (verify) does not keep it all
+ * resident. The data stays readable (pages fault back in from the file).
+ * No-op for memory buffers and for ranges outside the mapping. */
+void ckpt_file_release(const ckpt_file *f, const void *p, uint64_t n);
+
+/* Switches f's mapping from random access (set at open, so reading headers
+ * does not read ahead into tensor data) to sequential readahead, before a
+ * full read such as verify. */
+void ckpt_file_sequential(const ckpt_file *f);
+
+/* Maps bytes [p, p+n) of f's mapping in one go before a full read (fewer
+ * page faults). Best effort; no-op where unsupported. */
+void ckpt_file_prefetch(const ckpt_file *f, const void *p, uint64_t n);
+
+/* Maps path read-only (private), refusing anything but a regular file: a
+ * FIFO is opened non-blocking so it never waits for a writer. *map is NULL
+ * for an empty file. 0, or CKPT_E_IO / CKPT_E_LIMIT naming the path. */
+int ckpt_map_file(const char *path, const uint8_t **map, size_t *size);
+/* Undoes ckpt_map_file; NULL-safe. */
+void ckpt_unmap_file(const uint8_t *map, size_t size);
+
+/* Opens a file (used for shards). Same contract as ckpt_open. */
+int ckpt_file_open_path(ckpt_file **out, const char *path,
+                        const ckpt_open_options *opts);
+
+#endif

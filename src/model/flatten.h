@@ -1,0 +1,34 @@
+/* flatten.h - names for the leaves of an object tree, by ckpt.h's rule:
+ * dict keys as written (ckpt_value_key_text), list/tuple/set indices in
+ * decimal, joined with "."; a bare root leaf is named "". */
+#ifndef CKPT_FLATTEN_H
+#define CKPT_FLATTEN_H
+
+#include "base/alloc.h"
+#include "ckpt.h"
+#include "model/value.h"
+
+typedef struct ckpt_named_value {
+    const char *name;
+    const ckpt_value *value;
+} ckpt_named_value;
+
+typedef struct ckpt_flat {
+    ckpt_named_value *tensors; /* TENSOR leaves, sorted by name */
+    size_t ntensors;
+    ckpt_named_value *values;  /* every other leaf, sorted by name */
+    size_t nvalues;
+} ckpt_flat;
+
+/* Flattens root into arena `a`. For equal names the later leaf wins, as a
+ * Python dict keeps the last of repeated keys. Bounds: lim->max_tensors
+ * leaves, lim->max_name_bytes per name, lim->max_depth nesting, and
+ * max_visits nodes visited (a node shared by several paths is visited once
+ * per path, so a hostile DAG must be bounded). Errors (CKPT_E_LIMIT,
+ * CKPT_E_FORMAT for a pickle MARK left in the tree, CKPT_E_NOMEM) name
+ * file and member. */
+int ckpt_flatten(ckpt_flat *out, ckpt_arena *a, const ckpt_value *root,
+                 const ckpt_limits *lim, uint64_t max_visits, const char *file,
+                 const char *member);
+
+#endif

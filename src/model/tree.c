@@ -1,0 +1,183 @@
+/* write_tree.c - the public tree builder (ckpt_tree_*): values of the
+ * checkpoint model created by a caller instead of a reader, then written
+ * by ckpt_tree_write. The tree's arena owns every value; tensor bytes stay
+ * in caller memory until the write. */
+#include <string.h>
+
+#include "model/dtype.h"
+#include "base/error.h"
+#include "format/write.h"
+
+struct ckpt_tree {
+    ckpt_arena arena;
+};
+
+static int invalid(const char *what) {
+    return ckpt_err(CKPT_E_INVALID_ARG, "", "", CKPT_NO_OFFSET, "%s", what);
+}
+
+static int nomem(void) {
+    return ckpt_err(CKPT_E_NOMEM, "", "", CKPT_NO_OFFSET, "out of memory");
+}
+
+int ckpt_tree_new(ckpt_tree **out) {
+    if (!out) return invalid("out is NULL");
+    *out = ckpt_malloc(sizeof **out);
+    if (!*out) return nomem();
+    memset(*out, 0, sizeof **out);
+    return 0;
+}
+
+void ckpt_tree_free(ckpt_tree *t) {
+    if (!t) return;
+    ckpt_arena_free(&t->arena);
+    ckpt_free(t);
+}
+
+/* Common tail of the constructors: NULL from the arena is out of memory. */
+static int made(ckpt_value **out, ckpt_value *v) {
+    *out = v;
+    return v ? 0 : nomem();
+}
+
+#define CHECK_ARGS(out, t)                                          \
+    do {                                                            \
+        if (!(out)) return invalid("out is NULL");                  \
+        *(out) = NULL;                                              \
+        if (!(t)) return invalid("tree is NULL");                   \
+    } while (0)
+
+int ckpt_tree_none(ckpt_value **out, ckpt_tree *t) {
+    CHECK_ARGS(out, t);
+    return made(out, ckpt_value_new(&t->arena, CKPT_KIND_NONE));
+}
+
+int ckpt_tree_bool(ckpt_value **out, ckpt_tree *t, int v) {
+    CHECK_ARGS(out, t);
+    return made(out, ckpt_value_new_bool(&t->arena, v));
+}
+
+int ckpt_tree_int(ckpt_value **out, ckpt_tree *t, int64_t v) {
+    CHECK_ARGS(out, t);
+    return made(out, ckpt_value_new_int(&t->arena, v));
+}
+
+int ckpt_tree_float(ckpt_value **out, ckpt_tree *t, double v) {
+    CHECK_ARGS(out, t);
+    return made(out, ckpt_value_new_float(&t->arena, v));
+}
+
+int ckpt_tree_str(ckpt_value **out, ckpt_tree *t, const char *s, size_t len) {
+    CHECK_ARGS(out, t);
+    if (!s && len) return invalid("string is NULL");
+    /* pickles and JSON carry text as UTF-8: torch could not read it back */
+    if (!wr_utf8_valid(s ? s : "", len)) return invalid("string is not valid UTF-8");
+    return made(out, ckpt_value_new_str(&t->arena, CKPT_KIND_STR, s ? s : "", len));
+}
+
+int ckpt_tree_bytes(ckpt_value **out, ckpt_tree *t, const void *p, size_t len) {
+    CHECK_ARGS(out, t);
+    if (!p && len) return invalid("bytes are NULL");
+    return made(out, ckpt_value_new_str(&t->arena, CKPT_KIND_BYTES, p ? p : "", len));
+}
+
+int ckpt_tree_list(ckpt_value **out, ckpt_tree *t) {
+    CHECK_ARGS(out, t);
+    return made(out, ckpt_value_new(&t->arena, CKPT_KIND_LIST));
+}
+
+int ckpt_tree_tuple(ckpt_value **out, ckpt_tree *t) {
+    CHECK_ARGS(out, t);
+    return made(out, ckpt_value_new(&t->arena, CKPT_KIND_TUPLE));
+}
+
+int ckpt_tree_dict(ckpt_value **out, ckpt_tree *t) {
+    CHECK_ARGS(out, t);
+    return made(out, ckpt_value_new(&t->arena, CKPT_KIND_DICT));
+}
+
+int ckpt_tree_append(ckpt_tree *t, ckpt_value *seq, ckpt_value *item) {
+    if (!t || !seq || !item) return invalid("tree, container or item is NULL");
+    if (seq->kind != CKPT_KIND_LIST && seq->kind != CKPT_KIND_TUPLE)
+        return invalid("can only append to a list or a tuple");
+    return ckpt_value_append(&t->arena, seq, item) ? nomem() : 0;
+}
+
+int ckpt_tree_set(ckpt_tree *t, ckpt_value *dict, ckpt_value *key, ckpt_value *val) {
+    if (!t || !dict || !key || !val) return invalid("tree, dict, key or value is NULL");
+    if (dict->kind != CKPT_KIND_DICT) return invalid("can only set items of a dict");
+    if (key->kind == CKPT_KIND_LIST || key->kind == CKPT_KIND_DICT ||
+        key->kind == CKPT_KIND_TENSOR)
+        return invalid("dict keys must be leaves or tuples");
+    return ckpt_value_dict_set(&t->arena, dict, key, val) ? nomem() : 0;
+}
+
+int ckpt_tree_set_dict_class(ckpt_tree *t, ckpt_value *dict, const char *cls) {
+    if (!t || !dict) return invalid("tree or dict is NULL");
+    if (dict->kind != CKPT_KIND_DICT) return invalid("only a dict has a mapping class");
+    int c = CKPT_DICT_PLAIN;
+    if (cls && strcmp(cls, ckpt_dict_class_name(CKPT_DICT_ORDERED)) == 0)
+        c = CKPT_DICT_ORDERED;
+    else if (cls && strcmp(cls, ckpt_dict_class_name(CKPT_DICT_COUNTER)) == 0)
+        c = CKPT_DICT_COUNTER;
+    else if (cls)
+        return invalid("dict class must be collections.OrderedDict, collections.Counter "
+                       "or NULL");
+    if (c == CKPT_DICT_PLAIN && dict->u.dict.state)
+        return invalid("a plain dict cannot hold attributes (clear the state first)");
+    dict->dict_class = (uint8_t)c;
+    return 0;
+}
+
+int ckpt_tree_set_dict_state(ckpt_tree *t, ckpt_value *dict, ckpt_value *state) {
+    if (!t || !dict) return invalid("tree or dict is NULL");
+    if (dict->kind != CKPT_KIND_DICT || dict->dict_class == CKPT_DICT_PLAIN)
+        return invalid("only an OrderedDict or Counter holds attributes");
+    if (state && state->kind != CKPT_KIND_DICT) return invalid("the state must be a dict");
+    dict->u.dict.state = state;
+    return 0;
+}
+
+int ckpt_tree_set_parameter(ckpt_tree *t, ckpt_value *tensor, int requires_grad) {
+    if (!t || !tensor) return invalid("tree or tensor is NULL");
+    if (tensor->kind != CKPT_KIND_TENSOR) return invalid("only a tensor can be a parameter");
+    tensor->u.tensor->is_parameter = 1;
+    tensor->u.tensor->requires_grad = requires_grad != 0;
+    return 0;
+}
+
+int ckpt_tree_tensor(ckpt_value **out, ckpt_tree *t, ckpt_dtype dtype, unsigned ndim,
+                     const uint64_t *shape, const void *data, size_t size) {
+    CHECK_ARGS(out, t);
+    if (ckpt_dtype_bits(dtype) == 0 || dtype == CKPT_DT_UNKNOWN)
+        return invalid("unknown dtype");
+    if (ndim > CKPT_MAX_NDIM || (ndim && !shape) || (!data && size))
+        return invalid("ndim too large, or shape or data NULL");
+    uint64_t numel = 1, bits, stride[CKPT_MAX_NDIM], s = 1;
+    for (unsigned i = 0; i < ndim; i++)
+        if (ckpt_mul_overflow(numel, shape[i], &numel)) return invalid("shape overflows");
+    if (ckpt_mul_overflow(numel, ckpt_dtype_bits(dtype), &bits) || bits % 8 ||
+        bits / 8 != size)
+        return ckpt_err(CKPT_E_INVALID_ARG, "", "", CKPT_NO_OFFSET,
+                        "tensor data of %zu bytes, the shape needs %llu elements "
+                        "of %s", size, (unsigned long long)numel, ckpt_dtype_name(dtype));
+    /* torch's contiguous strides (a zero dimension counts as 1); a shape
+     * with a zero can have dimensions whose product overflows */
+    for (unsigned i = ndim; i-- > 0;) {
+        stride[i] = s;
+        if (i && ckpt_mul_overflow(s, shape[i] ? shape[i] : 1, &s))
+            return invalid("strides overflow");
+    }
+    ckpt_storage *st = ckpt_arena_alloc(&t->arena, sizeof *st);
+    if (!st) return nomem();
+    *st = (ckpt_storage){.dtype = dtype, .nbytes = size, .data = data ? data : (const void *)"",
+                         .key = "", .member = "", .file_offset = CKPT_NO_OFFSET};
+    return ckpt_tensor_new(out, &t->arena, st, dtype, ndim, shape, stride, 0, "", "",
+                           CKPT_NO_OFFSET);
+}
+
+int ckpt_tree_write(const ckpt_value *root, const char *path, ckpt_format format,
+                    const ckpt_write_options *opts) {
+    if (!root || !path) return invalid("root or path is NULL");
+    return ckpt_write_value(root, path, format, opts, NULL, NULL);
+}

@@ -1,0 +1,146 @@
+/* value.h - the checkpoint model: a tree of values whose tensors reference
+ * storages. Everything lives in the owning file's arena. */
+#ifndef CKPT_VALUE_H
+#define CKPT_VALUE_H
+
+#include "base/alloc.h"
+#include "ckpt.h"
+
+/* Internal kinds, never visible through the public API: the pickle machine
+ * uses them on its stack. */
+enum {
+    CKPT_KIND_GLOBAL_ = 100, /* a reference to module.name, not yet called */
+    CKPT_KIND_STORAGE_,      /* a storage returned by persistent_load */
+    CKPT_KIND_MARK_          /* pickle MARK on the stack */
+};
+
+/* A run of bytes holding tensor elements. */
+typedef struct ckpt_storage {
+    ckpt_dtype dtype;      /* element type the storage was declared with */
+    uint64_t nbytes;       /* declared size in bytes */
+    const uint8_t *data;   /* the bytes once resolved (mmap or arena); NULL before */
+    const char *key;       /* torch key ("0" for data/0, legacy root key) */
+    const char *member;    /* zip member / file holding the bytes ("" if none) */
+    uint64_t file_offset;  /* absolute offset of data[0] in the file, or
+                              CKPT_NO_OFFSET (inflated, or from a pickle) */
+    int big_endian;        /* elements stored big-endian: swap on read */
+    uint64_t id;           /* dense per-file identity (set when flattened) */
+    /* legacy views of a root storage: bytes are root bytes from
+     * base_elem_offset; resolved by the legacy reader. */
+    struct ckpt_storage *base;
+    uint64_t base_elem_offset;
+} ckpt_storage;
+
+struct ckpt_tensor {
+    const char *name;      /* flattened name ("" until flattened) */
+    ckpt_dtype dtype;
+    uint32_t ndim;
+    uint64_t *shape;       /* ndim elements (arena) */
+    uint64_t *stride;      /* ndim elements, in elements */
+    uint64_t storage_offset; /* in elements */
+    uint64_t numel;
+    uint64_t nbytes;       /* numel * bits / 8 */
+    ckpt_storage *storage;
+    int requires_grad;
+    /* built as torch.nn.Parameter (_rebuild_parameter,
+     * _rebuild_parameter_with_state, NEWOBJ Parameter): writers rebuild it
+     * as one, requires_grad being the parameter's */
+    int is_parameter;
+};
+
+/* The mapping class a DICT was built as (ckpt_value.dict_class). */
+enum {
+    CKPT_DICT_PLAIN = 0, /* dict, or a dict-kind value of the JSON formats */
+    CKPT_DICT_ORDERED,   /* collections.OrderedDict (torch state dicts) */
+    CKPT_DICT_COUNTER    /* collections.Counter */
+};
+/* "collections.OrderedDict", "collections.Counter", or NULL (plain). */
+const char *ckpt_dict_class_name(int cls);
+
+struct ckpt_value {
+    int kind; /* ckpt_kind or CKPT_KIND_*_ above */
+    /* DICT: CKPT_DICT_*; here rather than in u.dict, whose growth would
+     * make every value bigger */
+    uint8_t dict_class;
+    union {
+        int b;
+        struct {
+            int64_t v;         /* valid when decimal == NULL */
+            const char *decimal; /* exact decimal text of a big int (|v| >= 2^63) */
+        } i;
+        double f;
+        struct { char *p; size_t len; } s;                 /* STR, BYTES (NUL-terminated) */
+        struct { ckpt_value **items; size_t n, cap; } seq; /* LIST, TUPLE, SET */
+        struct {
+            ckpt_value **keys, **vals;
+            size_t n, cap;
+            /* what BUILD set as attributes (an OrderedDict state dict's
+             * {'_metadata': OrderedDict(...)}), or NULL; only kept for an
+             * OrderedDict or Counter, the classes with attributes */
+            ckpt_value *state;
+        } dict;
+        ckpt_tensor *tensor;
+        struct {
+            const char *name;  /* "module.qualname" */
+            ckpt_value *args;  /* TUPLE or NULL */
+            ckpt_value *state; /* BUILD state or NULL */
+            ckpt_value *items; /* LIST or DICT filled by APPEND(S)/SETITEM(S), or NULL */
+        } obj;
+        struct { const char *module, *name, *qualname; } global; /* qualname = "module.name" */
+        ckpt_storage *storage;
+    } u;
+};
+
+/* Constructors: NULL on allocation failure. Strings are copied. */
+ckpt_value *ckpt_value_new(ckpt_arena *a, int kind);
+ckpt_value *ckpt_value_new_int(ckpt_arena *a, int64_t v);
+/* Two's-complement little-endian integer of n bytes (pickle LONG1/LONG4).
+ * n == 0 is zero. Returns NULL on allocation failure. The decimal text is
+ * computed here, in time quadratic in n, so callers bound n by
+ * CKPT_BIGINT_MAX_BYTES (2048-bit integers: far beyond any counter or RNG
+ * word a checkpoint holds, and cheap enough that a file full of them cannot
+ * stall the reader). */
+ckpt_value *ckpt_value_new_int_le(ckpt_arena *a, const uint8_t *le, size_t n);
+#define CKPT_BIGINT_MAX_BYTES 256
+ckpt_value *ckpt_value_new_float(ckpt_arena *a, double v);
+ckpt_value *ckpt_value_new_bool(ckpt_arena *a, int v);
+ckpt_value *ckpt_value_new_str(ckpt_arena *a, int kind, const void *p, size_t len);
+ckpt_value *ckpt_value_new_object(ckpt_arena *a, const char *name);
+/* A CKPT_KIND_GLOBAL_ reference; fills module, name and "module.name". */
+ckpt_value *ckpt_value_new_global(ckpt_arena *a, const char *module,
+                                  const char *name);
+
+/* An empty container of v's kind (LIST, TUPLE, SET, DICT) that is
+ * otherwise what v is: a dict keeps its class and BUILD state (shared, not
+ * copied), so a filtered or rebuilt copy of a state dict is still an
+ * OrderedDict with its _metadata. NULL on allocation failure. */
+ckpt_value *ckpt_value_new_like(ckpt_arena *a, const ckpt_value *v);
+
+/* Appends to LIST/TUPLE/SET (or an OBJECT's items list). 0 or CKPT_E_NOMEM. */
+int ckpt_value_append(ckpt_arena *a, ckpt_value *seq, ckpt_value *item);
+/* Appends key/value to a DICT (or an OBJECT's items dict). Keys are not
+ * compared here (that would make big state dicts quadratic): a repeated
+ * key is resolved by ckpt_file_flatten, where the later entry wins as in
+ * Python. 0 or CKPT_E_NOMEM. */
+int ckpt_value_dict_set(ckpt_arena *a, ckpt_value *dict, ckpt_value *key,
+                        ckpt_value *val);
+
+/* The text a dict key contributes to a flattened name: str and bytes as
+ * written, ints in decimal, True/False/None, floats as %.17g (into tmp,
+ * cap bytes), other kinds by their kind name. *len receives its length;
+ * the result is borrowed (from k, tmp or static storage). */
+const char *ckpt_value_key_text(const ckpt_value *k, char *tmp, size_t cap,
+                                size_t *len);
+
+/* Builds a tensor value; shape/stride are copied. Computes numel/nbytes with
+ * overflow checks and bounds-checks the view against storage->nbytes:
+ * the highest element touched, (offset + sum((shape-1)*stride) + 1) *
+ * element size, must not exceed the storage. Returns 0 and *out, or
+ * CKPT_E_FORMAT / CKPT_E_LIMIT / CKPT_E_NOMEM with the error recorded
+ * against file/member/offset. */
+int ckpt_tensor_new(ckpt_value **out, ckpt_arena *a, ckpt_storage *st,
+                    ckpt_dtype dtype, uint32_t ndim, const uint64_t *shape,
+                    const uint64_t *stride, uint64_t storage_offset,
+                    const char *file, const char *member, uint64_t offset);
+
+#endif

@@ -1,0 +1,325 @@
+/* file.c - ckpt_open: mapping, format detection, flattening, accessors. */
+#include "model/file.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "base/error.h"
+
+static ckpt_file *file_new(const char *path, const ckpt_open_options *opts) {
+    ckpt_file *f = ckpt_malloc(sizeof *f);
+    if (!f) return NULL;
+    memset(f, 0, sizeof *f);
+    ckpt_open_options defaults = CKPT_OPEN_OPTIONS_INIT;
+    f->opts = opts ? *opts : defaults;
+    if (f->opts.limits.max_ndim > CKPT_MAX_NDIM)
+        f->opts.limits.max_ndim = CKPT_MAX_NDIM;
+    f->path = ckpt_arena_strdup(&f->arena, path ? path : "");
+    if (!f->path) {
+        ckpt_free(f);
+        return NULL;
+    }
+    return f;
+}
+
+void ckpt_close(ckpt_file *f) {
+    if (!f) return;
+    for (size_t i = 0; i < f->nshards; i++) ckpt_close(f->shards[i]);
+    if (f->mapped) ckpt_unmap_file(f->map, f->map_size);
+    ckpt_arena_free(&f->arena);
+    ckpt_free(f);
+}
+
+void ckpt_file_release(const ckpt_file *f, const void *p, uint64_t n) {
+    const uint8_t *b = p;
+    if (!f->mapped || b < f->map || n > (uint64_t)(f->map + f->map_size - b)) return;
+    /* only whole pages inside the range */
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t lo = ((uintptr_t)b + page - 1) & ~(page - 1);
+    uintptr_t hi = ((uintptr_t)b + (uintptr_t)n) & ~(page - 1);
+    if (hi > lo) madvise((void *)lo, hi - lo, MADV_DONTNEED);
+}
+
+void ckpt_file_sequential(const ckpt_file *f) {
+    if (f->mapped && f->map_size) madvise((void *)f->map, f->map_size, MADV_SEQUENTIAL);
+}
+
+void ckpt_file_prefetch(const ckpt_file *f, const void *p, uint64_t n) {
+#ifdef MADV_POPULATE_READ
+    const uint8_t *b = p;
+    if (!f->mapped || b < f->map || n > (uint64_t)(f->map + f->map_size - b)) return;
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t lo = (uintptr_t)b & ~(page - 1);
+    /* map the window in one call instead of one fault per page; an error
+     * (old kernel, I/O) just leaves the faults to happen as usual */
+    madvise((void *)lo, (uintptr_t)b + (uintptr_t)n - lo, MADV_POPULATE_READ);
+#else
+    (void)f, (void)p, (void)n;
+#endif
+}
+
+/* ------------------------------------------------------------ detection */
+
+static int is_json_ws(uint8_t c) {
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
+
+/* First non-whitespace byte at or after `from`, or -1. */
+static int first_non_ws(const uint8_t *p, size_t n, size_t from) {
+    for (size_t i = from; i < n; i++)
+        if (!is_json_ws(p[i])) return p[i];
+    return -1;
+}
+
+static int looks_like_pickle(const uint8_t *p, size_t n) {
+    if (n >= 2 && p[0] == 0x80) return p[1] <= 5;
+    /* protocol 0/1 streams start with one of these opcodes */
+    return n >= 1 && strchr("(}]lcdLIFSVNKJUX)", p[0]) != NULL && p[0] != 0;
+}
+
+static int is_tar(const uint8_t *p, size_t n) {
+    return n >= 262 && memcmp(p + 257, "ustar", 5) == 0;
+}
+
+static int parent_dir(ckpt_arena *a, const char *path, char **out) {
+    const char *slash = strrchr(path, '/');
+    *out = slash ? ckpt_arena_strndup(a, path, (size_t)(slash - path) + (slash == path))
+                 : ckpt_arena_strdup(a, ".");
+    return *out ? 0 : -1;
+}
+
+static int read_format(ckpt_file *f, int from_path) {
+    const uint8_t *p = f->map;
+    size_t n = f->map_size;
+    if (n >= 8 && memcmp(p, "PYTORCH1", 8) == 0)
+        return ckpt_err(CKPT_E_UNSUPPORTED, f->path, NULL, 0,
+                        "unsupported: PyTorch 'PYTORCH1' preview format");
+    if (n >= 4 && memcmp(p, "PK\3\4", 4) == 0) return ckpt_torch_read_zip(f);
+    if (is_tar(p, n))
+        return ckpt_err(CKPT_E_UNSUPPORTED, f->path, NULL, 257,
+                        "unsupported: tar archive (PyTorch < 0.4 legacy tar format)");
+    /* A JSON index is text from its first byte; a safetensors file starts
+     * with a binary u64 length whose high bytes are zero for any header
+     * under 2^56 bytes. */
+    int text_start = first_non_ws(p, n, 0) == '{' && memchr(p, 0, n < 8 ? n : 8) == NULL;
+    if (!text_start && n >= 9 && first_non_ws(p, n, 8) == '{')
+        return ckpt_safetensors_read(f);
+    if (text_start) {
+        char *dir;
+        if (!from_path)
+            return ckpt_err(CKPT_E_UNSUPPORTED, f->path, NULL, 0,
+                            "a sharded index can only be opened from a path");
+        if (n > f->opts.limits.max_index_bytes)
+            return ckpt_err(CKPT_E_LIMIT, f->path, NULL, 0,
+                            "index of %zu bytes exceeds the limit of %llu", n,
+                            (unsigned long long)f->opts.limits.max_index_bytes);
+        if (parent_dir(&f->arena, f->path, &dir))
+            return ckpt_err(CKPT_E_NOMEM, f->path, NULL, 0, "out of memory");
+        return ckpt_safetensors_read_sharded(f, p, n, dir);
+    }
+    if (looks_like_pickle(p, n)) return ckpt_torch_read_legacy(f);
+    if (n < 8)
+        return ckpt_err(CKPT_E_TRUNCATED, f->path, NULL, 0,
+                        "not a checkpoint: %zu bytes is too small for any format", n);
+    return ckpt_err(CKPT_E_FORMAT, f->path, NULL, 0,
+                    "not a checkpoint: content is neither a zip archive, a "
+                    "pickle nor a safetensors header");
+}
+
+static int finish_open(ckpt_file **out, ckpt_file *f, int from_path) {
+    int rc = read_format(f, from_path);
+    if (rc == 0) rc = ckpt_file_flatten(f);
+    if (rc) {
+        ckpt_close(f);
+        return rc;
+    }
+    *out = f;
+    return 0;
+}
+
+int ckpt_map_file(const char *path, const uint8_t **map, size_t *size) {
+    *map = NULL;
+    *size = 0;
+    /* O_NONBLOCK: opening a FIFO must not wait for a writer; anything but a
+     * regular file is refused below */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0)
+        return ckpt_err(CKPT_E_IO, path, NULL, CKPT_NO_OFFSET, "cannot open: %s",
+                        strerror(errno));
+    struct stat st;
+    int rc = 0;
+    if (fstat(fd, &st) != 0)
+        rc = ckpt_err(CKPT_E_IO, path, NULL, CKPT_NO_OFFSET, "cannot read: %s", strerror(errno));
+    else if (!S_ISREG(st.st_mode))
+        rc = ckpt_err(CKPT_E_IO, path, NULL, CKPT_NO_OFFSET, "cannot read: %s",
+                      S_ISDIR(st.st_mode) ? "is a directory" : "not a regular file");
+    else if ((uint64_t)st.st_size > SIZE_MAX)
+        rc = ckpt_err(CKPT_E_LIMIT, path, NULL, CKPT_NO_OFFSET, "file too large to map");
+    if (rc == 0 && st.st_size > 0) {
+        void *m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (m == MAP_FAILED) {
+            rc = ckpt_err(CKPT_E_IO, path, NULL, CKPT_NO_OFFSET, "cannot map: %s",
+                          strerror(errno));
+        } else {
+            /* readers look at headers scattered over the file (zip local
+             * headers): without this, readahead around each would pull in
+             * tensor data (verify switches to sequential) */
+            madvise(m, (size_t)st.st_size, MADV_RANDOM);
+            *map = m;
+            *size = (size_t)st.st_size;
+        }
+    }
+    close(fd);
+    return rc;
+}
+
+void ckpt_unmap_file(const uint8_t *map, size_t size) {
+    if (map && size) munmap((void *)map, size);
+}
+
+int ckpt_file_open_path(ckpt_file **out, const char *path,
+                        const ckpt_open_options *opts) {
+    *out = NULL;
+    if (!path) return ckpt_err(CKPT_E_INVALID_ARG, "", NULL, CKPT_NO_OFFSET, "path is NULL");
+    const uint8_t *map;
+    size_t size;
+    int rc = ckpt_map_file(path, &map, &size);
+    if (rc) return rc;
+    ckpt_file *f = file_new(path, opts);
+    if (!f) {
+        ckpt_unmap_file(map, size);
+        return ckpt_err(CKPT_E_NOMEM, path, NULL, CKPT_NO_OFFSET, "out of memory");
+    }
+    f->map = size ? map : (const uint8_t *)"";
+    f->map_size = size;
+    f->mapped = size != 0;
+    return finish_open(out, f, 1);
+}
+
+int ckpt_open(ckpt_file **out, const char *path, const ckpt_open_options *opts) {
+    if (!out) return ckpt_err(CKPT_E_INVALID_ARG, path, NULL, CKPT_NO_OFFSET, "out is NULL");
+    return ckpt_file_open_path(out, path, opts);
+}
+
+int ckpt_open_memory(ckpt_file **out, const void *data, size_t size,
+                     const char *name, const ckpt_open_options *opts) {
+    if (!out) return ckpt_err(CKPT_E_INVALID_ARG, name, NULL, CKPT_NO_OFFSET, "out is NULL");
+    *out = NULL;
+    if (!data && size)
+        return ckpt_err(CKPT_E_INVALID_ARG, name, NULL, CKPT_NO_OFFSET, "data is NULL");
+    ckpt_file *f = file_new(name, opts);
+    if (!f) return ckpt_err(CKPT_E_NOMEM, name, NULL, CKPT_NO_OFFSET, "out of memory");
+    f->map = size ? data : (const uint8_t *)"";
+    f->map_size = size;
+    return finish_open(out, f, 0);
+}
+
+/* ------------------------------------------------------------ flatten */
+
+int ckpt_file_flatten(ckpt_file *f) {
+    /* visits bounded by the input's size too: a small pickle can describe
+     * a huge DAG ("billion laughs") */
+    uint64_t input = ckpt_file_size(f), by_size = input < UINT64_MAX / 64 - 4096
+                                                      ? input * 64 + 4096 : UINT64_MAX;
+    uint64_t max_visits = f->opts.limits.max_tensors < UINT64_MAX / 4
+                              ? f->opts.limits.max_tensors * 4 + 1024 : UINT64_MAX;
+    if (by_size < max_visits) max_visits = by_size;
+    ckpt_flat fl = {0};
+    int rc = f->root ? ckpt_flatten(&fl, &f->arena, f->root, &f->opts.limits, max_visits,
+                                    f->path, NULL)
+                     : 0;
+    if (rc) return rc;
+
+    f->tensors = ckpt_arena_array(&f->arena, fl.ntensors ? fl.ntensors : 1, sizeof(ckpt_tensor));
+    f->storages = ckpt_arena_array(&f->arena, fl.ntensors ? fl.ntensors : 1,
+                                   sizeof(ckpt_storage *));
+    if (!f->tensors || !f->storages)
+        return ckpt_err(CKPT_E_NOMEM, f->path, NULL, CKPT_NO_OFFSET, "out of memory");
+    /* storage ids: dense, in order of first use by the sorted tensors */
+    for (size_t i = 0; i < fl.ntensors; i++)
+        fl.tensors[i].value->u.tensor->storage->id = UINT64_MAX;
+    for (size_t i = 0; i < fl.ntensors; i++) {
+        ckpt_tensor *t = fl.tensors[i].value->u.tensor;
+        if (t->name[0] == '\0' && fl.tensors[i].name[0]) t->name = fl.tensors[i].name;
+        f->tensors[i] = *t;
+        f->tensors[i].name = fl.tensors[i].name;
+        if (t->storage->id == UINT64_MAX) {
+            t->storage->id = f->nstorages;
+            f->storages[f->nstorages++] = t->storage;
+        }
+    }
+    f->ntensors = fl.ntensors;
+    f->values = fl.values;
+    f->nvalues = fl.nvalues;
+    return 0;
+}
+
+/* ------------------------------------------------------------ accessors */
+
+const char *ckpt_format_name(ckpt_format fmt) {
+    switch (fmt) {
+    case CKPT_FORMAT_SAFETENSORS: return "safetensors";
+    case CKPT_FORMAT_SAFETENSORS_SHARDED: return "safetensors-sharded";
+    case CKPT_FORMAT_TORCH_ZIP: return "torch-zip";
+    case CKPT_FORMAT_TORCH_LEGACY: return "torch-legacy";
+    case CKPT_FORMAT_PICKLE: return "pickle";
+    default: return "unknown";
+    }
+}
+
+ckpt_format ckpt_file_format(const ckpt_file *f) { return f->format; }
+const char *ckpt_file_path(const ckpt_file *f) { return f->path; }
+
+uint64_t ckpt_file_size(const ckpt_file *f) {
+    uint64_t total = f->map_size;
+    for (size_t i = 0; i < f->nshards; i++) total += f->shards[i]->map_size;
+    return total;
+}
+
+const ckpt_value *ckpt_file_root(const ckpt_file *f) { return f->root; }
+size_t ckpt_file_tensor_count(const ckpt_file *f) { return f->ntensors; }
+
+const ckpt_tensor *ckpt_file_tensor(const ckpt_file *f, size_t i) {
+    return i < f->ntensors ? &f->tensors[i] : NULL;
+}
+
+const ckpt_tensor *ckpt_file_find_tensor(const ckpt_file *f, const char *name) {
+    size_t lo = 0, hi = f->ntensors;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        int c = strcmp(f->tensors[mid].name, name);
+        if (c == 0) return &f->tensors[mid];
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return NULL;
+}
+
+size_t ckpt_file_value_count(const ckpt_file *f) { return f->nvalues; }
+
+const char *ckpt_file_value_name(const ckpt_file *f, size_t i) {
+    return i < f->nvalues ? f->values[i].name : NULL;
+}
+
+const ckpt_value *ckpt_file_value(const ckpt_file *f, size_t i) {
+    return i < f->nvalues ? f->values[i].value : NULL;
+}
+
+int ckpt_file_has_metadata(const ckpt_file *f) { return f->has_metadata; }
+size_t ckpt_file_metadata_count(const ckpt_file *f) { return f->nmeta; }
+
+const char *ckpt_file_metadata_key(const ckpt_file *f, size_t i) {
+    return i < f->nmeta ? f->meta_keys[i] : NULL;
+}
+
+const char *ckpt_file_metadata_value(const ckpt_file *f, size_t i) {
+    return i < f->nmeta ? f->meta_vals[i] : NULL;
+}

@@ -1,0 +1,386 @@
+/* training_dir.c - ckpt_training_analyze_dir: a directory of checkpoint
+ * files (the Hugging Face Trainer layout: model weights, optimizer.pt,
+ * scheduler.pt, rng_state*.pth, trainer_state.json...) analysed as one
+ * training checkpoint. Files are recognised by content: every regular file
+ * is offered to ckpt_open, JSON files to the metadata reader. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "base/error.h"
+#include "training/training.h"
+
+/* What a file's first bytes say it is. */
+typedef enum sniff {
+    SNIFF_OTHER = 0,
+    SNIFF_JSON,      /* text starting with '{' */
+    SNIFF_CHECKPOINT /* zip, pickle protocol 2+, or a safetensors header */
+} sniff;
+
+typedef struct entry {
+    const char *name; /* inside the directory */
+    const char *path; /* dir/name */
+    int regular;      /* a regular file (else a directory or special) */
+    sniff kind;
+    int index;        /* a JSON file with a "weight_map" */
+    int shard;        /* listed by an index: analysed through it */
+    const char **shards; /* index: the shard files it lists, in order */
+    size_t nshards;
+} entry;
+
+typedef struct scan {
+    ckpt_training *t;
+    const char *dir;
+    const ckpt_open_options *opts;
+    entry *es;
+    size_t n, cap;
+} scan;
+
+static int nomem(const char *dir)
+{
+    return ckpt_err(CKPT_E_NOMEM, dir, NULL, CKPT_NO_OFFSET, "out of memory");
+}
+
+static int cmp_entry(const void *a, const void *b)
+{
+    return strcmp(((const entry *)a)->name, ((const entry *)b)->name);
+}
+
+/* Reads up to cap bytes of the start of path; returns how many, or -1. */
+static ssize_t read_head(const char *path, unsigned char *buf, size_t cap)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    ssize_t n;
+
+    if (fd < 0)
+        return -1;
+    n = read(fd, buf, cap);
+    close(fd);
+    return n;
+}
+
+static sniff sniff_file(const char *path)
+{
+    unsigned char b[16];
+    ssize_t n = read_head(path, b, sizeof b), i;
+
+    if (n >= 4 && memcmp(b, "PK\3\4", 4) == 0)
+        return SNIFF_CHECKPOINT;
+    if (n >= 2 && b[0] == 0x80 && b[1] >= 2 && b[1] <= 5)
+        return SNIFF_CHECKPOINT;
+    /* safetensors: a little-endian u64 header length, then '{' */
+    if (n >= 9 && b[8] == '{' && b[7] == 0 && b[6] == 0)
+        return SNIFF_CHECKPOINT;
+    for (i = 0; i < n && (b[i] == ' ' || b[i] == '\n' || b[i] == '\r' ||
+                          b[i] == '\t');
+         i++)
+        ;
+    return i < n && b[i] == '{' ? SNIFF_JSON : SNIFF_OTHER;
+}
+
+/* The whole file in a malloc'd buffer, if it is at most max bytes. */
+static int read_all(const char *path, uint64_t max, char **out, size_t *len)
+{
+    struct stat st;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    size_t got = 0;
+    char *buf;
+
+    *out = NULL;
+    if (fd < 0 || fstat(fd, &st) != 0) {
+        if (fd >= 0)
+            close(fd);
+        return ckpt_err(CKPT_E_IO, path, NULL, CKPT_NO_OFFSET,
+                        "cannot read: %s", strerror(errno));
+    }
+    if ((uint64_t)st.st_size > max) {
+        close(fd);
+        return ckpt_err(CKPT_E_LIMIT, path, NULL, CKPT_NO_OFFSET,
+                        "JSON file of %lld bytes exceeds the limit of %llu",
+                        (long long)st.st_size, (unsigned long long)max);
+    }
+    buf = ckpt_malloc((size_t)st.st_size + 1);
+    if (buf == NULL) {
+        close(fd);
+        return nomem(path);
+    }
+    while (got < (size_t)st.st_size) {
+        ssize_t r = read(fd, buf + got, (size_t)st.st_size - got);
+
+        if (r <= 0)
+            break;
+        got += (size_t)r;
+    }
+    close(fd);
+    buf[got] = '\0';
+    *out = buf;
+    *len = got;
+    return 0;
+}
+
+/* ------------------------------------------------------------ listing */
+
+static int list_dir(scan *s)
+{
+    ckpt_training *t = s->t;
+    DIR *d = opendir(s->dir);
+    struct dirent *de;
+    struct stat st;
+    int rc = 0;
+
+    if (d == NULL)
+        return ckpt_err(CKPT_E_IO, s->dir, NULL, CKPT_NO_OFFSET,
+                        "cannot open directory: %s", strerror(errno));
+    while (rc == 0 && (de = readdir(d)) != NULL) {
+        entry *e;
+
+        if (de->d_name[0] == '.')
+            continue; /* ".", "..", hidden files and atomic-write temps */
+        if (s->n >= s->opts->limits.max_zip_entries) {
+            rc = ckpt_err(CKPT_E_LIMIT, s->dir, NULL, CKPT_NO_OFFSET,
+                          "more than %llu directory entries",
+                          (unsigned long long)s->opts->limits.max_zip_entries);
+            break;
+        }
+        if (ckpt_arena_grow(&t->arena, (void **)&s->es, &s->cap, s->n + 1,
+                            sizeof *s->es)) {
+            rc = nomem(s->dir);
+            break;
+        }
+        e = &s->es[s->n];
+        memset(e, 0, sizeof *e);
+        e->name = ckpt_arena_strdup(&t->arena, de->d_name);
+        e->path = ckpt_arena_printf(&t->arena, "%s/%s", s->dir, de->d_name);
+        if (e->name == NULL || e->path == NULL) {
+            rc = nomem(s->dir);
+            break;
+        }
+        e->regular = stat(e->path, &st) == 0 && S_ISREG(st.st_mode);
+        if (e->regular)
+            e->kind = sniff_file(e->path);
+        s->n++;
+    }
+    closedir(d);
+    if (rc == 0 && s->n)
+        qsort(s->es, s->n, sizeof *s->es, cmp_entry);
+    return rc;
+}
+
+static entry *find(scan *s, const char *name)
+{
+    entry key;
+
+    key.name = name;
+    return s->n ? bsearch(&key, s->es, s->n, sizeof *s->es, cmp_entry) : NULL;
+}
+
+/* A JSON file with a "weight_map": remembers its shards (each once, in
+ * order) and marks them so that they are not analysed twice. */
+static int read_index(scan *s, entry *e)
+{
+    ckpt_training *t = s->t;
+    char *bytes;
+    size_t len, cap = 0;
+    json_t *doc, *map, *v;
+    const char *k;
+    int rc = read_all(e->path, s->opts->limits.max_index_bytes, &bytes, &len);
+
+    if (rc) /* read again, and reported, by analyse_json */
+        return rc == CKPT_E_NOMEM ? rc : 0;
+    doc = json_loadb(bytes, len, 0, NULL);
+    ckpt_free(bytes);
+    map = json_object_get(doc, "weight_map");
+    if (!json_is_object(map)) {
+        json_decref(doc);
+        return 0;
+    }
+    e->index = 1;
+    json_object_foreach(map, k, v) {
+        entry *shard = json_is_string(v) ? find(s, json_string_value(v)) : NULL;
+
+        if (shard == NULL || shard->shard || shard == e)
+            continue;
+        shard->shard = 1;
+        if (ckpt_arena_grow(&t->arena, (void **)&e->shards, &cap,
+                            e->nshards + 1, sizeof *e->shards)) {
+            json_decref(doc);
+            return nomem(s->dir);
+        }
+        e->shards[e->nshards++] = shard->name;
+    }
+    json_decref(doc);
+    return 0;
+}
+
+/* ------------------------------------------------------------ analysis */
+
+static int own(ckpt_training *t, ckpt_file *f)
+{
+    if (ckpt_arena_grow(&t->arena, (void **)&t->owned, &t->cowned,
+                        t->nowned + 1, sizeof *t->owned)) {
+        ckpt_close(f);
+        return nomem("");
+    }
+    t->owned[t->nowned++] = f;
+    return 0;
+}
+
+static int ignore(ckpt_training *t, const char *name)
+{
+    return ckpt_tr_push_str(t, &t->ignored, &t->nignored, &t->cignored, name);
+}
+
+/* Opens and analyses one checkpoint file. A failure to open is a warning
+ * for a file that looks like a checkpoint and "not a checkpoint" else. */
+static int open_file(scan *s, const char *name, const char *path,
+                     sniff kind)
+{
+    ckpt_file *f = NULL;
+    int rc = ckpt_open(&f, path, s->opts);
+    const ckpt_error *e;
+
+    if (rc == CKPT_E_NOMEM)
+        return rc;
+    if (rc) {
+        e = ckpt_error_last();
+        if (kind != SNIFF_CHECKPOINT)
+            return ignore(s->t, name);
+        return ckpt_tr_warn(s->t, "%s could not be read: %s", name,
+                            e && e->message ? e->message
+                                            : ckpt_error_name(rc));
+    }
+    if ((rc = own(s->t, f)))
+        return rc;
+    return ckpt_tr_add_file(s->t, f, name);
+}
+
+static int analyse_index(scan *s, entry *e)
+{
+    ckpt_file *f = NULL;
+    size_t i;
+    int rc = ckpt_open(&f, e->path, s->opts);
+
+    if (rc == 0) {
+        if ((rc = own(s->t, f)))
+            return rc;
+        return ckpt_tr_add_file(s->t, f, e->name);
+    }
+    if (rc == CKPT_E_NOMEM)
+        return rc;
+    /* pytorch_model.bin.index.json: the shards are torch files, which
+     * ckpt_open does not open as a set. */
+    for (i = 0; i < e->nshards; i++) {
+        entry *shard = find(s, e->shards[i]);
+
+        if ((rc = open_file(s, shard->name, shard->path, SNIFF_CHECKPOINT)))
+            return rc;
+    }
+    return 0;
+}
+
+static int analyse_json(scan *s, entry *e)
+{
+    char *bytes;
+    size_t len;
+    int parsed, rc = read_all(e->path, s->opts->limits.max_index_bytes,
+                              &bytes, &len);
+
+    if (rc == CKPT_E_NOMEM)
+        return rc;
+    if (rc)
+        return ckpt_tr_warn(s->t, "%s could not be read: %s", e->name,
+                            ckpt_error_last()->message);
+    rc = ckpt_tr_meta_json(s->t, e->name, bytes, len, &parsed);
+    ckpt_free(bytes);
+    if (rc == 0 && !parsed)
+        rc = ignore(s->t, e->name);
+    return rc;
+}
+
+/* Several files with RNG states: one per process of a distributed run. */
+static int note_processes(ckpt_training *t)
+{
+    const char *last = NULL, *first = NULL;
+    size_t i, files = 0;
+    char text[96];
+
+    for (i = 0; i < t->ncomps; i++) {
+        const ckpt_component *c = &t->comps[i].pub;
+
+        if (c->kind != CKPT_COMPONENT_RNG ||
+            (last && strcmp(last, c->file) == 0))
+            continue;
+        if (first == NULL)
+            first = c->file;
+        last = c->file;
+        files++;
+    }
+    if (files < 2)
+        return 0;
+    snprintf(text, sizeof text, "RNG states of %zu processes", files);
+    return ckpt_tr_meta_add(t, CKPT_META_PARALLEL, first, "tree",
+                            "rng_state files", text, NULL);
+}
+
+static int analyse(scan *s)
+{
+    size_t i;
+    int rc = list_dir(s);
+
+    for (i = 0; rc == 0 && i < s->n; i++)
+        if (s->es[i].regular && s->es[i].kind == SNIFF_JSON)
+            rc = read_index(s, &s->es[i]);
+    for (i = 0; rc == 0 && i < s->n; i++) {
+        entry *e = &s->es[i];
+        const char *dirname;
+
+        if (!e->regular) {
+            dirname = ckpt_arena_printf(&s->t->arena, "%s/", e->name);
+            rc = dirname ? ignore(s->t, dirname) : nomem(s->dir);
+        } else if (e->shard) {
+            continue;
+        } else if (e->index) {
+            rc = analyse_index(s, e);
+        } else if (e->kind == SNIFF_JSON) {
+            rc = analyse_json(s, e);
+        } else {
+            rc = open_file(s, e->name, e->path, e->kind);
+        }
+    }
+    if (rc == 0)
+        rc = note_processes(s->t);
+    if (rc == 0)
+        rc = ckpt_tr_finish(s->t, s->dir);
+    return rc;
+}
+
+int ckpt_training_analyze_dir(ckpt_training **out, const char *dir,
+                              const ckpt_open_options *opts)
+{
+    static const ckpt_open_options defaults = CKPT_OPEN_OPTIONS_INIT;
+    scan s;
+    int rc;
+
+    if (out)
+        *out = NULL;
+    if (out == NULL || dir == NULL)
+        return ckpt_err(CKPT_E_INVALID_ARG, dir ? dir : "", NULL,
+                        CKPT_NO_OFFSET, "out or dir is NULL");
+    memset(&s, 0, sizeof s);
+    s.dir = dir;
+    s.opts = opts ? opts : &defaults;
+    if ((rc = ckpt_tr_new(&s.t)))
+        return rc;
+    rc = analyse(&s);
+    if (rc) {
+        ckpt_training_free(s.t);
+        return rc;
+    }
+    *out = s.t;
+    return 0;
+}
