@@ -196,7 +196,7 @@ TEST(safetensors_exact_header) {
     set(root, "a", T(CKPT_DT_I64, 1, SH1, I64_7, 8));
     set(root, "b", T(CKPT_DT_F32, 1, SH2, F32_12, 8));
     const char *k[] = {"arch"}, *v[] = {"toy"};
-    ckpt_write_options o = {k, v, 1, 0};
+    ckpt_write_options o = {.version = CKPT_WRITE_OPTIONS_VERSION, .meta_keys = k, .meta_values = v, .nmeta = 1};
     CHECK_EQ_INT(ckpt_tree_write(root, tpath("exact.safetensors"), CKPT_FORMAT_SAFETENSORS, &o), 0);
     char ha[17], hb[17], want[512];
     hex(ha, I64_7, 8);
@@ -772,7 +772,8 @@ TEST(refusals) {
 
     /* options and builder arguments */
     const char *k[] = {"ckpt.xxh3"}, *v[] = {"x"}, *k2[] = {"a", "a"}, *v2[] = {"1", "2"};
-    ckpt_write_options o = {k, v, 1, 0}, o2 = {k2, v2, 2, 0};
+    ckpt_write_options o = {.version = CKPT_WRITE_OPTIONS_VERSION, .meta_keys = k, .meta_values = v, .nmeta = 1},
+                       o2 = {.version = CKPT_WRITE_OPTIONS_VERSION, .meta_keys = k2, .meta_values = v2, .nmeta = 2};
     CHECK_EQ_INT(ckpt_tree_write(root, tpath("o.pt"), CKPT_FORMAT_TORCH_ZIP, &o),
                  CKPT_E_INVALID_ARG);
     CHECK_EQ_INT(ckpt_tree_write(root, tpath("o.pt"), CKPT_FORMAT_TORCH_ZIP, &o2),
@@ -815,7 +816,7 @@ TEST(convert_select_and_metadata) {
     o.select = sel;
     o.nselect = 2;
     o.config_json = "{ \"hidden\" : 8 }";
-    o.write = (ckpt_write_options){k, v, 2, 0};
+    o.write = (ckpt_write_options){.version = CKPT_WRITE_OPTIONS_VERSION, .meta_keys = k, .meta_values = v, .nmeta = 2};
     ckpt_convert_report r;
     CHECK_EQ_INT(ckpt_convert(src, tpath("sel.safetensors"), &o, &r), 0);
     CHECK_EQ_INT(r.format, CKPT_FORMAT_SAFETENSORS);

@@ -31,6 +31,7 @@
 
 #include "model/dtype.h"
 #include "base/error.h"
+#include "base/utf8.h"
 #include "format/write.h"
 
 /* FORMATS.md §1.1: the reference reader and writer refuse larger headers. */
@@ -106,10 +107,6 @@ typedef struct st_writer {
     int dict_attrs;           /* the structure records a dict class or state */
 } st_writer;
 
-static int nomem(void) {
-    return ckpt_err(CKPT_E_NOMEM, "", "", CKPT_NO_OFFSET, "out of memory");
-}
-
 /* ------------------------------------------------------------ grouping */
 
 static int cmp_u64(uint64_t a, uint64_t b) { return a < b ? -1 : a > b; }
@@ -175,7 +172,7 @@ static int plan(st_writer *w) {
     size_t n = w->nnamed;
     w->paths = ckpt_malloc((n ? n : 1) * sizeof *w->paths);
     w->data = ckpt_malloc((n ? n : 1) * sizeof *w->data);
-    if (!w->paths || !w->data) return nomem();
+    if (!w->paths || !w->data) return ckpt_err_nomem();
     for (size_t i = 0; i < n; i++) {
         path_ref *p = &w->paths[i];
         p->named = &w->named[i];
@@ -203,7 +200,7 @@ static int plan(st_writer *w) {
 
     /* every name must denote one written tensor */
     name_ref *names = ckpt_malloc((n ? n : 1) * sizeof *names);
-    if (!names) return nomem();
+    if (!names) return ckpt_err_nomem();
     for (size_t i = 0; i < n; i++)
         names[i] = (name_ref){w->paths[i].named->name, w->paths[i].data};
     qsort(names, n, sizeof *names, by_name);
@@ -218,7 +215,7 @@ static int plan(st_writer *w) {
             rc = ckpt_err(CKPT_E_UNSUPPORTED, "", "", CKPT_NO_OFFSET,
                           "a tensor is named \"__metadata__\", which safetensors "
                           "reserves for metadata");
-        else if (!wr_utf8_valid(nm, strlen(nm)))
+        else if (!ckpt_utf8_check(nm, strlen(nm), 0))
             rc = ckpt_err(CKPT_E_UNSUPPORTED, "", "", CKPT_NO_OFFSET,
                           "tensor name \"%s\" is not valid UTF-8", nm);
     }
@@ -230,7 +227,7 @@ static int plan(st_writer *w) {
     w->groups = ckpt_malloc((w->ndata ? w->ndata : 1) * sizeof *w->groups);
     if (!byroot || !w->groups) {
         ckpt_free(byroot);
-        return nomem();
+        return ckpt_err_nomem();
     }
     for (size_t i = 0; i < w->ndata; i++) byroot[i] = &w->data[i];
     qsort(byroot, w->ndata, sizeof *byroot, by_root);
@@ -311,7 +308,7 @@ static int encode(st_writer *w, wr_buf *b, const ckpt_value *v) {
             wr_buf_printf(b, "{\"int\":\"%.100s\"}", v->u.i.decimal);
         else
             wr_buf_printf(b, "%" PRId64, v->u.i.v);
-        return b->failed ? nomem() : 0;
+        return b->failed ? ckpt_err_nomem() : 0;
     case CKPT_KIND_FLOAT:
         if (isfinite(v->u.f)) {
             put_double(b, v->u.f);
@@ -422,14 +419,14 @@ static int build_structure(st_writer *w, const ckpt_value *root) {
         wr_buf_byte(b, ']');
     }
     wr_buf_byte(b, '}');
-    return b->failed ? nomem() : 0;
+    return b->failed ? ckpt_err_nomem() : 0;
 }
 
 /* {alias: name} in alias byte order (paths are sorted by view, then name:
  * the first of a view is the written name). */
 static int build_aliases(st_writer *w) {
     name_ref *al = ckpt_malloc((w->nnamed ? w->nnamed : 1) * sizeof *al);
-    if (!al) return nomem();
+    if (!al) return ckpt_err_nomem();
     size_t n = 0;
     for (size_t i = 0; i < w->nnamed; i++) {
         const path_ref *p = &w->paths[i];
@@ -451,7 +448,7 @@ static int build_aliases(st_writer *w) {
     if (n) wr_buf_byte(b, '}');
     w->aliased = n > 0;
     ckpt_free(al);
-    return b->failed ? nomem() : 0;
+    return b->failed ? ckpt_err_nomem() : 0;
 }
 
 /* ------------------------------------------------------------ header */
@@ -489,7 +486,7 @@ static int build_header(st_writer *w, const ckpt_write_options *o) {
      * JSON text {name: hex} is itself escaped into the metadata string */
     wr_buf inner = {0};
     size_t *at = ckpt_malloc((w->ndata ? w->ndata : 1) * sizeof *at);
-    if (!at) return nomem();
+    if (!at) return ckpt_err_nomem();
     for (size_t i = 0; i < w->ndata; i++) {
         const data_t *d = w->order[i];
         wr_buf_byte(&inner, i ? ',' : '{');
@@ -513,7 +510,7 @@ static int build_header(st_writer *w, const ckpt_write_options *o) {
     int failed = inner.failed;
     wr_buf_free(&inner);
     ckpt_free(at);
-    if (failed) return nomem();
+    if (failed) return ckpt_err_nomem();
     for (size_t i = 0; i < w->ndata; i++) {
         const data_t *d = w->order[i];
         const ckpt_tensor *t = d->t;
@@ -527,7 +524,7 @@ static int build_header(st_writer *w, const ckpt_write_options *o) {
     }
     wr_buf_byte(b, '}');
     while (!b->failed && b->len % 8) wr_buf_byte(b, ' ');
-    if (b->failed) return nomem();
+    if (b->failed) return ckpt_err_nomem();
     if (b->len > MAX_HEADER)
         return ckpt_err(CKPT_E_LIMIT, "", "", CKPT_NO_OFFSET,
                         "safetensors header of %zu bytes exceeds the format's "
@@ -589,7 +586,7 @@ static int number_groups(st_writer *w) {
     if (!renum || !sorted) {
         ckpt_free(renum);
         ckpt_free(sorted);
-        return nomem();
+        return ckpt_err_nomem();
     }
     for (size_t g = 0; g < w->ngroups; g++) renum[g] = -1;
     int64_t next = 0;
@@ -610,7 +607,7 @@ static int number_groups(st_writer *w) {
 
 static int assign_offsets(st_writer *w) {
     w->order = ckpt_malloc((w->ndata ? w->ndata : 1) * sizeof *w->order);
-    if (!w->order) return nomem();
+    if (!w->order) return ckpt_err_nomem();
     for (size_t i = 0; i < w->ndata; i++) w->order[i] = &w->data[i];
     qsort(w->order, w->ndata, sizeof *w->order, by_file_ptr);
     uint64_t at = 0;

@@ -38,16 +38,13 @@
 
 #include "model/dtype.h"
 #include "base/error.h"
+#include "base/utf8.h"
 #include "format/write.h"
 
 #define ALIGNMENT 64
 #define ZIP64_LIMIT 0xFFFFFFFFu
 /* pickle.py batches APPENDS/SETITEMS by this many items */
 #define BATCH 1000
-
-static int nomem(void) {
-    return ckpt_err(CKPT_E_NOMEM, "", "", CKPT_NO_OFFSET, "out of memory");
-}
 
 /* ------------------------------------------------------------ dtypes */
 
@@ -203,7 +200,7 @@ static int put_bigint(pt_writer *w, const char *dec) {
     /* 10^digits < 256^(digits/2 + 1): enough bytes, plus one for the sign */
     size_t cap = digits / 2 + 2;
     uint8_t *le = ckpt_malloc(cap);
-    if (!le) return nomem();
+    if (!le) return ckpt_err_nomem();
     memset(le, 0, cap);
     size_t n = 1;
     for (size_t i = 0; i < digits; i++) {
@@ -263,7 +260,7 @@ static int put_bytes(pt_writer *w, const uint8_t *p, size_t n) {
             wr_buf_byte(&text, (uint8_t)(0x80 | (p[i] & 0x3F)));
         }
     }
-    int rc = text.failed ? nomem() : put_str(w, (const char *)text.p, text.len);
+    int rc = text.failed ? ckpt_err_nomem() : put_str(w, (const char *)text.p, text.len);
     wr_buf_free(&text);
     if (rc) return rc;
     put_str(w, "latin1", 6);
@@ -334,7 +331,7 @@ static int storage_for(pt_writer *w, const ckpt_tensor *t, const ckpt_storage *r
     if (w->nstorages == w->capstorages) {
         size_t cap = w->capstorages ? w->capstorages * 2 : 16;
         storage_rec *n = ckpt_realloc(w->storages, cap * sizeof *n);
-        if (!n) return nomem();
+        if (!n) return ckpt_err_nomem();
         w->storages = n;
         w->capstorages = cap;
     }
@@ -451,7 +448,7 @@ static int save_dict(pt_writer *w, const ckpt_value *v) {
 static int save(pt_writer *w, const ckpt_value *v) {
     uint64_t m;
     int rc;
-    if (w->pkl.failed) return nomem();
+    if (w->pkl.failed) return ckpt_err_nomem();
     switch (v->kind) {
     case CKPT_KIND_NONE: op(w, 'N'); return 0;
     case CKPT_KIND_BOOL: op(w, v->u.b ? 0x88 : 0x89); return 0;
@@ -526,13 +523,13 @@ static int add_rec(pt_writer *w, const char *rel, uint64_t size, zip_rec **out) 
     if (w->nrecs == w->caprecs) {
         size_t cap = w->caprecs ? w->caprecs * 2 : 16;
         zip_rec *n = ckpt_realloc(w->recs, cap * sizeof *n);
-        if (!n) return nomem();
+        if (!n) return ckpt_err_nomem();
         w->recs = n;
         w->caprecs = cap;
     }
     size_t len = strlen(w->prefix) + strlen(rel) + 1;
     char *name = ckpt_malloc(len);
-    if (!name) return nomem();
+    if (!name) return ckpt_err_nomem();
     snprintf(name, len, "%s%s", w->prefix, rel);
     zip_rec *r = &w->recs[w->nrecs++];
     *r = (zip_rec){name, w->a->written, size, 0};
@@ -572,7 +569,7 @@ static int begin_record(pt_writer *w, const char *rel, uint64_t size, zip_rec **
     u16le(&h, 0x4246); /* "FB" */
     u16le(&h, pad);
     for (uint16_t i = 0; i < pad; i++) wr_buf_byte(&h, 'Z');
-    rc = h.failed ? nomem() : ckpt_atomic_write(w->a, h.p, h.len);
+    rc = h.failed ? ckpt_err_nomem() : ckpt_atomic_write(w->a, h.p, h.len);
     wr_buf_free(&h);
     return rc;
 }
@@ -692,7 +689,7 @@ static int central_directory(pt_writer *w) {
     u32le(&b, cd_size < ZIP64_LIMIT ? (uint32_t)cd_size : ZIP64_LIMIT);
     u32le(&b, cd_start < ZIP64_LIMIT ? (uint32_t)cd_start : ZIP64_LIMIT);
     u16le(&b, 0);
-    int rc = b.failed ? nomem() : ckpt_atomic_write(w->a, b.p, b.len);
+    int rc = b.failed ? ckpt_err_nomem() : ckpt_atomic_write(w->a, b.p, b.len);
     wr_buf_free(&b);
     return rc;
 }
@@ -707,12 +704,12 @@ static int archive_prefix(pt_writer *w, const char *target) {
     base = base ? base + 1 : target;
     const char *dot = strrchr(base, '.');
     size_t n = dot ? (size_t)(dot - base) : strlen(base);
-    if (n == 0 || n > 200 || !wr_utf8_valid(base, n)) {
+    if (n == 0 || n > 200 || !ckpt_utf8_check(base, n, 0)) {
         base = "archive";
         n = 7;
     }
     w->prefix = ckpt_malloc(n + 2);
-    if (!w->prefix) return nomem();
+    if (!w->prefix) return ckpt_err_nomem();
     memcpy(w->prefix, base, n);
     memcpy(w->prefix + n, "/", 2);
     return 0;
@@ -763,7 +760,7 @@ static int meta_json(pt_writer *w, wr_buf *b, const wr_named *tensors, size_t n,
     wr_buf_byte(b, '}');
     int failed = inner.failed || b->failed;
     wr_buf_free(&inner);
-    return failed ? nomem() : 0;
+    return failed ? ckpt_err_nomem() : 0;
 }
 
 /* ------------------------------------------------------------ entry */
@@ -775,7 +772,7 @@ static int write_archive(pt_writer *w, const ckpt_value *root, const wr_named *t
     int rc = save(w, root);
     if (rc) return rc;
     op(w, '.');
-    if (w->pkl.failed) return nomem();
+    if (w->pkl.failed) return ckpt_err_nomem();
     if ((rc = small_record(w, "data.pkl", w->pkl.p, w->pkl.len))) return rc;
     if ((rc = small_record(w, "byteorder", "little", 6))) return rc;
     for (size_t i = 0; i < w->nstorages; i++)

@@ -15,6 +15,7 @@
 
 #include "model/dtype.h"
 #include "base/error.h"
+#include "base/utf8.h"
 #include "model/file.h"
 #include "format/pickle.h"
 #include "model/tensor.h"
@@ -107,33 +108,6 @@ void wr_buf_free(wr_buf *b) {
     *b = (wr_buf){0};
 }
 
-int wr_utf8_valid(const char *s, size_t n) {
-    const unsigned char *p = (const unsigned char *)s;
-    for (size_t i = 0; i < n;) {
-        unsigned char c = p[i];
-        size_t len;
-        uint32_t cp;
-        if (c < 0x80) {
-            i++;
-            continue;
-        }
-        if (c >= 0xc2 && c <= 0xdf) len = 2, cp = c & 0x1fu;
-        else if (c >= 0xe0 && c <= 0xef) len = 3, cp = c & 0x0fu;
-        else if (c >= 0xf0 && c <= 0xf4) len = 4, cp = c & 0x07u;
-        else return 0;
-        if (n - i < len) return 0;
-        for (size_t k = 1; k < len; k++) {
-            if ((p[i + k] & 0xc0) != 0x80) return 0;
-            cp = cp << 6 | (p[i + k] & 0x3fu);
-        }
-        if ((len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
-            (cp >= 0xd800 && cp <= 0xdfff) || cp > 0x10ffff)
-            return 0;
-        i += len;
-    }
-    return 1;
-}
-
 /* ------------------------------------------------------------ pointer map */
 
 static size_t ptr_slot(const wr_ptrmap *m, const void *key) {
@@ -161,7 +135,7 @@ int wr_ptrmap_put(wr_ptrmap *m, const void *key, uint64_t val) {
             ckpt_free(m->keys);
             ckpt_free(m->vals);
             *m = old;
-            return ckpt_err(CKPT_E_NOMEM, "", "", CKPT_NO_OFFSET, "out of memory");
+            return ckpt_err_nomem();
         }
         memset(m->keys, 0, cap * sizeof *m->keys);
         m->cap = cap;
@@ -244,7 +218,7 @@ int wr_stream_tensor(const ckpt_tensor *t, const ckpt_file *src, wr_sink sink, v
                         "(%s) cannot be written", ckpt_tensor_name(t),
                         ckpt_dtype_name(t->dtype));
     uint8_t *buf = ckpt_malloc(GATHER_CHUNK);
-    if (!buf) return ckpt_err(CKPT_E_NOMEM, "", "", CKPT_NO_OFFSET, "out of memory");
+    if (!buf) return ckpt_err_nomem();
     uint64_t per = GATHER_CHUNK / esz;
     int rc = 0;
     for (uint64_t e = 0; rc == 0 && e < t->numel; e += per) {
@@ -392,7 +366,7 @@ static int add_tensor(collector *c, const ckpt_value *v) {
                                      "NUL byte (\"%s...\")", c->buf));
     char *name = ckpt_malloc(c->len + 1);
     if (!name)
-        return fail_once(c, ckpt_err(CKPT_E_NOMEM, "", "", CKPT_NO_OFFSET, "out of memory"));
+        return fail_once(c, ckpt_err_nomem());
     memcpy(name, c->buf ? c->buf : "", c->len);
     name[c->len] = '\0';
     c->items[c->n] = (wr_named){name, v, c->n};
@@ -482,7 +456,7 @@ int wr_collect(wr_named **out, size_t *n, const ckpt_value *root) {
     *out = NULL;
     *n = 0;
     c.path = ckpt_malloc(((size_t)c.max_depth + 1) * sizeof *c.path);
-    if (!c.path) return ckpt_err(CKPT_E_NOMEM, "", "", CKPT_NO_OFFSET, "out of memory");
+    if (!c.path) return ckpt_err_nomem();
     int rc = walk(&c, root, 0);
     if (!rc && c.nopaque)
         rc = ckpt_err(CKPT_E_UNSUPPORTED, "", "", CKPT_NO_OFFSET,
@@ -528,6 +502,7 @@ size_t wr_named_unique(wr_named *v, size_t n) {
 /* ------------------------------------------------------------ entry points */
 
 int wr_check_options(const ckpt_write_options *o) {
+    CKPT_CHECK_OPTIONS(o, CKPT_WRITE_OPTIONS_VERSION);
     if (!o || o->nmeta == 0) return 0;
     if (!o->meta_keys || !o->meta_values)
         return ckpt_err(CKPT_E_INVALID_ARG, "", "", CKPT_NO_OFFSET,
@@ -537,7 +512,7 @@ int wr_check_options(const ckpt_write_options *o) {
         if (!k || !v || !k[0])
             return ckpt_err(CKPT_E_INVALID_ARG, "", "", CKPT_NO_OFFSET,
                             "metadata entry %zu: expected a non-empty key and a value", i);
-        if (!wr_utf8_valid(k, strlen(k)) || !wr_utf8_valid(v, strlen(v)))
+        if (!ckpt_utf8_check(k, strlen(k), 0) || !ckpt_utf8_check(v, strlen(v), 0))
             return ckpt_err(CKPT_E_INVALID_ARG, "", "", CKPT_NO_OFFSET,
                             "metadata entry %zu is not valid UTF-8", i);
         if (strncmp(k, CKPT_META_PREFIX, strlen(CKPT_META_PREFIX)) == 0)
@@ -583,4 +558,11 @@ int ckpt_write_value(const ckpt_value *root, const char *path, ckpt_format forma
         return rc;
     }
     return ckpt_atomic_commit(&a, opts ? opts->backup : 0);
+}
+
+int ckpt_tree_write(const ckpt_value *root, const char *path, ckpt_format format,
+                    const ckpt_write_options *opts) {
+    if (!root || !path)
+        return ckpt_err(CKPT_E_INVALID_ARG, path, "", CKPT_NO_OFFSET, "root or path is NULL");
+    return ckpt_write_value(root, path, format, opts, NULL, NULL);
 }

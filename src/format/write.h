@@ -97,8 +97,6 @@ void wr_buf_json_str(wr_buf *b, const char *s, size_t n);
 void wr_buf_json_chars(wr_buf *b, const char *s, size_t n);
 void wr_buf_free(wr_buf *b);
 
-/* 1 when s[0..n) is valid UTF-8 (no surrogates, overlongs, > U+10FFFF). */
-int wr_utf8_valid(const char *s, size_t n);
 
 /* A pointer-keyed hash map (open addressing) to uint64 values. */
 typedef struct wr_ptrmap {

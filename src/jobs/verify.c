@@ -13,6 +13,7 @@
 #include <xxhash.h>
 
 #include "base/error.h"
+#include "container/zip.h"
 #include "model/file.h"
 #include "format/write.h"
 

@@ -81,7 +81,7 @@ int ckpt_tr_reason(ckpt_training *t, const char *fmt, ...)
 
 int ckpt_tr_nomem(void)
 {
-    return ckpt_err(CKPT_E_NOMEM, "", NULL, CKPT_NO_OFFSET, "out of memory");
+    return ckpt_err_nomem();
 }
 
 /* ------------------------------------------------------------ tree helpers */
