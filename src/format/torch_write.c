@@ -581,7 +581,7 @@ static int end_record(pt_writer *w, const zip_rec *r) {
 }
 
 static int small_record(pt_writer *w, const char *rel, const void *p, size_t n) {
-    zip_rec *r;
+    zip_rec *r = NULL;
     int rc = begin_record(w, rel, n, &r);
     if (rc) return rc;
     r->crc = (uint32_t)libdeflate_crc32(0, p, n);
@@ -615,7 +615,7 @@ static int storage_record(pt_writer *w, size_t index) {
                          .nbytes = st->nbytes, .storage = (ckpt_storage *)st};
     char rel[32];
     snprintf(rel, sizeof rel, "data/%zu", index);
-    zip_rec *r;
+    zip_rec *r = NULL;
     int rc = begin_record(w, rel, st->nbytes, &r);
     if (rc) return rc;
     XXH3_state_t xxh;

@@ -396,7 +396,7 @@ int ckpt_store_list(ckpt_store_listing **out, const char *dir, const ckpt_store_
     *out = NULL;
     CKPT_CHECK_OPTIONS(opts, CKPT_STORE_OPTIONS_VERSION);
     if (!dir) return ckpt_err(CKPT_E_INVALID_ARG, "", NULL, CKPT_NO_OFFSET, "dir is NULL");
-    ckpt_store_listing *l;
+    ckpt_store_listing *l = NULL;
     int rc = listing_new(&l, dir);
     if (rc) return rc;
     for (size_t i = 0; rc == 0 && i < l->s.n; i++) rc = judge(l, i, 0, o);
@@ -476,7 +476,7 @@ static int prune_dir(ckpt_store_listing **out, size_t *removed, const char *dir,
     if (out) *out = NULL;
     CKPT_CHECK_OPTIONS(opts, CKPT_STORE_OPTIONS_VERSION);
     if (!dir) return ckpt_err(CKPT_E_INVALID_ARG, "", NULL, CKPT_NO_OFFSET, "dir is NULL");
-    ckpt_store_listing *l;
+    ckpt_store_listing *l = NULL;
     int rc = listing_new(&l, dir);
     if (rc) return rc;
     ckpt_store_pointer st;

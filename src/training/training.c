@@ -291,6 +291,7 @@ static int comp_add(walker *w, ckpt_component_kind kind, const char *path,
     ckpt_training *t = w->t;
     tr_comp *c;
 
+    *idx = 0;
     if (ckpt_arena_grow(&t->arena, (void **)&t->comps, &t->ccomps,
                         t->ncomps + 1, sizeof *t->comps))
         return ckpt_tr_nomem();
