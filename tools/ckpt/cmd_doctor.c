@@ -239,33 +239,21 @@ static int summarise_groups(doctor *d)
     return 0;
 }
 
-/* The format a file's first bytes show (file.c's detection), for a file
+/* The format a file's first bytes show (ckpt_detect_format), for a file
  * that could not be opened; NULL when they show none. */
 static const char *detect_format(const char *path)
 {
-    static const unsigned char legacy[] = { 0x80, 0x02, 0x8a, 0x0a, 0x6c, 0xfc,
-                                            0x9c, 0x46, 0xf9, 0x20, 0x6a, 0xa8 };
-    unsigned char b[16];
-    size_t n = 0, i = 0;
+    unsigned char head[4096];
+    size_t n = 0;
+    ckpt_format fmt;
     FILE *fp = fopen(path, "rb");
 
     if (fp) {
-        n = fread(b, 1, sizeof b, fp);
+        n = fread(head, 1, sizeof head, fp);
         fclose(fp);
     }
-    while (i < n && strchr(" \t\r\n", b[i]) && b[i])
-        i++;
-    if (n >= 4 && memcmp(b, "PK\3\4", 4) == 0)
-        return "torch-zip";
-    if (i < n && b[i] == '{' && memchr(b, 0, n < 8 ? n : 8) == NULL)
-        return "safetensors-sharded";
-    if (n >= 9 && b[8] == '{')
-        return "safetensors";
-    if (n >= sizeof legacy && memcmp(b, legacy, sizeof legacy) == 0)
-        return "torch-legacy";
-    if (n >= 2 && b[0] == 0x80 && b[1] <= 5)
-        return "pickle";
-    return NULL;
+    fmt = ckpt_detect_format(head, n);
+    return fmt == CKPT_FORMAT_UNKNOWN ? NULL : ckpt_format_name(fmt);
 }
 
 /* A storage of a sharded set, for the per-shard tallies. */
