@@ -71,7 +71,7 @@ int ckpt_tree_str(ckpt_value **out, ckpt_tree *t, const char *s, size_t len) {
     CHECK_ARGS(out, t);
     if (!s && len) return invalid("string is NULL");
     /* pickles and JSON carry text as UTF-8: torch could not read it back */
-    if (!wr_utf8_valid(s ? s : "", len)) return invalid("string is not valid UTF-8");
+    if (!ckpt_wr_utf8_valid(s ? s : "", len)) return invalid("string is not valid UTF-8");
     return made(out, ckpt_value_new_str(&t->arena, CKPT_KIND_STR, s ? s : "", len));
 }
 
