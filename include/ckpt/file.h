@@ -14,6 +14,7 @@ typedef struct ckpt_tensor ckpt_tensor;
 typedef struct ckpt_value ckpt_value;
 
 typedef enum ckpt_format {
+    CKPT_FORMAT_UNKNOWN = 0, /* ckpt_detect_format: no format ckpt reads */
     CKPT_FORMAT_SAFETENSORS = 1,
     CKPT_FORMAT_SAFETENSORS_SHARDED = 2,
     CKPT_FORMAT_TORCH_ZIP = 3,
@@ -24,6 +25,29 @@ typedef enum ckpt_format {
 /* "safetensors", "safetensors-sharded", "torch-zip", "torch-legacy",
  * "pickle" (the JSON names of `ckpt inspect`). Static string. */
 CKPT_API const char *ckpt_format_name(ckpt_format f);
+
+/* The format a file's first bytes show, by the rule ckpt_open (and
+ * ckpt_scan, and doctor) decides with: by content, never by file name.
+ * head: the first n bytes of the file (borrowed, not kept; NULL only with
+ * n == 0). Looked at, in this order:
+ *   "PK\3\4" at 0                    CKPT_FORMAT_TORCH_ZIP
+ *   "PYTORCH1" at 0, "ustar" at 257   CKPT_FORMAT_UNKNOWN (formats ckpt
+ *                                     does not read: ckpt_open says which)
+ *   JSON whitespace then '{', no NUL in the first 8 bytes
+ *                                     CKPT_FORMAT_SAFETENSORS_SHARDED
+ *   8 bytes (the header length), JSON whitespace, '{'
+ *                                     CKPT_FORMAT_SAFETENSORS
+ *   torch.save's legacy magic-number pickle (12 bytes)
+ *                                     CKPT_FORMAT_TORCH_LEGACY
+ *   PROTO 0..5, or an opcode a protocol 0/1 pickle starts with
+ *                                     CKPT_FORMAT_PICKLE
+ * and CKPT_FORMAT_UNKNOWN for anything else, including n == 0. 262 bytes
+ * are enough for every rule; with fewer a tar archive is not recognised
+ * (and may read as an index or a pickle), and whitespace that runs past n
+ * hides an index or a safetensors header. The answer is what a reader
+ * would try, not a promise that the file parses. Never fails; reads at
+ * most n bytes; thread-safe. */
+CKPT_API ckpt_format ckpt_detect_format(const void *head, size_t n);
 
 typedef struct ckpt_open_options {
     unsigned version; /* CKPT_OPEN_OPTIONS_VERSION */

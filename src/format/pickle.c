@@ -122,15 +122,6 @@ typedef struct machine {
     ckpt_value *ph_int, *ph_float, *ph_bool, *ph_none;
 } machine;
 
-const char *pk_kind_name(int kind) {
-    switch (kind) {
-    case CKPT_KIND_GLOBAL_: return "global";
-    case CKPT_KIND_STORAGE_: return "storage";
-    case CKPT_KIND_MARK_: return "mark";
-    default: return ckpt_kind_name((ckpt_kind)kind);
-    }
-}
-
 static const char *op_name(uint8_t op) {
     return op_names[op] ? op_names[op] : "pickle";
 }
@@ -864,7 +855,7 @@ static int expect_kind(machine *m, const ckpt_value *v, int kind,
                        const char *what) {
     if (v->kind == kind) return 0;
     return fail(m, CKPT_E_FORMAT, "expected %s as a %s, got a %s", what,
-                pk_kind_name(kind), pk_kind_name(v->kind));
+                ckpt_value_kind_name(kind), ckpt_value_kind_name(v->kind));
 }
 
 /* The list APPEND(S) and ADDITEMS add to: a LIST (SET for ADDITEMS), or
@@ -878,7 +869,7 @@ static int seq_target(machine *m, ckpt_value *t, int kind, ckpt_value **seq) {
     }
     if (t->kind != kind)
         return fail(m, CKPT_E_FORMAT, "expected a %s (or an object) to add to, got a %s",
-                    pk_kind_name(kind), pk_kind_name(t->kind));
+                    ckpt_value_kind_name(kind), ckpt_value_kind_name(t->kind));
     *seq = t;
     return 0;
 }
@@ -892,7 +883,7 @@ static int dict_target(machine *m, ckpt_value *t, ckpt_value **dict) {
     }
     if (t->kind != CKPT_KIND_DICT)
         return fail(m, CKPT_E_FORMAT, "expected a dict (or an object) to set items in, got a %s",
-                    pk_kind_name(t->kind));
+                    ckpt_value_kind_name(t->kind));
     *dict = t;
     return 0;
 }
@@ -901,7 +892,7 @@ static int set_item(machine *m, ckpt_value *dict, ckpt_value *k, ckpt_value *v) 
     /* Python refuses unhashable keys */
     if (k->kind == CKPT_KIND_LIST || k->kind == CKPT_KIND_DICT)
         return fail(m, CKPT_E_FORMAT, "expected a hashable key, got a %s",
-                    pk_kind_name(k->kind));
+                    ckpt_value_kind_name(k->kind));
     if (m->scan) return 0;
     return ckpt_value_dict_set(m->a, dict, k, v) ? nomem(m) : 0;
 }

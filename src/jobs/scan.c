@@ -829,15 +829,6 @@ static int scan_zip(scanner *sc, const ckpt_zip *z) {
 
 /* ------------------------------------------------------------ sharded */
 
-/* file.c's rule (read_format): a sharded index is JSON text from its first
- * byte; a safetensors file starts with a binary u64 length instead. */
-static int looks_like_index(const uint8_t *p, size_t n) {
-    size_t i = 0;
-    while (i < n && (p[i] == ' ' || p[i] == '\t' || p[i] == '\n' || p[i] == '\r')) i++;
-    return i < n && p[i] == '{' && memchr(p, 0, n < 8 ? n : 8) == NULL;
-}
-
-
 /* Loaders join a shard name to the index's directory; a name that leaves
  * it (absolute, "..", a drive) names a file the scan does not follow.
  * NULL when the name stays inside, else why not. */
@@ -981,7 +972,7 @@ static int scan_file(scanner *sc, const uint8_t *p, size_t n) {
     region top = {.p = p, .n = n, .member = file_member(sc), .top = 1};
     int rc, seen;
     if (n == 0) return 0;
-    if (looks_like_index(p, n)) return scan_index(sc, p, n);
+    if (ckpt_detect_format(p, n) == CKPT_FORMAT_SAFETENSORS_SHARDED) return scan_index(sc, p, n);
     const char *foreign = ckpt_scan_foreign_container(p, n);
     if (foreign) {
         add_finding(sc, CKPT_SEVERITY_INFO, "unsupported-container", NULL, file_member(sc), 0,

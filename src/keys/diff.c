@@ -410,7 +410,7 @@ static int compare_tensor(ckpt_diff_result *r, const ckpt_diff_options *o, const
     d.a = a;
     d.b = b;
     d.numel = ckpt_tensor_numel(ta);
-    const uint8_t *pa, *pb;
+    const uint8_t *pa = NULL, *pb = NULL;
     uint8_t *oa, *ob = NULL;
     int rc = tensor_bytes(ta, &pa, &oa);
     if (!rc) rc = tensor_bytes(tb, &pb, &ob);
@@ -463,7 +463,7 @@ static int floats_equal(double x, double y, const ckpt_diff_options *o) {
 /* Opaque objects by qualname; torch dtypes by their canonical name
  * (torch.float is torch.float32). */
 static int objects_equal(const ckpt_value *x, const ckpt_value *y) {
-    const char *dx = wr_dtype_ref(x), *dy = wr_dtype_ref(y);
+    const char *dx = ckpt_wr_dtype_ref(x), *dy = ckpt_wr_dtype_ref(y);
     if (dx && dy) return strcmp(dx, dy) == 0;
     const char *nx = ckpt_value_object_name(x), *ny = ckpt_value_object_name(y);
     return nx && ny && strcmp(nx, ny) == 0;
