@@ -130,7 +130,8 @@ ckpt_value *ckpt_value_new_global(ckpt_arena *a, const char *module,
 
 const char *ckpt_dict_class_name(int cls) {
     switch (cls) {
-    case CKPT_DICT_ORDERED: return "collections.OrderedDict";
+    case CKPT_DICT_ORDERED:
+    case CKPT_DICT_MODULE: return "collections.OrderedDict";
     case CKPT_DICT_COUNTER: return "collections.Counter";
     default: return NULL;
     }

@@ -156,6 +156,8 @@ class _Unpickler(pickle.Unpickler):
             return set
         if module == "torch" and (name.endswith("Storage")):
             return name
+        if module == "torch.storage" and name == "UntypedStorage":
+            return name  # as torch.save writes it, and weights_only allows
         if module == "torch" and name in TORCH_DTYPE_NAME:
             return DtypeRef(name)
         raise pickle.UnpicklingError("unexpected global %s.%s" % (module, name))
