@@ -875,6 +875,7 @@ static const struct entry {
     {"torch._utils", "_rebuild_sparse_tensor", b_sparse},
     {"torch._utils", "_rebuild_sparse_csr_tensor", NULL},
     {"torch._utils", "_rebuild_meta_tensor_no_storage", NULL},
+    {"torch._utils", "_rebuild_nested_tensor", NULL},
     {"torch._utils", "_rebuild_wrapper_subclass", NULL},
     {"torch._utils", "_rebuild_device_tensor_from_numpy", NULL},
     {"torch._utils", "_rebuild_device_tensor_from_cpu_tensor", NULL},
@@ -904,8 +905,34 @@ static const struct entry *find(const char *module, const char *name) {
     return NULL;
 }
 
+/* torch dtypes without a ckpt_dtype that weights_only allows (torch.uint1
+ * to uint7, int1 to int7, packed float4 and bits types), and the legacy
+ * tensor classes (torch[.cuda][.sparse].FloatTensor...): allowed, any
+ * tensor of theirs is unsupported or opaque. */
+static int other_torch_name(const char *module, const char *name) {
+    static const char *const dtypes[] = {"float4_e2m1fn_x2", "bits1x8", "bits2x4", "bits4x2"};
+    static const char *const classes[] = {"BFloat16", "Bool", "Byte", "Char", "Double",
+                                          "Float", "Half", "Int", "Long", "Short"};
+    if (!strcmp(module, "torch")) {
+        if ((!strncmp(name, "uint", 4) && name[4] >= '1' && name[4] <= '7' && !name[5]) ||
+            (!strncmp(name, "int", 3) && name[3] >= '1' && name[3] <= '7' && !name[4]))
+            return 1;
+        for (size_t i = 0; i < sizeof dtypes / sizeof *dtypes; i++)
+            if (!strcmp(name, dtypes[i])) return 1;
+    }
+    if (strcmp(module, "torch") && strcmp(module, "torch.cuda") &&
+        strcmp(module, "torch.sparse") && strcmp(module, "torch.cuda.sparse"))
+        return 0;
+    size_t n = strlen(name);
+    if (n < 7 || strcmp(name + n - 6, "Tensor")) return 0;
+    for (size_t i = 0; i < sizeof classes / sizeof *classes; i++)
+        if (strlen(classes[i]) == n - 6 && !strncmp(name, classes[i], n - 6))
+            return strcmp(module + strlen(module) - 6, "sparse") || strcmp(classes[i], "Bool");
+    return 0;
+}
+
 int ckpt_builders_allowed(const char *module, const char *name) {
-    if (find(module, name)) return 1;
+    if (find(module, name) || other_torch_name(module, name)) return 1;
     /* storage types, named in persistent ids (torch.cuda for legacy GPU saves) */
     if ((!strcmp(module, "torch") || !strcmp(module, "torch.cuda") ||
          !strcmp(module, "torch.storage")) &&
