@@ -8,7 +8,7 @@
  * BUILD) and only globals on its allowlist: torch._utils.
  * _rebuild_tensor_v2, _v3 and _rebuild_parameter, collections.OrderedDict
  * (state dicts, the empty backward hooks) and Counter, storage classes
- * (torch.FloatStorage..., torch.UntypedStorage), torch dtypes, and for
+ * (torch.FloatStorage..., torch.storage.UntypedStorage), torch dtypes, and for
  * bytes and sets _codecs.encode and builtins.set. Tensors are written the
  * way torch.save writes them: `_rebuild_tensor_v2(storage, offset, size,
  * stride, requires_grad, OrderedDict())`, and `_rebuild_tensor_v3(...,
@@ -357,7 +357,9 @@ static int put_tensor(pt_writer *w, const ckpt_tensor *t, int requires_grad) {
     /* persistent id ('storage', type, key, location, numel) */
     op(w, '(');
     put_str(w, "storage", 7);
-    global(w, "torch", dt ? "UntypedStorage" : cls);
+    /* torch.storage.UntypedStorage is the name torch.save writes and the
+     * one weights_only allows (torch.UntypedStorage is refused) */
+    global(w, dt ? "torch.storage" : "torch", dt ? "UntypedStorage" : cls);
     put_str(w, key, strlen(key));
     put_str(w, "cpu", 3);
     put_int64(w, (int64_t)(dt ? root->nbytes : root->nbytes / ckpt_dtype_size(t->dtype)));
