@@ -185,7 +185,7 @@ static const float F32_12[2] = {1.0f, 2.0f};
 static const uint64_t SH1[1] = {1}, SH2[1] = {2};
 
 static void hex(char out[17], const void *p, size_t n) {
-    ckpt_wr_hex64(out, XXH3_64bits(p, n));
+    ckpt_hex64(out, XXH3_64bits(p, n));
 }
 
 /* The exact bytes of the reference writer's layout: dtype order, padding,
@@ -902,19 +902,19 @@ TEST(verify_digests) {
 /* A safetensors file with one F32[2] tensor "t" and the given ckpt.*
  * metadata (JSON text, escaped here). */
 static void hostile(const char *path, const char *key, const char *json) {
-    wr_buf h = {0};
-    ckpt_wr_buf_str(&h, "{\"__metadata__\":{");
-    ckpt_wr_buf_json_str(&h, key, strlen(key));
-    ckpt_wr_buf_byte(&h, ':');
-    ckpt_wr_buf_json_str(&h, json, strlen(json));
-    ckpt_wr_buf_str(&h, "},\"t\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}");
+    ckpt_buf h = {0};
+    ckpt_buf_str(&h, "{\"__metadata__\":{");
+    ckpt_buf_json_str(&h, key, strlen(key));
+    ckpt_buf_byte(&h, ':');
+    ckpt_buf_json_str(&h, json, strlen(json));
+    ckpt_buf_str(&h, "},\"t\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}");
     FILE *fp = fopen(path, "wb");
     uint64_t n = h.len;
     for (int i = 0; i < 8; i++) fputc((int)(n >> (8 * i)) & 0xff, fp);
     fwrite(h.p, 1, h.len, fp);
     fwrite(F32_12, 1, 8, fp);
     fclose(fp);
-    ckpt_wr_buf_free(&h);
+    ckpt_buf_free(&h);
 }
 
 static int decode_rc(const char *json, uint32_t max_depth) {

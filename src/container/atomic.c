@@ -19,6 +19,7 @@
 
 #include "base/alloc.h"
 #include "base/error.h"
+#include "base/hex.h"
 
 /* Longest part of the target's basename kept in a temporary name, so that
  * "." + base + ".tmp-" + pid + "-" + 16 hex stays under NAME_MAX (255). */
@@ -93,7 +94,7 @@ static void random_hex(char out[17]) {
         r = ((uint64_t)ts.tv_sec * 1000000007u) ^ (uint64_t)ts.tv_nsec ^
             ((uint64_t)++counter << 40);
     }
-    snprintf(out, 17, "%016llx", (unsigned long long)r);
+    ckpt_hex64(out, r);
 }
 
 /* ckpt_malloc'd temporary name for `path`, in its directory. */
