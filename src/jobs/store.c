@@ -186,19 +186,6 @@ static int resource_failure(int code) {
     return code == CKPT_E_IO || code == CKPT_E_NOMEM;
 }
 
-/* fsync of the directory, so removals and renames survive a crash. */
-static int sync_dir(const char *dir) {
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    int err = fd < 0 ? errno : 0;
-    if (fd >= 0) {
-        if (fsync(fd) != 0 && errno != EINVAL) err = errno;
-        close(fd);
-    }
-    return err ? ckpt_err(CKPT_E_IO, dir, NULL, CKPT_NO_OFFSET,
-                          "fsync of directory %s failed: %s", dir, strerror(err))
-               : 0;
-}
-
 /* Creates dir and its missing parents (mkdir -p; mode 0755 less the
  * umask), each made durable by an fsync of its parent, as the Python
  * Store does with os.makedirs. An existing dir is left as it is. */
@@ -217,12 +204,12 @@ static int make_dirs(const char *dir) {
             /* the new entry lives in its parent: "." for a relative name */
             char *slash = strrchr(p, '/');
             if (!slash) {
-                rc = sync_dir(".");
+                rc = ckpt_atomic_sync_dir(".");
             } else if (slash == p) {
-                rc = sync_dir("/");
+                rc = ckpt_atomic_sync_dir("/");
             } else {
                 *slash = '\0';
-                rc = sync_dir(p);
+                rc = ckpt_atomic_sync_dir(p);
                 *slash = '/';
             }
         } else if (errno != EEXIST) {
@@ -463,7 +450,7 @@ static int prune_listed(ckpt_store_listing *l, uint32_t keep, const ptrdiff_t *k
         l->gens[kept++] = l->gens[i];
     }
     s->n = kept;
-    return removed && *removed ? sync_dir(s->dir) : 0;
+    return removed && *removed ? ckpt_atomic_sync_dir(s->dir) : 0;
 }
 
 /* ckpt_store_prune and ckpt_store_prune_list. */
@@ -549,7 +536,7 @@ int ckpt_store_gc(size_t *removed, const char *dir, const ckpt_store_options *op
     }
     closedir(d);
     if (removed) *removed = count;
-    if (rc == 0 && count) rc = sync_dir(dir);
+    if (rc == 0 && count) rc = ckpt_atomic_sync_dir(dir);
     return rc;
 }
 
@@ -727,7 +714,7 @@ int ckpt_store_commit_with(char *path, size_t cap, const char *dir, const char *
             snprintf(msg, sizeof msg, "%s", e->message);
             snprintf(member, sizeof member, "%s", e->member);
             unlink(target);
-            sync_dir(dir);
+            ckpt_atomic_sync_dir(dir);
             rc = ckpt_err(rc, target, member, off,
                           "%s failed verification after writing and was removed: %s", file,
                           msg);
