@@ -34,7 +34,7 @@ _AVAILABLE = declare([
     ("ckpt_manifest_entry_at", ctypes.POINTER(_Entry), [c_void_p, c_size_t]),
     ("ckpt_match", ctypes.c_int, [ctypes.POINTER(c_void_p), c_void_p, c_void_p,
                                   ctypes.POINTER(MatchOptions_)]),
-    ("ckpt_match_free", None, [c_void_p]),
+    ("ckpt_match_result_free", None, [c_void_p]),
     ("ckpt_match_complete", ctypes.c_int, [c_void_p]),
     ("ckpt_match_matched", c_u64, [c_void_p]),
     ("ckpt_match_count", c_size_t, [c_void_p, ctypes.c_int]),
@@ -199,7 +199,7 @@ def match(tensors, expected, *, normalize=True, allow_missing=(), allow_unexpect
         check(lib.ckpt_match(ctypes.byref(r), ck.h, ex.h, ctypes.byref(opts)), file)
         return _report(r, ck, tensors, expected, source, file)
     finally:
-        lib.ckpt_match_free(r)
+        lib.ckpt_match_result_free(r)
         ck.free()
         ex.free()
 

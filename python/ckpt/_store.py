@@ -27,7 +27,7 @@ _AVAILABLE = declare([
                                          c_char_p, _O]),
     ("ckpt_store_latest", ctypes.c_int, [c_char_p, c_size_t, c_char_p, _O]),
     ("ckpt_store_list", ctypes.c_int, [_P, c_char_p, _O]),
-    ("ckpt_store_list_free", None, [c_void_p]),
+    ("ckpt_store_listing_free", None, [c_void_p]),
     ("ckpt_store_list_count", c_size_t, [c_void_p]),
     ("ckpt_store_list_generation", ctypes.POINTER(_Generation), [c_void_p, c_size_t]),
     ("ckpt_store_gc", ctypes.c_int, [ctypes.POINTER(c_size_t), c_char_p, _O]),
@@ -220,7 +220,7 @@ class Store:
                                       bool(g.ok), bool(g.latest), err))
             return out
         finally:
-            lib.ckpt_store_list_free(h)
+            lib.ckpt_store_listing_free(h)
 
     def resume(self, model, optimizer, scheduler=None, scaler=None, *,
                allow_warm_start=False, strict=True):

@@ -608,8 +608,8 @@ static ckpt_format format_for(const char *path) {
     return (ckpt_format)0;
 }
 
-int ckpt_convert(const char *in, const char *out, const ckpt_convert_options *opts,
-                 ckpt_convert_report *report) {
+int ckpt_convert(ckpt_convert_report *report, const char *in, const char *out,
+                 const ckpt_convert_options *opts) {
     ckpt_convert_options defaults = CKPT_CONVERT_OPTIONS_INIT;
     const ckpt_convert_options *o = opts ? opts : &defaults;
     CKPT_CHECK_OPTIONS(opts, CKPT_CONVERT_OPTIONS_VERSION);

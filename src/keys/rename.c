@@ -144,7 +144,7 @@ static int auto_rule(ckpt_rename_plan *p, const char **cur, const ckpt_manifest 
                           ckpt_match_candidate_count(r) == 1 ? "" : "s");
         }
     }
-    ckpt_match_free(r);
+    ckpt_match_result_free(r);
     ckpt_manifest_free(now);
     return rc;
 }

@@ -285,7 +285,7 @@ static int verify_shard(const doctor *d, file_check *c)
         return -1;
     rc = ckpt_open(&f, path, NULL);
     if (rc == 0)
-        rc = ckpt_verify(f, &report);
+        rc = ckpt_verify(&report, f);
     c->ok = rc == 0;
     c->bytes = report.bytes;
     if (rc != 0)
@@ -347,7 +347,7 @@ static int examine(doctor *d)
     timed("open", t0);
     if (rc == 0) {
         t0 = now();
-        rc = ckpt_verify(d->f, &d->report);
+        rc = ckpt_verify(&d->report, d->f);
         timed("verify", t0);
     }
     if (rc != 0) {
@@ -420,7 +420,7 @@ static int verify_others(doctor *d)
         }
         rc = ckpt_open(&f, path, NULL);
         if (rc == 0)
-            rc = ckpt_verify(f, &report);
+            rc = ckpt_verify(&report, f);
         c->name = name;
         c->ok = rc == 0;
         c->bytes = report.bytes;

@@ -432,7 +432,7 @@ int cli_cmd_match(const cli_command *cmd, int argc, char **argv)
             rc = ckpt_match_complete(r) ? CLI_OK : CLI_FINDINGS;
         }
     }
-    ckpt_match_free(r);
+    ckpt_match_result_free(r);
     ckpt_manifest_free(c);
     ckpt_manifest_free(e);
     free(a.allow[0]);
