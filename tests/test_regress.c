@@ -265,6 +265,51 @@ TEST(safetensors_alias_quadratic) {
     CHECK_EQ_INT(run_child(child_alias_open, &n, 60), 0);
 }
 
+/* ------------------------------------------------------------ cycles */
+
+/* ATTACK: a ckpt.structure "ref" to its own container (95 bytes): the
+ * list holds itself. `ckpt doctor` and `ckpt inspect --summary` recursed
+ * in the training walk until the stack overflowed (SIGSEGV). CORRECT: the
+ * decoder refuses the cycle (CKPT_E_FORMAT), and the analysis reads the
+ * file as flat tensors with a warning that says why. The input is also a
+ * seed of fuzz/corpora/{training,structure}/cycle_ref.safetensors. */
+static const char structure_cycle[] =
+    "{\"__metadata__\":{\"ckpt.structure\":"
+    "\"{\\\"version\\\":1,\\\"root\\\":{\\\"list\\\":[{\\\"ref\\\":0}]}}\"}}";
+
+static int child_structure_cycle(void *arg) {
+    (void)arg;
+    size_t n = sizeof structure_cycle - 1;
+    uint8_t b[256];
+    for (int i = 0; i < 8; i++) b[i] = (uint8_t)((uint64_t)n >> (8 * i));
+    memcpy(b + 8, structure_cycle, n);
+    ckpt_file *f = NULL;
+    ckpt_training *t = NULL;
+    if (n + 8 != 95 || ckpt_open_memory(&f, b, n + 8, "cycle.safetensors", NULL)) return 1;
+    int rc = ckpt_training_analyze(&t, f);
+    int ok = rc == 0 && ckpt_training_warning_count(t) == 1 &&
+             strstr(ckpt_training_warning(t, 0), "names a container from inside it") &&
+             ckpt_training_component_count(t) == 0;
+    ckpt_training_free(t);
+    ckpt_close(f);
+    return ok ? 0 : 2;
+}
+
+TEST(structure_ref_cycle) {
+    CHECK_EQ_INT(run_child(child_structure_cycle, NULL, 60), 0);
+}
+
+/* ATTACK: a pickle whose list holds itself (l = []; l.append(l)). It was
+ * refused only as "nested deeper than 1000 (or cyclic)" after 1000 levels
+ * of recursion; CORRECT: named as the cycle it is. */
+TEST(pickle_self_cycle) {
+    static const uint8_t pk[] = {0x80, 0x02, ']', 'q', 0x00, 'h', 0x00, 'a', '.'};
+    ckpt_file *f = NULL;
+    CHECK_EQ_INT(ckpt_open_memory(&f, pk, sizeof pk, "cycle.pkl", NULL), CKPT_E_UNSUPPORTED);
+    CHECK_EQ_STR(ckpt_error_last()->message, "cyclic reference: \"0\" contains itself");
+    CHECK(f == NULL);
+}
+
 /* ------------------------------------------------------------ pickle */
 
 /* ATTACK: billion laughs through the flattener. 48 bytes: BININT 1, then
@@ -396,6 +441,8 @@ int main(void) {
     RUN(fifo_open_does_not_block);
     RUN(char_device_error_message);
     RUN(safetensors_alias_quadratic);
+    RUN(structure_ref_cycle);
+    RUN(pickle_self_cycle);
     RUN(pickle_billion_laughs_flatten);
     RUN(pickle_builder_copy_amplification);
     RUN(zip_empty_view_far_offset);

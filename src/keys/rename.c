@@ -15,6 +15,7 @@
 #include "base/error.h"
 #include "model/file.h"
 #include "keys/keys.h"
+#include "format/structure.h"
 #include "format/write.h"
 
 struct ckpt_rename_plan {
@@ -633,7 +634,7 @@ static int metadata(const ckpt_file *f, ckpt_arena *a, ckpt_write_options *w) {
 static int rename_file(ckpt_rename_plan **plan, const ckpt_file *f, const char *out,
                        const ckpt_rename_rule *rules, size_t nrules, ckpt_arena *a) {
     const ckpt_value *root;
-    int rc = ckpt_write_logical_root(&root, f, a);
+    int rc = ckpt_structure_decode(&root, f, a);
     if (rc) return rc;
     if (!root || root->kind == CKPT_KIND_TENSOR || !is_container(root))
         return ckpt_err(CKPT_E_UNSUPPORTED, f->path, "", CKPT_NO_OFFSET,

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "base/error.h"
+#include "model/walk.h"
 
 static ckpt_file *file_new(const char *path, const ckpt_open_options *opts) {
     ckpt_file *f = ckpt_malloc(sizeof *f);
@@ -227,8 +228,7 @@ int ckpt_file_flatten(ckpt_file *f) {
      * a huge DAG ("billion laughs") */
     uint64_t input = ckpt_file_size(f), by_size = input < UINT64_MAX / 64 - 4096
                                                       ? input * 64 + 4096 : UINT64_MAX;
-    uint64_t max_visits = f->opts.limits.max_tensors < UINT64_MAX / 4
-                              ? f->opts.limits.max_tensors * 4 + 1024 : UINT64_MAX;
+    uint64_t max_visits = ckpt_walk_budget(&f->opts.limits);
     if (by_size < max_visits) max_visits = by_size;
     ckpt_flat fl = {0};
     int rc = f->root ? ckpt_flatten(&fl, &f->arena, f->root, &f->opts.limits, max_visits,

@@ -16,6 +16,7 @@
 #include "base/error.h"
 #include "training/training.h"
 #include "model/value.h"
+#include "format/structure.h"
 #include "format/write.h"
 
 /* Tree nodes visited per analysis before it stops: shared references in a
@@ -1019,7 +1020,7 @@ int ckpt_tr_add_file(ckpt_training *t, const ckpt_file *f, const char *name)
         return ckpt_tr_nomem();
     /* safetensors written by ckpt convert keep the original tree (the
      * optimizer's param_groups, counters, nesting) in ckpt.structure. */
-    rc = ckpt_write_logical_root(&root, f, &t->arena);
+    rc = ckpt_structure_decode(&root, f, &t->arena);
     if (rc == CKPT_E_NOMEM)
         return rc;
     if (rc) {
