@@ -10,6 +10,7 @@
 
 #include "base/error.h"
 #include "model/file.h"
+#include "model/walk.h"
 #include "format/structure.h"
 #include "format/write.h"
 
@@ -18,10 +19,8 @@
 typedef struct selector {
     const ckpt_convert_options *o;
     ckpt_arena *a;
-    char *buf;
-    size_t len, cap;
-    uint32_t max_depth;
-    int any;             /* something was selected */
+    const ckpt_value *result; /* the root's copy */
+    int any;                  /* something was selected */
 } selector;
 
 /* `name` (len bytes) is selected whole by prefix p. */
@@ -36,99 +35,79 @@ static int leads_to(const char *p, const char *name, size_t len) {
     return len == 0 || (strlen(p) > len && memcmp(p, name, len) == 0 && p[len] == '.');
 }
 
-static int sel_walk(selector *s, const ckpt_value *v, uint32_t depth, const ckpt_value **out);
-
-static int sel_child(selector *s, const char *seg, size_t n, const ckpt_value *v, uint32_t depth,
-                     const ckpt_value **out) {
-    size_t saved = s->len, need = s->len + 1 + n + 1;
-    if (need > s->cap) {
-        char *nb = ckpt_realloc(s->buf, need * 2);
-        if (!nb) return ckpt_err(CKPT_E_NOMEM, "", "", CKPT_NO_OFFSET, "out of memory");
-        s->buf = nb;
-        s->cap = need * 2;
+/* Puts `kept` (a node selected whole, or a copy holding the selected
+ * parts) into the copy of its parent, or makes it the result. */
+static int keep(selector *s, const ckpt_walk *w, const ckpt_walk_frame *node,
+                const ckpt_value *kept) {
+    const ckpt_walk_frame *up = ckpt_walk_up(w, 1);
+    if (!up) {
+        s->result = kept;
+        return 0;
     }
-    if (s->len) s->buf[s->len++] = '.';
-    memcpy(s->buf + s->len, seg, n);
-    s->len += n;
-    int rc = sel_walk(s, v, depth + 1, out);
-    s->len = saved;
-    return rc;
+    ckpt_value *copy = (ckpt_value *)up->user;
+    if (copy->kind == CKPT_KIND_DICT
+            ? ckpt_value_dict_set(s->a, copy, (ckpt_value *)node->key, (ckpt_value *)kept)
+            : ckpt_value_append(s->a, copy, (ckpt_value *)kept))
+        return ckpt_err(CKPT_E_NOMEM, "", "", CKPT_NO_OFFSET, "out of memory");
+    return 0;
 }
 
-/* *out: v when selected whole, a copy holding the selected parts, or NULL. */
-static int sel_walk(selector *s, const ckpt_value *v, uint32_t depth, const ckpt_value **out) {
+static int sel_enter(ckpt_walk *w, ckpt_walk_frame *node) {
+    selector *s = w->ctx;
+    const ckpt_value *v = node->value;
+    size_t len = node->name_len;
+    /* selection is by flattened name: only str and int keys */
+    if (node->role == CKPT_WALK_VALUE && node->key->kind != CKPT_KIND_STR &&
+        node->key->kind != CKPT_KIND_INT)
+        return CKPT_WALK_SKIP;
     int whole = 0, on_way = 0;
     for (size_t i = 0; i < s->o->nselect; i++) {
-        whole |= s->len > 0 && covers(s->o->select[i], s->buf, s->len);
-        on_way |= leads_to(s->o->select[i], s->buf, s->len);
+        whole |= len > 0 && covers(s->o->select[i], w->name, len);
+        on_way |= leads_to(s->o->select[i], w->name, len);
     }
-    *out = NULL;
     if (whole) {
         s->any = 1;
-        *out = v;
-        return 0;
+        int rc = keep(s, w, node, v);
+        return rc ? rc : CKPT_WALK_SKIP;
     }
     int container = v->kind == CKPT_KIND_DICT || v->kind == CKPT_KIND_LIST ||
                     v->kind == CKPT_KIND_TUPLE || v->kind == CKPT_KIND_SET;
-    if (!on_way || !container) return 0;
-    if (depth > s->max_depth)
-        return ckpt_err(CKPT_E_LIMIT, "", "", CKPT_NO_OFFSET,
-                        "containers nested deeper than %u", s->max_depth);
+    if (!on_way || !container) return CKPT_WALK_SKIP;
     /* a state dict stays an OrderedDict with its _metadata */
     ckpt_value *copy = ckpt_value_new_like(s->a, v);
     if (!copy) return ckpt_err(CKPT_E_NOMEM, "", "", CKPT_NO_OFFSET, "out of memory");
-    size_t n = v->kind == CKPT_KIND_DICT ? v->u.dict.n : v->u.seq.n;
-    for (size_t i = 0; i < n; i++) {
-        char tmp[32];
-        const char *seg;
-        size_t seglen;
-        const ckpt_value *child = v->kind == CKPT_KIND_DICT ? v->u.dict.vals[i] : v->u.seq.items[i];
-        if (v->kind == CKPT_KIND_DICT) {
-            const ckpt_value *k = v->u.dict.keys[i];
-            /* selection is by flattened name: only str and int keys */
-            if (k->kind == CKPT_KIND_STR) {
-                seg = k->u.s.p;
-                seglen = k->u.s.len;
-            } else if (k->kind == CKPT_KIND_INT) {
-                seg = ckpt_value_int_decimal(k);
-                seglen = strlen(seg);
-            } else {
-                continue;
-            }
-        } else {
-            seglen = (size_t)snprintf(tmp, sizeof tmp, "%zu", i);
-            seg = tmp;
-        }
-        const ckpt_value *kept;
-        int rc = sel_child(s, seg, seglen, child, depth, &kept);
-        if (rc) return rc;
-        if (!kept) continue;
-        if (v->kind == CKPT_KIND_DICT
-                ? ckpt_value_dict_set(s->a, copy, v->u.dict.keys[i], (ckpt_value *)kept)
-                : ckpt_value_append(s->a, copy, (ckpt_value *)kept))
-            return ckpt_err(CKPT_E_NOMEM, "", "", CKPT_NO_OFFSET, "out of memory");
-    }
-    if (ckpt_value_len(copy) || depth == 0) *out = copy;
+    node->user = (uintptr_t)copy;
+    return CKPT_WALK_DESCEND;
+}
+
+/* A copy is kept when it holds something (the root's always). */
+static int sel_leave(ckpt_walk *w, ckpt_walk_frame *node) {
+    const ckpt_value *copy = (const ckpt_value *)node->user;
+    if (ckpt_value_len(copy) || w->depth == 0) return keep(w->ctx, w, node, copy);
     return 0;
 }
 
 static int select_tree(const ckpt_value **root, const ckpt_convert_options *o, ckpt_arena *a,
-                       uint32_t max_depth) {
+                       const ckpt_limits *lim) {
     if (!o->nselect) return 0;
-    selector s = {.o = o, .a = a, .max_depth = max_depth};
+    selector s = {.o = o, .a = a};
     for (size_t i = 0; i < o->nselect; i++)
         if (!o->select[i] || !o->select[i][0])
             return ckpt_err(CKPT_E_INVALID_ARG, "", "", CKPT_NO_OFFSET,
                             "select prefixes must be non-empty strings");
-    const ckpt_value *out;
-    int rc = sel_walk(&s, *root, 0, &out);
-    ckpt_free(s.buf);
+    ckpt_walk w;
+    ckpt_walk_init(&w, lim, "", "");
+    w.names = 1;
+    w.enter = sel_enter;
+    w.leave = sel_leave;
+    w.ctx = &s;
+    int rc = ckpt_walk_run(&w, *root);
     if (rc) return rc;
     if (!s.any)
         return ckpt_err(CKPT_E_NOTFOUND, "", "", CKPT_NO_OFFSET,
                         "no tensor or value matches the selection \"%s\"%s", o->select[0],
                         o->nselect > 1 ? " (or the others)" : "");
-    *root = out;
+    *root = s.result;
     return 0;
 }
 
@@ -228,7 +207,7 @@ int ckpt_convert(const char *in, const char *out, const ckpt_convert_options *op
     rc = ckpt_structure_decode(&root, f, &a);
     if (!rc && !root)
         rc = ckpt_err(CKPT_E_FORMAT, in, "", CKPT_NO_OFFSET, "the file holds no object");
-    if (!rc) rc = select_tree(&root, o, &a, f->opts.limits.max_depth);
+    if (!rc) rc = select_tree(&root, o, &a, &f->opts.limits);
     if (!rc) rc = merge_metadata(&m, f, o, &a);
     if (!rc) {
         ckpt_write_options w = {m.keys, m.vals, m.n, o->write.backup};
