@@ -12,6 +12,7 @@
 
 #include "base/error.h"
 #include "model/walk.h"
+#include "open/sharded.h"
 
 static ckpt_file *file_new(const char *path, const ckpt_open_options *opts) {
     ckpt_file *f = ckpt_malloc(sizeof *f);
@@ -122,7 +123,7 @@ static int read_format(ckpt_file *f, int from_path) {
                             (unsigned long long)f->opts.limits.max_index_bytes);
         if (parent_dir(&f->arena, f->path, &dir))
             return ckpt_err(CKPT_E_NOMEM, f->path, NULL, 0, "out of memory");
-        return ckpt_safetensors_read_sharded(f, p, n, dir);
+        return ckpt_sharded_read(f, p, n, dir);
     }
     if (looks_like_pickle(p, n)) return ckpt_torch_read_legacy(f);
     if (n < 8)
