@@ -16,6 +16,7 @@ typedef struct trace {
     char text[4096];
     int skip_depth; /* SKIP at this depth (-1: never) */
     uint64_t stop_at; /* STOP on this visit (0: never) */
+    int prune_depth;  /* PRUNE at this depth (0: never) */
 } trace;
 
 static int t_enter(ckpt_walk *w, ckpt_walk_frame *n) {
@@ -26,6 +27,7 @@ static int t_enter(ckpt_walk *w, ckpt_walk_frame *n) {
              roles[n->role]);
     if (t->stop_at && w->visits == t->stop_at) return CKPT_WALK_STOP;
     if ((int)w->depth == t->skip_depth) return CKPT_WALK_SKIP;
+    if (t->prune_depth && (int)w->depth == t->prune_depth) return CKPT_WALK_PRUNE;
     return CKPT_WALK_DESCEND;
 }
 
@@ -82,6 +84,12 @@ TEST(order_names_roles) {
     t.skip_depth = 1;
     CHECK_EQ_INT(run(&t, root, 0), 0);
     CHECK_EQ_STR(t.text, ":R a:V 7:V/");
+    /* PRUNE: no children, but leave */
+    t.skip_depth = -1;
+    t.prune_depth = 1;
+    CHECK_EQ_INT(run(&t, root, 0), 0);
+    CHECK_EQ_STR(t.text, ":R a:V/ 7:V//");
+    t.prune_depth = 0;
     /* STOP: ends the walk with 0 */
     t.skip_depth = -1;
     t.stop_at = 3;

@@ -192,6 +192,7 @@ int ckpt_walk_run(ckpt_walk *w, const ckpt_value *root) {
     uint32_t d = 0; /* frames on the stack */
     rc = enter(w, 0, &top);
     if (rc == CKPT_WALK_DESCEND) d = 1;
+    if (rc == CKPT_WALK_PRUNE) rc = w->leave ? w->leave(w, &w->stack_[0]) : 0;
     while (d > 0 && rc >= 0 && rc != CKPT_WALK_STOP) {
         ckpt_walk_frame *p = &w->stack_[d - 1], c;
         if (next_child(w, p, &c)) {
@@ -201,7 +202,9 @@ int ckpt_walk_run(ckpt_walk *w, const ckpt_value *root) {
                 d++;
                 continue;
             }
-            truncate_name(w, p->name_len);
+            if (rc == CKPT_WALK_PRUNE) rc = w->leave ? w->leave(w, &w->stack_[d]) : 0;
+            w->depth = d - 1;
+            truncate_name(w, w->stack_[d - 1].name_len);
             continue;
         }
         w->depth = d - 1;

@@ -45,7 +45,8 @@
 enum {
     CKPT_WALK_DESCEND = 0, /* visit the node's children, then call `leave` */
     CKPT_WALK_SKIP = 1,    /* neither children nor `leave` */
-    CKPT_WALK_STOP = 2     /* end the walk now; ckpt_walk_run returns 0 */
+    CKPT_WALK_STOP = 2,    /* end the walk now; ckpt_walk_run returns 0 */
+    CKPT_WALK_PRUNE = 3    /* no children, but `leave` (a leaf to close) */
 };
 
 /* How a node hangs from its parent. */
@@ -84,7 +85,8 @@ struct ckpt_walk {
     /* set by the caller (ckpt_walk_init fills the bounds) */
     ckpt_walk_fn enter; /* required */
     ckpt_walk_fn leave; /* optional: after the children of a DESCEND node
-                           (leaves included); 0 or a negative code */
+                           (leaves included), or right after a PRUNE
+                           node's enter; 0 or a negative code */
     void *ctx;
     unsigned follow;    /* CKPT_WALK_* edges */
     int names;          /* build w->name (the flattened name) */
