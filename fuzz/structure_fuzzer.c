@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "model/file.h"
+#include "format/structure.h"
 #include "format/write.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -17,7 +18,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     (void)ckpt_verify(NULL, f);
     ckpt_arena a = {0};
     const ckpt_value *root;
-    if (ckpt_write_logical_root(&root, f, &a) == 0 && root) {
+    if (ckpt_structure_decode(&root, f, &a) == 0 && root) {
         wr_named *named;
         size_t n;
         if (ckpt_wr_collect(&named, &n, root) == 0) {

@@ -17,6 +17,7 @@
 #include "base/error.h"
 #include "model/file.h"
 #include "harness.h"
+#include "format/structure.h"
 #include "format/write.h"
 #include "container/zip.h"
 
@@ -160,7 +161,7 @@ static int read_back(const ckpt_value *root, const char *name, ckpt_format fmt) 
     if (ckpt_open(&f, tpath(name), NULL) != 0) return 0;
     ckpt_arena a = {0};
     const ckpt_value *back;
-    int ok = ckpt_write_logical_root(&back, f, &a) == 0 && same_tree(root, back);
+    int ok = ckpt_structure_decode(&back, f, &a) == 0 && same_tree(root, back);
     ckpt_verify_report rep;
     ok = ok && ckpt_verify(&rep, f) == 0;
     ckpt_arena_free(&a);
@@ -661,7 +662,7 @@ TEST(roundtrip_views) {
     if (f) {
         ckpt_arena a = {0};
         const ckpt_value *back;
-        CHECK_EQ_INT(ckpt_write_logical_root(&back, f, &a), 0);
+        CHECK_EQ_INT(ckpt_structure_decode(&back, f, &a), 0);
         const ckpt_tensor *x = back->u.dict.vals[0]->u.tensor, *y = back->u.dict.vals[1]->u.tensor;
         CHECK(x->storage == y->storage && x->storage->nbytes == 48);
         CHECK(x->storage_offset == 1 && y->storage_offset == 3 && x->stride[0] == 5);
@@ -678,7 +679,7 @@ TEST(roundtrip_views) {
     if (f) {
         ckpt_arena a = {0};
         const ckpt_value *back;
-        CHECK_EQ_INT(ckpt_write_logical_root(&back, f, &a), 0);
+        CHECK_EQ_INT(ckpt_structure_decode(&back, f, &a), 0);
         const ckpt_tensor *x = back->u.dict.vals[0]->u.tensor;
         CHECK(x->storage->data == ckpt_file_find_tensor(f, "full")->storage->data);
         ckpt_arena_free(&a);
@@ -826,7 +827,7 @@ TEST(convert_select_and_metadata) {
     if (f) {
         ckpt_arena a = {0};
         const ckpt_value *back;
-        CHECK_EQ_INT(ckpt_write_logical_root(&back, f, &a), 0);
+        CHECK_EQ_INT(ckpt_structure_decode(&back, f, &a), 0);
         /* model kept whole, model_ema not ("model" is not a string prefix),
          * xs keeps item 1, renumbered */
         CHECK(back->u.dict.n == 2 && strcmp(back->u.dict.keys[0]->u.s.p, "model") == 0);
@@ -926,7 +927,7 @@ static int decode_rc(const char *json, uint32_t max_depth) {
     if (rc) return 1000 + rc;
     ckpt_arena a = {0};
     const ckpt_value *root;
-    rc = ckpt_write_logical_root(&root, f, &a);
+    rc = ckpt_structure_decode(&root, f, &a);
     if (rc == 0) rc = ckpt_write_value(root, tpath("h.pt"), CKPT_FORMAT_TORCH_ZIP, NULL, f, NULL);
     ckpt_arena_free(&a);
     ckpt_close(f);
@@ -954,9 +955,10 @@ TEST(hostile_structure) {
         {"{\"version\":2,\"root\":{\"dict\":[],\"class\":\"collections.Counter\","
          "\"extra\":1}}", CKPT_E_FORMAT},
         {"{\"version\":1,\"root\":{\"tensor\":\"t\",\"parameter\":1}}", CKPT_E_FORMAT},
-        /* decode, but a state holding its dict or a tensor cannot be written */
+        /* a state holding its own dict is a cycle: refused by the decoder */
         {"{\"version\":2,\"root\":{\"dict\":[],\"class\":\"collections.OrderedDict\","
-         "\"state\":{\"dict\":[[\"me\",{\"ref\":0}]]}}}", CKPT_E_UNSUPPORTED},
+         "\"state\":{\"dict\":[[\"me\",{\"ref\":0}]]}}}", CKPT_E_FORMAT},
+        /* decodes, but a state holding a tensor cannot be written */
         {"{\"version\":2,\"root\":{\"dict\":[],\"class\":\"collections.OrderedDict\","
          "\"state\":{\"dict\":[[\"t\",{\"tensor\":\"t\"}]]}}}", CKPT_E_UNSUPPORTED},
         {"{\"version\":2,\"root\":{\"dict\":[[\"t\",{\"tensor\":\"t\",\"parameter\":true}]],"
@@ -982,8 +984,12 @@ TEST(hostile_structure) {
         {"{\"version\":1,\"root\":{\"dict\":[[1]]}}", CKPT_E_FORMAT},
         {"{\"version\":1,\"root\":{\"list\":[{\"list\":[{\"list\":[{\"list\":[{\"list\":"
          "[]}]}]}]}]}}", CKPT_E_LIMIT},
-        /* decodes (a list holding itself), but no writer writes a cycle */
-        {"{\"version\":1,\"root\":{\"list\":[{\"ref\":0}]}}", CKPT_E_UNSUPPORTED},
+        /* a list holding itself: a cycle, refused by the decoder (walkers
+         * of the tree recursed until the stack overflowed) */
+        {"{\"version\":1,\"root\":{\"list\":[{\"ref\":0}]}}", CKPT_E_FORMAT},
+        {"{\"version\":1,\"root\":{\"list\":[{\"list\":[{\"ref\":0}]}]}}", CKPT_E_FORMAT},
+        /* a ref to a finished container is a shared node, not a cycle */
+        {"{\"version\":1,\"root\":{\"list\":[{\"list\":[]},{\"ref\":1}]}}", 0},
         /* two views scattered into a rebuilt storage: fine */
         {"{\"version\":1,\"root\":{\"list\":[{\"tensor\":\"t\",\"storage\":0,\"offset\":2,"
          "\"stride\":[1]},{\"tensor\":\"t\",\"storage\":0,\"offset\":0,\"stride\":[2]}]},"

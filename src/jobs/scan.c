@@ -41,6 +41,7 @@
 #include "format/pickle.h"
 #include "jobs/scan_policy.h"
 #include "container/zip.h"
+#include "open/sharded.h"
 
 /* torch.serialization.MAGIC_NUMBER 0x1950a86a20f9469cfc6c in decimal */
 #define LEGACY_MAGIC "119547037146038801333356"
@@ -829,21 +830,6 @@ static int scan_zip(scanner *sc, const ckpt_zip *z) {
 
 /* ------------------------------------------------------------ sharded */
 
-/* Loaders join a shard name to the index's directory; a name that leaves
- * it (absolute, "..", a drive) names a file the scan does not follow.
- * NULL when the name stays inside, else why not. */
-static const char *shard_name_problem(const char *name, size_t len) {
-    if (len == 0 || strlen(name) != len) return "empty or holds a NUL byte";
-    if (name[0] == '/') return "an absolute path";
-    if (strchr(name, '\\') || strchr(name, ':')) return "a backslash, drive or colon";
-    for (const char *p = name; *p;) {
-        size_t seg = strcspn(p, "/");
-        if (seg == 2 && p[0] == '.' && p[1] == '.') return "a \"..\" component";
-        p += seg + (p[seg] == '/');
-    }
-    return NULL;
-}
-
 static int scan_file(scanner *sc, const uint8_t *p, size_t n);
 
 /* One shard, scanned like a file of its own; its findings are named by
@@ -921,10 +907,18 @@ static int scan_index(scanner *sc, const uint8_t *p, size_t n) {
     const char *key;
     json_t *val;
     json_object_foreach(wm, key, val) {
-        const char *why = json_is_string(val)
-                              ? shard_name_problem(json_string_value(val),
-                                                   json_string_length(val))
-                              : "not a string";
+        /* the reader's rule (open/sharded.c), any extension: each shard
+         * once, however the index spells it */
+        const char *why = "not a string";
+        char *canon = NULL;
+        if (json_is_string(val)) {
+            canon = ckpt_arena_alloc(&sc->scratch, json_string_length(val) + 1);
+            if (!canon) {
+                json_decref(doc);
+                return CKPT_E_NOMEM;
+            }
+            why = ckpt_shard_name(canon, json_string_value(val), json_string_length(val), 0);
+        }
         if (why) {
             add_finding(sc, CKPT_SEVERITY_INFO, "shard-name", NULL, "", CKPT_NO_OFFSET,
                         "weight_map entry \"%.200s\": the shard name is %s; a file "
@@ -933,7 +927,7 @@ static int scan_index(scanner *sc, const uint8_t *p, size_t n) {
             sc->unscannable = 1;
             continue;
         }
-        names[k++] = json_string_value(val);
+        names[k++] = canon;
     }
     /* distinct names: many tensors share a shard */
     if (k > 1) qsort(names, k, sizeof *names, cmp_str);
