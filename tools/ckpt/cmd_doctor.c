@@ -1242,32 +1242,28 @@ static void print_text(const doctor *d, const char *summary, int healthy)
     }
 }
 
-int cli_cmd_doctor(const cli_command *cmd, int argc, char **argv)
+static struct {
+    const char *path;
+    int json;
+} args;
+
+static const cli_opt opts[] = {
+    { CLI_OPT_ARG, "FILE|DIR", 0, &args.path, NULL, CLI_OPT_REQUIRED, NULL },
+    { CLI_OPT_BOOL, "json", 0, &args.json, NULL, 0,
+      "one JSON object on stdout instead of the report" },
+    { 0 }
+};
+
+static int run(const cli_command *cmd, int argc, char **argv)
 {
     doctor d;
-    int json = 0, i, rc, healthy = 0, options = 1;
+    int rc = cli_opt_parse(cmd, argc, argv), healthy = 0;
     char *summary;
 
+    if (rc != CLI_CONTINUE)
+        return rc;
     memset(&d, 0, sizeof d);
-    for (i = 1; i < argc; i++) {
-        const char *a = argv[i];
-
-        if (options && strcmp(a, "--") == 0)
-            options = 0;
-        else if (options && cli_is_help(a))
-            return cli_help(cmd);
-        else if (options && strcmp(a, "--json") == 0)
-            json = 1;
-        else if (options && a[0] == '-' && a[1] != '\0')
-            return cli_usage_error(cmd, "unknown option '%s'", a);
-        else if (d.path == NULL)
-            d.path = a;
-        else
-            return cli_usage_error(cmd, "one FILE at a time");
-    }
-    if (d.path == NULL)
-        return cli_usage_error(cmd, "missing FILE");
-
+    d.path = args.path;
     rc = examine_dir(&d);
     if (rc == 0)
         rc = examine(&d);
@@ -1282,7 +1278,7 @@ int cli_cmd_doctor(const cli_command *cmd, int argc, char **argv)
             fputs("ckpt: out of memory\n", stderr);
             rc = CLI_USAGE;
         } else {
-            if (json)
+            if (args.json)
                 print_json(&d, summary, healthy);
             else
                 print_text(&d, summary, healthy);
@@ -1299,3 +1295,13 @@ int cli_cmd_doctor(const cli_command *cmd, int argc, char **argv)
     print_timings();
     return rc;
 }
+
+const cli_command cli_cmd_doctor = {
+    "doctor", "a readable health report with a verdict", opts,
+    "Reports format, integrity, safety, contents and what ckpt cannot vouch\n"
+    "for, under a first line HEALTHY: ... or ATTENTION: .... A directory\n"
+    "(Hugging Face Trainer layout) is examined as one training checkpoint.\n",
+    "Exit status:\n"
+    "  0 healthy, 1 needs attention (corrupt, unsafe, partial resume...), 2 usage or I/O error.\n",
+    run, NULL
+};
