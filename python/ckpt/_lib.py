@@ -146,6 +146,11 @@ _PROTOS = [
     ("ckpt_scan_finding", ctypes.POINTER(Finding_), [c_void_p, c_size_t]),
     ("ckpt_scan_global_count", c_size_t, [c_void_p]),
     ("ckpt_scan_global", c_char_p, [c_void_p, c_size_t]),
+    ("ckpt_doctor", c_int, [ctypes.POINTER(c_void_p), c_char_p, c_void_p]),
+    ("ckpt_doctor_report_free", None, [c_void_p]),
+    ("ckpt_doctor_json", c_int, [ctypes.POINTER(c_void_p), ctypes.POINTER(c_size_t),
+                                 c_void_p]),
+    ("ckpt_string_free", None, [c_void_p]),
 ]
 
 

@@ -67,6 +67,8 @@ typedef struct cli_error {
 /* Fills *e from ckpt_error_last(), with `code` (the value the failing call
  * returned) taking precedence over the record's code. */
 void cli_error_capture(cli_error *e, int code);
+/* Fills *e from a record the library kept (src may be NULL: no error). */
+void cli_error_copy(cli_error *e, const ckpt_error *src);
 /* Exit code for a library failure: CLI_USAGE for I/O, caller errors and
  * out-of-memory, CLI_FINDINGS for everything that is the input's fault. */
 int cli_exit_code(int code);

@@ -132,16 +132,24 @@ static void copy_str(char *dst, size_t cap, const char *src)
     snprintf(dst, cap, "%s", src ? src : "");
 }
 
+void cli_error_copy(cli_error *e, const ckpt_error *src)
+{
+    e->code = src ? src->code : CKPT_OK;
+    copy_str(e->message, sizeof e->message, src ? src->message : NULL);
+    copy_str(e->member, sizeof e->member, src ? src->member : NULL);
+    copy_str(e->file, sizeof e->file, src ? src->file : NULL);
+    e->offset = src ? src->offset : UINT64_MAX;
+    if (e->message[0] == '\0')
+        copy_str(e->message, sizeof e->message, ckpt_error_name(e->code));
+}
+
 void cli_error_capture(cli_error *e, int code)
 {
     const ckpt_error *last = ckpt_error_last();
 
+    cli_error_copy(e, last);
     e->code = code;
-    copy_str(e->message, sizeof e->message, last ? last->message : NULL);
-    copy_str(e->member, sizeof e->member, last ? last->member : NULL);
-    copy_str(e->file, sizeof e->file, last ? last->file : NULL);
-    e->offset = last ? last->offset : UINT64_MAX;
-    if (e->message[0] == '\0')
+    if (last == NULL || last->message == NULL || last->message[0] == '\0')
         copy_str(e->message, sizeof e->message, ckpt_error_name(code));
 }
 
