@@ -15,179 +15,10 @@
 
 #include "model/dtype.h"
 #include "base/error.h"
+#include "base/utf8.h"
 #include "model/file.h"
 #include "format/pickle.h"
 #include "model/tensor.h"
-
-/* ------------------------------------------------------------ buffers */
-
-void ckpt_wr_buf_put(wr_buf *b, const void *p, size_t n) {
-    if (b->failed || n == 0) return;
-    if (n > SIZE_MAX - b->len) {
-        b->failed = 1;
-        return;
-    }
-    if (b->len + n > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->len + n) {
-            if (cap > SIZE_MAX / 2) {
-                cap = b->len + n;
-                break;
-            }
-            cap *= 2;
-        }
-        uint8_t *q = ckpt_realloc(b->p, cap);
-        if (!q) {
-            b->failed = 1;
-            return;
-        }
-        b->p = q;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->len, p, n);
-    b->len += n;
-}
-
-void ckpt_wr_buf_byte(wr_buf *b, uint8_t c) { ckpt_wr_buf_put(b, &c, 1); }
-void ckpt_wr_buf_str(wr_buf *b, const char *s) { ckpt_wr_buf_put(b, s, strlen(s)); }
-
-void ckpt_wr_buf_printf(wr_buf *b, const char *fmt, ...) {
-    char tmp[128];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
-    va_end(ap);
-    /* only short numeric fields are formatted this way */
-    if (n < 0 || (size_t)n >= sizeof tmp)
-        b->failed = 1;
-    else
-        ckpt_wr_buf_put(b, tmp, (size_t)n);
-}
-
-void ckpt_wr_buf_json_chars(wr_buf *b, const char *s, size_t n) {
-    static const char hex[] = "0123456789abcdef";
-    size_t run = 0; /* bytes copied unescaped, flushed in one put */
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        const char *esc = NULL;
-        char u[7];
-        if (c == '"') esc = "\\\"";
-        else if (c == '\\') esc = "\\\\";
-        else if (c == '\b') esc = "\\b";
-        else if (c == '\f') esc = "\\f";
-        else if (c == '\n') esc = "\\n";
-        else if (c == '\r') esc = "\\r";
-        else if (c == '\t') esc = "\\t";
-        else if (c < 0x20) {
-            memcpy(u, "\\u00", 4);
-            u[4] = hex[c >> 4];
-            u[5] = hex[c & 15];
-            u[6] = '\0';
-            esc = u;
-        }
-        if (!esc) {
-            run++;
-            continue;
-        }
-        ckpt_wr_buf_put(b, s + i - run, run);
-        run = 0;
-        ckpt_wr_buf_str(b, esc);
-    }
-    ckpt_wr_buf_put(b, s + n - run, run);
-}
-
-void ckpt_wr_buf_json_str(wr_buf *b, const char *s, size_t n) {
-    ckpt_wr_buf_byte(b, '"');
-    ckpt_wr_buf_json_chars(b, s, n);
-    ckpt_wr_buf_byte(b, '"');
-}
-
-void ckpt_wr_buf_free(wr_buf *b) {
-    ckpt_free(b->p);
-    *b = (wr_buf){0};
-}
-
-int ckpt_wr_utf8_valid(const char *s, size_t n) {
-    const unsigned char *p = (const unsigned char *)s;
-    for (size_t i = 0; i < n;) {
-        unsigned char c = p[i];
-        size_t len;
-        uint32_t cp;
-        if (c < 0x80) {
-            i++;
-            continue;
-        }
-        if (c >= 0xc2 && c <= 0xdf) len = 2, cp = c & 0x1fu;
-        else if (c >= 0xe0 && c <= 0xef) len = 3, cp = c & 0x0fu;
-        else if (c >= 0xf0 && c <= 0xf4) len = 4, cp = c & 0x07u;
-        else return 0;
-        if (n - i < len) return 0;
-        for (size_t k = 1; k < len; k++) {
-            if ((p[i + k] & 0xc0) != 0x80) return 0;
-            cp = cp << 6 | (p[i + k] & 0x3fu);
-        }
-        if ((len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
-            (cp >= 0xd800 && cp <= 0xdfff) || cp > 0x10ffff)
-            return 0;
-        i += len;
-    }
-    return 1;
-}
-
-/* ------------------------------------------------------------ pointer map */
-
-static size_t ptr_slot(const wr_ptrmap *m, const void *key) {
-    uint64_t h = (uint64_t)(uintptr_t)key * 0x9E3779B97F4A7C15u;
-    size_t i = (size_t)(h >> 17) & (m->cap - 1);
-    while (m->keys[i] && m->keys[i] != key) i = (i + 1) & (m->cap - 1);
-    return i;
-}
-
-int ckpt_wr_ptrmap_get(const wr_ptrmap *m, const void *key, uint64_t *val) {
-    if (!m->cap) return 0;
-    size_t i = ptr_slot(m, key);
-    if (!m->keys[i]) return 0;
-    *val = m->vals[i];
-    return 1;
-}
-
-int ckpt_wr_ptrmap_put(wr_ptrmap *m, const void *key, uint64_t val) {
-    if ((m->n + 1) * 2 > m->cap) {
-        wr_ptrmap old = *m;
-        size_t cap = old.cap ? old.cap * 2 : 64;
-        m->keys = ckpt_malloc(cap * sizeof *m->keys);
-        m->vals = ckpt_malloc(cap * sizeof *m->vals);
-        if (!m->keys || !m->vals || cap > SIZE_MAX / 2 / sizeof *m->vals) {
-            ckpt_free(m->keys);
-            ckpt_free(m->vals);
-            *m = old;
-            return ckpt_err(CKPT_E_NOMEM, "", "", CKPT_NO_OFFSET, "out of memory");
-        }
-        memset(m->keys, 0, cap * sizeof *m->keys);
-        m->cap = cap;
-        m->n = 0;
-        for (size_t i = 0; i < old.cap; i++)
-            if (old.keys[i]) {
-                size_t s = ptr_slot(m, old.keys[i]);
-                m->keys[s] = old.keys[i];
-                m->vals[s] = old.vals[i];
-                m->n++;
-            }
-        ckpt_free(old.keys);
-        ckpt_free(old.vals);
-    }
-    size_t i = ptr_slot(m, key);
-    if (!m->keys[i]) m->n++;
-    m->keys[i] = key;
-    m->vals[i] = val;
-    return 0;
-}
-
-void ckpt_wr_ptrmap_free(wr_ptrmap *m) {
-    ckpt_free(m->keys);
-    ckpt_free(m->vals);
-    *m = (wr_ptrmap){0};
-}
 
 /* ------------------------------------------------------------ tensor bytes */
 
@@ -244,7 +75,7 @@ int ckpt_wr_stream_tensor(const ckpt_tensor *t, const ckpt_file *src, wr_sink si
                         "(%s) cannot be written", ckpt_tensor_name(t),
                         ckpt_dtype_name(t->dtype));
     uint8_t *buf = ckpt_malloc(GATHER_CHUNK);
-    if (!buf) return ckpt_err(CKPT_E_NOMEM, "", "", CKPT_NO_OFFSET, "out of memory");
+    if (!buf) return ckpt_err_nomem();
     uint64_t per = GATHER_CHUNK / esz;
     int rc = 0;
     for (uint64_t e = 0; rc == 0 && e < t->numel; e += per) {
@@ -271,11 +102,6 @@ int ckpt_wr_tensor_xxh3(const ckpt_tensor *t, const ckpt_file *src, uint64_t *ou
     return 0;
 }
 
-void ckpt_wr_hex64(char out[17], uint64_t h) {
-    static const char hex[] = "0123456789abcdef";
-    for (int i = 15; i >= 0; i--, h >>= 4) out[i] = hex[h & 15];
-    out[16] = '\0';
-}
 
 /* ------------------------------------------------------------ the walk */
 
@@ -392,7 +218,7 @@ static int add_tensor(collector *c, const ckpt_value *v) {
                                      "NUL byte (\"%s...\")", c->buf));
     char *name = ckpt_malloc(c->len + 1);
     if (!name)
-        return fail_once(c, ckpt_err(CKPT_E_NOMEM, "", "", CKPT_NO_OFFSET, "out of memory"));
+        return fail_once(c, ckpt_err_nomem());
     memcpy(name, c->buf ? c->buf : "", c->len);
     name[c->len] = '\0';
     c->items[c->n] = (wr_named){name, v, c->n};
@@ -482,7 +308,7 @@ int ckpt_wr_collect(wr_named **out, size_t *n, const ckpt_value *root) {
     *out = NULL;
     *n = 0;
     c.path = ckpt_malloc(((size_t)c.max_depth + 1) * sizeof *c.path);
-    if (!c.path) return ckpt_err(CKPT_E_NOMEM, "", "", CKPT_NO_OFFSET, "out of memory");
+    if (!c.path) return ckpt_err_nomem();
     int rc = walk(&c, root, 0);
     if (!rc && c.nopaque)
         rc = ckpt_err(CKPT_E_UNSUPPORTED, "", "", CKPT_NO_OFFSET,
@@ -528,6 +354,7 @@ size_t ckpt_wr_named_unique(wr_named *v, size_t n) {
 /* ------------------------------------------------------------ entry points */
 
 int ckpt_wr_check_options(const ckpt_write_options *o) {
+    CKPT_CHECK_OPTIONS(o, CKPT_WRITE_OPTIONS_VERSION);
     if (!o || o->nmeta == 0) return 0;
     if (!o->meta_keys || !o->meta_values)
         return ckpt_err(CKPT_E_INVALID_ARG, "", "", CKPT_NO_OFFSET,
@@ -537,7 +364,7 @@ int ckpt_wr_check_options(const ckpt_write_options *o) {
         if (!k || !v || !k[0])
             return ckpt_err(CKPT_E_INVALID_ARG, "", "", CKPT_NO_OFFSET,
                             "metadata entry %zu: expected a non-empty key and a value", i);
-        if (!ckpt_wr_utf8_valid(k, strlen(k)) || !ckpt_wr_utf8_valid(v, strlen(v)))
+        if (!ckpt_utf8_check(k, strlen(k), 0) || !ckpt_utf8_check(v, strlen(v), 0))
             return ckpt_err(CKPT_E_INVALID_ARG, "", "", CKPT_NO_OFFSET,
                             "metadata entry %zu is not valid UTF-8", i);
         if (strncmp(k, CKPT_META_PREFIX, strlen(CKPT_META_PREFIX)) == 0)
@@ -583,4 +410,11 @@ int ckpt_write_value(const ckpt_value *root, const char *path, ckpt_format forma
         return rc;
     }
     return ckpt_atomic_commit(&a, opts ? opts->backup : 0);
+}
+
+int ckpt_tree_write(const ckpt_value *root, const char *path, ckpt_format format,
+                    const ckpt_write_options *opts) {
+    if (!root || !path)
+        return ckpt_err(CKPT_E_INVALID_ARG, path, "", CKPT_NO_OFFSET, "root or path is NULL");
+    return ckpt_write_value(root, path, format, opts, NULL, NULL);
 }

@@ -678,7 +678,8 @@ static const char *file_member(const scanner *sc) {
 }
 
 static int scan_safetensors(scanner *sc, const uint8_t *p, size_t n) {
-    ckpt_open_options oo = {sc->o.limits};
+    ckpt_open_options oo = CKPT_OPEN_OPTIONS_INIT;
+    oo.limits = sc->o.limits;
     ckpt_file *f = NULL;
     int rc = ckpt_open_memory(&f, p, n, sc->file, &oo);
     ckpt_close(f);
@@ -1094,6 +1095,7 @@ static int scan_buffer(ckpt_scan_report **out, const void *data, size_t size,
     *out = NULL;
     if (!data && size)
         return ckpt_err(CKPT_E_INVALID_ARG, file, NULL, CKPT_NO_OFFSET, "data is NULL");
+    CKPT_CHECK_OPTIONS(opts, CKPT_SCAN_OPTIONS_VERSION);
     scanner sc = {0};
     ckpt_scan_options defaults = CKPT_SCAN_OPTIONS_INIT;
     sc.o = opts ? *opts : defaults;

@@ -139,7 +139,8 @@ const char *ckpt_value_kind_name(int kind) {
 
 const char *ckpt_dict_class_name(int cls) {
     switch (cls) {
-    case CKPT_DICT_ORDERED: return "collections.OrderedDict";
+    case CKPT_DICT_ORDERED:
+    case CKPT_DICT_MODULE: return "collections.OrderedDict";
     case CKPT_DICT_COUNTER: return "collections.Counter";
     default: return NULL;
     }

@@ -52,7 +52,10 @@ struct ckpt_tensor {
 enum {
     CKPT_DICT_PLAIN = 0, /* dict, or a dict-kind value of the JSON formats */
     CKPT_DICT_ORDERED,   /* collections.OrderedDict (torch state dicts) */
-    CKPT_DICT_COUNTER    /* collections.Counter */
+    CKPT_DICT_COUNTER,   /* collections.Counter */
+    /* the state dict of a module object of a whole-model pickle or a
+     * TorchScript archive (builders.h): an OrderedDict to every writer */
+    CKPT_DICT_MODULE
 };
 /* "collections.OrderedDict", "collections.Counter", or NULL (plain). */
 const char *ckpt_dict_class_name(int cls);

@@ -180,6 +180,8 @@ int ckpt_file_open_path(ckpt_file **out, const char *path,
 
 int ckpt_open(ckpt_file **out, const char *path, const ckpt_open_options *opts) {
     if (!out) return ckpt_err(CKPT_E_INVALID_ARG, path, NULL, CKPT_NO_OFFSET, "out is NULL");
+    *out = NULL;
+    CKPT_CHECK_OPTIONS(opts, CKPT_OPEN_OPTIONS_VERSION);
     return ckpt_file_open_path(out, path, opts);
 }
 
@@ -189,6 +191,7 @@ int ckpt_open_memory(ckpt_file **out, const void *data, size_t size,
     *out = NULL;
     if (!data && size)
         return ckpt_err(CKPT_E_INVALID_ARG, name, NULL, CKPT_NO_OFFSET, "data is NULL");
+    CKPT_CHECK_OPTIONS(opts, CKPT_OPEN_OPTIONS_VERSION);
     ckpt_file *f = file_new(name, opts);
     if (!f) return ckpt_err(CKPT_E_NOMEM, name, NULL, CKPT_NO_OFFSET, "out of memory");
     f->map = size ? data : (const uint8_t *)"";

@@ -79,10 +79,6 @@ static void timed(ckpt_doctor_report *r, const char *name, double since) {
     }
 }
 
-static int nomem(void) {
-    return ckpt_err(CKPT_E_NOMEM, NULL, NULL, CKPT_NO_OFFSET, "out of memory");
-}
-
 /* A copy of ckpt_error_last() in the report's arena, `code` (what the
  * failing call returned) taking precedence; the message defaults to the
  * code's name. -1 when out of memory. */
@@ -304,7 +300,7 @@ static int examine(ckpt_doctor_report *r) {
         timed(r, "verify", t0);
     }
     if (rc != 0 && is_io(rc)) return rc; /* the error record is the caller's */
-    if (rc != 0 && capture(r, &r->err, rc)) return nomem();
+    if (rc != 0 && capture(r, &r->err, rc)) return ckpt_err_nomem();
     r->intact = rc == 0;
     if (r->f == NULL) {
         r->size = stat(r->path, &st) == 0 ? (uint64_t)st.st_size : 0;
@@ -334,7 +330,7 @@ static int examine(ckpt_doctor_report *r) {
         rc = ckpt_training_analyze(&r->training, r->f);
         timed(r, "training", t0);
     }
-    return rc ? nomem() : 0;
+    return rc ? ckpt_err_nomem() : 0;
 }
 
 /* Opens and verifies every checkpoint file of the directory but the main
@@ -373,7 +369,7 @@ static int examine_dir(ckpt_doctor_report *r) {
     t0 = now();
     rc = verify_others(r);
     timed(r, "verify others", t0);
-    return rc ? nomem() : 0;
+    return rc ? ckpt_err_nomem() : 0;
 }
 
 /* Scans the main file and, for a directory, every other checkpoint file. */
@@ -382,7 +378,7 @@ static int examine_safety(ckpt_doctor_report *r) {
     size_t dlen = r->dir ? strlen(r->dir) : 0;
     double t0 = now();
     r->scans = ckpt_arena_array(&r->arena, n + 1, sizeof *r->scans);
-    if (r->scans == NULL) return nomem();
+    if (r->scans == NULL) return ckpt_err_nomem();
     memset(r->scans, 0, (n + 1) * sizeof *r->scans);
     for (size_t i = 0; i <= n; i++) {
         const char *path = r->path, *name = r->path;
@@ -391,7 +387,7 @@ static int examine_safety(ckpt_doctor_report *r) {
         if (i > 0) {
             name = ckpt_training_file_name(r->training, i - 1);
             path = ckpt_arena_printf(&r->arena, "%s/%s", r->dir, name);
-            if (path == NULL) return nomem();
+            if (path == NULL) return ckpt_err_nomem();
             if (strcmp(path, r->path) == 0) continue;
         }
         ckpt_doctor_scan *s = &r->scans[r->n_scans++];
@@ -401,7 +397,7 @@ static int examine_safety(ckpt_doctor_report *r) {
         int rc = ckpt_scan(&report, path, &so);
         s->name = name;
         s->report = report;
-        if (rc == CKPT_E_NOMEM || (rc != 0 && capture(r, &s->error, rc))) return nomem();
+        if (rc == CKPT_E_NOMEM || (rc != 0 && capture(r, &s->error, rc))) return ckpt_err_nomem();
     }
     timed(r, "safety", t0);
     return 0;
@@ -535,24 +531,24 @@ static void unvouched(ckpt_doctor_report *r) {
 /* ------------------------------------------------------------ sections */
 
 /* " (member M, offset N)", "(offset N)", or nothing. */
-static void put_location(wr_buf *b, const ckpt_error *e) {
+static void put_location(ckpt_buf *b, const ckpt_error *e) {
     int has_member = e->member[0] != '\0', has_offset = e->offset != CKPT_NO_OFFSET;
     if (!has_member && !has_offset) return;
-    ckpt_wr_buf_str(b, " (");
+    ckpt_buf_str(b, " (");
     if (has_member) {
-        ckpt_wr_buf_str(b, "member ");
-        ckpt_wr_buf_str(b, e->member);
+        ckpt_buf_str(b, "member ");
+        ckpt_buf_str(b, e->member);
     }
     if (has_offset)
-        ckpt_wr_buf_printf(b, "%soffset %llu", has_member ? ", " : "",
+        ckpt_buf_printf(b, "%soffset %llu", has_member ? ", " : "",
                            (unsigned long long)e->offset);
-    ckpt_wr_buf_byte(b, ')');
+    ckpt_buf_byte(b, ')');
 }
 
-static int concern_integrity(const ckpt_doctor_report *r, wr_buf *b) {
+static int concern_integrity(const ckpt_doctor_report *r, ckpt_buf *b) {
     if (r->intact || b == NULL) return !r->intact;
-    ckpt_wr_buf_str(b, r->f ? "corrupt: " : "cannot be opened: ");
-    ckpt_wr_buf_str(b, r->err.message);
+    ckpt_buf_str(b, r->f ? "corrupt: " : "cannot be opened: ");
+    ckpt_buf_str(b, r->err.message);
     put_location(b, &r->err);
     return 1;
 }
@@ -588,7 +584,7 @@ static const char *first_global(const ckpt_scan_report *s, ckpt_severity sev) {
     return NULL;
 }
 
-static int concern_safety(const ckpt_doctor_report *r, wr_buf *b) {
+static int concern_safety(const ckpt_doctor_report *r, ckpt_buf *b) {
     ckpt_verdict w = ckpt_doctor_scan_verdict(r);
     const char *g = NULL;
     if (w == CKPT_VERDICT_SAFE || b == NULL) return w != CKPT_VERDICT_SAFE;
@@ -597,64 +593,64 @@ static int concern_safety(const ckpt_doctor_report *r, wr_buf *b) {
             g = first_global(r->scans[i].report, CKPT_SEVERITY_DANGEROUS);
             if (!g) g = first_global(r->scans[i].report, CKPT_SEVERITY_SUSPICIOUS);
         }
-    ckpt_wr_buf_str(b, ckpt_verdict_name(w));
+    ckpt_buf_str(b, ckpt_verdict_name(w));
     if (g && w == CKPT_VERDICT_UNSAFE) {
-        ckpt_wr_buf_str(b, " (");
-        ckpt_wr_buf_str(b, g);
-        ckpt_wr_buf_byte(b, ')');
+        ckpt_buf_str(b, " (");
+        ckpt_buf_str(b, g);
+        ckpt_buf_byte(b, ')');
     }
     return 1;
 }
 
 /* "2 opaque objects (os.system, builtins.eval)": the first few names. */
-static int concern_unvouched(const ckpt_doctor_report *r, wr_buf *b) {
+static int concern_unvouched(const ckpt_doctor_report *r, ckpt_buf *b) {
     size_t n, k = 0;
     if (r->objects == 0 || b == NULL) return r->objects != 0;
-    ckpt_wr_buf_printf(b, "%zu opaque object%s (", r->objects, plural(r->objects));
+    ckpt_buf_printf(b, "%zu opaque object%s (", r->objects, plural(r->objects));
     n = ckpt_file_value_count(r->f);
     for (size_t i = 0; i < n && k < 3; i++) {
         const ckpt_value *v = ckpt_file_value(r->f, i);
         const char *name = ckpt_value_object_name(v);
         if (ckpt_value_kind(v) != CKPT_KIND_OBJECT) continue;
-        ckpt_wr_buf_str(b, k++ ? ", " : "");
-        ckpt_wr_buf_str(b, name ? name : "?");
+        ckpt_buf_str(b, k++ ? ", " : "");
+        ckpt_buf_str(b, name ? name : "?");
     }
-    ckpt_wr_buf_str(b, r->objects > k ? ", ...)" : ")");
+    ckpt_buf_str(b, r->objects > k ? ", ...)" : ")");
     return 1;
 }
 
-static int concern_resume(const ckpt_doctor_report *r, wr_buf *b) {
+static int concern_resume(const ckpt_doctor_report *r, ckpt_buf *b) {
     ckpt_resume res = r->training ? ckpt_training_resume(r->training) : CKPT_RESUME_WEIGHTS_ONLY;
     int concern = res == CKPT_RESUME_PARTIAL || res == CKPT_RESUME_WARM_START;
     if (concern && b)
-        ckpt_wr_buf_printf(b, "resume: %s", res == CKPT_RESUME_PARTIAL
+        ckpt_buf_printf(b, "resume: %s", res == CKPT_RESUME_PARTIAL
                                                 ? "partial optimizer state"
                                                 : "warm-start-only, no optimizer state");
     return concern;
 }
 
-static int concern_keys(const ckpt_doctor_report *r, wr_buf *b) {
+static int concern_keys(const ckpt_doctor_report *r, ckpt_buf *b) {
     size_t n = r->keys ? ckpt_keys_wrapper_count(r->keys) : 0;
     if (n == 0) return 0;
     if (b) {
         const ckpt_key_wrapper *w = ckpt_keys_wrapper(r->keys, 0);
-        ckpt_wr_buf_str(b, "keys: '");
-        ckpt_wr_buf_str(b, w->segment);
-        ckpt_wr_buf_printf(b, "' on %llu key%s", (unsigned long long)w->keys, plural(w->keys));
-        if (n > 1) ckpt_wr_buf_printf(b, " (and %zu more wrapper%s)", n - 1, plural(n - 1));
+        ckpt_buf_str(b, "keys: '");
+        ckpt_buf_str(b, w->segment);
+        ckpt_buf_printf(b, "' on %llu key%s", (unsigned long long)w->keys, plural(w->keys));
+        if (n > 1) ckpt_buf_printf(b, " (and %zu more wrapper%s)", n - 1, plural(n - 1));
     }
     return 1;
 }
 
 /* "optimizer.pt corrupt: MESSAGE (member M, offset N)" for the first. */
-static int concern_others(const ckpt_doctor_report *r, wr_buf *b) {
+static int concern_others(const ckpt_doctor_report *r, ckpt_buf *b) {
     /* a corrupt shard is the set's integrity concern already */
     for (size_t i = 0; !r->sharded && i < r->n_checks; i++) {
         if (r->checks[i].ok) continue;
         if (b) {
-            ckpt_wr_buf_str(b, r->checks[i].name);
-            ckpt_wr_buf_str(b, " corrupt: ");
-            ckpt_wr_buf_str(b, r->checks[i].error.message);
+            ckpt_buf_str(b, r->checks[i].name);
+            ckpt_buf_str(b, " corrupt: ");
+            ckpt_buf_str(b, r->checks[i].error.message);
             put_location(b, &r->checks[i].error);
         }
         return 1;
@@ -865,7 +861,7 @@ typedef struct section {
     const char *key; /* under "sections" */
     /* 1 when this section needs attention, and then (b not NULL) a short
      * phrase for the verdict line appended to b. NULL: never. */
-    int (*concern)(const ckpt_doctor_report *r, wr_buf *b);
+    int (*concern)(const ckpt_doctor_report *r, ckpt_buf *b);
     void (*json)(const ckpt_doctor_report *r, ckpt_jw *j);
 } section;
 
@@ -895,26 +891,26 @@ static const char *healthy_phrase(const ckpt_training *t) {
 
 /* "HEALTHY: ..." or "ATTENTION: a; b" into r->summary. */
 static int verdict(ckpt_doctor_report *r) {
-    wr_buf b = {0};
+    ckpt_buf b = {0};
     size_t k = 0;
     r->healthy = 1;
     for (size_t i = 0; i < N_SECTIONS; i++)
         if (sections[i].concern && sections[i].concern(r, NULL)) r->healthy = 0;
     if (r->healthy) {
         size_t n = ckpt_file_tensor_count(r->f);
-        ckpt_wr_buf_str(&b, "HEALTHY: ");
-        ckpt_wr_buf_str(&b, ckpt_format_name(ckpt_file_format(r->f)));
-        ckpt_wr_buf_printf(&b, ", %zu tensor%s, %llu element%s, integrity OK", n, plural(n),
+        ckpt_buf_str(&b, "HEALTHY: ");
+        ckpt_buf_str(&b, ckpt_format_name(ckpt_file_format(r->f)));
+        ckpt_buf_printf(&b, ", %zu tensor%s, %llu element%s, integrity OK", n, plural(n),
                            (unsigned long long)r->elements, plural(r->elements));
         if (r->training) {
-            ckpt_wr_buf_str(&b, "; ");
-            ckpt_wr_buf_str(&b, healthy_phrase(r->training));
+            ckpt_buf_str(&b, "; ");
+            ckpt_buf_str(&b, healthy_phrase(r->training));
         }
     } else {
-        ckpt_wr_buf_str(&b, "ATTENTION: ");
+        ckpt_buf_str(&b, "ATTENTION: ");
         for (size_t i = 0; i < N_SECTIONS; i++) {
             if (sections[i].concern == NULL || !sections[i].concern(r, NULL)) continue;
-            if (k++) ckpt_wr_buf_str(&b, "; ");
+            if (k++) ckpt_buf_str(&b, "; ");
             sections[i].concern(r, &b);
         }
     }
@@ -923,6 +919,14 @@ static int verdict(ckpt_doctor_report *r) {
 
 /* ------------------------------------------------------------ API */
 
+int ckpt_doctor_options_init(ckpt_doctor_options *opts, unsigned version) {
+    ckpt_doctor_options defaults = CKPT_DOCTOR_OPTIONS_INIT;
+    if (!opts || version != CKPT_DOCTOR_OPTIONS_VERSION)
+        return ckpt_err_options_version(__func__, version, CKPT_DOCTOR_OPTIONS_VERSION);
+    *opts = defaults;
+    return 0;
+}
+
 int ckpt_doctor(ckpt_doctor_report **out, const char *path, const ckpt_doctor_options *opts) {
     ckpt_doctor_options defaults = CKPT_DOCTOR_OPTIONS_INIT;
     ckpt_doctor_report *r;
@@ -930,15 +934,16 @@ int ckpt_doctor(ckpt_doctor_report **out, const char *path, const ckpt_doctor_op
     if (out == NULL || path == NULL)
         return ckpt_err(CKPT_E_INVALID_ARG, path, NULL, CKPT_NO_OFFSET, "ckpt_doctor: NULL argument");
     *out = NULL;
+    CKPT_CHECK_OPTIONS(opts, CKPT_DOCTOR_OPTIONS_VERSION);
     r = ckpt_malloc(sizeof *r);
-    if (r == NULL) return nomem();
+    CKPT_CHECK_ALLOC(r);
     memset(r, 0, sizeof *r);
     r->opts = opts ? *opts : defaults;
     r->path = ckpt_arena_strdup(&r->arena, path);
-    rc = r->path ? examine_dir(r) : nomem();
+    rc = r->path ? examine_dir(r) : ckpt_err_nomem();
     if (rc == 0) rc = examine(r);
     if (rc == 0) rc = examine_safety(r);
-    if (rc == 0 && r->f && ckpt_keys_hygiene(&r->keys, r->f)) rc = nomem();
+    if (rc == 0 && r->f && ckpt_keys_hygiene(&r->keys, r->f)) rc = ckpt_err_nomem();
     if (rc == 0) {
         unvouched(r);
         rc = verdict(r);
@@ -964,7 +969,7 @@ void ckpt_doctor_report_free(ckpt_doctor_report *r) {
 }
 
 int ckpt_doctor_json(char **out, size_t *len, const ckpt_doctor_report *r) {
-    wr_buf b = {0};
+    ckpt_buf b = {0};
     ckpt_jw j;
     *out = NULL;
     ckpt_jw_init(&j, &b);

@@ -1,12 +1,14 @@
 /* json.c - the reports' JSON writer (see json.h). */
 #include "report/json.h"
 
+#include "base/utf8.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-void ckpt_jw_init(ckpt_jw *j, wr_buf *out) {
+void ckpt_jw_init(ckpt_jw *j, ckpt_buf *out) {
     memset(j, 0, sizeof *j);
     j->out = out;
 }
@@ -17,19 +19,19 @@ static void before_value(ckpt_jw *j) {
         j->after_key = 0;
         return;
     }
-    if (j->need_comma[j->depth]) ckpt_wr_buf_byte(j->out, ',');
+    if (j->need_comma[j->depth]) ckpt_buf_byte(j->out, ',');
     j->need_comma[j->depth] = 1;
 }
 
 static void open_scope(ckpt_jw *j, char c) {
     before_value(j);
-    ckpt_wr_buf_byte(j->out, (uint8_t)c);
+    ckpt_buf_byte(j->out, (uint8_t)c);
     if (j->depth < CKPT_JW_MAX_DEPTH) j->depth++;
     j->need_comma[j->depth] = 0;
 }
 
 static void close_scope(ckpt_jw *j, char c) {
-    ckpt_wr_buf_byte(j->out, (uint8_t)c);
+    ckpt_buf_byte(j->out, (uint8_t)c);
     if (j->depth > 0) j->depth--;
 }
 
@@ -45,13 +47,13 @@ static size_t utf8_len(const uint8_t *p, size_t n) {
     if (p[0] < 0x80) return 1;
     if (p[0] < 0xc2 || p[0] > 0xf4) return 0; /* continuation, overlong lead */
     len = p[0] >= 0xf0 ? 4 : p[0] >= 0xe0 ? 3 : 2;
-    return len <= n && ckpt_wr_utf8_valid((const char *)p, len) ? len : 0;
+    return len <= n && ckpt_utf8_check(p, len, 0) == 1 ? len : 0;
 }
 
-static void put_escaped(wr_buf *b, const char *s, size_t len) {
+static void put_escaped(ckpt_buf *b, const char *s, size_t len) {
     const uint8_t *p = (const uint8_t *)s;
     size_t i = 0;
-    ckpt_wr_buf_byte(b, '"');
+    ckpt_buf_byte(b, '"');
     while (i < len) {
         uint8_t c = p[i];
         const char *esc = c == '"' ? "\\\"" : c == '\\' ? "\\\\" : c == '\b' ? "\\b"
@@ -59,22 +61,22 @@ static void put_escaped(wr_buf *b, const char *s, size_t len) {
                         : c == '\t' ? "\\t" : NULL;
         size_t n = esc ? 1 : utf8_len(p + i, len - i);
         if (esc) {
-            ckpt_wr_buf_str(b, esc);
+            ckpt_buf_str(b, esc);
         } else if (c < 0x20 || c == 0x7f || n == 0) {
-            ckpt_wr_buf_printf(b, "\\u%04x", (unsigned)c);
+            ckpt_buf_printf(b, "\\u%04x", (unsigned)c);
             n = 1;
         } else {
-            ckpt_wr_buf_put(b, p + i, n);
+            ckpt_buf_put(b, p + i, n);
         }
         i += n;
     }
-    ckpt_wr_buf_byte(b, '"');
+    ckpt_buf_byte(b, '"');
 }
 
 void ckpt_jw_key(ckpt_jw *j, const char *key) {
     before_value(j);
     put_escaped(j->out, key, strlen(key));
-    ckpt_wr_buf_byte(j->out, ':');
+    ckpt_buf_byte(j->out, ':');
     j->after_key = 1;
 }
 
@@ -92,7 +94,7 @@ void ckpt_jw_string(ckpt_jw *j, const char *s) {
 
 void ckpt_jw_uint(ckpt_jw *j, uint64_t v) {
     before_value(j);
-    ckpt_wr_buf_printf(j->out, "%llu", (unsigned long long)v);
+    ckpt_buf_printf(j->out, "%llu", (unsigned long long)v);
 }
 
 /* JSON's integer grammar: -?(0|[1-9][0-9]*). */
@@ -110,7 +112,7 @@ void ckpt_jw_int_text(ckpt_jw *j, const char *decimal) {
         return;
     }
     before_value(j);
-    ckpt_wr_buf_str(j->out, decimal);
+    ckpt_buf_str(j->out, decimal);
 }
 
 void ckpt_jw_double(ckpt_jw *j, double v) {
@@ -133,17 +135,17 @@ void ckpt_jw_double(ckpt_jw *j, double v) {
     }
     if (strpbrk(buf, ".e") == NULL) strcat(buf, ".0");
     before_value(j);
-    ckpt_wr_buf_str(j->out, buf);
+    ckpt_buf_str(j->out, buf);
 }
 
 void ckpt_jw_bool(ckpt_jw *j, int v) {
     before_value(j);
-    ckpt_wr_buf_str(j->out, v ? "true" : "false");
+    ckpt_buf_str(j->out, v ? "true" : "false");
 }
 
 void ckpt_jw_null(ckpt_jw *j) {
     before_value(j);
-    ckpt_wr_buf_str(j->out, "null");
+    ckpt_buf_str(j->out, "null");
 }
 
 void ckpt_jw_leaf(ckpt_jw *j, const ckpt_value *v) {
@@ -160,9 +162,9 @@ void ckpt_jw_leaf(ckpt_jw *j, const ckpt_value *v) {
     case CKPT_KIND_BYTES:
         s = ckpt_value_str(v, &len);
         before_value(j);
-        ckpt_wr_buf_byte(j->out, '"');
-        for (size_t i = 0; i < len; i++) ckpt_wr_buf_printf(j->out, "%02x", (unsigned)(uint8_t)s[i]);
-        ckpt_wr_buf_byte(j->out, '"');
+        ckpt_buf_byte(j->out, '"');
+        for (size_t i = 0; i < len; i++) ckpt_buf_printf(j->out, "%02x", (unsigned)(uint8_t)s[i]);
+        ckpt_buf_byte(j->out, '"');
         break;
     case CKPT_KIND_OBJECT: ckpt_jw_string(j, ckpt_value_object_name(v)); break;
     default: ckpt_jw_null(j); break; /* none, and containers or tensors */

@@ -1,5 +1,5 @@
 /* json.h - the streaming JSON writer of the reports (doctor, training
- * summary) into a ckpt_wr_buf: commas and colons placed by the writer,
+ * summary) into a ckpt_buf: commas and colons placed by the writer,
  * compact output, the exact byte layout `ckpt doctor --json` has always
  * had.
  *
@@ -15,19 +15,19 @@
 #include <stdint.h>
 
 #include "ckpt.h"
-#include "format/write.h"
+#include "base/buf.h"
 
 /* Nesting bound, far above what the reports write. */
 #define CKPT_JW_MAX_DEPTH 32
 
 typedef struct ckpt_jw {
-    wr_buf *out;
+    ckpt_buf *out;
     int depth;
     unsigned char need_comma[CKPT_JW_MAX_DEPTH + 1];
     int after_key; /* the next value follows a key: no comma */
 } ckpt_jw;
 
-void ckpt_jw_init(ckpt_jw *j, wr_buf *out);
+void ckpt_jw_init(ckpt_jw *j, ckpt_buf *out);
 void ckpt_jw_object_begin(ckpt_jw *j);
 void ckpt_jw_object_end(ckpt_jw *j);
 void ckpt_jw_array_begin(ckpt_jw *j);

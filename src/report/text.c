@@ -19,11 +19,11 @@ const char *ckpt_report_dims(char *buf, size_t cap, unsigned ndim, const uint64_
     return buf;
 }
 
-int ckpt_report_string(char **out, size_t *len, wr_buf *b) {
-    ckpt_wr_buf_byte(b, '\0');
+int ckpt_report_string(char **out, size_t *len, ckpt_buf *b) {
+    ckpt_buf_byte(b, '\0');
     if (b->failed) {
-        ckpt_wr_buf_free(b);
-        return ckpt_err(CKPT_E_NOMEM, NULL, NULL, CKPT_NO_OFFSET, "out of memory");
+        ckpt_buf_free(b);
+        return ckpt_err_nomem();
     }
     *out = (char *)b->p;
     if (len) *len = b->len - 1;

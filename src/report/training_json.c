@@ -380,7 +380,7 @@ void ckpt_report_metadata(ckpt_jw *j, const ckpt_training *t) { part(j, t, json_
 int ckpt_training_json(char **out, size_t *len, const ckpt_training *t, const char *file,
                        const char *format)
 {
-    wr_buf b = {0};
+    ckpt_buf b = {0};
     ckpt_jw j;
 
     *out = NULL;
