@@ -256,6 +256,11 @@ _PROTOS = [
     ("ckpt_tree_write", c_int, [c_void_p, c_char_p, c_int,
                                        ctypes.POINTER(WriteOptions_)]),
     ("ckpt_dtype_from_name", c_int, [c_char_p]),
+    ("ckpt_doctor", c_int, [ctypes.POINTER(c_void_p), c_char_p, c_void_p]),
+    ("ckpt_doctor_report_free", None, [c_void_p]),
+    ("ckpt_doctor_json", c_int, [ctypes.POINTER(c_void_p), ctypes.POINTER(c_size_t),
+                                 c_void_p]),
+    ("ckpt_string_free", None, [c_void_p]),
 ]
 
 
