@@ -477,6 +477,54 @@ TEST(streams_and_trailing_bytes) {
     CHECK_EQ_STR(verdict(buf, BENIGN_LEN + 6), "safe");
 }
 
+/* torch's legacy magic 0x1950a86a20f9469cfc6c as LONG1, and the protocol
+ * version 1001 */
+#define MAGIC "\x80\x02\x8a\x0a\x6c\xfc\x9c\x46\xf9\x20\x6a\xa8\x50\x19."
+#define VERSION "\x80\x02M\xe9\x03."
+
+/* Streams some loader unpickles are never dropped when they break
+ * (issue 11, class 2); guessed-at ones are. */
+TEST(loaded_streams_never_dropped) {
+    uint8_t buf[512];
+    /* a file without PROTO breaking on operand syntax before any global:
+     * torch.load reads a non-zip file as a pickle */
+    ckpt_scan_report *r = scan(S("I08\n(S'ls'\nios\nsystem\n."));
+    CHECK_EQ_STR(ckpt_verdict_name(ckpt_scan_verdict(r)), "unscannable");
+    const ckpt_finding *f = find(r, "parse-error", NULL);
+    CHECK(f && f->offset == 0);
+    ckpt_scan_report_free(r);
+    /* ... but bytes every unpickler stops at are no pickle */
+    CHECK_EQ_STR(verdict(S("N\x1a")), "not-a-checkpoint");
+    CHECK_EQ_STR(verdict(S("NN")), "not-a-checkpoint");
+    /* a legacy file whose sys_info stream breaks: torch unpickles it */
+    size_t n = 0;
+    memcpy(buf, MAGIC VERSION "hello", sizeof MAGIC VERSION "hello" - 1);
+    n = sizeof MAGIC VERSION "hello" - 1;
+    r = scan(buf, n);
+    CHECK_EQ_STR(ckpt_verdict_name(ckpt_scan_verdict(r)), "unscannable");
+    f = find(r, "parse-error", NULL);
+    CHECK(f && f->offset == sizeof MAGIC VERSION - 1);
+    ckpt_scan_report_free(r);
+    /* the magic as LONG text in hex is the magic: five streams, then blobs */
+    CHECK_EQ_STR(verdict(S("L0x1950a86a20f9469cfc6cL\n." VERSION "}." "N." "}." "cos\nsystem\n.")),
+                 "safe");
+    CHECK_EQ_STR(verdict(S("L0x1950a86a20f9469cfc6cL\n." VERSION "}." "cos\nsystem\n.")),
+                 "unsafe");
+    /* a legacy stream whose STOP is inside a FRAME with bytes after it */
+    r = scan(S(MAGIC "\x80\x04\x95\x05\x00\x00\x00\x00\x00\x00\x00M\xe9\x03.N" "}." "N." "}."));
+    CHECK_EQ_STR(ckpt_verdict_name(ckpt_scan_verdict(r)), "unscannable");
+    CHECK(find(r, "parse-error", NULL) != NULL);
+    ckpt_scan_report_free(r);
+    /* a big int is data */
+    memset(buf, 0x11, sizeof buf);
+    memcpy(buf, "\x80\x02\x8b\x2c\x01\x00\x00", 7); /* LONG4 of 300 bytes */
+    buf[7 + 300] = '.';
+    r = scan(buf, 7 + 301);
+    CHECK_EQ_STR(ckpt_verdict_name(ckpt_scan_verdict(r)), "safe");
+    CHECK_EQ_INT(ckpt_scan_finding_count(r), 0);
+    ckpt_scan_report_free(r);
+}
+
 /* A pickle whose one BINBYTES / str literal is `inner`. */
 static size_t wrap_literal(uint8_t *out, uint8_t op, const uint8_t *inner, size_t n) {
     size_t k = 0;
@@ -978,6 +1026,7 @@ int main(void) {
     RUN(build_on_any_reference);
     RUN(invalid_memo_and_type_confusion);
     RUN(streams_and_trailing_bytes);
+    RUN(loaded_streams_never_dropped);
     RUN(nested_pickles);
     RUN(zip_tricks);
     RUN(truncated_malicious_never_safe);

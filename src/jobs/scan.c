@@ -543,12 +543,13 @@ static int scan_literal(scanner *sc, const region *rg, ckpt_arena *work,
 
 /* ------------------------------------------------------------ streams */
 
-/* Runs one stream from rg->p + pos. *used: bytes through STOP; *events:
+/* Runs one stream from rg->p + pos. *used: bytes through STOP;
+ * *frame_rest: bytes of the FRAME holding STOP after it; *events:
  * globals, calls and BUILDs seen; *value: 1 if it produced the legacy
  * magic number. Returns the machine's code (NOMEM also for our own
  * allocations); the literals it held are scanned before returning. */
 static int run_stream(scanner *sc, const region *rg, size_t pos, size_t *used,
-                      uint64_t *events, int *legacy_magic) {
+                      size_t *frame_rest, uint64_t *events, int *legacy_magic) {
     ckpt_arena work = {0};
     stream s = {.sc = sc, .rg = rg, .work = &work};
     pk_options o = {0};
@@ -561,6 +562,7 @@ static int run_stream(scanner *sc, const region *rg, size_t pos, size_t *used,
     o.on_event = on_event;
     o.ctx = &s;
     o.scan_only = 1;
+    o.frame_rest = frame_rest;
     ckpt_value *v = NULL;
     int rc = ckpt_pickle_run(&v, used, rg->p + pos, rg->n - pos, &o);
     if (sc->nomem) rc = CKPT_E_NOMEM;
@@ -586,36 +588,67 @@ static int run_stream(scanner *sc, const region *rg, size_t pos, size_t *used,
     return rc;
 }
 
-/* Scans rg as back-to-back pickle streams. */
+/* 1 if every unpickler stops where the stream at rg->p + pos broke, with
+ * nothing to interpret: the input ends, the byte is no opcode, or a
+ * GLOBAL/INST name is not UTF-8 text (Python decodes names strictly). */
+static int certain_stop(const region *rg, size_t pos, int rc, const ckpt_error *e) {
+    if (rc == CKPT_E_TRUNCATED) return 1;
+    uint64_t start = rg->decoded ? 0 : rg->base + pos;
+    if (e->offset < start || e->offset - start >= rg->n - pos) return 0;
+    uint8_t op = rg->p[pos + (size_t)(e->offset - start)];
+    if (op == 'c' || op == 'i') return e->message && strstr(e->message, "UTF-8") != NULL;
+    return !ckpt_pickle_is_opcode(op);
+}
+
+/* Scans rg as back-to-back pickle streams. A stream that some loader
+ * unpickles (the first one of a file, a named or .npy member; each of a
+ * legacy file's five) and that does not parse to its STOP makes the file
+ * unscannable, with the offset where it breaks: the loader may read on
+ * where ckpt cannot. Streams only guessed at (bytes after a STOP that no
+ * loader reads, content sniffed by its shape, literals) that break before
+ * any global or call are not pickles and are dropped; so is a file
+ * without PROTO that every unpickler stops in before any global or call
+ * (certain_stop): a PNG, a text file. */
 static int scan_region(scanner *sc, const region *rg) {
     size_t pos = 0, streams = 0;
     int legacy = 0;
     while (pos < rg->n) {
         if (legacy && streams == LEGACY_STREAMS) break; /* storage blobs */
+        int loaded = legacy || (streams == 0 && !rg->sniffed && !rg->depth);
         uint64_t at = where(rg, rg->base + pos);
         if (streams > 0 && !legacy && !rg->depth)
             add_finding(sc, CKPT_SEVERITY_INFO, "trailing-bytes", NULL, rg->member, at,
                         "bytes after the pickle's STOP; scanned as another "
                         "stream where they parse as one");
-        if (streams > 0 && !ckpt_scan_pickle_start(rg->p + pos, rg->n - pos)) break;
-        size_t used = 0;
+        if (!loaded && streams > 0 && !ckpt_scan_pickle_start(rg->p + pos, rg->n - pos))
+            break;
+        size_t used = 0, frame_rest = 0;
         uint64_t events = 0;
         int magic = 0;
-        int rc = run_stream(sc, rg, pos, &used, &events, &magic);
+        int rc = run_stream(sc, rg, pos, &used, &frame_rest, &events, &magic);
         if (rc == CKPT_E_NOMEM) return rc;
         if (rc == 0) {
             sc->content = 1;
             if (streams == 0 && rg->top && magic) legacy = 1;
             streams++;
             pos += used;
+            if (legacy && streams < LEGACY_STREAMS && frame_rest) {
+                add_finding(sc, CKPT_SEVERITY_INFO, "parse-error", NULL, rg->member,
+                            where(rg, rg->base + pos),
+                            "legacy pickle %zu ends inside a FRAME with %zu bytes after "
+                            "its STOP: the next one starts here for a buffered file and "
+                            "after the frame for io.BytesIO",
+                            streams, frame_rest);
+                sc->unscannable = 1;
+                break;
+            }
             continue;
         }
         const ckpt_error *e = ckpt_error_last();
         int proto = rg->n - pos >= 2 && rg->p[pos] == 0x80;
-        /* Nothing resolved before the break: junk after a stream, content
-         * that only looked like a pickle, or a file that is no pickle at
-         * all (without PROTO: a PNG starts with NEWFALSE, PERSID). */
-        if (events == 0 && (streams > 0 || rg->sniffed || rg->depth || (rg->top && !proto))) {
+        if (events == 0 &&
+            (!loaded || (rg->top && streams == 0 && !proto && certain_stop(rg, pos, rc, e)))) {
+            /* junk after a stream, content that only looked like a pickle */
             if (streams == 0 && !rg->depth && rg->sniffed && rg->member[0])
                 add_finding(sc, CKPT_SEVERITY_INFO, "not-a-pickle", NULL, rg->member,
                             where(rg, e->offset),
