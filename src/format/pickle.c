@@ -162,10 +162,9 @@ static void emit_event(machine *m, pk_event *ev) {
 }
 
 static void emit(machine *m, pk_event_kind kind, const char *module,
-                 const char *name, int allowed, int symbolic,
-                 const uint8_t *data, size_t len) {
+                 const char *name, int allowed, int symbolic) {
     pk_event ev = {.kind = kind, .module = module, .name = name, .allowed = allowed,
-                   .symbolic = symbolic, .data = data, .len = len};
+                   .symbolic = symbolic};
     emit_event(m, &ev);
 }
 
@@ -902,12 +901,6 @@ static ckpt_value *new_str(machine *m, int kind, const uint8_t *p, size_t n) {
     return v;
 }
 
-static int push_literal(machine *m, ckpt_value *v) {
-    if (!v) return nomem(m);
-    emit(m, PK_EV_STRING, "", "", 0, 0, (const uint8_t *)v->u.s.p, v->u.s.len);
-    return push(m, v);
-}
-
 /* BINUNICODE and friends: n bytes of UTF-8. */
 static int op_unicode_bytes(machine *m, size_t n) {
     const uint8_t *p;
@@ -915,11 +908,11 @@ static int op_unicode_bytes(machine *m, size_t n) {
     if (rc) return rc;
     int valid = utf8_valid(p, n, 1);
     if (!valid) return fail(m, CKPT_E_FORMAT, "expected %zu bytes of UTF-8 text", n);
-    if (valid == 1) return push_literal(m, new_str(m, CKPT_KIND_STR, p, n));
+    if (valid == 1) return push(m, new_str(m, CKPT_KIND_STR, p, n));
     ckpt_value *v = ckpt_value_new_str(m->a, CKPT_KIND_STR, p, n); /* a copy to fix */
     if (!v) return nomem(m);
     fix_surrogates((uint8_t *)v->u.s.p, n);
-    return push_literal(m, v);
+    return push(m, v);
 }
 
 /* BINBYTES and friends (kind BYTES), BINSTRING/SHORT_BINSTRING (kind STR:
@@ -929,7 +922,7 @@ static int op_bytes(machine *m, size_t n, int kind) {
     int rc = kind == CKPT_KIND_BYTES ? take_run(m, n, &p) : take(m, n, &p);
     if (rc) return rc;
     if (kind == CKPT_KIND_STR && !utf8_valid(p, n, 0)) kind = CKPT_KIND_BYTES;
-    return push_literal(m, new_str(m, kind, p, n));
+    return push(m, new_str(m, kind, p, n));
 }
 
 static int op_string(machine *m) {
@@ -945,7 +938,7 @@ static int op_string(machine *m) {
     if (escape_decode(p + 1, n - 2, buf, &len))
         return fail(m, CKPT_E_FORMAT, "expected valid string escapes");
     int utf8 = utf8_valid(buf, len, 0);
-    return push_literal(m, str_owned(m, utf8 ? CKPT_KIND_STR : CKPT_KIND_BYTES, buf, len));
+    return push(m, str_owned(m, utf8 ? CKPT_KIND_STR : CKPT_KIND_BYTES, buf, len));
 }
 
 static int op_unicode_text(machine *m) {
@@ -959,7 +952,7 @@ static int op_unicode_text(machine *m) {
     uint8_t *buf = ckpt_arena_alloc(m->a, len + 1);
     if (!buf) return nomem(m);
     (void)raw_unicode_decode(p, n, buf, &len);
-    return push_literal(m, str_owned(m, CKPT_KIND_STR, buf, len));
+    return push(m, str_owned(m, CKPT_KIND_STR, buf, len));
 }
 
 /* Python 2 names as Python 3's _compat_pickle maps them when unpickling a
@@ -1068,7 +1061,7 @@ static int make_global(machine *m, const uint8_t *mod, size_t mlen,
     const char *module = ms, *qualname = ns;
     if (m->proto < 3) map_name(&module, &qualname);
     int allowed = ckpt_builders_allowed(module, qualname);
-    emit(m, PK_EV_GLOBAL, module, qualname, allowed, 0, NULL, 0);
+    emit(m, PK_EV_GLOBAL, module, qualname, allowed, 0);
     *out = ckpt_value_new_global(m->a, module, qualname);
     return *out ? 0 : nomem(m);
 }
@@ -1076,7 +1069,7 @@ static int make_global(machine *m, const uint8_t *mod, size_t mlen,
 /* A symbolic reference: STACK_GLOBAL on operands that are not str, EXT*. */
 static int make_symbolic(machine *m, const char *module, const char *name,
                          ckpt_value **out) {
-    emit(m, PK_EV_GLOBAL, module, name, 0, 1, NULL, 0);
+    emit(m, PK_EV_GLOBAL, module, name, 0, 1);
     *out = ckpt_value_new_global(m->a, module, name);
     return *out ? 0 : nomem(m);
 }
@@ -1105,12 +1098,16 @@ static int call(machine *m, ckpt_value *callable, ckpt_value *args,
         int symbolic = is_symbolic(callable);
         int allowed = !symbolic && ckpt_builders_allowed(callable->u.global.module,
                                                          callable->u.global.name);
-        emit(m, PK_EV_CALL, callable->u.global.module, callable->u.global.name,
-             allowed, symbolic, NULL, 0);
+        pk_event ev = {.kind = PK_EV_CALL, .module = callable->u.global.module,
+                       .name = callable->u.global.name, .allowed = allowed,
+                       .symbolic = symbolic, .args = args};
+        emit_event(m, &ev);
         if (allowed) return ckpt_builders_call(out, &c, callable, args, kwargs);
         if (!symbolic) name = callable->u.global.qualname;
     } else {
-        emit(m, PK_EV_CALL, "?", "?", 0, 1, NULL, 0);
+        pk_event ev = {.kind = PK_EV_CALL, .module = "?", .name = "?", .symbolic = 1,
+                       .args = args};
+        emit_event(m, &ev);
     }
     return ckpt_builders_opaque(out, &c, name, args, kwargs);
 }
@@ -1315,9 +1312,9 @@ static int op_build(machine *m) {
             name = dot + 1;
         }
         emit(m, PK_EV_BUILD, module, name, ckpt_builders_allowed(module, name),
-             !strcmp(target->u.obj.name, "?"), NULL, 0);
+             !strcmp(target->u.obj.name, "?"));
     } else {
-        emit(m, PK_EV_BUILD, "", "", 1, 0, NULL, 0);
+        emit(m, PK_EV_BUILD, "", "", 1, 0);
     }
     pk_build_ctx c = build_ctx(m);
     return ckpt_builders_build(&c, target, state);
@@ -1337,7 +1334,7 @@ static int op_persid(machine *m, int text) {
     } else if ((rc = pop(m, &pid))) {
         return rc;
     }
-    emit(m, PK_EV_PERSID, "", "", 0, 0, NULL, 0);
+    emit(m, PK_EV_PERSID, "", "", 0, 0);
     if (!m->o->persistent_load) return push(m, pid);
     v = NULL;
     if ((rc = m->o->persistent_load(m->o->ctx, pid, m->o->base_offset + m->op_pos, &v)))

@@ -10,7 +10,9 @@
  * APPEND(S)/SETITEM(S)/ADDITEMS items (obj.items). Calling something that
  * is not a reference (an object, an int...) gives an opaque object "?".
  * Persistent ids go to a caller callback. Every event a scanner needs is
- * reported through on_event, before the opcode can fail.
+ * reported through on_event, before the opcode can fail; a call's event
+ * carries its arguments, so that a scanner can look into what a known
+ * unpickling gadget (pickle.loads...) would unpickle.
  *
  * Semantics follow CPython's Modules/_pickle.c: a value stack plus a mark
  * stack (no opcode pops below the innermost MARK), a memo keyed by any
@@ -65,7 +67,6 @@ typedef enum pk_event_kind {
     PK_EV_CALL,    /* REDUCE, NEWOBJ, NEWOBJ_EX, OBJ, INST called something;
                       also the func of torch._tensor._rebuild_from_type_v2 */
     PK_EV_BUILD,   /* BUILD applied state to a value */
-    PK_EV_STRING,  /* a str/bytes literal (for nested-pickle detection) */
     PK_EV_PERSID   /* PERSID/BINPERSID */
 } pk_event_kind;
 
@@ -89,10 +90,11 @@ typedef struct pk_event {
     int on_reference;      /* BUILD: 1 when the target is a GLOBAL
                               reference (a module, class or function
                               itself, not an instance of it) */
-    const uint8_t *data;   /* PK_EV_STRING: the literal's value (decoded
-                              text as UTF-8, or the bytes); it lives as long
-                              as o->arena and the input buffer */
-    size_t len;
+    const ckpt_value *args; /* PK_EV_CALL: the argument TUPLE (for NEWOBJ_EX
+                              without its kwargs), borrowed for the call
+                              (scan mode: tuples and objects keep their
+                              items, str/bytes point into the input or the
+                              arena); NULL when not known */
 } pk_event;
 
 typedef struct pk_options {

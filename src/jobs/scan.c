@@ -17,8 +17,11 @@
  *   - otherwise the file itself, as stacked pickles: a legacy torch file's
  *     five pickles (not the storage blobs after them), or a plain pickle
  *     and any further stream after its STOP;
- *   - str/bytes literals that hold a pickle (raw, latin-1 text of bytes as
- *     protocol 2 writes bytes, hex, base64), up to max_nesting deep;
+ *   - str/bytes literals that an unpickling call receives (pickle.loads,
+ *     torch.load..., directly or through the decoders and io.BytesIO that
+ *     make its argument) and that hold a pickle (raw, latin-1 text of
+ *     bytes as protocol 2 writes bytes, hex, base64), up to max_nesting
+ *     deep; any other string is data, never scanned;
  *   - a sharded index (JSON text with a "weight_map"): every shard file it
  *     lists, next to it, scanned as a file of its own.
  * The verdict only needs the allowlist (builders.h + the caller's list);
@@ -124,14 +127,17 @@ typedef struct region {
                                  no pickle at all */
 } region;
 
-/* A literal that holds a pickle, kept until its stream is done. */
+/* A literal an unpickling call receives, kept until its stream is done. */
 typedef struct literal {
     const uint8_t *p;
     size_t n;
-    uint64_t offset;          /* absolute offset of the literal's opcode */
-    uint8_t opcode;
+    uint64_t offset;          /* absolute offset of the call */
     ckpt_lit_enc enc;
 } literal;
+
+/* Bounds of the walk through a call's arguments to its literals. */
+#define ARG_DEPTH 8
+#define ARG_ITEMS 4096
 
 /* One stream's run: what the event callback needs. */
 typedef struct stream {
@@ -139,6 +145,7 @@ typedef struct stream {
     const region *rg;
     ckpt_arena *work;
     uint64_t events;          /* globals, calls and BUILDs on objects */
+    size_t arg_items;         /* argument values walked (ARG_ITEMS) */
     literal *lits;
     size_t nlits, litcap;
 } stream;
@@ -339,7 +346,7 @@ static uint64_t where(const region *rg, uint64_t offset) {
 }
 
 static const char *nested_note(const region *rg) {
-    return rg->depth ? " (in a pickle nested in a string literal)" : "";
+    return rg->depth ? " (in a pickle that an unpickling call receives as a literal)" : "";
 }
 
 static void on_global(stream *s, const pk_event *ev) {
@@ -430,17 +437,41 @@ static void on_call_or_build(stream *s, const pk_event *ev, int build) {
                     why, nested_note(rg));
 }
 
-static void on_string(stream *s, const pk_event *ev) {
-    ckpt_lit_enc enc = ckpt_scan_literal_encoding(ev->data, ev->len);
+/* Keeps a str/bytes that may hold a pickle for scan_literal. */
+static void keep_literal(stream *s, const ckpt_value *v, uint64_t offset) {
+    const uint8_t *p = (const uint8_t *)v->u.s.p;
+    ckpt_lit_enc enc = ckpt_scan_literal_encoding(p, v->u.s.len);
     if (!enc) return;
     if (ckpt_arena_grow(s->work, (void **)&s->lits, &s->litcap, s->nlits + 1,
                         sizeof *s->lits)) {
         s->sc->nomem = 1;
         return;
     }
-    /* ev->data lives in the stream's arena or in the region's bytes: it
+    /* v->u.s.p lives in the stream's arena or in the region's bytes: it
      * outlives the run */
-    s->lits[s->nlits++] = (literal){ev->data, ev->len, ev->offset, ev->opcode, enc};
+    s->lits[s->nlits++] = (literal){p, v->u.s.len, offset, enc};
+}
+
+/* The literals an unpickling call receives: its arguments, and the
+ * arguments of the calls that made them (a decoder, io.BytesIO), walked
+ * to ARG_DEPTH levels and ARG_ITEMS values per stream. */
+static void keep_arg_literals(stream *s, const ckpt_value *v, uint64_t offset,
+                              unsigned depth) {
+    if (!v || depth > ARG_DEPTH || s->arg_items++ >= ARG_ITEMS) return;
+    switch (v->kind) {
+    case CKPT_KIND_STR: case CKPT_KIND_BYTES:
+        keep_literal(s, v, offset);
+        break;
+    case CKPT_KIND_TUPLE: case CKPT_KIND_LIST:
+        for (size_t i = 0; i < v->u.seq.n; i++)
+            keep_arg_literals(s, v->u.seq.items[i], offset, depth + 1);
+        break;
+    case CKPT_KIND_OBJECT:
+        keep_arg_literals(s, v->u.obj.args, offset, depth + 1);
+        break;
+    default:
+        break;
+    }
 }
 
 static void on_event(void *ctx, const pk_event *ev) {
@@ -454,13 +485,12 @@ static void on_event(void *ctx, const pk_event *ev) {
     case PK_EV_CALL:
         s->events++;
         on_call_or_build(s, ev, 0);
+        if (!ev->symbolic && ckpt_scan_unpickles(ev->module, ev->name))
+            keep_arg_literals(s, ev->args, ev->offset, 0);
         break;
     case PK_EV_BUILD:
         if (ev->module[0] || ev->name[0]) s->events++;
         on_call_or_build(s, ev, 1);
-        break;
-    case PK_EV_STRING:
-        on_string(s, ev);
         break;
     case PK_EV_PERSID: /* answered by the placeholder below */
         break;
@@ -488,17 +518,6 @@ static int placeholder_storage(void *ctx, ckpt_value *pid, uint64_t offset,
 
 /* ------------------------------------------------------------ literals */
 
-/* Bytes of the literal's opcode before its data, when the data is the
- * file's bytes verbatim; 0 for text opcodes whose value is decoded. */
-static size_t literal_header(uint8_t op) {
-    switch (op) {
-    case 'C': case 'U': case 0x8c: return 2;          /* 1-byte length */
-    case 'B': case 'T': case 'X': return 5;           /* 4-byte length */
-    case 0x8d: case 0x8e: case 0x96: return 9;        /* 8-byte length */
-    default: return 0;
-    }
-}
-
 /* Scans the pickle a literal holds, one level deeper. */
 static int scan_literal(scanner *sc, const region *rg, ckpt_arena *work,
                         const literal *lit) {
@@ -511,13 +530,12 @@ static int scan_literal(scanner *sc, const region *rg, ckpt_arena *work,
     if (lit->enc == CKPT_LIT_RAW) {
         sub.p = lit->p;
         sub.n = lit->n;
-        /* Verbatim binary literals keep exact file offsets. */
-        size_t h = literal_header(lit->opcode);
-        uint64_t at = lit->offset + h, rel;
-        if (h && !rg->decoded && at >= rg->base && (rel = at - rg->base) <= rg->n &&
-            lit->n <= rg->n - rel && memcmp(rg->p + rel, lit->p, lit->n) == 0) {
+        /* A binary literal points into the region (scan mode): exact file
+         * offsets */
+        if (!rg->decoded && lit->p >= rg->p && lit->p <= rg->p + rg->n &&
+            lit->n <= (size_t)(rg->p + rg->n - lit->p)) {
             sub.decoded = 0;
-            sub.base = at;
+            sub.base = rg->base + (uint64_t)(lit->p - rg->p);
         }
     } else {
         uint8_t *d = ckpt_arena_alloc(work, lit->n);
@@ -529,11 +547,10 @@ static int scan_literal(scanner *sc, const region *rg, ckpt_arena *work,
     }
     uint32_t max = sc->o.max_nesting < NESTING_CAP ? sc->o.max_nesting : NESTING_CAP;
     if (sub.depth > max) {
-        /* A literal only runs if something unpickles it, and that something
-         * is an off-list global already reported; so this is not a reason
-         * to call the file unscannable. */
+        /* The call that unpickles it is an off-list global already
+         * reported; so this is not a reason to call the file unscannable. */
         add_finding(sc, CKPT_SEVERITY_INFO, "nested-pickle", NULL, rg->member, sub.at,
-                    "a string literal holds a pickle nested deeper than "
+                    "an unpickling call receives a pickle nested deeper than "
                     "max_nesting (%u): not scanned",
                     max);
         return 0;
