@@ -650,6 +650,19 @@ TEST(zip_tricks) {
     const ckpt_finding *f = find(r, "global", "os.system");
     CHECK(f && !strcmp(f->member, "archive/data.txt") && f->offset == 30 + 16 + 2);
     ckpt_scan_report_free(r);
+    /* storage bytes that start like a pickle and name a global, but do not
+     * parse: no loader unpickles them, nothing is raised (issue 11) */
+    static const uint8_t storage[] = "\x80\x02" "cos\nsystem\n" "\x01\x02\x03\xff\xfe";
+    zmember blob = {"archive/data/0", NULL, storage, sizeof storage - 1, 0, 0, 0};
+    n = build_zip(z, NULL, 0, &blob, 1);
+    r = scan(z, n);
+    CHECK_EQ_STR(ckpt_verdict_name(ckpt_scan_verdict(r)), "not-a-checkpoint");
+    CHECK(find(r, "not-a-pickle", NULL) != NULL && find(r, "global", NULL) == NULL);
+    ckpt_scan_report_free(r);
+    /* ... while under a .pkl name they are a pickle that breaks */
+    blob.name = "archive/data.pkl";
+    n = build_zip(z, NULL, 0, &blob, 1);
+    CHECK_EQ_STR(verdict(z, n), "unsafe");
     /* a polyglot prefix: found by the end record */
     n = build_zip(z, (const uint8_t *)"GIF89a-prefix", 13, &evil, 1);
     r = scan(z, n);

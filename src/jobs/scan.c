@@ -560,12 +560,13 @@ static int scan_literal(scanner *sc, const region *rg, ckpt_arena *work,
 
 /* ------------------------------------------------------------ streams */
 
-/* Runs one stream from rg->p + pos. *used: bytes through STOP;
+/* Runs one stream from rg->p + pos (quiet: without events, to see whether
+ * it parses). *used: bytes through STOP;
  * *frame_rest: bytes of the FRAME holding STOP after it; *events:
  * globals, calls and BUILDs seen; *value: 1 if it produced the legacy
  * magic number. Returns the machine's code (NOMEM also for our own
  * allocations); the literals it held are scanned before returning. */
-static int run_stream(scanner *sc, const region *rg, size_t pos, size_t *used,
+static int run_stream(scanner *sc, const region *rg, size_t pos, int quiet, size_t *used,
                       size_t *frame_rest, uint64_t *events, int *legacy_magic) {
     ckpt_arena work = {0};
     stream s = {.sc = sc, .rg = rg, .work = &work};
@@ -576,7 +577,7 @@ static int run_stream(scanner *sc, const region *rg, size_t pos, size_t *used,
     o.limits = &sc->o.limits;
     o.arena = &work;
     o.persistent_load = placeholder_storage;
-    o.on_event = on_event;
+    o.on_event = quiet ? NULL : on_event;
     o.ctx = &s;
     o.scan_only = 1;
     o.frame_rest = frame_rest;
@@ -641,8 +642,13 @@ static int scan_region(scanner *sc, const region *rg) {
             break;
         size_t used = 0, frame_rest = 0;
         uint64_t events = 0;
-        int magic = 0;
-        int rc = run_stream(sc, rg, pos, &used, &frame_rest, &events, &magic);
+        int magic = 0, rc = 0;
+        /* content taken for a pickle by its shape (a zip member no loader
+         * unpickles by name) is one only if it parses to STOP: storage
+         * bytes that start like a pickle raise nothing */
+        if (rg->sniffed && !rg->depth && streams == 0)
+            rc = run_stream(sc, rg, pos, 1, &used, &frame_rest, &events, &magic);
+        if (rc == 0) rc = run_stream(sc, rg, pos, 0, &used, &frame_rest, &events, &magic);
         if (rc == CKPT_E_NOMEM) return rc;
         if (rc == 0) {
             sc->content = 1;
