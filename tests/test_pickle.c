@@ -444,6 +444,14 @@ TEST(test_stack_opcodes) {
     CHECK(v && v->kind == CKPT_KIND_TUPLE && v->u.seq.n == 3 && is_int(item(v, 2), 3));
     CHECK_EQ_INT(PK("](e.", &v), 0); /* APPENDS of nothing */
     CHECK(v && v->kind == CKPT_KIND_LIST && v->u.seq.n == 0);
+    /* _pickle.c adds nothing without looking at the target */
+    CHECK_EQ_INT(PK("K\x07(e.", &v), 0);
+    CHECK(is_int(v, 7));
+    CHECK_EQ_INT(PK("K\x07(u.", &v), 0);
+    CHECK(is_int(v, 7));
+    CHECK_EQ_INT(PK("K\x07(\x90.", &v), 0);
+    CHECK(is_int(v, 7));
+    CHECK_EQ_INT(PK("K\x07(K\x01" "e.", &v), CKPT_E_FORMAT);
 }
 
 /* ---------------------------------------------------------------- memo */

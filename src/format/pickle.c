@@ -1423,6 +1423,7 @@ static int op_appends(machine *m, int kind) {
     int rc;
     if ((rc = pop_mark(m, &start))) return rc;
     if (start <= fence(m)) return underflow(m); /* no target below the MARK */
+    if (start == m->sp) return 0; /* _pickle.c: nothing to add, target unchecked */
     t = m->stack[start - 1];
     if ((rc = seq_target(m, t, kind, &seq))) return rc;
     size_t k = m->sp - start, n = seq->u.seq.n;
@@ -1443,6 +1444,7 @@ static int op_setitems(machine *m) {
     int rc;
     if ((rc = pop_mark(m, &start))) return rc;
     if (start <= fence(m)) return underflow(m); /* no target below the MARK */
+    if (start == m->sp) return 0; /* _pickle.c: nothing to set, target unchecked */
     if ((m->sp - start) % 2)
         return fail(m, CKPT_E_FORMAT, "expected key/value pairs, got %zu items",
                     m->sp - start);
