@@ -108,13 +108,17 @@ typedef struct ckpt_limits {
     uint64_t max_zip_entries;   /* central-directory entries */
     uint64_t max_inflate_bytes; /* total decompressed bytes (zip bombs) */
     uint64_t max_index_bytes;   /* sharded index JSON file */
+    uint64_t max_inflate_ratio; /* decompressed bytes per input byte: with
+                                   max_inflate_bytes, the one inflate budget
+                                   of a file (open, scan and verify) */
 } ckpt_limits;
 
 #define CKPT_MAX_NDIM 64
 #define CKPT_LIMITS_INIT                                                     \
     {                                                                        \
         100000000u, 10000000u, 65536u, CKPT_MAX_NDIM, 1000u, 10000000u,     \
-        10000000u, 1000000000u, 1000000u, (uint64_t)1 << 32, 100000000u      \
+        10000000u, 1000000000u, 1000000u, (uint64_t)1 << 32, 100000000u,     \
+        100u                                                                 \
     }
 
 /* ---------------------------------------------------------------- dtypes */

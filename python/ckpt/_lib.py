@@ -37,13 +37,13 @@ class Limits(ctypes.Structure):
                 ("max_depth", ctypes.c_uint32), ("max_pickle_stack", c_u64),
                 ("max_pickle_memo", c_u64), ("max_pickle_ops", c_u64),
                 ("max_zip_entries", c_u64), ("max_inflate_bytes", c_u64),
-                ("max_index_bytes", c_u64)]
+                ("max_index_bytes", c_u64), ("max_inflate_ratio", c_u64)]
 
 
 def default_limits():
     """CKPT_LIMITS_INIT."""
     return Limits(100000000, 10000000, 65536, 64, 1000, 10000000, 10000000,
-                  1000000000, 1000000, 1 << 32, 100000000)
+                  1000000000, 1000000, 1 << 32, 100000000, 100)
 
 
 class VerifyReport_(ctypes.Structure):

@@ -33,6 +33,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include <jansson.h>
 
@@ -56,6 +57,9 @@
 /* Messages are cut to this many bytes. */
 #define MSG_CAP 512
 
+/* Deflated members not named like a pickle or an array are inflated to be
+ * sniffed only up to this size. */
+#define SNIFF_INFLATE_MAX ((uint64_t)1 << 20)
 #define ZIP_FLAG_ENCRYPTED 0x0001u
 #define ZIP_FLAG_PATCHED 0x0020u
 #define ZIP_FLAG_STRONG 0x0040u
@@ -696,9 +700,11 @@ static int scan_safetensors(scanner *sc, const uint8_t *p, size_t n) {
 
 /* ------------------------------------------------------------ zip */
 
+/* Suffix test ignoring ASCII case, as torch's reader finds
+ * "archive/data.pkl" under "archive/DATA.PKL". */
 static int ends_with(const char *s, size_t n, const char *suffix) {
     size_t k = strlen(suffix);
-    return n >= k && memcmp(s + n - k, suffix, k) == 0;
+    return n >= k && strncasecmp(s + n - k, suffix, k) == 0;
 }
 
 /* torch.jit.save archives: constants.pkl or code/ under the archive
@@ -718,6 +724,7 @@ static int scan_member(scanner *sc, const ckpt_zip *z, const ckpt_zip_entry *e,
                                    : ckpt_arena_strdup(&sc->r->arena, e->name);
     if (!member) return CKPT_E_NOMEM;
     int named = ends_with(e->name, e->name_len, ".pkl");
+    int npy = ends_with(e->name, e->name_len, ".npy");
     int encrypted = (e->flags & (ZIP_FLAG_ENCRYPTED | ZIP_FLAG_STRONG)) != 0;
     if (e->local_name_differs)
         add_finding(sc, CKPT_SEVERITY_INFO, "name-mismatch", NULL, member, e->local_offset,
@@ -744,6 +751,15 @@ static int scan_member(scanner *sc, const ckpt_zip *z, const ckpt_zip_entry *e,
                         "uncompressed bytes; the %llu stored bytes are scanned",
                         (unsigned long long)e->csize, (unsigned long long)e->usize,
                         (unsigned long long)e->csize);
+    } else if (e->method == 8 && !encrypted && !named && !npy && e->usize > SNIFF_INFLATE_MAX) {
+        /* No loader unpickles it by name; inflating it only to sniff its
+         * bytes would cost what a bomb asks. */
+        add_finding(sc, CKPT_SEVERITY_INFO, "not-inflated", NULL, member, e->data_offset,
+                    "deflated member of %llu bytes is not named like a pickle or "
+                    "numpy array and is not inflated to be sniffed",
+                    (unsigned long long)e->usize);
+        sc->unscannable = 1;
+        return 0;
     } else if (e->method == 8 && !encrypted) {
         int rc = ckpt_zip_read(z, e, inflated, &sc->budget, &rg.p);
         if (rc == CKPT_E_NOMEM) return rc;
@@ -791,16 +807,10 @@ static int scan_member(scanner *sc, const ckpt_zip *z, const ckpt_zip_entry *e,
 }
 
 static int scan_zip(scanner *sc, const ckpt_zip *z) {
-    if (z->archive_offset)
-        add_finding(sc, CKPT_SEVERITY_INFO, "polyglot", NULL, file_member(sc), 0,
-                    "%llu bytes come before the zip archive: torch.load reads "
-                    "such a file as a legacy pickle, zip readers find the "
-                    "archive; both are scanned",
-                    (unsigned long long)z->archive_offset);
     if (z->has_duplicates)
-        add_finding(sc, CKPT_SEVERITY_INFO, "duplicate-name", NULL, file_member(sc),
-                    z->archive_offset,
-                    "two members share a name; every one of them is scanned");
+        add_finding(sc, CKPT_SEVERITY_INFO, "duplicate-name", NULL, file_member(sc), 0,
+                    "two members share a name (ignoring ASCII case); every one "
+                    "of them is scanned");
     for (size_t i = 0; i < z->count; i++) {
         const ckpt_zip_entry *e = &z->entries[i];
         if (!torchscript_marker(e)) continue;
@@ -820,9 +830,52 @@ static int scan_zip(scanner *sc, const ckpt_zip *z) {
         if (rc) return rc;
     }
     if (!had_content && !sc->content && !was_unscannable && !sc->unscannable)
-        add_finding(sc, CKPT_SEVERITY_INFO, "no-pickle", NULL, file_member(sc),
-                    z->archive_offset,
+        add_finding(sc, CKPT_SEVERITY_INFO, "no-pickle", NULL, file_member(sc), 0,
                     "zip archive without any pickle member");
+    return 0;
+}
+
+/* Scans the members of miniz's reading of p (torch) and, where Python's
+ * zipfile reads another directory, of that one too. *seen: some reading
+ * succeeded. A file that starts as an archive and that neither reads is
+ * reported (the caller calls it unscannable). */
+static int scan_zip_readings(scanner *sc, const uint8_t *p, size_t n, int *seen) {
+    ckpt_zip z, y;
+    *seen = 0;
+    int rc = ckpt_zip_open_reading(&z, &sc->scratch, p, n, sc->file, &sc->o.limits,
+                                   CKPT_ZIP_MINIZ);
+    if (rc == CKPT_E_NOMEM) return rc;
+    /* the error record must survive the other reading */
+    ckpt_error saved = *ckpt_error_last();
+    char msg[MSG_CAP];
+    snprintf(msg, sizeof msg, "%s", saved.message ? saved.message : "");
+    if (rc == 0) {
+        *seen = 1;
+        if ((rc = scan_zip(sc, &z))) return rc;
+    }
+    if (*seen && !z.readings_differ) return 0;
+    int rc2 = ckpt_zip_open_reading(&y, &sc->scratch, p, n, sc->file, &sc->o.limits,
+                                    CKPT_ZIP_ZIPFILE);
+    if (rc2 == CKPT_E_NOMEM) return rc2;
+    if (rc2 == 0) {
+        if (y.shift)
+            add_finding(sc, CKPT_SEVERITY_INFO, "polyglot", NULL, file_member(sc), 0,
+                        "%llu bytes come before the zip archive: torch's reader "
+                        "takes its offsets as absolute%s, Python's zipfile shifts "
+                        "them and reads its members; they are scanned",
+                        (unsigned long long)y.shift,
+                        *seen ? " and reads another directory" : " and cannot read it");
+        else
+            add_finding(sc, CKPT_SEVERITY_INFO, "zip-readings", NULL, file_member(sc), 0,
+                        "torch's reader (miniz) and Python's zipfile read different "
+                        "directories from this archive; the members of both are "
+                        "scanned");
+        *seen = 1;
+        return scan_zip(sc, &y);
+    }
+    if (!*seen && n >= 4 && memcmp(p, "PK\3\4", 4) == 0)
+        add_finding(sc, CKPT_SEVERITY_INFO, "zip-error", NULL, file_member(sc),
+                    in_file(saved.offset, n), "zip archive cannot be read: %s", msg);
     return 0;
 }
 
@@ -871,7 +924,10 @@ static int scan_shard(scanner *sc, const char *name) {
     }
     sc->shard = shard;
     sc->content = 0;
+    uint64_t budget = sc->budget; /* each file has its own */
+    sc->budget = ckpt_zip_budget(&sc->o.limits, n);
     rc = scan_file(sc, map, n);
+    sc->budget = budget;
     if (rc == 0 && !sc->content) {
         add_finding(sc, CKPT_SEVERITY_INFO, "shard-not-a-checkpoint", NULL, shard, 0,
                     "shard holds no pickle, zip archive or safetensors header");
@@ -992,20 +1048,13 @@ static int scan_file(scanner *sc, const uint8_t *p, size_t n) {
         top.top = 0;
         return ckpt_scan_pickle_start(p, n) ? scan_region(sc, &top) : 0;
     }
-    /* The end record is searched from the end, so an archive behind a
-     * prefix is found; torch.load itself only takes a file starting with
-     * PK\3\4 for a zip and reads anything else as a legacy pickle. */
-    ckpt_zip z;
+    /* torch.load takes a file starting with PK\3\4 for a zip and reads it
+     * with miniz; np.load (for .npz) and other tools read it with Python's
+     * zipfile, which also finds an archive behind a prefix. Every member
+     * of either reading is scanned. */
     int zip_start = n >= 4 && memcmp(p, "PK\3\4", 4) == 0;
-    rc = ckpt_zip_open(&z, &sc->scratch, p, n, sc->file, &sc->o.limits);
-    if (rc == CKPT_E_NOMEM) return rc;
-    if (rc == 0) {
-        if ((rc = scan_zip(sc, &z))) return rc;
-    } else if (zip_start) {
-        const ckpt_error *e = ckpt_error_last();
-        add_finding(sc, CKPT_SEVERITY_INFO, "zip-error", NULL, file_member(sc),
-                    in_file(e->offset, n),
-                    "zip archive cannot be read: %s", e->message);
+    if ((rc = scan_zip_readings(sc, p, n, &seen))) return rc;
+    if (zip_start && !seen) {
         sc->unscannable = 1;
         return 0;
     }
@@ -1113,7 +1162,7 @@ static int scan_buffer(ckpt_scan_report **out, const void *data, size_t size,
         if (!sc.o.allow[i])
             return ckpt_err(CKPT_E_INVALID_ARG, file, NULL, CKPT_NO_OFFSET,
                             "allow[%zu] is NULL", i);
-    sc.budget = sc.o.limits.max_inflate_bytes;
+    sc.budget = ckpt_zip_budget(&sc.o.limits, size);
     sc.dir = dir;
     sc.seed = 1469598103934665603u ^ ((uint64_t)(uintptr_t)&sc * 0x9e3779b97f4a7c15u);
     sc.r = ckpt_malloc(sizeof *sc.r);
