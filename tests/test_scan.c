@@ -967,6 +967,41 @@ TEST(allocation_failures) {
     CHECK(done);
 }
 
+/* Deciding safety never inflates what no loader unpickles, and what it
+ * inflates fits one budget per file: max_inflate_bytes and at most
+ * max_inflate_ratio times the file's size. */
+TEST(bounded_inflation) {
+    static uint8_t z[1 << 16];
+    size_t big = (size_t)3 << 20;
+    uint8_t *zeros = calloc(big, 1);
+    zeros[0] = 0x80; /* starts like a pickle */
+    zeros[1] = 0x02;
+    zmember blob = {"archive/data/0", NULL, zeros, big, 0, 1, 0};
+    size_t n = build_zip(z, NULL, 0, &blob, 1);
+    CHECK(n < 8192);
+    ckpt_scan_report *r = scan(z, n);
+    CHECK_EQ_STR(ckpt_verdict_name(ckpt_scan_verdict(r)), "unscannable");
+    const ckpt_finding *f = find(r, "not-inflated", NULL);
+    CHECK(f && !strcmp(f->member, "archive/data/0") && f->offset == 30 + 14);
+    ckpt_scan_report_free(r);
+    /* named like a pickle: inflated, but the budget is 100 x the file */
+    zmember pkl = {"archive/DATA.PKL", NULL, zeros, big, 0, 1, 0};
+    n = build_zip(z, NULL, 0, &pkl, 1);
+    r = scan(z, n);
+    CHECK_EQ_STR(ckpt_verdict_name(ckpt_scan_verdict(r)), "unscannable");
+    f = find(r, "unreadable-member", NULL);
+    CHECK(f && strstr(f->message, "max_inflate_ratio") != NULL);
+    ckpt_scan_report_free(r);
+    ckpt_scan_options o = CKPT_SCAN_OPTIONS_INIT;
+    o.limits.max_inflate_ratio = 1000000;
+    r = scan_opts(z, n, &o);
+    /* inflated and parsed: zeros after PROTO are no pickle (MARK is '(') */
+    CHECK(find(r, "unreadable-member", NULL) == NULL);
+    CHECK(find(r, "parse-error", NULL) != NULL);
+    ckpt_scan_report_free(r);
+    free(zeros);
+}
+
 int main(void) {
     RUN(corpus_verdicts);
     RUN(corpus_details);
@@ -980,6 +1015,7 @@ int main(void) {
     RUN(streams_and_trailing_bytes);
     RUN(nested_pickles);
     RUN(zip_tricks);
+    RUN(bounded_inflation);
     RUN(truncated_malicious_never_safe);
     RUN(allowlist_policy);
     RUN(numpy_is_safe);

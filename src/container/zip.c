@@ -525,7 +525,8 @@ static int inflate_member(const ckpt_zip *z, const ckpt_zip_entry *e,
         return ckpt_err(CKPT_E_LIMIT, z->file, e->name, e->data_offset,
                         "deflated member inflates to %" PRIu64
                         " bytes, more than the %" PRIu64
-                        " left of max_inflate_bytes",
+                        " left of this file's inflate budget (max_inflate_bytes, "
+                        "at most max_inflate_ratio times the file's size)",
                         e->usize, *budget);
     uint64_t most;
     if (ckpt_mul_overflow(e->csize, MAX_DEFLATE_RATIO, &most) ||
