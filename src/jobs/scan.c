@@ -35,13 +35,13 @@
 #include <string.h>
 #include <strings.h>
 
-#include <jansson.h>
 
 #include "base/error.h"
 #include "model/file.h"
 #include "format/pickle.h"
 #include "jobs/scan_policy.h"
 #include "container/zip.h"
+#include "format/index_json.h"
 
 /* torch.serialization.MAGIC_NUMBER 0x1950a86a20f9469cfc6c in decimal */
 #define LEGACY_MAGIC "119547037146038801333356"
@@ -960,44 +960,52 @@ static int scan_index(scanner *sc, const uint8_t *p, size_t n) {
                     (unsigned long long)sc->o.limits.max_index_bytes);
         return 0;
     }
-    json_error_t err;
-    json_t *doc = json_loadb((const char *)p, n, JSON_REJECT_DUPLICATES, &err);
-    json_t *wm = json_is_object(doc) ? json_object_get(doc, "weight_map") : NULL;
-    if (!json_is_object(wm)) {
-        if (doc)
-            add_finding(sc, CKPT_SEVERITY_INFO, "not-an-index", NULL, "", 0,
-                        "JSON text without a \"weight_map\" object: not a sharded "
-                        "checkpoint index");
-        else
-            add_finding(sc, CKPT_SEVERITY_INFO, "not-an-index", NULL, "",
-                        in_file((uint64_t)err.position, n),
-                        "text that does not parse as JSON (%s): not a sharded "
-                        "checkpoint index", err.text);
-        json_decref(doc);
+    /* read as the loaders read it: json.load, then index["weight_map"] */
+    ckpt_index ix;
+    int rc = ckpt_index_read(&ix, &sc->scratch, p, n, sc->file, sc->o.limits.max_depth);
+    if (rc == CKPT_E_NOMEM) return rc;
+    if (rc == CKPT_E_LIMIT) {
+        sc->unscannable = 1;
+        add_finding(sc, CKPT_SEVERITY_INFO, "index-error", NULL, "",
+                    in_file(ckpt_error_last()->offset, n), "%s", ckpt_error_last()->message);
         return 0;
     }
-    size_t count = json_object_size(wm), k = 0;
-    const char **names = ckpt_arena_array(&sc->scratch, count + 1, sizeof *names);
-    if (!names) {
-        json_decref(doc);
-        return CKPT_E_NOMEM;
+    if (rc) {
+        add_finding(sc, CKPT_SEVERITY_INFO, "not-an-index", NULL, "",
+                    in_file(ckpt_error_last()->offset, n),
+                    "%s: no loader reads it as a sharded checkpoint index",
+                    ckpt_error_last()->message);
+        return 0;
     }
-    const char *key;
-    json_t *val;
-    json_object_foreach(wm, key, val) {
-        const char *why = json_is_string(val)
-                              ? shard_name_problem(json_string_value(val),
-                                                   json_string_length(val))
-                              : "not a string";
+    if (!ix.has_weight_map) {
+        add_finding(sc, CKPT_SEVERITY_INFO, "not-an-index", NULL, "", 0,
+                    "JSON text without a \"weight_map\" object: not a sharded "
+                    "checkpoint index");
+        return 0;
+    }
+    if (ix.non_strings) {
+        add_finding(sc, CKPT_SEVERITY_INFO, "shard-name", NULL, "", ix.first_non_string,
+                    "weight_map holds %zu values that are not strings: which files a "
+                    "loader opens is not known",
+                    ix.non_strings);
+        sc->unscannable = 1;
+    }
+    const char **names = ckpt_arena_array(&sc->scratch, ix.nshards + 1, sizeof *names);
+    if (!names) return CKPT_E_NOMEM;
+    size_t k = 0;
+    for (size_t i = 0; i < ix.nshards; i++) {
+        const ckpt_index_shard *sh = &ix.shards[i];
+        const char *why = sh->surrogate ? "holds a lone surrogate (no UTF-8 file name)"
+                                        : shard_name_problem(sh->name, sh->len);
         if (why) {
-            add_finding(sc, CKPT_SEVERITY_INFO, "shard-name", NULL, "", CKPT_NO_OFFSET,
-                        "weight_map entry \"%.200s\": the shard name is %s; a file "
+            add_finding(sc, CKPT_SEVERITY_INFO, "shard-name", NULL, "", sh->offset,
+                        "weight_map value \"%.200s\": the shard name is %s; a file "
                         "outside the index's directory is not scanned",
-                        key, why);
+                        sh->name, why);
             sc->unscannable = 1;
             continue;
         }
-        names[k++] = json_string_value(val);
+        names[k++] = sh->name;
     }
     /* distinct names: many tensors share a shard */
     if (k > 1) qsort(names, k, sizeof *names, cmp_str);
@@ -1005,12 +1013,10 @@ static int scan_index(scanner *sc, const uint8_t *p, size_t n) {
     for (size_t i = 0; i < k; i++)
         if (distinct == 0 || strcmp(names[distinct - 1], names[i]) != 0)
             names[distinct++] = names[i];
-    int rc = 0;
     if (distinct == 0) {
         /* nothing a loader would open: no checkpoint content */
         add_finding(sc, CKPT_SEVERITY_INFO, "sharded-index", NULL, "", 0,
                     "sharded index listing no shard file");
-        json_decref(doc);
         return 0;
     }
     if (!sc->dir) {
@@ -1026,7 +1032,6 @@ static int scan_index(scanner *sc, const uint8_t *p, size_t n) {
                     "shard name it as their member)", distinct);
         for (size_t i = 0; rc == 0 && i < distinct; i++) rc = scan_shard(sc, names[i]);
     }
-    json_decref(doc);
     return rc;
 }
 
