@@ -871,13 +871,22 @@ TEST(other_formats) {
     CHECK(find(r, "safetensors-error", NULL) != NULL);
     ckpt_scan_report_free(r);
     /* numpy .npy: numbers are safe, object arrays hold a pickle */
-    static const char npy[] = "\x93NUMPY\x01\x00\x21\x00{'descr': '|O', 'shape': (1,), }\n";
+    static const char npy[] =
+        "\x93NUMPY\x01\x00\x39\x00{'descr': '|O', 'fortran_order': False, 'shape': (1,), }\n";
     uint8_t buf[256];
     memcpy(buf, npy, sizeof npy - 1);
     memcpy(buf + sizeof npy - 1, EVIL, EVIL_LEN);
     CHECK_EQ_STR(verdict(buf, sizeof npy - 1 + EVIL_LEN), "unsafe");
-    memcpy(buf + 21, "<f4", 3);
-    CHECK_EQ_STR(verdict(buf, sizeof npy - 1), "safe");
+    memcpy(buf + 21, "f4", 2);
+    CHECK_EQ_STR(verdict(buf, sizeof npy - 1 + EVIL_LEN), "safe");
+    /* without fortran_order np.load raises before reading the data */
+    memcpy(buf + 21, "|O", 2);
+    memcpy(buf + 26, "'fortran_ordeR'", 15);
+    r = scan(buf, sizeof npy - 1 + EVIL_LEN);
+    CHECK_EQ_STR(ckpt_verdict_name(ckpt_scan_verdict(r)), "safe");
+    const ckpt_finding *nf = find(r, "npy-refused", NULL);
+    CHECK(nf && nf->offset == 26);
+    ckpt_scan_report_free(r);
     /* path errors */
     CHECK_EQ_INT(ckpt_scan(&r, CKPT_CORPUS "/no/such/file.pt", NULL), CKPT_E_IO);
     CHECK(r == NULL);

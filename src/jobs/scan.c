@@ -42,6 +42,7 @@
 #include "jobs/scan_policy.h"
 #include "container/zip.h"
 #include "format/index_json.h"
+#include "format/npy.h"
 
 /* torch.serialization.MAGIC_NUMBER 0x1950a86a20f9469cfc6c in decimal */
 #define LEGACY_MAGIC "119547037146038801333356"
@@ -647,23 +648,45 @@ static int scan_region(scanner *sc, const region *rg) {
 
 /* ------------------------------------------------------------ containers */
 
-/* An .npy file or member: its pickle payload if it has one. rg is the
- * whole npy; 0 if rg is no npy at all (*seen = 0). */
+/* An .npy file or member: np.load reads its header as numpy.lib.format
+ * does (format/npy.h) and, for an object dtype, unpickles the data after
+ * it. rg is the whole npy; *seen = 0 if rg is no npy at all. */
 static int scan_npy(scanner *sc, const region *rg, int *seen) {
-    size_t end;
-    int object;
-    *seen = ckpt_scan_npy_header(rg->p, rg->n, &end, &object);
-    if (!*seen) return 0;
+    ckpt_npy_header h;
+    ckpt_arena work = {0};
+    int r = ckpt_npy_read_header(&h, &work, rg->p, rg->n, sc->o.limits.max_header_bytes,
+                                 sc->o.limits.max_depth);
+    ckpt_arena_free(&work);
+    if (r < 0) return CKPT_E_NOMEM;
+    *seen = r;
+    if (!r) return 0;
     sc->content = 1;
-    if (!object) return 0; /* numbers only: np.load runs nothing */
+    switch (h.kind) {
+    case CKPT_NPY_PLAIN: return 0; /* numbers only: np.load runs nothing */
+    case CKPT_NPY_REFUSED:
+        add_finding(sc, CKPT_SEVERITY_INFO, "npy-refused", NULL, rg->member,
+                    where(rg, rg->base + h.at),
+                    "numpy .npy header that np.load refuses (%s): it unpickles nothing",
+                    h.why);
+        return 0;
+    case CKPT_NPY_UNSURE:
+        add_finding(sc, CKPT_SEVERITY_INFO, "npy-header", NULL, rg->member,
+                    where(rg, rg->base + h.at),
+                    "numpy .npy header that ckpt cannot read as numpy does (%s): "
+                    "whether np.load unpickles its data is not known",
+                    h.why);
+        sc->unscannable = 1;
+        return 0;
+    case CKPT_NPY_OBJECT: break;
+    }
     region sub = *rg;
-    sub.p = rg->p + end;
-    sub.n = rg->n - end;
-    sub.base = rg->base + end;
+    sub.p = rg->p + h.data_offset;
+    sub.n = rg->n - h.data_offset;
+    sub.base = rg->base + h.data_offset;
     sub.sniffed = 0;
     sub.top = 0;
     add_finding(sc, CKPT_SEVERITY_INFO, "npy-object", NULL, rg->member,
-                where(rg, rg->base + end),
+                where(rg, sub.base),
                 "numpy object array: np.load(allow_pickle=True) unpickles the "
                 "data that follows its header; scanned as a pickle");
     return scan_region(sc, &sub);
