@@ -37,9 +37,11 @@
 
 
 #include "base/error.h"
+#include "model/dtype.h"
 #include "model/file.h"
 #include "format/pickle.h"
 #include "jobs/scan_policy.h"
+#include "container/tar.h"
 #include "container/zip.h"
 #include "format/index_json.h"
 #include "format/npy.h"
@@ -104,6 +106,9 @@ typedef struct scanner {
                                  names cannot force long probe chains */
     uint64_t budget;          /* inflate budget left (zip bombs) */
     int nomem;                /* an allocation failed: the scan fails */
+    int tar_types;            /* scanning a legacy tar's storages or tensors
+                                 member, whose tuples name torch.*Storage
+                                 and torch.*Tensor classes */
     int content;              /* pickle, zip or safetensors content found */
     int unscannable;          /* some content could not be examined */
     int unsafe;               /* a dangerous or suspicious finding */
@@ -347,6 +352,17 @@ static const char *nested_note(const region *rg) {
     return rg->depth ? " (in a pickle nested in a string literal)" : "";
 }
 
+/* torch.FloatStorage, torch.cuda.LongTensor...: the type classes a
+ * legacy tar's storages and tensors members name (legacy_load unpacks
+ * them as data; a call of one is still a call event). */
+static int legacy_type_class(const char *module, const char *name) {
+    size_t n = strlen(name);
+    return (strcmp(module, "torch") == 0 || strcmp(module, "torch.cuda") == 0) &&
+           !strchr(name, '.') &&
+           ((n > 7 && strcmp(name + n - 7, "Storage") == 0) ||
+            (n > 6 && strcmp(name + n - 6, "Tensor") == 0));
+}
+
 static void on_global(stream *s, const pk_event *ev) {
     scanner *sc = s->sc;
     const region *rg = s->rg;
@@ -355,6 +371,7 @@ static void on_global(stream *s, const pk_event *ev) {
         sc->nomem = 1;
         return;
     }
+    if (sc->tar_types && !ev->symbolic && legacy_type_class(ev->module, ev->name)) return;
     uint64_t off = where(rg, ev->offset);
     if (ev->symbolic) {
         add_finding(sc, CKPT_SEVERITY_DANGEROUS, "global", g->full, rg->member, off,
@@ -902,6 +919,183 @@ static int scan_zip_readings(scanner *sc, const uint8_t *p, size_t n, int *seen)
     return 0;
 }
 
+/* ------------------------------------------------------------ legacy tar */
+
+/* What one pickle of a legacy tar member gives torch (read in full mode,
+ * which builds values but runs nothing): an int, or the element size of
+ * the storage class that the third item of a (key, location, type) tuple
+ * names. -1 when the stream is not of that shape. */
+static int tar_value(scanner *sc, const region *rg, size_t pos, int want_esize, int64_t *out) {
+    ckpt_arena work = {0};
+    pk_options o = {0};
+    o.file = sc->file;
+    o.member = rg->member;
+    o.base_offset = rg->base + pos;
+    o.limits = &sc->o.limits;
+    o.arena = &work;
+    ckpt_value *v = NULL;
+    size_t used;
+    int rc = ckpt_pickle_run(&v, &used, rg->p + pos, rg->n - pos, &o);
+    int ok = -1;
+    if (rc == CKPT_E_NOMEM) {
+        ok = CKPT_E_NOMEM;
+    } else if (rc == 0 && !want_esize) {
+        ok = ckpt_value_int(v, out) == 0 ? 0 : -1;
+    } else if (rc == 0 && v->kind == CKPT_KIND_TUPLE && v->u.seq.n == 3 &&
+               v->u.seq.items[2]->kind == CKPT_KIND_GLOBAL_) {
+        unsigned esz = ckpt_dtype_size(
+            ckpt_dtype_from_storage_class(v->u.seq.items[2]->u.global.name));
+        *out = esz;
+        ok = esz ? 0 : -1;
+    }
+    ckpt_arena_free(&work);
+    return ok;
+}
+
+/* Why torch stops reading a member (and the archive) at rg's byte `pos`;
+ * for findings. */
+static void tar_stop(scanner *sc, const region *rg, size_t pos, int unscannable,
+                     const char *what) {
+    add_finding(sc, CKPT_SEVERITY_INFO, unscannable ? "tar-unfollowed" : "tar-stops", NULL,
+                rg->member, rg->base + pos, "%s", what);
+    if (unscannable) sc->unscannable = 1;
+}
+
+/* Scans one pickle stream of a tar member at rg's `pos`; *used: its
+ * bytes. 1: scanned; 0: it does not parse (reported, unscannable: torch
+ * runs what comes before the break); <0: out of memory. */
+static int tar_stream(scanner *sc, const region *rg, size_t pos, size_t *used) {
+    uint64_t events;
+    int magic;
+    int rc = run_stream(sc, rg, pos, used, &events, &magic);
+    if (rc == CKPT_E_NOMEM) return CKPT_E_NOMEM;
+    if (rc == 0) return 1;
+    const ckpt_error *e = ckpt_error_last();
+    add_finding(sc, CKPT_SEVERITY_INFO, "parse-error", NULL, rg->member, e->offset,
+                "pickle stream cannot be parsed past this point (%s): %s",
+                ckpt_error_name(rc), e->message);
+    sc->unscannable = 1;
+    return 0;
+}
+
+/* The "storages" (storages = 1) or "tensors" member as legacy_load reads
+ * it: a count pickle, then per item a pickle and raw bytes (a storage's
+ * int64 element count and elements; a tensor's int32 ndim, 4 bytes, ndim
+ * sizes and strides, an offset), then for storages a pickle of views.
+ * *go: torch reads on past this member. */
+static int tar_walk(scanner *sc, const region *rg, int storages, int *go) {
+    size_t pos = 0, used;
+    int64_t count, x;
+    *go = 0;
+    int rc = tar_stream(sc, rg, pos, &used);
+    if (rc <= 0) return rc;
+    if ((rc = tar_value(sc, rg, pos, 0, &count)) == CKPT_E_NOMEM) return rc;
+    if (rc || count < 0) {
+        tar_stop(sc, rg, pos, 1, "the count pickle does not give a non-negative int: "
+                                 "what torch reads next is not known");
+        return 0;
+    }
+    pos += used;
+    for (int64_t i = 0; i < count; i++) {
+        if (pos >= rg->n) {
+            tar_stop(sc, rg, pos, 0, "the member ends before its count of items: torch.load fails here");
+            return 0;
+        }
+        if ((rc = tar_stream(sc, rg, pos, &used)) <= 0) return rc;
+        if (storages) {
+            if ((rc = tar_value(sc, rg, pos, 1, &x)) == CKPT_E_NOMEM) return rc;
+            if (rc) {
+                tar_stop(sc, rg, pos, 1, "a storage pickle that is no (key, location, "
+                                         "storage class) tuple: its bytes cannot be skipped");
+                return 0;
+            }
+        }
+        pos += used;
+        /* storage: int64 LE element count, then the elements; tensor:
+         * int32 LE ndim, 4 bytes, ndim sizes and strides, an offset */
+        uint64_t skip = 0, le = 0;
+        size_t width = storages ? 8 : 4;
+        for (size_t b = 0; b < width && pos + b < rg->n; b++)
+            le |= (uint64_t)rg->p[pos + b] << (8 * b);
+        int fits = rg->n - pos >= 8;
+        if (storages)
+            fits = fits && !ckpt_mul_overflow(le, (uint64_t)x, &skip) &&
+                   skip <= rg->n - pos - 8 && (skip += 8, 1);
+        else
+            fits = fits && le < 0x80000000u && (skip = 8 + 16 * le + 8) <= rg->n - pos;
+        if (!fits) {
+            tar_stop(sc, rg, pos, 0, storages ? "a storage's bytes run past the member: "
+                                                "torch.load fails here"
+                                              : "a tensor's sizes run past the member: "
+                                                "torch.load fails here");
+            return 0;
+        }
+        pos += (size_t)skip;
+    }
+    if (storages) {
+        if ((rc = tar_stream(sc, rg, pos, &used)) <= 0) return rc;
+    }
+    *go = 1;
+    return 0;
+}
+
+/* A file tarfile opens: torch < 0.4's format (FORMATS.md §3.2). torch.load
+ * extracts "storages" and "tensors" and unpickles their streams, then
+ * unpickles "pickle"; on a TarError it reads the file as stacked pickles
+ * instead (scanned by the caller). */
+static int scan_tar(scanner *sc, const uint8_t *p, size_t n) {
+    ckpt_tar t;
+    if (ckpt_tar_read(&t, &sc->scratch, p, n, sc->o.limits.max_zip_entries) < 0)
+        return CKPT_E_NOMEM;
+    if (t.answer == CKPT_TAR_NO) return 0;
+    sc->content = 1;
+    if (t.answer == CKPT_TAR_UNSURE) {
+        add_finding(sc, CKPT_SEVERITY_INFO, "tar-unfollowed", NULL, file_member(sc), t.at,
+                    "tar archive (the torch < 0.4 format) with %s: which members "
+                    "torch.load unpickles is not known",
+                    t.why);
+        sc->unscannable = 1;
+        return 0;
+    }
+    if (t.listing_fails) {
+        add_finding(sc, CKPT_SEVERITY_INFO, "tar-stops", NULL, file_member(sc), t.at,
+                    "tar archive whose listing fails (%s): torch.load reads the file "
+                    "as a pickle instead",
+                    t.why);
+        return 0;
+    }
+    add_finding(sc, CKPT_SEVERITY_INFO, "legacy-tar", NULL, file_member(sc), 0,
+                "tar archive (the torch < 0.4 format): the members torch.load "
+                "unpickles (storages, tensors, pickle) are scanned");
+    static const char *const order[] = {"storages", "tensors", "pickle"};
+    for (size_t k = 0; k < 3; k++) {
+        const ckpt_tar_member *m = ckpt_tar_find(&t, order[k]);
+        if (!m || m->type == '5' || m->type == '6') {
+            add_finding(sc, CKPT_SEVERITY_INFO, "tar-stops", NULL, file_member(sc),
+                        m ? m->header : 0,
+                        "no regular member \"%s\": torch.load fails there", order[k]);
+            return 0;
+        }
+        region rg = {.p = p + m->data, .n = (size_t)m->size, .base = m->data};
+        rg.member = sc->shard ? ckpt_arena_printf(&sc->r->arena, "%s:%s", sc->shard, order[k])
+                              : ckpt_arena_strdup(&sc->r->arena, order[k]);
+        if (!rg.member) return CKPT_E_NOMEM;
+        int go = 0, rc;
+        size_t used;
+        if (k < 2) {
+            sc->tar_types = 1;
+            rc = tar_walk(sc, &rg, k == 0, &go);
+            sc->tar_types = 0;
+        } else {
+            rc = tar_stream(sc, &rg, 0, &used); /* one Unpickler.load */
+            rc = rc < 0 ? rc : 0;
+        }
+        if (rc) return rc;
+        if (!go) return 0;
+    }
+    return 0;
+}
+
 /* ------------------------------------------------------------ sharded */
 
 /* file.c's rule (read_format): a sharded index is JSON text from its first
@@ -1087,6 +1281,7 @@ static int scan_file(scanner *sc, const uint8_t *p, size_t n) {
         return 0;
     }
     if (zip_start) return 0;
+    if ((rc = scan_tar(sc, p, n))) return rc;
     if ((rc = scan_npy(sc, &top, &seen)) || seen) return rc;
     if (ckpt_scan_looks_safetensors(p, n)) {
         if ((rc = scan_safetensors(sc, p, n))) return rc;

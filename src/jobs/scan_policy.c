@@ -296,7 +296,6 @@ const char *ckpt_scan_foreign_container(const uint8_t *p, size_t n) {
         {"\x28\xb5\x2f\xfd", 4, 0, "zstd stream"},
         {"Rar!\x1a\x07", 6, 0, "RAR archive"},
         {"PYTORCH1", 8, 0, "PyTorch 'PYTORCH1' preview-format file"},
-        {"ustar", 5, 257, "tar archive (the torch < 0.4 legacy format)"},
     };
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
         if (n >= t[i].at + t[i].len && memcmp(p + t[i].at, t[i].magic, t[i].len) == 0)

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "base/error.h"
+#include "container/tar.h"
 
 static ckpt_file *file_new(const char *path, const ckpt_open_options *opts) {
     ckpt_file *f = ckpt_malloc(sizeof *f);
@@ -83,10 +84,6 @@ static int looks_like_pickle(const uint8_t *p, size_t n) {
     return n >= 1 && strchr("(}]lcdLIFSVNKJUX)", p[0]) != NULL && p[0] != 0;
 }
 
-static int is_tar(const uint8_t *p, size_t n) {
-    return n >= 262 && memcmp(p + 257, "ustar", 5) == 0;
-}
-
 static int parent_dir(ckpt_arena *a, const char *path, char **out) {
     const char *slash = strrchr(path, '/');
     *out = slash ? ckpt_arena_strndup(a, path, (size_t)(slash - path) + (slash == path))
@@ -101,8 +98,10 @@ static int read_format(ckpt_file *f, int from_path) {
         return ckpt_err(CKPT_E_UNSUPPORTED, f->path, NULL, 0,
                         "unsupported: PyTorch 'PYTORCH1' preview format");
     if (n >= 4 && memcmp(p, "PK\3\4", 4) == 0) return ckpt_torch_read_zip(f);
-    if (is_tar(p, n))
-        return ckpt_err(CKPT_E_UNSUPPORTED, f->path, NULL, 257,
+    /* torch.load tries tarfile first: any block with a valid checksum,
+     * "ustar" or not (container/tar.h) */
+    if (ckpt_tar_sniff(p, n) != CKPT_TAR_NO)
+        return ckpt_err(CKPT_E_UNSUPPORTED, f->path, NULL, 0,
                         "unsupported: tar archive (PyTorch < 0.4 legacy tar format)");
     /* A JSON index is text from its first byte; a safetensors file starts
      * with a binary u64 length whose high bytes are zero for any header
