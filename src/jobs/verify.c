@@ -178,7 +178,7 @@ static int verify_digests(ckpt_file *f) {
     return rc;
 }
 
-int ckpt_verify(ckpt_file *f, ckpt_verify_report *report) {
+int ckpt_verify(ckpt_verify_report *report, ckpt_file *f) {
     ckpt_verify_report local = {0};
     ckpt_verify_report *rep = report ? report : &local;
     *rep = (ckpt_verify_report){0};

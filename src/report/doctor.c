@@ -117,7 +117,7 @@ static int check_file(ckpt_doctor_report *r, ckpt_doctor_check *c, const char *p
     ckpt_verify_report report = {0, 0, 0, 0};
     ckpt_file *f = NULL;
     int rc = ckpt_open(&f, path, &r->opts.open);
-    if (rc == 0) rc = ckpt_verify(f, &report);
+    if (rc == 0) rc = ckpt_verify(&report, f);
     c->ok = rc == 0;
     c->bytes = report.bytes;
     ckpt_close(f);
@@ -297,7 +297,7 @@ static int examine(ckpt_doctor_report *r) {
     timed(r, "open", t0);
     if (rc == 0) {
         t0 = now();
-        rc = ckpt_verify(r->f, &r->verify);
+        rc = ckpt_verify(&r->verify, r->f);
         timed(r, "verify", t0);
     }
     if (rc != 0 && is_io(rc)) return rc; /* the error record is the caller's */

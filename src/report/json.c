@@ -153,12 +153,22 @@ void ckpt_jw_leaf(ckpt_jw *j, const ckpt_value *v) {
     size_t len = 0;
     switch (ckpt_value_kind(v)) {
     case CKPT_KIND_INT: ckpt_jw_int_text(j, ckpt_value_int_decimal(v)); break;
-    case CKPT_KIND_FLOAT: ckpt_jw_double(j, ckpt_value_float(v)); break;
+    case CKPT_KIND_FLOAT: {
+        double d = 0;
+        ckpt_value_float(v, &d);
+        ckpt_jw_double(j, d);
+        break;
+    }
     case CKPT_KIND_STR:
         s = ckpt_value_str(v, &len);
         ckpt_jw_string_len(j, s, len);
         break;
-    case CKPT_KIND_BOOL: ckpt_jw_bool(j, ckpt_value_bool(v)); break;
+    case CKPT_KIND_BOOL: {
+        int b = 0;
+        ckpt_value_bool(v, &b);
+        ckpt_jw_bool(j, b);
+        break;
+    }
     case CKPT_KIND_BYTES:
         s = ckpt_value_str(v, &len);
         before_value(j);

@@ -154,7 +154,7 @@ static int run(const convert_args *a)
         cli_put_text(stderr, a->in, strlen(a->in));
         fputs(" in place (use --backup to keep the old file)\n", stderr);
     }
-    rc = ckpt_convert(a->in, a->out, &o, &r);
+    rc = ckpt_convert(&r, a->in, a->out, &o);
     free(config);
     if (rc != 0) {
         cli_error e;

@@ -508,7 +508,7 @@ static int run(const cli_command *cmd, int argc, char **argv)
             rc = ckpt_diff_identical(r) ? CLI_OK : CLI_FINDINGS;
         }
     }
-    ckpt_diff_free(r);
+    ckpt_diff_result_free(r);
     ckpt_manifest_free(m[0]);
     ckpt_manifest_free(m[1]);
     return rc;

@@ -370,7 +370,7 @@ static int run(const cli_command *cmd, int argc, char **argv)
             rc = ckpt_match_complete(r) ? CLI_OK : CLI_FINDINGS;
         }
     }
-    ckpt_match_free(r);
+    ckpt_match_result_free(r);
     ckpt_manifest_free(c);
     ckpt_manifest_free(e);
     return rc;

@@ -291,7 +291,7 @@ static int store_list(const cli_command *cmd, int argc, char **argv)
     for (i = 0; i < n; i++)
         if (!ckpt_store_list_generation(l, i)->ok)
             rc = CLI_FINDINGS;
-    ckpt_store_list_free(l);
+    ckpt_store_listing_free(l);
     return rc;
 }
 
@@ -330,7 +330,7 @@ static int store_prune(const cli_command *cmd, int argc, char **argv)
         fputc('\n', stdout);
         rc = CLI_FINDINGS;
     }
-    ckpt_store_list_free(l);
+    ckpt_store_listing_free(l);
     return rc;
 }
 

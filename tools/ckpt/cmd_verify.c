@@ -35,7 +35,7 @@ static int verify_one(const char *path)
     int rc = ckpt_open(&f, path, NULL);
 
     if (rc == 0)
-        rc = ckpt_verify(f, &report);
+        rc = ckpt_verify(&report, f);
     if (rc != 0) {
         cli_error_capture(&e, rc);
         ckpt_close(f);

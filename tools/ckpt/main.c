@@ -348,7 +348,8 @@ void cli_put_value(FILE *out, const ckpt_value *v)
     char buf[40];
     const char *s;
     size_t len = 0, i, cut;
-    double d;
+    double d = 0;
+    int b = 0;
 
     switch (ckpt_value_kind(v)) {
     case CKPT_KIND_INT:
@@ -356,7 +357,7 @@ void cli_put_value(FILE *out, const ckpt_value *v)
         fputs(s ? s : "?", out);
         break;
     case CKPT_KIND_FLOAT:
-        d = ckpt_value_float(v);
+        ckpt_value_float(v, &d);
         fputs(isnan(d) ? "nan" : isinf(d) ? (d > 0 ? "inf" : "-inf")
                                            : cli_fmt_double(buf, d),
               out);
@@ -380,7 +381,8 @@ void cli_put_value(FILE *out, const ckpt_value *v)
         fprintf(out, "%s (%zu bytes)", len > SHOW_MAX / 2 ? "..." : "", len);
         break;
     case CKPT_KIND_BOOL:
-        fputs(ckpt_value_bool(v) ? "true" : "false", out);
+        ckpt_value_bool(v, &b);
+        fputs(b ? "true" : "false", out);
         break;
     case CKPT_KIND_NONE:
         fputs("none", out);
