@@ -4,7 +4,7 @@ training state atomically. A thin ctypes layer over libckpt (include/ckpt.h);
 torch is imported only by the functions that build or read tensors.
 
 libckpt is found through $CKPT_LIB, else a copy next to this package, else
-the system loader (libckpt.so.0).
+the system loader (libckpt.so.1).
 """
 from .errors import (ChecksumError, Error, FileError, FormatError, InvalidArgumentError,
                      KeyMismatchError, LimitError, MismatchError, NotFoundError,
@@ -17,7 +17,7 @@ from ._save import AuditWarning, save
 from ._store import (Generation, ResumeError, Resumed, ResumeWarning, Store, rng_state,
                      set_rng_state)
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = [
     "load", "metadata", "load_state_dict", "audit", "manifest", "save", "scan", "verify",

@@ -40,10 +40,13 @@ class Limits(ctypes.Structure):
                 ("max_index_bytes", c_u64)]
 
 
-def default_limits():
-    """CKPT_LIMITS_INIT."""
-    return Limits(100000000, 10000000, 65536, 64, 1000, 10000000, 10000000,
-                  1000000000, 1000000, 1 << 32, 100000000)
+# Option structs: `version` first, filled in by the library's own
+# ckpt_*_options_init (never by copying its defaults here).
+OPTIONS_VERSION = 1
+
+
+class OpenOptions_(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint), ("limits", Limits)]
 
 
 class VerifyReport_(ctypes.Structure):
@@ -57,8 +60,26 @@ class Finding_(ctypes.Structure):
 
 
 class ScanOptions_(ctypes.Structure):
-    _fields_ = [("limits", Limits), ("allow", ctypes.POINTER(c_char_p)),
+    _fields_ = [("version", ctypes.c_uint), ("limits", Limits),
+                ("allow", ctypes.POINTER(c_char_p)),
                 ("nallow", c_size_t), ("max_nesting", ctypes.c_uint32)]
+
+
+class StoreOptions_(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint), ("keep", ctypes.c_uint32),
+                ("stale_minutes", ctypes.c_uint32), ("open", OpenOptions_)]
+
+
+class MatchOptions_(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint), ("normalize", ctypes.c_int),
+                ("allow_missing", ctypes.POINTER(c_char_p)), ("nallow_missing", c_size_t),
+                ("allow_unexpected", ctypes.POINTER(c_char_p)), ("nallow_unexpected", c_size_t)]
+
+
+class WriteOptions_(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint), ("meta_keys", ctypes.POINTER(c_char_p)),
+                ("meta_values", ctypes.POINTER(c_char_p)), ("nmeta", c_size_t),
+                ("backup", ctypes.c_int)]
 
 
 def _candidates():
@@ -66,10 +87,10 @@ def _candidates():
     if env:
         return [env]  # an explicit choice is never second-guessed
     here = os.path.dirname(os.path.abspath(__file__))
-    out = [os.path.join(here, n) for n in ("libckpt.so", "libckpt.so.0", "libckpt.dylib")]
+    out = [os.path.join(here, n) for n in ("libckpt.so", "libckpt.so.1", "libckpt.dylib")]
     out = [p for p in out if os.path.exists(p)]
     found = ctypes.util.find_library("ckpt")
-    return out + ([found] if found else []) + ["libckpt.so.0", "libckpt.so"]
+    return out + ([found] if found else []) + ["libckpt.so.1", "libckpt.so"]
 
 
 def _load():
@@ -84,6 +105,16 @@ def _load():
 
 
 lib = _load()
+
+# The library and this package must speak the same ckpt.h: same major and
+# minor version (the option structs and enums above mirror it).
+EXPECTED_VERSION = (0, 2)
+lib.ckpt_version_number.restype = ctypes.c_uint
+lib.ckpt_version_number.argtypes = []
+_v = lib.ckpt_version_number()
+if (_v // 10000, _v // 100 % 100) != EXPECTED_VERSION:
+    raise ImportError("ckpt: libckpt %d.%d.%d does not match this package (needs %d.%d.x)"
+                      % (_v // 10000, _v // 100 % 100, _v % 100) + EXPECTED_VERSION)
 
 # (name, restype, argtypes) for every function the package calls.
 _PROTOS = [
@@ -146,6 +177,12 @@ _PROTOS = [
     ("ckpt_scan_finding", ctypes.POINTER(Finding_), [c_void_p, c_size_t]),
     ("ckpt_scan_global_count", c_size_t, [c_void_p]),
     ("ckpt_scan_global", c_char_p, [c_void_p, c_size_t]),
+    ("ckpt_version_string", c_char_p, []),
+    ("ckpt_open_options_init", c_int, [ctypes.POINTER(OpenOptions_), ctypes.c_uint]),
+    ("ckpt_scan_options_init", c_int, [ctypes.POINTER(ScanOptions_), ctypes.c_uint]),
+    ("ckpt_store_options_init", c_int, [ctypes.POINTER(StoreOptions_), ctypes.c_uint]),
+    ("ckpt_match_options_init", c_int, [ctypes.POINTER(MatchOptions_), ctypes.c_uint]),
+    ("ckpt_write_options_init", c_int, [ctypes.POINTER(WriteOptions_), ctypes.c_uint]),
 ]
 
 
@@ -200,3 +237,13 @@ def check(rc, default_file=""):
 
 def fspath(path):
     return os.fsencode(os.fspath(path))
+
+
+def options(cls):
+    """A ckpt_*_options struct holding the library's defaults."""
+    o = cls()
+    init = {OpenOptions_: lib.ckpt_open_options_init, ScanOptions_: lib.ckpt_scan_options_init,
+            StoreOptions_: lib.ckpt_store_options_init, MatchOptions_: lib.ckpt_match_options_init,
+            WriteOptions_: lib.ckpt_write_options_init}[cls]
+    check(init(ctypes.byref(o), OPTIONS_VERSION))
+    return o

@@ -315,7 +315,7 @@ static int get_dims(const pk_build_ctx *c, const char *fn, const ckpt_value *siz
     if ((size->kind != CKPT_KIND_TUPLE && size->kind != CKPT_KIND_LIST) ||
         (stride->kind != CKPT_KIND_TUPLE && stride->kind != CKPT_KIND_LIST))
         return fail(c, CKPT_E_FORMAT, "%s: expected size and stride tuples, got a %s and a %s",
-                    fn, pk_kind_name(size->kind), pk_kind_name(stride->kind));
+                    fn, ckpt_value_kind_name(size->kind), ckpt_value_kind_name(stride->kind));
     size_t n = size->u.seq.n;
     if (stride->u.seq.n != n)
         return fail(c, CKPT_E_FORMAT,
@@ -343,7 +343,7 @@ static int view_of(ckpt_value **out, const pk_build_ctx *c, const char *fn,
     if (st->kind != CKPT_KIND_STORAGE_)
         return fail(c, CKPT_E_FORMAT,
                     "%s: expected a storage (from a persistent id) as argument 1, got a %s",
-                    fn, pk_kind_name(st->kind));
+                    fn, ckpt_value_kind_name(st->kind));
     uint64_t offset, shape[CKPT_MAX_NDIM], stride[CKPT_MAX_NDIM];
     uint32_t ndim;
     int rc;
@@ -663,7 +663,7 @@ static int b_from_type_v2(ckpt_value **out, const pk_build_ctx *c,
     ckpt_value *func = arg(args, 0), *fargs = arg(args, 2);
     if (fargs->kind != CKPT_KIND_TUPLE)
         return fail(c, CKPT_E_FORMAT, "%s: expected an argument tuple, got a %s", fn,
-                    pk_kind_name(fargs->kind));
+                    ckpt_value_kind_name(fargs->kind));
     if (func->kind != CKPT_KIND_GLOBAL_) {
         emit_call(c, func, 0);
         return ckpt_builders_opaque(out, c, "?", fargs, NULL);
@@ -752,7 +752,7 @@ static int b_np_scalar(ckpt_value **out, const pk_build_ctx *c,
     const ckpt_value *data = arg(args, 1);
     if (data->kind != CKPT_KIND_BYTES && data->kind != CKPT_KIND_STR)
         return fail(c, CKPT_E_FORMAT, "%s: expected the element bytes, got a %s",
-                    callable->u.global.qualname, pk_kind_name(data->kind));
+                    callable->u.global.qualname, ckpt_value_kind_name(data->kind));
     if (data->u.s.len != size)
         return fail(c, CKPT_E_FORMAT, "%s: dtype %s expects %zu bytes, got %zu",
                     callable->u.global.qualname, code, size, data->u.s.len);
@@ -1089,6 +1089,6 @@ int ckpt_builders_build(const pk_build_ctx *c, ckpt_value *target, ckpt_value *s
     default:
         if (state->kind == CKPT_KIND_NONE) return 0; /* Python sets nothing */
         return fail(c, CKPT_E_FORMAT, "BUILD: expected an object, dict or tensor, got a %s",
-                    pk_kind_name(target->kind));
+                    ckpt_value_kind_name(target->kind));
     }
 }

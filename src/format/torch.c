@@ -6,6 +6,7 @@
 
 #include "model/dtype.h"
 #include "base/error.h"
+#include "container/zip.h"
 #include "model/file.h"
 #include "format/pickle.h"
 

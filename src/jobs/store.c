@@ -394,8 +394,9 @@ int ckpt_store_list(ckpt_store_listing **out, const char *dir, const ckpt_store_
     ckpt_store_options defaults;
     const ckpt_store_options *o = options(opts, &defaults);
     *out = NULL;
+    CKPT_CHECK_OPTIONS(opts, CKPT_STORE_OPTIONS_VERSION);
     if (!dir) return ckpt_err(CKPT_E_INVALID_ARG, "", NULL, CKPT_NO_OFFSET, "dir is NULL");
-    ckpt_store_listing *l;
+    ckpt_store_listing *l = NULL;
     int rc = listing_new(&l, dir);
     if (rc) return rc;
     for (size_t i = 0; rc == 0 && i < l->s.n; i++) rc = judge(l, i, 0, o);
@@ -473,8 +474,9 @@ static int prune_dir(ckpt_store_listing **out, size_t *removed, const char *dir,
     size_t count = 0;
     if (removed) *removed = 0;
     if (out) *out = NULL;
+    CKPT_CHECK_OPTIONS(opts, CKPT_STORE_OPTIONS_VERSION);
     if (!dir) return ckpt_err(CKPT_E_INVALID_ARG, "", NULL, CKPT_NO_OFFSET, "dir is NULL");
-    ckpt_store_listing *l;
+    ckpt_store_listing *l = NULL;
     int rc = listing_new(&l, dir);
     if (rc) return rc;
     ckpt_store_pointer st;
@@ -510,6 +512,7 @@ int ckpt_store_prune_list(ckpt_store_listing **out, size_t *removed, const char 
 int ckpt_store_gc(size_t *removed, const char *dir, const ckpt_store_options *opts) {
     ckpt_store_options defaults;
     const ckpt_store_options *o = options(opts, &defaults);
+    CKPT_CHECK_OPTIONS(opts, CKPT_STORE_OPTIONS_VERSION);
     size_t count = 0;
     if (removed) *removed = 0;
     if (!dir) return ckpt_err(CKPT_E_INVALID_ARG, "", NULL, CKPT_NO_OFFSET, "dir is NULL");
@@ -565,6 +568,7 @@ static int put_path(char *out, size_t cap, const char *path) {
 int ckpt_store_latest(char *path, size_t cap, const char *dir, const ckpt_store_options *opts) {
     ckpt_store_options defaults;
     const ckpt_store_options *o = options(opts, &defaults);
+    CKPT_CHECK_OPTIONS(opts, CKPT_STORE_OPTIONS_VERSION);
     if (path && cap) path[0] = '\0';
     if (!dir) return ckpt_err(CKPT_E_INVALID_ARG, "", NULL, CKPT_NO_OFFSET, "dir is NULL");
     store s;
@@ -681,6 +685,7 @@ int ckpt_store_commit_with(char *path, size_t cap, const char *dir, const char *
                            const ckpt_store_options *opts) {
     ckpt_store_options defaults;
     const ckpt_store_options *o = options(opts, &defaults);
+    CKPT_CHECK_OPTIONS(opts, CKPT_STORE_OPTIONS_VERSION);
     if (path && cap) path[0] = '\0';
     if (!dir || !*dir || !write || !ext ||
         (strcmp(ext, ".safetensors") != 0 && strcmp(ext, ".pt") != 0))
@@ -768,6 +773,7 @@ int ckpt_store_commit(char *path, size_t cap, const char *dir, const char *name,
                       const char *src, const ckpt_store_options *opts) {
     ckpt_store_options defaults;
     const ckpt_store_options *o = options(opts, &defaults);
+    CKPT_CHECK_OPTIONS(opts, CKPT_STORE_OPTIONS_VERSION);
     if (path && cap) path[0] = '\0';
     if (!src) return ckpt_err(CKPT_E_INVALID_ARG, "", NULL, CKPT_NO_OFFSET, "src is NULL");
     /* The source is verified before anything is written, so that a corrupt

@@ -43,7 +43,7 @@ int ckpt_strmap_reserve(ckpt_strmap *m, size_t n) {
         cap *= 2;
     }
     ckpt_strmap_slot *slots = ckpt_malloc(cap * sizeof *slots);
-    if (!slots) return ckpt_err(CKPT_E_NOMEM, "", "", CKPT_NO_OFFSET, "out of memory");
+    if (!slots) return ckpt_err_nomem();
     memset(slots, 0, cap * sizeof *slots);
     for (size_t i = 0; i < m->cap; i++)
         if (m->slots[i].s)
@@ -232,15 +232,13 @@ typedef struct infer {
     unsigned wrappers;      /* wrappers present in checkpoint keys */
 } infer;
 
-static int nomem(void) { return ckpt_err(CKPT_E_NOMEM, "", "", CKPT_NO_OFFSET, "out of memory"); }
-
 /* Registers the suffixes of anchor x (the first MAX_SEGS + 1 of them). */
 static int add_anchor(infer *in, const char *x, size_t len) {
     size_t starts[MAX_SEGS + 1];
     size_t n = segment_starts(x, len, starts, MAX_SEGS + 1);
     for (size_t k = 0; k < n; k++) {
         if (ckpt_arena_grow(in->a, (void **)&in->slots, &in->cap, in->nslots + 1, sizeof(slot)))
-            return nomem();
+            return ckpt_err_nomem();
         size_t id = in->nslots++;
         slot *sl = &in->slots[id];
         memset(sl, 0, sizeof *sl);
@@ -279,7 +277,7 @@ static int pick_anchors(infer *in) {
         if (rc) return rc;
         if (ckpt_key_wrappers(s, len)) {
             char *x = ckpt_arena_alloc(in->a, len + 1);
-            if (!x) return nomem();
+            if (!x) return ckpt_err_nomem();
             size_t n = ckpt_key_drop_wrappers(s, len, x);
             if ((rc = add_anchor(in, x, n))) return rc;
         }
@@ -292,7 +290,7 @@ static int pick_anchors(infer *in) {
 static int collect_targets(infer *in) {
     const ckpt_manifest *e = in->e;
     unsigned char *hit = ckpt_malloc(e->n ? e->n : 1);
-    if (!hit) return nomem();
+    if (!hit) return ckpt_err_nomem();
     memset(hit, 0, e->n);
     for (size_t i = 0; i < in->c->n; i++)
         if (in->c2e[i] != CKPT_KEYS_NONE) hit[in->c2e[i]] = 1;
@@ -352,7 +350,7 @@ static int add_candidate(infer *in, const char *s, size_t slen, const char *p, s
     }
     size_t klen = slen + 1 + plen;
     char *key = ckpt_arena_alloc(in->a, klen + 1); /* zeroed: P ends in NUL */
-    if (!key) return nomem();
+    if (!key) return ckpt_err_nomem();
     memcpy(key, s, slen);
     memcpy(key + slen + 1, p, plen);
     ckpt_strmap_slot *ms;
@@ -363,7 +361,7 @@ static int add_candidate(infer *in, const char *s, size_t slen, const char *p, s
         return 0;
     }
     if (ckpt_arena_grow(in->a, (void **)&in->cands, &in->ccap, in->ncands + 1, sizeof(cand)))
-        return nomem();
+        return ckpt_err_nomem();
     in->cands[in->ncands++] = (cand){key, key + slen + 1, slen, plen, 1};
     return 0;
 }
@@ -508,7 +506,7 @@ static int rank(infer *in, ckpt_rule *out, size_t max, size_t *nout) {
 
     unsigned char *hit = ckpt_malloc(in->e->n ? in->e->n : 1);
     found *f = ckpt_malloc(2 * MAX_EVAL * sizeof *f);
-    int rc = hit && f ? 0 : nomem();
+    int rc = hit && f ? 0 : ckpt_err_nomem();
     size_t nf = 0;
     for (size_t i = 0; !rc && i < in->ncands && i < MAX_EVAL; i++) {
         const cand *c = &in->cands[i];
@@ -525,7 +523,7 @@ static int rank(infer *in, ckpt_rule *out, size_t max, size_t *nout) {
                            count_segments(r.add, r.add_len) + 2u * (unsigned)canon;
             r.description = describe_rule(in, &r);
             if (!r.description) {
-                rc = nomem();
+                rc = ckpt_err_nomem();
                 break;
             }
             f[nf++] = (found){r, fp};
@@ -590,7 +588,7 @@ static int add_other(ckpt_strmap *set, ckpt_arena *a, const ckpt_rule *r, const 
     ckpt_strmap_slot *sl;
     if (ckpt_strmap_find(set, buf, n, ckpt_strmap_hash(buf, n))) return 0;
     char *seg = ckpt_arena_strndup(a, buf, n);
-    if (!seg) return nomem();
+    if (!seg) return ckpt_err_nomem();
     int rc = ckpt_strmap_put(set, seg, n, 0, &sl);
     return rc < 0 ? rc : 0;
 }
@@ -608,13 +606,13 @@ int ckpt_rule_others(const char ***out, size_t *n, ckpt_arena *a, const ckpt_rul
         if (len > maxlen) maxlen = len;
     }
     char *buf = ckpt_malloc(maxlen + r->add_len + 1);
-    int rc = buf ? 0 : nomem();
+    int rc = buf ? 0 : ckpt_err_nomem();
     for (size_t i = 0; !rc && i < c->n; i++)
         rc = add_other(&set, a, r, c->entries[i].name, c->lens[i], buf);
     for (size_t i = 0; !rc && i < c->nvalues; i++)
         rc = add_other(&set, a, r, c->values[i].name, strlen(c->values[i].name), buf);
     const char **names = NULL;
-    if (!rc && !(names = ckpt_arena_array(a, set.n ? set.n : 1, sizeof *names))) rc = nomem();
+    if (!rc && !(names = ckpt_arena_array(a, set.n ? set.n : 1, sizeof *names))) rc = ckpt_err_nomem();
     for (size_t k = 0; !rc && k < set.cap; k++)
         if (set.slots[k].s) names[(*n)++] = set.slots[k].s;
     if (!rc) {

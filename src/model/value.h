@@ -59,6 +59,9 @@ enum {
 };
 /* "collections.OrderedDict", "collections.Counter", or NULL (plain). */
 const char *ckpt_dict_class_name(int cls);
+/* Name of a value kind for messages, internal kinds included ("global",
+ * "storage", "mark"). Static string. */
+const char *ckpt_value_kind_name(int kind);
 
 struct ckpt_value {
     int kind; /* ckpt_kind or CKPT_KIND_*_ above */
