@@ -862,7 +862,11 @@ TEST(sharded_bad_index) {
     CHECK_EQ_INT(open_index(&f, "{\"weights\":{}}"), CKPT_E_FORMAT);
     CHECK_EQ_INT(open_index(&f, "{\"weight_map\":{\"x\":1}}"), CKPT_E_FORMAT);
     CHECK_EQ_INT(open_index(&f, "{\"metadata\":[],\"weight_map\":{}}"), CKPT_E_FORMAT);
-    CHECK_EQ_INT(open_index(&f, "{\"weight_map\":{\"x\":\"missing.safetensors\"}}"), CKPT_E_IO);
+    /* a missing shard is the set's fault (a finding), named by its path */
+    CHECK_EQ_INT(open_index(&f, "{\"weight_map\":{\"x\":\"missing.safetensors\"}}"),
+                 CKPT_E_MISMATCH);
+    CHECK(has(ckpt_error_last()->file, "missing.safetensors"));
+    CHECK(has(ckpt_error_last()->message, "weight_map"));
     /* a shard that is itself an index naming itself: refused, no recursion */
     const char *loop = "{\"weight_map\":{\"x\":\"loop.safetensors\"}}";
     write_file("loop.safetensors", loop, strlen(loop));

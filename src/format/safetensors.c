@@ -8,6 +8,7 @@
  * O(header). Storages point straight into the mapping (zero-copy). */
 #include <inttypes.h>
 #include <jansson.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -404,19 +405,32 @@ int ckpt_safetensors_read(ckpt_file *f) {
 
 /* ---------------------------------------------------------------- sharded */
 
+/* The extension of a set's shards: an index named "*.bin.index.json"
+ * (transformers' WEIGHTS_INDEX_NAME, pytorch_model.bin.index.json) lists
+ * torch.save files "*.bin", any other index safetensors files. */
+static const char *shard_ext(const ckpt_file *f) {
+    static const char bin[] = ".bin.index.json";
+    size_t n = strlen(f->path);
+    return n >= sizeof bin - 1 && !strcmp(f->path + n - (sizeof bin - 1), bin)
+               ? ".bin"
+               : ".safetensors";
+}
+
+static int torch_set(const char *ext) { return !strcmp(ext, ".bin"); }
+
 /* HUB _load_sharded_checkpoint's rules: a shard is a relative path inside
- * the index's directory with the index's extension. Colons are refused
- * with drives ("C:x") because they have no business in a shard name. */
-static int check_shard_name(const ckpt_file *f, const char *name) {
-    static const char ext[] = ".safetensors";
-    size_t len = strlen(name);
+ * the index's directory with the extension of its set (shard_ext). Colons
+ * are refused with drives ("C:x") because they have no business in a
+ * shard name. */
+static int check_shard_name(const ckpt_file *f, const char *name, const char *ext) {
+    size_t len = strlen(name), elen = strlen(ext);
     const char *why = NULL;
     if (name[0] == '/')
         why = "an absolute path";
     else if (strchr(name, '\\') || strchr(name, ':'))
         why = "a backslash, drive or colon";
-    else if (len < sizeof ext || strcmp(name + len - (sizeof ext - 1), ext))
-        why = "not a .safetensors file";
+    else if (len <= elen || strcmp(name + len - elen, ext))
+        why = torch_set(ext) ? "not a .bin file" : "not a .safetensors file";
     for (const char *p = name; !why && *p;) {
         size_t seg = strcspn(p, "/");
         if (seg == 2 && p[0] == '.' && p[1] == '.') why = "a \"..\" component";
@@ -425,21 +439,21 @@ static int check_shard_name(const ckpt_file *f, const char *name) {
     if (why)
         return ckpt_err(CKPT_E_FORMAT, f->path, name, CKPT_NO_OFFSET,
                         "shard name \"%s\" is %s, expected a relative "
-                        "\"*.safetensors\" path inside the index's directory",
-                        name, why);
+                        "\"*%s\" path inside the index's directory",
+                        name, why, ext);
     return 0;
 }
 
 /* Index of the shard named `name` in f->shards, opening it on first use.
  * shard_names parallels f->shards. */
 static int get_shard(ckpt_file *f, const char **shard_names, const char *name,
-                     const char *dir, size_t *out) {
+                     const char *dir, const char *ext, size_t *out) {
     for (size_t i = 0; i < f->nshards; i++)
         if (strcmp(shard_names[i], name) == 0) {
             *out = i;
             return 0;
         }
-    int rc = check_shard_name(f, name);
+    int rc = check_shard_name(f, name, ext);
     if (rc) return rc;
     const char *path = ckpt_arena_printf(&f->arena, "%s/%s", dir, name);
     shard_names[f->nshards] = ckpt_arena_strdup(&f->arena, name);
@@ -450,13 +464,37 @@ static int get_shard(ckpt_file *f, const char **shard_names, const char *name,
     opening_shards++;
     rc = ckpt_file_open_path(&sf, path, &f->opts);
     opening_shards--;
+    /* a shard that is not there is the set's fault, not an I/O failure */
+    if (rc == CKPT_E_IO) {
+        char why[256];
+        snprintf(why, sizeof why, "%s", ckpt_error_last()->message);
+        return ckpt_err(CKPT_E_MISMATCH, path, NULL, CKPT_NO_OFFSET,
+                        "shard \"%s\" listed in the weight_map of %s: %s", name,
+                        f->path, why);
+    }
     if (rc) return rc; /* recorded against the shard's own path */
     f->shards[f->nshards] = sf; /* owned from here: ckpt_close frees it */
     *out = f->nshards++;
-    if (sf->format != CKPT_FORMAT_SAFETENSORS)
+    if (torch_set(ext) ? sf->format != CKPT_FORMAT_TORCH_ZIP &&
+                             sf->format != CKPT_FORMAT_TORCH_LEGACY
+                       : sf->format != CKPT_FORMAT_SAFETENSORS)
         return ckpt_err(CKPT_E_FORMAT, f->path, name, CKPT_NO_OFFSET,
-                        "shard \"%s\" is %s, expected a safetensors file",
-                        name, ckpt_format_name(sf->format));
+                        "shard \"%s\" is %s, expected a %s file", name,
+                        ckpt_format_name(sf->format),
+                        torch_set(ext) ? "torch.save" : "safetensors");
+    /* a torch shard is a state dict: names to tensors, as in a
+     * safetensors shard */
+    const ckpt_value *root = sf->root;
+    for (size_t i = 0; root->kind == CKPT_KIND_DICT && i < root->u.dict.n; i++)
+        if (root->u.dict.keys[i]->kind != CKPT_KIND_STR ||
+            root->u.dict.vals[i]->kind != CKPT_KIND_TENSOR)
+            return ckpt_err(CKPT_E_FORMAT, f->path, name, CKPT_NO_OFFSET,
+                            "shard \"%s\": entry %zu is not a tensor under a str "
+                            "name, expected a state dict", name, i);
+    if (root->kind != CKPT_KIND_DICT)
+        return ckpt_err(CKPT_E_FORMAT, f->path, name, CKPT_NO_OFFSET,
+                        "shard \"%s\" holds a %s, expected a state dict", name,
+                        ckpt_kind_name((ckpt_kind)root->kind));
     return 0;
 }
 
@@ -562,6 +600,7 @@ static int read_index(ckpt_file *f, const json_t *doc, const char *dir) {
                         "weight_map lists %zu tensors, limit max_tensors is "
                         "%" PRIu64, count, f->opts.limits.max_tensors);
     int rc = read_index_metadata(f, json_object_get(doc, "metadata"));
+    const char *ext = shard_ext(f);
     if (rc) return rc;
     /* at most one shard per listed tensor */
     const char **shard_names =
@@ -579,11 +618,11 @@ static int read_index(ckpt_file *f, const json_t *doc, const char *dir) {
             return ckpt_err(CKPT_E_FORMAT, f->path, "", CKPT_NO_OFFSET,
                             "weight_map entry \"%s\" must be a shard file "
                             "name string", name);
-        if ((rc = get_shard(f, shard_names, json_string_value(shard), dir, &s)))
+        if ((rc = get_shard(f, shard_names, json_string_value(shard), dir, ext, &s)))
             return rc;
     }
     if ((rc = match_shards(f, wm, shard_names))) return rc;
-    f->format = CKPT_FORMAT_SAFETENSORS_SHARDED;
+    f->format = torch_set(ext) ? CKPT_FORMAT_TORCH_SHARDED : CKPT_FORMAT_SAFETENSORS_SHARDED;
     return 0;
 }
 

@@ -377,7 +377,8 @@ static int examine(doctor *d)
     rc = is_safetensors(d) ? summarise_groups(d) : summarise_tree(d);
     timed("summary", t0);
     if (rc == 0 && d->dir == NULL &&
-        ckpt_file_format(d->f) == CKPT_FORMAT_SAFETENSORS_SHARDED) {
+        (ckpt_file_format(d->f) == CKPT_FORMAT_SAFETENSORS_SHARDED ||
+         ckpt_file_format(d->f) == CKPT_FORMAT_TORCH_SHARDED)) {
         t0 = now();
         rc = check_shards(d);
         timed("shards", t0);
