@@ -204,13 +204,15 @@ CKPT_API ckpt_kind ckpt_value_kind(const ckpt_value *v);
  * "set", "tensor", "object". Static string. */
 CKPT_API const char *ckpt_kind_name(ckpt_kind k);
 
-CKPT_API int ckpt_value_bool(const ckpt_value *v);
-/* Integer value; returns 0, or CKPT_E_LIMIT when it does not fit in int64
- * (use ckpt_value_int_decimal), CKPT_E_INVALID_ARG if not an int. */
+/* Scalar getters: *out receives the value; each returns 0, or
+ * CKPT_E_INVALID_ARG (not recorded: a kind test, not a failure) when v is
+ * not of that kind, leaving *out unchanged. bool: 0 or 1. int: also
+ * CKPT_E_LIMIT when it does not fit in int64 (use ckpt_value_int_decimal). */
+CKPT_API int ckpt_value_bool(const ckpt_value *v, int *out);
 CKPT_API int ckpt_value_int(const ckpt_value *v, int64_t *out);
 /* Exact decimal text of any int, however large. Borrowed. NULL if not int. */
 CKPT_API const char *ckpt_value_int_decimal(const ckpt_value *v);
-CKPT_API double ckpt_value_float(const ckpt_value *v);
+CKPT_API int ckpt_value_float(const ckpt_value *v, double *out);
 /* STR: UTF-8 text; BYTES: raw bytes. *len receives the byte length. Both
  * are NUL-terminated for convenience. Borrowed. */
 CKPT_API const char *ckpt_value_str(const ckpt_value *v, size_t *len);
@@ -260,7 +262,7 @@ typedef struct ckpt_verify_report {
  * size. Returns 0 when intact; CKPT_E_CHECKSUM (CRC mismatch) or another
  * code with ckpt_error_last() naming member and offset of the first
  * problem. report may be NULL. */
-CKPT_API int ckpt_verify(ckpt_file *f, ckpt_verify_report *report);
+CKPT_API int ckpt_verify(ckpt_verify_report *report, ckpt_file *f);
 
 #ifdef __cplusplus
 }

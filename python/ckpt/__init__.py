@@ -11,6 +11,7 @@ from .errors import (ChecksumError, Error, FileError, FormatError, InvalidArgume
                      OutOfMemoryError, TruncatedError, UnsafeError, UnsupportedError)
 from ._load import Opaque, RawTensor, load, metadata
 from ._scan import Finding, ScanReport, VerifyReport, scan, verify
+from ._doctor import doctor
 from ._module import AuditFinding, audit, manifest
 from ._match import MatchReport, Mismatch, load_state_dict
 from ._save import AuditWarning, save
@@ -21,6 +22,7 @@ __version__ = "0.2.0"
 
 __all__ = [
     "load", "metadata", "load_state_dict", "audit", "manifest", "save", "scan", "verify",
+    "doctor",
     "Store", "rng_state", "set_rng_state",
     "Opaque", "RawTensor", "ScanReport", "Finding", "VerifyReport", "MatchReport", "Mismatch",
     "AuditFinding", "Generation", "Resumed", "AuditWarning", "ResumeWarning",

@@ -4,7 +4,7 @@
  * compact JSON header padded with spaces to a multiple of 8.
  *
  * What safetensors cannot hold goes into __metadata__ (keys documented in
- * ckpt.h, "write"), so that ckpt_write_logical_root rebuilds the tree:
+ * ckpt.h, "write"), so that ckpt_structure_decode rebuilds the tree:
  *   - ckpt.structure: the whole tree as JSON (non-tensor values, nesting,
  *     dict key types, dict classes and attributes (OrderedDict state dicts
  *     and their _metadata), shared nodes, requires_grad, parameters,
@@ -99,10 +99,10 @@ typedef struct st_writer {
     data_t **order;           /* data in file order */
     group_t *groups;
     size_t ngroups;
-    wr_ptrmap node_data;      /* TENSOR node -> data index + 1 */
-    wr_ptrmap ids;            /* structure: node -> id */
+    ckpt_ptrmap node_data;      /* TENSOR node -> data index + 1 */
+    ckpt_ptrmap ids;            /* structure: node -> id */
     uint64_t next_id;
-    wr_buf structure, aliases, header;
+    ckpt_buf structure, aliases, header;
     int aliased;
     int dict_attrs;           /* the structure records a dict class or state */
 } st_writer;
@@ -254,60 +254,60 @@ static int plan(st_writer *w) {
 /* Shortest "%.*g" text that reads back to the same double, with ".0" when
  * it would read as an integer (Python's repr, and jansson parses it as a
  * real). */
-static void put_double(wr_buf *b, double v) {
+static void put_double(ckpt_buf *b, double v) {
     char tmp[40];
     for (int prec = 1; prec <= 17; prec++) {
         snprintf(tmp, sizeof tmp, "%.*g", prec, v);
         if (strtod(tmp, NULL) == v) break;
     }
-    ckpt_wr_buf_str(b, tmp);
-    if (!strpbrk(tmp, ".eE")) ckpt_wr_buf_str(b, ".0");
+    ckpt_buf_str(b, tmp);
+    if (!strpbrk(tmp, ".eE")) ckpt_buf_str(b, ".0");
 }
 
-static int encode(st_writer *w, wr_buf *b, const ckpt_value *v);
+static int encode(st_writer *w, ckpt_buf *b, const ckpt_value *v);
 
-static void put_tensor(st_writer *w, wr_buf *b, const ckpt_value *v) {
+static void put_tensor(st_writer *w, ckpt_buf *b, const ckpt_value *v) {
     const ckpt_tensor *t = v->u.tensor;
     uint64_t di = 0;
-    ckpt_wr_ptrmap_get(&w->node_data, v, &di); /* every tensor node was planned */
+    ckpt_ptrmap_get(&w->node_data, v, &di); /* every tensor node was planned */
     const data_t *d = &w->data[di - 1];
-    ckpt_wr_buf_str(b, "{\"tensor\":");
-    ckpt_wr_buf_json_str(b, d->name, strlen(d->name));
-    if (t->dtype != d->dtype) ckpt_wr_buf_printf(b, ",\"dtype\":\"%s\"", ckpt_dtype_name(t->dtype));
-    if (t->requires_grad) ckpt_wr_buf_str(b, ",\"requires_grad\":true");
-    if (t->is_parameter) ckpt_wr_buf_str(b, ",\"parameter\":true");
+    ckpt_buf_str(b, "{\"tensor\":");
+    ckpt_buf_json_str(b, d->name, strlen(d->name));
+    if (t->dtype != d->dtype) ckpt_buf_printf(b, ",\"dtype\":\"%s\"", ckpt_dtype_name(t->dtype));
+    if (t->requires_grad) ckpt_buf_str(b, ",\"requires_grad\":true");
+    if (t->is_parameter) ckpt_buf_str(b, ",\"parameter\":true");
     if (d->group >= 0) {
-        ckpt_wr_buf_printf(b, ",\"storage\":%" PRId64 ",\"offset\":%" PRIu64 ",\"stride\":[",
+        ckpt_buf_printf(b, ",\"storage\":%" PRId64 ",\"offset\":%" PRIu64 ",\"stride\":[",
                       d->group, d->off);
         for (uint32_t i = 0; i < t->ndim; i++)
-            ckpt_wr_buf_printf(b, "%s%" PRIu64, i ? "," : "", t->stride[i]);
-        ckpt_wr_buf_byte(b, ']');
+            ckpt_buf_printf(b, "%s%" PRIu64, i ? "," : "", t->stride[i]);
+        ckpt_buf_byte(b, ']');
     }
-    ckpt_wr_buf_byte(b, '}');
+    ckpt_buf_byte(b, '}');
 }
 
-static int encode_seq(st_writer *w, wr_buf *b, const char *tag, ckpt_value *const *items,
+static int encode_seq(st_writer *w, ckpt_buf *b, const char *tag, ckpt_value *const *items,
                       size_t n) {
-    ckpt_wr_buf_printf(b, "{\"%s\":[", tag);
+    ckpt_buf_printf(b, "{\"%s\":[", tag);
     for (size_t i = 0; i < n; i++) {
-        if (i) ckpt_wr_buf_byte(b, ',');
+        if (i) ckpt_buf_byte(b, ',');
         int rc = encode(w, b, items[i]);
         if (rc) return rc;
     }
-    ckpt_wr_buf_str(b, "]}");
+    ckpt_buf_str(b, "]}");
     return 0;
 }
 
 /* The tree was checked by ckpt_wr_collect: only writable kinds reach here. */
-static int encode(st_writer *w, wr_buf *b, const ckpt_value *v) {
+static int encode(st_writer *w, ckpt_buf *b, const ckpt_value *v) {
     switch (v->kind) {
-    case CKPT_KIND_NONE: ckpt_wr_buf_str(b, "null"); return 0;
-    case CKPT_KIND_BOOL: ckpt_wr_buf_str(b, v->u.b ? "true" : "false"); return 0;
+    case CKPT_KIND_NONE: ckpt_buf_str(b, "null"); return 0;
+    case CKPT_KIND_BOOL: ckpt_buf_str(b, v->u.b ? "true" : "false"); return 0;
     case CKPT_KIND_INT:
         if (v->u.i.decimal)
-            ckpt_wr_buf_printf(b, "{\"int\":\"%.100s\"}", v->u.i.decimal);
+            ckpt_buf_printf(b, "{\"int\":\"%.100s\"}", v->u.i.decimal);
         else
-            ckpt_wr_buf_printf(b, "%" PRId64, v->u.i.v);
+            ckpt_buf_printf(b, "%" PRId64, v->u.i.v);
         return b->failed ? ckpt_err_nomem() : 0;
     case CKPT_KIND_FLOAT:
         if (isfinite(v->u.f)) {
@@ -316,34 +316,33 @@ static int encode(st_writer *w, wr_buf *b, const ckpt_value *v) {
             uint64_t bits;
             char hex[17];
             memcpy(&bits, &v->u.f, sizeof bits);
-            ckpt_wr_hex64(hex, bits);
-            ckpt_wr_buf_printf(b, "{\"float\":\"%s\"}", hex);
+            ckpt_hex64(hex, bits);
+            ckpt_buf_printf(b, "{\"float\":\"%s\"}", hex);
         }
         return 0;
-    case CKPT_KIND_STR: ckpt_wr_buf_json_str(b, v->u.s.p, v->u.s.len); return 0;
+    case CKPT_KIND_STR: ckpt_buf_json_str(b, v->u.s.p, v->u.s.len); return 0;
     case CKPT_KIND_BYTES: {
-        static const char hex[] = "0123456789abcdef";
-        ckpt_wr_buf_str(b, "{\"bytes\":\"");
+        ckpt_buf_str(b, "{\"bytes\":\"");
         for (size_t i = 0; i < v->u.s.len; i++) {
             uint8_t c = (uint8_t)v->u.s.p[i];
-            ckpt_wr_buf_byte(b, (uint8_t)hex[c >> 4]);
-            ckpt_wr_buf_byte(b, (uint8_t)hex[c & 15]);
+            ckpt_buf_byte(b, (uint8_t)ckpt_hex_digits[c >> 4]);
+            ckpt_buf_byte(b, (uint8_t)ckpt_hex_digits[c & 15]);
         }
-        ckpt_wr_buf_str(b, "\"}");
+        ckpt_buf_str(b, "\"}");
         return 0;
     }
     case CKPT_KIND_GLOBAL_:
-        ckpt_wr_buf_printf(b, "{\"dtype\":\"%.60s\"}", ckpt_wr_dtype_ref(v));
+        ckpt_buf_printf(b, "{\"dtype\":\"%.60s\"}", ckpt_wr_dtype_ref(v));
         return 0;
     default: break;
     }
     /* containers and tensors have an identity: a second visit is a ref */
     uint64_t id;
-    if (ckpt_wr_ptrmap_get(&w->ids, v, &id)) {
-        ckpt_wr_buf_printf(b, "{\"ref\":%" PRIu64 "}", id);
+    if (ckpt_ptrmap_get(&w->ids, v, &id)) {
+        ckpt_buf_printf(b, "{\"ref\":%" PRIu64 "}", id);
         return 0;
     }
-    int rc = ckpt_wr_ptrmap_put(&w->ids, v, w->next_id++);
+    int rc = ckpt_ptrmap_put(&w->ids, v, w->next_id++);
     if (rc) return rc;
     switch (v->kind) {
     case CKPT_KIND_TENSOR: put_tensor(w, b, v); return 0;
@@ -352,25 +351,25 @@ static int encode(st_writer *w, wr_buf *b, const ckpt_value *v) {
     case CKPT_KIND_SET: return encode_seq(w, b, "set", v->u.seq.items, v->u.seq.n);
     default: break; /* DICT */
     }
-    ckpt_wr_buf_str(b, "{\"dict\":[");
+    ckpt_buf_str(b, "{\"dict\":[");
     for (size_t i = 0; i < v->u.dict.n; i++) {
-        ckpt_wr_buf_str(b, i ? ",[" : "[");
+        ckpt_buf_str(b, i ? ",[" : "[");
         if ((rc = encode(w, b, v->u.dict.keys[i]))) return rc;
-        ckpt_wr_buf_byte(b, ',');
+        ckpt_buf_byte(b, ',');
         if ((rc = encode(w, b, v->u.dict.vals[i]))) return rc;
-        ckpt_wr_buf_byte(b, ']');
+        ckpt_buf_byte(b, ']');
     }
-    ckpt_wr_buf_byte(b, ']');
+    ckpt_buf_byte(b, ']');
     const char *cls = ckpt_dict_class_name(v->dict_class);
     if (cls) {
-        ckpt_wr_buf_printf(b, ",\"class\":\"%s\"", cls);
+        ckpt_buf_printf(b, ",\"class\":\"%s\"", cls);
         w->dict_attrs = 1;
     }
     if (cls && v->u.dict.state) {
-        ckpt_wr_buf_str(b, ",\"state\":");
+        ckpt_buf_str(b, ",\"state\":");
         if ((rc = encode(w, b, v->u.dict.state))) return rc;
     }
-    ckpt_wr_buf_byte(b, '}');
+    ckpt_buf_byte(b, '}');
     return 0;
 }
 
@@ -394,31 +393,31 @@ static int plain(const st_writer *w, const ckpt_value *root) {
 static int build_structure(st_writer *w, const ckpt_value *root) {
     for (size_t i = 0; i < w->nnamed; i++) {
         const path_ref *p = &w->paths[i];
-        int rc = ckpt_wr_ptrmap_put(&w->node_data, p->named->value, p->data + 1);
+        int rc = ckpt_ptrmap_put(&w->node_data, p->named->value, p->data + 1);
         if (rc) return rc;
     }
     if (plain(w, root)) return 0;
-    wr_buf *b = &w->structure;
-    ckpt_wr_buf_str(b, "{\"version\":1,\"root\":");
+    ckpt_buf *b = &w->structure;
+    ckpt_buf_str(b, "{\"version\":1,\"root\":");
     int rc = encode(w, b, root);
     if (rc) return rc;
     /* version 2 only when a dict has "class" or "state", which readers of
      * version 1 refuse: other files stay readable by them */
     if (w->dict_attrs && !b->failed) b->p[strlen("{\"version\":")] = '2';
     if (w->ngroups) {
-        ckpt_wr_buf_str(b, ",\"storages\":[");
+        ckpt_buf_str(b, ",\"storages\":[");
         for (size_t g = 0; g < w->ngroups; g++) {
-            ckpt_wr_buf_printf(b, "%s{\"nbytes\":%" PRIu64, g ? "," : "",
+            ckpt_buf_printf(b, "%s{\"nbytes\":%" PRIu64, g ? "," : "",
                           w->groups[g].root->nbytes);
             if (w->groups[g].full) {
-                ckpt_wr_buf_str(b, ",\"data\":");
-                ckpt_wr_buf_json_str(b, w->groups[g].full, strlen(w->groups[g].full));
+                ckpt_buf_str(b, ",\"data\":");
+                ckpt_buf_json_str(b, w->groups[g].full, strlen(w->groups[g].full));
             }
-            ckpt_wr_buf_byte(b, '}');
+            ckpt_buf_byte(b, '}');
         }
-        ckpt_wr_buf_byte(b, ']');
+        ckpt_buf_byte(b, ']');
     }
-    ckpt_wr_buf_byte(b, '}');
+    ckpt_buf_byte(b, '}');
     return b->failed ? ckpt_err_nomem() : 0;
 }
 
@@ -436,16 +435,16 @@ static int build_aliases(st_writer *w) {
             al[n++] = (name_ref){p->named->name, p->data};
     }
     qsort(al, n, sizeof *al, by_name);
-    wr_buf *b = &w->aliases;
+    ckpt_buf *b = &w->aliases;
     for (size_t i = 0; i < n; i++) {
         if (i && strcmp(al[i - 1].name, al[i].name) == 0) continue;
-        ckpt_wr_buf_byte(b, i ? ',' : '{');
-        ckpt_wr_buf_json_str(b, al[i].name, strlen(al[i].name));
-        ckpt_wr_buf_byte(b, ':');
+        ckpt_buf_byte(b, i ? ',' : '{');
+        ckpt_buf_json_str(b, al[i].name, strlen(al[i].name));
+        ckpt_buf_byte(b, ':');
         const char *target = w->data[al[i].data].name;
-        ckpt_wr_buf_json_str(b, target, strlen(target));
+        ckpt_buf_json_str(b, target, strlen(target));
     }
-    if (n) ckpt_wr_buf_byte(b, '}');
+    if (n) ckpt_buf_byte(b, '}');
     w->aliased = n > 0;
     ckpt_free(al);
     return b->failed ? ckpt_err_nomem() : 0;
@@ -453,12 +452,12 @@ static int build_aliases(st_writer *w) {
 
 /* ------------------------------------------------------------ header */
 
-static void meta_entry(wr_buf *b, int *first, const char *k, const char *v, size_t vlen) {
-    if (!*first) ckpt_wr_buf_byte(b, ',');
+static void meta_entry(ckpt_buf *b, int *first, const char *k, const char *v, size_t vlen) {
+    if (!*first) ckpt_buf_byte(b, ',');
     *first = 0;
-    ckpt_wr_buf_json_str(b, k, strlen(k));
-    ckpt_wr_buf_byte(b, ':');
-    ckpt_wr_buf_json_str(b, v, vlen);
+    ckpt_buf_json_str(b, k, strlen(k));
+    ckpt_buf_byte(b, ':');
+    ckpt_buf_json_str(b, v, vlen);
 }
 
 static int has_key(const ckpt_write_options *o, const char *k) {
@@ -470,9 +469,9 @@ static int has_key(const ckpt_write_options *o, const char *k) {
 /* The serde_json output of the reference writer: "__metadata__" first,
  * then the tensors in offset order, fields dtype, shape, data_offsets. */
 static int build_header(st_writer *w, const ckpt_write_options *o) {
-    wr_buf *b = &w->header;
+    ckpt_buf *b = &w->header;
     int first = 1;
-    ckpt_wr_buf_str(b, "{\"__metadata__\":{");
+    ckpt_buf_str(b, "{\"__metadata__\":{");
     /* huggingface loaders refuse metadata without a "pt" format */
     if (!has_key(o, "format")) meta_entry(b, &first, "format", "pt", 2);
     for (size_t i = 0; o && i < o->nmeta; i++)
@@ -484,46 +483,46 @@ static int build_header(st_writer *w, const ckpt_write_options *o) {
         meta_entry(b, &first, CKPT_META_ALIASES, (const char *)w->aliases.p, w->aliases.len);
     /* digests: zeros now, patched in place once the data is written; the
      * JSON text {name: hex} is itself escaped into the metadata string */
-    wr_buf inner = {0};
+    ckpt_buf inner = {0};
     size_t *at = ckpt_malloc((w->ndata ? w->ndata : 1) * sizeof *at);
     if (!at) return ckpt_err_nomem();
     for (size_t i = 0; i < w->ndata; i++) {
         const data_t *d = w->order[i];
-        ckpt_wr_buf_byte(&inner, i ? ',' : '{');
-        ckpt_wr_buf_json_str(&inner, d->name, strlen(d->name));
-        ckpt_wr_buf_str(&inner, ":\"");
+        ckpt_buf_byte(&inner, i ? ',' : '{');
+        ckpt_buf_json_str(&inner, d->name, strlen(d->name));
+        ckpt_buf_str(&inner, ":\"");
         at[i] = inner.len;
-        ckpt_wr_buf_str(&inner, "0000000000000000\"");
+        ckpt_buf_str(&inner, "0000000000000000\"");
     }
-    ckpt_wr_buf_str(&inner, w->ndata ? "}" : "{}");
-    if (!first) ckpt_wr_buf_byte(b, ',');
-    ckpt_wr_buf_json_str(b, CKPT_META_XXH3, strlen(CKPT_META_XXH3));
-    ckpt_wr_buf_str(b, ":\"");
+    ckpt_buf_str(&inner, w->ndata ? "}" : "{}");
+    if (!first) ckpt_buf_byte(b, ',');
+    ckpt_buf_json_str(b, CKPT_META_XXH3, strlen(CKPT_META_XXH3));
+    ckpt_buf_str(b, ":\"");
     size_t prev = 0;
     for (size_t i = 0; i < w->ndata && !inner.failed; i++) {
-        ckpt_wr_buf_json_chars(b, (const char *)inner.p + prev, at[i] - prev);
+        ckpt_buf_json_chars(b, (const char *)inner.p + prev, at[i] - prev);
         w->order[i]->digest_at = b->len;
         prev = at[i];
     }
-    if (!inner.failed) ckpt_wr_buf_json_chars(b, (const char *)inner.p + prev, inner.len - prev);
-    ckpt_wr_buf_str(b, "\"}");
+    if (!inner.failed) ckpt_buf_json_chars(b, (const char *)inner.p + prev, inner.len - prev);
+    ckpt_buf_str(b, "\"}");
     int failed = inner.failed;
-    ckpt_wr_buf_free(&inner);
+    ckpt_buf_free(&inner);
     ckpt_free(at);
     if (failed) return ckpt_err_nomem();
     for (size_t i = 0; i < w->ndata; i++) {
         const data_t *d = w->order[i];
         const ckpt_tensor *t = d->t;
-        ckpt_wr_buf_byte(b, ',');
-        ckpt_wr_buf_json_str(b, d->name, strlen(d->name));
-        ckpt_wr_buf_printf(b, ":{\"dtype\":\"%s\",\"shape\":[", ckpt_dtype_name(d->dtype));
+        ckpt_buf_byte(b, ',');
+        ckpt_buf_json_str(b, d->name, strlen(d->name));
+        ckpt_buf_printf(b, ":{\"dtype\":\"%s\",\"shape\":[", ckpt_dtype_name(d->dtype));
         for (uint32_t k = 0; k < t->ndim; k++)
-            ckpt_wr_buf_printf(b, "%s%" PRIu64, k ? "," : "", t->shape[k]);
-        if (d->dtype != t->dtype) ckpt_wr_buf_printf(b, "%s2", t->ndim ? "," : "");
-        ckpt_wr_buf_printf(b, "],\"data_offsets\":[%" PRIu64 ",%" PRIu64 "]}", d->begin, d->end);
+            ckpt_buf_printf(b, "%s%" PRIu64, k ? "," : "", t->shape[k]);
+        if (d->dtype != t->dtype) ckpt_buf_printf(b, "%s2", t->ndim ? "," : "");
+        ckpt_buf_printf(b, "],\"data_offsets\":[%" PRIu64 ",%" PRIu64 "]}", d->begin, d->end);
     }
-    ckpt_wr_buf_byte(b, '}');
-    while (!b->failed && b->len % 8) ckpt_wr_buf_byte(b, ' ');
+    ckpt_buf_byte(b, '}');
+    while (!b->failed && b->len % 8) ckpt_buf_byte(b, ' ');
     if (b->failed) return ckpt_err_nomem();
     if (b->len > MAX_HEADER)
         return ckpt_err(CKPT_E_LIMIT, "", "", CKPT_NO_OFFSET,
@@ -560,7 +559,7 @@ static int write_all(st_writer *w, ckpt_atomic *a, const ckpt_file *src,
         XXH3_64bits_reset(&xxh);
         if ((rc = ckpt_wr_stream_tensor(d->t, src, write_sink, &s))) break;
         char hex[17];
-        ckpt_wr_hex64(hex, XXH3_64bits_digest(&xxh));
+        ckpt_hex64(hex, XXH3_64bits_digest(&xxh));
         memcpy(w->header.p + d->digest_at, hex, 16);
     }
     if (!rc) rc = ckpt_atomic_pwrite(a, w->header.p, w->header.len, 8);
@@ -638,10 +637,10 @@ int ckpt_write_safetensors(ckpt_atomic *a, const ckpt_value *root,
     ckpt_free(w.data);
     ckpt_free(w.order);
     ckpt_free(w.groups);
-    ckpt_wr_ptrmap_free(&w.node_data);
-    ckpt_wr_ptrmap_free(&w.ids);
-    ckpt_wr_buf_free(&w.structure);
-    ckpt_wr_buf_free(&w.aliases);
-    ckpt_wr_buf_free(&w.header);
+    ckpt_ptrmap_free(&w.node_data);
+    ckpt_ptrmap_free(&w.ids);
+    ckpt_buf_free(&w.structure);
+    ckpt_buf_free(&w.aliases);
+    ckpt_buf_free(&w.header);
     return rc;
 }

@@ -159,7 +159,7 @@ static int verify_digests(ckpt_file *f) {
                           t->name, CKPT_META_XXH3);
         } else if ((rc = ckpt_wr_tensor_xxh3(t, f, &got)) == 0 && got != expect) {
             char hex[17];
-            ckpt_wr_hex64(hex, got);
+            ckpt_hex64(hex, got);
             rc = ckpt_err(CKPT_E_CHECKSUM, f->path, ckpt_tensor_member(t),
                           ckpt_tensor_file_offset(t),
                           "tensor \"%s\": XXH3-64 of its contents is %s, the file "
@@ -179,7 +179,7 @@ static int verify_digests(ckpt_file *f) {
     return rc;
 }
 
-int ckpt_verify(ckpt_file *f, ckpt_verify_report *report) {
+int ckpt_verify(ckpt_verify_report *report, ckpt_file *f) {
     ckpt_verify_report local = {0};
     ckpt_verify_report *rep = report ? report : &local;
     *rep = (ckpt_verify_report){0};

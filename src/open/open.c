@@ -12,6 +12,8 @@
 
 #include "base/error.h"
 #include "format/detect.h"
+#include "model/walk.h"
+#include "open/sharded.h"
 
 static ckpt_file *file_new(const char *path, const ckpt_open_options *opts) {
     ckpt_file *f = ckpt_malloc(sizeof *f);
@@ -93,7 +95,7 @@ static int read_format(ckpt_file *f, int from_path) {
                             (unsigned long long)f->opts.limits.max_index_bytes);
         if (parent_dir(&f->arena, f->path, &dir))
             return ckpt_err(CKPT_E_NOMEM, f->path, NULL, 0, "out of memory");
-        return ckpt_safetensors_read_sharded(f, p, n, dir);
+        return ckpt_sharded_read(f, p, n, dir);
     case CKPT_FORMAT_TORCH_LEGACY:
     case CKPT_FORMAT_PICKLE: return ckpt_torch_read_legacy(f);
     default: break;
@@ -237,8 +239,7 @@ int ckpt_file_flatten(ckpt_file *f) {
      * a huge DAG ("billion laughs") */
     uint64_t input = ckpt_file_size(f), by_size = input < UINT64_MAX / 64 - 4096
                                                       ? input * 64 + 4096 : UINT64_MAX;
-    uint64_t max_visits = f->opts.limits.max_tensors < UINT64_MAX / 4
-                              ? f->opts.limits.max_tensors * 4 + 1024 : UINT64_MAX;
+    uint64_t max_visits = ckpt_walk_budget(&f->opts.limits);
     if (by_size < max_visits) max_visits = by_size;
     ckpt_flat fl = {0};
     int rc = f->root ? ckpt_flatten(&fl, &f->arena, f->root, &f->opts.limits, max_visits,

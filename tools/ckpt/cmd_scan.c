@@ -306,6 +306,47 @@ static int scan_one(const char *path, const ckpt_scan_options *opts, cli_json_wr
     return rc;
 }
 
+static struct {
+    cli_list files, allow; /* allow: --allow and --policy, in order */
+    int json;
+} args;
+
+static const cli_opt opts[] = {
+    { CLI_OPT_BOOL, "json", 0, &args.json, NULL, 0,
+      "one JSON object per file (an array for several)" },
+    { CLI_OPT_VALUES, "allow", 0, &args.allow, "NAME", 0,
+      "also allow the global NAME (exact module.qualname; "
+      "not for known dangerous families: such an --allow "
+      "is ignored, and the output says so); repeatable" },
+    { CLI_OPT_VALUES, "policy", 0, &args.allow, "FILE", 0,
+      "allow every module.qualname listed in FILE, one per "
+      "line, '#' starts a comment" },
+    { CLI_OPT_ARGS, "FILE", 0, &args.files, NULL, CLI_OPT_REQUIRED, NULL },
+    { 0 }
+};
+
+/* The allowlist of --allow and --policy, in the order given. Returns
+ * CLI_OK, or CLI_USAGE after printing why. */
+static int read_allowlist(const cli_command *cmd, allowlist *list)
+{
+    size_t i;
+    int rc;
+
+    for (i = 0; i < args.allow.n; i++) {
+        const char *v = args.allow.items[i];
+
+        if (strcmp(args.allow.opts[i]->name, "policy") == 0) {
+            if ((rc = read_policy(cmd, list, v)) != CLI_OK)
+                return rc;
+        } else if (!valid_qualname(v)) {
+            return cli_usage_error(cmd, "--allow takes module.qualname, not '%s'", v);
+        } else if (allow_add(list, v)) {
+            return cli_usage_error(cmd, "out of memory");
+        }
+    }
+    return CLI_OK;
+}
+
 static int is_dir(const char *path)
 {
     struct stat st;
@@ -320,7 +361,7 @@ static int skip_entry(const struct dirent *de)
 
 /* A directory (a model folder, a Trainer checkpoint): every regular file
  * in it, in name order, as loading any of them could run code. */
-static int scan_dir(const char *dir, const ckpt_scan_options *opts, cli_json_writer *j,
+static int scan_dir(const char *dir, const ckpt_scan_options *so, cli_json_writer *j,
                     int *warned)
 {
     struct dirent **des = NULL;
@@ -341,7 +382,7 @@ static int scan_dir(const char *dir, const ckpt_scan_options *opts, cli_json_wri
         if (path == NULL) {
             worst = CLI_USAGE;
         } else if (stat(path, &st) == 0 && S_ISREG(st.st_mode)) {
-            rc = scan_one(path, opts, j, warned, 1);
+            rc = scan_one(path, so, j, warned, 1);
             scanned++;
             if (rc == CLI_USAGE || (rc == CLI_FINDINGS && worst == CLI_OK))
                 worst = rc;
@@ -359,90 +400,66 @@ static int scan_dir(const char *dir, const ckpt_scan_options *opts, cli_json_wri
     return worst;
 }
 
-/* Parses the command line into opts/list; argv entries that are files are
- * left for the caller. Returns -1 to go on, else an exit code. */
-static int parse_args(const cli_command *cmd, int argc, char **argv, int *json,
-                      allowlist *list, int *files)
-{
-    int i, options = 1, rc;
-
-    for (i = 1; i < argc; i++) {
-        const char *a = argv[i];
-
-        if (options && strcmp(a, "--") == 0) {
-            options = 0;
-        } else if (!options || a[0] != '-' || a[1] == '\0') {
-            (*files)++;
-        } else if (cli_is_help(a)) {
-            return cli_help(cmd);
-        } else if (strcmp(a, "--json") == 0) {
-            *json = 1;
-        } else if (strcmp(a, "--allow") == 0 || strcmp(a, "--policy") == 0) {
-            if (i + 1 >= argc)
-                return cli_usage_error(cmd, "%s needs a value", a);
-            i++;
-            if (a[2] == 'p') {
-                if ((rc = read_policy(cmd, list, argv[i])) != CLI_OK)
-                    return rc;
-            } else if (!valid_qualname(argv[i])) {
-                return cli_usage_error(cmd, "--allow takes module.qualname, not '%s'",
-                                       argv[i]);
-            } else if (allow_add(list, argv[i])) {
-                return cli_usage_error(cmd, "out of memory");
-            }
-        } else {
-            return cli_usage_error(cmd, "unknown option '%s'", a);
-        }
-    }
-    if (*files == 0)
-        return cli_usage_error(cmd, "missing FILE");
-    return -1;
-}
-
-int cli_cmd_scan(const cli_command *cmd, int argc, char **argv)
+static int run(const cli_command *cmd, int argc, char **argv)
 {
     allowlist list = {0};
-    ckpt_scan_options opts = CKPT_SCAN_OPTIONS_INIT;
+    ckpt_scan_options so = CKPT_SCAN_OPTIONS_INIT;
     cli_json_writer jw;
-    int i, json = 0, files = 0, options = 1, worst = CLI_OK, warned = 0;
-    int rc = parse_args(cmd, argc, argv, &json, &list, &files);
+    size_t i;
+    int worst = CLI_OK, warned = 0, several = 0;
+    int rc = cli_opt_parse(cmd, argc, argv);
 
-    if (rc >= 0) {
+    if (rc == CLI_CONTINUE)
+        rc = read_allowlist(cmd, &list);
+    if (rc != CLI_OK && rc != CLI_CONTINUE) {
         allow_free(&list);
         return rc;
     }
-    opts.allow = list.names;
-    opts.nallow = list.n;
-    for (i = 1; files == 1 && i < argc; i++) /* a directory: several files */
-        if (argv[i][0] != '-' && is_dir(argv[i]))
-            files = 2;
-    if (json) {
+    so.allow = list.names;
+    so.nallow = list.n;
+    for (i = 0; i < args.files.n && !several; i++) /* a directory: several files */
+        several = args.files.n > 1 || is_dir(args.files.items[i]);
+    if (args.json) {
         cli_json_init(&jw, stdout);
-        if (files > 1)
+        if (several)
             cli_json_array_begin(&jw);
     }
-    for (i = 1; i < argc; i++) {
-        const char *a = argv[i];
+    for (i = 0; i < args.files.n; i++) {
+        const char *a = args.files.items[i];
 
-        if (options && strcmp(a, "--") == 0) {
-            options = 0;
-            continue;
-        }
-        if (options && a[0] == '-' && a[1] != '\0') {
-            if (strcmp(a, "--allow") == 0 || strcmp(a, "--policy") == 0)
-                i++;
-            continue;
-        }
-        rc = is_dir(a) ? scan_dir(a, &opts, json ? &jw : NULL, &warned)
-                       : scan_one(a, &opts, json ? &jw : NULL, &warned, 0);
+        rc = is_dir(a) ? scan_dir(a, &so, args.json ? &jw : NULL, &warned)
+                       : scan_one(a, &so, args.json ? &jw : NULL, &warned, 0);
         if (rc == CLI_USAGE || (rc == CLI_FINDINGS && worst == CLI_OK))
             worst = rc;
     }
-    if (json) {
-        if (files > 1)
+    if (args.json) {
+        if (several)
             cli_json_array_end(&jw);
         fputc('\n', stdout);
     }
     allow_free(&list);
     return worst;
 }
+
+const cli_command cli_cmd_scan = {
+    "scan", "would loading it run code? decided without running it", opts,
+    "Decides, without executing anything, whether loading each FILE with\n"
+    "torch.load or pickle could run code. Every pickle in it is examined:\n"
+    "zip members that look like pickles, legacy stacked pickles, streams\n"
+    "after STOP, pickles nested in string literals. Verdicts:\n"
+    "  safe              only allowlisted data and tensor builders\n"
+    "  unsafe            a global off the allowlist is imported, called or\n"
+    "                    built (dangerous: a known dangerous family - code\n"
+    "                    execution, process control, network or file access)\n"
+    "  unscannable       some content could not be examined (encrypted,\n"
+    "                    7z/tar/gzip, zip bomb, a pickle that does not parse)\n"
+    "  not-a-checkpoint  no pickle, zip or safetensors content\n"
+    "A sharded index (*.index.json) is scanned through every shard it lists;\n"
+    "a directory (a model folder, a Trainer checkpoint), file by file\n"
+    "(there, files that are no checkpoint, e.g. config.json, are no finding).\n"
+    "Tensor bytes are not checked (that is `ckpt verify`): a file whose\n"
+    "pickles all parse and are clean is safe even if its storages are not.\n",
+    "Exit status: 0 every file safe, 1 some file not safe, 2 usage or I/O\n"
+    "error.\n",
+    run, NULL
+};
