@@ -570,32 +570,15 @@ static void note_opaque(const doctor *d, notes *ns)
     free(s);
 }
 
-/* Files ckpt wrote carry an XXH3-64 digest per tensor (metadata
- * "ckpt.xxh3"), which ckpt_verify checks. */
-static int has_digests(const doctor *d)
-{
-    size_t n = ckpt_file_metadata_count(d->f), i;
-
-    for (i = 0; i < n; i++)
-        if (strcmp(ckpt_file_metadata_key(d->f, i), "ckpt.xxh3") == 0)
-            return 1;
-    return 0;
-}
-
 static void note_checksum(const doctor *d, notes *ns)
 {
-    switch (ckpt_file_format(d->f)) {
-    case CKPT_FORMAT_SAFETENSORS:
-    case CKPT_FORMAT_SAFETENSORS_SHARDED:
-        if (has_digests(d)) {
-            note(ns, "per-tensor XXH3-64 digests checked (metadata ckpt.xxh3, "
-                     "written by ckpt): the tensor bytes are the ones "
-                     "written; the header and metadata have no digest");
-            break;
-        }
-        /* fall through */
-    case CKPT_FORMAT_TORCH_LEGACY:
-    case CKPT_FORMAT_PICKLE:
+    switch (cli_checksums(d->f)) {
+    case CLI_CHECKSUMS_DIGESTS:
+        note(ns, "per-tensor XXH3-64 digests checked (metadata ckpt.xxh3, "
+                 "written by ckpt): the tensor bytes are the ones "
+                 "written; the header and metadata have no digest");
+        break;
+    case CLI_CHECKSUMS_NONE:
         note(ns, "%s files carry no checksum: integrity means structure and "
                  "sizes are consistent, not that the tensor bytes are the "
                  "ones written",
@@ -781,7 +764,7 @@ static void show_integrity(const doctor *d, json_writer *j)
         if (d->report.members)
             printf(", %" PRIu64 " zip member CRC-32s match",
                    d->report.members);
-        if (has_digests(d))
+        if (cli_checksums(d->f) == CLI_CHECKSUMS_DIGESTS)
             fputs(", per-tensor XXH3-64 digests checked", stdout);
     } else {
         printf("%sFAILED%s: ", cli_color(CLI_RED), cli_color(CLI_RESET));
