@@ -7,6 +7,8 @@ Only this module touches ctypes prototypes; the rest of the package calls
 import ctypes
 import ctypes.util
 import os
+import re
+from typing import Any, List, Optional, Sequence, Tuple
 
 from . import errors
 
@@ -40,7 +42,7 @@ class Limits(ctypes.Structure):
                 ("max_index_bytes", c_u64)]
 
 
-def default_limits():
+def default_limits() -> Limits:
     """CKPT_LIMITS_INIT."""
     return Limits(100000000, 10000000, 65536, 64, 1000, 10000000, 10000000,
                   1000000000, 1000000, 1 << 32, 100000000)
@@ -61,18 +63,55 @@ class ScanOptions_(ctypes.Structure):
                 ("nallow", c_size_t), ("max_nesting", ctypes.c_uint32)]
 
 
-def _candidates():
+_HERE = os.path.dirname(os.path.abspath(__file__))
+# python/ckpt in a source tree: the repository root, whose build/ holds the
+# library and CLI built by the README's cmake commands.
+_SOURCE_ROOT = os.path.dirname(os.path.dirname(_HERE))
+_SOURCE_BUILD = os.path.join(_SOURCE_ROOT, "build")
+
+
+def in_source_tree() -> bool:
+    """Whether this package is python/ckpt of a ckpt source tree (used from
+    it with PYTHONPATH=python) rather than an installed copy."""
+    return os.path.isfile(os.path.join(_SOURCE_ROOT, "include", "ckpt.h"))
+
+
+def _candidates() -> List[str]:
+    """Where libckpt is looked for, in order: $CKPT_LIB (never second-
+    guessed), the copy inside the package (pip install / wheel), build/ of
+    the source tree this package sits in, then the system loader."""
     env = os.environ.get("CKPT_LIB")
     if env:
-        return [env]  # an explicit choice is never second-guessed
-    here = os.path.dirname(os.path.abspath(__file__))
-    out = [os.path.join(here, n) for n in ("libckpt.so", "libckpt.so.0", "libckpt.dylib")]
+        return [env]
+    out = [os.path.join(_HERE, "libckpt.so")]
+    if in_source_tree():
+        out.append(os.path.join(_SOURCE_BUILD, "libckpt.so"))
     out = [p for p in out if os.path.exists(p)]
     found = ctypes.util.find_library("ckpt")
-    return out + ([found] if found else []) + ["libckpt.so.0", "libckpt.so"]
+    return out + ([found] if found else []) + ["libckpt.so.0"]
 
 
-def _load():
+def cli_path() -> Optional[str]:
+    """The `ckpt` executable that goes with the loaded library: the one in
+    the package, else build/ckpt of the source tree; None when neither."""
+    cands = [os.path.join(_HERE, "bin", "ckpt")]
+    if in_source_tree():
+        cands.append(os.path.join(_SOURCE_BUILD, "ckpt"))
+    return next((p for p in cands if os.access(p, os.X_OK)), None)
+
+
+def source_version() -> str:
+    """CKPT_VERSION_STRING of the source tree's include/ckpt.h (a wheel has
+    ckpt/_version.py instead, written by the build from the same line)."""
+    try:
+        with open(os.path.join(_SOURCE_ROOT, "include", "ckpt.h"), encoding="utf-8") as fh:
+            m = re.search(r'^#define CKPT_VERSION_STRING "([^"]+)"', fh.read(), re.M)
+    except OSError:
+        m = None
+    return m.group(1) if m else "0+unknown"
+
+
+def _load() -> ctypes.CDLL:
     tried = []
     for cand in _candidates():
         try:
@@ -149,7 +188,7 @@ _PROTOS = [
 ]
 
 
-def _declare(protos):
+def _declare(protos: Sequence[Tuple[str, Any, List[Any]]]) -> None:
     for name, restype, argtypes in protos:
         fn = getattr(lib, name)
         fn.restype = restype
@@ -159,13 +198,13 @@ def _declare(protos):
 _declare(_PROTOS)
 
 
-def has(name):
+def has(name: str) -> bool:
     """Whether the loaded library exports `name` (sections of ckpt.h land
     at different times; callers skip what is not there yet)."""
     return hasattr(lib, name)
 
 
-def declare(protos):
+def declare(protos: Sequence[Tuple[str, Any, List[Any]]]) -> bool:
     """Declares prototypes of optional sections; returns False when one of
     the functions is missing from the loaded library."""
     if not all(has(p[0]) for p in protos):
@@ -174,13 +213,13 @@ def declare(protos):
     return True
 
 
-def text(b):
+def text(b: Optional[bytes]) -> str:
     """Decodes a borrowed C string (never fails: undecodable bytes are kept
     as surrogate escapes, like os.fsdecode)."""
     return "" if b is None else b.decode("utf-8", "surrogateescape")
 
 
-def last_error(rc, default_file=""):
+def last_error(rc: int, default_file: str = "") -> "errors.Error":
     """The exception for a call that returned rc < 0, from ckpt_error_last()."""
     e = lib.ckpt_error_last()
     if not e or e.contents.code != rc:
@@ -192,11 +231,11 @@ def last_error(rc, default_file=""):
                             text(e.member), off)
 
 
-def check(rc, default_file=""):
+def check(rc: int, default_file: str = "") -> int:
     if rc < 0:
         raise last_error(rc, default_file)
     return rc
 
 
-def fspath(path):
+def fspath(path: "os.PathLike[str] | str | bytes") -> bytes:
     return os.fsencode(os.fspath(path))
