@@ -872,14 +872,14 @@ TEST(allocation_failures) {
 }
 
 int main(void) {
-    RUN(torch_checkpoint);
-    RUN(torch_truncated_everywhere);
-    RUN(torch_directory_corrupted_everywhere);
-    RUN(local_name_differs);
+    RUN_CORPUS(torch_checkpoint);
+    RUN_CORPUS(torch_truncated_everywhere);
+    RUN_CORPUS(torch_directory_corrupted_everywhere);
+    RUN_CORPUS(local_name_differs);
     RUN(local_name_prefix);
-    RUN(encrypted_flag);
-    RUN(patch_flag_readable);
-    RUN(password_protected);
+    RUN_CORPUS(encrypted_flag);
+    RUN_CORPUS(patch_flag_readable);
+    RUN_CORPUS(password_protected);
     RUN(built_stored_and_deflated);
     RUN(built_zip64);
     RUN(polyglot_prefix);
