@@ -214,7 +214,8 @@ TEST(latest_skips_corrupt_and_list_reports) {
     CHECK(g && g->step == 3 && !g->ok && g->latest);
     CHECK(g && g->code == CKPT_E_CHECKSUM && strstr(g->reason, "CRC") != NULL);
     CHECK(g && g->member[0] != '\0' && g->offset != UINT64_MAX);
-    CHECK(ckpt_store_list_generation(l, 1)->ok);
+    g = ckpt_store_list_generation(l, 1);
+    CHECK(g && g->ok);
     CHECK_EQ_INT(ckpt_store_list_pointer(l, NULL), CKPT_STORE_POINTER_CORRUPT);
     ckpt_store_list_free(l);
 
