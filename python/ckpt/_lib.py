@@ -92,8 +92,8 @@ def _candidates() -> List[str]:
 
 
 def cli_path() -> Optional[str]:
-    """The `ckpt` executable that goes with the loaded library: the one in
-    the package, else build/ckpt of the source tree; None when neither."""
+    """The `ckpt` executable of this package: the one built into it (pip
+    install), else build/ckpt of the source tree; None when neither."""
     cands = [os.path.join(_HERE, "bin", "ckpt")]
     if in_source_tree():
         cands.append(os.path.join(_SOURCE_BUILD, "ckpt"))

@@ -7,7 +7,8 @@
 # --system-site-packages) and into a target directory used by the project
 # venv's python (torch 2.13): `import ckpt` works with no CKPT_LIB, loads a
 # checkpoint as torch.load does, and `python -m ckpt` / `ckpt` run the CLI.
-# Needs a python with scikit-build-core for the build (none: exit 77, skip).
+# Needs a python with scikit-build-core for the build (scripts/deps --test
+# puts it in .venv); none: exit 77, a skip, except in CI where it fails.
 set -eu
 src=$1 build=$2
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/ckpt-wheel-XXXXXX")
@@ -17,12 +18,16 @@ passed=0
 ok() { passed=$((passed + 1)); echo "ok   $*"; }
 
 builder=""
-for py in python3 /usr/bin/python3; do
+for py in python3 "$src/.venv/bin/python" /usr/bin/python3; do
     if command -v "$py" >/dev/null && "$py" -c "import scikit_build_core" 2>/dev/null; then
         builder=$py; break
     fi
 done
-[ -n "$builder" ] || { echo "skipped: no python with scikit-build-core to build the wheel"; exit 77; }
+if [ -z "$builder" ]; then
+    [ "${CI:-}" = true ] && fail "no python with scikit-build-core to build the wheel"
+    echo "skipped: no python with scikit-build-core to build the wheel"
+    exit 77
+fi
 
 unset CKPT_LIB CKPT_BIN PYTHONPATH
 if [ "$(cd "$build" && pwd -P)" = "$(cd "$src" && pwd -P)/build" ]; then
