@@ -15,6 +15,7 @@
 #define CKPT_HARNESS_H
 
 #include <inttypes.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

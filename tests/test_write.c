@@ -185,7 +185,7 @@ static const float F32_12[2] = {1.0f, 2.0f};
 static const uint64_t SH1[1] = {1}, SH2[1] = {2};
 
 static void hex(char out[17], const void *p, size_t n) {
-    wr_hex64(out, XXH3_64bits(p, n));
+    ckpt_hex64(out, XXH3_64bits(p, n));
 }
 
 /* The exact bytes of the reference writer's layout: dtype order, padding,
@@ -196,7 +196,7 @@ TEST(safetensors_exact_header) {
     set(root, "a", T(CKPT_DT_I64, 1, SH1, I64_7, 8));
     set(root, "b", T(CKPT_DT_F32, 1, SH2, F32_12, 8));
     const char *k[] = {"arch"}, *v[] = {"toy"};
-    ckpt_write_options o = {k, v, 1, 0};
+    ckpt_write_options o = {.version = CKPT_WRITE_OPTIONS_VERSION, .meta_keys = k, .meta_values = v, .nmeta = 1};
     CHECK_EQ_INT(ckpt_tree_write(root, tpath("exact.safetensors"), CKPT_FORMAT_SAFETENSORS, &o), 0);
     char ha[17], hb[17], want[512];
     hex(ha, I64_7, 8);
@@ -772,7 +772,8 @@ TEST(refusals) {
 
     /* options and builder arguments */
     const char *k[] = {"ckpt.xxh3"}, *v[] = {"x"}, *k2[] = {"a", "a"}, *v2[] = {"1", "2"};
-    ckpt_write_options o = {k, v, 1, 0}, o2 = {k2, v2, 2, 0};
+    ckpt_write_options o = {.version = CKPT_WRITE_OPTIONS_VERSION, .meta_keys = k, .meta_values = v, .nmeta = 1},
+                       o2 = {.version = CKPT_WRITE_OPTIONS_VERSION, .meta_keys = k2, .meta_values = v2, .nmeta = 2};
     CHECK_EQ_INT(ckpt_tree_write(root, tpath("o.pt"), CKPT_FORMAT_TORCH_ZIP, &o),
                  CKPT_E_INVALID_ARG);
     CHECK_EQ_INT(ckpt_tree_write(root, tpath("o.pt"), CKPT_FORMAT_TORCH_ZIP, &o2),
@@ -815,7 +816,7 @@ TEST(convert_select_and_metadata) {
     o.select = sel;
     o.nselect = 2;
     o.config_json = "{ \"hidden\" : 8 }";
-    o.write = (ckpt_write_options){k, v, 2, 0};
+    o.write = (ckpt_write_options){.version = CKPT_WRITE_OPTIONS_VERSION, .meta_keys = k, .meta_values = v, .nmeta = 2};
     ckpt_convert_report r;
     CHECK_EQ_INT(ckpt_convert(src, tpath("sel.safetensors"), &o, &r), 0);
     CHECK_EQ_INT(r.format, CKPT_FORMAT_SAFETENSORS);
@@ -901,19 +902,19 @@ TEST(verify_digests) {
 /* A safetensors file with one F32[2] tensor "t" and the given ckpt.*
  * metadata (JSON text, escaped here). */
 static void hostile(const char *path, const char *key, const char *json) {
-    wr_buf h = {0};
-    wr_buf_str(&h, "{\"__metadata__\":{");
-    wr_buf_json_str(&h, key, strlen(key));
-    wr_buf_byte(&h, ':');
-    wr_buf_json_str(&h, json, strlen(json));
-    wr_buf_str(&h, "},\"t\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}");
+    ckpt_buf h = {0};
+    ckpt_buf_str(&h, "{\"__metadata__\":{");
+    ckpt_buf_json_str(&h, key, strlen(key));
+    ckpt_buf_byte(&h, ':');
+    ckpt_buf_json_str(&h, json, strlen(json));
+    ckpt_buf_str(&h, "},\"t\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}");
     FILE *fp = fopen(path, "wb");
     uint64_t n = h.len;
     for (int i = 0; i < 8; i++) fputc((int)(n >> (8 * i)) & 0xff, fp);
     fwrite(h.p, 1, h.len, fp);
     fwrite(F32_12, 1, 8, fp);
     fclose(fp);
-    wr_buf_free(&h);
+    ckpt_buf_free(&h);
 }
 
 static int decode_rc(const char *json, uint32_t max_depth) {

@@ -5,7 +5,7 @@ torch is imported only by the functions that build or read tensors.
 
 libckpt is found through $CKPT_LIB, else the copy built into this package
 (pip install), else build/libckpt.so of the source tree this package sits
-in (PYTHONPATH=python), else the system loader (libckpt.so.0).
+in (PYTHONPATH=python), else the system loader (libckpt.so.1).
 """
 from .errors import (ChecksumError, Error, FileError, FormatError, InvalidArgumentError,
                      KeyMismatchError, LimitError, MismatchError, NotFoundError,
@@ -18,11 +18,7 @@ from ._save import AuditWarning, save
 from ._store import (Generation, ResumeError, Resumed, ResumeWarning, Store, rng_state,
                      set_rng_state)
 
-try:
-    from ._version import __version__  # written into the wheel by the build
-except ImportError:  # python/ckpt of a source tree, on PYTHONPATH
-    from ._lib import source_version
-    __version__ = source_version()
+from ._lib import VERSION as __version__
 
 __all__ = [
     "load", "metadata", "load_state_dict", "audit", "manifest", "save", "scan", "verify",

@@ -42,10 +42,13 @@ class Limits(ctypes.Structure):
                 ("max_index_bytes", c_u64)]
 
 
-def default_limits() -> Limits:
-    """CKPT_LIMITS_INIT."""
-    return Limits(100000000, 10000000, 65536, 64, 1000, 10000000, 10000000,
-                  1000000000, 1000000, 1 << 32, 100000000)
+# Option structs: `version` first, filled in by the library's own
+# ckpt_*_options_init (never by copying its defaults here).
+OPTIONS_VERSION = 1
+
+
+class OpenOptions_(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint), ("limits", Limits)]
 
 
 class VerifyReport_(ctypes.Structure):
@@ -59,8 +62,26 @@ class Finding_(ctypes.Structure):
 
 
 class ScanOptions_(ctypes.Structure):
-    _fields_ = [("limits", Limits), ("allow", ctypes.POINTER(c_char_p)),
+    _fields_ = [("version", ctypes.c_uint), ("limits", Limits),
+                ("allow", ctypes.POINTER(c_char_p)),
                 ("nallow", c_size_t), ("max_nesting", ctypes.c_uint32)]
+
+
+class StoreOptions_(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint), ("keep", ctypes.c_uint32),
+                ("stale_minutes", ctypes.c_uint32), ("open", OpenOptions_)]
+
+
+class MatchOptions_(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint), ("normalize", ctypes.c_int),
+                ("allow_missing", ctypes.POINTER(c_char_p)), ("nallow_missing", c_size_t),
+                ("allow_unexpected", ctypes.POINTER(c_char_p)), ("nallow_unexpected", c_size_t)]
+
+
+class WriteOptions_(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint), ("meta_keys", ctypes.POINTER(c_char_p)),
+                ("meta_values", ctypes.POINTER(c_char_p)), ("nmeta", c_size_t),
+                ("backup", ctypes.c_int)]
 
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
@@ -88,7 +109,7 @@ def _candidates() -> List[str]:
         out.append(os.path.join(_SOURCE_BUILD, "libckpt.so"))
     out = [p for p in out if os.path.exists(p)]
     found = ctypes.util.find_library("ckpt")
-    return out + ([found] if found else []) + ["libckpt.so.0"]
+    return out + ([found] if found else []) + ["libckpt.so.1"]
 
 
 def cli_path() -> Optional[str]:
@@ -100,15 +121,27 @@ def cli_path() -> Optional[str]:
     return next((p for p in cands if os.access(p, os.X_OK)), None)
 
 
-def source_version() -> str:
-    """CKPT_VERSION_STRING of the source tree's include/ckpt.h (a wheel has
-    ckpt/_version.py instead, written by the build from the same line)."""
+def _package_version() -> str:
+    """The version of ckpt.h this package mirrors: ckpt/_version.py, which
+    the build writes into the wheel, else CKPT_VERSION_MAJOR/MINOR/PATCH of
+    the source tree's include/ckpt/common.h (the version's one place)."""
     try:
-        with open(os.path.join(_SOURCE_ROOT, "include", "ckpt.h"), encoding="utf-8") as fh:
-            m = re.search(r'^#define CKPT_VERSION_STRING "([^"]+)"', fh.read(), re.M)
+        from ._version import __version__
+        return str(__version__)
+    except ImportError:
+        pass
+    try:
+        with open(os.path.join(_SOURCE_ROOT, "include", "ckpt", "common.h"),
+                  encoding="utf-8") as fh:
+            text_ = fh.read()
     except OSError:
-        m = None
-    return m.group(1) if m else "0+unknown"
+        return "0+unknown"
+    parts = [re.search(r"^#define CKPT_VERSION_%s (\d+)$" % p, text_, re.M)
+             for p in ("MAJOR", "MINOR", "PATCH")]
+    return ".".join(m.group(1) for m in parts) if all(parts) else "0+unknown"
+
+
+VERSION = _package_version()
 
 
 def _load() -> ctypes.CDLL:
@@ -123,6 +156,16 @@ def _load() -> ctypes.CDLL:
 
 
 lib = _load()
+
+# The library and this package must speak the same ckpt.h: same major and
+# minor version (the option structs and enums above mirror it).
+lib.ckpt_version_number.restype = ctypes.c_uint
+lib.ckpt_version_number.argtypes = []
+_v = lib.ckpt_version_number()
+_want = VERSION.split(".")[:2]
+if _want != [str(_v // 10000), str(_v // 100 % 100)] and VERSION != "0+unknown":
+    raise ImportError("ckpt: libckpt %d.%d.%d does not match this package (needs %s.x)"
+                      % (_v // 10000, _v // 100 % 100, _v % 100, ".".join(_want)))
 
 # (name, restype, argtypes) for every function the package calls.
 _PROTOS = [
@@ -185,6 +228,12 @@ _PROTOS = [
     ("ckpt_scan_finding", ctypes.POINTER(Finding_), [c_void_p, c_size_t]),
     ("ckpt_scan_global_count", c_size_t, [c_void_p]),
     ("ckpt_scan_global", c_char_p, [c_void_p, c_size_t]),
+    ("ckpt_version_string", c_char_p, []),
+    ("ckpt_open_options_init", c_int, [ctypes.POINTER(OpenOptions_), ctypes.c_uint]),
+    ("ckpt_scan_options_init", c_int, [ctypes.POINTER(ScanOptions_), ctypes.c_uint]),
+    ("ckpt_store_options_init", c_int, [ctypes.POINTER(StoreOptions_), ctypes.c_uint]),
+    ("ckpt_match_options_init", c_int, [ctypes.POINTER(MatchOptions_), ctypes.c_uint]),
+    ("ckpt_write_options_init", c_int, [ctypes.POINTER(WriteOptions_), ctypes.c_uint]),
 ]
 
 
@@ -239,3 +288,13 @@ def check(rc: int, default_file: str = "") -> int:
 
 def fspath(path: "os.PathLike[str] | str | bytes") -> bytes:
     return os.fsencode(os.fspath(path))
+
+
+def options(cls):
+    """A ckpt_*_options struct holding the library's defaults."""
+    o = cls()
+    init = {OpenOptions_: lib.ckpt_open_options_init, ScanOptions_: lib.ckpt_scan_options_init,
+            StoreOptions_: lib.ckpt_store_options_init, MatchOptions_: lib.ckpt_match_options_init,
+            WriteOptions_: lib.ckpt_write_options_init}[cls]
+    check(init(ctypes.byref(o), OPTIONS_VERSION))
+    return o

@@ -7,19 +7,14 @@ from dataclasses import dataclass, field
 from typing import Optional, Tuple
 
 from . import errors
-from ._lib import c_char_p, c_size_t, c_u64, c_u64_p, c_void_p, check, declare, lib, text
+from ._lib import (MatchOptions_, c_char_p, c_size_t, c_u64, c_u64_p, c_void_p, check,
+                   declare, lib, options, text)
 from ._module import _tie_key, dtype_name
 
 
 class _Entry(ctypes.Structure):
     _fields_ = [("name", c_char_p), ("dtype", c_char_p), ("ndim", ctypes.c_uint),
                 ("shape", c_u64_p), ("tensor", c_void_p)]
-
-
-class _Options(ctypes.Structure):
-    _fields_ = [("normalize", ctypes.c_int),
-                ("allow_missing", ctypes.POINTER(c_char_p)), ("nallow_missing", c_size_t),
-                ("allow_unexpected", ctypes.POINTER(c_char_p)), ("nallow_unexpected", c_size_t)]
 
 
 class _Item(ctypes.Structure):
@@ -38,7 +33,7 @@ _AVAILABLE = declare([
     ("ckpt_manifest_count", c_size_t, [c_void_p]),
     ("ckpt_manifest_entry_at", ctypes.POINTER(_Entry), [c_void_p, c_size_t]),
     ("ckpt_match", ctypes.c_int, [ctypes.POINTER(c_void_p), c_void_p, c_void_p,
-                                  ctypes.POINTER(_Options)]),
+                                  ctypes.POINTER(MatchOptions_)]),
     ("ckpt_match_free", None, [c_void_p]),
     ("ckpt_match_complete", ctypes.c_int, [c_void_p]),
     ("ckpt_match_matched", c_u64, [c_void_p]),
@@ -196,7 +191,7 @@ def match(tensors, expected, *, normalize=True, allow_missing=(), allow_unexpect
                              for k, t in expected.items()])
     r = c_void_p()
     try:
-        opts = _Options()
+        opts = options(MatchOptions_)
         opts.normalize = 1 if normalize else 0
         am, opts.nallow_missing = _globs(allow_missing)
         au, opts.nallow_unexpected = _globs(allow_unexpected)

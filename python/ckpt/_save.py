@@ -8,17 +8,11 @@ import os
 import warnings
 
 from . import errors
-from ._lib import c_char_p, c_size_t, c_u64, c_u64_p, c_void_p, check, declare, lib
+from ._lib import (WriteOptions_, c_char_p, c_size_t, c_u64, c_u64_p, c_void_p, check,
+                   declare, lib, options)
 from ._module import audit, dtype_name
 
 _P = ctypes.POINTER(c_void_p)
-
-
-class _WriteOptions(ctypes.Structure):
-    # ckpt_write_options in ckpt.h, field for field
-    _fields_ = [("meta_keys", ctypes.POINTER(c_char_p)),
-                ("meta_values", ctypes.POINTER(c_char_p)), ("nmeta", c_size_t),
-                ("backup", ctypes.c_int)]
 
 
 _AVAILABLE = declare([
@@ -38,7 +32,7 @@ _AVAILABLE = declare([
     ("ckpt_tree_tensor", ctypes.c_int, [_P, c_void_p, ctypes.c_int, ctypes.c_uint,
                                         c_u64_p, c_void_p, c_size_t]),
     ("ckpt_tree_write", ctypes.c_int, [c_void_p, c_char_p, ctypes.c_int,
-                                       ctypes.POINTER(_WriteOptions)]),
+                                       ctypes.POINTER(WriteOptions_)]),
     ("ckpt_dtype_from_name", ctypes.c_int, [c_char_p]),
 ])
 
@@ -227,8 +221,10 @@ def _save_as(obj, path, fmt, meta, stacklevel, label=None):
         root = b.value(obj)
         keys = [k.encode() for k in meta]
         vals = [v.encode() for v in meta.values()]
-        opts = _WriteOptions((c_char_p * max(1, len(keys)))(*keys),
-                             (c_char_p * max(1, len(vals)))(*vals), len(keys), 0)
+        opts = options(WriteOptions_)
+        opts.meta_keys = (c_char_p * max(1, len(keys)))(*keys)
+        opts.meta_values = (c_char_p * max(1, len(vals)))(*vals)
+        opts.nmeta = len(keys)
         if b.findings:
             warnings.warn(AuditWarning(
                 "%s: %d finding(s):\n  %s" % (

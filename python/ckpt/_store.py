@@ -9,13 +9,8 @@ from dataclasses import dataclass, field
 from typing import Any, Optional, Tuple
 
 from . import errors
-from ._lib import (Limits, c_char_p, c_size_t, c_u64, c_void_p, check, declare,
-                   default_limits, fspath, lib, text)
-
-
-class _StoreOptions(ctypes.Structure):
-    _fields_ = [("keep", ctypes.c_uint32), ("stale_minutes", ctypes.c_uint32),
-                ("limits", Limits)]
+from ._lib import (StoreOptions_, c_char_p, c_size_t, c_u64, c_void_p, check, declare,
+                   fspath, lib, options, text)
 
 
 class _Generation(ctypes.Structure):
@@ -26,7 +21,7 @@ class _Generation(ctypes.Structure):
 
 
 _P = ctypes.POINTER(c_void_p)
-_O = ctypes.POINTER(_StoreOptions)
+_O = ctypes.POINTER(StoreOptions_)
 _AVAILABLE = declare([
     ("ckpt_store_commit", ctypes.c_int, [c_char_p, c_size_t, c_char_p, c_char_p, c_u64,
                                          c_char_p, _O]),
@@ -165,7 +160,8 @@ class Store:
             raise errors.InvalidArgumentError("format is 'pt' or 'safetensors'", dir)
         self.dir, self.keep, self.name, self.format = os.fspath(dir), keep, name, format
         os.makedirs(self.dir, exist_ok=True)
-        self._opts = _StoreOptions(keep, 60, default_limits())
+        self._opts = options(StoreOptions_)
+        self._opts.keep = keep
         # temporary files of writers that were killed (ours included)
         check(lib.ckpt_store_gc(None, fspath(self.dir), ctypes.byref(self._opts)), self.dir)
 

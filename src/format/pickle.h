@@ -137,8 +137,4 @@ typedef struct pk_options {
 int ckpt_pickle_run(ckpt_value **out, size_t *consumed, const uint8_t *buf,
                     size_t len, const pk_options *o);
 
-/* Name of a value kind for messages, internal kinds included ("global",
- * "storage", "mark"). Static string. */
-const char *pk_kind_name(int kind);
-
 #endif

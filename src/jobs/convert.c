@@ -447,7 +447,7 @@ static int sel_child(selector *s, const char *seg, size_t n, const ckpt_value *v
     size_t saved = s->len, need = s->len + 1 + n + 1;
     if (need > s->cap) {
         char *nb = ckpt_realloc(s->buf, need * 2);
-        if (!nb) return ckpt_err(CKPT_E_NOMEM, "", "", CKPT_NO_OFFSET, "out of memory");
+        if (!nb) return ckpt_err_nomem();
         s->buf = nb;
         s->cap = need * 2;
     }
@@ -480,7 +480,7 @@ static int sel_walk(selector *s, const ckpt_value *v, uint32_t depth, const ckpt
                         "containers nested deeper than %u", s->max_depth);
     /* a state dict stays an OrderedDict with its _metadata */
     ckpt_value *copy = ckpt_value_new_like(s->a, v);
-    if (!copy) return ckpt_err(CKPT_E_NOMEM, "", "", CKPT_NO_OFFSET, "out of memory");
+    if (!copy) return ckpt_err_nomem();
     size_t n = v->kind == CKPT_KIND_DICT ? v->u.dict.n : v->u.seq.n;
     for (size_t i = 0; i < n; i++) {
         char tmp[32];
@@ -510,7 +510,7 @@ static int sel_walk(selector *s, const ckpt_value *v, uint32_t depth, const ckpt
         if (v->kind == CKPT_KIND_DICT
                 ? ckpt_value_dict_set(s->a, copy, v->u.dict.keys[i], (ckpt_value *)kept)
                 : ckpt_value_append(s->a, copy, (ckpt_value *)kept))
-            return ckpt_err(CKPT_E_NOMEM, "", "", CKPT_NO_OFFSET, "out of memory");
+            return ckpt_err_nomem();
     }
     if (ckpt_value_len(copy) || depth == 0) *out = copy;
     return 0;
@@ -552,7 +552,7 @@ static int meta_set(meta_list *m, ckpt_arena *a, const char *k, const char *v) {
         }
     if (ckpt_arena_grow(a, (void **)&m->keys, &m->kcap, m->n + 1, sizeof *m->keys) ||
         ckpt_arena_grow(a, (void **)&m->vals, &m->vcap, m->n + 1, sizeof *m->vals))
-        return ckpt_err(CKPT_E_NOMEM, "", "", CKPT_NO_OFFSET, "out of memory");
+        return ckpt_err_nomem();
     m->keys[m->n] = k;
     m->vals[m->n++] = v;
     return 0;
@@ -579,7 +579,7 @@ static int merge_metadata(meta_list *m, const ckpt_file *f, const ckpt_convert_o
         const char *copy = text ? ckpt_arena_strdup(a, text) : NULL;
         free(text);
         rc = copy ? meta_set(m, a, "config", copy)
-                  : ckpt_err(CKPT_E_NOMEM, "", "", CKPT_NO_OFFSET, "out of memory");
+                  : ckpt_err_nomem();
     }
     for (size_t i = 0; !rc && i < o->write.nmeta; i++) {
         if (!o->write.meta_keys || !o->write.meta_values || !o->write.meta_keys[i] ||
@@ -612,6 +612,7 @@ int ckpt_convert(const char *in, const char *out, const ckpt_convert_options *op
                  ckpt_convert_report *report) {
     ckpt_convert_options defaults = CKPT_CONVERT_OPTIONS_INIT;
     const ckpt_convert_options *o = opts ? opts : &defaults;
+    CKPT_CHECK_OPTIONS(opts, CKPT_CONVERT_OPTIONS_VERSION);
     if (report) *report = (ckpt_convert_report){0};
     if (!in || !out)
         return ckpt_err(CKPT_E_INVALID_ARG, "", "", CKPT_NO_OFFSET, "path is NULL");
@@ -635,7 +636,11 @@ int ckpt_convert(const char *in, const char *out, const ckpt_convert_options *op
     if (!rc) rc = select_tree(&root, o, &a, f->opts.limits.max_depth);
     if (!rc) rc = merge_metadata(&m, f, o, &a);
     if (!rc) {
-        ckpt_write_options w = {m.keys, m.vals, m.n, o->write.backup};
+        ckpt_write_options w = CKPT_WRITE_OPTIONS_INIT;
+        w.meta_keys = m.keys;
+        w.meta_values = m.vals;
+        w.nmeta = m.n;
+        w.backup = o->write.backup;
         rc = ckpt_write_value(root, out, fmt, &w, f, &stats);
     }
     if (!rc && report) *report = (ckpt_convert_report){fmt, stats.tensors, stats.bytes};

@@ -678,7 +678,8 @@ static const char *file_member(const scanner *sc) {
 }
 
 static int scan_safetensors(scanner *sc, const uint8_t *p, size_t n) {
-    ckpt_open_options oo = {sc->o.limits};
+    ckpt_open_options oo = CKPT_OPEN_OPTIONS_INIT;
+    oo.limits = sc->o.limits;
     ckpt_file *f = NULL;
     int rc = ckpt_open_memory(&f, p, n, sc->file, &oo);
     ckpt_close(f);
@@ -828,15 +829,6 @@ static int scan_zip(scanner *sc, const ckpt_zip *z) {
 
 /* ------------------------------------------------------------ sharded */
 
-/* file.c's rule (read_format): a sharded index is JSON text from its first
- * byte; a safetensors file starts with a binary u64 length instead. */
-static int looks_like_index(const uint8_t *p, size_t n) {
-    size_t i = 0;
-    while (i < n && (p[i] == ' ' || p[i] == '\t' || p[i] == '\n' || p[i] == '\r')) i++;
-    return i < n && p[i] == '{' && memchr(p, 0, n < 8 ? n : 8) == NULL;
-}
-
-
 /* Loaders join a shard name to the index's directory; a name that leaves
  * it (absolute, "..", a drive) names a file the scan does not follow.
  * NULL when the name stays inside, else why not. */
@@ -980,7 +972,7 @@ static int scan_file(scanner *sc, const uint8_t *p, size_t n) {
     region top = {.p = p, .n = n, .member = file_member(sc), .top = 1};
     int rc, seen;
     if (n == 0) return 0;
-    if (looks_like_index(p, n)) return scan_index(sc, p, n);
+    if (ckpt_detect_format(p, n) == CKPT_FORMAT_SAFETENSORS_SHARDED) return scan_index(sc, p, n);
     const char *foreign = ckpt_scan_foreign_container(p, n);
     if (foreign) {
         add_finding(sc, CKPT_SEVERITY_INFO, "unsupported-container", NULL, file_member(sc), 0,
@@ -1103,6 +1095,7 @@ static int scan_buffer(ckpt_scan_report **out, const void *data, size_t size,
     *out = NULL;
     if (!data && size)
         return ckpt_err(CKPT_E_INVALID_ARG, file, NULL, CKPT_NO_OFFSET, "data is NULL");
+    CKPT_CHECK_OPTIONS(opts, CKPT_SCAN_OPTIONS_VERSION);
     scanner sc = {0};
     ckpt_scan_options defaults = CKPT_SCAN_OPTIONS_INIT;
     sc.o = opts ? *opts : defaults;

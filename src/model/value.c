@@ -128,9 +128,19 @@ ckpt_value *ckpt_value_new_global(ckpt_arena *a, const char *module,
     return v;
 }
 
+const char *ckpt_value_kind_name(int kind) {
+    switch (kind) {
+    case CKPT_KIND_GLOBAL_: return "global";
+    case CKPT_KIND_STORAGE_: return "storage";
+    case CKPT_KIND_MARK_: return "mark";
+    default: return ckpt_kind_name((ckpt_kind)kind);
+    }
+}
+
 const char *ckpt_dict_class_name(int cls) {
     switch (cls) {
-    case CKPT_DICT_ORDERED: return "collections.OrderedDict";
+    case CKPT_DICT_ORDERED:
+    case CKPT_DICT_MODULE: return "collections.OrderedDict";
     case CKPT_DICT_COUNTER: return "collections.Counter";
     default: return NULL;
     }

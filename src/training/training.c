@@ -81,7 +81,7 @@ int ckpt_tr_reason(ckpt_training *t, const char *fmt, ...)
 
 int ckpt_tr_nomem(void)
 {
-    return ckpt_err(CKPT_E_NOMEM, "", NULL, CKPT_NO_OFFSET, "out of memory");
+    return ckpt_err_nomem();
 }
 
 /* ------------------------------------------------------------ tree helpers */
@@ -291,6 +291,7 @@ static int comp_add(walker *w, ckpt_component_kind kind, const char *path,
     ckpt_training *t = w->t;
     tr_comp *c;
 
+    *idx = 0;
     if (ckpt_arena_grow(&t->arena, (void **)&t->comps, &t->ccomps,
                         t->ncomps + 1, sizeof *t->comps))
         return ckpt_tr_nomem();

@@ -539,6 +539,19 @@ def test_doctor_truncated():
     assert_eq(doc["sections"]["format"]["name"], None, "not opened")
 
 
+def test_doctor_truncated_protocol0_pickle():
+    # doctor names the format by ckpt_detect_format, the rule ckpt_open
+    # uses: a protocol 0 pickle is a pickle (its own copy saw only PROTO)
+    path = tmp_file("trunc_p0.pkl", b"cposix\nsystem\np0\n(Vtouch")
+    rc, doc, _ = run_json("doctor", "--json", path)
+    assert_eq(rc, 1, "exit code")
+    assert_eq(doc["sections"]["format"]["detected"], "pickle", "detected")
+    rc, out, _ = run("doctor", path)
+    lines = out.splitlines()
+    assert_eq(lines[lines.index("format") + 1][:len("  pickle (")], "  pickle (",
+              "format line")
+
+
 @corpus
 def test_doctor_not_a_checkpoint():
     # the scan's own verdict, in the first line and in the safety section

@@ -177,7 +177,7 @@ static int run(const convert_args *a)
     return CLI_OK;
 }
 
-int cmd_convert(const cli_command *cmd, int argc, char **argv)
+int cli_cmd_convert(const cli_command *cmd, int argc, char **argv)
 {
     convert_args a = {0};
     size_t n = argc > 0 ? (size_t)argc : 1, i;

@@ -24,197 +24,197 @@ typedef struct diff_args {
 
 /* ------------------------------------------------------------ JSON */
 
-static void json_list(json_writer *j, const ckpt_diff_result *r,
+static void json_list(cli_json_writer *j, const ckpt_diff_result *r,
                       ckpt_diff_list l)
 {
     size_t i, n = ckpt_diff_count(r, l);
     const ckpt_manifest_entry *a, *b;
 
-    json_array_begin(j);
+    cli_json_array_begin(j);
     for (i = 0; i < n; i++) {
         if (l == CKPT_DIFF_ONLY_IN_A || l == CKPT_DIFF_ONLY_IN_B) {
-            json_string(j, ckpt_diff_name(r, l, i));
+            cli_json_string(j, ckpt_diff_name(r, l, i));
             continue;
         }
         ckpt_diff_pair(r, l, i, &a, &b);
-        json_object_begin(j);
-        json_key(j, "name");
-        json_string(j, ckpt_diff_name(r, l, i));
-        json_key(j, "a");
+        cli_json_object_begin(j);
+        cli_json_key(j, "name");
+        cli_json_string(j, ckpt_diff_name(r, l, i));
+        cli_json_key(j, "a");
         if (l == CKPT_DIFF_SHAPE_MISMATCH)
-            json_dims(j, a->ndim, a->shape);
+            cli_json_dims(j, a->ndim, a->shape);
         else
-            json_string(j, a->dtype);
-        json_key(j, "b");
+            cli_json_string(j, a->dtype);
+        cli_json_key(j, "b");
         if (l == CKPT_DIFF_SHAPE_MISMATCH)
-            json_dims(j, b->ndim, b->shape);
+            cli_json_dims(j, b->ndim, b->shape);
         else
-            json_string(j, b->dtype);
-        json_object_end(j);
+            cli_json_string(j, b->dtype);
+        cli_json_object_end(j);
     }
-    json_array_end(j);
+    cli_json_array_end(j);
 }
 
-static void json_pair(json_writer *j, const char *key, uint64_t a, uint64_t b)
+static void json_pair(cli_json_writer *j, const char *key, uint64_t a, uint64_t b)
 {
-    json_key(j, key);
-    json_object_begin(j);
-    json_key(j, "a");
-    json_uint(j, a);
-    json_key(j, "b");
-    json_uint(j, b);
-    json_object_end(j);
+    cli_json_key(j, key);
+    cli_json_object_begin(j);
+    cli_json_key(j, "a");
+    cli_json_uint(j, a);
+    cli_json_key(j, "b");
+    cli_json_uint(j, b);
+    cli_json_object_end(j);
 }
 
-static void json_tensor(json_writer *j, const ckpt_tensor_diff *d)
+static void json_tensor(cli_json_writer *j, const ckpt_tensor_diff *d)
 {
     size_t k;
 
-    json_object_begin(j);
-    json_key(j, "name");
-    json_string(j, d->name);
-    json_key(j, "bitwise_equal");
-    json_bool(j, d->bitwise_equal);
-    json_key(j, "compared");
-    json_bool(j, d->compared);
-    json_key(j, "numel");
-    json_uint(j, d->numel);
-    json_key(j, "differing");
-    json_uint(j, d->differing);
-    json_key(j, "max_abs_diff");
-    json_double(j, d->max_abs_diff);
-    json_key(j, "max_rel_diff");
-    json_double(j, d->max_rel_diff);
+    cli_json_object_begin(j);
+    cli_json_key(j, "name");
+    cli_json_string(j, d->name);
+    cli_json_key(j, "bitwise_equal");
+    cli_json_bool(j, d->bitwise_equal);
+    cli_json_key(j, "compared");
+    cli_json_bool(j, d->compared);
+    cli_json_key(j, "numel");
+    cli_json_uint(j, d->numel);
+    cli_json_key(j, "differing");
+    cli_json_uint(j, d->differing);
+    cli_json_key(j, "max_abs_diff");
+    cli_json_double(j, d->max_abs_diff);
+    cli_json_key(j, "max_rel_diff");
+    cli_json_double(j, d->max_rel_diff);
     json_pair(j, "nan", d->nan_a, d->nan_b);
     json_pair(j, "inf", d->inf_a, d->inf_b);
-    json_key(j, "nonfinite_mismatch");
-    json_uint(j, d->nonfinite_mismatch);
-    json_key(j, "positions");
-    json_array_begin(j);
+    cli_json_key(j, "nonfinite_mismatch");
+    cli_json_uint(j, d->nonfinite_mismatch);
+    cli_json_key(j, "positions");
+    cli_json_array_begin(j);
     for (k = 0; k < d->npositions; k++)
-        json_uint(j, d->positions[k]);
-    json_array_end(j);
-    json_object_end(j);
+        cli_json_uint(j, d->positions[k]);
+    cli_json_array_end(j);
+    cli_json_object_end(j);
 }
 
 /* A leaf as {"type", "value"}. */
-static void json_typed(json_writer *j, const ckpt_value *v)
+static void json_typed(cli_json_writer *j, const ckpt_value *v)
 {
-    json_object_begin(j);
-    json_key(j, "type");
-    json_string(j, ckpt_kind_name(ckpt_value_kind(v)));
-    json_key(j, "value");
-    json_leaf(j, v);
-    json_object_end(j);
+    cli_json_object_begin(j);
+    cli_json_key(j, "type");
+    cli_json_string(j, ckpt_kind_name(ckpt_value_kind(v)));
+    cli_json_key(j, "value");
+    cli_json_leaf(j, v);
+    cli_json_object_end(j);
 }
 
-static void json_value_names(json_writer *j, const ckpt_diff_result *r,
+static void json_value_names(cli_json_writer *j, const ckpt_diff_result *r,
                              ckpt_diff_value_list l)
 {
     size_t i, n = ckpt_diff_value_count(r, l);
 
-    json_array_begin(j);
+    cli_json_array_begin(j);
     for (i = 0; i < n; i++)
-        json_string(j, ckpt_diff_value(r, l, i)->name);
-    json_array_end(j);
+        cli_json_string(j, ckpt_diff_value(r, l, i)->name);
+    cli_json_array_end(j);
 }
 
-static void json_values(json_writer *j, const ckpt_diff_result *r)
+static void json_values(cli_json_writer *j, const ckpt_diff_result *r)
 {
     size_t i, n = ckpt_diff_value_count(r, CKPT_DIFF_VALUES_DIFFERING);
 
-    json_object_begin(j);
-    json_key(j, "only_in_a");
+    cli_json_object_begin(j);
+    cli_json_key(j, "only_in_a");
     json_value_names(j, r, CKPT_DIFF_VALUES_ONLY_IN_A);
-    json_key(j, "only_in_b");
+    cli_json_key(j, "only_in_b");
     json_value_names(j, r, CKPT_DIFF_VALUES_ONLY_IN_B);
-    json_key(j, "differing");
-    json_array_begin(j);
+    cli_json_key(j, "differing");
+    cli_json_array_begin(j);
     for (i = 0; i < n; i++) {
         const ckpt_value_diff *v =
             ckpt_diff_value(r, CKPT_DIFF_VALUES_DIFFERING, i);
 
-        json_object_begin(j);
-        json_key(j, "name");
-        json_string(j, v->name);
-        json_key(j, "a");
+        cli_json_object_begin(j);
+        cli_json_key(j, "name");
+        cli_json_string(j, v->name);
+        cli_json_key(j, "a");
         json_typed(j, v->a);
-        json_key(j, "b");
+        cli_json_key(j, "b");
         json_typed(j, v->b);
-        json_object_end(j);
+        cli_json_object_end(j);
     }
-    json_array_end(j);
-    json_key(j, "equal");
-    json_uint(j, ckpt_diff_values_equal(r));
-    json_object_end(j);
+    cli_json_array_end(j);
+    cli_json_key(j, "equal");
+    cli_json_uint(j, ckpt_diff_values_equal(r));
+    cli_json_object_end(j);
 }
 
-static void json_rewrite(json_writer *j, const ckpt_diff_result *r)
+static void json_rewrite(cli_json_writer *j, const ckpt_diff_result *r)
 {
     const ckpt_rewrite *rw = ckpt_diff_rewrite(r);
 
     if (!rw) {
-        json_null(j);
+        cli_json_null(j);
         return;
     }
-    json_object_begin(j);
-    json_key(j, "description");
-    json_string(j, rw->description);
-    json_key(j, "matches");
-    json_uint(j, rw->matches);
-    json_key(j, "applied");
-    json_bool(j, rw->applied);
-    json_key(j, "note");
-    json_string(j, ckpt_diff_rewrite_note(r));
-    json_object_end(j);
+    cli_json_object_begin(j);
+    cli_json_key(j, "description");
+    cli_json_string(j, rw->description);
+    cli_json_key(j, "matches");
+    cli_json_uint(j, rw->matches);
+    cli_json_key(j, "applied");
+    cli_json_bool(j, rw->applied);
+    cli_json_key(j, "note");
+    cli_json_string(j, ckpt_diff_rewrite_note(r));
+    cli_json_object_end(j);
 }
 
 static void print_json(const diff_args *a, const ckpt_diff_result *r)
 {
     size_t i, n;
-    json_writer j;
+    cli_json_writer j;
 
-    json_init(&j, stdout);
-    json_object_begin(&j);
-    json_key(&j, "a");
-    json_string(&j, a->path[0]);
-    json_key(&j, "b");
-    json_string(&j, a->path[1]);
-    json_key(&j, "identical");
-    json_bool(&j, ckpt_diff_identical(r));
-    json_key(&j, "keys_only");
-    json_bool(&j, a->opts.keys_only);
-    json_key(&j, "only_in_a");
+    cli_json_init(&j, stdout);
+    cli_json_object_begin(&j);
+    cli_json_key(&j, "a");
+    cli_json_string(&j, a->path[0]);
+    cli_json_key(&j, "b");
+    cli_json_string(&j, a->path[1]);
+    cli_json_key(&j, "identical");
+    cli_json_bool(&j, ckpt_diff_identical(r));
+    cli_json_key(&j, "keys_only");
+    cli_json_bool(&j, a->opts.keys_only);
+    cli_json_key(&j, "only_in_a");
     json_list(&j, r, CKPT_DIFF_ONLY_IN_A);
-    json_key(&j, "only_in_b");
+    cli_json_key(&j, "only_in_b");
     json_list(&j, r, CKPT_DIFF_ONLY_IN_B);
-    json_key(&j, "shape_mismatch");
+    cli_json_key(&j, "shape_mismatch");
     json_list(&j, r, CKPT_DIFF_SHAPE_MISMATCH);
-    json_key(&j, "dtype_mismatch");
+    cli_json_key(&j, "dtype_mismatch");
     json_list(&j, r, CKPT_DIFF_DTYPE_MISMATCH);
-    json_key(&j, "equal");
+    cli_json_key(&j, "equal");
     if (a->opts.keys_only)
-        json_null(&j);
+        cli_json_null(&j);
     else
-        json_uint(&j, ckpt_diff_equal_count(r));
-    json_key(&j, "tensors");
+        cli_json_uint(&j, ckpt_diff_equal_count(r));
+    cli_json_key(&j, "tensors");
     if (a->opts.keys_only) {
-        json_null(&j);
+        cli_json_null(&j);
     } else {
-        json_array_begin(&j);
+        cli_json_array_begin(&j);
         n = ckpt_diff_tensor_count(r);
         for (i = 0; i < n; i++)
             json_tensor(&j, ckpt_diff_tensor(r, i));
-        json_array_end(&j);
+        cli_json_array_end(&j);
     }
-    json_key(&j, "values");
+    cli_json_key(&j, "values");
     if (a->opts.keys_only)
-        json_null(&j);
+        cli_json_null(&j);
     else
         json_values(&j, r);
-    json_key(&j, "rewrite");
+    cli_json_key(&j, "rewrite");
     json_rewrite(&j, r);
-    json_object_end(&j);
+    cli_json_object_end(&j);
     fputc('\n', stdout);
 }
 
@@ -479,7 +479,7 @@ static int parse(const cli_command *cmd, int argc, char **argv, diff_args *a)
     return CLI_OK;
 }
 
-int cmd_diff(const cli_command *cmd, int argc, char **argv)
+int cli_cmd_diff(const cli_command *cmd, int argc, char **argv)
 {
     diff_args a;
     ckpt_diff_options init = CKPT_DIFF_OPTIONS_INIT;

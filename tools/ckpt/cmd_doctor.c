@@ -58,8 +58,8 @@ typedef struct doctor {
     int sharded;            /* checks are the shards of the set */
     const char *detected;   /* a file that could not be opened: the format
                                its first bytes show, or NULL */
-    doctor_safety safety;   /* scan of the file, or of every file of DIR */
-    doctor_keys keys;       /* wrapper prefixes on tensor keys */
+    cli_doctor_safety safety;   /* scan of the file, or of every file of DIR */
+    cli_doctor_keys keys;       /* wrapper prefixes on tensor keys */
 } doctor;
 
 /* A checkpoint file of a directory besides the main weights file. */
@@ -239,33 +239,21 @@ static int summarise_groups(doctor *d)
     return 0;
 }
 
-/* The format a file's first bytes show (file.c's detection), for a file
+/* The format a file's first bytes show (ckpt_detect_format), for a file
  * that could not be opened; NULL when they show none. */
 static const char *detect_format(const char *path)
 {
-    static const unsigned char legacy[] = { 0x80, 0x02, 0x8a, 0x0a, 0x6c, 0xfc,
-                                            0x9c, 0x46, 0xf9, 0x20, 0x6a, 0xa8 };
-    unsigned char b[16];
-    size_t n = 0, i = 0;
+    unsigned char head[4096];
+    size_t n = 0;
+    ckpt_format fmt;
     FILE *fp = fopen(path, "rb");
 
     if (fp) {
-        n = fread(b, 1, sizeof b, fp);
+        n = fread(head, 1, sizeof head, fp);
         fclose(fp);
     }
-    while (i < n && strchr(" \t\r\n", b[i]) && b[i])
-        i++;
-    if (n >= 4 && memcmp(b, "PK\3\4", 4) == 0)
-        return "torch-zip";
-    if (i < n && b[i] == '{' && memchr(b, 0, n < 8 ? n : 8) == NULL)
-        return "safetensors-sharded";
-    if (n >= 9 && b[8] == '{')
-        return "safetensors";
-    if (n >= sizeof legacy && memcmp(b, legacy, sizeof legacy) == 0)
-        return "torch-legacy";
-    if (n >= 2 && b[0] == 0x80 && b[1] <= 5)
-        return "pickle";
-    return NULL;
+    fmt = ckpt_detect_format(head, n);
+    return fmt == CKPT_FORMAT_UNKNOWN ? NULL : ckpt_format_name(fmt);
 }
 
 /* A storage of a sharded set, for the per-shard tallies. */
@@ -680,26 +668,26 @@ static notes unvouched(const doctor *d)
 
 /* ------------------------------------------------------------ sections */
 
-static void show_format(const doctor *d, json_writer *j)
+static void show_format(const doctor *d, cli_json_writer *j)
 {
     const char *name = d->f ? ckpt_format_name(ckpt_file_format(d->f)) : NULL;
     char h[32];
 
     if (j) {
-        json_object_begin(j);
-        json_key(j, "name");
-        json_string(j, name);
+        cli_json_object_begin(j);
+        cli_json_key(j, "name");
+        cli_json_string(j, name);
         if (d->f == NULL) {
-            json_key(j, "detected");
-            json_string(j, d->detected);
+            cli_json_key(j, "detected");
+            cli_json_string(j, d->detected);
         }
-        json_key(j, "size");
-        json_uint(j, d->size);
+        cli_json_key(j, "size");
+        cli_json_uint(j, d->size);
         if (d->sharded) {
-            json_key(j, "shards");
-            json_uint(j, d->n_checks);
+            cli_json_key(j, "shards");
+            cli_json_uint(j, d->n_checks);
         }
-        json_object_end(j);
+        cli_json_object_end(j);
         return;
     }
     line_start();
@@ -727,34 +715,34 @@ static int concern_integrity(const doctor *d, FILE *out)
     return 1;
 }
 
-static void show_integrity(const doctor *d, json_writer *j)
+static void show_integrity(const doctor *d, cli_json_writer *j)
 {
     uint64_t checked = d->report.bytes; /* up to the first problem */
 
     if (j) {
-        json_object_begin(j);
-        json_key(j, "ok");
-        json_bool(j, d->intact);
-        json_key(j, "bytes_checked");
-        json_uint(j, checked);
+        cli_json_object_begin(j);
+        cli_json_key(j, "ok");
+        cli_json_bool(j, d->intact);
+        cli_json_key(j, "bytes_checked");
+        cli_json_uint(j, checked);
         if (!d->intact) {
-            json_key(j, "error");
-            json_object_begin(j);
-            json_key(j, "message");
-            json_string(j, d->err.message);
-            json_key(j, "member");
+            cli_json_key(j, "error");
+            cli_json_object_begin(j);
+            cli_json_key(j, "message");
+            cli_json_string(j, d->err.message);
+            cli_json_key(j, "member");
             if (d->err.member[0])
-                json_string(j, d->err.member);
+                cli_json_string(j, d->err.member);
             else
-                json_null(j);
-            json_key(j, "offset");
+                cli_json_null(j);
+            cli_json_key(j, "offset");
             if (d->err.offset != UINT64_MAX)
-                json_uint(j, d->err.offset);
+                cli_json_uint(j, d->err.offset);
             else
-                json_null(j);
-            json_object_end(j);
+                cli_json_null(j);
+            cli_json_object_end(j);
         }
-        json_object_end(j);
+        cli_json_object_end(j);
         return;
     }
     line_start();
@@ -774,24 +762,24 @@ static void show_integrity(const doctor *d, json_writer *j)
     fputc('\n', stdout);
 }
 
-static void json_entry(json_writer *j, const entry *e)
+static void json_entry(cli_json_writer *j, const entry *e)
 {
     ckpt_kind kind = e->v ? ckpt_value_kind(e->v) : CKPT_KIND_DICT;
 
-    json_object_begin(j);
-    json_key(j, "name");
-    json_string_len(j, e->name, e->name_len);
-    json_key(j, "kind");
-    json_string(j, e->v ? ckpt_kind_name(kind) : "group");
-    json_key(j, "tensors");
-    json_uint(j, e->tensors);
-    json_key(j, "elements");
-    json_uint(j, e->elements);
+    cli_json_object_begin(j);
+    cli_json_key(j, "name");
+    cli_json_string_len(j, e->name, e->name_len);
+    cli_json_key(j, "kind");
+    cli_json_string(j, e->v ? ckpt_kind_name(kind) : "group");
+    cli_json_key(j, "tensors");
+    cli_json_uint(j, e->tensors);
+    cli_json_key(j, "elements");
+    cli_json_uint(j, e->elements);
     if (e->v && kind != CKPT_KIND_TENSOR && !is_container(kind)) {
-        json_key(j, "value");
-        json_leaf(j, e->v);
+        cli_json_key(j, "value");
+        cli_json_leaf(j, e->v);
     }
-    json_object_end(j);
+    cli_json_object_end(j);
 }
 
 /* "name: dict, 4 tensors, 60 elements" / "epoch: int 42" / ... */
@@ -844,7 +832,7 @@ static void text_entry(const entry *e)
     fputc('\n', stdout);
 }
 
-static void show_contents(const doctor *d, json_writer *j)
+static void show_contents(const doctor *d, cli_json_writer *j)
 {
     uint64_t by_dtype[CKPT_DT_COUNT] = { 0 };
     size_t count[CKPT_DT_COUNT] = { 0 };
@@ -860,28 +848,28 @@ static void show_contents(const doctor *d, json_writer *j)
         count[dt]++;
     }
     if (j) {
-        json_object_begin(j);
-        json_key(j, "tensors");
-        json_uint(j, n);
-        json_key(j, "elements");
-        json_uint(j, d->elements);
-        json_key(j, "tensor_bytes");
-        json_uint(j, d->tensor_bytes);
-        json_key(j, "by_dtype");
-        json_object_begin(j);
+        cli_json_object_begin(j);
+        cli_json_key(j, "tensors");
+        cli_json_uint(j, n);
+        cli_json_key(j, "elements");
+        cli_json_uint(j, d->elements);
+        cli_json_key(j, "tensor_bytes");
+        cli_json_uint(j, d->tensor_bytes);
+        cli_json_key(j, "by_dtype");
+        cli_json_object_begin(j);
         for (i = 0; i < CKPT_DT_COUNT; i++) {
             if (count[i] == 0)
                 continue;
-            json_key(j, ckpt_dtype_name((ckpt_dtype)i));
-            json_uint(j, by_dtype[i]);
+            cli_json_key(j, ckpt_dtype_name((ckpt_dtype)i));
+            cli_json_uint(j, by_dtype[i]);
         }
-        json_object_end(j);
-        json_key(j, "top_level");
-        json_array_begin(j);
+        cli_json_object_end(j);
+        cli_json_key(j, "top_level");
+        cli_json_array_begin(j);
         for (i = 0; i < d->n_top; i++)
             json_entry(j, &d->top[i]);
-        json_array_end(j);
-        json_object_end(j);
+        cli_json_array_end(j);
+        cli_json_object_end(j);
         return;
     }
     line_start();
@@ -936,16 +924,16 @@ static int concern_unvouched(const doctor *d, FILE *out)
     return 1;
 }
 
-static void show_unvouched(const doctor *d, json_writer *j)
+static void show_unvouched(const doctor *d, cli_json_writer *j)
 {
     notes ns = unvouched(d);
     size_t i;
 
     if (j)
-        json_array_begin(j);
+        cli_json_array_begin(j);
     for (i = 0; i < ns.n; i++) {
         if (j) {
-            json_string(j, ns.items[i]);
+            cli_json_string(j, ns.items[i]);
         } else {
             line_start();
             put_str(ns.items[i]);
@@ -953,7 +941,7 @@ static void show_unvouched(const doctor *d, json_writer *j)
         }
     }
     if (j)
-        json_array_end(j);
+        cli_json_array_end(j);
     else if (ns.n == 0)
         puts("  nothing: every byte was read and checked");
     notes_free(&ns);
@@ -963,22 +951,22 @@ static void show_unvouched(const doctor *d, json_writer *j)
 
 static int concern_resume(const doctor *d, FILE *out)
 {
-    return summary_concern(d->training, out);
+    return cli_summary_concern(d->training, out);
 }
 
-static void show_resume(const doctor *d, json_writer *j)
+static void show_resume(const doctor *d, cli_json_writer *j)
 {
-    summary_resume(d->training, j);
+    cli_summary_resume(d->training, j);
 }
 
-static void show_memory(const doctor *d, json_writer *j)
+static void show_memory(const doctor *d, cli_json_writer *j)
 {
-    summary_memory(d->training, j);
+    cli_summary_memory(d->training, j);
 }
 
-static void show_metadata(const doctor *d, json_writer *j)
+static void show_metadata(const doctor *d, cli_json_writer *j)
 {
-    summary_metadata(d->training, j);
+    cli_summary_metadata(d->training, j);
 }
 
 /* "optimizer.pt corrupt: MESSAGE (member M, offset N)" for the first. */
@@ -1000,16 +988,16 @@ static int concern_others(const doctor *d, FILE *out)
     return 0;
 }
 
-static void show_others(const doctor *d, json_writer *j)
+static void show_others(const doctor *d, cli_json_writer *j)
 {
     size_t i;
 
     if (j && d->dir == NULL && !d->sharded) {
-        json_null(j);
+        cli_json_null(j);
         return;
     }
     if (j)
-        json_array_begin(j);
+        cli_json_array_begin(j);
     else if (d->sharded)
         printf("  the %zu shard file%s of the set (integrity covers them "
                "together):\n", d->n_checks, cli_plural(d->n_checks));
@@ -1021,18 +1009,18 @@ static void show_others(const doctor *d, json_writer *j)
         const file_check *c = &d->checks[i];
 
         if (j) {
-            json_object_begin(j);
-            json_key(j, "name");
-            json_string(j, c->name);
-            json_key(j, "ok");
-            json_bool(j, c->ok);
-            json_key(j, "bytes_checked");
-            json_uint(j, c->bytes);
+            cli_json_object_begin(j);
+            cli_json_key(j, "name");
+            cli_json_string(j, c->name);
+            cli_json_key(j, "ok");
+            cli_json_bool(j, c->ok);
+            cli_json_key(j, "bytes_checked");
+            cli_json_uint(j, c->bytes);
             if (!c->ok) {
-                json_key(j, "error");
-                json_string(j, c->err.message);
+                cli_json_key(j, "error");
+                cli_json_string(j, c->err.message);
             }
-            json_object_end(j);
+            cli_json_object_end(j);
             continue;
         }
         line_start();
@@ -1050,27 +1038,27 @@ static void show_others(const doctor *d, json_writer *j)
         }
     }
     if (j)
-        json_array_end(j);
+        cli_json_array_end(j);
 }
 
 static int concern_keys(const doctor *d, FILE *out)
 {
-    return doctor_keys_concern(&d->keys, out);
+    return cli_doctor_keys_concern(&d->keys, out);
 }
 
-static void show_keys(const doctor *d, json_writer *j)
+static void show_keys(const doctor *d, cli_json_writer *j)
 {
-    doctor_keys_show(&d->keys, j);
+    cli_doctor_keys_show(&d->keys, j);
 }
 
 static int concern_safety(const doctor *d, FILE *out)
 {
-    return doctor_safety_concern(&d->safety, out);
+    return cli_doctor_safety_concern(&d->safety, out);
 }
 
-static void show_safety(const doctor *d, json_writer *j)
+static void show_safety(const doctor *d, cli_json_writer *j)
 {
-    doctor_safety_show(&d->safety, j);
+    cli_doctor_safety_show(&d->safety, j);
 }
 
 /* Scans the main file and, for a directory, every other checkpoint file.
@@ -1103,7 +1091,7 @@ static int examine_safety(doctor *d)
         paths[k] = owned[i];
         names[k++] = name;
     }
-    rc = doctor_safety_run(&d->safety, paths, names, k);
+    rc = cli_doctor_safety_run(&d->safety, paths, names, k);
     timed("safety", t0);
 done:
     for (size_t i = 0; owned && i < n; i++)
@@ -1123,7 +1111,7 @@ typedef struct section {
     int (*concern)(const doctor *d, FILE *out);
     /* The section's body: text on stdout when j is NULL, else one JSON
      * value. */
-    void (*show)(const doctor *d, json_writer *j);
+    void (*show)(const doctor *d, cli_json_writer *j);
 } section;
 
 static const section sections[] = {
@@ -1168,7 +1156,7 @@ static char *verdict(const doctor *d, int *healthy)
                 cli_plural(ckpt_file_tensor_count(d->f)), d->elements,
                 cli_plural(d->elements));
     if (*healthy && d->training)
-        fprintf(out, "; %s", summary_phrase(d->training));
+        fprintf(out, "; %s", cli_summary_phrase(d->training));
     if (!*healthy)
         fputs("ATTENTION: ", out);
     for (i = 0; i < N_SECTIONS && !*healthy; i++) {
@@ -1187,36 +1175,36 @@ static char *verdict(const doctor *d, int *healthy)
 
 static void print_json(const doctor *d, const char *summary, int healthy)
 {
-    json_writer j;
+    cli_json_writer j;
     size_t i;
 
-    json_init(&j, stdout);
-    json_object_begin(&j);
-    json_key(&j, "file");
-    json_string(&j, d->path);
+    cli_json_init(&j, stdout);
+    cli_json_object_begin(&j);
+    cli_json_key(&j, "file");
+    cli_json_string(&j, d->path);
     if (d->dir) {
-        json_key(&j, "directory");
-        json_string(&j, d->dir);
+        cli_json_key(&j, "directory");
+        cli_json_string(&j, d->dir);
     }
-    json_key(&j, "format");
-    json_string(&j, d->f ? ckpt_format_name(ckpt_file_format(d->f)) : NULL);
-    json_key(&j, "verdict");
-    json_string(&j, healthy ? "healthy" : "attention");
-    json_key(&j, "summary");
-    json_string(&j, summary);
-    json_key(&j, "resume"); /* the contract: also at the top level */
-    summary_resume(d->training, &j);
-    json_key(&j, "sections");
-    json_object_begin(&j);
+    cli_json_key(&j, "format");
+    cli_json_string(&j, d->f ? ckpt_format_name(ckpt_file_format(d->f)) : NULL);
+    cli_json_key(&j, "verdict");
+    cli_json_string(&j, healthy ? "healthy" : "attention");
+    cli_json_key(&j, "summary");
+    cli_json_string(&j, summary);
+    cli_json_key(&j, "resume"); /* the contract: also at the top level */
+    cli_summary_resume(d->training, &j);
+    cli_json_key(&j, "sections");
+    cli_json_object_begin(&j);
     for (i = 0; i < N_SECTIONS; i++) {
         double t0 = now();
 
-        json_key(&j, sections[i].key);
+        cli_json_key(&j, sections[i].key);
         sections[i].show(d, &j);
         timed(sections[i].key, t0);
     }
-    json_object_end(&j);
-    json_object_end(&j);
+    cli_json_object_end(&j);
+    cli_json_object_end(&j);
     fputc('\n', stdout);
 }
 
@@ -1237,7 +1225,7 @@ static void print_text(const doctor *d, const char *summary, int healthy)
     }
 }
 
-int cmd_doctor(const cli_command *cmd, int argc, char **argv)
+int cli_cmd_doctor(const cli_command *cmd, int argc, char **argv)
 {
     doctor d;
     int json = 0, i, rc, healthy = 0, options = 1;
@@ -1267,7 +1255,7 @@ int cmd_doctor(const cli_command *cmd, int argc, char **argv)
     if (rc == 0)
         rc = examine(&d);
     if (rc == 0 && (examine_safety(&d) != 0 ||
-                    doctor_keys_run(&d.keys, d.f, d.path) != 0)) {
+                    cli_doctor_keys_run(&d.keys, d.f, d.path) != 0)) {
         fputs("ckpt: out of memory\n", stderr);
         rc = CLI_USAGE;
     }
@@ -1289,8 +1277,8 @@ int cmd_doctor(const cli_command *cmd, int argc, char **argv)
     ckpt_close(d.f);
     ckpt_training_free(d.training);
     free(d.checks);
-    doctor_safety_free(&d.safety);
-    doctor_keys_free(&d.keys);
+    cli_doctor_safety_free(&d.safety);
+    cli_doctor_keys_free(&d.keys);
     print_timings();
     return rc;
 }

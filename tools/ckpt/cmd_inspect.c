@@ -42,81 +42,81 @@ static const char *tensor_sha256(inspect *in, const ckpt_tensor *t,
 
 /* ------------------------------------------------------------ JSON */
 
-static void json_tensor(inspect *in, json_writer *j, const ckpt_tensor *t)
+static void json_tensor(inspect *in, cli_json_writer *j, const ckpt_tensor *t)
 {
     const uint64_t *shape = ckpt_tensor_shape(t);
     unsigned ndim = ckpt_tensor_ndim(t);
     char hex[65];
 
-    json_object_begin(j);
-    json_key(j, "name");
-    json_string(j, ckpt_tensor_name(t));
-    json_key(j, "dtype");
-    json_string(j, ckpt_dtype_name(ckpt_tensor_dtype(t)));
-    json_key(j, "shape");
-    json_dims(j, ndim, shape);
-    json_key(j, "nbytes");
-    json_uint(j, ckpt_tensor_nbytes(t));
+    cli_json_object_begin(j);
+    cli_json_key(j, "name");
+    cli_json_string(j, ckpt_tensor_name(t));
+    cli_json_key(j, "dtype");
+    cli_json_string(j, ckpt_dtype_name(ckpt_tensor_dtype(t)));
+    cli_json_key(j, "shape");
+    cli_json_dims(j, ndim, shape);
+    cli_json_key(j, "nbytes");
+    cli_json_uint(j, ckpt_tensor_nbytes(t));
     if (in->hash) {
-        json_key(j, "sha256");
+        cli_json_key(j, "sha256");
         if (tensor_sha256(in, t, hex)[0])
-            json_string(j, hex);
+            cli_json_string(j, hex);
         else
-            json_null(j);
+            cli_json_null(j);
     }
-    json_object_end(j);
+    cli_json_object_end(j);
 }
 
 static void print_json(inspect *in)
 {
     ckpt_file *f = in->f;
     size_t n, i;
-    json_writer j;
+    cli_json_writer j;
 
-    json_init(&j, stdout);
-    json_object_begin(&j);
-    json_key(&j, "file");
-    json_string(&j, in->path);
-    json_key(&j, "format");
-    json_string(&j, ckpt_format_name(ckpt_file_format(f)));
+    cli_json_init(&j, stdout);
+    cli_json_object_begin(&j);
+    cli_json_key(&j, "file");
+    cli_json_string(&j, in->path);
+    cli_json_key(&j, "format");
+    cli_json_string(&j, ckpt_format_name(ckpt_file_format(f)));
 
-    json_key(&j, "tensors");
-    json_array_begin(&j);
+    cli_json_key(&j, "tensors");
+    cli_json_array_begin(&j);
     n = ckpt_file_tensor_count(f);
     for (i = 0; i < n; i++)
         json_tensor(in, &j, ckpt_file_tensor(f, i));
-    json_array_end(&j);
+    cli_json_array_end(&j);
 
-    json_key(&j, "values");
-    json_array_begin(&j);
+    cli_json_key(&j, "values");
+    cli_json_array_begin(&j);
     n = ckpt_file_value_count(f);
     for (i = 0; i < n; i++) {
         const ckpt_value *v = ckpt_file_value(f, i);
 
-        json_object_begin(&j);
-        json_key(&j, "name");
-        json_string(&j, ckpt_file_value_name(f, i));
-        json_key(&j, "type");
-        json_string(&j, ckpt_kind_name(ckpt_value_kind(v)));
-        json_key(&j, "value");
-        json_leaf(&j, v);
-        json_object_end(&j);
+        cli_json_object_begin(&j);
+        cli_json_key(&j, "name");
+        cli_json_string(&j, ckpt_file_value_name(f, i));
+        cli_json_key(&j, "type");
+        cli_json_string(&j, ckpt_kind_name(ckpt_value_kind(v)));
+        cli_json_key(&j, "value");
+        cli_json_leaf(&j, v);
+        cli_json_object_end(&j);
     }
-    json_array_end(&j);
+    cli_json_array_end(&j);
 
-    json_key(&j, "metadata");
+    cli_json_key(&j, "metadata");
     if (!ckpt_file_has_metadata(f)) {
-        json_null(&j);
+        cli_json_null(&j);
     } else {
-        json_object_begin(&j);
+        cli_json_object_begin(&j);
         n = ckpt_file_metadata_count(f);
         for (i = 0; i < n; i++) {
-            json_key(&j, ckpt_file_metadata_key(f, i));
-            json_string(&j, ckpt_file_metadata_value(f, i));
+            cli_json_key(&j, ckpt_file_metadata_key(f, i));
+            cli_json_string(&j, ckpt_file_metadata_value(f, i));
         }
-        json_object_end(&j);
+        cli_json_object_end(&j);
     }
-    json_object_end(&j);
+    cli_json_object_end(&j);
     fputc('\n', stdout);
 }
 
@@ -302,7 +302,7 @@ static void print_text(inspect *in)
 
 /* ------------------------------------------------------------ command */
 
-int cmd_inspect(const cli_command *cmd, int argc, char **argv)
+int cli_cmd_inspect(const cli_command *cmd, int argc, char **argv)
 {
     inspect in = { NULL, NULL, 0, CLI_OK };
     int json = 0, summary = 0, i, rc, options = 1;
@@ -343,7 +343,7 @@ int cmd_inspect(const cli_command *cmd, int argc, char **argv)
      * directory (Hugging Face Trainer layout). */
     if (summary)
         return in.hash ? cli_usage_error(cmd, "--summary takes no --hash")
-                       : summary_inspect(in.path, json);
+                       : cli_summary_inspect(in.path, json);
 
     rc = ckpt_open(&in.f, in.path, NULL);
     if (rc != 0) {

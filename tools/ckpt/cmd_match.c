@@ -45,56 +45,56 @@ static const char *tied_to(const ckpt_match_result *r, const char *name)
 
 /* ------------------------------------------------------------ JSON */
 
-static void json_names(json_writer *j, const ckpt_match_result *r,
+static void json_names(cli_json_writer *j, const ckpt_match_result *r,
                        ckpt_match_list l)
 {
     size_t i, n = ckpt_match_count(r, l);
 
-    json_array_begin(j);
+    cli_json_array_begin(j);
     for (i = 0; i < n; i++)
-        json_string(j, ckpt_match_item_at(r, l, i)->name);
-    json_array_end(j);
+        cli_json_string(j, ckpt_match_item_at(r, l, i)->name);
+    cli_json_array_end(j);
 }
 
-static void json_mismatches(json_writer *j, const ckpt_match_result *r,
+static void json_mismatches(cli_json_writer *j, const ckpt_match_result *r,
                             ckpt_match_list l)
 {
     size_t i, n = ckpt_match_count(r, l);
 
-    json_array_begin(j);
+    cli_json_array_begin(j);
     for (i = 0; i < n; i++) {
         const ckpt_match_item *it = ckpt_match_item_at(r, l, i);
 
-        json_object_begin(j);
-        json_key(j, "name");
-        json_string(j, it->name);
-        json_key(j, "checkpoint");
+        cli_json_object_begin(j);
+        cli_json_key(j, "name");
+        cli_json_string(j, it->name);
+        cli_json_key(j, "checkpoint");
         if (l == CKPT_MATCH_SHAPE_MISMATCH)
-            json_dims(j, it->checkpoint->ndim, it->checkpoint->shape);
+            cli_json_dims(j, it->checkpoint->ndim, it->checkpoint->shape);
         else
-            json_string(j, it->checkpoint->dtype);
-        json_key(j, "expected");
+            cli_json_string(j, it->checkpoint->dtype);
+        cli_json_key(j, "expected");
         if (l == CKPT_MATCH_SHAPE_MISMATCH)
-            json_dims(j, it->expected->ndim, it->expected->shape);
+            cli_json_dims(j, it->expected->ndim, it->expected->shape);
         else
-            json_string(j, it->expected->dtype);
-        json_object_end(j);
+            cli_json_string(j, it->expected->dtype);
+        cli_json_object_end(j);
     }
-    json_array_end(j);
+    cli_json_array_end(j);
 }
 
-static void json_rewrite(json_writer *j, const ckpt_rewrite *rw, int applied)
+static void json_rewrite(cli_json_writer *j, const ckpt_rewrite *rw, int applied)
 {
-    json_object_begin(j);
-    json_key(j, "description");
-    json_string(j, rw->description);
-    json_key(j, "matches");
-    json_uint(j, rw->matches);
+    cli_json_object_begin(j);
+    cli_json_key(j, "description");
+    cli_json_string(j, rw->description);
+    cli_json_key(j, "matches");
+    cli_json_uint(j, rw->matches);
     if (applied) {
-        json_key(j, "applied");
-        json_bool(j, rw->applied);
+        cli_json_key(j, "applied");
+        cli_json_bool(j, rw->applied);
     }
-    json_object_end(j);
+    cli_json_object_end(j);
 }
 
 static void print_json(const match_args *a, const ckpt_match_result *r)
@@ -102,70 +102,70 @@ static void print_json(const match_args *a, const ckpt_match_result *r)
     const ckpt_rewrite *rw = ckpt_match_rewrite(r);
     const char *warning = ckpt_match_warning(r);
     size_t i, n;
-    json_writer j;
+    cli_json_writer j;
 
-    json_init(&j, stdout);
-    json_object_begin(&j);
-    json_key(&j, "checkpoint");
-    json_string(&j, a->ckpt);
-    json_key(&j, "expect");
-    json_string(&j, a->spec);
-    json_key(&j, "complete");
-    json_bool(&j, ckpt_match_complete(r));
-    json_key(&j, "matched");
-    json_uint(&j, ckpt_match_matched(r));
-    json_key(&j, "missing_keys");
+    cli_json_init(&j, stdout);
+    cli_json_object_begin(&j);
+    cli_json_key(&j, "checkpoint");
+    cli_json_string(&j, a->ckpt);
+    cli_json_key(&j, "expect");
+    cli_json_string(&j, a->spec);
+    cli_json_key(&j, "complete");
+    cli_json_bool(&j, ckpt_match_complete(r));
+    cli_json_key(&j, "matched");
+    cli_json_uint(&j, ckpt_match_matched(r));
+    cli_json_key(&j, "missing_keys");
     json_names(&j, r, CKPT_MATCH_MISSING);
-    json_key(&j, "unexpected_keys");
+    cli_json_key(&j, "unexpected_keys");
     json_names(&j, r, CKPT_MATCH_UNEXPECTED);
-    json_key(&j, "shape_mismatch");
+    cli_json_key(&j, "shape_mismatch");
     json_mismatches(&j, r, CKPT_MATCH_SHAPE_MISMATCH);
-    json_key(&j, "dtype_mismatch");
+    cli_json_key(&j, "dtype_mismatch");
     json_mismatches(&j, r, CKPT_MATCH_DTYPE_MISMATCH);
-    json_key(&j, "allowed");
-    json_object_begin(&j);
-    json_key(&j, "missing");
+    cli_json_key(&j, "allowed");
+    cli_json_object_begin(&j);
+    cli_json_key(&j, "missing");
     json_names(&j, r, CKPT_MATCH_ALLOWED_MISSING);
-    json_key(&j, "unexpected");
+    cli_json_key(&j, "unexpected");
     json_names(&j, r, CKPT_MATCH_ALLOWED_UNEXPECTED);
-    json_object_end(&j);
-    json_key(&j, "tied");
-    json_array_begin(&j);
+    cli_json_object_end(&j);
+    cli_json_key(&j, "tied");
+    cli_json_array_begin(&j);
     n = ckpt_match_count(r, CKPT_MATCH_TIED);
     for (i = 0; i < n; i++) {
         const ckpt_match_item *it = ckpt_match_item_at(r, CKPT_MATCH_TIED, i);
 
-        json_object_begin(&j);
-        json_key(&j, "name");
-        json_string(&j, it->name);
-        json_key(&j, "tied_to");
-        json_string(&j, it->tied_to);
-        json_object_end(&j);
+        cli_json_object_begin(&j);
+        cli_json_key(&j, "name");
+        cli_json_string(&j, it->name);
+        cli_json_key(&j, "tied_to");
+        cli_json_string(&j, it->tied_to);
+        cli_json_object_end(&j);
     }
-    json_array_end(&j);
-    json_key(&j, "rewrite");
+    cli_json_array_end(&j);
+    cli_json_key(&j, "rewrite");
     if (rw)
         json_rewrite(&j, rw, 1);
     else
-        json_null(&j);
-    json_key(&j, "candidates");
-    json_array_begin(&j);
+        cli_json_null(&j);
+    cli_json_key(&j, "candidates");
+    cli_json_array_begin(&j);
     n = ckpt_match_candidate_count(r);
     for (i = 0; i < n; i++)
         json_rewrite(&j, ckpt_match_candidate(r, i), 0);
-    json_array_end(&j);
-    json_key(&j, "ignored_top_level");
-    json_array_begin(&j);
+    cli_json_array_end(&j);
+    cli_json_key(&j, "ignored_top_level");
+    cli_json_array_begin(&j);
     n = ckpt_match_ignored_count(r);
     for (i = 0; i < n; i++)
-        json_string(&j, ckpt_match_ignored(r, i));
-    json_array_end(&j);
-    json_key(&j, "warning");
+        cli_json_string(&j, ckpt_match_ignored(r, i));
+    cli_json_array_end(&j);
+    cli_json_key(&j, "warning");
     if (warning)
-        json_string(&j, warning);
+        cli_json_string(&j, warning);
     else
-        json_null(&j);
-    json_object_end(&j);
+        cli_json_null(&j);
+    cli_json_object_end(&j);
     fputc('\n', stdout);
 }
 
@@ -393,7 +393,7 @@ static int load(const char *path, ckpt_manifest **m)
     return cli_report(path, &e);
 }
 
-int cmd_match(const cli_command *cmd, int argc, char **argv)
+int cli_cmd_match(const cli_command *cmd, int argc, char **argv)
 {
     match_args a;
     ckpt_match_options init = CKPT_MATCH_OPTIONS_INIT;

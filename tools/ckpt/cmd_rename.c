@@ -143,7 +143,7 @@ static void print_plan(const ckpt_rename_plan *p)
     }
 }
 
-int cmd_rename(const cli_command *cmd, int argc, char **argv)
+int cli_cmd_rename(const cli_command *cmd, int argc, char **argv)
 {
     rename_args a;
     ckpt_rename_plan *plan = NULL;

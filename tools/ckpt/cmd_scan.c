@@ -203,49 +203,49 @@ static void print_human(const char *path, const ckpt_scan_report *r)
            count[CKPT_SEVERITY_INFO]);
 }
 
-static void print_json(json_writer *j, const char *path, const ckpt_scan_report *r)
+static void print_json(cli_json_writer *j, const char *path, const ckpt_scan_report *r)
 {
     size_t i, n = ckpt_scan_finding_count(r);
 
-    json_object_begin(j);
-    json_key(j, "file");
-    json_string(j, path);
-    json_key(j, "verdict");
-    json_string(j, ckpt_verdict_name(ckpt_scan_verdict(r)));
-    json_key(j, "findings");
-    json_array_begin(j);
+    cli_json_object_begin(j);
+    cli_json_key(j, "file");
+    cli_json_string(j, path);
+    cli_json_key(j, "verdict");
+    cli_json_string(j, ckpt_verdict_name(ckpt_scan_verdict(r)));
+    cli_json_key(j, "findings");
+    cli_json_array_begin(j);
     for (i = 0; i < n; i++) {
         const ckpt_finding *f = ckpt_scan_finding(r, i);
 
-        json_object_begin(j);
-        json_key(j, "severity");
-        json_string(j, ckpt_severity_name(f->severity));
-        json_key(j, "kind");
-        json_string(j, f->kind);
+        cli_json_object_begin(j);
+        cli_json_key(j, "severity");
+        cli_json_string(j, ckpt_severity_name(f->severity));
+        cli_json_key(j, "kind");
+        cli_json_string(j, f->kind);
         if (f->global) {
-            json_key(j, "global");
-            json_string(j, f->global);
+            cli_json_key(j, "global");
+            cli_json_string(j, f->global);
         }
         if (f->member[0]) {
-            json_key(j, "member");
-            json_string(j, f->member);
+            cli_json_key(j, "member");
+            cli_json_string(j, f->member);
         }
-        json_key(j, "offset");
+        cli_json_key(j, "offset");
         if (f->offset == UINT64_MAX)
-            json_null(j);
+            cli_json_null(j);
         else
-            json_uint(j, f->offset);
-        json_key(j, "message");
-        json_string(j, f->message);
-        json_object_end(j);
+            cli_json_uint(j, f->offset);
+        cli_json_key(j, "message");
+        cli_json_string(j, f->message);
+        cli_json_object_end(j);
     }
-    json_array_end(j);
-    json_key(j, "globals");
-    json_array_begin(j);
+    cli_json_array_end(j);
+    cli_json_key(j, "globals");
+    cli_json_array_begin(j);
     for (i = 0; i < ckpt_scan_global_count(r); i++)
-        json_string(j, ckpt_scan_global(r, i));
-    json_array_end(j);
-    json_object_end(j);
+        cli_json_string(j, ckpt_scan_global(r, i));
+    cli_json_array_end(j);
+    cli_json_object_end(j);
 }
 
 /* An --allow of a dangerous family is ignored by every scan, which says
@@ -268,7 +268,7 @@ static void warn_refused_allows(const ckpt_scan_report *r, int *warned)
 }
 
 /* Scans one file and prints its result; returns its exit code. */
-static int scan_one(const char *path, const ckpt_scan_options *opts, json_writer *j,
+static int scan_one(const char *path, const ckpt_scan_options *opts, cli_json_writer *j,
                     int *warned)
 {
     ckpt_scan_report *r = NULL;
@@ -278,12 +278,12 @@ static int scan_one(const char *path, const ckpt_scan_options *opts, json_writer
     if (rc != 0) {
         cli_error_capture(&e, rc);
         if (j) {
-            json_object_begin(j);
-            json_key(j, "file");
-            json_string(j, path);
-            json_key(j, "error");
-            json_string(j, e.message);
-            json_object_end(j);
+            cli_json_object_begin(j);
+            cli_json_key(j, "file");
+            cli_json_string(j, path);
+            cli_json_key(j, "error");
+            cli_json_string(j, e.message);
+            cli_json_object_end(j);
         }
         cli_report(path, &e);
         return CLI_USAGE;
@@ -338,11 +338,11 @@ static int parse_args(const cli_command *cmd, int argc, char **argv, int *json,
     return -1;
 }
 
-int cmd_scan(const cli_command *cmd, int argc, char **argv)
+int cli_cmd_scan(const cli_command *cmd, int argc, char **argv)
 {
     allowlist list = {0};
     ckpt_scan_options opts = CKPT_SCAN_OPTIONS_INIT;
-    json_writer jw;
+    cli_json_writer jw;
     int i, json = 0, files = 0, options = 1, worst = CLI_OK, warned = 0;
     int rc = parse_args(cmd, argc, argv, &json, &list, &files);
 
@@ -353,9 +353,9 @@ int cmd_scan(const cli_command *cmd, int argc, char **argv)
     opts.allow = list.names;
     opts.nallow = list.n;
     if (json) {
-        json_init(&jw, stdout);
+        cli_json_init(&jw, stdout);
         if (files > 1)
-            json_array_begin(&jw);
+            cli_json_array_begin(&jw);
     }
     for (i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -375,7 +375,7 @@ int cmd_scan(const cli_command *cmd, int argc, char **argv)
     }
     if (json) {
         if (files > 1)
-            json_array_end(&jw);
+            cli_json_array_end(&jw);
         fputc('\n', stdout);
     }
     allow_free(&list);

@@ -197,60 +197,60 @@ static int store_latest(const cli_command *cmd, int argc, char **argv)
 
 static void list_json(const ckpt_store_listing *l, const char *dir)
 {
-    json_writer j;
+    cli_json_writer j;
     const char *pfile;
     ckpt_store_pointer p = ckpt_store_list_pointer(l, &pfile);
     size_t i, n = ckpt_store_list_count(l);
 
-    json_init(&j, stdout);
-    json_object_begin(&j);
-    json_key(&j, "dir");
-    json_string(&j, dir);
-    json_key(&j, "latest");
-    json_object_begin(&j);
-    json_key(&j, "status");
-    json_string(&j, ckpt_store_pointer_name(p));
-    json_key(&j, "file");
+    cli_json_init(&j, stdout);
+    cli_json_object_begin(&j);
+    cli_json_key(&j, "dir");
+    cli_json_string(&j, dir);
+    cli_json_key(&j, "latest");
+    cli_json_object_begin(&j);
+    cli_json_key(&j, "status");
+    cli_json_string(&j, ckpt_store_pointer_name(p));
+    cli_json_key(&j, "file");
     if (pfile[0])
-        json_string(&j, pfile);
+        cli_json_string(&j, pfile);
     else
-        json_null(&j);
-    json_object_end(&j);
-    json_key(&j, "generations");
-    json_array_begin(&j);
+        cli_json_null(&j);
+    cli_json_object_end(&j);
+    cli_json_key(&j, "generations");
+    cli_json_array_begin(&j);
     for (i = 0; i < n; i++) {
         const ckpt_store_generation *g = ckpt_store_list_generation(l, i);
 
-        json_object_begin(&j);
-        json_key(&j, "name");
-        json_string(&j, g->name);
-        json_key(&j, "step");
-        json_uint(&j, g->step);
-        json_key(&j, "file");
-        json_string(&j, g->file);
-        json_key(&j, "path");
-        json_string(&j, g->path);
-        json_key(&j, "bytes");
-        json_uint(&j, g->bytes);
-        json_key(&j, "status");
-        json_string(&j, g->ok ? "ok" : "corrupt");
+        cli_json_object_begin(&j);
+        cli_json_key(&j, "name");
+        cli_json_string(&j, g->name);
+        cli_json_key(&j, "step");
+        cli_json_uint(&j, g->step);
+        cli_json_key(&j, "file");
+        cli_json_string(&j, g->file);
+        cli_json_key(&j, "path");
+        cli_json_string(&j, g->path);
+        cli_json_key(&j, "bytes");
+        cli_json_uint(&j, g->bytes);
+        cli_json_key(&j, "status");
+        cli_json_string(&j, g->ok ? "ok" : "corrupt");
         if (!g->ok) {
-            json_key(&j, "reason");
-            json_string(&j, g->reason);
-            json_key(&j, "member");
-            json_string(&j, g->member);
-            json_key(&j, "offset");
+            cli_json_key(&j, "reason");
+            cli_json_string(&j, g->reason);
+            cli_json_key(&j, "member");
+            cli_json_string(&j, g->member);
+            cli_json_key(&j, "offset");
             if (g->offset == UINT64_MAX)
-                json_null(&j);
+                cli_json_null(&j);
             else
-                json_uint(&j, g->offset);
+                cli_json_uint(&j, g->offset);
         }
-        json_key(&j, "latest");
-        json_bool(&j, g->latest);
-        json_object_end(&j);
+        cli_json_key(&j, "latest");
+        cli_json_bool(&j, g->latest);
+        cli_json_object_end(&j);
     }
-    json_array_end(&j);
-    json_object_end(&j);
+    cli_json_array_end(&j);
+    cli_json_object_end(&j);
     fputc('\n', stdout);
 }
 
@@ -373,7 +373,7 @@ static int store_gc(const cli_command *cmd, int argc, char **argv)
     return rc ? fail(a.dir, rc) : CLI_OK;
 }
 
-int cmd_store(const cli_command *cmd, int argc, char **argv)
+int cli_cmd_store(const cli_command *cmd, int argc, char **argv)
 {
     static const struct {
         const char *name;

@@ -67,7 +67,7 @@ static int is_file_arg(const char *a, int *options)
     return !(*options && a[0] == '-' && a[1] != '\0');
 }
 
-int cmd_verify(const cli_command *cmd, int argc, char **argv)
+int cli_cmd_verify(const cli_command *cmd, int argc, char **argv)
 {
     int i, files = 0, worst = CLI_OK, options = 1;
 

@@ -5,7 +5,7 @@
 
 #include "doctor.h"
 
-int doctor_keys_run(doctor_keys *k, const ckpt_file *f, const char *path)
+int cli_doctor_keys_run(cli_doctor_keys *k, const ckpt_file *f, const char *path)
 {
     memset(k, 0, sizeof *k);
     k->path = path;
@@ -14,7 +14,7 @@ int doctor_keys_run(doctor_keys *k, const ckpt_file *f, const char *path)
     return ckpt_keys_hygiene(&k->report, f) == 0 ? 0 : -1;
 }
 
-int doctor_keys_concern(const doctor_keys *k, FILE *out)
+int cli_doctor_keys_concern(const cli_doctor_keys *k, FILE *out)
 {
     size_t n = k->report ? ckpt_keys_wrapper_count(k->report) : 0;
 
@@ -42,40 +42,40 @@ static const char *wrapper_origin(const char *segment)
     return "activation checkpointing";
 }
 
-void doctor_keys_show(const doctor_keys *k, json_writer *j)
+void cli_doctor_keys_show(const cli_doctor_keys *k, cli_json_writer *j)
 {
     size_t n = k->report ? ckpt_keys_wrapper_count(k->report) : 0;
     const char *fix = k->report ? ckpt_keys_fix_args(k->report) : NULL;
     const char *collision = k->report ? ckpt_keys_collision(k->report) : NULL;
 
     if (j) {
-        json_object_begin(j);
-        json_key(j, "wrappers");
-        json_array_begin(j);
+        cli_json_object_begin(j);
+        cli_json_key(j, "wrappers");
+        cli_json_array_begin(j);
         for (size_t i = 0; i < n; i++) {
             const ckpt_key_wrapper *w = ckpt_keys_wrapper(k->report, i);
 
-            json_object_begin(j);
-            json_key(j, "segment");
-            json_string(j, w->segment);
-            json_key(j, "keys");
-            json_uint(j, w->keys);
-            json_key(j, "leading");
-            json_bool(j, w->leading);
-            json_object_end(j);
+            cli_json_object_begin(j);
+            cli_json_key(j, "segment");
+            cli_json_string(j, w->segment);
+            cli_json_key(j, "keys");
+            cli_json_uint(j, w->keys);
+            cli_json_key(j, "leading");
+            cli_json_bool(j, w->leading);
+            cli_json_object_end(j);
         }
-        json_array_end(j);
-        json_key(j, "fix");
+        cli_json_array_end(j);
+        cli_json_key(j, "fix");
         if (fix)
-            json_string(j, fix);
+            cli_json_string(j, fix);
         else
-            json_null(j);
-        json_key(j, "collision");
+            cli_json_null(j);
+        cli_json_key(j, "collision");
         if (collision)
-            json_string(j, collision);
+            cli_json_string(j, collision);
         else
-            json_null(j);
-        json_object_end(j);
+            cli_json_null(j);
+        cli_json_object_end(j);
         return;
     }
     if (k->report == NULL) {
@@ -107,7 +107,7 @@ void doctor_keys_show(const doctor_keys *k, json_writer *j)
     }
 }
 
-void doctor_keys_free(doctor_keys *k)
+void cli_doctor_keys_free(cli_doctor_keys *k)
 {
     ckpt_keys_report_free(k->report);
     memset(k, 0, sizeof *k);

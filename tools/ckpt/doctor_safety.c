@@ -6,7 +6,7 @@
 
 #include "doctor.h"
 
-int doctor_safety_run(doctor_safety *s, const char *const *paths,
+int cli_doctor_safety_run(cli_doctor_safety *s, const char *const *paths,
                       const char *const *names, size_t n)
 {
     memset(s, 0, sizeof *s);
@@ -46,7 +46,7 @@ static int rank(ckpt_verdict v)
 
 /* The worst verdict over all files, named as the scan names it; a file
  * that could not be scanned at all counts as unscannable. */
-static ckpt_verdict worst(const doctor_safety *s)
+static ckpt_verdict worst(const cli_doctor_safety *s)
 {
     ckpt_verdict w = CKPT_VERDICT_SAFE;
 
@@ -74,7 +74,7 @@ static const char *first_global(const ckpt_scan_report *r, ckpt_severity sev)
     return NULL;
 }
 
-int doctor_safety_concern(const doctor_safety *s, FILE *out)
+int cli_doctor_safety_concern(const cli_doctor_safety *s, FILE *out)
 {
     ckpt_verdict w = worst(s);
 
@@ -99,46 +99,46 @@ int doctor_safety_concern(const doctor_safety *s, FILE *out)
     return 1;
 }
 
-static void show_file_json(json_writer *j, const char *name,
+static void show_file_json(cli_json_writer *j, const char *name,
                            const ckpt_scan_report *r, const cli_error *e)
 {
-    json_object_begin(j);
-    json_key(j, "file");
-    json_string(j, name);
-    json_key(j, "verdict");
-    json_string(j, r ? ckpt_verdict_name(ckpt_scan_verdict(r)) : "unscannable");
+    cli_json_object_begin(j);
+    cli_json_key(j, "file");
+    cli_json_string(j, name);
+    cli_json_key(j, "verdict");
+    cli_json_string(j, r ? ckpt_verdict_name(ckpt_scan_verdict(r)) : "unscannable");
     if (!r) {
-        json_key(j, "error");
-        json_string(j, e->message);
+        cli_json_key(j, "error");
+        cli_json_string(j, e->message);
     }
-    json_key(j, "findings");
-    json_array_begin(j);
+    cli_json_key(j, "findings");
+    cli_json_array_begin(j);
     for (size_t i = 0; r && i < ckpt_scan_finding_count(r); i++) {
         const ckpt_finding *f = ckpt_scan_finding(r, i);
 
         if (f->severity == CKPT_SEVERITY_INFO)
             continue;
-        json_object_begin(j);
-        json_key(j, "severity");
-        json_string(j, ckpt_severity_name(f->severity));
-        json_key(j, "kind");
-        json_string(j, f->kind);
+        cli_json_object_begin(j);
+        cli_json_key(j, "severity");
+        cli_json_string(j, ckpt_severity_name(f->severity));
+        cli_json_key(j, "kind");
+        cli_json_string(j, f->kind);
         if (f->global) {
-            json_key(j, "global");
-            json_string(j, f->global);
+            cli_json_key(j, "global");
+            cli_json_string(j, f->global);
         }
         if (f->member && f->member[0]) {
-            json_key(j, "member");
-            json_string(j, f->member);
+            cli_json_key(j, "member");
+            cli_json_string(j, f->member);
         }
-        json_key(j, "offset");
-        json_uint(j, f->offset);
-        json_key(j, "message");
-        json_string(j, f->message);
-        json_object_end(j);
+        cli_json_key(j, "offset");
+        cli_json_uint(j, f->offset);
+        cli_json_key(j, "message");
+        cli_json_string(j, f->message);
+        cli_json_object_end(j);
     }
-    json_array_end(j);
-    json_object_end(j);
+    cli_json_array_end(j);
+    cli_json_object_end(j);
 }
 
 static void show_file_text(const char *name, const ckpt_scan_report *r,
@@ -184,25 +184,25 @@ static void show_file_text(const char *name, const ckpt_scan_report *r,
     }
 }
 
-void doctor_safety_show(const doctor_safety *s, json_writer *j)
+void cli_doctor_safety_show(const cli_doctor_safety *s, cli_json_writer *j)
 {
     if (j) {
-        json_object_begin(j);
-        json_key(j, "verdict");
-        json_string(j, ckpt_verdict_name(worst(s)));
-        json_key(j, "files");
-        json_array_begin(j);
+        cli_json_object_begin(j);
+        cli_json_key(j, "verdict");
+        cli_json_string(j, ckpt_verdict_name(worst(s)));
+        cli_json_key(j, "files");
+        cli_json_array_begin(j);
         for (size_t i = 0; i < s->n; i++)
             show_file_json(j, s->names[i], s->reports[i], &s->errors[i]);
-        json_array_end(j);
-        json_object_end(j);
+        cli_json_array_end(j);
+        cli_json_object_end(j);
         return;
     }
     for (size_t i = 0; i < s->n; i++)
         show_file_text(s->names[i], s->reports[i], &s->errors[i], s->n > 1);
 }
 
-void doctor_safety_free(doctor_safety *s)
+void cli_doctor_safety_free(cli_doctor_safety *s)
 {
     for (size_t i = 0; s->reports && i < s->n; i++)
         ckpt_scan_report_free(s->reports[i]);

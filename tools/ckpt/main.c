@@ -18,7 +18,7 @@ static const cli_command commands[] = {
       "\n"
       "  --json          one JSON object on stdout instead of a table\n"
       "  --hash sha256   add the SHA-256 of each tensor's contents\n",
-      cmd_inspect },
+      cli_cmd_inspect },
     { "verify", "read every byte and check checksums and structure",
       "usage: ckpt verify FILE...\n"
       "\n"
@@ -28,7 +28,7 @@ static const cli_command commands[] = {
       "  CORRUPT FILE: MESSAGE (MEMBER, offset N)\n"
       "  ERROR FILE: MESSAGE          (the file could not be read)\n"
       "Exit status: 0 all OK, 1 some file corrupt, 2 some file unreadable.\n",
-      cmd_verify },
+      cli_cmd_verify },
     { "doctor", "a readable health report with a verdict",
       "usage: ckpt doctor FILE [--json]\n"
       "\n"
@@ -38,7 +38,7 @@ static const cli_command commands[] = {
       "  0 healthy, 1 needs attention (corrupt, unsafe, partial resume...), 2 usage or I/O error.\n"
       "\n"
       "  --json   one JSON object on stdout instead of the report\n",
-      cmd_doctor },
+      cli_cmd_doctor },
     { "scan", "would loading it run code? decided without running it",
       "usage: ckpt scan [--json] [--allow MODULE.QUALNAME]... [--policy FILE] FILE...\n"
       "\n"
@@ -65,7 +65,7 @@ static const cli_command commands[] = {
       "                    line, '#' starts a comment\n"
       "Exit status: 0 every file safe, 1 some file not safe, 2 usage or I/O\n"
       "error.\n",
-      cmd_scan },
+      cli_cmd_scan },
     { "store", "numbered generations with a verified LATEST pointer",
       "usage: ckpt store commit DIR --name NAME --step N [--keep N] SRC\n"
       "       ckpt store latest DIR\n"
@@ -103,7 +103,7 @@ static const cli_command commands[] = {
       "  --json                list: one JSON object\n"
       "Exit status: 0 ok, 1 corrupt data (source, new generation, listing,\n"
       "prune), 2 usage or I/O error.\n",
-      cmd_store },
+      cli_cmd_store },
     { "match", "would this checkpoint load into that model? key by key",
       "usage: ckpt match CKPT --expect SPEC [--normalize]\n"
       "                  [--allow-missing GLOB]... [--allow-unexpected GLOB]...\n"
@@ -125,7 +125,7 @@ static const cli_command commands[] = {
       "Exit status: 0 complete match, 1 anything else, 2 usage or I/O error.\n"
       "A match of no key, or of less than half the expected keys, is called\n"
       "out even when allowed.\n",
-      cmd_match },
+      cli_cmd_match },
     { "diff", "compare two checkpoints key by key and value by value",
       "usage: ckpt diff A B [--rtol R] [--atol A] [--keys-only] [--normalize] [--json]\n"
       "\n"
@@ -147,7 +147,7 @@ static const cli_command commands[] = {
       "  --json        one JSON object on stdout\n"
       "Exit status: 0 identical (values within the tolerances), 1 different,\n"
       "2 usage or I/O error.\n",
-      cmd_diff },
+      cli_cmd_diff },
     { "rename", "rewrite tensor keys (prefixes, wrappers) into a new file",
       "usage: ckpt rename IN OUT RULE... [--dry-run]\n"
       "\n"
@@ -170,7 +170,7 @@ static const cli_command commands[] = {
       "Exit status: 0 written, 1 refused (collision, no complete --auto\n"
       "rewrite) or unreadable input, 2 usage or I/O error, or a rule that\n"
       "matches no key.\n",
-      cmd_rename },
+      cli_cmd_rename },
     { "convert", "write a checkpoint as safetensors or torch .pt, losslessly",
       "usage: ckpt convert IN OUT [--select PREFIX]... [--format safetensors|torch]\n"
       "                    [--meta KEY=VALUE]... [--config FILE.json] [--backup]\n"
@@ -194,7 +194,7 @@ static const cli_command commands[] = {
       "  --backup          keep the OUT being replaced as OUT.bak (atomically)\n"
       "Exit status: 0 written, 1 IN unreadable or not convertible (opaque\n"
       "objects, a tensor named __metadata__), 2 usage or I/O error.\n",
-      cmd_convert },
+      cli_cmd_convert },
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 
@@ -553,7 +553,7 @@ void cli_put_value(FILE *out, const ckpt_value *v)
     case CKPT_KIND_FLOAT:
         d = ckpt_value_float(v);
         fputs(isnan(d) ? "nan" : isinf(d) ? (d > 0 ? "inf" : "-inf")
-                                           : fmt_double(buf, d),
+                                           : cli_fmt_double(buf, d),
               out);
         break;
     case CKPT_KIND_STR:

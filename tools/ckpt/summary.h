@@ -13,20 +13,20 @@
 /* Components with bytes and element counts, totals per kind, the
  * optimizer-to-model ratio, optimizer types and param_groups
  * hyperparameters; for a directory also its files. */
-void summary_memory(const ckpt_training *t, json_writer *j);
+void cli_summary_memory(const ckpt_training *t, cli_json_writer *j);
 /* {"verdict", "reasons", "warnings", "counters"}. */
-void summary_resume(const ckpt_training *t, json_writer *j);
+void cli_summary_resume(const ckpt_training *t, cli_json_writer *j);
 /* Metadata entries by topic and the topics not carried. */
-void summary_metadata(const ckpt_training *t, json_writer *j);
+void cli_summary_metadata(const ckpt_training *t, cli_json_writer *j);
 /* 1 when the verdict needs attention (partial, warm-start-only); then, if
  * out is not NULL, a short phrase for a verdict line is written to it. */
-int summary_concern(const ckpt_training *t, FILE *out);
+int cli_summary_concern(const ckpt_training *t, FILE *out);
 /* "resume: full-resume", "weights only (a deployment file, not a resume
  * checkpoint)"... for a healthy verdict line. Static string. */
-const char *summary_phrase(const ckpt_training *t);
+const char *cli_summary_phrase(const ckpt_training *t);
 
 /* `ckpt inspect --summary PATH [--json]`: analyses a file or a directory
  * and prints the three parts. Returns an exit code (CLI_*). */
-int summary_inspect(const char *path, int json);
+int cli_summary_inspect(const char *path, int json);
 
 #endif
