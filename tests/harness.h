@@ -15,7 +15,6 @@
 #define CKPT_HARNESS_H
 
 #include <inttypes.h>
-#include <stdlib.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
