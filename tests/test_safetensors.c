@@ -765,6 +765,14 @@ static void torture(const char *path, const void *buf, size_t len) {
 
 TEST(allocation_failures) {
     size_t len = 0;
+    unsigned char *buf = harness_read_file(CKPT_SRC "/examples/train.safetensors", &len);
+    CHECK(buf != NULL);
+    if (buf) torture(NULL, buf, len);
+    free(buf);
+}
+
+TEST(allocation_failures_corpus) {
+    size_t len = 0;
     unsigned char *buf = harness_read_file(CKPT_CORPUS "/safetensors/fluxml/non_sharded/model.with_metadata.safetensors", &len);
     CHECK(buf != NULL);
     if (buf) torture(NULL, buf, len);
@@ -980,12 +988,12 @@ TEST(sharded_index_limit) {
 }
 
 int main(void) {
-    RUN(corpus_matches_expected);
-    RUN(corpus_overall);
-    RUN(corpus_with_metadata);
-    RUN(corpus_rank0);
-    RUN(corpus_sharded);
-    RUN(corpus_every_cut_fails);
+    RUN_CORPUS(corpus_matches_expected);
+    RUN_CORPUS(corpus_overall);
+    RUN_CORPUS(corpus_with_metadata);
+    RUN_CORPUS(corpus_rank0);
+    RUN_CORPUS(corpus_sharded);
+    RUN_CORPUS(corpus_every_cut_fails);
     RUN(empty_header_padded);
     RUN(empty_with_metadata);
     RUN(metadata_null_is_absent);
@@ -1017,6 +1025,7 @@ int main(void) {
     RUN(nul_padded_header);
     RUN(limits_honoured);
     RUN(allocation_failures);
+    RUN_CORPUS(allocation_failures_corpus);
 
     snprintf(tmpdir, sizeof tmpdir, "/tmp/ckpt-st-XXXXXX");
     if (!mkdtemp(tmpdir)) {
