@@ -847,10 +847,14 @@ static int scan_member(scanner *sc, const ckpt_zip *z, const ckpt_zip_entry *e,
 }
 
 static int scan_zip(scanner *sc, const ckpt_zip *z) {
-    if (z->has_duplicates)
+    if (z->has_duplicates) {
+        /* miniz finds one of them (ignoring case), zipfile the last of an
+         * exact name: every one is scanned, but readers disagree */
         add_finding(sc, CKPT_SEVERITY_INFO, "duplicate-name", NULL, file_member(sc), 0,
-                    "two members share a name (ignoring ASCII case); every one "
-                    "of them is scanned");
+                    "two members share a name (ignoring ASCII case): zip readers "
+                    "load different ones; every one of them is scanned");
+        sc->unscannable = 1;
+    }
     for (size_t i = 0; i < z->count; i++) {
         const ckpt_zip_entry *e = &z->entries[i];
         if (!torchscript_marker(e)) continue;
@@ -898,18 +902,22 @@ static int scan_zip_readings(scanner *sc, const uint8_t *p, size_t n, int *seen)
                                     CKPT_ZIP_ZIPFILE);
     if (rc2 == CKPT_E_NOMEM) return rc2;
     if (rc2 == 0) {
+        /* Two readings: both are scanned, and a third reader may differ
+         * again, so the file is not called safe. */
         if (y.shift)
             add_finding(sc, CKPT_SEVERITY_INFO, "polyglot", NULL, file_member(sc), 0,
                         "%llu bytes come before the zip archive: torch's reader "
                         "takes its offsets as absolute%s, Python's zipfile shifts "
-                        "them and reads its members; they are scanned",
+                        "them and reads its members; they are scanned, but zip "
+                        "readers disagree on this file",
                         (unsigned long long)y.shift,
                         *seen ? " and reads another directory" : " and cannot read it");
         else
             add_finding(sc, CKPT_SEVERITY_INFO, "zip-readings", NULL, file_member(sc), 0,
                         "torch's reader (miniz) and Python's zipfile read different "
                         "directories from this archive; the members of both are "
-                        "scanned");
+                        "scanned, but zip readers disagree on this file");
+        sc->unscannable = 1;
         *seen = 1;
         return scan_zip(sc, &y);
     }
