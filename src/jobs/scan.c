@@ -17,8 +17,11 @@
  *   - otherwise the file itself, as stacked pickles: a legacy torch file's
  *     five pickles (not the storage blobs after them), or a plain pickle
  *     and any further stream after its STOP;
- *   - str/bytes literals that hold a pickle (raw, latin-1 text of bytes as
- *     protocol 2 writes bytes, hex, base64), up to max_nesting deep;
+ *   - str/bytes literals that an unpickling call receives (pickle.loads,
+ *     torch.load..., directly or through the decoders and io.BytesIO that
+ *     make its argument) and that hold a pickle (raw, latin-1 text of
+ *     bytes as protocol 2 writes bytes, hex, base64), up to max_nesting
+ *     deep; any other string is data, never scanned;
  *   - a sharded index (JSON text with a "weight_map"): every shard file it
  *     lists, next to it, scanned as a file of its own.
  * The verdict only needs the allowlist (builders.h + the caller's list);
@@ -45,6 +48,7 @@
 #include "container/zip.h"
 #include "format/index_json.h"
 #include "format/npy.h"
+#include "open/sharded.h"
 
 /* torch.serialization.MAGIC_NUMBER 0x1950a86a20f9469cfc6c in decimal */
 #define LEGACY_MAGIC "119547037146038801333356"
@@ -134,14 +138,17 @@ typedef struct region {
                                  no pickle at all */
 } region;
 
-/* A literal that holds a pickle, kept until its stream is done. */
+/* A literal an unpickling call receives, kept until its stream is done. */
 typedef struct literal {
     const uint8_t *p;
     size_t n;
-    uint64_t offset;          /* absolute offset of the literal's opcode */
-    uint8_t opcode;
+    uint64_t offset;          /* absolute offset of the call */
     ckpt_lit_enc enc;
 } literal;
+
+/* Bounds of the walk through a call's arguments to its literals. */
+#define ARG_DEPTH 8
+#define ARG_ITEMS 4096
 
 /* One stream's run: what the event callback needs. */
 typedef struct stream {
@@ -149,6 +156,7 @@ typedef struct stream {
     const region *rg;
     ckpt_arena *work;
     uint64_t events;          /* globals, calls and BUILDs on objects */
+    size_t arg_items;         /* argument values walked (ARG_ITEMS) */
     literal *lits;
     size_t nlits, litcap;
 } stream;
@@ -349,7 +357,7 @@ static uint64_t where(const region *rg, uint64_t offset) {
 }
 
 static const char *nested_note(const region *rg) {
-    return rg->depth ? " (in a pickle nested in a string literal)" : "";
+    return rg->depth ? " (in a pickle that an unpickling call receives as a literal)" : "";
 }
 
 /* torch.FloatStorage, torch.cuda.LongTensor...: the type classes a
@@ -452,17 +460,41 @@ static void on_call_or_build(stream *s, const pk_event *ev, int build) {
                     why, nested_note(rg));
 }
 
-static void on_string(stream *s, const pk_event *ev) {
-    ckpt_lit_enc enc = ckpt_scan_literal_encoding(ev->data, ev->len);
+/* Keeps a str/bytes that may hold a pickle for scan_literal. */
+static void keep_literal(stream *s, const ckpt_value *v, uint64_t offset) {
+    const uint8_t *p = (const uint8_t *)v->u.s.p;
+    ckpt_lit_enc enc = ckpt_scan_literal_encoding(p, v->u.s.len);
     if (!enc) return;
     if (ckpt_arena_grow(s->work, (void **)&s->lits, &s->litcap, s->nlits + 1,
                         sizeof *s->lits)) {
         s->sc->nomem = 1;
         return;
     }
-    /* ev->data lives in the stream's arena or in the region's bytes: it
+    /* v->u.s.p lives in the stream's arena or in the region's bytes: it
      * outlives the run */
-    s->lits[s->nlits++] = (literal){ev->data, ev->len, ev->offset, ev->opcode, enc};
+    s->lits[s->nlits++] = (literal){p, v->u.s.len, offset, enc};
+}
+
+/* The literals an unpickling call receives: its arguments, and the
+ * arguments of the calls that made them (a decoder, io.BytesIO), walked
+ * to ARG_DEPTH levels and ARG_ITEMS values per stream. */
+static void keep_arg_literals(stream *s, const ckpt_value *v, uint64_t offset,
+                              unsigned depth) {
+    if (!v || depth > ARG_DEPTH || s->arg_items++ >= ARG_ITEMS) return;
+    switch (v->kind) {
+    case CKPT_KIND_STR: case CKPT_KIND_BYTES:
+        keep_literal(s, v, offset);
+        break;
+    case CKPT_KIND_TUPLE: case CKPT_KIND_LIST:
+        for (size_t i = 0; i < v->u.seq.n; i++)
+            keep_arg_literals(s, v->u.seq.items[i], offset, depth + 1);
+        break;
+    case CKPT_KIND_OBJECT:
+        keep_arg_literals(s, v->u.obj.args, offset, depth + 1);
+        break;
+    default:
+        break;
+    }
 }
 
 static void on_event(void *ctx, const pk_event *ev) {
@@ -476,13 +508,12 @@ static void on_event(void *ctx, const pk_event *ev) {
     case PK_EV_CALL:
         s->events++;
         on_call_or_build(s, ev, 0);
+        if (!ev->symbolic && ckpt_scan_unpickles(ev->module, ev->name))
+            keep_arg_literals(s, ev->args, ev->offset, 0);
         break;
     case PK_EV_BUILD:
         if (ev->module[0] || ev->name[0]) s->events++;
         on_call_or_build(s, ev, 1);
-        break;
-    case PK_EV_STRING:
-        on_string(s, ev);
         break;
     case PK_EV_PERSID: /* answered by the placeholder below */
         break;
@@ -510,17 +541,6 @@ static int placeholder_storage(void *ctx, ckpt_value *pid, uint64_t offset,
 
 /* ------------------------------------------------------------ literals */
 
-/* Bytes of the literal's opcode before its data, when the data is the
- * file's bytes verbatim; 0 for text opcodes whose value is decoded. */
-static size_t literal_header(uint8_t op) {
-    switch (op) {
-    case 'C': case 'U': case 0x8c: return 2;          /* 1-byte length */
-    case 'B': case 'T': case 'X': return 5;           /* 4-byte length */
-    case 0x8d: case 0x8e: case 0x96: return 9;        /* 8-byte length */
-    default: return 0;
-    }
-}
-
 /* Scans the pickle a literal holds, one level deeper. */
 static int scan_literal(scanner *sc, const region *rg, ckpt_arena *work,
                         const literal *lit) {
@@ -533,13 +553,12 @@ static int scan_literal(scanner *sc, const region *rg, ckpt_arena *work,
     if (lit->enc == CKPT_LIT_RAW) {
         sub.p = lit->p;
         sub.n = lit->n;
-        /* Verbatim binary literals keep exact file offsets. */
-        size_t h = literal_header(lit->opcode);
-        uint64_t at = lit->offset + h, rel;
-        if (h && !rg->decoded && at >= rg->base && (rel = at - rg->base) <= rg->n &&
-            lit->n <= rg->n - rel && memcmp(rg->p + rel, lit->p, lit->n) == 0) {
+        /* A binary literal points into the region (scan mode): exact file
+         * offsets */
+        if (!rg->decoded && lit->p >= rg->p && lit->p <= rg->p + rg->n &&
+            lit->n <= (size_t)(rg->p + rg->n - lit->p)) {
             sub.decoded = 0;
-            sub.base = at;
+            sub.base = rg->base + (uint64_t)(lit->p - rg->p);
         }
     } else {
         uint8_t *d = ckpt_arena_alloc(work, lit->n);
@@ -551,11 +570,10 @@ static int scan_literal(scanner *sc, const region *rg, ckpt_arena *work,
     }
     uint32_t max = sc->o.max_nesting < NESTING_CAP ? sc->o.max_nesting : NESTING_CAP;
     if (sub.depth > max) {
-        /* A literal only runs if something unpickles it, and that something
-         * is an off-list global already reported; so this is not a reason
-         * to call the file unscannable. */
+        /* The call that unpickles it is an off-list global already
+         * reported; so this is not a reason to call the file unscannable. */
         add_finding(sc, CKPT_SEVERITY_INFO, "nested-pickle", NULL, rg->member, sub.at,
-                    "a string literal holds a pickle nested deeper than "
+                    "an unpickling call receives a pickle nested deeper than "
                     "max_nesting (%u): not scanned",
                     max);
         return 0;
@@ -565,12 +583,14 @@ static int scan_literal(scanner *sc, const region *rg, ckpt_arena *work,
 
 /* ------------------------------------------------------------ streams */
 
-/* Runs one stream from rg->p + pos. *used: bytes through STOP; *events:
+/* Runs one stream from rg->p + pos (quiet: without events, to see whether
+ * it parses). *used: bytes through STOP;
+ * *frame_rest: bytes of the FRAME holding STOP after it; *events:
  * globals, calls and BUILDs seen; *value: 1 if it produced the legacy
  * magic number. Returns the machine's code (NOMEM also for our own
  * allocations); the literals it held are scanned before returning. */
-static int run_stream(scanner *sc, const region *rg, size_t pos, size_t *used,
-                      uint64_t *events, int *legacy_magic) {
+static int run_stream(scanner *sc, const region *rg, size_t pos, int quiet, size_t *used,
+                      size_t *frame_rest, uint64_t *events, int *legacy_magic) {
     ckpt_arena work = {0};
     stream s = {.sc = sc, .rg = rg, .work = &work};
     pk_options o = {0};
@@ -580,9 +600,10 @@ static int run_stream(scanner *sc, const region *rg, size_t pos, size_t *used,
     o.limits = &sc->o.limits;
     o.arena = &work;
     o.persistent_load = placeholder_storage;
-    o.on_event = on_event;
+    o.on_event = quiet ? NULL : on_event;
     o.ctx = &s;
     o.scan_only = 1;
+    o.frame_rest = frame_rest;
     ckpt_value *v = NULL;
     int rc = ckpt_pickle_run(&v, used, rg->p + pos, rg->n - pos, &o);
     if (sc->nomem) rc = CKPT_E_NOMEM;
@@ -608,36 +629,72 @@ static int run_stream(scanner *sc, const region *rg, size_t pos, size_t *used,
     return rc;
 }
 
-/* Scans rg as back-to-back pickle streams. */
+/* 1 if every unpickler stops where the stream at rg->p + pos broke, with
+ * nothing to interpret: the input ends, the byte is no opcode, or a
+ * GLOBAL/INST name is not UTF-8 text (Python decodes names strictly). */
+static int certain_stop(const region *rg, size_t pos, int rc, const ckpt_error *e) {
+    if (rc == CKPT_E_TRUNCATED) return 1;
+    uint64_t start = rg->decoded ? 0 : rg->base + pos;
+    if (e->offset < start || e->offset - start >= rg->n - pos) return 0;
+    uint8_t op = rg->p[pos + (size_t)(e->offset - start)];
+    if (op == 'c' || op == 'i') return e->message && strstr(e->message, "UTF-8") != NULL;
+    return !ckpt_pickle_is_opcode(op);
+}
+
+/* Scans rg as back-to-back pickle streams. A stream that some loader
+ * unpickles (the first one of a file, a named or .npy member; each of a
+ * legacy file's five) and that does not parse to its STOP makes the file
+ * unscannable, with the offset where it breaks: the loader may read on
+ * where ckpt cannot. Streams only guessed at (bytes after a STOP that no
+ * loader reads, content sniffed by its shape, literals) that break before
+ * any global or call are not pickles and are dropped; so is a file
+ * without PROTO that every unpickler stops in before any global or call
+ * (certain_stop): a PNG, a text file. */
 static int scan_region(scanner *sc, const region *rg) {
     size_t pos = 0, streams = 0;
     int legacy = 0;
     while (pos < rg->n) {
         if (legacy && streams == LEGACY_STREAMS) break; /* storage blobs */
+        int loaded = legacy || (streams == 0 && !rg->sniffed && !rg->depth);
         uint64_t at = where(rg, rg->base + pos);
         if (streams > 0 && !legacy && !rg->depth)
             add_finding(sc, CKPT_SEVERITY_INFO, "trailing-bytes", NULL, rg->member, at,
                         "bytes after the pickle's STOP; scanned as another "
                         "stream where they parse as one");
-        if (streams > 0 && !ckpt_scan_pickle_start(rg->p + pos, rg->n - pos)) break;
-        size_t used = 0;
+        if (!loaded && streams > 0 && !ckpt_scan_pickle_start(rg->p + pos, rg->n - pos))
+            break;
+        size_t used = 0, frame_rest = 0;
         uint64_t events = 0;
-        int magic = 0;
-        int rc = run_stream(sc, rg, pos, &used, &events, &magic);
+        int magic = 0, rc = 0;
+        /* content taken for a pickle by its shape (a zip member no loader
+         * unpickles by name) is one only if it parses to STOP: storage
+         * bytes that start like a pickle raise nothing */
+        if (rg->sniffed && !rg->depth && streams == 0)
+            rc = run_stream(sc, rg, pos, 1, &used, &frame_rest, &events, &magic);
+        if (rc == 0) rc = run_stream(sc, rg, pos, 0, &used, &frame_rest, &events, &magic);
         if (rc == CKPT_E_NOMEM) return rc;
         if (rc == 0) {
             sc->content = 1;
             if (streams == 0 && rg->top && magic) legacy = 1;
             streams++;
             pos += used;
+            if (legacy && streams < LEGACY_STREAMS && frame_rest) {
+                add_finding(sc, CKPT_SEVERITY_INFO, "parse-error", NULL, rg->member,
+                            where(rg, rg->base + pos),
+                            "legacy pickle %zu ends inside a FRAME with %zu bytes after "
+                            "its STOP: the next one starts here for a buffered file and "
+                            "after the frame for io.BytesIO",
+                            streams, frame_rest);
+                sc->unscannable = 1;
+                break;
+            }
             continue;
         }
         const ckpt_error *e = ckpt_error_last();
         int proto = rg->n - pos >= 2 && rg->p[pos] == 0x80;
-        /* Nothing resolved before the break: junk after a stream, content
-         * that only looked like a pickle, or a file that is no pickle at
-         * all (without PROTO: a PNG starts with NEWFALSE, PERSID). */
-        if (events == 0 && (streams > 0 || rg->sniffed || rg->depth || (rg->top && !proto))) {
+        if (events == 0 &&
+            (!loaded || (rg->top && streams == 0 && !proto && certain_stop(rg, pos, rc, e)))) {
+            /* junk after a stream, content that only looked like a pickle */
             if (streams == 0 && !rg->depth && rg->sniffed && rg->member[0])
                 add_finding(sc, CKPT_SEVERITY_INFO, "not-a-pickle", NULL, rg->member,
                             where(rg, e->offset),
@@ -722,7 +779,8 @@ static const char *file_member(const scanner *sc) {
 }
 
 static int scan_safetensors(scanner *sc, const uint8_t *p, size_t n) {
-    ckpt_open_options oo = {sc->o.limits};
+    ckpt_open_options oo = CKPT_OPEN_OPTIONS_INIT;
+    oo.limits = sc->o.limits;
     ckpt_file *f = NULL;
     int rc = ckpt_open_memory(&f, p, n, sc->file, &oo);
     ckpt_close(f);
@@ -974,9 +1032,16 @@ static void tar_stop(scanner *sc, const region *rg, size_t pos, int unscannable,
  * runs what comes before the break); <0: out of memory. */
 static int tar_stream(scanner *sc, const region *rg, size_t pos, size_t *used) {
     uint64_t events;
+    size_t frame_rest = 0;
     int magic;
-    int rc = run_stream(sc, rg, pos, used, &events, &magic);
+    int rc = run_stream(sc, rg, pos, 0, used, &frame_rest, &events, &magic);
     if (rc == CKPT_E_NOMEM) return CKPT_E_NOMEM;
+    if (rc == 0 && frame_rest) {
+        /* where the next read starts depends on how the file is buffered */
+        tar_stop(sc, rg, pos + *used, 1, "a pickle ends inside a FRAME with bytes after its "
+                                          "STOP: where torch reads on is not known");
+        return 0;
+    }
     if (rc == 0) return 1;
     const ckpt_error *e = ckpt_error_last();
     add_finding(sc, CKPT_SEVERITY_INFO, "parse-error", NULL, rg->member, e->offset,
@@ -1106,30 +1171,6 @@ static int scan_tar(scanner *sc, const uint8_t *p, size_t n) {
 
 /* ------------------------------------------------------------ sharded */
 
-/* file.c's rule (read_format): a sharded index is JSON text from its first
- * byte; a safetensors file starts with a binary u64 length instead. */
-static int looks_like_index(const uint8_t *p, size_t n) {
-    size_t i = 0;
-    while (i < n && (p[i] == ' ' || p[i] == '\t' || p[i] == '\n' || p[i] == '\r')) i++;
-    return i < n && p[i] == '{' && memchr(p, 0, n < 8 ? n : 8) == NULL;
-}
-
-
-/* Loaders join a shard name to the index's directory; a name that leaves
- * it (absolute, "..", a drive) names a file the scan does not follow.
- * NULL when the name stays inside, else why not. */
-static const char *shard_name_problem(const char *name, size_t len) {
-    if (len == 0 || strlen(name) != len) return "empty or holds a NUL byte";
-    if (name[0] == '/') return "an absolute path";
-    if (strchr(name, '\\') || strchr(name, ':')) return "a backslash, drive or colon";
-    for (const char *p = name; *p;) {
-        size_t seg = strcspn(p, "/");
-        if (seg == 2 && p[0] == '.' && p[1] == '.') return "a \"..\" component";
-        p += seg + (p[seg] == '/');
-    }
-    return NULL;
-}
-
 static int scan_file(scanner *sc, const uint8_t *p, size_t n);
 
 /* One shard, scanned like a file of its own; its findings are named by
@@ -1220,8 +1261,12 @@ static int scan_index(scanner *sc, const uint8_t *p, size_t n) {
     size_t k = 0;
     for (size_t i = 0; i < ix.nshards; i++) {
         const ckpt_index_shard *sh = &ix.shards[i];
+        /* the reader's rule (open/sharded.c), any extension: each shard
+         * once, however the index spells it */
+        char *canon = ckpt_arena_alloc(&sc->scratch, sh->len + 1);
+        if (!canon) return CKPT_E_NOMEM;
         const char *why = sh->surrogate ? "holds a lone surrogate (no UTF-8 file name)"
-                                        : shard_name_problem(sh->name, sh->len);
+                                        : ckpt_shard_name(canon, sh->name, sh->len, 0);
         if (why) {
             add_finding(sc, CKPT_SEVERITY_INFO, "shard-name", NULL, "", sh->offset,
                         "weight_map value \"%.200s\": the shard name is %s; a file "
@@ -1230,7 +1275,7 @@ static int scan_index(scanner *sc, const uint8_t *p, size_t n) {
             sc->unscannable = 1;
             continue;
         }
-        names[k++] = sh->name;
+        names[k++] = canon;
     }
     /* distinct names: many tensors share a shard */
     if (k > 1) qsort(names, k, sizeof *names, cmp_str);
@@ -1266,7 +1311,7 @@ static int scan_file(scanner *sc, const uint8_t *p, size_t n) {
     region top = {.p = p, .n = n, .member = file_member(sc), .top = 1};
     int rc, seen;
     if (n == 0) return 0;
-    if (looks_like_index(p, n)) return scan_index(sc, p, n);
+    if (ckpt_detect_format(p, n) == CKPT_FORMAT_SAFETENSORS_SHARDED) return scan_index(sc, p, n);
     const char *foreign = ckpt_scan_foreign_container(p, n);
     if (foreign) {
         add_finding(sc, CKPT_SEVERITY_INFO, "unsupported-container", NULL, file_member(sc), 0,
@@ -1383,6 +1428,7 @@ static int scan_buffer(ckpt_scan_report **out, const void *data, size_t size,
     *out = NULL;
     if (!data && size)
         return ckpt_err(CKPT_E_INVALID_ARG, file, NULL, CKPT_NO_OFFSET, "data is NULL");
+    CKPT_CHECK_OPTIONS(opts, CKPT_SCAN_OPTIONS_VERSION);
     scanner sc = {0};
     ckpt_scan_options defaults = CKPT_SCAN_OPTIONS_INIT;
     sc.o = opts ? *opts : defaults;

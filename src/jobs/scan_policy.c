@@ -101,6 +101,12 @@ static const struct family {
            "published gadgets)"),
 };
 
+/* Calls that unpickle an argument, besides the deserializers' modules */
+static const char *const torch_unpicklers[] = {
+    "torch.load", "torch.serialization.load", "torch.storage._load_from_bytes",
+    "numpy.loads",
+};
+
 const char *ckpt_scan_map_module(const char *module) {
     if (strcmp(module, "__builtin__") == 0) return "builtins";
     if (strcmp(module, "copy_reg") == 0) return "copyreg";
@@ -120,6 +126,17 @@ static int path_has_prefix(const char *module, const char *name,
     const char *rest = prefix + ml + 1;
     size_t rl = pl - ml - 1;
     return strncmp(name, rest, rl) == 0 && (name[rl] == '\0' || name[rl] == '.');
+}
+
+int ckpt_scan_unpickles(const char *module, const char *name) {
+    module = ckpt_scan_map_module(module);
+    for (size_t i = 0; i < sizeof deserializers / sizeof *deserializers; i++)
+        if (strncmp(deserializers[i], "yaml.", 5) != 0 &&
+            path_has_prefix(module, name, deserializers[i]))
+            return 1;
+    for (size_t i = 0; i < sizeof torch_unpicklers / sizeof *torch_unpicklers; i++)
+        if (path_has_prefix(module, name, torch_unpicklers[i])) return 1;
+    return 0;
 }
 
 /* 1 if some '.'-separated component of s is a dunder (__x__). */

@@ -40,6 +40,15 @@ int ckpt_scan_pickle_start(const uint8_t *p, size_t n);
  * and last bytes are read, so big storages cost nothing. */
 int ckpt_scan_pickle_shape(const uint8_t *p, size_t n);
 
+/* 1 if calling module.name unpickles (some of) its arguments: a loader or
+ * gadget of the deserializer family (pickle.loads, _pickle.load, dill,
+ * cloudpickle, joblib, pandas.read_pickle, numpy.load) or torch's
+ * (torch.load, torch.serialization.load, torch.storage._load_from_bytes).
+ * Only the literals such a call receives, directly or through the calls
+ * that build its arguments (base64.b64decode(...), io.BytesIO(...)), are
+ * scanned as nested pickles: any other string is data. */
+int ckpt_scan_unpickles(const char *module, const char *name);
+
 /* How a str/bytes literal may hold a pickle: verbatim, as the latin-1
  * text protocol 2 writes bytes as (_codecs.encode), hex or base64. */
 typedef enum ckpt_lit_enc {
