@@ -101,7 +101,7 @@ typedef struct ckpt_limits {
         .max_depth = 1000u, .max_pickle_stack = 10000000u,                   \
         .max_pickle_memo = 10000000u, .max_pickle_ops = 1000000000u,         \
         .max_zip_entries = 1000000u, .max_inflate_bytes = (uint64_t)1 << 32, \
-        .max_index_bytes = 100000000u, .max_inflate_ratio = 100u             \
+        .max_index_bytes = 100000000u, .max_inflate_ratio = 100u            \
     }
 /* Fills *l with the defaults (CKPT_LIMITS_INIT, for callers without
  * designated initializers). */

@@ -38,8 +38,8 @@ const char *ckpt_detect_unsupported(const uint8_t *p, size_t n, uint64_t *offset
     *offset = 0;
     if (n >= 8 && memcmp(p, "PYTORCH1", 8) == 0)
         return "unsupported: PyTorch 'PYTORCH1' preview format";
-    /* torch.load tries tarfile first: any first block whose checksum
-     * holds, "ustar" or not (container/tar.h) */
+    /* torch.load tries tarfile first: any first block with a valid
+     * checksum, "ustar" or not (container/tar.h) */
     if (ckpt_tar_sniff(p, n) != CKPT_TAR_NO)
         return "unsupported: tar archive (PyTorch < 0.4 legacy tar format)";
     return NULL;

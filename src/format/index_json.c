@@ -98,7 +98,7 @@ static int string(reader *r, char **out, size_t *len, int *surrogate) {
         end += r->p[end] == '\\' ? 2 : 1;
     }
     if (end >= r->n) return bad(r, start, "unterminated string");
-    if (ckpt_utf8_check(r->p + start + 1, end - start - 1, 0) != 1)
+    if (!ckpt_utf8_check(r->p + start + 1, end - start - 1, 0))
         return bad(r, start, "a string that is not UTF-8 (the file is decoded as UTF-8)");
     char *o = out ? ckpt_arena_alloc(r->a, end - start) : NULL;
     if (out && !o) return nomem(r);

@@ -1031,9 +1031,9 @@ static void tar_stop(scanner *sc, const region *rg, size_t pos, int unscannable,
  * bytes. 1: scanned; 0: it does not parse (reported, unscannable: torch
  * runs what comes before the break); <0: out of memory. */
 static int tar_stream(scanner *sc, const region *rg, size_t pos, size_t *used) {
-    uint64_t events;
+    uint64_t events = 0;
     size_t frame_rest = 0;
-    int magic;
+    int magic = 0;
     int rc = run_stream(sc, rg, pos, 0, used, &frame_rest, &events, &magic);
     if (rc == CKPT_E_NOMEM) return CKPT_E_NOMEM;
     if (rc == 0 && frame_rest) {
