@@ -199,7 +199,17 @@ def check_exit_codes(outdir):
         fh.write("argparse.Namespace\nnot a name\n")
     rc, _, err = run("--policy", bad, safe)
     assert rc == 2 and ":2:" in err, err
-    assert run(TMP)[0] == 2                     # a directory
+    empty = os.path.join(TMP, "empty-dir")
+    os.makedirs(empty, exist_ok=True)
+    assert run(empty)[0] == 2                   # a directory without files
+    folder = os.path.join(TMP, "model-dir")     # a directory: file by file
+    os.makedirs(folder, exist_ok=True)
+    shutil.copy(safe, os.path.join(folder, "a.pt"))
+    rc, out, _ = run(folder)
+    assert rc == 0 and out.count("SAFE ") == 1 and "a.pt" in out, out
+    shutil.copy(evil, os.path.join(folder, "b.pt"))
+    rc, out, _ = run(folder)
+    assert rc == 1 and "UNSAFE" in out and "SAFE " in out, out
     rc, out, _ = run("--help")
     assert rc == 0 and "usage: ckpt scan" in out
     assert run("--", safe)[0] == 0
