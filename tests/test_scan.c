@@ -1112,6 +1112,36 @@ TEST(bounded_inflation) {
     free(zeros);
 }
 
+/* What torch's zip reader and Python's zipfile read differently. */
+TEST(zip_readings) {
+    static uint8_t z[4096];
+    /* torch finds archive/data.pkl under any case; a protocol 0 stream
+     * with bytes after its STOP is not pickle-shaped, so only the name
+     * says it is one */
+    static const char p0[] = "cos\nsystem\n(S'x'\ntR.\n\x00";
+    zmember upper = {"archive/DATA.PKL", NULL, (const uint8_t *)p0, sizeof p0 - 1, 0, 0, 0};
+    size_t n = build_zip(z, NULL, 0, &upper, 1);
+    ckpt_scan_report *r = scan(z, n);
+    CHECK_EQ_STR(ckpt_verdict_name(ckpt_scan_verdict(r)), "unsafe");
+    CHECK(find(r, "call", "os.system") != NULL);
+    ckpt_scan_report_free(r);
+    /* names equal but for case: readers load different members */
+    zmember dups[2] = {{"a/data.pkl", NULL, (const uint8_t *)BENIGN, BENIGN_LEN, 0, 0, 0},
+                       {"a/Data.pkl", NULL, (const uint8_t *)BENIGN, BENIGN_LEN, 0, 0, 0}};
+    n = build_zip(z, NULL, 0, dups, 2);
+    r = scan(z, n);
+    CHECK_EQ_STR(ckpt_verdict_name(ckpt_scan_verdict(r)), "unscannable");
+    CHECK(find(r, "duplicate-name", NULL) != NULL);
+    ckpt_scan_report_free(r);
+    /* a clean archive behind a prefix: zipfile reads it, torch does not */
+    zmember ok = {"a/data.pkl", NULL, (const uint8_t *)BENIGN, BENIGN_LEN, 0, 0, 0};
+    n = build_zip(z, (const uint8_t *)"GIF89a-prefix", 13, &ok, 1);
+    r = scan(z, n);
+    CHECK_EQ_STR(ckpt_verdict_name(ckpt_scan_verdict(r)), "unscannable");
+    CHECK(find(r, "polyglot", NULL) != NULL);
+    ckpt_scan_report_free(r);
+}
+
 int main(void) {
     RUN_CORPUS(corpus_verdicts);
     RUN_CORPUS(corpus_details);
@@ -1127,6 +1157,7 @@ int main(void) {
     RUN(nested_pickles);
     RUN(zip_tricks);
     RUN(bounded_inflation);
+    RUN(zip_readings);
     RUN(truncated_malicious_never_safe);
     RUN(allowlist_policy);
     RUN(numpy_is_safe);

@@ -905,10 +905,14 @@ static int scan_member(scanner *sc, const ckpt_zip *z, const ckpt_zip_entry *e,
 }
 
 static int scan_zip(scanner *sc, const ckpt_zip *z) {
-    if (z->has_duplicates)
+    if (z->has_duplicates) {
+        /* miniz finds one of them (ignoring case), zipfile the last of an
+         * exact name: every one is scanned, but readers disagree */
         add_finding(sc, CKPT_SEVERITY_INFO, "duplicate-name", NULL, file_member(sc), 0,
-                    "two members share a name (ignoring ASCII case); every one "
-                    "of them is scanned");
+                    "two members share a name (ignoring ASCII case): zip readers "
+                    "load different ones; every one of them is scanned");
+        sc->unscannable = 1;
+    }
     for (size_t i = 0; i < z->count; i++) {
         const ckpt_zip_entry *e = &z->entries[i];
         if (!torchscript_marker(e)) continue;
@@ -956,18 +960,22 @@ static int scan_zip_readings(scanner *sc, const uint8_t *p, size_t n, int *seen)
                                     CKPT_ZIP_ZIPFILE);
     if (rc2 == CKPT_E_NOMEM) return rc2;
     if (rc2 == 0) {
+        /* Two readings: both are scanned, and a third reader may differ
+         * again, so the file is not called safe. */
         if (y.shift)
             add_finding(sc, CKPT_SEVERITY_INFO, "polyglot", NULL, file_member(sc), 0,
                         "%llu bytes come before the zip archive: torch's reader "
                         "takes its offsets as absolute%s, Python's zipfile shifts "
-                        "them and reads its members; they are scanned",
+                        "them and reads its members; they are scanned, but zip "
+                        "readers disagree on this file",
                         (unsigned long long)y.shift,
                         *seen ? " and reads another directory" : " and cannot read it");
         else
             add_finding(sc, CKPT_SEVERITY_INFO, "zip-readings", NULL, file_member(sc), 0,
                         "torch's reader (miniz) and Python's zipfile read different "
                         "directories from this archive; the members of both are "
-                        "scanned");
+                        "scanned, but zip readers disagree on this file");
+        sc->unscannable = 1;
         *seen = 1;
         return scan_zip(sc, &y);
     }
@@ -1028,6 +1036,12 @@ static int tar_stream(scanner *sc, const region *rg, size_t pos, size_t *used) {
     int magic = 0;
     int rc = run_stream(sc, rg, pos, 0, used, &frame_rest, &events, &magic);
     if (rc == CKPT_E_NOMEM) return CKPT_E_NOMEM;
+    if (rc == 0 && frame_rest) {
+        /* where the next read starts depends on how the file is buffered */
+        tar_stop(sc, rg, pos + *used, 1, "a pickle ends inside a FRAME with bytes after its "
+                                          "STOP: where torch reads on is not known");
+        return 0;
+    }
     if (rc == 0) return 1;
     const ckpt_error *e = ckpt_error_last();
     add_finding(sc, CKPT_SEVERITY_INFO, "parse-error", NULL, rg->member, e->offset,
