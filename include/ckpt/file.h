@@ -264,6 +264,16 @@ typedef struct ckpt_verify_report {
  * problem. report may be NULL. */
 CKPT_API int ckpt_verify(ckpt_verify_report *report, ckpt_file *f);
 
+/* What ckpt_verify can vouch for beyond structure and sizes. */
+typedef enum ckpt_checksums {
+    CKPT_CHECKSUMS_NONE = 0,   /* safetensors without ckpt's digests, legacy
+                                  torch, raw pickle: structure only */
+    CKPT_CHECKSUMS_CRC32 = 1,  /* torch zip: every member's CRC-32 */
+    CKPT_CHECKSUMS_DIGESTS = 2 /* written by ckpt: a per-tensor XXH3-64
+                                  digest (metadata "ckpt.xxh3") */
+} ckpt_checksums;
+CKPT_API ckpt_checksums ckpt_file_checksums(const ckpt_file *f);
+
 #ifdef __cplusplus
 }
 #endif
