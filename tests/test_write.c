@@ -163,7 +163,7 @@ static int read_back(const ckpt_value *root, const char *name, ckpt_format fmt) 
     const ckpt_value *back;
     int ok = ckpt_structure_decode(&back, f, &a) == 0 && same_tree(root, back);
     ckpt_verify_report rep;
-    ok = ok && ckpt_verify(f, &rep) == 0;
+    ok = ok && ckpt_verify(&rep, f) == 0;
     ckpt_arena_free(&a);
     ckpt_close(f);
     return ok;
@@ -186,7 +186,7 @@ static const float F32_12[2] = {1.0f, 2.0f};
 static const uint64_t SH1[1] = {1}, SH2[1] = {2};
 
 static void hex(char out[17], const void *p, size_t n) {
-    wr_hex64(out, XXH3_64bits(p, n));
+    ckpt_hex64(out, XXH3_64bits(p, n));
 }
 
 /* The exact bytes of the reference writer's layout: dtype order, padding,
@@ -197,7 +197,7 @@ TEST(safetensors_exact_header) {
     set(root, "a", T(CKPT_DT_I64, 1, SH1, I64_7, 8));
     set(root, "b", T(CKPT_DT_F32, 1, SH2, F32_12, 8));
     const char *k[] = {"arch"}, *v[] = {"toy"};
-    ckpt_write_options o = {k, v, 1, 0};
+    ckpt_write_options o = {.version = CKPT_WRITE_OPTIONS_VERSION, .meta_keys = k, .meta_values = v, .nmeta = 1};
     CHECK_EQ_INT(ckpt_tree_write(root, tpath("exact.safetensors"), CKPT_FORMAT_SAFETENSORS, &o), 0);
     char ha[17], hb[17], want[512];
     hex(ha, I64_7, 8);
@@ -401,7 +401,7 @@ TEST(state_dict_roundtrip) {
         ckpt_close(f);
     }
     /* safetensors -> torch keeps them (the reader's tree of the .pt) */
-    CHECK_EQ_INT(ckpt_convert(tpath("sd.safetensors"), tpath("sd3.pt"), NULL, NULL), 0);
+    CHECK_EQ_INT(ckpt_convert(NULL, tpath("sd.safetensors"), tpath("sd3.pt"), NULL), 0);
     CHECK_EQ_INT(ckpt_open(&f, tpath("sd3.pt"), NULL), 0);
     if (f) {
         CHECK(same_tree(root, ckpt_file_root(f)));
@@ -490,8 +490,8 @@ TEST(state_dict_corpus) {
         char out[256], back[256];
         snprintf(out, sizeof out, "%s", tpath(outs[i]));
         snprintf(back, sizeof back, "%s", tpath(i ? "bn_back2.pt" : "bn_back.pt"));
-        CHECK_EQ_INT(ckpt_convert(bn, out, NULL, NULL), 0);
-        CHECK_EQ_INT(ckpt_convert(out, back, NULL, NULL), 0);
+        CHECK_EQ_INT(ckpt_convert(NULL, bn, out, NULL), 0);
+        CHECK_EQ_INT(ckpt_convert(NULL, out, back, NULL), 0);
         CHECK_EQ_INT(ckpt_open(&g, back, NULL), 0);
         if (g) {
             CHECK(same_tree(root, ckpt_file_root(g)));
@@ -503,7 +503,7 @@ TEST(state_dict_corpus) {
     const char *sel[] = {"norm1.weight"};
     o.select = sel;
     o.nselect = 1;
-    CHECK_EQ_INT(ckpt_convert(bn, tpath("bn_sel.pt"), &o, NULL), 0);
+    CHECK_EQ_INT(ckpt_convert(NULL, bn, tpath("bn_sel.pt"), &o), 0);
     CHECK_EQ_INT(ckpt_open(&g, tpath("bn_sel.pt"), NULL), 0);
     if (g) {
         const ckpt_value *r = ckpt_file_root(g);
@@ -517,8 +517,8 @@ TEST(state_dict_corpus) {
     if (!f) return;
     const ckpt_tensor *t = ckpt_file_find_tensor(f, "param");
     CHECK(t && ckpt_tensor_is_parameter(t) && t->requires_grad);
-    CHECK_EQ_INT(ckpt_convert(param, tpath("param.safetensors"), NULL, NULL), 0);
-    CHECK_EQ_INT(ckpt_convert(tpath("param.safetensors"), tpath("param_back.pt"), NULL, NULL), 0);
+    CHECK_EQ_INT(ckpt_convert(NULL, param, tpath("param.safetensors"), NULL), 0);
+    CHECK_EQ_INT(ckpt_convert(NULL, tpath("param.safetensors"), tpath("param_back.pt"), NULL), 0);
     CHECK_EQ_INT(ckpt_open(&g, tpath("param_back.pt"), NULL), 0);
     if (g) {
         CHECK(same_tree(ckpt_file_root(f), ckpt_file_root(g)));
@@ -773,7 +773,8 @@ TEST(refusals) {
 
     /* options and builder arguments */
     const char *k[] = {"ckpt.xxh3"}, *v[] = {"x"}, *k2[] = {"a", "a"}, *v2[] = {"1", "2"};
-    ckpt_write_options o = {k, v, 1, 0}, o2 = {k2, v2, 2, 0};
+    ckpt_write_options o = {.version = CKPT_WRITE_OPTIONS_VERSION, .meta_keys = k, .meta_values = v, .nmeta = 1},
+                       o2 = {.version = CKPT_WRITE_OPTIONS_VERSION, .meta_keys = k2, .meta_values = v2, .nmeta = 2};
     CHECK_EQ_INT(ckpt_tree_write(root, tpath("o.pt"), CKPT_FORMAT_TORCH_ZIP, &o),
                  CKPT_E_INVALID_ARG);
     CHECK_EQ_INT(ckpt_tree_write(root, tpath("o.pt"), CKPT_FORMAT_TORCH_ZIP, &o2),
@@ -816,9 +817,9 @@ TEST(convert_select_and_metadata) {
     o.select = sel;
     o.nselect = 2;
     o.config_json = "{ \"hidden\" : 8 }";
-    o.write = (ckpt_write_options){k, v, 2, 0};
+    o.write = (ckpt_write_options){.version = CKPT_WRITE_OPTIONS_VERSION, .meta_keys = k, .meta_values = v, .nmeta = 2};
     ckpt_convert_report r;
-    CHECK_EQ_INT(ckpt_convert(src, tpath("sel.safetensors"), &o, &r), 0);
+    CHECK_EQ_INT(ckpt_convert(&r, src, tpath("sel.safetensors"), &o), 0);
     CHECK_EQ_INT(r.format, CKPT_FORMAT_SAFETENSORS);
     CHECK_EQ_INT(r.tensors, 1);
     ckpt_file *f;
@@ -841,7 +842,7 @@ TEST(convert_select_and_metadata) {
     /* metadata carried from the input; config compacted */
     o.nselect = 0;
     o.write.nmeta = 1;
-    CHECK_EQ_INT(ckpt_convert(tpath("sel.safetensors"), tpath("sel2.pt"), &o, NULL), 0);
+    CHECK_EQ_INT(ckpt_convert(NULL, tpath("sel.safetensors"), tpath("sel2.pt"), &o), 0);
     CHECK_EQ_INT(ckpt_open(&f, tpath("sel2.pt"), NULL), 0);
     if (f) {
         CHECK_EQ_STR(meta(f, "config"), "{\"hidden\":8}");
@@ -852,11 +853,11 @@ TEST(convert_select_and_metadata) {
     const char *none[] = {"mode"};
     o.select = none;
     o.nselect = 1;
-    CHECK_EQ_INT(ckpt_convert(src, tpath("none.pt"), &o, NULL), CKPT_E_NOTFOUND);
+    CHECK_EQ_INT(ckpt_convert(NULL, src, tpath("none.pt"), &o), CKPT_E_NOTFOUND);
     o.nselect = 0;
     o.config_json = "[1]";
-    CHECK_EQ_INT(ckpt_convert(src, tpath("cfg.pt"), &o, NULL), CKPT_E_INVALID_ARG);
-    CHECK_EQ_INT(ckpt_convert(src, tpath("noext"), NULL, NULL), CKPT_E_INVALID_ARG);
+    CHECK_EQ_INT(ckpt_convert(NULL, src, tpath("cfg.pt"), &o), CKPT_E_INVALID_ARG);
+    CHECK_EQ_INT(ckpt_convert(NULL, src, tpath("noext"), NULL), CKPT_E_INVALID_ARG);
 }
 
 /* ------------------------------------------------------------ verify */
@@ -885,13 +886,13 @@ TEST(verify_digests) {
         ckpt_file *f;
         CHECK_EQ_INT(ckpt_open(&f, p, NULL), 0);
         if (!f) continue;
-        CHECK_EQ_INT(ckpt_verify(f, NULL), 0);
+        CHECK_EQ_INT(ckpt_verify(NULL, f), 0);
         uint64_t at = ckpt_tensor_file_offset(ckpt_file_find_tensor(f, "b")) + 1;
         ckpt_close(f);
         flip(p, at);
         CHECK_EQ_INT(ckpt_open(&f, p, NULL), 0);
         if (!f) continue;
-        CHECK_EQ_INT(ckpt_verify(f, NULL), CKPT_E_CHECKSUM);
+        CHECK_EQ_INT(ckpt_verify(NULL, f), CKPT_E_CHECKSUM);
         CHECK(strstr(ckpt_error_last()->message, "tensor \"b\": XXH3-64"));
         ckpt_close(f);
     }
@@ -902,19 +903,19 @@ TEST(verify_digests) {
 /* A safetensors file with one F32[2] tensor "t" and the given ckpt.*
  * metadata (JSON text, escaped here). */
 static void hostile(const char *path, const char *key, const char *json) {
-    wr_buf h = {0};
-    wr_buf_str(&h, "{\"__metadata__\":{");
-    wr_buf_json_str(&h, key, strlen(key));
-    wr_buf_byte(&h, ':');
-    wr_buf_json_str(&h, json, strlen(json));
-    wr_buf_str(&h, "},\"t\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}");
+    ckpt_buf h = {0};
+    ckpt_buf_str(&h, "{\"__metadata__\":{");
+    ckpt_buf_json_str(&h, key, strlen(key));
+    ckpt_buf_byte(&h, ':');
+    ckpt_buf_json_str(&h, json, strlen(json));
+    ckpt_buf_str(&h, "},\"t\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}");
     FILE *fp = fopen(path, "wb");
     uint64_t n = h.len;
     for (int i = 0; i < 8; i++) fputc((int)(n >> (8 * i)) & 0xff, fp);
     fwrite(h.p, 1, h.len, fp);
     fwrite(F32_12, 1, 8, fp);
     fclose(fp);
-    wr_buf_free(&h);
+    ckpt_buf_free(&h);
 }
 
 static int decode_rc(const char *json, uint32_t max_depth) {
@@ -1016,7 +1017,7 @@ TEST(hostile_structure) {
     hostile(tpath("x.safetensors"), "ckpt.xxh3", "{\"gone\":\"0000000000000000\"}");
     CHECK_EQ_INT(ckpt_open(&f, tpath("x.safetensors"), NULL), 0);
     if (f) {
-        CHECK_EQ_INT(ckpt_verify(f, NULL), CKPT_E_MISMATCH);
+        CHECK_EQ_INT(ckpt_verify(NULL, f), CKPT_E_MISMATCH);
         ckpt_close(f);
     }
 }
@@ -1107,7 +1108,7 @@ TEST(allocation_failures) {
         for (fail_at = 1; fail_at < 2000; fail_at++) {
             allocs = 0;
             ckpt_set_allocator(&a);
-            int rc = ckpt_convert(src, tpath(fmt ? "alloc.pt" : "alloc2.safetensors"), NULL, NULL);
+            int rc = ckpt_convert(NULL, src, tpath(fmt ? "alloc.pt" : "alloc2.safetensors"), NULL);
             ckpt_set_allocator(NULL);
             if (rc == CKPT_E_NOMEM) nomem++;
             else if (rc == 0) ok++;

@@ -6,6 +6,7 @@
 
 #include "model/dtype.h"
 #include "base/error.h"
+#include "container/zip.h"
 #include "model/file.h"
 #include "format/pickle.h"
 
@@ -244,7 +245,9 @@ int ckpt_torch_read_zip(ckpt_file *f) {
         return ckpt_err(CKPT_E_FORMAT, f->path, NULL, 0, "zip archive has no records");
     if (z->has_duplicates)
         return ckpt_err(CKPT_E_FORMAT, f->path, NULL, CKPT_NO_OFFSET,
-                        "zip archive has two records with the same name");
+                        "zip archive has two records whose names differ at most "
+                        "in ASCII case: torch's reader and Python's zipfile "
+                        "read different ones");
     /* torch (PyTorchStreamReader::init) takes the archive name from the
      * first central-directory entry */
     const ckpt_zip_entry *first = &z->entries[0];
@@ -256,12 +259,11 @@ int ckpt_torch_read_zip(ckpt_file *f) {
     char *prefix = ckpt_arena_strndup(&f->arena, first->name, plen);
     if (!prefix) return ckpt_err(CKPT_E_NOMEM, f->path, NULL, 0, "out of memory");
 
-    char *name = ckpt_arena_printf(&f->arena, "%s/constants.pkl", prefix);
-    if (name && ckpt_zip_find(z, name))
-        return ckpt_err(CKPT_E_UNSUPPORTED, f->path, name, CKPT_NO_OFFSET,
-                        "unsupported: TorchScript archive (torch.jit.save); "
-                        "loading it runs TorchScript code");
-    uint64_t budget = f->opts.limits.max_inflate_bytes;
+    /* A TorchScript archive (torch.jit.save; it has a constants.pkl) is
+     * read like any other: data.pkl holds the module objects, whose
+     * BUILD makes their state dicts (builders.h); code/ is never read. */
+    char *name;
+    uint64_t budget = ckpt_zip_budget(&f->opts.limits, f->map_size);
     int big = 0;
     name = ckpt_arena_printf(&f->arena, "%s/byteorder", prefix);
     const ckpt_zip_entry *e = name ? ckpt_zip_find(z, name) : NULL;

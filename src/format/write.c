@@ -15,184 +15,15 @@
 
 #include "model/dtype.h"
 #include "base/error.h"
+#include "base/utf8.h"
 #include "model/file.h"
 #include "format/pickle.h"
 #include "model/tensor.h"
 #include "model/walk.h"
 
-/* ------------------------------------------------------------ buffers */
-
-void wr_buf_put(wr_buf *b, const void *p, size_t n) {
-    if (b->failed || n == 0) return;
-    if (n > SIZE_MAX - b->len) {
-        b->failed = 1;
-        return;
-    }
-    if (b->len + n > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->len + n) {
-            if (cap > SIZE_MAX / 2) {
-                cap = b->len + n;
-                break;
-            }
-            cap *= 2;
-        }
-        uint8_t *q = ckpt_realloc(b->p, cap);
-        if (!q) {
-            b->failed = 1;
-            return;
-        }
-        b->p = q;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->len, p, n);
-    b->len += n;
-}
-
-void wr_buf_byte(wr_buf *b, uint8_t c) { wr_buf_put(b, &c, 1); }
-void wr_buf_str(wr_buf *b, const char *s) { wr_buf_put(b, s, strlen(s)); }
-
-void wr_buf_printf(wr_buf *b, const char *fmt, ...) {
-    char tmp[128];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
-    va_end(ap);
-    /* only short numeric fields are formatted this way */
-    if (n < 0 || (size_t)n >= sizeof tmp)
-        b->failed = 1;
-    else
-        wr_buf_put(b, tmp, (size_t)n);
-}
-
-void wr_buf_json_chars(wr_buf *b, const char *s, size_t n) {
-    static const char hex[] = "0123456789abcdef";
-    size_t run = 0; /* bytes copied unescaped, flushed in one put */
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        const char *esc = NULL;
-        char u[7];
-        if (c == '"') esc = "\\\"";
-        else if (c == '\\') esc = "\\\\";
-        else if (c == '\b') esc = "\\b";
-        else if (c == '\f') esc = "\\f";
-        else if (c == '\n') esc = "\\n";
-        else if (c == '\r') esc = "\\r";
-        else if (c == '\t') esc = "\\t";
-        else if (c < 0x20) {
-            memcpy(u, "\\u00", 4);
-            u[4] = hex[c >> 4];
-            u[5] = hex[c & 15];
-            u[6] = '\0';
-            esc = u;
-        }
-        if (!esc) {
-            run++;
-            continue;
-        }
-        wr_buf_put(b, s + i - run, run);
-        run = 0;
-        wr_buf_str(b, esc);
-    }
-    wr_buf_put(b, s + n - run, run);
-}
-
-void wr_buf_json_str(wr_buf *b, const char *s, size_t n) {
-    wr_buf_byte(b, '"');
-    wr_buf_json_chars(b, s, n);
-    wr_buf_byte(b, '"');
-}
-
-void wr_buf_free(wr_buf *b) {
-    ckpt_free(b->p);
-    *b = (wr_buf){0};
-}
-
-int wr_utf8_valid(const char *s, size_t n) {
-    const unsigned char *p = (const unsigned char *)s;
-    for (size_t i = 0; i < n;) {
-        unsigned char c = p[i];
-        size_t len;
-        uint32_t cp;
-        if (c < 0x80) {
-            i++;
-            continue;
-        }
-        if (c >= 0xc2 && c <= 0xdf) len = 2, cp = c & 0x1fu;
-        else if (c >= 0xe0 && c <= 0xef) len = 3, cp = c & 0x0fu;
-        else if (c >= 0xf0 && c <= 0xf4) len = 4, cp = c & 0x07u;
-        else return 0;
-        if (n - i < len) return 0;
-        for (size_t k = 1; k < len; k++) {
-            if ((p[i + k] & 0xc0) != 0x80) return 0;
-            cp = cp << 6 | (p[i + k] & 0x3fu);
-        }
-        if ((len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
-            (cp >= 0xd800 && cp <= 0xdfff) || cp > 0x10ffff)
-            return 0;
-        i += len;
-    }
-    return 1;
-}
-
-/* ------------------------------------------------------------ pointer map */
-
-static size_t ptr_slot(const wr_ptrmap *m, const void *key) {
-    uint64_t h = (uint64_t)(uintptr_t)key * 0x9E3779B97F4A7C15u;
-    size_t i = (size_t)(h >> 17) & (m->cap - 1);
-    while (m->keys[i] && m->keys[i] != key) i = (i + 1) & (m->cap - 1);
-    return i;
-}
-
-int wr_ptrmap_get(const wr_ptrmap *m, const void *key, uint64_t *val) {
-    if (!m->cap) return 0;
-    size_t i = ptr_slot(m, key);
-    if (!m->keys[i]) return 0;
-    *val = m->vals[i];
-    return 1;
-}
-
-int wr_ptrmap_put(wr_ptrmap *m, const void *key, uint64_t val) {
-    if ((m->n + 1) * 2 > m->cap) {
-        wr_ptrmap old = *m;
-        size_t cap = old.cap ? old.cap * 2 : 64;
-        m->keys = ckpt_malloc(cap * sizeof *m->keys);
-        m->vals = ckpt_malloc(cap * sizeof *m->vals);
-        if (!m->keys || !m->vals || cap > SIZE_MAX / 2 / sizeof *m->vals) {
-            ckpt_free(m->keys);
-            ckpt_free(m->vals);
-            *m = old;
-            return ckpt_err(CKPT_E_NOMEM, "", "", CKPT_NO_OFFSET, "out of memory");
-        }
-        memset(m->keys, 0, cap * sizeof *m->keys);
-        m->cap = cap;
-        m->n = 0;
-        for (size_t i = 0; i < old.cap; i++)
-            if (old.keys[i]) {
-                size_t s = ptr_slot(m, old.keys[i]);
-                m->keys[s] = old.keys[i];
-                m->vals[s] = old.vals[i];
-                m->n++;
-            }
-        ckpt_free(old.keys);
-        ckpt_free(old.vals);
-    }
-    size_t i = ptr_slot(m, key);
-    if (!m->keys[i]) m->n++;
-    m->keys[i] = key;
-    m->vals[i] = val;
-    return 0;
-}
-
-void wr_ptrmap_free(wr_ptrmap *m) {
-    ckpt_free(m->keys);
-    ckpt_free(m->vals);
-    *m = (wr_ptrmap){0};
-}
-
 /* ------------------------------------------------------------ tensor bytes */
 
-const ckpt_storage *wr_root_storage(const ckpt_tensor *t, uint64_t *offset) {
+const ckpt_storage *ckpt_wr_root_storage(const ckpt_tensor *t, uint64_t *offset) {
     const ckpt_storage *st = t->storage;
     *offset = t->storage_offset;
     unsigned ssz = ckpt_dtype_size(st->dtype), tsz = ckpt_dtype_size(t->dtype);
@@ -220,7 +51,7 @@ static void window(const ckpt_file *src, const void *p, size_t n, int release) {
         ckpt_file_prefetch(src, p, n);
 }
 
-int wr_stream_tensor(const ckpt_tensor *t, const ckpt_file *src, wr_sink sink, void *ctx) {
+int ckpt_wr_stream_tensor(const ckpt_tensor *t, const ckpt_file *src, wr_sink sink, void *ctx) {
     if (t->nbytes == 0) return 0;
     if (ckpt_tensor_is_contiguous(t)) {
         const void *data;
@@ -245,7 +76,7 @@ int wr_stream_tensor(const ckpt_tensor *t, const ckpt_file *src, wr_sink sink, v
                         "(%s) cannot be written", ckpt_tensor_name(t),
                         ckpt_dtype_name(t->dtype));
     uint8_t *buf = ckpt_malloc(GATHER_CHUNK);
-    if (!buf) return ckpt_err(CKPT_E_NOMEM, "", "", CKPT_NO_OFFSET, "out of memory");
+    if (!buf) return ckpt_err_nomem();
     uint64_t per = GATHER_CHUNK / esz;
     int rc = 0;
     for (uint64_t e = 0; rc == 0 && e < t->numel; e += per) {
@@ -262,25 +93,20 @@ static int xxh_sink(void *ctx, const void *p, size_t n) {
     return 0;
 }
 
-int wr_tensor_xxh3(const ckpt_tensor *t, const ckpt_file *src, uint64_t *out) {
+int ckpt_wr_tensor_xxh3(const ckpt_tensor *t, const ckpt_file *src, uint64_t *out) {
     XXH3_state_t st;
     memset(&st, 0, sizeof st);
     XXH3_64bits_reset(&st);
-    int rc = wr_stream_tensor(t, src, xxh_sink, &st);
+    int rc = ckpt_wr_stream_tensor(t, src, xxh_sink, &st);
     if (rc) return rc;
     *out = XXH3_64bits_digest(&st);
     return 0;
 }
 
-void wr_hex64(char out[17], uint64_t h) {
-    static const char hex[] = "0123456789abcdef";
-    for (int i = 15; i >= 0; i--, h >>= 4) out[i] = hex[h & 15];
-    out[16] = '\0';
-}
 
 /* ------------------------------------------------------------ the walk */
 
-const char *wr_dtype_ref(const ckpt_value *v) {
+const char *ckpt_wr_dtype_ref(const ckpt_value *v) {
     /* torch.long is torch.int64: pickles name the canonical attribute, the
      * one torch's weights_only allowlist knows (str(dtype)) */
     static const char *const alias[][2] = {
@@ -325,7 +151,7 @@ static int key_scalar(const ckpt_value *k) {
     case CKPT_KIND_NONE: case CKPT_KIND_BOOL: case CKPT_KIND_INT:
     case CKPT_KIND_FLOAT: case CKPT_KIND_STR: case CKPT_KIND_BYTES:
         return 1;
-    case CKPT_KIND_GLOBAL_: return wr_dtype_ref(k) != NULL;
+    case CKPT_KIND_GLOBAL_: return ckpt_wr_dtype_ref(k) != NULL;
     default: return 0;
     }
 }
@@ -361,7 +187,7 @@ static int add_tensor(collector *c, const ckpt_walk *w, const ckpt_value *v) {
         size_t cap = c->cap ? c->cap * 2 : 64;
         wr_named *ni = ckpt_realloc(c->items, cap * sizeof *ni);
         if (!ni || cap > SIZE_MAX / 2 / sizeof *ni)
-            return ckpt_err(CKPT_E_NOMEM, "", "", CKPT_NO_OFFSET, "out of memory");
+            return ckpt_err_nomem();
         c->items = ni;
         c->cap = cap;
     }
@@ -371,7 +197,7 @@ static int add_tensor(collector *c, const ckpt_walk *w, const ckpt_value *v) {
                         "cannot write a tensor whose name contains a "
                         "NUL byte (\"%s...\")", w->name);
     char *name = ckpt_malloc(len + 1);
-    if (!name) return ckpt_err(CKPT_E_NOMEM, "", "", CKPT_NO_OFFSET, "out of memory");
+    if (!name) return ckpt_err_nomem();
     memcpy(name, w->name, len);
     name[len] = '\0';
     c->items[c->n] = (wr_named){name, v, c->n};
@@ -385,7 +211,7 @@ static int collect_enter(ckpt_walk *w, ckpt_walk_frame *node) {
     if (node->role == CKPT_WALK_VALUE && !key_ok(node->key))
         return ckpt_err(CKPT_E_UNSUPPORTED, "", "", CKPT_NO_OFFSET,
                         "cannot write a dict key of kind %s at \"%s\"",
-                        pk_kind_name(node->key->kind), cur_name(w));
+                        ckpt_value_kind_name(node->key->kind), cur_name(w));
     switch (v->kind) {
     case CKPT_KIND_NONE: case CKPT_KIND_BOOL: case CKPT_KIND_INT:
     case CKPT_KIND_FLOAT: case CKPT_KIND_STR: case CKPT_KIND_BYTES:
@@ -395,7 +221,7 @@ static int collect_enter(ckpt_walk *w, ckpt_walk_frame *node) {
         return rc ? rc : CKPT_WALK_SKIP;
     }
     case CKPT_KIND_GLOBAL_:
-        if (!wr_dtype_ref(v)) note_opaque(c, w, v->u.global.qualname);
+        if (!ckpt_wr_dtype_ref(v)) note_opaque(c, w, v->u.global.qualname);
         return CKPT_WALK_SKIP;
     case CKPT_KIND_OBJECT:
         note_opaque(c, w, v->u.obj.name);
@@ -418,12 +244,12 @@ static int collect_leave(ckpt_walk *w, ckpt_walk_frame *node) {
     return 0;
 }
 
-void wr_named_free(wr_named *v, size_t n) {
+void ckpt_wr_named_free(wr_named *v, size_t n) {
     for (size_t i = 0; i < n; i++) ckpt_free((void *)v[i].name);
     ckpt_free(v);
 }
 
-int wr_collect(wr_named **out, size_t *n, const ckpt_value *root) {
+int ckpt_wr_collect(wr_named **out, size_t *n, const ckpt_value *root) {
     collector c = {0};
     ckpt_walk w;
     ckpt_walk_init(&w, NULL, "", "");
@@ -442,7 +268,7 @@ int wr_collect(wr_named **out, size_t *n, const ckpt_value *root) {
                       c.nopaque > MAX_OPAQUE_NAMED ? ", ..." : "",
                       c.nopaque == 1 ? "it" : "them");
     if (rc) {
-        wr_named_free(c.items, c.n);
+        ckpt_wr_named_free(c.items, c.n);
         return rc;
     }
     *out = c.items;
@@ -457,7 +283,7 @@ static int by_name_seq(const void *a, const void *b) {
     return x->seq < y->seq ? -1 : x->seq > y->seq;
 }
 
-size_t wr_named_unique(wr_named *v, size_t n) {
+size_t ckpt_wr_named_unique(wr_named *v, size_t n) {
     if (n == 0) return 0;
     qsort(v, n, sizeof *v, by_name_seq);
     size_t w = 0;
@@ -476,7 +302,8 @@ size_t wr_named_unique(wr_named *v, size_t n) {
 
 /* ------------------------------------------------------------ entry points */
 
-int wr_check_options(const ckpt_write_options *o) {
+int ckpt_wr_check_options(const ckpt_write_options *o) {
+    CKPT_CHECK_OPTIONS(o, CKPT_WRITE_OPTIONS_VERSION);
     if (!o || o->nmeta == 0) return 0;
     if (!o->meta_keys || !o->meta_values)
         return ckpt_err(CKPT_E_INVALID_ARG, "", "", CKPT_NO_OFFSET,
@@ -486,7 +313,7 @@ int wr_check_options(const ckpt_write_options *o) {
         if (!k || !v || !k[0])
             return ckpt_err(CKPT_E_INVALID_ARG, "", "", CKPT_NO_OFFSET,
                             "metadata entry %zu: expected a non-empty key and a value", i);
-        if (!wr_utf8_valid(k, strlen(k)) || !wr_utf8_valid(v, strlen(v)))
+        if (!ckpt_utf8_check(k, strlen(k), 0) || !ckpt_utf8_check(v, strlen(v), 0))
             return ckpt_err(CKPT_E_INVALID_ARG, "", "", CKPT_NO_OFFSET,
                             "metadata entry %zu is not valid UTF-8", i);
         if (strncmp(k, CKPT_META_PREFIX, strlen(CKPT_META_PREFIX)) == 0)
@@ -510,7 +337,7 @@ int ckpt_write_value_to(ckpt_atomic *a, const ckpt_value *root, ckpt_format form
     if (!a || !root)
         return ckpt_err(CKPT_E_INVALID_ARG, "", "", CKPT_NO_OFFSET,
                         "atomic file or root is NULL");
-    int rc = wr_check_options(opts);
+    int rc = ckpt_wr_check_options(opts);
     if (rc) return rc;
     if (format == CKPT_FORMAT_SAFETENSORS)
         return ckpt_write_safetensors(a, root, opts, src, stats);
@@ -532,4 +359,11 @@ int ckpt_write_value(const ckpt_value *root, const char *path, ckpt_format forma
         return rc;
     }
     return ckpt_atomic_commit(&a, opts ? opts->backup : 0);
+}
+
+int ckpt_tree_write(const ckpt_value *root, const char *path, ckpt_format format,
+                    const ckpt_write_options *opts) {
+    if (!root || !path)
+        return ckpt_err(CKPT_E_INVALID_ARG, path, "", CKPT_NO_OFFSET, "root or path is NULL");
+    return ckpt_write_value(root, path, format, opts, NULL, NULL);
 }

@@ -48,7 +48,7 @@ static int keep(selector *s, const ckpt_walk *w, const ckpt_walk_frame *node,
     if (copy->kind == CKPT_KIND_DICT
             ? ckpt_value_dict_set(s->a, copy, (ckpt_value *)node->key, (ckpt_value *)kept)
             : ckpt_value_append(s->a, copy, (ckpt_value *)kept))
-        return ckpt_err(CKPT_E_NOMEM, "", "", CKPT_NO_OFFSET, "out of memory");
+        return ckpt_err_nomem();
     return 0;
 }
 
@@ -75,7 +75,7 @@ static int sel_enter(ckpt_walk *w, ckpt_walk_frame *node) {
     if (!on_way || !container) return CKPT_WALK_SKIP;
     /* a state dict stays an OrderedDict with its _metadata */
     ckpt_value *copy = ckpt_value_new_like(s->a, v);
-    if (!copy) return ckpt_err(CKPT_E_NOMEM, "", "", CKPT_NO_OFFSET, "out of memory");
+    if (!copy) return ckpt_err_nomem();
     node->user = (uintptr_t)copy;
     return CKPT_WALK_DESCEND;
 }
@@ -127,7 +127,7 @@ static int meta_set(meta_list *m, ckpt_arena *a, const char *k, const char *v) {
         }
     if (ckpt_arena_grow(a, (void **)&m->keys, &m->kcap, m->n + 1, sizeof *m->keys) ||
         ckpt_arena_grow(a, (void **)&m->vals, &m->vcap, m->n + 1, sizeof *m->vals))
-        return ckpt_err(CKPT_E_NOMEM, "", "", CKPT_NO_OFFSET, "out of memory");
+        return ckpt_err_nomem();
     m->keys[m->n] = k;
     m->vals[m->n++] = v;
     return 0;
@@ -154,7 +154,7 @@ static int merge_metadata(meta_list *m, const ckpt_file *f, const ckpt_convert_o
         const char *copy = text ? ckpt_arena_strdup(a, text) : NULL;
         free(text);
         rc = copy ? meta_set(m, a, "config", copy)
-                  : ckpt_err(CKPT_E_NOMEM, "", "", CKPT_NO_OFFSET, "out of memory");
+                  : ckpt_err_nomem();
     }
     for (size_t i = 0; !rc && i < o->write.nmeta; i++) {
         if (!o->write.meta_keys || !o->write.meta_values || !o->write.meta_keys[i] ||
@@ -183,10 +183,11 @@ static ckpt_format format_for(const char *path) {
     return (ckpt_format)0;
 }
 
-int ckpt_convert(const char *in, const char *out, const ckpt_convert_options *opts,
-                 ckpt_convert_report *report) {
+int ckpt_convert(ckpt_convert_report *report, const char *in, const char *out,
+                 const ckpt_convert_options *opts) {
     ckpt_convert_options defaults = CKPT_CONVERT_OPTIONS_INIT;
     const ckpt_convert_options *o = opts ? opts : &defaults;
+    CKPT_CHECK_OPTIONS(opts, CKPT_CONVERT_OPTIONS_VERSION);
     if (report) *report = (ckpt_convert_report){0};
     if (!in || !out)
         return ckpt_err(CKPT_E_INVALID_ARG, "", "", CKPT_NO_OFFSET, "path is NULL");
@@ -210,7 +211,11 @@ int ckpt_convert(const char *in, const char *out, const ckpt_convert_options *op
     if (!rc) rc = select_tree(&root, o, &a, &f->opts.limits);
     if (!rc) rc = merge_metadata(&m, f, o, &a);
     if (!rc) {
-        ckpt_write_options w = {m.keys, m.vals, m.n, o->write.backup};
+        ckpt_write_options w = CKPT_WRITE_OPTIONS_INIT;
+        w.meta_keys = m.keys;
+        w.meta_values = m.vals;
+        w.nmeta = m.n;
+        w.backup = o->write.backup;
         rc = ckpt_write_value(root, out, fmt, &w, f, &stats);
     }
     if (!rc && report) *report = (ckpt_convert_report){fmt, stats.tensors, stats.bytes};

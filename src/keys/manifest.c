@@ -419,6 +419,7 @@ static int load_checkpoint(ckpt_manifest **out, const char *path, const ckpt_ope
 
 int ckpt_manifest_load(ckpt_manifest **out, const char *path, const ckpt_open_options *opts) {
     ckpt_open_options defaults = CKPT_OPEN_OPTIONS_INIT;
+    CKPT_CHECK_OPTIONS(opts, CKPT_OPEN_OPTIONS_VERSION);
     const ckpt_limits *lim = opts ? &opts->limits : &defaults.limits;
     *out = NULL;
     if (!looks_like_json(path)) return load_checkpoint(out, path, opts);

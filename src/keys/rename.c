@@ -27,8 +27,6 @@ struct ckpt_rename_plan {
     size_t changed;
 };
 
-static int nomem(void) { return ckpt_err(CKPT_E_NOMEM, "", "", CKPT_NO_OFFSET, "out of memory"); }
-
 /* ------------------------------------------------------------ rules */
 
 /* p as whole segments: "module" and "module." both mean "module.". */
@@ -39,7 +37,7 @@ static const char *segments(ckpt_arena *a, const char *p) {
 
 static int strip_prefix(ckpt_rename_plan *p, const char **cur, const char *arg, size_t *hits) {
     const char *pre = segments(&p->arena, arg);
-    if (!pre) return nomem();
+    if (!pre) return ckpt_err_nomem();
     size_t n = strlen(pre);
     for (size_t i = 0; i < p->m->n; i++)
         if (strncmp(cur[i], pre, n) == 0) {
@@ -51,12 +49,12 @@ static int strip_prefix(ckpt_rename_plan *p, const char **cur, const char *arg, 
 
 static int add_prefix(ckpt_rename_plan *p, const char **cur, const char *arg, size_t *hits) {
     const char *pre = segments(&p->arena, arg);
-    if (!pre) return nomem();
+    if (!pre) return ckpt_err_nomem();
     for (size_t i = 0; i < p->m->n; i++) {
         /* a bare top-level tensor ("") becomes the prefix's last segment */
         cur[i] = cur[i][0] ? ckpt_arena_printf(&p->arena, "%s%s", pre, cur[i])
                            : ckpt_arena_strndup(&p->arena, pre, strlen(pre) - 1);
-        if (!cur[i]) return nomem();
+        if (!cur[i]) return ckpt_err_nomem();
         (*hits)++;
     }
     return 0;
@@ -80,7 +78,7 @@ static int replace(ckpt_rename_plan *p, const char **cur, const char *old, const
         if (!count) continue;
         size_t out_len = len - count * on + count * nn;
         char *d = ckpt_arena_alloc(&p->arena, out_len + 1);
-        if (!d) return nomem();
+        if (!d) return ckpt_err_nomem();
         size_t w = 0;
         for (size_t pos = 0; pos < len;) {
             if (pos + on <= len && memcmp(s + pos, old, on) == 0 &&
@@ -130,7 +128,7 @@ static int auto_rule(ckpt_rename_plan *p, const char **cur, const ckpt_manifest 
             for (size_t i = 0; !rc && i < p->m->n; i++) {
                 const char *to = ckpt_match_rewritten(r, i);
                 if (strcmp(to, cur[i]) == 0) continue;
-                if (!(cur[i] = ckpt_arena_strdup(&p->arena, to))) rc = nomem();
+                if (!(cur[i] = ckpt_arena_strdup(&p->arena, to))) rc = ckpt_err_nomem();
                 (*hits)++;
             }
         } else if (ckpt_match_complete(r)) {
@@ -148,7 +146,7 @@ static int auto_rule(ckpt_rename_plan *p, const char **cur, const ckpt_manifest 
                           ckpt_match_candidate_count(r) == 1 ? "" : "s");
         }
     }
-    ckpt_match_free(r);
+    ckpt_match_result_free(r);
     ckpt_manifest_free(now);
     return rc;
 }
@@ -223,11 +221,11 @@ int ckpt_rename_plan_new(ckpt_rename_plan **out, const ckpt_manifest *m,
         return ckpt_err(CKPT_E_INVALID_ARG, "", "", CKPT_NO_OFFSET, "rename: NULL argument");
     *out = NULL;
     ckpt_rename_plan *p = ckpt_malloc(sizeof *p);
-    if (!p) return nomem();
+    if (!p) return ckpt_err_nomem();
     memset(p, 0, sizeof *p);
     p->m = m;
     p->to = ckpt_arena_array(&p->arena, m->n ? m->n : 1, sizeof *p->to);
-    int rc = p->to ? 0 : nomem();
+    int rc = p->to ? 0 : ckpt_err_nomem();
     for (size_t i = 0; !rc && i < m->n; i++) p->to[i] = m->entries[i].name;
     if (!rc) rc = apply_rules(p, rules, nrules);
     if (!rc) rc = check_collisions(p);
@@ -318,7 +316,7 @@ static int index_enter(ckpt_walk *w, ckpt_walk_frame *n) {
     if (c->kind == CKPT_KIND_TENSOR) {
         const ckpt_tensor *ten = c->u.tensor;
         if (ckpt_arena_grow(t->a, (void **)&t->leaves, &t->lcap, t->nleaves + 1, sizeof(leaf)))
-            return nomem();
+            return ckpt_err_nomem();
         t->leaves[t->nleaves++] = (leaf){id, c, NULL, 0, CKPT_KEYS_NONE, CKPT_KEYS_NONE};
         int rc = ckpt_manifest_add(t->m, w->name, ckpt_dtype_name(ten->dtype), ten->ndim,
                                    ten->shape);
@@ -329,9 +327,9 @@ static int index_enter(ckpt_walk *w, ckpt_walk_frame *n) {
         return rc ? rc : CKPT_WALK_SKIP;
     }
     if (ckpt_arena_grow(t->a, (void **)&t->nodes, &t->ncap, t->nnodes + 1, sizeof(node)))
-        return nomem();
+        return ckpt_err_nomem();
     const char *prefix = ckpt_arena_strdup(t->a, w->name);
-    if (!prefix) return nomem();
+    if (!prefix) return ckpt_err_nomem();
     size_t cid = t->nnodes++;
     t->nodes[cid] = (node){c, id, prefix, CKPT_KEYS_NONE, CKPT_KEYS_NONE, NULL, 0, 0};
     n->user = cid;
@@ -391,7 +389,7 @@ static int check_keys(tree *t, const ckpt_value *d, const char *prefix) {
 
 static int insert_move(tree *t, ckpt_value *dict, size_t l) {
     ckpt_value *key = str_key(t, t->leaves[l].key);
-    if (!key || ckpt_value_dict_set(t->a, dict, key, (ckpt_value *)t->leaves[l].v)) return nomem();
+    if (!key || ckpt_value_dict_set(t->a, dict, key, (ckpt_value *)t->leaves[l].v)) return ckpt_err_nomem();
     return 0;
 }
 
@@ -425,7 +423,7 @@ static int module_map(tree *t) {
             if (ckpt_arena_grow(t->a, (void **)&t->mod_to, &t->modcap, t->nmods + 1,
                                 sizeof *t->mod_to) ||
                 !(t->mod_to[t->nmods++] = ckpt_arena_strndup(t->a, n, nl > rl ? nl - rl - 1 : 0)))
-                rc = nomem();
+                rc = ckpt_err_nomem();
         }
     }
     return rc;
@@ -472,7 +470,7 @@ static int rename_metadata(tree *t, ckpt_value *copy, const char *prefix) {
     size_t pl = strlen(prefix);
     ckpt_value *nmd = ckpt_value_new_like(t->a, md), *nstate = ckpt_value_new_like(t->a, state);
     ckpt_strmap seen = {0};
-    if (!nmd || !nstate) return nomem();
+    if (!nmd || !nstate) return ckpt_err_nomem();
     for (size_t i = 0; !rc && i < md->u.dict.n; i++) {
         ckpt_value *k = md->u.dict.keys[i], *v = md->u.dict.vals[i];
         if (k->kind == CKPT_KIND_STR) {
@@ -481,7 +479,7 @@ static int rename_metadata(tree *t, ckpt_value *copy, const char *prefix) {
                                              : prefix;
             const char *to = full ? module_to(t, full) : NULL;
             if (!to) {
-                rc = nomem();
+                rc = ckpt_err_nomem();
                 break;
             }
             const char *rel = !pl ? to
@@ -489,7 +487,7 @@ static int rename_metadata(tree *t, ckpt_value *copy, const char *prefix) {
                               : strncmp(to, prefix, pl) == 0 && to[pl] == '.' ? to + pl + 1
                                                                               : NULL;
             if (rel && strcmp(rel, k->u.s.p) != 0 && !(k = str_key(t, rel))) {
-                rc = nomem();
+                rc = ckpt_err_nomem();
                 break;
             }
             ckpt_strmap_slot *sl;
@@ -500,13 +498,13 @@ static int rename_metadata(tree *t, ckpt_value *copy, const char *prefix) {
                 continue;
             }
         }
-        if (!rc && ckpt_value_dict_set(t->a, nmd, k, v)) rc = nomem();
+        if (!rc && ckpt_value_dict_set(t->a, nmd, k, v)) rc = ckpt_err_nomem();
     }
     ckpt_strmap_free(&seen);
     for (size_t i = 0; !rc && i < state->u.dict.n; i++)
         if (ckpt_value_dict_set(t->a, nstate, state->u.dict.keys[i],
                                 i == at ? nmd : state->u.dict.vals[i]))
-            rc = nomem();
+            rc = ckpt_err_nomem();
     if (!rc) copy->u.dict.state = nstate;
     return rc;
 }
@@ -519,14 +517,14 @@ static int rename_metadata(tree *t, ckpt_value *copy, const char *prefix) {
 static int put(tree *t, node *parent, ckpt_value *key, ckpt_value *c) {
     if (parent->v->kind == CKPT_KIND_DICT ? ckpt_value_dict_set(t->a, parent->copy, key, c)
                                           : ckpt_value_append(t->a, parent->copy, c))
-        return nomem();
+        return ckpt_err_nomem();
     return 0;
 }
 
 static int open_copy(tree *t, size_t id) {
     node *nd = &t->nodes[id];
     nd->copy = ckpt_value_new_like(t->a, nd->v); /* an OrderedDict stays one */
-    if (!nd->copy) return nomem();
+    if (!nd->copy) return ckpt_err_nomem();
     nd->mv = nd->first;
     nd->changed = nd->first != CKPT_KEYS_NONE;
     return 0;
@@ -546,7 +544,7 @@ static int rebuild_enter(ckpt_walk *w, ckpt_walk_frame *n) {
         }
         if (lf->key) {
             pn->changed = 1;
-            if (!(key = str_key(t, lf->key))) return nomem();
+            if (!(key = str_key(t, lf->key))) return ckpt_err_nomem();
         }
     } else if (is_container(c)) {
         size_t cid = t->next_node++;
@@ -592,14 +590,15 @@ static ckpt_format output_format(const ckpt_file *f) {
 static int metadata(const ckpt_file *f, ckpt_arena *a, ckpt_write_options *w) {
     const char **k = ckpt_arena_array(a, f->nmeta ? f->nmeta : 1, sizeof *k);
     const char **v = ckpt_arena_array(a, f->nmeta ? f->nmeta : 1, sizeof *v);
-    if (!k || !v) return nomem();
+    if (!k || !v) return ckpt_err_nomem();
     size_t n = 0, plen = strlen(CKPT_META_PREFIX);
     for (size_t i = 0; i < f->nmeta; i++)
         if (strncmp(f->meta_keys[i], CKPT_META_PREFIX, plen) != 0) {
             k[n] = f->meta_keys[i];
             v[n++] = f->meta_vals[i];
         }
-    *w = (ckpt_write_options){k, v, n, 0};
+    *w = (ckpt_write_options){.version = CKPT_WRITE_OPTIONS_VERSION, .meta_keys = k,
+                              .meta_values = v, .nmeta = n};
     return 0;
 }
 
@@ -616,7 +615,7 @@ static int rename_file(ckpt_rename_plan **plan, const ckpt_file *f, const char *
     t.a = a;
     ckpt_manifest *m = NULL;
     ckpt_rename_plan *p = NULL;
-    if (ckpt_arena_grow(a, (void **)&t.nodes, &t.ncap, 1, sizeof(node))) return nomem();
+    if (ckpt_arena_grow(a, (void **)&t.nodes, &t.ncap, 1, sizeof(node))) return ckpt_err_nomem();
     t.nodes[t.nnodes++] = (node){root, CKPT_KEYS_NONE, "", CKPT_KEYS_NONE, CKPT_KEYS_NONE,
                                  NULL, 0, 0};
     ckpt_walk w;

@@ -6,8 +6,9 @@
 #include "ckpt.h"
 #include "model/flatten.h"
 #include "model/value.h"
-#include "container/zip.h"
 
+/* The zip directory (container/zip.h); only torch zip readers fill it. */
+typedef struct ckpt_zip ckpt_zip;
 
 struct ckpt_file {
     ckpt_arena arena;          /* owns everything below */

@@ -13,11 +13,6 @@
 #include "model/walk.h"
 #include "format/write.h"
 
-static int nomem(void)
-{
-    return ckpt_err(CKPT_E_NOMEM, "", NULL, CKPT_NO_OFFSET, "out of memory");
-}
-
 static int is(const char *k, size_t len, const char *name)
 {
     return strlen(name) == len && strncasecmp(k, name, len) == 0;
@@ -87,7 +82,7 @@ int ckpt_tr_meta_add(ckpt_training *t, ckpt_meta_topic topic,
 
     if (ckpt_arena_grow(&t->arena, (void **)&t->meta, &t->cmeta, t->nmeta + 1,
                         sizeof *t->meta))
-        return nomem();
+        return ckpt_err_nomem();
     e = &t->meta[t->nmeta];
     e->topic = topic;
     e->file = ckpt_arena_strdup(&t->arena, file);
@@ -96,7 +91,7 @@ int ckpt_tr_meta_add(ckpt_training *t, ckpt_meta_topic topic,
     e->text = text ? ckpt_arena_strdup(&t->arena, text) : NULL;
     e->value = value;
     if (e->file == NULL || e->key == NULL || (text && e->text == NULL))
-        return nomem();
+        return ckpt_err_nomem();
     t->nmeta++;
     return 0;
 }
@@ -123,7 +118,7 @@ static int scan_enter(ckpt_walk *w, ckpt_walk_frame *node)
             return CKPT_WALK_SKIP;
         cpath = ckpt_arena_strndup(&s->t->arena, w->name, node->name_len);
         if (cpath == NULL)
-            return nomem();
+            return ckpt_err_nomem();
         topic = ckpt_tr_topic(ckpt_walk_segment(w, node), node->seg_len, 0);
         if (topic >= 0 && (rc = ckpt_tr_meta_add(s->t, (ckpt_meta_topic)topic,
                                                  s->file, "tree", cpath, NULL,
@@ -163,12 +158,12 @@ static int json_text(ckpt_training *t, const json_t *v, const char **out)
     if (json_is_string(v)) {
         *out = ckpt_arena_strndup(&t->arena, json_string_value(v),
                                   json_string_length(v));
-        return *out ? 0 : nomem();
+        return *out ? 0 : ckpt_err_nomem();
     }
     dump = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
     *out = dump ? ckpt_arena_strdup(&t->arena, dump) : NULL;
     free(dump);
-    return *out ? 0 : nomem();
+    return *out ? 0 : ckpt_err_nomem();
 }
 
 /* Keys naming a topic in a JSON object, `depth` levels down at most. */
@@ -192,7 +187,7 @@ static int json_scan(ckpt_training *t, const char *file, const char *source,
         cpath = path[0] ? ckpt_arena_printf(&t->arena, "%s.%s", path, k)
                         : ckpt_arena_strdup(&t->arena, k);
         if (cpath == NULL)
-            return nomem();
+            return ckpt_err_nomem();
         if (topic >= 0) {
             if ((rc = json_text(t, v, &text)) ||
                 (rc = ckpt_tr_meta_add(t, (ckpt_meta_topic)topic, file,

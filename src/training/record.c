@@ -90,7 +90,7 @@ int ckpt_tr_reason(ckpt_training *t, const char *fmt, ...)
 
 int ckpt_tr_nomem(void)
 {
-    return ckpt_err(CKPT_E_NOMEM, "", NULL, CKPT_NO_OFFSET, "out of memory");
+    return ckpt_err_nomem();
 }
 
 /* ------------------------------------------------------------ tree helpers */
@@ -270,6 +270,7 @@ int ckpt_tr_comp_add(ckpt_training *t, const char *file, int ordered,
 {
     tr_comp *c;
 
+    *idx = 0;
     if (ckpt_arena_grow(&t->arena, (void **)&t->comps, &t->ccomps,
                         t->ncomps + 1, sizeof *t->comps))
         return ckpt_tr_nomem();
