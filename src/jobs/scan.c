@@ -1179,6 +1179,11 @@ static int scan_shard(scanner *sc, const char *name) {
     const char *shard = ckpt_arena_strdup(&sc->r->arena, name);
     const char *path = ckpt_arena_printf(&sc->scratch, "%s/%s", sc->dir, name);
     if (!shard || !path) return CKPT_E_NOMEM;
+    char target[512];
+    if (ckpt_shard_outside(sc->dir, path, target, sizeof target))
+        add_finding(sc, CKPT_SEVERITY_INFO, "shard-link", NULL, shard, CKPT_NO_OFFSET,
+                    "shard is a link to a file outside the index's directory (%s); "
+                    "loaders follow it, and so does the scan", target);
     const uint8_t *map;
     size_t n;
     int rc = ckpt_map_file(path, &map, &n);
