@@ -60,7 +60,7 @@ typedef enum ckpt_lit_enc {
 } ckpt_lit_enc;
 
 /* The encoding p[0..n) may be, judged on its first few bytes (and the
- * last one for RAW), since every literal of every pickle passes here. */
+ * last one for RAW): cheap, whatever the literal's size. */
 ckpt_lit_enc ckpt_scan_literal_encoding(const uint8_t *p, size_t n);
 
 /* Decodes p[0..n) as enc into out, which has room for n bytes (every
