@@ -9,6 +9,7 @@
 #define CKPT_HARNESS_H
 
 #include <inttypes.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 

@@ -176,7 +176,7 @@ TEST(steps_sort_numerically) {
     CHECK_EQ_INT(ckpt_store_list_pointer(l, &pfile), CKPT_STORE_POINTER_OK);
     CHECK_EQ_STR(pfile, "run-10.pt");
     CHECK(ckpt_store_list_generation(l, 3) == NULL);
-    ckpt_store_list_free(l);
+    ckpt_store_listing_free(l);
     remove_dir();
 }
 
@@ -215,7 +215,7 @@ TEST(latest_skips_corrupt_and_list_reports) {
     CHECK(g && g->member[0] != '\0' && g->offset != UINT64_MAX);
     CHECK(ckpt_store_list_generation(l, 1)->ok);
     CHECK_EQ_INT(ckpt_store_list_pointer(l, NULL), CKPT_STORE_POINTER_CORRUPT);
-    ckpt_store_list_free(l);
+    ckpt_store_listing_free(l);
 
     /* the next commit moves LATEST past the corrupt one */
     CHECK_EQ_INT(commit(MNIST_PT, 4, 10), 0);
@@ -225,7 +225,7 @@ TEST(latest_skips_corrupt_and_list_reports) {
     CHECK_EQ_STR(latest(), in_dir("run-2.pt"));
     CHECK_EQ_INT(ckpt_store_list(&l, dir, NULL), 0);
     CHECK_EQ_INT(ckpt_store_list_pointer(l, NULL), CKPT_STORE_POINTER_MISSING);
-    ckpt_store_list_free(l);
+    ckpt_store_listing_free(l);
     FILE *fp = fopen(in_dir("LATEST"), "w");
     fputs("../../etc/passwd\n", fp);
     fclose(fp);
@@ -234,12 +234,12 @@ TEST(latest_skips_corrupt_and_list_reports) {
     const char *pfile = "?";
     CHECK_EQ_INT(ckpt_store_list_pointer(l, &pfile), CKPT_STORE_POINTER_INVALID);
     CHECK_EQ_STR(pfile, "");
-    ckpt_store_list_free(l);
+    ckpt_store_listing_free(l);
     unlink(in_dir("LATEST"));
     CHECK_EQ_STR(latest(), in_dir("run-2.pt"));
     CHECK_EQ_INT(ckpt_store_list(&l, dir, NULL), 0);
     CHECK_EQ_INT(ckpt_store_list_pointer(l, NULL), CKPT_STORE_POINTER_ABSENT);
-    ckpt_store_list_free(l);
+    ckpt_store_listing_free(l);
     /* LATEST naming an older verified generation (a crash between the
      * rename of the newer one and LATEST's) does not hide the newer one */
     fp = fopen(in_dir("LATEST"), "w");
@@ -291,7 +291,7 @@ TEST(prune_counts_only_verified) {
         CHECK(ok[i] || strstr(g->reason, "CRC-32") != NULL);
     }
     CHECK_EQ_INT(ckpt_store_list_pointer(l, NULL), CKPT_STORE_POINTER_ABSENT);
-    ckpt_store_list_free(l);
+    ckpt_store_listing_free(l);
     CHECK_EQ_STR(latest(), in_dir("run-2.pt"));
     /* fewer verified generations than keep: nothing is removed */
     o.keep = 2;
@@ -618,7 +618,7 @@ TEST(allocation_failures) {
             int rc = which == 0   ? ckpt_store_list(&l, dir, NULL)
                      : which == 1 ? ckpt_store_latest(buf, sizeof buf, dir, NULL)
                                   : ckpt_store_prune_list(&l, &removed, dir, NULL);
-            ckpt_store_list_free(l);
+            ckpt_store_listing_free(l);
             ckpt_set_allocator(NULL);
             CHECK(rc == 0 || rc == CKPT_E_NOMEM || (which == 1 && rc == CKPT_E_NOTFOUND));
             if (rc == 0) done = alloc_left > 0;

@@ -69,7 +69,7 @@ static void check_prefix(const char *name, const unsigned char *data,
         else
             prog->passed++;
     } else {
-        int vr = ckpt_verify(f, NULL);
+        int vr = ckpt_verify(NULL, f);
         ckpt_close(f);
         if (vr == 0)
             fail_msg(name, "prefix", n, "open and verify both succeeded");
@@ -116,7 +116,7 @@ static void check_flips(const char *name, const unsigned char *data,
     prog->phase = 2;
     ckpt_file *f = NULL;
     if (ckpt_open_memory(&f, data, size, name, NULL) != 0) return;
-    if (ckpt_file_format(f) != CKPT_FORMAT_TORCH_ZIP || ckpt_verify(f, NULL)) {
+    if (ckpt_file_format(f) != CKPT_FORMAT_TORCH_ZIP || ckpt_verify(NULL, f)) {
         ckpt_close(f);
         return; /* only intact torch zip archives carry CRCs to test */
     }
@@ -167,7 +167,7 @@ static void check_flips(const char *name, const unsigned char *data,
             fail_msg(name, "flip", pos, ckpt_error_name(rc));
             continue;
         }
-        int vr = ckpt_verify(g, NULL);
+        int vr = ckpt_verify(NULL, g);
         ckpt_close(g);
         if (vr != CKPT_E_CHECKSUM)
             fail_msg(name, "flip", pos,

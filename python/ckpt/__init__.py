@@ -4,23 +4,25 @@ training state atomically. A thin ctypes layer over libckpt (include/ckpt.h);
 torch is imported only by the functions that build or read tensors.
 
 libckpt is found through $CKPT_LIB, else a copy next to this package, else
-the system loader (libckpt.so.0).
+the system loader (libckpt.so.1).
 """
 from .errors import (ChecksumError, Error, FileError, FormatError, InvalidArgumentError,
                      KeyMismatchError, LimitError, MismatchError, NotFoundError,
                      OutOfMemoryError, TruncatedError, UnsafeError, UnsupportedError)
 from ._load import Opaque, RawTensor, load, metadata
 from ._scan import Finding, ScanReport, VerifyReport, scan, verify
+from ._doctor import doctor
 from ._module import AuditFinding, audit, manifest
 from ._match import MatchReport, Mismatch, load_state_dict
 from ._save import AuditWarning, save
 from ._store import (Generation, ResumeError, Resumed, ResumeWarning, Store, rng_state,
                      set_rng_state)
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = [
     "load", "metadata", "load_state_dict", "audit", "manifest", "save", "scan", "verify",
+    "doctor",
     "Store", "rng_state", "set_rng_state",
     "Opaque", "RawTensor", "ScanReport", "Finding", "VerifyReport", "MatchReport", "Mismatch",
     "AuditFinding", "Generation", "Resumed", "AuditWarning", "ResumeWarning",

@@ -40,10 +40,13 @@ class Limits(ctypes.Structure):
                 ("max_index_bytes", c_u64)]
 
 
-def default_limits():
-    """CKPT_LIMITS_INIT."""
-    return Limits(100000000, 10000000, 65536, 64, 1000, 10000000, 10000000,
-                  1000000000, 1000000, 1 << 32, 100000000)
+# Option structs: `version` first, filled in by the library's own
+# ckpt_*_options_init (never by copying its defaults here).
+OPTIONS_VERSION = 1
+
+
+class OpenOptions_(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint), ("limits", Limits)]
 
 
 class VerifyReport_(ctypes.Structure):
@@ -57,8 +60,50 @@ class Finding_(ctypes.Structure):
 
 
 class ScanOptions_(ctypes.Structure):
-    _fields_ = [("limits", Limits), ("allow", ctypes.POINTER(c_char_p)),
+    _fields_ = [("version", ctypes.c_uint), ("limits", Limits),
+                ("allow", ctypes.POINTER(c_char_p)),
                 ("nallow", c_size_t), ("max_nesting", ctypes.c_uint32)]
+
+
+class StoreOptions_(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint), ("keep", ctypes.c_uint32),
+                ("stale_minutes", ctypes.c_uint32), ("open", OpenOptions_)]
+
+
+class MatchOptions_(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint), ("normalize", ctypes.c_int),
+                ("allow_missing", ctypes.POINTER(c_char_p)), ("nallow_missing", c_size_t),
+                ("allow_unexpected", ctypes.POINTER(c_char_p)), ("nallow_unexpected", c_size_t)]
+
+
+class WriteOptions_(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint), ("meta_keys", ctypes.POINTER(c_char_p)),
+                ("meta_values", ctypes.POINTER(c_char_p)), ("nmeta", c_size_t),
+                ("backup", ctypes.c_int)]
+
+
+class ManifestEntry_(ctypes.Structure):
+    _fields_ = [("name", c_char_p), ("dtype", c_char_p), ("ndim", ctypes.c_uint),
+                ("shape", c_u64_p), ("tensor", c_void_p)]
+
+
+class MatchItem_(ctypes.Structure):
+    _fields_ = [("name", c_char_p), ("checkpoint", ctypes.POINTER(ManifestEntry_)),
+                ("expected", ctypes.POINTER(ManifestEntry_)), ("tied_to", c_char_p)]
+
+
+class Rewrite_(ctypes.Structure):
+    _fields_ = [("description", c_char_p), ("matches", c_u64), ("applied", ctypes.c_int)]
+
+
+class StoreGeneration_(ctypes.Structure):
+    _fields_ = [("file", c_char_p), ("path", c_char_p), ("name", c_char_p),
+                ("step", c_u64), ("bytes", c_u64), ("ok", ctypes.c_int),
+                ("code", ctypes.c_int), ("reason", c_char_p), ("member", c_char_p),
+                ("offset", c_u64), ("latest", ctypes.c_int)]
+
+
+_P = ctypes.POINTER(c_void_p)
 
 
 def _candidates():
@@ -66,10 +111,10 @@ def _candidates():
     if env:
         return [env]  # an explicit choice is never second-guessed
     here = os.path.dirname(os.path.abspath(__file__))
-    out = [os.path.join(here, n) for n in ("libckpt.so", "libckpt.so.0", "libckpt.dylib")]
+    out = [os.path.join(here, n) for n in ("libckpt.so", "libckpt.so.1", "libckpt.dylib")]
     out = [p for p in out if os.path.exists(p)]
     found = ctypes.util.find_library("ckpt")
-    return out + ([found] if found else []) + ["libckpt.so.0", "libckpt.so"]
+    return out + ([found] if found else []) + ["libckpt.so.1", "libckpt.so"]
 
 
 def _load():
@@ -84,6 +129,16 @@ def _load():
 
 
 lib = _load()
+
+# The library and this package must speak the same ckpt.h: same major and
+# minor version (the option structs and enums above mirror it).
+EXPECTED_VERSION = (0, 2)
+lib.ckpt_version_number.restype = ctypes.c_uint
+lib.ckpt_version_number.argtypes = []
+_v = lib.ckpt_version_number()
+if (_v // 10000, _v // 100 % 100) != EXPECTED_VERSION:
+    raise ImportError("ckpt: libckpt %d.%d.%d does not match this package (needs %d.%d.x)"
+                      % ((_v // 10000, _v // 100 % 100, _v % 100) + EXPECTED_VERSION))
 
 # (name, restype, argtypes) for every function the package calls.
 _PROTOS = [
@@ -121,10 +176,10 @@ _PROTOS = [
                                  ctypes.POINTER(c_size_t)]),
     ("ckpt_tensor_read", c_int, [c_void_p, c_void_p, c_size_t]),
     ("ckpt_value_kind", c_int, [c_void_p]),
-    ("ckpt_value_bool", c_int, [c_void_p]),
+    ("ckpt_value_bool", c_int, [c_void_p, ctypes.POINTER(c_int)]),
     ("ckpt_value_int", c_int, [c_void_p, ctypes.POINTER(ctypes.c_int64)]),
     ("ckpt_value_int_decimal", c_char_p, [c_void_p]),
-    ("ckpt_value_float", ctypes.c_double, [c_void_p]),
+    ("ckpt_value_float", c_int, [c_void_p, ctypes.POINTER(ctypes.c_double)]),
     ("ckpt_value_str", c_void_p, [c_void_p, ctypes.POINTER(c_size_t)]),
     ("ckpt_value_len", c_size_t, [c_void_p]),
     ("ckpt_value_item", c_void_p, [c_void_p, c_size_t]),
@@ -133,7 +188,7 @@ _PROTOS = [
     ("ckpt_value_object_name", c_char_p, [c_void_p]),
     ("ckpt_value_object_args", c_void_p, [c_void_p]),
     ("ckpt_value_object_state", c_void_p, [c_void_p]),
-    ("ckpt_verify", c_int, [c_void_p, ctypes.POINTER(VerifyReport_)]),
+    ("ckpt_verify", c_int, [ctypes.POINTER(VerifyReport_), c_void_p]),
     ("ckpt_scan", c_int, [ctypes.POINTER(c_void_p), c_char_p,
                           ctypes.POINTER(ScanOptions_)]),
     ("ckpt_scan_memory", c_int, [ctypes.POINTER(c_void_p), c_void_p, c_size_t,
@@ -146,6 +201,66 @@ _PROTOS = [
     ("ckpt_scan_finding", ctypes.POINTER(Finding_), [c_void_p, c_size_t]),
     ("ckpt_scan_global_count", c_size_t, [c_void_p]),
     ("ckpt_scan_global", c_char_p, [c_void_p, c_size_t]),
+    ("ckpt_version_string", c_char_p, []),
+    ("ckpt_open_options_init", c_int, [ctypes.POINTER(OpenOptions_), ctypes.c_uint]),
+    ("ckpt_scan_options_init", c_int, [ctypes.POINTER(ScanOptions_), ctypes.c_uint]),
+    ("ckpt_store_options_init", c_int, [ctypes.POINTER(StoreOptions_), ctypes.c_uint]),
+    ("ckpt_match_options_init", c_int, [ctypes.POINTER(MatchOptions_), ctypes.c_uint]),
+    ("ckpt_write_options_init", c_int, [ctypes.POINTER(WriteOptions_), ctypes.c_uint]),
+    ("ckpt_manifest_new", c_int, [ctypes.POINTER(c_void_p), c_char_p]),
+    ("ckpt_manifest_add", c_int, [c_void_p, c_char_p, c_char_p, ctypes.c_uint, c_u64_p]),
+    ("ckpt_manifest_free", None, [c_void_p]),
+    ("ckpt_manifest_count", c_size_t, [c_void_p]),
+    ("ckpt_manifest_entry_at", ctypes.POINTER(ManifestEntry_), [c_void_p, c_size_t]),
+    ("ckpt_match", c_int, [ctypes.POINTER(c_void_p), c_void_p, c_void_p,
+                                  ctypes.POINTER(MatchOptions_)]),
+    ("ckpt_match_result_free", None, [c_void_p]),
+    ("ckpt_match_complete", c_int, [c_void_p]),
+    ("ckpt_match_matched", c_u64, [c_void_p]),
+    ("ckpt_match_count", c_size_t, [c_void_p, c_int]),
+    ("ckpt_match_item_at", ctypes.POINTER(MatchItem_), [c_void_p, c_int, c_size_t]),
+    ("ckpt_match_rewrite", ctypes.POINTER(Rewrite_), [c_void_p]),
+    ("ckpt_match_candidate_count", c_size_t, [c_void_p]),
+    ("ckpt_match_candidate", ctypes.POINTER(Rewrite_), [c_void_p, c_size_t]),
+    ("ckpt_match_warning", c_char_p, [c_void_p]),
+    ("ckpt_match_rewritten", c_char_p, [c_void_p, c_size_t]),
+    ("ckpt_store_commit", c_int, [c_char_p, c_size_t, c_char_p, c_char_p, c_u64,
+                                         c_char_p, ctypes.POINTER(StoreOptions_)]),
+    ("ckpt_store_latest", c_int, [c_char_p, c_size_t, c_char_p, ctypes.POINTER(StoreOptions_)]),
+    ("ckpt_store_list", c_int, [_P, c_char_p, ctypes.POINTER(StoreOptions_)]),
+    ("ckpt_store_listing_free", None, [c_void_p]),
+    ("ckpt_store_list_count", c_size_t, [c_void_p]),
+    ("ckpt_store_list_generation", ctypes.POINTER(StoreGeneration_), [c_void_p, c_size_t]),
+    ("ckpt_store_gc", c_int, [ctypes.POINTER(c_size_t), c_char_p, ctypes.POINTER(StoreOptions_)]),
+    ("ckpt_training_analyze", c_int, [_P, c_void_p]),
+    ("ckpt_training_free", None, [c_void_p]),
+    ("ckpt_training_resume", c_int, [c_void_p]),
+    ("ckpt_resume_name", c_char_p, [c_int]),
+    ("ckpt_training_reason_count", c_size_t, [c_void_p]),
+    ("ckpt_training_reason", c_char_p, [c_void_p, c_size_t]),
+    ("ckpt_tree_new", c_int, [_P]),
+    ("ckpt_tree_free", None, [c_void_p]),
+    ("ckpt_tree_none", c_int, [_P, c_void_p]),
+    ("ckpt_tree_bool", c_int, [_P, c_void_p, c_int]),
+    ("ckpt_tree_int", c_int, [_P, c_void_p, ctypes.c_int64]),
+    ("ckpt_tree_float", c_int, [_P, c_void_p, ctypes.c_double]),
+    ("ckpt_tree_str", c_int, [_P, c_void_p, c_char_p, c_size_t]),
+    ("ckpt_tree_bytes", c_int, [_P, c_void_p, c_char_p, c_size_t]),
+    ("ckpt_tree_list", c_int, [_P, c_void_p]),
+    ("ckpt_tree_tuple", c_int, [_P, c_void_p]),
+    ("ckpt_tree_dict", c_int, [_P, c_void_p]),
+    ("ckpt_tree_append", c_int, [c_void_p, c_void_p, c_void_p]),
+    ("ckpt_tree_set", c_int, [c_void_p, c_void_p, c_void_p, c_void_p]),
+    ("ckpt_tree_tensor", c_int, [_P, c_void_p, c_int, ctypes.c_uint,
+                                        c_u64_p, c_void_p, c_size_t]),
+    ("ckpt_tree_write", c_int, [c_void_p, c_char_p, c_int,
+                                       ctypes.POINTER(WriteOptions_)]),
+    ("ckpt_dtype_from_name", c_int, [c_char_p]),
+    ("ckpt_doctor", c_int, [ctypes.POINTER(c_void_p), c_char_p, c_void_p]),
+    ("ckpt_doctor_report_free", None, [c_void_p]),
+    ("ckpt_doctor_json", c_int, [ctypes.POINTER(c_void_p), ctypes.POINTER(c_size_t),
+                                 c_void_p]),
+    ("ckpt_string_free", None, [c_void_p]),
 ]
 
 
@@ -157,21 +272,6 @@ def _declare(protos):
 
 
 _declare(_PROTOS)
-
-
-def has(name):
-    """Whether the loaded library exports `name` (sections of ckpt.h land
-    at different times; callers skip what is not there yet)."""
-    return hasattr(lib, name)
-
-
-def declare(protos):
-    """Declares prototypes of optional sections; returns False when one of
-    the functions is missing from the loaded library."""
-    if not all(has(p[0]) for p in protos):
-        return False
-    _declare(protos)
-    return True
 
 
 def text(b):
@@ -200,3 +300,13 @@ def check(rc, default_file=""):
 
 def fspath(path):
     return os.fsencode(os.fspath(path))
+
+
+def options(cls):
+    """A ckpt_*_options struct holding the library's defaults."""
+    o = cls()
+    init = {OpenOptions_: lib.ckpt_open_options_init, ScanOptions_: lib.ckpt_scan_options_init,
+            StoreOptions_: lib.ckpt_store_options_init, MatchOptions_: lib.ckpt_match_options_init,
+            WriteOptions_: lib.ckpt_write_options_init}[cls]
+    check(init(ctypes.byref(o), OPTIONS_VERSION))
+    return o

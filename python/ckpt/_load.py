@@ -278,14 +278,18 @@ class _Converter:
         if kind == KIND_NONE:
             return None
         if kind == KIND_BOOL:
-            return bool(lib.ckpt_value_bool(v))
+            out = ctypes.c_int()
+            check(lib.ckpt_value_bool(v, ctypes.byref(out)))
+            return bool(out.value)
         if kind == KIND_INT:
             out = ctypes.c_int64()
             if lib.ckpt_value_int(v, ctypes.byref(out)) == 0:
                 return out.value
             return int(text(lib.ckpt_value_int_decimal(v)))
         if kind == KIND_FLOAT:
-            return lib.ckpt_value_float(v)
+            out = ctypes.c_double()
+            check(lib.ckpt_value_float(v, ctypes.byref(out)))
+            return out.value
         if kind in (KIND_STR, KIND_BYTES):
             n = ctypes.c_size_t()
             p = lib.ckpt_value_str(v, ctypes.byref(n))

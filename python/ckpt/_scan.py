@@ -5,7 +5,7 @@ from dataclasses import dataclass, field
 from typing import Optional, Tuple
 
 from . import errors
-from ._lib import (NO_OFFSET, ScanOptions_, VerifyReport_, check, default_limits,
+from ._lib import (NO_OFFSET, ScanOptions_, VerifyReport_, check, options,
                    fspath, last_error, lib, text)
 
 
@@ -42,9 +42,7 @@ class ScanReport:
 
 def _options(allow):
     allow = [os.fsencode(a) if isinstance(a, str) else bytes(a) for a in allow]
-    opts = ScanOptions_()
-    opts.limits = default_limits()
-    opts.max_nesting = 3  # CKPT_SCAN_OPTIONS_INIT
+    opts = options(ScanOptions_)
     keep = (ctypes.c_char_p * max(1, len(allow)))(*allow)
     opts.allow, opts.nallow = keep, len(allow)
     return opts, keep
@@ -139,7 +137,7 @@ def verify(path):
         fmt = text(lib.ckpt_format_name(lib.ckpt_file_format(h))) if rc == 0 else None
         rep = VerifyReport_()
         if rc == 0:
-            rc = lib.ckpt_verify(h, ctypes.byref(rep))
+            rc = lib.ckpt_verify(ctypes.byref(rep), h)
         if rc < 0:
             err = last_error(rc, path)
             if rc in _RAISE:

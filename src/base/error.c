@@ -38,6 +38,17 @@ int ckpt_err(int code, const char *file, const char *member, uint64_t offset,
     return code;
 }
 
+int ckpt_err_nomem(void) {
+    return ckpt_err(CKPT_E_NOMEM, NULL, NULL, CKPT_NO_OFFSET, "out of memory");
+}
+
+int ckpt_err_options_version(const char *func, unsigned got, unsigned want) {
+    return ckpt_err(CKPT_E_INVALID_ARG, NULL, NULL, CKPT_NO_OFFSET,
+                    "%s: options version %u, this library knows version %u "
+                    "(initialise options with their _INIT macro or _init function)",
+                    func, got, want);
+}
+
 void ckpt_err_clear(void) {
     last.message[0] = last.file[0] = last.member[0] = '\0';
     last.pub = (ckpt_error){0, last.message, last.file, last.member, UINT64_MAX};

@@ -19,6 +19,7 @@
 
 #include "base/alloc.h"
 #include "base/error.h"
+#include "base/hex.h"
 
 /* Longest part of the target's basename kept in a temporary name, so that
  * "." + base + ".tmp-" + pid + "-" + 16 hex stays under NAME_MAX (255). */
@@ -93,7 +94,7 @@ static void random_hex(char out[17]) {
         r = ((uint64_t)ts.tv_sec * 1000000007u) ^ (uint64_t)ts.tv_nsec ^
             ((uint64_t)++counter << 40);
     }
-    snprintf(out, 17, "%016llx", (unsigned long long)r);
+    ckpt_hex64(out, r);
 }
 
 /* ckpt_malloc'd temporary name for `path`, in its directory. */
@@ -271,24 +272,36 @@ static int backup_target(ckpt_atomic *a) {
     return rc;
 }
 
-/* fsync of the target's directory, which makes the rename durable. File
- * systems that cannot sync a directory answer EINVAL: nothing to do there. */
+/* fsync of a directory through the fault-injection hooks; 0 or the errno,
+ * *op naming the step that failed. File systems that cannot sync a
+ * directory answer EINVAL: nothing to do there. */
+static int fsync_dir_errno(const char *dir, const char **op) {
+    *op = "open of directory";
+    int fd = sys_open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
+    if (fd < 0) return errno;
+    *op = "fsync of directory";
+    int err = sys_fsync(fd) == 0 || errno == EINVAL ? 0 : errno;
+    close(fd);
+    return err;
+}
+
+int ckpt_atomic_sync_dir(const char *dir) {
+    const char *op;
+    int err = fsync_dir_errno(dir, &op);
+    return err ? ckpt_err(CKPT_E_IO, dir, NULL, CKPT_NO_OFFSET, "%s %s failed: %s", op, dir,
+                          strerror(err))
+               : 0;
+}
+
+/* fsync of the target's directory, which makes the rename durable. */
 static int sync_dir(const ckpt_atomic *a) {
     char dir[PATH_MAX];
     int err = ENAMETOOLONG;
     const char *op = "fsync of directory";
-    if (dir_of(a->target, dir, sizeof dir) == 0) {
-        int fd = sys_open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
-        if (fd < 0) {
-            err = errno;
-            op = "open of directory";
-        } else {
-            err = sys_fsync(fd) == 0 || errno == EINVAL ? 0 : errno;
-            close(fd);
-        }
-    } else {
+    if (dir_of(a->target, dir, sizeof dir) == 0)
+        err = fsync_dir_errno(dir, &op);
+    else
         dir[0] = '\0';
-    }
     if (err)
         ckpt_err(CKPT_E_IO, a->target, NULL, CKPT_NO_OFFSET,
                  "%s %s failed for %s: %s; the file was renamed into place "

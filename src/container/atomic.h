@@ -61,6 +61,11 @@ int ckpt_atomic_pwrite(ckpt_atomic *a, const void *p, size_t n, uint64_t off);
  * returns it; the error record is the one that failure left. Frees a's
  * strings either way. 0 or CKPT_E_IO with errno in the message. */
 int ckpt_atomic_commit(ckpt_atomic *a, int backup);
+
+/* fsync of the directory `dir` (through the same fault-injection hooks:
+ * "open", then "fsync"), so that entries created, renamed or removed in it
+ * survive a crash. 0, or CKPT_E_IO recorded with the step that failed. */
+int ckpt_atomic_sync_dir(const char *dir);
 /* Removes the temporary file and frees a's strings. Safe after commit, after
  * a failed begin, and on a zero-initialised struct. */
 void ckpt_atomic_abort(ckpt_atomic *a);

@@ -21,6 +21,7 @@
 
 #include "format/pickle_builders.h"
 #include "base/error.h"
+#include "base/utf8.h"
 
 enum {
     /* protocol 0 and 1 */
@@ -121,15 +122,6 @@ typedef struct machine {
     /* scan mode: the shared placeholder of each scalar kind */
     ckpt_value *ph_int, *ph_float, *ph_bool, *ph_none;
 } machine;
-
-const char *pk_kind_name(int kind) {
-    switch (kind) {
-    case CKPT_KIND_GLOBAL_: return "global";
-    case CKPT_KIND_STORAGE_: return "storage";
-    case CKPT_KIND_MARK_: return "mark";
-    default: return ckpt_kind_name((ckpt_kind)kind);
-    }
-}
 
 int ckpt_pickle_is_opcode(uint8_t op) { return op_names[op] != NULL; }
 
@@ -709,51 +701,6 @@ static int parse_float(machine *m, const uint8_t *p, size_t n, double *x) {
     return 0;
 }
 
-/* Validates UTF-8 as Python's decoder does, with "surrogatepass" when
- * surrogates is set: an encoded surrogate (ED A0..BF xx) is then valid,
- * else invalid. Returns 0 when invalid, 1 when valid, 2 when valid with
- * surrogates (see fix_surrogates). */
-static int utf8_valid(const uint8_t *s, size_t n, int surrogates) {
-    /* ASCII first, eight bytes at a time: most names and keys are ASCII */
-    uint64_t any = 0, w;
-    size_t i = 0;
-    for (; n - i >= 8; i += 8) {
-        memcpy(&w, s + i, 8);
-        any |= w;
-    }
-    for (; i < n; i++) any |= s[i];
-    if (!(any & 0x8080808080808080u)) return 1;
-    int seen = 0;
-    i = 0;
-    while (i < n) {
-        uint8_t c = s[i];
-        size_t len;
-        uint8_t lo = 0x80, hi = 0xBF; /* range of the second byte */
-        if (c < 0x80) {
-            i++;
-            continue;
-        } else if (c >= 0xC2 && c <= 0xDF) {
-            len = 2;
-        } else if (c >= 0xE0 && c <= 0xEF) {
-            len = 3;
-            if (c == 0xE0) lo = 0xA0;
-            if (c == 0xED && !surrogates) hi = 0x9F;
-        } else if (c >= 0xF0 && c <= 0xF4) {
-            len = 4;
-            if (c == 0xF0) lo = 0x90;
-            if (c == 0xF4) hi = 0x8F;
-        } else {
-            return 0;
-        }
-        if (n - i < len || s[i + 1] < lo || s[i + 1] > hi) return 0;
-        for (size_t k = 2; k < len; k++)
-            if (s[i + k] < 0x80 || s[i + k] > 0xBF) return 0;
-        if (c == 0xED && s[i + 1] >= 0xA0) seen = 1; /* only with surrogates */
-        i += len;
-    }
-    return seen ? 2 : 1;
-}
-
 /* Overwrites each encoded surrogate of valid UTF-8 with U+FFFD (also 3
  * bytes), so that STR stays valid UTF-8. In valid UTF-8, 0xED is always
  * a lead byte. */
@@ -901,7 +848,7 @@ static int op_unicode_bytes(machine *m, size_t n) {
     const uint8_t *p;
     int rc = take(m, n, &p);
     if (rc) return rc;
-    int valid = utf8_valid(p, n, 1);
+    int valid = ckpt_utf8_check(p, n, 1);
     if (!valid) return fail(m, CKPT_E_FORMAT, "expected %zu bytes of UTF-8 text", n);
     if (valid == 1) return push(m, new_str(m, CKPT_KIND_STR, p, n));
     ckpt_value *v = ckpt_value_new_str(m->a, CKPT_KIND_STR, p, n); /* a copy to fix */
@@ -916,7 +863,7 @@ static int op_bytes(machine *m, size_t n, int kind) {
     const uint8_t *p;
     int rc = kind == CKPT_KIND_BYTES ? take_run(m, n, &p) : take(m, n, &p);
     if (rc) return rc;
-    if (kind == CKPT_KIND_STR && !utf8_valid(p, n, 0)) kind = CKPT_KIND_BYTES;
+    if (kind == CKPT_KIND_STR && !ckpt_utf8_check(p, n, 0)) kind = CKPT_KIND_BYTES;
     return push(m, new_str(m, kind, p, n));
 }
 
@@ -932,7 +879,7 @@ static int op_string(machine *m) {
     size_t len;
     if (escape_decode(p + 1, n - 2, buf, &len))
         return fail(m, CKPT_E_FORMAT, "expected valid string escapes");
-    int utf8 = utf8_valid(buf, len, 0);
+    int utf8 = ckpt_utf8_check(buf, len, 0);
     return push(m, str_owned(m, utf8 ? CKPT_KIND_STR : CKPT_KIND_BYTES, buf, len));
 }
 
@@ -1049,7 +996,7 @@ static int make_global(machine *m, const uint8_t *mod, size_t mlen,
     if (!ms || !ns) return nomem(m);
     /* Python decodes both as strict UTF-8 and cannot import a name with a
      * NUL; refusing them also keeps the C strings whole. */
-    if (!utf8_valid((const uint8_t *)ms, mlen, 0) || !utf8_valid((const uint8_t *)ns, nlen, 0) ||
+    if (!ckpt_utf8_check((const uint8_t *)ms, mlen, 0) || !ckpt_utf8_check((const uint8_t *)ns, nlen, 0) ||
         memchr(ms, '\0', mlen) || memchr(ns, '\0', nlen))
         return fail(m, CKPT_E_FORMAT,
                     "expected module and name as UTF-8 text without NUL bytes");
@@ -1111,7 +1058,7 @@ static int expect_kind(machine *m, const ckpt_value *v, int kind,
                        const char *what) {
     if (v->kind == kind) return 0;
     return fail(m, CKPT_E_FORMAT, "expected %s as a %s, got a %s", what,
-                pk_kind_name(kind), pk_kind_name(v->kind));
+                ckpt_value_kind_name(kind), ckpt_value_kind_name(v->kind));
 }
 
 /* The list APPEND(S) and ADDITEMS add to: a LIST (SET for ADDITEMS), or
@@ -1125,7 +1072,7 @@ static int seq_target(machine *m, ckpt_value *t, int kind, ckpt_value **seq) {
     }
     if (t->kind != kind)
         return fail(m, CKPT_E_FORMAT, "expected a %s (or an object) to add to, got a %s",
-                    pk_kind_name(kind), pk_kind_name(t->kind));
+                    ckpt_value_kind_name(kind), ckpt_value_kind_name(t->kind));
     *seq = t;
     return 0;
 }
@@ -1139,7 +1086,7 @@ static int dict_target(machine *m, ckpt_value *t, ckpt_value **dict) {
     }
     if (t->kind != CKPT_KIND_DICT)
         return fail(m, CKPT_E_FORMAT, "expected a dict (or an object) to set items in, got a %s",
-                    pk_kind_name(t->kind));
+                    ckpt_value_kind_name(t->kind));
     *dict = t;
     return 0;
 }
@@ -1148,7 +1095,7 @@ static int set_item(machine *m, ckpt_value *dict, ckpt_value *k, ckpt_value *v) 
     /* Python refuses unhashable keys */
     if (k->kind == CKPT_KIND_LIST || k->kind == CKPT_KIND_DICT)
         return fail(m, CKPT_E_FORMAT, "expected a hashable key, got a %s",
-                    pk_kind_name(k->kind));
+                    ckpt_value_kind_name(k->kind));
     if (m->scan) return 0;
     return ckpt_value_dict_set(m->a, dict, k, v) ? nomem(m) : 0;
 }
@@ -1207,7 +1154,7 @@ static int op_readonly_buffer(machine *m) {
         return 0;
     default:
         return fail(m, CKPT_E_FORMAT, "memoryview needs a bytes-like object, got a %s",
-                    pk_kind_name(v->kind));
+                    ckpt_value_kind_name(v->kind));
     }
 }
 

@@ -160,8 +160,4 @@ int ckpt_pickle_run(ckpt_value **out, size_t *consumed, const uint8_t *buf,
 /* 1 if byte op is a pickle opcode of protocols 0 to 5. */
 int ckpt_pickle_is_opcode(uint8_t op);
 
-/* Name of a value kind for messages, internal kinds included ("global",
- * "storage", "mark"). Static string. */
-const char *pk_kind_name(int kind);
-
 #endif

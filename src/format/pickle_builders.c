@@ -315,7 +315,7 @@ static int get_dims(const pk_build_ctx *c, const char *fn, const ckpt_value *siz
     if ((size->kind != CKPT_KIND_TUPLE && size->kind != CKPT_KIND_LIST) ||
         (stride->kind != CKPT_KIND_TUPLE && stride->kind != CKPT_KIND_LIST))
         return fail(c, CKPT_E_FORMAT, "%s: expected size and stride tuples, got a %s and a %s",
-                    fn, pk_kind_name(size->kind), pk_kind_name(stride->kind));
+                    fn, ckpt_value_kind_name(size->kind), ckpt_value_kind_name(stride->kind));
     size_t n = size->u.seq.n;
     if (stride->u.seq.n != n)
         return fail(c, CKPT_E_FORMAT,
@@ -335,6 +335,26 @@ static int get_dims(const pk_build_ctx *c, const char *fn, const ckpt_value *siz
     return 0;
 }
 
+/* The tensor view (storage, offset, size, stride) of a rebuild call's first
+ * four arguments; dt UNKNOWN takes the storage's dtype. */
+static int view_of(ckpt_value **out, const pk_build_ctx *c, const char *fn,
+                   const ckpt_value *args, ckpt_dtype dt) {
+    const ckpt_value *st = arg(args, 0);
+    if (st->kind != CKPT_KIND_STORAGE_)
+        return fail(c, CKPT_E_FORMAT,
+                    "%s: expected a storage (from a persistent id) as argument 1, got a %s",
+                    fn, ckpt_value_kind_name(st->kind));
+    uint64_t offset, shape[CKPT_MAX_NDIM], stride[CKPT_MAX_NDIM];
+    uint32_t ndim;
+    int rc;
+    if (get_u64(arg(args, 1), &offset))
+        return fail(c, CKPT_E_FORMAT, "%s: expected a non-negative int storage offset", fn);
+    if ((rc = get_dims(c, fn, arg(args, 2), arg(args, 3), shape, stride, &ndim))) return rc;
+    return ckpt_tensor_new(out, c->arena, st->u.storage,
+                           dt == CKPT_DT_UNKNOWN ? st->u.storage->dtype : dt, ndim, shape,
+                           stride, offset, c->file, c->member, c->offset);
+}
+
 /* torch._utils._rebuild_tensor(storage, offset, size, stride),
  * _rebuild_tensor_v2(storage, offset, size, stride, requires_grad, hooks
  * [, metadata]), _rebuild_tensor_v3(..., hooks, dtype[, metadata]). v2 and
@@ -351,20 +371,10 @@ static int b_tensor(ckpt_value **out, const pk_build_ctx *c,
     if (n < min || n > max)
         return fail(c, CKPT_E_FORMAT, "%s: expected %zu to %zu arguments, got %zu", fn, min,
                     max, n);
-    const ckpt_value *st = arg(args, 0);
-    if (st->kind != CKPT_KIND_STORAGE_)
-        return fail(c, CKPT_E_FORMAT,
-                    "%s: expected a storage (from a persistent id) as argument 1, got a %s",
-                    fn, pk_kind_name(st->kind));
-    uint64_t offset, shape[CKPT_MAX_NDIM], stride[CKPT_MAX_NDIM];
-    uint32_t ndim;
     int requires_grad = 0, rc;
-    if (get_u64(arg(args, 1), &offset))
-        return fail(c, CKPT_E_FORMAT, "%s: expected a non-negative int storage offset", fn);
-    if ((rc = get_dims(c, fn, arg(args, 2), arg(args, 3), shape, stride, &ndim))) return rc;
     if (version >= 2 && get_flag(arg(args, 4), &requires_grad))
         return fail(c, CKPT_E_FORMAT, "%s: expected a bool requires_grad", fn);
-    ckpt_dtype dt = st->u.storage->dtype;
+    ckpt_dtype dt = CKPT_DT_UNKNOWN;
     if (version == 3) {
         const ckpt_value *d = arg(args, 6);
         if (d->kind != CKPT_KIND_GLOBAL_ || strcmp(d->u.global.module, "torch"))
@@ -374,11 +384,113 @@ static int b_tensor(ckpt_value **out, const pk_build_ctx *c,
             return fail(c, CKPT_E_UNSUPPORTED, "%s: dtype %s is not supported", fn,
                         d->u.global.qualname);
     }
-    if ((rc = ckpt_tensor_new(out, c->arena, st->u.storage, dt, ndim, shape, stride, offset,
-                              c->file, c->member, c->offset)))
-        return rc;
+    if ((rc = view_of(out, c, fn, args, dt))) return rc;
     (*out)->u.tensor->requires_grad = requires_grad;
     return 0;
+}
+
+/* d[key] = v for a str key; 0 or CKPT_E_NOMEM. */
+static int put(const pk_build_ctx *c, ckpt_value *d, const char *key, ckpt_value *v) {
+    ckpt_value *k = ckpt_value_new_str(c->arena, CKPT_KIND_STR, key, strlen(key));
+    if (!k || !v || ckpt_value_dict_set(c->arena, d, k, v)) return nomem(c);
+    return 0;
+}
+
+static ckpt_value *new_str(const pk_build_ctx *c, const char *s) {
+    return ckpt_value_new_str(c->arena, CKPT_KIND_STR, s, strlen(s));
+}
+
+/* torch._utils._rebuild_qtensor(storage, offset, size, stride,
+ * quantizer_params, requires_grad, hooks): a dict of the tensor's parts,
+ * named after torch's accessors (FORMATS.md, "quantized tensors"):
+ * int_repr (the stored integers: U8 for quint8, I8 for qint8, I32 for
+ * qint32, as Tensor.int_repr() gives them), dtype ("quint8"...), qscheme
+ * ("per_tensor_affine"...), and scale, zero_point (per tensor: a float and
+ * an int; per channel: the tensors or lists of scales and zero points)
+ * plus axis. Packed 4- and 2-bit storages and other qschemes stay opaque. */
+static int b_qtensor(ckpt_value **out, const pk_build_ctx *c,
+                     const ckpt_value *callable, ckpt_value *args) {
+    const char *fn = callable->u.global.qualname;
+    if (nargs(args) != 7)
+        return fail(c, CKPT_E_FORMAT, "%s: expected 7 arguments, got %zu", fn, nargs(args));
+    const ckpt_value *st = arg(args, 0), *qp = arg(args, 4);
+    if (st->kind != CKPT_KIND_STORAGE_ || qp->kind != CKPT_KIND_TUPLE || qp->u.seq.n < 1 ||
+        qp->u.seq.items[0]->kind != CKPT_KIND_GLOBAL_)
+        return opaque(out, c, callable, args);
+    ckpt_dtype qdt = st->u.storage->dtype, dt;
+    const char *qname;
+    switch (qdt) {
+    case CKPT_DT_QU8: dt = CKPT_DT_U8, qname = "quint8"; break;
+    case CKPT_DT_QI8: dt = CKPT_DT_I8, qname = "qint8"; break;
+    case CKPT_DT_QI32: dt = CKPT_DT_I32, qname = "qint32"; break;
+    default: return opaque(out, c, callable, args);
+    }
+    const char *scheme = qp->u.seq.items[0]->u.global.name;
+    int per_tensor = !strcmp(scheme, "per_tensor_affine") && qp->u.seq.n == 3;
+    int per_channel = (!strcmp(scheme, "per_channel_affine") ||
+                       !strcmp(scheme, "per_channel_affine_float_qparams")) &&
+                      qp->u.seq.n == 4;
+    if (!per_tensor && !per_channel) return opaque(out, c, callable, args);
+    ckpt_value *t, *d = ckpt_value_new(c->arena, CKPT_KIND_DICT);
+    int requires_grad, rc;
+    if (!d) return nomem(c);
+    if (get_flag(arg(args, 5), &requires_grad))
+        return fail(c, CKPT_E_FORMAT, "%s: expected a bool requires_grad", fn);
+    if ((rc = view_of(&t, c, fn, args, dt))) return rc;
+    t->u.tensor->requires_grad = requires_grad;
+    if ((rc = put(c, d, "int_repr", t)) || (rc = put(c, d, "dtype", new_str(c, qname))) ||
+        (rc = put(c, d, "qscheme", new_str(c, scheme))) ||
+        (rc = put(c, d, "scale", qp->u.seq.items[1])) ||
+        (rc = put(c, d, "zero_point", qp->u.seq.items[2])) ||
+        (per_channel && (rc = put(c, d, "axis", qp->u.seq.items[3]))))
+        return rc;
+    *out = d;
+    return 0;
+}
+
+/* torch._utils._rebuild_sparse_tensor(layout, data), the layout being
+ * torch.serialization._get_layout("torch.sparse_coo") (opaque here): a dict
+ * of the tensor's parts named after torch's accessors: layout
+ * ("sparse_coo"...), size, values, and indices (COO) or crow_indices and
+ * col_indices (CSR, BSR) or ccol_indices and row_indices (CSC, BSC). */
+static int b_sparse(ckpt_value **out, const pk_build_ctx *c,
+                    const ckpt_value *callable, ckpt_value *args) {
+    static const struct {
+        const char *layout, *compressed, *plain;
+    } layouts[] = {{"torch.sparse_coo", "indices", NULL},
+                   {"torch.sparse_csr", "crow_indices", "col_indices"},
+                   {"torch.sparse_bsr", "crow_indices", "col_indices"},
+                   {"torch.sparse_csc", "ccol_indices", "row_indices"},
+                   {"torch.sparse_bsc", "ccol_indices", "row_indices"}};
+    const ckpt_value *lay = nargs(args) == 2 ? arg(args, 0) : NULL, *data = NULL;
+    if (!lay || lay->kind != CKPT_KIND_OBJECT ||
+        strcmp(lay->u.obj.name, "torch.serialization._get_layout") || !lay->u.obj.args ||
+        lay->u.obj.args->u.seq.n != 1 || lay->u.obj.args->u.seq.items[0]->kind != CKPT_KIND_STR ||
+        arg(args, 1)->kind != CKPT_KIND_TUPLE)
+        return opaque(out, c, callable, args);
+    data = arg(args, 1);
+    const ckpt_value *name = lay->u.obj.args->u.seq.items[0];
+    for (size_t i = 0; i < sizeof layouts / sizeof *layouts; i++) {
+        if (!is_str(name, layouts[i].layout)) continue;
+        int coo = !layouts[i].plain;
+        size_t n = data->u.seq.n;
+        /* COO: (indices, values, size[, is_coalesced]); compressed:
+         * (compressed_indices, plain_indices, values, size) */
+        if (coo ? n != 3 && n != 4 : n != 4) return opaque(out, c, callable, args);
+        ckpt_value *d = ckpt_value_new(c->arena, CKPT_KIND_DICT);
+        if (!d) return nomem(c);
+        ckpt_value **it = data->u.seq.items;
+        int rc;
+        if ((rc = put(c, d, "layout", new_str(c, layouts[i].layout + 6))) ||
+            (rc = put(c, d, layouts[i].compressed, it[0])) ||
+            (!coo && (rc = put(c, d, layouts[i].plain, it[1]))) ||
+            (rc = put(c, d, "values", it[coo ? 1 : 2])) ||
+            (rc = put(c, d, "size", it[coo ? 2 : 3])))
+            return rc;
+        *out = d;
+        return 0;
+    }
+    return opaque(out, c, callable, args);
 }
 
 /* _rebuild_parameter(data, requires_grad, hooks),
@@ -422,6 +534,122 @@ static void emit_call(const pk_build_ctx *c, const ckpt_value *func, int allowed
     c->on_event(c->event_ctx, &ev);
 }
 
+/* The value of attribute `key` in an attribute dict (the last of repeated
+ * keys, as Python keeps it); NULL if d is no dict or has none. */
+static const ckpt_value *attr(const ckpt_value *d, const char *key) {
+    if (!d || d->kind != CKPT_KIND_DICT) return NULL;
+    for (size_t i = d->u.dict.n; i-- > 0;)
+        if (is_str(d->u.dict.keys[i], key)) return d->u.dict.vals[i];
+    return NULL;
+}
+
+/* The BUILD state of an OBJECT of class module.Name (any module when
+ * module is NULL); NULL otherwise. */
+static const ckpt_value *state_of(const ckpt_value *v, const char *name) {
+    if (!v || v->kind != CKPT_KIND_OBJECT) return NULL;
+    const char *dot = strrchr(v->u.obj.name, '.');
+    return dot && !strcmp(dot + 1, name) ? v->u.obj.state : NULL;
+}
+
+/* A DTensor placement as torch's repr writes Shard and Replicate:
+ * "Class(field=value, ...)" from the object's int, bool and str fields. */
+static ckpt_value *placement(const pk_build_ctx *c, const ckpt_value *p) {
+    char buf[160];
+    size_t n = 0;
+    const char *name = p->kind == CKPT_KIND_OBJECT ? strrchr(p->u.obj.name, '.') : NULL;
+    if (!name) return new_str(c, "?");
+    n += (size_t)snprintf(buf, sizeof buf, "%s(", name + 1);
+    const ckpt_value *st = p->u.obj.state;
+    for (size_t i = 0; st && st->kind == CKPT_KIND_DICT && i < st->u.dict.n; i++) {
+        const ckpt_value *k = st->u.dict.keys[i], *v = st->u.dict.vals[i];
+        if (k->kind != CKPT_KIND_STR || n >= sizeof buf) continue;
+        const char *sep = n > strlen(name + 1) + 1 ? ", " : "";
+        if (v->kind == CKPT_KIND_INT && !v->u.i.decimal)
+            n += (size_t)snprintf(buf + n, sizeof buf - n, "%s%.40s=%lld", sep, k->u.s.p,
+                                  (long long)v->u.i.v);
+        else if (v->kind == CKPT_KIND_BOOL)
+            n += (size_t)snprintf(buf + n, sizeof buf - n, "%s%.40s=%s", sep, k->u.s.p,
+                                  v->u.b ? "True" : "False");
+        else if (v->kind == CKPT_KIND_STR)
+            n += (size_t)snprintf(buf + n, sizeof buf - n, "%s%.40s=%.40s", sep, k->u.s.p,
+                                  v->u.s.p);
+    }
+    if (n < sizeof buf) snprintf(buf + n, sizeof buf - n, ")");
+    return new_str(c, buf);
+}
+
+/* The shape of a DTensor's DeviceMesh: torch >= 2.9 keeps a _layout whose
+ * axes each have a (sub)shape, multiplied out; earlier ones the mesh tensor
+ * of ranks. NULL when neither is there. */
+static ckpt_value *mesh_shape(const pk_build_ctx *c, const ckpt_value *mesh) {
+    const ckpt_value *st = state_of(mesh, "DeviceMesh"), *m = attr(st, "mesh");
+    ckpt_value *shape = ckpt_value_new(c->arena, CKPT_KIND_TUPLE);
+    if (!shape) return NULL;
+    if (m && m->kind == CKPT_KIND_TENSOR) {
+        for (uint32_t i = 0; i < m->u.tensor->ndim; i++)
+            if (ckpt_value_append(c->arena, shape,
+                                  ckpt_value_new_int(c->arena, (int64_t)m->u.tensor->shape[i])))
+                return NULL;
+        return shape;
+    }
+    const ckpt_value *axes = attr(state_of(attr(st, "_layout"), "_MeshLayout"), "axes");
+    if (!axes || axes->kind != CKPT_KIND_TUPLE) return shape;
+    for (size_t i = 0; i < axes->u.seq.n; i++) {
+        const ckpt_value *sub = attr(axes->u.seq.items[i]->kind == CKPT_KIND_OBJECT
+                                         ? axes->u.seq.items[i]->u.obj.state
+                                         : NULL,
+                                     "shape");
+        int64_t size = 1;
+        for (size_t k = 0; sub && sub->kind == CKPT_KIND_TUPLE && k < sub->u.seq.n; k++) {
+            const ckpt_value *e = sub->u.seq.items[k];
+            if (e->kind == CKPT_KIND_INT && !e->u.i.decimal && e->u.i.v >= 0 &&
+                e->u.i.v <= INT32_MAX && size <= INT32_MAX)
+                size *= e->u.i.v;
+        }
+        if (ckpt_value_append(c->arena, shape, ckpt_value_new_int(c->arena, size)))
+            return NULL;
+    }
+    return shape;
+}
+
+/* A DTensor saved whole (torch.save of an FSDP2 state dict):
+ * _rebuild_from_type_v2(_rebuild_wrapper_subclass, DTensor, args,
+ * {'_local_tensor': shard, '_spec': DTensorSpec}) becomes a dict of
+ * local_tensor (this rank's shard), placements ("Shard(dim=0)", ...),
+ * mesh_shape and global_shape (FORMATS.md, "DTensor"). Returns 1 when
+ * `type` is no DTensor or the state lacks its shard (the caller goes on as
+ * for any wrapper subclass), 0 with *out, or an error. */
+static int dtensor(ckpt_value **out, const pk_build_ctx *c, const ckpt_value *type,
+                   const ckpt_value *state) {
+    if (type->kind != CKPT_KIND_GLOBAL_ || strcmp(type->u.global.name, "DTensor") ||
+        strncmp(type->u.global.module, "torch.distributed", 17))
+        return 1;
+    /* Tensor._reduce_ex state: (__dict__, slots) as DTensor has __slots__ */
+    if (state->kind == CKPT_KIND_TUPLE && state->u.seq.n == 2) state = state->u.seq.items[1];
+    const ckpt_value *local = attr(state, "_local_tensor"), *spec = attr(state, "_spec");
+    if (!local || local->kind != CKPT_KIND_TENSOR) return 1;
+    const ckpt_value *sst = state_of(spec, "DTensorSpec"), *pl = attr(sst, "placements"),
+                     *meta = attr(sst, "tensor_meta");
+    ckpt_value *d = ckpt_value_new(c->arena, CKPT_KIND_DICT),
+               *places = ckpt_value_new(c->arena, CKPT_KIND_TUPLE);
+    if (!d || !places) return nomem(c);
+    for (size_t i = 0; pl && pl->kind == CKPT_KIND_TUPLE && i < pl->u.seq.n; i++)
+        if (ckpt_value_append(c->arena, places, placement(c, pl->u.seq.items[i])))
+            return nomem(c);
+    int rc;
+    if ((rc = put(c, d, "local_tensor", (ckpt_value *)local)) ||
+        (rc = put(c, d, "placements", places)) ||
+        (rc = put(c, d, "mesh_shape", mesh_shape(c, attr(sst, "mesh")))))
+        return rc;
+    /* TensorMeta(shape, stride, dtype), a namedtuple made by NEWOBJ */
+    if (meta && meta->kind == CKPT_KIND_OBJECT && meta->u.obj.args &&
+        meta->u.obj.args->u.seq.n == 3 && (rc = put(c, d, "global_shape",
+                                                     meta->u.obj.args->u.seq.items[0])))
+        return rc;
+    *out = d;
+    return 0;
+}
+
 /* torch._tensor._rebuild_from_type_v2(func, type, args, state): Python
  * calls func(*args), so func is treated like the callable of a REDUCE (our
  * builder when allowlisted, else an opaque object, with its own event).
@@ -434,7 +662,7 @@ static int b_from_type_v2(ckpt_value **out, const pk_build_ctx *c,
     ckpt_value *func = arg(args, 0), *fargs = arg(args, 2);
     if (fargs->kind != CKPT_KIND_TUPLE)
         return fail(c, CKPT_E_FORMAT, "%s: expected an argument tuple, got a %s", fn,
-                    pk_kind_name(fargs->kind));
+                    ckpt_value_kind_name(fargs->kind));
     if (func->kind != CKPT_KIND_GLOBAL_) {
         emit_call(c, func, 0);
         return ckpt_builders_opaque(out, c, "?", fargs, NULL);
@@ -445,6 +673,10 @@ static int b_from_type_v2(ckpt_value **out, const pk_build_ctx *c,
     int allowed = strcmp(func->u.global.module, "?") &&
                   ckpt_builders_allowed(func->u.global.module, func->u.global.name);
     emit_call(c, func, allowed);
+    if (!c->scan_only && allowed && !strcmp(func->u.global.name, "_rebuild_wrapper_subclass")) {
+        int rc = dtensor(out, c, arg(args, 1), arg(args, 3));
+        if (rc <= 0) return rc;
+    }
     if (allowed) return ckpt_builders_call(out, c, func, fargs, NULL);
     return ckpt_builders_opaque(out, c, func->u.global.qualname, fargs, NULL);
 }
@@ -519,7 +751,7 @@ static int b_np_scalar(ckpt_value **out, const pk_build_ctx *c,
     const ckpt_value *data = arg(args, 1);
     if (data->kind != CKPT_KIND_BYTES && data->kind != CKPT_KIND_STR)
         return fail(c, CKPT_E_FORMAT, "%s: expected the element bytes, got a %s",
-                    callable->u.global.qualname, pk_kind_name(data->kind));
+                    callable->u.global.qualname, ckpt_value_kind_name(data->kind));
     if (data->u.s.len != size)
         return fail(c, CKPT_E_FORMAT, "%s: dtype %s expects %zu bytes, got %zu",
                     callable->u.global.qualname, code, size, data->u.s.len);
@@ -639,10 +871,11 @@ static const struct entry {
     {"torch._utils", "_rebuild_parameter", b_parameter},
     {"torch._utils", "_rebuild_parameter_with_state", b_parameter},
     /* on torch's weights_only allowlist, not interpreted here */
-    {"torch._utils", "_rebuild_qtensor", NULL},
-    {"torch._utils", "_rebuild_sparse_tensor", NULL},
+    {"torch._utils", "_rebuild_qtensor", b_qtensor},
+    {"torch._utils", "_rebuild_sparse_tensor", b_sparse},
     {"torch._utils", "_rebuild_sparse_csr_tensor", NULL},
     {"torch._utils", "_rebuild_meta_tensor_no_storage", NULL},
+    {"torch._utils", "_rebuild_nested_tensor", NULL},
     {"torch._utils", "_rebuild_wrapper_subclass", NULL},
     {"torch._utils", "_rebuild_device_tensor_from_numpy", NULL},
     {"torch._utils", "_rebuild_device_tensor_from_cpu_tensor", NULL},
@@ -672,8 +905,34 @@ static const struct entry *find(const char *module, const char *name) {
     return NULL;
 }
 
+/* torch dtypes without a ckpt_dtype that weights_only allows (torch.uint1
+ * to uint7, int1 to int7, packed float4 and bits types), and the legacy
+ * tensor classes (torch[.cuda][.sparse].FloatTensor...): allowed, any
+ * tensor of theirs is unsupported or opaque. */
+static int other_torch_name(const char *module, const char *name) {
+    static const char *const dtypes[] = {"float4_e2m1fn_x2", "bits1x8", "bits2x4", "bits4x2"};
+    static const char *const classes[] = {"BFloat16", "Bool", "Byte", "Char", "Double",
+                                          "Float", "Half", "Int", "Long", "Short"};
+    if (!strcmp(module, "torch")) {
+        if ((!strncmp(name, "uint", 4) && name[4] >= '1' && name[4] <= '7' && !name[5]) ||
+            (!strncmp(name, "int", 3) && name[3] >= '1' && name[3] <= '7' && !name[4]))
+            return 1;
+        for (size_t i = 0; i < sizeof dtypes / sizeof *dtypes; i++)
+            if (!strcmp(name, dtypes[i])) return 1;
+    }
+    if (strcmp(module, "torch") && strcmp(module, "torch.cuda") &&
+        strcmp(module, "torch.sparse") && strcmp(module, "torch.cuda.sparse"))
+        return 0;
+    size_t n = strlen(name);
+    if (n < 7 || strcmp(name + n - 6, "Tensor")) return 0;
+    for (size_t i = 0; i < sizeof classes / sizeof *classes; i++)
+        if (strlen(classes[i]) == n - 6 && !strncmp(name, classes[i], n - 6))
+            return strcmp(module + strlen(module) - 6, "sparse") || strcmp(classes[i], "Bool");
+    return 0;
+}
+
 int ckpt_builders_allowed(const char *module, const char *name) {
-    if (find(module, name)) return 1;
+    if (find(module, name) || other_torch_name(module, name)) return 1;
     /* storage types, named in persistent ids (torch.cuda for legacy GPU saves) */
     if ((!strcmp(module, "torch") || !strcmp(module, "torch.cuda") ||
          !strcmp(module, "torch.storage")) &&
@@ -730,6 +989,85 @@ static int dict_setstate(const pk_build_ctx *c, ckpt_value *target, const ckpt_v
     return 0;
 }
 
+/* Adds the entries of `from` to the state dict d: a tensor as prefix, or
+ * each entry of a module's state dict (already converted: children are
+ * built before their parent) as prefix.key, as Module.state_dict() names
+ * them. Other values are not part of a state dict. */
+static int add_state(const pk_build_ctx *c, ckpt_value *d, const ckpt_value *prefix,
+                     ckpt_value *v) {
+    if (prefix->kind != CKPT_KIND_STR) return 0;
+    if (v->kind == CKPT_KIND_TENSOR)
+        return ckpt_value_dict_set(c->arena, d, (ckpt_value *)prefix, v) ? nomem(c) : 0;
+    if (v->kind != CKPT_KIND_DICT || v->dict_class != CKPT_DICT_MODULE) return 0;
+    int rc = charge(c, v->u.dict.n);
+    if (rc) return rc;
+    for (size_t i = 0; i < v->u.dict.n; i++) {
+        const ckpt_value *k = v->u.dict.keys[i];
+        ckpt_value *key = ckpt_value_new(c->arena, CKPT_KIND_STR);
+        size_t n = prefix->u.s.len + 1 + k->u.s.len;
+        if (!key || !(key->u.s.p = ckpt_arena_alloc(c->arena, n + 1))) return nomem(c);
+        memcpy(key->u.s.p, prefix->u.s.p, prefix->u.s.len);
+        key->u.s.p[prefix->u.s.len] = '.';
+        memcpy(key->u.s.p + prefix->u.s.len + 1, k->u.s.p, k->u.s.len + 1);
+        key->u.s.len = n;
+        if (ckpt_value_dict_set(c->arena, d, key, v->u.dict.vals[i])) return nomem(c);
+    }
+    return 0;
+}
+
+static int in_set(const ckpt_value *set, const ckpt_value *s) {
+    for (size_t i = 0; set && (set->kind == CKPT_KIND_SET || set->kind == CKPT_KIND_LIST) &&
+                       i < set->u.seq.n; i++) {
+        const ckpt_value *e = set->u.seq.items[i];
+        if (e->kind == CKPT_KIND_STR && e->u.s.len == s->u.s.len &&
+            !memcmp(e->u.s.p, s->u.s.p, s->u.s.len))
+            return 1;
+    }
+    return 0;
+}
+
+/* BUILD of a module object (never run: its class is not imported) becomes
+ * its state dict in place, a CKPT_DICT_MODULE dict named as
+ * Module.state_dict() names it (FORMATS.md, "whole-model pickles"):
+ * - an nn.Module (torch.save(model)): state {'_parameters', '_buffers',
+ *   '_modules', ...}: parameters and buffers that are not None, less the
+ *   buffers named in _non_persistent_buffers_set, then each child's
+ *   entries under its name;
+ * - a TorchScript object (class __torch__.*; torch.jit.save's data.pkl):
+ *   state {attribute: value}: its tensor attributes and its child objects'
+ *   entries, in attribute order (TorchScript keeps parameters, buffers and
+ *   submodules as plain attributes; code/ is never read).
+ * Returns 1 when converted, 0 when the object is no module, or an error. */
+static int module_setstate(const pk_build_ctx *c, ckpt_value *target, const ckpt_value *state) {
+    const ckpt_value *params = attr(state, "_parameters"), *bufs = attr(state, "_buffers"),
+                     *mods = attr(state, "_modules");
+    int script = !strncmp(target->u.obj.name, "__torch__.", 10);
+    if (!script && !(params && bufs && mods && params->kind == CKPT_KIND_DICT &&
+                     bufs->kind == CKPT_KIND_DICT && mods->kind == CKPT_KIND_DICT))
+        return 0;
+    if (!state || state->kind != CKPT_KIND_DICT) return 0;
+    ckpt_value *d = ckpt_value_new(c->arena, CKPT_KIND_DICT);
+    if (!d) return nomem(c);
+    d->dict_class = CKPT_DICT_MODULE;
+    const ckpt_value *parts[3] = {script ? state : params, script ? NULL : bufs,
+                                  script ? NULL : mods};
+    const ckpt_value *skip = attr(state, "_non_persistent_buffers_set");
+    for (size_t p = 0; p < 3; p++) {
+        if (!parts[p]) continue;
+        int rc = charge(c, parts[p]->u.dict.n);
+        if (rc) return rc;
+        for (size_t i = 0; i < parts[p]->u.dict.n; i++) {
+            const ckpt_value *k = parts[p]->u.dict.keys[i];
+            if (p == 1 && k->kind == CKPT_KIND_STR && in_set(skip, k)) continue;
+            if ((rc = add_state(c, d, k, parts[p]->u.dict.vals[i]))) return rc;
+        }
+    }
+    target->kind = CKPT_KIND_DICT;
+    target->dict_class = CKPT_DICT_MODULE;
+    target->u.dict = d->u.dict;
+    return 1;
+}
+
 int ckpt_builders_build(const pk_build_ctx *c, ckpt_value *target, ckpt_value *state) {
     switch (target->kind) {
     case CKPT_KIND_DICT: /* OrderedDict: the _metadata attribute */
@@ -741,11 +1079,15 @@ int ckpt_builders_build(const pk_build_ctx *c, ckpt_value *target, ckpt_value *s
             int rc = np_setstate(c, target, state);
             if (rc) return rc < 0 ? rc : 0;
         }
+        if (!c->scan_only) {
+            int rc = module_setstate(c, target, state);
+            if (rc) return rc < 0 ? rc : 0;
+        }
         target->u.obj.state = state;
         return 0;
     default:
         if (state->kind == CKPT_KIND_NONE) return 0; /* Python sets nothing */
         return fail(c, CKPT_E_FORMAT, "BUILD: expected an object, dict or tensor, got a %s",
-                    pk_kind_name(target->kind));
+                    ckpt_value_kind_name(target->kind));
     }
 }

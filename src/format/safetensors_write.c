@@ -4,7 +4,7 @@
  * compact JSON header padded with spaces to a multiple of 8.
  *
  * What safetensors cannot hold goes into __metadata__ (keys documented in
- * ckpt.h, "write"), so that ckpt_write_logical_root rebuilds the tree:
+ * ckpt.h, "write"), so that ckpt_structure_decode rebuilds the tree:
  *   - ckpt.structure: the whole tree as JSON (non-tensor values, nesting,
  *     dict key types, dict classes and attributes (OrderedDict state dicts
  *     and their _metadata), shared nodes, requires_grad, parameters,
@@ -31,6 +31,7 @@
 
 #include "model/dtype.h"
 #include "base/error.h"
+#include "base/utf8.h"
 #include "format/write.h"
 
 /* FORMATS.md §1.1: the reference reader and writer refuse larger headers. */
@@ -98,17 +99,13 @@ typedef struct st_writer {
     data_t **order;           /* data in file order */
     group_t *groups;
     size_t ngroups;
-    wr_ptrmap node_data;      /* TENSOR node -> data index + 1 */
-    wr_ptrmap ids;            /* structure: node -> id */
+    ckpt_ptrmap node_data;      /* TENSOR node -> data index + 1 */
+    ckpt_ptrmap ids;            /* structure: node -> id */
     uint64_t next_id;
-    wr_buf structure, aliases, header;
+    ckpt_buf structure, aliases, header;
     int aliased;
     int dict_attrs;           /* the structure records a dict class or state */
 } st_writer;
-
-static int nomem(void) {
-    return ckpt_err(CKPT_E_NOMEM, "", "", CKPT_NO_OFFSET, "out of memory");
-}
 
 /* ------------------------------------------------------------ grouping */
 
@@ -175,12 +172,12 @@ static int plan(st_writer *w) {
     size_t n = w->nnamed;
     w->paths = ckpt_malloc((n ? n : 1) * sizeof *w->paths);
     w->data = ckpt_malloc((n ? n : 1) * sizeof *w->data);
-    if (!w->paths || !w->data) return nomem();
+    if (!w->paths || !w->data) return ckpt_err_nomem();
     for (size_t i = 0; i < n; i++) {
         path_ref *p = &w->paths[i];
         p->named = &w->named[i];
         p->t = w->named[i].value->u.tensor;
-        p->root = wr_root_storage(p->t, &p->off);
+        p->root = ckpt_wr_root_storage(p->t, &p->off);
     }
     qsort(w->paths, n, sizeof *w->paths, by_view_name);
     for (size_t i = 0; i < n; i++) {
@@ -203,7 +200,7 @@ static int plan(st_writer *w) {
 
     /* every name must denote one written tensor */
     name_ref *names = ckpt_malloc((n ? n : 1) * sizeof *names);
-    if (!names) return nomem();
+    if (!names) return ckpt_err_nomem();
     for (size_t i = 0; i < n; i++)
         names[i] = (name_ref){w->paths[i].named->name, w->paths[i].data};
     qsort(names, n, sizeof *names, by_name);
@@ -218,7 +215,7 @@ static int plan(st_writer *w) {
             rc = ckpt_err(CKPT_E_UNSUPPORTED, "", "", CKPT_NO_OFFSET,
                           "a tensor is named \"__metadata__\", which safetensors "
                           "reserves for metadata");
-        else if (!wr_utf8_valid(nm, strlen(nm)))
+        else if (!ckpt_utf8_check(nm, strlen(nm), 0))
             rc = ckpt_err(CKPT_E_UNSUPPORTED, "", "", CKPT_NO_OFFSET,
                           "tensor name \"%s\" is not valid UTF-8", nm);
     }
@@ -230,7 +227,7 @@ static int plan(st_writer *w) {
     w->groups = ckpt_malloc((w->ndata ? w->ndata : 1) * sizeof *w->groups);
     if (!byroot || !w->groups) {
         ckpt_free(byroot);
-        return nomem();
+        return ckpt_err_nomem();
     }
     for (size_t i = 0; i < w->ndata; i++) byroot[i] = &w->data[i];
     qsort(byroot, w->ndata, sizeof *byroot, by_root);
@@ -257,61 +254,61 @@ static int plan(st_writer *w) {
 /* Shortest "%.*g" text that reads back to the same double, with ".0" when
  * it would read as an integer (Python's repr, and jansson parses it as a
  * real). */
-static void put_double(wr_buf *b, double v) {
+static void put_double(ckpt_buf *b, double v) {
     char tmp[40];
     for (int prec = 1; prec <= 17; prec++) {
         snprintf(tmp, sizeof tmp, "%.*g", prec, v);
         if (strtod(tmp, NULL) == v) break;
     }
-    wr_buf_str(b, tmp);
-    if (!strpbrk(tmp, ".eE")) wr_buf_str(b, ".0");
+    ckpt_buf_str(b, tmp);
+    if (!strpbrk(tmp, ".eE")) ckpt_buf_str(b, ".0");
 }
 
-static int encode(st_writer *w, wr_buf *b, const ckpt_value *v);
+static int encode(st_writer *w, ckpt_buf *b, const ckpt_value *v);
 
-static void put_tensor(st_writer *w, wr_buf *b, const ckpt_value *v) {
+static void put_tensor(st_writer *w, ckpt_buf *b, const ckpt_value *v) {
     const ckpt_tensor *t = v->u.tensor;
     uint64_t di = 0;
-    wr_ptrmap_get(&w->node_data, v, &di); /* every tensor node was planned */
+    ckpt_ptrmap_get(&w->node_data, v, &di); /* every tensor node was planned */
     const data_t *d = &w->data[di - 1];
-    wr_buf_str(b, "{\"tensor\":");
-    wr_buf_json_str(b, d->name, strlen(d->name));
-    if (t->dtype != d->dtype) wr_buf_printf(b, ",\"dtype\":\"%s\"", ckpt_dtype_name(t->dtype));
-    if (t->requires_grad) wr_buf_str(b, ",\"requires_grad\":true");
-    if (t->is_parameter) wr_buf_str(b, ",\"parameter\":true");
+    ckpt_buf_str(b, "{\"tensor\":");
+    ckpt_buf_json_str(b, d->name, strlen(d->name));
+    if (t->dtype != d->dtype) ckpt_buf_printf(b, ",\"dtype\":\"%s\"", ckpt_dtype_name(t->dtype));
+    if (t->requires_grad) ckpt_buf_str(b, ",\"requires_grad\":true");
+    if (t->is_parameter) ckpt_buf_str(b, ",\"parameter\":true");
     if (d->group >= 0) {
-        wr_buf_printf(b, ",\"storage\":%" PRId64 ",\"offset\":%" PRIu64 ",\"stride\":[",
+        ckpt_buf_printf(b, ",\"storage\":%" PRId64 ",\"offset\":%" PRIu64 ",\"stride\":[",
                       d->group, d->off);
         for (uint32_t i = 0; i < t->ndim; i++)
-            wr_buf_printf(b, "%s%" PRIu64, i ? "," : "", t->stride[i]);
-        wr_buf_byte(b, ']');
+            ckpt_buf_printf(b, "%s%" PRIu64, i ? "," : "", t->stride[i]);
+        ckpt_buf_byte(b, ']');
     }
-    wr_buf_byte(b, '}');
+    ckpt_buf_byte(b, '}');
 }
 
-static int encode_seq(st_writer *w, wr_buf *b, const char *tag, ckpt_value *const *items,
+static int encode_seq(st_writer *w, ckpt_buf *b, const char *tag, ckpt_value *const *items,
                       size_t n) {
-    wr_buf_printf(b, "{\"%s\":[", tag);
+    ckpt_buf_printf(b, "{\"%s\":[", tag);
     for (size_t i = 0; i < n; i++) {
-        if (i) wr_buf_byte(b, ',');
+        if (i) ckpt_buf_byte(b, ',');
         int rc = encode(w, b, items[i]);
         if (rc) return rc;
     }
-    wr_buf_str(b, "]}");
+    ckpt_buf_str(b, "]}");
     return 0;
 }
 
-/* The tree was checked by wr_collect: only writable kinds reach here. */
-static int encode(st_writer *w, wr_buf *b, const ckpt_value *v) {
+/* The tree was checked by ckpt_wr_collect: only writable kinds reach here. */
+static int encode(st_writer *w, ckpt_buf *b, const ckpt_value *v) {
     switch (v->kind) {
-    case CKPT_KIND_NONE: wr_buf_str(b, "null"); return 0;
-    case CKPT_KIND_BOOL: wr_buf_str(b, v->u.b ? "true" : "false"); return 0;
+    case CKPT_KIND_NONE: ckpt_buf_str(b, "null"); return 0;
+    case CKPT_KIND_BOOL: ckpt_buf_str(b, v->u.b ? "true" : "false"); return 0;
     case CKPT_KIND_INT:
         if (v->u.i.decimal)
-            wr_buf_printf(b, "{\"int\":\"%.100s\"}", v->u.i.decimal);
+            ckpt_buf_printf(b, "{\"int\":\"%.100s\"}", v->u.i.decimal);
         else
-            wr_buf_printf(b, "%" PRId64, v->u.i.v);
-        return b->failed ? nomem() : 0;
+            ckpt_buf_printf(b, "%" PRId64, v->u.i.v);
+        return b->failed ? ckpt_err_nomem() : 0;
     case CKPT_KIND_FLOAT:
         if (isfinite(v->u.f)) {
             put_double(b, v->u.f);
@@ -319,34 +316,33 @@ static int encode(st_writer *w, wr_buf *b, const ckpt_value *v) {
             uint64_t bits;
             char hex[17];
             memcpy(&bits, &v->u.f, sizeof bits);
-            wr_hex64(hex, bits);
-            wr_buf_printf(b, "{\"float\":\"%s\"}", hex);
+            ckpt_hex64(hex, bits);
+            ckpt_buf_printf(b, "{\"float\":\"%s\"}", hex);
         }
         return 0;
-    case CKPT_KIND_STR: wr_buf_json_str(b, v->u.s.p, v->u.s.len); return 0;
+    case CKPT_KIND_STR: ckpt_buf_json_str(b, v->u.s.p, v->u.s.len); return 0;
     case CKPT_KIND_BYTES: {
-        static const char hex[] = "0123456789abcdef";
-        wr_buf_str(b, "{\"bytes\":\"");
+        ckpt_buf_str(b, "{\"bytes\":\"");
         for (size_t i = 0; i < v->u.s.len; i++) {
             uint8_t c = (uint8_t)v->u.s.p[i];
-            wr_buf_byte(b, (uint8_t)hex[c >> 4]);
-            wr_buf_byte(b, (uint8_t)hex[c & 15]);
+            ckpt_buf_byte(b, (uint8_t)ckpt_hex_digits[c >> 4]);
+            ckpt_buf_byte(b, (uint8_t)ckpt_hex_digits[c & 15]);
         }
-        wr_buf_str(b, "\"}");
+        ckpt_buf_str(b, "\"}");
         return 0;
     }
     case CKPT_KIND_GLOBAL_:
-        wr_buf_printf(b, "{\"dtype\":\"%.60s\"}", wr_dtype_ref(v));
+        ckpt_buf_printf(b, "{\"dtype\":\"%.60s\"}", ckpt_wr_dtype_ref(v));
         return 0;
     default: break;
     }
     /* containers and tensors have an identity: a second visit is a ref */
     uint64_t id;
-    if (wr_ptrmap_get(&w->ids, v, &id)) {
-        wr_buf_printf(b, "{\"ref\":%" PRIu64 "}", id);
+    if (ckpt_ptrmap_get(&w->ids, v, &id)) {
+        ckpt_buf_printf(b, "{\"ref\":%" PRIu64 "}", id);
         return 0;
     }
-    int rc = wr_ptrmap_put(&w->ids, v, w->next_id++);
+    int rc = ckpt_ptrmap_put(&w->ids, v, w->next_id++);
     if (rc) return rc;
     switch (v->kind) {
     case CKPT_KIND_TENSOR: put_tensor(w, b, v); return 0;
@@ -355,25 +351,25 @@ static int encode(st_writer *w, wr_buf *b, const ckpt_value *v) {
     case CKPT_KIND_SET: return encode_seq(w, b, "set", v->u.seq.items, v->u.seq.n);
     default: break; /* DICT */
     }
-    wr_buf_str(b, "{\"dict\":[");
+    ckpt_buf_str(b, "{\"dict\":[");
     for (size_t i = 0; i < v->u.dict.n; i++) {
-        wr_buf_str(b, i ? ",[" : "[");
+        ckpt_buf_str(b, i ? ",[" : "[");
         if ((rc = encode(w, b, v->u.dict.keys[i]))) return rc;
-        wr_buf_byte(b, ',');
+        ckpt_buf_byte(b, ',');
         if ((rc = encode(w, b, v->u.dict.vals[i]))) return rc;
-        wr_buf_byte(b, ']');
+        ckpt_buf_byte(b, ']');
     }
-    wr_buf_byte(b, ']');
+    ckpt_buf_byte(b, ']');
     const char *cls = ckpt_dict_class_name(v->dict_class);
     if (cls) {
-        wr_buf_printf(b, ",\"class\":\"%s\"", cls);
+        ckpt_buf_printf(b, ",\"class\":\"%s\"", cls);
         w->dict_attrs = 1;
     }
     if (cls && v->u.dict.state) {
-        wr_buf_str(b, ",\"state\":");
+        ckpt_buf_str(b, ",\"state\":");
         if ((rc = encode(w, b, v->u.dict.state))) return rc;
     }
-    wr_buf_byte(b, '}');
+    ckpt_buf_byte(b, '}');
     return 0;
 }
 
@@ -397,39 +393,39 @@ static int plain(const st_writer *w, const ckpt_value *root) {
 static int build_structure(st_writer *w, const ckpt_value *root) {
     for (size_t i = 0; i < w->nnamed; i++) {
         const path_ref *p = &w->paths[i];
-        int rc = wr_ptrmap_put(&w->node_data, p->named->value, p->data + 1);
+        int rc = ckpt_ptrmap_put(&w->node_data, p->named->value, p->data + 1);
         if (rc) return rc;
     }
     if (plain(w, root)) return 0;
-    wr_buf *b = &w->structure;
-    wr_buf_str(b, "{\"version\":1,\"root\":");
+    ckpt_buf *b = &w->structure;
+    ckpt_buf_str(b, "{\"version\":1,\"root\":");
     int rc = encode(w, b, root);
     if (rc) return rc;
     /* version 2 only when a dict has "class" or "state", which readers of
      * version 1 refuse: other files stay readable by them */
     if (w->dict_attrs && !b->failed) b->p[strlen("{\"version\":")] = '2';
     if (w->ngroups) {
-        wr_buf_str(b, ",\"storages\":[");
+        ckpt_buf_str(b, ",\"storages\":[");
         for (size_t g = 0; g < w->ngroups; g++) {
-            wr_buf_printf(b, "%s{\"nbytes\":%" PRIu64, g ? "," : "",
+            ckpt_buf_printf(b, "%s{\"nbytes\":%" PRIu64, g ? "," : "",
                           w->groups[g].root->nbytes);
             if (w->groups[g].full) {
-                wr_buf_str(b, ",\"data\":");
-                wr_buf_json_str(b, w->groups[g].full, strlen(w->groups[g].full));
+                ckpt_buf_str(b, ",\"data\":");
+                ckpt_buf_json_str(b, w->groups[g].full, strlen(w->groups[g].full));
             }
-            wr_buf_byte(b, '}');
+            ckpt_buf_byte(b, '}');
         }
-        wr_buf_byte(b, ']');
+        ckpt_buf_byte(b, ']');
     }
-    wr_buf_byte(b, '}');
-    return b->failed ? nomem() : 0;
+    ckpt_buf_byte(b, '}');
+    return b->failed ? ckpt_err_nomem() : 0;
 }
 
 /* {alias: name} in alias byte order (paths are sorted by view, then name:
  * the first of a view is the written name). */
 static int build_aliases(st_writer *w) {
     name_ref *al = ckpt_malloc((w->nnamed ? w->nnamed : 1) * sizeof *al);
-    if (!al) return nomem();
+    if (!al) return ckpt_err_nomem();
     size_t n = 0;
     for (size_t i = 0; i < w->nnamed; i++) {
         const path_ref *p = &w->paths[i];
@@ -439,29 +435,29 @@ static int build_aliases(st_writer *w) {
             al[n++] = (name_ref){p->named->name, p->data};
     }
     qsort(al, n, sizeof *al, by_name);
-    wr_buf *b = &w->aliases;
+    ckpt_buf *b = &w->aliases;
     for (size_t i = 0; i < n; i++) {
         if (i && strcmp(al[i - 1].name, al[i].name) == 0) continue;
-        wr_buf_byte(b, i ? ',' : '{');
-        wr_buf_json_str(b, al[i].name, strlen(al[i].name));
-        wr_buf_byte(b, ':');
+        ckpt_buf_byte(b, i ? ',' : '{');
+        ckpt_buf_json_str(b, al[i].name, strlen(al[i].name));
+        ckpt_buf_byte(b, ':');
         const char *target = w->data[al[i].data].name;
-        wr_buf_json_str(b, target, strlen(target));
+        ckpt_buf_json_str(b, target, strlen(target));
     }
-    if (n) wr_buf_byte(b, '}');
+    if (n) ckpt_buf_byte(b, '}');
     w->aliased = n > 0;
     ckpt_free(al);
-    return b->failed ? nomem() : 0;
+    return b->failed ? ckpt_err_nomem() : 0;
 }
 
 /* ------------------------------------------------------------ header */
 
-static void meta_entry(wr_buf *b, int *first, const char *k, const char *v, size_t vlen) {
-    if (!*first) wr_buf_byte(b, ',');
+static void meta_entry(ckpt_buf *b, int *first, const char *k, const char *v, size_t vlen) {
+    if (!*first) ckpt_buf_byte(b, ',');
     *first = 0;
-    wr_buf_json_str(b, k, strlen(k));
-    wr_buf_byte(b, ':');
-    wr_buf_json_str(b, v, vlen);
+    ckpt_buf_json_str(b, k, strlen(k));
+    ckpt_buf_byte(b, ':');
+    ckpt_buf_json_str(b, v, vlen);
 }
 
 static int has_key(const ckpt_write_options *o, const char *k) {
@@ -473,9 +469,9 @@ static int has_key(const ckpt_write_options *o, const char *k) {
 /* The serde_json output of the reference writer: "__metadata__" first,
  * then the tensors in offset order, fields dtype, shape, data_offsets. */
 static int build_header(st_writer *w, const ckpt_write_options *o) {
-    wr_buf *b = &w->header;
+    ckpt_buf *b = &w->header;
     int first = 1;
-    wr_buf_str(b, "{\"__metadata__\":{");
+    ckpt_buf_str(b, "{\"__metadata__\":{");
     /* huggingface loaders refuse metadata without a "pt" format */
     if (!has_key(o, "format")) meta_entry(b, &first, "format", "pt", 2);
     for (size_t i = 0; o && i < o->nmeta; i++)
@@ -487,47 +483,47 @@ static int build_header(st_writer *w, const ckpt_write_options *o) {
         meta_entry(b, &first, CKPT_META_ALIASES, (const char *)w->aliases.p, w->aliases.len);
     /* digests: zeros now, patched in place once the data is written; the
      * JSON text {name: hex} is itself escaped into the metadata string */
-    wr_buf inner = {0};
+    ckpt_buf inner = {0};
     size_t *at = ckpt_malloc((w->ndata ? w->ndata : 1) * sizeof *at);
-    if (!at) return nomem();
+    if (!at) return ckpt_err_nomem();
     for (size_t i = 0; i < w->ndata; i++) {
         const data_t *d = w->order[i];
-        wr_buf_byte(&inner, i ? ',' : '{');
-        wr_buf_json_str(&inner, d->name, strlen(d->name));
-        wr_buf_str(&inner, ":\"");
+        ckpt_buf_byte(&inner, i ? ',' : '{');
+        ckpt_buf_json_str(&inner, d->name, strlen(d->name));
+        ckpt_buf_str(&inner, ":\"");
         at[i] = inner.len;
-        wr_buf_str(&inner, "0000000000000000\"");
+        ckpt_buf_str(&inner, "0000000000000000\"");
     }
-    wr_buf_str(&inner, w->ndata ? "}" : "{}");
-    if (!first) wr_buf_byte(b, ',');
-    wr_buf_json_str(b, CKPT_META_XXH3, strlen(CKPT_META_XXH3));
-    wr_buf_str(b, ":\"");
+    ckpt_buf_str(&inner, w->ndata ? "}" : "{}");
+    if (!first) ckpt_buf_byte(b, ',');
+    ckpt_buf_json_str(b, CKPT_META_XXH3, strlen(CKPT_META_XXH3));
+    ckpt_buf_str(b, ":\"");
     size_t prev = 0;
     for (size_t i = 0; i < w->ndata && !inner.failed; i++) {
-        wr_buf_json_chars(b, (const char *)inner.p + prev, at[i] - prev);
+        ckpt_buf_json_chars(b, (const char *)inner.p + prev, at[i] - prev);
         w->order[i]->digest_at = b->len;
         prev = at[i];
     }
-    if (!inner.failed) wr_buf_json_chars(b, (const char *)inner.p + prev, inner.len - prev);
-    wr_buf_str(b, "\"}");
+    if (!inner.failed) ckpt_buf_json_chars(b, (const char *)inner.p + prev, inner.len - prev);
+    ckpt_buf_str(b, "\"}");
     int failed = inner.failed;
-    wr_buf_free(&inner);
+    ckpt_buf_free(&inner);
     ckpt_free(at);
-    if (failed) return nomem();
+    if (failed) return ckpt_err_nomem();
     for (size_t i = 0; i < w->ndata; i++) {
         const data_t *d = w->order[i];
         const ckpt_tensor *t = d->t;
-        wr_buf_byte(b, ',');
-        wr_buf_json_str(b, d->name, strlen(d->name));
-        wr_buf_printf(b, ":{\"dtype\":\"%s\",\"shape\":[", ckpt_dtype_name(d->dtype));
+        ckpt_buf_byte(b, ',');
+        ckpt_buf_json_str(b, d->name, strlen(d->name));
+        ckpt_buf_printf(b, ":{\"dtype\":\"%s\",\"shape\":[", ckpt_dtype_name(d->dtype));
         for (uint32_t k = 0; k < t->ndim; k++)
-            wr_buf_printf(b, "%s%" PRIu64, k ? "," : "", t->shape[k]);
-        if (d->dtype != t->dtype) wr_buf_printf(b, "%s2", t->ndim ? "," : "");
-        wr_buf_printf(b, "],\"data_offsets\":[%" PRIu64 ",%" PRIu64 "]}", d->begin, d->end);
+            ckpt_buf_printf(b, "%s%" PRIu64, k ? "," : "", t->shape[k]);
+        if (d->dtype != t->dtype) ckpt_buf_printf(b, "%s2", t->ndim ? "," : "");
+        ckpt_buf_printf(b, "],\"data_offsets\":[%" PRIu64 ",%" PRIu64 "]}", d->begin, d->end);
     }
-    wr_buf_byte(b, '}');
-    while (!b->failed && b->len % 8) wr_buf_byte(b, ' ');
-    if (b->failed) return nomem();
+    ckpt_buf_byte(b, '}');
+    while (!b->failed && b->len % 8) ckpt_buf_byte(b, ' ');
+    if (b->failed) return ckpt_err_nomem();
     if (b->len > MAX_HEADER)
         return ckpt_err(CKPT_E_LIMIT, "", "", CKPT_NO_OFFSET,
                         "safetensors header of %zu bytes exceeds the format's "
@@ -561,9 +557,9 @@ static int write_all(st_writer *w, ckpt_atomic *a, const ckpt_file *src,
     for (size_t i = 0; !rc && i < w->ndata; i++) {
         data_t *d = w->order[i];
         XXH3_64bits_reset(&xxh);
-        if ((rc = wr_stream_tensor(d->t, src, write_sink, &s))) break;
+        if ((rc = ckpt_wr_stream_tensor(d->t, src, write_sink, &s))) break;
         char hex[17];
-        wr_hex64(hex, XXH3_64bits_digest(&xxh));
+        ckpt_hex64(hex, XXH3_64bits_digest(&xxh));
         memcpy(w->header.p + d->digest_at, hex, 16);
     }
     if (!rc) rc = ckpt_atomic_pwrite(a, w->header.p, w->header.len, 8);
@@ -589,7 +585,7 @@ static int number_groups(st_writer *w) {
     if (!renum || !sorted) {
         ckpt_free(renum);
         ckpt_free(sorted);
-        return nomem();
+        return ckpt_err_nomem();
     }
     for (size_t g = 0; g < w->ngroups; g++) renum[g] = -1;
     int64_t next = 0;
@@ -610,7 +606,7 @@ static int number_groups(st_writer *w) {
 
 static int assign_offsets(st_writer *w) {
     w->order = ckpt_malloc((w->ndata ? w->ndata : 1) * sizeof *w->order);
-    if (!w->order) return nomem();
+    if (!w->order) return ckpt_err_nomem();
     for (size_t i = 0; i < w->ndata; i++) w->order[i] = &w->data[i];
     qsort(w->order, w->ndata, sizeof *w->order, by_file_ptr);
     uint64_t at = 0;
@@ -629,22 +625,22 @@ int ckpt_write_safetensors(ckpt_atomic *a, const ckpt_value *root,
                            const ckpt_write_options *opts, const ckpt_file *src,
                            ckpt_write_stats *stats) {
     st_writer w = {0};
-    int rc = wr_collect(&w.named, &w.nnamed, root);
+    int rc = ckpt_wr_collect(&w.named, &w.nnamed, root);
     if (!rc) rc = plan(&w);
     if (!rc) rc = assign_offsets(&w);
     if (!rc) rc = build_structure(&w, root);
     if (!rc) rc = build_aliases(&w);
     if (!rc) rc = build_header(&w, opts);
     if (!rc) rc = write_all(&w, a, src, stats);
-    wr_named_free(w.named, w.nnamed);
+    ckpt_wr_named_free(w.named, w.nnamed);
     ckpt_free(w.paths);
     ckpt_free(w.data);
     ckpt_free(w.order);
     ckpt_free(w.groups);
-    wr_ptrmap_free(&w.node_data);
-    wr_ptrmap_free(&w.ids);
-    wr_buf_free(&w.structure);
-    wr_buf_free(&w.aliases);
-    wr_buf_free(&w.header);
+    ckpt_ptrmap_free(&w.node_data);
+    ckpt_ptrmap_free(&w.ids);
+    ckpt_buf_free(&w.structure);
+    ckpt_buf_free(&w.aliases);
+    ckpt_buf_free(&w.header);
     return rc;
 }

@@ -6,6 +6,7 @@
 
 #include "model/dtype.h"
 #include "base/error.h"
+#include "container/zip.h"
 #include "model/file.h"
 #include "format/pickle.h"
 
@@ -256,11 +257,10 @@ int ckpt_torch_read_zip(ckpt_file *f) {
     char *prefix = ckpt_arena_strndup(&f->arena, first->name, plen);
     if (!prefix) return ckpt_err(CKPT_E_NOMEM, f->path, NULL, 0, "out of memory");
 
-    char *name = ckpt_arena_printf(&f->arena, "%s/constants.pkl", prefix);
-    if (name && ckpt_zip_find(z, name))
-        return ckpt_err(CKPT_E_UNSUPPORTED, f->path, name, CKPT_NO_OFFSET,
-                        "unsupported: TorchScript archive (torch.jit.save); "
-                        "loading it runs TorchScript code");
+    /* A TorchScript archive (torch.jit.save; it has a constants.pkl) is
+     * read like any other: data.pkl holds the module objects, whose
+     * BUILD makes their state dicts (builders.h); code/ is never read. */
+    char *name;
     uint64_t budget = f->opts.limits.max_inflate_bytes;
     int big = 0;
     name = ckpt_arena_printf(&f->arena, "%s/byteorder", prefix);

@@ -8,7 +8,7 @@
  * BUILD) and only globals on its allowlist: torch._utils.
  * _rebuild_tensor_v2, _v3 and _rebuild_parameter, collections.OrderedDict
  * (state dicts, the empty backward hooks) and Counter, storage classes
- * (torch.FloatStorage..., torch.UntypedStorage), torch dtypes, and for
+ * (torch.FloatStorage..., torch.storage.UntypedStorage), torch dtypes, and for
  * bytes and sets _codecs.encode and builtins.set. Tensors are written the
  * way torch.save writes them: `_rebuild_tensor_v2(storage, offset, size,
  * stride, requires_grad, OrderedDict())`, and `_rebuild_tensor_v3(...,
@@ -38,16 +38,14 @@
 
 #include "model/dtype.h"
 #include "base/error.h"
+#include "base/utf8.h"
 #include "format/write.h"
+#include "model/walk.h"
 
 #define ALIGNMENT 64
 #define ZIP64_LIMIT 0xFFFFFFFFu
 /* pickle.py batches APPENDS/SETITEMS by this many items */
 #define BATCH 1000
-
-static int nomem(void) {
-    return ckpt_err(CKPT_E_NOMEM, "", "", CKPT_NO_OFFSET, "out of memory");
-}
 
 /* ------------------------------------------------------------ dtypes */
 
@@ -102,12 +100,12 @@ typedef struct zip_rec {
 } zip_rec;
 
 typedef struct pt_writer {
-    wr_buf pkl;
+    ckpt_buf pkl;
     uint64_t memo;            /* next memo index */
-    wr_ptrmap memo_of;        /* node -> memo index */
+    ckpt_ptrmap memo_of;        /* node -> memo index */
     struct { const char *module, *name; uint64_t memo; } globals[32];
     size_t nglobals;
-    wr_ptrmap storage_of;     /* root storage -> index + 1 */
+    ckpt_ptrmap storage_of;     /* root storage -> index + 1 */
     storage_rec *storages;
     size_t nstorages, capstorages;
     zip_rec *recs;
@@ -119,11 +117,11 @@ typedef struct pt_writer {
 
 /* ------------------------------------------------------------ pickling */
 
-static void op(pt_writer *w, uint8_t c) { wr_buf_byte(&w->pkl, c); }
+static void op(pt_writer *w, uint8_t c) { ckpt_buf_byte(&w->pkl, c); }
 
-static void u32le(wr_buf *b, uint32_t v) {
+static void u32le(ckpt_buf *b, uint32_t v) {
     uint8_t le[4] = {(uint8_t)v, (uint8_t)(v >> 8), (uint8_t)(v >> 16), (uint8_t)(v >> 24)};
-    wr_buf_put(b, le, 4);
+    ckpt_buf_put(b, le, 4);
 }
 
 static void memo_put(pt_writer *w) {
@@ -156,9 +154,9 @@ static void global(pt_writer *w, const char *module, const char *name) {
             return;
         }
     op(w, 'c');
-    wr_buf_str(&w->pkl, module);
+    ckpt_buf_str(&w->pkl, module);
     op(w, '\n');
-    wr_buf_str(&w->pkl, name);
+    ckpt_buf_str(&w->pkl, name);
     op(w, '\n');
     if (w->nglobals < sizeof w->globals / sizeof *w->globals) {
         w->globals[w->nglobals].module = module;
@@ -169,7 +167,7 @@ static void global(pt_writer *w, const char *module, const char *name) {
 }
 
 static void put_int64(pt_writer *w, int64_t v) {
-    wr_buf *b = &w->pkl;
+    ckpt_buf *b = &w->pkl;
     if (v >= 0 && v < 256) {
         op(w, 'K');
         op(w, (uint8_t)v);
@@ -190,7 +188,7 @@ static void put_int64(pt_writer *w, int64_t v) {
             n--;
         op(w, 0x8a);
         op(w, (uint8_t)n);
-        wr_buf_put(b, le, n);
+        ckpt_buf_put(b, le, n);
     }
 }
 
@@ -203,7 +201,7 @@ static int put_bigint(pt_writer *w, const char *dec) {
     /* 10^digits < 256^(digits/2 + 1): enough bytes, plus one for the sign */
     size_t cap = digits / 2 + 2;
     uint8_t *le = ckpt_malloc(cap);
-    if (!le) return nomem();
+    if (!le) return ckpt_err_nomem();
     memset(le, 0, cap);
     size_t n = 1;
     for (size_t i = 0; i < digits; i++) {
@@ -234,7 +232,7 @@ static int put_bigint(pt_writer *w, const char *dec) {
         op(w, 0x8b);
         u32le(&w->pkl, (uint32_t)n);
     }
-    wr_buf_put(&w->pkl, le, n);
+    ckpt_buf_put(&w->pkl, le, n);
     ckpt_free(le);
     return 0;
 }
@@ -245,7 +243,7 @@ static int put_str(pt_writer *w, const char *s, size_t n) {
                         "a string of %zu bytes does not fit pickle protocol 2", n);
     op(w, 'X');
     u32le(&w->pkl, (uint32_t)n);
-    wr_buf_put(&w->pkl, s, n);
+    ckpt_buf_put(&w->pkl, s, n);
     return 0;
 }
 
@@ -254,17 +252,17 @@ static int put_str(pt_writer *w, const char *s, size_t n) {
  * weights_only allowlist): encode(latin-1 text, 'latin1'). */
 static int put_bytes(pt_writer *w, const uint8_t *p, size_t n) {
     global(w, "_codecs", "encode");
-    wr_buf text = {0};
+    ckpt_buf text = {0};
     for (size_t i = 0; i < n; i++) {
         if (p[i] < 0x80) {
-            wr_buf_byte(&text, p[i]);
+            ckpt_buf_byte(&text, p[i]);
         } else {
-            wr_buf_byte(&text, (uint8_t)(0xC0 | p[i] >> 6));
-            wr_buf_byte(&text, (uint8_t)(0x80 | (p[i] & 0x3F)));
+            ckpt_buf_byte(&text, (uint8_t)(0xC0 | p[i] >> 6));
+            ckpt_buf_byte(&text, (uint8_t)(0x80 | (p[i] & 0x3F)));
         }
     }
-    int rc = text.failed ? nomem() : put_str(w, (const char *)text.p, text.len);
-    wr_buf_free(&text);
+    int rc = text.failed ? ckpt_err_nomem() : put_str(w, (const char *)text.p, text.len);
+    ckpt_buf_free(&text);
     if (rc) return rc;
     put_str(w, "latin1", 6);
     op(w, 0x86); /* TUPLE2 */
@@ -294,18 +292,18 @@ static void put_dims(pt_writer *w, const uint64_t *d, uint32_t n) {
  * whole number of its elements (torch.save refuses "multiple tensors
  * ... that view the same data as different types"). */
 static int check_tensors(const wr_named *tensors, size_t n) {
-    wr_ptrmap dtype_of = {0};
+    ckpt_ptrmap dtype_of = {0};
     int rc = 0;
     for (size_t i = 0; i < n && !rc; i++) {
         const ckpt_tensor *t = tensors[i].value->u.tensor;
         const char *name = tensors[i].name;
         uint64_t off, have;
-        const ckpt_storage *root = wr_root_storage(t, &off);
+        const ckpt_storage *root = ckpt_wr_root_storage(t, &off);
         if (!storage_class(t->dtype) && !untyped_dtype(t->dtype))
             rc = ckpt_err(CKPT_E_UNSUPPORTED, "", "", CKPT_NO_OFFSET,
                           "tensor \"%s\": dtype %s cannot be written to a torch "
                           "archive", name, ckpt_dtype_name(t->dtype));
-        else if (wr_ptrmap_get(&dtype_of, root, &have) && have != (uint64_t)t->dtype)
+        else if (ckpt_ptrmap_get(&dtype_of, root, &have) && have != (uint64_t)t->dtype)
             rc = ckpt_err(CKPT_E_UNSUPPORTED, "", "", CKPT_NO_OFFSET,
                           "tensor \"%s\": its storage is also viewed as %s, and "
                           "torch cannot save one storage as two dtypes (%s)", name,
@@ -316,9 +314,9 @@ static int check_tensors(const wr_named *tensors, size_t n) {
                           "whole number of %s elements", name, root->nbytes,
                           ckpt_dtype_name(t->dtype));
         else
-            rc = wr_ptrmap_put(&dtype_of, root, (uint64_t)t->dtype);
+            rc = ckpt_ptrmap_put(&dtype_of, root, (uint64_t)t->dtype);
     }
-    wr_ptrmap_free(&dtype_of);
+    ckpt_ptrmap_free(&dtype_of);
     return rc;
 }
 
@@ -327,20 +325,20 @@ static int check_tensors(const wr_named *tensors, size_t n) {
 static int storage_for(pt_writer *w, const ckpt_tensor *t, const ckpt_storage *root,
                        size_t *index) {
     uint64_t idx;
-    if (wr_ptrmap_get(&w->storage_of, root, &idx)) {
+    if (ckpt_ptrmap_get(&w->storage_of, root, &idx)) {
         *index = (size_t)idx - 1;
         return 0;
     }
     if (w->nstorages == w->capstorages) {
         size_t cap = w->capstorages ? w->capstorages * 2 : 16;
         storage_rec *n = ckpt_realloc(w->storages, cap * sizeof *n);
-        if (!n) return nomem();
+        if (!n) return ckpt_err_nomem();
         w->storages = n;
         w->capstorages = cap;
     }
     w->storages[w->nstorages] = (storage_rec){root, t->dtype, 0};
     *index = w->nstorages++;
-    return wr_ptrmap_put(&w->storage_of, root, *index + 1);
+    return ckpt_ptrmap_put(&w->storage_of, root, *index + 1);
 }
 
 /* torch._utils._rebuild_tensor_v2/_v3(storage, offset, size, stride,
@@ -349,7 +347,7 @@ static int storage_for(pt_writer *w, const ckpt_tensor *t, const ckpt_storage *r
 static int put_tensor(pt_writer *w, const ckpt_tensor *t, int requires_grad) {
     const char *cls = storage_class(t->dtype), *dt = untyped_dtype(t->dtype);
     uint64_t off;
-    const ckpt_storage *root = wr_root_storage(t, &off);
+    const ckpt_storage *root = ckpt_wr_root_storage(t, &off);
     size_t si = 0;
     int rc = storage_for(w, t, root, &si);
     if (rc) return rc;
@@ -360,7 +358,9 @@ static int put_tensor(pt_writer *w, const ckpt_tensor *t, int requires_grad) {
     /* persistent id ('storage', type, key, location, numel) */
     op(w, '(');
     put_str(w, "storage", 7);
-    global(w, "torch", dt ? "UntypedStorage" : cls);
+    /* torch.storage.UntypedStorage is the name torch.save writes and the
+     * one weights_only allows (torch.UntypedStorage is refused) */
+    global(w, dt ? "torch.storage" : "torch", dt ? "UntypedStorage" : cls);
     put_str(w, key, strlen(key));
     put_str(w, "cpu", 3);
     put_int64(w, (int64_t)(dt ? root->nbytes : root->nbytes / ckpt_dtype_size(t->dtype)));
@@ -395,127 +395,157 @@ static int put_parameter(pt_writer *w, const ckpt_tensor *t) {
     return 0;
 }
 
-static int save(pt_writer *w, const ckpt_value *v);
-
-/* List items in batches, as pickle.py: APPEND for one, MARK ... APPENDS. */
-static int save_items(pt_writer *w, ckpt_value *const *items, size_t n) {
-    for (size_t i = 0; i < n; i += BATCH) {
-        size_t k = n - i < BATCH ? n - i : BATCH;
-        if (k > 1) op(w, '(');
-        for (size_t j = i; j < i + k; j++) {
-            int rc = save(w, items[j]);
-            if (rc) return rc;
-        }
-        op(w, k > 1 ? 'e' : 'a');
-    }
-    return 0;
-}
-
-/* A dict as pickle.py saves it. A plain dict is EMPTY_DICT; an
- * OrderedDict (or Counter) is `collections.<class>` REDUCE () as
+/* The pickle of the tree, as pickle.py's save() writes it, one node at a
+ * time (the walker's visit; the tree was checked by wr_collect: no opaque
+ * values, no cycles). Items go in batches: MARK ... APPENDS / SETITEMS
+ * for a batch of several, APPEND / SETITEM for one. A dict is EMPTY_DICT,
+ * or for an OrderedDict (or Counter) `collections.<class>` REDUCE () as
  * OrderedDict.__reduce__ gives it (a Counter, whose own __reduce__ passes
- * a dict copy, is built the same way: Counter() then its items). Then the
- * memo, the items in SETITEM(S) batches and, when it has attributes,
- * the state and BUILD: torch.save's `{'_metadata': OrderedDict(...)}`
- * BUILD of a state dict, which weights_only loading allows. */
-static int save_dict(pt_writer *w, const ckpt_value *v) {
-    const char *cls = ckpt_dict_class_name(v->dict_class);
-    if (cls) {
-        global(w, "collections", strchr(cls, '.') + 1);
-        op(w, ')');
-        op(w, 'R');
-    } else {
-        op(w, '}');
-    }
-    int rc = wr_ptrmap_put(&w->memo_of, v, w->memo);
-    if (rc) return rc;
-    memo_put(w);
-    for (size_t i = 0; i < v->u.dict.n; i += BATCH) {
-        size_t k = v->u.dict.n - i < BATCH ? v->u.dict.n - i : BATCH;
-        if (k > 1) op(w, '(');
-        for (size_t j = i; j < i + k; j++) {
-            rc = save(w, v->u.dict.keys[j]);
-            if (!rc) rc = save(w, v->u.dict.vals[j]);
-            if (rc) return rc;
-        }
-        op(w, k > 1 ? 'u' : 's');
-    }
-    if (cls && v->u.dict.state) {
-        if ((rc = save(w, v->u.dict.state))) return rc;
-        op(w, 'b');
-    }
-    return 0;
+ * a dict copy, is built the same way: Counter() then its items); then the
+ * memo, the items and, when it has attributes, the state and BUILD:
+ * torch.save's `{'_metadata': OrderedDict(...)}` BUILD of a state dict,
+ * which weights_only loading allows. A set is builtins.set([items]); a
+ * tuple its items then TUPLE1/2/3, or MARK items TUPLE. */
+
+/* Item i of n opens a batch of several (MARK) / closes a batch. */
+static int batch_opens(size_t i, size_t n) {
+    return i % BATCH == 0 && n - i > 1;
+}
+static int batch_closes(size_t i, size_t n, int *several) {
+    size_t start = i - i % BATCH;
+    *several = n - start > 1;
+    return i + 1 == n || i % BATCH == BATCH - 1;
 }
 
-/* The tree was checked by wr_collect: no opaque values, no cycles. */
-static int save(pt_writer *w, const ckpt_value *v) {
+#define SAVED_OPEN 1u /* user: the node's own closing ops are due */
+
+static int save_enter(ckpt_walk *ww, ckpt_walk_frame *node) {
+    pt_writer *w = ww->ctx;
+    const ckpt_walk_frame *up = ckpt_walk_up(ww, 1);
+    const ckpt_value *v = node->value, *parent = up ? up->value : NULL;
     uint64_t m;
     int rc;
-    if (w->pkl.failed) return nomem();
+    if (w->pkl.failed) return ckpt_err_nomem();
+    if (node->role == CKPT_WALK_STATE && !ckpt_dict_class_name(parent->dict_class))
+        return CKPT_WALK_SKIP; /* a plain dict's attributes are not saved */
+    if ((node->role == CKPT_WALK_KEY ||
+         (node->role == CKPT_WALK_ITEM && parent->kind != CKPT_KIND_TUPLE)) &&
+        batch_opens(node->index, parent->kind == CKPT_KIND_DICT ? parent->u.dict.n
+                                                                : parent->u.seq.n))
+        op(w, '(');
     switch (v->kind) {
-    case CKPT_KIND_NONE: op(w, 'N'); return 0;
-    case CKPT_KIND_BOOL: op(w, v->u.b ? 0x88 : 0x89); return 0;
+    case CKPT_KIND_NONE: op(w, 'N'); return CKPT_WALK_PRUNE;
+    case CKPT_KIND_BOOL: op(w, v->u.b ? 0x88 : 0x89); return CKPT_WALK_PRUNE;
     case CKPT_KIND_INT:
-        if (v->u.i.decimal) return put_bigint(w, v->u.i.decimal);
+        if (v->u.i.decimal) {
+            rc = put_bigint(w, v->u.i.decimal);
+            return rc ? rc : CKPT_WALK_PRUNE;
+        }
         put_int64(w, v->u.i.v);
-        return 0;
-    case CKPT_KIND_FLOAT: put_float(w, v->u.f); return 0;
-    case CKPT_KIND_STR: return put_str(w, v->u.s.p, v->u.s.len);
-    case CKPT_KIND_BYTES: return put_bytes(w, (const uint8_t *)v->u.s.p, v->u.s.len);
-    case CKPT_KIND_GLOBAL_: global(w, "torch", wr_dtype_ref(v)); return 0;
+        return CKPT_WALK_PRUNE;
+    case CKPT_KIND_FLOAT: put_float(w, v->u.f); return CKPT_WALK_PRUNE;
+    case CKPT_KIND_STR:
+        rc = put_str(w, v->u.s.p, v->u.s.len);
+        return rc ? rc : CKPT_WALK_PRUNE;
+    case CKPT_KIND_BYTES:
+        rc = put_bytes(w, (const uint8_t *)v->u.s.p, v->u.s.len);
+        return rc ? rc : CKPT_WALK_PRUNE;
+    case CKPT_KIND_GLOBAL_: global(w, "torch", ckpt_wr_dtype_ref(v)); return CKPT_WALK_PRUNE;
     default: break;
     }
-    if (wr_ptrmap_get(&w->memo_of, v, &m)) {
+    if (ckpt_ptrmap_get(&w->memo_of, v, &m)) {
         memo_get(w, m);
-        return 0;
+        return CKPT_WALK_PRUNE;
     }
     switch (v->kind) {
     case CKPT_KIND_TENSOR:
         rc = v->u.tensor->is_parameter ? put_parameter(w, v->u.tensor)
                                        : put_tensor(w, v->u.tensor, v->u.tensor->requires_grad);
-        if (rc) return rc;
-        break;
-    case CKPT_KIND_DICT: return save_dict(w, v);
-    case CKPT_KIND_LIST:
-        if ((rc = wr_ptrmap_put(&w->memo_of, v, w->memo))) return rc;
-        op(w, ']');
+        if (rc || (rc = ckpt_ptrmap_put(&w->memo_of, v, w->memo))) return rc;
         memo_put(w);
-        return save_items(w, v->u.seq.items, v->u.seq.n);
-    case CKPT_KIND_SET: /* builtins.set([items]) */
+        return CKPT_WALK_PRUNE;
+    case CKPT_KIND_DICT: {
+        const char *cls = ckpt_dict_class_name(v->dict_class);
+        if (cls) {
+            global(w, "collections", strchr(cls, '.') + 1);
+            op(w, ')');
+            op(w, 'R');
+        } else {
+            op(w, '}');
+        }
+        break;
+    }
+    case CKPT_KIND_LIST: op(w, ']'); break;
+    case CKPT_KIND_SET:
         global(w, "__builtin__", "set");
         op(w, ']');
-        if ((rc = save_items(w, v->u.seq.items, v->u.seq.n))) return rc;
-        op(w, 0x85);
-        op(w, 'R');
-        break;
+        node->user = SAVED_OPEN;
+        return CKPT_WALK_DESCEND;
     case CKPT_KIND_TUPLE:
         if (v->u.seq.n == 0) {
             op(w, ')');
-            return 0;
+            return CKPT_WALK_PRUNE;
         }
         if (v->u.seq.n > 3) op(w, '(');
-        for (size_t i = 0; i < v->u.seq.n; i++)
-            if ((rc = save(w, v->u.seq.items[i]))) return rc;
-        op(w, v->u.seq.n == 1 ? 0x85 : v->u.seq.n == 2 ? 0x86 : v->u.seq.n == 3 ? 0x87 : 't');
-        break;
+        node->user = SAVED_OPEN;
+        return CKPT_WALK_DESCEND;
     default:
         return ckpt_err(CKPT_E_UNSUPPORTED, "", "", CKPT_NO_OFFSET,
                         "cannot pickle a value of kind %d", v->kind);
     }
-    if ((rc = wr_ptrmap_put(&w->memo_of, v, w->memo))) return rc;
+    /* a list or dict is memoized before its items, which may refer to it */
+    if ((rc = ckpt_ptrmap_put(&w->memo_of, v, w->memo))) return rc;
     memo_put(w);
+    return CKPT_WALK_DESCEND;
+}
+
+static int save_leave(ckpt_walk *ww, ckpt_walk_frame *node) {
+    pt_writer *w = ww->ctx;
+    const ckpt_walk_frame *up = ckpt_walk_up(ww, 1);
+    const ckpt_value *v = node->value, *parent = up ? up->value : NULL;
+    int rc, several;
+    if (node->user & SAVED_OPEN) { /* a set or tuple, complete: memoized now */
+        if (v->kind == CKPT_KIND_SET) {
+            op(w, 0x85);
+            op(w, 'R');
+        } else {
+            size_t n = v->u.seq.n;
+            op(w, n == 1 ? 0x85 : n == 2 ? 0x86 : n == 3 ? 0x87 : 't');
+        }
+        if ((rc = ckpt_ptrmap_put(&w->memo_of, v, w->memo))) return rc;
+        memo_put(w);
+    }
+    if (node->role == CKPT_WALK_STATE) {
+        op(w, 'b');
+    } else if (node->role == CKPT_WALK_VALUE &&
+               batch_closes(node->index, parent->u.dict.n, &several)) {
+        op(w, several ? 'u' : 's');
+    } else if (node->role == CKPT_WALK_ITEM && parent->kind != CKPT_KIND_TUPLE &&
+               batch_closes(node->index, parent->u.seq.n, &several)) {
+        op(w, several ? 'e' : 'a');
+    }
     return 0;
+}
+
+static int save(pt_writer *w, const ckpt_value *root) {
+    ckpt_walk ww;
+    ckpt_walk_init(&ww, NULL, "", "");
+    ww.follow = CKPT_WALK_KEYS | CKPT_WALK_DICT_STATE;
+    ww.enter = save_enter;
+    ww.leave = save_leave;
+    ww.ctx = w;
+    return ckpt_walk_run(&ww, root);
 }
 
 /* ------------------------------------------------------------ zip */
 
-static void u16le(wr_buf *b, uint16_t v) {
+static void u16le(ckpt_buf *b, uint16_t v) {
     uint8_t le[2] = {(uint8_t)v, (uint8_t)(v >> 8)};
-    wr_buf_put(b, le, 2);
+    ckpt_buf_put(b, le, 2);
 }
 
-static void u64le(wr_buf *b, uint64_t v) {
-    for (int i = 0; i < 8; i++) wr_buf_byte(b, (uint8_t)(v >> (8 * i)));
+static void u64le(ckpt_buf *b, uint64_t v) {
+    for (int i = 0; i < 8; i++) ckpt_buf_byte(b, (uint8_t)(v >> (8 * i)));
 }
 
 /* DOS date 1980-01-01, time 00:00: fixed so that output is reproducible. */
@@ -526,13 +556,13 @@ static int add_rec(pt_writer *w, const char *rel, uint64_t size, zip_rec **out) 
     if (w->nrecs == w->caprecs) {
         size_t cap = w->caprecs ? w->caprecs * 2 : 16;
         zip_rec *n = ckpt_realloc(w->recs, cap * sizeof *n);
-        if (!n) return nomem();
+        if (!n) return ckpt_err_nomem();
         w->recs = n;
         w->caprecs = cap;
     }
     size_t len = strlen(w->prefix) + strlen(rel) + 1;
     char *name = ckpt_malloc(len);
-    if (!name) return nomem();
+    if (!name) return ckpt_err_nomem();
     snprintf(name, len, "%s%s", w->prefix, rel);
     zip_rec *r = &w->recs[w->nrecs++];
     *r = (zip_rec){name, w->a->written, size, 0};
@@ -548,7 +578,7 @@ static int begin_record(pt_writer *w, const char *rel, uint64_t size, zip_rec **
     zip_rec *r = *out;
     size_t nlen = strlen(r->name);
     int z64 = size >= ZIP64_LIMIT;
-    wr_buf h = {0};
+    ckpt_buf h = {0};
     u32le(&h, 0x04034b50);
     u16le(&h, z64 ? 45 : 20);
     u16le(&h, 0x0800); /* UTF-8 names */
@@ -562,7 +592,7 @@ static int begin_record(pt_writer *w, const char *rel, uint64_t size, zip_rec **
     uint16_t pad = (uint16_t)((ALIGNMENT - start % ALIGNMENT) % ALIGNMENT);
     u16le(&h, (uint16_t)nlen);
     u16le(&h, (uint16_t)((z64 ? 20 : 0) + 4 + pad));
-    wr_buf_put(&h, r->name, nlen);
+    ckpt_buf_put(&h, r->name, nlen);
     if (z64) {
         u16le(&h, 0x0001);
         u16le(&h, 16);
@@ -571,9 +601,9 @@ static int begin_record(pt_writer *w, const char *rel, uint64_t size, zip_rec **
     }
     u16le(&h, 0x4246); /* "FB" */
     u16le(&h, pad);
-    for (uint16_t i = 0; i < pad; i++) wr_buf_byte(&h, 'Z');
-    rc = h.failed ? nomem() : ckpt_atomic_write(w->a, h.p, h.len);
-    wr_buf_free(&h);
+    for (uint16_t i = 0; i < pad; i++) ckpt_buf_byte(&h, 'Z');
+    rc = h.failed ? ckpt_err_nomem() : ckpt_atomic_write(w->a, h.p, h.len);
+    ckpt_buf_free(&h);
     return rc;
 }
 
@@ -584,7 +614,7 @@ static int end_record(pt_writer *w, const zip_rec *r) {
 }
 
 static int small_record(pt_writer *w, const char *rel, const void *p, size_t n) {
-    zip_rec *r;
+    zip_rec *r = NULL;
     int rc = begin_record(w, rel, n, &r);
     if (rc) return rc;
     r->crc = (uint32_t)libdeflate_crc32(0, p, n);
@@ -618,21 +648,21 @@ static int storage_record(pt_writer *w, size_t index) {
                          .nbytes = st->nbytes, .storage = (ckpt_storage *)st};
     char rel[32];
     snprintf(rel, sizeof rel, "data/%zu", index);
-    zip_rec *r;
+    zip_rec *r = NULL;
     int rc = begin_record(w, rel, st->nbytes, &r);
     if (rc) return rc;
     XXH3_state_t xxh;
     memset(&xxh, 0, sizeof xxh);
     XXH3_64bits_reset(&xxh);
     crc_sink sink = {w->a, 0, &xxh};
-    if ((rc = wr_stream_tensor(&whole, w->src, crc_write, &sink))) return rc;
+    if ((rc = ckpt_wr_stream_tensor(&whole, w->src, crc_write, &sink))) return rc;
     r->crc = sink.crc;
     s->xxh = XXH3_64bits_digest(&xxh);
     return end_record(w, r);
 }
 
 static int central_directory(pt_writer *w) {
-    wr_buf b = {0};
+    ckpt_buf b = {0};
     uint64_t cd_start = w->a->written;
     for (size_t i = 0; i < w->nrecs; i++) {
         const zip_rec *r = &w->recs[i];
@@ -656,7 +686,7 @@ static int central_directory(pt_writer *w) {
         u16le(&b, 0); /* internal attributes */
         u32le(&b, 0); /* external attributes */
         u32le(&b, zo ? ZIP64_LIMIT : (uint32_t)r->local);
-        wr_buf_put(&b, r->name, nlen);
+        ckpt_buf_put(&b, r->name, nlen);
         if (xlen) {
             u16le(&b, 0x0001);
             u16le(&b, (uint16_t)(xlen - 4));
@@ -692,8 +722,8 @@ static int central_directory(pt_writer *w) {
     u32le(&b, cd_size < ZIP64_LIMIT ? (uint32_t)cd_size : ZIP64_LIMIT);
     u32le(&b, cd_start < ZIP64_LIMIT ? (uint32_t)cd_start : ZIP64_LIMIT);
     u16le(&b, 0);
-    int rc = b.failed ? nomem() : ckpt_atomic_write(w->a, b.p, b.len);
-    wr_buf_free(&b);
+    int rc = b.failed ? ckpt_err_nomem() : ckpt_atomic_write(w->a, b.p, b.len);
+    ckpt_buf_free(&b);
     return rc;
 }
 
@@ -707,12 +737,12 @@ static int archive_prefix(pt_writer *w, const char *target) {
     base = base ? base + 1 : target;
     const char *dot = strrchr(base, '.');
     size_t n = dot ? (size_t)(dot - base) : strlen(base);
-    if (n == 0 || n > 200 || !wr_utf8_valid(base, n)) {
+    if (n == 0 || n > 200 || !ckpt_utf8_check(base, n, 0)) {
         base = "archive";
         n = 7;
     }
     w->prefix = ckpt_malloc(n + 2);
-    if (!w->prefix) return nomem();
+    if (!w->prefix) return ckpt_err_nomem();
     memcpy(w->prefix, base, n);
     memcpy(w->prefix + n, "/", 2);
     return 0;
@@ -722,48 +752,48 @@ static int archive_prefix(pt_writer *w, const char *target) {
  * storage's digest is the tensor's. */
 static int whole_storage(const ckpt_tensor *t) {
     uint64_t off;
-    const ckpt_storage *root = wr_root_storage(t, &off);
+    const ckpt_storage *root = ckpt_wr_root_storage(t, &off);
     return off == 0 && t->nbytes == root->nbytes && ckpt_tensor_is_contiguous(t);
 }
 
 /* {"key":"value",...,"ckpt.xxh3":"{\"name\":\"hex\",...}"} */
-static int meta_json(pt_writer *w, wr_buf *b, const wr_named *tensors, size_t n,
+static int meta_json(pt_writer *w, ckpt_buf *b, const wr_named *tensors, size_t n,
                      const ckpt_write_options *o) {
-    wr_buf inner = {0};
+    ckpt_buf inner = {0};
     for (size_t i = 0; i < n; i++) {
         const ckpt_tensor *t = tensors[i].value->u.tensor;
         uint64_t h, idx, off;
         if (whole_storage(t) &&
-            wr_ptrmap_get(&w->storage_of, wr_root_storage(t, &off), &idx)) {
+            ckpt_ptrmap_get(&w->storage_of, ckpt_wr_root_storage(t, &off), &idx)) {
             h = w->storages[idx - 1].xxh;
         } else {
-            int rc = wr_tensor_xxh3(t, w->src, &h);
+            int rc = ckpt_wr_tensor_xxh3(t, w->src, &h);
             if (rc) {
-                wr_buf_free(&inner);
+                ckpt_buf_free(&inner);
                 return rc;
             }
         }
         char hex[17];
-        wr_hex64(hex, h);
-        wr_buf_byte(&inner, i ? ',' : '{');
-        wr_buf_json_str(&inner, tensors[i].name, strlen(tensors[i].name));
-        wr_buf_printf(&inner, ":\"%s\"", hex);
+        ckpt_hex64(hex, h);
+        ckpt_buf_byte(&inner, i ? ',' : '{');
+        ckpt_buf_json_str(&inner, tensors[i].name, strlen(tensors[i].name));
+        ckpt_buf_printf(&inner, ":\"%s\"", hex);
     }
-    wr_buf_str(&inner, n ? "}" : "{}");
-    wr_buf_byte(b, '{');
+    ckpt_buf_str(&inner, n ? "}" : "{}");
+    ckpt_buf_byte(b, '{');
     for (size_t i = 0; o && i < o->nmeta; i++) {
-        wr_buf_json_str(b, o->meta_keys[i], strlen(o->meta_keys[i]));
-        wr_buf_byte(b, ':');
-        wr_buf_json_str(b, o->meta_values[i], strlen(o->meta_values[i]));
-        wr_buf_byte(b, ',');
+        ckpt_buf_json_str(b, o->meta_keys[i], strlen(o->meta_keys[i]));
+        ckpt_buf_byte(b, ':');
+        ckpt_buf_json_str(b, o->meta_values[i], strlen(o->meta_values[i]));
+        ckpt_buf_byte(b, ',');
     }
-    wr_buf_json_str(b, CKPT_META_XXH3, strlen(CKPT_META_XXH3));
-    wr_buf_byte(b, ':');
-    if (!inner.failed) wr_buf_json_str(b, (const char *)inner.p, inner.len);
-    wr_buf_byte(b, '}');
+    ckpt_buf_json_str(b, CKPT_META_XXH3, strlen(CKPT_META_XXH3));
+    ckpt_buf_byte(b, ':');
+    if (!inner.failed) ckpt_buf_json_str(b, (const char *)inner.p, inner.len);
+    ckpt_buf_byte(b, '}');
     int failed = inner.failed || b->failed;
-    wr_buf_free(&inner);
-    return failed ? nomem() : 0;
+    ckpt_buf_free(&inner);
+    return failed ? ckpt_err_nomem() : 0;
 }
 
 /* ------------------------------------------------------------ entry */
@@ -775,15 +805,15 @@ static int write_archive(pt_writer *w, const ckpt_value *root, const wr_named *t
     int rc = save(w, root);
     if (rc) return rc;
     op(w, '.');
-    if (w->pkl.failed) return nomem();
+    if (w->pkl.failed) return ckpt_err_nomem();
     if ((rc = small_record(w, "data.pkl", w->pkl.p, w->pkl.len))) return rc;
     if ((rc = small_record(w, "byteorder", "little", 6))) return rc;
     for (size_t i = 0; i < w->nstorages; i++)
         if ((rc = storage_record(w, i))) return rc;
-    wr_buf meta = {0};
+    ckpt_buf meta = {0};
     rc = meta_json(w, &meta, tensors, ntensors, opts);
     if (!rc) rc = small_record(w, CKPT_TORCH_META_RECORD, meta.p, meta.len);
-    wr_buf_free(&meta);
+    ckpt_buf_free(&meta);
     if (!rc) rc = small_record(w, "version", "3\n", 2);
     if (!rc) rc = central_directory(w);
     return rc;
@@ -796,11 +826,11 @@ int ckpt_write_torch(ckpt_atomic *a, const ckpt_value *root, const ckpt_write_op
     w.src = src;
     wr_named *tensors = NULL;
     size_t ntensors = 0;
-    int rc = wr_collect(&tensors, &ntensors, root);
+    int rc = ckpt_wr_collect(&tensors, &ntensors, root);
     if (!rc) rc = check_tensors(tensors, ntensors);
     if (!rc) {
         /* digests are per flattened name, as ckpt_open lists tensors */
-        ntensors = wr_named_unique(tensors, ntensors);
+        ntensors = ckpt_wr_named_unique(tensors, ntensors);
         rc = archive_prefix(&w, a->target);
     }
     if (!rc) rc = write_archive(&w, root, tensors, ntensors, opts);
@@ -808,10 +838,10 @@ int ckpt_write_torch(ckpt_atomic *a, const ckpt_value *root, const ckpt_write_op
         stats->tensors = w.nstorages;
         stats->bytes = a->written;
     }
-    wr_named_free(tensors, ntensors);
-    wr_buf_free(&w.pkl);
-    wr_ptrmap_free(&w.memo_of);
-    wr_ptrmap_free(&w.storage_of);
+    ckpt_wr_named_free(tensors, ntensors);
+    ckpt_buf_free(&w.pkl);
+    ckpt_ptrmap_free(&w.memo_of);
+    ckpt_ptrmap_free(&w.storage_of);
     ckpt_free(w.storages);
     for (size_t i = 0; i < w.nrecs; i++) ckpt_free(w.recs[i].name);
     ckpt_free(w.recs);

@@ -15,183 +15,15 @@
 
 #include "model/dtype.h"
 #include "base/error.h"
+#include "base/utf8.h"
 #include "model/file.h"
 #include "format/pickle.h"
 #include "model/tensor.h"
-
-/* ------------------------------------------------------------ buffers */
-
-void wr_buf_put(wr_buf *b, const void *p, size_t n) {
-    if (b->failed || n == 0) return;
-    if (n > SIZE_MAX - b->len) {
-        b->failed = 1;
-        return;
-    }
-    if (b->len + n > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->len + n) {
-            if (cap > SIZE_MAX / 2) {
-                cap = b->len + n;
-                break;
-            }
-            cap *= 2;
-        }
-        uint8_t *q = ckpt_realloc(b->p, cap);
-        if (!q) {
-            b->failed = 1;
-            return;
-        }
-        b->p = q;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->len, p, n);
-    b->len += n;
-}
-
-void wr_buf_byte(wr_buf *b, uint8_t c) { wr_buf_put(b, &c, 1); }
-void wr_buf_str(wr_buf *b, const char *s) { wr_buf_put(b, s, strlen(s)); }
-
-void wr_buf_printf(wr_buf *b, const char *fmt, ...) {
-    char tmp[128];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
-    va_end(ap);
-    /* only short numeric fields are formatted this way */
-    if (n < 0 || (size_t)n >= sizeof tmp)
-        b->failed = 1;
-    else
-        wr_buf_put(b, tmp, (size_t)n);
-}
-
-void wr_buf_json_chars(wr_buf *b, const char *s, size_t n) {
-    static const char hex[] = "0123456789abcdef";
-    size_t run = 0; /* bytes copied unescaped, flushed in one put */
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        const char *esc = NULL;
-        char u[7];
-        if (c == '"') esc = "\\\"";
-        else if (c == '\\') esc = "\\\\";
-        else if (c == '\b') esc = "\\b";
-        else if (c == '\f') esc = "\\f";
-        else if (c == '\n') esc = "\\n";
-        else if (c == '\r') esc = "\\r";
-        else if (c == '\t') esc = "\\t";
-        else if (c < 0x20) {
-            memcpy(u, "\\u00", 4);
-            u[4] = hex[c >> 4];
-            u[5] = hex[c & 15];
-            u[6] = '\0';
-            esc = u;
-        }
-        if (!esc) {
-            run++;
-            continue;
-        }
-        wr_buf_put(b, s + i - run, run);
-        run = 0;
-        wr_buf_str(b, esc);
-    }
-    wr_buf_put(b, s + n - run, run);
-}
-
-void wr_buf_json_str(wr_buf *b, const char *s, size_t n) {
-    wr_buf_byte(b, '"');
-    wr_buf_json_chars(b, s, n);
-    wr_buf_byte(b, '"');
-}
-
-void wr_buf_free(wr_buf *b) {
-    ckpt_free(b->p);
-    *b = (wr_buf){0};
-}
-
-int wr_utf8_valid(const char *s, size_t n) {
-    const unsigned char *p = (const unsigned char *)s;
-    for (size_t i = 0; i < n;) {
-        unsigned char c = p[i];
-        size_t len;
-        uint32_t cp;
-        if (c < 0x80) {
-            i++;
-            continue;
-        }
-        if (c >= 0xc2 && c <= 0xdf) len = 2, cp = c & 0x1fu;
-        else if (c >= 0xe0 && c <= 0xef) len = 3, cp = c & 0x0fu;
-        else if (c >= 0xf0 && c <= 0xf4) len = 4, cp = c & 0x07u;
-        else return 0;
-        if (n - i < len) return 0;
-        for (size_t k = 1; k < len; k++) {
-            if ((p[i + k] & 0xc0) != 0x80) return 0;
-            cp = cp << 6 | (p[i + k] & 0x3fu);
-        }
-        if ((len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
-            (cp >= 0xd800 && cp <= 0xdfff) || cp > 0x10ffff)
-            return 0;
-        i += len;
-    }
-    return 1;
-}
-
-/* ------------------------------------------------------------ pointer map */
-
-static size_t ptr_slot(const wr_ptrmap *m, const void *key) {
-    uint64_t h = (uint64_t)(uintptr_t)key * 0x9E3779B97F4A7C15u;
-    size_t i = (size_t)(h >> 17) & (m->cap - 1);
-    while (m->keys[i] && m->keys[i] != key) i = (i + 1) & (m->cap - 1);
-    return i;
-}
-
-int wr_ptrmap_get(const wr_ptrmap *m, const void *key, uint64_t *val) {
-    if (!m->cap) return 0;
-    size_t i = ptr_slot(m, key);
-    if (!m->keys[i]) return 0;
-    *val = m->vals[i];
-    return 1;
-}
-
-int wr_ptrmap_put(wr_ptrmap *m, const void *key, uint64_t val) {
-    if ((m->n + 1) * 2 > m->cap) {
-        wr_ptrmap old = *m;
-        size_t cap = old.cap ? old.cap * 2 : 64;
-        m->keys = ckpt_malloc(cap * sizeof *m->keys);
-        m->vals = ckpt_malloc(cap * sizeof *m->vals);
-        if (!m->keys || !m->vals || cap > SIZE_MAX / 2 / sizeof *m->vals) {
-            ckpt_free(m->keys);
-            ckpt_free(m->vals);
-            *m = old;
-            return ckpt_err(CKPT_E_NOMEM, "", "", CKPT_NO_OFFSET, "out of memory");
-        }
-        memset(m->keys, 0, cap * sizeof *m->keys);
-        m->cap = cap;
-        m->n = 0;
-        for (size_t i = 0; i < old.cap; i++)
-            if (old.keys[i]) {
-                size_t s = ptr_slot(m, old.keys[i]);
-                m->keys[s] = old.keys[i];
-                m->vals[s] = old.vals[i];
-                m->n++;
-            }
-        ckpt_free(old.keys);
-        ckpt_free(old.vals);
-    }
-    size_t i = ptr_slot(m, key);
-    if (!m->keys[i]) m->n++;
-    m->keys[i] = key;
-    m->vals[i] = val;
-    return 0;
-}
-
-void wr_ptrmap_free(wr_ptrmap *m) {
-    ckpt_free(m->keys);
-    ckpt_free(m->vals);
-    *m = (wr_ptrmap){0};
-}
+#include "model/walk.h"
 
 /* ------------------------------------------------------------ tensor bytes */
 
-const ckpt_storage *wr_root_storage(const ckpt_tensor *t, uint64_t *offset) {
+const ckpt_storage *ckpt_wr_root_storage(const ckpt_tensor *t, uint64_t *offset) {
     const ckpt_storage *st = t->storage;
     *offset = t->storage_offset;
     unsigned ssz = ckpt_dtype_size(st->dtype), tsz = ckpt_dtype_size(t->dtype);
@@ -219,7 +51,7 @@ static void window(const ckpt_file *src, const void *p, size_t n, int release) {
         ckpt_file_prefetch(src, p, n);
 }
 
-int wr_stream_tensor(const ckpt_tensor *t, const ckpt_file *src, wr_sink sink, void *ctx) {
+int ckpt_wr_stream_tensor(const ckpt_tensor *t, const ckpt_file *src, wr_sink sink, void *ctx) {
     if (t->nbytes == 0) return 0;
     if (ckpt_tensor_is_contiguous(t)) {
         const void *data;
@@ -244,7 +76,7 @@ int wr_stream_tensor(const ckpt_tensor *t, const ckpt_file *src, wr_sink sink, v
                         "(%s) cannot be written", ckpt_tensor_name(t),
                         ckpt_dtype_name(t->dtype));
     uint8_t *buf = ckpt_malloc(GATHER_CHUNK);
-    if (!buf) return ckpt_err(CKPT_E_NOMEM, "", "", CKPT_NO_OFFSET, "out of memory");
+    if (!buf) return ckpt_err_nomem();
     uint64_t per = GATHER_CHUNK / esz;
     int rc = 0;
     for (uint64_t e = 0; rc == 0 && e < t->numel; e += per) {
@@ -261,25 +93,20 @@ static int xxh_sink(void *ctx, const void *p, size_t n) {
     return 0;
 }
 
-int wr_tensor_xxh3(const ckpt_tensor *t, const ckpt_file *src, uint64_t *out) {
+int ckpt_wr_tensor_xxh3(const ckpt_tensor *t, const ckpt_file *src, uint64_t *out) {
     XXH3_state_t st;
     memset(&st, 0, sizeof st);
     XXH3_64bits_reset(&st);
-    int rc = wr_stream_tensor(t, src, xxh_sink, &st);
+    int rc = ckpt_wr_stream_tensor(t, src, xxh_sink, &st);
     if (rc) return rc;
     *out = XXH3_64bits_digest(&st);
     return 0;
 }
 
-void wr_hex64(char out[17], uint64_t h) {
-    static const char hex[] = "0123456789abcdef";
-    for (int i = 15; i >= 0; i--, h >>= 4) out[i] = hex[h & 15];
-    out[16] = '\0';
-}
 
 /* ------------------------------------------------------------ the walk */
 
-const char *wr_dtype_ref(const ckpt_value *v) {
+const char *ckpt_wr_dtype_ref(const ckpt_value *v) {
     /* torch.long is torch.int64: pickles name the canonical attribute, the
      * one torch's weights_only allowlist knows (str(dtype)) */
     static const char *const alias[][2] = {
@@ -299,58 +126,22 @@ const char *wr_dtype_ref(const ckpt_value *v) {
 typedef struct collector {
     wr_named *items;
     size_t n, cap;
-    uint64_t visits, max_visits;
-    uint32_t max_depth;
-    size_t max_name;
-    const ckpt_value **path; /* containers from the root to the current node */
-    char *buf;               /* current name */
-    size_t len, bufcap;
     /* > 0 while walking a dict's BUILD state, which holds no tensors */
     uint32_t in_state;
-    /* first failure, and the opaque objects found (reported together) */
-    int rc;
+    /* the opaque objects found (reported together) */
     size_t nopaque;
     char opaque[512];
 } collector;
 
-/* Records a failure unless one is recorded already; returns rc. */
-static int fail_once(collector *c, int rc) {
-    if (!c->rc) c->rc = rc;
-    return c->rc;
+static const char *cur_name(const ckpt_walk *w) {
+    return w->name[0] ? w->name : "(root)";
 }
 
-static const char *cur_name(const collector *c) {
-    return c->len ? c->buf : "(root)";
-}
-
-static int push_name(collector *c, const char *seg, size_t n, size_t *saved) {
-    *saved = c->len;
-    size_t need = c->len + (c->len ? 1 : 0) + n + 1;
-    if (need > c->max_name)
-        return fail_once(c, ckpt_err(CKPT_E_LIMIT, "", "", CKPT_NO_OFFSET,
-                                     "flattened name longer than %zu bytes",
-                                     c->max_name));
-    if (need > c->bufcap) {
-        char *nb = ckpt_realloc(c->buf, need * 2);
-        if (!nb)
-            return fail_once(c, ckpt_err(CKPT_E_NOMEM, "", "", CKPT_NO_OFFSET,
-                                         "out of memory"));
-        c->buf = nb;
-        c->bufcap = need * 2;
-    }
-    if (c->len) c->buf[c->len++] = '.';
-    memcpy(c->buf + c->len, seg, n);
-    c->len += n;
-    c->buf[c->len] = '\0';
-    return 0;
-}
-
-
-static void note_opaque(collector *c, const char *what) {
+static void note_opaque(collector *c, const ckpt_walk *w, const char *what) {
     if (c->nopaque++ >= MAX_OPAQUE_NAMED) return;
     size_t used = strlen(c->opaque);
     snprintf(c->opaque + used, sizeof c->opaque - used, "%s%s at \"%s\"",
-             used ? ", " : "", what, cur_name(c));
+             used ? ", " : "", what, cur_name(w));
 }
 
 /* Dict keys must be hashable data Python can rebuild: scalars, strings,
@@ -360,7 +151,7 @@ static int key_ok(const ckpt_value *k, uint32_t depth) {
     case CKPT_KIND_NONE: case CKPT_KIND_BOOL: case CKPT_KIND_INT:
     case CKPT_KIND_FLOAT: case CKPT_KIND_STR: case CKPT_KIND_BYTES:
         return 1;
-    case CKPT_KIND_GLOBAL_: return wr_dtype_ref(k) != NULL;
+    case CKPT_KIND_GLOBAL_: return ckpt_wr_dtype_ref(k) != NULL;
     case CKPT_KIND_TUPLE:
         if (depth > 16) return 0;
         for (size_t i = 0; i < k->u.seq.n; i++)
@@ -370,130 +161,100 @@ static int key_ok(const ckpt_value *k, uint32_t depth) {
     }
 }
 
-static int add_tensor(collector *c, const ckpt_value *v) {
+static int add_tensor(collector *c, const ckpt_walk *w, const ckpt_value *v) {
+    const ckpt_walk_frame *node = ckpt_walk_up(w, 0);
+    size_t len = node->name_len;
     /* attributes are not flattened: such a tensor would have no name */
-    if (c->in_state)
-        return fail_once(c, ckpt_err(CKPT_E_UNSUPPORTED, "", "", CKPT_NO_OFFSET,
-                                     "cannot write a tensor held in the attributes "
-                                     "(BUILD state) of a dict, at \"%s\"", cur_name(c)));
+    if (c->in_state || node->role == CKPT_WALK_STATE)
+        return ckpt_err(CKPT_E_UNSUPPORTED, "", "", CKPT_NO_OFFSET,
+                        "cannot write a tensor held in the attributes "
+                        "(BUILD state) of a dict, at \"%s\"", cur_name(w));
     if (c->n == c->cap) {
         size_t cap = c->cap ? c->cap * 2 : 64;
         wr_named *ni = ckpt_realloc(c->items, cap * sizeof *ni);
         if (!ni || cap > SIZE_MAX / 2 / sizeof *ni)
-            return fail_once(c, ckpt_err(CKPT_E_NOMEM, "", "", CKPT_NO_OFFSET,
-                                         "out of memory"));
+            return ckpt_err_nomem();
         c->items = ni;
         c->cap = cap;
     }
     /* names are C strings everywhere (reader, digests, safetensors keys) */
-    if (c->len && memchr(c->buf, '\0', c->len))
-        return fail_once(c, ckpt_err(CKPT_E_UNSUPPORTED, "", "", CKPT_NO_OFFSET,
-                                     "cannot write a tensor whose name contains a "
-                                     "NUL byte (\"%s...\")", c->buf));
-    char *name = ckpt_malloc(c->len + 1);
-    if (!name)
-        return fail_once(c, ckpt_err(CKPT_E_NOMEM, "", "", CKPT_NO_OFFSET, "out of memory"));
-    memcpy(name, c->buf ? c->buf : "", c->len);
-    name[c->len] = '\0';
+    if (len && memchr(w->name, '\0', len))
+        return ckpt_err(CKPT_E_UNSUPPORTED, "", "", CKPT_NO_OFFSET,
+                        "cannot write a tensor whose name contains a "
+                        "NUL byte (\"%s...\")", w->name);
+    char *name = ckpt_malloc(len + 1);
+    if (!name) return ckpt_err_nomem();
+    memcpy(name, w->name, len);
+    name[len] = '\0';
     c->items[c->n] = (wr_named){name, v, c->n};
     c->n++;
     return 0;
 }
 
-static int walk(collector *c, const ckpt_value *v, uint32_t depth) {
-    if (c->rc) return c->rc;
-    if (++c->visits > c->max_visits)
-        return fail_once(c, ckpt_err(CKPT_E_LIMIT, "", "", CKPT_NO_OFFSET,
-                                     "object graph too large (shared "
-                                     "substructures repeated)"));
-    if (depth > c->max_depth)
-        return fail_once(c, ckpt_err(CKPT_E_LIMIT, "", "", CKPT_NO_OFFSET,
-                                     "containers nested deeper than %u at \"%s\"",
-                                     c->max_depth, cur_name(c)));
-    char tmp[32];
-    size_t saved;
+static int collect_enter(ckpt_walk *w, ckpt_walk_frame *node) {
+    collector *c = w->ctx;
+    const ckpt_value *v = node->value;
+    if (node->role == CKPT_WALK_VALUE && !key_ok(node->key, 0))
+        return ckpt_err(CKPT_E_UNSUPPORTED, "", "", CKPT_NO_OFFSET,
+                        "cannot write a dict key of kind %s at \"%s\"",
+                        ckpt_value_kind_name(node->key->kind), cur_name(w));
     switch (v->kind) {
     case CKPT_KIND_NONE: case CKPT_KIND_BOOL: case CKPT_KIND_INT:
     case CKPT_KIND_FLOAT: case CKPT_KIND_STR: case CKPT_KIND_BYTES:
-        return 0;
-    case CKPT_KIND_TENSOR: return add_tensor(c, v);
+        return CKPT_WALK_SKIP;
+    case CKPT_KIND_TENSOR: {
+        int rc = add_tensor(c, w, v);
+        return rc ? rc : CKPT_WALK_SKIP;
+    }
     case CKPT_KIND_GLOBAL_:
-        if (!wr_dtype_ref(v)) note_opaque(c, v->u.global.qualname);
-        return 0;
+        if (!ckpt_wr_dtype_ref(v)) note_opaque(c, w, v->u.global.qualname);
+        return CKPT_WALK_SKIP;
     case CKPT_KIND_OBJECT:
-        note_opaque(c, v->u.obj.name);
-        return 0;
+        note_opaque(c, w, v->u.obj.name);
+        return CKPT_WALK_SKIP;
     case CKPT_KIND_LIST: case CKPT_KIND_TUPLE: case CKPT_KIND_SET:
     case CKPT_KIND_DICT:
-        break;
+        /* a dict's attributes are checked like its items, named by
+         * attribute */
+        if (node->role == CKPT_WALK_STATE) c->in_state++;
+        return CKPT_WALK_DESCEND;
     default:
-        note_opaque(c, "an unresolved pickle value");
-        return 0;
+        note_opaque(c, w, "an unresolved pickle value");
+        return CKPT_WALK_SKIP;
     }
-    for (uint32_t i = 0; i < depth; i++)
-        if (c->path[i] == v)
-            return fail_once(c, ckpt_err(CKPT_E_UNSUPPORTED, "", "", CKPT_NO_OFFSET,
-                                         "cannot write a cyclic structure: \"%s\" "
-                                         "contains itself", cur_name(c)));
-    c->path[depth] = v;
-    if (v->kind == CKPT_KIND_DICT) {
-        for (size_t i = 0; i < v->u.dict.n; i++) {
-            const ckpt_value *k = v->u.dict.keys[i];
-            size_t klen;
-            const char *kt = ckpt_value_key_text(k, tmp, sizeof tmp, &klen);
-            if (push_name(c, kt, klen, &saved)) return c->rc;
-            if (!key_ok(k, 0))
-                return fail_once(c, ckpt_err(CKPT_E_UNSUPPORTED, "", "", CKPT_NO_OFFSET,
-                                             "cannot write a dict key of kind %s at "
-                                             "\"%s\"", pk_kind_name(k->kind),
-                                             cur_name(c)));
-            walk(c, v->u.dict.vals[i], depth + 1);
-            c->len = saved;
-            if (c->buf) c->buf[c->len] = '\0';
-        }
-        if (v->u.dict.state) { /* checked like the items, named by attribute */
-            c->in_state++;
-            walk(c, v->u.dict.state, depth + 1);
-            c->in_state--;
-        }
-    } else {
-        for (size_t i = 0; i < v->u.seq.n; i++) {
-            int n = snprintf(tmp, sizeof tmp, "%zu", i);
-            if (push_name(c, tmp, (size_t)n, &saved)) return c->rc;
-            walk(c, v->u.seq.items[i], depth + 1);
-            c->len = saved;
-            if (c->buf) c->buf[c->len] = '\0';
-        }
-    }
-    return c->rc;
 }
 
-void wr_named_free(wr_named *v, size_t n) {
+static int collect_leave(ckpt_walk *w, ckpt_walk_frame *node) {
+    collector *c = w->ctx;
+    if (node->role == CKPT_WALK_STATE) c->in_state--;
+    return 0;
+}
+
+void ckpt_wr_named_free(wr_named *v, size_t n) {
     for (size_t i = 0; i < n; i++) ckpt_free((void *)v[i].name);
     ckpt_free(v);
 }
 
-int wr_collect(wr_named **out, size_t *n, const ckpt_value *root) {
-    ckpt_limits lim = CKPT_LIMITS_INIT;
+int ckpt_wr_collect(wr_named **out, size_t *n, const ckpt_value *root) {
     collector c = {0};
-    c.max_depth = lim.max_depth;
-    c.max_visits = lim.max_tensors * 4 + 1024;
-    c.max_name = lim.max_name_bytes;
+    ckpt_walk w;
+    ckpt_walk_init(&w, NULL, "", "");
+    w.names = 1;
+    w.follow = CKPT_WALK_DICT_STATE;
+    w.enter = collect_enter;
+    w.leave = collect_leave;
+    w.ctx = &c;
     *out = NULL;
     *n = 0;
-    c.path = ckpt_malloc(((size_t)c.max_depth + 1) * sizeof *c.path);
-    if (!c.path) return ckpt_err(CKPT_E_NOMEM, "", "", CKPT_NO_OFFSET, "out of memory");
-    int rc = walk(&c, root, 0);
+    int rc = ckpt_walk_run(&w, root);
     if (!rc && c.nopaque)
         rc = ckpt_err(CKPT_E_UNSUPPORTED, "", "", CKPT_NO_OFFSET,
                       "cannot convert %zu opaque object%s: %s%s (leave %s out with "
                       "--select)", c.nopaque, c.nopaque == 1 ? "" : "s", c.opaque,
                       c.nopaque > MAX_OPAQUE_NAMED ? ", ..." : "",
                       c.nopaque == 1 ? "it" : "them");
-    ckpt_free(c.path);
-    ckpt_free(c.buf);
     if (rc) {
-        wr_named_free(c.items, c.n);
+        ckpt_wr_named_free(c.items, c.n);
         return rc;
     }
     *out = c.items;
@@ -508,7 +269,7 @@ static int by_name_seq(const void *a, const void *b) {
     return x->seq < y->seq ? -1 : x->seq > y->seq;
 }
 
-size_t wr_named_unique(wr_named *v, size_t n) {
+size_t ckpt_wr_named_unique(wr_named *v, size_t n) {
     if (n == 0) return 0;
     qsort(v, n, sizeof *v, by_name_seq);
     size_t w = 0;
@@ -527,7 +288,8 @@ size_t wr_named_unique(wr_named *v, size_t n) {
 
 /* ------------------------------------------------------------ entry points */
 
-int wr_check_options(const ckpt_write_options *o) {
+int ckpt_wr_check_options(const ckpt_write_options *o) {
+    CKPT_CHECK_OPTIONS(o, CKPT_WRITE_OPTIONS_VERSION);
     if (!o || o->nmeta == 0) return 0;
     if (!o->meta_keys || !o->meta_values)
         return ckpt_err(CKPT_E_INVALID_ARG, "", "", CKPT_NO_OFFSET,
@@ -537,7 +299,7 @@ int wr_check_options(const ckpt_write_options *o) {
         if (!k || !v || !k[0])
             return ckpt_err(CKPT_E_INVALID_ARG, "", "", CKPT_NO_OFFSET,
                             "metadata entry %zu: expected a non-empty key and a value", i);
-        if (!wr_utf8_valid(k, strlen(k)) || !wr_utf8_valid(v, strlen(v)))
+        if (!ckpt_utf8_check(k, strlen(k), 0) || !ckpt_utf8_check(v, strlen(v), 0))
             return ckpt_err(CKPT_E_INVALID_ARG, "", "", CKPT_NO_OFFSET,
                             "metadata entry %zu is not valid UTF-8", i);
         if (strncmp(k, CKPT_META_PREFIX, strlen(CKPT_META_PREFIX)) == 0)
@@ -561,7 +323,7 @@ int ckpt_write_value_to(ckpt_atomic *a, const ckpt_value *root, ckpt_format form
     if (!a || !root)
         return ckpt_err(CKPT_E_INVALID_ARG, "", "", CKPT_NO_OFFSET,
                         "atomic file or root is NULL");
-    int rc = wr_check_options(opts);
+    int rc = ckpt_wr_check_options(opts);
     if (rc) return rc;
     if (format == CKPT_FORMAT_SAFETENSORS)
         return ckpt_write_safetensors(a, root, opts, src, stats);
@@ -583,4 +345,11 @@ int ckpt_write_value(const ckpt_value *root, const char *path, ckpt_format forma
         return rc;
     }
     return ckpt_atomic_commit(&a, opts ? opts->backup : 0);
+}
+
+int ckpt_tree_write(const ckpt_value *root, const char *path, ckpt_format format,
+                    const ckpt_write_options *opts) {
+    if (!root || !path)
+        return ckpt_err(CKPT_E_INVALID_ARG, path, "", CKPT_NO_OFFSET, "root or path is NULL");
+    return ckpt_write_value(root, path, format, opts, NULL, NULL);
 }

@@ -21,6 +21,9 @@
 #include "container/atomic.h"
 #include "ckpt.h"
 #include "model/value.h"
+#include "base/buf.h"
+#include "base/hex.h"
+#include "base/ptrmap.h"
 
 /* Metadata keys ckpt writes and reads itself; users may not set them. */
 #define CKPT_META_STRUCTURE "ckpt.structure"
@@ -53,16 +56,6 @@ int ckpt_write_value(const ckpt_value *root, const char *path,
                      ckpt_format format, const ckpt_write_options *opts,
                      const ckpt_file *src, ckpt_write_stats *stats);
 
-/* The tree to write back for an opened file: the root itself, except for a
- * safetensors file carrying "ckpt.structure", whose original tree (values,
- * nesting, dtypes safetensors lacks, shared storages) is rebuilt in `a`,
- * its tensors pointing into f's mapping (or, for views of one storage that
- * no tensor covers whole, into a storage rebuilt in `a`). The result lives
- * as long as both f and a. Returns 0, or CKPT_E_FORMAT (malformed
- * structure, naming the problem), CKPT_E_LIMIT, CKPT_E_NOMEM. */
-int ckpt_write_logical_root(const ckpt_value **out, const ckpt_file *f,
-                            ckpt_arena *a);
-
 /* Format writers (write_safetensors.c, write_torch.c): same contract as
  * ckpt_write_value_to after the options were validated. */
 int ckpt_write_safetensors(ckpt_atomic *a, const ckpt_value *root,
@@ -74,47 +67,14 @@ int ckpt_write_torch(ckpt_atomic *a, const ckpt_value *root,
 
 /* ------------------------------------------------------------ shared */
 
-/* A growable byte buffer (ckpt_malloc); on allocation failure `failed` is
- * set and later appends are no-ops, so callers check once at the end. */
-typedef struct wr_buf {
-    uint8_t *p;
-    size_t len, cap;
-    int failed;
-} wr_buf;
-void wr_buf_put(wr_buf *b, const void *p, size_t n);
-void wr_buf_byte(wr_buf *b, uint8_t c);
-void wr_buf_str(wr_buf *b, const char *s);
-void wr_buf_printf(wr_buf *b, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 2, 3)))
-#endif
-    ;
-/* A JSON string literal escaped like serde_json and Python's json with
- * ensure_ascii=False: '"', '\\', \b \f \n \r \t, other controls \u00xx
- * (lowercase), everything else as is (s must be valid UTF-8). */
-void wr_buf_json_str(wr_buf *b, const char *s, size_t n);
-/* The same without the quotes. */
-void wr_buf_json_chars(wr_buf *b, const char *s, size_t n);
-void wr_buf_free(wr_buf *b);
 
-/* 1 when s[0..n) is valid UTF-8 (no surrogates, overlongs, > U+10FFFF). */
-int wr_utf8_valid(const char *s, size_t n);
 
-/* A pointer-keyed hash map (open addressing) to uint64 values. */
-typedef struct wr_ptrmap {
-    const void **keys;
-    uint64_t *vals;
-    size_t cap, n;
-} wr_ptrmap;
-/* *val receives the value; 1 if found, else 0. */
-int wr_ptrmap_get(const wr_ptrmap *m, const void *key, uint64_t *val);
-/* 0 or CKPT_E_NOMEM (recorded). */
-int wr_ptrmap_put(wr_ptrmap *m, const void *key, uint64_t val);
-void wr_ptrmap_free(wr_ptrmap *m);
+
+
 
 /* Where a tensor's bytes really are: legacy view storages are resolved to
  * their root storage, the offset (elements) adjusted. */
-const ckpt_storage *wr_root_storage(const ckpt_tensor *t, uint64_t *offset);
+const ckpt_storage *ckpt_wr_root_storage(const ckpt_tensor *t, uint64_t *offset);
 
 /* Streams the logical contents of t (as ckpt_tensor_read produces them:
  * contiguous row-major little-endian) to sink in chunks: straight from the
@@ -123,13 +83,12 @@ const ckpt_storage *wr_root_storage(const ckpt_tensor *t, uint64_t *offset);
  * bounded buffer. Returns 0, the sink's code, CKPT_E_UNSUPPORTED
  * (non-contiguous sub-byte view) or CKPT_E_NOMEM. */
 typedef int (*wr_sink)(void *ctx, const void *p, size_t n);
-int wr_stream_tensor(const ckpt_tensor *t, const ckpt_file *src, wr_sink sink,
+int ckpt_wr_stream_tensor(const ckpt_tensor *t, const ckpt_file *src, wr_sink sink,
                      void *ctx);
 
 /* XXH3-64 of t's logical contents (the ckpt.xxh3 digest); src as above. */
-int wr_tensor_xxh3(const ckpt_tensor *t, const ckpt_file *src, uint64_t *out);
-/* The 16 lowercase hex digits of a digest (big-endian, as xxhsum prints). */
-void wr_hex64(char out[17], uint64_t h);
+int ckpt_wr_tensor_xxh3(const ckpt_tensor *t, const ckpt_file *src, uint64_t *out);
+
 
 /* One tensor reached by the flattened name `name` (file.c's rules: dict
  * keys as text, list/tuple/set indices in decimal, joined with "."). */
@@ -147,19 +106,19 @@ typedef struct wr_named {
  * are not torch dtypes, internal kinds and cycles fail with
  * CKPT_E_UNSUPPORTED naming the path (opaque objects: up to 8 of them,
  * with a hint to leave them out with --select); depth and visits are
- * bounded like ckpt_file_flatten. Free with wr_named_free. */
-int wr_collect(wr_named **out, size_t *n, const ckpt_value *root);
-void wr_named_free(wr_named *v, size_t n);
+ * bounded like ckpt_file_flatten. Free with ckpt_wr_named_free. */
+int ckpt_wr_collect(wr_named **out, size_t *n, const ckpt_value *root);
+void ckpt_wr_named_free(wr_named *v, size_t n);
 /* Sorts by name, keeping only the last discovered among equal names (what
  * ckpt_file_flatten does); returns the new count (freed names dropped). */
-size_t wr_named_unique(wr_named *v, size_t n);
+size_t ckpt_wr_named_unique(wr_named *v, size_t n);
 
 
-int wr_check_options(const ckpt_write_options *opts);
+int ckpt_wr_check_options(const ckpt_write_options *opts);
 
 /* The canonical torch dtype attribute name ("float32" also for a
  * reference to torch.float) of a GLOBAL_ dtype reference, or NULL if the
  * reference is not a torch dtype. */
-const char *wr_dtype_ref(const ckpt_value *v);
+const char *ckpt_wr_dtype_ref(const ckpt_value *v);
 
 #endif

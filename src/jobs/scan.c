@@ -44,6 +44,7 @@
 #include "format/pickle.h"
 #include "jobs/scan_policy.h"
 #include "container/zip.h"
+#include "open/sharded.h"
 
 /* torch.serialization.MAGIC_NUMBER 0x1950a86a20f9469cfc6c in decimal */
 #define LEGACY_MAGIC "119547037146038801333356"
@@ -734,7 +735,8 @@ static const char *file_member(const scanner *sc) {
 }
 
 static int scan_safetensors(scanner *sc, const uint8_t *p, size_t n) {
-    ckpt_open_options oo = {sc->o.limits};
+    ckpt_open_options oo = CKPT_OPEN_OPTIONS_INIT;
+    oo.limits = sc->o.limits;
     ckpt_file *f = NULL;
     int rc = ckpt_open_memory(&f, p, n, sc->file, &oo);
     ckpt_close(f);
@@ -884,30 +886,6 @@ static int scan_zip(scanner *sc, const ckpt_zip *z) {
 
 /* ------------------------------------------------------------ sharded */
 
-/* file.c's rule (read_format): a sharded index is JSON text from its first
- * byte; a safetensors file starts with a binary u64 length instead. */
-static int looks_like_index(const uint8_t *p, size_t n) {
-    size_t i = 0;
-    while (i < n && (p[i] == ' ' || p[i] == '\t' || p[i] == '\n' || p[i] == '\r')) i++;
-    return i < n && p[i] == '{' && memchr(p, 0, n < 8 ? n : 8) == NULL;
-}
-
-
-/* Loaders join a shard name to the index's directory; a name that leaves
- * it (absolute, "..", a drive) names a file the scan does not follow.
- * NULL when the name stays inside, else why not. */
-static const char *shard_name_problem(const char *name, size_t len) {
-    if (len == 0 || strlen(name) != len) return "empty or holds a NUL byte";
-    if (name[0] == '/') return "an absolute path";
-    if (strchr(name, '\\') || strchr(name, ':')) return "a backslash, drive or colon";
-    for (const char *p = name; *p;) {
-        size_t seg = strcspn(p, "/");
-        if (seg == 2 && p[0] == '.' && p[1] == '.') return "a \"..\" component";
-        p += seg + (p[seg] == '/');
-    }
-    return NULL;
-}
-
 static int scan_file(scanner *sc, const uint8_t *p, size_t n);
 
 /* One shard, scanned like a file of its own; its findings are named by
@@ -985,10 +963,18 @@ static int scan_index(scanner *sc, const uint8_t *p, size_t n) {
     const char *key;
     json_t *val;
     json_object_foreach(wm, key, val) {
-        const char *why = json_is_string(val)
-                              ? shard_name_problem(json_string_value(val),
-                                                   json_string_length(val))
-                              : "not a string";
+        /* the reader's rule (open/sharded.c), any extension: each shard
+         * once, however the index spells it */
+        const char *why = "not a string";
+        char *canon = NULL;
+        if (json_is_string(val)) {
+            canon = ckpt_arena_alloc(&sc->scratch, json_string_length(val) + 1);
+            if (!canon) {
+                json_decref(doc);
+                return CKPT_E_NOMEM;
+            }
+            why = ckpt_shard_name(canon, json_string_value(val), json_string_length(val), 0);
+        }
         if (why) {
             add_finding(sc, CKPT_SEVERITY_INFO, "shard-name", NULL, "", CKPT_NO_OFFSET,
                         "weight_map entry \"%.200s\": the shard name is %s; a file "
@@ -997,7 +983,7 @@ static int scan_index(scanner *sc, const uint8_t *p, size_t n) {
             sc->unscannable = 1;
             continue;
         }
-        names[k++] = json_string_value(val);
+        names[k++] = canon;
     }
     /* distinct names: many tensors share a shard */
     if (k > 1) qsort(names, k, sizeof *names, cmp_str);
@@ -1036,7 +1022,7 @@ static int scan_file(scanner *sc, const uint8_t *p, size_t n) {
     region top = {.p = p, .n = n, .member = file_member(sc), .top = 1};
     int rc, seen;
     if (n == 0) return 0;
-    if (looks_like_index(p, n)) return scan_index(sc, p, n);
+    if (ckpt_detect_format(p, n) == CKPT_FORMAT_SAFETENSORS_SHARDED) return scan_index(sc, p, n);
     const char *foreign = ckpt_scan_foreign_container(p, n);
     if (foreign) {
         add_finding(sc, CKPT_SEVERITY_INFO, "unsupported-container", NULL, file_member(sc), 0,
@@ -1159,6 +1145,7 @@ static int scan_buffer(ckpt_scan_report **out, const void *data, size_t size,
     *out = NULL;
     if (!data && size)
         return ckpt_err(CKPT_E_INVALID_ARG, file, NULL, CKPT_NO_OFFSET, "data is NULL");
+    CKPT_CHECK_OPTIONS(opts, CKPT_SCAN_OPTIONS_VERSION);
     scanner sc = {0};
     ckpt_scan_options defaults = CKPT_SCAN_OPTIONS_INIT;
     sc.o = opts ? *opts : defaults;

@@ -171,7 +171,7 @@ static ptrdiff_t find(const store *s, const char *file) {
 static int verify_path(const char *path, const ckpt_store_options *o) {
     ckpt_file *f = NULL;
     int rc = ckpt_open(&f, path, &o->open);
-    if (rc == 0) rc = ckpt_verify(f, NULL);
+    if (rc == 0) rc = ckpt_verify(NULL, f);
     ckpt_close(f);
     return rc;
 }
@@ -184,19 +184,6 @@ static int verify_gen(store *s, size_t i, const ckpt_store_options *o) {
 /* Verification failed for want of resources, not because of the file. */
 static int resource_failure(int code) {
     return code == CKPT_E_IO || code == CKPT_E_NOMEM;
-}
-
-/* fsync of the directory, so removals and renames survive a crash. */
-static int sync_dir(const char *dir) {
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    int err = fd < 0 ? errno : 0;
-    if (fd >= 0) {
-        if (fsync(fd) != 0 && errno != EINVAL) err = errno;
-        close(fd);
-    }
-    return err ? ckpt_err(CKPT_E_IO, dir, NULL, CKPT_NO_OFFSET,
-                          "fsync of directory %s failed: %s", dir, strerror(err))
-               : 0;
 }
 
 /* Creates dir and its missing parents (mkdir -p; mode 0755 less the
@@ -217,12 +204,12 @@ static int make_dirs(const char *dir) {
             /* the new entry lives in its parent: "." for a relative name */
             char *slash = strrchr(p, '/');
             if (!slash) {
-                rc = sync_dir(".");
+                rc = ckpt_atomic_sync_dir(".");
             } else if (slash == p) {
-                rc = sync_dir("/");
+                rc = ckpt_atomic_sync_dir("/");
             } else {
                 *slash = '\0';
-                rc = sync_dir(p);
+                rc = ckpt_atomic_sync_dir(p);
                 *slash = '/';
             }
         } else if (errno != EEXIST) {
@@ -311,7 +298,7 @@ static const ckpt_store_options *options(const ckpt_store_options *opts,
     return opts ? opts : defaults;
 }
 
-void ckpt_store_list_free(ckpt_store_listing *l) {
+void ckpt_store_listing_free(ckpt_store_listing *l) {
     if (!l) return;
     ckpt_arena_free(&l->s.arena);
     ckpt_free(l);
@@ -383,7 +370,7 @@ static int listing_new(ckpt_store_listing **out, const char *dir) {
     if (!l) return nomem(dir);
     int rc = listing_scan(l, dir);
     if (rc) {
-        ckpt_store_list_free(l);
+        ckpt_store_listing_free(l);
         return rc;
     }
     *out = l;
@@ -394,14 +381,15 @@ int ckpt_store_list(ckpt_store_listing **out, const char *dir, const ckpt_store_
     ckpt_store_options defaults;
     const ckpt_store_options *o = options(opts, &defaults);
     *out = NULL;
+    CKPT_CHECK_OPTIONS(opts, CKPT_STORE_OPTIONS_VERSION);
     if (!dir) return ckpt_err(CKPT_E_INVALID_ARG, "", NULL, CKPT_NO_OFFSET, "dir is NULL");
-    ckpt_store_listing *l;
+    ckpt_store_listing *l = NULL;
     int rc = listing_new(&l, dir);
     if (rc) return rc;
     for (size_t i = 0; rc == 0 && i < l->s.n; i++) rc = judge(l, i, 0, o);
     if (rc == 0) rc = judge_pointer(l);
     if (rc) {
-        ckpt_store_list_free(l);
+        ckpt_store_listing_free(l);
         return rc;
     }
     *out = l;
@@ -462,7 +450,7 @@ static int prune_listed(ckpt_store_listing *l, uint32_t keep, const ptrdiff_t *k
         l->gens[kept++] = l->gens[i];
     }
     s->n = kept;
-    return removed && *removed ? sync_dir(s->dir) : 0;
+    return removed && *removed ? ckpt_atomic_sync_dir(s->dir) : 0;
 }
 
 /* ckpt_store_prune and ckpt_store_prune_list. */
@@ -473,8 +461,9 @@ static int prune_dir(ckpt_store_listing **out, size_t *removed, const char *dir,
     size_t count = 0;
     if (removed) *removed = 0;
     if (out) *out = NULL;
+    CKPT_CHECK_OPTIONS(opts, CKPT_STORE_OPTIONS_VERSION);
     if (!dir) return ckpt_err(CKPT_E_INVALID_ARG, "", NULL, CKPT_NO_OFFSET, "dir is NULL");
-    ckpt_store_listing *l;
+    ckpt_store_listing *l = NULL;
     int rc = listing_new(&l, dir);
     if (rc) return rc;
     ckpt_store_pointer st;
@@ -487,7 +476,7 @@ static int prune_dir(ckpt_store_listing **out, size_t *removed, const char *dir,
     if (rc == 0 && out) rc = judge_pointer(l);
     if (removed) *removed = count;
     if (rc || !out) {
-        ckpt_store_list_free(l);
+        ckpt_store_listing_free(l);
         return rc;
     }
     *out = l;
@@ -510,6 +499,7 @@ int ckpt_store_prune_list(ckpt_store_listing **out, size_t *removed, const char 
 int ckpt_store_gc(size_t *removed, const char *dir, const ckpt_store_options *opts) {
     ckpt_store_options defaults;
     const ckpt_store_options *o = options(opts, &defaults);
+    CKPT_CHECK_OPTIONS(opts, CKPT_STORE_OPTIONS_VERSION);
     size_t count = 0;
     if (removed) *removed = 0;
     if (!dir) return ckpt_err(CKPT_E_INVALID_ARG, "", NULL, CKPT_NO_OFFSET, "dir is NULL");
@@ -546,7 +536,7 @@ int ckpt_store_gc(size_t *removed, const char *dir, const ckpt_store_options *op
     }
     closedir(d);
     if (removed) *removed = count;
-    if (rc == 0 && count) rc = sync_dir(dir);
+    if (rc == 0 && count) rc = ckpt_atomic_sync_dir(dir);
     return rc;
 }
 
@@ -565,6 +555,7 @@ static int put_path(char *out, size_t cap, const char *path) {
 int ckpt_store_latest(char *path, size_t cap, const char *dir, const ckpt_store_options *opts) {
     ckpt_store_options defaults;
     const ckpt_store_options *o = options(opts, &defaults);
+    CKPT_CHECK_OPTIONS(opts, CKPT_STORE_OPTIONS_VERSION);
     if (path && cap) path[0] = '\0';
     if (!dir) return ckpt_err(CKPT_E_INVALID_ARG, "", NULL, CKPT_NO_OFFSET, "dir is NULL");
     store s;
@@ -681,6 +672,7 @@ int ckpt_store_commit_with(char *path, size_t cap, const char *dir, const char *
                            const ckpt_store_options *opts) {
     ckpt_store_options defaults;
     const ckpt_store_options *o = options(opts, &defaults);
+    CKPT_CHECK_OPTIONS(opts, CKPT_STORE_OPTIONS_VERSION);
     if (path && cap) path[0] = '\0';
     if (!dir || !*dir || !write || !ext ||
         (strcmp(ext, ".safetensors") != 0 && strcmp(ext, ".pt") != 0))
@@ -722,7 +714,7 @@ int ckpt_store_commit_with(char *path, size_t cap, const char *dir, const char *
             snprintf(msg, sizeof msg, "%s", e->message);
             snprintf(member, sizeof member, "%s", e->member);
             unlink(target);
-            sync_dir(dir);
+            ckpt_atomic_sync_dir(dir);
             rc = ckpt_err(rc, target, member, off,
                           "%s failed verification after writing and was removed: %s", file,
                           msg);
@@ -768,6 +760,7 @@ int ckpt_store_commit(char *path, size_t cap, const char *dir, const char *name,
                       const char *src, const ckpt_store_options *opts) {
     ckpt_store_options defaults;
     const ckpt_store_options *o = options(opts, &defaults);
+    CKPT_CHECK_OPTIONS(opts, CKPT_STORE_OPTIONS_VERSION);
     if (path && cap) path[0] = '\0';
     if (!src) return ckpt_err(CKPT_E_INVALID_ARG, "", NULL, CKPT_NO_OFFSET, "src is NULL");
     /* The source is verified before anything is written, so that a corrupt
@@ -780,7 +773,7 @@ int ckpt_store_commit(char *path, size_t cap, const char *dir, const char *name,
         return ckpt_err(CKPT_E_UNSUPPORTED, src, NULL, CKPT_NO_OFFSET,
                         "a sharded set cannot be committed as one generation file");
     }
-    if (rc == 0) rc = ckpt_verify(f, NULL);
+    if (rc == 0) rc = ckpt_verify(NULL, f);
     if (rc && !resource_failure(rc)) {
         const ckpt_error *e = ckpt_error_last();
         char msg[512], member[512];

@@ -13,6 +13,7 @@
 #include <xxhash.h>
 
 #include "base/error.h"
+#include "container/zip.h"
 #include "model/file.h"
 #include "format/write.h"
 
@@ -155,9 +156,9 @@ static int verify_digests(ckpt_file *f) {
             rc = ckpt_err(CKPT_E_FORMAT, f->path, ckpt_tensor_member(t), CKPT_NO_OFFSET,
                           "tensor \"%s\": digest in \"%s\" is not 16 hex digits",
                           t->name, CKPT_META_XXH3);
-        } else if ((rc = wr_tensor_xxh3(t, f, &got)) == 0 && got != expect) {
+        } else if ((rc = ckpt_wr_tensor_xxh3(t, f, &got)) == 0 && got != expect) {
             char hex[17];
-            wr_hex64(hex, got);
+            ckpt_hex64(hex, got);
             rc = ckpt_err(CKPT_E_CHECKSUM, f->path, ckpt_tensor_member(t),
                           ckpt_tensor_file_offset(t),
                           "tensor \"%s\": XXH3-64 of its contents is %s, the file "
@@ -177,7 +178,7 @@ static int verify_digests(ckpt_file *f) {
     return rc;
 }
 
-int ckpt_verify(ckpt_file *f, ckpt_verify_report *report) {
+int ckpt_verify(ckpt_verify_report *report, ckpt_file *f) {
     ckpt_verify_report local = {0};
     ckpt_verify_report *rep = report ? report : &local;
     *rep = (ckpt_verify_report){0};

@@ -60,13 +60,11 @@ struct ckpt_diff_result {
     ckpt_manifest *owned[2]; /* logical trees of A and B */
 };
 
-static int nomem(void) { return ckpt_err(CKPT_E_NOMEM, "", "", CKPT_NO_OFFSET, "out of memory"); }
-
 static int push(ckpt_diff_result *r, ckpt_diff_list l, const char *name,
                 const ckpt_manifest_entry *a, const ckpt_manifest_entry *b) {
     if (ckpt_arena_grow(&r->arena, (void **)&r->lists[l], &r->caps[l], r->counts[l] + 1,
                         sizeof(pair)))
-        return nomem();
+        return ckpt_err_nomem();
     r->lists[l][r->counts[l]++] = (pair){name, a, b};
     return 0;
 }
@@ -228,7 +226,7 @@ static int tensor_bytes(const ckpt_tensor *t, const uint8_t **p, uint8_t **owned
         return ckpt_err(CKPT_E_LIMIT, "", ckpt_tensor_name(t), CKPT_NO_OFFSET,
                         "tensor larger than the address space");
     *owned = ckpt_malloc((size_t)n);
-    if (!*owned) return nomem();
+    if (!*owned) return ckpt_err_nomem();
     int rc = ckpt_tensor_read(t, *owned, (size_t)n);
     if (rc) {
         ckpt_free(*owned);
@@ -375,7 +373,7 @@ static void count_nonfinite(const codec *c, const uint8_t *p, size_t n, uint64_t
 static int compare_values(ckpt_tensor_diff *d, const ckpt_diff_options *o, const uint8_t *pa,
                           const uint8_t *pb, const codec *ca, const codec *cb) {
     double *buf = ckpt_malloc(2 * BLOCK * sizeof *buf);
-    if (!buf) return nomem();
+    if (!buf) return ckpt_err_nomem();
     int same_dtype = ca->dt == cb->dt;
     cmp_state st = {o->atol, o->rtol, same_dtype && ca->kind == K_INT && ca->dt != CKPT_DT_BOOL,
                     ca->kind == K_COMPLEX ? 2u : 1u, 0, 0};
@@ -412,7 +410,7 @@ static int compare_tensor(ckpt_diff_result *r, const ckpt_diff_options *o, const
     d.a = a;
     d.b = b;
     d.numel = ckpt_tensor_numel(ta);
-    const uint8_t *pa, *pb;
+    const uint8_t *pa = NULL, *pb = NULL;
     uint8_t *oa, *ob = NULL;
     int rc = tensor_bytes(ta, &pa, &oa);
     if (!rc) rc = tensor_bytes(tb, &pb, &ob);
@@ -426,7 +424,7 @@ static int compare_tensor(ckpt_diff_result *r, const ckpt_diff_options *o, const
     if (!d.bitwise_equal) {
         ca = ckpt_malloc(sizeof *ca);
         cb = ckpt_malloc(sizeof *cb);
-        if (!ca || !cb) rc = nomem();
+        if (!ca || !cb) rc = ckpt_err_nomem();
     }
     if (!rc && ca) {
         codec_init(ca, da);
@@ -446,7 +444,7 @@ static int compare_tensor(ckpt_diff_result *r, const ckpt_diff_options *o, const
     }
     if (!d.compared || d.differing) r->identical = 0;
     if (ckpt_arena_grow(&r->arena, (void **)&r->tensors, &r->tcap, r->ntensors + 1, sizeof d))
-        return nomem();
+        return ckpt_err_nomem();
     r->tensors[r->ntensors++] = d;
     return 0;
 }
@@ -465,7 +463,7 @@ static int floats_equal(double x, double y, const ckpt_diff_options *o) {
 /* Opaque objects by qualname; torch dtypes by their canonical name
  * (torch.float is torch.float32). */
 static int objects_equal(const ckpt_value *x, const ckpt_value *y) {
-    const char *dx = wr_dtype_ref(x), *dy = wr_dtype_ref(y);
+    const char *dx = ckpt_wr_dtype_ref(x), *dy = ckpt_wr_dtype_ref(y);
     if (dx && dy) return strcmp(dx, dy) == 0;
     const char *nx = ckpt_value_object_name(x), *ny = ckpt_value_object_name(y);
     return nx && ny && strcmp(nx, ny) == 0;
@@ -478,11 +476,21 @@ static int leaves_equal(const ckpt_value *x, const ckpt_value *y, const ckpt_dif
     const char *sx, *sy;
     int64_t ix, iy;
     switch (kind) {
-    case CKPT_KIND_BOOL: return ckpt_value_bool(x) == ckpt_value_bool(y);
+    case CKPT_KIND_BOOL: {
+        int bx = 0, by = 0;
+        ckpt_value_bool(x, &bx);
+        ckpt_value_bool(y, &by);
+        return bx == by;
+    }
     case CKPT_KIND_INT:
         if (ckpt_value_int(x, &ix) == 0 && ckpt_value_int(y, &iy) == 0) return ix == iy;
         return strcmp(ckpt_value_int_decimal(x), ckpt_value_int_decimal(y)) == 0;
-    case CKPT_KIND_FLOAT: return floats_equal(ckpt_value_float(x), ckpt_value_float(y), o);
+    case CKPT_KIND_FLOAT: {
+        double fx = 0, fy = 0;
+        ckpt_value_float(x, &fx);
+        ckpt_value_float(y, &fy);
+        return floats_equal(fx, fy, o);
+    }
     case CKPT_KIND_STR:
     case CKPT_KIND_BYTES:
         sx = ckpt_value_str(x, &nx);
@@ -497,7 +505,7 @@ static int vpush(ckpt_diff_result *r, ckpt_diff_value_list l, const char *name,
                  const ckpt_value *a, const ckpt_value *b) {
     if (ckpt_arena_grow(&r->arena, (void **)&r->vlists[l], &r->vcaps[l], r->vcounts[l] + 1,
                         sizeof(ckpt_value_diff)))
-        return nomem();
+        return ckpt_err_nomem();
     r->vlists[l][r->vcounts[l]++] = (ckpt_value_diff){name, a, b};
     r->identical = 0;
     return 0;
@@ -556,7 +564,7 @@ static int pair_key(void *ctx, size_t i, const char *name, size_t len, int cover
     pair_state *st = ctx;
     pairing *p = st->p;
     if (st->keep && !(p->names[i] = ckpt_arena_strndup(&st->r->arena, name, len)))
-        return nomem();
+        return ckpt_err_nomem();
     p->b2a[i] = j;
     if (j != CKPT_KEYS_NONE) {
         st->clash += st->hit[j];
@@ -586,7 +594,7 @@ static int pair_keys(ckpt_diff_result *r, const ckpt_manifest *a, const ckpt_man
     pair_state st = {r, p, keep, ckpt_malloc(a->n ? a->n : 1), 0, 0, 0, b};
     p->b2a = ckpt_malloc((b->n ? b->n : 1) * sizeof *p->b2a);
     if (keep) p->names = ckpt_arena_array(&r->arena, b->n ? b->n : 1, sizeof *p->names);
-    int rc = st.hit && p->b2a && (!keep || p->names) ? 0 : nomem();
+    int rc = st.hit && p->b2a && (!keep || p->names) ? 0 : ckpt_err_nomem();
     if (!rc) {
         memset(st.hit, 0, a->n);
         rc = ckpt_rule_lookup_all(rule, b, a, pair_key, &st);
@@ -665,12 +673,12 @@ static int cmp_named(const void *x, const void *y) {
 static int rename_values(ckpt_diff_result *r, const ckpt_rule *rule, bside *bs) {
     const ckpt_manifest *b = bs->m;
     ckpt_named_value *vals = ckpt_arena_array(&r->arena, b->nvalues ? b->nvalues : 1, sizeof *vals);
-    if (!vals) return nomem();
+    if (!vals) return ckpt_err_nomem();
     for (size_t i = 0; i < b->nvalues; i++) {
         const char *name = b->values[i].name;
         size_t len = strlen(name);
         char *buf = ckpt_arena_alloc(&r->arena, len + rule->add_len + 1);
-        if (!buf) return nomem();
+        if (!buf) return ckpt_err_nomem();
         int covered;
         ckpt_rule_apply(rule, name, len, buf, &covered);
         vals[i] = (ckpt_named_value){buf, b->values[i].value};
@@ -688,7 +696,7 @@ static int pair_b(ckpt_diff_result *r, const ckpt_manifest *a, bside *bs,
                   const ckpt_diff_options *o) {
     const ckpt_manifest *b = bs->m;
     bs->b2a = ckpt_malloc((b->n ? b->n : 1) * sizeof *bs->b2a);
-    if (!bs->b2a) return nomem();
+    if (!bs->b2a) return ckpt_err_nomem();
     size_t paired = ckpt_manifest_lookup_all(a, b, bs->b2a);
     if (paired == a->n || paired == b->n) return 0;
     ckpt_rule rules[MAX_RULES];
@@ -699,7 +707,7 @@ static int pair_b(ckpt_diff_result *r, const ckpt_manifest *a, bside *bs,
     if (!rc && p.kind != PAIRS_NONE) {
         r->has_rewrite = 1;
         r->rewrite = (ckpt_rewrite){p.rule->description, p.pairs, o->normalize};
-        if (!(r->note = describe_pairing(r, a, b, &p))) rc = nomem();
+        if (!(r->note = describe_pairing(r, a, b, &p))) rc = ckpt_err_nomem();
         if (!rc && o->normalize) {
             ckpt_free(bs->b2a);
             bs->b2a = p.b2a;
@@ -735,7 +743,7 @@ static int run(ckpt_diff_result *r, const ckpt_manifest *a, const bside *bs,
                const ckpt_diff_options *o) {
     const ckpt_manifest *b = bs->m;
     size_t *a2b = ckpt_malloc((a->n ? a->n : 1) * sizeof *a2b);
-    if (!a2b) return nomem();
+    if (!a2b) return ckpt_err_nomem();
     for (size_t i = 0; i < a->n; i++) a2b[i] = CKPT_KEYS_NONE;
     for (size_t j = 0; j < b->n; j++)
         if (bs->b2a[j] != CKPT_KEYS_NONE) a2b[bs->b2a[j]] = j;
@@ -788,6 +796,7 @@ int ckpt_diff(ckpt_diff_result **out, const ckpt_manifest *a, const ckpt_manifes
               const ckpt_diff_options *opts) {
     static const ckpt_diff_options defaults = CKPT_DIFF_OPTIONS_INIT;
     const ckpt_diff_options *o = opts ? opts : &defaults;
+    CKPT_CHECK_OPTIONS(opts, CKPT_DIFF_OPTIONS_VERSION);
     if (!out || !a || !b)
         return ckpt_err(CKPT_E_INVALID_ARG, "", "", CKPT_NO_OFFSET, "ckpt_diff needs two manifests");
     *out = NULL;
@@ -798,19 +807,19 @@ int ckpt_diff(ckpt_diff_result **out, const ckpt_manifest *a, const ckpt_manifes
         return ckpt_err(CKPT_E_INVALID_ARG, !a->file ? a->name : b->name, "", CKPT_NO_OFFSET,
                         "comparing values needs checkpoints, not manifests (use keys_only)");
     ckpt_diff_result *r = ckpt_malloc(sizeof *r);
-    if (!r) return nomem();
+    if (!r) return ckpt_err_nomem();
     memset(r, 0, sizeof *r);
     r->identical = 1;
     int rc = compare(r, a, b, o);
     if (rc) {
-        ckpt_diff_free(r);
+        ckpt_diff_result_free(r);
         return rc;
     }
     *out = r;
     return 0;
 }
 
-void ckpt_diff_free(ckpt_diff_result *r) {
+void ckpt_diff_result_free(ckpt_diff_result *r) {
     if (!r) return;
     for (int k = 0; k < 2; k++) ckpt_manifest_free(r->owned[k]);
     ckpt_arena_free(&r->arena);

@@ -19,8 +19,6 @@ struct ckpt_keys_report {
     const char *collision;
 };
 
-static int nomem(void) { return ckpt_err(CKPT_E_NOMEM, "", "", CKPT_NO_OFFSET, "out of memory"); }
-
 /* Leading "module." segments of s once wrappers are dropped. */
 static unsigned module_depth(const char *s, size_t len, char *tmp) {
     size_t n = ckpt_key_drop_wrappers(s, len, tmp);
@@ -35,7 +33,7 @@ static int scan(ckpt_keys_report *r, const ckpt_manifest *m, unsigned *max_depth
     for (size_t i = 0; i < m->n; i++)
         if (m->lens[i] > longest) longest = m->lens[i];
     char *tmp = ckpt_malloc(longest + 1);
-    if (!tmp) return nomem();
+    if (!tmp) return ckpt_err_nomem();
     *max_depth = 0;
     for (size_t i = 0; i < m->n; i++) {
         const char *s = m->entries[i].name;
@@ -78,7 +76,7 @@ static int build_fix(ckpt_keys_report *r, unsigned depth) {
                    : ckpt_arena_printf(&r->arena, "%s%s--strip-prefix '%s'", args, k ? " " : "",
                                        f->arg);
     }
-    if (!args) return nomem();
+    if (!args) return ckpt_err_nomem();
     r->fix_args = r->nfix ? args : NULL;
     return 0;
 }
@@ -87,7 +85,7 @@ int ckpt_keys_hygiene(ckpt_keys_report **out, const ckpt_file *f) {
     if (!out || !f) return ckpt_err(CKPT_E_INVALID_ARG, "", "", CKPT_NO_OFFSET, "NULL argument");
     *out = NULL;
     ckpt_keys_report *r = ckpt_malloc(sizeof *r);
-    if (!r) return nomem();
+    if (!r) return ckpt_err_nomem();
     memset(r, 0, sizeof *r);
     ckpt_manifest *m = NULL;
     ckpt_rename_plan *p = NULL;
@@ -100,7 +98,7 @@ int ckpt_keys_hygiene(ckpt_keys_report **out, const ckpt_file *f) {
         int prc = ckpt_rename_plan_new(&p, m, r->fix, r->nfix);
         if (prc == CKPT_E_MISMATCH) {
             r->collision = ckpt_arena_strdup(&r->arena, ckpt_error_last()->message);
-            if (!r->collision) rc = nomem();
+            if (!r->collision) rc = ckpt_err_nomem();
             r->nfix = 0;
             r->fix_args = NULL;
         } else {

@@ -1,53 +1,15 @@
-/* keys.h - internals of the key audit: the manifest, a string hash map,
- * key segments and wrapper segments, and inferred rewrites. Shared by
- * manifest.c, keys.c, match.c, diff.c and rename.c. */
+/* keys.h - internals of the key audit: the manifest, key segments and
+ * wrapper segments, and inferred rewrites. Shared by manifest.c, rules.c,
+ * match.c, diff.c, rename.c and hygiene.c. */
 #ifndef CKPT_KEYS_H
 #define CKPT_KEYS_H
 
 #include "base/alloc.h"
+#include "base/strmap.h"
 #include "ckpt.h"
 #include "model/file.h"
 
 #define CKPT_KEYS_NONE SIZE_MAX /* "no index" in pairings and lookups */
-
-/* ------------------------------------------------------------ hash map */
-
-/* Open addressing (linear probing, load <= 1/2) from byte strings to a
- * size_t. Keys are borrowed: they must outlive the map. The hash is XXH3
- * with a per-process seed taken from an address (ASLR), so hostile names
- * cannot be chosen to collide. A zeroed struct is an empty map. */
-typedef struct ckpt_strmap_slot {
-    const char *s; /* NULL: empty slot */
-    size_t len;
-    uint64_t hash;
-    size_t val;
-} ckpt_strmap_slot;
-
-typedef struct ckpt_strmap {
-    ckpt_strmap_slot *slots;
-    size_t cap, n; /* cap is 0 or a power of two */
-} ckpt_strmap;
-
-uint64_t ckpt_strmap_hash(const char *s, size_t len);
-/* Room for `n` keys without rehashing. 0 or CKPT_E_NOMEM (recorded). */
-int ckpt_strmap_reserve(ckpt_strmap *m, size_t n);
-/* Inserts s -> val unless s is present. *slot receives the entry (new or
- * existing). Returns 1 when inserted, 0 when present, CKPT_E_NOMEM. */
-int ckpt_strmap_put(ckpt_strmap *m, const char *s, size_t len, size_t val,
-                    ckpt_strmap_slot **slot);
-/* The same with hash = ckpt_strmap_hash(s, len) computed by the caller. */
-int ckpt_strmap_put_hashed(ckpt_strmap *m, const char *s, size_t len, uint64_t hash,
-                           size_t val, ckpt_strmap_slot **slot);
-/* The entry for s, or NULL. hash: ckpt_strmap_hash(s, len). */
-ckpt_strmap_slot *ckpt_strmap_find(const ckpt_strmap *m, const char *s,
-                                   size_t len, uint64_t hash);
-/* Asks the CPU to load the slot `hash` starts probing at, and (once that
- * slot is loaded) the key it holds when its hash matches: a table of a
- * million keys is far larger than the caches, so loops over many keys
- * hash a few keys ahead and prefetch (hints; no effect on results). */
-void ckpt_strmap_prefetch(const ckpt_strmap *m, uint64_t hash);
-void ckpt_strmap_prefetch_key(const ckpt_strmap *m, uint64_t hash);
-void ckpt_strmap_free(ckpt_strmap *m);
 
 /* ------------------------------------------------------------ manifest */
 
@@ -93,11 +55,11 @@ int ckpt_manifest_lookup_stream(const ckpt_manifest *m, size_t n, size_t bufcap,
 int ckpt_manifest_push_entry(ckpt_manifest *m, const ckpt_manifest_entry *e);
 
 /* The manifest of the tree a ckpt-written safetensors file records in
- * "ckpt.structure" (ckpt_write_logical_root): its tensors with the dtypes
+ * "ckpt.structure" (ckpt_structure_decode): its tensors with the dtypes
  * and views they had, and its non-tensor leaves, named and sorted as
  * ckpt_file_flatten names them, within the file's open limits. *out is
  * NULL when m's file records no tree (m is then its own logical view).
- * The result borrows m's file. Returns 0, ckpt_write_logical_root's codes
+ * The result borrows m's file. Returns 0, ckpt_structure_decode's codes
  * (CKPT_E_FORMAT for a malformed structure), CKPT_E_LIMIT, CKPT_E_NOMEM. */
 int ckpt_manifest_logical(ckpt_manifest **out, const ckpt_manifest *m);
 

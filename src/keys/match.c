@@ -42,8 +42,6 @@ typedef struct matcher {
                               r->rewritten), or NULL */
 } matcher;
 
-static int nomem(void) { return ckpt_err(CKPT_E_NOMEM, "", "", CKPT_NO_OFFSET, "out of memory"); }
-
 static int globbed(const char *const *globs, size_t n, const char *name) {
     for (size_t i = 0; i < n; i++)
         if (fnmatch(globs[i], name, 0) == 0) return 1;
@@ -114,7 +112,7 @@ static int classify(matcher *m) {
     for (size_t j = 0; j < m->e->n; j++) {
         if (m->e2c[j] != CKPT_KEYS_NONE) continue;
         ckpt_match_list l = allowed_missing(m, j) ? CKPT_MATCH_ALLOWED_MISSING : CKPT_MATCH_MISSING;
-        if (!push(m, l, m->e->entries[j].name, CKPT_KEYS_NONE, j)) return nomem();
+        if (!push(m, l, m->e->entries[j].name, CKPT_KEYS_NONE, j)) return ckpt_err_nomem();
     }
     for (size_t i = 0; i < m->c->n; i++) {
         size_t j = m->c2e[i];
@@ -123,7 +121,7 @@ static int classify(matcher *m) {
         if (j == CKPT_KEYS_NONE) {
             ckpt_match_list l =
                 allowed_unexpected(m, i) ? CKPT_MATCH_ALLOWED_UNEXPECTED : CKPT_MATCH_UNEXPECTED;
-            if (!push(m, l, a->name, i, CKPT_KEYS_NONE)) return nomem();
+            if (!push(m, l, a->name, i, CKPT_KEYS_NONE)) return ckpt_err_nomem();
             continue;
         }
         const ckpt_manifest_entry *b = &m->e->entries[j];
@@ -132,8 +130,8 @@ static int classify(matcher *m) {
             r->matched++;
             continue;
         }
-        if (!shape && !push(m, CKPT_MATCH_SHAPE_MISMATCH, b->name, i, j)) return nomem();
-        if (!dtype && !push(m, CKPT_MATCH_DTYPE_MISMATCH, b->name, i, j)) return nomem();
+        if (!shape && !push(m, CKPT_MATCH_SHAPE_MISMATCH, b->name, i, j)) return ckpt_err_nomem();
+        if (!dtype && !push(m, CKPT_MATCH_DTYPE_MISMATCH, b->name, i, j)) return ckpt_err_nomem();
     }
     return 0;
 }
@@ -180,7 +178,7 @@ static int index_storages(storage_index *si, const ckpt_manifest *m) {
         ckpt_free(si->ids);
         ckpt_free(tmp);
         si->ids = NULL;
-        return nomem();
+        return ckpt_err_nomem();
     }
     for (size_t i = 0; i < m->n; i++) si->ids[si->n++] = i;
     merge_sort(m, si->ids, tmp, si->n);
@@ -234,14 +232,14 @@ static int index_aliases(ckpt_strmap *map, ckpt_arena *a, const ckpt_manifest *s
         if (ckpt_manifest_lookup(src, name, len) != CKPT_KEYS_NONE) continue;
         if (rule) {
             char *buf = ckpt_arena_alloc(a, len + rule->add_len + 1);
-            if (!buf) return nomem();
+            if (!buf) return ckpt_err_nomem();
             int covered;
             len = ckpt_rule_apply(rule, name, len, buf, &covered);
             if (!covered) continue;
             name = buf;
         }
         ckpt_strmap_slot *sl;
-        if (ckpt_strmap_put(map, name, len, v, &sl) < 0) return nomem();
+        if (ckpt_strmap_put(map, name, len, v, &sl) < 0) return ckpt_err_nomem();
     }
     return 0;
 }
@@ -279,7 +277,7 @@ static int find_tied(matcher *m) {
             if (!to && (p = alias_partner(&ac, it->name)) != CKPT_KEYS_NONE)
                 to = m->e->entries[m->c2e[p]].name;
             ckpt_match_item *t;
-            if (to && !(t = push(m, CKPT_MATCH_TIED, it->name, CKPT_KEYS_NONE, j))) rc = nomem();
+            if (to && !(t = push(m, CKPT_MATCH_TIED, it->name, CKPT_KEYS_NONE, j))) rc = ckpt_err_nomem();
             else if (to) t->tied_to = to;
         }
         for (size_t k = 0; !rc && k < r->counts[unex[l]]; k++) {
@@ -291,7 +289,7 @@ static int find_tied(matcher *m) {
             if (!to && (p = alias_partner(&ae, as)) != CKPT_KEYS_NONE)
                 to = m->c->entries[m->e2c[p]].name;
             ckpt_match_item *t;
-            if (to && !(t = push(m, CKPT_MATCH_TIED, it->name, i, CKPT_KEYS_NONE))) rc = nomem();
+            if (to && !(t = push(m, CKPT_MATCH_TIED, it->name, i, CKPT_KEYS_NONE))) rc = ckpt_err_nomem();
             else if (to) t->tied_to = to;
         }
     }
@@ -318,7 +316,7 @@ static int rewrite_key(void *ctx, size_t i, const char *name, size_t len, int co
     ckpt_match_result *r = w->m->r;
     size_t prev = CKPT_KEYS_NONE;
     char *copy = ckpt_arena_strndup(&r->arena, name, len);
-    if (!copy) return nomem();
+    if (!copy) return ckpt_err_nomem();
     r->rewritten[i] = copy;
     w->c2e[i] = covered ? j : CKPT_KEYS_NONE;
     /* the entries a subtree rewrite leaves out never load: their names
@@ -350,7 +348,7 @@ static int rewrite_all(matcher *m, const ckpt_rule *rule, size_t *c2e, size_t cl
     rewriter w = {m, rule, c2e, ckpt_malloc((m->e->n ? m->e->n : 1) * sizeof(size_t)), {0},
                   clash};
     r->rewritten = ckpt_arena_array(&r->arena, m->c->n ? m->c->n : 1, sizeof(char *));
-    int rc = w.e_hit && r->rewritten ? 0 : nomem();
+    int rc = w.e_hit && r->rewritten ? 0 : ckpt_err_nomem();
     for (size_t j = 0; !rc && j < m->e->n; j++) w.e_hit[j] = CKPT_KEYS_NONE;
     if (!rc) rc = ckpt_rule_lookup_all(rule, m->c, m->e, rewrite_key, &w);
     ckpt_free(w.e_hit);
@@ -391,7 +389,7 @@ static int finish(matcher *m) {
                                              "almost nothing would load: %" PRIu64
                                              " of %zu expected keys match",
                                              r->matched, n);
-        if (!r->warning) return nomem();
+        if (!r->warning) return ckpt_err_nomem();
     }
     return 0;
 }
@@ -423,7 +421,7 @@ static int infer(matcher *m, size_t *c2e, size_t *e2c, size_t *c2e_rw, size_t *e
             &r->arena, "%s (not applicable: '%s' and '%s' both become '%s')",
             best->description, m->c->entries[clash[0]].name, m->c->entries[clash[1]].name,
             r->rewritten[clash[1]]);
-        return r->rewrite.description ? 0 : nomem();
+        return r->rewrite.description ? 0 : ckpt_err_nomem();
     }
     if (!m->opts->normalize) return 0;
     invert(m, c2e_rw, e2c_rw);
@@ -441,11 +439,12 @@ static int infer(matcher *m, size_t *c2e, size_t *e2c, size_t *c2e_rw, size_t *e
 int ckpt_match(ckpt_match_result **out, const ckpt_manifest *c, const ckpt_manifest *e,
                const ckpt_match_options *opts) {
     static const ckpt_match_options defaults = CKPT_MATCH_OPTIONS_INIT;
+    CKPT_CHECK_OPTIONS(opts, CKPT_MATCH_OPTIONS_VERSION);
     if (!out || !c || !e)
         return ckpt_err(CKPT_E_INVALID_ARG, "", "", CKPT_NO_OFFSET, "ckpt_match needs two manifests");
     *out = NULL;
     ckpt_match_result *r = ckpt_malloc(sizeof *r);
-    if (!r) return nomem();
+    if (!r) return ckpt_err_nomem();
     memset(r, 0, sizeof *r);
     matcher m = {r, c, e, opts ? opts : &defaults, NULL, NULL, NULL};
     size_t nc = c->n ? c->n : 1, ne = e->n ? e->n : 1;
@@ -453,7 +452,7 @@ int ckpt_match(ckpt_match_result **out, const ckpt_manifest *c, const ckpt_manif
     ckpt_rule rules[MAX_CANDIDATES];
     if (!buf) {
         ckpt_free(r);
-        return nomem();
+        return ckpt_err_nomem();
     }
     size_t *c2e = buf, *e2c = buf + nc, *c2e_rw = e2c + ne, *e2c_rw = c2e_rw + nc;
     size_t unmatched_c = c->n - ckpt_manifest_lookup_all(e, c, c2e), unmatched_e;
@@ -465,14 +464,14 @@ int ckpt_match(ckpt_match_result **out, const ckpt_manifest *c, const ckpt_manif
     if (!rc) rc = finish(&m);
     ckpt_free(buf);
     if (rc) {
-        ckpt_match_free(r);
+        ckpt_match_result_free(r);
         return rc;
     }
     *out = r;
     return 0;
 }
 
-void ckpt_match_free(ckpt_match_result *r) {
+void ckpt_match_result_free(ckpt_match_result *r) {
     if (!r) return;
     ckpt_arena_free(&r->arena);
     ckpt_free(r);

@@ -1,4 +1,4 @@
-/* keys.c - key segments, wrapper segments, the string hash map, and prefix
+/* rules.c - key segments, wrapper segments, and prefix
  * inference: which rewrite of checkpoint keys matches the expected keys
  * (FORMATS.md §4.6).
  *
@@ -14,94 +14,6 @@
 
 #include "base/error.h"
 #include "keys/keys.h"
-
-/* ------------------------------------------------------------ hash map */
-
-static uint64_t seed(void) {
-    static const char here = 0;
-    return (uint64_t)(uintptr_t)&here * 0x9e3779b97f4a7c15u;
-}
-
-uint64_t ckpt_strmap_hash(const char *s, size_t len) {
-    return XXH3_64bits_withSeed(s, len, seed());
-}
-
-static ckpt_strmap_slot *probe(ckpt_strmap_slot *slots, size_t cap, const char *s, size_t len,
-                               uint64_t h) {
-    for (size_t i = (size_t)h & (cap - 1);; i = (i + 1) & (cap - 1)) {
-        ckpt_strmap_slot *sl = &slots[i];
-        if (!sl->s || (sl->hash == h && sl->len == len && memcmp(sl->s, s, len) == 0)) return sl;
-    }
-}
-
-int ckpt_strmap_reserve(ckpt_strmap *m, size_t n) {
-    if (n <= m->cap / 2) return 0;
-    size_t cap = m->cap ? m->cap : 16;
-    while (cap / 2 < n) {
-        if (cap > SIZE_MAX / 2 / sizeof(ckpt_strmap_slot))
-            return ckpt_err(CKPT_E_NOMEM, "", "", CKPT_NO_OFFSET, "hash table too large");
-        cap *= 2;
-    }
-    ckpt_strmap_slot *slots = ckpt_malloc(cap * sizeof *slots);
-    if (!slots) return ckpt_err(CKPT_E_NOMEM, "", "", CKPT_NO_OFFSET, "out of memory");
-    memset(slots, 0, cap * sizeof *slots);
-    for (size_t i = 0; i < m->cap; i++)
-        if (m->slots[i].s)
-            *probe(slots, cap, m->slots[i].s, m->slots[i].len, m->slots[i].hash) = m->slots[i];
-    ckpt_free(m->slots);
-    m->slots = slots;
-    m->cap = cap;
-    return 0;
-}
-
-int ckpt_strmap_put(ckpt_strmap *m, const char *s, size_t len, size_t val,
-                    ckpt_strmap_slot **slot) {
-    return ckpt_strmap_put_hashed(m, s, len, ckpt_strmap_hash(s, len), val, slot);
-}
-
-int ckpt_strmap_put_hashed(ckpt_strmap *m, const char *s, size_t len, uint64_t h, size_t val,
-                           ckpt_strmap_slot **slot) {
-    int rc = ckpt_strmap_reserve(m, m->n + 1);
-    if (rc) return rc;
-    ckpt_strmap_slot *sl = probe(m->slots, m->cap, s, len, h);
-    *slot = sl;
-    if (sl->s) return 0;
-    *sl = (ckpt_strmap_slot){s, len, h, val};
-    m->n++;
-    return 1;
-}
-
-ckpt_strmap_slot *ckpt_strmap_find(const ckpt_strmap *m, const char *s, size_t len,
-                                   uint64_t hash) {
-    if (!m->cap) return NULL;
-    ckpt_strmap_slot *sl = probe(m->slots, m->cap, s, len, hash);
-    return sl->s ? sl : NULL;
-}
-
-void ckpt_strmap_prefetch(const ckpt_strmap *m, uint64_t hash) {
-#if defined(__GNUC__)
-    if (m->cap) __builtin_prefetch(&m->slots[(size_t)hash & (m->cap - 1)]);
-#else
-    (void)m;
-    (void)hash;
-#endif
-}
-
-void ckpt_strmap_prefetch_key(const ckpt_strmap *m, uint64_t hash) {
-#if defined(__GNUC__)
-    if (!m->cap) return;
-    const ckpt_strmap_slot *sl = &m->slots[(size_t)hash & (m->cap - 1)];
-    if (sl->s && sl->hash == hash) __builtin_prefetch(sl->s);
-#else
-    (void)m;
-    (void)hash;
-#endif
-}
-
-void ckpt_strmap_free(ckpt_strmap *m) {
-    ckpt_free(m->slots);
-    memset(m, 0, sizeof *m);
-}
 
 /* ------------------------------------------------------------ segments */
 
@@ -232,15 +144,13 @@ typedef struct infer {
     unsigned wrappers;      /* wrappers present in checkpoint keys */
 } infer;
 
-static int nomem(void) { return ckpt_err(CKPT_E_NOMEM, "", "", CKPT_NO_OFFSET, "out of memory"); }
-
 /* Registers the suffixes of anchor x (the first MAX_SEGS + 1 of them). */
 static int add_anchor(infer *in, const char *x, size_t len) {
     size_t starts[MAX_SEGS + 1];
     size_t n = segment_starts(x, len, starts, MAX_SEGS + 1);
     for (size_t k = 0; k < n; k++) {
         if (ckpt_arena_grow(in->a, (void **)&in->slots, &in->cap, in->nslots + 1, sizeof(slot)))
-            return nomem();
+            return ckpt_err_nomem();
         size_t id = in->nslots++;
         slot *sl = &in->slots[id];
         memset(sl, 0, sizeof *sl);
@@ -279,7 +189,7 @@ static int pick_anchors(infer *in) {
         if (rc) return rc;
         if (ckpt_key_wrappers(s, len)) {
             char *x = ckpt_arena_alloc(in->a, len + 1);
-            if (!x) return nomem();
+            if (!x) return ckpt_err_nomem();
             size_t n = ckpt_key_drop_wrappers(s, len, x);
             if ((rc = add_anchor(in, x, n))) return rc;
         }
@@ -292,7 +202,7 @@ static int pick_anchors(infer *in) {
 static int collect_targets(infer *in) {
     const ckpt_manifest *e = in->e;
     unsigned char *hit = ckpt_malloc(e->n ? e->n : 1);
-    if (!hit) return nomem();
+    if (!hit) return ckpt_err_nomem();
     memset(hit, 0, e->n);
     for (size_t i = 0; i < in->c->n; i++)
         if (in->c2e[i] != CKPT_KEYS_NONE) hit[in->c2e[i]] = 1;
@@ -352,7 +262,7 @@ static int add_candidate(infer *in, const char *s, size_t slen, const char *p, s
     }
     size_t klen = slen + 1 + plen;
     char *key = ckpt_arena_alloc(in->a, klen + 1); /* zeroed: P ends in NUL */
-    if (!key) return nomem();
+    if (!key) return ckpt_err_nomem();
     memcpy(key, s, slen);
     memcpy(key + slen + 1, p, plen);
     ckpt_strmap_slot *ms;
@@ -363,7 +273,7 @@ static int add_candidate(infer *in, const char *s, size_t slen, const char *p, s
         return 0;
     }
     if (ckpt_arena_grow(in->a, (void **)&in->cands, &in->ccap, in->ncands + 1, sizeof(cand)))
-        return nomem();
+        return ckpt_err_nomem();
     in->cands[in->ncands++] = (cand){key, key + slen + 1, slen, plen, 1};
     return 0;
 }
@@ -508,7 +418,7 @@ static int rank(infer *in, ckpt_rule *out, size_t max, size_t *nout) {
 
     unsigned char *hit = ckpt_malloc(in->e->n ? in->e->n : 1);
     found *f = ckpt_malloc(2 * MAX_EVAL * sizeof *f);
-    int rc = hit && f ? 0 : nomem();
+    int rc = hit && f ? 0 : ckpt_err_nomem();
     size_t nf = 0;
     for (size_t i = 0; !rc && i < in->ncands && i < MAX_EVAL; i++) {
         const cand *c = &in->cands[i];
@@ -525,7 +435,7 @@ static int rank(infer *in, ckpt_rule *out, size_t max, size_t *nout) {
                            count_segments(r.add, r.add_len) + 2u * (unsigned)canon;
             r.description = describe_rule(in, &r);
             if (!r.description) {
-                rc = nomem();
+                rc = ckpt_err_nomem();
                 break;
             }
             f[nf++] = (found){r, fp};
@@ -590,7 +500,7 @@ static int add_other(ckpt_strmap *set, ckpt_arena *a, const ckpt_rule *r, const 
     ckpt_strmap_slot *sl;
     if (ckpt_strmap_find(set, buf, n, ckpt_strmap_hash(buf, n))) return 0;
     char *seg = ckpt_arena_strndup(a, buf, n);
-    if (!seg) return nomem();
+    if (!seg) return ckpt_err_nomem();
     int rc = ckpt_strmap_put(set, seg, n, 0, &sl);
     return rc < 0 ? rc : 0;
 }
@@ -608,13 +518,13 @@ int ckpt_rule_others(const char ***out, size_t *n, ckpt_arena *a, const ckpt_rul
         if (len > maxlen) maxlen = len;
     }
     char *buf = ckpt_malloc(maxlen + r->add_len + 1);
-    int rc = buf ? 0 : nomem();
+    int rc = buf ? 0 : ckpt_err_nomem();
     for (size_t i = 0; !rc && i < c->n; i++)
         rc = add_other(&set, a, r, c->entries[i].name, c->lens[i], buf);
     for (size_t i = 0; !rc && i < c->nvalues; i++)
         rc = add_other(&set, a, r, c->values[i].name, strlen(c->values[i].name), buf);
     const char **names = NULL;
-    if (!rc && !(names = ckpt_arena_array(a, set.n ? set.n : 1, sizeof *names))) rc = nomem();
+    if (!rc && !(names = ckpt_arena_array(a, set.n ? set.n : 1, sizeof *names))) rc = ckpt_err_nomem();
     for (size_t k = 0; !rc && k < set.cap; k++)
         if (set.slots[k].s) names[(*n)++] = set.slots[k].s;
     if (!rc) {

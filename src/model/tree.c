@@ -5,8 +5,10 @@
 #include <string.h>
 
 #include "model/dtype.h"
+#include "model/tensor.h"
+#include "model/value.h"
 #include "base/error.h"
-#include "format/write.h"
+#include "base/utf8.h"
 
 struct ckpt_tree {
     ckpt_arena arena;
@@ -16,14 +18,10 @@ static int invalid(const char *what) {
     return ckpt_err(CKPT_E_INVALID_ARG, "", "", CKPT_NO_OFFSET, "%s", what);
 }
 
-static int nomem(void) {
-    return ckpt_err(CKPT_E_NOMEM, "", "", CKPT_NO_OFFSET, "out of memory");
-}
-
 int ckpt_tree_new(ckpt_tree **out) {
     if (!out) return invalid("out is NULL");
     *out = ckpt_malloc(sizeof **out);
-    if (!*out) return nomem();
+    if (!*out) return ckpt_err_nomem();
     memset(*out, 0, sizeof **out);
     return 0;
 }
@@ -37,7 +35,7 @@ void ckpt_tree_free(ckpt_tree *t) {
 /* Common tail of the constructors: NULL from the arena is out of memory. */
 static int made(ckpt_value **out, ckpt_value *v) {
     *out = v;
-    return v ? 0 : nomem();
+    return v ? 0 : ckpt_err_nomem();
 }
 
 #define CHECK_ARGS(out, t)                                          \
@@ -71,7 +69,7 @@ int ckpt_tree_str(ckpt_value **out, ckpt_tree *t, const char *s, size_t len) {
     CHECK_ARGS(out, t);
     if (!s && len) return invalid("string is NULL");
     /* pickles and JSON carry text as UTF-8: torch could not read it back */
-    if (!wr_utf8_valid(s ? s : "", len)) return invalid("string is not valid UTF-8");
+    if (!ckpt_utf8_check(s ? s : "", len, 0)) return invalid("string is not valid UTF-8");
     return made(out, ckpt_value_new_str(&t->arena, CKPT_KIND_STR, s ? s : "", len));
 }
 
@@ -100,7 +98,7 @@ int ckpt_tree_append(ckpt_tree *t, ckpt_value *seq, ckpt_value *item) {
     if (!t || !seq || !item) return invalid("tree, container or item is NULL");
     if (seq->kind != CKPT_KIND_LIST && seq->kind != CKPT_KIND_TUPLE)
         return invalid("can only append to a list or a tuple");
-    return ckpt_value_append(&t->arena, seq, item) ? nomem() : 0;
+    return ckpt_value_append(&t->arena, seq, item) ? ckpt_err_nomem() : 0;
 }
 
 int ckpt_tree_set(ckpt_tree *t, ckpt_value *dict, ckpt_value *key, ckpt_value *val) {
@@ -109,7 +107,7 @@ int ckpt_tree_set(ckpt_tree *t, ckpt_value *dict, ckpt_value *key, ckpt_value *v
     if (key->kind == CKPT_KIND_LIST || key->kind == CKPT_KIND_DICT ||
         key->kind == CKPT_KIND_TENSOR)
         return invalid("dict keys must be leaves or tuples");
-    return ckpt_value_dict_set(&t->arena, dict, key, val) ? nomem() : 0;
+    return ckpt_value_dict_set(&t->arena, dict, key, val) ? ckpt_err_nomem() : 0;
 }
 
 int ckpt_tree_set_dict_class(ckpt_tree *t, ckpt_value *dict, const char *cls) {
@@ -169,15 +167,9 @@ int ckpt_tree_tensor(ckpt_value **out, ckpt_tree *t, ckpt_dtype dtype, unsigned 
             return invalid("strides overflow");
     }
     ckpt_storage *st = ckpt_arena_alloc(&t->arena, sizeof *st);
-    if (!st) return nomem();
+    if (!st) return ckpt_err_nomem();
     *st = (ckpt_storage){.dtype = dtype, .nbytes = size, .data = data ? data : (const void *)"",
                          .key = "", .member = "", .file_offset = CKPT_NO_OFFSET};
     return ckpt_tensor_new(out, &t->arena, st, dtype, ndim, shape, stride, 0, "", "",
                            CKPT_NO_OFFSET);
-}
-
-int ckpt_tree_write(const ckpt_value *root, const char *path, ckpt_format format,
-                    const ckpt_write_options *opts) {
-    if (!root || !path) return invalid("root or path is NULL");
-    return ckpt_write_value(root, path, format, opts, NULL, NULL);
 }

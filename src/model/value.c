@@ -128,9 +128,19 @@ ckpt_value *ckpt_value_new_global(ckpt_arena *a, const char *module,
     return v;
 }
 
+const char *ckpt_value_kind_name(int kind) {
+    switch (kind) {
+    case CKPT_KIND_GLOBAL_: return "global";
+    case CKPT_KIND_STORAGE_: return "storage";
+    case CKPT_KIND_MARK_: return "mark";
+    default: return ckpt_kind_name((ckpt_kind)kind);
+    }
+}
+
 const char *ckpt_dict_class_name(int cls) {
     switch (cls) {
-    case CKPT_DICT_ORDERED: return "collections.OrderedDict";
+    case CKPT_DICT_ORDERED:
+    case CKPT_DICT_MODULE: return "collections.OrderedDict";
     case CKPT_DICT_COUNTER: return "collections.Counter";
     default: return NULL;
     }
@@ -285,8 +295,10 @@ const char *ckpt_kind_name(ckpt_kind k) {
     return (unsigned)k < sizeof names / sizeof *names ? names[k] : "unknown";
 }
 
-int ckpt_value_bool(const ckpt_value *v) {
-    return v->kind == CKPT_KIND_BOOL ? v->u.b : 0;
+int ckpt_value_bool(const ckpt_value *v, int *out) {
+    if (v->kind != CKPT_KIND_BOOL) return CKPT_E_INVALID_ARG;
+    *out = v->u.b ? 1 : 0;
+    return 0;
 }
 
 int ckpt_value_int(const ckpt_value *v, int64_t *out) {
@@ -319,8 +331,10 @@ const char *ckpt_value_int_decimal(const ckpt_value *v) {
     return buf;
 }
 
-double ckpt_value_float(const ckpt_value *v) {
-    return v->kind == CKPT_KIND_FLOAT ? v->u.f : 0.0;
+int ckpt_value_float(const ckpt_value *v, double *out) {
+    if (v->kind != CKPT_KIND_FLOAT) return CKPT_E_INVALID_ARG;
+    *out = v->u.f;
+    return 0;
 }
 
 const char *ckpt_value_str(const ckpt_value *v, size_t *len) {

@@ -52,10 +52,16 @@ struct ckpt_tensor {
 enum {
     CKPT_DICT_PLAIN = 0, /* dict, or a dict-kind value of the JSON formats */
     CKPT_DICT_ORDERED,   /* collections.OrderedDict (torch state dicts) */
-    CKPT_DICT_COUNTER    /* collections.Counter */
+    CKPT_DICT_COUNTER,   /* collections.Counter */
+    /* the state dict of a module object of a whole-model pickle or a
+     * TorchScript archive (builders.h): an OrderedDict to every writer */
+    CKPT_DICT_MODULE
 };
 /* "collections.OrderedDict", "collections.Counter", or NULL (plain). */
 const char *ckpt_dict_class_name(int cls);
+/* Name of a value kind for messages, internal kinds included ("global",
+ * "storage", "mark"). Static string. */
+const char *ckpt_value_kind_name(int kind);
 
 struct ckpt_value {
     int kind; /* ckpt_kind or CKPT_KIND_*_ above */

@@ -11,6 +11,9 @@
 #include <unistd.h>
 
 #include "base/error.h"
+#include "format/detect.h"
+#include "model/walk.h"
+#include "open/sharded.h"
 
 static ckpt_file *file_new(const char *path, const ckpt_open_options *opts) {
     ckpt_file *f = ckpt_malloc(sizeof *f);
@@ -66,27 +69,6 @@ void ckpt_file_prefetch(const ckpt_file *f, const void *p, uint64_t n) {
 
 /* ------------------------------------------------------------ detection */
 
-static int is_json_ws(uint8_t c) {
-    return c == ' ' || c == '\t' || c == '\n' || c == '\r';
-}
-
-/* First non-whitespace byte at or after `from`, or -1. */
-static int first_non_ws(const uint8_t *p, size_t n, size_t from) {
-    for (size_t i = from; i < n; i++)
-        if (!is_json_ws(p[i])) return p[i];
-    return -1;
-}
-
-static int looks_like_pickle(const uint8_t *p, size_t n) {
-    if (n >= 2 && p[0] == 0x80) return p[1] <= 5;
-    /* protocol 0/1 streams start with one of these opcodes */
-    return n >= 1 && strchr("(}]lcdLIFSVNKJUX)", p[0]) != NULL && p[0] != 0;
-}
-
-static int is_tar(const uint8_t *p, size_t n) {
-    return n >= 262 && memcmp(p + 257, "ustar", 5) == 0;
-}
-
 static int parent_dir(ckpt_arena *a, const char *path, char **out) {
     const char *slash = strrchr(path, '/');
     *out = slash ? ckpt_arena_strndup(a, path, (size_t)(slash - path) + (slash == path))
@@ -97,21 +79,13 @@ static int parent_dir(ckpt_arena *a, const char *path, char **out) {
 static int read_format(ckpt_file *f, int from_path) {
     const uint8_t *p = f->map;
     size_t n = f->map_size;
-    if (n >= 8 && memcmp(p, "PYTORCH1", 8) == 0)
-        return ckpt_err(CKPT_E_UNSUPPORTED, f->path, NULL, 0,
-                        "unsupported: PyTorch 'PYTORCH1' preview format");
-    if (n >= 4 && memcmp(p, "PK\3\4", 4) == 0) return ckpt_torch_read_zip(f);
-    if (is_tar(p, n))
-        return ckpt_err(CKPT_E_UNSUPPORTED, f->path, NULL, 257,
-                        "unsupported: tar archive (PyTorch < 0.4 legacy tar format)");
-    /* A JSON index is text from its first byte; a safetensors file starts
-     * with a binary u64 length whose high bytes are zero for any header
-     * under 2^56 bytes. */
-    int text_start = first_non_ws(p, n, 0) == '{' && memchr(p, 0, n < 8 ? n : 8) == NULL;
-    if (!text_start && n >= 9 && first_non_ws(p, n, 8) == '{')
-        return ckpt_safetensors_read(f);
-    if (text_start) {
-        char *dir;
+    uint64_t off;
+    const char *unsupported;
+    char *dir;
+    switch (ckpt_detect_format(p, n)) {
+    case CKPT_FORMAT_TORCH_ZIP: return ckpt_torch_read_zip(f);
+    case CKPT_FORMAT_SAFETENSORS: return ckpt_safetensors_read(f);
+    case CKPT_FORMAT_SAFETENSORS_SHARDED:
         if (!from_path)
             return ckpt_err(CKPT_E_UNSUPPORTED, f->path, NULL, 0,
                             "a sharded index can only be opened from a path");
@@ -121,9 +95,13 @@ static int read_format(ckpt_file *f, int from_path) {
                             (unsigned long long)f->opts.limits.max_index_bytes);
         if (parent_dir(&f->arena, f->path, &dir))
             return ckpt_err(CKPT_E_NOMEM, f->path, NULL, 0, "out of memory");
-        return ckpt_safetensors_read_sharded(f, p, n, dir);
+        return ckpt_sharded_read(f, p, n, dir);
+    case CKPT_FORMAT_TORCH_LEGACY:
+    case CKPT_FORMAT_PICKLE: return ckpt_torch_read_legacy(f);
+    default: break;
     }
-    if (looks_like_pickle(p, n)) return ckpt_torch_read_legacy(f);
+    if ((unsupported = ckpt_detect_unsupported(p, n, &off)))
+        return ckpt_err(CKPT_E_UNSUPPORTED, f->path, NULL, off, "%s", unsupported);
     if (n < 8)
         return ckpt_err(CKPT_E_TRUNCATED, f->path, NULL, 0,
                         "not a checkpoint: %zu bytes is too small for any format", n);
@@ -204,6 +182,8 @@ int ckpt_file_open_path(ckpt_file **out, const char *path,
 
 int ckpt_open(ckpt_file **out, const char *path, const ckpt_open_options *opts) {
     if (!out) return ckpt_err(CKPT_E_INVALID_ARG, path, NULL, CKPT_NO_OFFSET, "out is NULL");
+    *out = NULL;
+    CKPT_CHECK_OPTIONS(opts, CKPT_OPEN_OPTIONS_VERSION);
     return ckpt_file_open_path(out, path, opts);
 }
 
@@ -213,6 +193,7 @@ int ckpt_open_memory(ckpt_file **out, const void *data, size_t size,
     *out = NULL;
     if (!data && size)
         return ckpt_err(CKPT_E_INVALID_ARG, name, NULL, CKPT_NO_OFFSET, "data is NULL");
+    CKPT_CHECK_OPTIONS(opts, CKPT_OPEN_OPTIONS_VERSION);
     ckpt_file *f = file_new(name, opts);
     if (!f) return ckpt_err(CKPT_E_NOMEM, name, NULL, CKPT_NO_OFFSET, "out of memory");
     f->map = size ? data : (const uint8_t *)"";
@@ -227,8 +208,7 @@ int ckpt_file_flatten(ckpt_file *f) {
      * a huge DAG ("billion laughs") */
     uint64_t input = ckpt_file_size(f), by_size = input < UINT64_MAX / 64 - 4096
                                                       ? input * 64 + 4096 : UINT64_MAX;
-    uint64_t max_visits = f->opts.limits.max_tensors < UINT64_MAX / 4
-                              ? f->opts.limits.max_tensors * 4 + 1024 : UINT64_MAX;
+    uint64_t max_visits = ckpt_walk_budget(&f->opts.limits);
     if (by_size < max_visits) max_visits = by_size;
     ckpt_flat fl = {0};
     int rc = f->root ? ckpt_flatten(&fl, &f->arena, f->root, &f->opts.limits, max_visits,

@@ -371,6 +371,7 @@ int ckpt_training_analyze_dir(ckpt_training **out, const char *dir,
     if (out == NULL || dir == NULL)
         return ckpt_err(CKPT_E_INVALID_ARG, dir ? dir : "", NULL,
                         CKPT_NO_OFFSET, "out or dir is NULL");
+    CKPT_CHECK_OPTIONS(opts, CKPT_OPEN_OPTIONS_VERSION);
     memset(&s, 0, sizeof s);
     s.dir = dir;
     s.opts = opts ? opts : &defaults;

@@ -494,6 +494,19 @@ def test_doctor_truncated():
     assert_eq(doc["sections"]["format"]["name"], None, "not opened")
 
 
+def test_doctor_truncated_protocol0_pickle():
+    # doctor names the format by ckpt_detect_format, the rule ckpt_open
+    # uses: a protocol 0 pickle is a pickle (its own copy saw only PROTO)
+    path = tmp_file("trunc_p0.pkl", b"cposix\nsystem\np0\n(Vtouch")
+    rc, doc, _ = run_json("doctor", "--json", path)
+    assert_eq(rc, 1, "exit code")
+    assert_eq(doc["sections"]["format"]["detected"], "pickle", "detected")
+    rc, out, _ = run("doctor", path)
+    lines = out.splitlines()
+    assert_eq(lines[lines.index("format") + 1][:len("  pickle (")], "  pickle (",
+              "format line")
+
+
 def test_doctor_not_a_checkpoint():
     # the scan's own verdict, in the first line and in the safety section
     rc, out, _ = run("doctor", BROKEN)
@@ -718,6 +731,59 @@ def test_usage():
         assert re.search(r"^  %s " % name, out, re.M), "%s in --help" % name
     assert re.match(r"^ckpt \d+\.\d+\.\d+\n$", run("--version")[1])
     assert run("help", "inspect")[1].startswith("usage: ckpt inspect")
+
+
+COMMANDS = ("inspect", "verify", "doctor", "scan", "store", "match", "diff",
+            "rename", "convert")
+
+
+def test_help_from_option_table():
+    # help and parser come from one table: every option the help names is
+    # parsed (never "unknown option"), and the help names what the README
+    # documents
+    for cmd in COMMANDS:
+        rc, out, _ = run("help", cmd)
+        assert_eq(rc, 0, "help %s" % cmd)
+        assert out.startswith("usage: ckpt %s" % cmd), out
+        names = set(re.findall(r"^  (--[a-z-]+)", out, re.M))
+        synopsis = out.split("\n\n")[0]
+        assert_eq(set(re.findall(r"--[a-z-]+", synopsis)), names,
+                  "%s: options of the synopsis and of the list" % cmd)
+        for opt in names:
+            # a subcommand's option: after the subcommand whose line has it
+            line = [l for l in synopsis.splitlines() if opt in l][0]
+            args = line.split()[1:4] if cmd == "store" else [cmd]
+            rc, _, err = run(*(args[:2] + [opt, "x"]))
+            assert "unknown option" not in err, (cmd, opt, err)
+    assert "--summary" in run("help", "inspect")[1]
+    assert run("help", "doctor")[1].startswith("usage: ckpt doctor FILE|DIR [--json]\n")
+
+
+def test_option_grammar():
+    # GNU grammar for every command: --opt=V, --opt V, "--" ends options
+    rc, doc, _ = run_json("inspect", "--hash=sha256", "--json", "--", MNIST_ST)
+    assert_eq(rc, 0, "inspect --hash=sha256 --")
+    assert all(len(t["sha256"]) == 64 for t in doc["tensors"]), "digests"
+    out = os.path.join(TMP, "grammar.safetensors")
+    rc, _, err = run("convert", "--format=safetensors", "--meta=k=v", MNIST_PT, out)
+    assert_eq(rc, 0, "convert --format=... (stderr %r)" % err)
+    rc, doc, _ = run_json("inspect", "--json", out)
+    assert_eq(doc["metadata"]["k"], "v", "--meta=k=v")
+    # usage errors name the offender and exit 2
+    for args, msg in ((("verify", "--frob", MNIST_ST), "unknown option '--frob'"),
+                      (("doctor", MNIST_ST, "--json=1"), "--json takes no value"),
+                      (("match", MNIST_ST, "--expect"), "--expect needs a value"),
+                      (("match", MNIST_ST, "--expect", "a", "--expect=b"),
+                       "--expect given twice"),
+                      (("diff", MNIST_ST), "missing B"),
+                      (("store", "commit", TMP, "--name", "g", MNIST_ST),
+                       "missing --step N"),
+                      (("inspect", MNIST_ST, MNIST_PT), "unexpected argument")):
+        rc, out, err = run(*args)
+        assert_eq(rc, 2, "exit code of %r" % (args,))
+        assert msg in err.splitlines()[0], (args, err)
+        assert err.splitlines()[1].startswith("usage: ckpt "), (args, err)
+        assert_eq(out, "", "nothing on stdout for %r" % (args,))
 
 
 def test_no_crash_on_corpus():

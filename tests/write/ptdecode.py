@@ -156,6 +156,8 @@ class _Unpickler(pickle.Unpickler):
             return set
         if module == "torch" and (name.endswith("Storage")):
             return name
+        if module == "torch.storage" and name == "UntypedStorage":
+            return name  # as torch.save writes it, and weights_only allows
         if module == "torch" and name in TORCH_DTYPE_NAME:
             return DtypeRef(name)
         raise pickle.UnpicklingError("unexpected global %s.%s" % (module, name))
@@ -392,7 +394,7 @@ WO_GLOBALS = {
     "collections.OrderedDict", "collections.Counter", "torch.nn.parameter.Parameter",
     "torch.serialization._get_layout", "torch.Size", "torch.Tensor", "torch.device",
     "_codecs.encode", "builtins.bytearray", "builtins.set", "builtins.complex",
-    "torch.UntypedStorage", "torch.TypedStorage", "torch.per_tensor_affine",
+    "torch.storage.UntypedStorage", "torch.storage.TypedStorage", "torch.per_tensor_affine",
     "torch.per_tensor_symmetric", "torch.per_channel_affine",
     "torch.per_channel_symmetric", "torch.per_channel_affine_float_qparams",
     "torch._tensor._rebuild_from_type_v2",

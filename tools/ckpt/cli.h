@@ -10,47 +10,47 @@
 #include <stdio.h>
 
 #include "ckpt.h"
+#include "opt.h"
 
 /* Exit codes, the contract other tools rely on. */
 enum {
     CLI_OK = 0,       /* everything fine */
     CLI_FINDINGS = 1, /* corrupt, unsafe or mismatching input */
-    CLI_USAGE = 2     /* bad command line, or the input could not be read */
+    CLI_USAGE = 2,    /* bad command line, or the input could not be read */
+    CLI_CONTINUE = -1 /* not an exit code: cli_opt_parse says "go on" */
 };
 
 /* ------------------------------------------------------------ commands */
 
+/* One subcommand, defined in its cmd_<name>.c; `ckpt help NAME` is
+ * generated from it: the synopsis and the option list from opts (opt.h),
+ * around them the description and the epilogue. */
 typedef struct cli_command cli_command;
 struct cli_command {
-    const char *name;
-    const char *summary; /* one line for `ckpt --help` */
-    const char *usage;   /* `ckpt help NAME`: synopsis and options */
+    const char *name;        /* "inspect"; a subcommand's "store commit" */
+    const char *summary;     /* one line for `ckpt --help` */
+    const cli_opt *opts;     /* options and operands, ended by { 0 } */
+    const char *description; /* what it does, after the synopsis, or NULL */
+    const char *epilogue;    /* after the options (exit status), or NULL */
+    /* argv[0] is the command name; argv[1..argc-1] its arguments. Returns
+     * an exit code (CLI_*). */
     int (*run)(const cli_command *cmd, int argc, char **argv);
+    const cli_command *const *subs; /* subcommands, NULL-terminated, whose
+                                       synopses and options the help lists
+                                       instead of opts; or NULL */
 };
 
-/* argv[0] is the command name; argv[1..argc-1] its arguments. Each returns
- * an exit code (CLI_*). */
-int cmd_inspect(const cli_command *cmd, int argc, char **argv);
-int cmd_verify(const cli_command *cmd, int argc, char **argv);
-int cmd_doctor(const cli_command *cmd, int argc, char **argv);
-int cmd_scan(const cli_command *cmd, int argc, char **argv);
-int cmd_store(const cli_command *cmd, int argc, char **argv);
-int cmd_match(const cli_command *cmd, int argc, char **argv);
-int cmd_diff(const cli_command *cmd, int argc, char **argv);
-int cmd_rename(const cli_command *cmd, int argc, char **argv);
+extern const cli_command cli_cmd_inspect, cli_cmd_verify, cli_cmd_doctor,
+    cli_cmd_scan, cli_cmd_store, cli_cmd_match, cli_cmd_diff, cli_cmd_rename,
+    cli_cmd_convert;
 
-int cmd_convert(const cli_command *cmd, int argc, char **argv);
-/* 1 for "-h" and "--help". */
-int cli_is_help(const char *arg);
-/* Prints `ckpt NAME: <message>` and the command's usage to stderr;
- * returns CLI_USAGE. */
+/* Prints `ckpt NAME: <message>` and the command's synopsis and options to
+ * stderr; returns CLI_USAGE. */
 int cli_usage_error(const cli_command *cmd, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 2, 3)))
 #endif
     ;
-/* Prints the command's usage to stdout; returns CLI_OK. */
-int cli_help(const cli_command *cmd);
 
 /* ------------------------------------------------------------ errors */
 
@@ -67,6 +67,8 @@ typedef struct cli_error {
 /* Fills *e from ckpt_error_last(), with `code` (the value the failing call
  * returned) taking precedence over the record's code. */
 void cli_error_capture(cli_error *e, int code);
+/* Fills *e from a record the library kept (src may be NULL: no error). */
+void cli_error_copy(cli_error *e, const ckpt_error *src);
 /* Exit code for a library failure: CLI_USAGE for I/O, caller errors and
  * out-of-memory, CLI_FINDINGS for everything that is the input's fault. */
 int cli_exit_code(int code);
@@ -119,47 +121,47 @@ const char *cli_color(const char *sgr);
 /* ------------------------------------------------------------ JSON */
 
 /* A streaming JSON writer that places commas and colons itself. Output is
- * compact (no spaces). Nesting is bounded by JSON_MAX_DEPTH, far above what
+ * compact (no spaces). Nesting is bounded by CLI_JSON_MAX_DEPTH, far above what
  * the commands write. */
-#define JSON_MAX_DEPTH 32
-typedef struct json_writer {
+#define CLI_JSON_MAX_DEPTH 32
+typedef struct cli_json_writer {
     FILE *out;
     int depth;
-    unsigned char need_comma[JSON_MAX_DEPTH + 1];
+    unsigned char need_comma[CLI_JSON_MAX_DEPTH + 1];
     int after_key; /* the next value follows a key: no comma */
-} json_writer;
+} cli_json_writer;
 
-void json_init(json_writer *j, FILE *out);
-void json_object_begin(json_writer *j);
-void json_object_end(json_writer *j);
-void json_array_begin(json_writer *j);
-void json_array_end(json_writer *j);
+void cli_json_init(cli_json_writer *j, FILE *out);
+void cli_json_object_begin(cli_json_writer *j);
+void cli_json_object_end(cli_json_writer *j);
+void cli_json_array_begin(cli_json_writer *j);
+void cli_json_array_end(cli_json_writer *j);
 /* A key inside an object; the next call writes its value. */
-void json_key(json_writer *j, const char *key);
-void json_string(json_writer *j, const char *s);
-void json_string_len(json_writer *j, const char *s, size_t len);
-void json_uint(json_writer *j, uint64_t v);
+void cli_json_key(cli_json_writer *j, const char *key);
+void cli_json_string(cli_json_writer *j, const char *s);
+void cli_json_string_len(cli_json_writer *j, const char *s, size_t len);
+void cli_json_uint(cli_json_writer *j, uint64_t v);
 /* An integer given as decimal text (any size) as a JSON number; text that
  * is not a plain decimal integer is written as a string instead. */
-void json_int_text(json_writer *j, const char *decimal);
+void cli_json_int_text(cli_json_writer *j, const char *decimal);
 /* Shortest round-trip form; integral values keep a ".0"; NaN and the
  * infinities as the strings "nan", "inf", "-inf". */
-void json_double(json_writer *j, double v);
-void json_bool(json_writer *j, int v);
-void json_null(json_writer *j);
+void cli_json_double(cli_json_writer *j, double v);
+void cli_json_bool(cli_json_writer *j, int v);
+void cli_json_null(cli_json_writer *j);
 /* [d0, d1, ...]: a shape as a JSON array. */
-void json_dims(json_writer *j, unsigned ndim, const uint64_t *dims);
+void cli_json_dims(cli_json_writer *j, unsigned ndim, const uint64_t *dims);
 /* Lowercase hex of len bytes, as a string. */
-void json_hex(json_writer *j, const unsigned char *p, size_t len);
+void cli_json_hex(cli_json_writer *j, const unsigned char *p, size_t len);
 
 /* Shortest text for a finite double that strtod reads back to the same
  * bits, with ".0" added when it would read as an integer. */
-const char *fmt_double(char buf[40], double v);
+const char *cli_fmt_double(char buf[40], double v);
 
 /* The JSON value of a leaf of the object tree: ints exact (any size),
- * floats as json_double, str, bool, null for none, bytes as lowercase hex,
+ * floats as cli_json_double, str, bool, null for none, bytes as lowercase hex,
  * an opaque object as its "module.qualname"; null for anything else. Its
  * type is ckpt_kind_name(ckpt_value_kind(v)). */
-void json_leaf(json_writer *j, const ckpt_value *v);
+void cli_json_leaf(cli_json_writer *j, const ckpt_value *v);
 
 #endif

@@ -24,197 +24,197 @@ typedef struct diff_args {
 
 /* ------------------------------------------------------------ JSON */
 
-static void json_list(json_writer *j, const ckpt_diff_result *r,
+static void json_list(cli_json_writer *j, const ckpt_diff_result *r,
                       ckpt_diff_list l)
 {
     size_t i, n = ckpt_diff_count(r, l);
     const ckpt_manifest_entry *a, *b;
 
-    json_array_begin(j);
+    cli_json_array_begin(j);
     for (i = 0; i < n; i++) {
         if (l == CKPT_DIFF_ONLY_IN_A || l == CKPT_DIFF_ONLY_IN_B) {
-            json_string(j, ckpt_diff_name(r, l, i));
+            cli_json_string(j, ckpt_diff_name(r, l, i));
             continue;
         }
         ckpt_diff_pair(r, l, i, &a, &b);
-        json_object_begin(j);
-        json_key(j, "name");
-        json_string(j, ckpt_diff_name(r, l, i));
-        json_key(j, "a");
+        cli_json_object_begin(j);
+        cli_json_key(j, "name");
+        cli_json_string(j, ckpt_diff_name(r, l, i));
+        cli_json_key(j, "a");
         if (l == CKPT_DIFF_SHAPE_MISMATCH)
-            json_dims(j, a->ndim, a->shape);
+            cli_json_dims(j, a->ndim, a->shape);
         else
-            json_string(j, a->dtype);
-        json_key(j, "b");
+            cli_json_string(j, a->dtype);
+        cli_json_key(j, "b");
         if (l == CKPT_DIFF_SHAPE_MISMATCH)
-            json_dims(j, b->ndim, b->shape);
+            cli_json_dims(j, b->ndim, b->shape);
         else
-            json_string(j, b->dtype);
-        json_object_end(j);
+            cli_json_string(j, b->dtype);
+        cli_json_object_end(j);
     }
-    json_array_end(j);
+    cli_json_array_end(j);
 }
 
-static void json_pair(json_writer *j, const char *key, uint64_t a, uint64_t b)
+static void json_pair(cli_json_writer *j, const char *key, uint64_t a, uint64_t b)
 {
-    json_key(j, key);
-    json_object_begin(j);
-    json_key(j, "a");
-    json_uint(j, a);
-    json_key(j, "b");
-    json_uint(j, b);
-    json_object_end(j);
+    cli_json_key(j, key);
+    cli_json_object_begin(j);
+    cli_json_key(j, "a");
+    cli_json_uint(j, a);
+    cli_json_key(j, "b");
+    cli_json_uint(j, b);
+    cli_json_object_end(j);
 }
 
-static void json_tensor(json_writer *j, const ckpt_tensor_diff *d)
+static void json_tensor(cli_json_writer *j, const ckpt_tensor_diff *d)
 {
     size_t k;
 
-    json_object_begin(j);
-    json_key(j, "name");
-    json_string(j, d->name);
-    json_key(j, "bitwise_equal");
-    json_bool(j, d->bitwise_equal);
-    json_key(j, "compared");
-    json_bool(j, d->compared);
-    json_key(j, "numel");
-    json_uint(j, d->numel);
-    json_key(j, "differing");
-    json_uint(j, d->differing);
-    json_key(j, "max_abs_diff");
-    json_double(j, d->max_abs_diff);
-    json_key(j, "max_rel_diff");
-    json_double(j, d->max_rel_diff);
+    cli_json_object_begin(j);
+    cli_json_key(j, "name");
+    cli_json_string(j, d->name);
+    cli_json_key(j, "bitwise_equal");
+    cli_json_bool(j, d->bitwise_equal);
+    cli_json_key(j, "compared");
+    cli_json_bool(j, d->compared);
+    cli_json_key(j, "numel");
+    cli_json_uint(j, d->numel);
+    cli_json_key(j, "differing");
+    cli_json_uint(j, d->differing);
+    cli_json_key(j, "max_abs_diff");
+    cli_json_double(j, d->max_abs_diff);
+    cli_json_key(j, "max_rel_diff");
+    cli_json_double(j, d->max_rel_diff);
     json_pair(j, "nan", d->nan_a, d->nan_b);
     json_pair(j, "inf", d->inf_a, d->inf_b);
-    json_key(j, "nonfinite_mismatch");
-    json_uint(j, d->nonfinite_mismatch);
-    json_key(j, "positions");
-    json_array_begin(j);
+    cli_json_key(j, "nonfinite_mismatch");
+    cli_json_uint(j, d->nonfinite_mismatch);
+    cli_json_key(j, "positions");
+    cli_json_array_begin(j);
     for (k = 0; k < d->npositions; k++)
-        json_uint(j, d->positions[k]);
-    json_array_end(j);
-    json_object_end(j);
+        cli_json_uint(j, d->positions[k]);
+    cli_json_array_end(j);
+    cli_json_object_end(j);
 }
 
 /* A leaf as {"type", "value"}. */
-static void json_typed(json_writer *j, const ckpt_value *v)
+static void json_typed(cli_json_writer *j, const ckpt_value *v)
 {
-    json_object_begin(j);
-    json_key(j, "type");
-    json_string(j, ckpt_kind_name(ckpt_value_kind(v)));
-    json_key(j, "value");
-    json_leaf(j, v);
-    json_object_end(j);
+    cli_json_object_begin(j);
+    cli_json_key(j, "type");
+    cli_json_string(j, ckpt_kind_name(ckpt_value_kind(v)));
+    cli_json_key(j, "value");
+    cli_json_leaf(j, v);
+    cli_json_object_end(j);
 }
 
-static void json_value_names(json_writer *j, const ckpt_diff_result *r,
+static void json_value_names(cli_json_writer *j, const ckpt_diff_result *r,
                              ckpt_diff_value_list l)
 {
     size_t i, n = ckpt_diff_value_count(r, l);
 
-    json_array_begin(j);
+    cli_json_array_begin(j);
     for (i = 0; i < n; i++)
-        json_string(j, ckpt_diff_value(r, l, i)->name);
-    json_array_end(j);
+        cli_json_string(j, ckpt_diff_value(r, l, i)->name);
+    cli_json_array_end(j);
 }
 
-static void json_values(json_writer *j, const ckpt_diff_result *r)
+static void json_values(cli_json_writer *j, const ckpt_diff_result *r)
 {
     size_t i, n = ckpt_diff_value_count(r, CKPT_DIFF_VALUES_DIFFERING);
 
-    json_object_begin(j);
-    json_key(j, "only_in_a");
+    cli_json_object_begin(j);
+    cli_json_key(j, "only_in_a");
     json_value_names(j, r, CKPT_DIFF_VALUES_ONLY_IN_A);
-    json_key(j, "only_in_b");
+    cli_json_key(j, "only_in_b");
     json_value_names(j, r, CKPT_DIFF_VALUES_ONLY_IN_B);
-    json_key(j, "differing");
-    json_array_begin(j);
+    cli_json_key(j, "differing");
+    cli_json_array_begin(j);
     for (i = 0; i < n; i++) {
         const ckpt_value_diff *v =
             ckpt_diff_value(r, CKPT_DIFF_VALUES_DIFFERING, i);
 
-        json_object_begin(j);
-        json_key(j, "name");
-        json_string(j, v->name);
-        json_key(j, "a");
+        cli_json_object_begin(j);
+        cli_json_key(j, "name");
+        cli_json_string(j, v->name);
+        cli_json_key(j, "a");
         json_typed(j, v->a);
-        json_key(j, "b");
+        cli_json_key(j, "b");
         json_typed(j, v->b);
-        json_object_end(j);
+        cli_json_object_end(j);
     }
-    json_array_end(j);
-    json_key(j, "equal");
-    json_uint(j, ckpt_diff_values_equal(r));
-    json_object_end(j);
+    cli_json_array_end(j);
+    cli_json_key(j, "equal");
+    cli_json_uint(j, ckpt_diff_values_equal(r));
+    cli_json_object_end(j);
 }
 
-static void json_rewrite(json_writer *j, const ckpt_diff_result *r)
+static void json_rewrite(cli_json_writer *j, const ckpt_diff_result *r)
 {
     const ckpt_rewrite *rw = ckpt_diff_rewrite(r);
 
     if (!rw) {
-        json_null(j);
+        cli_json_null(j);
         return;
     }
-    json_object_begin(j);
-    json_key(j, "description");
-    json_string(j, rw->description);
-    json_key(j, "matches");
-    json_uint(j, rw->matches);
-    json_key(j, "applied");
-    json_bool(j, rw->applied);
-    json_key(j, "note");
-    json_string(j, ckpt_diff_rewrite_note(r));
-    json_object_end(j);
+    cli_json_object_begin(j);
+    cli_json_key(j, "description");
+    cli_json_string(j, rw->description);
+    cli_json_key(j, "matches");
+    cli_json_uint(j, rw->matches);
+    cli_json_key(j, "applied");
+    cli_json_bool(j, rw->applied);
+    cli_json_key(j, "note");
+    cli_json_string(j, ckpt_diff_rewrite_note(r));
+    cli_json_object_end(j);
 }
 
 static void print_json(const diff_args *a, const ckpt_diff_result *r)
 {
     size_t i, n;
-    json_writer j;
+    cli_json_writer j;
 
-    json_init(&j, stdout);
-    json_object_begin(&j);
-    json_key(&j, "a");
-    json_string(&j, a->path[0]);
-    json_key(&j, "b");
-    json_string(&j, a->path[1]);
-    json_key(&j, "identical");
-    json_bool(&j, ckpt_diff_identical(r));
-    json_key(&j, "keys_only");
-    json_bool(&j, a->opts.keys_only);
-    json_key(&j, "only_in_a");
+    cli_json_init(&j, stdout);
+    cli_json_object_begin(&j);
+    cli_json_key(&j, "a");
+    cli_json_string(&j, a->path[0]);
+    cli_json_key(&j, "b");
+    cli_json_string(&j, a->path[1]);
+    cli_json_key(&j, "identical");
+    cli_json_bool(&j, ckpt_diff_identical(r));
+    cli_json_key(&j, "keys_only");
+    cli_json_bool(&j, a->opts.keys_only);
+    cli_json_key(&j, "only_in_a");
     json_list(&j, r, CKPT_DIFF_ONLY_IN_A);
-    json_key(&j, "only_in_b");
+    cli_json_key(&j, "only_in_b");
     json_list(&j, r, CKPT_DIFF_ONLY_IN_B);
-    json_key(&j, "shape_mismatch");
+    cli_json_key(&j, "shape_mismatch");
     json_list(&j, r, CKPT_DIFF_SHAPE_MISMATCH);
-    json_key(&j, "dtype_mismatch");
+    cli_json_key(&j, "dtype_mismatch");
     json_list(&j, r, CKPT_DIFF_DTYPE_MISMATCH);
-    json_key(&j, "equal");
+    cli_json_key(&j, "equal");
     if (a->opts.keys_only)
-        json_null(&j);
+        cli_json_null(&j);
     else
-        json_uint(&j, ckpt_diff_equal_count(r));
-    json_key(&j, "tensors");
+        cli_json_uint(&j, ckpt_diff_equal_count(r));
+    cli_json_key(&j, "tensors");
     if (a->opts.keys_only) {
-        json_null(&j);
+        cli_json_null(&j);
     } else {
-        json_array_begin(&j);
+        cli_json_array_begin(&j);
         n = ckpt_diff_tensor_count(r);
         for (i = 0; i < n; i++)
             json_tensor(&j, ckpt_diff_tensor(r, i));
-        json_array_end(&j);
+        cli_json_array_end(&j);
     }
-    json_key(&j, "values");
+    cli_json_key(&j, "values");
     if (a->opts.keys_only)
-        json_null(&j);
+        cli_json_null(&j);
     else
         json_values(&j, r);
-    json_key(&j, "rewrite");
+    cli_json_key(&j, "rewrite");
     json_rewrite(&j, r);
-    json_object_end(&j);
+    cli_json_object_end(&j);
     fputc('\n', stdout);
 }
 
@@ -431,55 +431,42 @@ static int parse_tol(const char *s, double *out)
     return 0;
 }
 
-static int parse(const cli_command *cmd, int argc, char **argv, diff_args *a)
+static struct {
+    const char *a, *b, *rtol, *atol;
+    int keys_only, normalize, json;
+} args;
+
+static const cli_opt opts[] = {
+    { CLI_OPT_ARG, "A", 0, &args.a, NULL, CLI_OPT_REQUIRED, NULL },
+    { CLI_OPT_ARG, "B", 0, &args.b, NULL, CLI_OPT_REQUIRED, NULL },
+    { CLI_OPT_VALUE, "rtol", 0, &args.rtol, "R", 0, "relative tolerance (default 0)" },
+    { CLI_OPT_VALUE, "atol", 0, &args.atol, "A", 0, "absolute tolerance (default 0)" },
+    { CLI_OPT_BOOL, "keys-only", 0, &args.keys_only, NULL, 0,
+      "names, dtypes and shapes only; A and B may be JSON "
+      "manifests (`ckpt inspect --json` output)" },
+    { CLI_OPT_BOOL, "normalize", 0, &args.normalize, NULL, 0,
+      "rename B's keys by the rewrite diff names (module., "
+      "_orig_mod., a training checkpoint's model.) first" },
+    { CLI_OPT_BOOL, "json", 0, &args.json, NULL, 0, "one JSON object on stdout" },
+    { 0 }
+};
+
+/* Fills *a from the parsed options; CLI_CONTINUE or a usage error. */
+static int parse(const cli_command *cmd, diff_args *a)
 {
-    int i, files = 0, options = 1;
-
-    for (i = 1; i < argc; i++) {
-        const char *arg = argv[i];
-
-        if (options && arg[0] == '-' && arg[1] != '\0') {
-            double *tol = NULL;
-            const char *v = NULL;
-
-            if (strcmp(arg, "--") == 0) {
-                options = 0;
-            } else if (cli_is_help(arg)) {
-                cli_help(cmd);
-                return -1;
-            } else if (strcmp(arg, "--json") == 0) {
-                a->json = 1;
-            } else if (strcmp(arg, "--keys-only") == 0) {
-                a->opts.keys_only = 1;
-            } else if (strcmp(arg, "--normalize") == 0) {
-                a->opts.normalize = 1;
-            } else if (strncmp(arg, "--rtol", 6) == 0 ||
-                       strncmp(arg, "--atol", 6) == 0) {
-                tol = arg[2] == 'r' ? &a->opts.rtol : &a->opts.atol;
-                if (arg[6] == '=')
-                    v = arg + 7;
-                else if (arg[6] == '\0' && i + 1 < argc)
-                    v = argv[++i];
-                else if (arg[6] != '\0')
-                    return cli_usage_error(cmd, "unknown option '%s'", arg);
-                if (!v || parse_tol(v, tol) != 0)
-                    return cli_usage_error(cmd, "%.6s needs a number >= 0",
-                                           arg);
-            } else {
-                return cli_usage_error(cmd, "unknown option '%s'", arg);
-            }
-        } else if (files < 2) {
-            a->path[files++] = arg;
-        } else {
-            return cli_usage_error(cmd, "two files: A and B");
-        }
-    }
-    if (files < 2)
-        return cli_usage_error(cmd, "needs two files: A and B");
-    return CLI_OK;
+    a->path[0] = args.a;
+    a->path[1] = args.b;
+    a->json = args.json;
+    a->opts.keys_only = args.keys_only;
+    a->opts.normalize = args.normalize;
+    if (args.rtol && parse_tol(args.rtol, &a->opts.rtol) != 0)
+        return cli_usage_error(cmd, "--rtol needs a number >= 0");
+    if (args.atol && parse_tol(args.atol, &a->opts.atol) != 0)
+        return cli_usage_error(cmd, "--atol needs a number >= 0");
+    return CLI_CONTINUE;
 }
 
-int cmd_diff(const cli_command *cmd, int argc, char **argv)
+static int run(const cli_command *cmd, int argc, char **argv)
 {
     diff_args a;
     ckpt_diff_options init = CKPT_DIFF_OPTIONS_INIT;
@@ -490,9 +477,12 @@ int cmd_diff(const cli_command *cmd, int argc, char **argv)
 
     memset(&a, 0, sizeof a);
     a.opts = init;
-    rc = parse(cmd, argc, argv, &a);
-    if (rc != CLI_OK)
-        return rc < 0 ? CLI_OK : rc;
+    rc = cli_opt_parse(cmd, argc, argv);
+    if (rc == CLI_CONTINUE)
+        rc = parse(cmd, &a);
+    if (rc != CLI_CONTINUE)
+        return rc;
+    rc = CLI_OK;
     for (k = 0; k < 2 && rc == CLI_OK; k++) {
         int lrc = ckpt_manifest_load(&m[k], a.path[k], NULL);
 
@@ -518,8 +508,23 @@ int cmd_diff(const cli_command *cmd, int argc, char **argv)
             rc = ckpt_diff_identical(r) ? CLI_OK : CLI_FINDINGS;
         }
     }
-    ckpt_diff_free(r);
+    ckpt_diff_result_free(r);
     ckpt_manifest_free(m[0]);
     ckpt_manifest_free(m[1]);
     return rc;
 }
+
+const cli_command cli_cmd_diff = {
+    "diff", "compare two checkpoints key by key and value by value", opts,
+    "Lists keys only in A or only in B, shape and dtype differences and, for\n"
+    "each common tensor, whether its bytes are equal, or how its values\n"
+    "differ: elements outside tolerance, max abs and rel difference, NaN and\n"
+    "Inf disagreements. Floats of every width are compared as values (F16,\n"
+    "BF16 and F8 widened); an element differs unless |a-b| <= atol +\n"
+    "rtol*|b| (NaN equals NaN). Non-tensor values (epoch, learning rates,\n"
+    "step counters) are compared too: ints and strings exactly, floats with\n"
+    "the same tolerances.\n",
+    "Exit status: 0 identical (values within the tolerances), 1 different,\n"
+    "2 usage or I/O error.\n",
+    run, NULL
+};

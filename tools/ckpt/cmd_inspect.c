@@ -1,6 +1,6 @@
-/* cmd_inspect.c - `ckpt inspect FILE [--json] [--hash sha256]`: tensors,
- * non-tensor values and metadata, as a table or as one JSON object;
- * `--summary` shows the training components instead (summary.c). */
+/* cmd_inspect.c - `ckpt inspect FILE [--json] [--hash sha256] [--summary]`:
+ * tensors, non-tensor values and metadata, as a table or as one JSON
+ * object; `--summary` shows the training components instead (summary.c). */
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,81 +42,81 @@ static const char *tensor_sha256(inspect *in, const ckpt_tensor *t,
 
 /* ------------------------------------------------------------ JSON */
 
-static void json_tensor(inspect *in, json_writer *j, const ckpt_tensor *t)
+static void json_tensor(inspect *in, cli_json_writer *j, const ckpt_tensor *t)
 {
     const uint64_t *shape = ckpt_tensor_shape(t);
     unsigned ndim = ckpt_tensor_ndim(t);
     char hex[65];
 
-    json_object_begin(j);
-    json_key(j, "name");
-    json_string(j, ckpt_tensor_name(t));
-    json_key(j, "dtype");
-    json_string(j, ckpt_dtype_name(ckpt_tensor_dtype(t)));
-    json_key(j, "shape");
-    json_dims(j, ndim, shape);
-    json_key(j, "nbytes");
-    json_uint(j, ckpt_tensor_nbytes(t));
+    cli_json_object_begin(j);
+    cli_json_key(j, "name");
+    cli_json_string(j, ckpt_tensor_name(t));
+    cli_json_key(j, "dtype");
+    cli_json_string(j, ckpt_dtype_name(ckpt_tensor_dtype(t)));
+    cli_json_key(j, "shape");
+    cli_json_dims(j, ndim, shape);
+    cli_json_key(j, "nbytes");
+    cli_json_uint(j, ckpt_tensor_nbytes(t));
     if (in->hash) {
-        json_key(j, "sha256");
+        cli_json_key(j, "sha256");
         if (tensor_sha256(in, t, hex)[0])
-            json_string(j, hex);
+            cli_json_string(j, hex);
         else
-            json_null(j);
+            cli_json_null(j);
     }
-    json_object_end(j);
+    cli_json_object_end(j);
 }
 
 static void print_json(inspect *in)
 {
     ckpt_file *f = in->f;
     size_t n, i;
-    json_writer j;
+    cli_json_writer j;
 
-    json_init(&j, stdout);
-    json_object_begin(&j);
-    json_key(&j, "file");
-    json_string(&j, in->path);
-    json_key(&j, "format");
-    json_string(&j, ckpt_format_name(ckpt_file_format(f)));
+    cli_json_init(&j, stdout);
+    cli_json_object_begin(&j);
+    cli_json_key(&j, "file");
+    cli_json_string(&j, in->path);
+    cli_json_key(&j, "format");
+    cli_json_string(&j, ckpt_format_name(ckpt_file_format(f)));
 
-    json_key(&j, "tensors");
-    json_array_begin(&j);
+    cli_json_key(&j, "tensors");
+    cli_json_array_begin(&j);
     n = ckpt_file_tensor_count(f);
     for (i = 0; i < n; i++)
         json_tensor(in, &j, ckpt_file_tensor(f, i));
-    json_array_end(&j);
+    cli_json_array_end(&j);
 
-    json_key(&j, "values");
-    json_array_begin(&j);
+    cli_json_key(&j, "values");
+    cli_json_array_begin(&j);
     n = ckpt_file_value_count(f);
     for (i = 0; i < n; i++) {
         const ckpt_value *v = ckpt_file_value(f, i);
 
-        json_object_begin(&j);
-        json_key(&j, "name");
-        json_string(&j, ckpt_file_value_name(f, i));
-        json_key(&j, "type");
-        json_string(&j, ckpt_kind_name(ckpt_value_kind(v)));
-        json_key(&j, "value");
-        json_leaf(&j, v);
-        json_object_end(&j);
+        cli_json_object_begin(&j);
+        cli_json_key(&j, "name");
+        cli_json_string(&j, ckpt_file_value_name(f, i));
+        cli_json_key(&j, "type");
+        cli_json_string(&j, ckpt_kind_name(ckpt_value_kind(v)));
+        cli_json_key(&j, "value");
+        cli_json_leaf(&j, v);
+        cli_json_object_end(&j);
     }
-    json_array_end(&j);
+    cli_json_array_end(&j);
 
-    json_key(&j, "metadata");
+    cli_json_key(&j, "metadata");
     if (!ckpt_file_has_metadata(f)) {
-        json_null(&j);
+        cli_json_null(&j);
     } else {
-        json_object_begin(&j);
+        cli_json_object_begin(&j);
         n = ckpt_file_metadata_count(f);
         for (i = 0; i < n; i++) {
-            json_key(&j, ckpt_file_metadata_key(f, i));
-            json_string(&j, ckpt_file_metadata_value(f, i));
+            cli_json_key(&j, ckpt_file_metadata_key(f, i));
+            cli_json_string(&j, ckpt_file_metadata_value(f, i));
         }
-        json_object_end(&j);
+        cli_json_object_end(&j);
     }
-    json_object_end(&j);
+    cli_json_object_end(&j);
     fputc('\n', stdout);
 }
 
@@ -302,58 +302,59 @@ static void print_text(inspect *in)
 
 /* ------------------------------------------------------------ command */
 
-int cmd_inspect(const cli_command *cmd, int argc, char **argv)
+static struct {
+    const char *path, *hash;
+    int json, summary;
+} args;
+
+static const cli_opt opts[] = {
+    { CLI_OPT_ARG, "FILE", 0, &args.path, NULL, CLI_OPT_REQUIRED, NULL },
+    { CLI_OPT_BOOL, "json", 0, &args.json, NULL, 0,
+      "one JSON object on stdout instead of a table" },
+    { CLI_OPT_VALUE, "hash", 0, &args.hash, "sha256", 0,
+      "add the SHA-256 of each tensor's contents" },
+    { CLI_OPT_BOOL, "summary", 0, &args.summary, NULL, 0,
+      "training components instead: what each weighs (bytes, elements), "
+      "the optimizer-to-model ratio, resume readiness, metadata; FILE may "
+      "be a directory (Hugging Face Trainer layout)" },
+    { 0 }
+};
+
+static int run(const cli_command *cmd, int argc, char **argv)
 {
     inspect in = { NULL, NULL, 0, CLI_OK };
-    int json = 0, summary = 0, i, rc, options = 1;
+    int rc = cli_opt_parse(cmd, argc, argv);
     cli_error e;
 
-    for (i = 1; i < argc; i++) {
-        const char *a = argv[i];
-
-        if (options && a[0] == '-' && a[1] != '\0') {
-            if (strcmp(a, "--") == 0) {
-                options = 0;
-            } else if (cli_is_help(a)) {
-                return cli_help(cmd);
-            } else if (strcmp(a, "--json") == 0) {
-                json = 1;
-            } else if (strcmp(a, "--summary") == 0) {
-                summary = 1;
-            } else if (strcmp(a, "--hash") == 0 && i + 1 < argc &&
-                       strcmp(argv[i + 1], "sha256") == 0) {
-                in.hash = 1;
-                i++;
-            } else if (strcmp(a, "--hash=sha256") == 0) {
-                in.hash = 1;
-            } else if (strncmp(a, "--hash", 6) == 0) {
-                return cli_usage_error(cmd, "--hash takes 'sha256'");
-            } else {
-                return cli_usage_error(cmd, "unknown option '%s'", a);
-            }
-        } else if (in.path == NULL) {
-            in.path = a;
-        } else {
-            return cli_usage_error(cmd, "one FILE at a time");
-        }
-    }
-    if (in.path == NULL)
-        return cli_usage_error(cmd, "missing FILE");
+    if (rc != CLI_CONTINUE)
+        return rc;
+    if (args.hash && strcmp(args.hash, "sha256") != 0)
+        return cli_usage_error(cmd, "--hash takes 'sha256'");
+    in.path = args.path;
+    in.hash = args.hash != NULL;
     /* Training components instead of the tensor list; FILE may be a
      * directory (Hugging Face Trainer layout). */
-    if (summary)
+    if (args.summary)
         return in.hash ? cli_usage_error(cmd, "--summary takes no --hash")
-                       : summary_inspect(in.path, json);
+                       : cli_summary_inspect(in.path, args.json);
 
     rc = ckpt_open(&in.f, in.path, NULL);
     if (rc != 0) {
         cli_error_capture(&e, rc);
         return cli_report(in.path, &e);
     }
-    if (json)
+    if (args.json)
         print_json(&in);
     else
         print_text(&in);
     ckpt_close(in.f);
     return in.rc;
 }
+
+const cli_command cli_cmd_inspect = {
+    "inspect", "list tensors, values and metadata of a checkpoint", opts,
+    "Lists every tensor (name, dtype, shape, bytes), the non-tensor values\n"
+    "and the metadata of FILE, without executing anything in it.\n",
+    "Exit status: 0 ok, 1 FILE unreadable or corrupt, 2 usage or I/O error.\n",
+    run, NULL
+};

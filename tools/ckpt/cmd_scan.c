@@ -203,49 +203,49 @@ static void print_human(const char *path, const ckpt_scan_report *r)
            count[CKPT_SEVERITY_INFO]);
 }
 
-static void print_json(json_writer *j, const char *path, const ckpt_scan_report *r)
+static void print_json(cli_json_writer *j, const char *path, const ckpt_scan_report *r)
 {
     size_t i, n = ckpt_scan_finding_count(r);
 
-    json_object_begin(j);
-    json_key(j, "file");
-    json_string(j, path);
-    json_key(j, "verdict");
-    json_string(j, ckpt_verdict_name(ckpt_scan_verdict(r)));
-    json_key(j, "findings");
-    json_array_begin(j);
+    cli_json_object_begin(j);
+    cli_json_key(j, "file");
+    cli_json_string(j, path);
+    cli_json_key(j, "verdict");
+    cli_json_string(j, ckpt_verdict_name(ckpt_scan_verdict(r)));
+    cli_json_key(j, "findings");
+    cli_json_array_begin(j);
     for (i = 0; i < n; i++) {
         const ckpt_finding *f = ckpt_scan_finding(r, i);
 
-        json_object_begin(j);
-        json_key(j, "severity");
-        json_string(j, ckpt_severity_name(f->severity));
-        json_key(j, "kind");
-        json_string(j, f->kind);
+        cli_json_object_begin(j);
+        cli_json_key(j, "severity");
+        cli_json_string(j, ckpt_severity_name(f->severity));
+        cli_json_key(j, "kind");
+        cli_json_string(j, f->kind);
         if (f->global) {
-            json_key(j, "global");
-            json_string(j, f->global);
+            cli_json_key(j, "global");
+            cli_json_string(j, f->global);
         }
         if (f->member[0]) {
-            json_key(j, "member");
-            json_string(j, f->member);
+            cli_json_key(j, "member");
+            cli_json_string(j, f->member);
         }
-        json_key(j, "offset");
+        cli_json_key(j, "offset");
         if (f->offset == UINT64_MAX)
-            json_null(j);
+            cli_json_null(j);
         else
-            json_uint(j, f->offset);
-        json_key(j, "message");
-        json_string(j, f->message);
-        json_object_end(j);
+            cli_json_uint(j, f->offset);
+        cli_json_key(j, "message");
+        cli_json_string(j, f->message);
+        cli_json_object_end(j);
     }
-    json_array_end(j);
-    json_key(j, "globals");
-    json_array_begin(j);
+    cli_json_array_end(j);
+    cli_json_key(j, "globals");
+    cli_json_array_begin(j);
     for (i = 0; i < ckpt_scan_global_count(r); i++)
-        json_string(j, ckpt_scan_global(r, i));
-    json_array_end(j);
-    json_object_end(j);
+        cli_json_string(j, ckpt_scan_global(r, i));
+    cli_json_array_end(j);
+    cli_json_object_end(j);
 }
 
 /* An --allow of a dangerous family is ignored by every scan, which says
@@ -268,7 +268,7 @@ static void warn_refused_allows(const ckpt_scan_report *r, int *warned)
 }
 
 /* Scans one file and prints its result; returns its exit code. */
-static int scan_one(const char *path, const ckpt_scan_options *opts, json_writer *j,
+static int scan_one(const char *path, const ckpt_scan_options *opts, cli_json_writer *j,
                     int *warned)
 {
     ckpt_scan_report *r = NULL;
@@ -278,12 +278,12 @@ static int scan_one(const char *path, const ckpt_scan_options *opts, json_writer
     if (rc != 0) {
         cli_error_capture(&e, rc);
         if (j) {
-            json_object_begin(j);
-            json_key(j, "file");
-            json_string(j, path);
-            json_key(j, "error");
-            json_string(j, e.message);
-            json_object_end(j);
+            cli_json_object_begin(j);
+            cli_json_key(j, "file");
+            cli_json_string(j, path);
+            cli_json_key(j, "error");
+            cli_json_string(j, e.message);
+            cli_json_object_end(j);
         }
         cli_report(path, &e);
         return CLI_USAGE;
@@ -298,86 +298,100 @@ static int scan_one(const char *path, const ckpt_scan_options *opts, json_writer
     return rc;
 }
 
-/* Parses the command line into opts/list; argv entries that are files are
- * left for the caller. Returns -1 to go on, else an exit code. */
-static int parse_args(const cli_command *cmd, int argc, char **argv, int *json,
-                      allowlist *list, int *files)
+static struct {
+    cli_list files, allow; /* allow: --allow and --policy, in order */
+    int json;
+} args;
+
+static const cli_opt opts[] = {
+    { CLI_OPT_BOOL, "json", 0, &args.json, NULL, 0,
+      "one JSON object per file (an array for several)" },
+    { CLI_OPT_VALUES, "allow", 0, &args.allow, "NAME", 0,
+      "also allow the global NAME (exact module.qualname; "
+      "not for known dangerous families: such an --allow "
+      "is ignored, and the output says so); repeatable" },
+    { CLI_OPT_VALUES, "policy", 0, &args.allow, "FILE", 0,
+      "allow every module.qualname listed in FILE, one per "
+      "line, '#' starts a comment" },
+    { CLI_OPT_ARGS, "FILE", 0, &args.files, NULL, CLI_OPT_REQUIRED, NULL },
+    { 0 }
+};
+
+/* The allowlist of --allow and --policy, in the order given. Returns
+ * CLI_OK, or CLI_USAGE after printing why. */
+static int read_allowlist(const cli_command *cmd, allowlist *list)
 {
-    int i, options = 1, rc;
+    size_t i;
+    int rc;
 
-    for (i = 1; i < argc; i++) {
-        const char *a = argv[i];
+    for (i = 0; i < args.allow.n; i++) {
+        const char *v = args.allow.items[i];
 
-        if (options && strcmp(a, "--") == 0) {
-            options = 0;
-        } else if (!options || a[0] != '-' || a[1] == '\0') {
-            (*files)++;
-        } else if (cli_is_help(a)) {
-            return cli_help(cmd);
-        } else if (strcmp(a, "--json") == 0) {
-            *json = 1;
-        } else if (strcmp(a, "--allow") == 0 || strcmp(a, "--policy") == 0) {
-            if (i + 1 >= argc)
-                return cli_usage_error(cmd, "%s needs a value", a);
-            i++;
-            if (a[2] == 'p') {
-                if ((rc = read_policy(cmd, list, argv[i])) != CLI_OK)
-                    return rc;
-            } else if (!valid_qualname(argv[i])) {
-                return cli_usage_error(cmd, "--allow takes module.qualname, not '%s'",
-                                       argv[i]);
-            } else if (allow_add(list, argv[i])) {
-                return cli_usage_error(cmd, "out of memory");
-            }
-        } else {
-            return cli_usage_error(cmd, "unknown option '%s'", a);
+        if (strcmp(args.allow.opts[i]->name, "policy") == 0) {
+            if ((rc = read_policy(cmd, list, v)) != CLI_OK)
+                return rc;
+        } else if (!valid_qualname(v)) {
+            return cli_usage_error(cmd, "--allow takes module.qualname, not '%s'", v);
+        } else if (allow_add(list, v)) {
+            return cli_usage_error(cmd, "out of memory");
         }
     }
-    if (*files == 0)
-        return cli_usage_error(cmd, "missing FILE");
-    return -1;
+    return CLI_OK;
 }
 
-int cmd_scan(const cli_command *cmd, int argc, char **argv)
+static int run(const cli_command *cmd, int argc, char **argv)
 {
     allowlist list = {0};
-    ckpt_scan_options opts = CKPT_SCAN_OPTIONS_INIT;
-    json_writer jw;
-    int i, json = 0, files = 0, options = 1, worst = CLI_OK, warned = 0;
-    int rc = parse_args(cmd, argc, argv, &json, &list, &files);
+    ckpt_scan_options so = CKPT_SCAN_OPTIONS_INIT;
+    cli_json_writer jw;
+    size_t i;
+    int worst = CLI_OK, warned = 0;
+    int rc = cli_opt_parse(cmd, argc, argv);
 
-    if (rc >= 0) {
+    if (rc == CLI_CONTINUE)
+        rc = read_allowlist(cmd, &list);
+    if (rc != CLI_OK && rc != CLI_CONTINUE) {
         allow_free(&list);
         return rc;
     }
-    opts.allow = list.names;
-    opts.nallow = list.n;
-    if (json) {
-        json_init(&jw, stdout);
-        if (files > 1)
-            json_array_begin(&jw);
+    so.allow = list.names;
+    so.nallow = list.n;
+    if (args.json) {
+        cli_json_init(&jw, stdout);
+        if (args.files.n > 1)
+            cli_json_array_begin(&jw);
     }
-    for (i = 1; i < argc; i++) {
-        const char *a = argv[i];
-
-        if (options && strcmp(a, "--") == 0) {
-            options = 0;
-            continue;
-        }
-        if (options && a[0] == '-' && a[1] != '\0') {
-            if (strcmp(a, "--allow") == 0 || strcmp(a, "--policy") == 0)
-                i++;
-            continue;
-        }
-        rc = scan_one(a, &opts, json ? &jw : NULL, &warned);
+    for (i = 0; i < args.files.n; i++) {
+        rc = scan_one(args.files.items[i], &so, args.json ? &jw : NULL, &warned);
         if (rc == CLI_USAGE || (rc == CLI_FINDINGS && worst == CLI_OK))
             worst = rc;
     }
-    if (json) {
-        if (files > 1)
-            json_array_end(&jw);
+    if (args.json) {
+        if (args.files.n > 1)
+            cli_json_array_end(&jw);
         fputc('\n', stdout);
     }
     allow_free(&list);
     return worst;
 }
+
+const cli_command cli_cmd_scan = {
+    "scan", "would loading it run code? decided without running it", opts,
+    "Decides, without executing anything, whether loading each FILE with\n"
+    "torch.load or pickle could run code. Every pickle in it is examined:\n"
+    "zip members that look like pickles, legacy stacked pickles, streams\n"
+    "after STOP, pickles nested in string literals. Verdicts:\n"
+    "  safe              only allowlisted data and tensor builders\n"
+    "  unsafe            a global off the allowlist is imported, called or\n"
+    "                    built (dangerous: a known dangerous family - code\n"
+    "                    execution, process control, network or file access)\n"
+    "  unscannable       some content could not be examined (encrypted,\n"
+    "                    7z/tar/gzip, zip bomb, a pickle that does not parse)\n"
+    "  not-a-checkpoint  no pickle, zip or safetensors content\n"
+    "A sharded index (*.index.json) is scanned through every shard it lists.\n"
+    "Tensor bytes are not checked (that is `ckpt verify`): a file whose\n"
+    "pickles all parse and are clean is safe even if its storages are not.\n",
+    "Exit status: 0 every file safe, 1 some file not safe, 2 usage or I/O\n"
+    "error.\n",
+    run, NULL
+};

@@ -14,14 +14,14 @@
 
 #include "cli.h"
 
-void json_init(json_writer *j, FILE *out)
+void cli_json_init(cli_json_writer *j, FILE *out)
 {
     memset(j, 0, sizeof *j);
     j->out = out;
 }
 
 /* Separator before any value or key. */
-static void before_value(json_writer *j)
+static void before_value(cli_json_writer *j)
 {
     if (j->after_key) {
         j->after_key = 0;
@@ -32,26 +32,26 @@ static void before_value(json_writer *j)
     j->need_comma[j->depth] = 1;
 }
 
-static void open_scope(json_writer *j, char c)
+static void open_scope(cli_json_writer *j, char c)
 {
     before_value(j);
     fputc(c, j->out);
-    if (j->depth < JSON_MAX_DEPTH)
+    if (j->depth < CLI_JSON_MAX_DEPTH)
         j->depth++;
     j->need_comma[j->depth] = 0;
 }
 
-static void close_scope(json_writer *j, char c)
+static void close_scope(cli_json_writer *j, char c)
 {
     fputc(c, j->out);
     if (j->depth > 0)
         j->depth--;
 }
 
-void json_object_begin(json_writer *j) { open_scope(j, '{'); }
-void json_object_end(json_writer *j) { close_scope(j, '}'); }
-void json_array_begin(json_writer *j) { open_scope(j, '['); }
-void json_array_end(json_writer *j) { close_scope(j, ']'); }
+void cli_json_object_begin(cli_json_writer *j) { open_scope(j, '{'); }
+void cli_json_object_end(cli_json_writer *j) { close_scope(j, '}'); }
+void cli_json_array_begin(cli_json_writer *j) { open_scope(j, '['); }
+void cli_json_array_end(cli_json_writer *j) { close_scope(j, ']'); }
 
 static void put_escaped(FILE *out, const char *s, size_t len)
 {
@@ -85,7 +85,7 @@ static void put_escaped(FILE *out, const char *s, size_t len)
     fputc('"', out);
 }
 
-void json_key(json_writer *j, const char *key)
+void cli_json_key(cli_json_writer *j, const char *key)
 {
     before_value(j);
     put_escaped(j->out, key, strlen(key));
@@ -93,21 +93,21 @@ void json_key(json_writer *j, const char *key)
     j->after_key = 1;
 }
 
-void json_string_len(json_writer *j, const char *s, size_t len)
+void cli_json_string_len(cli_json_writer *j, const char *s, size_t len)
 {
     before_value(j);
     put_escaped(j->out, s, len);
 }
 
-void json_string(json_writer *j, const char *s)
+void cli_json_string(cli_json_writer *j, const char *s)
 {
     if (s == NULL)
-        json_null(j);
+        cli_json_null(j);
     else
-        json_string_len(j, s, strlen(s));
+        cli_json_string_len(j, s, strlen(s));
 }
 
-void json_uint(json_writer *j, uint64_t v)
+void cli_json_uint(cli_json_writer *j, uint64_t v)
 {
     before_value(j);
     fprintf(j->out, "%" PRIu64, v);
@@ -127,21 +127,21 @@ static int is_json_integer(const char *s)
     return *s == '\0';
 }
 
-void json_int_text(json_writer *j, const char *decimal)
+void cli_json_int_text(cli_json_writer *j, const char *decimal)
 {
     if (decimal == NULL) {
-        json_null(j);
+        cli_json_null(j);
         return;
     }
     if (!is_json_integer(decimal)) {
-        json_string(j, decimal);
+        cli_json_string(j, decimal);
         return;
     }
     before_value(j);
     fputs(decimal, j->out);
 }
 
-const char *fmt_double(char buf[40], double v)
+const char *cli_fmt_double(char buf[40], double v)
 {
     static const int precisions[] = { 15, 16, 17 };
     size_t i;
@@ -160,33 +160,33 @@ const char *fmt_double(char buf[40], double v)
     return buf;
 }
 
-void json_double(json_writer *j, double v)
+void cli_json_double(cli_json_writer *j, double v)
 {
     char buf[40];
 
     if (isnan(v)) {
-        json_string(j, "nan");
+        cli_json_string(j, "nan");
     } else if (isinf(v)) {
-        json_string(j, v > 0 ? "inf" : "-inf");
+        cli_json_string(j, v > 0 ? "inf" : "-inf");
     } else {
         before_value(j);
-        fputs(fmt_double(buf, v), j->out);
+        fputs(cli_fmt_double(buf, v), j->out);
     }
 }
 
-void json_bool(json_writer *j, int v)
+void cli_json_bool(cli_json_writer *j, int v)
 {
     before_value(j);
     fputs(v ? "true" : "false", j->out);
 }
 
-void json_null(json_writer *j)
+void cli_json_null(cli_json_writer *j)
 {
     before_value(j);
     fputs("null", j->out);
 }
 
-void json_hex(json_writer *j, const unsigned char *p, size_t len)
+void cli_json_hex(cli_json_writer *j, const unsigned char *p, size_t len)
 {
     size_t i;
 
@@ -197,43 +197,47 @@ void json_hex(json_writer *j, const unsigned char *p, size_t len)
     fputc('"', j->out);
 }
 
-void json_leaf(json_writer *j, const ckpt_value *v)
+void cli_json_leaf(cli_json_writer *j, const ckpt_value *v)
 {
     ckpt_kind kind = ckpt_value_kind(v);
     const char *s;
     size_t len = 0;
+    double d = 0;
+    int b = 0;
 
     switch (kind) {
     case CKPT_KIND_INT:
-        json_int_text(j, ckpt_value_int_decimal(v));
+        cli_json_int_text(j, ckpt_value_int_decimal(v));
         break;
     case CKPT_KIND_FLOAT:
-        json_double(j, ckpt_value_float(v));
+        ckpt_value_float(v, &d);
+        cli_json_double(j, d);
         break;
     case CKPT_KIND_STR:
         s = ckpt_value_str(v, &len);
-        json_string_len(j, s, len);
+        cli_json_string_len(j, s, len);
         break;
     case CKPT_KIND_BOOL:
-        json_bool(j, ckpt_value_bool(v));
+        ckpt_value_bool(v, &b);
+        cli_json_bool(j, b);
         break;
     case CKPT_KIND_BYTES:
         s = ckpt_value_str(v, &len);
-        json_hex(j, (const unsigned char *)s, len);
+        cli_json_hex(j, (const unsigned char *)s, len);
         break;
     case CKPT_KIND_OBJECT:
-        json_string(j, ckpt_value_object_name(v));
+        cli_json_string(j, ckpt_value_object_name(v));
         break;
     default: /* NONE, and containers or tensors, which are not leaves */
-        json_null(j);
+        cli_json_null(j);
         break;
     }
 }
 
-void json_dims(json_writer *j, unsigned ndim, const uint64_t *dims)
+void cli_json_dims(cli_json_writer *j, unsigned ndim, const uint64_t *dims)
 {
-    json_array_begin(j);
+    cli_json_array_begin(j);
     for (unsigned d = 0; d < ndim; d++)
-        json_uint(j, dims[d]);
-    json_array_end(j);
+        cli_json_uint(j, dims[d]);
+    cli_json_array_end(j);
 }

@@ -1,0 +1,257 @@
+/* ckpt/file.h - opening a checkpoint: ckpt_file, tensors, values, verify.
+ * Part of the public API of libckpt; include <ckpt.h>. */
+#ifndef CKPT_INCLUDE_FILE_H
+#define CKPT_INCLUDE_FILE_H
+
+#include "ckpt/common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct ckpt_file ckpt_file;
+typedef struct ckpt_tensor ckpt_tensor;
+typedef struct ckpt_value ckpt_value;
+
+typedef enum ckpt_format {
+    CKPT_FORMAT_UNKNOWN = 0, /* ckpt_detect_format: no format ckpt reads */
+    CKPT_FORMAT_SAFETENSORS = 1,
+    CKPT_FORMAT_SAFETENSORS_SHARDED = 2,
+    CKPT_FORMAT_TORCH_ZIP = 3,
+    CKPT_FORMAT_TORCH_LEGACY = 4,
+    CKPT_FORMAT_PICKLE = 5
+} ckpt_format;
+
+/* "safetensors", "safetensors-sharded", "torch-zip", "torch-legacy",
+ * "pickle" (the JSON names of `ckpt inspect`). Static string. */
+CKPT_API const char *ckpt_format_name(ckpt_format f);
+
+/* The format a file's first bytes show, by the rule ckpt_open (and
+ * ckpt_scan, and doctor) decides with: by content, never by file name.
+ * head: the first n bytes of the file (borrowed, not kept; NULL only with
+ * n == 0). Looked at, in this order:
+ *   "PK\3\4" at 0                    CKPT_FORMAT_TORCH_ZIP
+ *   "PYTORCH1" at 0, "ustar" at 257   CKPT_FORMAT_UNKNOWN (formats ckpt
+ *                                     does not read: ckpt_open says which)
+ *   JSON whitespace then '{', no NUL in the first 8 bytes
+ *                                     CKPT_FORMAT_SAFETENSORS_SHARDED
+ *   8 bytes (the header length), JSON whitespace, '{'
+ *                                     CKPT_FORMAT_SAFETENSORS
+ *   torch.save's legacy magic-number pickle (12 bytes)
+ *                                     CKPT_FORMAT_TORCH_LEGACY
+ *   PROTO 0..5, or an opcode a protocol 0/1 pickle starts with
+ *                                     CKPT_FORMAT_PICKLE
+ * and CKPT_FORMAT_UNKNOWN for anything else, including n == 0. 262 bytes
+ * are enough for every rule; with fewer a tar archive is not recognised
+ * (and may read as an index or a pickle), and whitespace that runs past n
+ * hides an index or a safetensors header. The answer is what a reader
+ * would try, not a promise that the file parses. Never fails; reads at
+ * most n bytes; thread-safe. */
+CKPT_API ckpt_format ckpt_detect_format(const void *head, size_t n);
+
+typedef struct ckpt_open_options {
+    unsigned version; /* CKPT_OPEN_OPTIONS_VERSION */
+    ckpt_limits limits;
+} ckpt_open_options;
+#define CKPT_OPEN_OPTIONS_VERSION 1
+#define CKPT_OPEN_OPTIONS_INIT \
+    { .version = CKPT_OPEN_OPTIONS_VERSION, .limits = CKPT_LIMITS_INIT }
+CKPT_API int ckpt_open_options_init(ckpt_open_options *opts, unsigned version);
+
+/* Opens a checkpoint, detecting the format from its content (never from
+ * the file name): "PK\3\4" zip, legacy magic pickle, pickle, safetensors
+ * header, or a "*.safetensors.index.json" sharded index (the shards are
+ * opened relative to the index's directory; names with "..", a root or a
+ * drive are refused).
+ *
+ * The file is mapped read-only; tensor bytes are never copied at open
+ * except for deflated zip members (inflated up to limits.max_inflate_bytes)
+ * and legacy files, which are mapped too. Open validates all structure
+ * (headers, pickle, zip directory, every view against its storage) but
+ * reads no tensor bytes: use ckpt_verify for that.
+ *
+ * opts may be NULL (defaults). Returns 0, or CKPT_E_IO, CKPT_E_NOMEM,
+ * CKPT_E_TRUNCATED, CKPT_E_FORMAT, CKPT_E_LIMIT, CKPT_E_UNSUPPORTED
+ * (TorchScript archive, pre-0.4 tar file, PYTORCH1 preview format). */
+CKPT_API int ckpt_open(ckpt_file **out, const char *path,
+                       const ckpt_open_options *opts);
+
+/* Same from memory. `data` is borrowed and must outlive the ckpt_file.
+ * `name` is used in error messages (may be NULL). Sharded indexes cannot be
+ * opened from memory (CKPT_E_UNSUPPORTED). */
+CKPT_API int ckpt_open_memory(ckpt_file **out, const void *data, size_t size,
+                              const char *name, const ckpt_open_options *opts);
+
+/* Releases everything the file owns; all borrowed pointers die. NULL-safe. */
+CKPT_API void ckpt_close(ckpt_file *f);
+
+CKPT_API ckpt_format ckpt_file_format(const ckpt_file *f);
+/* The path or name the file was opened with. Borrowed. */
+CKPT_API const char *ckpt_file_path(const ckpt_file *f);
+/* Total bytes of the input (all shards for a sharded set). */
+CKPT_API uint64_t ckpt_file_size(const ckpt_file *f);
+
+/* The root of the object tree: a dict of tensors for safetensors, the
+ * unpickled object for pickle-based formats. Borrowed. */
+CKPT_API const ckpt_value *ckpt_file_root(const ckpt_file *f);
+
+/* Tensors, flattened and sorted by name (byte order). Names join dict keys
+ * (as written; int keys in decimal) and list/tuple indices with "."; a bare
+ * top-level tensor is named "". A tensor reachable under two names (tied
+ * weights) appears once per name. Index < ckpt_file_tensor_count. */
+CKPT_API size_t ckpt_file_tensor_count(const ckpt_file *f);
+CKPT_API const ckpt_tensor *ckpt_file_tensor(const ckpt_file *f, size_t i);
+/* Binary search by exact name; NULL if absent. */
+CKPT_API const ckpt_tensor *ckpt_file_find_tensor(const ckpt_file *f,
+                                                   const char *name);
+
+/* Non-tensor leaves, flattened and sorted by name like tensors. Leaves are
+ * values of kind NONE, BOOL, INT, FLOAT, STR, BYTES or OBJECT (an opaque
+ * object is a leaf; its arguments are not flattened). Empty containers
+ * produce no entry. */
+CKPT_API size_t ckpt_file_value_count(const ckpt_file *f);
+CKPT_API const char *ckpt_file_value_name(const ckpt_file *f, size_t i);
+CKPT_API const ckpt_value *ckpt_file_value(const ckpt_file *f, size_t i);
+
+/* safetensors "__metadata__" (string to string, in file order), or for a
+ * sharded set the index "metadata" with values rendered as JSON text.
+ * Count is 0 when the file has none; ckpt_file_has_metadata tells absent
+ * (0) from present-but-empty (1). Borrowed strings. */
+CKPT_API int ckpt_file_has_metadata(const ckpt_file *f);
+CKPT_API size_t ckpt_file_metadata_count(const ckpt_file *f);
+CKPT_API const char *ckpt_file_metadata_key(const ckpt_file *f, size_t i);
+CKPT_API const char *ckpt_file_metadata_value(const ckpt_file *f, size_t i);
+
+/* ---------------------------------------------------------------- tensors */
+
+/* Flattened name (see ckpt_file_tensor). Borrowed. */
+CKPT_API const char *ckpt_tensor_name(const ckpt_tensor *t);
+CKPT_API ckpt_dtype ckpt_tensor_dtype(const ckpt_tensor *t);
+CKPT_API unsigned ckpt_tensor_ndim(const ckpt_tensor *t);
+/* Arrays of ndim elements; borrowed. For ndim 0 a non-NULL dummy. */
+CKPT_API const uint64_t *ckpt_tensor_shape(const ckpt_tensor *t);
+CKPT_API const uint64_t *ckpt_tensor_stride(const ckpt_tensor *t);
+/* Offset of element [0,...,0] in its storage, in elements. */
+CKPT_API uint64_t ckpt_tensor_storage_offset(const ckpt_tensor *t);
+/* Product of the shape (1 for ndim 0). */
+CKPT_API uint64_t ckpt_tensor_numel(const ckpt_tensor *t);
+/* Bytes of the logical contents: numel x bits / 8 (safetensors rule). */
+CKPT_API uint64_t ckpt_tensor_nbytes(const ckpt_tensor *t);
+/* 1 if the elements are contiguous row-major little-endian bytes in the
+ * storage (so ckpt_tensor_data can hand them out), else 0. */
+CKPT_API int ckpt_tensor_is_contiguous(const ckpt_tensor *t);
+
+/* Storage identity: tensors that share bytes share an id (0-based, dense,
+ * per file). ckpt_tensor_storage_nbytes is the whole storage's size. */
+CKPT_API uint64_t ckpt_tensor_storage_id(const ckpt_tensor *t);
+CKPT_API uint64_t ckpt_tensor_storage_nbytes(const ckpt_tensor *t);
+/* Where the storage lives: zip member / safetensors file, and absolute
+ * offset of its first byte in that file. Borrowed. */
+CKPT_API const char *ckpt_tensor_member(const ckpt_tensor *t);
+CKPT_API uint64_t ckpt_tensor_file_offset(const ckpt_tensor *t);
+
+/* Borrowed pointer to the tensor's bytes when ckpt_tensor_is_contiguous:
+ * *data receives the first byte, *size ckpt_tensor_nbytes. Zero-copy: the
+ * pointer is into the file mapping and lives as long as f. Returns 0, or
+ * CKPT_E_UNSUPPORTED for a view that is not contiguous or a big-endian
+ * storage (use ckpt_tensor_read). */
+CKPT_API int ckpt_tensor_data(const ckpt_tensor *t, const void **data,
+                              size_t *size);
+
+/* Copies the logical contents as contiguous row-major little-endian bytes
+ * (views gathered through their strides, big-endian storages swapped) into
+ * dst, which must hold ckpt_tensor_nbytes bytes. Returns 0,
+ * CKPT_E_INVALID_ARG if cap is too small, CKPT_E_UNSUPPORTED for sub-byte
+ * dtypes with non-contiguous views. */
+CKPT_API int ckpt_tensor_read(const ckpt_tensor *t, void *dst, size_t cap);
+
+/* SHA-256 of the logical contents (as ckpt_tensor_read would produce),
+ * without materialising a copy for contiguous tensors. out: 32 bytes. */
+CKPT_API int ckpt_tensor_sha256(const ckpt_tensor *t, unsigned char out[32]);
+
+/* ---------------------------------------------------------------- values */
+
+typedef enum ckpt_kind {
+    CKPT_KIND_NONE = 0,
+    CKPT_KIND_BOOL = 1,
+    CKPT_KIND_INT = 2,
+    CKPT_KIND_FLOAT = 3,
+    CKPT_KIND_STR = 4,
+    CKPT_KIND_BYTES = 5,
+    CKPT_KIND_LIST = 6,
+    CKPT_KIND_TUPLE = 7,
+    CKPT_KIND_DICT = 8,
+    CKPT_KIND_SET = 9,
+    CKPT_KIND_TENSOR = 10,
+    CKPT_KIND_OBJECT = 11
+} ckpt_kind;
+
+CKPT_API ckpt_kind ckpt_value_kind(const ckpt_value *v);
+/* "none", "bool", "int", "float", "str", "bytes", "list", "tuple", "dict",
+ * "set", "tensor", "object". Static string. */
+CKPT_API const char *ckpt_kind_name(ckpt_kind k);
+
+/* Scalar getters: *out receives the value; each returns 0, or
+ * CKPT_E_INVALID_ARG (not recorded: a kind test, not a failure) when v is
+ * not of that kind, leaving *out unchanged. bool: 0 or 1. int: also
+ * CKPT_E_LIMIT when it does not fit in int64 (use ckpt_value_int_decimal). */
+CKPT_API int ckpt_value_bool(const ckpt_value *v, int *out);
+CKPT_API int ckpt_value_int(const ckpt_value *v, int64_t *out);
+/* Exact decimal text of any int, however large. Borrowed. NULL if not int. */
+CKPT_API const char *ckpt_value_int_decimal(const ckpt_value *v);
+CKPT_API int ckpt_value_float(const ckpt_value *v, double *out);
+/* STR: UTF-8 text; BYTES: raw bytes. *len receives the byte length. Both
+ * are NUL-terminated for convenience. Borrowed. */
+CKPT_API const char *ckpt_value_str(const ckpt_value *v, size_t *len);
+/* Items of LIST, TUPLE, SET, DICT (pairs); 0 otherwise. */
+CKPT_API size_t ckpt_value_len(const ckpt_value *v);
+/* Item i of LIST/TUPLE/SET, or value i of DICT. Borrowed. */
+CKPT_API const ckpt_value *ckpt_value_item(const ckpt_value *v, size_t i);
+/* Key i of DICT (in insertion order). Borrowed. */
+CKPT_API const ckpt_value *ckpt_value_key(const ckpt_value *v, size_t i);
+CKPT_API const ckpt_tensor *ckpt_value_tensor(const ckpt_value *v);
+/* OBJECT: "module.qualname" of the global that would have built it. */
+CKPT_API const char *ckpt_value_object_name(const ckpt_value *v);
+/* OBJECT: arguments it would have been called with (a TUPLE) and the state
+ * BUILD would have set, or NULL. Kept for display only. Borrowed. */
+CKPT_API const ckpt_value *ckpt_value_object_args(const ckpt_value *v);
+CKPT_API const ckpt_value *ckpt_value_object_state(const ckpt_value *v);
+
+/* DICT: the mapping class it was built as, "collections.OrderedDict" (what
+ * torch's Module.state_dict returns) or "collections.Counter"; NULL for a
+ * plain dict, for the dicts of safetensors and JSON, and for other kinds.
+ * Static string. */
+CKPT_API const char *ckpt_value_dict_class(const ckpt_value *v);
+/* DICT: the attributes a pickle's BUILD set on an OrderedDict or Counter,
+ * a DICT, e.g. {"_metadata": OrderedDict({"": {"version": 1}, "bn":
+ * {"version": 2}, ...})} for a torch state dict (the per-module versions
+ * Module.load_state_dict passes to _load_from_state_dict for migrations);
+ * NULL when none were set, for a plain dict and for other kinds. It is not
+ * part of the flattened names (ckpt_file_tensor). Borrowed. */
+CKPT_API const ckpt_value *ckpt_value_dict_state(const ckpt_value *v);
+/* 1 if the tensor was saved as a torch.nn.Parameter
+ * (torch._utils._rebuild_parameter, _rebuild_parameter_with_state, or
+ * NEWOBJ torch.nn.parameter.Parameter), else 0. */
+CKPT_API int ckpt_tensor_is_parameter(const ckpt_tensor *t);
+
+/* ---------------------------------------------------------------- verify */
+
+typedef struct ckpt_verify_report {
+    int ok;            /* 1 when every check passed */
+    uint64_t tensors;  /* tensors read */
+    uint64_t bytes;    /* tensor/storage bytes read */
+    uint64_t members;  /* zip members whose CRC-32 was checked */
+} ckpt_verify_report;
+
+/* Full integrity check of an opened file: every byte of every storage is
+ * read; every zip member's CRC-32 is compared with the central directory;
+ * legacy storage element counts are checked against the pickle and the file
+ * size. Returns 0 when intact; CKPT_E_CHECKSUM (CRC mismatch) or another
+ * code with ckpt_error_last() naming member and offset of the first
+ * problem. report may be NULL. */
+CKPT_API int ckpt_verify(ckpt_verify_report *report, ckpt_file *f);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* CKPT_INCLUDE_FILE_H */

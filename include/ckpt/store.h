@@ -1,0 +1,178 @@
+/* ckpt/store.h - store: numbered generations of a checkpoint, verified before LATEST moves.
+ * Part of the public API of libckpt; include <ckpt.h>. */
+#ifndef CKPT_INCLUDE_STORE_H
+#define CKPT_INCLUDE_STORE_H
+
+#include "ckpt/file.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* A store is a directory of generations "NAME-STEP.safetensors" or
+ * "NAME-STEP.pt" (STEP in decimal without leading zeros, sorted
+ * numerically; equal steps by file name) and a file LATEST holding the file
+ * name of the newest committed generation and "\n" (for readers that do
+ * not link ckpt: `cat DIR/LATEST`). Every file is written through the
+ * atomic commit (temporary ".FILE.tmp-PID-HEX" in DIR, fsync, rename, fsync
+ * of DIR), so a crash at any moment leaves each name either absent or
+ * complete. A generation is committed once it is in place and verifies.
+ * Nothing is trusted unverified: latest, list and prune open and fully
+ * verify (ckpt_verify) the generations they judge. One writer per
+ * directory at a time (there is no lock); readers may run at any time.
+ * Other files in DIR are ignored. NAME is a label, not a namespace: the
+ * generations of every NAME in DIR form one sequence by step, which
+ * LATEST, latest and pruning all go by (keep one run per directory). */
+typedef struct ckpt_store_options {
+    unsigned version;       /* CKPT_STORE_OPTIONS_VERSION */
+    uint32_t keep;          /* commit and prune keep the `keep` newest
+                               generations that verify (at least the newest
+                               one) and LATEST's; default 3 */
+    uint32_t stale_minutes; /* gc: a temporary file whose writer is still
+                               running is stale once unmodified this long;
+                               default 60; 0: every temporary file */
+    ckpt_open_options open; /* limits for opening and verifying generations */
+} ckpt_store_options;
+#define CKPT_STORE_OPTIONS_VERSION 1
+#define CKPT_STORE_OPTIONS_INIT                                            \
+    { .version = CKPT_STORE_OPTIONS_VERSION, .keep = 3u,                 \
+      .stale_minutes = 60u, .open = CKPT_OPEN_OPTIONS_INIT }
+CKPT_API int ckpt_store_options_init(ckpt_store_options *opts, unsigned version);
+
+/* Commits the checkpoint file `src` (any format ckpt_open reads but a
+ * sharded set) as generation `step` of `name` in `dir` (created, with its
+ * missing parents, mode 0755 less the umask, when it does not exist).
+ * `src` is opened and verified first: a corrupt one is refused with
+ * "SRC is corrupt: REASON; nothing committed" and nothing is written.
+ * Then the bytes are copied unchanged to "dir/NAME-STEP.EXT" (EXT
+ * ".safetensors" for a
+ * safetensors source, ".pt" for torch zip, legacy and pickle sources)
+ * through the atomic commit; the new file's pages are dropped from the page
+ * cache (posix_fadvise) and it is re-read from disk, opened and verified
+ * fully; only then is LATEST replaced (atomically) to name the newest
+ * verified generation (normally the new one; a verified generation with a
+ * higher step keeps it), and only then are generations beyond opts->keep
+ * pruned as ckpt_store_prune does (the new generation is never pruned).
+ * Pruning verifies up to keep - 1 older generations (the new one is known
+ * good). A generation that fails verification is removed again and LATEST
+ * is not touched. Once it verifies, the generation is committed even if
+ * moving LATEST or pruning then fails: the call returns that failure with
+ * a message saying the generation was committed, and *path is filled.
+ *
+ * name: 1 to 200 bytes, no '/', no control bytes, not starting with '.'.
+ * A step of `name` that is already committed (a verified file
+ * NAME-STEP.*) is refused; a corrupt one is replaced. path/cap: receives
+ * "dir/NAME-STEP.EXT" (NUL-terminated) once the generation is committed;
+ * path may be NULL (cap 0). opts may be NULL (CKPT_STORE_OPTIONS_INIT).
+ * Returns 0; CKPT_E_INVALID_ARG (bad name, cap too small, step already
+ * committed); CKPT_E_IO (dir or src unreadable, dir cannot be created;
+ * write, fsync or rename failed; LATEST or pruning failed after the
+ * commit); CKPT_E_UNSUPPORTED
+ * (sharded source); the ckpt_open/ckpt_verify code when the source or the
+ * written copy is malformed or corrupt; CKPT_E_NOMEM. */
+CKPT_API int ckpt_store_commit(char *path, size_t cap, const char *dir,
+                               const char *name, uint64_t step,
+                               const char *src,
+                               const ckpt_store_options *opts);
+
+/* The generation to resume from: the newest (highest step; equal steps by
+ * file name) that opens and verifies fully; corrupt ones are skipped.
+ * LATEST is not consulted, so a LATEST that names a missing, corrupt or
+ * older file (after a crash between a generation's rename and LATEST's)
+ * changes nothing. path/cap receive "dir/FILE" (NUL-terminated). Returns
+ * 0; CKPT_E_NOTFOUND when no generation verifies; CKPT_E_IO when dir, or
+ * a generation newer than the answer, cannot be read (unreadable is not
+ * corrupt: an older generation would be the wrong answer);
+ * CKPT_E_INVALID_ARG when cap is too small; CKPT_E_NOMEM. */
+CKPT_API int ckpt_store_latest(char *path, size_t cap, const char *dir,
+                               const ckpt_store_options *opts);
+
+/* What LATEST says, as judged by ckpt_store_list. */
+typedef enum ckpt_store_pointer {
+    CKPT_STORE_POINTER_OK = 0,  /* names a generation that verifies */
+    CKPT_STORE_POINTER_ABSENT = 1,  /* there is no LATEST file */
+    CKPT_STORE_POINTER_MISSING = 2, /* names a generation file that is not there */
+    CKPT_STORE_POINTER_CORRUPT = 3, /* names a generation that does not verify */
+    CKPT_STORE_POINTER_INVALID = 4  /* unreadable, or not "FILE\n" for a
+                                   generation file name */
+} ckpt_store_pointer;
+/* "ok", "absent", "missing", "corrupt", "invalid". Static string. */
+CKPT_API const char *ckpt_store_pointer_name(ckpt_store_pointer p);
+
+/* One generation as ckpt_store_list found it. Strings are borrowed from the
+ * listing. */
+typedef struct ckpt_store_generation {
+    const char *file;   /* "NAME-STEP.EXT" */
+    const char *path;   /* "dir/NAME-STEP.EXT" */
+    const char *name;   /* NAME */
+    uint64_t step;
+    uint64_t bytes;     /* file size */
+    int ok;             /* 1 when it opens and verifies, else 0 (corrupt) */
+    int code;           /* CKPT_E_* of the first problem; 0 when ok */
+    const char *reason; /* its message; "" when ok */
+    const char *member; /* zip member of the problem, or "" */
+    uint64_t offset;    /* absolute byte offset of the problem, or UINT64_MAX */
+    int latest;         /* 1 for the file LATEST names */
+} ckpt_store_generation;
+
+typedef struct ckpt_store_listing ckpt_store_listing;
+
+/* Lists and fully verifies every generation of `dir`, and judges LATEST.
+ * *out receives the listing (free with ckpt_store_listing_free, NULL-safe),
+ * also when some generations are corrupt or unreadable (ok 0, with the
+ * reason). Returns 0; CKPT_E_IO when dir cannot be read; CKPT_E_NOMEM. */
+CKPT_API int ckpt_store_list(ckpt_store_listing **out, const char *dir,
+                             const ckpt_store_options *opts);
+CKPT_API void ckpt_store_listing_free(ckpt_store_listing *l);
+/* Generations by ascending step (equal steps by file name), i < count;
+ * NULL past the end. */
+CKPT_API size_t ckpt_store_list_count(const ckpt_store_listing *l);
+CKPT_API const ckpt_store_generation *
+ckpt_store_list_generation(const ckpt_store_listing *l, size_t i);
+/* LATEST's state; *file (may be NULL) receives the file name it holds
+ * (borrowed; "" when absent or invalid). */
+CKPT_API ckpt_store_pointer ckpt_store_list_pointer(const ckpt_store_listing *l,
+                                                    const char **file);
+
+/* Removes old generations. Generations are verified from the newest down
+ * until opts->keep of them (at least one) verify; those older than the
+ * last of these are removed, oldest first, whatever their state (unless
+ * LATEST names one), then dir is fsynced. Corrupt generations never count
+ * toward keep and never cause a good one to be removed: those newer than
+ * the kept ones are left in place (ckpt_store_list and
+ * ckpt_store_prune_list report them) until keep newer generations verify.
+ * Fewer than keep verified generations: nothing is removed. If a
+ * verification fails for want of I/O or memory rather than because the
+ * file is corrupt, nothing is removed. *removed (may be NULL) receives the
+ * number of files removed. Returns 0, CKPT_E_IO (dir unreadable, unlink
+ * failed, I/O error while verifying), CKPT_E_NOMEM. */
+CKPT_API int ckpt_store_prune(size_t *removed, const char *dir,
+                              const ckpt_store_options *opts);
+
+/* Removes stale temporary files left by killed writers (in any directory,
+ * e.g. a `ckpt convert` output's): regular files named ".X.tmp-PID-HEX"
+ * (the atomic commit's names, 16 lowercase hex digits) whose process PID
+ * no longer exists on this machine, or that were not modified for
+ * opts->stale_minutes (a writer that is still writing keeps its file's
+ * mtime fresh; a PID reused by another process does not). Generations and
+ * LATEST are never removed. *removed (may be NULL) receives the count.
+ * Returns 0, CKPT_E_IO, CKPT_E_NOMEM. */
+CKPT_API int ckpt_store_gc(size_t *removed, const char *dir,
+                           const ckpt_store_options *opts);
+
+/* ckpt_store_prune, and then *out receives the listing of what is left,
+ * as ckpt_store_list would give it (every generation left was verified by
+ * the pruning: the kept ones, the corrupt ones left in place, LATEST's),
+ * so a caller can report the corrupt generations without verifying twice.
+ * Free with ckpt_store_listing_free (NULL-safe); *out is NULL on failure.
+ * *removed (may be NULL) receives the number of files removed, also on
+ * failure. Returns the ckpt_store_prune codes, or CKPT_E_INVALID_ARG when
+ * out is NULL. */
+CKPT_API int ckpt_store_prune_list(ckpt_store_listing **out, size_t *removed,
+                                   const char *dir,
+                                   const ckpt_store_options *opts);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* CKPT_INCLUDE_STORE_H */

@@ -1,0 +1,157 @@
+/* ckpt/write.h - writers: safetensors and torch .pt, ckpt_convert, the tree builder.
+ * Part of the public API of libckpt; include <ckpt.h>. */
+#ifndef CKPT_INCLUDE_WRITE_H
+#define CKPT_INCLUDE_WRITE_H
+
+#include "ckpt/file.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Metadata recorded besides the tensors (architecture config, dtype
+ * intent, parallel layout, library versions...). nmeta pairs of UTF-8
+ * strings, borrowed for the call; keys non-empty, unique, not starting
+ * with "ckpt." (reserved). */
+typedef struct ckpt_write_options {
+    unsigned version; /* CKPT_WRITE_OPTIONS_VERSION */
+    const char *const *meta_keys;
+    const char *const *meta_values;
+    size_t nmeta;
+    int backup; /* 1: keep the file being replaced as "OUT.bak", itself
+                   replaced atomically (both names always hold a complete
+                   file) */
+} ckpt_write_options;
+#define CKPT_WRITE_OPTIONS_VERSION 1
+#define CKPT_WRITE_OPTIONS_INIT                                            \
+    { .version = CKPT_WRITE_OPTIONS_VERSION, .meta_keys = NULL,          \
+      .meta_values = NULL, .nmeta = 0, .backup = 0 }
+CKPT_API int ckpt_write_options_init(ckpt_write_options *opts, unsigned version);
+
+typedef struct ckpt_convert_options {
+    unsigned version;          /* CKPT_CONVERT_OPTIONS_VERSION */
+    ckpt_open_options open;    /* limits for reading the input */
+    ckpt_format format;        /* CKPT_FORMAT_SAFETENSORS or
+                                  CKPT_FORMAT_TORCH_ZIP; 0: from the output
+                                  name (".safetensors"; ".pt", ".pth",
+                                  ".bin", ".ckpt") */
+    const char *const *select; /* nselect name prefixes; non-empty: keep
+                                  only tensors and values whose flattened
+                                  name is a prefix P or starts with P
+                                  followed by "." (P ending in "." matches
+                                  any continuation); paths keep their
+                                  names, lists and tuples keep only
+                                  selected items (renumbered) */
+    size_t nselect;
+    const char *config_json;   /* a JSON object (e.g. the architecture
+                                  config), stored compact as metadata
+                                  "config"; NULL for none */
+    ckpt_write_options write;  /* metadata added (wins over the input's) */
+} ckpt_convert_options;
+#define CKPT_CONVERT_OPTIONS_VERSION 1
+#define CKPT_CONVERT_OPTIONS_INIT                                          \
+    { .version = CKPT_CONVERT_OPTIONS_VERSION,                           \
+      .open = CKPT_OPEN_OPTIONS_INIT, .format = (ckpt_format)0,          \
+      .select = NULL, .nselect = 0, .config_json = NULL,                 \
+      .write = CKPT_WRITE_OPTIONS_INIT }
+CKPT_API int ckpt_convert_options_init(ckpt_convert_options *opts, unsigned version);
+
+typedef struct ckpt_convert_report {
+    ckpt_format format; /* written format */
+    uint64_t tensors;   /* tensors (safetensors) or storages (torch) written */
+    uint64_t bytes;     /* size of the output file */
+} ckpt_convert_report;
+
+/* Converts checkpoint `in` (any format ckpt_open reads) into `out`,
+ * atomically. The tree written is the input's (for a safetensors file with
+ * "ckpt.structure", the original tree it records: safetensors to torch
+ * rebuilds the nesting, values, dtypes and shared storages), restricted by
+ * opts->select. Metadata: the input's (safetensors __metadata__, index
+ * metadata, or a ckpt torch archive's record) without ckpt.* keys, then
+ * "config", then opts->write (later entries replace earlier ones with the
+ * same key). opts and report may be NULL.
+ * Returns 0; CKPT_E_INVALID_ARG (no format for the output name, bad
+ * options or metadata, bad config JSON); CKPT_E_NOTFOUND (select matched
+ * nothing); CKPT_E_UNSUPPORTED (opaque objects, named, unless select
+ * leaves them out; a tensor named "__metadata__" or two tensors with one
+ * name in safetensors output; a dtype the output format lacks);
+ * CKPT_E_IO (input unreadable, output not writable); the ckpt_open codes
+ * for a malformed input; CKPT_E_NOMEM. Memory: tensor bytes stream from
+ * the input's mapping into the output, its pages released once written
+ * (bounded buffers for views); only a storage rebuilt from views that no
+ * stored tensor covers whole is allocated, up to limits.max_inflate_bytes. */
+CKPT_API int ckpt_convert(ckpt_convert_report *report, const char *in, const char *out,
+                          const ckpt_convert_options *opts);
+
+/* A tree builder for writers without a checkpoint file (e.g. a Python
+ * binding saving a training state): values are created in a ckpt_tree,
+ * which owns them, and composed with ckpt_tree_append / ckpt_tree_set. A
+ * value may be inserted several times (tied weights: the same tensor under
+ * two names is one object in the output). Strings and bytes are copied;
+ * tensor data is borrowed and must stay valid until the tree is written.
+ * Free with ckpt_tree_free (NULL-safe), which frees every value. Not
+ * thread-safe per tree. */
+typedef struct ckpt_tree ckpt_tree;
+CKPT_API int ckpt_tree_new(ckpt_tree **out);
+CKPT_API void ckpt_tree_free(ckpt_tree *t);
+/* Leaves. Each returns 0, CKPT_E_NOMEM, or CKPT_E_INVALID_ARG (NULL
+ * arguments, text that is not valid UTF-8); *out is NULL on failure. */
+CKPT_API int ckpt_tree_none(ckpt_value **out, ckpt_tree *t);
+CKPT_API int ckpt_tree_bool(ckpt_value **out, ckpt_tree *t, int v);
+CKPT_API int ckpt_tree_int(ckpt_value **out, ckpt_tree *t, int64_t v);
+CKPT_API int ckpt_tree_float(ckpt_value **out, ckpt_tree *t, double v);
+CKPT_API int ckpt_tree_str(ckpt_value **out, ckpt_tree *t, const char *s,
+                           size_t len);
+CKPT_API int ckpt_tree_bytes(ckpt_value **out, ckpt_tree *t, const void *p,
+                             size_t len);
+/* Empty containers, filled with ckpt_tree_append (list, tuple) and
+ * ckpt_tree_set (dict; keys are leaves or tuples, kept in insertion
+ * order). */
+CKPT_API int ckpt_tree_list(ckpt_value **out, ckpt_tree *t);
+CKPT_API int ckpt_tree_tuple(ckpt_value **out, ckpt_tree *t);
+CKPT_API int ckpt_tree_dict(ckpt_value **out, ckpt_tree *t);
+CKPT_API int ckpt_tree_append(ckpt_tree *t, ckpt_value *seq,
+                              ckpt_value *item);
+CKPT_API int ckpt_tree_set(ckpt_tree *t, ckpt_value *dict, ckpt_value *key,
+                           ckpt_value *val);
+/* A tensor over caller memory: `size` bytes at `data` (borrowed), the
+ * contiguous row-major little-endian elements of `shape` (ndim <=
+ * CKPT_MAX_NDIM); size must be numel x bits / 8 exactly. Returns 0,
+ * CKPT_E_INVALID_ARG (unknown dtype, size mismatch, ndim too large),
+ * CKPT_E_NOMEM. */
+CKPT_API int ckpt_tree_tensor(ckpt_value **out, ckpt_tree *t, ckpt_dtype dtype,
+                              unsigned ndim, const uint64_t *shape,
+                              const void *data, size_t size);
+/* What torch's Module.state_dict() returns, so that a saved state dict
+ * loads back as one (load_state_dict reads its per-module versions):
+ * ckpt_tree_set_dict_class makes `dict` (of this tree) a `cls`,
+ * "collections.OrderedDict" or "collections.Counter", or a plain dict
+ * again with NULL; ckpt_tree_set_dict_state sets the attributes of such a
+ * dict, `state` a dict of this tree (e.g. {"_metadata": OrderedDict(
+ * {"": {"version": 1}, ...})}), or NULL for none; the state's values are
+ * written like the items, but may not hold tensors (CKPT_E_UNSUPPORTED at
+ * the write). ckpt_tree_set_parameter marks `tensor` as an nn.Parameter
+ * with that requires_grad (torch.save's _rebuild_parameter). Each returns
+ * 0 or CKPT_E_INVALID_ARG (NULL arguments, a value of the wrong kind, an
+ * unknown class, a state on a plain dict or a plain class for a dict with
+ * a state). */
+CKPT_API int ckpt_tree_set_dict_class(ckpt_tree *t, ckpt_value *dict,
+                                      const char *cls);
+CKPT_API int ckpt_tree_set_dict_state(ckpt_tree *t, ckpt_value *dict,
+                                      ckpt_value *state);
+CKPT_API int ckpt_tree_set_parameter(ckpt_tree *t, ckpt_value *tensor,
+                                     int requires_grad);
+
+/* Writes the tree under `root` (built with ckpt_tree_*, or the root of an
+ * opened file) to `path` as `format` (CKPT_FORMAT_SAFETENSORS or
+ * CKPT_FORMAT_TORCH_ZIP), atomically. opts may be NULL. Returns 0,
+ * CKPT_E_INVALID_ARG, CKPT_E_UNSUPPORTED (see above), CKPT_E_IO,
+ * CKPT_E_LIMIT (a safetensors header over 100 MB), CKPT_E_NOMEM. */
+CKPT_API int ckpt_tree_write(const ckpt_value *root, const char *path,
+                             ckpt_format format,
+                             const ckpt_write_options *opts);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* CKPT_INCLUDE_WRITE_H */

@@ -1,0 +1,62 @@
+/* detect.c - the one content sniff (see detect.h): magic numbers and the
+ * shape of a safetensors header or index, in the order ckpt_open tries
+ * them. A format is chosen by content, never by file name. */
+#include "format/detect.h"
+
+#include <string.h>
+
+/* torch.save's legacy files start with the pickle of
+ * torch.serialization.MAGIC_NUMBER (0x1950a86a20f9469cfc6c) as torch
+ * writes it: PROTO 2, LONG1 of 10 bytes. The first 12 bytes suffice to
+ * tell it from other pickles; the legacy reader checks the decoded value. */
+static const uint8_t legacy_magic[] = {0x80, 0x02, 0x8a, 0x0a, 0x6c, 0xfc,
+                                       0x9c, 0x46, 0xf9, 0x20, 0x6a, 0xa8};
+
+/* JSON's whitespace, which may precede an index's '{' or a safetensors
+ * header's (after its 8-byte length). */
+static int is_json_ws(uint8_t c) {
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
+
+/* First non-whitespace byte at or after `from`, or -1. */
+static int first_non_ws(const uint8_t *p, size_t n, size_t from) {
+    for (size_t i = from; i < n; i++)
+        if (!is_json_ws(p[i])) return p[i];
+    return -1;
+}
+
+/* A pickle stream, as pickle.load would start reading one: PROTO 0..5, or
+ * an opcode protocols 0 and 1 start with. */
+static int looks_like_pickle(const uint8_t *p, size_t n) {
+    if (n >= 2 && p[0] == 0x80) return p[1] <= 5;
+    return n >= 1 && p[0] != 0 && strchr("(}]lcdLIFSVNKJUX)", p[0]) != NULL;
+}
+
+const char *ckpt_detect_unsupported(const uint8_t *p, size_t n, uint64_t *offset) {
+    *offset = 0;
+    if (n >= 8 && memcmp(p, "PYTORCH1", 8) == 0)
+        return "unsupported: PyTorch 'PYTORCH1' preview format";
+    if (n >= 262 && memcmp(p + 257, "ustar", 5) == 0) {
+        *offset = 257;
+        return "unsupported: tar archive (PyTorch < 0.4 legacy tar format)";
+    }
+    return NULL;
+}
+
+ckpt_format ckpt_detect_format(const void *head, size_t n) {
+    const uint8_t *p = head;
+    uint64_t off;
+    if (p == NULL || n == 0) return CKPT_FORMAT_UNKNOWN;
+    if (n >= 4 && memcmp(p, "PK\3\4", 4) == 0) return CKPT_FORMAT_TORCH_ZIP;
+    if (ckpt_detect_unsupported(p, n, &off)) return CKPT_FORMAT_UNKNOWN;
+    /* An index is text from its first byte; a safetensors file starts with
+     * a binary u64 length whose high bytes are zero for any header under
+     * 2^56 bytes. */
+    if (first_non_ws(p, n, 0) == '{' && memchr(p, 0, n < 8 ? n : 8) == NULL)
+        return CKPT_FORMAT_SAFETENSORS_SHARDED;
+    if (n >= 9 && first_non_ws(p, n, 8) == '{') return CKPT_FORMAT_SAFETENSORS;
+    if (n >= sizeof legacy_magic && memcmp(p, legacy_magic, sizeof legacy_magic) == 0)
+        return CKPT_FORMAT_TORCH_LEGACY;
+    if (looks_like_pickle(p, n)) return CKPT_FORMAT_PICKLE;
+    return CKPT_FORMAT_UNKNOWN;
+}

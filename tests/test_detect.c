@@ -1,0 +1,65 @@
+/* test_detect.c - ckpt_detect_format, the one content sniff that
+ * ckpt_open, the scanner and doctor share: every rule, its order, and
+ * what a short head can and cannot show. */
+#include <stdlib.h>
+
+#include "ckpt.h"
+#include "harness.h"
+
+static ckpt_format detect(const char *s, size_t n) { return ckpt_detect_format(s, n); }
+
+TEST(empty_and_short) {
+    CHECK_EQ_INT(ckpt_detect_format(NULL, 0), CKPT_FORMAT_UNKNOWN);
+    CHECK_EQ_INT(detect("", 0), CKPT_FORMAT_UNKNOWN);
+    CHECK_EQ_INT(detect("PK\3", 3), CKPT_FORMAT_UNKNOWN);
+    CHECK_EQ_INT(detect("\x80", 1), CKPT_FORMAT_UNKNOWN); /* PROTO without its byte */
+    CHECK_EQ_INT(detect("\x00\x01", 2), CKPT_FORMAT_UNKNOWN);
+    CHECK_EQ_STR(ckpt_format_name(CKPT_FORMAT_UNKNOWN), "unknown");
+}
+
+TEST(zip) {
+    CHECK_EQ_INT(detect("PK\3\4", 4), CKPT_FORMAT_TORCH_ZIP);
+    CHECK_EQ_INT(detect("PK\5\6rest", 8), CKPT_FORMAT_UNKNOWN); /* an end record is not a start */
+}
+
+TEST(safetensors_and_index) {
+    CHECK_EQ_INT(detect("\x02\0\0\0\0\0\0\0{}", 10), CKPT_FORMAT_SAFETENSORS);
+    CHECK_EQ_INT(detect("\x04\0\0\0\0\0\0\0  {}", 12), CKPT_FORMAT_SAFETENSORS);
+    CHECK_EQ_INT(detect("\x02\0\0\0\0\0\0\0", 8), CKPT_FORMAT_UNKNOWN); /* no header byte */
+    CHECK_EQ_INT(detect("{\"weight_map\": {}}", 18), CKPT_FORMAT_SAFETENSORS_SHARDED);
+    CHECK_EQ_INT(detect(" \n\t\r{", 5), CKPT_FORMAT_SAFETENSORS_SHARDED);
+    /* a NUL in the first 8 bytes is a binary length, not text */
+    CHECK_EQ_INT(detect("{\0\0\0\0\0\0\0{", 9), CKPT_FORMAT_SAFETENSORS);
+    /* whitespace that runs past n hides what follows */
+    CHECK_EQ_INT(detect("    ", 4), CKPT_FORMAT_UNKNOWN);
+}
+
+TEST(pickles) {
+    static const char legacy[] = "\x80\x02\x8a\x0a\x6c\xfc\x9c\x46\xf9\x20\x6a\xa8\x50\x19.";
+    CHECK_EQ_INT(detect(legacy, sizeof legacy - 1), CKPT_FORMAT_TORCH_LEGACY);
+    CHECK_EQ_INT(detect(legacy, 11), CKPT_FORMAT_PICKLE); /* too short to see the magic */
+    CHECK_EQ_INT(detect("\x80\x05\x95", 3), CKPT_FORMAT_PICKLE);
+    CHECK_EQ_INT(detect("\x80\x06", 2), CKPT_FORMAT_UNKNOWN); /* no such protocol */
+    CHECK_EQ_INT(detect("cposix\nsystem\n", 14), CKPT_FORMAT_PICKLE); /* protocol 0 */
+    CHECK_EQ_INT(detect("(lp0\n", 5), CKPT_FORMAT_PICKLE);
+    CHECK_EQ_INT(detect("hello", 5), CKPT_FORMAT_UNKNOWN);
+}
+
+TEST(unsupported) {
+    char tar[512];
+    memset(tar, 0, sizeof tar);
+    memcpy(tar, "{weights", 8); /* a member name that reads like JSON */
+    memcpy(tar + 257, "ustar", 5);
+    CHECK_EQ_INT(ckpt_detect_format(tar, sizeof tar), CKPT_FORMAT_UNKNOWN);
+    CHECK_EQ_INT(ckpt_detect_format(tar, 261), CKPT_FORMAT_SAFETENSORS_SHARDED);
+    CHECK_EQ_INT(detect("PYTORCH1rest", 12), CKPT_FORMAT_UNKNOWN);
+}
+
+int main(void) {
+    RUN(empty_and_short);
+    RUN(zip);
+    RUN(safetensors_and_index);
+    RUN(pickles);
+    RUN(unsupported);
+    return harness_end();
+}
