@@ -1010,7 +1010,31 @@ TEST(finding_bounds) {
     memcpy(buf + n, "\n.", 2), n += 2;
     r = scan(buf, n);
     f = find(r, "global", NULL);
-    CHECK(f && f->severity == CKPT_SEVERITY_DANGEROUS && strlen(f->global) == 3 + 1 + 253); /* cut at 256 */
+    CHECK(f && f->severity == CKPT_SEVERITY_DANGEROUS &&
+          strlen(f->global) == 3 + 1 + 253 + 3); /* cut at 256, then "..." */
+    ckpt_scan_report_free(r);
+
+    /* an --allow of a name of exactly 256 bytes never covers a longer name
+     * that starts with it (a dotted walk out of the allowed object) */
+    char name[300];
+    memset(name, 'a', sizeof name);
+    memcpy(name, "mod.", 4);
+    name[256] = '\0';
+    const char *allow[] = {name};
+    ckpt_scan_options o = CKPT_SCAN_OPTIONS_INIT;
+    o.allow = allow;
+    o.nallow = 1;
+    n = 0;
+    memcpy(buf + n, "\x80\x04\x8c\x03mod\x8c\xfc", 9), n += 9;
+    memcpy(buf + n, name + 4, 252), n += 252;
+    memcpy(buf + n, "\x93\x8c\x03modX\x08\x01\x00\x00", 11), n += 11; /* 252 + 12 */
+    memcpy(buf + n, name + 4, 252), n += 252;
+    memcpy(buf + n, ".__globals__\x93.", 14), n += 14;
+    r = scan_opts(buf, n, &o);
+    CHECK_EQ_STR(ckpt_verdict_name(ckpt_scan_verdict(r)), "unsafe");
+    CHECK(find(r, "allowed", name) != NULL);
+    f = find(r, "global", NULL);
+    CHECK(f && f->severity == CKPT_SEVERITY_DANGEROUS && strstr(f->global, "...") != NULL);
     ckpt_scan_report_free(r);
 }
 

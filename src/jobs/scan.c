@@ -55,7 +55,7 @@
 /* Distinct findings kept; repeats of one are counted, not stored. */
 #define MAX_FINDINGS 10000
 /* Global names are interned and shown with their module and name cut to
- * this many bytes together. */
+ * this many bytes together (then CUT_MARK). */
 #define NAME_CAP 256
 /* Messages are cut to this many bytes. */
 #define MSG_CAP 512
@@ -193,15 +193,22 @@ static int set_reserve(scanner *sc, index_set *s,
 
 /* ------------------------------------------------------------ globals */
 
+/* A cut name is shown with CUT_MARK after its NAME_CAP bytes, so that it
+ * never shares an entry (and an --allow) with a name of exactly NAME_CAP
+ * bytes that it starts with. */
+#define CUT_MARK "..."
+
 typedef struct gkey {
     const char *module, *name;
     size_t mlen, nlen;        /* bytes that take part (cut at NAME_CAP) */
+    int cut;                  /* the name was longer */
 } gkey;
 
 static uint64_t gkey_hash(const scanner *sc, const gkey *k) {
     uint64_t h = hash_bytes(sc->seed, k->module, k->mlen);
     h = hash_bytes(h, ".", 1);
-    return hash_bytes(h, k->name, k->nlen);
+    h = hash_bytes(h, k->name, k->nlen);
+    return k->cut ? hash_bytes(h, CUT_MARK, strlen(CUT_MARK)) : h;
 }
 
 static uint64_t g_rehash(const scanner *sc, size_t i) {
@@ -214,7 +221,7 @@ static int g_eq(const scanner *sc, size_t i, const void *key) {
     const char *f = sc->g[i].full;
     return strncmp(f, k->module, k->mlen) == 0 && f[k->mlen] == '.' &&
            strncmp(f + k->mlen + 1, k->name, k->nlen) == 0 &&
-           f[k->mlen + 1 + k->nlen] == '\0';
+           strcmp(f + k->mlen + 1 + k->nlen, k->cut ? CUT_MARK : "") == 0;
 }
 
 static int cmp_str(const void *a, const void *b) {
@@ -231,18 +238,18 @@ static int policy_allows(const scanner *sc, const char *full) {
  * events cost O(1) however long the name; a name that long is never a
  * real data builder and is reported as dangerous. */
 static const gent *intern_global(scanner *sc, const char *module, const char *name) {
-    gkey k = {module, name, strlen(module), strlen(name)};
-    int cut = 0;
-    if (k.mlen > NAME_CAP) k.mlen = NAME_CAP, cut = 1;
-    if (k.mlen + k.nlen > NAME_CAP) k.nlen = NAME_CAP - k.mlen, cut = 1;
+    gkey k = {module, name, strlen(module), strlen(name), 0};
+    if (k.mlen > NAME_CAP) k.mlen = NAME_CAP, k.cut = 1;
+    if (k.mlen + k.nlen > NAME_CAP) k.nlen = NAME_CAP - k.mlen, k.cut = 1;
+    int cut = k.cut;
     if (set_reserve(sc, &sc->gset, g_rehash)) return NULL;
     uint64_t h = gkey_hash(sc, &k);
     size_t *slot = set_probe(&sc->gset, h, g_eq, sc, &k);
     if (*slot) return &sc->g[*slot - 1];
 
     ckpt_scan_report *r = sc->r;
-    char *full = ckpt_arena_printf(&r->arena, "%.*s.%.*s", (int)k.mlen, module,
-                                   (int)k.nlen, name);
+    char *full = ckpt_arena_printf(&r->arena, "%.*s.%.*s%s", (int)k.mlen, module,
+                                   (int)k.nlen, name, cut ? CUT_MARK : "");
     if (!full ||
         ckpt_arena_grow(&r->arena, (void **)&r->globals, &r->globcap, r->nglobals + 1,
                         sizeof *r->globals) ||

@@ -264,14 +264,15 @@ def ckpt_scan(scan_mod, data):
     return scan_mod._report(r, "diff.pkl")
 
 
-NAME_CAP = 256  # scan.c shows module and name cut to this many bytes together
+NAME_CAP = 256  # scan.c shows module and name cut to this many bytes together, then ...
 
 
 def full_name(module, name):
     m, n = module.encode("utf-8", "surrogatepass"), name.encode("utf-8", "surrogatepass")
+    cut = len(m) + len(n) > NAME_CAP
     m = m[:NAME_CAP]
     n = n[:NAME_CAP - len(m)]
-    return (m + b"." + n).decode("utf-8", "replace")
+    return (m + b"." + n + (b"..." if cut else b"")).decode("utf-8", "replace")
 
 
 def compat_names(module, name):
