@@ -968,13 +968,22 @@ TEST(other_formats) {
     CHECK(find(r, "safetensors-error", NULL) != NULL);
     ckpt_scan_report_free(r);
     /* numpy .npy: numbers are safe, object arrays hold a pickle */
-    static const char npy[] = "\x93NUMPY\x01\x00\x21\x00{'descr': '|O', 'shape': (1,), }\n";
+    static const char npy[] =
+        "\x93NUMPY\x01\x00\x39\x00{'descr': '|O', 'fortran_order': False, 'shape': (1,), }\n";
     uint8_t buf[256];
     memcpy(buf, npy, sizeof npy - 1);
     memcpy(buf + sizeof npy - 1, EVIL, EVIL_LEN);
     CHECK_EQ_STR(verdict(buf, sizeof npy - 1 + EVIL_LEN), "unsafe");
-    memcpy(buf + 21, "<f4", 3);
-    CHECK_EQ_STR(verdict(buf, sizeof npy - 1), "safe");
+    memcpy(buf + 21, "f4", 2);
+    CHECK_EQ_STR(verdict(buf, sizeof npy - 1 + EVIL_LEN), "safe");
+    /* without fortran_order np.load raises before reading the data */
+    memcpy(buf + 21, "|O", 2);
+    memcpy(buf + 26, "'fortran_ordeR'", 15);
+    r = scan(buf, sizeof npy - 1 + EVIL_LEN);
+    CHECK_EQ_STR(ckpt_verdict_name(ckpt_scan_verdict(r)), "safe");
+    const ckpt_finding *nf = find(r, "npy-refused", NULL);
+    CHECK(nf && nf->offset == 26);
+    ckpt_scan_report_free(r);
     /* path errors */
     CHECK_EQ_INT(ckpt_scan(&r, CKPT_CORPUS "/no/such/file.pt", NULL), CKPT_E_IO);
     CHECK(r == NULL);
@@ -1088,6 +1097,41 @@ TEST(allocation_failures) {
     CHECK(done);
 }
 
+/* Deciding safety never inflates what no loader unpickles, and what it
+ * inflates fits one budget per file: max_inflate_bytes and at most
+ * max_inflate_ratio times the file's size. */
+TEST(bounded_inflation) {
+    static uint8_t z[1 << 16];
+    size_t big = (size_t)3 << 20;
+    uint8_t *zeros = calloc(big, 1);
+    zeros[0] = 0x80; /* starts like a pickle */
+    zeros[1] = 0x02;
+    zmember blob = {"archive/data/0", NULL, zeros, big, 0, 1, 0};
+    size_t n = build_zip(z, NULL, 0, &blob, 1);
+    CHECK(n < 8192);
+    ckpt_scan_report *r = scan(z, n);
+    CHECK_EQ_STR(ckpt_verdict_name(ckpt_scan_verdict(r)), "unscannable");
+    const ckpt_finding *f = find(r, "not-inflated", NULL);
+    CHECK(f && !strcmp(f->member, "archive/data/0") && f->offset == 30 + 14);
+    ckpt_scan_report_free(r);
+    /* named like a pickle: inflated, but the budget is 100 x the file */
+    zmember pkl = {"archive/DATA.PKL", NULL, zeros, big, 0, 1, 0};
+    n = build_zip(z, NULL, 0, &pkl, 1);
+    r = scan(z, n);
+    CHECK_EQ_STR(ckpt_verdict_name(ckpt_scan_verdict(r)), "unscannable");
+    f = find(r, "unreadable-member", NULL);
+    CHECK(f && strstr(f->message, "max_inflate_ratio") != NULL);
+    ckpt_scan_report_free(r);
+    ckpt_scan_options o = CKPT_SCAN_OPTIONS_INIT;
+    o.limits.max_inflate_ratio = 1000000;
+    r = scan_opts(z, n, &o);
+    /* inflated and parsed: zeros after PROTO are no pickle (MARK is '(') */
+    CHECK(find(r, "unreadable-member", NULL) == NULL);
+    CHECK(find(r, "parse-error", NULL) != NULL);
+    ckpt_scan_report_free(r);
+    free(zeros);
+}
+
 int main(void) {
     RUN(corpus_verdicts);
     RUN(corpus_details);
@@ -1102,6 +1146,7 @@ int main(void) {
     RUN(loaded_streams_never_dropped);
     RUN(nested_pickles);
     RUN(zip_tricks);
+    RUN(bounded_inflation);
     RUN(truncated_malicious_never_safe);
     RUN(allowlist_policy);
     RUN(numpy_is_safe);

@@ -37,7 +37,7 @@ class Limits(ctypes.Structure):
                 ("max_depth", ctypes.c_uint32), ("max_pickle_stack", c_u64),
                 ("max_pickle_memo", c_u64), ("max_pickle_ops", c_u64),
                 ("max_zip_entries", c_u64), ("max_inflate_bytes", c_u64),
-                ("max_index_bytes", c_u64)]
+                ("max_index_bytes", c_u64), ("max_inflate_ratio", c_u64)]
 
 
 # Option structs: `version` first, filled in by the library's own

@@ -78,7 +78,7 @@ static int crc_mismatch(const ckpt_file *f, const ckpt_zip_entry *e) {
 static int verify_zip(ckpt_file *f, ckpt_verify_report *rep) {
     ckpt_zip *z = f->zip;
     ckpt_file_sequential(f);
-    uint64_t budget = f->opts.limits.max_inflate_bytes;
+    uint64_t budget = ckpt_zip_budget(&f->opts.limits, f->map_size);
     for (size_t i = 0; i < z->count; i++) {
         const ckpt_zip_entry *e = &z->entries[i];
         const uint8_t *data;

@@ -57,6 +57,7 @@ struct ckpt_doctor_report {
     ckpt_keys_report *keys;
     const char **notes;
     size_t n_notes, notes_cap;
+    int notes_nomem;     /* a note could not be built: the report fails */
     int healthy;
     char *summary;
     const char *timing_name[TIMINGS_MAX];
@@ -405,12 +406,14 @@ static int examine_safety(ckpt_doctor_report *r) {
 
 /* ------------------------------------------------------------ notes */
 
+/* Adds a note; s NULL (out of memory building it) fails the report. */
 static void note(ckpt_doctor_report *r, const char *s) {
     if (s == NULL ||
         ckpt_arena_grow(&r->arena, (void **)&r->notes, &r->notes_cap, r->n_notes + 1,
                         sizeof *r->notes))
-        return; /* out of memory: reported when the report is finished */
-    r->notes[r->n_notes++] = s;
+        r->notes_nomem = 1;
+    else
+        r->notes[r->n_notes++] = s;
 }
 
 /* Appends "name" (nth of total in a list) to a growing sentence. */
@@ -483,7 +486,10 @@ static int cmp_shared(const void *a, const void *b) {
 static void note_shared(ckpt_doctor_report *r) {
     size_t n = ckpt_file_tensor_count(r->f), j;
     shared *sh = n ? ckpt_arena_array(&r->arena, n, sizeof *sh) : NULL;
-    if (sh == NULL) return;
+    if (sh == NULL) {
+        r->notes_nomem = n > 0;
+        return;
+    }
     for (size_t i = 0; i < n; i++) {
         sh[i].id = ckpt_tensor_storage_id(ckpt_file_tensor(r->f, i));
         sh[i].index = i;
@@ -946,7 +952,7 @@ int ckpt_doctor(ckpt_doctor_report **out, const char *path, const ckpt_doctor_op
     if (rc == 0 && r->f && ckpt_keys_hygiene(&r->keys, r->f)) rc = ckpt_err_nomem();
     if (rc == 0) {
         unvouched(r);
-        rc = verdict(r);
+        rc = r->notes_nomem ? ckpt_err_nomem() : verdict(r);
     }
     if (rc) {
         ckpt_doctor_report_free(r);
