@@ -35,7 +35,12 @@ typedef enum ckpt_verdict {
     CKPT_VERDICT_SAFE = 0,          /* only allowlisted globals */
     CKPT_VERDICT_UNSAFE = 1,            /* a global off the allowlist is used */
     CKPT_VERDICT_UNSCANNABLE = 2,       /* content could not be fully examined */
-    CKPT_VERDICT_NOT_A_CHECKPOINT = 3   /* no pickle or safetensors content */
+    CKPT_VERDICT_NOT_A_CHECKPOINT = 3,  /* no pickle or safetensors content */
+    CKPT_VERDICT_REVIEW = 4             /* only allowlisted globals and data-only
+                                           classes (pathlib paths,
+                                           argparse.Namespace), each named by a
+                                           finding of kind "review"; safe once
+                                           they are in `allow` */
 } ckpt_verdict;
 
 typedef enum ckpt_severity {

@@ -92,6 +92,8 @@ def unsafe_error(rep, path):
     first = min(rep.findings, key=lambda f: order.get(f.severity, 3), default=None)
     if rep.verdict == "unsafe":
         what = "loading it with torch.load would run code"
+    elif rep.verdict == "review":
+        what = "it names data-only classes to review (allow them to accept it)"
     else:
         what = "its content cannot be fully examined"
     msg = "refused: %s" % what

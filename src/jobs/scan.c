@@ -89,6 +89,7 @@ typedef struct gent {
     ckpt_severity sev;        /* when not allowlisted */
     const char *why;
     int policy;               /* 1: on the caller's allowlist and allowable */
+    int review;               /* a data-only class (ckpt_scan_data_class) */
 } gent;
 
 /* Open addressing over indices + 1 (0 = empty), power-of-two capacity. */
@@ -116,6 +117,7 @@ typedef struct scanner {
     int content;              /* pickle, zip or safetensors content found */
     int unscannable;          /* some content could not be examined */
     int unsafe;               /* a dangerous or suspicious finding */
+    int review;               /* a data-only class, not allowed by the caller */
     uint64_t dropped;         /* findings past MAX_FINDINGS */
     const char *dir;          /* the file's directory, where the shards of
                                  a sharded index are; NULL for a buffer */
@@ -276,6 +278,7 @@ static const gent *intern_global(scanner *sc, const char *module, const char *na
     /* A caller may vouch for an unknown class, not for a code-execution
      * family (torch likewise refuses to allowlist os/sys/posix/nt). */
     e->policy = !cut && e->sev != CKPT_SEVERITY_DANGEROUS && policy_allows(sc, full);
+    e->review = !cut && ckpt_scan_data_class(ckpt_scan_map_module(module), name);
     r->globals[r->nglobals] = full;
     *slot = ++r->nglobals;
     sc->gset.n++;
@@ -405,6 +408,12 @@ static void on_global(stream *s, const pk_event *ev) {
                     "allowed by policy: %s%s", g->full, nested_note(rg));
         return;
     }
+    if (g->review) {
+        sc->review = 1;
+        add_finding(sc, CKPT_SEVERITY_INFO, "review", g->full, rg->member, off,
+                    "imports %s: %s%s", g->full, g->why, nested_note(rg));
+        return;
+    }
     add_finding(sc, g->sev, "global", g->full, rg->member, off, "imports %s: %s%s",
                 g->full, g->why, nested_note(rg));
 }
@@ -452,7 +461,7 @@ static void on_call_or_build(stream *s, const pk_event *ev, int build) {
         sc->nomem = 1;
         return;
     }
-    if (g->policy && !ev->symbolic) return; /* reported with its global */
+    if ((g->policy || g->review) && !ev->symbolic) return; /* reported with its global */
     ckpt_severity sev = ev->symbolic ? CKPT_SEVERITY_DANGEROUS : g->sev;
     const char *why = ev->symbolic ? "a name that cannot be known without running the "
                                      "pickle"
@@ -1360,6 +1369,7 @@ static int finish(scanner *sc) {
     if (sc->nomem) return CKPT_E_NOMEM;
     r->verdict = sc->unsafe        ? CKPT_VERDICT_UNSAFE
                  : sc->unscannable ? CKPT_VERDICT_UNSCANNABLE
+                 : sc->review      ? CKPT_VERDICT_REVIEW
                  : sc->content     ? CKPT_VERDICT_SAFE
                                    : CKPT_VERDICT_NOT_A_CHECKPOINT;
     ordered *o = ckpt_arena_array(&sc->scratch, r->nfindings + 1, sizeof *o);
@@ -1508,6 +1518,7 @@ const char *ckpt_verdict_name(ckpt_verdict v) {
     case CKPT_VERDICT_UNSAFE: return "unsafe";
     case CKPT_VERDICT_UNSCANNABLE: return "unscannable";
     case CKPT_VERDICT_NOT_A_CHECKPOINT: return "not-a-checkpoint";
+    case CKPT_VERDICT_REVIEW: return "review";
     }
     return "unknown";
 }
