@@ -92,7 +92,8 @@ CKPT_API int ckpt_scan_memory(ckpt_scan_report **out, const void *data,
 CKPT_API void ckpt_scan_report_free(ckpt_scan_report *r);
 
 CKPT_API ckpt_verdict ckpt_scan_verdict(const ckpt_scan_report *r);
-/* "safe", "unsafe", "unscannable", "not-a-checkpoint". Static string. */
+/* "safe", "unsafe", "unscannable", "not-a-checkpoint", "review". Static
+ * string. */
 CKPT_API const char *ckpt_verdict_name(ckpt_verdict v);
 /* "info", "suspicious", "dangerous". Static string. */
 CKPT_API const char *ckpt_severity_name(ckpt_severity s);

@@ -25,7 +25,9 @@ class Finding:
 
 @dataclass(frozen=True)
 class ScanReport:
-    """verdict: "safe", "unsafe", "unscannable" or "not-a-checkpoint";
+    """verdict: "safe", "unsafe", "unscannable", "review" (data-only
+    classes such as argparse.Namespace, safe once allowed) or
+    "not-a-checkpoint";
     findings in file order; globals: every distinct global named, sorted."""
     file: str
     verdict: str
