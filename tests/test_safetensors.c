@@ -765,6 +765,14 @@ static void torture(const char *path, const void *buf, size_t len) {
 
 TEST(allocation_failures) {
     size_t len = 0;
+    unsigned char *buf = harness_read_file(CKPT_SRC "/examples/train.safetensors", &len);
+    CHECK(buf != NULL);
+    if (buf) torture(NULL, buf, len);
+    free(buf);
+}
+
+TEST(allocation_failures_corpus) {
+    size_t len = 0;
     unsigned char *buf = harness_read_file(CKPT_CORPUS "/safetensors/fluxml/non_sharded/model.with_metadata.safetensors", &len);
     CHECK(buf != NULL);
     if (buf) torture(NULL, buf, len);
@@ -824,7 +832,8 @@ TEST(shard_name_rule) {
     };
     char out[64];
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
-        const char *why = ckpt_shard_name(out, cases[i].name, strlen(cases[i].name), 1);
+        const char *why =
+            ckpt_shard_name(out, cases[i].name, strlen(cases[i].name), ".safetensors");
         if (cases[i].canon) {
             CHECK(why == NULL);
             if (!why) CHECK_EQ_STR(out, cases[i].canon);
@@ -833,9 +842,14 @@ TEST(shard_name_rule) {
         }
     }
     /* without the extension rule (the scanner's shards may be .bin) */
-    CHECK(ckpt_shard_name(out, "./x.bin", 7, 0) == NULL);
+    CHECK(ckpt_shard_name(out, "./x.bin", 7, NULL) == NULL);
     CHECK_EQ_STR(out, "x.bin");
-    CHECK_EQ_STR(ckpt_shard_name(out, "a\0b", 3, 0), "empty or holds a NUL byte");
+    /* the .bin sets' rule (pytorch_model.bin.index.json) */
+    CHECK(ckpt_shard_name(out, "./y.bin", 7, ".bin") == NULL);
+    CHECK_EQ_STR(out, "y.bin");
+    CHECK_EQ_STR(ckpt_shard_name(out, "x.safetensors", 13, ".bin"), "not a .bin file");
+    CHECK_EQ_STR(ckpt_shard_name(out, ".bin", 4, ".bin"), "not a .bin file");
+    CHECK_EQ_STR(ckpt_shard_name(out, "a\0b", 3, NULL), "empty or holds a NUL byte");
 }
 
 /* One shard spelled three ways and reached through a link: opened once. */
@@ -934,7 +948,11 @@ TEST(sharded_bad_index) {
     CHECK_EQ_INT(open_index(&f, "{\"weights\":{}}"), CKPT_E_FORMAT);
     CHECK_EQ_INT(open_index(&f, "{\"weight_map\":{\"x\":1}}"), CKPT_E_FORMAT);
     CHECK_EQ_INT(open_index(&f, "{\"metadata\":[],\"weight_map\":{}}"), CKPT_E_FORMAT);
-    CHECK_EQ_INT(open_index(&f, "{\"weight_map\":{\"x\":\"missing.safetensors\"}}"), CKPT_E_IO);
+    /* a missing shard is the set's fault (a finding), named by its path */
+    CHECK_EQ_INT(open_index(&f, "{\"weight_map\":{\"x\":\"missing.safetensors\"}}"),
+                 CKPT_E_MISMATCH);
+    CHECK(has(ckpt_error_last()->file, "missing.safetensors"));
+    CHECK(has(ckpt_error_last()->message, "weight_map"));
     /* a shard that is itself an index naming itself: refused, no recursion */
     const char *loop = "{\"weight_map\":{\"x\":\"loop.safetensors\"}}";
     write_file("loop.safetensors", loop, strlen(loop));
@@ -970,12 +988,12 @@ TEST(sharded_index_limit) {
 }
 
 int main(void) {
-    RUN(corpus_matches_expected);
-    RUN(corpus_overall);
-    RUN(corpus_with_metadata);
-    RUN(corpus_rank0);
-    RUN(corpus_sharded);
-    RUN(corpus_every_cut_fails);
+    RUN_CORPUS(corpus_matches_expected);
+    RUN_CORPUS(corpus_overall);
+    RUN_CORPUS(corpus_with_metadata);
+    RUN_CORPUS(corpus_rank0);
+    RUN_CORPUS(corpus_sharded);
+    RUN_CORPUS(corpus_every_cut_fails);
     RUN(empty_header_padded);
     RUN(empty_with_metadata);
     RUN(metadata_null_is_absent);
@@ -1007,6 +1025,7 @@ int main(void) {
     RUN(nul_padded_header);
     RUN(limits_honoured);
     RUN(allocation_failures);
+    RUN_CORPUS(allocation_failures_corpus);
 
     snprintf(tmpdir, sizeof tmpdir, "/tmp/ckpt-st-XXXXXX");
     if (!mkdtemp(tmpdir)) {

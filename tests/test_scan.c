@@ -885,7 +885,7 @@ static ckpt_scan_report *scan_path(const char *dir, const char *name) {
 }
 
 /* A sharded index is as safe as the shards its weight_map lists. */
-TEST(sharded_index) {
+TEST(sharded_index_corpus) {
     ckpt_scan_report *r = NULL;
     CHECK_EQ_INT(ckpt_scan(&r, CKPT_CORPUS "/safetensors/fluxml/sharded/"
                                            "model.safetensors.index.json",
@@ -896,7 +896,11 @@ TEST(sharded_index) {
     CHECK(f && strstr(f->message, "its 6 shard files were scanned") != NULL);
     CHECK_EQ_INT(ckpt_scan_finding_count(r), 1);
     ckpt_scan_report_free(r);
+}
 
+TEST(sharded_index) {
+    ckpt_scan_report *r = NULL;
+    const ckpt_finding *f;
     char dir[] = "/tmp/ckpt-test-scan-XXXXXX";
     if (!mkdtemp(dir)) {
         CHECK(0);
@@ -1175,9 +1179,9 @@ TEST(bounded_inflation) {
 }
 
 int main(void) {
-    RUN(corpus_verdicts);
-    RUN(corpus_details);
-    RUN(corpus_truncations);
+    RUN_CORPUS(corpus_verdicts);
+    RUN_CORPUS(corpus_details);
+    RUN_CORPUS(corpus_truncations);
     RUN(stack_global_from_memo);
     RUN(stack_global_operands_from_every_string_opcode);
     RUN(inst_obj_newobj_ext);
@@ -1196,6 +1200,7 @@ int main(void) {
     RUN(other_formats);
     RUN(family_wording);
     RUN(sharded_index);
+    RUN_CORPUS(sharded_index_corpus);
     RUN(finding_bounds);
     RUN(allocation_failures);
     return harness_end();

@@ -1158,10 +1158,10 @@ int main(int argc, char **argv) {
         for (int i = 2; i < argc; i++) view(argv[i]);
         return 0;
     }
-    RUN(torch_checkpoint);
-    RUN(torch_truncated_everywhere);
-    RUN(torch_directory_corrupted_everywhere);
-    RUN(local_name_differs);
+    RUN_CORPUS(torch_checkpoint);
+    RUN_CORPUS(torch_truncated_everywhere);
+    RUN_CORPUS(torch_directory_corrupted_everywhere);
+    RUN_CORPUS(local_name_differs);
     RUN(lookup_ignores_case);
     RUN(zip64_locator_readings);
     RUN(eocd_search);
@@ -1169,9 +1169,9 @@ int main(int argc, char **argv) {
     RUN(miniz_entry_rules);
     RUN(inflate_budget);
     RUN(local_name_prefix);
-    RUN(encrypted_flag);
-    RUN(patch_flag_readable);
-    RUN(password_protected);
+    RUN_CORPUS(encrypted_flag);
+    RUN_CORPUS(patch_flag_readable);
+    RUN_CORPUS(password_protected);
     RUN(built_stored_and_deflated);
     RUN(built_zip64);
     RUN(prefix_two_readings);

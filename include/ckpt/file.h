@@ -19,11 +19,16 @@ typedef enum ckpt_format {
     CKPT_FORMAT_SAFETENSORS_SHARDED = 2,
     CKPT_FORMAT_TORCH_ZIP = 3,
     CKPT_FORMAT_TORCH_LEGACY = 4,
-    CKPT_FORMAT_PICKLE = 5
+    CKPT_FORMAT_PICKLE = 5,
+    /* a "*.bin.index.json" set of torch.save shards (Hugging Face
+     * pytorch_model.bin.index.json); ckpt_detect_format gives
+     * CKPT_FORMAT_SAFETENSORS_SHARDED for any index, the name decides */
+    CKPT_FORMAT_TORCH_SHARDED = 6
 } ckpt_format;
 
 /* "safetensors", "safetensors-sharded", "torch-zip", "torch-legacy",
- * "pickle" (the JSON names of `ckpt inspect`). Static string. */
+ * "pickle", "torch-sharded" (the JSON names of `ckpt inspect`). Static
+ * string. */
 CKPT_API const char *ckpt_format_name(ckpt_format f);
 
 /* The format a file's first bytes show, by the rule ckpt_open (and
@@ -60,19 +65,27 @@ CKPT_API int ckpt_open_options_init(ckpt_open_options *opts, unsigned version);
 
 /* Opens a checkpoint, detecting the format from its content (never from
  * the file name): "PK\3\4" zip, legacy magic pickle, pickle, safetensors
- * header, or a "*.safetensors.index.json" sharded index (the shards are
- * opened relative to the index's directory; names with "..", a root or a
- * drive are refused).
+ * header, or a sharded index: "*.safetensors.index.json" with safetensors
+ * shards, "*.bin.index.json" (pytorch_model.bin.index.json) with torch.save
+ * shards, CKPT_FORMAT_TORCH_SHARDED (the shards are opened relative to the
+ * index's directory; names with "..", a root or a drive are refused; a
+ * missing shard is CKPT_E_MISMATCH with the shard's path). A directory
+ * opens as the model weights it holds, in transformers' order:
+ * model.safetensors, model.safetensors.index.json, pytorch_model.bin,
+ * pytorch_model.bin.index.json (CKPT_E_IO when none is there;
+ * ckpt_file_path then names that file).
  *
  * The file is mapped read-only; tensor bytes are never copied at open
  * except for deflated zip members (inflated up to limits.max_inflate_bytes)
  * and legacy files, which are mapped too. Open validates all structure
  * (headers, pickle, zip directory, every view against its storage) but
- * reads no tensor bytes: use ckpt_verify for that.
+ * reads no tensor bytes: use ckpt_verify for that. A TorchScript archive
+ * is read for its weights (data.pkl; code/ is never read).
  *
  * opts may be NULL (defaults). Returns 0, or CKPT_E_IO, CKPT_E_NOMEM,
- * CKPT_E_TRUNCATED, CKPT_E_FORMAT, CKPT_E_LIMIT, CKPT_E_UNSUPPORTED
- * (TorchScript archive, pre-0.4 tar file, PYTORCH1 preview format). */
+ * CKPT_E_TRUNCATED, CKPT_E_FORMAT, CKPT_E_LIMIT, CKPT_E_MISMATCH (a
+ * sharded set that does not match its index),
+ * CKPT_E_UNSUPPORTED (pre-0.4 tar file, PYTORCH1 preview format). */
 CKPT_API int ckpt_open(ckpt_file **out, const char *path,
                        const ckpt_open_options *opts);
 

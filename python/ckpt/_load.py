@@ -95,7 +95,7 @@ class _Source:
     sharded set, which libckpt cannot open from memory)."""
 
     def __init__(self, path, scan=False, allow=(), unsafe_ok=True):
-        self.path = os.fspath(path)
+        self.path = _weights_path(os.fspath(path))
         self.handle = ctypes.c_void_p()
         self.buf = None     # Python-owned bytes (mmap or bytearray) or None
         self.export = None  # ctypes array over buf, alive while handle is
@@ -156,6 +156,20 @@ class _Source:
             self.shards[member] = _read(os.path.join(os.path.dirname(self.path), member))
         buf = self.shards[member]
         return (buf, off) if buf is not None else None
+
+
+def _weights_path(path):
+    """A model directory stands for the weights file libckpt opens in it
+    (ckpt_open's rule, in transformers' order: model.safetensors, its index,
+    pytorch_model.bin, its index)."""
+    if not os.path.isdir(path):
+        return path
+    h = ctypes.c_void_p()
+    check(lib.ckpt_open(ctypes.byref(h), fspath(path), None), path)
+    try:
+        return text(lib.ckpt_file_path(h))
+    finally:
+        lib.ckpt_close(h)
 
 
 def _read(path):

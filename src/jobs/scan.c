@@ -1268,7 +1268,7 @@ static int scan_index(scanner *sc, const uint8_t *p, size_t n) {
         char *canon = ckpt_arena_alloc(&sc->scratch, sh->len + 1);
         if (!canon) return CKPT_E_NOMEM;
         const char *why = sh->surrogate ? "holds a lone surrogate (no UTF-8 file name)"
-                                        : ckpt_shard_name(canon, sh->name, sh->len, 0);
+                                        : ckpt_shard_name(canon, sh->name, sh->len, NULL);
         if (why) {
             add_finding(sc, CKPT_SEVERITY_INFO, "shard-name", NULL, "", sh->offset,
                         "weight_map value \"%.200s\": the shard name is %s; a file "

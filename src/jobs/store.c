@@ -768,7 +768,7 @@ int ckpt_store_commit(char *path, size_t cap, const char *dir, const char *name,
     ckpt_file *f = NULL;
     int rc = ckpt_open(&f, src, &o->open);
     ckpt_format fmt = rc == 0 ? ckpt_file_format(f) : (ckpt_format)0;
-    if (fmt == CKPT_FORMAT_SAFETENSORS_SHARDED) {
+    if (fmt == CKPT_FORMAT_SAFETENSORS_SHARDED || fmt == CKPT_FORMAT_TORCH_SHARDED) {
         ckpt_close(f);
         return ckpt_err(CKPT_E_UNSUPPORTED, src, NULL, CKPT_NO_OFFSET,
                         "a sharded set cannot be committed as one generation file");

@@ -99,7 +99,8 @@ static int verify_zip(ckpt_file *f, ckpt_verify_report *rep) {
 
 static int verify_storages(ckpt_file *f, ckpt_verify_report *rep) {
     for (size_t i = 0; i < f->nshards; i++) {
-        int rc = verify_storages(f->shards[i], rep);
+        ckpt_file *shard = f->shards[i]; /* torch shards: every member's CRC */
+        int rc = shard->zip ? verify_zip(shard, rep) : verify_storages(shard, rep);
         if (rc) return rc;
     }
     if (f->nshards) return 0;

@@ -180,10 +180,41 @@ int ckpt_file_open_path(ckpt_file **out, const char *path,
     return finish_open(out, f, 1);
 }
 
+/* A model directory (Hugging Face save_pretrained's layout, a Trainer
+ * checkpoint folder) stands for the weights it holds, found in
+ * transformers' from_pretrained order. *out: an arena copy of the file's
+ * path; CKPT_E_IO when the directory holds none of them. */
+static int model_dir_weights(ckpt_arena *a, const char *dir, const char **out) {
+    static const char *const names[] = {"model.safetensors", "model.safetensors.index.json",
+                                        "pytorch_model.bin", "pytorch_model.bin.index.json"};
+    struct stat st;
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+        const char *p = ckpt_arena_printf(a, "%s/%s", dir, names[i]);
+        if (!p) return ckpt_err(CKPT_E_NOMEM, dir, NULL, CKPT_NO_OFFSET, "out of memory");
+        if (stat(p, &st) == 0 && S_ISREG(st.st_mode)) {
+            *out = p;
+            return 0;
+        }
+    }
+    return ckpt_err(CKPT_E_IO, dir, NULL, CKPT_NO_OFFSET,
+                    "cannot read: a directory without model weights (model.safetensors, "
+                    "model.safetensors.index.json, pytorch_model.bin or "
+                    "pytorch_model.bin.index.json)");
+}
+
 int ckpt_open(ckpt_file **out, const char *path, const ckpt_open_options *opts) {
     if (!out) return ckpt_err(CKPT_E_INVALID_ARG, path, NULL, CKPT_NO_OFFSET, "out is NULL");
     *out = NULL;
     CKPT_CHECK_OPTIONS(opts, CKPT_OPEN_OPTIONS_VERSION);
+    struct stat st;
+    if (path && stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+        ckpt_arena a = {0};
+        const char *weights = NULL;
+        int rc = model_dir_weights(&a, path, &weights);
+        if (rc == 0) rc = ckpt_file_open_path(out, weights, opts);
+        ckpt_arena_free(&a);
+        return rc;
+    }
     return ckpt_file_open_path(out, path, opts);
 }
 
@@ -246,6 +277,7 @@ const char *ckpt_format_name(ckpt_format fmt) {
     switch (fmt) {
     case CKPT_FORMAT_SAFETENSORS: return "safetensors";
     case CKPT_FORMAT_SAFETENSORS_SHARDED: return "safetensors-sharded";
+    case CKPT_FORMAT_TORCH_SHARDED: return "torch-sharded";
     case CKPT_FORMAT_TORCH_ZIP: return "torch-zip";
     case CKPT_FORMAT_TORCH_LEGACY: return "torch-legacy";
     case CKPT_FORMAT_PICKLE: return "pickle";

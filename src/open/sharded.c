@@ -1,4 +1,4 @@
-/* sharded.c - sharded safetensors sets opened through their index (see
+/* sharded.c - sharded safetensors and torch.save sets opened through their index (see
  * sharded.h). An index is a file of files: this is the one place where
  * reading a file opens others (ckpt_file_open_path).
  *
@@ -12,6 +12,7 @@
 
 #include <inttypes.h>
 #include <jansson.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -27,8 +28,7 @@ static _Thread_local unsigned opening_shards;
 /* HF _load_sharded_checkpoint's rules: a shard is a relative path inside
  * the index's directory. Colons are refused with drives ("C:x") because
  * they have no business in a shard name. */
-const char *ckpt_shard_name(char *out, const char *name, size_t len, int safetensors) {
-    static const char ext[] = ".safetensors";
+const char *ckpt_shard_name(char *out, const char *name, size_t len, const char *ext) {
     if (len == 0 || memchr(name, '\0', len)) return "empty or holds a NUL byte";
     if (name[0] == '/') return "an absolute path";
     if (memchr(name, '\\', len) || memchr(name, ':', len)) return "a backslash, drive or colon";
@@ -47,8 +47,9 @@ const char *ckpt_shard_name(char *out, const char *name, size_t len, int safeten
         o += seg;
     }
     out[o] = '\0';
-    if (safetensors && (o < sizeof ext || memcmp(out + o - (sizeof ext - 1), ext, sizeof ext - 1)))
-        return "not a .safetensors file";
+    size_t elen = ext ? strlen(ext) : 0;
+    if (ext && (o <= elen || memcmp(out + o - elen, ext, elen)))
+        return !strcmp(ext, ".bin") ? "not a .bin file" : "not a .safetensors file";
     return NULL;
 }
 
@@ -61,6 +62,8 @@ typedef struct file_id {
 typedef struct index_reader {
     ckpt_file *f;
     const char *dir;
+    const char *ext;    /* the shards' extension: ".safetensors" or ".bin" */
+    int torch;          /* a set of torch.save shards (ext ".bin") */
     json_t *by_name;    /* canonical name -> shard index */
     const char **names; /* each shard's canonical name (parallels f->shards) */
     file_id *ids;       /* each shard's file */
@@ -85,7 +88,31 @@ static const char *canonical(index_reader *r, const char *s, size_t len, int *rc
         r->buf = nb;
         r->cap = len + 1;
     }
-    return ckpt_shard_name(r->buf, s, len, 1);
+    return ckpt_shard_name(r->buf, s, len, r->ext);
+}
+
+/* A shard is a file of its set's format holding a state dict: str names
+ * to tensors (a safetensors file always is one; a torch.save file must
+ * be). */
+static int check_shard(const index_reader *r, const ckpt_file *sf, const char *canon) {
+    const ckpt_file *f = r->f;
+    if (r->torch ? sf->format != CKPT_FORMAT_TORCH_ZIP && sf->format != CKPT_FORMAT_TORCH_LEGACY
+                 : sf->format != CKPT_FORMAT_SAFETENSORS)
+        return ckpt_err(CKPT_E_FORMAT, f->path, canon, CKPT_NO_OFFSET,
+                        "shard \"%s\" is %s, expected a %s file", canon,
+                        ckpt_format_name(sf->format), r->torch ? "torch.save" : "safetensors");
+    const ckpt_value *root = sf->root;
+    if (!root || root->kind != CKPT_KIND_DICT)
+        return ckpt_err(CKPT_E_FORMAT, f->path, canon, CKPT_NO_OFFSET,
+                        "shard \"%s\" holds a %s, expected a state dict", canon,
+                        root ? ckpt_kind_name((ckpt_kind)root->kind) : "nothing");
+    for (size_t i = 0; i < root->u.dict.n; i++)
+        if (root->u.dict.keys[i]->kind != CKPT_KIND_STR ||
+            root->u.dict.vals[i]->kind != CKPT_KIND_TENSOR)
+            return ckpt_err(CKPT_E_FORMAT, f->path, canon, CKPT_NO_OFFSET,
+                            "shard \"%s\": entry %zu is not a tensor under a str name, "
+                            "expected a state dict", canon, i);
+    return 0;
 }
 
 /* Index of the shard weight_map value `spelling` names, opening it on
@@ -99,8 +126,8 @@ static int get_shard(index_reader *r, const json_t *spelling, size_t *out) {
     if (why)
         return ckpt_err(CKPT_E_FORMAT, f->path, name, CKPT_NO_OFFSET,
                         "shard name \"%s\" is %s, expected a relative "
-                        "\"*.safetensors\" path inside the index's directory",
-                        name, why);
+                        "\"*%s\" path inside the index's directory",
+                        name, why, r->ext);
     const json_t *known = json_object_get(r->by_name, r->buf);
     if (known) {
         *out = (size_t)json_integer_value(known);
@@ -122,15 +149,20 @@ static int get_shard(index_reader *r, const json_t *spelling, size_t *out) {
         opening_shards++;
         rc = ckpt_file_open_path(&sf, path, &f->opts);
         opening_shards--;
+        /* a shard that is not there is the set's fault, not an I/O failure */
+        if (rc == CKPT_E_IO) {
+            char why_io[256];
+            snprintf(why_io, sizeof why_io, "%s", ckpt_error_last()->message);
+            return ckpt_err(CKPT_E_MISMATCH, path, NULL, CKPT_NO_OFFSET,
+                            "shard \"%s\" listed in the weight_map of %s: %s", canon,
+                            f->path, why_io);
+        }
         if (rc) return rc; /* recorded against the shard's own path */
         f->shards[s] = sf; /* owned from here: ckpt_close frees it */
         r->names[s] = canon;
         r->ids[s] = id;
         f->nshards++;
-        if (sf->format != CKPT_FORMAT_SAFETENSORS)
-            return ckpt_err(CKPT_E_FORMAT, f->path, canon, CKPT_NO_OFFSET,
-                            "shard \"%s\" is %s, expected a safetensors file",
-                            canon, ckpt_format_name(sf->format));
+        if ((rc = check_shard(r, sf, canon))) return rc;
     }
     if (json_object_set_new_nocheck(r->by_name, canon, json_integer((json_int_t)s)))
         return nomem(r);
@@ -260,7 +292,7 @@ static int read_index(index_reader *r, const json_t *doc) {
         if ((rc = get_shard(r, shard, &s))) return rc;
     }
     if ((rc = match_shards(r, wm))) return rc;
-    f->format = CKPT_FORMAT_SAFETENSORS_SHARDED;
+    f->format = r->torch ? CKPT_FORMAT_TORCH_SHARDED : CKPT_FORMAT_SAFETENSORS_SHARDED;
     return 0;
 }
 
@@ -276,7 +308,13 @@ int ckpt_sharded_read(ckpt_file *f, const uint8_t *json, size_t len, const char 
     json_error_t err;
     json_t *doc = json_loadb((const char *)json, len, JSON_REJECT_DUPLICATES, &err);
     if (!doc) return ckpt_json_fail(&err, f->path, 0, "sharded index");
-    index_reader r = {.f = f, .dir = dir, .by_name = json_object()};
+    /* transformers' WEIGHTS_INDEX_NAME, pytorch_model.bin.index.json, lists
+     * torch.save shards; any other index safetensors shards */
+    static const char bin[] = ".bin.index.json";
+    size_t plen = strlen(f->path);
+    int torch = plen >= sizeof bin - 1 && !strcmp(f->path + plen - (sizeof bin - 1), bin);
+    index_reader r = {.f = f, .dir = dir, .by_name = json_object(), .torch = torch,
+                      .ext = torch ? ".bin" : ".safetensors"};
     int rc = r.by_name ? read_index(&r, doc) : nomem(&r);
     json_decref(r.by_name);
     ckpt_free(r.buf);

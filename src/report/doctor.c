@@ -321,7 +321,8 @@ static int examine(ckpt_doctor_report *r) {
     t0 = now();
     rc = is_safetensors(r) ? summarise_groups(r) : summarise_tree(r);
     timed(r, "summary", t0);
-    if (rc == 0 && r->dir == NULL && ckpt_file_format(r->f) == CKPT_FORMAT_SAFETENSORS_SHARDED) {
+    if (rc == 0 && r->dir == NULL && (ckpt_file_format(r->f) == CKPT_FORMAT_SAFETENSORS_SHARDED ||
+                                      ckpt_file_format(r->f) == CKPT_FORMAT_TORCH_SHARDED)) {
         t0 = now();
         rc = check_shards(r);
         timed(r, "shards", t0);

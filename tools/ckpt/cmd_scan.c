@@ -12,10 +12,12 @@
  * Exit 0 when every file is safe, 1 when one is not, 2 for usage or I/O
  * errors (which win over 1). */
 #include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cli.h"
 
@@ -267,9 +269,12 @@ static void warn_refused_allows(const ckpt_scan_report *r, int *warned)
     *warned = 1;
 }
 
-/* Scans one file and prints its result; returns its exit code. */
+/* Scans one file and prints its result; returns its exit code. In a
+ * directory (in_dir), a file that is no checkpoint at all (config.json,
+ * trainer_state.json) is listed but is not a finding: no loader of the
+ * folder unpickles it. */
 static int scan_one(const char *path, const ckpt_scan_options *opts, cli_json_writer *j,
-                    int *warned)
+                    int *warned, int in_dir)
 {
     ckpt_scan_report *r = NULL;
     int rc = ckpt_scan(&r, path, opts);
@@ -293,7 +298,10 @@ static int scan_one(const char *path, const ckpt_scan_options *opts, cli_json_wr
         print_json(j, path, r);
     else
         print_human(path, r);
-    rc = ckpt_scan_verdict(r) == CKPT_VERDICT_SAFE ? CLI_OK : CLI_FINDINGS;
+    rc = ckpt_scan_verdict(r) == CKPT_VERDICT_SAFE ||
+                 (in_dir && ckpt_scan_verdict(r) == CKPT_VERDICT_NOT_A_CHECKPOINT)
+             ? CLI_OK
+             : CLI_FINDINGS;
     ckpt_scan_report_free(r);
     return rc;
 }
@@ -339,13 +347,66 @@ static int read_allowlist(const cli_command *cmd, allowlist *list)
     return CLI_OK;
 }
 
+static int is_dir(const char *path)
+{
+    struct stat st;
+
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+static int skip_entry(const struct dirent *de)
+{
+    return de->d_name[0] != '.'; /* ".", "..", hidden files, atomic temps */
+}
+
+/* A directory (a model folder, a Trainer checkpoint): every regular file
+ * in it, in name order, as loading any of them could run code. */
+static int scan_dir(const char *dir, const ckpt_scan_options *so, cli_json_writer *j,
+                    int *warned)
+{
+    struct dirent **des = NULL;
+    int n = scandir(dir, &des, skip_entry, alphasort), i, worst = CLI_OK, rc, scanned = 0;
+
+    if (n < 0) {
+        fputs("ckpt: ", stderr);
+        cli_put_text(stderr, dir, strlen(dir));
+        fprintf(stderr, ": cannot open directory: %s\n", strerror(errno));
+        return CLI_USAGE;
+    }
+    for (i = 0; i < n; i++) {
+        char *path = NULL;
+        struct stat st;
+
+        if (asprintf(&path, "%s/%s", dir, des[i]->d_name) < 0)
+            path = NULL;
+        if (path == NULL) {
+            worst = CLI_USAGE;
+        } else if (stat(path, &st) == 0 && S_ISREG(st.st_mode)) {
+            rc = scan_one(path, so, j, warned, 1);
+            scanned++;
+            if (rc == CLI_USAGE || (rc == CLI_FINDINGS && worst == CLI_OK))
+                worst = rc;
+        }
+        free(path);
+        free(des[i]);
+    }
+    free(des);
+    if (scanned == 0) {
+        fputs("ckpt: ", stderr);
+        cli_put_text(stderr, dir, strlen(dir));
+        fputs(": no file in the directory\n", stderr);
+        return CLI_USAGE;
+    }
+    return worst;
+}
+
 static int run(const cli_command *cmd, int argc, char **argv)
 {
     allowlist list = {0};
     ckpt_scan_options so = CKPT_SCAN_OPTIONS_INIT;
     cli_json_writer jw;
     size_t i;
-    int worst = CLI_OK, warned = 0;
+    int worst = CLI_OK, warned = 0, several = 0;
     int rc = cli_opt_parse(cmd, argc, argv);
 
     if (rc == CLI_CONTINUE)
@@ -356,18 +417,23 @@ static int run(const cli_command *cmd, int argc, char **argv)
     }
     so.allow = list.names;
     so.nallow = list.n;
+    for (i = 0; i < args.files.n && !several; i++) /* a directory: several files */
+        several = args.files.n > 1 || is_dir(args.files.items[i]);
     if (args.json) {
         cli_json_init(&jw, stdout);
-        if (args.files.n > 1)
+        if (several)
             cli_json_array_begin(&jw);
     }
     for (i = 0; i < args.files.n; i++) {
-        rc = scan_one(args.files.items[i], &so, args.json ? &jw : NULL, &warned);
+        const char *a = args.files.items[i];
+
+        rc = is_dir(a) ? scan_dir(a, &so, args.json ? &jw : NULL, &warned)
+                       : scan_one(a, &so, args.json ? &jw : NULL, &warned, 0);
         if (rc == CLI_USAGE || (rc == CLI_FINDINGS && worst == CLI_OK))
             worst = rc;
     }
     if (args.json) {
-        if (args.files.n > 1)
+        if (several)
             cli_json_array_end(&jw);
         fputc('\n', stdout);
     }
@@ -391,7 +457,9 @@ const cli_command cli_cmd_scan = {
     "  review            only allowlisted builders and data-only classes\n"
     "                    (pathlib paths, argparse.Namespace): --allow them\n"
     "  not-a-checkpoint  no pickle, zip or safetensors content\n"
-    "A sharded index (*.index.json) is scanned through every shard it lists.\n"
+    "A sharded index (*.index.json) is scanned through every shard it lists;\n"
+    "a directory (a model folder, a Trainer checkpoint), file by file\n"
+    "(there, files that are no checkpoint, e.g. config.json, are no finding).\n"
     "Tensor bytes are not checked (that is `ckpt verify`): a file whose\n"
     "pickles all parse and are clean is safe even if its storages are not.\n",
     "Exit status: 0 every file safe, 1 some file not safe, 2 usage or I/O\n"
