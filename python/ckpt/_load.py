@@ -110,7 +110,7 @@ class _Source:
             if scan:  # before anything else reads the file's structure
                 self.report = (_scan.scan_memory(self.addr, len(data), self.path, allow)
                                if data is not None else _scan.scan(self.path, allow))
-                if not unsafe_ok and self.report.verdict == "unsafe":
+                if not unsafe_ok and self.report.verdict in ("unsafe", "review"):
                     raise _scan.unsafe_error(self.report, self.path)
             if data is not None:
                 rc = lib.ckpt_open_memory(ctypes.byref(self.handle), self.addr,
@@ -382,9 +382,11 @@ def load(path, *, unsafe_ok=False, allow=()):
 
     The file is scanned first (ckpt.scan): when loading it with torch.load
     would run code (verdict "unsafe"), ckpt.UnsafeError is raised before
-    anything else reads it, carrying the scan report; when that cannot be
-    ruled out ("unscannable") the file is refused the same way unless the
-    reader finds it corrupt (then that error). With unsafe_ok=True the data
+    anything else reads it, carrying the scan report; so is a file naming
+    data-only classes not in `allow` ("review": pathlib paths,
+    argparse.Namespace); when running code cannot be ruled out
+    ("unscannable") the file is refused the same way unless the reader
+    finds it corrupt (then that error). With unsafe_ok=True the data
     is returned, the offending objects as ckpt.Opaque placeholders. `allow` adds "module.qualname"
     names the scan accepts (they still come back as placeholders).
 

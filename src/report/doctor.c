@@ -549,11 +549,13 @@ static int concern_integrity(const ckpt_doctor_report *r, ckpt_buf *b) {
 }
 
 /* How bad a verdict is: unsafe, then unscannable (something was not
- * examined), then not-a-checkpoint (nothing to examine), then safe. */
+ * examined), then review (data-only classes to accept), then
+ * not-a-checkpoint (nothing to examine), then safe. */
 static int rank(ckpt_verdict v) {
     switch (v) {
-    case CKPT_VERDICT_UNSAFE: return 3;
-    case CKPT_VERDICT_UNSCANNABLE: return 2;
+    case CKPT_VERDICT_UNSAFE: return 4;
+    case CKPT_VERDICT_UNSCANNABLE: return 3;
+    case CKPT_VERDICT_REVIEW: return 2;
     case CKPT_VERDICT_NOT_A_CHECKPOINT: return 1;
     default: return 0;
     }
