@@ -17,13 +17,14 @@
 
 #include "base/alloc.h"
 #include "base/error.h"
+#include "model/file.h"
+#include "model/walk.h"
 #include "report/json.h"
 #include "report/text.h"
 #include "report/training_json.h"
 
 /* Bounds on walking the object tree, which hostile pickles can make deep
  * or (through shared references) exponentially wide. */
-#define WALK_DEPTH_MAX 1000u
 #define WALK_NODES_MAX ((uint64_t)1 << 24)
 /* Names listed per "not vouched for" line before "and N more". */
 #define LIST_MAX 8
@@ -127,22 +128,31 @@ static int check_file(ckpt_doctor_report *r, ckpt_doctor_check *c, const char *p
 
 /* ------------------------------------------------------------ contents */
 
-static void walk(const ckpt_value *v, unsigned depth, ckpt_doctor_entry *e, uint64_t *budget,
-                 int *cut) {
-    if (*budget == 0 || depth > WALK_DEPTH_MAX) {
-        *cut = 1;
-        return;
-    }
-    (*budget)--;
-    if (ckpt_value_kind(v) == CKPT_KIND_TENSOR) {
-        const ckpt_tensor *t = ckpt_value_tensor(v);
+static int count_tensor(ckpt_walk *w, ckpt_walk_frame *node) {
+    ckpt_doctor_entry *e = w->ctx;
+    if (ckpt_value_kind(node->value) == CKPT_KIND_TENSOR) {
+        const ckpt_tensor *t = ckpt_value_tensor(node->value);
         e->tensors++;
         e->elements += t ? ckpt_tensor_numel(t) : 0;
-    } else if (is_container(ckpt_value_kind(v))) {
-        size_t n = ckpt_value_len(v);
-        for (size_t i = 0; i < n && !*cut; i++)
-            walk(ckpt_value_item(v, i), depth + 1, e, budget, cut);
-    } /* else a leaf; opaque objects are not looked into */
+    }
+    return CKPT_WALK_DESCEND; /* leaves have no children; opaque objects
+                                 are not looked into */
+}
+
+/* Tensors and elements under e->value, within *budget visits (shared by
+ * all entries); a walk cut short by a bound or a cycle marks the summary
+ * cut. Returns 0 or -1 (out of memory). */
+static int count_entry(ckpt_doctor_report *r, ckpt_doctor_entry *e, uint64_t *budget) {
+    ckpt_walk w;
+    ckpt_walk_init(&w, &r->f->opts.limits, r->f->path, NULL);
+    w.enter = count_tensor;
+    w.ctx = e;
+    w.max_visits = *budget;
+    int rc = ckpt_walk_run(&w, e->value);
+    *budget -= w.visits < *budget ? w.visits : *budget;
+    if (rc == CKPT_E_NOMEM) return -1;
+    if (rc) r->top_cut = 1;
+    return 0;
 }
 
 /* Text of a dict key: strings as written, ints in decimal, else the kind. */
@@ -174,7 +184,7 @@ static int summarise_tree(ckpt_doctor_report *r) {
             e->name = "";
             e->value = root;
         }
-        walk(e->value, 1, e, &budget, &r->top_cut);
+        if (!r->top_cut && count_entry(r, e, &budget)) return -1;
     }
     r->n_top = n;
     return 0;
