@@ -10,17 +10,25 @@
 #include "base/error.h"
 #include "report/text.h"
 
-/* Nesting of a value rendered in full; deeper parts read "...". */
+/* Nesting of a value rendered in full, and nodes rendered per value (a
+ * small DAG of shared lists can name 1000^6 nodes); parts past either
+ * bound read "...". */
 #define VALUE_DEPTH_MAX 6
+#define VALUE_NODES_MAX 4096u
 /* The metadata topics a resume or deployment needs (not "other"). */
 #define NEEDED_TOPICS CKPT_META_OTHER
 
-static void json_value(ckpt_jw *j, const ckpt_value *v, unsigned depth)
+static void json_value_at(ckpt_jw *j, const ckpt_value *v, unsigned depth, unsigned *budget)
 {
     size_t i, n = ckpt_value_len(v), len;
     const ckpt_tensor *x;
     char shape[128], buf[160];
 
+    if (*budget == 0) {
+        ckpt_jw_string(j, "...");
+        return;
+    }
+    (*budget)--;
     switch (ckpt_value_kind(v)) {
     case CKPT_KIND_LIST:
     case CKPT_KIND_TUPLE:
@@ -31,7 +39,7 @@ static void json_value(ckpt_jw *j, const ckpt_value *v, unsigned depth)
         }
         ckpt_jw_array_begin(j);
         for (i = 0; i < n; i++)
-            json_value(j, ckpt_value_item(v, i), depth + 1);
+            json_value_at(j, ckpt_value_item(v, i), depth + 1, budget);
         ckpt_jw_array_end(j);
         return;
     case CKPT_KIND_DICT:
@@ -47,7 +55,7 @@ static void json_value(ckpt_jw *j, const ckpt_value *v, unsigned depth)
                                 : ckpt_value_int_decimal(k);
 
             ckpt_jw_key(j, s ? s : ckpt_kind_name(ckpt_value_kind(k)));
-            json_value(j, ckpt_value_item(v, i), depth + 1);
+            json_value_at(j, ckpt_value_item(v, i), depth + 1, budget);
         }
         ckpt_jw_object_end(j);
         return;
@@ -63,6 +71,13 @@ static void json_value(ckpt_jw *j, const ckpt_value *v, unsigned depth)
         ckpt_jw_leaf(j, v);
         return;
     }
+}
+
+static void json_value(ckpt_jw *j, const ckpt_value *v, unsigned depth)
+{
+    unsigned budget = VALUE_NODES_MAX;
+
+    json_value_at(j, v, depth, &budget);
 }
 
 static int int_dtype(ckpt_dtype dt)
