@@ -115,6 +115,33 @@ def check_written(tag, path, expected, written, pythons, tmp):
             compare_loaded(name, expected, views[out], st)
 
 
+STRICT_LOAD = """
+import sys, torch
+sys.path.insert(0, sys.argv[1])
+import gen_torch2
+kw = {"weights_only": True} if "weights_only" in torch.load.__code__.co_varnames else {}
+sd = torch.load(sys.argv[2], **kw)
+if "model" in sd and isinstance(sd["model"], dict):
+    sd = sd["model"]  # YOLO-style {"model": model}
+print(gen_torch2.Net().load_state_dict(sd, strict=True))
+"""
+
+
+def check_model_reload(tag, path, written, pythons, tmp):
+    """convert of a whole-model pickle extracts a state dict that loads,
+    strict, into a fresh model, in every torch."""
+    if not os.path.basename(path).startswith("model"):
+        return
+    for out in (o for o in written if o.endswith(".pt")):
+        for otag, python in pythons:
+            p = subprocess.run([python, "-c", STRICT_LOAD, HERE, out], cwd=tmp,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=300)
+            text = (p.stdout + p.stderr).decode("utf-8", "replace")
+            ok = p.returncode == 0 and "All keys matched" in text
+            ti.report(ok, "%s: %s's state dict loads strict into a fresh model in %s" % (
+                tag, os.path.basename(path), otag), [] if ok else [text[-500:]])
+
+
 def check_scan(tag, path):
     base = os.path.basename(path)
     if not base.startswith(("model", "script")):
@@ -160,6 +187,7 @@ def main():
                     if ok:
                         written.append(out)
                 check_written(tag, path, expected, written, pythons, tmp)
+                check_model_reload(tag, path, written, pythons, tmp)
                 view = inspect_json(path)
                 if view is not None:
                     seen.setdefault(fname, {})[tag] = view
