@@ -162,6 +162,11 @@ CKPT_API uint64_t ckpt_tensor_storage_nbytes(const ckpt_tensor *t);
  * offset of its first byte in that file. Borrowed. */
 CKPT_API const char *ckpt_tensor_member(const ckpt_tensor *t);
 CKPT_API uint64_t ckpt_tensor_file_offset(const ckpt_tensor *t);
+/* The device torch saved the tensor's storage on: the location of its
+ * persistent id ("cpu", "cuda:0", "mps"...), which torch.load restores
+ * unless given map_location; "cpu" for formats without devices
+ * (safetensors, numpy arrays). Borrowed. */
+CKPT_API const char *ckpt_tensor_device(const ckpt_tensor *t);
 
 /* Borrowed pointer to the tensor's bytes when ckpt_tensor_is_contiguous:
  * *data receives the first byte, *size ckpt_tensor_nbytes. Zero-copy: the

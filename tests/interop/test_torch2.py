@@ -142,6 +142,18 @@ def check_model_reload(tag, path, written, pythons, tmp):
                 tag, os.path.basename(path), otag), [] if ok else [text[-500:]])
 
 
+def check_device(tag, path):
+    """doctor says where torch saved the storages and that a CPU-only
+    machine needs map_location."""
+    if os.path.basename(path) != "cuda_saved.pt":
+        return
+    p = ti.run(["doctor", path])
+    out = p.stdout.decode("utf-8", "replace")
+    ok = "2 tensors saved on cuda:0" in out and 'map_location="cpu"' in out
+    ti.report(ok, "%s: doctor names the device of cuda_saved.pt" % tag,
+              [] if ok else [out[-800:]])
+
+
 def check_scan(tag, path):
     base = os.path.basename(path)
     if not base.startswith(("model", "script")):
@@ -177,6 +189,7 @@ def main():
                 ti.check_inspect(path, expected)
                 ti.check_verify(path)
                 check_scan(tag, path)
+                check_device(tag, path)
                 written = []
                 for ext in (".pt", ".safetensors"):
                     out = os.path.join(tmp, "%s-%s%s" % (tag, fname.rsplit(".", 1)[0], ext))
