@@ -1661,16 +1661,9 @@ TEST(test_scan_mode_same_events) {
         CHECK_EQ_INT(used, pk[i].n);
         if (harness_cur_failed) fprintf(stderr, "  inline pickle %zu\n", i);
     }
-    /* real pickles and the fuzz seeds (hostile ones included) */
+    /* the fuzz seeds (hostile ones included), in fuzz/corpora next to
+     * this file's folder */
     char dir[1024];
-    snprintf(dir, sizeof dir, "%s/scan/picklescan", CKPT_CORPUS);
-    CHECK(check_dir_in_scan_mode(dir) >= 30);
-    static const char *torch_dirs[] = {"burn", "gopickle", "candle"};
-    for (size_t i = 0; i < 3; i++) {
-        snprintf(dir, sizeof dir, "%s/torch/%s", CKPT_CORPUS, torch_dirs[i]);
-        CHECK(check_dir_in_scan_mode(dir) > 0);
-    }
-    /* fuzz/corpora, next to this file's folder */
     static const char *fuzz_dirs[] = {"pickle", "scan"};
     for (size_t i = 0; i < 2; i++) {
         const char *slash = strrchr(__FILE__, '/');
@@ -1683,6 +1676,20 @@ TEST(test_scan_mode_same_events) {
 }
 
 /* What scan mode keeps and drops. */
+/* test_scan_mode_same_events on the real pickles of the corpus. */
+TEST(test_scan_mode_same_events_corpus) {
+    char dir[1024];
+    persistent_load = storage_any;
+    snprintf(dir, sizeof dir, "%s/scan/picklescan", CKPT_CORPUS);
+    CHECK(check_dir_in_scan_mode(dir) >= 30);
+    static const char *torch_dirs[] = {"burn", "gopickle", "candle"};
+    for (size_t i = 0; i < 3; i++) {
+        snprintf(dir, sizeof dir, "%s/torch/%s", CKPT_CORPUS, torch_dirs[i]);
+        CHECK(check_dir_in_scan_mode(dir) > 0);
+    }
+    persistent_load = NULL;
+}
+
 TEST(test_scan_mode_values) {
     ckpt_value *v;
     scan_only = 1;
@@ -1860,10 +1867,11 @@ int main(void) {
     RUN(test_parameter_and_subclass);
     RUN(test_numpy_scalars);
     RUN(test_numpy_arrays);
-    RUN(test_corpus_benign);
-    RUN(test_corpus_malicious);
-    RUN(test_corpus_stacked);
+    RUN_CORPUS(test_corpus_benign);
+    RUN_CORPUS(test_corpus_malicious);
+    RUN_CORPUS(test_corpus_stacked);
     RUN(test_scan_mode_same_events);
+    RUN_CORPUS(test_scan_mode_same_events_corpus);
     RUN(test_scan_mode_values);
     RUN(test_truncated_everywhere);
     RUN(test_allocation_failures);

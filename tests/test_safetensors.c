@@ -5,6 +5,7 @@
 #include <openssl/evp.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "ckpt.h"
@@ -765,6 +766,14 @@ static void torture(const char *path, const void *buf, size_t len) {
 
 TEST(allocation_failures) {
     size_t len = 0;
+    unsigned char *buf = harness_read_file(CKPT_SRC "/examples/train.safetensors", &len);
+    CHECK(buf != NULL);
+    if (buf) torture(NULL, buf, len);
+    free(buf);
+}
+
+TEST(allocation_failures_corpus) {
+    size_t len = 0;
     unsigned char *buf = harness_read_file(CKPT_CORPUS "/safetensors/fluxml/non_sharded/model.with_metadata.safetensors", &len);
     CHECK(buf != NULL);
     if (buf) torture(NULL, buf, len);
@@ -880,6 +889,47 @@ TEST(shard_spellings_open_once) {
     write_shard("a.safetensors", 0);
 }
 
+/* A shard linked from outside the index's directory (a Hugging Face
+ * cache links every shard to a blob): the reader follows the link as
+ * loaders do; the scanner follows it and says so. */
+TEST(shard_link_outside) {
+    write_shard("a.safetensors", 0);
+    char sub[256], link[256], index[256], target[256];
+    snprintf(sub, sizeof sub, "%s/snap", tmpdir);
+    snprintf(link, sizeof link, "%s/snap/a.safetensors", tmpdir);
+    snprintf(index, sizeof index, "%s/snap/model.safetensors.index.json", tmpdir);
+    snprintf(target, sizeof target, "%s/a.safetensors", tmpdir);
+    mkdir(sub, 0700);
+    unlink(link);
+    CHECK_EQ_INT(symlink(target, link), 0);
+    FILE *fp = fopen(index, "wb");
+    CHECK(fp != NULL);
+    if (!fp) return;
+    fputs("{\"weight_map\":{\"x\":\"a.safetensors\"}}", fp);
+    fclose(fp);
+    ckpt_file *f = NULL;
+    CHECK_EQ_INT(ckpt_open(&f, index, NULL), 0);
+    if (f) CHECK_EQ_INT(ckpt_file_tensor_count(f), 1);
+    ckpt_close(f);
+    ckpt_scan_report *r = NULL;
+    CHECK_EQ_INT(ckpt_scan(&r, index, NULL), 0);
+    int linked = 0;
+    for (size_t i = 0; r && i < ckpt_scan_finding_count(r); i++) {
+        const ckpt_finding *fd = ckpt_scan_finding(r, i);
+        if (strcmp(fd->kind, "shard-link") == 0) {
+            linked++;
+            CHECK_EQ_STR(fd->member, "a.safetensors");
+            CHECK(has(fd->message, "outside the index's directory"));
+        }
+    }
+    CHECK_EQ_INT(linked, 1);
+    CHECK_EQ_INT(ckpt_scan_verdict(r), CKPT_VERDICT_SAFE);
+    ckpt_scan_report_free(r);
+    remove(index);
+    unlink(link);
+    rmdir(sub);
+}
+
 TEST(sharded_small_set) {
     write_shard("a.safetensors", 0);
     size_t len = st_make("{\"y\":{\"dtype\":\"I16\",\"shape\":[1],\"data_offsets\":[0,2]}}", "yy", 2);
@@ -980,12 +1030,12 @@ TEST(sharded_index_limit) {
 }
 
 int main(void) {
-    RUN(corpus_matches_expected);
-    RUN(corpus_overall);
-    RUN(corpus_with_metadata);
-    RUN(corpus_rank0);
-    RUN(corpus_sharded);
-    RUN(corpus_every_cut_fails);
+    RUN_CORPUS(corpus_matches_expected);
+    RUN_CORPUS(corpus_overall);
+    RUN_CORPUS(corpus_with_metadata);
+    RUN_CORPUS(corpus_rank0);
+    RUN_CORPUS(corpus_sharded);
+    RUN_CORPUS(corpus_every_cut_fails);
     RUN(empty_header_padded);
     RUN(empty_with_metadata);
     RUN(metadata_null_is_absent);
@@ -1017,6 +1067,7 @@ int main(void) {
     RUN(nul_padded_header);
     RUN(limits_honoured);
     RUN(allocation_failures);
+    RUN_CORPUS(allocation_failures_corpus);
 
     snprintf(tmpdir, sizeof tmpdir, "/tmp/ckpt-st-XXXXXX");
     if (!mkdtemp(tmpdir)) {
@@ -1026,6 +1077,7 @@ int main(void) {
     RUN(shard_names_refused);
     RUN(shard_name_rule);
     RUN(shard_spellings_open_once);
+    RUN(shard_link_outside);
     RUN(sharded_small_set);
     RUN(sharded_mismatch);
     RUN(sharded_bad_index);

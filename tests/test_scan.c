@@ -843,7 +843,7 @@ static ckpt_scan_report *scan_path(const char *dir, const char *name) {
 }
 
 /* A sharded index is as safe as the shards its weight_map lists. */
-TEST(sharded_index) {
+TEST(sharded_index_corpus) {
     ckpt_scan_report *r = NULL;
     CHECK_EQ_INT(ckpt_scan(&r, CKPT_CORPUS "/safetensors/fluxml/sharded/"
                                            "model.safetensors.index.json",
@@ -854,7 +854,11 @@ TEST(sharded_index) {
     CHECK(f && strstr(f->message, "its 6 shard files were scanned") != NULL);
     CHECK_EQ_INT(ckpt_scan_finding_count(r), 1);
     ckpt_scan_report_free(r);
+}
 
+TEST(sharded_index) {
+    ckpt_scan_report *r = NULL;
+    const ckpt_finding *f;
     char dir[] = "/tmp/ckpt-test-scan-XXXXXX";
     if (!mkdtemp(dir)) {
         CHECK(0);
@@ -968,13 +972,22 @@ TEST(other_formats) {
     CHECK(find(r, "safetensors-error", NULL) != NULL);
     ckpt_scan_report_free(r);
     /* numpy .npy: numbers are safe, object arrays hold a pickle */
-    static const char npy[] = "\x93NUMPY\x01\x00\x21\x00{'descr': '|O', 'shape': (1,), }\n";
+    static const char npy[] =
+        "\x93NUMPY\x01\x00\x39\x00{'descr': '|O', 'fortran_order': False, 'shape': (1,), }\n";
     uint8_t buf[256];
     memcpy(buf, npy, sizeof npy - 1);
     memcpy(buf + sizeof npy - 1, EVIL, EVIL_LEN);
     CHECK_EQ_STR(verdict(buf, sizeof npy - 1 + EVIL_LEN), "unsafe");
-    memcpy(buf + 21, "<f4", 3);
-    CHECK_EQ_STR(verdict(buf, sizeof npy - 1), "safe");
+    memcpy(buf + 21, "f4", 2);
+    CHECK_EQ_STR(verdict(buf, sizeof npy - 1 + EVIL_LEN), "safe");
+    /* without fortran_order np.load raises before reading the data */
+    memcpy(buf + 21, "|O", 2);
+    memcpy(buf + 26, "'fortran_ordeR'", 15);
+    r = scan(buf, sizeof npy - 1 + EVIL_LEN);
+    CHECK_EQ_STR(ckpt_verdict_name(ckpt_scan_verdict(r)), "safe");
+    const ckpt_finding *nf = find(r, "npy-refused", NULL);
+    CHECK(nf && nf->offset == 26);
+    ckpt_scan_report_free(r);
     /* path errors */
     CHECK_EQ_INT(ckpt_scan(&r, CKPT_CORPUS "/no/such/file.pt", NULL), CKPT_E_IO);
     CHECK(r == NULL);
@@ -1064,10 +1077,75 @@ TEST(allocation_failures) {
     CHECK(done);
 }
 
+/* Deciding safety never inflates what no loader unpickles, and what it
+ * inflates fits one budget per file: max_inflate_bytes and at most
+ * max_inflate_ratio times the file's size. */
+TEST(bounded_inflation) {
+    static uint8_t z[1 << 16];
+    size_t big = (size_t)3 << 20;
+    uint8_t *zeros = calloc(big, 1);
+    zeros[0] = 0x80; /* starts like a pickle */
+    zeros[1] = 0x02;
+    zmember blob = {"archive/data/0", NULL, zeros, big, 0, 1, 0};
+    size_t n = build_zip(z, NULL, 0, &blob, 1);
+    CHECK(n < 8192);
+    ckpt_scan_report *r = scan(z, n);
+    CHECK_EQ_STR(ckpt_verdict_name(ckpt_scan_verdict(r)), "unscannable");
+    const ckpt_finding *f = find(r, "not-inflated", NULL);
+    CHECK(f && !strcmp(f->member, "archive/data/0") && f->offset == 30 + 14);
+    ckpt_scan_report_free(r);
+    /* named like a pickle: inflated, but the budget is 100 x the file */
+    zmember pkl = {"archive/DATA.PKL", NULL, zeros, big, 0, 1, 0};
+    n = build_zip(z, NULL, 0, &pkl, 1);
+    r = scan(z, n);
+    CHECK_EQ_STR(ckpt_verdict_name(ckpt_scan_verdict(r)), "unscannable");
+    f = find(r, "unreadable-member", NULL);
+    CHECK(f && strstr(f->message, "max_inflate_ratio") != NULL);
+    ckpt_scan_report_free(r);
+    ckpt_scan_options o = CKPT_SCAN_OPTIONS_INIT;
+    o.limits.max_inflate_ratio = 1000000;
+    r = scan_opts(z, n, &o);
+    /* inflated and parsed: zeros after PROTO are no pickle (MARK is '(') */
+    CHECK(find(r, "unreadable-member", NULL) == NULL);
+    CHECK(find(r, "parse-error", NULL) != NULL);
+    ckpt_scan_report_free(r);
+    free(zeros);
+}
+
+/* What torch's zip reader and Python's zipfile read differently. */
+TEST(zip_readings) {
+    static uint8_t z[4096];
+    /* torch finds archive/data.pkl under any case; a protocol 0 stream
+     * with bytes after its STOP is not pickle-shaped, so only the name
+     * says it is one */
+    static const char p0[] = "cos\nsystem\n(S'x'\ntR.\n\x00";
+    zmember upper = {"archive/DATA.PKL", NULL, (const uint8_t *)p0, sizeof p0 - 1, 0, 0, 0};
+    size_t n = build_zip(z, NULL, 0, &upper, 1);
+    ckpt_scan_report *r = scan(z, n);
+    CHECK_EQ_STR(ckpt_verdict_name(ckpt_scan_verdict(r)), "unsafe");
+    CHECK(find(r, "call", "os.system") != NULL);
+    ckpt_scan_report_free(r);
+    /* names equal but for case: readers load different members */
+    zmember dups[2] = {{"a/data.pkl", NULL, (const uint8_t *)BENIGN, BENIGN_LEN, 0, 0, 0},
+                       {"a/Data.pkl", NULL, (const uint8_t *)BENIGN, BENIGN_LEN, 0, 0, 0}};
+    n = build_zip(z, NULL, 0, dups, 2);
+    r = scan(z, n);
+    CHECK_EQ_STR(ckpt_verdict_name(ckpt_scan_verdict(r)), "unscannable");
+    CHECK(find(r, "duplicate-name", NULL) != NULL);
+    ckpt_scan_report_free(r);
+    /* a clean archive behind a prefix: zipfile reads it, torch does not */
+    zmember ok = {"a/data.pkl", NULL, (const uint8_t *)BENIGN, BENIGN_LEN, 0, 0, 0};
+    n = build_zip(z, (const uint8_t *)"GIF89a-prefix", 13, &ok, 1);
+    r = scan(z, n);
+    CHECK_EQ_STR(ckpt_verdict_name(ckpt_scan_verdict(r)), "unscannable");
+    CHECK(find(r, "polyglot", NULL) != NULL);
+    ckpt_scan_report_free(r);
+}
+
 int main(void) {
-    RUN(corpus_verdicts);
-    RUN(corpus_details);
-    RUN(corpus_truncations);
+    RUN_CORPUS(corpus_verdicts);
+    RUN_CORPUS(corpus_details);
+    RUN_CORPUS(corpus_truncations);
     RUN(stack_global_from_memo);
     RUN(stack_global_operands_from_every_string_opcode);
     RUN(inst_obj_newobj_ext);
@@ -1078,12 +1156,15 @@ int main(void) {
     RUN(loaded_streams_never_dropped);
     RUN(nested_pickles);
     RUN(zip_tricks);
+    RUN(bounded_inflation);
+    RUN(zip_readings);
     RUN(truncated_malicious_never_safe);
     RUN(allowlist_policy);
     RUN(numpy_is_safe);
     RUN(other_formats);
     RUN(family_wording);
     RUN(sharded_index);
+    RUN_CORPUS(sharded_index_corpus);
     RUN(finding_bounds);
     RUN(allocation_failures);
     return harness_end();

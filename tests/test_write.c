@@ -1148,7 +1148,7 @@ int main(void) {
     RUN(pickle_exact_bytes);
     RUN(state_dict_pickle_bytes);
     RUN(state_dict_roundtrip);
-    RUN(state_dict_corpus);
+    RUN_CORPUS(state_dict_corpus);
     RUN(rename_metadata);
     RUN(roundtrip_values);
     RUN(roundtrip_views);

@@ -7,6 +7,8 @@ Only this module touches ctypes prototypes; the rest of the package calls
 import ctypes
 import ctypes.util
 import os
+import re
+from typing import Any, List, Optional, Sequence, Tuple
 
 from . import errors
 
@@ -37,7 +39,7 @@ class Limits(ctypes.Structure):
                 ("max_depth", ctypes.c_uint32), ("max_pickle_stack", c_u64),
                 ("max_pickle_memo", c_u64), ("max_pickle_ops", c_u64),
                 ("max_zip_entries", c_u64), ("max_inflate_bytes", c_u64),
-                ("max_index_bytes", c_u64)]
+                ("max_index_bytes", c_u64), ("max_inflate_ratio", c_u64)]
 
 
 # Option structs: `version` first, filled in by the library's own
@@ -106,18 +108,67 @@ class StoreGeneration_(ctypes.Structure):
 _P = ctypes.POINTER(c_void_p)
 
 
-def _candidates():
+_HERE = os.path.dirname(os.path.abspath(__file__))
+# python/ckpt in a source tree: the repository root, whose build/ holds the
+# library and CLI built by the README's cmake commands.
+_SOURCE_ROOT = os.path.dirname(os.path.dirname(_HERE))
+_SOURCE_BUILD = os.path.join(_SOURCE_ROOT, "build")
+
+
+def in_source_tree() -> bool:
+    """Whether this package is python/ckpt of a ckpt source tree (used from
+    it with PYTHONPATH=python) rather than an installed copy."""
+    return os.path.isfile(os.path.join(_SOURCE_ROOT, "include", "ckpt.h"))
+
+
+def _candidates() -> List[str]:
+    """Where libckpt is looked for, in order: $CKPT_LIB (never second-
+    guessed), the copy inside the package (pip install / wheel), build/ of
+    the source tree this package sits in, then the system loader."""
     env = os.environ.get("CKPT_LIB")
     if env:
-        return [env]  # an explicit choice is never second-guessed
-    here = os.path.dirname(os.path.abspath(__file__))
-    out = [os.path.join(here, n) for n in ("libckpt.so", "libckpt.so.1", "libckpt.dylib")]
+        return [env]
+    out = [os.path.join(_HERE, "libckpt.so")]
+    if in_source_tree():
+        out.append(os.path.join(_SOURCE_BUILD, "libckpt.so"))
     out = [p for p in out if os.path.exists(p)]
     found = ctypes.util.find_library("ckpt")
-    return out + ([found] if found else []) + ["libckpt.so.1", "libckpt.so"]
+    return out + ([found] if found else []) + ["libckpt.so.1"]
 
 
-def _load():
+def cli_path() -> Optional[str]:
+    """The `ckpt` executable of this package: the one built into it (pip
+    install), else build/ckpt of the source tree; None when neither."""
+    cands = [os.path.join(_HERE, "bin", "ckpt")]
+    if in_source_tree():
+        cands.append(os.path.join(_SOURCE_BUILD, "ckpt"))
+    return next((p for p in cands if os.access(p, os.X_OK)), None)
+
+
+def _package_version() -> str:
+    """The version of ckpt.h this package mirrors: ckpt/_version.py, which
+    the build writes into the wheel, else CKPT_VERSION_MAJOR/MINOR/PATCH of
+    the source tree's include/ckpt/common.h (the version's one place)."""
+    try:
+        from ._version import __version__
+        return str(__version__)
+    except ImportError:
+        pass
+    try:
+        with open(os.path.join(_SOURCE_ROOT, "include", "ckpt", "common.h"),
+                  encoding="utf-8") as fh:
+            text_ = fh.read()
+    except OSError:
+        return "0+unknown"
+    parts = [re.search(r"^#define CKPT_VERSION_%s (\d+)$" % p, text_, re.M)
+             for p in ("MAJOR", "MINOR", "PATCH")]
+    return ".".join(m.group(1) for m in parts) if all(parts) else "0+unknown"
+
+
+VERSION = _package_version()
+
+
+def _load() -> ctypes.CDLL:
     tried = []
     for cand in _candidates():
         try:
@@ -132,13 +183,13 @@ lib = _load()
 
 # The library and this package must speak the same ckpt.h: same major and
 # minor version (the option structs and enums above mirror it).
-EXPECTED_VERSION = (0, 2)
 lib.ckpt_version_number.restype = ctypes.c_uint
 lib.ckpt_version_number.argtypes = []
 _v = lib.ckpt_version_number()
-if (_v // 10000, _v // 100 % 100) != EXPECTED_VERSION:
-    raise ImportError("ckpt: libckpt %d.%d.%d does not match this package (needs %d.%d.x)"
-                      % ((_v // 10000, _v // 100 % 100, _v % 100) + EXPECTED_VERSION))
+_want = VERSION.split(".")[:2]
+if _want != [str(_v // 10000), str(_v // 100 % 100)] and VERSION != "0+unknown":
+    raise ImportError("ckpt: libckpt %d.%d.%d does not match this package (needs %s.x)"
+                      % (_v // 10000, _v // 100 % 100, _v % 100, ".".join(_want)))
 
 # (name, restype, argtypes) for every function the package calls.
 _PROTOS = [
@@ -154,6 +205,7 @@ _PROTOS = [
     ("ckpt_file_format", c_int, [c_void_p]),
     ("ckpt_file_path", c_char_p, [c_void_p]),
     ("ckpt_file_root", c_void_p, [c_void_p]),
+    ("ckpt_file_logical_root", c_int, [ctypes.POINTER(c_void_p), c_void_p]),
     ("ckpt_file_tensor_count", c_size_t, [c_void_p]),
     ("ckpt_file_tensor", c_void_p, [c_void_p, c_size_t]),
     ("ckpt_file_has_metadata", c_int, [c_void_p]),
@@ -266,7 +318,7 @@ _PROTOS = [
 ]
 
 
-def _declare(protos):
+def _declare(protos: Sequence[Tuple[str, Any, List[Any]]]) -> None:
     for name, restype, argtypes in protos:
         fn = getattr(lib, name)
         fn.restype = restype
@@ -276,13 +328,13 @@ def _declare(protos):
 _declare(_PROTOS)
 
 
-def text(b):
+def text(b: Optional[bytes]) -> str:
     """Decodes a borrowed C string (never fails: undecodable bytes are kept
     as surrogate escapes, like os.fsdecode)."""
     return "" if b is None else b.decode("utf-8", "surrogateescape")
 
 
-def last_error(rc, default_file=""):
+def last_error(rc: int, default_file: str = "") -> "errors.Error":
     """The exception for a call that returned rc < 0, from ckpt_error_last()."""
     e = lib.ckpt_error_last()
     if not e or e.contents.code != rc:
@@ -294,13 +346,13 @@ def last_error(rc, default_file=""):
                             text(e.member), off)
 
 
-def check(rc, default_file=""):
+def check(rc: int, default_file: str = "") -> int:
     if rc < 0:
         raise last_error(rc, default_file)
     return rc
 
 
-def fspath(path):
+def fspath(path: "os.PathLike[str] | str | bytes") -> bytes:
     return os.fsencode(os.fspath(path))
 
 

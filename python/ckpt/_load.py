@@ -18,10 +18,9 @@ from . import errors
 from ._lib import (KIND_BOOL, KIND_BYTES, KIND_DICT, KIND_FLOAT, KIND_INT,
                    KIND_LIST, KIND_NONE, KIND_OBJECT, KIND_SET, KIND_STR,
                    KIND_TENSOR, KIND_TUPLE, NO_OFFSET, check, fspath, lib, text)
-from ._lib import FORMAT_SAFETENSORS, FORMAT_SAFETENSORS_SHARDED
-from . import _scan, _structure
+from ._lib import FORMAT_SAFETENSORS_SHARDED
+from . import _scan
 
-STRUCTURE_KEY = "ckpt.structure"
 
 # ckpt dtype names -> torch attribute names (absent ones fall back to RawTensor).
 _TORCH_DTYPES = {
@@ -414,12 +413,11 @@ def load(path, *, unsafe_ok=False, allow=(), map_location=None):
     copies, one per tensor. Raises ckpt.Error subclasses."""
     src = _Source(path, scan=True, allow=allow, unsafe_ok=unsafe_ok)
     try:
-        obj = _Converter(src, map_location).convert(lib.ckpt_file_root(src.handle))
-        if lib.ckpt_file_format(src.handle) in (FORMAT_SAFETENSORS, FORMAT_SAFETENSORS_SHARDED):
-            structure = _file_metadata(src.handle).get(STRUCTURE_KEY)
-            if structure is not None:  # written by ckpt: the original tree
-                obj = _structure.rebuild(structure, obj, src.path)
-        return obj
+        # the tree the file was saved from (for safetensors written by ckpt,
+        # decoded from "ckpt.structure" by libckpt)
+        root = ctypes.c_void_p()
+        check(lib.ckpt_file_logical_root(ctypes.byref(root), src.handle), src.path)
+        return _Converter(src, map_location).convert(root.value)
     finally:
         src.close()
 

@@ -194,6 +194,7 @@ static int take_fail(machine *m, size_t n) {
 /* Hands out the next n operand bytes. Past the input: CKPT_E_TRUNCATED;
  * across the end of the current frame: CKPT_E_FORMAT (see above). */
 static int take(machine *m, size_t n, const uint8_t **p) {
+    *p = NULL;
     frame_leave_at_end(m);
     size_t end = m->in_frame ? m->frame_end : m->len; /* frame_end <= len */
     if (n > end - m->pos) return take_fail(m, n);
@@ -205,6 +206,7 @@ static int take(machine *m, size_t n, const uint8_t **p) {
 /* The data of the bytes opcodes, which every reader takes as one run
  * whether or not it crosses the end of the frame. */
 static int take_run(machine *m, size_t n, const uint8_t **p) {
+    *p = NULL;
     if (n > m->len - m->pos) return take_fail(m, n);
     *p = m->buf + m->pos;
     m->pos += n;
@@ -214,6 +216,8 @@ static int take_run(machine *m, size_t n, const uint8_t **p) {
 
 /* A protocol-0 text operand: the bytes up to '\n' (excluded, consumed). */
 static int take_line(machine *m, const uint8_t **p, size_t *n) {
+    *p = NULL;
+    *n = 0;
     frame_leave_at_end(m);
     size_t end = m->in_frame ? m->frame_end : m->len;
     const uint8_t *s = m->buf + m->pos;
@@ -251,6 +255,7 @@ static uint64_t le_bytes(const uint8_t *p, size_t n) {
 
 /* Little-endian unsigned operand of n (1, 2, 4 or 8) bytes. */
 static int take_uint(machine *m, size_t n, uint64_t *x) {
+    *x = 0;
     const uint8_t *p;
     int rc = take(m, n, &p);
     if (rc) return rc;
@@ -283,12 +288,14 @@ static int underflow(machine *m) {
 }
 
 static int pop(machine *m, ckpt_value **v) {
+    *v = NULL;
     if (m->sp <= fence(m)) return underflow(m);
     *v = m->stack[--m->sp];
     return 0;
 }
 
 static int top(machine *m, ckpt_value **v) {
+    *v = NULL;
     if (m->sp <= fence(m)) return underflow(m);
     *v = m->stack[m->sp - 1];
     return 0;
@@ -297,6 +304,7 @@ static int top(machine *m, ckpt_value **v) {
 /* Closes the innermost MARK: its items are stack[*start .. m->sp). The
  * caller consumes them and sets m->sp = *start. */
 static int pop_mark(machine *m, size_t *start) {
+    *start = 0;
     if (m->nmarks == 0)
         return fail(m, CKPT_E_FORMAT, "expected a MARK on the mark stack");
     *start = m->marks[--m->nmarks];
@@ -306,6 +314,7 @@ static int pop_mark(machine *m, size_t *start) {
 /* A LIST, TUPLE or SET of stack[start .. sp), which is then dropped. In
  * scan mode only a tuple keeps its items. */
 static int collect(machine *m, int kind, size_t start, ckpt_value **out) {
+    *out = NULL;
     ckpt_value *v = ckpt_value_new(m->a, kind);
     if (!v) return nomem(m);
     size_t n = m->sp - start;
@@ -645,6 +654,7 @@ static int op_int(machine *m, const uint8_t *p, size_t n, ckpt_value **out) {
 /* Memo index of GET/PUT: PyLong_FromString(text, NULL, 10) that fits in a
  * Py_ssize_t. A negative one is refused (PUT) or never found (GET). */
 static int parse_index(machine *m, const uint8_t *p, size_t n, uint64_t *key) {
+    *key = 0;
     py_int x;
     if (py_int_parse(p, n, 10, &x)) return bad_text(m, "a decimal memo index", p, n);
     if (x.ndigits > MAX_INT_DIGITS)
@@ -673,6 +683,7 @@ static int starts_nocase(const uint8_t *p, size_t n, const char *word) {
  * infinity or nan in any case; the newline or a NUL must follow. A finite
  * literal too large for a double is refused (OverflowError). */
 static int parse_float(machine *m, const uint8_t *p, size_t n, double *x) {
+    *x = 0;
     size_t i = 0, digits = 0;
     if (i < n && (p[i] == '+' || p[i] == '-')) i++;
     size_t num = i;
@@ -1069,6 +1080,7 @@ static int expect_kind(machine *m, const ckpt_value *v, int kind,
 /* The list APPEND(S) and ADDITEMS add to: a LIST (SET for ADDITEMS), or
  * the items of an opaque object, created on first use. */
 static int seq_target(machine *m, ckpt_value *t, int kind, ckpt_value **seq) {
+    *seq = NULL;
     if (t->kind == CKPT_KIND_OBJECT) {
         if (!t->u.obj.items && !(t->u.obj.items = ckpt_value_new(m->a, CKPT_KIND_LIST)))
             return nomem(m);
@@ -1084,6 +1096,7 @@ static int seq_target(machine *m, ckpt_value *t, int kind, ckpt_value **seq) {
 
 /* The dict SETITEM(S) add to: a DICT or an opaque object's items. */
 static int dict_target(machine *m, ckpt_value *t, ckpt_value **dict) {
+    *dict = NULL;
     if (t->kind == CKPT_KIND_OBJECT) {
         if (!t->u.obj.items && !(t->u.obj.items = ckpt_value_new(m->a, CKPT_KIND_DICT)))
             return nomem(m);
@@ -1317,6 +1330,7 @@ static int op_long_bytes(machine *m, size_t n) {
 /* Length operand of n bytes for the opcodes that carry one; signed ones
  * (BINSTRING, LONG4) refuse negative values as Python does. */
 static int take_len(machine *m, size_t n, int is_signed, size_t *len) {
+    *len = 0;
     uint64_t x;
     int rc = take_uint(m, n, &x);
     if (rc) return rc;

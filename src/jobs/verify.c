@@ -78,7 +78,7 @@ static int crc_mismatch(const ckpt_file *f, const ckpt_zip_entry *e) {
 static int verify_zip(ckpt_file *f, ckpt_verify_report *rep) {
     ckpt_zip *z = f->zip;
     ckpt_file_sequential(f);
-    uint64_t budget = f->opts.limits.max_inflate_bytes;
+    uint64_t budget = ckpt_zip_budget(&f->opts.limits, f->map_size);
     for (size_t i = 0; i < z->count; i++) {
         const ckpt_zip_entry *e = &z->entries[i];
         const uint8_t *data;
@@ -191,4 +191,20 @@ int ckpt_verify(ckpt_verify_report *report, ckpt_file *f) {
     rep->tensors = f->ntensors;
     rep->ok = 1;
     return 0;
+}
+
+ckpt_checksums ckpt_file_checksums(const ckpt_file *f) {
+    switch (f->format) {
+    case CKPT_FORMAT_TORCH_ZIP: return CKPT_CHECKSUMS_CRC32;
+    case CKPT_FORMAT_TORCH_SHARDED: /* zip shards have CRCs, legacy ones none */
+        for (size_t i = 0; i < f->nshards; i++)
+            if (!f->shards[i]->zip) return CKPT_CHECKSUMS_NONE;
+        return CKPT_CHECKSUMS_CRC32;
+    case CKPT_FORMAT_SAFETENSORS:
+    case CKPT_FORMAT_SAFETENSORS_SHARDED:
+        for (size_t i = 0; i < f->nmeta; i++)
+            if (strcmp(f->meta_keys[i], CKPT_META_XXH3) == 0) return CKPT_CHECKSUMS_DIGESTS;
+        return CKPT_CHECKSUMS_NONE;
+    default: return CKPT_CHECKSUMS_NONE;
+    }
 }

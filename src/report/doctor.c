@@ -57,6 +57,7 @@ struct ckpt_doctor_report {
     ckpt_keys_report *keys;
     const char **notes;
     size_t n_notes, notes_cap;
+    int notes_nomem;     /* a note could not be built: the report fails */
     int healthy;
     char *summary;
     const char *timing_name[TIMINGS_MAX];
@@ -406,12 +407,14 @@ static int examine_safety(ckpt_doctor_report *r) {
 
 /* ------------------------------------------------------------ notes */
 
+/* Adds a note; s NULL (out of memory building it) fails the report. */
 static void note(ckpt_doctor_report *r, const char *s) {
     if (s == NULL ||
         ckpt_arena_grow(&r->arena, (void **)&r->notes, &r->notes_cap, r->n_notes + 1,
                         sizeof *r->notes))
-        return; /* out of memory: reported when the report is finished */
-    r->notes[r->n_notes++] = s;
+        r->notes_nomem = 1;
+    else
+        r->notes[r->n_notes++] = s;
 }
 
 /* Appends "name" (nth of total in a list) to a growing sentence. */
@@ -461,26 +464,14 @@ static void note_devices(ckpt_doctor_report *r) {
                                   mixed ? " and other devices" : ""));
 }
 
-static int has_digests(const ckpt_file *f) {
-    size_t n = ckpt_file_metadata_count(f);
-    for (size_t i = 0; i < n; i++)
-        if (strcmp(ckpt_file_metadata_key(f, i), "ckpt.xxh3") == 0) return 1;
-    return 0;
-}
-
 static void note_checksum(ckpt_doctor_report *r) {
-    switch (ckpt_file_format(r->f)) {
-    case CKPT_FORMAT_SAFETENSORS:
-    case CKPT_FORMAT_SAFETENSORS_SHARDED:
-        if (has_digests(r->f)) {
-            note(r, "per-tensor XXH3-64 digests checked (metadata ckpt.xxh3, written by "
-                    "ckpt): the tensor bytes are the ones written; the header and metadata "
-                    "have no digest");
-            break;
-        }
-        /* fall through */
-    case CKPT_FORMAT_TORCH_LEGACY:
-    case CKPT_FORMAT_PICKLE:
+    switch (ckpt_file_checksums(r->f)) {
+    case CKPT_CHECKSUMS_DIGESTS:
+        note(r, "per-tensor XXH3-64 digests checked (metadata ckpt.xxh3, written by "
+                "ckpt): the tensor bytes are the ones written; the header and metadata "
+                "have no digest");
+        break;
+    case CKPT_CHECKSUMS_NONE:
         note(r, ckpt_arena_printf(&r->arena,
                                   "%s files carry no checksum: integrity means structure "
                                   "and sizes are consistent, not that the tensor bytes are "
@@ -507,7 +498,10 @@ static int cmp_shared(const void *a, const void *b) {
 static void note_shared(ckpt_doctor_report *r) {
     size_t n = ckpt_file_tensor_count(r->f), j;
     shared *sh = n ? ckpt_arena_array(&r->arena, n, sizeof *sh) : NULL;
-    if (sh == NULL) return;
+    if (sh == NULL) {
+        r->notes_nomem = n > 0;
+        return;
+    }
     for (size_t i = 0; i < n; i++) {
         sh[i].id = ckpt_tensor_storage_id(ckpt_file_tensor(r->f, i));
         sh[i].index = i;
@@ -971,7 +965,7 @@ int ckpt_doctor(ckpt_doctor_report **out, const char *path, const ckpt_doctor_op
     if (rc == 0 && r->f && ckpt_keys_hygiene(&r->keys, r->f)) rc = ckpt_err_nomem();
     if (rc == 0) {
         unvouched(r);
-        rc = verdict(r);
+        rc = r->notes_nomem ? ckpt_err_nomem() : verdict(r);
     }
     if (rc) {
         ckpt_doctor_report_free(r);
@@ -1037,7 +1031,9 @@ const ckpt_error *ckpt_doctor_error(const ckpt_doctor_report *r) {
 const ckpt_verify_report *ckpt_doctor_verify_report(const ckpt_doctor_report *r) {
     return &r->verify;
 }
-int ckpt_doctor_has_digests(const ckpt_doctor_report *r) { return r->f && has_digests(r->f); }
+int ckpt_doctor_has_digests(const ckpt_doctor_report *r) {
+    return r->f && ckpt_file_checksums(r->f) == CKPT_CHECKSUMS_DIGESTS;
+}
 uint64_t ckpt_doctor_elements(const ckpt_doctor_report *r) { return r->elements; }
 uint64_t ckpt_doctor_tensor_bytes(const ckpt_doctor_report *r) { return r->tensor_bytes; }
 

@@ -15,7 +15,10 @@ CKPT_BIN = os.environ.get("CKPT_BIN")
 
 
 def cli_json(path):
-    p = subprocess.run([CKPT_BIN, "doctor", "--json", path], capture_output=True)
+    # a sanitized build preloads its runtime into python; the executable
+    # links its own
+    env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
+    p = subprocess.run([CKPT_BIN, "doctor", "--json", path], capture_output=True, env=env)
     assert p.returncode in (0, 1), p.stderr
     return json.loads(p.stdout)
 
