@@ -175,6 +175,11 @@ CKPT_API uint64_t ckpt_tensor_storage_nbytes(const ckpt_tensor *t);
  * offset of its first byte in that file. Borrowed. */
 CKPT_API const char *ckpt_tensor_member(const ckpt_tensor *t);
 CKPT_API uint64_t ckpt_tensor_file_offset(const ckpt_tensor *t);
+/* The device torch saved the tensor's storage on: the location of its
+ * persistent id ("cpu", "cuda:0", "mps"...), which torch.load restores
+ * unless given map_location; "cpu" for formats without devices
+ * (safetensors, numpy arrays). Borrowed. */
+CKPT_API const char *ckpt_tensor_device(const ckpt_tensor *t);
 
 /* Borrowed pointer to the tensor's bytes when ckpt_tensor_is_contiguous:
  * *data receives the first byte, *size ckpt_tensor_nbytes. Zero-copy: the
@@ -281,7 +286,7 @@ CKPT_API int ckpt_verify(ckpt_verify_report *report, ckpt_file *f);
 typedef enum ckpt_checksums {
     CKPT_CHECKSUMS_NONE = 0,   /* safetensors without ckpt's digests, legacy
                                   torch, raw pickle: structure only */
-    CKPT_CHECKSUMS_CRC32 = 1,  /* torch zip: every member's CRC-32 */
+    CKPT_CHECKSUMS_CRC32 = 1,  /* torch zip (and sets of them): every member's CRC-32 */
     CKPT_CHECKSUMS_DIGESTS = 2 /* written by ckpt: a per-tensor XXH3-64
                                   digest (metadata "ckpt.xxh3") */
 } ckpt_checksums;

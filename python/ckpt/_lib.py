@@ -225,6 +225,7 @@ _PROTOS = [
     ("ckpt_tensor_storage_id", c_u64, [c_void_p]),
     ("ckpt_tensor_storage_nbytes", c_u64, [c_void_p]),
     ("ckpt_tensor_member", c_char_p, [c_void_p]),
+    ("ckpt_tensor_device", c_char_p, [c_void_p]),
     ("ckpt_tensor_file_offset", c_u64, [c_void_p]),
     ("ckpt_tensor_data", c_int, [c_void_p, ctypes.POINTER(c_void_p),
                                  ctypes.POINTER(c_size_t)]),

@@ -202,10 +202,11 @@ class _Converter:
 
     _PENDING = object()
 
-    def __init__(self, src):
+    def __init__(self, src, map_location=None):
         import torch
         self.torch = torch
         self.src = src
+        self.map_location = map_location
         self.memo = {}
         self.bases = {}
         # out-parameters reused by every ckpt_tensor_data call
@@ -316,6 +317,16 @@ class _Converter:
         return self.tensor(lib.ckpt_value_tensor(v))
 
     def tensor(self, t):
+        out = self._tensor(t)
+        if self.map_location is None or isinstance(out, RawTensor):
+            return out
+        where = self.map_location
+        if isinstance(where, dict):  # torch.load's {saved device: target}
+            saved = text(lib.ckpt_tensor_device(t))
+            where = where.get(saved, saved)
+        return out.to(where)
+
+    def _tensor(self, t):
         torch = self.torch
         name, tdt, bits = _dtype_info(lib.ckpt_tensor_dtype(t))
         ndim = lib.ckpt_tensor_ndim(t)
@@ -374,7 +385,7 @@ class _Converter:
         return out
 
 
-def load(path, *, unsafe_ok=False, allow=()):
+def load(path, *, unsafe_ok=False, allow=(), map_location=None):
     """The whole checkpoint at `path` as Python objects: dicts, lists,
     tuples, sets, ints, floats, strings, bytes, None, torch tensors, and
     ckpt.Opaque placeholders for objects that would have been built by a
@@ -394,14 +405,21 @@ def load(path, *, unsafe_ok=False, allow=()):
     their bytes are contiguous little-endian and naturally aligned there
     (writes stay in this process and never reach the file), copies
     otherwise (deflated members, strided views, big-endian storages,
-    numpy arrays held in the pickle). Raises ckpt.Error subclasses."""
+    numpy arrays held in the pickle).
+
+    map_location says where tensors go, as torch.load's does: None keeps
+    them on the CPU whatever device they were saved on (a CUDA-saved file
+    loads on a CPU-only machine), a device or its name ("cuda:0") moves
+    every tensor there, a dict {saved device: target} ({"cuda:1":
+    "cuda:0"}) moves those saved on a listed device. Moved tensors are
+    copies, one per tensor. Raises ckpt.Error subclasses."""
     src = _Source(path, scan=True, allow=allow, unsafe_ok=unsafe_ok)
     try:
         # the tree the file was saved from (for safetensors written by ckpt,
         # decoded from "ckpt.structure" by libckpt)
         root = ctypes.c_void_p()
         check(lib.ckpt_file_logical_root(ctypes.byref(root), src.handle), src.path)
-        return _Converter(src).convert(root.value)
+        return _Converter(src, map_location).convert(root.value)
     finally:
         src.close()
 

@@ -120,6 +120,9 @@ static int load_storage(void *ctx, ckpt_value *pid, uint64_t off, ckpt_value **o
         st->key = key->u.s.p;
         st->member = "";
         st->file_offset = CKPT_NO_OFFSET;
+        /* the location torch.load maps (map_location) or restores */
+        const ckpt_value *loc = tuple_item(pid, 3);
+        st->device = loc->kind == CKPT_KIND_STR ? loc->u.s.p : NULL;
     }
     /* legacy view: (view_key, offset, view_size) in elements of the root */
     const ckpt_value *view = r->legacy ? tuple_item(pid, 5) : NULL;

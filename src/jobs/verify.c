@@ -196,6 +196,10 @@ int ckpt_verify(ckpt_verify_report *report, ckpt_file *f) {
 ckpt_checksums ckpt_file_checksums(const ckpt_file *f) {
     switch (f->format) {
     case CKPT_FORMAT_TORCH_ZIP: return CKPT_CHECKSUMS_CRC32;
+    case CKPT_FORMAT_TORCH_SHARDED: /* zip shards have CRCs, legacy ones none */
+        for (size_t i = 0; i < f->nshards; i++)
+            if (!f->shards[i]->zip) return CKPT_CHECKSUMS_NONE;
+        return CKPT_CHECKSUMS_CRC32;
     case CKPT_FORMAT_SAFETENSORS:
     case CKPT_FORMAT_SAFETENSORS_SHARDED:
         for (size_t i = 0; i < f->nmeta; i++)

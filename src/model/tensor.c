@@ -23,6 +23,9 @@ uint64_t ckpt_tensor_storage_nbytes(const ckpt_tensor *t) { return t->storage->n
 const char *ckpt_tensor_member(const ckpt_tensor *t) {
     return t->storage->member ? t->storage->member : "";
 }
+const char *ckpt_tensor_device(const ckpt_tensor *t) {
+    return t->storage->device ? t->storage->device : "cpu";
+}
 uint64_t ckpt_tensor_file_offset(const ckpt_tensor *t) {
     const ckpt_storage *st = t->storage;
     if (st->file_offset == CKPT_NO_OFFSET) return CKPT_NO_OFFSET;

@@ -24,6 +24,9 @@ typedef struct ckpt_storage {
     uint64_t file_offset;  /* absolute offset of data[0] in the file, or
                               CKPT_NO_OFFSET (inflated, or from a pickle) */
     int big_endian;        /* elements stored big-endian: swap on read */
+    const char *device;    /* where torch saved it: the persistent id's
+                              location ("cpu", "cuda:0", "mps"...); NULL
+                              for bytes with no device (safetensors, numpy) */
     uint64_t id;           /* dense per-file identity (set when flattened) */
     /* legacy views of a root storage: bytes are root bytes from
      * base_elem_offset; resolved by the legacy reader. */

@@ -451,6 +451,29 @@ static void note_opaque(ckpt_doctor_report *r) {
     note(r, s);
 }
 
+/* Storages saved on a device other than the CPU: torch.load restores them
+ * there, so a machine without it needs map_location (ckpt reads them on
+ * any machine). */
+static void note_devices(ckpt_doctor_report *r) {
+    size_t n = ckpt_file_tensor_count(r->f), k = 0;
+    const char *first = NULL;
+    int mixed = 0;
+    for (size_t i = 0; i < n; i++) {
+        const char *dev = ckpt_tensor_device(ckpt_file_tensor(r->f, i));
+        if (strcmp(dev, "cpu") == 0) continue;
+        if (first == NULL) first = dev;
+        mixed |= strcmp(dev, first) != 0;
+        k++;
+    }
+    if (first)
+        note(r, ckpt_arena_printf(&r->arena,
+                                  "%zu tensor%s saved on %s%s: torch.load restores them "
+                                  "there, so on a machine without that device it needs "
+                                  "map_location=\"cpu\"",
+                                  k, k == 1 ? "" : "s", first,
+                                  mixed ? " and other devices" : ""));
+}
+
 static void note_checksum(ckpt_doctor_report *r) {
     switch (ckpt_file_checksums(r->f)) {
     case CKPT_CHECKSUMS_DIGESTS:
@@ -526,6 +549,7 @@ static void unvouched(ckpt_doctor_report *r) {
         note(r, "verification stops at the first problem: bytes after it were not checked");
     note_opaque(r);
     note_checksum(r);
+    note_devices(r);
     note_shared(r);
     note_strided(r);
     if (r->top_cut)

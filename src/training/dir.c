@@ -294,11 +294,12 @@ static int shard_like(const char *name)
  * set on disk is not the one the index describes. */
 static int check_unlisted(scan *s)
 {
-    size_t i, indexes = 0;
+    size_t i;
+    int indexed = 0;
 
     for (i = 0; i < s->n; i++)
-        indexes += s->es[i].index;
-    for (i = 0; indexes && i < s->n; i++) {
+        indexed |= s->es[i].index;
+    for (i = 0; indexed && i < s->n; i++) {
         const entry *e = &s->es[i];
 
         if (e->regular && !e->shard && !e->index && e->kind == SNIFF_CHECKPOINT &&

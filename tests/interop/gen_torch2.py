@@ -193,6 +193,29 @@ def dtensor():
             "b": distribute_tensor(torch.arange(4.0), mesh, [Replicate(), Shard(0)])}
 
 
+def cuda_saved(outdir, files):
+    """A file as torch.save writes it on a GPU: every storage's persistent
+    id says 'cuda:0' (rewritten from a CPU save: the data.pkl string
+    'cpu' becomes 'cuda:0', byte lengths fixed). Its view is torch's with
+    map_location='cpu'."""
+    import zipfile
+    src = os.path.join(outdir, "cuda_src.tmp")
+    path = os.path.join(outdir, "cuda_saved.pt")
+    torch.manual_seed(7)
+    torch.save({"w": torch.randn(2, 3), "b": torch.arange(3)}, src)
+    with zipfile.ZipFile(src) as zin, zipfile.ZipFile(path, "w") as zout:
+        for info in zin.infolist():
+            data = zin.read(info.filename)
+            if info.filename.endswith("/data.pkl"):
+                data = data.replace(b"X\x03\x00\x00\x00cpu", b"X\x06\x00\x00\x00cuda:0")
+            zout.writestr(zipfile.ZipInfo(info.filename.replace("cuda_src", "cuda_saved"),
+                                          (1980, 1, 1, 0, 0, 0)), data)
+    os.remove(src)
+    kw = {"weights_only": False} if "weights_only" in torch.load.__code__.co_varnames else {}
+    g.write_expected(path, "torch-zip", torch.load(path, map_location="cpu", **kw))
+    files.append(path)
+
+
 def generate(outdir):
     os.makedirs(outdir, exist_ok=True)
     files = []
@@ -210,6 +233,7 @@ def generate(outdir):
     case(outdir, files, "script.pt", lambda: torch.jit.script(model().eval()),
          script=True)
     case(outdir, files, "dtensor.pt", dtensor)
+    cuda_saved(outdir, files)
     return files
 
 

@@ -115,6 +115,45 @@ def check_written(tag, path, expected, written, pythons, tmp):
             compare_loaded(name, expected, views[out], st)
 
 
+STRICT_LOAD = """
+import sys, torch
+sys.path.insert(0, sys.argv[1])
+import gen_torch2
+kw = {"weights_only": True} if "weights_only" in torch.load.__code__.co_varnames else {}
+sd = torch.load(sys.argv[2], **kw)
+if "model" in sd and isinstance(sd["model"], dict):
+    sd = sd["model"]  # YOLO-style {"model": model}
+print(gen_torch2.Net().load_state_dict(sd, strict=True))
+"""
+
+
+def check_model_reload(tag, path, written, pythons, tmp):
+    """convert of a whole-model pickle extracts a state dict that loads,
+    strict, into a fresh model, in every torch."""
+    if not os.path.basename(path).startswith("model"):
+        return
+    for out in (o for o in written if o.endswith(".pt")):
+        for otag, python in pythons:
+            p = subprocess.run([python, "-c", STRICT_LOAD, HERE, out], cwd=tmp,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=300)
+            text = (p.stdout + p.stderr).decode("utf-8", "replace")
+            ok = p.returncode == 0 and "All keys matched" in text
+            ti.report(ok, "%s: %s's state dict loads strict into a fresh model in %s" % (
+                tag, os.path.basename(path), otag), [] if ok else [text[-500:]])
+
+
+def check_device(tag, path):
+    """doctor says where torch saved the storages and that a CPU-only
+    machine needs map_location."""
+    if os.path.basename(path) != "cuda_saved.pt":
+        return
+    p = ti.run(["doctor", path])
+    out = p.stdout.decode("utf-8", "replace")
+    ok = "2 tensors saved on cuda:0" in out and 'map_location="cpu"' in out
+    ti.report(ok, "%s: doctor names the device of cuda_saved.pt" % tag,
+              [] if ok else [out[-800:]])
+
+
 def check_scan(tag, path):
     base = os.path.basename(path)
     if not base.startswith(("model", "script")):
@@ -150,6 +189,7 @@ def main():
                 ti.check_inspect(path, expected)
                 ti.check_verify(path)
                 check_scan(tag, path)
+                check_device(tag, path)
                 written = []
                 for ext in (".pt", ".safetensors"):
                     out = os.path.join(tmp, "%s-%s%s" % (tag, fname.rsplit(".", 1)[0], ext))
@@ -160,6 +200,7 @@ def main():
                     if ok:
                         written.append(out)
                 check_written(tag, path, expected, written, pythons, tmp)
+                check_model_reload(tag, path, written, pythons, tmp)
                 view = inspect_json(path)
                 if view is not None:
                     seen.setdefault(fname, {})[tag] = view

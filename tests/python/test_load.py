@@ -210,3 +210,35 @@ def test_verify(tmp_path, example_pt):
     assert rep.error.member and rep.error.offset is not None
     with pytest.raises(ckpt.FileError):
         ckpt.verify(tmp_path / "absent.pt")
+
+
+def cuda_saved(tmp_path):
+    """A file as torch.save writes it on a GPU (every persistent id says
+    'cuda:0'), made on any machine by rewriting a CPU save's data.pkl."""
+    import zipfile
+    src, path = tmp_path / "cpu.pt", tmp_path / "gpu.pt"
+    torch.save({"w": torch.arange(6.0).reshape(2, 3), "b": torch.arange(3)}, src)
+    with zipfile.ZipFile(src) as zin, zipfile.ZipFile(path, "w") as zout:
+        for info in zin.infolist():
+            data = zin.read(info.filename)
+            if info.filename.endswith("/data.pkl"):
+                data = data.replace(b"X\x03\x00\x00\x00cpu", b"X\x06\x00\x00\x00cuda:0")
+            zout.writestr(info.filename.replace("cpu/", "gpu/"), data)
+    return path
+
+
+def test_map_location(tmp_path):
+    path = cuda_saved(tmp_path)
+    want = torch_load(path) if torch.cuda.is_available() else \
+        torch.load(path, map_location="cpu", weights_only=False)
+    for where in (None, "cpu", torch.device("cpu"), {"cuda:0": "cpu"}):
+        got = ckpt.load(path, map_location=where)
+        assert sorted(got) == ["b", "w"]
+        for k in got:
+            assert got[k].device.type == "cpu", (where, k)
+            assert torch.equal(got[k], want[k].cpu())
+    if not torch.cuda.is_available():
+        # a dict that leaves cuda:0 where it was saved: torch's rule, and
+        # torch's own error on a machine without it
+        with pytest.raises((RuntimeError, AssertionError)):
+            ckpt.load(path, map_location={"cuda:1": "cpu"})
