@@ -64,11 +64,20 @@ CKPT_API int ckpt_open_options_init(ckpt_open_options *opts, unsigned version);
  * opened relative to the index's directory; names with "..", a root or a
  * drive are refused).
  *
- * The file is mapped read-only; tensor bytes are never copied at open
- * except for deflated zip members (inflated up to limits.max_inflate_bytes)
- * and legacy files, which are mapped too. Open validates all structure
- * (headers, pickle, zip directory, every view against its storage) but
- * reads no tensor bytes: use ckpt_verify for that.
+ * The file is mapped read-only for its structure, and its descriptor kept
+ * open; tensor bytes are never copied at open except for deflated zip
+ * members (inflated up to limits.max_inflate_bytes). Open validates all
+ * structure (headers, pickle, zip directory, every view against its
+ * storage) but reads no tensor bytes: use ckpt_verify for that.
+ *
+ * Every function that reads tensor bytes for the caller (ckpt_verify,
+ * ckpt_tensor_read, ckpt_tensor_sha256, ckpt_file_read_storages,
+ * ckpt_diff, ckpt_convert) copies them with pread(2) into private memory,
+ * never through the mapping: a file truncated or replaced in place while
+ * it is open makes them fail with CKPT_E_TRUNCATED (or CKPT_E_IO) naming
+ * the file, member and offset; the process never gets SIGBUS from them
+ * and libckpt installs no signal handler. Only ckpt_tensor_data lends
+ * out the mapping itself (see there).
  *
  * opts may be NULL (defaults). Returns 0, or CKPT_E_IO, CKPT_E_NOMEM,
  * CKPT_E_TRUNCATED, CKPT_E_FORMAT, CKPT_E_LIMIT, CKPT_E_UNSUPPORTED
@@ -152,21 +161,30 @@ CKPT_API uint64_t ckpt_tensor_file_offset(const ckpt_tensor *t);
 
 /* Borrowed pointer to the tensor's bytes when ckpt_tensor_is_contiguous:
  * *data receives the first byte, *size ckpt_tensor_nbytes. Zero-copy: the
- * pointer is into the file mapping and lives as long as f. Returns 0, or
- * CKPT_E_UNSUPPORTED for a view that is not contiguous or a big-endian
- * storage (use ckpt_tensor_read). */
+ * pointer is into the file mapping and lives as long as f.
+ * HAZARD: the file must not shrink or change while the pointer is used.
+ * Reading a page of the mapping past a truncated end raises SIGBUS (the
+ * default action kills the process), and a file rewritten in place shows
+ * its new bytes; `torch.save(obj, same_path)` does both. Use
+ * ckpt_tensor_read or ckpt_file_read_storages (private copies, errors
+ * instead of signals) unless the file is known to stay as it is.
+ * Returns 0, or CKPT_E_UNSUPPORTED for a view that is not contiguous or a
+ * big-endian storage (use ckpt_tensor_read). */
 CKPT_API int ckpt_tensor_data(const ckpt_tensor *t, const void **data,
                               size_t *size);
 
 /* Copies the logical contents as contiguous row-major little-endian bytes
  * (views gathered through their strides, big-endian storages swapped) into
- * dst, which must hold ckpt_tensor_nbytes bytes. Returns 0,
- * CKPT_E_INVALID_ARG if cap is too small, CKPT_E_UNSUPPORTED for sub-byte
- * dtypes with non-contiguous views. */
+ * dst, which must hold ckpt_tensor_nbytes bytes: one pread for a
+ * contiguous tensor; a strided view reads the storage bytes it spans once
+ * (at most 64 MiB of scratch, else one pread per run of adjacent
+ * elements). Returns 0, CKPT_E_INVALID_ARG if cap is too small,
+ * CKPT_E_UNSUPPORTED for sub-byte dtypes with non-contiguous views,
+ * CKPT_E_TRUNCATED / CKPT_E_IO when the file shrank or cannot be read. */
 CKPT_API int ckpt_tensor_read(const ckpt_tensor *t, void *dst, size_t cap);
 
 /* SHA-256 of the logical contents (as ckpt_tensor_read would produce),
- * without materialising a copy for contiguous tensors. out: 32 bytes. */
+ * read in bounded windows. out: 32 bytes. Errors as ckpt_tensor_read. */
 CKPT_API int ckpt_tensor_sha256(const ckpt_tensor *t, unsigned char out[32]);
 
 /* ---------------------------------------------------------------- values */

@@ -666,7 +666,7 @@ static int rename_file(ckpt_rename_plan **plan, const ckpt_file *f, const char *
     rc = rebuild(&t, 0, &new_root);
     ckpt_strmap_free(&t.mods);
     if (!rc) rc = metadata(f, a, &w);
-    if (!rc) rc = ckpt_write_value(new_root, out, output_format(f), &w, f, NULL);
+    if (!rc) rc = ckpt_write_value(new_root, out, output_format(f), &w, NULL);
     return rc;
 }
 

@@ -17,6 +17,7 @@ static ckpt_file *file_new(const char *path, const ckpt_open_options *opts) {
     ckpt_file *f = ckpt_malloc(sizeof *f);
     if (!f) return NULL;
     memset(f, 0, sizeof *f);
+    f->source.fd = -1;
     ckpt_open_options defaults = CKPT_OPEN_OPTIONS_INIT;
     f->opts = opts ? *opts : defaults;
     if (f->opts.limits.max_ndim > CKPT_MAX_NDIM)
@@ -33,36 +34,9 @@ void ckpt_close(ckpt_file *f) {
     if (!f) return;
     for (size_t i = 0; i < f->nshards; i++) ckpt_close(f->shards[i]);
     if (f->mapped) ckpt_unmap_file(f->map, f->map_size);
+    if (f->source.fd >= 0) close(f->source.fd);
     ckpt_arena_free(&f->arena);
     ckpt_free(f);
-}
-
-void ckpt_file_release(const ckpt_file *f, const void *p, uint64_t n) {
-    const uint8_t *b = p;
-    if (!f->mapped || b < f->map || n > (uint64_t)(f->map + f->map_size - b)) return;
-    /* only whole pages inside the range */
-    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
-    uintptr_t lo = ((uintptr_t)b + page - 1) & ~(page - 1);
-    uintptr_t hi = ((uintptr_t)b + (uintptr_t)n) & ~(page - 1);
-    if (hi > lo) madvise((void *)lo, hi - lo, MADV_DONTNEED);
-}
-
-void ckpt_file_sequential(const ckpt_file *f) {
-    if (f->mapped && f->map_size) madvise((void *)f->map, f->map_size, MADV_SEQUENTIAL);
-}
-
-void ckpt_file_prefetch(const ckpt_file *f, const void *p, uint64_t n) {
-#ifdef MADV_POPULATE_READ
-    const uint8_t *b = p;
-    if (!f->mapped || b < f->map || n > (uint64_t)(f->map + f->map_size - b)) return;
-    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
-    uintptr_t lo = (uintptr_t)b & ~(page - 1);
-    /* map the window in one call instead of one fault per page; an error
-     * (old kernel, I/O) just leaves the faults to happen as usual */
-    madvise((void *)lo, (uintptr_t)b + (uintptr_t)n - lo, MADV_POPULATE_READ);
-#else
-    (void)f, (void)p, (void)n;
-#endif
 }
 
 /* ------------------------------------------------------------ detection */
@@ -119,9 +93,12 @@ static int finish_open(ckpt_file **out, ckpt_file *f, int from_path) {
     return 0;
 }
 
-int ckpt_map_file(const char *path, const uint8_t **map, size_t *size) {
+/* ckpt_map_file, keeping the descriptor open in *fd (-1 for an empty
+ * file) when fd is non-NULL: tensor bytes are read through it (source.h). */
+static int map_open(const char *path, int *keep, const uint8_t **map, size_t *size) {
     *map = NULL;
     *size = 0;
+    if (keep) *keep = -1;
     /* O_NONBLOCK: opening a FIFO must not wait for a writer; anything but a
      * regular file is refused below */
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
@@ -145,14 +122,22 @@ int ckpt_map_file(const char *path, const uint8_t **map, size_t *size) {
         } else {
             /* readers look at headers scattered over the file (zip local
              * headers): without this, readahead around each would pull in
-             * tensor data (verify switches to sequential) */
+             * tensor data (tensor bytes are read with pread, source.c) */
             madvise(m, (size_t)st.st_size, MADV_RANDOM);
             *map = m;
             *size = (size_t)st.st_size;
+            if (keep) {
+                *keep = fd;
+                return 0;
+            }
         }
     }
     close(fd);
     return rc;
+}
+
+int ckpt_map_file(const char *path, const uint8_t **map, size_t *size) {
+    return map_open(path, NULL, map, size);
 }
 
 void ckpt_unmap_file(const uint8_t *map, size_t size) {
@@ -165,16 +150,19 @@ int ckpt_file_open_path(ckpt_file **out, const char *path,
     if (!path) return ckpt_err(CKPT_E_INVALID_ARG, "", NULL, CKPT_NO_OFFSET, "path is NULL");
     const uint8_t *map;
     size_t size;
-    int rc = ckpt_map_file(path, &map, &size);
+    int fd;
+    int rc = map_open(path, &fd, &map, &size);
     if (rc) return rc;
     ckpt_file *f = file_new(path, opts);
     if (!f) {
         ckpt_unmap_file(map, size);
+        if (fd >= 0) close(fd);
         return ckpt_err(CKPT_E_NOMEM, path, NULL, CKPT_NO_OFFSET, "out of memory");
     }
     f->map = size ? map : (const uint8_t *)"";
     f->map_size = size;
     f->mapped = size != 0;
+    f->source = (ckpt_source){.fd = fd, .map = map, .size = size, .path = f->path};
     return finish_open(out, f, 1);
 }
 
@@ -215,6 +203,13 @@ int ckpt_file_flatten(ckpt_file *f) {
                      : 0;
     if (rc) return rc;
 
+    /* every storage reads its bytes through the file that holds them: a
+     * shard's were set when the shard was flattened */
+    for (size_t i = 0; i < fl.ntensors; i++) {
+        ckpt_storage *st = fl.tensors[i].value->u.tensor->storage;
+        if (!st->source) st->source = &f->source;
+        if (st->base && !st->base->source) st->base->source = &f->source;
+    }
     f->tensors = ckpt_arena_array(&f->arena, fl.ntensors ? fl.ntensors : 1, sizeof(ckpt_tensor));
     f->storages = ckpt_arena_array(&f->arena, fl.ntensors ? fl.ntensors : 1,
                                    sizeof(ckpt_storage *));
