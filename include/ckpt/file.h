@@ -159,6 +159,46 @@ CKPT_API uint64_t ckpt_tensor_storage_nbytes(const ckpt_tensor *t);
 CKPT_API const char *ckpt_tensor_member(const ckpt_tensor *t);
 CKPT_API uint64_t ckpt_tensor_file_offset(const ckpt_tensor *t);
 
+/* Loading every storage of a file in one call (what Python's ckpt.load
+ * does): a caller collects the storages its tensors use (ids from
+ * ckpt_tensor_storage_id, sizes from ckpt_tensor_storage_nbytes),
+ * allocates one buffer per storage, builds every tensor as a view of its
+ * storage's buffer (storage offset, shape and stride as the tensor
+ * states; element size ckpt_dtype_bits / 8), then fills all the buffers
+ * with one ckpt_file_read_storages. Tensors that shared a storage in the
+ * file then share memory, and nothing depends on the file any more.
+ *
+ * ckpt_file_storage_count: storages of f (ids are 0 .. count-1).
+ * ckpt_file_storage_is_raw: 1 when storage `id`'s bytes are the elements
+ * as little-endian bytes, the layout a view can use directly; 0 for
+ * big-endian storages (legacy files from big-endian machines: read such
+ * tensors with ckpt_tensor_read, which swaps) and out-of-range ids.
+ *
+ * ckpt_file_read_storages copies storage ids[i], all its
+ * ckpt_tensor_storage_nbytes bytes, into dst[i], for i < n: the storages
+ * are read in file order (shard by shard) with large sequential preads and
+ * readahead hints, straight into the caller's buffers (no intermediate
+ * copy); storages held in memory (inflated zip members) are copied.
+ * Returns 0; CKPT_E_INVALID_ARG (NULL arrays with n > 0, an id out of
+ * range, a NULL dst for a non-empty storage); CKPT_E_TRUNCATED / CKPT_E_IO
+ * when the file shrank or cannot be read (file, member and offset named;
+ * the buffers are then partly filled); CKPT_E_NOMEM. Reentrant for one f
+ * at a time. */
+CKPT_API size_t ckpt_file_storage_count(const ckpt_file *f);
+CKPT_API int ckpt_file_storage_is_raw(const ckpt_file *f, uint64_t id);
+CKPT_API int ckpt_file_read_storages(const ckpt_file *f, size_t n,
+                                     const uint64_t *ids, void *const *dst);
+
+/* The same for tensors of f (e.g. straight into a model's parameters):
+ * ckpt_tensor_read of tensors[i] into dst[i], which holds its
+ * ckpt_tensor_nbytes, for i < n, in file order with readahead hints.
+ * Returns 0 or ckpt_tensor_read's codes for the first failure (the
+ * buffers are then partly filled); CKPT_E_INVALID_ARG for NULL arrays or
+ * a NULL tensor or dst. */
+CKPT_API int ckpt_file_read_tensors(const ckpt_file *f, size_t n,
+                                    const ckpt_tensor *const *tensors,
+                                    void *const *dst);
+
 /* Borrowed pointer to the tensor's bytes when ckpt_tensor_is_contiguous:
  * *data receives the first byte, *size ckpt_tensor_nbytes. Zero-copy: the
  * pointer is into the file mapping and lives as long as f.

@@ -12,6 +12,7 @@
 
 #include "base/error.h"
 #include "format/detect.h"
+#include "model/tensor.h"
 
 static ckpt_file *file_new(const char *path, const ckpt_open_options *opts) {
     ckpt_file *f = ckpt_malloc(sizeof *f);
@@ -296,4 +297,101 @@ const char *ckpt_file_metadata_key(const ckpt_file *f, size_t i) {
 
 const char *ckpt_file_metadata_value(const ckpt_file *f, size_t i) {
     return i < f->nmeta ? f->meta_vals[i] : NULL;
+}
+
+/* ------------------------------------------------------------ storages */
+
+size_t ckpt_file_storage_count(const ckpt_file *f) { return f->nstorages; }
+
+int ckpt_file_storage_is_raw(const ckpt_file *f, uint64_t id) {
+    return id < f->nstorages && !f->storages[id]->big_endian;
+}
+
+/* One read of a batch: a whole storage, or a tensor's logical contents. */
+typedef struct batch_read {
+    const ckpt_storage *st;
+    const ckpt_tensor *t; /* NULL: the whole storage */
+    void *dst;
+} batch_read;
+
+/* File order: by source (shard), then by where the bytes lie. */
+static int by_position(const void *x, const void *y) {
+    const batch_read *a = x, *b = y;
+    uintptr_t sa = (uintptr_t)a->st->source, sb = (uintptr_t)b->st->source;
+    if (sa != sb) return sa < sb ? -1 : 1;
+    uintptr_t pa = (uintptr_t)a->st->data, pb = (uintptr_t)b->st->data;
+    if (pa != pb) return pa < pb ? -1 : 1;
+    uint64_t oa = a->t ? a->t->storage_offset : 0, ob = b->t ? b->t->storage_offset : 0;
+    return oa < ob ? -1 : oa > ob;
+}
+
+static int read_batch(batch_read *order, size_t n) {
+    int rc = 0;
+    qsort(order, n, sizeof *order, by_position);
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        const ckpt_storage *st = order[i].st;
+        /* one hint per file: read front to back from here on */
+        if (st->source && (i == 0 || st->source != order[i - 1].st->source))
+            ckpt_source_will_read(st->source, st->source->map, st->source->size);
+        rc = order[i].t ? ckpt_tensor_read(order[i].t, order[i].dst, (size_t)order[i].t->nbytes)
+                        : ckpt_storage_read(st, 0, order[i].dst, (size_t)st->nbytes);
+    }
+    return rc;
+}
+
+static int batch_args(const ckpt_file *f, size_t n, const void *what, void *const *dst,
+                      batch_read **order) {
+    *order = NULL;
+    if (!f) return ckpt_err(CKPT_E_INVALID_ARG, "", NULL, CKPT_NO_OFFSET, "file is NULL");
+    if (n == 0) return 0;
+    if (!what || !dst)
+        return ckpt_err(CKPT_E_INVALID_ARG, f->path, NULL, CKPT_NO_OFFSET,
+                        "the arrays are required for %zu reads", n);
+    if (n > SIZE_MAX / sizeof(batch_read)) return ckpt_err_nomem();
+    *order = ckpt_malloc(n * sizeof **order);
+    CKPT_CHECK_ALLOC(*order);
+    return 0;
+}
+
+int ckpt_file_read_storages(const ckpt_file *f, size_t n, const uint64_t *ids,
+                            void *const *dst) {
+    batch_read *order;
+    int rc = batch_args(f, n, ids, dst, &order);
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        const ckpt_storage *st = ids[i] < f->nstorages ? f->storages[ids[i]] : NULL;
+        if (!st)
+            rc = ckpt_err(CKPT_E_INVALID_ARG, f->path, NULL, CKPT_NO_OFFSET,
+                          "storage id %llu out of range (the file has %zu)",
+                          (unsigned long long)ids[i], f->nstorages);
+        else if (st->nbytes && !st->data)
+            rc = ckpt_err(CKPT_E_FORMAT, f->path, st->member, st->file_offset,
+                          "storage %s has no data", st->key ? st->key : "");
+        else if (st->nbytes && !dst[i])
+            rc = ckpt_err(CKPT_E_INVALID_ARG, f->path, st->member, CKPT_NO_OFFSET,
+                          "dst[%zu] is NULL", i);
+        else if (st->nbytes > SIZE_MAX)
+            rc = ckpt_err(CKPT_E_LIMIT, f->path, st->member, st->file_offset,
+                          "storage larger than the address space");
+        else
+            order[i] = (batch_read){st, NULL, dst[i]};
+    }
+    if (rc == 0 && n) rc = read_batch(order, n);
+    ckpt_free(order);
+    return rc;
+}
+
+int ckpt_file_read_tensors(const ckpt_file *f, size_t n, const ckpt_tensor *const *tensors,
+                           void *const *dst) {
+    batch_read *order;
+    int rc = batch_args(f, n, tensors, dst, &order);
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        if (!tensors[i] || !dst[i])
+            rc = ckpt_err(CKPT_E_INVALID_ARG, f->path, NULL, CKPT_NO_OFFSET,
+                          "tensors[%zu] or dst[%zu] is NULL", i, i);
+        else
+            order[i] = (batch_read){tensors[i]->storage, tensors[i], dst[i]};
+    }
+    if (rc == 0 && n) rc = read_batch(order, n);
+    ckpt_free(order);
+    return rc;
 }
