@@ -67,7 +67,9 @@ class ScanOptions_(ctypes.Structure):
 
 class StoreOptions_(ctypes.Structure):
     _fields_ = [("version", ctypes.c_uint), ("keep", ctypes.c_uint32),
-                ("stale_minutes", ctypes.c_uint32), ("open", OpenOptions_)]
+                ("stale_minutes", ctypes.c_uint32), ("open", OpenOptions_),
+                ("replace", ctypes.c_int)]
+    VERSION = 2
 
 
 class MatchOptions_(ctypes.Structure):
@@ -251,5 +253,5 @@ def options(cls):
     init = {OpenOptions_: lib.ckpt_open_options_init, ScanOptions_: lib.ckpt_scan_options_init,
             StoreOptions_: lib.ckpt_store_options_init, MatchOptions_: lib.ckpt_match_options_init,
             WriteOptions_: lib.ckpt_write_options_init}[cls]
-    check(init(ctypes.byref(o), OPTIONS_VERSION))
+    check(init(ctypes.byref(o), getattr(cls, "VERSION", OPTIONS_VERSION)))
     return o

@@ -1,7 +1,7 @@
 /* cmd_store.c - `ckpt store SUBCOMMAND DIR ...`: numbered generations of a
  * checkpoint in one directory with a LATEST pointer (ckpt_store_*).
  *
- *   commit DIR --name NAME --step N [--keep N] SRC   prints the new path
+ *   commit DIR --name NAME --step N [--keep N] [--replace] SRC   prints the path
  *   latest DIR                                       prints the path
  *   list DIR [--json]                                table or JSON
  *   prune DIR [--keep N]
@@ -54,7 +54,8 @@ enum {
     ARG_KEEP = 4,  /* --keep N */
     ARG_OLDER = 8, /* --older-than MINUTES */
     ARG_JSON = 16, /* --json */
-    ARG_SRC = 32   /* a second operand */
+    ARG_SRC = 32,  /* a second operand */
+    ARG_REPLACE = 64 /* --replace */
 };
 
 static int option_bit(const char *arg)
@@ -63,7 +64,8 @@ static int option_bit(const char *arg)
         const char *flag;
         int bit;
     } table[] = { { "--name", ARG_NAME }, { "--step", ARG_STEP }, { "--keep", ARG_KEEP },
-                  { "--older-than", ARG_OLDER }, { "--json", ARG_JSON } };
+                  { "--older-than", ARG_OLDER }, { "--json", ARG_JSON },
+                  { "--replace", ARG_REPLACE } };
     size_t i;
 
     for (i = 0; i < sizeof table / sizeof table[0]; i++)
@@ -105,6 +107,10 @@ static int parse_args(const cli_command *cmd, int allowed, int argc, char **argv
             return cli_usage_error(cmd, "%s: unknown option '%s'", sub, arg);
         if (bit == ARG_JSON) {
             a->json = 1;
+            continue;
+        }
+        if (bit == ARG_REPLACE) {
+            a->opts.replace = 1;
             continue;
         }
         if (++i == argc)
@@ -157,7 +163,7 @@ static int store_commit(const cli_command *cmd, int argc, char **argv)
 {
     store_args a;
     char path[PATH_CAP];
-    int rc = parse_args(cmd, ARG_NAME | ARG_STEP | ARG_KEEP | ARG_SRC, argc, argv, &a);
+    int rc = parse_args(cmd, ARG_NAME | ARG_STEP | ARG_KEEP | ARG_REPLACE | ARG_SRC, argc, argv, &a);
 
     if (rc != CLI_OK)
         return rc;
@@ -308,10 +314,14 @@ static int store_list(const cli_command *cmd, int argc, char **argv)
     rc = ckpt_store_list(&l, a.dir, &a.opts);
     if (rc)
         return fail(a.dir, rc);
-    if (a.json)
+    if (a.json) {
         list_json(l, a.dir);
-    else
+    } else {
+        const char *caveat = ckpt_store_lock_caveat(a.dir);
         list_human(l);
+        if (caveat)
+            printf("note: %s\n", caveat);
+    }
     p = ckpt_store_list_pointer(l, NULL);
     rc = p == CKPT_STORE_POINTER_OK || p == CKPT_STORE_POINTER_ABSENT ? CLI_OK : CLI_FINDINGS;
     n = ckpt_store_list_count(l);
