@@ -70,10 +70,10 @@ def bench_keys(args, lib):
     lib.ckpt_manifest_load.argtypes = [ctypes.POINTER(P), ctypes.c_char_p, P]
     lib.ckpt_manifest_free.argtypes = [P]
     lib.ckpt_match.argtypes = [ctypes.POINTER(P), P, P, P]
-    lib.ckpt_match_free.argtypes = [P]
+    lib.ckpt_match_result_free.argtypes = [P]
     lib.ckpt_match_complete.argtypes = [P]
     lib.ckpt_diff.argtypes = [ctypes.POINTER(P), P, P, P]
-    lib.ckpt_diff_free.argtypes = [P]
+    lib.ckpt_diff_result_free.argtypes = [P]
 
     class MatchOpts(ctypes.Structure):
         _fields_ = [("normalize", ctypes.c_int), ("allow_missing", P),
@@ -120,7 +120,7 @@ def bench_keys(args, lib):
         o = MatchOpts(normalize, None, 0, None, 0)
         lib.ckpt_match(ctypes.byref(r), c, e, ctypes.byref(o))
         ok = lib.ckpt_match_complete(r)
-        lib.ckpt_match_free(r)
+        lib.ckpt_match_result_free(r)
         if not ok:
             sys.exit("match not complete")
 
@@ -128,7 +128,7 @@ def bench_keys(args, lib):
         r = P()
         o = DiffOpts(0.0, 0.0, 1, 0)
         lib.ckpt_diff(ctypes.byref(r), x, y, ctypes.byref(o))
-        lib.ckpt_diff_free(r)
+        lib.ckpt_diff_result_free(r)
 
     t_match = median(lambda: match(ma, ma, 0))
     t_infer = median(lambda: match(mb, ma, 1))

@@ -15,21 +15,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     o.normalize = 1;
     if (ckpt_match(&r, m, m, &o) == 0 && !ckpt_match_complete(r) && ckpt_manifest_count(m))
         __builtin_trap(); /* a set always matches itself */
-    ckpt_match_free(r);
+    ckpt_match_result_free(r);
     static const char *const names[] = {"module._orig_mod.fc.weight", "module.fc.bias", "w"};
     if (ckpt_manifest_new(&model, "model") == 0) {
         for (size_t i = 0; i < 3; i++) ckpt_manifest_add(model, names[i], "F32", 0, NULL);
         if (ckpt_match(&r, model, m, &o) == 0) {
             for (size_t i = 0; i < 3 && ckpt_match_rewritten(r, i); i++)
                 (void)strlen(ckpt_match_rewritten(r, i));
-            ckpt_match_free(r);
+            ckpt_match_result_free(r);
         }
-        if (ckpt_match(&r, m, model, &o) == 0) ckpt_match_free(r);
+        if (ckpt_match(&r, m, model, &o) == 0) ckpt_match_result_free(r);
     }
     ckpt_diff_result *d = NULL;
     ckpt_diff_options dopt = CKPT_DIFF_OPTIONS_INIT;
     dopt.keys_only = 1;
-    if (ckpt_diff(&d, m, model, &dopt) == 0) ckpt_diff_free(d);
+    if (ckpt_diff(&d, m, model, &dopt) == 0) ckpt_diff_result_free(d);
     ckpt_rename_plan *p = NULL;
     ckpt_rename_rule rules[] = {{CKPT_RENAME_REPLACE, "_orig_mod.", "", NULL},
                                 {CKPT_RENAME_ADD_PREFIX, "x", NULL, NULL}};

@@ -9,15 +9,16 @@
 #include <string.h>
 
 #include "model/file.h"
+#include "format/structure.h"
 #include "format/write.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     ckpt_file *f = NULL;
     if (ckpt_open_memory(&f, data, size, "fuzz", NULL) != 0) return 0;
-    (void)ckpt_verify(f, NULL);
+    (void)ckpt_verify(NULL, f);
     ckpt_arena a = {0};
     const ckpt_value *root;
-    if (ckpt_write_logical_root(&root, f, &a) == 0 && root) {
+    if (ckpt_structure_decode(&root, f, &a) == 0 && root) {
         wr_named *named;
         size_t n;
         if (ckpt_wr_collect(&named, &n, root) == 0) {

@@ -40,5 +40,6 @@
 #include "ckpt/training.h"
 #include "ckpt/keys.h"
 #include "ckpt/write.h"
+#include "ckpt/report.h"
 
 #endif /* CKPT_H */

@@ -1,7 +1,13 @@
 /* harness.h - the in-tree unit-test harness.
  *
  *   TEST(name) { CHECK(cond); CHECK_EQ_INT(a, b); CHECK_EQ_STR(a, b); }
- *   int main(void) { RUN(name); ...; return harness_end(); }
+ *   int main(void) { RUN(name); RUN_CORPUS(other); ...; return harness_end(); }
+ *
+ * Two suites: RUN tests use only what the repository holds or makes; tests
+ * that read the real-world corpus (CKPT_CORPUS, ../shared/corpus) are
+ * RUN_CORPUS and run only when the environment says CKPT_TEST_SUITE=corpus.
+ * ctest registers a binary once per suite it has (tests/CMakeLists.txt),
+ * the corpus suite only when the corpus is there.
  *
  * Each failed CHECK prints file:line and the expression; the run ends with
  * the line "N passed, N failed" and a non-zero exit status on failure. */
@@ -9,8 +15,8 @@
 #define CKPT_HARNESS_H
 
 #include <inttypes.h>
-#include <stdlib.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static int harness_passed, harness_failed, harness_cur_failed;
@@ -47,7 +53,23 @@ static int harness_passed, harness_failed, harness_cur_failed;
         }                                                                  \
     } while (0)
 
+/* 1 when this run is the corpus suite (CKPT_TEST_SUITE=corpus). */
+static inline int harness_corpus_suite(void) {
+    const char *s = getenv("CKPT_TEST_SUITE");
+    return s && strcmp(s, "corpus") == 0;
+}
+
 #define RUN(name)                                                          \
+    do {                                                                   \
+        if (!harness_corpus_suite()) RUN_ONE(name);                        \
+    } while (0)
+
+#define RUN_CORPUS(name)                                                   \
+    do {                                                                   \
+        if (harness_corpus_suite()) RUN_ONE(name);                         \
+    } while (0)
+
+#define RUN_ONE(name)                                                      \
     do {                                                                   \
         harness_cur_failed = 0;                                            \
         name();                                                            \

@@ -73,7 +73,7 @@ TEST(unknown_versions_refused) {
 
     ckpt_convert_options c = CKPT_CONVERT_OPTIONS_INIT;
     c.version = 2;
-    CHECK_EQ_INT(ckpt_convert("/nonexistent", "/tmp/x.safetensors", &c, NULL),
+    CHECK_EQ_INT(ckpt_convert(NULL, "/nonexistent", "/tmp/x.safetensors", &c),
                  CKPT_E_INVALID_ARG);
 }
 

@@ -50,6 +50,19 @@ TEST(unsupported) {
     memset(tar, 0, sizeof tar);
     memcpy(tar, "{weights", 8); /* a member name that reads like JSON */
     memcpy(tar + 257, "ustar", 5);
+    /* tarfile takes a block for a tar header by its checksum alone ("ustar"
+     * or not): without a valid one this is JSON-looking text */
+    CHECK_EQ_INT(ckpt_detect_format(tar, sizeof tar), CKPT_FORMAT_SAFETENSORS_SHARDED);
+    memset(tar + 148, ' ', 8);
+    unsigned sum = 0;
+    for (size_t i = 0; i < sizeof tar; i++) sum += (unsigned char)tar[i];
+    snprintf(tar + 148, 8, "%06o", sum);
+    CHECK_EQ_INT(ckpt_detect_format(tar, sizeof tar), CKPT_FORMAT_UNKNOWN);
+    memset(tar + 257, 0, 5); /* a V7 header, no "ustar": still a tar */
+    sum = 0;
+    memset(tar + 148, ' ', 8);
+    for (size_t i = 0; i < sizeof tar; i++) sum += (unsigned char)tar[i];
+    snprintf(tar + 148, 8, "%06o", sum);
     CHECK_EQ_INT(ckpt_detect_format(tar, sizeof tar), CKPT_FORMAT_UNKNOWN);
     CHECK_EQ_INT(ckpt_detect_format(tar, 261), CKPT_FORMAT_SAFETENSORS_SHARDED);
     CHECK_EQ_INT(detect("PYTORCH1rest", 12), CKPT_FORMAT_UNKNOWN);

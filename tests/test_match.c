@@ -42,7 +42,7 @@ static ckpt_match_result *match(const char *const *c, const char *const *e,
 }
 
 static void done(ckpt_match_result *r) {
-    ckpt_match_free(r);
+    ckpt_match_result_free(r);
     ckpt_manifest_free(cur_c);
     ckpt_manifest_free(cur_e);
     cur_c = cur_e = NULL;
@@ -481,7 +481,7 @@ TEST(dtype_and_shape) {
     const ckpt_match_item *it = ckpt_match_item_at(r, CKPT_MATCH_SHAPE_MISMATCH, 1);
     CHECK(it->checkpoint->shape[0] == 4 && it->expected->shape[0] == 5);
     CHECK(ckpt_match_item_at(r, CKPT_MATCH_SHAPE_MISMATCH, 2) == NULL);
-    ckpt_match_free(r);
+    ckpt_match_result_free(r);
     ckpt_manifest_free(c);
     ckpt_manifest_free(e);
 }
@@ -510,7 +510,7 @@ TEST(tied_by_alias) {
     CHECK_EQ_INT(ckpt_match_count(r, CKPT_MATCH_TIED), 1);
     const ckpt_match_item *t = ckpt_match_item_at(r, CKPT_MATCH_TIED, 0);
     CHECK(t && strcmp(t->name, "lm_head.weight") == 0 && strcmp(t->tied_to, "embed.weight") == 0);
-    ckpt_match_free(r);
+    ckpt_match_result_free(r);
     ckpt_manifest_free(c);
     ckpt_manifest_free(e);
 }
@@ -618,7 +618,7 @@ TEST(property_normalize_restores_or_applies_nothing) {
                 }
                 nothing++;
             }
-            ckpt_match_free(r);
+            ckpt_match_result_free(r);
         }
         for (size_t i = 0; i < n; i++) {
             free(orig[i]);
@@ -733,7 +733,7 @@ TEST(property_training_subtree) {
             }
             refused++;
         }
-        ckpt_match_free(r);
+        ckpt_match_result_free(r);
         for (size_t i = 0; i < n; i++) free(orig[i]);
         ckpt_manifest_free(c);
         ckpt_manifest_free(e);
@@ -808,7 +808,7 @@ TEST(diff_f32_values) {
     CHECK_EQ_INT(d->nonfinite_mismatch, 1);
     CHECK_EQ_INT(d->npositions, 1);
     CHECK_EQ_INT(d->positions[0], 3);
-    ckpt_diff_free(r);
+    ckpt_diff_result_free(r);
     close_pair(&p);
 
     /* finite differences and tolerances */
@@ -820,18 +820,18 @@ TEST(diff_f32_values) {
     CHECK_EQ_INT(d->differing, 1);
     CHECK(fabs(d->max_abs_diff - (double)(2.02f - 2.0f)) < 1e-12);
     CHECK(fabs(d->max_rel_diff - (double)(2.02f - 2.0f) / (double)2.02f) < 1e-12);
-    ckpt_diff_free(r);
+    ckpt_diff_result_free(r);
     ckpt_diff_options o = CKPT_DIFF_OPTIONS_INIT;
     o.atol = 0.03;
     CHECK_EQ_INT(ckpt_diff(&r, p.ma, p.mb, &o), 0);
     CHECK_EQ_INT(ckpt_diff_identical(r), 1);
     CHECK_EQ_INT(ckpt_diff_tensor(r, 0)->differing, 0);
-    ckpt_diff_free(r);
+    ckpt_diff_result_free(r);
     o.atol = 0;
     o.rtol = 0.005; /* 0.02 > 0.005 * 2.02 */
     CHECK_EQ_INT(ckpt_diff(&r, p.ma, p.mb, &o), 0);
     CHECK_EQ_INT(ckpt_diff_identical(r), 0);
-    ckpt_diff_free(r);
+    ckpt_diff_result_free(r);
     o.rtol = -1;
     CHECK_EQ_INT(ckpt_diff(&r, p.ma, p.mb, &o), CKPT_E_INVALID_ARG);
     close_pair(&p);
@@ -865,7 +865,7 @@ TEST(diff_widths) {
         const ckpt_tensor_diff *d = ckpt_diff_tensor(r, 0);
         CHECK(d && d->compared && d->differing == 0 && d->max_abs_diff == 0);
         if (d && d->differing) fprintf(stderr, "  width case %zu differs\n", i);
-        ckpt_diff_free(r);
+        ckpt_diff_result_free(r);
         close_pair(&p);
     }
 }
@@ -889,13 +889,13 @@ TEST(diff_keys_and_ints) {
     /* 2^60 and 2^60 + 1 are one double apart from nothing: still differ */
     CHECK_EQ_INT(ckpt_diff_tensor(r, 0)->differing, 1);
     CHECK_EQ_INT(ckpt_diff_equal_count(r), 0);
-    ckpt_diff_free(r);
+    ckpt_diff_result_free(r);
     ckpt_diff_options o = CKPT_DIFF_OPTIONS_INIT;
     o.keys_only = 1;
     CHECK_EQ_INT(ckpt_diff(&r, p.ma, p.mb, &o), 0);
     CHECK_EQ_INT(ckpt_diff_tensor_count(r), 0);
     CHECK_EQ_INT(ckpt_diff_identical(r), 0);
-    ckpt_diff_free(r);
+    ckpt_diff_result_free(r);
     close_pair(&p);
 
     /* values need files */
@@ -904,7 +904,7 @@ TEST(diff_keys_and_ints) {
     o.keys_only = 1;
     CHECK_EQ_INT(ckpt_diff(&r, m, m, &o), 0);
     CHECK_EQ_INT(ckpt_diff_identical(r), 1);
-    ckpt_diff_free(r);
+    ckpt_diff_result_free(r);
     ckpt_manifest_free(m);
 }
 
@@ -1009,25 +1009,25 @@ TEST(diff_leaves) {
     v = ckpt_diff_value(r, CKPT_DIFF_VALUES_DIFFERING, 6); /* wd: int against float */
     CHECK(v && ckpt_value_kind(v->a) == CKPT_KIND_INT && ckpt_value_kind(v->b) == CKPT_KIND_FLOAT);
     CHECK(ckpt_diff_value(r, CKPT_DIFF_VALUES_DIFFERING, 7) == NULL);
-    ckpt_diff_free(r);
+    ckpt_diff_result_free(r);
 
     /* the float tolerance applies to values too */
     ckpt_diff_options o = CKPT_DIFF_OPTIONS_INIT;
     o.rtol = 1e-6;
     CHECK_EQ_INT(ckpt_diff(&r, ma, mb, &o), 0);
     CHECK_EQ_STR(vnames(r, CKPT_DIFF_VALUES_DIFFERING), "big,epoch,flag,obj,raw,wd");
-    ckpt_diff_free(r);
+    ckpt_diff_result_free(r);
     /* keys only: no values */
     o.keys_only = 1;
     CHECK_EQ_INT(ckpt_diff(&r, ma, mb, &o), 0);
     CHECK_EQ_INT(ckpt_diff_identical(r), 1);
     CHECK_EQ_INT(ckpt_diff_value_count(r, CKPT_DIFF_VALUES_DIFFERING), 0);
-    ckpt_diff_free(r);
+    ckpt_diff_result_free(r);
     /* a file against itself */
     CHECK_EQ_INT(ckpt_diff(&r, ma, ma, NULL), 0);
     CHECK_EQ_INT(ckpt_diff_identical(r), 1);
     CHECK_EQ_INT(ckpt_diff_values_equal(r), 15);
-    ckpt_diff_free(r);
+    ckpt_diff_result_free(r);
     ckpt_manifest_free(ma);
     ckpt_manifest_free(mb);
     ckpt_close(fa);
@@ -1084,17 +1084,17 @@ TEST(diff_logical_tree) {
     CHECK_EQ_INT(ckpt_diff_identical(r), 1);
     CHECK_EQ_INT(ckpt_diff_equal_count(r), 2);
     CHECK_EQ_INT(ckpt_diff_values_equal(r), 2);
-    ckpt_diff_free(r);
+    ckpt_diff_result_free(r);
     ckpt_diff_options o = CKPT_DIFF_OPTIONS_INIT;
     o.keys_only = 1; /* the recorded dtype and shape: C128 [2] */
     CHECK_EQ_INT(ckpt_diff(&r, pt, st, &o), 0);
     CHECK_EQ_INT(ckpt_diff_identical(r), 1);
-    ckpt_diff_free(r);
+    ckpt_diff_result_free(r);
     CHECK_EQ_INT(ckpt_diff(&r, st7, pt, NULL), 0);
     CHECK_EQ_INT(ckpt_diff_identical(r), 0);
     CHECK_EQ_STR(vnames(r, CKPT_DIFF_VALUES_DIFFERING), "epoch");
     CHECK_EQ_INT(ckpt_diff_equal_count(r), 2);
-    ckpt_diff_free(r);
+    ckpt_diff_result_free(r);
     ckpt_manifest_free(pt);
     ckpt_manifest_free(st);
     ckpt_manifest_free(st7);
@@ -1114,7 +1114,7 @@ static ckpt_diff_result *diff_keys(const char *const *a, const char *const *b, i
 }
 
 static void diff_done(ckpt_diff_result *r) {
-    ckpt_diff_free(r);
+    ckpt_diff_result_free(r);
     ckpt_manifest_free(cur_c);
     ckpt_manifest_free(cur_e);
     cur_c = cur_e = NULL;
@@ -1366,7 +1366,7 @@ TEST(allocation_failures) {
             rc = ckpt_manifest_add(me, MODEL[i], "F32", 0, NULL);
         if (rc == 0) rc = ckpt_match(&r, mc, me, &o);
         if (rc == 0) CHECK(r != NULL);
-        ckpt_match_free(r);
+        ckpt_match_result_free(r);
         ckpt_manifest_free(mc);
         ckpt_manifest_free(me);
         ckpt_set_allocator(NULL);
@@ -1409,7 +1409,7 @@ TEST(diff_allocation_failures) {
                 CHECK_EQ_INT(rc, CKPT_E_NOMEM);
                 nomem++;
             }
-            ckpt_diff_free(r);
+            ckpt_diff_result_free(r);
             if (rc == 0 && allocs < fail_at) break; /* every allocation was tried */
         }
         CHECK(nomem > 10);

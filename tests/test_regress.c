@@ -265,6 +265,158 @@ TEST(safetensors_alias_quadratic) {
     CHECK_EQ_INT(run_child(child_alias_open, &n, 60), 0);
 }
 
+/* ------------------------------------------------------------ cycles */
+
+/* ATTACK: a ckpt.structure "ref" to its own container (95 bytes): the
+ * list holds itself. `ckpt doctor` and `ckpt inspect --summary` recursed
+ * in the training walk until the stack overflowed (SIGSEGV). CORRECT: the
+ * decoder refuses the cycle (CKPT_E_FORMAT), and the analysis reads the
+ * file as flat tensors with a warning that says why. The input is also a
+ * seed of fuzz/corpora/{training,structure}/cycle_ref.safetensors. */
+static const char structure_cycle[] =
+    "{\"__metadata__\":{\"ckpt.structure\":"
+    "\"{\\\"version\\\":1,\\\"root\\\":{\\\"list\\\":[{\\\"ref\\\":0}]}}\"}}";
+
+static int child_structure_cycle(void *arg) {
+    (void)arg;
+    size_t n = sizeof structure_cycle - 1;
+    uint8_t b[256];
+    for (int i = 0; i < 8; i++) b[i] = (uint8_t)((uint64_t)n >> (8 * i));
+    memcpy(b + 8, structure_cycle, n);
+    ckpt_file *f = NULL;
+    ckpt_training *t = NULL;
+    if (n + 8 != 95 || ckpt_open_memory(&f, b, n + 8, "cycle.safetensors", NULL)) return 1;
+    int rc = ckpt_training_analyze(&t, f);
+    int ok = rc == 0 && ckpt_training_warning_count(t) == 1 &&
+             strstr(ckpt_training_warning(t, 0), "names a container from inside it") &&
+             ckpt_training_component_count(t) == 0;
+    ckpt_training_free(t);
+    ckpt_close(f);
+    return ok ? 0 : 2;
+}
+
+TEST(structure_ref_cycle) {
+    CHECK_EQ_INT(run_child(child_structure_cycle, NULL, 60), 0);
+}
+
+/* ATTACK: a pickle whose list holds itself (l = []; l.append(l)). It was
+ * refused only as "nested deeper than 1000 (or cyclic)" after 1000 levels
+ * of recursion; CORRECT: named as the cycle it is. */
+TEST(pickle_self_cycle) {
+    static const uint8_t pk[] = {0x80, 0x02, ']', 'q', 0x00, 'h', 0x00, 'a', '.'};
+    ckpt_file *f = NULL;
+    CHECK_EQ_INT(ckpt_open_memory(&f, pk, sizeof pk, "cycle.pkl", NULL), CKPT_E_UNSUPPORTED);
+    CHECK_EQ_STR(ckpt_error_last()->message, "cyclic reference: \"0\" contains itself");
+    CHECK(f == NULL);
+}
+
+/* ------------------------------------------------------------ shards */
+
+/* Allocation accounting: live bytes through ckpt's allocator, and their
+ * peak; allocations past `budget` live bytes fail (the check is memory,
+ * never time). */
+static size_t live, peak, budget;
+static void *acct_malloc(void *u, size_t n) {
+    (void)u;
+    if (n > budget - live) return NULL;
+    size_t *p = malloc(n + 16);
+    if (!p) return NULL;
+    *p = n;
+    live += n;
+    if (live > peak) peak = live;
+    return (char *)p + 16;
+}
+static void acct_free(void *u, void *q) {
+    (void)u;
+    if (!q) return;
+    size_t *p = (size_t *)(void *)((char *)q - 16);
+    live -= *p;
+    free(p);
+}
+static void *acct_realloc(void *u, void *q, size_t n) {
+    if (!q) return acct_malloc(u, n);
+    size_t old = *(size_t *)(void *)((char *)q - 16);
+    void *nq = acct_malloc(u, n);
+    if (!nq) return NULL;
+    memcpy(nq, q, old < n ? old : n);
+    acct_free(u, q);
+    return nq;
+}
+
+#define ALIAS_TENSORS 20000
+
+/* ATTACK: one shard under many spellings. The index (0.9 MB) maps 20 000
+ * tensors to "s.safetensors", each spelled differently ("././/./..."):
+ * the reader (get_shard, src/format/safetensors.c) compared spellings, so
+ * it opened and parsed the 1 MB shard once per spelling (a 1.1 MB index
+ * took 29 s and 7.3 GB), and the scanner scanned it once per spelling.
+ * CORRECT: spellings made canonical, the shard opened once, the live
+ * memory of the whole open under 512 MiB through the allocator hook (the
+ * child's alarm is a bound on termination, not a timing assertion). */
+static int child_alias_bomb(void *arg) {
+    const char *dir = arg;
+    char path[256];
+    /* the shard: ALIAS_TENSORS empty U8 tensors t0, t1, ... */
+    size_t cap = (size_t)ALIAS_TENSORS * 64 + 64, n = 0;
+    char *h = malloc(cap), *ix = malloc(cap);
+    if (!h || !ix) return 10;
+    n += (size_t)snprintf(h + n, cap - n, "{");
+    for (int i = 0; i < ALIAS_TENSORS; i++)
+        n += (size_t)snprintf(h + n, cap - n, "%s\"t%d\":{\"dtype\":\"U8\",\"shape\":[0],"
+                              "\"data_offsets\":[0,0]}", i ? "," : "", i);
+    n += (size_t)snprintf(h + n, cap - n, "}");
+    snprintf(path, sizeof path, "%s/s.safetensors", dir);
+    FILE *fp = fopen(path, "wb");
+    if (!fp) return 11;
+    for (int i = 0; i < 8; i++) fputc((int)((uint64_t)n >> (8 * i)) & 0xff, fp);
+    fwrite(h, 1, n, fp);
+    fclose(fp);
+    /* the index: tensor i under spelling i (its 15 bits: "./" or ".//") */
+    n = (size_t)snprintf(ix, cap, "{\"weight_map\":{");
+    for (int i = 0; i < ALIAS_TENSORS; i++) {
+        n += (size_t)snprintf(ix + n, cap - n, "%s\"t%d\":\"", i ? "," : "", i);
+        for (int b = 0; b < 15; b++) n += (size_t)snprintf(ix + n, cap - n, (i >> b) & 1 ? ".//" : "./");
+        n += (size_t)snprintf(ix + n, cap - n, "s.safetensors\"");
+    }
+    n += (size_t)snprintf(ix + n, cap - n, "}}");
+    snprintf(path, sizeof path, "%s/model.safetensors.index.json", dir);
+    if (!(fp = fopen(path, "wb"))) return 12;
+    fwrite(ix, 1, n, fp);
+    fclose(fp);
+    free(h);
+    free(ix);
+    ckpt_allocator acct = {acct_malloc, acct_realloc, acct_free, NULL};
+    budget = (size_t)512 << 20;
+    ckpt_set_allocator(&acct);
+    ckpt_file *f = NULL;
+    int rc = ckpt_open(&f, path, NULL);
+    size_t tensors = rc ? 0 : ckpt_file_tensor_count(f);
+    ckpt_close(f);
+    ckpt_scan_report *r = NULL;
+    int src = ckpt_scan(&r, path, NULL);
+    int scanned_once = 0;
+    for (size_t i = 0; r && i < ckpt_scan_finding_count(r); i++)
+        scanned_once |= strstr(ckpt_scan_finding(r, i)->message, "its 1 shard files") != NULL;
+    ckpt_scan_report_free(r);
+    ckpt_set_allocator(NULL);
+    if (rc) return 1;
+    if (tensors != ALIAS_TENSORS) return 2;
+    if (src || !scanned_once) return 3;
+    return peak < budget ? 0 : 4;
+}
+
+TEST(shard_alias_bomb) {
+    char dir[] = "/tmp/ckpt-regress-XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    CHECK_EQ_INT(run_child(child_alias_bomb, dir, 120), 0);
+    char path[256];
+    snprintf(path, sizeof path, "%s/s.safetensors", dir);
+    unlink(path);
+    snprintf(path, sizeof path, "%s/model.safetensors.index.json", dir);
+    unlink(path);
+    rmdir(dir);
+}
+
 /* ------------------------------------------------------------ pickle */
 
 /* ATTACK: billion laughs through the flattener. 48 bytes: BININT 1, then
@@ -396,6 +548,9 @@ int main(void) {
     RUN(fifo_open_does_not_block);
     RUN(char_device_error_message);
     RUN(safetensors_alias_quadratic);
+    RUN(shard_alias_bomb);
+    RUN(structure_ref_cycle);
+    RUN(pickle_self_cycle);
     RUN(pickle_billion_laughs_flatten);
     RUN(pickle_builder_copy_amplification);
     RUN(zip_empty_view_far_offset);

@@ -9,6 +9,7 @@
 
 #include "ckpt.h"
 #include "model/file.h"
+#include "open/sharded.h"
 #include "harness.h"
 
 /* ------------------------------------------------------------ helpers */
@@ -764,6 +765,14 @@ static void torture(const char *path, const void *buf, size_t len) {
 
 TEST(allocation_failures) {
     size_t len = 0;
+    unsigned char *buf = harness_read_file(CKPT_SRC "/examples/train.safetensors", &len);
+    CHECK(buf != NULL);
+    if (buf) torture(NULL, buf, len);
+    free(buf);
+}
+
+TEST(allocation_failures_corpus) {
+    size_t len = 0;
     unsigned char *buf = harness_read_file(CKPT_CORPUS "/safetensors/fluxml/non_sharded/model.with_metadata.safetensors", &len);
     CHECK(buf != NULL);
     if (buf) torture(NULL, buf, len);
@@ -800,6 +809,83 @@ TEST(shard_names_refused) {
         CHECK(has(e->message, "shard name"));
         CHECK(e->offset == UINT64_MAX);
     }
+}
+
+/* The one shard-name rule (reader and scanner). */
+TEST(shard_name_rule) {
+    static const struct {
+        const char *name, *canon; /* canon NULL: refused */
+    } cases[] = {
+        {"x.safetensors", "x.safetensors"},
+        {"./x.safetensors", "x.safetensors"},
+        {".//x.safetensors", "x.safetensors"},
+        {"././/./x.safetensors", "x.safetensors"},
+        {"a//b/./x.safetensors", "a/b/x.safetensors"},
+        {"a/../x.safetensors", NULL},   /* ".." is never resolved */
+        {"x.safetensors/", NULL},       /* a directory */
+        {"x.safetensors/.", NULL},
+        {".", NULL},
+        {"./", NULL},
+        {"", NULL},
+        {"/x.safetensors", NULL},
+        {"x.bin", NULL},
+    };
+    char out[64];
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        const char *why =
+            ckpt_shard_name(out, cases[i].name, strlen(cases[i].name), ".safetensors");
+        if (cases[i].canon) {
+            CHECK(why == NULL);
+            if (!why) CHECK_EQ_STR(out, cases[i].canon);
+        } else {
+            CHECK(why != NULL);
+        }
+    }
+    /* without the extension rule (the scanner's shards may be .bin) */
+    CHECK(ckpt_shard_name(out, "./x.bin", 7, NULL) == NULL);
+    CHECK_EQ_STR(out, "x.bin");
+    /* the .bin sets' rule (pytorch_model.bin.index.json) */
+    CHECK(ckpt_shard_name(out, "./y.bin", 7, ".bin") == NULL);
+    CHECK_EQ_STR(out, "y.bin");
+    CHECK_EQ_STR(ckpt_shard_name(out, "x.safetensors", 13, ".bin"), "not a .bin file");
+    CHECK_EQ_STR(ckpt_shard_name(out, ".bin", 4, ".bin"), "not a .bin file");
+    CHECK_EQ_STR(ckpt_shard_name(out, "a\0b", 3, NULL), "empty or holds a NUL byte");
+}
+
+/* One shard spelled three ways and reached through a link: opened once. */
+TEST(shard_spellings_open_once) {
+    size_t len = st_make("{\"x\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]},"
+                         "\"y\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[1,2]},"
+                         "\"z\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[2,3]},"
+                         "\"w\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[3,4]}}",
+                         "xyzw", 4);
+    write_file("a.safetensors", st_buf, len);
+    char target[256], link[256];
+    snprintf(target, sizeof target, "%s/a.safetensors", tmpdir);
+    snprintf(link, sizeof link, "%s/link.safetensors", tmpdir);
+    unlink(link);
+    CHECK_EQ_INT(symlink(target, link), 0);
+    ckpt_file *f = NULL;
+    CHECK_EQ_INT(open_index(&f, "{\"weight_map\":{\"x\":\"a.safetensors\",\"y\":\"./a.safetensors\","
+                                "\"z\":\".//a.safetensors\",\"w\":\"link.safetensors\"}}"), 0);
+    if (f) {
+        CHECK_EQ_INT(f->nshards, 1);
+        CHECK_EQ_INT(ckpt_file_tensor_count(f), 4);
+        CHECK_EQ_STR(ckpt_tensor_member(ckpt_file_find_tensor(f, "z")), "a.safetensors");
+        CHECK_EQ_STR(ckpt_tensor_member(ckpt_file_find_tensor(f, "w")), "a.safetensors");
+    }
+    ckpt_close(f);
+    /* a spelling of another shard is still a mismatch */
+    write_shard("b.safetensors", 0);
+    f = NULL;
+    CHECK_EQ_INT(open_index(&f, "{\"weight_map\":{\"x\":\"./b.safetensors\",\"y\":\"a.safetensors\","
+                                "\"z\":\"a.safetensors\",\"w\":\"a.safetensors\"}}"),
+                 CKPT_E_MISMATCH);
+    CHECK(has(ckpt_error_last()->message, "maps it to \"./b.safetensors\""));
+    CHECK(f == NULL);
+    unlink(link);
+    remove_file("b.safetensors");
+    write_shard("a.safetensors", 0);
 }
 
 TEST(sharded_small_set) {
@@ -862,7 +948,11 @@ TEST(sharded_bad_index) {
     CHECK_EQ_INT(open_index(&f, "{\"weights\":{}}"), CKPT_E_FORMAT);
     CHECK_EQ_INT(open_index(&f, "{\"weight_map\":{\"x\":1}}"), CKPT_E_FORMAT);
     CHECK_EQ_INT(open_index(&f, "{\"metadata\":[],\"weight_map\":{}}"), CKPT_E_FORMAT);
-    CHECK_EQ_INT(open_index(&f, "{\"weight_map\":{\"x\":\"missing.safetensors\"}}"), CKPT_E_IO);
+    /* a missing shard is the set's fault (a finding), named by its path */
+    CHECK_EQ_INT(open_index(&f, "{\"weight_map\":{\"x\":\"missing.safetensors\"}}"),
+                 CKPT_E_MISMATCH);
+    CHECK(has(ckpt_error_last()->file, "missing.safetensors"));
+    CHECK(has(ckpt_error_last()->message, "weight_map"));
     /* a shard that is itself an index naming itself: refused, no recursion */
     const char *loop = "{\"weight_map\":{\"x\":\"loop.safetensors\"}}";
     write_file("loop.safetensors", loop, strlen(loop));
@@ -891,19 +981,19 @@ TEST(sharded_index_limit) {
     ckpt_open_options opts = CKPT_OPEN_OPTIONS_INIT;
     opts.limits.max_index_bytes = 10;
     f.opts = opts;
-    CHECK_EQ_INT(ckpt_safetensors_read_sharded(&f, (const uint8_t *)index, strlen(index), tmpdir),
+    CHECK_EQ_INT(ckpt_sharded_read(&f, (const uint8_t *)index, strlen(index), tmpdir),
                  CKPT_E_LIMIT);
     CHECK(has(ckpt_error_last()->message, "max_index_bytes"));
     ckpt_arena_free(&f.arena);
 }
 
 int main(void) {
-    RUN(corpus_matches_expected);
-    RUN(corpus_overall);
-    RUN(corpus_with_metadata);
-    RUN(corpus_rank0);
-    RUN(corpus_sharded);
-    RUN(corpus_every_cut_fails);
+    RUN_CORPUS(corpus_matches_expected);
+    RUN_CORPUS(corpus_overall);
+    RUN_CORPUS(corpus_with_metadata);
+    RUN_CORPUS(corpus_rank0);
+    RUN_CORPUS(corpus_sharded);
+    RUN_CORPUS(corpus_every_cut_fails);
     RUN(empty_header_padded);
     RUN(empty_with_metadata);
     RUN(metadata_null_is_absent);
@@ -935,6 +1025,7 @@ int main(void) {
     RUN(nul_padded_header);
     RUN(limits_honoured);
     RUN(allocation_failures);
+    RUN_CORPUS(allocation_failures_corpus);
 
     snprintf(tmpdir, sizeof tmpdir, "/tmp/ckpt-st-XXXXXX");
     if (!mkdtemp(tmpdir)) {
@@ -942,6 +1033,8 @@ int main(void) {
         return 1;
     }
     RUN(shard_names_refused);
+    RUN(shard_name_rule);
+    RUN(shard_spellings_open_once);
     RUN(sharded_small_set);
     RUN(sharded_mismatch);
     RUN(sharded_bad_index);

@@ -477,6 +477,54 @@ TEST(streams_and_trailing_bytes) {
     CHECK_EQ_STR(verdict(buf, BENIGN_LEN + 6), "safe");
 }
 
+/* torch's legacy magic 0x1950a86a20f9469cfc6c as LONG1, and the protocol
+ * version 1001 */
+#define MAGIC "\x80\x02\x8a\x0a\x6c\xfc\x9c\x46\xf9\x20\x6a\xa8\x50\x19."
+#define VERSION "\x80\x02M\xe9\x03."
+
+/* Streams some loader unpickles are never dropped when they break
+ * (issue 11, class 2); guessed-at ones are. */
+TEST(loaded_streams_never_dropped) {
+    uint8_t buf[512];
+    /* a file without PROTO breaking on operand syntax before any global:
+     * torch.load reads a non-zip file as a pickle */
+    ckpt_scan_report *r = scan(S("I08\n(S'ls'\nios\nsystem\n."));
+    CHECK_EQ_STR(ckpt_verdict_name(ckpt_scan_verdict(r)), "unscannable");
+    const ckpt_finding *f = find(r, "parse-error", NULL);
+    CHECK(f && f->offset == 0);
+    ckpt_scan_report_free(r);
+    /* ... but bytes every unpickler stops at are no pickle */
+    CHECK_EQ_STR(verdict(S("N\x1a")), "not-a-checkpoint");
+    CHECK_EQ_STR(verdict(S("NN")), "not-a-checkpoint");
+    /* a legacy file whose sys_info stream breaks: torch unpickles it */
+    size_t n = 0;
+    memcpy(buf, MAGIC VERSION "hello", sizeof MAGIC VERSION "hello" - 1);
+    n = sizeof MAGIC VERSION "hello" - 1;
+    r = scan(buf, n);
+    CHECK_EQ_STR(ckpt_verdict_name(ckpt_scan_verdict(r)), "unscannable");
+    f = find(r, "parse-error", NULL);
+    CHECK(f && f->offset == sizeof MAGIC VERSION - 1);
+    ckpt_scan_report_free(r);
+    /* the magic as LONG text in hex is the magic: five streams, then blobs */
+    CHECK_EQ_STR(verdict(S("L0x1950a86a20f9469cfc6cL\n." VERSION "}." "N." "}." "cos\nsystem\n.")),
+                 "safe");
+    CHECK_EQ_STR(verdict(S("L0x1950a86a20f9469cfc6cL\n." VERSION "}." "cos\nsystem\n.")),
+                 "unsafe");
+    /* a legacy stream whose STOP is inside a FRAME with bytes after it */
+    r = scan(S(MAGIC "\x80\x04\x95\x05\x00\x00\x00\x00\x00\x00\x00M\xe9\x03.N" "}." "N." "}."));
+    CHECK_EQ_STR(ckpt_verdict_name(ckpt_scan_verdict(r)), "unscannable");
+    CHECK(find(r, "parse-error", NULL) != NULL);
+    ckpt_scan_report_free(r);
+    /* a big int is data */
+    memset(buf, 0x11, sizeof buf);
+    memcpy(buf, "\x80\x02\x8b\x2c\x01\x00\x00", 7); /* LONG4 of 300 bytes */
+    buf[7 + 300] = '.';
+    r = scan(buf, 7 + 301);
+    CHECK_EQ_STR(ckpt_verdict_name(ckpt_scan_verdict(r)), "safe");
+    CHECK_EQ_INT(ckpt_scan_finding_count(r), 0);
+    ckpt_scan_report_free(r);
+}
+
 /* A pickle whose one BINBYTES / str literal is `inner`. */
 static size_t wrap_literal(uint8_t *out, uint8_t op, const uint8_t *inner, size_t n) {
     size_t k = 0;
@@ -489,6 +537,18 @@ static size_t wrap_literal(uint8_t *out, uint8_t op, const uint8_t *inner, size_
     k += n;
     out[k++] = '.';
     return k;
+}
+
+/* A pickle calling _pickle.loads on its one literal `inner`: the literal
+ * starts at LOADS_AT + 5, the REDUCE is at LOADS_AT + 5 + n + 1. */
+#define LOADS_AT (2 + 15)
+static size_t wrap_call(uint8_t *out, uint8_t op, const uint8_t *inner, size_t n) {
+    size_t k = wrap_literal(out, op, inner, n) - 1; /* without STOP */
+    memmove(out + LOADS_AT, out + 2, k - 2);
+    memcpy(out + 2, "c_pickle\nloads\n", 15);
+    k += 15;
+    memcpy(out + k, "\x85R.", 3);
+    return k + 3;
 }
 
 static size_t base64(char *out, const uint8_t *p, size_t n) {
@@ -505,29 +565,43 @@ static size_t base64(char *out, const uint8_t *p, size_t n) {
     return k;
 }
 
+/* Strings are data: only what an unpickling call receives is scanned as
+ * a nested pickle (issue 11, class 7). */
 TEST(nested_pickles) {
     uint8_t outer[1024], mid[512];
     char text[1024];
-    /* raw bytes literal: exact offsets inside the literal */
+    /* a raw bytes literal alone is data, even when it holds a pickle */
     size_t n = wrap_literal(outer, 'B', (const uint8_t *)EVIL, EVIL_LEN);
     ckpt_scan_report *r = scan(outer, n);
-    CHECK_EQ_STR(ckpt_verdict_name(ckpt_scan_verdict(r)), "unsafe");
-    const ckpt_finding *f = find(r, "global", "os.system");
-    CHECK(f && f->offset == 7 + 2 && strstr(f->message, "nested") != NULL);
+    CHECK_EQ_STR(ckpt_verdict_name(ckpt_scan_verdict(r)), "safe");
+    CHECK_EQ_INT(ckpt_scan_finding_count(r), 0);
     ckpt_scan_report_free(r);
-    /* base64 text: found at the literal */
-    size_t t = base64(text, (const uint8_t *)EVIL, EVIL_LEN);
-    n = wrap_literal(outer, 'X', (const uint8_t *)text, t);
+    /* given to _pickle.loads: scanned, with exact offsets inside it */
+    n = wrap_call(outer, 'B', (const uint8_t *)EVIL, EVIL_LEN);
     r = scan(outer, n);
     CHECK_EQ_STR(ckpt_verdict_name(ckpt_scan_verdict(r)), "unsafe");
-    f = find(r, "global", "os.system");
-    CHECK(f && f->offset == 2);
+    CHECK(find(r, "global", "_pickle.loads") != NULL);
+    const ckpt_finding *f = find(r, "global", "os.system");
+    CHECK(f && f->offset == LOADS_AT + 5 + 2 && strstr(f->message, "unpickling call") != NULL);
     ckpt_scan_report_free(r);
+    /* base64 text: found at the call */
+    size_t t = base64(text, (const uint8_t *)EVIL, EVIL_LEN);
+    n = wrap_call(outer, 'X', (const uint8_t *)text, t);
+    r = scan(outer, n);
+    f = find(r, "global", "os.system");
+    CHECK(f && f->offset == LOADS_AT + 5 + t + 1);
+    ckpt_scan_report_free(r);
+    n = wrap_literal(outer, 'X', (const uint8_t *)text, t);
+    CHECK_EQ_STR(verdict(outer, n), "safe");
     /* hex text */
     for (size_t i = 0; i < EVIL_LEN; i++)
         snprintf(text + 2 * i, 3, "%02x", (unsigned)(uint8_t)EVIL[i]);
+    n = wrap_call(outer, 'X', (const uint8_t *)text, 2 * EVIL_LEN);
+    r = scan(outer, n);
+    CHECK(find(r, "global", "os.system") != NULL);
+    ckpt_scan_report_free(r);
     n = wrap_literal(outer, 'X', (const uint8_t *)text, 2 * EVIL_LEN);
-    CHECK_EQ_STR(verdict(outer, n), "unsafe");
+    CHECK_EQ_STR(verdict(outer, n), "safe");
     /* latin-1 text of the bytes, as protocol 2 writes bytes */
     t = 0;
     for (size_t i = 0; i < EVIL_LEN; i++) {
@@ -535,25 +609,35 @@ TEST(nested_pickles) {
         if (c < 0x80) text[t++] = (char)c;
         else text[t++] = (char)(0xc0 | c >> 6), text[t++] = (char)(0x80 | (c & 0x3f));
     }
-    n = wrap_literal(outer, 'X', (const uint8_t *)text, t);
-    CHECK_EQ_STR(verdict(outer, n), "unsafe");
-    /* two levels: base64 of a pickle holding the malicious bytes */
-    size_t m = wrap_literal(mid, 'B', (const uint8_t *)EVIL, EVIL_LEN);
+    n = wrap_call(outer, 'X', (const uint8_t *)text, t);
+    r = scan(outer, n);
+    CHECK(find(r, "global", "os.system") != NULL);
+    ckpt_scan_report_free(r);
+    /* two levels: base64 of a pickle that unpickles the malicious bytes */
+    size_t m = wrap_call(mid, 'B', (const uint8_t *)EVIL, EVIL_LEN);
     t = base64(text, mid, m);
-    n = wrap_literal(outer, 'X', (const uint8_t *)text, t);
-    CHECK_EQ_STR(verdict(outer, n), "unsafe");
+    n = wrap_call(outer, 'X', (const uint8_t *)text, t);
+    r = scan(outer, n);
+    CHECK(find(r, "global", "os.system") != NULL);
+    ckpt_scan_report_free(r);
     ckpt_scan_options o = CKPT_SCAN_OPTIONS_INIT;
     o.max_nesting = 1; /* the inner one is past the limit: reported */
     r = scan_opts(outer, n, &o);
-    CHECK_EQ_STR(ckpt_verdict_name(ckpt_scan_verdict(r)), "safe");
+    CHECK_EQ_STR(ckpt_verdict_name(ckpt_scan_verdict(r)), "unsafe");
     CHECK(find(r, "nested-pickle", NULL) != NULL);
+    CHECK(find(r, "global", "os.system") == NULL);
     ckpt_scan_report_free(r);
-    /* ordinary text that merely starts like a pickle: nothing */
-    n = wrap_literal(outer, 'X', (const uint8_t *)"I like it.", 10);
-    r = scan(outer, n);
-    CHECK_EQ_STR(ckpt_verdict_name(ckpt_scan_verdict(r)), "safe");
-    CHECK_EQ_INT(ckpt_scan_finding_count(r), 0);
-    ckpt_scan_report_free(r);
+    /* ordinary text that merely starts like a pickle: nothing, even when
+     * it would run as one ('(' MARK, 'N' NONE, 'o' OBJ calling None) */
+    static const char *const texts[] = {"I like it.", "(Note: see the README).",
+                                        "gASVAAAAAAAAAAB9lC4=", "80049500000000"};
+    for (size_t i = 0; i < sizeof texts / sizeof *texts; i++) {
+        n = wrap_literal(outer, 'X', (const uint8_t *)texts[i], strlen(texts[i]));
+        r = scan(outer, n);
+        CHECK_EQ_STR(ckpt_verdict_name(ckpt_scan_verdict(r)), "safe");
+        CHECK_EQ_INT(ckpt_scan_finding_count(r), 0);
+        ckpt_scan_report_free(r);
+    }
 }
 
 TEST(zip_tricks) {
@@ -566,6 +650,19 @@ TEST(zip_tricks) {
     const ckpt_finding *f = find(r, "global", "os.system");
     CHECK(f && !strcmp(f->member, "archive/data.txt") && f->offset == 30 + 16 + 2);
     ckpt_scan_report_free(r);
+    /* storage bytes that start like a pickle and name a global, but do not
+     * parse: no loader unpickles them, nothing is raised (issue 11) */
+    static const uint8_t storage[] = "\x80\x02" "cos\nsystem\n" "\x01\x02\x03\xff\xfe";
+    zmember blob = {"archive/data/0", NULL, storage, sizeof storage - 1, 0, 0, 0};
+    n = build_zip(z, NULL, 0, &blob, 1);
+    r = scan(z, n);
+    CHECK_EQ_STR(ckpt_verdict_name(ckpt_scan_verdict(r)), "not-a-checkpoint");
+    CHECK(find(r, "not-a-pickle", NULL) != NULL && find(r, "global", NULL) == NULL);
+    ckpt_scan_report_free(r);
+    /* ... while under a .pkl name they are a pickle that breaks */
+    blob.name = "archive/data.pkl";
+    n = build_zip(z, NULL, 0, &blob, 1);
+    CHECK_EQ_STR(verdict(z, n), "unsafe");
     /* a polyglot prefix: found by the end record */
     n = build_zip(z, (const uint8_t *)"GIF89a-prefix", 13, &evil, 1);
     r = scan(z, n);
@@ -746,7 +843,7 @@ static ckpt_scan_report *scan_path(const char *dir, const char *name) {
 }
 
 /* A sharded index is as safe as the shards its weight_map lists. */
-TEST(sharded_index) {
+TEST(sharded_index_corpus) {
     ckpt_scan_report *r = NULL;
     CHECK_EQ_INT(ckpt_scan(&r, CKPT_CORPUS "/safetensors/fluxml/sharded/"
                                            "model.safetensors.index.json",
@@ -757,7 +854,11 @@ TEST(sharded_index) {
     CHECK(f && strstr(f->message, "its 6 shard files were scanned") != NULL);
     CHECK_EQ_INT(ckpt_scan_finding_count(r), 1);
     ckpt_scan_report_free(r);
+}
 
+TEST(sharded_index) {
+    ckpt_scan_report *r = NULL;
+    const ckpt_finding *f;
     char dir[] = "/tmp/ckpt-test-scan-XXXXXX";
     if (!mkdtemp(dir)) {
         CHECK(0);
@@ -871,13 +972,22 @@ TEST(other_formats) {
     CHECK(find(r, "safetensors-error", NULL) != NULL);
     ckpt_scan_report_free(r);
     /* numpy .npy: numbers are safe, object arrays hold a pickle */
-    static const char npy[] = "\x93NUMPY\x01\x00\x21\x00{'descr': '|O', 'shape': (1,), }\n";
+    static const char npy[] =
+        "\x93NUMPY\x01\x00\x39\x00{'descr': '|O', 'fortran_order': False, 'shape': (1,), }\n";
     uint8_t buf[256];
     memcpy(buf, npy, sizeof npy - 1);
     memcpy(buf + sizeof npy - 1, EVIL, EVIL_LEN);
     CHECK_EQ_STR(verdict(buf, sizeof npy - 1 + EVIL_LEN), "unsafe");
-    memcpy(buf + 21, "<f4", 3);
-    CHECK_EQ_STR(verdict(buf, sizeof npy - 1), "safe");
+    memcpy(buf + 21, "f4", 2);
+    CHECK_EQ_STR(verdict(buf, sizeof npy - 1 + EVIL_LEN), "safe");
+    /* without fortran_order np.load raises before reading the data */
+    memcpy(buf + 21, "|O", 2);
+    memcpy(buf + 26, "'fortran_ordeR'", 15);
+    r = scan(buf, sizeof npy - 1 + EVIL_LEN);
+    CHECK_EQ_STR(ckpt_verdict_name(ckpt_scan_verdict(r)), "safe");
+    const ckpt_finding *nf = find(r, "npy-refused", NULL);
+    CHECK(nf && nf->offset == 26);
+    ckpt_scan_report_free(r);
     /* path errors */
     CHECK_EQ_INT(ckpt_scan(&r, CKPT_CORPUS "/no/such/file.pt", NULL), CKPT_E_IO);
     CHECK(r == NULL);
@@ -945,7 +1055,7 @@ static void t_free(void *u, void *p) {
 TEST(allocation_failures) {
     ckpt_allocator a = {t_malloc, t_realloc, t_free, NULL};
     uint8_t outer[512];
-    size_t n = wrap_literal(outer, 'B', (const uint8_t *)EVIL, EVIL_LEN);
+    size_t n = wrap_call(outer, 'B', (const uint8_t *)EVIL, EVIL_LEN);
     ckpt_set_allocator(&a);
     int done = 0;
     for (fail_after = 0; !done && fail_after < 10000; fail_after++) {
@@ -967,10 +1077,45 @@ TEST(allocation_failures) {
     CHECK(done);
 }
 
+/* Deciding safety never inflates what no loader unpickles, and what it
+ * inflates fits one budget per file: max_inflate_bytes and at most
+ * max_inflate_ratio times the file's size. */
+TEST(bounded_inflation) {
+    static uint8_t z[1 << 16];
+    size_t big = (size_t)3 << 20;
+    uint8_t *zeros = calloc(big, 1);
+    zeros[0] = 0x80; /* starts like a pickle */
+    zeros[1] = 0x02;
+    zmember blob = {"archive/data/0", NULL, zeros, big, 0, 1, 0};
+    size_t n = build_zip(z, NULL, 0, &blob, 1);
+    CHECK(n < 8192);
+    ckpt_scan_report *r = scan(z, n);
+    CHECK_EQ_STR(ckpt_verdict_name(ckpt_scan_verdict(r)), "unscannable");
+    const ckpt_finding *f = find(r, "not-inflated", NULL);
+    CHECK(f && !strcmp(f->member, "archive/data/0") && f->offset == 30 + 14);
+    ckpt_scan_report_free(r);
+    /* named like a pickle: inflated, but the budget is 100 x the file */
+    zmember pkl = {"archive/DATA.PKL", NULL, zeros, big, 0, 1, 0};
+    n = build_zip(z, NULL, 0, &pkl, 1);
+    r = scan(z, n);
+    CHECK_EQ_STR(ckpt_verdict_name(ckpt_scan_verdict(r)), "unscannable");
+    f = find(r, "unreadable-member", NULL);
+    CHECK(f && strstr(f->message, "max_inflate_ratio") != NULL);
+    ckpt_scan_report_free(r);
+    ckpt_scan_options o = CKPT_SCAN_OPTIONS_INIT;
+    o.limits.max_inflate_ratio = 1000000;
+    r = scan_opts(z, n, &o);
+    /* inflated and parsed: zeros after PROTO are no pickle (MARK is '(') */
+    CHECK(find(r, "unreadable-member", NULL) == NULL);
+    CHECK(find(r, "parse-error", NULL) != NULL);
+    ckpt_scan_report_free(r);
+    free(zeros);
+}
+
 int main(void) {
-    RUN(corpus_verdicts);
-    RUN(corpus_details);
-    RUN(corpus_truncations);
+    RUN_CORPUS(corpus_verdicts);
+    RUN_CORPUS(corpus_details);
+    RUN_CORPUS(corpus_truncations);
     RUN(stack_global_from_memo);
     RUN(stack_global_operands_from_every_string_opcode);
     RUN(inst_obj_newobj_ext);
@@ -978,14 +1123,17 @@ int main(void) {
     RUN(build_on_any_reference);
     RUN(invalid_memo_and_type_confusion);
     RUN(streams_and_trailing_bytes);
+    RUN(loaded_streams_never_dropped);
     RUN(nested_pickles);
     RUN(zip_tricks);
+    RUN(bounded_inflation);
     RUN(truncated_malicious_never_safe);
     RUN(allowlist_policy);
     RUN(numpy_is_safe);
     RUN(other_formats);
     RUN(family_wording);
     RUN(sharded_index);
+    RUN_CORPUS(sharded_index_corpus);
     RUN(finding_bounds);
     RUN(allocation_failures);
     return harness_end();

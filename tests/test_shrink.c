@@ -81,7 +81,7 @@ static void run_verify(ckpt_format format, const char *name) {
     CHECK_EQ_INT(ckpt_open(&f, path, NULL), 0);
     if (!f) return;
     shrink_path = path;
-    check_shrunk_error(ckpt_verify(f, NULL), path);
+    check_shrunk_error(ckpt_verify(NULL, f), path);
     ckpt_close(f);
 }
 
@@ -118,7 +118,7 @@ TEST(convert_shrinking) {
     file_path(out, sizeof out, "c.safetensors");
     CHECK_EQ_INT(make_file(in, CKPT_FORMAT_TORCH_ZIP), 0);
     shrink_path = in;
-    check_shrunk_error(ckpt_convert(in, out, NULL, NULL), in);
+    check_shrunk_error(ckpt_convert(NULL, in, out, NULL), in);
     CHECK(access(out, F_OK) != 0); /* nothing written */
 }
 
@@ -139,7 +139,7 @@ TEST(diff_shrinking) {
     /* intact: equal */
     CHECK_EQ_INT(ckpt_diff(&r, ma, mb, NULL), 0);
     CHECK(r && ckpt_diff_identical(r));
-    ckpt_diff_free(r);
+    ckpt_diff_result_free(r);
     r = NULL;
     shrink_path = b;
     check_shrunk_error(ckpt_diff(&r, ma, mb, NULL), b);

@@ -14,9 +14,10 @@
 #include "harness.h"
 #include "jobs/store.h"
 
-#define MNIST_ST CKPT_CORPUS "/pairs/mnist.safetensors"
-#define MNIST_PT CKPT_CORPUS "/pairs/mnist.pt"
-#define LEGACY CKPT_CORPUS "/torch/burn/simple_legacy.pt"
+/* Sources from the repository itself (ckpt verifies each before a commit). */
+#define TRAIN_ST CKPT_SRC "/examples/train.safetensors"
+#define TRAIN_PT CKPT_SRC "/examples/train.pt"
+#define LEGACY CKPT_SRC "/fuzz/corpora/scan/torch_benign_legacy.pt"
 #define SHARDED CKPT_CORPUS "/safetensors/fluxml/sharded/model.safetensors.index.json"
 
 static char dir[256];
@@ -128,13 +129,13 @@ static void corrupt_tensor_byte(const char *path) {
 TEST(commit_copies_and_moves_latest) {
     fresh_dir();
     char path[512];
-    CHECK_EQ_INT(ckpt_store_commit(path, sizeof path, dir, "run", 1, MNIST_ST, NULL), 0);
+    CHECK_EQ_INT(ckpt_store_commit(path, sizeof path, dir, "run", 1, TRAIN_ST, NULL), 0);
     CHECK_EQ_STR(path, in_dir("run-1.safetensors"));
-    CHECK(same_bytes(path, MNIST_ST));
+    CHECK(same_bytes(path, TRAIN_ST));
     CHECK_EQ_STR(pointer(), "run-1.safetensors\n");
-    CHECK_EQ_INT(ckpt_store_commit(path, sizeof path, dir, "run", 2, MNIST_PT, NULL), 0);
+    CHECK_EQ_INT(ckpt_store_commit(path, sizeof path, dir, "run", 2, TRAIN_PT, NULL), 0);
     CHECK_EQ_STR(path, in_dir("run-2.pt"));
-    CHECK(same_bytes(path, MNIST_PT));
+    CHECK(same_bytes(path, TRAIN_PT));
     CHECK_EQ_STR(pointer(), "run-2.pt\n");
     CHECK_EQ_INT(ckpt_store_commit(path, sizeof path, dir, "run", 3, LEGACY, NULL), 0);
     CHECK_EQ_STR(path, in_dir("run-3.pt")); /* legacy torch files stay .pt */
@@ -147,7 +148,7 @@ TEST(commit_copies_and_moves_latest) {
     CHECK_EQ_INT(temps, 0);
     /* a buffer too small for the path is refused before anything happens */
     char tiny[8];
-    CHECK_EQ_INT(ckpt_store_commit(tiny, sizeof tiny, dir, "run", 4, MNIST_PT, NULL),
+    CHECK_EQ_INT(ckpt_store_commit(tiny, sizeof tiny, dir, "run", 4, TRAIN_PT, NULL),
                  CKPT_E_INVALID_ARG);
     CHECK(!exists("run-4.pt"));
     remove_dir();
@@ -155,9 +156,9 @@ TEST(commit_copies_and_moves_latest) {
 
 TEST(steps_sort_numerically) {
     fresh_dir();
-    CHECK_EQ_INT(commit(MNIST_PT, 9, 10), 0);
-    CHECK_EQ_INT(commit(MNIST_PT, 10, 10), 0);
-    CHECK_EQ_INT(commit(MNIST_PT, 2, 10), 0);
+    CHECK_EQ_INT(commit(TRAIN_PT, 9, 10), 0);
+    CHECK_EQ_INT(commit(TRAIN_PT, 10, 10), 0);
+    CHECK_EQ_INT(commit(TRAIN_PT, 2, 10), 0);
     /* an older step does not take LATEST from a newer verified one */
     CHECK_EQ_STR(pointer(), "run-10.pt\n");
     CHECK_EQ_STR(latest(), in_dir("run-10.pt"));
@@ -173,24 +174,24 @@ TEST(steps_sort_numerically) {
         CHECK_EQ_INT(g->code, 0);
         CHECK_EQ_STR(g->reason, "");
         CHECK_EQ_INT(g->latest, i == 2);
-        CHECK_EQ_INT(g->bytes, 1513258); /* mnist.pt's size */
+        CHECK_EQ_INT(g->bytes, 12561); /* examples/train.pt's size */
     }
     const char *pfile = NULL;
     CHECK_EQ_INT(ckpt_store_list_pointer(l, &pfile), CKPT_STORE_POINTER_OK);
     CHECK_EQ_STR(pfile, "run-10.pt");
     CHECK(ckpt_store_list_generation(l, 3) == NULL);
-    ckpt_store_list_free(l);
+    ckpt_store_listing_free(l);
     remove_dir();
 }
 
 TEST(commit_prunes_beyond_keep) {
     fresh_dir();
-    for (uint64_t s = 1; s <= 5; s++) CHECK_EQ_INT(commit(MNIST_PT, s, 3), 0);
+    for (uint64_t s = 1; s <= 5; s++) CHECK_EQ_INT(commit(TRAIN_PT, s, 3), 0);
     CHECK(!exists("run-1.pt") && !exists("run-2.pt"));
     CHECK(exists("run-3.pt") && exists("run-4.pt") && exists("run-5.pt"));
     CHECK_EQ_STR(pointer(), "run-5.pt\n");
     /* the generation just written is never pruned, even an old step */
-    CHECK_EQ_INT(commit(MNIST_PT, 1, 3), 0);
+    CHECK_EQ_INT(commit(TRAIN_PT, 1, 3), 0);
     CHECK(exists("run-1.pt") && exists("run-5.pt"));
     CHECK_EQ_STR(pointer(), "run-5.pt\n");
     size_t removed = 99;
@@ -205,7 +206,7 @@ TEST(commit_prunes_beyond_keep) {
 
 TEST(latest_skips_corrupt_and_list_reports) {
     fresh_dir();
-    for (uint64_t s = 1; s <= 3; s++) CHECK_EQ_INT(commit(MNIST_PT, s, 10), 0);
+    for (uint64_t s = 1; s <= 3; s++) CHECK_EQ_INT(commit(TRAIN_PT, s, 10), 0);
     corrupt_tensor_byte(in_dir("run-3.pt"));
     CHECK_EQ_STR(pointer(), "run-3.pt\n");
     CHECK_EQ_STR(latest(), in_dir("run-2.pt"));
@@ -216,19 +217,20 @@ TEST(latest_skips_corrupt_and_list_reports) {
     CHECK(g && g->step == 3 && !g->ok && g->latest);
     CHECK(g && g->code == CKPT_E_CHECKSUM && strstr(g->reason, "CRC") != NULL);
     CHECK(g && g->member[0] != '\0' && g->offset != UINT64_MAX);
-    CHECK(ckpt_store_list_generation(l, 1)->ok);
+    g = ckpt_store_list_generation(l, 1);
+    CHECK(g && g->ok);
     CHECK_EQ_INT(ckpt_store_list_pointer(l, NULL), CKPT_STORE_POINTER_CORRUPT);
-    ckpt_store_list_free(l);
+    ckpt_store_listing_free(l);
 
     /* the next commit moves LATEST past the corrupt one */
-    CHECK_EQ_INT(commit(MNIST_PT, 4, 10), 0);
+    CHECK_EQ_INT(commit(TRAIN_PT, 4, 10), 0);
     CHECK_EQ_STR(pointer(), "run-4.pt\n");
     /* LATEST naming a missing file, or garbage, is ignored */
     unlink(in_dir("run-4.pt"));
     CHECK_EQ_STR(latest(), in_dir("run-2.pt"));
     CHECK_EQ_INT(ckpt_store_list(&l, dir, NULL), 0);
     CHECK_EQ_INT(ckpt_store_list_pointer(l, NULL), CKPT_STORE_POINTER_MISSING);
-    ckpt_store_list_free(l);
+    ckpt_store_listing_free(l);
     FILE *fp = fopen(in_dir("LATEST"), "w");
     fputs("../../etc/passwd\n", fp);
     fclose(fp);
@@ -237,12 +239,12 @@ TEST(latest_skips_corrupt_and_list_reports) {
     const char *pfile = "?";
     CHECK_EQ_INT(ckpt_store_list_pointer(l, &pfile), CKPT_STORE_POINTER_INVALID);
     CHECK_EQ_STR(pfile, "");
-    ckpt_store_list_free(l);
+    ckpt_store_listing_free(l);
     unlink(in_dir("LATEST"));
     CHECK_EQ_STR(latest(), in_dir("run-2.pt"));
     CHECK_EQ_INT(ckpt_store_list(&l, dir, NULL), 0);
     CHECK_EQ_INT(ckpt_store_list_pointer(l, NULL), CKPT_STORE_POINTER_ABSENT);
-    ckpt_store_list_free(l);
+    ckpt_store_listing_free(l);
     /* LATEST naming an older verified generation (a crash between the
      * rename of the newer one and LATEST's) does not hide the newer one */
     fp = fopen(in_dir("LATEST"), "w");
@@ -264,7 +266,7 @@ TEST(latest_skips_corrupt_and_list_reports) {
  * place, reported, and never push a good one out. */
 TEST(prune_counts_only_verified) {
     fresh_dir();
-    for (uint64_t s = 1; s <= 4; s++) CHECK_EQ_INT(commit(MNIST_PT, s, 10), 0);
+    for (uint64_t s = 1; s <= 4; s++) CHECK_EQ_INT(commit(TRAIN_PT, s, 10), 0);
     corrupt_tensor_byte(in_dir("run-4.pt"));
     corrupt_tensor_byte(in_dir("run-3.pt"));
     FILE *fp = fopen(in_dir("LATEST"), "w");
@@ -294,7 +296,7 @@ TEST(prune_counts_only_verified) {
         CHECK(ok[i] || strstr(g->reason, "CRC-32") != NULL);
     }
     CHECK_EQ_INT(ckpt_store_list_pointer(l, NULL), CKPT_STORE_POINTER_ABSENT);
-    ckpt_store_list_free(l);
+    ckpt_store_listing_free(l);
     CHECK_EQ_STR(latest(), in_dir("run-2.pt"));
     /* fewer verified generations than keep: nothing is removed */
     o.keep = 2;
@@ -309,17 +311,17 @@ TEST(prune_counts_only_verified) {
  * not make a commit prune the good ones it outranks. */
 TEST(commit_prune_skips_corrupt) {
     fresh_dir();
-    for (uint64_t s = 1; s <= 3; s++) CHECK_EQ_INT(commit(MNIST_PT, s, 10), 0);
-    CHECK_EQ_INT(commit(MNIST_PT, 10, 10), 0);
+    for (uint64_t s = 1; s <= 3; s++) CHECK_EQ_INT(commit(TRAIN_PT, s, 10), 0);
+    CHECK_EQ_INT(commit(TRAIN_PT, 10, 10), 0);
     corrupt_tensor_byte(in_dir("run-10.pt"));
-    CHECK_EQ_INT(commit(MNIST_PT, 4, 2), 0);
+    CHECK_EQ_INT(commit(TRAIN_PT, 4, 2), 0);
     CHECK(exists("run-10.pt"));                     /* corrupt: left */
     CHECK(exists("run-4.pt") && exists("run-3.pt")); /* the 2 newest good */
     CHECK(!exists("run-1.pt") && !exists("run-2.pt"));
     CHECK_EQ_STR(pointer(), "run-4.pt\n");
     /* once keep newer generations verify, it ages out like any other */
-    CHECK_EQ_INT(commit(MNIST_PT, 11, 2), 0);
-    CHECK_EQ_INT(commit(MNIST_PT, 12, 2), 0);
+    CHECK_EQ_INT(commit(TRAIN_PT, 11, 2), 0);
+    CHECK_EQ_INT(commit(TRAIN_PT, 12, 2), 0);
     CHECK(!exists("run-10.pt") && !exists("run-4.pt") && !exists("run-3.pt"));
     CHECK(exists("run-11.pt") && exists("run-12.pt"));
     remove_dir();
@@ -331,7 +333,7 @@ TEST(commit_corrupt_source) {
     char src[512];
     snprintf(src, sizeof src, "%s/../%s-src.pt", dir, strrchr(dir, '/') + 1);
     size_t n = 0;
-    unsigned char *b = harness_read_file(MNIST_PT, &n);
+    unsigned char *b = harness_read_file(TRAIN_PT, &n);
     FILE *fp = fopen(src, "wb");
     CHECK(b && fp && fwrite(b, 1, n, fp) == n);
     if (fp) fclose(fp);
@@ -357,10 +359,10 @@ TEST(commit_creates_dir) {
     fresh_dir();
     char sub[512], path[600];
     snprintf(sub, sizeof sub, "%s/a/b", dir);
-    CHECK_EQ_INT(ckpt_store_commit(path, sizeof path, sub, "run", 1, MNIST_PT, NULL), 0);
+    CHECK_EQ_INT(ckpt_store_commit(path, sizeof path, sub, "run", 1, TRAIN_PT, NULL), 0);
     snprintf(sub, sizeof sub, "%s/a/b/run-1.pt", dir);
     CHECK_EQ_STR(path, sub);
-    CHECK(same_bytes(path, MNIST_PT));
+    CHECK(same_bytes(path, TRAIN_PT));
     struct stat st;
     mode_t mask = umask(0);
     umask(mask);
@@ -374,18 +376,18 @@ TEST(commit_creates_dir) {
     FILE *fp = fopen(in_dir("file"), "w");
     if (fp) fclose(fp);
     snprintf(sub, sizeof sub, "%s/file/x", dir);
-    CHECK_EQ_INT(ckpt_store_commit(NULL, 0, sub, "run", 1, MNIST_PT, NULL), CKPT_E_IO);
+    CHECK_EQ_INT(ckpt_store_commit(NULL, 0, sub, "run", 1, TRAIN_PT, NULL), CKPT_E_IO);
     remove_dir();
 }
 
 TEST(commit_refuses_committed_step) {
     fresh_dir();
-    CHECK_EQ_INT(commit(MNIST_PT, 5, 3), 0);
+    CHECK_EQ_INT(commit(TRAIN_PT, 5, 3), 0);
     CHECK_EQ_INT(commit(LEGACY, 5, 3), CKPT_E_INVALID_ARG);
     CHECK(strstr(ckpt_error_last()->message, "already committed") != NULL);
-    CHECK(same_bytes(in_dir("run-5.pt"), MNIST_PT));
+    CHECK(same_bytes(in_dir("run-5.pt"), TRAIN_PT));
     /* another format of the same step counts as the same step */
-    CHECK_EQ_INT(commit(MNIST_ST, 5, 3), CKPT_E_INVALID_ARG);
+    CHECK_EQ_INT(commit(TRAIN_ST, 5, 3), CKPT_E_INVALID_ARG);
     CHECK(!exists("run-5.safetensors"));
     /* a corrupt generation of that step is replaced */
     corrupt_tensor_byte(in_dir("run-5.pt"));
@@ -394,20 +396,33 @@ TEST(commit_refuses_committed_step) {
     remove_dir();
 }
 
+/* A sharded set is not one file to commit. */
+TEST(commit_sharded_refused) {
+    fresh_dir();
+    CHECK_EQ_INT(ckpt_store_commit(NULL, 0, dir, "run", 1, SHARDED, NULL), CKPT_E_UNSUPPORTED);
+    int temps;
+    CHECK_EQ_INT(entries(&temps), 0);
+    remove_dir();
+}
+
 TEST(commit_bad_arguments) {
     fresh_dir();
     static const char *const bad[] = {"", "a/b", ".hidden", "tab\there"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
-        CHECK_EQ_INT(ckpt_store_commit(NULL, 0, dir, bad[i], 1, MNIST_PT, NULL),
+        CHECK_EQ_INT(ckpt_store_commit(NULL, 0, dir, bad[i], 1, TRAIN_PT, NULL),
                      CKPT_E_INVALID_ARG);
-    CHECK_EQ_INT(ckpt_store_commit(NULL, 0, dir, NULL, 1, MNIST_PT, NULL), CKPT_E_INVALID_ARG);
+    CHECK_EQ_INT(ckpt_store_commit(NULL, 0, dir, NULL, 1, TRAIN_PT, NULL), CKPT_E_INVALID_ARG);
     CHECK_EQ_INT(ckpt_store_commit(NULL, 0, dir, "run", 1, "/nonexistent/src.pt", NULL),
                  CKPT_E_IO);
-    CHECK_EQ_INT(ckpt_store_commit(NULL, 0, dir, "run", 1, SHARDED, NULL), CKPT_E_UNSUPPORTED);
-    CHECK_EQ_INT(ckpt_store_commit(NULL, 0, dir, "run", 1, CKPT_CORPUS "/torch/burn/broken.pt",
-                                   NULL),
+    char broken[512];
+    snprintf(broken, sizeof broken, "%s/../%s-broken.pt", dir, strrchr(dir, '/') + 1);
+    FILE *fp = fopen(broken, "wb");
+    CHECK(fp && fwrite("abc", 1, 3, fp) == 3);
+    if (fp) fclose(fp);
+    CHECK_EQ_INT(ckpt_store_commit(NULL, 0, dir, "run", 1, broken, NULL),
                  CKPT_E_TRUNCATED); /* 3 bytes of text */
-    CHECK(strstr(ckpt_error_last()->message, "broken.pt is corrupt: ") != NULL);
+    CHECK(strstr(ckpt_error_last()->message, "-broken.pt is corrupt: ") != NULL);
+    unlink(broken);
     int temps;
     CHECK_EQ_INT(entries(&temps), 0);
     char buf[64];
@@ -436,13 +451,13 @@ static int write_bytes(void *ctx, ckpt_atomic *a) {
 TEST(commit_with_writer) {
     fresh_dir();
     size_t n = 0;
-    unsigned char *pt = harness_read_file(MNIST_PT, &n);
+    unsigned char *pt = harness_read_file(TRAIN_PT, &n);
     bytes_writer w = {pt, n, 0};
     char path[512];
     CHECK_EQ_INT(ckpt_store_commit_with(path, sizeof path, dir, "w", 1, ".pt", write_bytes, &w,
                                         NULL),
                  0);
-    CHECK(same_bytes(path, MNIST_PT));
+    CHECK(same_bytes(path, TRAIN_PT));
     CHECK_EQ_STR(pointer(), "w-1.pt\n");
 
     /* bytes that do not verify: removed again, LATEST untouched */
@@ -482,14 +497,14 @@ TEST(commit_with_writer) {
  * LATEST: nothing half-done is left behind. */
 TEST(commit_faults) {
     fresh_dir();
-    CHECK_EQ_INT(commit(MNIST_PT, 1, 3), 0);
+    CHECK_EQ_INT(commit(TRAIN_PT, 1, 3), 0);
     ckpt_atomic_fail_nth("write", 1, ENOSPC);
-    CHECK_EQ_INT(commit(MNIST_PT, 2, 3), CKPT_E_IO);
+    CHECK_EQ_INT(commit(TRAIN_PT, 2, 3), CKPT_E_IO);
     CHECK(strstr(ckpt_error_last()->message, "No space left") != NULL);
     ckpt_atomic_fail_nth("fsync", 1, EIO);
-    CHECK_EQ_INT(commit(MNIST_PT, 2, 3), CKPT_E_IO);
+    CHECK_EQ_INT(commit(TRAIN_PT, 2, 3), CKPT_E_IO);
     ckpt_atomic_fail_nth("rename", 1, EXDEV);
-    CHECK_EQ_INT(commit(MNIST_PT, 2, 3), CKPT_E_IO);
+    CHECK_EQ_INT(commit(TRAIN_PT, 2, 3), CKPT_E_IO);
     CHECK(!exists("run-2.pt"));
     CHECK_EQ_STR(pointer(), "run-1.pt\n");
     /* LATEST's own rename fails: the generation is in place and verified,
@@ -497,12 +512,12 @@ TEST(commit_faults) {
      * previous one, and latest() finds the new one anyway */
     ckpt_atomic_fail_nth("rename", 2, EIO);
     char path[512];
-    CHECK_EQ_INT(ckpt_store_commit(path, sizeof path, dir, "run", 2, MNIST_PT, NULL), CKPT_E_IO);
+    CHECK_EQ_INT(ckpt_store_commit(path, sizeof path, dir, "run", 2, TRAIN_PT, NULL), CKPT_E_IO);
     CHECK(strstr(ckpt_error_last()->message, "run-2.pt was committed, but moving LATEST failed"));
     CHECK_EQ_STR(path, in_dir("run-2.pt"));
     CHECK_EQ_STR(pointer(), "run-1.pt\n");
     CHECK_EQ_STR(latest(), in_dir("run-2.pt"));
-    CHECK_EQ_INT(commit(MNIST_PT, 3, 3), 0);
+    CHECK_EQ_INT(commit(TRAIN_PT, 3, 3), 0);
     CHECK_EQ_STR(pointer(), "run-3.pt\n");
     int temps;
     CHECK_EQ_INT(entries(&temps), 4);
@@ -528,7 +543,7 @@ static void touch_temp(const char *name, time_t age) {
 
 TEST(gc_removes_stale_temporaries) {
     fresh_dir();
-    CHECK_EQ_INT(commit(MNIST_PT, 1, 3), 0);
+    CHECK_EQ_INT(commit(TRAIN_PT, 1, 3), 0);
     pid_t child = fork();
     if (child == 0) _exit(0);
     waitpid(child, NULL, 0); /* a pid that is gone */
@@ -580,14 +595,14 @@ static void plain_free(void *u, void *p) {
  * half-committed generation (ASan builds also check for leaks). */
 TEST(allocation_failures) {
     fresh_dir();
-    CHECK_EQ_INT(commit(MNIST_PT, 1, 3), 0);
+    CHECK_EQ_INT(commit(TRAIN_PT, 1, 3), 0);
     ckpt_allocator failing = {failing_malloc, failing_realloc, plain_free, NULL};
     int done = 0;
     uint64_t step = 2;
     for (long n = 1; n < 5000 && !done; n++) {
         alloc_left = n;
         ckpt_set_allocator(&failing);
-        int rc = commit(MNIST_PT, step, 3);
+        int rc = commit(TRAIN_PT, step, 3);
         ckpt_set_allocator(NULL);
         if (rc != 0 && rc != CKPT_E_NOMEM) {
             fprintf(stderr, "allocation %ld: commit returned %d: %s\n", n, rc,
@@ -621,7 +636,7 @@ TEST(allocation_failures) {
             int rc = which == 0   ? ckpt_store_list(&l, dir, NULL)
                      : which == 1 ? ckpt_store_latest(buf, sizeof buf, dir, NULL)
                                   : ckpt_store_prune_list(&l, &removed, dir, NULL);
-            ckpt_store_list_free(l);
+            ckpt_store_listing_free(l);
             ckpt_set_allocator(NULL);
             CHECK(rc == 0 || rc == CKPT_E_NOMEM || (which == 1 && rc == CKPT_E_NOTFOUND));
             if (rc == 0) done = alloc_left > 0;
@@ -650,6 +665,7 @@ int main(void) {
     RUN(commit_creates_dir);
     RUN(commit_refuses_committed_step);
     RUN(commit_bad_arguments);
+    RUN_CORPUS(commit_sharded_refused);
     RUN(commit_with_writer);
     RUN(commit_faults);
     RUN(gc_removes_stale_temporaries);

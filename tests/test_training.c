@@ -387,7 +387,7 @@ int main(void)
              slash ? (int)(slash - __FILE__) : 1, slash ? __FILE__ : ".");
     RUN(adam_full_resume);
     RUN(safetensors_weights_only);
-    RUN(burn_partial);
+    RUN_CORPUS(burn_partial);
     RUN(missing_state_partial);
     RUN(mismatch_partial);
     RUN(no_optimizer_warm_start);

@@ -17,6 +17,7 @@
 #include "base/error.h"
 #include "model/file.h"
 #include "harness.h"
+#include "format/structure.h"
 #include "format/write.h"
 #include "container/zip.h"
 
@@ -160,9 +161,9 @@ static int read_back(const ckpt_value *root, const char *name, ckpt_format fmt) 
     if (ckpt_open(&f, tpath(name), NULL) != 0) return 0;
     ckpt_arena a = {0};
     const ckpt_value *back;
-    int ok = ckpt_write_logical_root(&back, f, &a) == 0 && same_tree(root, back);
+    int ok = ckpt_structure_decode(&back, f, &a) == 0 && same_tree(root, back);
     ckpt_verify_report rep;
-    ok = ok && ckpt_verify(f, &rep) == 0;
+    ok = ok && ckpt_verify(&rep, f) == 0;
     ckpt_arena_free(&a);
     ckpt_close(f);
     return ok;
@@ -400,7 +401,7 @@ TEST(state_dict_roundtrip) {
         ckpt_close(f);
     }
     /* safetensors -> torch keeps them (the reader's tree of the .pt) */
-    CHECK_EQ_INT(ckpt_convert(tpath("sd.safetensors"), tpath("sd3.pt"), NULL, NULL), 0);
+    CHECK_EQ_INT(ckpt_convert(NULL, tpath("sd.safetensors"), tpath("sd3.pt"), NULL), 0);
     CHECK_EQ_INT(ckpt_open(&f, tpath("sd3.pt"), NULL), 0);
     if (f) {
         CHECK(same_tree(root, ckpt_file_root(f)));
@@ -489,8 +490,8 @@ TEST(state_dict_corpus) {
         char out[256], back[256];
         snprintf(out, sizeof out, "%s", tpath(outs[i]));
         snprintf(back, sizeof back, "%s", tpath(i ? "bn_back2.pt" : "bn_back.pt"));
-        CHECK_EQ_INT(ckpt_convert(bn, out, NULL, NULL), 0);
-        CHECK_EQ_INT(ckpt_convert(out, back, NULL, NULL), 0);
+        CHECK_EQ_INT(ckpt_convert(NULL, bn, out, NULL), 0);
+        CHECK_EQ_INT(ckpt_convert(NULL, out, back, NULL), 0);
         CHECK_EQ_INT(ckpt_open(&g, back, NULL), 0);
         if (g) {
             CHECK(same_tree(root, ckpt_file_root(g)));
@@ -502,7 +503,7 @@ TEST(state_dict_corpus) {
     const char *sel[] = {"norm1.weight"};
     o.select = sel;
     o.nselect = 1;
-    CHECK_EQ_INT(ckpt_convert(bn, tpath("bn_sel.pt"), &o, NULL), 0);
+    CHECK_EQ_INT(ckpt_convert(NULL, bn, tpath("bn_sel.pt"), &o), 0);
     CHECK_EQ_INT(ckpt_open(&g, tpath("bn_sel.pt"), NULL), 0);
     if (g) {
         const ckpt_value *r = ckpt_file_root(g);
@@ -516,8 +517,8 @@ TEST(state_dict_corpus) {
     if (!f) return;
     const ckpt_tensor *t = ckpt_file_find_tensor(f, "param");
     CHECK(t && ckpt_tensor_is_parameter(t) && t->requires_grad);
-    CHECK_EQ_INT(ckpt_convert(param, tpath("param.safetensors"), NULL, NULL), 0);
-    CHECK_EQ_INT(ckpt_convert(tpath("param.safetensors"), tpath("param_back.pt"), NULL, NULL), 0);
+    CHECK_EQ_INT(ckpt_convert(NULL, param, tpath("param.safetensors"), NULL), 0);
+    CHECK_EQ_INT(ckpt_convert(NULL, tpath("param.safetensors"), tpath("param_back.pt"), NULL), 0);
     CHECK_EQ_INT(ckpt_open(&g, tpath("param_back.pt"), NULL), 0);
     if (g) {
         CHECK(same_tree(ckpt_file_root(f), ckpt_file_root(g)));
@@ -661,7 +662,7 @@ TEST(roundtrip_views) {
     if (f) {
         ckpt_arena a = {0};
         const ckpt_value *back;
-        CHECK_EQ_INT(ckpt_write_logical_root(&back, f, &a), 0);
+        CHECK_EQ_INT(ckpt_structure_decode(&back, f, &a), 0);
         const ckpt_tensor *x = back->u.dict.vals[0]->u.tensor, *y = back->u.dict.vals[1]->u.tensor;
         CHECK(x->storage == y->storage && x->storage->nbytes == 48);
         CHECK(x->storage_offset == 1 && y->storage_offset == 3 && x->stride[0] == 5);
@@ -678,7 +679,7 @@ TEST(roundtrip_views) {
     if (f) {
         ckpt_arena a = {0};
         const ckpt_value *back;
-        CHECK_EQ_INT(ckpt_write_logical_root(&back, f, &a), 0);
+        CHECK_EQ_INT(ckpt_structure_decode(&back, f, &a), 0);
         const ckpt_tensor *x = back->u.dict.vals[0]->u.tensor;
         CHECK(x->storage->data == ckpt_file_find_tensor(f, "full")->storage->data);
         ckpt_arena_free(&a);
@@ -818,7 +819,7 @@ TEST(convert_select_and_metadata) {
     o.config_json = "{ \"hidden\" : 8 }";
     o.write = (ckpt_write_options){.version = CKPT_WRITE_OPTIONS_VERSION, .meta_keys = k, .meta_values = v, .nmeta = 2};
     ckpt_convert_report r;
-    CHECK_EQ_INT(ckpt_convert(src, tpath("sel.safetensors"), &o, &r), 0);
+    CHECK_EQ_INT(ckpt_convert(&r, src, tpath("sel.safetensors"), &o), 0);
     CHECK_EQ_INT(r.format, CKPT_FORMAT_SAFETENSORS);
     CHECK_EQ_INT(r.tensors, 1);
     ckpt_file *f;
@@ -826,7 +827,7 @@ TEST(convert_select_and_metadata) {
     if (f) {
         ckpt_arena a = {0};
         const ckpt_value *back;
-        CHECK_EQ_INT(ckpt_write_logical_root(&back, f, &a), 0);
+        CHECK_EQ_INT(ckpt_structure_decode(&back, f, &a), 0);
         /* model kept whole, model_ema not ("model" is not a string prefix),
          * xs keeps item 1, renumbered */
         CHECK(back->u.dict.n == 2 && strcmp(back->u.dict.keys[0]->u.s.p, "model") == 0);
@@ -841,7 +842,7 @@ TEST(convert_select_and_metadata) {
     /* metadata carried from the input; config compacted */
     o.nselect = 0;
     o.write.nmeta = 1;
-    CHECK_EQ_INT(ckpt_convert(tpath("sel.safetensors"), tpath("sel2.pt"), &o, NULL), 0);
+    CHECK_EQ_INT(ckpt_convert(NULL, tpath("sel.safetensors"), tpath("sel2.pt"), &o), 0);
     CHECK_EQ_INT(ckpt_open(&f, tpath("sel2.pt"), NULL), 0);
     if (f) {
         CHECK_EQ_STR(meta(f, "config"), "{\"hidden\":8}");
@@ -852,11 +853,11 @@ TEST(convert_select_and_metadata) {
     const char *none[] = {"mode"};
     o.select = none;
     o.nselect = 1;
-    CHECK_EQ_INT(ckpt_convert(src, tpath("none.pt"), &o, NULL), CKPT_E_NOTFOUND);
+    CHECK_EQ_INT(ckpt_convert(NULL, src, tpath("none.pt"), &o), CKPT_E_NOTFOUND);
     o.nselect = 0;
     o.config_json = "[1]";
-    CHECK_EQ_INT(ckpt_convert(src, tpath("cfg.pt"), &o, NULL), CKPT_E_INVALID_ARG);
-    CHECK_EQ_INT(ckpt_convert(src, tpath("noext"), NULL, NULL), CKPT_E_INVALID_ARG);
+    CHECK_EQ_INT(ckpt_convert(NULL, src, tpath("cfg.pt"), &o), CKPT_E_INVALID_ARG);
+    CHECK_EQ_INT(ckpt_convert(NULL, src, tpath("noext"), NULL), CKPT_E_INVALID_ARG);
 }
 
 /* ------------------------------------------------------------ verify */
@@ -885,13 +886,13 @@ TEST(verify_digests) {
         ckpt_file *f;
         CHECK_EQ_INT(ckpt_open(&f, p, NULL), 0);
         if (!f) continue;
-        CHECK_EQ_INT(ckpt_verify(f, NULL), 0);
+        CHECK_EQ_INT(ckpt_verify(NULL, f), 0);
         uint64_t at = ckpt_tensor_file_offset(ckpt_file_find_tensor(f, "b")) + 1;
         ckpt_close(f);
         flip(p, at);
         CHECK_EQ_INT(ckpt_open(&f, p, NULL), 0);
         if (!f) continue;
-        CHECK_EQ_INT(ckpt_verify(f, NULL), CKPT_E_CHECKSUM);
+        CHECK_EQ_INT(ckpt_verify(NULL, f), CKPT_E_CHECKSUM);
         CHECK(strstr(ckpt_error_last()->message, "tensor \"b\": XXH3-64"));
         ckpt_close(f);
     }
@@ -926,7 +927,7 @@ static int decode_rc(const char *json, uint32_t max_depth) {
     if (rc) return 1000 + rc;
     ckpt_arena a = {0};
     const ckpt_value *root;
-    rc = ckpt_write_logical_root(&root, f, &a);
+    rc = ckpt_structure_decode(&root, f, &a);
     if (rc == 0) rc = ckpt_write_value(root, tpath("h.pt"), CKPT_FORMAT_TORCH_ZIP, NULL, NULL);
     ckpt_arena_free(&a);
     ckpt_close(f);
@@ -954,9 +955,10 @@ TEST(hostile_structure) {
         {"{\"version\":2,\"root\":{\"dict\":[],\"class\":\"collections.Counter\","
          "\"extra\":1}}", CKPT_E_FORMAT},
         {"{\"version\":1,\"root\":{\"tensor\":\"t\",\"parameter\":1}}", CKPT_E_FORMAT},
-        /* decode, but a state holding its dict or a tensor cannot be written */
+        /* a state holding its own dict is a cycle: refused by the decoder */
         {"{\"version\":2,\"root\":{\"dict\":[],\"class\":\"collections.OrderedDict\","
-         "\"state\":{\"dict\":[[\"me\",{\"ref\":0}]]}}}", CKPT_E_UNSUPPORTED},
+         "\"state\":{\"dict\":[[\"me\",{\"ref\":0}]]}}}", CKPT_E_FORMAT},
+        /* decodes, but a state holding a tensor cannot be written */
         {"{\"version\":2,\"root\":{\"dict\":[],\"class\":\"collections.OrderedDict\","
          "\"state\":{\"dict\":[[\"t\",{\"tensor\":\"t\"}]]}}}", CKPT_E_UNSUPPORTED},
         {"{\"version\":2,\"root\":{\"dict\":[[\"t\",{\"tensor\":\"t\",\"parameter\":true}]],"
@@ -982,8 +984,12 @@ TEST(hostile_structure) {
         {"{\"version\":1,\"root\":{\"dict\":[[1]]}}", CKPT_E_FORMAT},
         {"{\"version\":1,\"root\":{\"list\":[{\"list\":[{\"list\":[{\"list\":[{\"list\":"
          "[]}]}]}]}]}}", CKPT_E_LIMIT},
-        /* decodes (a list holding itself), but no writer writes a cycle */
-        {"{\"version\":1,\"root\":{\"list\":[{\"ref\":0}]}}", CKPT_E_UNSUPPORTED},
+        /* a list holding itself: a cycle, refused by the decoder (walkers
+         * of the tree recursed until the stack overflowed) */
+        {"{\"version\":1,\"root\":{\"list\":[{\"ref\":0}]}}", CKPT_E_FORMAT},
+        {"{\"version\":1,\"root\":{\"list\":[{\"list\":[{\"ref\":0}]}]}}", CKPT_E_FORMAT},
+        /* a ref to a finished container is a shared node, not a cycle */
+        {"{\"version\":1,\"root\":{\"list\":[{\"list\":[]},{\"ref\":1}]}}", 0},
         /* two views scattered into a rebuilt storage: fine */
         {"{\"version\":1,\"root\":{\"list\":[{\"tensor\":\"t\",\"storage\":0,\"offset\":2,"
          "\"stride\":[1]},{\"tensor\":\"t\",\"storage\":0,\"offset\":0,\"stride\":[2]}]},"
@@ -1011,7 +1017,7 @@ TEST(hostile_structure) {
     hostile(tpath("x.safetensors"), "ckpt.xxh3", "{\"gone\":\"0000000000000000\"}");
     CHECK_EQ_INT(ckpt_open(&f, tpath("x.safetensors"), NULL), 0);
     if (f) {
-        CHECK_EQ_INT(ckpt_verify(f, NULL), CKPT_E_MISMATCH);
+        CHECK_EQ_INT(ckpt_verify(NULL, f), CKPT_E_MISMATCH);
         ckpt_close(f);
     }
 }
@@ -1102,7 +1108,7 @@ TEST(allocation_failures) {
         for (fail_at = 1; fail_at < 2000; fail_at++) {
             allocs = 0;
             ckpt_set_allocator(&a);
-            int rc = ckpt_convert(src, tpath(fmt ? "alloc.pt" : "alloc2.safetensors"), NULL, NULL);
+            int rc = ckpt_convert(NULL, src, tpath(fmt ? "alloc.pt" : "alloc2.safetensors"), NULL);
             ckpt_set_allocator(NULL);
             if (rc == CKPT_E_NOMEM) nomem++;
             else if (rc == 0) ok++;
@@ -1142,7 +1148,7 @@ int main(void) {
     RUN(pickle_exact_bytes);
     RUN(state_dict_pickle_bytes);
     RUN(state_dict_roundtrip);
-    RUN(state_dict_corpus);
+    RUN_CORPUS(state_dict_corpus);
     RUN(rename_metadata);
     RUN(roundtrip_values);
     RUN(roundtrip_views);

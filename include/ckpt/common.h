@@ -88,6 +88,9 @@ typedef struct ckpt_limits {
     uint64_t max_zip_entries;   /* central-directory entries */
     uint64_t max_inflate_bytes; /* total decompressed bytes (zip bombs) */
     uint64_t max_index_bytes;   /* sharded index JSON file */
+    uint64_t max_inflate_ratio; /* decompressed bytes per input byte: with
+                                   max_inflate_bytes, the one inflate budget
+                                   of a file (open, scan and verify) */
 } ckpt_limits;
 
 #define CKPT_MAX_NDIM 64
@@ -98,7 +101,7 @@ typedef struct ckpt_limits {
         .max_depth = 1000u, .max_pickle_stack = 10000000u,                   \
         .max_pickle_memo = 10000000u, .max_pickle_ops = 1000000000u,         \
         .max_zip_entries = 1000000u, .max_inflate_bytes = (uint64_t)1 << 32, \
-        .max_index_bytes = 100000000u                                        \
+        .max_index_bytes = 100000000u, .max_inflate_ratio = 100u            \
     }
 /* Fills *l with the defaults (CKPT_LIMITS_INIT, for callers without
  * designated initializers). */

@@ -19,11 +19,16 @@ typedef enum ckpt_format {
     CKPT_FORMAT_SAFETENSORS_SHARDED = 2,
     CKPT_FORMAT_TORCH_ZIP = 3,
     CKPT_FORMAT_TORCH_LEGACY = 4,
-    CKPT_FORMAT_PICKLE = 5
+    CKPT_FORMAT_PICKLE = 5,
+    /* a "*.bin.index.json" set of torch.save shards (Hugging Face
+     * pytorch_model.bin.index.json); ckpt_detect_format gives
+     * CKPT_FORMAT_SAFETENSORS_SHARDED for any index, the name decides */
+    CKPT_FORMAT_TORCH_SHARDED = 6
 } ckpt_format;
 
 /* "safetensors", "safetensors-sharded", "torch-zip", "torch-legacy",
- * "pickle" (the JSON names of `ckpt inspect`). Static string. */
+ * "pickle", "torch-sharded" (the JSON names of `ckpt inspect`). Static
+ * string. */
 CKPT_API const char *ckpt_format_name(ckpt_format f);
 
 /* The format a file's first bytes show, by the rule ckpt_open (and
@@ -60,9 +65,15 @@ CKPT_API int ckpt_open_options_init(ckpt_open_options *opts, unsigned version);
 
 /* Opens a checkpoint, detecting the format from its content (never from
  * the file name): "PK\3\4" zip, legacy magic pickle, pickle, safetensors
- * header, or a "*.safetensors.index.json" sharded index (the shards are
- * opened relative to the index's directory; names with "..", a root or a
- * drive are refused).
+ * header, or a sharded index: "*.safetensors.index.json" with safetensors
+ * shards, "*.bin.index.json" (pytorch_model.bin.index.json) with torch.save
+ * shards, CKPT_FORMAT_TORCH_SHARDED (the shards are opened relative to the
+ * index's directory; names with "..", a root or a drive are refused; a
+ * missing shard is CKPT_E_MISMATCH with the shard's path). A directory
+ * opens as the model weights it holds, in transformers' order:
+ * model.safetensors, model.safetensors.index.json, pytorch_model.bin,
+ * pytorch_model.bin.index.json (CKPT_E_IO when none is there;
+ * ckpt_file_path then names that file).
  *
  * The file is mapped read-only for its structure, and its descriptor kept
  * open; tensor bytes are never copied at open except for deflated zip
@@ -78,10 +89,13 @@ CKPT_API int ckpt_open_options_init(ckpt_open_options *opts, unsigned version);
  * the file, member and offset; the process never gets SIGBUS from them
  * and libckpt installs no signal handler. Only ckpt_tensor_data lends
  * out the mapping itself (see there).
+ * A TorchScript archive is read for its weights (data.pkl; code/ is never
+ * read).
  *
  * opts may be NULL (defaults). Returns 0, or CKPT_E_IO, CKPT_E_NOMEM,
- * CKPT_E_TRUNCATED, CKPT_E_FORMAT, CKPT_E_LIMIT, CKPT_E_UNSUPPORTED
- * (TorchScript archive, pre-0.4 tar file, PYTORCH1 preview format). */
+ * CKPT_E_TRUNCATED, CKPT_E_FORMAT, CKPT_E_LIMIT, CKPT_E_MISMATCH (a
+ * sharded set that does not match its index),
+ * CKPT_E_UNSUPPORTED (pre-0.4 tar file, PYTORCH1 preview format). */
 CKPT_API int ckpt_open(ckpt_file **out, const char *path,
                        const ckpt_open_options *opts);
 
@@ -249,13 +263,15 @@ CKPT_API ckpt_kind ckpt_value_kind(const ckpt_value *v);
  * "set", "tensor", "object". Static string. */
 CKPT_API const char *ckpt_kind_name(ckpt_kind k);
 
-CKPT_API int ckpt_value_bool(const ckpt_value *v);
-/* Integer value; returns 0, or CKPT_E_LIMIT when it does not fit in int64
- * (use ckpt_value_int_decimal), CKPT_E_INVALID_ARG if not an int. */
+/* Scalar getters: *out receives the value; each returns 0, or
+ * CKPT_E_INVALID_ARG (not recorded: a kind test, not a failure) when v is
+ * not of that kind, leaving *out unchanged. bool: 0 or 1. int: also
+ * CKPT_E_LIMIT when it does not fit in int64 (use ckpt_value_int_decimal). */
+CKPT_API int ckpt_value_bool(const ckpt_value *v, int *out);
 CKPT_API int ckpt_value_int(const ckpt_value *v, int64_t *out);
 /* Exact decimal text of any int, however large. Borrowed. NULL if not int. */
 CKPT_API const char *ckpt_value_int_decimal(const ckpt_value *v);
-CKPT_API double ckpt_value_float(const ckpt_value *v);
+CKPT_API int ckpt_value_float(const ckpt_value *v, double *out);
 /* STR: UTF-8 text; BYTES: raw bytes. *len receives the byte length. Both
  * are NUL-terminated for convenience. Borrowed. */
 CKPT_API const char *ckpt_value_str(const ckpt_value *v, size_t *len);
@@ -305,7 +321,7 @@ typedef struct ckpt_verify_report {
  * size. Returns 0 when intact; CKPT_E_CHECKSUM (CRC mismatch) or another
  * code with ckpt_error_last() naming member and offset of the first
  * problem. report may be NULL. */
-CKPT_API int ckpt_verify(ckpt_file *f, ckpt_verify_report *report);
+CKPT_API int ckpt_verify(ckpt_verify_report *report, ckpt_file *f);
 
 #ifdef __cplusplus
 }

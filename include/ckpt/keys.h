@@ -202,7 +202,7 @@ CKPT_API int ckpt_match(ckpt_match_result **out,
                         const ckpt_manifest *checkpoint,
                         const ckpt_manifest *expect,
                         const ckpt_match_options *opts);
-CKPT_API void ckpt_match_free(ckpt_match_result *r); /* NULL-safe */
+CKPT_API void ckpt_match_result_free(ckpt_match_result *r); /* NULL-safe */
 
 CKPT_API int ckpt_match_complete(const ckpt_match_result *r);
 /* Matched keys (same name, dtype and shape). */
@@ -336,7 +336,7 @@ typedef struct ckpt_diff_result ckpt_diff_result;
  * first, element-wise decoding only where the bytes or dtypes differ). */
 CKPT_API int ckpt_diff(ckpt_diff_result **out, const ckpt_manifest *a,
                        const ckpt_manifest *b, const ckpt_diff_options *opts);
-CKPT_API void ckpt_diff_free(ckpt_diff_result *r); /* NULL-safe */
+CKPT_API void ckpt_diff_result_free(ckpt_diff_result *r); /* NULL-safe */
 CKPT_API int ckpt_diff_identical(const ckpt_diff_result *r);
 /* Names in a list, sorted; the entries on both sides (NULL on the side a
  * name is missing from) via ckpt_diff_pair. Borrowed. */

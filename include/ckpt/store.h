@@ -134,12 +134,12 @@ typedef struct ckpt_store_generation {
 typedef struct ckpt_store_listing ckpt_store_listing;
 
 /* Lists and fully verifies every generation of `dir`, and judges LATEST.
- * *out receives the listing (free with ckpt_store_list_free, NULL-safe),
+ * *out receives the listing (free with ckpt_store_listing_free, NULL-safe),
  * also when some generations are corrupt or unreadable (ok 0, with the
  * reason). Returns 0; CKPT_E_IO when dir cannot be read; CKPT_E_NOMEM. */
 CKPT_API int ckpt_store_list(ckpt_store_listing **out, const char *dir,
                              const ckpt_store_options *opts);
-CKPT_API void ckpt_store_list_free(ckpt_store_listing *l);
+CKPT_API void ckpt_store_listing_free(ckpt_store_listing *l);
 /* Generations by ascending step (equal steps by file name), i < count;
  * NULL past the end. */
 CKPT_API size_t ckpt_store_list_count(const ckpt_store_listing *l);
@@ -188,7 +188,7 @@ CKPT_API const char *ckpt_store_lock_caveat(const char *dir);
  * as ckpt_store_list would give it (every generation left was verified by
  * the pruning: the kept ones, the corrupt ones left in place, LATEST's),
  * so a caller can report the corrupt generations without verifying twice.
- * Free with ckpt_store_list_free (NULL-safe); *out is NULL on failure.
+ * Free with ckpt_store_listing_free (NULL-safe); *out is NULL on failure.
  * *removed (may be NULL) receives the number of files removed, also on
  * failure. Returns the ckpt_store_prune codes, or CKPT_E_INVALID_ARG when
  * out is NULL. */

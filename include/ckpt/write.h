@@ -85,9 +85,8 @@ typedef struct ckpt_convert_report {
  * bounded windows (a file that shrinks meanwhile: CKPT_E_TRUNCATED); only
  * a storage rebuilt from views that no stored tensor covers whole is
  * allocated, up to limits.max_inflate_bytes. */
-CKPT_API int ckpt_convert(const char *in, const char *out,
-                          const ckpt_convert_options *opts,
-                          ckpt_convert_report *report);
+CKPT_API int ckpt_convert(ckpt_convert_report *report, const char *in, const char *out,
+                          const ckpt_convert_options *opts);
 
 /* A tree builder for writers without a checkpoint file (e.g. a Python
  * binding saving a training state): values are created in a ckpt_tree,

@@ -3,24 +3,27 @@ them, load them into live PyTorch models with a full key audit, and save
 training state atomically. A thin ctypes layer over libckpt (include/ckpt.h);
 torch is imported only by the functions that build or read tensors.
 
-libckpt is found through $CKPT_LIB, else a copy next to this package, else
-the system loader (libckpt.so.1).
+libckpt is found through $CKPT_LIB, else the copy built into this package
+(pip install), else build/libckpt.so of the source tree this package sits
+in (PYTHONPATH=python), else the system loader (libckpt.so.1).
 """
 from .errors import (ChecksumError, Error, FileError, FormatError, InvalidArgumentError,
                      KeyMismatchError, LimitError, MismatchError, NotFoundError,
                      OutOfMemoryError, TruncatedError, UnsafeError, UnsupportedError)
 from ._load import Opaque, RawTensor, load, metadata
 from ._scan import Finding, ScanReport, VerifyReport, scan, verify
+from ._doctor import doctor
 from ._module import AuditFinding, audit, manifest
 from ._match import MatchReport, Mismatch, load_state_dict
 from ._save import AuditWarning, save
 from ._store import (Generation, ResumeError, Resumed, ResumeWarning, Store, rng_state,
                      set_rng_state)
 
-__version__ = "0.2.0"
+from ._lib import VERSION as __version__
 
 __all__ = [
     "load", "metadata", "load_state_dict", "audit", "manifest", "save", "scan", "verify",
+    "doctor",
     "Store", "rng_state", "set_rng_state",
     "Opaque", "RawTensor", "ScanReport", "Finding", "VerifyReport", "MatchReport", "Mismatch",
     "AuditFinding", "Generation", "Resumed", "AuditWarning", "ResumeWarning",

@@ -7,6 +7,8 @@ Only this module touches ctypes prototypes; the rest of the package calls
 import ctypes
 import ctypes.util
 import os
+import re
+from typing import Any, List, Optional, Sequence, Tuple
 
 from . import errors
 
@@ -37,7 +39,7 @@ class Limits(ctypes.Structure):
                 ("max_depth", ctypes.c_uint32), ("max_pickle_stack", c_u64),
                 ("max_pickle_memo", c_u64), ("max_pickle_ops", c_u64),
                 ("max_zip_entries", c_u64), ("max_inflate_bytes", c_u64),
-                ("max_index_bytes", c_u64)]
+                ("max_index_bytes", c_u64), ("max_inflate_ratio", c_u64)]
 
 
 # Option structs: `version` first, filled in by the library's own
@@ -84,18 +86,91 @@ class WriteOptions_(ctypes.Structure):
                 ("backup", ctypes.c_int)]
 
 
-def _candidates():
+class ManifestEntry_(ctypes.Structure):
+    _fields_ = [("name", c_char_p), ("dtype", c_char_p), ("ndim", ctypes.c_uint),
+                ("shape", c_u64_p), ("tensor", c_void_p)]
+
+
+class MatchItem_(ctypes.Structure):
+    _fields_ = [("name", c_char_p), ("checkpoint", ctypes.POINTER(ManifestEntry_)),
+                ("expected", ctypes.POINTER(ManifestEntry_)), ("tied_to", c_char_p)]
+
+
+class Rewrite_(ctypes.Structure):
+    _fields_ = [("description", c_char_p), ("matches", c_u64), ("applied", ctypes.c_int)]
+
+
+class StoreGeneration_(ctypes.Structure):
+    _fields_ = [("file", c_char_p), ("path", c_char_p), ("name", c_char_p),
+                ("step", c_u64), ("bytes", c_u64), ("ok", ctypes.c_int),
+                ("code", ctypes.c_int), ("reason", c_char_p), ("member", c_char_p),
+                ("offset", c_u64), ("latest", ctypes.c_int)]
+
+
+_P = ctypes.POINTER(c_void_p)
+
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+# python/ckpt in a source tree: the repository root, whose build/ holds the
+# library and CLI built by the README's cmake commands.
+_SOURCE_ROOT = os.path.dirname(os.path.dirname(_HERE))
+_SOURCE_BUILD = os.path.join(_SOURCE_ROOT, "build")
+
+
+def in_source_tree() -> bool:
+    """Whether this package is python/ckpt of a ckpt source tree (used from
+    it with PYTHONPATH=python) rather than an installed copy."""
+    return os.path.isfile(os.path.join(_SOURCE_ROOT, "include", "ckpt.h"))
+
+
+def _candidates() -> List[str]:
+    """Where libckpt is looked for, in order: $CKPT_LIB (never second-
+    guessed), the copy inside the package (pip install / wheel), build/ of
+    the source tree this package sits in, then the system loader."""
     env = os.environ.get("CKPT_LIB")
     if env:
-        return [env]  # an explicit choice is never second-guessed
-    here = os.path.dirname(os.path.abspath(__file__))
-    out = [os.path.join(here, n) for n in ("libckpt.so", "libckpt.so.1", "libckpt.dylib")]
+        return [env]
+    out = [os.path.join(_HERE, "libckpt.so")]
+    if in_source_tree():
+        out.append(os.path.join(_SOURCE_BUILD, "libckpt.so"))
     out = [p for p in out if os.path.exists(p)]
     found = ctypes.util.find_library("ckpt")
-    return out + ([found] if found else []) + ["libckpt.so.1", "libckpt.so"]
+    return out + ([found] if found else []) + ["libckpt.so.1"]
 
 
-def _load():
+def cli_path() -> Optional[str]:
+    """The `ckpt` executable of this package: the one built into it (pip
+    install), else build/ckpt of the source tree; None when neither."""
+    cands = [os.path.join(_HERE, "bin", "ckpt")]
+    if in_source_tree():
+        cands.append(os.path.join(_SOURCE_BUILD, "ckpt"))
+    return next((p for p in cands if os.access(p, os.X_OK)), None)
+
+
+def _package_version() -> str:
+    """The version of ckpt.h this package mirrors: ckpt/_version.py, which
+    the build writes into the wheel, else CKPT_VERSION_MAJOR/MINOR/PATCH of
+    the source tree's include/ckpt/common.h (the version's one place)."""
+    try:
+        from ._version import __version__
+        return str(__version__)
+    except ImportError:
+        pass
+    try:
+        with open(os.path.join(_SOURCE_ROOT, "include", "ckpt", "common.h"),
+                  encoding="utf-8") as fh:
+            text_ = fh.read()
+    except OSError:
+        return "0+unknown"
+    parts = [re.search(r"^#define CKPT_VERSION_%s (\d+)$" % p, text_, re.M)
+             for p in ("MAJOR", "MINOR", "PATCH")]
+    return ".".join(m.group(1) for m in parts) if all(parts) else "0+unknown"
+
+
+VERSION = _package_version()
+
+
+def _load() -> ctypes.CDLL:
     tried = []
     for cand in _candidates():
         try:
@@ -110,13 +185,13 @@ lib = _load()
 
 # The library and this package must speak the same ckpt.h: same major and
 # minor version (the option structs and enums above mirror it).
-EXPECTED_VERSION = (0, 2)
 lib.ckpt_version_number.restype = ctypes.c_uint
 lib.ckpt_version_number.argtypes = []
 _v = lib.ckpt_version_number()
-if (_v // 10000, _v // 100 % 100) != EXPECTED_VERSION:
-    raise ImportError("ckpt: libckpt %d.%d.%d does not match this package (needs %d.%d.x)"
-                      % (_v // 10000, _v // 100 % 100, _v % 100) + EXPECTED_VERSION)
+_want = VERSION.split(".")[:2]
+if _want != [str(_v // 10000), str(_v // 100 % 100)] and VERSION != "0+unknown":
+    raise ImportError("ckpt: libckpt %d.%d.%d does not match this package (needs %s.x)"
+                      % (_v // 10000, _v // 100 % 100, _v % 100, ".".join(_want)))
 
 # (name, restype, argtypes) for every function the package calls.
 _PROTOS = [
@@ -130,6 +205,7 @@ _PROTOS = [
                                  c_char_p, c_void_p]),
     ("ckpt_close", None, [c_void_p]),
     ("ckpt_file_format", c_int, [c_void_p]),
+    ("ckpt_file_path", c_char_p, [c_void_p]),
     ("ckpt_file_root", c_void_p, [c_void_p]),
     ("ckpt_file_tensor_count", c_size_t, [c_void_p]),
     ("ckpt_file_tensor", c_void_p, [c_void_p, c_size_t]),
@@ -160,10 +236,10 @@ _PROTOS = [
     ("ckpt_file_read_tensors", c_int, [c_void_p, c_size_t, ctypes.POINTER(c_void_p),
                                        ctypes.POINTER(c_void_p)]),
     ("ckpt_value_kind", c_int, [c_void_p]),
-    ("ckpt_value_bool", c_int, [c_void_p]),
+    ("ckpt_value_bool", c_int, [c_void_p, ctypes.POINTER(c_int)]),
     ("ckpt_value_int", c_int, [c_void_p, ctypes.POINTER(ctypes.c_int64)]),
     ("ckpt_value_int_decimal", c_char_p, [c_void_p]),
-    ("ckpt_value_float", ctypes.c_double, [c_void_p]),
+    ("ckpt_value_float", c_int, [c_void_p, ctypes.POINTER(ctypes.c_double)]),
     ("ckpt_value_str", c_void_p, [c_void_p, ctypes.POINTER(c_size_t)]),
     ("ckpt_value_len", c_size_t, [c_void_p]),
     ("ckpt_value_item", c_void_p, [c_void_p, c_size_t]),
@@ -172,7 +248,7 @@ _PROTOS = [
     ("ckpt_value_object_name", c_char_p, [c_void_p]),
     ("ckpt_value_object_args", c_void_p, [c_void_p]),
     ("ckpt_value_object_state", c_void_p, [c_void_p]),
-    ("ckpt_verify", c_int, [c_void_p, ctypes.POINTER(VerifyReport_)]),
+    ("ckpt_verify", c_int, [ctypes.POINTER(VerifyReport_), c_void_p]),
     ("ckpt_scan", c_int, [ctypes.POINTER(c_void_p), c_char_p,
                           ctypes.POINTER(ScanOptions_)]),
     ("ckpt_scan_memory", c_int, [ctypes.POINTER(c_void_p), c_void_p, c_size_t,
@@ -191,10 +267,64 @@ _PROTOS = [
     ("ckpt_store_options_init", c_int, [ctypes.POINTER(StoreOptions_), ctypes.c_uint]),
     ("ckpt_match_options_init", c_int, [ctypes.POINTER(MatchOptions_), ctypes.c_uint]),
     ("ckpt_write_options_init", c_int, [ctypes.POINTER(WriteOptions_), ctypes.c_uint]),
+    ("ckpt_manifest_new", c_int, [ctypes.POINTER(c_void_p), c_char_p]),
+    ("ckpt_manifest_add", c_int, [c_void_p, c_char_p, c_char_p, ctypes.c_uint, c_u64_p]),
+    ("ckpt_manifest_free", None, [c_void_p]),
+    ("ckpt_manifest_count", c_size_t, [c_void_p]),
+    ("ckpt_manifest_entry_at", ctypes.POINTER(ManifestEntry_), [c_void_p, c_size_t]),
+    ("ckpt_match", c_int, [ctypes.POINTER(c_void_p), c_void_p, c_void_p,
+                                  ctypes.POINTER(MatchOptions_)]),
+    ("ckpt_match_result_free", None, [c_void_p]),
+    ("ckpt_match_complete", c_int, [c_void_p]),
+    ("ckpt_match_matched", c_u64, [c_void_p]),
+    ("ckpt_match_count", c_size_t, [c_void_p, c_int]),
+    ("ckpt_match_item_at", ctypes.POINTER(MatchItem_), [c_void_p, c_int, c_size_t]),
+    ("ckpt_match_rewrite", ctypes.POINTER(Rewrite_), [c_void_p]),
+    ("ckpt_match_candidate_count", c_size_t, [c_void_p]),
+    ("ckpt_match_candidate", ctypes.POINTER(Rewrite_), [c_void_p, c_size_t]),
+    ("ckpt_match_warning", c_char_p, [c_void_p]),
+    ("ckpt_match_rewritten", c_char_p, [c_void_p, c_size_t]),
+    ("ckpt_store_commit", c_int, [c_char_p, c_size_t, c_char_p, c_char_p, c_u64,
+                                         c_char_p, ctypes.POINTER(StoreOptions_)]),
+    ("ckpt_store_latest", c_int, [c_char_p, c_size_t, c_char_p, ctypes.POINTER(StoreOptions_)]),
+    ("ckpt_store_list", c_int, [_P, c_char_p, ctypes.POINTER(StoreOptions_)]),
+    ("ckpt_store_listing_free", None, [c_void_p]),
+    ("ckpt_store_list_count", c_size_t, [c_void_p]),
+    ("ckpt_store_list_generation", ctypes.POINTER(StoreGeneration_), [c_void_p, c_size_t]),
+    ("ckpt_store_gc", c_int, [ctypes.POINTER(c_size_t), c_char_p, ctypes.POINTER(StoreOptions_)]),
+    ("ckpt_training_analyze", c_int, [_P, c_void_p]),
+    ("ckpt_training_free", None, [c_void_p]),
+    ("ckpt_training_resume", c_int, [c_void_p]),
+    ("ckpt_resume_name", c_char_p, [c_int]),
+    ("ckpt_training_reason_count", c_size_t, [c_void_p]),
+    ("ckpt_training_reason", c_char_p, [c_void_p, c_size_t]),
+    ("ckpt_tree_new", c_int, [_P]),
+    ("ckpt_tree_free", None, [c_void_p]),
+    ("ckpt_tree_none", c_int, [_P, c_void_p]),
+    ("ckpt_tree_bool", c_int, [_P, c_void_p, c_int]),
+    ("ckpt_tree_int", c_int, [_P, c_void_p, ctypes.c_int64]),
+    ("ckpt_tree_float", c_int, [_P, c_void_p, ctypes.c_double]),
+    ("ckpt_tree_str", c_int, [_P, c_void_p, c_char_p, c_size_t]),
+    ("ckpt_tree_bytes", c_int, [_P, c_void_p, c_char_p, c_size_t]),
+    ("ckpt_tree_list", c_int, [_P, c_void_p]),
+    ("ckpt_tree_tuple", c_int, [_P, c_void_p]),
+    ("ckpt_tree_dict", c_int, [_P, c_void_p]),
+    ("ckpt_tree_append", c_int, [c_void_p, c_void_p, c_void_p]),
+    ("ckpt_tree_set", c_int, [c_void_p, c_void_p, c_void_p, c_void_p]),
+    ("ckpt_tree_tensor", c_int, [_P, c_void_p, c_int, ctypes.c_uint,
+                                        c_u64_p, c_void_p, c_size_t]),
+    ("ckpt_tree_write", c_int, [c_void_p, c_char_p, c_int,
+                                       ctypes.POINTER(WriteOptions_)]),
+    ("ckpt_dtype_from_name", c_int, [c_char_p]),
+    ("ckpt_doctor", c_int, [ctypes.POINTER(c_void_p), c_char_p, c_void_p]),
+    ("ckpt_doctor_report_free", None, [c_void_p]),
+    ("ckpt_doctor_json", c_int, [ctypes.POINTER(c_void_p), ctypes.POINTER(c_size_t),
+                                 c_void_p]),
+    ("ckpt_string_free", None, [c_void_p]),
 ]
 
 
-def _declare(protos):
+def _declare(protos: Sequence[Tuple[str, Any, List[Any]]]) -> None:
     for name, restype, argtypes in protos:
         fn = getattr(lib, name)
         fn.restype = restype
@@ -204,28 +334,13 @@ def _declare(protos):
 _declare(_PROTOS)
 
 
-def has(name):
-    """Whether the loaded library exports `name` (sections of ckpt.h land
-    at different times; callers skip what is not there yet)."""
-    return hasattr(lib, name)
-
-
-def declare(protos):
-    """Declares prototypes of optional sections; returns False when one of
-    the functions is missing from the loaded library."""
-    if not all(has(p[0]) for p in protos):
-        return False
-    _declare(protos)
-    return True
-
-
-def text(b):
+def text(b: Optional[bytes]) -> str:
     """Decodes a borrowed C string (never fails: undecodable bytes are kept
     as surrogate escapes, like os.fsdecode)."""
     return "" if b is None else b.decode("utf-8", "surrogateescape")
 
 
-def last_error(rc, default_file=""):
+def last_error(rc: int, default_file: str = "") -> "errors.Error":
     """The exception for a call that returned rc < 0, from ckpt_error_last()."""
     e = lib.ckpt_error_last()
     if not e or e.contents.code != rc:
@@ -237,13 +352,13 @@ def last_error(rc, default_file=""):
                             text(e.member), off)
 
 
-def check(rc, default_file=""):
+def check(rc: int, default_file: str = "") -> int:
     if rc < 0:
         raise last_error(rc, default_file)
     return rc
 
 
-def fspath(path):
+def fspath(path: "os.PathLike[str] | str | bytes") -> bytes:
     return os.fsencode(os.fspath(path))
 
 

@@ -102,7 +102,7 @@ class _Source:
     sharded set, which libckpt cannot open from memory)."""
 
     def __init__(self, path, scan=False, allow=(), unsafe_ok=True, mmap=False):
-        self.path = os.fspath(path)
+        self.path = _weights_path(os.fspath(path))
         self.handle = ctypes.c_void_p()
         self.mmap = mmap
         self.buf = None     # Python-owned bytes (mmap or bytearray) or None
@@ -165,6 +165,20 @@ class _Source:
             self.shards[member] = _read(os.path.join(os.path.dirname(self.path), member))
         buf = self.shards[member]
         return (buf, off) if buf is not None else None
+
+
+def _weights_path(path):
+    """A model directory stands for the weights file libckpt opens in it
+    (ckpt_open's rule, in transformers' order: model.safetensors, its index,
+    pytorch_model.bin, its index)."""
+    if not os.path.isdir(path):
+        return path
+    h = ctypes.c_void_p()
+    check(lib.ckpt_open(ctypes.byref(h), fspath(path), None), path)
+    try:
+        return text(lib.ckpt_file_path(h))
+    finally:
+        lib.ckpt_close(h)
 
 
 def _read(path):
@@ -293,14 +307,18 @@ class _Converter:
         if kind == KIND_NONE:
             return None
         if kind == KIND_BOOL:
-            return bool(lib.ckpt_value_bool(v))
+            out = ctypes.c_int()
+            check(lib.ckpt_value_bool(v, ctypes.byref(out)))
+            return bool(out.value)
         if kind == KIND_INT:
             out = ctypes.c_int64()
             if lib.ckpt_value_int(v, ctypes.byref(out)) == 0:
                 return out.value
             return int(text(lib.ckpt_value_int_decimal(v)))
         if kind == KIND_FLOAT:
-            return lib.ckpt_value_float(v)
+            out = ctypes.c_double()
+            check(lib.ckpt_value_float(v, ctypes.byref(out)))
+            return out.value
         if kind in (KIND_STR, KIND_BYTES):
             n = ctypes.c_size_t()
             p = lib.ckpt_value_str(v, ctypes.byref(n))

@@ -7,44 +7,13 @@ from dataclasses import dataclass, field
 from typing import Optional, Tuple
 
 from . import errors
-from ._lib import (MatchOptions_, c_char_p, c_size_t, c_u64, c_u64_p, c_void_p, check,
-                   declare, lib, options, text)
+from ._lib import (MatchOptions_, c_char_p, c_u64, c_void_p, check,
+                   lib, options, text)
 from ._module import _tie_key, dtype_name
 
 
-class _Entry(ctypes.Structure):
-    _fields_ = [("name", c_char_p), ("dtype", c_char_p), ("ndim", ctypes.c_uint),
-                ("shape", c_u64_p), ("tensor", c_void_p)]
 
 
-class _Item(ctypes.Structure):
-    _fields_ = [("name", c_char_p), ("checkpoint", ctypes.POINTER(_Entry)),
-                ("expected", ctypes.POINTER(_Entry)), ("tied_to", c_char_p)]
-
-
-class _Rewrite(ctypes.Structure):
-    _fields_ = [("description", c_char_p), ("matches", c_u64), ("applied", ctypes.c_int)]
-
-
-_AVAILABLE = declare([
-    ("ckpt_manifest_new", ctypes.c_int, [ctypes.POINTER(c_void_p), c_char_p]),
-    ("ckpt_manifest_add", ctypes.c_int, [c_void_p, c_char_p, c_char_p, ctypes.c_uint, c_u64_p]),
-    ("ckpt_manifest_free", None, [c_void_p]),
-    ("ckpt_manifest_count", c_size_t, [c_void_p]),
-    ("ckpt_manifest_entry_at", ctypes.POINTER(_Entry), [c_void_p, c_size_t]),
-    ("ckpt_match", ctypes.c_int, [ctypes.POINTER(c_void_p), c_void_p, c_void_p,
-                                  ctypes.POINTER(MatchOptions_)]),
-    ("ckpt_match_free", None, [c_void_p]),
-    ("ckpt_match_complete", ctypes.c_int, [c_void_p]),
-    ("ckpt_match_matched", c_u64, [c_void_p]),
-    ("ckpt_match_count", c_size_t, [c_void_p, ctypes.c_int]),
-    ("ckpt_match_item_at", ctypes.POINTER(_Item), [c_void_p, ctypes.c_int, c_size_t]),
-    ("ckpt_match_rewrite", ctypes.POINTER(_Rewrite), [c_void_p]),
-    ("ckpt_match_candidate_count", c_size_t, [c_void_p]),
-    ("ckpt_match_candidate", ctypes.POINTER(_Rewrite), [c_void_p, c_size_t]),
-    ("ckpt_match_warning", c_char_p, [c_void_p]),
-    ("ckpt_match_rewritten", c_char_p, [c_void_p, c_size_t]),
-])
 
 (MISSING, UNEXPECTED, SHAPE_MISMATCH, DTYPE_MISMATCH, ALLOWED_MISSING,
  ALLOWED_UNEXPECTED, TIED) = range(7)
@@ -183,8 +152,6 @@ def match(tensors, expected, *, normalize=True, allow_missing=(), allow_unexpect
           source="", file=""):
     """ckpt_match of checkpoint tensors {name: tensor} against the expected
     {name: tensor} of a model. Returns a MatchReport."""
-    if not _AVAILABLE:
-        raise errors.UnsupportedError("this libckpt has no ckpt_match (key audit)", file)
     ck = _Manifest(file or "checkpoint", [(k, dtype_name(t.dtype), list(t.shape))
                                           for k, t in tensors.items()])
     ex = _Manifest("model", [(k, dtype_name(t.dtype), list(t.shape))
@@ -199,7 +166,7 @@ def match(tensors, expected, *, normalize=True, allow_missing=(), allow_unexpect
         check(lib.ckpt_match(ctypes.byref(r), ck.h, ex.h, ctypes.byref(opts)), file)
         return _report(r, ck, tensors, expected, source, file)
     finally:
-        lib.ckpt_match_free(r)
+        lib.ckpt_match_result_free(r)
         ck.free()
         ex.free()
 

@@ -8,33 +8,12 @@ import os
 import warnings
 
 from . import errors
-from ._lib import (WriteOptions_, c_char_p, c_size_t, c_u64, c_u64_p, c_void_p, check,
-                   declare, lib, options)
+from ._lib import (WriteOptions_, c_char_p, c_u64, c_void_p, check,
+                   lib, options)
 from ._module import audit, dtype_name
 
-_P = ctypes.POINTER(c_void_p)
 
 
-_AVAILABLE = declare([
-    ("ckpt_tree_new", ctypes.c_int, [_P]),
-    ("ckpt_tree_free", None, [c_void_p]),
-    ("ckpt_tree_none", ctypes.c_int, [_P, c_void_p]),
-    ("ckpt_tree_bool", ctypes.c_int, [_P, c_void_p, ctypes.c_int]),
-    ("ckpt_tree_int", ctypes.c_int, [_P, c_void_p, ctypes.c_int64]),
-    ("ckpt_tree_float", ctypes.c_int, [_P, c_void_p, ctypes.c_double]),
-    ("ckpt_tree_str", ctypes.c_int, [_P, c_void_p, c_char_p, c_size_t]),
-    ("ckpt_tree_bytes", ctypes.c_int, [_P, c_void_p, c_char_p, c_size_t]),
-    ("ckpt_tree_list", ctypes.c_int, [_P, c_void_p]),
-    ("ckpt_tree_tuple", ctypes.c_int, [_P, c_void_p]),
-    ("ckpt_tree_dict", ctypes.c_int, [_P, c_void_p]),
-    ("ckpt_tree_append", ctypes.c_int, [c_void_p, c_void_p, c_void_p]),
-    ("ckpt_tree_set", ctypes.c_int, [c_void_p, c_void_p, c_void_p, c_void_p]),
-    ("ckpt_tree_tensor", ctypes.c_int, [_P, c_void_p, ctypes.c_int, ctypes.c_uint,
-                                        c_u64_p, c_void_p, c_size_t]),
-    ("ckpt_tree_write", ctypes.c_int, [c_void_p, c_char_p, ctypes.c_int,
-                                       ctypes.POINTER(WriteOptions_)]),
-    ("ckpt_dtype_from_name", ctypes.c_int, [c_char_p]),
-])
 
 FORMATS = {".safetensors": 1, ".pt": 3, ".pth": 3, ".bin": 3, ".ckpt": 3}
 
@@ -210,8 +189,6 @@ def _save_as(obj, path, fmt, meta, stacklevel, label=None):
     """save() with the format given (1 safetensors, 3 torch zip). label
     names the save in the audit warning (default: path); a stable label
     lets Python's warning filter show a repeated warning once."""
-    if not _AVAILABLE:
-        raise errors.UnsupportedError("this libckpt has no writer (ckpt_tree_*)", path)
     meta = dict(meta or {})
     for k, v in meta.items():
         if not isinstance(k, str) or not isinstance(v, str):

@@ -137,7 +137,7 @@ def verify(path):
         fmt = text(lib.ckpt_format_name(lib.ckpt_file_format(h))) if rc == 0 else None
         rep = VerifyReport_()
         if rc == 0:
-            rc = lib.ckpt_verify(h, ctypes.byref(rep))
+            rc = lib.ckpt_verify(ctypes.byref(rep), h)
         if rc < 0:
             err = last_error(rc, path)
             if rc in _RAISE:

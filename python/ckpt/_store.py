@@ -10,37 +10,12 @@ from dataclasses import dataclass, field
 from typing import Any, Optional, Tuple
 
 from . import errors
-from ._lib import (StoreOptions_, c_char_p, c_size_t, c_u64, c_void_p, check, declare,
+from ._lib import (StoreOptions_, c_void_p, check,
                    fspath, lib, options, text)
 
 
-class _Generation(ctypes.Structure):
-    _fields_ = [("file", c_char_p), ("path", c_char_p), ("name", c_char_p),
-                ("step", c_u64), ("bytes", c_u64), ("ok", ctypes.c_int),
-                ("code", ctypes.c_int), ("reason", c_char_p), ("member", c_char_p),
-                ("offset", c_u64), ("latest", ctypes.c_int)]
 
 
-_P = ctypes.POINTER(c_void_p)
-_O = ctypes.POINTER(StoreOptions_)
-_AVAILABLE = declare([
-    ("ckpt_store_commit", ctypes.c_int, [c_char_p, c_size_t, c_char_p, c_char_p, c_u64,
-                                         c_char_p, _O]),
-    ("ckpt_store_latest", ctypes.c_int, [c_char_p, c_size_t, c_char_p, _O]),
-    ("ckpt_store_list", ctypes.c_int, [_P, c_char_p, _O]),
-    ("ckpt_store_list_free", None, [c_void_p]),
-    ("ckpt_store_list_count", c_size_t, [c_void_p]),
-    ("ckpt_store_list_generation", ctypes.POINTER(_Generation), [c_void_p, c_size_t]),
-    ("ckpt_store_gc", ctypes.c_int, [ctypes.POINTER(c_size_t), c_char_p, _O]),
-])
-_TRAINING = declare([
-    ("ckpt_training_analyze", ctypes.c_int, [_P, c_void_p]),
-    ("ckpt_training_free", None, [c_void_p]),
-    ("ckpt_training_resume", ctypes.c_int, [c_void_p]),
-    ("ckpt_resume_name", c_char_p, [ctypes.c_int]),
-    ("ckpt_training_reason_count", c_size_t, [c_void_p]),
-    ("ckpt_training_reason", c_char_p, [c_void_p, c_size_t]),
-])
 
 _PATH_MAX = 8192
 
@@ -131,8 +106,6 @@ def _pick(state, *names):
 def _resume_verdict(path):
     """(verdict, reasons) of ckpt_training_analyze, or ("", ()) when the
     library has no training analysis."""
-    if not _TRAINING:
-        return "", ()
     f, t = c_void_p(), c_void_p()
     check(lib.ckpt_open(ctypes.byref(f), fspath(path), None), path)
     try:
@@ -155,8 +128,6 @@ class Store:
     directory at a time; readers any time."""
 
     def __init__(self, dir, keep=3, *, name="ckpt", format="pt"):
-        if not _AVAILABLE:
-            raise errors.UnsupportedError("this libckpt has no store (ckpt_store_*)", dir)
         if format not in ("pt", "safetensors"):
             raise errors.InvalidArgumentError("format is 'pt' or 'safetensors'", dir)
         self.dir, self.keep, self.name, self.format = os.fspath(dir), keep, name, format
@@ -231,7 +202,7 @@ class Store:
                                       bool(g.ok), bool(g.latest), err))
             return out
         finally:
-            lib.ckpt_store_list_free(h)
+            lib.ckpt_store_listing_free(h)
 
     def resume(self, model, optimizer, scheduler=None, scaler=None, *,
                allow_warm_start=False, strict=True):

@@ -27,7 +27,9 @@
 #define MAX_COMMENT 65535u
 #define SATURATED 0xFFFFFFFFu /* a 32-bit field whose value is in ZIP64 extra */
 #define ZIP64_EXTRA_ID 0x0001u
-#define FLAG_ENCRYPTED 0x0001u
+#define FLAG_UNREADABLE 0x0061u /* encrypted, patched, strong encryption */
+#define FLAG_MASKED_DIR 0x2000u
+#define DOS_DIR_ATTR 0x10u
 
 /* Deflate spends at least 2 bits (a length code and a distance code) on a
  * match of at most 258 bytes, so no valid stream inflates to more than
@@ -49,84 +51,160 @@ static uint64_t rd64(const uint8_t *p) {
 typedef struct dir_info {
     uint64_t count;     /* entries */
     uint64_t cd_size;   /* bytes */
-    uint64_t cd_offset; /* relative to the archive start */
-    uint64_t cd_end;    /* absolute position of the record after the
-                           directory (ZIP64 end record, else the EOCD) */
+    uint64_t cd_offset; /* absolute */
+    uint64_t eocd;      /* position of the classic end record */
+    uint32_t this_disk; /* number of this disk (miniz checks entries) */
 } dir_info;
 
-/* The EOCD is followed only by its comment (at most 65535 bytes), so the
- * signature closest to the end is taken, as miniz (torch) and Python's
- * zipfile do; a comment that itself contains the signature is not read. */
-static int find_eocd(const uint8_t *buf, size_t len, size_t *pos) {
+/* miniz's mz_zip_reader_locate_header_sig: 4 KiB windows from the end,
+ * overlapping by 3 bytes, each searched backwards for the signature
+ * closest to the end that leaves room for the record; the search stops
+ * after the window that reaches 65535 + 22 bytes from the end. */
+static int find_eocd(const uint8_t *buf, size_t len, size_t *pos, size_t *searched) {
+    const size_t window = 4096;
+    *searched = 0;
     if (len < EOCD_SIZE) return -1;
-    size_t start = len - EOCD_SIZE;
-    size_t stop = start > MAX_COMMENT ? start - MAX_COMMENT : 0;
-    for (size_t i = start;; i--) {
-        if (rd32(buf + i) == SIG_EOCD) {
-            *pos = i;
-            return 0;
-        }
-        if (i == stop) return -1;
+    size_t cur = len > window ? len - window : 0;
+    for (;;) {
+        size_t n = len - cur < window ? len - cur : window;
+        *searched = len - cur;
+        for (size_t i = n >= 4 ? n - 4 + 1 : 0; i-- > 0;)
+            if (rd32(buf + cur + i) == SIG_EOCD && len - (cur + i) >= EOCD_SIZE) {
+                *pos = cur + i;
+                return 0;
+            }
+        if (cur == 0 || len - cur >= MAX_COMMENT + EOCD_SIZE) return -1;
+        cur = cur > window - 3 ? cur - (window - 3) : 0;
     }
 }
 
-static int read_end_records(const ckpt_zip *z, dir_info *d) {
-    size_t eocd;
-    uint64_t searched = z->len < EOCD_SIZE + MAX_COMMENT ? z->len : EOCD_SIZE + MAX_COMMENT;
-    if (find_eocd(z->buf, z->len, &eocd) != 0) {
+/* The ZIP64 end record each reader uses, or none (SIZE_MAX): miniz
+ * follows the locator's declared offset, Python's zipfile reads right
+ * before the locator; each takes the record only if its signature is
+ * there. *differ: the two answers differ. */
+static int find_zip64(const ckpt_zip *z, size_t eocd, size_t *miniz, size_t *zipfile) {
+    *miniz = *zipfile = SIZE_MAX;
+    if (eocd < LOCATOR64_SIZE + EOCD64_SIZE) return 0;
+    size_t loc = eocd - LOCATOR64_SIZE;
+    if (rd32(z->buf + loc) != SIG_LOCATOR64) return 0;
+    uint64_t declared = rd64(z->buf + loc + 8);
+    size_t before = loc - EOCD64_SIZE;
+    if (rd32(z->buf + before) == SIG_EOCD64) *zipfile = before;
+    if (declared > z->len - EOCD64_SIZE) {
+        if (z->reading == CKPT_ZIP_ZIPFILE) return 0;
+        return ckpt_err(CKPT_E_FORMAT, z->file, NULL, loc,
+                        "ZIP64 locator points to offset %" PRIu64
+                        ", past the last place a 56-byte ZIP64 end record fits",
+                        declared);
+    }
+    if (rd32(z->buf + declared) == SIG_EOCD64) *miniz = (size_t)declared;
+    return 0;
+}
+
+static int multi_disk(const ckpt_zip *z, uint64_t at, const char *what) {
+    return ckpt_err(CKPT_E_UNSUPPORTED, z->file, NULL, at,
+                    "%s: multi-disk archives are not supported", what);
+}
+
+static int read_end_records(ckpt_zip *z, dir_info *d) {
+    size_t eocd, searched;
+    if (find_eocd(z->buf, z->len, &eocd, &searched) != 0) {
         /* A file that starts as an archive but has no end record is one
          * whose writer or copy stopped early: writers put the record last. */
         if (z->len >= 4 && rd32(z->buf) == SIG_LOCAL)
             return ckpt_err(CKPT_E_TRUNCATED, z->file, NULL, CKPT_NO_OFFSET,
                             "zip archive is truncated or incomplete: no "
                             "end-of-central-directory record (PK\\5\\6) in its "
-                            "last %" PRIu64 " bytes; the file was probably cut "
+                            "last %zu bytes; the file was probably cut "
                             "short while being written or copied", searched);
         return ckpt_err(CKPT_E_FORMAT, z->file, NULL, CKPT_NO_OFFSET,
                         "expected an end-of-central-directory record "
-                        "(PK\\5\\6) in the last %" PRIu64 " bytes", searched);
+                        "(PK\\5\\6) in the last %zu bytes", searched);
     }
     const uint8_t *e = z->buf + eocd;
-    if (rd16(e + 8) != rd16(e + 10))
-        return ckpt_err(CKPT_E_UNSUPPORTED, z->file, NULL, eocd,
-                        "end record counts %u entries on this disk of %u: "
-                        "multi-disk archives are not supported",
-                        rd16(e + 8), rd16(e + 10));
+    uint64_t on_disk = rd16(e + 8), this_disk = rd16(e + 4), cd_disk = rd16(e + 6);
     d->count = rd16(e + 10);
     d->cd_size = rd32(e + 12);
     d->cd_offset = rd32(e + 16);
-    d->cd_end = eocd;
-
-    if (eocd < LOCATOR64_SIZE || rd32(e - LOCATOR64_SIZE) != SIG_LOCATOR64)
-        return 0;
-    size_t loc = eocd - LOCATOR64_SIZE;
-    uint64_t declared = rd64(z->buf + loc + 8);
-    uint64_t at;
-    /* The locator's offset is relative to the archive start; behind a
-     * foreign prefix it misses, and the record is found where every writer
-     * puts it: right before the locator. */
-    if (loc >= EOCD64_SIZE && declared <= loc - EOCD64_SIZE &&
-        rd32(z->buf + declared) == SIG_EOCD64)
-        at = declared;
-    else if (loc >= EOCD64_SIZE &&
-             rd32(z->buf + loc - EOCD64_SIZE) == SIG_EOCD64)
-        at = loc - EOCD64_SIZE;
-    else
-        return ckpt_err(CKPT_E_FORMAT, z->file, NULL, loc,
-                        "ZIP64 locator points to offset %" PRIu64
-                        ", where a ZIP64 end record (PK\\6\\6) was expected",
-                        declared);
-    const uint8_t *r = z->buf + at;
-    if (rd64(r + 24) != rd64(r + 32))
-        return ckpt_err(CKPT_E_UNSUPPORTED, z->file, NULL, at,
-                        "ZIP64 end record counts %" PRIu64
-                        " entries on this disk of %" PRIu64
-                        ": multi-disk archives are not supported",
-                        rd64(r + 24), rd64(r + 32));
-    d->count = rd64(r + 32);
-    d->cd_size = rd64(r + 40);
-    d->cd_offset = rd64(r + 48);
-    d->cd_end = at;
+    d->eocd = eocd;
+    uint64_t cd_end = eocd; /* where zipfile expects the directory to end */
+    size_t miniz, zipfile;
+    int rc = find_zip64(z, eocd, &miniz, &zipfile);
+    if (rc) return rc;
+    size_t at = z->reading == CKPT_ZIP_ZIPFILE ? zipfile : miniz;
+    if (miniz != zipfile) {
+        z->readings_differ = 1;
+        if (z->reading == CKPT_ZIP_TORCH)
+            return ckpt_err(CKPT_E_FORMAT, z->file, NULL, eocd - LOCATOR64_SIZE,
+                            "two readings: the ZIP64 locator points to offset %" PRIu64
+                            " (%s, which torch's miniz follows), while Python's "
+                            "zipfile reads the record right before the locator at "
+                            "offset %zu (%s)",
+                            rd64(z->buf + eocd - LOCATOR64_SIZE + 8),
+                            miniz == SIZE_MAX ? "no ZIP64 end record" : "a record",
+                            eocd - LOCATOR64_SIZE - EOCD64_SIZE,
+                            zipfile == SIZE_MAX ? "no record" : "a record");
+    }
+    if (at != SIZE_MAX) {
+        const uint8_t *r = z->buf + at, *loc = z->buf + eocd - LOCATOR64_SIZE;
+        if (rd64(r + 4) < EOCD64_SIZE - 12)
+            return ckpt_err(CKPT_E_FORMAT, z->file, NULL, at,
+                            "ZIP64 end record declares %" PRIu64
+                            " bytes, fewer than its 44 fixed ones",
+                            rd64(r + 4));
+        if (rd32(loc + 16) != 1)
+            return multi_disk(z, eocd - LOCATOR64_SIZE, "ZIP64 locator counts other than 1 disk");
+        if (rd64(r + 32) > UINT32_MAX || rd64(r + 24) > UINT32_MAX || rd64(r + 40) > UINT32_MAX)
+            return ckpt_err(CKPT_E_LIMIT, z->file, NULL, at,
+                            "ZIP64 end record declares %" PRIu64 " entries in %" PRIu64
+                            " bytes; torch's reader takes at most 2^32 - 1 of each",
+                            rd64(r + 32), rd64(r + 40));
+        d->count = rd64(r + 32);
+        on_disk = rd64(r + 24);
+        d->cd_size = rd64(r + 40);
+        this_disk = rd32(r + 16);
+        cd_disk = rd32(r + 20);
+        d->cd_offset = rd64(r + 48);
+        cd_end = eocd - LOCATOR64_SIZE - EOCD64_SIZE;
+    }
+    if (d->count != on_disk)
+        return multi_disk(z, eocd, "end records count entries on this disk apart from the total");
+    if ((this_disk | cd_disk) != 0 && (this_disk != 1 || cd_disk != 1))
+        return multi_disk(z, eocd, "end records name another disk");
+    d->this_disk = (uint32_t)this_disk;
+    /* zipfile shifts every offset by the bytes between the directory's
+     * declared end and the end records (a prefix); miniz does not. */
+    uint64_t end;
+    int past = ckpt_add_overflow(d->cd_offset, d->cd_size, &end) || end > z->len;
+    if (past && z->reading != CKPT_ZIP_ZIPFILE) /* miniz's own refusal first */
+        return ckpt_err(CKPT_E_FORMAT, z->file, NULL, eocd,
+                        "central directory (%" PRIu64 " bytes at offset %" PRIu64
+                        ") runs past the end of the input (%zu bytes)",
+                        d->cd_size, d->cd_offset, z->len);
+    if (past || end != cd_end) {
+        z->readings_differ = 1;
+        if (z->reading == CKPT_ZIP_TORCH)
+            return ckpt_err(CKPT_E_FORMAT, z->file, NULL, eocd,
+                            "two readings: the central directory is declared at offset %" PRIu64
+                            " (%" PRIu64 " bytes), which torch's miniz reads, but it does "
+                            "not end where the end records begin (offset %" PRIu64
+                            "); Python's zipfile shifts every offset to close that gap",
+                            d->cd_offset, d->cd_size, cd_end);
+        if (z->reading == CKPT_ZIP_ZIPFILE) {
+            if (d->cd_size > cd_end || d->cd_offset > cd_end - d->cd_size)
+                return ckpt_err(CKPT_E_FORMAT, z->file, NULL, eocd,
+                                "central directory (%" PRIu64 " bytes at offset %" PRIu64
+                                ") must end before its end records at offset %" PRIu64,
+                                d->cd_size, d->cd_offset, cd_end);
+            z->shift = cd_end - d->cd_size - d->cd_offset;
+            d->cd_offset += z->shift;
+        }
+    }
+    if (ckpt_add_overflow(d->cd_offset, d->cd_size, &end) || end > z->len)
+        return ckpt_err(CKPT_E_FORMAT, z->file, NULL, eocd,
+                        "central directory (%" PRIu64 " bytes at offset %" PRIu64
+                        ") runs past the end of the input (%zu bytes)",
+                        d->cd_size, d->cd_offset, z->len);
     return 0;
 }
 
@@ -138,7 +216,12 @@ static int read_zip64_extra(const ckpt_zip *z, ckpt_zip_entry *e,
                             uint64_t *local, const uint8_t *x, size_t xlen,
                             uint64_t xoff) {
     size_t i = 0;
-    while (xlen - i >= 4) {
+    while (i < xlen) {
+        if (xlen - i < 4)
+            return ckpt_err(CKPT_E_FORMAT, z->file, e->name, xoff + i,
+                            "%zu stray bytes end the entry's extra data, "
+                            "where a 4-byte extra field header was expected",
+                            xlen - i);
         uint16_t id = rd16(x + i);
         size_t n = rd16(x + i + 2);
         if (n > xlen - i - 4)
@@ -168,38 +251,32 @@ static int read_zip64_extra(const ckpt_zip *z, ckpt_zip_entry *e,
     return 0;
 }
 
-/* Reads the local header of e (declared at archive-relative `local`; the
- * central entry is at `cen`) to find the data offset, and checks that the
- * data lies inside the buffer. */
+/* Reads the local header of e (at `local`; the central entry is at
+ * `cen`) to find the data offset, and checks that the data lies inside
+ * the buffer. miniz reads it only when the member is extracted; ckpt
+ * requires every entry's to be valid. */
 static int read_local(const ckpt_zip *z, ckpt_zip_entry *e, uint64_t local,
                       uint64_t cen) {
-    uint64_t room = z->len - z->archive_offset; /* archive start to end */
-    if (local > room)
+    if (local > z->len || z->len - local < LOCAL_SIZE)
         return ckpt_err(CKPT_E_TRUNCATED, z->file, e->name, cen,
                         "local header offset %" PRIu64
-                        " is past the end of the input (%zu bytes)",
+                        " leaves no room for a 30-byte header in the input (%zu bytes)",
                         local, z->len);
-    uint64_t lh = z->archive_offset + local;
-    if (z->len - lh < LOCAL_SIZE)
-        return ckpt_err(CKPT_E_TRUNCATED, z->file, e->name, lh,
-                        "expected a 30-byte local header, input ends after "
-                        "%" PRIu64 " bytes",
-                        z->len - lh);
-    const uint8_t *h = z->buf + lh;
+    const uint8_t *h = z->buf + local;
     if (rd32(h) != SIG_LOCAL)
-        return ckpt_err(CKPT_E_FORMAT, z->file, e->name, lh,
+        return ckpt_err(CKPT_E_FORMAT, z->file, e->name, local,
                         "expected a local header (PK\\3\\4)");
     uint64_t nlen = rd16(h + 26), xlen = rd16(h + 28);
-    if (z->len - lh - LOCAL_SIZE < nlen)
-        return ckpt_err(CKPT_E_TRUNCATED, z->file, e->name, lh,
+    if (z->len - local - LOCAL_SIZE < nlen)
+        return ckpt_err(CKPT_E_TRUNCATED, z->file, e->name, local,
                         "local header's name (%" PRIu64
                         " bytes) runs past the end of the input",
                         nlen);
     e->local_name_differs =
         nlen != e->name_len || memcmp(h + LOCAL_SIZE, e->name, nlen) != 0;
-    e->local_offset = lh;
-    /* No overflow: lh + 30 + nlen <= len, and xlen < 2^16. */
-    e->data_offset = lh + LOCAL_SIZE + nlen + xlen;
+    e->local_offset = local;
+    /* No overflow: local + 30 + nlen <= len, and xlen < 2^16. */
+    e->data_offset = local + LOCAL_SIZE + nlen + xlen;
     if (e->data_offset > z->len || e->csize > z->len - e->data_offset)
         return ckpt_err(CKPT_E_TRUNCATED, z->file, e->name, e->data_offset,
                         "member data (%" PRIu64 " bytes at offset %" PRIu64
@@ -208,10 +285,39 @@ static int read_local(const ckpt_zip *z, ckpt_zip_entry *e, uint64_t local,
     return 0;
 }
 
+/* The checks mz_zip_reader_read_central_dir makes of each entry, on its
+ * raw 32-bit fields (before any ZIP64 extra replaces them). */
+static int miniz_entry_checks(const ckpt_zip *z, const uint8_t *h, uint64_t at,
+                              uint32_t this_disk, const char *name) {
+    uint64_t csize = rd32(h + 20), usize = rd32(h + 24), local = rd32(h + 42);
+    /* miniz reads the method as 32 bits: method and time together */
+    if (csize != SATURATED && usize != SATURATED &&
+        ((rd32(h + 10) == 0 && usize != csize) || (usize && !csize)))
+        return ckpt_err(CKPT_E_FORMAT, z->file, name, at,
+                        "central entry declares %" PRIu64 " bytes from %" PRIu64
+                        " compressed ones, which torch's reader rejects",
+                        usize, csize);
+    uint32_t disk = rd16(h + 34);
+    if (disk == 0xFFFF || (disk != this_disk && disk != 1))
+        return ckpt_err(CKPT_E_UNSUPPORTED, z->file, name, at,
+                        "central entry starts on disk %u: multi-disk archives "
+                        "are not supported", disk);
+    if (csize != SATURATED && local + LOCAL_SIZE + csize > z->len)
+        return ckpt_err(CKPT_E_TRUNCATED, z->file, name, at,
+                        "central entry's %" PRIu64 " bytes at local header offset %" PRIu64
+                        " run past the end of the input (%zu bytes)",
+                        csize, local, z->len);
+    if (rd16(h + 8) & FLAG_MASKED_DIR)
+        return ckpt_err(CKPT_E_UNSUPPORTED, z->file, name, at,
+                        "central entry has flag 0x2000 (masked local headers), "
+                        "which torch's reader refuses");
+    return 0;
+}
+
 /* Parses the central entry at *pos (the directory ends at `end`) into e
  * and advances *pos past it. */
 static int read_central(const ckpt_zip *z, ckpt_arena *a, uint64_t *pos,
-                        uint64_t end, ckpt_zip_entry *e) {
+                        uint64_t end, uint32_t this_disk, ckpt_zip_entry *e) {
     uint64_t at = *pos;
     if (end - at < CENTRAL_SIZE)
         return ckpt_err(CKPT_E_FORMAT, z->file, NULL, at,
@@ -237,79 +343,124 @@ static int read_central(const ckpt_zip *z, ckpt_arena *a, uint64_t *pos,
         return ckpt_err(CKPT_E_NOMEM, z->file, NULL, at,
                         "out of memory for a member name");
     e->name_len = nlen;
+    int rc = z->reading == CKPT_ZIP_ZIPFILE ? 0 : miniz_entry_checks(z, h, at, this_disk, e->name);
+    if (rc) return rc;
     e->flags = rd16(h + 8);
     e->method = rd16(h + 10);
     e->crc32 = rd32(h + 16);
     e->csize = rd32(h + 20);
     e->usize = rd32(h + 24);
+    e->is_dir = (nlen && name[nlen - 1] == '/') || (rd32(h + 38) & DOS_DIR_ATTR);
     uint64_t local = rd32(h + 42);
     if (e->usize == SATURATED || e->csize == SATURATED || local == SATURATED) {
-        int rc = read_zip64_extra(z, e, &local, h + CENTRAL_SIZE + nlen, xlen,
-                                  at + CENTRAL_SIZE + nlen);
+        rc = read_zip64_extra(z, e, &local, h + CENTRAL_SIZE + nlen, xlen,
+                              at + CENTRAL_SIZE + nlen);
         if (rc) return rc;
     }
     *pos = at + CENTRAL_SIZE + nlen + xlen + clen;
+    if (ckpt_add_overflow(local, z->shift, &local))
+        return ckpt_err(CKPT_E_FORMAT, z->file, e->name, at,
+                        "local header offset overflows with the archive's prefix");
     return read_local(z, e, local, at);
 }
 
-static int compare_names(const char *a, size_t alen, const char *b,
-                         size_t blen) {
-    int c = memcmp(a, b, alen < blen ? alen : blen);
-    if (c) return c;
+static int lower(char c) { return c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : (uint8_t)c; }
+
+/* miniz's name order: bytes with ASCII letters lowered; a name that is a
+ * prefix of the other comes first. <0, 0, >0. */
+static int compare_names(const char *a, size_t alen, const char *b, size_t blen) {
+    size_t n = alen < blen ? alen : blen;
+    for (size_t i = 0; i < n; i++) {
+        int x = lower(a[i]), y = lower(b[i]);
+        if (x != y) return x - y;
+    }
     return (alen > blen) - (alen < blen);
 }
 
-/* Orders entry pointers by name; equal names keep directory order so that
- * ckpt_zip_find returns the first of them. */
-static int compare_entries(const void *pa, const void *pb) {
-    const ckpt_zip_entry *x = *(const ckpt_zip_entry *const *)pa;
-    const ckpt_zip_entry *y = *(const ckpt_zip_entry *const *)pb;
-    int c = compare_names(x->name, x->name_len, y->name, y->name_len);
-    if (c) return c;
-    return (x > y) - (x < y);
+static int name_less(const ckpt_zip *z, size_t i, size_t j) {
+    const ckpt_zip_entry *x = &z->entries[i], *y = &z->entries[j];
+    return compare_names(x->name, x->name_len, y->name, y->name_len) < 0;
 }
 
+/* Moves by_name[root] down the max-heap of the first `size` slots. */
+static void sift_down(ckpt_zip *z, size_t root, size_t size) {
+    size_t *v = z->by_name;
+    for (;;) {
+        size_t child = 2 * root + 1;
+        if (child >= size) return;
+        if (child + 1 < size && name_less(z, v[child], v[child + 1])) child++;
+        if (!name_less(z, v[root], v[child])) return;
+        size_t t = v[root];
+        v[root] = v[child];
+        v[child] = t;
+        root = child;
+    }
+}
+
+/* The order miniz sorts its directory in (an in-place heap sort, so names
+ * equal but for case end up in the order it leaves them, which decides
+ * what a lookup finds). */
 static int build_index(ckpt_zip *z, ckpt_arena *a) {
-    /* qsort has no context argument, so sort pointers, then turn them into
-     * indices. */
-    ckpt_zip_entry **order = ckpt_arena_array(a, z->count, sizeof *order);
     z->by_name = ckpt_arena_array(a, z->count, sizeof *z->by_name);
-    if (!order || !z->by_name)
+    if (!z->by_name)
         return ckpt_err(CKPT_E_NOMEM, z->file, NULL, CKPT_NO_OFFSET,
-                        "out of memory for the index of %zu members",
-                        z->count);
+                        "out of memory for the index of %zu members", z->count);
+    for (size_t i = 0; i < z->count; i++) z->by_name[i] = i;
+    if (z->count > 1) {
+        for (size_t start = (z->count - 2) / 2 + 1; start-- > 0;)
+            sift_down(z, start, z->count);
+        for (size_t end = z->count - 1; end > 0; end--) {
+            size_t t = z->by_name[end];
+            z->by_name[end] = z->by_name[0];
+            z->by_name[0] = t;
+            sift_down(z, 0, end);
+        }
+    }
+    for (size_t i = 1; i < z->count; i++) {
+        const ckpt_zip_entry *x = &z->entries[z->by_name[i - 1]], *y = &z->entries[z->by_name[i]];
+        if (compare_names(x->name, x->name_len, y->name, y->name_len) == 0) z->has_duplicates = 1;
+    }
+    return 0;
+}
+
+static int by_local_offset(const void *pa, const void *pb) {
+    const ckpt_zip_entry *x = *(const ckpt_zip_entry *const *)pa;
+    const ckpt_zip_entry *y = *(const ckpt_zip_entry *const *)pb;
+    return (x->local_offset > y->local_offset) - (x->local_offset < y->local_offset);
+}
+
+/* Two entries whose local header and data ranges overlap share bytes: a
+ * zip bomb's trick (one stream inflated many times) or a second reading. */
+static int check_overlaps(const ckpt_zip *z, ckpt_arena *a) {
+    if (z->count < 2) return 0;
+    const ckpt_zip_entry **order = ckpt_arena_array(a, z->count, sizeof *order);
+    if (!order)
+        return ckpt_err(CKPT_E_NOMEM, z->file, NULL, CKPT_NO_OFFSET,
+                        "out of memory for the layout of %zu members", z->count);
     for (size_t i = 0; i < z->count; i++) order[i] = &z->entries[i];
-    qsort(order, z->count, sizeof *order, compare_entries);
-    for (size_t i = 0; i < z->count; i++) {
-        z->by_name[i] = (size_t)(order[i] - z->entries);
-        if (i > 0 && compare_names(order[i - 1]->name, order[i - 1]->name_len,
-                                   order[i]->name, order[i]->name_len) == 0)
-            z->has_duplicates = 1;
+    qsort(order, z->count, sizeof *order, by_local_offset);
+    for (size_t i = 1; i < z->count; i++) {
+        const ckpt_zip_entry *p = order[i - 1], *e = order[i];
+        if (e->local_offset < p->data_offset + p->csize)
+            return ckpt_err(CKPT_E_FORMAT, z->file, e->name, e->local_offset,
+                            "member overlaps member %s (its local header and data "
+                            "span offsets %" PRIu64 "..%" PRIu64
+                            "): several entries share bytes",
+                            p->name, p->local_offset, p->data_offset + p->csize);
     }
     return 0;
 }
 
 static int open_dir(ckpt_zip *z, ckpt_arena *a, const ckpt_limits *lim) {
-    dir_info d = {0, 0, 0, 0};
+    dir_info d = {0, 0, 0, 0, 0};
     int rc = read_end_records(z, &d);
     if (rc) return rc;
-    if (d.cd_size > d.cd_end || d.cd_offset > d.cd_end - d.cd_size)
-        return ckpt_err(CKPT_E_FORMAT, z->file, NULL, d.cd_end,
-                        "central directory (%" PRIu64
-                        " bytes at offset %" PRIu64
-                        ") must end before its end record at offset %" PRIu64,
-                        d.cd_size, d.cd_offset, d.cd_end);
-    uint64_t cd_start = d.cd_end - d.cd_size;
-    /* Bytes before the archive (a polyglot prefix) shift every offset the
-     * directory declares. */
-    z->archive_offset = cd_start - d.cd_offset;
     if (d.count > lim->max_zip_entries)
-        return ckpt_err(CKPT_E_LIMIT, z->file, NULL, d.cd_end,
-                        "%" PRIu64 " entries exceed max_zip_entries (%" PRIu64
-                        ")",
+        return ckpt_err(CKPT_E_LIMIT, z->file, NULL, d.eocd,
+                        "%" PRIu64 " entries exceed max_zip_entries (%" PRIu64 ")",
                         d.count, lim->max_zip_entries);
     if (d.count > d.cd_size / CENTRAL_SIZE)
-        return ckpt_err(CKPT_E_FORMAT, z->file, NULL, d.cd_end,
+        return ckpt_err(CKPT_E_FORMAT, z->file, NULL, d.eocd,
                         "a central directory of %" PRIu64
                         " bytes cannot hold %" PRIu64
                         " entries of at least 46 bytes",
@@ -317,41 +468,54 @@ static int open_dir(ckpt_zip *z, ckpt_arena *a, const ckpt_limits *lim) {
     /* count <= cd_size / 46 <= len, so it fits size_t. */
     z->count = (size_t)d.count;
     z->entries = ckpt_arena_array(a, z->count, sizeof *z->entries);
-    if (!z->entries)
-        return ckpt_err(CKPT_E_NOMEM, z->file, NULL, cd_start,
+    if (!z->entries && z->count)
+        return ckpt_err(CKPT_E_NOMEM, z->file, NULL, d.cd_offset,
                         "out of memory for %zu members", z->count);
-    uint64_t pos = cd_start;
+    uint64_t pos = d.cd_offset, end = d.cd_offset + d.cd_size;
     for (size_t i = 0; i < z->count; i++) {
-        rc = read_central(z, a, &pos, d.cd_end, &z->entries[i]);
+        rc = read_central(z, a, &pos, end, d.this_disk, &z->entries[i]);
         if (rc) return rc;
     }
+    if ((rc = check_overlaps(z, a))) return rc;
     return build_index(z, a);
 }
 
-int ckpt_zip_open(ckpt_zip *z, ckpt_arena *a, const uint8_t *buf, size_t len,
-                  const char *file, const ckpt_limits *lim) {
+int ckpt_zip_open_reading(ckpt_zip *z, ckpt_arena *a, const uint8_t *buf, size_t len,
+                          const char *file, const ckpt_limits *lim, ckpt_zip_reading how) {
     memset(z, 0, sizeof *z);
     z->buf = buf;
     z->len = len;
     z->file = file;
+    z->reading = how;
     int rc = open_dir(z, a, lim);
     if (rc) memset(z, 0, sizeof *z);
     return rc;
 }
 
+int ckpt_zip_open(ckpt_zip *z, ckpt_arena *a, const uint8_t *buf, size_t len,
+                  const char *file, const ckpt_limits *lim) {
+    return ckpt_zip_open_reading(z, a, buf, len, file, lim, CKPT_ZIP_TORCH);
+}
+
 const ckpt_zip_entry *ckpt_zip_find(const ckpt_zip *z, const char *name) {
     size_t n = strlen(name), lo = 0, hi = z->count;
-    while (lo < hi) { /* first index whose name is >= name */
-        size_t mid = lo + (hi - lo) / 2;
+    while (lo < hi) { /* miniz's probe order: the middle of [lo, hi) */
+        size_t mid = lo + (hi - 1 - lo) / 2;
         const ckpt_zip_entry *e = &z->entries[z->by_name[mid]];
-        if (compare_names(e->name, e->name_len, name, n) < 0)
+        int c = compare_names(e->name, e->name_len, name, n);
+        if (c == 0) return e;
+        if (c < 0)
             lo = mid + 1;
         else
             hi = mid;
     }
-    if (lo == z->count) return NULL;
-    const ckpt_zip_entry *e = &z->entries[z->by_name[lo]];
-    return compare_names(e->name, e->name_len, name, n) == 0 ? e : NULL;
+    return NULL;
+}
+
+uint64_t ckpt_zip_budget(const ckpt_limits *lim, size_t len) {
+    uint64_t by_ratio;
+    if (ckpt_mul_overflow(lim->max_inflate_ratio, (uint64_t)len, &by_ratio)) by_ratio = UINT64_MAX;
+    return by_ratio < lim->max_inflate_bytes ? by_ratio : lim->max_inflate_bytes;
 }
 
 static int inflate_member(const ckpt_zip *z, const ckpt_zip_entry *e,
@@ -361,7 +525,8 @@ static int inflate_member(const ckpt_zip *z, const ckpt_zip_entry *e,
         return ckpt_err(CKPT_E_LIMIT, z->file, e->name, e->data_offset,
                         "deflated member inflates to %" PRIu64
                         " bytes, more than the %" PRIu64
-                        " left of max_inflate_bytes",
+                        " left of this file's inflate budget (max_inflate_bytes, "
+                        "at most max_inflate_ratio times the file's size)",
                         e->usize, *budget);
     uint64_t most;
     if (ckpt_mul_overflow(e->csize, MAX_DEFLATE_RATIO, &most) ||
@@ -411,9 +576,16 @@ static int inflate_member(const ckpt_zip *z, const ckpt_zip_entry *e,
 int ckpt_zip_read(const ckpt_zip *z, const ckpt_zip_entry *e, ckpt_arena *a,
                   uint64_t *budget, const uint8_t **data) {
     *data = NULL;
-    if (e->flags & FLAG_ENCRYPTED)
+    if (e->flags & FLAG_UNREADABLE)
         return ckpt_err(CKPT_E_UNSUPPORTED, z->file, e->name, e->data_offset,
-                        "encrypted member (flag bit 0x1) cannot be read");
+                        "member flags 0x%04x mark it encrypted or patched "
+                        "(bits 0x1, 0x20, 0x40): torch's reader refuses it",
+                        e->flags);
+    if (e->is_dir && e->csize)
+        return ckpt_err(CKPT_E_FORMAT, z->file, e->name, e->data_offset,
+                        "directory entry holds %" PRIu64 " bytes, but torch's "
+                        "reader returns none for a directory: two readings",
+                        e->csize);
     if (e->method == 8) return inflate_member(z, e, a, budget, data);
     if (e->method != 0)
         return ckpt_err(CKPT_E_UNSUPPORTED, z->file, e->name, e->data_offset,

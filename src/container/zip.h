@@ -1,11 +1,30 @@
 /* zip.h - a read-only ZIP container reader for torch.save archives.
  *
- * Reads the central directory (classic and ZIP64), located through the
- * end-of-central-directory record searched backwards from the end of the
- * buffer (so archives with a prefix of foreign bytes are found). Sizes,
- * CRC and method come from the central directory; the data offset comes
- * from the local header's name and extra lengths (FORMATS.md §2.3). Every
- * offset and length is checked against the buffer before use. */
+ * Reads the directory exactly as torch's reader does: miniz 3.0.2
+ * (torch 2.x) and 2.1.0 (torch 1.x), mz_zip_reader_init with flags 0, as
+ * PyTorchStreamReader calls it. That is:
+ *   - the end record is the "PK\5\6" closest to the end of the input that
+ *     leaves room for its 22 bytes, searched in 4 KiB steps back to about
+ *     64 KiB (its comment is not checked);
+ *   - a ZIP64 locator right before it is followed to the offset it
+ *     declares; only a "PK\6\6" record there turns on ZIP64, else the
+ *     classic end record is used as it is;
+ *   - the central-directory offset is absolute (no shift for bytes before
+ *     the archive);
+ *   - the per-entry checks of mz_zip_reader_read_central_dir;
+ *   - member lookup (mz_zip_reader_locate_file, flags 0): ASCII
+ *     case-insensitive binary search over miniz's heap sort of the names,
+ *     so "a/DATA.PKL" answers "a/data.pkl", and which of two names equal
+ *     but for case is found is miniz's choice, reproduced here.
+ * Where a second common reader (Python's zipfile: np.load of .npz,
+ * picklescan) would read another directory from the same bytes (a ZIP64
+ * record elsewhere than right before its locator, a directory that does
+ * not end where the end records begin), open fails: two readings.
+ * ckpt is stricter than miniz in a few places (a NUL in a name, a local
+ * header that is not valid for every entry, members that overlap); it
+ * refuses, never reads differently. Sizes, CRC and method come from the
+ * central directory; the data offset from the local header's name and
+ * extra lengths (FORMATS.md §2.3). */
 #ifndef CKPT_ZIP_H
 #define CKPT_ZIP_H
 
@@ -22,56 +41,84 @@ typedef struct ckpt_zip_entry {
     uint32_t crc32;         /* CRC-32 from the central directory */
     uint16_t method;        /* 0 stored, 8 deflated, other: unsupported */
     uint16_t flags;         /* general-purpose bit flags (central) */
+    int is_dir;             /* miniz's directory test (name ends in '/',
+                               or DOS directory attribute): torch reads
+                               no bytes for it */
     int local_name_differs; /* the local header's name bytes differ from
                                the central name (a scanner bypass, §5.5) */
 } ckpt_zip_entry;
+
+/* Whose reading of the directory: torch's (miniz's, refused where
+ * Python's zipfile would read another), miniz's alone, or zipfile's
+ * (offsets shifted by the bytes before the archive; the ZIP64 record
+ * right before its locator; none of miniz's per-entry checks). */
+typedef enum ckpt_zip_reading {
+    CKPT_ZIP_TORCH,
+    CKPT_ZIP_MINIZ,
+    CKPT_ZIP_ZIPFILE
+} ckpt_zip_reading;
 
 typedef struct ckpt_zip {
     ckpt_zip_entry *entries; /* in central-directory order; every
                                 [data_offset, data_offset + csize) lies
                                 inside buf */
     size_t count;
-    size_t *by_name;         /* indices sorted by name, for lookup */
-    uint64_t archive_offset; /* bytes of foreign prefix before the archive
-                                (offsets in the directory are relative to it;
-                                entry offsets above are absolute): where the
-                                directory really ends minus its declared size
-                                and offset */
-    int has_duplicates;      /* two entries share a name */
+    size_t *by_name;         /* indices in miniz's sorted order (names
+                                lowered), for lookup */
+    int has_duplicates;      /* two entries share a name, ignoring ASCII
+                                case (which one a lookup finds is miniz's
+                                choice; Python's zipfile takes another) */
+    ckpt_zip_reading reading;
+    int readings_differ;     /* miniz and zipfile read other directories */
+    uint64_t shift;          /* zipfile's reading: bytes before the archive
+                                added to every offset it declares */
     const uint8_t *buf;
     size_t len;
     const char *file;        /* for error messages */
 } ckpt_zip;
 
 /* Parses the directory of buf[0..len) (borrowed; must outlive z) in
- * O(entries), without touching member data. The last "PK\5\6" within the
- * final 22 + 65535 bytes is the end record; a ZIP64 locator right before it
- * selects the ZIP64 end record's counts, size and offset. All memory from
- * arena `a`; `file` names the input in errors. Limits:
- * lim->max_zip_entries (and the count must fit the directory's size),
- * checked before allocating. On failure *z is zeroed.
+ * O(entries log entries), without touching member data, as described
+ * above. All memory from arena `a`; `file` names the input in errors.
+ * Limits: lim->max_zip_entries (and the count must fit the directory's
+ * size), checked before allocating. On failure *z is zeroed.
  * Errors, each naming file, member (when known) and absolute offset:
- * CKPT_E_FORMAT (no EOCD, bad signature, directory outside the buffer, NUL
- * in a name, malformed ZIP64 extra), CKPT_E_TRUNCATED (a local header or
- * member data past the end; no EOCD in a buffer that starts with a local
- * header "PK\3\4": a file cut short), CKPT_E_UNSUPPORTED (multi-disk),
- * CKPT_E_LIMIT, CKPT_E_NOMEM. */
+ * CKPT_E_FORMAT (no end record, bad signature, directory outside the
+ * buffer, an entry miniz rejects, NUL in a name, malformed ZIP64 extra,
+ * two readings, overlapping members), CKPT_E_TRUNCATED (a local header or
+ * member data past the end; no end record in a buffer that starts with a
+ * local header "PK\3\4": a file cut short), CKPT_E_UNSUPPORTED
+ * (multi-disk, the masked-directory flag 0x2000), CKPT_E_LIMIT,
+ * CKPT_E_NOMEM. */
 int ckpt_zip_open(ckpt_zip *z, ckpt_arena *a, const uint8_t *buf, size_t len,
                   const char *file, const ckpt_limits *lim);
 
-/* Exact-name lookup (binary search, names compared as bytes). With
- * duplicate names, the first in central-directory order. NULL if absent. */
+/* ckpt_zip_open with the reading `how`; CKPT_ZIP_TORCH is
+ * ckpt_zip_open. The scanner reads both others to see what either reader
+ * would load. */
+int ckpt_zip_open_reading(ckpt_zip *z, ckpt_arena *a, const uint8_t *buf, size_t len,
+                          const char *file, const ckpt_limits *lim, ckpt_zip_reading how);
+
+/* The entry mz_zip_reader_locate_file(name, NULL, 0) finds: ASCII
+ * case-insensitive, miniz's choice among names equal but for case. NULL
+ * if absent. */
 const ckpt_zip_entry *ckpt_zip_find(const ckpt_zip *z, const char *name);
+
+/* The inflate budget of one input of `len` bytes, shared by every reader
+ * of it (open, scan, verify): lim->max_inflate_bytes, and at most
+ * lim->max_inflate_ratio times the input's size. */
+uint64_t ckpt_zip_budget(const ckpt_limits *lim, size_t len);
 
 /* *data receives the member's e->usize uncompressed bytes: stored members
  * are borrowed from buf (zero-copy; csize must equal usize); deflated
  * members are inflated (libdeflate) into the arena, refused when usize
- * exceeds *budget (zip bombs) or 1032 x csize (more than deflate can
- * produce); *budget is decreased by usize. On failure *data is NULL.
- * Errors (member and data offset named): CKPT_E_UNSUPPORTED (encryption
- * bit 0x1, a method other than 0 or 8), CKPT_E_LIMIT, CKPT_E_FORMAT
- * (invalid deflate data, inflated size differs from usize, stored sizes
- * differ), CKPT_E_NOMEM. */
+ * exceeds *budget (zip bombs; see ckpt_zip_budget) or 1032 x csize (more
+ * than deflate can produce); *budget is decreased by usize. On failure
+ * *data is NULL. Errors (member and data offset named):
+ * CKPT_E_UNSUPPORTED (flag bits 0x1, 0x20, 0x40, which miniz refuses; a
+ * method other than 0 or 8), CKPT_E_LIMIT, CKPT_E_FORMAT (invalid deflate
+ * data, inflated size differs from usize, stored sizes differ, a
+ * directory entry with data: torch reads none), CKPT_E_NOMEM. */
 int ckpt_zip_read(const ckpt_zip *z, const ckpt_zip_entry *e, ckpt_arena *a,
                   uint64_t *budget, const uint8_t **data);
 

@@ -5,6 +5,8 @@
 
 #include <string.h>
 
+#include "container/tar.h"
+
 /* torch.save's legacy files start with the pickle of
  * torch.serialization.MAGIC_NUMBER (0x1950a86a20f9469cfc6c) as torch
  * writes it: PROTO 2, LONG1 of 10 bytes. The first 12 bytes suffice to
@@ -36,10 +38,10 @@ const char *ckpt_detect_unsupported(const uint8_t *p, size_t n, uint64_t *offset
     *offset = 0;
     if (n >= 8 && memcmp(p, "PYTORCH1", 8) == 0)
         return "unsupported: PyTorch 'PYTORCH1' preview format";
-    if (n >= 262 && memcmp(p + 257, "ustar", 5) == 0) {
-        *offset = 257;
+    /* torch.load tries tarfile first: any first block with a valid
+     * checksum, "ustar" or not (container/tar.h) */
+    if (ckpt_tar_sniff(p, n) != CKPT_TAR_NO)
         return "unsupported: tar archive (PyTorch < 0.4 legacy tar format)";
-    }
     return NULL;
 }
 

@@ -12,6 +12,7 @@
  * and memo live in scratch memory released when the run ends. */
 #include "format/pickle.h"
 
+#include <float.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -122,6 +123,8 @@ typedef struct machine {
     ckpt_value *ph_int, *ph_float, *ph_bool, *ph_none;
 } machine;
 
+int ckpt_pickle_is_opcode(uint8_t op) { return op_names[op] != NULL; }
+
 static const char *op_name(uint8_t op) {
     return op_names[op] ? op_names[op] : "pickle";
 }
@@ -151,14 +154,29 @@ static void emit_event(machine *m, pk_event *ev) {
 }
 
 static void emit(machine *m, pk_event_kind kind, const char *module,
-                 const char *name, int allowed, int symbolic,
-                 const uint8_t *data, size_t len) {
+                 const char *name, int allowed, int symbolic) {
     pk_event ev = {.kind = kind, .module = module, .name = name, .allowed = allowed,
-                   .symbolic = symbolic, .data = data, .len = len};
+                   .symbolic = symbolic};
     emit_event(m, &ev);
 }
 
 /* ---------------------------------------------------------------- input */
+
+/* FRAME (protocol 4) as CPython's _pickle.c reads it. A memory
+ * unpickler (pickle.loads) only checks that the frame's bytes are there; a
+ * file unpickler (torch.load reads io.BytesIO, pickle.load a file) reads
+ * the frame into a buffer and serves operands from it while it has bytes
+ * left. Both read the same bytes unless a read needs more than the buffer
+ * holds: _Unpickler_Read then drops the rest of the buffer and reads on
+ * after the frame, while a memory unpickler reads on inside it. So an
+ * operand or text line that starts inside a frame and ends past it has two
+ * readings (refused, CKPT_E_FORMAT), except the data of
+ * BINBYTES/SHORT_BINBYTES/BINBYTES8/BYTEARRAY8, which _Unpickler_ReadInto
+ * takes from the buffer and then the file, as one run. A read that starts
+ * exactly at the end of the frame is after it for every reader. */
+static void frame_leave_at_end(machine *m) {
+    if (m->in_frame && m->pos == m->frame_end) m->in_frame = 0;
+}
 
 /* The error of take(), kept out of its way. */
 static int take_fail(machine *m, size_t n) {
@@ -168,14 +186,16 @@ static int take_fail(machine *m, size_t n) {
                     m->len - m->pos);
     return fail(m, CKPT_E_FORMAT,
                 "operand of %zu bytes crosses the end of its FRAME at "
-                "offset %" PRIu64,
+                "offset %" PRIu64 ": a file unpickler (torch.load) and a "
+                "memory one (pickle.loads) read different bytes",
                 n, m->o->base_offset + m->frame_end);
 }
 
 /* Hands out the next n operand bytes. Past the input: CKPT_E_TRUNCATED;
- * across the end of the current frame: CKPT_E_FORMAT (a file unpickler
- * would read different bytes than a buffer one, cpython#154848). */
+ * across the end of the current frame: CKPT_E_FORMAT (see above). */
 static int take(machine *m, size_t n, const uint8_t **p) {
+    *p = NULL;
+    frame_leave_at_end(m);
     size_t end = m->in_frame ? m->frame_end : m->len; /* frame_end <= len */
     if (n > end - m->pos) return take_fail(m, n);
     *p = m->buf + m->pos;
@@ -183,16 +203,32 @@ static int take(machine *m, size_t n, const uint8_t **p) {
     return 0;
 }
 
+/* The data of the bytes opcodes, which every reader takes as one run
+ * whether or not it crosses the end of the frame. */
+static int take_run(machine *m, size_t n, const uint8_t **p) {
+    *p = NULL;
+    if (n > m->len - m->pos) return take_fail(m, n);
+    *p = m->buf + m->pos;
+    m->pos += n;
+    if (m->in_frame && m->pos >= m->frame_end) m->in_frame = 0;
+    return 0;
+}
+
 /* A protocol-0 text operand: the bytes up to '\n' (excluded, consumed). */
 static int take_line(machine *m, const uint8_t **p, size_t *n) {
+    *p = NULL;
+    *n = 0;
+    frame_leave_at_end(m);
     size_t end = m->in_frame ? m->frame_end : m->len;
     const uint8_t *s = m->buf + m->pos;
     const uint8_t *nl = memchr(s, '\n', end - m->pos);
     if (!nl) {
-        if (m->in_frame)
+        if (m->in_frame && memchr(s, '\n', m->len - m->pos))
             return fail(m, CKPT_E_FORMAT,
-                        "expected a text operand ending in a newline before "
-                        "the end of its FRAME");
+                        "text operand crosses the end of its FRAME at offset "
+                        "%" PRIu64 ": a file unpickler (torch.load) and a "
+                        "memory one (pickle.loads) read different lines",
+                        m->o->base_offset + m->frame_end);
         return fail(m, CKPT_E_TRUNCATED,
                     "expected a text operand ending in a newline");
     }
@@ -219,6 +255,7 @@ static uint64_t le_bytes(const uint8_t *p, size_t n) {
 
 /* Little-endian unsigned operand of n (1, 2, 4 or 8) bytes. */
 static int take_uint(machine *m, size_t n, uint64_t *x) {
+    *x = 0;
     const uint8_t *p;
     int rc = take(m, n, &p);
     if (rc) return rc;
@@ -251,12 +288,14 @@ static int underflow(machine *m) {
 }
 
 static int pop(machine *m, ckpt_value **v) {
+    *v = NULL;
     if (m->sp <= fence(m)) return underflow(m);
     *v = m->stack[--m->sp];
     return 0;
 }
 
 static int top(machine *m, ckpt_value **v) {
+    *v = NULL;
     if (m->sp <= fence(m)) return underflow(m);
     *v = m->stack[m->sp - 1];
     return 0;
@@ -265,6 +304,7 @@ static int top(machine *m, ckpt_value **v) {
 /* Closes the innermost MARK: its items are stack[*start .. m->sp). The
  * caller consumes them and sets m->sp = *start. */
 static int pop_mark(machine *m, size_t *start) {
+    *start = 0;
     if (m->nmarks == 0)
         return fail(m, CKPT_E_FORMAT, "expected a MARK on the mark stack");
     *start = m->marks[--m->nmarks];
@@ -274,6 +314,7 @@ static int pop_mark(machine *m, size_t *start) {
 /* A LIST, TUPLE or SET of stack[start .. sp), which is then dropped. In
  * scan mode only a tuple keeps its items. */
 static int collect(machine *m, int kind, size_t start, ckpt_value **out) {
+    *out = NULL;
     ckpt_value *v = ckpt_value_new(m->a, kind);
     if (!v) return nomem(m);
     size_t n = m->sp - start;
@@ -413,14 +454,10 @@ static ckpt_value *new_none(machine *m) {
 
 /* ---------------------------------------------------------------- text */
 
+/* Py_ISSPACE and C isspace in the C locale. */
 static int is_space(uint8_t c) {
     return c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == '\v' ||
            c == '\f';
-}
-
-static void trim(const uint8_t **p, size_t *n) {
-    while (*n && is_space(**p)) (*p)++, (*n)--;
-    while (*n && is_space((*p)[*n - 1])) (*n)--;
 }
 
 static int hexval(uint8_t c) {
@@ -430,69 +467,253 @@ static int hexval(uint8_t c) {
     return -1;
 }
 
-/* Python's int(text) for the decimal text protocol 0 writes (INT, LONG):
- * blanks around, an optional sign, digits. A value beyond int64 keeps its
- * normalised decimal text (the exact value, without converting it). */
-static int parse_int(machine *m, const uint8_t *p, size_t n, ckpt_value **out) {
-    static const char int64_max[] = "9223372036854775807";
-    trim(&p, &n);
-    int neg = 0;
-    if (n && (*p == '+' || *p == '-')) {
-        neg = *p == '-';
-        p++, n--;
+/* Digit value in bases up to 36, 99 for anything else. */
+static unsigned digit_value(uint8_t c) {
+    if (c >= '0' && c <= '9') return (unsigned)(c - '0');
+    if (c >= 'a' && c <= 'z') return (unsigned)(c - 'a' + 10);
+    if (c >= 'A' && c <= 'Z') return (unsigned)(c - 'A' + 10);
+    return 99;
+}
+
+/* The length of a text operand as C sees it: CPython passes the line to
+ * strtol, PyLong_FromString and PyOS_string_to_double as a C string, so
+ * a NUL ends it. */
+static size_t c_len(const uint8_t *p, size_t n) {
+    const uint8_t *nul = memchr(p, '\0', n);
+    return nul ? (size_t)(nul - p) : n;
+}
+
+/* An int literal as PyLong_FromString(text, NULL, base) reads it: blanks
+ * around, a sign, then for base 0 a 0x/0o/0b prefix (binary bases) or
+ * decimal digits without a leading zero unless all are zeros; base 10
+ * takes decimal digits only. One underscore may follow the prefix and
+ * separate digits. */
+typedef struct py_int {
+    int neg;
+    unsigned base;         /* 2, 8, 10 or 16 */
+    const uint8_t *digits; /* digit characters, underscores included */
+    size_t span;           /* bytes of digits[] */
+    size_t ndigits;        /* digits in it */
+} py_int;
+
+/* 0, or -1 when p[0..n) is no such literal. */
+static int py_int_parse(const uint8_t *p, size_t n, unsigned base, py_int *x) {
+    size_t i = 0;
+    int old_octal = 0;
+    n = c_len(p, n);
+    while (i < n && is_space(p[i])) i++;
+    x->neg = 0;
+    if (i < n && (p[i] == '+' || p[i] == '-')) x->neg = p[i++] == '-';
+    uint8_t c1 = i + 1 < n ? (uint8_t)(p[i + 1] | 0x20) : 0;
+    if (base == 0) {
+        if (i >= n || p[i] != '0') base = 10;
+        else if (c1 == 'x') base = 16;
+        else if (c1 == 'o') base = 8;
+        else if (c1 == 'b') base = 2;
+        else base = 10, old_octal = 1;
+        if (base != 10) {
+            i += 2;
+            if (i < n && p[i] == '_') i++;
+        }
     }
-    if (n == 0) return fail(m, CKPT_E_FORMAT, "expected decimal digits");
-    for (size_t i = 0; i < n; i++)
-        if (p[i] < '0' || p[i] > '9')
-            return fail(m, CKPT_E_FORMAT, "expected decimal digits, got '%.*s'",
-                        (int)(n < 40 ? n : 40), (const char *)p);
-    if (n > MAX_INT_DIGITS)
+    if (i < n && p[i] == '_') return -1;
+    x->base = base;
+    x->digits = p + i;
+    x->ndigits = 0;
+    uint8_t prev = 0;
+    for (; i < n && (digit_value(p[i]) < base || p[i] == '_'); prev = p[i++]) {
+        if (p[i] != '_') x->ndigits++;
+        else if (prev == '_') return -1;
+    }
+    if (prev == '_' || x->ndigits == 0) return -1;
+    x->span = (size_t)(p + i - x->digits);
+    if (old_octal)
+        for (size_t k = 0; k < x->span; k++)
+            if (x->digits[k] != '0' && x->digits[k] != '_') return -1;
+    while (i < n && is_space(p[i])) i++;
+    return i == n ? 0 : -1;
+}
+
+/* |x| when it fits in 64 bits: 1, else 0. */
+static int py_int_u64(const py_int *x, uint64_t *out) {
+    uint64_t v = 0;
+    for (size_t k = 0; k < x->span; k++) {
+        if (x->digits[k] == '_') continue;
+        if (ckpt_mul_overflow(v, x->base, &v) ||
+            ckpt_add_overflow(v, digit_value(x->digits[k]), &v))
+            return 0;
+    }
+    *out = v;
+    return 1;
+}
+
+/* A big int of a binary base (beyond int64): two's-complement little-endian
+ * bytes, exact up to CKPT_BIGINT_MAX_BYTES; beyond that a placeholder in
+ * scan mode (a big int is data) and CKPT_E_LIMIT in reader mode. */
+static int big_binary(machine *m, const py_int *x, ckpt_value **out) {
+    unsigned bits = x->base == 16 ? 4 : x->base == 8 ? 3 : 1;
+    if (x->ndigits / 8 * bits > CKPT_BIGINT_MAX_BYTES) {
+        size_t lead = 0; /* leading zeros cost nothing */
+        while (lead < x->span && (x->digits[lead] == '0' || x->digits[lead] == '_')) lead++;
+        size_t sig = 0;
+        for (size_t k = lead; k < x->span; k++) sig += x->digits[k] != '_';
+        if (sig / 8 * bits >= CKPT_BIGINT_MAX_BYTES) {
+            if (m->scan) {
+                *out = m->ph_int;
+                return 0;
+            }
+            return fail(m, CKPT_E_LIMIT, "integer of about %zu bytes, at most %d allowed",
+                        sig / 8 * bits, CKPT_BIGINT_MAX_BYTES);
+        }
+    }
+    size_t nbytes = (x->ndigits * bits) / 8 + 2;
+    if (nbytes > 2 * CKPT_BIGINT_MAX_BYTES) nbytes = 2 * CKPT_BIGINT_MAX_BYTES;
+    uint8_t *le = ckpt_arena_alloc(&m->scratch, nbytes);
+    if (!le) return nomem(m);
+    memset(le, 0, nbytes);
+    size_t bit = 0;
+    for (size_t k = x->span; k-- > 0;) {
+        if (x->digits[k] == '_') continue;
+        unsigned d = digit_value(x->digits[k]);
+        for (unsigned b = 0; b < bits; b++, bit++)
+            if (d >> b & 1u && bit / 8 < nbytes) le[bit / 8] |= (uint8_t)(1u << (bit % 8));
+    }
+    if (x->neg) { /* two's complement negate */
+        unsigned carry = 1;
+        for (size_t k = 0; k < nbytes; k++) {
+            unsigned v = (unsigned)(uint8_t)~le[k] + carry;
+            le[k] = (uint8_t)v;
+            carry = v >> 8;
+        }
+    }
+    *out = ckpt_value_new_int_le(m->a, le, nbytes);
+    return *out ? 0 : nomem(m);
+}
+
+/* The value of a parsed int literal. A decimal one beyond int64 keeps its
+ * normalised decimal text (exact, without converting it); Python's int()
+ * refuses more than 4300 decimal digits (binary bases have no such limit). */
+static int py_int_value(machine *m, const py_int *x, ckpt_value **out) {
+    uint64_t mag;
+    if (x->base == 10 && x->ndigits > MAX_INT_DIGITS)
         return fail(m, CKPT_E_LIMIT, "integer of %zu digits, at most %d allowed",
-                    n, MAX_INT_DIGITS);
-    while (n > 1 && *p == '0') p++, n--;
-    /* int64 holds 19 digits up to INT64_MAX, and INT64_MIN */
-    int cmp = n < 19 ? -1 : n > 19 ? 1 : memcmp(p, int64_max, 19);
-    if (cmp <= 0 || (neg && n == 19 && memcmp(p, "9223372036854775808", 19) == 0)) {
-        uint64_t mag = 0;
-        for (size_t i = 0; i < n; i++) mag = mag * 10 + (uint64_t)(p[i] - '0');
-        *out = new_int(m, neg ? (int64_t)(0 - mag) : (int64_t)mag);
+                    x->ndigits, MAX_INT_DIGITS);
+    if (py_int_u64(x, &mag) && mag <= (uint64_t)INT64_MAX + (uint64_t)x->neg) {
+        *out = new_int(m, x->neg ? (int64_t)(0 - mag) : (int64_t)mag);
         return *out ? 0 : nomem(m);
     }
-    char *text = ckpt_arena_alloc(m->a, n + 2);
+    if (x->base != 10) return big_binary(m, x, out);
+    char *text = ckpt_arena_alloc(m->a, x->ndigits + 2);
     if (!text || !(*out = ckpt_value_new(m->a, CKPT_KIND_INT))) return nomem(m);
-    if (neg) text[0] = '-';
-    memcpy(text + neg, p, n);
+    size_t k = 0, t = 0;
+    if (x->neg) text[t++] = '-';
+    for (; k < x->span && (x->digits[k] == '0' || x->digits[k] == '_'); k++) {
+    }
+    for (; k < x->span; k++)
+        if (x->digits[k] != '_') text[t++] = (char)x->digits[k];
+    text[t] = '\0';
     (*out)->u.i.decimal = text;
     return 0;
 }
 
-/* Memo index of GET/PUT: a non-negative decimal integer. */
-static int parse_index(machine *m, const uint8_t *p, size_t n, uint64_t *key) {
-    trim(&p, &n);
-    if (n && *p == '+') p++, n--;
-    if (n == 0) return fail(m, CKPT_E_FORMAT, "expected a decimal memo index");
-    uint64_t k = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (p[i] < '0' || p[i] > '9')
-            return fail(m, CKPT_E_FORMAT,
-                        "expected a non-negative decimal memo index, got '%.*s'",
-                        (int)(n < 40 ? n : 40), (const char *)p);
-        if (ckpt_mul_overflow(k, 10, &k) || ckpt_add_overflow(k, (uint64_t)(p[i] - '0'), &k))
-            return fail(m, CKPT_E_FORMAT, "memo index does not fit in 64 bits");
+static int bad_text(machine *m, const char *what, const uint8_t *p, size_t n) {
+    return fail(m, CKPT_E_FORMAT, "expected %s, got '%.*s'", what, (int)(n < 40 ? n : 40),
+                (const char *)p);
+}
+
+/* INT: _pickle.c load_int. strtol(text, &end, 0) first (C's syntax: a
+ * leading 0 means octal), taken when it reads up to the newline or a NUL
+ * without overflow; a two-byte line reading 0 or 1 is a bool (I00, I01);
+ * anything else goes to PyLong_FromString(text, NULL, 0). */
+static int op_int(machine *m, const uint8_t *p, size_t n, ckpt_value **out) {
+    size_t cut = c_len(p, n), i = 0, start;
+    while (i < cut && is_space(p[i])) i++;
+    int neg = 0, overflow = 0;
+    if (i < cut && (p[i] == '+' || p[i] == '-')) neg = p[i++] == '-';
+    unsigned base = 10;
+    if (i < cut && p[i] == '0') {
+        base = 8;
+        if (i + 2 < cut && (p[i + 1] | 0x20) == 'x' && hexval(p[i + 2]) >= 0) base = 16, i += 2;
     }
-    *key = k;
+    uint64_t mag = 0;
+    for (start = i; i < cut && digit_value(p[i]) < base; i++)
+        if (ckpt_mul_overflow(mag, base, &mag) || ckpt_add_overflow(mag, digit_value(p[i]), &mag))
+            overflow = 1;
+    if (i == start) i = 0, mag = 0; /* no conversion: end is the text itself */
+    if (mag > (uint64_t)INT64_MAX + (uint64_t)neg) overflow = 1;
+    if (!overflow && i == cut) {
+        int64_t v = neg ? (int64_t)(0 - mag) : (int64_t)mag;
+        *out = n == 2 && (v == 0 || v == 1) ? new_bool(m, v == 1) : new_int(m, v);
+        return *out ? 0 : nomem(m);
+    }
+    py_int x;
+    if (py_int_parse(p, n, 0, &x)) return bad_text(m, "an int", p, n);
+    return py_int_value(m, &x, out);
+}
+
+/* Memo index of GET/PUT: PyLong_FromString(text, NULL, 10) that fits in a
+ * Py_ssize_t. A negative one is refused (PUT) or never found (GET). */
+static int parse_index(machine *m, const uint8_t *p, size_t n, uint64_t *key) {
+    *key = 0;
+    py_int x;
+    if (py_int_parse(p, n, 10, &x)) return bad_text(m, "a decimal memo index", p, n);
+    if (x.ndigits > MAX_INT_DIGITS)
+        return fail(m, CKPT_E_LIMIT, "integer of %zu digits, at most %d allowed",
+                    x.ndigits, MAX_INT_DIGITS);
+    if (!py_int_u64(&x, key) || *key > (uint64_t)INT64_MAX)
+        return fail(m, CKPT_E_FORMAT, "memo index does not fit in a Py_ssize_t");
+    if (x.neg && *key)
+        return fail(m, CKPT_E_FORMAT, m->op == OP_PUT ? "negative PUT argument"
+                                                      : "memo key -%" PRIu64 " was never PUT",
+                    *key);
     return 0;
 }
 
+/* 1 if p[0..n) starts with `word`, ignoring case. */
+static int starts_nocase(const uint8_t *p, size_t n, const char *word) {
+    size_t k = strlen(word);
+    if (n < k) return 0;
+    for (size_t i = 0; i < k; i++)
+        if ((p[i] | 0x20) != (uint8_t)word[i]) return 0;
+    return 1;
+}
+
+/* FLOAT: _pickle.c load_float, PyOS_string_to_double: no blanks, a sign,
+ * then decimal digits with an optional point and exponent, or inf,
+ * infinity or nan in any case; the newline or a NUL must follow. A finite
+ * literal too large for a double is refused (OverflowError). */
 static int parse_float(machine *m, const uint8_t *p, size_t n, double *x) {
-    trim(&p, &n);
-    char *s = ckpt_arena_strndup(&m->scratch, (const char *)p, n);
+    *x = 0;
+    size_t i = 0, digits = 0;
+    if (i < n && (p[i] == '+' || p[i] == '-')) i++;
+    size_t num = i;
+    for (; i < n && p[i] >= '0' && p[i] <= '9'; i++) digits++;
+    if (i < n && p[i] == '.')
+        for (i++; i < n && p[i] >= '0' && p[i] <= '9'; i++) digits++;
+    int literal = 0;
+    if (digits == 0) {
+        i = num;
+        if (starts_nocase(p + i, n - i, "nan")) i += 3, literal = 1;
+        else if (starts_nocase(p + i, n - i, "inf")) {
+            i += 3, literal = 1;
+            if (starts_nocase(p + i, n - i, "inity")) i += 5;
+        } else {
+            return bad_text(m, "a float", p, n);
+        }
+    } else if (i < n && (p[i] | 0x20) == 'e') {
+        size_t e = i + 1;
+        if (e < n && (p[e] == '+' || p[e] == '-')) e++;
+        if (e < n && p[e] >= '0' && p[e] <= '9') {
+            while (e < n && p[e] >= '0' && p[e] <= '9') e++;
+            i = e;
+        }
+    }
+    if (i < n && p[i] != '\0') return bad_text(m, "a float", p, n);
+    char *s = ckpt_arena_strndup(&m->scratch, (const char *)p, i);
     if (!s) return nomem(m);
-    char *end;
-    *x = strtod(s, &end);
-    if (n == 0 || end != s + n)
-        return fail(m, CKPT_E_FORMAT, "expected a float, got '%.*s'",
-                    (int)(n < 40 ? n : 40), s);
+    *x = strtod(s, NULL);
+    if (!literal && (*x > DBL_MAX || *x < -DBL_MAX))
+        return fail(m, CKPT_E_FORMAT, "float '%.40s' is too large for a double", s);
     return 0;
 }
 
@@ -638,12 +859,6 @@ static ckpt_value *new_str(machine *m, int kind, const uint8_t *p, size_t n) {
     return v;
 }
 
-static int push_literal(machine *m, ckpt_value *v) {
-    if (!v) return nomem(m);
-    emit(m, PK_EV_STRING, "", "", 0, 0, (const uint8_t *)v->u.s.p, v->u.s.len);
-    return push(m, v);
-}
-
 /* BINUNICODE and friends: n bytes of UTF-8. */
 static int op_unicode_bytes(machine *m, size_t n) {
     const uint8_t *p;
@@ -651,21 +866,21 @@ static int op_unicode_bytes(machine *m, size_t n) {
     if (rc) return rc;
     int valid = ckpt_utf8_check(p, n, 1);
     if (!valid) return fail(m, CKPT_E_FORMAT, "expected %zu bytes of UTF-8 text", n);
-    if (valid == 1) return push_literal(m, new_str(m, CKPT_KIND_STR, p, n));
+    if (valid == 1) return push(m, new_str(m, CKPT_KIND_STR, p, n));
     ckpt_value *v = ckpt_value_new_str(m->a, CKPT_KIND_STR, p, n); /* a copy to fix */
     if (!v) return nomem(m);
     fix_surrogates((uint8_t *)v->u.s.p, n);
-    return push_literal(m, v);
+    return push(m, v);
 }
 
 /* BINBYTES and friends (kind BYTES), BINSTRING/SHORT_BINSTRING (kind STR:
  * a Python 2 str, kept as STR when it is valid UTF-8, else BYTES). */
 static int op_bytes(machine *m, size_t n, int kind) {
     const uint8_t *p;
-    int rc = take(m, n, &p);
+    int rc = kind == CKPT_KIND_BYTES ? take_run(m, n, &p) : take(m, n, &p);
     if (rc) return rc;
     if (kind == CKPT_KIND_STR && !ckpt_utf8_check(p, n, 0)) kind = CKPT_KIND_BYTES;
-    return push_literal(m, new_str(m, kind, p, n));
+    return push(m, new_str(m, kind, p, n));
 }
 
 static int op_string(machine *m) {
@@ -681,7 +896,7 @@ static int op_string(machine *m) {
     if (escape_decode(p + 1, n - 2, buf, &len))
         return fail(m, CKPT_E_FORMAT, "expected valid string escapes");
     int utf8 = ckpt_utf8_check(buf, len, 0);
-    return push_literal(m, str_owned(m, utf8 ? CKPT_KIND_STR : CKPT_KIND_BYTES, buf, len));
+    return push(m, str_owned(m, utf8 ? CKPT_KIND_STR : CKPT_KIND_BYTES, buf, len));
 }
 
 static int op_unicode_text(machine *m) {
@@ -695,7 +910,7 @@ static int op_unicode_text(machine *m) {
     uint8_t *buf = ckpt_arena_alloc(m->a, len + 1);
     if (!buf) return nomem(m);
     (void)raw_unicode_decode(p, n, buf, &len);
-    return push_literal(m, str_owned(m, CKPT_KIND_STR, buf, len));
+    return push(m, str_owned(m, CKPT_KIND_STR, buf, len));
 }
 
 /* Python 2 names as Python 3's _compat_pickle maps them when unpickling a
@@ -804,7 +1019,7 @@ static int make_global(machine *m, const uint8_t *mod, size_t mlen,
     const char *module = ms, *qualname = ns;
     if (m->proto < 3) map_name(&module, &qualname);
     int allowed = ckpt_builders_allowed(module, qualname);
-    emit(m, PK_EV_GLOBAL, module, qualname, allowed, 0, NULL, 0);
+    emit(m, PK_EV_GLOBAL, module, qualname, allowed, 0);
     *out = ckpt_value_new_global(m->a, module, qualname);
     return *out ? 0 : nomem(m);
 }
@@ -812,7 +1027,7 @@ static int make_global(machine *m, const uint8_t *mod, size_t mlen,
 /* A symbolic reference: STACK_GLOBAL on operands that are not str, EXT*. */
 static int make_symbolic(machine *m, const char *module, const char *name,
                          ckpt_value **out) {
-    emit(m, PK_EV_GLOBAL, module, name, 0, 1, NULL, 0);
+    emit(m, PK_EV_GLOBAL, module, name, 0, 1);
     *out = ckpt_value_new_global(m->a, module, name);
     return *out ? 0 : nomem(m);
 }
@@ -841,12 +1056,16 @@ static int call(machine *m, ckpt_value *callable, ckpt_value *args,
         int symbolic = is_symbolic(callable);
         int allowed = !symbolic && ckpt_builders_allowed(callable->u.global.module,
                                                          callable->u.global.name);
-        emit(m, PK_EV_CALL, callable->u.global.module, callable->u.global.name,
-             allowed, symbolic, NULL, 0);
+        pk_event ev = {.kind = PK_EV_CALL, .module = callable->u.global.module,
+                       .name = callable->u.global.name, .allowed = allowed,
+                       .symbolic = symbolic, .args = args};
+        emit_event(m, &ev);
         if (allowed) return ckpt_builders_call(out, &c, callable, args, kwargs);
         if (!symbolic) name = callable->u.global.qualname;
     } else {
-        emit(m, PK_EV_CALL, "?", "?", 0, 1, NULL, 0);
+        pk_event ev = {.kind = PK_EV_CALL, .module = "?", .name = "?", .symbolic = 1,
+                       .args = args};
+        emit_event(m, &ev);
     }
     return ckpt_builders_opaque(out, &c, name, args, kwargs);
 }
@@ -861,6 +1080,7 @@ static int expect_kind(machine *m, const ckpt_value *v, int kind,
 /* The list APPEND(S) and ADDITEMS add to: a LIST (SET for ADDITEMS), or
  * the items of an opaque object, created on first use. */
 static int seq_target(machine *m, ckpt_value *t, int kind, ckpt_value **seq) {
+    *seq = NULL;
     if (t->kind == CKPT_KIND_OBJECT) {
         if (!t->u.obj.items && !(t->u.obj.items = ckpt_value_new(m->a, CKPT_KIND_LIST)))
             return nomem(m);
@@ -876,6 +1096,7 @@ static int seq_target(machine *m, ckpt_value *t, int kind, ckpt_value **seq) {
 
 /* The dict SETITEM(S) add to: a DICT or an opaque object's items. */
 static int dict_target(machine *m, ckpt_value *t, ckpt_value **dict) {
+    *dict = NULL;
     if (t->kind == CKPT_KIND_OBJECT) {
         if (!t->u.obj.items && !(t->u.obj.items = ckpt_value_new(m->a, CKPT_KIND_DICT)))
             return nomem(m);
@@ -911,22 +1132,48 @@ static int op_put(machine *m, uint64_t key) {
     return rc ? rc : memo_put(m, key, v);
 }
 
+/* FRAME: see frame_leave_at_end. A FRAME inside the current one that ends
+ * within it changes nothing for any reader (each only checks that the
+ * bytes are there); one that reaches past it has two readings. */
 static int op_frame(machine *m) {
     uint64_t n;
     int rc;
-    if (m->in_frame) /* pickle.py: "beginning of a new frame before end of current frame" */
-        return fail(m, CKPT_E_FORMAT, "expected the FRAME ending at offset %" PRIu64
-                    " to end before a new one starts",
-                    m->o->base_offset + m->frame_end);
     if ((rc = take_uint(m, 8, &n))) return rc;
     if (n > m->len - m->pos)
         return fail(m, CKPT_E_TRUNCATED, "FRAME of %" PRIu64 " bytes, the input has %zu left",
                     n, m->len - m->pos);
+    frame_leave_at_end(m);
+    if (m->in_frame) {
+        if (n <= m->frame_end - m->pos) return 0;
+        return fail(m, CKPT_E_FORMAT,
+                    "FRAME of %" PRIu64 " bytes reaches past the end of the FRAME it "
+                    "is in (offset %" PRIu64 "): a file unpickler (torch.load) and a "
+                    "memory one (pickle.loads) read different bytes",
+                    n, m->o->base_offset + m->frame_end);
+    }
     if (n) { /* an empty frame is no frame */
         m->in_frame = 1;
         m->frame_end = m->pos + (size_t)n;
     }
     return 0;
+}
+
+/* READONLY_BUFFER: memoryview(top), which needs a bytes-like object:
+ * bytes and bytearray pass and are kept as they are, other data kinds
+ * fail as in Python; an object (the result of a call) may or may not be
+ * bytes-like, so it passes, which can only show more of the pickle. */
+static int op_readonly_buffer(machine *m) {
+    ckpt_value *v;
+    int rc = top(m, &v);
+    if (rc) return rc;
+    switch (v->kind) {
+    case CKPT_KIND_BYTES: case CKPT_KIND_OBJECT: case CKPT_KIND_TENSOR:
+    case CKPT_KIND_STORAGE_:
+        return 0;
+    default:
+        return fail(m, CKPT_E_FORMAT, "memoryview needs a bytes-like object, got a %s",
+                    ckpt_value_kind_name(v->kind));
+    }
 }
 
 static int op_stack_global(machine *m) {
@@ -1025,9 +1272,9 @@ static int op_build(machine *m) {
             name = dot + 1;
         }
         emit(m, PK_EV_BUILD, module, name, ckpt_builders_allowed(module, name),
-             !strcmp(target->u.obj.name, "?"), NULL, 0);
+             !strcmp(target->u.obj.name, "?"));
     } else {
-        emit(m, PK_EV_BUILD, "", "", 1, 0, NULL, 0);
+        emit(m, PK_EV_BUILD, "", "", 1, 0);
     }
     pk_build_ctx c = build_ctx(m);
     return ckpt_builders_build(&c, target, state);
@@ -1047,7 +1294,7 @@ static int op_persid(machine *m, int text) {
     } else if ((rc = pop(m, &pid))) {
         return rc;
     }
-    emit(m, PK_EV_PERSID, "", "", 0, 0, NULL, 0);
+    emit(m, PK_EV_PERSID, "", "", 0, 0);
     if (!m->o->persistent_load) return push(m, pid);
     v = NULL;
     if ((rc = m->o->persistent_load(m->o->ctx, pid, m->o->base_offset + m->op_pos, &v)))
@@ -1056,20 +1303,34 @@ static int op_persid(machine *m, int text) {
     return push(m, v);
 }
 
+/* LONG1/LONG4: a two's-complement little-endian int of n bytes. Its exact
+ * value needs time quadratic in its size, so past CKPT_BIGINT_MAX_BYTES
+ * significant bytes it is a placeholder in scan mode (a big int is data;
+ * only the legacy magic number's value matters, and it is small) and
+ * CKPT_E_LIMIT in reader mode. */
 static int op_long_bytes(machine *m, size_t n) {
     const uint8_t *p;
     int rc;
     if ((rc = take(m, n, &p))) return rc;
-    if (n > CKPT_BIGINT_MAX_BYTES)
-        return fail(m, CKPT_E_LIMIT, "integer of %zu bytes, at most %d allowed", n,
-                    CKPT_BIGINT_MAX_BYTES);
     /* 8 bytes of two's complement always fit in int64 */
-    return push(m, m->scan && n <= 8 ? m->ph_int : ckpt_value_new_int_le(m->a, p, n));
+    if (m->scan && n <= 8) return push(m, m->ph_int);
+    size_t sig = n;
+    if (n > CKPT_BIGINT_MAX_BYTES) { /* sign extension costs nothing */
+        uint8_t ext = (p[n - 1] & 0x80) ? 0xFF : 0;
+        while (sig > 1 && p[sig - 1] == ext && (p[sig - 2] & 0x80) == (ext & 0x80)) sig--;
+    }
+    if (sig > CKPT_BIGINT_MAX_BYTES) {
+        if (m->scan) return push(m, m->ph_int);
+        return fail(m, CKPT_E_LIMIT, "integer of %zu bytes, at most %d allowed", sig,
+                    CKPT_BIGINT_MAX_BYTES);
+    }
+    return push(m, ckpt_value_new_int_le(m->a, p, sig));
 }
 
 /* Length operand of n bytes for the opcodes that carry one; signed ones
  * (BINSTRING, LONG4) refuse negative values as Python does. */
 static int take_len(machine *m, size_t n, int is_signed, size_t *len) {
+    *len = 0;
     uint64_t x;
     int rc = take_uint(m, n, &x);
     if (rc) return rc;
@@ -1081,21 +1342,28 @@ static int take_len(machine *m, size_t n, int is_signed, size_t *len) {
     return 0;
 }
 
+/* INT, LONG, FLOAT: CPython refuses an empty line ("I\n"). */
 static int op_text_number(machine *m) {
     const uint8_t *p;
     size_t n;
     ckpt_value *v;
     int rc = take_line(m, &p, &n);
     if (rc) return rc;
+    if (n == 0) return fail(m, CKPT_E_FORMAT, "expected a number before the newline");
     if (m->op == OP_FLOAT) {
         double x;
         if ((rc = parse_float(m, p, n, &x))) return rc;
         return push(m, new_float(m, x));
     }
-    if (m->op == OP_INT && n == 2 && p[0] == '0' && (p[1] == '0' || p[1] == '1'))
-        return push(m, new_bool(m, p[1] == '1')); /* I00/I01 */
-    if (m->op == OP_LONG && n && p[n - 1] == 'L') n--;
-    if ((rc = parse_int(m, p, n, &v))) return rc;
+    if (m->op == OP_INT) {
+        if ((rc = op_int(m, p, n, &v))) return rc;
+        return push(m, v);
+    }
+    /* LONG: a trailing 'L' (Python 2) is dropped, not required */
+    py_int x;
+    if (p[n - 1] == 'L') n--;
+    if (py_int_parse(p, n, 0, &x)) return bad_text(m, "an int", p, n);
+    if ((rc = py_int_value(m, &x, &v))) return rc;
     return push(m, v);
 }
 
@@ -1104,7 +1372,9 @@ static int op_text_memo(machine *m) {
     size_t n;
     uint64_t key;
     int rc;
-    if ((rc = take_line(m, &p, &n)) || (rc = parse_index(m, p, n, &key))) return rc;
+    if ((rc = take_line(m, &p, &n))) return rc;
+    if (n == 0) return fail(m, CKPT_E_FORMAT, "expected a memo index before the newline");
+    if ((rc = parse_index(m, p, n, &key))) return rc;
     return m->op == OP_GET ? op_get(m, key) : op_put(m, key);
 }
 
@@ -1114,6 +1384,7 @@ static int op_appends(machine *m, int kind) {
     int rc;
     if ((rc = pop_mark(m, &start))) return rc;
     if (start <= fence(m)) return underflow(m); /* no target below the MARK */
+    if (start == m->sp) return 0; /* _pickle.c: nothing to add, target unchecked */
     t = m->stack[start - 1];
     if ((rc = seq_target(m, t, kind, &seq))) return rc;
     size_t k = m->sp - start, n = seq->u.seq.n;
@@ -1134,6 +1405,7 @@ static int op_setitems(machine *m) {
     int rc;
     if ((rc = pop_mark(m, &start))) return rc;
     if (start <= fence(m)) return underflow(m); /* no target below the MARK */
+    if (start == m->sp) return 0; /* _pickle.c: nothing to set, target unchecked */
     if ((m->sp - start) % 2)
         return fail(m, CKPT_E_FORMAT, "expected key/value pairs, got %zu items",
                     m->sp - start);
@@ -1312,8 +1584,9 @@ static int step(machine *m) {
     case OP_PERSID: return op_persid(m, 1);
     case OP_BINPERSID: return op_persid(m, 0);
 
-    case OP_NEXT_BUFFER: case OP_READONLY_BUFFER:
-        return fail(m, CKPT_E_UNSUPPORTED, "out-of-band buffers are not supported");
+    case OP_READONLY_BUFFER: return op_readonly_buffer(m);
+    case OP_NEXT_BUFFER: /* torch.load and pickle.load pass no buffers= */
+        return fail(m, CKPT_E_FORMAT, "out-of-band buffer, but the loaders pass none");
     default:
         return fail(m, CKPT_E_FORMAT, "unknown opcode 0x%02x", m->op);
     }
@@ -1376,6 +1649,7 @@ int ckpt_pickle_run(ckpt_value **out, size_t *consumed, const uint8_t *buf,
     if (!rc) {
         *out = m.result;
         *consumed = m.pos;
+        if (o->frame_rest) *o->frame_rest = m.in_frame ? m.frame_end - m.pos : 0;
     }
     ckpt_arena_free(&m.scratch);
     ckpt_free(m.dense);

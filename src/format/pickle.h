@@ -10,7 +10,9 @@
  * APPEND(S)/SETITEM(S)/ADDITEMS items (obj.items). Calling something that
  * is not a reference (an object, an int...) gives an opaque object "?".
  * Persistent ids go to a caller callback. Every event a scanner needs is
- * reported through on_event, before the opcode can fail.
+ * reported through on_event, before the opcode can fail; a call's event
+ * carries its arguments, so that a scanner can look into what a known
+ * unpickling gadget (pickle.loads...) would unpickle.
  *
  * Semantics follow CPython's Modules/_pickle.c: a value stack plus a mark
  * stack (no opcode pops below the innermost MARK), a memo keyed by any
@@ -22,16 +24,28 @@
  *     symbolic reference with module "?" (and name "?" unless the name is a
  *     str), reported with symbolic = 1. EXT1/2/4 push a reference "?" /
  *     "ext:<code>", also symbolic. Neither is ever allowlisted.
- *   - A FRAME is enforced like pickle.py does and _pickle.c does not: an
- *     operand may not cross the end of its frame and a FRAME may not start
- *     inside another (cpython#154848).
- *   - STRING/BINSTRING/SHORT_BINSTRING (Python 2 str) give STR when the
+ *   - FRAME is read as _pickle.c reads it, by a file unpickler
+ *     (torch.load, io.BytesIO) and a memory one (pickle.loads) alike;
+ *     where the two read different bytes (an operand or text line that
+ *     starts inside a frame and ends past it, except the data of the
+ *     bytes opcodes; a FRAME inside another that reaches past it) the
+ *     pickle is refused (CKPT_E_FORMAT). pickle.py, which refuses every
+ *     crossing and every FRAME inside another, is not what loaders use.
+   - STRING/BINSTRING/SHORT_BINSTRING (Python 2 str) give STR when the
  *     bytes are valid UTF-8, else BYTES.
  *   - STR is always valid UTF-8: lone surrogates, which Python accepts
  *     ("surrogatepass"), become U+FFFD.
- *   - Text ints (INT, LONG) are decimal, at most 4300 digits like Python's
- *     int(); FLOAT text goes through strtod (C locale assumed).
- *   - NEXT_BUFFER/READONLY_BUFFER (out-of-band buffers) are unsupported.
+ *   - Text operands follow _pickle.c: INT is strtol(text, 0) (C octal for
+ *     a leading 0, 0x) falling back to PyLong_FromString(text, 0) (0x/0o/
+ *     0b prefixes, underscores, blanks around; at most 4300 decimal
+ *     digits like Python's int()); LONG is PyLong_FromString after an
+ *     optional trailing 'L'; PUT/GET keys are PyLong_FromString(text, 10);
+ *     FLOAT is PyOS_string_to_double (no blanks, inf/nan, overflow
+ *     refused). A NUL ends any of them, as in C.
+ *   - Ints beyond CKPT_BIGINT_MAX_BYTES (LONG1/LONG4, binary-base text)
+ *     are a placeholder in scan mode and CKPT_E_LIMIT in reader mode.
+ *   - READONLY_BUFFER passes bytes and objects and refuses other data;
+ *     NEXT_BUFFER fails (the loaders pass no out-of-band buffers).
  *
  * Bounded: stack plus mark depth (max_pickle_stack), memo entries
  * (max_pickle_memo; an array while keys are dense, a hash map for the
@@ -53,7 +67,6 @@ typedef enum pk_event_kind {
     PK_EV_CALL,    /* REDUCE, NEWOBJ, NEWOBJ_EX, OBJ, INST called something;
                       also the func of torch._tensor._rebuild_from_type_v2 */
     PK_EV_BUILD,   /* BUILD applied state to a value */
-    PK_EV_STRING,  /* a str/bytes literal (for nested-pickle detection) */
     PK_EV_PERSID   /* PERSID/BINPERSID */
 } pk_event_kind;
 
@@ -77,10 +90,11 @@ typedef struct pk_event {
     int on_reference;      /* BUILD: 1 when the target is a GLOBAL
                               reference (a module, class or function
                               itself, not an instance of it) */
-    const uint8_t *data;   /* PK_EV_STRING: the literal's value (decoded
-                              text as UTF-8, or the bytes); it lives as long
-                              as o->arena and the input buffer */
-    size_t len;
+    const ckpt_value *args; /* PK_EV_CALL: the argument TUPLE (for NEWOBJ_EX
+                              without its kwargs), borrowed for the call
+                              (scan mode: tuples and objects keep their
+                              items, str/bytes point into the input or the
+                              arena); NULL when not known */
 } pk_event;
 
 typedef struct pk_options {
@@ -119,6 +133,12 @@ typedef struct pk_options {
      * put one there); and the result of a run is only good for its kind
      * and, for an int beyond int64, its value. */
     int scan_only;
+    /* Optional: receives the bytes of the FRAME holding STOP that follow
+     * it (0 when STOP ends its frame or there is none). A reader of
+     * stacked pickles resumes right after STOP (pickle.loads, a file read
+     * through peek) or after the frame (io.BytesIO, a frame read whole),
+     * so a next stream has two possible starts. */
+    size_t *frame_rest;
 } pk_options;
 
 /* Runs one pickle from buf[0..len) up to and including its STOP opcode
@@ -129,12 +149,15 @@ typedef struct pk_options {
  * before STOP or inside an operand), CKPT_E_FORMAT (unknown opcode, bad
  * operand, stack or mark underflow, missing memo key, type confusion such
  * as SETITEM on a list, FRAME violation), CKPT_E_LIMIT, CKPT_E_NOMEM,
- * CKPT_E_UNSUPPORTED (out-of-band buffers), CKPT_E_INVALID_ARG (no arena),
+ * CKPT_E_INVALID_ARG (no arena),
  * or whatever persistent_load or a builder returned; the error names
  * file, member and the absolute offset of the failing opcode. *out is
  * NULL and *consumed 0 on failure. Scratch memory (stack, memo) is
  * released before returning; values stay in o->arena. */
 int ckpt_pickle_run(ckpt_value **out, size_t *consumed, const uint8_t *buf,
                     size_t len, const pk_options *o);
+
+/* 1 if byte op is a pickle opcode of protocols 0 to 5. */
+int ckpt_pickle_is_opcode(uint8_t op);
 
 #endif

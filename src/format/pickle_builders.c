@@ -448,7 +448,8 @@ static int b_qtensor(ckpt_value **out, const pk_build_ctx *c,
     return 0;
 }
 
-/* torch._utils._rebuild_sparse_tensor(layout, data), the layout being
+/* torch._utils._rebuild_sparse_tensor(layout, data) (and torch 1.x's
+ * _rebuild_sparse_csr_tensor(layout, data) for CSR), the layout being
  * torch.serialization._get_layout("torch.sparse_coo") (opaque here): a dict
  * of the tensor's parts named after torch's accessors: layout
  * ("sparse_coo"...), size, values, and indices (COO) or crow_indices and
@@ -873,7 +874,7 @@ static const struct entry {
     /* on torch's weights_only allowlist, not interpreted here */
     {"torch._utils", "_rebuild_qtensor", b_qtensor},
     {"torch._utils", "_rebuild_sparse_tensor", b_sparse},
-    {"torch._utils", "_rebuild_sparse_csr_tensor", NULL},
+    {"torch._utils", "_rebuild_sparse_csr_tensor", b_sparse}, /* torch 1.x CSR */
     {"torch._utils", "_rebuild_meta_tensor_no_storage", NULL},
     {"torch._utils", "_rebuild_nested_tensor", NULL},
     {"torch._utils", "_rebuild_wrapper_subclass", NULL},

@@ -17,11 +17,20 @@
  *   _codecs.encode (bytes), builtins.set/frozenset (set),
  *   builtins.bytearray/bytes (bytes), builtins.slice/complex (object),
  *   builtins.list/tuple/dict (containers)
- *   torch._utils._rebuild_qtensor, _rebuild_sparse_tensor,
- *     _rebuild_sparse_csr_tensor, _rebuild_meta_tensor_no_storage,
+ *   torch._utils._rebuild_qtensor (dict: int_repr, dtype, qscheme, scale,
+ *     zero_point[, axis]), _rebuild_sparse_tensor and torch 1.x's
+ *     _rebuild_sparse_csr_tensor (dict: layout, indices or crow_indices/
+ *     col_indices or ccol_indices/row_indices, values, size); a DTensor
+ *     (_rebuild_from_type_v2 of _rebuild_wrapper_subclass: dict of
+ *     local_tensor, placements, mesh_shape, global_shape)
+ *   torch._utils._rebuild_meta_tensor_no_storage, _rebuild_nested_tensor,
  *     _rebuild_wrapper_subclass, _rebuild_device_tensor_from_numpy,
- *     _rebuild_device_tensor_from_cpu_tensor (on torch's weights_only
- *     allowlist, so not reported as unsafe; not interpreted: opaque)
+ *     _rebuild_device_tensor_from_cpu_tensor, torch.uint1-7/int1-7,
+ *     float4_e2m1fn_x2, bits*, legacy tensor classes (on torch's
+ *     weights_only allowlist, so not reported as unsafe; not interpreted:
+ *     opaque)
+ * BUILD of a module object (nn.Module state or a TorchScript __torch__.*
+ * object) makes its state dict: see ckpt_builders_build.
  */
 #ifndef CKPT_BUILDERS_H
 #define CKPT_BUILDERS_H
@@ -96,6 +105,10 @@ int ckpt_builders_call(ckpt_value **out, const pk_build_ctx *c,
  * (version, shape, dtype, is_fortran, rawdata) state of a numeric dtype
  * becomes a CKPT_KIND_TENSOR in place (its bytes stay in the arena, with
  * big_endian from the dtype state; object arrays stay opaque); any other
+ * nn.Module object (a state with _parameters, _buffers and _modules) or
+ * TorchScript object (class __torch__.*) becomes, in place, a DICT of
+ * class CKPT_DICT_MODULE holding what Module.state_dict() would give
+ * (children first converted, as they are built before their parent); any other
  * OBJECT stores it in obj.state (numpy.dtype keeps its endianness there;
  * with c->scan_only an ndarray placeholder stays one).
  * Other kinds accept only a None state. Returns 0 or CKPT_E_FORMAT (e.g.

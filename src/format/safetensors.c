@@ -1,5 +1,5 @@
-/* safetensors.c - the safetensors reader (FORMATS.md §1) and sharded sets
- * opened through their "*.safetensors.index.json" (§1.7).
+/* safetensors.c - the safetensors reader (FORMATS.md §1); sharded sets
+ * (§1.7) are open/sharded.c's.
  *
  * A file is: u64 LE header length N, N bytes of JSON, then the byte buffer
  * that data_offsets are relative to. Open validates exactly what the
@@ -14,11 +14,7 @@
 #include "model/dtype.h"
 #include "base/error.h"
 #include "model/file.h"
-
-/* Nonzero while this thread opens shards: a shard whose content is itself
- * an index would otherwise recurse without end (x.safetensors naming
- * itself). */
-static _Thread_local unsigned opening_shards;
+#include "format/safetensors.h"
 
 /* One tensor entry of the header, as parsed. */
 typedef struct st_entry {
@@ -48,11 +44,8 @@ static int is_safetensors_dtype(ckpt_dtype dt) {
     }
 }
 
-/* Records a jansson parse failure. jansson reports the byte position just
- * past the offending token, relative to the parsed buffer; `base` makes it
- * absolute. */
-static int json_fail(const json_error_t *err, const char *file, uint64_t base,
-                     const char *what) {
+int ckpt_json_fail(const json_error_t *err, const char *file, uint64_t base,
+                   const char *what) {
     uint64_t off = base + (uint64_t)(err->position > 0 ? err->position : 0);
     if (json_error_code(err) == json_error_numeric_overflow)
         return ckpt_err(CKPT_E_FORMAT, file, "", off,
@@ -395,213 +388,9 @@ int ckpt_safetensors_read(ckpt_file *f) {
     json_error_t err;
     json_t *doc = json_loadb((const char *)f->map + 8, (size_t)n,
                              JSON_REJECT_DUPLICATES, &err);
-    if (!doc) return json_fail(&err, f->path, 8, "safetensors header");
+    if (!doc) return ckpt_json_fail(&err, f->path, 8, "safetensors header");
     int rc = read_header(f, n, doc);
     json_decref(doc);
     if (rc == 0) rc = restore_aliases(f);
-    return rc;
-}
-
-/* ---------------------------------------------------------------- sharded */
-
-/* HUB _load_sharded_checkpoint's rules: a shard is a relative path inside
- * the index's directory with the index's extension. Colons are refused
- * with drives ("C:x") because they have no business in a shard name. */
-static int check_shard_name(const ckpt_file *f, const char *name) {
-    static const char ext[] = ".safetensors";
-    size_t len = strlen(name);
-    const char *why = NULL;
-    if (name[0] == '/')
-        why = "an absolute path";
-    else if (strchr(name, '\\') || strchr(name, ':'))
-        why = "a backslash, drive or colon";
-    else if (len < sizeof ext || strcmp(name + len - (sizeof ext - 1), ext))
-        why = "not a .safetensors file";
-    for (const char *p = name; !why && *p;) {
-        size_t seg = strcspn(p, "/");
-        if (seg == 2 && p[0] == '.' && p[1] == '.') why = "a \"..\" component";
-        p += seg + (p[seg] == '/');
-    }
-    if (why)
-        return ckpt_err(CKPT_E_FORMAT, f->path, name, CKPT_NO_OFFSET,
-                        "shard name \"%s\" is %s, expected a relative "
-                        "\"*.safetensors\" path inside the index's directory",
-                        name, why);
-    return 0;
-}
-
-/* Index of the shard named `name` in f->shards, opening it on first use.
- * shard_names parallels f->shards. */
-static int get_shard(ckpt_file *f, const char **shard_names, const char *name,
-                     const char *dir, size_t *out) {
-    for (size_t i = 0; i < f->nshards; i++)
-        if (strcmp(shard_names[i], name) == 0) {
-            *out = i;
-            return 0;
-        }
-    int rc = check_shard_name(f, name);
-    if (rc) return rc;
-    const char *path = ckpt_arena_printf(&f->arena, "%s/%s", dir, name);
-    shard_names[f->nshards] = ckpt_arena_strdup(&f->arena, name);
-    if (!path || !shard_names[f->nshards])
-        return ckpt_err(CKPT_E_NOMEM, f->path, name, CKPT_NO_OFFSET,
-                        "out of memory");
-    ckpt_file *sf;
-    opening_shards++;
-    rc = ckpt_file_open_path(&sf, path, &f->opts);
-    opening_shards--;
-    if (rc) return rc; /* recorded against the shard's own path */
-    f->shards[f->nshards] = sf; /* owned from here: ckpt_close frees it */
-    *out = f->nshards++;
-    if (sf->format != CKPT_FORMAT_SAFETENSORS)
-        return ckpt_err(CKPT_E_FORMAT, f->path, name, CKPT_NO_OFFSET,
-                        "shard \"%s\" is %s, expected a safetensors file",
-                        name, ckpt_format_name(sf->format));
-    return 0;
-}
-
-/* The index "metadata": strings as they are, anything else as compact
- * JSON text. */
-static int read_index_metadata(ckpt_file *f, const json_t *md) {
-    if (!md || json_is_null(md)) return 0;
-    if (!json_is_object(md))
-        return ckpt_err(CKPT_E_FORMAT, f->path, "", CKPT_NO_OFFSET,
-                        "index \"metadata\" must be an object");
-    size_t n = json_object_size(md);
-    f->meta_keys = ckpt_arena_array(&f->arena, n ? n : 1, sizeof(char *));
-    f->meta_vals = ckpt_arena_array(&f->arena, n ? n : 1, sizeof(char *));
-    if (!f->meta_keys || !f->meta_vals)
-        return ckpt_err(CKPT_E_NOMEM, f->path, "", CKPT_NO_OFFSET,
-                        "out of memory");
-    const char *key;
-    const json_t *val;
-    size_t i = 0;
-    json_object_foreach((json_t *)md, key, val) {
-        char *text;
-        if (json_is_string(val)) {
-            text = ckpt_arena_strndup(&f->arena, json_string_value(val),
-                                      json_string_length(val));
-        } else {
-            size_t flags = JSON_COMPACT | JSON_ENCODE_ANY;
-            size_t len = json_dumpb(val, NULL, 0, flags);
-            text = ckpt_arena_alloc(&f->arena, len + 1);
-            if (text) json_dumpb(val, text, len, flags);
-        }
-        f->meta_keys[i] = ckpt_arena_strdup(&f->arena, key);
-        f->meta_vals[i] = text;
-        if (!f->meta_keys[i] || !text)
-            return ckpt_err(CKPT_E_NOMEM, f->path, "", CKPT_NO_OFFSET,
-                            "out of memory");
-        i++;
-    }
-    f->nmeta = n;
-    f->has_metadata = 1;
-    return 0;
-}
-
-/* Each shard tensor must be listed in weight_map with that shard; then, if
- * fewer tensors matched than weight_map lists, names the one missing. */
-static int match_shards(ckpt_file *f, const json_t *wm,
-                        const char **shard_names) {
-    size_t matched = 0;
-    f->root = ckpt_value_new(&f->arena, CKPT_KIND_DICT);
-    if (!f->root)
-        return ckpt_err(CKPT_E_NOMEM, f->path, "", CKPT_NO_OFFSET,
-                        "out of memory");
-    for (size_t s = 0; s < f->nshards; s++) {
-        const ckpt_value *sroot = f->shards[s]->root;
-        for (size_t i = 0; i < sroot->u.dict.n; i++) {
-            ckpt_value *key = sroot->u.dict.keys[i];
-            ckpt_value *val = sroot->u.dict.vals[i];
-            const json_t *listed = json_object_get(wm, key->u.s.p);
-            if (!listed)
-                return ckpt_err(CKPT_E_MISMATCH, f->path, shard_names[s],
-                                CKPT_NO_OFFSET,
-                                "tensor \"%s\" of shard \"%s\" is not listed "
-                                "in weight_map", key->u.s.p, shard_names[s]);
-            if (strcmp(json_string_value(listed), shard_names[s]) != 0)
-                return ckpt_err(CKPT_E_MISMATCH, f->path, shard_names[s],
-                                CKPT_NO_OFFSET,
-                                "tensor \"%s\" is in shard \"%s\" but "
-                                "weight_map maps it to \"%s\"", key->u.s.p,
-                                shard_names[s], json_string_value(listed));
-            /* the set is one checkpoint: say which file holds the bytes */
-            val->u.tensor->storage->member = shard_names[s];
-            if (ckpt_value_dict_set(&f->arena, f->root, key, val))
-                return ckpt_err(CKPT_E_NOMEM, f->path, "", CKPT_NO_OFFSET,
-                                "out of memory");
-            matched++;
-        }
-    }
-    if (matched == json_object_size(wm)) return 0;
-    const char *name;
-    const json_t *shard;
-    json_object_foreach((json_t *)wm, name, shard) {
-        size_t s = 0;
-        while (s < f->nshards &&
-               strcmp(shard_names[s], json_string_value(shard)) != 0)
-            s++;
-        if (s < f->nshards && !ckpt_file_find_tensor(f->shards[s], name))
-            return ckpt_err(CKPT_E_MISMATCH, f->path, shard_names[s],
-                            CKPT_NO_OFFSET,
-                            "tensor \"%s\" listed in weight_map is missing "
-                            "from shard \"%s\"", name, shard_names[s]);
-    }
-    return 0; /* not reached: the counts differ only if one is missing */
-}
-
-static int read_index(ckpt_file *f, const json_t *doc, const char *dir) {
-    const json_t *wm = json_object_get(doc, "weight_map");
-    if (!json_is_object(doc) || !json_is_object(wm))
-        return ckpt_err(CKPT_E_FORMAT, f->path, "", CKPT_NO_OFFSET,
-                        "index must be a JSON object with a \"weight_map\" "
-                        "object");
-    size_t count = json_object_size(wm);
-    if (count > f->opts.limits.max_tensors)
-        return ckpt_err(CKPT_E_LIMIT, f->path, "", CKPT_NO_OFFSET,
-                        "weight_map lists %zu tensors, limit max_tensors is "
-                        "%" PRIu64, count, f->opts.limits.max_tensors);
-    int rc = read_index_metadata(f, json_object_get(doc, "metadata"));
-    if (rc) return rc;
-    /* at most one shard per listed tensor */
-    const char **shard_names =
-        ckpt_arena_array(&f->arena, count ? count : 1, sizeof(char *));
-    f->shards = ckpt_arena_array(&f->arena, count ? count : 1,
-                                 sizeof(ckpt_file *));
-    if (!shard_names || !f->shards)
-        return ckpt_err(CKPT_E_NOMEM, f->path, "", CKPT_NO_OFFSET,
-                        "out of memory");
-    const char *name;
-    const json_t *shard;
-    json_object_foreach((json_t *)wm, name, shard) {
-        size_t s;
-        if (!json_is_string(shard))
-            return ckpt_err(CKPT_E_FORMAT, f->path, "", CKPT_NO_OFFSET,
-                            "weight_map entry \"%s\" must be a shard file "
-                            "name string", name);
-        if ((rc = get_shard(f, shard_names, json_string_value(shard), dir, &s)))
-            return rc;
-    }
-    if ((rc = match_shards(f, wm, shard_names))) return rc;
-    f->format = CKPT_FORMAT_SAFETENSORS_SHARDED;
-    return 0;
-}
-
-int ckpt_safetensors_read_sharded(ckpt_file *f, const uint8_t *json,
-                                  size_t len, const char *dir) {
-    if (opening_shards)
-        return ckpt_err(CKPT_E_FORMAT, f->path, "", 0,
-                        "a shard is itself a sharded index, expected a "
-                        "safetensors file");
-    if (len > f->opts.limits.max_index_bytes)
-        return ckpt_err(CKPT_E_LIMIT, f->path, "", 0,
-                        "index is %zu bytes, limit max_index_bytes is %" PRIu64,
-                        len, f->opts.limits.max_index_bytes);
-    json_error_t err;
-    json_t *doc = json_loadb((const char *)json, len, JSON_REJECT_DUPLICATES,
-                             &err);
-    if (!doc) return json_fail(&err, f->path, 0, "sharded index");
-    int rc = read_index(f, doc, dir);
-    json_decref(doc);
     return rc;
 }

@@ -4,7 +4,7 @@
  * compact JSON header padded with spaces to a multiple of 8.
  *
  * What safetensors cannot hold goes into __metadata__ (keys documented in
- * ckpt.h, "write"), so that ckpt_write_logical_root rebuilds the tree:
+ * ckpt.h, "write"), so that ckpt_structure_decode rebuilds the tree:
  *   - ckpt.structure: the whole tree as JSON (non-tensor values, nesting,
  *     dict key types, dict classes and attributes (OrderedDict state dicts
  *     and their _metadata), shared nodes, requires_grad, parameters,

@@ -245,7 +245,9 @@ int ckpt_torch_read_zip(ckpt_file *f) {
         return ckpt_err(CKPT_E_FORMAT, f->path, NULL, 0, "zip archive has no records");
     if (z->has_duplicates)
         return ckpt_err(CKPT_E_FORMAT, f->path, NULL, CKPT_NO_OFFSET,
-                        "zip archive has two records with the same name");
+                        "zip archive has two records whose names differ at most "
+                        "in ASCII case: torch's reader and Python's zipfile "
+                        "read different ones");
     /* torch (PyTorchStreamReader::init) takes the archive name from the
      * first central-directory entry */
     const ckpt_zip_entry *first = &z->entries[0];
@@ -261,7 +263,7 @@ int ckpt_torch_read_zip(ckpt_file *f) {
      * read like any other: data.pkl holds the module objects, whose
      * BUILD makes their state dicts (builders.h); code/ is never read. */
     char *name;
-    uint64_t budget = f->opts.limits.max_inflate_bytes;
+    uint64_t budget = ckpt_zip_budget(&f->opts.limits, f->map_size);
     int big = 0;
     name = ckpt_arena_printf(&f->arena, "%s/byteorder", prefix);
     const ckpt_zip_entry *e = name ? ckpt_zip_find(z, name) : NULL;

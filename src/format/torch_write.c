@@ -40,6 +40,7 @@
 #include "base/error.h"
 #include "base/utf8.h"
 #include "format/write.h"
+#include "model/walk.h"
 
 #define ALIGNMENT 64
 #define ZIP64_LIMIT 0xFFFFFFFFu
@@ -393,116 +394,146 @@ static int put_parameter(pt_writer *w, const ckpt_tensor *t) {
     return 0;
 }
 
-static int save(pt_writer *w, const ckpt_value *v);
-
-/* List items in batches, as pickle.py: APPEND for one, MARK ... APPENDS. */
-static int save_items(pt_writer *w, ckpt_value *const *items, size_t n) {
-    for (size_t i = 0; i < n; i += BATCH) {
-        size_t k = n - i < BATCH ? n - i : BATCH;
-        if (k > 1) op(w, '(');
-        for (size_t j = i; j < i + k; j++) {
-            int rc = save(w, items[j]);
-            if (rc) return rc;
-        }
-        op(w, k > 1 ? 'e' : 'a');
-    }
-    return 0;
-}
-
-/* A dict as pickle.py saves it. A plain dict is EMPTY_DICT; an
- * OrderedDict (or Counter) is `collections.<class>` REDUCE () as
+/* The pickle of the tree, as pickle.py's save() writes it, one node at a
+ * time (the walker's visit; the tree was checked by wr_collect: no opaque
+ * values, no cycles). Items go in batches: MARK ... APPENDS / SETITEMS
+ * for a batch of several, APPEND / SETITEM for one. A dict is EMPTY_DICT,
+ * or for an OrderedDict (or Counter) `collections.<class>` REDUCE () as
  * OrderedDict.__reduce__ gives it (a Counter, whose own __reduce__ passes
- * a dict copy, is built the same way: Counter() then its items). Then the
- * memo, the items in SETITEM(S) batches and, when it has attributes,
- * the state and BUILD: torch.save's `{'_metadata': OrderedDict(...)}`
- * BUILD of a state dict, which weights_only loading allows. */
-static int save_dict(pt_writer *w, const ckpt_value *v) {
-    const char *cls = ckpt_dict_class_name(v->dict_class);
-    if (cls) {
-        global(w, "collections", strchr(cls, '.') + 1);
-        op(w, ')');
-        op(w, 'R');
-    } else {
-        op(w, '}');
-    }
-    int rc = ckpt_ptrmap_put(&w->memo_of, v, w->memo);
-    if (rc) return rc;
-    memo_put(w);
-    for (size_t i = 0; i < v->u.dict.n; i += BATCH) {
-        size_t k = v->u.dict.n - i < BATCH ? v->u.dict.n - i : BATCH;
-        if (k > 1) op(w, '(');
-        for (size_t j = i; j < i + k; j++) {
-            rc = save(w, v->u.dict.keys[j]);
-            if (!rc) rc = save(w, v->u.dict.vals[j]);
-            if (rc) return rc;
-        }
-        op(w, k > 1 ? 'u' : 's');
-    }
-    if (cls && v->u.dict.state) {
-        if ((rc = save(w, v->u.dict.state))) return rc;
-        op(w, 'b');
-    }
-    return 0;
+ * a dict copy, is built the same way: Counter() then its items); then the
+ * memo, the items and, when it has attributes, the state and BUILD:
+ * torch.save's `{'_metadata': OrderedDict(...)}` BUILD of a state dict,
+ * which weights_only loading allows. A set is builtins.set([items]); a
+ * tuple its items then TUPLE1/2/3, or MARK items TUPLE. */
+
+/* Item i of n opens a batch of several (MARK) / closes a batch. */
+static int batch_opens(size_t i, size_t n) {
+    return i % BATCH == 0 && n - i > 1;
+}
+static int batch_closes(size_t i, size_t n, int *several) {
+    size_t start = i - i % BATCH;
+    *several = n - start > 1;
+    return i + 1 == n || i % BATCH == BATCH - 1;
 }
 
-/* The tree was checked by ckpt_wr_collect: no opaque values, no cycles. */
-static int save(pt_writer *w, const ckpt_value *v) {
+#define SAVED_OPEN 1u /* user: the node's own closing ops are due */
+
+static int save_enter(ckpt_walk *ww, ckpt_walk_frame *node) {
+    pt_writer *w = ww->ctx;
+    const ckpt_walk_frame *up = ckpt_walk_up(ww, 1);
+    const ckpt_value *v = node->value, *parent = up ? up->value : NULL;
     uint64_t m;
     int rc;
     if (w->pkl.failed) return ckpt_err_nomem();
+    if (node->role == CKPT_WALK_STATE && !ckpt_dict_class_name(parent->dict_class))
+        return CKPT_WALK_SKIP; /* a plain dict's attributes are not saved */
+    if ((node->role == CKPT_WALK_KEY ||
+         (node->role == CKPT_WALK_ITEM && parent->kind != CKPT_KIND_TUPLE)) &&
+        batch_opens(node->index, parent->kind == CKPT_KIND_DICT ? parent->u.dict.n
+                                                                : parent->u.seq.n))
+        op(w, '(');
     switch (v->kind) {
-    case CKPT_KIND_NONE: op(w, 'N'); return 0;
-    case CKPT_KIND_BOOL: op(w, v->u.b ? 0x88 : 0x89); return 0;
+    case CKPT_KIND_NONE: op(w, 'N'); return CKPT_WALK_PRUNE;
+    case CKPT_KIND_BOOL: op(w, v->u.b ? 0x88 : 0x89); return CKPT_WALK_PRUNE;
     case CKPT_KIND_INT:
-        if (v->u.i.decimal) return put_bigint(w, v->u.i.decimal);
+        if (v->u.i.decimal) {
+            rc = put_bigint(w, v->u.i.decimal);
+            return rc ? rc : CKPT_WALK_PRUNE;
+        }
         put_int64(w, v->u.i.v);
-        return 0;
-    case CKPT_KIND_FLOAT: put_float(w, v->u.f); return 0;
-    case CKPT_KIND_STR: return put_str(w, v->u.s.p, v->u.s.len);
-    case CKPT_KIND_BYTES: return put_bytes(w, (const uint8_t *)v->u.s.p, v->u.s.len);
-    case CKPT_KIND_GLOBAL_: global(w, "torch", ckpt_wr_dtype_ref(v)); return 0;
+        return CKPT_WALK_PRUNE;
+    case CKPT_KIND_FLOAT: put_float(w, v->u.f); return CKPT_WALK_PRUNE;
+    case CKPT_KIND_STR:
+        rc = put_str(w, v->u.s.p, v->u.s.len);
+        return rc ? rc : CKPT_WALK_PRUNE;
+    case CKPT_KIND_BYTES:
+        rc = put_bytes(w, (const uint8_t *)v->u.s.p, v->u.s.len);
+        return rc ? rc : CKPT_WALK_PRUNE;
+    case CKPT_KIND_GLOBAL_: global(w, "torch", ckpt_wr_dtype_ref(v)); return CKPT_WALK_PRUNE;
     default: break;
     }
     if (ckpt_ptrmap_get(&w->memo_of, v, &m)) {
         memo_get(w, m);
-        return 0;
+        return CKPT_WALK_PRUNE;
     }
     switch (v->kind) {
     case CKPT_KIND_TENSOR:
         rc = v->u.tensor->is_parameter ? put_parameter(w, v->u.tensor)
                                        : put_tensor(w, v->u.tensor, v->u.tensor->requires_grad);
-        if (rc) return rc;
-        break;
-    case CKPT_KIND_DICT: return save_dict(w, v);
-    case CKPT_KIND_LIST:
-        if ((rc = ckpt_ptrmap_put(&w->memo_of, v, w->memo))) return rc;
-        op(w, ']');
+        if (rc || (rc = ckpt_ptrmap_put(&w->memo_of, v, w->memo))) return rc;
         memo_put(w);
-        return save_items(w, v->u.seq.items, v->u.seq.n);
-    case CKPT_KIND_SET: /* builtins.set([items]) */
+        return CKPT_WALK_PRUNE;
+    case CKPT_KIND_DICT: {
+        const char *cls = ckpt_dict_class_name(v->dict_class);
+        if (cls) {
+            global(w, "collections", strchr(cls, '.') + 1);
+            op(w, ')');
+            op(w, 'R');
+        } else {
+            op(w, '}');
+        }
+        break;
+    }
+    case CKPT_KIND_LIST: op(w, ']'); break;
+    case CKPT_KIND_SET:
         global(w, "__builtin__", "set");
         op(w, ']');
-        if ((rc = save_items(w, v->u.seq.items, v->u.seq.n))) return rc;
-        op(w, 0x85);
-        op(w, 'R');
-        break;
+        node->user = SAVED_OPEN;
+        return CKPT_WALK_DESCEND;
     case CKPT_KIND_TUPLE:
         if (v->u.seq.n == 0) {
             op(w, ')');
-            return 0;
+            return CKPT_WALK_PRUNE;
         }
         if (v->u.seq.n > 3) op(w, '(');
-        for (size_t i = 0; i < v->u.seq.n; i++)
-            if ((rc = save(w, v->u.seq.items[i]))) return rc;
-        op(w, v->u.seq.n == 1 ? 0x85 : v->u.seq.n == 2 ? 0x86 : v->u.seq.n == 3 ? 0x87 : 't');
-        break;
+        node->user = SAVED_OPEN;
+        return CKPT_WALK_DESCEND;
     default:
         return ckpt_err(CKPT_E_UNSUPPORTED, "", "", CKPT_NO_OFFSET,
                         "cannot pickle a value of kind %d", v->kind);
     }
+    /* a list or dict is memoized before its items, which may refer to it */
     if ((rc = ckpt_ptrmap_put(&w->memo_of, v, w->memo))) return rc;
     memo_put(w);
+    return CKPT_WALK_DESCEND;
+}
+
+static int save_leave(ckpt_walk *ww, ckpt_walk_frame *node) {
+    pt_writer *w = ww->ctx;
+    const ckpt_walk_frame *up = ckpt_walk_up(ww, 1);
+    const ckpt_value *v = node->value, *parent = up ? up->value : NULL;
+    int rc, several;
+    if (node->user & SAVED_OPEN) { /* a set or tuple, complete: memoized now */
+        if (v->kind == CKPT_KIND_SET) {
+            op(w, 0x85);
+            op(w, 'R');
+        } else {
+            size_t n = v->u.seq.n;
+            op(w, n == 1 ? 0x85 : n == 2 ? 0x86 : n == 3 ? 0x87 : 't');
+        }
+        if ((rc = ckpt_ptrmap_put(&w->memo_of, v, w->memo))) return rc;
+        memo_put(w);
+    }
+    if (node->role == CKPT_WALK_STATE) {
+        op(w, 'b');
+    } else if (node->role == CKPT_WALK_VALUE &&
+               batch_closes(node->index, parent->u.dict.n, &several)) {
+        op(w, several ? 'u' : 's');
+    } else if (node->role == CKPT_WALK_ITEM && parent->kind != CKPT_KIND_TUPLE &&
+               batch_closes(node->index, parent->u.seq.n, &several)) {
+        op(w, several ? 'e' : 'a');
+    }
     return 0;
+}
+
+static int save(pt_writer *w, const ckpt_value *root) {
+    ckpt_walk ww;
+    ckpt_walk_init(&ww, NULL, "", "");
+    ww.follow = CKPT_WALK_KEYS | CKPT_WALK_DICT_STATE;
+    ww.enter = save_enter;
+    ww.leave = save_leave;
+    ww.ctx = w;
+    return ckpt_walk_run(&ww, root);
 }
 
 /* ------------------------------------------------------------ zip */

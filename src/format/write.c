@@ -19,6 +19,7 @@
 #include "model/file.h"
 #include "format/pickle.h"
 #include "model/tensor.h"
+#include "model/walk.h"
 
 /* ------------------------------------------------------------ tensor bytes */
 
@@ -56,58 +57,22 @@ const char *ckpt_wr_dtype_ref(const ckpt_value *v) {
 typedef struct collector {
     wr_named *items;
     size_t n, cap;
-    uint64_t visits, max_visits;
-    uint32_t max_depth;
-    size_t max_name;
-    const ckpt_value **path; /* containers from the root to the current node */
-    char *buf;               /* current name */
-    size_t len, bufcap;
     /* > 0 while walking a dict's BUILD state, which holds no tensors */
     uint32_t in_state;
-    /* first failure, and the opaque objects found (reported together) */
-    int rc;
+    /* the opaque objects found (reported together) */
     size_t nopaque;
     char opaque[512];
 } collector;
 
-/* Records a failure unless one is recorded already; returns rc. */
-static int fail_once(collector *c, int rc) {
-    if (!c->rc) c->rc = rc;
-    return c->rc;
+static const char *cur_name(const ckpt_walk *w) {
+    return w->name[0] ? w->name : "(root)";
 }
 
-static const char *cur_name(const collector *c) {
-    return c->len ? c->buf : "(root)";
-}
-
-static int push_name(collector *c, const char *seg, size_t n, size_t *saved) {
-    *saved = c->len;
-    size_t need = c->len + (c->len ? 1 : 0) + n + 1;
-    if (need > c->max_name)
-        return fail_once(c, ckpt_err(CKPT_E_LIMIT, "", "", CKPT_NO_OFFSET,
-                                     "flattened name longer than %zu bytes",
-                                     c->max_name));
-    if (need > c->bufcap) {
-        char *nb = ckpt_realloc(c->buf, need * 2);
-        if (!nb)
-            return fail_once(c, ckpt_err(CKPT_E_NOMEM, "", "", CKPT_NO_OFFSET,
-                                         "out of memory"));
-        c->buf = nb;
-        c->bufcap = need * 2;
-    }
-    if (c->len) c->buf[c->len++] = '.';
-    memcpy(c->buf + c->len, seg, n);
-    c->len += n;
-    c->buf[c->len] = '\0';
-    return 0;
-}
-
-
-static void note_opaque(collector *c, const char *what) {
+static void note_opaque(collector *c, const ckpt_walk *w, const char *what) {
     if (c->nopaque++ >= MAX_OPAQUE_NAMED) return;
     size_t used = strlen(c->opaque);
     snprintf(c->opaque + used, sizeof c->opaque - used, "%s%s at \"%s\"",
-             used ? ", " : "", what, cur_name(c));
+             used ? ", " : "", what, cur_name(w));
 }
 
 /* Dict keys must be hashable data Python can rebuild: scalars, strings,
@@ -127,102 +92,73 @@ static int key_ok(const ckpt_value *k, uint32_t depth) {
     }
 }
 
-static int add_tensor(collector *c, const ckpt_value *v) {
+static int add_tensor(collector *c, const ckpt_walk *w, const ckpt_value *v) {
+    const ckpt_walk_frame *node = ckpt_walk_up(w, 0);
+    size_t len = node->name_len;
     /* attributes are not flattened: such a tensor would have no name */
-    if (c->in_state)
-        return fail_once(c, ckpt_err(CKPT_E_UNSUPPORTED, "", "", CKPT_NO_OFFSET,
-                                     "cannot write a tensor held in the attributes "
-                                     "(BUILD state) of a dict, at \"%s\"", cur_name(c)));
+    if (c->in_state || node->role == CKPT_WALK_STATE)
+        return ckpt_err(CKPT_E_UNSUPPORTED, "", "", CKPT_NO_OFFSET,
+                        "cannot write a tensor held in the attributes "
+                        "(BUILD state) of a dict, at \"%s\"", cur_name(w));
     if (c->n == c->cap) {
         size_t cap = c->cap ? c->cap * 2 : 64;
         wr_named *ni = ckpt_realloc(c->items, cap * sizeof *ni);
         if (!ni || cap > SIZE_MAX / 2 / sizeof *ni)
-            return fail_once(c, ckpt_err(CKPT_E_NOMEM, "", "", CKPT_NO_OFFSET,
-                                         "out of memory"));
+            return ckpt_err_nomem();
         c->items = ni;
         c->cap = cap;
     }
     /* names are C strings everywhere (reader, digests, safetensors keys) */
-    if (c->len && memchr(c->buf, '\0', c->len))
-        return fail_once(c, ckpt_err(CKPT_E_UNSUPPORTED, "", "", CKPT_NO_OFFSET,
-                                     "cannot write a tensor whose name contains a "
-                                     "NUL byte (\"%s...\")", c->buf));
-    char *name = ckpt_malloc(c->len + 1);
-    if (!name)
-        return fail_once(c, ckpt_err_nomem());
-    memcpy(name, c->buf ? c->buf : "", c->len);
-    name[c->len] = '\0';
+    if (len && memchr(w->name, '\0', len))
+        return ckpt_err(CKPT_E_UNSUPPORTED, "", "", CKPT_NO_OFFSET,
+                        "cannot write a tensor whose name contains a "
+                        "NUL byte (\"%s...\")", w->name);
+    char *name = ckpt_malloc(len + 1);
+    if (!name) return ckpt_err_nomem();
+    memcpy(name, w->name, len);
+    name[len] = '\0';
     c->items[c->n] = (wr_named){name, v, c->n};
     c->n++;
     return 0;
 }
 
-static int walk(collector *c, const ckpt_value *v, uint32_t depth) {
-    if (c->rc) return c->rc;
-    if (++c->visits > c->max_visits)
-        return fail_once(c, ckpt_err(CKPT_E_LIMIT, "", "", CKPT_NO_OFFSET,
-                                     "object graph too large (shared "
-                                     "substructures repeated)"));
-    if (depth > c->max_depth)
-        return fail_once(c, ckpt_err(CKPT_E_LIMIT, "", "", CKPT_NO_OFFSET,
-                                     "containers nested deeper than %u at \"%s\"",
-                                     c->max_depth, cur_name(c)));
-    char tmp[32];
-    size_t saved;
+static int collect_enter(ckpt_walk *w, ckpt_walk_frame *node) {
+    collector *c = w->ctx;
+    const ckpt_value *v = node->value;
+    if (node->role == CKPT_WALK_VALUE && !key_ok(node->key, 0))
+        return ckpt_err(CKPT_E_UNSUPPORTED, "", "", CKPT_NO_OFFSET,
+                        "cannot write a dict key of kind %s at \"%s\"",
+                        ckpt_value_kind_name(node->key->kind), cur_name(w));
     switch (v->kind) {
     case CKPT_KIND_NONE: case CKPT_KIND_BOOL: case CKPT_KIND_INT:
     case CKPT_KIND_FLOAT: case CKPT_KIND_STR: case CKPT_KIND_BYTES:
-        return 0;
-    case CKPT_KIND_TENSOR: return add_tensor(c, v);
+        return CKPT_WALK_SKIP;
+    case CKPT_KIND_TENSOR: {
+        int rc = add_tensor(c, w, v);
+        return rc ? rc : CKPT_WALK_SKIP;
+    }
     case CKPT_KIND_GLOBAL_:
-        if (!ckpt_wr_dtype_ref(v)) note_opaque(c, v->u.global.qualname);
-        return 0;
+        if (!ckpt_wr_dtype_ref(v)) note_opaque(c, w, v->u.global.qualname);
+        return CKPT_WALK_SKIP;
     case CKPT_KIND_OBJECT:
-        note_opaque(c, v->u.obj.name);
-        return 0;
+        note_opaque(c, w, v->u.obj.name);
+        return CKPT_WALK_SKIP;
     case CKPT_KIND_LIST: case CKPT_KIND_TUPLE: case CKPT_KIND_SET:
     case CKPT_KIND_DICT:
-        break;
+        /* a dict's attributes are checked like its items, named by
+         * attribute */
+        if (node->role == CKPT_WALK_STATE) c->in_state++;
+        return CKPT_WALK_DESCEND;
     default:
-        note_opaque(c, "an unresolved pickle value");
-        return 0;
+        note_opaque(c, w, "an unresolved pickle value");
+        return CKPT_WALK_SKIP;
     }
-    for (uint32_t i = 0; i < depth; i++)
-        if (c->path[i] == v)
-            return fail_once(c, ckpt_err(CKPT_E_UNSUPPORTED, "", "", CKPT_NO_OFFSET,
-                                         "cannot write a cyclic structure: \"%s\" "
-                                         "contains itself", cur_name(c)));
-    c->path[depth] = v;
-    if (v->kind == CKPT_KIND_DICT) {
-        for (size_t i = 0; i < v->u.dict.n; i++) {
-            const ckpt_value *k = v->u.dict.keys[i];
-            size_t klen;
-            const char *kt = ckpt_value_key_text(k, tmp, sizeof tmp, &klen);
-            if (push_name(c, kt, klen, &saved)) return c->rc;
-            if (!key_ok(k, 0))
-                return fail_once(c, ckpt_err(CKPT_E_UNSUPPORTED, "", "", CKPT_NO_OFFSET,
-                                             "cannot write a dict key of kind %s at "
-                                             "\"%s\"", ckpt_value_kind_name(k->kind),
-                                             cur_name(c)));
-            walk(c, v->u.dict.vals[i], depth + 1);
-            c->len = saved;
-            if (c->buf) c->buf[c->len] = '\0';
-        }
-        if (v->u.dict.state) { /* checked like the items, named by attribute */
-            c->in_state++;
-            walk(c, v->u.dict.state, depth + 1);
-            c->in_state--;
-        }
-    } else {
-        for (size_t i = 0; i < v->u.seq.n; i++) {
-            int n = snprintf(tmp, sizeof tmp, "%zu", i);
-            if (push_name(c, tmp, (size_t)n, &saved)) return c->rc;
-            walk(c, v->u.seq.items[i], depth + 1);
-            c->len = saved;
-            if (c->buf) c->buf[c->len] = '\0';
-        }
-    }
-    return c->rc;
+}
+
+static int collect_leave(ckpt_walk *w, ckpt_walk_frame *node) {
+    collector *c = w->ctx;
+    if (node->role == CKPT_WALK_STATE) c->in_state--;
+    return 0;
 }
 
 void ckpt_wr_named_free(wr_named *v, size_t n) {
@@ -231,24 +167,23 @@ void ckpt_wr_named_free(wr_named *v, size_t n) {
 }
 
 int ckpt_wr_collect(wr_named **out, size_t *n, const ckpt_value *root) {
-    ckpt_limits lim = CKPT_LIMITS_INIT;
     collector c = {0};
-    c.max_depth = lim.max_depth;
-    c.max_visits = lim.max_tensors * 4 + 1024;
-    c.max_name = lim.max_name_bytes;
+    ckpt_walk w;
+    ckpt_walk_init(&w, NULL, "", "");
+    w.names = 1;
+    w.follow = CKPT_WALK_DICT_STATE;
+    w.enter = collect_enter;
+    w.leave = collect_leave;
+    w.ctx = &c;
     *out = NULL;
     *n = 0;
-    c.path = ckpt_malloc(((size_t)c.max_depth + 1) * sizeof *c.path);
-    if (!c.path) return ckpt_err_nomem();
-    int rc = walk(&c, root, 0);
+    int rc = ckpt_walk_run(&w, root);
     if (!rc && c.nopaque)
         rc = ckpt_err(CKPT_E_UNSUPPORTED, "", "", CKPT_NO_OFFSET,
                       "cannot convert %zu opaque object%s: %s%s (leave %s out with "
                       "--select)", c.nopaque, c.nopaque == 1 ? "" : "s", c.opaque,
                       c.nopaque > MAX_OPAQUE_NAMED ? ", ..." : "",
                       c.nopaque == 1 ? "it" : "them");
-    ckpt_free(c.path);
-    ckpt_free(c.buf);
     if (rc) {
         ckpt_wr_named_free(c.items, c.n);
         return rc;

@@ -56,16 +56,6 @@ int ckpt_write_value(const ckpt_value *root, const char *path,
                      ckpt_format format, const ckpt_write_options *opts,
                      ckpt_write_stats *stats);
 
-/* The tree to write back for an opened file: the root itself, except for a
- * safetensors file carrying "ckpt.structure", whose original tree (values,
- * nesting, dtypes safetensors lacks, shared storages) is rebuilt in `a`,
- * its tensors pointing into f's mapping (or, for views of one storage that
- * no tensor covers whole, into a storage rebuilt in `a`). The result lives
- * as long as both f and a. Returns 0, or CKPT_E_FORMAT (malformed
- * structure, naming the problem), CKPT_E_LIMIT, CKPT_E_NOMEM. */
-int ckpt_write_logical_root(const ckpt_value **out, const ckpt_file *f,
-                            ckpt_arena *a);
-
 /* Format writers (write_safetensors.c, write_torch.c): same contract as
  * ckpt_write_value_to after the options were validated. */
 int ckpt_write_safetensors(ckpt_atomic *a, const ckpt_value *root,

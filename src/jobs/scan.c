@@ -17,8 +17,11 @@
  *   - otherwise the file itself, as stacked pickles: a legacy torch file's
  *     five pickles (not the storage blobs after them), or a plain pickle
  *     and any further stream after its STOP;
- *   - str/bytes literals that hold a pickle (raw, latin-1 text of bytes as
- *     protocol 2 writes bytes, hex, base64), up to max_nesting deep;
+ *   - str/bytes literals that an unpickling call receives (pickle.loads,
+ *     torch.load..., directly or through the decoders and io.BytesIO that
+ *     make its argument) and that hold a pickle (raw, latin-1 text of
+ *     bytes as protocol 2 writes bytes, hex, base64), up to max_nesting
+ *     deep; any other string is data, never scanned;
  *   - a sharded index (JSON text with a "weight_map"): every shard file it
  *     lists, next to it, scanned as a file of its own.
  * The verdict only needs the allowlist (builders.h + the caller's list);
@@ -33,14 +36,19 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
-#include <jansson.h>
 
 #include "base/error.h"
+#include "model/dtype.h"
 #include "model/file.h"
 #include "format/pickle.h"
 #include "jobs/scan_policy.h"
+#include "container/tar.h"
 #include "container/zip.h"
+#include "format/index_json.h"
+#include "format/npy.h"
+#include "open/sharded.h"
 
 /* torch.serialization.MAGIC_NUMBER 0x1950a86a20f9469cfc6c in decimal */
 #define LEGACY_MAGIC "119547037146038801333356"
@@ -56,6 +64,9 @@
 /* Messages are cut to this many bytes. */
 #define MSG_CAP 512
 
+/* Deflated members not named like a pickle or an array are inflated to be
+ * sniffed only up to this size. */
+#define SNIFF_INFLATE_MAX ((uint64_t)1 << 20)
 #define ZIP_FLAG_ENCRYPTED 0x0001u
 #define ZIP_FLAG_PATCHED 0x0020u
 #define ZIP_FLAG_STRONG 0x0040u
@@ -99,6 +110,9 @@ typedef struct scanner {
                                  names cannot force long probe chains */
     uint64_t budget;          /* inflate budget left (zip bombs) */
     int nomem;                /* an allocation failed: the scan fails */
+    int tar_types;            /* scanning a legacy tar's storages or tensors
+                                 member, whose tuples name torch.*Storage
+                                 and torch.*Tensor classes */
     int content;              /* pickle, zip or safetensors content found */
     int unscannable;          /* some content could not be examined */
     int unsafe;               /* a dangerous or suspicious finding */
@@ -124,14 +138,17 @@ typedef struct region {
                                  no pickle at all */
 } region;
 
-/* A literal that holds a pickle, kept until its stream is done. */
+/* A literal an unpickling call receives, kept until its stream is done. */
 typedef struct literal {
     const uint8_t *p;
     size_t n;
-    uint64_t offset;          /* absolute offset of the literal's opcode */
-    uint8_t opcode;
+    uint64_t offset;          /* absolute offset of the call */
     ckpt_lit_enc enc;
 } literal;
+
+/* Bounds of the walk through a call's arguments to its literals. */
+#define ARG_DEPTH 8
+#define ARG_ITEMS 4096
 
 /* One stream's run: what the event callback needs. */
 typedef struct stream {
@@ -139,6 +156,7 @@ typedef struct stream {
     const region *rg;
     ckpt_arena *work;
     uint64_t events;          /* globals, calls and BUILDs on objects */
+    size_t arg_items;         /* argument values walked (ARG_ITEMS) */
     literal *lits;
     size_t nlits, litcap;
 } stream;
@@ -339,7 +357,18 @@ static uint64_t where(const region *rg, uint64_t offset) {
 }
 
 static const char *nested_note(const region *rg) {
-    return rg->depth ? " (in a pickle nested in a string literal)" : "";
+    return rg->depth ? " (in a pickle that an unpickling call receives as a literal)" : "";
+}
+
+/* torch.FloatStorage, torch.cuda.LongTensor...: the type classes a
+ * legacy tar's storages and tensors members name (legacy_load unpacks
+ * them as data; a call of one is still a call event). */
+static int legacy_type_class(const char *module, const char *name) {
+    size_t n = strlen(name);
+    return (strcmp(module, "torch") == 0 || strcmp(module, "torch.cuda") == 0) &&
+           !strchr(name, '.') &&
+           ((n > 7 && strcmp(name + n - 7, "Storage") == 0) ||
+            (n > 6 && strcmp(name + n - 6, "Tensor") == 0));
 }
 
 static void on_global(stream *s, const pk_event *ev) {
@@ -350,6 +379,7 @@ static void on_global(stream *s, const pk_event *ev) {
         sc->nomem = 1;
         return;
     }
+    if (sc->tar_types && !ev->symbolic && legacy_type_class(ev->module, ev->name)) return;
     uint64_t off = where(rg, ev->offset);
     if (ev->symbolic) {
         add_finding(sc, CKPT_SEVERITY_DANGEROUS, "global", g->full, rg->member, off,
@@ -430,17 +460,41 @@ static void on_call_or_build(stream *s, const pk_event *ev, int build) {
                     why, nested_note(rg));
 }
 
-static void on_string(stream *s, const pk_event *ev) {
-    ckpt_lit_enc enc = ckpt_scan_literal_encoding(ev->data, ev->len);
+/* Keeps a str/bytes that may hold a pickle for scan_literal. */
+static void keep_literal(stream *s, const ckpt_value *v, uint64_t offset) {
+    const uint8_t *p = (const uint8_t *)v->u.s.p;
+    ckpt_lit_enc enc = ckpt_scan_literal_encoding(p, v->u.s.len);
     if (!enc) return;
     if (ckpt_arena_grow(s->work, (void **)&s->lits, &s->litcap, s->nlits + 1,
                         sizeof *s->lits)) {
         s->sc->nomem = 1;
         return;
     }
-    /* ev->data lives in the stream's arena or in the region's bytes: it
+    /* v->u.s.p lives in the stream's arena or in the region's bytes: it
      * outlives the run */
-    s->lits[s->nlits++] = (literal){ev->data, ev->len, ev->offset, ev->opcode, enc};
+    s->lits[s->nlits++] = (literal){p, v->u.s.len, offset, enc};
+}
+
+/* The literals an unpickling call receives: its arguments, and the
+ * arguments of the calls that made them (a decoder, io.BytesIO), walked
+ * to ARG_DEPTH levels and ARG_ITEMS values per stream. */
+static void keep_arg_literals(stream *s, const ckpt_value *v, uint64_t offset,
+                              unsigned depth) {
+    if (!v || depth > ARG_DEPTH || s->arg_items++ >= ARG_ITEMS) return;
+    switch (v->kind) {
+    case CKPT_KIND_STR: case CKPT_KIND_BYTES:
+        keep_literal(s, v, offset);
+        break;
+    case CKPT_KIND_TUPLE: case CKPT_KIND_LIST:
+        for (size_t i = 0; i < v->u.seq.n; i++)
+            keep_arg_literals(s, v->u.seq.items[i], offset, depth + 1);
+        break;
+    case CKPT_KIND_OBJECT:
+        keep_arg_literals(s, v->u.obj.args, offset, depth + 1);
+        break;
+    default:
+        break;
+    }
 }
 
 static void on_event(void *ctx, const pk_event *ev) {
@@ -454,13 +508,12 @@ static void on_event(void *ctx, const pk_event *ev) {
     case PK_EV_CALL:
         s->events++;
         on_call_or_build(s, ev, 0);
+        if (!ev->symbolic && ckpt_scan_unpickles(ev->module, ev->name))
+            keep_arg_literals(s, ev->args, ev->offset, 0);
         break;
     case PK_EV_BUILD:
         if (ev->module[0] || ev->name[0]) s->events++;
         on_call_or_build(s, ev, 1);
-        break;
-    case PK_EV_STRING:
-        on_string(s, ev);
         break;
     case PK_EV_PERSID: /* answered by the placeholder below */
         break;
@@ -488,17 +541,6 @@ static int placeholder_storage(void *ctx, ckpt_value *pid, uint64_t offset,
 
 /* ------------------------------------------------------------ literals */
 
-/* Bytes of the literal's opcode before its data, when the data is the
- * file's bytes verbatim; 0 for text opcodes whose value is decoded. */
-static size_t literal_header(uint8_t op) {
-    switch (op) {
-    case 'C': case 'U': case 0x8c: return 2;          /* 1-byte length */
-    case 'B': case 'T': case 'X': return 5;           /* 4-byte length */
-    case 0x8d: case 0x8e: case 0x96: return 9;        /* 8-byte length */
-    default: return 0;
-    }
-}
-
 /* Scans the pickle a literal holds, one level deeper. */
 static int scan_literal(scanner *sc, const region *rg, ckpt_arena *work,
                         const literal *lit) {
@@ -511,13 +553,12 @@ static int scan_literal(scanner *sc, const region *rg, ckpt_arena *work,
     if (lit->enc == CKPT_LIT_RAW) {
         sub.p = lit->p;
         sub.n = lit->n;
-        /* Verbatim binary literals keep exact file offsets. */
-        size_t h = literal_header(lit->opcode);
-        uint64_t at = lit->offset + h, rel;
-        if (h && !rg->decoded && at >= rg->base && (rel = at - rg->base) <= rg->n &&
-            lit->n <= rg->n - rel && memcmp(rg->p + rel, lit->p, lit->n) == 0) {
+        /* A binary literal points into the region (scan mode): exact file
+         * offsets */
+        if (!rg->decoded && lit->p >= rg->p && lit->p <= rg->p + rg->n &&
+            lit->n <= (size_t)(rg->p + rg->n - lit->p)) {
             sub.decoded = 0;
-            sub.base = at;
+            sub.base = rg->base + (uint64_t)(lit->p - rg->p);
         }
     } else {
         uint8_t *d = ckpt_arena_alloc(work, lit->n);
@@ -529,11 +570,10 @@ static int scan_literal(scanner *sc, const region *rg, ckpt_arena *work,
     }
     uint32_t max = sc->o.max_nesting < NESTING_CAP ? sc->o.max_nesting : NESTING_CAP;
     if (sub.depth > max) {
-        /* A literal only runs if something unpickles it, and that something
-         * is an off-list global already reported; so this is not a reason
-         * to call the file unscannable. */
+        /* The call that unpickles it is an off-list global already
+         * reported; so this is not a reason to call the file unscannable. */
         add_finding(sc, CKPT_SEVERITY_INFO, "nested-pickle", NULL, rg->member, sub.at,
-                    "a string literal holds a pickle nested deeper than "
+                    "an unpickling call receives a pickle nested deeper than "
                     "max_nesting (%u): not scanned",
                     max);
         return 0;
@@ -543,12 +583,14 @@ static int scan_literal(scanner *sc, const region *rg, ckpt_arena *work,
 
 /* ------------------------------------------------------------ streams */
 
-/* Runs one stream from rg->p + pos. *used: bytes through STOP; *events:
+/* Runs one stream from rg->p + pos (quiet: without events, to see whether
+ * it parses). *used: bytes through STOP;
+ * *frame_rest: bytes of the FRAME holding STOP after it; *events:
  * globals, calls and BUILDs seen; *value: 1 if it produced the legacy
  * magic number. Returns the machine's code (NOMEM also for our own
  * allocations); the literals it held are scanned before returning. */
-static int run_stream(scanner *sc, const region *rg, size_t pos, size_t *used,
-                      uint64_t *events, int *legacy_magic) {
+static int run_stream(scanner *sc, const region *rg, size_t pos, int quiet, size_t *used,
+                      size_t *frame_rest, uint64_t *events, int *legacy_magic) {
     ckpt_arena work = {0};
     stream s = {.sc = sc, .rg = rg, .work = &work};
     pk_options o = {0};
@@ -558,9 +600,10 @@ static int run_stream(scanner *sc, const region *rg, size_t pos, size_t *used,
     o.limits = &sc->o.limits;
     o.arena = &work;
     o.persistent_load = placeholder_storage;
-    o.on_event = on_event;
+    o.on_event = quiet ? NULL : on_event;
     o.ctx = &s;
     o.scan_only = 1;
+    o.frame_rest = frame_rest;
     ckpt_value *v = NULL;
     int rc = ckpt_pickle_run(&v, used, rg->p + pos, rg->n - pos, &o);
     if (sc->nomem) rc = CKPT_E_NOMEM;
@@ -586,36 +629,72 @@ static int run_stream(scanner *sc, const region *rg, size_t pos, size_t *used,
     return rc;
 }
 
-/* Scans rg as back-to-back pickle streams. */
+/* 1 if every unpickler stops where the stream at rg->p + pos broke, with
+ * nothing to interpret: the input ends, the byte is no opcode, or a
+ * GLOBAL/INST name is not UTF-8 text (Python decodes names strictly). */
+static int certain_stop(const region *rg, size_t pos, int rc, const ckpt_error *e) {
+    if (rc == CKPT_E_TRUNCATED) return 1;
+    uint64_t start = rg->decoded ? 0 : rg->base + pos;
+    if (e->offset < start || e->offset - start >= rg->n - pos) return 0;
+    uint8_t op = rg->p[pos + (size_t)(e->offset - start)];
+    if (op == 'c' || op == 'i') return e->message && strstr(e->message, "UTF-8") != NULL;
+    return !ckpt_pickle_is_opcode(op);
+}
+
+/* Scans rg as back-to-back pickle streams. A stream that some loader
+ * unpickles (the first one of a file, a named or .npy member; each of a
+ * legacy file's five) and that does not parse to its STOP makes the file
+ * unscannable, with the offset where it breaks: the loader may read on
+ * where ckpt cannot. Streams only guessed at (bytes after a STOP that no
+ * loader reads, content sniffed by its shape, literals) that break before
+ * any global or call are not pickles and are dropped; so is a file
+ * without PROTO that every unpickler stops in before any global or call
+ * (certain_stop): a PNG, a text file. */
 static int scan_region(scanner *sc, const region *rg) {
     size_t pos = 0, streams = 0;
     int legacy = 0;
     while (pos < rg->n) {
         if (legacy && streams == LEGACY_STREAMS) break; /* storage blobs */
+        int loaded = legacy || (streams == 0 && !rg->sniffed && !rg->depth);
         uint64_t at = where(rg, rg->base + pos);
         if (streams > 0 && !legacy && !rg->depth)
             add_finding(sc, CKPT_SEVERITY_INFO, "trailing-bytes", NULL, rg->member, at,
                         "bytes after the pickle's STOP; scanned as another "
                         "stream where they parse as one");
-        if (streams > 0 && !ckpt_scan_pickle_start(rg->p + pos, rg->n - pos)) break;
-        size_t used = 0;
+        if (!loaded && streams > 0 && !ckpt_scan_pickle_start(rg->p + pos, rg->n - pos))
+            break;
+        size_t used = 0, frame_rest = 0;
         uint64_t events = 0;
-        int magic = 0;
-        int rc = run_stream(sc, rg, pos, &used, &events, &magic);
+        int magic = 0, rc = 0;
+        /* content taken for a pickle by its shape (a zip member no loader
+         * unpickles by name) is one only if it parses to STOP: storage
+         * bytes that start like a pickle raise nothing */
+        if (rg->sniffed && !rg->depth && streams == 0)
+            rc = run_stream(sc, rg, pos, 1, &used, &frame_rest, &events, &magic);
+        if (rc == 0) rc = run_stream(sc, rg, pos, 0, &used, &frame_rest, &events, &magic);
         if (rc == CKPT_E_NOMEM) return rc;
         if (rc == 0) {
             sc->content = 1;
             if (streams == 0 && rg->top && magic) legacy = 1;
             streams++;
             pos += used;
+            if (legacy && streams < LEGACY_STREAMS && frame_rest) {
+                add_finding(sc, CKPT_SEVERITY_INFO, "parse-error", NULL, rg->member,
+                            where(rg, rg->base + pos),
+                            "legacy pickle %zu ends inside a FRAME with %zu bytes after "
+                            "its STOP: the next one starts here for a buffered file and "
+                            "after the frame for io.BytesIO",
+                            streams, frame_rest);
+                sc->unscannable = 1;
+                break;
+            }
             continue;
         }
         const ckpt_error *e = ckpt_error_last();
         int proto = rg->n - pos >= 2 && rg->p[pos] == 0x80;
-        /* Nothing resolved before the break: junk after a stream, content
-         * that only looked like a pickle, or a file that is no pickle at
-         * all (without PROTO: a PNG starts with NEWFALSE, PERSID). */
-        if (events == 0 && (streams > 0 || rg->sniffed || rg->depth || (rg->top && !proto))) {
+        if (events == 0 &&
+            (!loaded || (rg->top && streams == 0 && !proto && certain_stop(rg, pos, rc, e)))) {
+            /* junk after a stream, content that only looked like a pickle */
             if (streams == 0 && !rg->depth && rg->sniffed && rg->member[0])
                 add_finding(sc, CKPT_SEVERITY_INFO, "not-a-pickle", NULL, rg->member,
                             where(rg, e->offset),
@@ -643,23 +722,45 @@ static int scan_region(scanner *sc, const region *rg) {
 
 /* ------------------------------------------------------------ containers */
 
-/* An .npy file or member: its pickle payload if it has one. rg is the
- * whole npy; 0 if rg is no npy at all (*seen = 0). */
+/* An .npy file or member: np.load reads its header as numpy.lib.format
+ * does (format/npy.h) and, for an object dtype, unpickles the data after
+ * it. rg is the whole npy; *seen = 0 if rg is no npy at all. */
 static int scan_npy(scanner *sc, const region *rg, int *seen) {
-    size_t end;
-    int object;
-    *seen = ckpt_scan_npy_header(rg->p, rg->n, &end, &object);
-    if (!*seen) return 0;
+    ckpt_npy_header h;
+    ckpt_arena work = {0};
+    int r = ckpt_npy_read_header(&h, &work, rg->p, rg->n, sc->o.limits.max_header_bytes,
+                                 sc->o.limits.max_depth);
+    ckpt_arena_free(&work);
+    if (r < 0) return CKPT_E_NOMEM;
+    *seen = r;
+    if (!r) return 0;
     sc->content = 1;
-    if (!object) return 0; /* numbers only: np.load runs nothing */
+    switch (h.kind) {
+    case CKPT_NPY_PLAIN: return 0; /* numbers only: np.load runs nothing */
+    case CKPT_NPY_REFUSED:
+        add_finding(sc, CKPT_SEVERITY_INFO, "npy-refused", NULL, rg->member,
+                    where(rg, rg->base + h.at),
+                    "numpy .npy header that np.load refuses (%s): it unpickles nothing",
+                    h.why);
+        return 0;
+    case CKPT_NPY_UNSURE:
+        add_finding(sc, CKPT_SEVERITY_INFO, "npy-header", NULL, rg->member,
+                    where(rg, rg->base + h.at),
+                    "numpy .npy header that ckpt cannot read as numpy does (%s): "
+                    "whether np.load unpickles its data is not known",
+                    h.why);
+        sc->unscannable = 1;
+        return 0;
+    case CKPT_NPY_OBJECT: break;
+    }
     region sub = *rg;
-    sub.p = rg->p + end;
-    sub.n = rg->n - end;
-    sub.base = rg->base + end;
+    sub.p = rg->p + h.data_offset;
+    sub.n = rg->n - h.data_offset;
+    sub.base = rg->base + h.data_offset;
     sub.sniffed = 0;
     sub.top = 0;
     add_finding(sc, CKPT_SEVERITY_INFO, "npy-object", NULL, rg->member,
-                where(rg, rg->base + end),
+                where(rg, sub.base),
                 "numpy object array: np.load(allow_pickle=True) unpickles the "
                 "data that follows its header; scanned as a pickle");
     return scan_region(sc, &sub);
@@ -697,9 +798,11 @@ static int scan_safetensors(scanner *sc, const uint8_t *p, size_t n) {
 
 /* ------------------------------------------------------------ zip */
 
+/* Suffix test ignoring ASCII case, as torch's reader finds
+ * "archive/data.pkl" under "archive/DATA.PKL". */
 static int ends_with(const char *s, size_t n, const char *suffix) {
     size_t k = strlen(suffix);
-    return n >= k && memcmp(s + n - k, suffix, k) == 0;
+    return n >= k && strncasecmp(s + n - k, suffix, k) == 0;
 }
 
 /* torch.jit.save archives: constants.pkl or code/ under the archive
@@ -719,6 +822,7 @@ static int scan_member(scanner *sc, const ckpt_zip *z, const ckpt_zip_entry *e,
                                    : ckpt_arena_strdup(&sc->r->arena, e->name);
     if (!member) return CKPT_E_NOMEM;
     int named = ends_with(e->name, e->name_len, ".pkl");
+    int npy = ends_with(e->name, e->name_len, ".npy");
     int encrypted = (e->flags & (ZIP_FLAG_ENCRYPTED | ZIP_FLAG_STRONG)) != 0;
     if (e->local_name_differs)
         add_finding(sc, CKPT_SEVERITY_INFO, "name-mismatch", NULL, member, e->local_offset,
@@ -745,6 +849,15 @@ static int scan_member(scanner *sc, const ckpt_zip *z, const ckpt_zip_entry *e,
                         "uncompressed bytes; the %llu stored bytes are scanned",
                         (unsigned long long)e->csize, (unsigned long long)e->usize,
                         (unsigned long long)e->csize);
+    } else if (e->method == 8 && !encrypted && !named && !npy && e->usize > SNIFF_INFLATE_MAX) {
+        /* No loader unpickles it by name; inflating it only to sniff its
+         * bytes would cost what a bomb asks. */
+        add_finding(sc, CKPT_SEVERITY_INFO, "not-inflated", NULL, member, e->data_offset,
+                    "deflated member of %llu bytes is not named like a pickle or "
+                    "numpy array and is not inflated to be sniffed",
+                    (unsigned long long)e->usize);
+        sc->unscannable = 1;
+        return 0;
     } else if (e->method == 8 && !encrypted) {
         int rc = ckpt_zip_read(z, e, inflated, &sc->budget, &rg.p);
         if (rc == CKPT_E_NOMEM) return rc;
@@ -792,16 +905,10 @@ static int scan_member(scanner *sc, const ckpt_zip *z, const ckpt_zip_entry *e,
 }
 
 static int scan_zip(scanner *sc, const ckpt_zip *z) {
-    if (z->archive_offset)
-        add_finding(sc, CKPT_SEVERITY_INFO, "polyglot", NULL, file_member(sc), 0,
-                    "%llu bytes come before the zip archive: torch.load reads "
-                    "such a file as a legacy pickle, zip readers find the "
-                    "archive; both are scanned",
-                    (unsigned long long)z->archive_offset);
     if (z->has_duplicates)
-        add_finding(sc, CKPT_SEVERITY_INFO, "duplicate-name", NULL, file_member(sc),
-                    z->archive_offset,
-                    "two members share a name; every one of them is scanned");
+        add_finding(sc, CKPT_SEVERITY_INFO, "duplicate-name", NULL, file_member(sc), 0,
+                    "two members share a name (ignoring ASCII case); every one "
+                    "of them is scanned");
     for (size_t i = 0; i < z->count; i++) {
         const ckpt_zip_entry *e = &z->entries[i];
         if (!torchscript_marker(e)) continue;
@@ -821,28 +928,234 @@ static int scan_zip(scanner *sc, const ckpt_zip *z) {
         if (rc) return rc;
     }
     if (!had_content && !sc->content && !was_unscannable && !sc->unscannable)
-        add_finding(sc, CKPT_SEVERITY_INFO, "no-pickle", NULL, file_member(sc),
-                    z->archive_offset,
+        add_finding(sc, CKPT_SEVERITY_INFO, "no-pickle", NULL, file_member(sc), 0,
                     "zip archive without any pickle member");
     return 0;
 }
 
-/* ------------------------------------------------------------ sharded */
-
-/* Loaders join a shard name to the index's directory; a name that leaves
- * it (absolute, "..", a drive) names a file the scan does not follow.
- * NULL when the name stays inside, else why not. */
-static const char *shard_name_problem(const char *name, size_t len) {
-    if (len == 0 || strlen(name) != len) return "empty or holds a NUL byte";
-    if (name[0] == '/') return "an absolute path";
-    if (strchr(name, '\\') || strchr(name, ':')) return "a backslash, drive or colon";
-    for (const char *p = name; *p;) {
-        size_t seg = strcspn(p, "/");
-        if (seg == 2 && p[0] == '.' && p[1] == '.') return "a \"..\" component";
-        p += seg + (p[seg] == '/');
+/* Scans the members of miniz's reading of p (torch) and, where Python's
+ * zipfile reads another directory, of that one too. *seen: some reading
+ * succeeded. A file that starts as an archive and that neither reads is
+ * reported (the caller calls it unscannable). */
+static int scan_zip_readings(scanner *sc, const uint8_t *p, size_t n, int *seen) {
+    ckpt_zip z, y;
+    *seen = 0;
+    int rc = ckpt_zip_open_reading(&z, &sc->scratch, p, n, sc->file, &sc->o.limits,
+                                   CKPT_ZIP_MINIZ);
+    if (rc == CKPT_E_NOMEM) return rc;
+    /* the error record must survive the other reading */
+    ckpt_error saved = *ckpt_error_last();
+    char msg[MSG_CAP];
+    snprintf(msg, sizeof msg, "%s", saved.message ? saved.message : "");
+    if (rc == 0) {
+        *seen = 1;
+        if ((rc = scan_zip(sc, &z))) return rc;
     }
-    return NULL;
+    if (*seen && !z.readings_differ) return 0;
+    int rc2 = ckpt_zip_open_reading(&y, &sc->scratch, p, n, sc->file, &sc->o.limits,
+                                    CKPT_ZIP_ZIPFILE);
+    if (rc2 == CKPT_E_NOMEM) return rc2;
+    if (rc2 == 0) {
+        if (y.shift)
+            add_finding(sc, CKPT_SEVERITY_INFO, "polyglot", NULL, file_member(sc), 0,
+                        "%llu bytes come before the zip archive: torch's reader "
+                        "takes its offsets as absolute%s, Python's zipfile shifts "
+                        "them and reads its members; they are scanned",
+                        (unsigned long long)y.shift,
+                        *seen ? " and reads another directory" : " and cannot read it");
+        else
+            add_finding(sc, CKPT_SEVERITY_INFO, "zip-readings", NULL, file_member(sc), 0,
+                        "torch's reader (miniz) and Python's zipfile read different "
+                        "directories from this archive; the members of both are "
+                        "scanned");
+        *seen = 1;
+        return scan_zip(sc, &y);
+    }
+    if (!*seen && n >= 4 && memcmp(p, "PK\3\4", 4) == 0)
+        add_finding(sc, CKPT_SEVERITY_INFO, "zip-error", NULL, file_member(sc),
+                    in_file(saved.offset, n), "zip archive cannot be read: %s", msg);
+    return 0;
 }
+
+/* ------------------------------------------------------------ legacy tar */
+
+/* What one pickle of a legacy tar member gives torch (read in full mode,
+ * which builds values but runs nothing): an int, or the element size of
+ * the storage class that the third item of a (key, location, type) tuple
+ * names. -1 when the stream is not of that shape. */
+static int tar_value(scanner *sc, const region *rg, size_t pos, int want_esize, int64_t *out) {
+    ckpt_arena work = {0};
+    pk_options o = {0};
+    o.file = sc->file;
+    o.member = rg->member;
+    o.base_offset = rg->base + pos;
+    o.limits = &sc->o.limits;
+    o.arena = &work;
+    ckpt_value *v = NULL;
+    size_t used;
+    int rc = ckpt_pickle_run(&v, &used, rg->p + pos, rg->n - pos, &o);
+    int ok = -1;
+    if (rc == CKPT_E_NOMEM) {
+        ok = CKPT_E_NOMEM;
+    } else if (rc == 0 && !want_esize) {
+        ok = ckpt_value_int(v, out) == 0 ? 0 : -1;
+    } else if (rc == 0 && v->kind == CKPT_KIND_TUPLE && v->u.seq.n == 3 &&
+               v->u.seq.items[2]->kind == CKPT_KIND_GLOBAL_) {
+        unsigned esz = ckpt_dtype_size(
+            ckpt_dtype_from_storage_class(v->u.seq.items[2]->u.global.name));
+        *out = esz;
+        ok = esz ? 0 : -1;
+    }
+    ckpt_arena_free(&work);
+    return ok;
+}
+
+/* Why torch stops reading a member (and the archive) at rg's byte `pos`;
+ * for findings. */
+static void tar_stop(scanner *sc, const region *rg, size_t pos, int unscannable,
+                     const char *what) {
+    add_finding(sc, CKPT_SEVERITY_INFO, unscannable ? "tar-unfollowed" : "tar-stops", NULL,
+                rg->member, rg->base + pos, "%s", what);
+    if (unscannable) sc->unscannable = 1;
+}
+
+/* Scans one pickle stream of a tar member at rg's `pos`; *used: its
+ * bytes. 1: scanned; 0: it does not parse (reported, unscannable: torch
+ * runs what comes before the break); <0: out of memory. */
+static int tar_stream(scanner *sc, const region *rg, size_t pos, size_t *used) {
+    uint64_t events = 0;
+    size_t frame_rest = 0;
+    int magic = 0;
+    int rc = run_stream(sc, rg, pos, 0, used, &frame_rest, &events, &magic);
+    if (rc == CKPT_E_NOMEM) return CKPT_E_NOMEM;
+    if (rc == 0) return 1;
+    const ckpt_error *e = ckpt_error_last();
+    add_finding(sc, CKPT_SEVERITY_INFO, "parse-error", NULL, rg->member, e->offset,
+                "pickle stream cannot be parsed past this point (%s): %s",
+                ckpt_error_name(rc), e->message);
+    sc->unscannable = 1;
+    return 0;
+}
+
+/* The "storages" (storages = 1) or "tensors" member as legacy_load reads
+ * it: a count pickle, then per item a pickle and raw bytes (a storage's
+ * int64 element count and elements; a tensor's int32 ndim, 4 bytes, ndim
+ * sizes and strides, an offset), then for storages a pickle of views.
+ * *go: torch reads on past this member. */
+static int tar_walk(scanner *sc, const region *rg, int storages, int *go) {
+    size_t pos = 0, used;
+    int64_t count, x;
+    *go = 0;
+    int rc = tar_stream(sc, rg, pos, &used);
+    if (rc <= 0) return rc;
+    if ((rc = tar_value(sc, rg, pos, 0, &count)) == CKPT_E_NOMEM) return rc;
+    if (rc || count < 0) {
+        tar_stop(sc, rg, pos, 1, "the count pickle does not give a non-negative int: "
+                                 "what torch reads next is not known");
+        return 0;
+    }
+    pos += used;
+    for (int64_t i = 0; i < count; i++) {
+        if (pos >= rg->n) {
+            tar_stop(sc, rg, pos, 0, "the member ends before its count of items: torch.load fails here");
+            return 0;
+        }
+        if ((rc = tar_stream(sc, rg, pos, &used)) <= 0) return rc;
+        if (storages) {
+            if ((rc = tar_value(sc, rg, pos, 1, &x)) == CKPT_E_NOMEM) return rc;
+            if (rc) {
+                tar_stop(sc, rg, pos, 1, "a storage pickle that is no (key, location, "
+                                         "storage class) tuple: its bytes cannot be skipped");
+                return 0;
+            }
+        }
+        pos += used;
+        /* storage: int64 LE element count, then the elements; tensor:
+         * int32 LE ndim, 4 bytes, ndim sizes and strides, an offset */
+        uint64_t skip = 0, le = 0;
+        size_t width = storages ? 8 : 4;
+        for (size_t b = 0; b < width && pos + b < rg->n; b++)
+            le |= (uint64_t)rg->p[pos + b] << (8 * b);
+        int fits = rg->n - pos >= 8;
+        if (storages)
+            fits = fits && !ckpt_mul_overflow(le, (uint64_t)x, &skip) &&
+                   skip <= rg->n - pos - 8 && (skip += 8, 1);
+        else
+            fits = fits && le < 0x80000000u && (skip = 8 + 16 * le + 8) <= rg->n - pos;
+        if (!fits) {
+            tar_stop(sc, rg, pos, 0, storages ? "a storage's bytes run past the member: "
+                                                "torch.load fails here"
+                                              : "a tensor's sizes run past the member: "
+                                                "torch.load fails here");
+            return 0;
+        }
+        pos += (size_t)skip;
+    }
+    if (storages) {
+        if ((rc = tar_stream(sc, rg, pos, &used)) <= 0) return rc;
+    }
+    *go = 1;
+    return 0;
+}
+
+/* A file tarfile opens: torch < 0.4's format (FORMATS.md §3.2). torch.load
+ * extracts "storages" and "tensors" and unpickles their streams, then
+ * unpickles "pickle"; on a TarError it reads the file as stacked pickles
+ * instead (scanned by the caller). */
+static int scan_tar(scanner *sc, const uint8_t *p, size_t n) {
+    ckpt_tar t;
+    if (ckpt_tar_read(&t, &sc->scratch, p, n, sc->o.limits.max_zip_entries) < 0)
+        return CKPT_E_NOMEM;
+    if (t.answer == CKPT_TAR_NO) return 0;
+    sc->content = 1;
+    if (t.answer == CKPT_TAR_UNSURE) {
+        add_finding(sc, CKPT_SEVERITY_INFO, "tar-unfollowed", NULL, file_member(sc), t.at,
+                    "tar archive (the torch < 0.4 format) with %s: which members "
+                    "torch.load unpickles is not known",
+                    t.why);
+        sc->unscannable = 1;
+        return 0;
+    }
+    if (t.listing_fails) {
+        add_finding(sc, CKPT_SEVERITY_INFO, "tar-stops", NULL, file_member(sc), t.at,
+                    "tar archive whose listing fails (%s): torch.load reads the file "
+                    "as a pickle instead",
+                    t.why);
+        return 0;
+    }
+    add_finding(sc, CKPT_SEVERITY_INFO, "legacy-tar", NULL, file_member(sc), 0,
+                "tar archive (the torch < 0.4 format): the members torch.load "
+                "unpickles (storages, tensors, pickle) are scanned");
+    static const char *const order[] = {"storages", "tensors", "pickle"};
+    for (size_t k = 0; k < 3; k++) {
+        const ckpt_tar_member *m = ckpt_tar_find(&t, order[k]);
+        if (!m || m->type == '5' || m->type == '6') {
+            add_finding(sc, CKPT_SEVERITY_INFO, "tar-stops", NULL, file_member(sc),
+                        m ? m->header : 0,
+                        "no regular member \"%s\": torch.load fails there", order[k]);
+            return 0;
+        }
+        region rg = {.p = p + m->data, .n = (size_t)m->size, .base = m->data};
+        rg.member = sc->shard ? ckpt_arena_printf(&sc->r->arena, "%s:%s", sc->shard, order[k])
+                              : ckpt_arena_strdup(&sc->r->arena, order[k]);
+        if (!rg.member) return CKPT_E_NOMEM;
+        int go = 0, rc;
+        size_t used;
+        if (k < 2) {
+            sc->tar_types = 1;
+            rc = tar_walk(sc, &rg, k == 0, &go);
+            sc->tar_types = 0;
+        } else {
+            rc = tar_stream(sc, &rg, 0, &used); /* one Unpickler.load */
+            rc = rc < 0 ? rc : 0;
+        }
+        if (rc) return rc;
+        if (!go) return 0;
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------ sharded */
 
 static int scan_file(scanner *sc, const uint8_t *p, size_t n);
 
@@ -863,7 +1176,10 @@ static int scan_shard(scanner *sc, const char *name) {
     }
     sc->shard = shard;
     sc->content = 0;
+    uint64_t budget = sc->budget; /* each file has its own */
+    sc->budget = ckpt_zip_budget(&sc->o.limits, n);
     rc = scan_file(sc, map, n);
+    sc->budget = budget;
     if (rc == 0 && !sc->content) {
         add_finding(sc, CKPT_SEVERITY_INFO, "shard-not-a-checkpoint", NULL, shard, 0,
                     "shard holds no pickle, zip archive or safetensors header");
@@ -896,44 +1212,56 @@ static int scan_index(scanner *sc, const uint8_t *p, size_t n) {
                     (unsigned long long)sc->o.limits.max_index_bytes);
         return 0;
     }
-    json_error_t err;
-    json_t *doc = json_loadb((const char *)p, n, JSON_REJECT_DUPLICATES, &err);
-    json_t *wm = json_is_object(doc) ? json_object_get(doc, "weight_map") : NULL;
-    if (!json_is_object(wm)) {
-        if (doc)
-            add_finding(sc, CKPT_SEVERITY_INFO, "not-an-index", NULL, "", 0,
-                        "JSON text without a \"weight_map\" object: not a sharded "
-                        "checkpoint index");
-        else
-            add_finding(sc, CKPT_SEVERITY_INFO, "not-an-index", NULL, "",
-                        in_file((uint64_t)err.position, n),
-                        "text that does not parse as JSON (%s): not a sharded "
-                        "checkpoint index", err.text);
-        json_decref(doc);
+    /* read as the loaders read it: json.load, then index["weight_map"] */
+    ckpt_index ix;
+    int rc = ckpt_index_read(&ix, &sc->scratch, p, n, sc->file, sc->o.limits.max_depth);
+    if (rc == CKPT_E_NOMEM) return rc;
+    if (rc == CKPT_E_LIMIT) {
+        sc->unscannable = 1;
+        add_finding(sc, CKPT_SEVERITY_INFO, "index-error", NULL, "",
+                    in_file(ckpt_error_last()->offset, n), "%s", ckpt_error_last()->message);
         return 0;
     }
-    size_t count = json_object_size(wm), k = 0;
-    const char **names = ckpt_arena_array(&sc->scratch, count + 1, sizeof *names);
-    if (!names) {
-        json_decref(doc);
-        return CKPT_E_NOMEM;
+    if (rc) {
+        add_finding(sc, CKPT_SEVERITY_INFO, "not-an-index", NULL, "",
+                    in_file(ckpt_error_last()->offset, n),
+                    "%s: no loader reads it as a sharded checkpoint index",
+                    ckpt_error_last()->message);
+        return 0;
     }
-    const char *key;
-    json_t *val;
-    json_object_foreach(wm, key, val) {
-        const char *why = json_is_string(val)
-                              ? shard_name_problem(json_string_value(val),
-                                                   json_string_length(val))
-                              : "not a string";
+    if (!ix.has_weight_map) {
+        add_finding(sc, CKPT_SEVERITY_INFO, "not-an-index", NULL, "", 0,
+                    "JSON text without a \"weight_map\" object: not a sharded "
+                    "checkpoint index");
+        return 0;
+    }
+    if (ix.non_strings) {
+        add_finding(sc, CKPT_SEVERITY_INFO, "shard-name", NULL, "", ix.first_non_string,
+                    "weight_map holds %zu values that are not strings: which files a "
+                    "loader opens is not known",
+                    ix.non_strings);
+        sc->unscannable = 1;
+    }
+    const char **names = ckpt_arena_array(&sc->scratch, ix.nshards + 1, sizeof *names);
+    if (!names) return CKPT_E_NOMEM;
+    size_t k = 0;
+    for (size_t i = 0; i < ix.nshards; i++) {
+        const ckpt_index_shard *sh = &ix.shards[i];
+        /* the reader's rule (open/sharded.c), any extension: each shard
+         * once, however the index spells it */
+        char *canon = ckpt_arena_alloc(&sc->scratch, sh->len + 1);
+        if (!canon) return CKPT_E_NOMEM;
+        const char *why = sh->surrogate ? "holds a lone surrogate (no UTF-8 file name)"
+                                        : ckpt_shard_name(canon, sh->name, sh->len, NULL);
         if (why) {
-            add_finding(sc, CKPT_SEVERITY_INFO, "shard-name", NULL, "", CKPT_NO_OFFSET,
-                        "weight_map entry \"%.200s\": the shard name is %s; a file "
+            add_finding(sc, CKPT_SEVERITY_INFO, "shard-name", NULL, "", sh->offset,
+                        "weight_map value \"%.200s\": the shard name is %s; a file "
                         "outside the index's directory is not scanned",
-                        key, why);
+                        sh->name, why);
             sc->unscannable = 1;
             continue;
         }
-        names[k++] = json_string_value(val);
+        names[k++] = canon;
     }
     /* distinct names: many tensors share a shard */
     if (k > 1) qsort(names, k, sizeof *names, cmp_str);
@@ -941,12 +1269,10 @@ static int scan_index(scanner *sc, const uint8_t *p, size_t n) {
     for (size_t i = 0; i < k; i++)
         if (distinct == 0 || strcmp(names[distinct - 1], names[i]) != 0)
             names[distinct++] = names[i];
-    int rc = 0;
     if (distinct == 0) {
         /* nothing a loader would open: no checkpoint content */
         add_finding(sc, CKPT_SEVERITY_INFO, "sharded-index", NULL, "", 0,
                     "sharded index listing no shard file");
-        json_decref(doc);
         return 0;
     }
     if (!sc->dir) {
@@ -962,7 +1288,6 @@ static int scan_index(scanner *sc, const uint8_t *p, size_t n) {
                     "shard name it as their member)", distinct);
         for (size_t i = 0; rc == 0 && i < distinct; i++) rc = scan_shard(sc, names[i]);
     }
-    json_decref(doc);
     return rc;
 }
 
@@ -984,24 +1309,18 @@ static int scan_file(scanner *sc, const uint8_t *p, size_t n) {
         top.top = 0;
         return ckpt_scan_pickle_start(p, n) ? scan_region(sc, &top) : 0;
     }
-    /* The end record is searched from the end, so an archive behind a
-     * prefix is found; torch.load itself only takes a file starting with
-     * PK\3\4 for a zip and reads anything else as a legacy pickle. */
-    ckpt_zip z;
+    /* torch.load takes a file starting with PK\3\4 for a zip and reads it
+     * with miniz; np.load (for .npz) and other tools read it with Python's
+     * zipfile, which also finds an archive behind a prefix. Every member
+     * of either reading is scanned. */
     int zip_start = n >= 4 && memcmp(p, "PK\3\4", 4) == 0;
-    rc = ckpt_zip_open(&z, &sc->scratch, p, n, sc->file, &sc->o.limits);
-    if (rc == CKPT_E_NOMEM) return rc;
-    if (rc == 0) {
-        if ((rc = scan_zip(sc, &z))) return rc;
-    } else if (zip_start) {
-        const ckpt_error *e = ckpt_error_last();
-        add_finding(sc, CKPT_SEVERITY_INFO, "zip-error", NULL, file_member(sc),
-                    in_file(e->offset, n),
-                    "zip archive cannot be read: %s", e->message);
+    if ((rc = scan_zip_readings(sc, p, n, &seen))) return rc;
+    if (zip_start && !seen) {
         sc->unscannable = 1;
         return 0;
     }
     if (zip_start) return 0;
+    if ((rc = scan_tar(sc, p, n))) return rc;
     if ((rc = scan_npy(sc, &top, &seen)) || seen) return rc;
     if (ckpt_scan_looks_safetensors(p, n)) {
         if ((rc = scan_safetensors(sc, p, n))) return rc;
@@ -1106,7 +1425,7 @@ static int scan_buffer(ckpt_scan_report **out, const void *data, size_t size,
         if (!sc.o.allow[i])
             return ckpt_err(CKPT_E_INVALID_ARG, file, NULL, CKPT_NO_OFFSET,
                             "allow[%zu] is NULL", i);
-    sc.budget = sc.o.limits.max_inflate_bytes;
+    sc.budget = ckpt_zip_budget(&sc.o.limits, size);
     sc.dir = dir;
     sc.seed = 1469598103934665603u ^ ((uint64_t)(uintptr_t)&sc * 0x9e3779b97f4a7c15u);
     sc.r = ckpt_malloc(sizeof *sc.r);

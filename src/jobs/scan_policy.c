@@ -101,6 +101,12 @@ static const struct family {
            "published gadgets)"),
 };
 
+/* Calls that unpickle an argument, besides the deserializers' modules */
+static const char *const torch_unpicklers[] = {
+    "torch.load", "torch.serialization.load", "torch.storage._load_from_bytes",
+    "numpy.loads",
+};
+
 const char *ckpt_scan_map_module(const char *module) {
     if (strcmp(module, "__builtin__") == 0) return "builtins";
     if (strcmp(module, "copy_reg") == 0) return "copyreg";
@@ -120,6 +126,17 @@ static int path_has_prefix(const char *module, const char *name,
     const char *rest = prefix + ml + 1;
     size_t rl = pl - ml - 1;
     return strncmp(name, rest, rl) == 0 && (name[rl] == '\0' || name[rl] == '.');
+}
+
+int ckpt_scan_unpickles(const char *module, const char *name) {
+    module = ckpt_scan_map_module(module);
+    for (size_t i = 0; i < sizeof deserializers / sizeof *deserializers; i++)
+        if (strncmp(deserializers[i], "yaml.", 5) != 0 &&
+            path_has_prefix(module, name, deserializers[i]))
+            return 1;
+    for (size_t i = 0; i < sizeof torch_unpicklers / sizeof *torch_unpicklers; i++)
+        if (path_has_prefix(module, name, torch_unpicklers[i])) return 1;
+    return 0;
 }
 
 /* 1 if some '.'-separated component of s is a dunder (__x__). */
@@ -296,7 +313,6 @@ const char *ckpt_scan_foreign_container(const uint8_t *p, size_t n) {
         {"\x28\xb5\x2f\xfd", 4, 0, "zstd stream"},
         {"Rar!\x1a\x07", 6, 0, "RAR archive"},
         {"PYTORCH1", 8, 0, "PyTorch 'PYTORCH1' preview-format file"},
-        {"ustar", 5, 257, "tar archive (the torch < 0.4 legacy format)"},
     };
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
         if (n >= t[i].at + t[i].len && memcmp(p + t[i].at, t[i].magic, t[i].len) == 0)
@@ -311,23 +327,4 @@ int ckpt_scan_looks_safetensors(const uint8_t *p, size_t n) {
     size_t i = 8, end = 8 + (size_t)hlen;
     while (i < end && (p[i] == ' ' || p[i] == '\t' || p[i] == '\n' || p[i] == '\r')) i++;
     return i < end && p[i] == '{';
-}
-
-int ckpt_scan_npy_header(const uint8_t *p, size_t n, size_t *end, int *object) {
-    size_t start, hlen;
-    if (n < 10 || memcmp(p, "\x93NUMPY", 6) != 0) return 0;
-    if (p[6] == 1) {
-        start = 10;
-        hlen = (size_t)p[8] | (size_t)p[9] << 8;
-    } else if ((p[6] == 2 || p[6] == 3) && n >= 12) {
-        start = 12;
-        hlen = rd32le(p + 8);
-    } else {
-        return 0;
-    }
-    if (hlen > n - start) return 0;
-    *end = start + hlen;
-    *object = memmem(p + start, hlen, "|O'", 3) != NULL ||
-              memmem(p + start, hlen, "'O'", 3) != NULL;
-    return 1;
 }

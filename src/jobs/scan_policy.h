@@ -40,6 +40,15 @@ int ckpt_scan_pickle_start(const uint8_t *p, size_t n);
  * and last bytes are read, so big storages cost nothing. */
 int ckpt_scan_pickle_shape(const uint8_t *p, size_t n);
 
+/* 1 if calling module.name unpickles (some of) its arguments: a loader or
+ * gadget of the deserializer family (pickle.loads, _pickle.load, dill,
+ * cloudpickle, joblib, pandas.read_pickle, numpy.load) or torch's
+ * (torch.load, torch.serialization.load, torch.storage._load_from_bytes).
+ * Only the literals such a call receives, directly or through the calls
+ * that build its arguments (base64.b64decode(...), io.BytesIO(...)), are
+ * scanned as nested pickles: any other string is data. */
+int ckpt_scan_unpickles(const char *module, const char *name);
+
 /* How a str/bytes literal may hold a pickle: verbatim, as the latin-1
  * text protocol 2 writes bytes as (_codecs.encode), hex or base64. */
 typedef enum ckpt_lit_enc {
@@ -61,18 +70,12 @@ int ckpt_scan_literal_decode(ckpt_lit_enc enc, const uint8_t *p, size_t n, uint8
                              size_t *len);
 
 /* Formats recognised by their magic but not looked into (7z, gzip, bzip2,
- * xz, zstd, RAR, PYTORCH1, tar): a description, or NULL. */
+ * xz, zstd, RAR, PYTORCH1): a description, or NULL. Tar archives are read
+ * (container/tar.h). */
 const char *ckpt_scan_foreign_container(const uint8_t *p, size_t n);
 
 /* 1 if p[0..n) starts like safetensors: a u64 LE header length that fits
  * the input, then a JSON object. ckpt_open_memory validates the rest. */
 int ckpt_scan_looks_safetensors(const uint8_t *p, size_t n);
-
-/* numpy .npy (numpy.lib.format): "\x93NUMPY", version, header length (u16
- * LE for 1.x, u32 LE after), a dict literal. An object array ('|O' in its
- * dtype) is followed by the pickle of its items, which
- * np.load(allow_pickle=True) runs. Returns 1 for a well-formed header with
- * *end the offset after it, else 0. */
-int ckpt_scan_npy_header(const uint8_t *p, size_t n, size_t *end, int *object);
 
 #endif

@@ -174,7 +174,7 @@ static ptrdiff_t find(const store *s, const char *file) {
 static int verify_path(const char *path, const ckpt_store_options *o) {
     ckpt_file *f = NULL;
     int rc = ckpt_open(&f, path, &o->open);
-    if (rc == 0) rc = ckpt_verify(f, NULL);
+    if (rc == 0) rc = ckpt_verify(NULL, f);
     ckpt_close(f);
     return rc;
 }
@@ -364,7 +364,7 @@ static const ckpt_store_options *options(const ckpt_store_options *opts,
     return opts ? opts : defaults;
 }
 
-void ckpt_store_list_free(ckpt_store_listing *l) {
+void ckpt_store_listing_free(ckpt_store_listing *l) {
     if (!l) return;
     ckpt_arena_free(&l->s.arena);
     ckpt_free(l);
@@ -436,7 +436,7 @@ static int listing_new(ckpt_store_listing **out, const char *dir) {
     if (!l) return nomem(dir);
     int rc = listing_scan(l, dir);
     if (rc) {
-        ckpt_store_list_free(l);
+        ckpt_store_listing_free(l);
         return rc;
     }
     *out = l;
@@ -455,7 +455,7 @@ int ckpt_store_list(ckpt_store_listing **out, const char *dir, const ckpt_store_
     for (size_t i = 0; rc == 0 && i < l->s.n; i++) rc = judge(l, i, 0, o);
     if (rc == 0) rc = judge_pointer(l);
     if (rc) {
-        ckpt_store_list_free(l);
+        ckpt_store_listing_free(l);
         return rc;
     }
     *out = l;
@@ -549,7 +549,7 @@ static int prune_dir(ckpt_store_listing **out, size_t *removed, const char *dir,
     if (rc == 0 && out) rc = judge_pointer(l);
     if (removed) *removed = count;
     if (rc || !out) {
-        ckpt_store_list_free(l);
+        ckpt_store_listing_free(l);
         return rc;
     }
     *out = l;
@@ -873,12 +873,12 @@ int ckpt_store_commit(char *path, size_t cap, const char *dir, const char *name,
     ckpt_file *f = NULL;
     int rc = ckpt_open(&f, src, &o->open);
     ckpt_format fmt = rc == 0 ? ckpt_file_format(f) : (ckpt_format)0;
-    if (fmt == CKPT_FORMAT_SAFETENSORS_SHARDED) {
+    if (fmt == CKPT_FORMAT_SAFETENSORS_SHARDED || fmt == CKPT_FORMAT_TORCH_SHARDED) {
         ckpt_close(f);
         return ckpt_err(CKPT_E_UNSUPPORTED, src, NULL, CKPT_NO_OFFSET,
                         "a sharded set cannot be committed as one generation file");
     }
-    if (rc == 0) rc = ckpt_verify(f, NULL);
+    if (rc == 0) rc = ckpt_verify(NULL, f);
     if (rc && !resource_failure(rc)) {
         const ckpt_error *e = ckpt_error_last();
         char msg[512], member[512];

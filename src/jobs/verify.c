@@ -70,7 +70,7 @@ static int crc_mismatch(const ckpt_file *f, const ckpt_zip_entry *e) {
 
 static int verify_zip(ckpt_file *f, ckpt_verify_report *rep, uint8_t *buf) {
     ckpt_zip *z = f->zip;
-    uint64_t budget = f->opts.limits.max_inflate_bytes;
+    uint64_t budget = ckpt_zip_budget(&f->opts.limits, f->map_size);
     for (size_t i = 0; i < z->count; i++) {
         const ckpt_zip_entry *e = &z->entries[i];
         const uint8_t *data;
@@ -93,7 +93,8 @@ static int verify_zip(ckpt_file *f, ckpt_verify_report *rep, uint8_t *buf) {
 
 static int verify_storages(ckpt_file *f, ckpt_verify_report *rep, uint8_t *buf) {
     for (size_t i = 0; i < f->nshards; i++) {
-        int rc = verify_storages(f->shards[i], rep, buf);
+        ckpt_file *shard = f->shards[i]; /* torch shards: every member's CRC */
+        int rc = shard->zip ? verify_zip(shard, rep, buf) : verify_storages(shard, rep, buf);
         if (rc) return rc;
     }
     if (f->nshards) return 0;
@@ -172,7 +173,7 @@ static int verify_digests(ckpt_file *f) {
     return rc;
 }
 
-int ckpt_verify(ckpt_file *f, ckpt_verify_report *report) {
+int ckpt_verify(ckpt_verify_report *report, ckpt_file *f) {
     ckpt_verify_report local = {0};
     ckpt_verify_report *rep = report ? report : &local;
     *rep = (ckpt_verify_report){0};

@@ -499,11 +499,21 @@ static int leaves_equal(const ckpt_value *x, const ckpt_value *y, const ckpt_dif
     const char *sx, *sy;
     int64_t ix, iy;
     switch (kind) {
-    case CKPT_KIND_BOOL: return ckpt_value_bool(x) == ckpt_value_bool(y);
+    case CKPT_KIND_BOOL: {
+        int bx = 0, by = 0;
+        ckpt_value_bool(x, &bx);
+        ckpt_value_bool(y, &by);
+        return bx == by;
+    }
     case CKPT_KIND_INT:
         if (ckpt_value_int(x, &ix) == 0 && ckpt_value_int(y, &iy) == 0) return ix == iy;
         return strcmp(ckpt_value_int_decimal(x), ckpt_value_int_decimal(y)) == 0;
-    case CKPT_KIND_FLOAT: return floats_equal(ckpt_value_float(x), ckpt_value_float(y), o);
+    case CKPT_KIND_FLOAT: {
+        double fx = 0, fy = 0;
+        ckpt_value_float(x, &fx);
+        ckpt_value_float(y, &fy);
+        return floats_equal(fx, fy, o);
+    }
     case CKPT_KIND_STR:
     case CKPT_KIND_BYTES:
         sx = ckpt_value_str(x, &nx);
@@ -825,14 +835,14 @@ int ckpt_diff(ckpt_diff_result **out, const ckpt_manifest *a, const ckpt_manifes
     r->identical = 1;
     int rc = compare(r, a, b, o);
     if (rc) {
-        ckpt_diff_free(r);
+        ckpt_diff_result_free(r);
         return rc;
     }
     *out = r;
     return 0;
 }
 
-void ckpt_diff_free(ckpt_diff_result *r) {
+void ckpt_diff_result_free(ckpt_diff_result *r) {
     if (!r) return;
     for (int k = 0; k < 2; k++) ckpt_manifest_free(r->owned[k]);
     ckpt_arena_free(&r->arena);

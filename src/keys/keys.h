@@ -55,11 +55,11 @@ int ckpt_manifest_lookup_stream(const ckpt_manifest *m, size_t n, size_t bufcap,
 int ckpt_manifest_push_entry(ckpt_manifest *m, const ckpt_manifest_entry *e);
 
 /* The manifest of the tree a ckpt-written safetensors file records in
- * "ckpt.structure" (ckpt_write_logical_root): its tensors with the dtypes
+ * "ckpt.structure" (ckpt_structure_decode): its tensors with the dtypes
  * and views they had, and its non-tensor leaves, named and sorted as
  * ckpt_file_flatten names them, within the file's open limits. *out is
  * NULL when m's file records no tree (m is then its own logical view).
- * The result borrows m's file. Returns 0, ckpt_write_logical_root's codes
+ * The result borrows m's file. Returns 0, ckpt_structure_decode's codes
  * (CKPT_E_FORMAT for a malformed structure), CKPT_E_LIMIT, CKPT_E_NOMEM. */
 int ckpt_manifest_logical(ckpt_manifest **out, const ckpt_manifest *m);
 

@@ -10,8 +10,10 @@
 
 #include "base/error.h"
 #include "model/flatten.h"
+#include "model/walk.h"
 #include "model/file.h"
 #include "keys/keys.h"
+#include "format/structure.h"
 #include "format/write.h"
 
 static ckpt_manifest *manifest_new(const char *name) {
@@ -181,10 +183,8 @@ int ckpt_manifest_push_entry(ckpt_manifest *m, const ckpt_manifest_entry *e) {
 static int from_tree(ckpt_manifest *m, const ckpt_value *root, const ckpt_file *f) {
     const ckpt_limits *lim = &f->opts.limits;
     ckpt_flat fl;
-    int rc = ckpt_flatten(&fl, &m->arena, root, lim,
-                          lim->max_tensors < UINT64_MAX / 4 ? lim->max_tensors * 4 + 1024
-                                                            : UINT64_MAX,
-                          m->name, CKPT_META_STRUCTURE);
+    int rc = ckpt_flatten(&fl, &m->arena, root, lim, ckpt_walk_budget(lim), m->name,
+                          CKPT_META_STRUCTURE);
     if (rc) return rc;
     rc = reserve(m, fl.ntensors);
     for (size_t i = 0; !rc && i < fl.ntensors; i++) {
@@ -206,7 +206,7 @@ int ckpt_manifest_logical(ckpt_manifest **out, const ckpt_manifest *m) {
     ckpt_manifest *lm = manifest_new(m->name);
     if (!lm) return ckpt_err(CKPT_E_NOMEM, m->name, "", CKPT_NO_OFFSET, "out of memory");
     const ckpt_value *root = NULL;
-    int rc = ckpt_write_logical_root(&root, m->file, &lm->arena);
+    int rc = ckpt_structure_decode(&root, m->file, &lm->arena);
     if (!rc && root != ckpt_file_root(m->file)) {
         lm->file = m->file;
         lm->meta_keys = m->meta_keys;

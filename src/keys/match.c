@@ -464,14 +464,14 @@ int ckpt_match(ckpt_match_result **out, const ckpt_manifest *c, const ckpt_manif
     if (!rc) rc = finish(&m);
     ckpt_free(buf);
     if (rc) {
-        ckpt_match_free(r);
+        ckpt_match_result_free(r);
         return rc;
     }
     *out = r;
     return 0;
 }
 
-void ckpt_match_free(ckpt_match_result *r) {
+void ckpt_match_result_free(ckpt_match_result *r) {
     if (!r) return;
     ckpt_arena_free(&r->arena);
     ckpt_free(r);

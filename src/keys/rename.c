@@ -15,7 +15,9 @@
 #include "base/error.h"
 #include "model/file.h"
 #include "keys/keys.h"
+#include "format/structure.h"
 #include "format/write.h"
+#include "model/walk.h"
 
 struct ckpt_rename_plan {
     ckpt_arena arena;
@@ -144,7 +146,7 @@ static int auto_rule(ckpt_rename_plan *p, const char **cur, const ckpt_manifest 
                           ckpt_match_candidate_count(r) == 1 ? "" : "s");
         }
     }
-    ckpt_match_free(r);
+    ckpt_match_result_free(r);
     ckpt_manifest_free(now);
     return rc;
 }
@@ -263,6 +265,10 @@ typedef struct node {
     size_t parent;       /* node id, CKPT_KEYS_NONE for the root */
     const char *prefix;  /* flattened name of the container ("" for root) */
     size_t first, last;  /* moves into this dict: a list in leaf order */
+    /* rebuild: the copy, the next move to insert, and whether a key changed */
+    ckpt_value *copy;
+    size_t mv;
+    int changed;
 } node;
 
 typedef struct leaf {
@@ -281,10 +287,9 @@ typedef struct tree {
     size_t nnodes, ncap;
     leaf *leaves;
     size_t nleaves, lcap;
-    char *buf;           /* the name being built */
-    size_t len, cap;
-    uint64_t visits, max_visits;
+    ckpt_manifest *m;    /* walk 1: the tensors' names */
     size_t next_node, next_leaf; /* rebuild: ids in walk order */
+    ckpt_value *new_root;
     const ckpt_rename_plan *plan;
     ckpt_strmap mods;    /* module path -> index into mod_to (built on demand) */
     const char **mod_to;
@@ -301,88 +306,34 @@ static size_t child_count(const ckpt_value *v) {
     return v->kind == CKPT_KIND_DICT ? v->u.dict.n : v->u.seq.n;
 }
 
-static const ckpt_value *child(const ckpt_value *v, size_t i) {
-    return v->kind == CKPT_KIND_DICT ? v->u.dict.vals[i] : v->u.seq.items[i];
-}
-
-/* The text a dict key or list index adds to a flattened name (file.c's
- * rules, so the names are those ckpt_file_tensor lists). */
-static const char *segment(const ckpt_value *v, size_t i, char *tmp, size_t cap, size_t *len) {
-    if (v->kind != CKPT_KIND_DICT) {
-        *len = (size_t)snprintf(tmp, cap, "%zu", i);
-        return tmp;
+/* Walk 1: nodes and tensor leaves in walk order; names into t->m. */
+static int index_enter(ckpt_walk *w, ckpt_walk_frame *n) {
+    tree *t = w->ctx;
+    const ckpt_value *c = n->value;
+    if (w->depth == 0) return CKPT_WALK_DESCEND; /* node 0, the root */
+    if (!is_container(c) && c->kind != CKPT_KIND_TENSOR) return CKPT_WALK_SKIP;
+    size_t id = ckpt_walk_up(w, 1)->user;
+    if (c->kind == CKPT_KIND_TENSOR) {
+        const ckpt_tensor *ten = c->u.tensor;
+        if (ckpt_arena_grow(t->a, (void **)&t->leaves, &t->lcap, t->nleaves + 1, sizeof(leaf)))
+            return ckpt_err_nomem();
+        t->leaves[t->nleaves++] = (leaf){id, c, NULL, 0, CKPT_KEYS_NONE, CKPT_KEYS_NONE};
+        int rc = ckpt_manifest_add(t->m, w->name, ckpt_dtype_name(ten->dtype), ten->ndim,
+                                   ten->shape);
+        if (rc == CKPT_E_INVALID_ARG)
+            return ckpt_err(CKPT_E_UNSUPPORTED, t->f->path, "", CKPT_NO_OFFSET,
+                            "two tensors are named '%s': rename cannot tell them apart",
+                            w->name);
+        return rc ? rc : CKPT_WALK_SKIP;
     }
-    const ckpt_value *k = v->u.dict.keys[i];
-    switch (k->kind) {
-    case CKPT_KIND_STR:
-    case CKPT_KIND_BYTES: *len = k->u.s.len; return k->u.s.p;
-    case CKPT_KIND_INT: {
-        const char *d = ckpt_value_int_decimal(k);
-        *len = strlen(d);
-        return d;
-    }
-    case CKPT_KIND_BOOL: *len = k->u.b ? 4 : 5; return k->u.b ? "True" : "False";
-    case CKPT_KIND_NONE: *len = 4; return "None";
-    case CKPT_KIND_FLOAT: *len = (size_t)snprintf(tmp, cap, "%.17g", k->u.f); return tmp;
-    default: *len = strlen(ckpt_kind_name(ckpt_value_kind(k))); return ckpt_kind_name(ckpt_value_kind(k));
-    }
-}
-
-static int push_segment(tree *t, const char *seg, size_t n) {
-    size_t need = t->len + 1 + n + 1;
-    if (need > t->cap) {
-        char *nb = ckpt_realloc(t->buf, need * 2);
-        if (!nb) return ckpt_err_nomem();
-        t->buf = nb;
-        t->cap = need * 2;
-    }
-    if (t->len) t->buf[t->len++] = '.';
-    memcpy(t->buf + t->len, seg, n);
-    t->len += n;
-    t->buf[t->len] = '\0';
-    return 0;
-}
-
-/* Walk 1: nodes and tensor leaves in walk order; names into m. */
-static int walk(tree *t, ckpt_manifest *m, size_t id, uint32_t depth) {
-    const ckpt_value *v = t->nodes[id].v;
-    if (depth > t->f->opts.limits.max_depth)
-        return ckpt_err(CKPT_E_LIMIT, t->f->path, "", CKPT_NO_OFFSET,
-                        "containers nested deeper than %u", t->f->opts.limits.max_depth);
-    for (size_t i = 0; i < child_count(v); i++) {
-        const ckpt_value *c = child(v, i);
-        if (!is_container(c) && c->kind != CKPT_KIND_TENSOR) continue;
-        if (++t->visits > t->max_visits)
-            return ckpt_err(CKPT_E_LIMIT, t->f->path, "", CKPT_NO_OFFSET,
-                            "object graph too large (shared substructures repeated)");
-        char tmp[40];
-        size_t n, saved = t->len;
-        const char *seg = segment(v, i, tmp, sizeof tmp, &n);
-        int rc = push_segment(t, seg, n);
-        if (rc) return rc;
-        if (c->kind == CKPT_KIND_TENSOR) {
-            const ckpt_tensor *ten = c->u.tensor;
-            if (ckpt_arena_grow(t->a, (void **)&t->leaves, &t->lcap, t->nleaves + 1, sizeof(leaf)))
-                return ckpt_err_nomem();
-            t->leaves[t->nleaves++] = (leaf){id, c, NULL, 0, CKPT_KEYS_NONE, CKPT_KEYS_NONE};
-            rc = ckpt_manifest_add(m, t->buf, ckpt_dtype_name(ten->dtype), ten->ndim, ten->shape);
-            if (rc == CKPT_E_INVALID_ARG)
-                return ckpt_err(CKPT_E_UNSUPPORTED, t->f->path, "", CKPT_NO_OFFSET,
-                                "two tensors are named '%s': rename cannot tell them apart",
-                                t->buf);
-        } else {
-            if (ckpt_arena_grow(t->a, (void **)&t->nodes, &t->ncap, t->nnodes + 1, sizeof(node)))
-                return ckpt_err_nomem();
-            const char *prefix = ckpt_arena_strdup(t->a, t->buf);
-            if (!prefix) return ckpt_err_nomem();
-            size_t cid = t->nnodes++;
-            t->nodes[cid] = (node){c, id, prefix, CKPT_KEYS_NONE, CKPT_KEYS_NONE};
-            rc = walk(t, m, cid, depth + 1);
-        }
-        if (rc) return rc;
-        t->len = saved;
-    }
-    return 0;
+    if (ckpt_arena_grow(t->a, (void **)&t->nodes, &t->ncap, t->nnodes + 1, sizeof(node)))
+        return ckpt_err_nomem();
+    const char *prefix = ckpt_arena_strdup(t->a, w->name);
+    if (!prefix) return ckpt_err_nomem();
+    size_t cid = t->nnodes++;
+    t->nodes[cid] = (node){c, id, prefix, CKPT_KEYS_NONE, CKPT_KEYS_NONE, NULL, 0, 0};
+    n->user = cid;
+    return CKPT_WALK_DESCEND;
 }
 
 /* Decides where leaf l goes under its new name. */
@@ -558,49 +509,71 @@ static int rename_metadata(tree *t, ckpt_value *copy, const char *prefix) {
     return rc;
 }
 
-/* Walk 2, in walk 1's order: a copy of node id with the plan applied;
- * *out is NULL for a dict that moves emptied. Tensors moved into this dict
- * take the place of the branch they came from ({"state_dict": {...},
- * "epoch": 3} stripped of "state_dict." keeps the tensors first). */
-static int rebuild(tree *t, size_t id, ckpt_value **out) {
-    const ckpt_value *v = t->nodes[id].v;
-    ckpt_value *copy = ckpt_value_new_like(t->a, v); /* an OrderedDict stays one */
-    if (!copy) return ckpt_err_nomem();
-    int changed = t->nodes[id].first != CKPT_KEYS_NONE, rc = 0;
-    size_t mv = t->nodes[id].first;
-    for (size_t i = 0; !rc && i < child_count(v); i++) {
-        ckpt_value *c = (ckpt_value *)child(v, i), *key = v->kind == CKPT_KIND_DICT ? v->u.dict.keys[i] : NULL;
-        if (c->kind == CKPT_KIND_TENSOR) {
-            const leaf *lf = &t->leaves[t->next_leaf++];
-            if (lf->moved) {
-                changed = 1;
-                continue;
-            }
-            if (lf->key) {
-                changed = 1;
-                if (!(key = str_key(t, lf->key))) return ckpt_err_nomem();
-            }
-        } else if (is_container(c)) {
-            ckpt_value *sub;
-            size_t cid = t->next_node++;
-            for (; mv != CKPT_KEYS_NONE && t->leaves[mv].via == cid; mv = t->leaves[mv].next)
-                if ((rc = insert_move(t, copy, mv))) return rc;
-            if ((rc = rebuild(t, cid, &sub))) return rc;
-            if (!sub) continue;
-            c = sub;
+/* Walk 2, in walk 1's order: a copy of each node with the plan applied,
+ * put into its parent's copy when its children are done (a dict that
+ * moves emptied is left out). Tensors moved into a dict take the place of
+ * the branch they came from ({"state_dict": {...}, "epoch": 3} stripped
+ * of "state_dict." keeps the tensors first). */
+static int put(tree *t, node *parent, ckpt_value *key, ckpt_value *c) {
+    if (parent->v->kind == CKPT_KIND_DICT ? ckpt_value_dict_set(t->a, parent->copy, key, c)
+                                          : ckpt_value_append(t->a, parent->copy, c))
+        return ckpt_err_nomem();
+    return 0;
+}
+
+static int open_copy(tree *t, size_t id) {
+    node *nd = &t->nodes[id];
+    nd->copy = ckpt_value_new_like(t->a, nd->v); /* an OrderedDict stays one */
+    if (!nd->copy) return ckpt_err_nomem();
+    nd->mv = nd->first;
+    nd->changed = nd->first != CKPT_KEYS_NONE;
+    return 0;
+}
+
+static int rebuild_enter(ckpt_walk *w, ckpt_walk_frame *n) {
+    tree *t = w->ctx;
+    ckpt_value *c = (ckpt_value *)n->value, *key = (ckpt_value *)n->key;
+    int rc;
+    if (w->depth == 0) return open_copy(t, 0); /* n->user is 0 */
+    node *pn = &t->nodes[ckpt_walk_up(w, 1)->user];
+    if (c->kind == CKPT_KIND_TENSOR) {
+        const leaf *lf = &t->leaves[t->next_leaf++];
+        if (lf->moved) {
+            pn->changed = 1;
+            return CKPT_WALK_SKIP;
         }
-        if (v->kind == CKPT_KIND_DICT ? ckpt_value_dict_set(t->a, copy, key, c)
-                                      : ckpt_value_append(t->a, copy, c))
-            return ckpt_err_nomem();
+        if (lf->key) {
+            pn->changed = 1;
+            if (!(key = str_key(t, lf->key))) return ckpt_err_nomem();
+        }
+    } else if (is_container(c)) {
+        size_t cid = t->next_node++;
+        for (; pn->mv != CKPT_KEYS_NONE && t->leaves[pn->mv].via == cid;
+             pn->mv = t->leaves[pn->mv].next)
+            if ((rc = insert_move(t, pn->copy, pn->mv))) return rc;
+        n->user = cid;
+        return open_copy(t, cid);
     }
-    if (changed && copy->kind == CKPT_KIND_DICT && (rc = check_keys(t, copy, t->nodes[id].prefix)))
+    rc = put(t, pn, key, c);
+    return rc ? rc : CKPT_WALK_SKIP;
+}
+
+static int rebuild_leave(ckpt_walk *w, ckpt_walk_frame *n) {
+    tree *t = w->ctx;
+    node *nd = &t->nodes[n->user];
+    ckpt_value *copy = nd->copy;
+    int rc;
+    if (nd->changed && copy->kind == CKPT_KIND_DICT && (rc = check_keys(t, copy, nd->prefix)))
         return rc;
     if (copy->kind == CKPT_KIND_DICT && copy->u.dict.state &&
-        (rc = rename_metadata(t, copy, t->nodes[id].prefix)))
+        (rc = rename_metadata(t, copy, nd->prefix)))
         return rc;
-    int emptied = copy->kind == CKPT_KIND_DICT && copy->u.dict.n == 0 && child_count(v) > 0;
-    *out = emptied && id != 0 ? NULL : copy;
-    return 0;
+    if (w->depth == 0) {
+        t->new_root = copy;
+        return 0;
+    }
+    int emptied = copy->kind == CKPT_KIND_DICT && copy->u.dict.n == 0 && child_count(nd->v) > 0;
+    return emptied ? 0 : put(t, &t->nodes[nd->parent], (ckpt_value *)n->key, copy);
 }
 
 /* ------------------------------------------------------------ ckpt_rename */
@@ -632,7 +605,7 @@ static int metadata(const ckpt_file *f, ckpt_arena *a, ckpt_write_options *w) {
 static int rename_file(ckpt_rename_plan **plan, const ckpt_file *f, const char *out,
                        const ckpt_rename_rule *rules, size_t nrules, ckpt_arena *a) {
     const ckpt_value *root;
-    int rc = ckpt_write_logical_root(&root, f, a);
+    int rc = ckpt_structure_decode(&root, f, a);
     if (rc) return rc;
     if (!root || root->kind == CKPT_KIND_TENSOR || !is_container(root))
         return ckpt_err(CKPT_E_UNSUPPORTED, f->path, "", CKPT_NO_OFFSET,
@@ -640,14 +613,19 @@ static int rename_file(ckpt_rename_plan **plan, const ckpt_file *f, const char *
     tree t = {0};
     t.f = f;
     t.a = a;
-    t.max_visits = f->opts.limits.max_tensors * 4 + 1024;
     ckpt_manifest *m = NULL;
     ckpt_rename_plan *p = NULL;
     if (ckpt_arena_grow(a, (void **)&t.nodes, &t.ncap, 1, sizeof(node))) return ckpt_err_nomem();
-    t.nodes[t.nnodes++] = (node){root, CKPT_KEYS_NONE, "", CKPT_KEYS_NONE, CKPT_KEYS_NONE};
+    t.nodes[t.nnodes++] = (node){root, CKPT_KEYS_NONE, "", CKPT_KEYS_NONE, CKPT_KEYS_NONE,
+                                 NULL, 0, 0};
+    ckpt_walk w;
+    ckpt_walk_init(&w, &f->opts.limits, f->path, "");
+    w.names = 1;
+    w.enter = index_enter;
+    w.ctx = &t;
     rc = ckpt_manifest_new(&m, f->path);
-    if (!rc) rc = walk(&t, m, 0, 0);
-    ckpt_free(t.buf);
+    t.m = m;
+    if (!rc) rc = ckpt_walk_run(&w, root);
     if (!rc) rc = ckpt_rename_plan_new(&p, m, rules, nrules);
     if (rc) {
         ckpt_manifest_free(m);
@@ -659,14 +637,15 @@ static int rename_file(ckpt_rename_plan **plan, const ckpt_file *f, const char *
         if (strcmp(p->to[l], m->entries[l].name) != 0)
             rc = place(&t, l, m->entries[l].name, p->to[l]);
     if (rc || !out) return rc;
-    ckpt_value *new_root;
-    ckpt_write_options w;
+    ckpt_write_options wo;
     t.next_node = 1;
     t.plan = p;
-    rc = rebuild(&t, 0, &new_root);
+    w.enter = rebuild_enter;
+    w.leave = rebuild_leave;
+    rc = ckpt_walk_run(&w, root);
     ckpt_strmap_free(&t.mods);
-    if (!rc) rc = metadata(f, a, &w);
-    if (!rc) rc = ckpt_write_value(new_root, out, output_format(f), &w, NULL);
+    if (!rc) rc = metadata(f, a, &wo);
+    if (!rc) rc = ckpt_write_value(t.new_root, out, output_format(f), &wo, NULL);
     return rc;
 }
 

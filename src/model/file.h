@@ -62,9 +62,6 @@ int ckpt_file_flatten(ckpt_file *f);
  * data) from f->map/f->map_size. Return 0 or a CKPT_E_* code with the
  * error recorded. */
 int ckpt_safetensors_read(ckpt_file *f);
-/* json: the index file's bytes; dir: its directory ("." if none). */
-int ckpt_safetensors_read_sharded(ckpt_file *f, const uint8_t *json,
-                                  size_t len, const char *dir);
 int ckpt_torch_read_zip(ckpt_file *f);
 /* Any pickle stream: the legacy stacked-pickle format when the first pickle
  * is torch's magic number, else a plain pickle (CKPT_FORMAT_PICKLE). */

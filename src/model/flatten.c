@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "model/walk.h"
 
 typedef struct flat_entry {
     const char *name;
@@ -19,33 +20,9 @@ typedef struct flattener {
     const char *file, *member;
     flat_entry *tensors, *values;
     size_t nt, ct, nv, cv, seq;
-    uint64_t visits, max_visits;
-    char *buf; /* current name prefix */
-    size_t len, cap;
 } flattener;
 
-static int name_push(flattener *fl, const char *seg, size_t n, size_t *saved) {
-    *saved = fl->len;
-    size_t need = fl->len + (fl->len ? 1 : 0) + n + 1;
-    if (n >= fl->lim->max_name_bytes || need > fl->lim->max_name_bytes)
-        return ckpt_err(CKPT_E_LIMIT, fl->file, fl->member, CKPT_NO_OFFSET,
-                        "flattened name longer than %llu bytes",
-                        (unsigned long long)fl->lim->max_name_bytes);
-    if (need > fl->cap) {
-        size_t ncap = need * 2;
-        char *nb = ckpt_realloc(fl->buf, ncap);
-        if (!nb) return ckpt_err(CKPT_E_NOMEM, fl->file, fl->member, CKPT_NO_OFFSET, "out of memory");
-        fl->buf = nb;
-        fl->cap = ncap;
-    }
-    if (fl->len) fl->buf[fl->len++] = '.';
-    memcpy(fl->buf + fl->len, seg, n);
-    fl->len += n;
-    fl->buf[fl->len] = '\0';
-    return 0;
-}
-
-static int add_entry(flattener *fl, int tensor, const ckpt_value *v) {
+static int add_entry(flattener *fl, int tensor, const ckpt_walk *w, const ckpt_value *v) {
     flat_entry **arr = tensor ? &fl->tensors : &fl->values;
     size_t *n = tensor ? &fl->nt : &fl->nv, *cap = tensor ? &fl->ct : &fl->cv;
     if (fl->nt + fl->nv >= fl->lim->max_tensors)
@@ -54,48 +31,28 @@ static int add_entry(flattener *fl, int tensor, const ckpt_value *v) {
                         (unsigned long long)fl->lim->max_tensors);
     if (ckpt_arena_grow(fl->a, (void **)arr, cap, *n + 1, sizeof(flat_entry)))
         return ckpt_err(CKPT_E_NOMEM, fl->file, fl->member, CKPT_NO_OFFSET, "out of memory");
-    const char *name = ckpt_arena_strndup(fl->a, fl->buf ? fl->buf : "", fl->len);
+    const char *name = ckpt_arena_strndup(fl->a, w->name, ckpt_walk_up(w, 0)->name_len);
     if (!name) return ckpt_err(CKPT_E_NOMEM, fl->file, fl->member, CKPT_NO_OFFSET, "out of memory");
     (*arr)[(*n)++] = (flat_entry){name, v, fl->seq++};
     return 0;
 }
 
-static int walk(flattener *fl, const ckpt_value *v, uint32_t depth) {
-    if (++fl->visits > fl->max_visits)
-        return ckpt_err(CKPT_E_LIMIT, fl->file, fl->member, CKPT_NO_OFFSET,
-                        "object graph too large (shared substructures repeated)");
-    if (depth > fl->lim->max_depth)
-        return ckpt_err(CKPT_E_LIMIT, fl->file, fl->member, CKPT_NO_OFFSET,
-                        "containers nested deeper than %u (or cyclic)", fl->lim->max_depth);
-    char tmp[32];
-    size_t saved;
+static int enter(ckpt_walk *w, ckpt_walk_frame *node) {
+    flattener *fl = w->ctx;
+    const ckpt_value *v = node->value;
     int rc;
     switch (v->kind) {
-    case CKPT_KIND_TENSOR: return add_entry(fl, 1, v);
+    case CKPT_KIND_TENSOR: rc = add_entry(fl, 1, w, v); break;
     case CKPT_KIND_LIST:
     case CKPT_KIND_TUPLE:
     case CKPT_KIND_SET:
-        for (size_t i = 0; i < v->u.seq.n; i++) {
-            int n = snprintf(tmp, sizeof tmp, "%zu", i);
-            if ((rc = name_push(fl, tmp, (size_t)n, &saved))) return rc;
-            if ((rc = walk(fl, v->u.seq.items[i], depth + 1))) return rc;
-            fl->len = saved;
-        }
-        return 0;
-    case CKPT_KIND_DICT:
-        for (size_t i = 0; i < v->u.dict.n; i++) {
-            size_t klen;
-            const char *k = ckpt_value_key_text(v->u.dict.keys[i], tmp, sizeof tmp, &klen);
-            if ((rc = name_push(fl, k, klen, &saved))) return rc;
-            if ((rc = walk(fl, v->u.dict.vals[i], depth + 1))) return rc;
-            fl->len = saved;
-        }
-        return 0;
+    case CKPT_KIND_DICT: return CKPT_WALK_DESCEND;
     case CKPT_KIND_MARK_:
         return ckpt_err(CKPT_E_FORMAT, fl->file, fl->member, CKPT_NO_OFFSET,
                         "pickle left a MARK in the result");
-    default: return add_entry(fl, 0, v); /* leaves, objects, global refs */
+    default: rc = add_entry(fl, 0, w, v); break; /* leaves, objects, global refs */
     }
+    return rc ? rc : CKPT_WALK_SKIP;
 }
 
 static int cmp_entry(const void *a, const void *b) {
@@ -126,14 +83,14 @@ int ckpt_flatten(ckpt_flat *out, ckpt_arena *a, const ckpt_value *root,
                  const ckpt_limits *lim, uint64_t max_visits, const char *file,
                  const char *member) {
     *out = (ckpt_flat){0};
-    flattener fl = {0};
-    fl.a = a;
-    fl.lim = lim;
-    fl.file = file;
-    fl.member = member;
-    fl.max_visits = max_visits;
-    int rc = walk(&fl, root, 0);
-    ckpt_free(fl.buf);
+    flattener fl = {.a = a, .lim = lim, .file = file, .member = member};
+    ckpt_walk w;
+    ckpt_walk_init(&w, lim, file, member);
+    w.max_visits = max_visits;
+    w.names = 1;
+    w.enter = enter;
+    w.ctx = &fl;
+    int rc = ckpt_walk_run(&w, root);
     if (rc) return rc;
     out->tensors = sort_unique(fl.tensors, fl.nt, &out->ntensors);
     out->values = sort_unique(fl.values, fl.nv, &out->nvalues);

@@ -295,8 +295,10 @@ const char *ckpt_kind_name(ckpt_kind k) {
     return (unsigned)k < sizeof names / sizeof *names ? names[k] : "unknown";
 }
 
-int ckpt_value_bool(const ckpt_value *v) {
-    return v->kind == CKPT_KIND_BOOL ? v->u.b : 0;
+int ckpt_value_bool(const ckpt_value *v, int *out) {
+    if (v->kind != CKPT_KIND_BOOL) return CKPT_E_INVALID_ARG;
+    *out = v->u.b ? 1 : 0;
+    return 0;
 }
 
 int ckpt_value_int(const ckpt_value *v, int64_t *out) {
@@ -329,8 +331,10 @@ const char *ckpt_value_int_decimal(const ckpt_value *v) {
     return buf;
 }
 
-double ckpt_value_float(const ckpt_value *v) {
-    return v->kind == CKPT_KIND_FLOAT ? v->u.f : 0.0;
+int ckpt_value_float(const ckpt_value *v, double *out) {
+    if (v->kind != CKPT_KIND_FLOAT) return CKPT_E_INVALID_ARG;
+    *out = v->u.f;
+    return 0;
 }
 
 const char *ckpt_value_str(const ckpt_value *v, size_t *len) {

@@ -13,6 +13,8 @@
 #include "base/error.h"
 #include "format/detect.h"
 #include "model/tensor.h"
+#include "model/walk.h"
+#include "open/sharded.h"
 
 static ckpt_file *file_new(const char *path, const ckpt_open_options *opts) {
     ckpt_file *f = ckpt_malloc(sizeof *f);
@@ -68,7 +70,7 @@ static int read_format(ckpt_file *f, int from_path) {
                             (unsigned long long)f->opts.limits.max_index_bytes);
         if (parent_dir(&f->arena, f->path, &dir))
             return ckpt_err(CKPT_E_NOMEM, f->path, NULL, 0, "out of memory");
-        return ckpt_safetensors_read_sharded(f, p, n, dir);
+        return ckpt_sharded_read(f, p, n, dir);
     case CKPT_FORMAT_TORCH_LEGACY:
     case CKPT_FORMAT_PICKLE: return ckpt_torch_read_legacy(f);
     default: break;
@@ -167,10 +169,41 @@ int ckpt_file_open_path(ckpt_file **out, const char *path,
     return finish_open(out, f, 1);
 }
 
+/* A model directory (Hugging Face save_pretrained's layout, a Trainer
+ * checkpoint folder) stands for the weights it holds, found in
+ * transformers' from_pretrained order. *out: an arena copy of the file's
+ * path; CKPT_E_IO when the directory holds none of them. */
+static int model_dir_weights(ckpt_arena *a, const char *dir, const char **out) {
+    static const char *const names[] = {"model.safetensors", "model.safetensors.index.json",
+                                        "pytorch_model.bin", "pytorch_model.bin.index.json"};
+    struct stat st;
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+        const char *p = ckpt_arena_printf(a, "%s/%s", dir, names[i]);
+        if (!p) return ckpt_err(CKPT_E_NOMEM, dir, NULL, CKPT_NO_OFFSET, "out of memory");
+        if (stat(p, &st) == 0 && S_ISREG(st.st_mode)) {
+            *out = p;
+            return 0;
+        }
+    }
+    return ckpt_err(CKPT_E_IO, dir, NULL, CKPT_NO_OFFSET,
+                    "cannot read: a directory without model weights (model.safetensors, "
+                    "model.safetensors.index.json, pytorch_model.bin or "
+                    "pytorch_model.bin.index.json)");
+}
+
 int ckpt_open(ckpt_file **out, const char *path, const ckpt_open_options *opts) {
     if (!out) return ckpt_err(CKPT_E_INVALID_ARG, path, NULL, CKPT_NO_OFFSET, "out is NULL");
     *out = NULL;
     CKPT_CHECK_OPTIONS(opts, CKPT_OPEN_OPTIONS_VERSION);
+    struct stat st;
+    if (path && stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+        ckpt_arena a = {0};
+        const char *weights = NULL;
+        int rc = model_dir_weights(&a, path, &weights);
+        if (rc == 0) rc = ckpt_file_open_path(out, weights, opts);
+        ckpt_arena_free(&a);
+        return rc;
+    }
     return ckpt_file_open_path(out, path, opts);
 }
 
@@ -195,8 +228,7 @@ int ckpt_file_flatten(ckpt_file *f) {
      * a huge DAG ("billion laughs") */
     uint64_t input = ckpt_file_size(f), by_size = input < UINT64_MAX / 64 - 4096
                                                       ? input * 64 + 4096 : UINT64_MAX;
-    uint64_t max_visits = f->opts.limits.max_tensors < UINT64_MAX / 4
-                              ? f->opts.limits.max_tensors * 4 + 1024 : UINT64_MAX;
+    uint64_t max_visits = ckpt_walk_budget(&f->opts.limits);
     if (by_size < max_visits) max_visits = by_size;
     ckpt_flat fl = {0};
     int rc = f->root ? ckpt_flatten(&fl, &f->arena, f->root, &f->opts.limits, max_visits,
@@ -241,6 +273,7 @@ const char *ckpt_format_name(ckpt_format fmt) {
     switch (fmt) {
     case CKPT_FORMAT_SAFETENSORS: return "safetensors";
     case CKPT_FORMAT_SAFETENSORS_SHARDED: return "safetensors-sharded";
+    case CKPT_FORMAT_TORCH_SHARDED: return "torch-sharded";
     case CKPT_FORMAT_TORCH_ZIP: return "torch-zip";
     case CKPT_FORMAT_TORCH_LEGACY: return "torch-legacy";
     case CKPT_FORMAT_PICKLE: return "pickle";

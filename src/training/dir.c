@@ -259,26 +259,53 @@ static int open_file(scan *s, const char *name, const char *path,
     return ckpt_tr_add_file(s->t, f, name);
 }
 
+/* A sharded set opens as one checkpoint (safetensors or .bin shards); a
+ * set that does not (a missing, truncated or unreadable shard) fails the
+ * analysis with the shard named: never a surviving shard analysed alone. */
 static int analyse_index(scan *s, entry *e)
 {
     ckpt_file *f = NULL;
-    size_t i;
     int rc = ckpt_open(&f, e->path, s->opts);
 
-    if (rc == 0) {
-        if ((rc = own(s->t, f)))
-            return rc;
-        return ckpt_tr_add_file(s->t, f, e->name);
-    }
-    if (rc == CKPT_E_NOMEM)
+    if (rc)
         return rc;
-    /* pytorch_model.bin.index.json: the shards are torch files, which
-     * ckpt_open does not open as a set. */
-    for (i = 0; i < e->nshards; i++) {
-        entry *shard = find(s, e->shards[i]);
+    if ((rc = own(s->t, f)))
+        return rc;
+    return ckpt_tr_add_file(s->t, f, e->name);
+}
 
-        if ((rc = open_file(s, shard->name, shard->path, SNIFF_CHECKPOINT)))
-            return rc;
+/* "NAME-00003-of-00005.EXT": the shard name Hugging Face writes
+ * (transformers' shard_checkpoint). */
+static int shard_like(const char *name)
+{
+    const char *of = strstr(name, "-of-"), *num;
+    size_t i;
+
+    if (of == NULL || of - name < 6 || of[-6] != '-')
+        return 0;
+    num = of - 5;
+    for (i = 0; i < 5; i++)
+        if (num[i] < '0' || num[i] > '9' || of[4 + i] < '0' || of[4 + i] > '9')
+            return 0;
+    return of[9] == '.';
+}
+
+/* A file named like a shard next to an index that does not list it: the
+ * set on disk is not the one the index describes. */
+static int check_unlisted(scan *s)
+{
+    size_t i, indexes = 0;
+
+    for (i = 0; i < s->n; i++)
+        indexes += s->es[i].index;
+    for (i = 0; indexes && i < s->n; i++) {
+        const entry *e = &s->es[i];
+
+        if (e->regular && !e->shard && !e->index && e->kind == SNIFF_CHECKPOINT &&
+            shard_like(e->name))
+            return ckpt_err(CKPT_E_MISMATCH, e->path, NULL, CKPT_NO_OFFSET,
+                            "shard file \"%s\" is not listed by the index of "
+                            "its directory", e->name);
     }
     return 0;
 }
@@ -335,6 +362,8 @@ static int analyse(scan *s)
     for (i = 0; rc == 0 && i < s->n; i++)
         if (s->es[i].regular && s->es[i].kind == SNIFF_JSON)
             rc = read_index(s, &s->es[i]);
+    if (rc == 0)
+        rc = check_unlisted(s);
     for (i = 0; rc == 0 && i < s->n; i++) {
         entry *e = &s->es[i];
         const char *dirname;

@@ -10,6 +10,7 @@
 #include "base/error.h"
 #include "training/training.h"
 #include "model/value.h"
+#include "model/walk.h"
 #include "format/write.h"
 
 static int is(const char *k, size_t len, const char *name)
@@ -95,43 +96,56 @@ int ckpt_tr_meta_add(ckpt_training *t, ckpt_meta_topic topic,
     return 0;
 }
 
+typedef struct scanner {
+    ckpt_training *t;
+    const char *file;
+    unsigned depth;
+} scanner;
+
+/* Each key below the scanned value: recorded when it names a topic;
+ * dicts and objects (their attributes) are looked into, s->depth levels
+ * down at most. */
+static int scan_enter(ckpt_walk *w, ckpt_walk_frame *node)
+{
+    scanner *s = w->ctx;
+    const ckpt_value *v = node->value;
+    int topic, rc;
+
+    if (w->depth > 0) {
+        const char *cpath;
+
+        if (!ckpt_tr_visit(s->t))
+            return CKPT_WALK_SKIP;
+        cpath = ckpt_arena_strndup(&s->t->arena, w->name, node->name_len);
+        if (cpath == NULL)
+            return ckpt_err_nomem();
+        topic = ckpt_tr_topic(ckpt_walk_segment(w, node), node->seg_len, 0);
+        if (topic >= 0 && (rc = ckpt_tr_meta_add(s->t, (ckpt_meta_topic)topic,
+                                                 s->file, "tree", cpath, NULL,
+                                                 v)))
+            return rc;
+    }
+    if (w->depth >= s->depth ||
+        (v->kind != CKPT_KIND_DICT && v->kind != CKPT_KIND_OBJECT))
+        return CKPT_WALK_SKIP;
+    return CKPT_WALK_DESCEND;
+}
+
 int ckpt_tr_meta_scan(ckpt_training *t, const char *file, const char *path,
                       const ckpt_value *v, unsigned depth)
 {
-    const ckpt_value *d = v;
-    char tmp[32];
-    size_t i, len;
-    int rc;
+    scanner s = { t, file, depth };
+    ckpt_walk w;
 
-    /* An opaque object's BUILD state: a dict, or (dict, slots). */
-    if (d->kind == CKPT_KIND_OBJECT) {
-        d = d->u.obj.state;
-        if (d && d->kind == CKPT_KIND_TUPLE && d->u.seq.n == 2)
-            d = d->u.seq.items[0];
-    }
-    if (d == NULL || d->kind != CKPT_KIND_DICT || depth == 0)
-        return 0;
-    for (i = 0; i < d->u.dict.n; i++) {
-        const ckpt_value *child = d->u.dict.vals[i];
-        const char *k = ckpt_value_key_text(d->u.dict.keys[i], tmp, sizeof tmp, &len);
-        int topic = ckpt_tr_topic(k, len, 0);
-        char *cpath;
-
-        if (!ckpt_tr_visit(t))
-            return 0;
-        cpath = path[0] ? ckpt_arena_printf(&t->arena, "%s.%.*s", path,
-                                            (int)len, k)
-                        : ckpt_arena_strndup(&t->arena, k, len);
-        if (cpath == NULL)
-            return ckpt_err_nomem();
-        if (topic >= 0 && (rc = ckpt_tr_meta_add(t, (ckpt_meta_topic)topic,
-                                                 file, "tree", cpath, NULL,
-                                                 child)))
-            return rc;
-        if ((rc = ckpt_tr_meta_scan(t, file, cpath, child, depth - 1)))
-            return rc;
-    }
-    return 0;
+    /* an opaque object's BUILD state is its attributes: a dict, or
+     * (dict, slots) */
+    ckpt_walk_init(&w, NULL, file, NULL);
+    w.names = 1;
+    w.prefix = path;
+    w.follow = CKPT_WALK_OBJECT_ATTRS;
+    w.enter = scan_enter;
+    w.ctx = &s;
+    return ckpt_walk_run(&w, v);
 }
 
 /* ------------------------------------------------------------ JSON */

@@ -15,8 +15,10 @@
 
 #include "base/error.h"
 #include "training/training.h"
+#include "model/file.h"
 #include "model/value.h"
-#include "format/write.h"
+#include "model/walk.h"
+#include "format/structure.h"
 
 /* Tree nodes visited per analysis before it stops: shared references in a
  * hostile pickle can make a small file an exponentially large tree. */
@@ -157,14 +159,6 @@ const char *ckpt_tr_sticky(ckpt_training *t, const char *s)
     return "?";
 }
 
-static char *join(ckpt_training *t, const char *path, const char *seg,
-                  size_t len)
-{
-    if (path[0] == '\0')
-        return ckpt_arena_strndup(&t->arena, seg, len);
-    return ckpt_arena_printf(&t->arena, "%s.%.*s", path, (int)len, seg);
-}
-
 int ckpt_tr_same_shape(const ckpt_tensor *a, const ckpt_tensor *b)
 {
     return a->ndim == b->ndim &&
@@ -282,7 +276,31 @@ typedef struct walker {
     ckpt_training *t;
     const char *file;
     int ordered; /* dict order is the writer's (pickles) */
+    const ckpt_limits *lim; /* of the file: every walk is bounded by them */
 } walker;
+
+/* Walks the subtree v with enter(ctx), bounded by the file's limits. With
+ * a prefix (v's own path), the walk builds names. */
+static int subwalk(const walker *w, const ckpt_value *v, ckpt_walk_fn enter,
+                   void *ctx, const char *prefix)
+{
+    ckpt_walk sub;
+
+    ckpt_walk_init(&sub, w->lim, w->file, NULL);
+    sub.enter = enter;
+    sub.ctx = ctx;
+    sub.names = prefix != NULL;
+    sub.prefix = prefix;
+    return ckpt_walk_run(&sub, v);
+}
+
+/* The node's path, copied into the analysis' arena; NULL when out of
+ * memory. */
+static const char *path_of(ckpt_training *t, const ckpt_walk *w,
+                           const ckpt_walk_frame *node)
+{
+    return ckpt_arena_strndup(&t->arena, w->name, node->name_len);
+}
 
 /* Appends a component; returns its index through *idx. */
 static int comp_add(walker *w, ckpt_component_kind kind, const char *path,
@@ -315,34 +333,43 @@ static void count_tensor(ckpt_component *c, const ckpt_tensor *x)
     c->bytes += x->nbytes;
 }
 
-/* Sums every tensor under v into c (and, with `state`, those of at least
- * one dimension into state_bytes). */
-static void sum_tensors(ckpt_training *t, ckpt_component *c,
-                        const ckpt_value *v, int state, unsigned depth)
-{
-    size_t i;
+typedef struct summer {
+    ckpt_training *t;
+    ckpt_component *c;
+    int state;
+} summer;
 
-    if (!ckpt_tr_visit(t) || depth > CKPT_MAX_NDIM * 16)
-        return;
+static int sum_enter(ckpt_walk *w, ckpt_walk_frame *node)
+{
+    summer *s = w->ctx;
+    const ckpt_value *v = node->value;
+
+    if (!ckpt_tr_visit(s->t))
+        return CKPT_WALK_SKIP;
     switch (v->kind) {
     case CKPT_KIND_TENSOR:
-        count_tensor(c, v->u.tensor);
-        if (state && v->u.tensor->ndim > 0)
-            c->state_bytes += v->u.tensor->nbytes;
-        break;
+        count_tensor(s->c, v->u.tensor);
+        if (s->state && v->u.tensor->ndim > 0)
+            s->c->state_bytes += v->u.tensor->nbytes;
+        return CKPT_WALK_SKIP;
     case CKPT_KIND_LIST:
     case CKPT_KIND_TUPLE:
     case CKPT_KIND_SET:
-        for (i = 0; i < v->u.seq.n; i++)
-            sum_tensors(t, c, v->u.seq.items[i], state, depth + 1);
-        break;
     case CKPT_KIND_DICT:
-        for (i = 0; i < v->u.dict.n; i++)
-            sum_tensors(t, c, v->u.dict.vals[i], state, depth + 1);
-        break;
+        return CKPT_WALK_DESCEND;
     default:
-        break;
+        return CKPT_WALK_SKIP;
     }
+}
+
+/* Sums every tensor under v into component idx (and, with `state`, those
+ * of at least one dimension into state_bytes). */
+static int sum_tensors(const walker *w, size_t idx, const ckpt_value *v,
+                       int state)
+{
+    summer s = { w->t, &w->t->comps[idx].pub, state };
+
+    return subwalk(w, v, sum_enter, &s, NULL);
 }
 
 static int simple(walker *w, ckpt_component_kind kind, const char *path,
@@ -351,43 +378,53 @@ static int simple(walker *w, ckpt_component_kind kind, const char *path,
     size_t idx;
     int rc = comp_add(w, kind, path, type, v, &idx);
 
-    if (rc == 0)
-        sum_tensors(w->t, &w->t->comps[idx].pub, v, 0, 0);
-    return rc;
+    return rc ? rc : sum_tensors(w, idx, v, 0);
 }
 
 /* ---- model */
 
-/* 1 when every leaf under dict v is a tensor and one of them is neither
- * uint8 nor bool (dicts of byte tensors are RNG states, not weights). */
-static int weights_tree(ckpt_training *t, const ckpt_value *v, int *weights,
-                        unsigned depth)
-{
-    size_t i, n;
-    const ckpt_value *child;
+typedef struct weigher {
+    ckpt_training *t;
+    int weights; /* a tensor that is neither uint8 nor bool */
+    int all;     /* every leaf so far is a tensor */
+} weigher;
 
-    if (!ckpt_tr_visit(t) || depth > CKPT_MAX_NDIM * 16)
-        return 0;
+static int weights_enter(ckpt_walk *w, ckpt_walk_frame *node)
+{
+    weigher *g = w->ctx;
+    const ckpt_value *v = node->value;
+    size_t n;
+
+    if (!ckpt_tr_visit(g->t))
+        goto no;
     if (v->kind == CKPT_KIND_TENSOR) {
-        *weights |= v->u.tensor->dtype != CKPT_DT_U8 &&
-                    v->u.tensor->dtype != CKPT_DT_BOOL;
-        return 1;
+        g->weights |= v->u.tensor->dtype != CKPT_DT_U8 &&
+                      v->u.tensor->dtype != CKPT_DT_BOOL;
+        return CKPT_WALK_SKIP;
     }
     if (v->kind == CKPT_KIND_DICT)
         n = v->u.dict.n;
     else if (ckpt_tr_is_seq(v))
         n = v->u.seq.n;
     else
-        return 0;
-    if (n == 0)
-        return 0;
-    for (i = 0; i < n; i++) {
-        child = v->kind == CKPT_KIND_DICT ? v->u.dict.vals[i]
-                                          : v->u.seq.items[i];
-        if (!weights_tree(t, child, weights, depth + 1))
-            return 0;
-    }
-    return 1;
+        goto no;
+    if (n > 0)
+        return CKPT_WALK_DESCEND;
+no:
+    g->all = 0;
+    return CKPT_WALK_STOP;
+}
+
+/* 1 in *weights when every leaf under dict v is a tensor and one of them
+ * is neither uint8 nor bool (dicts of byte tensors are RNG states, not
+ * weights). */
+static int weights_tree(const walker *w, const ckpt_value *v, int *weights)
+{
+    weigher g = { w->t, 0, 1 };
+    int rc = subwalk(w, v, weights_enter, &g, NULL);
+
+    *weights = rc == 0 && g.all && g.weights;
+    return rc;
 }
 
 static int model_tensor(ckpt_training *t, tr_comp *c, const char *name,
@@ -407,38 +444,35 @@ static int model_tensor(ckpt_training *t, tr_comp *c, const char *name,
     return 0;
 }
 
-/* Collects the tensors of a weights tree in order, with their names. */
-static int collect(ckpt_training *t, size_t idx, const ckpt_value *v,
-                   const char *path, unsigned depth)
+typedef struct gatherer {
+    ckpt_training *t;
+    size_t idx;
+} gatherer;
+
+static int collect_enter(ckpt_walk *w, ckpt_walk_frame *node)
 {
-    char tmp[32];
-    size_t i, n, len;
-    const char *k;
-    char *name;
+    gatherer *g = w->ctx;
+    const char *name;
     int rc;
 
-    if (v->kind == CKPT_KIND_TENSOR)
-        return model_tensor(t, &t->comps[idx], path, v->u.tensor);
-    if (!ckpt_tr_visit(t) || depth > CKPT_MAX_NDIM * 16)
-        return 0;
-    n = v->kind == CKPT_KIND_DICT ? v->u.dict.n : v->u.seq.n;
-    for (i = 0; i < n; i++) {
-        if (v->kind == CKPT_KIND_DICT) {
-            k = ckpt_value_key_text(v->u.dict.keys[i], tmp, sizeof tmp, &len);
-        } else {
-            len = (size_t)snprintf(tmp, sizeof tmp, "%zu", i);
-            k = tmp;
-        }
-        if ((name = join(t, path, k, len)) == NULL)
+    if (node->value->kind == CKPT_KIND_TENSOR) {
+        if ((name = path_of(g->t, w, node)) == NULL)
             return ckpt_tr_nomem();
-        rc = collect(t, idx,
-                     v->kind == CKPT_KIND_DICT ? v->u.dict.vals[i]
-                                               : v->u.seq.items[i],
-                     name, depth + 1);
-        if (rc)
-            return rc;
+        rc = model_tensor(g->t, &g->t->comps[g->idx], name,
+                          node->value->u.tensor);
+        return rc ? rc : CKPT_WALK_SKIP;
     }
-    return 0;
+    return ckpt_tr_visit(g->t) ? CKPT_WALK_DESCEND : CKPT_WALK_SKIP;
+}
+
+/* Collects the tensors of a weights tree at `path` in order, with their
+ * names. */
+static int collect(const walker *w, size_t idx, const ckpt_value *v,
+                   const char *path)
+{
+    gatherer g = { w->t, idx };
+
+    return subwalk(w, v, collect_enter, &g, path);
 }
 
 /* ---- optimizer */
@@ -656,9 +690,9 @@ static int add_optimizer(walker *w, const ckpt_value *v, const char *path)
         return rc;
     c = &t->comps[idx].pub;
     c->param_groups = groups;
-    sum_tensors(t, c, state, 1, 0);
-    if (groups)
-        sum_tensors(t, c, groups, 0, 0);
+    if ((rc = sum_tensors(w, idx, state, 1)) ||
+        (groups && (rc = sum_tensors(w, idx, groups, 0))))
+        return rc;
     /* The step counter: the first entry's, as written (its type differs
      * between optimizers and torch versions). */
     for (i = 0; i < state->u.dict.n; i++) {
@@ -843,9 +877,6 @@ static int is_data_key(const char *k, size_t len)
 
 /* ------------------------------------------------------------ the walk */
 
-static int walk(walker *w, const ckpt_value *v, const char *path,
-                const char *key, size_t klen, unsigned depth);
-
 /* A tensor directly in a container: an RNG state, a counter, or neither
  * (*loose). */
 static int leaf_tensor(walker *w, const ckpt_value *v, const char *path,
@@ -863,58 +894,60 @@ static int leaf_tensor(walker *w, const ckpt_value *v, const char *path,
     return 0;
 }
 
-/* The children of a container that is no component itself (or of an
- * optimizer's state dict, but for its "state" and "param_groups", with
- * `optimizer`). Tensors among them that are not RNG states or counters
- * form one component: model weights when one is a floating-point array,
- * else "other". */
-static int walk_children(walker *w, const ckpt_value *v, const char *path,
-                         unsigned depth, int optimizer)
+/* A container that is no component itself, whose children are walked (an
+ * optimizer's state dict too, but for its "state" and "param_groups").
+ * Tensors among the children that are not RNG states or counters form one
+ * component: model weights when one is a floating-point array, else
+ * "other". */
+typedef struct parent {
+    const char *path;
+    int optimizer;
+    size_t group; /* the component of its loose tensors, or SIZE_MAX */
+} parent;
+
+static int descend(walker *w, ckpt_walk_frame *node, const char *path,
+                   int optimizer)
+{
+    parent *p = ckpt_arena_alloc(&w->t->arena, sizeof *p);
+
+    if (p == NULL)
+        return ckpt_tr_nomem();
+    p->path = path;
+    p->optimizer = optimizer;
+    p->group = SIZE_MAX;
+    node->user = (uintptr_t)p;
+    return CKPT_WALK_DESCEND;
+}
+
+/* A tensor child of container p. */
+static int child_tensor(walker *w, parent *p, const ckpt_value *container,
+                        const ckpt_value *v, const char *path,
+                        const char *key, size_t klen)
 {
     ckpt_training *t = w->t;
-    int is_dict = v->kind == CKPT_KIND_DICT;
-    size_t n = is_dict ? v->u.dict.n : v->u.seq.n, i, len, group = SIZE_MAX;
-    char tmp[32];
-    int rc, loose;
+    int loose, rc = leaf_tensor(w, v, path, key, klen, &loose);
 
-    for (i = 0; i < n; i++) {
-        const ckpt_value *child = is_dict ? v->u.dict.vals[i]
-                                          : v->u.seq.items[i];
-        const char *k;
-        char *cpath;
+    if (rc == 0 && loose && p->group == SIZE_MAX)
+        rc = comp_add(w, CKPT_COMPONENT_OTHER, p->path, NULL, container,
+                      &p->group);
+    if (rc == 0 && loose)
+        rc = model_tensor(t, &t->comps[p->group], path, v->u.tensor);
+    return rc;
+}
 
-        if (is_dict) {
-            k = ckpt_value_key_text(v->u.dict.keys[i], tmp, sizeof tmp, &len);
-        } else {
-            len = (size_t)snprintf(tmp, sizeof tmp, "%zu", i);
-            k = tmp;
-        }
-        if (optimizer &&
-            (key_is(k, len, "state") || key_is(k, len, "param_groups")))
-            continue;
-        if ((cpath = join(t, path, k, len)) == NULL)
-            return ckpt_tr_nomem();
-        if (child->kind != CKPT_KIND_TENSOR) {
-            rc = walk(w, child, cpath, is_dict ? k : NULL,
-                      is_dict ? len : 0, depth + 1);
-        } else {
-            rc = leaf_tensor(w, child, cpath, is_dict ? k : NULL,
-                             is_dict ? len : 0, &loose);
-            if (rc == 0 && loose && group == SIZE_MAX)
-                rc = comp_add(w, CKPT_COMPONENT_OTHER, path, NULL, v, &group);
-            if (rc == 0 && loose)
-                rc = model_tensor(t, &t->comps[group], cpath, child->u.tensor);
-        }
-        if (rc)
-            return rc;
-    }
-    if (group != SIZE_MAX) {
-        tr_comp *c = &t->comps[group];
+static int walk_leave(ckpt_walk *ww, ckpt_walk_frame *node)
+{
+    walker *w = ww->ctx;
+    const parent *p = (const parent *)node->user;
+    tr_comp *c;
+    size_t i;
 
-        for (i = 0; i < c->ntensors; i++)
-            if (ckpt_tr_is_param(&c->tensors[i]) && c->tensors[i].t->ndim > 0)
-                c->pub.kind = CKPT_COMPONENT_MODEL;
-    }
+    if (p->group == SIZE_MAX)
+        return 0;
+    c = &w->t->comps[p->group];
+    for (i = 0; i < c->ntensors; i++)
+        if (ckpt_tr_is_param(&c->tensors[i]) && c->tensors[i].t->ndim > 0)
+            c->pub.kind = CKPT_COMPONENT_MODEL;
     return 0;
 }
 
@@ -932,21 +965,21 @@ static int meta_value(walker *w, int topic, const ckpt_value *v,
     return rc;
 }
 
-static int walk(walker *w, const ckpt_value *v, const char *path,
-                const char *key, size_t klen, unsigned depth)
+/* A node that is not a tensor in a container: a component, metadata, or a
+ * container to descend into. */
+static int classify(walker *w, ckpt_walk_frame *node, const char *path,
+                    const char *key, size_t klen, int topic)
 {
     ckpt_training *t = w->t;
-    int weights = 0, topic, loose, rc;
+    const ckpt_value *v = node->value;
+    int weights, loose, rc;
     size_t idx;
 
-    if (!ckpt_tr_visit(t))
-        return 0;
-    topic = key ? ckpt_tr_topic(key, klen, depth <= 1) : -1;
     switch (v->kind) {
     case CKPT_KIND_DICT:
         if (is_optimizer(v)) {
             rc = add_optimizer(w, v, path);
-            return rc ? rc : walk_children(w, v, path, depth, 1);
+            return rc ? rc : descend(w, node, path, 1);
         }
         if (is_scheduler(v))
             return simple(w, CKPT_COMPONENT_SCHEDULER, path,
@@ -959,12 +992,14 @@ static int walk(walker *w, const ckpt_value *v, const char *path,
             return simple(w, CKPT_COMPONENT_DATA, path, NULL, v);
         if (topic >= 0)
             return meta_value(w, topic, v, path);
-        if (weights_tree(t, v, &weights, 0) && weights) {
+        if ((rc = weights_tree(w, v, &weights)))
+            return rc;
+        if (weights) {
             if ((rc = comp_add(w, CKPT_COMPONENT_MODEL, path, NULL, v, &idx)))
                 return rc;
-            return collect(t, idx, v, path, 0);
+            return collect(w, idx, v, path);
         }
-        return walk_children(w, v, path, depth, 0);
+        return descend(w, node, path, 0);
     case CKPT_KIND_LIST:
     case CKPT_KIND_TUPLE:
     case CKPT_KIND_SET:
@@ -978,8 +1013,8 @@ static int walk(walker *w, const ckpt_value *v, const char *path,
             return simple(w, CKPT_COMPONENT_DATA, path, NULL, v);
         if (topic >= 0)
             return meta_value(w, topic, v, path);
-        return walk_children(w, v, path, depth, 0);
-    case CKPT_KIND_TENSOR: /* the root, or an item of a set */
+        return descend(w, node, path, 0);
+    case CKPT_KIND_TENSOR: /* the root */
         rc = leaf_tensor(w, v, path, key, klen, &loose);
         if (rc || !loose)
             return rc;
@@ -1008,9 +1043,40 @@ static int walk(walker *w, const ckpt_value *v, const char *path,
     }
 }
 
+static int walk_enter(ckpt_walk *ww, ckpt_walk_frame *node)
+{
+    walker *w = ww->ctx;
+    ckpt_walk_frame *up = ckpt_walk_up(ww, 1);
+    parent *p = up ? (parent *)up->user : NULL;
+    const char *key = NULL, *path;
+    size_t klen = 0;
+    int rc;
+
+    if (node->role == CKPT_WALK_VALUE) {
+        key = ckpt_walk_segment(ww, node);
+        klen = node->seg_len;
+    }
+    if (p && p->optimizer &&
+        (key_is(key, klen, "state") || key_is(key, klen, "param_groups")))
+        return CKPT_WALK_SKIP;
+    if (p == NULL || node->value->kind != CKPT_KIND_TENSOR) {
+        if (!ckpt_tr_visit(w->t))
+            return CKPT_WALK_SKIP;
+    }
+    if ((path = path_of(w->t, ww, node)) == NULL)
+        return ckpt_tr_nomem();
+    if (p && node->value->kind == CKPT_KIND_TENSOR)
+        rc = child_tensor(w, p, up->value, node->value, path, key, klen);
+    else
+        rc = classify(w, node, path, key, klen,
+                      key ? ckpt_tr_topic(key, klen, ww->depth <= 1) : -1);
+    return rc ? rc : (int)(node->user ? CKPT_WALK_DESCEND : CKPT_WALK_SKIP);
+}
+
 int ckpt_tr_add_file(ckpt_training *t, const ckpt_file *f, const char *name)
 {
     walker w;
+    ckpt_walk ww;
     const ckpt_value *root = NULL;
     ckpt_format fmt = ckpt_file_format(f);
     const char *file = ckpt_arena_strdup(&t->arena, name);
@@ -1020,7 +1086,7 @@ int ckpt_tr_add_file(ckpt_training *t, const ckpt_file *f, const char *name)
         return ckpt_tr_nomem();
     /* safetensors written by ckpt convert keep the original tree (the
      * optimizer's param_groups, counters, nesting) in ckpt.structure. */
-    rc = ckpt_write_logical_root(&root, f, &t->arena);
+    rc = ckpt_structure_decode(&root, f, &t->arena);
     if (rc == CKPT_E_NOMEM)
         return rc;
     if (rc) {
@@ -1037,10 +1103,23 @@ int ckpt_tr_add_file(ckpt_training *t, const ckpt_file *f, const char *name)
     t->files[t->nfiles++].name = file;
     w.t = t;
     w.file = file;
+    w.lim = &f->opts.limits;
     w.ordered = root != ckpt_file_root(f) ||
                 (fmt != CKPT_FORMAT_SAFETENSORS &&
                  fmt != CKPT_FORMAT_SAFETENSORS_SHARDED);
-    if (root && (rc = walk(&w, root, "", NULL, 0, 0)))
+    ckpt_walk_init(&ww, w.lim, file, NULL);
+    ww.names = 1;
+    ww.enter = walk_enter;
+    ww.leave = walk_leave;
+    ww.ctx = &w;
+    rc = root ? ckpt_walk_run(&ww, root) : 0;
+    /* a tree past the file's bounds (depth, visits, a cycle) is analysed
+     * as far as the walk went */
+    if (rc == CKPT_E_LIMIT || rc == CKPT_E_UNSUPPORTED) {
+        t->cut = 1;
+        rc = 0;
+    }
+    if (rc)
         return rc;
     return ckpt_tr_meta_file(t, f, file);
 }
@@ -1048,7 +1127,7 @@ int ckpt_tr_add_file(ckpt_training *t, const ckpt_file *f, const char *name)
 int ckpt_tr_add_json_counter(ckpt_training *t, const char *file,
                              const char *key, int is_int, int64_t i, double d)
 {
-    walker w = { t, file, 0 };
+    walker w = { t, file, 0, NULL };
     ckpt_value *v = is_int ? ckpt_value_new_int(&t->arena, i)
                            : ckpt_value_new_float(&t->arena, d);
     const char *path = ckpt_arena_strdup(&t->arena, key);

@@ -18,6 +18,9 @@ import tempfile
 import traceback
 import zipfile
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from suite import corpus, selected  # noqa: E402
+
 BIN = os.environ.get("CKPT_BIN", "ckpt")
 CORPUS = os.environ.get("CKPT_CORPUS", "/work/shared/corpus")
 CHECKPOINT = os.path.join(CORPUS, "torch/burn/checkpoint.pt")
@@ -29,6 +32,11 @@ MNIST_ST = os.path.join(CORPUS, "pairs/mnist.safetensors")
 MNIST_PT = os.path.join(CORPUS, "pairs/mnist.pt")
 SHARDED_DIR = os.path.join(CORPUS, "safetensors/fluxml/sharded")
 SHARDED = os.path.join(SHARDED_DIR, "model.safetensors.index.json")
+# Cases that need some checkpoint of a kind, not a particular one, use the
+# repository's own (the corpus suite, @corpus, reads the files above).
+SRC = os.environ.get("CKPT_SRC", os.path.join(os.path.dirname(__file__), "..", ".."))
+TRAIN_PT = os.path.join(SRC, "examples", "train.pt")
+TRAIN_ST = os.path.join(SRC, "examples", "train.safetensors")
 
 # Bits per element, by safetensors dtype name.
 DTYPE_BITS = {
@@ -38,6 +46,9 @@ DTYPE_BITS = {
 }
 
 TMP = tempfile.mkdtemp(prefix="ckpt-cli-test-")
+NOT_A_CHECKPOINT = os.path.join(TMP, "broken.pt")  # 3 bytes of text
+with open(NOT_A_CHECKPOINT, "wb") as _fh:
+    _fh.write(b"abc")
 
 
 def expected(rel):
@@ -103,6 +114,7 @@ def assert_eq(got, want, what):
 
 # ------------------------------------------------------------------ inspect
 
+@corpus
 def test_inspect_json_checkpoint():
     rc, doc, err = run_json("inspect", CHECKPOINT, "--json", "--hash",
                             "sha256")
@@ -122,6 +134,7 @@ def test_inspect_json_checkpoint():
     assert_eq(doc["metadata"], None, "metadata")
 
 
+@corpus
 def test_inspect_json_without_hash():
     rc, doc, _ = run_json("inspect", "--json", CHECKPOINT)
     assert_eq(rc, 0, "exit code")
@@ -130,6 +143,7 @@ def test_inspect_json_without_hash():
               "top-level keys")
 
 
+@corpus
 def test_inspect_json_legacy():
     rc, doc, _ = run_json("inspect", LEGACY, "--json", "--hash=sha256")
     assert_eq(rc, 0, "exit code")
@@ -141,6 +155,7 @@ def test_inspect_json_legacy():
                for t in exp["tensors"]], "tensors")
 
 
+@corpus
 def test_inspect_json_safetensors_metadata():
     rc, doc, _ = run_json("inspect", "--json", "--hash", "sha256",
                           SAFETENSORS)
@@ -195,6 +210,7 @@ def test_inspect_json_value_types():
     assert math.copysign(1, got["neg_zero"][1]) < 0, "-0.0 parses negative"
 
 
+@corpus
 def test_inspect_text():
     rc, out, _ = run("inspect", CHECKPOINT)
     assert_eq(rc, 0, "exit code")
@@ -216,6 +232,7 @@ def test_inspect_text():
     assert any(l.strip() == "loss = 0.123" for l in lines), "loss value"
 
 
+@corpus
 def test_inspect_text_hash_and_alignment():
     rc, out, _ = run("inspect", CHECKPOINT, "--hash", "sha256")
     assert_eq(rc, 0, "exit code")
@@ -250,20 +267,24 @@ def test_inspect_errors():
     assert err.startswith("ckpt: " + os.path.join(TMP, "missing.pt") + ": "),\
         err
     assert_eq(out, "", "stdout of a failed inspect")
-    rc, out, err = run("inspect", BROKEN, "--json")
+    rc, out, err = run("inspect", NOT_A_CHECKPOINT, "--json")
     assert_eq(rc, 1, "unreadable format exit code")
-    assert err.startswith("ckpt: " + BROKEN + ": "), err
-    rc, _, err = run("inspect", truncated(CHECKPOINT, "trunc_inspect.pt"))
+    assert err.startswith("ckpt: " + NOT_A_CHECKPOINT + ": "), err
+    rc, _, err = run("inspect", truncated(TRAIN_PT, "trunc_inspect.pt"))
     assert_eq(rc, 1, "truncated zip exit code")
 
 
 # ------------------------------------------------------------------ verify
 
-def ok_line(path, fmt, n):
-    return re.compile(r"^OK %s \(%s, %d tensors, \d+ bytes checked\)$" % (
-        re.escape(path), re.escape(fmt), n))
+STRUCTURE_ONLY = "; structure only: this file carries no checksums"
 
 
+def ok_line(path, fmt, n, checksums=True):
+    return re.compile(r"^OK %s \(%s, %d tensors, \d+ bytes checked\)%s$" % (
+        re.escape(path), re.escape(fmt), n, "" if checksums else re.escape(STRUCTURE_ONLY)))
+
+
+@corpus
 def test_verify_ok():
     files = [(SAFETENSORS, "safetensors",
               "safetensors/fluxml/non_sharded/model.with_metadata.safetensors"),
@@ -276,7 +297,7 @@ def test_verify_ok():
     assert_eq(len(lines), len(files), "one line per file")
     for line, (path, fmt, rel) in zip(lines, files):
         n = len(expected(rel)["tensors"])
-        assert ok_line(path, fmt, n).match(line), line
+        assert ok_line(path, fmt, n, fmt == "torch-zip").match(line), line
     # Bytes checked covers at least every tensor's bytes.
     m = re.search(r"(\d+) bytes checked", lines[1])
     want = sum(numel(t["shape"]) * 4
@@ -284,8 +305,25 @@ def test_verify_ok():
     assert int(m.group(1)) >= want, lines[1]
 
 
+def test_verify_says_what_it_vouched_for():
+    """Without checksums in the file, OK means structure and sizes only."""
+    plain = tmp_file("plain.safetensors", safetensors_bytes(
+        [("w", "F32", [2], b"\0" * 8)]))
+    written = os.path.join(TMP, "written.safetensors")  # ckpt's digests inside
+    assert_eq(run("convert", TRAIN_PT, written)[0], 0, "convert exit code")
+    legacy = os.path.join(SRC, "fuzz", "corpora", "scan", "torch_benign_legacy.pt")
+    files = [(plain, "safetensors", 1, False), (written, "safetensors", 16, True),
+             (TRAIN_PT, "torch-zip", 16, True), (legacy, "torch-legacy", 1, False)]
+    rc, out, err = run("verify", *[f[0] for f in files])
+    assert_eq(rc, 0, "exit code (stderr %r)" % err)
+    lines = out.splitlines()
+    assert_eq(len(lines), len(files), "one line per file")
+    for line, (path, fmt, n, checksums) in zip(lines, files):
+        assert ok_line(path, fmt, n, checksums).match(line), line
+
+
 def test_verify_truncated():
-    path = truncated(CHECKPOINT, "trunc_verify.pt")
+    path = truncated(TRAIN_PT, "trunc_verify.pt")
     rc, out, _ = run("verify", path)
     assert_eq(rc, 1, "exit code")
     assert_eq(out, "CORRUPT %s: zip archive is truncated or incomplete: no "
@@ -301,9 +339,9 @@ def test_verify_truncated():
 
 
 def test_verify_broken():
-    rc, out, _ = run("verify", BROKEN)
+    rc, out, _ = run("verify", NOT_A_CHECKPOINT)
     assert_eq(rc, 1, "exit code")
-    assert out.startswith("CORRUPT %s: " % BROKEN), out
+    assert out.startswith("CORRUPT %s: " % NOT_A_CHECKPOINT), out
 
 
 def test_verify_missing():
@@ -312,7 +350,7 @@ def test_verify_missing():
     assert_eq(rc, 2, "exit code")
     assert out.startswith("ERROR %s: " % missing), out
     # I/O failure wins over corruption, and every file still gets a line.
-    rc, out, _ = run("verify", BROKEN, missing, CHECKPOINT)
+    rc, out, _ = run("verify", NOT_A_CHECKPOINT, missing, TRAIN_PT)
     assert_eq(rc, 2, "exit code with a missing and a corrupt file")
     lines = out.splitlines()
     assert_eq(len(lines), 3, "lines")
@@ -328,12 +366,15 @@ def storage_tensors(path, key):
         def __init__(self, storage, *args):
             self.storage = storage
 
+    class OrderedDict(dict):
+        pass
+
     class Unpickler(pickle.Unpickler):
         def find_class(self, module, name):
             if name in ("_rebuild_tensor_v2", "_rebuild_parameter"):
                 return lambda t, *a: t if isinstance(t, Tensor) else Tensor(t)
             if module == "collections" and name == "OrderedDict":
-                return dict
+                return OrderedDict  # BUILD sets _metadata on it
             return lambda *a, **k: None
 
         def persistent_load(self, pid):
@@ -372,9 +413,9 @@ def zip_member_data_offset(path, suffix):
 
 
 def test_verify_flipped_byte():
-    with open(CHECKPOINT, "rb") as fh:
+    with open(TRAIN_PT, "rb") as fh:
         data = bytearray(fh.read())
-    member, off = zip_member_data_offset(CHECKPOINT, "/data/0")
+    member, off = zip_member_data_offset(TRAIN_PT, "/data/0")
     data[off] ^= 0x40
     path = tmp_file("flipped.pt", bytes(data))
     rc, out, _ = run("verify", path)
@@ -383,7 +424,7 @@ def test_verify_flipped_byte():
     assert member in out, "member %s named in %r" % (member, out)
     assert "crc" in out.lower() or "checksum" in out.lower(), out
     # the tensors whose storage the member is, and what the offset is
-    names = storage_tensors(CHECKPOINT, member.rsplit("/", 1)[1])
+    names = storage_tensors(TRAIN_PT, member.rsplit("/", 1)[1])
     assert names, "data/0 holds a tensor"
     assert ("the member holds tensor%s %s (member data starts at offset %d)"
             % ("s" if len(names) > 1 else "", ", ".join(names), off)) in out, \
@@ -394,6 +435,7 @@ def test_verify_flipped_byte():
 
 # ------------------------------------------------------------------ doctor
 
+@corpus
 def test_doctor_partial_resume():
     # burn's checkpoint.pt holds SGD momentum for one of four parameters
     # and no param_groups: resume readiness "partial" needs attention.
@@ -409,6 +451,7 @@ def test_doctor_partial_resume():
     assert any(l.strip() == "epoch: int 42" for l in lines), out
 
 
+@corpus
 def test_doctor_json():
     rc, doc, _ = run_json("doctor", "--json", CHECKPOINT)
     assert_eq(rc, 1, "exit code")
@@ -451,6 +494,7 @@ def test_doctor_json():
     assert "param" not in " ".join(contents), contents
 
 
+@corpus
 def test_doctor_unsafe():
     path = os.path.join(CORPUS, "scan/picklescan/malicious1_v0.pkl")
     rc, doc, _ = run_json("doctor", "--json", path)
@@ -466,6 +510,7 @@ def test_doctor_unsafe():
     assert "dangerous: " in out, out
 
 
+@corpus
 def test_doctor_safetensors():
     rc, doc, _ = run_json("doctor", "--json", MNIST_ST)
     assert_eq(rc, 0, "exit code")
@@ -476,6 +521,7 @@ def test_doctor_safetensors():
         "safetensors has no checksum"
 
 
+@corpus
 def test_doctor_truncated():
     path = truncated(CHECKPOINT, "trunc_doctor.pt")
     rc, out, _ = run("doctor", path)
@@ -507,6 +553,7 @@ def test_doctor_truncated_protocol0_pickle():
               "format line")
 
 
+@corpus
 def test_doctor_not_a_checkpoint():
     # the scan's own verdict, in the first line and in the safety section
     rc, out, _ = run("doctor", BROKEN)
@@ -522,6 +569,7 @@ def test_doctor_not_a_checkpoint():
     assert doc["summary"].endswith("; not-a-checkpoint"), doc["summary"]
 
 
+@corpus
 def test_doctor_sharded_index():
     rc, out, err = run("doctor", SHARDED)
     assert_eq(rc, 0, "exit code (stderr %r)" % err)
@@ -583,6 +631,7 @@ def test_doctor_sharded_index():
               "detected")
 
 
+@corpus
 def test_doctor_ckpt_written_safetensors():
     out = os.path.join(TMP, "written.safetensors")
     rc, _, err = run("convert", MNIST_PT, out)
@@ -598,6 +647,7 @@ def test_doctor_ckpt_written_safetensors():
     assert not any("carry no checksum" in n for n in notes), notes
 
 
+@corpus
 def test_doctor_weights_only_no_warnings():
     # a plain state dict is a deployment file; fp32 only: no AMP either
     for path in (MNIST_ST, MNIST_PT):
@@ -616,6 +666,7 @@ def test_doctor_help():
     assert "unreadable" not in out, out
 
 
+@corpus
 def test_doctor_flipped_byte():
     with open(CHECKPOINT, "rb") as fh:
         data = bytearray(fh.read())
@@ -657,6 +708,7 @@ def test_doctor_missing():
 
 # ------------------------------------------------------------------ usage
 
+@corpus
 def test_convert_backup():
     out = os.path.join(TMP, "backup.safetensors")
     example = os.path.join(os.environ.get("CKPT_SRC", "."), "examples/train.pt")
@@ -672,6 +724,7 @@ def test_convert_backup():
     assert not [n for n in os.listdir(TMP) if ".tmp-" in n], "temporary files left"
 
 
+@corpus
 def test_doctor_wrapper_prefix():
     # mnist.pt as nn.DataParallel would have saved it
     dp = os.path.join(TMP, "mnist_dp.pt")
@@ -687,6 +740,7 @@ def test_doctor_wrapper_prefix():
     assert ("fix: ckpt rename %s OUT --strip-prefix 'module.'" % dp) in out, out
 
 
+@corpus
 def test_inspect_text_bookkeeping_metadata():
     out_st = os.path.join(TMP, "bookkeeping.safetensors")
     rc, _, err = run("convert", CHECKPOINT, out_st)
@@ -704,14 +758,14 @@ def test_inspect_text_bookkeeping_metadata():
 
 def test_usage():
     cases = [
-        (("inspect", CHECKPOINT, "--bogus"), 2),
-        (("verify", "--bogus", CHECKPOINT), 2),
-        (("doctor", CHECKPOINT, "-x"), 2),
-        (("inspect", CHECKPOINT, "--hash", "md5"), 2),
+        (("inspect", TRAIN_PT, "--bogus"), 2),
+        (("verify", "--bogus", TRAIN_PT), 2),
+        (("doctor", TRAIN_PT, "-x"), 2),
+        (("inspect", TRAIN_PT, "--hash", "md5"), 2),
         (("inspect",), 2),
         (("verify",), 2),
         (("doctor",), 2),
-        (("inspect", CHECKPOINT, CHECKPOINT), 2),
+        (("inspect", TRAIN_PT, TRAIN_PT), 2),
         (("frobnicate",), 2),
         ((), 2),
         (("help", "frobnicate"), 2),
@@ -733,6 +787,60 @@ def test_usage():
     assert run("help", "inspect")[1].startswith("usage: ckpt inspect")
 
 
+COMMANDS = ("inspect", "verify", "doctor", "scan", "store", "match", "diff",
+            "rename", "convert")
+
+
+def test_help_from_option_table():
+    # help and parser come from one table: every option the help names is
+    # parsed (never "unknown option"), and the help names what the README
+    # documents
+    for cmd in COMMANDS:
+        rc, out, _ = run("help", cmd)
+        assert_eq(rc, 0, "help %s" % cmd)
+        assert out.startswith("usage: ckpt %s" % cmd), out
+        names = set(re.findall(r"^  (--[a-z-]+)", out, re.M))
+        synopsis = out.split("\n\n")[0]
+        assert_eq(set(re.findall(r"--[a-z-]+", synopsis)), names,
+                  "%s: options of the synopsis and of the list" % cmd)
+        for opt in names:
+            # a subcommand's option: after the subcommand whose line has it
+            line = [l for l in synopsis.splitlines() if opt in l][0]
+            args = line.split()[1:4] if cmd == "store" else [cmd]
+            rc, _, err = run(*(args[:2] + [opt, "x"]))
+            assert "unknown option" not in err, (cmd, opt, err)
+    assert "--summary" in run("help", "inspect")[1]
+    assert run("help", "doctor")[1].startswith("usage: ckpt doctor FILE|DIR [--json]\n")
+
+
+def test_option_grammar():
+    # GNU grammar for every command: --opt=V, --opt V, "--" ends options
+    rc, doc, _ = run_json("inspect", "--hash=sha256", "--json", "--", TRAIN_ST)
+    assert_eq(rc, 0, "inspect --hash=sha256 --")
+    assert all(len(t["sha256"]) == 64 for t in doc["tensors"]), "digests"
+    out = os.path.join(TMP, "grammar.safetensors")
+    rc, _, err = run("convert", "--format=safetensors", "--meta=k=v", TRAIN_PT, out)
+    assert_eq(rc, 0, "convert --format=... (stderr %r)" % err)
+    rc, doc, _ = run_json("inspect", "--json", out)
+    assert_eq(doc["metadata"]["k"], "v", "--meta=k=v")
+    # usage errors name the offender and exit 2
+    for args, msg in ((("verify", "--frob", TRAIN_ST), "unknown option '--frob'"),
+                      (("doctor", TRAIN_ST, "--json=1"), "--json takes no value"),
+                      (("match", TRAIN_ST, "--expect"), "--expect needs a value"),
+                      (("match", TRAIN_ST, "--expect", "a", "--expect=b"),
+                       "--expect given twice"),
+                      (("diff", TRAIN_ST), "missing B"),
+                      (("store", "commit", TMP, "--name", "g", TRAIN_ST),
+                       "missing --step N"),
+                      (("inspect", TRAIN_ST, TRAIN_PT), "unexpected argument")):
+        rc, out, err = run(*args)
+        assert_eq(rc, 2, "exit code of %r" % (args,))
+        assert msg in err.splitlines()[0], (args, err)
+        assert err.splitlines()[1].startswith("usage: ckpt "), (args, err)
+        assert_eq(out, "", "nothing on stdout for %r" % (args,))
+
+
+@corpus
 def test_no_crash_on_corpus():
     """Every corpus file: no signal, exit code in {0, 1}, valid JSON."""
     bad = []
@@ -752,7 +860,7 @@ def test_no_crash_on_corpus():
 
 def main():
     tests = [(n, f) for n, f in sorted(globals().items())
-             if n.startswith("test_") and callable(f)]
+             if n.startswith("test_") and callable(f) and selected(f)]
     passed = failed = 0
     for name, fn in tests:
         try:

@@ -15,6 +15,9 @@ import sys
 import tempfile
 import traceback
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from suite import selected  # noqa: E402
+
 BIN = os.environ.get("CKPT_BIN", "ckpt")
 CORPUS = os.environ.get("CKPT_CORPUS", "/work/shared/corpus")
 BURN = os.path.join(CORPUS, "torch/burn")
@@ -29,10 +32,12 @@ MODEL_KEYS = sorted([
 CASES = []
 
 
-def case(name):
-    """Registers a test case; main() runs them once the files exist."""
+def case(name, reads_corpus=False):
+    """Registers a test case of this run's suite (tests/suite.py); main()
+    runs them once the files exist."""
     def wrap(fn):
-        CASES.append((name, fn))
+        if selected(reads_corpus=reads_corpus):
+            CASES.append((name, fn))
         return fn
     return wrap
 
@@ -204,7 +209,7 @@ def _():
                 tied=[{"name": "lm_head.weight", "tied_to": "embed.weight"}])
 
 
-@case("match: corpus key_remap.pt against missing_module_field.pt")
+@case("match: corpus key_remap.pt against missing_module_field.pt", reads_corpus=True)
 def _():
     a, b = os.path.join(BURN, "key_remap.pt"), os.path.join(BURN, "missing_module_field.pt")
     check_match(a, b, ["--normalize"], 1,
@@ -226,7 +231,7 @@ def _():
                 warning="nothing would load: 0 of 3 expected keys match")
 
 
-@case("match: corpus top_level_key.pt (state dict under a key)")
+@case("match: corpus top_level_key.pt (state dict under a key)", reads_corpus=True)
 def _():
     check_match(os.path.join(BURN, "top_level_key.pt"),
                 os.path.join(BURN, "missing_module_field.pt"), ["--normalize"], 0,
@@ -234,7 +239,7 @@ def _():
                 candidates=[cand("strip 'my_state_dict.'", 2)], **complete(2))
 
 
-@case("match: corpus enum_depthwise_false.pt against _true.pt: nothing loads")
+@case("match: corpus enum_depthwise_false.pt against _true.pt: nothing loads", reads_corpus=True)
 def _():
     check_match(os.path.join(BURN, "enum_depthwise_false.pt"),
                 os.path.join(BURN, "enum_depthwise_true.pt"), ["--normalize"], 1,

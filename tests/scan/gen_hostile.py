@@ -151,16 +151,28 @@ def families():
     benign = pickle.dumps(collections.OrderedDict(), protocol=2)
     yield "two_streams.pkl", benign + evil_bytes(), "unsafe", SYSTEM
     yield "junk_after_stop.pkl", evil_bytes() + b"\n\n\t\tjunk", "unsafe", SYSTEM
-    # nested pickles in literals
+    # nested pickles: only what an unpickling call receives is a pickle
     inner = evil_bytes(4)
-    yield "nested_bytes.pkl", pickle.dumps(inner, protocol=3), "unsafe", SYSTEM
-    yield ("nested_latin1.pkl", pickle.dumps(inner, protocol=2), "unsafe",
-           SYSTEM)
+    yield ("nested_bytes.pkl",
+           pickle.dumps(Reduce(pickle.loads, (inner,)), protocol=3), "unsafe", SYSTEM)
+    yield ("nested_latin1.pkl",
+           pickle.dumps(Reduce(pickle.loads, (inner,)), protocol=2), "unsafe", SYSTEM)
     yield ("nested_base64.pkl",
+           pickle.dumps({"payload": Reduce(pickle.loads, (Reduce(
+               base64.b64decode, (base64.b64encode(inner).decode(),)),))},
+               protocol=4), "unsafe", SYSTEM)
+    yield ("nested_hex.pkl",
+           pickle.dumps([Reduce(pickle.loads, (Reduce(bytes.fromhex, (inner.hex(),)),))],
+                        protocol=2), "unsafe", SYSTEM)
+    # ... and the same strings as data: no loader unpickles them
+    yield "data_bytes.pkl", pickle.dumps(inner, protocol=3), "safe", None
+    yield "data_latin1.pkl", pickle.dumps(inner, protocol=2), "safe", None
+    yield ("data_base64.pkl",
            pickle.dumps({"payload": base64.b64encode(inner).decode()}, protocol=4),
-           "unsafe", SYSTEM)
-    yield ("nested_hex.pkl", pickle.dumps([inner.hex()], protocol=2),
-           "unsafe", SYSTEM)
+           "safe", None)
+    yield "data_hex.pkl", pickle.dumps([inner.hex()], protocol=2), "safe", None
+    yield ("data_note.pkl", pickle.dumps({"doc": "(Note: see below)."}, protocol=0),
+           "safe", None)
     # zip tricks
     yield "zip_txt.zip", make_zip({"archive/data.txt": inner}), "unsafe", SYSTEM
     yield ("zip_polyglot.pt", b"GIF89a;" + make_zip({"archive/data.pkl": inner}),

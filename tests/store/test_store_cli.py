@@ -3,8 +3,9 @@
 the write path on a really full file system (a 1 MiB tmpfs; skipped with
 the reason when mounting is not permitted).
 
-Environment: CKPT_BIN, CKPT_CORPUS. Standard library only. Prints one line
-per case and ends with "N passed, N failed"; exits 1 on failure.
+Environment: CKPT_BIN, CKPT_SRC. Sources: the repository's examples/ and a
+1.6 MB checkpoint written by torch (Debian's python3-torch). Prints one
+line per case and ends with "N passed, N failed"; exits 1 on failure.
 """
 import json
 import os
@@ -15,13 +16,19 @@ import sys
 import tempfile
 import traceback
 
+import torch
+
 BIN = os.environ.get("CKPT_BIN", "ckpt")
-CORPUS = os.environ.get("CKPT_CORPUS", "/work/shared/corpus")
-MNIST_PT = os.path.join(CORPUS, "pairs/mnist.pt")
-MNIST_ST = os.path.join(CORPUS, "pairs/mnist.safetensors")
-SMALL_PT = os.path.join(CORPUS, "torch/burn/checkpoint.pt")
-BROKEN = os.path.join(CORPUS, "torch/burn/broken.pt")
+SRC = os.environ.get("CKPT_SRC", os.path.join(os.path.dirname(__file__), "..", ".."))
+SMALL_PT = os.path.join(SRC, "examples", "train.pt")
+TRAIN_ST = os.path.join(SRC, "examples", "train.safetensors")
 TMP = tempfile.mkdtemp(prefix="ckpt-store-cli-")
+# larger than the 1 MiB tmpfs of case_full_filesystem
+BIG_PT = os.path.join(TMP, "big.pt")
+torch.save({"w": torch.arange(400000, dtype=torch.float32)}, BIG_PT)
+BROKEN = os.path.join(TMP, "broken.pt")  # 3 bytes of text
+with open(BROKEN, "wb") as _fh:
+    _fh.write(b"abc")
 UMASK = os.umask(0)
 os.umask(UMASK)
 
@@ -71,18 +78,18 @@ def flip_middle_byte(path):
 
 def case_commit_latest():
     d = fresh("commit")
-    rc, out, err = commit(d, 1, MNIST_PT)
+    rc, out, err = commit(d, 1, BIG_PT)
     assert rc == 0, err
     assert out == os.path.join(d, "run-1.pt") + "\n", out
-    assert read(os.path.join(d, "run-1.pt")) == read(MNIST_PT)
+    assert read(os.path.join(d, "run-1.pt")) == read(BIG_PT)
     assert latest_file(d) == "run-1.pt\n"
-    rc, out, err = commit(d, 2, MNIST_ST)
+    rc, out, err = commit(d, 2, TRAIN_ST)
     assert rc == 0 and out.strip().endswith("run-2.safetensors"), (rc, out, err)
     assert latest_file(d) == "run-2.safetensors\n"
     rc, out, err = run("store", "latest", d)
     assert (rc, out) == (0, os.path.join(d, "run-2.safetensors") + "\n"), (rc, out, err)
     # the same step again is refused, whatever the format
-    rc, out, err = commit(d, 2, MNIST_PT)
+    rc, out, err = commit(d, 2, BIG_PT)
     assert rc == 2 and "already committed" in err and out == "", (rc, out, err)
     assert not os.path.exists(os.path.join(d, "run-2.pt"))
     assert temps(d) == []
@@ -105,7 +112,7 @@ def copy_of(src, name):
 
 def case_commit_corrupt_source():
     d = fresh("corrupt-source")
-    src = copy_of(MNIST_PT, "flipped-src.pt")
+    src = copy_of(BIG_PT, "flipped-src.pt")
     flip_middle_byte(src)
     rc, out, err = commit(d, 4, src)
     assert rc == 1 and out == "", (rc, out, err)
@@ -121,7 +128,7 @@ def case_prune_counts_only_verified():
     for step in (1, 2, 3):
         assert commit(d, step, SMALL_PT, "--keep", "10")[0] == 0
     bad = os.path.join(d, "run-10.pt")
-    shutil.copyfile(MNIST_PT, bad)
+    shutil.copyfile(BIG_PT, bad)
     flip_middle_byte(bad)
     rc, out, err = run("store", "prune", d, "--keep", "2")
     assert rc == 1 and out.startswith("removed 1 generation\n"), (rc, out, err)
@@ -154,8 +161,8 @@ def case_help_documents_names():
 
 def case_usage():
     d = fresh("usage")
-    for argv in (["store"], ["store", "nope", d], ["store", "commit", d, MNIST_PT],
-                 ["store", "commit", d, "--name", "r", "--step", "-1", MNIST_PT],
+    for argv in (["store"], ["store", "nope", d], ["store", "commit", d, BIG_PT],
+                 ["store", "commit", d, "--name", "r", "--step", "-1", BIG_PT],
                  ["store", "commit", d, "--name", "r", "--step", "1"],
                  ["store", "latest"], ["store", "latest", d, d],
                  ["store", "list", d, "--keep", "3"], ["store", "prune", d, "--keep", "x"],
@@ -173,7 +180,7 @@ def case_usage():
 def case_list_and_corruption():
     d = fresh("list")
     for step in (9, 10, 100):
-        assert commit(d, step, MNIST_PT, "--keep", "5")[0] == 0
+        assert commit(d, step, BIG_PT, "--keep", "5")[0] == 0
     rc, out, err = run("store", "list", d, "--json")
     assert rc == 0, err
     doc = json.loads(out)
@@ -182,7 +189,7 @@ def case_list_and_corruption():
     assert [g["step"] for g in doc["generations"]] == [9, 10, 100]
     g = doc["generations"][2]
     assert g == {"name": "run", "step": 100, "file": "run-100.pt",
-                 "path": os.path.join(d, "run-100.pt"), "bytes": os.path.getsize(MNIST_PT),
+                 "path": os.path.join(d, "run-100.pt"), "bytes": os.path.getsize(BIG_PT),
                  "status": "ok", "latest": True}, g
     flip_middle_byte(os.path.join(d, "run-100.pt"))
     rc, out, err = run("store", "list", d, "--json")
@@ -237,7 +244,7 @@ def case_full_filesystem():
         return
     try:
         assert commit(mnt, 1, SMALL_PT)[0] == 0
-        rc, out, err = commit(mnt, 2, MNIST_PT)
+        rc, out, err = commit(mnt, 2, BIG_PT)
         assert rc == 2 and "No space left on device" in err and "run-2.pt" in err, (rc, err)
         assert out == ""
         assert sorted(entries(mnt)) == ["LATEST", "run-1.pt"], os.listdir(mnt)
@@ -246,7 +253,7 @@ def case_full_filesystem():
         assert (rc, out) == (0, os.path.join(mnt, "run-1.pt") + "\n"), (rc, out, err)
         if run("help", "convert")[0] == 0:
             target = os.path.join(mnt, "out.safetensors")
-            rc, out, err = run("convert", MNIST_PT, target)
+            rc, out, err = run("convert", BIG_PT, target)
             assert rc == 2 and "No space left on device" in err, (rc, err)
             assert sorted(entries(mnt)) == ["LATEST", "run-1.pt"], os.listdir(mnt)
     finally:

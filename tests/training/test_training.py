@@ -22,6 +22,9 @@ import tempfile
 import traceback
 import zipfile
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from suite import corpus, selected  # noqa: E402
+
 BIN = os.environ.get("CKPT_BIN", "ckpt")
 CORPUS = os.environ.get("CKPT_CORPUS", "/work/shared/corpus")
 SRC = os.environ.get("CKPT_SRC",
@@ -447,6 +450,7 @@ def test_examples_train():
     close(doc["sections"]["memory"]["optimizer_to_model_ratio"], 2.0, "ratio")
 
 
+@corpus
 def test_corpus_burn_checkpoint():
     """SGD momentum state for one of four parameters, no param_groups."""
     path = os.path.join(CORPUS, "torch", "burn", "checkpoint.pt")
@@ -498,7 +502,7 @@ def main():
     subprocess.run(["/usr/bin/python3", os.path.join(HERE, "gen_training.py"),
                     GEN], check=True, cwd=TMP, capture_output=True)
     tests = [(n, f) for n, f in sorted(globals().items())
-             if n.startswith("test_") and callable(f)]
+             if n.startswith("test_") and callable(f) and selected(f)]
     passed = failed = 0
     for name, fn in tests:
         try:

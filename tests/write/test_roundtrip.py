@@ -60,11 +60,13 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.dirname(HERE))
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 import ptdecode as pd  # noqa: E402
+from suite import CORPUS_SUITE  # noqa: E402
 
 CKPT = os.environ.get("CKPT_BIN", "ckpt")
 CORPUS = os.environ.get("CKPT_CORPUS", os.path.join(HERE, "..", "..", "..", "shared", "corpus"))
@@ -671,19 +673,24 @@ def tree_api(tmp):
 def main():
     tmp = tempfile.mkdtemp(prefix="ckpt-write-")
     try:
-        gen = os.path.join(tmp, "gen")
-        subprocess.run([sys.executable, os.path.join(SRC, "tests", "interop", "gen_checkpoints.py"),
-                        gen], check=True, capture_output=True, cwd=tmp, timeout=300)
         work = os.path.join(tmp, "work")
         os.mkdir(work)
-        for src in sorted(glob.glob(os.path.join(gen, "*.pt")) + glob.glob(os.path.join(gen, "*.pkl"))):
-            roundtrip("gen/" + os.path.basename(src), src, work)
-        for src in sorted(glob.glob(os.path.join(CORPUS, "torch", "**", "*.pt*"), recursive=True)):
-            roundtrip(os.path.relpath(src, CORPUS), src, work)
-        safetensors_corpus(work)
-        state_dicts(work)
-        single_cases(work)
-        tree_api(work)
+        if CORPUS_SUITE:
+            for src in sorted(glob.glob(os.path.join(CORPUS, "torch", "**", "*.pt*"),
+                                        recursive=True)):
+                roundtrip(os.path.relpath(src, CORPUS), src, work)
+            safetensors_corpus(work)
+        else:
+            gen = os.path.join(tmp, "gen")
+            subprocess.run([sys.executable, os.path.join(SRC, "tests", "interop",
+                                                         "gen_checkpoints.py"),
+                            gen], check=True, capture_output=True, cwd=tmp, timeout=300)
+            for src in sorted(glob.glob(os.path.join(gen, "*.pt")) +
+                              glob.glob(os.path.join(gen, "*.pkl"))):
+                roundtrip("gen/" + os.path.basename(src), src, work)
+            state_dicts(work)
+            single_cases(work)
+            tree_api(work)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     print("%d passed, %d failed" % (passed, failed))

@@ -10,47 +10,47 @@
 #include <stdio.h>
 
 #include "ckpt.h"
+#include "opt.h"
 
 /* Exit codes, the contract other tools rely on. */
 enum {
     CLI_OK = 0,       /* everything fine */
     CLI_FINDINGS = 1, /* corrupt, unsafe or mismatching input */
-    CLI_USAGE = 2     /* bad command line, or the input could not be read */
+    CLI_USAGE = 2,    /* bad command line, or the input could not be read */
+    CLI_CONTINUE = -1 /* not an exit code: cli_opt_parse says "go on" */
 };
 
 /* ------------------------------------------------------------ commands */
 
+/* One subcommand, defined in its cmd_<name>.c; `ckpt help NAME` is
+ * generated from it: the synopsis and the option list from opts (opt.h),
+ * around them the description and the epilogue. */
 typedef struct cli_command cli_command;
 struct cli_command {
-    const char *name;
-    const char *summary; /* one line for `ckpt --help` */
-    const char *usage;   /* `ckpt help NAME`: synopsis and options */
+    const char *name;        /* "inspect"; a subcommand's "store commit" */
+    const char *summary;     /* one line for `ckpt --help` */
+    const cli_opt *opts;     /* options and operands, ended by { 0 } */
+    const char *description; /* what it does, after the synopsis, or NULL */
+    const char *epilogue;    /* after the options (exit status), or NULL */
+    /* argv[0] is the command name; argv[1..argc-1] its arguments. Returns
+     * an exit code (CLI_*). */
     int (*run)(const cli_command *cmd, int argc, char **argv);
+    const cli_command *const *subs; /* subcommands, NULL-terminated, whose
+                                       synopses and options the help lists
+                                       instead of opts; or NULL */
 };
 
-/* argv[0] is the command name; argv[1..argc-1] its arguments. Each returns
- * an exit code (CLI_*). */
-int cli_cmd_inspect(const cli_command *cmd, int argc, char **argv);
-int cli_cmd_verify(const cli_command *cmd, int argc, char **argv);
-int cli_cmd_doctor(const cli_command *cmd, int argc, char **argv);
-int cli_cmd_scan(const cli_command *cmd, int argc, char **argv);
-int cli_cmd_store(const cli_command *cmd, int argc, char **argv);
-int cli_cmd_match(const cli_command *cmd, int argc, char **argv);
-int cli_cmd_diff(const cli_command *cmd, int argc, char **argv);
-int cli_cmd_rename(const cli_command *cmd, int argc, char **argv);
+extern const cli_command cli_cmd_inspect, cli_cmd_verify, cli_cmd_doctor,
+    cli_cmd_scan, cli_cmd_store, cli_cmd_match, cli_cmd_diff, cli_cmd_rename,
+    cli_cmd_convert;
 
-int cli_cmd_convert(const cli_command *cmd, int argc, char **argv);
-/* 1 for "-h" and "--help". */
-int cli_is_help(const char *arg);
-/* Prints `ckpt NAME: <message>` and the command's usage to stderr;
- * returns CLI_USAGE. */
+/* Prints `ckpt NAME: <message>` and the command's synopsis and options to
+ * stderr; returns CLI_USAGE. */
 int cli_usage_error(const cli_command *cmd, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 2, 3)))
 #endif
     ;
-/* Prints the command's usage to stdout; returns CLI_OK. */
-int cli_help(const cli_command *cmd);
 
 /* ------------------------------------------------------------ errors */
 
@@ -67,6 +67,8 @@ typedef struct cli_error {
 /* Fills *e from ckpt_error_last(), with `code` (the value the failing call
  * returned) taking precedence over the record's code. */
 void cli_error_capture(cli_error *e, int code);
+/* Fills *e from a record the library kept (src may be NULL: no error). */
+void cli_error_copy(cli_error *e, const ckpt_error *src);
 /* Exit code for a library failure: CLI_USAGE for I/O, caller errors and
  * out-of-memory, CLI_FINDINGS for everything that is the input's fault. */
 int cli_exit_code(int code);
@@ -96,6 +98,15 @@ size_t cli_text_width(const char *s, size_t len);
 const char *cli_name(const char *name);
 /* "" for 1, "s" otherwise. */
 const char *cli_plural(uint64_t n);
+/* What `verify` can vouch for beyond structure and sizes. */
+enum {
+    CLI_CHECKSUMS_NONE,    /* safetensors without ckpt's digests, legacy
+                              torch, raw pickle: structure only */
+    CLI_CHECKSUMS_CRC32,   /* torch zip: every member's CRC-32 */
+    CLI_CHECKSUMS_DIGESTS  /* safetensors written by ckpt: per-tensor
+                              XXH3-64 (metadata "ckpt.xxh3") */
+};
+int cli_checksums(const ckpt_file *f);
 /* "1.5 KiB"-style rendering of a byte count into buf. */
 const char *cli_human_bytes(char buf[32], uint64_t bytes);
 /* "[32, 11616]" into buf (cap bytes, truncated with "..."). */

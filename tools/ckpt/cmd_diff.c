@@ -431,55 +431,42 @@ static int parse_tol(const char *s, double *out)
     return 0;
 }
 
-static int parse(const cli_command *cmd, int argc, char **argv, diff_args *a)
+static struct {
+    const char *a, *b, *rtol, *atol;
+    int keys_only, normalize, json;
+} args;
+
+static const cli_opt opts[] = {
+    { CLI_OPT_ARG, "A", 0, &args.a, NULL, CLI_OPT_REQUIRED, NULL },
+    { CLI_OPT_ARG, "B", 0, &args.b, NULL, CLI_OPT_REQUIRED, NULL },
+    { CLI_OPT_VALUE, "rtol", 0, &args.rtol, "R", 0, "relative tolerance (default 0)" },
+    { CLI_OPT_VALUE, "atol", 0, &args.atol, "A", 0, "absolute tolerance (default 0)" },
+    { CLI_OPT_BOOL, "keys-only", 0, &args.keys_only, NULL, 0,
+      "names, dtypes and shapes only; A and B may be JSON "
+      "manifests (`ckpt inspect --json` output)" },
+    { CLI_OPT_BOOL, "normalize", 0, &args.normalize, NULL, 0,
+      "rename B's keys by the rewrite diff names (module., "
+      "_orig_mod., a training checkpoint's model.) first" },
+    { CLI_OPT_BOOL, "json", 0, &args.json, NULL, 0, "one JSON object on stdout" },
+    { 0 }
+};
+
+/* Fills *a from the parsed options; CLI_CONTINUE or a usage error. */
+static int parse(const cli_command *cmd, diff_args *a)
 {
-    int i, files = 0, options = 1;
-
-    for (i = 1; i < argc; i++) {
-        const char *arg = argv[i];
-
-        if (options && arg[0] == '-' && arg[1] != '\0') {
-            double *tol = NULL;
-            const char *v = NULL;
-
-            if (strcmp(arg, "--") == 0) {
-                options = 0;
-            } else if (cli_is_help(arg)) {
-                cli_help(cmd);
-                return -1;
-            } else if (strcmp(arg, "--json") == 0) {
-                a->json = 1;
-            } else if (strcmp(arg, "--keys-only") == 0) {
-                a->opts.keys_only = 1;
-            } else if (strcmp(arg, "--normalize") == 0) {
-                a->opts.normalize = 1;
-            } else if (strncmp(arg, "--rtol", 6) == 0 ||
-                       strncmp(arg, "--atol", 6) == 0) {
-                tol = arg[2] == 'r' ? &a->opts.rtol : &a->opts.atol;
-                if (arg[6] == '=')
-                    v = arg + 7;
-                else if (arg[6] == '\0' && i + 1 < argc)
-                    v = argv[++i];
-                else if (arg[6] != '\0')
-                    return cli_usage_error(cmd, "unknown option '%s'", arg);
-                if (!v || parse_tol(v, tol) != 0)
-                    return cli_usage_error(cmd, "%.6s needs a number >= 0",
-                                           arg);
-            } else {
-                return cli_usage_error(cmd, "unknown option '%s'", arg);
-            }
-        } else if (files < 2) {
-            a->path[files++] = arg;
-        } else {
-            return cli_usage_error(cmd, "two files: A and B");
-        }
-    }
-    if (files < 2)
-        return cli_usage_error(cmd, "needs two files: A and B");
-    return CLI_OK;
+    a->path[0] = args.a;
+    a->path[1] = args.b;
+    a->json = args.json;
+    a->opts.keys_only = args.keys_only;
+    a->opts.normalize = args.normalize;
+    if (args.rtol && parse_tol(args.rtol, &a->opts.rtol) != 0)
+        return cli_usage_error(cmd, "--rtol needs a number >= 0");
+    if (args.atol && parse_tol(args.atol, &a->opts.atol) != 0)
+        return cli_usage_error(cmd, "--atol needs a number >= 0");
+    return CLI_CONTINUE;
 }
 
-int cli_cmd_diff(const cli_command *cmd, int argc, char **argv)
+static int run(const cli_command *cmd, int argc, char **argv)
 {
     diff_args a;
     ckpt_diff_options init = CKPT_DIFF_OPTIONS_INIT;
@@ -490,9 +477,12 @@ int cli_cmd_diff(const cli_command *cmd, int argc, char **argv)
 
     memset(&a, 0, sizeof a);
     a.opts = init;
-    rc = parse(cmd, argc, argv, &a);
-    if (rc != CLI_OK)
-        return rc < 0 ? CLI_OK : rc;
+    rc = cli_opt_parse(cmd, argc, argv);
+    if (rc == CLI_CONTINUE)
+        rc = parse(cmd, &a);
+    if (rc != CLI_CONTINUE)
+        return rc;
+    rc = CLI_OK;
     for (k = 0; k < 2 && rc == CLI_OK; k++) {
         int lrc = ckpt_manifest_load(&m[k], a.path[k], NULL);
 
@@ -518,8 +508,23 @@ int cli_cmd_diff(const cli_command *cmd, int argc, char **argv)
             rc = ckpt_diff_identical(r) ? CLI_OK : CLI_FINDINGS;
         }
     }
-    ckpt_diff_free(r);
+    ckpt_diff_result_free(r);
     ckpt_manifest_free(m[0]);
     ckpt_manifest_free(m[1]);
     return rc;
 }
+
+const cli_command cli_cmd_diff = {
+    "diff", "compare two checkpoints key by key and value by value", opts,
+    "Lists keys only in A or only in B, shape and dtype differences and, for\n"
+    "each common tensor, whether its bytes are equal, or how its values\n"
+    "differ: elements outside tolerance, max abs and rel difference, NaN and\n"
+    "Inf disagreements. Floats of every width are compared as values (F16,\n"
+    "BF16 and F8 widened); an element differs unless |a-b| <= atol +\n"
+    "rtol*|b| (NaN equals NaN). Non-tensor values (epoch, learning rates,\n"
+    "step counters) are compared too: ints and strings exactly, floats with\n"
+    "the same tolerances.\n",
+    "Exit status: 0 identical (values within the tolerances), 1 different,\n"
+    "2 usage or I/O error.\n",
+    run, NULL
+};

@@ -1,6 +1,6 @@
-/* cmd_inspect.c - `ckpt inspect FILE [--json] [--hash sha256]`: tensors,
- * non-tensor values and metadata, as a table or as one JSON object;
- * `--summary` shows the training components instead (summary.c). */
+/* cmd_inspect.c - `ckpt inspect FILE [--json] [--hash sha256] [--summary]`:
+ * tensors, non-tensor values and metadata, as a table or as one JSON
+ * object; `--summary` shows the training components instead (summary.c). */
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -302,58 +302,59 @@ static void print_text(inspect *in)
 
 /* ------------------------------------------------------------ command */
 
-int cli_cmd_inspect(const cli_command *cmd, int argc, char **argv)
+static struct {
+    const char *path, *hash;
+    int json, summary;
+} args;
+
+static const cli_opt opts[] = {
+    { CLI_OPT_ARG, "FILE", 0, &args.path, NULL, CLI_OPT_REQUIRED, NULL },
+    { CLI_OPT_BOOL, "json", 0, &args.json, NULL, 0,
+      "one JSON object on stdout instead of a table" },
+    { CLI_OPT_VALUE, "hash", 0, &args.hash, "sha256", 0,
+      "add the SHA-256 of each tensor's contents" },
+    { CLI_OPT_BOOL, "summary", 0, &args.summary, NULL, 0,
+      "training components instead: what each weighs (bytes, elements), "
+      "the optimizer-to-model ratio, resume readiness, metadata; FILE may "
+      "be a directory (Hugging Face Trainer layout)" },
+    { 0 }
+};
+
+static int run(const cli_command *cmd, int argc, char **argv)
 {
     inspect in = { NULL, NULL, 0, CLI_OK };
-    int json = 0, summary = 0, i, rc, options = 1;
+    int rc = cli_opt_parse(cmd, argc, argv);
     cli_error e;
 
-    for (i = 1; i < argc; i++) {
-        const char *a = argv[i];
-
-        if (options && a[0] == '-' && a[1] != '\0') {
-            if (strcmp(a, "--") == 0) {
-                options = 0;
-            } else if (cli_is_help(a)) {
-                return cli_help(cmd);
-            } else if (strcmp(a, "--json") == 0) {
-                json = 1;
-            } else if (strcmp(a, "--summary") == 0) {
-                summary = 1;
-            } else if (strcmp(a, "--hash") == 0 && i + 1 < argc &&
-                       strcmp(argv[i + 1], "sha256") == 0) {
-                in.hash = 1;
-                i++;
-            } else if (strcmp(a, "--hash=sha256") == 0) {
-                in.hash = 1;
-            } else if (strncmp(a, "--hash", 6) == 0) {
-                return cli_usage_error(cmd, "--hash takes 'sha256'");
-            } else {
-                return cli_usage_error(cmd, "unknown option '%s'", a);
-            }
-        } else if (in.path == NULL) {
-            in.path = a;
-        } else {
-            return cli_usage_error(cmd, "one FILE at a time");
-        }
-    }
-    if (in.path == NULL)
-        return cli_usage_error(cmd, "missing FILE");
+    if (rc != CLI_CONTINUE)
+        return rc;
+    if (args.hash && strcmp(args.hash, "sha256") != 0)
+        return cli_usage_error(cmd, "--hash takes 'sha256'");
+    in.path = args.path;
+    in.hash = args.hash != NULL;
     /* Training components instead of the tensor list; FILE may be a
      * directory (Hugging Face Trainer layout). */
-    if (summary)
+    if (args.summary)
         return in.hash ? cli_usage_error(cmd, "--summary takes no --hash")
-                       : cli_summary_inspect(in.path, json);
+                       : cli_summary_inspect(in.path, args.json);
 
     rc = ckpt_open(&in.f, in.path, NULL);
     if (rc != 0) {
         cli_error_capture(&e, rc);
         return cli_report(in.path, &e);
     }
-    if (json)
+    if (args.json)
         print_json(&in);
     else
         print_text(&in);
     ckpt_close(in.f);
     return in.rc;
 }
+
+const cli_command cli_cmd_inspect = {
+    "inspect", "list tensors, values and metadata of a checkpoint", opts,
+    "Lists every tensor (name, dtype, shape, bytes), the non-tensor values\n"
+    "and the metadata of FILE, without executing anything in it.\n",
+    "Exit status: 0 ok, 1 FILE unreadable or corrupt, 2 usage or I/O error.\n",
+    run, NULL
+};

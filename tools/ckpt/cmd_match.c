@@ -17,8 +17,6 @@
 typedef struct match_args {
     const char *ckpt, *spec;
     ckpt_match_options opts;
-    const char **allow[2]; /* missing, unexpected */
-    size_t nallow[2];
     int json;
 } match_args;
 
@@ -300,87 +298,28 @@ static void print_text(const match_args *a, const ckpt_match_result *r,
 
 /* ------------------------------------------------------------ command */
 
-/* The value of option `name` at argv[*i] ("--name V" or "--name=V"), or
- * NULL when argv[*i] is not that option. *missing is set when the value
- * is absent. */
-static const char *option_value(int argc, char **argv, int *i,
-                                const char *name, int *missing)
-{
-    size_t n = strlen(name);
-    const char *a = argv[*i];
+static struct {
+    const char *ckpt, *spec;
+    cli_list allow_missing, allow_unexpected;
+    int normalize, json;
+} args;
 
-    if (strncmp(a, name, n) != 0)
-        return NULL;
-    if (a[n] == '=')
-        return a + n + 1;
-    if (a[n] != '\0')
-        return NULL;
-    if (*i + 1 >= argc) {
-        *missing = 1;
-        return NULL;
-    }
-    return argv[++*i];
-}
-
-static int parse(const cli_command *cmd, int argc, char **argv, match_args *a)
-{
-    static const char *const allow_opts[2] = { "--allow-missing",
-                                               "--allow-unexpected" };
-    int i, k, missing = 0, options = 1;
-    const char *v;
-
-    for (i = 1; i < argc; i++) {
-        const char *arg = argv[i];
-
-        if (options && arg[0] == '-' && arg[1] != '\0') {
-            if (strcmp(arg, "--") == 0) {
-                options = 0;
-                continue;
-            }
-            if (cli_is_help(arg))
-                return cli_help(cmd) == CLI_OK ? -1 : CLI_USAGE;
-            if (strcmp(arg, "--json") == 0) {
-                a->json = 1;
-                continue;
-            }
-            if (strcmp(arg, "--normalize") == 0) {
-                a->opts.normalize = 1;
-                continue;
-            }
-            if ((v = option_value(argc, argv, &i, "--expect", &missing))) {
-                if (a->spec)
-                    return cli_usage_error(cmd, "--expect given twice");
-                a->spec = v;
-                continue;
-            }
-            for (k = 0; k < 2 && !missing; k++) {
-                v = option_value(argc, argv, &i, allow_opts[k], &missing);
-                if (v) {
-                    a->allow[k][a->nallow[k]++] = v;
-                    break;
-                }
-            }
-            if (missing)
-                return cli_usage_error(cmd, "%s needs a value", arg);
-            if (k < 2)
-                continue;
-            return cli_usage_error(cmd, "unknown option '%s'", arg);
-        } else if (a->ckpt == NULL) {
-            a->ckpt = arg;
-        } else {
-            return cli_usage_error(cmd, "one CKPT at a time");
-        }
-    }
-    if (a->ckpt == NULL)
-        return cli_usage_error(cmd, "missing CKPT");
-    if (a->spec == NULL)
-        return cli_usage_error(cmd, "missing --expect SPEC");
-    a->opts.allow_missing = a->allow[0];
-    a->opts.nallow_missing = a->nallow[0];
-    a->opts.allow_unexpected = a->allow[1];
-    a->opts.nallow_unexpected = a->nallow[1];
-    return CLI_OK;
-}
+static const cli_opt opts[] = {
+    { CLI_OPT_ARG, "CKPT", 0, &args.ckpt, NULL, CLI_OPT_REQUIRED, NULL },
+    { CLI_OPT_VALUE, "expect", 0, &args.spec, "SPEC", CLI_OPT_REQUIRED,
+      "what the model expects: a checkpoint of any format, or "
+      "a JSON manifest (`ckpt inspect --json` output)" },
+    { CLI_OPT_BOOL, "normalize", 0, &args.normalize, NULL, 0,
+      "apply that rewrite if it gives a complete match" },
+    { CLI_OPT_VALUES, "allow-missing", 0, &args.allow_missing, "GLOB", 0,
+      "a missing key matching GLOB is allowed ('*' "
+      "crosses '.'); allowed keys are still listed" },
+    { CLI_OPT_VALUES, "allow-unexpected", 0, &args.allow_unexpected, "GLOB", 0,
+      "likewise for unexpected keys" },
+    { CLI_OPT_BOOL, "json", 0, &args.json, NULL, 0,
+      "one JSON object (fields: see ckpt_match in ckpt.h)" },
+    { 0 }
+};
 
 static int load(const char *path, ckpt_manifest **m)
 {
@@ -393,29 +332,28 @@ static int load(const char *path, ckpt_manifest **m)
     return cli_report(path, &e);
 }
 
-int cli_cmd_match(const cli_command *cmd, int argc, char **argv)
+static int run(const cli_command *cmd, int argc, char **argv)
 {
     match_args a;
     ckpt_match_options init = CKPT_MATCH_OPTIONS_INIT;
     ckpt_manifest *c = NULL, *e = NULL;
     ckpt_match_result *r = NULL;
     cli_error err;
-    int rc;
+    int rc = cli_opt_parse(cmd, argc, argv);
 
+    if (rc != CLI_CONTINUE)
+        return rc;
     memset(&a, 0, sizeof a);
+    a.ckpt = args.ckpt;
+    a.spec = args.spec;
+    a.json = args.json;
     a.opts = init;
-    /* every argument could be an --allow-* glob */
-    a.allow[0] = malloc((size_t)argc * sizeof(char *));
-    a.allow[1] = malloc((size_t)argc * sizeof(char *));
-    if (!a.allow[0] || !a.allow[1]) {
-        free(a.allow[0]);
-        free(a.allow[1]);
-        fputs("ckpt match: out of memory\n", stderr);
-        return CLI_USAGE;
-    }
-    rc = parse(cmd, argc, argv, &a);
-    if (rc == CLI_OK)
-        rc = load(a.ckpt, &c);
+    a.opts.normalize = args.normalize;
+    a.opts.allow_missing = args.allow_missing.items;
+    a.opts.nallow_missing = args.allow_missing.n;
+    a.opts.allow_unexpected = args.allow_unexpected.items;
+    a.opts.nallow_unexpected = args.allow_unexpected.n;
+    rc = load(a.ckpt, &c);
     if (rc == CLI_OK)
         rc = load(a.spec, &e);
     if (rc == CLI_OK) {
@@ -432,10 +370,23 @@ int cli_cmd_match(const cli_command *cmd, int argc, char **argv)
             rc = ckpt_match_complete(r) ? CLI_OK : CLI_FINDINGS;
         }
     }
-    ckpt_match_free(r);
+    ckpt_match_result_free(r);
     ckpt_manifest_free(c);
     ckpt_manifest_free(e);
-    free(a.allow[0]);
-    free(a.allow[1]);
-    return rc < 0 ? CLI_OK : rc;
+    return rc;
 }
+
+const cli_command cli_cmd_match = {
+    "match", "would this checkpoint load into that model? key by key", opts,
+    "Compares the tensor keys of CKPT with those SPEC expects, as a strict\n"
+    "load_state_dict would: matched keys, missing keys, unexpected keys, shape\n"
+    "and dtype mismatches, tied weights. SPEC is a checkpoint of any format,\n"
+    "or a JSON manifest with the tensors list of `ckpt inspect --json`.\n"
+    "Names are compared exactly. When keys differ by wrapper prefixes\n"
+    "(module., _orig_mod., state_dict., _fsdp_wrapped_module., ...) the\n"
+    "rewrite that fixes them is named with the number of keys it matches.\n",
+    "Exit status: 0 complete match, 1 anything else, 2 usage or I/O error.\n"
+    "A match of no key, or of less than half the expected keys, is called\n"
+    "out even when allowed.\n",
+    run, NULL
+};

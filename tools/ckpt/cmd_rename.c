@@ -13,27 +13,35 @@ typedef struct rename_args {
     size_t nrules;
     ckpt_manifest **specs; /* loaded --auto specs, freed at the end */
     size_t nspecs;
-    int dry_run;
+    char **olds;           /* the OLD of each --replace OLD=NEW (owned) */
+    size_t nolds;
 } rename_args;
 
-/* The value of "--name V" or "--name=V" at argv[*i], or NULL when argv[*i]
- * is another option; *missing is set when V is absent. */
-static const char *option_value(int argc, char **argv, int *i,
-                                const char *name, int *missing)
-{
-    size_t n = strlen(name);
-    const char *a = argv[*i];
+static struct {
+    const char *in, *out;
+    cli_list rules; /* every rule option, in the order given */
+    int dry_run;
+} args;
 
-    if (strncmp(a, name, n) != 0 || (a[n] != '\0' && a[n] != '='))
-        return NULL;
-    if (a[n] == '=')
-        return a + n + 1;
-    if (*i + 1 >= argc) {
-        *missing = 1;
-        return NULL;
-    }
-    return argv[++*i];
-}
+static const cli_opt opts[] = {
+    { CLI_OPT_ARG, "IN", 0, &args.in, NULL, CLI_OPT_REQUIRED, NULL },
+    { CLI_OPT_ARG, "OUT", 0, &args.out, NULL, 0, NULL },
+    { CLI_OPT_VALUES, "strip-prefix", 0, &args.rules, "P", 0,
+      "keys starting with P lose it (P is whole segments: "
+      "'module' means 'module.')" },
+    { CLI_OPT_VALUES, "add-prefix", 0, &args.rules, "P", 0, "every key gains P" },
+    { CLI_OPT_VALUES, "replace", 0, &args.rules, "OLD=NEW", 0,
+      "each occurrence of OLD made of whole segments "
+      "becomes NEW ('_orig_mod.=' drops that wrapper)" },
+    { CLI_OPT_VALUES, "auto", 0, &args.rules, "SPEC", 0,
+      "the rewrite `ckpt match --normalize` finds against "
+      "SPEC (a checkpoint or a JSON manifest); it must "
+      "give a complete match" },
+    { CLI_OPT_BOOL, "dry-run", 0, &args.dry_run, NULL, 0,
+      "print the mapping OLD -> NEW, write nothing (OUT "
+      "may be left out)" },
+    { 0 }
+};
 
 static int load_spec(rename_args *a, const char *path, ckpt_rename_rule *r)
 {
@@ -50,80 +58,53 @@ static int load_spec(rename_args *a, const char *path, ckpt_rename_rule *r)
     return CLI_OK;
 }
 
-static int parse(const cli_command *cmd, int argc, char **argv, rename_args *a)
+/* The rules from the parsed options, in the order given. Returns
+ * CLI_CONTINUE, or an exit code after printing why not. */
+static int parse(const cli_command *cmd, rename_args *a)
 {
     static const struct {
         const char *name;
         ckpt_rename_op op;
-    } ops[] = { { "--strip-prefix", CKPT_RENAME_STRIP_PREFIX },
-                { "--add-prefix", CKPT_RENAME_ADD_PREFIX },
-                { "--replace", CKPT_RENAME_REPLACE },
-                { "--auto", CKPT_RENAME_AUTO } };
-    int i, options = 1, missing = 0, files = 0;
-    size_t k;
+    } ops[] = { { "strip-prefix", CKPT_RENAME_STRIP_PREFIX },
+                { "add-prefix", CKPT_RENAME_ADD_PREFIX },
+                { "replace", CKPT_RENAME_REPLACE },
+                { "auto", CKPT_RENAME_AUTO } };
+    size_t i, k;
 
-    for (i = 1; i < argc; i++) {
-        const char *arg = argv[i], *v = NULL;
+    if (!args.out && !args.dry_run)
+        return cli_usage_error(cmd, "needs IN and OUT");
+    if (args.rules.n == 0)
+        return cli_usage_error(cmd, "needs at least one rule");
+    for (i = 0; i < args.rules.n; i++) {
+        const char *v = args.rules.items[i];
+        ckpt_rename_rule *r = &a->rules[a->nrules++];
 
-        if (!options || arg[0] != '-' || arg[1] == '\0') {
-            if (files == 2)
-                return cli_usage_error(cmd, "IN and OUT only");
-            if (files++ == 0)
-                a->in = arg;
-            else
-                a->out = arg;
-            continue;
-        }
-        if (strcmp(arg, "--") == 0) {
-            options = 0;
-            continue;
-        }
-        if (cli_is_help(arg)) {
-            cli_help(cmd);
-            return -1;
-        }
-        if (strcmp(arg, "--dry-run") == 0) {
-            a->dry_run = 1;
-            continue;
-        }
-        for (k = 0; k < sizeof ops / sizeof ops[0]; k++)
-            if ((v = option_value(argc, argv, &i, ops[k].name, &missing)) ||
-                missing)
-                break;
-        if (missing)
-            return cli_usage_error(cmd, "%s needs a value", arg);
-        if (!v)
-            return cli_usage_error(cmd, "unknown option '%s'", arg);
-        {
-            ckpt_rename_rule *r = &a->rules[a->nrules++];
+        for (k = 0; strcmp(ops[k].name, args.rules.opts[i]->name) != 0; k++)
+            ;
+        memset(r, 0, sizeof *r);
+        r->op = ops[k].op;
+        r->arg = v;
+        if (r->op == CKPT_RENAME_REPLACE) {
+            /* OLD=NEW: the first '=' splits (keys rarely hold one) */
+            const char *eq = strchr(v, '=');
 
-            memset(r, 0, sizeof *r);
-            r->op = ops[k].op;
-            r->arg = v;
-            if (r->op == CKPT_RENAME_REPLACE) {
-                /* OLD=NEW: the first '=' splits (keys rarely hold one) */
-                char *eq = strchr(v, '=');
+            if (!eq || eq == v)
+                return cli_usage_error(cmd, "--replace takes OLD=NEW "
+                                       "with OLD not empty");
+            if ((a->olds[a->nolds] = strndup(v, (size_t)(eq - v))) == NULL)
+                return cli_usage_error(cmd, "out of memory");
+            r->arg = a->olds[a->nolds++];
+            r->arg2 = eq + 1;
+        } else if (r->op == CKPT_RENAME_AUTO) {
+            int rc = load_spec(a, v, r);
 
-                if (!eq || eq == v)
-                    return cli_usage_error(cmd, "--replace takes OLD=NEW "
-                                           "with OLD not empty");
-                *eq = '\0';
-                r->arg2 = eq + 1;
-            } else if (r->op == CKPT_RENAME_AUTO) {
-                int rc = load_spec(a, v, r);
-
-                if (rc != CLI_OK)
-                    return rc;
-            } else if (v[0] == '\0') {
-                return cli_usage_error(cmd, "%s needs a prefix", ops[k].name);
-            }
+            if (rc != CLI_OK)
+                return rc;
+        } else if (v[0] == '\0') {
+            return cli_usage_error(cmd, "--%s needs a prefix", ops[k].name);
         }
     }
-    if (!a->in || (!a->out && !a->dry_run))
-        return cli_usage_error(cmd, "needs IN and OUT");
-    if (a->nrules == 0)
-        return cli_usage_error(cmd, "needs at least one rule");
-    return CLI_OK;
+    return CLI_CONTINUE;
 }
 
 static void print_plan(const ckpt_rename_plan *p)
@@ -143,36 +124,39 @@ static void print_plan(const ckpt_rename_plan *p)
     }
 }
 
-int cli_cmd_rename(const cli_command *cmd, int argc, char **argv)
+static int run(const cli_command *cmd, int argc, char **argv)
 {
     rename_args a;
     ckpt_rename_plan *plan = NULL;
     cli_error e;
-    size_t k;
-    int rc;
+    size_t k, n;
+    int rc = cli_opt_parse(cmd, argc, argv);
 
+    if (rc != CLI_CONTINUE)
+        return rc;
     memset(&a, 0, sizeof a);
-    /* every argument could be a rule or an --auto spec */
-    a.rules = malloc((size_t)argc * sizeof *a.rules);
-    a.specs = malloc((size_t)argc * sizeof *a.specs);
-    if (!a.rules || !a.specs) {
-        free(a.rules);
-        free(a.specs);
-        fputs("ckpt rename: out of memory\n", stderr);
-        return CLI_USAGE;
-    }
-    rc = parse(cmd, argc, argv, &a);
-    if (rc == CLI_OK) {
-        int lrc = ckpt_rename(&plan, a.in, a.dry_run ? NULL : a.out, a.rules,
+    a.in = args.in;
+    a.out = args.out;
+    n = args.rules.n ? args.rules.n : 1;
+    a.rules = malloc(n * sizeof *a.rules);
+    a.specs = malloc(n * sizeof *a.specs);
+    a.olds = malloc(n * sizeof *a.olds);
+    if (!a.rules || !a.specs || !a.olds)
+        rc = cli_usage_error(cmd, "out of memory");
+    else
+        rc = parse(cmd, &a);
+    if (rc == CLI_CONTINUE) {
+        int lrc = ckpt_rename(&plan, a.in, args.dry_run ? NULL : a.out, a.rules,
                               a.nrules, NULL);
 
+        rc = CLI_OK;
         if (lrc != 0) {
             cli_error_capture(&e, lrc);
             rc = cli_report(a.in, &e);
             /* a rule that matches nothing is a bad command line */
             if (lrc == CKPT_E_NOTFOUND)
                 rc = CLI_USAGE;
-        } else if (a.dry_run) {
+        } else if (args.dry_run) {
             print_plan(plan);
             printf("%zu of %zu keys renamed (dry run: nothing written)\n",
                    ckpt_rename_plan_changed(plan),
@@ -187,7 +171,24 @@ int cli_cmd_rename(const cli_command *cmd, int argc, char **argv)
     ckpt_rename_plan_free(plan);
     for (k = 0; k < a.nspecs; k++)
         ckpt_manifest_free(a.specs[k]);
+    for (k = 0; k < a.nolds; k++)
+        free(a.olds[k]);
     free(a.rules);
     free(a.specs);
-    return rc < 0 ? CLI_OK : rc;
+    free(a.olds);
+    return rc;
 }
+
+const cli_command cli_cmd_rename = {
+    "rename", "rewrite tensor keys (prefixes, wrappers) into a new file", opts,
+    "Renames the tensor keys of IN by the rules (--strip-prefix,\n"
+    "--add-prefix, --replace, --auto), in the order given, and writes OUT\n"
+    "atomically in IN's format (safetensors, or a torch zip). Nested dicts\n"
+    "keep their shape where the new names allow it.\n",
+    "A rule that matches no key is refused, and so are two keys that would\n"
+    "get one name (both are named).\n"
+    "Exit status: 0 written, 1 refused (collision, no complete --auto\n"
+    "rewrite) or unreadable input, 2 usage or I/O error, or a rule that\n"
+    "matches no key.\n",
+    run, NULL
+};

@@ -12,10 +12,12 @@
  * Exit 0 when every file is safe, 1 when one is not, 2 for usage or I/O
  * errors (which win over 1). */
 #include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cli.h"
 
@@ -267,9 +269,12 @@ static void warn_refused_allows(const ckpt_scan_report *r, int *warned)
     *warned = 1;
 }
 
-/* Scans one file and prints its result; returns its exit code. */
+/* Scans one file and prints its result; returns its exit code. In a
+ * directory (in_dir), a file that is no checkpoint at all (config.json,
+ * trainer_state.json) is listed but is not a finding: no loader of the
+ * folder unpickles it. */
 static int scan_one(const char *path, const ckpt_scan_options *opts, cli_json_writer *j,
-                    int *warned)
+                    int *warned, int in_dir)
 {
     ckpt_scan_report *r = NULL;
     int rc = ckpt_scan(&r, path, opts);
@@ -293,91 +298,168 @@ static int scan_one(const char *path, const ckpt_scan_options *opts, cli_json_wr
         print_json(j, path, r);
     else
         print_human(path, r);
-    rc = ckpt_scan_verdict(r) == CKPT_VERDICT_SAFE ? CLI_OK : CLI_FINDINGS;
+    rc = ckpt_scan_verdict(r) == CKPT_VERDICT_SAFE ||
+                 (in_dir && ckpt_scan_verdict(r) == CKPT_VERDICT_NOT_A_CHECKPOINT)
+             ? CLI_OK
+             : CLI_FINDINGS;
     ckpt_scan_report_free(r);
     return rc;
 }
 
-/* Parses the command line into opts/list; argv entries that are files are
- * left for the caller. Returns -1 to go on, else an exit code. */
-static int parse_args(const cli_command *cmd, int argc, char **argv, int *json,
-                      allowlist *list, int *files)
+static struct {
+    cli_list files, allow; /* allow: --allow and --policy, in order */
+    int json;
+} args;
+
+static const cli_opt opts[] = {
+    { CLI_OPT_BOOL, "json", 0, &args.json, NULL, 0,
+      "one JSON object per file (an array for several)" },
+    { CLI_OPT_VALUES, "allow", 0, &args.allow, "NAME", 0,
+      "also allow the global NAME (exact module.qualname; "
+      "not for known dangerous families: such an --allow "
+      "is ignored, and the output says so); repeatable" },
+    { CLI_OPT_VALUES, "policy", 0, &args.allow, "FILE", 0,
+      "allow every module.qualname listed in FILE, one per "
+      "line, '#' starts a comment" },
+    { CLI_OPT_ARGS, "FILE", 0, &args.files, NULL, CLI_OPT_REQUIRED, NULL },
+    { 0 }
+};
+
+/* The allowlist of --allow and --policy, in the order given. Returns
+ * CLI_OK, or CLI_USAGE after printing why. */
+static int read_allowlist(const cli_command *cmd, allowlist *list)
 {
-    int i, options = 1, rc;
+    size_t i;
+    int rc;
 
-    for (i = 1; i < argc; i++) {
-        const char *a = argv[i];
+    for (i = 0; i < args.allow.n; i++) {
+        const char *v = args.allow.items[i];
 
-        if (options && strcmp(a, "--") == 0) {
-            options = 0;
-        } else if (!options || a[0] != '-' || a[1] == '\0') {
-            (*files)++;
-        } else if (cli_is_help(a)) {
-            return cli_help(cmd);
-        } else if (strcmp(a, "--json") == 0) {
-            *json = 1;
-        } else if (strcmp(a, "--allow") == 0 || strcmp(a, "--policy") == 0) {
-            if (i + 1 >= argc)
-                return cli_usage_error(cmd, "%s needs a value", a);
-            i++;
-            if (a[2] == 'p') {
-                if ((rc = read_policy(cmd, list, argv[i])) != CLI_OK)
-                    return rc;
-            } else if (!valid_qualname(argv[i])) {
-                return cli_usage_error(cmd, "--allow takes module.qualname, not '%s'",
-                                       argv[i]);
-            } else if (allow_add(list, argv[i])) {
-                return cli_usage_error(cmd, "out of memory");
-            }
-        } else {
-            return cli_usage_error(cmd, "unknown option '%s'", a);
+        if (strcmp(args.allow.opts[i]->name, "policy") == 0) {
+            if ((rc = read_policy(cmd, list, v)) != CLI_OK)
+                return rc;
+        } else if (!valid_qualname(v)) {
+            return cli_usage_error(cmd, "--allow takes module.qualname, not '%s'", v);
+        } else if (allow_add(list, v)) {
+            return cli_usage_error(cmd, "out of memory");
         }
     }
-    if (*files == 0)
-        return cli_usage_error(cmd, "missing FILE");
-    return -1;
+    return CLI_OK;
 }
 
-int cli_cmd_scan(const cli_command *cmd, int argc, char **argv)
+static int is_dir(const char *path)
+{
+    struct stat st;
+
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+static int skip_entry(const struct dirent *de)
+{
+    return de->d_name[0] != '.'; /* ".", "..", hidden files, atomic temps */
+}
+
+/* A directory (a model folder, a Trainer checkpoint): every regular file
+ * in it, in name order, as loading any of them could run code. */
+static int scan_dir(const char *dir, const ckpt_scan_options *so, cli_json_writer *j,
+                    int *warned)
+{
+    struct dirent **des = NULL;
+    int n = scandir(dir, &des, skip_entry, alphasort), i, worst = CLI_OK, rc, scanned = 0;
+
+    if (n < 0) {
+        fputs("ckpt: ", stderr);
+        cli_put_text(stderr, dir, strlen(dir));
+        fprintf(stderr, ": cannot open directory: %s\n", strerror(errno));
+        return CLI_USAGE;
+    }
+    for (i = 0; i < n; i++) {
+        char *path = NULL;
+        struct stat st;
+
+        if (asprintf(&path, "%s/%s", dir, des[i]->d_name) < 0)
+            path = NULL;
+        if (path == NULL) {
+            worst = CLI_USAGE;
+        } else if (stat(path, &st) == 0 && S_ISREG(st.st_mode)) {
+            rc = scan_one(path, so, j, warned, 1);
+            scanned++;
+            if (rc == CLI_USAGE || (rc == CLI_FINDINGS && worst == CLI_OK))
+                worst = rc;
+        }
+        free(path);
+        free(des[i]);
+    }
+    free(des);
+    if (scanned == 0) {
+        fputs("ckpt: ", stderr);
+        cli_put_text(stderr, dir, strlen(dir));
+        fputs(": no file in the directory\n", stderr);
+        return CLI_USAGE;
+    }
+    return worst;
+}
+
+static int run(const cli_command *cmd, int argc, char **argv)
 {
     allowlist list = {0};
-    ckpt_scan_options opts = CKPT_SCAN_OPTIONS_INIT;
+    ckpt_scan_options so = CKPT_SCAN_OPTIONS_INIT;
     cli_json_writer jw;
-    int i, json = 0, files = 0, options = 1, worst = CLI_OK, warned = 0;
-    int rc = parse_args(cmd, argc, argv, &json, &list, &files);
+    size_t i;
+    int worst = CLI_OK, warned = 0, several = 0;
+    int rc = cli_opt_parse(cmd, argc, argv);
 
-    if (rc >= 0) {
+    if (rc == CLI_CONTINUE)
+        rc = read_allowlist(cmd, &list);
+    if (rc != CLI_OK && rc != CLI_CONTINUE) {
         allow_free(&list);
         return rc;
     }
-    opts.allow = list.names;
-    opts.nallow = list.n;
-    if (json) {
+    so.allow = list.names;
+    so.nallow = list.n;
+    for (i = 0; i < args.files.n && !several; i++) /* a directory: several files */
+        several = args.files.n > 1 || is_dir(args.files.items[i]);
+    if (args.json) {
         cli_json_init(&jw, stdout);
-        if (files > 1)
+        if (several)
             cli_json_array_begin(&jw);
     }
-    for (i = 1; i < argc; i++) {
-        const char *a = argv[i];
+    for (i = 0; i < args.files.n; i++) {
+        const char *a = args.files.items[i];
 
-        if (options && strcmp(a, "--") == 0) {
-            options = 0;
-            continue;
-        }
-        if (options && a[0] == '-' && a[1] != '\0') {
-            if (strcmp(a, "--allow") == 0 || strcmp(a, "--policy") == 0)
-                i++;
-            continue;
-        }
-        rc = scan_one(a, &opts, json ? &jw : NULL, &warned);
+        rc = is_dir(a) ? scan_dir(a, &so, args.json ? &jw : NULL, &warned)
+                       : scan_one(a, &so, args.json ? &jw : NULL, &warned, 0);
         if (rc == CLI_USAGE || (rc == CLI_FINDINGS && worst == CLI_OK))
             worst = rc;
     }
-    if (json) {
-        if (files > 1)
+    if (args.json) {
+        if (several)
             cli_json_array_end(&jw);
         fputc('\n', stdout);
     }
     allow_free(&list);
     return worst;
 }
+
+const cli_command cli_cmd_scan = {
+    "scan", "would loading it run code? decided without running it", opts,
+    "Decides, without executing anything, whether loading each FILE with\n"
+    "torch.load or pickle could run code. Every pickle in it is examined:\n"
+    "zip members that look like pickles, legacy stacked pickles, streams\n"
+    "after STOP, pickles nested in string literals. Verdicts:\n"
+    "  safe              only allowlisted data and tensor builders\n"
+    "  unsafe            a global off the allowlist is imported, called or\n"
+    "                    built (dangerous: a known dangerous family - code\n"
+    "                    execution, process control, network or file access)\n"
+    "  unscannable       some content could not be examined (encrypted,\n"
+    "                    7z/tar/gzip, zip bomb, a pickle that does not parse)\n"
+    "  not-a-checkpoint  no pickle, zip or safetensors content\n"
+    "A sharded index (*.index.json) is scanned through every shard it lists;\n"
+    "a directory (a model folder, a Trainer checkpoint), file by file\n"
+    "(there, files that are no checkpoint, e.g. config.json, are no finding).\n"
+    "Tensor bytes are not checked (that is `ckpt verify`): a file whose\n"
+    "pickles all parse and are clean is safe even if its storages are not.\n",
+    "Exit status: 0 every file safe, 1 some file not safe, 2 usage or I/O\n"
+    "error.\n",
+    run, NULL
+};

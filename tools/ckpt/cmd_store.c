@@ -1,7 +1,7 @@
 /* cmd_store.c - `ckpt store SUBCOMMAND DIR ...`: numbered generations of a
  * checkpoint in one directory with a LATEST pointer (ckpt_store_*).
  *
- *   commit DIR --name NAME --step N [--keep N] [--replace] SRC   prints the path
+ *   commit DIR --name NAME --step N [--keep N] [--replace] SRC   the new path
  *   latest DIR                                       prints the path
  *   list DIR [--json]                                table or JSON
  *   prune DIR [--keep N]
@@ -36,104 +36,73 @@ static int parse_uint(const char *s, uint64_t max, uint64_t *out)
     return 0;
 }
 
-/* The parsed command line of one subcommand. */
-typedef struct store_args {
-    const char *dir;
-    const char *src;
-    const char *name;
-    uint64_t step;
-    int has_step;
-    int json;
-    ckpt_store_options opts;
-} store_args;
+/* The command line of every subcommand; each table below takes its part. */
+static struct {
+    const char *dir, *src, *name, *step, *keep, *older;
+    int json, replace;
+} args;
 
-/* What a subcommand accepts besides DIR. */
-enum {
-    ARG_NAME = 1,  /* --name NAME */
-    ARG_STEP = 2,  /* --step N */
-    ARG_KEEP = 4,  /* --keep N */
-    ARG_OLDER = 8, /* --older-than MINUTES */
-    ARG_JSON = 16, /* --json */
-    ARG_SRC = 32,  /* a second operand */
-    ARG_REPLACE = 64 /* --replace */
+#define DIR_ARG { CLI_OPT_ARG, "DIR", 0, &args.dir, NULL, CLI_OPT_REQUIRED, NULL }
+#define KEEP_OPT                                                               \
+    { CLI_OPT_VALUE, "keep", 0, &args.keep, "N", 0,                           \
+      "verified generations kept by commit and prune (3)" }
+
+static const cli_opt commit_opts[] = {
+    DIR_ARG,
+    { CLI_OPT_VALUE, "name", 0, &args.name, "NAME", CLI_OPT_REQUIRED,
+      "commit: the label of the generation's file name" },
+    { CLI_OPT_VALUE, "step", 0, &args.step, "N", CLI_OPT_REQUIRED,
+      "commit: its step, a non-negative integer" },
+    KEEP_OPT,
+    { CLI_OPT_BOOL, "replace", 0, &args.replace, NULL, 0,
+      "commit: replace a step already committed (else refused)" },
+    { CLI_OPT_ARG, "SRC", 0, &args.src, NULL, CLI_OPT_REQUIRED, NULL },
+    { 0 }
+};
+static const cli_opt latest_opts[] = { DIR_ARG, { 0 } };
+static const cli_opt list_opts[] = {
+    DIR_ARG,
+    { CLI_OPT_BOOL, "json", 0, &args.json, NULL, 0, "list: one JSON object" },
+    { 0 }
+};
+static const cli_opt prune_opts[] = { DIR_ARG, KEEP_OPT, { 0 } };
+static const cli_opt gc_opts[] = {
+    DIR_ARG,
+    { CLI_OPT_VALUE, "older-than", 0, &args.older, "MINUTES", 0,
+      "gc: stale age of an unlocked temporary file (60)" },
+    { 0 }
 };
 
-static int option_bit(const char *arg)
+/* Strict decimal into *out: digits only, no sign, within max. CLI_CONTINUE,
+ * or a usage error naming the option. */
+static int number(const cli_command *cmd, const char *opt, const char *s,
+                  uint64_t max, uint64_t *out)
 {
-    static const struct {
-        const char *flag;
-        int bit;
-    } table[] = { { "--name", ARG_NAME }, { "--step", ARG_STEP }, { "--keep", ARG_KEEP },
-                  { "--older-than", ARG_OLDER }, { "--json", ARG_JSON },
-                  { "--replace", ARG_REPLACE } };
-    size_t i;
-
-    for (i = 0; i < sizeof table / sizeof table[0]; i++)
-        if (strcmp(arg, table[i].flag) == 0)
-            return table[i].bit;
-    return 0;
+    if (s == NULL || parse_uint(s, max, out) == 0)
+        return CLI_CONTINUE;
+    return cli_usage_error(cmd, "--%s takes a non-negative integer%s, not '%s'", opt,
+                           max == UINT64_MAX ? "" : " below 2^32", s);
 }
 
-/* argv[0] is "store", argv[1] the subcommand. Returns CLI_OK, or the exit
- * code after printing a usage error. */
-static int parse_args(const cli_command *cmd, int allowed, int argc, char **argv,
-                      store_args *a)
+/* Parses a subcommand's command line (argv[0] is its name) into *o and
+ * *step. Returns CLI_CONTINUE, or the exit code to return now. */
+static int parse_args(const cli_command *cmd, int argc, char **argv,
+                      ckpt_store_options *o, uint64_t *step)
 {
-    const char *sub = argv[1];
-    int i, options = 1;
-    uint64_t v;
+    uint64_t keep = 0, older = 0;
+    int rc = cli_opt_parse(cmd, argc, argv);
 
-    *a = (store_args){ 0 };
-    a->opts = (ckpt_store_options)CKPT_STORE_OPTIONS_INIT;
-    for (i = 2; i < argc; i++) {
-        const char *arg = argv[i];
-        int bit;
-
-        if (options && strcmp(arg, "--") == 0) {
-            options = 0;
-            continue;
-        }
-        if (!options || arg[0] != '-' || arg[1] == '\0') {
-            if (!a->dir)
-                a->dir = arg;
-            else if (!a->src && (allowed & ARG_SRC))
-                a->src = arg;
-            else
-                return cli_usage_error(cmd, "%s: unexpected argument '%s'", sub, arg);
-            continue;
-        }
-        bit = option_bit(arg);
-        if (!(bit & allowed))
-            return cli_usage_error(cmd, "%s: unknown option '%s'", sub, arg);
-        if (bit == ARG_JSON) {
-            a->json = 1;
-            continue;
-        }
-        if (bit == ARG_REPLACE) {
-            a->opts.replace = 1;
-            continue;
-        }
-        if (++i == argc)
-            return cli_usage_error(cmd, "%s: %s needs a value", sub, arg);
-        if (bit == ARG_NAME) {
-            a->name = argv[i];
-            continue;
-        }
-        if (parse_uint(argv[i], bit == ARG_STEP ? UINT64_MAX : UINT32_MAX, &v))
-            return cli_usage_error(cmd, "%s: %s takes a non-negative integer%s, not '%s'",
-                                   sub, arg, bit == ARG_STEP ? "" : " below 2^32", argv[i]);
-        if (bit == ARG_STEP) {
-            a->step = v;
-            a->has_step = 1;
-        } else if (bit == ARG_KEEP) {
-            a->opts.keep = (uint32_t)v;
-        } else {
-            a->opts.stale_minutes = (uint32_t)v;
-        }
-    }
-    if (!a->dir)
-        return cli_usage_error(cmd, "%s: missing DIR", sub);
-    return CLI_OK;
+    *o = (ckpt_store_options)CKPT_STORE_OPTIONS_INIT;
+    o->replace = args.replace;
+    if (rc == CLI_CONTINUE)
+        rc = number(cmd, "step", args.step, UINT64_MAX, step);
+    if (rc == CLI_CONTINUE && (rc = number(cmd, "keep", args.keep, UINT32_MAX, &keep)) ==
+                                  CLI_CONTINUE && args.keep)
+        o->keep = (uint32_t)keep;
+    if (rc == CLI_CONTINUE && (rc = number(cmd, "older-than", args.older, UINT32_MAX,
+                                           &older)) == CLI_CONTINUE && args.older)
+        o->stale_minutes = (uint32_t)older;
+    return rc;
 }
 
 /* Reports a library failure under the file it concerns (the source, the
@@ -161,39 +130,39 @@ static int fail(const char *dir, int code)
 
 static int store_commit(const cli_command *cmd, int argc, char **argv)
 {
-    store_args a;
+    ckpt_store_options o;
+    uint64_t step = 0;
     char path[PATH_CAP];
-    int rc = parse_args(cmd, ARG_NAME | ARG_STEP | ARG_KEEP | ARG_REPLACE | ARG_SRC, argc, argv, &a);
+    int rc = parse_args(cmd, argc, argv, &o, &step);
 
-    if (rc != CLI_OK)
+    if (rc != CLI_CONTINUE)
         return rc;
-    if (!a.name || !a.has_step || !a.src)
-        return cli_usage_error(cmd, "commit needs --name NAME, --step N and SRC");
-    rc = ckpt_store_commit(path, sizeof path, a.dir, a.name, a.step, a.src, &a.opts);
+    rc = ckpt_store_commit(path, sizeof path, args.dir, args.name, step, args.src, &o);
     if (path[0]) {
         cli_put_text(stdout, path, strlen(path));
         fputc('\n', stdout);
     }
-    return rc ? fail(a.dir, rc) : CLI_OK;
+    return rc ? fail(args.dir, rc) : CLI_OK;
 }
 
 /* ------------------------------------------------------------ latest */
 
 static int store_latest(const cli_command *cmd, int argc, char **argv)
 {
-    store_args a;
+    ckpt_store_options o;
+    uint64_t step;
     char path[PATH_CAP];
-    int rc = parse_args(cmd, 0, argc, argv, &a);
+    int rc = parse_args(cmd, argc, argv, &o, &step);
 
-    if (rc != CLI_OK)
+    if (rc != CLI_CONTINUE)
         return rc;
-    rc = ckpt_store_latest(path, sizeof path, a.dir, &a.opts);
+    rc = ckpt_store_latest(path, sizeof path, args.dir, &o);
     if (rc == CKPT_E_NOTFOUND) {
-        fail(a.dir, rc);
+        fail(args.dir, rc);
         return CLI_FINDINGS;
     }
     if (rc)
-        return fail(a.dir, rc);
+        return fail(args.dir, rc);
     cli_put_text(stdout, path, strlen(path));
     fputc('\n', stdout);
     return CLI_OK;
@@ -303,21 +272,22 @@ static void list_human(const ckpt_store_listing *l)
 
 static int store_list(const cli_command *cmd, int argc, char **argv)
 {
-    store_args a;
+    ckpt_store_options o;
+    uint64_t step;
     ckpt_store_listing *l = NULL;
-    int rc = parse_args(cmd, ARG_JSON, argc, argv, &a);
+    int rc = parse_args(cmd, argc, argv, &o, &step);
     size_t i, n;
     ckpt_store_pointer p;
 
-    if (rc != CLI_OK)
+    if (rc != CLI_CONTINUE)
         return rc;
-    rc = ckpt_store_list(&l, a.dir, &a.opts);
+    rc = ckpt_store_list(&l, args.dir, &o);
     if (rc)
-        return fail(a.dir, rc);
-    if (a.json) {
-        list_json(l, a.dir);
+        return fail(args.dir, rc);
+    if (args.json) {
+        list_json(l, args.dir);
     } else {
-        const char *caveat = ckpt_store_lock_caveat(a.dir);
+        const char *caveat = ckpt_store_lock_caveat(args.dir);
         list_human(l);
         if (caveat)
             printf("note: %s\n", caveat);
@@ -328,7 +298,7 @@ static int store_list(const cli_command *cmd, int argc, char **argv)
     for (i = 0; i < n; i++)
         if (!ckpt_store_list_generation(l, i)->ok)
             rc = CLI_FINDINGS;
-    ckpt_store_list_free(l);
+    ckpt_store_listing_free(l);
     return rc;
 }
 
@@ -338,17 +308,18 @@ static int store_list(const cli_command *cmd, int argc, char **argv)
  * there are any, as for list). */
 static int store_prune(const cli_command *cmd, int argc, char **argv)
 {
-    store_args a;
+    ckpt_store_options o;
+    uint64_t step;
     ckpt_store_listing *l = NULL;
     size_t removed = 0, i, n;
-    int rc = parse_args(cmd, ARG_KEEP, argc, argv, &a);
+    int rc = parse_args(cmd, argc, argv, &o, &step);
 
-    if (rc != CLI_OK)
+    if (rc != CLI_CONTINUE)
         return rc;
-    rc = ckpt_store_prune_list(&l, &removed, a.dir, &a.opts);
+    rc = ckpt_store_prune_list(&l, &removed, args.dir, &o);
     printf("removed %zu generation%s\n", removed, cli_plural(removed));
     if (rc)
-        return fail(a.dir, rc);
+        return fail(args.dir, rc);
     n = ckpt_store_list_count(l);
     for (i = 0; i < n; i++) {
         const ckpt_store_generation *g = ckpt_store_list_generation(l, i);
@@ -366,41 +337,86 @@ static int store_prune(const cli_command *cmd, int argc, char **argv)
         fputc('\n', stdout);
         rc = CLI_FINDINGS;
     }
-    ckpt_store_list_free(l);
+    ckpt_store_listing_free(l);
     return rc;
 }
 
 static int store_gc(const cli_command *cmd, int argc, char **argv)
 {
-    store_args a;
+    ckpt_store_options o;
+    uint64_t step;
     size_t removed = 0;
-    int rc = parse_args(cmd, ARG_OLDER, argc, argv, &a);
+    int rc = parse_args(cmd, argc, argv, &o, &step);
 
-    if (rc != CLI_OK)
+    if (rc != CLI_CONTINUE)
         return rc;
-    rc = ckpt_store_gc(&removed, a.dir, &a.opts);
+    rc = ckpt_store_gc(&removed, args.dir, &o);
     printf("removed %zu stale temporary file%s\n", removed, cli_plural(removed));
-    return rc ? fail(a.dir, rc) : CLI_OK;
+    return rc ? fail(args.dir, rc) : CLI_OK;
 }
 
-int cli_cmd_store(const cli_command *cmd, int argc, char **argv)
+static const cli_command sub_commit = { "store commit", NULL, commit_opts, NULL, NULL,
+                                    store_commit, NULL };
+static const cli_command sub_latest = { "store latest", NULL, latest_opts, NULL, NULL,
+                                    store_latest, NULL };
+static const cli_command sub_list = { "store list", NULL, list_opts, NULL, NULL, store_list,
+                                  NULL };
+static const cli_command sub_prune = { "store prune", NULL, prune_opts, NULL, NULL,
+                                   store_prune, NULL };
+static const cli_command sub_gc = { "store gc", NULL, gc_opts, NULL, NULL, store_gc, NULL };
+static const cli_command *const subs[] = { &sub_commit, &sub_latest, &sub_list, &sub_prune,
+                                           &sub_gc, NULL };
+
+static int run(const cli_command *cmd, int argc, char **argv)
 {
-    static const struct {
-        const char *name;
-        int (*run)(const cli_command *, int, char **);
-    } subs[] = {
-        { "commit", store_commit }, { "latest", store_latest }, { "list", store_list },
-        { "prune", store_prune },   { "gc", store_gc },
-    };
     size_t i;
 
-    for (i = 1; i < (size_t)argc && strcmp(argv[i], "--") != 0; i++)
-        if (cli_is_help(argv[i]))
-            return cli_help(cmd);
     if (argc < 2)
         return cli_usage_error(cmd, "missing subcommand");
-    for (i = 0; i < sizeof subs / sizeof subs[0]; i++)
-        if (strcmp(argv[1], subs[i].name) == 0)
-            return subs[i].run(cmd, argc, argv);
+    if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0) {
+        cli_opt_usage(stdout, cmd, 1);
+        return CLI_OK;
+    }
+    for (i = 0; subs[i]; i++)
+        if (strcmp(argv[1], subs[i]->name + strlen("store ")) == 0)
+            return subs[i]->run(subs[i], argc - 1, argv + 1);
     return cli_usage_error(cmd, "unknown subcommand '%s'", argv[1]);
 }
+
+static const cli_opt no_opts[] = { { 0 } };
+
+const cli_command cli_cmd_store = {
+    "store", "numbered generations with a verified LATEST pointer", no_opts,
+    "DIR holds generations NAME-STEP.safetensors or NAME-STEP.pt (steps sort\n"
+    "numerically) and LATEST, the file name of the newest committed one\n"
+    "(for readers without ckpt). NAME is a label, not a namespace: the\n"
+    "generations of every NAME in DIR are one sequence by step, and share\n"
+    "LATEST and pruning; use one DIR per run.\n"
+    "Every file is written atomically (temporary file, fsync, rename, fsync\n"
+    "of DIR), so a crash leaves each name absent or complete. Writers take\n"
+    "turns through a lock (flock on DIR/.ckpt-store.lock, released if one\n"
+    "dies): LATEST only moves forward; list says when DIR's filesystem\n"
+    "(NFS, Lustre...) may not honour the lock across hosts.\n"
+    "\n"
+    "  commit   verify SRC (a corrupt SRC is refused: nothing is written),\n"
+    "           copy it (any format ckpt reads; its format is kept) into\n"
+    "           DIR as generation N (DIR and its parents are created if\n"
+    "           missing, mode 0755), re-read and verify it fully, move\n"
+    "           LATEST, then prune; prints the new file's path. A step\n"
+    "           already committed is refused unless --replace is given\n"
+    "  latest   print the newest generation that verifies (corrupt ones are\n"
+    "           skipped, LATEST is not trusted); exit 1 if none does\n"
+    "  list     every generation with step, size and status ok/corrupt\n"
+    "           (verified), and the state of LATEST; exit 1 if any is bad\n"
+    "  prune    keep the N newest generations that verify (at least one)\n"
+    "           and LATEST's; remove the older ones. Corrupt generations\n"
+    "           never count toward N and never push a good one out: newer\n"
+    "           ones are reported and left in place (exit 1) until N newer\n"
+    "           generations verify\n"
+    "  gc       remove temporary files left by killed writers: never one\n"
+    "           whose writer still holds its lock; an unlocked one once its\n"
+    "           process is gone or it is unmodified for MINUTES\n",
+    "Exit status: 0 ok, 1 corrupt data (source, new generation, listing,\n"
+    "prune), 2 usage or I/O error.\n",
+    run, subs
+};

@@ -202,20 +202,24 @@ void cli_json_leaf(cli_json_writer *j, const ckpt_value *v)
     ckpt_kind kind = ckpt_value_kind(v);
     const char *s;
     size_t len = 0;
+    double d = 0;
+    int b = 0;
 
     switch (kind) {
     case CKPT_KIND_INT:
         cli_json_int_text(j, ckpt_value_int_decimal(v));
         break;
     case CKPT_KIND_FLOAT:
-        cli_json_double(j, ckpt_value_float(v));
+        ckpt_value_float(v, &d);
+        cli_json_double(j, d);
         break;
     case CKPT_KIND_STR:
         s = ckpt_value_str(v, &len);
         cli_json_string_len(j, s, len);
         break;
     case CKPT_KIND_BOOL:
-        cli_json_bool(j, ckpt_value_bool(v));
+        ckpt_value_bool(v, &b);
+        cli_json_bool(j, b);
         break;
     case CKPT_KIND_BYTES:
         s = ckpt_value_str(v, &len);

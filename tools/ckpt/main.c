@@ -9,197 +9,9 @@
 
 #include "cli.h"
 
-static const cli_command commands[] = {
-    { "inspect", "list tensors, values and metadata of a checkpoint",
-      "usage: ckpt inspect FILE [--json] [--hash sha256]\n"
-      "\n"
-      "Lists every tensor (name, dtype, shape, bytes), the non-tensor values\n"
-      "and the metadata of FILE, without executing anything in it.\n"
-      "\n"
-      "  --json          one JSON object on stdout instead of a table\n"
-      "  --hash sha256   add the SHA-256 of each tensor's contents\n",
-      cli_cmd_inspect },
-    { "verify", "read every byte and check checksums and structure",
-      "usage: ckpt verify FILE...\n"
-      "\n"
-      "Opens each FILE and reads every tensor byte, checking zip CRC-32s,\n"
-      "storage sizes and structure. Prints one line per file:\n"
-      "  OK FILE (FORMAT, N tensors, B bytes checked)\n"
-      "  CORRUPT FILE: MESSAGE (MEMBER, offset N)\n"
-      "  ERROR FILE: MESSAGE          (the file could not be read)\n"
-      "Exit status: 0 all OK, 1 some file corrupt, 2 some file unreadable.\n",
-      cli_cmd_verify },
-    { "doctor", "a readable health report with a verdict",
-      "usage: ckpt doctor FILE [--json]\n"
-      "\n"
-      "Reports format, integrity, contents and what ckpt cannot vouch for,\n"
-      "under a first line HEALTHY: ... or ATTENTION: ....\n"
-      "Exit status:\n"
-      "  0 healthy, 1 needs attention (corrupt, unsafe, partial resume...), 2 usage or I/O error.\n"
-      "\n"
-      "  --json   one JSON object on stdout instead of the report\n",
-      cli_cmd_doctor },
-    { "scan", "would loading it run code? decided without running it",
-      "usage: ckpt scan [--json] [--allow MODULE.QUALNAME]... [--policy FILE] FILE...\n"
-      "\n"
-      "Decides, without executing anything, whether loading each FILE with\n"
-      "torch.load or pickle could run code. Every pickle in it is examined:\n"
-      "zip members that look like pickles, legacy stacked pickles, streams\n"
-      "after STOP, pickles nested in string literals. Verdicts:\n"
-      "  safe              only allowlisted data and tensor builders\n"
-      "  unsafe            a global off the allowlist is imported, called or\n"
-      "                    built (dangerous: a known dangerous family - code\n"
-      "                    execution, process control, network or file access)\n"
-      "  unscannable       some content could not be examined (encrypted,\n"
-      "                    7z/tar/gzip, zip bomb, a pickle that does not parse)\n"
-      "  not-a-checkpoint  no pickle, zip or safetensors content\n"
-      "A sharded index (*.index.json) is scanned through every shard it lists.\n"
-      "Tensor bytes are not checked (that is `ckpt verify`): a file whose\n"
-      "pickles all parse and are clean is safe even if its storages are not.\n"
-      "\n"
-      "  --json            one JSON object per file (an array for several)\n"
-      "  --allow NAME      also allow the global NAME (exact module.qualname;\n"
-      "                    not for known dangerous families: such an --allow\n"
-      "                    is ignored, and the output says so); repeatable\n"
-      "  --policy FILE     allow every module.qualname listed in FILE, one per\n"
-      "                    line, '#' starts a comment\n"
-      "Exit status: 0 every file safe, 1 some file not safe, 2 usage or I/O\n"
-      "error.\n",
-      cli_cmd_scan },
-    { "store", "numbered generations with a verified LATEST pointer",
-      "usage: ckpt store commit DIR --name NAME --step N [--keep N] [--replace] SRC\n"
-      "       ckpt store latest DIR\n"
-      "       ckpt store list DIR [--json]\n"
-      "       ckpt store prune DIR [--keep N]\n"
-      "       ckpt store gc DIR [--older-than MINUTES]\n"
-      "\n"
-      "DIR holds generations NAME-STEP.safetensors or NAME-STEP.pt (steps sort\n"
-      "numerically) and LATEST, the file name of the newest committed one\n"
-      "(for readers without ckpt). NAME is a label, not a namespace: the\n"
-      "generations of every NAME in DIR are one sequence by step, and share\n"
-      "LATEST and pruning; use one DIR per run.\n"
-      "Every file is written atomically (temporary file, fsync, rename, fsync\n"
-      "of DIR), so a crash leaves each name absent or complete. Writers take\n"
-      "turns through a lock (flock on DIR/.ckpt-store.lock, released if one\n"
-      "dies): LATEST only moves forward; list says when DIR's filesystem\n"
-      "(NFS, Lustre...) may not honour the lock across hosts.\n"
-      "\n"
-      "  commit   verify SRC (a corrupt SRC is refused: nothing is written),\n"
-      "           copy it (any format ckpt reads; its format is kept) into\n"
-      "           DIR as generation N (DIR and its parents are created if\n"
-      "           missing, mode 0755), re-read and verify it fully, move\n"
-      "           LATEST, then prune; prints the new file's path. A step\n"
-      "           already committed is refused unless --replace is given\n"
-      "  latest   print the newest generation that verifies (corrupt ones are\n"
-      "           skipped, LATEST is not trusted); exit 1 if none does\n"
-      "  list     every generation with step, size and status ok/corrupt\n"
-      "           (verified), and the state of LATEST; exit 1 if any is bad\n"
-      "  prune    keep the N newest generations that verify (at least one)\n"
-      "           and LATEST's; remove the older ones. Corrupt generations\n"
-      "           never count toward N and never push a good one out: newer\n"
-      "           ones are reported and left in place (exit 1) until N newer\n"
-      "           generations verify\n"
-      "  gc       remove temporary files left by killed writers: never one\n"
-      "           whose writer still holds its lock; an unlocked one once its\n"
-      "           process is gone or it is unmodified for MINUTES\n"
-      "\n"
-      "  --keep N              verified generations kept by commit and prune (3)\n"
-      "  --older-than MINUTES  gc: stale age for a live writer's file (60)\n"
-      "  --json                list: one JSON object\n"
-      "Exit status: 0 ok, 1 corrupt data (source, new generation, listing,\n"
-      "prune), 2 usage or I/O error.\n",
-      cli_cmd_store },
-    { "match", "would this checkpoint load into that model? key by key",
-      "usage: ckpt match CKPT --expect SPEC [--normalize]\n"
-      "                  [--allow-missing GLOB]... [--allow-unexpected GLOB]...\n"
-      "                  [--json]\n"
-      "\n"
-      "Compares the tensor keys of CKPT with those SPEC expects, as a strict\n"
-      "load_state_dict would: matched keys, missing keys, unexpected keys, shape\n"
-      "and dtype mismatches, tied weights. SPEC is a checkpoint of any format,\n"
-      "or a JSON manifest with the tensors list of `ckpt inspect --json`.\n"
-      "Names are compared exactly. When keys differ by wrapper prefixes\n"
-      "(module., _orig_mod., state_dict., _fsdp_wrapped_module., ...) the\n"
-      "rewrite that fixes them is named with the number of keys it matches.\n"
-      "\n"
-      "  --normalize             apply that rewrite if it gives a complete match\n"
-      "  --allow-missing GLOB    a missing key matching GLOB is allowed ('*'\n"
-      "                          crosses '.'); allowed keys are still listed\n"
-      "  --allow-unexpected GLOB likewise for unexpected keys\n"
-      "  --json                  one JSON object (fields: see ckpt_match in ckpt.h)\n"
-      "Exit status: 0 complete match, 1 anything else, 2 usage or I/O error.\n"
-      "A match of no key, or of less than half the expected keys, is called\n"
-      "out even when allowed.\n",
-      cli_cmd_match },
-    { "diff", "compare two checkpoints key by key and value by value",
-      "usage: ckpt diff A B [--rtol R] [--atol A] [--keys-only] [--normalize] [--json]\n"
-      "\n"
-      "Lists keys only in A or only in B, shape and dtype differences and, for\n"
-      "each common tensor, whether its bytes are equal, or how its values\n"
-      "differ: elements outside tolerance, max abs and rel difference, NaN and\n"
-      "Inf disagreements. Floats of every width are compared as values (F16,\n"
-      "BF16 and F8 widened); an element differs unless |a-b| <= atol +\n"
-      "rtol*|b| (NaN equals NaN). Non-tensor values (epoch, learning rates,\n"
-      "step counters) are compared too: ints and strings exactly, floats with\n"
-      "the same tolerances.\n"
-      "\n"
-      "  --rtol R      relative tolerance (default 0)\n"
-      "  --atol A      absolute tolerance (default 0)\n"
-      "  --keys-only   names, dtypes and shapes only; A and B may be JSON\n"
-      "                manifests (`ckpt inspect --json` output)\n"
-      "  --normalize   rename B's keys by the rewrite diff names (module.,\n"
-      "                _orig_mod., a training checkpoint's model.) first\n"
-      "  --json        one JSON object on stdout\n"
-      "Exit status: 0 identical (values within the tolerances), 1 different,\n"
-      "2 usage or I/O error.\n",
-      cli_cmd_diff },
-    { "rename", "rewrite tensor keys (prefixes, wrappers) into a new file",
-      "usage: ckpt rename IN OUT RULE... [--dry-run]\n"
-      "\n"
-      "Renames the tensor keys of IN by the rules, in the order given, and\n"
-      "writes OUT atomically in IN's format (safetensors, or a torch zip).\n"
-      "Nested dicts keep their shape where the new names allow it.\n"
-      "\n"
-      "  --strip-prefix P   keys starting with P lose it (P is whole segments:\n"
-      "                     'module' means 'module.')\n"
-      "  --add-prefix P     every key gains P\n"
-      "  --replace OLD=NEW  each occurrence of OLD made of whole segments\n"
-      "                     becomes NEW ('_orig_mod.=' drops that wrapper)\n"
-      "  --auto SPEC        the rewrite `ckpt match --normalize` finds against\n"
-      "                     SPEC (a checkpoint or a JSON manifest); it must\n"
-      "                     give a complete match\n"
-      "  --dry-run          print the mapping OLD -> NEW, write nothing (OUT\n"
-      "                     may be left out)\n"
-      "A rule that matches no key is refused, and so are two keys that would\n"
-      "get one name (both are named).\n"
-      "Exit status: 0 written, 1 refused (collision, no complete --auto\n"
-      "rewrite) or unreadable input, 2 usage or I/O error, or a rule that\n"
-      "matches no key.\n",
-      cli_cmd_rename },
-    { "convert", "write a checkpoint as safetensors or torch .pt, losslessly",
-      "usage: ckpt convert IN OUT [--select PREFIX]... [--format safetensors|torch]\n"
-      "                    [--meta KEY=VALUE]... [--config FILE.json] [--backup]\n"
-      "\n"
-      "Reads IN (any format ckpt reads) and writes OUT atomically, as\n"
-      "safetensors or as a torch.save zip (from OUT's extension: .safetensors;\n"
-      ".pt .pth .bin .ckpt). Nothing is dropped: safetensors output keeps the\n"
-      "non-tensor values, nesting, tied weights and shared storages in its\n"
-      "__metadata__ (ckpt.structure, ckpt.aliases), so converting it back to\n"
-      ".pt rebuilds the original; both formats carry an XXH3-64 digest per\n"
-      "tensor that `ckpt verify` checks. Objects that are not data (opaque\n"
-      "classes) cannot be converted: they are named, leave them out with\n"
-      "--select.\n"
-      "\n"
-      "  --select PREFIX   keep only what is named PREFIX or PREFIX.*, e.g.\n"
-      "                    --select model; repeatable\n"
-      "  --format FMT      safetensors or torch, whatever OUT is called\n"
-      "  --meta KEY=VALUE  record KEY in the metadata (inspect shows it);\n"
-      "                    repeatable; keys ckpt.* are reserved\n"
-      "  --config FILE     record the JSON object in FILE as metadata \"config\"\n"
-      "  --backup          keep the OUT being replaced as OUT.bak (atomically)\n"
-      "Exit status: 0 written, 1 IN unreadable or not convertible (opaque\n"
-      "objects, a tensor named __metadata__), 2 usage or I/O error.\n",
-      cli_cmd_convert },
+static const cli_command *const commands[] = {
+    &cli_cmd_inspect, &cli_cmd_verify, &cli_cmd_doctor, &cli_cmd_scan, &cli_cmd_store,
+    &cli_cmd_match,   &cli_cmd_diff,   &cli_cmd_rename, &cli_cmd_convert,
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 
@@ -216,7 +28,7 @@ static void usage(FILE *out)
           "commands:\n",
           out);
     for (i = 0; i < N_COMMANDS; i++)
-        fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
+        fprintf(out, "  %-10s %s\n", commands[i]->name, commands[i]->summary);
     fputs("\nexit status: 0 ok, 1 findings (corrupt, unsafe, mismatch),\n"
           "2 usage or I/O error.\n",
           out);
@@ -227,8 +39,8 @@ static const cli_command *find_command(const char *name)
     size_t i;
 
     for (i = 0; i < N_COMMANDS; i++)
-        if (strcmp(commands[i].name, name) == 0)
-            return &commands[i];
+        if (strcmp(commands[i]->name, name) == 0)
+            return commands[i];
     return NULL;
 }
 
@@ -249,18 +61,26 @@ static int help(int argc, char **argv)
         usage(stderr);
         return CLI_USAGE;
     }
-    return cli_help(cmd);
+    cli_opt_usage(stdout, cmd, 1);
+    return CLI_OK;
+}
+
+/* 1 for "-h" and "--help". */
+static int is_help(const char *arg)
+{
+    return strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0;
 }
 
 static int dispatch(int argc, char **argv)
 {
     const cli_command *cmd;
+    int rc;
 
     if (argc < 2) {
         usage(stderr);
         return CLI_USAGE;
     }
-    if (cli_is_help(argv[1]) || strcmp(argv[1], "help") == 0)
+    if (is_help(argv[1]) || strcmp(argv[1], "help") == 0)
         return help(argc - 1, argv + 1);
     if (strcmp(argv[1], "--version") == 0) {
         printf("ckpt %s\n", CKPT_VERSION_STRING);
@@ -274,7 +94,9 @@ static int dispatch(int argc, char **argv)
         usage(stderr);
         return CLI_USAGE;
     }
-    return cmd->run(cmd, argc - 1, argv + 1);
+    rc = cmd->run(cmd, argc - 1, argv + 1);
+    cli_opt_free(cmd);
+    return rc;
 }
 
 int main(int argc, char **argv)
@@ -290,17 +112,6 @@ int main(int argc, char **argv)
 
 /* ------------------------------------------------------------ commands */
 
-int cli_is_help(const char *arg)
-{
-    return strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0;
-}
-
-int cli_help(const cli_command *cmd)
-{
-    fputs(cmd->usage, stdout);
-    return CLI_OK;
-}
-
 int cli_usage_error(const cli_command *cmd, const char *fmt, ...)
 {
     va_list ap;
@@ -310,7 +121,7 @@ int cli_usage_error(const cli_command *cmd, const char *fmt, ...)
     vfprintf(stderr, fmt, ap);
     va_end(ap);
     fputc('\n', stderr);
-    fputs(cmd->usage, stderr);
+    cli_opt_usage(stderr, cmd, 0);
     return CLI_USAGE;
 }
 
@@ -321,16 +132,24 @@ static void copy_str(char *dst, size_t cap, const char *src)
     snprintf(dst, cap, "%s", src ? src : "");
 }
 
+void cli_error_copy(cli_error *e, const ckpt_error *src)
+{
+    e->code = src ? src->code : CKPT_OK;
+    copy_str(e->message, sizeof e->message, src ? src->message : NULL);
+    copy_str(e->member, sizeof e->member, src ? src->member : NULL);
+    copy_str(e->file, sizeof e->file, src ? src->file : NULL);
+    e->offset = src ? src->offset : UINT64_MAX;
+    if (e->message[0] == '\0')
+        copy_str(e->message, sizeof e->message, ckpt_error_name(e->code));
+}
+
 void cli_error_capture(cli_error *e, int code)
 {
     const ckpt_error *last = ckpt_error_last();
 
+    cli_error_copy(e, last);
     e->code = code;
-    copy_str(e->message, sizeof e->message, last ? last->message : NULL);
-    copy_str(e->member, sizeof e->member, last ? last->member : NULL);
-    copy_str(e->file, sizeof e->file, last ? last->file : NULL);
-    e->offset = last ? last->offset : UINT64_MAX;
-    if (e->message[0] == '\0')
+    if (last == NULL || last->message == NULL || last->message[0] == '\0')
         copy_str(e->message, sizeof e->message, ckpt_error_name(code));
 }
 
@@ -473,6 +292,25 @@ const char *cli_plural(uint64_t n)
     return n == 1 ? "" : "s";
 }
 
+int cli_checksums(const ckpt_file *f)
+{
+    size_t n, i;
+
+    switch (ckpt_file_format(f)) {
+    case CKPT_FORMAT_SAFETENSORS:
+    case CKPT_FORMAT_SAFETENSORS_SHARDED:
+        n = ckpt_file_metadata_count(f);
+        for (i = 0; i < n; i++)
+            if (strcmp(ckpt_file_metadata_key(f, i), "ckpt.xxh3") == 0)
+                return CLI_CHECKSUMS_DIGESTS;
+        return CLI_CHECKSUMS_NONE;
+    case CKPT_FORMAT_TORCH_ZIP:
+        return CLI_CHECKSUMS_CRC32;
+    default:
+        return CLI_CHECKSUMS_NONE;
+    }
+}
+
 const char *cli_human_bytes(char buf[32], uint64_t bytes)
 {
     static const char *const units[] = { "KiB", "MiB", "GiB", "TiB", "PiB",
@@ -529,7 +367,8 @@ void cli_put_value(FILE *out, const ckpt_value *v)
     char buf[40];
     const char *s;
     size_t len = 0, i, cut;
-    double d;
+    double d = 0;
+    int b = 0;
 
     switch (ckpt_value_kind(v)) {
     case CKPT_KIND_INT:
@@ -537,7 +376,7 @@ void cli_put_value(FILE *out, const ckpt_value *v)
         fputs(s ? s : "?", out);
         break;
     case CKPT_KIND_FLOAT:
-        d = ckpt_value_float(v);
+        ckpt_value_float(v, &d);
         fputs(isnan(d) ? "nan" : isinf(d) ? (d > 0 ? "inf" : "-inf")
                                            : cli_fmt_double(buf, d),
               out);
@@ -561,7 +400,8 @@ void cli_put_value(FILE *out, const ckpt_value *v)
         fprintf(out, "%s (%zu bytes)", len > SHOW_MAX / 2 ? "..." : "", len);
         break;
     case CKPT_KIND_BOOL:
-        fputs(ckpt_value_bool(v) ? "true" : "false", out);
+        ckpt_value_bool(v, &b);
+        fputs(b ? "true" : "false", out);
         break;
     case CKPT_KIND_NONE:
         fputs("none", out);

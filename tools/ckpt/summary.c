@@ -43,54 +43,6 @@ static int dir_mode(const ckpt_training *t)
 
 /* ------------------------------------------------------------ values */
 
-static void json_value(cli_json_writer *j, const ckpt_value *v, unsigned depth)
-{
-    size_t i, n = ckpt_value_len(v), len;
-    const ckpt_tensor *x;
-    char shape[128], buf[160];
-
-    switch (ckpt_value_kind(v)) {
-    case CKPT_KIND_LIST:
-    case CKPT_KIND_TUPLE:
-    case CKPT_KIND_SET:
-        if (depth >= VALUE_DEPTH_MAX) {
-            cli_json_string(j, "...");
-            return;
-        }
-        cli_json_array_begin(j);
-        for (i = 0; i < n; i++)
-            json_value(j, ckpt_value_item(v, i), depth + 1);
-        cli_json_array_end(j);
-        return;
-    case CKPT_KIND_DICT:
-        if (depth >= VALUE_DEPTH_MAX) {
-            cli_json_string(j, "...");
-            return;
-        }
-        cli_json_object_begin(j);
-        for (i = 0; i < n; i++) {
-            const ckpt_value *k = ckpt_value_key(v, i);
-            const char *s = ckpt_value_kind(k) == CKPT_KIND_STR
-                                ? ckpt_value_str(k, &len)
-                                : ckpt_value_int_decimal(k);
-
-            cli_json_key(j, s ? s : ckpt_kind_name(ckpt_value_kind(k)));
-            json_value(j, ckpt_value_item(v, i), depth + 1);
-        }
-        cli_json_object_end(j);
-        return;
-    case CKPT_KIND_TENSOR:
-        x = ckpt_value_tensor(v);
-        snprintf(buf, sizeof buf, "tensor %s %s",
-                 ckpt_dtype_name(ckpt_tensor_dtype(x)),
-                 cli_shape(shape, sizeof shape, x));
-        cli_json_string(j, buf);
-        return;
-    default:
-        cli_json_leaf(j, v);
-        return;
-    }
-}
 
 static void text_value(const ckpt_value *v, unsigned depth)
 {
@@ -151,26 +103,6 @@ static int int_dtype(ckpt_dtype dt)
            dt == CKPT_DT_U32 || dt == CKPT_DT_U64 || dt == CKPT_DT_BOOL;
 }
 
-/* A counter's value: ints exact, floats shortest, tensors read. */
-static void json_counter(cli_json_writer *j, const ckpt_component *c)
-{
-    char buf[32];
-    ckpt_dtype dt;
-
-    if (ckpt_value_kind(c->value) != CKPT_KIND_TENSOR) {
-        cli_json_leaf(j, c->value);
-        return;
-    }
-    dt = ckpt_tensor_dtype(ckpt_value_tensor(c->value));
-    if (isnan(c->number)) {
-        cli_json_null(j);
-    } else if (int_dtype(dt)) {
-        snprintf(buf, sizeof buf, "%.0f", c->number);
-        cli_json_int_text(j, buf);
-    } else {
-        cli_json_double(j, c->number);
-    }
-}
 
 static void text_counter(const ckpt_component *c)
 {
@@ -214,33 +146,6 @@ static size_t group_params(const ckpt_value *g)
     return count;
 }
 
-static void json_groups(cli_json_writer *j, const ckpt_value *groups)
-{
-    size_t n = ckpt_value_len(groups), i, k;
-
-    cli_json_array_begin(j);
-    for (i = 0; i < n; i++) {
-        const ckpt_value *g = ckpt_value_item(groups, i);
-        size_t m = ckpt_value_kind(g) == CKPT_KIND_DICT ? ckpt_value_len(g) : 0;
-
-        cli_json_object_begin(j);
-        cli_json_key(j, "parameters");
-        cli_json_uint(j, group_params(g));
-        cli_json_key(j, "hyperparameters");
-        cli_json_object_begin(j);
-        for (k = 0; k < m; k++) {
-            const char *key = str_key(ckpt_value_key(g, k));
-
-            if (key[0] == '\0' || !is_hyper(key))
-                continue;
-            cli_json_key(j, key);
-            json_value(j, ckpt_value_item(g, k), 0);
-        }
-        cli_json_object_end(j);
-        cli_json_object_end(j);
-    }
-    cli_json_array_end(j);
-}
 
 static void text_groups(const ckpt_value *groups)
 {
@@ -266,44 +171,6 @@ static void text_groups(const ckpt_value *groups)
     }
 }
 
-static void json_component(cli_json_writer *j, const ckpt_component *c)
-{
-    cli_json_object_begin(j);
-    cli_json_key(j, "kind");
-    cli_json_string(j, ckpt_component_kind_name(c->kind));
-    cli_json_key(j, "file");
-    cli_json_string(j, c->file);
-    cli_json_key(j, "name");
-    cli_json_string(j, c->name);
-    cli_json_key(j, "type");
-    cli_json_string(j, c->type);
-    cli_json_key(j, "tensors");
-    cli_json_uint(j, c->tensors);
-    cli_json_key(j, "elements");
-    cli_json_uint(j, c->elements);
-    cli_json_key(j, "bytes");
-    cli_json_uint(j, c->bytes);
-    if (c->kind == CKPT_COMPONENT_MODEL) {
-        cli_json_key(j, "parameter_bytes");
-        cli_json_uint(j, c->param_bytes);
-    } else if (c->kind == CKPT_COMPONENT_OPTIMIZER) {
-        cli_json_key(j, "state_bytes");
-        cli_json_uint(j, c->state_bytes);
-        cli_json_key(j, "parameters");
-        cli_json_uint(j, c->params);
-        cli_json_key(j, "parameters_with_state");
-        cli_json_uint(j, c->params_with_state);
-        cli_json_key(j, "param_groups");
-        if (c->param_groups)
-            json_groups(j, c->param_groups);
-        else
-            cli_json_null(j);
-    } else if (c->kind == CKPT_COMPONENT_COUNTER) {
-        cli_json_key(j, "value");
-        json_counter(j, c);
-    }
-    cli_json_object_end(j);
-}
 
 /* Per-kind totals. */
 typedef struct totals {
@@ -336,67 +203,6 @@ static totals sum(const ckpt_training *t)
     return s;
 }
 
-static void json_memory(const ckpt_training *t, cli_json_writer *j)
-{
-    size_t n = ckpt_training_component_count(t), i;
-    totals s = sum(t);
-    double ratio = ckpt_training_optimizer_ratio(t);
-
-    cli_json_object_begin(j);
-    cli_json_key(j, "components");
-    cli_json_array_begin(j);
-    for (i = 0; i < n; i++)
-        json_component(j, ckpt_training_component(t, i));
-    cli_json_array_end(j);
-    cli_json_key(j, "by_kind");
-    cli_json_object_begin(j);
-    for (i = 0; i <= CKPT_COMPONENT_OTHER; i++) {
-        if (s.components[i] == 0)
-            continue;
-        cli_json_key(j, ckpt_component_kind_name((ckpt_component_kind)i));
-        cli_json_object_begin(j);
-        cli_json_key(j, "components");
-        cli_json_uint(j, s.components[i]);
-        cli_json_key(j, "tensors");
-        cli_json_uint(j, s.tensors[i]);
-        cli_json_key(j, "elements");
-        cli_json_uint(j, s.elements[i]);
-        cli_json_key(j, "bytes");
-        cli_json_uint(j, s.bytes[i]);
-        cli_json_object_end(j);
-    }
-    cli_json_object_end(j);
-    cli_json_key(j, "model_parameter_bytes");
-    cli_json_uint(j, s.param_bytes);
-    cli_json_key(j, "optimizer_state_bytes");
-    cli_json_uint(j, s.state_bytes);
-    cli_json_key(j, "optimizer_to_model_ratio");
-    if (isnan(ratio))
-        cli_json_null(j);
-    else
-        cli_json_double(j, ratio);
-    cli_json_key(j, "files");
-    cli_json_array_begin(j);
-    for (i = 0; i < ckpt_training_file_count(t); i++) {
-        const ckpt_file *f = ckpt_training_file(t, i);
-
-        cli_json_object_begin(j);
-        cli_json_key(j, "name");
-        cli_json_string(j, ckpt_training_file_name(t, i));
-        cli_json_key(j, "format");
-        cli_json_string(j, ckpt_format_name(ckpt_file_format(f)));
-        cli_json_key(j, "bytes");
-        cli_json_uint(j, ckpt_file_size(f));
-        cli_json_object_end(j);
-    }
-    cli_json_array_end(j);
-    cli_json_key(j, "ignored");
-    cli_json_array_begin(j);
-    for (i = 0; i < ckpt_training_ignored_count(t); i++)
-        cli_json_string(j, ckpt_training_ignored(t, i));
-    cli_json_array_end(j);
-    cli_json_object_end(j);
-}
 
 static void pad(size_t used, size_t width)
 {
@@ -479,67 +285,23 @@ static void text_memory(const ckpt_training *t)
     }
 }
 
-/* A section as JSON (null when the file could not be opened) or as text. */
-static void show(const ckpt_training *t, cli_json_writer *j,
-                 void (*as_json)(const ckpt_training *, cli_json_writer *),
-                 void (*as_text)(const ckpt_training *))
+
+/* A part as text, or why there is none. */
+static void show(const ckpt_training *t, void (*as_text)(const ckpt_training *))
 {
-    if (j && t == NULL)
-        cli_json_null(j);
-    else if (j)
-        as_json(t, j);
-    else if (t == NULL)
+    if (t == NULL)
         puts("  not available: the file could not be opened");
     else
         as_text(t);
 }
 
-void cli_summary_memory(const ckpt_training *t, cli_json_writer *j)
+void cli_summary_memory(const ckpt_training *t)
 {
-    show(t, j, json_memory, text_memory);
+    show(t, text_memory);
 }
 
 /* ------------------------------------------------------------ resume */
 
-static void json_resume(const ckpt_training *t, cli_json_writer *j)
-{
-    size_t i, n;
-
-    cli_json_object_begin(j);
-    cli_json_key(j, "verdict");
-    cli_json_string(j, ckpt_resume_name(ckpt_training_resume(t)));
-    cli_json_key(j, "reasons");
-    cli_json_array_begin(j);
-    for (i = 0; i < ckpt_training_reason_count(t); i++)
-        cli_json_string(j, ckpt_training_reason(t, i));
-    cli_json_array_end(j);
-    cli_json_key(j, "warnings");
-    cli_json_array_begin(j);
-    for (i = 0; i < ckpt_training_warning_count(t); i++)
-        cli_json_string(j, ckpt_training_warning(t, i));
-    cli_json_array_end(j);
-    cli_json_key(j, "counters");
-    cli_json_array_begin(j);
-    n = ckpt_training_component_count(t);
-    for (i = 0; i < n; i++) {
-        const ckpt_component *c = ckpt_training_component(t, i);
-
-        if (c->kind != CKPT_COMPONENT_COUNTER)
-            continue;
-        cli_json_object_begin(j);
-        cli_json_key(j, "file");
-        cli_json_string(j, c->file);
-        cli_json_key(j, "name");
-        cli_json_string(j, c->name);
-        cli_json_key(j, "type");
-        cli_json_string(j, c->type);
-        cli_json_key(j, "value");
-        json_counter(j, c);
-        cli_json_object_end(j);
-    }
-    cli_json_array_end(j);
-    cli_json_object_end(j);
-}
 
 static void text_resume(const ckpt_training *t)
 {
@@ -576,35 +338,12 @@ static void text_resume(const ckpt_training *t)
         fputc('\n', stdout);
 }
 
-void cli_summary_resume(const ckpt_training *t, cli_json_writer *j)
+void cli_summary_resume(const ckpt_training *t)
 {
-    show(t, j, json_resume, text_resume);
+    show(t, text_resume);
 }
 
-int cli_summary_concern(const ckpt_training *t, FILE *out)
-{
-    ckpt_resume r = t ? ckpt_training_resume(t) : CKPT_RESUME_WEIGHTS_ONLY;
-    int concern = r == CKPT_RESUME_PARTIAL || r == CKPT_RESUME_WARM_START;
 
-    if (concern && out)
-        fprintf(out, "resume: %s", r == CKPT_RESUME_PARTIAL
-                                       ? "partial optimizer state"
-                                       : "warm-start-only, no optimizer "
-                                         "state");
-    return concern;
-}
-
-const char *cli_summary_phrase(const ckpt_training *t)
-{
-    switch (t ? ckpt_training_resume(t) : CKPT_RESUME_WEIGHTS_ONLY) {
-    case CKPT_RESUME_FULL:
-        return "resume: full-resume";
-    case CKPT_RESUME_WEIGHTS_ONLY:
-        return "weights only: a deployment file, not a resume checkpoint";
-    default:
-        return "";
-    }
-}
 
 /* ------------------------------------------------------------ metadata */
 
@@ -626,44 +365,6 @@ static int topic_present(const ckpt_training *t, unsigned topic)
     return 0;
 }
 
-static void json_metadata(const ckpt_training *t, cli_json_writer *j)
-{
-    size_t n = ckpt_training_meta_count(t), i;
-    unsigned topic;
-
-    cli_json_object_begin(j);
-    for (topic = 0; topic < CKPT_META_TOPIC_COUNT; topic++) {
-        cli_json_key(j, ckpt_meta_topic_name((ckpt_meta_topic)topic));
-        cli_json_array_begin(j);
-        for (i = 0; i < n; i++) {
-            const ckpt_meta_entry *e = ckpt_training_meta(t, i);
-
-            if ((unsigned)e->topic != topic)
-                continue;
-            cli_json_object_begin(j);
-            cli_json_key(j, "file");
-            cli_json_string(j, e->file);
-            cli_json_key(j, "source");
-            cli_json_string(j, e->source);
-            cli_json_key(j, "key");
-            cli_json_string(j, e->key);
-            cli_json_key(j, "value");
-            if (e->text)
-                cli_json_string(j, e->text);
-            else
-                json_value(j, e->value, 0);
-            cli_json_object_end(j);
-        }
-        cli_json_array_end(j);
-    }
-    cli_json_key(j, "not_carried");
-    cli_json_array_begin(j);
-    for (topic = 0; topic < NEEDED_TOPICS; topic++)
-        if (!topic_present(t, topic))
-            cli_json_string(j, ckpt_meta_topic_name((ckpt_meta_topic)topic));
-    cli_json_array_end(j);
-    cli_json_object_end(j);
-}
 
 static void text_metadata(const ckpt_training *t)
 {
@@ -708,9 +409,9 @@ static void text_metadata(const ckpt_training *t)
         puts(" (a resume or a deployment needs them from elsewhere)");
 }
 
-void cli_summary_metadata(const ckpt_training *t, cli_json_writer *j)
+void cli_summary_metadata(const ckpt_training *t)
 {
-    show(t, j, json_metadata, text_metadata);
+    show(t, text_metadata);
 }
 
 /* ------------------------------------------------------------ inspect */
@@ -722,7 +423,8 @@ int cli_summary_inspect(const char *path, int json)
     ckpt_training *t = NULL;
     int is_dir = stat(path, &st) == 0 && S_ISDIR(st.st_mode), rc;
     cli_error e;
-    cli_json_writer j;
+    char *text = NULL;
+    size_t len = 0;
 
     if (is_dir) {
         rc = ckpt_training_analyze_dir(&t, path, NULL);
@@ -737,34 +439,29 @@ int cli_summary_inspect(const char *path, int json)
         return cli_report(path, &e);
     }
     if (json) {
-        cli_json_init(&j, stdout);
-        cli_json_object_begin(&j);
-        cli_json_key(&j, "file");
-        cli_json_string(&j, path);
-        cli_json_key(&j, "format");
-        cli_json_string(&j, is_dir ? "directory"
-                               : ckpt_format_name(ckpt_file_format(f)));
-        cli_json_key(&j, "resume");
-        cli_summary_resume(t, &j);
-        cli_json_key(&j, "memory");
-        cli_summary_memory(t, &j);
-        cli_json_key(&j, "metadata");
-        cli_summary_metadata(t, &j);
-        cli_json_object_end(&j);
-        fputc('\n', stdout);
+        rc = ckpt_training_json(&text, &len, t, path,
+                                is_dir ? "directory" : ckpt_format_name(ckpt_file_format(f)));
+        if (rc == 0) {
+            fwrite(text, 1, len, stdout);
+            fputc('\n', stdout);
+        } else {
+            fputs("ckpt: out of memory\n", stderr);
+            rc = CLI_USAGE;
+        }
+        ckpt_string_free(text);
     } else {
         fputs(cli_color(CLI_BOLD), stdout);
         put_str(path);
         printf("%s: %s\n\n%scomponents%s\n", cli_color(CLI_RESET),
                is_dir ? "directory" : ckpt_format_name(ckpt_file_format(f)),
                cli_color(CLI_BOLD), cli_color(CLI_RESET));
-        cli_summary_memory(t, NULL);
+        cli_summary_memory(t);
         printf("\n%sresume%s\n", cli_color(CLI_BOLD), cli_color(CLI_RESET));
-        cli_summary_resume(t, NULL);
+        cli_summary_resume(t);
         printf("\n%smetadata%s\n", cli_color(CLI_BOLD), cli_color(CLI_RESET));
-        cli_summary_metadata(t, NULL);
+        cli_summary_metadata(t);
     }
     ckpt_training_free(t);
     ckpt_close(f);
-    return CLI_OK;
+    return rc;
 }

@@ -1,0 +1,222 @@
+/* walk.c - the one bounded traversal of a value tree (see walk.h). */
+#include "model/walk.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "base/error.h"
+
+uint64_t ckpt_walk_budget(const ckpt_limits *lim) {
+    return lim->max_tensors < (UINT64_MAX - 1024) / 4 ? lim->max_tensors * 4 + 1024
+                                                      : UINT64_MAX;
+}
+
+void ckpt_walk_init(ckpt_walk *w, const ckpt_limits *lim, const char *file,
+                    const char *member) {
+    ckpt_limits defaults = CKPT_LIMITS_INIT;
+    if (!lim) lim = &defaults;
+    *w = (ckpt_walk){0};
+    w->max_depth = lim->max_depth;
+    w->max_visits = ckpt_walk_budget(lim);
+    w->max_name = lim->max_name_bytes;
+    w->file = file ? file : "";
+    w->member = member;
+    w->name = "";
+}
+
+ckpt_walk_frame *ckpt_walk_up(const ckpt_walk *w, uint32_t up) {
+    return up <= w->depth ? &w->stack_[w->depth - up] : NULL;
+}
+
+/* The dict an object's attributes live in: its BUILD state, or the dict
+ * of a (dict, slots) state; NULL when it has none. */
+static const ckpt_value *object_attrs(const ckpt_value *v) {
+    const ckpt_value *d = v->u.obj.state;
+    if (d && d->kind == CKPT_KIND_TUPLE && d->u.seq.n == 2) d = d->u.seq.items[0];
+    return d && d->kind == CKPT_KIND_DICT ? d : NULL;
+}
+
+/* The next child of frame p (advancing it): 1 and *c filled, or 0. */
+static int next_child(const ckpt_walk *w, ckpt_walk_frame *p, ckpt_walk_frame *c) {
+    const ckpt_value *v = p->value;
+    size_t i = p->next_;
+    *c = (ckpt_walk_frame){0};
+    switch (v->kind) {
+    case CKPT_KIND_LIST:
+    case CKPT_KIND_TUPLE:
+    case CKPT_KIND_SET:
+        if (i >= v->u.seq.n) return 0;
+        p->next_++;
+        *c = (ckpt_walk_frame){.value = v->u.seq.items[i], .index = i, .role = CKPT_WALK_ITEM};
+        return 1;
+    case CKPT_KIND_DICT:
+    case CKPT_KIND_OBJECT: {
+        const ckpt_value *d = v;
+        if (v->kind == CKPT_KIND_OBJECT &&
+            (!(w->follow & CKPT_WALK_OBJECT_ATTRS) || !(d = object_attrs(v))))
+            return 0;
+        int keys = (w->follow & CKPT_WALK_KEYS) != 0;
+        size_t per = keys ? 2 : 1, entry = i / per;
+        p->next_++;
+        if (entry < d->u.dict.n) {
+            if (keys && i % 2 == 0)
+                *c = (ckpt_walk_frame){.value = d->u.dict.keys[entry], .index = entry,
+                                       .role = CKPT_WALK_KEY};
+            else
+                *c = (ckpt_walk_frame){.value = d->u.dict.vals[entry],
+                                       .key = d->u.dict.keys[entry], .index = entry,
+                                       .role = CKPT_WALK_VALUE};
+            return 1;
+        }
+        if (v->kind == CKPT_KIND_DICT && i == d->u.dict.n * per &&
+            (w->follow & CKPT_WALK_DICT_STATE) && v->u.dict.state) {
+            *c = (ckpt_walk_frame){.value = v->u.dict.state, .role = CKPT_WALK_STATE};
+            return 1;
+        }
+        return 0;
+    }
+    default: return 0;
+    }
+}
+
+/* Appends the child's segment to the name; c->name_len and seg_len set. */
+static int push_name(ckpt_walk *w, const ckpt_walk_frame *p, ckpt_walk_frame *c) {
+    char tmp[32];
+    const char *seg = NULL;
+    size_t n = 0;
+    c->name_len = p->name_len;
+    if (!w->names) return 0;
+    if (c->role == CKPT_WALK_ITEM) {
+        int k = snprintf(tmp, sizeof tmp, "%zu", c->index);
+        n = k < 0 ? 0 : (size_t)k;
+        seg = tmp;
+    } else if (c->role == CKPT_WALK_VALUE) {
+        seg = ckpt_value_key_text(c->key, tmp, sizeof tmp, &n);
+    } else {
+        return 0;
+    }
+    size_t len = p->name_len, sep = len ? 1 : 0;
+    if (n >= w->max_name || len + sep + n + 1 > w->max_name)
+        return ckpt_err(CKPT_E_LIMIT, w->file, w->member, CKPT_NO_OFFSET,
+                        "flattened name longer than %llu bytes",
+                        (unsigned long long)w->max_name);
+    size_t need = len + sep + n + 1;
+    if (need > w->bufcap_) {
+        size_t cap = need < SIZE_MAX / 2 ? need * 2 : need;
+        char *nb = ckpt_realloc(w->buf_, cap);
+        if (!nb) return ckpt_err(CKPT_E_NOMEM, w->file, w->member, CKPT_NO_OFFSET, "out of memory");
+        w->buf_ = nb;
+        w->bufcap_ = cap;
+        w->name = nb;
+    }
+    if (sep) w->buf_[len] = '.';
+    memcpy(w->buf_ + len + sep, seg, n);
+    w->buf_[len + sep + n] = '\0';
+    c->name_len = len + sep + n;
+    c->seg_len = n;
+    return 0;
+}
+
+static void truncate_name(ckpt_walk *w, size_t len) {
+    if (w->buf_) w->buf_[len] = '\0';
+}
+
+static int is_container(const ckpt_value *v) {
+    return v->kind == CKPT_KIND_LIST || v->kind == CKPT_KIND_TUPLE ||
+           v->kind == CKPT_KIND_SET || v->kind == CKPT_KIND_DICT ||
+           v->kind == CKPT_KIND_OBJECT;
+}
+
+/* A bound was hit at depth d: a cycle on the path, reported as the first
+ * container that reappears, else the bound itself (why). */
+static int bound_hit(ckpt_walk *w, uint32_t d, const char *why) {
+    for (uint32_t j = 1; j <= d; j++) {
+        const ckpt_value *v = w->stack_[j].value;
+        if (!is_container(v)) continue;
+        for (uint32_t i = 0; i < j; i++)
+            if (w->stack_[i].value == v) {
+                truncate_name(w, w->stack_[j].name_len);
+                return ckpt_err(CKPT_E_UNSUPPORTED, w->file, w->member, CKPT_NO_OFFSET,
+                                "cyclic reference: \"%s\" contains itself",
+                                w->stack_[j].name_len ? w->name : "(root)");
+            }
+    }
+    if (w->names)
+        return ckpt_err(CKPT_E_LIMIT, w->file, w->member, CKPT_NO_OFFSET, "%s at \"%s\"",
+                        why, w->stack_[d].name_len ? w->name : "(root)");
+    return ckpt_err(CKPT_E_LIMIT, w->file, w->member, CKPT_NO_OFFSET, "%s", why);
+}
+
+/* Puts frame c at depth d (the stack holds d frames) and enters it. */
+static int enter(ckpt_walk *w, uint32_t d, const ckpt_walk_frame *c) {
+    if (d >= w->cap_) {
+        size_t cap = w->cap_ ? w->cap_ * 2 : 32;
+        ckpt_walk_frame *ns = cap < SIZE_MAX / sizeof *ns
+                                  ? ckpt_realloc(w->stack_, cap * sizeof *ns)
+                                  : NULL;
+        if (!ns) return ckpt_err(CKPT_E_NOMEM, w->file, w->member, CKPT_NO_OFFSET, "out of memory");
+        w->stack_ = ns;
+        w->cap_ = cap;
+    }
+    w->stack_[d] = *c;
+    w->depth = d;
+    char why[96];
+    if (++w->visits > w->max_visits)
+        return bound_hit(w, d, "object graph too large (shared substructures repeated)");
+    if (d > w->max_depth) {
+        snprintf(why, sizeof why, "containers nested deeper than %u", w->max_depth);
+        return bound_hit(w, d, why);
+    }
+    return w->enter(w, &w->stack_[d]);
+}
+
+int ckpt_walk_run(ckpt_walk *w, const ckpt_value *root) {
+    size_t plen = w->prefix && w->names ? strlen(w->prefix) : 0;
+    w->visits = 0;
+    w->depth = 0;
+    w->name = "";
+    int rc = 0;
+    if (plen) {
+        if (plen >= w->max_name)
+            return ckpt_err(CKPT_E_LIMIT, w->file, w->member, CKPT_NO_OFFSET,
+                            "flattened name longer than %llu bytes",
+                            (unsigned long long)w->max_name);
+        if (!(w->buf_ = ckpt_malloc(plen + 1)))
+            return ckpt_err(CKPT_E_NOMEM, w->file, w->member, CKPT_NO_OFFSET, "out of memory");
+        memcpy(w->buf_, w->prefix, plen + 1);
+        w->bufcap_ = plen + 1;
+        w->name = w->buf_;
+    }
+    ckpt_walk_frame top = {.value = root, .role = CKPT_WALK_ROOT, .name_len = plen};
+    uint32_t d = 0; /* frames on the stack */
+    rc = enter(w, 0, &top);
+    if (rc == CKPT_WALK_DESCEND) d = 1;
+    if (rc == CKPT_WALK_PRUNE) rc = w->leave ? w->leave(w, &w->stack_[0]) : 0;
+    while (d > 0 && rc >= 0 && rc != CKPT_WALK_STOP) {
+        ckpt_walk_frame *p = &w->stack_[d - 1], c;
+        if (next_child(w, p, &c)) {
+            if ((rc = push_name(w, p, &c))) break;
+            rc = enter(w, d, &c);
+            if (rc == CKPT_WALK_DESCEND) {
+                d++;
+                continue;
+            }
+            if (rc == CKPT_WALK_PRUNE) rc = w->leave ? w->leave(w, &w->stack_[d]) : 0;
+            w->depth = d - 1;
+            truncate_name(w, w->stack_[d - 1].name_len);
+            continue;
+        }
+        w->depth = d - 1;
+        rc = w->leave ? w->leave(w, p) : 0;
+        d--;
+        if (d > 0) truncate_name(w, w->stack_[d - 1].name_len);
+    }
+    ckpt_free(w->stack_);
+    ckpt_free(w->buf_);
+    w->stack_ = NULL;
+    w->buf_ = NULL;
+    w->cap_ = w->bufcap_ = 0;
+    w->name = "";
+    return rc < 0 ? rc : 0;
+}

@@ -1,0 +1,1064 @@
+/* doctor.c - ckpt_doctor: a health report of a checkpoint (ckpt.h,
+ * "doctor"). The one module that composes the jobs (verify, scan), the
+ * keys (hygiene) and the training analysis.
+ *
+ * The file is examined once (open, verify, totals, top-level summary,
+ * shards, a directory's other files, scans, key hygiene, training
+ * analysis); then each section of the `sections` table says whether it
+ * needs attention (its concern, a phrase of the verdict line) and renders
+ * itself as JSON. The CLI renders the same report as text. A new section
+ * is one concern/JSON pair and one table row here, and its text in the
+ * CLI. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "base/alloc.h"
+#include "base/error.h"
+#include "report/json.h"
+#include "report/text.h"
+#include "report/training_json.h"
+
+/* Bounds on walking the object tree, which hostile pickles can make deep
+ * or (through shared references) exponentially wide. */
+#define WALK_DEPTH_MAX 1000u
+#define WALK_NODES_MAX ((uint64_t)1 << 24)
+/* Names listed per "not vouched for" line before "and N more". */
+#define LIST_MAX 8
+/* Steps timed. */
+#define TIMINGS_MAX 16
+/* Bytes of an unopenable file's head that detection looks at. */
+#define HEAD_BYTES 4096
+
+struct ckpt_doctor_report {
+    ckpt_arena arena;    /* every string and array below */
+    ckpt_doctor_options opts;
+    const char *path;    /* the weights file examined */
+    const char *dir;     /* the directory given, or NULL */
+    ckpt_file *f;        /* NULL when the file could not be opened */
+    ckpt_format detected;
+    uint64_t size;
+    int intact;          /* opened and verified */
+    ckpt_error err;      /* why not, when !intact */
+    ckpt_verify_report verify;
+    uint64_t elements, tensor_bytes;
+    size_t objects;      /* opaque objects among the values */
+    ckpt_doctor_entry *top;
+    size_t n_top;
+    int top_cut;
+    ckpt_training *training;
+    ckpt_doctor_check *checks; /* a set's shards, or a directory's files */
+    size_t n_checks;
+    int sharded;
+    ckpt_doctor_scan *scans;
+    size_t n_scans;
+    ckpt_keys_report *keys;
+    const char **notes;
+    size_t n_notes, notes_cap;
+    int notes_nomem;     /* a note could not be built: the report fails */
+    int healthy;
+    char *summary;
+    const char *timing_name[TIMINGS_MAX];
+    double timing_seconds[TIMINGS_MAX];
+    size_t n_timings;
+};
+
+/* ------------------------------------------------------------ helpers */
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void timed(ckpt_doctor_report *r, const char *name, double since) {
+    if (r->n_timings < TIMINGS_MAX) {
+        r->timing_name[r->n_timings] = name;
+        r->timing_seconds[r->n_timings++] = now() - since;
+    }
+}
+
+/* A copy of ckpt_error_last() in the report's arena, `code` (what the
+ * failing call returned) taking precedence; the message defaults to the
+ * code's name. -1 when out of memory. */
+static int capture(ckpt_doctor_report *r, ckpt_error *e, int code) {
+    const ckpt_error *last = ckpt_error_last();
+    const char *msg = last && last->message && last->message[0] ? last->message
+                                                                 : ckpt_error_name(code);
+    e->code = code;
+    e->message = ckpt_arena_strdup(&r->arena, msg);
+    e->file = ckpt_arena_strdup(&r->arena, last && last->file ? last->file : "");
+    e->member = ckpt_arena_strdup(&r->arena, last && last->member ? last->member : "");
+    e->offset = last ? last->offset : CKPT_NO_OFFSET;
+    return e->message && e->file && e->member ? 0 : -1;
+}
+
+/* The codes that mean the input could not be read at all (not its fault). */
+static int is_io(int code) {
+    return code == CKPT_E_IO || code == CKPT_E_NOMEM || code == CKPT_E_INVALID_ARG;
+}
+
+static int is_container(ckpt_kind kind) {
+    return kind == CKPT_KIND_LIST || kind == CKPT_KIND_TUPLE || kind == CKPT_KIND_SET ||
+           kind == CKPT_KIND_DICT;
+}
+
+static int is_safetensors(const ckpt_doctor_report *r) {
+    ckpt_format fmt = ckpt_file_format(r->f);
+    return fmt == CKPT_FORMAT_SAFETENSORS || fmt == CKPT_FORMAT_SAFETENSORS_SHARDED;
+}
+
+static const char *plural(uint64_t n) { return n == 1 ? "" : "s"; }
+
+/* Opens and verifies path; the check records the outcome. */
+static int check_file(ckpt_doctor_report *r, ckpt_doctor_check *c, const char *path) {
+    ckpt_verify_report report = {0, 0, 0, 0};
+    ckpt_file *f = NULL;
+    int rc = ckpt_open(&f, path, &r->opts.open);
+    if (rc == 0) rc = ckpt_verify(&report, f);
+    c->ok = rc == 0;
+    c->bytes = report.bytes;
+    ckpt_close(f);
+    if (rc == CKPT_E_NOMEM) return -1;
+    return rc != 0 && capture(r, &c->error, rc) ? -1 : 0;
+}
+
+/* ------------------------------------------------------------ contents */
+
+static void walk(const ckpt_value *v, unsigned depth, ckpt_doctor_entry *e, uint64_t *budget,
+                 int *cut) {
+    if (*budget == 0 || depth > WALK_DEPTH_MAX) {
+        *cut = 1;
+        return;
+    }
+    (*budget)--;
+    if (ckpt_value_kind(v) == CKPT_KIND_TENSOR) {
+        const ckpt_tensor *t = ckpt_value_tensor(v);
+        e->tensors++;
+        e->elements += t ? ckpt_tensor_numel(t) : 0;
+    } else if (is_container(ckpt_value_kind(v))) {
+        size_t n = ckpt_value_len(v);
+        for (size_t i = 0; i < n && !*cut; i++)
+            walk(ckpt_value_item(v, i), depth + 1, e, budget, cut);
+    } /* else a leaf; opaque objects are not looked into */
+}
+
+/* Text of a dict key: strings as written, ints in decimal, else the kind. */
+static const char *key_name(const ckpt_value *k, size_t *len) {
+    const char *s = NULL;
+    if (ckpt_value_kind(k) == CKPT_KIND_STR)
+        s = ckpt_value_str(k, len);
+    else if (ckpt_value_kind(k) == CKPT_KIND_INT)
+        s = ckpt_value_int_decimal(k);
+    if (s == NULL) s = ckpt_kind_name(ckpt_value_kind(k));
+    if (ckpt_value_kind(k) != CKPT_KIND_STR) *len = strlen(s);
+    return s;
+}
+
+static int summarise_tree(ckpt_doctor_report *r) {
+    const ckpt_value *root = ckpt_file_root(r->f);
+    int is_dict = root && ckpt_value_kind(root) == CKPT_KIND_DICT;
+    size_t n = is_dict ? ckpt_value_len(root) : (root ? 1 : 0);
+    uint64_t budget = WALK_NODES_MAX;
+    r->top = ckpt_arena_array(&r->arena, n ? n : 1, sizeof *r->top);
+    if (r->top == NULL) return -1;
+    memset(r->top, 0, (n ? n : 1) * sizeof *r->top);
+    for (size_t i = 0; i < n; i++) {
+        ckpt_doctor_entry *e = &r->top[i];
+        if (is_dict) {
+            e->name = key_name(ckpt_value_key(root, i), &e->name_len);
+            e->value = ckpt_value_item(root, i);
+        } else {
+            e->name = "";
+            e->value = root;
+        }
+        walk(e->value, 1, e, &budget, &r->top_cut);
+    }
+    r->n_top = n;
+    return 0;
+}
+
+/* Length of a tensor name's first "."-separated segment. */
+static size_t segment_len(const char *name) {
+    const char *dot = strchr(name, '.');
+    return dot ? (size_t)(dot - name) : strlen(name);
+}
+
+static int cmp_entry_name(const void *a, const void *b) {
+    const ckpt_doctor_entry *x = a, *y = b;
+    size_t n = x->name_len < y->name_len ? x->name_len : y->name_len;
+    int c = memcmp(x->name, y->name, n);
+    return c ? c : (x->name_len > y->name_len) - (x->name_len < y->name_len);
+}
+
+/* safetensors roots are flat: group the tensors by first name segment. */
+static int summarise_groups(ckpt_doctor_report *r) {
+    size_t n = ckpt_file_tensor_count(r->f), g = 0;
+    r->top = ckpt_arena_array(&r->arena, n ? n : 1, sizeof *r->top);
+    if (r->top == NULL) return -1;
+    memset(r->top, 0, (n ? n : 1) * sizeof *r->top);
+    for (size_t i = 0; i < n; i++) {
+        const ckpt_tensor *t = ckpt_file_tensor(r->f, i);
+        r->top[i].name = ckpt_tensor_name(t);
+        r->top[i].name_len = segment_len(r->top[i].name);
+        r->top[i].tensors = 1;
+        r->top[i].elements = ckpt_tensor_numel(t);
+    }
+    qsort(r->top, n, sizeof *r->top, cmp_entry_name);
+    for (size_t i = 0; i < n; i++) {
+        if (g > 0 && cmp_entry_name(&r->top[g - 1], &r->top[i]) == 0) {
+            r->top[g - 1].tensors++;
+            r->top[g - 1].elements += r->top[i].elements;
+        } else {
+            r->top[g++] = r->top[i];
+        }
+    }
+    r->n_top = g;
+    return 0;
+}
+
+/* ------------------------------------------------------------ shards */
+
+/* A storage of a sharded set, for the per-shard tallies. */
+typedef struct shard_storage {
+    const char *shard;
+    uint64_t id, nbytes;
+} shard_storage;
+
+static int cmp_shard_storage(const void *a, const void *b) {
+    const shard_storage *x = a, *y = b;
+    int c = strcmp(x->shard, y->shard);
+    return c ? c : (x->id > y->id) - (x->id < y->id);
+}
+
+/* Verifies one shard on its own, to say which shard of a set that failed
+ * verification is corrupt. */
+static int verify_shard(ckpt_doctor_report *r, ckpt_doctor_check *c) {
+    const char *slash = strrchr(r->path, '/');
+    int dir_len = slash ? (int)(slash - r->path) + 1 : 0;
+    const char *path = ckpt_arena_printf(&r->arena, "%.*s%s", dir_len, r->path, c->name);
+    return path ? check_file(r, c, path) : -1;
+}
+
+/* A sharded set: one check per shard file (the tensors' member, as the
+ * index names it) with the bytes of its storages. When the set verified,
+ * so did every shard; otherwise each is verified alone to find the bad
+ * ones. -1 when out of memory. */
+static int check_shards(ckpt_doctor_report *r) {
+    size_t n = ckpt_file_tensor_count(r->f);
+    shard_storage *ss = ckpt_arena_array(&r->arena, n ? n : 1, sizeof *ss);
+    r->checks = ckpt_arena_array(&r->arena, n ? n : 1, sizeof *r->checks);
+    if (ss == NULL || r->checks == NULL) return -1;
+    memset(r->checks, 0, (n ? n : 1) * sizeof *r->checks);
+    for (size_t i = 0; i < n; i++) {
+        const ckpt_tensor *t = ckpt_file_tensor(r->f, i);
+        ss[i].shard = ckpt_tensor_member(t);
+        ss[i].id = ckpt_tensor_storage_id(t);
+        ss[i].nbytes = ckpt_tensor_storage_nbytes(t);
+    }
+    qsort(ss, n, sizeof *ss, cmp_shard_storage);
+    for (size_t i = 0; i < n; i++) {
+        int first = i == 0 || strcmp(ss[i].shard, ss[i - 1].shard) != 0;
+        if (first) {
+            r->checks[r->n_checks].name = ss[i].shard;
+            r->checks[r->n_checks++].ok = 1;
+        }
+        if (first || ss[i].id != ss[i - 1].id) /* tied tensors: once */
+            r->checks[r->n_checks - 1].bytes += ss[i].nbytes;
+    }
+    r->sharded = 1;
+    for (size_t i = 0; !r->intact && i < r->n_checks; i++)
+        if (verify_shard(r, &r->checks[i]) != 0) return -1;
+    return 0;
+}
+
+/* ------------------------------------------------------------ examination */
+
+/* The format an unopenable file's first bytes show. */
+static ckpt_format detect(const char *path) {
+    unsigned char head[HEAD_BYTES];
+    size_t n = 0;
+    FILE *fp = fopen(path, "rb");
+    if (fp) {
+        n = fread(head, 1, sizeof head, fp);
+        fclose(fp);
+    }
+    return ckpt_detect_format(head, n);
+}
+
+/* Opens and verifies the file and computes the totals and summaries.
+ * Returns 0, or the error code when the file cannot be read at all. */
+static int examine(ckpt_doctor_report *r) {
+    struct stat st;
+    double t0 = now();
+    int rc = ckpt_open(&r->f, r->path, &r->opts.open);
+    timed(r, "open", t0);
+    if (rc == 0) {
+        t0 = now();
+        rc = ckpt_verify(&r->verify, r->f);
+        timed(r, "verify", t0);
+    }
+    if (rc != 0 && is_io(rc)) return rc; /* the error record is the caller's */
+    if (rc != 0 && capture(r, &r->err, rc)) return ckpt_err_nomem();
+    r->intact = rc == 0;
+    if (r->f == NULL) {
+        r->size = stat(r->path, &st) == 0 ? (uint64_t)st.st_size : 0;
+        r->detected = detect(r->path);
+        return 0;
+    }
+    r->size = ckpt_file_size(r->f); /* a sharded set: index and shards */
+    size_t n = ckpt_file_tensor_count(r->f);
+    for (size_t i = 0; i < n; i++) {
+        const ckpt_tensor *t = ckpt_file_tensor(r->f, i);
+        r->elements += ckpt_tensor_numel(t);
+        r->tensor_bytes += ckpt_tensor_nbytes(t);
+    }
+    n = ckpt_file_value_count(r->f);
+    for (size_t i = 0; i < n; i++)
+        r->objects += ckpt_value_kind(ckpt_file_value(r->f, i)) == CKPT_KIND_OBJECT;
+    t0 = now();
+    rc = is_safetensors(r) ? summarise_groups(r) : summarise_tree(r);
+    timed(r, "summary", t0);
+    if (rc == 0 && r->dir == NULL && (ckpt_file_format(r->f) == CKPT_FORMAT_SAFETENSORS_SHARDED ||
+                                      ckpt_file_format(r->f) == CKPT_FORMAT_TORCH_SHARDED)) {
+        t0 = now();
+        rc = check_shards(r);
+        timed(r, "shards", t0);
+    }
+    if (rc == 0 && r->training == NULL) {
+        t0 = now();
+        rc = ckpt_training_analyze(&r->training, r->f);
+        timed(r, "training", t0);
+    }
+    return rc ? ckpt_err_nomem() : 0;
+}
+
+/* Opens and verifies every checkpoint file of the directory but the main
+ * weights file, which the integrity section covers. */
+static int verify_others(ckpt_doctor_report *r) {
+    size_t n = ckpt_training_file_count(r->training);
+    r->checks = ckpt_arena_array(&r->arena, n ? n : 1, sizeof *r->checks);
+    if (r->checks == NULL) return -1;
+    memset(r->checks, 0, (n ? n : 1) * sizeof *r->checks);
+    for (size_t i = 0; i < n; i++) {
+        const char *name = ckpt_training_file_name(r->training, i);
+        const char *path = ckpt_arena_printf(&r->arena, "%s/%s", r->dir, name);
+        if (path == NULL) return -1;
+        if (strcmp(path, r->path) == 0) continue;
+        r->checks[r->n_checks].name = name;
+        if (check_file(r, &r->checks[r->n_checks++], path)) return -1;
+    }
+    return 0;
+}
+
+/* A directory: analysed as one training checkpoint, whose main weights
+ * file the other sections examine. Returns 0 (also for a file), or the
+ * error code. */
+static int examine_dir(ckpt_doctor_report *r) {
+    struct stat st;
+    double t0 = now();
+    if (stat(r->path, &st) != 0 || !S_ISDIR(st.st_mode)) return 0;
+    r->dir = r->path;
+    int rc = ckpt_training_analyze_dir(&r->training, r->dir, &r->opts.open);
+    timed(r, "training", t0);
+    if (rc) return rc;
+    r->path = ckpt_training_weights_path(r->training);
+    if (r->path == NULL)
+        return ckpt_err(CKPT_E_NOTFOUND, r->dir, NULL, CKPT_NO_OFFSET,
+                        "no checkpoint file in the directory");
+    t0 = now();
+    rc = verify_others(r);
+    timed(r, "verify others", t0);
+    return rc ? ckpt_err_nomem() : 0;
+}
+
+/* Scans the main file and, for a directory, every other checkpoint file. */
+static int examine_safety(ckpt_doctor_report *r) {
+    size_t n = r->dir ? ckpt_training_file_count(r->training) : 0;
+    size_t dlen = r->dir ? strlen(r->dir) : 0;
+    double t0 = now();
+    r->scans = ckpt_arena_array(&r->arena, n + 1, sizeof *r->scans);
+    if (r->scans == NULL) return ckpt_err_nomem();
+    memset(r->scans, 0, (n + 1) * sizeof *r->scans);
+    for (size_t i = 0; i <= n; i++) {
+        const char *path = r->path, *name = r->path;
+        if (i == 0 && r->dir && strncmp(r->path, r->dir, dlen) == 0 && r->path[dlen] == '/')
+            name = r->path + dlen + 1;
+        if (i > 0) {
+            name = ckpt_training_file_name(r->training, i - 1);
+            path = ckpt_arena_printf(&r->arena, "%s/%s", r->dir, name);
+            if (path == NULL) return ckpt_err_nomem();
+            if (strcmp(path, r->path) == 0) continue;
+        }
+        ckpt_doctor_scan *s = &r->scans[r->n_scans++];
+        ckpt_scan_report *report = NULL;
+        ckpt_scan_options so = CKPT_SCAN_OPTIONS_INIT;
+        so.limits = r->opts.open.limits;
+        int rc = ckpt_scan(&report, path, &so);
+        s->name = name;
+        s->report = report;
+        if (rc == CKPT_E_NOMEM || (rc != 0 && capture(r, &s->error, rc))) return ckpt_err_nomem();
+    }
+    timed(r, "safety", t0);
+    return 0;
+}
+
+/* ------------------------------------------------------------ notes */
+
+/* Adds a note; s NULL (out of memory building it) fails the report. */
+static void note(ckpt_doctor_report *r, const char *s) {
+    if (s == NULL ||
+        ckpt_arena_grow(&r->arena, (void **)&r->notes, &r->notes_cap, r->n_notes + 1,
+                        sizeof *r->notes))
+        r->notes_nomem = 1;
+    else
+        r->notes[r->n_notes++] = s;
+}
+
+/* Appends "name" (nth of total in a list) to a growing sentence. */
+static const char *list_name(ckpt_doctor_report *r, const char *s, size_t nth, size_t total,
+                             const char *name) {
+    if (s == NULL || (nth >= LIST_MAX && nth + 1 < total)) return s;
+    if (nth >= LIST_MAX)
+        return ckpt_arena_printf(&r->arena, "%s and %zu more", s, total - LIST_MAX);
+    return ckpt_arena_printf(&r->arena, "%s%s%s", s, nth ? ", " : "", name[0] ? name : "(root)");
+}
+
+static void note_opaque(ckpt_doctor_report *r) {
+    size_t n = ckpt_file_value_count(r->f), k = 0;
+    const char *s = "opaque objects, never called, contents unchecked: ";
+    if (r->objects == 0) return;
+    for (size_t i = 0; s && i < n; i++) {
+        const ckpt_value *v = ckpt_file_value(r->f, i);
+        if (ckpt_value_kind(v) != CKPT_KIND_OBJECT) continue;
+        const char *name = ckpt_value_object_name(v), *at = ckpt_file_value_name(r->f, i);
+        const char *item = ckpt_arena_printf(&r->arena, "%s at %s", name ? name : "?",
+                                             at[0] ? at : "(root)");
+        s = item ? list_name(r, s, k++, r->objects, item) : NULL;
+    }
+    note(r, s);
+}
+
+static int has_digests(const ckpt_file *f) {
+    size_t n = ckpt_file_metadata_count(f);
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(ckpt_file_metadata_key(f, i), "ckpt.xxh3") == 0) return 1;
+    return 0;
+}
+
+static void note_checksum(ckpt_doctor_report *r) {
+    switch (ckpt_file_format(r->f)) {
+    case CKPT_FORMAT_SAFETENSORS:
+    case CKPT_FORMAT_SAFETENSORS_SHARDED:
+        if (has_digests(r->f)) {
+            note(r, "per-tensor XXH3-64 digests checked (metadata ckpt.xxh3, written by "
+                    "ckpt): the tensor bytes are the ones written; the header and metadata "
+                    "have no digest");
+            break;
+        }
+        /* fall through */
+    case CKPT_FORMAT_TORCH_LEGACY:
+    case CKPT_FORMAT_PICKLE:
+        note(r, ckpt_arena_printf(&r->arena,
+                                  "%s files carry no checksum: integrity means structure "
+                                  "and sizes are consistent, not that the tensor bytes are "
+                                  "the ones written",
+                                  ckpt_format_name(ckpt_file_format(r->f))));
+        break;
+    default: break;
+    }
+}
+
+typedef struct shared {
+    uint64_t id;
+    size_t index;
+} shared;
+
+static int cmp_shared(const void *a, const void *b) {
+    const shared *x = a, *y = b;
+    if (x->id != y->id) return (x->id > y->id) - (x->id < y->id);
+    return (x->index > y->index) - (x->index < y->index);
+}
+
+/* One line per storage that several tensor names share (tied weights,
+ * views). */
+static void note_shared(ckpt_doctor_report *r) {
+    size_t n = ckpt_file_tensor_count(r->f), j;
+    shared *sh = n ? ckpt_arena_array(&r->arena, n, sizeof *sh) : NULL;
+    if (sh == NULL) {
+        r->notes_nomem = n > 0;
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        sh[i].id = ckpt_tensor_storage_id(ckpt_file_tensor(r->f, i));
+        sh[i].index = i;
+    }
+    qsort(sh, n, sizeof *sh, cmp_shared);
+    for (size_t i = 0; i < n; i = j) {
+        for (j = i + 1; j < n && sh[j].id == sh[i].id; j++)
+            ;
+        if (j - i < 2) continue;
+        const char *s = "tensors sharing one storage (tied or views): ";
+        for (size_t k = i; s && k < j; k++)
+            s = list_name(r, s, k - i, j - i, ckpt_tensor_name(ckpt_file_tensor(r->f, sh[k].index)));
+        note(r, s);
+    }
+}
+
+static void note_strided(ckpt_doctor_report *r) {
+    size_t n = ckpt_file_tensor_count(r->f), total = 0, k = 0;
+    for (size_t i = 0; i < n; i++) total += !ckpt_tensor_is_contiguous(ckpt_file_tensor(r->f, i));
+    if (total == 0) return;
+    const char *s = "non-contiguous views (read through strides): ";
+    for (size_t i = 0; s && i < n; i++) {
+        const ckpt_tensor *t = ckpt_file_tensor(r->f, i);
+        if (!ckpt_tensor_is_contiguous(t)) s = list_name(r, s, k++, total, ckpt_tensor_name(t));
+    }
+    note(r, s);
+}
+
+static void unvouched(ckpt_doctor_report *r) {
+    if (r->f == NULL) {
+        note(r, "the file could not be opened: nothing in it is vouched for");
+        return;
+    }
+    if (!r->intact)
+        note(r, "verification stops at the first problem: bytes after it were not checked");
+    note_opaque(r);
+    note_checksum(r);
+    note_shared(r);
+    note_strided(r);
+    if (r->top_cut)
+        note(r, "the top-level summary is partial: the object tree is too deep or too "
+                "large to walk");
+}
+
+/* ------------------------------------------------------------ sections */
+
+/* " (member M, offset N)", "(offset N)", or nothing. */
+static void put_location(ckpt_buf *b, const ckpt_error *e) {
+    int has_member = e->member[0] != '\0', has_offset = e->offset != CKPT_NO_OFFSET;
+    if (!has_member && !has_offset) return;
+    ckpt_buf_str(b, " (");
+    if (has_member) {
+        ckpt_buf_str(b, "member ");
+        ckpt_buf_str(b, e->member);
+    }
+    if (has_offset)
+        ckpt_buf_printf(b, "%soffset %llu", has_member ? ", " : "",
+                           (unsigned long long)e->offset);
+    ckpt_buf_byte(b, ')');
+}
+
+static int concern_integrity(const ckpt_doctor_report *r, ckpt_buf *b) {
+    if (r->intact || b == NULL) return !r->intact;
+    ckpt_buf_str(b, r->f ? "corrupt: " : "cannot be opened: ");
+    ckpt_buf_str(b, r->err.message);
+    put_location(b, &r->err);
+    return 1;
+}
+
+/* How bad a verdict is: unsafe, then unscannable (something was not
+ * examined), then not-a-checkpoint (nothing to examine), then safe. */
+static int rank(ckpt_verdict v) {
+    switch (v) {
+    case CKPT_VERDICT_UNSAFE: return 3;
+    case CKPT_VERDICT_UNSCANNABLE: return 2;
+    case CKPT_VERDICT_NOT_A_CHECKPOINT: return 1;
+    default: return 0;
+    }
+}
+
+ckpt_verdict ckpt_doctor_scan_verdict(const ckpt_doctor_report *r) {
+    ckpt_verdict w = CKPT_VERDICT_SAFE;
+    for (size_t i = 0; i < r->n_scans; i++) {
+        const ckpt_scan_report *s = r->scans[i].report;
+        ckpt_verdict v = s ? ckpt_scan_verdict(s) : CKPT_VERDICT_UNSCANNABLE;
+        if (rank(v) > rank(w)) w = v;
+    }
+    return w;
+}
+
+/* The first global of a finding with the given severity, or NULL. */
+static const char *first_global(const ckpt_scan_report *s, ckpt_severity sev) {
+    size_t n = ckpt_scan_finding_count(s);
+    for (size_t i = 0; i < n; i++) {
+        const ckpt_finding *f = ckpt_scan_finding(s, i);
+        if (f->severity == sev && f->global) return f->global;
+    }
+    return NULL;
+}
+
+static int concern_safety(const ckpt_doctor_report *r, ckpt_buf *b) {
+    ckpt_verdict w = ckpt_doctor_scan_verdict(r);
+    const char *g = NULL;
+    if (w == CKPT_VERDICT_SAFE || b == NULL) return w != CKPT_VERDICT_SAFE;
+    for (size_t i = 0; i < r->n_scans && !g; i++)
+        if (r->scans[i].report) {
+            g = first_global(r->scans[i].report, CKPT_SEVERITY_DANGEROUS);
+            if (!g) g = first_global(r->scans[i].report, CKPT_SEVERITY_SUSPICIOUS);
+        }
+    ckpt_buf_str(b, ckpt_verdict_name(w));
+    if (g && w == CKPT_VERDICT_UNSAFE) {
+        ckpt_buf_str(b, " (");
+        ckpt_buf_str(b, g);
+        ckpt_buf_byte(b, ')');
+    }
+    return 1;
+}
+
+/* "2 opaque objects (os.system, builtins.eval)": the first few names. */
+static int concern_unvouched(const ckpt_doctor_report *r, ckpt_buf *b) {
+    size_t n, k = 0;
+    if (r->objects == 0 || b == NULL) return r->objects != 0;
+    ckpt_buf_printf(b, "%zu opaque object%s (", r->objects, plural(r->objects));
+    n = ckpt_file_value_count(r->f);
+    for (size_t i = 0; i < n && k < 3; i++) {
+        const ckpt_value *v = ckpt_file_value(r->f, i);
+        const char *name = ckpt_value_object_name(v);
+        if (ckpt_value_kind(v) != CKPT_KIND_OBJECT) continue;
+        ckpt_buf_str(b, k++ ? ", " : "");
+        ckpt_buf_str(b, name ? name : "?");
+    }
+    ckpt_buf_str(b, r->objects > k ? ", ...)" : ")");
+    return 1;
+}
+
+static int concern_resume(const ckpt_doctor_report *r, ckpt_buf *b) {
+    ckpt_resume res = r->training ? ckpt_training_resume(r->training) : CKPT_RESUME_WEIGHTS_ONLY;
+    int concern = res == CKPT_RESUME_PARTIAL || res == CKPT_RESUME_WARM_START;
+    if (concern && b)
+        ckpt_buf_printf(b, "resume: %s", res == CKPT_RESUME_PARTIAL
+                                                ? "partial optimizer state"
+                                                : "warm-start-only, no optimizer state");
+    return concern;
+}
+
+static int concern_keys(const ckpt_doctor_report *r, ckpt_buf *b) {
+    size_t n = r->keys ? ckpt_keys_wrapper_count(r->keys) : 0;
+    if (n == 0) return 0;
+    if (b) {
+        const ckpt_key_wrapper *w = ckpt_keys_wrapper(r->keys, 0);
+        ckpt_buf_str(b, "keys: '");
+        ckpt_buf_str(b, w->segment);
+        ckpt_buf_printf(b, "' on %llu key%s", (unsigned long long)w->keys, plural(w->keys));
+        if (n > 1) ckpt_buf_printf(b, " (and %zu more wrapper%s)", n - 1, plural(n - 1));
+    }
+    return 1;
+}
+
+/* "optimizer.pt corrupt: MESSAGE (member M, offset N)" for the first. */
+static int concern_others(const ckpt_doctor_report *r, ckpt_buf *b) {
+    /* a corrupt shard is the set's integrity concern already */
+    for (size_t i = 0; !r->sharded && i < r->n_checks; i++) {
+        if (r->checks[i].ok) continue;
+        if (b) {
+            ckpt_buf_str(b, r->checks[i].name);
+            ckpt_buf_str(b, " corrupt: ");
+            ckpt_buf_str(b, r->checks[i].error.message);
+            put_location(b, &r->checks[i].error);
+        }
+        return 1;
+    }
+    return 0;
+}
+
+static void json_format(const ckpt_doctor_report *r, ckpt_jw *j) {
+    ckpt_jw_object_begin(j);
+    ckpt_jw_key(j, "name");
+    ckpt_jw_string(j, r->f ? ckpt_format_name(ckpt_file_format(r->f)) : NULL);
+    if (r->f == NULL) {
+        ckpt_jw_key(j, "detected");
+        ckpt_jw_string(j, r->detected ? ckpt_format_name(r->detected) : NULL);
+    }
+    ckpt_jw_key(j, "size");
+    ckpt_jw_uint(j, r->size);
+    if (r->sharded) {
+        ckpt_jw_key(j, "shards");
+        ckpt_jw_uint(j, r->n_checks);
+    }
+    ckpt_jw_object_end(j);
+}
+
+static void json_integrity(const ckpt_doctor_report *r, ckpt_jw *j) {
+    ckpt_jw_object_begin(j);
+    ckpt_jw_key(j, "ok");
+    ckpt_jw_bool(j, r->intact);
+    ckpt_jw_key(j, "bytes_checked");
+    ckpt_jw_uint(j, r->verify.bytes); /* up to the first problem */
+    if (!r->intact) {
+        ckpt_jw_key(j, "error");
+        ckpt_jw_object_begin(j);
+        ckpt_jw_key(j, "message");
+        ckpt_jw_string(j, r->err.message);
+        ckpt_jw_key(j, "member");
+        ckpt_jw_string(j, r->err.member[0] ? r->err.member : NULL);
+        ckpt_jw_key(j, "offset");
+        if (r->err.offset != CKPT_NO_OFFSET)
+            ckpt_jw_uint(j, r->err.offset);
+        else
+            ckpt_jw_null(j);
+        ckpt_jw_object_end(j);
+    }
+    ckpt_jw_object_end(j);
+}
+
+static void json_scan(ckpt_jw *j, const ckpt_doctor_scan *s) {
+    const ckpt_scan_report *sr = s->report;
+    ckpt_jw_object_begin(j);
+    ckpt_jw_key(j, "file");
+    ckpt_jw_string(j, s->name);
+    ckpt_jw_key(j, "verdict");
+    ckpt_jw_string(j, sr ? ckpt_verdict_name(ckpt_scan_verdict(sr)) : "unscannable");
+    if (!sr) {
+        ckpt_jw_key(j, "error");
+        ckpt_jw_string(j, s->error.message);
+    }
+    ckpt_jw_key(j, "findings");
+    ckpt_jw_array_begin(j);
+    for (size_t i = 0; sr && i < ckpt_scan_finding_count(sr); i++) {
+        const ckpt_finding *f = ckpt_scan_finding(sr, i);
+        if (f->severity == CKPT_SEVERITY_INFO) continue;
+        ckpt_jw_object_begin(j);
+        ckpt_jw_key(j, "severity");
+        ckpt_jw_string(j, ckpt_severity_name(f->severity));
+        ckpt_jw_key(j, "kind");
+        ckpt_jw_string(j, f->kind);
+        if (f->global) {
+            ckpt_jw_key(j, "global");
+            ckpt_jw_string(j, f->global);
+        }
+        if (f->member && f->member[0]) {
+            ckpt_jw_key(j, "member");
+            ckpt_jw_string(j, f->member);
+        }
+        ckpt_jw_key(j, "offset");
+        ckpt_jw_uint(j, f->offset);
+        ckpt_jw_key(j, "message");
+        ckpt_jw_string(j, f->message);
+        ckpt_jw_object_end(j);
+    }
+    ckpt_jw_array_end(j);
+    ckpt_jw_object_end(j);
+}
+
+static void json_safety(const ckpt_doctor_report *r, ckpt_jw *j) {
+    ckpt_jw_object_begin(j);
+    ckpt_jw_key(j, "verdict");
+    ckpt_jw_string(j, ckpt_verdict_name(ckpt_doctor_scan_verdict(r)));
+    ckpt_jw_key(j, "files");
+    ckpt_jw_array_begin(j);
+    for (size_t i = 0; i < r->n_scans; i++) json_scan(j, &r->scans[i]);
+    ckpt_jw_array_end(j);
+    ckpt_jw_object_end(j);
+}
+
+static void json_entry(ckpt_jw *j, const ckpt_doctor_entry *e) {
+    ckpt_kind kind = e->value ? ckpt_value_kind(e->value) : CKPT_KIND_DICT;
+    ckpt_jw_object_begin(j);
+    ckpt_jw_key(j, "name");
+    ckpt_jw_string_len(j, e->name, e->name_len);
+    ckpt_jw_key(j, "kind");
+    ckpt_jw_string(j, e->value ? ckpt_kind_name(kind) : "group");
+    ckpt_jw_key(j, "tensors");
+    ckpt_jw_uint(j, e->tensors);
+    ckpt_jw_key(j, "elements");
+    ckpt_jw_uint(j, e->elements);
+    if (e->value && kind != CKPT_KIND_TENSOR && !is_container(kind)) {
+        ckpt_jw_key(j, "value");
+        ckpt_jw_leaf(j, e->value);
+    }
+    ckpt_jw_object_end(j);
+}
+
+static void json_contents(const ckpt_doctor_report *r, ckpt_jw *j) {
+    ckpt_jw_object_begin(j);
+    ckpt_jw_key(j, "tensors");
+    ckpt_jw_uint(j, r->f ? ckpt_file_tensor_count(r->f) : 0);
+    ckpt_jw_key(j, "elements");
+    ckpt_jw_uint(j, r->elements);
+    ckpt_jw_key(j, "tensor_bytes");
+    ckpt_jw_uint(j, r->tensor_bytes);
+    ckpt_jw_key(j, "by_dtype");
+    ckpt_jw_object_begin(j);
+    for (unsigned dt = 0; dt < CKPT_DT_COUNT; dt++) {
+        size_t count;
+        uint64_t bytes = ckpt_doctor_dtype_bytes(r, (ckpt_dtype)dt, &count);
+        if (count == 0) continue;
+        ckpt_jw_key(j, ckpt_dtype_name((ckpt_dtype)dt));
+        ckpt_jw_uint(j, bytes);
+    }
+    ckpt_jw_object_end(j);
+    ckpt_jw_key(j, "top_level");
+    ckpt_jw_array_begin(j);
+    for (size_t i = 0; i < r->n_top; i++) json_entry(j, &r->top[i]);
+    ckpt_jw_array_end(j);
+    ckpt_jw_object_end(j);
+}
+
+static void json_unvouched(const ckpt_doctor_report *r, ckpt_jw *j) {
+    ckpt_jw_array_begin(j);
+    for (size_t i = 0; i < r->n_notes; i++) ckpt_jw_string(j, r->notes[i]);
+    ckpt_jw_array_end(j);
+}
+
+static void json_resume(const ckpt_doctor_report *r, ckpt_jw *j) {
+    ckpt_report_resume(j, r->training);
+}
+
+static void json_memory(const ckpt_doctor_report *r, ckpt_jw *j) {
+    ckpt_report_memory(j, r->training);
+}
+
+static void json_metadata(const ckpt_doctor_report *r, ckpt_jw *j) {
+    ckpt_report_metadata(j, r->training);
+}
+
+static void json_keys(const ckpt_doctor_report *r, ckpt_jw *j) {
+    size_t n = r->keys ? ckpt_keys_wrapper_count(r->keys) : 0;
+    ckpt_jw_object_begin(j);
+    ckpt_jw_key(j, "wrappers");
+    ckpt_jw_array_begin(j);
+    for (size_t i = 0; i < n; i++) {
+        const ckpt_key_wrapper *w = ckpt_keys_wrapper(r->keys, i);
+        ckpt_jw_object_begin(j);
+        ckpt_jw_key(j, "segment");
+        ckpt_jw_string(j, w->segment);
+        ckpt_jw_key(j, "keys");
+        ckpt_jw_uint(j, w->keys);
+        ckpt_jw_key(j, "leading");
+        ckpt_jw_bool(j, w->leading);
+        ckpt_jw_object_end(j);
+    }
+    ckpt_jw_array_end(j);
+    ckpt_jw_key(j, "fix");
+    ckpt_jw_string(j, r->keys ? ckpt_keys_fix_args(r->keys) : NULL);
+    ckpt_jw_key(j, "collision");
+    ckpt_jw_string(j, r->keys ? ckpt_keys_collision(r->keys) : NULL);
+    ckpt_jw_object_end(j);
+}
+
+static void json_others(const ckpt_doctor_report *r, ckpt_jw *j) {
+    if (r->dir == NULL && !r->sharded) {
+        ckpt_jw_null(j);
+        return;
+    }
+    ckpt_jw_array_begin(j);
+    for (size_t i = 0; i < r->n_checks; i++) {
+        const ckpt_doctor_check *c = &r->checks[i];
+        ckpt_jw_object_begin(j);
+        ckpt_jw_key(j, "name");
+        ckpt_jw_string(j, c->name);
+        ckpt_jw_key(j, "ok");
+        ckpt_jw_bool(j, c->ok);
+        ckpt_jw_key(j, "bytes_checked");
+        ckpt_jw_uint(j, c->bytes);
+        if (!c->ok) {
+            ckpt_jw_key(j, "error");
+            ckpt_jw_string(j, c->error.message);
+        }
+        ckpt_jw_object_end(j);
+    }
+    ckpt_jw_array_end(j);
+}
+
+typedef struct section {
+    const char *key; /* under "sections" */
+    /* 1 when this section needs attention, and then (b not NULL) a short
+     * phrase for the verdict line appended to b. NULL: never. */
+    int (*concern)(const ckpt_doctor_report *r, ckpt_buf *b);
+    void (*json)(const ckpt_doctor_report *r, ckpt_jw *j);
+} section;
+
+static const section sections[] = {
+    {"format", NULL, json_format},
+    {"integrity", concern_integrity, json_integrity},
+    {"safety", concern_safety, json_safety},
+    {"contents", NULL, json_contents},
+    {"not_vouched_for", concern_unvouched, json_unvouched},
+    {"resume", concern_resume, json_resume},
+    {"keys", concern_keys, json_keys},
+    {"memory", NULL, json_memory},
+    {"metadata", NULL, json_metadata},
+    {"other_files", concern_others, json_others},
+};
+#define N_SECTIONS (sizeof sections / sizeof sections[0])
+
+/* ------------------------------------------------------------ verdict */
+
+static const char *healthy_phrase(const ckpt_training *t) {
+    switch (t ? ckpt_training_resume(t) : CKPT_RESUME_WEIGHTS_ONLY) {
+    case CKPT_RESUME_FULL: return "resume: full-resume";
+    case CKPT_RESUME_WEIGHTS_ONLY: return "weights only: a deployment file, not a resume checkpoint";
+    default: return "";
+    }
+}
+
+/* "HEALTHY: ..." or "ATTENTION: a; b" into r->summary. */
+static int verdict(ckpt_doctor_report *r) {
+    ckpt_buf b = {0};
+    size_t k = 0;
+    r->healthy = 1;
+    for (size_t i = 0; i < N_SECTIONS; i++)
+        if (sections[i].concern && sections[i].concern(r, NULL)) r->healthy = 0;
+    if (r->healthy) {
+        size_t n = ckpt_file_tensor_count(r->f);
+        ckpt_buf_str(&b, "HEALTHY: ");
+        ckpt_buf_str(&b, ckpt_format_name(ckpt_file_format(r->f)));
+        ckpt_buf_printf(&b, ", %zu tensor%s, %llu element%s, integrity OK", n, plural(n),
+                           (unsigned long long)r->elements, plural(r->elements));
+        if (r->training) {
+            ckpt_buf_str(&b, "; ");
+            ckpt_buf_str(&b, healthy_phrase(r->training));
+        }
+    } else {
+        ckpt_buf_str(&b, "ATTENTION: ");
+        for (size_t i = 0; i < N_SECTIONS; i++) {
+            if (sections[i].concern == NULL || !sections[i].concern(r, NULL)) continue;
+            if (k++) ckpt_buf_str(&b, "; ");
+            sections[i].concern(r, &b);
+        }
+    }
+    return ckpt_report_string(&r->summary, NULL, &b);
+}
+
+/* ------------------------------------------------------------ API */
+
+int ckpt_doctor_options_init(ckpt_doctor_options *opts, unsigned version) {
+    ckpt_doctor_options defaults = CKPT_DOCTOR_OPTIONS_INIT;
+    if (!opts || version != CKPT_DOCTOR_OPTIONS_VERSION)
+        return ckpt_err_options_version(__func__, version, CKPT_DOCTOR_OPTIONS_VERSION);
+    *opts = defaults;
+    return 0;
+}
+
+int ckpt_doctor(ckpt_doctor_report **out, const char *path, const ckpt_doctor_options *opts) {
+    ckpt_doctor_options defaults = CKPT_DOCTOR_OPTIONS_INIT;
+    ckpt_doctor_report *r;
+    int rc;
+    if (out == NULL || path == NULL)
+        return ckpt_err(CKPT_E_INVALID_ARG, path, NULL, CKPT_NO_OFFSET, "ckpt_doctor: NULL argument");
+    *out = NULL;
+    CKPT_CHECK_OPTIONS(opts, CKPT_DOCTOR_OPTIONS_VERSION);
+    r = ckpt_malloc(sizeof *r);
+    CKPT_CHECK_ALLOC(r);
+    memset(r, 0, sizeof *r);
+    r->opts = opts ? *opts : defaults;
+    r->path = ckpt_arena_strdup(&r->arena, path);
+    rc = r->path ? examine_dir(r) : ckpt_err_nomem();
+    if (rc == 0) rc = examine(r);
+    if (rc == 0) rc = examine_safety(r);
+    if (rc == 0 && r->f && ckpt_keys_hygiene(&r->keys, r->f)) rc = ckpt_err_nomem();
+    if (rc == 0) {
+        unvouched(r);
+        rc = r->notes_nomem ? ckpt_err_nomem() : verdict(r);
+    }
+    if (rc) {
+        ckpt_doctor_report_free(r);
+        return rc;
+    }
+    *out = r;
+    return 0;
+}
+
+void ckpt_doctor_report_free(ckpt_doctor_report *r) {
+    if (r == NULL) return;
+    for (size_t i = 0; i < r->n_scans; i++)
+        ckpt_scan_report_free((ckpt_scan_report *)r->scans[i].report);
+    ckpt_keys_report_free(r->keys);
+    ckpt_training_free(r->training);
+    ckpt_close(r->f);
+    ckpt_free(r->summary);
+    ckpt_arena_free(&r->arena);
+    ckpt_free(r);
+}
+
+int ckpt_doctor_json(char **out, size_t *len, const ckpt_doctor_report *r) {
+    ckpt_buf b = {0};
+    ckpt_jw j;
+    *out = NULL;
+    ckpt_jw_init(&j, &b);
+    ckpt_jw_object_begin(&j);
+    ckpt_jw_key(&j, "file");
+    ckpt_jw_string(&j, r->path);
+    if (r->dir) {
+        ckpt_jw_key(&j, "directory");
+        ckpt_jw_string(&j, r->dir);
+    }
+    ckpt_jw_key(&j, "format");
+    ckpt_jw_string(&j, r->f ? ckpt_format_name(ckpt_file_format(r->f)) : NULL);
+    ckpt_jw_key(&j, "verdict");
+    ckpt_jw_string(&j, r->healthy ? "healthy" : "attention");
+    ckpt_jw_key(&j, "summary");
+    ckpt_jw_string(&j, r->summary);
+    ckpt_jw_key(&j, "resume"); /* the contract: also at the top level */
+    ckpt_report_resume(&j, r->training);
+    ckpt_jw_key(&j, "sections");
+    ckpt_jw_object_begin(&j);
+    for (size_t i = 0; i < N_SECTIONS; i++) {
+        ckpt_jw_key(&j, sections[i].key);
+        sections[i].json(r, &j);
+    }
+    ckpt_jw_object_end(&j);
+    ckpt_jw_object_end(&j);
+    return ckpt_report_string(out, len, &b);
+}
+
+int ckpt_doctor_healthy(const ckpt_doctor_report *r) { return r->healthy; }
+const char *ckpt_doctor_summary(const ckpt_doctor_report *r) { return r->summary; }
+const char *ckpt_doctor_path(const ckpt_doctor_report *r) { return r->path; }
+const char *ckpt_doctor_directory(const ckpt_doctor_report *r) { return r->dir; }
+const ckpt_file *ckpt_doctor_file(const ckpt_doctor_report *r) { return r->f; }
+ckpt_format ckpt_doctor_detected(const ckpt_doctor_report *r) { return r->detected; }
+uint64_t ckpt_doctor_size(const ckpt_doctor_report *r) { return r->size; }
+const ckpt_error *ckpt_doctor_error(const ckpt_doctor_report *r) {
+    return r->intact ? NULL : &r->err;
+}
+const ckpt_verify_report *ckpt_doctor_verify_report(const ckpt_doctor_report *r) {
+    return &r->verify;
+}
+int ckpt_doctor_has_digests(const ckpt_doctor_report *r) { return r->f && has_digests(r->f); }
+uint64_t ckpt_doctor_elements(const ckpt_doctor_report *r) { return r->elements; }
+uint64_t ckpt_doctor_tensor_bytes(const ckpt_doctor_report *r) { return r->tensor_bytes; }
+
+uint64_t ckpt_doctor_dtype_bytes(const ckpt_doctor_report *r, ckpt_dtype dt, size_t *tensors) {
+    size_t n = r->f ? ckpt_file_tensor_count(r->f) : 0, count = 0;
+    uint64_t bytes = 0;
+    for (size_t i = 0; i < n; i++) {
+        const ckpt_tensor *t = ckpt_file_tensor(r->f, i);
+        unsigned d = (unsigned)ckpt_tensor_dtype(t);
+        if ((d < CKPT_DT_COUNT ? d : (unsigned)CKPT_DT_UNKNOWN) != (unsigned)dt) continue;
+        bytes += ckpt_tensor_nbytes(t);
+        count++;
+    }
+    if (tensors) *tensors = count;
+    return bytes;
+}
+
+size_t ckpt_doctor_entry_count(const ckpt_doctor_report *r) { return r->n_top; }
+const ckpt_doctor_entry *ckpt_doctor_entry_at(const ckpt_doctor_report *r, size_t i) {
+    return i < r->n_top ? &r->top[i] : NULL;
+}
+int ckpt_doctor_entries_cut(const ckpt_doctor_report *r) { return r->top_cut; }
+size_t ckpt_doctor_check_count(const ckpt_doctor_report *r) { return r->n_checks; }
+const ckpt_doctor_check *ckpt_doctor_check_at(const ckpt_doctor_report *r, size_t i) {
+    return i < r->n_checks ? &r->checks[i] : NULL;
+}
+int ckpt_doctor_sharded(const ckpt_doctor_report *r) { return r->sharded; }
+size_t ckpt_doctor_scan_count(const ckpt_doctor_report *r) { return r->n_scans; }
+const ckpt_doctor_scan *ckpt_doctor_scan_at(const ckpt_doctor_report *r, size_t i) {
+    return i < r->n_scans ? &r->scans[i] : NULL;
+}
+const ckpt_keys_report *ckpt_doctor_keys(const ckpt_doctor_report *r) { return r->keys; }
+const ckpt_training *ckpt_doctor_training(const ckpt_doctor_report *r) { return r->training; }
+size_t ckpt_doctor_note_count(const ckpt_doctor_report *r) { return r->n_notes; }
+const char *ckpt_doctor_note(const ckpt_doctor_report *r, size_t i) {
+    return i < r->n_notes ? r->notes[i] : NULL;
+}
+const char *ckpt_doctor_timing(const ckpt_doctor_report *r, size_t i, double *seconds) {
+    if (i >= r->n_timings) return NULL;
+    *seconds = r->timing_seconds[i];
+    return r->timing_name[i];
+}

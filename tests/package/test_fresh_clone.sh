@@ -1,0 +1,19 @@
+#!/bin/sh
+# test_fresh_clone.sh SRC - what a new user gets: a clone of SRC's committed
+# HEAD into a temporary directory with nothing beside it (no ../shared, no
+# CKPT_CORPUS) configures, says in one line that the corpus suite is
+# skipped, builds (Debug: the cheapest) and passes the C unit tests.
+set -eu
+src=$1
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/ckpt-clone-XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL $*"; echo "0 passed, 1 failed"; exit 1; }
+unset CKPT_CORPUS CKPT_TEST_SUITE
+git clone -q "$src" "$tmp/ckpt" || fail "git clone"
+cd "$tmp/ckpt"
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Debug >"$tmp/cfg.log" 2>&1 || { cat "$tmp/cfg.log"; fail "configure"; }
+grep -q "corpus suite: [0-9]* tests skipped: no corpus at " "$tmp/cfg.log" \
+    || { cat "$tmp/cfg.log"; fail "no line saying the corpus suite is skipped"; }
+cmake --build build -j"${CKPT_JOBS:-2}" >"$tmp/build.log" 2>&1 || { tail -40 "$tmp/build.log"; fail "build"; }
+(cd build && ctest -L unit --output-on-failure) || fail "unit tests in a fresh clone"
+echo "1 passed, 0 failed"

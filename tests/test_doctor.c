@@ -1,0 +1,169 @@
+/* test_doctor.c - ckpt_doctor, the library's health report: a healthy
+ * file, a truncated one, a Trainer directory, bad arguments, and every
+ * allocation failing in turn. `ckpt doctor` and ckpt.doctor (Python) print
+ * the same report; tests/cli and tests/python check their renderings. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ckpt.h"
+#include "harness.h"
+
+static char src_dir[4096];
+
+static const char *path_of(const char *rel) {
+    static char buf[8192];
+    snprintf(buf, sizeof buf, "%s/%s", src_dir, rel);
+    return buf;
+}
+
+TEST(healthy_file) {
+    ckpt_doctor_report *r = NULL;
+    char *json = NULL;
+    size_t len = 0;
+    double seconds = -1;
+    CHECK_EQ_INT(ckpt_doctor(&r, path_of("../examples/train.pt"), NULL), 0);
+    if (!r) return;
+    CHECK_EQ_INT(ckpt_doctor_healthy(r), 1);
+    CHECK(strncmp(ckpt_doctor_summary(r), "HEALTHY: torch-zip, 16 tensors, ", 32) == 0);
+    CHECK(ckpt_doctor_file(r) != NULL);
+    CHECK(ckpt_doctor_error(r) == NULL);
+    CHECK(ckpt_doctor_directory(r) == NULL);
+    CHECK_EQ_INT(ckpt_doctor_scan_count(r), 1);
+    CHECK_EQ_INT(ckpt_doctor_scan_verdict(r), CKPT_VERDICT_SAFE);
+    CHECK(ckpt_doctor_keys(r) != NULL && ckpt_doctor_training(r) != NULL);
+    CHECK_EQ_INT(ckpt_doctor_verify_report(r)->bytes, 9815); /* every storage byte */
+    CHECK_EQ_INT(ckpt_doctor_verify_report(r)->members, 18);
+    CHECK_EQ_INT(ckpt_doctor_elements(r), 2032);
+    CHECK_EQ_INT(ckpt_doctor_tensor_bytes(r), 8128);
+    CHECK_EQ_INT(ckpt_doctor_entry_count(r), 5); /* model, optimizer, scheduler, epoch, step */
+    CHECK(ckpt_doctor_entry_count(r) > 0 && ckpt_doctor_entry_at(r, 0)->value != NULL);
+    CHECK(ckpt_doctor_entry_at(r, ckpt_doctor_entry_count(r)) == NULL);
+    size_t f32 = 0;
+    CHECK_EQ_INT(ckpt_doctor_dtype_bytes(r, CKPT_DT_F32, &f32), 8128);
+    CHECK_EQ_INT(f32, 16);
+    CHECK_EQ_INT(ckpt_doctor_dtype_bytes(r, CKPT_DT_I64, &f32), 0);
+    CHECK_EQ_INT(f32, 0);
+    CHECK_EQ_STR(ckpt_doctor_timing(r, 0, &seconds), "open");
+    CHECK(seconds >= 0);
+    CHECK_EQ_INT(ckpt_doctor_json(&json, &len, r), 0);
+    CHECK(json && len == strlen(json));
+    CHECK(json && strncmp(json, "{\"file\":\"", 9) == 0);
+    CHECK(json && strstr(json, ",\"verdict\":\"healthy\",") != NULL);
+    CHECK(json && json[len - 1] == '}');
+    ckpt_string_free(json);
+    ckpt_doctor_report_free(r);
+}
+
+TEST(truncated_file) {
+    FILE *in = fopen(path_of("../examples/train.pt"), "rb");
+    static unsigned char buf[1 << 16];
+    size_t n = in ? fread(buf, 1, sizeof buf, in) : 0;
+    const char *path = "test_doctor_truncated.pt";
+    FILE *out = fopen(path, "wb");
+    ckpt_doctor_report *r = NULL;
+    if (in) fclose(in);
+    CHECK(n > 4000 && out);
+    if (!out) return;
+    fwrite(buf, 1, 4000, out);
+    fclose(out);
+    CHECK_EQ_INT(ckpt_doctor(&r, path, NULL), 0);
+    if (r) {
+        CHECK_EQ_INT(ckpt_doctor_healthy(r), 0);
+        CHECK(ckpt_doctor_file(r) == NULL);
+        CHECK_EQ_INT(ckpt_doctor_detected(r), CKPT_FORMAT_TORCH_ZIP);
+        CHECK(ckpt_doctor_error(r) && ckpt_doctor_error(r)->code == CKPT_E_TRUNCATED);
+        CHECK_EQ_INT(ckpt_doctor_size(r), 4000);
+        CHECK(strncmp(ckpt_doctor_summary(r), "ATTENTION: cannot be opened: ", 29) == 0);
+        /* messages longer than any fixed buffer reach the verdict whole */
+        CHECK(strlen(ckpt_doctor_summary(r)) > 160);
+        CHECK(ckpt_doctor_keys(r) == NULL && ckpt_doctor_training(r) == NULL);
+        CHECK_EQ_INT(ckpt_doctor_note_count(r), 1);
+    }
+    ckpt_doctor_report_free(r);
+    remove(path);
+}
+
+TEST(trainer_directory) {
+    ckpt_doctor_report *r = NULL;
+    CHECK_EQ_INT(ckpt_doctor(&r, path_of("training/data/hf_trainer"), NULL), 0);
+    if (!r) return;
+    CHECK(ckpt_doctor_directory(r) != NULL);
+    CHECK(strstr(ckpt_doctor_path(r), "hf_trainer/") != NULL);
+    CHECK(ckpt_doctor_check_count(r) >= 1);
+    CHECK_EQ_INT(ckpt_doctor_sharded(r), 0);
+    CHECK_EQ_INT(ckpt_doctor_scan_count(r), ckpt_doctor_check_count(r) + 1);
+    ckpt_doctor_report_free(r);
+}
+
+TEST(bad_arguments) {
+    ckpt_doctor_report *r = (ckpt_doctor_report *)&r;
+    ckpt_doctor_options o = CKPT_DOCTOR_OPTIONS_INIT;
+    CHECK_EQ_INT(ckpt_doctor(&r, "/nonexistent/x.pt", NULL), CKPT_E_IO);
+    CHECK(r == NULL);
+    CHECK_EQ_INT(ckpt_doctor(NULL, "x", NULL), CKPT_E_INVALID_ARG);
+    o.version = 99;
+    CHECK_EQ_INT(ckpt_doctor(&r, path_of("../examples/train.pt"), &o), CKPT_E_INVALID_ARG);
+    CHECK_EQ_INT(ckpt_doctor_options_init(&o, CKPT_DOCTOR_OPTIONS_VERSION), 0);
+    CHECK_EQ_INT(o.version, CKPT_DOCTOR_OPTIONS_VERSION);
+    CHECK_EQ_INT(ckpt_doctor_options_init(&o, 2), CKPT_E_INVALID_ARG);
+    ckpt_doctor_report_free(NULL);
+    ckpt_string_free(NULL);
+}
+
+/* Failing allocation k, for every k: CKPT_E_NOMEM, *out NULL, no leak (the
+ * ASan build checks leaks); past the last allocation, success. */
+static int fail_at, fail_calls;
+
+static void *fail_malloc(void *u, size_t n) {
+    (void)u;
+    return ++fail_calls == fail_at ? NULL : malloc(n);
+}
+
+static void *fail_realloc(void *u, void *p, size_t n) {
+    (void)u;
+    return ++fail_calls == fail_at ? NULL : realloc(p, n);
+}
+
+static void plain_free(void *u, void *p) {
+    (void)u;
+    free(p);
+}
+
+static void fail_each(const char *path) {
+    ckpt_allocator failing = {fail_malloc, fail_realloc, plain_free, NULL};
+    ckpt_doctor_report *r = NULL;
+    char *json = NULL;
+    int rc = CKPT_E_NOMEM;
+    for (fail_at = 1; rc == CKPT_E_NOMEM && fail_at < 100000; fail_at++) {
+        fail_calls = 0;
+        ckpt_set_allocator(&failing);
+        rc = ckpt_doctor(&r, path, NULL);
+        if (rc == 0) rc = ckpt_doctor_json(&json, NULL, r);
+        ckpt_set_allocator(NULL);
+        CHECK(rc == 0 || rc == CKPT_E_NOMEM);
+        ckpt_string_free(json);
+        json = NULL;
+        ckpt_doctor_report_free(r);
+        r = NULL;
+    }
+    CHECK_EQ_INT(rc, 0);
+    CHECK(fail_at > 10);
+}
+
+TEST(allocation_failures) {
+    fail_each(path_of("../examples/train.pt"));
+    fail_each(path_of("training/data/hf_trainer"));
+}
+
+int main(void) {
+    const char *slash = strrchr(__FILE__, '/');
+    snprintf(src_dir, sizeof src_dir, "%.*s", slash ? (int)(slash - __FILE__) : 1,
+             slash ? __FILE__ : ".");
+    RUN(healthy_file);
+    RUN(truncated_file);
+    RUN(trainer_directory);
+    RUN(bad_arguments);
+    RUN(allocation_failures);
+    return harness_end();
+}

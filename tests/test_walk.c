@@ -1,0 +1,264 @@
+/* test_walk.c - the one bounded walker (src/model/walk.c): order, names,
+ * roles, the three bounds, cycles (reported as cycles, without recursion),
+ * STOP/SKIP and allocation failures. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "base/alloc.h"
+#include "base/error.h"
+#include "model/flatten.h"
+#include "model/value.h"
+#include "model/walk.h"
+
+/* Records "name:role" of each entered node, '/' after each left one. */
+typedef struct trace {
+    char text[4096];
+    int skip_depth; /* SKIP at this depth (-1: never) */
+    uint64_t stop_at; /* STOP on this visit (0: never) */
+    int prune_depth;  /* PRUNE at this depth (0: never) */
+} trace;
+
+static int t_enter(ckpt_walk *w, ckpt_walk_frame *n) {
+    trace *t = w->ctx;
+    static const char roles[] = "RIKVS";
+    size_t used = strlen(t->text);
+    snprintf(t->text + used, sizeof t->text - used, "%s%s:%c", used ? " " : "", w->name,
+             roles[n->role]);
+    if (t->stop_at && w->visits == t->stop_at) return CKPT_WALK_STOP;
+    if ((int)w->depth == t->skip_depth) return CKPT_WALK_SKIP;
+    if (t->prune_depth && (int)w->depth == t->prune_depth) return CKPT_WALK_PRUNE;
+    return CKPT_WALK_DESCEND;
+}
+
+static int t_leave(ckpt_walk *w, ckpt_walk_frame *n) {
+    trace *t = w->ctx;
+    (void)n;
+    size_t used = strlen(t->text);
+    snprintf(t->text + used, sizeof t->text - used, "/");
+    return 0;
+}
+
+static ckpt_value *str(ckpt_arena *a, const char *s) {
+    return ckpt_value_new_str(a, CKPT_KIND_STR, s, strlen(s));
+}
+
+static int run(trace *t, const ckpt_value *root, unsigned follow) {
+    ckpt_walk w;
+    ckpt_walk_init(&w, NULL, "f", "m");
+    w.names = 1;
+    w.follow = follow;
+    w.enter = t_enter;
+    w.leave = t_leave;
+    w.ctx = t;
+    t->text[0] = '\0';
+    return ckpt_walk_run(&w, root);
+}
+
+/* {"a": [1, 2], 7: {"b": 3}} with an OrderedDict state {"m": 4} */
+static ckpt_value *sample(ckpt_arena *a) {
+    ckpt_value *root = ckpt_value_new(a, CKPT_KIND_DICT), *l = ckpt_value_new(a, CKPT_KIND_LIST),
+               *d = ckpt_value_new(a, CKPT_KIND_DICT), *st = ckpt_value_new(a, CKPT_KIND_DICT);
+    ckpt_value_append(a, l, ckpt_value_new_int(a, 1));
+    ckpt_value_append(a, l, ckpt_value_new_int(a, 2));
+    ckpt_value_dict_set(a, d, str(a, "b"), ckpt_value_new_int(a, 3));
+    ckpt_value_dict_set(a, root, str(a, "a"), l);
+    ckpt_value_dict_set(a, root, ckpt_value_new_int(a, 7), d);
+    ckpt_value_dict_set(a, st, str(a, "m"), ckpt_value_new_int(a, 4));
+    root->dict_class = CKPT_DICT_ORDERED;
+    root->u.dict.state = st;
+    return root;
+}
+
+TEST(order_names_roles) {
+    ckpt_arena a = {0};
+    ckpt_value *root = sample(&a);
+    trace t = {.skip_depth = -1};
+    CHECK_EQ_INT(run(&t, root, 0), 0);
+    CHECK_EQ_STR(t.text, ":R a:V a.0:I/ a.1:I// 7:V 7.b:V///");
+    /* state and keys */
+    CHECK_EQ_INT(run(&t, root, CKPT_WALK_DICT_STATE | CKPT_WALK_KEYS), 0);
+    CHECK_EQ_STR(t.text, 
+                 ":R :K/ a:V a.0:I/ a.1:I// :K/ 7:V 7:K/ 7.b:V// :S :K/ m:V///");
+    /* SKIP: no children, no leave */
+    t.skip_depth = 1;
+    CHECK_EQ_INT(run(&t, root, 0), 0);
+    CHECK_EQ_STR(t.text, ":R a:V 7:V/");
+    /* PRUNE: no children, but leave */
+    t.skip_depth = -1;
+    t.prune_depth = 1;
+    CHECK_EQ_INT(run(&t, root, 0), 0);
+    CHECK_EQ_STR(t.text, ":R a:V/ 7:V//");
+    t.prune_depth = 0;
+    /* STOP: ends the walk with 0 */
+    t.skip_depth = -1;
+    t.stop_at = 3;
+    CHECK_EQ_INT(run(&t, root, 0), 0);
+    CHECK_EQ_STR(t.text, ":R a:V a.0:I");
+    ckpt_arena_free(&a);
+}
+
+TEST(object_attrs) {
+    ckpt_arena a = {0};
+    ckpt_value *o = ckpt_value_new_object(&a, "argparse.Namespace");
+    ckpt_value *st = ckpt_value_new(&a, CKPT_KIND_DICT), *pair = ckpt_value_new(&a, CKPT_KIND_TUPLE);
+    ckpt_value_dict_set(&a, st, str(&a, "lr"), ckpt_value_new_float(&a, 0.5));
+    ckpt_value_append(&a, pair, st); /* (dict, slots) */
+    ckpt_value_append(&a, pair, ckpt_value_new(&a, CKPT_KIND_NONE));
+    o->u.obj.state = pair;
+    trace t = {.skip_depth = -1};
+    CHECK_EQ_INT(run(&t, o, 0), 0);
+    CHECK_EQ_STR(t.text, ":R/");
+    CHECK_EQ_INT(run(&t, o, CKPT_WALK_OBJECT_ATTRS), 0);
+    CHECK_EQ_STR(t.text, ":R lr:V//");
+    ckpt_arena_free(&a);
+}
+
+static int count_enter(ckpt_walk *w, ckpt_walk_frame *n) {
+    (void)w;
+    (void)n;
+    return CKPT_WALK_DESCEND;
+}
+
+static int walk_rc(const ckpt_value *root, uint32_t max_depth, uint64_t max_visits) {
+    ckpt_walk w;
+    ckpt_walk_init(&w, NULL, "f", "m");
+    w.names = max_depth < 10000; /* "0.0.0..." would pass max_name */
+    w.enter = count_enter;
+    w.max_depth = max_depth;
+    w.max_visits = max_visits;
+    return ckpt_walk_run(&w, root);
+}
+
+TEST(bounds) {
+    ckpt_arena a = {0};
+    /* a chain 100000 deep: refused by depth, with no recursion at all
+     * (the old walkers recursed once per level) */
+    ckpt_value *root = ckpt_value_new(&a, CKPT_KIND_LIST), *cur = root;
+    for (int i = 0; i < 100000; i++) {
+        ckpt_value *next = ckpt_value_new(&a, CKPT_KIND_LIST);
+        ckpt_value_append(&a, cur, next);
+        cur = next;
+    }
+    CHECK_EQ_INT(walk_rc(root, 1000, UINT64_MAX), CKPT_E_LIMIT);
+    CHECK(strstr(ckpt_error_last()->message, "nested deeper than 1000") != NULL);
+    CHECK_EQ_STR(ckpt_error_last()->file, "f");
+    CHECK_EQ_INT(walk_rc(root, 200000, UINT64_MAX), 0);
+    /* a DAG of 30 levels, each holding the next twice: 2^31 paths */
+    ckpt_value *dag = ckpt_value_new_int(&a, 1);
+    for (int i = 0; i < 30; i++) {
+        ckpt_value *l = ckpt_value_new(&a, CKPT_KIND_LIST);
+        ckpt_value_append(&a, l, dag);
+        ckpt_value_append(&a, l, dag);
+        dag = l;
+    }
+    CHECK_EQ_INT(walk_rc(dag, 1000, 1000000), CKPT_E_LIMIT);
+    CHECK(strstr(ckpt_error_last()->message, "object graph too large") != NULL);
+    /* the default budget follows max_tensors */
+    ckpt_limits lim = CKPT_LIMITS_INIT;
+    lim.max_tensors = 10;
+    CHECK_EQ_INT(ckpt_walk_budget(&lim), 1064);
+    lim.max_tensors = UINT64_MAX;
+    CHECK(ckpt_walk_budget(&lim) == UINT64_MAX);
+    ckpt_arena_free(&a);
+}
+
+TEST(cycles) {
+    ckpt_arena a = {0};
+    /* {"x": [0, <the list itself>]} */
+    ckpt_value *root = ckpt_value_new(&a, CKPT_KIND_DICT), *l = ckpt_value_new(&a, CKPT_KIND_LIST);
+    ckpt_value_append(&a, l, ckpt_value_new_int(&a, 0));
+    ckpt_value_append(&a, l, l);
+    ckpt_value_dict_set(&a, root, str(&a, "x"), l);
+    CHECK_EQ_INT(walk_rc(root, 1000, UINT64_MAX), CKPT_E_UNSUPPORTED);
+    CHECK_EQ_STR(ckpt_error_last()->message, "cyclic reference: \"x.1\" contains itself");
+    /* found even when the visit budget runs out first: a big sibling
+     * re-walked at every turn of the cycle */
+    ckpt_value *big = ckpt_value_new(&a, CKPT_KIND_LIST), *c = ckpt_value_new(&a, CKPT_KIND_LIST);
+    for (int i = 0; i < 1000; i++) ckpt_value_append(&a, big, ckpt_value_new_int(&a, i));
+    ckpt_value_append(&a, c, big);
+    ckpt_value_append(&a, c, c);
+    CHECK_EQ_INT(walk_rc(c, 1000, 50000), CKPT_E_UNSUPPORTED);
+    CHECK_EQ_STR(ckpt_error_last()->message, "cyclic reference: \"1\" contains itself");
+    /* the flattener refuses it the same way */
+    ckpt_flat fl;
+    ckpt_limits lim = CKPT_LIMITS_INIT;
+    CHECK_EQ_INT(ckpt_flatten(&fl, &a, root, &lim, 1000000, "f", NULL), CKPT_E_UNSUPPORTED);
+    /* a shared node is not a cycle */
+    ckpt_value *s = ckpt_value_new(&a, CKPT_KIND_LIST), *shared = ckpt_value_new(&a, CKPT_KIND_LIST);
+    ckpt_value_append(&a, s, shared);
+    ckpt_value_append(&a, s, shared);
+    CHECK_EQ_INT(walk_rc(s, 1000, UINT64_MAX), 0);
+    ckpt_arena_free(&a);
+}
+
+TEST(name_limit_and_prefix) {
+    ckpt_arena a = {0};
+    ckpt_value *root = ckpt_value_new(&a, CKPT_KIND_DICT);
+    ckpt_value_dict_set(&a, root, str(&a, "abcdefgh"), ckpt_value_new_int(&a, 1));
+    trace t = {.skip_depth = -1};
+    ckpt_walk w;
+    ckpt_walk_init(&w, NULL, "f", NULL);
+    w.names = 1;
+    w.enter = t_enter;
+    w.ctx = &t;
+    w.prefix = "p";
+    CHECK_EQ_INT(ckpt_walk_run(&w, root), 0);
+    CHECK_EQ_STR(t.text, "p:R p.abcdefgh:V");
+    w.max_name = 10; /* "p.abcdefgh" and its NUL: 11 */
+    t.text[0] = '\0';
+    CHECK_EQ_INT(ckpt_walk_run(&w, root), CKPT_E_LIMIT);
+    CHECK(strstr(ckpt_error_last()->message, "longer than 10 bytes") != NULL);
+    ckpt_arena_free(&a);
+}
+
+/* ------------------------------------------------------------ allocation */
+
+static int fail_at, calls;
+static void *f_malloc(void *u, size_t n) {
+    (void)u;
+    return ++calls == fail_at ? NULL : malloc(n);
+}
+static void *f_realloc(void *u, void *p, size_t n) {
+    (void)u;
+    return ++calls == fail_at ? NULL : realloc(p, n);
+}
+static void f_free(void *u, void *p) {
+    (void)u;
+    free(p);
+}
+
+TEST(allocation_failures) {
+    ckpt_arena a = {0};
+    ckpt_value *root = sample(&a);
+    /* deep enough that the stack grows */
+    ckpt_value *cur = root->u.dict.vals[0];
+    for (int i = 0; i < 100; i++) {
+        ckpt_value *next = ckpt_value_new(&a, CKPT_KIND_LIST);
+        ckpt_value_append(&a, cur, next);
+        cur = next;
+    }
+    ckpt_allocator al = {f_malloc, f_realloc, f_free, NULL};
+    int rc = CKPT_E_NOMEM, failed = 0;
+    for (fail_at = 1; rc == CKPT_E_NOMEM && fail_at < 1000; fail_at++) {
+        trace t = {.skip_depth = -1};
+        calls = 0;
+        ckpt_set_allocator(&al);
+        rc = run(&t, root, 0);
+        ckpt_set_allocator(NULL);
+        failed += rc == CKPT_E_NOMEM;
+    }
+    CHECK_EQ_INT(rc, 0);
+    CHECK(failed >= 2); /* the name buffer and the stack */
+    ckpt_arena_free(&a);
+}
+
+int main(void) {
+    RUN(order_names_roles);
+    RUN(object_attrs);
+    RUN(bounds);
+    RUN(cycles);
+    RUN(name_limit_and_prefix);
+    RUN(allocation_failures);
+    return harness_end();
+}
