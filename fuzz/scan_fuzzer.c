@@ -19,7 +19,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         return 0;
     }
     ckpt_verdict v = ckpt_scan_verdict(r);
-    if (v > CKPT_VERDICT_NOT_A_CHECKPOINT) __builtin_trap();
+    if (v > CKPT_VERDICT_REVIEW) __builtin_trap();
     int flagged = 0;
     for (size_t i = 0; i < ckpt_scan_finding_count(r); i++) {
         const ckpt_finding *f = ckpt_scan_finding(r, i);

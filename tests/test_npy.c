@@ -68,9 +68,9 @@ TEST(python_2_longs) {
 }
 
 TEST(unsure) {
+    static const char leading_zero[] = "{'descr': '|O', 'fortran_order': False, 'shape': (01,)}";
     const char *cases[] = {HDR("'i4,O'"), HDR("'float32'"), HDR("'|O' # c"), HDR("'|' 'O'"),
-                           HDR("'\\x7cO'"), "{'descr': '|O', 'fortran_order': False, "
-                                            "'shape': (01,)}"};
+                           HDR("'\\x7cO'"), leading_zero};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         CHECK_EQ_INT(kind_of(cases[i], 1, 0), CKPT_NPY_UNSURE);
         CHECK(h.why != NULL && h.at >= 10);

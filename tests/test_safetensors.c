@@ -5,6 +5,7 @@
 #include <openssl/evp.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "ckpt.h"
@@ -888,6 +889,47 @@ TEST(shard_spellings_open_once) {
     write_shard("a.safetensors", 0);
 }
 
+/* A shard linked from outside the index's directory (a Hugging Face
+ * cache links every shard to a blob): the reader follows the link as
+ * loaders do; the scanner follows it and says so. */
+TEST(shard_link_outside) {
+    write_shard("a.safetensors", 0);
+    char sub[256], link[256], index[256], target[256];
+    snprintf(sub, sizeof sub, "%s/snap", tmpdir);
+    snprintf(link, sizeof link, "%s/snap/a.safetensors", tmpdir);
+    snprintf(index, sizeof index, "%s/snap/model.safetensors.index.json", tmpdir);
+    snprintf(target, sizeof target, "%s/a.safetensors", tmpdir);
+    mkdir(sub, 0700);
+    unlink(link);
+    CHECK_EQ_INT(symlink(target, link), 0);
+    FILE *fp = fopen(index, "wb");
+    CHECK(fp != NULL);
+    if (!fp) return;
+    fputs("{\"weight_map\":{\"x\":\"a.safetensors\"}}", fp);
+    fclose(fp);
+    ckpt_file *f = NULL;
+    CHECK_EQ_INT(ckpt_open(&f, index, NULL), 0);
+    if (f) CHECK_EQ_INT(ckpt_file_tensor_count(f), 1);
+    ckpt_close(f);
+    ckpt_scan_report *r = NULL;
+    CHECK_EQ_INT(ckpt_scan(&r, index, NULL), 0);
+    int linked = 0;
+    for (size_t i = 0; r && i < ckpt_scan_finding_count(r); i++) {
+        const ckpt_finding *fd = ckpt_scan_finding(r, i);
+        if (strcmp(fd->kind, "shard-link") == 0) {
+            linked++;
+            CHECK_EQ_STR(fd->member, "a.safetensors");
+            CHECK(has(fd->message, "outside the index's directory"));
+        }
+    }
+    CHECK_EQ_INT(linked, 1);
+    CHECK_EQ_INT(ckpt_scan_verdict(r), CKPT_VERDICT_SAFE);
+    ckpt_scan_report_free(r);
+    remove(index);
+    unlink(link);
+    rmdir(sub);
+}
+
 TEST(sharded_small_set) {
     write_shard("a.safetensors", 0);
     size_t len = st_make("{\"y\":{\"dtype\":\"I16\",\"shape\":[1],\"data_offsets\":[0,2]}}", "yy", 2);
@@ -1035,6 +1077,7 @@ int main(void) {
     RUN(shard_names_refused);
     RUN(shard_name_rule);
     RUN(shard_spellings_open_once);
+    RUN(shard_link_outside);
     RUN(sharded_small_set);
     RUN(sharded_mismatch);
     RUN(sharded_bad_index);

@@ -734,22 +734,64 @@ TEST(truncated_malicious_never_safe) {
         CHECK_EQ_STR(verdict((const uint8_t *)EVIL, cut), "unsafe");
 }
 
+/* Data-only classes (issue 11, class 8): verdict "review", named, safe
+ * once allowed; never hiding a dangerous call elsewhere. */
+TEST(review_data_classes) {
+    static const char hp[] = "\x80\x02}(X\x02\x00\x00\x00hpcargparse\nNamespace\n)\x81}"
+                             "X\x02\x00\x00\x00lrG?\xb9\x99\x99\x99\x99\x99\x9asb"
+                             "X\x04\x00\x00\x00pathcpathlib\nPosixPath\nX\x01\x00\x00\x00"
+                             "a\x85Ru.";
+    ckpt_scan_report *r = scan(S(hp));
+    CHECK_EQ_STR(ckpt_verdict_name(ckpt_scan_verdict(r)), "review");
+    const ckpt_finding *f = find(r, "review", "argparse.Namespace");
+    CHECK(f && f->severity == CKPT_SEVERITY_INFO && strstr(f->message, "data-only"));
+    CHECK(find(r, "review", "pathlib.PosixPath") != NULL);
+    CHECK(find(r, "build", NULL) == NULL && find(r, "call", NULL) == NULL);
+    ckpt_scan_report_free(r);
+    const char *allow[] = {"argparse.Namespace", "pathlib.PosixPath"};
+    ckpt_scan_options o = CKPT_SCAN_OPTIONS_INIT;
+    o.allow = allow;
+    o.nallow = 2;
+    r = scan_opts(S(hp), &o);
+    CHECK_EQ_STR(ckpt_verdict_name(ckpt_scan_verdict(r)), "safe");
+    ckpt_scan_report_free(r);
+    o.nallow = 1; /* one left to review */
+    CHECK_EQ_STR(ckpt_verdict_name(ckpt_scan_verdict(r = scan_opts(S(hp), &o))), "review");
+    ckpt_scan_report_free(r);
+    /* an allowed data class next to os.system: unsafe */
+    uint8_t buf[256];
+    memcpy(buf, hp, sizeof hp - 2); /* without STOP */
+    size_t n = sizeof hp - 2;
+    static const char call[] = "0" "cos\nsystem\n(S'ls'\ntR.";
+    memcpy(buf + n, call, sizeof call - 1), n += sizeof call - 1;
+    o.nallow = 2;
+    r = scan_opts(buf, n, &o);
+    CHECK_EQ_STR(ckpt_verdict_name(ckpt_scan_verdict(r)), "unsafe");
+    CHECK(find(r, "call", "os.system") != NULL);
+    ckpt_scan_report_free(r);
+    /* pathlib beyond its path classes stays dangerous (file access) */
+    CHECK_EQ_STR(verdict(S("\x80\x02" "cpathlib\nPath.read_text\n.")), "unsafe");
+    CHECK_EQ_STR(verdict(S("\x80\x02" "ctypes\nCodeType\n.")), "unsafe");
+    /* BUILD on the class itself is still allowlist poisoning */
+    CHECK_EQ_STR(verdict(S("\x80\x02" "cargparse\nNamespace\n}b.")), "unsafe");
+}
+
 TEST(allowlist_policy) {
-    static const char ns[] = "\x80\x02" "cargparse\nNamespace\n)\x81}X\x01\x00\x00\x00" "aK\x01sb.";
+    static const char ns[] = "\x80\x02" "capp\nConfig\n)\x81}X\x01\x00\x00\x00" "aK\x01sb.";
     ckpt_scan_report *r = scan(S(ns));
     CHECK_EQ_STR(ckpt_verdict_name(ckpt_scan_verdict(r)), "unsafe");
-    const ckpt_finding *f = find(r, "global", "argparse.Namespace");
+    const ckpt_finding *f = find(r, "global", "app.Config");
     CHECK(f && f->severity == CKPT_SEVERITY_SUSPICIOUS);
     ckpt_scan_report_free(r);
-    const char *allow[] = {"argparse.Namespace", "os.system"};
+    const char *allow[] = {"app.Config", "os.system"};
     ckpt_scan_options o = CKPT_SCAN_OPTIONS_INIT;
     o.allow = allow;
     o.nallow = 2;
     r = scan_opts(S(ns), &o);
     CHECK_EQ_STR(ckpt_verdict_name(ckpt_scan_verdict(r)), "safe");
-    f = find(r, "allowed", "argparse.Namespace");
+    f = find(r, "allowed", "app.Config");
     CHECK(f && f->severity == CKPT_SEVERITY_INFO &&
-          !strcmp(f->message, "allowed by policy: argparse.Namespace"));
+          !strcmp(f->message, "allowed by policy: app.Config"));
     /* the refused entry is said to be ignored, and is no global of the file */
     f = find(r, "allow-ignored", "os.system");
     CHECK(f && f->severity == CKPT_SEVERITY_INFO &&
@@ -760,7 +802,7 @@ TEST(allowlist_policy) {
     CHECK_EQ_INT(ckpt_scan_global_count(r), 1);
     ckpt_scan_report_free(r);
     /* builtins.eval, given twice: one finding, in the words of the CLI */
-    const char *evals[] = {"builtins.eval", "builtins.eval", "argparse.Namespace"};
+    const char *evals[] = {"builtins.eval", "builtins.eval", "app.Config"};
     o.allow = evals;
     o.nallow = 3;
     r = scan_opts(S(ns), &o);
@@ -777,7 +819,7 @@ TEST(allowlist_policy) {
     CHECK_EQ_STR(ckpt_verdict_name(ckpt_scan_verdict(r)), "unsafe");
     ckpt_scan_report_free(r);
     /* exact names only */
-    allow[0] = "argparse";
+    allow[0] = "app";
     r = scan_opts(S(ns), &o);
     CHECK_EQ_STR(ckpt_verdict_name(ckpt_scan_verdict(r)), "unsafe");
     ckpt_scan_report_free(r);
@@ -812,12 +854,12 @@ TEST(family_wording) {
         if (f && !strstr(f->message, t[i].why)) fprintf(stderr, "  %s\n", f->message);
         ckpt_scan_report_free(r);
     }
-    /* BUILD on an instance: "an argparse.Namespace object" */
-    ckpt_scan_report *r = scan(S("\x80\x02" "cargparse\nNamespace\n)\x81}X\x01\x00\x00\x00"
+    /* BUILD on an instance: "an app.Config object" */
+    ckpt_scan_report *r = scan(S("\x80\x02" "capp\nConfig\n)\x81}X\x01\x00\x00\x00"
                                  "aK\x01sb."));
-    const ckpt_finding *f = find(r, "build", "argparse.Namespace");
-    CHECK(f && strncmp(f->message, "BUILD sets the state of an argparse.Namespace object",
-                       52) == 0);
+    const ckpt_finding *f = find(r, "build", "app.Config");
+    CHECK(f && strncmp(f->message, "BUILD sets the state of an app.Config object",
+                       44) == 0);
     ckpt_scan_report_free(r);
     r = scan(S("\x80\x02" "cfoo\nBar\n)\x81}b."));
     f = find(r, "build", "foo.Bar");
@@ -1004,14 +1046,14 @@ TEST(finding_bounds) {
     static uint8_t buf[400000];
     size_t n = 0;
     buf[n++] = 0x80, buf[n++] = 2;
-    for (int i = 0; i < 3; i++) n += (size_t)sprintf((char *)buf + n, "cargparse\nNamespace\n0");
+    for (int i = 0; i < 3; i++) n += (size_t)sprintf((char *)buf + n, "capp\nConfig\n0");
     for (int i = 0; i < 10005; i++) n += (size_t)sprintf((char *)buf + n, "cmod\nf%d\n0", i);
     buf[n++] = 'N', buf[n++] = '.';
     ckpt_scan_report *r = scan(buf, n);
     CHECK_EQ_STR(ckpt_verdict_name(ckpt_scan_verdict(r)), "unsafe");
     CHECK_EQ_INT(ckpt_scan_finding_count(r), 10001);
     CHECK_EQ_INT(ckpt_scan_global_count(r), 10006);
-    const ckpt_finding *f = find(r, "global", "argparse.Namespace");
+    const ckpt_finding *f = find(r, "global", "app.Config");
     CHECK(f && f->offset == 2 && strstr(f->message, "(seen 3 times)"));
     f = ckpt_scan_finding(r, 10000);
     CHECK(f && !strcmp(f->kind, "truncated") && strstr(f->message, "6 more"));
@@ -1023,7 +1065,31 @@ TEST(finding_bounds) {
     memcpy(buf + n, "\n.", 2), n += 2;
     r = scan(buf, n);
     f = find(r, "global", NULL);
-    CHECK(f && f->severity == CKPT_SEVERITY_DANGEROUS && strlen(f->global) == 3 + 1 + 253); /* cut at 256 */
+    CHECK(f && f->severity == CKPT_SEVERITY_DANGEROUS &&
+          strlen(f->global) == 3 + 1 + 253 + 3); /* cut at 256, then "..." */
+    ckpt_scan_report_free(r);
+
+    /* an --allow of a name of exactly 256 bytes never covers a longer name
+     * that starts with it (a dotted walk out of the allowed object) */
+    char name[300];
+    memset(name, 'a', sizeof name);
+    memcpy(name, "mod.", 4);
+    name[256] = '\0';
+    const char *allow[] = {name};
+    ckpt_scan_options o = CKPT_SCAN_OPTIONS_INIT;
+    o.allow = allow;
+    o.nallow = 1;
+    n = 0;
+    memcpy(buf + n, "\x80\x04\x8c\x03mod\x8c\xfc", 9), n += 9;
+    memcpy(buf + n, name + 4, 252), n += 252;
+    memcpy(buf + n, "\x93\x8c\x03modX\x08\x01\x00\x00", 11), n += 11; /* 252 + 12 */
+    memcpy(buf + n, name + 4, 252), n += 252;
+    memcpy(buf + n, ".__globals__\x93.", 14), n += 14;
+    r = scan_opts(buf, n, &o);
+    CHECK_EQ_STR(ckpt_verdict_name(ckpt_scan_verdict(r)), "unsafe");
+    CHECK(find(r, "allowed", name) != NULL);
+    f = find(r, "global", NULL);
+    CHECK(f && f->severity == CKPT_SEVERITY_DANGEROUS && strstr(f->global, "...") != NULL);
     ckpt_scan_report_free(r);
 }
 
@@ -1112,6 +1178,36 @@ TEST(bounded_inflation) {
     free(zeros);
 }
 
+/* What torch's zip reader and Python's zipfile read differently. */
+TEST(zip_readings) {
+    static uint8_t z[4096];
+    /* torch finds archive/data.pkl under any case; a protocol 0 stream
+     * with bytes after its STOP is not pickle-shaped, so only the name
+     * says it is one */
+    static const char p0[] = "cos\nsystem\n(S'x'\ntR.\n\x00";
+    zmember upper = {"archive/DATA.PKL", NULL, (const uint8_t *)p0, sizeof p0 - 1, 0, 0, 0};
+    size_t n = build_zip(z, NULL, 0, &upper, 1);
+    ckpt_scan_report *r = scan(z, n);
+    CHECK_EQ_STR(ckpt_verdict_name(ckpt_scan_verdict(r)), "unsafe");
+    CHECK(find(r, "call", "os.system") != NULL);
+    ckpt_scan_report_free(r);
+    /* names equal but for case: readers load different members */
+    zmember dups[2] = {{"a/data.pkl", NULL, (const uint8_t *)BENIGN, BENIGN_LEN, 0, 0, 0},
+                       {"a/Data.pkl", NULL, (const uint8_t *)BENIGN, BENIGN_LEN, 0, 0, 0}};
+    n = build_zip(z, NULL, 0, dups, 2);
+    r = scan(z, n);
+    CHECK_EQ_STR(ckpt_verdict_name(ckpt_scan_verdict(r)), "unscannable");
+    CHECK(find(r, "duplicate-name", NULL) != NULL);
+    ckpt_scan_report_free(r);
+    /* a clean archive behind a prefix: zipfile reads it, torch does not */
+    zmember ok = {"a/data.pkl", NULL, (const uint8_t *)BENIGN, BENIGN_LEN, 0, 0, 0};
+    n = build_zip(z, (const uint8_t *)"GIF89a-prefix", 13, &ok, 1);
+    r = scan(z, n);
+    CHECK_EQ_STR(ckpt_verdict_name(ckpt_scan_verdict(r)), "unscannable");
+    CHECK(find(r, "polyglot", NULL) != NULL);
+    ckpt_scan_report_free(r);
+}
+
 int main(void) {
     RUN_CORPUS(corpus_verdicts);
     RUN_CORPUS(corpus_details);
@@ -1123,10 +1219,12 @@ int main(void) {
     RUN(build_on_any_reference);
     RUN(invalid_memo_and_type_confusion);
     RUN(streams_and_trailing_bytes);
+    RUN(review_data_classes);
     RUN(loaded_streams_never_dropped);
     RUN(nested_pickles);
     RUN(zip_tricks);
     RUN(bounded_inflation);
+    RUN(zip_readings);
     RUN(truncated_malicious_never_safe);
     RUN(allowlist_policy);
     RUN(numpy_is_safe);

@@ -180,6 +180,20 @@ TEST(cycles) {
     ckpt_value_append(&a, c, c);
     CHECK_EQ_INT(walk_rc(c, 1000, 50000), CKPT_E_UNSUPPORTED);
     CHECK_EQ_STR(ckpt_error_last()->message, "cyclic reference: \"1\" contains itself");
+    /* with bounds raised far, the name limit is hit first: still a cycle,
+     * found in O(depth log depth) */
+    ckpt_walk w;
+    ckpt_walk_init(&w, NULL, "f", NULL);
+    w.names = 1;
+    w.enter = count_enter;
+    w.max_depth = 1000000;
+    CHECK_EQ_INT(ckpt_walk_run(&w, root), CKPT_E_UNSUPPORTED);
+    CHECK_EQ_STR(ckpt_error_last()->message, "cyclic reference: \"x.1\" contains itself");
+    w.names = 0;
+    w.max_visits = 3000000;
+    CHECK_EQ_INT(ckpt_walk_run(&w, root), CKPT_E_UNSUPPORTED);
+    CHECK_EQ_STR(ckpt_error_last()->message,
+                 "cyclic reference: a container contains itself, 2 levels down");
     /* the flattener refuses it the same way */
     ckpt_flat fl;
     ckpt_limits lim = CKPT_LIMITS_INIT;

@@ -117,6 +117,19 @@ CKPT_API uint64_t ckpt_file_size(const ckpt_file *f);
 /* The root of the object tree: a dict of tensors for safetensors, the
  * unpickled object for pickle-based formats. Borrowed. */
 CKPT_API const ckpt_value *ckpt_file_root(const ckpt_file *f);
+/* The tree the file was saved from. For a safetensors file written by
+ * ckpt (metadata "ckpt.structure"), the original tree: nesting, non-tensor
+ * values, OrderedDict classes and attributes, parameters, dtypes
+ * safetensors lacks (complex), tensors that were views of one storage
+ * (rebuilt into one storage the views share: ckpt_tensor_storage_id is
+ * equal, the bytes are copies); for every other file, ckpt_file_root(f).
+ * *out is borrowed and lives as long as f. The first call decodes and
+ * keeps the result in f: it must not run concurrently with other calls on
+ * f. Returns 0, or CKPT_E_FORMAT (a malformed or cyclic structure, named
+ * in the error), CKPT_E_LIMIT (a rebuilt storage past max_inflate_bytes,
+ * nesting past max_depth), CKPT_E_NOMEM; a failure is returned again by
+ * later calls. */
+CKPT_API int ckpt_file_logical_root(const ckpt_value **out, const ckpt_file *f);
 
 /* Tensors, flattened and sorted by name (byte order). Names join dict keys
  * (as written; int keys in decimal) and list/tuple indices with "."; a bare
@@ -322,6 +335,16 @@ typedef struct ckpt_verify_report {
  * code with ckpt_error_last() naming member and offset of the first
  * problem. report may be NULL. */
 CKPT_API int ckpt_verify(ckpt_verify_report *report, ckpt_file *f);
+
+/* What ckpt_verify can vouch for beyond structure and sizes. */
+typedef enum ckpt_checksums {
+    CKPT_CHECKSUMS_NONE = 0,   /* safetensors without ckpt's digests, legacy
+                                  torch, raw pickle: structure only */
+    CKPT_CHECKSUMS_CRC32 = 1,  /* torch zip: every member's CRC-32 */
+    CKPT_CHECKSUMS_DIGESTS = 2 /* written by ckpt: a per-tensor XXH3-64
+                                  digest (metadata "ckpt.xxh3") */
+} ckpt_checksums;
+CKPT_API ckpt_checksums ckpt_file_checksums(const ckpt_file *f);
 
 #ifdef __cplusplus
 }

@@ -11,9 +11,11 @@ extern "C" {
 
 /* Whether loading a file with torch.load / pickle would run code, decided
  * without running anything: every pickle stream in the file (zip members
- * recognised by content, legacy stacked pickles, nested pickles inside
- * str/bytes literals up to max_nesting deep) runs through the restricted
- * machine, and every global it names, calls or BUILDs is checked against
+ * recognised by content, legacy stacked pickles, pickles that an
+ * unpickling call such as pickle.loads or torch.load receives as str/bytes
+ * literals, up to max_nesting deep; any other string is data) runs through
+ * the restricted machine, read as CPython's unpickler reads it, and every
+ * global it names, calls or BUILDs is checked against
  * the allowlist of data builders (torch's weights_only set plus numpy
  * scalar/array reconstruction) extended by `allow`. A sharded index (JSON
  * text with a "weight_map" object, detected as ckpt_open does) is as safe
@@ -23,6 +25,9 @@ extern "C" {
  * makes the index unscannable); ckpt_scan_memory cannot reach the shards:
  * the buffer holds no checkpoint content itself (not-a-checkpoint, with
  * an info finding "sharded-index" saying the shards were not scanned).
+ * A stream a loader would unpickle that does not parse to its STOP, or
+ * that file and memory unpicklers would read differently, makes the file
+ * unscannable (an info finding "parse-error" gives the offset).
  * An `allow` entry naming a known dangerous family is ignored, and an
  * info finding of kind "allow-ignored" says so. References: FORMATS.md §5
  * (picklescan, fickling, modelscan bypasses). */
@@ -30,7 +35,12 @@ typedef enum ckpt_verdict {
     CKPT_VERDICT_SAFE = 0,          /* only allowlisted globals */
     CKPT_VERDICT_UNSAFE = 1,            /* a global off the allowlist is used */
     CKPT_VERDICT_UNSCANNABLE = 2,       /* content could not be fully examined */
-    CKPT_VERDICT_NOT_A_CHECKPOINT = 3   /* no pickle or safetensors content */
+    CKPT_VERDICT_NOT_A_CHECKPOINT = 3,  /* no pickle or safetensors content */
+    CKPT_VERDICT_REVIEW = 4             /* only allowlisted globals and data-only
+                                           classes (pathlib paths,
+                                           argparse.Namespace), each named by a
+                                           finding of kind "review"; safe once
+                                           they are in `allow` */
 } ckpt_verdict;
 
 typedef enum ckpt_severity {
@@ -61,7 +71,8 @@ typedef struct ckpt_scan_options {
     ckpt_limits limits;
     const char *const *allow; /* extra allowed "module.qualname" (exact) */
     size_t nallow;
-    uint32_t max_nesting;     /* nested pickles in literals, levels */
+    uint32_t max_nesting;     /* pickles nested in the literals an
+                                 unpickling call receives, levels */
 } ckpt_scan_options;
 #define CKPT_SCAN_OPTIONS_VERSION 1
 #define CKPT_SCAN_OPTIONS_INIT                                             \
@@ -81,7 +92,8 @@ CKPT_API int ckpt_scan_memory(ckpt_scan_report **out, const void *data,
 CKPT_API void ckpt_scan_report_free(ckpt_scan_report *r);
 
 CKPT_API ckpt_verdict ckpt_scan_verdict(const ckpt_scan_report *r);
-/* "safe", "unsafe", "unscannable", "not-a-checkpoint". Static string. */
+/* "safe", "unsafe", "unscannable", "not-a-checkpoint", "review". Static
+ * string. */
 CKPT_API const char *ckpt_verdict_name(ckpt_verdict v);
 /* "info", "suspicious", "dangerous". Static string. */
 CKPT_API const char *ckpt_severity_name(ckpt_severity s);

@@ -24,7 +24,8 @@ NO_OFFSET = 2 ** 64 - 1
 # Pinned enums of ckpt.h.
 KIND_NONE, KIND_BOOL, KIND_INT, KIND_FLOAT, KIND_STR, KIND_BYTES, \
     KIND_LIST, KIND_TUPLE, KIND_DICT, KIND_SET, KIND_TENSOR, KIND_OBJECT = range(12)
-VERDICT_SAFE, VERDICT_UNSAFE, VERDICT_UNSCANNABLE, VERDICT_NOT_A_CHECKPOINT = range(4)
+VERDICT_SAFE, VERDICT_UNSAFE, VERDICT_UNSCANNABLE, VERDICT_NOT_A_CHECKPOINT, \
+    VERDICT_REVIEW = range(5)
 FORMAT_SAFETENSORS, FORMAT_SAFETENSORS_SHARDED = 1, 2
 
 
@@ -207,6 +208,7 @@ _PROTOS = [
     ("ckpt_file_format", c_int, [c_void_p]),
     ("ckpt_file_path", c_char_p, [c_void_p]),
     ("ckpt_file_root", c_void_p, [c_void_p]),
+    ("ckpt_file_logical_root", c_int, [ctypes.POINTER(c_void_p), c_void_p]),
     ("ckpt_file_tensor_count", c_size_t, [c_void_p]),
     ("ckpt_file_tensor", c_void_p, [c_void_p, c_size_t]),
     ("ckpt_file_has_metadata", c_int, [c_void_p]),

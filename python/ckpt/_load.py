@@ -25,10 +25,9 @@ from . import errors
 from ._lib import (KIND_BOOL, KIND_BYTES, KIND_DICT, KIND_FLOAT, KIND_INT,
                    KIND_LIST, KIND_NONE, KIND_OBJECT, KIND_SET, KIND_STR,
                    KIND_TENSOR, KIND_TUPLE, NO_OFFSET, c_u64, check, fspath, lib, text)
-from ._lib import FORMAT_SAFETENSORS, FORMAT_SAFETENSORS_SHARDED
-from . import _scan, _structure
+from ._lib import FORMAT_SAFETENSORS_SHARDED
+from . import _scan
 
-STRUCTURE_KEY = "ckpt.structure"
 
 # ckpt dtype names -> torch attribute names (absent ones fall back to RawTensor).
 _TORCH_DTYPES = {
@@ -120,7 +119,7 @@ class _Source:
             if scan:  # before anything else reads the file's structure
                 self.report = (_scan.scan_memory(self.addr, len(data), self.path, allow)
                                if data is not None else _scan.scan(self.path, allow))
-                if not unsafe_ok and self.report.verdict == "unsafe":
+                if not unsafe_ok and self.report.verdict in ("unsafe", "review"):
                     raise _scan.unsafe_error(self.report, self.path)
             if data is not None:
                 rc = lib.ckpt_open_memory(ctypes.byref(self.handle), self.addr,
@@ -447,9 +446,11 @@ def load(path, *, unsafe_ok=False, allow=(), mmap=False):
 
     The file is scanned first (ckpt.scan): when loading it with torch.load
     would run code (verdict "unsafe"), ckpt.UnsafeError is raised before
-    anything else reads it, carrying the scan report; when that cannot be
-    ruled out ("unscannable") the file is refused the same way unless the
-    reader finds it corrupt (then that error). With unsafe_ok=True the data
+    anything else reads it, carrying the scan report; so is a file naming
+    data-only classes not in `allow` ("review": pathlib paths,
+    argparse.Namespace); when running code cannot be ruled out
+    ("unscannable") the file is refused the same way unless the reader
+    finds it corrupt (then that error). With unsafe_ok=True the data
     is returned, the offending objects as ckpt.Opaque placeholders. `allow` adds "module.qualname"
     names the scan accepts (they still come back as placeholders).
 
@@ -469,13 +470,11 @@ def load(path, *, unsafe_ok=False, allow=(), mmap=False):
     Raises ckpt.Error subclasses."""
     src = _Source(path, scan=True, allow=allow, unsafe_ok=unsafe_ok, mmap=mmap)
     try:
+        # the tree the file was saved from (for safetensors written by ckpt,
+        # decoded from "ckpt.structure" by libckpt)
         conv = _Converter(src)
-        obj = conv.convert(lib.ckpt_file_root(src.handle))
+        obj = conv.convert(_logical_root(src))
         conv.read_storages()
-        if lib.ckpt_file_format(src.handle) in (FORMAT_SAFETENSORS, FORMAT_SAFETENSORS_SHARDED):
-            structure = _file_metadata(src.handle).get(STRUCTURE_KEY)
-            if structure is not None:  # written by ckpt: the original tree
-                obj = _structure.rebuild(structure, obj, src.path)
         return obj
     finally:
         src.close()
@@ -487,24 +486,16 @@ class StateDictReader:
     (shape and dtype only); fill() then reads the tensors that are really
     needed, straight into the parameters that will receive them when dtype,
     shape and layout match (no intermediate copy of the state dict), in one
-    ckpt_file_read_tensors call. A file written by ckpt whose tree is
-    rebuilt from "ckpt.structure" is loaded whole instead (obj holds real
-    tensors). Use as a context manager; the file stays open until exit."""
+    ckpt_file_read_tensors call. Use as a context manager; the file stays
+    open until exit."""
 
     def __init__(self, path, unsafe_ok=False):
         self.src = _Source(path, scan=True, unsafe_ok=unsafe_ok)
         try:
             self.conv = _Converter(self.src)
-            structured = lib.ckpt_file_format(self.src.handle) in (
-                FORMAT_SAFETENSORS, FORMAT_SAFETENSORS_SHARDED) and \
-                STRUCTURE_KEY in _file_metadata(self.src.handle)
-            if not structured:
-                self.conv.placeholders = {}
-            self.obj = self.conv.convert(lib.ckpt_file_root(self.src.handle))
+            self.conv.placeholders = {}
+            self.obj = self.conv.convert(_logical_root(self.src))
             self.conv.read_storages()
-            if structured:
-                self.obj = _structure.rebuild(
-                    _file_metadata(self.src.handle)[STRUCTURE_KEY], self.obj, self.src.path)
         except BaseException:
             self.src.close()
             raise
@@ -546,6 +537,12 @@ class StateDictReader:
                     if d.dtype is torch.bool:
                         d.view(torch.uint8).clamp_(max=1)
         return out
+
+
+def _logical_root(src):
+    root = ctypes.c_void_p()
+    check(lib.ckpt_file_logical_root(ctypes.byref(root), src.handle), src.path)
+    return root.value
 
 
 def metadata(path):

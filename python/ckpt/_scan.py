@@ -25,7 +25,9 @@ class Finding:
 
 @dataclass(frozen=True)
 class ScanReport:
-    """verdict: "safe", "unsafe", "unscannable" or "not-a-checkpoint";
+    """verdict: "safe", "unsafe", "unscannable", "review" (data-only
+    classes such as argparse.Namespace, safe once allowed) or
+    "not-a-checkpoint";
     findings in file order; globals: every distinct global named, sorted."""
     file: str
     verdict: str
@@ -92,6 +94,8 @@ def unsafe_error(rep, path):
     first = min(rep.findings, key=lambda f: order.get(f.severity, 3), default=None)
     if rep.verdict == "unsafe":
         what = "loading it with torch.load would run code"
+    elif rep.verdict == "review":
+        what = "it names data-only classes to review (allow them to accept it)"
     else:
         what = "its content cannot be fully examined"
     msg = "refused: %s" % what

@@ -552,31 +552,26 @@ static int py_int_u64(const py_int *x, uint64_t *out) {
  * scan mode (a big int is data) and CKPT_E_LIMIT in reader mode. */
 static int big_binary(machine *m, const py_int *x, ckpt_value **out) {
     unsigned bits = x->base == 16 ? 4 : x->base == 8 ? 3 : 1;
-    if (x->ndigits / 8 * bits > CKPT_BIGINT_MAX_BYTES) {
-        size_t lead = 0; /* leading zeros cost nothing */
-        while (lead < x->span && (x->digits[lead] == '0' || x->digits[lead] == '_')) lead++;
-        size_t sig = 0;
-        for (size_t k = lead; k < x->span; k++) sig += x->digits[k] != '_';
-        if (sig / 8 * bits >= CKPT_BIGINT_MAX_BYTES) {
-            if (m->scan) {
-                *out = m->ph_int;
-                return 0;
-            }
-            return fail(m, CKPT_E_LIMIT, "integer of about %zu bytes, at most %d allowed",
-                        sig / 8 * bits, CKPT_BIGINT_MAX_BYTES);
+    size_t lead = 0, sig = 0;
+    while (lead < x->span && (x->digits[lead] == '0' || x->digits[lead] == '_')) lead++;
+    for (size_t k = lead; k < x->span; k++) sig += x->digits[k] != '_';
+    if (sig > (CKPT_BIGINT_MAX_BYTES * 8 - 1) / bits) { /* with its sign bit */
+        if (m->scan) {
+            *out = m->ph_int;
+            return 0;
         }
+        return fail(m, CKPT_E_LIMIT, "integer of %zu bits, at most %d bytes allowed",
+                    sig * bits, CKPT_BIGINT_MAX_BYTES);
     }
-    size_t nbytes = (x->ndigits * bits) / 8 + 2;
-    if (nbytes > 2 * CKPT_BIGINT_MAX_BYTES) nbytes = 2 * CKPT_BIGINT_MAX_BYTES;
+    size_t nbytes = sig * bits / 8 + 1, bit = 0;
     uint8_t *le = ckpt_arena_alloc(&m->scratch, nbytes);
     if (!le) return nomem(m);
     memset(le, 0, nbytes);
-    size_t bit = 0;
-    for (size_t k = x->span; k-- > 0;) {
+    for (size_t k = x->span; k-- > lead;) {
         if (x->digits[k] == '_') continue;
         unsigned d = digit_value(x->digits[k]);
         for (unsigned b = 0; b < bits; b++, bit++)
-            if (d >> b & 1u && bit / 8 < nbytes) le[bit / 8] |= (uint8_t)(1u << (bit % 8));
+            if (d >> b & 1u) le[bit / 8] |= (uint8_t)(1u << (bit % 8));
     }
     if (x->neg) { /* two's complement negate */
         unsigned carry = 1;

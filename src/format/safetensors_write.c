@@ -33,6 +33,7 @@
 #include "base/error.h"
 #include "base/utf8.h"
 #include "format/write.h"
+#include "model/walk.h"
 
 /* FORMATS.md §1.1: the reference reader and writer refuse larger headers. */
 #define MAX_HEADER 100000000u
@@ -264,8 +265,6 @@ static void put_double(ckpt_buf *b, double v) {
     if (!strpbrk(tmp, ".eE")) ckpt_buf_str(b, ".0");
 }
 
-static int encode(st_writer *w, ckpt_buf *b, const ckpt_value *v);
-
 static void put_tensor(st_writer *w, ckpt_buf *b, const ckpt_value *v) {
     const ckpt_tensor *t = v->u.tensor;
     uint64_t di = 0;
@@ -286,29 +285,44 @@ static void put_tensor(st_writer *w, ckpt_buf *b, const ckpt_value *v) {
     ckpt_buf_byte(b, '}');
 }
 
-static int encode_seq(st_writer *w, ckpt_buf *b, const char *tag, ckpt_value *const *items,
-                      size_t n) {
-    ckpt_buf_printf(b, "{\"%s\":[", tag);
-    for (size_t i = 0; i < n; i++) {
-        if (i) ckpt_buf_byte(b, ',');
-        int rc = encode(w, b, items[i]);
-        if (rc) return rc;
-    }
-    ckpt_buf_str(b, "]}");
-    return 0;
-}
+/* The structure, one node at a time (the walker's visit; the tree was
+ * checked by ckpt_wr_collect: only writable kinds reach here). Containers and
+ * tensors have an identity: a second visit is a {"ref": id}. A dict is
+ * {"dict": [[K, V]...]} and, for an OrderedDict or Counter, "class" and
+ * its attributes as "state". */
+#define ENC_OPEN 1u        /* user: a container whose closing is due */
+#define ENC_DICT_CLOSED 2u /* user: a dict's items and class are written */
 
-/* The tree was checked by ckpt_wr_collect: only writable kinds reach here. */
-static int encode(st_writer *w, ckpt_buf *b, const ckpt_value *v) {
+static int enc_enter(ckpt_walk *ww, ckpt_walk_frame *node) {
+    st_writer *w = ww->ctx;
+    ckpt_buf *b = &w->structure;
+    ckpt_walk_frame *up = ckpt_walk_up(ww, 1);
+    const ckpt_value *v = node->value;
+    switch (node->role) {
+    case CKPT_WALK_ITEM:
+        if (node->index) ckpt_buf_byte(b, ',');
+        break;
+    case CKPT_WALK_KEY: ckpt_buf_str(b, node->index ? ",[" : "["); break;
+    case CKPT_WALK_VALUE: ckpt_buf_byte(b, ','); break;
+    case CKPT_WALK_STATE: {
+        const char *cls = ckpt_dict_class_name(up->value->dict_class);
+        if (!cls) return CKPT_WALK_SKIP; /* a plain dict's attributes are not kept */
+        ckpt_buf_printf(b, "],\"class\":\"%s\",\"state\":", cls);
+        w->dict_attrs = 1;
+        up->user |= ENC_DICT_CLOSED;
+        break;
+    }
+    default: break;
+    }
     switch (v->kind) {
-    case CKPT_KIND_NONE: ckpt_buf_str(b, "null"); return 0;
-    case CKPT_KIND_BOOL: ckpt_buf_str(b, v->u.b ? "true" : "false"); return 0;
+    case CKPT_KIND_NONE: ckpt_buf_str(b, "null"); return CKPT_WALK_PRUNE;
+    case CKPT_KIND_BOOL: ckpt_buf_str(b, v->u.b ? "true" : "false"); return CKPT_WALK_PRUNE;
     case CKPT_KIND_INT:
         if (v->u.i.decimal)
             ckpt_buf_printf(b, "{\"int\":\"%.100s\"}", v->u.i.decimal);
         else
             ckpt_buf_printf(b, "%" PRId64, v->u.i.v);
-        return b->failed ? ckpt_err_nomem() : 0;
+        return b->failed ? ckpt_err_nomem() : CKPT_WALK_PRUNE;
     case CKPT_KIND_FLOAT:
         if (isfinite(v->u.f)) {
             put_double(b, v->u.f);
@@ -319,8 +333,8 @@ static int encode(st_writer *w, ckpt_buf *b, const ckpt_value *v) {
             ckpt_hex64(hex, bits);
             ckpt_buf_printf(b, "{\"float\":\"%s\"}", hex);
         }
-        return 0;
-    case CKPT_KIND_STR: ckpt_buf_json_str(b, v->u.s.p, v->u.s.len); return 0;
+        return CKPT_WALK_PRUNE;
+    case CKPT_KIND_STR: ckpt_buf_json_str(b, v->u.s.p, v->u.s.len); return CKPT_WALK_PRUNE;
     case CKPT_KIND_BYTES: {
         ckpt_buf_str(b, "{\"bytes\":\"");
         for (size_t i = 0; i < v->u.s.len; i++) {
@@ -329,47 +343,51 @@ static int encode(st_writer *w, ckpt_buf *b, const ckpt_value *v) {
             ckpt_buf_byte(b, (uint8_t)ckpt_hex_digits[c & 15]);
         }
         ckpt_buf_str(b, "\"}");
-        return 0;
+        return CKPT_WALK_PRUNE;
     }
     case CKPT_KIND_GLOBAL_:
         ckpt_buf_printf(b, "{\"dtype\":\"%.60s\"}", ckpt_wr_dtype_ref(v));
-        return 0;
+        return CKPT_WALK_PRUNE;
     default: break;
     }
-    /* containers and tensors have an identity: a second visit is a ref */
     uint64_t id;
     if (ckpt_ptrmap_get(&w->ids, v, &id)) {
         ckpt_buf_printf(b, "{\"ref\":%" PRIu64 "}", id);
-        return 0;
+        return CKPT_WALK_PRUNE;
     }
     int rc = ckpt_ptrmap_put(&w->ids, v, w->next_id++);
     if (rc) return rc;
     switch (v->kind) {
-    case CKPT_KIND_TENSOR: put_tensor(w, b, v); return 0;
-    case CKPT_KIND_LIST: return encode_seq(w, b, "list", v->u.seq.items, v->u.seq.n);
-    case CKPT_KIND_TUPLE: return encode_seq(w, b, "tuple", v->u.seq.items, v->u.seq.n);
-    case CKPT_KIND_SET: return encode_seq(w, b, "set", v->u.seq.items, v->u.seq.n);
-    default: break; /* DICT */
+    case CKPT_KIND_TENSOR: put_tensor(w, b, v); return CKPT_WALK_PRUNE;
+    case CKPT_KIND_LIST: ckpt_buf_str(b, "{\"list\":["); break;
+    case CKPT_KIND_TUPLE: ckpt_buf_str(b, "{\"tuple\":["); break;
+    case CKPT_KIND_SET: ckpt_buf_str(b, "{\"set\":["); break;
+    default: ckpt_buf_str(b, "{\"dict\":["); break; /* DICT */
     }
-    ckpt_buf_str(b, "{\"dict\":[");
-    for (size_t i = 0; i < v->u.dict.n; i++) {
-        ckpt_buf_str(b, i ? ",[" : "[");
-        if ((rc = encode(w, b, v->u.dict.keys[i]))) return rc;
-        ckpt_buf_byte(b, ',');
-        if ((rc = encode(w, b, v->u.dict.vals[i]))) return rc;
-        ckpt_buf_byte(b, ']');
+    node->user = ENC_OPEN;
+    return CKPT_WALK_DESCEND;
+}
+
+static int enc_leave(ckpt_walk *ww, ckpt_walk_frame *node) {
+    st_writer *w = ww->ctx;
+    ckpt_buf *b = &w->structure;
+    const ckpt_value *v = node->value;
+    if (node->user & ENC_OPEN) {
+        if (v->kind != CKPT_KIND_DICT) {
+            ckpt_buf_str(b, "]}");
+        } else {
+            const char *cls = ckpt_dict_class_name(v->dict_class);
+            if (!(node->user & ENC_DICT_CLOSED)) {
+                ckpt_buf_byte(b, ']');
+                if (cls) {
+                    ckpt_buf_printf(b, ",\"class\":\"%s\"", cls);
+                    w->dict_attrs = 1;
+                }
+            }
+            ckpt_buf_byte(b, '}');
+        }
     }
-    ckpt_buf_byte(b, ']');
-    const char *cls = ckpt_dict_class_name(v->dict_class);
-    if (cls) {
-        ckpt_buf_printf(b, ",\"class\":\"%s\"", cls);
-        w->dict_attrs = 1;
-    }
-    if (cls && v->u.dict.state) {
-        ckpt_buf_str(b, ",\"state\":");
-        if ((rc = encode(w, b, v->u.dict.state))) return rc;
-    }
-    ckpt_buf_byte(b, '}');
+    if (node->role == CKPT_WALK_VALUE) ckpt_buf_byte(b, ']'); /* the [key, value] pair */
     return 0;
 }
 
@@ -399,7 +417,13 @@ static int build_structure(st_writer *w, const ckpt_value *root) {
     if (plain(w, root)) return 0;
     ckpt_buf *b = &w->structure;
     ckpt_buf_str(b, "{\"version\":1,\"root\":");
-    int rc = encode(w, b, root);
+    ckpt_walk ww;
+    ckpt_walk_init(&ww, NULL, "", "");
+    ww.follow = CKPT_WALK_KEYS | CKPT_WALK_DICT_STATE;
+    ww.enter = enc_enter;
+    ww.leave = enc_leave;
+    ww.ctx = w;
+    int rc = ckpt_walk_run(&ww, root);
     if (rc) return rc;
     /* version 2 only when a dict has "class" or "state", which readers of
      * version 1 refuse: other files stay readable by them */

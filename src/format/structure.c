@@ -228,8 +228,9 @@ static int group_storage(decoder *d, uint64_t g, ckpt_storage **out) {
         return bad(d, "storage %" PRIu64 " needs a non-negative \"nbytes\"", g);
     ckpt_storage *st = ckpt_arena_alloc(d->a, sizeof *st);
     if (!st) return nomem(d);
+    /* ids past the file's own: views of one group share it, and only them */
     *st = (ckpt_storage){.dtype = CKPT_DT_U8, .nbytes = nbytes, .key = "", .member = "",
-                         .file_offset = CKPT_NO_OFFSET};
+                         .file_offset = CKPT_NO_OFFSET, .id = d->f->nstorages + g};
     const json_t *full = json_object_get(s, "data");
     if (full) {
         const ckpt_tensor *t = json_is_string(full)
@@ -447,3 +448,19 @@ int ckpt_structure_decode(const ckpt_value **out, const ckpt_file *f, ckpt_arena
     return rc;
 }
 
+
+int ckpt_file_logical_root(const ckpt_value **out, const ckpt_file *cf) {
+    if (!out || !cf)
+        return ckpt_err(CKPT_E_INVALID_ARG, "", "", CKPT_NO_OFFSET, "out or f is NULL");
+    *out = NULL;
+    ckpt_file *f = (ckpt_file *)cf; /* the cache: documented as a first-call write */
+    if (!f->logical_done) {
+        const ckpt_value *root = NULL;
+        int rc = ckpt_structure_decode(&root, f, &f->arena);
+        if (rc) return rc; /* not cached: the error is recorded again */
+        f->logical = root;
+        f->logical_done = 1;
+    }
+    *out = f->logical;
+    return 0;
+}

@@ -76,20 +76,34 @@ static void note_opaque(collector *c, const ckpt_walk *w, const char *what) {
 }
 
 /* Dict keys must be hashable data Python can rebuild: scalars, strings,
- * dtypes and tuples of those. */
-static int key_ok(const ckpt_value *k, uint32_t depth) {
+ * dtypes and tuples of those, nested 16 deep at most. */
+static int key_scalar(const ckpt_value *k) {
     switch (k->kind) {
     case CKPT_KIND_NONE: case CKPT_KIND_BOOL: case CKPT_KIND_INT:
     case CKPT_KIND_FLOAT: case CKPT_KIND_STR: case CKPT_KIND_BYTES:
         return 1;
     case CKPT_KIND_GLOBAL_: return ckpt_wr_dtype_ref(k) != NULL;
-    case CKPT_KIND_TUPLE:
-        if (depth > 16) return 0;
-        for (size_t i = 0; i < k->u.seq.n; i++)
-            if (!key_ok(k->u.seq.items[i], depth + 1)) return 0;
-        return 1;
     default: return 0;
     }
+}
+
+static int key_enter(ckpt_walk *w, ckpt_walk_frame *node) {
+    const ckpt_value *k = node->value;
+    if (key_scalar(k)) return CKPT_WALK_SKIP;
+    if (k->kind == CKPT_KIND_TUPLE && w->depth <= 16) return CKPT_WALK_DESCEND;
+    *(int *)w->ctx = 0;
+    return CKPT_WALK_STOP;
+}
+
+static int key_ok(const ckpt_value *k) {
+    if (k->kind != CKPT_KIND_TUPLE) return key_scalar(k);
+    int ok = 1;
+    ckpt_walk w;
+    ckpt_walk_init(&w, NULL, "", "");
+    w.max_depth = 17;
+    w.enter = key_enter;
+    w.ctx = &ok;
+    return ckpt_walk_run(&w, k) == 0 && ok;
 }
 
 static int add_tensor(collector *c, const ckpt_walk *w, const ckpt_value *v) {
@@ -125,7 +139,7 @@ static int add_tensor(collector *c, const ckpt_walk *w, const ckpt_value *v) {
 static int collect_enter(ckpt_walk *w, ckpt_walk_frame *node) {
     collector *c = w->ctx;
     const ckpt_value *v = node->value;
-    if (node->role == CKPT_WALK_VALUE && !key_ok(node->key, 0))
+    if (node->role == CKPT_WALK_VALUE && !key_ok(node->key))
         return ckpt_err(CKPT_E_UNSUPPORTED, "", "", CKPT_NO_OFFSET,
                         "cannot write a dict key of kind %s at \"%s\"",
                         ckpt_value_kind_name(node->key->kind), cur_name(w));

@@ -59,7 +59,7 @@
 /* Distinct findings kept; repeats of one are counted, not stored. */
 #define MAX_FINDINGS 10000
 /* Global names are interned and shown with their module and name cut to
- * this many bytes together. */
+ * this many bytes together (then CUT_MARK). */
 #define NAME_CAP 256
 /* Messages are cut to this many bytes. */
 #define MSG_CAP 512
@@ -89,6 +89,7 @@ typedef struct gent {
     ckpt_severity sev;        /* when not allowlisted */
     const char *why;
     int policy;               /* 1: on the caller's allowlist and allowable */
+    int review;               /* a data-only class (ckpt_scan_data_class) */
 } gent;
 
 /* Open addressing over indices + 1 (0 = empty), power-of-two capacity. */
@@ -116,6 +117,7 @@ typedef struct scanner {
     int content;              /* pickle, zip or safetensors content found */
     int unscannable;          /* some content could not be examined */
     int unsafe;               /* a dangerous or suspicious finding */
+    int review;               /* a data-only class, not allowed by the caller */
     uint64_t dropped;         /* findings past MAX_FINDINGS */
     const char *dir;          /* the file's directory, where the shards of
                                  a sharded index are; NULL for a buffer */
@@ -203,15 +205,22 @@ static int set_reserve(scanner *sc, index_set *s,
 
 /* ------------------------------------------------------------ globals */
 
+/* A cut name is shown with CUT_MARK after its NAME_CAP bytes, so that it
+ * never shares an entry (and an --allow) with a name of exactly NAME_CAP
+ * bytes that it starts with. */
+#define CUT_MARK "..."
+
 typedef struct gkey {
     const char *module, *name;
     size_t mlen, nlen;        /* bytes that take part (cut at NAME_CAP) */
+    int cut;                  /* the name was longer */
 } gkey;
 
 static uint64_t gkey_hash(const scanner *sc, const gkey *k) {
     uint64_t h = hash_bytes(sc->seed, k->module, k->mlen);
     h = hash_bytes(h, ".", 1);
-    return hash_bytes(h, k->name, k->nlen);
+    h = hash_bytes(h, k->name, k->nlen);
+    return k->cut ? hash_bytes(h, CUT_MARK, strlen(CUT_MARK)) : h;
 }
 
 static uint64_t g_rehash(const scanner *sc, size_t i) {
@@ -224,7 +233,7 @@ static int g_eq(const scanner *sc, size_t i, const void *key) {
     const char *f = sc->g[i].full;
     return strncmp(f, k->module, k->mlen) == 0 && f[k->mlen] == '.' &&
            strncmp(f + k->mlen + 1, k->name, k->nlen) == 0 &&
-           f[k->mlen + 1 + k->nlen] == '\0';
+           strcmp(f + k->mlen + 1 + k->nlen, k->cut ? CUT_MARK : "") == 0;
 }
 
 static int cmp_str(const void *a, const void *b) {
@@ -241,18 +250,18 @@ static int policy_allows(const scanner *sc, const char *full) {
  * events cost O(1) however long the name; a name that long is never a
  * real data builder and is reported as dangerous. */
 static const gent *intern_global(scanner *sc, const char *module, const char *name) {
-    gkey k = {module, name, strlen(module), strlen(name)};
-    int cut = 0;
-    if (k.mlen > NAME_CAP) k.mlen = NAME_CAP, cut = 1;
-    if (k.mlen + k.nlen > NAME_CAP) k.nlen = NAME_CAP - k.mlen, cut = 1;
+    gkey k = {module, name, strlen(module), strlen(name), 0};
+    if (k.mlen > NAME_CAP) k.mlen = NAME_CAP, k.cut = 1;
+    if (k.mlen + k.nlen > NAME_CAP) k.nlen = NAME_CAP - k.mlen, k.cut = 1;
+    int cut = k.cut;
     if (set_reserve(sc, &sc->gset, g_rehash)) return NULL;
     uint64_t h = gkey_hash(sc, &k);
     size_t *slot = set_probe(&sc->gset, h, g_eq, sc, &k);
     if (*slot) return &sc->g[*slot - 1];
 
     ckpt_scan_report *r = sc->r;
-    char *full = ckpt_arena_printf(&r->arena, "%.*s.%.*s", (int)k.mlen, module,
-                                   (int)k.nlen, name);
+    char *full = ckpt_arena_printf(&r->arena, "%.*s.%.*s%s", (int)k.mlen, module,
+                                   (int)k.nlen, name, cut ? CUT_MARK : "");
     if (!full ||
         ckpt_arena_grow(&r->arena, (void **)&r->globals, &r->globcap, r->nglobals + 1,
                         sizeof *r->globals) ||
@@ -269,6 +278,7 @@ static const gent *intern_global(scanner *sc, const char *module, const char *na
     /* A caller may vouch for an unknown class, not for a code-execution
      * family (torch likewise refuses to allowlist os/sys/posix/nt). */
     e->policy = !cut && e->sev != CKPT_SEVERITY_DANGEROUS && policy_allows(sc, full);
+    e->review = !cut && ckpt_scan_data_class(ckpt_scan_map_module(module), name);
     r->globals[r->nglobals] = full;
     *slot = ++r->nglobals;
     sc->gset.n++;
@@ -398,6 +408,12 @@ static void on_global(stream *s, const pk_event *ev) {
                     "allowed by policy: %s%s", g->full, nested_note(rg));
         return;
     }
+    if (g->review) {
+        sc->review = 1;
+        add_finding(sc, CKPT_SEVERITY_INFO, "review", g->full, rg->member, off,
+                    "imports %s: %s%s", g->full, g->why, nested_note(rg));
+        return;
+    }
     add_finding(sc, g->sev, "global", g->full, rg->member, off, "imports %s: %s%s",
                 g->full, g->why, nested_note(rg));
 }
@@ -445,7 +461,7 @@ static void on_call_or_build(stream *s, const pk_event *ev, int build) {
         sc->nomem = 1;
         return;
     }
-    if (g->policy && !ev->symbolic) return; /* reported with its global */
+    if ((g->policy || g->review) && !ev->symbolic) return; /* reported with its global */
     ckpt_severity sev = ev->symbolic ? CKPT_SEVERITY_DANGEROUS : g->sev;
     const char *why = ev->symbolic ? "a name that cannot be known without running the "
                                      "pickle"
@@ -905,10 +921,14 @@ static int scan_member(scanner *sc, const ckpt_zip *z, const ckpt_zip_entry *e,
 }
 
 static int scan_zip(scanner *sc, const ckpt_zip *z) {
-    if (z->has_duplicates)
+    if (z->has_duplicates) {
+        /* miniz finds one of them (ignoring case), zipfile the last of an
+         * exact name: every one is scanned, but readers disagree */
         add_finding(sc, CKPT_SEVERITY_INFO, "duplicate-name", NULL, file_member(sc), 0,
-                    "two members share a name (ignoring ASCII case); every one "
-                    "of them is scanned");
+                    "two members share a name (ignoring ASCII case): zip readers "
+                    "load different ones; every one of them is scanned");
+        sc->unscannable = 1;
+    }
     for (size_t i = 0; i < z->count; i++) {
         const ckpt_zip_entry *e = &z->entries[i];
         if (!torchscript_marker(e)) continue;
@@ -956,18 +976,22 @@ static int scan_zip_readings(scanner *sc, const uint8_t *p, size_t n, int *seen)
                                     CKPT_ZIP_ZIPFILE);
     if (rc2 == CKPT_E_NOMEM) return rc2;
     if (rc2 == 0) {
+        /* Two readings: both are scanned, and a third reader may differ
+         * again, so the file is not called safe. */
         if (y.shift)
             add_finding(sc, CKPT_SEVERITY_INFO, "polyglot", NULL, file_member(sc), 0,
                         "%llu bytes come before the zip archive: torch's reader "
                         "takes its offsets as absolute%s, Python's zipfile shifts "
-                        "them and reads its members; they are scanned",
+                        "them and reads its members; they are scanned, but zip "
+                        "readers disagree on this file",
                         (unsigned long long)y.shift,
                         *seen ? " and reads another directory" : " and cannot read it");
         else
             add_finding(sc, CKPT_SEVERITY_INFO, "zip-readings", NULL, file_member(sc), 0,
                         "torch's reader (miniz) and Python's zipfile read different "
                         "directories from this archive; the members of both are "
-                        "scanned");
+                        "scanned, but zip readers disagree on this file");
+        sc->unscannable = 1;
         *seen = 1;
         return scan_zip(sc, &y);
     }
@@ -1028,6 +1052,12 @@ static int tar_stream(scanner *sc, const region *rg, size_t pos, size_t *used) {
     int magic = 0;
     int rc = run_stream(sc, rg, pos, 0, used, &frame_rest, &events, &magic);
     if (rc == CKPT_E_NOMEM) return CKPT_E_NOMEM;
+    if (rc == 0 && frame_rest) {
+        /* where the next read starts depends on how the file is buffered */
+        tar_stop(sc, rg, pos + *used, 1, "a pickle ends inside a FRAME with bytes after its "
+                                          "STOP: where torch reads on is not known");
+        return 0;
+    }
     if (rc == 0) return 1;
     const ckpt_error *e = ckpt_error_last();
     add_finding(sc, CKPT_SEVERITY_INFO, "parse-error", NULL, rg->member, e->offset,
@@ -1165,6 +1195,11 @@ static int scan_shard(scanner *sc, const char *name) {
     const char *shard = ckpt_arena_strdup(&sc->r->arena, name);
     const char *path = ckpt_arena_printf(&sc->scratch, "%s/%s", sc->dir, name);
     if (!shard || !path) return CKPT_E_NOMEM;
+    char target[512];
+    if (ckpt_shard_outside(sc->dir, path, target, sizeof target))
+        add_finding(sc, CKPT_SEVERITY_INFO, "shard-link", NULL, shard, CKPT_NO_OFFSET,
+                    "shard is a link to a file outside the index's directory (%s); "
+                    "loaders follow it, and so does the scan", target);
     const uint8_t *map;
     size_t n;
     int rc = ckpt_map_file(path, &map, &n);
@@ -1353,6 +1388,7 @@ static int finish(scanner *sc) {
     if (sc->nomem) return CKPT_E_NOMEM;
     r->verdict = sc->unsafe        ? CKPT_VERDICT_UNSAFE
                  : sc->unscannable ? CKPT_VERDICT_UNSCANNABLE
+                 : sc->review      ? CKPT_VERDICT_REVIEW
                  : sc->content     ? CKPT_VERDICT_SAFE
                                    : CKPT_VERDICT_NOT_A_CHECKPOINT;
     ordered *o = ckpt_arena_array(&sc->scratch, r->nfindings + 1, sizeof *o);
@@ -1501,6 +1537,7 @@ const char *ckpt_verdict_name(ckpt_verdict v) {
     case CKPT_VERDICT_UNSAFE: return "unsafe";
     case CKPT_VERDICT_UNSCANNABLE: return "unscannable";
     case CKPT_VERDICT_NOT_A_CHECKPOINT: return "not-a-checkpoint";
+    case CKPT_VERDICT_REVIEW: return "review";
     }
     return "unknown";
 }

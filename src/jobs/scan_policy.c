@@ -101,6 +101,14 @@ static const struct family {
            "published gadgets)"),
 };
 
+/* Classes that only hold data (ckpt_scan_data_class), though their modules
+ * are in a dangerous family (pathlib: files; types: code objects) */
+static const char *const data_classes[] = {
+    "pathlib.Path", "pathlib.PosixPath", "pathlib.WindowsPath", "pathlib.PurePath",
+    "pathlib.PurePosixPath", "pathlib.PureWindowsPath", "argparse.Namespace",
+    "types.SimpleNamespace",
+};
+
 /* Calls that unpickle an argument, besides the deserializers' modules */
 static const char *const torch_unpicklers[] = {
     "torch.load", "torch.serialization.load", "torch.storage._load_from_bytes",
@@ -152,9 +160,23 @@ static int has_dunder(const char *s) {
     return 0;
 }
 
+int ckpt_scan_data_class(const char *module, const char *name) {
+    size_t ml = strlen(module);
+    for (size_t i = 0; i < sizeof data_classes / sizeof *data_classes; i++)
+        if (strncmp(data_classes[i], module, ml) == 0 && data_classes[i][ml] == '.' &&
+            strcmp(data_classes[i] + ml + 1, name) == 0)
+            return 1;
+    return 0;
+}
+
 ckpt_severity ckpt_scan_classify(const char *module, const char *name,
                                  const char **why) {
     module = ckpt_scan_map_module(module);
+    if (ckpt_scan_data_class(module, name)) {
+        *why = "a data-only class: it builds a value and runs nothing else; "
+               "allow it to accept the file";
+        return CKPT_SEVERITY_SUSPICIOUS;
+    }
     for (size_t f = 0; f < sizeof families / sizeof families[0]; f++)
         for (size_t i = 0; i < families[f].n; i++)
             if (path_has_prefix(module, name, families[f].prefixes[i])) {

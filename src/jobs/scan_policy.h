@@ -24,6 +24,14 @@
 ckpt_severity ckpt_scan_classify(const char *module, const char *name,
                                  const char **why);
 
+/* 1 if module.name is a class that only builds a value from its arguments
+ * and state, touching no file, process or code: pathlib's path classes,
+ * argparse.Namespace, types.SimpleNamespace (Lightning and YOLO checkpoints
+ * hold them). The loader still imports them, so they are not allowlisted:
+ * a file naming one gets the verdict "review" until the caller allows it;
+ * never dangerous (ckpt_scan_classify rates them suspicious). */
+int ckpt_scan_data_class(const char *module, const char *name);
+
 /* Python 2 module names the unpickler maps (_compat_pickle IMPORT_MAPPING
  * subset that matters here: __builtin__, copy_reg). Returns `module` when
  * no mapping applies. Static or borrowed string. */
@@ -60,7 +68,7 @@ typedef enum ckpt_lit_enc {
 } ckpt_lit_enc;
 
 /* The encoding p[0..n) may be, judged on its first few bytes (and the
- * last one for RAW), since every literal of every pickle passes here. */
+ * last one for RAW): cheap, whatever the literal's size. */
 ckpt_lit_enc ckpt_scan_literal_encoding(const uint8_t *p, size_t n);
 
 /* Decodes p[0..n) as enc into out, which has room for n bytes (every

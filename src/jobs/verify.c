@@ -189,3 +189,15 @@ int ckpt_verify(ckpt_verify_report *report, ckpt_file *f) {
     rep->ok = 1;
     return 0;
 }
+
+ckpt_checksums ckpt_file_checksums(const ckpt_file *f) {
+    switch (f->format) {
+    case CKPT_FORMAT_TORCH_ZIP: return CKPT_CHECKSUMS_CRC32;
+    case CKPT_FORMAT_SAFETENSORS:
+    case CKPT_FORMAT_SAFETENSORS_SHARDED:
+        for (size_t i = 0; i < f->nmeta; i++)
+            if (strcmp(f->meta_keys[i], CKPT_META_XXH3) == 0) return CKPT_CHECKSUMS_DIGESTS;
+        return CKPT_CHECKSUMS_NONE;
+    default: return CKPT_CHECKSUMS_NONE;
+    }
+}

@@ -50,6 +50,10 @@ struct ckpt_file {
     /* sharded safetensors: the shard files (owned). */
     ckpt_file **shards;
     size_t nshards;
+
+    /* ckpt_file_logical_root's tree, decoded on first use (in arena). */
+    const ckpt_value *logical;
+    int logical_done;
 };
 
 /* Flattens f->root into f->tensors/f->values (sorted by name; for equal

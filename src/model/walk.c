@@ -2,6 +2,7 @@
 #include "model/walk.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/alloc.h"
@@ -128,20 +129,50 @@ static int is_container(const ckpt_value *v) {
            v->kind == CKPT_KIND_OBJECT;
 }
 
+typedef struct on_path {
+    const ckpt_value *v;
+    uint32_t depth;
+} on_path;
+
+static int by_value_depth(const void *a, const void *b) {
+    const on_path *x = a, *y = b;
+    if (x->v != y->v) return (uintptr_t)x->v < (uintptr_t)y->v ? -1 : 1;
+    return x->depth < y->depth ? -1 : x->depth > y->depth;
+}
+
+/* The depth at which a container on the path stack[0..d] first appears a
+ * second time, or 0 when none does (or the search cannot allocate). The
+ * path is sorted once: O(d log d), whatever max_depth allows. */
+static uint32_t first_repeat(const ckpt_walk *w, uint32_t d) {
+    on_path *p = ckpt_malloc(((size_t)d + 1) * sizeof *p);
+    uint32_t n = 0, best = 0;
+    if (!p) return 0;
+    for (uint32_t j = 0; j <= d; j++)
+        if (is_container(w->stack_[j].value)) p[n++] = (on_path){w->stack_[j].value, j};
+    qsort(p, n, sizeof *p, by_value_depth);
+    for (uint32_t i = 1; i < n; i++)
+        if (p[i].v == p[i - 1].v && (i < 2 || p[i - 2].v != p[i].v) &&
+            (!best || p[i].depth < best))
+            best = p[i].depth;
+    ckpt_free(p);
+    return best;
+}
+
 /* A bound was hit at depth d: a cycle on the path, reported as the first
- * container that reappears, else the bound itself (why). */
-static int bound_hit(ckpt_walk *w, uint32_t d, const char *why) {
-    for (uint32_t j = 1; j <= d; j++) {
-        const ckpt_value *v = w->stack_[j].value;
-        if (!is_container(v)) continue;
-        for (uint32_t i = 0; i < j; i++)
-            if (w->stack_[i].value == v) {
-                truncate_name(w, w->stack_[j].name_len);
-                return ckpt_err(CKPT_E_UNSUPPORTED, w->file, w->member, CKPT_NO_OFFSET,
-                                "cyclic reference: \"%s\" contains itself",
-                                w->stack_[j].name_len ? w->name : "(root)");
-            }
+ * container that reappears, else the bound itself (why; NULL: the error
+ * recorded already, code rc). */
+static int bound_hit(ckpt_walk *w, uint32_t d, const char *why, int rc) {
+    uint32_t j = first_repeat(w, d);
+    if (j && w->names) {
+        truncate_name(w, w->stack_[j].name_len);
+        return ckpt_err(CKPT_E_UNSUPPORTED, w->file, w->member, CKPT_NO_OFFSET,
+                        "cyclic reference: \"%s\" contains itself",
+                        w->stack_[j].name_len ? w->name : "(root)");
     }
+    if (j)
+        return ckpt_err(CKPT_E_UNSUPPORTED, w->file, w->member, CKPT_NO_OFFSET,
+                        "cyclic reference: a container contains itself, %u levels down", j);
+    if (!why) return rc;
     if (w->names)
         return ckpt_err(CKPT_E_LIMIT, w->file, w->member, CKPT_NO_OFFSET, "%s at \"%s\"",
                         why, w->stack_[d].name_len ? w->name : "(root)");
@@ -163,10 +194,10 @@ static int enter(ckpt_walk *w, uint32_t d, const ckpt_walk_frame *c) {
     w->depth = d;
     char why[96];
     if (++w->visits > w->max_visits)
-        return bound_hit(w, d, "object graph too large (shared substructures repeated)");
+        return bound_hit(w, d, "object graph too large (shared substructures repeated)", 0);
     if (d > w->max_depth) {
         snprintf(why, sizeof why, "containers nested deeper than %u", w->max_depth);
-        return bound_hit(w, d, why);
+        return bound_hit(w, d, why, 0);
     }
     return w->enter(w, &w->stack_[d]);
 }
@@ -196,7 +227,11 @@ int ckpt_walk_run(ckpt_walk *w, const ckpt_value *root) {
     while (d > 0 && rc >= 0 && rc != CKPT_WALK_STOP) {
         ckpt_walk_frame *p = &w->stack_[d - 1], c;
         if (next_child(w, p, &c)) {
-            if ((rc = push_name(w, p, &c))) break;
+            if ((rc = push_name(w, p, &c))) {
+                /* a name grows without end around a cycle too */
+                if (rc == CKPT_E_LIMIT) rc = bound_hit(w, d - 1, NULL, rc);
+                break;
+            }
             rc = enter(w, d, &c);
             if (rc == CKPT_WALK_DESCEND) {
                 d++;

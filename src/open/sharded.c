@@ -11,6 +11,7 @@
 #include "open/sharded.h"
 
 #include <inttypes.h>
+#include <stdio.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,6 +52,19 @@ const char *ckpt_shard_name(char *out, const char *name, size_t len, const char 
     if (ext && (o <= elen || memcmp(out + o - elen, ext, elen)))
         return !strcmp(ext, ".bin") ? "not a .bin file" : "not a .safetensors file";
     return NULL;
+}
+
+int ckpt_shard_outside(const char *dir, const char *path, char *target, size_t cap) {
+    char *real_dir = realpath(dir, NULL), *real = realpath(path, NULL);
+    int outside = 0;
+    if (real_dir && real) {
+        size_t n = strlen(real_dir);
+        outside = !(strncmp(real, real_dir, n) == 0 && (real[n] == '/' || n == 1));
+        if (outside) snprintf(target, cap, "%s", real);
+    }
+    free(real_dir);
+    free(real);
+    return outside;
 }
 
 typedef struct file_id {

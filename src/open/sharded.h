@@ -25,6 +25,13 @@
  * name is refused (a static phrase: "an absolute path"). */
 const char *ckpt_shard_name(char *out, const char *name, size_t len, const char *ext);
 
+/* Whether the shard at `path` (dir/NAME, NAME canonical) is a file outside
+ * directory `dir` reached through a symbolic link: 1 with the file's real
+ * path in target (cap bytes), else 0. Loaders follow links (a Hugging
+ * Face cache links every shard to a blob two levels up), so the reader
+ * follows them too; the scanner reports them. */
+int ckpt_shard_outside(const char *dir, const char *path, char *target, size_t cap);
+
 /* Reads the index `json` (len bytes) of f, whose directory is `dir` ("."
  * if none): opens each shard once (names that ckpt_shard_name makes equal,
  * or that reach one file through links, are one shard) and matches its

@@ -441,26 +441,14 @@ static void note_opaque(ckpt_doctor_report *r) {
     note(r, s);
 }
 
-static int has_digests(const ckpt_file *f) {
-    size_t n = ckpt_file_metadata_count(f);
-    for (size_t i = 0; i < n; i++)
-        if (strcmp(ckpt_file_metadata_key(f, i), "ckpt.xxh3") == 0) return 1;
-    return 0;
-}
-
 static void note_checksum(ckpt_doctor_report *r) {
-    switch (ckpt_file_format(r->f)) {
-    case CKPT_FORMAT_SAFETENSORS:
-    case CKPT_FORMAT_SAFETENSORS_SHARDED:
-        if (has_digests(r->f)) {
-            note(r, "per-tensor XXH3-64 digests checked (metadata ckpt.xxh3, written by "
-                    "ckpt): the tensor bytes are the ones written; the header and metadata "
-                    "have no digest");
-            break;
-        }
-        /* fall through */
-    case CKPT_FORMAT_TORCH_LEGACY:
-    case CKPT_FORMAT_PICKLE:
+    switch (ckpt_file_checksums(r->f)) {
+    case CKPT_CHECKSUMS_DIGESTS:
+        note(r, "per-tensor XXH3-64 digests checked (metadata ckpt.xxh3, written by "
+                "ckpt): the tensor bytes are the ones written; the header and metadata "
+                "have no digest");
+        break;
+    case CKPT_CHECKSUMS_NONE:
         note(r, ckpt_arena_printf(&r->arena,
                                   "%s files carry no checksum: integrity means structure "
                                   "and sizes are consistent, not that the tensor bytes are "
@@ -561,11 +549,13 @@ static int concern_integrity(const ckpt_doctor_report *r, ckpt_buf *b) {
 }
 
 /* How bad a verdict is: unsafe, then unscannable (something was not
- * examined), then not-a-checkpoint (nothing to examine), then safe. */
+ * examined), then review (data-only classes to accept), then
+ * not-a-checkpoint (nothing to examine), then safe. */
 static int rank(ckpt_verdict v) {
     switch (v) {
-    case CKPT_VERDICT_UNSAFE: return 3;
-    case CKPT_VERDICT_UNSCANNABLE: return 2;
+    case CKPT_VERDICT_UNSAFE: return 4;
+    case CKPT_VERDICT_UNSCANNABLE: return 3;
+    case CKPT_VERDICT_REVIEW: return 2;
     case CKPT_VERDICT_NOT_A_CHECKPOINT: return 1;
     default: return 0;
     }
@@ -1019,7 +1009,9 @@ const ckpt_error *ckpt_doctor_error(const ckpt_doctor_report *r) {
 const ckpt_verify_report *ckpt_doctor_verify_report(const ckpt_doctor_report *r) {
     return &r->verify;
 }
-int ckpt_doctor_has_digests(const ckpt_doctor_report *r) { return r->f && has_digests(r->f); }
+int ckpt_doctor_has_digests(const ckpt_doctor_report *r) {
+    return r->f && ckpt_file_checksums(r->f) == CKPT_CHECKSUMS_DIGESTS;
+}
 uint64_t ckpt_doctor_elements(const ckpt_doctor_report *r) { return r->elements; }
 uint64_t ckpt_doctor_tensor_bytes(const ckpt_doctor_report *r) { return r->tensor_bytes; }
 

@@ -1,5 +1,5 @@
 /* training.c - the components of a training checkpoint (ckpt_training_*;
- * the rules are in ckpt.h), and the helpers the other training_*.c share.
+ * the rules are in ckpt.h), recorded in the analysis record (record.c).
  *
  * One walk over each file's object tree sorts subtrees into components by
  * their structure (an optimizer is "state" + "param_groups" wherever it
@@ -8,8 +8,6 @@
  * with the model's parameters and decides the verdict. Only shapes and
  * sizes are looked at: no tensor bytes are read but those of 0-dim
  * counters. */
-#include <math.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -20,89 +18,7 @@
 #include "model/walk.h"
 #include "format/structure.h"
 
-/* Tree nodes visited per analysis before it stops: shared references in a
- * hostile pickle can make a small file an exponentially large tree. */
-#define WALK_BUDGET ((uint64_t)1 << 24)
-/* Bytes of a 0-dim counter tensor that are read (its value). */
-#define COUNTER_BYTES_MAX 8
-
-/* ------------------------------------------------------------ strings */
-
-static int vpush(ckpt_training *t, const char ***arr, size_t *n, size_t *cap,
-                 const char *fmt, va_list ap)
-{
-    va_list ap2;
-    int len;
-    char *s;
-
-    va_copy(ap2, ap);
-    len = vsnprintf(NULL, 0, fmt, ap2);
-    va_end(ap2);
-    s = len < 0 ? NULL : ckpt_arena_alloc(&t->arena, (size_t)len + 1);
-    if (s == NULL)
-        return ckpt_tr_nomem();
-    vsnprintf(s, (size_t)len + 1, fmt, ap);
-    return ckpt_tr_push_str(t, arr, n, cap, s);
-}
-
-int ckpt_tr_push_str(ckpt_training *t, const char ***arr, size_t *n,
-                     size_t *cap, const char *s)
-{
-    if (ckpt_arena_grow(&t->arena, (void **)arr, cap, *n + 1, sizeof **arr))
-        return ckpt_tr_nomem();
-    (*arr)[(*n)++] = s;
-    return 0;
-}
-
-int ckpt_tr_warn(ckpt_training *t, const char *fmt, ...)
-{
-    va_list ap;
-    int rc;
-
-    va_start(ap, fmt);
-    rc = vpush(t, &t->warnings, &t->nwarnings, &t->cwarnings, fmt, ap);
-    va_end(ap);
-    return rc;
-}
-
-int ckpt_tr_vreason(ckpt_training *t, const char *fmt, va_list ap)
-{
-    return vpush(t, &t->reasons, &t->nreasons, &t->creasons, fmt, ap);
-}
-
-int ckpt_tr_reason(ckpt_training *t, const char *fmt, ...)
-{
-    va_list ap;
-    int rc;
-
-    va_start(ap, fmt);
-    rc = ckpt_tr_vreason(t, fmt, ap);
-    va_end(ap);
-    return rc;
-}
-
-int ckpt_tr_nomem(void)
-{
-    return ckpt_err_nomem();
-}
-
-/* ------------------------------------------------------------ tree helpers */
-
-int ckpt_tr_visit(ckpt_training *t)
-{
-    if (t->budget == 0) {
-        t->cut = 1;
-        return 0;
-    }
-    t->budget--;
-    return 1;
-}
-
-static int key_is(const char *k, size_t len, const char *name)
-{
-    return k && strlen(name) == len && memcmp(k, name, len) == 0;
-}
-
+/* 1 when k (len bytes, NULL allowed) contains `part`. */
 static int key_has(const char *k, size_t len, const char *part)
 {
     size_t n = strlen(part), i;
@@ -113,161 +29,9 @@ static int key_has(const char *k, size_t len, const char *part)
     return 0;
 }
 
-/* The value of string key `key` in a dict (the last one, as Python keeps),
- * or NULL. */
-const ckpt_value *ckpt_tr_dict_get(const ckpt_value *d, const char *key)
-{
-    const ckpt_value *found = NULL;
-    size_t n, i;
-
-    if (d == NULL || d->kind != CKPT_KIND_DICT)
-        return NULL;
-    n = strlen(key);
-    for (i = 0; i < d->u.dict.n; i++) {
-        const ckpt_value *k = d->u.dict.keys[i];
-
-        if (k->kind == CKPT_KIND_STR && k->u.s.len == n &&
-            memcmp(k->u.s.p, key, n) == 0)
-            found = d->u.dict.vals[i];
-    }
-    return found;
-}
-
-int ckpt_tr_is_seq(const ckpt_value *v)
-{
-    return v && (v->kind == CKPT_KIND_LIST || v->kind == CKPT_KIND_TUPLE);
-}
-
 static int is_number(const ckpt_value *v)
 {
     return v && (v->kind == CKPT_KIND_INT || v->kind == CKPT_KIND_FLOAT);
-}
-
-const ckpt_tensor *ckpt_tr_as_tensor(const ckpt_value *v)
-{
-    return v && v->kind == CKPT_KIND_TENSOR ? v->u.tensor : NULL;
-}
-
-/* s, or "?" when building it ran out of memory: the failure is sticky
- * (t->nomem) and fails the analysis at its end, so that sentences can be
- * composed inline. */
-const char *ckpt_tr_sticky(ckpt_training *t, const char *s)
-{
-    if (s)
-        return s;
-    t->nomem = 1;
-    return "?";
-}
-
-int ckpt_tr_same_shape(const ckpt_tensor *a, const ckpt_tensor *b)
-{
-    return a->ndim == b->ndim &&
-           (a->ndim == 0 ||
-            memcmp(a->shape, b->shape, a->ndim * sizeof *a->shape) == 0);
-}
-
-int ckpt_tr_cmp_shape(const ckpt_tensor *a, const ckpt_tensor *b)
-{
-    uint32_t d;
-
-    if (a->ndim != b->ndim)
-        return a->ndim < b->ndim ? -1 : 1;
-    for (d = 0; d < a->ndim; d++)
-        if (a->shape[d] != b->shape[d])
-            return a->shape[d] < b->shape[d] ? -1 : 1;
-    return 0;
-}
-
-/* "[8, 4]" in the arena. */
-const char *ckpt_tr_shape_text(ckpt_training *t, const ckpt_tensor *x)
-{
-    char buf[256];
-    size_t used = 0;
-    uint32_t d;
-
-    buf[used++] = '[';
-    for (d = 0; d < x->ndim && used + 48 < sizeof buf; d++)
-        used += (size_t)snprintf(buf + used, sizeof buf - used,
-                                 "%s%llu", d ? ", " : "",
-                                 (unsigned long long)x->shape[d]);
-    if (d < x->ndim)
-        used += (size_t)snprintf(buf + used, sizeof buf - used, ", ...");
-    snprintf(buf + used, sizeof buf - used, "]");
-    return ckpt_tr_sticky(t, ckpt_arena_strdup(&t->arena, buf));
-}
-
-static int is_float(ckpt_dtype dt)
-{
-    switch (dt) {
-    case CKPT_DT_F16: case CKPT_DT_BF16: case CKPT_DT_F32: case CKPT_DT_F64:
-    case CKPT_DT_F8_E5M2: case CKPT_DT_F8_E4M3: case CKPT_DT_F8_E8M0:
-    case CKPT_DT_F8_E4M3FNUZ: case CKPT_DT_F8_E5M2FNUZ: case CKPT_DT_F4:
-    case CKPT_DT_F6_E2M3: case CKPT_DT_F6_E3M2:
-        return 1;
-    default:
-        return 0;
-    }
-}
-
-int ckpt_tr_ends_with(const char *s, const char *suffix)
-{
-    size_t n = strlen(s), m = strlen(suffix);
-
-    return n >= m && strcmp(s + n - m, suffix) == 0;
-}
-
-/* A model tensor an optimizer trains: floating point, and not one of
- * BatchNorm's running statistics (the only float buffers every torch model
- * zoo has; others make the counts differ and are matched by shape). */
-int ckpt_tr_is_param(const tr_tensor *x)
-{
-    return is_float(x->t->dtype) &&
-           !ckpt_tr_ends_with(x->name, "running_mean") &&
-           !ckpt_tr_ends_with(x->name, "running_var");
-}
-
-/* The value of a tensor of one element (a counter), or NaN. */
-static double tensor_number(const ckpt_tensor *x)
-{
-    unsigned char b[COUNTER_BYTES_MAX];
-    uint32_t u32;
-    uint16_t u16;
-    float f;
-    double d;
-    int64_t i64;
-    int32_t i32;
-    int16_t i16;
-
-    if (x->numel != 1 || x->nbytes > sizeof b ||
-        ckpt_tensor_read(x, b, sizeof b) != 0)
-        return NAN;
-    switch (x->dtype) {
-    case CKPT_DT_F32: memcpy(&f, b, 4); return f;
-    case CKPT_DT_F64: memcpy(&d, b, 8); return d;
-    case CKPT_DT_I64: memcpy(&i64, b, 8); return (double)i64;
-    case CKPT_DT_I32: memcpy(&i32, b, 4); return i32;
-    case CKPT_DT_I16: memcpy(&i16, b, 2); return i16;
-    case CKPT_DT_I8: return (int8_t)b[0];
-    case CKPT_DT_U8: case CKPT_DT_BOOL: return b[0];
-    case CKPT_DT_BF16:
-        memcpy(&u16, b, 2);
-        u32 = (uint32_t)u16 << 16;
-        memcpy(&f, &u32, 4);
-        return f;
-    case CKPT_DT_F16: {
-        unsigned e;
-        double m;
-
-        memcpy(&u16, b, 2);
-        e = (u16 >> 10) & 0x1fu;
-        m = u16 & 0x3ffu;
-        d = e == 0 ? ldexp(m, -24)
-            : e == 31 ? (m != 0 ? NAN : INFINITY) : ldexp(m + 1024, (int)e - 25);
-        return (u16 & 0x8000u) ? -d : d;
-    }
-    default:
-        return NAN;
-    }
 }
 
 /* ------------------------------------------------------------ components */
@@ -302,35 +66,17 @@ static const char *path_of(ckpt_training *t, const ckpt_walk *w,
     return ckpt_arena_strndup(&t->arena, w->name, node->name_len);
 }
 
-/* Appends a component; returns its index through *idx. */
+/* Appends a component of w's file; its index through *idx. */
 static int comp_add(walker *w, ckpt_component_kind kind, const char *path,
                     const char *type, const ckpt_value *v, size_t *idx)
 {
-    ckpt_training *t = w->t;
-    tr_comp *c;
-
-    *idx = 0;
-    if (ckpt_arena_grow(&t->arena, (void **)&t->comps, &t->ccomps,
-                        t->ncomps + 1, sizeof *t->comps))
-        return ckpt_tr_nomem();
-    c = &t->comps[t->ncomps];
-    memset(c, 0, sizeof *c);
-    c->pub.kind = kind;
-    c->pub.file = w->file;
-    c->pub.name = path;
-    c->pub.type = type ? type : "";
-    c->pub.value = v;
-    c->pub.number = NAN;
-    c->ordered = w->ordered;
-    *idx = t->ncomps++;
-    return 0;
+    return ckpt_tr_comp_add(w->t, w->file, w->ordered, kind, path, type, v,
+                            idx);
 }
 
-static void count_tensor(ckpt_component *c, const ckpt_tensor *x)
+static int add_counter(walker *w, const char *path, const ckpt_value *v)
 {
-    c->tensors++;
-    c->elements += x->numel;
-    c->bytes += x->nbytes;
+    return ckpt_tr_add_counter(w->t, w->file, w->ordered, path, v);
 }
 
 typedef struct summer {
@@ -348,7 +94,7 @@ static int sum_enter(ckpt_walk *w, ckpt_walk_frame *node)
         return CKPT_WALK_SKIP;
     switch (v->kind) {
     case CKPT_KIND_TENSOR:
-        count_tensor(s->c, v->u.tensor);
+        ckpt_tr_count_tensor(s->c, v->u.tensor);
         if (s->state && v->u.tensor->ndim > 0)
             s->c->state_bytes += v->u.tensor->nbytes;
         return CKPT_WALK_SKIP;
@@ -438,7 +184,7 @@ static int model_tensor(ckpt_training *t, tr_comp *c, const char *name,
     e = &c->tensors[c->ntensors++];
     e->name = name;
     e->t = x;
-    count_tensor(&c->pub, x);
+    ckpt_tr_count_tensor(&c->pub, x);
     if (ckpt_tr_is_param(e))
         c->pub.param_bytes += x->nbytes;
     return 0;
@@ -477,45 +223,6 @@ static int collect(const walker *w, size_t idx, const ckpt_value *v,
 
 /* ---- optimizer */
 
-/* Per-parameter state keys of torch.optim (and Adafactor's factored ones):
- * which optimizer wrote them, and whether the tensor has the parameter's
- * shape. */
-enum {
-    K_STEP, K_EXP_AVG, K_EXP_AVG_SQ, K_MAX_EXP_AVG_SQ, K_MOMENTUM_BUFFER,
-    K_SUM, K_SQUARE_AVG, K_ACC_DELTA, K_GRAD_AVG, K_EXP_INF, K_MU_PRODUCT,
-    K_ETA, K_MU, K_AX, K_PREV, K_STEP_SIZE, K_FACTORED, K_COUNT
-};
-static const struct {
-    const char *name;
-    int shaped;
-} state_keys[K_COUNT] = {
-    { "step", 0 },           { "exp_avg", 1 },      { "exp_avg_sq", 1 },
-    { "max_exp_avg_sq", 1 }, { "momentum_buffer", 1 }, { "sum", 1 },
-    { "square_avg", 1 },     { "acc_delta", 1 },    { "grad_avg", 1 },
-    { "exp_inf", 1 },        { "mu_product", 0 },   { "eta", 0 },
-    { "mu", 0 },             { "ax", 1 },           { "prev", 1 },
-    { "step_size", 1 },      { "exp_avg_sq_row", 0 },
-};
-
-static int state_key(const char *k, size_t len)
-{
-    int i;
-
-    if (ckpt_tr_ends_with(k, "_row") || ckpt_tr_ends_with(k, "_col"))
-        return K_FACTORED;
-    for (i = 0; i < K_COUNT; i++)
-        if (key_is(k, len, state_keys[i].name))
-            return i;
-    return -1;
-}
-
-int ckpt_tr_shaped_key(const char *k, size_t len)
-{
-    int s = state_key(k, len);
-
-    return s >= 0 && state_keys[s].shaped;
-}
-
 /* Keys present in any per-parameter entry (bit K_x), and those holding a
  * tensor somewhere (*tensors). */
 static unsigned state_flags(const ckpt_value *state, unsigned *tensors)
@@ -530,7 +237,7 @@ static unsigned state_flags(const ckpt_value *state, unsigned *tensors)
 
         for (j = 0; e->kind == CKPT_KIND_DICT && j < e->u.dict.n; j++) {
             const char *k = ckpt_value_key_text(e->u.dict.keys[j], tmp, sizeof tmp, &len);
-            int s = state_key(k, len);
+            int s = ckpt_tr_state_key(k, len);
 
             if (s < 0)
                 continue;
@@ -565,25 +272,25 @@ static const char *optimizer_type(const ckpt_value *state,
     int has_momentum;
     double momentum = group_number(groups, "momentum", &has_momentum);
 
-    if (HAS(K_FACTORED))
+    if (HAS(TR_K_FACTORED))
         return "Adafactor";
-    if (HAS(K_SQUARE_AVG))
-        return HAS(K_ACC_DELTA) ? "Adadelta" : "RMSprop";
-    if (HAS(K_EXP_INF))
+    if (HAS(TR_K_SQUARE_AVG))
+        return HAS(TR_K_ACC_DELTA) ? "Adadelta" : "RMSprop";
+    if (HAS(TR_K_EXP_INF))
         return "Adamax";
-    if (HAS(K_MU_PRODUCT))
+    if (HAS(TR_K_MU_PRODUCT))
         return "NAdam";
-    if (HAS(K_EXP_AVG) && HAS(K_EXP_AVG_SQ))
-        return HAS(K_MAX_EXP_AVG_SQ) ? "Adam/AdamW (amsgrad)" : "Adam/AdamW";
-    if (HAS(K_ETA) && HAS(K_MU) && HAS(K_AX))
+    if (HAS(TR_K_EXP_AVG) && HAS(TR_K_EXP_AVG_SQ))
+        return HAS(TR_K_MAX_EXP_AVG_SQ) ? "Adam/AdamW (amsgrad)" : "Adam/AdamW";
+    if (HAS(TR_K_ETA) && HAS(TR_K_MU) && HAS(TR_K_AX))
         return "ASGD";
-    if (HAS(K_PREV) && HAS(K_STEP_SIZE))
+    if (HAS(TR_K_PREV) && HAS(TR_K_STEP_SIZE))
         return "Rprop";
-    if (HAS(K_SUM))
+    if (HAS(TR_K_SUM))
         return "Adagrad";
-    if (tensors & (1u << K_MOMENTUM_BUFFER))
+    if (tensors & (1u << TR_K_MOMENTUM_BUFFER))
         return "SGD (momentum)";
-    if ((flags & ~(1u << K_MOMENTUM_BUFFER)) == 0 && has_momentum &&
+    if ((flags & ~(1u << TR_K_MOMENTUM_BUFFER)) == 0 && has_momentum &&
         ckpt_tr_dict_get(groups->u.seq.items[0], "dampening"))
         return momentum == 0 ? "SGD" : "SGD (momentum)";
     return "unknown";
@@ -609,67 +316,6 @@ static int is_optimizer(const ckpt_value *v)
         if (state->u.dict.vals[i]->kind != CKPT_KIND_DICT)
             return 0;
     return state_flags(state, &tensors) != 0;
-}
-
-/* The parameter index a "state" key stands for: an int, or its decimal
- * text (as JSON round trips write it). */
-int ckpt_tr_param_id(const ckpt_value *k, uint64_t *id)
-{
-    const char *s;
-    char *end;
-    unsigned long long x;
-
-    if (k->kind == CKPT_KIND_INT && k->u.i.decimal == NULL && k->u.i.v >= 0) {
-        *id = (uint64_t)k->u.i.v;
-        return 1;
-    }
-    if (k->kind != CKPT_KIND_STR || k->u.s.len == 0 || k->u.s.len > 19)
-        return 0;
-    s = k->u.s.p;
-    if (s[0] < '0' || s[0] > '9')
-        return 0;
-    x = strtoull(s, &end, 10);
-    if (*end != '\0')
-        return 0;
-    *id = x;
-    return 1;
-}
-
-/* The type of a counter as shown: "int", "float", "0-dim F32 tensor". */
-static const char *counter_type(ckpt_training *t, const ckpt_value *v)
-{
-    const ckpt_tensor *x = ckpt_tr_as_tensor(v);
-
-    if (x == NULL)
-        return ckpt_kind_name(ckpt_value_kind(v));
-    if (x->ndim == 0)
-        return ckpt_tr_sticky(t, ckpt_arena_printf(&t->arena, "0-dim %s tensor",
-                                           ckpt_dtype_name(x->dtype)));
-    return ckpt_tr_sticky(t, ckpt_arena_printf(&t->arena, "%s tensor %s",
-                                       ckpt_dtype_name(x->dtype),
-                                       ckpt_tr_shape_text(t, x)));
-}
-
-static int add_counter(walker *w, const char *path, const ckpt_value *v)
-{
-    ckpt_training *t = w->t;
-    const char *type = counter_type(t, v);
-    size_t idx;
-    int rc;
-
-    if ((rc = comp_add(w, CKPT_COMPONENT_COUNTER, path, type, v, &idx)))
-        return rc;
-    if (v->kind == CKPT_KIND_TENSOR) {
-        count_tensor(&t->comps[idx].pub, v->u.tensor);
-        t->comps[idx].pub.number = tensor_number(v->u.tensor);
-    } else if (v->kind == CKPT_KIND_INT) {
-        t->comps[idx].pub.number = v->u.i.decimal
-                                       ? strtod(v->u.i.decimal, NULL)
-                                       : (double)v->u.i.v;
-    } else if (v->kind == CKPT_KIND_FLOAT) {
-        t->comps[idx].pub.number = v->u.f;
-    }
-    return 0;
 }
 
 static int add_optimizer(walker *w, const ckpt_value *v, const char *path)
@@ -821,8 +467,8 @@ static const char *torch_rng(const ckpt_tensor *x, const char *key,
         return NULL;
     if (key_has(key, len, "cuda"))
         return "torch-cuda";
-    if (x->numel == TORCH_CPU_RNG_BYTES || key_is(key, len, "cpu") ||
-        key_is(key, len, "torch") || key_has(key, len, "rng"))
+    if (x->numel == TORCH_CPU_RNG_BYTES || ckpt_tr_key_is(key, len, "cpu") ||
+        ckpt_tr_key_is(key, len, "torch") || key_has(key, len, "rng"))
         return "torch-cpu";
     return NULL;
 }
@@ -851,7 +497,7 @@ static int is_counter_key(const char *k, size_t len)
     size_t i;
 
     for (i = 0; i < sizeof names / sizeof *names; i++)
-        if (key_is(k, len, names[i]))
+        if (ckpt_tr_key_is(k, len, names[i]))
             return 1;
     return 0;
 }
@@ -870,7 +516,7 @@ static int is_data_key(const char *k, size_t len)
         key_has(k, len, "data_loader"))
         return 1;
     for (i = 0; i < sizeof names / sizeof *names; i++)
-        if (key_is(k, len, names[i]))
+        if (ckpt_tr_key_is(k, len, names[i]))
             return 1;
     return 0;
 }
@@ -1057,7 +703,7 @@ static int walk_enter(ckpt_walk *ww, ckpt_walk_frame *node)
         klen = node->seg_len;
     }
     if (p && p->optimizer &&
-        (key_is(key, klen, "state") || key_is(key, klen, "param_groups")))
+        (ckpt_tr_key_is(key, klen, "state") || ckpt_tr_key_is(key, klen, "param_groups")))
         return CKPT_WALK_SKIP;
     if (p == NULL || node->value->kind != CKPT_KIND_TENSOR) {
         if (!ckpt_tr_visit(w->t))
@@ -1124,35 +770,7 @@ int ckpt_tr_add_file(ckpt_training *t, const ckpt_file *f, const char *name)
     return ckpt_tr_meta_file(t, f, file);
 }
 
-int ckpt_tr_add_json_counter(ckpt_training *t, const char *file,
-                             const char *key, int is_int, int64_t i, double d)
-{
-    walker w = { t, file, 0, NULL };
-    ckpt_value *v = is_int ? ckpt_value_new_int(&t->arena, i)
-                           : ckpt_value_new_float(&t->arena, d);
-    const char *path = ckpt_arena_strdup(&t->arena, key);
-
-    if (v == NULL || path == NULL)
-        return ckpt_tr_nomem();
-    return add_counter(&w, path, v);
-}
-
 /* ------------------------------------------------------------ public API */
-
-int ckpt_tr_new(ckpt_training **out)
-{
-    ckpt_training *t = ckpt_malloc(sizeof *t);
-
-    *out = NULL;
-    if (t == NULL)
-        return ckpt_tr_nomem();
-    memset(t, 0, sizeof *t);
-    t->budget = WALK_BUDGET;
-    t->ratio = NAN;
-    t->verdict = CKPT_RESUME_WEIGHTS_ONLY;
-    *out = t;
-    return 0;
-}
 
 int ckpt_training_analyze(ckpt_training **out, const ckpt_file *f)
 {

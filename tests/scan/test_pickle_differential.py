@@ -23,11 +23,17 @@ Rules, for the first stream of each input:
     the same STOP offset) and names exactly the same globals;
   - CPython fails: ckpt names at least the globals CPython imported before
     failing (ckpt may read further: STACK_GLOBAL on non-str operands, EXT
-    codes and undecodable Python 2 strings are deliberately read on).
+    codes and undecodable Python 2 strings are deliberately read on);
+  - the first stream is torch's legacy magic number: the file reader goes
+    on as torch's _legacy_load does (protocol version, stopping unless it
+    is 1001; sys_info; main pickle; storage keys, each from where the last
+    one left the io.BytesIO), and ckpt must read every one of them to its
+    STOP and name every global they import.
 Names compare with or without _compat_pickle's Python 2 mapping.
 
 Inputs: hand-made cases of each class (text operand syntax, FRAME, big
-ints, READONLY_BUFFER, ...), malicious and benign; the replay corpus
+ints, READONLY_BUFFER, ...; legacy files whose streams break or hide a
+call), malicious and benign; the replay corpus
 tests/scan/differential/ (minimised failures); the hostile families of
 gen_hostile.py; the scan corpus's pickles when present (CKPT_CORPUS); and
 seeded mutations of all of them (fixed seed and count in the normal run).
@@ -159,6 +165,24 @@ def unpickle(f):
     return out
 
 
+def legacy_rest(f):
+    """torch's _legacy_load after the magic number: the protocol version
+    (1001, else it stops), sys_info, the main pickle and the storage keys,
+    each unpickled from the same file in turn."""
+    out = {"ok": True, "globals": []}
+    for i in range(LEGACY_STREAMS - 1):
+        r = unpickle(f)
+        out["globals"] += r["globals"]
+        if not r["ok"]:
+            out["ok"] = False
+            out["resource"] = r.get("resource")
+            break
+        if i == 0 and r["value"] != ["int", "1001"]:
+            break
+    out["end"] = f.tell()
+    return out
+
+
 def oracle_main():
     import _pickle
     import resource
@@ -180,6 +204,8 @@ def oracle_main():
         f = io.BytesIO(data)
         res = {"file": unpickle(f), "memory": unpickle(GreedyFile(data))}
         res["file"]["pos"] = f.tell()
+        if res["file"].get("value") == ["int", LEGACY_MAGIC]:
+            res["legacy"] = legacy_rest(f)
         signal.alarm(0)
         out.write(json.dumps(res) + "\n")
         out.flush()
@@ -238,14 +264,15 @@ def ckpt_scan(scan_mod, data):
     return scan_mod._report(r, "diff.pkl")
 
 
-NAME_CAP = 256  # scan.c shows module and name cut to this many bytes together
+NAME_CAP = 256  # scan.c shows module and name cut to this many bytes together, then ...
 
 
 def full_name(module, name):
     m, n = module.encode("utf-8", "surrogatepass"), name.encode("utf-8", "surrogatepass")
+    cut = len(m) + len(n) > NAME_CAP
     m = m[:NAME_CAP]
     n = n[:NAME_CAP - len(m)]
-    return (m + b"." + n).decode("utf-8", "replace")
+    return (m + b"." + n + (b"..." if cut else b"")).decode("utf-8", "replace")
 
 
 def compat_names(module, name):
@@ -272,28 +299,43 @@ def check(scan_mod, oracle, data):
             return ("file reader %s, memory reader %s, ckpt says safe"
                     % (fr.get("error", "ok"), mr.get("error", "ok")))
         return None
+    if any(f.kind == "parse-error" and ("read different" in f.message or
+                                        "ends inside a FRAME" in f.message)
+           for f in rep.findings):
+        # ckpt refuses a read that unpicklers may take from different bytes
+        # (a FRAME crossing, a STOP inside a frame before the next legacy
+        # pickle), even where the values happen to agree: never safe
+        return None if rep.verdict != "safe" else "two readings, ckpt says safe"
     wanted = [compat_names(m, n) for m, n in fr["globals"]]
+    leg = orc.get("legacy")
+    if leg and leg.get("resource"):
+        return None
+    if leg:
+        # every stream torch's legacy loader reads: ckpt reads them all, or
+        # says where it cannot (never safe)
+        wanted += [compat_names(m, n) for m, n in leg["globals"]]
+        errors = [f for f in rep.findings if f.kind == "parse-error" and f.offset is not None
+                  and f.offset < leg["end"]]
+        if leg["ok"] and errors:
+            return "torch's legacy loader reads every stream, ckpt breaks at %s: %s" % (
+                errors[0].offset, errors[0].message)
     stop = next((f.offset for f in rep.findings if f.kind == "trailing-bytes"), None)
     end = len(data) if stop is None else stop
     if fr["ok"] and fr["value"] == ["int", LEGACY_MAGIC]:
         end = fr["pos"]  # torch's legacy magic: ckpt reads on as torch.load does
     errors = [f for f in rep.findings if f.kind == "parse-error" and f.offset is not None
               and f.offset < end and not f.message.startswith("nested")]
-    if errors and "read different" in errors[0].message:
-        # ckpt refuses a read that file and memory unpicklers take from
-        # different bytes, even where the values happen to agree
-        return None if rep.verdict != "safe" else "two readings, ckpt says safe"
     if fr["ok"]:
         if errors:
             return "CPython reads it to STOP, ckpt breaks at %s: %s" % (
                 errors[0].offset, errors[0].message)
         if rep.verdict == "not-a-checkpoint":
             return "CPython reads it to STOP, ckpt finds no pickle"
-        if end != fr["pos"] and b"\x95" not in data:
+        if end != fr["pos"] and b"\x95" not in data and not leg:
             return "CPython's STOP ends at %d, ckpt's at %d" % (fr["pos"], end)
         # the first stream's globals alone, when it can be cut out
         first = ckpt_scan(scan_mod, data[:stop]) if stop is not None else rep
-        if first.verdict in ("safe", "unsafe"):
+        if first.verdict in ("safe", "unsafe") and not leg:  # (torch may stop early)
             extra = [g for g in first.globals if not any(g in w for w in wanted) and not (
                 g.startswith("?.") and first.verdict == "unsafe")]
             if extra:
@@ -335,6 +377,7 @@ def frame(body):
 
 
 LEGACY_MAGIC = "119547037146038801333356"  # torch.serialization.MAGIC_NUMBER
+LEGACY_STREAMS = 5  # magic, protocol version, sys_info, main pickle, storage keys
 CALL = b"(S'ls'\ntR."          # call the global above with ('ls',)
 SYSTEM = b"cos\nsystem\n"
 
@@ -379,6 +422,23 @@ def hand_cases():
     ]
     for f in framed:
         yield p4 + f
+
+
+def legacy_cases():
+    """torch < 1.6 files: five stacked pickles (class 2: none is dropped)."""
+    magic = b"\x80\x02\x8a\x0a\x6c\xfc\x9c\x46\xf9\x20\x6a\xa8\x50\x19."
+    version = b"\x80\x02M\xe9\x03."
+    info = pickle.dumps({"protocol_version": 1001, "little_endian": True}, protocol=2)
+    main = b"\x80\x02}q\x00."
+    keys = b"\x80\x02]q\x00."
+    evil = b"\x80\x02" + SYSTEM + CALL
+    for m in (magic, b"L0x1950a86a20f9469cfc6cL\n.", b"I119547037146038801333356\n."):
+        yield m + version + info + main + keys + b"storage bytes"
+        yield m + version + evil + main + keys
+        yield m + version + info + main + evil
+        yield m + version + b"hello" + evil
+        yield m + b"\x80\x02M\xe8\x03." + evil + main + keys  # version 1000: torch stops
+        yield m + version + info + b"\x80\x04" + frame(b"}.N") + evil + keys
 
 
 def generated():
@@ -476,8 +536,8 @@ def main():
     scan_mod = load_ckpt()
     oracle = Oracle()
     rng = random.Random(args.seed)
-    fixed = list(replay_corpus()) + list(hand_cases()) + list(generated()) + list(
-        corpus_pickles())
+    fixed = list(replay_corpus()) + list(hand_cases()) + list(legacy_cases()) + list(
+        generated()) + list(corpus_pickles())
     inputs = fixed + [mutate(rng, rng.choice(fixed), fixed) for _ in range(args.iterations)]
     passed, failed = 0, []
     for data in inputs:

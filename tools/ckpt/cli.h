@@ -98,15 +98,6 @@ size_t cli_text_width(const char *s, size_t len);
 const char *cli_name(const char *name);
 /* "" for 1, "s" otherwise. */
 const char *cli_plural(uint64_t n);
-/* What `verify` can vouch for beyond structure and sizes. */
-enum {
-    CLI_CHECKSUMS_NONE,    /* safetensors without ckpt's digests, legacy
-                              torch, raw pickle: structure only */
-    CLI_CHECKSUMS_CRC32,   /* torch zip: every member's CRC-32 */
-    CLI_CHECKSUMS_DIGESTS  /* safetensors written by ckpt: per-tensor
-                              XXH3-64 (metadata "ckpt.xxh3") */
-};
-int cli_checksums(const ckpt_file *f);
 /* "1.5 KiB"-style rendering of a byte count into buf. */
 const char *cli_human_bytes(char buf[32], uint64_t bytes);
 /* "[32, 11616]" into buf (cap bytes, truncated with "..."). */

@@ -49,7 +49,7 @@ static int verify_one(const char *path)
            report.bytes);
     /* what was vouched for: without a checksum, only that structure and
      * sizes are consistent, not that the bytes are the ones written */
-    if (cli_checksums(f) == CLI_CHECKSUMS_NONE)
+    if (ckpt_file_checksums(f) == CKPT_CHECKSUMS_NONE)
         fputs("; structure only: this file carries no checksums", stdout);
     fputc('\n', stdout);
     ckpt_close(f);

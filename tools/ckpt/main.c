@@ -292,25 +292,6 @@ const char *cli_plural(uint64_t n)
     return n == 1 ? "" : "s";
 }
 
-int cli_checksums(const ckpt_file *f)
-{
-    size_t n, i;
-
-    switch (ckpt_file_format(f)) {
-    case CKPT_FORMAT_SAFETENSORS:
-    case CKPT_FORMAT_SAFETENSORS_SHARDED:
-        n = ckpt_file_metadata_count(f);
-        for (i = 0; i < n; i++)
-            if (strcmp(ckpt_file_metadata_key(f, i), "ckpt.xxh3") == 0)
-                return CLI_CHECKSUMS_DIGESTS;
-        return CLI_CHECKSUMS_NONE;
-    case CKPT_FORMAT_TORCH_ZIP:
-        return CLI_CHECKSUMS_CRC32;
-    default:
-        return CLI_CHECKSUMS_NONE;
-    }
-}
-
 const char *cli_human_bytes(char buf[32], uint64_t bytes)
 {
     static const char *const units[] = { "KiB", "MiB", "GiB", "TiB", "PiB",
