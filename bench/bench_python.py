@@ -8,8 +8,10 @@ its safetensors twin (ckpt.save), warms the page cache, then reports the
 median of 3 runs of each, every run touching every tensor (a sum of each):
   read          the file read into one reused buffer (the page-cache read
                 time: the floor for any loader that looks at every byte)
-  ckpt.load .safetensors + sums      target: close to `read`
+  ckpt.load .safetensors + sums      target: close to `read` (private
+                                     copies, read with pread)
   ckpt.load .pt + sums
+  ckpt.load(mmap=True) .pt + sums    zero-copy views of the mapping
   torch.load .pt + sums              (mmap=True too on torch >= 2.1)
 and the ratios torch.load / ckpt.load for both files. The files are removed
 afterwards unless --keep. The machine is shared and noisy: read the ratios.
@@ -82,6 +84,7 @@ def main():
         assert abs(touch_all(ckpt.load(pt)) - want) < 1e-3 * max(1.0, abs(want))
         t_ck_st = median(lambda: touch_all(ckpt.load(st)))
         t_ck_pt = median(lambda: touch_all(ckpt.load(pt)))
+        t_ck_mmap = median(lambda: touch_all(ckpt.load(pt, mmap=True)))
         t_torch = median(lambda: touch_all(torch.load(pt)))
         has_mmap = "mmap" in torch.load.__code__.co_varnames
         t_torch_mmap = median(lambda: touch_all(torch.load(pt, mmap=True))) if has_mmap else None
@@ -91,6 +94,7 @@ def main():
         print("%-36s %8.3f s" % ("read (page cache)", t_read))
         print("%-36s %8.3f s" % ("ckpt.load .safetensors + sums", t_ck_st))
         print("%-36s %8.3f s" % ("ckpt.load .pt + sums", t_ck_pt))
+        print("%-36s %8.3f s" % ("ckpt.load(mmap=True) .pt + sums", t_ck_mmap))
         print("%-36s %8.3f s" % ("torch.load .pt + sums", t_torch))
         if t_torch_mmap is not None:
             print("%-36s %8.3f s" % ("torch.load(mmap=True) .pt + sums", t_torch_mmap))

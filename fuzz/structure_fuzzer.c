@@ -23,7 +23,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         size_t n;
         if (ckpt_wr_collect(&named, &n, root) == 0) {
             uint64_t h;
-            for (size_t i = 0; i < n; i++) (void)ckpt_wr_tensor_xxh3(named[i].value->u.tensor, f, &h);
+            for (size_t i = 0; i < n; i++) (void)ckpt_tensor_xxh3(named[i].value->u.tensor, &h);
             ckpt_wr_named_free(named, n);
         }
     }

@@ -78,14 +78,17 @@ static const char *pointer(void) {
     return buf;
 }
 
-/* Entries of dir (other than . and ..) and how many look temporary. */
+/* Entries of dir (other than ., .. and the writers' lock file) and how
+ * many look temporary. */
 static int entries(int *temps) {
     DIR *dp = opendir(dir);
     struct dirent *e;
     int n = 0;
     *temps = 0;
     while (dp && (e = readdir(dp)) != NULL) {
-        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0 ||
+            strcmp(e->d_name, ".ckpt-store.lock") == 0)
+            continue;
         n++;
         if (strstr(e->d_name, ".tmp-")) ++*temps;
     }

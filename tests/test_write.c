@@ -802,7 +802,7 @@ static void sample_checkpoint(const char *path) {
     add(xs, I(12));
     set(root, "xs", xs);
     set(root, "args", ckpt_value_new_object(&scratch, "argparse.Namespace"));
-    CHECK_EQ_INT(ckpt_write_value(root, path, CKPT_FORMAT_TORCH_ZIP, NULL, NULL, NULL),
+    CHECK_EQ_INT(ckpt_write_value(root, path, CKPT_FORMAT_TORCH_ZIP, NULL, NULL),
                  CKPT_E_UNSUPPORTED); /* opaque: a writer cannot make it */
     root->u.dict.n--;                     /* drop "args" */
     CHECK_EQ_INT(ckpt_tree_write(root, path, CKPT_FORMAT_TORCH_ZIP, NULL), 0);
@@ -928,7 +928,7 @@ static int decode_rc(const char *json, uint32_t max_depth) {
     ckpt_arena a = {0};
     const ckpt_value *root;
     rc = ckpt_structure_decode(&root, f, &a);
-    if (rc == 0) rc = ckpt_write_value(root, tpath("h.pt"), CKPT_FORMAT_TORCH_ZIP, NULL, f, NULL);
+    if (rc == 0) rc = ckpt_write_value(root, tpath("h.pt"), CKPT_FORMAT_TORCH_ZIP, NULL, NULL);
     ckpt_arena_free(&a);
     ckpt_close(f);
     return rc;

@@ -75,12 +75,22 @@ CKPT_API int ckpt_open_options_init(ckpt_open_options *opts, unsigned version);
  * pytorch_model.bin.index.json (CKPT_E_IO when none is there;
  * ckpt_file_path then names that file).
  *
- * The file is mapped read-only; tensor bytes are never copied at open
- * except for deflated zip members (inflated up to limits.max_inflate_bytes)
- * and legacy files, which are mapped too. Open validates all structure
- * (headers, pickle, zip directory, every view against its storage) but
- * reads no tensor bytes: use ckpt_verify for that. A TorchScript archive
- * is read for its weights (data.pkl; code/ is never read).
+ * The file is mapped read-only for its structure, and its descriptor kept
+ * open; tensor bytes are never copied at open except for deflated zip
+ * members (inflated up to limits.max_inflate_bytes). Open validates all
+ * structure (headers, pickle, zip directory, every view against its
+ * storage) but reads no tensor bytes: use ckpt_verify for that.
+ *
+ * Every function that reads tensor bytes for the caller (ckpt_verify,
+ * ckpt_tensor_read, ckpt_tensor_sha256, ckpt_file_read_storages,
+ * ckpt_diff, ckpt_convert) copies them with pread(2) into private memory,
+ * never through the mapping: a file truncated or replaced in place while
+ * it is open makes them fail with CKPT_E_TRUNCATED (or CKPT_E_IO) naming
+ * the file, member and offset; the process never gets SIGBUS from them
+ * and libckpt installs no signal handler. Only ckpt_tensor_data lends
+ * out the mapping itself (see there).
+ * A TorchScript archive is read for its weights (data.pkl; code/ is never
+ * read).
  *
  * opts may be NULL (defaults). Returns 0, or CKPT_E_IO, CKPT_E_NOMEM,
  * CKPT_E_TRUNCATED, CKPT_E_FORMAT, CKPT_E_LIMIT, CKPT_E_MISMATCH (a
@@ -181,23 +191,72 @@ CKPT_API uint64_t ckpt_tensor_file_offset(const ckpt_tensor *t);
  * (safetensors, numpy arrays). Borrowed. */
 CKPT_API const char *ckpt_tensor_device(const ckpt_tensor *t);
 
+/* Loading every storage of a file in one call (what Python's ckpt.load
+ * does): a caller collects the storages its tensors use (ids from
+ * ckpt_tensor_storage_id, sizes from ckpt_tensor_storage_nbytes),
+ * allocates one buffer per storage, builds every tensor as a view of its
+ * storage's buffer (storage offset, shape and stride as the tensor
+ * states; element size ckpt_dtype_bits / 8), then fills all the buffers
+ * with one ckpt_file_read_storages. Tensors that shared a storage in the
+ * file then share memory, and nothing depends on the file any more.
+ *
+ * ckpt_file_storage_count: storages of f (ids are 0 .. count-1).
+ * ckpt_file_storage_is_raw: 1 when storage `id`'s bytes are the elements
+ * as little-endian bytes, the layout a view can use directly; 0 for
+ * big-endian storages (legacy files from big-endian machines: read such
+ * tensors with ckpt_tensor_read, which swaps) and out-of-range ids.
+ *
+ * ckpt_file_read_storages copies storage ids[i], all its
+ * ckpt_tensor_storage_nbytes bytes, into dst[i], for i < n: the storages
+ * are read in file order (shard by shard) with large sequential preads and
+ * readahead hints, straight into the caller's buffers (no intermediate
+ * copy); storages held in memory (inflated zip members) are copied.
+ * Returns 0; CKPT_E_INVALID_ARG (NULL arrays with n > 0, an id out of
+ * range, a NULL dst for a non-empty storage); CKPT_E_TRUNCATED / CKPT_E_IO
+ * when the file shrank or cannot be read (file, member and offset named;
+ * the buffers are then partly filled); CKPT_E_NOMEM. Reentrant for one f
+ * at a time. */
+CKPT_API size_t ckpt_file_storage_count(const ckpt_file *f);
+CKPT_API int ckpt_file_storage_is_raw(const ckpt_file *f, uint64_t id);
+CKPT_API int ckpt_file_read_storages(const ckpt_file *f, size_t n,
+                                     const uint64_t *ids, void *const *dst);
+
+/* The same for tensors of f (e.g. straight into a model's parameters):
+ * ckpt_tensor_read of tensors[i] into dst[i], which holds its
+ * ckpt_tensor_nbytes, for i < n, in file order with readahead hints.
+ * Returns 0 or ckpt_tensor_read's codes for the first failure (the
+ * buffers are then partly filled); CKPT_E_INVALID_ARG for NULL arrays or
+ * a NULL tensor or dst. */
+CKPT_API int ckpt_file_read_tensors(const ckpt_file *f, size_t n,
+                                    const ckpt_tensor *const *tensors,
+                                    void *const *dst);
+
 /* Borrowed pointer to the tensor's bytes when ckpt_tensor_is_contiguous:
  * *data receives the first byte, *size ckpt_tensor_nbytes. Zero-copy: the
- * pointer is into the file mapping and lives as long as f. Returns 0, or
- * CKPT_E_UNSUPPORTED for a view that is not contiguous or a big-endian
- * storage (use ckpt_tensor_read). */
+ * pointer is into the file mapping and lives as long as f.
+ * HAZARD: the file must not shrink or change while the pointer is used.
+ * Reading a page of the mapping past a truncated end raises SIGBUS (the
+ * default action kills the process), and a file rewritten in place shows
+ * its new bytes; `torch.save(obj, same_path)` does both. Use
+ * ckpt_tensor_read or ckpt_file_read_storages (private copies, errors
+ * instead of signals) unless the file is known to stay as it is.
+ * Returns 0, or CKPT_E_UNSUPPORTED for a view that is not contiguous or a
+ * big-endian storage (use ckpt_tensor_read). */
 CKPT_API int ckpt_tensor_data(const ckpt_tensor *t, const void **data,
                               size_t *size);
 
 /* Copies the logical contents as contiguous row-major little-endian bytes
  * (views gathered through their strides, big-endian storages swapped) into
- * dst, which must hold ckpt_tensor_nbytes bytes. Returns 0,
- * CKPT_E_INVALID_ARG if cap is too small, CKPT_E_UNSUPPORTED for sub-byte
- * dtypes with non-contiguous views. */
+ * dst, which must hold ckpt_tensor_nbytes bytes: one pread for a
+ * contiguous tensor; a strided view reads the storage bytes it spans once
+ * (at most 64 MiB of scratch, else one pread per run of adjacent
+ * elements). Returns 0, CKPT_E_INVALID_ARG if cap is too small,
+ * CKPT_E_UNSUPPORTED for sub-byte dtypes with non-contiguous views,
+ * CKPT_E_TRUNCATED / CKPT_E_IO when the file shrank or cannot be read. */
 CKPT_API int ckpt_tensor_read(const ckpt_tensor *t, void *dst, size_t cap);
 
 /* SHA-256 of the logical contents (as ckpt_tensor_read would produce),
- * without materialising a copy for contiguous tensors. out: 32 bytes. */
+ * read in bounded windows. out: 32 bytes. Errors as ckpt_tensor_read. */
 CKPT_API int ckpt_tensor_sha256(const ckpt_tensor *t, unsigned char out[32]);
 
 /* ---------------------------------------------------------------- values */

@@ -18,8 +18,21 @@ extern "C" {
  * of DIR), so a crash at any moment leaves each name either absent or
  * complete. A generation is committed once it is in place and verifies.
  * Nothing is trusted unverified: latest, list and prune open and fully
- * verify (ckpt_verify) the generations they judge. One writer per
- * directory at a time (there is no lock); readers may run at any time.
+ * verify (ckpt_verify) the generations they judge. Readers may run at any
+ * time. Writers (commit, prune) take turns through an exclusive flock on
+ * DIR/.ckpt-store.lock, which the kernel releases if the holder dies: a
+ * commit writes its file unlocked, then under the lock re-reads the
+ * directory, refuses a step committed meanwhile, renames, verifies, moves
+ * LATEST (only ever forward: to the newest generation that verifies) and
+ * prunes. Pruning keeps the generation LATEST names and the one it named
+ * before the last move, so a reader following LATEST never finds it
+ * dangling. Weaker filesystems: on NFS flock is emulated with lock-manager
+ * byte-range locks (reliable with NFSv4 or a running lockd), on Lustre it
+ * is cluster-wide only with `-o flock`, and rename and directory-fsync
+ * atomicity follow the server's caching; ckpt_store_lock_caveat names such
+ * a filesystem (and `ckpt store list` prints it): commit from one host at
+ * a time there. Where flock is unsupported (ENOLCK, EOPNOTSUPP) commit
+ * proceeds unlocked.
  * Other files in DIR are ignored. NAME is a label, not a namespace: the
  * generations of every NAME in DIR form one sequence by step, which
  * LATEST, latest and pruning all go by (keep one run per directory). */
@@ -28,15 +41,17 @@ typedef struct ckpt_store_options {
     uint32_t keep;          /* commit and prune keep the `keep` newest
                                generations that verify (at least the newest
                                one) and LATEST's; default 3 */
-    uint32_t stale_minutes; /* gc: a temporary file whose writer is still
-                               running is stale once unmodified this long;
-                               default 60; 0: every temporary file */
+    uint32_t stale_minutes; /* gc: an unlocked temporary file whose PID is
+                               still running is stale once unmodified this
+                               long; default 60; 0: every unlocked one */
     ckpt_open_options open; /* limits for opening and verifying generations */
+    int replace;            /* commit: 1 replaces a step already committed
+                               (else refused); default 0 (version 2) */
 } ckpt_store_options;
-#define CKPT_STORE_OPTIONS_VERSION 1
+#define CKPT_STORE_OPTIONS_VERSION 2
 #define CKPT_STORE_OPTIONS_INIT                                            \
     { .version = CKPT_STORE_OPTIONS_VERSION, .keep = 3u,                 \
-      .stale_minutes = 60u, .open = CKPT_OPEN_OPTIONS_INIT }
+      .stale_minutes = 60u, .open = CKPT_OPEN_OPTIONS_INIT, .replace = 0 }
 CKPT_API int ckpt_store_options_init(ckpt_store_options *opts, unsigned version);
 
 /* Commits the checkpoint file `src` (any format ckpt_open reads but a
@@ -61,7 +76,8 @@ CKPT_API int ckpt_store_options_init(ckpt_store_options *opts, unsigned version)
  *
  * name: 1 to 200 bytes, no '/', no control bytes, not starting with '.'.
  * A step of `name` that is already committed (a verified file
- * NAME-STEP.*) is refused; a corrupt one is replaced. path/cap: receives
+ * NAME-STEP.*, checked again under the store lock) is refused unless
+ * opts->replace; a corrupt one is replaced. path/cap: receives
  * "dir/NAME-STEP.EXT" (NUL-terminated) once the generation is committed;
  * path may be NULL (cap 0). opts may be NULL (CKPT_STORE_OPTIONS_INIT).
  * Returns 0; CKPT_E_INVALID_ARG (bad name, cap too small, step already
@@ -151,14 +167,22 @@ CKPT_API int ckpt_store_prune(size_t *removed, const char *dir,
 
 /* Removes stale temporary files left by killed writers (in any directory,
  * e.g. a `ckpt convert` output's): regular files named ".X.tmp-PID-HEX"
- * (the atomic commit's names, 16 lowercase hex digits) whose process PID
- * no longer exists on this machine, or that were not modified for
- * opts->stale_minutes (a writer that is still writing keeps its file's
- * mtime fresh; a PID reused by another process does not). Generations and
- * LATEST are never removed. *removed (may be NULL) receives the count.
+ * (the atomic commit's names, 16 lowercase hex digits). A live writer
+ * holds an exclusive flock on its temporary file (atomic commit), which
+ * the kernel drops when it dies, in any PID namespace: a locked file is
+ * never removed. An unlocked one is removed when its PID no longer exists
+ * on this machine or it was not modified for opts->stale_minutes (the PID
+ * only covers a staging file between its creation and its writer's
+ * lock). Generations and LATEST are never removed. *removed (may be NULL) receives the count.
  * Returns 0, CKPT_E_IO, CKPT_E_NOMEM. */
 CKPT_API int ckpt_store_gc(size_t *removed, const char *dir,
                            const ckpt_store_options *opts);
+
+/* A sentence when dir lies on a filesystem whose flock, rename or
+ * directory-fsync guarantees may be weaker than a local disk's (NFS,
+ * Lustre, SMB, FUSE, CephFS, GPFS; by statfs f_type), else NULL. Static
+ * string; thread-safe. */
+CKPT_API const char *ckpt_store_lock_caveat(const char *dir);
 
 /* ckpt_store_prune, and then *out receives the listing of what is left,
  * as ckpt_store_list would give it (every generation left was verified by

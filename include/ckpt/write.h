@@ -76,10 +76,15 @@ typedef struct ckpt_convert_report {
  * leaves them out; a tensor named "__metadata__" or two tensors with one
  * name in safetensors output; a dtype the output format lacks);
  * CKPT_E_IO (input unreadable, output not writable); the ckpt_open codes
- * for a malformed input; CKPT_E_NOMEM. Memory: tensor bytes stream from
- * the input's mapping into the output, its pages released once written
- * (bounded buffers for views); only a storage rebuilt from views that no
- * stored tensor covers whole is allocated, up to limits.max_inflate_bytes. */
+ * for a malformed input; CKPT_E_NOMEM. The output is opened and verified
+ * (ckpt_verify, with opts->open's limits) before it replaces `out`: a file
+ * ckpt's own reader would reject (e.g. a shape whose row-major strides
+ * overflow in safetensors) is never written; that failure carries the
+ * reader's code and message, prefixed "the converted file does not read
+ * back". Memory: tensor bytes are read from the input with pread in
+ * bounded windows (a file that shrinks meanwhile: CKPT_E_TRUNCATED); only
+ * a storage rebuilt from views that no stored tensor covers whole is
+ * allocated, up to limits.max_inflate_bytes. */
 CKPT_API int ckpt_convert(ckpt_convert_report *report, const char *in, const char *out,
                           const ckpt_convert_options *opts);
 

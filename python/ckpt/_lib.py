@@ -70,7 +70,9 @@ class ScanOptions_(ctypes.Structure):
 
 class StoreOptions_(ctypes.Structure):
     _fields_ = [("version", ctypes.c_uint), ("keep", ctypes.c_uint32),
-                ("stale_minutes", ctypes.c_uint32), ("open", OpenOptions_)]
+                ("stale_minutes", ctypes.c_uint32), ("open", OpenOptions_),
+                ("replace", ctypes.c_int)]
+    VERSION = 2
 
 
 class MatchOptions_(ctypes.Structure):
@@ -230,6 +232,12 @@ _PROTOS = [
     ("ckpt_tensor_data", c_int, [c_void_p, ctypes.POINTER(c_void_p),
                                  ctypes.POINTER(c_size_t)]),
     ("ckpt_tensor_read", c_int, [c_void_p, c_void_p, c_size_t]),
+    ("ckpt_file_storage_count", c_size_t, [c_void_p]),
+    ("ckpt_file_storage_is_raw", c_int, [c_void_p, c_u64]),
+    ("ckpt_file_read_storages", c_int, [c_void_p, c_size_t, c_u64_p,
+                                        ctypes.POINTER(c_void_p)]),
+    ("ckpt_file_read_tensors", c_int, [c_void_p, c_size_t, ctypes.POINTER(c_void_p),
+                                       ctypes.POINTER(c_void_p)]),
     ("ckpt_value_kind", c_int, [c_void_p]),
     ("ckpt_value_bool", c_int, [c_void_p, ctypes.POINTER(c_int)]),
     ("ckpt_value_int", c_int, [c_void_p, ctypes.POINTER(ctypes.c_int64)]),
@@ -363,5 +371,5 @@ def options(cls):
     init = {OpenOptions_: lib.ckpt_open_options_init, ScanOptions_: lib.ckpt_scan_options_init,
             StoreOptions_: lib.ckpt_store_options_init, MatchOptions_: lib.ckpt_match_options_init,
             WriteOptions_: lib.ckpt_write_options_init}[cls]
-    check(init(ctypes.byref(o), OPTIONS_VERSION))
+    check(init(ctypes.byref(o), getattr(cls, "VERSION", OPTIONS_VERSION)))
     return o

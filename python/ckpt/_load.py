@@ -1,15 +1,23 @@
 """ckpt.load: a checkpoint as Python objects, nothing executed.
 
-The file is mapped copy-on-write (MAP_PRIVATE, PROT_READ|PROT_WRITE) by
-Python and opened with ckpt_open_memory over that mapping, so the bytes
-libckpt validates are exactly the bytes the tensors view, and a tensor
-written in place (an optimizer step on loaded state) gets private pages
-instead of a fault. Tensors whose elements are contiguous little-endian
-bytes in the mapping are views of it (torch.frombuffer + as_strided over
-one base per storage, so tensors that shared a storage in the file share
-memory after loading); everything else is copied with ckpt_tensor_read.
+Default: every tensor lives in private memory that does not depend on the
+file. libckpt opens the file (its structure only), the converter builds
+each tensor as a view of one torch buffer per storage (so tensors that
+shared a storage in the file share memory after loading), and one
+ckpt_file_read_storages call fills all the buffers in file order with
+large sequential preads. The file can then be truncated, rewritten or
+replaced (torch.save to the same path) without affecting what was loaded,
+and a file that shrinks during the read is an error, not SIGBUS.
+
+mmap=True: zero-copy. The file is mapped copy-on-write (MAP_PRIVATE) by
+Python and opened with ckpt_open_memory over that mapping; tensors whose
+elements are contiguous little-endian bytes in the mapping are views of it
+(a tensor written in place gets private pages). The file must then not
+change or shrink while the tensors live: torch.save to the same path, or
+another process truncating it, kills the process with SIGBUS.
 """
 import ctypes
+import sys
 import mmap
 import os
 import stat
@@ -17,7 +25,7 @@ import stat
 from . import errors
 from ._lib import (KIND_BOOL, KIND_BYTES, KIND_DICT, KIND_FLOAT, KIND_INT,
                    KIND_LIST, KIND_NONE, KIND_OBJECT, KIND_SET, KIND_STR,
-                   KIND_TENSOR, KIND_TUPLE, NO_OFFSET, check, fspath, lib, text)
+                   KIND_TENSOR, KIND_TUPLE, NO_OFFSET, c_u64, check, fspath, lib, text)
 from ._lib import FORMAT_SAFETENSORS_SHARDED
 from . import _scan
 
@@ -93,15 +101,17 @@ class _Source:
     bytes can be viewed from (the Python mapping, or per-shard mappings for a
     sharded set, which libckpt cannot open from memory)."""
 
-    def __init__(self, path, scan=False, allow=(), unsafe_ok=True):
+    def __init__(self, path, scan=False, allow=(), unsafe_ok=True, mmap=False):
         self.path = _weights_path(os.fspath(path))
         self.handle = ctypes.c_void_p()
+        self.mmap = mmap
         self.buf = None     # Python-owned bytes (mmap or bytearray) or None
         self.export = None  # ctypes array over buf, alive while handle is
         self.addr = 0
         self.shards = {}
         self.report = None
-        data = _read(self.path)
+        # default: libckpt opens the path and reads tensor bytes with pread
+        data = _read(self.path) if mmap else None
         if data is not None:
             self.buf = data
             self.export = (ctypes.c_char * len(data)).from_buffer(data)
@@ -207,8 +217,15 @@ class _Converter:
         self.torch = torch
         self.src = src
         self.map_location = map_location
+        self.moves = {}  # id(tensor) -> (tensor, target device)
         self.memo = {}
         self.bases = {}
+        # default mode: storage id -> its private uint8 buffer, filled by
+        # read_storages; bool views whose bytes are normalised after it
+        self.buffers = {}
+        self.bools = []
+        # placeholders mode (StateDictReader): id(meta tensor) -> (meta, t)
+        self.placeholders = None
         # out-parameters reused by every ckpt_tensor_data call
         self._p, self._n = ctypes.c_void_p(), ctypes.c_size_t()
         self._pn = (ctypes.byref(self._p), ctypes.byref(self._n))
@@ -324,7 +341,44 @@ class _Converter:
         if isinstance(where, dict):  # torch.load's {saved device: target}
             saved = text(lib.ckpt_tensor_device(t))
             where = where.get(saved, saved)
-        return out.to(where)
+        # moved once its bytes are read (relocate); tied tensors stay tied
+        self.moves[id(out)] = (out, where)
+        return out
+
+    def relocate(self, obj):
+        """obj with every tensor tensor() planned a move for replaced by
+        its moved copy (after read_storages: the bytes are in place).
+        Containers are the converter's own, so they are updated in place;
+        tuples are rebuilt."""
+        if not self.moves:
+            return obj
+        moved, seen = {}, {}
+
+        def visit(x):
+            if id(x) in seen:
+                return seen[id(x)]
+            if isinstance(x, self.torch.Tensor):
+                if id(x) in self.moves and id(x) not in moved:
+                    t, where = self.moves[id(x)]
+                    moved[id(x)] = t.to(where)
+                return moved.get(id(x), x)
+            seen[id(x)] = x
+            if isinstance(x, dict):
+                for k in list(x):
+                    x[k] = visit(x[k])
+            elif isinstance(x, list):
+                for i, v in enumerate(x):
+                    x[i] = visit(v)
+            elif isinstance(x, tuple):
+                seen[id(x)] = type(x)(visit(v) for v in x) if type(x) is tuple else x
+            return seen[id(x)]
+
+        stack_limit = sys.getrecursionlimit()
+        try:
+            sys.setrecursionlimit(max(stack_limit, 100000))
+            return visit(obj)
+        finally:
+            sys.setrecursionlimit(stack_limit)
 
     def _tensor(self, t):
         torch = self.torch
@@ -337,9 +391,22 @@ class _Converter:
         if lib.ckpt_tensor_numel(t) == 0:
             return torch.empty(shape, dtype=tdt)
         view_dt = torch.uint8 if tdt is torch.bool else tdt
-        out = self._view(t, view_dt, bits // 8, shape)
-        if out is None:
+        if self.placeholders is not None and bits % 8 == 0:
+            meta = torch.empty(shape, dtype=tdt, device="meta")
+            self.placeholders[id(meta)] = (meta, t)
+            return meta
+        if not self.src.mmap:
+            out = self._planned(t, view_dt, bits // 8, shape)
+            if out is not None:
+                if tdt is torch.bool:  # normalised once the bytes are read
+                    self.bools.append(out)
+                    return out.view(torch.bool)
+                return out
             out = self._copy(t, view_dt, shape)
+        else:
+            out = self._view(t, view_dt, bits // 8, shape)
+            if out is None:
+                out = self._copy(t, view_dt, shape)
         if tdt is torch.bool:
             # a byte other than 0/1 is not a valid torch bool: normalise
             return out.view(torch.bool) if int(out.max()) <= 1 else out != 0
@@ -378,6 +445,42 @@ class _Converter:
             return None
         return base[soff:soff + numel].view(shape)
 
+    def _planned(self, t, dt, esz, shape):
+        """A view of the private buffer of t's storage (allocated here,
+        filled by read_storages), or None when t's bytes need converting
+        (sub-byte dtype, big-endian storage): then it is copied."""
+        if esz == 0:
+            return None
+        h = self.src.handle
+        sid = lib.ckpt_tensor_storage_id(t)
+        if not lib.ckpt_file_storage_is_raw(h, sid):
+            return None
+        torch = self.torch
+        raw = self.buffers.get(sid)
+        if raw is None:
+            raw = self.buffers[sid] = torch.empty(lib.ckpt_tensor_storage_nbytes(t),
+                                                   dtype=torch.uint8)
+        key = (sid, dt)
+        base = self.bases.get(key)
+        if base is None:  # one typed base per storage: views of it share memory
+            usable = raw.numel() - raw.numel() % esz
+            base = self.bases[key] = raw[:usable].view(dt)
+        ndim = lib.ckpt_tensor_ndim(t)
+        st = lib.ckpt_tensor_stride(t)
+        # libckpt checked the view against its storage at open
+        return torch.as_strided(base, shape, [st[i] for i in range(ndim)],
+                                lib.ckpt_tensor_storage_offset(t))
+
+    def read_storages(self):
+        """Fills every planned buffer: one C call, in file order."""
+        if self.buffers:
+            n = len(self.buffers)
+            ids = (c_u64 * n)(*self.buffers.keys())
+            dst = (ctypes.c_void_p * n)(*(b.data_ptr() for b in self.buffers.values()))
+            check(lib.ckpt_file_read_storages(self.src.handle, n, ids, dst), self.src.path)
+        for b in self.bools:  # a byte other than 0/1 is not a valid torch bool
+            b.clamp_(max=1)
+
     def _copy(self, t, dt, shape):
         n = lib.ckpt_tensor_nbytes(t)
         out = self.torch.empty(shape, dtype=dt)
@@ -385,7 +488,7 @@ class _Converter:
         return out
 
 
-def load(path, *, unsafe_ok=False, allow=(), map_location=None):
+def load(path, *, unsafe_ok=False, allow=(), map_location=None, mmap=False):
     """The whole checkpoint at `path` as Python objects: dicts, lists,
     tuples, sets, ints, floats, strings, bytes, None, torch tensors, and
     ckpt.Opaque placeholders for objects that would have been built by a
@@ -401,11 +504,19 @@ def load(path, *, unsafe_ok=False, allow=(), map_location=None):
     is returned, the offending objects as ckpt.Opaque placeholders. `allow` adds "module.qualname"
     names the scan accepts (they still come back as placeholders).
 
-    Tensors are copy-on-write views of a private mapping of the file when
-    their bytes are contiguous little-endian and naturally aligned there
-    (writes stay in this process and never reach the file), copies
-    otherwise (deflated members, strided views, big-endian storages,
-    numpy arrays held in the pickle).
+    Tensors live in private memory read from the file in one pass (large
+    sequential reads); tensors that shared a storage in the file share
+    memory. They do not depend on the file afterwards: `sd = ckpt.load(p);
+    torch.save(sd, p)` is safe, and a file truncated by another process
+    after the load changes nothing (during it: ckpt.TruncatedError).
+
+    mmap=True (torch.load's name): zero-copy instead. Tensors are
+    copy-on-write views of a private mapping of the file when their bytes
+    are contiguous little-endian and naturally aligned there (writes stay in
+    this process), copies otherwise. HAZARD: the file must not change or
+    shrink while those tensors live; torch.save to the same path or a
+    truncation by another process kills the process with SIGBUS, and a
+    file rewritten in place changes the tensors' values.
 
     map_location says where tensors go, as torch.load's does: None keeps
     them on the CPU whatever device they were saved on (a CUDA-saved file
@@ -413,15 +524,81 @@ def load(path, *, unsafe_ok=False, allow=(), map_location=None):
     every tensor there, a dict {saved device: target} ({"cuda:1":
     "cuda:0"}) moves those saved on a listed device. Moved tensors are
     copies, one per tensor. Raises ckpt.Error subclasses."""
-    src = _Source(path, scan=True, allow=allow, unsafe_ok=unsafe_ok)
+    src = _Source(path, scan=True, allow=allow, unsafe_ok=unsafe_ok, mmap=mmap)
     try:
         # the tree the file was saved from (for safetensors written by ckpt,
         # decoded from "ckpt.structure" by libckpt)
-        root = ctypes.c_void_p()
-        check(lib.ckpt_file_logical_root(ctypes.byref(root), src.handle), src.path)
-        return _Converter(src, map_location).convert(root.value)
+        conv = _Converter(src, map_location)
+        obj = conv.convert(_logical_root(src))
+        conv.read_storages()
+        return conv.relocate(obj)
     finally:
         src.close()
+
+
+class StateDictReader:
+    """A checkpoint opened for Module.load_state_dict without loading it:
+    `obj` is its tree with every tensor a placeholder on the "meta" device
+    (shape and dtype only); fill() then reads the tensors that are really
+    needed, straight into the parameters that will receive them when dtype,
+    shape and layout match (no intermediate copy of the state dict), in one
+    ckpt_file_read_tensors call. Use as a context manager; the file stays
+    open until exit."""
+
+    def __init__(self, path, unsafe_ok=False):
+        self.src = _Source(path, scan=True, unsafe_ok=unsafe_ok)
+        try:
+            self.conv = _Converter(self.src)
+            self.conv.placeholders = {}
+            self.obj = self.conv.convert(_logical_root(self.src))
+            self.conv.read_storages()
+        except BaseException:
+            self.src.close()
+            raise
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.src.close()
+
+    def fill(self, pairs):
+        """{name: (value from obj, destination or None)} -> {name: tensor}:
+        a placeholder is read into its destination when that is a CPU
+        contiguous tensor of the same dtype and shape (and then returned),
+        else into a new tensor; other values are returned as they are."""
+        torch = self.conv.torch
+        ph = self.conv.placeholders or {}
+        out, handles, targets = {}, [], []
+        for name, (val, dst) in pairs.items():
+            hit = ph.get(id(val))
+            if hit is None or hit[0] is not val:
+                out[name] = val
+                continue
+            t = hit[1]
+            if not (isinstance(dst, torch.Tensor) and dst.device.type == "cpu" and
+                    dst.dtype == val.dtype and tuple(dst.shape) == tuple(val.shape) and
+                    dst.is_contiguous() and not dst.is_sparse):
+                dst = torch.empty(val.shape, dtype=val.dtype)
+            handles.append(t)
+            targets.append(dst)
+            out[name] = dst
+        if handles:
+            n = len(handles)
+            check(lib.ckpt_file_read_tensors(
+                self.src.handle, n, (ctypes.c_void_p * n)(*handles),
+                (ctypes.c_void_p * n)(*(d.data_ptr() for d in targets))), self.src.path)
+            with torch.no_grad():
+                for d in targets:  # a byte other than 0/1 is not a valid torch bool
+                    if d.dtype is torch.bool:
+                        d.view(torch.uint8).clamp_(max=1)
+        return out
+
+
+def _logical_root(src):
+    root = ctypes.c_void_p()
+    check(lib.ckpt_file_logical_root(ctypes.byref(root), src.handle), src.path)
+    return root.value
 
 
 def metadata(path):

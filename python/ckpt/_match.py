@@ -244,14 +244,24 @@ def load_state_dict(module, path_or_state, *, strict=True, normalize=True,
     checkpoint explicitly if a dtype change is meant). Missing keys the
     model ties to a loaded key (tied weights saved once) count as loaded.
     The copy itself is torch's module.load_state_dict (hooks run), given
-    only the audited keys under the model's names. Returns the MatchReport."""
-    import torch
-    file = ""
+    only the audited keys under the model's names. From a path, the file's
+    bytes are read straight into the parameters and buffers whose dtype,
+    shape and layout match (CPU, contiguous), without an intermediate copy
+    of the state dict, and handed to load_state_dict as themselves.
+    Returns the MatchReport."""
     if isinstance(path_or_state, (str, bytes, os.PathLike)):
-        from ._load import load
-        file = os.fspath(path_or_state)
-        path_or_state = load(path_or_state, unsafe_ok=unsafe_ok)
-    source, tensors = select_state_dict(path_or_state)
+        from ._load import StateDictReader
+        with StateDictReader(path_or_state, unsafe_ok=unsafe_ok) as reader:
+            return _load_audited(module, reader.obj, strict, normalize, allow_missing,
+                                 allow_unexpected, os.fspath(path_or_state), reader)
+    return _load_audited(module, path_or_state, strict, normalize, allow_missing,
+                         allow_unexpected, "", None)
+
+
+def _load_audited(module, state, strict, normalize, allow_missing, allow_unexpected, file,
+                  reader):
+    import torch
+    source, tensors = select_state_dict(state)
     expected = {k: v for k, v in module.state_dict(keep_vars=True).items()
                 if isinstance(v, torch.Tensor)}
     rep = match(tensors, expected, normalize=normalize, allow_missing=allow_missing,
@@ -261,7 +271,10 @@ def load_state_dict(module, path_or_state, *, strict=True, normalize=True,
         (strict and (rep.missing or rep.unexpected))
     if blocking:
         raise errors.KeyMismatchError(rep, file)
-    sub = {e: tensors[c] for e, c in rep.matched}
+    if reader is None:
+        sub = {e: tensors[c] for e, c in rep.matched}
+    else:
+        sub = reader.fill({e: (tensors[c], expected[e]) for e, c in rep.matched})
     with torch.no_grad():
         module.load_state_dict(sub, strict=False)
     return rep

@@ -2,6 +2,7 @@
 directory (ckpt_store_*), and resume: model, optimizer, scheduler, scaler
 and RNG state restored together, or a clear refusal."""
 import ctypes
+import fcntl
 import os
 import random
 import warnings
@@ -136,12 +137,15 @@ class Store:
         # temporary files of writers that were killed (ours included)
         check(lib.ckpt_store_gc(None, fspath(self.dir), ctypes.byref(self._opts)), self.dir)
 
-    def commit(self, obj, step):
+    def commit(self, obj, step, *, replace=False):
         """Commits `obj` as generation `step` and returns its path. obj is
         what ckpt.save takes (modules, optimizers, schedulers and scalers are
         saved as their state_dict()); a dict gets "step" and "rng" (the
         random generators' states, see rng_state) unless it has them, so
-        that resume can continue exactly."""
+        that resume can continue exactly. A step already committed raises
+        ckpt.InvalidArgumentError unless replace=True. Several processes may
+        commit into one store: they take turns through the store's lock
+        (see ckpt_store_commit), and LATEST only moves forward."""
         if isinstance(obj, dict):
             obj = dict(obj)
             obj.setdefault("step", step)
@@ -152,10 +156,15 @@ class Store:
         # if this process dies before the commit
         staging = os.path.join(self.dir, ".%s-staging.tmp-%d-%016x" % (
             self.name, os.getpid(), int.from_bytes(os.urandom(8), "little")))
+        held = None
         try:
             _save_as(obj, staging, 1 if self.format == "safetensors" else 3, None, stacklevel=3,
                      label="ckpt.Store(%r).commit" % self.dir)
+            # a live writer's lock: gc (of any process) leaves the file alone
+            held = os.open(staging, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+            fcntl.flock(held, fcntl.LOCK_EX)
             out = ctypes.create_string_buffer(_PATH_MAX)
+            self._opts.replace = 1 if replace else 0
             check(lib.ckpt_store_commit(out, _PATH_MAX, fspath(self.dir),
                                         self.name.encode(), step, fspath(staging),
                                         ctypes.byref(self._opts)), self.dir)
@@ -163,6 +172,8 @@ class Store:
         finally:
             if os.path.exists(staging):
                 os.unlink(staging)
+            if held is not None:
+                os.close(held)
 
     def latest(self):
         """Path of the generation to resume from (LATEST when it verifies,

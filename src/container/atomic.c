@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -158,6 +159,19 @@ static int fail(ckpt_atomic *a, const char *op, int err, uint64_t offset) {
 
 /* ------------------------------------------------------------ API */
 
+/* Marks the temporary file as having a live writer: an exclusive flock
+ * held until the descriptor closes, which the kernel drops when the
+ * process dies (also in another PID namespace). ckpt_store_gc removes only
+ * temporary files whose lock it can take. Returns 0 when gc unlinked the
+ * file between its creation and the lock (it must not be used), else 1;
+ * where flock is unsupported the file is used unlocked. */
+static int claim(int fd) {
+    struct stat st;
+    while (flock(fd, LOCK_EX) != 0)
+        if (errno != EINTR) return 1;
+    return fstat(fd, &st) != 0 || st.st_nlink > 0;
+}
+
 int ckpt_atomic_begin(ckpt_atomic *a, const char *target) {
     *a = (ckpt_atomic){.fd = -1};
     size_t len = target ? strlen(target) : 0;
@@ -182,7 +196,16 @@ int ckpt_atomic_begin(ckpt_atomic *a, const char *target) {
                             "out of memory starting a write");
         }
         a->fd = sys_open(a->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-        if (a->fd >= 0) return 0;
+        if (a->fd >= 0) {
+            int live = claim(a->fd);
+            if (live) return 0;
+            /* gc removed it between the open and the lock: a new name */
+            close(a->fd);
+            a->fd = -1;
+            ckpt_free(a->tmp);
+            a->tmp = NULL;
+            continue;
+        }
         int err = errno;
         if (err != EEXIST || tries == 7) {
             /* not fail(): the name may belong to another writer */
@@ -320,15 +343,20 @@ int ckpt_atomic_commit(ckpt_atomic *a, int backup) {
         release(a);
         return rc;
     }
+    /* a duplicate keeps the writer's lock (claim) until the rename, past
+     * the close whose error must be checked */
+    int lock = -1;
     if (sys_fsync(a->fd) != 0) {
         rc = fail(a, "fsync", errno, CKPT_NO_OFFSET);
     } else {
         int fd = a->fd;
         a->fd = -1;
+        lock = fcntl(fd, F_DUPFD_CLOEXEC, 0);
         if (close(fd) != 0) rc = fail(a, "close", errno, CKPT_NO_OFFSET);
     }
     if (!rc && backup) rc = backup_target(a);
     if (!rc && sys_rename(a->tmp, a->target) != 0) rc = fail(a, "rename", errno, CKPT_NO_OFFSET);
+    if (lock >= 0) close(lock);
     if (!rc) {
         /* the temporary name is gone: the target is the new file now */
         ckpt_free(a->tmp);

@@ -12,6 +12,10 @@
  *     if (rc == 0) rc = ckpt_atomic_commit(&a, backup);
  *     else ckpt_atomic_abort(&a);
  *
+ * While it is written, the temporary file carries an exclusive flock
+ * (released by the kernel when the writer dies, in whatever PID namespace):
+ * ckpt_store_gc removes a temporary file only when it can take that lock.
+ *
  * Error messages name the operation ("open", "write", "fsync", "close",
  * "rename", "link (backup)"...), the target and errno's text; the error
  * record's file is the target. */

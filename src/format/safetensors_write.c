@@ -568,8 +568,7 @@ static int write_sink(void *ctx, const void *p, size_t n) {
     return ckpt_atomic_write(s->out, p, n);
 }
 
-static int write_all(st_writer *w, ckpt_atomic *a, const ckpt_file *src,
-                     ckpt_write_stats *stats) {
+static int write_all(st_writer *w, ckpt_atomic *a, ckpt_write_stats *stats) {
     uint8_t len[8];
     uint64_t n = w->header.len;
     for (int i = 0; i < 8; i++) len[i] = (uint8_t)(n >> (8 * i));
@@ -581,7 +580,7 @@ static int write_all(st_writer *w, ckpt_atomic *a, const ckpt_file *src,
     for (size_t i = 0; !rc && i < w->ndata; i++) {
         data_t *d = w->order[i];
         XXH3_64bits_reset(&xxh);
-        if ((rc = ckpt_wr_stream_tensor(d->t, src, write_sink, &s))) break;
+        if ((rc = ckpt_tensor_stream(d->t, write_sink, &s))) break;
         char hex[17];
         ckpt_hex64(hex, XXH3_64bits_digest(&xxh));
         memcpy(w->header.p + d->digest_at, hex, 16);
@@ -646,7 +645,7 @@ static int assign_offsets(st_writer *w) {
 }
 
 int ckpt_write_safetensors(ckpt_atomic *a, const ckpt_value *root,
-                           const ckpt_write_options *opts, const ckpt_file *src,
+                           const ckpt_write_options *opts,
                            ckpt_write_stats *stats) {
     st_writer w = {0};
     int rc = ckpt_wr_collect(&w.named, &w.nnamed, root);
@@ -655,7 +654,7 @@ int ckpt_write_safetensors(ckpt_atomic *a, const ckpt_value *root,
     if (!rc) rc = build_structure(&w, root);
     if (!rc) rc = build_aliases(&w);
     if (!rc) rc = build_header(&w, opts);
-    if (!rc) rc = write_all(&w, a, src, stats);
+    if (!rc) rc = write_all(&w, a, stats);
     ckpt_wr_named_free(w.named, w.nnamed);
     ckpt_free(w.paths);
     ckpt_free(w.data);

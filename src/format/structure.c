@@ -176,22 +176,36 @@ static void contiguous_strides(const uint64_t *shape, uint32_t ndim, uint64_t *s
 }
 
 /* Copies the stored tensor's elements to where view t sits in its storage
- * (the inverse of a gather). */
-static void scatter(const ckpt_tensor *t, const uint8_t *src) {
+ * (the inverse of a gather), read through the tensor reader (pread, not
+ * the mapping) a window at a time. */
+#define SCATTER_WINDOW ((size_t)4 << 20)
+
+static int scatter(const ckpt_tensor *t, const ckpt_tensor *stored) {
     unsigned esz = ckpt_dtype_size(t->dtype);
     uint8_t *dst = (uint8_t *)t->storage->data;
     uint64_t idx[CKPT_MAX_NDIM] = {0}, pos = t->storage_offset;
-    for (uint64_t n = 0; n < t->numel; n++) {
-        memcpy(dst + pos * esz, src + n * esz, esz);
-        for (uint32_t i = t->ndim; i-- > 0;) {
-            if (++idx[i] < t->shape[i]) {
-                pos += t->stride[i];
-                break;
+    ckpt_tensor_reader r;
+    int rc = ckpt_tensor_reader_init(&r, stored);
+    uint8_t *buf = rc ? NULL : ckpt_malloc(SCATTER_WINDOW);
+    if (rc == 0 && !buf) rc = ckpt_err_nomem();
+    size_t got = 0;
+    while (rc == 0 && (rc = ckpt_tensor_reader_next(&r, buf, SCATTER_WINDOW - SCATTER_WINDOW % esz,
+                                                    &got)) == 0 && got) {
+        for (size_t n = 0; n + esz <= got; n += esz) {
+            memcpy(dst + pos * esz, buf + n, esz);
+            for (uint32_t i = t->ndim; i-- > 0;) {
+                if (++idx[i] < t->shape[i]) {
+                    pos += t->stride[i];
+                    break;
+                }
+                pos -= (t->shape[i] - 1) * t->stride[i];
+                idx[i] = 0;
             }
-            pos -= (t->shape[i] - 1) * t->stride[i];
-            idx[i] = 0;
         }
     }
+    ckpt_free(buf);
+    ckpt_tensor_reader_free(&r);
+    return rc;
 }
 
 /* Storage `g` of "storages": the stored tensor that covers it whole, or a
@@ -228,6 +242,7 @@ static int group_storage(decoder *d, uint64_t g, ckpt_storage **out) {
             return bad(d, "storage %" PRIu64 ": \"data\" must name a stored tensor of "
                        "%" PRIu64 " bytes", g, nbytes);
         st->data = p;
+        st->source = t->storage->source;
         st->member = ckpt_tensor_member(t);
         st->file_offset = ckpt_tensor_file_offset(t);
         d->backed[g] = 1;
@@ -310,7 +325,7 @@ static int decode_tensor(decoder *d, const json_t *j, ckpt_value **out) {
         if (ckpt_dtype_size(dt) == 0)
             return bad(d, "tensor \"%s\": views of sub-byte dtypes cannot be rebuilt",
                        ckpt_tensor_name(data));
-        scatter(v->u.tensor, bytes);
+        if ((rc = scatter(v->u.tensor, data))) return rc;
     }
     v->u.tensor->requires_grad = json_is_true(rg);
     v->u.tensor->is_parameter = json_is_true(param);

@@ -112,7 +112,6 @@ typedef struct pt_writer {
     size_t nrecs, caprecs;
     char *prefix;             /* "<archive>/" */
     ckpt_atomic *a;
-    const ckpt_file *src;     /* where tensor bytes are mapped, or NULL */
 } pt_writer;
 
 /* ------------------------------------------------------------ pickling */
@@ -655,7 +654,7 @@ static int storage_record(pt_writer *w, size_t index) {
     memset(&xxh, 0, sizeof xxh);
     XXH3_64bits_reset(&xxh);
     crc_sink sink = {w->a, 0, &xxh};
-    if ((rc = ckpt_wr_stream_tensor(&whole, w->src, crc_write, &sink))) return rc;
+    if ((rc = ckpt_tensor_stream(&whole, crc_write, &sink))) return rc;
     r->crc = sink.crc;
     s->xxh = XXH3_64bits_digest(&xxh);
     return end_record(w, r);
@@ -767,7 +766,7 @@ static int meta_json(pt_writer *w, ckpt_buf *b, const wr_named *tensors, size_t 
             ckpt_ptrmap_get(&w->storage_of, ckpt_wr_root_storage(t, &off), &idx)) {
             h = w->storages[idx - 1].xxh;
         } else {
-            int rc = ckpt_wr_tensor_xxh3(t, w->src, &h);
+            int rc = ckpt_tensor_xxh3(t, &h);
             if (rc) {
                 ckpt_buf_free(&inner);
                 return rc;
@@ -820,10 +819,9 @@ static int write_archive(pt_writer *w, const ckpt_value *root, const wr_named *t
 }
 
 int ckpt_write_torch(ckpt_atomic *a, const ckpt_value *root, const ckpt_write_options *opts,
-                     const ckpt_file *src, ckpt_write_stats *stats) {
+                     ckpt_write_stats *stats) {
     pt_writer w = {0};
     w.a = a;
-    w.src = src;
     wr_named *tensors = NULL;
     size_t ntensors = 0;
     int rc = ckpt_wr_collect(&tensors, &ntensors, root);

@@ -1,6 +1,6 @@
 /* write.c - what both writers share: option checks, byte buffers, the walk
- * that names tensors and refuses what cannot be written, streaming a
- * tensor's logical bytes, XXH3-64 digests, and the entry points that
+ * that names tensors and refuses what cannot be written, and the entry
+ * points that
  * dispatch to a format through the atomic commit. */
 #include "format/write.h"
 
@@ -34,75 +34,6 @@ const ckpt_storage *ckpt_wr_root_storage(const ckpt_tensor *t, uint64_t *offset)
     }
     return st;
 }
-
-/* Windows of the mapping prefetched, written and released at once: the
- * size verify.c uses (4 MiB measured no faster, 16 MiB a little). */
-#define DIRECT_CHUNK ((size_t)16 << 20)
-#define GATHER_CHUNK ((size_t)1 << 20)
-
-/* Prefetch/release on the file holding p (a shard of a sharded set, or
- * src itself; ckpt_file_* ignore ranges outside their mapping). */
-static void window(const ckpt_file *src, const void *p, size_t n, int release) {
-    if (!src) return;
-    for (size_t i = 0; i < src->nshards; i++) window(src->shards[i], p, n, release);
-    if (release)
-        ckpt_file_release(src, p, n);
-    else
-        ckpt_file_prefetch(src, p, n);
-}
-
-int ckpt_wr_stream_tensor(const ckpt_tensor *t, const ckpt_file *src, wr_sink sink, void *ctx) {
-    if (t->nbytes == 0) return 0;
-    if (ckpt_tensor_is_contiguous(t)) {
-        const void *data;
-        size_t size;
-        int rc = ckpt_tensor_data(t, &data, &size);
-        if (rc) return rc;
-        const uint8_t *p = data;
-        for (size_t done = 0; done < size;) {
-            size_t n = size - done < DIRECT_CHUNK ? size - done : DIRECT_CHUNK;
-            window(src, p + done, n, 0);
-            rc = sink(ctx, p + done, n);
-            window(src, p + done, n, 1);
-            if (rc) return rc;
-            done += n;
-        }
-        return 0;
-    }
-    unsigned esz = ckpt_dtype_size(t->dtype);
-    if (esz == 0)
-        return ckpt_err(CKPT_E_UNSUPPORTED, "", ckpt_tensor_name(t), CKPT_NO_OFFSET,
-                        "tensor \"%s\": non-contiguous view of a sub-byte dtype "
-                        "(%s) cannot be written", ckpt_tensor_name(t),
-                        ckpt_dtype_name(t->dtype));
-    uint8_t *buf = ckpt_malloc(GATHER_CHUNK);
-    if (!buf) return ckpt_err_nomem();
-    uint64_t per = GATHER_CHUNK / esz;
-    int rc = 0;
-    for (uint64_t e = 0; rc == 0 && e < t->numel; e += per) {
-        uint64_t n = t->numel - e < per ? t->numel - e : per;
-        ckpt_tensor_gather(t, e, n, buf);
-        rc = sink(ctx, buf, (size_t)(n * esz));
-    }
-    ckpt_free(buf);
-    return rc;
-}
-
-static int xxh_sink(void *ctx, const void *p, size_t n) {
-    XXH3_64bits_update(ctx, p, n);
-    return 0;
-}
-
-int ckpt_wr_tensor_xxh3(const ckpt_tensor *t, const ckpt_file *src, uint64_t *out) {
-    XXH3_state_t st;
-    memset(&st, 0, sizeof st);
-    XXH3_64bits_reset(&st);
-    int rc = ckpt_wr_stream_tensor(t, src, xxh_sink, &st);
-    if (rc) return rc;
-    *out = XXH3_64bits_digest(&st);
-    return 0;
-}
-
 
 /* ------------------------------------------------------------ the walk */
 
@@ -329,7 +260,7 @@ int ckpt_wr_check_options(const ckpt_write_options *o) {
 }
 
 int ckpt_write_value_to(ckpt_atomic *a, const ckpt_value *root, ckpt_format format,
-                        const ckpt_write_options *opts, const ckpt_file *src,
+                        const ckpt_write_options *opts,
                         ckpt_write_stats *stats) {
     ckpt_write_stats local;
     if (!stats) stats = &local;
@@ -340,20 +271,20 @@ int ckpt_write_value_to(ckpt_atomic *a, const ckpt_value *root, ckpt_format form
     int rc = ckpt_wr_check_options(opts);
     if (rc) return rc;
     if (format == CKPT_FORMAT_SAFETENSORS)
-        return ckpt_write_safetensors(a, root, opts, src, stats);
-    if (format == CKPT_FORMAT_TORCH_ZIP) return ckpt_write_torch(a, root, opts, src, stats);
+        return ckpt_write_safetensors(a, root, opts, stats);
+    if (format == CKPT_FORMAT_TORCH_ZIP) return ckpt_write_torch(a, root, opts, stats);
     return ckpt_err(CKPT_E_INVALID_ARG, "", "", CKPT_NO_OFFSET,
                     "can only write safetensors or torch-zip, not %s",
                     ckpt_format_name(format));
 }
 
 int ckpt_write_value(const ckpt_value *root, const char *path, ckpt_format format,
-                     const ckpt_write_options *opts, const ckpt_file *src,
+                     const ckpt_write_options *opts,
                      ckpt_write_stats *stats) {
     ckpt_atomic a;
     int rc = ckpt_atomic_begin(&a, path);
     if (rc) return rc;
-    rc = ckpt_write_value_to(&a, root, format, opts, src, stats);
+    rc = ckpt_write_value_to(&a, root, format, opts, stats);
     if (rc) {
         ckpt_atomic_abort(&a);
         return rc;
@@ -365,5 +296,5 @@ int ckpt_tree_write(const ckpt_value *root, const char *path, ckpt_format format
                     const ckpt_write_options *opts) {
     if (!root || !path)
         return ckpt_err(CKPT_E_INVALID_ARG, path, "", CKPT_NO_OFFSET, "root or path is NULL");
-    return ckpt_write_value(root, path, format, opts, NULL, NULL);
+    return ckpt_write_value(root, path, format, opts, NULL);
 }

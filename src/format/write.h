@@ -20,6 +20,7 @@
 
 #include "container/atomic.h"
 #include "ckpt.h"
+#include "model/tensor.h"
 #include "model/value.h"
 #include "base/buf.h"
 #include "base/hex.h"
@@ -36,34 +37,32 @@
 /* Writes `root` in `format` (CKPT_FORMAT_SAFETENSORS or
  * CKPT_FORMAT_TORCH_ZIP) into the open atomic file `a` (its target names
  * the torch archive folder); neither commits nor aborts `a`. opts may be
- * NULL. src (may be NULL) is the opened file whose mapping the tensors'
- * bytes lie in: windows of it are prefetched before and released after
- * they are written, so memory stays bounded whatever the size. stats (may
- * be NULL) receives the tensors and bytes written. Returns 0 or a CKPT_E_*
- * code with the error recorded. This is what ckpt_store_commit_with and
- * `ckpt rename` call. */
+ * NULL. Tensor bytes are read through model/tensor.h (pread from the
+ * files they lie in, bounded windows), so memory stays bounded whatever
+ * the size. stats (may be NULL) receives the tensors and bytes written.
+ * Returns 0 or a CKPT_E_* code with the error recorded. This is what
+ * ckpt_store_commit_with and `ckpt rename` call. */
 typedef struct ckpt_write_stats {
     uint64_t tensors; /* tensor records (safetensors) or storages (torch) */
     uint64_t bytes;   /* file size */
 } ckpt_write_stats;
 int ckpt_write_value_to(ckpt_atomic *a, const ckpt_value *root,
                         ckpt_format format, const ckpt_write_options *opts,
-                        const ckpt_file *src, ckpt_write_stats *stats);
+                        ckpt_write_stats *stats);
 
 /* begin + ckpt_write_value_to + commit (no backup); on failure the target
  * is untouched. */
 int ckpt_write_value(const ckpt_value *root, const char *path,
                      ckpt_format format, const ckpt_write_options *opts,
-                     const ckpt_file *src, ckpt_write_stats *stats);
+                     ckpt_write_stats *stats);
 
 /* Format writers (write_safetensors.c, write_torch.c): same contract as
  * ckpt_write_value_to after the options were validated. */
 int ckpt_write_safetensors(ckpt_atomic *a, const ckpt_value *root,
                            const ckpt_write_options *opts,
-                           const ckpt_file *src, ckpt_write_stats *stats);
+                           ckpt_write_stats *stats);
 int ckpt_write_torch(ckpt_atomic *a, const ckpt_value *root,
-                     const ckpt_write_options *opts, const ckpt_file *src,
-                     ckpt_write_stats *stats);
+                     const ckpt_write_options *opts, ckpt_write_stats *stats);
 
 /* ------------------------------------------------------------ shared */
 
@@ -75,20 +74,6 @@ int ckpt_write_torch(ckpt_atomic *a, const ckpt_value *root,
 /* Where a tensor's bytes really are: legacy view storages are resolved to
  * their root storage, the offset (elements) adjusted. */
 const ckpt_storage *ckpt_wr_root_storage(const ckpt_tensor *t, uint64_t *offset);
-
-/* Streams the logical contents of t (as ckpt_tensor_read produces them:
- * contiguous row-major little-endian) to sink in chunks: straight from the
- * storage when it is contiguous (windows of src's mapping prefetched and
- * released around each chunk; src may be NULL), else gathered through a
- * bounded buffer. Returns 0, the sink's code, CKPT_E_UNSUPPORTED
- * (non-contiguous sub-byte view) or CKPT_E_NOMEM. */
-typedef int (*wr_sink)(void *ctx, const void *p, size_t n);
-int ckpt_wr_stream_tensor(const ckpt_tensor *t, const ckpt_file *src, wr_sink sink,
-                     void *ctx);
-
-/* XXH3-64 of t's logical contents (the ckpt.xxh3 digest); src as above. */
-int ckpt_wr_tensor_xxh3(const ckpt_tensor *t, const ckpt_file *src, uint64_t *out);
-
 
 /* One tensor reached by the flattened name `name` (file.c's rules: dict
  * keys as text, list/tuple/set indices in decimal, joined with "."). */

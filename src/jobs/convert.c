@@ -183,6 +183,38 @@ static ckpt_format format_for(const char *path) {
     return (ckpt_format)0;
 }
 
+/* Opens and verifies the written temporary file `tmp` like `ckpt verify`
+ * would (with the limits the input was read with): convert never leaves
+ * behind a file its own reader rejects. */
+static int verify_output(const char *tmp, const char *out, const ckpt_open_options *open) {
+    ckpt_file *f;
+    int rc = ckpt_open(&f, tmp, open);
+    if (rc == 0) rc = ckpt_verify(NULL, f);
+    ckpt_close(f);
+    if (rc == 0) return 0;
+    /* copies: ckpt_err rewrites the record they point into */
+    const ckpt_error *e = ckpt_error_last();
+    char member[256], msg[512];
+    snprintf(member, sizeof member, "%s", e->member);
+    snprintf(msg, sizeof msg, "%s", e->message);
+    return ckpt_err(rc, out, member, e->offset,
+                    "the converted file does not read back, so it was not written: %s", msg);
+}
+
+/* ckpt_write_value, with the output verified before it replaces `out`. */
+static int write_verified(const ckpt_value *root, const char *out, ckpt_format fmt,
+                          const ckpt_write_options *w, const ckpt_open_options *open,
+                          ckpt_write_stats *stats) {
+    ckpt_atomic a;
+    int rc = ckpt_atomic_begin(&a, out);
+    if (rc) return rc;
+    rc = ckpt_write_value_to(&a, root, fmt, w, stats);
+    if (rc == 0) rc = verify_output(a.tmp, out, open);
+    if (rc == 0) return ckpt_atomic_commit(&a, w->backup);
+    ckpt_atomic_abort(&a);
+    return rc;
+}
+
 int ckpt_convert(ckpt_convert_report *report, const char *in, const char *out,
                  const ckpt_convert_options *opts) {
     ckpt_convert_options defaults = CKPT_CONVERT_OPTIONS_INIT;
@@ -216,7 +248,7 @@ int ckpt_convert(ckpt_convert_report *report, const char *in, const char *out,
         w.meta_values = m.vals;
         w.nmeta = m.n;
         w.backup = o->write.backup;
-        rc = ckpt_write_value(root, out, fmt, &w, f, &stats);
+        rc = write_verified(root, out, fmt, &w, &o->open, &stats);
     }
     if (!rc && report) *report = (ckpt_convert_report){fmt, stats.tensors, stats.bytes};
     ckpt_arena_free(&a);

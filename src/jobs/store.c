@@ -19,7 +19,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <limits.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -272,6 +275,69 @@ static int write_pointer(store *s, const char *file) {
     return rc;
 }
 
+/* ------------------------------------------------------------ lock */
+
+/* The store's lock file: hidden, so no generation or temporary name. */
+#define LOCK_FILE ".ckpt-store.lock"
+
+/* Takes the store's exclusive lock (flock on DIR/.ckpt-store.lock, waiting
+ * for the holder): writers of one store (commit's final steps, prune)
+ * take turns; the kernel releases it when a holder dies. *fd receives the
+ * descriptor to pass to unlock_store (-1 where the filesystem has no
+ * flock: then nothing is locked, see ckpt_store_lock_caveat). */
+static int lock_store(const char *dir, int *fd) {
+    char path[PATH_MAX];
+    *fd = -1;
+    if (snprintf(path, sizeof path, "%s/%s", dir, LOCK_FILE) >= (int)sizeof path)
+        return ckpt_err(CKPT_E_INVALID_ARG, dir, NULL, CKPT_NO_OFFSET, "directory name too long");
+    int lfd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (lfd < 0)
+        return ckpt_err(CKPT_E_IO, dir, NULL, CKPT_NO_OFFSET, "cannot open the store lock %s: %s",
+                        path, strerror(errno));
+    while (flock(lfd, LOCK_EX) != 0) {
+        if (errno == EINTR) continue;
+        int err = errno;
+        close(lfd);
+        if (err == ENOLCK || err == EOPNOTSUPP || err == EINVAL || err == ENOSYS) return 0;
+        return ckpt_err(CKPT_E_IO, dir, NULL, CKPT_NO_OFFSET, "cannot lock the store %s: %s",
+                        path, strerror(err));
+    }
+    *fd = lfd;
+    return 0;
+}
+
+static void unlock_store(int fd) {
+    if (fd >= 0) close(fd); /* drops the flock */
+}
+
+const char *ckpt_store_lock_caveat(const char *dir) {
+    struct statfs fs;
+    if (!dir || statfs(dir, &fs) != 0) return NULL;
+    switch ((unsigned long)fs.f_type) {
+    case 0x6969UL: /* NFS */
+        return "NFS: flock is emulated with byte-range locks through the lock manager "
+               "(reliable only with NFSv4 or a running lockd), and renames and directory "
+               "fsync are only as atomic as the server and client caching make them: "
+               "commit from one host at a time";
+    case 0x0BD00BD0UL: /* Lustre */
+        return "Lustre: flock works across clients only when mounted with -o flock "
+               "(localflock locks per client, noflock not at all): commit from one host "
+               "at a time unless the mount has flock";
+    case 0xFF534D42UL: case 0xFE534D42UL: /* CIFS, SMB2 */
+        return "SMB/CIFS: flock and rename semantics depend on the server: commit from "
+               "one host at a time";
+    case 0x65735546UL: /* FUSE */
+        return "FUSE: flock, rename and fsync guarantees are the user-space filesystem's "
+               "own: commit from one host at a time unless it documents them";
+    case 0x00C36400UL: /* CephFS */
+    case 0x47504653UL: /* GPFS */
+        return "a network filesystem: flock is honoured across clients only as its "
+               "configuration provides: commit from one host at a time";
+    default:
+        return NULL;
+    }
+}
+
 const char *ckpt_store_pointer_name(ckpt_store_pointer p) {
     switch (p) {
     case CKPT_STORE_POINTER_OK: return "ok";
@@ -464,8 +530,14 @@ static int prune_dir(ckpt_store_listing **out, size_t *removed, const char *dir,
     CKPT_CHECK_OPTIONS(opts, CKPT_STORE_OPTIONS_VERSION);
     if (!dir) return ckpt_err(CKPT_E_INVALID_ARG, "", NULL, CKPT_NO_OFFSET, "dir is NULL");
     ckpt_store_listing *l = NULL;
-    int rc = listing_new(&l, dir);
+    int lock;
+    int rc = lock_store(dir, &lock);
     if (rc) return rc;
+    rc = listing_new(&l, dir);
+    if (rc) {
+        unlock_store(lock);
+        return rc;
+    }
     ckpt_store_pointer st;
     const char *file;
     rc = read_pointer(&l->s, &st, &file);
@@ -473,6 +545,7 @@ static int prune_dir(ckpt_store_listing **out, size_t *removed, const char *dir,
         ptrdiff_t pointer = st == CKPT_STORE_POINTER_OK ? find(&l->s, file) : -1;
         rc = prune_listed(l, o->keep, NULL, 0, &pointer, 1, out != NULL, &count, o);
     }
+    unlock_store(lock);
     if (rc == 0 && out) rc = judge_pointer(l);
     if (removed) *removed = count;
     if (rc || !out) {
@@ -523,13 +596,28 @@ int ckpt_store_gc(size_t *removed, const char *dir, const ckpt_store_options *op
         if (!parse_temp(e->d_name, &pid) ||
             fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode))
             continue;
+        /* a live writer holds its file's flock (atomic.c); holding it
+         * ourselves while unlinking keeps a writer from claiming the file
+         * meanwhile. Without flock, only PIDs and age can tell. */
+        int fd = openat(dirfd(d), e->d_name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+        if (fd < 0) continue;
+        int locked = flock(fd, LOCK_EX | LOCK_NB) != 0;
+        int no_flock = locked && (errno == ENOLCK || errno == EOPNOTSUPP || errno == EINVAL ||
+                                  errno == ENOSYS);
         int dead = kill((pid_t)pid, 0) != 0 && errno == ESRCH;
         int old = now - st.st_mtime >= (time_t)o->stale_minutes * 60;
-        if (!dead && !old) continue;
-        if (unlinkat(dirfd(d), e->d_name, 0) != 0 && errno != ENOENT) {
+        /* unlocked and (dead or old): the PID check only covers the moment
+         * between a staging file's creation and its writer's lock */
+        if ((locked && !no_flock) || (!dead && !old)) {
+            close(fd);
+            continue;
+        }
+        int err = unlinkat(dirfd(d), e->d_name, 0) != 0 && errno != ENOENT ? errno : 0;
+        close(fd);
+        if (err) {
             rc = ckpt_err(CKPT_E_IO, dir, NULL, CKPT_NO_OFFSET,
                           "cannot remove temporary file %s in %s: %s", e->d_name, dir,
-                          strerror(errno));
+                          strerror(err));
             break;
         }
         count++;
@@ -617,13 +705,14 @@ static int newer_than(const gen *g, uint64_t step, const char *file) {
 /* Refuses a step of `name` that is already committed (verifies). */
 static int check_fresh_step(store *s, const char *name, uint64_t step,
                             const ckpt_store_options *o) {
+    if (o->replace) return 0;
     for (size_t i = 0; i < s->n; i++) {
         if (s->gens[i].step != step || strcmp(s->gens[i].name, name) != 0) continue;
         int rc = verify_gen(s, i, o);
         if (rc == 0)
             return ckpt_err(CKPT_E_INVALID_ARG, s->dir, NULL, CKPT_NO_OFFSET,
-                            "step %" PRIu64 " of %s is already committed as %s", step, name,
-                            s->gens[i].file);
+                            "step %" PRIu64 " of %s is already committed as %s (replace "
+                            "it with --replace)", step, name, s->gens[i].file);
         if (resource_failure(rc)) return rc;
     }
     return 0;
@@ -644,6 +733,11 @@ static int move_pointer_and_prune(store *s, const char *file, uint64_t step,
         }
         if (!resource_failure(rc)) rc = 0;
     }
+    /* readers that read LATEST a moment ago may be opening what it named:
+     * that generation is kept until the next move */
+    ckpt_store_pointer pst;
+    const char *previous = "";
+    if (rc == 0) rc = read_pointer(s, &pst, &previous);
     ckpt_store_listing now = {0};
     if (rc == 0) rc = write_pointer(s, newest);
     if (rc == 0) {
@@ -654,8 +748,9 @@ static int move_pointer_and_prune(store *s, const char *file, uint64_t step,
         /* both verified moments ago; LATEST names the first, and the new
          * generation is never pruned, even when older than the rest */
         ptrdiff_t known[2] = {find(&now.s, newest), find(&now.s, file)};
+        ptrdiff_t protect[2] = {known[0], find(&now.s, previous)};
         size_t removed = 0;
-        rc = prune_listed(&now, o->keep, known, 2, known, 1, 0, &removed, o);
+        rc = prune_listed(&now, o->keep, known, 2, protect, 2, 0, &removed, o);
     }
     if (rc) {
         char msg[512];
@@ -699,9 +794,17 @@ int ckpt_store_commit_with(char *path, size_t cap, const char *dir, const char *
     if (rc == 0) rc = check_fresh_step(&s, name, step, o);
 
     ckpt_atomic a;
+    store cur = {0}; /* the directory under the lock */
+    int lock = -1;
     if (rc == 0) rc = ckpt_atomic_begin(&a, target);
     if (rc == 0) {
         rc = write(ctx, &a);
+        /* the rest in turn with other writers of this store, against the
+         * directory as it is now: a step another writer committed
+         * meanwhile is refused, and LATEST only moves forward */
+        if (rc == 0) rc = lock_store(dir, &lock);
+        if (rc == 0) rc = scan(&cur, dir);
+        if (rc == 0) rc = check_fresh_step(&cur, name, step, o);
         if (rc == 0)
             rc = ckpt_atomic_commit(&a, 0);
         else
@@ -720,8 +823,10 @@ int ckpt_store_commit_with(char *path, size_t cap, const char *dir, const char *
                           msg);
         }
         if (rc == 0) rc = put_path(path, cap, target);
-        if (rc == 0) rc = move_pointer_and_prune(&s, file, step, o);
+        if (rc == 0) rc = move_pointer_and_prune(&cur, file, step, o);
+        unlock_store(lock);
     }
+    ckpt_arena_free(&cur.arena);
     ckpt_arena_free(&s.arena);
     return rc;
 }

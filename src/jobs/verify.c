@@ -2,45 +2,38 @@
  * every zip member's CRC-32 is compared with the central directory, and
  * in files ckpt wrote every tensor's XXH3-64 digest ("ckpt.xxh3") too.
  *
- * Large inputs are read in windows that are released after use
- * (ckpt_file_release), so peak memory stays bounded whatever the file
- * size even though the file is memory-mapped. */
+ * Bytes are read with pread into one private window (source.h), never
+ * through the mapping: memory stays bounded whatever the file size, and a
+ * file that shrinks while it is verified is reported (CKPT_E_TRUNCATED,
+ * naming member and offset) instead of killing the process with SIGBUS. */
 #include <inttypes.h>
 #include <jansson.h>
 #include <libdeflate.h>
 #include <stdio.h>
 #include <string.h>
-#include <xxhash.h>
 
 #include "base/error.h"
 #include "container/zip.h"
 #include "model/file.h"
+#include "model/tensor.h"
 #include "format/write.h"
 
-#define WINDOW ((uint64_t)16 << 20)
+/* Bytes per pread: small enough to stay in cache between the copy and
+ * the CRC; larger windows measured no faster (bench/bench_read.py). */
+#define WINDOW ((size_t)512 << 10)
 
-/* Reads every byte of p[0..n): XXH3 is cheaper than the page faults it
- * forces, so a mapping that cannot be read fails here, in verify. */
-static uint64_t touch(const ckpt_file *f, const uint8_t *p, uint64_t n) {
-    uint64_t h = 0;
+/* Reads n bytes at p (f's mapping or memory) in windows into buf; with
+ * crc non-NULL, CRC-32 of them into *crc. */
+static int read_windows(const ckpt_source *src, const uint8_t *p, uint64_t n,
+                        const char *member, uint8_t *buf, uint32_t *crc) {
+    ckpt_source_will_read(src, p, n);
     for (uint64_t done = 0; done < n; done += WINDOW) {
         size_t len = (size_t)(n - done < WINDOW ? n - done : WINDOW);
-        ckpt_file_prefetch(f, p + done, len);
-        h ^= XXH3_64bits(p + done, len);
-        ckpt_file_release(f, p + done, len);
+        int rc = ckpt_source_read(src, p + done, buf, len, member);
+        if (rc) return rc;
+        if (crc) *crc = libdeflate_crc32(*crc, buf, len);
     }
-    return h;
-}
-
-static uint32_t crc_windows(const ckpt_file *f, const uint8_t *p, uint64_t n) {
-    uint32_t crc = 0;
-    for (uint64_t done = 0; done < n; done += WINDOW) {
-        size_t len = (size_t)(n - done < WINDOW ? n - done : WINDOW);
-        ckpt_file_prefetch(f, p + done, len);
-        crc = libdeflate_crc32(crc, p + done, len);
-        ckpt_file_release(f, p + done, len);
-    }
-    return crc;
+    return 0;
 }
 
 /* Tensors named per CRC-32 mismatch before "and N more". */
@@ -75,19 +68,20 @@ static int crc_mismatch(const ckpt_file *f, const ckpt_zip_entry *e) {
                     msg, total == 1 ? "" : "s", names, more, e->data_offset);
 }
 
-static int verify_zip(ckpt_file *f, ckpt_verify_report *rep) {
+static int verify_zip(ckpt_file *f, ckpt_verify_report *rep, uint8_t *buf) {
     ckpt_zip *z = f->zip;
-    ckpt_file_sequential(f);
     uint64_t budget = ckpt_zip_budget(&f->opts.limits, f->map_size);
     for (size_t i = 0; i < z->count; i++) {
         const ckpt_zip_entry *e = &z->entries[i];
         const uint8_t *data;
+        uint32_t crc = 0;
         /* a scratch arena per member keeps inflated copies from piling up */
         ckpt_arena scratch = {0};
         int rc = ckpt_zip_read(z, e, &scratch, &budget, &data);
-        /* on a mismatch, check_crc recomputes to report it */
-        if (rc == 0 && crc_windows(f, data, e->usize) != e->crc32 &&
-            ckpt_zip_check_crc(z, e, data) == CKPT_E_CHECKSUM)
+        /* stored members come from the file (pread), inflated ones from
+         * the arena; on a mismatch, check_crc recomputes to report it */
+        if (rc == 0) rc = read_windows(&f->source, data, e->usize, e->name, buf, &crc);
+        if (rc == 0 && crc != e->crc32 && ckpt_zip_check_crc(z, e, data) == CKPT_E_CHECKSUM)
             rc = crc_mismatch(f, e);
         ckpt_arena_free(&scratch);
         if (rc) return rc;
@@ -97,20 +91,20 @@ static int verify_zip(ckpt_file *f, ckpt_verify_report *rep) {
     return 0;
 }
 
-static int verify_storages(ckpt_file *f, ckpt_verify_report *rep) {
+static int verify_storages(ckpt_file *f, ckpt_verify_report *rep, uint8_t *buf) {
     for (size_t i = 0; i < f->nshards; i++) {
         ckpt_file *shard = f->shards[i]; /* torch shards: every member's CRC */
-        int rc = shard->zip ? verify_zip(shard, rep) : verify_storages(shard, rep);
+        int rc = shard->zip ? verify_zip(shard, rep, buf) : verify_storages(shard, rep, buf);
         if (rc) return rc;
     }
     if (f->nshards) return 0;
-    ckpt_file_sequential(f);
     for (size_t i = 0; i < f->nstorages; i++) {
         const ckpt_storage *st = f->storages[i];
         if (!st->data && st->nbytes)
             return ckpt_err(CKPT_E_FORMAT, f->path, st->member, st->file_offset,
                             "storage %s has no data", st->key ? st->key : "");
-        (void)touch(f, st->data, st->nbytes);
+        int rc = read_windows(st->source, st->data, st->nbytes, st->member, buf, NULL);
+        if (rc) return rc;
         rep->bytes += st->nbytes;
     }
     return 0;
@@ -157,7 +151,7 @@ static int verify_digests(ckpt_file *f) {
             rc = ckpt_err(CKPT_E_FORMAT, f->path, ckpt_tensor_member(t), CKPT_NO_OFFSET,
                           "tensor \"%s\": digest in \"%s\" is not 16 hex digits",
                           t->name, CKPT_META_XXH3);
-        } else if ((rc = ckpt_wr_tensor_xxh3(t, f, &got)) == 0 && got != expect) {
+        } else if ((rc = ckpt_tensor_xxh3(t, &got)) == 0 && got != expect) {
             char hex[17];
             ckpt_hex64(hex, got);
             rc = ckpt_err(CKPT_E_CHECKSUM, f->path, ckpt_tensor_member(t),
@@ -186,7 +180,10 @@ int ckpt_verify(ckpt_verify_report *report, ckpt_file *f) {
     if (!f) return ckpt_err(CKPT_E_INVALID_ARG, "", NULL, CKPT_NO_OFFSET, "file is NULL");
     /* digests first: a corrupt tensor is named, not just its zip member */
     int rc = verify_digests(f);
-    if (rc == 0) rc = f->zip ? verify_zip(f, rep) : verify_storages(f, rep);
+    uint8_t *buf = rc ? NULL : ckpt_malloc(WINDOW);
+    if (rc == 0 && !buf) rc = ckpt_err_nomem();
+    if (rc == 0) rc = f->zip ? verify_zip(f, rep, buf) : verify_storages(f, rep, buf);
+    ckpt_free(buf);
     if (rc) return rc;
     rep->tensors = f->ntensors;
     rep->ok = 1;

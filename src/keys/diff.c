@@ -2,10 +2,11 @@
  * value, tensors and the other leaves of their trees (see ckpt.h for the
  * exact rules).
  *
- * Tensor values stream once: a memcmp over each pair of tensors first
- * (memory bandwidth; windows are prefetched and released like verify
- * does), and only tensors whose bytes differ, or whose dtypes differ, are
- * decoded to double in blocks and compared element by element.
+ * Tensor values stream: a memcmp over each pair of tensors first, window
+ * by window (read with pread through model/tensor.h, never through the
+ * mapping), and only tensors whose bytes differ, or whose dtypes differ,
+ * are read again, decoded to double in blocks and compared element by
+ * element.
  *
  * A safetensors file written by ckpt is compared as the tree it records
  * (ckpt_manifest_logical), so a .pt and its conversion compare equal,
@@ -19,6 +20,7 @@
 #include "model/dtype.h"
 #include "base/error.h"
 #include "model/file.h"
+#include "model/tensor.h"
 #include "keys/keys.h"
 #include "format/write.h"
 
@@ -26,7 +28,7 @@
 #define NVLISTS 3
 #define MAX_RULES 8
 #define BLOCK 4096                     /* components decoded at a time */
-#define WINDOW ((size_t)16 << 20)      /* bytes compared per prefetch */
+#define WINDOW ((size_t)4 << 20)       /* bytes per side read at a time */
 
 typedef struct pair {
     const char *name;
@@ -153,7 +155,7 @@ static double half_to_double(uint16_t h) {
     return s ? -(double)mag : (double)mag;
 }
 
-/* Little-endian loads (ckpt_tensor_read and mapped data are LE): one
+/* Little-endian loads (the tensor reader's output is LE): one
  * memcpy on little-endian hosts, which compilers turn into a plain load. */
 static uint64_t load(const uint8_t *p, unsigned n) {
     uint64_t v = 0;
@@ -210,47 +212,6 @@ static void decode(const codec *c, const uint8_t *p, size_t n, double *out) {
 }
 
 /* ------------------------------------------------------------ values */
-
-/* A tensor's logical bytes: borrowed from the mapping when contiguous,
- * else gathered into `owned`. */
-static int tensor_bytes(const ckpt_tensor *t, const uint8_t **p, uint8_t **owned) {
-    const void *data;
-    size_t size;
-    *owned = NULL;
-    if (ckpt_tensor_data(t, &data, &size) == 0) {
-        *p = data;
-        return 0;
-    }
-    uint64_t n = ckpt_tensor_nbytes(t);
-    if (n > SIZE_MAX)
-        return ckpt_err(CKPT_E_LIMIT, "", ckpt_tensor_name(t), CKPT_NO_OFFSET,
-                        "tensor larger than the address space");
-    *owned = ckpt_malloc((size_t)n);
-    if (!*owned) return ckpt_err_nomem();
-    int rc = ckpt_tensor_read(t, *owned, (size_t)n);
-    if (rc) {
-        ckpt_free(*owned);
-        *owned = NULL;
-        return rc;
-    }
-    *p = *owned;
-    return 0;
-}
-
-/* memcmp in windows, prefetching and then releasing mapped pages. */
-static int bytes_equal(const ckpt_file *fa, const uint8_t *a, const ckpt_file *fb,
-                       const uint8_t *b, uint64_t n) {
-    for (uint64_t done = 0; done < n; done += WINDOW) {
-        size_t len = (size_t)(n - done < WINDOW ? n - done : WINDOW);
-        ckpt_file_prefetch(fa, a + done, len);
-        ckpt_file_prefetch(fb, b + done, len);
-        int same = memcmp(a + done, b + done, len) == 0;
-        ckpt_file_release(fa, a + done, len);
-        ckpt_file_release(fb, b + done, len);
-        if (!same) return 0;
-    }
-    return 1;
-}
 
 typedef struct cmp_state {
     double atol, rtol;
@@ -370,39 +331,109 @@ static void count_nonfinite(const codec *c, const uint8_t *p, size_t n, uint64_t
     *inf += ni;
 }
 
-static int compare_values(ckpt_tensor_diff *d, const ckpt_diff_options *o, const uint8_t *pa,
-                          const uint8_t *pb, const codec *ca, const codec *cb) {
-    double *buf = ckpt_malloc(2 * BLOCK * sizeof *buf);
-    if (!buf) return ckpt_err_nomem();
+/* Compares n components starting at component `first`, pa/pb holding
+ * their bytes; buf holds 2 x BLOCK doubles. */
+static void compare_values(ckpt_tensor_diff *d, cmp_state *st, const uint8_t *pa,
+                           const uint8_t *pb, uint64_t n, uint64_t first, const codec *ca,
+                           const codec *cb, double *buf) {
     int same_dtype = ca->dt == cb->dt;
-    cmp_state st = {o->atol, o->rtol, same_dtype && ca->kind == K_INT && ca->dt != CKPT_DT_BOOL,
-                    ca->kind == K_COMPLEX ? 2u : 1u, 0, 0};
-    uint64_t total = d->numel * st.per;
-    for (uint64_t c = 0; c < total; c += BLOCK) {
-        size_t n = (size_t)(total - c < BLOCK ? total - c : BLOCK);
+    for (uint64_t c = 0; c < n; c += BLOCK) {
+        size_t k = (size_t)(n - c < BLOCK ? n - c : BLOCK);
         const uint8_t *ra = pa + c * ca->size, *rb = pb + c * cb->size;
         /* a tensor that differs in a few places is mostly equal blocks */
-        if (same_dtype && memcmp(ra, rb, n * ca->size) == 0) {
+        if (same_dtype && memcmp(ra, rb, k * ca->size) == 0) {
             uint64_t nan = 0, inf = 0;
-            count_nonfinite(ca, ra, n, &nan, &inf);
+            count_nonfinite(ca, ra, k, &nan, &inf);
             d->nan_a += nan;
             d->nan_b += nan;
             d->inf_a += inf;
             d->inf_b += inf;
             continue;
         }
-        decode(ca, ra, n, buf);
-        decode(cb, rb, n, buf + BLOCK);
-        compare_block(d, &st, buf, buf + BLOCK, ra, rb, ca->size, n, c);
+        decode(ca, ra, k, buf);
+        decode(cb, rb, k, buf + BLOCK);
+        compare_block(d, st, buf, buf + BLOCK, ra, rb, ca->size, k, first + c);
     }
-    ckpt_free(buf);
-    d->compared = 1;
-    return 0;
 }
 
-static int compare_tensor(ckpt_diff_result *r, const ckpt_diff_options *o, const ckpt_manifest *ma,
-                          const ckpt_manifest *mb, const ckpt_manifest_entry *a,
-                          const ckpt_manifest_entry *b) {
+/* Both tensors' logical bytes, the same elements at a time, read through
+ * tensor.h's reader into private windows (never the mapping). */
+typedef struct pair_reader {
+    ckpt_tensor_reader ra, rb;
+    uint8_t *a, *b;
+    uint64_t per;      /* elements per window (bytes for sub-byte dtypes) */
+    size_t sa, sb;     /* bytes per element (1 for sub-byte dtypes) */
+} pair_reader;
+
+static int pair_open(pair_reader *p, const ckpt_tensor *ta, const ckpt_tensor *tb) {
+    memset(p, 0, sizeof *p);
+    unsigned ea = ckpt_dtype_size(ckpt_tensor_dtype(ta)), eb = ckpt_dtype_size(ckpt_tensor_dtype(tb));
+    p->sa = ea && eb ? ea : 1;
+    p->sb = ea && eb ? eb : 1;
+    p->per = WINDOW / (p->sa > p->sb ? p->sa : p->sb);
+    int rc = ckpt_tensor_reader_init(&p->ra, ta);
+    if (rc == 0) rc = ckpt_tensor_reader_init(&p->rb, tb);
+    if (rc == 0) {
+        p->a = ckpt_malloc(WINDOW);
+        p->b = ckpt_malloc(WINDOW);
+        if (!p->a || !p->b) rc = ckpt_err_nomem();
+    }
+    return rc;
+}
+
+static void pair_close(pair_reader *p) {
+    ckpt_tensor_reader_free(&p->ra);
+    ckpt_tensor_reader_free(&p->rb);
+    ckpt_free(p->a);
+    ckpt_free(p->b);
+}
+
+/* The next window: *n elements (0 at the end); both sides must agree. */
+static int pair_next(pair_reader *p, uint64_t *n) {
+    size_t ga = 0, gb = 0;
+    int rc = ckpt_tensor_reader_next(&p->ra, p->a, (size_t)p->per * p->sa, &ga);
+    if (rc == 0) rc = ckpt_tensor_reader_next(&p->rb, p->b, (size_t)p->per * p->sb, &gb);
+    if (rc == 0 && ga / p->sa != gb / p->sb)
+        rc = ckpt_err(CKPT_E_MISMATCH, "", ckpt_tensor_name(p->ra.t), CKPT_NO_OFFSET,
+                      "tensor \"%s\": the two sides hold different element counts",
+                      ckpt_tensor_name(p->ra.t));
+    *n = ga / p->sa;
+    return rc;
+}
+
+/* 1 when both tensors' logical bytes are equal (same dtype), else 0. */
+static int bytes_equal(const ckpt_tensor *ta, const ckpt_tensor *tb, int *equal) {
+    pair_reader p;
+    int rc = pair_open(&p, ta, tb);
+    uint64_t n = 1;
+    *equal = 1;
+    while (rc == 0 && *equal && (rc = pair_next(&p, &n)) == 0 && n)
+        *equal = memcmp(p.a, p.b, (size_t)n * p.sa) == 0;
+    pair_close(&p);
+    return rc;
+}
+
+static int compare_all(ckpt_tensor_diff *d, const ckpt_diff_options *o, const ckpt_tensor *ta,
+                       const ckpt_tensor *tb, const codec *ca, const codec *cb) {
+    double *buf = ckpt_malloc(2 * BLOCK * sizeof *buf);
+    pair_reader p;
+    int rc = buf ? pair_open(&p, ta, tb) : ckpt_err_nomem();
+    if (!buf) memset(&p, 0, sizeof p);
+    cmp_state st = {o->atol, o->rtol, ca->dt == cb->dt && ca->kind == K_INT && ca->dt != CKPT_DT_BOOL,
+                    ca->kind == K_COMPLEX ? 2u : 1u, 0, 0};
+    uint64_t n, first = 0;
+    while (rc == 0 && (rc = pair_next(&p, &n)) == 0 && n) {
+        compare_values(d, &st, p.a, p.b, n * st.per, first, ca, cb, buf);
+        first += n * st.per;
+    }
+    pair_close(&p);
+    ckpt_free(buf);
+    if (rc == 0) d->compared = 1;
+    return rc;
+}
+
+static int compare_tensor(ckpt_diff_result *r, const ckpt_diff_options *o,
+                          const ckpt_manifest_entry *a, const ckpt_manifest_entry *b) {
     const ckpt_tensor *ta = a->tensor, *tb = b->tensor;
     ckpt_tensor_diff d;
     memset(&d, 0, sizeof d);
@@ -410,18 +441,12 @@ static int compare_tensor(ckpt_diff_result *r, const ckpt_diff_options *o, const
     d.a = a;
     d.b = b;
     d.numel = ckpt_tensor_numel(ta);
-    const uint8_t *pa = NULL, *pb = NULL;
-    uint8_t *oa, *ob = NULL;
-    int rc = tensor_bytes(ta, &pa, &oa);
-    if (!rc) rc = tensor_bytes(tb, &pb, &ob);
-    if (rc) {
-        ckpt_free(oa);
-        return rc;
-    }
     ckpt_dtype da = ckpt_tensor_dtype(ta), db = ckpt_tensor_dtype(tb);
-    d.bitwise_equal = da == db && bytes_equal(ma->file, pa, mb->file, pb, ckpt_tensor_nbytes(ta));
+    int rc = 0;
+    d.bitwise_equal = 0;
+    if (da == db) rc = bytes_equal(ta, tb, &d.bitwise_equal);
     codec *ca = NULL, *cb = NULL;
-    if (!d.bitwise_equal) {
+    if (!rc && !d.bitwise_equal) {
         ca = ckpt_malloc(sizeof *ca);
         cb = ckpt_malloc(sizeof *cb);
         if (!ca || !cb) rc = ckpt_err_nomem();
@@ -431,12 +456,10 @@ static int compare_tensor(ckpt_diff_result *r, const ckpt_diff_options *o, const
         codec_init(cb, db);
         int comparable = ca->kind != K_NONE && cb->kind != K_NONE &&
                          (ca->kind == K_COMPLEX) == (cb->kind == K_COMPLEX);
-        if (comparable) rc = compare_values(&d, o, pa, pb, ca, cb);
+        if (comparable) rc = compare_all(&d, o, ta, tb, ca, cb);
     }
     ckpt_free(ca);
     ckpt_free(cb);
-    ckpt_free(oa);
-    ckpt_free(ob);
     if (rc) return rc;
     if (d.bitwise_equal) {
         r->equal++;
@@ -759,7 +782,7 @@ static int run(ckpt_diff_result *r, const ckpt_manifest *a, const bside *bs,
         if (!shape) rc = push(r, CKPT_DIFF_SHAPE_MISMATCH, ea->name, ea, eb);
         if (!rc && strcmp(ea->dtype, eb->dtype) != 0)
             rc = push(r, CKPT_DIFF_DTYPE_MISMATCH, ea->name, ea, eb);
-        if (!rc && shape && !o->keys_only) rc = compare_tensor(r, o, a, b, ea, eb);
+        if (!rc && shape && !o->keys_only) rc = compare_tensor(r, o, ea, eb);
     }
     ckpt_free(a2b);
     for (size_t j = 0; !rc && j < b->n; j++)

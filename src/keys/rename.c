@@ -645,7 +645,7 @@ static int rename_file(ckpt_rename_plan **plan, const ckpt_file *f, const char *
     rc = ckpt_walk_run(&w, root);
     ckpt_strmap_free(&t.mods);
     if (!rc) rc = metadata(f, a, &wo);
-    if (!rc) rc = ckpt_write_value(t.new_root, out, output_format(f), &wo, f, NULL);
+    if (!rc) rc = ckpt_write_value(t.new_root, out, output_format(f), &wo, NULL);
     return rc;
 }
 

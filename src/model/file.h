@@ -5,6 +5,7 @@
 #include "base/alloc.h"
 #include "ckpt.h"
 #include "model/flatten.h"
+#include "model/source.h"
 #include "model/value.h"
 
 /* The zip directory (container/zip.h); only torch zip readers fill it. */
@@ -19,6 +20,9 @@ struct ckpt_file {
     const uint8_t *map;        /* the whole input */
     size_t map_size;
     int mapped;                /* 1: munmap(map) on close */
+    /* where tensor bytes are read from (pread on the file's descriptor,
+     * closed with the file; fd -1 for memory) */
+    ckpt_source source;
 
     ckpt_value *root;
 
@@ -66,21 +70,6 @@ int ckpt_torch_read_zip(ckpt_file *f);
 /* Any pickle stream: the legacy stacked-pickle format when the first pickle
  * is torch's magic number, else a plain pickle (CKPT_FORMAT_PICKLE). */
 int ckpt_torch_read_legacy(ckpt_file *f);
-
-/* Tells the kernel that bytes [p, p+n) of f's mapping will not be needed
- * again soon, so a full read of a large file (verify) does not keep it all
- * resident. The data stays readable (pages fault back in from the file).
- * No-op for memory buffers and for ranges outside the mapping. */
-void ckpt_file_release(const ckpt_file *f, const void *p, uint64_t n);
-
-/* Switches f's mapping from random access (set at open, so reading headers
- * does not read ahead into tensor data) to sequential readahead, before a
- * full read such as verify. */
-void ckpt_file_sequential(const ckpt_file *f);
-
-/* Maps bytes [p, p+n) of f's mapping in one go before a full read (fewer
- * page faults). Best effort; no-op where unsupported. */
-void ckpt_file_prefetch(const ckpt_file *f, const void *p, uint64_t n);
 
 /* Maps path read-only (private), refusing anything but a regular file: a
  * FIFO is opened non-blocking so it never waits for a writer. *map is NULL

@@ -1,10 +1,14 @@
-/* tensor.c - tensor accessors: shape, zero-copy data, gathered reads and
- * SHA-256 of the logical contents. */
+/* tensor.c - tensor accessors: shape, zero-copy data, and the reader
+ * every job reads logical contents through (tensor.h). */
 #include <openssl/evp.h>
 #include <string.h>
 
+#define XXH_STATIC_LINKING_ONLY
+#include <xxhash.h>
+
 #include "model/dtype.h"
 #include "base/error.h"
+#include "model/source.h"
 #include "model/tensor.h"
 #include "model/value.h"
 
@@ -66,39 +70,178 @@ int ckpt_tensor_data(const ckpt_tensor *t, const void **data, size_t *size) {
     return 0;
 }
 
-void ckpt_tensor_gather(const ckpt_tensor *t, uint64_t start, uint64_t count, uint8_t *dst) {
-    unsigned esz = ckpt_dtype_size(t->dtype);
-    /* complex elements swap per component */
-    unsigned swap = t->storage->big_endian ? esz : 1;
-    if (t->dtype == CKPT_DT_C32 || t->dtype == CKPT_DT_C64 || t->dtype == CKPT_DT_C128)
-        swap = t->storage->big_endian ? esz / 2 : 1;
+/* ------------------------------------------------------------ reading */
+
+int ckpt_storage_read(const ckpt_storage *st, uint64_t off, void *dst, size_t n) {
+    return ckpt_source_read(st->source, st->data + off, dst, n, st->member);
+}
+
+/* Element positions of a view: a multi-index and the storage element it
+ * addresses, advanced in row-major order. */
+typedef struct cursor {
     uint64_t idx[CKPT_MAX_NDIM];
-    uint64_t rem = start, pos = t->storage_offset;
+    uint64_t pos;
+} cursor;
+
+static void cursor_seek(cursor *c, const ckpt_tensor *t, uint64_t start) {
+    uint64_t rem = start;
+    c->pos = t->storage_offset;
     for (uint32_t i = t->ndim; i-- > 0;) {
-        idx[i] = rem % t->shape[i];
+        c->idx[i] = rem % t->shape[i];
         rem /= t->shape[i];
-        pos += idx[i] * t->stride[i];
+        c->pos += c->idx[i] * t->stride[i];
     }
-    const uint8_t *src = t->storage->data;
-    for (uint64_t n = 0; n < count; n++) {
-        const uint8_t *e = src + pos * esz;
-        if (swap > 1) {
-            for (unsigned c = 0; c < esz; c += swap)
-                for (unsigned b = 0; b < swap; b++) dst[c + b] = e[c + swap - 1 - b];
-        } else {
-            memcpy(dst, e, esz);
+}
+
+static void cursor_next(cursor *c, const ckpt_tensor *t) {
+    for (uint32_t i = t->ndim; i-- > 0;) {
+        if (++c->idx[i] < t->shape[i]) {
+            c->pos += t->stride[i];
+            return;
         }
-        dst += esz;
-        /* advance the multi-index */
-        for (uint32_t i = t->ndim; i-- > 0;) {
-            if (++idx[i] < t->shape[i]) {
-                pos += t->stride[i];
-                break;
+        c->pos -= (t->shape[i] - 1) * t->stride[i];
+        c->idx[i] = 0;
+    }
+}
+
+/* Bytes swapped within each component of big-endian storages (complex
+ * elements swap per component); 1 when nothing is swapped. */
+static unsigned swap_width(const ckpt_tensor *t) {
+    unsigned esz = ckpt_dtype_size(t->dtype);
+    if (!t->storage->big_endian) return 1;
+    if (t->dtype == CKPT_DT_C32 || t->dtype == CKPT_DT_C64 || t->dtype == CKPT_DT_C128)
+        return esz / 2;
+    return esz;
+}
+
+static void put_element(uint8_t *dst, const uint8_t *e, unsigned esz, unsigned swap) {
+    if (swap > 1) {
+        for (unsigned c = 0; c < esz; c += swap)
+            for (unsigned b = 0; b < swap; b++) dst[c + b] = e[c + swap - 1 - b];
+    } else {
+        memcpy(dst, e, esz);
+    }
+}
+
+/* Elements [start, start+count) from `bytes`, which holds the storage's
+ * bytes from byte `lo` on. */
+static void gather(const ckpt_tensor *t, const uint8_t *bytes, uint64_t lo, uint64_t start,
+                   uint64_t count, uint8_t *dst) {
+    unsigned esz = ckpt_dtype_size(t->dtype), swap = swap_width(t);
+    cursor c;
+    cursor_seek(&c, t, start);
+    for (uint64_t n = 0; n < count; n++, dst += esz) {
+        put_element(dst, bytes + (c.pos * esz - lo), esz, swap);
+        cursor_next(&c, t);
+    }
+}
+
+/* Same, with one pread per run of elements adjacent in the storage: for
+ * views whose span is too large to copy. */
+static int gather_runs(const ckpt_tensor *t, uint64_t start, uint64_t count, uint8_t *dst) {
+    unsigned esz = ckpt_dtype_size(t->dtype), swap = swap_width(t);
+    uint32_t last = t->ndim ? t->ndim - 1 : 0;
+    int inner = t->ndim && (t->stride[last] == 1 || t->shape[last] == 1);
+    cursor c;
+    cursor_seek(&c, t, start);
+    while (count) {
+        uint64_t run = inner ? t->shape[last] - c.idx[last] : 1;
+        if (run > count) run = count;
+        int rc = ckpt_storage_read(t->storage, c.pos * esz, dst, (size_t)(run * esz));
+        if (rc) return rc;
+        if (swap > 1)
+            for (uint64_t i = 0; i < run; i++) {
+                uint8_t e[16];
+                memcpy(e, dst + i * esz, esz);
+                put_element(dst + i * esz, e, esz, swap);
             }
-            pos -= (t->shape[i] - 1) * t->stride[i];
-            idx[i] = 0;
+        dst += run * esz;
+        count -= run;
+        if (inner) {
+            c.idx[last] += run - 1;
+            c.pos += (run - 1) * t->stride[last];
         }
+        cursor_next(&c, t);
     }
+    return 0;
+}
+
+/* Gathered views: the storage bytes the view spans are copied once when
+ * they fit this. */
+#define SPAN_MAX ((uint64_t)64 << 20)
+
+int ckpt_tensor_reader_init(ckpt_tensor_reader *r, const ckpt_tensor *t) {
+    memset(r, 0, sizeof *r);
+    r->t = t;
+    r->contiguous = ckpt_tensor_is_contiguous(t);
+    if (!r->contiguous && ckpt_dtype_size(t->dtype) == 0)
+        return ckpt_err(CKPT_E_UNSUPPORTED, "", ckpt_tensor_name(t), CKPT_NO_OFFSET,
+                        "tensor \"%s\": non-contiguous view of a sub-byte dtype (%s)",
+                        ckpt_tensor_name(t), ckpt_dtype_name(t->dtype));
+    return 0;
+}
+
+void ckpt_tensor_reader_free(ckpt_tensor_reader *r) {
+    ckpt_free(r->span);
+    r->span = NULL;
+}
+
+/* First use of a gathered view: copy its span, or fall back to runs. */
+static int load_span(ckpt_tensor_reader *r) {
+    const ckpt_tensor *t = r->t;
+    const ckpt_storage *st = t->storage;
+    unsigned esz = ckpt_dtype_size(t->dtype);
+    uint64_t last = t->storage_offset;
+    for (uint32_t i = 0; i < t->ndim; i++) last += (t->shape[i] - 1) * t->stride[i];
+    uint64_t lo = t->storage_offset * esz, hi = (last + 1) * esz;
+    if (hi - lo > SPAN_MAX) {
+        r->runs = 1;
+        return 0;
+    }
+    r->span = ckpt_malloc((size_t)(hi - lo));
+    if (!r->span) return ckpt_err_nomem();
+    r->span_lo = lo;
+    return ckpt_storage_read(st, lo, r->span, (size_t)(hi - lo));
+}
+
+int ckpt_tensor_reader_next(ckpt_tensor_reader *r, void *dst, size_t cap, size_t *got) {
+    const ckpt_tensor *t = r->t;
+    *got = 0;
+    if (r->contiguous) {
+        uint64_t left = t->nbytes - r->done;
+        size_t n = left < cap ? (size_t)left : cap;
+        if (n == 0) return 0;
+        uint64_t first = t->numel ? t->storage_offset * ckpt_dtype_bits(t->dtype) / 8 : 0;
+        int rc = ckpt_storage_read(t->storage, first + r->done, dst, n);
+        if (rc) return rc;
+        r->done += n;
+        *got = n;
+        return 0;
+    }
+    unsigned esz = ckpt_dtype_size(t->dtype);
+    uint64_t left = t->numel - r->done, n = cap / esz;
+    if (left == 0) return 0;
+    if (n == 0)
+        return ckpt_err(CKPT_E_INVALID_ARG, "", ckpt_tensor_name(t), CKPT_NO_OFFSET,
+                        "buffer of %zu bytes holds no element of %u bytes", cap, esz);
+    if (n > left) n = left;
+    const ckpt_storage *st = t->storage;
+    int in_memory = !ckpt_source_is_file(st->source, st->data, st->nbytes);
+    if (!in_memory && !r->span && !r->runs) {
+        int rc = load_span(r);
+        if (rc) return rc;
+    }
+    if (in_memory) {
+        gather(t, st->data, 0, r->done, n, dst);
+    } else if (r->span) {
+        gather(t, r->span, r->span_lo, r->done, n, dst);
+    } else {
+        int rc = gather_runs(t, r->done, n, dst);
+        if (rc) return rc;
+    }
+    r->done += n;
+    *got = (size_t)(n * esz);
+    return 0;
 }
 
 int ckpt_tensor_read(const ckpt_tensor *t, void *dst, size_t cap) {
@@ -106,55 +249,78 @@ int ckpt_tensor_read(const ckpt_tensor *t, void *dst, size_t cap) {
         return ckpt_err(CKPT_E_INVALID_ARG, "", ckpt_tensor_name(t), CKPT_NO_OFFSET,
                         "buffer of %zu bytes, tensor needs %llu", cap,
                         (unsigned long long)t->nbytes);
-    const void *p;
-    size_t n;
-    if (ckpt_tensor_is_contiguous(t)) {
-        if (ckpt_tensor_data(t, &p, &n)) return CKPT_E_LIMIT;
-        if (n) memcpy(dst, p, n);
-        return 0;
+    ckpt_tensor_reader r;
+    int rc = ckpt_tensor_reader_init(&r, t);
+    size_t got = 0;
+    /* nbytes <= cap: one call reads it all (one pread when contiguous) */
+    if (rc == 0) rc = ckpt_tensor_reader_next(&r, dst, (size_t)t->nbytes, &got);
+    ckpt_tensor_reader_free(&r);
+    return rc;
+}
+
+/* Pieces handed to sinks: large enough for few syscalls, small enough to
+ * stay in cache between the read and the sink. */
+#define STREAM_CHUNK ((size_t)4 << 20)
+
+int ckpt_tensor_stream(const ckpt_tensor *t, ckpt_tensor_sink sink, void *ctx) {
+    if (t->nbytes == 0) return 0;
+    const ckpt_storage *st = t->storage;
+    if (ckpt_tensor_is_contiguous(t) && !ckpt_source_is_file(st->source, st->data, st->nbytes)) {
+        const void *p;
+        size_t size;
+        int rc = ckpt_tensor_data(t, &p, &size); /* memory, not a mapping */
+        for (size_t done = 0; rc == 0 && done < size; done += STREAM_CHUNK)
+            rc = sink(ctx, (const uint8_t *)p + done,
+                      size - done < STREAM_CHUNK ? size - done : STREAM_CHUNK);
+        return rc;
     }
-    if (ckpt_dtype_size(t->dtype) == 0)
-        return ckpt_err(CKPT_E_UNSUPPORTED, "", ckpt_tensor_name(t), CKPT_NO_OFFSET,
-                        "non-contiguous view of a sub-byte dtype");
-    ckpt_tensor_gather(t, 0, t->numel, dst);
+    ckpt_tensor_reader r;
+    int rc = ckpt_tensor_reader_init(&r, t);
+    if (rc) return rc;
+    uint8_t *buf = ckpt_malloc(STREAM_CHUNK);
+    if (!buf) rc = ckpt_err_nomem();
+    if (rc == 0 && r.contiguous)
+        ckpt_source_will_read(st->source, st->data + t->storage_offset *
+                              ckpt_dtype_bits(t->dtype) / 8, t->nbytes);
+    size_t got;
+    while (rc == 0 && (rc = ckpt_tensor_reader_next(&r, buf, STREAM_CHUNK, &got)) == 0 && got)
+        rc = sink(ctx, buf, got);
+    ckpt_free(buf);
+    ckpt_tensor_reader_free(&r);
+    return rc;
+}
+
+static int xxh_sink(void *ctx, const void *p, size_t n) {
+    XXH3_64bits_update(ctx, p, n);
     return 0;
 }
 
-#define SHA_CHUNK (1u << 20)
+int ckpt_tensor_xxh3(const ckpt_tensor *t, uint64_t *out) {
+    XXH3_state_t st;
+    memset(&st, 0, sizeof st);
+    XXH3_64bits_reset(&st);
+    int rc = ckpt_tensor_stream(t, xxh_sink, &st);
+    if (rc) return rc;
+    *out = XXH3_64bits_digest(&st);
+    return 0;
+}
+
+static int sha_sink(void *ctx, const void *p, size_t n) {
+    return EVP_DigestUpdate(ctx, p, n) ? 0 : ckpt_err_nomem();
+}
 
 int ckpt_tensor_sha256(const ckpt_tensor *t, unsigned char out[32]) {
-    int contiguous = ckpt_tensor_is_contiguous(t);
-    unsigned esz = ckpt_dtype_size(t->dtype);
-    if (!contiguous && esz == 0)
-        return ckpt_err(CKPT_E_UNSUPPORTED, "", ckpt_tensor_name(t), CKPT_NO_OFFSET,
-                        "non-contiguous view of a sub-byte dtype");
     EVP_MD_CTX *ctx = EVP_MD_CTX_new();
-    uint8_t *buf = NULL;
-    int ok = ctx && EVP_DigestInit_ex(ctx, EVP_sha256(), NULL);
-    if (ok && contiguous) {
-        const void *p = NULL;
-        size_t size = 0;
-        ok = ckpt_tensor_data(t, &p, &size) == 0;
-        for (size_t done = 0; ok && done < size; done += SHA_CHUNK) {
-            size_t n = size - done < SHA_CHUNK ? size - done : SHA_CHUNK;
-            ok = EVP_DigestUpdate(ctx, (const uint8_t *)p + done, n);
-        }
-    } else if (ok) {
-        buf = ckpt_malloc(SHA_CHUNK);
-        ok = buf != NULL;
-        uint64_t per = SHA_CHUNK / esz;
-        for (uint64_t e = 0; ok && e < t->numel; e += per) {
-            uint64_t n = t->numel - e < per ? t->numel - e : per;
-            ckpt_tensor_gather(t, e, n, buf);
-            ok = EVP_DigestUpdate(ctx, buf, (size_t)(n * esz));
-        }
-    }
-    unsigned int len = 0;
-    ok = ok && EVP_DigestFinal_ex(ctx, out, &len) && len == 32;
-    ckpt_free(buf);
-    EVP_MD_CTX_free(ctx);
-    if (!ok)
+    if (!ctx || !EVP_DigestInit_ex(ctx, EVP_sha256(), NULL)) {
+        EVP_MD_CTX_free(ctx);
         return ckpt_err(CKPT_E_NOMEM, "", ckpt_tensor_name(t), CKPT_NO_OFFSET,
                         "SHA-256 failed (out of memory)");
-    return 0;
+    }
+    int rc = ckpt_tensor_stream(t, sha_sink, ctx);
+    unsigned int len = 0;
+    if (rc == 0 && !(EVP_DigestFinal_ex(ctx, out, &len) && len == 32))
+        rc = ckpt_err(CKPT_E_NOMEM, "", ckpt_tensor_name(t), CKPT_NO_OFFSET,
+                      "SHA-256 failed (out of memory)");
+    EVP_MD_CTX_free(ctx);
+    return rc;
 }

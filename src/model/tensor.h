@@ -1,16 +1,57 @@
-/* tensor.h - internal tensor helpers shared by readers and writers. */
+/* tensor.h - reading a tensor's logical contents: the one path every job
+ * (verify, hashes, diff, convert, ckpt_tensor_read, Python's load) reads
+ * tensor bytes through. Bytes in a file are copied with pread into private
+ * buffers (source.h), never read through the mapping, so a file that
+ * shrinks while it is read is an error, not SIGBUS. */
 #ifndef CKPT_TENSOR_H
 #define CKPT_TENSOR_H
 
 #include "model/value.h"
 
-/* Copies `count` logical elements of t, from linear (row-major) index
- * `start`, into dst as little-endian bytes: views are followed through
- * their strides, big-endian storages swapped (complex types per
- * component). Whole-byte dtypes only; start + count <= numel, and dst
- * holds count x element size bytes. Bounded chunks of any view can be
- * streamed this way. */
-void ckpt_tensor_gather(const ckpt_tensor *t, uint64_t start, uint64_t count,
-                        uint8_t *dst);
+/* Copies n bytes of st from byte `off` (off + n <= st->nbytes) into dst,
+ * through st->source. 0, or CKPT_E_TRUNCATED / CKPT_E_IO (source.h). */
+int ckpt_storage_read(const ckpt_storage *st, uint64_t off, void *dst, size_t n);
+
+/* Reads t's logical contents (contiguous row-major little-endian, what
+ * ckpt_tensor_read produces) front to back in pieces:
+ *
+ *     ckpt_tensor_reader r;
+ *     int rc = ckpt_tensor_reader_init(&r, t);
+ *     size_t got;
+ *     while (rc == 0 && (rc = ckpt_tensor_reader_next(&r, buf, cap, &got)) == 0 && got)
+ *         use(buf, got);
+ *     ckpt_tensor_reader_free(&r);
+ *
+ * A contiguous tensor is read straight into dst (one pread per call). A
+ * strided view or big-endian storage is gathered element by element from
+ * a private copy of the storage bytes it spans when those are at most 64
+ * MiB (read once), else from one pread per contiguous run of elements.
+ * Memory stays bounded by that span, whatever the tensor size. */
+typedef struct ckpt_tensor_reader {
+    const ckpt_tensor *t;
+    uint64_t done;       /* logical bytes (contiguous) or elements handed out */
+    int contiguous;
+    uint8_t *span;       /* gathered views: storage bytes [span_lo, ...) */
+    uint64_t span_lo;
+    int runs;            /* gathered views too large to copy: pread per run */
+} ckpt_tensor_reader;
+
+/* 0, or CKPT_E_UNSUPPORTED (a non-contiguous view of a sub-byte dtype). */
+int ckpt_tensor_reader_init(ckpt_tensor_reader *r, const ckpt_tensor *t);
+/* Up to cap bytes into dst (whole elements for gathered views; cap must
+ * hold one); *got 0 at the end. 0, CKPT_E_TRUNCATED, CKPT_E_IO,
+ * CKPT_E_NOMEM, CKPT_E_INVALID_ARG (cap below one element). */
+int ckpt_tensor_reader_next(ckpt_tensor_reader *r, void *dst, size_t cap, size_t *got);
+/* NULL-safe on a zeroed reader. */
+void ckpt_tensor_reader_free(ckpt_tensor_reader *r);
+
+/* Streams t's logical contents to sink in bounded pieces (memory that is
+ * not a file is handed to the sink directly). Returns 0, the sink's code,
+ * or an error of the reader. */
+typedef int (*ckpt_tensor_sink)(void *ctx, const void *p, size_t n);
+int ckpt_tensor_stream(const ckpt_tensor *t, ckpt_tensor_sink sink, void *ctx);
+
+/* XXH3-64 of t's logical contents (the "ckpt.xxh3" digest). */
+int ckpt_tensor_xxh3(const ckpt_tensor *t, uint64_t *out);
 
 #endif

@@ -19,6 +19,11 @@ typedef struct ckpt_storage {
     ckpt_dtype dtype;      /* element type the storage was declared with */
     uint64_t nbytes;       /* declared size in bytes */
     const uint8_t *data;   /* the bytes once resolved (mmap or arena); NULL before */
+    /* the file data points into (source.h), set when the file is flattened;
+     * NULL: data is ordinary memory. Read the bytes through
+     * ckpt_storage_read, never through data, unless lending them out
+     * zero-copy (ckpt_tensor_data). */
+    const struct ckpt_source *source;
     const char *key;       /* torch key ("0" for data/0, legacy root key) */
     const char *member;    /* zip member / file holding the bytes ("" if none) */
     uint64_t file_offset;  /* absolute offset of data[0] in the file, or

@@ -12,6 +12,7 @@
 
 #include "base/error.h"
 #include "format/detect.h"
+#include "model/tensor.h"
 #include "model/walk.h"
 #include "open/sharded.h"
 
@@ -19,6 +20,7 @@ static ckpt_file *file_new(const char *path, const ckpt_open_options *opts) {
     ckpt_file *f = ckpt_malloc(sizeof *f);
     if (!f) return NULL;
     memset(f, 0, sizeof *f);
+    f->source.fd = -1;
     ckpt_open_options defaults = CKPT_OPEN_OPTIONS_INIT;
     f->opts = opts ? *opts : defaults;
     if (f->opts.limits.max_ndim > CKPT_MAX_NDIM)
@@ -35,36 +37,9 @@ void ckpt_close(ckpt_file *f) {
     if (!f) return;
     for (size_t i = 0; i < f->nshards; i++) ckpt_close(f->shards[i]);
     if (f->mapped) ckpt_unmap_file(f->map, f->map_size);
+    if (f->source.fd >= 0) close(f->source.fd);
     ckpt_arena_free(&f->arena);
     ckpt_free(f);
-}
-
-void ckpt_file_release(const ckpt_file *f, const void *p, uint64_t n) {
-    const uint8_t *b = p;
-    if (!f->mapped || b < f->map || n > (uint64_t)(f->map + f->map_size - b)) return;
-    /* only whole pages inside the range */
-    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
-    uintptr_t lo = ((uintptr_t)b + page - 1) & ~(page - 1);
-    uintptr_t hi = ((uintptr_t)b + (uintptr_t)n) & ~(page - 1);
-    if (hi > lo) madvise((void *)lo, hi - lo, MADV_DONTNEED);
-}
-
-void ckpt_file_sequential(const ckpt_file *f) {
-    if (f->mapped && f->map_size) madvise((void *)f->map, f->map_size, MADV_SEQUENTIAL);
-}
-
-void ckpt_file_prefetch(const ckpt_file *f, const void *p, uint64_t n) {
-#ifdef MADV_POPULATE_READ
-    const uint8_t *b = p;
-    if (!f->mapped || b < f->map || n > (uint64_t)(f->map + f->map_size - b)) return;
-    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
-    uintptr_t lo = (uintptr_t)b & ~(page - 1);
-    /* map the window in one call instead of one fault per page; an error
-     * (old kernel, I/O) just leaves the faults to happen as usual */
-    madvise((void *)lo, (uintptr_t)b + (uintptr_t)n - lo, MADV_POPULATE_READ);
-#else
-    (void)f, (void)p, (void)n;
-#endif
 }
 
 /* ------------------------------------------------------------ detection */
@@ -121,9 +96,12 @@ static int finish_open(ckpt_file **out, ckpt_file *f, int from_path) {
     return 0;
 }
 
-int ckpt_map_file(const char *path, const uint8_t **map, size_t *size) {
+/* ckpt_map_file, keeping the descriptor open in *fd (-1 for an empty
+ * file) when fd is non-NULL: tensor bytes are read through it (source.h). */
+static int map_open(const char *path, int *keep, const uint8_t **map, size_t *size) {
     *map = NULL;
     *size = 0;
+    if (keep) *keep = -1;
     /* O_NONBLOCK: opening a FIFO must not wait for a writer; anything but a
      * regular file is refused below */
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
@@ -147,14 +125,22 @@ int ckpt_map_file(const char *path, const uint8_t **map, size_t *size) {
         } else {
             /* readers look at headers scattered over the file (zip local
              * headers): without this, readahead around each would pull in
-             * tensor data (verify switches to sequential) */
+             * tensor data (tensor bytes are read with pread, source.c) */
             madvise(m, (size_t)st.st_size, MADV_RANDOM);
             *map = m;
             *size = (size_t)st.st_size;
+            if (keep) {
+                *keep = fd;
+                return 0;
+            }
         }
     }
     close(fd);
     return rc;
+}
+
+int ckpt_map_file(const char *path, const uint8_t **map, size_t *size) {
+    return map_open(path, NULL, map, size);
 }
 
 void ckpt_unmap_file(const uint8_t *map, size_t size) {
@@ -167,16 +153,19 @@ int ckpt_file_open_path(ckpt_file **out, const char *path,
     if (!path) return ckpt_err(CKPT_E_INVALID_ARG, "", NULL, CKPT_NO_OFFSET, "path is NULL");
     const uint8_t *map;
     size_t size;
-    int rc = ckpt_map_file(path, &map, &size);
+    int fd;
+    int rc = map_open(path, &fd, &map, &size);
     if (rc) return rc;
     ckpt_file *f = file_new(path, opts);
     if (!f) {
         ckpt_unmap_file(map, size);
+        if (fd >= 0) close(fd);
         return ckpt_err(CKPT_E_NOMEM, path, NULL, CKPT_NO_OFFSET, "out of memory");
     }
     f->map = size ? map : (const uint8_t *)"";
     f->map_size = size;
     f->mapped = size != 0;
+    f->source = (ckpt_source){.fd = fd, .map = map, .size = size, .path = f->path};
     return finish_open(out, f, 1);
 }
 
@@ -247,6 +236,13 @@ int ckpt_file_flatten(ckpt_file *f) {
                      : 0;
     if (rc) return rc;
 
+    /* every storage reads its bytes through the file that holds them: a
+     * shard's were set when the shard was flattened */
+    for (size_t i = 0; i < fl.ntensors; i++) {
+        ckpt_storage *st = fl.tensors[i].value->u.tensor->storage;
+        if (!st->source) st->source = &f->source;
+        if (st->base && !st->base->source) st->base->source = &f->source;
+    }
     f->tensors = ckpt_arena_array(&f->arena, fl.ntensors ? fl.ntensors : 1, sizeof(ckpt_tensor));
     f->storages = ckpt_arena_array(&f->arena, fl.ntensors ? fl.ntensors : 1,
                                    sizeof(ckpt_storage *));
@@ -334,4 +330,101 @@ const char *ckpt_file_metadata_key(const ckpt_file *f, size_t i) {
 
 const char *ckpt_file_metadata_value(const ckpt_file *f, size_t i) {
     return i < f->nmeta ? f->meta_vals[i] : NULL;
+}
+
+/* ------------------------------------------------------------ storages */
+
+size_t ckpt_file_storage_count(const ckpt_file *f) { return f->nstorages; }
+
+int ckpt_file_storage_is_raw(const ckpt_file *f, uint64_t id) {
+    return id < f->nstorages && !f->storages[id]->big_endian;
+}
+
+/* One read of a batch: a whole storage, or a tensor's logical contents. */
+typedef struct batch_read {
+    const ckpt_storage *st;
+    const ckpt_tensor *t; /* NULL: the whole storage */
+    void *dst;
+} batch_read;
+
+/* File order: by source (shard), then by where the bytes lie. */
+static int by_position(const void *x, const void *y) {
+    const batch_read *a = x, *b = y;
+    uintptr_t sa = (uintptr_t)a->st->source, sb = (uintptr_t)b->st->source;
+    if (sa != sb) return sa < sb ? -1 : 1;
+    uintptr_t pa = (uintptr_t)a->st->data, pb = (uintptr_t)b->st->data;
+    if (pa != pb) return pa < pb ? -1 : 1;
+    uint64_t oa = a->t ? a->t->storage_offset : 0, ob = b->t ? b->t->storage_offset : 0;
+    return oa < ob ? -1 : oa > ob;
+}
+
+static int read_batch(batch_read *order, size_t n) {
+    int rc = 0;
+    qsort(order, n, sizeof *order, by_position);
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        const ckpt_storage *st = order[i].st;
+        /* one hint per file: read front to back from here on */
+        if (st->source && (i == 0 || st->source != order[i - 1].st->source))
+            ckpt_source_will_read(st->source, st->source->map, st->source->size);
+        rc = order[i].t ? ckpt_tensor_read(order[i].t, order[i].dst, (size_t)order[i].t->nbytes)
+                        : ckpt_storage_read(st, 0, order[i].dst, (size_t)st->nbytes);
+    }
+    return rc;
+}
+
+static int batch_args(const ckpt_file *f, size_t n, const void *what, void *const *dst,
+                      batch_read **order) {
+    *order = NULL;
+    if (!f) return ckpt_err(CKPT_E_INVALID_ARG, "", NULL, CKPT_NO_OFFSET, "file is NULL");
+    if (n == 0) return 0;
+    if (!what || !dst)
+        return ckpt_err(CKPT_E_INVALID_ARG, f->path, NULL, CKPT_NO_OFFSET,
+                        "the arrays are required for %zu reads", n);
+    if (n > SIZE_MAX / sizeof(batch_read)) return ckpt_err_nomem();
+    *order = ckpt_malloc(n * sizeof **order);
+    CKPT_CHECK_ALLOC(*order);
+    return 0;
+}
+
+int ckpt_file_read_storages(const ckpt_file *f, size_t n, const uint64_t *ids,
+                            void *const *dst) {
+    batch_read *order;
+    int rc = batch_args(f, n, ids, dst, &order);
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        const ckpt_storage *st = ids[i] < f->nstorages ? f->storages[ids[i]] : NULL;
+        if (!st)
+            rc = ckpt_err(CKPT_E_INVALID_ARG, f->path, NULL, CKPT_NO_OFFSET,
+                          "storage id %llu out of range (the file has %zu)",
+                          (unsigned long long)ids[i], f->nstorages);
+        else if (st->nbytes && !st->data)
+            rc = ckpt_err(CKPT_E_FORMAT, f->path, st->member, st->file_offset,
+                          "storage %s has no data", st->key ? st->key : "");
+        else if (st->nbytes && !dst[i])
+            rc = ckpt_err(CKPT_E_INVALID_ARG, f->path, st->member, CKPT_NO_OFFSET,
+                          "dst[%zu] is NULL", i);
+        else if (st->nbytes > SIZE_MAX)
+            rc = ckpt_err(CKPT_E_LIMIT, f->path, st->member, st->file_offset,
+                          "storage larger than the address space");
+        else
+            order[i] = (batch_read){st, NULL, dst[i]};
+    }
+    if (rc == 0 && n) rc = read_batch(order, n);
+    ckpt_free(order);
+    return rc;
+}
+
+int ckpt_file_read_tensors(const ckpt_file *f, size_t n, const ckpt_tensor *const *tensors,
+                           void *const *dst) {
+    batch_read *order;
+    int rc = batch_args(f, n, tensors, dst, &order);
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        if (!tensors[i] || !dst[i])
+            rc = ckpt_err(CKPT_E_INVALID_ARG, f->path, NULL, CKPT_NO_OFFSET,
+                          "tensors[%zu] or dst[%zu] is NULL", i, i);
+        else
+            order[i] = (batch_read){tensors[i]->storage, tensors[i], dst[i]};
+    }
+    if (rc == 0 && n) rc = read_batch(order, n);
+    ckpt_free(order);
+    return rc;
 }

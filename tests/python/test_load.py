@@ -81,7 +81,7 @@ def test_corpus_ground_truth(corpus):
 
 def test_sharded_set_is_one_dict_of_views(corpus):
     idx = os.path.join(corpus, "safetensors/fluxml/sharded/model.safetensors.index.json")
-    sd = ckpt.load(idx)
+    sd = ckpt.load(idx, mmap=True)
     with open(idx) as fh:
         assert sorted(sd) == sorted(json.load(fh)["weight_map"])
     one = os.path.join(corpus, "safetensors/fluxml/non_sharded/model.safetensors")
@@ -92,6 +92,10 @@ def test_sharded_set_is_one_dict_of_views(corpus):
             assert mapped_file(v) == os.path.realpath(os.path.join(os.path.dirname(idx), shard)), k
         if k in whole:
             assert raw_bytes(v) == raw_bytes(whole[k]), k
+    # the default reads every shard into private memory
+    for k, v in ckpt.load(idx).items():
+        if isinstance(v, torch.Tensor) and v.numel():
+            assert raw_bytes(v) == raw_bytes(sd[k]) and mapped_file(v) != mapped_file(sd[k]), k
 
 
 def test_matches_torch_load_on_every_dtype_and_value(tmp_path):
@@ -126,12 +130,12 @@ def test_matches_torch_load_on_every_dtype_and_value(tmp_path):
     assert type(got["values"]["tuple"]) is tuple and type(got["values"]["set"]) is set
 
 
-def test_tensors_are_copy_on_write_views(tmp_path):
+def test_mmap_tensors_are_copy_on_write_views(tmp_path):
     a = torch.arange(1024, dtype=torch.float32)
     path = tmp_path / "w.pt"
     torch.save({"a": a, "head": a[:16], "tail": a[512:]}, path)
     before = path.read_bytes()
-    sd = ckpt.load(path)
+    sd = ckpt.load(path, mmap=True)
     # one storage in the file, one memory after loading (like torch.load)
     assert mapped_file(sd["a"]) == str(path)
     assert sd["head"].data_ptr() == sd["a"].data_ptr()
@@ -142,7 +146,7 @@ def test_tensors_are_copy_on_write_views(tmp_path):
     assert torch.equal(ckpt.load(path)["a"], a)
 
 
-def test_safetensors_views_and_metadata(tmp_path):
+def test_safetensors_mmap_views_and_metadata(tmp_path):
     path = tmp_path / "m.safetensors"
     header = json.dumps({"__metadata__": {"format": "pt"},
                          "w": {"dtype": "BF16", "shape": [2, 2], "data_offsets": [0, 8]},
@@ -151,11 +155,15 @@ def test_safetensors_views_and_metadata(tmp_path):
     w = torch.tensor([[1.0, -2.0], [0.5, 3.0]], dtype=torch.bfloat16)
     data = w.view(torch.int16).numpy().tobytes() + bytes([1, 0, 1])
     path.write_bytes(len(header).to_bytes(8, "little") + header + data)
-    sd = ckpt.load(path)
+    sd = ckpt.load(path, mmap=True)
     assert torch.equal(sd["w"], w) and mapped_file(sd["w"]) == str(path)
     assert mapped_file(sd["b"]) == str(path)
     assert sd["b"].tolist() == [True, False, True]
     assert ckpt.metadata(path) == {"format": "pt"}
+    # the default copies: nothing is mapped from the file
+    sd = ckpt.load(path)
+    assert torch.equal(sd["w"], w) and mapped_file(sd["w"]) != str(path)
+    assert sd["b"].tolist() == [True, False, True]
 
 
 def test_opaque_objects_are_placeholders(tmp_path):

@@ -55,6 +55,11 @@ def latest_file(d):
     return read(os.path.join(d, "LATEST")).decode()
 
 
+def entries(d):
+    """The directory's names but the writers' lock file."""
+    return [n for n in os.listdir(d) if n != ".ckpt-store.lock"]
+
+
 def temps(d):
     return [n for n in os.listdir(d) if ".tmp-" in n]
 
@@ -128,11 +133,11 @@ def case_prune_counts_only_verified():
     rc, out, err = run("store", "prune", d, "--keep", "2")
     assert rc == 1 and out.startswith("removed 1 generation\n"), (rc, out, err)
     assert "corrupt, left in place: run-10.pt: " in out, out
-    assert sorted(os.listdir(d)) == ["LATEST", "run-10.pt", "run-2.pt", "run-3.pt"]
+    assert sorted(entries(d)) == ["LATEST", "run-10.pt", "run-2.pt", "run-3.pt"]
     # a commit prunes the same way: run-10 stays, the two newest good stay
     rc, out, err = commit(d, 4, SMALL_PT, "--keep", "2")
     assert rc == 0, (rc, out, err)
-    assert sorted(os.listdir(d)) == ["LATEST", "run-10.pt", "run-3.pt", "run-4.pt"]
+    assert sorted(entries(d)) == ["LATEST", "run-10.pt", "run-3.pt", "run-4.pt"]
     assert latest_file(d) == "run-4.pt\n"
     rc, out, err = run("store", "list", d)
     assert rc == 1 and "corrupt" in out and "run-10.pt" in out, (rc, out)
@@ -208,7 +213,7 @@ def case_list_and_corruption():
     assert rc == 1 and lines[0] == "removed 1 generation", (rc, out, err)
     assert len(lines) == 2 and lines[1].startswith(
         "corrupt, left in place: run-100.pt: CRC-32 of the data is "), lines
-    assert sorted(os.listdir(d)) == ["LATEST", "run-10.pt", "run-100.pt"]
+    assert sorted(entries(d)) == ["LATEST", "run-10.pt", "run-100.pt"]
 
 
 def case_gc():
@@ -223,7 +228,7 @@ def case_gc():
             fh.write(b"partial")
     rc, out, err = run("store", "gc", d)
     assert (rc, out) == (0, "removed 1 stale temporary file\n"), (rc, out, err)
-    assert sorted(os.listdir(d)) == [live, "LATEST", "run-1.pt"]
+    assert sorted(entries(d)) == [live, "LATEST", "run-1.pt"]
     rc, out, err = run("store", "gc", d, "--older-than", "0")
     assert (rc, out) == (0, "removed 1 stale temporary file\n"), (rc, out, err)
 
@@ -242,7 +247,7 @@ def case_full_filesystem():
         rc, out, err = commit(mnt, 2, BIG_PT)
         assert rc == 2 and "No space left on device" in err and "run-2.pt" in err, (rc, err)
         assert out == ""
-        assert sorted(os.listdir(mnt)) == ["LATEST", "run-1.pt"], os.listdir(mnt)
+        assert sorted(entries(mnt)) == ["LATEST", "run-1.pt"], os.listdir(mnt)
         assert latest_file(mnt) == "run-1.pt\n"
         rc, out, err = run("store", "latest", mnt)
         assert (rc, out) == (0, os.path.join(mnt, "run-1.pt") + "\n"), (rc, out, err)
@@ -250,7 +255,7 @@ def case_full_filesystem():
             target = os.path.join(mnt, "out.safetensors")
             rc, out, err = run("convert", BIG_PT, target)
             assert rc == 2 and "No space left on device" in err, (rc, err)
-            assert sorted(os.listdir(mnt)) == ["LATEST", "run-1.pt"], os.listdir(mnt)
+            assert sorted(entries(mnt)) == ["LATEST", "run-1.pt"], os.listdir(mnt)
     finally:
         subprocess.run(["umount", mnt])
 

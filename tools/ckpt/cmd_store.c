@@ -1,7 +1,7 @@
 /* cmd_store.c - `ckpt store SUBCOMMAND DIR ...`: numbered generations of a
  * checkpoint in one directory with a LATEST pointer (ckpt_store_*).
  *
- *   commit DIR --name NAME --step N [--keep N] SRC   prints the new path
+ *   commit DIR --name NAME --step N [--keep N] [--replace] SRC   the new path
  *   latest DIR                                       prints the path
  *   list DIR [--json]                                table or JSON
  *   prune DIR [--keep N]
@@ -39,7 +39,7 @@ static int parse_uint(const char *s, uint64_t max, uint64_t *out)
 /* The command line of every subcommand; each table below takes its part. */
 static struct {
     const char *dir, *src, *name, *step, *keep, *older;
-    int json;
+    int json, replace;
 } args;
 
 #define DIR_ARG { CLI_OPT_ARG, "DIR", 0, &args.dir, NULL, CLI_OPT_REQUIRED, NULL }
@@ -54,6 +54,8 @@ static const cli_opt commit_opts[] = {
     { CLI_OPT_VALUE, "step", 0, &args.step, "N", CLI_OPT_REQUIRED,
       "commit: its step, a non-negative integer" },
     KEEP_OPT,
+    { CLI_OPT_BOOL, "replace", 0, &args.replace, NULL, 0,
+      "commit: replace a step already committed (else refused)" },
     { CLI_OPT_ARG, "SRC", 0, &args.src, NULL, CLI_OPT_REQUIRED, NULL },
     { 0 }
 };
@@ -67,7 +69,7 @@ static const cli_opt prune_opts[] = { DIR_ARG, KEEP_OPT, { 0 } };
 static const cli_opt gc_opts[] = {
     DIR_ARG,
     { CLI_OPT_VALUE, "older-than", 0, &args.older, "MINUTES", 0,
-      "gc: stale age for a live writer's file (60)" },
+      "gc: stale age of an unlocked temporary file (60)" },
     { 0 }
 };
 
@@ -91,6 +93,7 @@ static int parse_args(const cli_command *cmd, int argc, char **argv,
     int rc = cli_opt_parse(cmd, argc, argv);
 
     *o = (ckpt_store_options)CKPT_STORE_OPTIONS_INIT;
+    o->replace = args.replace;
     if (rc == CLI_CONTINUE)
         rc = number(cmd, "step", args.step, UINT64_MAX, step);
     if (rc == CLI_CONTINUE && (rc = number(cmd, "keep", args.keep, UINT32_MAX, &keep)) ==
@@ -281,10 +284,14 @@ static int store_list(const cli_command *cmd, int argc, char **argv)
     rc = ckpt_store_list(&l, args.dir, &o);
     if (rc)
         return fail(args.dir, rc);
-    if (args.json)
+    if (args.json) {
         list_json(l, args.dir);
-    else
+    } else {
+        const char *caveat = ckpt_store_lock_caveat(args.dir);
         list_human(l);
+        if (caveat)
+            printf("note: %s\n", caveat);
+    }
     p = ckpt_store_list_pointer(l, NULL);
     rc = p == CKPT_STORE_POINTER_OK || p == CKPT_STORE_POINTER_ABSENT ? CLI_OK : CLI_FINDINGS;
     n = ckpt_store_list_count(l);
@@ -386,13 +393,17 @@ const cli_command cli_cmd_store = {
     "generations of every NAME in DIR are one sequence by step, and share\n"
     "LATEST and pruning; use one DIR per run.\n"
     "Every file is written atomically (temporary file, fsync, rename, fsync\n"
-    "of DIR), so a crash leaves each name absent or complete.\n"
+    "of DIR), so a crash leaves each name absent or complete. Writers take\n"
+    "turns through a lock (flock on DIR/.ckpt-store.lock, released if one\n"
+    "dies): LATEST only moves forward; list says when DIR's filesystem\n"
+    "(NFS, Lustre...) may not honour the lock across hosts.\n"
     "\n"
     "  commit   verify SRC (a corrupt SRC is refused: nothing is written),\n"
     "           copy it (any format ckpt reads; its format is kept) into\n"
     "           DIR as generation N (DIR and its parents are created if\n"
     "           missing, mode 0755), re-read and verify it fully, move\n"
-    "           LATEST, then prune; prints the new file's path\n"
+    "           LATEST, then prune; prints the new file's path. A step\n"
+    "           already committed is refused unless --replace is given\n"
     "  latest   print the newest generation that verifies (corrupt ones are\n"
     "           skipped, LATEST is not trusted); exit 1 if none does\n"
     "  list     every generation with step, size and status ok/corrupt\n"
@@ -402,8 +413,9 @@ const cli_command cli_cmd_store = {
     "           never count toward N and never push a good one out: newer\n"
     "           ones are reported and left in place (exit 1) until N newer\n"
     "           generations verify\n"
-    "  gc       remove temporary files left by killed writers (their\n"
-    "           process is gone, or they are unmodified for MINUTES)\n",
+    "  gc       remove temporary files left by killed writers: never one\n"
+    "           whose writer still holds its lock; an unlocked one once its\n"
+    "           process is gone or it is unmodified for MINUTES\n",
     "Exit status: 0 ok, 1 corrupt data (source, new generation, listing,\n"
     "prune), 2 usage or I/O error.\n",
     run, subs
