@@ -119,12 +119,15 @@ static char *join(store *s, const char *file) {
     return ckpt_arena_printf(&s->arena, "%s%s%s", s->dir, sep, file);
 }
 
-static int scan(store *s, const char *dir) {
-    *s = (store){.dir = dir};
+/* Calls fn for every regular file of dir (not following links) until it
+ * returns non-zero, which is then returned; 0 after the last entry, or
+ * CKPT_E_IO when dir cannot be opened or read. */
+typedef int (*entry_fn)(void *ctx, int dirfd, const char *name, const struct stat *st);
+static int each_file(const char *dir, entry_fn fn, void *ctx) {
     DIR *d = opendir(dir);
     if (!d)
-        return ckpt_err(CKPT_E_IO, dir, NULL, CKPT_NO_OFFSET,
-                        "cannot open store directory %s: %s", dir, strerror(errno));
+        return ckpt_err(CKPT_E_IO, dir, NULL, CKPT_NO_OFFSET, "cannot open directory %s: %s",
+                        dir, strerror(errno));
     int rc = 0;
     for (;;) {
         errno = 0;
@@ -132,33 +135,40 @@ static int scan(store *s, const char *dir) {
         if (!e) {
             if (errno)
                 rc = ckpt_err(CKPT_E_IO, dir, NULL, CKPT_NO_OFFSET,
-                              "cannot read store directory %s: %s", dir, strerror(errno));
+                              "cannot read directory %s: %s", dir, strerror(errno));
             break;
         }
-        size_t namelen;
-        uint64_t step;
         struct stat st;
-        if (!parse_generation(e->d_name, &namelen, &step)) continue;
-        /* regular files only: a directory or link is not a generation */
-        if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
-            !S_ISREG(st.st_mode))
+        if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode))
             continue;
-        if (ckpt_arena_grow(&s->arena, (void **)&s->gens, &s->cap, s->n + 1, sizeof *s->gens)) {
-            rc = nomem(dir);
-            break;
-        }
-        gen *g = &s->gens[s->n];
-        g->file = ckpt_arena_strdup(&s->arena, e->d_name);
-        g->name = ckpt_arena_strndup(&s->arena, e->d_name, namelen);
-        g->step = step;
-        g->bytes = (uint64_t)st.st_size;
-        if (!g->file || !g->name) {
-            rc = nomem(dir);
-            break;
-        }
-        s->n++;
+        if ((rc = fn(ctx, dirfd(d), e->d_name, &st))) break;
     }
     closedir(d);
+    return rc;
+}
+
+/* each_file visitor of scan: the generations. */
+static int add_generation(void *ctx, int dirfd, const char *name, const struct stat *st) {
+    store *s = ctx;
+    size_t namelen;
+    uint64_t step;
+    (void)dirfd;
+    if (!parse_generation(name, &namelen, &step)) return 0;
+    if (ckpt_arena_grow(&s->arena, (void **)&s->gens, &s->cap, s->n + 1, sizeof *s->gens))
+        return nomem(s->dir);
+    gen *g = &s->gens[s->n];
+    g->file = ckpt_arena_strdup(&s->arena, name);
+    g->name = ckpt_arena_strndup(&s->arena, name, namelen);
+    g->step = step;
+    g->bytes = (uint64_t)st->st_size;
+    if (!g->file || !g->name) return nomem(s->dir);
+    s->n++;
+    return 0;
+}
+
+static int scan(store *s, const char *dir) {
+    *s = (store){.dir = dir};
+    int rc = each_file(dir, add_generation, s);
     if (rc == 0 && s->n > 1) qsort(s->gens, s->n, sizeof *s->gens, cmp_gen);
     return rc;
 }
@@ -569,62 +579,54 @@ int ckpt_store_prune_list(ckpt_store_listing **out, size_t *removed, const char 
 
 /* ------------------------------------------------------------ gc */
 
+typedef struct gc_state {
+    const char *dir;
+    const ckpt_store_options *o;
+    time_t now;
+    size_t count;
+} gc_state;
+
+/* each_file visitor of gc: removes a temporary file no live writer holds. */
+static int gc_file(void *ctx, int dirfd, const char *name, const struct stat *st) {
+    gc_state *g = ctx;
+    long pid;
+    if (!parse_temp(name, &pid)) return 0;
+    /* a live writer holds its file's flock (atomic.c); holding it
+     * ourselves while unlinking keeps a writer from claiming the file
+     * meanwhile. Without flock, only PIDs and age can tell. */
+    int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    if (fd < 0) return 0;
+    int locked = flock(fd, LOCK_EX | LOCK_NB) != 0;
+    int no_flock = locked && (errno == ENOLCK || errno == EOPNOTSUPP || errno == EINVAL ||
+                              errno == ENOSYS);
+    int dead = kill((pid_t)pid, 0) != 0 && errno == ESRCH;
+    int old = g->now - st->st_mtime >= (time_t)g->o->stale_minutes * 60;
+    /* unlocked and (dead or old): the PID check only covers the moment
+     * between a staging file's creation and its writer's lock */
+    if ((locked && !no_flock) || (!dead && !old)) {
+        close(fd);
+        return 0;
+    }
+    int err = unlinkat(dirfd, name, 0) != 0 && errno != ENOENT ? errno : 0;
+    close(fd);
+    if (err)
+        return ckpt_err(CKPT_E_IO, g->dir, NULL, CKPT_NO_OFFSET,
+                        "cannot remove temporary file %s in %s: %s", name, g->dir,
+                        strerror(err));
+    g->count++;
+    return 0;
+}
+
 int ckpt_store_gc(size_t *removed, const char *dir, const ckpt_store_options *opts) {
     ckpt_store_options defaults;
     const ckpt_store_options *o = options(opts, &defaults);
     CKPT_CHECK_OPTIONS(opts, CKPT_STORE_OPTIONS_VERSION);
-    size_t count = 0;
     if (removed) *removed = 0;
     if (!dir) return ckpt_err(CKPT_E_INVALID_ARG, "", NULL, CKPT_NO_OFFSET, "dir is NULL");
-    DIR *d = opendir(dir);
-    if (!d)
-        return ckpt_err(CKPT_E_IO, dir, NULL, CKPT_NO_OFFSET, "cannot open directory %s: %s",
-                        dir, strerror(errno));
-    time_t now = time(NULL);
-    int rc = 0;
-    for (;;) {
-        errno = 0;
-        struct dirent *e = readdir(d);
-        if (!e) {
-            if (errno)
-                rc = ckpt_err(CKPT_E_IO, dir, NULL, CKPT_NO_OFFSET,
-                              "cannot read directory %s: %s", dir, strerror(errno));
-            break;
-        }
-        long pid;
-        struct stat st;
-        if (!parse_temp(e->d_name, &pid) ||
-            fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode))
-            continue;
-        /* a live writer holds its file's flock (atomic.c); holding it
-         * ourselves while unlinking keeps a writer from claiming the file
-         * meanwhile. Without flock, only PIDs and age can tell. */
-        int fd = openat(dirfd(d), e->d_name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-        if (fd < 0) continue;
-        int locked = flock(fd, LOCK_EX | LOCK_NB) != 0;
-        int no_flock = locked && (errno == ENOLCK || errno == EOPNOTSUPP || errno == EINVAL ||
-                                  errno == ENOSYS);
-        int dead = kill((pid_t)pid, 0) != 0 && errno == ESRCH;
-        int old = now - st.st_mtime >= (time_t)o->stale_minutes * 60;
-        /* unlocked and (dead or old): the PID check only covers the moment
-         * between a staging file's creation and its writer's lock */
-        if ((locked && !no_flock) || (!dead && !old)) {
-            close(fd);
-            continue;
-        }
-        int err = unlinkat(dirfd(d), e->d_name, 0) != 0 && errno != ENOENT ? errno : 0;
-        close(fd);
-        if (err) {
-            rc = ckpt_err(CKPT_E_IO, dir, NULL, CKPT_NO_OFFSET,
-                          "cannot remove temporary file %s in %s: %s", e->d_name, dir,
-                          strerror(err));
-            break;
-        }
-        count++;
-    }
-    closedir(d);
-    if (removed) *removed = count;
-    if (rc == 0 && count) rc = ckpt_atomic_sync_dir(dir);
+    gc_state g = {.dir = dir, .o = o, .now = time(NULL)};
+    int rc = each_file(dir, gc_file, &g);
+    if (removed) *removed = g.count;
+    if (rc == 0 && g.count) rc = ckpt_atomic_sync_dir(dir);
     return rc;
 }
 
