@@ -415,7 +415,7 @@ done:
 TEST(built_stored_and_deflated) {
     static uint8_t text[4000];
     for (size_t i = 0; i < sizeof text; i++)
-        text[i] = (uint8_t)("ckpt"[i % 4] + i / 997);
+        text[i] = (uint8_t)((size_t)"ckpt"[i % 4] + i / 997);
     memset(&b, 0, sizeof b);
     size_t off_a = add(&b, "arch/data.pkl", "\x80\x02}q\x00.", 6, 0, 0);
     size_t off_b = add(&b, "arch/data/0", text, sizeof text, 8, 0);

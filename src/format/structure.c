@@ -104,7 +104,7 @@ static int decode(decoder *d, const json_t *j, uint32_t depth, ckpt_value **out)
 
 static int decode_seq(decoder *d, const json_t *items, int kind, uint32_t depth,
                       ckpt_value **out) {
-    if (!json_is_array(items)) return bad(d, "a %s must hold an array", ckpt_kind_name(kind));
+    if (!json_is_array(items)) return bad(d, "a %s must hold an array", ckpt_value_kind_name(kind));
     ckpt_value *v = ckpt_value_new(d->a, kind);
     if (!v) return nomem(d);
     size_t id = d->n;

@@ -351,7 +351,7 @@ static int place(tree *t, size_t l, const char *old, const char *name) {
         if (t->nodes[lf->parent].v->kind != CKPT_KIND_DICT)
             return ckpt_err(CKPT_E_UNSUPPORTED, t->f->path, "", CKPT_NO_OFFSET,
                             "'%s' -> '%s' would move a tensor out of a %s (its indices would "
-                            "shift)", old, name, ckpt_kind_name(t->nodes[lf->parent].v->kind));
+                            "shift)", old, name, ckpt_value_kind_name(t->nodes[lf->parent].v->kind));
         lf->moved = 1;
         lf->via = via;
         node *target = &t->nodes[q];
