@@ -10,6 +10,7 @@ one base per storage, so tensors that shared a storage in the file share
 memory after loading); everything else is copied with ckpt_tensor_read.
 """
 import ctypes
+import json
 import mmap
 import os
 import stat
@@ -407,7 +408,8 @@ def load(path, *, unsafe_ok=False, allow=()):
 
 
 def metadata(path):
-    """The file's metadata as a dict of str to str: safetensors
+    """The file's metadata as a dict of str to str (values ckpt.save stored
+    as JSON, listed in "ckpt.meta_json", decoded): safetensors
     "__metadata__", a sharded index's "metadata", or the record ckpt writes
     into torch archives (ckpt.save's meta, "ckpt.xxh3" digests); None when
     the file has none."""
@@ -420,5 +422,18 @@ def metadata(path):
 
 
 def _file_metadata(h):
-    return {text(lib.ckpt_file_metadata_key(h, i)): text(lib.ckpt_file_metadata_value(h, i))
-            for i in range(lib.ckpt_file_metadata_count(h))}
+    """The metadata; the values of the keys "ckpt.meta_json" lists (which
+    ckpt.save stored as JSON text) decoded."""
+    out = {text(lib.ckpt_file_metadata_key(h, i)): text(lib.ckpt_file_metadata_value(h, i))
+           for i in range(lib.ckpt_file_metadata_count(h))}
+    try:
+        encoded = json.loads(out.get("ckpt.meta_json", "[]"))
+    except ValueError:
+        encoded = []
+    for k in encoded if isinstance(encoded, list) else ():
+        if isinstance(k, str) and k in out:
+            try:
+                out[k] = json.loads(out[k])
+            except ValueError:
+                pass  # not ckpt.save's JSON text: the string as stored
+    return out

@@ -30,6 +30,15 @@
 #define CKPT_META_ALIASES "ckpt.aliases"
 #define CKPT_META_XXH3 "ckpt.xxh3"
 #define CKPT_META_PREFIX "ckpt."
+/* ckpt.* keys a caller writes (Python's ckpt.save): the metadata keys whose
+ * values are JSON text (a JSON array of names), and the optimizer class of
+ * each optimizer state dict ({"tree.path": "module.qualname"}). Kept as
+ * they are by convert and rename. */
+#define CKPT_META_JSON "ckpt.meta_json"
+#define CKPT_META_OPTIMIZERS "ckpt.optimizers"
+/* Whether a metadata key is the writer's own (ckpt.* but the two above):
+ * never taken from a caller, dropped when a file is rewritten. */
+int ckpt_wr_meta_reserved(const char *key);
 /* The record of a torch archive holding metadata and digests. */
 #define CKPT_TORCH_META_RECORD "extra/ckpt_meta.json"
 

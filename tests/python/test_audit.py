@@ -97,3 +97,114 @@ def test_doctor_middle_module_is_a_name(tmp_path):
     torch.save({"model": {"enc." + k: v for k, v in sd.items()}, "epoch": 1}, path)
     keys, text = doctor_keys(path)
     assert keys["wrappers"] == [] and keys["fix"] is None
+
+
+# ------------------------------------------------------------ resume
+
+
+def trained(opt_cls, **kw):
+    m = net()
+    opt = opt_cls(m.parameters(), lr=0.01, **kw)
+    for _ in range(2):
+        opt.zero_grad()
+        m(torch.randn(4, 3)).sum().backward()
+        opt.step()
+    return m, opt
+
+
+def snapshot(m, opt):
+    return ({k: v.clone() for k, v in m.state_dict().items()},
+            repr(opt.state_dict()["param_groups"]), repr(opt.state_dict()["state"]))
+
+
+OPTIMIZERS = {
+    "Adam": (torch.optim.Adam, {}),
+    "AdamW": (torch.optim.AdamW, {}),
+    "SGD": (torch.optim.SGD, {"momentum": 0.9}),
+    "Adagrad": (torch.optim.Adagrad, {}),
+}
+
+
+@pytest.mark.parametrize("saved,live", [
+    ("Adam", "SGD"), ("Adam", "AdamW"), ("Adam", "Adagrad"),
+    ("SGD", "Adam"), ("AdamW", "Adam"), ("Adagrad", "Adam")])
+def test_resume_refuses_another_optimizer(tmp_path, saved, live):
+    import ckpt
+    m, opt = trained(*OPTIMIZERS[saved][:1], **OPTIMIZERS[saved][1])
+    store = ckpt.Store(tmp_path / "run")
+    store.commit({"model": m, "optimizer": opt}, step=2)
+    m2, opt2 = trained(*OPTIMIZERS[live][:1], **OPTIMIZERS[live][1])
+    before = snapshot(m2, opt2)
+    with pytest.raises(ckpt.ResumeError) as e:
+        store.resume(m2, opt2)
+    cls = OPTIMIZERS[saved][0]
+    assert "saved from %s.%s" % (cls.__module__, cls.__qualname__) in str(e.value)
+    assert "allow_warm_start=True" in str(e.value)
+    assert e.value.verdict == "optimizer-mismatch"
+    after = snapshot(m2, opt2)
+    assert before[1:] == after[1:]
+    assert all(torch.equal(before[0][k], after[0][k]) for k in before[0])
+    # the deliberate warm start: model restored, optimizer fresh, and it steps
+    with pytest.warns(ckpt.ResumeWarning, match="warm start as asked"):
+        r = store.resume(m2, opt2, allow_warm_start=True)
+    assert "optimizer" not in r.restored and "model" in r.restored
+    assert all(torch.equal(m.state_dict()[k], m2.state_dict()[k]) for k in before[0])
+    m2(torch.randn(4, 3)).sum().backward()
+    opt2.step()
+
+
+@pytest.mark.parametrize("name", ["Adam", "SGD", "Adagrad"])
+def test_resume_same_optimizer_and_back(tmp_path, name):
+    import ckpt
+    cls, kw = OPTIMIZERS[name]
+    m, opt = trained(cls, **kw)
+    store = ckpt.Store(tmp_path / "run")
+    store.commit({"model": m, "optimizer": opt}, step=2)
+    m2, opt2 = trained(cls, **kw)
+    r = store.resume(m2, opt2)
+    assert r.restored[:2] == ("model", "optimizer")
+    m2(torch.randn(4, 3)).sum().backward()
+    opt2.step()
+
+
+def test_resume_misfit_by_structure_groups_and_shapes():
+    from ckpt._store import _optimizer_misfit
+    m, adam = trained(torch.optim.Adam)
+    sd = adam.state_dict()
+    _, sgd = trained(torch.optim.SGD, momentum=0.9)
+    why = _optimizer_misfit(sd, sgd, None)  # no class recorded: by its state
+    assert why.startswith("its state is Adam/AdamW state (exp_avg, exp_avg_sq, step)"), why
+    assert _optimizer_misfit(sd, trained(torch.optim.AdamW)[1], None) is None
+    _, fresh_sgd = trained(torch.optim.SGD)  # fresh: groups lack Adam's hyperparameters
+    why = _optimizer_misfit(sd, fresh_sgd, None)
+    assert why is not None
+    two = torch.optim.Adam([{"params": list(m.fc.parameters())},
+                            {"params": list(m.out.parameters())}])
+    assert _optimizer_misfit(sd, two, None) == "it has 1 param group, the live optimizer 2"
+    few = torch.optim.Adam(m.fc.parameters())
+    assert _optimizer_misfit(sd, few, None) == \
+        "param group 0 has 4 parameters, the live optimizer's 2"
+    other = torch.nn.Sequential(torch.nn.Linear(3, 2), torch.nn.Linear(2, 2))
+    why = _optimizer_misfit(sd, torch.optim.Adam(other.parameters()), None)
+    assert why == "state 'exp_avg' of parameter 2 is [1, 2], the parameter is [2, 2]", why
+
+
+def test_meta_json_round_trip(tmp_path):
+    import ckpt
+    meta = {"config": {"layers": 2, "act": "gelu"}, "epoch": 3, "lr": 0.5, "name": "run",
+            "tags": ["a", "b"], "none": None}
+    for ext in (".pt", ".safetensors"):
+        p = tmp_path / ("m" + ext)
+        ckpt.save({"w": torch.ones(2)}, p, meta=meta)
+        got = ckpt.metadata(p)
+        assert {k: got[k] for k in meta} == meta
+        assert json.loads(got["ckpt.meta_json"]) == ["config", "epoch", "lr", "tags", "none"]
+    # safetensors' __metadata__ stays str to str: the JSON value as text
+    raw = (tmp_path / "m.safetensors").read_bytes()
+    header = json.loads(raw[8:8 + int.from_bytes(raw[:8], "little")])["__metadata__"]
+    assert all(isinstance(v, str) for v in header.values())
+    assert header["config"] == '{"act": "gelu", "layers": 2}' and header["name"] == "run"
+    with pytest.raises(ckpt.InvalidArgumentError, match="reserved"):
+        ckpt.save({"w": torch.ones(2)}, tmp_path / "x.pt", meta={"ckpt.meta_json": "[]"})
+    with pytest.raises(ckpt.InvalidArgumentError, match="JSON-encodable"):
+        ckpt.save({"w": torch.ones(2)}, tmp_path / "x.pt", meta={"o": object()})
