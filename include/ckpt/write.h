@@ -63,6 +63,8 @@ typedef struct ckpt_convert_report {
     ckpt_format format; /* written format */
     uint64_t tensors;   /* tensors (safetensors) or storages (torch) written */
     uint64_t bytes;     /* size of the output file */
+    uint64_t keys;      /* tensor names written (keys, as rename counts them:
+                           a tied tensor stored once has one per name) */
 } ckpt_convert_report;
 
 /* Converts checkpoint `in` (any format ckpt_open reads) into `out`,

@@ -53,6 +53,7 @@ int ckpt_wr_meta_reserved(const char *key);
  * `ckpt rename` call. */
 typedef struct ckpt_write_stats {
     uint64_t tensors; /* tensor records (safetensors) or storages (torch) */
+    uint64_t keys;    /* tensor names (tied tensors: one per name) */
     uint64_t bytes;   /* file size */
 } ckpt_write_stats;
 int ckpt_write_value_to(ckpt_atomic *a, const ckpt_value *root,

@@ -217,7 +217,7 @@ int ckpt_convert(ckpt_convert_report *report, const char *in, const char *out,
         w.backup = o->write.backup;
         rc = ckpt_write_value(root, out, fmt, &w, f, &stats);
     }
-    if (!rc && report) *report = (ckpt_convert_report){fmt, stats.tensors, stats.bytes};
+    if (!rc && report) *report = (ckpt_convert_report){fmt, stats.tensors, stats.bytes, stats.keys};
     ckpt_arena_free(&a);
     ckpt_close(f);
     return rc;

@@ -208,3 +208,28 @@ def test_meta_json_round_trip(tmp_path):
         ckpt.save({"w": torch.ones(2)}, tmp_path / "x.pt", meta={"ckpt.meta_json": "[]"})
     with pytest.raises(ckpt.InvalidArgumentError, match="JSON-encodable"):
         ckpt.save({"w": torch.ones(2)}, tmp_path / "x.pt", meta={"o": object()})
+
+
+# ------------------------------------------------------------ counting
+
+
+def test_convert_and_rename_count_keys_and_tensors_alike(tmp_path):
+    emb = torch.nn.Embedding(5, 3)
+    head = torch.nn.Linear(3, 5, bias=False)
+    head.weight = emb.weight  # tied: one tensor, two keys
+    m = torch.nn.ModuleDict({"embed": emb, "head": head, "norm": torch.nn.LayerNorm(3)})
+    src = tmp_path / "tied.pt"
+    torch.save(m.state_dict(), src)
+
+    def out(*args):
+        p = subprocess.run([BIN] + [str(a) for a in args], capture_output=True, timeout=60)
+        assert p.returncode == 0, p.stderr
+        return p.stdout.decode()
+    st = tmp_path / "tied.safetensors"
+    assert out("convert", src, st) == \
+        "wrote %s (safetensors, 4 keys, 3 tensors, %d bytes)\n" % (st, st.stat().st_size)
+    pt = tmp_path / "back.pt"
+    assert out("convert", st, pt) == \
+        "wrote %s (torch-zip, 4 keys, 3 storages, %d bytes)\n" % (pt, pt.stat().st_size)
+    assert out("rename", src, tmp_path / "r.pt", "--add-prefix", "model.") == \
+        "renamed 4 of 4 keys: %s\n" % (tmp_path / "r.pt")
