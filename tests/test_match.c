@@ -1327,6 +1327,35 @@ TEST(hygiene) {
     CHECK(ckpt_keys_fix_args(r) == NULL);
     CHECK(ckpt_keys_collision(r) == NULL);
     hygiene_done(r);
+
+    /* a DDP model saved inside a training dict: "module." where the
+     * model's keys start, below the top level */
+    static const char ddp_in_dict[] =
+        "{\"model.module.module.fc.w\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
+        "\"model.module.module._orig_mod.b\":{\"dtype\":\"F32\",\"shape\":[1],"
+        "\"data_offsets\":[4,8]},"
+        "\"optim.module.x\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[8,12]}}";
+    size_t len;
+    hyg_mem = st_file(ddp_in_dict, "\0\0\0\0\0\0\0\0\0\0\0\0", 12, &len);
+    CHECK_EQ_INT(ckpt_open_memory(&hyg_file, hyg_mem, len, "h", NULL), 0);
+    r = NULL;
+    CHECK_EQ_INT(ckpt_keys_hygiene_at(&r, hyg_file, "model"), 0);
+    CHECK_EQ_STR(ckpt_keys_root(r), "model.");
+    CHECK_EQ_INT(ckpt_keys_wrapper_count(r), 2);
+    w = ckpt_keys_wrapper(r, 0);
+    CHECK(w && strcmp(w->segment, "module.") == 0 && w->keys == 2);
+    CHECK_EQ_STR(ckpt_keys_fix_args(r),
+                 "--replace '_orig_mod.=' --replace 'model.module.module.=model.'");
+    CHECK_EQ_STR(ckpt_keys_fix_python(r),
+                 "sd['model'] = {k.replace('_orig_mod.', '').removeprefix('module.')"
+                 ".removeprefix('module.'): v for k, v in sd['model'].items()}");
+    ckpt_keys_report_free(r);
+    /* the same file seen from the top: "model.module." is a name there */
+    CHECK_EQ_INT(ckpt_keys_hygiene(&r, hyg_file), 0);
+    CHECK_EQ_INT(ckpt_keys_wrapper_count(r), 1);
+    CHECK_EQ_STR(ckpt_keys_fix_python(r),
+                 "sd = {k.replace('_orig_mod.', ''): v for k, v in sd.items()}");
+    hygiene_done(r);
 }
 
 /* ------------------------------------------------------------ allocation */

@@ -822,6 +822,7 @@ TEST(convert_select_and_metadata) {
     CHECK_EQ_INT(ckpt_convert(&r, src, tpath("sel.safetensors"), &o), 0);
     CHECK_EQ_INT(r.format, CKPT_FORMAT_SAFETENSORS);
     CHECK_EQ_INT(r.tensors, 1);
+    CHECK_EQ_INT(r.keys, 1);
     ckpt_file *f;
     CHECK_EQ_INT(ckpt_open(&f, tpath("sel.safetensors"), NULL), 0);
     if (f) {

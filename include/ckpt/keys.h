@@ -479,6 +479,15 @@ typedef struct ckpt_keys_report ckpt_keys_report;
 /* Returns 0 (also for clean keys: no wrapper, no fix), CKPT_E_INVALID_ARG,
  * CKPT_E_NOMEM. The report owns what it holds: f may be closed first. */
 CKPT_API int ckpt_keys_hygiene(ckpt_keys_report **out, const ckpt_file *f);
+/* The same for a model state dict below the top level of a training
+ * checkpoint: root is its place in the file, joined like tensor names
+ * ("model", "state_dict", "model.module" never: the dict the model's keys
+ * start in; NULL or "" is the top). "module." is then counted where the
+ * keys of root start ("model.module.fc.weight"), and the fix replaces
+ * "ROOT.module." by "ROOT." (the keys stay in their dict) where the top
+ * level strips "module.". Other wrappers as above. */
+CKPT_API int ckpt_keys_hygiene_at(ckpt_keys_report **out, const ckpt_file *f,
+                                  const char *root);
 CKPT_API void ckpt_keys_report_free(ckpt_keys_report *r); /* NULL-safe */
 CKPT_API size_t ckpt_keys_wrapper_count(const ckpt_keys_report *r);
 CKPT_API const ckpt_key_wrapper *ckpt_keys_wrapper(const ckpt_keys_report *r,
@@ -490,6 +499,12 @@ CKPT_API size_t ckpt_keys_fix_count(const ckpt_keys_report *r);
 CKPT_API const ckpt_rename_rule *ckpt_keys_fix(const ckpt_keys_report *r,
                                                size_t i);
 CKPT_API const char *ckpt_keys_fix_args(const ckpt_keys_report *r);
+/* The same fix in Python, over the loaded dict `sd`
+ * ("sd['model'] = {k.removeprefix('module.'): v for k, v in
+ * sd['model'].items()}"; NULL when there is nothing to fix), and the key
+ * prefix of the model subtree examined ("" or "model."). Borrowed. */
+CKPT_API const char *ckpt_keys_fix_python(const ckpt_keys_report *r);
+CKPT_API const char *ckpt_keys_root(const ckpt_keys_report *r);
 /* Why there is no fix although wrappers were found ("'module.x' and 'x'
  * would both be named 'x'"), or NULL. Borrowed. */
 CKPT_API const char *ckpt_keys_collision(const ckpt_keys_report *r);

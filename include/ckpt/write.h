@@ -12,7 +12,10 @@ extern "C" {
 /* Metadata recorded besides the tensors (architecture config, dtype
  * intent, parallel layout, library versions...). nmeta pairs of UTF-8
  * strings, borrowed for the call; keys non-empty, unique, not starting
- * with "ckpt." (reserved). */
+ * with "ckpt." (reserved) but "ckpt.meta_json" (a JSON array of the keys
+ * whose values are JSON text) and "ckpt.optimizers" (a JSON object: tree
+ * path of an optimizer state dict -> "module.qualname" of its class),
+ * which Python's ckpt.save writes and convert and rename keep. */
 typedef struct ckpt_write_options {
     unsigned version; /* CKPT_WRITE_OPTIONS_VERSION */
     const char *const *meta_keys;
@@ -60,6 +63,8 @@ typedef struct ckpt_convert_report {
     ckpt_format format; /* written format */
     uint64_t tensors;   /* tensors (safetensors) or storages (torch) written */
     uint64_t bytes;     /* size of the output file */
+    uint64_t keys;      /* tensor names written (keys, as rename counts them:
+                           a tied tensor stored once has one per name) */
 } ckpt_convert_report;
 
 /* Converts checkpoint `in` (any format ckpt_open reads) into `out`,

@@ -17,6 +17,7 @@ change or shrink while the tensors live: torch.save to the same path, or
 another process truncating it, kills the process with SIGBUS.
 """
 import ctypes
+import json
 import sys
 import mmap
 import os
@@ -602,7 +603,8 @@ def _logical_root(src):
 
 
 def metadata(path):
-    """The file's metadata as a dict of str to str: safetensors
+    """The file's metadata as a dict of str to str (values ckpt.save stored
+    as JSON, listed in "ckpt.meta_json", decoded): safetensors
     "__metadata__", a sharded index's "metadata", or the record ckpt writes
     into torch archives (ckpt.save's meta, "ckpt.xxh3" digests); None when
     the file has none."""
@@ -615,5 +617,18 @@ def metadata(path):
 
 
 def _file_metadata(h):
-    return {text(lib.ckpt_file_metadata_key(h, i)): text(lib.ckpt_file_metadata_value(h, i))
-            for i in range(lib.ckpt_file_metadata_count(h))}
+    """The metadata; the values of the keys "ckpt.meta_json" lists (which
+    ckpt.save stored as JSON text) decoded."""
+    out = {text(lib.ckpt_file_metadata_key(h, i)): text(lib.ckpt_file_metadata_value(h, i))
+           for i in range(lib.ckpt_file_metadata_count(h))}
+    try:
+        encoded = json.loads(out.get("ckpt.meta_json", "[]"))
+    except ValueError:
+        encoded = []
+    for k in encoded if isinstance(encoded, list) else ():
+        if isinstance(k, str) and k in out:
+            try:
+                out[k] = json.loads(out[k])
+            except ValueError:
+                pass  # not ckpt.save's JSON text: the string as stored
+    return out

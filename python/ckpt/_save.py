@@ -3,6 +3,7 @@ writer through the public tree builder (ckpt_tree_*): atomic and durable
 (temporary file, fsync, rename, fsync of the directory), per-tensor digests
 embedded, format chosen by the file extension."""
 import ctypes
+import json
 import numbers
 import os
 import warnings
@@ -39,6 +40,7 @@ class _Builder:
         self.keep = []
         self.memo = {}
         self.findings = []
+        self.optimizers = {}  # tree path -> "module.qualname" of the class
 
     def free(self):
         lib.ckpt_tree_free(self.tree)
@@ -86,6 +88,9 @@ class _Builder:
             self.findings.extend(f if not where else _located(f, where) for f in found)
             return self.value(obj.state_dict(), where)
         if hasattr(obj, "state_dict") and callable(obj.state_dict) and not isinstance(obj, type):
+            if isinstance(obj, torch.optim.Optimizer):
+                cls = type(obj)
+                self.optimizers[where] = "%s.%s" % (cls.__module__, cls.__qualname__)
             return self.value(obj.state_dict(), where)  # optimizer, scheduler, scaler
         key = id(obj)
         if key in self.memo:  # a shared sub-object stays shared
@@ -164,7 +169,12 @@ def save(obj, path, *, meta=None):
     the metadata "ckpt.structure"), or ".pt"/".pth"/".bin"/".ckpt" (a
     torch.save archive that torch.load(weights_only=True) reads). Digests
     of every tensor are embedded (ckpt verify checks them). meta: extra
-    metadata, str to str (keys not starting with "ckpt.").
+    metadata, str keys (not starting with "ckpt.") to JSON-encodable
+    values: a value that is not a str is stored as JSON text and its key
+    listed in the entry "ckpt.meta_json", so that ckpt.metadata reads the
+    same value back (safetensors' __metadata__ stays str to str). The class
+    of each optimizer in obj is recorded ("ckpt.optimizers": tree path ->
+    "module.qualname") for Store.resume.
 
     obj: tensors, numpy arrays, numbers, strings, bytes, None, dicts, lists
     and tuples; an nn.Module is saved as its state_dict(), other objects
@@ -185,17 +195,40 @@ def save(obj, path, *, meta=None):
     return _save_as(obj, path, FORMATS[ext], meta, stacklevel=3)
 
 
+def _meta_strings(meta, path):
+    """meta as str to str: other values as JSON text, their keys listed
+    under "ckpt.meta_json"."""
+    out, encoded = {}, []
+    for k, v in (meta or {}).items():
+        if not isinstance(k, str):
+            raise errors.InvalidArgumentError("metadata keys must be str", path)
+        if k.startswith("ckpt."):
+            raise errors.InvalidArgumentError(
+                "metadata key %r: keys starting with 'ckpt.' are reserved for ckpt" % k, path)
+        if not isinstance(v, str):
+            try:
+                v = json.dumps(v, allow_nan=False, sort_keys=True)
+            except (TypeError, ValueError) as e:
+                raise errors.InvalidArgumentError(
+                    "metadata %r: a str or a JSON-encodable value expected (%s)" % (k, e),
+                    path) from None
+            encoded.append(k)
+        out[k] = v
+    if encoded:
+        out["ckpt.meta_json"] = json.dumps(encoded)
+    return out
+
+
 def _save_as(obj, path, fmt, meta, stacklevel, label=None):
     """save() with the format given (1 safetensors, 3 torch zip). label
     names the save in the audit warning (default: path); a stable label
     lets Python's warning filter show a repeated warning once."""
-    meta = dict(meta or {})
-    for k, v in meta.items():
-        if not isinstance(k, str) or not isinstance(v, str):
-            raise errors.InvalidArgumentError("metadata must map str to str", path)
+    meta = _meta_strings(meta, path)
     b = _Builder(path)
     try:
         root = b.value(obj)
+        if b.optimizers:
+            meta["ckpt.optimizers"] = json.dumps(b.optimizers, sort_keys=True)
         keys = [k.encode() for k in meta]
         vals = [v.encode() for v in meta.values()]
         opts = options(WriteOptions_)

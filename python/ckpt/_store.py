@@ -103,6 +103,91 @@ def _pick(state, *names):
     return None, None
 
 
+# Per-parameter state each optimizer family keeps (the C training analysis
+# recognises the same ones): the family a saved state belongs to, and the
+# state tensors shaped like their parameter.
+_FAMILIES = (("Adamax", {"exp_avg", "exp_inf"}), ("Adam/AdamW", {"exp_avg", "exp_avg_sq"}),
+             ("SGD", {"momentum_buffer"}), ("Adagrad", {"sum"}), ("RMSprop", {"square_avg"}))
+_PARAM_SHAPED = {"exp_avg", "exp_avg_sq", "max_exp_avg_sq", "exp_inf", "momentum_buffer",
+                 "sum", "square_avg", "grad_avg", "acc_delta", "ax", "prev", "step_size"}
+# group keys a torch version may lack and its load_state_dict fills in
+_OPTIONAL_GROUP_KEYS = {"foreach", "maximize", "capturable", "differentiable", "fused",
+                        "decoupled_weight_decay", "initial_lr"}
+
+
+def _family_of_state(state):
+    keys = set()
+    for v in state.values():
+        if isinstance(v, dict):
+            keys.update(v)
+    for name, need in _FAMILIES:
+        if need <= keys:
+            return name
+    return None
+
+
+def _family_of_class(cls):
+    import torch.optim as o
+    for name, classes in (("Adamax", ("Adamax",)), ("Adam/AdamW", ("Adam", "AdamW")),
+                          ("SGD", ("SGD",)), ("Adagrad", ("Adagrad",)),
+                          ("RMSprop", ("RMSprop",))):
+        if any(isinstance(cls, type) and issubclass(cls, getattr(o, c)) for c in classes):
+            return name
+    return None
+
+
+def _optimizer_misfit(opt_sd, optimizer, recorded):
+    """Why the saved optimizer state dict does not fit the live optimizer,
+    or None: its class (recorded at save, else recognised by its state),
+    param groups and parameters per group, state shapes, and the
+    hyperparameters the live optimizer expects."""
+    live_cls = type(optimizer)
+    live = "%s.%s" % (live_cls.__module__, live_cls.__qualname__)
+    if not isinstance(opt_sd, dict) or not isinstance(opt_sd.get("param_groups"), list) \
+            or not isinstance(opt_sd.get("state", {}), dict):
+        return "the saved optimizer state is not an optimizer state_dict " \
+               "(no 'state' and 'param_groups')"
+    state, groups = opt_sd.get("state", {}), opt_sd["param_groups"]
+    if recorded and recorded != live:
+        return "it was saved from %s, the live optimizer is %s" % (recorded, live)
+    saved_family, live_family = _family_of_state(state), _family_of_class(live_cls)
+    if not recorded and saved_family and live_family and saved_family != live_family:
+        return "its state is %s state (%s), the live optimizer is %s" % (
+            saved_family, ", ".join(sorted({k for v in state.values() if isinstance(v, dict)
+                                            for k in v})), live)
+    if len(groups) != len(optimizer.param_groups):
+        return "it has %d param group%s, the live optimizer %d" % (
+            len(groups), "" if len(groups) == 1 else "s", len(optimizer.param_groups))
+    for i, (g, lg) in enumerate(zip(groups, optimizer.param_groups)):
+        ids = g.get("params", []) if isinstance(g, dict) else []
+        if len(ids) != len(lg["params"]):
+            return "param group %d has %d parameters, the live optimizer's %d" % (
+                i, len(ids), len(lg["params"]))
+        missing = sorted(k for k in lg if k != "params" and k not in _OPTIONAL_GROUP_KEYS
+                         and k not in g)
+        if missing:
+            return "param group %d lacks the hyperparameter%s %s that %s expects" % (
+                i, "" if len(missing) == 1 else "s", ", ".join(map(repr, missing)), live)
+        for pid, p in zip(ids, lg["params"]):
+            st = state.get(pid, state.get(str(pid)))
+            for k, v in (st.items() if isinstance(st, dict) else ()):
+                if k in _PARAM_SHAPED and hasattr(v, "shape") and tuple(v.shape) != tuple(p.shape):
+                    return "state %r of parameter %s is %s, the parameter is %s" % (
+                        k, pid, list(v.shape), list(p.shape))
+    return None
+
+
+def _recorded_optimizer(path, where):
+    """The optimizer class ckpt.save recorded for the tree path `where`."""
+    import json
+    from ._load import metadata
+    try:
+        rec = json.loads((metadata(path) or {}).get("ckpt.optimizers", "{}"))
+    except ValueError:
+        return None
+    return rec.get(where) if isinstance(rec, dict) else None
+
+
 def _resume_verdict(path):
     """(verdict, reasons) of ckpt_training_analyze, or ("", ()) when the
     library has no training analysis."""
@@ -227,18 +312,32 @@ class Store:
         if not isinstance(state, dict):
             state = {"model": state}
         _, model_sd = _pick(state, "model", "model_state_dict", "state_dict")
-        _, opt_sd = _pick(state, "optimizer", "optimizer_state_dict")
+        opt_at, opt_sd = _pick(state, "optimizer", "optimizer_state_dict")
         if opt_sd is None and isinstance(state.get("optimizer_states"), list) \
                 and state["optimizer_states"]:
-            opt_sd = state["optimizer_states"][0]
+            opt_at, opt_sd = "optimizer_states.0", state["optimizer_states"][0]
         if model_sd is None:
             model_sd = state  # a bare state dict (weights only)
+        warm = "pass allow_warm_start=True to restore the model and start the optimizer fresh"
         if opt_sd is None and optimizer is not None and not allow_warm_start:
             raise ResumeError(
-                "refusing to resume from %s: it holds no optimizer state (ckpt: %s%s); "
-                "pass allow_warm_start=True to start the optimizer fresh" % (
-                    path, verdict or "no optimizer", ": " + "; ".join(reasons) if reasons else ""),
+                "refusing to resume from %s: it holds no optimizer state (ckpt: %s%s); %s" % (
+                    path, verdict or "no optimizer", ": " + "; ".join(reasons) if reasons else "",
+                    warm),
                 path, verdict, reasons)
+        misfit = None
+        if opt_sd is not None and optimizer is not None:
+            misfit = _optimizer_misfit(opt_sd, optimizer, _recorded_optimizer(path, opt_at))
+        if misfit and not allow_warm_start:
+            raise ResumeError("refusing to resume from %s: its optimizer state (%s) does not fit "
+                              "the live optimizer: %s; nothing was restored; %s" % (
+                                  path, opt_at, misfit, warm),
+                              path, "optimizer-mismatch", (misfit,))
+        if misfit:
+            warnings.warn(ResumeWarning(
+                "%s: warm start as asked (allow_warm_start=True): the optimizer state does not "
+                "fit (%s); the optimizer starts fresh" % (path, misfit)), stacklevel=2)
+            opt_sd = None
         restored = []
         load_state_dict(model, model_sd, strict=strict)
         restored.append("model")

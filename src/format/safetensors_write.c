@@ -588,6 +588,7 @@ static int write_all(st_writer *w, ckpt_atomic *a, ckpt_write_stats *stats) {
     if (!rc) rc = ckpt_atomic_pwrite(a, w->header.p, w->header.len, 8);
     if (!rc) {
         stats->tensors = w->ndata;
+        stats->keys = w->nnamed;
         stats->bytes = a->written;
     }
     return rc;

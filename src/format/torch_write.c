@@ -834,6 +834,7 @@ int ckpt_write_torch(ckpt_atomic *a, const ckpt_value *root, const ckpt_write_op
     if (!rc) rc = write_archive(&w, root, tensors, ntensors, opts);
     if (!rc) {
         stats->tensors = w.nstorages;
+        stats->keys = ntensors;
         stats->bytes = a->written;
     }
     ckpt_wr_named_free(tensors, ntensors);

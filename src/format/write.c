@@ -233,6 +233,11 @@ size_t ckpt_wr_named_unique(wr_named *v, size_t n) {
 
 /* ------------------------------------------------------------ entry points */
 
+int ckpt_wr_meta_reserved(const char *key) {
+    return strncmp(key, CKPT_META_PREFIX, strlen(CKPT_META_PREFIX)) == 0 &&
+           strcmp(key, CKPT_META_JSON) != 0 && strcmp(key, CKPT_META_OPTIMIZERS) != 0;
+}
+
 int ckpt_wr_check_options(const ckpt_write_options *o) {
     CKPT_CHECK_OPTIONS(o, CKPT_WRITE_OPTIONS_VERSION);
     if (!o || o->nmeta == 0) return 0;
@@ -247,7 +252,7 @@ int ckpt_wr_check_options(const ckpt_write_options *o) {
         if (!ckpt_utf8_check(k, strlen(k), 0) || !ckpt_utf8_check(v, strlen(v), 0))
             return ckpt_err(CKPT_E_INVALID_ARG, "", "", CKPT_NO_OFFSET,
                             "metadata entry %zu is not valid UTF-8", i);
-        if (strncmp(k, CKPT_META_PREFIX, strlen(CKPT_META_PREFIX)) == 0)
+        if (ckpt_wr_meta_reserved(k))
             return ckpt_err(CKPT_E_INVALID_ARG, "", "", CKPT_NO_OFFSET,
                             "metadata key \"%s\": keys starting with \"%s\" are "
                             "reserved for ckpt", k, CKPT_META_PREFIX);

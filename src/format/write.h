@@ -31,6 +31,15 @@
 #define CKPT_META_ALIASES "ckpt.aliases"
 #define CKPT_META_XXH3 "ckpt.xxh3"
 #define CKPT_META_PREFIX "ckpt."
+/* ckpt.* keys a caller writes (Python's ckpt.save): the metadata keys whose
+ * values are JSON text (a JSON array of names), and the optimizer class of
+ * each optimizer state dict ({"tree.path": "module.qualname"}). Kept as
+ * they are by convert and rename. */
+#define CKPT_META_JSON "ckpt.meta_json"
+#define CKPT_META_OPTIMIZERS "ckpt.optimizers"
+/* Whether a metadata key is the writer's own (ckpt.* but the two above):
+ * never taken from a caller, dropped when a file is rewritten. */
+int ckpt_wr_meta_reserved(const char *key);
 /* The record of a torch archive holding metadata and digests. */
 #define CKPT_TORCH_META_RECORD "extra/ckpt_meta.json"
 
@@ -44,6 +53,7 @@
  * ckpt_store_commit_with and `ckpt rename` call. */
 typedef struct ckpt_write_stats {
     uint64_t tensors; /* tensor records (safetensors) or storages (torch) */
+    uint64_t keys;    /* tensor names (tied tensors: one per name) */
     uint64_t bytes;   /* file size */
 } ckpt_write_stats;
 int ckpt_write_value_to(ckpt_atomic *a, const ckpt_value *root,

@@ -135,10 +135,9 @@ static int meta_set(meta_list *m, ckpt_arena *a, const char *k, const char *v) {
 
 static int merge_metadata(meta_list *m, const ckpt_file *f, const ckpt_convert_options *o,
                           ckpt_arena *a) {
-    size_t plen = strlen(CKPT_META_PREFIX);
     int rc = 0;
     for (size_t i = 0; !rc && i < f->nmeta; i++)
-        if (strncmp(f->meta_keys[i], CKPT_META_PREFIX, plen) != 0)
+        if (!ckpt_wr_meta_reserved(f->meta_keys[i]))
             rc = meta_set(m, a, f->meta_keys[i], f->meta_vals[i]);
     if (!rc && o->config_json) {
         json_error_t err;
@@ -250,7 +249,7 @@ int ckpt_convert(ckpt_convert_report *report, const char *in, const char *out,
         w.backup = o->write.backup;
         rc = write_verified(root, out, fmt, &w, &o->open, &stats);
     }
-    if (!rc && report) *report = (ckpt_convert_report){fmt, stats.tensors, stats.bytes};
+    if (!rc && report) *report = (ckpt_convert_report){fmt, stats.tensors, stats.bytes, stats.keys};
     ckpt_arena_free(&a);
     ckpt_close(f);
     return rc;

@@ -15,7 +15,9 @@ struct ckpt_keys_report {
     size_t nwrappers;
     ckpt_rename_rule fix[MAX_FIX];
     size_t nfix;
+    const char *root;       /* the model subtree's key prefix ("" or "model.") */
     const char *fix_args;
+    const char *fix_python;
     const char *collision;
 };
 
@@ -27,7 +29,10 @@ static unsigned module_depth(const char *s, size_t len, char *tmp) {
     return d;
 }
 
+/* The keys counted for "module.": those of the model subtree, from where
+ * its keys start (after r->root). */
 static int scan(ckpt_keys_report *r, const ckpt_manifest *m, unsigned *max_depth) {
+    size_t rlen = strlen(r->root);
     uint64_t has[CKPT_NWRAPPERS] = {0}, lead[CKPT_NWRAPPERS] = {0}, module = 0;
     size_t longest = 0;
     for (size_t i = 0; i < m->n; i++)
@@ -43,7 +48,8 @@ static int scan(ckpt_keys_report *r, const ckpt_manifest *m, unsigned *max_depth
             has[w]++;
             lead[w] += strncmp(s, ckpt_wrappers[w], strlen(ckpt_wrappers[w])) == 0;
         }
-        unsigned d = module_depth(s, m->lens[i], tmp);
+        if (strncmp(s, r->root, rlen) != 0) continue;
+        unsigned d = module_depth(s + rlen, m->lens[i] - rlen, tmp);
         module += d > 0;
         if (d > *max_depth) *max_depth = d;
     }
@@ -56,37 +62,81 @@ static int scan(ckpt_keys_report *r, const ckpt_manifest *m, unsigned *max_depth
     return 0;
 }
 
+/* `tree['a']['b']` for the model subtree at root "a.b." ("tree" at the top). */
+static char *subtree_expr(ckpt_arena *a, const char *root) {
+    char *e = ckpt_arena_strdup(a, "sd");
+    for (const char *p = root; e && *p;) {
+        const char *dot = strchr(p, '.');
+        int n = (int)(dot - p);
+        e = ckpt_arena_printf(a, "%s['%.*s']", e, n, p);
+        p = dot + 1;
+    }
+    return e;
+}
+
 /* The rules: wrappers first (a leading-only one as a strip, else replaced
- * by nothing wherever it stands), then "module." as often as it repeats. */
+ * by nothing wherever it stands), then "module." as often as it repeats
+ * where the model's keys start: stripped at the top, else
+ * ROOT+"module."*depth replaced by ROOT (the keys stay in their dict).
+ * The same as Python: each key of the subtree rewritten in order. */
 static int build_fix(ckpt_keys_report *r, unsigned depth) {
-    for (size_t k = 0; k < r->nwrappers; k++) {
+    if (depth > MAX_FIX - CKPT_NWRAPPERS) depth = MAX_FIX - CKPT_NWRAPPERS;
+    ckpt_arena *a = &r->arena;
+    char *key = ckpt_arena_strdup(a, "k");
+    for (size_t k = 0; key && k < r->nwrappers; k++) {
         const ckpt_key_wrapper *w = &r->wrappers[k];
         if (strcmp(w->segment, "module.") == 0) continue;
         r->fix[r->nfix++] = w->leading
                                 ? (ckpt_rename_rule){CKPT_RENAME_STRIP_PREFIX, w->segment, NULL, NULL}
                                 : (ckpt_rename_rule){CKPT_RENAME_REPLACE, w->segment, "", NULL};
+        key = ckpt_arena_printf(a, w->leading ? "%s.removeprefix('%s')" : "%s.replace('%s', '')",
+                                key, w->segment);
     }
-    for (unsigned d = 0; d < depth && r->nfix < MAX_FIX; d++)
-        r->fix[r->nfix++] = (ckpt_rename_rule){CKPT_RENAME_STRIP_PREFIX, "module.", NULL, NULL};
-    char *args = ckpt_arena_strdup(&r->arena, "");
+    if (depth && *r->root) {
+        char *old = ckpt_arena_strdup(a, r->root);
+        for (unsigned d = 0; old && d < depth; d++) old = ckpt_arena_printf(a, "%smodule.", old);
+        if (!old) return ckpt_err_nomem();
+        r->fix[r->nfix++] = (ckpt_rename_rule){CKPT_RENAME_REPLACE, old, r->root, NULL};
+    } else {
+        for (unsigned d = 0; d < depth; d++)
+            r->fix[r->nfix++] = (ckpt_rename_rule){CKPT_RENAME_STRIP_PREFIX, "module.", NULL, NULL};
+    }
+    for (unsigned d = 0; key && d < depth; d++)
+        key = ckpt_arena_printf(a, "%s.removeprefix('module.')", key);
+    char *args = ckpt_arena_strdup(a, "");
     for (size_t k = 0; args && k < r->nfix; k++) {
         const ckpt_rename_rule *f = &r->fix[k];
         args = f->op == CKPT_RENAME_REPLACE
-                   ? ckpt_arena_printf(&r->arena, "%s%s--replace '%s='", args, k ? " " : "", f->arg)
-                   : ckpt_arena_printf(&r->arena, "%s%s--strip-prefix '%s'", args, k ? " " : "",
-                                       f->arg);
+                   ? ckpt_arena_printf(a, "%s%s--replace '%s=%s'", args, k ? " " : "", f->arg,
+                                       f->arg2)
+                   : ckpt_arena_printf(a, "%s%s--strip-prefix '%s'", args, k ? " " : "", f->arg);
     }
-    if (!args) return ckpt_err_nomem();
+    char *tree = subtree_expr(a, r->root);
+    char *py = key && tree ? ckpt_arena_printf(a, "%s = {%s: v for k, v in %s.items()}", tree,
+                                               key, tree)
+                           : NULL;
+    if (!args || !py) return ckpt_err_nomem();
     r->fix_args = r->nfix ? args : NULL;
+    r->fix_python = r->nfix ? py : NULL;
     return 0;
 }
 
 int ckpt_keys_hygiene(ckpt_keys_report **out, const ckpt_file *f) {
+    return ckpt_keys_hygiene_at(out, f, NULL);
+}
+
+int ckpt_keys_hygiene_at(ckpt_keys_report **out, const ckpt_file *f, const char *root) {
     if (!out || !f) return ckpt_err(CKPT_E_INVALID_ARG, "", "", CKPT_NO_OFFSET, "NULL argument");
     *out = NULL;
     ckpt_keys_report *r = ckpt_malloc(sizeof *r);
     if (!r) return ckpt_err_nomem();
     memset(r, 0, sizeof *r);
+    r->root = root && *root ? ckpt_arena_printf(&r->arena, "%s.", root)
+                            : ckpt_arena_strdup(&r->arena, "");
+    if (!r->root) {
+        ckpt_keys_report_free(r);
+        return ckpt_err_nomem();
+    }
     ckpt_manifest *m = NULL;
     ckpt_rename_plan *p = NULL;
     unsigned depth = 0;
@@ -101,6 +151,7 @@ int ckpt_keys_hygiene(ckpt_keys_report **out, const ckpt_file *f) {
             if (!r->collision) rc = ckpt_err_nomem();
             r->nfix = 0;
             r->fix_args = NULL;
+            r->fix_python = NULL;
         } else {
             rc = prc;
         }
@@ -134,5 +185,9 @@ const ckpt_rename_rule *ckpt_keys_fix(const ckpt_keys_report *r, size_t i) {
 }
 
 const char *ckpt_keys_fix_args(const ckpt_keys_report *r) { return r->fix_args; }
+
+const char *ckpt_keys_fix_python(const ckpt_keys_report *r) { return r->fix_python; }
+
+const char *ckpt_keys_root(const ckpt_keys_report *r) { return r->root; }
 
 const char *ckpt_keys_collision(const ckpt_keys_report *r) { return r->collision; }

@@ -591,9 +591,9 @@ static int metadata(const ckpt_file *f, ckpt_arena *a, ckpt_write_options *w) {
     const char **k = ckpt_arena_array(a, f->nmeta ? f->nmeta : 1, sizeof *k);
     const char **v = ckpt_arena_array(a, f->nmeta ? f->nmeta : 1, sizeof *v);
     if (!k || !v) return ckpt_err_nomem();
-    size_t n = 0, plen = strlen(CKPT_META_PREFIX);
+    size_t n = 0;
     for (size_t i = 0; i < f->nmeta; i++)
-        if (strncmp(f->meta_keys[i], CKPT_META_PREFIX, plen) != 0) {
+        if (!ckpt_wr_meta_reserved(f->meta_keys[i])) {
             k[n] = f->meta_keys[i];
             v[n++] = f->meta_vals[i];
         }

@@ -859,6 +859,10 @@ static void json_keys(const ckpt_doctor_report *r, ckpt_jw *j) {
     ckpt_jw_array_end(j);
     ckpt_jw_key(j, "fix");
     ckpt_jw_string(j, r->keys ? ckpt_keys_fix_args(r->keys) : NULL);
+    ckpt_jw_key(j, "fix_python");
+    ckpt_jw_string(j, r->keys ? ckpt_keys_fix_python(r->keys) : NULL);
+    ckpt_jw_key(j, "root");
+    ckpt_jw_string(j, r->keys ? ckpt_keys_root(r->keys) : NULL);
     ckpt_jw_key(j, "collision");
     ckpt_jw_string(j, r->keys ? ckpt_keys_collision(r->keys) : NULL);
     ckpt_jw_object_end(j);
@@ -958,6 +962,20 @@ int ckpt_doctor_options_init(ckpt_doctor_options *opts, unsigned version) {
     return 0;
 }
 
+/* Where the model's state dict sits in the weights file ("model",
+ * "state_dict", ...; NULL at the top): the training analysis's model
+ * component holding the most tensors. A directory's weights file is a
+ * plain state dict. */
+static const char *model_root(const ckpt_doctor_report *r) {
+    const ckpt_component *best = NULL;
+    size_t n = r->dir || !r->training ? 0 : ckpt_training_component_count(r->training);
+    for (size_t i = 0; i < n; i++) {
+        const ckpt_component *c = ckpt_training_component(r->training, i);
+        if (c->kind == CKPT_COMPONENT_MODEL && (!best || c->tensors > best->tensors)) best = c;
+    }
+    return best ? best->name : NULL;
+}
+
 int ckpt_doctor(ckpt_doctor_report **out, const char *path, const ckpt_doctor_options *opts) {
     ckpt_doctor_options defaults = CKPT_DOCTOR_OPTIONS_INIT;
     ckpt_doctor_report *r;
@@ -974,7 +992,8 @@ int ckpt_doctor(ckpt_doctor_report **out, const char *path, const ckpt_doctor_op
     rc = r->path ? examine_dir(r) : ckpt_err_nomem();
     if (rc == 0) rc = examine(r);
     if (rc == 0) rc = examine_safety(r);
-    if (rc == 0 && r->f && ckpt_keys_hygiene(&r->keys, r->f)) rc = ckpt_err_nomem();
+    if (rc == 0 && r->f && ckpt_keys_hygiene_at(&r->keys, r->f, model_root(r)))
+        rc = ckpt_err_nomem();
     if (rc == 0) {
         unvouched(r);
         rc = r->notes_nomem ? ckpt_err_nomem() : verdict(r);

@@ -465,7 +465,8 @@ def test_doctor_json():
     assert_eq(list(sec), ["format", "integrity", "safety", "contents",
                           "not_vouched_for", "resume", "keys", "memory",
                           "metadata", "other_files"], "sections")
-    assert_eq(sec["keys"], {"wrappers": [], "fix": None, "collision": None},
+    assert_eq(sec["keys"], {"wrappers": [], "fix": None, "fix_python": None,
+                             "root": "model_state_dict.", "collision": None},
               "clean keys")
     assert_eq(sec["integrity"]["ok"], True, "integrity ok")
     assert_eq(sec["safety"]["verdict"], "safe", "safety verdict")
@@ -735,7 +736,9 @@ def test_doctor_wrapper_prefix():
     assert_eq(doc["summary"], "ATTENTION: keys: 'module.' on 20 keys", "verdict line")
     assert_eq(doc["sections"]["keys"],
               {"wrappers": [{"segment": "module.", "keys": 20, "leading": True}],
-               "fix": "--strip-prefix 'module.'", "collision": None}, "keys section")
+               "fix": "--strip-prefix 'module.'",
+               "fix_python": "sd = {k.removeprefix('module.'): v for k, v in sd.items()}",
+               "root": "", "collision": None}, "keys section")
     rc, out, _ = run("doctor", dp)
     assert ("fix: ckpt rename %s OUT --strip-prefix 'module.'" % dp) in out, out
 

@@ -168,8 +168,9 @@ static int run(const convert_args *a)
     }
     fputs("wrote ", stdout);
     cli_put_text(stdout, a->out, strlen(a->out));
-    printf(" (%s, %" PRIu64 " %s, %" PRIu64 " bytes)\n", ckpt_format_name(r.format),
-           r.tensors, unit(&r), r.bytes);
+    printf(" (%s, %" PRIu64 " key%s, %" PRIu64 " %s, %" PRIu64 " bytes)\n",
+           ckpt_format_name(r.format), r.keys, r.keys == 1 ? "" : "s", r.tensors, unit(&r),
+           r.bytes);
     return CLI_OK;
 }
 

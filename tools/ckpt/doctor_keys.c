@@ -23,6 +23,7 @@ void cli_doctor_keys_show(const ckpt_doctor_report *r)
     const char *fix = k ? ckpt_keys_fix_args(k) : NULL;
     const char *collision = k ? ckpt_keys_collision(k) : NULL;
     const char *path = ckpt_doctor_path(r);
+    const char *root = k ? ckpt_keys_root(k) : "";
 
     if (k == NULL) {
         puts("  not available: the file could not be opened");
@@ -36,9 +37,15 @@ void cli_doctor_keys_show(const ckpt_doctor_report *r)
     for (size_t i = 0; i < n; i++) {
         const ckpt_key_wrapper *w = ckpt_keys_wrapper(k, i);
 
-        printf("  '%s' (%s) on %llu key%s%s\n", w->segment,
+        printf("  '%s' (%s) on %llu key%s", w->segment,
                wrapper_origin(w->segment), (unsigned long long)w->keys,
-               cli_plural(w->keys), w->leading ? ", always leading" : "");
+               cli_plural(w->keys));
+        if (*root) {
+            fputs(" of the model under '", stdout);
+            cli_put_text(stdout, root, strlen(root));
+            fputc('\'', stdout);
+        }
+        puts(w->leading ? ", always leading" : "");
     }
     puts("  a plain model's load_state_dict(strict=True) fails on these keys, "
          "and strict=False loads none of them");
@@ -46,6 +53,10 @@ void cli_doctor_keys_show(const ckpt_doctor_report *r)
         fputs("  fix: ckpt rename ", stdout);
         cli_put_text(stdout, path, strlen(path));
         printf(" OUT %s\n", fix);
+        fputs("  python: ", stdout);
+        fix = ckpt_keys_fix_python(k);
+        cli_put_text(stdout, fix, strlen(fix));
+        fputc('\n', stdout);
     } else if (collision) {
         fputs("  no safe fix: ", stdout);
         cli_put_text(stdout, collision, strlen(collision));
