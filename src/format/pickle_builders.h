@@ -35,7 +35,7 @@
 #ifndef CKPT_BUILDERS_H
 #define CKPT_BUILDERS_H
 
-#include "format/pickle.h"
+#include "format/pickle_event.h"
 #include "model/value.h"
 
 /* Context handed to builders for allocation, error reporting, the events
