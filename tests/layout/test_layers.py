@@ -6,7 +6,8 @@
 A file may include headers of its own folder and of the folders its layer
 may use; jobs, keys and training never include each other; tools/ckpt
 includes only <ckpt.h> (and its own headers); public headers include only
-public headers. Also checks that src/ holds no file outside a layer folder.
+public headers. Also checks that src/ holds no file outside a layer folder, and that no two
+modules (a .c and its .h) include each other, directly or in a ring.
 Prints one line per violation and ends with "N passed, N failed".
 """
 import os
@@ -53,8 +54,52 @@ def check_file(path, layer, problems):
             problems.append("%s: layer %s may not include \"%s\"" % (rel, layer, inc))
 
 
+def include_cycles():
+    """Rings of modules that include each other (Tarjan's SCCs)."""
+    graph = {}
+    for dirpath, _, names in os.walk(os.path.join(ROOT, "src")):
+        for f in names:
+            if not f.endswith((".c", ".h")):
+                continue
+            path = os.path.join(dirpath, f)
+            mod = os.path.splitext(os.path.relpath(path, os.path.join(ROOT, "src")))[0]
+            for kind, inc in INCLUDE.findall(open(path, encoding="utf-8").read()):
+                dep = os.path.splitext(inc)[0]
+                if kind == '"' and "/" in inc and not inc.startswith("ckpt") and dep != mod:
+                    graph.setdefault(mod, set()).add(dep)
+    index, low, stack, on, rings = {}, {}, [], set(), []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            ring = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                ring.append(w)
+                if w == v:
+                    break
+            if len(ring) > 1:
+                rings.append(sorted(ring))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return rings
+
+
 def main():
     problems, files = [], 0
+    for ring in include_cycles():
+        problems.append("include cycle: " + " <-> ".join(ring))
     for name in sorted(os.listdir(os.path.join(ROOT, "src"))):
         p = os.path.join(ROOT, "src", name)
         if os.path.isfile(p):
