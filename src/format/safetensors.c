@@ -259,7 +259,7 @@ static const char *string(hp *p, char *scratch, size_t cap, int keep,
     p->i++;
     *len = o;
     if (keep) out[o] = '\0';
-    return out;
+    return cap ? out : (const char *)p->s + start; /* only checked */
 }
 
 /* A number at p->i. Returns 0 with *out set for an integer in [0, 2^64);
