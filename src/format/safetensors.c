@@ -611,6 +611,21 @@ static int by_offsets(const void *a, const void *b) {
     return x->index < y->index ? -1 : x->index > y->index;
 }
 
+/* Row-major strides the way torch computes them (a zero dimension counts
+ * as 1), so views compare equal across formats. Only a zero-element tensor
+ * can overflow here (otherwise every suffix product is <= numel); torch
+ * refuses those shapes too ("Stride calculation overflowed"). */
+static int contiguous_strides(uint32_t ndim, const uint64_t *shape,
+                              uint64_t *stride) {
+    uint64_t s = 1;
+    for (uint32_t d = ndim; d-- > 0;) {
+        stride[d] = s;
+        if (d > 0 && ckpt_mul_overflow(s, shape[d] ? shape[d] : 1, &s))
+            return -1;
+    }
+    return 0;
+}
+
 /* Metadata::validate (FORMATS.md §1.4 step 4-5) over entries sorted by
  * data_offsets: they must tile the byte buffer from 0 with no gap, overlap
  * or alias, each exactly numel x bits / 8 bytes, and the buffer must end
@@ -655,6 +670,10 @@ static int validate(ckpt_file *f, uint64_t n, const st_entry *es, size_t count,
                             " (%" PRIu64 " elements of %s)", e->name, e->begin,
                             e->end, e->end - e->begin, nbits / 8, numel,
                             ckpt_dtype_name(e->dtype));
+        uint64_t stride[CKPT_MAX_NDIM];
+        if (contiguous_strides(e->ndim, shape, stride))
+            return ckpt_err(CKPT_E_FORMAT, path, "", off,
+                            "tensor \"%s\": strides overflow 64 bits", e->name);
         if (e->end > data_len)
             return ckpt_err(CKPT_E_TRUNCATED, path, "", off,
                             "truncated: tensor \"%s\": data ends at byte %" PRIu64
@@ -669,21 +688,6 @@ static int validate(ckpt_file *f, uint64_t n, const st_entry *es, size_t count,
                         "file to end at byte %" PRIu64 " (trailing data is "
                         "refused: polyglot files)", data_len - start,
                         data_offset(n, start));
-    return 0;
-}
-
-/* Row-major strides the way torch computes them (a zero dimension counts
- * as 1), so views compare equal across formats. Only a zero-element tensor
- * can overflow here (otherwise every suffix product is <= numel); torch
- * refuses those shapes too ("Stride calculation overflowed"). */
-static int contiguous_strides(uint32_t ndim, const uint64_t *shape,
-                              uint64_t *stride) {
-    uint64_t s = 1;
-    for (uint32_t d = ndim; d-- > 0;) {
-        stride[d] = s;
-        if (d > 0 && ckpt_mul_overflow(s, shape[d] ? shape[d] : 1, &s))
-            return -1;
-    }
     return 0;
 }
 
@@ -704,10 +708,7 @@ static int build_root(ckpt_file *f, uint64_t n, const st_entry *es,
         const uint64_t *shape = dims + e->shape;
         uint64_t off = 8 + n + e->begin; /* <= map_size: validated */
         uint64_t stride[CKPT_MAX_NDIM];
-        if (contiguous_strides(e->ndim, shape, stride))
-            return ckpt_err(CKPT_E_FORMAT, f->path, "", off,
-                            "tensor \"%s\": strides overflow 64 bits",
-                            e->name);
+        (void)contiguous_strides(e->ndim, shape, stride); /* validated */
         ckpt_storage *st = ckpt_arena_alloc(&f->arena, sizeof *st);
         ckpt_value *key = ckpt_value_new(&f->arena, CKPT_KIND_STR);
         if (!st || !key)
@@ -798,7 +799,10 @@ static int restore_aliases(ckpt_file *f) {
     return rc;
 }
 
-int ckpt_safetensors_read(ckpt_file *f) {
+/* Reads f->map as a safetensors file; with `build`, f->root gets the
+ * tensors, else only the rules are checked (ckpt.aliases, which needs the
+ * names, builds them anyway). */
+static int read_file(ckpt_file *f, int build) {
     if (f->map_size < 8)
         return ckpt_err(CKPT_E_TRUNCATED, f->path, "", 0,
                         "file is %zu bytes, expected at least 8 (the "
@@ -821,13 +825,32 @@ int ckpt_safetensors_read(ckpt_file *f) {
         qsort(p.es, p.count, sizeof *p.es, by_offsets);
         rc = validate(f, n, p.es, p.count, p.dims);
     }
-    if (rc == 0) rc = build_root(f, n, p.es, p.count, p.dims);
+    for (size_t i = 0; !build && rc == 0 && i < f->nmeta; i++)
+        build = strcmp(f->meta_keys[i], "ckpt.aliases") == 0;
+    if (rc == 0 && build) rc = build_root(f, n, p.es, p.count, p.dims);
     ckpt_free(p.es);
     ckpt_free(p.dims);
     ckpt_strmap_free(&p.names);
-    if (rc == 0) {
+    if (rc == 0 && build) {
         f->format = CKPT_FORMAT_SAFETENSORS;
         rc = restore_aliases(f);
     }
+    return rc;
+}
+
+int ckpt_safetensors_read(ckpt_file *f) {
+    return read_file(f, 1);
+}
+
+int ckpt_safetensors_check(const uint8_t *p, size_t n, const char *path,
+                           const ckpt_limits *limits) {
+    ckpt_file f;
+    memset(&f, 0, sizeof f);
+    f.path = path;
+    f.map = p;
+    f.map_size = n;
+    f.opts.limits = *limits;
+    int rc = read_file(&f, 0);
+    ckpt_arena_free(&f.arena);
     return rc;
 }

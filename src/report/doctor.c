@@ -17,6 +17,8 @@
 
 #include "base/alloc.h"
 #include "base/error.h"
+#include "jobs/scan.h"
+#include "model/file.h"
 #include "report/json.h"
 #include "report/text.h"
 #include "report/training_json.h"
@@ -396,7 +398,10 @@ static int examine_safety(ckpt_doctor_report *r) {
         ckpt_scan_report *report = NULL;
         ckpt_scan_options so = CKPT_SCAN_OPTIONS_INIT;
         so.limits = r->opts.open.limits;
-        int rc = ckpt_scan(&report, path, &so);
+        /* an open safetensors file: its header is not parsed again */
+        int rc = i == 0 && r->f && r->f->format == CKPT_FORMAT_SAFETENSORS
+                     ? ckpt_scan_opened(&report, r->f, &so)
+                     : ckpt_scan(&report, path, &so);
         s->name = name;
         s->report = report;
         if (rc == CKPT_E_NOMEM || (rc != 0 && capture(r, &s->error, rc))) return ckpt_err_nomem();
