@@ -547,7 +547,8 @@ static void put_location(ckpt_buf *b, const ckpt_error *e) {
 
 static int concern_integrity(const ckpt_doctor_report *r, ckpt_buf *b) {
     if (r->intact || b == NULL) return !r->intact;
-    ckpt_buf_str(b, r->f ? "corrupt: " : "cannot be opened: ");
+    ckpt_buf_str(b, r->err.code == CKPT_E_LIMIT ? "limit exceeded: "
+                    : r->f ? "corrupt: " : "cannot be opened: ");
     ckpt_buf_str(b, r->err.message);
     put_location(b, &r->err);
     return 1;
