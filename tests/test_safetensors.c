@@ -708,6 +708,53 @@ TEST(deep_nesting) {
     CHECK(e->offset > 8 && e->offset < 8 + strlen(h));
 }
 
+/* The header parser follows serde_json where jansson did not (found by
+ * tests/interop/test_safetensors_diff.py): an escaped string that is only
+ * checked (a value that is not an entry) is still an error, offsets use
+ * the whole u64 range, -0 is not an integer, nesting stops at 128 deep,
+ * a TensorInfo field given twice is refused, and escapes decode. */
+TEST(header_serde_rules) {
+    static const char *refused[] = {
+        "{\"a\":\"v\\n\"}",
+        "{\"a\":{\"dtype\":\"U8\",\"shape\":[-0],\"data_offsets\":[0,0]}}",
+        "{\"a\":{\"dtype\":\"U8\",\"dtype\":\"U8\",\"shape\":[0],\"data_offsets\":[0,0]}}",
+        "{\"a\\ud800\":{\"dtype\":\"U8\",\"shape\":[0],\"data_offsets\":[0,0]}}",
+        "{\"a\\udc00\\ud800\":{\"dtype\":\"U8\",\"shape\":[0],\"data_offsets\":[0,0]}}",
+        "{\"a\\u0000\":{\"dtype\":\"U8\",\"shape\":[0],\"data_offsets\":[0,0]}}",
+        "{\"a\":{\"dtype\":\"U8\",\"shape\":[01],\"data_offsets\":[0,1]}}",
+        "{\"__metadata__\":{},\"__metadata__\":{}}",
+    };
+    for (size_t i = 0; i < sizeof refused / sizeof *refused; i++) {
+        size_t len = st_make(refused[i], "x", 1);
+        const ckpt_error *e = open_fails(len, NULL, CKPT_E_FORMAT);
+        CHECK(e->offset >= 8 && e->offset <= 8 + strlen(refused[i]));
+    }
+    /* 128 nested arrays in an extra field are refused, 127 accepted */
+    for (int depth = 125; depth <= 126; depth++) {
+        char h[1024];
+        int n = sprintf(h, "{\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1],\"x\":");
+        for (int i = 0; i < depth; i++) h[n++] = '[';
+        for (int i = 0; i < depth; i++) h[n++] = ']';
+        strcpy(h + n, "}}");
+        size_t len = st_make(h, "x", 1);
+        ckpt_file *f = NULL;
+        int rc = ckpt_open_memory(&f, st_buf, len, "mem", NULL);
+        CHECK_EQ_INT(rc, depth == 125 ? 0 : CKPT_E_FORMAT);
+        ckpt_close(f);
+    }
+    /* escapes, a surrogate pair and u64 offsets beyond 2^63 */
+    size_t len = st_make("{\"\\u00e9\\ud83d\\ude00\\t\":{\"x\":\"\\\"\",\"dtype\":\"U8\","
+                         "\"shape\":[1],\"data_offsets\":[0,1]}}", "x", 1);
+    ckpt_file *f = NULL;
+    CHECK_EQ_INT(ckpt_open_memory(&f, st_buf, len, "mem", NULL), 0);
+    if (f) CHECK(ckpt_file_find_tensor(f, "\xc3\xa9\xf0\x9f\x98\x80\t") != NULL);
+    ckpt_close(f);
+    len = st_make("{\"a\":{\"dtype\":\"U8\",\"shape\":[0],"
+                  "\"data_offsets\":[18446744073709551615,18446744073709551615]}}", NULL, 0);
+    const ckpt_error *e = open_fails(len, NULL, CKPT_E_FORMAT);
+    CHECK(has(e->message, "18446744073709551615"));
+}
+
 TEST(nul_padded_header) {
     size_t len = st_make("{}", NULL, 0);
     st_buf[0] = 4;
@@ -1064,6 +1111,7 @@ int main(void) {
     RUN(bad_entry_schema);
     RUN(zero_size_stride_overflow);
     RUN(deep_nesting);
+    RUN(header_serde_rules);
     RUN(nul_padded_header);
     RUN(limits_honoured);
     RUN(allocation_failures);

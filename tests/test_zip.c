@@ -540,7 +540,12 @@ TEST(absurd_counts) {
     ckpt_limits lim = limits;
     lim.max_zip_entries = 1;
     CHECK_EQ_INT(ckpt_zip_open(&z, &a, b.buf, b.len, "x", &lim), CKPT_E_LIMIT);
+    CHECK(strstr(ckpt_error_last()->message, "max_zip_entries = 1") != NULL);
     lim.max_zip_entries = 2;
+    CHECK_EQ_INT(ckpt_zip_open(&z, &a, b.buf, b.len, "x", &lim), 0);
+    CHECK_EQ_INT(z.count, 2);
+    /* the default: as many as the directory holds */
+    lim.max_zip_entries = 0;
     CHECK_EQ_INT(ckpt_zip_open(&z, &a, b.buf, b.len, "x", &lim), 0);
     CHECK_EQ_INT(z.count, 2);
     ckpt_arena_free(&a);

@@ -85,7 +85,10 @@ typedef struct ckpt_limits {
     uint64_t max_pickle_stack;  /* pickle stack + mark depth */
     uint64_t max_pickle_memo;   /* pickle memo entries */
     uint64_t max_pickle_ops;    /* opcodes executed per pickle */
-    uint64_t max_zip_entries;   /* central-directory entries */
+    uint64_t max_zip_entries;   /* central-directory entries (and files of
+                                   a training directory); 0 (default): as
+                                   many as the file's size holds (46 bytes
+                                   each), which bounds the work */
     uint64_t max_inflate_bytes; /* total decompressed bytes (zip bombs) */
     uint64_t max_index_bytes;   /* sharded index JSON file */
     uint64_t max_inflate_ratio; /* decompressed bytes per input byte: with
@@ -100,7 +103,7 @@ typedef struct ckpt_limits {
         .max_name_bytes = 65536u, .max_ndim = CKPT_MAX_NDIM,                 \
         .max_depth = 1000u, .max_pickle_stack = 10000000u,                   \
         .max_pickle_memo = 10000000u, .max_pickle_ops = 1000000000u,         \
-        .max_zip_entries = 1000000u, .max_inflate_bytes = (uint64_t)1 << 32, \
+        .max_zip_entries = 0u, .max_inflate_bytes = (uint64_t)1 << 32, \
         .max_index_bytes = 100000000u, .max_inflate_ratio = 100u            \
     }
 /* Fills *l with the defaults (CKPT_LIMITS_INIT, for callers without

@@ -164,7 +164,8 @@ int ckpt_tar_read(ckpt_tar *t, ckpt_arena *a, const uint8_t *p, size_t n, uint64
             return unsure(t, off, "a PAX, GNU long-name or sparse header");
         if (strchr("1234", type) && type)
             return unsure(t, off, "a link or device member");
-        if (t->count >= max_members) return unsure(t, off, "more members than max_zip_entries");
+        if (max_members && t->count >= max_members)
+            return unsure(t, off, "more members than max_zip_entries");
         if (add_member(t, a, &cap, h, off, size)) return -1;
         uint64_t next = off + BLOCK;
         /* data of regular members and unknown types (not links, devices,

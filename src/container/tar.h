@@ -51,7 +51,7 @@ typedef struct ckpt_tar {
 } ckpt_tar;
 
 /* Reads the directory of p[0..n) (borrowed), at most max_members
- * members (more is UNSURE). Returns 0, or -1 when an allocation fails. */
+ * members (more is UNSURE; 0: as many as n holds, 512 bytes each). Returns 0, or -1 when an allocation fails. */
 int ckpt_tar_read(ckpt_tar *t, ckpt_arena *a, const uint8_t *p, size_t n,
                   uint64_t max_members);
 

@@ -455,16 +455,21 @@ static int open_dir(ckpt_zip *z, ckpt_arena *a, const ckpt_limits *lim) {
     dir_info d = {0, 0, 0, 0, 0};
     int rc = read_end_records(z, &d);
     if (rc) return rc;
-    if (d.count > lim->max_zip_entries)
-        return ckpt_err(CKPT_E_LIMIT, z->file, NULL, d.eocd,
-                        "%" PRIu64 " entries exceed max_zip_entries (%" PRIu64 ")",
-                        d.count, lim->max_zip_entries);
+    /* every entry takes 46 bytes of a directory inside the file, so the
+     * file's size bounds the count (and the work per entry): a count the
+     * directory holds is no bomb. max_zip_entries, when set, is the
+     * caller's own cap below that. */
     if (d.count > d.cd_size / CENTRAL_SIZE)
         return ckpt_err(CKPT_E_FORMAT, z->file, NULL, d.eocd,
                         "a central directory of %" PRIu64
                         " bytes cannot hold %" PRIu64
                         " entries of at least 46 bytes",
                         d.cd_size, d.count);
+    if (lim->max_zip_entries && d.count > lim->max_zip_entries)
+        return ckpt_err(CKPT_E_LIMIT, z->file, NULL, d.eocd,
+                        "%" PRIu64 " entries exceed the limit max_zip_entries = %"
+                        PRIu64 " (0: as many as the file's size holds)",
+                        d.count, lim->max_zip_entries);
     /* count <= cd_size / 46 <= len, so it fits size_t. */
     z->count = (size_t)d.count;
     z->entries = ckpt_arena_array(a, z->count, sizeof *z->entries);

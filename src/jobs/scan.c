@@ -43,11 +43,13 @@
 #include "model/dtype.h"
 #include "model/file.h"
 #include "format/pickle.h"
+#include "jobs/scan.h"
 #include "jobs/scan_policy.h"
 #include "container/tar.h"
 #include "container/zip.h"
 #include "format/index_json.h"
 #include "format/npy.h"
+#include "format/safetensors.h"
 #include "open/sharded.h"
 
 /* torch.serialization.MAGIC_NUMBER 0x1950a86a20f9469cfc6c in decimal */
@@ -111,6 +113,8 @@ typedef struct scanner {
                                  names cannot force long probe chains */
     uint64_t budget;          /* inflate budget left (zip bombs) */
     int nomem;                /* an allocation failed: the scan fails */
+    int header_checked;       /* the top file's safetensors header already
+                                 passed ckpt_safetensors_read (opened) */
     int tar_types;            /* scanning a legacy tar's storages or tensors
                                  member, whose tuples name torch.*Storage
                                  and torch.*Tensor classes */
@@ -795,11 +799,7 @@ static const char *file_member(const scanner *sc) {
 }
 
 static int scan_safetensors(scanner *sc, const uint8_t *p, size_t n) {
-    ckpt_open_options oo = CKPT_OPEN_OPTIONS_INIT;
-    oo.limits = sc->o.limits;
-    ckpt_file *f = NULL;
-    int rc = ckpt_open_memory(&f, p, n, sc->file, &oo);
-    ckpt_close(f);
+    int rc = ckpt_safetensors_check(p, n, sc->file, &sc->o.limits);
     if (rc == CKPT_E_NOMEM) return rc;
     sc->content = 1;
     if (rc) {
@@ -1358,7 +1358,8 @@ static int scan_file(scanner *sc, const uint8_t *p, size_t n) {
     if ((rc = scan_tar(sc, p, n))) return rc;
     if ((rc = scan_npy(sc, &top, &seen)) || seen) return rc;
     if (ckpt_scan_looks_safetensors(p, n)) {
-        if ((rc = scan_safetensors(sc, p, n))) return rc;
+        if (sc->header_checked) sc->content = 1;
+        else if ((rc = scan_safetensors(sc, p, n))) return rc;
         top.sniffed = 1;
         top.top = 0;
     }
@@ -1444,7 +1445,8 @@ static int report_refused_allows(scanner *sc) {
 /* ckpt_scan_memory, with the directory of a file scanned from a path (for
  * the shards of a sharded index) or NULL. */
 static int scan_buffer(ckpt_scan_report **out, const void *data, size_t size,
-                       const char *name, const char *dir, const ckpt_scan_options *opts) {
+                       const char *name, const char *dir, const ckpt_scan_options *opts,
+                       int header_checked) {
     const char *file = name ? name : "";
     if (!out) return ckpt_err(CKPT_E_INVALID_ARG, file, NULL, CKPT_NO_OFFSET, "out is NULL");
     *out = NULL;
@@ -1463,6 +1465,7 @@ static int scan_buffer(ckpt_scan_report **out, const void *data, size_t size,
                             "allow[%zu] is NULL", i);
     sc.budget = ckpt_zip_budget(&sc.o.limits, size);
     sc.dir = dir;
+    sc.header_checked = header_checked;
     sc.seed = 1469598103934665603u ^ ((uint64_t)(uintptr_t)&sc * 0x9e3779b97f4a7c15u);
     sc.r = ckpt_malloc(sizeof *sc.r);
     if (!sc.r) return ckpt_err(CKPT_E_NOMEM, file, NULL, CKPT_NO_OFFSET, "out of memory");
@@ -1493,7 +1496,7 @@ static int scan_buffer(ckpt_scan_report **out, const void *data, size_t size,
 
 int ckpt_scan_memory(ckpt_scan_report **out, const void *data, size_t size,
                      const char *name, const ckpt_scan_options *opts) {
-    return scan_buffer(out, data, size, name, NULL, opts);
+    return scan_buffer(out, data, size, name, NULL, opts, 0);
 }
 
 int ckpt_scan(ckpt_scan_report **out, const char *path, const ckpt_scan_options *opts) {
@@ -1513,11 +1516,17 @@ int ckpt_scan(ckpt_scan_report **out, const char *path, const ckpt_scan_options 
     } else {
         memcpy(dir, slash ? path : ".", dlen);
         dir[dlen] = '\0';
-        rc = scan_buffer(out, map, n, path, dir, opts);
+        rc = scan_buffer(out, map, n, path, dir, opts, 0);
     }
     ckpt_free(dir);
     ckpt_unmap_file(map, n);
     return rc;
+}
+
+int ckpt_scan_opened(ckpt_scan_report **out, const ckpt_file *f,
+                     const ckpt_scan_options *opts) {
+    return scan_buffer(out, f->map, f->map_size, f->path, NULL, opts,
+                       f->format == CKPT_FORMAT_SAFETENSORS);
 }
 
 void ckpt_scan_report_free(ckpt_scan_report *r) {

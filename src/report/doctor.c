@@ -17,6 +17,7 @@
 
 #include "base/alloc.h"
 #include "base/error.h"
+#include "jobs/scan.h"
 #include "model/file.h"
 #include "model/walk.h"
 #include "report/json.h"
@@ -406,7 +407,10 @@ static int examine_safety(ckpt_doctor_report *r) {
         ckpt_scan_report *report = NULL;
         ckpt_scan_options so = CKPT_SCAN_OPTIONS_INIT;
         so.limits = r->opts.open.limits;
-        int rc = ckpt_scan(&report, path, &so);
+        /* an open safetensors file: its header is not parsed again */
+        int rc = i == 0 && r->f && r->f->format == CKPT_FORMAT_SAFETENSORS
+                     ? ckpt_scan_opened(&report, r->f, &so)
+                     : ckpt_scan(&report, path, &so);
         s->name = name;
         s->report = report;
         if (rc == CKPT_E_NOMEM || (rc != 0 && capture(r, &s->error, rc))) return ckpt_err_nomem();
@@ -576,7 +580,8 @@ static void put_location(ckpt_buf *b, const ckpt_error *e) {
 
 static int concern_integrity(const ckpt_doctor_report *r, ckpt_buf *b) {
     if (r->intact || b == NULL) return !r->intact;
-    ckpt_buf_str(b, r->f ? "corrupt: " : "cannot be opened: ");
+    ckpt_buf_str(b, r->err.code == CKPT_E_LIMIT ? "limit exceeded: "
+                    : r->f ? "corrupt: " : "cannot be opened: ");
     ckpt_buf_str(b, r->err.message);
     put_location(b, &r->err);
     return 1;

@@ -141,9 +141,11 @@ static int list_dir(scan *s)
 
         if (de->d_name[0] == '.')
             continue; /* ".", "..", hidden files and atomic-write temps */
-        if (s->n >= s->opts->limits.max_zip_entries) {
+        if (s->opts->limits.max_zip_entries &&
+            s->n >= s->opts->limits.max_zip_entries) {
             rc = ckpt_err(CKPT_E_LIMIT, s->dir, NULL, CKPT_NO_OFFSET,
-                          "more than %llu directory entries",
+                          "more than %llu directory entries, limit "
+                          "max_zip_entries",
                           (unsigned long long)s->opts->limits.max_zip_entries);
             break;
         }

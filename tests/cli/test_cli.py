@@ -707,6 +707,30 @@ def test_doctor_missing():
     assert err.startswith("ckpt: "), err
 
 
+def test_limit_exceeded():
+    """A limit hit is no finding about the file: every command says which
+    limit and how to raise it, exits 2, and verify never says CORRUPT."""
+    header = json.dumps({"t": {"dtype": "U8", "shape": [1] * 65,
+                               "data_offsets": [0, 1]}}).encode()
+    path = os.path.join(TMP, "deep.safetensors")
+    with open(path, "wb") as fh:
+        fh.write(struct.pack("<Q", len(header)) + header + b"x")
+    rc, out, err = run("verify", path)
+    assert_eq(rc, 2, "verify exit code")
+    assert out.startswith("ERROR ") and "CORRUPT" not in out, out
+    assert "limit exceeded: " in out and "ckpt_limits.max_ndim" in out, out
+    for cmd in (["inspect"], ["scan"], ["convert", path + ".out.safetensors"]):
+        rc, out, err = run(cmd[0], path, *cmd[1:])
+        if cmd[0] == "scan":
+            assert "CORRUPT" not in out + err, out + err
+            continue
+        assert_eq(rc, 2, cmd[0] + " exit code")
+        assert "limit exceeded: " in err and "ckpt_limits.max_ndim" in err, err
+    rc, out, err = run("doctor", path)
+    assert_eq(rc, 2, "doctor exit code")
+    assert "limit exceeded: " in out and "corrupt" not in out, out
+
+
 # ------------------------------------------------------------------ usage
 
 @corpus

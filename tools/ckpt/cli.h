@@ -69,8 +69,9 @@ typedef struct cli_error {
 void cli_error_capture(cli_error *e, int code);
 /* Fills *e from a record the library kept (src may be NULL: no error). */
 void cli_error_copy(cli_error *e, const ckpt_error *src);
-/* Exit code for a library failure: CLI_USAGE for I/O, caller errors and
- * out-of-memory, CLI_FINDINGS for everything that is the input's fault. */
+/* Exit code for a library failure: CLI_USAGE for I/O, caller errors,
+ * out-of-memory and limits, CLI_FINDINGS for everything that is the
+ * input's fault. */
 int cli_exit_code(int code);
 /* Writes ` (member M, offset N)`, `(M, offset N)` with bare=1, or nothing
  * when neither is known. */
@@ -78,6 +79,9 @@ void cli_put_location(FILE *out, const cli_error *e, int bare);
 /* Writes `FILE: `, and `BLAMED: ` too when the library blamed another file
  * than the one named on the command line (a shard of an index). */
 void cli_put_files(FILE *out, const char *file, const cli_error *e);
+/* e's message; for CKPT_E_LIMIT "limit exceeded: MESSAGE; ..." naming the
+ * ckpt_limits field that raises it. */
+void cli_put_message(FILE *out, const cli_error *e);
 /* `ckpt: FILE: MESSAGE (member M, offset N)` on stderr; returns
  * cli_exit_code(e->code). */
 int cli_report(const char *file, const cli_error *e);

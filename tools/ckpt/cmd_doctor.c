@@ -88,8 +88,10 @@ static void show_integrity(const ckpt_doctor_report *r)
             fputs(", per-tensor XXH3-64 digests checked", stdout);
     } else {
         cli_error_copy(&err, e);
-        printf("%sFAILED%s: ", cli_color(CLI_RED), cli_color(CLI_RESET));
-        put_str(err.message);
+        printf("%s%s%s: ", cli_color(CLI_RED),
+               err.code == CKPT_E_LIMIT ? "NOT CHECKED" : "FAILED",
+               cli_color(CLI_RESET));
+        cli_put_message(stdout, &err);
         cli_put_location(stdout, &err, 0);
     }
     fputc('\n', stdout);
@@ -355,6 +357,10 @@ static int run(const cli_command *cmd, int argc, char **argv)
         print_text(r);
     if (rc == CLI_OK)
         rc = ckpt_doctor_healthy(r) ? CLI_OK : CLI_FINDINGS;
+    /* a limit stopped the examination: not a finding about the file */
+    if (rc == CLI_FINDINGS && ckpt_doctor_error(r) &&
+        ckpt_doctor_error(r)->code == CKPT_E_LIMIT)
+        rc = CLI_USAGE;
     ckpt_doctor_report_free(r);
     return rc;
 }

@@ -21,7 +21,7 @@ static int print_failure(const char *path, const cli_error *e)
     else
         printf("%sCORRUPT%s ", cli_color(CLI_RED), cli_color(CLI_RESET));
     cli_put_files(stdout, path, e);
-    cli_put_text(stdout, e->message, strlen(e->message));
+    cli_put_message(stdout, e);
     if (rc != CLI_USAGE)
         cli_put_location(stdout, e, 1);
     fputc('\n', stdout);

@@ -161,6 +161,7 @@ int cli_exit_code(int code)
     case CKPT_E_IO:
     case CKPT_E_NOMEM:
     case CKPT_E_INVALID_ARG:
+    case CKPT_E_LIMIT: /* not the input's fault: a bound ckpt chose */
         return CLI_USAGE;
     default:
         return CLI_FINDINGS;
@@ -195,11 +196,29 @@ void cli_put_files(FILE *out, const char *file, const cli_error *e)
     }
 }
 
+void cli_put_message(FILE *out, const cli_error *e)
+{
+    const char *name = strstr(e->message, "max_");
+    size_t len = name ? strspn(name, "abcdefghijklmnopqrstuvwxyz_") : 0;
+
+    if (e->code == CKPT_E_LIMIT)
+        fputs("limit exceeded: ", out);
+    cli_put_text(out, e->message, strlen(e->message));
+    if (e->code != CKPT_E_LIMIT)
+        return;
+    fputs("; the limit guards against hostile input, raise it with ", out);
+    if (len)
+        fprintf(out, "ckpt_limits.%.*s", (int)len, name);
+    else
+        fputs("the ckpt_limits field named", out);
+    fputs(" (C API, ckpt_open_options.limits)", out);
+}
+
 int cli_report(const char *file, const cli_error *e)
 {
     fputs("ckpt: ", stderr);
     cli_put_files(stderr, file, e);
-    cli_put_text(stderr, e->message, strlen(e->message));
+    cli_put_message(stderr, e);
     cli_put_location(stderr, e, 0);
     fputc('\n', stderr);
     return cli_exit_code(e->code);
