@@ -783,7 +783,8 @@ def test_usage():
     rc, out, _ = run("--help")
     for name in ("inspect", "verify", "doctor"):
         assert re.search(r"^  %s " % name, out, re.M), "%s in --help" % name
-    assert re.match(r"^ckpt \d+\.\d+\.\d+\n$", run("--version")[1])
+    assert re.match(r"^ckpt \d+\.\d+\.\d+ \(libckpt \d+\.\d+\.\d+\)\n$",
+                    run("--version")[1])
     assert run("help", "inspect")[1].startswith("usage: ckpt inspect")
 
 
@@ -799,7 +800,7 @@ def test_help_from_option_table():
         rc, out, _ = run("help", cmd)
         assert_eq(rc, 0, "help %s" % cmd)
         assert out.startswith("usage: ckpt %s" % cmd), out
-        names = set(re.findall(r"^  (--[a-z-]+)", out, re.M))
+        names = set(re.findall(r"^  (?:-[a-z], )?(--[a-z-]+)", out, re.M))
         synopsis = out.split("\n\n")[0]
         assert_eq(set(re.findall(r"--[a-z-]+", synopsis)), names,
                   "%s: options of the synopsis and of the list" % cmd)

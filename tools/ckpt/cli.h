@@ -112,6 +112,11 @@ void cli_put_value(FILE *out, const ckpt_value *v);
 /* sgr (one of the CLI_* sequences below) when stdout is a terminal and
  * NO_COLOR is unset, else "". Never used for JSON. */
 const char *cli_color(const char *sgr);
+/* Progress for long work on stderr, only when stderr is a terminal (never
+ * in a pipe or a file) and there is more than one item: "[done+1/total]
+ * WHAT" on one line that the next call overwrites; what == NULL clears it
+ * when the work is over. */
+void cli_progress(const char *what, size_t done, size_t total);
 #define CLI_BOLD "\033[1m"
 #define CLI_RED "\033[31m"
 #define CLI_GREEN "\033[32m"

@@ -83,7 +83,10 @@ static int dispatch(int argc, char **argv)
     if (is_help(argv[1]) || strcmp(argv[1], "help") == 0)
         return help(argc - 1, argv + 1);
     if (strcmp(argv[1], "--version") == 0) {
-        printf("ckpt %s\n", CKPT_VERSION_STRING);
+        /* the library loaded at run time may be another than the one
+         * the tool was built with */
+        printf("ckpt %s (libckpt %s)\n", CKPT_VERSION_STRING,
+               ckpt_version_string());
         return CLI_OK;
     }
     cmd = find_command(argv[1]);
@@ -406,4 +409,29 @@ const char *cli_color(const char *sgr)
     if (enabled < 0)
         enabled = isatty(STDOUT_FILENO) && getenv("NO_COLOR") == NULL;
     return enabled ? sgr : "";
+}
+
+/* ------------------------------------------------------------ progress */
+
+void cli_progress(const char *what, size_t done, size_t total)
+{
+    static int enabled = -1;
+    static int shown; /* a line is on screen and must be cleared */
+
+    if (enabled < 0)
+        enabled = isatty(STDERR_FILENO);
+    if (!enabled || total < 2)
+        return;
+    if (what == NULL) {
+        if (shown)
+            fputs("\r\033[K", stderr);
+        shown = 0;
+        return;
+    }
+    fprintf(stderr, "\r\033[K[%zu/%zu] ", done + 1, total);
+    cli_text_width(what, strlen(what)) > 60
+        ? (void)fputs("...", stderr)
+        : (void)cli_put_text(stderr, what, strlen(what));
+    fflush(stderr);
+    shown = 1;
 }
