@@ -765,7 +765,7 @@ def test_usage():
         (("inspect",), 2),
         (("verify",), 2),
         (("doctor",), 2),
-        (("inspect", TRAIN_PT, TRAIN_PT), 2),
+        (("inspect", "--summary", TRAIN_PT, TRAIN_PT), 2),
         (("frobnicate",), 2),
         ((), 2),
         (("help", "frobnicate"), 2),
@@ -833,7 +833,7 @@ def test_option_grammar():
                       (("diff", TRAIN_ST), "missing B"),
                       (("store", "commit", TMP, "--name", "g", TRAIN_ST),
                        "missing --step N"),
-                      (("inspect", TRAIN_ST, TRAIN_PT), "unexpected argument")):
+                      (("diff", TRAIN_ST, TRAIN_PT, TRAIN_PT), "unexpected argument")):
         rc, out, err = run(*args)
         assert_eq(rc, 2, "exit code of %r" % (args,))
         assert msg in err.splitlines()[0], (args, err)

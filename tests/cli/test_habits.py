@@ -115,6 +115,28 @@ def test_verify_quiet_and_verbose():
     assert "exclude each other" in err, err
 
 
+# ------------------------------------------------------------------ inspect
+
+def test_inspect_several_files():
+    rc, one, _ = run("inspect", "--json", TRAIN_ST)
+    assert_eq(rc, 0, "one file")
+    assert isinstance(json.loads(one), dict), "one file: one object"
+    rc, out, err = run("inspect", "--json", TRAIN_ST, TRAIN_PT)
+    assert_eq((rc, err), (0, ""), "two files")
+    got = json.loads(out)
+    assert_eq([o["file"] for o in got], [TRAIN_ST, TRAIN_PT], "an array, in order")
+    assert_eq(got[0], json.loads(one), "same object as alone")
+    assert_eq(len(got[1]["tensors"]), 16, "second file's tensors")
+    rc, text, _ = run("inspect", TRAIN_ST, TRAIN_PT)
+    assert_eq(rc, 0, "text exit code")
+    assert text.startswith(run("inspect", TRAIN_ST)[1] + "\n" + TRAIN_PT + ": torch-zip"), text
+    missing = os.path.join(TMP, "nope.pt")
+    rc, out, err = run("inspect", "--json", missing, TRAIN_ST)
+    assert_eq(rc, 2, "a missing file: exit 2, the others still listed")
+    assert_eq([o["file"] for o in json.loads(out)], [TRAIN_ST], "listed")
+    assert err.startswith("ckpt: %s: cannot open" % missing), err
+
+
 # ------------------------------------------------------------------ scan
 
 def test_scan_quiet_and_verbose():
