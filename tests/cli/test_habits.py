@@ -177,6 +177,60 @@ def test_progress_only_on_a_terminal():
         assert tty.endswith("\r\033[K"), "%s progress is cleared: %r" % (cmd, tty)
 
 
+# ------------------------------------------------------------------ man page, completion
+
+COMMANDS = ["inspect", "verify", "doctor", "scan", "store", "match", "diff",
+            "rename", "convert"]
+
+
+def help_options(cmd):
+    """Every --option `ckpt help CMD` lists."""
+    return set(re.findall(r"^  (?:-[a-z], )?(--[a-z-]+)", run("help", cmd)[1], re.M))
+
+
+def test_man_page_from_the_option_tables():
+    rc, man, err = run("help", "--man")
+    assert_eq((rc, err), (0, ""), "exit code and stderr")
+    assert man.startswith('.TH CKPT 1 "" "ckpt '), man[:80]
+    for cmd in COMMANDS:
+        section = man.split(".SS %s\n" % cmd)[1].split(".SS ")[0]
+        for opt in help_options(cmd):
+            assert opt.replace("-", "\\-") in section, (cmd, opt)
+    build = os.environ.get("CKPT_BUILD")
+    if build:  # the build generates the file cmake --install installs
+        with open(os.path.join(build, "ckpt.1"), encoding="utf-8") as fh:
+            assert_eq(fh.read(), man, "build/ckpt.1")
+    if shutil.which("groff"):
+        p = subprocess.run(["groff", "-man", "-Tutf8", "-ww", "-z"], input=man.encode(),
+                           capture_output=True)
+        assert_eq((p.returncode, p.stderr), (0, b""), "groff warnings")
+
+
+def complete(script, words):
+    """What the bash completion offers for the command line `words` (the
+    last one being completed)."""
+    prog = (script + "\nCOMP_WORDS=(%s); COMP_CWORD=%d; _ckpt; "
+            "printf '%%s\\n' \"${COMPREPLY[@]}\"\n" % (
+                " ".join("'%s'" % w for w in words), len(words) - 1))
+    p = subprocess.run(["bash", "-c", prog], capture_output=True, cwd=TMP)
+    assert_eq(p.stderr, b"", "bash stderr")
+    return set(p.stdout.decode().split())
+
+
+def test_completion_from_the_option_tables():
+    rc, bash, _ = run("help", "--completion", "bash")
+    assert_eq(rc, 0, "bash")
+    assert_eq(complete(bash, ["ckpt", "ve"]), {"verify"}, "command names")
+    assert_eq(complete(bash, ["ckpt", "verify", "--"]),
+              {o for o in help_options("verify") | {"--help"}}, "verify options")
+    assert_eq(complete(bash, ["ckpt", "store", "co"]), {"commit"}, "subcommands")
+    assert_eq(complete(bash, ["ckpt", "help", "--c"]), {"--completion"}, "help")
+    rc, zsh, _ = run("help", "--completion", "zsh")
+    assert_eq(rc, 0, "zsh")
+    assert zsh.startswith("#compdef ckpt\n") and bash in zsh, zsh[:80]
+    assert_eq(run("help", "--completion", "fish")[0], 2, "unknown shell")
+
+
 def main():
     tests = [(n, f) for n, f in sorted(globals().items())
              if n.startswith("test_") and callable(f) and selected(f)]

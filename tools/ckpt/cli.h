@@ -44,6 +44,14 @@ extern const cli_command cli_cmd_inspect, cli_cmd_verify, cli_cmd_doctor,
     cli_cmd_scan, cli_cmd_store, cli_cmd_match, cli_cmd_diff, cli_cmd_rename,
     cli_cmd_convert;
 
+/* `ckpt help --man`: the man page (roff) of every command, from the same
+ * option tables as `ckpt help COMMAND`. */
+void cli_doc_man(FILE *out, const cli_command *const *cmds, size_t n);
+/* `ckpt help --completion SHELL`: a bash or zsh completion script from the
+ * option tables; -1 for another shell. */
+int cli_doc_completion(FILE *out, const char *shell, const cli_command *const *cmds,
+                       size_t n);
+
 /* Prints `ckpt NAME: <message>` and the command's synopsis and options to
  * stderr; returns CLI_USAGE. */
 int cli_usage_error(const cli_command *cmd, const char *fmt, ...)

@@ -21,6 +21,7 @@ static void usage(FILE *out)
 
     fputs("usage: ckpt COMMAND [ARGS...]\n"
           "       ckpt help COMMAND | --help | --version\n"
+          "       ckpt help --man | --completion bash|zsh\n"
           "\n"
           "Opens ML checkpoints (safetensors, PyTorch zip and legacy files,\n"
           "pickles) safely: nothing in them is ever executed.\n"
@@ -52,6 +53,17 @@ static int help(int argc, char **argv)
     if (argc < 2) {
         usage(stdout);
         return CLI_OK;
+    }
+    if (strcmp(argv[1], "--man") == 0 && argc == 2) {
+        cli_doc_man(stdout, commands, N_COMMANDS);
+        return CLI_OK;
+    }
+    if (strcmp(argv[1], "--completion") == 0 && argc == 3 &&
+        cli_doc_completion(stdout, argv[2], commands, N_COMMANDS) == 0)
+        return CLI_OK;
+    if (strcmp(argv[1], "--completion") == 0) {
+        fputs("ckpt: help --completion takes bash or zsh\n", stderr);
+        return CLI_USAGE;
     }
     cmd = find_command(argv[1]);
     if (cmd == NULL || argc > 2) {
