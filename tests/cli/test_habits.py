@@ -11,6 +11,7 @@ import os
 import pty
 import re
 import shutil
+import struct
 import subprocess
 import sys
 import tempfile
@@ -135,6 +136,28 @@ def test_inspect_several_files():
     assert_eq(rc, 2, "a missing file: exit 2, the others still listed")
     assert_eq([o["file"] for o in json.loads(out)], [TRAIN_ST], "listed")
     assert err.startswith("ckpt: %s: cannot open" % missing), err
+
+
+def safetensors_bytes(names):
+    """A safetensors file with one 1-element F32 tensor per name."""
+    header = {n: {"dtype": "F32", "shape": [1], "data_offsets": [4 * i, 4 * i + 4]}
+              for i, n in enumerate(names)}
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)
+    return struct.pack("<Q", len(text)) + text + b"\0" * (4 * len(names))
+
+
+def test_inspect_natural_key_order():
+    names = ["layers.10.w", "layers.2.w", "layers.1.w", "layers.02.w", "a9", "a10b", "a10a"]
+    path = tmp_file("order.safetensors", safetensors_bytes(names))
+    rc, out, _ = run("inspect", path)
+    assert_eq(rc, 0, "exit code")
+    listed = [l.split()[0] for l in out.splitlines()[3:3 + len(names)]]
+    assert_eq(listed, ["a9", "a10a", "a10b", "layers.1.w", "layers.02.w", "layers.2.w",
+                       "layers.10.w"], "human order")
+    # JSON keeps the specified order (the file's, sorted by bytes)
+    rc, out, _ = run("inspect", "--json", path)
+    assert_eq([t["name"] for t in json.loads(out)["tensors"]], sorted(names), "JSON order")
 
 
 # ------------------------------------------------------------------ scan

@@ -157,9 +157,20 @@ static widths measure(ckpt_file *f)
     return w;
 }
 
+static const char *tensor_name(const void *f, size_t i)
+{
+    return ckpt_tensor_name(ckpt_file_tensor(f, i));
+}
+
+static const char *value_name(const void *f, size_t i)
+{
+    return ckpt_file_value_name(f, i);
+}
+
 static void print_table(inspect *in)
 {
     size_t n = ckpt_file_tensor_count(in->f), i;
+    size_t *order = cli_natural_order(tensor_name, in->f, n);
     widths w = measure(in->f);
     char shape[SHAPE_CAP], hex[65];
 
@@ -168,7 +179,7 @@ static void print_table(inspect *in)
            (int)w.bytes, "BYTES", in->hash ? "  SHA256" : "",
            cli_color(CLI_RESET));
     for (i = 0; i < n; i++) {
-        const ckpt_tensor *t = ckpt_file_tensor(in->f, i);
+        const ckpt_tensor *t = ckpt_file_tensor(in->f, order ? order[i] : i);
         const char *name = cli_name(ckpt_tensor_name(t));
 
         pad(cli_put_text(stdout, name, strlen(name)), w.name);
@@ -180,6 +191,7 @@ static void print_table(inspect *in)
             printf("  %s", tensor_sha256(in, t, hex));
         fputc('\n', stdout);
     }
+    free(order);
 }
 
 typedef struct storage {
@@ -235,19 +247,23 @@ static void print_totals(ckpt_file *f)
 static void print_values(ckpt_file *f)
 {
     size_t n = ckpt_file_value_count(f), i;
+    size_t *order;
 
     if (n == 0)
         return;
+    order = cli_natural_order(value_name, f, n);
     printf("\n%svalues:%s\n", cli_color(CLI_BOLD), cli_color(CLI_RESET));
     for (i = 0; i < n; i++) {
-        const char *name = cli_name(ckpt_file_value_name(f, i));
+        size_t k = order ? order[i] : i;
+        const char *name = cli_name(ckpt_file_value_name(f, k));
 
         fputs("  ", stdout);
         cli_put_text(stdout, name, strlen(name));
         fputs(" = ", stdout);
-        cli_put_value(stdout, ckpt_file_value(f, i));
+        cli_put_value(stdout, ckpt_file_value(f, k));
         fputc('\n', stdout);
     }
+    free(order);
 }
 
 /* Longest ckpt.* metadata value the table shows in full. */

@@ -447,3 +447,82 @@ void cli_progress(const char *what, size_t done, size_t total)
     fflush(stderr);
     shown = 1;
 }
+
+/* ------------------------------------------------------------ key order */
+
+/* Length of the run of ASCII digits at s. */
+static size_t digits(const char *s)
+{
+    size_t n = 0;
+
+    while (s[n] >= '0' && s[n] <= '9')
+        n++;
+    return n;
+}
+
+int cli_natural_cmp(const char *a, const char *b)
+{
+    const char *a0 = a, *b0 = b;
+
+    while (*a && *b) {
+        size_t na = digits(a), nb = digits(b);
+
+        if (na && nb) {
+            size_t za = 0, zb = 0; /* leading zeros */
+            int c;
+
+            while (za + 1 < na && a[za] == '0')
+                za++;
+            while (zb + 1 < nb && b[zb] == '0')
+                zb++;
+            if (na - za != nb - zb) /* more significant digits: larger */
+                return na - za < nb - zb ? -1 : 1;
+            if ((c = memcmp(a + za, b + zb, na - za)) != 0)
+                return c < 0 ? -1 : 1;
+            a += na;
+            b += nb;
+            continue;
+        }
+        if (*a != *b)
+            return (unsigned char)*a < (unsigned char)*b ? -1 : 1;
+        a++;
+        b++;
+    }
+    if (*a || *b)
+        return *a ? 1 : -1;
+    return strcmp(a0, b0); /* "1" and "01": one order, always */
+}
+
+typedef struct named {
+    const char *name;
+    size_t i;
+} named;
+
+static int cmp_named(const void *x, const void *y)
+{
+    const named *a = x, *b = y;
+    int c = cli_natural_cmp(a->name, b->name);
+
+    return c ? c : (a->i > b->i) - (a->i < b->i);
+}
+
+size_t *cli_natural_order(const char *(*name)(const void *ctx, size_t i),
+                          const void *ctx, size_t n)
+{
+    named *v = n && n <= SIZE_MAX / sizeof *v ? malloc(n * sizeof *v) : NULL;
+    size_t *order = v ? malloc(n * sizeof *order) : NULL, i;
+
+    if (order == NULL) {
+        free(v);
+        return NULL;
+    }
+    for (i = 0; i < n; i++) {
+        v[i].name = name(ctx, i);
+        v[i].i = i;
+    }
+    qsort(v, n, sizeof *v, cmp_named);
+    for (i = 0; i < n; i++)
+        order[i] = v[i].i;
+    free(v);
+    return order;
+}
