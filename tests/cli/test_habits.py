@@ -178,6 +178,18 @@ def test_scan_quiet_and_verbose():
     assert TRAIN_PT not in out, out
 
 
+# ------------------------------------------------------------------ convert
+
+def test_convert_quiet():
+    out = os.path.join(TMP, "quiet.safetensors")
+    rc, text, err = run("convert", "-q", TRAIN_PT, out)
+    assert_eq((rc, text, err), (0, "", ""), "quiet success prints nothing")
+    assert_eq(run("verify", "--json", out)[1].count('"ok":true'), 1, "written")
+    rc, text, err = run("convert", "--quiet", os.path.join(TMP, "nope.pt"), out)
+    assert_eq((rc, text), (2, ""), "failure exit code")
+    assert "nope.pt" in err, "failures are still reported: %r" % err
+
+
 # ------------------------------------------------------------------ version
 
 def test_version_names_the_library():
@@ -222,7 +234,7 @@ def test_man_page_from_the_option_tables():
     build = os.environ.get("CKPT_BUILD")
     if build:  # the build generates the file cmake --install installs
         with open(os.path.join(build, "ckpt.1"), encoding="utf-8") as fh:
-            assert_eq(fh.read(), man, "build/ckpt.1")
+            assert fh.read() == man, "build/ckpt.1 is not `ckpt help --man`"
     if shutil.which("groff"):
         p = subprocess.run(["groff", "-man", "-Tutf8", "-ww", "-z"], input=man.encode(),
                            capture_output=True)
