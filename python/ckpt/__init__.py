@@ -11,10 +11,11 @@ from .errors import (ChecksumError, Error, FileError, FormatError, InvalidArgume
                      KeyMismatchError, LimitError, MismatchError, NotFoundError,
                      OutOfMemoryError, TruncatedError, UnsafeError, UnsupportedError)
 from ._load import Opaque, RawTensor, load, metadata
+from ._open import SafeOpen, open  # noqa: A004 (safetensors' safe_open habit)
 from ._scan import Finding, ScanReport, VerifyReport, scan, verify
 from ._doctor import doctor
 from ._module import AuditFinding, audit, manifest
-from ._match import MatchReport, Mismatch, load_state_dict
+from ._match import MatchReport, Mismatch, UnappliedRewriteWarning, load_state_dict
 from ._save import AuditWarning, save
 from ._store import (Generation, ResumeError, Resumed, ResumeWarning, Store, rng_state,
                      set_rng_state)
@@ -22,11 +23,11 @@ from ._store import (Generation, ResumeError, Resumed, ResumeWarning, Store, rng
 from ._lib import VERSION as __version__
 
 __all__ = [
-    "load", "metadata", "load_state_dict", "audit", "manifest", "save", "scan", "verify",
+    "load", "open", "metadata", "load_state_dict", "audit", "manifest", "save", "scan", "verify",
     "doctor",
     "Store", "rng_state", "set_rng_state",
-    "Opaque", "RawTensor", "ScanReport", "Finding", "VerifyReport", "MatchReport", "Mismatch",
-    "AuditFinding", "Generation", "Resumed", "AuditWarning", "ResumeWarning",
+    "Opaque", "RawTensor", "SafeOpen", "ScanReport", "Finding", "VerifyReport", "MatchReport", "Mismatch",
+    "AuditFinding", "Generation", "Resumed", "AuditWarning", "ResumeWarning", "UnappliedRewriteWarning",
     "Error", "FileError", "OutOfMemoryError", "TruncatedError", "FormatError", "LimitError",
     "UnsupportedError", "UnsafeError", "ChecksumError", "MismatchError", "KeyMismatchError",
     "InvalidArgumentError", "NotFoundError", "ResumeError",

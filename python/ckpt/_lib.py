@@ -211,6 +211,7 @@ _PROTOS = [
     ("ckpt_file_logical_root", c_int, [ctypes.POINTER(c_void_p), c_void_p]),
     ("ckpt_file_tensor_count", c_size_t, [c_void_p]),
     ("ckpt_file_tensor", c_void_p, [c_void_p, c_size_t]),
+    ("ckpt_file_find_tensor", c_void_p, [c_void_p, c_char_p]),
     ("ckpt_file_has_metadata", c_int, [c_void_p]),
     ("ckpt_file_metadata_count", c_size_t, [c_void_p]),
     ("ckpt_file_metadata_key", c_char_p, [c_void_p, c_size_t]),

@@ -3,6 +3,7 @@ torch's load_state_dict, so a checkpoint either loads completely or not at
 all, with the full report either way."""
 import ctypes
 import os
+import warnings
 from dataclasses import dataclass, field
 from typing import Optional, Tuple
 
@@ -39,7 +40,8 @@ class MatchReport:
     allowed_unexpected: exceptions the caller allowed; tied: (name,
     partner) for missing keys the model ties to a matched key (filled with
     it); rewrite: the key rewrite applied ("strip 'module.'") or None;
-    candidates: rewrites considered; warning: "nothing would load..." or
+    candidates: rewrites considered; unapplied_rewrite: the best rewrite
+    when it was not applied (it does not make the match complete); warning: "nothing would load..." or
     None; source: where in the checkpoint the state dict was ("" = root)."""
     complete: bool
     matched: Tuple[Tuple[str, str], ...] = ()
@@ -52,6 +54,7 @@ class MatchReport:
     tied: Tuple[Tuple[str, str], ...] = ()
     rewrite: Optional[str] = None
     candidates: Tuple[str, ...] = ()
+    unapplied_rewrite: Optional[str] = None
     warning: Optional[str] = None
     source: str = ""
     file: str = field(default="", compare=False)
@@ -87,6 +90,28 @@ class MatchReport:
 
     def __str__(self):
         return self.summary()
+
+    # torch's names: module.load_state_dict returns _IncompatibleKeys, a
+    # NamedTuple (missing_keys, unexpected_keys); code written for it
+    # (`missing, unexpected = ...`, r.missing_keys, r[0]) works unchanged
+    _fields = ("missing_keys", "unexpected_keys")
+
+    @property
+    def missing_keys(self):
+        return list(self.missing)
+
+    @property
+    def unexpected_keys(self):
+        return list(self.unexpected)
+
+    def __iter__(self):
+        return iter((self.missing_keys, self.unexpected_keys))
+
+    def __len__(self):
+        return 2
+
+    def __getitem__(self, i):
+        return (self.missing_keys, self.unexpected_keys)[i]
 
 
 def _tensors(obj, prefix, out):
@@ -221,13 +246,46 @@ def _report(r, ck, tensors, expected, source, file):
         allowed_missing=names(ALLOWED_MISSING), allowed_unexpected=names(ALLOWED_UNEXPECTED),
         tied=tuple(sorted(tied)),
         rewrite=text(rw.contents.description) if applied else None,
+        unapplied_rewrite=text(rw.contents.description) if rw and not applied else None,
         candidates=tuple(text(lib.ckpt_match_candidate(r, i).contents.description)
                          for i in range(lib.ckpt_match_candidate_count(r))),
         warning=text(warning) if warning else None, source=source, file=file)
 
 
+def _cast(tensors, dtype, torch):
+    """Every floating-point tensor as dtype (a deliberate cast); others
+    unchanged."""
+    if dtype is None:
+        return tensors
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        raise errors.InvalidArgumentError("dtype must be a floating-point torch.dtype, not %r"
+                                          % (dtype,))
+    return {k: v.to(dtype) if isinstance(v, torch.Tensor) and v.is_floating_point() else v
+            for k, v in tensors.items()}
+
+
+def _warn_unapplied_rewrite(rep):
+    """strict=False left keys missing while a key rewrite was considered
+    but not applied (it would not make the match complete): say so, as
+    those keys may only be misnamed."""
+    if not rep.missing or not rep.unapplied_rewrite:
+        return
+    warnings.warn("ckpt.load_state_dict: %d key%s left missing (%s); the key rewrite \"%s\" "
+                  "would have matched some of them but was not applied because it does "
+                  "not make the match complete" % (
+                      len(rep.missing), "" if len(rep.missing) == 1 else "s",
+                      ", ".join(rep.missing[:3]) + (", ..." if len(rep.missing) > 3 else ""),
+                      rep.unapplied_rewrite),
+                  UnappliedRewriteWarning, stacklevel=3)
+
+
+class UnappliedRewriteWarning(UserWarning):
+    """load_state_dict(strict=False) left keys missing that a key rewrite
+    ("strip 'module.'") would have matched."""
+
+
 def load_state_dict(module, path_or_state, *, strict=True, normalize=True,
-                    allow_missing=(), allow_unexpected=(), unsafe_ok=False):
+                    allow_missing=(), allow_unexpected=(), unsafe_ok=False, dtype=None):
     """Loads a checkpoint (a path, read with ckpt.load, or an already loaded
     object) into `module`'s parameters and buffers after auditing the keys
     with the C library (ckpt_match): exact names, dtypes and shapes; with
@@ -243,25 +301,38 @@ def load_state_dict(module, path_or_state, *, strict=True, normalize=True,
     and unexpected keys. Shape and dtype mismatches always raise (cast the
     checkpoint explicitly if a dtype change is meant). Missing keys the
     model ties to a loaded key (tied weights saved once) count as loaded.
-    The copy itself is torch's module.load_state_dict (hooks run), given
-    only the audited keys under the model's names. From a path, the file's
-    bytes are read straight into the parameters and buffers whose dtype,
-    shape and layout match (CPU, contiguous), without an intermediate copy
-    of the state dict, and handed to load_state_dict as themselves.
-    Returns the MatchReport."""
+    dtype (a floating-point torch.dtype) casts every floating-point tensor
+    of the checkpoint to it first, deliberately (the audit then compares
+    the cast dtypes). With strict=False, keys left missing that a key
+    rewrite considered but not applied would have matched are named in an
+    UnappliedRewriteWarning. The copy itself is torch's
+    module.load_state_dict (hooks run), given only the audited keys under
+    the model's names. From a path (and no dtype), the file's bytes are
+    read straight into the parameters and buffers whose dtype, shape and
+    layout match (CPU, contiguous), without an intermediate copy of the
+    state dict, and handed to load_state_dict as themselves. Returns the
+    MatchReport, which also answers to torch's names (missing_keys,
+    unexpected_keys, and unpacks as a pair)."""
     if isinstance(path_or_state, (str, bytes, os.PathLike)):
-        from ._load import StateDictReader
-        with StateDictReader(path_or_state, unsafe_ok=unsafe_ok) as reader:
-            return _load_audited(module, reader.obj, strict, normalize, allow_missing,
-                                 allow_unexpected, os.fspath(path_or_state), reader)
+        file = os.fspath(path_or_state)
+        if dtype is None:
+            from ._load import StateDictReader
+            with StateDictReader(path_or_state, unsafe_ok=unsafe_ok) as reader:
+                return _load_audited(module, reader.obj, strict, normalize, allow_missing,
+                                     allow_unexpected, file, reader, None)
+        from ._load import load
+        path_or_state = load(path_or_state, unsafe_ok=unsafe_ok)
+        return _load_audited(module, path_or_state, strict, normalize, allow_missing,
+                             allow_unexpected, file, None, dtype)
     return _load_audited(module, path_or_state, strict, normalize, allow_missing,
-                         allow_unexpected, "", None)
+                         allow_unexpected, "", None, dtype)
 
 
 def _load_audited(module, state, strict, normalize, allow_missing, allow_unexpected, file,
-                  reader):
+                  reader, dtype):
     import torch
     source, tensors = select_state_dict(state)
+    tensors = _cast(tensors, dtype, torch)
     expected = {k: v for k, v in module.state_dict(keep_vars=True).items()
                 if isinstance(v, torch.Tensor)}
     rep = match(tensors, expected, normalize=normalize, allow_missing=allow_missing,
@@ -271,6 +342,7 @@ def _load_audited(module, state, strict, normalize, allow_missing, allow_unexpec
         (strict and (rep.missing or rep.unexpected))
     if blocking:
         raise errors.KeyMismatchError(rep, file)
+    _warn_unapplied_rewrite(rep)
     if reader is None:
         sub = {e: tensors[c] for e, c in rep.matched}
     else:

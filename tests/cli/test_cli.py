@@ -792,7 +792,7 @@ def test_usage():
         (("inspect",), 2),
         (("verify",), 2),
         (("doctor",), 2),
-        (("inspect", TRAIN_PT, TRAIN_PT), 2),
+        (("inspect", "--summary", TRAIN_PT, TRAIN_PT), 2),
         (("frobnicate",), 2),
         ((), 2),
         (("help", "frobnicate"), 2),
@@ -810,7 +810,8 @@ def test_usage():
     rc, out, _ = run("--help")
     for name in ("inspect", "verify", "doctor"):
         assert re.search(r"^  %s " % name, out, re.M), "%s in --help" % name
-    assert re.match(r"^ckpt \d+\.\d+\.\d+\n$", run("--version")[1])
+    assert re.match(r"^ckpt \d+\.\d+\.\d+ \(libckpt \d+\.\d+\.\d+\)\n$",
+                    run("--version")[1])
     assert run("help", "inspect")[1].startswith("usage: ckpt inspect")
 
 
@@ -826,7 +827,7 @@ def test_help_from_option_table():
         rc, out, _ = run("help", cmd)
         assert_eq(rc, 0, "help %s" % cmd)
         assert out.startswith("usage: ckpt %s" % cmd), out
-        names = set(re.findall(r"^  (--[a-z-]+)", out, re.M))
+        names = set(re.findall(r"^  (?:-[a-z], )?(--[a-z-]+)", out, re.M))
         synopsis = out.split("\n\n")[0]
         assert_eq(set(re.findall(r"--[a-z-]+", synopsis)), names,
                   "%s: options of the synopsis and of the list" % cmd)
@@ -859,7 +860,7 @@ def test_option_grammar():
                       (("diff", TRAIN_ST), "missing B"),
                       (("store", "commit", TMP, "--name", "g", TRAIN_ST),
                        "missing --step N"),
-                      (("inspect", TRAIN_ST, TRAIN_PT), "unexpected argument")):
+                      (("diff", TRAIN_ST, TRAIN_PT, TRAIN_PT), "unexpected argument")):
         rc, out, err = run(*args)
         assert_eq(rc, 2, "exit code of %r" % (args,))
         assert msg in err.splitlines()[0], (args, err)

@@ -22,7 +22,7 @@ done
 (cd "$src/include" && find . -name '*.h') | while read -r h; do
     cmp -s "$src/include/$h" "$p/include/$h" || fail "header not installed: include/${h#./}"
 done
-want="ckpt $("$p/bin/ckpt" --version | sed -n 's/^ckpt //p'): w F32"
+want="ckpt $("$p/bin/ckpt" --version | sed -n 's/^ckpt \([^ ]*\).*/\1/p'): w F32"
 "$p/bin/ckpt" --version | grep -q "^ckpt [0-9]" || fail "installed ckpt --version"
 
 check() {  # check NAME PROGRAM: runs, prints $want

@@ -44,6 +44,14 @@ extern const cli_command cli_cmd_inspect, cli_cmd_verify, cli_cmd_doctor,
     cli_cmd_scan, cli_cmd_store, cli_cmd_match, cli_cmd_diff, cli_cmd_rename,
     cli_cmd_convert;
 
+/* `ckpt help --man`: the man page (roff) of every command, from the same
+ * option tables as `ckpt help COMMAND`. */
+void cli_doc_man(FILE *out, const cli_command *const *cmds, size_t n);
+/* `ckpt help --completion SHELL`: a bash or zsh completion script from the
+ * option tables; -1 for another shell. */
+int cli_doc_completion(FILE *out, const char *shell, const cli_command *const *cmds,
+                       size_t n);
+
 /* Prints `ckpt NAME: <message>` and the command's synopsis and options to
  * stderr; returns CLI_USAGE. */
 int cli_usage_error(const cli_command *cmd, const char *fmt, ...)
@@ -100,6 +108,14 @@ size_t cli_text_width(const char *s, size_t len);
 /* A flattened tensor or value name for people: "" (a bare top-level
  * object) reads "(root)". */
 const char *cli_name(const char *name);
+/* The order of names in every human listing: natural, digit runs
+ * compared as numbers ("layers.2" before "layers.10"), else bytes. JSON
+ * keeps the order its format specifies. */
+int cli_natural_cmp(const char *a, const char *b);
+/* The n items' indices in cli_natural_cmp order of name(ctx, i): a malloc'd
+ * array to free, or NULL (n == 0 or out of memory: list in file order). */
+size_t *cli_natural_order(const char *(*name)(const void *ctx, size_t i),
+                          const void *ctx, size_t n);
 /* "" for 1, "s" otherwise. */
 const char *cli_plural(uint64_t n);
 /* "1.5 KiB"-style rendering of a byte count into buf. */
@@ -116,6 +132,11 @@ void cli_put_value(FILE *out, const ckpt_value *v);
 /* sgr (one of the CLI_* sequences below) when stdout is a terminal and
  * NO_COLOR is unset, else "". Never used for JSON. */
 const char *cli_color(const char *sgr);
+/* Progress for long work on stderr, only when stderr is a terminal (never
+ * in a pipe or a file) and there is more than one item: "[done+1/total]
+ * WHAT" on one line that the next call overwrites; what == NULL clears it
+ * when the work is over. */
+void cli_progress(const char *what, size_t done, size_t total);
 #define CLI_BOLD "\033[1m"
 #define CLI_RED "\033[31m"
 #define CLI_GREEN "\033[32m"

@@ -58,7 +58,7 @@ static char *read_text(const char *path)
 static struct {
     const char *in, *out, *format, *config;
     cli_list select, meta;
-    int backup;
+    int backup, quiet;
 } args;
 
 static const cli_opt opts[] = {
@@ -76,6 +76,8 @@ static const cli_opt opts[] = {
       "record the JSON object in FILE.json as metadata \"config\"" },
     { CLI_OPT_BOOL, "backup", 0, &args.backup, NULL, 0,
       "keep the OUT being replaced as OUT.bak (atomically)" },
+    { CLI_OPT_BOOL, "quiet", 'q', &args.quiet, NULL, 0,
+      "print nothing on success" },
     { 0 }
 };
 
@@ -166,6 +168,8 @@ static int run(const convert_args *a)
         /* a bad option or a selection matching nothing is a usage error */
         return rc == CKPT_E_NOTFOUND ? CLI_USAGE : cli_exit_code(rc);
     }
+    if (args.quiet)
+        return CLI_OK;
     fputs("wrote ", stdout);
     cli_put_text(stdout, a->out, strlen(a->out));
     printf(" (%s, %" PRIu64 " key%s, %" PRIu64 " %s, %" PRIu64 " bytes)\n",

@@ -67,57 +67,54 @@ static void json_tensor(inspect *in, cli_json_writer *j, const ckpt_tensor *t)
     cli_json_object_end(j);
 }
 
-static void print_json(inspect *in)
+static void print_json(inspect *in, cli_json_writer *j)
 {
     ckpt_file *f = in->f;
     size_t n, i;
-    cli_json_writer j;
 
-    cli_json_init(&j, stdout);
-    cli_json_object_begin(&j);
-    cli_json_key(&j, "file");
-    cli_json_string(&j, in->path);
-    cli_json_key(&j, "format");
-    cli_json_string(&j, ckpt_format_name(ckpt_file_format(f)));
+    cli_json_object_begin(j);
+    cli_json_key(j, "file");
+    cli_json_string(j, in->path);
+    cli_json_key(j, "format");
+    cli_json_string(j, ckpt_format_name(ckpt_file_format(f)));
 
-    cli_json_key(&j, "tensors");
-    cli_json_array_begin(&j);
+    cli_json_key(j, "tensors");
+    cli_json_array_begin(j);
     n = ckpt_file_tensor_count(f);
     for (i = 0; i < n; i++)
-        json_tensor(in, &j, ckpt_file_tensor(f, i));
-    cli_json_array_end(&j);
+        json_tensor(in, j, ckpt_file_tensor(f, i));
+    cli_json_array_end(j);
 
-    cli_json_key(&j, "values");
-    cli_json_array_begin(&j);
+    cli_json_key(j, "values");
+    cli_json_array_begin(j);
     n = ckpt_file_value_count(f);
     for (i = 0; i < n; i++) {
         const ckpt_value *v = ckpt_file_value(f, i);
 
-        cli_json_object_begin(&j);
-        cli_json_key(&j, "name");
-        cli_json_string(&j, ckpt_file_value_name(f, i));
-        cli_json_key(&j, "type");
-        cli_json_string(&j, ckpt_kind_name(ckpt_value_kind(v)));
-        cli_json_key(&j, "value");
-        cli_json_leaf(&j, v);
-        cli_json_object_end(&j);
+        cli_json_object_begin(j);
+        cli_json_key(j, "name");
+        cli_json_string(j, ckpt_file_value_name(f, i));
+        cli_json_key(j, "type");
+        cli_json_string(j, ckpt_kind_name(ckpt_value_kind(v)));
+        cli_json_key(j, "value");
+        cli_json_leaf(j, v);
+        cli_json_object_end(j);
     }
-    cli_json_array_end(&j);
+    cli_json_array_end(j);
 
-    cli_json_key(&j, "metadata");
+    cli_json_key(j, "metadata");
     if (!ckpt_file_has_metadata(f)) {
-        cli_json_null(&j);
+        cli_json_null(j);
     } else {
-        cli_json_object_begin(&j);
+        cli_json_object_begin(j);
         n = ckpt_file_metadata_count(f);
         for (i = 0; i < n; i++) {
-            cli_json_key(&j, ckpt_file_metadata_key(f, i));
-            cli_json_string(&j, ckpt_file_metadata_value(f, i));
+            cli_json_key(j, ckpt_file_metadata_key(f, i));
+            cli_json_string(j, ckpt_file_metadata_value(f, i));
         }
-        cli_json_object_end(&j);
+        cli_json_object_end(j);
     }
-    cli_json_object_end(&j);
-    fputc('\n', stdout);
+    cli_json_object_end(j);
 }
 
 /* ------------------------------------------------------------ text */
@@ -160,9 +157,20 @@ static widths measure(ckpt_file *f)
     return w;
 }
 
+static const char *tensor_name(const void *f, size_t i)
+{
+    return ckpt_tensor_name(ckpt_file_tensor(f, i));
+}
+
+static const char *value_name(const void *f, size_t i)
+{
+    return ckpt_file_value_name(f, i);
+}
+
 static void print_table(inspect *in)
 {
     size_t n = ckpt_file_tensor_count(in->f), i;
+    size_t *order = cli_natural_order(tensor_name, in->f, n);
     widths w = measure(in->f);
     char shape[SHAPE_CAP], hex[65];
 
@@ -171,7 +179,7 @@ static void print_table(inspect *in)
            (int)w.bytes, "BYTES", in->hash ? "  SHA256" : "",
            cli_color(CLI_RESET));
     for (i = 0; i < n; i++) {
-        const ckpt_tensor *t = ckpt_file_tensor(in->f, i);
+        const ckpt_tensor *t = ckpt_file_tensor(in->f, order ? order[i] : i);
         const char *name = cli_name(ckpt_tensor_name(t));
 
         pad(cli_put_text(stdout, name, strlen(name)), w.name);
@@ -183,6 +191,7 @@ static void print_table(inspect *in)
             printf("  %s", tensor_sha256(in, t, hex));
         fputc('\n', stdout);
     }
+    free(order);
 }
 
 typedef struct storage {
@@ -238,19 +247,23 @@ static void print_totals(ckpt_file *f)
 static void print_values(ckpt_file *f)
 {
     size_t n = ckpt_file_value_count(f), i;
+    size_t *order;
 
     if (n == 0)
         return;
+    order = cli_natural_order(value_name, f, n);
     printf("\n%svalues:%s\n", cli_color(CLI_BOLD), cli_color(CLI_RESET));
     for (i = 0; i < n; i++) {
-        const char *name = cli_name(ckpt_file_value_name(f, i));
+        size_t k = order ? order[i] : i;
+        const char *name = cli_name(ckpt_file_value_name(f, k));
 
         fputs("  ", stdout);
         cli_put_text(stdout, name, strlen(name));
         fputs(" = ", stdout);
-        cli_put_value(stdout, ckpt_file_value(f, i));
+        cli_put_value(stdout, ckpt_file_value(f, k));
         fputc('\n', stdout);
     }
+    free(order);
 }
 
 /* Longest ckpt.* metadata value the table shows in full. */
@@ -303,14 +316,16 @@ static void print_text(inspect *in)
 /* ------------------------------------------------------------ command */
 
 static struct {
-    const char *path, *hash;
+    cli_list files;
+    const char *hash;
     int json, summary;
 } args;
 
 static const cli_opt opts[] = {
-    { CLI_OPT_ARG, "FILE", 0, &args.path, NULL, CLI_OPT_REQUIRED, NULL },
+    { CLI_OPT_ARGS, "FILE", 0, &args.files, NULL, CLI_OPT_REQUIRED, NULL },
     { CLI_OPT_BOOL, "json", 0, &args.json, NULL, 0,
-      "one JSON object on stdout instead of a table" },
+      "one JSON object per file on stdout instead of a table (an array "
+      "for several files)" },
     { CLI_OPT_VALUE, "hash", 0, &args.hash, "sha256", 0,
       "add the SHA-256 of each tensor's contents" },
     { CLI_OPT_BOOL, "summary", 0, &args.summary, NULL, 0,
@@ -320,41 +335,70 @@ static const cli_opt opts[] = {
     { 0 }
 };
 
-static int run(const cli_command *cmd, int argc, char **argv)
+/* Lists one file; returns its exit code. */
+static int inspect_one(const char *path, int hash, cli_json_writer *j)
 {
     inspect in = { NULL, NULL, 0, CLI_OK };
-    int rc = cli_opt_parse(cmd, argc, argv);
     cli_error e;
+    int rc;
 
-    if (rc != CLI_CONTINUE)
-        return rc;
-    if (args.hash && strcmp(args.hash, "sha256") != 0)
-        return cli_usage_error(cmd, "--hash takes 'sha256'");
-    in.path = args.path;
-    in.hash = args.hash != NULL;
-    /* Training components instead of the tensor list; FILE may be a
-     * directory (Hugging Face Trainer layout). */
-    if (args.summary)
-        return in.hash ? cli_usage_error(cmd, "--summary takes no --hash")
-                       : cli_summary_inspect(in.path, args.json);
-
+    in.path = path;
+    in.hash = hash;
     rc = ckpt_open(&in.f, in.path, NULL);
     if (rc != 0) {
         cli_error_capture(&e, rc);
         return cli_report(in.path, &e);
     }
-    if (args.json)
-        print_json(&in);
+    if (j)
+        print_json(&in, j);
     else
         print_text(&in);
     ckpt_close(in.f);
     return in.rc;
 }
 
+static int run(const cli_command *cmd, int argc, char **argv)
+{
+    cli_json_writer j;
+    size_t i;
+    int several, worst = CLI_OK;
+    int rc = cli_opt_parse(cmd, argc, argv);
+
+    if (rc != CLI_CONTINUE)
+        return rc;
+    if (args.hash && strcmp(args.hash, "sha256") != 0)
+        return cli_usage_error(cmd, "--hash takes 'sha256'");
+    several = args.files.n > 1;
+    /* Training components instead of the tensor list; FILE may be a
+     * directory (Hugging Face Trainer layout). */
+    if (args.summary) {
+        if (args.hash || several)
+            return cli_usage_error(cmd, "--summary takes one FILE and no --hash");
+        return cli_summary_inspect(args.files.items[0], args.json);
+    }
+    cli_json_init(&j, stdout);
+    if (args.json && several)
+        cli_json_array_begin(&j);
+    for (i = 0; i < args.files.n; i++) {
+        if (!args.json && i > 0)
+            fputc('\n', stdout);
+        rc = inspect_one(args.files.items[i], args.hash != NULL,
+                         args.json ? &j : NULL);
+        if (rc == CLI_USAGE || (rc == CLI_FINDINGS && worst == CLI_OK))
+            worst = rc;
+    }
+    if (args.json && several)
+        cli_json_array_end(&j);
+    if (args.json && (several || worst == CLI_OK))
+        fputc('\n', stdout);
+    return worst;
+}
+
 const cli_command cli_cmd_inspect = {
     "inspect", "list tensors, values and metadata of a checkpoint", opts,
     "Lists every tensor (name, dtype, shape, bytes), the non-tensor values\n"
-    "and the metadata of FILE, without executing anything in it.\n",
+    "and the metadata of each FILE, without executing anything in it. A\n"
+    "file that cannot be read is reported on stderr and the others listed.\n",
     "Exit status: 0 ok, 1 FILE unreadable or corrupt, 2 usage or I/O error.\n",
     run, NULL
 };

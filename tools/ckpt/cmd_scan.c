@@ -149,6 +149,11 @@ static int read_policy(const cli_command *cmd, allowlist *a, const char *path)
     return rc;
 }
 
+static struct {
+    cli_list files, allow; /* allow: --allow and --policy, in order */
+    int json, quiet, verbose;
+} args;
+
 /* ------------------------------------------------------------ output */
 
 static const char *verdict_color(ckpt_verdict v)
@@ -169,11 +174,15 @@ static void print_human(const char *path, const ckpt_scan_report *r)
     ckpt_verdict v = ckpt_scan_verdict(r);
     const char *name;
 
+    if (args.quiet && v == CKPT_VERDICT_SAFE)
+        return;
     for (i = 0; i < n; i++) {
         const ckpt_finding *f = ckpt_scan_finding(r, i);
         const char *color = severity_color(f->severity);
 
         count[f->severity]++;
+        if (args.quiet && f->severity == CKPT_SEVERITY_INFO)
+            continue;
         printf("  %s%-10s%s %s", color, ckpt_severity_name(f->severity),
                color[0] ? cli_color(CLI_RESET) : "", f->kind);
         if (f->global) {
@@ -192,6 +201,11 @@ static void print_human(const char *path, const ckpt_scan_report *r)
             printf("offset %" PRIu64, f->offset);
         fputs("): ", stdout);
         cli_put_text(stdout, f->message, strlen(f->message));
+        fputc('\n', stdout);
+    }
+    for (i = 0; args.verbose && i < ckpt_scan_global_count(r); i++) {
+        fputs("  global     ", stdout);
+        cli_put_text(stdout, ckpt_scan_global(r, i), strlen(ckpt_scan_global(r, i)));
         fputc('\n', stdout);
     }
     name = ckpt_verdict_name(v);
@@ -306,10 +320,6 @@ static int scan_one(const char *path, const ckpt_scan_options *opts, cli_json_wr
     return rc;
 }
 
-static struct {
-    cli_list files, allow; /* allow: --allow and --policy, in order */
-    int json;
-} args;
 
 static const cli_opt opts[] = {
     { CLI_OPT_BOOL, "json", 0, &args.json, NULL, 0,
@@ -321,6 +331,10 @@ static const cli_opt opts[] = {
     { CLI_OPT_VALUES, "policy", 0, &args.allow, "FILE", 0,
       "allow every module.qualname listed in FILE, one per "
       "line, '#' starts a comment" },
+    { CLI_OPT_BOOL, "quiet", 'q', &args.quiet, NULL, 0,
+      "print nothing for safe files, and no info findings" },
+    { CLI_OPT_BOOL, "verbose", 'v', &args.verbose, NULL, 0,
+      "also list every global each file imports" },
     { CLI_OPT_ARGS, "FILE", 0, &args.files, NULL, CLI_OPT_REQUIRED, NULL },
     { 0 }
 };
@@ -415,6 +429,10 @@ static int run(const cli_command *cmd, int argc, char **argv)
         allow_free(&list);
         return rc;
     }
+    if (args.quiet && args.verbose) {
+        allow_free(&list);
+        return cli_usage_error(cmd, "--quiet and --verbose exclude each other");
+    }
     so.allow = list.names;
     so.nallow = list.n;
     for (i = 0; i < args.files.n && !several; i++) /* a directory: several files */
@@ -427,11 +445,13 @@ static int run(const cli_command *cmd, int argc, char **argv)
     for (i = 0; i < args.files.n; i++) {
         const char *a = args.files.items[i];
 
+        cli_progress(a, i, args.files.n);
         rc = is_dir(a) ? scan_dir(a, &so, args.json ? &jw : NULL, &warned)
                        : scan_one(a, &so, args.json ? &jw : NULL, &warned, 0);
         if (rc == CLI_USAGE || (rc == CLI_FINDINGS && worst == CLI_OK))
             worst = rc;
     }
+    cli_progress(NULL, args.files.n, args.files.n);
     if (args.json) {
         if (several)
             cli_json_array_end(&jw);

@@ -4,82 +4,191 @@
  *   OK FILE (FORMAT, N tensors, B bytes checked); structure only: this file carries no checksums
  *   CORRUPT FILE: MESSAGE (MEMBER, offset N)
  *   ERROR FILE: MESSAGE
- * Exit 0 when all are OK, 1 when one is corrupt, 2 when one could not be
- * read at all (which wins over 1). */
+ * or with --json one object per file (an array for several). Exit 0 when
+ * all are OK, 1 when one is corrupt, 2 when one could not be read at all
+ * (which wins over 1). */
 #include <inttypes.h>
 #include <string.h>
 
 #include "cli.h"
 
-/* Prints the line for a file that failed with e; returns its exit code. */
-static int print_failure(const char *path, const cli_error *e)
-{
-    int rc = cli_exit_code(e->code);
+static struct {
+    cli_list files;
+    int json, quiet, verbose;
+} args;
 
-    if (rc == CLI_USAGE)
+static const char *checksums_name(ckpt_checksums c)
+{
+    switch (c) {
+    case CKPT_CHECKSUMS_CRC32:
+        return "crc32";
+    case CKPT_CHECKSUMS_DIGESTS:
+        return "digests";
+    default:
+        return "none";
+    }
+}
+
+/* What one file's check found. f is NULL when it could not be opened. */
+typedef struct outcome {
+    const char *path;
+    const ckpt_file *f;
+    const ckpt_verify_report *report;
+    const cli_error *e; /* NULL when OK */
+    int rc;             /* CLI_* */
+} outcome;
+
+static void print_json(cli_json_writer *j, const outcome *o)
+{
+    cli_json_object_begin(j);
+    cli_json_key(j, "file");
+    cli_json_string(j, o->path);
+    cli_json_key(j, "format");
+    if (o->f)
+        cli_json_string(j, ckpt_format_name(ckpt_file_format(o->f)));
+    else
+        cli_json_null(j);
+    cli_json_key(j, "ok");
+    cli_json_bool(j, o->e == NULL);
+    cli_json_key(j, "tensors");
+    cli_json_uint(j, o->e ? 0 : o->report->tensors);
+    cli_json_key(j, "bytes");
+    cli_json_uint(j, o->e ? 0 : o->report->bytes);
+    cli_json_key(j, "members");
+    cli_json_uint(j, o->e ? 0 : o->report->members);
+    cli_json_key(j, "checksums");
+    cli_json_string(j, checksums_name(o->f ? ckpt_file_checksums(o->f)
+                                           : CKPT_CHECKSUMS_NONE));
+    if (o->e) {
+        cli_json_key(j, "error");
+        cli_json_object_begin(j);
+        cli_json_key(j, "code");
+        cli_json_string(j, ckpt_error_name(o->e->code));
+        cli_json_key(j, "message");
+        cli_json_string(j, o->e->message);
+        cli_json_key(j, "member");
+        if (o->e->member[0])
+            cli_json_string(j, o->e->member);
+        else
+            cli_json_null(j);
+        cli_json_key(j, "offset");
+        if (o->e->offset != UINT64_MAX)
+            cli_json_uint(j, o->e->offset);
+        else
+            cli_json_null(j);
+        cli_json_object_end(j);
+    }
+    cli_json_object_end(j);
+}
+
+static void print_failure(const outcome *o)
+{
+    if (o->rc == CLI_USAGE)
         printf("%sERROR%s ", cli_color(CLI_RED), cli_color(CLI_RESET));
     else
         printf("%sCORRUPT%s ", cli_color(CLI_RED), cli_color(CLI_RESET));
-    cli_put_files(stdout, path, e);
-    cli_put_message(stdout, e);
-    if (rc != CLI_USAGE)
-        cli_put_location(stdout, e, 1);
+    cli_put_files(stdout, o->path, o->e);
+    cli_put_message(stdout, o->e);
+    if (o->rc != CLI_USAGE)
+        cli_put_location(stdout, o->e, 1);
     fputc('\n', stdout);
-    return rc;
 }
 
-static int verify_one(const char *path)
+static void print_ok(const outcome *o)
+{
+    char human[32];
+
+    printf("%sOK%s ", cli_color(CLI_GREEN), cli_color(CLI_RESET));
+    cli_put_text(stdout, o->path, strlen(o->path));
+    printf(" (%s, %zu tensors, %" PRIu64 " bytes checked)",
+           ckpt_format_name(ckpt_file_format(o->f)),
+           ckpt_file_tensor_count(o->f), o->report->bytes);
+    /* what was vouched for: without a checksum, only that structure and
+     * sizes are consistent, not that the bytes are the ones written */
+    if (ckpt_file_checksums(o->f) == CKPT_CHECKSUMS_NONE)
+        fputs("; structure only: this file carries no checksums", stdout);
+    fputc('\n', stdout);
+    if (!args.verbose)
+        return;
+    printf("  checksums: %s; %s read", checksums_name(ckpt_file_checksums(o->f)),
+           cli_human_bytes(human, o->report->bytes));
+    if (o->report->members)
+        printf("; %" PRIu64 " zip member CRC-32%s checked", o->report->members,
+               cli_plural(o->report->members));
+    fputc('\n', stdout);
+}
+
+/* Verifies one file and prints what was found; returns its exit code. */
+static int verify_one(cli_json_writer *j, const char *path)
 {
     ckpt_file *f = NULL;
     ckpt_verify_report report;
     cli_error e;
+    outcome o;
     int rc = ckpt_open(&f, path, NULL);
 
+    memset(&report, 0, sizeof report);
     if (rc == 0)
         rc = ckpt_verify(&report, f);
+    o.path = path;
+    o.f = f;
+    o.report = &report;
+    o.e = NULL;
+    o.rc = CLI_OK;
     if (rc != 0) {
         cli_error_capture(&e, rc);
-        ckpt_close(f);
-        return print_failure(path, &e);
+        o.e = &e;
+        o.rc = cli_exit_code(e.code);
     }
-    printf("%sOK%s ", cli_color(CLI_GREEN), cli_color(CLI_RESET));
-    cli_put_text(stdout, path, strlen(path));
-    printf(" (%s, %zu tensors, %" PRIu64 " bytes checked)",
-           ckpt_format_name(ckpt_file_format(f)), ckpt_file_tensor_count(f),
-           report.bytes);
-    /* what was vouched for: without a checksum, only that structure and
-     * sizes are consistent, not that the bytes are the ones written */
-    if (ckpt_file_checksums(f) == CKPT_CHECKSUMS_NONE)
-        fputs("; structure only: this file carries no checksums", stdout);
-    fputc('\n', stdout);
+    if (args.json)
+        print_json(j, &o);
+    else if (o.e)
+        print_failure(&o);
+    else if (!args.quiet)
+        print_ok(&o);
     ckpt_close(f);
-    return CLI_OK;
+    return o.rc;
 }
-
-static struct {
-    cli_list files;
-} args;
 
 static const cli_opt opts[] = {
     { CLI_OPT_ARGS, "FILE", 0, &args.files, NULL, CLI_OPT_REQUIRED, NULL },
+    { CLI_OPT_BOOL, "json", 0, &args.json, NULL, 0,
+      "one JSON object per file on stdout (an array for several files)" },
+    { CLI_OPT_BOOL, "quiet", 'q', &args.quiet, NULL, 0,
+      "print only the files that are not OK" },
+    { CLI_OPT_BOOL, "verbose", 'v', &args.verbose, NULL, 0,
+      "also say which checksums were checked and how much was read" },
     { 0 }
 };
 
 static int run(const cli_command *cmd, int argc, char **argv)
 {
+    cli_json_writer j;
     size_t i;
     /* the whole command line is checked before any file is touched */
     int worst = cli_opt_parse(cmd, argc, argv);
 
     if (worst != CLI_CONTINUE)
         return worst;
+    if (args.quiet && args.verbose)
+        return cli_usage_error(cmd, "--quiet and --verbose exclude each other");
     worst = CLI_OK;
+    cli_json_init(&j, stdout);
+    if (args.json && args.files.n > 1)
+        cli_json_array_begin(&j);
     for (i = 0; i < args.files.n; i++) {
-        int rc = verify_one(args.files.items[i]);
+        int rc;
 
+        cli_progress(args.files.items[i], i, args.files.n);
+        rc = verify_one(&j, args.files.items[i]);
         if (rc == CLI_USAGE || (rc == CLI_FINDINGS && worst == CLI_OK))
             worst = rc;
     }
+    cli_progress(NULL, args.files.n, args.files.n);
+    if (args.json && args.files.n > 1)
+        cli_json_array_end(&j);
+    if (args.json)
+        fputc('\n', stdout);
     return worst;
 }
 
@@ -89,7 +198,11 @@ const cli_command cli_cmd_verify = {
     "storage sizes and structure. Prints one line per file:\n"
     "  OK FILE (FORMAT, N tensors, B bytes checked)\n"
     "  CORRUPT FILE: MESSAGE (MEMBER, offset N)\n"
-    "  ERROR FILE: MESSAGE          (the file could not be read)\n",
+    "  ERROR FILE: MESSAGE          (the file could not be read)\n"
+    "With --json, one object per file: file, format, ok, tensors, bytes,\n"
+    "members, checksums (none, crc32, digests) and, when not ok, error\n"
+    "{code, message, member, offset} (format is null when the file could\n"
+    "not be opened).\n",
     "Exit status: 0 all OK, 1 some file corrupt, 2 some file unreadable.\n",
     run, NULL
 };

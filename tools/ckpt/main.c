@@ -21,6 +21,7 @@ static void usage(FILE *out)
 
     fputs("usage: ckpt COMMAND [ARGS...]\n"
           "       ckpt help COMMAND | --help | --version\n"
+          "       ckpt help --man | --completion bash|zsh\n"
           "\n"
           "Opens ML checkpoints (safetensors, PyTorch zip and legacy files,\n"
           "pickles) safely: nothing in them is ever executed.\n"
@@ -53,6 +54,17 @@ static int help(int argc, char **argv)
         usage(stdout);
         return CLI_OK;
     }
+    if (strcmp(argv[1], "--man") == 0 && argc == 2) {
+        cli_doc_man(stdout, commands, N_COMMANDS);
+        return CLI_OK;
+    }
+    if (strcmp(argv[1], "--completion") == 0 && argc == 3 &&
+        cli_doc_completion(stdout, argv[2], commands, N_COMMANDS) == 0)
+        return CLI_OK;
+    if (strcmp(argv[1], "--completion") == 0) {
+        fputs("ckpt: help --completion takes bash or zsh\n", stderr);
+        return CLI_USAGE;
+    }
     cmd = find_command(argv[1]);
     if (cmd == NULL || argc > 2) {
         fputs(cmd ? "ckpt: help takes one command\n"
@@ -83,7 +95,10 @@ static int dispatch(int argc, char **argv)
     if (is_help(argv[1]) || strcmp(argv[1], "help") == 0)
         return help(argc - 1, argv + 1);
     if (strcmp(argv[1], "--version") == 0) {
-        printf("ckpt %s\n", CKPT_VERSION_STRING);
+        /* the library loaded at run time may be another than the one
+         * the tool was built with */
+        printf("ckpt %s (libckpt %s)\n", CKPT_VERSION_STRING,
+               ckpt_version_string());
         return CLI_OK;
     }
     cmd = find_command(argv[1]);
@@ -425,4 +440,108 @@ const char *cli_color(const char *sgr)
     if (enabled < 0)
         enabled = isatty(STDOUT_FILENO) && getenv("NO_COLOR") == NULL;
     return enabled ? sgr : "";
+}
+
+/* ------------------------------------------------------------ progress */
+
+void cli_progress(const char *what, size_t done, size_t total)
+{
+    static int enabled = -1;
+    static int shown; /* a line is on screen and must be cleared */
+
+    if (enabled < 0)
+        enabled = isatty(STDERR_FILENO);
+    if (!enabled || total < 2)
+        return;
+    if (what == NULL) {
+        if (shown)
+            fputs("\r\033[K", stderr);
+        shown = 0;
+        return;
+    }
+    fprintf(stderr, "\r\033[K[%zu/%zu] ", done + 1, total);
+    cli_text_width(what, strlen(what)) > 60
+        ? (void)fputs("...", stderr)
+        : (void)cli_put_text(stderr, what, strlen(what));
+    fflush(stderr);
+    shown = 1;
+}
+
+/* ------------------------------------------------------------ key order */
+
+/* Length of the run of ASCII digits at s. */
+static size_t digits(const char *s)
+{
+    size_t n = 0;
+
+    while (s[n] >= '0' && s[n] <= '9')
+        n++;
+    return n;
+}
+
+int cli_natural_cmp(const char *a, const char *b)
+{
+    const char *a0 = a, *b0 = b;
+
+    while (*a && *b) {
+        size_t na = digits(a), nb = digits(b);
+
+        if (na && nb) {
+            size_t za = 0, zb = 0; /* leading zeros */
+            int c;
+
+            while (za + 1 < na && a[za] == '0')
+                za++;
+            while (zb + 1 < nb && b[zb] == '0')
+                zb++;
+            if (na - za != nb - zb) /* more significant digits: larger */
+                return na - za < nb - zb ? -1 : 1;
+            if ((c = memcmp(a + za, b + zb, na - za)) != 0)
+                return c < 0 ? -1 : 1;
+            a += na;
+            b += nb;
+            continue;
+        }
+        if (*a != *b)
+            return (unsigned char)*a < (unsigned char)*b ? -1 : 1;
+        a++;
+        b++;
+    }
+    if (*a || *b)
+        return *a ? 1 : -1;
+    return strcmp(a0, b0); /* "1" and "01": one order, always */
+}
+
+typedef struct named {
+    const char *name;
+    size_t i;
+} named;
+
+static int cmp_named(const void *x, const void *y)
+{
+    const named *a = x, *b = y;
+    int c = cli_natural_cmp(a->name, b->name);
+
+    return c ? c : (a->i > b->i) - (a->i < b->i);
+}
+
+size_t *cli_natural_order(const char *(*name)(const void *ctx, size_t i),
+                          const void *ctx, size_t n)
+{
+    named *v = n && n <= SIZE_MAX / sizeof *v ? malloc(n * sizeof *v) : NULL;
+    size_t *order = v ? malloc(n * sizeof *order) : NULL, i;
+
+    if (order == NULL) {
+        free(v);
+        return NULL;
+    }
+    for (i = 0; i < n; i++) {
+        v[i].name = name(ctx, i);
+        v[i].i = i;
+    }
+    qsort(v, n, sizeof *v, cmp_named);
+    for (i = 0; i < n; i++)
+        order[i] = v[i].i;
+    free(v);
+    return order;
 }

@@ -1,0 +1,292 @@
+"""CLI expectation tests for the habits every command shares (issue 16):
+--json, -q/--quiet and -v/--verbose, --version, progress on stderr only
+when it is a terminal.
+
+Environment (set by ctest): CKPT_BIN (the built ckpt binary), CKPT_SRC
+(repository root). Standard library only; reads only examples/ and files it
+writes. Prints one line per case and ends with "N passed, N failed"; exits 1
+on failure."""
+import json
+import os
+import pty
+import re
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+import traceback
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from suite import selected  # noqa: E402
+
+BIN = os.environ.get("CKPT_BIN", "ckpt")
+SRC = os.environ.get("CKPT_SRC", os.path.join(os.path.dirname(__file__), "..", ".."))
+TRAIN_PT = os.path.join(SRC, "examples", "train.pt")
+TRAIN_ST = os.path.join(SRC, "examples", "train.safetensors")
+TMP = tempfile.mkdtemp(prefix="ckpt-habits-test-")
+
+
+def run(*args):
+    """Runs ckpt with stdout and stderr on pipes; (exit code, out, err)."""
+    p = subprocess.run([BIN] + list(args), capture_output=True, timeout=120)
+    return (p.returncode, p.stdout.decode("utf-8", "replace"),
+            p.stderr.decode("utf-8", "replace"))
+
+
+def run_stderr_tty(*args):
+    """Runs ckpt with stderr on a terminal (stdout on a pipe); (exit code,
+    what the terminal received)."""
+    master, slave = pty.openpty()
+    p = subprocess.Popen([BIN] + list(args), stdout=subprocess.PIPE,
+                         stderr=slave)
+    os.close(slave)
+    got = b""
+    while True:
+        try:
+            chunk = os.read(master, 4096)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not chunk:
+            break
+        got += chunk
+    p.communicate(timeout=120)
+    os.close(master)
+    return p.returncode, got.decode("utf-8", "replace")
+
+
+def tmp_file(name, data):
+    path = os.path.join(TMP, name)
+    with open(path, "wb") as fh:
+        fh.write(data)
+    return path
+
+
+def assert_eq(got, want, what):
+    assert got == want, "%s: got %r, want %r" % (what, got, want)
+
+
+# ------------------------------------------------------------------ verify
+
+def test_verify_json_one_file():
+    rc, out, err = run("verify", "--json", TRAIN_PT)
+    assert_eq((rc, err), (0, ""), "exit code and stderr")
+    assert out.endswith("}\n"), out
+    assert_eq(json.loads(out), {
+        "file": TRAIN_PT, "format": "torch-zip", "ok": True, "tensors": 16,
+        "bytes": 9815, "members": 18, "checksums": "crc32"}, "object")
+
+
+def test_verify_json_several_files_and_errors():
+    cut = open(TRAIN_ST, "rb").read()
+    cut = tmp_file("cut.safetensors", cut[:-4])
+    missing = os.path.join(TMP, "nope.pt")
+    rc, out, _ = run("verify", "--json", TRAIN_ST, cut, missing)
+    assert_eq(rc, 2, "exit code: I/O error wins")
+    got = json.loads(out)
+    assert_eq([o["file"] for o in got], [TRAIN_ST, cut, missing], "files")
+    assert_eq(got[0]["ok"], True, "first ok")
+    assert_eq(got[0]["checksums"], "none", "plain safetensors checksums")
+    assert_eq(got[0]["tensors"], 4, "tensors")
+    assert "error" not in got[0], got[0]
+    assert_eq(got[1]["ok"], False, "cut ok")
+    assert_eq(got[1]["format"], None, "cut format: it could not be opened")
+    assert_eq(got[1]["error"]["code"], "CKPT_E_TRUNCATED", "cut code")
+    assert got[1]["error"]["message"].startswith("truncated: tensor"), got[1]
+    assert_eq(got[2]["format"], None, "missing format")
+    assert_eq(got[2]["error"]["code"], "CKPT_E_IO", "missing code")
+    assert_eq((got[2]["error"]["member"], got[2]["error"]["offset"]),
+              (None, None), "missing location")
+
+
+def test_verify_quiet_and_verbose():
+    cut = tmp_file("cut2.safetensors", open(TRAIN_ST, "rb").read()[:-4])
+    rc, out, _ = run("verify", "-q", TRAIN_PT, TRAIN_ST)
+    assert_eq((rc, out), (0, ""), "quiet, all OK: nothing")
+    rc, out, _ = run("verify", "--quiet", TRAIN_PT, cut)
+    assert_eq(rc, 1, "quiet exit code")
+    assert_eq(len(out.splitlines()), 1, "quiet prints only the failure")
+    assert out.startswith("CORRUPT %s: " % cut), out
+    rc, out, _ = run("verify", "-v", TRAIN_PT)
+    assert_eq(out.splitlines()[1],
+              "  checksums: crc32; 9.6 KiB read; 18 zip member CRC-32s checked",
+              "verbose line")
+    rc, _, err = run("verify", "-q", "-v", TRAIN_PT)
+    assert_eq(rc, 2, "-q with -v is a usage error")
+    assert "exclude each other" in err, err
+
+
+# ------------------------------------------------------------------ inspect
+
+def test_inspect_several_files():
+    rc, one, _ = run("inspect", "--json", TRAIN_ST)
+    assert_eq(rc, 0, "one file")
+    assert isinstance(json.loads(one), dict), "one file: one object"
+    rc, out, err = run("inspect", "--json", TRAIN_ST, TRAIN_PT)
+    assert_eq((rc, err), (0, ""), "two files")
+    got = json.loads(out)
+    assert_eq([o["file"] for o in got], [TRAIN_ST, TRAIN_PT], "an array, in order")
+    assert_eq(got[0], json.loads(one), "same object as alone")
+    assert_eq(len(got[1]["tensors"]), 16, "second file's tensors")
+    rc, text, _ = run("inspect", TRAIN_ST, TRAIN_PT)
+    assert_eq(rc, 0, "text exit code")
+    assert text.startswith(run("inspect", TRAIN_ST)[1] + "\n" + TRAIN_PT + ": torch-zip"), text
+    missing = os.path.join(TMP, "nope.pt")
+    rc, out, err = run("inspect", "--json", missing, TRAIN_ST)
+    assert_eq(rc, 2, "a missing file: exit 2, the others still listed")
+    assert_eq([o["file"] for o in json.loads(out)], [TRAIN_ST], "listed")
+    assert err.startswith("ckpt: %s: cannot open" % missing), err
+
+
+def safetensors_bytes(names):
+    """A safetensors file with one 1-element F32 tensor per name."""
+    header = {n: {"dtype": "F32", "shape": [1], "data_offsets": [4 * i, 4 * i + 4]}
+              for i, n in enumerate(names)}
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)
+    return struct.pack("<Q", len(text)) + text + b"\0" * (4 * len(names))
+
+
+def test_inspect_natural_key_order():
+    names = ["layers.10.w", "layers.2.w", "layers.1.w", "layers.02.w", "a9", "a10b", "a10a"]
+    path = tmp_file("order.safetensors", safetensors_bytes(names))
+    rc, out, _ = run("inspect", path)
+    assert_eq(rc, 0, "exit code")
+    listed = [l.split()[0] for l in out.splitlines()[3:3 + len(names)]]
+    assert_eq(listed, ["a9", "a10a", "a10b", "layers.1.w", "layers.02.w", "layers.2.w",
+                       "layers.10.w"], "human order")
+    # JSON keeps the specified order (the file's, sorted by bytes)
+    rc, out, _ = run("inspect", "--json", path)
+    assert_eq([t["name"] for t in json.loads(out)["tensors"]], sorted(names), "JSON order")
+
+
+# ------------------------------------------------------------------ scan
+
+def test_scan_quiet_and_verbose():
+    rc, out, _ = run("scan", "-q", TRAIN_PT, TRAIN_ST)
+    assert_eq((rc, out), (0, ""), "quiet, all safe: nothing")
+    rc, out, _ = run("scan", "-v", TRAIN_PT)
+    assert_eq(out, "  global     collections.OrderedDict\n"
+              "  global     torch.FloatStorage\n"
+              "  global     torch._utils._rebuild_tensor_v2\n"
+              "SAFE %s (0 dangerous, 0 suspicious, 0 info)\n" % TRAIN_PT,
+              "verbose lists globals")
+    bad = tmp_file("bad.pkl", b"\x80\x02cos\nsystem\nq\x00.")
+    rc, out, _ = run("scan", "-q", TRAIN_PT, bad)
+    assert_eq(rc, 1, "exit code")
+    assert out.splitlines()[-1].startswith("UNSAFE %s" % bad), out
+    assert TRAIN_PT not in out, out
+
+
+# ------------------------------------------------------------------ convert
+
+def test_convert_quiet():
+    out = os.path.join(TMP, "quiet.safetensors")
+    rc, text, err = run("convert", "-q", TRAIN_PT, out)
+    assert_eq((rc, text, err), (0, "", ""), "quiet success prints nothing")
+    assert_eq(run("verify", "--json", out)[1].count('"ok":true'), 1, "written")
+    rc, text, err = run("convert", "--quiet", os.path.join(TMP, "nope.pt"), out)
+    assert_eq((rc, text), (2, ""), "failure exit code")
+    assert "nope.pt" in err, "failures are still reported: %r" % err
+
+
+# ------------------------------------------------------------------ version
+
+def test_version_names_the_library():
+    rc, out, _ = run("--version")
+    assert_eq(rc, 0, "exit code")
+    assert re.fullmatch(r"ckpt \d+\.\d+\.\d+ \(libckpt \d+\.\d+\.\d+\)\n", out), out
+
+
+# ------------------------------------------------------------------ progress
+
+def test_progress_only_on_a_terminal():
+    files = [TRAIN_PT, TRAIN_ST]
+    for cmd in (["verify"], ["scan"]):
+        rc, _, err = run(*(cmd + files))
+        assert_eq((rc, err), (0, ""), "%s: nothing on stderr in a pipe" % cmd)
+        rc, tty = run_stderr_tty(*(cmd + files))
+        assert_eq(rc, 0, "%s exit code" % cmd)
+        assert "[1/2] " + TRAIN_PT in tty, "%s progress: %r" % (cmd, tty)
+        assert "[2/2] " + TRAIN_ST in tty, "%s progress: %r" % (cmd, tty)
+        assert tty.endswith("\r\033[K"), "%s progress is cleared: %r" % (cmd, tty)
+
+
+# ------------------------------------------------------------------ man page, completion
+
+COMMANDS = ["inspect", "verify", "doctor", "scan", "store", "match", "diff",
+            "rename", "convert"]
+
+
+def help_options(cmd):
+    """Every --option `ckpt help CMD` lists."""
+    return set(re.findall(r"^  (?:-[a-z], )?(--[a-z-]+)", run("help", cmd)[1], re.M))
+
+
+def test_man_page_from_the_option_tables():
+    rc, man, err = run("help", "--man")
+    assert_eq((rc, err), (0, ""), "exit code and stderr")
+    assert man.startswith('.TH CKPT 1 "" "ckpt '), man[:80]
+    for cmd in COMMANDS:
+        section = man.split(".SS %s\n" % cmd)[1].split(".SS ")[0]
+        for opt in help_options(cmd):
+            assert opt.replace("-", "\\-") in section, (cmd, opt)
+    build = os.environ.get("CKPT_BUILD")
+    if build:  # the build generates the file cmake --install installs
+        with open(os.path.join(build, "ckpt.1"), encoding="utf-8") as fh:
+            assert fh.read() == man, "build/ckpt.1 is not `ckpt help --man`"
+    if shutil.which("groff"):
+        p = subprocess.run(["groff", "-man", "-Tutf8", "-ww", "-z"], input=man.encode(),
+                           capture_output=True)
+        assert_eq((p.returncode, p.stderr), (0, b""), "groff warnings")
+
+
+def complete(script, words):
+    """What the bash completion offers for the command line `words` (the
+    last one being completed)."""
+    prog = (script + "\nCOMP_WORDS=(%s); COMP_CWORD=%d; _ckpt; "
+            "printf '%%s\\n' \"${COMPREPLY[@]}\"\n" % (
+                " ".join("'%s'" % w for w in words), len(words) - 1))
+    p = subprocess.run(["bash", "-c", prog], capture_output=True, cwd=TMP)
+    assert_eq(p.stderr, b"", "bash stderr")
+    return set(p.stdout.decode().split())
+
+
+def test_completion_from_the_option_tables():
+    rc, bash, _ = run("help", "--completion", "bash")
+    assert_eq(rc, 0, "bash")
+    assert_eq(complete(bash, ["ckpt", "ve"]), {"verify"}, "command names")
+    assert_eq(complete(bash, ["ckpt", "verify", "--"]),
+              {o for o in help_options("verify") | {"--help"}}, "verify options")
+    assert_eq(complete(bash, ["ckpt", "store", "co"]), {"commit"}, "subcommands")
+    assert_eq(complete(bash, ["ckpt", "help", "--c"]), {"--completion"}, "help")
+    rc, zsh, _ = run("help", "--completion", "zsh")
+    assert_eq(rc, 0, "zsh")
+    assert zsh.startswith("#compdef ckpt\n") and bash in zsh, zsh[:80]
+    assert_eq(run("help", "--completion", "fish")[0], 2, "unknown shell")
+
+
+def main():
+    tests = [(n, f) for n, f in sorted(globals().items())
+             if n.startswith("test_") and callable(f) and selected(f)]
+    passed = failed = 0
+    for name, fn in tests:
+        try:
+            fn()
+        except Exception as e:  # report every failure, keep going
+            failed += 1
+            where = traceback.extract_tb(e.__traceback__)
+            line = [f.lineno for f in where if f.filename == __file__][-1]
+            print("FAIL %s (line %d): %s: %s" % (
+                name, line, type(e).__name__,
+                str(e).replace("\n", "\n     ")))
+        else:
+            passed += 1
+            print("ok   %s" % name)
+    shutil.rmtree(TMP, ignore_errors=True)
+    print("%d passed, %d failed" % (passed, failed))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,141 @@
+"""ckpt.open (safetensors' safe_open habits for every format), and
+load_state_dict's dtype=, torch's missing_keys/unexpected_keys names and
+the warning about a key rewrite left unapplied."""
+import os
+import pickle
+import warnings
+
+import pytest
+import torch
+
+import ckpt
+
+
+def _state():
+    g = torch.Generator().manual_seed(0)
+    return {"layers.0.weight": torch.randn(4, 3, generator=g),
+            "layers.0.bias": torch.arange(4, dtype=torch.int64),
+            "layers.1.weight": torch.randn(2, 4, generator=g).to(torch.bfloat16)}
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    d = tmp_path_factory.mktemp("open")
+    state = _state()
+    out = {}
+    out["torch-zip"] = str(d / "m.pt")
+    torch.save(state, out["torch-zip"])
+    out["torch-legacy"] = str(d / "legacy.pt")
+    torch.save(state, out["torch-legacy"], _use_new_zipfile_serialization=False)
+    out["safetensors"] = str(d / "m.safetensors")
+    ckpt.save(state, out["safetensors"], meta={"note": "hi"})
+    out["pickle"] = str(d / "m.pkl")
+    with open(out["pickle"], "wb") as fh:
+        pickle.dump({k: v.float().numpy() if v.is_floating_point() else v.numpy()
+                     for k, v in state.items()}, fh, protocol=2)
+    return state, out
+
+
+@pytest.mark.parametrize("fmt", ["torch-zip", "torch-legacy", "safetensors"])
+def test_open_every_format(files, fmt):
+    state, paths = files
+    with ckpt.open(paths[fmt]) as f:
+        assert f.format() == fmt
+        assert f.keys() == sorted(state)
+        for name, want in state.items():
+            got = f.get_tensor(name)
+            assert got.dtype == want.dtype and torch.equal(got, want), name
+        s = f.get_slice("layers.0.weight")
+        assert s.get_shape() == [4, 3] and s.get_dtype() == "F32"
+        part = s[1:3, ::2]
+        assert torch.equal(part, state["layers.0.weight"][1:3, ::2])
+        assert torch.equal(f.get_slice("layers.1.weight")[-1],
+                           state["layers.1.weight"][-1])
+        with pytest.raises(KeyError):
+            f.get_tensor("nope")
+
+
+def test_open_numpy_pickle(files):
+    state, paths = files
+    with ckpt.open(paths["pickle"]) as f:
+        assert f.format() == "pickle"
+        assert f.keys() == sorted(state)
+        assert torch.equal(f.get_tensor("layers.0.bias"), state["layers.0.bias"])
+
+
+def test_open_metadata(files):
+    _, paths = files
+    with ckpt.open(paths["safetensors"]) as f:
+        assert f.metadata()["note"] == "hi"
+    # torch.save writes none
+    with ckpt.open(paths["torch-zip"]) as f:
+        assert f.metadata() is None
+
+
+def test_open_closed_and_errors(files, tmp_path):
+    _, paths = files
+    f = ckpt.open(paths["torch-zip"])
+    t = f.get_tensor("layers.0.weight")
+    f.close()
+    assert t.sum().item() == _state()["layers.0.weight"].sum().item()  # still valid
+    with pytest.raises(ckpt.InvalidArgumentError):
+        f.keys()
+    with pytest.raises(ckpt.InvalidArgumentError):
+        ckpt.open(paths["torch-zip"], framework="np")
+    bad = tmp_path / "bad.pt"
+    bad.write_bytes(b"abc")
+    with pytest.raises(ckpt.FormatError):
+        ckpt.open(str(bad))
+
+
+def test_open_never_executes(tmp_path):
+    class Boom:
+        def __reduce__(self):
+            return (os.system, ("touch %s" % (tmp_path / "ran"),))
+    path = tmp_path / "evil.pt"
+    torch.save({"w": torch.ones(2), "x": Boom()}, str(path))
+    with ckpt.open(str(path)) as f:
+        assert f.keys() == ["w"]
+        assert torch.equal(f.get_tensor("w"), torch.ones(2))
+    assert not (tmp_path / "ran").exists()
+
+
+def test_report_has_torch_names():
+    m = torch.nn.Linear(2, 3)
+    r = ckpt.load_state_dict(m, {"weight": torch.ones(3, 2), "extra": torch.ones(1)},
+                             strict=False)
+    assert r.missing_keys == ["bias"] and r.unexpected_keys == ["extra"]
+    missing, unexpected = r  # as torch's _IncompatibleKeys unpacks
+    assert (missing, unexpected) == (["bias"], ["extra"])
+    assert r[0] == ["bias"] and r._fields == ("missing_keys", "unexpected_keys")
+    torch_r = torch.nn.Linear(2, 3).load_state_dict(
+        {"weight": torch.ones(3, 2), "extra": torch.ones(1)}, strict=False)
+    assert tuple(r) == tuple(torch_r)
+
+
+def test_load_state_dict_dtype_casts_deliberately():
+    m = torch.nn.Linear(2, 3)
+    half = {"weight": torch.full((3, 2), 0.5, dtype=torch.float16),
+            "bias": torch.full((3,), 2.0, dtype=torch.float16)}
+    with pytest.raises(ckpt.KeyMismatchError) as e:
+        ckpt.load_state_dict(m, half)
+    assert [d.name for d in e.value.report.dtype_mismatch] == ["bias", "weight"]
+    r = ckpt.load_state_dict(m, half, dtype=torch.float32)
+    assert r.complete and m.weight.dtype == torch.float32
+    assert torch.equal(m.bias.detach(), torch.full((3,), 2.0))
+    with pytest.raises(ckpt.InvalidArgumentError):
+        ckpt.load_state_dict(m, half, dtype=torch.int32)
+
+
+def test_strict_false_names_the_unapplied_rewrite():
+    m = torch.nn.Sequential(torch.nn.Linear(2, 3), torch.nn.Linear(3, 3))
+    sd = {"module.0.weight": torch.ones(3, 2), "module.0.bias": torch.ones(3),
+          "1.bias": torch.ones(3)}
+    with pytest.warns(ckpt.UnappliedRewriteWarning, match="strip 'module.'") as w:
+        r = ckpt.load_state_dict(m, sd, strict=False)
+    assert "3 keys left missing (0.bias, 0.weight, 1.weight)" in str(w[0].message)
+    assert r.rewrite is None and r.unapplied_rewrite == "strip 'module.'"
+    # nothing to say when every key loads
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ckpt.load_state_dict(m, {k: v for k, v in m.state_dict().items()}, strict=False)
