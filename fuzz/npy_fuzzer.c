@@ -15,8 +15,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (r == 1) {
         if ((h.kind == CKPT_NPY_OBJECT || h.kind == CKPT_NPY_PLAIN) && h.data_offset > size)
             __builtin_trap();
-        if ((h.kind == CKPT_NPY_REFUSED || h.kind == CKPT_NPY_UNSURE) && !h.why)
-            __builtin_trap();
+        if ((h.kind == CKPT_NPY_REFUSED || h.kind == CKPT_NPY_UNSURE) && !h.why) __builtin_trap();
     }
     ckpt_arena_free(&a);
     return 0;

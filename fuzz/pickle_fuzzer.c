@@ -88,11 +88,8 @@ static void walk(const ckpt_value *v, int depth, size_t *budget) {
         walk(v->u.obj.state, depth + 1, budget);
         walk(v->u.obj.items, depth + 1, budget);
         break;
-    case CKPT_KIND_GLOBAL_:
-        sink += strlen(v->u.global.qualname);
-        break;
-    default:
-        break;
+    case CKPT_KIND_GLOBAL_: sink += strlen(v->u.global.qualname); break;
+    default: break;
     }
 }
 
@@ -104,8 +101,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     size_t pos = 0;
     for (int k = 0; k < 4 && pos < size; k++) {
         ckpt_arena a = {0};
-        pk_options o = {.file = "fuzz", .member = "", .base_offset = pos, .limits = &lim,
-                        .arena = &a, .persistent_load = load, .on_event = on_event,
+        pk_options o = {.file = "fuzz",
+                        .member = "",
+                        .base_offset = pos,
+                        .limits = &lim,
+                        .arena = &a,
+                        .persistent_load = load,
+                        .on_event = on_event,
                         .ctx = &a};
         ckpt_value *v;
         size_t used;

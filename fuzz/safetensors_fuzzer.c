@@ -16,8 +16,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         ckpt_tensor_sha256(t, md);
     }
     for (size_t i = 0; i < ckpt_file_metadata_count(f); i++)
-        (void)(strlen(ckpt_file_metadata_key(f, i)) +
-               strlen(ckpt_file_metadata_value(f, i)));
+        (void)(strlen(ckpt_file_metadata_key(f, i)) + strlen(ckpt_file_metadata_value(f, i)));
     ckpt_close(f);
     return 0;
 }

@@ -30,8 +30,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     /* unsafe exactly when something above info was found */
     if (flagged != (v == CKPT_VERDICT_UNSAFE)) __builtin_trap();
     for (size_t i = 1; i < ckpt_scan_global_count(r); i++)
-        if (strcmp(ckpt_scan_global(r, i - 1), ckpt_scan_global(r, i)) >= 0)
-            __builtin_trap();
+        if (strcmp(ckpt_scan_global(r, i - 1), ckpt_scan_global(r, i)) >= 0) __builtin_trap();
     if (size >= 11 && memcmp(data, "cos\nsystem\n", 11) == 0 && v == CKPT_VERDICT_SAFE)
         __builtin_trap();
     ckpt_scan_report_free(r);

@@ -16,11 +16,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (ckpt_training_analyze(&t, f) == 0) {
         for (i = 0; i < ckpt_training_component_count(t); i++) {
             const ckpt_component *c = ckpt_training_component(t, i);
-            n += strlen(c->name) + strlen(c->type) + strlen(c->file) +
-                 (size_t)c->bytes + (c->param_groups != NULL);
+            n += strlen(c->name) + strlen(c->type) + strlen(c->file) + (size_t)c->bytes +
+                 (c->param_groups != NULL);
         }
-        for (i = 0; i < ckpt_training_reason_count(t); i++)
-            n += strlen(ckpt_training_reason(t, i));
+        for (i = 0; i < ckpt_training_reason_count(t); i++) n += strlen(ckpt_training_reason(t, i));
         for (i = 0; i < ckpt_training_warning_count(t); i++)
             n += strlen(ckpt_training_warning(t, i));
         for (i = 0; i < ckpt_training_meta_count(t); i++) {

@@ -19,8 +19,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         uint64_t budget = (uint64_t)1 << 24; /* keeps bombs cheap */
         for (size_t i = 0; i < z.count; i++) {
             const ckpt_zip_entry *e = &z.entries[i];
-            if (e->data_offset > size || e->csize > size - e->data_offset)
-                __builtin_trap();
+            if (e->data_offset > size || e->csize > size - e->data_offset) __builtin_trap();
             const ckpt_zip_entry *f = ckpt_zip_find(&z, e->name);
             /* lookup ignores ASCII case, as torch's miniz does */
             if (!f || strcasecmp(f->name, e->name) != 0) __builtin_trap();

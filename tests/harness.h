@@ -23,34 +23,32 @@ static int harness_passed, harness_failed, harness_cur_failed;
 
 #define TEST(name) static void name(void)
 
-#define CHECK(cond)                                                        \
-    do {                                                                   \
-        if (!(cond)) {                                                     \
-            fprintf(stderr, "%s:%d: CHECK(%s) failed\n", __FILE__, __LINE__, \
-                    #cond);                                                \
-            harness_cur_failed = 1;                                        \
-        }                                                                  \
+#define CHECK(cond)                                                                                \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "%s:%d: CHECK(%s) failed\n", __FILE__, __LINE__, #cond);               \
+            harness_cur_failed = 1;                                                                \
+        }                                                                                          \
     } while (0)
 
-#define CHECK_EQ_INT(a, b)                                                 \
-    do {                                                                   \
-        long long ha_ = (long long)(a), hb_ = (long long)(b);              \
-        if (ha_ != hb_) {                                                  \
-            fprintf(stderr, "%s:%d: %s == %s failed: %lld != %lld\n",      \
-                    __FILE__, __LINE__, #a, #b, ha_, hb_);                 \
-            harness_cur_failed = 1;                                        \
-        }                                                                  \
+#define CHECK_EQ_INT(a, b)                                                                         \
+    do {                                                                                           \
+        long long ha_ = (long long)(a), hb_ = (long long)(b);                                      \
+        if (ha_ != hb_) {                                                                          \
+            fprintf(stderr, "%s:%d: %s == %s failed: %lld != %lld\n", __FILE__, __LINE__, #a, #b,  \
+                    ha_, hb_);                                                                     \
+            harness_cur_failed = 1;                                                                \
+        }                                                                                          \
     } while (0)
 
-#define CHECK_EQ_STR(a, b)                                                 \
-    do {                                                                   \
-        const char *ha_ = (a), *hb_ = (b);                                 \
-        if (!ha_ || !hb_ || strcmp(ha_, hb_) != 0) {                       \
-            fprintf(stderr, "%s:%d: %s == %s failed: \"%s\" != \"%s\"\n",  \
-                    __FILE__, __LINE__, #a, #b, ha_ ? ha_ : "(null)",      \
-                    hb_ ? hb_ : "(null)");                                 \
-            harness_cur_failed = 1;                                        \
-        }                                                                  \
+#define CHECK_EQ_STR(a, b)                                                                         \
+    do {                                                                                           \
+        const char *ha_ = (a), *hb_ = (b);                                                         \
+        if (!ha_ || !hb_ || strcmp(ha_, hb_) != 0) {                                               \
+            fprintf(stderr, "%s:%d: %s == %s failed: \"%s\" != \"%s\"\n", __FILE__, __LINE__, #a,  \
+                    #b, ha_ ? ha_ : "(null)", hb_ ? hb_ : "(null)");                               \
+            harness_cur_failed = 1;                                                                \
+        }                                                                                          \
     } while (0)
 
 /* 1 when this run is the corpus suite (CKPT_TEST_SUITE=corpus). */
@@ -59,26 +57,26 @@ static inline int harness_corpus_suite(void) {
     return s && strcmp(s, "corpus") == 0;
 }
 
-#define RUN(name)                                                          \
-    do {                                                                   \
-        if (!harness_corpus_suite()) RUN_ONE(name);                        \
+#define RUN(name)                                                                                  \
+    do {                                                                                           \
+        if (!harness_corpus_suite()) RUN_ONE(name);                                                \
     } while (0)
 
-#define RUN_CORPUS(name)                                                   \
-    do {                                                                   \
-        if (harness_corpus_suite()) RUN_ONE(name);                         \
+#define RUN_CORPUS(name)                                                                           \
+    do {                                                                                           \
+        if (harness_corpus_suite()) RUN_ONE(name);                                                 \
     } while (0)
 
-#define RUN_ONE(name)                                                      \
-    do {                                                                   \
-        harness_cur_failed = 0;                                            \
-        name();                                                            \
-        if (harness_cur_failed) {                                          \
-            harness_failed++;                                              \
-            fprintf(stderr, "FAIL %s\n", #name);                           \
-        } else {                                                           \
-            harness_passed++;                                              \
-        }                                                                  \
+#define RUN_ONE(name)                                                                              \
+    do {                                                                                           \
+        harness_cur_failed = 0;                                                                    \
+        name();                                                                                    \
+        if (harness_cur_failed) {                                                                  \
+            harness_failed++;                                                                      \
+            fprintf(stderr, "FAIL %s\n", #name);                                                   \
+        } else {                                                                                   \
+            harness_passed++;                                                                      \
+        }                                                                                          \
     } while (0)
 
 static inline int harness_end(void) {

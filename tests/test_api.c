@@ -73,8 +73,7 @@ TEST(unknown_versions_refused) {
 
     ckpt_convert_options c = CKPT_CONVERT_OPTIONS_INIT;
     c.version = 2;
-    CHECK_EQ_INT(ckpt_convert(NULL, "/nonexistent", "/tmp/x.safetensors", &c),
-                 CKPT_E_INVALID_ARG);
+    CHECK_EQ_INT(ckpt_convert(NULL, "/nonexistent", "/tmp/x.safetensors", &c), CKPT_E_INVALID_ARG);
 }
 
 TEST(enums_pinned) {

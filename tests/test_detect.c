@@ -39,7 +39,7 @@ TEST(pickles) {
     CHECK_EQ_INT(detect(legacy, sizeof legacy - 1), CKPT_FORMAT_TORCH_LEGACY);
     CHECK_EQ_INT(detect(legacy, 11), CKPT_FORMAT_PICKLE); /* too short to see the magic */
     CHECK_EQ_INT(detect("\x80\x05\x95", 3), CKPT_FORMAT_PICKLE);
-    CHECK_EQ_INT(detect("\x80\x06", 2), CKPT_FORMAT_UNKNOWN); /* no such protocol */
+    CHECK_EQ_INT(detect("\x80\x06", 2), CKPT_FORMAT_UNKNOWN);         /* no such protocol */
     CHECK_EQ_INT(detect("cposix\nsystem\n", 14), CKPT_FORMAT_PICKLE); /* protocol 0 */
     CHECK_EQ_INT(detect("(lp0\n", 5), CKPT_FORMAT_PICKLE);
     CHECK_EQ_INT(detect("hello", 5), CKPT_FORMAT_UNKNOWN);

@@ -70,21 +70,21 @@ TEST(python_refusals) {
         const char *doc;
         uint64_t offset;
     } bad[] = {
-        {"{\"weight_map\":{\"a\":\"x\",}}", 23},      /* trailing comma */
-        {"{'weight_map':{}}", 1},                       /* single quotes */
-        {"{\"a\":01}", 6},                              /* leading zero */
-        {"{\"a\":1.}", 6},                              /* no fraction digits */
+        {"{\"weight_map\":{\"a\":\"x\",}}", 23}, /* trailing comma */
+        {"{'weight_map':{}}", 1},                /* single quotes */
+        {"{\"a\":01}", 6},                       /* leading zero */
+        {"{\"a\":1.}", 6},                       /* no fraction digits */
         {"{\"a\":-}", 5},
-        {"{\"a\":\"x\ty\"}", 7},                        /* raw control character */
-        {"{\"a\":\"\\x41\"}", 6},                       /* unknown escape */
+        {"{\"a\":\"x\ty\"}", 7},  /* raw control character */
+        {"{\"a\":\"\\x41\"}", 6}, /* unknown escape */
         {"{\"a\":\"\\u12g4\"}", 7},
-        {"{\"a\":nan}", 5},                             /* only NaN */
-        {"{\"a\":1} x", 8},                             /* extra data */
+        {"{\"a\":nan}", 5}, /* only NaN */
+        {"{\"a\":1} x", 8}, /* extra data */
         {"{\"a\":1 /* c */}", 7},
-        {"\xef\xbb\xbf{\"a\":1}", 0},                   /* byte-order mark */
+        {"\xef\xbb\xbf{\"a\":1}", 0}, /* byte-order mark */
         {"[\"weight_map\"]", 0},
-        {"{\"a\":\"\xff\"}", 5},                        /* not UTF-8 */
-        {"{\"a\":\"\xed\xa0\x80\"}", 5},                /* UTF-8 of a surrogate */
+        {"{\"a\":\"\xff\"}", 5},         /* not UTF-8 */
+        {"{\"a\":\"\xed\xa0\x80\"}", 5}, /* UTF-8 of a surrogate */
         {"{\"a\":\"x", 5},
         {"{\"a\" 1}", 5},
     };

@@ -133,8 +133,8 @@ TEST(manifest_json) {
         {"{\"tensors\":[1]}", CKPT_E_FORMAT, "tensors[0]: expected an object"},
         {"{\"tensors\":[{\"name\":1,\"dtype\":\"F32\",\"shape\":[]}]}", CKPT_E_FORMAT,
          "tensors[0]: expected \"name\""},
-        {"{\"tensors\":[{\"name\":\"a\\u0000b\",\"dtype\":\"F32\",\"shape\":[]}]}",
-         CKPT_E_FORMAT, "not valid JSON"},
+        {"{\"tensors\":[{\"name\":\"a\\u0000b\",\"dtype\":\"F32\",\"shape\":[]}]}", CKPT_E_FORMAT,
+         "not valid JSON"},
         {"{\"tensors\":[{\"name\":\"a\",\"shape\":[]}]}", CKPT_E_FORMAT, "\"dtype\""},
         {"{\"tensors\":[{\"name\":\"a\",\"dtype\":\"F32\",\"shape\":[-1]}]}", CKPT_E_FORMAT,
          "non-negative"},
@@ -152,8 +152,8 @@ TEST(manifest_json) {
         CHECK_EQ_INT(parse(bad[i].json, &m), bad[i].code);
         CHECK(m == NULL);
         if (!strstr(ckpt_error_last()->message, bad[i].msg))
-            fprintf(stderr, "case %zu: message '%s' lacks '%s'\n", i,
-                    ckpt_error_last()->message, bad[i].msg);
+            fprintf(stderr, "case %zu: message '%s' lacks '%s'\n", i, ckpt_error_last()->message,
+                    bad[i].msg);
         CHECK(strstr(ckpt_error_last()->message, bad[i].msg) != NULL);
         CHECK_EQ_STR(ckpt_error_last()->file, "spec.json");
     }
@@ -178,12 +178,12 @@ TEST(manifest_json) {
 /* ------------------------------------------------------------ segments */
 
 TEST(segments) {
-    CHECK_EQ_INT(ckpt_key_aligned("a.bc.d", 6, 2, 3), 1);  /* "bc." */
-    CHECK_EQ_INT(ckpt_key_aligned("a.bc.d", 6, 2, 2), 1);  /* "bc" */
-    CHECK_EQ_INT(ckpt_key_aligned("a.bc.d", 6, 2, 1), 0);  /* "b" */
-    CHECK_EQ_INT(ckpt_key_aligned("a.bc.d", 6, 3, 2), 0);  /* "c." */
-    CHECK_EQ_INT(ckpt_key_aligned("a.bc.d", 6, 5, 1), 1);  /* "d" */
-    CHECK_EQ_INT(ckpt_key_aligned("a.bc.d", 6, 5, 2), 0);  /* past the end */
+    CHECK_EQ_INT(ckpt_key_aligned("a.bc.d", 6, 2, 3), 1); /* "bc." */
+    CHECK_EQ_INT(ckpt_key_aligned("a.bc.d", 6, 2, 2), 1); /* "bc" */
+    CHECK_EQ_INT(ckpt_key_aligned("a.bc.d", 6, 2, 1), 0); /* "b" */
+    CHECK_EQ_INT(ckpt_key_aligned("a.bc.d", 6, 3, 2), 0); /* "c." */
+    CHECK_EQ_INT(ckpt_key_aligned("a.bc.d", 6, 5, 1), 1); /* "d" */
+    CHECK_EQ_INT(ckpt_key_aligned("a.bc.d", 6, 5, 2), 0); /* past the end */
 
     char out[128];
     const char *k = "_orig_mod.enc._fsdp_wrapped_module.layer._checkpoint_wrapped_module.w";
@@ -287,8 +287,8 @@ TEST(stacked_and_mid_key_wrappers) {
     CHECK_EQ_STR(ckpt_match_rewritten(r, 0), "fc1.weight");
     done(r);
     /* the other way round: the model is wrapped, the checkpoint is not */
-    const char *wrapped[] = {"_orig_mod.fc1.weight", "_orig_mod.fc1.bias",
-                             "_orig_mod.fc2.weight", "_orig_mod.fc2.bias", NULL};
+    const char *wrapped[] = {"_orig_mod.fc1.weight", "_orig_mod.fc1.bias", "_orig_mod.fc2.weight",
+                             "_orig_mod.fc2.bias", NULL};
     r = match(MODEL, wrapped, &o);
     CHECK_EQ_STR(rewrite_desc(r), "add '_orig_mod.'");
     CHECK_EQ_INT(ckpt_match_complete(r), 1);
@@ -352,10 +352,16 @@ TEST(tied_candidates) {
  * model entry pairs with every expected key while covering less than half
  * of the keys; the other top-level entries are ignored, not unexpected. */
 TEST(training_checkpoint_subtree) {
-    const char *c[] = {"model.fc1.weight", "model.fc1.bias", "model.fc2.weight",
-                       "model.fc2.bias", "optimizer.state.0.exp_avg",
-                       "optimizer.state.0.exp_avg_sq", "optimizer.state.1.exp_avg",
-                       "optimizer.state.1.exp_avg_sq", "scheduler.last", NULL};
+    const char *c[] = {"model.fc1.weight",
+                       "model.fc1.bias",
+                       "model.fc2.weight",
+                       "model.fc2.bias",
+                       "optimizer.state.0.exp_avg",
+                       "optimizer.state.0.exp_avg_sq",
+                       "optimizer.state.1.exp_avg",
+                       "optimizer.state.1.exp_avg_sq",
+                       "scheduler.last",
+                       NULL};
     ckpt_match_result *r = match(c, MODEL, NULL);
     CHECK_EQ_INT(ckpt_match_complete(r), 0);
     CHECK_EQ_STR(rewrite_desc(r),
@@ -381,31 +387,53 @@ TEST(training_checkpoint_subtree) {
     done(r);
 
     /* a model entry missing a key is no subtree match: nothing inferred */
-    const char *short_model[] = {"model.fc1.weight", "model.fc1.bias", "model.fc2.weight",
-                                 "optimizer.a", "optimizer.b", "optimizer.c", NULL};
+    const char *short_model[] = {"model.fc1.weight",
+                                 "model.fc1.bias",
+                                 "model.fc2.weight",
+                                 "optimizer.a",
+                                 "optimizer.b",
+                                 "optimizer.c",
+                                 NULL};
     r = match(short_model, MODEL, &o);
     CHECK(ckpt_match_rewrite(r) == NULL);
     CHECK_EQ_INT(ckpt_match_complete(r), 0);
     CHECK_EQ_INT(ckpt_match_ignored_count(r), 0);
     done(r);
     /* a subtree with an extra key is none either */
-    const char *extra[] = {"model.fc1.weight", "model.fc1.bias", "model.fc2.weight",
-                           "model.fc2.bias", "model.head", "optimizer.a", "optimizer.b",
-                           "optimizer.c", "optimizer.d", "optimizer.e", NULL};
+    const char *extra[] = {"model.fc1.weight",
+                           "model.fc1.bias",
+                           "model.fc2.weight",
+                           "model.fc2.bias",
+                           "model.head",
+                           "optimizer.a",
+                           "optimizer.b",
+                           "optimizer.c",
+                           "optimizer.d",
+                           "optimizer.e",
+                           NULL};
     r = match(extra, MODEL, &o);
     CHECK(ckpt_match_rewrite(r) == NULL);
     done(r);
     /* keys outside it that share its first segment: no whole entry */
-    const char *nested[] = {"state.model.fc1.weight", "state.model.fc1.bias",
-                            "state.model.fc2.weight", "state.model.fc2.bias", "state.ema.a",
-                            "state.ema.b", "state.ema.c", "state.ema.d", "state.ema.e", NULL};
+    const char *nested[] = {"state.model.fc1.weight",
+                            "state.model.fc1.bias",
+                            "state.model.fc2.weight",
+                            "state.model.fc2.bias",
+                            "state.ema.a",
+                            "state.ema.b",
+                            "state.ema.c",
+                            "state.ema.d",
+                            "state.ema.e",
+                            NULL};
     r = match(nested, MODEL, &o);
     CHECK(ckpt_match_rewrite(r) == NULL);
     done(r);
     /* two entries holding the model (model, ema): a tie, nothing applied */
-    const char *two[] = {"model.fc1.weight", "model.fc1.bias", "model.fc2.weight",
-                         "model.fc2.bias", "ema.fc1.weight", "ema.fc1.bias", "ema.fc2.weight",
-                         "ema.fc2.bias", "optimizer.a", NULL};
+    const char *two[] = {"model.fc1.weight", "model.fc1.bias",
+                         "model.fc2.weight", "model.fc2.bias",
+                         "ema.fc1.weight",   "ema.fc1.bias",
+                         "ema.fc2.weight",   "ema.fc2.bias",
+                         "optimizer.a",      NULL};
     r = match(two, MODEL, &o);
     CHECK(ckpt_match_rewrite(r) == NULL);
     CHECK_EQ_INT(ckpt_match_candidate_count(r), 2);
@@ -539,11 +567,12 @@ static uint32_t rnd(uint32_t n) {
 
 /* Segment names, including wrapper and prefix names used as ordinary
  * segments. */
-static const char *const SEGS[] = {"fc1", "fc2", "weight", "bias", "0", "1", "layers",
-                                   "encoder", "module", "model", "state_dict", "attn", "norm",
-                                   "running_mean", "_orig_mod", "x", "head", "embed"};
-static const char *const WRAPS[] = {"module.", "_orig_mod.", "model.", "state_dict.",
-                                    "_fsdp_wrapped_module.", "net.", "backbone."};
+static const char *const SEGS[] = {"fc1",        "fc2",    "weight",  "bias",         "0",
+                                   "1",          "layers", "encoder", "module",       "model",
+                                   "state_dict", "attn",   "norm",    "running_mean", "_orig_mod",
+                                   "x",          "head",   "embed"};
+static const char *const WRAPS[] = {
+    "module.", "_orig_mod.", "model.", "state_dict.", "_fsdp_wrapped_module.", "net.", "backbone."};
 
 TEST(property_normalize_restores_or_applies_nothing) {
     enum { ITER = 3000 };
@@ -640,8 +669,8 @@ TEST(property_normalize_restores_or_applies_nothing) {
  * 'ENTRY.'" exactly when the model entry is the only one holding the
  * model, restores every key, and names the other entries as ignored. */
 TEST(property_training_subtree) {
-    static const char *const ENTRIES[] = {"model", "net", "state_dict", "module", "optimizer",
-                                          "ema", "scheduler", "scaler", "trainer"};
+    static const char *const ENTRIES[] = {"model", "net",       "state_dict", "module", "optimizer",
+                                          "ema",   "scheduler", "scaler",     "trainer"};
     enum { ITER = 1500, NE = sizeof ENTRIES / sizeof *ENTRIES };
     int applied = 0, refused = 0, bad = 0;
     for (int it = 0; it < ITER; it++) {
@@ -725,8 +754,8 @@ TEST(property_training_subtree) {
             /* applied nothing: only a twin entry or a big model excuses it */
             if (!twin && !big) {
                 bad++;
-                fprintf(stderr, "  no rewrite for model '%s' (%zu keys of %zu)\n",
-                        ENTRIES[model], n, total);
+                fprintf(stderr, "  no rewrite for model '%s' (%zu keys of %zu)\n", ENTRIES[model],
+                        n, total);
                 for (size_t q = 0; q < ckpt_match_candidate_count(r); q++)
                     fprintf(stderr, "    cand %s %llu\n", ckpt_match_candidate(r, q)->description,
                             (unsigned long long)ckpt_match_candidate(r, q)->matches);
@@ -738,8 +767,7 @@ TEST(property_training_subtree) {
         ckpt_manifest_free(c);
         ckpt_manifest_free(e);
     }
-    printf("training property: %d applied, %d applied nothing, %d wrong\n", applied, refused,
-           bad);
+    printf("training property: %d applied, %d applied nothing, %d wrong\n", applied, refused, bad);
     CHECK_EQ_INT(bad, 0);
     CHECK(applied > ITER / 3);
     CHECK(refused > ITER / 20);
@@ -1002,8 +1030,7 @@ TEST(diff_leaves) {
     CHECK_EQ_INT(ckpt_diff_values_equal(r), 7);
     const ckpt_value_diff *v = ckpt_diff_value(r, CKPT_DIFF_VALUES_DIFFERING, 1);
     int64_t x = 0, y = 0;
-    CHECK(v && ckpt_value_int(v->a, &x) == 0 && ckpt_value_int(v->b, &y) == 0 && x == 2 &&
-          y == 7);
+    CHECK(v && ckpt_value_int(v->a, &x) == 0 && ckpt_value_int(v->b, &y) == 0 && x == 2 && y == 7);
     v = ckpt_diff_value(r, CKPT_DIFF_VALUES_ONLY_IN_A, 0);
     CHECK(v && v->a && !v->b);
     v = ckpt_diff_value(r, CKPT_DIFF_VALUES_DIFFERING, 6); /* wd: int against float */
@@ -1138,24 +1165,29 @@ TEST(diff_key_rewrites) {
     r = diff_keys(dp, MODEL, 0);
     CHECK_EQ_STR(ckpt_diff_rewrite_note(r), "B's keys are A's without 'module.'");
     diff_done(r);
-    const char *renamed[] = {"net.fc1.weight", "net.fc1.bias", "net.fc2.weight",
-                             "net.fc2.bias", NULL};
+    const char *renamed[] = {"net.fc1.weight", "net.fc1.bias", "net.fc2.weight", "net.fc2.bias",
+                             NULL};
     r = diff_keys(dp, renamed, 0);
     CHECK_EQ_STR(ckpt_diff_rewrite_note(r), "B's keys are A's with 'module.' replaced by 'net.'");
     diff_done(r);
     const char *compiled[] = {"_orig_mod.fc1.weight", "_orig_mod.fc1.bias", "fc2.weight",
                               "fc2._orig_mod.bias", NULL};
     r = diff_keys(MODEL, compiled, 1);
-    CHECK_EQ_STR(ckpt_diff_rewrite_note(r),
-                 "B's keys become A's by: drop '_orig_mod.' segments");
+    CHECK_EQ_STR(ckpt_diff_rewrite_note(r), "B's keys become A's by: drop '_orig_mod.' segments");
     CHECK_EQ_INT(ckpt_diff_identical(r), 1);
     diff_done(r);
 
     /* B a training checkpoint holding A under 'model.' */
-    const char *train[] = {"model.fc1.weight", "model.fc1.bias", "model.fc2.weight",
-                           "model.fc2.bias", "optimizer.state.0.exp_avg",
-                           "optimizer.state.1.exp_avg", "optimizer.state.2.exp_avg",
-                           "optimizer.state.3.exp_avg", "scaler.scale", NULL};
+    const char *train[] = {"model.fc1.weight",
+                           "model.fc1.bias",
+                           "model.fc2.weight",
+                           "model.fc2.bias",
+                           "optimizer.state.0.exp_avg",
+                           "optimizer.state.1.exp_avg",
+                           "optimizer.state.2.exp_avg",
+                           "optimizer.state.3.exp_avg",
+                           "scaler.scale",
+                           NULL};
     r = diff_keys(MODEL, train, 0);
     CHECK_EQ_STR(ckpt_diff_rewrite_note(r),
                  "B's keys under 'model.' are A's; B's other top-level entries: optimizer, "
@@ -1180,15 +1212,15 @@ TEST(diff_key_rewrites) {
     diff_done(r);
 
     /* keys that no rewrite pairs: nothing named, nothing renamed */
-    const char *partial[] = {"module.fc1.weight", "module.fc1.bias", "module.fc2.weight",
-                             "other", NULL};
+    const char *partial[] = {"module.fc1.weight", "module.fc1.bias", "module.fc2.weight", "other",
+                             NULL};
     r = diff_keys(MODEL, partial, 1);
     CHECK(ckpt_diff_rewrite(r) == NULL && ckpt_diff_rewrite_note(r) == NULL);
     CHECK_EQ_INT(ckpt_diff_count(r, CKPT_DIFF_ONLY_IN_B), 4);
     diff_done(r);
-    const char *nested[] = {"model.fc1.weight", "model.fc1.bias", "model.fc2.weight",
-                            "model.fc2.bias", "model_ema.x", "model_ema.y", "model_ema.z",
-                            "model.extra.a", "model.extra.b", NULL};
+    const char *nested[] = {
+        "model.fc1.weight", "model.fc1.bias", "model.fc2.weight", "model.fc2.bias", "model_ema.x",
+        "model_ema.y",      "model_ema.z",    "model.extra.a",    "model.extra.b",  NULL};
     r = diff_keys(MODEL, nested, 1); /* the leftovers are inside 'model.' */
     CHECK(ckpt_diff_rewrite(r) == NULL);
     diff_done(r);
@@ -1399,9 +1431,12 @@ TEST(allocation_failures) {
         ckpt_manifest_free(mc);
         ckpt_manifest_free(me);
         ckpt_set_allocator(NULL);
-        if (rc == CKPT_E_NOMEM) nomem++;
-        else if (rc == 0) ok++;
-        else CHECK_EQ_INT(rc, CKPT_E_NOMEM);
+        if (rc == CKPT_E_NOMEM)
+            nomem++;
+        else if (rc == 0)
+            ok++;
+        else
+            CHECK_EQ_INT(rc, CKPT_E_NOMEM);
         if (rc == 0 && allocs < fail_at) break; /* every allocation was tried */
     }
     CHECK(nomem > 10);
@@ -1411,8 +1446,8 @@ TEST(allocation_failures) {
 /* Every allocation of a diff fails in turn: values of a recorded tree (the
  * files diff_logical_tree wrote), and a key rewrite applied to B. */
 TEST(diff_allocation_failures) {
-    const char *dp[] = {"module.fc1.weight", "module.fc1.bias", "module.fc2.weight",
-                        "module.fc2.bias", "module.x._orig_mod.y", NULL};
+    const char *dp[] = {"module.fc1.weight", "module.fc1.bias",      "module.fc2.weight",
+                        "module.fc2.bias",   "module.x._orig_mod.y", NULL};
     const char *plain[] = {"fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias", "x.y", NULL};
     ckpt_manifest *pairs[2][2] = {{load("t.pt"), load("t7.safetensors")},
                                   {manifest_of(plain), manifest_of(dp)}};
@@ -1432,7 +1467,8 @@ TEST(diff_allocation_failures) {
                 /* the same result as without failures */
                 CHECK_EQ_INT(ckpt_diff_identical(r), k);
                 CHECK_EQ_INT(k ? ckpt_diff_rewrite(r) != NULL
-                               : ckpt_diff_value_count(r, CKPT_DIFF_VALUES_DIFFERING) == 1, 1);
+                               : ckpt_diff_value_count(r, CKPT_DIFF_VALUES_DIFFERING) == 1,
+                             1);
                 ok++;
             } else {
                 CHECK_EQ_INT(rc, CKPT_E_NOMEM);

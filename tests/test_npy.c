@@ -29,17 +29,28 @@ static ckpt_npy_kind kind_of(const char *header, int major, int minor) {
 #define HDR(d) "{'descr': " d ", 'fortran_order': False, 'shape': (3,), }\n"
 
 TEST(object_dtypes) {
-    const char *objects[] = {HDR("'|O'"), HDR("'<O'"), HDR("'O'"), HDR("'|O8'"),
-                             HDR("'object'"), HDR("\"|O\""), HDR("('|O', 3)"),
-                             HDR("[('a', '<i4'), ('b', '|O')]"), HDR("[(('t', 'a'), '|O')]"),
-                             HDR("[['a', '|O']]"), HDR("[('a', [('b', '|O')])]"),
+    const char *objects[] = {HDR("'|O'"),
+                             HDR("'<O'"),
+                             HDR("'O'"),
+                             HDR("'|O8'"),
+                             HDR("'object'"),
+                             HDR("\"|O\""),
+                             HDR("('|O', 3)"),
+                             HDR("[('a', '<i4'), ('b', '|O')]"),
+                             HDR("[(('t', 'a'), '|O')]"),
+                             HDR("[['a', '|O']]"),
+                             HDR("[('a', [('b', '|O')])]"),
                              HDR("('|O')") /* parentheses, no tuple */};
     for (size_t i = 0; i < sizeof objects / sizeof objects[0]; i++) {
         CHECK_EQ_INT(kind_of(objects[i], 1, 0), CKPT_NPY_OBJECT);
         CHECK_EQ_INT(h.data_offset, 10 + strlen(objects[i]));
     }
-    const char *plain[] = {HDR("'<f4'"), HDR("'|b1'"), HDR("'<U5'"), HDR("'|V8'"),
-                           HDR("'<M8[ns]'"), HDR("[('', '|V4'), ('b', '<f4')]"),
+    const char *plain[] = {HDR("'<f4'"),
+                           HDR("'|b1'"),
+                           HDR("'<U5'"),
+                           HDR("'|V8'"),
+                           HDR("'<M8[ns]'"),
+                           HDR("[('', '|V4'), ('b', '<f4')]"),
                            HDR("[('a', '<f8', (2,))]")};
     for (size_t i = 0; i < sizeof plain / sizeof plain[0]; i++)
         CHECK_EQ_INT(kind_of(plain[i], 3, 0), CKPT_NPY_PLAIN);
@@ -69,8 +80,8 @@ TEST(python_2_longs) {
 
 TEST(unsure) {
     static const char leading_zero[] = "{'descr': '|O', 'fortran_order': False, 'shape': (01,)}";
-    const char *cases[] = {HDR("'i4,O'"), HDR("'float32'"), HDR("'|O' # c"), HDR("'|' 'O'"),
-                           HDR("'\\x7cO'"), leading_zero};
+    const char *cases[] = {HDR("'i4,O'"),  HDR("'float32'"), HDR("'|O' # c"),
+                           HDR("'|' 'O'"), HDR("'\\x7cO'"),  leading_zero};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         CHECK_EQ_INT(kind_of(cases[i], 1, 0), CKPT_NPY_UNSURE);
         CHECK(h.why != NULL && h.at >= 10);

@@ -72,9 +72,14 @@ static uint64_t base_offset;
 static int run_used(const void *buf, size_t len, ckpt_value **out, size_t *used) {
     ckpt_arena_free(&arena);
     nevents = nevents_total = 0;
-    pk_options o = {.file = "test.pkl", .member = "data.pkl", .base_offset = base_offset,
-                    .limits = &limits, .arena = &arena, .persistent_load = persistent_load,
-                    .on_event = record, .scan_only = scan_only};
+    pk_options o = {.file = "test.pkl",
+                    .member = "data.pkl",
+                    .base_offset = base_offset,
+                    .limits = &limits,
+                    .arena = &arena,
+                    .persistent_load = persistent_load,
+                    .on_event = record,
+                    .scan_only = scan_only};
     return ckpt_pickle_run(out, used, buf, len, &o);
 }
 
@@ -100,8 +105,10 @@ static int is_bytes(const ckpt_value *v, const char *s, size_t n) {
 }
 
 static const ckpt_value *item(const ckpt_value *v, size_t i) {
-    return v && (v->kind == CKPT_KIND_LIST || v->kind == CKPT_KIND_TUPLE ||
-                 v->kind == CKPT_KIND_SET) && i < v->u.seq.n
+    return v &&
+                   (v->kind == CKPT_KIND_LIST || v->kind == CKPT_KIND_TUPLE ||
+                    v->kind == CKPT_KIND_SET) &&
+                   i < v->u.seq.n
                ? v->u.seq.items[i]
                : NULL;
 }
@@ -125,9 +132,13 @@ static int has_event(pk_event_kind kind, const char *module, const char *name) {
 /* The first matching event, or one whose every field fails the checks
  * (so a missing event fails a test instead of crashing it). */
 static const ev_copy *find_event(pk_event_kind kind, const char *module, const char *name) {
-    static const ev_copy missing = {.kind = (pk_event_kind)-1, .opcode = 0, .offset = UINT64_MAX,
-                                    .module = "(missing)", .name = "(missing)",
-                                    .allowed = -1, .symbolic = -1};
+    static const ev_copy missing = {.kind = (pk_event_kind)-1,
+                                    .opcode = 0,
+                                    .offset = UINT64_MAX,
+                                    .module = "(missing)",
+                                    .name = "(missing)",
+                                    .allowed = -1,
+                                    .symbolic = -1};
     for (size_t i = 0; i < nevents; i++)
         if (events[i].kind == kind && !strcmp(events[i].module, module) &&
             !strcmp(events[i].name, name))
@@ -255,7 +266,10 @@ TEST(test_proto0_strings) {
 
 TEST(test_binary_strings) {
     ckpt_value *v;
-    CHECK_EQ_INT(PK("X\x03\x00\x00\x00" "abc.", &v), 0);
+    CHECK_EQ_INT(PK("X\x03\x00\x00\x00"
+                    "abc.",
+                    &v),
+                 0);
     CHECK(is_str(v, "abc"));
     CHECK_EQ_INT(nevents, 0); /* a literal is data: no event */
     CHECK_EQ_INT(PK("\x8c\x02hi.", &v), 0);
@@ -287,93 +301,88 @@ TEST(test_binary_strings) {
 /* pickle.dumps({'a': [1, (2, 3.5)], 'b': {'c': None, 'd': True}, 'e': (), 'f': [],
  *               's': {1}, 'fs': frozenset([2]), 'big': 2**70, 'neg': -5,
  *               'u': 'caf\u00e9', 'by': b'\x00\xff'}, protocol=P), P = 0..4 */
-static const char nested_p0[] =
-    "\x28\x64\x70\x30\x0a\x56\x61\x0a\x70\x31\x0a\x28\x6c\x70\x32\x0a"
-    "\x49\x31\x0a\x61\x28\x49\x32\x0a\x46\x33\x2e\x35\x0a\x74\x70\x33"
-    "\x0a\x61\x73\x56\x62\x0a\x70\x34\x0a\x28\x64\x70\x35\x0a\x56\x63"
-    "\x0a\x70\x36\x0a\x4e\x73\x56\x64\x0a\x70\x37\x0a\x49\x30\x31\x0a"
-    "\x73\x73\x56\x65\x0a\x70\x38\x0a\x28\x74\x73\x56\x66\x0a\x70\x39"
-    "\x0a\x28\x6c\x70\x31\x30\x0a\x73\x56\x73\x0a\x70\x31\x31\x0a\x63"
-    "\x5f\x5f\x62\x75\x69\x6c\x74\x69\x6e\x5f\x5f\x0a\x73\x65\x74\x0a"
-    "\x70\x31\x32\x0a\x28\x28\x6c\x70\x31\x33\x0a\x49\x31\x0a\x61\x74"
-    "\x70\x31\x34\x0a\x52\x70\x31\x35\x0a\x73\x56\x66\x73\x0a\x70\x31"
-    "\x36\x0a\x63\x5f\x5f\x62\x75\x69\x6c\x74\x69\x6e\x5f\x5f\x0a\x66"
-    "\x72\x6f\x7a\x65\x6e\x73\x65\x74\x0a\x70\x31\x37\x0a\x28\x28\x6c"
-    "\x70\x31\x38\x0a\x49\x32\x0a\x61\x74\x70\x31\x39\x0a\x52\x70\x32"
-    "\x30\x0a\x73\x56\x62\x69\x67\x0a\x70\x32\x31\x0a\x4c\x31\x31\x38"
-    "\x30\x35\x39\x31\x36\x32\x30\x37\x31\x37\x34\x31\x31\x33\x30\x33"
-    "\x34\x32\x34\x4c\x0a\x73\x56\x6e\x65\x67\x0a\x70\x32\x32\x0a\x49"
-    "\x2d\x35\x0a\x73\x56\x75\x0a\x70\x32\x33\x0a\x56\x63\x61\x66\xe9"
-    "\x0a\x70\x32\x34\x0a\x73\x56\x62\x79\x0a\x70\x32\x35\x0a\x63\x5f"
-    "\x63\x6f\x64\x65\x63\x73\x0a\x65\x6e\x63\x6f\x64\x65\x0a\x70\x32"
-    "\x36\x0a\x28\x56\x5c\x75\x30\x30\x30\x30\xff\x0a\x70\x32\x37\x0a"
-    "\x56\x6c\x61\x74\x69\x6e\x31\x0a\x70\x32\x38\x0a\x74\x70\x32\x39"
-    "\x0a\x52\x70\x33\x30\x0a\x73\x2e";
-static const char nested_p1[] =
-    "\x7d\x71\x00\x28\x58\x01\x00\x00\x00\x61\x71\x01\x5d\x71\x02\x28"
-    "\x4b\x01\x28\x4b\x02\x47\x40\x0c\x00\x00\x00\x00\x00\x00\x74\x71"
-    "\x03\x65\x58\x01\x00\x00\x00\x62\x71\x04\x7d\x71\x05\x28\x58\x01"
-    "\x00\x00\x00\x63\x71\x06\x4e\x58\x01\x00\x00\x00\x64\x71\x07\x49"
-    "\x30\x31\x0a\x75\x58\x01\x00\x00\x00\x65\x71\x08\x29\x58\x01\x00"
-    "\x00\x00\x66\x71\x09\x5d\x71\x0a\x58\x01\x00\x00\x00\x73\x71\x0b"
-    "\x63\x5f\x5f\x62\x75\x69\x6c\x74\x69\x6e\x5f\x5f\x0a\x73\x65\x74"
-    "\x0a\x71\x0c\x28\x5d\x71\x0d\x4b\x01\x61\x74\x71\x0e\x52\x71\x0f"
-    "\x58\x02\x00\x00\x00\x66\x73\x71\x10\x63\x5f\x5f\x62\x75\x69\x6c"
-    "\x74\x69\x6e\x5f\x5f\x0a\x66\x72\x6f\x7a\x65\x6e\x73\x65\x74\x0a"
-    "\x71\x11\x28\x5d\x71\x12\x4b\x02\x61\x74\x71\x13\x52\x71\x14\x58"
-    "\x03\x00\x00\x00\x62\x69\x67\x71\x15\x4c\x31\x31\x38\x30\x35\x39"
-    "\x31\x36\x32\x30\x37\x31\x37\x34\x31\x31\x33\x30\x33\x34\x32\x34"
-    "\x4c\x0a\x58\x03\x00\x00\x00\x6e\x65\x67\x71\x16\x4a\xfb\xff\xff"
-    "\xff\x58\x01\x00\x00\x00\x75\x71\x17\x58\x05\x00\x00\x00\x63\x61"
-    "\x66\xc3\xa9\x71\x18\x58\x02\x00\x00\x00\x62\x79\x71\x19\x63\x5f"
-    "\x63\x6f\x64\x65\x63\x73\x0a\x65\x6e\x63\x6f\x64\x65\x0a\x71\x1a"
-    "\x28\x58\x03\x00\x00\x00\x00\xc3\xbf\x71\x1b\x58\x06\x00\x00\x00"
-    "\x6c\x61\x74\x69\x6e\x31\x71\x1c\x74\x71\x1d\x52\x71\x1e\x75\x2e";
-static const char nested_p2[] =
-    "\x80\x02\x7d\x71\x00\x28\x58\x01\x00\x00\x00\x61\x71\x01\x5d\x71"
-    "\x02\x28\x4b\x01\x4b\x02\x47\x40\x0c\x00\x00\x00\x00\x00\x00\x86"
-    "\x71\x03\x65\x58\x01\x00\x00\x00\x62\x71\x04\x7d\x71\x05\x28\x58"
-    "\x01\x00\x00\x00\x63\x71\x06\x4e\x58\x01\x00\x00\x00\x64\x71\x07"
-    "\x88\x75\x58\x01\x00\x00\x00\x65\x71\x08\x29\x58\x01\x00\x00\x00"
-    "\x66\x71\x09\x5d\x71\x0a\x58\x01\x00\x00\x00\x73\x71\x0b\x63\x5f"
-    "\x5f\x62\x75\x69\x6c\x74\x69\x6e\x5f\x5f\x0a\x73\x65\x74\x0a\x71"
-    "\x0c\x5d\x71\x0d\x4b\x01\x61\x85\x71\x0e\x52\x71\x0f\x58\x02\x00"
-    "\x00\x00\x66\x73\x71\x10\x63\x5f\x5f\x62\x75\x69\x6c\x74\x69\x6e"
-    "\x5f\x5f\x0a\x66\x72\x6f\x7a\x65\x6e\x73\x65\x74\x0a\x71\x11\x5d"
-    "\x71\x12\x4b\x02\x61\x85\x71\x13\x52\x71\x14\x58\x03\x00\x00\x00"
-    "\x62\x69\x67\x71\x15\x8a\x09\x00\x00\x00\x00\x00\x00\x00\x00\x40"
-    "\x58\x03\x00\x00\x00\x6e\x65\x67\x71\x16\x4a\xfb\xff\xff\xff\x58"
-    "\x01\x00\x00\x00\x75\x71\x17\x58\x05\x00\x00\x00\x63\x61\x66\xc3"
-    "\xa9\x71\x18\x58\x02\x00\x00\x00\x62\x79\x71\x19\x63\x5f\x63\x6f"
-    "\x64\x65\x63\x73\x0a\x65\x6e\x63\x6f\x64\x65\x0a\x71\x1a\x58\x03"
-    "\x00\x00\x00\x00\xc3\xbf\x71\x1b\x58\x06\x00\x00\x00\x6c\x61\x74"
-    "\x69\x6e\x31\x71\x1c\x86\x71\x1d\x52\x71\x1e\x75\x2e";
-static const char nested_p3[] =
-    "\x80\x03\x7d\x71\x00\x28\x58\x01\x00\x00\x00\x61\x71\x01\x5d\x71"
-    "\x02\x28\x4b\x01\x4b\x02\x47\x40\x0c\x00\x00\x00\x00\x00\x00\x86"
-    "\x71\x03\x65\x58\x01\x00\x00\x00\x62\x71\x04\x7d\x71\x05\x28\x58"
-    "\x01\x00\x00\x00\x63\x71\x06\x4e\x58\x01\x00\x00\x00\x64\x71\x07"
-    "\x88\x75\x58\x01\x00\x00\x00\x65\x71\x08\x29\x58\x01\x00\x00\x00"
-    "\x66\x71\x09\x5d\x71\x0a\x58\x01\x00\x00\x00\x73\x71\x0b\x63\x62"
-    "\x75\x69\x6c\x74\x69\x6e\x73\x0a\x73\x65\x74\x0a\x71\x0c\x5d\x71"
-    "\x0d\x4b\x01\x61\x85\x71\x0e\x52\x71\x0f\x58\x02\x00\x00\x00\x66"
-    "\x73\x71\x10\x63\x62\x75\x69\x6c\x74\x69\x6e\x73\x0a\x66\x72\x6f"
-    "\x7a\x65\x6e\x73\x65\x74\x0a\x71\x11\x5d\x71\x12\x4b\x02\x61\x85"
-    "\x71\x13\x52\x71\x14\x58\x03\x00\x00\x00\x62\x69\x67\x71\x15\x8a"
-    "\x09\x00\x00\x00\x00\x00\x00\x00\x00\x40\x58\x03\x00\x00\x00\x6e"
-    "\x65\x67\x71\x16\x4a\xfb\xff\xff\xff\x58\x01\x00\x00\x00\x75\x71"
-    "\x17\x58\x05\x00\x00\x00\x63\x61\x66\xc3\xa9\x71\x18\x58\x02\x00"
-    "\x00\x00\x62\x79\x71\x19\x43\x02\x00\xff\x71\x1a\x75\x2e";
-static const char nested_p4[] =
-    "\x80\x04\x95\x7f\x00\x00\x00\x00\x00\x00\x00\x7d\x94\x28\x8c\x01"
-    "\x61\x94\x5d\x94\x28\x4b\x01\x4b\x02\x47\x40\x0c\x00\x00\x00\x00"
-    "\x00\x00\x86\x94\x65\x8c\x01\x62\x94\x7d\x94\x28\x8c\x01\x63\x94"
-    "\x4e\x8c\x01\x64\x94\x88\x75\x8c\x01\x65\x94\x29\x8c\x01\x66\x94"
-    "\x5d\x94\x8c\x01\x73\x94\x8f\x94\x28\x4b\x01\x90\x8c\x02\x66\x73"
-    "\x94\x28\x4b\x02\x91\x94\x8c\x03\x62\x69\x67\x94\x8a\x09\x00\x00"
-    "\x00\x00\x00\x00\x00\x00\x40\x8c\x03\x6e\x65\x67\x94\x4a\xfb\xff"
-    "\xff\xff\x8c\x01\x75\x94\x8c\x05\x63\x61\x66\xc3\xa9\x94\x8c\x02"
-    "\x62\x79\x94\x43\x02\x00\xff\x94\x75\x2e";
+static const char nested_p0[] = "\x28\x64\x70\x30\x0a\x56\x61\x0a\x70\x31\x0a\x28\x6c\x70\x32\x0a"
+                                "\x49\x31\x0a\x61\x28\x49\x32\x0a\x46\x33\x2e\x35\x0a\x74\x70\x33"
+                                "\x0a\x61\x73\x56\x62\x0a\x70\x34\x0a\x28\x64\x70\x35\x0a\x56\x63"
+                                "\x0a\x70\x36\x0a\x4e\x73\x56\x64\x0a\x70\x37\x0a\x49\x30\x31\x0a"
+                                "\x73\x73\x56\x65\x0a\x70\x38\x0a\x28\x74\x73\x56\x66\x0a\x70\x39"
+                                "\x0a\x28\x6c\x70\x31\x30\x0a\x73\x56\x73\x0a\x70\x31\x31\x0a\x63"
+                                "\x5f\x5f\x62\x75\x69\x6c\x74\x69\x6e\x5f\x5f\x0a\x73\x65\x74\x0a"
+                                "\x70\x31\x32\x0a\x28\x28\x6c\x70\x31\x33\x0a\x49\x31\x0a\x61\x74"
+                                "\x70\x31\x34\x0a\x52\x70\x31\x35\x0a\x73\x56\x66\x73\x0a\x70\x31"
+                                "\x36\x0a\x63\x5f\x5f\x62\x75\x69\x6c\x74\x69\x6e\x5f\x5f\x0a\x66"
+                                "\x72\x6f\x7a\x65\x6e\x73\x65\x74\x0a\x70\x31\x37\x0a\x28\x28\x6c"
+                                "\x70\x31\x38\x0a\x49\x32\x0a\x61\x74\x70\x31\x39\x0a\x52\x70\x32"
+                                "\x30\x0a\x73\x56\x62\x69\x67\x0a\x70\x32\x31\x0a\x4c\x31\x31\x38"
+                                "\x30\x35\x39\x31\x36\x32\x30\x37\x31\x37\x34\x31\x31\x33\x30\x33"
+                                "\x34\x32\x34\x4c\x0a\x73\x56\x6e\x65\x67\x0a\x70\x32\x32\x0a\x49"
+                                "\x2d\x35\x0a\x73\x56\x75\x0a\x70\x32\x33\x0a\x56\x63\x61\x66\xe9"
+                                "\x0a\x70\x32\x34\x0a\x73\x56\x62\x79\x0a\x70\x32\x35\x0a\x63\x5f"
+                                "\x63\x6f\x64\x65\x63\x73\x0a\x65\x6e\x63\x6f\x64\x65\x0a\x70\x32"
+                                "\x36\x0a\x28\x56\x5c\x75\x30\x30\x30\x30\xff\x0a\x70\x32\x37\x0a"
+                                "\x56\x6c\x61\x74\x69\x6e\x31\x0a\x70\x32\x38\x0a\x74\x70\x32\x39"
+                                "\x0a\x52\x70\x33\x30\x0a\x73\x2e";
+static const char nested_p1[] = "\x7d\x71\x00\x28\x58\x01\x00\x00\x00\x61\x71\x01\x5d\x71\x02\x28"
+                                "\x4b\x01\x28\x4b\x02\x47\x40\x0c\x00\x00\x00\x00\x00\x00\x74\x71"
+                                "\x03\x65\x58\x01\x00\x00\x00\x62\x71\x04\x7d\x71\x05\x28\x58\x01"
+                                "\x00\x00\x00\x63\x71\x06\x4e\x58\x01\x00\x00\x00\x64\x71\x07\x49"
+                                "\x30\x31\x0a\x75\x58\x01\x00\x00\x00\x65\x71\x08\x29\x58\x01\x00"
+                                "\x00\x00\x66\x71\x09\x5d\x71\x0a\x58\x01\x00\x00\x00\x73\x71\x0b"
+                                "\x63\x5f\x5f\x62\x75\x69\x6c\x74\x69\x6e\x5f\x5f\x0a\x73\x65\x74"
+                                "\x0a\x71\x0c\x28\x5d\x71\x0d\x4b\x01\x61\x74\x71\x0e\x52\x71\x0f"
+                                "\x58\x02\x00\x00\x00\x66\x73\x71\x10\x63\x5f\x5f\x62\x75\x69\x6c"
+                                "\x74\x69\x6e\x5f\x5f\x0a\x66\x72\x6f\x7a\x65\x6e\x73\x65\x74\x0a"
+                                "\x71\x11\x28\x5d\x71\x12\x4b\x02\x61\x74\x71\x13\x52\x71\x14\x58"
+                                "\x03\x00\x00\x00\x62\x69\x67\x71\x15\x4c\x31\x31\x38\x30\x35\x39"
+                                "\x31\x36\x32\x30\x37\x31\x37\x34\x31\x31\x33\x30\x33\x34\x32\x34"
+                                "\x4c\x0a\x58\x03\x00\x00\x00\x6e\x65\x67\x71\x16\x4a\xfb\xff\xff"
+                                "\xff\x58\x01\x00\x00\x00\x75\x71\x17\x58\x05\x00\x00\x00\x63\x61"
+                                "\x66\xc3\xa9\x71\x18\x58\x02\x00\x00\x00\x62\x79\x71\x19\x63\x5f"
+                                "\x63\x6f\x64\x65\x63\x73\x0a\x65\x6e\x63\x6f\x64\x65\x0a\x71\x1a"
+                                "\x28\x58\x03\x00\x00\x00\x00\xc3\xbf\x71\x1b\x58\x06\x00\x00\x00"
+                                "\x6c\x61\x74\x69\x6e\x31\x71\x1c\x74\x71\x1d\x52\x71\x1e\x75\x2e";
+static const char nested_p2[] = "\x80\x02\x7d\x71\x00\x28\x58\x01\x00\x00\x00\x61\x71\x01\x5d\x71"
+                                "\x02\x28\x4b\x01\x4b\x02\x47\x40\x0c\x00\x00\x00\x00\x00\x00\x86"
+                                "\x71\x03\x65\x58\x01\x00\x00\x00\x62\x71\x04\x7d\x71\x05\x28\x58"
+                                "\x01\x00\x00\x00\x63\x71\x06\x4e\x58\x01\x00\x00\x00\x64\x71\x07"
+                                "\x88\x75\x58\x01\x00\x00\x00\x65\x71\x08\x29\x58\x01\x00\x00\x00"
+                                "\x66\x71\x09\x5d\x71\x0a\x58\x01\x00\x00\x00\x73\x71\x0b\x63\x5f"
+                                "\x5f\x62\x75\x69\x6c\x74\x69\x6e\x5f\x5f\x0a\x73\x65\x74\x0a\x71"
+                                "\x0c\x5d\x71\x0d\x4b\x01\x61\x85\x71\x0e\x52\x71\x0f\x58\x02\x00"
+                                "\x00\x00\x66\x73\x71\x10\x63\x5f\x5f\x62\x75\x69\x6c\x74\x69\x6e"
+                                "\x5f\x5f\x0a\x66\x72\x6f\x7a\x65\x6e\x73\x65\x74\x0a\x71\x11\x5d"
+                                "\x71\x12\x4b\x02\x61\x85\x71\x13\x52\x71\x14\x58\x03\x00\x00\x00"
+                                "\x62\x69\x67\x71\x15\x8a\x09\x00\x00\x00\x00\x00\x00\x00\x00\x40"
+                                "\x58\x03\x00\x00\x00\x6e\x65\x67\x71\x16\x4a\xfb\xff\xff\xff\x58"
+                                "\x01\x00\x00\x00\x75\x71\x17\x58\x05\x00\x00\x00\x63\x61\x66\xc3"
+                                "\xa9\x71\x18\x58\x02\x00\x00\x00\x62\x79\x71\x19\x63\x5f\x63\x6f"
+                                "\x64\x65\x63\x73\x0a\x65\x6e\x63\x6f\x64\x65\x0a\x71\x1a\x58\x03"
+                                "\x00\x00\x00\x00\xc3\xbf\x71\x1b\x58\x06\x00\x00\x00\x6c\x61\x74"
+                                "\x69\x6e\x31\x71\x1c\x86\x71\x1d\x52\x71\x1e\x75\x2e";
+static const char nested_p3[] = "\x80\x03\x7d\x71\x00\x28\x58\x01\x00\x00\x00\x61\x71\x01\x5d\x71"
+                                "\x02\x28\x4b\x01\x4b\x02\x47\x40\x0c\x00\x00\x00\x00\x00\x00\x86"
+                                "\x71\x03\x65\x58\x01\x00\x00\x00\x62\x71\x04\x7d\x71\x05\x28\x58"
+                                "\x01\x00\x00\x00\x63\x71\x06\x4e\x58\x01\x00\x00\x00\x64\x71\x07"
+                                "\x88\x75\x58\x01\x00\x00\x00\x65\x71\x08\x29\x58\x01\x00\x00\x00"
+                                "\x66\x71\x09\x5d\x71\x0a\x58\x01\x00\x00\x00\x73\x71\x0b\x63\x62"
+                                "\x75\x69\x6c\x74\x69\x6e\x73\x0a\x73\x65\x74\x0a\x71\x0c\x5d\x71"
+                                "\x0d\x4b\x01\x61\x85\x71\x0e\x52\x71\x0f\x58\x02\x00\x00\x00\x66"
+                                "\x73\x71\x10\x63\x62\x75\x69\x6c\x74\x69\x6e\x73\x0a\x66\x72\x6f"
+                                "\x7a\x65\x6e\x73\x65\x74\x0a\x71\x11\x5d\x71\x12\x4b\x02\x61\x85"
+                                "\x71\x13\x52\x71\x14\x58\x03\x00\x00\x00\x62\x69\x67\x71\x15\x8a"
+                                "\x09\x00\x00\x00\x00\x00\x00\x00\x00\x40\x58\x03\x00\x00\x00\x6e"
+                                "\x65\x67\x71\x16\x4a\xfb\xff\xff\xff\x58\x01\x00\x00\x00\x75\x71"
+                                "\x17\x58\x05\x00\x00\x00\x63\x61\x66\xc3\xa9\x71\x18\x58\x02\x00"
+                                "\x00\x00\x62\x79\x71\x19\x43\x02\x00\xff\x71\x1a\x75\x2e";
+static const char nested_p4[] = "\x80\x04\x95\x7f\x00\x00\x00\x00\x00\x00\x00\x7d\x94\x28\x8c\x01"
+                                "\x61\x94\x5d\x94\x28\x4b\x01\x4b\x02\x47\x40\x0c\x00\x00\x00\x00"
+                                "\x00\x00\x86\x94\x65\x8c\x01\x62\x94\x7d\x94\x28\x8c\x01\x63\x94"
+                                "\x4e\x8c\x01\x64\x94\x88\x75\x8c\x01\x65\x94\x29\x8c\x01\x66\x94"
+                                "\x5d\x94\x8c\x01\x73\x94\x8f\x94\x28\x4b\x01\x90\x8c\x02\x66\x73"
+                                "\x94\x28\x4b\x02\x91\x94\x8c\x03\x62\x69\x67\x94\x8a\x09\x00\x00"
+                                "\x00\x00\x00\x00\x00\x00\x40\x8c\x03\x6e\x65\x67\x94\x4a\xfb\xff"
+                                "\xff\xff\x8c\x01\x75\x94\x8c\x05\x63\x61\x66\xc3\xa9\x94\x8c\x02"
+                                "\x62\x79\x94\x43\x02\x00\xff\x94\x75\x2e";
 
 static void check_nested(const ckpt_value *d, int proto) {
     CHECK(d && d->kind == CKPT_KIND_DICT && d->u.dict.n == 10);
@@ -399,10 +408,14 @@ static void check_nested(const ckpt_value *d, int proto) {
 }
 
 TEST(test_nested_every_protocol) {
-    static const struct { const char *p; size_t n; } pk[] = {
-        {nested_p0, sizeof nested_p0 - 1}, {nested_p1, sizeof nested_p1 - 1},
-        {nested_p2, sizeof nested_p2 - 1}, {nested_p3, sizeof nested_p3 - 1},
-        {nested_p4, sizeof nested_p4 - 1}};
+    static const struct {
+        const char *p;
+        size_t n;
+    } pk[] = {{nested_p0, sizeof nested_p0 - 1},
+              {nested_p1, sizeof nested_p1 - 1},
+              {nested_p2, sizeof nested_p2 - 1},
+              {nested_p3, sizeof nested_p3 - 1},
+              {nested_p4, sizeof nested_p4 - 1}};
     for (int i = 0; i < 5; i++) {
         ckpt_value *v;
         size_t used = 0;
@@ -415,24 +428,42 @@ TEST(test_nested_every_protocol) {
 TEST(test_shared_and_cyclic) {
     ckpt_value *v;
     /* l = [1]; {'x': l, 'y': l} at protocol 2: y is a BINGET of x */
-    CHECK_EQ_INT(PK("\x80\x02}q\x00(X\x01\x00\x00\x00xq\x01]q\x02K\x01" "aX\x01\x00\x00\x00yq\x03h\x02u.", &v), 0);
+    CHECK_EQ_INT(PK("\x80\x02}q\x00(X\x01\x00\x00\x00xq\x01]q\x02K\x01"
+                    "aX\x01\x00\x00\x00yq\x03h\x02u.",
+                    &v),
+                 0);
     CHECK(get(v, "x") && get(v, "x") == get(v, "y"));
     /* l = []; l.append(l) */
-    CHECK_EQ_INT(PK("\x80\x02]q\x00h\x00" "a.", &v), 0);
+    CHECK_EQ_INT(PK("\x80\x02]q\x00h\x00"
+                    "a.",
+                    &v),
+                 0);
     CHECK(v && v->kind == CKPT_KIND_LIST && item(v, 0) == v);
 }
 
 TEST(test_stack_opcodes) {
     ckpt_value *v;
-    CHECK_EQ_INT(PK("K\x01K\x02" "0.", &v), 0); /* POP */
+    CHECK_EQ_INT(PK("K\x01K\x02"
+                    "0.",
+                    &v),
+                 0); /* POP */
     CHECK(is_int(v, 1));
-    CHECK_EQ_INT(PK("K\x01(K\x02K\x03" "1.", &v), 0); /* POP_MARK */
+    CHECK_EQ_INT(PK("K\x01(K\x02K\x03"
+                    "1.",
+                    &v),
+                 0); /* POP_MARK */
     CHECK(is_int(v, 1));
     CHECK_EQ_INT(PK("K\x01(0.", &v), 0); /* POP of a bare MARK pops the mark */
     CHECK(is_int(v, 1));
-    CHECK_EQ_INT(PK("K\x05" "2\x86.", &v), 0); /* DUP */
+    CHECK_EQ_INT(PK("K\x05"
+                    "2\x86.",
+                    &v),
+                 0); /* DUP */
     CHECK(v && v->kind == CKPT_KIND_TUPLE && is_int(item(v, 0), 5) && item(v, 0) == item(v, 1));
-    CHECK_EQ_INT(PK("(K\x01K\x02K\x03K\x04" "d.", &v), 0); /* DICT */
+    CHECK_EQ_INT(PK("(K\x01K\x02K\x03K\x04"
+                    "d.",
+                    &v),
+                 0); /* DICT */
     CHECK(v && v->kind == CKPT_KIND_DICT && v->u.dict.n == 2 && is_int(v->u.dict.vals[1], 4));
     CHECK_EQ_INT(PK("(K\x01K\x02l.", &v), 0); /* LIST */
     CHECK(v && v->kind == CKPT_KIND_LIST && v->u.seq.n == 2 && is_int(item(v, 1), 2));
@@ -451,7 +482,10 @@ TEST(test_stack_opcodes) {
     CHECK(is_int(v, 7));
     CHECK_EQ_INT(PK("K\x07(\x90.", &v), 0);
     CHECK(is_int(v, 7));
-    CHECK_EQ_INT(PK("K\x07(K\x01" "e.", &v), CKPT_E_FORMAT);
+    CHECK_EQ_INT(PK("K\x07(K\x01"
+                    "e.",
+                    &v),
+                 CKPT_E_FORMAT);
 }
 
 /* ---------------------------------------------------------------- memo */
@@ -472,7 +506,10 @@ static void *test_realloc(void *u, void *p, size_t n) {
     if (n > alloc_largest) alloc_largest = n;
     return realloc(p, n);
 }
-static void test_free(void *u, void *p) { (void)u; free(p); }
+static void test_free(void *u, void *p) {
+    (void)u;
+    free(p);
+}
 static const ckpt_allocator test_allocator = {test_malloc, test_realloc, test_free, NULL};
 
 TEST(test_memo) {
@@ -531,7 +568,10 @@ TEST(test_memo_dense_and_sparse) {
     char *b = malloc(cap);
     CHECK(b != NULL);
     if (!b) return;
-    memcpy(b + n, "\x80\x04K\x07r\xe8\x03\x00\x00" "0", 10);
+    memcpy(b + n,
+           "\x80\x04K\x07r\xe8\x03\x00\x00"
+           "0",
+           10);
     n += 10;
     for (unsigned i = 1; i <= 1100; i++) {
         b[n++] = 'K';
@@ -580,34 +620,59 @@ TEST(test_memo_dense_and_sparse) {
 TEST(test_frames) {
     ckpt_value *v;
     /* benign0_v4.pkl: a frame holding everything up to STOP */
-    static const char framed[] = "\x80\x04\x95\x11\x00\x00\x00\x00\x00\x00\x00]\x94(\x8c\x01" "a"
-                                 "\x94\x8c\x01" "b\x94\x8c\x01" "c\x94" "e.";
+    static const char framed[] = "\x80\x04\x95\x11\x00\x00\x00\x00\x00\x00\x00]\x94(\x8c\x01"
+                                 "a"
+                                 "\x94\x8c\x01"
+                                 "b\x94\x8c\x01"
+                                 "c\x94"
+                                 "e.";
     CHECK_EQ_INT(PK(framed, &v), 0);
     CHECK(v && v->kind == CKPT_KIND_LIST && v->u.seq.n == 3 && is_str(item(v, 2), "c"));
     /* two frames back to back */
-    CHECK_EQ_INT(PK("\x80\x04\x95\x01\x00\x00\x00\x00\x00\x00\x00N\x95\x01\x00\x00\x00\x00\x00\x00\x00.", &v), 0);
+    CHECK_EQ_INT(
+        PK("\x80\x04\x95\x01\x00\x00\x00\x00\x00\x00\x00N\x95\x01\x00\x00\x00\x00\x00\x00\x00.",
+           &v),
+        0);
     CHECK(v && v->kind == CKPT_KIND_NONE);
     /* an operand that crosses the end of its frame (cpython#154848) */
     base_offset = 500;
-    CHECK_EQ_INT(PK("\x80\x04\x95\x03\x00\x00\x00\x00\x00\x00\x00\x8c\x04" "abcd.", &v), CKPT_E_FORMAT);
+    CHECK_EQ_INT(PK("\x80\x04\x95\x03\x00\x00\x00\x00\x00\x00\x00\x8c\x04"
+                    "abcd.",
+                    &v),
+                 CKPT_E_FORMAT);
     CHECK_EQ_INT(ckpt_error_last()->offset, 511);
     CHECK(strstr(last_message(), "SHORT_BINUNICODE") != NULL);
     base_offset = 0;
     /* a text operand whose newline lies past the frame */
     CHECK_EQ_INT(PK("\x80\x04\x95\x02\x00\x00\x00\x00\x00\x00\x00I1\n.", &v), CKPT_E_FORMAT);
     /* a frame opened inside another and ending within it: no change */
-    CHECK_EQ_INT(PK("\x80\x04\x95\x0a\x00\x00\x00\x00\x00\x00\x00\x95\x01\x00\x00\x00\x00\x00\x00\x00N.", &v),
-                 0);
+    CHECK_EQ_INT(
+        PK("\x80\x04\x95\x0a\x00\x00\x00\x00\x00\x00\x00\x95\x01\x00\x00\x00\x00\x00\x00\x00N.",
+           &v),
+        0);
     CHECK(v && v->kind == CKPT_KIND_NONE);
     /* ... and one reaching past the outer frame: two readings */
-    CHECK_EQ_INT(PK("\x80\x04\x95\x0a\x00\x00\x00\x00\x00\x00\x00\x95\x02\x00\x00\x00\x00\x00\x00\x00N.", &v),
-                 CKPT_E_FORMAT);
+    CHECK_EQ_INT(
+        PK("\x80\x04\x95\x0a\x00\x00\x00\x00\x00\x00\x00\x95\x02\x00\x00\x00\x00\x00\x00\x00N.",
+           &v),
+        CKPT_E_FORMAT);
     /* the data of BINBYTES/BYTEARRAY8 is one run for every reader */
-    CHECK_EQ_INT(PK("\x80\x04\x95\x04\x00\x00\x00\x00\x00\x00\x00" "C\x05" "abcde.", &v), 0);
+    CHECK_EQ_INT(PK("\x80\x04\x95\x04\x00\x00\x00\x00\x00\x00\x00"
+                    "C\x05"
+                    "abcde.",
+                    &v),
+                 0);
     CHECK(v && v->kind == CKPT_KIND_BYTES && v->u.s.len == 5);
-    CHECK_EQ_INT(PK("\x80\x05\x95\x0b\x00\x00\x00\x00\x00\x00\x00\x96\x03\x00\x00\x00\x00\x00\x00\x00" "ab" "c.", &v), 0);
+    CHECK_EQ_INT(
+        PK("\x80\x05\x95\x0b\x00\x00\x00\x00\x00\x00\x00\x96\x03\x00\x00\x00\x00\x00\x00\x00"
+           "ab"
+           "c.",
+           &v),
+        0);
     /* ... but not BINUNICODE's */
-    CHECK_EQ_INT(PK("\x80\x04\x95\x07\x00\x00\x00\x00\x00\x00\x00X\x05\x00\x00\x00" "abcde.", &v),
+    CHECK_EQ_INT(PK("\x80\x04\x95\x07\x00\x00\x00\x00\x00\x00\x00X\x05\x00\x00\x00"
+                    "abcde.",
+                    &v),
                  CKPT_E_FORMAT);
     /* an operand right after the frame's last byte is after the frame */
     CHECK_EQ_INT(PK("\x80\x04\x95\x01\x00\x00\x00\x00\x00\x00\x00K\x01.", &v), 0);
@@ -624,8 +689,12 @@ TEST(test_frames) {
 TEST(test_stack_global) {
     ckpt_value *v;
     /* module and name from the memo, the second time through BINGET */
-    CHECK_EQ_INT(PK("\x80\x04\x8c\x0b" "collections\x94\x8c\x0b" "OrderedDict\x94\x93)R"
-                    "h\x00h\x01\x93)R\x86.", &v), 0);
+    CHECK_EQ_INT(PK("\x80\x04\x8c\x0b"
+                    "collections\x94\x8c\x0b"
+                    "OrderedDict\x94\x93)R"
+                    "h\x00h\x01\x93)R\x86.",
+                    &v),
+                 0);
     CHECK(v && v->kind == CKPT_KIND_TUPLE && item(v, 1) && item(v, 1)->kind == CKPT_KIND_DICT);
     CHECK_EQ_INT(count_events(PK_EV_GLOBAL), 2);
     const ev_copy *e = find_event(PK_EV_GLOBAL, "collections", "OrderedDict");
@@ -657,7 +726,10 @@ TEST(test_name_mapping) {
     CHECK_EQ_INT(PK("c__builtin__\nreduce\n.", &v), 0);
     CHECK_EQ_STR(v->u.global.qualname, "functools.reduce");
     /* Python maps only below protocol 3 */
-    CHECK_EQ_INT(PK("\x80\x03" "c__builtin__\neval\n.", &v), 0);
+    CHECK_EQ_INT(PK("\x80\x03"
+                    "c__builtin__\neval\n.",
+                    &v),
+                 0);
     CHECK_EQ_STR(v->u.global.qualname, "__builtin__.eval");
     /* names Python could not import */
     CHECK_EQ_INT(PK("cos\x00x\nsystem\n.", &v), CKPT_E_FORMAT);
@@ -691,22 +763,37 @@ TEST(test_allowlist) {
 
 TEST(test_type_confusion) {
     ckpt_value *v;
-    static const struct { const char *pk; size_t n; const char *op; } bad[] = {
+    static const struct {
+        const char *pk;
+        size_t n;
+        const char *op;
+    } bad[] = {
 #define BAD(lit, op) {lit, sizeof(lit) - 1, op}
-        BAD("]K\x01K\x02s.", "SETITEM"),          /* SETITEM on a list */
-        BAD("](K\x01K\x02u.", "SETITEMS"),        /* SETITEMS on a list */
-        BAD(")K\x01" "a.", "APPEND"),             /* APPEND on a tuple */
-        BAD("}(K\x01" "e.", "APPENDS"),           /* APPENDS on a dict */
-        BAD("](K\x01\x90.", "ADDITEMS"),          /* ADDITEMS on a list */
-        BAD("}]K\x01s.", "SETITEM"),              /* unhashable key */
-        BAD("(K\x01" "d.", "DICT"),               /* odd items */
-        BAD("}(K\x01u.", "SETITEMS"),             /* odd items */
-        BAD("(o.", "OBJ"),                        /* no class */
-        BAD("cos\nsystem\n]R.", "REDUCE"),        /* args not a tuple */
+        BAD("]K\x01K\x02s.", "SETITEM"),   /* SETITEM on a list */
+        BAD("](K\x01K\x02u.", "SETITEMS"), /* SETITEMS on a list */
+        BAD(")K\x01"
+            "a.",
+            "APPEND"), /* APPEND on a tuple */
+        BAD("}(K\x01"
+            "e.",
+            "APPENDS"),                  /* APPENDS on a dict */
+        BAD("](K\x01\x90.", "ADDITEMS"), /* ADDITEMS on a list */
+        BAD("}]K\x01s.", "SETITEM"),     /* unhashable key */
+        BAD("(K\x01"
+            "d.",
+            "DICT"),                                /* odd items */
+        BAD("}(K\x01u.", "SETITEMS"),               /* odd items */
+        BAD("(o.", "OBJ"),                          /* no class */
+        BAD("cos\nsystem\n]R.", "REDUCE"),          /* args not a tuple */
         BAD("cfoo\nBar\n)K\x01\x92.", "NEWOBJ_EX"), /* kwargs not a dict */
-        BAD("K\x01K\x02" "b.", "BUILD"),          /* state on an int */
+        BAD("K\x01K\x02"
+            "b.",
+            "BUILD"), /* state on an int */
         /* SETITEM on an object whose items are a list (ADDITEMS) */
-        BAD("\x80\x04\x8c\x01" "a\x8c\x01" "b\x93)\x81(K\x01\x90}bK\x02K\x03s.", "SETITEM"),
+        BAD("\x80\x04\x8c\x01"
+            "a\x8c\x01"
+            "b\x93)\x81(K\x01\x90}bK\x02K\x03s.",
+            "SETITEM"),
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         v = (ckpt_value *)1;
@@ -725,32 +812,40 @@ TEST(test_type_confusion) {
 
 TEST(test_underflow_and_bad_opcodes) {
     ckpt_value *v;
-    static const struct { const char *pk; size_t n; int rc; } bad[] = {
-        BAD("a", CKPT_E_FORMAT),         /* APPEND on an empty stack */
-        BAD("0.", CKPT_E_FORMAT),        /* POP */
-        BAD(".", CKPT_E_FORMAT),         /* STOP */
-        BAD("t.", CKPT_E_FORMAT),        /* no MARK */
-        BAD("1.", CKPT_E_FORMAT),        /* POP_MARK without MARK */
-        BAD("(.", CKPT_E_FORMAT),        /* STOP with only a mark */
-        BAD("N(.", CKPT_E_FORMAT),       /* STOP does not pop below the mark */
-        BAD("](Na.", CKPT_E_FORMAT),     /* APPEND to a list below the mark */
-        BAD("N(a.", CKPT_E_FORMAT),      /* APPEND below the mark */
-        BAD("](\x85" "e.", CKPT_E_FORMAT), /* TUPLE1 across the mark */
-        BAD("]((e1.", CKPT_E_FORMAT),    /* APPENDS target below the outer mark */
+    static const struct {
+        const char *pk;
+        size_t n;
+        int rc;
+    } bad[] = {
+        BAD("a", CKPT_E_FORMAT),     /* APPEND on an empty stack */
+        BAD("0.", CKPT_E_FORMAT),    /* POP */
+        BAD(".", CKPT_E_FORMAT),     /* STOP */
+        BAD("t.", CKPT_E_FORMAT),    /* no MARK */
+        BAD("1.", CKPT_E_FORMAT),    /* POP_MARK without MARK */
+        BAD("(.", CKPT_E_FORMAT),    /* STOP with only a mark */
+        BAD("N(.", CKPT_E_FORMAT),   /* STOP does not pop below the mark */
+        BAD("](Na.", CKPT_E_FORMAT), /* APPEND to a list below the mark */
+        BAD("N(a.", CKPT_E_FORMAT),  /* APPEND below the mark */
+        BAD("](\x85"
+            "e.",
+            CKPT_E_FORMAT),           /* TUPLE1 across the mark */
+        BAD("]((e1.", CKPT_E_FORMAT), /* APPENDS target below the outer mark */
         BAD("\x85.", CKPT_E_FORMAT),
         BAD("\x87.", CKPT_E_FORMAT),
         BAD("\xff.", CKPT_E_FORMAT),
         BAD("\x00.", CKPT_E_FORMAT),
         BAD("\x80\x06N.", CKPT_E_FORMAT), /* protocol 6 */
-        BAD("\x97.", CKPT_E_FORMAT), /* NEXT_BUFFER: no buffers given */
-        BAD("N\x98.", CKPT_E_FORMAT), /* READONLY_BUFFER over None */
-        BAD("X\x01\x00\x00\x00" "a\x98.", CKPT_E_FORMAT), /* ... over a str */
-        BAD("T\xff\xff\xff\xff", CKPT_E_FORMAT),   /* negative BINSTRING length */
+        BAD("\x97.", CKPT_E_FORMAT),      /* NEXT_BUFFER: no buffers given */
+        BAD("N\x98.", CKPT_E_FORMAT),     /* READONLY_BUFFER over None */
+        BAD("X\x01\x00\x00\x00"
+            "a\x98.",
+            CKPT_E_FORMAT),                         /* ... over a str */
+        BAD("T\xff\xff\xff\xff", CKPT_E_FORMAT),    /* negative BINSTRING length */
         BAD("\x8b\xff\xff\xff\xff", CKPT_E_FORMAT), /* negative LONG4 length */
         BAD("Iabc\n.", CKPT_E_FORMAT),
         BAD("I\n.", CKPT_E_FORMAT),
         BAD("I0x\n.", CKPT_E_FORMAT),
-        BAD("I08\n.", CKPT_E_FORMAT),  /* strtol stops at 8, int() refuses 08 */
+        BAD("I08\n.", CKPT_E_FORMAT),   /* strtol stops at 8, int() refuses 08 */
         BAD("I010 \n.", CKPT_E_FORMAT), /* strtol leaves the blank, int() refuses 010 */
         BAD("I07777777777777777777777\n.", CKPT_E_FORMAT), /* octal overflow */
         BAD("I1__0\n.", CKPT_E_FORMAT),
@@ -833,12 +928,27 @@ TEST(test_text_operands_as_cpython) {
         int64_t x;
     } ints[] = {
 #define T(lit, x) {lit, sizeof(lit) - 1, x}
-        T("I010\n.", 8),      T("I0x10\n.", 16),   T("I0o10\n.", 8),    T("I0b101\n.", 5),
-        T("I1_000\n.", 1000), T("I\x00\n.", 0),    T("I12\x00junk\n.", 12),
-        T("I -0x10\n.", -16), T("I 5 \n.", 5),     T("I+7\n.", 7),      T("I-00\n.", 0),
-        T("I0_0\n.", 0),      T("I-9223372036854775808\n.", INT64_MIN),
-        T("L0x10L\n.", 16),   T("L 5 L\n.", 5),    T("L5\x00zzL\n.", 5), T("L0x_1\n.", 1),
-        T("L-0b11\n.", -3),   T("L12\n.", 12),     T("L0_0\n.", 0),     T("L0O17L\n.", 15),
+        T("I010\n.", 8),
+        T("I0x10\n.", 16),
+        T("I0o10\n.", 8),
+        T("I0b101\n.", 5),
+        T("I1_000\n.", 1000),
+        T("I\x00\n.", 0),
+        T("I12\x00junk\n.", 12),
+        T("I -0x10\n.", -16),
+        T("I 5 \n.", 5),
+        T("I+7\n.", 7),
+        T("I-00\n.", 0),
+        T("I0_0\n.", 0),
+        T("I-9223372036854775808\n.", INT64_MIN),
+        T("L0x10L\n.", 16),
+        T("L 5 L\n.", 5),
+        T("L5\x00zzL\n.", 5),
+        T("L0x_1\n.", 1),
+        T("L-0b11\n.", -3),
+        T("L12\n.", 12),
+        T("L0_0\n.", 0),
+        T("L0O17L\n.", 15),
 #undef T
     };
     ckpt_value *v;
@@ -879,7 +989,10 @@ TEST(test_text_operands_as_cpython) {
     CHECK_EQ_INT(PK("F2.\n.", &v), 0);
     CHECK(v && v->u.f == 2.0);
     /* READONLY_BUFFER over bytes keeps them */
-    CHECK_EQ_INT(PK("C\x02" "ab\x98.", &v), 0);
+    CHECK_EQ_INT(PK("C\x02"
+                    "ab\x98.",
+                    &v),
+                 0);
     CHECK(v && v->kind == CKPT_KIND_BYTES && v->u.s.len == 2);
 }
 
@@ -915,10 +1028,16 @@ TEST(test_limits) {
     CHECK_EQ_INT(PK("NNN0.", &v), CKPT_E_LIMIT);
     /* builder copies count: set() of 3 items is 10 opcodes + 3 */
     limits.max_pickle_ops = 13;
-    CHECK_EQ_INT(PK("c__builtin__\nset\n](K\x01K\x02K\x03" "e\x85R.", &v), 0);
+    CHECK_EQ_INT(PK("c__builtin__\nset\n](K\x01K\x02K\x03"
+                    "e\x85R.",
+                    &v),
+                 0);
     CHECK(v && v->kind == CKPT_KIND_SET && v->u.seq.n == 3);
     limits.max_pickle_ops = 12;
-    CHECK_EQ_INT(PK("c__builtin__\nset\n](K\x01K\x02K\x03" "e\x85R.", &v), CKPT_E_LIMIT);
+    CHECK_EQ_INT(PK("c__builtin__\nset\n](K\x01K\x02K\x03"
+                    "e\x85R.",
+                    &v),
+                 CKPT_E_LIMIT);
     limits = (ckpt_limits)CKPT_LIMITS_INIT;
     /* no limits at all: the defaults apply */
     ckpt_arena_free(&arena);
@@ -963,8 +1082,13 @@ TEST(test_dangerous_call_is_opaque) {
 
 TEST(test_opaque_objects) {
     ckpt_value *v;
-    CHECK_EQ_INT(PK("\x80\x02" "cfoo\nBar\n)\x81K\x01" "a(K\x02K\x03" "e}X\x01\x00\x00\x00kK\x04sb"
-                    "cfoo\nBaz\n)\x81X\x01\x00\x00\x00kK\x05s\x86.", &v), 0);
+    CHECK_EQ_INT(PK("\x80\x02"
+                    "cfoo\nBar\n)\x81K\x01"
+                    "a(K\x02K\x03"
+                    "e}X\x01\x00\x00\x00kK\x04sb"
+                    "cfoo\nBaz\n)\x81X\x01\x00\x00\x00kK\x05s\x86.",
+                    &v),
+                 0);
     const ckpt_value *a = item(v, 0), *b = item(v, 1);
     CHECK(a && a->kind == CKPT_KIND_OBJECT && !strcmp(a->u.obj.name, "foo.Bar"));
     CHECK(a && a->u.obj.args && a->u.obj.args->u.seq.n == 0);
@@ -975,11 +1099,19 @@ TEST(test_opaque_objects) {
     const ev_copy *e = find_event(PK_EV_BUILD, "foo", "Bar");
     CHECK(e->allowed == 0 && e->opcode == 'b');
     /* NEWOBJ_EX keeps its kwargs as a last argument */
-    CHECK_EQ_INT(PK("\x80\x04\x8c\x03" "foo\x8c\x03" "Bar\x93K\x01\x85}\x8c\x01kK\x02s\x92.", &v), 0);
+    CHECK_EQ_INT(PK("\x80\x04\x8c\x03"
+                    "foo\x8c\x03"
+                    "Bar\x93K\x01\x85}\x8c\x01kK\x02s\x92.",
+                    &v),
+                 0);
     CHECK(v && v->kind == CKPT_KIND_OBJECT && v->u.obj.args->u.seq.n == 2 &&
           is_int(item(v->u.obj.args, 0), 1) && is_int(get(item(v->u.obj.args, 1), "k"), 2));
     CHECK(find_event(PK_EV_CALL, "foo", "Bar")->opcode == 0x92);
-    CHECK_EQ_INT(PK("\x80\x04\x8c\x03" "foo\x8c\x03" "Bar\x93K\x01\x85}\x92.", &v), 0);
+    CHECK_EQ_INT(PK("\x80\x04\x8c\x03"
+                    "foo\x8c\x03"
+                    "Bar\x93K\x01\x85}\x92.",
+                    &v),
+                 0);
     CHECK(v && v->u.obj.args->u.seq.n == 1);
 }
 
@@ -998,10 +1130,16 @@ TEST(test_build_on_reference) {
     CHECK_EQ_INT(PK("\x80\x04K\x01\x8c\x01x\x93}b.", &v), 0);
     CHECK(find_event(PK_EV_BUILD, "?", "x")->on_reference == 1);
     /* instances are not: an object, plain data */
-    CHECK_EQ_INT(PK("\x80\x02" "cfoo\nBar\n)R}b.", &v), 0);
+    CHECK_EQ_INT(PK("\x80\x02"
+                    "cfoo\nBar\n)R}b.",
+                    &v),
+                 0);
     e = find_event(PK_EV_BUILD, "foo", "Bar");
     CHECK(e->on_reference == 0 && e->allowed == 0);
-    CHECK_EQ_INT(PK("\x80\x02" "ccollections\nOrderedDict\n)R}b.", &v), 0);
+    CHECK_EQ_INT(PK("\x80\x02"
+                    "ccollections\nOrderedDict\n)R}b.",
+                    &v),
+                 0);
     e = find_event(PK_EV_BUILD, "", "");
     CHECK(e->on_reference == 0 && e->allowed == 1);
 }
@@ -1021,7 +1159,8 @@ TEST(test_ext_and_persid) {
     CHECK(is_str(v, "abc"));
     CHECK_EQ_INT(PK("K\x05Q.", &v), 0);
     CHECK(is_int(v, 5));
-    CHECK(count_events(PK_EV_PERSID) == 1 && events[0].kind == PK_EV_PERSID && events[0].opcode == 'Q');
+    CHECK(count_events(PK_EV_PERSID) == 1 && events[0].kind == PK_EV_PERSID &&
+          events[0].opcode == 'Q');
     /* a failing persistent_load fails the run with its own error */
     persistent_load = storage16;
     CHECK_EQ_INT(PK("K\x05Q.", &v), CKPT_E_FORMAT);
@@ -1034,32 +1173,57 @@ TEST(test_ext_and_persid) {
 TEST(test_container_builders) {
     ckpt_value *v;
     /* a state dict: OrderedDict() + SETITEMS + BUILD({'_metadata': ...}) */
-    CHECK_EQ_INT(PK("\x80\x02" "ccollections\nOrderedDict\n)R(X\x01\x00\x00\x00" "aK\x01X\x01\x00\x00\x00"
-                    "bK\x02u}X\x09\x00\x00\x00_metadata}sb.", &v), 0);
+    CHECK_EQ_INT(PK("\x80\x02"
+                    "ccollections\nOrderedDict\n)R(X\x01\x00\x00\x00"
+                    "aK\x01X\x01\x00\x00\x00"
+                    "bK\x02u}X\x09\x00\x00\x00_metadata}sb.",
+                    &v),
+                 0);
     CHECK(v && v->kind == CKPT_KIND_DICT && v->u.dict.n == 2 && is_int(get(v, "b"), 2));
     const ev_copy *e = find_event(PK_EV_BUILD, "", "");
     CHECK(e->allowed == 1);
     CHECK_EQ_INT(PK("ccollections\nOrderedDict\n]((K\x01K\x02t(K\x03K\x04te\x85R.", &v), 0);
     CHECK(v && v->kind == CKPT_KIND_DICT && v->u.dict.n == 2 && is_int(v->u.dict.keys[1], 3) &&
           is_int(v->u.dict.vals[1], 4));
-    CHECK_EQ_INT(PK("ccollections\nOrderedDict\n](K\x01" "e\x85R.", &v), CKPT_E_FORMAT);
-    CHECK_EQ_INT(PK("ccollections\nCounter\n}X\x01\x00\x00\x00" "aK\x02s\x85R.", &v), 0);
+    CHECK_EQ_INT(PK("ccollections\nOrderedDict\n](K\x01"
+                    "e\x85R.",
+                    &v),
+                 CKPT_E_FORMAT);
+    CHECK_EQ_INT(PK("ccollections\nCounter\n}X\x01\x00\x00\x00"
+                    "aK\x02s\x85R.",
+                    &v),
+                 0);
     CHECK(is_int(get(v, "a"), 2));
     CHECK_EQ_INT(PK("ccollections\nCounter\n]\x85R.", &v), 0); /* counting: not modelled */
     CHECK(v && v->kind == CKPT_KIND_OBJECT && !strcmp(v->u.obj.name, "collections.Counter"));
-    CHECK_EQ_INT(PK("c__builtin__\nset\n](K\x01K\x02" "e\x85R.", &v), 0);
+    CHECK_EQ_INT(PK("c__builtin__\nset\n](K\x01K\x02"
+                    "e\x85R.",
+                    &v),
+                 0);
     CHECK(v && v->kind == CKPT_KIND_SET && v->u.seq.n == 2 && is_int(item(v, 1), 2));
     CHECK_EQ_INT(PK("c__builtin__\nfrozenset\n)R.", &v), 0);
     CHECK(v && v->kind == CKPT_KIND_SET && v->u.seq.n == 0);
-    CHECK_EQ_INT(PK("c__builtin__\ntuple\n](K\x01" "e\x85R.", &v), 0);
+    CHECK_EQ_INT(PK("c__builtin__\ntuple\n](K\x01"
+                    "e\x85R.",
+                    &v),
+                 0);
     CHECK(v && v->kind == CKPT_KIND_TUPLE && is_int(item(v, 0), 1));
     CHECK_EQ_INT(PK("ctorch\nSize\n(K\x02K\x03t\x85R.", &v), 0);
     CHECK(v && v->kind == CKPT_KIND_TUPLE && v->u.seq.n == 2 && is_int(item(v, 1), 3));
-    CHECK_EQ_INT(PK("ctorch\ndevice\nX\x04\x00\x00\x00" "cudaK\x00\x86R.", &v), 0);
+    CHECK_EQ_INT(PK("ctorch\ndevice\nX\x04\x00\x00\x00"
+                    "cudaK\x00\x86R.",
+                    &v),
+                 0);
     CHECK(is_str(v, "cuda:0"));
-    CHECK_EQ_INT(PK("ctorch\ndevice\nX\x03\x00\x00\x00" "cpu\x85R.", &v), 0);
+    CHECK_EQ_INT(PK("ctorch\ndevice\nX\x03\x00\x00\x00"
+                    "cpu\x85R.",
+                    &v),
+                 0);
     CHECK(is_str(v, "cpu"));
-    CHECK_EQ_INT(PK("c__builtin__\ncomplex\nG?\xf0\x00\x00\x00\x00\x00\x00G@\x00\x00\x00\x00\x00\x00\x00\x86R.", &v), 0);
+    CHECK_EQ_INT(PK("c__builtin__\ncomplex\nG?\xf0\x00\x00\x00\x00\x00\x00G@"
+                    "\x00\x00\x00\x00\x00\x00\x00\x86R.",
+                    &v),
+                 0);
     CHECK(v && v->kind == CKPT_KIND_OBJECT && !strcmp(v->u.obj.name, "builtins.complex") &&
           item(v->u.obj.args, 1)->u.f == 2.0);
     CHECK(find_event(PK_EV_CALL, "builtins", "complex")->allowed == 1);
@@ -1068,41 +1232,76 @@ TEST(test_container_builders) {
 TEST(test_bytes_builders) {
     ckpt_value *v;
     /* protocol-2 bytes: _codecs.encode('\xffa', 'latin1') */
-    CHECK_EQ_INT(PK("\x80\x02" "c_codecs\nencode\nX\x03\x00\x00\x00\xc3\xbf" "aX\x06\x00\x00\x00latin1\x86R.", &v), 0);
-    CHECK(is_bytes(v, "\xff" "a", 2));
-    CHECK_EQ_INT(PK("c_codecs\nencode\nX\x03\x00\x00\x00\xe2\x82\xacX\x06\x00\x00\x00latin1\x86R.", &v),
-                 CKPT_E_FORMAT);
+    CHECK_EQ_INT(PK("\x80\x02"
+                    "c_codecs\nencode\nX\x03\x00\x00\x00\xc3\xbf"
+                    "aX\x06\x00\x00\x00latin1\x86R.",
+                    &v),
+                 0);
+    CHECK(is_bytes(v,
+                   "\xff"
+                   "a",
+                   2));
+    CHECK_EQ_INT(
+        PK("c_codecs\nencode\nX\x03\x00\x00\x00\xe2\x82\xacX\x06\x00\x00\x00latin1\x86R.", &v),
+        CKPT_E_FORMAT);
     CHECK(strstr(last_message(), "U+20AC") != NULL);
     CHECK_EQ_INT(PK("c_codecs\nencode\nX\x03\x00\x00\x00\xe2\x82\xac\x85R.", &v), 0); /* utf-8 */
     CHECK(is_bytes(v, "\xe2\x82\xac", 3));
-    CHECK_EQ_INT(PK("c_codecs\nencode\nX\x01\x00\x00\x00" "aX\x05\x00\x00\x00rot13\x86R.", &v), 0);
+    CHECK_EQ_INT(PK("c_codecs\nencode\nX\x01\x00\x00\x00"
+                    "aX\x05\x00\x00\x00rot13\x86R.",
+                    &v),
+                 0);
     CHECK(v && v->kind == CKPT_KIND_OBJECT && !strcmp(v->u.obj.name, "_codecs.encode"));
-    CHECK_EQ_INT(PK("c_codecs\nencode\nX\x01\x00\x00\x00" "aX\x06\x00\x00\x00latin1X\x06\x00\x00\x00ignore\x87R.",
-                    &v), 0); /* other error handlers are not modelled */
+    CHECK_EQ_INT(PK("c_codecs\nencode\nX\x01\x00\x00\x00"
+                    "aX\x06\x00\x00\x00latin1X\x06\x00\x00\x00ignore\x87R.",
+                    &v),
+                 0); /* other error handlers are not modelled */
     CHECK(v && v->kind == CKPT_KIND_OBJECT && v->u.obj.args->u.seq.n == 3);
-    CHECK_EQ_INT(PK("c_codecs\nencode\nX\x01\x00\x00\x00" "aX\x06\x00\x00\x00latin1X\x06\x00\x00\x00strict\x87R.",
-                    &v), 0);
+    CHECK_EQ_INT(PK("c_codecs\nencode\nX\x01\x00\x00\x00"
+                    "aX\x06\x00\x00\x00latin1X\x06\x00\x00\x00strict\x87R.",
+                    &v),
+                 0);
     CHECK(is_bytes(v, "a", 1));
-    CHECK_EQ_INT(PK("c_codecs\nencode\nX\x02\x00\x00\x00\xc3\xa9X\x05\x00\x00\x00" "ascii\x86R.", &v),
+    CHECK_EQ_INT(PK("c_codecs\nencode\nX\x02\x00\x00\x00\xc3\xa9X\x05\x00\x00\x00"
+                    "ascii\x86R.",
+                    &v),
                  CKPT_E_FORMAT);
     /* bytearray(text, 'latin-1') is a valid call too */
-    CHECK_EQ_INT(PK("c__builtin__\nbytearray\np0\n(V\xff" "a\np1\nVlatin-1\np2\ntp3\nRp4\n.", &v), 0);
-    CHECK(is_bytes(v, "\xff" "a", 2));
+    CHECK_EQ_INT(PK("c__builtin__\nbytearray\np0\n(V\xff"
+                    "a\np1\nVlatin-1\np2\ntp3\nRp4\n.",
+                    &v),
+                 0);
+    CHECK(is_bytes(v,
+                   "\xff"
+                   "a",
+                   2));
     CHECK_EQ_INT(PK("c__builtin__\nlist\n(K\x01K\x02t\x85R.", &v), 0);
     CHECK(v && v->kind == CKPT_KIND_LIST && v->u.seq.n == 2 && is_int(item(v, 1), 2));
     CHECK_EQ_INT(PK("c__builtin__\nbytes\n)R.", &v), 0);
     CHECK(is_bytes(v, "", 0));
     /* pickle.dumps(bytearray(b'\xffa'), 2) */
-    CHECK_EQ_INT(PK("\x80\x02" "c__builtin__\nbytearray\nq\x00" "c_codecs\nencode\nq\x01X\x03\x00\x00\x00"
-                    "\xc3\xbf" "aq\x02X\x06\x00\x00\x00latin1q\x03\x86q\x04Rq\x05\x85q\x06Rq\x07.", &v), 0);
-    CHECK(is_bytes(v, "\xff" "a", 2));
+    CHECK_EQ_INT(PK("\x80\x02"
+                    "c__builtin__\nbytearray\nq\x00"
+                    "c_codecs\nencode\nq\x01X\x03\x00\x00\x00"
+                    "\xc3\xbf"
+                    "aq\x02X\x06\x00\x00\x00latin1q\x03\x86q\x04Rq\x05\x85q\x06Rq\x07.",
+                    &v),
+                 0);
+    CHECK(is_bytes(v,
+                   "\xff"
+                   "a",
+                   2));
 }
 
 /* ---------------------------------------------------------------- torch */
 
-#define PID "(X\x07\x00\x00\x00" "storagectorch\nFloatStorage\nX\x01\x00\x00\x00" "0X\x03\x00\x00\x00" "cpuK\x04tQ"
+#define PID                                                                                        \
+    "(X\x07\x00\x00\x00"                                                                           \
+    "storagectorch\nFloatStorage\nX\x01\x00\x00\x00"                                               \
+    "0X\x03\x00\x00\x00"                                                                           \
+    "cpuK\x04tQ"
 #define HOOKS "ccollections\nOrderedDict\n)R"
-#define V2(offset, size, stride, rg) \
+#define V2(offset, size, stride, rg)                                                               \
     "ctorch._utils\n_rebuild_tensor_v2\n(" PID offset size stride rg HOOKS "tR"
 #define V2_2x2 V2("K\x00", "K\x02K\x02\x86", "K\x02K\x01\x86", "\x89")
 
@@ -1139,27 +1338,43 @@ TEST(test_tensor_rebuild) {
     CHECK_EQ_INT(PK("\x80\x02" V2("K\x00", "K\x02K\x02\x86", "K\x01\x85", "\x89") ".", &v),
                  CKPT_E_FORMAT); /* size and stride lengths differ */
     CHECK_EQ_INT(PK("\x80\x02" V2("K\x00", "J\xff\xff\xff\xff\x85", "K\x01\x85", "\x89") ".", &v),
-                 CKPT_E_FORMAT); /* negative size */
+                 CKPT_E_FORMAT);                                           /* negative size */
     CHECK_EQ_INT(PK("\x80\x02" V2("K\x00", ")", ")", "\x89") ".", &v), 0); /* 0-dim */
     CHECK(v && v->kind == CKPT_KIND_TENSOR && v->u.tensor->ndim == 0 && v->u.tensor->numel == 1);
     limits.max_ndim = 1;
     CHECK_EQ_INT(PK("\x80\x02" V2_2x2 ".", &v), CKPT_E_LIMIT);
     limits = (ckpt_limits)CKPT_LIMITS_INIT;
     /* too few arguments */
-    CHECK_EQ_INT(PK("\x80\x02" "ctorch._utils\n_rebuild_tensor_v2\n(" PID "K\x00)" ")tR.", &v), CKPT_E_FORMAT);
+    CHECK_EQ_INT(PK("\x80\x02"
+                    "ctorch._utils\n_rebuild_tensor_v2\n(" PID "K\x00)"
+                    ")tR.",
+                    &v),
+                 CKPT_E_FORMAT);
     CHECK(strstr(last_message(), "expected 6 to 7 arguments, got 4") != NULL);
     /* v1: (storage, offset, size, stride) */
-    CHECK_EQ_INT(PK("\x80\x02" "ctorch._utils\n_rebuild_tensor\n(" PID "K\x00K\x04\x85K\x01\x85tR.", &v), 0);
+    CHECK_EQ_INT(PK("\x80\x02"
+                    "ctorch._utils\n_rebuild_tensor\n(" PID "K\x00K\x04\x85K\x01\x85tR.",
+                    &v),
+                 0);
     CHECK(v && v->kind == CKPT_KIND_TENSOR && v->u.tensor->numel == 4);
     /* v3: untyped storage, dtype as a torch global */
-    CHECK_EQ_INT(PK("\x80\x02" "ctorch._utils\n_rebuild_tensor_v3\n(" PID "K\x00K\x08\x85K\x01\x85\x89" HOOKS
-                    "ctorch\nfloat16\ntR.", &v), 0);
+    CHECK_EQ_INT(PK("\x80\x02"
+                    "ctorch._utils\n_rebuild_tensor_v3\n(" PID "K\x00K\x08\x85K\x01\x85\x89" HOOKS
+                    "ctorch\nfloat16\ntR.",
+                    &v),
+                 0);
     CHECK(v && v->kind == CKPT_KIND_TENSOR && v->u.tensor->dtype == CKPT_DT_F16 &&
           v->u.tensor->nbytes == 16);
-    CHECK_EQ_INT(PK("\x80\x02" "ctorch._utils\n_rebuild_tensor_v3\n(" PID "K\x00K\x09\x85K\x01\x85\x89" HOOKS
-                    "ctorch\nfloat16\ntR.", &v), CKPT_E_FORMAT);
-    CHECK_EQ_INT(PK("\x80\x02" "ctorch._utils\n_rebuild_tensor_v3\n(" PID "K\x00K\x01\x85K\x01\x85\x89" HOOKS
-                    "ctorch\nfloat4_e2m1fn_x2\ntR.", &v), CKPT_E_UNSUPPORTED);
+    CHECK_EQ_INT(PK("\x80\x02"
+                    "ctorch._utils\n_rebuild_tensor_v3\n(" PID "K\x00K\x09\x85K\x01\x85\x89" HOOKS
+                    "ctorch\nfloat16\ntR.",
+                    &v),
+                 CKPT_E_FORMAT);
+    CHECK_EQ_INT(PK("\x80\x02"
+                    "ctorch._utils\n_rebuild_tensor_v3\n(" PID "K\x00K\x01\x85K\x01\x85\x89" HOOKS
+                    "ctorch\nfloat4_e2m1fn_x2\ntR.",
+                    &v),
+                 CKPT_E_UNSUPPORTED);
     CHECK_EQ_INT(PK("\x80\x02" PID "}b.", &v), CKPT_E_FORMAT); /* state on a storage */
     CHECK(strstr(last_message(), "got a storage") != NULL);
     persistent_load = NULL; /* the pid tuple is no storage */
@@ -1170,33 +1385,54 @@ TEST(test_tensor_rebuild) {
 TEST(test_parameter_and_subclass) {
     ckpt_value *v;
     persistent_load = storage16;
-    CHECK_EQ_INT(PK("\x80\x02" "ctorch._utils\n_rebuild_parameter\n(" V2_2x2 "\x88" HOOKS "tR.", &v), 0);
+    CHECK_EQ_INT(PK("\x80\x02"
+                    "ctorch._utils\n_rebuild_parameter\n(" V2_2x2 "\x88" HOOKS "tR.",
+                    &v),
+                 0);
     CHECK(v && v->kind == CKPT_KIND_TENSOR && v->u.tensor->requires_grad == 1 &&
           v->u.tensor->numel == 4);
-    CHECK_EQ_INT(PK("\x80\x02" "ctorch.nn.parameter\nParameter\n(" V2_2x2 "\x89t\x81.", &v), 0);
+    CHECK_EQ_INT(PK("\x80\x02"
+                    "ctorch.nn.parameter\nParameter\n(" V2_2x2 "\x89t\x81.",
+                    &v),
+                 0);
     CHECK(v && v->kind == CKPT_KIND_TENSOR && v->u.tensor->requires_grad == 0);
-    CHECK_EQ_INT(PK("\x80\x02" "ctorch.nn.parameter\nParameter\n(" V2_2x2 "t\x81}b.", &v), 0); /* BUILD ignored */
+    CHECK_EQ_INT(PK("\x80\x02"
+                    "ctorch.nn.parameter\nParameter\n(" V2_2x2 "t\x81}b.",
+                    &v),
+                 0); /* BUILD ignored */
     CHECK(v && v->kind == CKPT_KIND_TENSOR && v->u.tensor->requires_grad == 1);
     /* _rebuild_from_type_v2(func, type, args, state) applies func */
-    CHECK_EQ_INT(PK("\x80\x02" "ctorch._tensor\n_rebuild_from_type_v2\n(" "ctorch._utils\n_rebuild_tensor_v2\n"
-                    "ctorch\nTensor\n(" PID "K\x00K\x02K\x02\x86K\x02K\x01\x86\x89" HOOKS "t}tR.", &v), 0);
+    CHECK_EQ_INT(PK("\x80\x02"
+                    "ctorch._tensor\n_rebuild_from_type_v2\n("
+                    "ctorch._utils\n_rebuild_tensor_v2\n"
+                    "ctorch\nTensor\n(" PID "K\x00K\x02K\x02\x86K\x02K\x01\x86\x89" HOOKS "t}tR.",
+                    &v),
+                 0);
     CHECK(v && v->kind == CKPT_KIND_TENSOR && v->u.tensor->numel == 4);
     const ev_copy *e = find_event(PK_EV_CALL, "torch._utils", "_rebuild_tensor_v2");
     CHECK(e->allowed == 1 && e->opcode == 'R');
     persistent_load = NULL;
     /* ... and never calls a func that is not allowlisted */
-    CHECK_EQ_INT(PK("ctorch._tensor\n_rebuild_from_type_v2\n(cos\nsystem\nctorch\nTensor\n(S'id'\nt}tR.", &v), 0);
+    CHECK_EQ_INT(
+        PK("ctorch._tensor\n_rebuild_from_type_v2\n(cos\nsystem\nctorch\nTensor\n(S'id'\nt}tR.",
+           &v),
+        0);
     CHECK(v && v->kind == CKPT_KIND_OBJECT && !strcmp(v->u.obj.name, "os.system") &&
           is_str(item(v->u.obj.args, 0), "id"));
     e = find_event(PK_EV_CALL, "os", "system");
     CHECK(e->allowed == 0);
-    CHECK_EQ_INT(PK("ctorch._tensor\n_rebuild_from_type_v2\n(K\x01" "ctorch\nTensor\n)}tR.", &v), 0);
+    CHECK_EQ_INT(PK("ctorch._tensor\n_rebuild_from_type_v2\n(K\x01"
+                    "ctorch\nTensor\n)}tR.",
+                    &v),
+                 0);
     CHECK(v && v->kind == CKPT_KIND_OBJECT && !strcmp(v->u.obj.name, "?"));
     CHECK(find_event(PK_EV_CALL, "?", "?")->symbolic == 1);
     /* a wrapper nested in itself would recurse as deep as the pickle nests */
-    CHECK_EQ_INT(PK("ctorch._tensor\n_rebuild_from_type_v2\n(ctorch._tensor\n_rebuild_from_type_v2\n"
-                    "ctorch\nTensor\n(ccollections\nOrderedDict\nctorch\nTensor\n)}t}tR.", &v),
-                 CKPT_E_FORMAT);
+    CHECK_EQ_INT(
+        PK("ctorch._tensor\n_rebuild_from_type_v2\n(ctorch._tensor\n_rebuild_from_type_v2\n"
+           "ctorch\nTensor\n(ccollections\nOrderedDict\nctorch\nTensor\n)}t}tR.",
+           &v),
+        CKPT_E_FORMAT);
     CHECK(strstr(last_message(), "got itself") != NULL);
 }
 
@@ -1342,25 +1578,49 @@ TEST(test_numpy_scalars) {
     CHECK_EQ_INT(PK(np_scalars_p4, &v), 0);
     check_np_scalars(v);
     /* big-endian f8 (state '>'), under numpy 2's module name */
-    CHECK_EQ_INT(PK("\x80\x02" "cnumpy._core.multiarray\nscalar\ncnumpy\ndtype\nX\x02\x00\x00\x00" "f8\x89\x88\x87R"
+    CHECK_EQ_INT(PK("\x80\x02"
+                    "cnumpy._core.multiarray\nscalar\ncnumpy\ndtype\nX\x02\x00\x00\x00"
+                    "f8\x89\x88\x87R"
                     "(K\x03X\x01\x00\x00\x00>NNNJ\xff\xff\xff\xffJ\xff\xff\xff\xffK\x00tb"
-                    "C\x08\x3f\xb9\x99\x99\x99\x99\x99\x9a\x86R.", &v), 0);
+                    "C\x08\x3f\xb9\x99\x99\x99\x99\x99\x9a\x86R.",
+                    &v),
+                 0);
     CHECK(v && v->kind == CKPT_KIND_FLOAT && v->u.f == 0.1);
-    CHECK_EQ_INT(PK("\x80\x02" "cnumpy.core.multiarray\nscalar\ncnumpy\ndtype\nX\x02\x00\x00\x00" "f8\x89\x88\x87R"
-                    "C\x04\x00\x00\x00\x00\x86R.", &v), CKPT_E_FORMAT); /* 4 bytes for f8 */
+    CHECK_EQ_INT(PK("\x80\x02"
+                    "cnumpy.core.multiarray\nscalar\ncnumpy\ndtype\nX\x02\x00\x00\x00"
+                    "f8\x89\x88\x87R"
+                    "C\x04\x00\x00\x00\x00\x86R.",
+                    &v),
+                 CKPT_E_FORMAT); /* 4 bytes for f8 */
     /* object scalars are their second argument */
-    CHECK_EQ_INT(PK("\x80\x02" "cnumpy.core.multiarray\nscalar\ncnumpy\ndtype\nX\x02\x00\x00\x00O8\x89\x88\x87R"
-                    "K\x07\x86R.", &v), 0);
+    CHECK_EQ_INT(
+        PK("\x80\x02"
+           "cnumpy.core.multiarray\nscalar\ncnumpy\ndtype\nX\x02\x00\x00\x00O8\x89\x88\x87R"
+           "K\x07\x86R.",
+           &v),
+        0);
     CHECK(is_int(v, 7));
     /* half: inf, -0.0 and the subnormal 2**-24 */
-    CHECK_EQ_INT(PK("\x80\x02" "cnumpy.core.multiarray\nscalar\ncnumpy\ndtype\nX\x02\x00\x00\x00" "f2\x89\x88\x87R"
-                    "C\x02\x00\x7c\x86R.", &v), 0);
+    CHECK_EQ_INT(PK("\x80\x02"
+                    "cnumpy.core.multiarray\nscalar\ncnumpy\ndtype\nX\x02\x00\x00\x00"
+                    "f2\x89\x88\x87R"
+                    "C\x02\x00\x7c\x86R.",
+                    &v),
+                 0);
     CHECK(v && v->kind == CKPT_KIND_FLOAT && v->u.f > 1e308);
-    CHECK_EQ_INT(PK("\x80\x02" "cnumpy.core.multiarray\nscalar\ncnumpy\ndtype\nX\x02\x00\x00\x00" "f2\x89\x88\x87R"
-                    "C\x02\x00\x80\x86R.", &v), 0);
+    CHECK_EQ_INT(PK("\x80\x02"
+                    "cnumpy.core.multiarray\nscalar\ncnumpy\ndtype\nX\x02\x00\x00\x00"
+                    "f2\x89\x88\x87R"
+                    "C\x02\x00\x80\x86R.",
+                    &v),
+                 0);
     CHECK(v && v->kind == CKPT_KIND_FLOAT && v->u.f == 0.0 && 1.0 / v->u.f < 0);
-    CHECK_EQ_INT(PK("\x80\x02" "cnumpy.core.multiarray\nscalar\ncnumpy\ndtype\nX\x02\x00\x00\x00" "f2\x89\x88\x87R"
-                    "C\x02\x01\x00\x86R.", &v), 0);
+    CHECK_EQ_INT(PK("\x80\x02"
+                    "cnumpy.core.multiarray\nscalar\ncnumpy\ndtype\nX\x02\x00\x00\x00"
+                    "f2\x89\x88\x87R"
+                    "C\x02\x01\x00\x86R.",
+                    &v),
+                 0);
     CHECK(v && v->kind == CKPT_KIND_FLOAT && v->u.f == 1.0 / 16777216.0);
 }
 
@@ -1375,7 +1635,8 @@ TEST(test_numpy_arrays) {
         CHECK(t->stride[0] == 2 && t->stride[1] == 1);
         CHECK(t->storage->big_endian == 1);
         CHECK(t->storage->nbytes == 8 && t->storage->file_offset == CKPT_NO_OFFSET);
-        CHECK(t->storage->data && memcmp(t->storage->data, "\x00\x01\x00\x02\x00\x03\x00\x04", 8) == 0);
+        CHECK(t->storage->data &&
+              memcmp(t->storage->data, "\x00\x01\x00\x02\x00\x03\x00\x04", 8) == 0);
     }
     CHECK(find_event(PK_EV_BUILD, "numpy", "ndarray")->allowed == 1);
     CHECK_EQ_INT(PK(np_array_fortran_p4, &v), 0);
@@ -1388,11 +1649,13 @@ TEST(test_numpy_arrays) {
         float x[6];
         memcpy(x, t->storage->data, sizeof x);
         /* element [i][j] is i*3 + j */
-        CHECK(x[1 * t->stride[0] + 2 * t->stride[1]] == 5.0f && x[0 * t->stride[0] + 1 * t->stride[1]] == 1.0f);
+        CHECK(x[1 * t->stride[0] + 2 * t->stride[1]] == 5.0f &&
+              x[0 * t->stride[0] + 1 * t->stride[1]] == 1.0f);
     }
     /* object arrays stay opaque, with their state */
     CHECK_EQ_INT(PK(np_array_obj_p2, &v), 0);
-    CHECK(v && v->kind == CKPT_KIND_OBJECT && !strcmp(v->u.obj.name, "numpy.ndarray") && v->u.obj.state);
+    CHECK(v && v->kind == CKPT_KIND_OBJECT && !strcmp(v->u.obj.name, "numpy.ndarray") &&
+          v->u.obj.state);
     /* shape (2, 3) for 8 bytes of data */
     char bad[sizeof np_array_be_p2];
     memcpy(bad, np_array_be_p2, sizeof bad);
@@ -1548,8 +1811,11 @@ static int storage_any(void *ctx, ckpt_value *pid, uint64_t offset, ckpt_value *
     ckpt_storage *st = ckpt_arena_alloc(&arena, sizeof *st);
     ckpt_value *v = ckpt_value_new(&arena, CKPT_KIND_STORAGE_);
     if (!st || !v) return ckpt_err(CKPT_E_NOMEM, "t", "m", offset, "out of memory");
-    *st = (ckpt_storage){.dtype = CKPT_DT_F32, .nbytes = UINT64_MAX / 16, .key = "",
-                         .member = "", .file_offset = CKPT_NO_OFFSET};
+    *st = (ckpt_storage){.dtype = CKPT_DT_F32,
+                         .nbytes = UINT64_MAX / 16,
+                         .key = "",
+                         .member = "",
+                         .file_offset = CKPT_NO_OFFSET};
     v->u.storage = st;
     *out = v;
     return 0;
@@ -1564,8 +1830,7 @@ static int same_event(const ev_copy *r, const ev_copy *s) {
         names = names || ckpt_builders_allowed(s->module, s->name);
     return names && r->kind == s->kind && r->opcode == s->opcode && r->offset == s->offset &&
            r->allowed == s->allowed && r->symbolic == s->symbolic &&
-           r->on_reference == s->on_reference &&
-           r->nargs == s->nargs;
+           r->on_reference == s->on_reference && r->nargs == s->nargs;
 }
 
 /* Runs buf[0..len) in reader mode, then in scan mode. Scan mode must
@@ -1645,11 +1910,18 @@ static size_t check_dir_in_scan_mode(const char *dir) {
 }
 
 TEST(test_scan_mode_same_events) {
-    static const struct { const char *p; size_t n; } pk[] = {
-        {nested_p0, sizeof nested_p0 - 1}, {nested_p1, sizeof nested_p1 - 1},
-        {nested_p2, sizeof nested_p2 - 1}, {nested_p3, sizeof nested_p3 - 1},
-        {nested_p4, sizeof nested_p4 - 1}, {tensor_v2, sizeof tensor_v2 - 1},
-        {np_scalars_p2, sizeof np_scalars_p2 - 1}, {np_scalars_p4, sizeof np_scalars_p4 - 1},
+    static const struct {
+        const char *p;
+        size_t n;
+    } pk[] = {
+        {nested_p0, sizeof nested_p0 - 1},
+        {nested_p1, sizeof nested_p1 - 1},
+        {nested_p2, sizeof nested_p2 - 1},
+        {nested_p3, sizeof nested_p3 - 1},
+        {nested_p4, sizeof nested_p4 - 1},
+        {tensor_v2, sizeof tensor_v2 - 1},
+        {np_scalars_p2, sizeof np_scalars_p2 - 1},
+        {np_scalars_p4, sizeof np_scalars_p4 - 1},
         {np_array_be_p2, sizeof np_array_be_p2 - 1},
         {np_array_fortran_p4, sizeof np_array_fortran_p4 - 1},
         {np_array_obj_p2, sizeof np_array_obj_p2 - 1},
@@ -1708,7 +1980,10 @@ TEST(test_scan_mode_values) {
     CHECK_EQ_INT(PK("L119547037146038801333356L\n.", &v), 0);
     CHECK_EQ_STR(ckpt_value_int_decimal(v), "119547037146038801333356");
     /* lists, dicts and sets stay empty; tuples keep their items */
-    CHECK_EQ_INT(PK("](K\x01K\x02" "e.", &v), 0);
+    CHECK_EQ_INT(PK("](K\x01K\x02"
+                    "e.",
+                    &v),
+                 0);
     CHECK(v && v->kind == CKPT_KIND_LIST && v->u.seq.n == 0);
     CHECK_EQ_INT(PK("}(K\x01K\x02u.", &v), 0);
     CHECK(v && v->kind == CKPT_KIND_DICT && v->u.dict.n == 0);
@@ -1727,13 +2002,20 @@ TEST(test_scan_mode_values) {
     CHECK(is_bytes(v, "\xff\xfe", 2));
     /* the type discipline stays */
     CHECK_EQ_INT(PK("](K\x01K\x02u.", &v), CKPT_E_FORMAT); /* SETITEMS on a list */
-    CHECK_EQ_INT(PK("}]K\x01s.", &v), CKPT_E_FORMAT);        /* unhashable key */
-    CHECK_EQ_INT(PK("K\x01K\x02" "a.", &v), CKPT_E_FORMAT);  /* APPEND to an int */
-    CHECK_EQ_INT(PK("K\x01N\x85R.", &v), 0);                 /* calling an int */
+    CHECK_EQ_INT(PK("}]K\x01s.", &v), CKPT_E_FORMAT);      /* unhashable key */
+    CHECK_EQ_INT(PK("K\x01K\x02"
+                    "a.",
+                    &v),
+                 CKPT_E_FORMAT);             /* APPEND to an int */
+    CHECK_EQ_INT(PK("K\x01N\x85R.", &v), 0); /* calling an int */
     CHECK(find_event(PK_EV_CALL, "?", "?")->symbolic == 1);
     /* STACK_GLOBAL operands from the memo */
-    CHECK_EQ_INT(PK("\x80\x04\x8c\x0b" "collections\x94\x8c\x0b" "OrderedDict\x94\x93)R"
-                    "h\x00h\x01\x93)R\x86.", &v), 0);
+    CHECK_EQ_INT(PK("\x80\x04\x8c\x0b"
+                    "collections\x94\x8c\x0b"
+                    "OrderedDict\x94\x93)R"
+                    "h\x00h\x01\x93)R\x86.",
+                    &v),
+                 0);
     CHECK_EQ_INT(count_events(PK_EV_GLOBAL), 2);
     CHECK(find_event(PK_EV_GLOBAL, "collections", "OrderedDict")->symbolic == 0);
     /* builders do not run: an allowlisted call is an opaque object */
@@ -1747,7 +2029,9 @@ TEST(test_scan_mode_values) {
     CHECK(v && v->kind == CKPT_KIND_OBJECT && !strcmp(v->u.obj.name, "numpy.ndarray"));
     /* ...but the func of _rebuild_from_type_v2 is still reported */
     CHECK_EQ_INT(PK("ctorch._tensor\n_rebuild_from_type_v2\n(cos\nsystem\nctorch\nTensor\n"
-                    "(S'ls'\nt}tR.", &v), 0);
+                    "(S'ls'\nt}tR.",
+                    &v),
+                 0);
     CHECK(find_event(PK_EV_CALL, "os", "system")->allowed == 0);
     CHECK(v && v->kind == CKPT_KIND_OBJECT && !strcmp(v->u.obj.name, "os.system"));
     /* ...and an object scalar is its argument: here a class, whose BUILD
@@ -1767,9 +2051,14 @@ TEST(test_scan_mode_values) {
 /* ---------------------------------------------------------------- robustness */
 
 TEST(test_truncated_everywhere) {
-    static const struct { const char *p; size_t n; } pk[] = {
-        {nested_p0, sizeof nested_p0 - 1}, {nested_p2, sizeof nested_p2 - 1},
-        {nested_p4, sizeof nested_p4 - 1}, {np_scalars_p2, sizeof np_scalars_p2 - 1},
+    static const struct {
+        const char *p;
+        size_t n;
+    } pk[] = {
+        {nested_p0, sizeof nested_p0 - 1},
+        {nested_p2, sizeof nested_p2 - 1},
+        {nested_p4, sizeof nested_p4 - 1},
+        {np_scalars_p2, sizeof np_scalars_p2 - 1},
         {np_array_fortran_p4, sizeof np_array_fortran_p4 - 1},
         {tensor_v2, sizeof tensor_v2 - 1},
     };

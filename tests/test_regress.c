@@ -234,13 +234,11 @@ static unsigned char *make_alias_file(size_t n, size_t *len) {
     if (!b) return NULL;
     o += (size_t)sprintf((char *)b + o, "{\"__metadata__\":{\"ckpt.aliases\":\"{");
     for (size_t i = 0; i < n; i++)
-        o += (size_t)sprintf((char *)b + o, "%s\\\"a%zu\\\":\\\"t%zu\\\"", i ? "," : "", i,
-                             n - 1);
+        o += (size_t)sprintf((char *)b + o, "%s\\\"a%zu\\\":\\\"t%zu\\\"", i ? "," : "", i, n - 1);
     o += (size_t)sprintf((char *)b + o, "}\"}");
     for (size_t i = 0; i < n; i++)
-        o += (size_t)sprintf((char *)b + o,
-                             ",\"t%zu\":{\"dtype\":\"U8\",\"shape\":[0],\"data_offsets\":[0,0]}",
-                             i);
+        o += (size_t)sprintf(
+            (char *)b + o, ",\"t%zu\":{\"dtype\":\"U8\",\"shape\":[0],\"data_offsets\":[0,0]}", i);
     b[o++] = '}';
     uint64_t h = o - 8;
     for (int i = 0; i < 8; i++) b[i] = (unsigned char)(h >> (8 * i));
@@ -295,9 +293,7 @@ static int child_structure_cycle(void *arg) {
     return ok ? 0 : 2;
 }
 
-TEST(structure_ref_cycle) {
-    CHECK_EQ_INT(run_child(child_structure_cycle, NULL, 60), 0);
-}
+TEST(structure_ref_cycle) { CHECK_EQ_INT(run_child(child_structure_cycle, NULL, 60), 0); }
 
 /* ATTACK: a pickle whose list holds itself (l = []; l.append(l)). It was
  * refused only as "nested deeper than 1000 (or cyclic)" after 1000 levels
@@ -362,8 +358,10 @@ static int child_alias_bomb(void *arg) {
     if (!h || !ix) return 10;
     n += (size_t)snprintf(h + n, cap - n, "{");
     for (int i = 0; i < ALIAS_TENSORS; i++)
-        n += (size_t)snprintf(h + n, cap - n, "%s\"t%d\":{\"dtype\":\"U8\",\"shape\":[0],"
-                              "\"data_offsets\":[0,0]}", i ? "," : "", i);
+        n += (size_t)snprintf(h + n, cap - n,
+                              "%s\"t%d\":{\"dtype\":\"U8\",\"shape\":[0],"
+                              "\"data_offsets\":[0,0]}",
+                              i ? "," : "", i);
     n += (size_t)snprintf(h + n, cap - n, "}");
     snprintf(path, sizeof path, "%s/s.safetensors", dir);
     FILE *fp = fopen(path, "wb");
@@ -375,7 +373,8 @@ static int child_alias_bomb(void *arg) {
     n = (size_t)snprintf(ix, cap, "{\"weight_map\":{");
     for (int i = 0; i < ALIAS_TENSORS; i++) {
         n += (size_t)snprintf(ix + n, cap - n, "%s\"t%d\":\"", i ? "," : "", i);
-        for (int b = 0; b < 15; b++) n += (size_t)snprintf(ix + n, cap - n, (i >> b) & 1 ? ".//" : "./");
+        for (int b = 0; b < 15; b++)
+            n += (size_t)snprintf(ix + n, cap - n, (i >> b) & 1 ? ".//" : "./");
         n += (size_t)snprintf(ix + n, cap - n, "s.safetensors\"");
     }
     n += (size_t)snprintf(ix + n, cap - n, "}}");
@@ -432,11 +431,9 @@ TEST(shard_alias_bomb) {
  * input byte. */
 TEST(pickle_billion_laughs_flatten) {
     ckpt_file *f = NULL;
-    int rc = ckpt_open_memory(&f, pickle_laughs20, sizeof pickle_laughs20, "laughs.pkl",
-                              NULL);
+    int rc = ckpt_open_memory(&f, pickle_laughs20, sizeof pickle_laughs20, "laughs.pkl", NULL);
     if (rc == 0)
-        CHECK(ckpt_file_value_count(f) + ckpt_file_tensor_count(f) <=
-              64 * sizeof pickle_laughs20);
+        CHECK(ckpt_file_value_count(f) + ckpt_file_tensor_count(f) <= 64 * sizeof pickle_laughs20);
     else
         CHECK_EQ_INT(rc, CKPT_E_LIMIT);
     ckpt_close(f);

@@ -27,8 +27,7 @@ static size_t st_make(const char *header, const void *data, size_t data_len) {
 }
 
 /* Opens st_buf[0..len) expecting failure with `code`; returns the error. */
-static const ckpt_error *open_fails(size_t len, const ckpt_open_options *opts,
-                                    int code) {
+static const ckpt_error *open_fails(size_t len, const ckpt_open_options *opts, int code) {
     ckpt_file *f = (ckpt_file *)1;
     int rc = ckpt_open_memory(&f, st_buf, len, "mem.safetensors", opts);
     CHECK_EQ_INT(rc, code);
@@ -130,8 +129,7 @@ TEST(corpus_matches_expected) {
             json_t *shape = json_object_get(et, "shape");
             CHECK_EQ_INT(ckpt_tensor_ndim(t), json_array_size(shape));
             for (size_t d = 0; d < json_array_size(shape) && d < ckpt_tensor_ndim(t); d++)
-                CHECK_EQ_INT(ckpt_tensor_shape(t)[d],
-                             json_integer_value(json_array_get(shape, d)));
+                CHECK_EQ_INT(ckpt_tensor_shape(t)[d], json_integer_value(json_array_get(shape, d)));
             const void *data;
             size_t size;
             CHECK_EQ_INT(ckpt_tensor_data(t, &data, &size), 0);
@@ -144,8 +142,7 @@ TEST(corpus_matches_expected) {
         CHECK_EQ_INT(ckpt_file_metadata_count(f), json_object_size(md));
         for (size_t m = 0; m < ckpt_file_metadata_count(f); m++)
             CHECK_EQ_STR(ckpt_file_metadata_value(f, m),
-                         json_string_value(json_object_get(
-                             md, ckpt_file_metadata_key(f, m))));
+                         json_string_value(json_object_get(md, ckpt_file_metadata_key(f, m))));
         ckpt_close(f);
         json_decref(rec);
     }
@@ -187,7 +184,10 @@ TEST(corpus_overall) {
 
 TEST(corpus_with_metadata) {
     ckpt_file *f = NULL;
-    CHECK_EQ_INT(ckpt_open(&f, CKPT_CORPUS "/safetensors/fluxml/non_sharded/model.with_metadata.safetensors", NULL), 0);
+    CHECK_EQ_INT(
+        ckpt_open(&f, CKPT_CORPUS "/safetensors/fluxml/non_sharded/model.with_metadata.safetensors",
+                  NULL),
+        0);
     if (!f) return;
     CHECK_EQ_INT(ckpt_file_tensor_count(f), 36);
     CHECK_EQ_INT(ckpt_file_metadata_count(f), 2);
@@ -227,7 +227,8 @@ TEST(corpus_rank0) {
 
 TEST(corpus_sharded) {
     ckpt_file *f = NULL;
-    int rc = ckpt_open(&f, CKPT_CORPUS "/safetensors/fluxml/sharded/model.safetensors.index.json", NULL);
+    int rc =
+        ckpt_open(&f, CKPT_CORPUS "/safetensors/fluxml/sharded/model.safetensors.index.json", NULL);
     CHECK_EQ_INT(rc, 0);
     if (rc) {
         fprintf(stderr, "  error: %s\n", ckpt_error_last()->message);
@@ -252,7 +253,8 @@ TEST(corpus_sharded) {
     CHECK_EQ_STR(ckpt_file_metadata_value(f, 0), "4305");
     /* same bytes as the unsharded file */
     ckpt_file *g = NULL;
-    CHECK_EQ_INT(ckpt_open(&g, CKPT_CORPUS "/safetensors/fluxml/non_sharded/model.safetensors", NULL), 0);
+    CHECK_EQ_INT(
+        ckpt_open(&g, CKPT_CORPUS "/safetensors/fluxml/non_sharded/model.safetensors", NULL), 0);
     for (size_t i = 0; g && i < ckpt_file_tensor_count(f); i++) {
         const ckpt_tensor *a = ckpt_file_tensor(f, i);
         const ckpt_tensor *b = ckpt_file_find_tensor(g, ckpt_tensor_name(a));
@@ -271,7 +273,8 @@ TEST(corpus_sharded) {
 /* Every strict prefix of a valid file is refused. */
 TEST(corpus_every_cut_fails) {
     size_t len = 0;
-    unsigned char *all = harness_read_file(CKPT_CORPUS "/safetensors/hf-samples/overall.safetensors", &len);
+    unsigned char *all =
+        harness_read_file(CKPT_CORPUS "/safetensors/hf-samples/overall.safetensors", &len);
     CHECK(all != NULL && len == 702);
     if (!all) return;
     size_t succeeded = 0;
@@ -336,7 +339,8 @@ TEST(metadata_null_is_absent) {
 TEST(attn0_reference) {
     float data[6] = {0, 1, 2, 3, 4, 5};
     size_t len = st_make("{\"attn0\":{\"dtype\":\"F32\",\"shape\":[1,1,2,3],"
-                         "\"data_offsets\":[0,24]}}       ", data, sizeof data);
+                         "\"data_offsets\":[0,24]}}       ",
+                         data, sizeof data);
     CHECK_EQ_INT(len, 8 + 72 + 24);
     ckpt_file *f = open_ok(len);
     if (!f) return;
@@ -404,9 +408,10 @@ TEST(zero_size_and_rank0) {
 
 TEST(order_by_offsets_and_extra_keys) {
     unsigned char data[6] = {1, 2, 3, 4, 5, 6};
-    size_t len = st_make("{\"b\":{\"dtype\":\"U16\",\"shape\":[2],\"data_offsets\":[2,6],\"x\":[1]},"
-                         "\"a\":{\"dtype\":\"U8\",\"shape\":[2],\"data_offsets\":[0,2]}}",
-                         data, sizeof data);
+    size_t len =
+        st_make("{\"b\":{\"dtype\":\"U16\",\"shape\":[2],\"data_offsets\":[2,6],\"x\":[1]},"
+                "\"a\":{\"dtype\":\"U8\",\"shape\":[2],\"data_offsets\":[0,2]}}",
+                data, sizeof data);
     ckpt_file *f = open_ok(len);
     if (!f) return;
     const ckpt_value *root = ckpt_file_root(f);
@@ -445,18 +450,18 @@ TEST(sub_byte_dtypes) {
 }
 
 TEST(all_safetensors_dtypes) {
-    static const char *names[] = {"BOOL", "U8", "I8", "I16", "U16", "I32", "U32",
-                                  "I64", "U64", "F16", "BF16", "F32", "F64", "C64",
-                                  "F8_E5M2", "F8_E4M3", "F8_E8M0", "F8_E4M3FNUZ",
-                                  "F8_E5M2FNUZ", "F4", "F6_E2M3", "F6_E3M2"};
+    static const char *names[] = {
+        "BOOL",    "U8",          "I8",          "I16", "U16",     "I32",    "U32",     "I64",
+        "U64",     "F16",         "BF16",        "F32", "F64",     "C64",    "F8_E5M2", "F8_E4M3",
+        "F8_E8M0", "F8_E4M3FNUZ", "F8_E5M2FNUZ", "F4",  "F6_E2M3", "F6_E3M2"};
     unsigned char data[64] = {0};
     for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
         /* 8 elements: a whole number of bytes for every width */
         unsigned bits = ckpt_dtype_bits(ckpt_dtype_from_name(names[i]));
         char header[160];
         snprintf(header, sizeof header,
-                 "{\"t\":{\"dtype\":\"%s\",\"shape\":[8],\"data_offsets\":[0,%u]}}",
-                 names[i], bits);
+                 "{\"t\":{\"dtype\":\"%s\",\"shape\":[8],\"data_offsets\":[0,%u]}}", names[i],
+                 bits);
         ckpt_file *f = open_ok(st_make(header, data, bits));
         if (!f) continue;
         const ckpt_tensor *t = ckpt_file_tensor(f, 0);
@@ -470,9 +475,22 @@ TEST(all_safetensors_dtypes) {
 
 static int alloc_calls;
 static size_t alloc_bytes;
-static void *count_malloc(void *u, size_t n) { (void)u; alloc_calls++; alloc_bytes += n; return malloc(n); }
-static void *count_realloc(void *u, void *p, size_t n) { (void)u; alloc_calls++; alloc_bytes += n; return realloc(p, n); }
-static void count_free(void *u, void *p) { (void)u; free(p); }
+static void *count_malloc(void *u, size_t n) {
+    (void)u;
+    alloc_calls++;
+    alloc_bytes += n;
+    return malloc(n);
+}
+static void *count_realloc(void *u, void *p, size_t n) {
+    (void)u;
+    alloc_calls++;
+    alloc_bytes += n;
+    return realloc(p, n);
+}
+static void count_free(void *u, void *p) {
+    (void)u;
+    free(p);
+}
 
 TEST(attack_header_too_large) {
     static const unsigned char attack[] =
@@ -495,20 +513,23 @@ TEST(attack_header_too_large) {
 TEST(attack_shape_overflow) {
     /* 2^64 - 2 does not even fit a JSON int64 */
     size_t len = st_make("{\"test\":{\"dtype\":\"I32\",\"shape\":[2,18446744073709551614],"
-                         "\"data_offsets\":[0,16]}}", "0123456789abcdef", 16);
+                         "\"data_offsets\":[0,16]}}",
+                         "0123456789abcdef", 16);
     const ckpt_error *e = open_fails(len, NULL, CKPT_E_FORMAT);
     CHECK(e->offset > 8 && e->offset <= len - 16);
     CHECK(has(e->message, "64 bits"));
     /* fits int64 per dimension, the product does not */
     len = st_make("{\"test\":{\"dtype\":\"I32\",\"shape\":[4294967296,4294967296],"
-                  "\"data_offsets\":[0,16]}}", "0123456789abcdef", 16);
+                  "\"data_offsets\":[0,16]}}",
+                  "0123456789abcdef", 16);
     size_t n = len - 16 - 8;
     e = open_fails(len, NULL, CKPT_E_FORMAT);
     CHECK_EQ_INT(e->offset, 8 + n);
     CHECK(has(e->message, "overflows"));
     /* numel fits, numel x bits does not */
     len = st_make("{\"test\":{\"dtype\":\"F64\",\"shape\":[2305843009213693952],"
-                  "\"data_offsets\":[0,16]}}", "0123456789abcdef", 16);
+                  "\"data_offsets\":[0,16]}}",
+                  "0123456789abcdef", 16);
     e = open_fails(len, NULL, CKPT_E_FORMAT);
     CHECK(has(e->message, "overflow"));
 }
@@ -558,7 +579,8 @@ TEST(file_shorter_than_8) {
 }
 
 TEST(header_past_end) {
-    size_t len = st_make("{\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]}}", NULL, 0);
+    size_t len =
+        st_make("{\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]}}", NULL, 0);
     st_buf[0] = (unsigned char)(st_buf[0] + 1); /* N one byte too long */
     const ckpt_error *e = open_fails(len, NULL, CKPT_E_TRUNCATED);
     CHECK_EQ_INT(e->offset, 0);
@@ -592,7 +614,8 @@ TEST(metadata_not_strings) {
 
 TEST(tensor_named_metadata) {
     size_t len = st_make("{\"__metadata__\":{\"dtype\":\"U8\",\"shape\":[1],"
-                         "\"data_offsets\":[0,1]}}", "x", 1);
+                         "\"data_offsets\":[0,1]}}",
+                         "x", 1);
     const ckpt_error *e = open_fails(len, NULL, CKPT_E_FORMAT);
     CHECK_EQ_INT(e->offset, 8);
     CHECK(has(e->message, "reserved"));
@@ -651,8 +674,7 @@ TEST(unknown_dtype) {
     len = st_make("{\"a\":{\"dtype\":\"C128\",\"shape\":[1],\"data_offsets\":[0,16]}}",
                   "0123456789abcdef", 16);
     open_fails(len, NULL, CKPT_E_FORMAT);
-    len = st_make("{\"a\":{\"dtype\":\"f32\",\"shape\":[1],\"data_offsets\":[0,4]}}",
-                  "0123", 4);
+    len = st_make("{\"a\":{\"dtype\":\"f32\",\"shape\":[1],\"data_offsets\":[0,4]}}", "0123", 4);
     open_fails(len, NULL, CKPT_E_FORMAT);
 }
 
@@ -744,13 +766,15 @@ TEST(header_serde_rules) {
     }
     /* escapes, a surrogate pair and u64 offsets beyond 2^63 */
     size_t len = st_make("{\"\\u00e9\\ud83d\\ude00\\t\":{\"x\":\"\\\"\",\"dtype\":\"U8\","
-                         "\"shape\":[1],\"data_offsets\":[0,1]}}", "x", 1);
+                         "\"shape\":[1],\"data_offsets\":[0,1]}}",
+                         "x", 1);
     ckpt_file *f = NULL;
     CHECK_EQ_INT(ckpt_open_memory(&f, st_buf, len, "mem", NULL), 0);
     if (f) CHECK(ckpt_file_find_tensor(f, "\xc3\xa9\xf0\x9f\x98\x80\t") != NULL);
     ckpt_close(f);
     len = st_make("{\"a\":{\"dtype\":\"U8\",\"shape\":[0],"
-                  "\"data_offsets\":[18446744073709551615,18446744073709551615]}}", NULL, 0);
+                  "\"data_offsets\":[18446744073709551615,18446744073709551615]}}",
+                  NULL, 0);
     const ckpt_error *e = open_fails(len, NULL, CKPT_E_FORMAT);
     CHECK(has(e->message, "18446744073709551615"));
 }
@@ -778,7 +802,8 @@ TEST(limits_honoured) {
     opts = (ckpt_open_options)CKPT_OPEN_OPTIONS_INIT;
     opts.limits.max_tensors = 1;
     len = st_make("{\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]},"
-                  "\"b\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[1,2]}}", "xy", 2);
+                  "\"b\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[1,2]}}",
+                  "xy", 2);
     e = open_fails(len, &opts, CKPT_E_LIMIT);
     CHECK(has(e->message, "max_tensors"));
 
@@ -792,8 +817,14 @@ TEST(limits_honoured) {
 /* Failing allocation k, for every k, gives CKPT_E_NOMEM and no leak
  * (ASan builds check the leaks); past the last allocation, success. */
 static int fail_at, fail_calls;
-static void *fail_malloc(void *u, size_t n) { (void)u; return ++fail_calls == fail_at ? NULL : malloc(n); }
-static void *fail_realloc(void *u, void *p, size_t n) { (void)u; return ++fail_calls == fail_at ? NULL : realloc(p, n); }
+static void *fail_malloc(void *u, size_t n) {
+    (void)u;
+    return ++fail_calls == fail_at ? NULL : malloc(n);
+}
+static void *fail_realloc(void *u, void *p, size_t n) {
+    (void)u;
+    return ++fail_calls == fail_at ? NULL : realloc(p, n);
+}
 
 static void torture(const char *path, const void *buf, size_t len) {
     ckpt_allocator failing = {fail_malloc, fail_realloc, count_free, NULL};
@@ -821,7 +852,8 @@ TEST(allocation_failures) {
 
 TEST(allocation_failures_corpus) {
     size_t len = 0;
-    unsigned char *buf = harness_read_file(CKPT_CORPUS "/safetensors/fluxml/non_sharded/model.with_metadata.safetensors", &len);
+    unsigned char *buf = harness_read_file(
+        CKPT_CORPUS "/safetensors/fluxml/non_sharded/model.with_metadata.safetensors", &len);
     CHECK(buf != NULL);
     if (buf) torture(NULL, buf, len);
     free(buf);
@@ -832,18 +864,18 @@ TEST(allocation_failures_corpus) {
 
 /* One-tensor shard "a.safetensors" holding U8 "x" (and "extra" if asked). */
 static void write_shard(const char *name, int extra) {
-    size_t len = extra
-        ? st_make("{\"x\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]},"
-                  "\"extra\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[1,2]}}", "xe", 2)
-        : st_make("{\"x\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]}}", "x", 1);
+    size_t len =
+        extra ? st_make("{\"x\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]},"
+                        "\"extra\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[1,2]}}",
+                        "xe", 2)
+              : st_make("{\"x\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]}}", "x", 1);
     write_file(name, st_buf, len);
 }
 
 TEST(shard_names_refused) {
-    static const char *bad[] = {"../x.safetensors", "a/../../x.safetensors",
-                                "/etc/x.safetensors", "C:x.safetensors",
-                                "a\\x.safetensors", "x.bin", "x.safetensors.bin",
-                                ".safetensors", ".."};
+    static const char *bad[] = {"../x.safetensors",  "a/../../x.safetensors", "/etc/x.safetensors",
+                                "C:x.safetensors",   "a\\x.safetensors",      "x.bin",
+                                "x.safetensors.bin", ".safetensors",          ".."};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         char index[256];
         snprintf(index, sizeof index, "{\"weight_map\":{\"x\":\"%s\"}}", bad[i]);
@@ -869,8 +901,8 @@ TEST(shard_name_rule) {
         {".//x.safetensors", "x.safetensors"},
         {"././/./x.safetensors", "x.safetensors"},
         {"a//b/./x.safetensors", "a/b/x.safetensors"},
-        {"a/../x.safetensors", NULL},   /* ".." is never resolved */
-        {"x.safetensors/", NULL},       /* a directory */
+        {"a/../x.safetensors", NULL}, /* ".." is never resolved */
+        {"x.safetensors/", NULL},     /* a directory */
         {"x.safetensors/.", NULL},
         {".", NULL},
         {"./", NULL},
@@ -914,8 +946,10 @@ TEST(shard_spellings_open_once) {
     unlink(link);
     CHECK_EQ_INT(symlink(target, link), 0);
     ckpt_file *f = NULL;
-    CHECK_EQ_INT(open_index(&f, "{\"weight_map\":{\"x\":\"a.safetensors\",\"y\":\"./a.safetensors\","
-                                "\"z\":\".//a.safetensors\",\"w\":\"link.safetensors\"}}"), 0);
+    CHECK_EQ_INT(open_index(&f,
+                            "{\"weight_map\":{\"x\":\"a.safetensors\",\"y\":\"./a.safetensors\","
+                            "\"z\":\".//a.safetensors\",\"w\":\"link.safetensors\"}}"),
+                 0);
     if (f) {
         CHECK_EQ_INT(f->nshards, 1);
         CHECK_EQ_INT(ckpt_file_tensor_count(f), 4);
@@ -926,8 +960,9 @@ TEST(shard_spellings_open_once) {
     /* a spelling of another shard is still a mismatch */
     write_shard("b.safetensors", 0);
     f = NULL;
-    CHECK_EQ_INT(open_index(&f, "{\"weight_map\":{\"x\":\"./b.safetensors\",\"y\":\"a.safetensors\","
-                                "\"z\":\"a.safetensors\",\"w\":\"a.safetensors\"}}"),
+    CHECK_EQ_INT(open_index(&f,
+                            "{\"weight_map\":{\"x\":\"./b.safetensors\",\"y\":\"a.safetensors\","
+                            "\"z\":\"a.safetensors\",\"w\":\"a.safetensors\"}}"),
                  CKPT_E_MISMATCH);
     CHECK(has(ckpt_error_last()->message, "maps it to \"./b.safetensors\""));
     CHECK(f == NULL);
@@ -979,12 +1014,15 @@ TEST(shard_link_outside) {
 
 TEST(sharded_small_set) {
     write_shard("a.safetensors", 0);
-    size_t len = st_make("{\"y\":{\"dtype\":\"I16\",\"shape\":[1],\"data_offsets\":[0,2]}}", "yy", 2);
+    size_t len =
+        st_make("{\"y\":{\"dtype\":\"I16\",\"shape\":[1],\"data_offsets\":[0,2]}}", "yy", 2);
     write_file("b.safetensors", st_buf, len);
     ckpt_file *f = NULL;
-    CHECK_EQ_INT(open_index(&f, "{\"metadata\":{\"total_size\":3,\"format\":\"pt\",\"n\":null,"
-                               "\"l\":[1,\"x\"]},"
-                               "\"weight_map\":{\"y\":\"b.safetensors\",\"x\":\"a.safetensors\"}}"), 0);
+    CHECK_EQ_INT(open_index(&f,
+                            "{\"metadata\":{\"total_size\":3,\"format\":\"pt\",\"n\":null,"
+                            "\"l\":[1,\"x\"]},"
+                            "\"weight_map\":{\"y\":\"b.safetensors\",\"x\":\"a.safetensors\"}}"),
+                 0);
     if (!f) return;
     CHECK_EQ_INT(ckpt_file_format(f), CKPT_FORMAT_SAFETENSORS_SHARDED);
     CHECK_EQ_INT(ckpt_file_tensor_count(f), 2);
@@ -1007,8 +1045,9 @@ TEST(sharded_mismatch) {
     write_shard("a.safetensors", 0);
     ckpt_file *f = NULL;
     /* listed, missing from its shard */
-    CHECK_EQ_INT(open_index(&f, "{\"weight_map\":{\"x\":\"a.safetensors\",\"w\":\"a.safetensors\"}}"),
-                 CKPT_E_MISMATCH);
+    CHECK_EQ_INT(
+        open_index(&f, "{\"weight_map\":{\"x\":\"a.safetensors\",\"w\":\"a.safetensors\"}}"),
+        CKPT_E_MISMATCH);
     CHECK(has(ckpt_error_last()->message, "\"w\""));
     CHECK_EQ_STR(ckpt_error_last()->member, "a.safetensors");
     CHECK(ckpt_error_last()->offset == UINT64_MAX); /* no byte to point at */
@@ -1019,8 +1058,10 @@ TEST(sharded_mismatch) {
     CHECK(ckpt_error_last()->offset == UINT64_MAX);
     /* in one shard, listed under another */
     write_shard("b.safetensors", 0);
-    CHECK_EQ_INT(open_index(&f, "{\"weight_map\":{\"x\":\"a.safetensors\",\"extra\":\"a.safetensors\","
-                                "\"y\":\"b.safetensors\"}}"), CKPT_E_MISMATCH);
+    CHECK_EQ_INT(open_index(&f,
+                            "{\"weight_map\":{\"x\":\"a.safetensors\",\"extra\":\"a.safetensors\","
+                            "\"y\":\"b.safetensors\"}}"),
+                 CKPT_E_MISMATCH);
     CHECK(has(ckpt_error_last()->message, "maps it to"));
     CHECK(f == NULL);
     remove_file("b.safetensors");
@@ -1030,8 +1071,9 @@ TEST(sharded_mismatch) {
 TEST(sharded_bad_index) {
     write_shard("a.safetensors", 0);
     ckpt_file *f = NULL;
-    CHECK_EQ_INT(open_index(&f, "{\"weight_map\":{\"x\":\"a.safetensors\",\"x\":\"a.safetensors\"}}"),
-                 CKPT_E_FORMAT);
+    CHECK_EQ_INT(
+        open_index(&f, "{\"weight_map\":{\"x\":\"a.safetensors\",\"x\":\"a.safetensors\"}}"),
+        CKPT_E_FORMAT);
     CHECK(has(ckpt_error_last()->message, "duplicate"));
     CHECK(ckpt_error_last()->offset > 0);
     CHECK_EQ_INT(open_index(&f, "{\"weights\":{}}"), CKPT_E_FORMAT);
@@ -1049,7 +1091,8 @@ TEST(sharded_bad_index) {
     CHECK(has(ckpt_error_last()->message, "itself"));
     remove_file("loop.safetensors");
     /* a broken shard reports the shard's own error and path */
-    size_t len = st_make("{\"x\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]}}", "xx", 2);
+    size_t len =
+        st_make("{\"x\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]}}", "xx", 2);
     write_file("a.safetensors", st_buf, len);
     CHECK_EQ_INT(open_index(&f, "{\"weight_map\":{\"x\":\"a.safetensors\"}}"), CKPT_E_FORMAT);
     CHECK(has(ckpt_error_last()->file, "a.safetensors"));

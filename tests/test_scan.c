@@ -34,8 +34,7 @@ static const char *verdict(const uint8_t *p, size_t n) {
 }
 
 /* The first finding of this kind (and global, unless NULL), or NULL. */
-static const ckpt_finding *find(const ckpt_scan_report *r, const char *kind,
-                                const char *global) {
+static const ckpt_finding *find(const ckpt_scan_report *r, const char *kind, const char *global) {
     for (size_t i = 0; i < ckpt_scan_finding_count(r); i++) {
         const ckpt_finding *f = ckpt_scan_finding(r, i);
         if (strcmp(f->kind, kind) == 0 &&
@@ -78,8 +77,8 @@ typedef struct zmember {
 
 /* Writes prefix + a zip of the members into out (offsets relative to the
  * archive start, as a zip appended to a file has them); returns its size. */
-static size_t build_zip(uint8_t *out, const uint8_t *prefix, size_t plen,
-                        const zmember *m, size_t n) {
+static size_t build_zip(uint8_t *out, const uint8_t *prefix, size_t plen, const zmember *m,
+                        size_t n) {
     size_t pos = plen, local[8], csize[8];
     uint8_t *packed[8];
     if (plen) memcpy(out, prefix, plen);
@@ -90,8 +89,8 @@ static size_t build_zip(uint8_t *out, const uint8_t *prefix, size_t plen,
         if (m[i].deflate) {
             struct libdeflate_compressor *c = libdeflate_alloc_compressor(6);
             packed[i] = malloc(m[i].len + 64);
-            csize[i] = libdeflate_deflate_compress(c, m[i].data, m[i].len, packed[i],
-                                                   m[i].len + 64);
+            csize[i] =
+                libdeflate_deflate_compress(c, m[i].data, m[i].len, packed[i], m[i].len + 64);
             libdeflate_free_compressor(c);
         }
         uint32_t crc = libdeflate_crc32(0, m[i].data, m[i].len) ^ (m[i].bad_crc ? 1u : 0u);
@@ -137,10 +136,14 @@ static size_t build_zip(uint8_t *out, const uint8_t *prefix, size_t plen,
 }
 
 /* A malicious protocol 2 pickle: os.system('ls'). */
-static const char EVIL[] = "\x80\x02" "cos\nsystem\n" "X\x02\x00\x00\x00ls" "\x85R.";
+static const char EVIL[] = "\x80\x02"
+                           "cos\nsystem\n"
+                           "X\x02\x00\x00\x00ls"
+                           "\x85R.";
 #define EVIL_LEN (sizeof EVIL - 1)
 /* A benign protocol 2 pickle: OrderedDict(). */
-static const char BENIGN[] = "\x80\x02" "ccollections\nOrderedDict\n)R.";
+static const char BENIGN[] = "\x80\x02"
+                             "ccollections\nOrderedDict\n)R.";
 #define BENIGN_LEN (sizeof BENIGN - 1)
 
 /* ------------------------------------------------------------ corpus */
@@ -234,12 +237,12 @@ TEST(corpus_details) {
     CHECK(find(r, "zip-flags", NULL) != NULL);
     CHECK(find(r, "global", "builtins.eval") != NULL);
     ckpt_scan_report_free(r);
-    CHECK_EQ_INT(ckpt_scan(&r, CKPT_CORPUS "/scan/picklescan/malicious1_central_directory.zip",
-                           NULL), 0);
+    CHECK_EQ_INT(
+        ckpt_scan(&r, CKPT_CORPUS "/scan/picklescan/malicious1_central_directory.zip", NULL), 0);
     CHECK(find(r, "name-mismatch", NULL) != NULL);
     ckpt_scan_report_free(r);
-    CHECK_EQ_INT(ckpt_scan(&r, CKPT_CORPUS "/scan/picklescan/benign_password_protected.zip",
-                           NULL), 0);
+    CHECK_EQ_INT(ckpt_scan(&r, CKPT_CORPUS "/scan/picklescan/benign_password_protected.zip", NULL),
+                 0);
     CHECK_EQ_STR(ckpt_verdict_name(ckpt_scan_verdict(r)), "unscannable");
     CHECK(find(r, "encrypted", NULL) != NULL);
     ckpt_scan_report_free(r);
@@ -259,11 +262,11 @@ static size_t call_end(const unsigned char *p, size_t n, size_t at) {
  * is unsafe, except inside a FRAME: the C unpickler reads a whole frame
  * before running any of it, so a cut frame runs nothing (unscannable). */
 TEST(corpus_truncations) {
-    static const char *const files[] = {"malicious0.pkl", "malicious10.pkl", "malicious11.pkl",
-                                        "malicious13a.pkl", "malicious14.pkl",
-                                        "malicious15a.pkl", "malicious2_v0.pkl",
-                                        "malicious1_v4.pkl", "broken_model.pkl",
-                                        "sys_module_override_sploit.pkl"};
+    static const char *const files[] = {"malicious0.pkl",    "malicious10.pkl",
+                                        "malicious11.pkl",   "malicious13a.pkl",
+                                        "malicious14.pkl",   "malicious15a.pkl",
+                                        "malicious2_v0.pkl", "malicious1_v4.pkl",
+                                        "broken_model.pkl",  "sys_module_override_sploit.pkl"};
     for (size_t k = 0; k < sizeof files / sizeof files[0]; k++) {
         char path[512];
         size_t n = 0;
@@ -311,7 +314,8 @@ TEST(stack_global_from_memo) {
                      "os.system");
     /* decoys pushed and popped around, like the "zero-day memo" file */
     expect_dangerous(S("\x80\x04\x8c\x05torch\x94\x8c\x0bLongStorage\x94"
-                       "\x8c\x02os\x94\x8c\x06system\x94" "0000h\x02h\x03\x93"
+                       "\x8c\x02os\x94\x8c\x06system\x94"
+                       "0000h\x02h\x03\x93"
                        "\x8c\x02ls\x85R."),
                      "os.system");
 }
@@ -321,14 +325,14 @@ TEST(stack_global_operands_from_every_string_opcode) {
         const char *os, *system;
         size_t los, lsystem;
     } ops[] = {
-        {"S'os'\n", "S'system'\n", 6, 10},                                      /* STRING */
-        {"T\x02\x00\x00\x00os", "T\x06\x00\x00\x00system", 7, 11},              /* BINSTRING */
-        {"U\x02os", "U\x06system", 4, 8},                                       /* SHORT_BINSTRING */
-        {"Vos\n", "Vsystem\n", 4, 8},                                           /* UNICODE */
-        {"X\x02\x00\x00\x00os", "X\x06\x00\x00\x00system", 7, 11},              /* BINUNICODE */
-        {"\x8c\x02os", "\x8c\x06system", 4, 8},                                 /* SHORT_BINUNICODE */
-        {"\x8d\x02\x00\x00\x00\x00\x00\x00\x00os",
-         "\x8d\x06\x00\x00\x00\x00\x00\x00\x00system", 11, 15},                 /* BINUNICODE8 */
+        {"S'os'\n", "S'system'\n", 6, 10},                         /* STRING */
+        {"T\x02\x00\x00\x00os", "T\x06\x00\x00\x00system", 7, 11}, /* BINSTRING */
+        {"U\x02os", "U\x06system", 4, 8},                          /* SHORT_BINSTRING */
+        {"Vos\n", "Vsystem\n", 4, 8},                              /* UNICODE */
+        {"X\x02\x00\x00\x00os", "X\x06\x00\x00\x00system", 7, 11}, /* BINUNICODE */
+        {"\x8c\x02os", "\x8c\x06system", 4, 8},                    /* SHORT_BINUNICODE */
+        {"\x8d\x02\x00\x00\x00\x00\x00\x00\x00os", "\x8d\x06\x00\x00\x00\x00\x00\x00\x00system", 11,
+         15}, /* BINUNICODE8 */
     };
     static const char *const protos[] = {"", "\x80\x02", "\x80\x04", "\x80\x05"};
     for (size_t p = 0; p < 4; p++) {
@@ -343,7 +347,10 @@ TEST(stack_global_operands_from_every_string_opcode) {
         }
     }
     /* BINBYTES operands: not str, so unknowable (symbolic) and dangerous */
-    ckpt_scan_report *r = scan(S("\x80\x04" "B\x02\x00\x00\x00os" "C\x06system" "\x93)R."));
+    ckpt_scan_report *r = scan(S("\x80\x04"
+                                 "B\x02\x00\x00\x00os"
+                                 "C\x06system"
+                                 "\x93)R."));
     CHECK_EQ_STR(ckpt_verdict_name(ckpt_scan_verdict(r)), "unsafe");
     const ckpt_finding *f = find(r, "global", NULL);
     CHECK(f && f->severity == CKPT_SEVERITY_DANGEROUS && f->global[0] == '?');
@@ -351,12 +358,13 @@ TEST(stack_global_operands_from_every_string_opcode) {
 }
 
 TEST(inst_obj_newobj_ext) {
-    expect_dangerous(S("(S'ls'\nios\nsystem\n."), "os.system");                  /* INST */
-    expect_dangerous(S("(cos\nsystem\nS'ls'\no."), "os.system");                  /* OBJ */
-    expect_dangerous(S("\x80\x02" "csubprocess\nPopen\n(S'ls'\ntp0\n\x81."),
-                     "subprocess.Popen");                                           /* NEWOBJ */
+    expect_dangerous(S("(S'ls'\nios\nsystem\n."), "os.system");  /* INST */
+    expect_dangerous(S("(cos\nsystem\nS'ls'\no."), "os.system"); /* OBJ */
+    expect_dangerous(S("\x80\x02"
+                       "csubprocess\nPopen\n(S'ls'\ntp0\n\x81."),
+                     "subprocess.Popen"); /* NEWOBJ */
     expect_dangerous(S("\x80\x04\x8c\nsubprocess\x8c\x05Popen\x93)}\x92."),
-                     "subprocess.Popen");                                           /* NEWOBJ_EX */
+                     "subprocess.Popen"); /* NEWOBJ_EX */
     /* EXT1: the name lives in the unpickler's registry, unknowable here */
     ckpt_scan_report *r = scan(S("\x80\x02\x82\x01X\x02\x00\x00\x00ls\x85R."));
     CHECK_EQ_STR(ckpt_verdict_name(ckpt_scan_verdict(r)), "unsafe");
@@ -364,7 +372,8 @@ TEST(inst_obj_newobj_ext) {
     CHECK(f && f->severity == CKPT_SEVERITY_DANGEROUS);
     ckpt_scan_report_free(r);
     /* a call hidden by POP still counts (fickling GHSA-mxhj-88fx-4pcv) */
-    r = scan(S("\x80\x02" "cos\nsystem\nX\x02\x00\x00\x00ls\x85R0N."));
+    r = scan(S("\x80\x02"
+               "cos\nsystem\nX\x02\x00\x00\x00ls\x85R0N."));
     const ckpt_finding *c = find(r, "call", "os.system");
     CHECK(c != NULL);
     if (c) CHECK_EQ_INT(c->offset, 21);
@@ -373,31 +382,40 @@ TEST(inst_obj_newobj_ext) {
 
 TEST(build_poisoning_and_names) {
     /* BUILD on the allowlisted OrderedDict class itself */
-    ckpt_scan_report *r = scan(S("\x80\x02" "ccollections\nOrderedDict\n}S'x'\nNsb" "0N."));
+    ckpt_scan_report *r = scan(S("\x80\x02"
+                                 "ccollections\nOrderedDict\n}S'x'\nNsb"
+                                 "0N."));
     CHECK_EQ_STR(ckpt_verdict_name(ckpt_scan_verdict(r)), "unsafe");
     const ckpt_finding *f = find(r, "allowlist-poisoning", "collections.OrderedDict");
     CHECK(f && f->severity == CKPT_SEVERITY_DANGEROUS);
     if (f) CHECK_EQ_INT(f->offset, 35);
     ckpt_scan_report_free(r);
     /* BUILD on a module reference (torch._utils) */
-    r = scan(S("\x80\x02" "ctorch\n_utils\n}S'_rebuild_tensor'\nS'eval'\nsb0N."));
+    r = scan(S("\x80\x02"
+               "ctorch\n_utils\n}S'_rebuild_tensor'\nS'eval'\nsb0N."));
     CHECK_EQ_STR(ckpt_verdict_name(ckpt_scan_verdict(r)), "unsafe");
     f = find(r, "allowlist-poisoning", "torch._utils");
     CHECK(f && f->severity == CKPT_SEVERITY_DANGEROUS);
     ckpt_scan_report_free(r);
     /* dotted qualname: judged on the full path, never by its first part */
-    expect_dangerous(S("\x80\x02" "ctorch._utils\n_rebuild_tensor_v2.__globals__\n."),
+    expect_dangerous(S("\x80\x02"
+                       "ctorch._utils\n_rebuild_tensor_v2.__globals__\n."),
                      "torch._utils._rebuild_tensor_v2.__globals__");
     expect_dangerous(S("\x80\x04\x8c\x0ctorch._utils\x8c\x1e_rebuild_tensor_v2.__globals__"
                        "\x93."),
                      "torch._utils._rebuild_tensor_v2.__globals__");
-    expect_dangerous(S("\x80\x02" "ctorch\njit.load\n."), "torch.jit.load");
+    expect_dangerous(S("\x80\x02"
+                       "ctorch\njit.load\n."),
+                     "torch.jit.load");
     /* Python 2 names are mapped (protocol < 3) */
     expect_dangerous(S("c__builtin__\neval\n(S'1'\ntR."), "builtins.eval");
-    expect_dangerous(S("\x80\x04\x8c\x0b__builtin__\x8c\x04" "eval\x93."), "__builtin__.eval");
+    expect_dangerous(S("\x80\x04\x8c\x0b__builtin__\x8c\x04"
+                       "eval\x93."),
+                     "__builtin__.eval");
     expect_dangerous(S("c__builtins__\nexec\n."), "__builtins__.exec");
     /* a module with "__" is suspicious at least */
-    r = scan(S("\x80\x02" "c__main__\nModel\n)R."));
+    r = scan(S("\x80\x02"
+               "c__main__\nModel\n)R."));
     CHECK_EQ_STR(ckpt_verdict_name(ckpt_scan_verdict(r)), "unsafe");
     f = find(r, "global", "__main__.Model");
     CHECK(f && f->severity == CKPT_SEVERITY_SUSPICIOUS);
@@ -411,7 +429,9 @@ TEST(build_poisoning_and_names) {
  * BUILD on an instance of an allowlisted class is not. */
 TEST(build_on_any_reference) {
     /* builtins.int, not allowlisted, through STACK_GLOBAL from the memo */
-    ckpt_scan_report *r = scan(S("\x80\x04\x8c\x08" "builtins\x94\x8c\x03" "int\x94"
+    ckpt_scan_report *r = scan(S("\x80\x04\x8c\x08"
+                                 "builtins\x94\x8c\x03"
+                                 "int\x94"
                                  "h\x00h\x01\x93}\x8c\x01x\x94Nsb0N."));
     CHECK_EQ_STR(ckpt_verdict_name(ckpt_scan_verdict(r)), "unsafe");
     const ckpt_finding *f = find(r, "allowlist-poisoning", "builtins.int");
@@ -426,7 +446,8 @@ TEST(build_on_any_reference) {
     if (f) CHECK_EQ_INT(f->offset, 9);
     ckpt_scan_report_free(r);
     /* OrderedDict() then BUILD: state of an instance, safe */
-    r = scan(S("\x80\x02" "ccollections\nOrderedDict\n)R}b."));
+    r = scan(S("\x80\x02"
+               "ccollections\nOrderedDict\n)R}b."));
     CHECK_EQ_STR(ckpt_verdict_name(ckpt_scan_verdict(r)), "safe");
     CHECK_EQ_INT(ckpt_scan_finding_count(r), 0);
     ckpt_scan_report_free(r);
@@ -447,7 +468,8 @@ TEST(invalid_memo_and_type_confusion) {
     CHECK(f && f->severity == CKPT_SEVERITY_DANGEROUS);
     ckpt_scan_report_free(r);
     /* a broken stream with only allowlisted globals */
-    r = scan(S("\x80\x02" "ccollections\nOrderedDict\n)R\x00."));
+    r = scan(S("\x80\x02"
+               "ccollections\nOrderedDict\n)R\x00."));
     CHECK_EQ_STR(ckpt_verdict_name(ckpt_scan_verdict(r)), "unscannable");
     f = find(r, "parse-error", NULL);
     CHECK(f && f->offset == 29);
@@ -506,12 +528,19 @@ TEST(loaded_streams_never_dropped) {
     CHECK(f && f->offset == sizeof MAGIC VERSION - 1);
     ckpt_scan_report_free(r);
     /* the magic as LONG text in hex is the magic: five streams, then blobs */
-    CHECK_EQ_STR(verdict(S("L0x1950a86a20f9469cfc6cL\n." VERSION "}." "N." "}." "cos\nsystem\n.")),
+    CHECK_EQ_STR(verdict(S("L0x1950a86a20f9469cfc6cL\n." VERSION "}."
+                           "N."
+                           "}."
+                           "cos\nsystem\n.")),
                  "safe");
-    CHECK_EQ_STR(verdict(S("L0x1950a86a20f9469cfc6cL\n." VERSION "}." "cos\nsystem\n.")),
+    CHECK_EQ_STR(verdict(S("L0x1950a86a20f9469cfc6cL\n." VERSION "}."
+                           "cos\nsystem\n.")),
                  "unsafe");
     /* a legacy stream whose STOP is inside a FRAME with bytes after it */
-    r = scan(S(MAGIC "\x80\x04\x95\x05\x00\x00\x00\x00\x00\x00\x00M\xe9\x03.N" "}." "N." "}."));
+    r = scan(S(MAGIC "\x80\x04\x95\x05\x00\x00\x00\x00\x00\x00\x00M\xe9\x03.N"
+                     "}."
+                     "N."
+                     "}."));
     CHECK_EQ_STR(ckpt_verdict_name(ckpt_scan_verdict(r)), "unscannable");
     CHECK(find(r, "parse-error", NULL) != NULL);
     ckpt_scan_report_free(r);
@@ -606,8 +635,10 @@ TEST(nested_pickles) {
     t = 0;
     for (size_t i = 0; i < EVIL_LEN; i++) {
         uint8_t c = (uint8_t)EVIL[i];
-        if (c < 0x80) text[t++] = (char)c;
-        else text[t++] = (char)(0xc0 | c >> 6), text[t++] = (char)(0x80 | (c & 0x3f));
+        if (c < 0x80)
+            text[t++] = (char)c;
+        else
+            text[t++] = (char)(0xc0 | c >> 6), text[t++] = (char)(0x80 | (c & 0x3f));
     }
     n = wrap_call(outer, 'X', (const uint8_t *)text, t);
     r = scan(outer, n);
@@ -652,7 +683,9 @@ TEST(zip_tricks) {
     ckpt_scan_report_free(r);
     /* storage bytes that start like a pickle and name a global, but do not
      * parse: no loader unpickles them, nothing is raised (issue 11) */
-    static const uint8_t storage[] = "\x80\x02" "cos\nsystem\n" "\x01\x02\x03\xff\xfe";
+    static const uint8_t storage[] = "\x80\x02"
+                                     "cos\nsystem\n"
+                                     "\x01\x02\x03\xff\xfe";
     zmember blob = {"archive/data/0", NULL, storage, sizeof storage - 1, 0, 0, 0};
     n = build_zip(z, NULL, 0, &blob, 1);
     r = scan(z, n);
@@ -702,7 +735,7 @@ TEST(zip_tricks) {
     ckpt_scan_report_free(r);
     /* a TorchScript archive: unsafe even with clean pickles */
     zmember ts[2] = {{"m/data.pkl", NULL, (const uint8_t *)BENIGN, BENIGN_LEN, 0, 0, 0},
-                     {"m/constants.pkl", NULL, (const uint8_t *)"\x80\x02)." , 4, 0, 0, 0}};
+                     {"m/constants.pkl", NULL, (const uint8_t *)"\x80\x02).", 4, 0, 0, 0}};
     n = build_zip(z, NULL, 0, ts, 2);
     r = scan(z, n);
     CHECK_EQ_STR(ckpt_verdict_name(ckpt_scan_verdict(r)), "unsafe");
@@ -710,9 +743,9 @@ TEST(zip_tricks) {
     CHECK(f && f->severity == CKPT_SEVERITY_DANGEROUS && !strcmp(f->member, "m/constants.pkl"));
     ckpt_scan_report_free(r);
     /* a benign archive with a storage that starts like a pickle */
-    zmember ok[2] = {{"m/data.pkl", NULL, (const uint8_t *)BENIGN, BENIGN_LEN, 0, 0, 0},
-                     {"m/data/0", NULL, (const uint8_t *)"\x80\x02\xff\xfe\x00\x00\x80?", 8,
-                      0, 0, 0}};
+    zmember ok[2] = {
+        {"m/data.pkl", NULL, (const uint8_t *)BENIGN, BENIGN_LEN, 0, 0, 0},
+        {"m/data/0", NULL, (const uint8_t *)"\x80\x02\xff\xfe\x00\x00\x80?", 8, 0, 0, 0}};
     n = build_zip(z, NULL, 0, ok, 2);
     r = scan(z, n);
     CHECK_EQ_STR(ckpt_verdict_name(ckpt_scan_verdict(r)), "safe");
@@ -762,7 +795,8 @@ TEST(review_data_classes) {
     uint8_t buf[256];
     memcpy(buf, hp, sizeof hp - 2); /* without STOP */
     size_t n = sizeof hp - 2;
-    static const char call[] = "0" "cos\nsystem\n(S'ls'\ntR.";
+    static const char call[] = "0"
+                               "cos\nsystem\n(S'ls'\ntR.";
     memcpy(buf + n, call, sizeof call - 1), n += sizeof call - 1;
     o.nallow = 2;
     r = scan_opts(buf, n, &o);
@@ -770,14 +804,22 @@ TEST(review_data_classes) {
     CHECK(find(r, "call", "os.system") != NULL);
     ckpt_scan_report_free(r);
     /* pathlib beyond its path classes stays dangerous (file access) */
-    CHECK_EQ_STR(verdict(S("\x80\x02" "cpathlib\nPath.read_text\n.")), "unsafe");
-    CHECK_EQ_STR(verdict(S("\x80\x02" "ctypes\nCodeType\n.")), "unsafe");
+    CHECK_EQ_STR(verdict(S("\x80\x02"
+                           "cpathlib\nPath.read_text\n.")),
+                 "unsafe");
+    CHECK_EQ_STR(verdict(S("\x80\x02"
+                           "ctypes\nCodeType\n.")),
+                 "unsafe");
     /* BUILD on the class itself is still allowlist poisoning */
-    CHECK_EQ_STR(verdict(S("\x80\x02" "cargparse\nNamespace\n}b.")), "unsafe");
+    CHECK_EQ_STR(verdict(S("\x80\x02"
+                           "cargparse\nNamespace\n}b.")),
+                 "unsafe");
 }
 
 TEST(allowlist_policy) {
-    static const char ns[] = "\x80\x02" "capp\nConfig\n)\x81}X\x01\x00\x00\x00" "aK\x01sb.";
+    static const char ns[] = "\x80\x02"
+                             "capp\nConfig\n)\x81}X\x01\x00\x00\x00"
+                             "aK\x01sb.";
     ckpt_scan_report *r = scan(S(ns));
     CHECK_EQ_STR(ckpt_verdict_name(ckpt_scan_verdict(r)), "unsafe");
     const ckpt_finding *f = find(r, "global", "app.Config");
@@ -836,15 +878,21 @@ TEST(family_wording) {
         size_t len;
         const char *global, *why;
     } t[] = {
-        {S("\x80\x02" "cbuiltins\neval\n."), "builtins.eval", ": a known code-execution family"},
-        {S("\x80\x02" "csys\nexit\n."), "sys.exit",
-         ": a known dangerous family (process control, the interpreter, imports)"},
-        {S("\x80\x02" "crequests.api\nget\n."), "requests.api.get",
-         ": a known dangerous family (network access)"},
-        {S("\x80\x02" "chttp.client\nHTTPSConnection\n."), "http.client.HTTPSConnection",
-         ": a known dangerous family (network access)"},
-        {S("\x80\x02" "cshutil\nrmtree\n."), "shutil.rmtree",
-         ": a known dangerous family (file access)"},
+        {S("\x80\x02"
+           "cbuiltins\neval\n."),
+         "builtins.eval", ": a known code-execution family"},
+        {S("\x80\x02"
+           "csys\nexit\n."),
+         "sys.exit", ": a known dangerous family (process control, the interpreter, imports)"},
+        {S("\x80\x02"
+           "crequests.api\nget\n."),
+         "requests.api.get", ": a known dangerous family (network access)"},
+        {S("\x80\x02"
+           "chttp.client\nHTTPSConnection\n."),
+         "http.client.HTTPSConnection", ": a known dangerous family (network access)"},
+        {S("\x80\x02"
+           "cshutil\nrmtree\n."),
+         "shutil.rmtree", ": a known dangerous family (file access)"},
     };
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
         ckpt_scan_report *r = scan(t[i].pickle, t[i].len);
@@ -855,13 +903,14 @@ TEST(family_wording) {
         ckpt_scan_report_free(r);
     }
     /* BUILD on an instance: "an app.Config object" */
-    ckpt_scan_report *r = scan(S("\x80\x02" "capp\nConfig\n)\x81}X\x01\x00\x00\x00"
+    ckpt_scan_report *r = scan(S("\x80\x02"
+                                 "capp\nConfig\n)\x81}X\x01\x00\x00\x00"
                                  "aK\x01sb."));
     const ckpt_finding *f = find(r, "build", "app.Config");
-    CHECK(f && strncmp(f->message, "BUILD sets the state of an app.Config object",
-                       44) == 0);
+    CHECK(f && strncmp(f->message, "BUILD sets the state of an app.Config object", 44) == 0);
     ckpt_scan_report_free(r);
-    r = scan(S("\x80\x02" "cfoo\nBar\n)\x81}b."));
+    r = scan(S("\x80\x02"
+               "cfoo\nBar\n)\x81}b."));
     f = find(r, "build", "foo.Bar");
     CHECK(f && strncmp(f->message, "BUILD sets the state of a foo.Bar object", 40) == 0);
     ckpt_scan_report_free(r);
@@ -887,8 +936,9 @@ static ckpt_scan_report *scan_path(const char *dir, const char *name) {
 /* A sharded index is as safe as the shards its weight_map lists. */
 TEST(sharded_index_corpus) {
     ckpt_scan_report *r = NULL;
-    CHECK_EQ_INT(ckpt_scan(&r, CKPT_CORPUS "/safetensors/fluxml/sharded/"
-                                           "model.safetensors.index.json",
+    CHECK_EQ_INT(ckpt_scan(&r,
+                           CKPT_CORPUS "/safetensors/fluxml/sharded/"
+                                       "model.safetensors.index.json",
                            NULL),
                  0);
     CHECK_EQ_STR(ckpt_verdict_name(ckpt_scan_verdict(r)), "safe");
@@ -935,9 +985,8 @@ TEST(sharded_index) {
         "{\"weight_map\": {\"w\": \"good.index.json\"}}",
         "{\"weight_map\": {\"w\": \"empty.bin\"}}",
     };
-    static const char *const kind[] = {"shard-unreadable", "shard-name", "shard-name",
-                                       "shard-name", "index-error",
-                                       "shard-not-a-checkpoint"};
+    static const char *const kind[] = {"shard-unreadable", "shard-name",  "shard-name",
+                                       "shard-name",       "index-error", "shard-not-a-checkpoint"};
     put_file(dir, "empty.bin", "", 0);
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         put_file(dir, "bad.index.json", bad[i], strlen(bad[i]));
@@ -961,7 +1010,7 @@ TEST(sharded_index) {
     CHECK(find(r, "not-an-index", NULL) != NULL);
     ckpt_scan_report_free(r);
     CHECK_EQ_STR(verdict(S("{ not json")), "not-a-checkpoint");
-    static const char *const files[] = {"a.safetensors", "b.bin", "good.index.json",
+    static const char *const files[] = {"a.safetensors",   "b.bin",          "good.index.json",
                                         "evil.index.json", "bad.index.json", "empty.bin"};
     char path[512];
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {

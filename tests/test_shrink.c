@@ -21,7 +21,7 @@
 #define ELEMS ((size_t)3 << 20) /* 12 MiB of float32 per tensor */
 
 static char dir[64];
-static const char *shrink_path;  /* truncated to half at the next read */
+static const char *shrink_path; /* truncated to half at the next read */
 static uint64_t shrunk_to;
 
 static void shrink_hook(const ckpt_source *src, uint64_t off) {

@@ -51,9 +51,7 @@ static const char *in_dir(const char *name) {
     return p[k];
 }
 
-static int exists(const char *name) {
-    return access(in_dir(name), F_OK) == 0;
-}
+static int exists(const char *name) { return access(in_dir(name), F_OK) == 0; }
 
 static int same_bytes(const char *a, const char *b) {
     size_t na = 0, nb = 0;
@@ -279,13 +277,12 @@ TEST(prune_counts_only_verified) {
     CHECK_EQ_INT(removed, 0); /* run-1 is LATEST's, run-2 the one kept */
     CHECK(exists("run-1.pt") && exists("run-2.pt"));
     CHECK(exists("run-3.pt") && exists("run-4.pt")); /* corrupt: left */
-    o.keep = 0; /* still the newest verified one */
+    o.keep = 0;                                      /* still the newest verified one */
     unlink(in_dir("LATEST"));
     ckpt_store_listing *l = NULL;
     CHECK_EQ_INT(ckpt_store_prune_list(&l, &removed, dir, &o), 0);
     CHECK_EQ_INT(removed, 1);
-    CHECK(!exists("run-1.pt") && exists("run-2.pt") && exists("run-3.pt") &&
-          exists("run-4.pt"));
+    CHECK(!exists("run-1.pt") && exists("run-2.pt") && exists("run-3.pt") && exists("run-4.pt"));
     CHECK_EQ_INT(ckpt_store_list_count(l), 3);
     static const int ok[] = {1, 0, 0};
     for (size_t i = 0; i < 3 && i < ckpt_store_list_count(l); i++) {
@@ -315,7 +312,7 @@ TEST(commit_prune_skips_corrupt) {
     CHECK_EQ_INT(commit(TRAIN_PT, 10, 10), 0);
     corrupt_tensor_byte(in_dir("run-10.pt"));
     CHECK_EQ_INT(commit(TRAIN_PT, 4, 2), 0);
-    CHECK(exists("run-10.pt"));                     /* corrupt: left */
+    CHECK(exists("run-10.pt"));                      /* corrupt: left */
     CHECK(exists("run-4.pt") && exists("run-3.pt")); /* the 2 newest good */
     CHECK(!exists("run-1.pt") && !exists("run-2.pt"));
     CHECK_EQ_STR(pointer(), "run-4.pt\n");
@@ -412,8 +409,7 @@ TEST(commit_bad_arguments) {
         CHECK_EQ_INT(ckpt_store_commit(NULL, 0, dir, bad[i], 1, TRAIN_PT, NULL),
                      CKPT_E_INVALID_ARG);
     CHECK_EQ_INT(ckpt_store_commit(NULL, 0, dir, NULL, 1, TRAIN_PT, NULL), CKPT_E_INVALID_ARG);
-    CHECK_EQ_INT(ckpt_store_commit(NULL, 0, dir, "run", 1, "/nonexistent/src.pt", NULL),
-                 CKPT_E_IO);
+    CHECK_EQ_INT(ckpt_store_commit(NULL, 0, dir, "run", 1, "/nonexistent/src.pt", NULL), CKPT_E_IO);
     char broken[512];
     snprintf(broken, sizeof broken, "%s/../%s-broken.pt", dir, strrchr(dir, '/') + 1);
     FILE *fp = fopen(broken, "wb");
@@ -454,16 +450,14 @@ TEST(commit_with_writer) {
     unsigned char *pt = harness_read_file(TRAIN_PT, &n);
     bytes_writer w = {pt, n, 0};
     char path[512];
-    CHECK_EQ_INT(ckpt_store_commit_with(path, sizeof path, dir, "w", 1, ".pt", write_bytes, &w,
-                                        NULL),
-                 0);
+    CHECK_EQ_INT(
+        ckpt_store_commit_with(path, sizeof path, dir, "w", 1, ".pt", write_bytes, &w, NULL), 0);
     CHECK(same_bytes(path, TRAIN_PT));
     CHECK_EQ_STR(pointer(), "w-1.pt\n");
 
     /* bytes that do not verify: removed again, LATEST untouched */
     w.n = n / 2;
-    CHECK(ckpt_store_commit_with(path, sizeof path, dir, "w", 2, ".pt", write_bytes, &w, NULL) <
-          0);
+    CHECK(ckpt_store_commit_with(path, sizeof path, dir, "w", 2, ".pt", write_bytes, &w, NULL) < 0);
     CHECK(strstr(ckpt_error_last()->message, "failed verification") != NULL);
     CHECK_EQ_STR(ckpt_error_last()->file, in_dir("w-2.pt"));
     CHECK(!exists("w-2.pt"));
@@ -555,10 +549,10 @@ TEST(gc_removes_stale_temporaries) {
     touch_temp(dead, 0);
     touch_temp(mine, 0);
     touch_temp(mine_old, 2 * 3600);
-    touch_temp(".x.tmp-12-0123", 0);                      /* not our pattern */
-    touch_temp(".x.tmp-12-0123456789ABCDEF", 7200);       /* uppercase: not ours */
-    touch_temp("run.tmp-1-0123456789abcdef", 7200);       /* not hidden */
-    CHECK_EQ_INT(mkdir(in_dir(live_dir), 0755), 0);       /* a directory */
+    touch_temp(".x.tmp-12-0123", 0);                /* not our pattern */
+    touch_temp(".x.tmp-12-0123456789ABCDEF", 7200); /* uppercase: not ours */
+    touch_temp("run.tmp-1-0123456789abcdef", 7200); /* not hidden */
+    CHECK_EQ_INT(mkdir(in_dir(live_dir), 0755), 0); /* a directory */
     size_t removed = 0;
     CHECK_EQ_INT(ckpt_store_gc(&removed, dir, NULL), 0);
     CHECK_EQ_INT(removed, 2);

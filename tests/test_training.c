@@ -13,8 +13,7 @@
 /* This file's directory: the sources are compiled with absolute paths. */
 static char src_dir[4096];
 
-static const char *path_of(const char *rel)
-{
+static const char *path_of(const char *rel) {
     static char buf[8192];
 
     snprintf(buf, sizeof buf, "%s/%s", src_dir, rel);
@@ -26,73 +25,59 @@ typedef struct analysis {
     ckpt_training *t;
 } analysis;
 
-static analysis analyse(const char *path)
-{
-    analysis a = { NULL, NULL };
+static analysis analyse(const char *path) {
+    analysis a = {NULL, NULL};
 
     CHECK_EQ_INT(ckpt_open(&a.f, path, NULL), 0);
-    if (a.f)
-        CHECK_EQ_INT(ckpt_training_analyze(&a.t, a.f), 0);
+    if (a.f) CHECK_EQ_INT(ckpt_training_analyze(&a.t, a.f), 0);
     return a;
 }
 
-static void done(analysis *a)
-{
+static void done(analysis *a) {
     ckpt_training_free(a->t);
     ckpt_close(a->f);
 }
 
 /* The n-th component of a kind (n from 0), or NULL. */
-static const ckpt_component *comp(const ckpt_training *t,
-                                  ckpt_component_kind kind, size_t n)
-{
+static const ckpt_component *comp(const ckpt_training *t, ckpt_component_kind kind, size_t n) {
     size_t i;
 
     for (i = 0; t && i < ckpt_training_component_count(t); i++) {
         const ckpt_component *c = ckpt_training_component(t, i);
 
-        if (c->kind == kind && n-- == 0)
-            return c;
+        if (c->kind == kind && n-- == 0) return c;
     }
     return NULL;
 }
 
-static const ckpt_component *counter(const ckpt_training *t,
-                                     const char *name)
-{
+static const ckpt_component *counter(const ckpt_training *t, const char *name) {
     size_t i;
 
     for (i = 0; t && i < ckpt_training_component_count(t); i++) {
         const ckpt_component *c = ckpt_training_component(t, i);
 
-        if (c->kind == CKPT_COMPONENT_COUNTER && strcmp(c->name, name) == 0)
-            return c;
+        if (c->kind == CKPT_COMPONENT_COUNTER && strcmp(c->name, name) == 0) return c;
     }
     return NULL;
 }
 
 /* 1 when some reason (or warning, with warnings) contains s. */
-static int said(const ckpt_training *t, int warnings, const char *s)
-{
-    size_t n = warnings ? ckpt_training_warning_count(t)
-                        : ckpt_training_reason_count(t), i;
+static int said(const ckpt_training *t, int warnings, const char *s) {
+    size_t n = warnings ? ckpt_training_warning_count(t) : ckpt_training_reason_count(t), i;
 
     for (i = 0; i < n; i++)
-        if (strstr(warnings ? ckpt_training_warning(t, i)
-                            : ckpt_training_reason(t, i), s))
+        if (strstr(warnings ? ckpt_training_warning(t, i) : ckpt_training_reason(t, i), s))
             return 1;
     return 0;
 }
 
 /* examples/train.pt: a 16->32->4 MLP (676 fp32 parameters) after 5 Adam
  * steps, with StepLR, epoch 3 and step 5. */
-TEST(adam_full_resume)
-{
+TEST(adam_full_resume) {
     analysis a = analyse(path_of("../examples/train.pt"));
     const ckpt_component *model, *opt, *sched, *c;
 
-    if (!a.t)
-        return;
+    if (!a.t) return;
     CHECK_EQ_INT(ckpt_training_resume(a.t), CKPT_RESUME_FULL);
     CHECK_EQ_STR(ckpt_resume_name(ckpt_training_resume(a.t)), "full-resume");
     model = comp(a.t, CKPT_COMPONENT_MODEL, 0);
@@ -100,8 +85,7 @@ TEST(adam_full_resume)
     sched = comp(a.t, CKPT_COMPONENT_SCHEDULER, 0);
     CHECK(model && opt && sched);
     CHECK(comp(a.t, CKPT_COMPONENT_MODEL, 1) == NULL);
-    if (!model || !opt || !sched)
-        goto out;
+    if (!model || !opt || !sched) goto out;
     CHECK_EQ_STR(model->name, "model");
     CHECK_EQ_INT(model->tensors, 4);
     CHECK_EQ_INT(model->elements, 676);
@@ -132,20 +116,17 @@ TEST(adam_full_resume)
     CHECK_EQ_INT(ckpt_training_warning_count(a.t), 1);
     CHECK(!said(a.t, 1, "grad scaler"));
     CHECK(said(a.t, 1, "RNG"));
-    CHECK_EQ_STR(ckpt_training_weights_path(a.t),
-                 ckpt_file_path(a.f));
+    CHECK_EQ_STR(ckpt_training_weights_path(a.t), ckpt_file_path(a.f));
 out:
     done(&a);
 }
 
 /* The same weights as safetensors with __metadata__ {"format": "pt"}. */
-TEST(safetensors_weights_only)
-{
+TEST(safetensors_weights_only) {
     analysis a = analyse(path_of("../examples/train.safetensors"));
     const ckpt_meta_entry *m;
 
-    if (!a.t)
-        return;
+    if (!a.t) return;
     CHECK_EQ_INT(ckpt_training_resume(a.t), CKPT_RESUME_WEIGHTS_ONLY);
     CHECK(isnan(ckpt_training_optimizer_ratio(a.t)));
     /* a deployment file: no warnings about missing training state */
@@ -161,13 +142,11 @@ TEST(safetensors_weights_only)
 
 /* burn's checkpoint: SGD momentum state for parameter 0 only, and no
  * param_groups at all (torch could not load it). */
-TEST(burn_partial)
-{
+TEST(burn_partial) {
     analysis a = analyse(CKPT_CORPUS "/torch/burn/checkpoint.pt");
     const ckpt_component *opt;
 
-    if (!a.t)
-        return;
+    if (!a.t) return;
     CHECK_EQ_INT(ckpt_training_resume(a.t), CKPT_RESUME_PARTIAL);
     opt = comp(a.t, CKPT_COMPONENT_OPTIMIZER, 0);
     CHECK(opt != NULL);
@@ -184,65 +163,55 @@ TEST(burn_partial)
     done(&a);
 }
 
-TEST(missing_state_partial)
-{
+TEST(missing_state_partial) {
     analysis a = analyse(path_of("training/data/missing_state.pt"));
     const ckpt_component *opt;
 
-    if (!a.t)
-        return;
+    if (!a.t) return;
     CHECK_EQ_INT(ckpt_training_resume(a.t), CKPT_RESUME_PARTIAL);
     opt = comp(a.t, CKPT_COMPONENT_OPTIMIZER, 0);
     CHECK(opt && opt->params == 4 && opt->params_with_state == 3);
-    CHECK(said(a.t, 0, "1 of 4 parameters in param_groups has no optimizer "
-                       "state: 2 (model.fc2.weight)"));
+    CHECK(said(a.t, 0,
+               "1 of 4 parameters in param_groups has no optimizer "
+               "state: 2 (model.fc2.weight)"));
     done(&a);
 }
 
-TEST(mismatch_partial)
-{
+TEST(mismatch_partial) {
     analysis a = analyse(path_of("training/data/mismatch.pt"));
 
-    if (!a.t)
-        return;
+    if (!a.t) return;
     CHECK_EQ_INT(ckpt_training_resume(a.t), CKPT_RESUME_PARTIAL);
-    CHECK(said(a.t, 0, "parameter 1 (model.fc1.bias): state shape [9], the "
-                       "model's parameter has [8]"));
+    CHECK(said(a.t, 0,
+               "parameter 1 (model.fc1.bias): state shape [9], the "
+               "model's parameter has [8]"));
     done(&a);
 }
 
-TEST(no_optimizer_warm_start)
-{
+TEST(no_optimizer_warm_start) {
     analysis a = analyse(path_of("training/data/no_optimizer.pt"));
     const ckpt_component *rng[3];
     size_t i;
 
-    if (!a.t)
-        return;
+    if (!a.t) return;
     CHECK_EQ_INT(ckpt_training_resume(a.t), CKPT_RESUME_WARM_START);
     CHECK(said(a.t, 0, "no optimizer state"));
     CHECK(comp(a.t, CKPT_COMPONENT_SCALER, 0) != NULL);
-    for (i = 0; i < 3; i++)
-        rng[i] = comp(a.t, CKPT_COMPONENT_RNG, i);
-    CHECK(rng[0] && strcmp(rng[0]->type, "torch-cpu") == 0 &&
-          rng[0]->bytes == 5056);
-    CHECK(rng[1] && strcmp(rng[1]->type, "numpy") == 0 &&
-          rng[1]->bytes == 624 * 4);
-    CHECK(rng[2] && strcmp(rng[2]->type, "python") == 0 &&
-          rng[2]->tensors == 0);
+    for (i = 0; i < 3; i++) rng[i] = comp(a.t, CKPT_COMPONENT_RNG, i);
+    CHECK(rng[0] && strcmp(rng[0]->type, "torch-cpu") == 0 && rng[0]->bytes == 5056);
+    CHECK(rng[1] && strcmp(rng[1]->type, "numpy") == 0 && rng[1]->bytes == 624 * 4);
+    CHECK(rng[2] && strcmp(rng[2]->type, "python") == 0 && rng[2]->tensors == 0);
     CHECK_EQ_INT(ckpt_training_warning_count(a.t), 0);
     CHECK(isnan(ckpt_training_optimizer_ratio(a.t)));
     done(&a);
 }
 
 /* Per-parameter entries {'momentum_buffer': None}: complete, no bytes. */
-TEST(sgd_without_momentum)
-{
+TEST(sgd_without_momentum) {
     analysis a = analyse(path_of("training/data/sgd_plain.pt"));
     const ckpt_component *opt;
 
-    if (!a.t)
-        return;
+    if (!a.t) return;
     CHECK_EQ_INT(ckpt_training_resume(a.t), CKPT_RESUME_FULL);
     opt = comp(a.t, CKPT_COMPONENT_OPTIMIZER, 0);
     CHECK(opt && strcmp(opt->type, "SGD") == 0);
@@ -252,20 +221,17 @@ TEST(sgd_without_momentum)
 }
 
 /* A Hugging Face Trainer checkpoint directory. */
-TEST(hf_trainer_dir)
-{
+TEST(hf_trainer_dir) {
     ckpt_training *t = NULL;
     const char *dir = path_of("training/data/hf_trainer");
     const char *weights;
     const ckpt_component *c;
     size_t i, arch = 0, versions = 0;
-    static const char *const files[] = { "model.safetensors", "optimizer.pt",
-                                         "rng_state.pth", "scaler.pt",
-                                         "scheduler.pt", "training_args.bin" };
+    static const char *const files[] = {"model.safetensors", "optimizer.pt", "rng_state.pth",
+                                        "scaler.pt",         "scheduler.pt", "training_args.bin"};
 
     CHECK_EQ_INT(ckpt_training_analyze_dir(&t, dir, NULL), 0);
-    if (!t)
-        return;
+    if (!t) return;
     CHECK_EQ_INT(ckpt_training_resume(t), CKPT_RESUME_FULL);
     CHECK_EQ_INT(ckpt_training_warning_count(t), 0);
     CHECK_EQ_INT(ckpt_training_file_count(t), 6);
@@ -276,8 +242,7 @@ TEST(hf_trainer_dir)
     weights = ckpt_training_weights_path(t);
     CHECK(weights && strstr(weights, "/hf_trainer/model.safetensors"));
     c = comp(t, CKPT_COMPONENT_OPTIMIZER, 0);
-    CHECK(c && strcmp(c->file, "optimizer.pt") == 0 &&
-          strcmp(c->name, "") == 0);
+    CHECK(c && strcmp(c->file, "optimizer.pt") == 0 && strcmp(c->name, "") == 0);
     /* two groups (decay, no decay): matched as a multiset of shapes */
     CHECK(c && c->param_groups && ckpt_value_len(c->param_groups) == 2);
     CHECK(said(t, 0, "multiset of shapes"));
@@ -285,38 +250,31 @@ TEST(hf_trainer_dir)
     CHECK(comp(t, CKPT_COMPONENT_SCHEDULER, 0) &&
           strcmp(comp(t, CKPT_COMPONENT_SCHEDULER, 0)->type, "LambdaLR") == 0);
     c = counter(t, "global_step");
-    CHECK(c && strcmp(c->file, "trainer_state.json") == 0 &&
-          strcmp(c->type, "int") == 0 && c->number == 4.0);
+    CHECK(c && strcmp(c->file, "trainer_state.json") == 0 && strcmp(c->type, "int") == 0 &&
+          c->number == 4.0);
     for (i = 0; i < ckpt_training_meta_count(t); i++) {
         const ckpt_meta_entry *m = ckpt_training_meta(t, i);
 
-        arch += m->topic == CKPT_META_ARCHITECTURE &&
-                strcmp(m->file, "config.json") == 0;
-        versions += m->topic == CKPT_META_VERSIONS &&
-                    strcmp(m->text, "4.30.0") == 0;
+        arch += m->topic == CKPT_META_ARCHITECTURE && strcmp(m->file, "config.json") == 0;
+        versions += m->topic == CKPT_META_VERSIONS && strcmp(m->text, "4.30.0") == 0;
     }
     CHECK_EQ_INT(arch, 2); /* architectures, model_type */
     CHECK_EQ_INT(versions, 1);
     ckpt_training_free(t);
 }
 
-TEST(bad_arguments)
-{
+TEST(bad_arguments) {
     ckpt_training *t = (ckpt_training *)&t;
 
     CHECK_EQ_INT(ckpt_training_analyze(&t, NULL), CKPT_E_INVALID_ARG);
     CHECK(t == NULL);
     t = (ckpt_training *)&t;
-    CHECK_EQ_INT(ckpt_training_analyze_dir(&t, "/nonexistent-ckpt-dir", NULL),
-                 CKPT_E_IO);
+    CHECK_EQ_INT(ckpt_training_analyze_dir(&t, "/nonexistent-ckpt-dir", NULL), CKPT_E_IO);
     CHECK(t == NULL);
-    CHECK_EQ_INT(ckpt_training_analyze_dir(&t, path_of("test_training.c"),
-                                           NULL),
-                 CKPT_E_IO);
+    CHECK_EQ_INT(ckpt_training_analyze_dir(&t, path_of("test_training.c"), NULL), CKPT_E_IO);
     ckpt_training_free(NULL);
     CHECK_EQ_STR(ckpt_resume_name((ckpt_resume)99), "unknown");
-    CHECK_EQ_STR(ckpt_component_kind_name((ckpt_component_kind)99),
-                 "unknown");
+    CHECK_EQ_STR(ckpt_component_kind_name((ckpt_component_kind)99), "unknown");
     CHECK_EQ_STR(ckpt_meta_topic_name(CKPT_META_PARALLEL), "parallel_layout");
 }
 
@@ -324,27 +282,23 @@ TEST(bad_arguments)
  * ASan build checks leaks); past the last allocation, success. */
 static int fail_at, fail_calls;
 
-static void *fail_malloc(void *u, size_t n)
-{
+static void *fail_malloc(void *u, size_t n) {
     (void)u;
     return ++fail_calls == fail_at ? NULL : malloc(n);
 }
 
-static void *fail_realloc(void *u, void *p, size_t n)
-{
+static void *fail_realloc(void *u, void *p, size_t n) {
     (void)u;
     return ++fail_calls == fail_at ? NULL : realloc(p, n);
 }
 
-static void plain_free(void *u, void *p)
-{
+static void plain_free(void *u, void *p) {
     (void)u;
     free(p);
 }
 
-TEST(allocation_failures)
-{
-    ckpt_allocator failing = { fail_malloc, fail_realloc, plain_free, NULL };
+TEST(allocation_failures) {
+    ckpt_allocator failing = {fail_malloc, fail_realloc, plain_free, NULL};
     ckpt_file *f = NULL;
     ckpt_training *t = NULL;
     int rc = CKPT_E_NOMEM;
@@ -355,8 +309,7 @@ TEST(allocation_failures)
         ckpt_set_allocator(&failing);
         rc = ckpt_training_analyze(&t, f);
         ckpt_set_allocator(NULL);
-        if (rc != 0)
-            CHECK(t == NULL);
+        if (rc != 0) CHECK(t == NULL);
         CHECK(rc == 0 || rc == CKPT_E_NOMEM);
         ckpt_training_free(t);
         t = NULL;
@@ -368,23 +321,20 @@ TEST(allocation_failures)
     for (fail_at = 1; rc == CKPT_E_NOMEM && fail_at < 100000; fail_at++) {
         fail_calls = 0;
         ckpt_set_allocator(&failing);
-        rc = ckpt_training_analyze_dir(&t, path_of("training/data/hf_trainer"),
-                                       NULL);
+        rc = ckpt_training_analyze_dir(&t, path_of("training/data/hf_trainer"), NULL);
         ckpt_set_allocator(NULL);
-        if (rc != 0)
-            CHECK(t == NULL);
+        if (rc != 0) CHECK(t == NULL);
         ckpt_training_free(t);
         t = NULL;
     }
     CHECK_EQ_INT(rc, 0);
 }
 
-int main(void)
-{
+int main(void) {
     const char *slash = strrchr(__FILE__, '/');
 
-    snprintf(src_dir, sizeof src_dir, "%.*s",
-             slash ? (int)(slash - __FILE__) : 1, slash ? __FILE__ : ".");
+    snprintf(src_dir, sizeof src_dir, "%.*s", slash ? (int)(slash - __FILE__) : 1,
+             slash ? __FILE__ : ".");
     RUN(adam_full_resume);
     RUN(safetensors_weights_only);
     RUN_CORPUS(burn_partial);

@@ -41,8 +41,7 @@ struct progress {
 static struct progress *prog;
 static int reports;
 
-static void fail_msg(const char *file, const char *fmt, uint64_t off,
-                     const char *what) {
+static void fail_msg(const char *file, const char *fmt, uint64_t off, const char *what) {
     prog->failed++;
     if (reports++ < MAX_REPORTS)
         fprintf(stderr, "  %s: %s at %" PRIu64 ": %s\n", file, fmt, off, what);
@@ -50,8 +49,7 @@ static void fail_msg(const char *file, const char *fmt, uint64_t off,
 
 /* ------------------------------------------------------------- prefixes */
 
-static void check_prefix(const char *name, const unsigned char *data,
-                         size_t n) {
+static void check_prefix(const char *name, const unsigned char *data, size_t n) {
     /* An exactly sized copy: a read past the prefix is a heap overflow. */
     unsigned char *buf = malloc(n ? n : 1);
     if (!buf) {
@@ -79,8 +77,7 @@ static void check_prefix(const char *name, const unsigned char *data,
     free(buf);
 }
 
-static void check_prefixes(const char *name, const unsigned char *data,
-                           size_t size) {
+static void check_prefixes(const char *name, const unsigned char *data, size_t size) {
     prog->phase = 1;
     if (size <= FULL_LIMIT) {
         for (size_t n = 0; n < size; n++) {
@@ -94,8 +91,7 @@ static void check_prefixes(const char *name, const unsigned char *data,
         check_prefix(name, data, n);
     }
     for (size_t k = 0; k < SPREAD; k++) {
-        size_t n = EDGE_BYTES +
-                   (size_t)((uint64_t)k * (size - 2 * EDGE_BYTES) / SPREAD);
+        size_t n = EDGE_BYTES + (size_t)((uint64_t)k * (size - 2 * EDGE_BYTES) / SPREAD);
         prog->offset = n;
         check_prefix(name, data, n);
     }
@@ -111,8 +107,7 @@ struct region {
     uint64_t id, offset, nbytes;
 };
 
-static void check_flips(const char *name, const unsigned char *data,
-                        size_t size) {
+static void check_flips(const char *name, const unsigned char *data, size_t size) {
     prog->phase = 2;
     ckpt_file *f = NULL;
     if (ckpt_open_memory(&f, data, size, name, NULL) != 0) return;
@@ -133,10 +128,8 @@ static void check_flips(const char *name, const unsigned char *data,
         regs[nregs].id = id;
         regs[nregs].offset = ckpt_tensor_file_offset(t);
         regs[nregs].nbytes = ckpt_tensor_storage_nbytes(t);
-        if (regs[nregs].offset > size ||
-            regs[nregs].nbytes > size - regs[nregs].offset) {
-            fail_msg(name, "storage", regs[nregs].offset,
-                     "storage lies outside the file");
+        if (regs[nregs].offset > size || regs[nregs].nbytes > size - regs[nregs].offset) {
+            fail_msg(name, "storage", regs[nregs].offset, "storage lies outside the file");
             regs[nregs].nbytes = 0;
         }
         total += regs[nregs].nbytes;
@@ -171,8 +164,7 @@ static void check_flips(const char *name, const unsigned char *data,
         ckpt_close(g);
         if (vr != CKPT_E_CHECKSUM)
             fail_msg(name, "flip", pos,
-                     vr == 0 ? "verify passed on a flipped byte"
-                             : ckpt_error_name(vr));
+                     vr == 0 ? "verify passed on a flipped byte" : ckpt_error_name(vr));
         else
             prog->passed++;
     }
@@ -212,23 +204,22 @@ static void check_file(const char *path) {
         exit(0); /* exit, not _exit: LeakSanitizer checks at exit */
     }
     int status = 0;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
     harness_passed += (int)prog->passed;
     harness_failed += (int)prog->failed;
     int clean = WIFEXITED(status) && WEXITSTATUS(status) == 0;
     if (!clean) {
         harness_failed++;
         if (WIFSIGNALED(status))
-            printf("CRASH %s: signal %d in %s check at offset %" PRIu64 "\n",
-                   path, WTERMSIG(status), phases[prog->phase], prog->offset);
+            printf("CRASH %s: signal %d in %s check at offset %" PRIu64 "\n", path,
+                   WTERMSIG(status), phases[prog->phase], prog->offset);
         else
             printf("CRASH %s: exit status %d in %s check at offset %" PRIu64
                    " (sanitizer report on stderr)\n",
-                   path, WEXITSTATUS(status), phases[prog->phase],
-                   prog->offset);
+                   path, WEXITSTATUS(status), phases[prog->phase], prog->offset);
     } else {
-        printf("%s %s: %ld checks, %ld failed\n",
-               prog->failed ? "FAIL" : "PASS", path,
+        printf("%s %s: %ld checks, %ld failed\n", prog->failed ? "FAIL" : "PASS", path,
                (long)(prog->passed + prog->failed), (long)prog->failed);
     }
 }
@@ -277,21 +268,18 @@ static int collect(const char *dir, char ***list, size_t *n, size_t *cap) {
 }
 
 TEST(every_cut_of_every_corpus_file) {
-    prog = mmap(NULL, sizeof *prog, PROT_READ | PROT_WRITE,
-                MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    prog = mmap(NULL, sizeof *prog, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (prog == MAP_FAILED) {
         perror("mmap");
         CHECK(0);
         return;
     }
-    static const char *roots[] = {CKPT_CORPUS "/torch",
-                                  CKPT_CORPUS "/safetensors"};
+    static const char *roots[] = {CKPT_CORPUS "/torch", CKPT_CORPUS "/safetensors"};
     for (size_t r = 0; r < sizeof roots / sizeof roots[0]; r++) {
         char **files = NULL;
         size_t n = 0, cap = 0;
         if (collect(roots[r], &files, &n, &cap) != 0 || n == 0) {
-            printf("FAIL %s: corpus missing or empty (%s)\n", roots[r],
-                   strerror(errno));
+            printf("FAIL %s: corpus missing or empty (%s)\n", roots[r], strerror(errno));
             harness_failed++;
         }
         if (n) qsort(files, n, sizeof *files, cmp_str);

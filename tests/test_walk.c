@@ -14,7 +14,7 @@
 /* Records "name:role" of each entered node, '/' after each left one. */
 typedef struct trace {
     char text[4096];
-    int skip_depth; /* SKIP at this depth (-1: never) */
+    int skip_depth;   /* SKIP at this depth (-1: never) */
     uint64_t stop_at; /* STOP on this visit (0: never) */
     int prune_depth;  /* PRUNE at this depth (0: never) */
 } trace;
@@ -78,8 +78,7 @@ TEST(order_names_roles) {
     CHECK_EQ_STR(t.text, ":R a:V a.0:I/ a.1:I// 7:V 7.b:V///");
     /* state and keys */
     CHECK_EQ_INT(run(&t, root, CKPT_WALK_DICT_STATE | CKPT_WALK_KEYS), 0);
-    CHECK_EQ_STR(t.text, 
-                 ":R :K/ a:V a.0:I/ a.1:I// :K/ 7:V 7:K/ 7.b:V// :S :K/ m:V///");
+    CHECK_EQ_STR(t.text, ":R :K/ a:V a.0:I/ a.1:I// :K/ 7:V 7:K/ 7.b:V// :S :K/ m:V///");
     /* SKIP: no children, no leave */
     t.skip_depth = 1;
     CHECK_EQ_INT(run(&t, root, 0), 0);
@@ -101,7 +100,8 @@ TEST(order_names_roles) {
 TEST(object_attrs) {
     ckpt_arena a = {0};
     ckpt_value *o = ckpt_value_new_object(&a, "argparse.Namespace");
-    ckpt_value *st = ckpt_value_new(&a, CKPT_KIND_DICT), *pair = ckpt_value_new(&a, CKPT_KIND_TUPLE);
+    ckpt_value *st = ckpt_value_new(&a, CKPT_KIND_DICT),
+               *pair = ckpt_value_new(&a, CKPT_KIND_TUPLE);
     ckpt_value_dict_set(&a, st, str(&a, "lr"), ckpt_value_new_float(&a, 0.5));
     ckpt_value_append(&a, pair, st); /* (dict, slots) */
     ckpt_value_append(&a, pair, ckpt_value_new(&a, CKPT_KIND_NONE));
@@ -199,7 +199,8 @@ TEST(cycles) {
     ckpt_limits lim = CKPT_LIMITS_INIT;
     CHECK_EQ_INT(ckpt_flatten(&fl, &a, root, &lim, 1000000, "f", NULL), CKPT_E_UNSUPPORTED);
     /* a shared node is not a cycle */
-    ckpt_value *s = ckpt_value_new(&a, CKPT_KIND_LIST), *shared = ckpt_value_new(&a, CKPT_KIND_LIST);
+    ckpt_value *s = ckpt_value_new(&a, CKPT_KIND_LIST),
+               *shared = ckpt_value_new(&a, CKPT_KIND_LIST);
     ckpt_value_append(&a, s, shared);
     ckpt_value_append(&a, s, shared);
     CHECK_EQ_INT(walk_rc(s, 1000, UINT64_MAX), 0);

@@ -76,9 +76,7 @@ static ckpt_value *T(ckpt_dtype dt, unsigned ndim, const uint64_t *shape, const 
 static void set(ckpt_value *d, const char *k, ckpt_value *v) {
     CHECK_EQ_INT(ckpt_tree_set(tree, d, S(k), v), 0);
 }
-static void add(ckpt_value *seq, ckpt_value *v) {
-    CHECK_EQ_INT(ckpt_tree_append(tree, seq, v), 0);
-}
+static void add(ckpt_value *seq, ckpt_value *v) { CHECK_EQ_INT(ckpt_tree_append(tree, seq, v), 0); }
 
 static void fresh_tree(void) {
     ckpt_tree_free(tree);
@@ -116,8 +114,7 @@ static int same(pairs *p, const ckpt_value *a, const ckpt_value *b, int depth) {
     switch (a->kind) {
     case CKPT_KIND_NONE: return 1;
     case CKPT_KIND_BOOL: return a->u.b == b->u.b;
-    case CKPT_KIND_INT:
-        return strcmp(ckpt_value_int_decimal(a), ckpt_value_int_decimal(b)) == 0;
+    case CKPT_KIND_INT: return strcmp(ckpt_value_int_decimal(a), ckpt_value_int_decimal(b)) == 0;
     case CKPT_KIND_FLOAT: return memcmp(&a->u.f, &b->u.f, sizeof a->u.f) == 0;
     case CKPT_KIND_STR:
     case CKPT_KIND_BYTES:
@@ -169,9 +166,7 @@ static int read_back(const ckpt_value *root, const char *name, ckpt_format fmt) 
     return ok;
 }
 
-static unsigned char *slurp(const char *path, size_t *n) {
-    return harness_read_file(path, n);
-}
+static unsigned char *slurp(const char *path, size_t *n) { return harness_read_file(path, n); }
 
 static const char *meta(const ckpt_file *f, const char *key) {
     for (size_t i = 0; i < ckpt_file_metadata_count(f); i++)
@@ -185,9 +180,7 @@ static const int64_t I64_7[1] = {7};
 static const float F32_12[2] = {1.0f, 2.0f};
 static const uint64_t SH1[1] = {1}, SH2[1] = {2};
 
-static void hex(char out[17], const void *p, size_t n) {
-    ckpt_hex64(out, XXH3_64bits(p, n));
-}
+static void hex(char out[17], const void *p, size_t n) { ckpt_hex64(out, XXH3_64bits(p, n)); }
 
 /* The exact bytes of the reference writer's layout: dtype order, padding,
  * offsets, serde's compact JSON. */
@@ -197,7 +190,8 @@ TEST(safetensors_exact_header) {
     set(root, "a", T(CKPT_DT_I64, 1, SH1, I64_7, 8));
     set(root, "b", T(CKPT_DT_F32, 1, SH2, F32_12, 8));
     const char *k[] = {"arch"}, *v[] = {"toy"};
-    ckpt_write_options o = {.version = CKPT_WRITE_OPTIONS_VERSION, .meta_keys = k, .meta_values = v, .nmeta = 1};
+    ckpt_write_options o = {
+        .version = CKPT_WRITE_OPTIONS_VERSION, .meta_keys = k, .meta_values = v, .nmeta = 1};
     CHECK_EQ_INT(ckpt_tree_write(root, tpath("exact.safetensors"), CKPT_FORMAT_SAFETENSORS, &o), 0);
     char ha[17], hb[17], want[512];
     hex(ha, I64_7, 8);
@@ -226,7 +220,8 @@ TEST(safetensors_exact_header) {
     root = D();
     set(root, "b", T(CKPT_DT_F32, 1, SH2, F32_12, 8));
     set(root, "a", T(CKPT_DT_I64, 1, SH1, I64_7, 8));
-    CHECK_EQ_INT(ckpt_tree_write(root, tpath("order.safetensors"), CKPT_FORMAT_SAFETENSORS, NULL), 0);
+    CHECK_EQ_INT(ckpt_tree_write(root, tpath("order.safetensors"), CKPT_FORMAT_SAFETENSORS, NULL),
+                 0);
     ckpt_file *f;
     CHECK_EQ_INT(ckpt_open(&f, tpath("order.safetensors"), NULL), 0);
     if (!f) return;
@@ -255,10 +250,15 @@ TEST(pickle_exact_bytes) {
     CHECK_EQ_INT(ckpt_tree_write(root, tpath("exact.pt"), CKPT_FORMAT_TORCH_ZIP, NULL), 0);
     /* (strings split where a hex escape would swallow the next letter) */
     static const unsigned char want[] =
-        "\x80\x02}q\x00(X\x01\x00\x00\x00" "aK\x01X\x01\x00\x00\x00" "b]q\x01(\x88N"
+        "\x80\x02}q\x00(X\x01\x00\x00\x00"
+        "aK\x01X\x01\x00\x00\x00"
+        "b]q\x01(\x88N"
         "J\x90\xee\xfe\xff\x8a\x06\x00\x00\x00\x00\x00\x01G\x3f\xe0\x00\x00\x00\x00\x00\x00"
-        "X\x01\x00\x00\x00" "x" "c_codecs\nencode\nq\x02X\x02\x00\x00\x00\xc3\xbf"
-        "X\x06\x00\x00\x00" "latin1\x86Reu.";
+        "X\x01\x00\x00\x00"
+        "x"
+        "c_codecs\nencode\nq\x02X\x02\x00\x00\x00\xc3\xbf"
+        "X\x06\x00\x00\x00"
+        "latin1\x86Reu.";
     size_t n;
     unsigned char *b = slurp(tpath("exact.pt"), &n);
     CHECK(b != NULL);
@@ -277,7 +277,8 @@ TEST(pickle_exact_bytes) {
         CHECK_EQ_INT(ckpt_zip_check_crc(&z, &z.entries[i], b + z.entries[i].data_offset), 0);
     }
     const ckpt_zip_entry *e = ckpt_zip_find(&z, "exact/data.pkl");
-    CHECK(e && e->usize == sizeof want - 1 && memcmp(b + e->data_offset, want, sizeof want - 1) == 0);
+    CHECK(e && e->usize == sizeof want - 1 &&
+          memcmp(b + e->data_offset, want, sizeof want - 1) == 0);
     e = ckpt_zip_find(&z, "exact/version");
     CHECK(e && e->usize == 2 && memcmp(b + e->data_offset, "3\n", 2) == 0);
     ckpt_arena_free(&a);
@@ -330,19 +331,41 @@ static unsigned char *pt_record(const char *path, const char *name, size_t *len)
 TEST(state_dict_pickle_bytes) {
     fresh_tree();
     CHECK_EQ_INT(ckpt_tree_write(state_dict(), tpath("sd.pt"), CKPT_FORMAT_TORCH_ZIP, NULL), 0);
-    static const unsigned char want[] =
-        "\x80\x02" "ccollections\nOrderedDict\nq\x00)Rq\x01("
-        "X\x01\x00\x00\x00" "w" "ctorch._utils\n_rebuild_parameter\nq\x02"
-        "ctorch._utils\n_rebuild_tensor_v2\nq\x03"
-        "((X\x07\x00\x00\x00" "storage" "ctorch\nFloatStorage\nq\x04"
-        "X\x01\x00\x00\x00" "0" "X\x03\x00\x00\x00" "cpuK\x02tQ"
-        "K\x00K\x02\x85K\x01\x85\x89h\x00)RtR" "\x88h\x00)R\x87Rq\x05"
-        "X\x01\x00\x00\x00" "b" "h\x03((X\x07\x00\x00\x00" "storage"
-        "ctorch\nLongStorage\nq\x06" "X\x01\x00\x00\x00" "1" "X\x03\x00\x00\x00" "cpuK\x01tQ"
-        "K\x00K\x01\x85K\x01\x85\x89h\x00)RtRq\x07" "u"
-        "}q\x08X\x09\x00\x00\x00" "_metadata" "h\x00)Rq\x09("
-        "X\x00\x00\x00\x00}q\x0aX\x07\x00\x00\x00" "versionK\x01s"
-        "X\x02\x00\x00\x00" "bn}q\x0bX\x07\x00\x00\x00" "versionK\x02s" "usb.";
+    static const unsigned char want[] = "\x80\x02"
+                                        "ccollections\nOrderedDict\nq\x00)Rq\x01("
+                                        "X\x01\x00\x00\x00"
+                                        "w"
+                                        "ctorch._utils\n_rebuild_parameter\nq\x02"
+                                        "ctorch._utils\n_rebuild_tensor_v2\nq\x03"
+                                        "((X\x07\x00\x00\x00"
+                                        "storage"
+                                        "ctorch\nFloatStorage\nq\x04"
+                                        "X\x01\x00\x00\x00"
+                                        "0"
+                                        "X\x03\x00\x00\x00"
+                                        "cpuK\x02tQ"
+                                        "K\x00K\x02\x85K\x01\x85\x89h\x00)RtR"
+                                        "\x88h\x00)R\x87Rq\x05"
+                                        "X\x01\x00\x00\x00"
+                                        "b"
+                                        "h\x03((X\x07\x00\x00\x00"
+                                        "storage"
+                                        "ctorch\nLongStorage\nq\x06"
+                                        "X\x01\x00\x00\x00"
+                                        "1"
+                                        "X\x03\x00\x00\x00"
+                                        "cpuK\x01tQ"
+                                        "K\x00K\x01\x85K\x01\x85\x89h\x00)RtRq\x07"
+                                        "u"
+                                        "}q\x08X\x09\x00\x00\x00"
+                                        "_metadata"
+                                        "h\x00)Rq\x09("
+                                        "X\x00\x00\x00\x00}q\x0aX\x07\x00\x00\x00"
+                                        "versionK\x01s"
+                                        "X\x02\x00\x00\x00"
+                                        "bn}q\x0bX\x07\x00\x00\x00"
+                                        "versionK\x02s"
+                                        "usb.";
     size_t n = 0;
     unsigned char *pkl = pt_record(tpath("sd.pt"), "sd/data.pkl", &n);
     CHECK(pkl && n == sizeof want - 1 && memcmp(pkl, want, sizeof want - 1) == 0);
@@ -454,8 +477,7 @@ TEST(state_dict_roundtrip) {
     /* builder arguments */
     ckpt_value *l = L(), *d = D();
     CHECK_EQ_INT(ckpt_tree_set_dict_class(tree, l, "collections.OrderedDict"), CKPT_E_INVALID_ARG);
-    CHECK_EQ_INT(ckpt_tree_set_dict_class(tree, d, "collections.defaultdict"),
-                 CKPT_E_INVALID_ARG);
+    CHECK_EQ_INT(ckpt_tree_set_dict_class(tree, d, "collections.defaultdict"), CKPT_E_INVALID_ARG);
     CHECK_EQ_INT(ckpt_tree_set_dict_state(tree, d, D()), CKPT_E_INVALID_ARG); /* plain */
     CHECK_EQ_INT(ckpt_tree_set_dict_class(tree, d, "collections.OrderedDict"), 0);
     CHECK_EQ_INT(ckpt_tree_set_dict_state(tree, d, L()), CKPT_E_INVALID_ARG);
@@ -566,8 +588,10 @@ TEST(rename_metadata) {
     for (size_t i = 0; m2 && i < 4 && i < ckpt_value_len(m2); i++) {
         CHECK_EQ_STR(ckpt_value_str(ckpt_value_key(m2, i), NULL), keys[i]);
         int64_t v = -1;
-        if (vals[i] >= 0) CHECK_EQ_INT(ckpt_value_int(ckpt_value_item(m2, i), &v), 0);
-        else CHECK_EQ_INT(ckpt_value_kind(ckpt_value_item(m2, i)), CKPT_KIND_DICT);
+        if (vals[i] >= 0)
+            CHECK_EQ_INT(ckpt_value_int(ckpt_value_item(m2, i), &v), 0);
+        else
+            CHECK_EQ_INT(ckpt_value_kind(ckpt_value_item(m2, i)), CKPT_KIND_DICT);
         CHECK_EQ_INT(v, vals[i]);
     }
     CHECK(s2 && strcmp(ckpt_value_str(ckpt_value_item(s2, 1), NULL), "kept") == 0);
@@ -645,8 +669,12 @@ TEST(roundtrip_views) {
     static float base[12];
     for (int i = 0; i < 12; i++) base[i] = (float)i * 0.5f;
     ckpt_storage *st = ckpt_arena_alloc(&scratch, sizeof *st);
-    *st = (ckpt_storage){.dtype = CKPT_DT_F32, .nbytes = 48, .data = (const uint8_t *)base,
-                         .key = "", .member = "", .file_offset = CKPT_NO_OFFSET};
+    *st = (ckpt_storage){.dtype = CKPT_DT_F32,
+                         .nbytes = 48,
+                         .data = (const uint8_t *)base,
+                         .key = "",
+                         .member = "",
+                         .file_offset = CKPT_NO_OFFSET};
     uint64_t s34[2] = {3, 4}, st34[2] = {4, 1}, s2[1] = {2}, st2[1] = {5}, s43[2] = {4, 3},
              st43[2] = {1, 4};
     ckpt_value *col, *pair, *full, *t;
@@ -697,8 +725,13 @@ TEST(roundtrip_dtypes) {
     set(root, "z", T(CKPT_DT_C128, 1, s2, c, 32));
     static const uint8_t be[4] = {0x01, 0x02, 0x03, 0x04}; /* I16 0x0102, 0x0304 */
     ckpt_storage *st = ckpt_arena_alloc(&scratch, sizeof *st);
-    *st = (ckpt_storage){.dtype = CKPT_DT_I16, .nbytes = 4, .data = be, .key = "", .member = "",
-                         .file_offset = CKPT_NO_OFFSET, .big_endian = 1};
+    *st = (ckpt_storage){.dtype = CKPT_DT_I16,
+                         .nbytes = 4,
+                         .data = be,
+                         .key = "",
+                         .member = "",
+                         .file_offset = CKPT_NO_OFFSET,
+                         .big_endian = 1};
     uint64_t one[1] = {1};
     ckpt_value *bev;
     CHECK_EQ_INT(ckpt_tensor_new(&bev, &scratch, st, CKPT_DT_I16, 1, s2, one, 0, "", "", 0), 0);
@@ -713,8 +746,7 @@ TEST(roundtrip_dtypes) {
           ckpt_tensor_shape(z)[1] == 2);
     const void *p;
     size_t n;
-    CHECK(b && ckpt_tensor_data(b, &p, &n) == 0 && n == 4 &&
-          memcmp(p, "\x02\x01\x04\x03", 4) == 0);
+    CHECK(b && ckpt_tensor_data(b, &p, &n) == 0 && n == 4 && memcmp(p, "\x02\x01\x04\x03", 4) == 0);
     ckpt_close(f);
 }
 
@@ -773,8 +805,14 @@ TEST(refusals) {
 
     /* options and builder arguments */
     const char *k[] = {"ckpt.xxh3"}, *v[] = {"x"}, *k2[] = {"a", "a"}, *v2[] = {"1", "2"};
-    ckpt_write_options o = {.version = CKPT_WRITE_OPTIONS_VERSION, .meta_keys = k, .meta_values = v, .nmeta = 1},
-                       o2 = {.version = CKPT_WRITE_OPTIONS_VERSION, .meta_keys = k2, .meta_values = v2, .nmeta = 2};
+    ckpt_write_options o = {.version = CKPT_WRITE_OPTIONS_VERSION,
+                            .meta_keys = k,
+                            .meta_values = v,
+                            .nmeta = 1},
+                       o2 = {.version = CKPT_WRITE_OPTIONS_VERSION,
+                             .meta_keys = k2,
+                             .meta_values = v2,
+                             .nmeta = 2};
     CHECK_EQ_INT(ckpt_tree_write(root, tpath("o.pt"), CKPT_FORMAT_TORCH_ZIP, &o),
                  CKPT_E_INVALID_ARG);
     CHECK_EQ_INT(ckpt_tree_write(root, tpath("o.pt"), CKPT_FORMAT_TORCH_ZIP, &o2),
@@ -804,7 +842,7 @@ static void sample_checkpoint(const char *path) {
     set(root, "args", ckpt_value_new_object(&scratch, "argparse.Namespace"));
     CHECK_EQ_INT(ckpt_write_value(root, path, CKPT_FORMAT_TORCH_ZIP, NULL, NULL),
                  CKPT_E_UNSUPPORTED); /* opaque: a writer cannot make it */
-    root->u.dict.n--;                     /* drop "args" */
+    root->u.dict.n--;                 /* drop "args" */
     CHECK_EQ_INT(ckpt_tree_write(root, path, CKPT_FORMAT_TORCH_ZIP, NULL), 0);
 }
 
@@ -817,7 +855,8 @@ TEST(convert_select_and_metadata) {
     o.select = sel;
     o.nselect = 2;
     o.config_json = "{ \"hidden\" : 8 }";
-    o.write = (ckpt_write_options){.version = CKPT_WRITE_OPTIONS_VERSION, .meta_keys = k, .meta_values = v, .nmeta = 2};
+    o.write = (ckpt_write_options){
+        .version = CKPT_WRITE_OPTIONS_VERSION, .meta_keys = k, .meta_values = v, .nmeta = 2};
     ckpt_convert_report r;
     CHECK_EQ_INT(ckpt_convert(&r, src, tpath("sel.safetensors"), &o), 0);
     CHECK_EQ_INT(r.format, CKPT_FORMAT_SAFETENSORS);
@@ -882,8 +921,8 @@ TEST(verify_digests) {
     const char *names[] = {"d.safetensors", "d.pt"};
     for (int i = 0; i < 2; i++) {
         const char *p = tpath(names[i]);
-        CHECK_EQ_INT(ckpt_tree_write(root, p, i ? CKPT_FORMAT_TORCH_ZIP : CKPT_FORMAT_SAFETENSORS,
-                                     NULL), 0);
+        CHECK_EQ_INT(
+            ckpt_tree_write(root, p, i ? CKPT_FORMAT_TORCH_ZIP : CKPT_FORMAT_SAFETENSORS, NULL), 0);
         ckpt_file *f;
         CHECK_EQ_INT(ckpt_open(&f, p, NULL), 0);
         if (!f) continue;
@@ -950,21 +989,27 @@ TEST(hostile_structure) {
         {"{\"version\":2,\"root\":{\"dict\":[],\"class\":1}}", CKPT_E_FORMAT},
         {"{\"version\":2,\"root\":{\"dict\":[],\"state\":{\"dict\":[]}}}", CKPT_E_FORMAT},
         {"{\"version\":2,\"root\":{\"dict\":[],\"class\":\"collections.Counter\","
-         "\"state\":[]}}", CKPT_E_FORMAT},
+         "\"state\":[]}}",
+         CKPT_E_FORMAT},
         {"{\"version\":2,\"root\":{\"dict\":[],\"class\":\"collections.Counter\","
-         "\"state\":{\"list\":[]}}}", CKPT_E_FORMAT},
+         "\"state\":{\"list\":[]}}}",
+         CKPT_E_FORMAT},
         {"{\"version\":2,\"root\":{\"dict\":[],\"class\":\"collections.Counter\","
-         "\"extra\":1}}", CKPT_E_FORMAT},
+         "\"extra\":1}}",
+         CKPT_E_FORMAT},
         {"{\"version\":1,\"root\":{\"tensor\":\"t\",\"parameter\":1}}", CKPT_E_FORMAT},
         /* a state holding its own dict is a cycle: refused by the decoder */
         {"{\"version\":2,\"root\":{\"dict\":[],\"class\":\"collections.OrderedDict\","
-         "\"state\":{\"dict\":[[\"me\",{\"ref\":0}]]}}}", CKPT_E_FORMAT},
+         "\"state\":{\"dict\":[[\"me\",{\"ref\":0}]]}}}",
+         CKPT_E_FORMAT},
         /* decodes, but a state holding a tensor cannot be written */
         {"{\"version\":2,\"root\":{\"dict\":[],\"class\":\"collections.OrderedDict\","
-         "\"state\":{\"dict\":[[\"t\",{\"tensor\":\"t\"}]]}}}", CKPT_E_UNSUPPORTED},
+         "\"state\":{\"dict\":[[\"t\",{\"tensor\":\"t\"}]]}}}",
+         CKPT_E_UNSUPPORTED},
         {"{\"version\":2,\"root\":{\"dict\":[[\"t\",{\"tensor\":\"t\",\"parameter\":true}]],"
          "\"class\":\"collections.OrderedDict\",\"state\":{\"dict\":[[\"_metadata\","
-         "{\"dict\":[[\"\",1]],\"class\":\"collections.OrderedDict\"}]]}}}", 0},
+         "{\"dict\":[[\"\",1]],\"class\":\"collections.OrderedDict\"}]]}}}",
+         0},
         {"{\"version\":1,\"root\":{\"bogus\":1}}", CKPT_E_FORMAT},
         {"{\"version\":1,\"root\":{\"ref\":0}}", CKPT_E_FORMAT},
         {"{\"version\":1,\"root\":[1]}", CKPT_E_FORMAT},
@@ -972,11 +1017,14 @@ TEST(hostile_structure) {
         {"{\"version\":1,\"root\":{\"tensor\":\"t\",\"storage\":0,\"offset\":0,\"stride\":[1]}}",
          CKPT_E_FORMAT},
         {"{\"version\":1,\"root\":{\"tensor\":\"t\",\"storage\":0,\"offset\":0,\"stride\":[1]},"
-         "\"storages\":[{\"nbytes\":1000000000000}]}", CKPT_E_LIMIT},
+         "\"storages\":[{\"nbytes\":1000000000000}]}",
+         CKPT_E_LIMIT},
         {"{\"version\":1,\"root\":{\"tensor\":\"t\",\"storage\":0,\"offset\":1,\"stride\":[1]},"
-         "\"storages\":[{\"nbytes\":8}]}", CKPT_E_FORMAT},
+         "\"storages\":[{\"nbytes\":8}]}",
+         CKPT_E_FORMAT},
         {"{\"version\":1,\"root\":{\"tensor\":\"t\",\"storage\":0,\"offset\":0,\"stride\":[1]},"
-         "\"storages\":[{\"nbytes\":8,\"data\":\"nope\"}]}", CKPT_E_FORMAT},
+         "\"storages\":[{\"nbytes\":8,\"data\":\"nope\"}]}",
+         CKPT_E_FORMAT},
         {"{\"version\":1,\"root\":{\"tensor\":\"t\",\"dtype\":\"C128\"}}", CKPT_E_FORMAT},
         {"{\"version\":1,\"root\":{\"bytes\":\"abc\"}}", CKPT_E_FORMAT},
         {"{\"version\":1,\"root\":{\"int\":\"12a\"}}", CKPT_E_FORMAT},
@@ -984,7 +1032,8 @@ TEST(hostile_structure) {
         {"{\"version\":1,\"root\":{\"dtype\":\"nope\"}}", CKPT_E_FORMAT},
         {"{\"version\":1,\"root\":{\"dict\":[[1]]}}", CKPT_E_FORMAT},
         {"{\"version\":1,\"root\":{\"list\":[{\"list\":[{\"list\":[{\"list\":[{\"list\":"
-         "[]}]}]}]}]}}", CKPT_E_LIMIT},
+         "[]}]}]}]}]}}",
+         CKPT_E_LIMIT},
         /* a list holding itself: a cycle, refused by the decoder (walkers
          * of the tree recursed until the stack overflowed) */
         {"{\"version\":1,\"root\":{\"list\":[{\"ref\":0}]}}", CKPT_E_FORMAT},
@@ -994,7 +1043,8 @@ TEST(hostile_structure) {
         /* two views scattered into a rebuilt storage: fine */
         {"{\"version\":1,\"root\":{\"list\":[{\"tensor\":\"t\",\"storage\":0,\"offset\":2,"
          "\"stride\":[1]},{\"tensor\":\"t\",\"storage\":0,\"offset\":0,\"stride\":[2]}]},"
-         "\"storages\":[{\"nbytes\":16}]}", 0},
+         "\"storages\":[{\"nbytes\":16}]}",
+         0},
         {"{\"version\":1,\"root\":{\"int\":\"-123456789012345678901234567890\"}}", 0},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
@@ -1050,8 +1100,8 @@ TEST(atomic_faults) {
                 fputs("old", fp);
                 fclose(fp);
                 ckpt_atomic_fail_nth(ops[o], n, EIO);
-                int rc = ckpt_tree_write(root, p, fmt ? CKPT_FORMAT_TORCH_ZIP
-                                                      : CKPT_FORMAT_SAFETENSORS, NULL);
+                int rc = ckpt_tree_write(
+                    root, p, fmt ? CKPT_FORMAT_TORCH_ZIP : CKPT_FORMAT_SAFETENSORS, NULL);
                 ckpt_atomic_fail_nth(ops[o], 0, 0);
                 CHECK_EQ_INT(count_temporaries(), 0);
                 if (rc == 0) break; /* past the last call of this operation */
@@ -1111,8 +1161,10 @@ TEST(allocation_failures) {
             ckpt_set_allocator(&a);
             int rc = ckpt_convert(NULL, src, tpath(fmt ? "alloc.pt" : "alloc2.safetensors"), NULL);
             ckpt_set_allocator(NULL);
-            if (rc == CKPT_E_NOMEM) nomem++;
-            else if (rc == 0) ok++;
+            if (rc == CKPT_E_NOMEM)
+                nomem++;
+            else if (rc == 0)
+                ok++;
             else {
                 CHECK_EQ_INT(rc, CKPT_E_NOMEM);
                 fprintf(stderr, "allocation %llu: %s\n", (unsigned long long)fail_at,
@@ -1132,8 +1184,10 @@ TEST(allocation_failures) {
         ckpt_set_allocator(&a);
         int rc = ckpt_rename(NULL, src, tpath("alloc_plain.pt"), &strip, 1, NULL);
         ckpt_set_allocator(NULL);
-        if (rc == 0) ok++;
-        else CHECK_EQ_INT(rc, CKPT_E_NOMEM);
+        if (rc == 0)
+            ok++;
+        else
+            CHECK_EQ_INT(rc, CKPT_E_NOMEM);
         if (rc == 0 && allocs < fail_at) break;
     }
     CHECK_EQ_INT(ok, 1);

@@ -51,8 +51,8 @@ static void poke32(uint8_t *p, uint32_t v) {
 
 /* Adds a member; method 8 deflates `data` with libdeflate. Returns its
  * data offset (relative to the builder's start). */
-static size_t add(zbuild *w, const char *name, const void *data, size_t n,
-                  uint16_t method, uint16_t flags) {
+static size_t add(zbuild *w, const char *name, const void *data, size_t n, uint16_t method,
+                  uint16_t flags) {
     static uint8_t packed[1 << 16];
     const void *body = data;
     size_t csize = n;
@@ -65,18 +65,17 @@ static size_t add(zbuild *w, const char *name, const void *data, size_t n,
     }
     if (w->n == sizeof w->m / sizeof w->m[0]) abort(); /* a test bug */
     member *m = &w->m[w->n++];
-    *m = (member){name, w->len, csize, n, libdeflate_crc32(0, data, n),
-                  method, flags};
+    *m = (member){name, w->len, csize, n, libdeflate_crc32(0, data, n), method, flags};
     put32(w, 0x04034b50);
     put16(w, 20);
     put16(w, flags);
     put16(w, method);
-    put32(w, 0);      /* time, date */
-    put32(w, 0);      /* crc, sizes: zero, as in torch's headers */
+    put32(w, 0); /* time, date */
+    put32(w, 0); /* crc, sizes: zero, as in torch's headers */
     put32(w, 0);
     put32(w, 0);
     put16(w, strlen(name));
-    put16(w, 3);      /* a 3-byte extra: the data offset must skip it */
+    put16(w, 3); /* a 3-byte extra: the data offset must skip it */
     put(w, name, strlen(name));
     put(w, "ZZZ", 3);
     size_t at = w->len;
@@ -108,10 +107,10 @@ static void finish(zbuild *w, int zip64) {
         put32(w, zip64 & 1 ? sat : m->usize);
         put16(w, strlen(m->name));
         put16(w, zip64 ? xlen : 0);
-        put16(w, 0);      /* comment */
-        put16(w, 0);      /* disk */
-        put16(w, 0);      /* internal attributes */
-        put32(w, 0);      /* external attributes */
+        put16(w, 0); /* comment */
+        put16(w, 0); /* disk */
+        put16(w, 0); /* internal attributes */
+        put32(w, 0); /* external attributes */
         put32(w, zip64 & 4 ? sat : m->local);
         put(w, m->name, strlen(m->name));
         if (zip64) {
@@ -154,15 +153,13 @@ static size_t eocd_of(const zbuild *w) { return w->len - 22; }
 static const ckpt_limits limits = CKPT_LIMITS_INIT;
 
 /* Opens buf and returns the code; z and arena are the caller's. */
-static int open_buf(ckpt_zip *z, ckpt_arena *a, const uint8_t *buf,
-                    size_t len) {
+static int open_buf(ckpt_zip *z, ckpt_arena *a, const uint8_t *buf, size_t len) {
     return ckpt_zip_open(z, a, buf, len, "test.zip", &limits);
 }
 
 /* Opens buf expecting success with `count` members; reports otherwise so
  * the caller can skip the checks that index entries. */
-static int opened(ckpt_zip *z, ckpt_arena *a, const uint8_t *buf, size_t len,
-                  size_t count) {
+static int opened(ckpt_zip *z, ckpt_arena *a, const uint8_t *buf, size_t len, size_t count) {
     int rc = open_buf(z, a, buf, len);
     CHECK_EQ_INT(rc, 0);
     if (rc) fprintf(stderr, "  %s\n", ckpt_error_last()->message);
@@ -304,8 +301,7 @@ TEST(torch_directory_corrupted_everywhere) {
 
 TEST(local_name_differs) {
     size_t len;
-    unsigned char *buf =
-        corpus("/scan/picklescan/malicious1_central_directory.zip", &len);
+    unsigned char *buf = corpus("/scan/picklescan/malicious1_central_directory.zip", &len);
     CHECK(buf != NULL);
     if (!buf) return;
     ckpt_arena a = {0};
@@ -350,8 +346,7 @@ TEST(encrypted_flag) {
     CHECK_EQ_INT(z.entries[0].local_name_differs, 0);
     const uint8_t *data = (const uint8_t *)"x";
     uint64_t budget = 100;
-    CHECK_EQ_INT(ckpt_zip_read(&z, &z.entries[0], &a, &budget, &data),
-                 CKPT_E_UNSUPPORTED);
+    CHECK_EQ_INT(ckpt_zip_read(&z, &z.entries[0], &a, &budget, &data), CKPT_E_UNSUPPORTED);
     CHECK(data == NULL);
     CHECK_EQ_INT(ckpt_error_last()->code, CKPT_E_UNSUPPORTED);
     CHECK_EQ_STR(ckpt_error_last()->member, "model/config.pkl");
@@ -386,8 +381,7 @@ done:
 
 TEST(password_protected) {
     size_t len;
-    unsigned char *buf =
-        corpus("/scan/picklescan/benign_password_protected.zip", &len);
+    unsigned char *buf = corpus("/scan/picklescan/benign_password_protected.zip", &len);
     CHECK(buf != NULL);
     if (!buf) return;
     ckpt_arena a = {0};
@@ -401,8 +395,7 @@ TEST(password_protected) {
         CHECK_EQ_INT(e->usize, 15);
         const uint8_t *data;
         uint64_t budget = 100;
-        CHECK_EQ_INT(ckpt_zip_read(&z, e, &a, &budget, &data),
-                     CKPT_E_UNSUPPORTED);
+        CHECK_EQ_INT(ckpt_zip_read(&z, e, &a, &budget, &data), CKPT_E_UNSUPPORTED);
         CHECK_EQ_STR(ckpt_error_last()->member, "test.txt");
     }
 done:
@@ -414,8 +407,7 @@ done:
 
 TEST(built_stored_and_deflated) {
     static uint8_t text[4000];
-    for (size_t i = 0; i < sizeof text; i++)
-        text[i] = (uint8_t)((size_t)"ckpt"[i % 4] + i / 997);
+    for (size_t i = 0; i < sizeof text; i++) text[i] = (uint8_t)((size_t) "ckpt"[i % 4] + i / 997);
     memset(&b, 0, sizeof b);
     size_t off_a = add(&b, "arch/data.pkl", "\x80\x02}q\x00.", 6, 0, 0);
     size_t off_b = add(&b, "arch/data/0", text, sizeof text, 8, 0);
@@ -502,7 +494,7 @@ TEST(prefix_two_readings_zip64) { check_prefixed(Z64_ALL); }
 TEST(data_past_end) {
     memset(&b, 0, sizeof b);
     add(&b, "m/big", "0123456789", 10, 0, 0);
-    size_t off = b.len; /* the central entry */
+    size_t off = b.len;                   /* the central entry */
     b.m[0].csize = b.m[0].usize = 100000; /* the directory lies */
     finish(&b, 0);
     ckpt_arena a = {0};
@@ -585,8 +577,7 @@ TEST(no_end_record) {
                  "expected an end-of-central-directory record (PK\\5\\6) in the "
                  "last 99 bytes");
     CHECK_EQ_INT(open_buf(&z, &a, junk, 0), CKPT_E_FORMAT);
-    CHECK(strstr(ckpt_error_last()->message, "end-of-central-directory") !=
-          NULL);
+    CHECK(strstr(ckpt_error_last()->message, "end-of-central-directory") != NULL);
     /* The empty archive: just an end record. */
     memset(&b, 0, sizeof b);
     finish(&b, 0);
@@ -611,8 +602,7 @@ TEST(eocd_comment) {
     buf[b.len - 2] = buf[b.len - 1] = 0xFF; /* comment length 65535 */
     ckpt_arena a = {0};
     ckpt_zip z;
-    if (opened(&z, &a, buf, len - 1, 1))
-        CHECK_EQ_INT(z.entries[0].data_offset, 30 + 1 + 3);
+    if (opened(&z, &a, buf, len - 1, 1)) CHECK_EQ_INT(z.entries[0].data_offset, 30 + 1 + 3);
     /* no end record in the last 69584 bytes of what starts as an archive */
     CHECK_EQ_INT(open_buf(&z, &a, buf, len), CKPT_E_TRUNCATED);
     CHECK(strstr(ckpt_error_last()->message, "in its last 69584 bytes") != NULL);
@@ -665,8 +655,7 @@ TEST(deflate_bomb) {
     CHECK(z.entries[0].csize < 2000);
     uint64_t budget = 100000;
     const uint8_t *data = NULL;
-    CHECK_EQ_INT(ckpt_zip_read(&z, &z.entries[0], &a, &budget, &data),
-                 CKPT_E_LIMIT);
+    CHECK_EQ_INT(ckpt_zip_read(&z, &z.entries[0], &a, &budget, &data), CKPT_E_LIMIT);
     CHECK(data == NULL);
     CHECK_EQ_INT(budget, 100000);
     CHECK_EQ_STR(ckpt_error_last()->member, "bomb/data/0");
@@ -705,10 +694,8 @@ TEST(corrupt_deflate_and_methods) {
     if (!opened(&z, &a, b.buf, b.len, 3)) goto done;
     uint64_t budget = 1000;
     const uint8_t *data;
-    CHECK_EQ_INT(ckpt_zip_read(&z, &z.entries[0], &a, &budget, &data),
-                 CKPT_E_FORMAT);
-    CHECK_EQ_INT(ckpt_zip_read(&z, &z.entries[1], &a, &budget, &data),
-                 CKPT_E_UNSUPPORTED);
+    CHECK_EQ_INT(ckpt_zip_read(&z, &z.entries[0], &a, &budget, &data), CKPT_E_FORMAT);
+    CHECK_EQ_INT(ckpt_zip_read(&z, &z.entries[1], &a, &budget, &data), CKPT_E_UNSUPPORTED);
     CHECK(strstr(ckpt_error_last()->message, "method 12") != NULL);
     CHECK_EQ_STR(ckpt_error_last()->member, "bz");
     ckpt_zip_entry lying = z.entries[2];
@@ -966,7 +953,7 @@ TEST(eocd_search) {
     memset(&b, 0, sizeof b);
     add(&b, "e/data.pkl", "x", 1, 0, 0);
     finish(&b, 0);
-    put(&b, "PK\5\6", 4); /* 4 bytes: no room for a record */
+    put(&b, "PK\5\6", 4);     /* 4 bytes: no room for a record */
     b.buf[b.len - 4 - 2] = 4; /* the real record's comment covers them */
     ckpt_arena a = {0};
     ckpt_zip z;
@@ -1078,8 +1065,7 @@ TEST(allocation_failures) {
     memset(&b, 0, sizeof b);
     add(&b, "f/data/0", text, sizeof text, 8, 0);
     finish(&b, 0);
-    const ckpt_allocator failing = {failing_malloc, failing_realloc,
-                                    plain_free, NULL};
+    const ckpt_allocator failing = {failing_malloc, failing_realloc, plain_free, NULL};
     ckpt_set_allocator(&failing);
     long n;
     int rc = -1;
@@ -1113,9 +1099,12 @@ static void json_str(const char *s, size_t n) {
     putchar('"');
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)s[i];
-        if (c == '"' || c == '\\') printf("\\%c", c);
-        else if (c < 0x20 || c >= 0x7f) printf("\\u%04x", c);
-        else putchar(c);
+        if (c == '"' || c == '\\')
+            printf("\\%c", c);
+        else if (c < 0x20 || c >= 0x7f)
+            printf("\\u%04x", c);
+        else
+            putchar(c);
     }
     putchar('"');
 }

@@ -21,7 +21,7 @@ extern "C" {
 #define CKPT_VERSION_MAJOR 0
 #define CKPT_VERSION_MINOR 2
 #define CKPT_VERSION_PATCH 0
-#define CKPT_VERSION_NUMBER \
+#define CKPT_VERSION_NUMBER                                                                        \
     (CKPT_VERSION_MAJOR * 10000 + CKPT_VERSION_MINOR * 100 + CKPT_VERSION_PATCH)
 #define CKPT_VERSION_STRING "0.2.0"
 
@@ -32,17 +32,17 @@ CKPT_API const char *ckpt_version_string(void);
 /* Pinned error codes (never renumbered). */
 enum {
     CKPT_OK = 0,
-    CKPT_E_IO = -1,          /* open/read/mmap/write failed (errno in message) */
-    CKPT_E_NOMEM = -2,       /* an allocation failed */
-    CKPT_E_TRUNCATED = -3,   /* input ends before a structure it declares */
-    CKPT_E_FORMAT = -4,      /* malformed input */
-    CKPT_E_LIMIT = -5,       /* a configured limit (ckpt_limits) was exceeded */
-    CKPT_E_UNSUPPORTED = -6, /* recognised but unsupported (TorchScript, tar...) */
-    CKPT_E_UNSAFE = -7,      /* content would execute code (scanner verdicts) */
-    CKPT_E_CHECKSUM = -8,    /* CRC-32 or digest mismatch */
-    CKPT_E_MISMATCH = -9,    /* two things that must agree do not */
-    CKPT_E_INVALID_ARG = -10,/* caller error */
-    CKPT_E_NOTFOUND = -11    /* no such tensor/member/key */
+    CKPT_E_IO = -1,           /* open/read/mmap/write failed (errno in message) */
+    CKPT_E_NOMEM = -2,        /* an allocation failed */
+    CKPT_E_TRUNCATED = -3,    /* input ends before a structure it declares */
+    CKPT_E_FORMAT = -4,       /* malformed input */
+    CKPT_E_LIMIT = -5,        /* a configured limit (ckpt_limits) was exceeded */
+    CKPT_E_UNSUPPORTED = -6,  /* recognised but unsupported (TorchScript, tar...) */
+    CKPT_E_UNSAFE = -7,       /* content would execute code (scanner verdicts) */
+    CKPT_E_CHECKSUM = -8,     /* CRC-32 or digest mismatch */
+    CKPT_E_MISMATCH = -9,     /* two things that must agree do not */
+    CKPT_E_INVALID_ARG = -10, /* caller error */
+    CKPT_E_NOTFOUND = -11     /* no such tensor/member/key */
 };
 
 /* Details of the last failure on the calling thread. All strings are
@@ -97,14 +97,13 @@ typedef struct ckpt_limits {
 } ckpt_limits;
 
 #define CKPT_MAX_NDIM 64
-#define CKPT_LIMITS_INIT                                                     \
-    {                                                                        \
-        .max_header_bytes = 100000000u, .max_tensors = 10000000u,            \
-        .max_name_bytes = 65536u, .max_ndim = CKPT_MAX_NDIM,                 \
-        .max_depth = 1000u, .max_pickle_stack = 10000000u,                   \
-        .max_pickle_memo = 10000000u, .max_pickle_ops = 1000000000u,         \
-        .max_zip_entries = 0u, .max_inflate_bytes = (uint64_t)1 << 32, \
-        .max_index_bytes = 100000000u, .max_inflate_ratio = 100u            \
+#define CKPT_LIMITS_INIT                                                                           \
+    {                                                                                              \
+        .max_header_bytes = 100000000u, .max_tensors = 10000000u, .max_name_bytes = 65536u,        \
+        .max_ndim = CKPT_MAX_NDIM, .max_depth = 1000u, .max_pickle_stack = 10000000u,              \
+        .max_pickle_memo = 10000000u, .max_pickle_ops = 1000000000u, .max_zip_entries = 0u,        \
+        .max_inflate_bytes = (uint64_t)1 << 32, .max_index_bytes = 100000000u,                     \
+        .max_inflate_ratio = 100u                                                                  \
     }
 /* Fills *l with the defaults (CKPT_LIMITS_INIT, for callers without
  * designated initializers). */
@@ -125,14 +124,35 @@ CKPT_API void ckpt_limits_init(ckpt_limits *l);
  * (quantized storages). */
 typedef enum ckpt_dtype {
     CKPT_DT_UNKNOWN = 0,
-    CKPT_DT_BOOL = 1, CKPT_DT_U8 = 2, CKPT_DT_I8 = 3, CKPT_DT_I16 = 4, CKPT_DT_U16 = 5,
-    CKPT_DT_I32 = 6, CKPT_DT_U32 = 7, CKPT_DT_I64 = 8, CKPT_DT_U64 = 9,
-    CKPT_DT_F16 = 10, CKPT_DT_BF16 = 11, CKPT_DT_F32 = 12, CKPT_DT_F64 = 13,
-    CKPT_DT_C32 = 14, CKPT_DT_C64 = 15, CKPT_DT_C128 = 16,
-    CKPT_DT_F8_E5M2 = 17, CKPT_DT_F8_E4M3 = 18, CKPT_DT_F8_E8M0 = 19,
-    CKPT_DT_F8_E4M3FNUZ = 20, CKPT_DT_F8_E5M2FNUZ = 21,
-    CKPT_DT_F4 = 22, CKPT_DT_F6_E2M3 = 23, CKPT_DT_F6_E3M2 = 24,
-    CKPT_DT_QI8 = 25, CKPT_DT_QU8 = 26, CKPT_DT_QI32 = 27, CKPT_DT_QU4X2 = 28, CKPT_DT_QU2X4 = 29,
+    CKPT_DT_BOOL = 1,
+    CKPT_DT_U8 = 2,
+    CKPT_DT_I8 = 3,
+    CKPT_DT_I16 = 4,
+    CKPT_DT_U16 = 5,
+    CKPT_DT_I32 = 6,
+    CKPT_DT_U32 = 7,
+    CKPT_DT_I64 = 8,
+    CKPT_DT_U64 = 9,
+    CKPT_DT_F16 = 10,
+    CKPT_DT_BF16 = 11,
+    CKPT_DT_F32 = 12,
+    CKPT_DT_F64 = 13,
+    CKPT_DT_C32 = 14,
+    CKPT_DT_C64 = 15,
+    CKPT_DT_C128 = 16,
+    CKPT_DT_F8_E5M2 = 17,
+    CKPT_DT_F8_E4M3 = 18,
+    CKPT_DT_F8_E8M0 = 19,
+    CKPT_DT_F8_E4M3FNUZ = 20,
+    CKPT_DT_F8_E5M2FNUZ = 21,
+    CKPT_DT_F4 = 22,
+    CKPT_DT_F6_E2M3 = 23,
+    CKPT_DT_F6_E3M2 = 24,
+    CKPT_DT_QI8 = 25,
+    CKPT_DT_QU8 = 26,
+    CKPT_DT_QI32 = 27,
+    CKPT_DT_QU4X2 = 28,
+    CKPT_DT_QU2X4 = 29,
     CKPT_DT_COUNT = 30
 } ckpt_dtype;
 

@@ -59,7 +59,7 @@ typedef struct ckpt_open_options {
     ckpt_limits limits;
 } ckpt_open_options;
 #define CKPT_OPEN_OPTIONS_VERSION 1
-#define CKPT_OPEN_OPTIONS_INIT \
+#define CKPT_OPEN_OPTIONS_INIT                                                                     \
     { .version = CKPT_OPEN_OPTIONS_VERSION, .limits = CKPT_LIMITS_INIT }
 CKPT_API int ckpt_open_options_init(ckpt_open_options *opts, unsigned version);
 
@@ -96,14 +96,13 @@ CKPT_API int ckpt_open_options_init(ckpt_open_options *opts, unsigned version);
  * CKPT_E_TRUNCATED, CKPT_E_FORMAT, CKPT_E_LIMIT, CKPT_E_MISMATCH (a
  * sharded set that does not match its index),
  * CKPT_E_UNSUPPORTED (pre-0.4 tar file, PYTORCH1 preview format). */
-CKPT_API int ckpt_open(ckpt_file **out, const char *path,
-                       const ckpt_open_options *opts);
+CKPT_API int ckpt_open(ckpt_file **out, const char *path, const ckpt_open_options *opts);
 
 /* Same from memory. `data` is borrowed and must outlive the ckpt_file.
  * `name` is used in error messages (may be NULL). Sharded indexes cannot be
  * opened from memory (CKPT_E_UNSUPPORTED). */
-CKPT_API int ckpt_open_memory(ckpt_file **out, const void *data, size_t size,
-                              const char *name, const ckpt_open_options *opts);
+CKPT_API int ckpt_open_memory(ckpt_file **out, const void *data, size_t size, const char *name,
+                              const ckpt_open_options *opts);
 
 /* Releases everything the file owns; all borrowed pointers die. NULL-safe. */
 CKPT_API void ckpt_close(ckpt_file *f);
@@ -138,8 +137,7 @@ CKPT_API int ckpt_file_logical_root(const ckpt_value **out, const ckpt_file *f);
 CKPT_API size_t ckpt_file_tensor_count(const ckpt_file *f);
 CKPT_API const ckpt_tensor *ckpt_file_tensor(const ckpt_file *f, size_t i);
 /* Binary search by exact name; NULL if absent. */
-CKPT_API const ckpt_tensor *ckpt_file_find_tensor(const ckpt_file *f,
-                                                   const char *name);
+CKPT_API const ckpt_tensor *ckpt_file_find_tensor(const ckpt_file *f, const char *name);
 
 /* Non-tensor leaves, flattened and sorted by name like tensors. Leaves are
  * values of kind NONE, BOOL, INT, FLOAT, STR, BYTES or OBJECT (an opaque
@@ -218,8 +216,8 @@ CKPT_API const char *ckpt_tensor_device(const ckpt_tensor *t);
  * at a time. */
 CKPT_API size_t ckpt_file_storage_count(const ckpt_file *f);
 CKPT_API int ckpt_file_storage_is_raw(const ckpt_file *f, uint64_t id);
-CKPT_API int ckpt_file_read_storages(const ckpt_file *f, size_t n,
-                                     const uint64_t *ids, void *const *dst);
+CKPT_API int ckpt_file_read_storages(const ckpt_file *f, size_t n, const uint64_t *ids,
+                                     void *const *dst);
 
 /* The same for tensors of f (e.g. straight into a model's parameters):
  * ckpt_tensor_read of tensors[i] into dst[i], which holds its
@@ -227,8 +225,7 @@ CKPT_API int ckpt_file_read_storages(const ckpt_file *f, size_t n,
  * Returns 0 or ckpt_tensor_read's codes for the first failure (the
  * buffers are then partly filled); CKPT_E_INVALID_ARG for NULL arrays or
  * a NULL tensor or dst. */
-CKPT_API int ckpt_file_read_tensors(const ckpt_file *f, size_t n,
-                                    const ckpt_tensor *const *tensors,
+CKPT_API int ckpt_file_read_tensors(const ckpt_file *f, size_t n, const ckpt_tensor *const *tensors,
                                     void *const *dst);
 
 /* Borrowed pointer to the tensor's bytes when ckpt_tensor_is_contiguous:
@@ -242,8 +239,7 @@ CKPT_API int ckpt_file_read_tensors(const ckpt_file *f, size_t n,
  * instead of signals) unless the file is known to stay as it is.
  * Returns 0, or CKPT_E_UNSUPPORTED for a view that is not contiguous or a
  * big-endian storage (use ckpt_tensor_read). */
-CKPT_API int ckpt_tensor_data(const ckpt_tensor *t, const void **data,
-                              size_t *size);
+CKPT_API int ckpt_tensor_data(const ckpt_tensor *t, const void **data, size_t *size);
 
 /* Copies the logical contents as contiguous row-major little-endian bytes
  * (views gathered through their strides, big-endian storages swapped) into
@@ -327,10 +323,10 @@ CKPT_API int ckpt_tensor_is_parameter(const ckpt_tensor *t);
 /* ---------------------------------------------------------------- verify */
 
 typedef struct ckpt_verify_report {
-    int ok;            /* 1 when every check passed */
-    uint64_t tensors;  /* tensors read */
-    uint64_t bytes;    /* tensor/storage bytes read */
-    uint64_t members;  /* zip members whose CRC-32 was checked */
+    int ok;           /* 1 when every check passed */
+    uint64_t tensors; /* tensors read */
+    uint64_t bytes;   /* tensor/storage bytes read */
+    uint64_t members; /* zip members whose CRC-32 was checked */
 } ckpt_verify_report;
 
 /* Full integrity check of an opened file: every byte of every storage is

@@ -29,7 +29,7 @@ typedef struct ckpt_manifest ckpt_manifest;
 /* One key of a manifest. Borrowed from the manifest. */
 typedef struct ckpt_manifest_entry {
     const char *name;
-    const char *dtype;         /* ckpt_dtype_name style: "F32", "BF16"... */
+    const char *dtype; /* ckpt_dtype_name style: "F32", "BF16"... */
     unsigned ndim;
     const uint64_t *shape;     /* ndim elements (non-NULL) */
     const ckpt_tensor *tensor; /* manifests of a file: the tensor; else NULL */
@@ -41,8 +41,7 @@ CKPT_API int ckpt_manifest_new(ckpt_manifest **out, const char *name);
 /* Appends a key; strings and shape are copied. Returns 0,
  * CKPT_E_INVALID_ARG (NULL name/dtype, ndim > CKPT_MAX_NDIM, a name
  * already present), CKPT_E_NOMEM. */
-CKPT_API int ckpt_manifest_add(ckpt_manifest *m, const char *name,
-                               const char *dtype, unsigned ndim,
+CKPT_API int ckpt_manifest_add(ckpt_manifest *m, const char *name, const char *dtype, unsigned ndim,
                                const uint64_t *shape);
 /* The tensors of an opened file, in ckpt_file_tensor order (sorted), and
  * its metadata. Borrows f (names, shapes, tensors): f must outlive the
@@ -55,9 +54,8 @@ CKPT_API int ckpt_manifest_from_file(ckpt_manifest **out, const ckpt_file *f);
  * keys, \u0000 in a string, wrong types, duplicate names, a dimension that
  * is not a non-negative 64-bit integer; the message names the entry
  * index), CKPT_E_LIMIT, CKPT_E_NOMEM. */
-CKPT_API int ckpt_manifest_parse(ckpt_manifest **out, const void *json,
-                                 size_t len, const char *name,
-                                 const ckpt_limits *limits);
+CKPT_API int ckpt_manifest_parse(ckpt_manifest **out, const void *json, size_t len,
+                                 const char *name, const ckpt_limits *limits);
 /* Reads `path` as a JSON manifest when it is a JSON object with a
  * "tensors" list, and as a checkpoint (ckpt_open, any format) otherwise;
  * the manifest then owns the opened file (ckpt_manifest_file). opts may be
@@ -74,11 +72,9 @@ CKPT_API const char *ckpt_manifest_name(const ckpt_manifest *m);
 CKPT_API const ckpt_file *ckpt_manifest_file(const ckpt_manifest *m);
 CKPT_API size_t ckpt_manifest_count(const ckpt_manifest *m);
 /* Entry i < ckpt_manifest_count; borrowed. */
-CKPT_API const ckpt_manifest_entry *ckpt_manifest_entry_at(
-    const ckpt_manifest *m, size_t i);
+CKPT_API const ckpt_manifest_entry *ckpt_manifest_entry_at(const ckpt_manifest *m, size_t i);
 /* Exact lookup by full name; NULL if absent. O(1). */
-CKPT_API const ckpt_manifest_entry *ckpt_manifest_find(
-    const ckpt_manifest *m, const char *name);
+CKPT_API const ckpt_manifest_entry *ckpt_manifest_find(const ckpt_manifest *m, const char *name);
 
 /* ckpt_match: would loading `checkpoint` into a model expecting `expect`
  * (torch load_state_dict(strict=True) semantics) load every key?
@@ -146,28 +142,29 @@ CKPT_API const ckpt_manifest_entry *ckpt_manifest_find(
  *
  * `ckpt match --json`: see docs/cli-json.md. */
 typedef struct ckpt_match_options {
-    unsigned version; /* CKPT_MATCH_OPTIONS_VERSION */
-    int normalize; /* apply the inferred rewrite when it completes the match */
-    const char *const *allow_missing;    /* globs */
+    unsigned version;                 /* CKPT_MATCH_OPTIONS_VERSION */
+    int normalize;                    /* apply the inferred rewrite when it completes the match */
+    const char *const *allow_missing; /* globs */
     size_t nallow_missing;
     const char *const *allow_unexpected; /* globs */
     size_t nallow_unexpected;
 } ckpt_match_options;
 #define CKPT_MATCH_OPTIONS_VERSION 1
-#define CKPT_MATCH_OPTIONS_INIT                                            \
-    { .version = CKPT_MATCH_OPTIONS_VERSION, .normalize = 0,             \
-      .allow_missing = NULL, .nallow_missing = 0,                        \
-      .allow_unexpected = NULL, .nallow_unexpected = 0 }
+#define CKPT_MATCH_OPTIONS_INIT                                                                    \
+    {                                                                                              \
+        .version = CKPT_MATCH_OPTIONS_VERSION, .normalize = 0, .allow_missing = NULL,              \
+        .nallow_missing = 0, .allow_unexpected = NULL, .nallow_unexpected = 0                      \
+    }
 CKPT_API int ckpt_match_options_init(ckpt_match_options *opts, unsigned version);
 
 typedef enum ckpt_match_list {
     CKPT_MATCH_MISSING = 0,        /* expected, not in the checkpoint */
-    CKPT_MATCH_UNEXPECTED = 1,         /* in the checkpoint, not expected */
-    CKPT_MATCH_SHAPE_MISMATCH = 2,     /* both sides, shapes differ */
-    CKPT_MATCH_DTYPE_MISMATCH = 3,     /* both sides, dtypes differ */
+    CKPT_MATCH_UNEXPECTED = 1,     /* in the checkpoint, not expected */
+    CKPT_MATCH_SHAPE_MISMATCH = 2, /* both sides, shapes differ */
+    CKPT_MATCH_DTYPE_MISMATCH = 3, /* both sides, dtypes differ */
     CKPT_MATCH_ALLOWED_MISSING = 4,
     CKPT_MATCH_ALLOWED_UNEXPECTED = 5,
-    CKPT_MATCH_TIED = 6                /* missing or unexpected, tied (tied_to) */
+    CKPT_MATCH_TIED = 6 /* missing or unexpected, tied (tied_to) */
 } ckpt_match_list;
 
 /* One listed key. Borrowed from the result. */
@@ -198,20 +195,17 @@ typedef struct ckpt_match_result ckpt_match_result;
  * Cost: O(keys) hash lookups plus, when inference runs, at most 12
  * candidate rewrites (24 with wrappers) evaluated over every checkpoint
  * key. Thread-safe for distinct results. */
-CKPT_API int ckpt_match(ckpt_match_result **out,
-                        const ckpt_manifest *checkpoint,
-                        const ckpt_manifest *expect,
-                        const ckpt_match_options *opts);
+CKPT_API int ckpt_match(ckpt_match_result **out, const ckpt_manifest *checkpoint,
+                        const ckpt_manifest *expect, const ckpt_match_options *opts);
 CKPT_API void ckpt_match_result_free(ckpt_match_result *r); /* NULL-safe */
 
 CKPT_API int ckpt_match_complete(const ckpt_match_result *r);
 /* Matched keys (same name, dtype and shape). */
 CKPT_API uint64_t ckpt_match_matched(const ckpt_match_result *r);
-CKPT_API size_t ckpt_match_count(const ckpt_match_result *r,
-                                 ckpt_match_list list);
+CKPT_API size_t ckpt_match_count(const ckpt_match_result *r, ckpt_match_list list);
 /* Item i of a list; borrowed; NULL out of range. */
-CKPT_API const ckpt_match_item *ckpt_match_item_at(
-    const ckpt_match_result *r, ckpt_match_list list, size_t i);
+CKPT_API const ckpt_match_item *ckpt_match_item_at(const ckpt_match_result *r, ckpt_match_list list,
+                                                   size_t i);
 /* The unique best rewrite, or NULL (none beats the keys as they are, or
  * two tie). Borrowed. */
 CKPT_API const ckpt_rewrite *ckpt_match_rewrite(const ckpt_match_result *r);
@@ -219,8 +213,7 @@ CKPT_API const ckpt_rewrite *ckpt_match_rewrite(const ckpt_match_result *r);
  * then description): those matching more than half as many names as the
  * best, at most 8. Borrowed. */
 CKPT_API size_t ckpt_match_candidate_count(const ckpt_match_result *r);
-CKPT_API const ckpt_rewrite *ckpt_match_candidate(const ckpt_match_result *r,
-                                                  size_t i);
+CKPT_API const ckpt_rewrite *ckpt_match_candidate(const ckpt_match_result *r, size_t i);
 /* See "warning" above; borrowed, NULL when none. */
 CKPT_API const char *ckpt_match_warning(const ckpt_match_result *r);
 /* The top-level entries ckpt_match_rewrite leaves out when it selects a
@@ -229,13 +222,11 @@ CKPT_API const char *ckpt_match_warning(const ckpt_match_result *r);
  * distinct, sorted by bytes; none for other rewrites. i < count; NULL out
  * of range; borrowed. */
 CKPT_API size_t ckpt_match_ignored_count(const ckpt_match_result *r);
-CKPT_API const char *ckpt_match_ignored(const ckpt_match_result *r,
-                                        size_t i);
+CKPT_API const char *ckpt_match_ignored(const ckpt_match_result *r, size_t i);
 /* The name ckpt_match_rewrite gives checkpoint entry i (keys it does not
  * cover keep their name, less any dropped wrapper segments), or NULL when
  * there is no rewrite. Borrowed. */
-CKPT_API const char *ckpt_match_rewritten(const ckpt_match_result *r,
-                                          size_t i);
+CKPT_API const char *ckpt_match_rewritten(const ckpt_match_result *r, size_t i);
 
 /* ckpt_diff: two checkpoints (or, keys_only, two manifests) compared key by
  * key and value by value: common tensors of equal shape element by
@@ -290,9 +281,11 @@ typedef struct ckpt_diff_options {
     int normalize;    /* 1: apply the key rewrite (above) to B's names */
 } ckpt_diff_options;
 #define CKPT_DIFF_OPTIONS_VERSION 1
-#define CKPT_DIFF_OPTIONS_INIT                                             \
-    { .version = CKPT_DIFF_OPTIONS_VERSION, .rtol = 0.0, .atol = 0.0,    \
-      .keys_only = 0, .normalize = 0 }
+#define CKPT_DIFF_OPTIONS_INIT                                                                     \
+    {                                                                                              \
+        .version = CKPT_DIFF_OPTIONS_VERSION, .rtol = 0.0, .atol = 0.0, .keys_only = 0,            \
+        .normalize = 0                                                                             \
+    }
 CKPT_API int ckpt_diff_options_init(ckpt_diff_options *opts, unsigned version);
 
 /* At most this many NaN/Inf mismatch positions are kept per tensor. */
@@ -303,15 +296,15 @@ typedef struct ckpt_tensor_diff {
     const char *name;
     const ckpt_manifest_entry *a, *b;
     int bitwise_equal;
-    int compared;          /* 1: values compared (numeric dtypes) */
+    int compared; /* 1: values compared (numeric dtypes) */
     uint64_t numel;
-    uint64_t differing;    /* elements outside tolerance */
-    double max_abs_diff;   /* 0 when no element pair differs */
+    uint64_t differing;  /* elements outside tolerance */
+    double max_abs_diff; /* 0 when no element pair differs */
     double max_rel_diff;
-    uint64_t nan_a, nan_b, inf_a, inf_b; /* non-finite values per side
+    uint64_t nan_a, nan_b, inf_a, inf_b;         /* non-finite values per side
                                             (complex: per component) */
-    uint64_t nonfinite_mismatch; /* elements where NaN/Inf do not agree */
-    size_t npositions;     /* first positions (flat row-major element */
+    uint64_t nonfinite_mismatch;                 /* elements where NaN/Inf do not agree */
+    size_t npositions;                           /* first positions (flat row-major element */
     uint64_t positions[CKPT_DIFF_MAX_POSITIONS]; /* indices) of those */
 } ckpt_tensor_diff;
 
@@ -334,25 +327,21 @@ typedef struct ckpt_diff_result ckpt_diff_result;
  * lookups, plus rewrite inference (ckpt_match's) when keys are unpaired
  * on both sides; values stream once (memcmp in 16 MiB prefetched windows
  * first, element-wise decoding only where the bytes or dtypes differ). */
-CKPT_API int ckpt_diff(ckpt_diff_result **out, const ckpt_manifest *a,
-                       const ckpt_manifest *b, const ckpt_diff_options *opts);
+CKPT_API int ckpt_diff(ckpt_diff_result **out, const ckpt_manifest *a, const ckpt_manifest *b,
+                       const ckpt_diff_options *opts);
 CKPT_API void ckpt_diff_result_free(ckpt_diff_result *r); /* NULL-safe */
 CKPT_API int ckpt_diff_identical(const ckpt_diff_result *r);
 /* Names in a list, sorted; the entries on both sides (NULL on the side a
  * name is missing from) via ckpt_diff_pair. Borrowed. */
-CKPT_API size_t ckpt_diff_count(const ckpt_diff_result *r,
-                                ckpt_diff_list list);
-CKPT_API const char *ckpt_diff_name(const ckpt_diff_result *r,
-                                    ckpt_diff_list list, size_t i);
-CKPT_API void ckpt_diff_pair(const ckpt_diff_result *r, ckpt_diff_list list,
-                             size_t i, const ckpt_manifest_entry **a,
-                             const ckpt_manifest_entry **b);
+CKPT_API size_t ckpt_diff_count(const ckpt_diff_result *r, ckpt_diff_list list);
+CKPT_API const char *ckpt_diff_name(const ckpt_diff_result *r, ckpt_diff_list list, size_t i);
+CKPT_API void ckpt_diff_pair(const ckpt_diff_result *r, ckpt_diff_list list, size_t i,
+                             const ckpt_manifest_entry **a, const ckpt_manifest_entry **b);
 /* Common tensors of equal shape that are not bitwise equal, sorted by
  * name; ckpt_diff_equal_count counts the bitwise-equal ones. Both 0
  * with keys_only. */
 CKPT_API size_t ckpt_diff_tensor_count(const ckpt_diff_result *r);
-CKPT_API const ckpt_tensor_diff *ckpt_diff_tensor(const ckpt_diff_result *r,
-                                                  size_t i);
+CKPT_API const ckpt_tensor_diff *ckpt_diff_tensor(const ckpt_diff_result *r, size_t i);
 CKPT_API uint64_t ckpt_diff_equal_count(const ckpt_diff_result *r);
 
 /* Non-tensor leaves only on one side, or on both with different values
@@ -372,11 +361,9 @@ typedef struct ckpt_value_diff {
 
 /* Lists sorted by name (byte order), all empty with keys_only; item i <
  * count, else NULL. Borrowed. */
-CKPT_API size_t ckpt_diff_value_count(const ckpt_diff_result *r,
-                                      ckpt_diff_value_list list);
+CKPT_API size_t ckpt_diff_value_count(const ckpt_diff_result *r, ckpt_diff_value_list list);
 CKPT_API const ckpt_value_diff *ckpt_diff_value(const ckpt_diff_result *r,
-                                                ckpt_diff_value_list list,
-                                                size_t i);
+                                                ckpt_diff_value_list list, size_t i);
 /* Leaves on both sides with equal values. */
 CKPT_API uint64_t ckpt_diff_values_equal(const ckpt_diff_result *r);
 /* The key rewrite of B (see "Key rewrites"), or NULL when none pairs the
@@ -411,9 +398,9 @@ typedef enum ckpt_rename_op {
 
 typedef struct ckpt_rename_rule {
     ckpt_rename_op op;
-    const char *arg;            /* the prefix, or OLD */
-    const char *arg2;           /* NEW (REPLACE) */
-    const ckpt_manifest *spec;  /* AUTO */
+    const char *arg;           /* the prefix, or OLD */
+    const char *arg2;          /* NEW (REPLACE) */
+    const ckpt_manifest *spec; /* AUTO */
 } ckpt_rename_rule;
 
 /* The mapping old name -> new name for every key of a manifest. */
@@ -423,17 +410,14 @@ typedef struct ckpt_rename_plan ckpt_rename_plan;
  * plan). Returns 0; CKPT_E_INVALID_ARG (an empty prefix or OLD, a NULL
  * spec); CKPT_E_NOTFOUND, CKPT_E_MISMATCH (see above; for AUTO also when
  * no complete rewrite exists, naming the best one); CKPT_E_NOMEM. */
-CKPT_API int ckpt_rename_plan_new(ckpt_rename_plan **out,
-                                  const ckpt_manifest *m,
-                                  const ckpt_rename_rule *rules,
-                                  size_t nrules);
+CKPT_API int ckpt_rename_plan_new(ckpt_rename_plan **out, const ckpt_manifest *m,
+                                  const ckpt_rename_rule *rules, size_t nrules);
 CKPT_API void ckpt_rename_plan_free(ckpt_rename_plan *p); /* NULL-safe */
 /* Keys in the plan (the manifest's order), and how many change. */
 CKPT_API size_t ckpt_rename_plan_count(const ckpt_rename_plan *p);
 CKPT_API size_t ckpt_rename_plan_changed(const ckpt_rename_plan *p);
 /* Old and new name of key i; borrowed; NULL out of range. */
-CKPT_API const char *ckpt_rename_plan_from(const ckpt_rename_plan *p,
-                                           size_t i);
+CKPT_API const char *ckpt_rename_plan_from(const ckpt_rename_plan *p, size_t i);
 CKPT_API const char *ckpt_rename_plan_to(const ckpt_rename_plan *p, size_t i);
 
 /* Renames the tensor keys of checkpoint `in` by the rules and writes the
@@ -452,9 +436,9 @@ CKPT_API const char *ckpt_rename_plan_to(const ckpt_rename_plan *p, size_t i);
  * of a list or tuple, the root is not a dict to receive a moved tensor,
  * two tensors share a flattened name, two entries of one dict would share
  * a key; the writer's cases); the ckpt_open and writer codes. */
-CKPT_API int ckpt_rename(ckpt_rename_plan **plan, const char *in,
-                         const char *out, const ckpt_rename_rule *rules,
-                         size_t nrules, const ckpt_open_options *opts);
+CKPT_API int ckpt_rename(ckpt_rename_plan **plan, const char *in, const char *out,
+                         const ckpt_rename_rule *rules, size_t nrules,
+                         const ckpt_open_options *opts);
 
 /* Key hygiene of an opened file (for `ckpt doctor`): the wrapper segments
  * its tensor keys carry and the rename that removes them.
@@ -471,7 +455,7 @@ CKPT_API int ckpt_rename(ckpt_rename_plan **plan, const char *in,
 typedef struct ckpt_key_wrapper {
     const char *segment; /* "module.", "_orig_mod.", ... (static) */
     int leading;
-    uint64_t keys;       /* tensor keys holding it */
+    uint64_t keys; /* tensor keys holding it */
 } ckpt_key_wrapper;
 
 typedef struct ckpt_keys_report ckpt_keys_report;
@@ -486,18 +470,15 @@ CKPT_API int ckpt_keys_hygiene(ckpt_keys_report **out, const ckpt_file *f);
  * keys of root start ("model.module.fc.weight"), and the fix replaces
  * "ROOT.module." by "ROOT." (the keys stay in their dict) where the top
  * level strips "module.". Other wrappers as above. */
-CKPT_API int ckpt_keys_hygiene_at(ckpt_keys_report **out, const ckpt_file *f,
-                                  const char *root);
+CKPT_API int ckpt_keys_hygiene_at(ckpt_keys_report **out, const ckpt_file *f, const char *root);
 CKPT_API void ckpt_keys_report_free(ckpt_keys_report *r); /* NULL-safe */
 CKPT_API size_t ckpt_keys_wrapper_count(const ckpt_keys_report *r);
-CKPT_API const ckpt_key_wrapper *ckpt_keys_wrapper(const ckpt_keys_report *r,
-                                                   size_t i);
+CKPT_API const ckpt_key_wrapper *ckpt_keys_wrapper(const ckpt_keys_report *r, size_t i);
 /* The fix as rules for ckpt_rename (borrowed, static strings), and as
  * `ckpt rename IN OUT` arguments ("--strip-prefix 'module.'", shell-quoted;
  * NULL when there is nothing to fix). */
 CKPT_API size_t ckpt_keys_fix_count(const ckpt_keys_report *r);
-CKPT_API const ckpt_rename_rule *ckpt_keys_fix(const ckpt_keys_report *r,
-                                               size_t i);
+CKPT_API const ckpt_rename_rule *ckpt_keys_fix(const ckpt_keys_report *r, size_t i);
 CKPT_API const char *ckpt_keys_fix_args(const ckpt_keys_report *r);
 /* The same fix in Python, over the loaded dict `sd`
  * ("sd['model'] = {k.removeprefix('module.'): v for k, v in

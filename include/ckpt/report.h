@@ -29,7 +29,7 @@ typedef struct ckpt_doctor_options {
                                every scan) */
 } ckpt_doctor_options;
 #define CKPT_DOCTOR_OPTIONS_VERSION 1
-#define CKPT_DOCTOR_OPTIONS_INIT \
+#define CKPT_DOCTOR_OPTIONS_INIT                                                                   \
     { .version = CKPT_DOCTOR_OPTIONS_VERSION, .open = CKPT_OPEN_OPTIONS_INIT }
 CKPT_API int ckpt_doctor_options_init(ckpt_doctor_options *opts, unsigned version);
 
@@ -50,7 +50,7 @@ typedef struct ckpt_doctor_entry {
 typedef struct ckpt_doctor_check {
     const char *name; /* as the index or the directory names it */
     int ok;
-    uint64_t bytes;   /* checked, up to the first problem */
+    uint64_t bytes; /* checked, up to the first problem */
     ckpt_error error;
 } ckpt_doctor_check;
 
@@ -139,15 +139,14 @@ CKPT_API const char *ckpt_doctor_note(const ckpt_doctor_report *r, size_t i);
 /* Seconds each step of ckpt_doctor took ("open", "verify", "summary",
  * "shards", "training", "verify others", "safety"), for benchmarks:
  * the step's name (static), *seconds; NULL past the end. */
-CKPT_API const char *ckpt_doctor_timing(const ckpt_doctor_report *r, size_t i,
-                                        double *seconds);
+CKPT_API const char *ckpt_doctor_timing(const ckpt_doctor_report *r, size_t i, double *seconds);
 
 /* The training analysis as the JSON object of `ckpt inspect --summary
  * --json`: {"file": file, "format": format, "resume", "memory",
  * "metadata"}; *out freed with ckpt_string_free, *len may be NULL.
  * Returns 0, CKPT_E_NOMEM, CKPT_E_INVALID_ARG (t NULL). */
-CKPT_API int ckpt_training_json(char **out, size_t *len, const ckpt_training *t,
-                                const char *file, const char *format);
+CKPT_API int ckpt_training_json(char **out, size_t *len, const ckpt_training *t, const char *file,
+                                const char *format);
 
 #ifdef __cplusplus
 }

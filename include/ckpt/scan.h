@@ -32,11 +32,11 @@ extern "C" {
  * info finding of kind "allow-ignored" says so. References: FORMATS.md §5
  * (picklescan, fickling, modelscan bypasses). */
 typedef enum ckpt_verdict {
-    CKPT_VERDICT_SAFE = 0,          /* only allowlisted globals */
-    CKPT_VERDICT_UNSAFE = 1,            /* a global off the allowlist is used */
-    CKPT_VERDICT_UNSCANNABLE = 2,       /* content could not be fully examined */
-    CKPT_VERDICT_NOT_A_CHECKPOINT = 3,  /* no pickle or safetensors content */
-    CKPT_VERDICT_REVIEW = 4             /* only allowlisted globals and data-only
+    CKPT_VERDICT_SAFE = 0,             /* only allowlisted globals */
+    CKPT_VERDICT_UNSAFE = 1,           /* a global off the allowlist is used */
+    CKPT_VERDICT_UNSCANNABLE = 2,      /* content could not be fully examined */
+    CKPT_VERDICT_NOT_A_CHECKPOINT = 3, /* no pickle or safetensors content */
+    CKPT_VERDICT_REVIEW = 4            /* only allowlisted globals and data-only
                                            classes (pathlib paths,
                                            argparse.Namespace), each named by a
                                            finding of kind "review"; safe once
@@ -45,8 +45,8 @@ typedef enum ckpt_verdict {
 
 typedef enum ckpt_severity {
     CKPT_SEVERITY_INFO = 0,
-    CKPT_SEVERITY_SUSPICIOUS = 1,       /* unknown global: cannot vouch for it */
-    CKPT_SEVERITY_DANGEROUS = 2         /* a known dangerous family: code
+    CKPT_SEVERITY_SUSPICIOUS = 1, /* unknown global: cannot vouch for it */
+    CKPT_SEVERITY_DANGEROUS = 2   /* a known dangerous family: code
                                        execution, process control, network
                                        or file access */
 } ckpt_severity;
@@ -54,41 +54,41 @@ typedef enum ckpt_severity {
 /* One finding. Strings are borrowed from the report. */
 typedef struct ckpt_finding {
     ckpt_severity severity;
-    const char *kind;    /* e.g. "global", "call", "build", "encrypted",
+    const char *kind;   /* e.g. "global", "call", "build", "encrypted",
                             "polyglot", "trailing-bytes", "parse-error" */
-    const char *global;  /* "module.qualname", or NULL */
-    const char *member;  /* zip member or pickle name ("" for the file);
+    const char *global; /* "module.qualname", or NULL */
+    const char *member; /* zip member or pickle name ("" for the file);
                             for a shard of a sharded index, the shard's
                             name, or "SHARD:MEMBER" */
-    uint64_t offset;     /* absolute byte offset in the file */
+    uint64_t offset;    /* absolute byte offset in the file */
     const char *message;
 } ckpt_finding;
 
 typedef struct ckpt_scan_report ckpt_scan_report;
 
 typedef struct ckpt_scan_options {
-    unsigned version;         /* CKPT_SCAN_OPTIONS_VERSION */
+    unsigned version; /* CKPT_SCAN_OPTIONS_VERSION */
     ckpt_limits limits;
     const char *const *allow; /* extra allowed "module.qualname" (exact) */
     size_t nallow;
-    uint32_t max_nesting;     /* pickles nested in the literals an
+    uint32_t max_nesting; /* pickles nested in the literals an
                                  unpickling call receives, levels */
 } ckpt_scan_options;
 #define CKPT_SCAN_OPTIONS_VERSION 1
-#define CKPT_SCAN_OPTIONS_INIT                                             \
-    { .version = CKPT_SCAN_OPTIONS_VERSION, .limits = CKPT_LIMITS_INIT,  \
-      .allow = NULL, .nallow = 0, .max_nesting = 3 }
+#define CKPT_SCAN_OPTIONS_INIT                                                                     \
+    {                                                                                              \
+        .version = CKPT_SCAN_OPTIONS_VERSION, .limits = CKPT_LIMITS_INIT, .allow = NULL,           \
+        .nallow = 0, .max_nesting = 3                                                              \
+    }
 CKPT_API int ckpt_scan_options_init(ckpt_scan_options *opts, unsigned version);
 
 /* Scans a file / a buffer. *out receives a report even for unsafe,
  * unscannable and non-checkpoint content (the verdict says which); the
  * return is 0 then. Errors: CKPT_E_IO (cannot read), CKPT_E_NOMEM,
  * CKPT_E_INVALID_ARG. Free with ckpt_scan_report_free (NULL-safe). */
-CKPT_API int ckpt_scan(ckpt_scan_report **out, const char *path,
-                       const ckpt_scan_options *opts);
-CKPT_API int ckpt_scan_memory(ckpt_scan_report **out, const void *data,
-                              size_t size, const char *name,
-                              const ckpt_scan_options *opts);
+CKPT_API int ckpt_scan(ckpt_scan_report **out, const char *path, const ckpt_scan_options *opts);
+CKPT_API int ckpt_scan_memory(ckpt_scan_report **out, const void *data, size_t size,
+                              const char *name, const ckpt_scan_options *opts);
 CKPT_API void ckpt_scan_report_free(ckpt_scan_report *r);
 
 CKPT_API ckpt_verdict ckpt_scan_verdict(const ckpt_scan_report *r);
@@ -99,8 +99,7 @@ CKPT_API const char *ckpt_verdict_name(ckpt_verdict v);
 CKPT_API const char *ckpt_severity_name(ckpt_severity s);
 /* Findings in file order. Borrowed. */
 CKPT_API size_t ckpt_scan_finding_count(const ckpt_scan_report *r);
-CKPT_API const ckpt_finding *ckpt_scan_finding(const ckpt_scan_report *r,
-                                               size_t i);
+CKPT_API const ckpt_finding *ckpt_scan_finding(const ckpt_scan_report *r, size_t i);
 /* Every distinct global the file names, "module.qualname", sorted. */
 CKPT_API size_t ckpt_scan_global_count(const ckpt_scan_report *r);
 CKPT_API const char *ckpt_scan_global(const ckpt_scan_report *r, size_t i);

@@ -49,9 +49,11 @@ typedef struct ckpt_store_options {
                                (else refused); default 0 (version 2) */
 } ckpt_store_options;
 #define CKPT_STORE_OPTIONS_VERSION 2
-#define CKPT_STORE_OPTIONS_INIT                                            \
-    { .version = CKPT_STORE_OPTIONS_VERSION, .keep = 3u,                 \
-      .stale_minutes = 60u, .open = CKPT_OPEN_OPTIONS_INIT, .replace = 0 }
+#define CKPT_STORE_OPTIONS_INIT                                                                    \
+    {                                                                                              \
+        .version = CKPT_STORE_OPTIONS_VERSION, .keep = 3u, .stale_minutes = 60u,                   \
+        .open = CKPT_OPEN_OPTIONS_INIT, .replace = 0                                               \
+    }
 CKPT_API int ckpt_store_options_init(ckpt_store_options *opts, unsigned version);
 
 /* Commits the checkpoint file `src` (any format ckpt_open reads but a
@@ -86,10 +88,8 @@ CKPT_API int ckpt_store_options_init(ckpt_store_options *opts, unsigned version)
  * commit); CKPT_E_UNSUPPORTED
  * (sharded source); the ckpt_open/ckpt_verify code when the source or the
  * written copy is malformed or corrupt; CKPT_E_NOMEM. */
-CKPT_API int ckpt_store_commit(char *path, size_t cap, const char *dir,
-                               const char *name, uint64_t step,
-                               const char *src,
-                               const ckpt_store_options *opts);
+CKPT_API int ckpt_store_commit(char *path, size_t cap, const char *dir, const char *name,
+                               uint64_t step, const char *src, const ckpt_store_options *opts);
 
 /* The generation to resume from: the newest (highest step; equal steps by
  * file name) that opens and verifies fully; corrupt ones are skipped.
@@ -105,7 +105,7 @@ CKPT_API int ckpt_store_latest(char *path, size_t cap, const char *dir,
 
 /* What LATEST says, as judged by ckpt_store_list. */
 typedef enum ckpt_store_pointer {
-    CKPT_STORE_POINTER_OK = 0,  /* names a generation that verifies */
+    CKPT_STORE_POINTER_OK = 0,      /* names a generation that verifies */
     CKPT_STORE_POINTER_ABSENT = 1,  /* there is no LATEST file */
     CKPT_STORE_POINTER_MISSING = 2, /* names a generation file that is not there */
     CKPT_STORE_POINTER_CORRUPT = 3, /* names a generation that does not verify */
@@ -118,9 +118,9 @@ CKPT_API const char *ckpt_store_pointer_name(ckpt_store_pointer p);
 /* One generation as ckpt_store_list found it. Strings are borrowed from the
  * listing. */
 typedef struct ckpt_store_generation {
-    const char *file;   /* "NAME-STEP.EXT" */
-    const char *path;   /* "dir/NAME-STEP.EXT" */
-    const char *name;   /* NAME */
+    const char *file; /* "NAME-STEP.EXT" */
+    const char *path; /* "dir/NAME-STEP.EXT" */
+    const char *name; /* NAME */
     uint64_t step;
     uint64_t bytes;     /* file size */
     int ok;             /* 1 when it opens and verifies, else 0 (corrupt) */
@@ -143,12 +143,11 @@ CKPT_API void ckpt_store_listing_free(ckpt_store_listing *l);
 /* Generations by ascending step (equal steps by file name), i < count;
  * NULL past the end. */
 CKPT_API size_t ckpt_store_list_count(const ckpt_store_listing *l);
-CKPT_API const ckpt_store_generation *
-ckpt_store_list_generation(const ckpt_store_listing *l, size_t i);
+CKPT_API const ckpt_store_generation *ckpt_store_list_generation(const ckpt_store_listing *l,
+                                                                 size_t i);
 /* LATEST's state; *file (may be NULL) receives the file name it holds
  * (borrowed; "" when absent or invalid). */
-CKPT_API ckpt_store_pointer ckpt_store_list_pointer(const ckpt_store_listing *l,
-                                                    const char **file);
+CKPT_API ckpt_store_pointer ckpt_store_list_pointer(const ckpt_store_listing *l, const char **file);
 
 /* Removes old generations. Generations are verified from the newest down
  * until opts->keep of them (at least one) verify; those older than the
@@ -162,8 +161,7 @@ CKPT_API ckpt_store_pointer ckpt_store_list_pointer(const ckpt_store_listing *l,
  * file is corrupt, nothing is removed. *removed (may be NULL) receives the
  * number of files removed. Returns 0, CKPT_E_IO (dir unreadable, unlink
  * failed, I/O error while verifying), CKPT_E_NOMEM. */
-CKPT_API int ckpt_store_prune(size_t *removed, const char *dir,
-                              const ckpt_store_options *opts);
+CKPT_API int ckpt_store_prune(size_t *removed, const char *dir, const ckpt_store_options *opts);
 
 /* Removes stale temporary files left by killed writers (in any directory,
  * e.g. a `ckpt convert` output's): regular files named ".X.tmp-PID-HEX"
@@ -175,8 +173,7 @@ CKPT_API int ckpt_store_prune(size_t *removed, const char *dir,
  * only covers a staging file between its creation and its writer's
  * lock). Generations and LATEST are never removed. *removed (may be NULL) receives the count.
  * Returns 0, CKPT_E_IO, CKPT_E_NOMEM. */
-CKPT_API int ckpt_store_gc(size_t *removed, const char *dir,
-                           const ckpt_store_options *opts);
+CKPT_API int ckpt_store_gc(size_t *removed, const char *dir, const ckpt_store_options *opts);
 
 /* A sentence when dir lies on a filesystem whose flock, rename or
  * directory-fsync guarantees may be weaker than a local disk's (NFS,
@@ -192,8 +189,7 @@ CKPT_API const char *ckpt_store_lock_caveat(const char *dir);
  * *removed (may be NULL) receives the number of files removed, also on
  * failure. Returns the ckpt_store_prune codes, or CKPT_E_INVALID_ARG when
  * out is NULL. */
-CKPT_API int ckpt_store_prune_list(ckpt_store_listing **out, size_t *removed,
-                                   const char *dir,
+CKPT_API int ckpt_store_prune_list(ckpt_store_listing **out, size_t *removed, const char *dir,
                                    const ckpt_store_options *opts);
 
 #ifdef __cplusplus

@@ -29,11 +29,11 @@ CKPT_API const char *ckpt_component_kind_name(ckpt_component_kind k);
  * for values, from the file they are in). */
 typedef struct ckpt_component {
     ckpt_component_kind kind;
-    const char *file;  /* the file it is in: ckpt_file_path() of the
+    const char *file;               /* the file it is in: ckpt_file_path() of the
                           analysed file, or its name inside the directory */
-    const char *name;  /* its place in that file, joined like tensor names
+    const char *name;               /* its place in that file, joined like tensor names
                           ("optimizer_states.0"; "" is the root) */
-    const char *type;  /* optimizer: "Adam/AdamW", "Adam/AdamW (amsgrad)",
+    const char *type;               /* optimizer: "Adam/AdamW", "Adam/AdamW (amsgrad)",
                           "SGD", "SGD (momentum)", "Adagrad", "RMSprop",
                           "Adadelta", "Adamax", "NAdam", "ASGD", "Rprop",
                           "Adafactor", "unknown"; scheduler: "StepLR",
@@ -41,23 +41,23 @@ typedef struct ckpt_component {
                           "torch-cuda", "numpy", "python"; counter: "int",
                           "float" or "0-dim F32 tensor" (any dtype name);
                           "" otherwise */
-    const ckpt_value *value; /* the subtree (model: the state dict, or the
+    const ckpt_value *value;        /* the subtree (model: the state dict, or the
                                 container of loose tensors); for counters
                                 read from a JSON file, a value owned by the
                                 analysis */
-    uint64_t tensors;  /* tensors in it */
-    uint64_t elements; /* their numel, summed */
-    uint64_t bytes;    /* their ckpt_tensor_nbytes, summed */
-    uint64_t param_bytes;    /* model: bytes of its parameters (see above) */
-    uint64_t state_bytes;    /* optimizer: bytes of its state tensors with
+    uint64_t tensors;               /* tensors in it */
+    uint64_t elements;              /* their numel, summed */
+    uint64_t bytes;                 /* their ckpt_tensor_nbytes, summed */
+    uint64_t param_bytes;           /* model: bytes of its parameters (see above) */
+    uint64_t state_bytes;           /* optimizer: bytes of its state tensors with
                                 at least one dimension */
-    uint64_t params;         /* optimizer: parameters in param_groups (state
+    uint64_t params;                /* optimizer: parameters in param_groups (state
                                 entries when param_groups is missing) */
-    uint64_t params_with_state; /* optimizer: of those, with a state entry */
+    uint64_t params_with_state;     /* optimizer: of those, with a state entry */
     const ckpt_value *param_groups; /* optimizer: the LIST of group dicts
                                        (hyperparameters; "params" lists the
                                        parameter indices), or NULL */
-    double number;     /* counter: its value (a 0-dim tensor is read); NaN
+    double number;                  /* counter: its value (a 0-dim tensor is read); NaN
                           when it is not a number */
 } ckpt_component;
 
@@ -86,13 +86,13 @@ CKPT_API const char *ckpt_meta_topic_name(ckpt_meta_topic t);
 /* One piece of metadata. Strings are borrowed from the analysis. */
 typedef struct ckpt_meta_entry {
     ckpt_meta_topic topic;
-    const char *file;   /* as ckpt_component.file */
-    const char *source; /* "__metadata__" (safetensors header or sharded
+    const char *file;        /* as ckpt_component.file */
+    const char *source;      /* "__metadata__" (safetensors header or sharded
                            index metadata), "tree" (the object tree) or
                            "json" (a JSON file of a directory) */
-    const char *key;    /* the metadata key, flattened tree path or JSON
+    const char *key;         /* the metadata key, flattened tree path or JSON
                            key (nested keys joined with ".") */
-    const char *text;   /* the value as text (metadata strings as written,
+    const char *text;        /* the value as text (metadata strings as written,
                            JSON values as compact JSON), or NULL when
                            `value` is set */
     const ckpt_value *value; /* the value in the object tree, or NULL */
@@ -128,8 +128,7 @@ CKPT_API void ckpt_training_free(ckpt_training *t);
 /* Components in discovery order (files by name, trees in insertion
  * order). Borrowed. */
 CKPT_API size_t ckpt_training_component_count(const ckpt_training *t);
-CKPT_API const ckpt_component *ckpt_training_component(const ckpt_training *t,
-                                                       size_t i);
+CKPT_API const ckpt_component *ckpt_training_component(const ckpt_training *t, size_t i);
 /* Optimizer-to-model ratio (see above); NaN without optimizer state or
  * without model parameter bytes. */
 CKPT_API double ckpt_training_optimizer_ratio(const ckpt_training *t);
@@ -146,16 +145,13 @@ CKPT_API const char *ckpt_training_warning(const ckpt_training *t, size_t i);
 /* Metadata entries in discovery order; a topic with no entry is not
  * carried. Borrowed. */
 CKPT_API size_t ckpt_training_meta_count(const ckpt_training *t);
-CKPT_API const ckpt_meta_entry *ckpt_training_meta(const ckpt_training *t,
-                                                   size_t i);
+CKPT_API const ckpt_meta_entry *ckpt_training_meta(const ckpt_training *t, size_t i);
 
 /* The checkpoint files analysed (one for ckpt_training_analyze), in name
  * order, and their names as in ckpt_component.file. Borrowed. */
 CKPT_API size_t ckpt_training_file_count(const ckpt_training *t);
-CKPT_API const ckpt_file *ckpt_training_file(const ckpt_training *t,
-                                             size_t i);
-CKPT_API const char *ckpt_training_file_name(const ckpt_training *t,
-                                             size_t i);
+CKPT_API const ckpt_file *ckpt_training_file(const ckpt_training *t, size_t i);
+CKPT_API const char *ckpt_training_file_name(const ckpt_training *t, size_t i);
 /* Path of the main weights file (the one holding the most model bytes;
  * without model weights, the largest file analysed), as it can be passed
  * to ckpt_open; NULL when nothing was analysed. Borrowed. */

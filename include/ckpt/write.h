@@ -26,9 +26,11 @@ typedef struct ckpt_write_options {
                    file) */
 } ckpt_write_options;
 #define CKPT_WRITE_OPTIONS_VERSION 1
-#define CKPT_WRITE_OPTIONS_INIT                                            \
-    { .version = CKPT_WRITE_OPTIONS_VERSION, .meta_keys = NULL,          \
-      .meta_values = NULL, .nmeta = 0, .backup = 0 }
+#define CKPT_WRITE_OPTIONS_INIT                                                                    \
+    {                                                                                              \
+        .version = CKPT_WRITE_OPTIONS_VERSION, .meta_keys = NULL, .meta_values = NULL, .nmeta = 0, \
+        .backup = 0                                                                                \
+    }
 CKPT_API int ckpt_write_options_init(ckpt_write_options *opts, unsigned version);
 
 typedef struct ckpt_convert_options {
@@ -46,17 +48,18 @@ typedef struct ckpt_convert_options {
                                   names, lists and tuples keep only
                                   selected items (renumbered) */
     size_t nselect;
-    const char *config_json;   /* a JSON object (e.g. the architecture
+    const char *config_json;  /* a JSON object (e.g. the architecture
                                   config), stored compact as metadata
                                   "config"; NULL for none */
-    ckpt_write_options write;  /* metadata added (wins over the input's) */
+    ckpt_write_options write; /* metadata added (wins over the input's) */
 } ckpt_convert_options;
 #define CKPT_CONVERT_OPTIONS_VERSION 1
-#define CKPT_CONVERT_OPTIONS_INIT                                          \
-    { .version = CKPT_CONVERT_OPTIONS_VERSION,                           \
-      .open = CKPT_OPEN_OPTIONS_INIT, .format = (ckpt_format)0,          \
-      .select = NULL, .nselect = 0, .config_json = NULL,                 \
-      .write = CKPT_WRITE_OPTIONS_INIT }
+#define CKPT_CONVERT_OPTIONS_INIT                                                                  \
+    {                                                                                              \
+        .version = CKPT_CONVERT_OPTIONS_VERSION, .open = CKPT_OPEN_OPTIONS_INIT,                   \
+        .format = (ckpt_format)0, .select = NULL, .nselect = 0, .config_json = NULL,               \
+        .write = CKPT_WRITE_OPTIONS_INIT                                                           \
+    }
 CKPT_API int ckpt_convert_options_init(ckpt_convert_options *opts, unsigned version);
 
 typedef struct ckpt_convert_report {
@@ -110,28 +113,23 @@ CKPT_API int ckpt_tree_none(ckpt_value **out, ckpt_tree *t);
 CKPT_API int ckpt_tree_bool(ckpt_value **out, ckpt_tree *t, int v);
 CKPT_API int ckpt_tree_int(ckpt_value **out, ckpt_tree *t, int64_t v);
 CKPT_API int ckpt_tree_float(ckpt_value **out, ckpt_tree *t, double v);
-CKPT_API int ckpt_tree_str(ckpt_value **out, ckpt_tree *t, const char *s,
-                           size_t len);
-CKPT_API int ckpt_tree_bytes(ckpt_value **out, ckpt_tree *t, const void *p,
-                             size_t len);
+CKPT_API int ckpt_tree_str(ckpt_value **out, ckpt_tree *t, const char *s, size_t len);
+CKPT_API int ckpt_tree_bytes(ckpt_value **out, ckpt_tree *t, const void *p, size_t len);
 /* Empty containers, filled with ckpt_tree_append (list, tuple) and
  * ckpt_tree_set (dict; keys are leaves or tuples, kept in insertion
  * order). */
 CKPT_API int ckpt_tree_list(ckpt_value **out, ckpt_tree *t);
 CKPT_API int ckpt_tree_tuple(ckpt_value **out, ckpt_tree *t);
 CKPT_API int ckpt_tree_dict(ckpt_value **out, ckpt_tree *t);
-CKPT_API int ckpt_tree_append(ckpt_tree *t, ckpt_value *seq,
-                              ckpt_value *item);
-CKPT_API int ckpt_tree_set(ckpt_tree *t, ckpt_value *dict, ckpt_value *key,
-                           ckpt_value *val);
+CKPT_API int ckpt_tree_append(ckpt_tree *t, ckpt_value *seq, ckpt_value *item);
+CKPT_API int ckpt_tree_set(ckpt_tree *t, ckpt_value *dict, ckpt_value *key, ckpt_value *val);
 /* A tensor over caller memory: `size` bytes at `data` (borrowed), the
  * contiguous row-major little-endian elements of `shape` (ndim <=
  * CKPT_MAX_NDIM); size must be numel x bits / 8 exactly. Returns 0,
  * CKPT_E_INVALID_ARG (unknown dtype, size mismatch, ndim too large),
  * CKPT_E_NOMEM. */
-CKPT_API int ckpt_tree_tensor(ckpt_value **out, ckpt_tree *t, ckpt_dtype dtype,
-                              unsigned ndim, const uint64_t *shape,
-                              const void *data, size_t size);
+CKPT_API int ckpt_tree_tensor(ckpt_value **out, ckpt_tree *t, ckpt_dtype dtype, unsigned ndim,
+                              const uint64_t *shape, const void *data, size_t size);
 /* What torch's Module.state_dict() returns, so that a saved state dict
  * loads back as one (load_state_dict reads its per-module versions):
  * ckpt_tree_set_dict_class makes `dict` (of this tree) a `cls`,
@@ -145,20 +143,16 @@ CKPT_API int ckpt_tree_tensor(ckpt_value **out, ckpt_tree *t, ckpt_dtype dtype,
  * 0 or CKPT_E_INVALID_ARG (NULL arguments, a value of the wrong kind, an
  * unknown class, a state on a plain dict or a plain class for a dict with
  * a state). */
-CKPT_API int ckpt_tree_set_dict_class(ckpt_tree *t, ckpt_value *dict,
-                                      const char *cls);
-CKPT_API int ckpt_tree_set_dict_state(ckpt_tree *t, ckpt_value *dict,
-                                      ckpt_value *state);
-CKPT_API int ckpt_tree_set_parameter(ckpt_tree *t, ckpt_value *tensor,
-                                     int requires_grad);
+CKPT_API int ckpt_tree_set_dict_class(ckpt_tree *t, ckpt_value *dict, const char *cls);
+CKPT_API int ckpt_tree_set_dict_state(ckpt_tree *t, ckpt_value *dict, ckpt_value *state);
+CKPT_API int ckpt_tree_set_parameter(ckpt_tree *t, ckpt_value *tensor, int requires_grad);
 
 /* Writes the tree under `root` (built with ckpt_tree_*, or the root of an
  * opened file) to `path` as `format` (CKPT_FORMAT_SAFETENSORS or
  * CKPT_FORMAT_TORCH_ZIP), atomically. opts may be NULL. Returns 0,
  * CKPT_E_INVALID_ARG, CKPT_E_UNSUPPORTED (see above), CKPT_E_IO,
  * CKPT_E_LIMIT (a safetensors header over 100 MB), CKPT_E_NOMEM. */
-CKPT_API int ckpt_tree_write(const ckpt_value *root, const char *path,
-                             ckpt_format format,
+CKPT_API int ckpt_tree_write(const ckpt_value *root, const char *path, ckpt_format format,
                              const ckpt_write_options *opts);
 
 #ifdef __cplusplus

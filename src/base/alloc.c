@@ -8,9 +8,18 @@
 
 #include "ckpt.h"
 
-static void *default_malloc(void *u, size_t n) { (void)u; return malloc(n); }
-static void *default_realloc(void *u, void *p, size_t n) { (void)u; return realloc(p, n); }
-static void default_free(void *u, void *p) { (void)u; free(p); }
+static void *default_malloc(void *u, size_t n) {
+    (void)u;
+    return malloc(n);
+}
+static void *default_realloc(void *u, void *p, size_t n) {
+    (void)u;
+    return realloc(p, n);
+}
+static void default_free(void *u, void *p) {
+    (void)u;
+    free(p);
+}
 
 static ckpt_allocator hook = {default_malloc, default_realloc, default_free, NULL};
 
@@ -119,8 +128,7 @@ char *ckpt_arena_printf(ckpt_arena *a, const char *fmt, ...) {
     return p;
 }
 
-int ckpt_arena_grow(ckpt_arena *a, void **arr, size_t *cap, size_t need,
-                    size_t elem) {
+int ckpt_arena_grow(ckpt_arena *a, void **arr, size_t *cap, size_t need, size_t elem) {
     if (need <= *cap) return 0;
     size_t ncap = *cap ? *cap : 4;
     while (ncap < need) {

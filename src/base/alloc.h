@@ -44,8 +44,7 @@ char *ckpt_arena_printf(ckpt_arena *a, const char *fmt, ...)
     ;
 /* Grows *arr (elements of elem bytes, capacity *cap) to hold `need`
  * elements, doubling; old contents are copied. Returns 0 or -1. */
-int ckpt_arena_grow(ckpt_arena *a, void **arr, size_t *cap, size_t need,
-                    size_t elem);
+int ckpt_arena_grow(ckpt_arena *a, void **arr, size_t *cap, size_t need, size_t elem);
 void ckpt_arena_free(ckpt_arena *a);
 
 #endif

@@ -58,13 +58,20 @@ void ckpt_buf_json_chars(ckpt_buf *b, const char *s, size_t n) {
         unsigned char c = (unsigned char)s[i];
         const char *esc = NULL;
         char u[7];
-        if (c == '"') esc = "\\\"";
-        else if (c == '\\') esc = "\\\\";
-        else if (c == '\b') esc = "\\b";
-        else if (c == '\f') esc = "\\f";
-        else if (c == '\n') esc = "\\n";
-        else if (c == '\r') esc = "\\r";
-        else if (c == '\t') esc = "\\t";
+        if (c == '"')
+            esc = "\\\"";
+        else if (c == '\\')
+            esc = "\\\\";
+        else if (c == '\b')
+            esc = "\\b";
+        else if (c == '\f')
+            esc = "\\f";
+        else if (c == '\n')
+            esc = "\\n";
+        else if (c == '\r')
+            esc = "\\r";
+        else if (c == '\t')
+            esc = "\\t";
         else if (c < 0x20) {
             memcpy(u, "\\u00", 4);
             u[4] = ckpt_hex_digits[c >> 4];

@@ -22,8 +22,8 @@ static void copy_str(char *dst, size_t cap, const char *src) {
     dst[n] = '\0';
 }
 
-int ckpt_err(int code, const char *file, const char *member, uint64_t offset,
-             const char *fmt, ...) {
+int ckpt_err(int code, const char *file, const char *member, uint64_t offset, const char *fmt,
+             ...) {
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(last.message, sizeof last.message, fmt, ap);

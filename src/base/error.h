@@ -11,8 +11,7 @@
  * can write `return ckpt_err(CKPT_E_FORMAT, file, member, off, "...")`.
  * file/member may be NULL (stored as ""). The message is printf-formatted
  * and truncated to 511 bytes. */
-int ckpt_err(int code, const char *file, const char *member, uint64_t offset,
-             const char *fmt, ...)
+int ckpt_err(int code, const char *file, const char *member, uint64_t offset, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 5, 6)))
 #endif
@@ -23,18 +22,18 @@ int ckpt_err(int code, const char *file, const char *member, uint64_t offset,
 int ckpt_err_nomem(void);
 
 /* Returns ckpt_err_nomem() from the calling function when p is NULL. */
-#define CKPT_CHECK_ALLOC(p)                                                  \
-    do {                                                                     \
-        if (!(p)) return ckpt_err_nomem();                                   \
+#define CKPT_CHECK_ALLOC(p)                                                                        \
+    do {                                                                                           \
+        if (!(p)) return ckpt_err_nomem();                                                         \
     } while (0)
 
 /* Fails the calling function with CKPT_E_INVALID_ARG when an options
  * struct (may be NULL: the defaults) carries a version other than V. */
 int ckpt_err_options_version(const char *func, unsigned got, unsigned want);
-#define CKPT_CHECK_OPTIONS(opts, V)                                          \
-    do {                                                                     \
-        if ((opts) && (opts)->version != (V))                                \
-            return ckpt_err_options_version(__func__, (opts)->version, (V)); \
+#define CKPT_CHECK_OPTIONS(opts, V)                                                                \
+    do {                                                                                           \
+        if ((opts) && (opts)->version != (V))                                                      \
+            return ckpt_err_options_version(__func__, (opts)->version, (V));                       \
     } while (0)
 
 /* Clears the record (code 0). */

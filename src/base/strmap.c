@@ -62,8 +62,7 @@ int ckpt_strmap_put_hashed(ckpt_strmap *m, const char *s, size_t len, uint64_t h
     return 1;
 }
 
-ckpt_strmap_slot *ckpt_strmap_find(const ckpt_strmap *m, const char *s, size_t len,
-                                   uint64_t hash) {
+ckpt_strmap_slot *ckpt_strmap_find(const ckpt_strmap *m, const char *s, size_t len, uint64_t hash) {
     if (!m->cap) return NULL;
     ckpt_strmap_slot *sl = probe(m->slots, m->cap, s, len, hash);
     return sl->s ? sl : NULL;

@@ -26,14 +26,12 @@ uint64_t ckpt_strmap_hash(const char *s, size_t len);
 int ckpt_strmap_reserve(ckpt_strmap *m, size_t n);
 /* Inserts s -> val unless s is present. *slot receives the entry (new or
  * existing). Returns 1 when inserted, 0 when present, CKPT_E_NOMEM. */
-int ckpt_strmap_put(ckpt_strmap *m, const char *s, size_t len, size_t val,
-                    ckpt_strmap_slot **slot);
+int ckpt_strmap_put(ckpt_strmap *m, const char *s, size_t len, size_t val, ckpt_strmap_slot **slot);
 /* The same with hash = ckpt_strmap_hash(s, len) computed by the caller. */
-int ckpt_strmap_put_hashed(ckpt_strmap *m, const char *s, size_t len, uint64_t hash,
-                           size_t val, ckpt_strmap_slot **slot);
+int ckpt_strmap_put_hashed(ckpt_strmap *m, const char *s, size_t len, uint64_t hash, size_t val,
+                           ckpt_strmap_slot **slot);
 /* The entry for s, or NULL. hash: ckpt_strmap_hash(s, len). */
-ckpt_strmap_slot *ckpt_strmap_find(const ckpt_strmap *m, const char *s,
-                                   size_t len, uint64_t hash);
+ckpt_strmap_slot *ckpt_strmap_find(const ckpt_strmap *m, const char *s, size_t len, uint64_t hash);
 /* Asks the CPU to load the slot `hash` starts probing at, and (once that
  * slot is loaded) the key it holds when its hash matches: a table of a
  * million keys is far larger than the caches, so loops over many keys

@@ -111,8 +111,8 @@ static char *temp_name(const char *path) {
     size_t cap = dirlen + baselen + 40;
     char *t = ckpt_malloc(cap);
     if (t)
-        snprintf(t, cap, "%.*s.%.*s.tmp-%ld-%s", (int)dirlen, path, (int)baselen,
-                 base, (long)getpid(), hex);
+        snprintf(t, cap, "%.*s.%.*s.tmp-%ld-%s", (int)dirlen, path, (int)baselen, base,
+                 (long)getpid(), hex);
     return t;
 }
 
@@ -150,8 +150,8 @@ static void release(ckpt_atomic *a) {
  * error sticky. */
 static int fail(ckpt_atomic *a, const char *op, int err, uint64_t offset) {
     const char *target = a->target ? a->target : "";
-    ckpt_err(CKPT_E_IO, target, NULL, offset, "%s failed for %s: %s (temporary file %s)",
-             op, target, strerror(err), a->tmp ? a->tmp : "none");
+    ckpt_err(CKPT_E_IO, target, NULL, offset, "%s failed for %s: %s (temporary file %s)", op,
+             target, strerror(err), a->tmp ? a->tmp : "none");
     discard_temp(a);
     a->error = CKPT_E_IO;
     return CKPT_E_IO;
@@ -210,8 +210,8 @@ int ckpt_atomic_begin(ckpt_atomic *a, const char *target) {
         if (err != EEXIST || tries == 7) {
             /* not fail(): the name may belong to another writer */
             ckpt_err(CKPT_E_IO, target, NULL, CKPT_NO_OFFSET,
-                     "open failed for %s: cannot create temporary file %s: %s", target,
-                     a->tmp, strerror(err));
+                     "open failed for %s: cannot create temporary file %s: %s", target, a->tmp,
+                     strerror(err));
             break;
         }
         ckpt_free(a->tmp);
@@ -368,6 +368,4 @@ int ckpt_atomic_commit(ckpt_atomic *a, int backup) {
     return rc;
 }
 
-void ckpt_atomic_abort(ckpt_atomic *a) {
-    release(a);
-}
+void ckpt_atomic_abort(ckpt_atomic *a) { release(a); }

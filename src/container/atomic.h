@@ -26,12 +26,12 @@
 #include <stdint.h>
 
 typedef struct ckpt_atomic {
-    int fd;             /* the temporary file, -1 when closed */
-    char *target;       /* ckpt_malloc'd copy of the target path */
-    char *tmp;          /* ckpt_malloc'd temporary path, NULL once gone */
-    int error;          /* first CKPT_E_* code, sticky (0 = none) */
-    uint64_t written;   /* size of the temporary file so far, bytes */
-    uint64_t flushed;   /* bytes handed to writeback so far (see write) */
+    int fd;           /* the temporary file, -1 when closed */
+    char *target;     /* ckpt_malloc'd copy of the target path */
+    char *tmp;        /* ckpt_malloc'd temporary path, NULL once gone */
+    int error;        /* first CKPT_E_* code, sticky (0 = none) */
+    uint64_t written; /* size of the temporary file so far, bytes */
+    uint64_t flushed; /* bytes handed to writeback so far (see write) */
 } ckpt_atomic;
 
 /* Creates the temporary file next to `target`. Returns 0, CKPT_E_IO (e.g.

@@ -26,7 +26,8 @@ static num_result nti(const uint8_t *f, size_t len, int64_t *out) {
     while (end < len && f[end]) end++;
     size_t b = 0, e = end;
     /* str.strip() on ASCII: \t \n \v \f \r, \x1c-\x1f and space */
-    while (b < e && (f[b] == ' ' || (f[b] >= 0x09 && f[b] <= 0x0d) || (f[b] >= 0x1c && f[b] <= 0x1f)))
+    while (b < e &&
+           (f[b] == ' ' || (f[b] >= 0x09 && f[b] <= 0x0d) || (f[b] >= 0x1c && f[b] <= 0x1f)))
         b++;
     while (e > b && (f[e - 1] == ' ' || (f[e - 1] >= 0x09 && f[e - 1] <= 0x0d) ||
                      (f[e - 1] >= 0x1c && f[e - 1] <= 0x1f)))
@@ -117,8 +118,7 @@ static size_t field_len(const uint8_t *f, size_t cap) {
 /* One member from the header at `off`. */
 static int add_member(ckpt_tar *t, ckpt_arena *a, size_t *cap, const uint8_t *h, uint64_t off,
                       int64_t size) {
-    if (ckpt_arena_grow(a, (void **)&t->members, cap, t->count + 1, sizeof *t->members))
-        return -1;
+    if (ckpt_arena_grow(a, (void **)&t->members, cap, t->count + 1, sizeof *t->members)) return -1;
     ckpt_tar_member *m = &t->members[t->count++];
     size_t nlen = field_len(h, 100), plen = field_len(h + 345, 155);
     uint8_t type = h[156];
@@ -145,7 +145,7 @@ int ckpt_tar_read(ckpt_tar *t, ckpt_arena *a, const uint8_t *p, size_t n, uint64
     size_t cap = 0;
     uint64_t off = 0;
     for (;;) {
-        if (n - off < BLOCK) { /* empty or truncated header */
+        if (n - off < BLOCK) {      /* empty or truncated header */
             if (off == 0) return 0; /* ReadError: not a tar */
             break;
         }
@@ -162,8 +162,7 @@ int ckpt_tar_read(ckpt_tar *t, ckpt_arena *a, const uint8_t *p, size_t n, uint64
         uint8_t type = h[156];
         if (strchr("LKSxgX", type) && type)
             return unsure(t, off, "a PAX, GNU long-name or sparse header");
-        if (strchr("1234", type) && type)
-            return unsure(t, off, "a link or device member");
+        if (strchr("1234", type) && type) return unsure(t, off, "a link or device member");
         if (max_members && t->count >= max_members)
             return unsure(t, off, "more members than max_zip_entries");
         if (add_member(t, a, &cap, h, off, size)) return -1;

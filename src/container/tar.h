@@ -24,18 +24,18 @@
 #include "base/alloc.h"
 
 typedef enum ckpt_tar_answer {
-    CKPT_TAR_NO,     /* tarfile.open raises ReadError: not a tar */
-    CKPT_TAR_YES,    /* members listed (or the listing raises ReadError) */
-    CKPT_TAR_UNSURE  /* tarfile may read it in a way ckpt does not follow */
+    CKPT_TAR_NO,    /* tarfile.open raises ReadError: not a tar */
+    CKPT_TAR_YES,   /* members listed (or the listing raises ReadError) */
+    CKPT_TAR_UNSURE /* tarfile may read it in a way ckpt does not follow */
 } ckpt_tar_answer;
 
 typedef struct ckpt_tar_member {
     const char *name; /* NUL-terminated, in the arena */
     size_t name_len;
-    uint8_t type;     /* the type byte: '0', '\0', '7' and unknown types
+    uint8_t type;    /* the type byte: '0', '\0', '7' and unknown types
                          hold data; '5' is a directory */
-    uint64_t header;  /* offset of its header */
-    uint64_t data;    /* offset of its data */
+    uint64_t header; /* offset of its header */
+    uint64_t data;   /* offset of its data */
     uint64_t size;
 } ckpt_tar_member;
 
@@ -52,8 +52,7 @@ typedef struct ckpt_tar {
 
 /* Reads the directory of p[0..n) (borrowed), at most max_members
  * members (more is UNSURE; 0: as many as n holds, 512 bytes each). Returns 0, or -1 when an allocation fails. */
-int ckpt_tar_read(ckpt_tar *t, ckpt_arena *a, const uint8_t *p, size_t n,
-                  uint64_t max_members);
+int ckpt_tar_read(ckpt_tar *t, ckpt_arena *a, const uint8_t *p, size_t n, uint64_t max_members);
 
 /* The first block alone: would tarfile.open take p for a tar? */
 ckpt_tar_answer ckpt_tar_sniff(const uint8_t *p, size_t n);

@@ -39,13 +39,10 @@
 static uint16_t rd16(const uint8_t *p) { return (uint16_t)(p[0] | p[1] << 8); }
 
 static uint32_t rd32(const uint8_t *p) {
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-           (uint32_t)p[3] << 24;
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
-static uint64_t rd64(const uint8_t *p) {
-    return (uint64_t)rd32(p) | (uint64_t)rd32(p + 4) << 32;
-}
+static uint64_t rd64(const uint8_t *p) { return (uint64_t)rd32(p) | (uint64_t)rd32(p + 4) << 32; }
 
 /* Where the directory is, as the end records declare it. */
 typedef struct dir_info {
@@ -116,10 +113,12 @@ static int read_end_records(ckpt_zip *z, dir_info *d) {
                             "zip archive is truncated or incomplete: no "
                             "end-of-central-directory record (PK\\5\\6) in its "
                             "last %zu bytes; the file was probably cut "
-                            "short while being written or copied", searched);
+                            "short while being written or copied",
+                            searched);
         return ckpt_err(CKPT_E_FORMAT, z->file, NULL, CKPT_NO_OFFSET,
                         "expected an end-of-central-directory record "
-                        "(PK\\5\\6) in the last %zu bytes", searched);
+                        "(PK\\5\\6) in the last %zu bytes",
+                        searched);
     }
     const uint8_t *e = z->buf + eocd;
     uint64_t on_disk = rd16(e + 8), this_disk = rd16(e + 4), cd_disk = rd16(e + 6);
@@ -212,9 +211,8 @@ static int read_end_records(ckpt_zip *z, dir_info *d) {
  * values of the ZIP64 extra field, which holds only the saturated ones, in
  * the order usize, csize, local offset (APPNOTE 4.5.3). Without that field
  * a saturated value is taken literally. */
-static int read_zip64_extra(const ckpt_zip *z, ckpt_zip_entry *e,
-                            uint64_t *local, const uint8_t *x, size_t xlen,
-                            uint64_t xoff) {
+static int read_zip64_extra(const ckpt_zip *z, ckpt_zip_entry *e, uint64_t *local, const uint8_t *x,
+                            size_t xlen, uint64_t xoff) {
     size_t i = 0;
     while (i < xlen) {
         if (xlen - i < 4)
@@ -255,8 +253,7 @@ static int read_zip64_extra(const ckpt_zip *z, ckpt_zip_entry *e,
  * `cen`) to find the data offset, and checks that the data lies inside
  * the buffer. miniz reads it only when the member is extracted; ckpt
  * requires every entry's to be valid. */
-static int read_local(const ckpt_zip *z, ckpt_zip_entry *e, uint64_t local,
-                      uint64_t cen) {
+static int read_local(const ckpt_zip *z, ckpt_zip_entry *e, uint64_t local, uint64_t cen) {
     if (local > z->len || z->len - local < LOCAL_SIZE)
         return ckpt_err(CKPT_E_TRUNCATED, z->file, e->name, cen,
                         "local header offset %" PRIu64
@@ -269,11 +266,9 @@ static int read_local(const ckpt_zip *z, ckpt_zip_entry *e, uint64_t local,
     uint64_t nlen = rd16(h + 26), xlen = rd16(h + 28);
     if (z->len - local - LOCAL_SIZE < nlen)
         return ckpt_err(CKPT_E_TRUNCATED, z->file, e->name, local,
-                        "local header's name (%" PRIu64
-                        " bytes) runs past the end of the input",
+                        "local header's name (%" PRIu64 " bytes) runs past the end of the input",
                         nlen);
-    e->local_name_differs =
-        nlen != e->name_len || memcmp(h + LOCAL_SIZE, e->name, nlen) != 0;
+    e->local_name_differs = nlen != e->name_len || memcmp(h + LOCAL_SIZE, e->name, nlen) != 0;
     e->local_offset = local;
     /* No overflow: local + 30 + nlen <= len, and xlen < 2^16. */
     e->data_offset = local + LOCAL_SIZE + nlen + xlen;
@@ -287,8 +282,8 @@ static int read_local(const ckpt_zip *z, ckpt_zip_entry *e, uint64_t local,
 
 /* The checks mz_zip_reader_read_central_dir makes of each entry, on its
  * raw 32-bit fields (before any ZIP64 extra replaces them). */
-static int miniz_entry_checks(const ckpt_zip *z, const uint8_t *h, uint64_t at,
-                              uint32_t this_disk, const char *name) {
+static int miniz_entry_checks(const ckpt_zip *z, const uint8_t *h, uint64_t at, uint32_t this_disk,
+                              const char *name) {
     uint64_t csize = rd32(h + 20), usize = rd32(h + 24), local = rd32(h + 42);
     /* miniz reads the method as 32 bits: method and time together */
     if (csize != SATURATED && usize != SATURATED &&
@@ -301,7 +296,8 @@ static int miniz_entry_checks(const ckpt_zip *z, const uint8_t *h, uint64_t at,
     if (disk == 0xFFFF || (disk != this_disk && disk != 1))
         return ckpt_err(CKPT_E_UNSUPPORTED, z->file, name, at,
                         "central entry starts on disk %u: multi-disk archives "
-                        "are not supported", disk);
+                        "are not supported",
+                        disk);
     if (csize != SATURATED && local + LOCAL_SIZE + csize > z->len)
         return ckpt_err(CKPT_E_TRUNCATED, z->file, name, at,
                         "central entry's %" PRIu64 " bytes at local header offset %" PRIu64
@@ -316,8 +312,8 @@ static int miniz_entry_checks(const ckpt_zip *z, const uint8_t *h, uint64_t at,
 
 /* Parses the central entry at *pos (the directory ends at `end`) into e
  * and advances *pos past it. */
-static int read_central(const ckpt_zip *z, ckpt_arena *a, uint64_t *pos,
-                        uint64_t end, uint32_t this_disk, ckpt_zip_entry *e) {
+static int read_central(const ckpt_zip *z, ckpt_arena *a, uint64_t *pos, uint64_t end,
+                        uint32_t this_disk, ckpt_zip_entry *e) {
     uint64_t at = *pos;
     if (end - at < CENTRAL_SIZE)
         return ckpt_err(CKPT_E_FORMAT, z->file, NULL, at,
@@ -340,8 +336,7 @@ static int read_central(const ckpt_zip *z, ckpt_arena *a, uint64_t *pos,
                         "member name contains a NUL byte");
     e->name = ckpt_arena_strndup(a, name, nlen);
     if (!e->name)
-        return ckpt_err(CKPT_E_NOMEM, z->file, NULL, at,
-                        "out of memory for a member name");
+        return ckpt_err(CKPT_E_NOMEM, z->file, NULL, at, "out of memory for a member name");
     e->name_len = nlen;
     int rc = z->reading == CKPT_ZIP_ZIPFILE ? 0 : miniz_entry_checks(z, h, at, this_disk, e->name);
     if (rc) return rc;
@@ -353,8 +348,8 @@ static int read_central(const ckpt_zip *z, ckpt_arena *a, uint64_t *pos,
     e->is_dir = (nlen && name[nlen - 1] == '/') || (rd32(h + 38) & DOS_DIR_ATTR);
     uint64_t local = rd32(h + 42);
     if (e->usize == SATURATED || e->csize == SATURATED || local == SATURATED) {
-        rc = read_zip64_extra(z, e, &local, h + CENTRAL_SIZE + nlen, xlen,
-                              at + CENTRAL_SIZE + nlen);
+        rc =
+            read_zip64_extra(z, e, &local, h + CENTRAL_SIZE + nlen, xlen, at + CENTRAL_SIZE + nlen);
         if (rc) return rc;
     }
     *pos = at + CENTRAL_SIZE + nlen + xlen + clen;
@@ -407,8 +402,7 @@ static int build_index(ckpt_zip *z, ckpt_arena *a) {
                         "out of memory for the index of %zu members", z->count);
     for (size_t i = 0; i < z->count; i++) z->by_name[i] = i;
     if (z->count > 1) {
-        for (size_t start = (z->count - 2) / 2 + 1; start-- > 0;)
-            sift_down(z, start, z->count);
+        for (size_t start = (z->count - 2) / 2 + 1; start-- > 0;) sift_down(z, start, z->count);
         for (size_t end = z->count - 1; end > 0; end--) {
             size_t t = z->by_name[end];
             z->by_name[end] = z->by_name[0];
@@ -444,8 +438,7 @@ static int check_overlaps(const ckpt_zip *z, ckpt_arena *a) {
         if (e->local_offset < p->data_offset + p->csize)
             return ckpt_err(CKPT_E_FORMAT, z->file, e->name, e->local_offset,
                             "member overlaps member %s (its local header and data "
-                            "span offsets %" PRIu64 "..%" PRIu64
-                            "): several entries share bytes",
+                            "span offsets %" PRIu64 "..%" PRIu64 "): several entries share bytes",
                             p->name, p->local_offset, p->data_offset + p->csize);
     }
     return 0;
@@ -461,21 +454,20 @@ static int open_dir(ckpt_zip *z, ckpt_arena *a, const ckpt_limits *lim) {
      * caller's own cap below that. */
     if (d.count > d.cd_size / CENTRAL_SIZE)
         return ckpt_err(CKPT_E_FORMAT, z->file, NULL, d.eocd,
-                        "a central directory of %" PRIu64
-                        " bytes cannot hold %" PRIu64
+                        "a central directory of %" PRIu64 " bytes cannot hold %" PRIu64
                         " entries of at least 46 bytes",
                         d.cd_size, d.count);
     if (lim->max_zip_entries && d.count > lim->max_zip_entries)
         return ckpt_err(CKPT_E_LIMIT, z->file, NULL, d.eocd,
-                        "%" PRIu64 " entries exceed the limit max_zip_entries = %"
-                        PRIu64 " (0: as many as the file's size holds)",
+                        "%" PRIu64 " entries exceed the limit max_zip_entries = %" PRIu64
+                        " (0: as many as the file's size holds)",
                         d.count, lim->max_zip_entries);
     /* count <= cd_size / 46 <= len, so it fits size_t. */
     z->count = (size_t)d.count;
     z->entries = ckpt_arena_array(a, z->count, sizeof *z->entries);
     if (!z->entries && z->count)
-        return ckpt_err(CKPT_E_NOMEM, z->file, NULL, d.cd_offset,
-                        "out of memory for %zu members", z->count);
+        return ckpt_err(CKPT_E_NOMEM, z->file, NULL, d.cd_offset, "out of memory for %zu members",
+                        z->count);
     uint64_t pos = d.cd_offset, end = d.cd_offset + d.cd_size;
     for (size_t i = 0; i < z->count; i++) {
         rc = read_central(z, a, &pos, end, d.this_disk, &z->entries[i]);
@@ -497,8 +489,8 @@ int ckpt_zip_open_reading(ckpt_zip *z, ckpt_arena *a, const uint8_t *buf, size_t
     return rc;
 }
 
-int ckpt_zip_open(ckpt_zip *z, ckpt_arena *a, const uint8_t *buf, size_t len,
-                  const char *file, const ckpt_limits *lim) {
+int ckpt_zip_open(ckpt_zip *z, ckpt_arena *a, const uint8_t *buf, size_t len, const char *file,
+                  const ckpt_limits *lim) {
     return ckpt_zip_open_reading(z, a, buf, len, file, lim, CKPT_ZIP_TORCH);
 }
 
@@ -523,30 +515,25 @@ uint64_t ckpt_zip_budget(const ckpt_limits *lim, size_t len) {
     return by_ratio < lim->max_inflate_bytes ? by_ratio : lim->max_inflate_bytes;
 }
 
-static int inflate_member(const ckpt_zip *z, const ckpt_zip_entry *e,
-                          ckpt_arena *a, uint64_t *budget,
-                          const uint8_t **data) {
+static int inflate_member(const ckpt_zip *z, const ckpt_zip_entry *e, ckpt_arena *a,
+                          uint64_t *budget, const uint8_t **data) {
     if (e->usize > *budget)
         return ckpt_err(CKPT_E_LIMIT, z->file, e->name, e->data_offset,
-                        "deflated member inflates to %" PRIu64
-                        " bytes, more than the %" PRIu64
+                        "deflated member inflates to %" PRIu64 " bytes, more than the %" PRIu64
                         " left of this file's inflate budget (max_inflate_bytes, "
                         "at most max_inflate_ratio times the file's size)",
                         e->usize, *budget);
     uint64_t most;
-    if (ckpt_mul_overflow(e->csize, MAX_DEFLATE_RATIO, &most) ||
-        e->usize > most)
+    if (ckpt_mul_overflow(e->csize, MAX_DEFLATE_RATIO, &most) || e->usize > most)
         return ckpt_err(CKPT_E_FORMAT, z->file, e->name, e->data_offset,
-                        "deflated member declares %" PRIu64
-                        " bytes from %" PRIu64
+                        "deflated member declares %" PRIu64 " bytes from %" PRIu64
                         " compressed bytes, more than deflate can produce "
                         "(1032:1)",
                         e->usize, e->csize);
     size_t n = (size_t)e->usize;
     if (n != e->usize)
         return ckpt_err(CKPT_E_LIMIT, z->file, e->name, e->data_offset,
-                        "member of %" PRIu64 " bytes exceeds the address space",
-                        e->usize);
+                        "member of %" PRIu64 " bytes exceeds the address space", e->usize);
     *budget -= e->usize;
     uint8_t *out = ckpt_arena_alloc(a, n);
     if (!out)
@@ -558,8 +545,8 @@ static int inflate_member(const ckpt_zip *z, const ckpt_zip_entry *e,
                         "out of memory for a deflate decompressor");
     size_t got = 0;
     /* csize <= len was checked by open, so the cast is exact. */
-    enum libdeflate_result r = libdeflate_deflate_decompress(
-        dec, z->buf + e->data_offset, (size_t)e->csize, out, n, &got);
+    enum libdeflate_result r =
+        libdeflate_deflate_decompress(dec, z->buf + e->data_offset, (size_t)e->csize, out, n, &got);
     libdeflate_free_decompressor(dec);
     if (r == LIBDEFLATE_INSUFFICIENT_SPACE)
         return ckpt_err(CKPT_E_FORMAT, z->file, e->name, e->data_offset,
@@ -567,8 +554,7 @@ static int inflate_member(const ckpt_zip *z, const ckpt_zip_entry *e,
                         "the central directory declares",
                         n);
     if (r != LIBDEFLATE_SUCCESS)
-        return ckpt_err(CKPT_E_FORMAT, z->file, e->name, e->data_offset,
-                        "invalid deflate data");
+        return ckpt_err(CKPT_E_FORMAT, z->file, e->name, e->data_offset, "invalid deflate data");
     if (got != n)
         return ckpt_err(CKPT_E_FORMAT, z->file, e->name, e->data_offset,
                         "deflated member inflates to %zu bytes, the central "
@@ -578,8 +564,8 @@ static int inflate_member(const ckpt_zip *z, const ckpt_zip_entry *e,
     return 0;
 }
 
-int ckpt_zip_read(const ckpt_zip *z, const ckpt_zip_entry *e, ckpt_arena *a,
-                  uint64_t *budget, const uint8_t **data) {
+int ckpt_zip_read(const ckpt_zip *z, const ckpt_zip_entry *e, ckpt_arena *a, uint64_t *budget,
+                  const uint8_t **data) {
     *data = NULL;
     if (e->flags & FLAG_UNREADABLE)
         return ckpt_err(CKPT_E_UNSUPPORTED, z->file, e->name, e->data_offset,
@@ -600,15 +586,13 @@ int ckpt_zip_read(const ckpt_zip *z, const ckpt_zip_entry *e, ckpt_arena *a,
     if (e->csize != e->usize)
         return ckpt_err(CKPT_E_FORMAT, z->file, e->name, e->data_offset,
                         "stored member has compressed size %" PRIu64
-                        " but uncompressed size %" PRIu64
-                        "; they must be equal",
+                        " but uncompressed size %" PRIu64 "; they must be equal",
                         e->csize, e->usize);
     *data = z->buf + e->data_offset;
     return 0;
 }
 
-int ckpt_zip_check_crc(const ckpt_zip *z, const ckpt_zip_entry *e,
-                       const uint8_t *data) {
+int ckpt_zip_check_crc(const ckpt_zip *z, const ckpt_zip_entry *e, const uint8_t *data) {
     uint32_t crc = libdeflate_crc32(0, data, (size_t)e->usize);
     if (crc != e->crc32)
         return ckpt_err(CKPT_E_CHECKSUM, z->file, e->name, e->data_offset,

@@ -32,7 +32,7 @@
 #include "ckpt.h"
 
 typedef struct ckpt_zip_entry {
-    const char *name;       /* central-directory name, NUL-terminated */
+    const char *name; /* central-directory name, NUL-terminated */
     size_t name_len;
     uint64_t local_offset;  /* absolute offset of the local header */
     uint64_t data_offset;   /* absolute offset of the member's data */
@@ -52,29 +52,25 @@ typedef struct ckpt_zip_entry {
  * Python's zipfile would read another), miniz's alone, or zipfile's
  * (offsets shifted by the bytes before the archive; the ZIP64 record
  * right before its locator; none of miniz's per-entry checks). */
-typedef enum ckpt_zip_reading {
-    CKPT_ZIP_TORCH,
-    CKPT_ZIP_MINIZ,
-    CKPT_ZIP_ZIPFILE
-} ckpt_zip_reading;
+typedef enum ckpt_zip_reading { CKPT_ZIP_TORCH, CKPT_ZIP_MINIZ, CKPT_ZIP_ZIPFILE } ckpt_zip_reading;
 
 typedef struct ckpt_zip {
     ckpt_zip_entry *entries; /* in central-directory order; every
                                 [data_offset, data_offset + csize) lies
                                 inside buf */
     size_t count;
-    size_t *by_name;         /* indices in miniz's sorted order (names
+    size_t *by_name;    /* indices in miniz's sorted order (names
                                 lowered), for lookup */
-    int has_duplicates;      /* two entries share a name, ignoring ASCII
+    int has_duplicates; /* two entries share a name, ignoring ASCII
                                 case (which one a lookup finds is miniz's
                                 choice; Python's zipfile takes another) */
     ckpt_zip_reading reading;
-    int readings_differ;     /* miniz and zipfile read other directories */
-    uint64_t shift;          /* zipfile's reading: bytes before the archive
+    int readings_differ; /* miniz and zipfile read other directories */
+    uint64_t shift;      /* zipfile's reading: bytes before the archive
                                 added to every offset it declares */
     const uint8_t *buf;
     size_t len;
-    const char *file;        /* for error messages */
+    const char *file; /* for error messages */
 } ckpt_zip;
 
 /* Parses the directory of buf[0..len) (borrowed; must outlive z) in
@@ -90,8 +86,8 @@ typedef struct ckpt_zip {
  * local header "PK\3\4": a file cut short), CKPT_E_UNSUPPORTED
  * (multi-disk, the masked-directory flag 0x2000), CKPT_E_LIMIT,
  * CKPT_E_NOMEM. */
-int ckpt_zip_open(ckpt_zip *z, ckpt_arena *a, const uint8_t *buf, size_t len,
-                  const char *file, const ckpt_limits *lim);
+int ckpt_zip_open(ckpt_zip *z, ckpt_arena *a, const uint8_t *buf, size_t len, const char *file,
+                  const ckpt_limits *lim);
 
 /* ckpt_zip_open with the reading `how`; CKPT_ZIP_TORCH is
  * ckpt_zip_open. The scanner reads both others to see what either reader
@@ -119,14 +115,13 @@ uint64_t ckpt_zip_budget(const ckpt_limits *lim, size_t len);
  * method other than 0 or 8), CKPT_E_LIMIT, CKPT_E_FORMAT (invalid deflate
  * data, inflated size differs from usize, stored sizes differ, a
  * directory entry with data: torch reads none), CKPT_E_NOMEM. */
-int ckpt_zip_read(const ckpt_zip *z, const ckpt_zip_entry *e, ckpt_arena *a,
-                  uint64_t *budget, const uint8_t **data);
+int ckpt_zip_read(const ckpt_zip *z, const ckpt_zip_entry *e, ckpt_arena *a, uint64_t *budget,
+                  const uint8_t **data);
 
 /* CRC-32 (libdeflate) of the member's usize uncompressed bytes `data`
  * (from ckpt_zip_read) against the central directory. 0, or
  * CKPT_E_CHECKSUM naming the member and data offset, with both CRCs in
  * the message. torch.load ignores CRCs (§2.3): callers report, not refuse. */
-int ckpt_zip_check_crc(const ckpt_zip *z, const ckpt_zip_entry *e,
-                       const uint8_t *data);
+int ckpt_zip_check_crc(const ckpt_zip *z, const ckpt_zip_entry *e, const uint8_t *data);
 
 #endif

@@ -16,9 +16,7 @@ static const uint8_t legacy_magic[] = {0x80, 0x02, 0x8a, 0x0a, 0x6c, 0xfc,
 
 /* JSON's whitespace, which may precede an index's '{' or a safetensors
  * header's (after its 8-byte length). */
-static int is_json_ws(uint8_t c) {
-    return c == ' ' || c == '\t' || c == '\n' || c == '\r';
-}
+static int is_json_ws(uint8_t c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 
 /* First non-whitespace byte at or after `from`, or -1. */
 static int first_non_ws(const uint8_t *p, size_t n, size_t from) {

@@ -30,8 +30,8 @@ typedef struct reader {
 } reader;
 
 static int bad(const reader *r, size_t at, const char *what) {
-    return ckpt_err(CKPT_E_FORMAT, r->file, NULL, at,
-                    "not JSON as Python's json reads it: %s", what);
+    return ckpt_err(CKPT_E_FORMAT, r->file, NULL, at, "not JSON as Python's json reads it: %s",
+                    what);
 }
 
 static int nomem(const reader *r) {
@@ -39,8 +39,8 @@ static int nomem(const reader *r) {
 }
 
 static void skip_ws(reader *r) {
-    while (r->i < r->n && (r->p[r->i] == ' ' || r->p[r->i] == '\t' || r->p[r->i] == '\n' ||
-                           r->p[r->i] == '\r'))
+    while (r->i < r->n &&
+           (r->p[r->i] == ' ' || r->p[r->i] == '\t' || r->p[r->i] == '\n' || r->p[r->i] == '\r'))
         r->i++;
 }
 
@@ -219,8 +219,7 @@ static int object(reader *r, uint32_t depth, int role, int *has_weight_map) {
             /* the last "weight_map" wins, as in a Python dict */
             r->npairs = 0;
             *has_weight_map = r->i < r->n && r->p[r->i] == '{';
-            rc = *has_weight_map ? object(r, depth + 1, WEIGHT_MAP, NULL)
-                                 : value(r, depth + 1);
+            rc = *has_weight_map ? object(r, depth + 1, WEIGHT_MAP, NULL) : value(r, depth + 1);
         } else {
             rc = value(r, depth + 1);
         }
@@ -259,8 +258,8 @@ static int array(reader *r, uint32_t depth) {
 
 static int value(reader *r, uint32_t depth) {
     if (depth > r->max_depth)
-        return ckpt_err(CKPT_E_LIMIT, r->file, NULL, r->i,
-                        "JSON nested deeper than max_depth (%u)", r->max_depth);
+        return ckpt_err(CKPT_E_LIMIT, r->file, NULL, r->i, "JSON nested deeper than max_depth (%u)",
+                        r->max_depth);
     if (r->i >= r->n) return bad(r, r->i, "expecting a value");
     switch (r->p[r->i]) {
     case '"': return string(r, NULL, NULL, NULL);
@@ -268,8 +267,8 @@ static int value(reader *r, uint32_t depth) {
     case '[': return array(r, depth);
     default: break;
     }
-    if (literal(r, "null") || literal(r, "true") || literal(r, "false") ||
-        literal(r, "NaN") || literal(r, "Infinity"))
+    if (literal(r, "null") || literal(r, "true") || literal(r, "false") || literal(r, "NaN") ||
+        literal(r, "Infinity"))
         return 0;
     if (r->p[r->i] == '-' || (r->p[r->i] >= '0' && r->p[r->i] <= '9')) return number(r);
     return bad(r, r->i, "expecting a value");
@@ -285,15 +284,16 @@ static int by_key(const void *pa, const void *pb) {
     return (x->seq > y->seq) - (x->seq < y->seq);
 }
 
-int ckpt_index_read(ckpt_index *ix, ckpt_arena *a, const uint8_t *doc, size_t n,
-                    const char *file, uint32_t max_depth) {
+int ckpt_index_read(ckpt_index *ix, ckpt_arena *a, const uint8_t *doc, size_t n, const char *file,
+                    uint32_t max_depth) {
     memset(ix, 0, sizeof *ix);
     reader r = {doc, n, 0, a, file, max_depth, NULL, 0, 0};
     skip_ws(&r);
     if (r.i >= n || doc[r.i] != '{')
-        return bad(&r, r.i, n - r.i >= 3 && memcmp(doc + r.i, "\xef\xbb\xbf", 3) == 0
-                                ? "a UTF-8 byte-order mark (json.loads refuses it)"
-                                : "the document is not a JSON object");
+        return bad(&r, r.i,
+                   n - r.i >= 3 && memcmp(doc + r.i, "\xef\xbb\xbf", 3) == 0
+                       ? "a UTF-8 byte-order mark (json.loads refuses it)"
+                       : "the document is not a JSON object");
     int has = 0;
     int rc = object(&r, 1, TOP, &has);
     if (rc) return rc;

@@ -20,19 +20,19 @@ typedef struct ckpt_index_shard {
     const char *name; /* UTF-8 (a lone surrogate as its 3-byte form),
                          NUL-terminated; may hold a NUL from "\u0000" */
     size_t len;
-    uint64_t offset;  /* of the value in the document */
-    int surrogate;    /* holds a lone surrogate: no file name json's
+    uint64_t offset; /* of the value in the document */
+    int surrogate;   /* holds a lone surrogate: no file name json's
                          caller could open as UTF-8 */
 } ckpt_index_shard;
 
 typedef struct ckpt_index {
-    int has_weight_map;   /* the top-level object's last "weight_map"
+    int has_weight_map;       /* the top-level object's last "weight_map"
                              value is an object */
     ckpt_index_shard *shards; /* its string values, one per distinct key
                                  (the last value of each), in document
                                  order; not deduplicated */
     size_t nshards;
-    size_t non_strings;   /* values that are not strings */
+    size_t non_strings;        /* values that are not strings */
     uint64_t first_non_string; /* offset of the first of them */
 } ckpt_index;
 
@@ -41,7 +41,7 @@ typedef struct ckpt_index {
  * input in errors. Errors: CKPT_E_FORMAT with the offset json reports
  * (not JSON, or the top level is not an object), CKPT_E_LIMIT,
  * CKPT_E_NOMEM. */
-int ckpt_index_read(ckpt_index *ix, ckpt_arena *a, const uint8_t *doc, size_t n,
-                    const char *file, uint32_t max_depth);
+int ckpt_index_read(ckpt_index *ix, ckpt_arena *a, const uint8_t *doc, size_t n, const char *file,
+                    uint32_t max_depth);
 
 #endif

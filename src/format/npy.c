@@ -9,21 +9,21 @@ typedef enum { N_STR, N_INT, N_BOOL, N_NONE, N_TUPLE, N_LIST, N_DICT } ntype;
 
 typedef struct node {
     ntype t;
-    size_t at;            /* offset in the file */
-    const char *s;        /* N_STR: the text between the quotes */
+    size_t at;     /* offset in the file */
+    const char *s; /* N_STR: the text between the quotes */
     size_t len;
-    struct node **items;  /* tuple/list items; dict: key, value, key, ... */
+    struct node **items; /* tuple/list items; dict: key, value, key, ... */
     size_t n;
 } node;
 
 typedef struct parser {
     const uint8_t *p;
-    size_t i, end;        /* the header text is p[i..end) */
+    size_t i, end; /* the header text is p[i..end) */
     ckpt_arena *a;
     uint32_t depth, max_depth;
-    int py2;              /* 1.0 and 2.0: an L after an int is dropped */
+    int py2; /* 1.0 and 2.0: an L after an int is dropped */
     int nomem;
-    uint64_t at;          /* where the literal stops being understood */
+    uint64_t at; /* where the literal stops being understood */
     const char *why;
 } parser;
 
@@ -185,9 +185,9 @@ static int is_digits(const char *s, size_t n) {
  * produce; UNSURE for any other string. */
 static ckpt_npy_kind dtype_string(const char *s, size_t n) {
     static const char *const plain[] = {
-        "?", "b", "B", "h", "H", "i", "I", "l", "L", "q", "Q", "p", "P", "e", "f", "d",
-        "g", "F", "D", "G", "b1", "i1", "i2", "i4", "i8", "u1", "u2", "u4", "u8", "f2",
-        "f4", "f8", "f12", "f16", "c8", "c16", "c24", "c32", "M", "m", "M8", "m8"};
+        "?",  "b",  "B",  "h",  "H",   "i",   "I",  "l",   "L",   "q",   "Q",  "p",  "P",  "e",
+        "f",  "d",  "g",  "F",  "D",   "G",   "b1", "i1",  "i2",  "i4",  "i8", "u1", "u2", "u4",
+        "u8", "f2", "f4", "f8", "f12", "f16", "c8", "c16", "c24", "c32", "M",  "m",  "M8", "m8"};
     if ((n == 6 && memcmp(s, "object", 6) == 0) || (n == 7 && memcmp(s, "object_", 7) == 0))
         return CKPT_NPY_OBJECT;
     if (n && strchr("<>|=", s[0])) s++, n--;
@@ -309,8 +309,8 @@ int ckpt_npy_read_header(ckpt_npy_header *h, ckpt_arena *a, const uint8_t *p, si
         return 1;
     }
     uint64_t hlen = major == 1 ? (uint64_t)(p[8] | p[9] << 8)
-                               : (uint64_t)p[8] | (uint64_t)p[9] << 8 |
-                                     (uint64_t)p[10] << 16 | (uint64_t)p[11] << 24;
+                               : (uint64_t)p[8] | (uint64_t)p[9] << 8 | (uint64_t)p[10] << 16 |
+                                     (uint64_t)p[11] << 24;
     h->at = 8;
     if (hlen > n - start) {
         h->kind = CKPT_NPY_REFUSED;

@@ -25,62 +25,149 @@
 
 enum {
     /* protocol 0 and 1 */
-    OP_MARK = '(', OP_STOP = '.', OP_POP = '0', OP_POP_MARK = '1',
-    OP_DUP = '2', OP_FLOAT = 'F', OP_INT = 'I', OP_BININT = 'J',
-    OP_BININT1 = 'K', OP_LONG = 'L', OP_BININT2 = 'M', OP_NONE = 'N',
-    OP_PERSID = 'P', OP_BINPERSID = 'Q', OP_REDUCE = 'R', OP_STRING = 'S',
-    OP_BINSTRING = 'T', OP_SHORT_BINSTRING = 'U', OP_UNICODE = 'V',
-    OP_BINUNICODE = 'X', OP_APPEND = 'a', OP_BUILD = 'b', OP_GLOBAL = 'c',
-    OP_DICT = 'd', OP_EMPTY_DICT = '}', OP_APPENDS = 'e', OP_GET = 'g',
-    OP_BINGET = 'h', OP_INST = 'i', OP_LONG_BINGET = 'j', OP_LIST = 'l',
-    OP_EMPTY_LIST = ']', OP_OBJ = 'o', OP_PUT = 'p', OP_BINPUT = 'q',
-    OP_LONG_BINPUT = 'r', OP_SETITEM = 's', OP_TUPLE = 't',
-    OP_EMPTY_TUPLE = ')', OP_SETITEMS = 'u', OP_BINFLOAT = 'G',
+    OP_MARK = '(',
+    OP_STOP = '.',
+    OP_POP = '0',
+    OP_POP_MARK = '1',
+    OP_DUP = '2',
+    OP_FLOAT = 'F',
+    OP_INT = 'I',
+    OP_BININT = 'J',
+    OP_BININT1 = 'K',
+    OP_LONG = 'L',
+    OP_BININT2 = 'M',
+    OP_NONE = 'N',
+    OP_PERSID = 'P',
+    OP_BINPERSID = 'Q',
+    OP_REDUCE = 'R',
+    OP_STRING = 'S',
+    OP_BINSTRING = 'T',
+    OP_SHORT_BINSTRING = 'U',
+    OP_UNICODE = 'V',
+    OP_BINUNICODE = 'X',
+    OP_APPEND = 'a',
+    OP_BUILD = 'b',
+    OP_GLOBAL = 'c',
+    OP_DICT = 'd',
+    OP_EMPTY_DICT = '}',
+    OP_APPENDS = 'e',
+    OP_GET = 'g',
+    OP_BINGET = 'h',
+    OP_INST = 'i',
+    OP_LONG_BINGET = 'j',
+    OP_LIST = 'l',
+    OP_EMPTY_LIST = ']',
+    OP_OBJ = 'o',
+    OP_PUT = 'p',
+    OP_BINPUT = 'q',
+    OP_LONG_BINPUT = 'r',
+    OP_SETITEM = 's',
+    OP_TUPLE = 't',
+    OP_EMPTY_TUPLE = ')',
+    OP_SETITEMS = 'u',
+    OP_BINFLOAT = 'G',
     /* protocol 2 */
-    OP_PROTO = 0x80, OP_NEWOBJ = 0x81, OP_EXT1 = 0x82, OP_EXT2 = 0x83,
-    OP_EXT4 = 0x84, OP_TUPLE1 = 0x85, OP_TUPLE2 = 0x86, OP_TUPLE3 = 0x87,
-    OP_NEWTRUE = 0x88, OP_NEWFALSE = 0x89, OP_LONG1 = 0x8a, OP_LONG4 = 0x8b,
+    OP_PROTO = 0x80,
+    OP_NEWOBJ = 0x81,
+    OP_EXT1 = 0x82,
+    OP_EXT2 = 0x83,
+    OP_EXT4 = 0x84,
+    OP_TUPLE1 = 0x85,
+    OP_TUPLE2 = 0x86,
+    OP_TUPLE3 = 0x87,
+    OP_NEWTRUE = 0x88,
+    OP_NEWFALSE = 0x89,
+    OP_LONG1 = 0x8a,
+    OP_LONG4 = 0x8b,
     /* protocol 3 */
-    OP_BINBYTES = 'B', OP_SHORT_BINBYTES = 'C',
+    OP_BINBYTES = 'B',
+    OP_SHORT_BINBYTES = 'C',
     /* protocol 4 */
-    OP_SHORT_BINUNICODE = 0x8c, OP_BINUNICODE8 = 0x8d, OP_BINBYTES8 = 0x8e,
-    OP_EMPTY_SET = 0x8f, OP_ADDITEMS = 0x90, OP_FROZENSET = 0x91,
-    OP_NEWOBJ_EX = 0x92, OP_STACK_GLOBAL = 0x93, OP_MEMOIZE = 0x94,
+    OP_SHORT_BINUNICODE = 0x8c,
+    OP_BINUNICODE8 = 0x8d,
+    OP_BINBYTES8 = 0x8e,
+    OP_EMPTY_SET = 0x8f,
+    OP_ADDITEMS = 0x90,
+    OP_FROZENSET = 0x91,
+    OP_NEWOBJ_EX = 0x92,
+    OP_STACK_GLOBAL = 0x93,
+    OP_MEMOIZE = 0x94,
     OP_FRAME = 0x95,
     /* protocol 5 */
-    OP_BYTEARRAY8 = 0x96, OP_NEXT_BUFFER = 0x97, OP_READONLY_BUFFER = 0x98
+    OP_BYTEARRAY8 = 0x96,
+    OP_NEXT_BUFFER = 0x97,
+    OP_READONLY_BUFFER = 0x98
 };
 
 static const char *const op_names[256] = {
-    [OP_MARK] = "MARK", [OP_STOP] = "STOP", [OP_POP] = "POP",
-    [OP_POP_MARK] = "POP_MARK", [OP_DUP] = "DUP", [OP_FLOAT] = "FLOAT",
-    [OP_INT] = "INT", [OP_BININT] = "BININT", [OP_BININT1] = "BININT1",
-    [OP_LONG] = "LONG", [OP_BININT2] = "BININT2", [OP_NONE] = "NONE",
-    [OP_PERSID] = "PERSID", [OP_BINPERSID] = "BINPERSID",
-    [OP_REDUCE] = "REDUCE", [OP_STRING] = "STRING",
-    [OP_BINSTRING] = "BINSTRING", [OP_SHORT_BINSTRING] = "SHORT_BINSTRING",
-    [OP_UNICODE] = "UNICODE", [OP_BINUNICODE] = "BINUNICODE",
-    [OP_APPEND] = "APPEND", [OP_BUILD] = "BUILD", [OP_GLOBAL] = "GLOBAL",
-    [OP_DICT] = "DICT", [OP_EMPTY_DICT] = "EMPTY_DICT",
-    [OP_APPENDS] = "APPENDS", [OP_GET] = "GET", [OP_BINGET] = "BINGET",
-    [OP_INST] = "INST", [OP_LONG_BINGET] = "LONG_BINGET", [OP_LIST] = "LIST",
-    [OP_EMPTY_LIST] = "EMPTY_LIST", [OP_OBJ] = "OBJ", [OP_PUT] = "PUT",
-    [OP_BINPUT] = "BINPUT", [OP_LONG_BINPUT] = "LONG_BINPUT",
-    [OP_SETITEM] = "SETITEM", [OP_TUPLE] = "TUPLE",
-    [OP_EMPTY_TUPLE] = "EMPTY_TUPLE", [OP_SETITEMS] = "SETITEMS",
-    [OP_BINFLOAT] = "BINFLOAT", [OP_PROTO] = "PROTO", [OP_NEWOBJ] = "NEWOBJ",
-    [OP_EXT1] = "EXT1", [OP_EXT2] = "EXT2", [OP_EXT4] = "EXT4",
-    [OP_TUPLE1] = "TUPLE1", [OP_TUPLE2] = "TUPLE2", [OP_TUPLE3] = "TUPLE3",
-    [OP_NEWTRUE] = "NEWTRUE", [OP_NEWFALSE] = "NEWFALSE",
-    [OP_LONG1] = "LONG1", [OP_LONG4] = "LONG4", [OP_BINBYTES] = "BINBYTES",
+    [OP_MARK] = "MARK",
+    [OP_STOP] = "STOP",
+    [OP_POP] = "POP",
+    [OP_POP_MARK] = "POP_MARK",
+    [OP_DUP] = "DUP",
+    [OP_FLOAT] = "FLOAT",
+    [OP_INT] = "INT",
+    [OP_BININT] = "BININT",
+    [OP_BININT1] = "BININT1",
+    [OP_LONG] = "LONG",
+    [OP_BININT2] = "BININT2",
+    [OP_NONE] = "NONE",
+    [OP_PERSID] = "PERSID",
+    [OP_BINPERSID] = "BINPERSID",
+    [OP_REDUCE] = "REDUCE",
+    [OP_STRING] = "STRING",
+    [OP_BINSTRING] = "BINSTRING",
+    [OP_SHORT_BINSTRING] = "SHORT_BINSTRING",
+    [OP_UNICODE] = "UNICODE",
+    [OP_BINUNICODE] = "BINUNICODE",
+    [OP_APPEND] = "APPEND",
+    [OP_BUILD] = "BUILD",
+    [OP_GLOBAL] = "GLOBAL",
+    [OP_DICT] = "DICT",
+    [OP_EMPTY_DICT] = "EMPTY_DICT",
+    [OP_APPENDS] = "APPENDS",
+    [OP_GET] = "GET",
+    [OP_BINGET] = "BINGET",
+    [OP_INST] = "INST",
+    [OP_LONG_BINGET] = "LONG_BINGET",
+    [OP_LIST] = "LIST",
+    [OP_EMPTY_LIST] = "EMPTY_LIST",
+    [OP_OBJ] = "OBJ",
+    [OP_PUT] = "PUT",
+    [OP_BINPUT] = "BINPUT",
+    [OP_LONG_BINPUT] = "LONG_BINPUT",
+    [OP_SETITEM] = "SETITEM",
+    [OP_TUPLE] = "TUPLE",
+    [OP_EMPTY_TUPLE] = "EMPTY_TUPLE",
+    [OP_SETITEMS] = "SETITEMS",
+    [OP_BINFLOAT] = "BINFLOAT",
+    [OP_PROTO] = "PROTO",
+    [OP_NEWOBJ] = "NEWOBJ",
+    [OP_EXT1] = "EXT1",
+    [OP_EXT2] = "EXT2",
+    [OP_EXT4] = "EXT4",
+    [OP_TUPLE1] = "TUPLE1",
+    [OP_TUPLE2] = "TUPLE2",
+    [OP_TUPLE3] = "TUPLE3",
+    [OP_NEWTRUE] = "NEWTRUE",
+    [OP_NEWFALSE] = "NEWFALSE",
+    [OP_LONG1] = "LONG1",
+    [OP_LONG4] = "LONG4",
+    [OP_BINBYTES] = "BINBYTES",
     [OP_SHORT_BINBYTES] = "SHORT_BINBYTES",
     [OP_SHORT_BINUNICODE] = "SHORT_BINUNICODE",
-    [OP_BINUNICODE8] = "BINUNICODE8", [OP_BINBYTES8] = "BINBYTES8",
-    [OP_EMPTY_SET] = "EMPTY_SET", [OP_ADDITEMS] = "ADDITEMS",
-    [OP_FROZENSET] = "FROZENSET", [OP_NEWOBJ_EX] = "NEWOBJ_EX",
-    [OP_STACK_GLOBAL] = "STACK_GLOBAL", [OP_MEMOIZE] = "MEMOIZE",
-    [OP_FRAME] = "FRAME", [OP_BYTEARRAY8] = "BYTEARRAY8",
-    [OP_NEXT_BUFFER] = "NEXT_BUFFER", [OP_READONLY_BUFFER] = "READONLY_BUFFER",
+    [OP_BINUNICODE8] = "BINUNICODE8",
+    [OP_BINBYTES8] = "BINBYTES8",
+    [OP_EMPTY_SET] = "EMPTY_SET",
+    [OP_ADDITEMS] = "ADDITEMS",
+    [OP_FROZENSET] = "FROZENSET",
+    [OP_NEWOBJ_EX] = "NEWOBJ_EX",
+    [OP_STACK_GLOBAL] = "STACK_GLOBAL",
+    [OP_MEMOIZE] = "MEMOIZE",
+    [OP_FRAME] = "FRAME",
+    [OP_BYTEARRAY8] = "BYTEARRAY8",
+    [OP_NEXT_BUFFER] = "NEXT_BUFFER",
+    [OP_READONLY_BUFFER] = "READONLY_BUFFER",
 };
 
 /* Python's int() refuses longer decimal strings (sys.int_info
@@ -95,52 +182,50 @@ typedef struct memo_slot {
 typedef struct machine {
     const pk_options *o;
     const ckpt_limits *lim;
-    ckpt_arena *a;        /* values */
-    ckpt_arena scratch;   /* stack, marks, memo, text copies */
+    ckpt_arena *a;      /* values */
+    ckpt_arena scratch; /* stack, marks, memo, text copies */
     const uint8_t *buf;
-    size_t len, pos;      /* pos: next byte to read */
-    size_t op_pos;        /* where the current opcode starts */
+    size_t len, pos; /* pos: next byte to read */
+    size_t op_pos;   /* where the current opcode starts */
     uint8_t op;
-    unsigned proto;       /* from PROTO; 0 without one, as in Python */
+    unsigned proto; /* from PROTO; 0 without one, as in Python */
     int in_frame;
-    size_t frame_end;     /* valid when in_frame */
-    uint64_t ops;         /* opcodes run plus builder work */
-    uint64_t ops_limit;   /* see pk_build_ctx.ops_limit */
+    size_t frame_end;   /* valid when in_frame */
+    uint64_t ops;       /* opcodes run plus builder work */
+    uint64_t ops_limit; /* see pk_build_ctx.ops_limit */
     ckpt_value **stack;
     size_t sp, stack_cap;
-    size_t *marks;        /* stack heights recorded by MARK */
+    size_t *marks; /* stack heights recorded by MARK */
     size_t nmarks, marks_cap;
-    size_t memo_n;        /* entries, dense and hashed (len(memo)) */
-    ckpt_value **dense;   /* memo keys below dense_cap; NULL: not set */
+    size_t memo_n;      /* entries, dense and hashed (len(memo)) */
+    ckpt_value **dense; /* memo keys below dense_cap; NULL: not set */
     size_t dense_cap, dense_n;
-    memo_slot *memo;      /* other keys: open addressing, capacity a power
+    memo_slot *memo; /* other keys: open addressing, capacity a power
                              of two */
     size_t hash_n, memo_cap;
     uint64_t seed;
-    ckpt_value *result;   /* set by STOP */
-    int scan;             /* pk_options.scan_only */
+    ckpt_value *result; /* set by STOP */
+    int scan;           /* pk_options.scan_only */
     /* scan mode: the shared placeholder of each scalar kind */
     ckpt_value *ph_int, *ph_float, *ph_bool, *ph_none;
 } machine;
 
 int ckpt_pickle_is_opcode(uint8_t op) { return op_names[op] != NULL; }
 
-static const char *op_name(uint8_t op) {
-    return op_names[op] ? op_names[op] : "pickle";
-}
+static const char *op_name(uint8_t op) { return op_names[op] ? op_names[op] : "pickle"; }
 
 #if defined(__GNUC__)
 __attribute__((format(printf, 3, 4)))
 #endif
-static int fail(machine *m, int code, const char *fmt, ...) {
+static int
+fail(machine *m, int code, const char *fmt, ...) {
     char msg[400];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    return ckpt_err(code, m->o->file, m->o->member,
-                    m->o->base_offset + m->op_pos, "%s: %s", op_name(m->op),
-                    msg);
+    return ckpt_err(code, m->o->file, m->o->member, m->o->base_offset + m->op_pos, "%s: %s",
+                    op_name(m->op), msg);
 }
 
 static int nomem(machine *m) { return fail(m, CKPT_E_NOMEM, "out of memory"); }
@@ -153,10 +238,10 @@ static void emit_event(machine *m, pk_event *ev) {
     m->o->on_event(m->o->ctx, ev);
 }
 
-static void emit(machine *m, pk_event_kind kind, const char *module,
-                 const char *name, int allowed, int symbolic) {
-    pk_event ev = {.kind = kind, .module = module, .name = name, .allowed = allowed,
-                   .symbolic = symbolic};
+static void emit(machine *m, pk_event_kind kind, const char *module, const char *name, int allowed,
+                 int symbolic) {
+    pk_event ev = {
+        .kind = kind, .module = module, .name = name, .allowed = allowed, .symbolic = symbolic};
     emit_event(m, &ev);
 }
 
@@ -181,8 +266,7 @@ static void frame_leave_at_end(machine *m) {
 /* The error of take(), kept out of its way. */
 static int take_fail(machine *m, size_t n) {
     if (n > m->len - m->pos)
-        return fail(m, CKPT_E_TRUNCATED,
-                    "expected %zu operand bytes, the input has %zu left", n,
+        return fail(m, CKPT_E_TRUNCATED, "expected %zu operand bytes, the input has %zu left", n,
                     m->len - m->pos);
     return fail(m, CKPT_E_FORMAT,
                 "operand of %zu bytes crosses the end of its FRAME at "
@@ -229,8 +313,7 @@ static int take_line(machine *m, const uint8_t **p, size_t *n) {
                         "%" PRIu64 ": a file unpickler (torch.load) and a "
                         "memory one (pickle.loads) read different lines",
                         m->o->base_offset + m->frame_end);
-        return fail(m, CKPT_E_TRUNCATED,
-                    "expected a text operand ending in a newline");
+        return fail(m, CKPT_E_TRUNCATED, "expected a text operand ending in a newline");
     }
     *p = s;
     *n = (size_t)(nl - s);
@@ -243,8 +326,7 @@ static uint64_t le_bytes(const uint8_t *p, size_t n) {
     case 1: return p[0];
     case 2: return (uint64_t)p[0] | (uint64_t)p[1] << 8;
     case 4:
-        return (uint64_t)p[0] | (uint64_t)p[1] << 8 | (uint64_t)p[2] << 16 |
-               (uint64_t)p[3] << 24;
+        return (uint64_t)p[0] | (uint64_t)p[1] << 8 | (uint64_t)p[2] << 16 | (uint64_t)p[3] << 24;
     default: {
         uint64_t x = 0;
         for (size_t i = n; i-- > 0;) x = x << 8 | p[i];
@@ -265,26 +347,24 @@ static int take_uint(machine *m, size_t n, uint64_t *x) {
 
 /* ---------------------------------------------------------------- stack */
 
-static size_t fence(const machine *m) {
-    return m->nmarks ? m->marks[m->nmarks - 1] : 0;
-}
+static size_t fence(const machine *m) { return m->nmarks ? m->marks[m->nmarks - 1] : 0; }
 
 static int push(machine *m, ckpt_value *v) {
     if (!v) return nomem(m);
     if (m->sp + m->nmarks >= m->lim->max_pickle_stack)
         return fail(m, CKPT_E_LIMIT, "stack and marks exceed %" PRIu64 " entries",
                     m->lim->max_pickle_stack);
-    if (m->sp == m->stack_cap &&
-        ckpt_arena_grow(&m->scratch, (void **)&m->stack, &m->stack_cap,
-                        m->sp + 1, sizeof *m->stack))
+    if (m->sp == m->stack_cap && ckpt_arena_grow(&m->scratch, (void **)&m->stack, &m->stack_cap,
+                                                 m->sp + 1, sizeof *m->stack))
         return nomem(m);
     m->stack[m->sp++] = v;
     return 0;
 }
 
 static int underflow(machine *m) {
-    return fail(m, CKPT_E_FORMAT, m->sp > 0 ? "expected a value above the last MARK"
-                                            : "expected a value on the stack (stack underflow)");
+    return fail(m, CKPT_E_FORMAT,
+                m->sp > 0 ? "expected a value above the last MARK"
+                          : "expected a value on the stack (stack underflow)");
 }
 
 static int pop(machine *m, ckpt_value **v) {
@@ -305,8 +385,7 @@ static int top(machine *m, ckpt_value **v) {
  * caller consumes them and sets m->sp = *start. */
 static int pop_mark(machine *m, size_t *start) {
     *start = 0;
-    if (m->nmarks == 0)
-        return fail(m, CKPT_E_FORMAT, "expected a MARK on the mark stack");
+    if (m->nmarks == 0) return fail(m, CKPT_E_FORMAT, "expected a MARK on the mark stack");
     *start = m->marks[--m->nmarks];
     return 0;
 }
@@ -351,8 +430,7 @@ static uint64_t mix(uint64_t x) {
     return x ^ (x >> 31);
 }
 
-static memo_slot *memo_slot_for(memo_slot *t, size_t cap, uint64_t seed,
-                                uint64_t key) {
+static memo_slot *memo_slot_for(memo_slot *t, size_t cap, uint64_t seed, uint64_t key) {
     size_t mask = cap - 1;
     size_t i = (size_t)mix(key ^ seed) & mask;
     while (t[i].v && t[i].key != key) i = (i + 1) & mask;
@@ -405,8 +483,7 @@ static int memo_put(machine *m, uint64_t key, ckpt_value *v) {
         return 0;
     }
     if (m->memo_n >= m->lim->max_pickle_memo)
-        return fail(m, CKPT_E_LIMIT, "memo exceeds %" PRIu64 " entries",
-                    m->lim->max_pickle_memo);
+        return fail(m, CKPT_E_LIMIT, "memo exceeds %" PRIu64 " entries", m->lim->max_pickle_memo);
     int dense = key < m->dense_cap ? 1 : dense_cover(m, key);
     if (dense < 0) return dense;
     m->memo_n++;
@@ -420,8 +497,7 @@ static int memo_put(machine *m, uint64_t key, ckpt_value *v) {
         memo_slot *t = ckpt_arena_array(&m->scratch, cap, sizeof *t);
         if (!t) return nomem(m);
         for (size_t i = 0; i < m->memo_cap; i++)
-            if (m->memo[i].v)
-                *memo_slot_for(t, cap, m->seed, m->memo[i].key) = m->memo[i];
+            if (m->memo[i].v) *memo_slot_for(t, cap, m->seed, m->memo[i].key) = m->memo[i];
         m->memo = t;
         m->memo_cap = cap;
     }
@@ -456,8 +532,7 @@ static ckpt_value *new_none(machine *m) {
 
 /* Py_ISSPACE and C isspace in the C locale. */
 static int is_space(uint8_t c) {
-    return c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == '\v' ||
-           c == '\f';
+    return c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == '\v' || c == '\f';
 }
 
 static int hexval(uint8_t c) {
@@ -506,11 +581,16 @@ static int py_int_parse(const uint8_t *p, size_t n, unsigned base, py_int *x) {
     if (i < n && (p[i] == '+' || p[i] == '-')) x->neg = p[i++] == '-';
     uint8_t c1 = i + 1 < n ? (uint8_t)(p[i + 1] | 0x20) : 0;
     if (base == 0) {
-        if (i >= n || p[i] != '0') base = 10;
-        else if (c1 == 'x') base = 16;
-        else if (c1 == 'o') base = 8;
-        else if (c1 == 'b') base = 2;
-        else base = 10, old_octal = 1;
+        if (i >= n || p[i] != '0')
+            base = 10;
+        else if (c1 == 'x')
+            base = 16;
+        else if (c1 == 'o')
+            base = 8;
+        else if (c1 == 'b')
+            base = 2;
+        else
+            base = 10, old_octal = 1;
         if (base != 10) {
             i += 2;
             if (i < n && p[i] == '_') i++;
@@ -522,8 +602,10 @@ static int py_int_parse(const uint8_t *p, size_t n, unsigned base, py_int *x) {
     x->ndigits = 0;
     uint8_t prev = 0;
     for (; i < n && (digit_value(p[i]) < base || p[i] == '_'); prev = p[i++]) {
-        if (p[i] != '_') x->ndigits++;
-        else if (prev == '_') return -1;
+        if (p[i] != '_')
+            x->ndigits++;
+        else if (prev == '_')
+            return -1;
     }
     if (prev == '_' || x->ndigits == 0) return -1;
     x->span = (size_t)(p + i - x->digits);
@@ -560,8 +642,8 @@ static int big_binary(machine *m, const py_int *x, ckpt_value **out) {
             *out = m->ph_int;
             return 0;
         }
-        return fail(m, CKPT_E_LIMIT, "integer of %zu bits, at most %d bytes allowed",
-                    sig * bits, CKPT_BIGINT_MAX_BYTES);
+        return fail(m, CKPT_E_LIMIT, "integer of %zu bits, at most %d bytes allowed", sig * bits,
+                    CKPT_BIGINT_MAX_BYTES);
     }
     size_t nbytes = sig * bits / 8 + 1, bit = 0;
     uint8_t *le = ckpt_arena_alloc(&m->scratch, nbytes);
@@ -591,8 +673,8 @@ static int big_binary(machine *m, const py_int *x, ckpt_value **out) {
 static int py_int_value(machine *m, const py_int *x, ckpt_value **out) {
     uint64_t mag;
     if (x->base == 10 && x->ndigits > MAX_INT_DIGITS)
-        return fail(m, CKPT_E_LIMIT, "integer of %zu digits, at most %d allowed",
-                    x->ndigits, MAX_INT_DIGITS);
+        return fail(m, CKPT_E_LIMIT, "integer of %zu digits, at most %d allowed", x->ndigits,
+                    MAX_INT_DIGITS);
     if (py_int_u64(x, &mag) && mag <= (uint64_t)INT64_MAX + (uint64_t)x->neg) {
         *out = new_int(m, x->neg ? (int64_t)(0 - mag) : (int64_t)mag);
         return *out ? 0 : nomem(m);
@@ -653,13 +735,14 @@ static int parse_index(machine *m, const uint8_t *p, size_t n, uint64_t *key) {
     py_int x;
     if (py_int_parse(p, n, 10, &x)) return bad_text(m, "a decimal memo index", p, n);
     if (x.ndigits > MAX_INT_DIGITS)
-        return fail(m, CKPT_E_LIMIT, "integer of %zu digits, at most %d allowed",
-                    x.ndigits, MAX_INT_DIGITS);
+        return fail(m, CKPT_E_LIMIT, "integer of %zu digits, at most %d allowed", x.ndigits,
+                    MAX_INT_DIGITS);
     if (!py_int_u64(&x, key) || *key > (uint64_t)INT64_MAX)
         return fail(m, CKPT_E_FORMAT, "memo index does not fit in a Py_ssize_t");
     if (x.neg && *key)
-        return fail(m, CKPT_E_FORMAT, m->op == OP_PUT ? "negative PUT argument"
-                                                      : "memo key -%" PRIu64 " was never PUT",
+        return fail(m, CKPT_E_FORMAT,
+                    m->op == OP_PUT ? "negative PUT argument"
+                                    : "memo key -%" PRIu64 " was never PUT",
                     *key);
     return 0;
 }
@@ -688,7 +771,8 @@ static int parse_float(machine *m, const uint8_t *p, size_t n, double *x) {
     int literal = 0;
     if (digits == 0) {
         i = num;
-        if (starts_nocase(p + i, n - i, "nan")) i += 3, literal = 1;
+        if (starts_nocase(p + i, n - i, "nan"))
+            i += 3, literal = 1;
         else if (starts_nocase(p + i, n - i, "inf")) {
             i += 3, literal = 1;
             if (starts_nocase(p + i, n - i, "inity")) i += 5;
@@ -758,8 +842,7 @@ static size_t put_utf8(uint8_t *out, size_t o, uint32_t cp) {
  * decoded when preceded by an odd number of backslashes. Writes UTF-8 to
  * out (NULL: only measures) and its length to *outlen. Returns 0, or -1
  * for a malformed escape or a code point above U+10FFFF. */
-static int raw_unicode_decode(const uint8_t *s, size_t n, uint8_t *out,
-                              size_t *outlen) {
+static int raw_unicode_decode(const uint8_t *s, size_t n, uint8_t *out, size_t *outlen) {
     size_t i = 0, o = 0;
     while (i < n) {
         if (s[i] != '\\') {
@@ -803,7 +886,9 @@ static int escape_decode(const uint8_t *s, size_t n, uint8_t *out, size_t *outle
         if (i == n) return -1;
         c = s[i++];
         switch (c) {
-        case '\\': case '\'': case '"': out[o++] = c; break;
+        case '\\':
+        case '\'':
+        case '"': out[o++] = c; break;
         case 'a': out[o++] = '\a'; break;
         case 'b': out[o++] = '\b'; break;
         case 'f': out[o++] = '\f'; break;
@@ -900,8 +985,9 @@ static int op_unicode_text(machine *m) {
     int rc = take_line(m, &p, &n);
     if (rc) return rc;
     if (raw_unicode_decode(p, n, NULL, &len))
-        return fail(m, CKPT_E_FORMAT, "expected raw-unicode-escape text with "
-                                      "valid \\u/\\U escapes");
+        return fail(m, CKPT_E_FORMAT,
+                    "expected raw-unicode-escape text with "
+                    "valid \\u/\\U escapes");
     uint8_t *buf = ckpt_arena_alloc(m->a, len + 1);
     if (!buf) return nomem(m);
     (void)raw_unicode_decode(p, n, buf, &len);
@@ -961,27 +1047,47 @@ static const struct {
 static const struct {
     const char *module, *to_module;
 } module_map[] = {
-    {"__builtin__", "builtins"},  {"copy_reg", "copyreg"},
-    {"exceptions", "builtins"},   {"Queue", "queue"},
-    {"SocketServer", "socketserver"}, {"ConfigParser", "configparser"},
-    {"repr", "reprlib"},          {"markupbase", "_markupbase"},
-    {"_winreg", "winreg"},        {"thread", "_thread"},
-    {"dummy_thread", "_dummy_thread"}, {"dbhash", "dbm.bsd"},
-    {"dumbdbm", "dbm.dumb"},      {"dbm", "dbm.ndbm"},
-    {"gdbm", "dbm.gnu"},          {"xmlrpclib", "xmlrpc.client"},
+    {"__builtin__", "builtins"},
+    {"copy_reg", "copyreg"},
+    {"exceptions", "builtins"},
+    {"Queue", "queue"},
+    {"SocketServer", "socketserver"},
+    {"ConfigParser", "configparser"},
+    {"repr", "reprlib"},
+    {"markupbase", "_markupbase"},
+    {"_winreg", "winreg"},
+    {"thread", "_thread"},
+    {"dummy_thread", "_dummy_thread"},
+    {"dbhash", "dbm.bsd"},
+    {"dumbdbm", "dbm.dumb"},
+    {"dbm", "dbm.ndbm"},
+    {"gdbm", "dbm.gnu"},
+    {"xmlrpclib", "xmlrpc.client"},
     {"SimpleXMLRPCServer", "xmlrpc.server"},
-    {"DocXMLRPCServer", "xmlrpc.server"}, {"httplib", "http.client"},
-    {"htmlentitydefs", "html.entities"}, {"HTMLParser", "html.parser"},
-    {"Cookie", "http.cookies"},   {"cookielib", "http.cookiejar"},
-    {"BaseHTTPServer", "http.server"}, {"SimpleHTTPServer", "http.server"},
-    {"CGIHTTPServer", "http.server"}, {"test.test_support", "test.support"},
-    {"commands", "subprocess"},   {"urlparse", "urllib.parse"},
-    {"robotparser", "urllib.robotparser"}, {"urllib2", "urllib.request"},
-    {"anydbm", "dbm"},            {"whichdb", "dbm"},
-    {"_abcoll", "collections.abc"}, {"cPickle", "pickle"},
-    {"_elementtree", "xml.etree.ElementTree"}, {"UserDict", "collections"},
-    {"UserList", "collections"},  {"UserString", "collections"},
-    {"StringIO", "io"},           {"cStringIO", "io"},
+    {"DocXMLRPCServer", "xmlrpc.server"},
+    {"httplib", "http.client"},
+    {"htmlentitydefs", "html.entities"},
+    {"HTMLParser", "html.parser"},
+    {"Cookie", "http.cookies"},
+    {"cookielib", "http.cookiejar"},
+    {"BaseHTTPServer", "http.server"},
+    {"SimpleHTTPServer", "http.server"},
+    {"CGIHTTPServer", "http.server"},
+    {"test.test_support", "test.support"},
+    {"commands", "subprocess"},
+    {"urlparse", "urllib.parse"},
+    {"robotparser", "urllib.robotparser"},
+    {"urllib2", "urllib.request"},
+    {"anydbm", "dbm"},
+    {"whichdb", "dbm"},
+    {"_abcoll", "collections.abc"},
+    {"cPickle", "pickle"},
+    {"_elementtree", "xml.etree.ElementTree"},
+    {"UserDict", "collections"},
+    {"UserList", "collections"},
+    {"UserString", "collections"},
+    {"StringIO", "io"},
+    {"cStringIO", "io"},
 };
 
 static void map_name(const char **module, const char **name) {
@@ -1000,17 +1106,17 @@ static void map_name(const char **module, const char **name) {
 
 /* A GLOBAL_ reference to module.name (given as bytes from the pickle),
  * name-mapped, with its PK_EV_GLOBAL event. */
-static int make_global(machine *m, const uint8_t *mod, size_t mlen,
-                       const uint8_t *name, size_t nlen, ckpt_value **out) {
+static int make_global(machine *m, const uint8_t *mod, size_t mlen, const uint8_t *name,
+                       size_t nlen, ckpt_value **out) {
     char *ms = ckpt_arena_strndup(&m->scratch, (const char *)mod, mlen);
     char *ns = ckpt_arena_strndup(&m->scratch, (const char *)name, nlen);
     if (!ms || !ns) return nomem(m);
     /* Python decodes both as strict UTF-8 and cannot import a name with a
      * NUL; refusing them also keeps the C strings whole. */
-    if (!ckpt_utf8_check((const uint8_t *)ms, mlen, 0) || !ckpt_utf8_check((const uint8_t *)ns, nlen, 0) ||
-        memchr(ms, '\0', mlen) || memchr(ns, '\0', nlen))
-        return fail(m, CKPT_E_FORMAT,
-                    "expected module and name as UTF-8 text without NUL bytes");
+    if (!ckpt_utf8_check((const uint8_t *)ms, mlen, 0) ||
+        !ckpt_utf8_check((const uint8_t *)ns, nlen, 0) || memchr(ms, '\0', mlen) ||
+        memchr(ns, '\0', nlen))
+        return fail(m, CKPT_E_FORMAT, "expected module and name as UTF-8 text without NUL bytes");
     const char *module = ms, *qualname = ns;
     if (m->proto < 3) map_name(&module, &qualname);
     int allowed = ckpt_builders_allowed(module, qualname);
@@ -1020,56 +1126,60 @@ static int make_global(machine *m, const uint8_t *mod, size_t mlen,
 }
 
 /* A symbolic reference: STACK_GLOBAL on operands that are not str, EXT*. */
-static int make_symbolic(machine *m, const char *module, const char *name,
-                         ckpt_value **out) {
+static int make_symbolic(machine *m, const char *module, const char *name, ckpt_value **out) {
     emit(m, PK_EV_GLOBAL, module, name, 0, 1);
     *out = ckpt_value_new_global(m->a, module, name);
     return *out ? 0 : nomem(m);
 }
 
-static int is_symbolic(const ckpt_value *g) {
-    return !strcmp(g->u.global.module, "?");
-}
+static int is_symbolic(const ckpt_value *g) { return !strcmp(g->u.global.module, "?"); }
 
 static pk_build_ctx build_ctx(machine *m) {
-    pk_build_ctx c = {.arena = m->a, .file = m->o->file, .member = m->o->member,
-                      .offset = m->o->base_offset + m->op_pos, .opcode = m->op,
+    pk_build_ctx c = {.arena = m->a,
+                      .file = m->o->file,
+                      .member = m->o->member,
+                      .offset = m->o->base_offset + m->op_pos,
+                      .opcode = m->op,
                       .limits = m->lim,
-                      .on_event = m->o->on_event, .event_ctx = m->o->ctx,
-                      .ops = &m->ops, .ops_limit = m->ops_limit, .scan_only = m->scan};
+                      .on_event = m->o->on_event,
+                      .event_ctx = m->o->ctx,
+                      .ops = &m->ops,
+                      .ops_limit = m->ops_limit,
+                      .scan_only = m->scan};
     return c;
 }
 
 /* REDUCE, NEWOBJ, NEWOBJ_EX, OBJ, INST: `callable` applied to args (a
  * TUPLE) and kwargs (a DICT or NULL). Allowlisted references run their
  * builder; anything else becomes an opaque object that is never called. */
-static int call(machine *m, ckpt_value *callable, ckpt_value *args,
-                ckpt_value *kwargs, ckpt_value **out) {
+static int call(machine *m, ckpt_value *callable, ckpt_value *args, ckpt_value *kwargs,
+                ckpt_value **out) {
     pk_build_ctx c = build_ctx(m);
     const char *name = "?";
     if (callable->kind == CKPT_KIND_GLOBAL_) {
         int symbolic = is_symbolic(callable);
-        int allowed = !symbolic && ckpt_builders_allowed(callable->u.global.module,
-                                                         callable->u.global.name);
-        pk_event ev = {.kind = PK_EV_CALL, .module = callable->u.global.module,
-                       .name = callable->u.global.name, .allowed = allowed,
-                       .symbolic = symbolic, .args = args};
+        int allowed =
+            !symbolic && ckpt_builders_allowed(callable->u.global.module, callable->u.global.name);
+        pk_event ev = {.kind = PK_EV_CALL,
+                       .module = callable->u.global.module,
+                       .name = callable->u.global.name,
+                       .allowed = allowed,
+                       .symbolic = symbolic,
+                       .args = args};
         emit_event(m, &ev);
         if (allowed) return ckpt_builders_call(out, &c, callable, args, kwargs);
         if (!symbolic) name = callable->u.global.qualname;
     } else {
-        pk_event ev = {.kind = PK_EV_CALL, .module = "?", .name = "?", .symbolic = 1,
-                       .args = args};
+        pk_event ev = {.kind = PK_EV_CALL, .module = "?", .name = "?", .symbolic = 1, .args = args};
         emit_event(m, &ev);
     }
     return ckpt_builders_opaque(out, &c, name, args, kwargs);
 }
 
-static int expect_kind(machine *m, const ckpt_value *v, int kind,
-                       const char *what) {
+static int expect_kind(machine *m, const ckpt_value *v, int kind, const char *what) {
     if (v->kind == kind) return 0;
-    return fail(m, CKPT_E_FORMAT, "expected %s as a %s, got a %s", what,
-                ckpt_value_kind_name(kind), ckpt_value_kind_name(v->kind));
+    return fail(m, CKPT_E_FORMAT, "expected %s as a %s, got a %s", what, ckpt_value_kind_name(kind),
+                ckpt_value_kind_name(v->kind));
 }
 
 /* The list APPEND(S) and ADDITEMS add to: a LIST (SET for ADDITEMS), or
@@ -1135,8 +1245,8 @@ static int op_frame(machine *m) {
     int rc;
     if ((rc = take_uint(m, 8, &n))) return rc;
     if (n > m->len - m->pos)
-        return fail(m, CKPT_E_TRUNCATED, "FRAME of %" PRIu64 " bytes, the input has %zu left",
-                    n, m->len - m->pos);
+        return fail(m, CKPT_E_TRUNCATED, "FRAME of %" PRIu64 " bytes, the input has %zu left", n,
+                    m->len - m->pos);
     frame_leave_at_end(m);
     if (m->in_frame) {
         if (n <= m->frame_end - m->pos) return 0;
@@ -1162,9 +1272,10 @@ static int op_readonly_buffer(machine *m) {
     int rc = top(m, &v);
     if (rc) return rc;
     switch (v->kind) {
-    case CKPT_KIND_BYTES: case CKPT_KIND_OBJECT: case CKPT_KIND_TENSOR:
-    case CKPT_KIND_STORAGE_:
-        return 0;
+    case CKPT_KIND_BYTES:
+    case CKPT_KIND_OBJECT:
+    case CKPT_KIND_TENSOR:
+    case CKPT_KIND_STORAGE_: return 0;
     default:
         return fail(m, CKPT_E_FORMAT, "memoryview needs a bytes-like object, got a %s",
                     ckpt_value_kind_name(v->kind));
@@ -1215,8 +1326,7 @@ static int op_newobj(machine *m, int ex) {
     if (ex && (rc = pop(m, &kwargs))) return rc;
     if ((rc = pop(m, &args)) || (rc = pop(m, &cls))) return rc;
     if ((rc = expect_kind(m, args, CKPT_KIND_TUPLE, "the arguments"))) return rc;
-    if (kwargs && (rc = expect_kind(m, kwargs, CKPT_KIND_DICT, "the keyword arguments")))
-        return rc;
+    if (kwargs && (rc = expect_kind(m, kwargs, CKPT_KIND_DICT, "the keyword arguments"))) return rc;
     if ((rc = call(m, cls, args, kwargs, &v))) return rc;
     return push(m, v);
 }
@@ -1235,8 +1345,7 @@ static int op_obj_inst(machine *m, int inst) {
     }
     if ((rc = pop_mark(m, &start))) return rc;
     if (!inst) {
-        if (start == m->sp)
-            return fail(m, CKPT_E_FORMAT, "expected a class after the MARK");
+        if (start == m->sp) return fail(m, CKPT_E_FORMAT, "expected a class after the MARK");
         cls = m->stack[start++];
     }
     if ((rc = collect(m, CKPT_KIND_TUPLE, start, &args))) return rc;
@@ -1252,8 +1361,10 @@ static int op_build(machine *m) {
     if (target->kind == CKPT_KIND_GLOBAL_) {
         /* setting attributes of a module or class changes what later
          * globals resolve to: report it, change nothing */
-        pk_event ev = {.kind = PK_EV_BUILD, .module = target->u.global.module,
-                       .name = target->u.global.name, .symbolic = is_symbolic(target),
+        pk_event ev = {.kind = PK_EV_BUILD,
+                       .module = target->u.global.module,
+                       .name = target->u.global.name,
+                       .symbolic = is_symbolic(target),
                        .on_reference = 1};
         emit_event(m, &ev);
         return 0;
@@ -1283,8 +1394,7 @@ static int op_persid(machine *m, int text) {
         size_t n;
         if ((rc = take_line(m, &p, &n))) return rc;
         for (size_t i = 0; i < n; i++)
-            if (p[i] > 0x7F)
-                return fail(m, CKPT_E_FORMAT, "expected an ASCII persistent id");
+            if (p[i] > 0x7F) return fail(m, CKPT_E_FORMAT, "expected an ASCII persistent id");
         if (!(pid = ckpt_value_new_str(m->a, CKPT_KIND_STR, p, n))) return nomem(m);
     } else if ((rc = pop(m, &pid))) {
         return rc;
@@ -1292,8 +1402,7 @@ static int op_persid(machine *m, int text) {
     emit(m, PK_EV_PERSID, "", "", 0, 0);
     if (!m->o->persistent_load) return push(m, pid);
     v = NULL;
-    if ((rc = m->o->persistent_load(m->o->ctx, pid, m->o->base_offset + m->op_pos, &v)))
-        return rc;
+    if ((rc = m->o->persistent_load(m->o->ctx, pid, m->o->base_offset + m->op_pos, &v))) return rc;
     if (!v) return fail(m, CKPT_E_FORMAT, "persistent_load returned no value");
     return push(m, v);
 }
@@ -1331,8 +1440,7 @@ static int take_len(machine *m, size_t n, int is_signed, size_t *len) {
     if (rc) return rc;
     if (is_signed && n == 4 && (x & 0x80000000u))
         return fail(m, CKPT_E_FORMAT, "expected a non-negative length");
-    if (x > SIZE_MAX)
-        return fail(m, CKPT_E_TRUNCATED, "length %" PRIu64 " exceeds the input", x);
+    if (x > SIZE_MAX) return fail(m, CKPT_E_TRUNCATED, "length %" PRIu64 " exceeds the input", x);
     *len = (size_t)x;
     return 0;
 }
@@ -1379,7 +1487,7 @@ static int op_appends(machine *m, int kind) {
     int rc;
     if ((rc = pop_mark(m, &start))) return rc;
     if (start <= fence(m)) return underflow(m); /* no target below the MARK */
-    if (start == m->sp) return 0; /* _pickle.c: nothing to add, target unchecked */
+    if (start == m->sp) return 0;               /* _pickle.c: nothing to add, target unchecked */
     t = m->stack[start - 1];
     if ((rc = seq_target(m, t, kind, &seq))) return rc;
     size_t k = m->sp - start, n = seq->u.seq.n;
@@ -1400,10 +1508,9 @@ static int op_setitems(machine *m) {
     int rc;
     if ((rc = pop_mark(m, &start))) return rc;
     if (start <= fence(m)) return underflow(m); /* no target below the MARK */
-    if (start == m->sp) return 0; /* _pickle.c: nothing to set, target unchecked */
+    if (start == m->sp) return 0;               /* _pickle.c: nothing to set, target unchecked */
     if ((m->sp - start) % 2)
-        return fail(m, CKPT_E_FORMAT, "expected key/value pairs, got %zu items",
-                    m->sp - start);
+        return fail(m, CKPT_E_FORMAT, "expected key/value pairs, got %zu items", m->sp - start);
     if ((rc = dict_target(m, m->stack[start - 1], &dict))) return rc;
     for (size_t i = start; i < m->sp; i += 2)
         if ((rc = set_item(m, dict, m->stack[i], m->stack[i + 1]))) return rc;
@@ -1416,8 +1523,7 @@ static int op_dict(machine *m) {
     int rc;
     if ((rc = pop_mark(m, &start))) return rc;
     if ((m->sp - start) % 2)
-        return fail(m, CKPT_E_FORMAT, "expected key/value pairs, got %zu items",
-                    m->sp - start);
+        return fail(m, CKPT_E_FORMAT, "expected key/value pairs, got %zu items", m->sp - start);
     ckpt_value *d = ckpt_value_new(m->a, CKPT_KIND_DICT);
     if (!d) return nomem(m);
     for (size_t i = start; i < m->sp; i += 2)
@@ -1471,8 +1577,8 @@ static int step(machine *m) {
         if (m->sp + m->nmarks >= m->lim->max_pickle_stack)
             return fail(m, CKPT_E_LIMIT, "stack and marks exceed %" PRIu64 " entries",
                         m->lim->max_pickle_stack);
-        if (ckpt_arena_grow(&m->scratch, (void **)&m->marks, &m->marks_cap,
-                            m->nmarks + 1, sizeof *m->marks))
+        if (ckpt_arena_grow(&m->scratch, (void **)&m->marks, &m->marks_cap, m->nmarks + 1,
+                            sizeof *m->marks))
             return nomem(m);
         m->marks[m->nmarks++] = m->sp;
         return 0;
@@ -1486,14 +1592,18 @@ static int step(machine *m) {
     case OP_NONE: return push(m, new_none(m));
     case OP_NEWTRUE: return push(m, new_bool(m, 1));
     case OP_NEWFALSE: return push(m, new_bool(m, 0));
-    case OP_INT: case OP_LONG: case OP_FLOAT: return op_text_number(m);
+    case OP_INT:
+    case OP_LONG:
+    case OP_FLOAT: return op_text_number(m);
     case OP_BININT:
         if ((rc = take_uint(m, 4, &x))) return rc;
         return push(m, new_int(m, (int32_t)(uint32_t)x));
-    case OP_BININT1: case OP_BININT2:
+    case OP_BININT1:
+    case OP_BININT2:
         if ((rc = take_uint(m, m->op == OP_BININT1 ? 1 : 2, &x))) return rc;
         return push(m, new_int(m, (int64_t)x));
-    case OP_LONG1: case OP_LONG4:
+    case OP_LONG1:
+    case OP_LONG4:
         if ((rc = take_len(m, m->op == OP_LONG1 ? 1 : 4, 1, &n))) return rc;
         return op_long_bytes(m, n);
     case OP_BINFLOAT: {
@@ -1507,16 +1617,24 @@ static int step(machine *m) {
 
     case OP_STRING: return op_string(m);
     case OP_UNICODE: return op_unicode_text(m);
-    case OP_BINSTRING: case OP_SHORT_BINSTRING:
+    case OP_BINSTRING:
+    case OP_SHORT_BINSTRING:
         if ((rc = take_len(m, m->op == OP_BINSTRING ? 4 : 1, 1, &n))) return rc;
         return op_bytes(m, n, CKPT_KIND_STR);
-    case OP_BINUNICODE: case OP_SHORT_BINUNICODE: case OP_BINUNICODE8:
-        if ((rc = take_len(m, m->op == OP_BINUNICODE ? 4 : m->op == OP_BINUNICODE8 ? 8 : 1,
-                           0, &n)))
+    case OP_BINUNICODE:
+    case OP_SHORT_BINUNICODE:
+    case OP_BINUNICODE8:
+        if ((rc = take_len(m, m->op == OP_BINUNICODE ? 4 : m->op == OP_BINUNICODE8 ? 8 : 1, 0, &n)))
             return rc;
         return op_unicode_bytes(m, n);
-    case OP_BINBYTES: case OP_SHORT_BINBYTES: case OP_BINBYTES8: case OP_BYTEARRAY8:
-        if ((rc = take_len(m, m->op == OP_BINBYTES ? 4 : m->op == OP_SHORT_BINBYTES ? 1 : 8,
+    case OP_BINBYTES:
+    case OP_SHORT_BINBYTES:
+    case OP_BINBYTES8:
+    case OP_BYTEARRAY8:
+        if ((rc = take_len(m,
+                           m->op == OP_BINBYTES         ? 4
+                           : m->op == OP_SHORT_BINBYTES ? 1
+                                                        : 8,
                            0, &n)))
             return rc;
         return op_bytes(m, n, CKPT_KIND_BYTES);
@@ -1533,8 +1651,7 @@ static int step(machine *m) {
     case OP_TUPLE2: return op_tuple_n(m, 2);
     case OP_TUPLE3: return op_tuple_n(m, 3);
     case OP_APPEND:
-        if ((rc = pop(m, &a)) || (rc = top(m, &b)) ||
-            (rc = seq_target(m, b, CKPT_KIND_LIST, &c)))
+        if ((rc = pop(m, &a)) || (rc = top(m, &b)) || (rc = seq_target(m, b, CKPT_KIND_LIST, &c)))
             return rc;
         if (m->scan) return 0;
         return ckpt_value_append(m->a, c, a) ? nomem(m) : 0;
@@ -1549,11 +1666,14 @@ static int step(machine *m) {
     }
     case OP_SETITEMS: return op_setitems(m);
 
-    case OP_GET: case OP_PUT: return op_text_memo(m);
-    case OP_BINGET: case OP_LONG_BINGET:
+    case OP_GET:
+    case OP_PUT: return op_text_memo(m);
+    case OP_BINGET:
+    case OP_LONG_BINGET:
         if ((rc = take_uint(m, m->op == OP_BINGET ? 1 : 4, &x))) return rc;
         return op_get(m, x);
-    case OP_BINPUT: case OP_LONG_BINPUT:
+    case OP_BINPUT:
+    case OP_LONG_BINPUT:
         if ((rc = take_uint(m, m->op == OP_BINPUT ? 1 : 4, &x))) return rc;
         return op_put(m, x);
     case OP_MEMOIZE: return op_put(m, m->memo_n); /* memo[len(memo)] = top */
@@ -1582,13 +1702,12 @@ static int step(machine *m) {
     case OP_READONLY_BUFFER: return op_readonly_buffer(m);
     case OP_NEXT_BUFFER: /* torch.load and pickle.load pass no buffers= */
         return fail(m, CKPT_E_FORMAT, "out-of-band buffer, but the loaders pass none");
-    default:
-        return fail(m, CKPT_E_FORMAT, "unknown opcode 0x%02x", m->op);
+    default: return fail(m, CKPT_E_FORMAT, "unknown opcode 0x%02x", m->op);
     }
 }
 
-int ckpt_pickle_run(ckpt_value **out, size_t *consumed, const uint8_t *buf,
-                    size_t len, const pk_options *o) {
+int ckpt_pickle_run(ckpt_value **out, size_t *consumed, const uint8_t *buf, size_t len,
+                    const pk_options *o) {
     static const ckpt_limits default_limits = CKPT_LIMITS_INIT;
     *out = NULL;
     *consumed = 0;
@@ -1635,8 +1754,7 @@ int ckpt_pickle_run(ckpt_value **out, size_t *consumed, const uint8_t *buf,
         }
         m.op = buf[m.pos++];
         if (++m.ops > m.ops_limit) {
-            rc = fail(&m, CKPT_E_LIMIT, "more than %" PRIu64 " opcodes and copies",
-                      m.ops_limit);
+            rc = fail(&m, CKPT_E_LIMIT, "more than %" PRIu64 " opcodes and copies", m.ops_limit);
             break;
         }
         rc = step(&m);

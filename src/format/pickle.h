@@ -64,17 +64,16 @@
 #include "format/pickle_event.h"
 
 typedef struct pk_options {
-    const char *file;         /* for errors */
-    const char *member;       /* for errors ("" if none) */
-    uint64_t base_offset;     /* absolute file offset of buf[0] */
+    const char *file;     /* for errors */
+    const char *member;   /* for errors ("" if none) */
+    uint64_t base_offset; /* absolute file offset of buf[0] */
     const ckpt_limits *limits;
-    ckpt_arena *arena;        /* values are allocated here */
+    ckpt_arena *arena; /* values are allocated here */
     /* Called for PERSID/BINPERSID with the pid (a STR for PERSID); must set
      * *out (any value) or return a CKPT_E_* code with the error recorded.
      * offset: absolute offset of the opcode. NULL: the pid itself is
      * pushed. */
-    int (*persistent_load)(void *ctx, ckpt_value *pid, uint64_t offset,
-                           ckpt_value **out);
+    int (*persistent_load)(void *ctx, ckpt_value *pid, uint64_t offset, ckpt_value **out);
     /* Optional; never fails. Event strings are borrowed for the call. */
     void (*on_event)(void *ctx, const pk_event *ev);
     void *ctx;
@@ -120,8 +119,8 @@ typedef struct pk_options {
  * file, member and the absolute offset of the failing opcode. *out is
  * NULL and *consumed 0 on failure. Scratch memory (stack, memo) is
  * released before returning; values stay in o->arena. */
-int ckpt_pickle_run(ckpt_value **out, size_t *consumed, const uint8_t *buf,
-                    size_t len, const pk_options *o);
+int ckpt_pickle_run(ckpt_value **out, size_t *consumed, const uint8_t *buf, size_t len,
+                    const pk_options *o);
 
 /* 1 if byte op is a pickle opcode of protocols 0 to 5. */
 int ckpt_pickle_is_opcode(uint8_t op);

@@ -14,13 +14,14 @@
 #include "model/dtype.h"
 #include "base/error.h"
 
-typedef int (*builder_fn)(ckpt_value **out, const pk_build_ctx *c,
-                          const ckpt_value *callable, ckpt_value *args);
+typedef int (*builder_fn)(ckpt_value **out, const pk_build_ctx *c, const ckpt_value *callable,
+                          ckpt_value *args);
 
 #if defined(__GNUC__)
 __attribute__((format(printf, 3, 4)))
 #endif
-static int fail(const pk_build_ctx *c, int code, const char *fmt, ...) {
+static int
+fail(const pk_build_ctx *c, int code, const char *fmt, ...) {
     char msg[400];
     va_list ap;
     va_start(ap, fmt);
@@ -29,9 +30,7 @@ static int fail(const pk_build_ctx *c, int code, const char *fmt, ...) {
     return ckpt_err(code, c->file, c->member, c->offset, "%s", msg);
 }
 
-static int nomem(const pk_build_ctx *c) {
-    return fail(c, CKPT_E_NOMEM, "out of memory");
-}
+static int nomem(const pk_build_ctx *c) { return fail(c, CKPT_E_NOMEM, "out of memory"); }
 
 /* Counts n items or bytes copied against the work limit (ops_limit). */
 static int charge(const pk_build_ctx *c, uint64_t n) {
@@ -47,9 +46,8 @@ static int charge(const pk_build_ctx *c, uint64_t n) {
 }
 
 /* The machine's rendering of a call it does not interpret. */
-int ckpt_builders_opaque(ckpt_value **out, const pk_build_ctx *c,
-                         const char *name, ckpt_value *args,
-                         ckpt_value *kwargs) {
+int ckpt_builders_opaque(ckpt_value **out, const pk_build_ctx *c, const char *name,
+                         ckpt_value *args, ckpt_value *kwargs) {
     if (kwargs && kwargs->u.dict.n) {
         ckpt_value *all = ckpt_value_new(c->arena, CKPT_KIND_TUPLE);
         if (!all) return nomem(c);
@@ -64,8 +62,8 @@ int ckpt_builders_opaque(ckpt_value **out, const pk_build_ctx *c,
     return 0;
 }
 
-static int opaque(ckpt_value **out, const pk_build_ctx *c,
-                  const ckpt_value *callable, ckpt_value *args) {
+static int opaque(ckpt_value **out, const pk_build_ctx *c, const ckpt_value *callable,
+                  ckpt_value *args) {
     return ckpt_builders_opaque(out, c, callable->u.global.qualname, args, NULL);
 }
 
@@ -73,8 +71,7 @@ static size_t nargs(const ckpt_value *args) { return args->u.seq.n; }
 static ckpt_value *arg(const ckpt_value *args, size_t i) { return args->u.seq.items[i]; }
 
 static int is_seq(const ckpt_value *v) {
-    return v->kind == CKPT_KIND_LIST || v->kind == CKPT_KIND_TUPLE ||
-           v->kind == CKPT_KIND_SET;
+    return v->kind == CKPT_KIND_LIST || v->kind == CKPT_KIND_TUPLE || v->kind == CKPT_KIND_SET;
 }
 
 /* By length: a str may hold NUL bytes, and in scan mode it is not
@@ -92,9 +89,12 @@ static int get_u64(const ckpt_value *v, uint64_t *out) {
 
 /* bool or int, as a Python truth value */
 static int get_flag(const ckpt_value *v, int *out) {
-    if (v->kind == CKPT_KIND_BOOL) *out = v->u.b;
-    else if (v->kind == CKPT_KIND_INT) *out = v->u.i.decimal || v->u.i.v;
-    else return -1;
+    if (v->kind == CKPT_KIND_BOOL)
+        *out = v->u.b;
+    else if (v->kind == CKPT_KIND_INT)
+        *out = v->u.i.decimal || v->u.i.v;
+    else
+        return -1;
     return 0;
 }
 
@@ -102,8 +102,8 @@ static int get_flag(const ckpt_value *v, int *out) {
 
 /* list(x), tuple(x), set(x), frozenset(x), torch.Size(x): the items of a
  * list, tuple or set (a dict gives its keys). */
-static int seq_of(ckpt_value **out, const pk_build_ctx *c,
-                  const ckpt_value *callable, ckpt_value *args, int kind) {
+static int seq_of(ckpt_value **out, const pk_build_ctx *c, const ckpt_value *callable,
+                  ckpt_value *args, int kind) {
     if (nargs(args) > 1 ||
         (nargs(args) == 1 && !is_seq(arg(args, 0)) && arg(args, 0)->kind != CKPT_KIND_DICT))
         return opaque(out, c, callable, args);
@@ -126,34 +126,34 @@ static int seq_of(ckpt_value **out, const pk_build_ctx *c,
     return 0;
 }
 
-static int b_list(ckpt_value **out, const pk_build_ctx *c,
-                  const ckpt_value *callable, ckpt_value *args) {
+static int b_list(ckpt_value **out, const pk_build_ctx *c, const ckpt_value *callable,
+                  ckpt_value *args) {
     return seq_of(out, c, callable, args, CKPT_KIND_LIST);
 }
 
-static int b_tuple(ckpt_value **out, const pk_build_ctx *c,
-                   const ckpt_value *callable, ckpt_value *args) {
+static int b_tuple(ckpt_value **out, const pk_build_ctx *c, const ckpt_value *callable,
+                   ckpt_value *args) {
     return seq_of(out, c, callable, args, CKPT_KIND_TUPLE);
 }
 
-static int b_set(ckpt_value **out, const pk_build_ctx *c,
-                 const ckpt_value *callable, ckpt_value *args) {
+static int b_set(ckpt_value **out, const pk_build_ctx *c, const ckpt_value *callable,
+                 ckpt_value *args) {
     return seq_of(out, c, callable, args, CKPT_KIND_SET);
 }
 
 /* dict(), dict(mapping), dict(pairs); OrderedDict and Counter likewise,
  * the class recorded so that writers rebuild it. */
-static int b_dict(ckpt_value **out, const pk_build_ctx *c,
-                  const ckpt_value *callable, ckpt_value *args) {
+static int b_dict(ckpt_value **out, const pk_build_ctx *c, const ckpt_value *callable,
+                  ckpt_value *args) {
     const ckpt_value *src = nargs(args) == 1 ? arg(args, 0) : NULL;
-    if (nargs(args) > 1 || (src && src->kind != CKPT_KIND_DICT &&
-                            src->kind != CKPT_KIND_LIST && src->kind != CKPT_KIND_TUPLE))
+    if (nargs(args) > 1 || (src && src->kind != CKPT_KIND_DICT && src->kind != CKPT_KIND_LIST &&
+                            src->kind != CKPT_KIND_TUPLE))
         return opaque(out, c, callable, args);
     ckpt_value *d = ckpt_value_new(c->arena, CKPT_KIND_DICT);
     if (!d) return nomem(c);
     if (!strcmp(callable->u.global.module, "collections"))
-        d->dict_class = !strcmp(callable->u.global.name, "Counter") ? CKPT_DICT_COUNTER
-                                                                    : CKPT_DICT_ORDERED;
+        d->dict_class =
+            !strcmp(callable->u.global.name, "Counter") ? CKPT_DICT_COUNTER : CKPT_DICT_ORDERED;
     size_t n = src ? (src->kind == CKPT_KIND_DICT ? src->u.dict.n : src->u.seq.n) : 0;
     int rc = charge(c, n);
     if (rc) return rc;
@@ -179,8 +179,8 @@ static int b_dict(ckpt_value **out, const pk_build_ctx *c,
 }
 
 /* Counter(mapping) copies it; Counter(iterable) would count, not modelled. */
-static int b_counter(ckpt_value **out, const pk_build_ctx *c,
-                     const ckpt_value *callable, ckpt_value *args) {
+static int b_counter(ckpt_value **out, const pk_build_ctx *c, const ckpt_value *callable,
+                     ckpt_value *args) {
     if (nargs(args) == 0 || (nargs(args) == 1 && arg(args, 0)->kind == CKPT_KIND_DICT))
         return b_dict(out, c, callable, args);
     return opaque(out, c, callable, args);
@@ -240,8 +240,7 @@ static int encode(ckpt_value **out, const pk_build_ctx *c, const ckpt_value *str
     for (size_t i = 0; i < n;) {
         uint32_t cp = next_cp(s, &i);
         if (cp > max)
-            return fail(c, CKPT_E_FORMAT,
-                        "_codecs.encode: U+%04" PRIX32 " cannot be encoded as %s",
+            return fail(c, CKPT_E_FORMAT, "_codecs.encode: U+%04" PRIX32 " cannot be encoded as %s",
                         cp, encoding);
         buf[o++] = (uint8_t)cp;
     }
@@ -252,8 +251,8 @@ static int encode(ckpt_value **out, const pk_build_ctx *c, const ckpt_value *str
 }
 
 /* _codecs.encode(obj, encoding='utf-8'[, errors]) */
-static int b_encode(ckpt_value **out, const pk_build_ctx *c,
-                    const ckpt_value *callable, ckpt_value *args) {
+static int b_encode(ckpt_value **out, const pk_build_ctx *c, const ckpt_value *callable,
+                    ckpt_value *args) {
     size_t n = nargs(args);
     if (n >= 1 && n <= 3 && arg(args, 0)->kind == CKPT_KIND_STR &&
         (n == 1 || arg(args, 1)->kind == CKPT_KIND_STR) &&
@@ -265,8 +264,8 @@ static int b_encode(ckpt_value **out, const pk_build_ctx *c,
 }
 
 /* bytes()/bytearray(): empty, a copy of bytes, or (str, encoding). */
-static int b_bytes(ckpt_value **out, const pk_build_ctx *c,
-                   const ckpt_value *callable, ckpt_value *args) {
+static int b_bytes(ckpt_value **out, const pk_build_ctx *c, const ckpt_value *callable,
+                   ckpt_value *args) {
     size_t n = nargs(args);
     if (n == 0) {
         *out = ckpt_value_new_str(c->arena, CKPT_KIND_BYTES, "", 0);
@@ -278,8 +277,8 @@ static int b_bytes(ckpt_value **out, const pk_build_ctx *c,
         (*out)->u.s = x->u.s;
         return 0;
     }
-    if (n >= 2 && n <= 3 && x->kind == CKPT_KIND_STR &&
-        arg(args, 1)->kind == CKPT_KIND_STR && (n < 3 || is_str(arg(args, 2), "strict"))) {
+    if (n >= 2 && n <= 3 && x->kind == CKPT_KIND_STR && arg(args, 1)->kind == CKPT_KIND_STR &&
+        (n < 3 || is_str(arg(args, 2), "strict"))) {
         int rc = encode(out, c, x, arg(args, 1)->u.s.p);
         if (rc <= 0) return rc;
     }
@@ -289,8 +288,8 @@ static int b_bytes(ckpt_value **out, const pk_build_ctx *c,
 /* ---------------------------------------------------------------- torch */
 
 /* torch.device('cpu') -> "cpu"; ('cuda', 0) -> "cuda:0". */
-static int b_device(ckpt_value **out, const pk_build_ctx *c,
-                    const ckpt_value *callable, ckpt_value *args) {
+static int b_device(ckpt_value **out, const pk_build_ctx *c, const ckpt_value *callable,
+                    ckpt_value *args) {
     size_t n = nargs(args);
     uint64_t index;
     if (n == 1 && arg(args, 0)->kind == CKPT_KIND_STR) {
@@ -310,17 +309,16 @@ static int b_device(ckpt_value **out, const pk_build_ctx *c,
 /* size and stride of a tensor rebuild: lists or tuples of non-negative
  * ints of equal length, at most limits->max_ndim. */
 static int get_dims(const pk_build_ctx *c, const char *fn, const ckpt_value *size,
-                    const ckpt_value *stride, uint64_t *shape, uint64_t *strides,
-                    uint32_t *ndim) {
+                    const ckpt_value *stride, uint64_t *shape, uint64_t *strides, uint32_t *ndim) {
     if ((size->kind != CKPT_KIND_TUPLE && size->kind != CKPT_KIND_LIST) ||
         (stride->kind != CKPT_KIND_TUPLE && stride->kind != CKPT_KIND_LIST))
-        return fail(c, CKPT_E_FORMAT, "%s: expected size and stride tuples, got a %s and a %s",
-                    fn, ckpt_value_kind_name(size->kind), ckpt_value_kind_name(stride->kind));
+        return fail(c, CKPT_E_FORMAT, "%s: expected size and stride tuples, got a %s and a %s", fn,
+                    ckpt_value_kind_name(size->kind), ckpt_value_kind_name(stride->kind));
     size_t n = size->u.seq.n;
     if (stride->u.seq.n != n)
         return fail(c, CKPT_E_FORMAT,
-                    "%s: expected size and stride of equal length, got %zu and %zu", fn,
-                    n, stride->u.seq.n);
+                    "%s: expected size and stride of equal length, got %zu and %zu", fn, n,
+                    stride->u.seq.n);
     uint32_t max = c->limits->max_ndim < CKPT_MAX_NDIM ? c->limits->max_ndim : CKPT_MAX_NDIM;
     if (n > max)
         return fail(c, CKPT_E_LIMIT, "%s: tensor of %zu dimensions, at most %" PRIu32 " allowed",
@@ -329,21 +327,20 @@ static int get_dims(const pk_build_ctx *c, const char *fn, const ckpt_value *siz
         if (get_u64(size->u.seq.items[i], &shape[i]) ||
             get_u64(stride->u.seq.items[i], &strides[i]))
             return fail(c, CKPT_E_FORMAT,
-                        "%s: expected non-negative ints in size and stride (dimension %zu)",
-                        fn, i);
+                        "%s: expected non-negative ints in size and stride (dimension %zu)", fn, i);
     *ndim = (uint32_t)n;
     return 0;
 }
 
 /* The tensor view (storage, offset, size, stride) of a rebuild call's first
  * four arguments; dt UNKNOWN takes the storage's dtype. */
-static int view_of(ckpt_value **out, const pk_build_ctx *c, const char *fn,
-                   const ckpt_value *args, ckpt_dtype dt) {
+static int view_of(ckpt_value **out, const pk_build_ctx *c, const char *fn, const ckpt_value *args,
+                   ckpt_dtype dt) {
     const ckpt_value *st = arg(args, 0);
     if (st->kind != CKPT_KIND_STORAGE_)
         return fail(c, CKPT_E_FORMAT,
-                    "%s: expected a storage (from a persistent id) as argument 1, got a %s",
-                    fn, ckpt_value_kind_name(st->kind));
+                    "%s: expected a storage (from a persistent id) as argument 1, got a %s", fn,
+                    ckpt_value_kind_name(st->kind));
     uint64_t offset, shape[CKPT_MAX_NDIM], stride[CKPT_MAX_NDIM];
     uint32_t ndim;
     int rc;
@@ -351,8 +348,8 @@ static int view_of(ckpt_value **out, const pk_build_ctx *c, const char *fn,
         return fail(c, CKPT_E_FORMAT, "%s: expected a non-negative int storage offset", fn);
     if ((rc = get_dims(c, fn, arg(args, 2), arg(args, 3), shape, stride, &ndim))) return rc;
     return ckpt_tensor_new(out, c->arena, st->u.storage,
-                           dt == CKPT_DT_UNKNOWN ? st->u.storage->dtype : dt, ndim, shape,
-                           stride, offset, c->file, c->member, c->offset);
+                           dt == CKPT_DT_UNKNOWN ? st->u.storage->dtype : dt, ndim, shape, stride,
+                           offset, c->file, c->member, c->offset);
 }
 
 /* torch._utils._rebuild_tensor(storage, offset, size, stride),
@@ -360,17 +357,17 @@ static int view_of(ckpt_value **out, const pk_build_ctx *c, const char *fn,
  * [, metadata]), _rebuild_tensor_v3(..., hooks, dtype[, metadata]). v2 and
  * v1 take the storage's dtype; v3 storages are untyped bytes. Hooks and
  * metadata (conj/neg bits) are ignored. */
-static int b_tensor(ckpt_value **out, const pk_build_ctx *c,
-                    const ckpt_value *callable, ckpt_value *args) {
+static int b_tensor(ckpt_value **out, const pk_build_ctx *c, const ckpt_value *callable,
+                    ckpt_value *args) {
     const char *fn = callable->u.global.qualname;
     int version = !strcmp(callable->u.global.name, "_rebuild_tensor_v3")   ? 3
                   : !strcmp(callable->u.global.name, "_rebuild_tensor_v2") ? 2
-                                                                            : 1;
+                                                                           : 1;
     size_t min = version == 1 ? 4 : version == 2 ? 6 : 7;
     size_t max = version == 1 ? 4 : min + 1, n = nargs(args);
     if (n < min || n > max)
-        return fail(c, CKPT_E_FORMAT, "%s: expected %zu to %zu arguments, got %zu", fn, min,
-                    max, n);
+        return fail(c, CKPT_E_FORMAT, "%s: expected %zu to %zu arguments, got %zu", fn, min, max,
+                    n);
     int requires_grad = 0, rc;
     if (version >= 2 && get_flag(arg(args, 4), &requires_grad))
         return fail(c, CKPT_E_FORMAT, "%s: expected a bool requires_grad", fn);
@@ -408,8 +405,8 @@ static ckpt_value *new_str(const pk_build_ctx *c, const char *s) {
  * ("per_tensor_affine"...), and scale, zero_point (per tensor: a float and
  * an int; per channel: the tensors or lists of scales and zero points)
  * plus axis. Packed 4- and 2-bit storages and other qschemes stay opaque. */
-static int b_qtensor(ckpt_value **out, const pk_build_ctx *c,
-                     const ckpt_value *callable, ckpt_value *args) {
+static int b_qtensor(ckpt_value **out, const pk_build_ctx *c, const ckpt_value *callable,
+                     ckpt_value *args) {
     const char *fn = callable->u.global.qualname;
     if (nargs(args) != 7)
         return fail(c, CKPT_E_FORMAT, "%s: expected 7 arguments, got %zu", fn, nargs(args));
@@ -454,8 +451,8 @@ static int b_qtensor(ckpt_value **out, const pk_build_ctx *c,
  * of the tensor's parts named after torch's accessors: layout
  * ("sparse_coo"...), size, values, and indices (COO) or crow_indices and
  * col_indices (CSR, BSR) or ccol_indices and row_indices (CSC, BSC). */
-static int b_sparse(ckpt_value **out, const pk_build_ctx *c,
-                    const ckpt_value *callable, ckpt_value *args) {
+static int b_sparse(ckpt_value **out, const pk_build_ctx *c, const ckpt_value *callable,
+                    ckpt_value *args) {
     static const struct {
         const char *layout, *compressed, *plain;
     } layouts[] = {{"torch.sparse_coo", "indices", NULL},
@@ -501,8 +498,8 @@ static int b_sparse(ckpt_value **out, const pk_build_ctx *c,
  * object than its data). The hooks and the attribute state are not kept.
  * Data that is not a tensor (e.g. an uninterpreted quantized tensor)
  * passes through. */
-static int b_parameter(ckpt_value **out, const pk_build_ctx *c,
-                       const ckpt_value *callable, ckpt_value *args) {
+static int b_parameter(ckpt_value **out, const pk_build_ctx *c, const ckpt_value *callable,
+                       ckpt_value *args) {
     if (nargs(args) == 0) return opaque(out, c, callable, args);
     ckpt_value *data = arg(args, 0);
     int requires_grad = 1;
@@ -527,7 +524,9 @@ static int b_parameter(ckpt_value **out, const pk_build_ctx *c,
 static void emit_call(const pk_build_ctx *c, const ckpt_value *func, int allowed) {
     if (!c->on_event) return;
     int global = func->kind == CKPT_KIND_GLOBAL_;
-    pk_event ev = {.kind = PK_EV_CALL, .opcode = c->opcode, .offset = c->offset,
+    pk_event ev = {.kind = PK_EV_CALL,
+                   .opcode = c->opcode,
+                   .offset = c->offset,
                    .module = global ? func->u.global.module : "?",
                    .name = global ? func->u.global.name : "?",
                    .allowed = allowed,
@@ -572,8 +571,8 @@ static ckpt_value *placement(const pk_build_ctx *c, const ckpt_value *p) {
             n += (size_t)snprintf(buf + n, sizeof buf - n, "%s%.40s=%s", sep, k->u.s.p,
                                   v->u.b ? "True" : "False");
         else if (v->kind == CKPT_KIND_STR)
-            n += (size_t)snprintf(buf + n, sizeof buf - n, "%s%.40s=%.40s", sep, k->u.s.p,
-                                  v->u.s.p);
+            n +=
+                (size_t)snprintf(buf + n, sizeof buf - n, "%s%.40s=%.40s", sep, k->u.s.p, v->u.s.p);
     }
     if (n < sizeof buf) snprintf(buf + n, sizeof buf - n, ")");
     return new_str(c, buf);
@@ -596,10 +595,10 @@ static ckpt_value *mesh_shape(const pk_build_ctx *c, const ckpt_value *mesh) {
     const ckpt_value *axes = attr(state_of(attr(st, "_layout"), "_MeshLayout"), "axes");
     if (!axes || axes->kind != CKPT_KIND_TUPLE) return shape;
     for (size_t i = 0; i < axes->u.seq.n; i++) {
-        const ckpt_value *sub = attr(axes->u.seq.items[i]->kind == CKPT_KIND_OBJECT
-                                         ? axes->u.seq.items[i]->u.obj.state
-                                         : NULL,
-                                     "shape");
+        const ckpt_value *sub =
+            attr(axes->u.seq.items[i]->kind == CKPT_KIND_OBJECT ? axes->u.seq.items[i]->u.obj.state
+                                                                : NULL,
+                 "shape");
         int64_t size = 1;
         for (size_t k = 0; sub && sub->kind == CKPT_KIND_TUPLE && k < sub->u.seq.n; k++) {
             const ckpt_value *e = sub->u.seq.items[k];
@@ -607,8 +606,7 @@ static ckpt_value *mesh_shape(const pk_build_ctx *c, const ckpt_value *mesh) {
                 e->u.i.v <= INT32_MAX && size <= INT32_MAX)
                 size *= e->u.i.v;
         }
-        if (ckpt_value_append(c->arena, shape, ckpt_value_new_int(c->arena, size)))
-            return NULL;
+        if (ckpt_value_append(c->arena, shape, ckpt_value_new_int(c->arena, size))) return NULL;
     }
     return shape;
 }
@@ -635,8 +633,7 @@ static int dtensor(ckpt_value **out, const pk_build_ctx *c, const ckpt_value *ty
                *places = ckpt_value_new(c->arena, CKPT_KIND_TUPLE);
     if (!d || !places) return nomem(c);
     for (size_t i = 0; pl && pl->kind == CKPT_KIND_TUPLE && i < pl->u.seq.n; i++)
-        if (ckpt_value_append(c->arena, places, placement(c, pl->u.seq.items[i])))
-            return nomem(c);
+        if (ckpt_value_append(c->arena, places, placement(c, pl->u.seq.items[i]))) return nomem(c);
     int rc;
     if ((rc = put(c, d, "local_tensor", (ckpt_value *)local)) ||
         (rc = put(c, d, "placements", places)) ||
@@ -644,8 +641,8 @@ static int dtensor(ckpt_value **out, const pk_build_ctx *c, const ckpt_value *ty
         return rc;
     /* TensorMeta(shape, stride, dtype), a namedtuple made by NEWOBJ */
     if (meta && meta->kind == CKPT_KIND_OBJECT && meta->u.obj.args &&
-        meta->u.obj.args->u.seq.n == 3 && (rc = put(c, d, "global_shape",
-                                                     meta->u.obj.args->u.seq.items[0])))
+        meta->u.obj.args->u.seq.n == 3 &&
+        (rc = put(c, d, "global_shape", meta->u.obj.args->u.seq.items[0])))
         return rc;
     *out = d;
     return 0;
@@ -655,8 +652,8 @@ static int dtensor(ckpt_value **out, const pk_build_ctx *c, const ckpt_value *ty
  * calls func(*args), so func is treated like the callable of a REDUCE (our
  * builder when allowlisted, else an opaque object, with its own event).
  * The subclass `type` and the attribute state are not applied. */
-static int b_from_type_v2(ckpt_value **out, const pk_build_ctx *c,
-                          const ckpt_value *callable, ckpt_value *args) {
+static int b_from_type_v2(ckpt_value **out, const pk_build_ctx *c, const ckpt_value *callable,
+                          ckpt_value *args) {
     const char *fn = callable->u.global.qualname;
     if (nargs(args) != 4)
         return fail(c, CKPT_E_FORMAT, "%s: expected 4 arguments, got %zu", fn, nargs(args));
@@ -690,9 +687,8 @@ static int b_from_type_v2(ckpt_value **out, const pk_build_ctx *c,
  * NULL when d is no dtype or its code is longer than any numeric one. */
 #define NP_CODE 16
 static const char *np_dtype(const ckpt_value *d, int *big_endian, char *code) {
-    if (d->kind != CKPT_KIND_OBJECT || strcmp(d->u.obj.name, "numpy.dtype") ||
-        !d->u.obj.args || d->u.obj.args->u.seq.n < 1 ||
-        d->u.obj.args->u.seq.items[0]->kind != CKPT_KIND_STR)
+    if (d->kind != CKPT_KIND_OBJECT || strcmp(d->u.obj.name, "numpy.dtype") || !d->u.obj.args ||
+        d->u.obj.args->u.seq.n < 1 || d->u.obj.args->u.seq.items[0]->kind != CKPT_KIND_STR)
         return NULL;
     const ckpt_value *s = d->u.obj.args->u.seq.items[0];
     if (s->u.s.len >= NP_CODE || memchr(s->u.s.p, '\0', s->u.s.len)) return NULL;
@@ -729,8 +725,8 @@ static double half_to_double(uint16_t h) {
 
 /* numpy.core.multiarray.scalar(dtype, bytes): bool, int or float from the
  * element bytes; object scalars are their second argument. */
-static int b_np_scalar(ckpt_value **out, const pk_build_ctx *c,
-                       const ckpt_value *callable, ckpt_value *args) {
+static int b_np_scalar(ckpt_value **out, const pk_build_ctx *c, const ckpt_value *callable,
+                       ckpt_value *args) {
     int big = 0;
     char buf[NP_CODE];
     const char *code = nargs(args) == 2 ? np_dtype(arg(args, 0), &big, buf) : NULL;
@@ -744,8 +740,8 @@ static int b_np_scalar(ckpt_value **out, const pk_build_ctx *c,
     if (c->scan_only) return opaque(out, c, callable, args);
     char kind = code[0];
     size_t size = 0;
-    if ((kind == 'b' || kind == 'i' || kind == 'u' || kind == 'f') && code[1] &&
-        !code[2] && strchr("1248", code[1]))
+    if ((kind == 'b' || kind == 'i' || kind == 'u' || kind == 'f') && code[1] && !code[2] &&
+        strchr("1248", code[1]))
         size = (size_t)(code[1] - '0');
     if (!size || (kind == 'b' && size != 1) || (kind == 'f' && size == 1))
         return opaque(out, c, callable, args);
@@ -787,8 +783,8 @@ static int b_np_scalar(ckpt_value **out, const pk_build_ctx *c,
 /* numpy.core.multiarray._reconstruct(numpy.ndarray, (0,), b'b'): an empty
  * ndarray that BUILD fills; kept as an OBJECT "numpy.ndarray" until then.
  * Other subtypes (masked arrays, matrices...) have other states: opaque. */
-static int b_np_reconstruct(ckpt_value **out, const pk_build_ctx *c,
-                            const ckpt_value *callable, ckpt_value *args) {
+static int b_np_reconstruct(ckpt_value **out, const pk_build_ctx *c, const ckpt_value *callable,
+                            ckpt_value *args) {
     const ckpt_value *sub = nargs(args) == 3 ? arg(args, 0) : NULL;
     if (!sub || sub->kind != CKPT_KIND_GLOBAL_ || strcmp(sub->u.global.qualname, "numpy.ndarray"))
         return opaque(out, c, callable, args);
@@ -819,8 +815,8 @@ static int np_setstate(const pk_build_ctx *c, ckpt_value *target, const ckpt_val
             return fail(c, CKPT_E_FORMAT, "numpy.ndarray: shape overflows 64 bits");
     if (ckpt_mul_overflow(numel, ckpt_dtype_size(dt), &nbytes) || nbytes != raw->u.s.len)
         return fail(c, CKPT_E_FORMAT,
-                    "numpy.ndarray: expected %" PRIu64 " elements of %s, got %zu bytes",
-                    numel, code, raw->u.s.len);
+                    "numpy.ndarray: expected %" PRIu64 " elements of %s, got %zu bytes", numel,
+                    code, raw->u.s.len);
     /* element strides: C order, or Fortran order when is_fortran */
     uint64_t step = 1;
     for (uint32_t k = 0; k < ndim; k++) {
@@ -840,8 +836,8 @@ static int np_setstate(const pk_build_ctx *c, ckpt_value *target, const ckpt_val
     st->file_offset = CKPT_NO_OFFSET;
     st->big_endian = big && ckpt_dtype_size(dt) > 1;
     ckpt_value *t;
-    if ((rc = ckpt_tensor_new(&t, c->arena, st, dt, ndim, shape, stride, 0, c->file,
-                              c->member, c->offset)))
+    if ((rc = ckpt_tensor_new(&t, c->arena, st, dt, ndim, shape, stride, 0, c->file, c->member,
+                              c->offset)))
         return rc;
     target->kind = CKPT_KIND_TENSOR;
     target->u.tensor = t->u.tensor;
@@ -913,7 +909,7 @@ static const struct entry *find(const char *module, const char *name) {
 static int other_torch_name(const char *module, const char *name) {
     static const char *const dtypes[] = {"float4_e2m1fn_x2", "bits1x8", "bits2x4", "bits4x2"};
     static const char *const classes[] = {"BFloat16", "Bool", "Byte", "Char", "Double",
-                                          "Float", "Half", "Int", "Long", "Short"};
+                                          "Float",    "Half", "Int",  "Long", "Short"};
     if (!strcmp(module, "torch")) {
         if ((!strncmp(name, "uint", 4) && name[4] >= '1' && name[4] <= '7' && !name[5]) ||
             (!strncmp(name, "int", 3) && name[3] >= '1' && name[3] <= '7' && !name[4]))
@@ -921,8 +917,8 @@ static int other_torch_name(const char *module, const char *name) {
         for (size_t i = 0; i < sizeof dtypes / sizeof *dtypes; i++)
             if (!strcmp(name, dtypes[i])) return 1;
     }
-    if (strcmp(module, "torch") && strcmp(module, "torch.cuda") &&
-        strcmp(module, "torch.sparse") && strcmp(module, "torch.cuda.sparse"))
+    if (strcmp(module, "torch") && strcmp(module, "torch.cuda") && strcmp(module, "torch.sparse") &&
+        strcmp(module, "torch.cuda.sparse"))
         return 0;
     size_t n = strlen(name);
     if (n < 7 || strcmp(name + n - 6, "Tensor")) return 0;
@@ -937,8 +933,8 @@ int ckpt_builders_allowed(const char *module, const char *name) {
     /* storage types, named in persistent ids (torch.cuda for legacy GPU saves) */
     if ((!strcmp(module, "torch") || !strcmp(module, "torch.cuda") ||
          !strcmp(module, "torch.storage")) &&
-        (ckpt_dtype_from_storage_class(name) != CKPT_DT_UNKNOWN ||
-         !strcmp(name, "TypedStorage") || !strcmp(name, "_LegacyStorage")))
+        (ckpt_dtype_from_storage_class(name) != CKPT_DT_UNKNOWN || !strcmp(name, "TypedStorage") ||
+         !strcmp(name, "_LegacyStorage")))
         return 1;
     return !strcmp(module, "torch") && ckpt_dtype_from_torch_name(name) != CKPT_DT_UNKNOWN;
 }
@@ -1017,8 +1013,9 @@ static int add_state(const pk_build_ctx *c, ckpt_value *d, const ckpt_value *pre
 }
 
 static int in_set(const ckpt_value *set, const ckpt_value *s) {
-    for (size_t i = 0; set && (set->kind == CKPT_KIND_SET || set->kind == CKPT_KIND_LIST) &&
-                       i < set->u.seq.n; i++) {
+    for (size_t i = 0;
+         set && (set->kind == CKPT_KIND_SET || set->kind == CKPT_KIND_LIST) && i < set->u.seq.n;
+         i++) {
         const ckpt_value *e = set->u.seq.items[i];
         if (e->kind == CKPT_KIND_STR && e->u.s.len == s->u.s.len &&
             !memcmp(e->u.s.p, s->u.s.p, s->u.s.len))
@@ -1073,8 +1070,7 @@ int ckpt_builders_build(const pk_build_ctx *c, ckpt_value *target, ckpt_value *s
     switch (target->kind) {
     case CKPT_KIND_DICT: /* OrderedDict: the _metadata attribute */
         return dict_setstate(c, target, state);
-    case CKPT_KIND_TENSOR: /* Parameter state, legacy Tensor.set_ */
-        return 0;
+    case CKPT_KIND_TENSOR: /* Parameter state, legacy Tensor.set_ */ return 0;
     case CKPT_KIND_OBJECT:
         if (!c->scan_only && !strcmp(target->u.obj.name, "numpy.ndarray")) {
             int rc = np_setstate(c, target, state);

@@ -45,8 +45,8 @@ typedef struct pk_build_ctx {
     ckpt_arena *arena;
     const char *file;
     const char *member;
-    uint64_t offset;   /* absolute offset of the calling opcode */
-    uint8_t opcode;    /* the calling opcode, for events */
+    uint64_t offset; /* absolute offset of the calling opcode */
+    uint8_t opcode;  /* the calling opcode, for events */
     const ckpt_limits *limits;
     void (*on_event)(void *ctx, const pk_event *ev); /* may be NULL */
     void *event_ctx;
@@ -73,9 +73,8 @@ int ckpt_builders_allowed(const char *module, const char *name);
 /* The value of a call that is not interpreted: an OBJECT `name` with
  * obj.args = args (a TUPLE), or args + (kwargs,) when kwargs is a
  * non-empty DICT. Returns 0 or CKPT_E_NOMEM. */
-int ckpt_builders_opaque(ckpt_value **out, const pk_build_ctx *c,
-                         const char *name, ckpt_value *args,
-                         ckpt_value *kwargs);
+int ckpt_builders_opaque(ckpt_value **out, const pk_build_ctx *c, const char *name,
+                         ckpt_value *args, ckpt_value *kwargs);
 
 /* Applies the builder of the allowlisted global `callable` (a
  * CKPT_KIND_GLOBAL_ value) to `args` (a TUPLE; kwargs is a DICT or NULL).
@@ -93,9 +92,8 @@ int ckpt_builders_opaque(ckpt_value **out, const pk_build_ctx *c,
  * arguments Python itself would reject or a tensor view outside its
  * storage, CKPT_E_LIMIT (ndim, work budget), CKPT_E_UNSUPPORTED (a torch
  * dtype without a ckpt_dtype), CKPT_E_NOMEM. */
-int ckpt_builders_call(ckpt_value **out, const pk_build_ctx *c,
-                       ckpt_value *callable, ckpt_value *args,
-                       ckpt_value *kwargs);
+int ckpt_builders_call(ckpt_value **out, const pk_build_ctx *c, ckpt_value *callable,
+                       ckpt_value *args, ckpt_value *kwargs);
 
 /* BUILD of `state` on any value but a GLOBAL reference (the machine only
  * reports those): an OrderedDict or Counter keeps a dict state (or the
@@ -113,7 +111,6 @@ int ckpt_builders_call(ckpt_value **out, const pk_build_ctx *c,
  * with c->scan_only an ndarray placeholder stays one).
  * Other kinds accept only a None state. Returns 0 or CKPT_E_FORMAT (e.g.
  * ndarray bytes that do not match its shape), CKPT_E_LIMIT, CKPT_E_NOMEM. */
-int ckpt_builders_build(const pk_build_ctx *c, ckpt_value *target,
-                        ckpt_value *state);
+int ckpt_builders_build(const pk_build_ctx *c, ckpt_value *target, ckpt_value *state);
 
 #endif

@@ -13,13 +13,11 @@
 /* Records a jansson parse failure of `what` in `file` as CKPT_E_FORMAT and
  * returns it. jansson reports the byte position just past the offending
  * token, relative to the parsed buffer; `base` makes it absolute. */
-int ckpt_json_fail(const json_error_t *err, const char *file, uint64_t base,
-                   const char *what);
+int ckpt_json_fail(const json_error_t *err, const char *file, uint64_t base, const char *what);
 
 /* Checks a safetensors file in memory (p, n bytes) by every rule
  * ckpt_safetensors_read applies, without building its tensors: the scan's
  * question. 0 or the error code, recorded as the reader records it. */
-int ckpt_safetensors_check(const uint8_t *p, size_t n, const char *path,
-                           const ckpt_limits *limits);
+int ckpt_safetensors_check(const uint8_t *p, size_t n, const char *path, const ckpt_limits *limits);
 
 #endif

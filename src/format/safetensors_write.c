@@ -41,17 +41,28 @@
 /* §1.3 enum order; the writer sorts descending on it. -1: no such dtype. */
 static int dtype_rank(ckpt_dtype dt) {
     switch (dt) {
-    case CKPT_DT_BOOL: return 0;        case CKPT_DT_F4: return 1;
-    case CKPT_DT_F6_E2M3: return 2;     case CKPT_DT_F6_E3M2: return 3;
-    case CKPT_DT_U8: return 4;          case CKPT_DT_I8: return 5;
-    case CKPT_DT_F8_E5M2: return 6;     case CKPT_DT_F8_E4M3: return 7;
-    case CKPT_DT_F8_E8M0: return 8;     case CKPT_DT_F8_E4M3FNUZ: return 9;
-    case CKPT_DT_F8_E5M2FNUZ: return 10; case CKPT_DT_I16: return 11;
-    case CKPT_DT_U16: return 12;        case CKPT_DT_F16: return 13;
-    case CKPT_DT_BF16: return 14;       case CKPT_DT_I32: return 15;
-    case CKPT_DT_U32: return 16;        case CKPT_DT_F32: return 17;
-    case CKPT_DT_C64: return 18;        case CKPT_DT_F64: return 19;
-    case CKPT_DT_I64: return 20;        case CKPT_DT_U64: return 21;
+    case CKPT_DT_BOOL: return 0;
+    case CKPT_DT_F4: return 1;
+    case CKPT_DT_F6_E2M3: return 2;
+    case CKPT_DT_F6_E3M2: return 3;
+    case CKPT_DT_U8: return 4;
+    case CKPT_DT_I8: return 5;
+    case CKPT_DT_F8_E5M2: return 6;
+    case CKPT_DT_F8_E4M3: return 7;
+    case CKPT_DT_F8_E8M0: return 8;
+    case CKPT_DT_F8_E4M3FNUZ: return 9;
+    case CKPT_DT_F8_E5M2FNUZ: return 10;
+    case CKPT_DT_I16: return 11;
+    case CKPT_DT_U16: return 12;
+    case CKPT_DT_F16: return 13;
+    case CKPT_DT_BF16: return 14;
+    case CKPT_DT_I32: return 15;
+    case CKPT_DT_U32: return 16;
+    case CKPT_DT_F32: return 17;
+    case CKPT_DT_C64: return 18;
+    case CKPT_DT_F64: return 19;
+    case CKPT_DT_I64: return 20;
+    case CKPT_DT_U64: return 21;
     default: return -1;
     }
 }
@@ -70,42 +81,42 @@ typedef struct path_ref {
     const ckpt_tensor *t;
     const ckpt_storage *root; /* resolved storage and offset (elements) */
     uint64_t off;
-    size_t data;              /* index into the written tensors */
+    size_t data; /* index into the written tensors */
 } path_ref;
 
 /* One written tensor. */
 typedef struct data_t {
-    const char *name;         /* first of its paths' names in byte order */
+    const char *name; /* first of its paths' names in byte order */
     const ckpt_tensor *t;
     const ckpt_storage *root;
     uint64_t off;
-    ckpt_dtype dtype;         /* as written */
+    ckpt_dtype dtype; /* as written */
     int rank;
-    uint64_t begin, end;      /* data_offsets */
-    int64_t group;            /* storage group (views of one storage) or -1 */
-    size_t digest_at;         /* header position of its 16 hex digits */
+    uint64_t begin, end; /* data_offsets */
+    int64_t group;       /* storage group (views of one storage) or -1 */
+    size_t digest_at;    /* header position of its 16 hex digits */
 } data_t;
 
 typedef struct group_t {
     const ckpt_storage *root;
-    const char *full;         /* a data tensor covering the whole storage */
+    const char *full; /* a data tensor covering the whole storage */
 } group_t;
 
 typedef struct st_writer {
     wr_named *named;
     size_t nnamed;
-    path_ref *paths;          /* sorted by view, then name */
-    data_t *data;             /* in plan order (paths index into it) */
+    path_ref *paths; /* sorted by view, then name */
+    data_t *data;    /* in plan order (paths index into it) */
     size_t ndata;
-    data_t **order;           /* data in file order */
+    data_t **order; /* data in file order */
     group_t *groups;
     size_t ngroups;
-    ckpt_ptrmap node_data;      /* TENSOR node -> data index + 1 */
-    ckpt_ptrmap ids;            /* structure: node -> id */
+    ckpt_ptrmap node_data; /* TENSOR node -> data index + 1 */
+    ckpt_ptrmap ids;       /* structure: node -> id */
     uint64_t next_id;
     ckpt_buf structure, aliases, header;
     int aliased;
-    int dict_attrs;           /* the structure records a dict class or state */
+    int dict_attrs; /* the structure records a dict class or state */
 } st_writer;
 
 /* ------------------------------------------------------------ grouping */
@@ -151,8 +162,7 @@ static int by_name(const void *a, const void *b) {
 
 static int by_root(const void *a, const void *b) {
     const data_t *const *x = a, *const *y = b;
-    if ((*x)->root != (*y)->root)
-        return (uintptr_t)(*x)->root < (uintptr_t)(*y)->root ? -1 : 1;
+    if ((*x)->root != (*y)->root) return (uintptr_t)(*x)->root < (uintptr_t)(*y)->root ? -1 : 1;
     return strcmp((*x)->name, (*y)->name);
 }
 
@@ -188,11 +198,14 @@ static int plan(st_writer *w) {
             if (dtype_rank(dt) < 0)
                 return ckpt_err(CKPT_E_UNSUPPORTED, "", "", CKPT_NO_OFFSET,
                                 "tensor \"%s\": dtype %s has no safetensors "
-                                "equivalent", p->named->name,
-                                ckpt_dtype_name(p->t->dtype));
-            w->data[w->ndata] = (data_t){.name = p->named->name, .t = p->t,
-                                         .root = p->root, .off = p->off,
-                                         .dtype = dt, .rank = dtype_rank(dt),
+                                "equivalent",
+                                p->named->name, ckpt_dtype_name(p->t->dtype));
+            w->data[w->ndata] = (data_t){.name = p->named->name,
+                                         .t = p->t,
+                                         .root = p->root,
+                                         .off = p->off,
+                                         .dtype = dt,
+                                         .rank = dtype_rank(dt),
                                          .group = -1};
             w->ndata++;
         }
@@ -202,8 +215,7 @@ static int plan(st_writer *w) {
     /* every name must denote one written tensor */
     name_ref *names = ckpt_malloc((n ? n : 1) * sizeof *names);
     if (!names) return ckpt_err_nomem();
-    for (size_t i = 0; i < n; i++)
-        names[i] = (name_ref){w->paths[i].named->name, w->paths[i].data};
+    for (size_t i = 0; i < n; i++) names[i] = (name_ref){w->paths[i].named->name, w->paths[i].data};
     qsort(names, n, sizeof *names, by_name);
     int rc = 0;
     for (size_t i = 0; i < n && !rc; i++) {
@@ -211,7 +223,8 @@ static int plan(st_writer *w) {
         if (i > 0 && strcmp(names[i - 1].name, nm) == 0 && names[i - 1].data != names[i].data)
             rc = ckpt_err(CKPT_E_UNSUPPORTED, "", "", CKPT_NO_OFFSET,
                           "two different tensors flatten to the same name \"%s\" "
-                          "(safetensors needs unique names)", nm);
+                          "(safetensors needs unique names)",
+                          nm);
         else if (strcmp(nm, "__metadata__") == 0)
             rc = ckpt_err(CKPT_E_UNSUPPORTED, "", "", CKPT_NO_OFFSET,
                           "a tensor is named \"__metadata__\", which safetensors "
@@ -276,8 +289,8 @@ static void put_tensor(st_writer *w, ckpt_buf *b, const ckpt_value *v) {
     if (t->requires_grad) ckpt_buf_str(b, ",\"requires_grad\":true");
     if (t->is_parameter) ckpt_buf_str(b, ",\"parameter\":true");
     if (d->group >= 0) {
-        ckpt_buf_printf(b, ",\"storage\":%" PRId64 ",\"offset\":%" PRIu64 ",\"stride\":[",
-                      d->group, d->off);
+        ckpt_buf_printf(b, ",\"storage\":%" PRId64 ",\"offset\":%" PRIu64 ",\"stride\":[", d->group,
+                        d->off);
         for (uint32_t i = 0; i < t->ndim; i++)
             ckpt_buf_printf(b, "%s%" PRIu64, i ? "," : "", t->stride[i]);
         ckpt_buf_byte(b, ']');
@@ -401,8 +414,8 @@ static int plain(const st_writer *w, const ckpt_value *root) {
         const ckpt_value *k = root->u.dict.keys[i], *v = root->u.dict.vals[i];
         if (k->kind != CKPT_KIND_STR || v->kind != CKPT_KIND_TENSOR) return 0;
         const data_t *d = w->order[i];
-        if (d->t != v->u.tensor || strcmp(d->name, k->u.s.p) != 0 ||
-            d->dtype != d->t->dtype || d->t->requires_grad || d->t->is_parameter)
+        if (d->t != v->u.tensor || strcmp(d->name, k->u.s.p) != 0 || d->dtype != d->t->dtype ||
+            d->t->requires_grad || d->t->is_parameter)
             return 0;
     }
     return 1;
@@ -431,8 +444,7 @@ static int build_structure(st_writer *w, const ckpt_value *root) {
     if (w->ngroups) {
         ckpt_buf_str(b, ",\"storages\":[");
         for (size_t g = 0; g < w->ngroups; g++) {
-            ckpt_buf_printf(b, "%s{\"nbytes\":%" PRIu64, g ? "," : "",
-                          w->groups[g].root->nbytes);
+            ckpt_buf_printf(b, "%s{\"nbytes\":%" PRIu64, g ? "," : "", w->groups[g].root->nbytes);
             if (w->groups[g].full) {
                 ckpt_buf_str(b, ",\"data\":");
                 ckpt_buf_json_str(b, w->groups[g].full, strlen(w->groups[g].full));
@@ -501,8 +513,7 @@ static int build_header(st_writer *w, const ckpt_write_options *o) {
     for (size_t i = 0; o && i < o->nmeta; i++)
         meta_entry(b, &first, o->meta_keys[i], o->meta_values[i], strlen(o->meta_values[i]));
     if (w->structure.len)
-        meta_entry(b, &first, CKPT_META_STRUCTURE, (const char *)w->structure.p,
-                   w->structure.len);
+        meta_entry(b, &first, CKPT_META_STRUCTURE, (const char *)w->structure.p, w->structure.len);
     if (w->aliased)
         meta_entry(b, &first, CKPT_META_ALIASES, (const char *)w->aliases.p, w->aliases.len);
     /* digests: zeros now, patched in place once the data is written; the
@@ -551,7 +562,8 @@ static int build_header(st_writer *w, const ckpt_write_options *o) {
     if (b->len > MAX_HEADER)
         return ckpt_err(CKPT_E_LIMIT, "", "", CKPT_NO_OFFSET,
                         "safetensors header of %zu bytes exceeds the format's "
-                        "limit of %u", b->len, MAX_HEADER);
+                        "limit of %u",
+                        b->len, MAX_HEADER);
     return 0;
 }
 
@@ -638,15 +650,13 @@ static int assign_offsets(st_writer *w) {
         data_t *d = w->order[i];
         d->begin = at;
         if (ckpt_add_overflow(at, d->t->nbytes, &at))
-            return ckpt_err(CKPT_E_LIMIT, "", "", CKPT_NO_OFFSET,
-                            "tensor data exceeds 2^64 bytes");
+            return ckpt_err(CKPT_E_LIMIT, "", "", CKPT_NO_OFFSET, "tensor data exceeds 2^64 bytes");
         d->end = at;
     }
     return number_groups(w);
 }
 
-int ckpt_write_safetensors(ckpt_atomic *a, const ckpt_value *root,
-                           const ckpt_write_options *opts,
+int ckpt_write_safetensors(ckpt_atomic *a, const ckpt_value *root, const ckpt_write_options *opts,
                            ckpt_write_stats *stats) {
     st_writer w = {0};
     int rc = ckpt_wr_collect(&w.named, &w.nnamed, root);

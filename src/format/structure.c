@@ -26,28 +26,29 @@
 typedef struct decoder {
     const ckpt_file *f;
     ckpt_arena *a;
-    ckpt_value **nodes;       /* containers and tensors in document order */
+    ckpt_value **nodes; /* containers and tensors in document order */
     size_t n, cap;
-    unsigned char *open;      /* parallels nodes: 1 while a container's
+    unsigned char *open; /* parallels nodes: 1 while a container's
                                  items are being decoded */
     size_t open_cap;
-    int version;              /* 1, or 2: dicts may have "class" and "state" */
-    const json_t *storages;   /* "storages" array, or NULL */
-    ckpt_storage **groups;    /* rebuilt storages, by index */
-    unsigned char *backed;    /* 1: the group's bytes are a stored tensor */
+    int version;            /* 1, or 2: dicts may have "class" and "state" */
+    const json_t *storages; /* "storages" array, or NULL */
+    ckpt_storage **groups;  /* rebuilt storages, by index */
+    unsigned char *backed;  /* 1: the group's bytes are a stored tensor */
 } decoder;
 
 #if defined(__GNUC__)
 __attribute__((format(printf, 2, 3)))
 #endif
-static int bad(const decoder *d, const char *fmt, ...) {
+static int
+bad(const decoder *d, const char *fmt, ...) {
     char msg[400];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    return ckpt_err(CKPT_E_FORMAT, d->f->path, CKPT_META_STRUCTURE, CKPT_NO_OFFSET,
-                    "%s: %s", CKPT_META_STRUCTURE, msg);
+    return ckpt_err(CKPT_E_FORMAT, d->f->path, CKPT_META_STRUCTURE, CKPT_NO_OFFSET, "%s: %s",
+                    CKPT_META_STRUCTURE, msg);
 }
 
 static int nomem(const decoder *d) {
@@ -92,8 +93,8 @@ static int decode_bigint(decoder *d, const char *s, ckpt_value **out) {
     if (errno == ERANGE) {
         size_t skip = neg;
         while (s[skip] == '0' && s[skip + 1]) skip++; /* no leading zeros */
-        iv->u.i.decimal = neg ? ckpt_arena_printf(d->a, "-%s", s + skip)
-                              : ckpt_arena_strdup(d->a, s + skip);
+        iv->u.i.decimal =
+            neg ? ckpt_arena_printf(d->a, "-%s", s + skip) : ckpt_arena_strdup(d->a, s + skip);
         if (!iv->u.i.decimal) return nomem(d);
     }
     *out = iv;
@@ -102,8 +103,7 @@ static int decode_bigint(decoder *d, const char *s, ckpt_value **out) {
 
 static int decode(decoder *d, const json_t *j, uint32_t depth, ckpt_value **out);
 
-static int decode_seq(decoder *d, const json_t *items, int kind, uint32_t depth,
-                      ckpt_value **out) {
+static int decode_seq(decoder *d, const json_t *items, int kind, uint32_t depth, ckpt_value **out) {
     if (!json_is_array(items)) return bad(d, "a %s must hold an array", ckpt_value_kind_name(kind));
     ckpt_value *v = ckpt_value_new(d->a, kind);
     if (!v) return nomem(d);
@@ -139,8 +139,10 @@ static int decode_dict(decoder *d, const json_t *j, uint32_t depth, ckpt_value *
         else if (strcmp(name, ckpt_dict_class_name(CKPT_DICT_COUNTER)) == 0)
             v->dict_class = CKPT_DICT_COUNTER;
         else
-            return bad(d, "\"class\" \"%.60s\" is not collections.OrderedDict or "
-                       "collections.Counter", name);
+            return bad(d,
+                       "\"class\" \"%.60s\" is not collections.OrderedDict or "
+                       "collections.Counter",
+                       name);
     } else if (state) {
         return bad(d, "a plain dict has no \"state\" (attributes need a \"class\")");
     }
@@ -189,8 +191,10 @@ static int scatter(const ckpt_tensor *t, const ckpt_tensor *stored) {
     uint8_t *buf = rc ? NULL : ckpt_malloc(SCATTER_WINDOW);
     if (rc == 0 && !buf) rc = ckpt_err_nomem();
     size_t got = 0;
-    while (rc == 0 && (rc = ckpt_tensor_reader_next(&r, buf, SCATTER_WINDOW - SCATTER_WINDOW % esz,
-                                                    &got)) == 0 && got) {
+    while (rc == 0 &&
+           (rc = ckpt_tensor_reader_next(&r, buf, SCATTER_WINDOW - SCATTER_WINDOW % esz, &got)) ==
+               0 &&
+           got) {
         for (size_t n = 0; n + esz <= got; n += esz) {
             memcpy(dst + pos * esz, buf + n, esz);
             for (uint32_t i = t->ndim; i-- > 0;) {
@@ -229,18 +233,23 @@ static int group_storage(decoder *d, uint64_t g, ckpt_storage **out) {
     ckpt_storage *st = ckpt_arena_alloc(d->a, sizeof *st);
     if (!st) return nomem(d);
     /* ids past the file's own: views of one group share it, and only them */
-    *st = (ckpt_storage){.dtype = CKPT_DT_U8, .nbytes = nbytes, .key = "", .member = "",
-                         .file_offset = CKPT_NO_OFFSET, .id = d->f->nstorages + g};
+    *st = (ckpt_storage){.dtype = CKPT_DT_U8,
+                         .nbytes = nbytes,
+                         .key = "",
+                         .member = "",
+                         .file_offset = CKPT_NO_OFFSET,
+                         .id = d->f->nstorages + g};
     const json_t *full = json_object_get(s, "data");
     if (full) {
-        const ckpt_tensor *t = json_is_string(full)
-                                   ? ckpt_file_find_tensor(d->f, json_string_value(full))
-                                   : NULL;
+        const ckpt_tensor *t =
+            json_is_string(full) ? ckpt_file_find_tensor(d->f, json_string_value(full)) : NULL;
         const void *p;
         size_t n;
         if (!t || ckpt_tensor_data(t, &p, &n) || n != nbytes)
-            return bad(d, "storage %" PRIu64 ": \"data\" must name a stored tensor of "
-                       "%" PRIu64 " bytes", g, nbytes);
+            return bad(d,
+                       "storage %" PRIu64 ": \"data\" must name a stored tensor of "
+                       "%" PRIu64 " bytes",
+                       g, nbytes);
         st->data = p;
         st->source = t->storage->source;
         st->member = ckpt_tensor_member(t);
@@ -250,7 +259,8 @@ static int group_storage(decoder *d, uint64_t g, ckpt_storage **out) {
         if (nbytes > d->f->opts.limits.max_inflate_bytes || nbytes > SIZE_MAX)
             return ckpt_err(CKPT_E_LIMIT, d->f->path, CKPT_META_STRUCTURE, CKPT_NO_OFFSET,
                             "%s: storage %" PRIu64 " of %" PRIu64 " bytes exceeds "
-                            "max_inflate_bytes", CKPT_META_STRUCTURE, g, nbytes);
+                            "max_inflate_bytes",
+                            CKPT_META_STRUCTURE, g, nbytes);
         st->data = ckpt_arena_alloc(d->a, nbytes ? (size_t)nbytes : 1); /* zeroed */
         if (!st->data) return nomem(d);
     }
@@ -281,17 +291,19 @@ static int decode_tensor(decoder *d, const json_t *j, ckpt_value **out) {
     uint32_t ndim = data->ndim;
     const json_t *jd = json_object_get(j, "dtype");
     if (jd) {
-        ckpt_dtype want = json_is_string(jd) ? ckpt_dtype_from_name(json_string_value(jd))
-                                             : CKPT_DT_UNKNOWN;
+        ckpt_dtype want =
+            json_is_string(jd) ? ckpt_dtype_from_name(json_string_value(jd)) : CKPT_DT_UNKNOWN;
         if (!override_ok(want, dt) || ndim == 0 || data->shape[ndim - 1] != 2)
-            return bad(d, "tensor \"%s\": dtype %s cannot be read from %s with shape "
-                       "[..., 2]", ckpt_tensor_name(data),
-                       json_is_string(jd) ? json_string_value(jd) : "?",
+            return bad(d,
+                       "tensor \"%s\": dtype %s cannot be read from %s with shape "
+                       "[..., 2]",
+                       ckpt_tensor_name(data), json_is_string(jd) ? json_string_value(jd) : "?",
                        ckpt_dtype_name(dt));
         dt = want;
         ndim--;
     }
-    const json_t *rg = json_object_get(j, "requires_grad"), *param = json_object_get(j, "parameter");
+    const json_t *rg = json_object_get(j, "requires_grad"),
+                 *param = json_object_get(j, "parameter");
     if (rg && !json_is_boolean(rg)) return bad(d, "\"requires_grad\" must be a boolean");
     if (param && !json_is_boolean(param)) return bad(d, "\"parameter\" must be a boolean");
     uint64_t stride[CKPT_MAX_NDIM], offset = 0;
@@ -302,8 +314,10 @@ static int decode_tensor(decoder *d, const json_t *j, ckpt_value **out) {
         const json_t *js = json_object_get(j, "stride");
         if (json_u64(jg, &g) || json_u64(json_object_get(j, "offset"), &offset) ||
             !json_is_array(js) || json_array_size(js) != ndim)
-            return bad(d, "tensor \"%s\": \"storage\" needs an index, an \"offset\" "
-                       "and %u strides", ckpt_tensor_name(data), ndim);
+            return bad(d,
+                       "tensor \"%s\": \"storage\" needs an index, an \"offset\" "
+                       "and %u strides",
+                       ckpt_tensor_name(data), ndim);
         for (uint32_t i = 0; i < ndim; i++)
             if (json_u64(json_array_get(js, i), &stride[i]))
                 return bad(d, "tensor \"%s\": strides must be non-negative integers",
@@ -315,12 +329,14 @@ static int decode_tensor(decoder *d, const json_t *j, ckpt_value **out) {
         offset = data->storage_offset;
     }
     ckpt_value *v;
-    int rc = ckpt_tensor_new(&v, d->a, st, dt, ndim, data->shape, stride, offset,
-                             d->f->path, CKPT_META_STRUCTURE, CKPT_NO_OFFSET);
+    int rc = ckpt_tensor_new(&v, d->a, st, dt, ndim, data->shape, stride, offset, d->f->path,
+                             CKPT_META_STRUCTURE, CKPT_NO_OFFSET);
     if (rc) return rc;
     if (v->u.tensor->nbytes != nbytes)
-        return bad(d, "tensor \"%s\": the view holds %" PRIu64 " bytes, the stored "
-                   "tensor %zu", ckpt_tensor_name(data), v->u.tensor->nbytes, nbytes);
+        return bad(d,
+                   "tensor \"%s\": the view holds %" PRIu64 " bytes, the stored "
+                   "tensor %zu",
+                   ckpt_tensor_name(data), v->u.tensor->nbytes, nbytes);
     if (jg && !d->backed[g]) {
         if (ckpt_dtype_size(dt) == 0)
             return bad(d, "tensor \"%s\": views of sub-byte dtypes cannot be rebuilt",
@@ -346,8 +362,7 @@ static int decode(decoder *d, const json_t *j, uint32_t depth, ckpt_value **out)
     case JSON_INTEGER: v = ckpt_value_new_int(d->a, json_integer_value(j)); break;
     case JSON_REAL: v = ckpt_value_new_float(d->a, json_real_value(j)); break;
     case JSON_STRING:
-        v = ckpt_value_new_str(d->a, CKPT_KIND_STR, json_string_value(j),
-                               json_string_length(j));
+        v = ckpt_value_new_str(d->a, CKPT_KIND_STR, json_string_value(j), json_string_length(j));
         break;
     case JSON_ARRAY: return bad(d, "unexpected array (containers are tagged objects)");
     case JSON_OBJECT: {
@@ -364,8 +379,10 @@ static int decode(decoder *d, const json_t *j, uint32_t depth, ckpt_value **out)
                 return bad(d, "\"ref\" %" PRId64 " names no earlier node",
                            json_is_integer(x) ? (int64_t)json_integer_value(x) : -1);
             if (d->open[n])
-                return bad(d, "\"ref\" %" PRIu64 " names a container from inside it "
-                           "(a cycle)", n);
+                return bad(d,
+                           "\"ref\" %" PRIu64 " names a container from inside it "
+                           "(a cycle)",
+                           n);
             *out = d->nodes[n];
             return 0;
         }
@@ -423,8 +440,8 @@ static const char *find_meta(const ckpt_file *f, const char *key) {
 
 int ckpt_structure_decode(const ckpt_value **out, const ckpt_file *f, ckpt_arena *a) {
     *out = f->root;
-    const char *text = f->format == CKPT_FORMAT_SAFETENSORS ? find_meta(f, CKPT_META_STRUCTURE)
-                                                           : NULL;
+    const char *text =
+        f->format == CKPT_FORMAT_SAFETENSORS ? find_meta(f, CKPT_META_STRUCTURE) : NULL;
     if (!text) return 0;
     decoder d = {.f = f, .a = a};
     json_error_t err;
@@ -447,7 +464,6 @@ int ckpt_structure_decode(const ckpt_value **out, const ckpt_file *f, ckpt_arena
     json_decref(doc);
     return rc;
 }
-
 
 int ckpt_file_logical_root(const ckpt_value **out, const ckpt_file *cf) {
     if (!out || !cf)

@@ -23,7 +23,7 @@ typedef struct torch_reader {
     ckpt_file *f;
     int legacy;
     const char *member; /* the pickle being run, for errors */
-    slot *slots; /* open addressing, power-of-two capacity */
+    slot *slots;        /* open addressing, power-of-two capacity */
     size_t cap, n;
     ckpt_storage **order; /* storages in first-use order */
     size_t norder, ordercap;
@@ -88,8 +88,7 @@ static int load_storage(void *ctx, ckpt_value *pid, uint64_t off, ckpt_value **o
     const ckpt_value *tag = tuple_item(pid, 0), *type = tuple_item(pid, 1),
                      *key = tuple_item(pid, 2), *nv = tuple_item(pid, 4);
     if (tag->kind != CKPT_KIND_STR || strcmp(tag->u.s.p, "storage") != 0)
-        return ckpt_err(CKPT_E_FORMAT, f->path, mem, off,
-                        "persistent id tag is not 'storage'");
+        return ckpt_err(CKPT_E_FORMAT, f->path, mem, off, "persistent id tag is not 'storage'");
     if (type->kind != CKPT_KIND_GLOBAL_ || strncmp(type->u.global.module, "torch", 5) != 0)
         return ckpt_err(CKPT_E_FORMAT, f->path, mem, off,
                         "persistent id names no torch storage type");
@@ -137,17 +136,21 @@ static int load_storage(void *ctx, ckpt_value *pid, uint64_t off, ckpt_value **o
         if (ckpt_add_overflow(voff, vsize, &vend) || ckpt_mul_overflow(vend, esz, &vend) ||
             vend > st->nbytes || ckpt_mul_overflow(vsize, esz, &vbytes))
             return ckpt_err(CKPT_E_FORMAT, f->path, mem, off,
-                            "storage view %s reaches past its root storage %s",
-                            vkey->u.s.p, key->u.s.p);
+                            "storage view %s reaches past its root storage %s", vkey->u.s.p,
+                            key->u.s.p);
         slot *vs = find_slot(r, vkey->u.s.p);
         ckpt_storage *vst = vs ? vs->st : NULL;
         if (!vst) {
             vst = ckpt_arena_alloc(&f->arena, sizeof *vst);
             if (!vst || table_put(r, vkey->u.s.p, vst))
                 return ckpt_err(CKPT_E_NOMEM, f->path, mem, off, "out of memory");
-            *vst = (ckpt_storage){.dtype = dt, .nbytes = vbytes, .key = vkey->u.s.p,
-                                  .member = "", .file_offset = CKPT_NO_OFFSET,
-                                  .base = st, .base_elem_offset = voff};
+            *vst = (ckpt_storage){.dtype = dt,
+                                  .nbytes = vbytes,
+                                  .key = vkey->u.s.p,
+                                  .member = "",
+                                  .file_offset = CKPT_NO_OFFSET,
+                                  .base = st,
+                                  .base_elem_offset = voff};
         } else if (vst->base != st || vst->base_elem_offset != voff || vst->nbytes != vbytes) {
             return ckpt_err(CKPT_E_FORMAT, f->path, mem, off,
                             "storage view %s declared twice differently", vkey->u.s.p);
@@ -161,9 +164,8 @@ static int load_storage(void *ctx, ckpt_value *pid, uint64_t off, ckpt_value **o
     return 0;
 }
 
-static int run_pickle(torch_reader *r, ckpt_value **out, size_t *consumed,
-                      const uint8_t *buf, size_t len, const char *member,
-                      uint64_t base, int with_storages) {
+static int run_pickle(torch_reader *r, ckpt_value **out, size_t *consumed, const uint8_t *buf,
+                      size_t len, const char *member, uint64_t base, int with_storages) {
     pk_options o = {0};
     o.file = r->f->path;
     o.member = member;
@@ -185,8 +187,7 @@ static int run_pickle(torch_reader *r, ckpt_value **out, size_t *consumed,
  * and the per-tensor digests "ckpt.xxh3" (ckpt.h, "write"). It becomes the
  * file's metadata, as __metadata__ does for safetensors. Bounded by
  * limits.max_header_bytes like a safetensors header. */
-static int read_ckpt_meta(ckpt_file *f, const ckpt_zip *z, const char *prefix,
-                          uint64_t *budget) {
+static int read_ckpt_meta(ckpt_file *f, const ckpt_zip *z, const char *prefix, uint64_t *budget) {
     const char *name = ckpt_arena_printf(&f->arena, "%s/extra/ckpt_meta.json", prefix);
     if (!name) return ckpt_err(CKPT_E_NOMEM, f->path, NULL, 0, "out of memory");
     const ckpt_zip_entry *e = ckpt_zip_find(z, name);
@@ -222,8 +223,8 @@ static int read_ckpt_meta(ckpt_file *f, const ckpt_zip *z, const char *prefix,
             break;
         }
         f->meta_keys[i] = ckpt_arena_strdup(&f->arena, key);
-        f->meta_vals[i] = ckpt_arena_strndup(&f->arena, json_string_value(val),
-                                             json_string_length(val));
+        f->meta_vals[i] =
+            ckpt_arena_strndup(&f->arena, json_string_value(val), json_string_length(val));
         if (!f->meta_keys[i] || !f->meta_vals[i])
             rc = ckpt_err(CKPT_E_NOMEM, f->path, e->name, e->data_offset, "out of memory");
         i++;
@@ -287,8 +288,8 @@ int ckpt_torch_read_zip(ckpt_file *f) {
     const uint8_t *pkl;
     size_t consumed;
     if ((rc = ckpt_zip_read(z, e, &f->arena, &budget, &pkl))) return rc;
-    if ((rc = run_pickle(&r, &f->root, &consumed, pkl, (size_t)e->usize, e->name,
-                         e->data_offset, 1)))
+    if ((rc = run_pickle(&r, &f->root, &consumed, pkl, (size_t)e->usize, e->name, e->data_offset,
+                         1)))
         return rc;
 
     for (size_t i = 0; i < r.norder; i++) {
@@ -349,13 +350,11 @@ int ckpt_torch_read_legacy(ckpt_file *f) {
     pos += used;
     if ((rc = run_pickle(&r, &v, &used, p + pos, n - pos, "sys_info", pos, 0))) return rc;
     pos += used;
-    if ((rc = run_pickle(&r, &f->root, &used, p + pos, n - pos, "main pickle", pos, 1)))
-        return rc;
+    if ((rc = run_pickle(&r, &f->root, &used, p + pos, n - pos, "main pickle", pos, 1))) return rc;
     pos += used;
     ckpt_value *keys;
     uint64_t keys_at = pos;
-    if ((rc = run_pickle(&r, &keys, &used, p + pos, n - pos, "storage keys", pos, 0)))
-        return rc;
+    if ((rc = run_pickle(&r, &keys, &used, p + pos, n - pos, "storage keys", pos, 0))) return rc;
     pos += used;
     if (keys->kind != CKPT_KIND_LIST)
         return ckpt_err(CKPT_E_FORMAT, f->path, "storage keys", keys_at,
@@ -373,8 +372,7 @@ int ckpt_torch_read_legacy(ckpt_file *f) {
             return ckpt_err(CKPT_E_FORMAT, f->path, mem, pos,
                             "storage key is not a storage of the main pickle");
         ckpt_storage *st = s->st;
-        if (st->data)
-            return ckpt_err(CKPT_E_FORMAT, f->path, mem, pos, "storage listed twice");
+        if (st->data) return ckpt_err(CKPT_E_FORMAT, f->path, mem, pos, "storage listed twice");
         uint64_t count, nbytes, end;
         if (n - pos < 8)
             return ckpt_err(CKPT_E_TRUNCATED, f->path, mem, pos,
@@ -402,8 +400,7 @@ int ckpt_torch_read_legacy(ckpt_file *f) {
         if (st->base) continue;
         if (!st->data)
             return ckpt_err(CKPT_E_TRUNCATED, f->path, NULL, pos,
-                            "storage %s of the main pickle has no data in the file",
-                            st->key);
+                            "storage %s of the main pickle has no data in the file", st->key);
     }
     for (size_t i = 0; i < r.norder; i++) {
         ckpt_storage *st = r.order[i];

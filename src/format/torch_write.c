@@ -88,29 +88,32 @@ static const char *untyped_dtype(ckpt_dtype dt) {
 
 typedef struct storage_rec {
     const ckpt_storage *root;
-    ckpt_dtype dtype;         /* of the tensors viewing it */
-    uint64_t xxh;             /* XXH3-64 of the bytes written */
+    ckpt_dtype dtype; /* of the tensors viewing it */
+    uint64_t xxh;     /* XXH3-64 of the bytes written */
 } storage_rec;
 
 typedef struct zip_rec {
     char *name;
-    uint64_t local;           /* local header offset */
+    uint64_t local; /* local header offset */
     uint64_t size;
     uint32_t crc;
 } zip_rec;
 
 typedef struct pt_writer {
     ckpt_buf pkl;
-    uint64_t memo;            /* next memo index */
-    ckpt_ptrmap memo_of;        /* node -> memo index */
-    struct { const char *module, *name; uint64_t memo; } globals[32];
+    uint64_t memo;       /* next memo index */
+    ckpt_ptrmap memo_of; /* node -> memo index */
+    struct {
+        const char *module, *name;
+        uint64_t memo;
+    } globals[32];
     size_t nglobals;
-    ckpt_ptrmap storage_of;     /* root storage -> index + 1 */
+    ckpt_ptrmap storage_of; /* root storage -> index + 1 */
     storage_rec *storages;
     size_t nstorages, capstorages;
     zip_rec *recs;
     size_t nrecs, caprecs;
-    char *prefix;             /* "<archive>/" */
+    char *prefix; /* "<archive>/" */
     ckpt_atomic *a;
 } pt_writer;
 
@@ -221,8 +224,8 @@ static int put_bigint(pt_writer *w, const char *dec) {
             carry = x >> 8;
         }
     }
-    while (n > 1 && ((le[n - 1] == 0 && !(le[n - 2] & 0x80)) ||
-                     (le[n - 1] == 0xFF && (le[n - 2] & 0x80))))
+    while (n > 1 &&
+           ((le[n - 1] == 0 && !(le[n - 2] & 0x80)) || (le[n - 1] == 0xFF && (le[n - 2] & 0x80))))
         n--;
     if (n < 256) {
         op(w, 0x8a);
@@ -301,17 +304,18 @@ static int check_tensors(const wr_named *tensors, size_t n) {
         if (!storage_class(t->dtype) && !untyped_dtype(t->dtype))
             rc = ckpt_err(CKPT_E_UNSUPPORTED, "", "", CKPT_NO_OFFSET,
                           "tensor \"%s\": dtype %s cannot be written to a torch "
-                          "archive", name, ckpt_dtype_name(t->dtype));
+                          "archive",
+                          name, ckpt_dtype_name(t->dtype));
         else if (ckpt_ptrmap_get(&dtype_of, root, &have) && have != (uint64_t)t->dtype)
             rc = ckpt_err(CKPT_E_UNSUPPORTED, "", "", CKPT_NO_OFFSET,
                           "tensor \"%s\": its storage is also viewed as %s, and "
-                          "torch cannot save one storage as two dtypes (%s)", name,
-                          ckpt_dtype_name((ckpt_dtype)have), ckpt_dtype_name(t->dtype));
+                          "torch cannot save one storage as two dtypes (%s)",
+                          name, ckpt_dtype_name((ckpt_dtype)have), ckpt_dtype_name(t->dtype));
         else if (!untyped_dtype(t->dtype) && root->nbytes % ckpt_dtype_size(t->dtype))
             rc = ckpt_err(CKPT_E_UNSUPPORTED, "", "", CKPT_NO_OFFSET,
                           "tensor \"%s\": its storage of %" PRIu64 " bytes is not a "
-                          "whole number of %s elements", name, root->nbytes,
-                          ckpt_dtype_name(t->dtype));
+                          "whole number of %s elements",
+                          name, root->nbytes, ckpt_dtype_name(t->dtype));
         else
             rc = ckpt_ptrmap_put(&dtype_of, root, (uint64_t)t->dtype);
     }
@@ -407,9 +411,7 @@ static int put_parameter(pt_writer *w, const ckpt_tensor *t) {
  * tuple its items then TUPLE1/2/3, or MARK items TUPLE. */
 
 /* Item i of n opens a batch of several (MARK) / closes a batch. */
-static int batch_opens(size_t i, size_t n) {
-    return i % BATCH == 0 && n - i > 1;
-}
+static int batch_opens(size_t i, size_t n) { return i % BATCH == 0 && n - i > 1; }
 static int batch_closes(size_t i, size_t n, int *several) {
     size_t start = i - i % BATCH;
     *several = n - start > 1;
@@ -429,8 +431,8 @@ static int save_enter(ckpt_walk *ww, ckpt_walk_frame *node) {
         return CKPT_WALK_SKIP; /* a plain dict's attributes are not saved */
     if ((node->role == CKPT_WALK_KEY ||
          (node->role == CKPT_WALK_ITEM && parent->kind != CKPT_KIND_TUPLE)) &&
-        batch_opens(node->index, parent->kind == CKPT_KIND_DICT ? parent->u.dict.n
-                                                                : parent->u.seq.n))
+        batch_opens(node->index,
+                    parent->kind == CKPT_KIND_DICT ? parent->u.dict.n : parent->u.seq.n))
         op(w, '(');
     switch (v->kind) {
     case CKPT_KIND_NONE: op(w, 'N'); return CKPT_WALK_PRUNE;
@@ -443,9 +445,7 @@ static int save_enter(ckpt_walk *ww, ckpt_walk_frame *node) {
         put_int64(w, v->u.i.v);
         return CKPT_WALK_PRUNE;
     case CKPT_KIND_FLOAT: put_float(w, v->u.f); return CKPT_WALK_PRUNE;
-    case CKPT_KIND_STR:
-        rc = put_str(w, v->u.s.p, v->u.s.len);
-        return rc ? rc : CKPT_WALK_PRUNE;
+    case CKPT_KIND_STR: rc = put_str(w, v->u.s.p, v->u.s.len); return rc ? rc : CKPT_WALK_PRUNE;
     case CKPT_KIND_BYTES:
         rc = put_bytes(w, (const uint8_t *)v->u.s.p, v->u.s.len);
         return rc ? rc : CKPT_WALK_PRUNE;
@@ -642,9 +642,14 @@ static int storage_record(pt_writer *w, size_t index) {
     unsigned esz = ckpt_dtype_size(s->dtype);
     int swap = st->big_endian && esz > 1;
     uint64_t shape = swap ? st->nbytes / esz : st->nbytes, stride = 1;
-    ckpt_tensor whole = {.name = "", .dtype = swap ? s->dtype : CKPT_DT_U8, .ndim = 1,
-                         .shape = &shape, .stride = &stride, .numel = shape,
-                         .nbytes = st->nbytes, .storage = (ckpt_storage *)st};
+    ckpt_tensor whole = {.name = "",
+                         .dtype = swap ? s->dtype : CKPT_DT_U8,
+                         .ndim = 1,
+                         .shape = &shape,
+                         .stride = &stride,
+                         .numel = shape,
+                         .nbytes = st->nbytes,
+                         .storage = (ckpt_storage *)st};
     char rel[32];
     snprintf(rel, sizeof rel, "data/%zu", index);
     zip_rec *r = NULL;

@@ -41,8 +41,8 @@ const char *ckpt_wr_dtype_ref(const ckpt_value *v) {
     /* torch.long is torch.int64: pickles name the canonical attribute, the
      * one torch's weights_only allowlist knows (str(dtype)) */
     static const char *const alias[][2] = {
-        {"float", "float32"}, {"double", "float64"}, {"half", "float16"},
-        {"long", "int64"},    {"int", "int32"},      {"short", "int16"},
+        {"float", "float32"},   {"double", "float64"},   {"half", "float16"},
+        {"long", "int64"},      {"int", "int32"},        {"short", "int16"},
         {"chalf", "complex32"}, {"cfloat", "complex64"}, {"cdouble", "complex128"}};
     if (v->kind != CKPT_KIND_GLOBAL_ || strcmp(v->u.global.module, "torch") != 0 ||
         ckpt_dtype_from_torch_name(v->u.global.name) == CKPT_DT_UNKNOWN)
@@ -64,24 +64,25 @@ typedef struct collector {
     char opaque[512];
 } collector;
 
-static const char *cur_name(const ckpt_walk *w) {
-    return w->name[0] ? w->name : "(root)";
-}
+static const char *cur_name(const ckpt_walk *w) { return w->name[0] ? w->name : "(root)"; }
 
 static void note_opaque(collector *c, const ckpt_walk *w, const char *what) {
     if (c->nopaque++ >= MAX_OPAQUE_NAMED) return;
     size_t used = strlen(c->opaque);
-    snprintf(c->opaque + used, sizeof c->opaque - used, "%s%s at \"%s\"",
-             used ? ", " : "", what, cur_name(w));
+    snprintf(c->opaque + used, sizeof c->opaque - used, "%s%s at \"%s\"", used ? ", " : "", what,
+             cur_name(w));
 }
 
 /* Dict keys must be hashable data Python can rebuild: scalars, strings,
  * dtypes and tuples of those, nested 16 deep at most. */
 static int key_scalar(const ckpt_value *k) {
     switch (k->kind) {
-    case CKPT_KIND_NONE: case CKPT_KIND_BOOL: case CKPT_KIND_INT:
-    case CKPT_KIND_FLOAT: case CKPT_KIND_STR: case CKPT_KIND_BYTES:
-        return 1;
+    case CKPT_KIND_NONE:
+    case CKPT_KIND_BOOL:
+    case CKPT_KIND_INT:
+    case CKPT_KIND_FLOAT:
+    case CKPT_KIND_STR:
+    case CKPT_KIND_BYTES: return 1;
     case CKPT_KIND_GLOBAL_: return ckpt_wr_dtype_ref(k) != NULL;
     default: return 0;
     }
@@ -113,12 +114,12 @@ static int add_tensor(collector *c, const ckpt_walk *w, const ckpt_value *v) {
     if (c->in_state || node->role == CKPT_WALK_STATE)
         return ckpt_err(CKPT_E_UNSUPPORTED, "", "", CKPT_NO_OFFSET,
                         "cannot write a tensor held in the attributes "
-                        "(BUILD state) of a dict, at \"%s\"", cur_name(w));
+                        "(BUILD state) of a dict, at \"%s\"",
+                        cur_name(w));
     if (c->n == c->cap) {
         size_t cap = c->cap ? c->cap * 2 : 64;
         wr_named *ni = ckpt_realloc(c->items, cap * sizeof *ni);
-        if (!ni || cap > SIZE_MAX / 2 / sizeof *ni)
-            return ckpt_err_nomem();
+        if (!ni || cap > SIZE_MAX / 2 / sizeof *ni) return ckpt_err_nomem();
         c->items = ni;
         c->cap = cap;
     }
@@ -126,7 +127,8 @@ static int add_tensor(collector *c, const ckpt_walk *w, const ckpt_value *v) {
     if (len && memchr(w->name, '\0', len))
         return ckpt_err(CKPT_E_UNSUPPORTED, "", "", CKPT_NO_OFFSET,
                         "cannot write a tensor whose name contains a "
-                        "NUL byte (\"%s...\")", w->name);
+                        "NUL byte (\"%s...\")",
+                        w->name);
     char *name = ckpt_malloc(len + 1);
     if (!name) return ckpt_err_nomem();
     memcpy(name, w->name, len);
@@ -144,9 +146,12 @@ static int collect_enter(ckpt_walk *w, ckpt_walk_frame *node) {
                         "cannot write a dict key of kind %s at \"%s\"",
                         ckpt_value_kind_name(node->key->kind), cur_name(w));
     switch (v->kind) {
-    case CKPT_KIND_NONE: case CKPT_KIND_BOOL: case CKPT_KIND_INT:
-    case CKPT_KIND_FLOAT: case CKPT_KIND_STR: case CKPT_KIND_BYTES:
-        return CKPT_WALK_SKIP;
+    case CKPT_KIND_NONE:
+    case CKPT_KIND_BOOL:
+    case CKPT_KIND_INT:
+    case CKPT_KIND_FLOAT:
+    case CKPT_KIND_STR:
+    case CKPT_KIND_BYTES: return CKPT_WALK_SKIP;
     case CKPT_KIND_TENSOR: {
         int rc = add_tensor(c, w, v);
         return rc ? rc : CKPT_WALK_SKIP;
@@ -154,18 +159,16 @@ static int collect_enter(ckpt_walk *w, ckpt_walk_frame *node) {
     case CKPT_KIND_GLOBAL_:
         if (!ckpt_wr_dtype_ref(v)) note_opaque(c, w, v->u.global.qualname);
         return CKPT_WALK_SKIP;
-    case CKPT_KIND_OBJECT:
-        note_opaque(c, w, v->u.obj.name);
-        return CKPT_WALK_SKIP;
-    case CKPT_KIND_LIST: case CKPT_KIND_TUPLE: case CKPT_KIND_SET:
+    case CKPT_KIND_OBJECT: note_opaque(c, w, v->u.obj.name); return CKPT_WALK_SKIP;
+    case CKPT_KIND_LIST:
+    case CKPT_KIND_TUPLE:
+    case CKPT_KIND_SET:
     case CKPT_KIND_DICT:
         /* a dict's attributes are checked like its items, named by
          * attribute */
         if (node->role == CKPT_WALK_STATE) c->in_state++;
         return CKPT_WALK_DESCEND;
-    default:
-        note_opaque(c, w, "an unresolved pickle value");
-        return CKPT_WALK_SKIP;
+    default: note_opaque(c, w, "an unresolved pickle value"); return CKPT_WALK_SKIP;
     }
 }
 
@@ -195,9 +198,9 @@ int ckpt_wr_collect(wr_named **out, size_t *n, const ckpt_value *root) {
     if (!rc && c.nopaque)
         rc = ckpt_err(CKPT_E_UNSUPPORTED, "", "", CKPT_NO_OFFSET,
                       "cannot convert %zu opaque object%s: %s%s (leave %s out with "
-                      "--select)", c.nopaque, c.nopaque == 1 ? "" : "s", c.opaque,
-                      c.nopaque > MAX_OPAQUE_NAMED ? ", ..." : "",
-                      c.nopaque == 1 ? "it" : "them");
+                      "--select)",
+                      c.nopaque, c.nopaque == 1 ? "" : "s", c.opaque,
+                      c.nopaque > MAX_OPAQUE_NAMED ? ", ..." : "", c.nopaque == 1 ? "it" : "them");
     if (rc) {
         ckpt_wr_named_free(c.items, c.n);
         return rc;
@@ -255,7 +258,8 @@ int ckpt_wr_check_options(const ckpt_write_options *o) {
         if (ckpt_wr_meta_reserved(k))
             return ckpt_err(CKPT_E_INVALID_ARG, "", "", CKPT_NO_OFFSET,
                             "metadata key \"%s\": keys starting with \"%s\" are "
-                            "reserved for ckpt", k, CKPT_META_PREFIX);
+                            "reserved for ckpt",
+                            k, CKPT_META_PREFIX);
         for (size_t j = 0; j < i; j++)
             if (strcmp(o->meta_keys[j], k) == 0)
                 return ckpt_err(CKPT_E_INVALID_ARG, "", "", CKPT_NO_OFFSET,
@@ -265,27 +269,22 @@ int ckpt_wr_check_options(const ckpt_write_options *o) {
 }
 
 int ckpt_write_value_to(ckpt_atomic *a, const ckpt_value *root, ckpt_format format,
-                        const ckpt_write_options *opts,
-                        ckpt_write_stats *stats) {
+                        const ckpt_write_options *opts, ckpt_write_stats *stats) {
     ckpt_write_stats local;
     if (!stats) stats = &local;
     *stats = (ckpt_write_stats){0};
     if (!a || !root)
-        return ckpt_err(CKPT_E_INVALID_ARG, "", "", CKPT_NO_OFFSET,
-                        "atomic file or root is NULL");
+        return ckpt_err(CKPT_E_INVALID_ARG, "", "", CKPT_NO_OFFSET, "atomic file or root is NULL");
     int rc = ckpt_wr_check_options(opts);
     if (rc) return rc;
-    if (format == CKPT_FORMAT_SAFETENSORS)
-        return ckpt_write_safetensors(a, root, opts, stats);
+    if (format == CKPT_FORMAT_SAFETENSORS) return ckpt_write_safetensors(a, root, opts, stats);
     if (format == CKPT_FORMAT_TORCH_ZIP) return ckpt_write_torch(a, root, opts, stats);
     return ckpt_err(CKPT_E_INVALID_ARG, "", "", CKPT_NO_OFFSET,
-                    "can only write safetensors or torch-zip, not %s",
-                    ckpt_format_name(format));
+                    "can only write safetensors or torch-zip, not %s", ckpt_format_name(format));
 }
 
 int ckpt_write_value(const ckpt_value *root, const char *path, ckpt_format format,
-                     const ckpt_write_options *opts,
-                     ckpt_write_stats *stats) {
+                     const ckpt_write_options *opts, ckpt_write_stats *stats) {
     ckpt_atomic a;
     int rc = ckpt_atomic_begin(&a, path);
     if (rc) return rc;

@@ -56,30 +56,22 @@ typedef struct ckpt_write_stats {
     uint64_t keys;    /* tensor names (tied tensors: one per name) */
     uint64_t bytes;   /* file size */
 } ckpt_write_stats;
-int ckpt_write_value_to(ckpt_atomic *a, const ckpt_value *root,
-                        ckpt_format format, const ckpt_write_options *opts,
-                        ckpt_write_stats *stats);
+int ckpt_write_value_to(ckpt_atomic *a, const ckpt_value *root, ckpt_format format,
+                        const ckpt_write_options *opts, ckpt_write_stats *stats);
 
 /* begin + ckpt_write_value_to + commit (no backup); on failure the target
  * is untouched. */
-int ckpt_write_value(const ckpt_value *root, const char *path,
-                     ckpt_format format, const ckpt_write_options *opts,
-                     ckpt_write_stats *stats);
+int ckpt_write_value(const ckpt_value *root, const char *path, ckpt_format format,
+                     const ckpt_write_options *opts, ckpt_write_stats *stats);
 
 /* Format writers (write_safetensors.c, write_torch.c): same contract as
  * ckpt_write_value_to after the options were validated. */
-int ckpt_write_safetensors(ckpt_atomic *a, const ckpt_value *root,
-                           const ckpt_write_options *opts,
+int ckpt_write_safetensors(ckpt_atomic *a, const ckpt_value *root, const ckpt_write_options *opts,
                            ckpt_write_stats *stats);
-int ckpt_write_torch(ckpt_atomic *a, const ckpt_value *root,
-                     const ckpt_write_options *opts, ckpt_write_stats *stats);
+int ckpt_write_torch(ckpt_atomic *a, const ckpt_value *root, const ckpt_write_options *opts,
+                     ckpt_write_stats *stats);
 
 /* ------------------------------------------------------------ shared */
-
-
-
-
-
 
 /* Where a tensor's bytes really are: legacy view storages are resolved to
  * their root storage, the offset (elements) adjusted. */
@@ -88,9 +80,9 @@ const ckpt_storage *ckpt_wr_root_storage(const ckpt_tensor *t, uint64_t *offset)
 /* One tensor reached by the flattened name `name` (file.c's rules: dict
  * keys as text, list/tuple/set indices in decimal, joined with "."). */
 typedef struct wr_named {
-    const char *name;          /* ckpt_malloc'd */
-    const ckpt_value *value;   /* the TENSOR node */
-    uint64_t seq;              /* discovery order */
+    const char *name;        /* ckpt_malloc'd */
+    const ckpt_value *value; /* the TENSOR node */
+    uint64_t seq;            /* discovery order */
 } wr_named;
 
 /* Walks the tree like ckpt_file_flatten and checks that every value can be
@@ -107,7 +99,6 @@ void ckpt_wr_named_free(wr_named *v, size_t n);
 /* Sorts by name, keeping only the last discovered among equal names (what
  * ckpt_file_flatten does); returns the new count (freed names dropped). */
 size_t ckpt_wr_named_unique(wr_named *v, size_t n);
-
 
 int ckpt_wr_check_options(const ckpt_write_options *opts);
 

@@ -152,8 +152,7 @@ static int merge_metadata(meta_list *m, const ckpt_file *f, const ckpt_convert_o
         json_decref(cfg);
         const char *copy = text ? ckpt_arena_strdup(a, text) : NULL;
         free(text);
-        rc = copy ? meta_set(m, a, "config", copy)
-                  : ckpt_err_nomem();
+        rc = copy ? meta_set(m, a, "config", copy) : ckpt_err_nomem();
     }
     for (size_t i = 0; !rc && i < o->write.nmeta; i++) {
         if (!o->write.meta_keys || !o->write.meta_values || !o->write.meta_keys[i] ||
@@ -171,8 +170,10 @@ static ckpt_format format_for(const char *path) {
     static const struct {
         const char *ext;
         ckpt_format format;
-    } exts[] = {{".safetensors", CKPT_FORMAT_SAFETENSORS}, {".pt", CKPT_FORMAT_TORCH_ZIP},
-                {".pth", CKPT_FORMAT_TORCH_ZIP},           {".bin", CKPT_FORMAT_TORCH_ZIP},
+    } exts[] = {{".safetensors", CKPT_FORMAT_SAFETENSORS},
+                {".pt", CKPT_FORMAT_TORCH_ZIP},
+                {".pth", CKPT_FORMAT_TORCH_ZIP},
+                {".bin", CKPT_FORMAT_TORCH_ZIP},
                 {".ckpt", CKPT_FORMAT_TORCH_ZIP}};
     size_t n = strlen(path);
     for (size_t i = 0; i < sizeof exts / sizeof *exts; i++) {
@@ -220,8 +221,7 @@ int ckpt_convert(ckpt_convert_report *report, const char *in, const char *out,
     const ckpt_convert_options *o = opts ? opts : &defaults;
     CKPT_CHECK_OPTIONS(opts, CKPT_CONVERT_OPTIONS_VERSION);
     if (report) *report = (ckpt_convert_report){0};
-    if (!in || !out)
-        return ckpt_err(CKPT_E_INVALID_ARG, "", "", CKPT_NO_OFFSET, "path is NULL");
+    if (!in || !out) return ckpt_err(CKPT_E_INVALID_ARG, "", "", CKPT_NO_OFFSET, "path is NULL");
     ckpt_format fmt = o->format ? o->format : format_for(out);
     if (fmt != CKPT_FORMAT_SAFETENSORS && fmt != CKPT_FORMAT_TORCH_ZIP)
         return ckpt_err(CKPT_E_INVALID_ARG, out, "", CKPT_NO_OFFSET,

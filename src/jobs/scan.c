@@ -38,7 +38,6 @@
 #include <string.h>
 #include <strings.h>
 
-
 #include "base/error.h"
 #include "model/dtype.h"
 #include "model/file.h"
@@ -76,22 +75,22 @@
 /* ------------------------------------------------------------ report */
 
 struct ckpt_scan_report {
-    ckpt_arena arena;         /* owns every string below */
+    ckpt_arena arena; /* owns every string below */
     ckpt_verdict verdict;
     ckpt_finding *findings;
-    uint64_t *repeats;        /* times findings[i] recurred after the first */
+    uint64_t *repeats; /* times findings[i] recurred after the first */
     size_t nfindings, findcap, repcap;
-    const char **globals;     /* interned, sorted at the end */
+    const char **globals; /* interned, sorted at the end */
     size_t nglobals, globcap;
 };
 
 /* An interned global and what the policy says about it. */
 typedef struct gent {
-    const char *full;         /* "module.name", cut to NAME_CAP bytes */
-    ckpt_severity sev;        /* when not allowlisted */
+    const char *full;  /* "module.name", cut to NAME_CAP bytes */
+    ckpt_severity sev; /* when not allowlisted */
     const char *why;
-    int policy;               /* 1: on the caller's allowlist and allowable */
-    int review;               /* a data-only class (ckpt_scan_data_class) */
+    int policy; /* 1: on the caller's allowlist and allowable */
+    int review; /* a data-only class (ckpt_scan_data_class) */
 } gent;
 
 /* Open addressing over indices + 1 (0 = empty), power-of-two capacity. */
@@ -104,28 +103,28 @@ typedef struct scanner {
     ckpt_scan_report *r;
     const char *file;
     ckpt_scan_options o;
-    const char **allow;       /* sorted copy of o.allow */
-    ckpt_arena scratch;       /* zip directory, policy tables */
-    gent *g;                  /* interned globals, same order as r->globals */
+    const char **allow; /* sorted copy of o.allow */
+    ckpt_arena scratch; /* zip directory, policy tables */
+    gent *g;            /* interned globals, same order as r->globals */
     size_t gcap;
     index_set gset, fset;
-    uint64_t seed;            /* hash seed from addresses (ASLR): crafted
+    uint64_t seed;      /* hash seed from addresses (ASLR): crafted
                                  names cannot force long probe chains */
-    uint64_t budget;          /* inflate budget left (zip bombs) */
-    int nomem;                /* an allocation failed: the scan fails */
-    int header_checked;       /* the top file's safetensors header already
+    uint64_t budget;    /* inflate budget left (zip bombs) */
+    int nomem;          /* an allocation failed: the scan fails */
+    int header_checked; /* the top file's safetensors header already
                                  passed ckpt_safetensors_read (opened) */
-    int tar_types;            /* scanning a legacy tar's storages or tensors
+    int tar_types;      /* scanning a legacy tar's storages or tensors
                                  member, whose tuples name torch.*Storage
                                  and torch.*Tensor classes */
-    int content;              /* pickle, zip or safetensors content found */
-    int unscannable;          /* some content could not be examined */
-    int unsafe;               /* a dangerous or suspicious finding */
-    int review;               /* a data-only class, not allowed by the caller */
-    uint64_t dropped;         /* findings past MAX_FINDINGS */
-    const char *dir;          /* the file's directory, where the shards of
+    int content;        /* pickle, zip or safetensors content found */
+    int unscannable;    /* some content could not be examined */
+    int unsafe;         /* a dangerous or suspicious finding */
+    int review;         /* a data-only class, not allowed by the caller */
+    uint64_t dropped;   /* findings past MAX_FINDINGS */
+    const char *dir;    /* the file's directory, where the shards of
                                  a sharded index are; NULL for a buffer */
-    const char *shard;        /* the shard file being scanned (report
+    const char *shard;  /* the shard file being scanned (report
                                  arena), or NULL for the file itself */
 } scanner;
 
@@ -133,14 +132,14 @@ typedef struct scanner {
 typedef struct region {
     const uint8_t *p;
     size_t n;
-    uint64_t base;            /* absolute offset of p[0] */
-    int decoded;              /* bytes not in the file (inflated, decoded
+    uint64_t base; /* absolute offset of p[0] */
+    int decoded;   /* bytes not in the file (inflated, decoded
                                  from a literal): every finding is at `at` */
     uint64_t at;
-    const char *member;       /* report-arena string, "" for the file */
-    int sniffed;              /* taken for a pickle by content, not name */
-    uint32_t depth;           /* 0, or nesting level of a literal */
-    int top;                  /* the file itself: may be legacy, may be
+    const char *member; /* report-arena string, "" for the file */
+    int sniffed;        /* taken for a pickle by content, not name */
+    uint32_t depth;     /* 0, or nesting level of a literal */
+    int top;            /* the file itself: may be legacy, may be
                                  no pickle at all */
 } region;
 
@@ -148,7 +147,7 @@ typedef struct region {
 typedef struct literal {
     const uint8_t *p;
     size_t n;
-    uint64_t offset;          /* absolute offset of the call */
+    uint64_t offset; /* absolute offset of the call */
     ckpt_lit_enc enc;
 } literal;
 
@@ -161,8 +160,8 @@ typedef struct stream {
     scanner *sc;
     const region *rg;
     ckpt_arena *work;
-    uint64_t events;          /* globals, calls and BUILDs on objects */
-    size_t arg_items;         /* argument values walked (ARG_ITEMS) */
+    uint64_t events;  /* globals, calls and BUILDs on objects */
+    size_t arg_items; /* argument values walked (ARG_ITEMS) */
     literal *lits;
     size_t nlits, litcap;
 } stream;
@@ -178,8 +177,7 @@ static uint64_t hash_bytes(uint64_t h, const void *p, size_t n) {
 
 /* Finds the slot for hash h whose index satisfies eq, or the empty slot
  * where it belongs. */
-static size_t *set_probe(index_set *s, uint64_t h,
-                         int (*eq)(const scanner *, size_t, const void *),
+static size_t *set_probe(index_set *s, uint64_t h, int (*eq)(const scanner *, size_t, const void *),
                          const scanner *sc, const void *key) {
     for (size_t i = (size_t)h & (s->cap - 1);; i = (i + 1) & (s->cap - 1))
         if (!s->slot[i] || eq(sc, s->slot[i] - 1, key)) return &s->slot[i];
@@ -187,8 +185,7 @@ static size_t *set_probe(index_set *s, uint64_t h,
 
 /* Makes room for one more entry (load <= 1/2). rehash gives an index's
  * hash. 0 or -1. */
-static int set_reserve(scanner *sc, index_set *s,
-                       uint64_t (*rehash)(const scanner *, size_t)) {
+static int set_reserve(scanner *sc, index_set *s, uint64_t (*rehash)(const scanner *, size_t)) {
     if ((s->n + 1) * 2 <= s->cap) return 0;
     size_t ncap = s->cap ? s->cap * 2 : 64;
     size_t *old = s->slot, ocap = s->cap;
@@ -216,8 +213,8 @@ static int set_reserve(scanner *sc, index_set *s,
 
 typedef struct gkey {
     const char *module, *name;
-    size_t mlen, nlen;        /* bytes that take part (cut at NAME_CAP) */
-    int cut;                  /* the name was longer */
+    size_t mlen, nlen; /* bytes that take part (cut at NAME_CAP) */
+    int cut;           /* the name was longer */
 } gkey;
 
 static uint64_t gkey_hash(const scanner *sc, const gkey *k) {
@@ -264,13 +261,12 @@ static const gent *intern_global(scanner *sc, const char *module, const char *na
     if (*slot) return &sc->g[*slot - 1];
 
     ckpt_scan_report *r = sc->r;
-    char *full = ckpt_arena_printf(&r->arena, "%.*s.%.*s%s", (int)k.mlen, module,
-                                   (int)k.nlen, name, cut ? CUT_MARK : "");
+    char *full = ckpt_arena_printf(&r->arena, "%.*s.%.*s%s", (int)k.mlen, module, (int)k.nlen, name,
+                                   cut ? CUT_MARK : "");
     if (!full ||
         ckpt_arena_grow(&r->arena, (void **)&r->globals, &r->globcap, r->nglobals + 1,
                         sizeof *r->globals) ||
-        ckpt_arena_grow(&sc->scratch, (void **)&sc->g, &sc->gcap, r->nglobals + 1,
-                        sizeof *sc->g))
+        ckpt_arena_grow(&sc->scratch, (void **)&sc->g, &sc->gcap, r->nglobals + 1, sizeof *sc->g))
         return NULL;
     gent *e = &sc->g[r->nglobals];
     e->full = full;
@@ -318,16 +314,14 @@ static int f_eq(const scanner *sc, size_t i, const void *key) {
 /* Records a finding; a repeat of the same severity, kind, global and
  * member only counts. kind must be a static string, global an interned
  * one (or NULL), member a report-arena string. */
-static void add_finding(scanner *sc, ckpt_severity sev, const char *kind,
-                        const char *global, const char *member, uint64_t offset,
-                        const char *fmt, ...)
+static void add_finding(scanner *sc, ckpt_severity sev, const char *kind, const char *global,
+                        const char *member, uint64_t offset, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 7, 8)))
 #endif
     ;
-static void add_finding(scanner *sc, ckpt_severity sev, const char *kind,
-                        const char *global, const char *member, uint64_t offset,
-                        const char *fmt, ...) {
+static void add_finding(scanner *sc, ckpt_severity sev, const char *kind, const char *global,
+                        const char *member, uint64_t offset, const char *fmt, ...) {
     ckpt_scan_report *r = sc->r;
     if (sev != CKPT_SEVERITY_INFO) sc->unsafe = 1;
     fkey k = {sev, kind, global, member};
@@ -366,9 +360,7 @@ static void add_finding(scanner *sc, ckpt_severity sev, const char *kind,
 
 /* ------------------------------------------------------------ events */
 
-static uint64_t where(const region *rg, uint64_t offset) {
-    return rg->decoded ? rg->at : offset;
-}
+static uint64_t where(const region *rg, uint64_t offset) { return rg->decoded ? rg->at : offset; }
 
 static const char *nested_note(const region *rg) {
     return rg->depth ? " (in a pickle that an unpickling call receives as a literal)" : "";
@@ -414,12 +406,12 @@ static void on_global(stream *s, const pk_event *ev) {
     }
     if (g->review) {
         sc->review = 1;
-        add_finding(sc, CKPT_SEVERITY_INFO, "review", g->full, rg->member, off,
-                    "imports %s: %s%s", g->full, g->why, nested_note(rg));
+        add_finding(sc, CKPT_SEVERITY_INFO, "review", g->full, rg->member, off, "imports %s: %s%s",
+                    g->full, g->why, nested_note(rg));
         return;
     }
-    add_finding(sc, g->sev, "global", g->full, rg->member, off, "imports %s: %s%s",
-                g->full, g->why, nested_note(rg));
+    add_finding(sc, g->sev, "global", g->full, rg->member, off, "imports %s: %s%s", g->full, g->why,
+                nested_note(rg));
 }
 
 static void on_call_or_build(stream *s, const pk_event *ev, int build) {
@@ -435,8 +427,7 @@ static void on_call_or_build(stream *s, const pk_event *ev, int build) {
             sc->nomem = 1;
             return;
         }
-        add_finding(sc, CKPT_SEVERITY_DANGEROUS, "allowlist-poisoning", g->full,
-                    rg->member, off,
+        add_finding(sc, CKPT_SEVERITY_DANGEROUS, "allowlist-poisoning", g->full, rg->member, off,
                     "BUILD sets attributes of %s itself (the global, not an "
                     "instance): what later loads of it resolve to is no longer "
                     "known%s",
@@ -473,11 +464,10 @@ static void on_call_or_build(stream *s, const pk_event *ev, int build) {
     if (build)
         add_finding(sc, sev, "build", g->full, rg->member, off,
                     "BUILD sets the state of %s %s object: %s%s",
-                    strchr("aeiouAEIOU", g->full[0]) ? "an" : "a", g->full, why,
-                    nested_note(rg));
+                    strchr("aeiouAEIOU", g->full[0]) ? "an" : "a", g->full, why, nested_note(rg));
     else
-        add_finding(sc, sev, "call", g->full, rg->member, off, "calls %s: %s%s", g->full,
-                    why, nested_note(rg));
+        add_finding(sc, sev, "call", g->full, rg->member, off, "calls %s: %s%s", g->full, why,
+                    nested_note(rg));
 }
 
 /* Keeps a str/bytes that may hold a pickle for scan_literal. */
@@ -485,8 +475,7 @@ static void keep_literal(stream *s, const ckpt_value *v, uint64_t offset) {
     const uint8_t *p = (const uint8_t *)v->u.s.p;
     ckpt_lit_enc enc = ckpt_scan_literal_encoding(p, v->u.s.len);
     if (!enc) return;
-    if (ckpt_arena_grow(s->work, (void **)&s->lits, &s->litcap, s->nlits + 1,
-                        sizeof *s->lits)) {
+    if (ckpt_arena_grow(s->work, (void **)&s->lits, &s->litcap, s->nlits + 1, sizeof *s->lits)) {
         s->sc->nomem = 1;
         return;
     }
@@ -498,22 +487,18 @@ static void keep_literal(stream *s, const ckpt_value *v, uint64_t offset) {
 /* The literals an unpickling call receives: its arguments, and the
  * arguments of the calls that made them (a decoder, io.BytesIO), walked
  * to ARG_DEPTH levels and ARG_ITEMS values per stream. */
-static void keep_arg_literals(stream *s, const ckpt_value *v, uint64_t offset,
-                              unsigned depth) {
+static void keep_arg_literals(stream *s, const ckpt_value *v, uint64_t offset, unsigned depth) {
     if (!v || depth > ARG_DEPTH || s->arg_items++ >= ARG_ITEMS) return;
     switch (v->kind) {
-    case CKPT_KIND_STR: case CKPT_KIND_BYTES:
-        keep_literal(s, v, offset);
-        break;
-    case CKPT_KIND_TUPLE: case CKPT_KIND_LIST:
+    case CKPT_KIND_STR:
+    case CKPT_KIND_BYTES: keep_literal(s, v, offset); break;
+    case CKPT_KIND_TUPLE:
+    case CKPT_KIND_LIST:
         for (size_t i = 0; i < v->u.seq.n; i++)
             keep_arg_literals(s, v->u.seq.items[i], offset, depth + 1);
         break;
-    case CKPT_KIND_OBJECT:
-        keep_arg_literals(s, v->u.obj.args, offset, depth + 1);
-        break;
-    default:
-        break;
+    case CKPT_KIND_OBJECT: keep_arg_literals(s, v->u.obj.args, offset, depth + 1); break;
+    default: break;
     }
 }
 
@@ -535,8 +520,7 @@ static void on_event(void *ctx, const pk_event *ev) {
         if (ev->module[0] || ev->name[0]) s->events++;
         on_call_or_build(s, ev, 1);
         break;
-    case PK_EV_PERSID: /* answered by the placeholder below */
-        break;
+    case PK_EV_PERSID: /* answered by the placeholder below */ break;
     }
 }
 
@@ -544,16 +528,15 @@ static void on_event(void *ctx, const pk_event *ev) {
  * looks into (scan mode runs none). What a pid holds is not a safety
  * question: torch's persistent_load is fixed code, and the globals inside
  * the pid were reported as they resolved. */
-static int placeholder_storage(void *ctx, ckpt_value *pid, uint64_t offset,
-                               ckpt_value **out) {
+static int placeholder_storage(void *ctx, ckpt_value *pid, uint64_t offset, ckpt_value **out) {
     stream *s = ctx;
     (void)pid;
     ckpt_storage *st = ckpt_arena_alloc(s->work, sizeof *st);
     ckpt_value *v = ckpt_value_new(s->work, CKPT_KIND_STORAGE_);
     if (!st || !v)
         return ckpt_err(CKPT_E_NOMEM, s->sc->file, s->rg->member, offset, "out of memory");
-    *st = (ckpt_storage){.dtype = CKPT_DT_U8, .key = "", .member = "",
-                         .file_offset = CKPT_NO_OFFSET};
+    *st =
+        (ckpt_storage){.dtype = CKPT_DT_U8, .key = "", .member = "", .file_offset = CKPT_NO_OFFSET};
     v->u.storage = st;
     *out = v;
     return 0;
@@ -562,8 +545,7 @@ static int placeholder_storage(void *ctx, ckpt_value *pid, uint64_t offset,
 /* ------------------------------------------------------------ literals */
 
 /* Scans the pickle a literal holds, one level deeper. */
-static int scan_literal(scanner *sc, const region *rg, ckpt_arena *work,
-                        const literal *lit) {
+static int scan_literal(scanner *sc, const region *rg, ckpt_arena *work, const literal *lit) {
     region sub = {0};
     sub.member = rg->member;
     sub.sniffed = 1;
@@ -681,8 +663,7 @@ static int scan_region(scanner *sc, const region *rg) {
             add_finding(sc, CKPT_SEVERITY_INFO, "trailing-bytes", NULL, rg->member, at,
                         "bytes after the pickle's STOP; scanned as another "
                         "stream where they parse as one");
-        if (!loaded && streams > 0 && !ckpt_scan_pickle_start(rg->p + pos, rg->n - pos))
-            break;
+        if (!loaded && streams > 0 && !ckpt_scan_pickle_start(rg->p + pos, rg->n - pos)) break;
         size_t used = 0, frame_rest = 0;
         uint64_t events = 0;
         int magic = 0, rc = 0;
@@ -718,8 +699,7 @@ static int scan_region(scanner *sc, const region *rg) {
             if (streams == 0 && !rg->depth && rg->sniffed && rg->member[0])
                 add_finding(sc, CKPT_SEVERITY_INFO, "not-a-pickle", NULL, rg->member,
                             where(rg, e->offset),
-                            "content starts like a pickle but does not parse: %s",
-                            e->message);
+                            "content starts like a pickle but does not parse: %s", e->message);
             break;
         }
         sc->content = 1;
@@ -760,8 +740,7 @@ static int scan_npy(scanner *sc, const region *rg, int *seen) {
     case CKPT_NPY_REFUSED:
         add_finding(sc, CKPT_SEVERITY_INFO, "npy-refused", NULL, rg->member,
                     where(rg, rg->base + h.at),
-                    "numpy .npy header that np.load refuses (%s): it unpickles nothing",
-                    h.why);
+                    "numpy .npy header that np.load refuses (%s): it unpickles nothing", h.why);
         return 0;
     case CKPT_NPY_UNSURE:
         add_finding(sc, CKPT_SEVERITY_INFO, "npy-header", NULL, rg->member,
@@ -779,8 +758,7 @@ static int scan_npy(scanner *sc, const region *rg, int *seen) {
     sub.base = rg->base + h.data_offset;
     sub.sniffed = 0;
     sub.top = 0;
-    add_finding(sc, CKPT_SEVERITY_INFO, "npy-object", NULL, rg->member,
-                where(rg, sub.base),
+    add_finding(sc, CKPT_SEVERITY_INFO, "npy-object", NULL, rg->member, where(rg, sub.base),
                 "numpy object array: np.load(allow_pickle=True) unpickles the "
                 "data that follows its header; scanned as a pickle");
     return scan_region(sc, &sub);
@@ -788,15 +766,11 @@ static int scan_npy(scanner *sc, const region *rg, int *seen) {
 
 /* The offset of another reader's error as a finding offset: the readers
  * may name where a structure would have been, past the end. */
-static uint64_t in_file(uint64_t offset, size_t n) {
-    return offset <= n ? offset : CKPT_NO_OFFSET;
-}
+static uint64_t in_file(uint64_t offset, size_t n) { return offset <= n ? offset : CKPT_NO_OFFSET; }
 
 /* The member of findings about the file as a whole: "" for the file
  * itself, the shard's name inside a sharded set. */
-static const char *file_member(const scanner *sc) {
-    return sc->shard ? sc->shard : "";
-}
+static const char *file_member(const scanner *sc) { return sc->shard ? sc->shard : ""; }
 
 static int scan_safetensors(scanner *sc, const uint8_t *p, size_t n) {
     int rc = ckpt_safetensors_check(p, n, sc->file, &sc->o.limits);
@@ -805,8 +779,7 @@ static int scan_safetensors(scanner *sc, const uint8_t *p, size_t n) {
     if (rc) {
         const ckpt_error *e = ckpt_error_last();
         add_finding(sc, CKPT_SEVERITY_INFO, "safetensors-error", NULL, file_member(sc),
-                    in_file(e->offset, n),
-                    "safetensors header does not validate: %s", e->message);
+                    in_file(e->offset, n), "safetensors header does not validate: %s", e->message);
         sc->unscannable = 1;
     }
     return 0;
@@ -833,8 +806,7 @@ static int torchscript_marker(const ckpt_zip_entry *e) {
  * if it is named or shaped like a pickle. */
 static int scan_member(scanner *sc, const ckpt_zip *z, const ckpt_zip_entry *e,
                        ckpt_arena *inflated) {
-    const char *member = sc->shard ? ckpt_arena_printf(&sc->r->arena, "%s:%s", sc->shard,
-                                                       e->name)
+    const char *member = sc->shard ? ckpt_arena_printf(&sc->r->arena, "%s:%s", sc->shard, e->name)
                                    : ckpt_arena_strdup(&sc->r->arena, e->name);
     if (!member) return CKPT_E_NOMEM;
     int named = ends_with(e->name, e->name_len, ".pkl");
@@ -859,8 +831,7 @@ static int scan_member(scanner *sc, const ckpt_zip *z, const ckpt_zip_entry *e,
         rg.n = (size_t)e->csize;
         rg.base = e->data_offset;
         if (e->csize != e->usize)
-            add_finding(sc, CKPT_SEVERITY_INFO, "size-mismatch", NULL, member,
-                        e->data_offset,
+            add_finding(sc, CKPT_SEVERITY_INFO, "size-mismatch", NULL, member, e->data_offset,
                         "stored member declares %llu compressed and %llu "
                         "uncompressed bytes; the %llu stored bytes are scanned",
                         (unsigned long long)e->csize, (unsigned long long)e->usize,
@@ -878,9 +849,8 @@ static int scan_member(scanner *sc, const ckpt_zip *z, const ckpt_zip_entry *e,
         int rc = ckpt_zip_read(z, e, inflated, &sc->budget, &rg.p);
         if (rc == CKPT_E_NOMEM) return rc;
         if (rc) {
-            add_finding(sc, CKPT_SEVERITY_INFO, "unreadable-member", NULL, member,
-                        e->data_offset, "deflated member cannot be examined: %s",
-                        ckpt_error_last()->message);
+            add_finding(sc, CKPT_SEVERITY_INFO, "unreadable-member", NULL, member, e->data_offset,
+                        "deflated member cannot be examined: %s", ckpt_error_last()->message);
             sc->unscannable = 1;
             return 0;
         }
@@ -893,8 +863,7 @@ static int scan_member(scanner *sc, const ckpt_zip *z, const ckpt_zip_entry *e,
                         "encrypted compressed member: its content cannot be "
                         "examined");
         else
-            add_finding(sc, CKPT_SEVERITY_INFO, "unreadable-member", NULL, member,
-                        e->data_offset,
+            add_finding(sc, CKPT_SEVERITY_INFO, "unreadable-member", NULL, member, e->data_offset,
                         "compression method %u is not supported: the member "
                         "cannot be examined",
                         e->method);
@@ -934,8 +903,7 @@ static int scan_zip(scanner *sc, const ckpt_zip *z) {
         if (!torchscript_marker(e)) continue;
         const char *member = ckpt_arena_strdup(&sc->r->arena, e->name);
         if (!member) return CKPT_E_NOMEM;
-        add_finding(sc, CKPT_SEVERITY_DANGEROUS, "torchscript", NULL, member,
-                    e->local_offset,
+        add_finding(sc, CKPT_SEVERITY_DANGEROUS, "torchscript", NULL, member, e->local_offset,
                     "TorchScript archive (torch.jit.save): torch.load hands it "
                     "to torch.jit.load, which runs its code");
         break;
@@ -960,8 +928,7 @@ static int scan_zip(scanner *sc, const ckpt_zip *z) {
 static int scan_zip_readings(scanner *sc, const uint8_t *p, size_t n, int *seen) {
     ckpt_zip z, y;
     *seen = 0;
-    int rc = ckpt_zip_open_reading(&z, &sc->scratch, p, n, sc->file, &sc->o.limits,
-                                   CKPT_ZIP_MINIZ);
+    int rc = ckpt_zip_open_reading(&z, &sc->scratch, p, n, sc->file, &sc->o.limits, CKPT_ZIP_MINIZ);
     if (rc == CKPT_E_NOMEM) return rc;
     /* the error record must survive the other reading */
     ckpt_error saved = *ckpt_error_last();
@@ -972,8 +939,8 @@ static int scan_zip_readings(scanner *sc, const uint8_t *p, size_t n, int *seen)
         if ((rc = scan_zip(sc, &z))) return rc;
     }
     if (*seen && !z.readings_differ) return 0;
-    int rc2 = ckpt_zip_open_reading(&y, &sc->scratch, p, n, sc->file, &sc->o.limits,
-                                    CKPT_ZIP_ZIPFILE);
+    int rc2 =
+        ckpt_zip_open_reading(&y, &sc->scratch, p, n, sc->file, &sc->o.limits, CKPT_ZIP_ZIPFILE);
     if (rc2 == CKPT_E_NOMEM) return rc2;
     if (rc2 == 0) {
         /* Two readings: both are scanned, and a third reader may differ
@@ -1025,8 +992,8 @@ static int tar_value(scanner *sc, const region *rg, size_t pos, int want_esize, 
         ok = ckpt_value_int(v, out) == 0 ? 0 : -1;
     } else if (rc == 0 && v->kind == CKPT_KIND_TUPLE && v->u.seq.n == 3 &&
                v->u.seq.items[2]->kind == CKPT_KIND_GLOBAL_) {
-        unsigned esz = ckpt_dtype_size(
-            ckpt_dtype_from_storage_class(v->u.seq.items[2]->u.global.name));
+        unsigned esz =
+            ckpt_dtype_size(ckpt_dtype_from_storage_class(v->u.seq.items[2]->u.global.name));
         *out = esz;
         ok = esz ? 0 : -1;
     }
@@ -1036,8 +1003,7 @@ static int tar_value(scanner *sc, const region *rg, size_t pos, int want_esize, 
 
 /* Why torch stops reading a member (and the archive) at rg's byte `pos`;
  * for findings. */
-static void tar_stop(scanner *sc, const region *rg, size_t pos, int unscannable,
-                     const char *what) {
+static void tar_stop(scanner *sc, const region *rg, size_t pos, int unscannable, const char *what) {
     add_finding(sc, CKPT_SEVERITY_INFO, unscannable ? "tar-unfollowed" : "tar-stops", NULL,
                 rg->member, rg->base + pos, "%s", what);
     if (unscannable) sc->unscannable = 1;
@@ -1054,15 +1020,16 @@ static int tar_stream(scanner *sc, const region *rg, size_t pos, size_t *used) {
     if (rc == CKPT_E_NOMEM) return CKPT_E_NOMEM;
     if (rc == 0 && frame_rest) {
         /* where the next read starts depends on how the file is buffered */
-        tar_stop(sc, rg, pos + *used, 1, "a pickle ends inside a FRAME with bytes after its "
-                                          "STOP: where torch reads on is not known");
+        tar_stop(sc, rg, pos + *used, 1,
+                 "a pickle ends inside a FRAME with bytes after its "
+                 "STOP: where torch reads on is not known");
         return 0;
     }
     if (rc == 0) return 1;
     const ckpt_error *e = ckpt_error_last();
     add_finding(sc, CKPT_SEVERITY_INFO, "parse-error", NULL, rg->member, e->offset,
-                "pickle stream cannot be parsed past this point (%s): %s",
-                ckpt_error_name(rc), e->message);
+                "pickle stream cannot be parsed past this point (%s): %s", ckpt_error_name(rc),
+                e->message);
     sc->unscannable = 1;
     return 0;
 }
@@ -1080,22 +1047,25 @@ static int tar_walk(scanner *sc, const region *rg, int storages, int *go) {
     if (rc <= 0) return rc;
     if ((rc = tar_value(sc, rg, pos, 0, &count)) == CKPT_E_NOMEM) return rc;
     if (rc || count < 0) {
-        tar_stop(sc, rg, pos, 1, "the count pickle does not give a non-negative int: "
-                                 "what torch reads next is not known");
+        tar_stop(sc, rg, pos, 1,
+                 "the count pickle does not give a non-negative int: "
+                 "what torch reads next is not known");
         return 0;
     }
     pos += used;
     for (int64_t i = 0; i < count; i++) {
         if (pos >= rg->n) {
-            tar_stop(sc, rg, pos, 0, "the member ends before its count of items: torch.load fails here");
+            tar_stop(sc, rg, pos, 0,
+                     "the member ends before its count of items: torch.load fails here");
             return 0;
         }
         if ((rc = tar_stream(sc, rg, pos, &used)) <= 0) return rc;
         if (storages) {
             if ((rc = tar_value(sc, rg, pos, 1, &x)) == CKPT_E_NOMEM) return rc;
             if (rc) {
-                tar_stop(sc, rg, pos, 1, "a storage pickle that is no (key, location, "
-                                         "storage class) tuple: its bytes cannot be skipped");
+                tar_stop(sc, rg, pos, 1,
+                         "a storage pickle that is no (key, location, "
+                         "storage class) tuple: its bytes cannot be skipped");
                 return 0;
             }
         }
@@ -1108,15 +1078,16 @@ static int tar_walk(scanner *sc, const region *rg, int storages, int *go) {
             le |= (uint64_t)rg->p[pos + b] << (8 * b);
         int fits = rg->n - pos >= 8;
         if (storages)
-            fits = fits && !ckpt_mul_overflow(le, (uint64_t)x, &skip) &&
-                   skip <= rg->n - pos - 8 && (skip += 8, 1);
+            fits = fits && !ckpt_mul_overflow(le, (uint64_t)x, &skip) && skip <= rg->n - pos - 8 &&
+                   (skip += 8, 1);
         else
             fits = fits && le < 0x80000000u && (skip = 8 + 16 * le + 8) <= rg->n - pos;
         if (!fits) {
-            tar_stop(sc, rg, pos, 0, storages ? "a storage's bytes run past the member: "
-                                                "torch.load fails here"
-                                              : "a tensor's sizes run past the member: "
-                                                "torch.load fails here");
+            tar_stop(sc, rg, pos, 0,
+                     storages ? "a storage's bytes run past the member: "
+                                "torch.load fails here"
+                              : "a tensor's sizes run past the member: "
+                                "torch.load fails here");
             return 0;
         }
         pos += (size_t)skip;
@@ -1161,8 +1132,8 @@ static int scan_tar(scanner *sc, const uint8_t *p, size_t n) {
         const ckpt_tar_member *m = ckpt_tar_find(&t, order[k]);
         if (!m || m->type == '5' || m->type == '6') {
             add_finding(sc, CKPT_SEVERITY_INFO, "tar-stops", NULL, file_member(sc),
-                        m ? m->header : 0,
-                        "no regular member \"%s\": torch.load fails there", order[k]);
+                        m ? m->header : 0, "no regular member \"%s\": torch.load fails there",
+                        order[k]);
             return 0;
         }
         region rg = {.p = p + m->data, .n = (size_t)m->size, .base = m->data};
@@ -1199,7 +1170,8 @@ static int scan_shard(scanner *sc, const char *name) {
     if (ckpt_shard_outside(sc->dir, path, target, sizeof target))
         add_finding(sc, CKPT_SEVERITY_INFO, "shard-link", NULL, shard, CKPT_NO_OFFSET,
                     "shard is a link to a file outside the index's directory (%s); "
-                    "loaders follow it, and so does the scan", target);
+                    "loaders follow it, and so does the scan",
+                    target);
     const uint8_t *map;
     size_t n;
     int rc = ckpt_map_file(path, &map, &n);
@@ -1258,10 +1230,9 @@ static int scan_index(scanner *sc, const uint8_t *p, size_t n) {
         return 0;
     }
     if (rc) {
-        add_finding(sc, CKPT_SEVERITY_INFO, "not-an-index", NULL, "",
-                    in_file(ckpt_error_last()->offset, n),
-                    "%s: no loader reads it as a sharded checkpoint index",
-                    ckpt_error_last()->message);
+        add_finding(
+            sc, CKPT_SEVERITY_INFO, "not-an-index", NULL, "", in_file(ckpt_error_last()->offset, n),
+            "%s: no loader reads it as a sharded checkpoint index", ckpt_error_last()->message);
         return 0;
     }
     if (!ix.has_weight_map) {
@@ -1315,12 +1286,14 @@ static int scan_index(scanner *sc, const uint8_t *p, size_t n) {
          * other files, which only a scan from a path can reach */
         add_finding(sc, CKPT_SEVERITY_INFO, "sharded-index", NULL, "", 0,
                     "sharded index of %zu shard files, which are not scanned: "
-                    "scan the index from its path (ckpt_scan) to scan them", distinct);
+                    "scan the index from its path (ckpt_scan) to scan them",
+                    distinct);
     } else {
         sc->content = 1;
         add_finding(sc, CKPT_SEVERITY_INFO, "sharded-index", NULL, "", 0,
                     "sharded index: its %zu shard files were scanned (findings in a "
-                    "shard name it as their member)", distinct);
+                    "shard name it as their member)",
+                    distinct);
         for (size_t i = 0; rc == 0 && i < distinct; i++) rc = scan_shard(sc, names[i]);
     }
     return rc;
@@ -1358,8 +1331,10 @@ static int scan_file(scanner *sc, const uint8_t *p, size_t n) {
     if ((rc = scan_tar(sc, p, n))) return rc;
     if ((rc = scan_npy(sc, &top, &seen)) || seen) return rc;
     if (ckpt_scan_looks_safetensors(p, n)) {
-        if (sc->header_checked) sc->content = 1;
-        else if ((rc = scan_safetensors(sc, p, n))) return rc;
+        if (sc->header_checked)
+            sc->content = 1;
+        else if ((rc = scan_safetensors(sc, p, n)))
+            return rc;
         top.sniffed = 1;
         top.top = 0;
     }
@@ -1398,9 +1373,9 @@ static int finish(scanner *sc) {
         o[i].f = r->findings[i];
         o[i].seq = i;
         if (r->repeats[i]) {
-            o[i].f.message = ckpt_arena_printf(&r->arena, "%s (seen %llu times)",
-                                               r->findings[i].message,
-                                               (unsigned long long)r->repeats[i] + 1);
+            o[i].f.message =
+                ckpt_arena_printf(&r->arena, "%s (seen %llu times)", r->findings[i].message,
+                                  (unsigned long long)r->repeats[i] + 1);
             if (!o[i].f.message) return CKPT_E_NOMEM;
         }
     }
@@ -1408,15 +1383,14 @@ static int finish(scanner *sc) {
     for (size_t i = 0; i < r->nfindings; i++) r->findings[i] = o[i].f;
     if (sc->dropped) {
         /* past the cap, appended last whatever its offset */
-        const char *m = ckpt_arena_printf(&r->arena,
-                                          "%llu more distinct findings were not recorded",
-                                          (unsigned long long)sc->dropped);
-        if (!m ||
-            ckpt_arena_grow(&r->arena, (void **)&r->findings, &r->findcap,
-                            r->nfindings + 1, sizeof *r->findings))
+        const char *m =
+            ckpt_arena_printf(&r->arena, "%llu more distinct findings were not recorded",
+                              (unsigned long long)sc->dropped);
+        if (!m || ckpt_arena_grow(&r->arena, (void **)&r->findings, &r->findcap, r->nfindings + 1,
+                                  sizeof *r->findings))
             return CKPT_E_NOMEM;
-        r->findings[r->nfindings++] = (ckpt_finding){CKPT_SEVERITY_INFO, "truncated", NULL,
-                                                     "", CKPT_NO_OFFSET, m};
+        r->findings[r->nfindings++] =
+            (ckpt_finding){CKPT_SEVERITY_INFO, "truncated", NULL, "", CKPT_NO_OFFSET, m};
     }
     if (r->nglobals > 1) qsort(r->globals, r->nglobals, sizeof *r->globals, cmp_str);
     return 0;
@@ -1428,8 +1402,8 @@ static int report_refused_allows(scanner *sc) {
     for (size_t i = 0; i < sc->o.nallow; i++) {
         const char *full = sc->allow[i], *dot = strchr(full, '.'), *why;
         if (i > 0 && strcmp(full, sc->allow[i - 1]) == 0) continue;
-        char *module = ckpt_arena_strndup(&sc->scratch, full,
-                                          dot ? (size_t)(dot - full) : strlen(full));
+        char *module =
+            ckpt_arena_strndup(&sc->scratch, full, dot ? (size_t)(dot - full) : strlen(full));
         if (!module) return CKPT_E_NOMEM;
         if (ckpt_scan_classify(module, dot ? dot + 1 : "", &why) != CKPT_SEVERITY_DANGEROUS)
             continue;
@@ -1444,9 +1418,8 @@ static int report_refused_allows(scanner *sc) {
 
 /* ckpt_scan_memory, with the directory of a file scanned from a path (for
  * the shards of a sharded index) or NULL. */
-static int scan_buffer(ckpt_scan_report **out, const void *data, size_t size,
-                       const char *name, const char *dir, const ckpt_scan_options *opts,
-                       int header_checked) {
+static int scan_buffer(ckpt_scan_report **out, const void *data, size_t size, const char *name,
+                       const char *dir, const ckpt_scan_options *opts, int header_checked) {
     const char *file = name ? name : "";
     if (!out) return ckpt_err(CKPT_E_INVALID_ARG, file, NULL, CKPT_NO_OFFSET, "out is NULL");
     *out = NULL;
@@ -1461,8 +1434,8 @@ static int scan_buffer(ckpt_scan_report **out, const void *data, size_t size,
                         "allow is NULL with nallow = %zu", sc.o.nallow);
     for (size_t i = 0; i < sc.o.nallow; i++)
         if (!sc.o.allow[i])
-            return ckpt_err(CKPT_E_INVALID_ARG, file, NULL, CKPT_NO_OFFSET,
-                            "allow[%zu] is NULL", i);
+            return ckpt_err(CKPT_E_INVALID_ARG, file, NULL, CKPT_NO_OFFSET, "allow[%zu] is NULL",
+                            i);
     sc.budget = ckpt_zip_budget(&sc.o.limits, size);
     sc.dir = dir;
     sc.header_checked = header_checked;
@@ -1486,16 +1459,15 @@ static int scan_buffer(ckpt_scan_report **out, const void *data, size_t size,
     ckpt_arena_free(&sc.scratch);
     if (rc) {
         ckpt_scan_report_free(sc.r);
-        return ckpt_err(CKPT_E_NOMEM, file, NULL, CKPT_NO_OFFSET,
-                        "out of memory while scanning");
+        return ckpt_err(CKPT_E_NOMEM, file, NULL, CKPT_NO_OFFSET, "out of memory while scanning");
     }
     ckpt_err_clear(); /* parse errors were findings, not failures */
     *out = sc.r;
     return 0;
 }
 
-int ckpt_scan_memory(ckpt_scan_report **out, const void *data, size_t size,
-                     const char *name, const ckpt_scan_options *opts) {
+int ckpt_scan_memory(ckpt_scan_report **out, const void *data, size_t size, const char *name,
+                     const ckpt_scan_options *opts) {
     return scan_buffer(out, data, size, name, NULL, opts, 0);
 }
 
@@ -1523,8 +1495,7 @@ int ckpt_scan(ckpt_scan_report **out, const char *path, const ckpt_scan_options 
     return rc;
 }
 
-int ckpt_scan_opened(ckpt_scan_report **out, const ckpt_file *f,
-                     const ckpt_scan_options *opts) {
+int ckpt_scan_opened(ckpt_scan_report **out, const ckpt_file *f, const ckpt_scan_options *opts) {
     return scan_buffer(out, f->map, f->map_size, f->path, NULL, opts,
                        f->format == CKPT_FORMAT_SAFETENSORS);
 }

@@ -8,7 +8,6 @@
 /* ckpt_scan of the content of `f`, a single file opened with the same
  * limits as opts (not a sharded index: its shards are not scanned here).
  * A safetensors header is not parsed again: opening validated it. */
-int ckpt_scan_opened(ckpt_scan_report **out, const ckpt_file *f,
-                     const ckpt_scan_options *opts);
+int ckpt_scan_opened(ckpt_scan_report **out, const ckpt_file *f, const ckpt_scan_options *opts);
 
 #endif

@@ -13,67 +13,132 @@
  * module.name, which also catches a name smuggled into the qualname
  * ("torch" + "jit.load"). */
 static const char *const code_builtins[] = {
-    "builtins.eval", "builtins.exec", "builtins.execfile", "builtins.compile",
-    "builtins.__import__", "builtins.breakpoint", "builtins.apply",
-    "builtins.input", "builtins.raw_input", "builtins.help", "builtins.reload",
-    "builtins.__build_class__", "builtins.__loader__", "__builtins__",
+    "builtins.eval",       "builtins.exec",       "builtins.execfile", "builtins.compile",
+    "builtins.__import__", "builtins.breakpoint", "builtins.apply",    "builtins.input",
+    "builtins.raw_input",  "builtins.help",       "builtins.reload",   "builtins.__build_class__",
+    "builtins.__loader__", "__builtins__",
 };
 static const char *const attribute_builtins[] = {
     "builtins.getattr", "builtins.setattr", "builtins.delattr",
-    "builtins.globals", "builtins.locals", "builtins.vars",
+    "builtins.globals", "builtins.locals",  "builtins.vars",
 };
 static const char *const file_builtins[] = {"builtins.open", "builtins.file"};
 static const char *const exit_builtins[] = {"builtins.exit", "builtins.quit"};
 /* processes, the interpreter, imports */
 static const char *const processes[] = {
-    "os", "posix", "nt", "subprocess", "_posixsubprocess", "sys", "pty",
-    "commands", "multiprocessing", "_multiprocessing", "concurrent", "code",
-    "codeop", "runpy", "marshal", "types", "importlib", "_frozen_importlib",
-    "_frozen_importlib_external", "_imp", "imp", "pkgutil", "zipimport",
-    "site", "gc", "inspect", "ctypes", "_ctypes", "_interpreters",
-    "_xxsubinterpreters", "interpreters", "_winapi", "winreg", "_winreg",
-    "msvcrt", "platform", "sched", "atexit", "signal", "_signal",
-    "threading", "_thread", "thread",
+    "os",
+    "posix",
+    "nt",
+    "subprocess",
+    "_posixsubprocess",
+    "sys",
+    "pty",
+    "commands",
+    "multiprocessing",
+    "_multiprocessing",
+    "concurrent",
+    "code",
+    "codeop",
+    "runpy",
+    "marshal",
+    "types",
+    "importlib",
+    "_frozen_importlib",
+    "_frozen_importlib_external",
+    "_imp",
+    "imp",
+    "pkgutil",
+    "zipimport",
+    "site",
+    "gc",
+    "inspect",
+    "ctypes",
+    "_ctypes",
+    "_interpreters",
+    "_xxsubinterpreters",
+    "interpreters",
+    "_winapi",
+    "winreg",
+    "_winreg",
+    "msvcrt",
+    "platform",
+    "sched",
+    "atexit",
+    "signal",
+    "_signal",
+    "threading",
+    "_thread",
+    "thread",
 };
 /* debuggers, profilers, shells, test and packaging helpers; callables
  * that call what they are given */
 static const char *const tools[] = {
-    "cProfile", "profile", "pdb", "bdb", "timeit", "trace", "doctest",
-    "unittest", "test", "idlelib", "lib2to3", "pydoc", "_pyrepl",
-    "ensurepip", "pip", "venv", "distutils", "setuptools", "IPython",
-    "_osx_support", "_aix_support", "compileall", "py_compile",
-    "operator", "_operator", "functools",
+    "cProfile",  "profile",      "pdb",          "bdb",        "timeit",     "trace",
+    "doctest",   "unittest",     "test",         "idlelib",    "lib2to3",    "pydoc",
+    "_pyrepl",   "ensurepip",    "pip",          "venv",       "distutils",  "setuptools",
+    "IPython",   "_osx_support", "_aix_support", "compileall", "py_compile", "operator",
+    "_operator", "functools",
 };
 static const char *const network[] = {
-    "socket", "_socket", "ssl", "http", "httplib", "urllib", "urllib2",
-    "requests", "aiohttp", "httpx", "asyncio", "webbrowser", "smtplib",
-    "imaplib", "ftplib", "poplib", "telnetlib", "nntplib", "socketserver",
-    "SocketServer", "xmlrpc", "select", "selectors", "uuid",
+    "socket",       "_socket",      "ssl",     "http",   "httplib",   "urllib",
+    "urllib2",      "requests",     "aiohttp", "httpx",  "asyncio",   "webbrowser",
+    "smtplib",      "imaplib",      "ftplib",  "poplib", "telnetlib", "nntplib",
+    "socketserver", "SocketServer", "xmlrpc",  "select", "selectors", "uuid",
 };
 static const char *const deserializers[] = {
-    "pickle", "_pickle", "cPickle", "dill", "cloudpickle", "joblib",
-    "shelve", "yaml.load", "yaml.load_all", "yaml.unsafe_load",
-    "yaml.unsafe_load_all", "yaml.full_load", "yaml.full_load_all",
-    "numpy.load", "numpy.lib.npyio", "pandas.read_pickle", "pandas.io.pickle",
+    "pickle",
+    "_pickle",
+    "cPickle",
+    "dill",
+    "cloudpickle",
+    "joblib",
+    "shelve",
+    "yaml.load",
+    "yaml.load_all",
+    "yaml.unsafe_load",
+    "yaml.unsafe_load_all",
+    "yaml.full_load",
+    "yaml.full_load_all",
+    "numpy.load",
+    "numpy.lib.npyio",
+    "pandas.read_pickle",
+    "pandas.io.pickle",
 };
 static const char *const files[] = {
-    "io", "_io", "codecs.open", "shutil", "tempfile", "glob", "filecmp",
-    "fileinput", "pathlib", "linecache", "mmap", "logging", "syslog",
-    "tarfile", "zipfile", "sqlite3", "_sqlite3", "pexpect", "pipes",
+    "io",        "_io",     "codecs.open", "shutil",  "tempfile", "glob",   "filecmp",
+    "fileinput", "pathlib", "linecache",   "mmap",    "logging",  "syslog", "tarfile",
+    "zipfile",   "sqlite3", "_sqlite3",    "pexpect", "pipes",
 };
 /* numpy and torch internals with published gadgets */
 static const char *const internals[] = {
-    "numpy.f2py", "numpy.testing", "numpy.distutils", "numpy.ctypeslib",
-    "torch.jit", "torch._dynamo", "torch._inductor", "torch.compile",
-    "torch.hub", "torch.load", "torch.serialization.load",
-    "torch.storage._load_from_bytes", "torch.utils._config_module",
-    "torch.utils.collect_env", "torch.utils.bottleneck",
-    "torch.utils.data.datapipes", "torch.utils.cpp_extension", "torch.fx",
-    "torch.distributed", "torch.package", "torch.multiprocessing",
-    "torch._C._jit", "torch.ops", "torch._ops",
+    "numpy.f2py",
+    "numpy.testing",
+    "numpy.distutils",
+    "numpy.ctypeslib",
+    "torch.jit",
+    "torch._dynamo",
+    "torch._inductor",
+    "torch.compile",
+    "torch.hub",
+    "torch.load",
+    "torch.serialization.load",
+    "torch.storage._load_from_bytes",
+    "torch.utils._config_module",
+    "torch.utils.collect_env",
+    "torch.utils.bottleneck",
+    "torch.utils.data.datapipes",
+    "torch.utils.cpp_extension",
+    "torch.fx",
+    "torch.distributed",
+    "torch.package",
+    "torch.multiprocessing",
+    "torch._C._jit",
+    "torch.ops",
+    "torch._ops",
 };
 
-#define FAMILY(t, why) {t, sizeof t / sizeof t[0], why}
+#define FAMILY(t, why)                                                                             \
+    { t, sizeof t / sizeof t[0], why }
 /* Each group with the phrase its findings carry. */
 static const struct family {
     const char *const *prefixes;
@@ -81,37 +146,34 @@ static const struct family {
     const char *why;
 } families[] = {
     FAMILY(code_builtins, "a known code-execution family"),
-    FAMILY(attribute_builtins,
-           "a known code-execution family (attribute access reaching any "
-           "object)"),
+    FAMILY(attribute_builtins, "a known code-execution family (attribute access reaching any "
+                               "object)"),
     FAMILY(file_builtins, "a known dangerous family (file access)"),
     FAMILY(exit_builtins, "a known dangerous family (process control)"),
-    FAMILY(processes,
-           "a known dangerous family (process control, the interpreter, "
-           "imports)"),
-    FAMILY(tools,
-           "a known code-execution family (debuggers, shells, test tools, "
-           "callables that call what they are given)"),
+    FAMILY(processes, "a known dangerous family (process control, the interpreter, "
+                      "imports)"),
+    FAMILY(tools, "a known code-execution family (debuggers, shells, test tools, "
+                  "callables that call what they are given)"),
     FAMILY(network, "a known dangerous family (network access)"),
-    FAMILY(deserializers,
-           "a known code-execution family (a deserializer that runs code)"),
+    FAMILY(deserializers, "a known code-execution family (a deserializer that runs code)"),
     FAMILY(files, "a known dangerous family (file access)"),
-    FAMILY(internals,
-           "a known code-execution family (numpy/torch internals with "
-           "published gadgets)"),
+    FAMILY(internals, "a known code-execution family (numpy/torch internals with "
+                      "published gadgets)"),
 };
 
 /* Classes that only hold data (ckpt_scan_data_class), though their modules
  * are in a dangerous family (pathlib: files; types: code objects) */
 static const char *const data_classes[] = {
-    "pathlib.Path", "pathlib.PosixPath", "pathlib.WindowsPath", "pathlib.PurePath",
-    "pathlib.PurePosixPath", "pathlib.PureWindowsPath", "argparse.Namespace",
-    "types.SimpleNamespace",
+    "pathlib.Path",       "pathlib.PosixPath",     "pathlib.WindowsPath",
+    "pathlib.PurePath",   "pathlib.PurePosixPath", "pathlib.PureWindowsPath",
+    "argparse.Namespace", "types.SimpleNamespace",
 };
 
 /* Calls that unpickle an argument, besides the deserializers' modules */
 static const char *const torch_unpicklers[] = {
-    "torch.load", "torch.serialization.load", "torch.storage._load_from_bytes",
+    "torch.load",
+    "torch.serialization.load",
+    "torch.storage._load_from_bytes",
     "numpy.loads",
 };
 
@@ -123,12 +185,10 @@ const char *ckpt_scan_map_module(const char *module) {
 
 /* 1 if the dotted path module.name equals `prefix` or continues it at a
  * '.' boundary. */
-static int path_has_prefix(const char *module, const char *name,
-                           const char *prefix) {
+static int path_has_prefix(const char *module, const char *name, const char *prefix) {
     size_t ml = strlen(module), pl = strlen(prefix);
     if (pl <= ml)
-        return strncmp(module, prefix, pl) == 0 &&
-               (module[pl] == '\0' || module[pl] == '.');
+        return strncmp(module, prefix, pl) == 0 && (module[pl] == '\0' || module[pl] == '.');
     /* the prefix reaches into the name: module '.' name... */
     if (strncmp(module, prefix, ml) != 0 || prefix[ml] != '.') return 0;
     const char *rest = prefix + ml + 1;
@@ -152,8 +212,7 @@ static int has_dunder(const char *s) {
     while (*s) {
         const char *end = strchr(s, '.');
         size_t n = end ? (size_t)(end - s) : strlen(s);
-        if (n > 4 && s[0] == '_' && s[1] == '_' && s[n - 1] == '_' && s[n - 2] == '_')
-            return 1;
+        if (n > 4 && s[0] == '_' && s[1] == '_' && s[n - 1] == '_' && s[n - 2] == '_') return 1;
         if (!end) break;
         s = end + 1;
     }
@@ -169,8 +228,7 @@ int ckpt_scan_data_class(const char *module, const char *name) {
     return 0;
 }
 
-ckpt_severity ckpt_scan_classify(const char *module, const char *name,
-                                 const char **why) {
+ckpt_severity ckpt_scan_classify(const char *module, const char *name, const char **why) {
     module = ckpt_scan_map_module(module);
     if (ckpt_scan_data_class(module, name)) {
         *why = "a data-only class: it builds a value and runs nothing else; "
@@ -203,13 +261,12 @@ ckpt_severity ckpt_scan_classify(const char *module, const char *name,
 /* First bytes a pickle stream can start with: every string literal of a
  * scanned pickle is tested, so this is a table rather than a search. */
 static const uint8_t stream_openers[256] = {
-    ['('] = 1, ['}'] = 1, [']'] = 1, [')'] = 1, ['N'] = 1, ['I'] = 1,
-    ['L'] = 1, ['F'] = 1, ['S'] = 1, ['V'] = 1, ['K'] = 1, ['J'] = 1,
-    ['M'] = 1, ['U'] = 1, ['T'] = 1, ['X'] = 1, ['G'] = 1, ['c'] = 1,
-    ['P'] = 1, ['B'] = 1, ['C'] = 1,
-    [0x82] = 1, [0x83] = 1, [0x84] = 1, /* EXT1/2/4 */
-    [0x88] = 1, [0x89] = 1,             /* NEWTRUE/NEWFALSE */
-    [0x8a] = 1, [0x8b] = 1,             /* LONG1/LONG4 */
+    ['('] = 1,  ['}'] = 1,  [']'] = 1,  [')'] = 1,  ['N'] = 1,  ['I'] = 1,
+    ['L'] = 1,  ['F'] = 1,  ['S'] = 1,  ['V'] = 1,  ['K'] = 1,  ['J'] = 1,
+    ['M'] = 1,  ['U'] = 1,  ['T'] = 1,  ['X'] = 1,  ['G'] = 1,  ['c'] = 1,
+    ['P'] = 1,  ['B'] = 1,  ['C'] = 1,  [0x82] = 1, [0x83] = 1, [0x84] = 1, /* EXT1/2/4 */
+    [0x88] = 1, [0x89] = 1,                                                 /* NEWTRUE/NEWFALSE */
+    [0x8a] = 1, [0x8b] = 1,                                                 /* LONG1/LONG4 */
     [0x8c] = 1, [0x8d] = 1, [0x8e] = 1, /* SHORT_BINUNICODE/BINUNICODE8/BINBYTES8 */
     [0x8f] = 1, [0x95] = 1, [0x96] = 1, /* EMPTY_SET/FRAME/BYTEARRAY8 */
 };
@@ -225,8 +282,7 @@ int ckpt_scan_pickle_start(const uint8_t *p, size_t n) {
 int ckpt_scan_pickle_shape(const uint8_t *p, size_t n) {
     if (n >= 2 && p[0] == 0x80) return p[1] <= 5;
     if (n < 2 || !opens_stream(p[0])) return 0;
-    while (n > 1 && (p[n - 1] == '\n' || p[n - 1] == '\r' || p[n - 1] == ' ' ||
-                     p[n - 1] == '\t'))
+    while (n > 1 && (p[n - 1] == '\n' || p[n - 1] == '\r' || p[n - 1] == ' ' || p[n - 1] == '\t'))
         n--;
     return p[n - 1] == '.';
 }
@@ -318,8 +374,7 @@ int ckpt_scan_literal_decode(ckpt_lit_enc enc, const uint8_t *p, size_t n, uint8
 /* ------------------------------------------------------------ containers */
 
 static uint32_t rd32le(const uint8_t *p) {
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-           (uint32_t)p[3] << 24;
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
 const char *ckpt_scan_foreign_container(const uint8_t *p, size_t n) {
@@ -331,7 +386,9 @@ const char *ckpt_scan_foreign_container(const uint8_t *p, size_t n) {
         {"7z\xbc\xaf\x27\x1c", 6, 0, "7z archive"},
         {"\x1f\x8b", 2, 0, "gzip stream"},
         {"BZh", 3, 0, "bzip2 stream"},
-        {"\xfd" "7zXZ", 5, 0, "xz stream"},
+        {"\xfd"
+         "7zXZ",
+         5, 0, "xz stream"},
         {"\x28\xb5\x2f\xfd", 4, 0, "zstd stream"},
         {"Rar!\x1a\x07", 6, 0, "RAR archive"},
         {"PYTORCH1", 8, 0, "PyTorch 'PYTORCH1' preview-format file"},

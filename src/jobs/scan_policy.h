@@ -21,8 +21,7 @@
  * for the message naming the family, e.g. "a known code-execution family"
  * (builtins.eval) or "a known dangerous family (network access)"
  * (requests.api.get). */
-ckpt_severity ckpt_scan_classify(const char *module, const char *name,
-                                 const char **why);
+ckpt_severity ckpt_scan_classify(const char *module, const char *name, const char **why);
 
 /* 1 if module.name is a class that only builds a value from its arguments
  * and state, touching no file, process or code: pathlib's path classes,

@@ -57,8 +57,7 @@ static int parse_generation(const char *file, size_t *namelen, uint64_t *step) {
     if (end - d > 1 && file[d] == '0') return 0;
     uint64_t v = 0;
     for (size_t i = d; i < end; i++)
-        if (ckpt_mul_overflow(v, 10, &v) ||
-            ckpt_add_overflow(v, (uint64_t)(file[i] - '0'), &v))
+        if (ckpt_mul_overflow(v, 10, &v) || ckpt_add_overflow(v, (uint64_t)(file[i] - '0'), &v))
             return 0;
     *namelen = d - 1;
     *step = v;
@@ -126,16 +125,16 @@ typedef int (*entry_fn)(void *ctx, int dirfd, const char *name, const struct sta
 static int each_file(const char *dir, entry_fn fn, void *ctx) {
     DIR *d = opendir(dir);
     if (!d)
-        return ckpt_err(CKPT_E_IO, dir, NULL, CKPT_NO_OFFSET, "cannot open directory %s: %s",
-                        dir, strerror(errno));
+        return ckpt_err(CKPT_E_IO, dir, NULL, CKPT_NO_OFFSET, "cannot open directory %s: %s", dir,
+                        strerror(errno));
     int rc = 0;
     for (;;) {
         errno = 0;
         struct dirent *e = readdir(d);
         if (!e) {
             if (errno)
-                rc = ckpt_err(CKPT_E_IO, dir, NULL, CKPT_NO_OFFSET,
-                              "cannot read directory %s: %s", dir, strerror(errno));
+                rc = ckpt_err(CKPT_E_IO, dir, NULL, CKPT_NO_OFFSET, "cannot read directory %s: %s",
+                              dir, strerror(errno));
             break;
         }
         struct stat st;
@@ -195,9 +194,7 @@ static int verify_gen(store *s, size_t i, const ckpt_store_options *o) {
 }
 
 /* Verification failed for want of resources, not because of the file. */
-static int resource_failure(int code) {
-    return code == CKPT_E_IO || code == CKPT_E_NOMEM;
-}
+static int resource_failure(int code) { return code == CKPT_E_IO || code == CKPT_E_NOMEM; }
 
 /* Creates dir and its missing parents (mkdir -p; mode 0755 less the
  * umask), each made durable by an fsync of its parent, as the Python
@@ -309,8 +306,8 @@ static int lock_store(const char *dir, int *fd) {
         int err = errno;
         close(lfd);
         if (err == ENOLCK || err == EOPNOTSUPP || err == EINVAL || err == ENOSYS) return 0;
-        return ckpt_err(CKPT_E_IO, dir, NULL, CKPT_NO_OFFSET, "cannot lock the store %s: %s",
-                        path, strerror(err));
+        return ckpt_err(CKPT_E_IO, dir, NULL, CKPT_NO_OFFSET, "cannot lock the store %s: %s", path,
+                        strerror(err));
     }
     *fd = lfd;
     return 0;
@@ -333,7 +330,8 @@ const char *ckpt_store_lock_caveat(const char *dir) {
         return "Lustre: flock works across clients only when mounted with -o flock "
                "(localflock locks per client, noflock not at all): commit from one host "
                "at a time unless the mount has flock";
-    case 0xFF534D42UL: case 0xFE534D42UL: /* CIFS, SMB2 */
+    case 0xFF534D42UL:
+    case 0xFE534D42UL: /* CIFS, SMB2 */
         return "SMB/CIFS: flock and rename semantics depend on the server: commit from "
                "one host at a time";
     case 0x65735546UL: /* FUSE */
@@ -343,8 +341,7 @@ const char *ckpt_store_lock_caveat(const char *dir) {
     case 0x47504653UL: /* GPFS */
         return "a network filesystem: flock is honoured across clients only as its "
                "configuration provides: commit from one host at a time";
-    default:
-        return NULL;
+    default: return NULL;
     }
 }
 
@@ -380,9 +377,7 @@ void ckpt_store_listing_free(ckpt_store_listing *l) {
     ckpt_free(l);
 }
 
-size_t ckpt_store_list_count(const ckpt_store_listing *l) {
-    return l ? l->s.n : 0;
-}
+size_t ckpt_store_list_count(const ckpt_store_listing *l) { return l ? l->s.n : 0; }
 
 const ckpt_store_generation *ckpt_store_list_generation(const ckpt_store_listing *l, size_t i) {
     return l && i < l->s.n ? &l->gens[i] : NULL;
@@ -399,8 +394,17 @@ ckpt_store_pointer ckpt_store_list_pointer(const ckpt_store_listing *l, const ch
 static int judge(ckpt_store_listing *l, size_t i, int verified, const ckpt_store_options *o) {
     store *s = &l->s;
     ckpt_store_generation *g = &l->gens[i];
-    *g = (ckpt_store_generation){s->gens[i].file, join(s, s->gens[i].file), s->gens[i].name,
-                                 s->gens[i].step, s->gens[i].bytes, 1, 0, "", "", UINT64_MAX, 0};
+    *g = (ckpt_store_generation){s->gens[i].file,
+                                 join(s, s->gens[i].file),
+                                 s->gens[i].name,
+                                 s->gens[i].step,
+                                 s->gens[i].bytes,
+                                 1,
+                                 0,
+                                 "",
+                                 "",
+                                 UINT64_MAX,
+                                 0};
     if (!g->path) return nomem(s->dir);
     int rc = verified ? 0 : verify_path(g->path, o);
     if (rc == 0) return 0;
@@ -489,9 +493,9 @@ static int is_in(const ptrdiff_t *set, size_t n, size_t i) {
  * l ends up judging everything that is left (as ckpt_store_list would);
  * without, nothing is verified when no generation could be removed. A
  * verification that fails for want of I/O or memory removes nothing. */
-static int prune_listed(ckpt_store_listing *l, uint32_t keep, const ptrdiff_t *known,
-                        size_t nknown, const ptrdiff_t *protect, size_t nprotect, int full,
-                        size_t *removed, const ckpt_store_options *o) {
+static int prune_listed(ckpt_store_listing *l, uint32_t keep, const ptrdiff_t *known, size_t nknown,
+                        const ptrdiff_t *protect, size_t nprotect, int full, size_t *removed,
+                        const ckpt_store_options *o) {
     store *s = &l->s;
     size_t want = keep ? keep : 1, good = 0, cut = 0, kept = 0;
     if (!full && s->n <= want) return 0;
@@ -572,8 +576,8 @@ int ckpt_store_prune(size_t *removed, const char *dir, const ckpt_store_options 
 
 int ckpt_store_prune_list(ckpt_store_listing **out, size_t *removed, const char *dir,
                           const ckpt_store_options *opts) {
-    if (!out) return ckpt_err(CKPT_E_INVALID_ARG, dir ? dir : "", NULL, CKPT_NO_OFFSET,
-                              "out is NULL");
+    if (!out)
+        return ckpt_err(CKPT_E_INVALID_ARG, dir ? dir : "", NULL, CKPT_NO_OFFSET, "out is NULL");
     return prune_dir(out, removed, dir, opts);
 }
 
@@ -597,8 +601,8 @@ static int gc_file(void *ctx, int dirfd, const char *name, const struct stat *st
     int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
     if (fd < 0) return 0;
     int locked = flock(fd, LOCK_EX | LOCK_NB) != 0;
-    int no_flock = locked && (errno == ENOLCK || errno == EOPNOTSUPP || errno == EINVAL ||
-                              errno == ENOSYS);
+    int no_flock =
+        locked && (errno == ENOLCK || errno == EOPNOTSUPP || errno == EINVAL || errno == ENOSYS);
     int dead = kill((pid_t)pid, 0) != 0 && errno == ESRCH;
     int old = g->now - st->st_mtime >= (time_t)g->o->stale_minutes * 60;
     /* unlocked and (dead or old): the PID check only covers the moment
@@ -611,8 +615,7 @@ static int gc_file(void *ctx, int dirfd, const char *name, const struct stat *st
     close(fd);
     if (err)
         return ckpt_err(CKPT_E_IO, g->dir, NULL, CKPT_NO_OFFSET,
-                        "cannot remove temporary file %s in %s: %s", name, g->dir,
-                        strerror(err));
+                        "cannot remove temporary file %s in %s: %s", name, g->dir, strerror(err));
     g->count++;
     return 0;
 }
@@ -714,7 +717,8 @@ static int check_fresh_step(store *s, const char *name, uint64_t step,
         if (rc == 0)
             return ckpt_err(CKPT_E_INVALID_ARG, s->dir, NULL, CKPT_NO_OFFSET,
                             "step %" PRIu64 " of %s is already committed as %s (replace "
-                            "it with --replace)", step, name, s->gens[i].file);
+                            "it with --replace)",
+                            step, name, s->gens[i].file);
         if (resource_failure(rc)) return rc;
     }
     return 0;
@@ -757,15 +761,15 @@ static int move_pointer_and_prune(store *s, const char *file, uint64_t step,
     if (rc) {
         char msg[512];
         snprintf(msg, sizeof msg, "%s", ckpt_error_last()->message);
-        rc = ckpt_err(rc, s->dir, NULL, CKPT_NO_OFFSET, "%s was committed, but %s failed: %s",
-                      file, what, msg);
+        rc = ckpt_err(rc, s->dir, NULL, CKPT_NO_OFFSET, "%s was committed, but %s failed: %s", file,
+                      what, msg);
     }
     ckpt_arena_free(&now.s.arena);
     return rc;
 }
 
-int ckpt_store_commit_with(char *path, size_t cap, const char *dir, const char *name,
-                           uint64_t step, const char *ext, ckpt_store_write_fn write, void *ctx,
+int ckpt_store_commit_with(char *path, size_t cap, const char *dir, const char *name, uint64_t step,
+                           const char *ext, ckpt_store_write_fn write, void *ctx,
                            const ckpt_store_options *opts) {
     ckpt_store_options defaults;
     const ckpt_store_options *o = options(opts, &defaults);
@@ -821,8 +825,7 @@ int ckpt_store_commit_with(char *path, size_t cap, const char *dir, const char *
             unlink(target);
             ckpt_atomic_sync_dir(dir);
             rc = ckpt_err(rc, target, member, off,
-                          "%s failed verification after writing and was removed: %s", file,
-                          msg);
+                          "%s failed verification after writing and was removed: %s", file, msg);
         }
         if (rc == 0) rc = put_path(path, cap, target);
         if (rc == 0) rc = move_pointer_and_prune(&cur, file, step, o);
@@ -887,8 +890,8 @@ int ckpt_store_commit(char *path, size_t cap, const char *dir, const char *name,
         uint64_t off = e->offset;
         snprintf(msg, sizeof msg, "%s", e->message);
         snprintf(member, sizeof member, "%s", e->member);
-        int corrupt = rc == CKPT_E_TRUNCATED || rc == CKPT_E_FORMAT ||
-                      rc == CKPT_E_CHECKSUM || rc == CKPT_E_MISMATCH;
+        int corrupt = rc == CKPT_E_TRUNCATED || rc == CKPT_E_FORMAT || rc == CKPT_E_CHECKSUM ||
+                      rc == CKPT_E_MISMATCH;
         rc = ckpt_err(rc, src, member, off, "%s %s: %s; nothing committed", src,
                       corrupt ? "is corrupt" : "cannot be committed", msg);
     }

@@ -19,8 +19,8 @@ typedef int (*ckpt_store_write_fn)(void *ctx, ckpt_atomic *a);
  * copied file. ext: ".safetensors" or ".pt", the format write produces.
  * Everything else (arguments, order of steps, return codes; a writer's own
  * code is returned as is) as ckpt_store_commit. */
-int ckpt_store_commit_with(char *path, size_t cap, const char *dir, const char *name,
-                           uint64_t step, const char *ext, ckpt_store_write_fn write,
-                           void *ctx, const ckpt_store_options *opts);
+int ckpt_store_commit_with(char *path, size_t cap, const char *dir, const char *name, uint64_t step,
+                           const char *ext, ckpt_store_write_fn write, void *ctx,
+                           const ckpt_store_options *opts);
 
 #endif

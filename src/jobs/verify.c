@@ -24,8 +24,8 @@
 
 /* Reads n bytes at p (f's mapping or memory) in windows into buf; with
  * crc non-NULL, CRC-32 of them into *crc. */
-static int read_windows(const ckpt_source *src, const uint8_t *p, uint64_t n,
-                        const char *member, uint8_t *buf, uint32_t *crc) {
+static int read_windows(const ckpt_source *src, const uint8_t *p, uint64_t n, const char *member,
+                        uint8_t *buf, uint32_t *crc) {
     ckpt_source_will_read(src, p, n);
     for (uint64_t done = 0; done < n; done += WINDOW) {
         size_t len = (size_t)(n - done < WINDOW ? n - done : WINDOW);
@@ -49,8 +49,7 @@ static int crc_mismatch(const ckpt_file *f, const ckpt_zip_entry *e) {
         const ckpt_tensor *t = &f->tensors[i];
         if (strcmp(ckpt_tensor_member(t), e->name) != 0) continue;
         if (shown < NAMED_MAX && used < sizeof names) {
-            int k = snprintf(names + used, sizeof names - used, "%s%s", shown ? ", " : "",
-                             t->name);
+            int k = snprintf(names + used, sizeof names - used, "%s%s", shown ? ", " : "", t->name);
             used += k > 0 ? (size_t)k : 0;
             shown++;
         }
@@ -60,8 +59,7 @@ static int crc_mismatch(const ckpt_file *f, const ckpt_zip_entry *e) {
     if (total > shown) snprintf(more, sizeof more, " and %zu more", total - shown);
     if (total == 0)
         return ckpt_err(CKPT_E_CHECKSUM, f->path, e->name, e->data_offset,
-                        "%s (member data starts at offset %" PRIu64 ")", msg,
-                        e->data_offset);
+                        "%s (member data starts at offset %" PRIu64 ")", msg, e->data_offset);
     return ckpt_err(CKPT_E_CHECKSUM, f->path, e->name, e->data_offset,
                     "%s; the member holds tensor%s %s%s (member data starts at offset "
                     "%" PRIu64 ")",
@@ -140,8 +138,7 @@ static int verify_digests(ckpt_file *f) {
     int rc = json_is_object(doc)
                  ? 0
                  : ckpt_err(CKPT_E_FORMAT, f->path, "", CKPT_NO_OFFSET,
-                            "metadata \"%s\" is not a JSON object of digests",
-                            CKPT_META_XXH3);
+                            "metadata \"%s\" is not a JSON object of digests", CKPT_META_XXH3);
     for (size_t i = 0; !rc && i < f->ntensors; i++) {
         const ckpt_tensor *t = &f->tensors[i];
         const json_t *want = json_object_get(doc, t->name);
@@ -149,15 +146,16 @@ static int verify_digests(ckpt_file *f) {
         if (!want) continue;
         if (!json_is_string(want) || hex_digest(json_string_value(want), &expect)) {
             rc = ckpt_err(CKPT_E_FORMAT, f->path, ckpt_tensor_member(t), CKPT_NO_OFFSET,
-                          "tensor \"%s\": digest in \"%s\" is not 16 hex digits",
-                          t->name, CKPT_META_XXH3);
+                          "tensor \"%s\": digest in \"%s\" is not 16 hex digits", t->name,
+                          CKPT_META_XXH3);
         } else if ((rc = ckpt_tensor_xxh3(t, &got)) == 0 && got != expect) {
             char hex[17];
             ckpt_hex64(hex, got);
             rc = ckpt_err(CKPT_E_CHECKSUM, f->path, ckpt_tensor_member(t),
                           ckpt_tensor_file_offset(t),
                           "tensor \"%s\": XXH3-64 of its contents is %s, the file "
-                          "records %s", t->name, hex, json_string_value(want));
+                          "records %s",
+                          t->name, hex, json_string_value(want));
         }
     }
     const char *name;
@@ -167,7 +165,8 @@ static int verify_digests(ckpt_file *f) {
         if (!ckpt_file_find_tensor(f, name))
             rc = ckpt_err(CKPT_E_MISMATCH, f->path, "", CKPT_NO_OFFSET,
                           "\"%s\" has a digest for tensor \"%s\", which the file "
-                          "does not hold", CKPT_META_XXH3, name);
+                          "does not hold",
+                          CKPT_META_XXH3, name);
     }
     json_decref(doc);
     return rc;

@@ -27,8 +27,8 @@
 #define NLISTS 4
 #define NVLISTS 3
 #define MAX_RULES 8
-#define BLOCK 4096                     /* components decoded at a time */
-#define WINDOW ((size_t)4 << 20)       /* bytes per side read at a time */
+#define BLOCK 4096               /* components decoded at a time */
+#define WINDOW ((size_t)4 << 20) /* bytes per side read at a time */
 
 typedef struct pair {
     const char *name;
@@ -39,8 +39,8 @@ typedef struct pair {
  * values go by (rewritten under normalize). */
 typedef struct bside {
     const ckpt_manifest *m;
-    size_t *b2a;               /* per key: A's entry or CKPT_KEYS_NONE */
-    const char **names;        /* per key, or NULL: the keys' own names */
+    size_t *b2a;        /* per key: A's entry or CKPT_KEYS_NONE */
+    const char **names; /* per key, or NULL: the keys' own names */
     const ckpt_named_value *values;
     size_t nvalues;
 } bside;
@@ -106,16 +106,25 @@ static void codec_init(codec *c, ckpt_dtype dt) {
     c->kind = K_FLOAT;
     c->size = ckpt_dtype_size(dt);
     switch (dt) {
-    case CKPT_DT_F16: case CKPT_DT_BF16: case CKPT_DT_F32: case CKPT_DT_F64:
-        break;
-    case CKPT_DT_C32: case CKPT_DT_C64: case CKPT_DT_C128:
+    case CKPT_DT_F16:
+    case CKPT_DT_BF16:
+    case CKPT_DT_F32:
+    case CKPT_DT_F64: break;
+    case CKPT_DT_C32:
+    case CKPT_DT_C64:
+    case CKPT_DT_C128:
         c->kind = K_COMPLEX;
         c->size /= 2;
         break;
-    case CKPT_DT_BOOL: case CKPT_DT_U8: case CKPT_DT_I8: case CKPT_DT_I16: case CKPT_DT_U16:
-    case CKPT_DT_I32: case CKPT_DT_U32: case CKPT_DT_I64: case CKPT_DT_U64:
-        c->kind = K_INT;
-        break;
+    case CKPT_DT_BOOL:
+    case CKPT_DT_U8:
+    case CKPT_DT_I8:
+    case CKPT_DT_I16:
+    case CKPT_DT_U16:
+    case CKPT_DT_I32:
+    case CKPT_DT_U32:
+    case CKPT_DT_I64:
+    case CKPT_DT_U64: c->kind = K_INT; break;
     case CKPT_DT_F8_E4M3:
         for (unsigned v = 0; v < 256; v++) c->table[v] = minifloat(v, 3, 7, 1);
         break;
@@ -131,9 +140,7 @@ static void codec_init(codec *c, ckpt_dtype dt) {
     case CKPT_DT_F8_E8M0: /* a power of two, no sign; 0xff is NaN */
         for (unsigned v = 0; v < 256; v++) c->table[v] = v == 255 ? NAN : ldexp(1.0, (int)v - 127);
         break;
-    default: /* F4, F6_*, quantized: compared bitwise only */
-        c->kind = K_NONE;
-        break;
+    default: /* F4, F6_*, quantized: compared bitwise only */ c->kind = K_NONE; break;
     }
 }
 
@@ -174,16 +181,19 @@ static uint16_t load16(const uint8_t *p) { return (uint16_t)load(p, 2); }
 static void decode(const codec *c, const uint8_t *p, size_t n, double *out) {
     size_t i;
     switch (c->dt) {
-    case CKPT_DT_F32: case CKPT_DT_C64:
+    case CKPT_DT_F32:
+    case CKPT_DT_C64:
         for (i = 0; i < n; i++) out[i] = bits_to_float(load32(p + 4 * i));
         break;
-    case CKPT_DT_F64: case CKPT_DT_C128:
+    case CKPT_DT_F64:
+    case CKPT_DT_C128:
         for (i = 0; i < n; i++) {
             uint64_t u = load(p + 8 * i, 8);
             memcpy(&out[i], &u, 8);
         }
         break;
-    case CKPT_DT_F16: case CKPT_DT_C32:
+    case CKPT_DT_F16:
+    case CKPT_DT_C32:
         for (i = 0; i < n; i++) out[i] = half_to_double(load16(p + 2 * i));
         break;
     case CKPT_DT_BF16:
@@ -192,16 +202,23 @@ static void decode(const codec *c, const uint8_t *p, size_t n, double *out) {
     case CKPT_DT_BOOL:
         for (i = 0; i < n; i++) out[i] = p[i] != 0;
         break;
-    case CKPT_DT_U8: case CKPT_DT_U16: case CKPT_DT_U32: case CKPT_DT_U64:
+    case CKPT_DT_U8:
+    case CKPT_DT_U16:
+    case CKPT_DT_U32:
+    case CKPT_DT_U64:
         for (i = 0; i < n; i++) out[i] = (double)load(p + c->size * i, c->size);
         break;
-    case CKPT_DT_I8: case CKPT_DT_I16: case CKPT_DT_I32: case CKPT_DT_I64:
+    case CKPT_DT_I8:
+    case CKPT_DT_I16:
+    case CKPT_DT_I32:
+    case CKPT_DT_I64:
         for (i = 0; i < n; i++) {
             unsigned bits = 8 * c->size;
             uint64_t u = load(p + c->size * i, c->size);
             /* sign-extend from `bits` */
-            int64_t v = bits == 64 ? (int64_t)u
-                                   : (int64_t)(u ^ (1ull << (bits - 1))) - (int64_t)(1ull << (bits - 1));
+            int64_t v = bits == 64
+                            ? (int64_t)u
+                            : (int64_t)(u ^ (1ull << (bits - 1))) - (int64_t)(1ull << (bits - 1));
             out[i] = (double)v;
         }
         break;
@@ -292,7 +309,8 @@ static void count_nonfinite(const codec *c, const uint8_t *p, size_t n, uint64_t
     uint64_t nn = 0, ni = 0;
     size_t i;
     switch (c->dt) {
-    case CKPT_DT_F32: case CKPT_DT_C64:
+    case CKPT_DT_F32:
+    case CKPT_DT_C64:
         for (i = 0; i < n; i++) {
             uint32_t u = load32(p + 4 * i);
             int special = (u & 0x7f800000u) == 0x7f800000u, mant = (u & 0x007fffffu) != 0;
@@ -300,7 +318,8 @@ static void count_nonfinite(const codec *c, const uint8_t *p, size_t n, uint64_t
             ni += (uint64_t)(special & !mant);
         }
         break;
-    case CKPT_DT_F64: case CKPT_DT_C128:
+    case CKPT_DT_F64:
+    case CKPT_DT_C128:
         for (i = 0; i < n; i++) {
             uint64_t u = load(p + 8 * i, 8);
             int special = (u & 0x7ff0000000000000u) == 0x7ff0000000000000u;
@@ -309,7 +328,9 @@ static void count_nonfinite(const codec *c, const uint8_t *p, size_t n, uint64_t
             ni += (uint64_t)(special & !mant);
         }
         break;
-    case CKPT_DT_F16: case CKPT_DT_C32: case CKPT_DT_BF16: {
+    case CKPT_DT_F16:
+    case CKPT_DT_C32:
+    case CKPT_DT_BF16: {
         uint16_t exp = c->dt == CKPT_DT_BF16 ? 0x7f80u : 0x7c00u;
         for (i = 0; i < n; i++) {
             uint16_t u = load16(p + 2 * i);
@@ -333,9 +354,9 @@ static void count_nonfinite(const codec *c, const uint8_t *p, size_t n, uint64_t
 
 /* Compares n components starting at component `first`, pa/pb holding
  * their bytes; buf holds 2 x BLOCK doubles. */
-static void compare_values(ckpt_tensor_diff *d, cmp_state *st, const uint8_t *pa,
-                           const uint8_t *pb, uint64_t n, uint64_t first, const codec *ca,
-                           const codec *cb, double *buf) {
+static void compare_values(ckpt_tensor_diff *d, cmp_state *st, const uint8_t *pa, const uint8_t *pb,
+                           uint64_t n, uint64_t first, const codec *ca, const codec *cb,
+                           double *buf) {
     int same_dtype = ca->dt == cb->dt;
     for (uint64_t c = 0; c < n; c += BLOCK) {
         size_t k = (size_t)(n - c < BLOCK ? n - c : BLOCK);
@@ -361,13 +382,14 @@ static void compare_values(ckpt_tensor_diff *d, cmp_state *st, const uint8_t *pa
 typedef struct pair_reader {
     ckpt_tensor_reader ra, rb;
     uint8_t *a, *b;
-    uint64_t per;      /* elements per window (bytes for sub-byte dtypes) */
-    size_t sa, sb;     /* bytes per element (1 for sub-byte dtypes) */
+    uint64_t per;  /* elements per window (bytes for sub-byte dtypes) */
+    size_t sa, sb; /* bytes per element (1 for sub-byte dtypes) */
 } pair_reader;
 
 static int pair_open(pair_reader *p, const ckpt_tensor *ta, const ckpt_tensor *tb) {
     memset(p, 0, sizeof *p);
-    unsigned ea = ckpt_dtype_size(ckpt_tensor_dtype(ta)), eb = ckpt_dtype_size(ckpt_tensor_dtype(tb));
+    unsigned ea = ckpt_dtype_size(ckpt_tensor_dtype(ta)),
+             eb = ckpt_dtype_size(ckpt_tensor_dtype(tb));
     p->sa = ea && eb ? ea : 1;
     p->sb = ea && eb ? eb : 1;
     p->per = WINDOW / (p->sa > p->sb ? p->sa : p->sb);
@@ -419,8 +441,12 @@ static int compare_all(ckpt_tensor_diff *d, const ckpt_diff_options *o, const ck
     pair_reader p;
     int rc = buf ? pair_open(&p, ta, tb) : ckpt_err_nomem();
     if (!buf) memset(&p, 0, sizeof p);
-    cmp_state st = {o->atol, o->rtol, ca->dt == cb->dt && ca->kind == K_INT && ca->dt != CKPT_DT_BOOL,
-                    ca->kind == K_COMPLEX ? 2u : 1u, 0, 0};
+    cmp_state st = {o->atol,
+                    o->rtol,
+                    ca->dt == cb->dt && ca->kind == K_INT && ca->dt != CKPT_DT_BOOL,
+                    ca->kind == K_COMPLEX ? 2u : 1u,
+                    0,
+                    0};
     uint64_t n, first = 0;
     while (rc == 0 && (rc = pair_next(&p, &n)) == 0 && n) {
         compare_values(d, &st, p.a, p.b, n * st.per, first, ca, cb, buf);
@@ -524,8 +550,8 @@ static int leaves_equal(const ckpt_value *x, const ckpt_value *y, const ckpt_dif
     }
 }
 
-static int vpush(ckpt_diff_result *r, ckpt_diff_value_list l, const char *name,
-                 const ckpt_value *a, const ckpt_value *b) {
+static int vpush(ckpt_diff_result *r, ckpt_diff_value_list l, const char *name, const ckpt_value *a,
+                 const ckpt_value *b) {
     if (ckpt_arena_grow(&r->arena, (void **)&r->vlists[l], &r->vcaps[l], r->vcounts[l] + 1,
                         sizeof(ckpt_value_diff)))
         return ckpt_err_nomem();
@@ -540,8 +566,9 @@ static int compare_leaves(ckpt_diff_result *r, const ckpt_manifest *a, const bsi
     size_t i = 0, j = 0;
     int rc = 0;
     while (!rc && (i < a->nvalues || j < b->nvalues)) {
-        int c = i == a->nvalues ? 1 : j == b->nvalues ? -1
-                                    : strcmp(a->values[i].name, b->values[j].name);
+        int c = i == a->nvalues   ? 1
+                : j == b->nvalues ? -1
+                                  : strcmp(a->values[i].name, b->values[j].name);
         if (c < 0) {
             rc = vpush(r, CKPT_DIFF_VALUES_ONLY_IN_A, a->values[i].name, a->values[i].value, NULL);
             i++;
@@ -611,8 +638,8 @@ static int pair_key(void *ctx, size_t i, const char *name, size_t len, int cover
  * keys lying in top-level entries other than the one the rule adds
  * (PAIRS_A_SUBTREE); or none of these (PAIRS_NONE, also when two keys of B
  * would get one name). The names are kept (in r's arena) when `keep`. */
-static int pair_keys(ckpt_diff_result *r, const ckpt_manifest *a, const ckpt_manifest *b,
-                     int keep, pairing *p) {
+static int pair_keys(ckpt_diff_result *r, const ckpt_manifest *a, const ckpt_manifest *b, int keep,
+                     pairing *p) {
     const ckpt_rule *rule = p->rule;
     pair_state st = {r, p, keep, ckpt_malloc(a->n ? a->n : 1), 0, 0, 0, b};
     p->b2a = ckpt_malloc((b->n ? b->n : 1) * sizeof *p->b2a);
@@ -667,14 +694,18 @@ static const char *describe_pairing(ckpt_diff_result *r, const ckpt_manifest *a,
     int sa = (int)u->add_len, ss = (int)u->strip_len;
     if (p->kind == PAIRS_B_SUBTREE && !u->canon && !u->add_len) {
         const char *o = others_text(r, b, u->strip, u->strip_len);
-        return o ? ckpt_arena_printf(&r->arena, "B's keys under '%.*s' are A's; B's other "
-                                                "top-level entries: %s", ss, u->strip, o)
+        return o ? ckpt_arena_printf(&r->arena,
+                                     "B's keys under '%.*s' are A's; B's other "
+                                     "top-level entries: %s",
+                                     ss, u->strip, o)
                  : NULL;
     }
     if (p->kind == PAIRS_A_SUBTREE && !u->canon && !u->strip_len) {
         const char *o = others_text(r, a, u->add, u->add_len);
-        return o ? ckpt_arena_printf(&r->arena, "A's keys under '%.*s' are B's; A's other "
-                                                "top-level entries: %s", sa, u->add, o)
+        return o ? ckpt_arena_printf(&r->arena,
+                                     "A's keys under '%.*s' are B's; A's other "
+                                     "top-level entries: %s",
+                                     sa, u->add, o)
                  : NULL;
     }
     if (p->kind == PAIRS_ALL && !u->canon) {
@@ -821,7 +852,8 @@ int ckpt_diff(ckpt_diff_result **out, const ckpt_manifest *a, const ckpt_manifes
     const ckpt_diff_options *o = opts ? opts : &defaults;
     CKPT_CHECK_OPTIONS(opts, CKPT_DIFF_OPTIONS_VERSION);
     if (!out || !a || !b)
-        return ckpt_err(CKPT_E_INVALID_ARG, "", "", CKPT_NO_OFFSET, "ckpt_diff needs two manifests");
+        return ckpt_err(CKPT_E_INVALID_ARG, "", "", CKPT_NO_OFFSET,
+                        "ckpt_diff needs two manifests");
     *out = NULL;
     if (!(o->rtol >= 0) || !(o->atol >= 0))
         return ckpt_err(CKPT_E_INVALID_ARG, "", "", CKPT_NO_OFFSET,

@@ -15,7 +15,7 @@ struct ckpt_keys_report {
     size_t nwrappers;
     ckpt_rename_rule fix[MAX_FIX];
     size_t nfix;
-    const char *root;       /* the model subtree's key prefix ("" or "model.") */
+    const char *root; /* the model subtree's key prefix ("" or "model.") */
     const char *fix_args;
     const char *fix_python;
     const char *collision;
@@ -86,9 +86,9 @@ static int build_fix(ckpt_keys_report *r, unsigned depth) {
     for (size_t k = 0; key && k < r->nwrappers; k++) {
         const ckpt_key_wrapper *w = &r->wrappers[k];
         if (strcmp(w->segment, "module.") == 0) continue;
-        r->fix[r->nfix++] = w->leading
-                                ? (ckpt_rename_rule){CKPT_RENAME_STRIP_PREFIX, w->segment, NULL, NULL}
-                                : (ckpt_rename_rule){CKPT_RENAME_REPLACE, w->segment, "", NULL};
+        r->fix[r->nfix++] =
+            w->leading ? (ckpt_rename_rule){CKPT_RENAME_STRIP_PREFIX, w->segment, NULL, NULL}
+                       : (ckpt_rename_rule){CKPT_RENAME_REPLACE, w->segment, "", NULL};
         key = ckpt_arena_printf(a, w->leading ? "%s.removeprefix('%s')" : "%s.replace('%s', '')",
                                 key, w->segment);
     }
@@ -106,15 +106,15 @@ static int build_fix(ckpt_keys_report *r, unsigned depth) {
     char *args = ckpt_arena_strdup(a, "");
     for (size_t k = 0; args && k < r->nfix; k++) {
         const ckpt_rename_rule *f = &r->fix[k];
-        args = f->op == CKPT_RENAME_REPLACE
-                   ? ckpt_arena_printf(a, "%s%s--replace '%s=%s'", args, k ? " " : "", f->arg,
-                                       f->arg2)
-                   : ckpt_arena_printf(a, "%s%s--strip-prefix '%s'", args, k ? " " : "", f->arg);
+        args =
+            f->op == CKPT_RENAME_REPLACE
+                ? ckpt_arena_printf(a, "%s%s--replace '%s=%s'", args, k ? " " : "", f->arg, f->arg2)
+                : ckpt_arena_printf(a, "%s%s--strip-prefix '%s'", args, k ? " " : "", f->arg);
     }
     char *tree = subtree_expr(a, r->root);
-    char *py = key && tree ? ckpt_arena_printf(a, "%s = {%s: v for k, v in %s.items()}", tree,
-                                               key, tree)
-                           : NULL;
+    char *py = key && tree
+                   ? ckpt_arena_printf(a, "%s = {%s: v for k, v in %s.items()}", tree, key, tree)
+                   : NULL;
     if (!args || !py) return ckpt_err_nomem();
     r->fix_args = r->nfix ? args : NULL;
     r->fix_python = r->nfix ? py : NULL;

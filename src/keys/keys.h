@@ -14,7 +14,7 @@
 /* ------------------------------------------------------------ manifest */
 
 struct ckpt_manifest {
-    ckpt_arena arena;             /* copied strings and shapes */
+    ckpt_arena arena; /* copied strings and shapes */
     const char *name;
     ckpt_manifest_entry *entries; /* ckpt_realloc'd, n used */
     size_t *lens;                 /* strlen of each name */
@@ -23,19 +23,17 @@ struct ckpt_manifest {
     const char *const *meta_keys; /* metadata (aliases), nmeta pairs */
     const char *const *meta_vals;
     size_t nmeta;
-    const ckpt_file *file;        /* the checkpoint, or NULL */
-    ckpt_file *owned;             /* closed on free (ckpt_manifest_load) */
+    const ckpt_file *file;          /* the checkpoint, or NULL */
+    ckpt_file *owned;               /* closed on free (ckpt_manifest_load) */
     const ckpt_named_value *values; /* non-tensor leaves, sorted by name */
     size_t nvalues;                 /* (checkpoints only) */
 };
 
 /* Index of `name` (len bytes) in m, or CKPT_KEYS_NONE. */
-size_t ckpt_manifest_lookup(const ckpt_manifest *m, const char *name,
-                            size_t len);
+size_t ckpt_manifest_lookup(const ckpt_manifest *m, const char *name, size_t len);
 /* out[i] = ckpt_manifest_lookup(m, entry i of `names`) for every entry;
  * returns how many were found. */
-size_t ckpt_manifest_lookup_all(const ckpt_manifest *m,
-                                const ckpt_manifest *names, size_t *out);
+size_t ckpt_manifest_lookup_all(const ckpt_manifest *m, const ckpt_manifest *names, size_t *out);
 
 /* Looks up n computed names in m, a few at a time ahead (hashed, slots
  * and keys prefetched), in order: get(ctx, i, buf, &len, &flag) returns
@@ -44,10 +42,9 @@ size_t ckpt_manifest_lookup_all(const ckpt_manifest *m,
  * with j = its index in m or CKPT_KEYS_NONE; flag passes from get to put.
  * Returns 0, CKPT_E_NOMEM, or the first non-zero result of put. */
 typedef const char *(*ckpt_name_get)(void *ctx, size_t i, char *buf, size_t *len, int *flag);
-typedef int (*ckpt_name_put)(void *ctx, size_t i, const char *name, size_t len, int flag,
-                             size_t j);
-int ckpt_manifest_lookup_stream(const ckpt_manifest *m, size_t n, size_t bufcap,
-                                ckpt_name_get get, ckpt_name_put put, void *ctx);
+typedef int (*ckpt_name_put)(void *ctx, size_t i, const char *name, size_t len, int flag, size_t j);
+int ckpt_manifest_lookup_stream(const ckpt_manifest *m, size_t n, size_t bufcap, ckpt_name_get get,
+                                ckpt_name_put put, void *ctx);
 
 /* Appends entry `e` (its name copied, dtype, shape and tensor borrowed).
  * Returns 0, CKPT_E_INVALID_ARG for a name already present (the caller
@@ -94,11 +91,11 @@ typedef struct ckpt_rule {
     const char *add;
     size_t add_len;
     /* filled by ckpt_rules_infer */
-    int select;           /* covers at most half of the checkpoint keys,
+    int select;          /* covers at most half of the checkpoint keys,
                              one subtree holding exactly the expected keys;
                              the others are other top-level entries */
-    uint64_t matches;     /* distinct expected names hit */
-    unsigned complexity;  /* segments stripped and added, +2 with canon */
+    uint64_t matches;    /* distinct expected names hit */
+    unsigned complexity; /* segments stripped and added, +2 with canon */
     const char *description;
 } ckpt_rule;
 
@@ -125,8 +122,7 @@ int ckpt_rule_lookup_all(const ckpt_rule *r, const ckpt_manifest *c, const ckpt_
  * tied when both matches and complexity are equal. Returns 0 or
  * CKPT_E_NOMEM. */
 int ckpt_rules_infer(ckpt_rule *out, size_t max, size_t *nout, ckpt_arena *a,
-                     const ckpt_manifest *c, const ckpt_manifest *e,
-                     const size_t *c2e);
+                     const ckpt_manifest *c, const ckpt_manifest *e, const size_t *c2e);
 
 /* The unique best of rules[0..n) as ckpt_match names it: the first, unless
  * the second has as many matches and the same complexity; NULL if none. */

@@ -116,8 +116,8 @@ static int push(ckpt_manifest *m, const ckpt_manifest_entry *e, size_t len) {
 
 static const uint64_t no_dims[1] = {0};
 
-int ckpt_manifest_add(ckpt_manifest *m, const char *name, const char *dtype,
-                      unsigned ndim, const uint64_t *shape) {
+int ckpt_manifest_add(ckpt_manifest *m, const char *name, const char *dtype, unsigned ndim,
+                      const uint64_t *shape) {
     if (!m || !name || !dtype || ndim > CKPT_MAX_NDIM || (ndim && !shape))
         return ckpt_err(CKPT_E_INVALID_ARG, m ? m->name : "", "", CKPT_NO_OFFSET,
                         "manifest entry needs a name, a dtype and at most %d dimensions",
@@ -189,8 +189,8 @@ static int from_tree(ckpt_manifest *m, const ckpt_value *root, const ckpt_file *
     rc = reserve(m, fl.ntensors);
     for (size_t i = 0; !rc && i < fl.ntensors; i++) {
         const ckpt_tensor *t = fl.tensors[i].value->u.tensor;
-        ckpt_manifest_entry e = {fl.tensors[i].name, ckpt_dtype_name(t->dtype), t->ndim,
-                                 t->shape, t};
+        ckpt_manifest_entry e = {fl.tensors[i].name, ckpt_dtype_name(t->dtype), t->ndim, t->shape,
+                                 t};
         rc = append(m, &e, strlen(e.name));
     }
     size_t dup;
@@ -442,7 +442,8 @@ int ckpt_manifest_load(ckpt_manifest **out, const char *path, const ckpt_open_op
         return ckpt_err(rc, path, "", saved.offset, "%s", msg);
     }
     ckpt_manifest *m = manifest_new(path);
-    rc = m ? from_json(m, doc, lim) : ckpt_err(CKPT_E_NOMEM, path, "", CKPT_NO_OFFSET, "out of memory");
+    rc = m ? from_json(m, doc, lim)
+           : ckpt_err(CKPT_E_NOMEM, path, "", CKPT_NO_OFFSET, "out of memory");
     json_decref(doc);
     if (rc) {
         ckpt_manifest_free(m);
@@ -467,8 +468,8 @@ size_t ckpt_manifest_lookup(const ckpt_manifest *m, const char *name, size_t len
     return s ? s->val : CKPT_KEYS_NONE;
 }
 
-int ckpt_manifest_lookup_stream(const ckpt_manifest *m, size_t n, size_t bufcap,
-                                ckpt_name_get get, ckpt_name_put put, void *ctx) {
+int ckpt_manifest_lookup_stream(const ckpt_manifest *m, size_t n, size_t bufcap, ckpt_name_get get,
+                                ckpt_name_put put, void *ctx) {
     struct {
         const char *name;
         size_t len;
@@ -476,7 +477,8 @@ int ckpt_manifest_lookup_stream(const ckpt_manifest *m, size_t n, size_t bufcap,
         int flag;
     } ring[AHEAD];
     char *bufs = bufcap && bufcap <= SIZE_MAX / AHEAD ? ckpt_malloc(AHEAD * bufcap) : NULL;
-    if (bufcap && !bufs) return ckpt_err(CKPT_E_NOMEM, m->name, "", CKPT_NO_OFFSET, "out of memory");
+    if (bufcap && !bufs)
+        return ckpt_err(CKPT_E_NOMEM, m->name, "", CKPT_NO_OFFSET, "out of memory");
     int rc = 0;
     for (size_t i = 0; !rc && i < n + AHEAD; i++) {
         if (i >= AHEAD) { /* name i - AHEAD: its slot and key are in cache */
@@ -491,8 +493,8 @@ int ckpt_manifest_lookup_stream(const ckpt_manifest *m, size_t n, size_t bufcap,
         if (i < n) {
             size_t r = i % AHEAD; /* put() for i - AHEAD is done with it */
             ring[r].flag = 0;
-            ring[r].name = get(ctx, i, bufs ? bufs + r * bufcap : NULL, &ring[r].len,
-                               &ring[r].flag);
+            ring[r].name =
+                get(ctx, i, bufs ? bufs + r * bufcap : NULL, &ring[r].len, &ring[r].flag);
             ring[r].hash = ckpt_strmap_hash(ring[r].name, ring[r].len);
             ckpt_strmap_prefetch(&m->index, ring[r].hash);
         }
@@ -524,8 +526,7 @@ static int store_index(void *ctx, size_t i, const char *name, size_t len, int fl
     return 0;
 }
 
-size_t ckpt_manifest_lookup_all(const ckpt_manifest *m, const ckpt_manifest *names,
-                                size_t *out) {
+size_t ckpt_manifest_lookup_all(const ckpt_manifest *m, const ckpt_manifest *names, size_t *out) {
     lookup_all l = {names, out, 0};
     ckpt_manifest_lookup_stream(m, names->n, 0, entry_name, store_index, &l); /* cannot fail */
     return l.found;

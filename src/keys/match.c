@@ -36,7 +36,7 @@ typedef struct matcher {
     ckpt_match_result *r;
     const ckpt_manifest *c, *e;
     const ckpt_match_options *opts;
-    size_t *c2e;        /* final pairing: checkpoint entry -> expected entry */
+    size_t *c2e; /* final pairing: checkpoint entry -> expected entry */
     size_t *e2c;
     const ckpt_rule *rule; /* the rewrite the pairing follows (names in
                               r->rewritten), or NULL */
@@ -277,8 +277,10 @@ static int find_tied(matcher *m) {
             if (!to && (p = alias_partner(&ac, it->name)) != CKPT_KEYS_NONE)
                 to = m->e->entries[m->c2e[p]].name;
             ckpt_match_item *t;
-            if (to && !(t = push(m, CKPT_MATCH_TIED, it->name, CKPT_KEYS_NONE, j))) rc = ckpt_err_nomem();
-            else if (to) t->tied_to = to;
+            if (to && !(t = push(m, CKPT_MATCH_TIED, it->name, CKPT_KEYS_NONE, j)))
+                rc = ckpt_err_nomem();
+            else if (to)
+                t->tied_to = to;
         }
         for (size_t k = 0; !rc && k < r->counts[unex[l]]; k++) {
             const ckpt_match_item *it = &r->lists[unex[l]][k];
@@ -289,8 +291,10 @@ static int find_tied(matcher *m) {
             if (!to && (p = alias_partner(&ae, as)) != CKPT_KEYS_NONE)
                 to = m->c->entries[m->e2c[p]].name;
             ckpt_match_item *t;
-            if (to && !(t = push(m, CKPT_MATCH_TIED, it->name, i, CKPT_KEYS_NONE))) rc = ckpt_err_nomem();
-            else if (to) t->tied_to = to;
+            if (to && !(t = push(m, CKPT_MATCH_TIED, it->name, i, CKPT_KEYS_NONE)))
+                rc = ckpt_err_nomem();
+            else if (to)
+                t->tied_to = to;
         }
     }
     ckpt_free(se.ids);
@@ -306,8 +310,8 @@ typedef struct rewriter {
     matcher *m;
     const ckpt_rule *rule;
     size_t *c2e;
-    size_t *e_hit;       /* expected entry -> checkpoint entry naming it */
-    ckpt_strmap others;  /* other names -> checkpoint entry */
+    size_t *e_hit;      /* expected entry -> checkpoint entry naming it */
+    ckpt_strmap others; /* other names -> checkpoint entry */
     size_t *clash;
 } rewriter;
 
@@ -345,8 +349,7 @@ static int rewrite_key(void *ctx, size_t i, const char *name, size_t len, int co
  * through e_hit (no hashing); only the others go through a hash set. */
 static int rewrite_all(matcher *m, const ckpt_rule *rule, size_t *c2e, size_t clash[2]) {
     ckpt_match_result *r = m->r;
-    rewriter w = {m, rule, c2e, ckpt_malloc((m->e->n ? m->e->n : 1) * sizeof(size_t)), {0},
-                  clash};
+    rewriter w = {m, rule, c2e, ckpt_malloc((m->e->n ? m->e->n : 1) * sizeof(size_t)), {0}, clash};
     r->rewritten = ckpt_arena_array(&r->arena, m->c->n ? m->c->n : 1, sizeof(char *));
     int rc = w.e_hit && r->rewritten ? 0 : ckpt_err_nomem();
     for (size_t j = 0; !rc && j < m->e->n; j++) w.e_hit[j] = CKPT_KEYS_NONE;
@@ -418,9 +421,8 @@ static int infer(matcher *m, size_t *c2e, size_t *e2c, size_t *c2e_rw, size_t *e
     if ((rc = rewrite_all(m, best, c2e_rw, clash))) return rc;
     if (clash[0] != CKPT_KEYS_NONE) {
         r->rewrite.description = ckpt_arena_printf(
-            &r->arena, "%s (not applicable: '%s' and '%s' both become '%s')",
-            best->description, m->c->entries[clash[0]].name, m->c->entries[clash[1]].name,
-            r->rewritten[clash[1]]);
+            &r->arena, "%s (not applicable: '%s' and '%s' both become '%s')", best->description,
+            m->c->entries[clash[0]].name, m->c->entries[clash[1]].name, r->rewritten[clash[1]]);
         return r->rewrite.description ? 0 : ckpt_err_nomem();
     }
     if (!m->opts->normalize) return 0;
@@ -441,7 +443,8 @@ int ckpt_match(ckpt_match_result **out, const ckpt_manifest *c, const ckpt_manif
     static const ckpt_match_options defaults = CKPT_MATCH_OPTIONS_INIT;
     CKPT_CHECK_OPTIONS(opts, CKPT_MATCH_OPTIONS_VERSION);
     if (!out || !c || !e)
-        return ckpt_err(CKPT_E_INVALID_ARG, "", "", CKPT_NO_OFFSET, "ckpt_match needs two manifests");
+        return ckpt_err(CKPT_E_INVALID_ARG, "", "", CKPT_NO_OFFSET,
+                        "ckpt_match needs two manifests");
     *out = NULL;
     ckpt_match_result *r = ckpt_malloc(sizeof *r);
     if (!r) return ckpt_err_nomem();

@@ -190,8 +190,8 @@ static int apply_rules(ckpt_rename_plan *p, const ckpt_rename_rule *rules, size_
         if (rc) return rc;
         if (!hits) {
             const char *t = rule_text(&p->arena, r);
-            return ckpt_err(CKPT_E_NOTFOUND, p->m->name, "", CKPT_NO_OFFSET,
-                            "%s matches no key%s", t ? t : "a rule",
+            return ckpt_err(CKPT_E_NOTFOUND, p->m->name, "", CKPT_NO_OFFSET, "%s matches no key%s",
+                            t ? t : "a rule",
                             r->op == CKPT_RENAME_AUTO ? " (the keys already match)" : "");
         }
     }
@@ -205,7 +205,8 @@ static int check_collisions(ckpt_rename_plan *p) {
     for (size_t i = 0; !rc && i < p->m->n; i++) {
         ckpt_strmap_slot *sl;
         int put = ckpt_strmap_put(&seen, p->to[i], strlen(p->to[i]), i, &sl);
-        if (put < 0) rc = put;
+        if (put < 0)
+            rc = put;
         else if (put == 0)
             rc = ckpt_err(CKPT_E_MISMATCH, p->m->name, "", CKPT_NO_OFFSET,
                           "'%s' and '%s' would both be named '%s'", p->m->entries[sl->val].name,
@@ -229,7 +230,8 @@ int ckpt_rename_plan_new(ckpt_rename_plan **out, const ckpt_manifest *m,
     for (size_t i = 0; !rc && i < m->n; i++) p->to[i] = m->entries[i].name;
     if (!rc) rc = apply_rules(p, rules, nrules);
     if (!rc) rc = check_collisions(p);
-    for (size_t i = 0; !rc && i < m->n; i++) p->changed += strcmp(p->to[i], m->entries[i].name) != 0;
+    for (size_t i = 0; !rc && i < m->n; i++)
+        p->changed += strcmp(p->to[i], m->entries[i].name) != 0;
     if (rc) {
         ckpt_rename_plan_free(p);
         return rc;
@@ -262,9 +264,9 @@ const char *ckpt_rename_plan_to(const ckpt_rename_plan *p, size_t i) {
  * node per path, like flattening walks it). */
 typedef struct node {
     const ckpt_value *v;
-    size_t parent;       /* node id, CKPT_KEYS_NONE for the root */
-    const char *prefix;  /* flattened name of the container ("" for root) */
-    size_t first, last;  /* moves into this dict: a list in leaf order */
+    size_t parent;      /* node id, CKPT_KEYS_NONE for the root */
+    const char *prefix; /* flattened name of the container ("" for root) */
+    size_t first, last; /* moves into this dict: a list in leaf order */
     /* rebuild: the copy, the next move to insert, and whether a key changed */
     ckpt_value *copy;
     size_t mv;
@@ -287,19 +289,19 @@ typedef struct tree {
     size_t nnodes, ncap;
     leaf *leaves;
     size_t nleaves, lcap;
-    ckpt_manifest *m;    /* walk 1: the tensors' names */
+    ckpt_manifest *m;            /* walk 1: the tensors' names */
     size_t next_node, next_leaf; /* rebuild: ids in walk order */
     ckpt_value *new_root;
     const ckpt_rename_plan *plan;
-    ckpt_strmap mods;    /* module path -> index into mod_to (built on demand) */
+    ckpt_strmap mods; /* module path -> index into mod_to (built on demand) */
     const char **mod_to;
     size_t nmods, modcap;
     int mods_built;
 } tree;
 
 static int is_container(const ckpt_value *v) {
-    return v->kind == CKPT_KIND_DICT || v->kind == CKPT_KIND_LIST ||
-           v->kind == CKPT_KIND_TUPLE || v->kind == CKPT_KIND_SET;
+    return v->kind == CKPT_KIND_DICT || v->kind == CKPT_KIND_LIST || v->kind == CKPT_KIND_TUPLE ||
+           v->kind == CKPT_KIND_SET;
 }
 
 static size_t child_count(const ckpt_value *v) {
@@ -318,12 +320,11 @@ static int index_enter(ckpt_walk *w, ckpt_walk_frame *n) {
         if (ckpt_arena_grow(t->a, (void **)&t->leaves, &t->lcap, t->nleaves + 1, sizeof(leaf)))
             return ckpt_err_nomem();
         t->leaves[t->nleaves++] = (leaf){id, c, NULL, 0, CKPT_KEYS_NONE, CKPT_KEYS_NONE};
-        int rc = ckpt_manifest_add(t->m, w->name, ckpt_dtype_name(ten->dtype), ten->ndim,
-                                   ten->shape);
+        int rc =
+            ckpt_manifest_add(t->m, w->name, ckpt_dtype_name(ten->dtype), ten->ndim, ten->shape);
         if (rc == CKPT_E_INVALID_ARG)
             return ckpt_err(CKPT_E_UNSUPPORTED, t->f->path, "", CKPT_NO_OFFSET,
-                            "two tensors are named '%s': rename cannot tell them apart",
-                            w->name);
+                            "two tensors are named '%s': rename cannot tell them apart", w->name);
         return rc ? rc : CKPT_WALK_SKIP;
     }
     if (ckpt_arena_grow(t->a, (void **)&t->nodes, &t->ncap, t->nnodes + 1, sizeof(node)))
@@ -344,19 +345,21 @@ static int place(tree *t, size_t l, const char *old, const char *name) {
         const node *nd = &t->nodes[q];
         size_t pl = strlen(nd->prefix);
         if (nd->v->kind != CKPT_KIND_DICT) continue;
-        if (pl && !(len > pl + 1 && memcmp(name, nd->prefix, pl) == 0 && name[pl] == '.'))
-            continue;
+        if (pl && !(len > pl + 1 && memcmp(name, nd->prefix, pl) == 0 && name[pl] == '.')) continue;
         lf->key = name + (pl ? pl + 1 : 0);
         if (q == lf->parent) return 0;
         if (t->nodes[lf->parent].v->kind != CKPT_KIND_DICT)
             return ckpt_err(CKPT_E_UNSUPPORTED, t->f->path, "", CKPT_NO_OFFSET,
                             "'%s' -> '%s' would move a tensor out of a %s (its indices would "
-                            "shift)", old, name, ckpt_value_kind_name(t->nodes[lf->parent].v->kind));
+                            "shift)",
+                            old, name, ckpt_value_kind_name(t->nodes[lf->parent].v->kind));
         lf->moved = 1;
         lf->via = via;
         node *target = &t->nodes[q];
-        if (target->last == CKPT_KEYS_NONE) target->first = l;
-        else t->leaves[target->last].next = l;
+        if (target->last == CKPT_KEYS_NONE)
+            target->first = l;
+        else
+            t->leaves[target->last].next = l;
         target->last = l;
         return 0;
     }
@@ -377,7 +380,8 @@ static int check_keys(tree *t, const ckpt_value *d, const char *prefix) {
         ckpt_strmap_slot *sl;
         if (k->kind != CKPT_KIND_STR) continue;
         int put = ckpt_strmap_put(&seen, k->u.s.p, k->u.s.len, i, &sl);
-        if (put < 0) rc = put;
+        if (put < 0)
+            rc = put;
         else if (put == 0)
             rc = ckpt_err(CKPT_E_UNSUPPORTED, t->f->path, "", CKPT_NO_OFFSET,
                           "two entries would be named '%s%s%s' in one dict", prefix,
@@ -389,7 +393,8 @@ static int check_keys(tree *t, const ckpt_value *d, const char *prefix) {
 
 static int insert_move(tree *t, ckpt_value *dict, size_t l) {
     ckpt_value *key = str_key(t, t->leaves[l].key);
-    if (!key || ckpt_value_dict_set(t->a, dict, key, (ckpt_value *)t->leaves[l].v)) return ckpt_err_nomem();
+    if (!key || ckpt_value_dict_set(t->a, dict, key, (ckpt_value *)t->leaves[l].v))
+        return ckpt_err_nomem();
     return 0;
 }
 
@@ -413,8 +418,7 @@ static int module_map(tree *t) {
             if (a && o[a] != '.') continue;
             const char *rest = a ? o + a + 1 : o;
             size_t rl = ol - (size_t)(rest - o);
-            if (nl < rl || memcmp(n + nl - rl, rest, rl) != 0 ||
-                (nl > rl && n[nl - rl - 1] != '.'))
+            if (nl < rl || memcmp(n + nl - rl, rest, rl) != 0 || (nl > rl && n[nl - rl - 1] != '.'))
                 continue;
             ckpt_strmap_slot *sl;
             int put = ckpt_strmap_put(&t->mods, o, a, t->nmods, &sl);
@@ -436,8 +440,7 @@ static const char *module_to(tree *t, const char *full) {
     size_t len = strlen(full);
     for (size_t a = len;; a--) { /* full[0..a) is an ancestor (or full) */
         if (a == len || a == 0 || full[a] == '.') {
-            ckpt_strmap_slot *sl = ckpt_strmap_find(&t->mods, full, a,
-                                                    ckpt_strmap_hash(full, a));
+            ckpt_strmap_slot *sl = ckpt_strmap_find(&t->mods, full, a, ckpt_strmap_hash(full, a));
             if (sl) {
                 const char *to = t->mod_to[sl->val], *rest = full + a + (a > 0 && a < len);
                 if (a == len) return to;
@@ -474,7 +477,7 @@ static int rename_metadata(tree *t, ckpt_value *copy, const char *prefix) {
     for (size_t i = 0; !rc && i < md->u.dict.n; i++) {
         ckpt_value *k = md->u.dict.keys[i], *v = md->u.dict.vals[i];
         if (k->kind == CKPT_KIND_STR) {
-            const char *full = !pl ? k->u.s.p
+            const char *full = !pl           ? k->u.s.p
                                : k->u.s.p[0] ? ckpt_arena_printf(t->a, "%s.%s", prefix, k->u.s.p)
                                              : prefix;
             const char *to = full ? module_to(t, full) : NULL;
@@ -482,8 +485,8 @@ static int rename_metadata(tree *t, ckpt_value *copy, const char *prefix) {
                 rc = ckpt_err_nomem();
                 break;
             }
-            const char *rel = !pl ? to
-                              : strcmp(to, prefix) == 0 ? ""
+            const char *rel = !pl                                             ? to
+                              : strcmp(to, prefix) == 0                       ? ""
                               : strncmp(to, prefix, pl) == 0 && to[pl] == '.' ? to + pl + 1
                                                                               : NULL;
             if (rel && strcmp(rel, k->u.s.p) != 0 && !(k = str_key(t, rel))) {
@@ -597,8 +600,8 @@ static int metadata(const ckpt_file *f, ckpt_arena *a, ckpt_write_options *w) {
             k[n] = f->meta_keys[i];
             v[n++] = f->meta_vals[i];
         }
-    *w = (ckpt_write_options){.version = CKPT_WRITE_OPTIONS_VERSION, .meta_keys = k,
-                              .meta_values = v, .nmeta = n};
+    *w = (ckpt_write_options){
+        .version = CKPT_WRITE_OPTIONS_VERSION, .meta_keys = k, .meta_values = v, .nmeta = n};
     return 0;
 }
 
@@ -616,8 +619,8 @@ static int rename_file(ckpt_rename_plan **plan, const ckpt_file *f, const char *
     ckpt_manifest *m = NULL;
     ckpt_rename_plan *p = NULL;
     if (ckpt_arena_grow(a, (void **)&t.nodes, &t.ncap, 1, sizeof(node))) return ckpt_err_nomem();
-    t.nodes[t.nnodes++] = (node){root, CKPT_KEYS_NONE, "", CKPT_KEYS_NONE, CKPT_KEYS_NONE,
-                                 NULL, 0, 0};
+    t.nodes[t.nnodes++] =
+        (node){root, CKPT_KEYS_NONE, "", CKPT_KEYS_NONE, CKPT_KEYS_NONE, NULL, 0, 0};
     ckpt_walk w;
     ckpt_walk_init(&w, &f->opts.limits, f->path, "");
     w.names = 1;

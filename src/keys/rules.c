@@ -17,8 +17,8 @@
 
 /* ------------------------------------------------------------ segments */
 
-const char *const ckpt_wrappers[CKPT_NWRAPPERS] = {
-    "_orig_mod.", "_fsdp_wrapped_module.", "_checkpoint_wrapped_module."};
+const char *const ckpt_wrappers[CKPT_NWRAPPERS] = {"_orig_mod.", "_fsdp_wrapped_module.",
+                                                   "_checkpoint_wrapped_module."};
 
 int ckpt_key_aligned(const char *s, size_t len, size_t pos, size_t n) {
     if (pos > len || n > len - pos) return 0;
@@ -128,7 +128,7 @@ typedef struct slot {
 typedef struct cand {
     const char *strip, *add; /* NUL-terminated, in the map key "S\0P" */
     size_t strip_len, add_len;
-    uint64_t votes;          /* anchor slots proposing it */
+    uint64_t votes; /* anchor slots proposing it */
 } cand;
 
 typedef struct infer {
@@ -423,16 +423,19 @@ static int rank(infer *in, ckpt_rule *out, size_t max, size_t *nout) {
     for (size_t i = 0; !rc && i < in->ncands && i < MAX_EVAL; i++) {
         const cand *c = &in->cands[i];
         for (int canon = 0; canon <= (in->wrappers ? 1 : 0); canon++) {
-            ckpt_rule r = {.canon = canon, .strip = c->strip, .strip_len = c->strip_len,
-                           .add = c->add, .add_len = c->add_len};
+            ckpt_rule r = {.canon = canon,
+                           .strip = c->strip,
+                           .strip_len = c->strip_len,
+                           .add = c->add,
+                           .add_len = c->add_len};
             if (!canon && !c->strip_len && !c->add_len) continue; /* the identity */
             if ((rc = evaluate(in, &r, hit, &fp))) break;
             if (r.matches <= base) continue;
             /* dropping wrappers anywhere weighs more than a leading segment:
              * "strip '_orig_mod.module.'" beats the equivalent "drop
              * '_orig_mod.' segments, strip 'module.'" */
-            r.complexity = count_segments(r.strip, r.strip_len) +
-                           count_segments(r.add, r.add_len) + 2u * (unsigned)canon;
+            r.complexity = count_segments(r.strip, r.strip_len) + count_segments(r.add, r.add_len) +
+                           2u * (unsigned)canon;
             r.description = describe_rule(in, &r);
             if (!r.description) {
                 rc = ckpt_err_nomem();
@@ -524,7 +527,8 @@ int ckpt_rule_others(const char ***out, size_t *n, ckpt_arena *a, const ckpt_rul
     for (size_t i = 0; !rc && i < c->nvalues; i++)
         rc = add_other(&set, a, r, c->values[i].name, strlen(c->values[i].name), buf);
     const char **names = NULL;
-    if (!rc && !(names = ckpt_arena_array(a, set.n ? set.n : 1, sizeof *names))) rc = ckpt_err_nomem();
+    if (!rc && !(names = ckpt_arena_array(a, set.n ? set.n : 1, sizeof *names)))
+        rc = ckpt_err_nomem();
     for (size_t k = 0; !rc && k < set.cap; k++)
         if (set.slots[k].s) names[(*n)++] = set.slots[k].s;
     if (!rc) {
@@ -562,6 +566,5 @@ int ckpt_rule_lookup_all(const ckpt_rule *r, const ckpt_manifest *c, const ckpt_
     for (size_t i = 0; i < c->n; i++)
         if (c->lens[i] > maxlen) maxlen = c->lens[i];
     rule_stream s = {r, c, visit, ctx};
-    return ckpt_manifest_lookup_stream(e, c->n, maxlen + r->add_len + 1, rule_name, rule_visit,
-                                       &s);
+    return ckpt_manifest_lookup_stream(e, c->n, maxlen + r->add_len + 1, rule_name, rule_visit, &s);
 }

@@ -12,14 +12,14 @@
 typedef struct ckpt_zip ckpt_zip;
 
 struct ckpt_file {
-    ckpt_arena arena;          /* owns everything below */
-    const char *path;          /* as given to open ("" for unnamed memory) */
+    ckpt_arena arena; /* owns everything below */
+    const char *path; /* as given to open ("" for unnamed memory) */
     ckpt_format format;
     ckpt_open_options opts;
 
-    const uint8_t *map;        /* the whole input */
+    const uint8_t *map; /* the whole input */
     size_t map_size;
-    int mapped;                /* 1: munmap(map) on close */
+    int mapped; /* 1: munmap(map) on close */
     /* where tensor bytes are read from (pread on the file's descriptor,
      * closed with the file; fd -1 for memory) */
     ckpt_source source;
@@ -27,9 +27,9 @@ struct ckpt_file {
     ckpt_value *root;
 
     /* Filled by ckpt_file_flatten once the reader is done. */
-    ckpt_tensor *tensors;      /* copies, one per flattened name, sorted */
+    ckpt_tensor *tensors; /* copies, one per flattened name, sorted */
     size_t ntensors;
-    ckpt_named_value *values;  /* sorted by name */
+    ckpt_named_value *values; /* sorted by name */
     size_t nvalues;
 
     /* Every distinct storage, in id order (verify reads them all). */
@@ -79,7 +79,6 @@ int ckpt_map_file(const char *path, const uint8_t **map, size_t *size);
 void ckpt_unmap_file(const uint8_t *map, size_t size);
 
 /* Opens a file (used for shards). Same contract as ckpt_open. */
-int ckpt_file_open_path(ckpt_file **out, const char *path,
-                        const ckpt_open_options *opts);
+int ckpt_file_open_path(ckpt_file **out, const char *path, const ckpt_open_options *opts);
 
 #endif

@@ -79,9 +79,8 @@ static ckpt_named_value *sort_unique(flat_entry *e, size_t n, size_t *out_n) {
     return o;
 }
 
-int ckpt_flatten(ckpt_flat *out, ckpt_arena *a, const ckpt_value *root,
-                 const ckpt_limits *lim, uint64_t max_visits, const char *file,
-                 const char *member) {
+int ckpt_flatten(ckpt_flat *out, ckpt_arena *a, const ckpt_value *root, const ckpt_limits *lim,
+                 uint64_t max_visits, const char *file, const char *member) {
     *out = (ckpt_flat){0};
     flattener fl = {.a = a, .lim = lim, .file = file, .member = member};
     ckpt_walk w;

@@ -16,7 +16,7 @@ typedef struct ckpt_named_value {
 typedef struct ckpt_flat {
     ckpt_named_value *tensors; /* TENSOR leaves, sorted by name */
     size_t ntensors;
-    ckpt_named_value *values;  /* every other leaf, sorted by name */
+    ckpt_named_value *values; /* every other leaf, sorted by name */
     size_t nvalues;
 } ckpt_flat;
 
@@ -27,8 +27,7 @@ typedef struct ckpt_flat {
  * per path, so a hostile DAG must be bounded). Errors (CKPT_E_LIMIT,
  * CKPT_E_FORMAT for a pickle MARK left in the tree, CKPT_E_NOMEM) name
  * file and member. */
-int ckpt_flatten(ckpt_flat *out, ckpt_arena *a, const ckpt_value *root,
-                 const ckpt_limits *lim, uint64_t max_visits, const char *file,
-                 const char *member);
+int ckpt_flatten(ckpt_flat *out, ckpt_arena *a, const ckpt_value *root, const ckpt_limits *lim,
+                 uint64_t max_visits, const char *file, const char *member);
 
 #endif

@@ -39,8 +39,8 @@ int ckpt_source_read(const ckpt_source *src, const void *p, void *dst, size_t n,
         if (k < 0 && errno == EINTR) continue;
         if (k < 0)
             return ckpt_err(CKPT_E_IO, src->path, member, off + done,
-                            "cannot read %zu bytes at offset %" PRIu64 ": %s", want,
-                            off + done, strerror(errno));
+                            "cannot read %zu bytes at offset %" PRIu64 ": %s", want, off + done,
+                            strerror(errno));
         if (k == 0)
             return ckpt_err(CKPT_E_TRUNCATED, src->path, member, off + done,
                             "the file ends at offset %" PRIu64 ", inside %zu bytes of "

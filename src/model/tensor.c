@@ -280,8 +280,8 @@ int ckpt_tensor_stream(const ckpt_tensor *t, ckpt_tensor_sink sink, void *ctx) {
     uint8_t *buf = ckpt_malloc(STREAM_CHUNK);
     if (!buf) rc = ckpt_err_nomem();
     if (rc == 0 && r.contiguous)
-        ckpt_source_will_read(st->source, st->data + t->storage_offset *
-                              ckpt_dtype_bits(t->dtype) / 8, t->nbytes);
+        ckpt_source_will_read(
+            st->source, st->data + t->storage_offset * ckpt_dtype_bits(t->dtype) / 8, t->nbytes);
     size_t got;
     while (rc == 0 && (rc = ckpt_tensor_reader_next(&r, buf, STREAM_CHUNK, &got)) == 0 && got)
         rc = sink(ctx, buf, got);

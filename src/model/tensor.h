@@ -29,11 +29,11 @@ int ckpt_storage_read(const ckpt_storage *st, uint64_t off, void *dst, size_t n)
  * Memory stays bounded by that span, whatever the tensor size. */
 typedef struct ckpt_tensor_reader {
     const ckpt_tensor *t;
-    uint64_t done;       /* logical bytes (contiguous) or elements handed out */
+    uint64_t done; /* logical bytes (contiguous) or elements handed out */
     int contiguous;
-    uint8_t *span;       /* gathered views: storage bytes [span_lo, ...) */
+    uint8_t *span; /* gathered views: storage bytes [span_lo, ...) */
     uint64_t span_lo;
-    int runs;            /* gathered views too large to copy: pread per run */
+    int runs; /* gathered views too large to copy: pread per run */
 } ckpt_tensor_reader;
 
 /* 0, or CKPT_E_UNSUPPORTED (a non-contiguous view of a sub-byte dtype). */

@@ -38,11 +38,11 @@ static int made(ckpt_value **out, ckpt_value *v) {
     return v ? 0 : ckpt_err_nomem();
 }
 
-#define CHECK_ARGS(out, t)                                          \
-    do {                                                            \
-        if (!(out)) return invalid("out is NULL");                  \
-        *(out) = NULL;                                              \
-        if (!(t)) return invalid("tree is NULL");                   \
+#define CHECK_ARGS(out, t)                                                                         \
+    do {                                                                                           \
+        if (!(out)) return invalid("out is NULL");                                                 \
+        *(out) = NULL;                                                                             \
+        if (!(t)) return invalid("tree is NULL");                                                  \
     } while (0)
 
 int ckpt_tree_none(ckpt_value **out, ckpt_tree *t) {
@@ -104,8 +104,7 @@ int ckpt_tree_append(ckpt_tree *t, ckpt_value *seq, ckpt_value *item) {
 int ckpt_tree_set(ckpt_tree *t, ckpt_value *dict, ckpt_value *key, ckpt_value *val) {
     if (!t || !dict || !key || !val) return invalid("tree, dict, key or value is NULL");
     if (dict->kind != CKPT_KIND_DICT) return invalid("can only set items of a dict");
-    if (key->kind == CKPT_KIND_LIST || key->kind == CKPT_KIND_DICT ||
-        key->kind == CKPT_KIND_TENSOR)
+    if (key->kind == CKPT_KIND_LIST || key->kind == CKPT_KIND_DICT || key->kind == CKPT_KIND_TENSOR)
         return invalid("dict keys must be leaves or tuples");
     return ckpt_value_dict_set(&t->arena, dict, key, val) ? ckpt_err_nomem() : 0;
 }
@@ -147,18 +146,17 @@ int ckpt_tree_set_parameter(ckpt_tree *t, ckpt_value *tensor, int requires_grad)
 int ckpt_tree_tensor(ckpt_value **out, ckpt_tree *t, ckpt_dtype dtype, unsigned ndim,
                      const uint64_t *shape, const void *data, size_t size) {
     CHECK_ARGS(out, t);
-    if (ckpt_dtype_bits(dtype) == 0 || dtype == CKPT_DT_UNKNOWN)
-        return invalid("unknown dtype");
+    if (ckpt_dtype_bits(dtype) == 0 || dtype == CKPT_DT_UNKNOWN) return invalid("unknown dtype");
     if (ndim > CKPT_MAX_NDIM || (ndim && !shape) || (!data && size))
         return invalid("ndim too large, or shape or data NULL");
     uint64_t numel = 1, bits, stride[CKPT_MAX_NDIM], s = 1;
     for (unsigned i = 0; i < ndim; i++)
         if (ckpt_mul_overflow(numel, shape[i], &numel)) return invalid("shape overflows");
-    if (ckpt_mul_overflow(numel, ckpt_dtype_bits(dtype), &bits) || bits % 8 ||
-        bits / 8 != size)
+    if (ckpt_mul_overflow(numel, ckpt_dtype_bits(dtype), &bits) || bits % 8 || bits / 8 != size)
         return ckpt_err(CKPT_E_INVALID_ARG, "", "", CKPT_NO_OFFSET,
                         "tensor data of %zu bytes, the shape needs %llu elements "
-                        "of %s", size, (unsigned long long)numel, ckpt_dtype_name(dtype));
+                        "of %s",
+                        size, (unsigned long long)numel, ckpt_dtype_name(dtype));
     /* torch's contiguous strides (a zero dimension counts as 1); a shape
      * with a zero can have dimensions whose product overflows */
     for (unsigned i = ndim; i-- > 0;) {
@@ -168,8 +166,12 @@ int ckpt_tree_tensor(ckpt_value **out, ckpt_tree *t, ckpt_dtype dtype, unsigned 
     }
     ckpt_storage *st = ckpt_arena_alloc(&t->arena, sizeof *st);
     if (!st) return ckpt_err_nomem();
-    *st = (ckpt_storage){.dtype = dtype, .nbytes = size, .data = data ? data : (const void *)"",
-                         .key = "", .member = "", .file_offset = CKPT_NO_OFFSET};
+    *st = (ckpt_storage){.dtype = dtype,
+                         .nbytes = size,
+                         .data = data ? data : (const void *)"",
+                         .key = "",
+                         .member = "",
+                         .file_offset = CKPT_NO_OFFSET};
     return ckpt_tensor_new(out, &t->arena, st, dtype, ndim, shape, stride, 0, "", "",
                            CKPT_NO_OFFSET);
 }

@@ -73,9 +73,7 @@ ckpt_value *ckpt_value_new_int_le(ckpt_arena *a, const uint8_t *le, size_t n) {
     /* fits in int64 when every byte beyond the 8th is pure sign extension */
     int neg = (le[n - 1] & 0x80) != 0;
     size_t sig = n;
-    while (sig > 1 && le[sig - 1] == (neg ? 0xFF : 0) &&
-           ((le[sig - 2] & 0x80) != 0) == neg)
-        sig--;
+    while (sig > 1 && le[sig - 1] == (neg ? 0xFF : 0) && ((le[sig - 2] & 0x80) != 0) == neg) sig--;
     if (sig <= 8) {
         uint64_t u = neg ? UINT64_MAX : 0;
         for (size_t i = 0; i < sig; i++) {
@@ -116,15 +114,13 @@ ckpt_value *ckpt_value_new_object(ckpt_arena *a, const char *name) {
     return v->u.obj.name ? v : NULL;
 }
 
-ckpt_value *ckpt_value_new_global(ckpt_arena *a, const char *module,
-                                  const char *name) {
+ckpt_value *ckpt_value_new_global(ckpt_arena *a, const char *module, const char *name) {
     ckpt_value *v = ckpt_value_new(a, CKPT_KIND_GLOBAL_);
     if (!v) return NULL;
     v->u.global.module = ckpt_arena_strdup(a, module);
     v->u.global.name = ckpt_arena_strdup(a, name);
     v->u.global.qualname = ckpt_arena_printf(a, "%s.%s", module, name);
-    if (!v->u.global.module || !v->u.global.name || !v->u.global.qualname)
-        return NULL;
+    if (!v->u.global.module || !v->u.global.name || !v->u.global.qualname) return NULL;
     return v;
 }
 
@@ -163,15 +159,14 @@ int ckpt_value_append(ckpt_arena *a, ckpt_value *seq, ckpt_value *item) {
         }
         seq = seq->u.obj.items;
     }
-    if (ckpt_arena_grow(a, (void **)&seq->u.seq.items, &seq->u.seq.cap,
-                        seq->u.seq.n + 1, sizeof(ckpt_value *)))
+    if (ckpt_arena_grow(a, (void **)&seq->u.seq.items, &seq->u.seq.cap, seq->u.seq.n + 1,
+                        sizeof(ckpt_value *)))
         return CKPT_E_NOMEM;
     seq->u.seq.items[seq->u.seq.n++] = item;
     return 0;
 }
 
-int ckpt_value_dict_set(ckpt_arena *a, ckpt_value *d, ckpt_value *key,
-                        ckpt_value *val) {
+int ckpt_value_dict_set(ckpt_arena *a, ckpt_value *d, ckpt_value *key, ckpt_value *val) {
     if (d->kind == CKPT_KIND_OBJECT) {
         if (!d->u.obj.items) {
             d->u.obj.items = ckpt_value_new(a, CKPT_KIND_DICT);
@@ -180,12 +175,10 @@ int ckpt_value_dict_set(ckpt_arena *a, ckpt_value *d, ckpt_value *key,
         d = d->u.obj.items;
     }
     size_t cap = d->u.dict.cap;
-    if (ckpt_arena_grow(a, (void **)&d->u.dict.keys, &cap, d->u.dict.n + 1,
-                        sizeof(ckpt_value *)))
+    if (ckpt_arena_grow(a, (void **)&d->u.dict.keys, &cap, d->u.dict.n + 1, sizeof(ckpt_value *)))
         return CKPT_E_NOMEM;
     cap = d->u.dict.cap;
-    if (ckpt_arena_grow(a, (void **)&d->u.dict.vals, &cap, d->u.dict.n + 1,
-                        sizeof(ckpt_value *)))
+    if (ckpt_arena_grow(a, (void **)&d->u.dict.vals, &cap, d->u.dict.n + 1, sizeof(ckpt_value *)))
         return CKPT_E_NOMEM;
     d->u.dict.cap = cap;
     d->u.dict.keys[d->u.dict.n] = key;
@@ -193,18 +186,16 @@ int ckpt_value_dict_set(ckpt_arena *a, ckpt_value *d, ckpt_value *key,
     return 0;
 }
 
-int ckpt_tensor_new(ckpt_value **out, ckpt_arena *a, ckpt_storage *st,
-                    ckpt_dtype dtype, uint32_t ndim, const uint64_t *shape,
-                    const uint64_t *stride, uint64_t storage_offset,
-                    const char *file, const char *member, uint64_t offset) {
+int ckpt_tensor_new(ckpt_value **out, ckpt_arena *a, ckpt_storage *st, ckpt_dtype dtype,
+                    uint32_t ndim, const uint64_t *shape, const uint64_t *stride,
+                    uint64_t storage_offset, const char *file, const char *member,
+                    uint64_t offset) {
     *out = NULL;
     unsigned bits = ckpt_dtype_bits(dtype);
-    if (bits == 0)
-        return ckpt_err(CKPT_E_FORMAT, file, member, offset, "unknown dtype");
+    if (bits == 0) return ckpt_err(CKPT_E_FORMAT, file, member, offset, "unknown dtype");
     if (ndim > CKPT_MAX_NDIM)
         return ckpt_err(CKPT_E_LIMIT, file, member, offset,
-                        "tensor has %u dimensions, at most %d supported", ndim,
-                        CKPT_MAX_NDIM);
+                        "tensor has %u dimensions, at most %d supported", ndim, CKPT_MAX_NDIM);
     uint64_t numel = 1, last = storage_offset, nbits, total_bits, end_bits;
     for (uint32_t i = 0; i < ndim; i++)
         if (ckpt_mul_overflow(numel, shape[i], &numel))
@@ -224,14 +215,13 @@ int ckpt_tensor_new(ckpt_value **out, ckpt_arena *a, ckpt_storage *st,
                                 "tensor view overflows 64 bits");
         }
         if (ckpt_add_overflow(last, 1, &end_bits) ||
-            ckpt_mul_overflow(end_bits, bits, &total_bits) ||
-            total_bits > st->nbytes * 8 || st->nbytes > UINT64_MAX / 8)
+            ckpt_mul_overflow(end_bits, bits, &total_bits) || total_bits > st->nbytes * 8 ||
+            st->nbytes > UINT64_MAX / 8)
             return ckpt_err(CKPT_E_FORMAT, file, member, offset,
                             "tensor view (offset %llu, %llu elements of %s) "
                             "reaches past its storage of %llu bytes",
-                            (unsigned long long)storage_offset,
-                            (unsigned long long)numel, ckpt_dtype_name(dtype),
-                            (unsigned long long)st->nbytes);
+                            (unsigned long long)storage_offset, (unsigned long long)numel,
+                            ckpt_dtype_name(dtype), (unsigned long long)st->nbytes);
     }
     ckpt_tensor *t = ckpt_arena_alloc(a, sizeof *t);
     ckpt_value *v = ckpt_value_new(a, CKPT_KIND_TENSOR);
@@ -257,8 +247,7 @@ int ckpt_tensor_new(ckpt_value **out, ckpt_arena *a, ckpt_storage *st,
     return 0;
 }
 
-const char *ckpt_value_key_text(const ckpt_value *k, char *tmp, size_t cap,
-                                size_t *len) {
+const char *ckpt_value_key_text(const ckpt_value *k, char *tmp, size_t cap, size_t *len) {
     switch (k->kind) {
     case CKPT_KIND_STR:
     case CKPT_KIND_BYTES: *len = k->u.s.len; return k->u.s.p;
@@ -289,9 +278,8 @@ ckpt_kind ckpt_value_kind(const ckpt_value *v) {
 }
 
 const char *ckpt_kind_name(ckpt_kind k) {
-    static const char *names[] = {"none", "bool",  "int",  "float",
-                                  "str",  "bytes", "list", "tuple",
-                                  "dict", "set",   "tensor", "object"};
+    static const char *names[] = {"none", "bool",  "int",  "float", "str",    "bytes",
+                                  "list", "tuple", "dict", "set",   "tensor", "object"};
     return (unsigned)k < sizeof names / sizeof *names ? names[k] : "unknown";
 }
 

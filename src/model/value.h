@@ -16,23 +16,23 @@ enum {
 
 /* A run of bytes holding tensor elements. */
 typedef struct ckpt_storage {
-    ckpt_dtype dtype;      /* element type the storage was declared with */
-    uint64_t nbytes;       /* declared size in bytes */
-    const uint8_t *data;   /* the bytes once resolved (mmap or arena); NULL before */
+    ckpt_dtype dtype;    /* element type the storage was declared with */
+    uint64_t nbytes;     /* declared size in bytes */
+    const uint8_t *data; /* the bytes once resolved (mmap or arena); NULL before */
     /* the file data points into (source.h), set when the file is flattened;
      * NULL: data is ordinary memory. Read the bytes through
      * ckpt_storage_read, never through data, unless lending them out
      * zero-copy (ckpt_tensor_data). */
     const struct ckpt_source *source;
-    const char *key;       /* torch key ("0" for data/0, legacy root key) */
-    const char *member;    /* zip member / file holding the bytes ("" if none) */
-    uint64_t file_offset;  /* absolute offset of data[0] in the file, or
+    const char *key;      /* torch key ("0" for data/0, legacy root key) */
+    const char *member;   /* zip member / file holding the bytes ("" if none) */
+    uint64_t file_offset; /* absolute offset of data[0] in the file, or
                               CKPT_NO_OFFSET (inflated, or from a pickle) */
-    int big_endian;        /* elements stored big-endian: swap on read */
-    const char *device;    /* where torch saved it: the persistent id's
+    int big_endian;       /* elements stored big-endian: swap on read */
+    const char *device;   /* where torch saved it: the persistent id's
                               location ("cpu", "cuda:0", "mps"...); NULL
                               for bytes with no device (safetensors, numpy) */
-    uint64_t id;           /* dense per-file identity (set when flattened) */
+    uint64_t id;          /* dense per-file identity (set when flattened) */
     /* legacy views of a root storage: bytes are root bytes from
      * base_elem_offset; resolved by the legacy reader. */
     struct ckpt_storage *base;
@@ -40,14 +40,14 @@ typedef struct ckpt_storage {
 } ckpt_storage;
 
 struct ckpt_tensor {
-    const char *name;      /* flattened name ("" until flattened) */
+    const char *name; /* flattened name ("" until flattened) */
     ckpt_dtype dtype;
     uint32_t ndim;
-    uint64_t *shape;       /* ndim elements (arena) */
-    uint64_t *stride;      /* ndim elements, in elements */
+    uint64_t *shape;         /* ndim elements (arena) */
+    uint64_t *stride;        /* ndim elements, in elements */
     uint64_t storage_offset; /* in elements */
     uint64_t numel;
-    uint64_t nbytes;       /* numel * bits / 8 */
+    uint64_t nbytes; /* numel * bits / 8 */
     ckpt_storage *storage;
     int requires_grad;
     /* built as torch.nn.Parameter (_rebuild_parameter,
@@ -79,12 +79,18 @@ struct ckpt_value {
     union {
         int b;
         struct {
-            int64_t v;         /* valid when decimal == NULL */
+            int64_t v;           /* valid when decimal == NULL */
             const char *decimal; /* exact decimal text of a big int (|v| >= 2^63) */
         } i;
         double f;
-        struct { char *p; size_t len; } s;                 /* STR, BYTES (NUL-terminated) */
-        struct { ckpt_value **items; size_t n, cap; } seq; /* LIST, TUPLE, SET */
+        struct {
+            char *p;
+            size_t len;
+        } s; /* STR, BYTES (NUL-terminated) */
+        struct {
+            ckpt_value **items;
+            size_t n, cap;
+        } seq; /* LIST, TUPLE, SET */
         struct {
             ckpt_value **keys, **vals;
             size_t n, cap;
@@ -100,7 +106,9 @@ struct ckpt_value {
             ckpt_value *state; /* BUILD state or NULL */
             ckpt_value *items; /* LIST or DICT filled by APPEND(S)/SETITEM(S), or NULL */
         } obj;
-        struct { const char *module, *name, *qualname; } global; /* qualname = "module.name" */
+        struct {
+            const char *module, *name, *qualname;
+        } global; /* qualname = "module.name" */
         ckpt_storage *storage;
     } u;
 };
@@ -121,8 +129,7 @@ ckpt_value *ckpt_value_new_bool(ckpt_arena *a, int v);
 ckpt_value *ckpt_value_new_str(ckpt_arena *a, int kind, const void *p, size_t len);
 ckpt_value *ckpt_value_new_object(ckpt_arena *a, const char *name);
 /* A CKPT_KIND_GLOBAL_ reference; fills module, name and "module.name". */
-ckpt_value *ckpt_value_new_global(ckpt_arena *a, const char *module,
-                                  const char *name);
+ckpt_value *ckpt_value_new_global(ckpt_arena *a, const char *module, const char *name);
 
 /* An empty container of v's kind (LIST, TUPLE, SET, DICT) that is
  * otherwise what v is: a dict keeps its class and BUILD state (shared, not
@@ -136,15 +143,13 @@ int ckpt_value_append(ckpt_arena *a, ckpt_value *seq, ckpt_value *item);
  * compared here (that would make big state dicts quadratic): a repeated
  * key is resolved by ckpt_file_flatten, where the later entry wins as in
  * Python. 0 or CKPT_E_NOMEM. */
-int ckpt_value_dict_set(ckpt_arena *a, ckpt_value *dict, ckpt_value *key,
-                        ckpt_value *val);
+int ckpt_value_dict_set(ckpt_arena *a, ckpt_value *dict, ckpt_value *key, ckpt_value *val);
 
 /* The text a dict key contributes to a flattened name: str and bytes as
  * written, ints in decimal, True/False/None, floats as %.17g (into tmp,
  * cap bytes), other kinds by their kind name. *len receives its length;
  * the result is borrowed (from k, tmp or static storage). */
-const char *ckpt_value_key_text(const ckpt_value *k, char *tmp, size_t cap,
-                                size_t *len);
+const char *ckpt_value_key_text(const ckpt_value *k, char *tmp, size_t cap, size_t *len);
 
 /* Builds a tensor value; shape/stride are copied. Computes numel/nbytes with
  * overflow checks and bounds-checks the view against storage->nbytes:
@@ -152,9 +157,8 @@ const char *ckpt_value_key_text(const ckpt_value *k, char *tmp, size_t cap,
  * element size, must not exceed the storage. Returns 0 and *out, or
  * CKPT_E_FORMAT / CKPT_E_LIMIT / CKPT_E_NOMEM with the error recorded
  * against file/member/offset. */
-int ckpt_tensor_new(ckpt_value **out, ckpt_arena *a, ckpt_storage *st,
-                    ckpt_dtype dtype, uint32_t ndim, const uint64_t *shape,
-                    const uint64_t *stride, uint64_t storage_offset,
-                    const char *file, const char *member, uint64_t offset);
+int ckpt_tensor_new(ckpt_value **out, ckpt_arena *a, ckpt_storage *st, ckpt_dtype dtype,
+                    uint32_t ndim, const uint64_t *shape, const uint64_t *stride,
+                    uint64_t storage_offset, const char *file, const char *member, uint64_t offset);
 
 #endif

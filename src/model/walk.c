@@ -9,12 +9,10 @@
 #include "base/error.h"
 
 uint64_t ckpt_walk_budget(const ckpt_limits *lim) {
-    return lim->max_tensors < (UINT64_MAX - 1024) / 4 ? lim->max_tensors * 4 + 1024
-                                                      : UINT64_MAX;
+    return lim->max_tensors < (UINT64_MAX - 1024) / 4 ? lim->max_tensors * 4 + 1024 : UINT64_MAX;
 }
 
-void ckpt_walk_init(ckpt_walk *w, const ckpt_limits *lim, const char *file,
-                    const char *member) {
+void ckpt_walk_init(ckpt_walk *w, const ckpt_limits *lim, const char *file, const char *member) {
     ckpt_limits defaults = CKPT_LIMITS_INIT;
     if (!lim) lim = &defaults;
     *w = (ckpt_walk){0};
@@ -62,11 +60,12 @@ static int next_child(const ckpt_walk *w, ckpt_walk_frame *p, ckpt_walk_frame *c
         p->next_++;
         if (entry < d->u.dict.n) {
             if (keys && i % 2 == 0)
-                *c = (ckpt_walk_frame){.value = d->u.dict.keys[entry], .index = entry,
-                                       .role = CKPT_WALK_KEY};
+                *c = (ckpt_walk_frame){
+                    .value = d->u.dict.keys[entry], .index = entry, .role = CKPT_WALK_KEY};
             else
                 *c = (ckpt_walk_frame){.value = d->u.dict.vals[entry],
-                                       .key = d->u.dict.keys[entry], .index = entry,
+                                       .key = d->u.dict.keys[entry],
+                                       .index = entry,
                                        .role = CKPT_WALK_VALUE};
             return 1;
         }
@@ -100,8 +99,7 @@ static int push_name(ckpt_walk *w, const ckpt_walk_frame *p, ckpt_walk_frame *c)
     size_t len = p->name_len, sep = len ? 1 : 0;
     if (n >= w->max_name || len + sep + n + 1 > w->max_name)
         return ckpt_err(CKPT_E_LIMIT, w->file, w->member, CKPT_NO_OFFSET,
-                        "flattened name longer than %llu bytes",
-                        (unsigned long long)w->max_name);
+                        "flattened name longer than %llu bytes", (unsigned long long)w->max_name);
     size_t need = len + sep + n + 1;
     if (need > w->bufcap_) {
         size_t cap = need < SIZE_MAX / 2 ? need * 2 : need;
@@ -124,9 +122,8 @@ static void truncate_name(ckpt_walk *w, size_t len) {
 }
 
 static int is_container(const ckpt_value *v) {
-    return v->kind == CKPT_KIND_LIST || v->kind == CKPT_KIND_TUPLE ||
-           v->kind == CKPT_KIND_SET || v->kind == CKPT_KIND_DICT ||
-           v->kind == CKPT_KIND_OBJECT;
+    return v->kind == CKPT_KIND_LIST || v->kind == CKPT_KIND_TUPLE || v->kind == CKPT_KIND_SET ||
+           v->kind == CKPT_KIND_DICT || v->kind == CKPT_KIND_OBJECT;
 }
 
 typedef struct on_path {
@@ -151,8 +148,7 @@ static uint32_t first_repeat(const ckpt_walk *w, uint32_t d) {
         if (is_container(w->stack_[j].value)) p[n++] = (on_path){w->stack_[j].value, j};
     qsort(p, n, sizeof *p, by_value_depth);
     for (uint32_t i = 1; i < n; i++)
-        if (p[i].v == p[i - 1].v && (i < 2 || p[i - 2].v != p[i].v) &&
-            (!best || p[i].depth < best))
+        if (p[i].v == p[i - 1].v && (i < 2 || p[i - 2].v != p[i].v) && (!best || p[i].depth < best))
             best = p[i].depth;
     ckpt_free(p);
     return best;
@@ -174,8 +170,8 @@ static int bound_hit(ckpt_walk *w, uint32_t d, const char *why, int rc) {
                         "cyclic reference: a container contains itself, %u levels down", j);
     if (!why) return rc;
     if (w->names)
-        return ckpt_err(CKPT_E_LIMIT, w->file, w->member, CKPT_NO_OFFSET, "%s at \"%s\"",
-                        why, w->stack_[d].name_len ? w->name : "(root)");
+        return ckpt_err(CKPT_E_LIMIT, w->file, w->member, CKPT_NO_OFFSET, "%s at \"%s\"", why,
+                        w->stack_[d].name_len ? w->name : "(root)");
     return ckpt_err(CKPT_E_LIMIT, w->file, w->member, CKPT_NO_OFFSET, "%s", why);
 }
 
@@ -183,9 +179,8 @@ static int bound_hit(ckpt_walk *w, uint32_t d, const char *why, int rc) {
 static int enter(ckpt_walk *w, uint32_t d, const ckpt_walk_frame *c) {
     if (d >= w->cap_) {
         size_t cap = w->cap_ ? w->cap_ * 2 : 32;
-        ckpt_walk_frame *ns = cap < SIZE_MAX / sizeof *ns
-                                  ? ckpt_realloc(w->stack_, cap * sizeof *ns)
-                                  : NULL;
+        ckpt_walk_frame *ns =
+            cap < SIZE_MAX / sizeof *ns ? ckpt_realloc(w->stack_, cap * sizeof *ns) : NULL;
         if (!ns) return ckpt_err(CKPT_E_NOMEM, w->file, w->member, CKPT_NO_OFFSET, "out of memory");
         w->stack_ = ns;
         w->cap_ = cap;

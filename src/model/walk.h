@@ -59,11 +59,7 @@ typedef enum ckpt_walk_role {
 } ckpt_walk_role;
 
 /* Edges followed besides items and dict values (ckpt_walk.follow). */
-enum {
-    CKPT_WALK_KEYS = 1u,
-    CKPT_WALK_DICT_STATE = 2u,
-    CKPT_WALK_OBJECT_ATTRS = 4u
-};
+enum { CKPT_WALK_KEYS = 1u, CKPT_WALK_DICT_STATE = 2u, CKPT_WALK_OBJECT_ATTRS = 4u };
 
 /* A node on the path from the root to the current node. */
 typedef struct ckpt_walk_frame {
@@ -71,11 +67,11 @@ typedef struct ckpt_walk_frame {
     const ckpt_value *key; /* VALUE: its key; else NULL */
     size_t index;          /* ITEM, KEY, VALUE: position in the parent */
     ckpt_walk_role role;
-    size_t name_len;       /* the node's name is w->name[0..name_len) */
-    size_t seg_len;        /* of which the last seg_len bytes are its own
+    size_t name_len; /* the node's name is w->name[0..name_len) */
+    size_t seg_len;  /* of which the last seg_len bytes are its own
                               segment (0 for ROOT, KEY, STATE) */
-    uintptr_t user;        /* the visitor's: set in enter, read by children */
-    size_t next_;          /* private: next child */
+    uintptr_t user;  /* the visitor's: set in enter, read by children */
+    size_t next_;    /* private: next child */
 } ckpt_walk_frame;
 
 typedef struct ckpt_walk ckpt_walk;
@@ -93,12 +89,12 @@ struct ckpt_walk {
     const char *prefix; /* the root's name ("" when NULL) */
     uint32_t max_depth;
     uint64_t max_visits;
-    uint64_t max_name;  /* bytes of a name, its NUL included */
+    uint64_t max_name;         /* bytes of a name, its NUL included */
     const char *file, *member; /* for errors */
     /* read by the visitor */
-    uint32_t depth;     /* of the node entered or left */
-    uint64_t visits;    /* nodes entered so far */
-    const char *name;   /* NUL-terminated name of the node (names only) */
+    uint32_t depth;   /* of the node entered or left */
+    uint64_t visits;  /* nodes entered so far */
+    const char *name; /* NUL-terminated name of the node (names only) */
     /* private */
     ckpt_walk_frame *stack_;
     size_t cap_;
@@ -114,8 +110,7 @@ uint64_t ckpt_walk_budget(const ckpt_limits *lim);
 /* Zeroes w and sets max_depth and max_name from lim (CKPT_LIMITS_INIT's
  * when NULL), max_visits to ckpt_walk_budget(lim), and the file and member
  * that errors name. Callers may lower or raise any bound afterwards. */
-void ckpt_walk_init(ckpt_walk *w, const ckpt_limits *lim, const char *file,
-                    const char *member);
+void ckpt_walk_init(ckpt_walk *w, const ckpt_limits *lim, const char *file, const char *member);
 
 /* Walks root depth-first, calling enter for each node (parents before
  * children, children in order) and leave after a descended node's

@@ -23,8 +23,7 @@ static ckpt_file *file_new(const char *path, const ckpt_open_options *opts) {
     f->source.fd = -1;
     ckpt_open_options defaults = CKPT_OPEN_OPTIONS_INIT;
     f->opts = opts ? *opts : defaults;
-    if (f->opts.limits.max_ndim > CKPT_MAX_NDIM)
-        f->opts.limits.max_ndim = CKPT_MAX_NDIM;
+    if (f->opts.limits.max_ndim > CKPT_MAX_NDIM) f->opts.limits.max_ndim = CKPT_MAX_NDIM;
     f->path = ckpt_arena_strdup(&f->arena, path ? path : "");
     if (!f->path) {
         ckpt_free(f);
@@ -106,8 +105,7 @@ static int map_open(const char *path, int *keep, const uint8_t **map, size_t *si
      * regular file is refused below */
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0)
-        return ckpt_err(CKPT_E_IO, path, NULL, CKPT_NO_OFFSET, "cannot open: %s",
-                        strerror(errno));
+        return ckpt_err(CKPT_E_IO, path, NULL, CKPT_NO_OFFSET, "cannot open: %s", strerror(errno));
     struct stat st;
     int rc = 0;
     if (fstat(fd, &st) != 0)
@@ -120,8 +118,7 @@ static int map_open(const char *path, int *keep, const uint8_t **map, size_t *si
     if (rc == 0 && st.st_size > 0) {
         void *m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
         if (m == MAP_FAILED) {
-            rc = ckpt_err(CKPT_E_IO, path, NULL, CKPT_NO_OFFSET, "cannot map: %s",
-                          strerror(errno));
+            rc = ckpt_err(CKPT_E_IO, path, NULL, CKPT_NO_OFFSET, "cannot map: %s", strerror(errno));
         } else {
             /* readers look at headers scattered over the file (zip local
              * headers): without this, readahead around each would pull in
@@ -147,8 +144,7 @@ void ckpt_unmap_file(const uint8_t *map, size_t size) {
     if (map && size) munmap((void *)map, size);
 }
 
-int ckpt_file_open_path(ckpt_file **out, const char *path,
-                        const ckpt_open_options *opts) {
+int ckpt_file_open_path(ckpt_file **out, const char *path, const ckpt_open_options *opts) {
     *out = NULL;
     if (!path) return ckpt_err(CKPT_E_INVALID_ARG, "", NULL, CKPT_NO_OFFSET, "path is NULL");
     const uint8_t *map;
@@ -207,8 +203,8 @@ int ckpt_open(ckpt_file **out, const char *path, const ckpt_open_options *opts) 
     return ckpt_file_open_path(out, path, opts);
 }
 
-int ckpt_open_memory(ckpt_file **out, const void *data, size_t size,
-                     const char *name, const ckpt_open_options *opts) {
+int ckpt_open_memory(ckpt_file **out, const void *data, size_t size, const char *name,
+                     const ckpt_open_options *opts) {
     if (!out) return ckpt_err(CKPT_E_INVALID_ARG, name, NULL, CKPT_NO_OFFSET, "out is NULL");
     *out = NULL;
     if (!data && size)
@@ -226,14 +222,14 @@ int ckpt_open_memory(ckpt_file **out, const void *data, size_t size,
 int ckpt_file_flatten(ckpt_file *f) {
     /* visits bounded by the input's size too: a small pickle can describe
      * a huge DAG ("billion laughs") */
-    uint64_t input = ckpt_file_size(f), by_size = input < UINT64_MAX / 64 - 4096
-                                                      ? input * 64 + 4096 : UINT64_MAX;
+    uint64_t input = ckpt_file_size(f),
+             by_size = input < UINT64_MAX / 64 - 4096 ? input * 64 + 4096 : UINT64_MAX;
     uint64_t max_visits = ckpt_walk_budget(&f->opts.limits);
     if (by_size < max_visits) max_visits = by_size;
     ckpt_flat fl = {0};
-    int rc = f->root ? ckpt_flatten(&fl, &f->arena, f->root, &f->opts.limits, max_visits,
-                                    f->path, NULL)
-                     : 0;
+    int rc = f->root
+                 ? ckpt_flatten(&fl, &f->arena, f->root, &f->opts.limits, max_visits, f->path, NULL)
+                 : 0;
     if (rc) return rc;
 
     /* every storage reads its bytes through the file that holds them: a
@@ -244,8 +240,8 @@ int ckpt_file_flatten(ckpt_file *f) {
         if (st->base && !st->base->source) st->base->source = &f->source;
     }
     f->tensors = ckpt_arena_array(&f->arena, fl.ntensors ? fl.ntensors : 1, sizeof(ckpt_tensor));
-    f->storages = ckpt_arena_array(&f->arena, fl.ntensors ? fl.ntensors : 1,
-                                   sizeof(ckpt_storage *));
+    f->storages =
+        ckpt_arena_array(&f->arena, fl.ntensors ? fl.ntensors : 1, sizeof(ckpt_storage *));
     if (!f->tensors || !f->storages)
         return ckpt_err(CKPT_E_NOMEM, f->path, NULL, CKPT_NO_OFFSET, "out of memory");
     /* storage ids: dense, in order of first use by the sorted tensors */
@@ -386,8 +382,7 @@ static int batch_args(const ckpt_file *f, size_t n, const void *what, void *cons
     return 0;
 }
 
-int ckpt_file_read_storages(const ckpt_file *f, size_t n, const uint64_t *ids,
-                            void *const *dst) {
+int ckpt_file_read_storages(const ckpt_file *f, size_t n, const uint64_t *ids, void *const *dst) {
     batch_read *order;
     int rc = batch_args(f, n, ids, dst, &order);
     for (size_t i = 0; rc == 0 && i < n; i++) {

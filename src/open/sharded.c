@@ -125,7 +125,8 @@ static int check_shard(const index_reader *r, const ckpt_file *sf, const char *c
             root->u.dict.vals[i]->kind != CKPT_KIND_TENSOR)
             return ckpt_err(CKPT_E_FORMAT, f->path, canon, CKPT_NO_OFFSET,
                             "shard \"%s\": entry %zu is not a tensor under a str name, "
-                            "expected a state dict", canon, i);
+                            "expected a state dict",
+                            canon, i);
     return 0;
 }
 
@@ -168,8 +169,8 @@ static int get_shard(index_reader *r, const json_t *spelling, size_t *out) {
             char why_io[256];
             snprintf(why_io, sizeof why_io, "%s", ckpt_error_last()->message);
             return ckpt_err(CKPT_E_MISMATCH, path, NULL, CKPT_NO_OFFSET,
-                            "shard \"%s\" listed in the weight_map of %s: %s", canon,
-                            f->path, why_io);
+                            "shard \"%s\" listed in the weight_map of %s: %s", canon, f->path,
+                            why_io);
         }
         if (rc) return rc; /* recorded against the shard's own path */
         f->shards[s] = sf; /* owned from here: ckpt_close frees it */
@@ -204,16 +205,14 @@ static int read_index_metadata(ckpt_file *f, const json_t *md) {
     f->meta_keys = ckpt_arena_array(&f->arena, n ? n : 1, sizeof(char *));
     f->meta_vals = ckpt_arena_array(&f->arena, n ? n : 1, sizeof(char *));
     if (!f->meta_keys || !f->meta_vals)
-        return ckpt_err(CKPT_E_NOMEM, f->path, "", CKPT_NO_OFFSET,
-                        "out of memory");
+        return ckpt_err(CKPT_E_NOMEM, f->path, "", CKPT_NO_OFFSET, "out of memory");
     const char *key;
     const json_t *val;
     size_t i = 0;
     json_object_foreach((json_t *)md, key, val) {
         char *text;
         if (json_is_string(val)) {
-            text = ckpt_arena_strndup(&f->arena, json_string_value(val),
-                                      json_string_length(val));
+            text = ckpt_arena_strndup(&f->arena, json_string_value(val), json_string_length(val));
         } else {
             size_t flags = JSON_COMPACT | JSON_ENCODE_ANY;
             size_t len = json_dumpb(val, NULL, 0, flags);
@@ -223,8 +222,7 @@ static int read_index_metadata(ckpt_file *f, const json_t *md) {
         f->meta_keys[i] = ckpt_arena_strdup(&f->arena, key);
         f->meta_vals[i] = text;
         if (!f->meta_keys[i] || !text)
-            return ckpt_err(CKPT_E_NOMEM, f->path, "", CKPT_NO_OFFSET,
-                            "out of memory");
+            return ckpt_err(CKPT_E_NOMEM, f->path, "", CKPT_NO_OFFSET, "out of memory");
         i++;
     }
     f->nmeta = n;
@@ -246,16 +244,15 @@ static int match_shards(index_reader *r, const json_t *wm) {
             ckpt_value *val = sroot->u.dict.vals[i];
             const json_t *listed = json_object_get(wm, key->u.s.p);
             if (!listed)
-                return ckpt_err(CKPT_E_MISMATCH, f->path, r->names[s],
-                                CKPT_NO_OFFSET,
+                return ckpt_err(CKPT_E_MISMATCH, f->path, r->names[s], CKPT_NO_OFFSET,
                                 "tensor \"%s\" of shard \"%s\" is not listed "
-                                "in weight_map", key->u.s.p, r->names[s]);
+                                "in weight_map",
+                                key->u.s.p, r->names[s]);
             if (shard_of(r, listed) != s)
-                return ckpt_err(CKPT_E_MISMATCH, f->path, r->names[s],
-                                CKPT_NO_OFFSET,
+                return ckpt_err(CKPT_E_MISMATCH, f->path, r->names[s], CKPT_NO_OFFSET,
                                 "tensor \"%s\" is in shard \"%s\" but "
-                                "weight_map maps it to \"%s\"", key->u.s.p,
-                                r->names[s], json_string_value(listed));
+                                "weight_map maps it to \"%s\"",
+                                key->u.s.p, r->names[s], json_string_value(listed));
             /* the set is one checkpoint: say which file holds the bytes */
             val->u.tensor->storage->member = r->names[s];
             if (ckpt_value_dict_set(&f->arena, f->root, key, val)) return nomem(r);
@@ -268,10 +265,10 @@ static int match_shards(index_reader *r, const json_t *wm) {
     json_object_foreach((json_t *)wm, name, shard) {
         size_t s = shard_of(r, shard);
         if (s < f->nshards && !ckpt_file_find_tensor(f->shards[s], name))
-            return ckpt_err(CKPT_E_MISMATCH, f->path, r->names[s],
-                            CKPT_NO_OFFSET,
+            return ckpt_err(CKPT_E_MISMATCH, f->path, r->names[s], CKPT_NO_OFFSET,
                             "tensor \"%s\" listed in weight_map is missing "
-                            "from shard \"%s\"", name, r->names[s]);
+                            "from shard \"%s\"",
+                            name, r->names[s]);
     }
     return 0; /* not reached: the counts differ only if one is missing */
 }
@@ -287,7 +284,8 @@ static int read_index(index_reader *r, const json_t *doc) {
     if (count > f->opts.limits.max_tensors)
         return ckpt_err(CKPT_E_LIMIT, f->path, "", CKPT_NO_OFFSET,
                         "weight_map lists %zu tensors, limit max_tensors is "
-                        "%" PRIu64, count, f->opts.limits.max_tensors);
+                        "%" PRIu64,
+                        count, f->opts.limits.max_tensors);
     int rc = read_index_metadata(f, json_object_get(doc, "metadata"));
     if (rc) return rc;
     /* at most one shard per listed tensor */
@@ -302,7 +300,8 @@ static int read_index(index_reader *r, const json_t *doc) {
         if (!json_is_string(shard))
             return ckpt_err(CKPT_E_FORMAT, f->path, "", CKPT_NO_OFFSET,
                             "weight_map entry \"%s\" must be a shard file "
-                            "name string", name);
+                            "name string",
+                            name);
         if ((rc = get_shard(r, shard, &s))) return rc;
     }
     if ((rc = match_shards(r, wm))) return rc;
@@ -317,8 +316,8 @@ int ckpt_sharded_read(ckpt_file *f, const uint8_t *json, size_t len, const char 
                         "safetensors file");
     if (len > f->opts.limits.max_index_bytes)
         return ckpt_err(CKPT_E_LIMIT, f->path, "", 0,
-                        "index is %zu bytes, limit max_index_bytes is %" PRIu64,
-                        len, f->opts.limits.max_index_bytes);
+                        "index is %zu bytes, limit max_index_bytes is %" PRIu64, len,
+                        f->opts.limits.max_index_bytes);
     json_error_t err;
     json_t *doc = json_loadb((const char *)json, len, JSON_REJECT_DUPLICATES, &err);
     if (!doc) return ckpt_json_fail(&err, f->path, 0, "sharded index");
@@ -327,7 +326,10 @@ int ckpt_sharded_read(ckpt_file *f, const uint8_t *json, size_t len, const char 
     static const char bin[] = ".bin.index.json";
     size_t plen = strlen(f->path);
     int torch = plen >= sizeof bin - 1 && !strcmp(f->path + plen - (sizeof bin - 1), bin);
-    index_reader r = {.f = f, .dir = dir, .by_name = json_object(), .torch = torch,
+    index_reader r = {.f = f,
+                      .dir = dir,
+                      .by_name = json_object(),
+                      .torch = torch,
                       .ext = torch ? ".bin" : ".safetensors"};
     int rc = r.by_name ? read_index(&r, doc) : nomem(&r);
     json_decref(r.by_name);

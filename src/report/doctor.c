@@ -35,18 +35,18 @@
 #define HEAD_BYTES 4096
 
 struct ckpt_doctor_report {
-    ckpt_arena arena;    /* every string and array below */
+    ckpt_arena arena; /* every string and array below */
     ckpt_doctor_options opts;
-    const char *path;    /* the weights file examined */
-    const char *dir;     /* the directory given, or NULL */
-    ckpt_file *f;        /* NULL when the file could not be opened */
+    const char *path; /* the weights file examined */
+    const char *dir;  /* the directory given, or NULL */
+    ckpt_file *f;     /* NULL when the file could not be opened */
     ckpt_format detected;
     uint64_t size;
-    int intact;          /* opened and verified */
-    ckpt_error err;      /* why not, when !intact */
+    int intact;     /* opened and verified */
+    ckpt_error err; /* why not, when !intact */
     ckpt_verify_report verify;
     uint64_t elements, tensor_bytes;
-    size_t objects;      /* opaque objects among the values */
+    size_t objects; /* opaque objects among the values */
     ckpt_doctor_entry *top;
     size_t n_top;
     int top_cut;
@@ -59,7 +59,7 @@ struct ckpt_doctor_report {
     ckpt_keys_report *keys;
     const char **notes;
     size_t n_notes, notes_cap;
-    int notes_nomem;     /* a note could not be built: the report fails */
+    int notes_nomem; /* a note could not be built: the report fails */
     int healthy;
     char *summary;
     const char *timing_name[TIMINGS_MAX];
@@ -87,8 +87,8 @@ static void timed(ckpt_doctor_report *r, const char *name, double since) {
  * code's name. -1 when out of memory. */
 static int capture(ckpt_doctor_report *r, ckpt_error *e, int code) {
     const ckpt_error *last = ckpt_error_last();
-    const char *msg = last && last->message && last->message[0] ? last->message
-                                                                 : ckpt_error_name(code);
+    const char *msg =
+        last && last->message && last->message[0] ? last->message : ckpt_error_name(code);
     e->code = code;
     e->message = ckpt_arena_strdup(&r->arena, msg);
     e->file = ckpt_arena_strdup(&r->arena, last && last->file ? last->file : "");
@@ -332,8 +332,9 @@ static int examine(ckpt_doctor_report *r) {
     t0 = now();
     rc = is_safetensors(r) ? summarise_groups(r) : summarise_tree(r);
     timed(r, "summary", t0);
-    if (rc == 0 && r->dir == NULL && (ckpt_file_format(r->f) == CKPT_FORMAT_SAFETENSORS_SHARDED ||
-                                      ckpt_file_format(r->f) == CKPT_FORMAT_TORCH_SHARDED)) {
+    if (rc == 0 && r->dir == NULL &&
+        (ckpt_file_format(r->f) == CKPT_FORMAT_SAFETENSORS_SHARDED ||
+         ckpt_file_format(r->f) == CKPT_FORMAT_TORCH_SHARDED)) {
         t0 = now();
         rc = check_shards(r);
         timed(r, "shards", t0);
@@ -423,9 +424,8 @@ static int examine_safety(ckpt_doctor_report *r) {
 
 /* Adds a note; s NULL (out of memory building it) fails the report. */
 static void note(ckpt_doctor_report *r, const char *s) {
-    if (s == NULL ||
-        ckpt_arena_grow(&r->arena, (void **)&r->notes, &r->notes_cap, r->n_notes + 1,
-                        sizeof *r->notes))
+    if (s == NULL || ckpt_arena_grow(&r->arena, (void **)&r->notes, &r->notes_cap, r->n_notes + 1,
+                                     sizeof *r->notes))
         r->notes_nomem = 1;
     else
         r->notes[r->n_notes++] = s;
@@ -448,8 +448,8 @@ static void note_opaque(ckpt_doctor_report *r) {
         const ckpt_value *v = ckpt_file_value(r->f, i);
         if (ckpt_value_kind(v) != CKPT_KIND_OBJECT) continue;
         const char *name = ckpt_value_object_name(v), *at = ckpt_file_value_name(r->f, i);
-        const char *item = ckpt_arena_printf(&r->arena, "%s at %s", name ? name : "?",
-                                             at[0] ? at : "(root)");
+        const char *item =
+            ckpt_arena_printf(&r->arena, "%s at %s", name ? name : "?", at[0] ? at : "(root)");
         s = item ? list_name(r, s, k++, r->objects, item) : NULL;
     }
     note(r, s);
@@ -474,8 +474,7 @@ static void note_devices(ckpt_doctor_report *r) {
                                   "%zu tensor%s saved on %s%s: torch.load restores them "
                                   "there, so on a machine without that device it needs "
                                   "map_location=\"cpu\"",
-                                  k, k == 1 ? "" : "s", first,
-                                  mixed ? " and other devices" : ""));
+                                  k, k == 1 ? "" : "s", first, mixed ? " and other devices" : ""));
 }
 
 static void note_checksum(ckpt_doctor_report *r) {
@@ -527,7 +526,8 @@ static void note_shared(ckpt_doctor_report *r) {
         if (j - i < 2) continue;
         const char *s = "tensors sharing one storage (tied or views): ";
         for (size_t k = i; s && k < j; k++)
-            s = list_name(r, s, k - i, j - i, ckpt_tensor_name(ckpt_file_tensor(r->f, sh[k].index)));
+            s = list_name(r, s, k - i, j - i,
+                          ckpt_tensor_name(ckpt_file_tensor(r->f, sh[k].index)));
         note(r, s);
     }
 }
@@ -573,15 +573,15 @@ static void put_location(ckpt_buf *b, const ckpt_error *e) {
         ckpt_buf_str(b, e->member);
     }
     if (has_offset)
-        ckpt_buf_printf(b, "%soffset %llu", has_member ? ", " : "",
-                           (unsigned long long)e->offset);
+        ckpt_buf_printf(b, "%soffset %llu", has_member ? ", " : "", (unsigned long long)e->offset);
     ckpt_buf_byte(b, ')');
 }
 
 static int concern_integrity(const ckpt_doctor_report *r, ckpt_buf *b) {
     if (r->intact || b == NULL) return !r->intact;
     ckpt_buf_str(b, r->err.code == CKPT_E_LIMIT ? "limit exceeded: "
-                    : r->f ? "corrupt: " : "cannot be opened: ");
+                    : r->f                      ? "corrupt: "
+                                                : "cannot be opened: ");
     ckpt_buf_str(b, r->err.message);
     put_location(b, &r->err);
     return 1;
@@ -659,9 +659,9 @@ static int concern_resume(const ckpt_doctor_report *r, ckpt_buf *b) {
     ckpt_resume res = r->training ? ckpt_training_resume(r->training) : CKPT_RESUME_WEIGHTS_ONLY;
     int concern = res == CKPT_RESUME_PARTIAL || res == CKPT_RESUME_WARM_START;
     if (concern && b)
-        ckpt_buf_printf(b, "resume: %s", res == CKPT_RESUME_PARTIAL
-                                                ? "partial optimizer state"
-                                                : "warm-start-only, no optimizer state");
+        ckpt_buf_printf(b, "resume: %s",
+                        res == CKPT_RESUME_PARTIAL ? "partial optimizer state"
+                                                   : "warm-start-only, no optimizer state");
     return concern;
 }
 
@@ -924,7 +924,8 @@ static const section sections[] = {
 static const char *healthy_phrase(const ckpt_training *t) {
     switch (t ? ckpt_training_resume(t) : CKPT_RESUME_WEIGHTS_ONLY) {
     case CKPT_RESUME_FULL: return "resume: full-resume";
-    case CKPT_RESUME_WEIGHTS_ONLY: return "weights only: a deployment file, not a resume checkpoint";
+    case CKPT_RESUME_WEIGHTS_ONLY:
+        return "weights only: a deployment file, not a resume checkpoint";
     default: return "";
     }
 }
@@ -941,7 +942,7 @@ static int verdict(ckpt_doctor_report *r) {
         ckpt_buf_str(&b, "HEALTHY: ");
         ckpt_buf_str(&b, ckpt_format_name(ckpt_file_format(r->f)));
         ckpt_buf_printf(&b, ", %zu tensor%s, %llu element%s, integrity OK", n, plural(n),
-                           (unsigned long long)r->elements, plural(r->elements));
+                        (unsigned long long)r->elements, plural(r->elements));
         if (r->training) {
             ckpt_buf_str(&b, "; ");
             ckpt_buf_str(&b, healthy_phrase(r->training));
@@ -986,7 +987,8 @@ int ckpt_doctor(ckpt_doctor_report **out, const char *path, const ckpt_doctor_op
     ckpt_doctor_report *r;
     int rc;
     if (out == NULL || path == NULL)
-        return ckpt_err(CKPT_E_INVALID_ARG, path, NULL, CKPT_NO_OFFSET, "ckpt_doctor: NULL argument");
+        return ckpt_err(CKPT_E_INVALID_ARG, path, NULL, CKPT_NO_OFFSET,
+                        "ckpt_doctor: NULL argument");
     *out = NULL;
     CKPT_CHECK_OPTIONS(opts, CKPT_DOCTOR_OPTIONS_VERSION);
     r = ckpt_malloc(sizeof *r);

@@ -56,9 +56,14 @@ static void put_escaped(ckpt_buf *b, const char *s, size_t len) {
     ckpt_buf_byte(b, '"');
     while (i < len) {
         uint8_t c = p[i];
-        const char *esc = c == '"' ? "\\\"" : c == '\\' ? "\\\\" : c == '\b' ? "\\b"
-                        : c == '\f' ? "\\f" : c == '\n' ? "\\n" : c == '\r' ? "\\r"
-                        : c == '\t' ? "\\t" : NULL;
+        const char *esc = c == '"'    ? "\\\""
+                          : c == '\\' ? "\\\\"
+                          : c == '\b' ? "\\b"
+                          : c == '\f' ? "\\f"
+                          : c == '\n' ? "\\n"
+                          : c == '\r' ? "\\r"
+                          : c == '\t' ? "\\t"
+                                      : NULL;
         size_t n = esc ? 1 : utf8_len(p + i, len - i);
         if (esc) {
             ckpt_buf_str(b, esc);

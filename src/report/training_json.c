@@ -18,8 +18,7 @@
 /* The metadata topics a resume or deployment needs (not "other"). */
 #define NEEDED_TOPICS CKPT_META_OTHER
 
-static void json_value_at(ckpt_jw *j, const ckpt_value *v, unsigned depth, unsigned *budget)
-{
+static void json_value_at(ckpt_jw *j, const ckpt_value *v, unsigned depth, unsigned *budget) {
     size_t i, n = ckpt_value_len(v), len;
     const ckpt_tensor *x;
     char shape[128], buf[160];
@@ -38,8 +37,7 @@ static void json_value_at(ckpt_jw *j, const ckpt_value *v, unsigned depth, unsig
             return;
         }
         ckpt_jw_array_begin(j);
-        for (i = 0; i < n; i++)
-            json_value_at(j, ckpt_value_item(v, i), depth + 1, budget);
+        for (i = 0; i < n; i++) json_value_at(j, ckpt_value_item(v, i), depth + 1, budget);
         ckpt_jw_array_end(j);
         return;
     case CKPT_KIND_DICT:
@@ -50,9 +48,8 @@ static void json_value_at(ckpt_jw *j, const ckpt_value *v, unsigned depth, unsig
         ckpt_jw_object_begin(j);
         for (i = 0; i < n; i++) {
             const ckpt_value *k = ckpt_value_key(v, i);
-            const char *s = ckpt_value_kind(k) == CKPT_KIND_STR
-                                ? ckpt_value_str(k, &len)
-                                : ckpt_value_int_decimal(k);
+            const char *s = ckpt_value_kind(k) == CKPT_KIND_STR ? ckpt_value_str(k, &len)
+                                                                : ckpt_value_int_decimal(k);
 
             ckpt_jw_key(j, s ? s : ckpt_kind_name(ckpt_value_kind(k)));
             json_value_at(j, ckpt_value_item(v, i), depth + 1, budget);
@@ -61,34 +58,27 @@ static void json_value_at(ckpt_jw *j, const ckpt_value *v, unsigned depth, unsig
         return;
     case CKPT_KIND_TENSOR:
         x = ckpt_value_tensor(v);
-        snprintf(buf, sizeof buf, "tensor %s %s",
-                 ckpt_dtype_name(ckpt_tensor_dtype(x)),
-                 ckpt_report_dims(shape, sizeof shape, ckpt_tensor_ndim(x),
-                                  ckpt_tensor_shape(x)));
+        snprintf(buf, sizeof buf, "tensor %s %s", ckpt_dtype_name(ckpt_tensor_dtype(x)),
+                 ckpt_report_dims(shape, sizeof shape, ckpt_tensor_ndim(x), ckpt_tensor_shape(x)));
         ckpt_jw_string(j, buf);
         return;
-    default:
-        ckpt_jw_leaf(j, v);
-        return;
+    default: ckpt_jw_leaf(j, v); return;
     }
 }
 
-static void json_value(ckpt_jw *j, const ckpt_value *v, unsigned depth)
-{
+static void json_value(ckpt_jw *j, const ckpt_value *v, unsigned depth) {
     unsigned budget = VALUE_NODES_MAX;
 
     json_value_at(j, v, depth, &budget);
 }
 
-static int int_dtype(ckpt_dtype dt)
-{
-    return dt == CKPT_DT_I64 || dt == CKPT_DT_I32 || dt == CKPT_DT_I16 ||
-           dt == CKPT_DT_I8 || dt == CKPT_DT_U8 || dt == CKPT_DT_U16 ||
-           dt == CKPT_DT_U32 || dt == CKPT_DT_U64 || dt == CKPT_DT_BOOL;
+static int int_dtype(ckpt_dtype dt) {
+    return dt == CKPT_DT_I64 || dt == CKPT_DT_I32 || dt == CKPT_DT_I16 || dt == CKPT_DT_I8 ||
+           dt == CKPT_DT_U8 || dt == CKPT_DT_U16 || dt == CKPT_DT_U32 || dt == CKPT_DT_U64 ||
+           dt == CKPT_DT_BOOL;
 }
 
-static void json_counter(ckpt_jw *j, const ckpt_component *c)
-{
+static void json_counter(ckpt_jw *j, const ckpt_component *c) {
     char buf[32];
     ckpt_dtype dt;
 
@@ -107,22 +97,18 @@ static void json_counter(ckpt_jw *j, const ckpt_component *c)
     }
 }
 
-static const char *str_key(const ckpt_value *k)
-{
+static const char *str_key(const ckpt_value *k) {
     size_t len;
 
     return ckpt_value_kind(k) == CKPT_KIND_STR ? ckpt_value_str(k, &len) : "";
 }
 
-static int is_hyper(const char *key)
-{
+static int is_hyper(const char *key) {
     return strcmp(key, "params") != 0 && strcmp(key, "param_names") != 0;
 }
 
-static size_t group_params(const ckpt_value *g)
-{
-    size_t n = ckpt_value_kind(g) == CKPT_KIND_DICT ? ckpt_value_len(g) : 0,
-           i, count = 0;
+static size_t group_params(const ckpt_value *g) {
+    size_t n = ckpt_value_kind(g) == CKPT_KIND_DICT ? ckpt_value_len(g) : 0, i, count = 0;
 
     for (i = 0; i < n; i++)
         if (strcmp(str_key(ckpt_value_key(g, i)), "params") == 0)
@@ -130,8 +116,7 @@ static size_t group_params(const ckpt_value *g)
     return count;
 }
 
-static void json_groups(ckpt_jw *j, const ckpt_value *groups)
-{
+static void json_groups(ckpt_jw *j, const ckpt_value *groups) {
     size_t n = ckpt_value_len(groups), i, k;
 
     ckpt_jw_array_begin(j);
@@ -147,8 +132,7 @@ static void json_groups(ckpt_jw *j, const ckpt_value *groups)
         for (k = 0; k < m; k++) {
             const char *key = str_key(ckpt_value_key(g, k));
 
-            if (key[0] == '\0' || !is_hyper(key))
-                continue;
+            if (key[0] == '\0' || !is_hyper(key)) continue;
             ckpt_jw_key(j, key);
             json_value(j, ckpt_value_item(g, k), 0);
         }
@@ -158,8 +142,7 @@ static void json_groups(ckpt_jw *j, const ckpt_value *groups)
     ckpt_jw_array_end(j);
 }
 
-static void json_component(ckpt_jw *j, const ckpt_component *c)
-{
+static void json_component(ckpt_jw *j, const ckpt_component *c) {
     ckpt_jw_object_begin(j);
     ckpt_jw_key(j, "kind");
     ckpt_jw_string(j, ckpt_component_kind_name(c->kind));
@@ -205,8 +188,7 @@ typedef struct totals {
     uint64_t param_bytes, state_bytes;
 } totals;
 
-static totals sum(const ckpt_training *t)
-{
+static totals sum(const ckpt_training *t) {
     size_t n = ckpt_training_component_count(t), i;
     totals s;
 
@@ -215,8 +197,7 @@ static totals sum(const ckpt_training *t)
         const ckpt_component *c = ckpt_training_component(t, i);
         unsigned k = (unsigned)c->kind;
 
-        if (k > CKPT_COMPONENT_OTHER)
-            continue;
+        if (k > CKPT_COMPONENT_OTHER) continue;
         s.components[k]++;
         s.tensors[k] += c->tensors;
         s.elements[k] += c->elements;
@@ -227,8 +208,7 @@ static totals sum(const ckpt_training *t)
     return s;
 }
 
-static void json_memory(const ckpt_training *t, ckpt_jw *j)
-{
+static void json_memory(const ckpt_training *t, ckpt_jw *j) {
     size_t n = ckpt_training_component_count(t), i;
     totals s = sum(t);
     double ratio = ckpt_training_optimizer_ratio(t);
@@ -236,14 +216,12 @@ static void json_memory(const ckpt_training *t, ckpt_jw *j)
     ckpt_jw_object_begin(j);
     ckpt_jw_key(j, "components");
     ckpt_jw_array_begin(j);
-    for (i = 0; i < n; i++)
-        json_component(j, ckpt_training_component(t, i));
+    for (i = 0; i < n; i++) json_component(j, ckpt_training_component(t, i));
     ckpt_jw_array_end(j);
     ckpt_jw_key(j, "by_kind");
     ckpt_jw_object_begin(j);
     for (i = 0; i <= CKPT_COMPONENT_OTHER; i++) {
-        if (s.components[i] == 0)
-            continue;
+        if (s.components[i] == 0) continue;
         ckpt_jw_key(j, ckpt_component_kind_name((ckpt_component_kind)i));
         ckpt_jw_object_begin(j);
         ckpt_jw_key(j, "components");
@@ -289,8 +267,7 @@ static void json_memory(const ckpt_training *t, ckpt_jw *j)
     ckpt_jw_object_end(j);
 }
 
-static void json_resume(const ckpt_training *t, ckpt_jw *j)
-{
+static void json_resume(const ckpt_training *t, ckpt_jw *j) {
     size_t i, n;
 
     ckpt_jw_object_begin(j);
@@ -312,8 +289,7 @@ static void json_resume(const ckpt_training *t, ckpt_jw *j)
     for (i = 0; i < n; i++) {
         const ckpt_component *c = ckpt_training_component(t, i);
 
-        if (c->kind != CKPT_COMPONENT_COUNTER)
-            continue;
+        if (c->kind != CKPT_COMPONENT_COUNTER) continue;
         ckpt_jw_object_begin(j);
         ckpt_jw_key(j, "file");
         ckpt_jw_string(j, c->file);
@@ -329,18 +305,15 @@ static void json_resume(const ckpt_training *t, ckpt_jw *j)
     ckpt_jw_object_end(j);
 }
 
-static int topic_present(const ckpt_training *t, unsigned topic)
-{
+static int topic_present(const ckpt_training *t, unsigned topic) {
     size_t i;
 
     for (i = 0; i < ckpt_training_meta_count(t); i++)
-        if ((unsigned)ckpt_training_meta(t, i)->topic == topic)
-            return 1;
+        if ((unsigned)ckpt_training_meta(t, i)->topic == topic) return 1;
     return 0;
 }
 
-static void json_metadata(const ckpt_training *t, ckpt_jw *j)
-{
+static void json_metadata(const ckpt_training *t, ckpt_jw *j) {
     size_t n = ckpt_training_meta_count(t), i;
     unsigned topic;
 
@@ -351,8 +324,7 @@ static void json_metadata(const ckpt_training *t, ckpt_jw *j)
         for (i = 0; i < n; i++) {
             const ckpt_meta_entry *e = ckpt_training_meta(t, i);
 
-            if ((unsigned)e->topic != topic)
-                continue;
+            if ((unsigned)e->topic != topic) continue;
             ckpt_jw_object_begin(j);
             ckpt_jw_key(j, "file");
             ckpt_jw_string(j, e->file);
@@ -380,8 +352,7 @@ static void json_metadata(const ckpt_training *t, ckpt_jw *j)
 
 /* A part as JSON, null when the file could not be opened. */
 static void part(ckpt_jw *j, const ckpt_training *t,
-                 void (*as_json)(const ckpt_training *, ckpt_jw *))
-{
+                 void (*as_json)(const ckpt_training *, ckpt_jw *)) {
     if (t == NULL)
         ckpt_jw_null(j);
     else
@@ -393,14 +364,12 @@ void ckpt_report_resume(ckpt_jw *j, const ckpt_training *t) { part(j, t, json_re
 void ckpt_report_metadata(ckpt_jw *j, const ckpt_training *t) { part(j, t, json_metadata); }
 
 int ckpt_training_json(char **out, size_t *len, const ckpt_training *t, const char *file,
-                       const char *format)
-{
+                       const char *format) {
     ckpt_buf b = {0};
     ckpt_jw j;
 
     *out = NULL;
-    if (len)
-        *len = 0;
+    if (len) *len = 0;
     if (t == NULL)
         return ckpt_err(CKPT_E_INVALID_ARG, file, NULL, CKPT_NO_OFFSET, "no training analysis");
     ckpt_jw_init(&j, &b);

@@ -27,8 +27,8 @@ typedef struct entry {
     const char *path; /* dir/name */
     int regular;      /* a regular file (else a directory or special) */
     sniff kind;
-    int index;        /* a JSON file with a "weight_map" */
-    int shard;        /* listed by an index: analysed through it */
+    int index;           /* a JSON file with a "weight_map" */
+    int shard;           /* listed by an index: analysed through it */
     const char **shards; /* index: the shard files it lists, in order */
     size_t nshards;
 } entry;
@@ -41,51 +41,40 @@ typedef struct scan {
     size_t n, cap;
 } scan;
 
-static int nomem(const char *dir)
-{
+static int nomem(const char *dir) {
     return ckpt_err(CKPT_E_NOMEM, dir, NULL, CKPT_NO_OFFSET, "out of memory");
 }
 
-static int cmp_entry(const void *a, const void *b)
-{
+static int cmp_entry(const void *a, const void *b) {
     return strcmp(((const entry *)a)->name, ((const entry *)b)->name);
 }
 
 /* Reads up to cap bytes of the start of path; returns how many, or -1. */
-static ssize_t read_head(const char *path, unsigned char *buf, size_t cap)
-{
+static ssize_t read_head(const char *path, unsigned char *buf, size_t cap) {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     ssize_t n;
 
-    if (fd < 0)
-        return -1;
+    if (fd < 0) return -1;
     n = read(fd, buf, cap);
     close(fd);
     return n;
 }
 
-static sniff sniff_file(const char *path)
-{
+static sniff sniff_file(const char *path) {
     unsigned char b[16];
     ssize_t n = read_head(path, b, sizeof b), i;
 
-    if (n >= 4 && memcmp(b, "PK\3\4", 4) == 0)
-        return SNIFF_CHECKPOINT;
-    if (n >= 2 && b[0] == 0x80 && b[1] >= 2 && b[1] <= 5)
-        return SNIFF_CHECKPOINT;
+    if (n >= 4 && memcmp(b, "PK\3\4", 4) == 0) return SNIFF_CHECKPOINT;
+    if (n >= 2 && b[0] == 0x80 && b[1] >= 2 && b[1] <= 5) return SNIFF_CHECKPOINT;
     /* safetensors: a little-endian u64 header length, then '{' */
-    if (n >= 9 && b[8] == '{' && b[7] == 0 && b[6] == 0)
-        return SNIFF_CHECKPOINT;
-    for (i = 0; i < n && (b[i] == ' ' || b[i] == '\n' || b[i] == '\r' ||
-                          b[i] == '\t');
-         i++)
+    if (n >= 9 && b[8] == '{' && b[7] == 0 && b[6] == 0) return SNIFF_CHECKPOINT;
+    for (i = 0; i < n && (b[i] == ' ' || b[i] == '\n' || b[i] == '\r' || b[i] == '\t'); i++)
         ;
     return i < n && b[i] == '{' ? SNIFF_JSON : SNIFF_OTHER;
 }
 
 /* The whole file in a malloc'd buffer, if it is at most max bytes. */
-static int read_all(const char *path, uint64_t max, char **out, size_t *len)
-{
+static int read_all(const char *path, uint64_t max, char **out, size_t *len) {
     struct stat st;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     size_t got = 0;
@@ -93,16 +82,14 @@ static int read_all(const char *path, uint64_t max, char **out, size_t *len)
 
     *out = NULL;
     if (fd < 0 || fstat(fd, &st) != 0) {
-        if (fd >= 0)
-            close(fd);
-        return ckpt_err(CKPT_E_IO, path, NULL, CKPT_NO_OFFSET,
-                        "cannot read: %s", strerror(errno));
+        if (fd >= 0) close(fd);
+        return ckpt_err(CKPT_E_IO, path, NULL, CKPT_NO_OFFSET, "cannot read: %s", strerror(errno));
     }
     if ((uint64_t)st.st_size > max) {
         close(fd);
         return ckpt_err(CKPT_E_LIMIT, path, NULL, CKPT_NO_OFFSET,
-                        "JSON file of %lld bytes exceeds the limit of %llu",
-                        (long long)st.st_size, (unsigned long long)max);
+                        "JSON file of %lld bytes exceeds the limit of %llu", (long long)st.st_size,
+                        (unsigned long long)max);
     }
     buf = ckpt_malloc((size_t)st.st_size + 1);
     if (buf == NULL) {
@@ -112,8 +99,7 @@ static int read_all(const char *path, uint64_t max, char **out, size_t *len)
     while (got < (size_t)st.st_size) {
         ssize_t r = read(fd, buf + got, (size_t)st.st_size - got);
 
-        if (r <= 0)
-            break;
+        if (r <= 0) break;
         got += (size_t)r;
     }
     close(fd);
@@ -125,8 +111,7 @@ static int read_all(const char *path, uint64_t max, char **out, size_t *len)
 
 /* ------------------------------------------------------------ listing */
 
-static int list_dir(scan *s)
-{
+static int list_dir(scan *s) {
     ckpt_training *t = s->t;
     DIR *d = opendir(s->dir);
     struct dirent *de;
@@ -134,23 +119,20 @@ static int list_dir(scan *s)
     int rc = 0;
 
     if (d == NULL)
-        return ckpt_err(CKPT_E_IO, s->dir, NULL, CKPT_NO_OFFSET,
-                        "cannot open directory: %s", strerror(errno));
+        return ckpt_err(CKPT_E_IO, s->dir, NULL, CKPT_NO_OFFSET, "cannot open directory: %s",
+                        strerror(errno));
     while (rc == 0 && (de = readdir(d)) != NULL) {
         entry *e;
 
-        if (de->d_name[0] == '.')
-            continue; /* ".", "..", hidden files and atomic-write temps */
-        if (s->opts->limits.max_zip_entries &&
-            s->n >= s->opts->limits.max_zip_entries) {
+        if (de->d_name[0] == '.') continue; /* ".", "..", hidden files and atomic-write temps */
+        if (s->opts->limits.max_zip_entries && s->n >= s->opts->limits.max_zip_entries) {
             rc = ckpt_err(CKPT_E_LIMIT, s->dir, NULL, CKPT_NO_OFFSET,
                           "more than %llu directory entries, limit "
                           "max_zip_entries",
                           (unsigned long long)s->opts->limits.max_zip_entries);
             break;
         }
-        if (ckpt_arena_grow(&t->arena, (void **)&s->es, &s->cap, s->n + 1,
-                            sizeof *s->es)) {
+        if (ckpt_arena_grow(&t->arena, (void **)&s->es, &s->cap, s->n + 1, sizeof *s->es)) {
             rc = nomem(s->dir);
             break;
         }
@@ -163,18 +145,15 @@ static int list_dir(scan *s)
             break;
         }
         e->regular = stat(e->path, &st) == 0 && S_ISREG(st.st_mode);
-        if (e->regular)
-            e->kind = sniff_file(e->path);
+        if (e->regular) e->kind = sniff_file(e->path);
         s->n++;
     }
     closedir(d);
-    if (rc == 0 && s->n)
-        qsort(s->es, s->n, sizeof *s->es, cmp_entry);
+    if (rc == 0 && s->n) qsort(s->es, s->n, sizeof *s->es, cmp_entry);
     return rc;
 }
 
-static entry *find(scan *s, const char *name)
-{
+static entry *find(scan *s, const char *name) {
     entry key;
 
     key.name = name;
@@ -183,8 +162,7 @@ static entry *find(scan *s, const char *name)
 
 /* A JSON file with a "weight_map": remembers its shards (each once, in
  * order) and marks them so that they are not analysed twice. */
-static int read_index(scan *s, entry *e)
-{
+static int read_index(scan *s, entry *e) {
     ckpt_training *t = s->t;
     char *bytes;
     size_t len, cap = 0;
@@ -205,11 +183,10 @@ static int read_index(scan *s, entry *e)
     json_object_foreach(map, k, v) {
         entry *shard = json_is_string(v) ? find(s, json_string_value(v)) : NULL;
 
-        if (shard == NULL || shard->shard || shard == e)
-            continue;
+        if (shard == NULL || shard->shard || shard == e) continue;
         shard->shard = 1;
-        if (ckpt_arena_grow(&t->arena, (void **)&e->shards, &cap,
-                            e->nshards + 1, sizeof *e->shards)) {
+        if (ckpt_arena_grow(&t->arena, (void **)&e->shards, &cap, e->nshards + 1,
+                            sizeof *e->shards)) {
             json_decref(doc);
             return nomem(s->dir);
         }
@@ -221,10 +198,9 @@ static int read_index(scan *s, entry *e)
 
 /* ------------------------------------------------------------ analysis */
 
-static int own(ckpt_training *t, ckpt_file *f)
-{
-    if (ckpt_arena_grow(&t->arena, (void **)&t->owned, &t->cowned,
-                        t->nowned + 1, sizeof *t->owned)) {
+static int own(ckpt_training *t, ckpt_file *f) {
+    if (ckpt_arena_grow(&t->arena, (void **)&t->owned, &t->cowned, t->nowned + 1,
+                        sizeof *t->owned)) {
         ckpt_close(f);
         return nomem("");
     }
@@ -232,75 +208,60 @@ static int own(ckpt_training *t, ckpt_file *f)
     return 0;
 }
 
-static int ignore(ckpt_training *t, const char *name)
-{
+static int ignore(ckpt_training *t, const char *name) {
     return ckpt_tr_push_str(t, &t->ignored, &t->nignored, &t->cignored, name);
 }
 
 /* Opens and analyses one checkpoint file. A failure to open is a warning
  * for a file that looks like a checkpoint and "not a checkpoint" else. */
-static int open_file(scan *s, const char *name, const char *path,
-                     sniff kind)
-{
+static int open_file(scan *s, const char *name, const char *path, sniff kind) {
     ckpt_file *f = NULL;
     int rc = ckpt_open(&f, path, s->opts);
     const ckpt_error *e;
 
-    if (rc == CKPT_E_NOMEM)
-        return rc;
+    if (rc == CKPT_E_NOMEM) return rc;
     if (rc) {
         e = ckpt_error_last();
-        if (kind != SNIFF_CHECKPOINT)
-            return ignore(s->t, name);
+        if (kind != SNIFF_CHECKPOINT) return ignore(s->t, name);
         return ckpt_tr_warn(s->t, "%s could not be read: %s", name,
-                            e && e->message ? e->message
-                                            : ckpt_error_name(rc));
+                            e && e->message ? e->message : ckpt_error_name(rc));
     }
-    if ((rc = own(s->t, f)))
-        return rc;
+    if ((rc = own(s->t, f))) return rc;
     return ckpt_tr_add_file(s->t, f, name);
 }
 
 /* A sharded set opens as one checkpoint (safetensors or .bin shards); a
  * set that does not (a missing, truncated or unreadable shard) fails the
  * analysis with the shard named: never a surviving shard analysed alone. */
-static int analyse_index(scan *s, entry *e)
-{
+static int analyse_index(scan *s, entry *e) {
     ckpt_file *f = NULL;
     int rc = ckpt_open(&f, e->path, s->opts);
 
-    if (rc)
-        return rc;
-    if ((rc = own(s->t, f)))
-        return rc;
+    if (rc) return rc;
+    if ((rc = own(s->t, f))) return rc;
     return ckpt_tr_add_file(s->t, f, e->name);
 }
 
 /* "NAME-00003-of-00005.EXT": the shard name Hugging Face writes
  * (transformers' shard_checkpoint). */
-static int shard_like(const char *name)
-{
+static int shard_like(const char *name) {
     const char *of = strstr(name, "-of-"), *num;
     size_t i;
 
-    if (of == NULL || of - name < 6 || of[-6] != '-')
-        return 0;
+    if (of == NULL || of - name < 6 || of[-6] != '-') return 0;
     num = of - 5;
     for (i = 0; i < 5; i++)
-        if (num[i] < '0' || num[i] > '9' || of[4 + i] < '0' || of[4 + i] > '9')
-            return 0;
+        if (num[i] < '0' || num[i] > '9' || of[4 + i] < '0' || of[4 + i] > '9') return 0;
     return of[9] == '.';
 }
 
 /* A file named like a shard next to an index that does not list it: the
  * set on disk is not the one the index describes. */
-static int check_unlisted(scan *s)
-{
+static int check_unlisted(scan *s) {
     size_t i;
     int indexed = 0;
 
-    for (i = 0; i < s->n; i++)
-        indexed |= s->es[i].index;
+    for (i = 0; i < s->n; i++) indexed |= s->es[i].index;
     for (i = 0; indexed && i < s->n; i++) {
         const entry *e = &s->es[i];
 
@@ -308,33 +269,28 @@ static int check_unlisted(scan *s)
             shard_like(e->name))
             return ckpt_err(CKPT_E_MISMATCH, e->path, NULL, CKPT_NO_OFFSET,
                             "shard file \"%s\" is not listed by the index of "
-                            "its directory", e->name);
+                            "its directory",
+                            e->name);
     }
     return 0;
 }
 
-static int analyse_json(scan *s, entry *e)
-{
+static int analyse_json(scan *s, entry *e) {
     char *bytes;
     size_t len;
-    int parsed, rc = read_all(e->path, s->opts->limits.max_index_bytes,
-                              &bytes, &len);
+    int parsed, rc = read_all(e->path, s->opts->limits.max_index_bytes, &bytes, &len);
 
-    if (rc == CKPT_E_NOMEM)
-        return rc;
+    if (rc == CKPT_E_NOMEM) return rc;
     if (rc)
-        return ckpt_tr_warn(s->t, "%s could not be read: %s", e->name,
-                            ckpt_error_last()->message);
+        return ckpt_tr_warn(s->t, "%s could not be read: %s", e->name, ckpt_error_last()->message);
     rc = ckpt_tr_meta_json(s->t, e->name, bytes, len, &parsed);
     ckpt_free(bytes);
-    if (rc == 0 && !parsed)
-        rc = ignore(s->t, e->name);
+    if (rc == 0 && !parsed) rc = ignore(s->t, e->name);
     return rc;
 }
 
 /* Several files with RNG states: one per process of a distributed run. */
-static int note_processes(ckpt_training *t)
-{
+static int note_processes(ckpt_training *t) {
     const char *last = NULL, *first = NULL;
     size_t i, files = 0;
     char text[96];
@@ -342,31 +298,23 @@ static int note_processes(ckpt_training *t)
     for (i = 0; i < t->ncomps; i++) {
         const ckpt_component *c = &t->comps[i].pub;
 
-        if (c->kind != CKPT_COMPONENT_RNG ||
-            (last && strcmp(last, c->file) == 0))
-            continue;
-        if (first == NULL)
-            first = c->file;
+        if (c->kind != CKPT_COMPONENT_RNG || (last && strcmp(last, c->file) == 0)) continue;
+        if (first == NULL) first = c->file;
         last = c->file;
         files++;
     }
-    if (files < 2)
-        return 0;
+    if (files < 2) return 0;
     snprintf(text, sizeof text, "RNG states of %zu processes", files);
-    return ckpt_tr_meta_add(t, CKPT_META_PARALLEL, first, "tree",
-                            "rng_state files", text, NULL);
+    return ckpt_tr_meta_add(t, CKPT_META_PARALLEL, first, "tree", "rng_state files", text, NULL);
 }
 
-static int analyse(scan *s)
-{
+static int analyse(scan *s) {
     size_t i;
     int rc = list_dir(s);
 
     for (i = 0; rc == 0 && i < s->n; i++)
-        if (s->es[i].regular && s->es[i].kind == SNIFF_JSON)
-            rc = read_index(s, &s->es[i]);
-    if (rc == 0)
-        rc = check_unlisted(s);
+        if (s->es[i].regular && s->es[i].kind == SNIFF_JSON) rc = read_index(s, &s->es[i]);
+    if (rc == 0) rc = check_unlisted(s);
     for (i = 0; rc == 0 && i < s->n; i++) {
         entry *e = &s->es[i];
         const char *dirname;
@@ -384,31 +332,25 @@ static int analyse(scan *s)
             rc = open_file(s, e->name, e->path, e->kind);
         }
     }
-    if (rc == 0)
-        rc = note_processes(s->t);
-    if (rc == 0)
-        rc = ckpt_tr_finish(s->t, s->dir);
+    if (rc == 0) rc = note_processes(s->t);
+    if (rc == 0) rc = ckpt_tr_finish(s->t, s->dir);
     return rc;
 }
 
-int ckpt_training_analyze_dir(ckpt_training **out, const char *dir,
-                              const ckpt_open_options *opts)
-{
+int ckpt_training_analyze_dir(ckpt_training **out, const char *dir, const ckpt_open_options *opts) {
     static const ckpt_open_options defaults = CKPT_OPEN_OPTIONS_INIT;
     scan s;
     int rc;
 
-    if (out)
-        *out = NULL;
+    if (out) *out = NULL;
     if (out == NULL || dir == NULL)
-        return ckpt_err(CKPT_E_INVALID_ARG, dir ? dir : "", NULL,
-                        CKPT_NO_OFFSET, "out or dir is NULL");
+        return ckpt_err(CKPT_E_INVALID_ARG, dir ? dir : "", NULL, CKPT_NO_OFFSET,
+                        "out or dir is NULL");
     CKPT_CHECK_OPTIONS(opts, CKPT_OPEN_OPTIONS_VERSION);
     memset(&s, 0, sizeof s);
     s.dir = dir;
     s.opts = opts ? opts : &defaults;
-    if ((rc = ckpt_tr_new(&s.t)))
-        return rc;
+    if ((rc = ckpt_tr_new(&s.t))) return rc;
     rc = analyse(&s);
     if (rc) {
         ckpt_training_free(s.t);

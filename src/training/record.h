@@ -20,9 +20,9 @@ typedef struct tr_tensor {
 /* A component and what the verdict needs besides the public record. */
 typedef struct tr_comp {
     ckpt_component pub;
-    tr_tensor *tensors;  /* model: every tensor, in state-dict order */
+    tr_tensor *tensors; /* model: every tensor, in state-dict order */
     size_t ntensors, cap;
-    int ordered;         /* model: the order is the module's (a pickled state
+    int ordered; /* model: the order is the module's (a pickled state
                             dict, not a safetensors header) */
 } tr_comp;
 
@@ -33,16 +33,16 @@ typedef struct tr_file {
 } tr_file;
 
 struct ckpt_training {
-    ckpt_arena arena;   /* owns everything below but the files */
+    ckpt_arena arena; /* owns everything below but the files */
     tr_comp *comps;
     size_t ncomps, ccomps;
     const char **reasons, **warnings;
     size_t nreasons, creasons, nwarnings, cwarnings;
     ckpt_meta_entry *meta;
     size_t nmeta, cmeta;
-    tr_file *files;      /* analysed, in name order */
+    tr_file *files; /* analysed, in name order */
     size_t nfiles, cfiles;
-    ckpt_file **owned;       /* opened by analyze_dir: closed on free */
+    ckpt_file **owned; /* opened by analyze_dir: closed on free */
     size_t nowned, cowned;
     const char **ignored;
     size_t nignored, cignored;
@@ -72,8 +72,7 @@ int ckpt_tr_reason(ckpt_training *t, const char *fmt, ...)
  * marked cut), else 1. */
 int ckpt_tr_visit(ckpt_training *t);
 /* Appends s to a growing array of strings in the arena; 0 or -1. */
-int ckpt_tr_push_str(ckpt_training *t, const char ***arr, size_t *n,
-                     size_t *cap, const char *s);
+int ckpt_tr_push_str(ckpt_training *t, const char ***arr, size_t *n, size_t *cap, const char *s);
 
 /* ---- tree queries */
 
@@ -115,29 +114,42 @@ int ckpt_tr_key_is(const char *k, size_t len, const char *name);
 
 /* Appends a component of `file` (ordered: its dict order is the writer's);
  * its index through *idx. 0 or CKPT_E_NOMEM. */
-int ckpt_tr_comp_add(ckpt_training *t, const char *file, int ordered,
-                     ckpt_component_kind kind, const char *path,
-                     const char *type, const ckpt_value *v, size_t *idx);
+int ckpt_tr_comp_add(ckpt_training *t, const char *file, int ordered, ckpt_component_kind kind,
+                     const char *path, const char *type, const ckpt_value *v, size_t *idx);
 /* Adds tensor x to c's counts. */
 void ckpt_tr_count_tensor(ckpt_component *c, const ckpt_tensor *x);
 /* Appends a counter component for v (an int, float or one-element
  * tensor, whose value is read). 0 or CKPT_E_NOMEM. */
-int ckpt_tr_add_counter(ckpt_training *t, const char *file, int ordered,
-                        const char *path, const ckpt_value *v);
+int ckpt_tr_add_counter(ckpt_training *t, const char *file, int ordered, const char *path,
+                        const ckpt_value *v);
 /* Adds a counter read from a JSON file: an int or float value built in the
  * analysis' arena. 0 or CKPT_E_NOMEM. */
-int ckpt_tr_add_json_counter(ckpt_training *t, const char *file,
-                             const char *key, int is_int, int64_t i,
-                             double d);
+int ckpt_tr_add_json_counter(ckpt_training *t, const char *file, const char *key, int is_int,
+                             int64_t i, double d);
 
 /* ---- optimizer state */
 
 /* Per-parameter state keys of torch.optim (and Adafactor's factored
  * ones), as ckpt_tr_state_key numbers them. */
 enum {
-    TR_K_STEP, TR_K_EXP_AVG, TR_K_EXP_AVG_SQ, TR_K_MAX_EXP_AVG_SQ, TR_K_MOMENTUM_BUFFER,
-    TR_K_SUM, TR_K_SQUARE_AVG, TR_K_ACC_DELTA, TR_K_GRAD_AVG, TR_K_EXP_INF, TR_K_MU_PRODUCT,
-    TR_K_ETA, TR_K_MU, TR_K_AX, TR_K_PREV, TR_K_STEP_SIZE, TR_K_FACTORED, TR_K_COUNT
+    TR_K_STEP,
+    TR_K_EXP_AVG,
+    TR_K_EXP_AVG_SQ,
+    TR_K_MAX_EXP_AVG_SQ,
+    TR_K_MOMENTUM_BUFFER,
+    TR_K_SUM,
+    TR_K_SQUARE_AVG,
+    TR_K_ACC_DELTA,
+    TR_K_GRAD_AVG,
+    TR_K_EXP_INF,
+    TR_K_MU_PRODUCT,
+    TR_K_ETA,
+    TR_K_MU,
+    TR_K_AX,
+    TR_K_PREV,
+    TR_K_STEP_SIZE,
+    TR_K_FACTORED,
+    TR_K_COUNT
 };
 /* The TR_K_* a per-parameter state key names, or -1. */
 int ckpt_tr_state_key(const char *k, size_t len);

@@ -32,33 +32,26 @@ typedef struct state_entry {
     const ckpt_value *entry;
 } state_entry;
 
-static int cmp_state_entry(const void *a, const void *b)
-{
+static int cmp_state_entry(const void *a, const void *b) {
     const state_entry *x = a, *y = b;
 
-    if (x->id != y->id)
-        return x->id < y->id ? -1 : 1;
+    if (x->id != y->id) return x->id < y->id ? -1 : 1;
     return x->seq < y->seq ? -1 : x->seq > y->seq;
 }
 
-static int cmp_param_shape(const void *a, const void *b)
-{
+static int cmp_param_shape(const void *a, const void *b) {
     const opt_param *x = a, *y = b;
     int c = ckpt_tr_cmp_shape(x->shaped, y->shaped);
 
     return c ? c : (x->pos > y->pos) - (x->pos < y->pos);
 }
 
-static int cmp_tensor_shape(const void *a, const void *b)
-{
-    return ckpt_tr_cmp_shape(*(const ckpt_tensor *const *)a,
-                     *(const ckpt_tensor *const *)b);
+static int cmp_tensor_shape(const void *a, const void *b) {
+    return ckpt_tr_cmp_shape(*(const ckpt_tensor *const *)a, *(const ckpt_tensor *const *)b);
 }
 
 /* The last entry for id in the sorted array, or NULL. */
-static const ckpt_value *find_entry(const state_entry *es, size_t n,
-                                    uint64_t id)
-{
+static const ckpt_value *find_entry(const state_entry *es, size_t n, uint64_t id) {
     size_t lo = 0, hi = n;
 
     while (lo < hi) {
@@ -83,7 +76,7 @@ typedef struct model_params {
 typedef struct check {
     ckpt_training *t;
     const ckpt_component *opt;
-    const char *where;      /* "'optimizer'" */
+    const char *where; /* "'optimizer'" */
     opt_param *params;
     size_t nparams;
     model_params *models;
@@ -91,18 +84,16 @@ typedef struct check {
     const model_params *named; /* a model with as many parameters, for
                                   naming parameters, or NULL */
     size_t problems;
-    const char *how;        /* how the shapes were matched, or NULL */
+    const char *how; /* how the shapes were matched, or NULL */
 } check;
 
 /* "2 (model.fc2.weight)" for parameter number pos, in the arena. */
-static const char *param_label(check *k, const opt_param *p)
-{
+static const char *param_label(check *k, const opt_param *p) {
     if (k->named && p->pos < k->named->n)
         return ckpt_tr_sticky(k->t, ckpt_arena_printf(&k->t->arena, "%llu (%s)",
-                                              (unsigned long long)p->id,
-                                              k->named->p[p->pos]->name));
-    return ckpt_tr_sticky(k->t, ckpt_arena_printf(&k->t->arena, "%llu",
-                                          (unsigned long long)p->id));
+                                                      (unsigned long long)p->id,
+                                                      k->named->p[p->pos]->name));
+    return ckpt_tr_sticky(k->t, ckpt_arena_printf(&k->t->arena, "%llu", (unsigned long long)p->id));
 }
 
 static int problem(check *k, const char *fmt, ...)
@@ -111,8 +102,7 @@ static int problem(check *k, const char *fmt, ...)
 #endif
     ;
 
-static int problem(check *k, const char *fmt, ...)
-{
+static int problem(check *k, const char *fmt, ...) {
     va_list ap;
     int rc;
 
@@ -125,16 +115,13 @@ static int problem(check *k, const char *fmt, ...)
 
 /* Gathers the per-parameter list: from param_groups in order, or without
  * them from the state's own indices. */
-static int gather_params(check *k, const ckpt_value *state,
-                         const ckpt_value *groups, state_entry **entries,
-                         size_t *nentries)
-{
+static int gather_params(check *k, const ckpt_value *state, const ckpt_value *groups,
+                         state_entry **entries, size_t *nentries) {
     ckpt_training *t = k->t;
     size_t n = state ? state->u.dict.n : 0, i, j, m = 0, cap = 0, bad = 0;
     state_entry *es = ckpt_arena_array(&t->arena, n ? n : 1, sizeof *es);
 
-    if (es == NULL)
-        return ckpt_tr_nomem();
+    if (es == NULL) return ckpt_tr_nomem();
     for (i = 0; i < n; i++) {
         if (ckpt_tr_param_id(state->u.dict.keys[i], &es[m].id)) {
             es[m].seq = i;
@@ -146,16 +133,14 @@ static int gather_params(check *k, const ckpt_value *state,
     qsort(es, m, sizeof *es, cmp_state_entry);
     *entries = es;
     *nentries = m;
-    if (bad && problem(k, "%s: %zu \"state\" key%s %s not a parameter index",
-                       k->where, bad, bad == 1 ? "" : "s",
-                       bad == 1 ? "is" : "are"))
+    if (bad && problem(k, "%s: %zu \"state\" key%s %s not a parameter index", k->where, bad,
+                       bad == 1 ? "" : "s", bad == 1 ? "is" : "are"))
         return CKPT_E_NOMEM;
     if (groups == NULL) {
         for (i = 0; i < m; i++) {
-            if (i + 1 < m && es[i + 1].id == es[i].id)
-                continue; /* the later entry wins */
-            if (ckpt_arena_grow(&t->arena, (void **)&k->params, &cap,
-                                k->nparams + 1, sizeof *k->params))
+            if (i + 1 < m && es[i + 1].id == es[i].id) continue; /* the later entry wins */
+            if (ckpt_arena_grow(&t->arena, (void **)&k->params, &cap, k->nparams + 1,
+                                sizeof *k->params))
                 return ckpt_tr_nomem();
             k->params[k->nparams].id = es[i].id;
             k->params[k->nparams].pos = k->nparams;
@@ -164,12 +149,10 @@ static int gather_params(check *k, const ckpt_value *state,
         return 0;
     }
     for (i = 0; i < groups->u.seq.n; i++) {
-        const ckpt_value *ids =
-            ckpt_tr_dict_get(groups->u.seq.items[i], "params");
+        const ckpt_value *ids = ckpt_tr_dict_get(groups->u.seq.items[i], "params");
 
         if (!ckpt_tr_is_seq(ids)) {
-            if (problem(k, "%s: param group %zu has no \"params\" list",
-                        k->where, i))
+            if (problem(k, "%s: param group %zu has no \"params\" list", k->where, i))
                 return CKPT_E_NOMEM;
             continue;
         }
@@ -177,13 +160,15 @@ static int gather_params(check *k, const ckpt_value *state,
             uint64_t id;
 
             if (!ckpt_tr_param_id(ids->u.seq.items[j], &id)) {
-                if (problem(k, "%s: param group %zu lists a parameter that "
-                               "is not an index", k->where, i))
+                if (problem(k,
+                            "%s: param group %zu lists a parameter that "
+                            "is not an index",
+                            k->where, i))
                     return CKPT_E_NOMEM;
                 continue;
             }
-            if (ckpt_arena_grow(&t->arena, (void **)&k->params, &cap,
-                                k->nparams + 1, sizeof *k->params))
+            if (ckpt_arena_grow(&t->arena, (void **)&k->params, &cap, k->nparams + 1,
+                                sizeof *k->params))
                 return ckpt_tr_nomem();
             k->params[k->nparams].id = id;
             k->params[k->nparams].pos = k->nparams;
@@ -195,9 +180,8 @@ static int gather_params(check *k, const ckpt_value *state,
 
 /* Finds each parameter's entry and a tensor of its shape; names the
  * parameters without state and entries whose state tensors disagree. */
-static int attach_state(check *k, const state_entry *es, size_t nes,
-                        int stateless, size_t *with_state)
-{
+static int attach_state(check *k, const state_entry *es, size_t nes, int stateless,
+                        size_t *with_state) {
     ckpt_training *t = k->t;
     size_t i, j, missing = 0, shown = 0, len;
     char *list = NULL, tmp[32];
@@ -212,56 +196,47 @@ static int attach_state(check *k, const state_entry *es, size_t nes,
             continue;
         }
         (*with_state)++;
-        for (j = 0; p->entry->kind == CKPT_KIND_DICT &&
-                    j < p->entry->u.dict.n; j++) {
-            const char *key = ckpt_value_key_text(p->entry->u.dict.keys[j], tmp, sizeof tmp,
-                                               &len);
+        for (j = 0; p->entry->kind == CKPT_KIND_DICT && j < p->entry->u.dict.n; j++) {
+            const char *key = ckpt_value_key_text(p->entry->u.dict.keys[j], tmp, sizeof tmp, &len);
             const ckpt_tensor *x = ckpt_tr_as_tensor(p->entry->u.dict.vals[j]);
 
-            if (!ckpt_tr_shaped_key(key, len) || x == NULL)
-                continue;
+            if (!ckpt_tr_shaped_key(key, len) || x == NULL) continue;
             if (p->shaped == NULL) {
                 p->shaped = x;
             } else if (!ckpt_tr_same_shape(p->shaped, x) &&
-                       problem(k, "%s: parameter %s: state tensors disagree "
-                                  "(%.*s %s, another %s)",
-                               k->where, param_label(k, p), (int)len, key,
-                               ckpt_tr_shape_text(t, x),
+                       problem(k,
+                               "%s: parameter %s: state tensors disagree "
+                               "(%.*s %s, another %s)",
+                               k->where, param_label(k, p), (int)len, key, ckpt_tr_shape_text(t, x),
                                ckpt_tr_shape_text(t, p->shaped))) {
                 return CKPT_E_NOMEM;
             }
         }
     }
-    if (missing == 0 || stateless)
-        return 0;
+    if (missing == 0 || stateless) return 0;
     list = ckpt_arena_strdup(&t->arena, "");
     for (i = 0; list && i < k->nparams; i++) {
-        if (k->params[i].entry)
-            continue;
+        if (k->params[i].entry) continue;
         if (shown == NAMES_MAX) {
-            list = ckpt_arena_printf(&t->arena, "%s and %zu more", list,
-                                     missing - shown);
+            list = ckpt_arena_printf(&t->arena, "%s and %zu more", list, missing - shown);
             break;
         }
-        list = ckpt_arena_printf(&t->arena, "%s%s%s", list,
-                                 shown ? ", " : "",
+        list = ckpt_arena_printf(&t->arena, "%s%s%s", list, shown ? ", " : "",
                                  param_label(k, &k->params[i]));
         shown++;
     }
-    if (list == NULL)
-        return ckpt_tr_nomem();
-    return problem(k, "%s: %zu of %zu parameter%s in param_groups ha%s no "
-                      "optimizer state: %s",
-                   k->where, missing, k->nparams,
-                   k->nparams == 1 ? "" : "s", missing == 1 ? "s" : "ve",
-                   list);
+    if (list == NULL) return ckpt_tr_nomem();
+    return problem(k,
+                   "%s: %zu of %zu parameter%s in param_groups ha%s no "
+                   "optimizer state: %s",
+                   k->where, missing, k->nparams, k->nparams == 1 ? "" : "s",
+                   missing == 1 ? "s" : "ve", list);
 }
 
 /* Pairs state shapes with the model's parameters: in order with a model of
  * as many parameters; else, unless that model's order is authoritative, as
  * a multiset of shapes over every model's parameters. */
-static int match_shapes(check *k)
-{
+static int match_shapes(check *k) {
     ckpt_training *t = k->t;
     const model_params *auth = NULL;
     opt_param *q;
@@ -273,68 +248,59 @@ static int match_shapes(check *k)
         int ok = m->n == k->nparams;
 
         for (j = 0; ok && j < k->nparams; j++)
-            ok = k->params[j].shaped == NULL ||
-                 ckpt_tr_same_shape(k->params[j].shaped, m->p[j]->t);
+            ok = k->params[j].shaped == NULL || ckpt_tr_same_shape(k->params[j].shaped, m->p[j]->t);
         if (ok) {
             k->how = "in order";
             return 0;
         }
-        if (m->n == k->nparams && m->ordered && auth == NULL)
-            auth = m;
+        if (m->n == k->nparams && m->ordered && auth == NULL) auth = m;
     }
     if (auth) {
         for (j = 0; j < k->nparams; j++) {
             const opt_param *p = &k->params[j];
 
-            if (p->shaped == NULL ||
-                ckpt_tr_same_shape(p->shaped, auth->p[j]->t))
-                continue;
+            if (p->shaped == NULL || ckpt_tr_same_shape(p->shaped, auth->p[j]->t)) continue;
             if (++bad <= NAMES_MAX &&
-                problem(k, "%s: parameter %s: state shape %s, the model's "
-                           "parameter has %s",
-                        k->where, param_label(k, p),
-                        ckpt_tr_shape_text(t, p->shaped),
+                problem(k,
+                        "%s: parameter %s: state shape %s, the model's "
+                        "parameter has %s",
+                        k->where, param_label(k, p), ckpt_tr_shape_text(t, p->shaped),
                         ckpt_tr_shape_text(t, auth->p[j]->t)))
                 return CKPT_E_NOMEM;
         }
         if (bad > NAMES_MAX &&
-            problem(k, "%s: and %zu more shape mismatches", k->where,
-                    bad - NAMES_MAX))
+            problem(k, "%s: and %zu more shape mismatches", k->where, bad - NAMES_MAX))
             return CKPT_E_NOMEM;
         return 0;
     }
-    for (i = 0; i < k->nmodels; i++)
-        npool += k->models[i].n;
+    for (i = 0; i < k->nmodels; i++) npool += k->models[i].n;
     q = ckpt_arena_array(&t->arena, k->nparams + 1, sizeof *q);
     pool = ckpt_arena_array(&t->arena, npool + 1, sizeof *pool);
-    if (q == NULL || pool == NULL)
-        return ckpt_tr_nomem();
+    if (q == NULL || pool == NULL) return ckpt_tr_nomem();
     for (j = 0; j < k->nparams; j++)
-        if (k->params[j].shaped)
-            q[nq++] = k->params[j];
+        if (k->params[j].shaped) q[nq++] = k->params[j];
     npool = 0;
     for (i = 0; i < k->nmodels; i++)
-        for (j = 0; j < k->models[i].n; j++)
-            pool[npool++] = k->models[i].p[j]->t;
+        for (j = 0; j < k->models[i].n; j++) pool[npool++] = k->models[i].p[j]->t;
     qsort(q, nq, sizeof *q, cmp_param_shape);
     qsort(pool, npool, sizeof *pool, cmp_tensor_shape);
     for (i = j = 0; i < nq; i++) {
-        while (j < npool && ckpt_tr_cmp_shape(pool[j], q[i].shaped) < 0)
-            j++;
+        while (j < npool && ckpt_tr_cmp_shape(pool[j], q[i].shaped) < 0) j++;
         if (j < npool && ckpt_tr_cmp_shape(pool[j], q[i].shaped) == 0) {
             j++;
             continue;
         }
         if (++bad <= NAMES_MAX &&
-            problem(k, "%s: parameter %s: state shape %s matches no model "
-                       "parameter left",
-                    k->where, param_label(k, &q[i]),
-                    ckpt_tr_shape_text(t, q[i].shaped)))
+            problem(k,
+                    "%s: parameter %s: state shape %s matches no model "
+                    "parameter left",
+                    k->where, param_label(k, &q[i]), ckpt_tr_shape_text(t, q[i].shaped)))
             return CKPT_E_NOMEM;
     }
-    if (bad > NAMES_MAX &&
-        problem(k, "%s: and %zu more parameters whose state matches no model "
-                   "parameter", k->where, bad - NAMES_MAX))
+    if (bad > NAMES_MAX && problem(k,
+                                   "%s: and %zu more parameters whose state matches no model "
+                                   "parameter",
+                                   k->where, bad - NAMES_MAX))
         return CKPT_E_NOMEM;
     if (bad == 0 && nq > 0)
         k->how = "as a multiset of shapes (the optimizer's parameter "
@@ -344,23 +310,17 @@ static int match_shapes(check *k)
 
 /* "'model'" (a file's tree) or "'optimizer.pt:state'" (a directory):
  * where a component is, for sentences. */
-static const char *where(ckpt_training *t, const ckpt_component *c,
-                         int dir_mode)
-{
+static const char *where(ckpt_training *t, const ckpt_component *c, int dir_mode) {
     if (!dir_mode)
-        return ckpt_tr_sticky(t, ckpt_arena_printf(&t->arena, "'%s'",
-                                           c->name[0] ? c->name : "(root)"));
-    if (c->name[0] == '\0')
-        return ckpt_tr_sticky(t, ckpt_arena_printf(&t->arena, "'%s'", c->file));
-    return ckpt_tr_sticky(t, ckpt_arena_printf(&t->arena, "'%s:%s'", c->file,
-                                       c->name));
+        return ckpt_tr_sticky(
+            t, ckpt_arena_printf(&t->arena, "'%s'", c->name[0] ? c->name : "(root)"));
+    if (c->name[0] == '\0') return ckpt_tr_sticky(t, ckpt_arena_printf(&t->arena, "'%s'", c->file));
+    return ckpt_tr_sticky(t, ckpt_arena_printf(&t->arena, "'%s:%s'", c->file, c->name));
 }
 
 /* Checks one optimizer against the models; problems become reasons. */
-static int check_optimizer(ckpt_training *t, tr_comp *oc, model_params *models,
-                           size_t nmodels, int dir_mode, size_t *problems,
-                           const char **how)
-{
+static int check_optimizer(ckpt_training *t, tr_comp *oc, model_params *models, size_t nmodels,
+                           int dir_mode, size_t *problems, const char **how) {
     ckpt_component *c = &oc->pub;
     const ckpt_value *state = ckpt_tr_dict_get(c->value, "state");
     check k;
@@ -374,31 +334,27 @@ static int check_optimizer(ckpt_training *t, tr_comp *oc, model_params *models,
     k.models = models;
     k.nmodels = nmodels;
     k.where = where(t, c, dir_mode);
-    if (c->param_groups == NULL &&
-        problem(&k, "%s: no \"param_groups\": the hyperparameters and the "
-                    "list of parameters are missing (torch's "
-                    "Optimizer.load_state_dict needs them)", k.where))
+    if (c->param_groups == NULL && problem(&k,
+                                           "%s: no \"param_groups\": the hyperparameters and the "
+                                           "list of parameters are missing (torch's "
+                                           "Optimizer.load_state_dict needs them)",
+                                           k.where))
         return CKPT_E_NOMEM;
-    if ((rc = gather_params(&k, state, c->param_groups, &es, &nes)))
-        return rc;
+    if ((rc = gather_params(&k, state, c->param_groups, &es, &nes))) return rc;
     for (i = 0; i < nmodels; i++) {
-        if (models[i].n == k.nparams && k.named == NULL)
-            k.named = &models[i];
+        if (models[i].n == k.nparams && k.named == NULL) k.named = &models[i];
         mparams = models[i].n > mparams ? models[i].n : mparams;
     }
     /* SGD without momentum needs no state: torch 1.13 writes entries
      * holding None, later versions none at all. */
-    if ((rc = attach_state(&k, es, nes, strcmp(c->type, "SGD") == 0,
-                           &with_state)))
-        return rc;
+    if ((rc = attach_state(&k, es, nes, strcmp(c->type, "SGD") == 0, &with_state))) return rc;
     c->params = k.nparams;
     c->params_with_state = with_state;
     if (c->param_groups == NULL && mparams > k.nparams &&
-        problem(&k, "%s: state for %zu parameter%s, the model has %zu",
-                k.where, k.nparams, k.nparams == 1 ? "" : "s", mparams))
+        problem(&k, "%s: state for %zu parameter%s, the model has %zu", k.where, k.nparams,
+                k.nparams == 1 ? "" : "s", mparams))
         return CKPT_E_NOMEM;
-    if (nmodels > 0 && (rc = match_shapes(&k)))
-        return rc;
+    if (nmodels > 0 && (rc = match_shapes(&k))) return rc;
     *problems = k.problems;
     *how = k.how;
     return 0;
@@ -406,22 +362,18 @@ static int check_optimizer(ckpt_training *t, tr_comp *oc, model_params *models,
 
 /* ------------------------------------------------------------ verdict */
 
-static int has_kind(const ckpt_training *t, ckpt_component_kind kind)
-{
+static int has_kind(const ckpt_training *t, ckpt_component_kind kind) {
     size_t i;
 
     for (i = 0; i < t->ncomps; i++)
-        if (t->comps[i].pub.kind == kind)
-            return 1;
+        if (t->comps[i].pub.kind == kind) return 1;
     return 0;
 }
 
 /* "scheduler (StepLR) at 'scheduler', rng (numpy) at 'rng.numpy'" for the
  * components of the given kinds, or "" when there are none. */
-static const char *list_kinds(ckpt_training *t,
-                              const ckpt_component_kind *kinds, size_t nkinds,
-                              int dir_mode)
-{
+static const char *list_kinds(ckpt_training *t, const ckpt_component_kind *kinds, size_t nkinds,
+                              int dir_mode) {
     const char *s = "";
     size_t i, j, shown = 0, total = 0;
 
@@ -430,46 +382,35 @@ static const char *list_kinds(ckpt_training *t,
 
         for (j = 0; j < nkinds && c->kind != kinds[j]; j++)
             ;
-        if (j == nkinds)
-            continue;
+        if (j == nkinds) continue;
         if (shown++ == NAMES_MAX) {
             total++;
             continue;
         }
-        s = ckpt_arena_printf(&t->arena, "%s%s%s%s%s%s at %s", s,
-                              shown > 1 ? ", " : "",
-                              ckpt_component_kind_name(c->kind),
-                              c->type[0] ? " (" : "", c->type,
+        s = ckpt_arena_printf(&t->arena, "%s%s%s%s%s%s at %s", s, shown > 1 ? ", " : "",
+                              ckpt_component_kind_name(c->kind), c->type[0] ? " (" : "", c->type,
                               c->type[0] ? ")" : "", where(t, c, dir_mode));
-        if (s == NULL)
-            return NULL;
+        if (s == NULL) return NULL;
     }
-    if (total)
-        s = ckpt_arena_printf(&t->arena, "%s and %zu more", s, total);
+    if (total) s = ckpt_arena_printf(&t->arena, "%s and %zu more", s, total);
     return s;
 }
 
 /* The parameters of each model component, in order. */
-static int model_list(ckpt_training *t, model_params **out, size_t *n)
-{
+static int model_list(ckpt_training *t, model_params **out, size_t *n) {
     model_params *ms;
     size_t i, j, m = 0;
 
     ms = ckpt_arena_array(&t->arena, t->ncomps + 1, sizeof *ms);
-    if (ms == NULL)
-        return ckpt_tr_nomem();
+    if (ms == NULL) return ckpt_tr_nomem();
     for (i = 0; i < t->ncomps; i++) {
         tr_comp *c = &t->comps[i];
 
-        if (c->pub.kind != CKPT_COMPONENT_MODEL)
-            continue;
-        ms[m].p = ckpt_arena_array(&t->arena, c->ntensors + 1,
-                                   sizeof *ms[m].p);
-        if (ms[m].p == NULL)
-            return ckpt_tr_nomem();
+        if (c->pub.kind != CKPT_COMPONENT_MODEL) continue;
+        ms[m].p = ckpt_arena_array(&t->arena, c->ntensors + 1, sizeof *ms[m].p);
+        if (ms[m].p == NULL) return ckpt_tr_nomem();
         for (j = 0; j < c->ntensors; j++)
-            if (ckpt_tr_is_param(&c->tensors[j]))
-                ms[m].p[ms[m].n++] = &c->tensors[j];
+            if (ckpt_tr_is_param(&c->tensors[j])) ms[m].p[ms[m].n++] = &c->tensors[j];
         ms[m].ordered = c->ordered;
         m++;
     }
@@ -478,45 +419,37 @@ static int model_list(ckpt_training *t, model_params **out, size_t *n)
     return 0;
 }
 
-static int reason_models(ckpt_training *t, int dir_mode)
-{
+static int reason_models(ckpt_training *t, int dir_mode) {
     size_t i;
 
     for (i = 0; i < t->ncomps; i++) {
         const ckpt_component *c = &t->comps[i].pub;
 
         if (c->kind == CKPT_COMPONENT_MODEL &&
-            ckpt_tr_reason(t, "model weights at %s: %llu tensor%s, %llu "
-                              "bytes",
-                           where(t, c, dir_mode),
-                           (unsigned long long)c->tensors,
-                           c->tensors == 1 ? "" : "s",
-                           (unsigned long long)c->bytes))
+            ckpt_tr_reason(t,
+                           "model weights at %s: %llu tensor%s, %llu "
+                           "bytes",
+                           where(t, c, dir_mode), (unsigned long long)c->tensors,
+                           c->tensors == 1 ? "" : "s", (unsigned long long)c->bytes))
             return CKPT_E_NOMEM;
     }
     return 0;
 }
 
-static int decide(ckpt_training *t, int dir_mode)
-{
+static int decide(ckpt_training *t, int dir_mode) {
     static const ckpt_component_kind training_state[] = {
-        CKPT_COMPONENT_SCHEDULER, CKPT_COMPONENT_SCALER, CKPT_COMPONENT_RNG,
-        CKPT_COMPONENT_DATA
-    };
-    static const ckpt_component_kind counters[] = { CKPT_COMPONENT_COUNTER };
+        CKPT_COMPONENT_SCHEDULER, CKPT_COMPONENT_SCALER, CKPT_COMPONENT_RNG, CKPT_COMPONENT_DATA};
+    static const ckpt_component_kind counters[] = {CKPT_COMPONENT_COUNTER};
     model_params *models = NULL;
     size_t nmodels = 0, i, problems = 0, first;
     const char *s;
     int rc;
 
-    if ((rc = model_list(t, &models, &nmodels)))
-        return rc;
+    if ((rc = model_list(t, &models, &nmodels))) return rc;
     if (has_kind(t, CKPT_COMPONENT_OPTIMIZER)) {
-        if ((rc = reason_models(t, dir_mode)))
-            return rc;
-        if (nmodels == 0 &&
-            ckpt_tr_reason(t, "optimizer state but no model weights to "
-                              "resume"))
+        if ((rc = reason_models(t, dir_mode))) return rc;
+        if (nmodels == 0 && ckpt_tr_reason(t, "optimizer state but no model weights to "
+                                              "resume"))
             return CKPT_E_NOMEM;
         problems += nmodels == 0;
         for (i = 0; i < t->ncomps; i++) {
@@ -524,35 +457,32 @@ static int decide(ckpt_training *t, int dir_mode)
             size_t n = 0;
             const char *how = NULL;
 
-            if (c->pub.kind != CKPT_COMPONENT_OPTIMIZER)
-                continue;
+            if (c->pub.kind != CKPT_COMPONENT_OPTIMIZER) continue;
             first = t->nreasons;
             rc = check_optimizer(t, c, models, nmodels, dir_mode, &n, &how);
-            if (rc)
-                return rc;
+            if (rc) return rc;
             problems += n;
             if (n == 0 && first == t->nreasons &&
-                ckpt_tr_reason(t, "optimizer %s at %s: state for all %llu "
-                                  "parameter%s in param_groups%s%s",
+                ckpt_tr_reason(t,
+                               "optimizer %s at %s: state for all %llu "
+                               "parameter%s in param_groups%s%s",
                                c->pub.type, where(t, &c->pub, dir_mode),
-                               (unsigned long long)c->pub.params,
-                               c->pub.params == 1 ? "" : "s",
-                               how ? ", shapes match the model's parameters "
-                                   : "",
-                               how ? how : ""))
+                               (unsigned long long)c->pub.params, c->pub.params == 1 ? "" : "s",
+                               how ? ", shapes match the model's parameters " : "", how ? how : ""))
                 return CKPT_E_NOMEM;
         }
         t->verdict = problems ? CKPT_RESUME_PARTIAL : CKPT_RESUME_FULL;
         return 0;
     }
     s = list_kinds(t, training_state, 4, dir_mode);
-    if (s == NULL)
-        return ckpt_tr_nomem();
+    if (s == NULL) return ckpt_tr_nomem();
     if (s[0]) {
         t->verdict = CKPT_RESUME_WARM_START;
-        return ckpt_tr_reason(t, "training state but no optimizer state: %s; "
-                                 "resuming from it restarts the optimizer "
-                                 "(moments, momentum) from zero", s);
+        return ckpt_tr_reason(t,
+                              "training state but no optimizer state: %s; "
+                              "resuming from it restarts the optimizer "
+                              "(moments, momentum) from zero",
+                              s);
     }
     t->verdict = CKPT_RESUME_WEIGHTS_ONLY;
     if (nmodels == 0)
@@ -564,23 +494,20 @@ static int decide(ckpt_training *t, int dir_mode)
         reason_models(t, dir_mode))
         return CKPT_E_NOMEM;
     s = list_kinds(t, counters, 1, dir_mode);
-    if (s == NULL)
-        return ckpt_tr_nomem();
+    if (s == NULL) return ckpt_tr_nomem();
     return s[0] ? ckpt_tr_reason(t, "counters: %s", s) : 0;
 }
 
 /* 1 when some analysed file holds F16 or BF16 tensors: only then can the
  * run have used AMP, whose GradScaler state a resume needs. */
-static int has_half_tensors(const ckpt_training *t)
-{
+static int has_half_tensors(const ckpt_training *t) {
     size_t i, k;
 
     for (i = 0; i < t->nfiles; i++)
         for (k = 0; k < ckpt_file_tensor_count(t->files[i].f); k++) {
             ckpt_dtype dt = ckpt_tensor_dtype(ckpt_file_tensor(t->files[i].f, k));
 
-            if (dt == CKPT_DT_F16 || dt == CKPT_DT_BF16)
-                return 1;
+            if (dt == CKPT_DT_F16 || dt == CKPT_DT_BF16) return 1;
         }
     return 0;
 }
@@ -588,8 +515,7 @@ static int has_half_tensors(const ckpt_training *t)
 /* Missing training state matters only to a resume: a weights-only file
  * is a deployment file and is not warned about. A grad scaler is only
  * used with AMP, so only half-precision tensors make its absence news. */
-static int warn_missing(ckpt_training *t)
-{
+static int warn_missing(ckpt_training *t) {
     int resume = t->verdict != CKPT_RESUME_WEIGHTS_ONLY;
 
     if (resume && !has_kind(t, CKPT_COMPONENT_SCHEDULER) &&
@@ -605,16 +531,14 @@ static int warn_missing(ckpt_training *t)
                         "augmentation would differ from an uninterrupted "
                         "run"))
         return CKPT_E_NOMEM;
-    if (t->cut &&
-        ckpt_tr_warn(t, "the object tree is too large to examine fully: "
-                        "the analysis is partial"))
+    if (t->cut && ckpt_tr_warn(t, "the object tree is too large to examine fully: "
+                                  "the analysis is partial"))
         return CKPT_E_NOMEM;
     return 0;
 }
 
 /* The file holding the most model bytes (without models, the largest). */
-static const char *weights_file(const ckpt_training *t)
-{
+static const char *weights_file(const ckpt_training *t) {
     const char *best = NULL;
     uint64_t most = 0, size;
     size_t i;
@@ -622,14 +546,12 @@ static const char *weights_file(const ckpt_training *t)
     for (i = 0; i < t->ncomps; i++) {
         const ckpt_component *c = &t->comps[i].pub;
 
-        if (c->kind == CKPT_COMPONENT_MODEL &&
-            (best == NULL || c->bytes > most)) {
+        if (c->kind == CKPT_COMPONENT_MODEL && (best == NULL || c->bytes > most)) {
             best = c->file;
             most = c->bytes;
         }
     }
-    if (best)
-        return best;
+    if (best) return best;
     for (i = 0; i < t->nfiles; i++) {
         size = ckpt_file_size(t->files[i].f);
         if (best == NULL || size > most) {
@@ -640,33 +562,26 @@ static const char *weights_file(const ckpt_training *t)
     return best;
 }
 
-int ckpt_tr_finish(ckpt_training *t, const char *dir)
-{
+int ckpt_tr_finish(ckpt_training *t, const char *dir) {
     uint64_t state = 0, params = 0;
     const char *file;
     size_t i;
     int rc;
 
-    if ((rc = decide(t, dir != NULL)) || (rc = warn_missing(t)))
-        return rc;
+    if ((rc = decide(t, dir != NULL)) || (rc = warn_missing(t))) return rc;
     for (i = 0; i < t->ncomps; i++) {
         state += t->comps[i].pub.state_bytes;
-        if (t->comps[i].pub.kind == CKPT_COMPONENT_MODEL)
-            params += t->comps[i].pub.param_bytes;
+        if (t->comps[i].pub.kind == CKPT_COMPONENT_MODEL) params += t->comps[i].pub.param_bytes;
     }
-    t->ratio = has_kind(t, CKPT_COMPONENT_OPTIMIZER) && params
-                   ? (double)state / (double)params
-                   : NAN;
+    t->ratio =
+        has_kind(t, CKPT_COMPONENT_OPTIMIZER) && params ? (double)state / (double)params : NAN;
     file = weights_file(t);
     if (file && dir)
         file = ckpt_arena_printf(&t->arena, "%s/%s", dir, file);
     else if (file)
         for (i = 0; i < t->nfiles; i++)
-            if (strcmp(t->files[i].name, file) == 0)
-                file = ckpt_file_path(t->files[i].f);
-    if (file == NULL && t->nfiles)
-        return ckpt_tr_nomem();
+            if (strcmp(t->files[i].name, file) == 0) file = ckpt_file_path(t->files[i].f);
+    if (file == NULL && t->nfiles) return ckpt_tr_nomem();
     t->weights_path = file;
     return t->nomem ? ckpt_tr_nomem() : 0;
 }
-

@@ -19,18 +19,15 @@
 #include "format/structure.h"
 
 /* 1 when k (len bytes, NULL allowed) contains `part`. */
-static int key_has(const char *k, size_t len, const char *part)
-{
+static int key_has(const char *k, size_t len, const char *part) {
     size_t n = strlen(part), i;
 
     for (i = 0; k && i + n <= len; i++)
-        if (memcmp(k + i, part, n) == 0)
-            return 1;
+        if (memcmp(k + i, part, n) == 0) return 1;
     return 0;
 }
 
-static int is_number(const ckpt_value *v)
-{
+static int is_number(const ckpt_value *v) {
     return v && (v->kind == CKPT_KIND_INT || v->kind == CKPT_KIND_FLOAT);
 }
 
@@ -39,15 +36,14 @@ static int is_number(const ckpt_value *v)
 typedef struct walker {
     ckpt_training *t;
     const char *file;
-    int ordered; /* dict order is the writer's (pickles) */
+    int ordered;            /* dict order is the writer's (pickles) */
     const ckpt_limits *lim; /* of the file: every walk is bounded by them */
 } walker;
 
 /* Walks the subtree v with enter(ctx), bounded by the file's limits. With
  * a prefix (v's own path), the walk builds names. */
-static int subwalk(const walker *w, const ckpt_value *v, ckpt_walk_fn enter,
-                   void *ctx, const char *prefix)
-{
+static int subwalk(const walker *w, const ckpt_value *v, ckpt_walk_fn enter, void *ctx,
+                   const char *prefix) {
     ckpt_walk sub;
 
     ckpt_walk_init(&sub, w->lim, w->file, NULL);
@@ -60,22 +56,17 @@ static int subwalk(const walker *w, const ckpt_value *v, ckpt_walk_fn enter,
 
 /* The node's path, copied into the analysis' arena; NULL when out of
  * memory. */
-static const char *path_of(ckpt_training *t, const ckpt_walk *w,
-                           const ckpt_walk_frame *node)
-{
+static const char *path_of(ckpt_training *t, const ckpt_walk *w, const ckpt_walk_frame *node) {
     return ckpt_arena_strndup(&t->arena, w->name, node->name_len);
 }
 
 /* Appends a component of w's file; its index through *idx. */
-static int comp_add(walker *w, ckpt_component_kind kind, const char *path,
-                    const char *type, const ckpt_value *v, size_t *idx)
-{
-    return ckpt_tr_comp_add(w->t, w->file, w->ordered, kind, path, type, v,
-                            idx);
+static int comp_add(walker *w, ckpt_component_kind kind, const char *path, const char *type,
+                    const ckpt_value *v, size_t *idx) {
+    return ckpt_tr_comp_add(w->t, w->file, w->ordered, kind, path, type, v, idx);
 }
 
-static int add_counter(walker *w, const char *path, const ckpt_value *v)
-{
+static int add_counter(walker *w, const char *path, const ckpt_value *v) {
     return ckpt_tr_add_counter(w->t, w->file, w->ordered, path, v);
 }
 
@@ -85,42 +76,34 @@ typedef struct summer {
     int state;
 } summer;
 
-static int sum_enter(ckpt_walk *w, ckpt_walk_frame *node)
-{
+static int sum_enter(ckpt_walk *w, ckpt_walk_frame *node) {
     summer *s = w->ctx;
     const ckpt_value *v = node->value;
 
-    if (!ckpt_tr_visit(s->t))
-        return CKPT_WALK_SKIP;
+    if (!ckpt_tr_visit(s->t)) return CKPT_WALK_SKIP;
     switch (v->kind) {
     case CKPT_KIND_TENSOR:
         ckpt_tr_count_tensor(s->c, v->u.tensor);
-        if (s->state && v->u.tensor->ndim > 0)
-            s->c->state_bytes += v->u.tensor->nbytes;
+        if (s->state && v->u.tensor->ndim > 0) s->c->state_bytes += v->u.tensor->nbytes;
         return CKPT_WALK_SKIP;
     case CKPT_KIND_LIST:
     case CKPT_KIND_TUPLE:
     case CKPT_KIND_SET:
-    case CKPT_KIND_DICT:
-        return CKPT_WALK_DESCEND;
-    default:
-        return CKPT_WALK_SKIP;
+    case CKPT_KIND_DICT: return CKPT_WALK_DESCEND;
+    default: return CKPT_WALK_SKIP;
     }
 }
 
 /* Sums every tensor under v into component idx (and, with `state`, those
  * of at least one dimension into state_bytes). */
-static int sum_tensors(const walker *w, size_t idx, const ckpt_value *v,
-                       int state)
-{
-    summer s = { w->t, &w->t->comps[idx].pub, state };
+static int sum_tensors(const walker *w, size_t idx, const ckpt_value *v, int state) {
+    summer s = {w->t, &w->t->comps[idx].pub, state};
 
     return subwalk(w, v, sum_enter, &s, NULL);
 }
 
-static int simple(walker *w, ckpt_component_kind kind, const char *path,
-                  const char *type, const ckpt_value *v)
-{
+static int simple(walker *w, ckpt_component_kind kind, const char *path, const char *type,
+                  const ckpt_value *v) {
     size_t idx;
     int rc = comp_add(w, kind, path, type, v, &idx);
 
@@ -135,17 +118,14 @@ typedef struct weigher {
     int all;     /* every leaf so far is a tensor */
 } weigher;
 
-static int weights_enter(ckpt_walk *w, ckpt_walk_frame *node)
-{
+static int weights_enter(ckpt_walk *w, ckpt_walk_frame *node) {
     weigher *g = w->ctx;
     const ckpt_value *v = node->value;
     size_t n;
 
-    if (!ckpt_tr_visit(g->t))
-        goto no;
+    if (!ckpt_tr_visit(g->t)) goto no;
     if (v->kind == CKPT_KIND_TENSOR) {
-        g->weights |= v->u.tensor->dtype != CKPT_DT_U8 &&
-                      v->u.tensor->dtype != CKPT_DT_BOOL;
+        g->weights |= v->u.tensor->dtype != CKPT_DT_U8 && v->u.tensor->dtype != CKPT_DT_BOOL;
         return CKPT_WALK_SKIP;
     }
     if (v->kind == CKPT_KIND_DICT)
@@ -154,8 +134,7 @@ static int weights_enter(ckpt_walk *w, ckpt_walk_frame *node)
         n = v->u.seq.n;
     else
         goto no;
-    if (n > 0)
-        return CKPT_WALK_DESCEND;
+    if (n > 0) return CKPT_WALK_DESCEND;
 no:
     g->all = 0;
     return CKPT_WALK_STOP;
@@ -164,29 +143,25 @@ no:
 /* 1 in *weights when every leaf under dict v is a tensor and one of them
  * is neither uint8 nor bool (dicts of byte tensors are RNG states, not
  * weights). */
-static int weights_tree(const walker *w, const ckpt_value *v, int *weights)
-{
-    weigher g = { w->t, 0, 1 };
+static int weights_tree(const walker *w, const ckpt_value *v, int *weights) {
+    weigher g = {w->t, 0, 1};
     int rc = subwalk(w, v, weights_enter, &g, NULL);
 
     *weights = rc == 0 && g.all && g.weights;
     return rc;
 }
 
-static int model_tensor(ckpt_training *t, tr_comp *c, const char *name,
-                        const ckpt_tensor *x)
-{
+static int model_tensor(ckpt_training *t, tr_comp *c, const char *name, const ckpt_tensor *x) {
     tr_tensor *e;
 
-    if (ckpt_arena_grow(&t->arena, (void **)&c->tensors, &c->cap,
-                        c->ntensors + 1, sizeof *c->tensors))
+    if (ckpt_arena_grow(&t->arena, (void **)&c->tensors, &c->cap, c->ntensors + 1,
+                        sizeof *c->tensors))
         return ckpt_tr_nomem();
     e = &c->tensors[c->ntensors++];
     e->name = name;
     e->t = x;
     ckpt_tr_count_tensor(&c->pub, x);
-    if (ckpt_tr_is_param(e))
-        c->pub.param_bytes += x->nbytes;
+    if (ckpt_tr_is_param(e)) c->pub.param_bytes += x->nbytes;
     return 0;
 }
 
@@ -195,17 +170,14 @@ typedef struct gatherer {
     size_t idx;
 } gatherer;
 
-static int collect_enter(ckpt_walk *w, ckpt_walk_frame *node)
-{
+static int collect_enter(ckpt_walk *w, ckpt_walk_frame *node) {
     gatherer *g = w->ctx;
     const char *name;
     int rc;
 
     if (node->value->kind == CKPT_KIND_TENSOR) {
-        if ((name = path_of(g->t, w, node)) == NULL)
-            return ckpt_tr_nomem();
-        rc = model_tensor(g->t, &g->t->comps[g->idx], name,
-                          node->value->u.tensor);
+        if ((name = path_of(g->t, w, node)) == NULL) return ckpt_tr_nomem();
+        rc = model_tensor(g->t, &g->t->comps[g->idx], name, node->value->u.tensor);
         return rc ? rc : CKPT_WALK_SKIP;
     }
     return ckpt_tr_visit(g->t) ? CKPT_WALK_DESCEND : CKPT_WALK_SKIP;
@@ -213,10 +185,8 @@ static int collect_enter(ckpt_walk *w, ckpt_walk_frame *node)
 
 /* Collects the tensors of a weights tree at `path` in order, with their
  * names. */
-static int collect(const walker *w, size_t idx, const ckpt_value *v,
-                   const char *path)
-{
-    gatherer g = { w->t, idx };
+static int collect(const walker *w, size_t idx, const ckpt_value *v, const char *path) {
+    gatherer g = {w->t, idx};
 
     return subwalk(w, v, collect_enter, &g, path);
 }
@@ -225,8 +195,7 @@ static int collect(const walker *w, size_t idx, const ckpt_value *v,
 
 /* Keys present in any per-parameter entry (bit K_x), and those holding a
  * tensor somewhere (*tensors). */
-static unsigned state_flags(const ckpt_value *state, unsigned *tensors)
-{
+static unsigned state_flags(const ckpt_value *state, unsigned *tensors) {
     unsigned flags = 0;
     size_t i, j, len;
     char tmp[32];
@@ -239,57 +208,42 @@ static unsigned state_flags(const ckpt_value *state, unsigned *tensors)
             const char *k = ckpt_value_key_text(e->u.dict.keys[j], tmp, sizeof tmp, &len);
             int s = ckpt_tr_state_key(k, len);
 
-            if (s < 0)
-                continue;
+            if (s < 0) continue;
             flags |= 1u << s;
-            if (e->u.dict.vals[j]->kind == CKPT_KIND_TENSOR)
-                *tensors |= 1u << s;
+            if (e->u.dict.vals[j]->kind == CKPT_KIND_TENSOR) *tensors |= 1u << s;
         }
     }
     return flags;
 }
 
 /* A group hyperparameter as a number (0 when absent). */
-static double group_number(const ckpt_value *groups, const char *key,
-                           int *present)
-{
+static double group_number(const ckpt_value *groups, const char *key, int *present) {
     const ckpt_value *g = ckpt_tr_is_seq(groups) && groups->u.seq.n
                               ? ckpt_tr_dict_get(groups->u.seq.items[0], key)
                               : NULL;
 
     *present = is_number(g);
-    if (!*present)
-        return 0;
+    if (!*present) return 0;
     return g->kind == CKPT_KIND_INT ? (double)g->u.i.v : g->u.f;
 }
 
 #define HAS(k) (flags & (1u << (k)))
 
-static const char *optimizer_type(const ckpt_value *state,
-                                  const ckpt_value *groups)
-{
+static const char *optimizer_type(const ckpt_value *state, const ckpt_value *groups) {
     unsigned tensors, flags = state_flags(state, &tensors);
     int has_momentum;
     double momentum = group_number(groups, "momentum", &has_momentum);
 
-    if (HAS(TR_K_FACTORED))
-        return "Adafactor";
-    if (HAS(TR_K_SQUARE_AVG))
-        return HAS(TR_K_ACC_DELTA) ? "Adadelta" : "RMSprop";
-    if (HAS(TR_K_EXP_INF))
-        return "Adamax";
-    if (HAS(TR_K_MU_PRODUCT))
-        return "NAdam";
+    if (HAS(TR_K_FACTORED)) return "Adafactor";
+    if (HAS(TR_K_SQUARE_AVG)) return HAS(TR_K_ACC_DELTA) ? "Adadelta" : "RMSprop";
+    if (HAS(TR_K_EXP_INF)) return "Adamax";
+    if (HAS(TR_K_MU_PRODUCT)) return "NAdam";
     if (HAS(TR_K_EXP_AVG) && HAS(TR_K_EXP_AVG_SQ))
         return HAS(TR_K_MAX_EXP_AVG_SQ) ? "Adam/AdamW (amsgrad)" : "Adam/AdamW";
-    if (HAS(TR_K_ETA) && HAS(TR_K_MU) && HAS(TR_K_AX))
-        return "ASGD";
-    if (HAS(TR_K_PREV) && HAS(TR_K_STEP_SIZE))
-        return "Rprop";
-    if (HAS(TR_K_SUM))
-        return "Adagrad";
-    if (tensors & (1u << TR_K_MOMENTUM_BUFFER))
-        return "SGD (momentum)";
+    if (HAS(TR_K_ETA) && HAS(TR_K_MU) && HAS(TR_K_AX)) return "ASGD";
+    if (HAS(TR_K_PREV) && HAS(TR_K_STEP_SIZE)) return "Rprop";
+    if (HAS(TR_K_SUM)) return "Adagrad";
+    if (tensors & (1u << TR_K_MOMENTUM_BUFFER)) return "SGD (momentum)";
     if ((flags & ~(1u << TR_K_MOMENTUM_BUFFER)) == 0 && has_momentum &&
         ckpt_tr_dict_get(groups->u.seq.items[0], "dampening"))
         return momentum == 0 ? "SGD" : "SGD (momentum)";
@@ -300,26 +254,20 @@ static const char *optimizer_type(const ckpt_value *state,
 
 /* A state dict of an optimizer: "state" (a dict) plus "param_groups" (a
  * list), or a "state" whose entries are all dicts and name known keys. */
-static int is_optimizer(const ckpt_value *v)
-{
+static int is_optimizer(const ckpt_value *v) {
     const ckpt_value *state = ckpt_tr_dict_get(v, "state");
     unsigned tensors;
     size_t i;
 
-    if (state == NULL || state->kind != CKPT_KIND_DICT)
-        return 0;
-    if (ckpt_tr_is_seq(ckpt_tr_dict_get(v, "param_groups")))
-        return 1;
-    if (state->u.dict.n == 0)
-        return 0;
+    if (state == NULL || state->kind != CKPT_KIND_DICT) return 0;
+    if (ckpt_tr_is_seq(ckpt_tr_dict_get(v, "param_groups"))) return 1;
+    if (state->u.dict.n == 0) return 0;
     for (i = 0; i < state->u.dict.n; i++)
-        if (state->u.dict.vals[i]->kind != CKPT_KIND_DICT)
-            return 0;
+        if (state->u.dict.vals[i]->kind != CKPT_KIND_DICT) return 0;
     return state_flags(state, &tensors) != 0;
 }
 
-static int add_optimizer(walker *w, const ckpt_value *v, const char *path)
-{
+static int add_optimizer(walker *w, const ckpt_value *v, const char *path) {
     ckpt_training *t = w->t;
     const ckpt_value *state = ckpt_tr_dict_get(v, "state");
     const ckpt_value *groups = ckpt_tr_dict_get(v, "param_groups");
@@ -328,31 +276,24 @@ static int add_optimizer(walker *w, const ckpt_value *v, const char *path)
     char tmp[32];
     int rc;
 
-    if (!ckpt_tr_is_seq(groups))
-        groups = NULL;
-    rc = comp_add(w, CKPT_COMPONENT_OPTIMIZER, path,
-                  optimizer_type(state, groups), v, &idx);
-    if (rc)
-        return rc;
+    if (!ckpt_tr_is_seq(groups)) groups = NULL;
+    rc = comp_add(w, CKPT_COMPONENT_OPTIMIZER, path, optimizer_type(state, groups), v, &idx);
+    if (rc) return rc;
     c = &t->comps[idx].pub;
     c->param_groups = groups;
-    if ((rc = sum_tensors(w, idx, state, 1)) ||
-        (groups && (rc = sum_tensors(w, idx, groups, 0))))
+    if ((rc = sum_tensors(w, idx, state, 1)) || (groups && (rc = sum_tensors(w, idx, groups, 0))))
         return rc;
     /* The step counter: the first entry's, as written (its type differs
      * between optimizers and torch versions). */
     for (i = 0; i < state->u.dict.n; i++) {
-        const ckpt_value *step =
-            ckpt_tr_dict_get(state->u.dict.vals[i], "step");
+        const ckpt_value *step = ckpt_tr_dict_get(state->u.dict.vals[i], "step");
         const char *k = ckpt_value_key_text(state->u.dict.keys[i], tmp, sizeof tmp, &len);
         char *name;
 
-        if (step == NULL)
-            continue;
-        name = ckpt_arena_printf(&t->arena, "%s%sstate.%.*s.step", path,
-                                 path[0] ? "." : "", (int)len, k);
-        if (name == NULL)
-            return ckpt_tr_nomem();
+        if (step == NULL) continue;
+        name = ckpt_arena_printf(&t->arena, "%s%sstate.%.*s.step", path, path[0] ? "." : "",
+                                 (int)len, k);
+        if (name == NULL) return ckpt_tr_nomem();
         return add_counter(w, name, step);
     }
     return 0;
@@ -360,37 +301,33 @@ static int add_optimizer(walker *w, const ckpt_value *v, const char *path)
 
 /* ---- the other kinds */
 
-static int is_scheduler(const ckpt_value *v)
-{
+static int is_scheduler(const ckpt_value *v) {
     const ckpt_value *last = ckpt_tr_dict_get(v, "last_epoch");
 
     return last && last->kind == CKPT_KIND_INT &&
-           (ckpt_tr_dict_get(v, "_step_count") ||
-            ckpt_tr_dict_get(v, "base_lrs") ||
+           (ckpt_tr_dict_get(v, "_step_count") || ckpt_tr_dict_get(v, "base_lrs") ||
             ckpt_tr_dict_get(v, "_last_lr") ||
-            (ckpt_tr_dict_get(v, "patience") &&
-             ckpt_tr_dict_get(v, "num_bad_epochs")));
+            (ckpt_tr_dict_get(v, "patience") && ckpt_tr_dict_get(v, "num_bad_epochs")));
 }
 
 /* The torch.optim.lr_scheduler class whose state_dict has these keys. */
-static const char *scheduler_type(const ckpt_value *v)
-{
+static const char *scheduler_type(const ckpt_value *v) {
     static const struct {
         const char *key, *key2, *type;
     } table[] = {
-        { "_schedulers", NULL, "SequentialLR/ChainedScheduler" },
-        { "lr_lambdas", NULL, "LambdaLR" },
-        { "milestones", NULL, "MultiStepLR" },
-        { "patience", NULL, "ReduceLROnPlateau" },
-        { "T_0", NULL, "CosineAnnealingWarmRestarts" },
-        { "T_max", NULL, "CosineAnnealingLR" },
-        { "total_steps", NULL, "OneCycleLR" },
-        { "total_size", NULL, "CyclicLR" },
-        { "start_factor", NULL, "LinearLR" },
-        { "power", NULL, "PolynomialLR" },
-        { "factor", "total_iters", "ConstantLR" },
-        { "step_size", "gamma", "StepLR" },
-        { "gamma", NULL, "ExponentialLR" },
+        {"_schedulers", NULL, "SequentialLR/ChainedScheduler"},
+        {"lr_lambdas", NULL, "LambdaLR"},
+        {"milestones", NULL, "MultiStepLR"},
+        {"patience", NULL, "ReduceLROnPlateau"},
+        {"T_0", NULL, "CosineAnnealingWarmRestarts"},
+        {"T_max", NULL, "CosineAnnealingLR"},
+        {"total_steps", NULL, "OneCycleLR"},
+        {"total_size", NULL, "CyclicLR"},
+        {"start_factor", NULL, "LinearLR"},
+        {"power", NULL, "PolynomialLR"},
+        {"factor", "total_iters", "ConstantLR"},
+        {"step_size", "gamma", "StepLR"},
+        {"gamma", NULL, "ExponentialLR"},
     };
     size_t i;
 
@@ -401,52 +338,43 @@ static const char *scheduler_type(const ckpt_value *v)
     return "scheduler";
 }
 
-static int is_scaler(const ckpt_value *v)
-{
+static int is_scaler(const ckpt_value *v) {
     return ckpt_tr_dict_get(v, "scale") &&
-           (ckpt_tr_dict_get(v, "_growth_tracker") ||
-            ckpt_tr_dict_get(v, "growth_tracker") ||
+           (ckpt_tr_dict_get(v, "_growth_tracker") || ckpt_tr_dict_get(v, "growth_tracker") ||
             ckpt_tr_dict_get(v, "growth_factor"));
 }
 
 /* numpy's legacy ('MT19937', keys, pos, has_gauss, cached_gaussian). */
-static int is_numpy_rng(const ckpt_value *v)
-{
+static int is_numpy_rng(const ckpt_value *v) {
     const ckpt_value *name;
 
-    if (!ckpt_tr_is_seq(v) || v->u.seq.n < 3)
-        return 0;
+    if (!ckpt_tr_is_seq(v) || v->u.seq.n < 3) return 0;
     name = v->u.seq.items[0];
     return name->kind == CKPT_KIND_STR && strcmp(name->u.s.p, "MT19937") == 0 &&
            v->u.seq.items[1]->kind == CKPT_KIND_TENSOR;
 }
 
 /* numpy Generator's bit_generator.state: {'bit_generator': 'PCG64', ...}. */
-static int is_numpy_bitgen(const ckpt_value *v)
-{
+static int is_numpy_bitgen(const ckpt_value *v) {
     const ckpt_value *name = ckpt_tr_dict_get(v, "bit_generator");
 
     return name && name->kind == CKPT_KIND_STR && ckpt_tr_dict_get(v, "state");
 }
 
 /* random.getstate(): (version, tuple of 625 ints, gauss_next). */
-static int is_python_rng(const ckpt_value *v)
-{
+static int is_python_rng(const ckpt_value *v) {
     const ckpt_value *ver, *words, *gauss;
     size_t i;
 
-    if (!ckpt_tr_is_seq(v) || v->u.seq.n != 3)
-        return 0;
+    if (!ckpt_tr_is_seq(v) || v->u.seq.n != 3) return 0;
     ver = v->u.seq.items[0];
     words = v->u.seq.items[1];
     gauss = v->u.seq.items[2];
-    if (ver->kind != CKPT_KIND_INT || !ckpt_tr_is_seq(words) ||
-        words->u.seq.n != 625 ||
+    if (ver->kind != CKPT_KIND_INT || !ckpt_tr_is_seq(words) || words->u.seq.n != 625 ||
         (gauss->kind != CKPT_KIND_NONE && gauss->kind != CKPT_KIND_FLOAT))
         return 0;
     for (i = 0; i < words->u.seq.n; i++)
-        if (words->u.seq.items[i]->kind != CKPT_KIND_INT)
-            return 0;
+        if (words->u.seq.items[i]->kind != CKPT_KIND_INT) return 0;
     return 1;
 }
 
@@ -454,19 +382,14 @@ static int is_python_rng(const ckpt_value *v)
  * sizeof(CPUGeneratorImplState) = 5056 bytes (torch 1.x and 2.x). */
 #define TORCH_CPU_RNG_BYTES 5056u
 
-static int is_byte_vector(const ckpt_tensor *x)
-{
+static int is_byte_vector(const ckpt_tensor *x) {
     return x && x->dtype == CKPT_DT_U8 && x->ndim == 1;
 }
 
 /* The RNG a byte vector under `key` holds, or NULL. */
-static const char *torch_rng(const ckpt_tensor *x, const char *key,
-                             size_t len)
-{
-    if (!is_byte_vector(x))
-        return NULL;
-    if (key_has(key, len, "cuda"))
-        return "torch-cuda";
+static const char *torch_rng(const ckpt_tensor *x, const char *key, size_t len) {
+    if (!is_byte_vector(x)) return NULL;
+    if (key_has(key, len, "cuda")) return "torch-cuda";
     if (x->numel == TORCH_CPU_RNG_BYTES || ckpt_tr_key_is(key, len, "cpu") ||
         ckpt_tr_key_is(key, len, "torch") || key_has(key, len, "rng"))
         return "torch-cpu";
@@ -474,41 +397,34 @@ static const char *torch_rng(const ckpt_tensor *x, const char *key,
 }
 
 /* torch.cuda.get_rng_state_all(): a list of byte vectors. */
-static int is_cuda_rng_list(const ckpt_value *v, const char *key, size_t len)
-{
+static int is_cuda_rng_list(const ckpt_value *v, const char *key, size_t len) {
     size_t i;
 
-    if (!ckpt_tr_is_seq(v) || v->u.seq.n == 0 || !key_has(key, len, "cuda"))
-        return 0;
+    if (!ckpt_tr_is_seq(v) || v->u.seq.n == 0 || !key_has(key, len, "cuda")) return 0;
     for (i = 0; i < v->u.seq.n; i++)
-        if (!is_byte_vector(ckpt_tr_as_tensor(v->u.seq.items[i])))
-            return 0;
+        if (!is_byte_vector(ckpt_tr_as_tensor(v->u.seq.items[i]))) return 0;
     return 1;
 }
 
-static int is_counter_key(const char *k, size_t len)
-{
+static int is_counter_key(const char *k, size_t len) {
     static const char *const names[] = {
-        "epoch", "epochs", "current_epoch", "step", "steps", "global_step",
-        "global_steps", "iteration", "iterations", "iter", "num_updates",
-        "updates", "total_steps", "num_steps", "train_step",
+        "epoch",           "epochs",       "current_epoch", "step",       "steps",
+        "global_step",     "global_steps", "iteration",     "iterations", "iter",
+        "num_updates",     "updates",      "total_steps",   "num_steps",  "train_step",
         "completed_steps", "n_iter",
     };
     size_t i;
 
     for (i = 0; i < sizeof names / sizeof *names; i++)
-        if (ckpt_tr_key_is(k, len, names[i]))
-            return 1;
+        if (ckpt_tr_key_is(k, len, names[i])) return 1;
     return 0;
 }
 
 /* Where a data loader or sampler stopped. */
-static int is_data_key(const char *k, size_t len)
-{
+static int is_data_key(const char *k, size_t len) {
     static const char *const names[] = {
-        "loops", "consumed_samples", "consumed_train_samples",
-        "samples_seen", "batch_idx", "batches_seen", "data_state",
-        "dataset_state", "data_position",
+        "loops",        "consumed_samples", "consumed_train_samples", "samples_seen",  "batch_idx",
+        "batches_seen", "data_state",       "dataset_state",          "data_position",
     };
     size_t i;
 
@@ -516,8 +432,7 @@ static int is_data_key(const char *k, size_t len)
         key_has(k, len, "data_loader"))
         return 1;
     for (i = 0; i < sizeof names / sizeof *names; i++)
-        if (ckpt_tr_key_is(k, len, names[i]))
-            return 1;
+        if (ckpt_tr_key_is(k, len, names[i])) return 1;
     return 0;
 }
 
@@ -525,17 +440,14 @@ static int is_data_key(const char *k, size_t len)
 
 /* A tensor directly in a container: an RNG state, a counter, or neither
  * (*loose). */
-static int leaf_tensor(walker *w, const ckpt_value *v, const char *path,
-                       const char *key, size_t klen, int *loose)
-{
+static int leaf_tensor(walker *w, const ckpt_value *v, const char *path, const char *key,
+                       size_t klen, int *loose) {
     const ckpt_tensor *x = v->u.tensor;
     const char *rng = torch_rng(x, key, klen);
 
     *loose = 0;
-    if (rng)
-        return simple(w, CKPT_COMPONENT_RNG, path, rng, v);
-    if (x->numel == 1 && is_counter_key(key, klen))
-        return add_counter(w, path, v);
+    if (rng) return simple(w, CKPT_COMPONENT_RNG, path, rng, v);
+    if (x->numel == 1 && is_counter_key(key, klen)) return add_counter(w, path, v);
     *loose = 1;
     return 0;
 }
@@ -551,13 +463,10 @@ typedef struct parent {
     size_t group; /* the component of its loose tensors, or SIZE_MAX */
 } parent;
 
-static int descend(walker *w, ckpt_walk_frame *node, const char *path,
-                   int optimizer)
-{
+static int descend(walker *w, ckpt_walk_frame *node, const char *path, int optimizer) {
     parent *p = ckpt_arena_alloc(&w->t->arena, sizeof *p);
 
-    if (p == NULL)
-        return ckpt_tr_nomem();
+    if (p == NULL) return ckpt_tr_nomem();
     p->path = path;
     p->optimizer = optimizer;
     p->group = SIZE_MAX;
@@ -566,30 +475,24 @@ static int descend(walker *w, ckpt_walk_frame *node, const char *path,
 }
 
 /* A tensor child of container p. */
-static int child_tensor(walker *w, parent *p, const ckpt_value *container,
-                        const ckpt_value *v, const char *path,
-                        const char *key, size_t klen)
-{
+static int child_tensor(walker *w, parent *p, const ckpt_value *container, const ckpt_value *v,
+                        const char *path, const char *key, size_t klen) {
     ckpt_training *t = w->t;
     int loose, rc = leaf_tensor(w, v, path, key, klen, &loose);
 
     if (rc == 0 && loose && p->group == SIZE_MAX)
-        rc = comp_add(w, CKPT_COMPONENT_OTHER, p->path, NULL, container,
-                      &p->group);
-    if (rc == 0 && loose)
-        rc = model_tensor(t, &t->comps[p->group], path, v->u.tensor);
+        rc = comp_add(w, CKPT_COMPONENT_OTHER, p->path, NULL, container, &p->group);
+    if (rc == 0 && loose) rc = model_tensor(t, &t->comps[p->group], path, v->u.tensor);
     return rc;
 }
 
-static int walk_leave(ckpt_walk *ww, ckpt_walk_frame *node)
-{
+static int walk_leave(ckpt_walk *ww, ckpt_walk_frame *node) {
     walker *w = ww->ctx;
     const parent *p = (const parent *)node->user;
     tr_comp *c;
     size_t i;
 
-    if (p->group == SIZE_MAX)
-        return 0;
+    if (p->group == SIZE_MAX) return 0;
     c = &w->t->comps[p->group];
     for (i = 0; i < c->ntensors; i++)
         if (ckpt_tr_is_param(&c->tensors[i]) && c->tensors[i].t->ndim > 0)
@@ -599,23 +502,18 @@ static int walk_leave(ckpt_walk *ww, ckpt_walk_frame *node)
 
 /* A value under a key that names a metadata topic: recorded whole, and
  * configuration-like values are looked into. */
-static int meta_value(walker *w, int topic, const ckpt_value *v,
-                      const char *path)
-{
-    int rc = ckpt_tr_meta_add(w->t, (ckpt_meta_topic)topic, w->file, "tree",
-                              path, NULL, v);
+static int meta_value(walker *w, int topic, const ckpt_value *v, const char *path) {
+    int rc = ckpt_tr_meta_add(w->t, (ckpt_meta_topic)topic, w->file, "tree", path, NULL, v);
 
-    if (rc == 0 &&
-        (v->kind == CKPT_KIND_DICT || v->kind == CKPT_KIND_OBJECT))
+    if (rc == 0 && (v->kind == CKPT_KIND_DICT || v->kind == CKPT_KIND_OBJECT))
         rc = ckpt_tr_meta_scan(w->t, w->file, path, v, 3);
     return rc;
 }
 
 /* A node that is not a tensor in a container: a component, metadata, or a
  * container to descend into. */
-static int classify(walker *w, ckpt_walk_frame *node, const char *path,
-                    const char *key, size_t klen, int topic)
-{
+static int classify(walker *w, ckpt_walk_frame *node, const char *path, const char *key,
+                    size_t klen, int topic) {
     ckpt_training *t = w->t;
     const ckpt_value *v = node->value;
     int weights, loose, rc;
@@ -627,70 +525,50 @@ static int classify(walker *w, ckpt_walk_frame *node, const char *path,
             rc = add_optimizer(w, v, path);
             return rc ? rc : descend(w, node, path, 1);
         }
-        if (is_scheduler(v))
-            return simple(w, CKPT_COMPONENT_SCHEDULER, path,
-                          scheduler_type(v), v);
-        if (is_scaler(v))
-            return simple(w, CKPT_COMPONENT_SCALER, path, NULL, v);
-        if (is_numpy_bitgen(v))
-            return simple(w, CKPT_COMPONENT_RNG, path, "numpy", v);
-        if (is_data_key(key, klen))
-            return simple(w, CKPT_COMPONENT_DATA, path, NULL, v);
-        if (topic >= 0)
-            return meta_value(w, topic, v, path);
-        if ((rc = weights_tree(w, v, &weights)))
-            return rc;
+        if (is_scheduler(v)) return simple(w, CKPT_COMPONENT_SCHEDULER, path, scheduler_type(v), v);
+        if (is_scaler(v)) return simple(w, CKPT_COMPONENT_SCALER, path, NULL, v);
+        if (is_numpy_bitgen(v)) return simple(w, CKPT_COMPONENT_RNG, path, "numpy", v);
+        if (is_data_key(key, klen)) return simple(w, CKPT_COMPONENT_DATA, path, NULL, v);
+        if (topic >= 0) return meta_value(w, topic, v, path);
+        if ((rc = weights_tree(w, v, &weights))) return rc;
         if (weights) {
-            if ((rc = comp_add(w, CKPT_COMPONENT_MODEL, path, NULL, v, &idx)))
-                return rc;
+            if ((rc = comp_add(w, CKPT_COMPONENT_MODEL, path, NULL, v, &idx))) return rc;
             return collect(w, idx, v, path);
         }
         return descend(w, node, path, 0);
     case CKPT_KIND_LIST:
     case CKPT_KIND_TUPLE:
     case CKPT_KIND_SET:
-        if (is_python_rng(v))
-            return simple(w, CKPT_COMPONENT_RNG, path, "python", v);
-        if (is_numpy_rng(v))
-            return simple(w, CKPT_COMPONENT_RNG, path, "numpy", v);
+        if (is_python_rng(v)) return simple(w, CKPT_COMPONENT_RNG, path, "python", v);
+        if (is_numpy_rng(v)) return simple(w, CKPT_COMPONENT_RNG, path, "numpy", v);
         if (is_cuda_rng_list(v, key, klen))
             return simple(w, CKPT_COMPONENT_RNG, path, "torch-cuda", v);
-        if (is_data_key(key, klen))
-            return simple(w, CKPT_COMPONENT_DATA, path, NULL, v);
-        if (topic >= 0)
-            return meta_value(w, topic, v, path);
+        if (is_data_key(key, klen)) return simple(w, CKPT_COMPONENT_DATA, path, NULL, v);
+        if (topic >= 0) return meta_value(w, topic, v, path);
         return descend(w, node, path, 0);
     case CKPT_KIND_TENSOR: /* the root */
         rc = leaf_tensor(w, v, path, key, klen, &loose);
-        if (rc || !loose)
-            return rc;
-        if ((rc = comp_add(w, CKPT_COMPONENT_OTHER, path, NULL, v, &idx)))
-            return rc;
-        if ((rc = model_tensor(t, &t->comps[idx], path, v->u.tensor)))
-            return rc;
+        if (rc || !loose) return rc;
+        if ((rc = comp_add(w, CKPT_COMPONENT_OTHER, path, NULL, v, &idx))) return rc;
+        if ((rc = model_tensor(t, &t->comps[idx], path, v->u.tensor))) return rc;
         if (ckpt_tr_is_param(&t->comps[idx].tensors[0]))
             t->comps[idx].pub.kind = CKPT_COMPONENT_MODEL;
         return 0;
     case CKPT_KIND_INT:
     case CKPT_KIND_FLOAT:
-        if (is_counter_key(key, klen))
-            return add_counter(w, path, v);
-        if (is_data_key(key, klen))
-            return simple(w, CKPT_COMPONENT_DATA, path, NULL, v);
+        if (is_counter_key(key, klen)) return add_counter(w, path, v);
+        if (is_data_key(key, klen)) return simple(w, CKPT_COMPONENT_DATA, path, NULL, v);
         return topic >= 0 ? meta_value(w, topic, v, path) : 0;
     case CKPT_KIND_OBJECT:
         /* argparse.Namespace, TrainingArguments...: never called, but their
          * BUILD state is data worth reading. */
-        if (topic >= 0)
-            return meta_value(w, topic, v, path);
+        if (topic >= 0) return meta_value(w, topic, v, path);
         return ckpt_tr_meta_scan(t, w->file, path, v, 3);
-    default:
-        return topic >= 0 ? meta_value(w, topic, v, path) : 0;
+    default: return topic >= 0 ? meta_value(w, topic, v, path) : 0;
     }
 }
 
-static int walk_enter(ckpt_walk *ww, ckpt_walk_frame *node)
-{
+static int walk_enter(ckpt_walk *ww, ckpt_walk_frame *node) {
     walker *w = ww->ctx;
     ckpt_walk_frame *up = ckpt_walk_up(ww, 1);
     parent *p = up ? (parent *)up->user : NULL;
@@ -706,21 +584,18 @@ static int walk_enter(ckpt_walk *ww, ckpt_walk_frame *node)
         (ckpt_tr_key_is(key, klen, "state") || ckpt_tr_key_is(key, klen, "param_groups")))
         return CKPT_WALK_SKIP;
     if (p == NULL || node->value->kind != CKPT_KIND_TENSOR) {
-        if (!ckpt_tr_visit(w->t))
-            return CKPT_WALK_SKIP;
+        if (!ckpt_tr_visit(w->t)) return CKPT_WALK_SKIP;
     }
-    if ((path = path_of(w->t, ww, node)) == NULL)
-        return ckpt_tr_nomem();
+    if ((path = path_of(w->t, ww, node)) == NULL) return ckpt_tr_nomem();
     if (p && node->value->kind == CKPT_KIND_TENSOR)
         rc = child_tensor(w, p, up->value, node->value, path, key, klen);
     else
-        rc = classify(w, node, path, key, klen,
-                      key ? ckpt_tr_topic(key, klen, ww->depth <= 1) : -1);
+        rc =
+            classify(w, node, path, key, klen, key ? ckpt_tr_topic(key, klen, ww->depth <= 1) : -1);
     return rc ? rc : (int)(node->user ? CKPT_WALK_DESCEND : CKPT_WALK_SKIP);
 }
 
-int ckpt_tr_add_file(ckpt_training *t, const ckpt_file *f, const char *name)
-{
+int ckpt_tr_add_file(ckpt_training *t, const ckpt_file *f, const char *name) {
     walker w;
     ckpt_walk ww;
     const ckpt_value *root = NULL;
@@ -728,22 +603,20 @@ int ckpt_tr_add_file(ckpt_training *t, const ckpt_file *f, const char *name)
     const char *file = ckpt_arena_strdup(&t->arena, name);
     int rc;
 
-    if (file == NULL)
-        return ckpt_tr_nomem();
+    if (file == NULL) return ckpt_tr_nomem();
     /* safetensors written by ckpt convert keep the original tree (the
      * optimizer's param_groups, counters, nesting) in ckpt.structure. */
     rc = ckpt_structure_decode(&root, f, &t->arena);
-    if (rc == CKPT_E_NOMEM)
-        return rc;
+    if (rc == CKPT_E_NOMEM) return rc;
     if (rc) {
         root = ckpt_file_root(f);
-        if (ckpt_tr_warn(t, "%s: ckpt.structure is unreadable (%s): "
-                            "analysed as flat tensors",
+        if (ckpt_tr_warn(t,
+                         "%s: ckpt.structure is unreadable (%s): "
+                         "analysed as flat tensors",
                          file, ckpt_error_last()->message))
             return CKPT_E_NOMEM;
     }
-    if (ckpt_arena_grow(&t->arena, (void **)&t->files, &t->cfiles,
-                        t->nfiles + 1, sizeof *t->files))
+    if (ckpt_arena_grow(&t->arena, (void **)&t->files, &t->cfiles, t->nfiles + 1, sizeof *t->files))
         return ckpt_tr_nomem();
     t->files[t->nfiles].f = f;
     t->files[t->nfiles++].name = file;
@@ -751,8 +624,7 @@ int ckpt_tr_add_file(ckpt_training *t, const ckpt_file *f, const char *name)
     w.file = file;
     w.lim = &f->opts.limits;
     w.ordered = root != ckpt_file_root(f) ||
-                (fmt != CKPT_FORMAT_SAFETENSORS &&
-                 fmt != CKPT_FORMAT_SAFETENSORS_SHARDED);
+                (fmt != CKPT_FORMAT_SAFETENSORS && fmt != CKPT_FORMAT_SAFETENSORS_SHARDED);
     ckpt_walk_init(&ww, w.lim, file, NULL);
     ww.names = 1;
     ww.enter = walk_enter;
@@ -765,28 +637,22 @@ int ckpt_tr_add_file(ckpt_training *t, const ckpt_file *f, const char *name)
         t->cut = 1;
         rc = 0;
     }
-    if (rc)
-        return rc;
+    if (rc) return rc;
     return ckpt_tr_meta_file(t, f, file);
 }
 
 /* ------------------------------------------------------------ public API */
 
-int ckpt_training_analyze(ckpt_training **out, const ckpt_file *f)
-{
+int ckpt_training_analyze(ckpt_training **out, const ckpt_file *f) {
     ckpt_training *t;
     int rc;
 
-    if (out)
-        *out = NULL;
+    if (out) *out = NULL;
     if (out == NULL || f == NULL)
-        return ckpt_err(CKPT_E_INVALID_ARG, "", NULL, CKPT_NO_OFFSET,
-                        "out or f is NULL");
-    if ((rc = ckpt_tr_new(&t)))
-        return rc;
+        return ckpt_err(CKPT_E_INVALID_ARG, "", NULL, CKPT_NO_OFFSET, "out or f is NULL");
+    if ((rc = ckpt_tr_new(&t))) return rc;
     rc = ckpt_tr_add_file(t, f, ckpt_file_path(f));
-    if (rc == 0)
-        rc = ckpt_tr_finish(t, NULL);
+    if (rc == 0) rc = ckpt_tr_finish(t, NULL);
     if (rc) {
         ckpt_training_free(t);
         return rc;
@@ -795,112 +661,71 @@ int ckpt_training_analyze(ckpt_training **out, const ckpt_file *f)
     return 0;
 }
 
-void ckpt_training_free(ckpt_training *t)
-{
+void ckpt_training_free(ckpt_training *t) {
     size_t i;
 
-    if (t == NULL)
-        return;
-    for (i = 0; i < t->nowned; i++)
-        ckpt_close(t->owned[i]);
+    if (t == NULL) return;
+    for (i = 0; i < t->nowned; i++) ckpt_close(t->owned[i]);
     ckpt_arena_free(&t->arena);
     ckpt_free(t);
 }
 
-const char *ckpt_component_kind_name(ckpt_component_kind k)
-{
-    static const char *const names[] = { "model", "optimizer", "scheduler",
-                                         "scaler", "rng", "counter", "data",
-                                         "other" };
+const char *ckpt_component_kind_name(ckpt_component_kind k) {
+    static const char *const names[] = {"model", "optimizer", "scheduler", "scaler",
+                                        "rng",   "counter",   "data",      "other"};
 
     return (unsigned)k < sizeof names / sizeof *names ? names[k] : "unknown";
 }
 
-const char *ckpt_resume_name(ckpt_resume r)
-{
-    static const char *const names[] = { "full-resume", "partial",
-                                         "warm-start-only", "weights-only" };
+const char *ckpt_resume_name(ckpt_resume r) {
+    static const char *const names[] = {"full-resume", "partial", "warm-start-only",
+                                        "weights-only"};
 
     return (unsigned)r < sizeof names / sizeof *names ? names[r] : "unknown";
 }
 
-size_t ckpt_training_component_count(const ckpt_training *t)
-{
-    return t->ncomps;
-}
+size_t ckpt_training_component_count(const ckpt_training *t) { return t->ncomps; }
 
-const ckpt_component *ckpt_training_component(const ckpt_training *t,
-                                              size_t i)
-{
+const ckpt_component *ckpt_training_component(const ckpt_training *t, size_t i) {
     return i < t->ncomps ? &t->comps[i].pub : NULL;
 }
 
-double ckpt_training_optimizer_ratio(const ckpt_training *t)
-{
-    return t->ratio;
-}
+double ckpt_training_optimizer_ratio(const ckpt_training *t) { return t->ratio; }
 
-ckpt_resume ckpt_training_resume(const ckpt_training *t)
-{
-    return t->verdict;
-}
+ckpt_resume ckpt_training_resume(const ckpt_training *t) { return t->verdict; }
 
-size_t ckpt_training_reason_count(const ckpt_training *t)
-{
-    return t->nreasons;
-}
+size_t ckpt_training_reason_count(const ckpt_training *t) { return t->nreasons; }
 
-const char *ckpt_training_reason(const ckpt_training *t, size_t i)
-{
+const char *ckpt_training_reason(const ckpt_training *t, size_t i) {
     return i < t->nreasons ? t->reasons[i] : NULL;
 }
 
-size_t ckpt_training_warning_count(const ckpt_training *t)
-{
-    return t->nwarnings;
-}
+size_t ckpt_training_warning_count(const ckpt_training *t) { return t->nwarnings; }
 
-const char *ckpt_training_warning(const ckpt_training *t, size_t i)
-{
+const char *ckpt_training_warning(const ckpt_training *t, size_t i) {
     return i < t->nwarnings ? t->warnings[i] : NULL;
 }
 
-size_t ckpt_training_meta_count(const ckpt_training *t)
-{
-    return t->nmeta;
-}
+size_t ckpt_training_meta_count(const ckpt_training *t) { return t->nmeta; }
 
-const ckpt_meta_entry *ckpt_training_meta(const ckpt_training *t, size_t i)
-{
+const ckpt_meta_entry *ckpt_training_meta(const ckpt_training *t, size_t i) {
     return i < t->nmeta ? &t->meta[i] : NULL;
 }
 
-size_t ckpt_training_file_count(const ckpt_training *t)
-{
-    return t->nfiles;
-}
+size_t ckpt_training_file_count(const ckpt_training *t) { return t->nfiles; }
 
-const ckpt_file *ckpt_training_file(const ckpt_training *t, size_t i)
-{
+const ckpt_file *ckpt_training_file(const ckpt_training *t, size_t i) {
     return i < t->nfiles ? t->files[i].f : NULL;
 }
 
-const char *ckpt_training_file_name(const ckpt_training *t, size_t i)
-{
+const char *ckpt_training_file_name(const ckpt_training *t, size_t i) {
     return i < t->nfiles ? t->files[i].name : NULL;
 }
 
-const char *ckpt_training_weights_path(const ckpt_training *t)
-{
-    return t->weights_path;
-}
+const char *ckpt_training_weights_path(const ckpt_training *t) { return t->weights_path; }
 
-size_t ckpt_training_ignored_count(const ckpt_training *t)
-{
-    return t->nignored;
-}
+size_t ckpt_training_ignored_count(const ckpt_training *t) { return t->nignored; }
 
-const char *ckpt_training_ignored(const ckpt_training *t, size_t i)
-{
+const char *ckpt_training_ignored(const ckpt_training *t, size_t i) {
     return i < t->nignored ? t->ignored[i] : NULL;
 }

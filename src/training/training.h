@@ -25,9 +25,8 @@ int ckpt_tr_finish(ckpt_training *t, const char *dir);
  * level of a tree or file. */
 int ckpt_tr_topic(const char *key, size_t len, int top);
 /* Appends an entry (strings copied). 0 or CKPT_E_NOMEM. */
-int ckpt_tr_meta_add(ckpt_training *t, ckpt_meta_topic topic,
-                     const char *file, const char *source, const char *key,
-                     const char *text, const ckpt_value *value);
+int ckpt_tr_meta_add(ckpt_training *t, ckpt_meta_topic topic, const char *file, const char *source,
+                     const char *key, const char *text, const ckpt_value *value);
 /* safetensors __metadata__ / index metadata of f: every key becomes an
  * entry (OTHER when it names no topic); values that are JSON objects are
  * looked into. 0 or CKPT_E_NOMEM. */
@@ -35,13 +34,13 @@ int ckpt_tr_meta_file(ckpt_training *t, const ckpt_file *f, const char *file);
 /* The keys inside a configuration-like value (dict, or an opaque object's
  * state) that name a topic, `depth` levels down at most. path is the
  * value's own flattened path. 0 or CKPT_E_NOMEM. */
-int ckpt_tr_meta_scan(ckpt_training *t, const char *file, const char *path,
-                      const ckpt_value *v, unsigned depth);
+int ckpt_tr_meta_scan(ckpt_training *t, const char *file, const char *path, const ckpt_value *v,
+                      unsigned depth);
 /* A JSON file of a directory (bytes, len): config.json-like files give
  * metadata, trainer_state.json its counters; "weight_map" indexes are the
  * caller's business. 0 or CKPT_E_NOMEM; unparsable JSON is ignored
  * (*parsed = 0). */
-int ckpt_tr_meta_json(ckpt_training *t, const char *file, const char *bytes,
-                      size_t len, int *parsed);
+int ckpt_tr_meta_json(ckpt_training *t, const char *file, const char *bytes, size_t len,
+                      int *parsed);
 
 #endif

@@ -40,17 +40,15 @@ struct cli_command {
                                        instead of opts; or NULL */
 };
 
-extern const cli_command cli_cmd_inspect, cli_cmd_verify, cli_cmd_doctor,
-    cli_cmd_scan, cli_cmd_store, cli_cmd_match, cli_cmd_diff, cli_cmd_rename,
-    cli_cmd_convert;
+extern const cli_command cli_cmd_inspect, cli_cmd_verify, cli_cmd_doctor, cli_cmd_scan,
+    cli_cmd_store, cli_cmd_match, cli_cmd_diff, cli_cmd_rename, cli_cmd_convert;
 
 /* `ckpt help --man`: the man page (roff) of every command, from the same
  * option tables as `ckpt help COMMAND`. */
 void cli_doc_man(FILE *out, const cli_command *const *cmds, size_t n);
 /* `ckpt help --completion SHELL`: a bash or zsh completion script from the
  * option tables; -1 for another shell. */
-int cli_doc_completion(FILE *out, const char *shell, const cli_command *const *cmds,
-                       size_t n);
+int cli_doc_completion(FILE *out, const char *shell, const cli_command *const *cmds, size_t n);
 
 /* Prints `ckpt NAME: <message>` and the command's synopsis and options to
  * stderr; returns CLI_USAGE. */
@@ -67,7 +65,7 @@ int cli_usage_error(const cli_command *cmd, const char *fmt, ...)
 typedef struct cli_error {
     int code;
     char message[512];
-    char file[1024];   /* the file the library blamed (a shard, say) */
+    char file[1024]; /* the file the library blamed (a shard, say) */
     char member[1024];
     uint64_t offset; /* UINT64_MAX when unknown */
 } cli_error;
@@ -114,8 +112,8 @@ const char *cli_name(const char *name);
 int cli_natural_cmp(const char *a, const char *b);
 /* The n items' indices in cli_natural_cmp order of name(ctx, i): a malloc'd
  * array to free, or NULL (n == 0 or out of memory: list in file order). */
-size_t *cli_natural_order(const char *(*name)(const void *ctx, size_t i),
-                          const void *ctx, size_t n);
+size_t *cli_natural_order(const char *(*name)(const void *ctx, size_t i), const void *ctx,
+                          size_t n);
 /* "" for 1, "s" otherwise. */
 const char *cli_plural(uint64_t n);
 /* "1.5 KiB"-style rendering of a byte count into buf. */

@@ -25,8 +25,7 @@ typedef struct convert_args {
 
 /* Reads a whole text file into a malloc'd NUL-terminated buffer; NULL
  * after printing why. */
-static char *read_text(const char *path)
-{
+static char *read_text(const char *path) {
     FILE *fp = fopen(path, "rb");
     char *buf = NULL;
     size_t len = 0, got;
@@ -39,8 +38,7 @@ static char *read_text(const char *path)
     }
     buf = malloc(CONFIG_MAX + 1);
     if (buf != NULL) {
-        while ((got = fread(buf + len, 1, CONFIG_MAX + 1 - len, fp)) > 0)
-            len += got;
+        while ((got = fread(buf + len, 1, CONFIG_MAX + 1 - len, fp)) > 0) len += got;
         if (ferror(fp) || len > CONFIG_MAX) {
             fputs(len > CONFIG_MAX ? "ckpt convert: config file larger than 16 MiB\n"
                                    : "ckpt convert: error reading config file\n",
@@ -62,28 +60,25 @@ static struct {
 } args;
 
 static const cli_opt opts[] = {
-    { CLI_OPT_ARG, "IN", 0, &args.in, NULL, CLI_OPT_REQUIRED, NULL },
-    { CLI_OPT_ARG, "OUT", 0, &args.out, NULL, CLI_OPT_REQUIRED, NULL },
-    { CLI_OPT_VALUES, "select", 0, &args.select, "PREFIX", 0,
-      "keep only what is named PREFIX or PREFIX.*, e.g. "
-      "--select model; repeatable" },
-    { CLI_OPT_VALUE, "format", 0, &args.format, "safetensors|torch", 0,
-      "the format to write, whatever OUT is called" },
-    { CLI_OPT_VALUES, "meta", 0, &args.meta, "KEY=VALUE", 0,
-      "record KEY in the metadata (inspect shows it); "
-      "repeatable; keys ckpt.* are reserved" },
-    { CLI_OPT_VALUE, "config", 0, &args.config, "FILE.json", 0,
-      "record the JSON object in FILE.json as metadata \"config\"" },
-    { CLI_OPT_BOOL, "backup", 0, &args.backup, NULL, 0,
-      "keep the OUT being replaced as OUT.bak (atomically)" },
-    { CLI_OPT_BOOL, "quiet", 'q', &args.quiet, NULL, 0,
-      "print nothing on success" },
-    { 0 }
-};
+    {CLI_OPT_ARG, "IN", 0, &args.in, NULL, CLI_OPT_REQUIRED, NULL},
+    {CLI_OPT_ARG, "OUT", 0, &args.out, NULL, CLI_OPT_REQUIRED, NULL},
+    {CLI_OPT_VALUES, "select", 0, &args.select, "PREFIX", 0,
+     "keep only what is named PREFIX or PREFIX.*, e.g. "
+     "--select model; repeatable"},
+    {CLI_OPT_VALUE, "format", 0, &args.format, "safetensors|torch", 0,
+     "the format to write, whatever OUT is called"},
+    {CLI_OPT_VALUES, "meta", 0, &args.meta, "KEY=VALUE", 0,
+     "record KEY in the metadata (inspect shows it); "
+     "repeatable; keys ckpt.* are reserved"},
+    {CLI_OPT_VALUE, "config", 0, &args.config, "FILE.json", 0,
+     "record the JSON object in FILE.json as metadata \"config\""},
+    {CLI_OPT_BOOL, "backup", 0, &args.backup, NULL, 0,
+     "keep the OUT being replaced as OUT.bak (atomically)"},
+    {CLI_OPT_BOOL, "quiet", 'q', &args.quiet, NULL, 0, "print nothing on success"},
+    {0}};
 
 /* Fills *a from the parsed options; CLI_CONTINUE or a usage error. */
-static int parse(const cli_command *cmd, convert_args *a)
-{
+static int parse(const cli_command *cmd, convert_args *a) {
     size_t i;
 
     a->in = args.in;
@@ -105,8 +100,7 @@ static int parse(const cli_command *cmd, convert_args *a)
         const char *val = args.meta.items[i], *eq = strchr(val, '=');
         char *key;
 
-        if (eq == NULL || eq == val)
-            return cli_usage_error(cmd, "--meta needs KEY=VALUE");
+        if (eq == NULL || eq == val) return cli_usage_error(cmd, "--meta needs KEY=VALUE");
         if ((key = strndup(val, (size_t)(eq - val))) == NULL)
             return cli_usage_error(cmd, "out of memory");
         a->keys[a->nmeta] = key;
@@ -115,33 +109,28 @@ static int parse(const cli_command *cmd, convert_args *a)
     return CLI_CONTINUE;
 }
 
-static const char *unit(const ckpt_convert_report *r)
-{
-    if (r->format == CKPT_FORMAT_TORCH_ZIP)
-        return r->tensors == 1 ? "storage" : "storages";
+static const char *unit(const ckpt_convert_report *r) {
+    if (r->format == CKPT_FORMAT_TORCH_ZIP) return r->tensors == 1 ? "storage" : "storages";
     return r->tensors == 1 ? "tensor" : "tensors";
 }
 
 /* 1 when writing OUT replaces IN itself: the entry OUT names (the atomic
  * rename replaces it, not what a symlink there points to) is the file IN
  * leads to. */
-static int same_file(const char *in, const char *out)
-{
+static int same_file(const char *in, const char *out) {
     struct stat si, so;
 
     return stat(in, &si) == 0 && lstat(out, &so) == 0 && S_ISREG(so.st_mode) &&
            si.st_dev == so.st_dev && si.st_ino == so.st_ino;
 }
 
-static int run(const convert_args *a)
-{
+static int run(const convert_args *a) {
     ckpt_convert_options o = CKPT_CONVERT_OPTIONS_INIT;
     ckpt_convert_report r;
     char *config = NULL;
     int rc;
 
-    if (a->config_path != NULL && (config = read_text(a->config_path)) == NULL)
-        return CLI_USAGE;
+    if (a->config_path != NULL && (config = read_text(a->config_path)) == NULL) return CLI_USAGE;
     o.format = a->format;
     o.select = a->select;
     o.nselect = a->nselect;
@@ -168,8 +157,7 @@ static int run(const convert_args *a)
         /* a bad option or a selection matching nothing is a usage error */
         return rc == CKPT_E_NOTFOUND ? CLI_USAGE : cli_exit_code(rc);
     }
-    if (args.quiet)
-        return CLI_OK;
+    if (args.quiet) return CLI_OK;
     fputs("wrote ", stdout);
     cli_put_text(stdout, a->out, strlen(a->out));
     printf(" (%s, %" PRIu64 " key%s, %" PRIu64 " %s, %" PRIu64 " bytes)\n",
@@ -178,14 +166,12 @@ static int run(const convert_args *a)
     return CLI_OK;
 }
 
-static int run_command(const cli_command *cmd, int argc, char **argv)
-{
+static int run_command(const cli_command *cmd, int argc, char **argv) {
     convert_args a = {0};
     size_t n, i;
     int rc = cli_opt_parse(cmd, argc, argv);
 
-    if (rc != CLI_CONTINUE)
-        return rc;
+    if (rc != CLI_CONTINUE) return rc;
     n = args.meta.n ? args.meta.n : 1;
     a.keys = malloc(n * sizeof *a.keys);
     a.values = malloc(n * sizeof *a.values);
@@ -193,15 +179,16 @@ static int run_command(const cli_command *cmd, int argc, char **argv)
         rc = cli_usage_error(cmd, "out of memory");
     else if ((rc = parse(cmd, &a)) == CLI_CONTINUE)
         rc = run(&a);
-    for (i = 0; i < a.nmeta; i++)
-        free((void *)a.keys[i]);
+    for (i = 0; i < a.nmeta; i++) free((void *)a.keys[i]);
     free(a.keys);
     free(a.values);
     return rc;
 }
 
 const cli_command cli_cmd_convert = {
-    "convert", "write a checkpoint as safetensors or torch .pt, losslessly", opts,
+    "convert",
+    "write a checkpoint as safetensors or torch .pt, losslessly",
+    opts,
     "Reads IN (any format ckpt reads) and writes OUT atomically, as\n"
     "safetensors or as a torch.save zip (from OUT's extension: .safetensors;\n"
     ".pt .pth .bin .ckpt). Nothing is dropped: safetensors output keeps the\n"
@@ -213,5 +200,5 @@ const cli_command cli_cmd_convert = {
     "--select.\n",
     "Exit status: 0 written, 1 IN unreadable or not convertible (opaque\n"
     "objects, a tensor named __metadata__), 2 usage or I/O error.\n",
-    run_command, NULL
-};
+    run_command,
+    NULL};

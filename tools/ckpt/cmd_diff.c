@@ -21,12 +21,9 @@ typedef struct diff_args {
     int json;
 } diff_args;
 
-
 /* ------------------------------------------------------------ JSON */
 
-static void json_list(cli_json_writer *j, const ckpt_diff_result *r,
-                      ckpt_diff_list l)
-{
+static void json_list(cli_json_writer *j, const ckpt_diff_result *r, ckpt_diff_list l) {
     size_t i, n = ckpt_diff_count(r, l);
     const ckpt_manifest_entry *a, *b;
 
@@ -55,8 +52,7 @@ static void json_list(cli_json_writer *j, const ckpt_diff_result *r,
     cli_json_array_end(j);
 }
 
-static void json_pair(cli_json_writer *j, const char *key, uint64_t a, uint64_t b)
-{
+static void json_pair(cli_json_writer *j, const char *key, uint64_t a, uint64_t b) {
     cli_json_key(j, key);
     cli_json_object_begin(j);
     cli_json_key(j, "a");
@@ -66,8 +62,7 @@ static void json_pair(cli_json_writer *j, const char *key, uint64_t a, uint64_t 
     cli_json_object_end(j);
 }
 
-static void json_tensor(cli_json_writer *j, const ckpt_tensor_diff *d)
-{
+static void json_tensor(cli_json_writer *j, const ckpt_tensor_diff *d) {
     size_t k;
 
     cli_json_object_begin(j);
@@ -91,15 +86,13 @@ static void json_tensor(cli_json_writer *j, const ckpt_tensor_diff *d)
     cli_json_uint(j, d->nonfinite_mismatch);
     cli_json_key(j, "positions");
     cli_json_array_begin(j);
-    for (k = 0; k < d->npositions; k++)
-        cli_json_uint(j, d->positions[k]);
+    for (k = 0; k < d->npositions; k++) cli_json_uint(j, d->positions[k]);
     cli_json_array_end(j);
     cli_json_object_end(j);
 }
 
 /* A leaf as {"type", "value"}. */
-static void json_typed(cli_json_writer *j, const ckpt_value *v)
-{
+static void json_typed(cli_json_writer *j, const ckpt_value *v) {
     cli_json_object_begin(j);
     cli_json_key(j, "type");
     cli_json_string(j, ckpt_kind_name(ckpt_value_kind(v)));
@@ -109,18 +102,15 @@ static void json_typed(cli_json_writer *j, const ckpt_value *v)
 }
 
 static void json_value_names(cli_json_writer *j, const ckpt_diff_result *r,
-                             ckpt_diff_value_list l)
-{
+                             ckpt_diff_value_list l) {
     size_t i, n = ckpt_diff_value_count(r, l);
 
     cli_json_array_begin(j);
-    for (i = 0; i < n; i++)
-        cli_json_string(j, ckpt_diff_value(r, l, i)->name);
+    for (i = 0; i < n; i++) cli_json_string(j, ckpt_diff_value(r, l, i)->name);
     cli_json_array_end(j);
 }
 
-static void json_values(cli_json_writer *j, const ckpt_diff_result *r)
-{
+static void json_values(cli_json_writer *j, const ckpt_diff_result *r) {
     size_t i, n = ckpt_diff_value_count(r, CKPT_DIFF_VALUES_DIFFERING);
 
     cli_json_object_begin(j);
@@ -131,8 +121,7 @@ static void json_values(cli_json_writer *j, const ckpt_diff_result *r)
     cli_json_key(j, "differing");
     cli_json_array_begin(j);
     for (i = 0; i < n; i++) {
-        const ckpt_value_diff *v =
-            ckpt_diff_value(r, CKPT_DIFF_VALUES_DIFFERING, i);
+        const ckpt_value_diff *v = ckpt_diff_value(r, CKPT_DIFF_VALUES_DIFFERING, i);
 
         cli_json_object_begin(j);
         cli_json_key(j, "name");
@@ -149,8 +138,7 @@ static void json_values(cli_json_writer *j, const ckpt_diff_result *r)
     cli_json_object_end(j);
 }
 
-static void json_rewrite(cli_json_writer *j, const ckpt_diff_result *r)
-{
+static void json_rewrite(cli_json_writer *j, const ckpt_diff_result *r) {
     const ckpt_rewrite *rw = ckpt_diff_rewrite(r);
 
     if (!rw) {
@@ -169,8 +157,7 @@ static void json_rewrite(cli_json_writer *j, const ckpt_diff_result *r)
     cli_json_object_end(j);
 }
 
-static void print_json(const diff_args *a, const ckpt_diff_result *r)
-{
+static void print_json(const diff_args *a, const ckpt_diff_result *r) {
     size_t i, n;
     cli_json_writer j;
 
@@ -203,8 +190,7 @@ static void print_json(const diff_args *a, const ckpt_diff_result *r)
     } else {
         cli_json_array_begin(&j);
         n = ckpt_diff_tensor_count(r);
-        for (i = 0; i < n; i++)
-            json_tensor(&j, ckpt_diff_tensor(r, i));
+        for (i = 0; i < n; i++) json_tensor(&j, ckpt_diff_tensor(r, i));
         cli_json_array_end(&j);
     }
     cli_json_key(&j, "values");
@@ -220,17 +206,13 @@ static void print_json(const diff_args *a, const ckpt_diff_result *r)
 
 /* ------------------------------------------------------------ text */
 
-static void print_list(const ckpt_diff_result *r, ckpt_diff_list l,
-                       const char *title)
-{
+static void print_list(const ckpt_diff_result *r, ckpt_diff_list l, const char *title) {
     size_t i, n = ckpt_diff_count(r, l);
     char sa[SHAPE_CAP], sb[SHAPE_CAP];
     const ckpt_manifest_entry *a, *b;
 
-    if (n == 0)
-        return;
-    printf("%s%s (%zu):%s\n", cli_color(CLI_BOLD), title, n,
-           cli_color(CLI_RESET));
+    if (n == 0) return;
+    printf("%s%s (%zu):%s\n", cli_color(CLI_BOLD), title, n, cli_color(CLI_RESET));
     for (i = 0; i < n && i < SHOW_MAX; i++) {
         fputs("  ", stdout);
         cli_put_name(stdout, ckpt_diff_name(r, l, i));
@@ -242,50 +224,41 @@ static void print_list(const ckpt_diff_result *r, ckpt_diff_list l,
             printf(": A %s, B %s", a->dtype, b->dtype);
         fputc('\n', stdout);
     }
-    if (n > SHOW_MAX)
-        printf("  ... and %zu more (--json lists all)\n", n - SHOW_MAX);
+    if (n > SHOW_MAX) printf("  ... and %zu more (--json lists all)\n", n - SHOW_MAX);
 }
 
-static const char *num(char buf[40], double v)
-{
-    if (isinf(v))
-        return "inf";
+static const char *num(char buf[40], double v) {
+    if (isinf(v)) return "inf";
     snprintf(buf, 40, "%.6g", v);
     return buf;
 }
 
-static void print_tensor(const ckpt_tensor_diff *d)
-{
+static void print_tensor(const ckpt_tensor_diff *d) {
     char b1[40], b2[40];
     size_t k;
 
     fputs("  ", stdout);
     cli_put_name(stdout, d->name);
     if (!d->compared) {
-        fputs(": bytes differ (values not comparable for these dtypes)\n",
-              stdout);
+        fputs(": bytes differ (values not comparable for these dtypes)\n", stdout);
         return;
     }
     if (d->differing == 0) {
         printf(": bytes differ, values %s (max abs diff %s)\n",
-               d->max_abs_diff == 0 ? "equal" : "within tolerance",
-               num(b1, d->max_abs_diff));
+               d->max_abs_diff == 0 ? "equal" : "within tolerance", num(b1, d->max_abs_diff));
         return;
     }
     printf(": %" PRIu64 " of %" PRIu64 " element%s differ%s, max abs diff %s, "
            "max rel diff %s",
-           d->differing, d->numel, cli_plural(d->numel),
-           d->differing == 1 ? "s" : "", num(b1, d->max_abs_diff),
-           num(b2, d->max_rel_diff));
+           d->differing, d->numel, cli_plural(d->numel), d->differing == 1 ? "s" : "",
+           num(b1, d->max_abs_diff), num(b2, d->max_rel_diff));
     if (d->nan_a || d->nan_b || d->inf_a || d->inf_b)
-        printf("; NaN A %" PRIu64 " B %" PRIu64 ", Inf A %" PRIu64
-               " B %" PRIu64,
-               d->nan_a, d->nan_b, d->inf_a, d->inf_b);
+        printf("; NaN A %" PRIu64 " B %" PRIu64 ", Inf A %" PRIu64 " B %" PRIu64, d->nan_a,
+               d->nan_b, d->inf_a, d->inf_b);
     if (d->nonfinite_mismatch) {
-        printf("; NaN/Inf disagree at %" PRIu64 " position%s [",
-               d->nonfinite_mismatch, cli_plural(d->nonfinite_mismatch));
-        for (k = 0; k < d->npositions; k++)
-            printf("%s%" PRIu64, k ? ", " : "", d->positions[k]);
+        printf("; NaN/Inf disagree at %" PRIu64 " position%s [", d->nonfinite_mismatch,
+               cli_plural(d->nonfinite_mismatch));
+        for (k = 0; k < d->npositions; k++) printf("%s%" PRIu64, k ? ", " : "", d->positions[k]);
         fputs(d->nonfinite_mismatch > d->npositions ? ", ...]" : "]", stdout);
     }
     fputc('\n', stdout);
@@ -293,29 +266,22 @@ static void print_tensor(const ckpt_tensor_diff *d)
 
 /* "A 2, B 7", with the kinds when they differ ("A 0 (int), B 0.0
  * (float)"). */
-static void put_value_pair(const ckpt_value *va, const ckpt_value *vb)
-{
+static void put_value_pair(const ckpt_value *va, const ckpt_value *vb) {
     int kinds = ckpt_value_kind(va) != ckpt_value_kind(vb);
 
     fputs("A ", stdout);
     cli_put_value(stdout, va);
-    if (kinds)
-        printf(" (%s)", ckpt_kind_name(ckpt_value_kind(va)));
+    if (kinds) printf(" (%s)", ckpt_kind_name(ckpt_value_kind(va)));
     fputs(", B ", stdout);
     cli_put_value(stdout, vb);
-    if (kinds)
-        printf(" (%s)", ckpt_kind_name(ckpt_value_kind(vb)));
+    if (kinds) printf(" (%s)", ckpt_kind_name(ckpt_value_kind(vb)));
 }
 
-static void print_values(const ckpt_diff_result *r, ckpt_diff_value_list l,
-                         const char *title)
-{
+static void print_values(const ckpt_diff_result *r, ckpt_diff_value_list l, const char *title) {
     size_t i, n = ckpt_diff_value_count(r, l);
 
-    if (n == 0)
-        return;
-    printf("%s%s (%zu):%s\n", cli_color(CLI_BOLD), title, n,
-           cli_color(CLI_RESET));
+    if (n == 0) return;
+    printf("%s%s (%zu):%s\n", cli_color(CLI_BOLD), title, n, cli_color(CLI_RESET));
     for (i = 0; i < n && i < SHOW_MAX; i++) {
         const ckpt_value_diff *v = ckpt_diff_value(r, l, i);
 
@@ -330,23 +296,19 @@ static void print_values(const ckpt_diff_result *r, ckpt_diff_value_list l,
         }
         fputc('\n', stdout);
     }
-    if (n > SHOW_MAX)
-        printf("  ... and %zu more (--json lists all)\n", n - SHOW_MAX);
+    if (n > SHOW_MAX) printf("  ... and %zu more (--json lists all)\n", n - SHOW_MAX);
 }
 
 /* The rewrite relating the key sets: a hint, or what --normalize did. */
-static void print_rewrite(const ckpt_diff_result *r)
-{
+static void print_rewrite(const ckpt_diff_result *r) {
     const ckpt_rewrite *rw = ckpt_diff_rewrite(r);
     const char *note = ckpt_diff_rewrite_note(r);
 
-    if (!rw)
-        return;
+    if (!rw) return;
     if (rw->applied) {
         fputs("keys: B's keys renamed before comparing (", stdout);
         cli_put_text(stdout, rw->description, strlen(rw->description));
-        printf(", %" PRIu64 " key%s): ", rw->matches,
-               cli_plural(rw->matches));
+        printf(", %" PRIu64 " key%s): ", rw->matches, cli_plural(rw->matches));
         cli_put_text(stdout, note, strlen(note));
         fputc('\n', stdout);
         return;
@@ -356,8 +318,7 @@ static void print_rewrite(const ckpt_diff_result *r)
     fputs("; compare with --normalize\n", stdout);
 }
 
-static void print_text(const diff_args *a, const ckpt_diff_result *r)
-{
+static void print_text(const diff_args *a, const ckpt_diff_result *r) {
     size_t i, n = ckpt_diff_tensor_count(r), differ = 0;
     size_t vd = ckpt_diff_value_count(r, CKPT_DIFF_VALUES_DIFFERING);
     uint64_t nv = ckpt_diff_values_equal(r) + vd +
@@ -375,8 +336,7 @@ static void print_text(const diff_args *a, const ckpt_diff_result *r)
         printf("%sDIFFERENT%s", cli_color(CLI_RED), cli_color(CLI_RESET));
     printf(": %zu only in A, %zu only in B, %zu shape, %zu dtype "
            "difference%s",
-           ckpt_diff_count(r, CKPT_DIFF_ONLY_IN_A),
-           ckpt_diff_count(r, CKPT_DIFF_ONLY_IN_B),
+           ckpt_diff_count(r, CKPT_DIFF_ONLY_IN_A), ckpt_diff_count(r, CKPT_DIFF_ONLY_IN_B),
            ckpt_diff_count(r, CKPT_DIFF_SHAPE_MISMATCH),
            ckpt_diff_count(r, CKPT_DIFF_DTYPE_MISMATCH),
            ckpt_diff_count(r, CKPT_DIFF_DTYPE_MISMATCH) == 1 ? "" : "s");
@@ -385,14 +345,13 @@ static void print_text(const diff_args *a, const ckpt_diff_result *r)
     } else {
         printf("; %" PRIu64 " tensor%s bitwise equal, %zu with different "
                "values",
-               ckpt_diff_equal_count(r), cli_plural(ckpt_diff_equal_count(r)),
-               differ);
+               ckpt_diff_equal_count(r), cli_plural(ckpt_diff_equal_count(r)), differ);
         if (nv)
             printf("; values: %zu only in A, %zu only in B, %zu differ%s, "
                    "%" PRIu64 " equal",
                    ckpt_diff_value_count(r, CKPT_DIFF_VALUES_ONLY_IN_A),
-                   ckpt_diff_value_count(r, CKPT_DIFF_VALUES_ONLY_IN_B), vd,
-                   vd == 1 ? "s" : "", ckpt_diff_values_equal(r));
+                   ckpt_diff_value_count(r, CKPT_DIFF_VALUES_ONLY_IN_B), vd, vd == 1 ? "s" : "",
+                   ckpt_diff_values_equal(r));
     }
     fputs("\n  A: ", stdout);
     cli_put_text(stdout, a->path[0], strlen(a->path[0]));
@@ -405,12 +364,10 @@ static void print_text(const diff_args *a, const ckpt_diff_result *r)
     print_list(r, CKPT_DIFF_SHAPE_MISMATCH, "shape mismatch");
     print_list(r, CKPT_DIFF_DTYPE_MISMATCH, "dtype mismatch");
     if (n) {
-        printf("%stensors whose bytes differ (%zu):%s\n", cli_color(CLI_BOLD),
-               n, cli_color(CLI_RESET));
-        for (i = 0; i < n && i < SHOW_MAX; i++)
-            print_tensor(ckpt_diff_tensor(r, i));
-        if (n > SHOW_MAX)
-            printf("  ... and %zu more (--json lists all)\n", n - SHOW_MAX);
+        printf("%stensors whose bytes differ (%zu):%s\n", cli_color(CLI_BOLD), n,
+               cli_color(CLI_RESET));
+        for (i = 0; i < n && i < SHOW_MAX; i++) print_tensor(ckpt_diff_tensor(r, i));
+        if (n > SHOW_MAX) printf("  ... and %zu more (--json lists all)\n", n - SHOW_MAX);
     }
     print_values(r, CKPT_DIFF_VALUES_DIFFERING, "values that differ");
     print_values(r, CKPT_DIFF_VALUES_ONLY_IN_A, "values only in A");
@@ -420,13 +377,11 @@ static void print_text(const diff_args *a, const ckpt_diff_result *r)
 /* ------------------------------------------------------------ command */
 
 /* A tolerance: a finite number >= 0. */
-static int parse_tol(const char *s, double *out)
-{
+static int parse_tol(const char *s, double *out) {
     char *end;
     double v = strtod(s, &end);
 
-    if (end == s || *end != '\0' || !(v >= 0) || isinf(v))
-        return -1;
+    if (end == s || *end != '\0' || !(v >= 0) || isinf(v)) return -1;
     *out = v;
     return 0;
 }
@@ -437,23 +392,21 @@ static struct {
 } args;
 
 static const cli_opt opts[] = {
-    { CLI_OPT_ARG, "A", 0, &args.a, NULL, CLI_OPT_REQUIRED, NULL },
-    { CLI_OPT_ARG, "B", 0, &args.b, NULL, CLI_OPT_REQUIRED, NULL },
-    { CLI_OPT_VALUE, "rtol", 0, &args.rtol, "R", 0, "relative tolerance (default 0)" },
-    { CLI_OPT_VALUE, "atol", 0, &args.atol, "A", 0, "absolute tolerance (default 0)" },
-    { CLI_OPT_BOOL, "keys-only", 0, &args.keys_only, NULL, 0,
-      "names, dtypes and shapes only; A and B may be JSON "
-      "manifests (`ckpt inspect --json` output)" },
-    { CLI_OPT_BOOL, "normalize", 0, &args.normalize, NULL, 0,
-      "rename B's keys by the rewrite diff names (module., "
-      "_orig_mod., a training checkpoint's model.) first" },
-    { CLI_OPT_BOOL, "json", 0, &args.json, NULL, 0, "one JSON object on stdout" },
-    { 0 }
-};
+    {CLI_OPT_ARG, "A", 0, &args.a, NULL, CLI_OPT_REQUIRED, NULL},
+    {CLI_OPT_ARG, "B", 0, &args.b, NULL, CLI_OPT_REQUIRED, NULL},
+    {CLI_OPT_VALUE, "rtol", 0, &args.rtol, "R", 0, "relative tolerance (default 0)"},
+    {CLI_OPT_VALUE, "atol", 0, &args.atol, "A", 0, "absolute tolerance (default 0)"},
+    {CLI_OPT_BOOL, "keys-only", 0, &args.keys_only, NULL, 0,
+     "names, dtypes and shapes only; A and B may be JSON "
+     "manifests (`ckpt inspect --json` output)"},
+    {CLI_OPT_BOOL, "normalize", 0, &args.normalize, NULL, 0,
+     "rename B's keys by the rewrite diff names (module., "
+     "_orig_mod., a training checkpoint's model.) first"},
+    {CLI_OPT_BOOL, "json", 0, &args.json, NULL, 0, "one JSON object on stdout"},
+    {0}};
 
 /* Fills *a from the parsed options; CLI_CONTINUE or a usage error. */
-static int parse(const cli_command *cmd, diff_args *a)
-{
+static int parse(const cli_command *cmd, diff_args *a) {
     a->path[0] = args.a;
     a->path[1] = args.b;
     a->json = args.json;
@@ -466,11 +419,10 @@ static int parse(const cli_command *cmd, diff_args *a)
     return CLI_CONTINUE;
 }
 
-static int run(const cli_command *cmd, int argc, char **argv)
-{
+static int run(const cli_command *cmd, int argc, char **argv) {
     diff_args a;
     ckpt_diff_options init = CKPT_DIFF_OPTIONS_INIT;
-    ckpt_manifest *m[2] = { NULL, NULL };
+    ckpt_manifest *m[2] = {NULL, NULL};
     ckpt_diff_result *r = NULL;
     cli_error e;
     int rc, k;
@@ -478,10 +430,8 @@ static int run(const cli_command *cmd, int argc, char **argv)
     memset(&a, 0, sizeof a);
     a.opts = init;
     rc = cli_opt_parse(cmd, argc, argv);
-    if (rc == CLI_CONTINUE)
-        rc = parse(cmd, &a);
-    if (rc != CLI_CONTINUE)
-        return rc;
+    if (rc == CLI_CONTINUE) rc = parse(cmd, &a);
+    if (rc != CLI_CONTINUE) return rc;
     rc = CLI_OK;
     for (k = 0; k < 2 && rc == CLI_OK; k++) {
         int lrc = ckpt_manifest_load(&m[k], a.path[k], NULL);
@@ -490,8 +440,10 @@ static int run(const cli_command *cmd, int argc, char **argv)
             cli_error_capture(&e, lrc);
             rc = cli_report(a.path[k], &e);
         } else if (!a.opts.keys_only && !ckpt_manifest_file(m[k])) {
-            rc = cli_usage_error(cmd, "%s is a manifest: values need "
-                                 "checkpoints (use --keys-only)", a.path[k]);
+            rc = cli_usage_error(cmd,
+                                 "%s is a manifest: values need "
+                                 "checkpoints (use --keys-only)",
+                                 a.path[k]);
         }
     }
     if (rc == CLI_OK) {
@@ -515,7 +467,9 @@ static int run(const cli_command *cmd, int argc, char **argv)
 }
 
 const cli_command cli_cmd_diff = {
-    "diff", "compare two checkpoints key by key and value by value", opts,
+    "diff",
+    "compare two checkpoints key by key and value by value",
+    opts,
     "Lists keys only in A or only in B, shape and dtype differences and, for\n"
     "each common tensor, whether its bytes are equal, or how its values\n"
     "differ: elements outside tolerance, max abs and rel difference, NaN and\n"
@@ -526,5 +480,5 @@ const cli_command cli_cmd_diff = {
     "the same tolerances.\n",
     "Exit status: 0 identical (values within the tolerances), 1 different,\n"
     "2 usage or I/O error.\n",
-    run, NULL
-};
+    run,
+    NULL};

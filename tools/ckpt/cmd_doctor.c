@@ -19,8 +19,7 @@
 
 /* ------------------------------------------------------------ helpers */
 
-static double now(void)
-{
+static double now(void) {
     struct timespec ts;
 
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -29,8 +28,7 @@ static double now(void)
 
 static int timings_on(void) { return getenv("CKPT_DOCTOR_TIMINGS") != NULL; }
 
-static void print_timing(const char *name, double seconds)
-{
+static void print_timing(const char *name, double seconds) {
     fprintf(stderr, "ckpt doctor: %-16s %.6f s\n", name, seconds);
 }
 
@@ -38,18 +36,15 @@ static void line_start(void) { fputs("  ", stdout); }
 
 static void put_str(const char *s) { cli_put_text(stdout, s, strlen(s)); }
 
-static int is_safetensors(const ckpt_file *f)
-{
+static int is_safetensors(const ckpt_file *f) {
     ckpt_format fmt = ckpt_file_format(f);
 
-    return fmt == CKPT_FORMAT_SAFETENSORS ||
-           fmt == CKPT_FORMAT_SAFETENSORS_SHARDED;
+    return fmt == CKPT_FORMAT_SAFETENSORS || fmt == CKPT_FORMAT_SAFETENSORS_SHARDED;
 }
 
 /* ------------------------------------------------------------ sections */
 
-static void show_format(const ckpt_doctor_report *r)
-{
+static void show_format(const ckpt_doctor_report *r) {
     const ckpt_file *f = ckpt_doctor_file(r);
     const ckpt_error *e = ckpt_doctor_error(r);
     ckpt_format detected = ckpt_doctor_detected(r);
@@ -67,29 +62,24 @@ static void show_format(const ckpt_doctor_report *r)
         fputs("unknown (the file could not be opened)", stdout);
     printf(", %" PRIu64 " bytes (%s)", size, cli_human_bytes(h, size));
     if (ckpt_doctor_sharded(r))
-        printf(" in %zu files: the index and %zu shard%s", shards + 1, shards,
-               cli_plural(shards));
+        printf(" in %zu files: the index and %zu shard%s", shards + 1, shards, cli_plural(shards));
     fputc('\n', stdout);
 }
 
-static void show_integrity(const ckpt_doctor_report *r)
-{
+static void show_integrity(const ckpt_doctor_report *r) {
     const ckpt_verify_report *v = ckpt_doctor_verify_report(r);
     const ckpt_error *e = ckpt_doctor_error(r);
     cli_error err;
 
     line_start();
     if (e == NULL) {
-        printf("%sOK%s: %" PRIu64 " bytes checked", cli_color(CLI_GREEN),
-               cli_color(CLI_RESET), v->bytes);
-        if (v->members)
-            printf(", %" PRIu64 " zip member CRC-32s match", v->members);
-        if (ckpt_doctor_has_digests(r))
-            fputs(", per-tensor XXH3-64 digests checked", stdout);
+        printf("%sOK%s: %" PRIu64 " bytes checked", cli_color(CLI_GREEN), cli_color(CLI_RESET),
+               v->bytes);
+        if (v->members) printf(", %" PRIu64 " zip member CRC-32s match", v->members);
+        if (ckpt_doctor_has_digests(r)) fputs(", per-tensor XXH3-64 digests checked", stdout);
     } else {
         cli_error_copy(&err, e);
-        printf("%s%s%s: ", cli_color(CLI_RED),
-               err.code == CKPT_E_LIMIT ? "NOT CHECKED" : "FAILED",
+        printf("%s%s%s: ", cli_color(CLI_RED), err.code == CKPT_E_LIMIT ? "NOT CHECKED" : "FAILED",
                cli_color(CLI_RESET));
         cli_put_message(stdout, &err);
         cli_put_location(stdout, &err, 0);
@@ -97,14 +87,10 @@ static void show_integrity(const ckpt_doctor_report *r)
     fputc('\n', stdout);
 }
 
-static void show_safety(const ckpt_doctor_report *r)
-{
-    cli_doctor_safety_show(r);
-}
+static void show_safety(const ckpt_doctor_report *r) { cli_doctor_safety_show(r); }
 
 /* "name: dict, 4 tensors, 60 elements" / "epoch: int 42" / ... */
-static void text_entry(const ckpt_doctor_entry *e)
-{
+static void text_entry(const ckpt_doctor_entry *e) {
     ckpt_kind kind = e->value ? ckpt_value_kind(e->value) : CKPT_KIND_DICT;
     const char *obj;
     char shape[256];
@@ -116,16 +102,15 @@ static void text_entry(const ckpt_doctor_entry *e)
         fputs(cli_name(""), stdout);
     fputs(": ", stdout);
     if (e->value == NULL) {
-        printf("%" PRIu64 " tensor%s, %" PRIu64 " element%s\n", e->tensors,
-               cli_plural(e->tensors), e->elements, cli_plural(e->elements));
+        printf("%" PRIu64 " tensor%s, %" PRIu64 " element%s\n", e->tensors, cli_plural(e->tensors),
+               e->elements, cli_plural(e->elements));
         return;
     }
     fputs(ckpt_kind_name(kind), stdout);
     switch (kind) {
     case CKPT_KIND_TENSOR:
         if (ckpt_value_tensor(e->value))
-            printf(" %s %s",
-                   ckpt_dtype_name(ckpt_tensor_dtype(ckpt_value_tensor(e->value))),
+            printf(" %s %s", ckpt_dtype_name(ckpt_tensor_dtype(ckpt_value_tensor(e->value))),
                    cli_shape(shape, sizeof shape, ckpt_value_tensor(e->value)));
         break;
     case CKPT_KIND_LIST:
@@ -136,8 +121,7 @@ static void text_entry(const ckpt_doctor_entry *e)
             printf(", %" PRIu64 " tensor%s, %" PRIu64 " element%s", e->tensors,
                    cli_plural(e->tensors), e->elements, cli_plural(e->elements));
         else
-            printf(", %zu item%s", ckpt_value_len(e->value),
-                   cli_plural(ckpt_value_len(e->value)));
+            printf(", %zu item%s", ckpt_value_len(e->value), cli_plural(ckpt_value_len(e->value)));
         break;
     case CKPT_KIND_OBJECT:
         obj = ckpt_value_object_name(e->value);
@@ -152,8 +136,7 @@ static void text_entry(const ckpt_doctor_entry *e)
     fputc('\n', stdout);
 }
 
-static void show_contents(const ckpt_doctor_report *r)
-{
+static void show_contents(const ckpt_doctor_report *r) {
     const ckpt_file *f = ckpt_doctor_file(r);
     size_t n = f ? ckpt_file_tensor_count(f) : 0, i, shown = 0, count;
     size_t n_top = ckpt_doctor_entry_count(r);
@@ -165,17 +148,15 @@ static void show_contents(const ckpt_doctor_report *r)
         puts("not available: the file could not be opened");
         return;
     }
-    printf("%zu tensor%s, %" PRIu64 " element%s, %" PRIu64 " bytes (%s)\n", n,
-           cli_plural(n), elements, cli_plural(elements), bytes,
-           cli_human_bytes(h, bytes));
+    printf("%zu tensor%s, %" PRIu64 " element%s, %" PRIu64 " bytes (%s)\n", n, cli_plural(n),
+           elements, cli_plural(elements), bytes, cli_human_bytes(h, bytes));
     if (n) {
         line_start();
         fputs("by dtype:", stdout);
         for (i = 0; i < CKPT_DT_COUNT; i++) {
             uint64_t b = ckpt_doctor_dtype_bytes(r, (ckpt_dtype)i, &count);
 
-            if (count == 0)
-                continue;
+            if (count == 0) continue;
             printf("%s %s %s", shown++ ? "," : "", ckpt_dtype_name((ckpt_dtype)i),
                    cli_human_bytes(h, b));
         }
@@ -184,15 +165,12 @@ static void show_contents(const ckpt_doctor_report *r)
     if (n_top) {
         line_start();
         puts(is_safetensors(f) ? "tensor groups:" : "top level:");
-        for (i = 0; i < n_top && i < TOP_MAX; i++)
-            text_entry(ckpt_doctor_entry_at(r, i));
-        if (n_top > TOP_MAX)
-            printf("    ... and %zu more\n", n_top - TOP_MAX);
+        for (i = 0; i < n_top && i < TOP_MAX; i++) text_entry(ckpt_doctor_entry_at(r, i));
+        if (n_top > TOP_MAX) printf("    ... and %zu more\n", n_top - TOP_MAX);
     }
 }
 
-static void show_unvouched(const ckpt_doctor_report *r)
-{
+static void show_unvouched(const ckpt_doctor_report *r) {
     size_t i, n = ckpt_doctor_note_count(r);
 
     for (i = 0; i < n; i++) {
@@ -200,40 +178,33 @@ static void show_unvouched(const ckpt_doctor_report *r)
         put_str(ckpt_doctor_note(r, i));
         fputc('\n', stdout);
     }
-    if (n == 0)
-        puts("  nothing: every byte was read and checked");
+    if (n == 0) puts("  nothing: every byte was read and checked");
 }
 
 /* ---- resume readiness, memory breakdown, metadata (summary.c) */
 
-static void show_resume(const ckpt_doctor_report *r)
-{
+static void show_resume(const ckpt_doctor_report *r) {
     cli_summary_resume(ckpt_doctor_training(r));
 }
 
-static void show_memory(const ckpt_doctor_report *r)
-{
+static void show_memory(const ckpt_doctor_report *r) {
     cli_summary_memory(ckpt_doctor_training(r));
 }
 
-static void show_metadata(const ckpt_doctor_report *r)
-{
+static void show_metadata(const ckpt_doctor_report *r) {
     cli_summary_metadata(ckpt_doctor_training(r));
 }
 
-static void show_keys(const ckpt_doctor_report *r)
-{
-    cli_doctor_keys_show(r);
-}
+static void show_keys(const ckpt_doctor_report *r) { cli_doctor_keys_show(r); }
 
-static void show_others(const ckpt_doctor_report *r)
-{
+static void show_others(const ckpt_doctor_report *r) {
     size_t i, n = ckpt_doctor_check_count(r);
     int sharded = ckpt_doctor_sharded(r);
 
     if (sharded)
         printf("  the %zu shard file%s of the set (integrity covers them "
-               "together):\n", n, cli_plural(n));
+               "together):\n",
+               n, cli_plural(n));
     else if (ckpt_doctor_directory(r) == NULL)
         puts("  one file: see integrity");
     else if (n == 0)
@@ -243,12 +214,11 @@ static void show_others(const ckpt_doctor_report *r)
         cli_error err;
 
         line_start();
-        if (sharded)
-            line_start();
+        if (sharded) line_start();
         put_str(c->name);
         if (c->ok) {
-            printf(": %sOK%s: %" PRIu64 " bytes checked\n",
-                   cli_color(CLI_GREEN), cli_color(CLI_RESET), c->bytes);
+            printf(": %sOK%s: %" PRIu64 " bytes checked\n", cli_color(CLI_GREEN),
+                   cli_color(CLI_RESET), c->bytes);
         } else {
             cli_error_copy(&err, &c->error);
             printf(": %sFAILED%s: ", cli_color(CLI_RED), cli_color(CLI_RESET));
@@ -266,23 +236,22 @@ typedef struct section {
 } section;
 
 static const section sections[] = {
-    { "format", "format", show_format },
-    { "integrity", "integrity", show_integrity },
-    { "safety", "safety (would loading it run code?)", show_safety },
-    { "contents", "contents", show_contents },
-    { "not_vouched_for", "not vouched for", show_unvouched },
-    { "resume", "resume readiness", show_resume },
-    { "keys", "key hygiene", show_keys },
-    { "memory", "memory", show_memory },
-    { "metadata", "metadata", show_metadata },
-    { "other_files", "integrity of the other files", show_others },
+    {"format", "format", show_format},
+    {"integrity", "integrity", show_integrity},
+    {"safety", "safety (would loading it run code?)", show_safety},
+    {"contents", "contents", show_contents},
+    {"not_vouched_for", "not vouched for", show_unvouched},
+    {"resume", "resume readiness", show_resume},
+    {"keys", "key hygiene", show_keys},
+    {"memory", "memory", show_memory},
+    {"metadata", "metadata", show_metadata},
+    {"other_files", "integrity of the other files", show_others},
 };
 #define N_SECTIONS (sizeof sections / sizeof sections[0])
 
 /* ------------------------------------------------------------ report */
 
-static int print_json(const ckpt_doctor_report *r)
-{
+static int print_json(const ckpt_doctor_report *r) {
     char *json = NULL;
     size_t len = 0;
     double t0 = now();
@@ -295,13 +264,11 @@ static int print_json(const ckpt_doctor_report *r)
     fwrite(json, 1, len, stdout);
     fputc('\n', stdout);
     ckpt_string_free(json);
-    if (timings_on())
-        print_timing("json", now() - t0);
+    if (timings_on()) print_timing("json", now() - t0);
     return CLI_OK;
 }
 
-static void print_text(const ckpt_doctor_report *r)
-{
+static void print_text(const ckpt_doctor_report *r) {
     int healthy = ckpt_doctor_healthy(r);
     size_t i;
 
@@ -311,11 +278,9 @@ static void print_text(const ckpt_doctor_report *r)
     for (i = 0; i < N_SECTIONS; i++) {
         double t0 = now();
 
-        printf("\n%s%s%s\n", cli_color(CLI_BOLD), sections[i].title,
-               cli_color(CLI_RESET));
+        printf("\n%s%s%s\n", cli_color(CLI_BOLD), sections[i].title, cli_color(CLI_RESET));
         sections[i].show(r);
-        if (timings_on())
-            print_timing(sections[i].key, now() - t0);
+        if (timings_on()) print_timing(sections[i].key, now() - t0);
     }
 }
 
@@ -325,14 +290,12 @@ static struct {
 } args;
 
 static const cli_opt opts[] = {
-    { CLI_OPT_ARG, "FILE|DIR", 0, &args.path, NULL, CLI_OPT_REQUIRED, NULL },
-    { CLI_OPT_BOOL, "json", 0, &args.json, NULL, 0,
-      "one JSON object on stdout instead of the report" },
-    { 0 }
-};
+    {CLI_OPT_ARG, "FILE|DIR", 0, &args.path, NULL, CLI_OPT_REQUIRED, NULL},
+    {CLI_OPT_BOOL, "json", 0, &args.json, NULL, 0,
+     "one JSON object on stdout instead of the report"},
+    {0}};
 
-static int run(const cli_command *cmd, int argc, char **argv)
-{
+static int run(const cli_command *cmd, int argc, char **argv) {
     ckpt_doctor_report *r = NULL;
     const char *name;
     double seconds;
@@ -340,8 +303,7 @@ static int run(const cli_command *cmd, int argc, char **argv)
     size_t i;
     int rc = cli_opt_parse(cmd, argc, argv);
 
-    if (rc != CLI_CONTINUE)
-        return rc;
+    if (rc != CLI_CONTINUE) return rc;
     rc = ckpt_doctor(&r, args.path, NULL);
     if (rc != 0) {
         cli_error_capture(&e, rc);
@@ -355,22 +317,22 @@ static int run(const cli_command *cmd, int argc, char **argv)
         rc = print_json(r);
     else
         print_text(r);
-    if (rc == CLI_OK)
-        rc = ckpt_doctor_healthy(r) ? CLI_OK : CLI_FINDINGS;
+    if (rc == CLI_OK) rc = ckpt_doctor_healthy(r) ? CLI_OK : CLI_FINDINGS;
     /* a limit stopped the examination: not a finding about the file */
-    if (rc == CLI_FINDINGS && ckpt_doctor_error(r) &&
-        ckpt_doctor_error(r)->code == CKPT_E_LIMIT)
+    if (rc == CLI_FINDINGS && ckpt_doctor_error(r) && ckpt_doctor_error(r)->code == CKPT_E_LIMIT)
         rc = CLI_USAGE;
     ckpt_doctor_report_free(r);
     return rc;
 }
 
 const cli_command cli_cmd_doctor = {
-    "doctor", "a readable health report with a verdict", opts,
+    "doctor",
+    "a readable health report with a verdict",
+    opts,
     "Reports format, integrity, safety, contents and what ckpt cannot vouch\n"
     "for, under a first line HEALTHY: ... or ATTENTION: .... A directory\n"
     "(Hugging Face Trainer layout) is examined as one training checkpoint.\n",
     "Exit status:\n"
     "  0 healthy, 1 needs attention (corrupt, unsafe, partial resume...), 2 usage or I/O error.\n",
-    run, NULL
-};
+    run,
+    NULL};

@@ -15,14 +15,12 @@
 typedef struct inspect {
     const char *path; /* as given on the command line */
     ckpt_file *f;
-    int hash;         /* --hash sha256 */
-    int rc;           /* exit code so far */
+    int hash; /* --hash sha256 */
+    int rc;   /* exit code so far */
 } inspect;
 
 /* Lowercase hex SHA-256 of t into hex, or "" after reporting why not. */
-static const char *tensor_sha256(inspect *in, const ckpt_tensor *t,
-                                 char hex[65])
-{
+static const char *tensor_sha256(inspect *in, const ckpt_tensor *t, char hex[65]) {
     unsigned char md[32];
     cli_error e;
     int rc = ckpt_tensor_sha256(t, md);
@@ -31,19 +29,16 @@ static const char *tensor_sha256(inspect *in, const ckpt_tensor *t,
     hex[0] = '\0';
     if (rc != 0) {
         cli_error_capture(&e, rc);
-        if (in->rc == CLI_OK)
-            in->rc = cli_report(in->path, &e);
+        if (in->rc == CLI_OK) in->rc = cli_report(in->path, &e);
         return hex;
     }
-    for (i = 0; i < 32; i++)
-        snprintf(hex + 2 * i, 3, "%02x", (unsigned)md[i]);
+    for (i = 0; i < 32; i++) snprintf(hex + 2 * i, 3, "%02x", (unsigned)md[i]);
     return hex;
 }
 
 /* ------------------------------------------------------------ JSON */
 
-static void json_tensor(inspect *in, cli_json_writer *j, const ckpt_tensor *t)
-{
+static void json_tensor(inspect *in, cli_json_writer *j, const ckpt_tensor *t) {
     const uint64_t *shape = ckpt_tensor_shape(t);
     unsigned ndim = ckpt_tensor_ndim(t);
     char hex[65];
@@ -67,8 +62,7 @@ static void json_tensor(inspect *in, cli_json_writer *j, const ckpt_tensor *t)
     cli_json_object_end(j);
 }
 
-static void print_json(inspect *in, cli_json_writer *j)
-{
+static void print_json(inspect *in, cli_json_writer *j) {
     ckpt_file *f = in->f;
     size_t n, i;
 
@@ -81,8 +75,7 @@ static void print_json(inspect *in, cli_json_writer *j)
     cli_json_key(j, "tensors");
     cli_json_array_begin(j);
     n = ckpt_file_tensor_count(f);
-    for (i = 0; i < n; i++)
-        json_tensor(in, j, ckpt_file_tensor(f, i));
+    for (i = 0; i < n; i++) json_tensor(in, j, ckpt_file_tensor(f, i));
     cli_json_array_end(j);
 
     cli_json_key(j, "values");
@@ -119,10 +112,8 @@ static void print_json(inspect *in, cli_json_writer *j)
 
 /* ------------------------------------------------------------ text */
 
-static void pad(size_t used, size_t width)
-{
-    for (; used < width; used++)
-        fputc(' ', stdout);
+static void pad(size_t used, size_t width) {
+    for (; used < width; used++) fputc(' ', stdout);
 }
 
 /* Column widths of the tensor table. */
@@ -130,9 +121,8 @@ typedef struct widths {
     size_t name, dtype, shape, bytes;
 } widths;
 
-static widths measure(ckpt_file *f)
-{
-    widths w = { 4, 5, 5, 5 }; /* the headings NAME DTYPE SHAPE BYTES */
+static widths measure(ckpt_file *f) {
+    widths w = {4, 5, 5, 5}; /* the headings NAME DTYPE SHAPE BYTES */
     size_t n = ckpt_file_tensor_count(f), i, len;
     char shape[SHAPE_CAP], num[24];
 
@@ -141,54 +131,41 @@ static widths measure(ckpt_file *f)
         const char *name = cli_name(ckpt_tensor_name(t));
 
         len = cli_text_width(name, strlen(name));
-        if (len > w.name)
-            w.name = len < NAME_COLS_MAX ? len : NAME_COLS_MAX;
+        if (len > w.name) w.name = len < NAME_COLS_MAX ? len : NAME_COLS_MAX;
         len = strlen(ckpt_dtype_name(ckpt_tensor_dtype(t)));
-        if (len > w.dtype)
-            w.dtype = len;
+        if (len > w.dtype) w.dtype = len;
         len = strlen(cli_shape(shape, sizeof shape, t));
-        if (len > w.shape)
-            w.shape = len;
-        len = (size_t)snprintf(num, sizeof num, "%" PRIu64,
-                               ckpt_tensor_nbytes(t));
-        if (len > w.bytes)
-            w.bytes = len;
+        if (len > w.shape) w.shape = len;
+        len = (size_t)snprintf(num, sizeof num, "%" PRIu64, ckpt_tensor_nbytes(t));
+        if (len > w.bytes) w.bytes = len;
     }
     return w;
 }
 
-static const char *tensor_name(const void *f, size_t i)
-{
+static const char *tensor_name(const void *f, size_t i) {
     return ckpt_tensor_name(ckpt_file_tensor(f, i));
 }
 
-static const char *value_name(const void *f, size_t i)
-{
-    return ckpt_file_value_name(f, i);
-}
+static const char *value_name(const void *f, size_t i) { return ckpt_file_value_name(f, i); }
 
-static void print_table(inspect *in)
-{
+static void print_table(inspect *in) {
     size_t n = ckpt_file_tensor_count(in->f), i;
     size_t *order = cli_natural_order(tensor_name, in->f, n);
     widths w = measure(in->f);
     char shape[SHAPE_CAP], hex[65];
 
-    printf("%s%-*s  %-*s  %-*s  %*s%s%s\n", cli_color(CLI_BOLD), (int)w.name,
-           "NAME", (int)w.dtype, "DTYPE", (int)w.shape, "SHAPE",
-           (int)w.bytes, "BYTES", in->hash ? "  SHA256" : "",
+    printf("%s%-*s  %-*s  %-*s  %*s%s%s\n", cli_color(CLI_BOLD), (int)w.name, "NAME", (int)w.dtype,
+           "DTYPE", (int)w.shape, "SHAPE", (int)w.bytes, "BYTES", in->hash ? "  SHA256" : "",
            cli_color(CLI_RESET));
     for (i = 0; i < n; i++) {
         const ckpt_tensor *t = ckpt_file_tensor(in->f, order ? order[i] : i);
         const char *name = cli_name(ckpt_tensor_name(t));
 
         pad(cli_put_text(stdout, name, strlen(name)), w.name);
-        printf("  %-*s  %-*s  %*" PRIu64, (int)w.dtype,
-               ckpt_dtype_name(ckpt_tensor_dtype(t)), (int)w.shape,
-               cli_shape(shape, sizeof shape, t), (int)w.bytes,
+        printf("  %-*s  %-*s  %*" PRIu64, (int)w.dtype, ckpt_dtype_name(ckpt_tensor_dtype(t)),
+               (int)w.shape, cli_shape(shape, sizeof shape, t), (int)w.bytes,
                ckpt_tensor_nbytes(t));
-        if (in->hash)
-            printf("  %s", tensor_sha256(in, t, hex));
+        if (in->hash) printf("  %s", tensor_sha256(in, t, hex));
         fputc('\n', stdout);
     }
     free(order);
@@ -198,8 +175,7 @@ typedef struct storage {
     uint64_t id, nbytes;
 } storage;
 
-static int cmp_storage(const void *a, const void *b)
-{
+static int cmp_storage(const void *a, const void *b) {
     uint64_t x = ((const storage *)a)->id, y = ((const storage *)b)->id;
 
     return (x > y) - (x < y);
@@ -207,8 +183,7 @@ static int cmp_storage(const void *a, const void *b)
 
 /* "N tensors, E elements, B bytes (human)" and, when tensors share
  * storage, how many distinct storages hold them and their bytes. */
-static void print_totals(ckpt_file *f)
-{
+static void print_totals(ckpt_file *f) {
     size_t n = ckpt_file_tensor_count(f), i, storages = 0;
     uint64_t elements = 0, bytes = 0, storage_bytes = 0; /* numel, summed */
     storage *st = n ? malloc(n * sizeof *st) : NULL;
@@ -224,33 +199,28 @@ static void print_totals(ckpt_file *f)
             st[i].nbytes = ckpt_tensor_storage_nbytes(t);
         }
     }
-    printf("%zu tensor%s, %" PRIu64 " element%s, %" PRIu64 " bytes (%s)",
-           n, cli_plural(n), elements, cli_plural(elements), bytes,
-           cli_human_bytes(h, bytes));
+    printf("%zu tensor%s, %" PRIu64 " element%s, %" PRIu64 " bytes (%s)", n, cli_plural(n),
+           elements, cli_plural(elements), bytes, cli_human_bytes(h, bytes));
     if (st) {
         qsort(st, n, sizeof *st, cmp_storage);
         for (i = 0; i < n; i++) {
-            if (i > 0 && st[i].id == st[i - 1].id)
-                continue;
+            if (i > 0 && st[i].id == st[i - 1].id) continue;
             storages++;
             storage_bytes += st[i].nbytes;
         }
         if (storages < n)
-            printf("; shared: %zu storage%s, %" PRIu64 " bytes (%s)",
-                   storages, cli_plural(storages), storage_bytes,
-                   cli_human_bytes(h, storage_bytes));
+            printf("; shared: %zu storage%s, %" PRIu64 " bytes (%s)", storages,
+                   cli_plural(storages), storage_bytes, cli_human_bytes(h, storage_bytes));
     }
     fputc('\n', stdout);
     free(st);
 }
 
-static void print_values(ckpt_file *f)
-{
+static void print_values(ckpt_file *f) {
     size_t n = ckpt_file_value_count(f), i;
     size_t *order;
 
-    if (n == 0)
-        return;
+    if (n == 0) return;
     order = cli_natural_order(value_name, f, n);
     printf("\n%svalues:%s\n", cli_color(CLI_BOLD), cli_color(CLI_RESET));
     for (i = 0; i < n; i++) {
@@ -269,14 +239,11 @@ static void print_values(ckpt_file *f)
 /* Longest ckpt.* metadata value the table shows in full. */
 #define BOOKKEEPING_SHOWN 80
 
-static void print_metadata(ckpt_file *f)
-{
+static void print_metadata(ckpt_file *f) {
     size_t n = ckpt_file_metadata_count(f), i;
 
-    if (!ckpt_file_has_metadata(f))
-        return;
-    printf("\n%smetadata:%s%s\n", cli_color(CLI_BOLD), cli_color(CLI_RESET),
-           n ? "" : " (empty)");
+    if (!ckpt_file_has_metadata(f)) return;
+    printf("\n%smetadata:%s%s\n", cli_color(CLI_BOLD), cli_color(CLI_RESET), n ? "" : " (empty)");
     for (i = 0; i < n; i++) {
         const char *k = ckpt_file_metadata_key(f, i);
         const char *v = ckpt_file_metadata_value(f, i);
@@ -294,16 +261,14 @@ static void print_metadata(ckpt_file *f)
     }
 }
 
-static void print_text(inspect *in)
-{
+static void print_text(inspect *in) {
     uint64_t size = ckpt_file_size(in->f);
     char h[32];
 
     fputs(cli_color(CLI_BOLD), stdout);
     cli_put_text(stdout, in->path, strlen(in->path));
     printf("%s: %s, %" PRIu64 " bytes (%s)\n\n", cli_color(CLI_RESET),
-           ckpt_format_name(ckpt_file_format(in->f)), size,
-           cli_human_bytes(h, size));
+           ckpt_format_name(ckpt_file_format(in->f)), size, cli_human_bytes(h, size));
     if (ckpt_file_tensor_count(in->f) > 0) {
         print_table(in);
         fputc('\n', stdout);
@@ -322,23 +287,21 @@ static struct {
 } args;
 
 static const cli_opt opts[] = {
-    { CLI_OPT_ARGS, "FILE", 0, &args.files, NULL, CLI_OPT_REQUIRED, NULL },
-    { CLI_OPT_BOOL, "json", 0, &args.json, NULL, 0,
-      "one JSON object per file on stdout instead of a table (an array "
-      "for several files)" },
-    { CLI_OPT_VALUE, "hash", 0, &args.hash, "sha256", 0,
-      "add the SHA-256 of each tensor's contents" },
-    { CLI_OPT_BOOL, "summary", 0, &args.summary, NULL, 0,
-      "training components instead: what each weighs (bytes, elements), "
-      "the optimizer-to-model ratio, resume readiness, metadata; FILE may "
-      "be a directory (Hugging Face Trainer layout)" },
-    { 0 }
-};
+    {CLI_OPT_ARGS, "FILE", 0, &args.files, NULL, CLI_OPT_REQUIRED, NULL},
+    {CLI_OPT_BOOL, "json", 0, &args.json, NULL, 0,
+     "one JSON object per file on stdout instead of a table (an array "
+     "for several files)"},
+    {CLI_OPT_VALUE, "hash", 0, &args.hash, "sha256", 0,
+     "add the SHA-256 of each tensor's contents"},
+    {CLI_OPT_BOOL, "summary", 0, &args.summary, NULL, 0,
+     "training components instead: what each weighs (bytes, elements), "
+     "the optimizer-to-model ratio, resume readiness, metadata; FILE may "
+     "be a directory (Hugging Face Trainer layout)"},
+    {0}};
 
 /* Lists one file; returns its exit code. */
-static int inspect_one(const char *path, int hash, cli_json_writer *j)
-{
-    inspect in = { NULL, NULL, 0, CLI_OK };
+static int inspect_one(const char *path, int hash, cli_json_writer *j) {
+    inspect in = {NULL, NULL, 0, CLI_OK};
     cli_error e;
     int rc;
 
@@ -357,15 +320,13 @@ static int inspect_one(const char *path, int hash, cli_json_writer *j)
     return in.rc;
 }
 
-static int run(const cli_command *cmd, int argc, char **argv)
-{
+static int run(const cli_command *cmd, int argc, char **argv) {
     cli_json_writer j;
     size_t i;
     int several, worst = CLI_OK;
     int rc = cli_opt_parse(cmd, argc, argv);
 
-    if (rc != CLI_CONTINUE)
-        return rc;
+    if (rc != CLI_CONTINUE) return rc;
     if (args.hash && strcmp(args.hash, "sha256") != 0)
         return cli_usage_error(cmd, "--hash takes 'sha256'");
     several = args.files.n > 1;
@@ -377,28 +338,24 @@ static int run(const cli_command *cmd, int argc, char **argv)
         return cli_summary_inspect(args.files.items[0], args.json);
     }
     cli_json_init(&j, stdout);
-    if (args.json && several)
-        cli_json_array_begin(&j);
+    if (args.json && several) cli_json_array_begin(&j);
     for (i = 0; i < args.files.n; i++) {
-        if (!args.json && i > 0)
-            fputc('\n', stdout);
-        rc = inspect_one(args.files.items[i], args.hash != NULL,
-                         args.json ? &j : NULL);
-        if (rc == CLI_USAGE || (rc == CLI_FINDINGS && worst == CLI_OK))
-            worst = rc;
+        if (!args.json && i > 0) fputc('\n', stdout);
+        rc = inspect_one(args.files.items[i], args.hash != NULL, args.json ? &j : NULL);
+        if (rc == CLI_USAGE || (rc == CLI_FINDINGS && worst == CLI_OK)) worst = rc;
     }
-    if (args.json && several)
-        cli_json_array_end(&j);
-    if (args.json && (several || worst == CLI_OK))
-        fputc('\n', stdout);
+    if (args.json && several) cli_json_array_end(&j);
+    if (args.json && (several || worst == CLI_OK)) fputc('\n', stdout);
     return worst;
 }
 
 const cli_command cli_cmd_inspect = {
-    "inspect", "list tensors, values and metadata of a checkpoint", opts,
+    "inspect",
+    "list tensors, values and metadata of a checkpoint",
+    opts,
     "Lists every tensor (name, dtype, shape, bytes), the non-tensor values\n"
     "and the metadata of each FILE, without executing anything in it. A\n"
     "file that cannot be read is reported on stderr and the others listed.\n",
     "Exit status: 0 ok, 1 FILE unreadable or corrupt, 2 usage or I/O error.\n",
-    run, NULL
-};
+    run,
+    NULL};

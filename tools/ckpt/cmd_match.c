@@ -22,41 +22,31 @@ typedef struct match_args {
 
 /* ------------------------------------------------------------ helpers */
 
-
-static int cmp_tied(const void *key, const void *item)
-{
+static int cmp_tied(const void *key, const void *item) {
     return strcmp((const char *)key, ((const ckpt_match_item *)item)->name);
 }
 
 /* The partner of a tied key, or NULL. */
-static const char *tied_to(const ckpt_match_result *r, const char *name)
-{
+static const char *tied_to(const ckpt_match_result *r, const char *name) {
     size_t n = ckpt_match_count(r, CKPT_MATCH_TIED);
     const ckpt_match_item *it;
 
-    if (n == 0)
-        return NULL;
-    it = bsearch(name, ckpt_match_item_at(r, CKPT_MATCH_TIED, 0), n,
-                 sizeof *it, cmp_tied);
+    if (n == 0) return NULL;
+    it = bsearch(name, ckpt_match_item_at(r, CKPT_MATCH_TIED, 0), n, sizeof *it, cmp_tied);
     return it ? it->tied_to : NULL;
 }
 
 /* ------------------------------------------------------------ JSON */
 
-static void json_names(cli_json_writer *j, const ckpt_match_result *r,
-                       ckpt_match_list l)
-{
+static void json_names(cli_json_writer *j, const ckpt_match_result *r, ckpt_match_list l) {
     size_t i, n = ckpt_match_count(r, l);
 
     cli_json_array_begin(j);
-    for (i = 0; i < n; i++)
-        cli_json_string(j, ckpt_match_item_at(r, l, i)->name);
+    for (i = 0; i < n; i++) cli_json_string(j, ckpt_match_item_at(r, l, i)->name);
     cli_json_array_end(j);
 }
 
-static void json_mismatches(cli_json_writer *j, const ckpt_match_result *r,
-                            ckpt_match_list l)
-{
+static void json_mismatches(cli_json_writer *j, const ckpt_match_result *r, ckpt_match_list l) {
     size_t i, n = ckpt_match_count(r, l);
 
     cli_json_array_begin(j);
@@ -81,8 +71,7 @@ static void json_mismatches(cli_json_writer *j, const ckpt_match_result *r,
     cli_json_array_end(j);
 }
 
-static void json_rewrite(cli_json_writer *j, const ckpt_rewrite *rw, int applied)
-{
+static void json_rewrite(cli_json_writer *j, const ckpt_rewrite *rw, int applied) {
     cli_json_object_begin(j);
     cli_json_key(j, "description");
     cli_json_string(j, rw->description);
@@ -95,8 +84,7 @@ static void json_rewrite(cli_json_writer *j, const ckpt_rewrite *rw, int applied
     cli_json_object_end(j);
 }
 
-static void print_json(const match_args *a, const ckpt_match_result *r)
-{
+static void print_json(const match_args *a, const ckpt_match_result *r) {
     const ckpt_rewrite *rw = ckpt_match_rewrite(r);
     const char *warning = ckpt_match_warning(r);
     size_t i, n;
@@ -149,14 +137,12 @@ static void print_json(const match_args *a, const ckpt_match_result *r)
     cli_json_key(&j, "candidates");
     cli_json_array_begin(&j);
     n = ckpt_match_candidate_count(r);
-    for (i = 0; i < n; i++)
-        json_rewrite(&j, ckpt_match_candidate(r, i), 0);
+    for (i = 0; i < n; i++) json_rewrite(&j, ckpt_match_candidate(r, i), 0);
     cli_json_array_end(&j);
     cli_json_key(&j, "ignored_top_level");
     cli_json_array_begin(&j);
     n = ckpt_match_ignored_count(r);
-    for (i = 0; i < n; i++)
-        cli_json_string(&j, ckpt_match_ignored(r, i));
+    for (i = 0; i < n; i++) cli_json_string(&j, ckpt_match_ignored(r, i));
     cli_json_array_end(&j);
     cli_json_key(&j, "warning");
     if (warning)
@@ -169,16 +155,12 @@ static void print_json(const match_args *a, const ckpt_match_result *r)
 
 /* ------------------------------------------------------------ text */
 
-static void print_list(const ckpt_match_result *r, ckpt_match_list l,
-                       const char *title)
-{
+static void print_list(const ckpt_match_result *r, ckpt_match_list l, const char *title) {
     size_t i, n = ckpt_match_count(r, l);
     char sa[SHAPE_CAP], sb[SHAPE_CAP];
 
-    if (n == 0)
-        return;
-    printf("%s%s (%zu):%s\n", cli_color(CLI_BOLD), title, n,
-           cli_color(CLI_RESET));
+    if (n == 0) return;
+    printf("%s%s (%zu):%s\n", cli_color(CLI_BOLD), title, n, cli_color(CLI_RESET));
     for (i = 0; i < n && i < SHOW_MAX; i++) {
         const ckpt_match_item *it = ckpt_match_item_at(r, l, i);
         const char *tie = tied_to(r, it->name);
@@ -190,23 +172,19 @@ static void print_list(const ckpt_match_result *r, ckpt_match_list l,
                    cli_dims(sa, sizeof sa, it->checkpoint->ndim, it->checkpoint->shape),
                    cli_dims(sb, sizeof sb, it->expected->ndim, it->expected->shape));
         else if (l == CKPT_MATCH_DTYPE_MISMATCH)
-            printf(": checkpoint %s, expected %s", it->checkpoint->dtype,
-                   it->expected->dtype);
-        if (tie && l != CKPT_MATCH_SHAPE_MISMATCH &&
-            l != CKPT_MATCH_DTYPE_MISMATCH) {
+            printf(": checkpoint %s, expected %s", it->checkpoint->dtype, it->expected->dtype);
+        if (tie && l != CKPT_MATCH_SHAPE_MISMATCH && l != CKPT_MATCH_DTYPE_MISMATCH) {
             fputs(" (tied to ", stdout);
             cli_put_name(stdout, tie);
             fputc(')', stdout);
         }
         fputc('\n', stdout);
     }
-    if (n > SHOW_MAX)
-        printf("  ... and %zu more (--json lists all)\n", n - SHOW_MAX);
+    if (n > SHOW_MAX) printf("  ... and %zu more (--json lists all)\n", n - SHOW_MAX);
 }
 
 /* The other top-level entries of a training checkpoint, left out. */
-static void print_ignored(const ckpt_match_result *r)
-{
+static void print_ignored(const ckpt_match_result *r) {
     size_t i, n = ckpt_match_ignored_count(r);
 
     printf("ignored top-level entries (%zu): ", n);
@@ -217,24 +195,20 @@ static void print_ignored(const ckpt_match_result *r)
     fputs(n > SHOW_MAX ? ", ... (--json lists all)\n" : "\n", stdout);
 }
 
-static void put_rewrite(const ckpt_rewrite *rw)
-{
+static void put_rewrite(const ckpt_rewrite *rw) {
     cli_put_text(stdout, rw->description, strlen(rw->description));
     printf(" (%" PRIu64 " key%s)", rw->matches, cli_plural(rw->matches));
 }
 
-static void print_text(const match_args *a, const ckpt_match_result *r,
-                       size_t expected)
-{
+static void print_text(const match_args *a, const ckpt_match_result *r, size_t expected) {
     const ckpt_rewrite *rw = ckpt_match_rewrite(r);
     const char *warning = ckpt_match_warning(r);
     uint64_t matched = ckpt_match_matched(r);
     size_t i, n;
 
     if (ckpt_match_complete(r)) {
-        printf("%sCOMPLETE%s: %" PRIu64 " of %zu expected key%s match",
-               cli_color(CLI_GREEN), cli_color(CLI_RESET), matched, expected,
-               cli_plural(expected));
+        printf("%sCOMPLETE%s: %" PRIu64 " of %zu expected key%s match", cli_color(CLI_GREEN),
+               cli_color(CLI_RESET), matched, expected, cli_plural(expected));
         if (rw && rw->applied) {
             fputs(" after ", stdout);
             cli_put_text(stdout, rw->description, strlen(rw->description));
@@ -243,9 +217,8 @@ static void print_text(const match_args *a, const ckpt_match_result *r,
         printf("%sMISMATCH%s: %" PRIu64 " of %zu expected key%s match "
                "(%zu missing, %zu unexpected, %zu shape, %zu dtype "
                "mismatch%s)",
-               cli_color(CLI_RED), cli_color(CLI_RESET), matched, expected,
-               cli_plural(expected), ckpt_match_count(r, CKPT_MATCH_MISSING),
-               ckpt_match_count(r, CKPT_MATCH_UNEXPECTED),
+               cli_color(CLI_RED), cli_color(CLI_RESET), matched, expected, cli_plural(expected),
+               ckpt_match_count(r, CKPT_MATCH_MISSING), ckpt_match_count(r, CKPT_MATCH_UNEXPECTED),
                ckpt_match_count(r, CKPT_MATCH_SHAPE_MISMATCH),
                ckpt_match_count(r, CKPT_MATCH_DTYPE_MISMATCH),
                ckpt_match_count(r, CKPT_MATCH_DTYPE_MISMATCH) == 1 ? "" : "es");
@@ -271,16 +244,13 @@ static void print_text(const match_args *a, const ckpt_match_result *r,
         else if (!a->opts.normalize)
             /* rename keeps the other entries of a training checkpoint,
              * so a file it writes would not load either */
-            fputs(ckpt_match_ignored_count(r)
-                      ? ", not applied: use --normalize\n"
-                      : ", not applied: use --normalize, or ckpt rename "
-                        "--auto\n",
+            fputs(ckpt_match_ignored_count(r) ? ", not applied: use --normalize\n"
+                                              : ", not applied: use --normalize, or ckpt rename "
+                                                "--auto\n",
                   stdout);
         else
-            fputs(", not applied: it would not give a complete match\n",
-                  stdout);
-        if (rw->applied && ckpt_match_ignored_count(r))
-            print_ignored(r);
+            fputs(", not applied: it would not give a complete match\n", stdout);
+        if (rw->applied && ckpt_match_ignored_count(r)) print_ignored(r);
     }
     n = ckpt_match_candidate_count(r);
     if (n && !(rw && rw->applied)) {
@@ -291,9 +261,7 @@ static void print_text(const match_args *a, const ckpt_match_result *r,
             fputc('\n', stdout);
         }
     }
-    if (warning)
-        printf("%swarning%s: %s\n", cli_color(CLI_YELLOW),
-               cli_color(CLI_RESET), warning);
+    if (warning) printf("%swarning%s: %s\n", cli_color(CLI_YELLOW), cli_color(CLI_RESET), warning);
 }
 
 /* ------------------------------------------------------------ command */
@@ -304,36 +272,31 @@ static struct {
     int normalize, json;
 } args;
 
-static const cli_opt opts[] = {
-    { CLI_OPT_ARG, "CKPT", 0, &args.ckpt, NULL, CLI_OPT_REQUIRED, NULL },
-    { CLI_OPT_VALUE, "expect", 0, &args.spec, "SPEC", CLI_OPT_REQUIRED,
-      "what the model expects: a checkpoint of any format, or "
-      "a JSON manifest (`ckpt inspect --json` output)" },
-    { CLI_OPT_BOOL, "normalize", 0, &args.normalize, NULL, 0,
-      "apply that rewrite if it gives a complete match" },
-    { CLI_OPT_VALUES, "allow-missing", 0, &args.allow_missing, "GLOB", 0,
-      "a missing key matching GLOB is allowed ('*' "
-      "crosses '.'); allowed keys are still listed" },
-    { CLI_OPT_VALUES, "allow-unexpected", 0, &args.allow_unexpected, "GLOB", 0,
-      "likewise for unexpected keys" },
-    { CLI_OPT_BOOL, "json", 0, &args.json, NULL, 0,
-      "one JSON object (fields: see ckpt_match in ckpt.h)" },
-    { 0 }
-};
+static const cli_opt opts[] = {{CLI_OPT_ARG, "CKPT", 0, &args.ckpt, NULL, CLI_OPT_REQUIRED, NULL},
+                               {CLI_OPT_VALUE, "expect", 0, &args.spec, "SPEC", CLI_OPT_REQUIRED,
+                                "what the model expects: a checkpoint of any format, or "
+                                "a JSON manifest (`ckpt inspect --json` output)"},
+                               {CLI_OPT_BOOL, "normalize", 0, &args.normalize, NULL, 0,
+                                "apply that rewrite if it gives a complete match"},
+                               {CLI_OPT_VALUES, "allow-missing", 0, &args.allow_missing, "GLOB", 0,
+                                "a missing key matching GLOB is allowed ('*' "
+                                "crosses '.'); allowed keys are still listed"},
+                               {CLI_OPT_VALUES, "allow-unexpected", 0, &args.allow_unexpected,
+                                "GLOB", 0, "likewise for unexpected keys"},
+                               {CLI_OPT_BOOL, "json", 0, &args.json, NULL, 0,
+                                "one JSON object (fields: see ckpt_match in ckpt.h)"},
+                               {0}};
 
-static int load(const char *path, ckpt_manifest **m)
-{
+static int load(const char *path, ckpt_manifest **m) {
     cli_error e;
     int rc = ckpt_manifest_load(m, path, NULL);
 
-    if (rc == 0)
-        return CLI_OK;
+    if (rc == 0) return CLI_OK;
     cli_error_capture(&e, rc);
     return cli_report(path, &e);
 }
 
-static int run(const cli_command *cmd, int argc, char **argv)
-{
+static int run(const cli_command *cmd, int argc, char **argv) {
     match_args a;
     ckpt_match_options init = CKPT_MATCH_OPTIONS_INIT;
     ckpt_manifest *c = NULL, *e = NULL;
@@ -341,8 +304,7 @@ static int run(const cli_command *cmd, int argc, char **argv)
     cli_error err;
     int rc = cli_opt_parse(cmd, argc, argv);
 
-    if (rc != CLI_CONTINUE)
-        return rc;
+    if (rc != CLI_CONTINUE) return rc;
     memset(&a, 0, sizeof a);
     a.ckpt = args.ckpt;
     a.spec = args.spec;
@@ -354,8 +316,7 @@ static int run(const cli_command *cmd, int argc, char **argv)
     a.opts.allow_unexpected = args.allow_unexpected.items;
     a.opts.nallow_unexpected = args.allow_unexpected.n;
     rc = load(a.ckpt, &c);
-    if (rc == CLI_OK)
-        rc = load(a.spec, &e);
+    if (rc == CLI_OK) rc = load(a.spec, &e);
     if (rc == CLI_OK) {
         int lrc = ckpt_match(&r, c, e, &a.opts);
 
@@ -377,7 +338,9 @@ static int run(const cli_command *cmd, int argc, char **argv)
 }
 
 const cli_command cli_cmd_match = {
-    "match", "would this checkpoint load into that model? key by key", opts,
+    "match",
+    "would this checkpoint load into that model? key by key",
+    opts,
     "Compares the tensor keys of CKPT with those SPEC expects, as a strict\n"
     "load_state_dict would: matched keys, missing keys, unexpected keys, shape\n"
     "and dtype mismatches, tied weights. SPEC is a checkpoint of any format,\n"
@@ -388,5 +351,5 @@ const cli_command cli_cmd_match = {
     "Exit status: 0 complete match, 1 anything else, 2 usage or I/O error.\n"
     "A match of no key, or of less than half the expected keys, is called\n"
     "out even when allowed.\n",
-    run, NULL
-};
+    run,
+    NULL};

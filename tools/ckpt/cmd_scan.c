@@ -30,58 +30,46 @@ typedef struct allowlist {
     size_t nowned, ownedcap;
 } allowlist;
 
-static int grow(void **arr, size_t *cap, size_t need, size_t elem)
-{
+static int grow(void **arr, size_t *cap, size_t need, size_t elem) {
     void *p;
     size_t ncap;
 
-    if (need <= *cap)
-        return 0;
+    if (need <= *cap) return 0;
     ncap = *cap ? *cap * 2 : 16;
-    if (ncap < need || ncap > SIZE_MAX / elem)
-        return -1;
+    if (ncap < need || ncap > SIZE_MAX / elem) return -1;
     p = realloc(*arr, ncap * elem);
-    if (!p)
-        return -1;
+    if (!p) return -1;
     *arr = p;
     *cap = ncap;
     return 0;
 }
 
-static int allow_add(allowlist *a, const char *name)
-{
-    if (grow((void **)&a->names, &a->cap, a->n + 1, sizeof *a->names))
-        return -1;
+static int allow_add(allowlist *a, const char *name) {
+    if (grow((void **)&a->names, &a->cap, a->n + 1, sizeof *a->names)) return -1;
     a->names[a->n++] = name;
     return 0;
 }
 
-static void allow_free(allowlist *a)
-{
+static void allow_free(allowlist *a) {
     size_t i;
 
-    for (i = 0; i < a->nowned; i++)
-        free(a->owned[i]);
+    for (i = 0; i < a->nowned; i++) free(a->owned[i]);
     free(a->owned);
     free(a->names);
 }
 
 /* "module.qualname": no spaces or control bytes, a '.' with text on both
  * sides. */
-static int valid_qualname(const char *s)
-{
+static int valid_qualname(const char *s) {
     size_t i, n = strlen(s);
 
-    if (n < 3 || s[0] == '.' || s[n - 1] == '.' || !strchr(s, '.'))
-        return 0;
+    if (n < 3 || s[0] == '.' || s[n - 1] == '.' || !strchr(s, '.')) return 0;
     for (i = 0; i < n; i++)
-        if ((unsigned char)s[i] <= ' ' || s[i] == 0x7f)
-            return 0;
+        if ((unsigned char)s[i] <= ' ' || s[i] == 0x7f) return 0;
     return 1;
 }
 
-static void bad_policy_line(const cli_command *cmd, const char *path, size_t lineno)
-{
+static void bad_policy_line(const cli_command *cmd, const char *path, size_t lineno) {
     fprintf(stderr, "ckpt %s: ", cmd->name);
     cli_put_text(stderr, path, strlen(path));
     fprintf(stderr, ":%zu: expected one module.qualname per line\n", lineno);
@@ -90,8 +78,7 @@ static void bad_policy_line(const cli_command *cmd, const char *path, size_t lin
 /* Reads a policy file: one module.qualname per line, '#' starts a
  * comment, blank lines are skipped. Returns CLI_OK or CLI_USAGE (with the
  * message printed). */
-static int read_policy(const cli_command *cmd, allowlist *a, const char *path)
-{
+static int read_policy(const cli_command *cmd, allowlist *a, const char *path) {
     FILE *fp = fopen(path, "r");
     char *line = NULL;
     size_t cap = 0, lineno = 0;
@@ -113,23 +100,18 @@ static int read_policy(const cli_command *cmd, allowlist *a, const char *path)
             rc = CLI_USAGE;
             break;
         }
-        if ((hash = strchr(line, '#')) != NULL)
-            *hash = '\0';
-        while (*s && isspace((unsigned char)*s))
-            s++;
+        if ((hash = strchr(line, '#')) != NULL) *hash = '\0';
+        while (*s && isspace((unsigned char)*s)) s++;
         end = s + strlen(s);
-        while (end > s && isspace((unsigned char)end[-1]))
-            *--end = '\0';
-        if (*s == '\0')
-            continue;
+        while (end > s && isspace((unsigned char)end[-1])) *--end = '\0';
+        if (*s == '\0') continue;
         if (!valid_qualname(s)) {
             bad_policy_line(cmd, path, lineno);
             rc = CLI_USAGE;
             break;
         }
         copy = strdup(s);
-        if (!copy ||
-            grow((void **)&a->owned, &a->ownedcap, a->nowned + 1, sizeof *a->owned) ||
+        if (!copy || grow((void **)&a->owned, &a->ownedcap, a->nowned + 1, sizeof *a->owned) ||
             allow_add(a, copy)) {
             free(copy);
             fprintf(stderr, "ckpt %s: out of memory\n", cmd->name);
@@ -156,33 +138,27 @@ static struct {
 
 /* ------------------------------------------------------------ output */
 
-static const char *verdict_color(ckpt_verdict v)
-{
+static const char *verdict_color(ckpt_verdict v) {
     return cli_color(v == CKPT_VERDICT_SAFE ? CLI_GREEN : CLI_RED);
 }
 
-static const char *severity_color(ckpt_severity s)
-{
-    if (s == CKPT_SEVERITY_DANGEROUS)
-        return cli_color(CLI_RED);
+static const char *severity_color(ckpt_severity s) {
+    if (s == CKPT_SEVERITY_DANGEROUS) return cli_color(CLI_RED);
     return s == CKPT_SEVERITY_SUSPICIOUS ? cli_color(CLI_YELLOW) : "";
 }
 
-static void print_human(const char *path, const ckpt_scan_report *r)
-{
+static void print_human(const char *path, const ckpt_scan_report *r) {
     size_t i, n = ckpt_scan_finding_count(r), count[3] = {0, 0, 0};
     ckpt_verdict v = ckpt_scan_verdict(r);
     const char *name;
 
-    if (args.quiet && v == CKPT_VERDICT_SAFE)
-        return;
+    if (args.quiet && v == CKPT_VERDICT_SAFE) return;
     for (i = 0; i < n; i++) {
         const ckpt_finding *f = ckpt_scan_finding(r, i);
         const char *color = severity_color(f->severity);
 
         count[f->severity]++;
-        if (args.quiet && f->severity == CKPT_SEVERITY_INFO)
-            continue;
+        if (args.quiet && f->severity == CKPT_SEVERITY_INFO) continue;
         printf("  %s%-10s%s %s", color, ckpt_severity_name(f->severity),
                color[0] ? cli_color(CLI_RESET) : "", f->kind);
         if (f->global) {
@@ -210,17 +186,14 @@ static void print_human(const char *path, const ckpt_scan_report *r)
     }
     name = ckpt_verdict_name(v);
     fputs(verdict_color(v), stdout);
-    for (i = 0; name[i]; i++)
-        fputc(toupper((unsigned char)name[i]), stdout);
+    for (i = 0; name[i]; i++) fputc(toupper((unsigned char)name[i]), stdout);
     printf("%s ", cli_color(CLI_RESET));
     cli_put_text(stdout, path, strlen(path));
-    printf(" (%zu dangerous, %zu suspicious, %zu info)\n",
-           count[CKPT_SEVERITY_DANGEROUS], count[CKPT_SEVERITY_SUSPICIOUS],
-           count[CKPT_SEVERITY_INFO]);
+    printf(" (%zu dangerous, %zu suspicious, %zu info)\n", count[CKPT_SEVERITY_DANGEROUS],
+           count[CKPT_SEVERITY_SUSPICIOUS], count[CKPT_SEVERITY_INFO]);
 }
 
-static void print_json(cli_json_writer *j, const char *path, const ckpt_scan_report *r)
-{
+static void print_json(cli_json_writer *j, const char *path, const ckpt_scan_report *r) {
     size_t i, n = ckpt_scan_finding_count(r);
 
     cli_json_object_begin(j);
@@ -258,8 +231,7 @@ static void print_json(cli_json_writer *j, const char *path, const ckpt_scan_rep
     cli_json_array_end(j);
     cli_json_key(j, "globals");
     cli_json_array_begin(j);
-    for (i = 0; i < ckpt_scan_global_count(r); i++)
-        cli_json_string(j, ckpt_scan_global(r, i));
+    for (i = 0; i < ckpt_scan_global_count(r); i++) cli_json_string(j, ckpt_scan_global(r, i));
     cli_json_array_end(j);
     cli_json_object_end(j);
 }
@@ -267,15 +239,13 @@ static void print_json(cli_json_writer *j, const char *path, const ckpt_scan_rep
 /* An --allow of a dangerous family is ignored by every scan, which says
  * so in a finding; stderr says it once per run, so that it is not missed
  * behind a SAFE or UNSAFE line. */
-static void warn_refused_allows(const ckpt_scan_report *r, int *warned)
-{
+static void warn_refused_allows(const ckpt_scan_report *r, int *warned) {
     size_t i, n = ckpt_scan_finding_count(r);
 
     for (i = 0; i < n && !*warned; i++) {
         const ckpt_finding *f = ckpt_scan_finding(r, i);
 
-        if (strcmp(f->kind, "allow-ignored") != 0)
-            continue;
+        if (strcmp(f->kind, "allow-ignored") != 0) continue;
         fputs("ckpt scan: ", stderr);
         cli_put_text(stderr, f->message, strlen(f->message));
         fputc('\n', stderr);
@@ -288,8 +258,7 @@ static void warn_refused_allows(const ckpt_scan_report *r, int *warned)
  * trainer_state.json) is listed but is not a finding: no loader of the
  * folder unpickles it. */
 static int scan_one(const char *path, const ckpt_scan_options *opts, cli_json_writer *j,
-                    int *warned, int in_dir)
-{
+                    int *warned, int in_dir) {
     ckpt_scan_report *r = NULL;
     int rc = ckpt_scan(&r, path, opts);
     cli_error e;
@@ -320,29 +289,25 @@ static int scan_one(const char *path, const ckpt_scan_options *opts, cli_json_wr
     return rc;
 }
 
-
-static const cli_opt opts[] = {
-    { CLI_OPT_BOOL, "json", 0, &args.json, NULL, 0,
-      "one JSON object per file (an array for several)" },
-    { CLI_OPT_VALUES, "allow", 0, &args.allow, "NAME", 0,
-      "also allow the global NAME (exact module.qualname; "
-      "not for known dangerous families: such an --allow "
-      "is ignored, and the output says so); repeatable" },
-    { CLI_OPT_VALUES, "policy", 0, &args.allow, "FILE", 0,
-      "allow every module.qualname listed in FILE, one per "
-      "line, '#' starts a comment" },
-    { CLI_OPT_BOOL, "quiet", 'q', &args.quiet, NULL, 0,
-      "print nothing for safe files, and no info findings" },
-    { CLI_OPT_BOOL, "verbose", 'v', &args.verbose, NULL, 0,
-      "also list every global each file imports" },
-    { CLI_OPT_ARGS, "FILE", 0, &args.files, NULL, CLI_OPT_REQUIRED, NULL },
-    { 0 }
-};
+static const cli_opt opts[] = {{CLI_OPT_BOOL, "json", 0, &args.json, NULL, 0,
+                                "one JSON object per file (an array for several)"},
+                               {CLI_OPT_VALUES, "allow", 0, &args.allow, "NAME", 0,
+                                "also allow the global NAME (exact module.qualname; "
+                                "not for known dangerous families: such an --allow "
+                                "is ignored, and the output says so); repeatable"},
+                               {CLI_OPT_VALUES, "policy", 0, &args.allow, "FILE", 0,
+                                "allow every module.qualname listed in FILE, one per "
+                                "line, '#' starts a comment"},
+                               {CLI_OPT_BOOL, "quiet", 'q', &args.quiet, NULL, 0,
+                                "print nothing for safe files, and no info findings"},
+                               {CLI_OPT_BOOL, "verbose", 'v', &args.verbose, NULL, 0,
+                                "also list every global each file imports"},
+                               {CLI_OPT_ARGS, "FILE", 0, &args.files, NULL, CLI_OPT_REQUIRED, NULL},
+                               {0}};
 
 /* The allowlist of --allow and --policy, in the order given. Returns
  * CLI_OK, or CLI_USAGE after printing why. */
-static int read_allowlist(const cli_command *cmd, allowlist *list)
-{
+static int read_allowlist(const cli_command *cmd, allowlist *list) {
     size_t i;
     int rc;
 
@@ -350,8 +315,7 @@ static int read_allowlist(const cli_command *cmd, allowlist *list)
         const char *v = args.allow.items[i];
 
         if (strcmp(args.allow.opts[i]->name, "policy") == 0) {
-            if ((rc = read_policy(cmd, list, v)) != CLI_OK)
-                return rc;
+            if ((rc = read_policy(cmd, list, v)) != CLI_OK) return rc;
         } else if (!valid_qualname(v)) {
             return cli_usage_error(cmd, "--allow takes module.qualname, not '%s'", v);
         } else if (allow_add(list, v)) {
@@ -361,23 +325,19 @@ static int read_allowlist(const cli_command *cmd, allowlist *list)
     return CLI_OK;
 }
 
-static int is_dir(const char *path)
-{
+static int is_dir(const char *path) {
     struct stat st;
 
     return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-static int skip_entry(const struct dirent *de)
-{
+static int skip_entry(const struct dirent *de) {
     return de->d_name[0] != '.'; /* ".", "..", hidden files, atomic temps */
 }
 
 /* A directory (a model folder, a Trainer checkpoint): every regular file
  * in it, in name order, as loading any of them could run code. */
-static int scan_dir(const char *dir, const ckpt_scan_options *so, cli_json_writer *j,
-                    int *warned)
-{
+static int scan_dir(const char *dir, const ckpt_scan_options *so, cli_json_writer *j, int *warned) {
     struct dirent **des = NULL;
     int n = scandir(dir, &des, skip_entry, alphasort), i, worst = CLI_OK, rc, scanned = 0;
 
@@ -391,15 +351,13 @@ static int scan_dir(const char *dir, const ckpt_scan_options *so, cli_json_write
         char *path = NULL;
         struct stat st;
 
-        if (asprintf(&path, "%s/%s", dir, des[i]->d_name) < 0)
-            path = NULL;
+        if (asprintf(&path, "%s/%s", dir, des[i]->d_name) < 0) path = NULL;
         if (path == NULL) {
             worst = CLI_USAGE;
         } else if (stat(path, &st) == 0 && S_ISREG(st.st_mode)) {
             rc = scan_one(path, so, j, warned, 1);
             scanned++;
-            if (rc == CLI_USAGE || (rc == CLI_FINDINGS && worst == CLI_OK))
-                worst = rc;
+            if (rc == CLI_USAGE || (rc == CLI_FINDINGS && worst == CLI_OK)) worst = rc;
         }
         free(path);
         free(des[i]);
@@ -414,8 +372,7 @@ static int scan_dir(const char *dir, const ckpt_scan_options *so, cli_json_write
     return worst;
 }
 
-static int run(const cli_command *cmd, int argc, char **argv)
-{
+static int run(const cli_command *cmd, int argc, char **argv) {
     allowlist list = {0};
     ckpt_scan_options so = CKPT_SCAN_OPTIONS_INIT;
     cli_json_writer jw;
@@ -423,8 +380,7 @@ static int run(const cli_command *cmd, int argc, char **argv)
     int worst = CLI_OK, warned = 0, several = 0;
     int rc = cli_opt_parse(cmd, argc, argv);
 
-    if (rc == CLI_CONTINUE)
-        rc = read_allowlist(cmd, &list);
+    if (rc == CLI_CONTINUE) rc = read_allowlist(cmd, &list);
     if (rc != CLI_OK && rc != CLI_CONTINUE) {
         allow_free(&list);
         return rc;
@@ -439,8 +395,7 @@ static int run(const cli_command *cmd, int argc, char **argv)
         several = args.files.n > 1 || is_dir(args.files.items[i]);
     if (args.json) {
         cli_json_init(&jw, stdout);
-        if (several)
-            cli_json_array_begin(&jw);
+        if (several) cli_json_array_begin(&jw);
     }
     for (i = 0; i < args.files.n; i++) {
         const char *a = args.files.items[i];
@@ -448,13 +403,11 @@ static int run(const cli_command *cmd, int argc, char **argv)
         cli_progress(a, i, args.files.n);
         rc = is_dir(a) ? scan_dir(a, &so, args.json ? &jw : NULL, &warned)
                        : scan_one(a, &so, args.json ? &jw : NULL, &warned, 0);
-        if (rc == CLI_USAGE || (rc == CLI_FINDINGS && worst == CLI_OK))
-            worst = rc;
+        if (rc == CLI_USAGE || (rc == CLI_FINDINGS && worst == CLI_OK)) worst = rc;
     }
     cli_progress(NULL, args.files.n, args.files.n);
     if (args.json) {
-        if (several)
-            cli_json_array_end(&jw);
+        if (several) cli_json_array_end(&jw);
         fputc('\n', stdout);
     }
     allow_free(&list);
@@ -462,7 +415,9 @@ static int run(const cli_command *cmd, int argc, char **argv)
 }
 
 const cli_command cli_cmd_scan = {
-    "scan", "would loading it run code? decided without running it", opts,
+    "scan",
+    "would loading it run code? decided without running it",
+    opts,
     "Decides, without executing anything, whether loading each FILE with\n"
     "torch.load or pickle could run code. Every pickle in it is examined:\n"
     "zip members that look like pickles, legacy stacked pickles, streams\n"
@@ -484,5 +439,5 @@ const cli_command cli_cmd_scan = {
     "pickles all parse and are clean is safe even if its storages are not.\n",
     "Exit status: 0 every file safe, 1 some file not safe, 2 usage or I/O\n"
     "error.\n",
-    run, NULL
-};
+    run,
+    NULL};

@@ -21,17 +21,14 @@
 #define PATH_CAP 8192
 
 /* Strict decimal: digits only, no sign, within max. */
-static int parse_uint(const char *s, uint64_t max, uint64_t *out)
-{
+static int parse_uint(const char *s, uint64_t max, uint64_t *out) {
     char *end;
     unsigned long long v;
 
-    if (s[0] < '0' || s[0] > '9')
-        return -1;
+    if (s[0] < '0' || s[0] > '9') return -1;
     errno = 0;
     v = strtoull(s, &end, 10);
-    if (errno || *end != '\0' || v > max)
-        return -1;
+    if (errno || *end != '\0' || v > max) return -1;
     *out = v;
     return 0;
 }
@@ -42,73 +39,66 @@ static struct {
     int json, replace;
 } args;
 
-#define DIR_ARG { CLI_OPT_ARG, "DIR", 0, &args.dir, NULL, CLI_OPT_REQUIRED, NULL }
-#define KEEP_OPT                                                               \
-    { CLI_OPT_VALUE, "keep", 0, &args.keep, "N", 0,                           \
-      "verified generations kept by commit and prune (3)" }
+#define DIR_ARG                                                                                    \
+    { CLI_OPT_ARG, "DIR", 0, &args.dir, NULL, CLI_OPT_REQUIRED, NULL }
+#define KEEP_OPT                                                                                   \
+    {                                                                                              \
+        CLI_OPT_VALUE, "keep", 0, &args.keep, "N", 0,                                              \
+            "verified generations kept by commit and prune (3)"                                    \
+    }
 
 static const cli_opt commit_opts[] = {
     DIR_ARG,
-    { CLI_OPT_VALUE, "name", 0, &args.name, "NAME", CLI_OPT_REQUIRED,
-      "commit: the label of the generation's file name" },
-    { CLI_OPT_VALUE, "step", 0, &args.step, "N", CLI_OPT_REQUIRED,
-      "commit: its step, a non-negative integer" },
+    {CLI_OPT_VALUE, "name", 0, &args.name, "NAME", CLI_OPT_REQUIRED,
+     "commit: the label of the generation's file name"},
+    {CLI_OPT_VALUE, "step", 0, &args.step, "N", CLI_OPT_REQUIRED,
+     "commit: its step, a non-negative integer"},
     KEEP_OPT,
-    { CLI_OPT_BOOL, "replace", 0, &args.replace, NULL, 0,
-      "commit: replace a step already committed (else refused)" },
-    { CLI_OPT_ARG, "SRC", 0, &args.src, NULL, CLI_OPT_REQUIRED, NULL },
-    { 0 }
-};
-static const cli_opt latest_opts[] = { DIR_ARG, { 0 } };
+    {CLI_OPT_BOOL, "replace", 0, &args.replace, NULL, 0,
+     "commit: replace a step already committed (else refused)"},
+    {CLI_OPT_ARG, "SRC", 0, &args.src, NULL, CLI_OPT_REQUIRED, NULL},
+    {0}};
+static const cli_opt latest_opts[] = {DIR_ARG, {0}};
 static const cli_opt list_opts[] = {
-    DIR_ARG,
-    { CLI_OPT_BOOL, "json", 0, &args.json, NULL, 0, "list: one JSON object" },
-    { 0 }
-};
-static const cli_opt prune_opts[] = { DIR_ARG, KEEP_OPT, { 0 } };
-static const cli_opt gc_opts[] = {
-    DIR_ARG,
-    { CLI_OPT_VALUE, "older-than", 0, &args.older, "MINUTES", 0,
-      "gc: stale age of an unlocked temporary file (60)" },
-    { 0 }
-};
+    DIR_ARG, {CLI_OPT_BOOL, "json", 0, &args.json, NULL, 0, "list: one JSON object"}, {0}};
+static const cli_opt prune_opts[] = {DIR_ARG, KEEP_OPT, {0}};
+static const cli_opt gc_opts[] = {DIR_ARG,
+                                  {CLI_OPT_VALUE, "older-than", 0, &args.older, "MINUTES", 0,
+                                   "gc: stale age of an unlocked temporary file (60)"},
+                                  {0}};
 
 /* Strict decimal into *out: digits only, no sign, within max. CLI_CONTINUE,
  * or a usage error naming the option. */
-static int number(const cli_command *cmd, const char *opt, const char *s,
-                  uint64_t max, uint64_t *out)
-{
-    if (s == NULL || parse_uint(s, max, out) == 0)
-        return CLI_CONTINUE;
+static int number(const cli_command *cmd, const char *opt, const char *s, uint64_t max,
+                  uint64_t *out) {
+    if (s == NULL || parse_uint(s, max, out) == 0) return CLI_CONTINUE;
     return cli_usage_error(cmd, "--%s takes a non-negative integer%s, not '%s'", opt,
                            max == UINT64_MAX ? "" : " below 2^32", s);
 }
 
 /* Parses a subcommand's command line (argv[0] is its name) into *o and
  * *step. Returns CLI_CONTINUE, or the exit code to return now. */
-static int parse_args(const cli_command *cmd, int argc, char **argv,
-                      ckpt_store_options *o, uint64_t *step)
-{
+static int parse_args(const cli_command *cmd, int argc, char **argv, ckpt_store_options *o,
+                      uint64_t *step) {
     uint64_t keep = 0, older = 0;
     int rc = cli_opt_parse(cmd, argc, argv);
 
     *o = (ckpt_store_options)CKPT_STORE_OPTIONS_INIT;
     o->replace = args.replace;
-    if (rc == CLI_CONTINUE)
-        rc = number(cmd, "step", args.step, UINT64_MAX, step);
-    if (rc == CLI_CONTINUE && (rc = number(cmd, "keep", args.keep, UINT32_MAX, &keep)) ==
-                                  CLI_CONTINUE && args.keep)
+    if (rc == CLI_CONTINUE) rc = number(cmd, "step", args.step, UINT64_MAX, step);
+    if (rc == CLI_CONTINUE &&
+        (rc = number(cmd, "keep", args.keep, UINT32_MAX, &keep)) == CLI_CONTINUE && args.keep)
         o->keep = (uint32_t)keep;
-    if (rc == CLI_CONTINUE && (rc = number(cmd, "older-than", args.older, UINT32_MAX,
-                                           &older)) == CLI_CONTINUE && args.older)
+    if (rc == CLI_CONTINUE &&
+        (rc = number(cmd, "older-than", args.older, UINT32_MAX, &older)) == CLI_CONTINUE &&
+        args.older)
         o->stale_minutes = (uint32_t)older;
     return rc;
 }
 
 /* Reports a library failure under the file it concerns (the source, the
  * generation, LATEST or DIR), `dir` when the record names none. */
-static int fail(const char *dir, int code)
-{
+static int fail(const char *dir, int code) {
     cli_error e;
     char file[1024];
     const char *last = ckpt_error_last()->file;
@@ -128,15 +118,13 @@ static int fail(const char *dir, int code)
 
 /* ------------------------------------------------------------ commit */
 
-static int store_commit(const cli_command *cmd, int argc, char **argv)
-{
+static int store_commit(const cli_command *cmd, int argc, char **argv) {
     ckpt_store_options o;
     uint64_t step = 0;
     char path[PATH_CAP];
     int rc = parse_args(cmd, argc, argv, &o, &step);
 
-    if (rc != CLI_CONTINUE)
-        return rc;
+    if (rc != CLI_CONTINUE) return rc;
     rc = ckpt_store_commit(path, sizeof path, args.dir, args.name, step, args.src, &o);
     if (path[0]) {
         cli_put_text(stdout, path, strlen(path));
@@ -147,22 +135,19 @@ static int store_commit(const cli_command *cmd, int argc, char **argv)
 
 /* ------------------------------------------------------------ latest */
 
-static int store_latest(const cli_command *cmd, int argc, char **argv)
-{
+static int store_latest(const cli_command *cmd, int argc, char **argv) {
     ckpt_store_options o;
     uint64_t step;
     char path[PATH_CAP];
     int rc = parse_args(cmd, argc, argv, &o, &step);
 
-    if (rc != CLI_CONTINUE)
-        return rc;
+    if (rc != CLI_CONTINUE) return rc;
     rc = ckpt_store_latest(path, sizeof path, args.dir, &o);
     if (rc == CKPT_E_NOTFOUND) {
         fail(args.dir, rc);
         return CLI_FINDINGS;
     }
-    if (rc)
-        return fail(args.dir, rc);
+    if (rc) return fail(args.dir, rc);
     cli_put_text(stdout, path, strlen(path));
     fputc('\n', stdout);
     return CLI_OK;
@@ -170,8 +155,7 @@ static int store_latest(const cli_command *cmd, int argc, char **argv)
 
 /* ------------------------------------------------------------ list */
 
-static void list_json(const ckpt_store_listing *l, const char *dir)
-{
+static void list_json(const ckpt_store_listing *l, const char *dir) {
     cli_json_writer j;
     const char *pfile;
     ckpt_store_pointer p = ckpt_store_list_pointer(l, &pfile);
@@ -229,8 +213,7 @@ static void list_json(const ckpt_store_listing *l, const char *dir)
     fputc('\n', stdout);
 }
 
-static void list_human(const ckpt_store_listing *l)
-{
+static void list_human(const ckpt_store_listing *l) {
     const char *pfile;
     ckpt_store_pointer p = ckpt_store_list_pointer(l, &pfile);
     size_t i, n = ckpt_store_list_count(l);
@@ -239,8 +222,8 @@ static void list_human(const ckpt_store_listing *l)
 
     /* steps ascend: the last one is the widest */
     if (n)
-        width = snprintf(digits, sizeof digits, "%" PRIu64,
-                         ckpt_store_list_generation(l, n - 1)->step);
+        width =
+            snprintf(digits, sizeof digits, "%" PRIu64, ckpt_store_list_generation(l, n - 1)->step);
     for (i = 0; i < n; i++) {
         const ckpt_store_generation *g = ckpt_store_list_generation(l, i);
 
@@ -248,10 +231,9 @@ static void list_human(const ckpt_store_listing *l)
                cli_color(g->ok ? CLI_GREEN : CLI_RED), g->ok ? "ok" : "corrupt",
                cli_color(CLI_RESET));
         cli_put_text(stdout, g->file, strlen(g->file));
-        if (g->latest)
-            fputs("  <- LATEST", stdout);
+        if (g->latest) fputs("  <- LATEST", stdout);
         if (!g->ok) {
-            cli_error e = { 0 };
+            cli_error e = {0};
 
             fputs(": ", stdout);
             cli_put_text(stdout, g->reason, strlen(g->reason));
@@ -270,8 +252,7 @@ static void list_human(const ckpt_store_listing *l)
     fputc('\n', stdout);
 }
 
-static int store_list(const cli_command *cmd, int argc, char **argv)
-{
+static int store_list(const cli_command *cmd, int argc, char **argv) {
     ckpt_store_options o;
     uint64_t step;
     ckpt_store_listing *l = NULL;
@@ -279,25 +260,21 @@ static int store_list(const cli_command *cmd, int argc, char **argv)
     size_t i, n;
     ckpt_store_pointer p;
 
-    if (rc != CLI_CONTINUE)
-        return rc;
+    if (rc != CLI_CONTINUE) return rc;
     rc = ckpt_store_list(&l, args.dir, &o);
-    if (rc)
-        return fail(args.dir, rc);
+    if (rc) return fail(args.dir, rc);
     if (args.json) {
         list_json(l, args.dir);
     } else {
         const char *caveat = ckpt_store_lock_caveat(args.dir);
         list_human(l);
-        if (caveat)
-            printf("note: %s\n", caveat);
+        if (caveat) printf("note: %s\n", caveat);
     }
     p = ckpt_store_list_pointer(l, NULL);
     rc = p == CKPT_STORE_POINTER_OK || p == CKPT_STORE_POINTER_ABSENT ? CLI_OK : CLI_FINDINGS;
     n = ckpt_store_list_count(l);
     for (i = 0; i < n; i++)
-        if (!ckpt_store_list_generation(l, i)->ok)
-            rc = CLI_FINDINGS;
+        if (!ckpt_store_list_generation(l, i)->ok) rc = CLI_FINDINGS;
     ckpt_store_listing_free(l);
     return rc;
 }
@@ -306,27 +283,23 @@ static int store_list(const cli_command *cmd, int argc, char **argv)
 
 /* Prunes, then names the corrupt generations left in place (exit 1 when
  * there are any, as for list). */
-static int store_prune(const cli_command *cmd, int argc, char **argv)
-{
+static int store_prune(const cli_command *cmd, int argc, char **argv) {
     ckpt_store_options o;
     uint64_t step;
     ckpt_store_listing *l = NULL;
     size_t removed = 0, i, n;
     int rc = parse_args(cmd, argc, argv, &o, &step);
 
-    if (rc != CLI_CONTINUE)
-        return rc;
+    if (rc != CLI_CONTINUE) return rc;
     rc = ckpt_store_prune_list(&l, &removed, args.dir, &o);
     printf("removed %zu generation%s\n", removed, cli_plural(removed));
-    if (rc)
-        return fail(args.dir, rc);
+    if (rc) return fail(args.dir, rc);
     n = ckpt_store_list_count(l);
     for (i = 0; i < n; i++) {
         const ckpt_store_generation *g = ckpt_store_list_generation(l, i);
-        cli_error e = { 0 };
+        cli_error e = {0};
 
-        if (g->ok)
-            continue;
+        if (g->ok) continue;
         printf("%scorrupt%s, left in place: ", cli_color(CLI_RED), cli_color(CLI_RESET));
         cli_put_text(stdout, g->file, strlen(g->file));
         fputs(": ", stdout);
@@ -341,38 +314,33 @@ static int store_prune(const cli_command *cmd, int argc, char **argv)
     return rc;
 }
 
-static int store_gc(const cli_command *cmd, int argc, char **argv)
-{
+static int store_gc(const cli_command *cmd, int argc, char **argv) {
     ckpt_store_options o;
     uint64_t step;
     size_t removed = 0;
     int rc = parse_args(cmd, argc, argv, &o, &step);
 
-    if (rc != CLI_CONTINUE)
-        return rc;
+    if (rc != CLI_CONTINUE) return rc;
     rc = ckpt_store_gc(&removed, args.dir, &o);
     printf("removed %zu stale temporary file%s\n", removed, cli_plural(removed));
     return rc ? fail(args.dir, rc) : CLI_OK;
 }
 
-static const cli_command sub_commit = { "store commit", NULL, commit_opts, NULL, NULL,
-                                    store_commit, NULL };
-static const cli_command sub_latest = { "store latest", NULL, latest_opts, NULL, NULL,
-                                    store_latest, NULL };
-static const cli_command sub_list = { "store list", NULL, list_opts, NULL, NULL, store_list,
-                                  NULL };
-static const cli_command sub_prune = { "store prune", NULL, prune_opts, NULL, NULL,
-                                   store_prune, NULL };
-static const cli_command sub_gc = { "store gc", NULL, gc_opts, NULL, NULL, store_gc, NULL };
-static const cli_command *const subs[] = { &sub_commit, &sub_latest, &sub_list, &sub_prune,
-                                           &sub_gc, NULL };
+static const cli_command sub_commit = {"store commit", NULL,         commit_opts, NULL,
+                                       NULL,           store_commit, NULL};
+static const cli_command sub_latest = {"store latest", NULL,         latest_opts, NULL,
+                                       NULL,           store_latest, NULL};
+static const cli_command sub_list = {"store list", NULL, list_opts, NULL, NULL, store_list, NULL};
+static const cli_command sub_prune = {"store prune", NULL,        prune_opts, NULL,
+                                      NULL,          store_prune, NULL};
+static const cli_command sub_gc = {"store gc", NULL, gc_opts, NULL, NULL, store_gc, NULL};
+static const cli_command *const subs[] = {&sub_commit, &sub_latest, &sub_list,
+                                          &sub_prune,  &sub_gc,     NULL};
 
-static int run(const cli_command *cmd, int argc, char **argv)
-{
+static int run(const cli_command *cmd, int argc, char **argv) {
     size_t i;
 
-    if (argc < 2)
-        return cli_usage_error(cmd, "missing subcommand");
+    if (argc < 2) return cli_usage_error(cmd, "missing subcommand");
     if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0) {
         cli_opt_usage(stdout, cmd, 1);
         return CLI_OK;
@@ -383,10 +351,12 @@ static int run(const cli_command *cmd, int argc, char **argv)
     return cli_usage_error(cmd, "unknown subcommand '%s'", argv[1]);
 }
 
-static const cli_opt no_opts[] = { { 0 } };
+static const cli_opt no_opts[] = {{0}};
 
 const cli_command cli_cmd_store = {
-    "store", "numbered generations with a verified LATEST pointer", no_opts,
+    "store",
+    "numbered generations with a verified LATEST pointer",
+    no_opts,
     "DIR holds generations NAME-STEP.safetensors or NAME-STEP.pt (steps sort\n"
     "numerically) and LATEST, the file name of the newest committed one\n"
     "(for readers without ckpt). NAME is a label, not a namespace: the\n"
@@ -418,5 +388,5 @@ const cli_command cli_cmd_store = {
     "           process is gone or it is unmodified for MINUTES\n",
     "Exit status: 0 ok, 1 corrupt data (source, new generation, listing,\n"
     "prune), 2 usage or I/O error.\n",
-    run, subs
-};
+    run,
+    subs};

@@ -17,15 +17,11 @@ static struct {
     int json, quiet, verbose;
 } args;
 
-static const char *checksums_name(ckpt_checksums c)
-{
+static const char *checksums_name(ckpt_checksums c) {
     switch (c) {
-    case CKPT_CHECKSUMS_CRC32:
-        return "crc32";
-    case CKPT_CHECKSUMS_DIGESTS:
-        return "digests";
-    default:
-        return "none";
+    case CKPT_CHECKSUMS_CRC32: return "crc32";
+    case CKPT_CHECKSUMS_DIGESTS: return "digests";
+    default: return "none";
     }
 }
 
@@ -38,8 +34,7 @@ typedef struct outcome {
     int rc;             /* CLI_* */
 } outcome;
 
-static void print_json(cli_json_writer *j, const outcome *o)
-{
+static void print_json(cli_json_writer *j, const outcome *o) {
     cli_json_object_begin(j);
     cli_json_key(j, "file");
     cli_json_string(j, o->path);
@@ -57,8 +52,7 @@ static void print_json(cli_json_writer *j, const outcome *o)
     cli_json_key(j, "members");
     cli_json_uint(j, o->e ? 0 : o->report->members);
     cli_json_key(j, "checksums");
-    cli_json_string(j, checksums_name(o->f ? ckpt_file_checksums(o->f)
-                                           : CKPT_CHECKSUMS_NONE));
+    cli_json_string(j, checksums_name(o->f ? ckpt_file_checksums(o->f) : CKPT_CHECKSUMS_NONE));
     if (o->e) {
         cli_json_key(j, "error");
         cli_json_object_begin(j);
@@ -81,35 +75,31 @@ static void print_json(cli_json_writer *j, const outcome *o)
     cli_json_object_end(j);
 }
 
-static void print_failure(const outcome *o)
-{
+static void print_failure(const outcome *o) {
     if (o->rc == CLI_USAGE)
         printf("%sERROR%s ", cli_color(CLI_RED), cli_color(CLI_RESET));
     else
         printf("%sCORRUPT%s ", cli_color(CLI_RED), cli_color(CLI_RESET));
     cli_put_files(stdout, o->path, o->e);
     cli_put_message(stdout, o->e);
-    if (o->rc != CLI_USAGE)
-        cli_put_location(stdout, o->e, 1);
+    if (o->rc != CLI_USAGE) cli_put_location(stdout, o->e, 1);
     fputc('\n', stdout);
 }
 
-static void print_ok(const outcome *o)
-{
+static void print_ok(const outcome *o) {
     char human[32];
 
     printf("%sOK%s ", cli_color(CLI_GREEN), cli_color(CLI_RESET));
     cli_put_text(stdout, o->path, strlen(o->path));
     printf(" (%s, %zu tensors, %" PRIu64 " bytes checked)",
-           ckpt_format_name(ckpt_file_format(o->f)),
-           ckpt_file_tensor_count(o->f), o->report->bytes);
+           ckpt_format_name(ckpt_file_format(o->f)), ckpt_file_tensor_count(o->f),
+           o->report->bytes);
     /* what was vouched for: without a checksum, only that structure and
      * sizes are consistent, not that the bytes are the ones written */
     if (ckpt_file_checksums(o->f) == CKPT_CHECKSUMS_NONE)
         fputs("; structure only: this file carries no checksums", stdout);
     fputc('\n', stdout);
-    if (!args.verbose)
-        return;
+    if (!args.verbose) return;
     printf("  checksums: %s; %s read", checksums_name(ckpt_file_checksums(o->f)),
            cli_human_bytes(human, o->report->bytes));
     if (o->report->members)
@@ -119,8 +109,7 @@ static void print_ok(const outcome *o)
 }
 
 /* Verifies one file and prints what was found; returns its exit code. */
-static int verify_one(cli_json_writer *j, const char *path)
-{
+static int verify_one(cli_json_writer *j, const char *path) {
     ckpt_file *f = NULL;
     ckpt_verify_report report;
     cli_error e;
@@ -128,8 +117,7 @@ static int verify_one(cli_json_writer *j, const char *path)
     int rc = ckpt_open(&f, path, NULL);
 
     memset(&report, 0, sizeof report);
-    if (rc == 0)
-        rc = ckpt_verify(&report, f);
+    if (rc == 0) rc = ckpt_verify(&report, f);
     o.path = path;
     o.f = f;
     o.report = &report;
@@ -151,49 +139,43 @@ static int verify_one(cli_json_writer *j, const char *path)
 }
 
 static const cli_opt opts[] = {
-    { CLI_OPT_ARGS, "FILE", 0, &args.files, NULL, CLI_OPT_REQUIRED, NULL },
-    { CLI_OPT_BOOL, "json", 0, &args.json, NULL, 0,
-      "one JSON object per file on stdout (an array for several files)" },
-    { CLI_OPT_BOOL, "quiet", 'q', &args.quiet, NULL, 0,
-      "print only the files that are not OK" },
-    { CLI_OPT_BOOL, "verbose", 'v', &args.verbose, NULL, 0,
-      "also say which checksums were checked and how much was read" },
-    { 0 }
-};
+    {CLI_OPT_ARGS, "FILE", 0, &args.files, NULL, CLI_OPT_REQUIRED, NULL},
+    {CLI_OPT_BOOL, "json", 0, &args.json, NULL, 0,
+     "one JSON object per file on stdout (an array for several files)"},
+    {CLI_OPT_BOOL, "quiet", 'q', &args.quiet, NULL, 0, "print only the files that are not OK"},
+    {CLI_OPT_BOOL, "verbose", 'v', &args.verbose, NULL, 0,
+     "also say which checksums were checked and how much was read"},
+    {0}};
 
-static int run(const cli_command *cmd, int argc, char **argv)
-{
+static int run(const cli_command *cmd, int argc, char **argv) {
     cli_json_writer j;
     size_t i;
     /* the whole command line is checked before any file is touched */
     int worst = cli_opt_parse(cmd, argc, argv);
 
-    if (worst != CLI_CONTINUE)
-        return worst;
+    if (worst != CLI_CONTINUE) return worst;
     if (args.quiet && args.verbose)
         return cli_usage_error(cmd, "--quiet and --verbose exclude each other");
     worst = CLI_OK;
     cli_json_init(&j, stdout);
-    if (args.json && args.files.n > 1)
-        cli_json_array_begin(&j);
+    if (args.json && args.files.n > 1) cli_json_array_begin(&j);
     for (i = 0; i < args.files.n; i++) {
         int rc;
 
         cli_progress(args.files.items[i], i, args.files.n);
         rc = verify_one(&j, args.files.items[i]);
-        if (rc == CLI_USAGE || (rc == CLI_FINDINGS && worst == CLI_OK))
-            worst = rc;
+        if (rc == CLI_USAGE || (rc == CLI_FINDINGS && worst == CLI_OK)) worst = rc;
     }
     cli_progress(NULL, args.files.n, args.files.n);
-    if (args.json && args.files.n > 1)
-        cli_json_array_end(&j);
-    if (args.json)
-        fputc('\n', stdout);
+    if (args.json && args.files.n > 1) cli_json_array_end(&j);
+    if (args.json) fputc('\n', stdout);
     return worst;
 }
 
 const cli_command cli_cmd_verify = {
-    "verify", "read every byte and check checksums and structure", opts,
+    "verify",
+    "read every byte and check checksums and structure",
+    opts,
     "Opens each FILE and reads every tensor byte, checking zip CRC-32s,\n"
     "storage sizes and structure. Prints one line per file:\n"
     "  OK FILE (FORMAT, N tensors, B bytes checked)\n"
@@ -204,5 +186,5 @@ const cli_command cli_cmd_verify = {
     "{code, message, member, offset} (format is null when the file could\n"
     "not be opened).\n",
     "Exit status: 0 all OK, 1 some file corrupt, 2 some file unreadable.\n",
-    run, NULL
-};
+    run,
+    NULL};

@@ -8,16 +8,14 @@
 
 /* Text as roff: a backslash is \e, a line starting with '.' or '\'' is
  * protected by \&, a '-' is \- (so man renders an option as typed). */
-static void put_roff(FILE *out, const char *s, size_t len)
-{
+static void put_roff(FILE *out, const char *s, size_t len) {
     int bol = 1;
     size_t i;
 
     for (i = 0; i < len; i++) {
         char c = s[i];
 
-        if (bol && (c == '.' || c == '\''))
-            fputs("\\&", out);
+        if (bol && (c == '.' || c == '\'')) fputs("\\&", out);
         if (c == '\\')
             fputs("\\e", out);
         else if (c == '-')
@@ -29,14 +27,12 @@ static void put_roff(FILE *out, const char *s, size_t len)
 }
 
 /* One command's help (cli_opt_usage) as a no-fill block. */
-static void man_command(FILE *out, const cli_command *cmd)
-{
+static void man_command(FILE *out, const cli_command *cmd) {
     char *text = NULL;
     size_t len = 0;
     FILE *mem = open_memstream(&text, &len);
 
-    if (mem == NULL)
-        return;
+    if (mem == NULL) return;
     cli_opt_usage(mem, cmd, 1);
     fclose(mem);
     fputs(".SS ", out);
@@ -49,8 +45,7 @@ static void man_command(FILE *out, const cli_command *cmd)
     free(text);
 }
 
-void cli_doc_man(FILE *out, const cli_command *const *cmds, size_t n)
-{
+void cli_doc_man(FILE *out, const cli_command *const *cmds, size_t n) {
     size_t i;
 
     fprintf(out, ".TH CKPT 1 \"\" \"ckpt %s\" \"User Commands\"\n", CKPT_VERSION_STRING);
@@ -69,24 +64,18 @@ void cli_doc_man(FILE *out, const cli_command *const *cmds, size_t n)
 }
 
 /* " --a --b -x" of a table. */
-static void put_options(FILE *out, const cli_opt *o)
-{
+static void put_options(FILE *out, const cli_opt *o) {
     for (; o->type != CLI_OPT_END; o++) {
-        if (o->type == CLI_OPT_ARG || o->type == CLI_OPT_ARGS)
-            continue;
+        if (o->type == CLI_OPT_ARG || o->type == CLI_OPT_ARGS) continue;
         fprintf(out, " --%s", o->name);
-        if (o->alias)
-            fprintf(out, " -%c", o->alias);
+        if (o->alias) fprintf(out, " -%c", o->alias);
     }
 }
 
-int cli_doc_completion(FILE *out, const char *shell, const cli_command *const *cmds,
-                       size_t n)
-{
+int cli_doc_completion(FILE *out, const char *shell, const cli_command *const *cmds, size_t n) {
     size_t i, s;
 
-    if (strcmp(shell, "zsh") == 0)
-        /* zsh runs the bash function through its bashcompinit layer */
+    if (strcmp(shell, "zsh") == 0) /* zsh runs the bash function through its bashcompinit layer */
         fputs("#compdef ckpt\nautoload -U +X bashcompinit && bashcompinit\n", out);
     else if (strcmp(shell, "bash") != 0)
         return -1;
@@ -96,8 +85,7 @@ int cli_doc_completion(FILE *out, const char *shell, const cli_command *const *c
           "    if [ \"$COMP_CWORD\" -eq 1 ]; then\n"
           "        words=\"help --help --version",
           out);
-    for (i = 0; i < n; i++)
-        fprintf(out, " %s", cmds[i]->name);
+    for (i = 0; i < n; i++) fprintf(out, " %s", cmds[i]->name);
     fputs("\"\n"
           "        COMPREPLY=($(compgen -W \"$words\" -- \"$cur\"))\n"
           "        return\n"
@@ -105,13 +93,11 @@ int cli_doc_completion(FILE *out, const char *shell, const cli_command *const *c
           "    case ${COMP_WORDS[1]} in\n"
           "    help) words=\"--man --completion",
           out);
-    for (i = 0; i < n; i++)
-        fprintf(out, " %s", cmds[i]->name);
+    for (i = 0; i < n; i++) fprintf(out, " %s", cmds[i]->name);
     fputs("\";;\n", out);
     for (i = 0; i < n; i++) {
         fprintf(out, "    %s) words=\"--help", cmds[i]->name);
-        if (cmds[i]->subs == NULL)
-            put_options(out, cmds[i]->opts);
+        if (cmds[i]->subs == NULL) put_options(out, cmds[i]->opts);
         for (s = 0; cmds[i]->subs && cmds[i]->subs[s]; s++) {
             const char *sp = strchr(cmds[i]->subs[s]->name, ' ');
 

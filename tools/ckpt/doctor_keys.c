@@ -5,19 +5,14 @@
 
 #include "doctor.h"
 
-static const char *wrapper_origin(const char *segment)
-{
-    if (strcmp(segment, "module.") == 0)
-        return "nn.DataParallel / DistributedDataParallel";
-    if (strcmp(segment, "_orig_mod.") == 0)
-        return "torch.compile";
-    if (strcmp(segment, "_fsdp_wrapped_module.") == 0)
-        return "FSDP";
+static const char *wrapper_origin(const char *segment) {
+    if (strcmp(segment, "module.") == 0) return "nn.DataParallel / DistributedDataParallel";
+    if (strcmp(segment, "_orig_mod.") == 0) return "torch.compile";
+    if (strcmp(segment, "_fsdp_wrapped_module.") == 0) return "FSDP";
     return "activation checkpointing";
 }
 
-void cli_doctor_keys_show(const ckpt_doctor_report *r)
-{
+void cli_doctor_keys_show(const ckpt_doctor_report *r) {
     const ckpt_keys_report *k = ckpt_doctor_keys(r);
     size_t n = k ? ckpt_keys_wrapper_count(k) : 0;
     const char *fix = k ? ckpt_keys_fix_args(k) : NULL;
@@ -37,9 +32,8 @@ void cli_doctor_keys_show(const ckpt_doctor_report *r)
     for (size_t i = 0; i < n; i++) {
         const ckpt_key_wrapper *w = ckpt_keys_wrapper(k, i);
 
-        printf("  '%s' (%s) on %llu key%s", w->segment,
-               wrapper_origin(w->segment), (unsigned long long)w->keys,
-               cli_plural(w->keys));
+        printf("  '%s' (%s) on %llu key%s", w->segment, wrapper_origin(w->segment),
+               (unsigned long long)w->keys, cli_plural(w->keys));
         if (*root) {
             fputs(" of the model under '", stdout);
             cli_put_text(stdout, root, strlen(root));

@@ -5,8 +5,7 @@
 
 #include "doctor.h"
 
-static void show_file_text(const ckpt_doctor_scan *s, int several)
-{
+static void show_file_text(const ckpt_doctor_scan *s, int several) {
     const ckpt_scan_report *r = s->report;
     ckpt_verdict v = r ? ckpt_scan_verdict(r) : CKPT_VERDICT_UNSCANNABLE;
     const char *color = v == CKPT_VERDICT_SAFE ? CLI_GREEN : CLI_RED;
@@ -23,14 +22,14 @@ static void show_file_text(const ckpt_doctor_scan *s, int several)
         cli_put_text(stdout, s->error.message, strlen(s->error.message));
     } else if (v == CKPT_VERDICT_SAFE) {
         fputs(": every global is an allowlisted data or tensor builder; "
-              "loading it runs no code", stdout);
+              "loading it runs no code",
+              stdout);
     }
     fputc('\n', stdout);
     for (size_t i = 0; r && i < ckpt_scan_finding_count(r); i++) {
         const ckpt_finding *f = ckpt_scan_finding(r, i);
 
-        if (f->severity == CKPT_SEVERITY_INFO)
-            continue;
+        if (f->severity == CKPT_SEVERITY_INFO) continue;
         if (++shown > 10) {
             puts("    ... (`ckpt scan` lists them all)");
             break;
@@ -48,10 +47,8 @@ static void show_file_text(const ckpt_doctor_scan *s, int several)
     }
 }
 
-void cli_doctor_safety_show(const ckpt_doctor_report *r)
-{
+void cli_doctor_safety_show(const ckpt_doctor_report *r) {
     size_t n = ckpt_doctor_scan_count(r);
 
-    for (size_t i = 0; i < n; i++)
-        show_file_text(ckpt_doctor_scan_at(r, i), n > 1);
+    for (size_t i = 0; i < n; i++) show_file_text(ckpt_doctor_scan_at(r, i), n > 1);
 }

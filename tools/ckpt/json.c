@@ -14,38 +14,31 @@
 
 #include "cli.h"
 
-void cli_json_init(cli_json_writer *j, FILE *out)
-{
+void cli_json_init(cli_json_writer *j, FILE *out) {
     memset(j, 0, sizeof *j);
     j->out = out;
 }
 
 /* Separator before any value or key. */
-static void before_value(cli_json_writer *j)
-{
+static void before_value(cli_json_writer *j) {
     if (j->after_key) {
         j->after_key = 0;
         return;
     }
-    if (j->need_comma[j->depth])
-        fputc(',', j->out);
+    if (j->need_comma[j->depth]) fputc(',', j->out);
     j->need_comma[j->depth] = 1;
 }
 
-static void open_scope(cli_json_writer *j, char c)
-{
+static void open_scope(cli_json_writer *j, char c) {
     before_value(j);
     fputc(c, j->out);
-    if (j->depth < CLI_JSON_MAX_DEPTH)
-        j->depth++;
+    if (j->depth < CLI_JSON_MAX_DEPTH) j->depth++;
     j->need_comma[j->depth] = 0;
 }
 
-static void close_scope(cli_json_writer *j, char c)
-{
+static void close_scope(cli_json_writer *j, char c) {
     fputc(c, j->out);
-    if (j->depth > 0)
-        j->depth--;
+    if (j->depth > 0) j->depth--;
 }
 
 void cli_json_object_begin(cli_json_writer *j) { open_scope(j, '{'); }
@@ -53,8 +46,7 @@ void cli_json_object_end(cli_json_writer *j) { close_scope(j, '}'); }
 void cli_json_array_begin(cli_json_writer *j) { open_scope(j, '['); }
 void cli_json_array_end(cli_json_writer *j) { close_scope(j, ']'); }
 
-static void put_escaped(FILE *out, const char *s, size_t len)
-{
+static void put_escaped(FILE *out, const char *s, size_t len) {
     const unsigned char *p = (const unsigned char *)s;
     size_t i = 0;
 
@@ -64,13 +56,34 @@ static void put_escaped(FILE *out, const char *s, size_t len)
         size_t n;
 
         switch (c) {
-        case '"': fputs("\\\"", out); i++; continue;
-        case '\\': fputs("\\\\", out); i++; continue;
-        case '\b': fputs("\\b", out); i++; continue;
-        case '\f': fputs("\\f", out); i++; continue;
-        case '\n': fputs("\\n", out); i++; continue;
-        case '\r': fputs("\\r", out); i++; continue;
-        case '\t': fputs("\\t", out); i++; continue;
+        case '"':
+            fputs("\\\"", out);
+            i++;
+            continue;
+        case '\\':
+            fputs("\\\\", out);
+            i++;
+            continue;
+        case '\b':
+            fputs("\\b", out);
+            i++;
+            continue;
+        case '\f':
+            fputs("\\f", out);
+            i++;
+            continue;
+        case '\n':
+            fputs("\\n", out);
+            i++;
+            continue;
+        case '\r':
+            fputs("\\r", out);
+            i++;
+            continue;
+        case '\t':
+            fputs("\\t", out);
+            i++;
+            continue;
         default: break;
         }
         n = cli_utf8_len(p + i, len - i);
@@ -85,50 +98,40 @@ static void put_escaped(FILE *out, const char *s, size_t len)
     fputc('"', out);
 }
 
-void cli_json_key(cli_json_writer *j, const char *key)
-{
+void cli_json_key(cli_json_writer *j, const char *key) {
     before_value(j);
     put_escaped(j->out, key, strlen(key));
     fputc(':', j->out);
     j->after_key = 1;
 }
 
-void cli_json_string_len(cli_json_writer *j, const char *s, size_t len)
-{
+void cli_json_string_len(cli_json_writer *j, const char *s, size_t len) {
     before_value(j);
     put_escaped(j->out, s, len);
 }
 
-void cli_json_string(cli_json_writer *j, const char *s)
-{
+void cli_json_string(cli_json_writer *j, const char *s) {
     if (s == NULL)
         cli_json_null(j);
     else
         cli_json_string_len(j, s, strlen(s));
 }
 
-void cli_json_uint(cli_json_writer *j, uint64_t v)
-{
+void cli_json_uint(cli_json_writer *j, uint64_t v) {
     before_value(j);
     fprintf(j->out, "%" PRIu64, v);
 }
 
 /* JSON's integer grammar: -?(0|[1-9][0-9]*). */
-static int is_json_integer(const char *s)
-{
-    if (*s == '-')
-        s++;
-    if (*s == '0')
-        return s[1] == '\0';
-    if (*s < '1' || *s > '9')
-        return 0;
-    while (*s >= '0' && *s <= '9')
-        s++;
+static int is_json_integer(const char *s) {
+    if (*s == '-') s++;
+    if (*s == '0') return s[1] == '\0';
+    if (*s < '1' || *s > '9') return 0;
+    while (*s >= '0' && *s <= '9') s++;
     return *s == '\0';
 }
 
-void cli_json_int_text(cli_json_writer *j, const char *decimal)
-{
+void cli_json_int_text(cli_json_writer *j, const char *decimal) {
     if (decimal == NULL) {
         cli_json_null(j);
         return;
@@ -141,9 +144,8 @@ void cli_json_int_text(cli_json_writer *j, const char *decimal)
     fputs(decimal, j->out);
 }
 
-const char *cli_fmt_double(char buf[40], double v)
-{
-    static const int precisions[] = { 15, 16, 17 };
+const char *cli_fmt_double(char buf[40], double v) {
+    static const int precisions[] = {15, 16, 17};
     size_t i;
 
     for (i = 0; i < sizeof precisions / sizeof precisions[0]; i++) {
@@ -151,17 +153,14 @@ const char *cli_fmt_double(char buf[40], double v)
 
         snprintf(buf, 40, "%.*g", precisions[i], v);
         back = strtod(buf, NULL);
-        if (memcmp(&back, &v, sizeof v) == 0)
-            break;
+        if (memcmp(&back, &v, sizeof v) == 0) break;
     }
     /* %.17g always round-trips; the loop just prefers shorter forms. */
-    if (strpbrk(buf, ".e") == NULL)
-        strcat(buf, ".0");
+    if (strpbrk(buf, ".e") == NULL) strcat(buf, ".0");
     return buf;
 }
 
-void cli_json_double(cli_json_writer *j, double v)
-{
+void cli_json_double(cli_json_writer *j, double v) {
     char buf[40];
 
     if (isnan(v)) {
@@ -174,31 +173,26 @@ void cli_json_double(cli_json_writer *j, double v)
     }
 }
 
-void cli_json_bool(cli_json_writer *j, int v)
-{
+void cli_json_bool(cli_json_writer *j, int v) {
     before_value(j);
     fputs(v ? "true" : "false", j->out);
 }
 
-void cli_json_null(cli_json_writer *j)
-{
+void cli_json_null(cli_json_writer *j) {
     before_value(j);
     fputs("null", j->out);
 }
 
-void cli_json_hex(cli_json_writer *j, const unsigned char *p, size_t len)
-{
+void cli_json_hex(cli_json_writer *j, const unsigned char *p, size_t len) {
     size_t i;
 
     before_value(j);
     fputc('"', j->out);
-    for (i = 0; i < len; i++)
-        fprintf(j->out, "%02x", (unsigned)p[i]);
+    for (i = 0; i < len; i++) fprintf(j->out, "%02x", (unsigned)p[i]);
     fputc('"', j->out);
 }
 
-void cli_json_leaf(cli_json_writer *j, const ckpt_value *v)
-{
+void cli_json_leaf(cli_json_writer *j, const ckpt_value *v) {
     ckpt_kind kind = ckpt_value_kind(v);
     const char *s;
     size_t len = 0;
@@ -206,9 +200,7 @@ void cli_json_leaf(cli_json_writer *j, const ckpt_value *v)
     int b = 0;
 
     switch (kind) {
-    case CKPT_KIND_INT:
-        cli_json_int_text(j, ckpt_value_int_decimal(v));
-        break;
+    case CKPT_KIND_INT: cli_json_int_text(j, ckpt_value_int_decimal(v)); break;
     case CKPT_KIND_FLOAT:
         ckpt_value_float(v, &d);
         cli_json_double(j, d);
@@ -225,19 +217,13 @@ void cli_json_leaf(cli_json_writer *j, const ckpt_value *v)
         s = ckpt_value_str(v, &len);
         cli_json_hex(j, (const unsigned char *)s, len);
         break;
-    case CKPT_KIND_OBJECT:
-        cli_json_string(j, ckpt_value_object_name(v));
-        break;
-    default: /* NONE, and containers or tensors, which are not leaves */
-        cli_json_null(j);
-        break;
+    case CKPT_KIND_OBJECT: cli_json_string(j, ckpt_value_object_name(v)); break;
+    default: /* NONE, and containers or tensors, which are not leaves */ cli_json_null(j); break;
     }
 }
 
-void cli_json_dims(cli_json_writer *j, unsigned ndim, const uint64_t *dims)
-{
+void cli_json_dims(cli_json_writer *j, unsigned ndim, const uint64_t *dims) {
     cli_json_array_begin(j);
-    for (unsigned d = 0; d < ndim; d++)
-        cli_json_uint(j, dims[d]);
+    for (unsigned d = 0; d < ndim; d++) cli_json_uint(j, dims[d]);
     cli_json_array_end(j);
 }

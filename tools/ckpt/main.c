@@ -10,13 +10,12 @@
 #include "cli.h"
 
 static const cli_command *const commands[] = {
-    &cli_cmd_inspect, &cli_cmd_verify, &cli_cmd_doctor, &cli_cmd_scan, &cli_cmd_store,
+    &cli_cmd_inspect, &cli_cmd_verify, &cli_cmd_doctor, &cli_cmd_scan,    &cli_cmd_store,
     &cli_cmd_match,   &cli_cmd_diff,   &cli_cmd_rename, &cli_cmd_convert,
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 
-static void usage(FILE *out)
-{
+static void usage(FILE *out) {
     size_t i;
 
     fputs("usage: ckpt COMMAND [ARGS...]\n"
@@ -35,19 +34,16 @@ static void usage(FILE *out)
           out);
 }
 
-static const cli_command *find_command(const char *name)
-{
+static const cli_command *find_command(const char *name) {
     size_t i;
 
     for (i = 0; i < N_COMMANDS; i++)
-        if (strcmp(commands[i]->name, name) == 0)
-            return commands[i];
+        if (strcmp(commands[i]->name, name) == 0) return commands[i];
     return NULL;
 }
 
 /* `ckpt help [COMMAND]`. */
-static int help(int argc, char **argv)
-{
+static int help(int argc, char **argv) {
     const cli_command *cmd;
 
     if (argc < 2) {
@@ -67,9 +63,7 @@ static int help(int argc, char **argv)
     }
     cmd = find_command(argv[1]);
     if (cmd == NULL || argc > 2) {
-        fputs(cmd ? "ckpt: help takes one command\n"
-                  : "ckpt: help: unknown command\n",
-              stderr);
+        fputs(cmd ? "ckpt: help takes one command\n" : "ckpt: help: unknown command\n", stderr);
         usage(stderr);
         return CLI_USAGE;
     }
@@ -78,13 +72,9 @@ static int help(int argc, char **argv)
 }
 
 /* 1 for "-h" and "--help". */
-static int is_help(const char *arg)
-{
-    return strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0;
-}
+static int is_help(const char *arg) { return strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0; }
 
-static int dispatch(int argc, char **argv)
-{
+static int dispatch(int argc, char **argv) {
     const cli_command *cmd;
     int rc;
 
@@ -92,13 +82,11 @@ static int dispatch(int argc, char **argv)
         usage(stderr);
         return CLI_USAGE;
     }
-    if (is_help(argv[1]) || strcmp(argv[1], "help") == 0)
-        return help(argc - 1, argv + 1);
+    if (is_help(argv[1]) || strcmp(argv[1], "help") == 0) return help(argc - 1, argv + 1);
     if (strcmp(argv[1], "--version") == 0) {
         /* the library loaded at run time may be another than the one
          * the tool was built with */
-        printf("ckpt %s (libckpt %s)\n", CKPT_VERSION_STRING,
-               ckpt_version_string());
+        printf("ckpt %s (libckpt %s)\n", CKPT_VERSION_STRING, ckpt_version_string());
         return CLI_OK;
     }
     cmd = find_command(argv[1]);
@@ -114,8 +102,7 @@ static int dispatch(int argc, char **argv)
     return rc;
 }
 
-int main(int argc, char **argv)
-{
+int main(int argc, char **argv) {
     int rc = dispatch(argc, argv);
 
     if (fflush(stdout) != 0 || ferror(stdout)) {
@@ -127,8 +114,7 @@ int main(int argc, char **argv)
 
 /* ------------------------------------------------------------ commands */
 
-int cli_usage_error(const cli_command *cmd, const char *fmt, ...)
-{
+int cli_usage_error(const cli_command *cmd, const char *fmt, ...) {
     va_list ap;
 
     fprintf(stderr, "ckpt %s: ", cmd->name);
@@ -142,24 +128,20 @@ int cli_usage_error(const cli_command *cmd, const char *fmt, ...)
 
 /* ------------------------------------------------------------ errors */
 
-static void copy_str(char *dst, size_t cap, const char *src)
-{
+static void copy_str(char *dst, size_t cap, const char *src) {
     snprintf(dst, cap, "%s", src ? src : "");
 }
 
-void cli_error_copy(cli_error *e, const ckpt_error *src)
-{
+void cli_error_copy(cli_error *e, const ckpt_error *src) {
     e->code = src ? src->code : CKPT_OK;
     copy_str(e->message, sizeof e->message, src ? src->message : NULL);
     copy_str(e->member, sizeof e->member, src ? src->member : NULL);
     copy_str(e->file, sizeof e->file, src ? src->file : NULL);
     e->offset = src ? src->offset : UINT64_MAX;
-    if (e->message[0] == '\0')
-        copy_str(e->message, sizeof e->message, ckpt_error_name(e->code));
+    if (e->message[0] == '\0') copy_str(e->message, sizeof e->message, ckpt_error_name(e->code));
 }
 
-void cli_error_capture(cli_error *e, int code)
-{
+void cli_error_capture(cli_error *e, int code) {
     const ckpt_error *last = ckpt_error_last();
 
     cli_error_copy(e, last);
@@ -168,41 +150,32 @@ void cli_error_capture(cli_error *e, int code)
         copy_str(e->message, sizeof e->message, ckpt_error_name(code));
 }
 
-int cli_exit_code(int code)
-{
+int cli_exit_code(int code) {
     switch (code) {
-    case CKPT_OK:
-        return CLI_OK;
+    case CKPT_OK: return CLI_OK;
     case CKPT_E_IO:
     case CKPT_E_NOMEM:
     case CKPT_E_INVALID_ARG:
-    case CKPT_E_LIMIT: /* not the input's fault: a bound ckpt chose */
-        return CLI_USAGE;
-    default:
-        return CLI_FINDINGS;
+    case CKPT_E_LIMIT: /* not the input's fault: a bound ckpt chose */ return CLI_USAGE;
+    default: return CLI_FINDINGS;
     }
 }
 
-void cli_put_location(FILE *out, const cli_error *e, int bare)
-{
+void cli_put_location(FILE *out, const cli_error *e, int bare) {
     int has_member = e->member[0] != '\0';
     int has_offset = e->offset != UINT64_MAX;
 
-    if (!has_member && !has_offset)
-        return;
+    if (!has_member && !has_offset) return;
     fputs(" (", out);
     if (has_member) {
-        if (!bare)
-            fputs("member ", out);
+        if (!bare) fputs("member ", out);
         cli_put_text(out, e->member, strlen(e->member));
     }
-    if (has_offset)
-        fprintf(out, "%soffset %" PRIu64, has_member ? ", " : "", e->offset);
+    if (has_offset) fprintf(out, "%soffset %" PRIu64, has_member ? ", " : "", e->offset);
     fputc(')', out);
 }
 
-void cli_put_files(FILE *out, const char *file, const cli_error *e)
-{
+void cli_put_files(FILE *out, const char *file, const cli_error *e) {
     cli_put_text(out, file, strlen(file));
     fputs(": ", out);
     if (e->file[0] && strcmp(e->file, file) != 0) {
@@ -211,16 +184,13 @@ void cli_put_files(FILE *out, const char *file, const cli_error *e)
     }
 }
 
-void cli_put_message(FILE *out, const cli_error *e)
-{
+void cli_put_message(FILE *out, const cli_error *e) {
     const char *name = strstr(e->message, "max_");
     size_t len = name ? strspn(name, "abcdefghijklmnopqrstuvwxyz_") : 0;
 
-    if (e->code == CKPT_E_LIMIT)
-        fputs("limit exceeded: ", out);
+    if (e->code == CKPT_E_LIMIT) fputs("limit exceeded: ", out);
     cli_put_text(out, e->message, strlen(e->message));
-    if (e->code != CKPT_E_LIMIT)
-        return;
+    if (e->code != CKPT_E_LIMIT) return;
     fputs("; the limit guards against hostile input, raise it with ", out);
     if (len)
         fprintf(out, "ckpt_limits.%.*s", (int)len, name);
@@ -229,8 +199,7 @@ void cli_put_message(FILE *out, const cli_error *e)
     fputs(" (C API, ckpt_open_options.limits)", out);
 }
 
-int cli_report(const char *file, const cli_error *e)
-{
+int cli_report(const char *file, const cli_error *e) {
     fputs("ckpt: ", stderr);
     cli_put_files(stderr, file, e);
     cli_put_message(stderr, e);
@@ -241,14 +210,12 @@ int cli_report(const char *file, const cli_error *e)
 
 /* ------------------------------------------------------------ text */
 
-size_t cli_utf8_len(const unsigned char *p, size_t n)
-{
+size_t cli_utf8_len(const unsigned char *p, size_t n) {
     unsigned char c = p[0];
     size_t len, i;
     uint32_t cp;
 
-    if (c < 0x80)
-        return 1;
+    if (c < 0x80) return 1;
     if (c >= 0xc2 && c <= 0xdf) {
         len = 2;
         cp = c & 0x1fu;
@@ -261,29 +228,24 @@ size_t cli_utf8_len(const unsigned char *p, size_t n)
     } else {
         return 0; /* continuation byte, overlong 2-byte lead, or > 0xf4 */
     }
-    if (n < len)
-        return 0;
+    if (n < len) return 0;
     for (i = 1; i < len; i++) {
-        if ((p[i] & 0xc0) != 0x80)
-            return 0;
+        if ((p[i] & 0xc0) != 0x80) return 0;
         cp = (cp << 6) | (p[i] & 0x3fu);
     }
-    if ((len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
-        (cp >= 0xd800 && cp <= 0xdfff) || cp > 0x10ffff)
+    if ((len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) || (cp >= 0xd800 && cp <= 0xdfff) ||
+        cp > 0x10ffff)
         return 0;
     return len;
 }
 
 /* Bytes to escape on a terminal: C0 controls, DEL and the C1 controls
  * U+0080..U+009F (which some terminals obey, as ESC sequences). */
-static int is_control(const unsigned char *p, size_t n)
-{
-    return p[0] < 0x20 || p[0] == 0x7f ||
-           (n == 2 && p[0] == 0xc2 && p[1] < 0xa0);
+static int is_control(const unsigned char *p, size_t n) {
+    return p[0] < 0x20 || p[0] == 0x7f || (n == 2 && p[0] == 0xc2 && p[1] < 0xa0);
 }
 
-static size_t put_or_measure(FILE *out, const char *s, size_t len)
-{
+static size_t put_or_measure(FILE *out, const char *s, size_t len) {
     const unsigned char *p = (const unsigned char *)s;
     size_t i = 0, cols = 0;
 
@@ -292,13 +254,11 @@ static size_t put_or_measure(FILE *out, const char *s, size_t len)
 
         if (n == 0 || is_control(p + i, n)) {
             /* \xNN for the lead byte only: the rest are shown next. */
-            if (out)
-                fprintf(out, "\\x%02x", (unsigned)p[i]);
+            if (out) fprintf(out, "\\x%02x", (unsigned)p[i]);
             cols += 4;
             i++;
         } else {
-            if (out)
-                fwrite(p + i, 1, n, out);
+            if (out) fwrite(p + i, 1, n, out);
             cols++;
             i += n;
         }
@@ -306,30 +266,16 @@ static size_t put_or_measure(FILE *out, const char *s, size_t len)
     return cols;
 }
 
-size_t cli_put_text(FILE *out, const char *s, size_t len)
-{
-    return put_or_measure(out, s, len);
-}
+size_t cli_put_text(FILE *out, const char *s, size_t len) { return put_or_measure(out, s, len); }
 
-size_t cli_text_width(const char *s, size_t len)
-{
-    return put_or_measure(NULL, s, len);
-}
+size_t cli_text_width(const char *s, size_t len) { return put_or_measure(NULL, s, len); }
 
-const char *cli_name(const char *name)
-{
-    return name[0] ? name : "(root)";
-}
+const char *cli_name(const char *name) { return name[0] ? name : "(root)"; }
 
-const char *cli_plural(uint64_t n)
-{
-    return n == 1 ? "" : "s";
-}
+const char *cli_plural(uint64_t n) { return n == 1 ? "" : "s"; }
 
-const char *cli_human_bytes(char buf[32], uint64_t bytes)
-{
-    static const char *const units[] = { "KiB", "MiB", "GiB", "TiB", "PiB",
-                                         "EiB" };
+const char *cli_human_bytes(char buf[32], uint64_t bytes) {
+    static const char *const units[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
     double v = (double)bytes;
     size_t u = 0;
 
@@ -346,30 +292,24 @@ const char *cli_human_bytes(char buf[32], uint64_t bytes)
     return buf;
 }
 
-const char *cli_shape(char *buf, size_t cap, const ckpt_tensor *t)
-{
+const char *cli_shape(char *buf, size_t cap, const ckpt_tensor *t) {
     return cli_dims(buf, cap, ckpt_tensor_ndim(t), ckpt_tensor_shape(t));
 }
 
-const char *cli_dims(char *buf, size_t cap, unsigned ndim, const uint64_t *shape)
-{
+const char *cli_dims(char *buf, size_t cap, unsigned ndim, const uint64_t *shape) {
     unsigned i;
     size_t used = 0;
 
     buf[0] = '\0';
     used += (size_t)snprintf(buf, cap, "[");
     for (i = 0; i < ndim && used < cap; i++)
-        used += (size_t)snprintf(buf + used, cap - used, "%s%" PRIu64,
-                                 i ? ", " : "", shape[i]);
-    if (used < cap)
-        used += (size_t)snprintf(buf + used, cap - used, "]");
-    if (used >= cap && cap > 4)
-        memcpy(buf + cap - 4, "...", 4);
+        used += (size_t)snprintf(buf + used, cap - used, "%s%" PRIu64, i ? ", " : "", shape[i]);
+    if (used < cap) used += (size_t)snprintf(buf + used, cap - used, "]");
+    if (used >= cap && cap > 4) memcpy(buf + cap - 4, "...", 4);
     return buf;
 }
 
-void cli_put_name(FILE *out, const char *name)
-{
+void cli_put_name(FILE *out, const char *name) {
     name = cli_name(name);
     cli_put_text(out, name, strlen(name));
 }
@@ -377,8 +317,7 @@ void cli_put_name(FILE *out, const char *name)
 /* Longest string or byte run cli_put_value shows in full. */
 #define SHOW_MAX 160
 
-void cli_put_value(FILE *out, const ckpt_value *v)
-{
+void cli_put_value(FILE *out, const ckpt_value *v) {
     char buf[40];
     const char *s;
     size_t len = 0, i, cut;
@@ -392,9 +331,7 @@ void cli_put_value(FILE *out, const ckpt_value *v)
         break;
     case CKPT_KIND_FLOAT:
         ckpt_value_float(v, &d);
-        fputs(isnan(d) ? "nan" : isinf(d) ? (d > 0 ? "inf" : "-inf")
-                                           : cli_fmt_double(buf, d),
-              out);
+        fputs(isnan(d) ? "nan" : isinf(d) ? (d > 0 ? "inf" : "-inf") : cli_fmt_double(buf, d), out);
         break;
     case CKPT_KIND_STR:
         s = ckpt_value_str(v, &len);
@@ -404,8 +341,7 @@ void cli_put_value(FILE *out, const ckpt_value *v)
         fputc('"', out);
         cli_put_text(out, s, cut);
         fputc('"', out);
-        if (len > SHOW_MAX)
-            fprintf(out, "... (%zu bytes)", len);
+        if (len > SHOW_MAX) fprintf(out, "... (%zu bytes)", len);
         break;
     case CKPT_KIND_BYTES:
         s = ckpt_value_str(v, &len);
@@ -418,51 +354,40 @@ void cli_put_value(FILE *out, const ckpt_value *v)
         ckpt_value_bool(v, &b);
         fputs(b ? "true" : "false", out);
         break;
-    case CKPT_KIND_NONE:
-        fputs("none", out);
-        break;
+    case CKPT_KIND_NONE: fputs("none", out); break;
     case CKPT_KIND_OBJECT:
         s = ckpt_value_object_name(v);
         fputs("<object ", out);
         cli_put_text(out, s ? s : "?", s ? strlen(s) : 1);
         fputc('>', out);
         break;
-    default:
-        fprintf(out, "<%s>", ckpt_kind_name(ckpt_value_kind(v)));
-        break;
+    default: fprintf(out, "<%s>", ckpt_kind_name(ckpt_value_kind(v))); break;
     }
 }
 
-const char *cli_color(const char *sgr)
-{
+const char *cli_color(const char *sgr) {
     static int enabled = -1;
 
-    if (enabled < 0)
-        enabled = isatty(STDOUT_FILENO) && getenv("NO_COLOR") == NULL;
+    if (enabled < 0) enabled = isatty(STDOUT_FILENO) && getenv("NO_COLOR") == NULL;
     return enabled ? sgr : "";
 }
 
 /* ------------------------------------------------------------ progress */
 
-void cli_progress(const char *what, size_t done, size_t total)
-{
+void cli_progress(const char *what, size_t done, size_t total) {
     static int enabled = -1;
     static int shown; /* a line is on screen and must be cleared */
 
-    if (enabled < 0)
-        enabled = isatty(STDERR_FILENO);
-    if (!enabled || total < 2)
-        return;
+    if (enabled < 0) enabled = isatty(STDERR_FILENO);
+    if (!enabled || total < 2) return;
     if (what == NULL) {
-        if (shown)
-            fputs("\r\033[K", stderr);
+        if (shown) fputs("\r\033[K", stderr);
         shown = 0;
         return;
     }
     fprintf(stderr, "\r\033[K[%zu/%zu] ", done + 1, total);
-    cli_text_width(what, strlen(what)) > 60
-        ? (void)fputs("...", stderr)
-        : (void)cli_put_text(stderr, what, strlen(what));
+    cli_text_width(what, strlen(what)) > 60 ? (void)fputs("...", stderr)
+                                            : (void)cli_put_text(stderr, what, strlen(what));
     fflush(stderr);
     shown = 1;
 }
@@ -470,17 +395,14 @@ void cli_progress(const char *what, size_t done, size_t total)
 /* ------------------------------------------------------------ key order */
 
 /* Length of the run of ASCII digits at s. */
-static size_t digits(const char *s)
-{
+static size_t digits(const char *s) {
     size_t n = 0;
 
-    while (s[n] >= '0' && s[n] <= '9')
-        n++;
+    while (s[n] >= '0' && s[n] <= '9') n++;
     return n;
 }
 
-int cli_natural_cmp(const char *a, const char *b)
-{
+int cli_natural_cmp(const char *a, const char *b) {
     const char *a0 = a, *b0 = b;
 
     while (*a && *b) {
@@ -490,25 +412,20 @@ int cli_natural_cmp(const char *a, const char *b)
             size_t za = 0, zb = 0; /* leading zeros */
             int c;
 
-            while (za + 1 < na && a[za] == '0')
-                za++;
-            while (zb + 1 < nb && b[zb] == '0')
-                zb++;
+            while (za + 1 < na && a[za] == '0') za++;
+            while (zb + 1 < nb && b[zb] == '0') zb++;
             if (na - za != nb - zb) /* more significant digits: larger */
                 return na - za < nb - zb ? -1 : 1;
-            if ((c = memcmp(a + za, b + zb, na - za)) != 0)
-                return c < 0 ? -1 : 1;
+            if ((c = memcmp(a + za, b + zb, na - za)) != 0) return c < 0 ? -1 : 1;
             a += na;
             b += nb;
             continue;
         }
-        if (*a != *b)
-            return (unsigned char)*a < (unsigned char)*b ? -1 : 1;
+        if (*a != *b) return (unsigned char)*a < (unsigned char)*b ? -1 : 1;
         a++;
         b++;
     }
-    if (*a || *b)
-        return *a ? 1 : -1;
+    if (*a || *b) return *a ? 1 : -1;
     return strcmp(a0, b0); /* "1" and "01": one order, always */
 }
 
@@ -517,17 +434,15 @@ typedef struct named {
     size_t i;
 } named;
 
-static int cmp_named(const void *x, const void *y)
-{
+static int cmp_named(const void *x, const void *y) {
     const named *a = x, *b = y;
     int c = cli_natural_cmp(a->name, b->name);
 
     return c ? c : (a->i > b->i) - (a->i < b->i);
 }
 
-size_t *cli_natural_order(const char *(*name)(const void *ctx, size_t i),
-                          const void *ctx, size_t n)
-{
+size_t *cli_natural_order(const char *(*name)(const void *ctx, size_t i), const void *ctx,
+                          size_t n) {
     named *v = n && n <= SIZE_MAX / sizeof *v ? malloc(n * sizeof *v) : NULL;
     size_t *order = v ? malloc(n * sizeof *order) : NULL, i;
 
@@ -540,8 +455,7 @@ size_t *cli_natural_order(const char *(*name)(const void *ctx, size_t i),
         v[i].i = i;
     }
     qsort(v, n, sizeof *v, cmp_named);
-    for (i = 0; i < n; i++)
-        order[i] = v[i].i;
+    for (i = 0; i < n; i++) order[i] = v[i].i;
     free(v);
     return order;
 }

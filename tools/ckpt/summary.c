@@ -18,8 +18,7 @@
 
 static void put_str(const char *s) { cli_put_text(stdout, s, strlen(s)); }
 
-static const char *where(const ckpt_component *c, int dir_mode)
-{
+static const char *where(const ckpt_component *c, int dir_mode) {
     static char buf[1024];
 
     if (dir_mode && c->name[0])
@@ -32,20 +31,16 @@ static const char *where(const ckpt_component *c, int dir_mode)
 }
 
 /* A directory analysis names components by file. */
-static int dir_mode(const ckpt_training *t)
-{
+static int dir_mode(const ckpt_training *t) {
     size_t n = ckpt_training_file_count(t);
 
-    return n > 1 ||
-           (n == 1 && strcmp(ckpt_training_file_name(t, 0),
-                             ckpt_file_path(ckpt_training_file(t, 0))) != 0);
+    return n > 1 || (n == 1 && strcmp(ckpt_training_file_name(t, 0),
+                                      ckpt_file_path(ckpt_training_file(t, 0))) != 0);
 }
 
 /* ------------------------------------------------------------ values */
 
-
-static void text_value(const ckpt_value *v, unsigned depth)
-{
+static void text_value(const ckpt_value *v, unsigned depth) {
     size_t i, n = ckpt_value_len(v);
     ckpt_kind kind = ckpt_value_kind(v);
     const ckpt_tensor *x;
@@ -60,23 +55,17 @@ static void text_value(const ckpt_value *v, unsigned depth)
             fputs("...", stdout);
             return;
         }
-        fputs(kind == CKPT_KIND_DICT ? "{" : kind == CKPT_KIND_TUPLE ? "("
-                                                                     : "[",
-              stdout);
+        fputs(kind == CKPT_KIND_DICT ? "{" : kind == CKPT_KIND_TUPLE ? "(" : "[", stdout);
         for (i = 0; i < n && i < TEXT_ITEMS_MAX; i++) {
-            if (i)
-                fputs(", ", stdout);
+            if (i) fputs(", ", stdout);
             if (kind == CKPT_KIND_DICT) {
                 text_value(ckpt_value_key(v, i), depth + 1);
                 fputs(": ", stdout);
             }
             text_value(ckpt_value_item(v, i), depth + 1);
         }
-        if (n > TEXT_ITEMS_MAX)
-            printf(", ... %zu more", n - TEXT_ITEMS_MAX);
-        fputs(kind == CKPT_KIND_DICT ? "}" : kind == CKPT_KIND_TUPLE ? ")"
-                                                                     : "]",
-              stdout);
+        if (n > TEXT_ITEMS_MAX) printf(", ... %zu more", n - TEXT_ITEMS_MAX);
+        fputs(kind == CKPT_KIND_DICT ? "}" : kind == CKPT_KIND_TUPLE ? ")" : "]", stdout);
         return;
     case CKPT_KIND_TENSOR:
         x = ckpt_value_tensor(v);
@@ -90,22 +79,17 @@ static void text_value(const ckpt_value *v, unsigned depth)
             text_value(ckpt_value_object_state(v), depth + 1);
         }
         return;
-    default:
-        cli_put_value(stdout, v);
-        return;
+    default: cli_put_value(stdout, v); return;
     }
 }
 
-static int int_dtype(ckpt_dtype dt)
-{
-    return dt == CKPT_DT_I64 || dt == CKPT_DT_I32 || dt == CKPT_DT_I16 ||
-           dt == CKPT_DT_I8 || dt == CKPT_DT_U8 || dt == CKPT_DT_U16 ||
-           dt == CKPT_DT_U32 || dt == CKPT_DT_U64 || dt == CKPT_DT_BOOL;
+static int int_dtype(ckpt_dtype dt) {
+    return dt == CKPT_DT_I64 || dt == CKPT_DT_I32 || dt == CKPT_DT_I16 || dt == CKPT_DT_I8 ||
+           dt == CKPT_DT_U8 || dt == CKPT_DT_U16 || dt == CKPT_DT_U32 || dt == CKPT_DT_U64 ||
+           dt == CKPT_DT_BOOL;
 }
 
-
-static void text_counter(const ckpt_component *c)
-{
+static void text_counter(const ckpt_component *c) {
     char buf[40];
 
     if (ckpt_value_kind(c->value) != CKPT_KIND_TENSOR)
@@ -121,8 +105,7 @@ static void text_counter(const ckpt_component *c)
 /* ------------------------------------------------------------ memory */
 
 /* The text of a string dict key, or "" for other keys. */
-static const char *str_key(const ckpt_value *k)
-{
+static const char *str_key(const ckpt_value *k) {
     size_t len;
 
     return ckpt_value_kind(k) == CKPT_KIND_STR ? ckpt_value_str(k, &len) : "";
@@ -130,15 +113,12 @@ static const char *str_key(const ckpt_value *k)
 
 /* "params" and "param_names" list parameters; every other key of a param
  * group is a hyperparameter. */
-static int is_hyper(const char *key)
-{
+static int is_hyper(const char *key) {
     return strcmp(key, "params") != 0 && strcmp(key, "param_names") != 0;
 }
 
-static size_t group_params(const ckpt_value *g)
-{
-    size_t n = ckpt_value_kind(g) == CKPT_KIND_DICT ? ckpt_value_len(g) : 0,
-           i, count = 0;
+static size_t group_params(const ckpt_value *g) {
+    size_t n = ckpt_value_kind(g) == CKPT_KIND_DICT ? ckpt_value_len(g) : 0, i, count = 0;
 
     for (i = 0; i < n; i++)
         if (strcmp(str_key(ckpt_value_key(g, i)), "params") == 0)
@@ -146,9 +126,7 @@ static size_t group_params(const ckpt_value *g)
     return count;
 }
 
-
-static void text_groups(const ckpt_value *groups)
-{
+static void text_groups(const ckpt_value *groups) {
     size_t n = ckpt_value_len(groups), i, k, shown;
 
     for (i = 0; i < n; i++) {
@@ -160,8 +138,7 @@ static void text_groups(const ckpt_value *groups)
         for (k = shown = 0; k < m; k++) {
             const char *key = str_key(ckpt_value_key(g, k));
 
-            if (key[0] == '\0' || !is_hyper(key))
-                continue;
+            if (key[0] == '\0' || !is_hyper(key)) continue;
             printf("%s ", shown++ ? "," : "");
             put_str(key);
             fputc('=', stdout);
@@ -170,7 +147,6 @@ static void text_groups(const ckpt_value *groups)
         fputc('\n', stdout);
     }
 }
-
 
 /* Per-kind totals. */
 typedef struct totals {
@@ -181,8 +157,7 @@ typedef struct totals {
     uint64_t param_bytes, state_bytes;
 } totals;
 
-static totals sum(const ckpt_training *t)
-{
+static totals sum(const ckpt_training *t) {
     size_t n = ckpt_training_component_count(t), i;
     totals s;
 
@@ -191,8 +166,7 @@ static totals sum(const ckpt_training *t)
         const ckpt_component *c = ckpt_training_component(t, i);
         unsigned k = (unsigned)c->kind;
 
-        if (k > CKPT_COMPONENT_OTHER)
-            continue;
+        if (k > CKPT_COMPONENT_OTHER) continue;
         s.components[k]++;
         s.tensors[k] += c->tensors;
         s.elements[k] += c->elements;
@@ -203,15 +177,11 @@ static totals sum(const ckpt_training *t)
     return s;
 }
 
-
-static void pad(size_t used, size_t width)
-{
-    for (; used < width; used++)
-        fputc(' ', stdout);
+static void pad(size_t used, size_t width) {
+    for (; used < width; used++) fputc(' ', stdout);
 }
 
-static void text_memory(const ckpt_training *t)
-{
+static void text_memory(const ckpt_training *t) {
     size_t n = ckpt_training_component_count(t), i, w = 5, len, k;
     int dm = dir_mode(t);
     totals s = sum(t);
@@ -222,28 +192,24 @@ static void text_memory(const ckpt_training *t)
         const ckpt_component *c = ckpt_training_component(t, i);
 
         len = cli_text_width(where(c, dm), strlen(where(c, dm)));
-        if (c->kind != CKPT_COMPONENT_COUNTER && len > w)
-            w = len < 48 ? len : 48;
+        if (c->kind != CKPT_COMPONENT_COUNTER && len > w) w = len < 48 ? len : 48;
     }
-    printf("  %s%-9s  %-*s  %-22s  %7s  %10s  %12s%s\n", cli_color(CLI_BOLD),
-           "KIND", (int)w, "WHERE", "TYPE", "TENSORS", "ELEMENTS", "BYTES",
-           cli_color(CLI_RESET));
+    printf("  %s%-9s  %-*s  %-22s  %7s  %10s  %12s%s\n", cli_color(CLI_BOLD), "KIND", (int)w,
+           "WHERE", "TYPE", "TENSORS", "ELEMENTS", "BYTES", cli_color(CLI_RESET));
     for (i = 0; i < n; i++) {
         const ckpt_component *c = ckpt_training_component(t, i);
 
-        if (c->kind == CKPT_COMPONENT_COUNTER)
-            continue; /* under resume */
+        if (c->kind == CKPT_COMPONENT_COUNTER) continue; /* under resume */
         printf("  %-9s  ", ckpt_component_kind_name(c->kind));
         snprintf(label, sizeof label, "%s", where(c, dm));
         pad(cli_put_text(stdout, label, strlen(label)), w);
-        printf("  %-22s  %7" PRIu64 "  %10" PRIu64 "  %12" PRIu64 "\n",
-               c->type, c->tensors, c->elements, c->bytes);
+        printf("  %-22s  %7" PRIu64 "  %10" PRIu64 "  %12" PRIu64 "\n", c->type, c->tensors,
+               c->elements, c->bytes);
     }
     fputs("  total:", stdout);
     for (k = i = 0; i <= CKPT_COMPONENT_OTHER; i++)
         if (s.components[i] && i != CKPT_COMPONENT_COUNTER)
-            printf("%s %s %s", k++ ? "," : "",
-                   ckpt_component_kind_name((ckpt_component_kind)i),
+            printf("%s %s %s", k++ ? "," : "", ckpt_component_kind_name((ckpt_component_kind)i),
                    cli_human_bytes(h, s.bytes[i]));
     fputc('\n', stdout);
     if (!isnan(ratio))
@@ -254,14 +220,12 @@ static void text_memory(const ckpt_training *t)
     for (i = 0; i < n; i++) {
         const ckpt_component *c = ckpt_training_component(t, i);
 
-        if (c->kind != CKPT_COMPONENT_OPTIMIZER)
-            continue;
+        if (c->kind != CKPT_COMPONENT_OPTIMIZER) continue;
         printf("  optimizer %s at ", c->type);
         put_str(where(c, dm));
-        printf(": %" PRIu64 " parameter%s, %" PRIu64 " with state\n",
-               c->params, cli_plural(c->params), c->params_with_state);
-        if (c->param_groups)
-            text_groups(c->param_groups);
+        printf(": %" PRIu64 " parameter%s, %" PRIu64 " with state\n", c->params,
+               cli_plural(c->params), c->params_with_state);
+        if (c->param_groups) text_groups(c->param_groups);
     }
     if (dm) {
         fputs("  files:", stdout);
@@ -285,33 +249,27 @@ static void text_memory(const ckpt_training *t)
     }
 }
 
-
 /* A part as text, or why there is none. */
-static void show(const ckpt_training *t, void (*as_text)(const ckpt_training *))
-{
+static void show(const ckpt_training *t, void (*as_text)(const ckpt_training *)) {
     if (t == NULL)
         puts("  not available: the file could not be opened");
     else
         as_text(t);
 }
 
-void cli_summary_memory(const ckpt_training *t)
-{
-    show(t, text_memory);
-}
+void cli_summary_memory(const ckpt_training *t) { show(t, text_memory); }
 
 /* ------------------------------------------------------------ resume */
 
-
-static void text_resume(const ckpt_training *t)
-{
+static void text_resume(const ckpt_training *t) {
     ckpt_resume r = ckpt_training_resume(t);
     size_t i, n = ckpt_training_component_count(t), k = 0;
     int dm = dir_mode(t);
 
     printf("  %s%s%s\n",
-           cli_color(r == CKPT_RESUME_FULL ? CLI_GREEN
-                     : r == CKPT_RESUME_WEIGHTS_ONLY ? CLI_BOLD : CLI_YELLOW),
+           cli_color(r == CKPT_RESUME_FULL           ? CLI_GREEN
+                     : r == CKPT_RESUME_WEIGHTS_ONLY ? CLI_BOLD
+                                                     : CLI_YELLOW),
            ckpt_resume_name(r), cli_color(CLI_RESET));
     for (i = 0; i < ckpt_training_reason_count(t); i++) {
         fputs("    ", stdout);
@@ -326,69 +284,53 @@ static void text_resume(const ckpt_training *t)
     for (i = 0; i < n; i++) {
         const ckpt_component *c = ckpt_training_component(t, i);
 
-        if (c->kind != CKPT_COMPONENT_COUNTER)
-            continue;
+        if (c->kind != CKPT_COMPONENT_COUNTER) continue;
         fputs(k++ ? ", " : "  counters: ", stdout);
         put_str(where(c, dm));
         fputs(" = ", stdout);
         text_counter(c);
         printf(" (%s)", c->type);
     }
-    if (k)
-        fputc('\n', stdout);
+    if (k) fputc('\n', stdout);
 }
 
-void cli_summary_resume(const ckpt_training *t)
-{
-    show(t, text_resume);
-}
-
-
+void cli_summary_resume(const ckpt_training *t) { show(t, text_resume); }
 
 /* ------------------------------------------------------------ metadata */
 
 static const char *const topic_titles[CKPT_META_TOPIC_COUNT] = {
-    "architecture config", "dtype intent", "parallel layout",
-    "library versions", "other"
-};
+    "architecture config", "dtype intent", "parallel layout", "library versions", "other"};
 
 /* The topics a resume or deployment needs (not "other"). */
 #define NEEDED_TOPICS CKPT_META_OTHER
 
-static int topic_present(const ckpt_training *t, unsigned topic)
-{
+static int topic_present(const ckpt_training *t, unsigned topic) {
     size_t i;
 
     for (i = 0; i < ckpt_training_meta_count(t); i++)
-        if ((unsigned)ckpt_training_meta(t, i)->topic == topic)
-            return 1;
+        if ((unsigned)ckpt_training_meta(t, i)->topic == topic) return 1;
     return 0;
 }
 
-
-static void text_metadata(const ckpt_training *t)
-{
+static void text_metadata(const ckpt_training *t) {
     size_t n = ckpt_training_meta_count(t), i, k = 0, len;
     int dm = dir_mode(t);
     unsigned topic;
 
     for (topic = 0; topic < CKPT_META_TOPIC_COUNT; topic++) {
-        if (!topic_present(t, topic))
-            continue;
+        if (!topic_present(t, topic)) continue;
         printf("  %s:\n", topic_titles[topic]);
         for (i = 0; i < n; i++) {
             const ckpt_meta_entry *e = ckpt_training_meta(t, i);
 
-            if ((unsigned)e->topic != topic)
-                continue;
+            if ((unsigned)e->topic != topic) continue;
             fputs("    ", stdout);
             put_str(e->key);
             fputs(" = ", stdout);
             if (e->text) {
                 len = strlen(e->text);
                 cli_put_text(stdout, e->text, len < TEXT_CUT ? len : TEXT_CUT);
-                if (len > TEXT_CUT)
-                    printf("... (%zu bytes)", len);
+                if (len > TEXT_CUT) printf("... (%zu bytes)", len);
             } else {
                 text_value(e->value, 0);
             }
@@ -401,23 +343,17 @@ static void text_metadata(const ckpt_training *t)
         }
     }
     for (topic = 0; topic < NEEDED_TOPICS; topic++) {
-        if (topic_present(t, topic))
-            continue;
+        if (topic_present(t, topic)) continue;
         printf("%s%s", k++ ? ", " : "  not carried: ", topic_titles[topic]);
     }
-    if (k)
-        puts(" (a resume or a deployment needs them from elsewhere)");
+    if (k) puts(" (a resume or a deployment needs them from elsewhere)");
 }
 
-void cli_summary_metadata(const ckpt_training *t)
-{
-    show(t, text_metadata);
-}
+void cli_summary_metadata(const ckpt_training *t) { show(t, text_metadata); }
 
 /* ------------------------------------------------------------ inspect */
 
-int cli_summary_inspect(const char *path, int json)
-{
+int cli_summary_inspect(const char *path, int json) {
     struct stat st;
     ckpt_file *f = NULL;
     ckpt_training *t = NULL;
@@ -430,8 +366,7 @@ int cli_summary_inspect(const char *path, int json)
         rc = ckpt_training_analyze_dir(&t, path, NULL);
     } else {
         rc = ckpt_open(&f, path, NULL);
-        if (rc == 0)
-            rc = ckpt_training_analyze(&t, f);
+        if (rc == 0) rc = ckpt_training_analyze(&t, f);
     }
     if (rc != 0) {
         cli_error_capture(&e, rc);
@@ -453,8 +388,8 @@ int cli_summary_inspect(const char *path, int json)
         fputs(cli_color(CLI_BOLD), stdout);
         put_str(path);
         printf("%s: %s\n\n%scomponents%s\n", cli_color(CLI_RESET),
-               is_dir ? "directory" : ckpt_format_name(ckpt_file_format(f)),
-               cli_color(CLI_BOLD), cli_color(CLI_RESET));
+               is_dir ? "directory" : ckpt_format_name(ckpt_file_format(f)), cli_color(CLI_BOLD),
+               cli_color(CLI_RESET));
         cli_summary_memory(t);
         printf("\n%sresume%s\n", cli_color(CLI_BOLD), cli_color(CLI_RESET));
         cli_summary_resume(t);

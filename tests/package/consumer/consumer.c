@@ -5,8 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
-int main(void)
-{
+int main(void) {
     static const char st[] = "\x38\0\0\0\0\0\0\0"
                              "{\"w\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}  "
                              "\0\0\x80?";
