@@ -858,7 +858,7 @@ static int read_file(ckpt_file *f, int build) {
     hp p = {.f = f, .s = f->map + 8, .n = (size_t)n};
     int rc = parse_header(&p) ? ckpt_error_last()->code : 0;
     if (rc == 0) {
-        qsort(p.es, p.count, sizeof *p.es, by_offsets);
+        if (p.count > 1) qsort(p.es, p.count, sizeof *p.es, by_offsets);
         rc = validate(f, n, p.es, p.count, p.dims);
     }
     for (size_t i = 0; !build && rc == 0 && i < f->nmeta; i++)
