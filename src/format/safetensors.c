@@ -247,7 +247,7 @@ static const char *string(hp *p, char *scratch, size_t cap, int keep, size_t *le
         cap = p->n - start;
     }
     size_t o = p->i - start;
-    memcpy(out, p->s + start, o < cap ? o : cap);
+    if (o && cap) memcpy(out, p->s + start, o < cap ? o : cap); /* out may be NULL */
     char tmp[4];
     for (;;) {
         size_t run = p->i;
