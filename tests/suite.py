@@ -21,3 +21,29 @@ def selected(fn=None, reads_corpus=None):
     if reads_corpus is None:
         reads_corpus = getattr(fn, "reads_corpus", False)
     return bool(reads_corpus) == CORPUS_SUITE
+
+
+def run_cases(namespace, script):
+    """Runs every test_* function of `namespace` (a script's globals()) that
+    this suite selects, in name order; prints "ok NAME" or "FAIL NAME (line
+    N of `script`): ..." for each, keeps going after a failure, and ends
+    with "N passed, N failed". Returns the exit status (0 or 1)."""
+    import traceback
+    tests = [(n, f) for n, f in sorted(namespace.items())
+             if n.startswith("test_") and callable(f) and selected(f)]
+    passed = failed = 0
+    for name, fn in tests:
+        try:
+            fn()
+        except Exception as e:  # report every failure, keep going
+            failed += 1
+            where = traceback.extract_tb(e.__traceback__)
+            lines = [f.lineno for f in where if f.filename == script]
+            print("FAIL %s (line %s): %s: %s" % (
+                name, lines[-1] if lines else "?", type(e).__name__,
+                str(e).replace("\n", "\n     ")))
+        else:
+            passed += 1
+            print("ok   %s" % name)
+    print("%d passed, %d failed" % (passed, failed))
+    return 1 if failed else 0

@@ -15,10 +15,9 @@ import struct
 import subprocess
 import sys
 import tempfile
-import traceback
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from suite import selected  # noqa: E402
+from suite import run_cases  # noqa: E402
 
 BIN = os.environ.get("CKPT_BIN", "ckpt")
 SRC = os.environ.get("CKPT_SRC", os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -267,25 +266,10 @@ def test_completion_from_the_option_tables():
 
 
 def main():
-    tests = [(n, f) for n, f in sorted(globals().items())
-             if n.startswith("test_") and callable(f) and selected(f)]
-    passed = failed = 0
-    for name, fn in tests:
-        try:
-            fn()
-        except Exception as e:  # report every failure, keep going
-            failed += 1
-            where = traceback.extract_tb(e.__traceback__)
-            line = [f.lineno for f in where if f.filename == __file__][-1]
-            print("FAIL %s (line %d): %s: %s" % (
-                name, line, type(e).__name__,
-                str(e).replace("\n", "\n     ")))
-        else:
-            passed += 1
-            print("ok   %s" % name)
-    shutil.rmtree(TMP, ignore_errors=True)
-    print("%d passed, %d failed" % (passed, failed))
-    return 1 if failed else 0
+    try:
+        return run_cases(globals(), __file__)
+    finally:
+        shutil.rmtree(TMP, ignore_errors=True)
 
 
 if __name__ == "__main__":

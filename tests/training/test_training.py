@@ -13,17 +13,15 @@ Debian's /usr/bin/python3 (torch 1.13). Prints one line per case and ends
 with "N passed, N failed"; exits 1 on failure.
 """
 import json
-import math
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
-import traceback
 import zipfile
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from suite import corpus, selected  # noqa: E402
+from suite import corpus, run_cases  # noqa: E402
 
 BIN = os.environ.get("CKPT_BIN", "ckpt")
 CORPUS = os.environ.get("CKPT_CORPUS", "/work/shared/corpus")
@@ -501,24 +499,10 @@ def test_timings():
 def main():
     subprocess.run(["/usr/bin/python3", os.path.join(HERE, "gen_training.py"),
                     GEN], check=True, cwd=TMP, capture_output=True)
-    tests = [(n, f) for n, f in sorted(globals().items())
-             if n.startswith("test_") and callable(f) and selected(f)]
-    passed = failed = 0
-    for name, fn in tests:
-        try:
-            fn()
-        except Exception as e:  # report every failure, keep going
-            failed += 1
-            where = traceback.extract_tb(e.__traceback__)
-            lines = [f.lineno for f in where if f.filename == __file__]
-            print("FAIL %s (line %s): %s: %s" % (
-                name, lines[-1] if lines else "?", type(e).__name__, e))
-        else:
-            passed += 1
-            print("ok   %s" % name)
-    shutil.rmtree(TMP, ignore_errors=True)
-    print("%d passed, %d failed" % (passed, failed))
-    return 1 if failed else 0
+    try:
+        return run_cases(globals(), __file__)
+    finally:
+        shutil.rmtree(TMP, ignore_errors=True)
 
 
 if __name__ == "__main__":
