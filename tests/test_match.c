@@ -514,6 +514,77 @@ TEST(dtype_and_shape) {
     ckpt_manifest_free(e);
 }
 
+/* Ties a manifest records (ckpt.manifest(model), JSON "ties"): a missing
+ * key whose tie partner is matched with its dtype and shape is satisfied
+ * and listed under TIED; a partner that does not load (shape mismatch)
+ * fills nothing; ties are transitive; a bad tie is refused. */
+TEST(tied_by_manifest) {
+    const char *ckpt =
+        "{\"tensors\":[{\"name\":\"embed.weight\",\"dtype\":\"F32\",\"shape\":[4,2]},"
+        "{\"name\":\"b\",\"dtype\":\"F32\",\"shape\":[3]}]}";
+    const char *spec =
+        "{\"tensors\":[{\"name\":\"embed.weight\",\"dtype\":\"F32\",\"shape\":[4,2]},"
+        "{\"name\":\"lm_head.weight\",\"dtype\":\"F32\",\"shape\":[4,2]},"
+        "{\"name\":\"out.weight\",\"dtype\":\"F32\",\"shape\":[4,2]},"
+        "{\"name\":\"b\",\"dtype\":\"F32\",\"shape\":[3]}],"
+        "\"ties\":[[\"lm_head.weight\",\"embed.weight\"],[\"out.weight\",\"lm_head.weight\"]]}";
+    ckpt_manifest *c = NULL, *e = NULL;
+    CHECK_EQ_INT(ckpt_manifest_parse(&c, ckpt, strlen(ckpt), "c", NULL), 0);
+    CHECK_EQ_INT(ckpt_manifest_parse(&e, spec, strlen(spec), "e", NULL), 0);
+    ckpt_match_result *r = NULL;
+    CHECK_EQ_INT(ckpt_match(&r, c, e, NULL), 0);
+    CHECK_EQ_INT(ckpt_match_complete(r), 1);
+    CHECK_EQ_INT(ckpt_match_matched(r), 2);
+    CHECK_EQ_STR(names(r, CKPT_MATCH_MISSING), "");
+    CHECK_EQ_STR(names(r, CKPT_MATCH_TIED), "lm_head.weight,out.weight");
+    CHECK_EQ_STR(ckpt_match_item_at(r, CKPT_MATCH_TIED, 1)->tied_to, "embed.weight");
+    CHECK(ckpt_match_warning(r) == NULL);
+    ckpt_match_result_free(r);
+    ckpt_manifest_free(c);
+
+    /* the partner's checkpoint tensor has another shape: nothing filled */
+    const char *bad = "{\"tensors\":[{\"name\":\"embed.weight\",\"dtype\":\"F32\",\"shape\":[2,4]},"
+                      "{\"name\":\"b\",\"dtype\":\"F32\",\"shape\":[3]}]}";
+    CHECK_EQ_INT(ckpt_manifest_parse(&c, bad, strlen(bad), "c", NULL), 0);
+    CHECK_EQ_INT(ckpt_match(&r, c, e, NULL), 0);
+    CHECK_EQ_INT(ckpt_match_complete(r), 0);
+    CHECK_EQ_STR(names(r, CKPT_MATCH_MISSING), "lm_head.weight,out.weight");
+    CHECK_EQ_INT(ckpt_match_count(r, CKPT_MATCH_TIED), 0);
+    ckpt_match_result_free(r);
+    ckpt_manifest_free(c);
+    ckpt_manifest_free(e);
+
+    /* built by hand: ckpt_manifest_tie */
+    uint64_t s42[2] = {4, 2}, s3[1] = {3};
+    CHECK_EQ_INT(ckpt_manifest_new(&e, "model"), 0);
+    CHECK_EQ_INT(ckpt_manifest_add(e, "embed.weight", "F32", 2, s42), 0);
+    CHECK_EQ_INT(ckpt_manifest_add(e, "lm_head.weight", "F32", 2, s42), 0);
+    CHECK_EQ_INT(ckpt_manifest_add(e, "b", "F32", 1, s3), 0);
+    CHECK_EQ_INT(ckpt_manifest_tie(e, "lm_head.weight", "nope"), CKPT_E_INVALID_ARG);
+    CHECK_EQ_INT(ckpt_manifest_tie(e, "lm_head.weight", "b"), CKPT_E_INVALID_ARG);
+    CHECK_EQ_INT(ckpt_manifest_tie(e, "lm_head.weight", "embed.weight"), 0);
+    CHECK_EQ_INT(ckpt_manifest_parse(&c, ckpt, strlen(ckpt), "c", NULL), 0);
+    CHECK_EQ_INT(ckpt_match(&r, c, e, NULL), 0);
+    CHECK_EQ_INT(ckpt_match_complete(r), 1);
+    CHECK_EQ_STR(names(r, CKPT_MATCH_TIED), "lm_head.weight");
+    ckpt_match_result_free(r);
+    ckpt_manifest_free(c);
+    ckpt_manifest_free(e);
+
+    static const char *const refused[] = {
+        "{\"tensors\":[{\"name\":\"a\",\"dtype\":\"F32\",\"shape\":[3]}],\"ties\":[[\"a\",\"z\"]]}",
+        "{\"tensors\":[{\"name\":\"a\",\"dtype\":\"F32\",\"shape\":[3]},"
+        "{\"name\":\"b\",\"dtype\":\"F16\",\"shape\":[3]}],\"ties\":[[\"a\",\"b\"]]}",
+        "{\"tensors\":[],\"ties\":{}}",
+        "{\"tensors\":[],\"ties\":[\"a\"]}",
+    };
+    for (size_t i = 0; i < sizeof refused / sizeof *refused; i++) {
+        CHECK_EQ_INT(ckpt_manifest_parse(&e, refused[i], strlen(refused[i]), "e", NULL),
+                     CKPT_E_FORMAT);
+        CHECK(e == NULL);
+    }
+}
+
 /* Tied weights through metadata aliases of the checkpoint (safetensors
  * save_model: dropped name -> kept name), under a rewrite too. */
 TEST(tied_by_alias) {
@@ -534,7 +605,9 @@ TEST(tied_by_alias) {
     CHECK_EQ_INT(ckpt_match(&r, c, e, &o), 0);
     CHECK_EQ_INT(ckpt_match_complete(r), 1);
     CHECK_EQ_STR(rewrite_desc(r), "strip 'module.'");
-    CHECK_EQ_STR(names(r, CKPT_MATCH_ALLOWED_MISSING), "lm_head.weight");
+    /* filled through the tie: satisfied, neither missing nor allowed */
+    CHECK_EQ_STR(names(r, CKPT_MATCH_ALLOWED_MISSING), "");
+    CHECK_EQ_STR(names(r, CKPT_MATCH_MISSING), "");
     CHECK_EQ_INT(ckpt_match_count(r, CKPT_MATCH_TIED), 1);
     const ckpt_match_item *t = ckpt_match_item_at(r, CKPT_MATCH_TIED, 0);
     CHECK(t && strcmp(t->name, "lm_head.weight") == 0 && strcmp(t->tied_to, "embed.weight") == 0);
@@ -1505,6 +1578,7 @@ int main(void) {
     RUN(allowed_exceptions);
     RUN(dtype_and_shape);
     RUN(tied_by_alias);
+    RUN(tied_by_manifest);
     RUN(empty_sets);
     RUN(property_normalize_restores_or_applies_nothing);
     RUN(property_training_subtree);

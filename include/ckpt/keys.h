@@ -17,11 +17,15 @@ extern "C" {
  * JSON manifests are the output of `ckpt inspect --json`, or any object
  * with the same `tensors` list:
  *   {"tensors": [{"name": str, "dtype": str, "shape": [uint, ...]}, ...],
- *    "metadata": {str: str} | null}
+ *    "metadata": {str: str} | null, "ties": [[str, ...], ...] | null}
  * Other fields (file, format, nbytes, sha256, values) are ignored;
  * "metadata" is optional and, like a safetensors __metadata__, may record
  * tied-weight aliases ("dropped name": "kept name", the convention of
- * safetensors' save_model). dtype strings are compared as written.
+ * safetensors' save_model). "ties" is optional: groups of names sharing
+ * one parameter (what Python's ckpt.manifest(model) records from
+ * named_parameters(remove_duplicate=False)); each name must be a listed
+ * tensor of the group's dtype and shape. dtype strings are compared as
+ * written.
  * Parsing uses jansson (a DOM; the parse dominates every operation below
  * for large manifests). */
 typedef struct ckpt_manifest ckpt_manifest;
@@ -47,12 +51,17 @@ CKPT_API int ckpt_manifest_add(ckpt_manifest *m, const char *name, const char *d
  * its metadata. Borrows f (names, shapes, tensors): f must outlive the
  * manifest. Returns 0 or CKPT_E_NOMEM. */
 CKPT_API int ckpt_manifest_from_file(ckpt_manifest **out, const ckpt_file *f);
+/* Records that keys a and b are one parameter (tied weights; transitive:
+ * ties form groups). Returns 0, CKPT_E_INVALID_ARG (a name that is not a
+ * key, different dtypes or shapes), CKPT_E_NOMEM. */
+CKPT_API int ckpt_manifest_tie(ckpt_manifest *m, const char *a, const char *b);
 /* Parses a JSON manifest (see above) of len bytes. `name` is used in
  * messages. Bounds: len <= limits.max_index_bytes, entries <=
  * max_tensors, names <= max_name_bytes, ndim <= max_ndim (limits may be
  * NULL: defaults). Returns 0; CKPT_E_FORMAT (not JSON, duplicate object
  * keys, \u0000 in a string, wrong types, duplicate names, a dimension that
- * is not a non-negative 64-bit integer; the message names the entry
+ * is not a non-negative 64-bit integer, a tie naming no listed tensor or
+ * tensors of different dtypes or shapes; the message names the entry
  * index), CKPT_E_LIMIT, CKPT_E_NOMEM. */
 CKPT_API int ckpt_manifest_parse(ckpt_manifest **out, const void *json, size_t len,
                                  const char *name, const ckpt_limits *limits);
@@ -122,19 +131,26 @@ CKPT_API const ckpt_manifest_entry *ckpt_manifest_find(const ckpt_manifest *m, c
  * Shape and dtype mismatches cannot be allowed.
  *
  * complete: no missing, unexpected, shape or dtype mismatch (besides the
- * allowed), and at least one key matched when anything is expected.
- * warning: "nothing would load: 0 of N expected keys match" or "almost
- * nothing would load: M of N expected keys match" (M < N/2), even when
- * every exception is allowed; NULL otherwise.
+ * allowed and the tied), and at least one key matched when anything is
+ * expected. warning: "nothing would load: 0 of N expected keys match" or
+ * "almost nothing would load: M of N expected keys match" (M matched plus
+ * the tied missing keys < N/2), even when every exception is allowed; NULL
+ * otherwise.
  *
- * Tied weights: a missing key is "tied to X" when X is matched and either
- * the expected side stores both in the same tensor (same storage id,
- * storage offset, dtype and shape; file-based manifests only) or the
- * checkpoint's metadata records the missing name as an alias of X.
- * Likewise an unexpected key is tied to a matched checkpoint key sharing
- * its tensor, or aliased to it by the expected side's metadata. Tied keys
- * stay in missing/unexpected (or allowed) and are also listed in TIED.
- * tied_to is the partner's name on the key's own side.
+ * Tied weights: a key shares a tensor with a partner of its side when
+ * both are one storage (same storage id and offset; file-based manifests),
+ * or the manifest records them as one parameter (ckpt_manifest_tie, JSON
+ * "ties"), and the partner has the key's dtype and shape. A missing key
+ * is "tied to X" when it shares a tensor with X, an expected key that is
+ * matched, or the checkpoint's metadata records it as an alias of the
+ * checkpoint key matched to X (of its dtype and shape): it is filled
+ * through X (torch loads one parameter once), so it is satisfied: listed
+ * in TIED only, never in missing or allowed, and not counted by
+ * ckpt_match_matched. An unexpected key sharing a tensor with a matched
+ * checkpoint key, or aliased to one by the expected side's metadata,
+ * stays unexpected (strict load_state_dict rejects a name the model lacks)
+ * and is listed in TIED too. tied_to is the partner's name on the key's
+ * own side.
  *
  * Names in every list are the original names of their side: expected names
  * for missing keys and mismatches, checkpoint names for unexpected keys.

@@ -563,6 +563,17 @@ class StateDictReader:
     def __exit__(self, *exc):
         self.src.close()
 
+    def tie_key(self, t):
+        """Which placeholders are one tensor: one storage and offset with
+        one dtype and shape, the rule of ckpt_match for files."""
+        hit = (self.conv.placeholders or {}).get(id(t))
+        if hit is None or hit[0] is not t:
+            from ._module import _tie_key
+            return _tie_key(t)
+        h = hit[1]
+        return ("storage", lib.ckpt_tensor_storage_id(h), lib.ckpt_tensor_storage_offset(h),
+                t.dtype, tuple(t.shape))
+
     def fill(self, pairs):
         """{name: (value from obj, destination or None)} -> {name: tensor}:
         a placeholder is read into its destination when that is a CPU

@@ -2,6 +2,7 @@
 torch's load_state_dict, so a checkpoint either loads completely or not at
 all, with the full report either way."""
 import ctypes
+import dataclasses
 import os
 import warnings
 from dataclasses import dataclass, field
@@ -10,10 +11,7 @@ from typing import Optional, Tuple
 from . import errors
 from ._lib import (MatchOptions_, c_char_p, c_u64, c_void_p, check,
                    lib, options, text)
-from ._module import _tie_key, dtype_name
-
-
-
+from ._module import dtype_name, ties
 
 
 (MISSING, UNEXPECTED, SHAPE_MISMATCH, DTYPE_MISMATCH, ALLOWED_MISSING,
@@ -38,8 +36,10 @@ class MatchReport:
     keys the checkpoint lacks; unexpected: checkpoint keys the model lacks;
     shape_mismatch / dtype_mismatch: Mismatch records; allowed_missing /
     allowed_unexpected: exceptions the caller allowed; tied: (name,
-    partner) for missing keys the model ties to a matched key (filled with
-    it); rewrite: the key rewrite applied ("strip 'module.'") or None;
+    partner) for model keys tied to a matched key (one parameter: filled
+    through it, so not missing) and for unexpected checkpoint keys sharing
+    a matched tensor (still unexpected), as ckpt_match and `ckpt match`
+    list them; rewrite: the key rewrite applied ("strip 'module.'") or None;
     candidates: rewrites considered; unapplied_rewrite: the best rewrite
     when it was not applied (it does not make the match complete); warning: "nothing would load..." or
     None; source: where in the checkpoint the state dict was ("" = root)."""
@@ -60,8 +60,9 @@ class MatchReport:
     file: str = field(default="", compare=False)
 
     def summary(self):
+        unexpected = set(self.unexpected) | set(self.allowed_unexpected)
         n = len(self.matched) + len(self.missing) + len(self.shape_mismatch) + \
-            len(self.allowed_missing) + len(self.tied)
+            len(self.allowed_missing) + len([t for t, _ in self.tied if t not in unexpected])
         n += len([m for m in self.dtype_mismatch
                   if m.name not in {s.name for s in self.shape_mismatch}])
         parts = ["%d of %d expected keys match" % (len(self.matched), n)]
@@ -115,46 +116,59 @@ class MatchReport:
 
 
 def _tensors(obj, prefix, out):
-    """Flattened tensors of obj, named as ckpt names them."""
+    """Flattened tensors of obj, named as ckpt names them (RawTensor too:
+    a dtype the installed torch lacks is still a key of the checkpoint)."""
     import torch
+    from ._load import RawTensor
     if isinstance(obj, dict):
         for k, v in obj.items():
             _tensors(v, prefix + (str(k),), out)
     elif isinstance(obj, (list, tuple)):
         for i, v in enumerate(obj):
             _tensors(v, prefix + (str(i),), out)
-    elif isinstance(obj, torch.Tensor):
+    elif isinstance(obj, (torch.Tensor, RawTensor)):
         out[".".join(prefix)] = obj
     return out
 
 
-def _all_tensors(obj):
-    import torch
-    if isinstance(obj, dict):
-        return bool(obj) and all(_all_tensors(v) for v in obj.values())
-    return isinstance(obj, torch.Tensor)
+def _source(state, rep):
+    """Where in `state` the dict the applied rewrite strips lies ("model"
+    for {"model": state_dict, ...}), or "" (the root, or a prefix of flat
+    keys such as DataParallel's "module.")."""
+    if not rep.rewrite or not rep.matched:
+        return ""
+    e, c = rep.matched[0]
+    if not c.endswith(e) or len(c) == len(e):
+        return ""
+    prefix = c[:len(c) - len(e)].rstrip(".")
+    node = state
+    for seg in prefix.split("."):
+        node = {str(k): v for k, v in node.items()}.get(seg) if isinstance(node, dict) else None
+    return prefix if isinstance(node, dict) else ""
 
 
-def select_state_dict(obj):
-    """(name, tensors by flattened name) of the state dict in obj: obj
-    itself, or, for a training checkpoint ({"model": ..., "optimizer": ...,
-    "epoch": ...}), its only top-level entry whose leaves are all tensors."""
-    if isinstance(obj, dict) and not _all_tensors(obj):
-        picks = [k for k, v in obj.items() if _all_tensors(v)]
-        if len(picks) == 1:
-            return str(picks[0]), _tensors(obj[picks[0]], (), {})
-    return "", _tensors(obj, (), {})
+def _key(name):
+    return name.encode("utf-8", "surrogateescape")
 
 
 class _Manifest:
-    def __init__(self, name, entries):
+    """A C manifest of {name: tensor}, with the groups of names that are
+    one tensor recorded as ties (ckpt_manifest_tie): the key audit fills a
+    missing name through a matched partner, as the CLI does from a
+    manifest's "ties" or a file's shared storages."""
+    def __init__(self, name, tensors, tie_key=None):
         self.h = c_void_p()
         check(lib.ckpt_manifest_new(ctypes.byref(self.h), os.fsencode(name)))
         try:
-            for n, dt, shape in entries:
+            for n, t in tensors.items():
+                shape = list(t.shape)
                 dims = (c_u64 * max(1, len(shape)))(*shape)
-                check(lib.ckpt_manifest_add(self.h, n.encode("utf-8", "surrogateescape"),
-                                            dt.encode(), len(shape), dims), name)
+                dt = t.dtype if isinstance(t.dtype, str) else dtype_name(t.dtype)  # RawTensor
+                check(lib.ckpt_manifest_add(self.h, _key(n), dt.encode(),
+                                            len(shape), dims), name)
+            for group in ties(tensors, tie_key):
+                for other in group[1:]:
+                    check(lib.ckpt_manifest_tie(self.h, _key(group[0]), _key(other)), name)
         except BaseException:
             self.free()
             raise
@@ -174,13 +188,17 @@ def _shape(e):
 
 
 def match(tensors, expected, *, normalize=True, allow_missing=(), allow_unexpected=(),
-          source="", file=""):
+          file="", tie_key=None):
     """ckpt_match of checkpoint tensors {name: tensor} against the expected
-    {name: tensor} of a model. Returns a MatchReport."""
-    ck = _Manifest(file or "checkpoint", [(k, dtype_name(t.dtype), list(t.shape))
-                                          for k, t in tensors.items()])
-    ex = _Manifest("model", [(k, dtype_name(t.dtype), list(t.shape))
-                             for k, t in expected.items()])
+    {name: tensor} of a model; tensors that are one tensor (tie_key: which
+    of the checkpoint's are) are recorded as ties on each side. Returns a
+    MatchReport."""
+    ck = _Manifest(file or "checkpoint", tensors, tie_key)
+    try:
+        ex = _Manifest("model", expected)
+    except BaseException:
+        ck.free()
+        raise
     r = c_void_p()
     try:
         opts = options(MatchOptions_)
@@ -189,14 +207,14 @@ def match(tensors, expected, *, normalize=True, allow_missing=(), allow_unexpect
         au, opts.nallow_unexpected = _globs(allow_unexpected)
         opts.allow_missing, opts.allow_unexpected = am, au
         check(lib.ckpt_match(ctypes.byref(r), ck.h, ex.h, ctypes.byref(opts)), file)
-        return _report(r, ck, tensors, expected, source, file)
+        return _report(r, ck, expected, file)
     finally:
         lib.ckpt_match_result_free(r)
         ck.free()
         ex.free()
 
 
-def _report(r, ck, tensors, expected, source, file):
+def _report(r, ck, expected, file):
     def items(lst):
         return [lib.ckpt_match_item_at(r, lst, i).contents
                 for i in range(lib.ckpt_match_count(r, lst))]
@@ -224,32 +242,18 @@ def _report(r, ck, tensors, expected, source, file):
         ename = text(lib.ckpt_match_rewritten(r, i)) if applied else cname
         if ename in expected and ename not in excluded:
             pairs.append((ename, cname))
-    missing = list(names(MISSING))
-    tied = [(text(it.name), text(it.tied_to)) for it in items(TIED)]
-    # a missing key the model ties to a matched one is filled through it
-    keys = {}
-    for e, _ in pairs:
-        keys.setdefault(_tie_key(expected[e]), e)
-    for name in list(missing):
-        partner = keys.get(_tie_key(expected[name]))
-        if partner is not None:
-            missing.remove(name)
-            if (name, partner) not in tied:
-                tied.append((name, partner))
-    complete = bool(lib.ckpt_match_complete(r)) or (
-        not missing and not names(UNEXPECTED) and not shape_mm and not dtype_mm and
-        bool(pairs))
     warning = lib.ckpt_match_warning(r)
     return MatchReport(
-        complete=complete, matched=tuple(sorted(pairs)), missing=tuple(missing),
+        complete=bool(lib.ckpt_match_complete(r)), matched=tuple(sorted(pairs)),
+        missing=names(MISSING),
         unexpected=names(UNEXPECTED), shape_mismatch=shape_mm, dtype_mismatch=dtype_mm,
         allowed_missing=names(ALLOWED_MISSING), allowed_unexpected=names(ALLOWED_UNEXPECTED),
-        tied=tuple(sorted(tied)),
+        tied=tuple(sorted((text(it.name), text(it.tied_to)) for it in items(TIED))),
         rewrite=text(rw.contents.description) if applied else None,
         unapplied_rewrite=text(rw.contents.description) if rw and not applied else None,
         candidates=tuple(text(lib.ckpt_match_candidate(r, i).contents.description)
                          for i in range(lib.ckpt_match_candidate_count(r))),
-        warning=text(warning) if warning else None, source=source, file=file)
+        warning=text(warning) if warning else None, file=file)
 
 
 def _cast(tensors, dtype, torch):
@@ -331,12 +335,17 @@ def load_state_dict(module, path_or_state, *, strict=True, normalize=True,
 def _load_audited(module, state, strict, normalize, allow_missing, allow_unexpected, file,
                   reader, dtype):
     import torch
-    source, tensors = select_state_dict(state)
-    tensors = _cast(tensors, dtype, torch)
+    # the whole tree: the C audit finds the model's subtree in a training
+    # checkpoint (the rewrite that selects it), as `ckpt match` does
+    tensors = _cast(_tensors(state, (), {}), dtype, torch)
     expected = {k: v for k, v in module.state_dict(keep_vars=True).items()
                 if isinstance(v, torch.Tensor)}
     rep = match(tensors, expected, normalize=normalize, allow_missing=allow_missing,
-                allow_unexpected=allow_unexpected, source=source, file=file)
+                allow_unexpected=allow_unexpected, file=file,
+                tie_key=reader.tie_key if reader is not None else None)
+    source = _source(state, rep)
+    if source:
+        rep = dataclasses.replace(rep, source=source)
     nothing = expected and not rep.matched
     blocking = rep.shape_mismatch or rep.dtype_mismatch or nothing or \
         (strict and (rep.missing or rep.unexpected))

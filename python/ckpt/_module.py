@@ -23,16 +23,33 @@ def _entry(name, t):
 def manifest(module):
     """The expected-keys spec of `module` for `ckpt match --expect` (the
     layout of `ckpt inspect --json`): "tensors" lists every state_dict()
-    entry (name, dtype, shape, nbytes) in state_dict order; buffers
-    registered with persistent=False are not saved, so they are not
-    expected: they are listed apart under "non_persistent" (ckpt ignores
-    that key). Write it with json.dump."""
+    entry (name, dtype, shape, nbytes) in state_dict order; "ties" the
+    groups of names that are one parameter or buffer (tied weights, e.g.
+    an LM head sharing the embedding: a file that stores it once still
+    loads, and `ckpt match` says so); buffers registered with
+    persistent=False are not saved, so they are not expected: they are
+    listed apart under "non_persistent" (ckpt ignores that key). Write it
+    with json.dump."""
     import torch
-    tensors = [_entry(k, v) for k, v in module.state_dict().items()
-               if isinstance(v, torch.Tensor)]
-    return {"file": type(module).__name__, "format": "module", "tensors": tensors,
+    sd = {k: v for k, v in module.state_dict(keep_vars=True).items()
+          if isinstance(v, torch.Tensor)}
+    return {"file": type(module).__name__, "format": "module",
+            "tensors": [_entry(k, v) for k, v in sd.items()], "ties": ties(sd),
             "values": [], "metadata": None,
             "non_persistent": [_entry(n, b) for n, b in _non_persistent(module)]}
+
+
+def ties(state, key=None):
+    """Groups (lists, in state order, groups by first name) of the names of
+    `state` ({name: tensor}, e.g. state_dict(keep_vars=True)) that are one
+    tensor: the same object, or the same memory with the same dtype, shape
+    and strides (a state_dict() detaches each name separately). The "ties"
+    of a manifest; ckpt_manifest_tie for the key audit. key(tensor) may
+    replace that rule (placeholders of a file: their storage)."""
+    groups = {}
+    for name, t in state.items():
+        groups.setdefault((key or _tie_key)(t), []).append(name)
+    return [g for g in groups.values() if len(g) > 1]
 
 
 def _non_persistent(module):
@@ -61,9 +78,13 @@ class AuditFinding:
 
 
 def _tie_key(t):
-    """Same memory, same layout: tied (views of one flat buffer are not)."""
-    ptr = t.data_ptr()
-    return (ptr, tuple(t.shape), t.stride()) if ptr else ("id", id(t))
+    """Same memory, same dtype and layout: tied (views of one flat buffer
+    are not)."""
+    import torch
+    if not isinstance(t, torch.Tensor):  # a RawTensor: a value of its own
+        return ("id", id(t))
+    ptr = t.data_ptr() if t.device.type != "meta" else 0
+    return (ptr, t.dtype, tuple(t.shape), t.stride()) if ptr else ("id", id(t))
 
 
 def _desc(t):

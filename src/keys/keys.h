@@ -27,6 +27,10 @@ struct ckpt_manifest {
     ckpt_file *owned;               /* closed on free (ckpt_manifest_load) */
     const ckpt_named_value *values; /* non-tensor leaves, sorted by name */
     size_t nvalues;                 /* (checkpoints only) */
+    size_t *tie_parent;             /* recorded ties (ckpt_manifest_tie): a */
+    unsigned char *tie_rank;        /* union-find forest by rank (depth */
+    size_t ntie;                    /* O(log n), never changed by a lookup)
+                                       over the first ntie entries */
 };
 
 /* Index of `name` (len bytes) in m, or CKPT_KEYS_NONE. */
@@ -34,6 +38,11 @@ size_t ckpt_manifest_lookup(const ckpt_manifest *m, const char *name, size_t len
 /* out[i] = ckpt_manifest_lookup(m, entry i of `names`) for every entry;
  * returns how many were found. */
 size_t ckpt_manifest_lookup_all(const ckpt_manifest *m, const ckpt_manifest *names, size_t *out);
+
+/* The representative of entry i's tie group (i itself when untied); the
+ * same for two entries recorded as one parameter. Read-only: manifests
+ * are shared by concurrent matches. */
+size_t ckpt_manifest_tie_root(const ckpt_manifest *m, size_t i);
 
 /* Looks up n computed names in m, a few at a time ahead (hashed, slots
  * and keys prefetched), in order: get(ctx, i, buf, &len, &flag) returns

@@ -39,6 +39,8 @@ void ckpt_manifest_free(ckpt_manifest *m) {
     ckpt_strmap_free(&m->index);
     ckpt_free(m->entries);
     ckpt_free(m->lens);
+    ckpt_free(m->tie_parent);
+    ckpt_free(m->tie_rank);
     ckpt_close(m->owned);
     ckpt_arena_free(&m->arena);
     ckpt_free(m);
@@ -133,6 +135,70 @@ int ckpt_manifest_add(ckpt_manifest *m, const char *name, const char *dtype, uns
     int rc = push(m, &e, strlen(e.name));
     if (rc == CKPT_E_INVALID_ARG)
         return ckpt_err(rc, m->name, "", CKPT_NO_OFFSET, "duplicate key '%s'", name);
+    return rc;
+}
+
+/* ------------------------------------------------------------ ties */
+
+size_t ckpt_manifest_tie_root(const ckpt_manifest *m, size_t i) {
+    while (i < m->ntie && m->tie_parent[i] != i) i = m->tie_parent[i];
+    return i;
+}
+
+/* The forest covers every entry added so far (entries added later start
+ * untied). */
+static int tie_reserve(ckpt_manifest *m) {
+    if (m->ntie == m->n) return 0;
+    size_t *p = ckpt_realloc(m->tie_parent, m->n * sizeof *p);
+    if (p) m->tie_parent = p;
+    unsigned char *r = p ? ckpt_realloc(m->tie_rank, m->n) : NULL;
+    if (!r) return ckpt_err(CKPT_E_NOMEM, m->name, "", CKPT_NO_OFFSET, "out of memory");
+    m->tie_rank = r;
+    for (size_t i = m->ntie; i < m->n; i++) {
+        p[i] = i;
+        r[i] = 0;
+    }
+    m->ntie = m->n;
+    return 0;
+}
+
+/* Ties entries a and b; CKPT_E_INVALID_ARG when their dtypes or shapes
+ * differ (one parameter has one of each; the caller words the error). */
+static int tie(ckpt_manifest *m, size_t a, size_t b) {
+    const ckpt_manifest_entry *x = &m->entries[a], *y = &m->entries[b];
+    if (strcmp(x->dtype, y->dtype) != 0 || x->ndim != y->ndim ||
+        memcmp(x->shape, y->shape, x->ndim * sizeof *x->shape) != 0)
+        return CKPT_E_INVALID_ARG;
+    int rc = tie_reserve(m);
+    if (rc) return rc;
+    a = ckpt_manifest_tie_root(m, a);
+    b = ckpt_manifest_tie_root(m, b);
+    if (a == b) return 0;
+    if (m->tie_rank[a] < m->tie_rank[b]) {
+        size_t t = a;
+        a = b;
+        b = t;
+    }
+    m->tie_parent[b] = a;
+    if (m->tie_rank[a] == m->tie_rank[b]) m->tie_rank[a]++;
+    return 0;
+}
+
+int ckpt_manifest_tie(ckpt_manifest *m, const char *a, const char *b) {
+    if (!m || !a || !b)
+        return ckpt_err(CKPT_E_INVALID_ARG, m ? m->name : "", "", CKPT_NO_OFFSET,
+                        "ckpt_manifest_tie needs a manifest and two names");
+    size_t i = ckpt_manifest_lookup(m, a, strlen(a)), j = ckpt_manifest_lookup(m, b, strlen(b));
+    if (i == CKPT_KEYS_NONE || j == CKPT_KEYS_NONE)
+        return ckpt_err(CKPT_E_INVALID_ARG, m->name, "", CKPT_NO_OFFSET,
+                        "tie of '%s' and '%s': '%s' is not a key", a, b,
+                        i == CKPT_KEYS_NONE ? a : b);
+    int rc = tie(m, i, j);
+    if (rc == CKPT_E_INVALID_ARG)
+        return ckpt_err(rc, m->name, "", CKPT_NO_OFFSET,
+                        "tie of '%s' and '%s': one parameter has one dtype and shape, "
+                        "these differ",
+                        a, b);
     return rc;
 }
 
@@ -303,6 +369,41 @@ static int parse_metadata(ckpt_manifest *m, const json_t *md) {
     return 0;
 }
 
+/* "ties": a list of name groups, each one parameter (optional; null or
+ * absent: none). Bounded by the document: every name is a listed tensor. */
+static int parse_ties(ckpt_manifest *m, const json_t *ties) {
+    if (!ties || json_is_null(ties)) return 0;
+    if (!json_is_array(ties))
+        return ckpt_err(CKPT_E_FORMAT, m->name, "", CKPT_NO_OFFSET,
+                        "manifest \"ties\": expected a list of lists of names or null");
+    for (size_t g = 0; g < json_array_size(ties); g++) {
+        const json_t *group = json_array_get(ties, g);
+        if (!json_is_array(group))
+            return ckpt_err(CKPT_E_FORMAT, m->name, "", CKPT_NO_OFFSET,
+                            "manifest ties[%zu]: expected a list of names", g);
+        size_t first = CKPT_KEYS_NONE;
+        for (size_t k = 0; k < json_array_size(group); k++) {
+            const json_t *v = json_array_get(group, k);
+            size_t i = json_is_string(v)
+                           ? ckpt_manifest_lookup(m, json_string_value(v), json_string_length(v))
+                           : CKPT_KEYS_NONE;
+            if (i == CKPT_KEYS_NONE)
+                return ckpt_err(CKPT_E_FORMAT, m->name, "", CKPT_NO_OFFSET,
+                                "manifest ties[%zu][%zu]: expected the name of a listed tensor", g,
+                                k);
+            if (first == CKPT_KEYS_NONE) first = i;
+            int rc = tie(m, first, i);
+            if (rc == CKPT_E_INVALID_ARG)
+                return ckpt_err(CKPT_E_FORMAT, m->name, "", CKPT_NO_OFFSET,
+                                "manifest ties[%zu]: '%s' and '%s' differ in dtype or shape, so "
+                                "they cannot be one parameter",
+                                g, m->entries[first].name, m->entries[i].name);
+            if (rc) return rc;
+        }
+    }
+    return 0;
+}
+
 /* Parses an already loaded document. */
 static int from_json(ckpt_manifest *m, const json_t *doc, const ckpt_limits *lim) {
     const json_t *tensors = json_is_object(doc) ? json_object_get(doc, "tensors") : NULL;
@@ -322,6 +423,7 @@ static int from_json(ckpt_manifest *m, const json_t *doc, const ckpt_limits *lim
         return ckpt_err(CKPT_E_FORMAT, m->name, "", CKPT_NO_OFFSET,
                         "manifest tensors[%zu]: duplicate name '%s'", dup, m->entries[dup].name);
     if (rc == 0) rc = parse_metadata(m, json_object_get(doc, "metadata"));
+    if (rc == 0) rc = parse_ties(m, json_object_get(doc, "ties"));
     return rc;
 }
 

@@ -75,68 +75,13 @@ static int left_out(const matcher *m, const size_t *c2e, size_t i) {
     return m->rule && m->rule->select && c2e[i] == CKPT_KEYS_NONE;
 }
 
-/* Whether a pairing would give a complete match, without building lists. */
-static int would_complete(const matcher *m, const size_t *c2e, const size_t *e2c) {
-    uint64_t matched = 0;
-    for (size_t i = 0; i < m->c->n; i++) {
-        if (left_out(m, c2e, i)) continue;
-        if (c2e[i] == CKPT_KEYS_NONE) {
-            if (!allowed_unexpected(m, i)) return 0;
-            continue;
-        }
-        const ckpt_manifest_entry *a = &m->c->entries[i], *b = &m->e->entries[c2e[i]];
-        if (strcmp(a->dtype, b->dtype) != 0 || !same_shape(a, b)) return 0;
-        matched++;
-    }
-    for (size_t j = 0; j < m->e->n; j++)
-        if (e2c[j] == CKPT_KEYS_NONE && !allowed_missing(m, j)) return 0;
-    return matched > 0 || m->e->n == 0;
-}
-
-static ckpt_match_item *push(matcher *m, ckpt_match_list l, const char *name, size_t ci,
-                             size_t ej) {
-    ckpt_match_result *r = m->r;
-    if (ckpt_arena_grow(&r->arena, (void **)&r->lists[l], &r->caps[l], r->counts[l] + 1,
-                        sizeof(ckpt_match_item)))
-        return NULL;
-    ckpt_match_item *it = &r->lists[l][r->counts[l]++];
-    it->name = name;
-    it->checkpoint = ci == CKPT_KEYS_NONE ? NULL : &m->c->entries[ci];
-    it->expected = ej == CKPT_KEYS_NONE ? NULL : &m->e->entries[ej];
-    it->tied_to = NULL;
-    return it;
-}
-
-static int classify(matcher *m) {
-    ckpt_match_result *r = m->r;
-    for (size_t j = 0; j < m->e->n; j++) {
-        if (m->e2c[j] != CKPT_KEYS_NONE) continue;
-        ckpt_match_list l = allowed_missing(m, j) ? CKPT_MATCH_ALLOWED_MISSING : CKPT_MATCH_MISSING;
-        if (!push(m, l, m->e->entries[j].name, CKPT_KEYS_NONE, j)) return ckpt_err_nomem();
-    }
-    for (size_t i = 0; i < m->c->n; i++) {
-        size_t j = m->c2e[i];
-        const ckpt_manifest_entry *a = &m->c->entries[i];
-        if (left_out(m, m->c2e, i)) continue;
-        if (j == CKPT_KEYS_NONE) {
-            ckpt_match_list l =
-                allowed_unexpected(m, i) ? CKPT_MATCH_ALLOWED_UNEXPECTED : CKPT_MATCH_UNEXPECTED;
-            if (!push(m, l, a->name, i, CKPT_KEYS_NONE)) return ckpt_err_nomem();
-            continue;
-        }
-        const ckpt_manifest_entry *b = &m->e->entries[j];
-        int shape = same_shape(a, b), dtype = strcmp(a->dtype, b->dtype) == 0;
-        if (shape && dtype) {
-            r->matched++;
-            continue;
-        }
-        if (!shape && !push(m, CKPT_MATCH_SHAPE_MISMATCH, b->name, i, j)) return ckpt_err_nomem();
-        if (!dtype && !push(m, CKPT_MATCH_DTYPE_MISMATCH, b->name, i, j)) return ckpt_err_nomem();
-    }
-    return 0;
-}
-
 /* ------------------------------------------------------------ tied weights */
+
+/* 1 when checkpoint entry ci loads into expected entry ej. */
+static int loads(const matcher *m, size_t ci, size_t ej) {
+    const ckpt_manifest_entry *a = &m->c->entries[ci], *b = &m->e->entries[ej];
+    return strcmp(a->dtype, b->dtype) == 0 && same_shape(a, b);
+}
 
 typedef struct storage_index {
     const ckpt_manifest *m;
@@ -166,36 +111,66 @@ static void merge_sort(const ckpt_manifest *m, size_t *v, size_t *tmp, size_t n)
     memcpy(v, tmp, n * sizeof *v);
 }
 
-/* Only manifests of files know storages; others leave the index empty. */
-static int index_storages(storage_index *si, const ckpt_manifest *m) {
-    si->m = m;
-    si->n = 0;
-    si->ids = NULL;
-    if (!m->file || !m->n) return 0;
-    si->ids = ckpt_malloc(m->n * sizeof *si->ids);
-    size_t *tmp = ckpt_malloc(m->n * sizeof *tmp);
-    if (!si->ids || !tmp) {
-        ckpt_free(si->ids);
+/* The ties of one side: its storages (manifests of files) and the groups
+ * the manifest records (ckpt_manifest_tie), with, per group, the
+ * smallest-named entry that can fill the others (ok[y]). */
+typedef struct tie_index {
+    storage_index s;
+    size_t *best; /* tie root -> entry, or CKPT_KEYS_NONE; NULL: no groups */
+} tie_index;
+
+static void tie_index_free(tie_index *t) {
+    ckpt_free(t->s.ids);
+    ckpt_free(t->best);
+    t->s.ids = t->best = NULL;
+}
+
+static int tie_index_build(tie_index *t, const ckpt_manifest *m, const unsigned char *ok) {
+    memset(t, 0, sizeof *t);
+    t->s.m = m;
+    if (!m->n) return 0;
+    if (m->file) {
+        t->s.ids = ckpt_malloc(m->n * sizeof *t->s.ids);
+        size_t *tmp = ckpt_malloc(m->n * sizeof *tmp);
+        if (!t->s.ids || !tmp) {
+            ckpt_free(tmp);
+            tie_index_free(t);
+            return ckpt_err_nomem();
+        }
+        for (size_t i = 0; i < m->n; i++) t->s.ids[t->s.n++] = i;
+        merge_sort(m, t->s.ids, tmp, t->s.n);
         ckpt_free(tmp);
-        si->ids = NULL;
-        return ckpt_err_nomem();
     }
-    for (size_t i = 0; i < m->n; i++) si->ids[si->n++] = i;
-    merge_sort(m, si->ids, tmp, si->n);
-    ckpt_free(tmp);
+    if (m->ntie) {
+        if (!(t->best = ckpt_malloc(m->ntie * sizeof *t->best))) {
+            tie_index_free(t);
+            return ckpt_err_nomem();
+        }
+        for (size_t i = 0; i < m->ntie; i++) t->best[i] = CKPT_KEYS_NONE;
+        for (size_t y = 0; y < m->ntie; y++) {
+            size_t root = ckpt_manifest_tie_root(m, y);
+            if (ok[y] && (t->best[root] == CKPT_KEYS_NONE ||
+                          strcmp(m->entries[y].name, m->entries[t->best[root]].name) < 0))
+                t->best[root] = y;
+        }
+    }
     return 0;
 }
 
-/* The smallest-named other entry holding the same tensor as entry x (same
- * storage, storage offset, dtype and shape) that is paired (paired[y] set),
- * or CKPT_KEYS_NONE. */
-static size_t storage_partner(const storage_index *si, size_t x, const size_t *paired) {
-    if (!si->ids) return CKPT_KEYS_NONE;
-    const ckpt_manifest *m = si->m;
-    size_t lo = 0, hi = si->n; /* first position not before x's group */
+/* The smallest-named other entry y with ok[y] sharing entry x's tensor:
+ * the same storage and storage offset with x's dtype and shape, or x's
+ * recorded tie group (one dtype and shape by construction); or
+ * CKPT_KEYS_NONE. */
+static size_t tie_partner(const tie_index *t, size_t x, const unsigned char *ok) {
+    const ckpt_manifest *m = t->s.m;
+    const ckpt_manifest_entry *ex = &m->entries[x];
+    size_t best = t->best && x < m->ntie ? t->best[ckpt_manifest_tie_root(m, x)] : CKPT_KEYS_NONE;
+    if (best == x) best = CKPT_KEYS_NONE;
+    if (!t->s.ids) return best;
+    size_t lo = 0, hi = t->s.n; /* first position not before x's group */
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
-        const ckpt_tensor *a = m->entries[si->ids[mid]].tensor, *b = m->entries[x].tensor;
+        const ckpt_tensor *a = m->entries[t->s.ids[mid]].tensor, *b = ex->tensor;
         if (ckpt_tensor_storage_id(a) < ckpt_tensor_storage_id(b) ||
             (ckpt_tensor_storage_id(a) == ckpt_tensor_storage_id(b) &&
              ckpt_tensor_storage_offset(a) < ckpt_tensor_storage_offset(b)))
@@ -203,17 +178,13 @@ static size_t storage_partner(const storage_index *si, size_t x, const size_t *p
         else
             hi = mid;
     }
-    const ckpt_manifest_entry *ex = &m->entries[x];
-    size_t best = CKPT_KEYS_NONE;
-    for (size_t k = lo; k < si->n; k++) {
-        size_t y = si->ids[k];
+    for (size_t k = lo; k < t->s.n; k++) {
+        size_t y = t->s.ids[k];
         const ckpt_manifest_entry *ey = &m->entries[y];
         if (ckpt_tensor_storage_id(ey->tensor) != ckpt_tensor_storage_id(ex->tensor) ||
             ckpt_tensor_storage_offset(ey->tensor) != ckpt_tensor_storage_offset(ex->tensor))
             break;
-        if (y == x || paired[y] == CKPT_KEYS_NONE || strcmp(ex->dtype, ey->dtype) != 0 ||
-            !same_shape(ex, ey))
-            continue;
+        if (y == x || !ok[y] || strcmp(ex->dtype, ey->dtype) != 0 || !same_shape(ex, ey)) continue;
         if (best == CKPT_KEYS_NONE || strcmp(ey->name, m->entries[best].name) < 0) best = y;
     }
     return best;
@@ -250,56 +221,149 @@ static size_t alias_partner(const ckpt_strmap *map, const char *name) {
     return sl ? sl->val : CKPT_KEYS_NONE;
 }
 
-static int find_tied(matcher *m) {
+/* For each expected entry the pairing leaves unpaired, the name of the
+ * matched expected key that fills it through a tie (see ckpt_match in
+ * ckpt.h), or NULL: to[0..e->n). The rewrite is m->rule. */
+static int missing_ties(matcher *m, const size_t *c2e, const size_t *e2c, const char **to) {
+    const ckpt_manifest *c = m->c, *e = m->e;
+    size_t nmiss = 0;
+    for (size_t j = 0; j < e->n; j++) {
+        to[j] = NULL;
+        nmiss += e2c[j] == CKPT_KEYS_NONE;
+    }
+    if (!nmiss) return 0;
+    unsigned char *ok = ckpt_malloc(e->n);
+    if (!ok) return ckpt_err_nomem();
+    for (size_t j = 0; j < e->n; j++) ok[j] = e2c[j] != CKPT_KEYS_NONE && loads(m, e2c[j], j);
+    tie_index t;
+    ckpt_strmap ac = {0};
+    int rc = tie_index_build(&t, e, ok);
+    if (!rc) rc = index_aliases(&ac, &m->r->arena, c, c2e, m->rule);
+    for (size_t j = 0; !rc && j < e->n; j++) {
+        if (e2c[j] != CKPT_KEYS_NONE) continue;
+        size_t p = tie_partner(&t, j, ok);
+        if (p != CKPT_KEYS_NONE) {
+            to[j] = e->entries[p].name;
+        } else if ((p = alias_partner(&ac, e->entries[j].name)) != CKPT_KEYS_NONE && ok[c2e[p]] &&
+                   loads(m, p, j)) {
+            to[j] = e->entries[c2e[p]].name;
+        }
+    }
+    tie_index_free(&t);
+    ckpt_free(ok);
+    ckpt_strmap_free(&ac);
+    return rc;
+}
+
+/* Whether a pairing would give a complete match, without building lists:
+ * *complete. Returns 0 or CKPT_E_NOMEM. */
+static int would_complete(matcher *m, const size_t *c2e, const size_t *e2c, int *complete) {
+    uint64_t matched = 0;
+    *complete = 0;
+    for (size_t i = 0; i < m->c->n; i++) {
+        if (left_out(m, c2e, i)) continue;
+        if (c2e[i] == CKPT_KEYS_NONE) {
+            if (!allowed_unexpected(m, i)) return 0;
+            continue;
+        }
+        if (!loads(m, i, c2e[i])) return 0;
+        matched++;
+    }
+    const char **to = ckpt_malloc((m->e->n ? m->e->n : 1) * sizeof *to);
+    int rc = to ? missing_ties(m, c2e, e2c, to) : ckpt_err_nomem();
+    *complete = !rc && (matched > 0 || m->e->n == 0);
+    for (size_t j = 0; *complete && j < m->e->n; j++)
+        if (e2c[j] == CKPT_KEYS_NONE && !to[j] && !allowed_missing(m, j)) *complete = 0;
+    ckpt_free(to);
+    return rc;
+}
+
+static ckpt_match_item *push(matcher *m, ckpt_match_list l, const char *name, size_t ci,
+                             size_t ej) {
     ckpt_match_result *r = m->r;
-    size_t nmiss = r->counts[CKPT_MATCH_MISSING] + r->counts[CKPT_MATCH_ALLOWED_MISSING];
+    if (ckpt_arena_grow(&r->arena, (void **)&r->lists[l], &r->caps[l], r->counts[l] + 1,
+                        sizeof(ckpt_match_item)))
+        return NULL;
+    ckpt_match_item *it = &r->lists[l][r->counts[l]++];
+    it->name = name;
+    it->checkpoint = ci == CKPT_KEYS_NONE ? NULL : &m->c->entries[ci];
+    it->expected = ej == CKPT_KEYS_NONE ? NULL : &m->e->entries[ej];
+    it->tied_to = NULL;
+    return it;
+}
+
+static int classify(matcher *m) {
+    ckpt_match_result *r = m->r;
+    const char **to = ckpt_malloc((m->e->n ? m->e->n : 1) * sizeof *to);
+    if (!to) return ckpt_err_nomem();
+    int rc = missing_ties(m, m->c2e, m->e2c, to);
+    for (size_t j = 0; !rc && j < m->e->n; j++) {
+        if (m->e2c[j] != CKPT_KEYS_NONE) continue;
+        ckpt_match_list l = to[j]                   ? CKPT_MATCH_TIED
+                            : allowed_missing(m, j) ? CKPT_MATCH_ALLOWED_MISSING
+                                                    : CKPT_MATCH_MISSING;
+        ckpt_match_item *it = push(m, l, m->e->entries[j].name, CKPT_KEYS_NONE, j);
+        if (!it)
+            rc = ckpt_err_nomem();
+        else
+            it->tied_to = to[j];
+    }
+    ckpt_free(to);
+    if (rc) return rc;
+    for (size_t i = 0; i < m->c->n; i++) {
+        size_t j = m->c2e[i];
+        const ckpt_manifest_entry *a = &m->c->entries[i];
+        if (left_out(m, m->c2e, i)) continue;
+        if (j == CKPT_KEYS_NONE) {
+            ckpt_match_list l =
+                allowed_unexpected(m, i) ? CKPT_MATCH_ALLOWED_UNEXPECTED : CKPT_MATCH_UNEXPECTED;
+            if (!push(m, l, a->name, i, CKPT_KEYS_NONE)) return ckpt_err_nomem();
+            continue;
+        }
+        const ckpt_manifest_entry *b = &m->e->entries[j];
+        int shape = same_shape(a, b), dtype = strcmp(a->dtype, b->dtype) == 0;
+        if (shape && dtype) {
+            r->matched++;
+            continue;
+        }
+        if (!shape && !push(m, CKPT_MATCH_SHAPE_MISMATCH, b->name, i, j)) return ckpt_err_nomem();
+        if (!dtype && !push(m, CKPT_MATCH_DTYPE_MISMATCH, b->name, i, j)) return ckpt_err_nomem();
+    }
+    return 0;
+}
+
+/* Unexpected keys sharing a tensor with a paired checkpoint key, or
+ * aliased to one by the expected side's metadata: listed in TIED too. */
+static int unexpected_ties(matcher *m) {
+    ckpt_match_result *r = m->r;
     size_t nunex = r->counts[CKPT_MATCH_UNEXPECTED] + r->counts[CKPT_MATCH_ALLOWED_UNEXPECTED];
-    if (!nmiss && !nunex) return 0;
-    storage_index se = {0}, sc = {0};
-    ckpt_strmap ac = {0}, ae = {0};
-    int rc = 0;
-    if (nmiss) {
-        rc = index_storages(&se, m->e);
-        if (!rc) rc = index_aliases(&ac, &r->arena, m->c, m->c2e, m->rule);
-    }
-    if (!rc && nunex) {
-        rc = index_storages(&sc, m->c);
-        if (!rc) rc = index_aliases(&ae, &r->arena, m->e, m->e2c, NULL);
-    }
-    static const ckpt_match_list miss[2] = {CKPT_MATCH_MISSING, CKPT_MATCH_ALLOWED_MISSING};
+    if (!nunex) return 0;
+    unsigned char *ok = ckpt_malloc(m->c->n ? m->c->n : 1);
+    if (!ok) return ckpt_err_nomem();
+    for (size_t i = 0; i < m->c->n; i++) ok[i] = m->c2e[i] != CKPT_KEYS_NONE;
+    tie_index t;
+    ckpt_strmap ae = {0};
+    int rc = tie_index_build(&t, m->c, ok);
+    if (!rc) rc = index_aliases(&ae, &r->arena, m->e, m->e2c, NULL);
     static const ckpt_match_list unex[2] = {CKPT_MATCH_UNEXPECTED, CKPT_MATCH_ALLOWED_UNEXPECTED};
     for (int l = 0; !rc && l < 2; l++) {
-        for (size_t k = 0; !rc && k < r->counts[miss[l]]; k++) {
-            const ckpt_match_item *it = &r->lists[miss[l]][k];
-            size_t j = (size_t)(it->expected - m->e->entries);
-            size_t p = storage_partner(&se, j, m->e2c);
-            const char *to = p != CKPT_KEYS_NONE ? m->e->entries[p].name : NULL;
-            if (!to && (p = alias_partner(&ac, it->name)) != CKPT_KEYS_NONE)
-                to = m->e->entries[m->c2e[p]].name;
-            ckpt_match_item *t;
-            if (to && !(t = push(m, CKPT_MATCH_TIED, it->name, CKPT_KEYS_NONE, j)))
-                rc = ckpt_err_nomem();
-            else if (to)
-                t->tied_to = to;
-        }
         for (size_t k = 0; !rc && k < r->counts[unex[l]]; k++) {
             const ckpt_match_item *it = &r->lists[unex[l]][k];
             size_t i = (size_t)(it->checkpoint - m->c->entries);
-            size_t p = storage_partner(&sc, i, m->c2e);
+            size_t p = tie_partner(&t, i, ok);
             const char *to = p != CKPT_KEYS_NONE ? m->c->entries[p].name : NULL;
             const char *as = m->rule ? r->rewritten[i] : it->name;
             if (!to && (p = alias_partner(&ae, as)) != CKPT_KEYS_NONE)
                 to = m->c->entries[m->e2c[p]].name;
-            ckpt_match_item *t;
-            if (to && !(t = push(m, CKPT_MATCH_TIED, it->name, i, CKPT_KEYS_NONE)))
+            ckpt_match_item *tied;
+            if (to && !(tied = push(m, CKPT_MATCH_TIED, it->name, i, CKPT_KEYS_NONE)))
                 rc = ckpt_err_nomem();
             else if (to)
-                t->tied_to = to;
+                tied->tied_to = to;
         }
     }
-    ckpt_free(se.ids);
-    ckpt_free(sc.ids);
-    ckpt_strmap_free(&ac);
+    tie_index_free(&t);
+    ckpt_free(ok);
     ckpt_strmap_free(&ae);
     return rc;
 }
@@ -376,15 +440,18 @@ static void sort_items(ckpt_match_item *v, size_t n) {
 static int finish(matcher *m) {
     ckpt_match_result *r = m->r;
     int rc = classify(m);
-    if (!rc) rc = find_tied(m);
+    if (!rc) rc = unexpected_ties(m);
     if (rc) return rc;
+    uint64_t filled = r->matched; /* matched, or tied to a matched key */
+    for (size_t k = 0; k < r->counts[CKPT_MATCH_TIED]; k++)
+        filled += r->lists[CKPT_MATCH_TIED][k].expected != NULL;
     for (int l = 0; l < NLISTS; l++) sort_items(r->lists[l], r->counts[l]);
     size_t n = m->e->n;
     r->complete = !r->counts[CKPT_MATCH_MISSING] && !r->counts[CKPT_MATCH_UNEXPECTED] &&
                   !r->counts[CKPT_MATCH_SHAPE_MISMATCH] && !r->counts[CKPT_MATCH_DTYPE_MISMATCH] &&
                   (r->matched > 0 || n == 0);
     /* called out even when every exception is allowed */
-    if (r->matched < n - r->matched) { /* fewer than half match */
+    if (filled < n - filled) { /* fewer than half load */
         r->warning = r->matched == 0
                          ? ckpt_arena_printf(&r->arena,
                                              "nothing would load: 0 of %zu expected keys match", n)
@@ -428,9 +495,10 @@ static int infer(matcher *m, size_t *c2e, size_t *e2c, size_t *c2e_rw, size_t *e
     if (!m->opts->normalize) return 0;
     invert(m, c2e_rw, e2c_rw);
     m->rule = best;
-    if (!would_complete(m, c2e_rw, e2c_rw)) {
+    int complete;
+    if ((rc = would_complete(m, c2e_rw, e2c_rw, &complete)) || !complete) {
         m->rule = NULL;
-        return 0;
+        return rc;
     }
     memcpy(c2e, c2e_rw, m->c->n * sizeof *c2e);
     memcpy(e2c, e2c_rw, m->e->n * sizeof *e2c);

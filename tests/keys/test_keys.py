@@ -182,21 +182,19 @@ def _():
 
 @case("match: tied weights: the spec stores lm_head.weight in embed.weight")
 def _():
-    check_match(path("tied_dropped.pt"), path("tied.pt"), [], 1,
-                matched=3, missing_keys=["lm_head.weight"],
-                tied=[{"name": "lm_head.weight", "tied_to": "embed.weight"}])
+    # filled through embed.weight: satisfied, listed as tied, not missing
+    check_match(path("tied_dropped.pt"), path("tied.pt"), [], 0,
+                tied=[{"name": "lm_head.weight", "tied_to": "embed.weight"}], **complete(3))
     check_match(path("tied_dropped.pt"), path("tied.pt"),
                 ["--allow-missing", "lm_head.weight"], 0,
-                allowed={"missing": ["lm_head.weight"], "unexpected": []},
                 tied=[{"name": "lm_head.weight", "tied_to": "embed.weight"}],
                 **complete(3))
 
 
 @case("match: tied weights: safetensors save_model alias in __metadata__")
 def _():
-    check_match(path("tied_hf.safetensors"), path("tied.pt"), [], 1,
-                matched=3, missing_keys=["lm_head.weight"],
-                tied=[{"name": "lm_head.weight", "tied_to": "embed.weight"}])
+    check_match(path("tied_hf.safetensors"), path("tied.pt"), [], 0,
+                tied=[{"name": "lm_head.weight", "tied_to": "embed.weight"}], **complete(3))
 
 
 @case("match: tied weights: an unexpected key sharing a matched tensor")
@@ -323,9 +321,14 @@ def _():
 @case("match: text report")
 def _():
     rc, out, _ = run("match", path("tied_dropped.pt"), "--expect", path("tied.pt"))
+    eq(rc, 0)
+    lines = out.splitlines()
+    eq(lines[0], "COMPLETE: 3 of 4 expected keys match, 1 tied to a matched key")
+    eq(lines[3:], ["tied keys (1):", "  lm_head.weight (tied to embed.weight)"])
+    rc, out, _ = run("match", path("tied.pt"), "--expect", path("tied_dropped.pt"))
     eq(rc, 1)
     lines = out.splitlines()
-    eq(lines[0], "MISMATCH: 3 of 4 expected keys match (1 missing, 0 unexpected, "
+    eq(lines[0], "MISMATCH: 3 of 3 expected keys match (0 missing, 1 unexpected, "
                  "0 shape, 0 dtype mismatches)")
     assert "  lm_head.weight (tied to embed.weight)" in lines, out
     rc, out, _ = run("match", path("dp.pt"), "--expect", path("model.pt"), "--normalize")

@@ -155,15 +155,29 @@ static void print_json(const match_args *a, const ckpt_match_result *r) {
 
 /* ------------------------------------------------------------ text */
 
+typedef struct list_ref {
+    const ckpt_match_result *r;
+    ckpt_match_list l;
+} list_ref;
+
+static const char *item_name(const void *ctx, size_t i) {
+    const list_ref *ref = ctx;
+
+    return ckpt_match_item_at(ref->r, ref->l, i)->name;
+}
+
 static void print_list(const ckpt_match_result *r, ckpt_match_list l, const char *title) {
     size_t i, n = ckpt_match_count(r, l);
     char sa[SHAPE_CAP], sb[SHAPE_CAP];
+    list_ref ref = {r, l};
+    size_t *order;
 
     if (n == 0) return;
+    order = cli_natural_order(item_name, &ref, n);
     printf("%s%s (%zu):%s\n", cli_color(CLI_BOLD), title, n, cli_color(CLI_RESET));
     for (i = 0; i < n && i < SHOW_MAX; i++) {
-        const ckpt_match_item *it = ckpt_match_item_at(r, l, i);
-        const char *tie = tied_to(r, it->name);
+        const ckpt_match_item *it = ckpt_match_item_at(r, l, order ? order[i] : i);
+        const char *tie = l == CKPT_MATCH_TIED ? it->tied_to : tied_to(r, it->name);
 
         fputs("  ", stdout);
         cli_put_name(stdout, it->name);
@@ -181,6 +195,7 @@ static void print_list(const ckpt_match_result *r, ckpt_match_list l, const char
         fputc('\n', stdout);
     }
     if (n > SHOW_MAX) printf("  ... and %zu more (--json lists all)\n", n - SHOW_MAX);
+    free(order);
 }
 
 /* The other top-level entries of a training checkpoint, left out. */
@@ -200,15 +215,25 @@ static void put_rewrite(const ckpt_rewrite *rw) {
     printf(" (%" PRIu64 " key%s)", rw->matches, cli_plural(rw->matches));
 }
 
+/* Missing keys filled through a tie (the TIED items of the expected side). */
+static size_t tied_missing(const ckpt_match_result *r) {
+    size_t i, n = 0;
+
+    for (i = 0; i < ckpt_match_count(r, CKPT_MATCH_TIED); i++)
+        n += ckpt_match_item_at(r, CKPT_MATCH_TIED, i)->expected != NULL;
+    return n;
+}
+
 static void print_text(const match_args *a, const ckpt_match_result *r, size_t expected) {
     const ckpt_rewrite *rw = ckpt_match_rewrite(r);
     const char *warning = ckpt_match_warning(r);
     uint64_t matched = ckpt_match_matched(r);
-    size_t i, n;
+    size_t i, n, tied = tied_missing(r);
 
     if (ckpt_match_complete(r)) {
         printf("%sCOMPLETE%s: %" PRIu64 " of %zu expected key%s match", cli_color(CLI_GREEN),
                cli_color(CLI_RESET), matched, expected, cli_plural(expected));
+        if (tied) printf(", %zu tied to a matched key", tied);
         if (rw && rw->applied) {
             fputs(" after ", stdout);
             cli_put_text(stdout, rw->description, strlen(rw->description));
@@ -222,6 +247,7 @@ static void print_text(const match_args *a, const ckpt_match_result *r, size_t e
                ckpt_match_count(r, CKPT_MATCH_SHAPE_MISMATCH),
                ckpt_match_count(r, CKPT_MATCH_DTYPE_MISMATCH),
                ckpt_match_count(r, CKPT_MATCH_DTYPE_MISMATCH) == 1 ? "" : "es");
+        if (tied) printf(", %zu tied to a matched key", tied);
     }
     fputs("\n  checkpoint: ", stdout);
     cli_put_text(stdout, a->ckpt, strlen(a->ckpt));
@@ -235,6 +261,7 @@ static void print_text(const match_args *a, const ckpt_match_result *r, size_t e
     print_list(r, CKPT_MATCH_DTYPE_MISMATCH, "dtype mismatch");
     print_list(r, CKPT_MATCH_ALLOWED_MISSING, "allowed missing");
     print_list(r, CKPT_MATCH_ALLOWED_UNEXPECTED, "allowed unexpected");
+    print_list(r, CKPT_MATCH_TIED, "tied keys");
 
     if (rw) {
         fputs("rewrite: ", stdout);
@@ -345,6 +372,9 @@ const cli_command cli_cmd_match = {
     "load_state_dict would: matched keys, missing keys, unexpected keys, shape\n"
     "and dtype mismatches, tied weights. SPEC is a checkpoint of any format,\n"
     "or a JSON manifest with the tensors list of `ckpt inspect --json`.\n"
+    "A key tied to a matched one (one parameter: shared storage in SPEC, or\n"
+    "the \"ties\" of a manifest from Python's ckpt.manifest(model)) is filled\n"
+    "through it: listed as tied, not missing.\n"
     "Names are compared exactly. When keys differ by wrapper prefixes\n"
     "(module., _orig_mod., state_dict., _fsdp_wrapped_module., ...) the\n"
     "rewrite that fixes them is named with the number of keys it matches.\n",
