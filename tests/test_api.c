@@ -72,7 +72,7 @@ TEST(unknown_versions_refused) {
     CHECK(l == NULL);
 
     ckpt_convert_options c = CKPT_CONVERT_OPTIONS_INIT;
-    c.version = 2;
+    c.version = CKPT_CONVERT_OPTIONS_VERSION + 1;
     CHECK_EQ_INT(ckpt_convert(NULL, "/nonexistent", "/tmp/x.safetensors", &c), CKPT_E_INVALID_ARG);
 }
 

@@ -152,6 +152,31 @@ TEST(commit_copies_and_moves_latest) {
     remove_dir();
 }
 
+static void record_bytes(void *ctx, uint64_t done, uint64_t total) {
+    uint64_t *log = ctx; /* calls, last done, total, 1 while monotonic */
+    if (log[0] == 0) log[3] = done == 0;
+    if (log[0] && (done < log[1] || total != log[2])) log[3] = 0;
+    log[0]++;
+    log[1] = done;
+    log[2] = total;
+}
+
+/* commit reports the bytes of the source it copies, 0 to its size. */
+TEST(commit_progress) {
+    fresh_dir();
+    struct stat st;
+    CHECK(stat(TRAIN_PT, &st) == 0);
+    uint64_t log[4] = {0};
+    ckpt_store_options o = CKPT_STORE_OPTIONS_INIT;
+    o.progress = record_bytes;
+    o.progress_ctx = log;
+    CHECK_EQ_INT(ckpt_store_commit(NULL, 0, dir, "run", 1, TRAIN_PT, &o), 0);
+    CHECK(log[0] >= 2 && log[3] == 1);
+    CHECK_EQ_INT(log[1], (uint64_t)st.st_size);
+    CHECK_EQ_INT(log[2], (uint64_t)st.st_size);
+    remove_dir();
+}
+
 TEST(steps_sort_numerically) {
     fresh_dir();
     CHECK_EQ_INT(commit(TRAIN_PT, 9, 10), 0);
@@ -650,6 +675,7 @@ TEST(pointer_names) {
 
 int main(void) {
     RUN(commit_copies_and_moves_latest);
+    RUN(commit_progress);
     RUN(steps_sort_numerically);
     RUN(commit_prunes_beyond_keep);
     RUN(latest_skips_corrupt_and_list_reports);

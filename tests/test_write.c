@@ -900,6 +900,86 @@ TEST(convert_select_and_metadata) {
     CHECK_EQ_INT(ckpt_convert(NULL, src, tpath("noext"), NULL), CKPT_E_INVALID_ARG);
 }
 
+/* What a progress callback saw: calls, the first and last counts, and
+ * whether done only ever grew (by at most one) toward one total. */
+typedef struct progress_log {
+    int calls, monotonic;
+    uint64_t first, last, total;
+} progress_log;
+
+static void record_progress(void *ctx, uint64_t done, uint64_t total) {
+    progress_log *p = ctx;
+    if (p->calls == 0) {
+        p->first = done;
+        p->total = total;
+        p->monotonic = 1;
+    } else if (done < p->last || done > p->last + 1 || total != p->total || done > total) {
+        p->monotonic = 0;
+    }
+    p->last = done;
+    p->calls++;
+}
+
+/* exclude leaves out what its globs name (whole subtrees too, after
+ * select); the writer reports each tensor it writes, 0 to total. */
+TEST(convert_exclude_and_progress) {
+    const char *src = tpath("excl.pt");
+    fresh_tree();
+    ckpt_value *root = D(), *layers = D(), *l0 = D(), *l1 = D(), *opt = D();
+    set(l0, "w", T(CKPT_DT_F32, 1, SH2, F32_12, 8));
+    set(l0, "b", T(CKPT_DT_F32, 1, SH2, F32_12, 8));
+    set(l1, "w", T(CKPT_DT_F32, 1, SH2, F32_12, 8));
+    set(l1, "b", T(CKPT_DT_F32, 1, SH2, F32_12, 8));
+    set(layers, "0", l0);
+    set(layers, "1", l1);
+    set(root, "layers", layers);
+    set(opt, "state", T(CKPT_DT_F32, 1, SH2, F32_12, 8));
+    set(root, "optimizer", opt);
+    set(root, "step", I(3));
+    CHECK_EQ_INT(ckpt_tree_write(root, src, CKPT_FORMAT_TORCH_ZIP, NULL), 0);
+
+    const char *ex[] = {"*.b", "optimizer*"};
+    for (int fmt = 0; fmt < 2; fmt++) {
+        const char *out = tpath(fmt ? "excl_out.pt" : "excl_out.safetensors");
+        progress_log log = {0};
+        ckpt_convert_options o = CKPT_CONVERT_OPTIONS_INIT;
+        o.exclude = ex;
+        o.nexclude = 2;
+        o.write.progress = record_progress;
+        o.write.progress_ctx = &log;
+        ckpt_convert_report r;
+        CHECK_EQ_INT(ckpt_convert(&r, src, out, &o), 0);
+        CHECK_EQ_INT(r.keys, 2);
+        CHECK_EQ_INT(r.tensors, 2);
+        CHECK_EQ_INT(log.calls, 3);
+        CHECK(log.monotonic && log.first == 0 && log.last == 2 && log.total == 2);
+        ckpt_file *f;
+        CHECK_EQ_INT(ckpt_open(&f, out, NULL), 0);
+        if (f) {
+            CHECK_EQ_INT(ckpt_file_tensor_count(f), 2);
+            CHECK(ckpt_file_find_tensor(f, "layers.0.w") && ckpt_file_find_tensor(f, "layers.1.w"));
+            CHECK(!ckpt_file_find_tensor(f, "optimizer.state"));
+            ckpt_close(f);
+        }
+    }
+    /* with select: what is selected, less what is excluded */
+    ckpt_convert_options o = CKPT_CONVERT_OPTIONS_INIT;
+    const char *sel[] = {"layers"}, *ex1[] = {"layers.1*"}, *all[] = {"*"};
+    o.select = sel;
+    o.nselect = 1;
+    o.exclude = ex1;
+    o.nexclude = 1;
+    ckpt_convert_report r;
+    CHECK_EQ_INT(ckpt_convert(&r, src, tpath("excl_sel.pt"), &o), 0);
+    CHECK_EQ_INT(r.keys, 2);
+    o.nselect = 0;
+    o.exclude = all;
+    CHECK_EQ_INT(ckpt_convert(NULL, src, tpath("excl_all.pt"), &o), CKPT_E_NOTFOUND);
+    CHECK(strstr(ckpt_error_last()->message, "leave nothing") != NULL);
+    o.exclude = NULL;
+    CHECK_EQ_INT(ckpt_convert(NULL, src, tpath("excl_null.pt"), &o), CKPT_E_INVALID_ARG);
+}
+
 /* ------------------------------------------------------------ verify */
 
 static void flip(const char *path, uint64_t at) {
@@ -1210,6 +1290,7 @@ int main(void) {
     RUN(roundtrip_dtypes);
     RUN(refusals);
     RUN(convert_select_and_metadata);
+    RUN(convert_exclude_and_progress);
     RUN(verify_digests);
     RUN(hostile_structure);
     RUN(atomic_faults);

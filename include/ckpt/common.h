@@ -109,6 +109,12 @@ typedef struct ckpt_limits {
  * designated initializers). */
 CKPT_API void ckpt_limits_init(ckpt_limits *l);
 
+/* Progress of long work (convert, commit): called with done increasing
+ * from 0 to total, units named where a callback is accepted; ctx is the
+ * caller's. For a terminal's progress line, not for control: it cannot
+ * stop the work. */
+typedef void (*ckpt_progress_fn)(void *ctx, uint64_t done, uint64_t total);
+
 /* Option structs: the first field is `version`, set by the struct's _INIT
  * macro or its *_options_init(opts, version) function (libgit2's
  * convention). A call given options whose version it does not know fails

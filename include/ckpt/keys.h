@@ -295,12 +295,17 @@ typedef struct ckpt_diff_options {
     double atol;      /* absolute tolerance, >= 0 */
     int keys_only;    /* 1: names, dtypes and shapes only (manifests OK) */
     int normalize;    /* 1: apply the key rewrite (above) to B's names */
+    /* version 2: nexclude globs (fnmatch without flags: '*' crosses '.'):
+     * tensors and values whose name (B's after an applied rewrite) matches
+     * one are left out of every list, count and verdict */
+    const char *const *exclude;
+    size_t nexclude;
 } ckpt_diff_options;
-#define CKPT_DIFF_OPTIONS_VERSION 1
+#define CKPT_DIFF_OPTIONS_VERSION 2
 #define CKPT_DIFF_OPTIONS_INIT                                                                     \
     {                                                                                              \
         .version = CKPT_DIFF_OPTIONS_VERSION, .rtol = 0.0, .atol = 0.0, .keys_only = 0,            \
-        .normalize = 0                                                                             \
+        .normalize = 0, .exclude = NULL, .nexclude = 0                                             \
     }
 CKPT_API int ckpt_diff_options_init(ckpt_diff_options *opts, unsigned version);
 

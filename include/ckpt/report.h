@@ -84,7 +84,7 @@ CKPT_API void ckpt_string_free(char *s);
 
 /* 1 when nothing needs attention. */
 CKPT_API int ckpt_doctor_healthy(const ckpt_doctor_report *r);
-/* The verdict line: "HEALTHY: FORMAT, N tensors, ..." or "ATTENTION:
+/* The verdict line: "HEALTHY: FORMAT, N keys, ..." or "ATTENTION:
  * CONCERN; CONCERN". Borrowed; raw text from the file (names, messages):
  * escape it for a terminal. */
 CKPT_API const char *ckpt_doctor_summary(const ckpt_doctor_report *r);

@@ -37,22 +37,25 @@ extern "C" {
  * generations of every NAME in DIR form one sequence by step, which
  * LATEST, latest and pruning all go by (keep one run per directory). */
 typedef struct ckpt_store_options {
-    unsigned version;       /* CKPT_STORE_OPTIONS_VERSION */
-    uint32_t keep;          /* commit and prune keep the `keep` newest
+    unsigned version;          /* CKPT_STORE_OPTIONS_VERSION */
+    uint32_t keep;             /* commit and prune keep the `keep` newest
                                generations that verify (at least the newest
                                one) and LATEST's; default 3 */
-    uint32_t stale_minutes; /* gc: an unlocked temporary file whose PID is
+    uint32_t stale_minutes;    /* gc: an unlocked temporary file whose PID is
                                still running is stale once unmodified this
                                long; default 60; 0: every unlocked one */
-    ckpt_open_options open; /* limits for opening and verifying generations */
-    int replace;            /* commit: 1 replaces a step already committed
+    ckpt_open_options open;    /* limits for opening and verifying generations */
+    int replace;               /* commit: 1 replaces a step already committed
                                (else refused); default 0 (version 2) */
+    ckpt_progress_fn progress; /* ckpt_store_commit: bytes of the source */
+    void *progress_ctx;        /* copied, done of total (its size), from 0;
+                                  NULL for none (version 3) */
 } ckpt_store_options;
-#define CKPT_STORE_OPTIONS_VERSION 2
+#define CKPT_STORE_OPTIONS_VERSION 3
 #define CKPT_STORE_OPTIONS_INIT                                                                    \
     {                                                                                              \
         .version = CKPT_STORE_OPTIONS_VERSION, .keep = 3u, .stale_minutes = 60u,                   \
-        .open = CKPT_OPEN_OPTIONS_INIT, .replace = 0                                               \
+        .open = CKPT_OPEN_OPTIONS_INIT, .replace = 0, .progress = NULL, .progress_ctx = NULL       \
     }
 CKPT_API int ckpt_store_options_init(ckpt_store_options *opts, unsigned version);
 

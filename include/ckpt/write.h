@@ -24,12 +24,17 @@ typedef struct ckpt_write_options {
     int backup; /* 1: keep the file being replaced as "OUT.bak", itself
                    replaced atomically (both names always hold a complete
                    file) */
+    /* version 2: called once with done = 0, then after each tensor's bytes
+     * are written: done of total tensors (the records of a safetensors
+     * file, the storages of a torch zip); NULL for none */
+    ckpt_progress_fn progress;
+    void *progress_ctx;
 } ckpt_write_options;
-#define CKPT_WRITE_OPTIONS_VERSION 1
+#define CKPT_WRITE_OPTIONS_VERSION 2
 #define CKPT_WRITE_OPTIONS_INIT                                                                    \
     {                                                                                              \
         .version = CKPT_WRITE_OPTIONS_VERSION, .meta_keys = NULL, .meta_values = NULL, .nmeta = 0, \
-        .backup = 0                                                                                \
+        .backup = 0, .progress = NULL, .progress_ctx = NULL                                        \
     }
 CKPT_API int ckpt_write_options_init(ckpt_write_options *opts, unsigned version);
 
@@ -51,14 +56,21 @@ typedef struct ckpt_convert_options {
     const char *config_json;  /* a JSON object (e.g. the architecture
                                   config), stored compact as metadata
                                   "config"; NULL for none */
-    ckpt_write_options write; /* metadata added (wins over the input's) */
+    ckpt_write_options write; /* metadata added (wins over the input's);
+                                  write.progress reports the tensors written */
+    /* version 2: nexclude globs (fnmatch without flags: '*' crosses '.');
+     * a tensor or value, or a dict, list or tuple, whose flattened name
+     * matches one is left out whole (after select); containers emptied
+     * by it disappear, as with select */
+    const char *const *exclude;
+    size_t nexclude;
 } ckpt_convert_options;
-#define CKPT_CONVERT_OPTIONS_VERSION 1
+#define CKPT_CONVERT_OPTIONS_VERSION 2
 #define CKPT_CONVERT_OPTIONS_INIT                                                                  \
     {                                                                                              \
         .version = CKPT_CONVERT_OPTIONS_VERSION, .open = CKPT_OPEN_OPTIONS_INIT,                   \
         .format = (ckpt_format)0, .select = NULL, .nselect = 0, .config_json = NULL,               \
-        .write = CKPT_WRITE_OPTIONS_INIT                                                           \
+        .write = CKPT_WRITE_OPTIONS_INIT, .exclude = NULL, .nexclude = 0                           \
     }
 CKPT_API int ckpt_convert_options_init(ckpt_convert_options *opts, unsigned version);
 
@@ -83,6 +95,7 @@ typedef struct ckpt_convert_report {
  * nothing); CKPT_E_UNSUPPORTED (opaque objects, named, unless select
  * leaves them out; a tensor named "__metadata__" or two tensors with one
  * name in safetensors output; a dtype the output format lacks);
+ * CKPT_E_NOTFOUND also when exclude leaves nothing;
  * CKPT_E_IO (input unreadable, output not writable); the ckpt_open codes
  * for a malformed input; CKPT_E_NOMEM. The output is opened and verified
  * (ckpt_verify, with opts->open's limits) before it replaces `out`: a file

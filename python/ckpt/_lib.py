@@ -71,8 +71,8 @@ class ScanOptions_(ctypes.Structure):
 class StoreOptions_(ctypes.Structure):
     _fields_ = [("version", ctypes.c_uint), ("keep", ctypes.c_uint32),
                 ("stale_minutes", ctypes.c_uint32), ("open", OpenOptions_),
-                ("replace", ctypes.c_int)]
-    VERSION = 2
+                ("replace", ctypes.c_int), ("progress", c_void_p), ("progress_ctx", c_void_p)]
+    VERSION = 3
 
 
 class MatchOptions_(ctypes.Structure):
@@ -84,7 +84,8 @@ class MatchOptions_(ctypes.Structure):
 class WriteOptions_(ctypes.Structure):
     _fields_ = [("version", ctypes.c_uint), ("meta_keys", ctypes.POINTER(c_char_p)),
                 ("meta_values", ctypes.POINTER(c_char_p)), ("nmeta", c_size_t),
-                ("backup", ctypes.c_int)]
+                ("backup", ctypes.c_int), ("progress", c_void_p), ("progress_ctx", c_void_p)]
+    VERSION = 2
 
 
 class ManifestEntry_(ctypes.Structure):

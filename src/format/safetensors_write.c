@@ -580,7 +580,8 @@ static int write_sink(void *ctx, const void *p, size_t n) {
     return ckpt_atomic_write(s->out, p, n);
 }
 
-static int write_all(st_writer *w, ckpt_atomic *a, ckpt_write_stats *stats) {
+static int write_all(st_writer *w, ckpt_atomic *a, const ckpt_write_options *opts,
+                     ckpt_write_stats *stats) {
     uint8_t len[8];
     uint64_t n = w->header.len;
     for (int i = 0; i < 8; i++) len[i] = (uint8_t)(n >> (8 * i));
@@ -589,6 +590,7 @@ static int write_all(st_writer *w, ckpt_atomic *a, ckpt_write_stats *stats) {
     XXH3_state_t xxh;
     memset(&xxh, 0, sizeof xxh);
     sink_ctx s = {a, &xxh};
+    if (!rc) ckpt_wr_progress(opts, 0, w->ndata);
     for (size_t i = 0; !rc && i < w->ndata; i++) {
         data_t *d = w->order[i];
         XXH3_64bits_reset(&xxh);
@@ -596,6 +598,7 @@ static int write_all(st_writer *w, ckpt_atomic *a, ckpt_write_stats *stats) {
         char hex[17];
         ckpt_hex64(hex, XXH3_64bits_digest(&xxh));
         memcpy(w->header.p + d->digest_at, hex, 16);
+        ckpt_wr_progress(opts, i + 1, w->ndata);
     }
     if (!rc) rc = ckpt_atomic_pwrite(a, w->header.p, w->header.len, 8);
     if (!rc) {
@@ -665,7 +668,7 @@ int ckpt_write_safetensors(ckpt_atomic *a, const ckpt_value *root, const ckpt_wr
     if (!rc) rc = build_structure(&w, root);
     if (!rc) rc = build_aliases(&w);
     if (!rc) rc = build_header(&w, opts);
-    if (!rc) rc = write_all(&w, a, stats);
+    if (!rc) rc = write_all(&w, a, opts, stats);
     ckpt_wr_named_free(w.named, w.nnamed);
     ckpt_free(w.paths);
     ckpt_free(w.data);

@@ -812,8 +812,11 @@ static int write_archive(pt_writer *w, const ckpt_value *root, const wr_named *t
     if (w->pkl.failed) return ckpt_err_nomem();
     if ((rc = small_record(w, "data.pkl", w->pkl.p, w->pkl.len))) return rc;
     if ((rc = small_record(w, "byteorder", "little", 6))) return rc;
-    for (size_t i = 0; i < w->nstorages; i++)
+    ckpt_wr_progress(opts, 0, w->nstorages);
+    for (size_t i = 0; i < w->nstorages; i++) {
         if ((rc = storage_record(w, i))) return rc;
+        ckpt_wr_progress(opts, i + 1, w->nstorages);
+    }
     ckpt_buf meta = {0};
     rc = meta_json(w, &meta, tensors, ntensors, opts);
     if (!rc) rc = small_record(w, CKPT_TORCH_META_RECORD, meta.p, meta.len);

@@ -241,6 +241,10 @@ int ckpt_wr_meta_reserved(const char *key) {
            strcmp(key, CKPT_META_JSON) != 0 && strcmp(key, CKPT_META_OPTIMIZERS) != 0;
 }
 
+void ckpt_wr_progress(const ckpt_write_options *o, uint64_t done, uint64_t total) {
+    if (o && o->progress) o->progress(o->progress_ctx, done, total);
+}
+
 int ckpt_wr_check_options(const ckpt_write_options *o) {
     CKPT_CHECK_OPTIONS(o, CKPT_WRITE_OPTIONS_VERSION);
     if (!o || o->nmeta == 0) return 0;

@@ -101,6 +101,9 @@ void ckpt_wr_named_free(wr_named *v, size_t n);
 size_t ckpt_wr_named_unique(wr_named *v, size_t n);
 
 int ckpt_wr_check_options(const ckpt_write_options *opts);
+/* Tells opts->progress (when opts and it are set) that done of total
+ * tensors are written. */
+void ckpt_wr_progress(const ckpt_write_options *opts, uint64_t done, uint64_t total);
 
 /* The canonical torch dtype attribute name ("float32" also for a
  * reference to torch.float) of a GLOBAL_ dtype reference, or NULL if the

@@ -1,7 +1,9 @@
 /* convert.c - ckpt_convert: open any checkpoint, recover its full tree
  * (for safetensors written by ckpt, from "ckpt.structure":
- * ckpt_structure_decode), keep what --select asks for, merge the metadata
+ * ckpt_structure_decode), keep what --select asks for less what --exclude
+ * names, merge the metadata
  * and write the other format. */
+#include <fnmatch.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,7 +16,7 @@
 #include "format/structure.h"
 #include "format/write.h"
 
-/* ------------------------------------------------------------ select */
+/* ------------------------------------------------------------ select, exclude */
 
 typedef struct selector {
     const ckpt_convert_options *o;
@@ -52,6 +54,14 @@ static int keep(selector *s, const ckpt_walk *w, const ckpt_walk_frame *node,
     return 0;
 }
 
+/* The node's flattened name (w->name, NUL-terminated) matches a glob of
+ * opts->exclude; the root, which has no name, never does. */
+static int excluded(const ckpt_convert_options *o, const char *name, size_t len) {
+    for (size_t i = 0; len && i < o->nexclude; i++)
+        if (fnmatch(o->exclude[i], name, 0) == 0) return 1;
+    return 0;
+}
+
 static int sel_enter(ckpt_walk *w, ckpt_walk_frame *node) {
     selector *s = w->ctx;
     const ckpt_value *v = node->value;
@@ -60,19 +70,22 @@ static int sel_enter(ckpt_walk *w, ckpt_walk_frame *node) {
     if (node->role == CKPT_WALK_VALUE && node->key->kind != CKPT_KIND_STR &&
         node->key->kind != CKPT_KIND_INT)
         return CKPT_WALK_SKIP;
-    int whole = 0, on_way = 0;
+    if (excluded(s->o, w->name, len)) return CKPT_WALK_SKIP;
+    int whole = !s->o->nselect && len > 0, on_way = !s->o->nselect;
     for (size_t i = 0; i < s->o->nselect; i++) {
         whole |= len > 0 && covers(s->o->select[i], w->name, len);
         on_way |= leads_to(s->o->select[i], w->name, len);
     }
-    if (whole) {
+    int container = v->kind == CKPT_KIND_DICT || v->kind == CKPT_KIND_LIST ||
+                    v->kind == CKPT_KIND_TUPLE || v->kind == CKPT_KIND_SET;
+    /* with exclusions, a selected container is copied: its parts are
+     * checked in turn */
+    if (whole && (!s->o->nexclude || !container)) {
         s->any = 1;
         int rc = keep(s, w, node, v);
         return rc ? rc : CKPT_WALK_SKIP;
     }
-    int container = v->kind == CKPT_KIND_DICT || v->kind == CKPT_KIND_LIST ||
-                    v->kind == CKPT_KIND_TUPLE || v->kind == CKPT_KIND_SET;
-    if (!on_way || !container) return CKPT_WALK_SKIP;
+    if (!(whole || on_way) || !container) return CKPT_WALK_SKIP;
     /* a state dict stays an OrderedDict with its _metadata */
     ckpt_value *copy = ckpt_value_new_like(s->a, v);
     if (!copy) return ckpt_err_nomem();
@@ -89,12 +102,20 @@ static int sel_leave(ckpt_walk *w, ckpt_walk_frame *node) {
 
 static int select_tree(const ckpt_value **root, const ckpt_convert_options *o, ckpt_arena *a,
                        const ckpt_limits *lim) {
-    if (!o->nselect) return 0;
+    const ckpt_value *r = *root;
+    int container = r->kind == CKPT_KIND_DICT || r->kind == CKPT_KIND_LIST ||
+                    r->kind == CKPT_KIND_TUPLE || r->kind == CKPT_KIND_SET;
+    /* a bare tensor or value has no name to exclude */
+    if (!o->nselect && (!o->nexclude || !container)) return 0;
     selector s = {.o = o, .a = a};
     for (size_t i = 0; i < o->nselect; i++)
         if (!o->select[i] || !o->select[i][0])
             return ckpt_err(CKPT_E_INVALID_ARG, "", "", CKPT_NO_OFFSET,
                             "select prefixes must be non-empty strings");
+    for (size_t i = 0; i < o->nexclude; i++)
+        if (!o->exclude[i] || !o->exclude[i][0])
+            return ckpt_err(CKPT_E_INVALID_ARG, "", "", CKPT_NO_OFFSET,
+                            "exclude globs must be non-empty strings");
     ckpt_walk w;
     ckpt_walk_init(&w, lim, "", "");
     w.names = 1;
@@ -103,10 +124,15 @@ static int select_tree(const ckpt_value **root, const ckpt_convert_options *o, c
     w.ctx = &s;
     int rc = ckpt_walk_run(&w, *root);
     if (rc) return rc;
+    if (!s.any && o->nselect)
+        return ckpt_err(CKPT_E_NOTFOUND, "", "", CKPT_NO_OFFSET,
+                        "no tensor or value matches the selection \"%s\"%s%s", o->select[0],
+                        o->nselect > 1 ? " (or the others)" : "",
+                        o->nexclude ? " once the exclusions are left out" : "");
     if (!s.any)
         return ckpt_err(CKPT_E_NOTFOUND, "", "", CKPT_NO_OFFSET,
-                        "no tensor or value matches the selection \"%s\"%s", o->select[0],
-                        o->nselect > 1 ? " (or the others)" : "");
+                        "the exclusions (\"%s\"%s) leave nothing to write", o->exclude[0],
+                        o->nexclude > 1 ? " and the others" : "");
     *root = s.result;
     return 0;
 }
@@ -227,8 +253,8 @@ int ckpt_convert(ckpt_convert_report *report, const char *in, const char *out,
         return ckpt_err(CKPT_E_INVALID_ARG, out, "", CKPT_NO_OFFSET,
                         "no output format: name the output *.safetensors or *.pt "
                         "(.pth, .bin, .ckpt), or give the format");
-    if (o->nselect && !o->select)
-        return ckpt_err(CKPT_E_INVALID_ARG, "", "", CKPT_NO_OFFSET, "select is NULL");
+    if ((o->nselect && !o->select) || (o->nexclude && !o->exclude))
+        return ckpt_err(CKPT_E_INVALID_ARG, "", "", CKPT_NO_OFFSET, "select or exclude is NULL");
     ckpt_file *f;
     int rc = ckpt_open(&f, in, &o->open);
     if (rc) return rc;
@@ -247,6 +273,8 @@ int ckpt_convert(ckpt_convert_report *report, const char *in, const char *out,
         w.meta_values = m.vals;
         w.nmeta = m.n;
         w.backup = o->write.backup;
+        w.progress = o->write.progress;
+        w.progress_ctx = o->write.progress_ctx;
         rc = write_verified(root, out, fmt, &w, &o->open, &stats);
     }
     if (!rc && report) *report = (ckpt_convert_report){fmt, stats.tensors, stats.bytes, stats.keys};

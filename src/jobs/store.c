@@ -840,18 +840,23 @@ int ckpt_store_commit_with(char *path, size_t cap, const char *dir, const char *
 
 typedef struct copy_source {
     const char *path;
+    const ckpt_store_options *o;
 } copy_source;
 
 /* Byte copy of the source file: the generation keeps its format. */
 static int copy_file(void *ctx, ckpt_atomic *a) {
-    const char *src = ((const copy_source *)ctx)->path;
+    const copy_source *cs = ctx;
+    const char *src = cs->path;
     int fd = open(src, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return ckpt_err(CKPT_E_IO, src, NULL, CKPT_NO_OFFSET, "cannot open %s: %s", src,
                         strerror(errno));
     unsigned char *buf = ckpt_malloc(COPY_CHUNK);
     int rc = buf ? 0 : nomem(src);
-    uint64_t off = 0;
+    uint64_t off = 0, total = 0;
+    struct stat st;
+    if (fstat(fd, &st) == 0 && st.st_size > 0) total = (uint64_t)st.st_size;
+    if (rc == 0 && cs->o->progress) cs->o->progress(cs->o->progress_ctx, 0, total);
     while (rc == 0) {
         ssize_t n = read(fd, buf, COPY_CHUNK);
         if (n < 0 && errno == EINTR) continue;
@@ -860,6 +865,9 @@ static int copy_file(void *ctx, ckpt_atomic *a) {
         if (n <= 0) break;
         rc = ckpt_atomic_write(a, buf, (size_t)n);
         off += (uint64_t)n;
+        /* a file that grew meanwhile: done never passes total */
+        if (rc == 0 && cs->o->progress)
+            cs->o->progress(cs->o->progress_ctx, off < total ? off : total, total);
     }
     ckpt_free(buf);
     close(fd);
@@ -897,7 +905,7 @@ int ckpt_store_commit(char *path, size_t cap, const char *dir, const char *name,
     }
     ckpt_close(f);
     if (rc) return rc;
-    copy_source ctx = {src};
+    copy_source ctx = {src, o};
     return ckpt_store_commit_with(path, cap, dir, name, step,
                                   fmt == CKPT_FORMAT_SAFETENSORS ? ".safetensors" : ".pt",
                                   copy_file, &ctx, o);

@@ -13,6 +13,7 @@
  * epoch and learning rate included. When the key sets differ by a rewrite
  * ckpt_match would infer (a wrapper prefix, a training checkpoint's model
  * entry), the result names it, and normalize applies it to B's keys. */
+#include <fnmatch.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -560,6 +561,13 @@ static int vpush(ckpt_diff_result *r, ckpt_diff_value_list l, const char *name, 
     return 0;
 }
 
+/* A name opts->exclude leaves out of the comparison. */
+static int excluded(const ckpt_diff_options *o, const char *name) {
+    for (size_t i = 0; i < o->nexclude; i++)
+        if (fnmatch(o->exclude[i], name, 0) == 0) return 1;
+    return 0;
+}
+
 /* Both value lists are sorted by name: one merge. */
 static int compare_leaves(ckpt_diff_result *r, const ckpt_manifest *a, const bside *b,
                           const ckpt_diff_options *o) {
@@ -569,7 +577,13 @@ static int compare_leaves(ckpt_diff_result *r, const ckpt_manifest *a, const bsi
         int c = i == a->nvalues   ? 1
                 : j == b->nvalues ? -1
                                   : strcmp(a->values[i].name, b->values[j].name);
-        if (c < 0) {
+        if (c <= 0 && excluded(o, a->values[i].name)) {
+            i += 1;
+            j += c == 0;
+        } else if (c >= 0 && excluded(o, b->values[j].name)) {
+            j += 1;
+            i += c == 0;
+        } else if (c < 0) {
             rc = vpush(r, CKPT_DIFF_VALUES_ONLY_IN_A, a->values[i].name, a->values[i].value, NULL);
             i++;
         } else if (c > 0) {
@@ -804,6 +818,8 @@ static int run(ckpt_diff_result *r, const ckpt_manifest *a, const bside *bs,
     int rc = 0;
     for (size_t i = 0; !rc && i < a->n; i++) {
         const ckpt_manifest_entry *ea = &a->entries[i];
+        /* a pair has one name (B's rewritten to A's under normalize) */
+        if (excluded(o, ea->name)) continue;
         if (a2b[i] == CKPT_KEYS_NONE) {
             rc = push(r, CKPT_DIFF_ONLY_IN_A, ea->name, ea, NULL);
             continue;
@@ -816,10 +832,11 @@ static int run(ckpt_diff_result *r, const ckpt_manifest *a, const bside *bs,
         if (!rc && shape && !o->keys_only) rc = compare_tensor(r, o, ea, eb);
     }
     ckpt_free(a2b);
-    for (size_t j = 0; !rc && j < b->n; j++)
-        if (bs->b2a[j] == CKPT_KEYS_NONE)
-            rc = push(r, CKPT_DIFF_ONLY_IN_B, bs->names ? bs->names[j] : b->entries[j].name, NULL,
-                      &b->entries[j]);
+    for (size_t j = 0; !rc && j < b->n; j++) {
+        const char *name = bs->names ? bs->names[j] : b->entries[j].name;
+        if (bs->b2a[j] == CKPT_KEYS_NONE && !excluded(o, name))
+            rc = push(r, CKPT_DIFF_ONLY_IN_B, name, NULL, &b->entries[j]);
+    }
     if (!rc && !o->keys_only) rc = compare_leaves(r, a, bs, o);
     if (rc) return rc;
     for (int l = 0; l < NLISTS; l++) {
@@ -855,6 +872,8 @@ int ckpt_diff(ckpt_diff_result **out, const ckpt_manifest *a, const ckpt_manifes
         return ckpt_err(CKPT_E_INVALID_ARG, "", "", CKPT_NO_OFFSET,
                         "ckpt_diff needs two manifests");
     *out = NULL;
+    if (o->nexclude && !o->exclude)
+        return ckpt_err(CKPT_E_INVALID_ARG, "", "", CKPT_NO_OFFSET, "exclude is NULL");
     if (!(o->rtol >= 0) || !(o->atol >= 0))
         return ckpt_err(CKPT_E_INVALID_ARG, "", "", CKPT_NO_OFFSET,
                         "tolerances must be non-negative numbers");

@@ -941,7 +941,7 @@ static int verdict(ckpt_doctor_report *r) {
         size_t n = ckpt_file_tensor_count(r->f);
         ckpt_buf_str(&b, "HEALTHY: ");
         ckpt_buf_str(&b, ckpt_format_name(ckpt_file_format(r->f)));
-        ckpt_buf_printf(&b, ", %zu tensor%s, %llu element%s, integrity OK", n, plural(n),
+        ckpt_buf_printf(&b, ", %zu key%s, %llu element%s, integrity OK", n, plural(n),
                         (unsigned long long)r->elements, plural(r->elements));
         if (r->training) {
             ckpt_buf_str(&b, "; ");

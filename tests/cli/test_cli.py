@@ -224,7 +224,7 @@ def test_inspect_text():
         assert shape in row[0] and t["dtype"] in row[0], row[0]
     # a plain sum of numel (buffers and optimizer state too): "elements"
     elements = sum(numel(t["shape"]) for t in exp["tensors"])
-    total = "%d tensors, %d elements, %d bytes" % (
+    total = "%d keys, %d elements, %d bytes" % (
         len(exp["tensors"]), elements, elements * 4)
     assert any(l.startswith(total) for l in lines), "totals line " + total
     assert any(l.strip() == "epoch = 42" for l in lines), "epoch value"
@@ -279,7 +279,7 @@ STRUCTURE_ONLY = "; structure only: this file carries no checksums"
 
 
 def ok_line(path, fmt, n, checksums=True):
-    return re.compile(r"^OK %s \(%s, %d tensors, \d+ bytes checked\)%s$" % (
+    return re.compile(r"^OK %s \(%s, %d keys?, \d+ bytes checked\)%s$" % (
         re.escape(path), re.escape(fmt), n, "" if checksums else re.escape(STRUCTURE_ONLY)))
 
 
@@ -445,7 +445,7 @@ def test_doctor_partial_resume():
               "verdict line")
     for title in ("format", "integrity", "contents", "not vouched for"):
         assert title in lines, "section " + title
-    assert any(l.strip().startswith("model_state_dict: dict, 4 tensors")
+    assert any(l.strip().startswith("model_state_dict: dict, 4 keys")
                for l in lines), out
     assert any(l.strip() == "epoch: int 42" for l in lines), out
 
@@ -487,9 +487,9 @@ def test_doctor_json():
     rc, out, _ = run("doctor", CHECKPOINT)
     lines = out.splitlines()
     contents = lines[lines.index("contents") + 1:lines.index("not vouched for")]
-    assert_eq(contents[0], "  5 tensors, %d elements, %d bytes (%d B)" % (
+    assert_eq(contents[0], "  5 keys, %d elements, %d bytes (%d B)" % (
         elements, elements * 4, elements * 4), "contents totals")
-    assert "    model_state_dict: dict, 4 tensors, 93 elements" in contents, \
+    assert "    model_state_dict: dict, 4 keys, 93 elements" in contents, \
         contents
     assert "param" not in " ".join(contents), contents
 
@@ -578,7 +578,7 @@ def test_doctor_sharded_index():
     size = sum(os.path.getsize(os.path.join(SHARDED_DIR, n))
                for n in os.listdir(SHARDED_DIR))
     lines = out.splitlines()
-    assert lines[0].startswith("HEALTHY: safetensors-sharded, 36 tensors, "), \
+    assert lines[0].startswith("HEALTHY: safetensors-sharded, 36 keys, "), \
         lines[0]
     fmt = lines[lines.index("format") + 1]
     assert fmt.startswith("  safetensors-sharded, %d bytes (" % size), fmt

@@ -1,6 +1,7 @@
 """CLI expectation tests for the habits every command shares (issue 16):
---json, -q/--quiet and -v/--verbose, --version, progress on stderr only
-when it is a terminal.
+--json, -q/--quiet and -v/--verbose (store's subcommands too), --version,
+--exclude for diff and convert, natural key order in human listings,
+progress on stderr only when it is a terminal.
 
 Environment (set by ctest): CKPT_BIN (the built ckpt binary), CKPT_SRC
 (repository root). Standard library only; reads only examples/ and files it
@@ -187,6 +188,123 @@ def test_convert_quiet():
     rc, text, err = run("convert", "--quiet", os.path.join(TMP, "nope.pt"), out)
     assert_eq((rc, text), (2, ""), "failure exit code")
     assert "nope.pt" in err, "failures are still reported: %r" % err
+
+
+def test_convert_exclude():
+    out = os.path.join(TMP, "model_only.safetensors")
+    rc, text, _ = run("convert", TRAIN_PT, out, "--exclude", "optimizer*", "--exclude", "epoch")
+    assert_eq(rc, 0, "exit code")
+    assert_eq(text, "wrote %s (safetensors, 4 keys, 4 tensors, %d bytes)\n"
+              % (out, os.path.getsize(out)), "report")
+    got = json.loads(run("inspect", "--json", out)[1])
+    assert_eq([t["name"] for t in got["tensors"]],
+              ["model.fc1.bias", "model.fc1.weight", "model.fc2.bias", "model.fc2.weight"],
+              "tensors left")
+    assert_eq(got["values"], [], "values left")
+    # with --select: what is selected less what is excluded
+    out2 = os.path.join(TMP, "fc1.pt")
+    rc, text, _ = run("convert", TRAIN_PT, out2, "--select", "model", "--exclude", "*.fc2.*")
+    assert_eq(rc, 0, "select and exclude")
+    assert_eq([t["name"] for t in json.loads(run("inspect", "--json", out2)[1])["tensors"]],
+              ["model.fc1.bias", "model.fc1.weight"], "selected less excluded")
+    rc, _, err = run("convert", TRAIN_PT, os.path.join(TMP, "none.pt"), "--exclude", "*")
+    assert_eq(rc, 2, "excluding everything is a usage error")
+    assert "leave nothing" in err, err
+    assert_eq(run("convert", TRAIN_PT, out2, "--exclude", "")[0], 2, "empty glob")
+
+
+def test_convert_progress_only_on_a_terminal():
+    out = os.path.join(TMP, "progress.safetensors")
+    rc, _, err = run("convert", TRAIN_PT, out)
+    assert_eq((rc, err), (0, ""), "nothing on stderr in a pipe")
+    rc, tty = run_stderr_tty("convert", TRAIN_PT, out)
+    assert_eq(rc, 0, "exit code")
+    assert "[1/16] " + out in tty and "[16/16] " + out in tty, tty
+    assert tty.endswith("\r\033[K"), "progress is cleared: %r" % tty
+    rc, tty = run_stderr_tty("convert", "-q", TRAIN_PT, out)
+    assert_eq((rc, tty), (0, ""), "quiet: no progress either")
+
+
+# ------------------------------------------------------------------ diff
+
+def test_diff_exclude():
+    a = tmp_file("da.safetensors", safetensors_bytes(["w", "opt.m", "opt.v"]))
+    b = tmp_file("db.safetensors", safetensors_bytes(["w", "opt.m", "extra"]))
+    rc, out, _ = run("diff", a, b)
+    assert_eq(rc, 1, "different")
+    rc, out, _ = run("diff", a, b, "--exclude", "opt.*", "--exclude", "extra")
+    assert_eq(rc, 0, "identical once excluded")
+    assert out.startswith("IDENTICAL: 0 only in A, 0 only in B"), out
+    rc, out, _ = run("diff", "--json", a, b, "--exclude", "opt.v")
+    got = json.loads(out)
+    assert_eq((rc, got["only_in_a"], got["only_in_b"], got["equal"]),
+              (1, [], ["extra"], 2), "JSON")
+    assert_eq(run("diff", a, b, "--exclude", "")[0], 2, "empty glob")
+
+
+# ------------------------------------------------------------------ natural key order
+
+def test_natural_order_in_match_diff_rename():
+    names = ["layers.10.w", "layers.2.w", "layers.1.w"]
+    want = ["layers.1.w", "layers.2.w", "layers.10.w"]
+    a = tmp_file("na.safetensors", safetensors_bytes(names))
+    b = tmp_file("nb.safetensors", safetensors_bytes(["x"]))
+    _, out, _ = run("match", b, "--expect", a)
+    lines = out.splitlines()
+    i = lines.index("missing keys (3):")
+    assert_eq([l.strip() for l in lines[i + 1:i + 4]], want, "match")
+    _, out, _ = run("diff", a, b)
+    lines = out.splitlines()
+    i = lines.index("only in A (3):")
+    assert_eq([l.strip() for l in lines[i + 1:i + 4]], want, "diff")
+    _, out, _ = run("rename", a, os.path.join(TMP, "nr.safetensors"), "--add-prefix", "m.",
+                    "--dry-run")
+    assert_eq([l.split(" -> ")[0] for l in out.splitlines()[:3]], want, "rename --dry-run")
+    # JSON keeps its specified order (by bytes)
+    got = json.loads(run("match", b, "--expect", a, "--json")[1])
+    assert_eq(got["missing_keys"], sorted(names), "match JSON")
+    # doctor's tensor groups (first segments) of a safetensors file
+    g = tmp_file("ng.safetensors", safetensors_bytes(["10.w", "2.w", "1.w"]))
+    lines = run("doctor", g)[1].splitlines()
+    i = lines.index("  tensor groups:")
+    assert_eq([l.split(":")[0].strip() for l in lines[i + 1:i + 4]], ["1", "2", "10"],
+              "doctor groups")
+
+
+# ------------------------------------------------------------------ store
+
+def test_store_quiet_and_verbose():
+    d = os.path.join(TMP, "store")
+    rc, out, err = run("store", "commit", d, "--name", "run", "--step", "1", "-q", TRAIN_PT)
+    assert_eq((rc, out, err), (0, "", ""), "commit -q: nothing")
+    rc, out, _ = run("store", "commit", d, "--name", "run", "--step", "2", "-v", TRAIN_ST)
+    lines = out.splitlines()
+    assert_eq((rc, lines[0]), (0, os.path.join(d, "run-2.safetensors")), "commit -v: the path")
+    assert re.fullmatch(r"2 +[\d.]+ \S+ +ok +%s  <- LATEST" % re.escape(lines[0]), lines[-2]), lines
+    assert_eq(lines[-1], "2 generations; LATEST: ok (run-2.safetensors)", "then the listing")
+    assert_eq(run("store", "latest", "-q", d)[:2], (0, ""), "latest -q")
+    rc, out, _ = run("store", "list", "--quiet", d)
+    assert_eq((rc, out), (0, ""), "list -q, all ok: nothing")
+    rc, out, _ = run("store", "list", "-v", d)
+    assert os.path.join(d, "run-1.pt") in out, "list -v: paths: %r" % out
+    assert_eq(run("store", "prune", "-q", d)[:2], (0, ""), "prune -q")
+    assert_eq(run("store", "gc", "-q", d)[:2], (0, ""), "gc -q")
+    rc, out, _ = run("store", "gc", "-v", d)
+    assert_eq(out.splitlines()[0], "removed 0 stale temporary files", "gc -v")
+    assert out.splitlines()[-1].startswith("2 generations; LATEST: ok"), out
+    rc, _, err = run("store", "list", "-q", "-v", d)
+    assert_eq(rc, 2, "-q with -v is a usage error")
+    assert "exclude each other" in err, err
+
+
+def test_store_commit_progress_only_on_a_terminal():
+    d = os.path.join(TMP, "store_progress")
+    rc, _, err = run("store", "commit", d, "--name", "run", "--step", "1", TRAIN_PT)
+    assert_eq((rc, err), (0, ""), "nothing on stderr in a pipe")
+    rc, tty = run_stderr_tty("store", "commit", d, "--name", "run", "--step", "2", TRAIN_PT)
+    assert_eq(rc, 0, "exit code")
+    assert "[0%] " + TRAIN_PT in tty, tty
+    assert tty.endswith("\r\033[K"), "progress is cleared: %r" % tty
 
 
 # ------------------------------------------------------------------ version

@@ -396,7 +396,7 @@ def _():
     rc, out, _ = run("diff", a, b)
     lines = out.splitlines()
     eq(lines[0], "DIFFERENT: 1 only in A, 1 only in B, 0 shape, 0 dtype "
-                 "differences; 1 tensor bitwise equal, 4 with different values")
+                 "differences; 1 key bitwise equal, 4 with different values")
     # the verb agrees with the count of differing elements
     for want in ["  ints: 1 of 3 elements differs, max abs diff 1, max rel diff 0.25",
                  "  scalar: 1 of 1 element differs, max abs diff 1, max rel diff 0.5",
@@ -419,7 +419,7 @@ def _():
     eq(rc, 1)
     lines = out.splitlines()
     eq(lines[0], "DIFFERENT: 0 only in A, 0 only in B, 0 shape, 0 dtype differences; "
-                 "35 tensors bitwise equal, 0 with different values; values: 0 only in A, "
+                 "35 keys bitwise equal, 0 with different values; values: 0 only in A, "
                  "0 only in B, 2 differ, %d equal" % want["equal"])
     eq(lines[3:], ["values that differ (2):", "  epoch: A 2, B 7",
                    "  optimizer.param_groups.0.lr: A 0.001, B 0.5"])
@@ -585,12 +585,32 @@ def _():
     same_tensors(torch_load(path("r_od.pt")), torch_load(path("model.pt")))
 
 
+@case("keys (names) and tensors (storages) counted alike by every command on a tied set")
+def _():
+    src = path("tied.pt")  # 4 keys; embed.weight and lm_head.weight one storage
+    rc, out, _ = run("inspect", src)
+    assert "4 keys, " in out and "; shared: 3 storages, " in out, out
+    rc, out, _ = run("verify", src)
+    assert out.startswith("OK %s (torch-zip, 4 keys, " % src), out
+    st, pt = path("count.safetensors"), path("count.pt")
+    rc, out, _ = run("convert", src, st)
+    eq(out, "wrote %s (safetensors, 4 keys, 3 tensors, %d bytes)\n" % (st, os.path.getsize(st)))
+    rc, out, _ = run("convert", src, pt)
+    eq(out, "wrote %s (torch-zip, 4 keys, 3 storages, %d bytes)\n" % (pt, os.path.getsize(pt)))
+    rc, out, _ = run("rename", src, path("count_r.pt"), "--add-prefix", "m.")
+    eq(out, "renamed 4 of 4 keys: %s\n" % path("count_r.pt"))
+    rc, out, _ = run("diff", src, pt)
+    assert "; 4 keys bitwise equal, " in out.splitlines()[0], out
+    rc, out, _ = run("doctor", src)
+    assert out.startswith("HEALTHY: torch-zip, 4 keys, "), out
+
+
 @case("rename --dry-run prints the mapping and writes nothing")
 def _():
     rc, out, _ = run("rename", path("partial.pt"), "--dry-run", "--strip-prefix", "module.")
     eq(rc, 0)
     lines = out.splitlines()
-    eq(lines[0], "module.fc1.weight -> fc1.weight")
+    eq(lines[0], "module.bn.bias -> bn.bias")  # natural key order
     eq(len(lines), 11)
     eq(lines[-1], "10 of 11 keys renamed (dry run: nothing written)")
     rc, out, _ = run("rename", path("partial.pt"), path("never.pt"), "--dry-run",

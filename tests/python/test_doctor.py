@@ -49,7 +49,7 @@ def test_doctor_is_the_cli_json(tmp_path):
 def test_doctor_values(tmp_path):
     doc = ckpt.doctor(os.path.join(REPO, "examples", "train.pt"))
     assert doc["verdict"] == "healthy", doc["summary"]
-    assert doc["summary"].startswith("HEALTHY: torch-zip, 16 tensors")
+    assert doc["summary"].startswith("HEALTHY: torch-zip, 16 keys")
     assert doc["sections"]["integrity"]["ok"] is True
     assert doc["sections"]["safety"]["verdict"] == "safe"
     bad = tmp_path / "p0.pkl"

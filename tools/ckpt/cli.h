@@ -135,6 +135,14 @@ const char *cli_color(const char *sgr);
  * WHAT" on one line that the next call overwrites; what == NULL clears it
  * when the work is over. */
 void cli_progress(const char *what, size_t done, size_t total);
+/* The library's long work (ckpt_progress_fn) on the same line, under the
+ * same rule: ctx is a cli_task; tensors show "[3/27] WHAT", bytes
+ * "[37%] WHAT". cli_progress(NULL, 0, 0) clears it. */
+typedef struct cli_task {
+    const char *what;
+    int bytes; /* units are bytes, not tensors */
+} cli_task;
+void cli_progress_fn(void *ctx, uint64_t done, uint64_t total);
 #define CLI_BOLD "\033[1m"
 #define CLI_RED "\033[31m"
 #define CLI_GREEN "\033[32m"

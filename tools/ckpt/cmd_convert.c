@@ -1,7 +1,8 @@
-/* cmd_convert.c - `ckpt convert IN OUT [--select PREFIX]...
- * [--format safetensors|torch] [--meta KEY=VALUE]... [--config FILE.json]`:
- * ckpt_convert with options from the command line. On success one line on
- * stdout: `wrote OUT (FORMAT, N tensors|storages, B bytes)`. */
+/* cmd_convert.c - `ckpt convert IN OUT [--select PREFIX]... [--exclude
+ * GLOB]... [--format safetensors|torch] [--meta KEY=VALUE]... [--config
+ * FILE.json]`: ckpt_convert with options from the command line. On success
+ * one line on stdout: `wrote OUT (FORMAT, K keys, N tensors|storages, B
+ * bytes)`; on a terminal, the tensors written as progress on stderr. */
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +17,8 @@ typedef struct convert_args {
     const char *in, *out;
     const char **select;
     size_t nselect;
+    const char **exclude;
+    size_t nexclude;
     const char **keys, **values;
     size_t nmeta;
     const char *config_path;
@@ -55,7 +58,7 @@ static char *read_text(const char *path) {
 
 static struct {
     const char *in, *out, *format, *config;
-    cli_list select, meta;
+    cli_list select, exclude, meta;
     int backup, quiet;
 } args;
 
@@ -65,6 +68,9 @@ static const cli_opt opts[] = {
     {CLI_OPT_VALUES, "select", 0, &args.select, "PREFIX", 0,
      "keep only what is named PREFIX or PREFIX.*, e.g. "
      "--select model; repeatable"},
+    {CLI_OPT_VALUES, "exclude", 0, &args.exclude, "GLOB", 0,
+     "leave out what is named GLOB ('*' crosses '.'), e.g. "
+     "--exclude 'optimizer*'; repeatable"},
     {CLI_OPT_VALUE, "format", 0, &args.format, "safetensors|torch", 0,
      "the format to write, whatever OUT is called"},
     {CLI_OPT_VALUES, "meta", 0, &args.meta, "KEY=VALUE", 0,
@@ -85,11 +91,15 @@ static int parse(const cli_command *cmd, convert_args *a) {
     a->out = args.out;
     a->select = args.select.items;
     a->nselect = args.select.n;
+    a->exclude = args.exclude.items;
+    a->nexclude = args.exclude.n;
     a->config_path = args.config;
     a->backup = args.backup;
     for (i = 0; i < a->nselect; i++)
         if (a->select[i][0] == '\0')
             return cli_usage_error(cmd, "--select needs a non-empty prefix");
+    for (i = 0; i < a->nexclude; i++)
+        if (a->exclude[i][0] == '\0') return cli_usage_error(cmd, "--exclude needs a glob");
     if (args.format && strcmp(args.format, "safetensors") == 0)
         a->format = CKPT_FORMAT_SAFETENSORS;
     else if (args.format && strcmp(args.format, "torch") == 0)
@@ -126,6 +136,7 @@ static int same_file(const char *in, const char *out) {
 
 static int run(const convert_args *a) {
     ckpt_convert_options o = CKPT_CONVERT_OPTIONS_INIT;
+    cli_task task = {a->out, 0};
     ckpt_convert_report r;
     char *config = NULL;
     int rc;
@@ -134,6 +145,12 @@ static int run(const convert_args *a) {
     o.format = a->format;
     o.select = a->select;
     o.nselect = a->nselect;
+    o.exclude = a->exclude;
+    o.nexclude = a->nexclude;
+    if (!args.quiet) {
+        o.write.progress = cli_progress_fn;
+        o.write.progress_ctx = &task;
+    }
     o.config_json = config;
     o.write.meta_keys = a->keys;
     o.write.meta_values = a->values;
@@ -146,6 +163,7 @@ static int run(const convert_args *a) {
         fputs(" in place (use --backup to keep the old file)\n", stderr);
     }
     rc = ckpt_convert(&r, a->in, a->out, &o);
+    cli_progress(NULL, 0, 0);
     free(config);
     if (rc != 0) {
         cli_error e;

@@ -206,17 +206,44 @@ static void print_json(const diff_args *a, const ckpt_diff_result *r) {
 
 /* ------------------------------------------------------------ text */
 
+/* The lists of a result, for cli_natural_order. */
+typedef struct list_ref {
+    const ckpt_diff_result *r;
+    int l;
+} list_ref;
+
+static const char *key_name(const void *ctx, size_t i) {
+    const list_ref *ref = ctx;
+
+    return ckpt_diff_name(ref->r, (ckpt_diff_list)ref->l, i);
+}
+
+static const char *tensor_name(const void *ctx, size_t i) {
+    return ckpt_diff_tensor(((const list_ref *)ctx)->r, i)->name;
+}
+
+static const char *value_name(const void *ctx, size_t i) {
+    const list_ref *ref = ctx;
+
+    return ckpt_diff_value(ref->r, (ckpt_diff_value_list)ref->l, i)->name;
+}
+
 static void print_list(const ckpt_diff_result *r, ckpt_diff_list l, const char *title) {
     size_t i, n = ckpt_diff_count(r, l);
     char sa[SHAPE_CAP], sb[SHAPE_CAP];
     const ckpt_manifest_entry *a, *b;
+    list_ref ref = {r, l};
+    size_t *order;
 
     if (n == 0) return;
+    order = cli_natural_order(key_name, &ref, n);
     printf("%s%s (%zu):%s\n", cli_color(CLI_BOLD), title, n, cli_color(CLI_RESET));
     for (i = 0; i < n && i < SHOW_MAX; i++) {
+        size_t k = order ? order[i] : i;
+
         fputs("  ", stdout);
-        cli_put_name(stdout, ckpt_diff_name(r, l, i));
-        ckpt_diff_pair(r, l, i, &a, &b);
+        cli_put_name(stdout, ckpt_diff_name(r, l, k));
+        ckpt_diff_pair(r, l, k, &a, &b);
         if (l == CKPT_DIFF_SHAPE_MISMATCH)
             printf(": A %s, B %s", cli_dims(sa, sizeof sa, a->ndim, a->shape),
                    cli_dims(sb, sizeof sb, b->ndim, b->shape));
@@ -225,6 +252,7 @@ static void print_list(const ckpt_diff_result *r, ckpt_diff_list l, const char *
         fputc('\n', stdout);
     }
     if (n > SHOW_MAX) printf("  ... and %zu more (--json lists all)\n", n - SHOW_MAX);
+    free(order);
 }
 
 static const char *num(char buf[40], double v) {
@@ -279,11 +307,14 @@ static void put_value_pair(const ckpt_value *va, const ckpt_value *vb) {
 
 static void print_values(const ckpt_diff_result *r, ckpt_diff_value_list l, const char *title) {
     size_t i, n = ckpt_diff_value_count(r, l);
+    list_ref ref = {r, l};
+    size_t *order;
 
     if (n == 0) return;
+    order = cli_natural_order(value_name, &ref, n);
     printf("%s%s (%zu):%s\n", cli_color(CLI_BOLD), title, n, cli_color(CLI_RESET));
     for (i = 0; i < n && i < SHOW_MAX; i++) {
-        const ckpt_value_diff *v = ckpt_diff_value(r, l, i);
+        const ckpt_value_diff *v = ckpt_diff_value(r, l, order ? order[i] : i);
 
         fputs("  ", stdout);
         cli_put_name(stdout, v->name);
@@ -297,6 +328,7 @@ static void print_values(const ckpt_diff_result *r, ckpt_diff_value_list l, cons
         fputc('\n', stdout);
     }
     if (n > SHOW_MAX) printf("  ... and %zu more (--json lists all)\n", n - SHOW_MAX);
+    free(order);
 }
 
 /* The rewrite relating the key sets: a hint, or what --normalize did. */
@@ -343,7 +375,7 @@ static void print_text(const diff_args *a, const ckpt_diff_result *r) {
     if (a->opts.keys_only) {
         fputs(" (keys only)", stdout);
     } else {
-        printf("; %" PRIu64 " tensor%s bitwise equal, %zu with different "
+        printf("; %" PRIu64 " key%s bitwise equal, %zu with different "
                "values",
                ckpt_diff_equal_count(r), cli_plural(ckpt_diff_equal_count(r)), differ);
         if (nv)
@@ -364,10 +396,15 @@ static void print_text(const diff_args *a, const ckpt_diff_result *r) {
     print_list(r, CKPT_DIFF_SHAPE_MISMATCH, "shape mismatch");
     print_list(r, CKPT_DIFF_DTYPE_MISMATCH, "dtype mismatch");
     if (n) {
+        list_ref ref = {r, 0};
+        size_t *order = cli_natural_order(tensor_name, &ref, n);
+
         printf("%stensors whose bytes differ (%zu):%s\n", cli_color(CLI_BOLD), n,
                cli_color(CLI_RESET));
-        for (i = 0; i < n && i < SHOW_MAX; i++) print_tensor(ckpt_diff_tensor(r, i));
+        for (i = 0; i < n && i < SHOW_MAX; i++)
+            print_tensor(ckpt_diff_tensor(r, order ? order[i] : i));
         if (n > SHOW_MAX) printf("  ... and %zu more (--json lists all)\n", n - SHOW_MAX);
+        free(order);
     }
     print_values(r, CKPT_DIFF_VALUES_DIFFERING, "values that differ");
     print_values(r, CKPT_DIFF_VALUES_ONLY_IN_A, "values only in A");
@@ -388,6 +425,7 @@ static int parse_tol(const char *s, double *out) {
 
 static struct {
     const char *a, *b, *rtol, *atol;
+    cli_list exclude;
     int keys_only, normalize, json;
 } args;
 
@@ -402,6 +440,9 @@ static const cli_opt opts[] = {
     {CLI_OPT_BOOL, "normalize", 0, &args.normalize, NULL, 0,
      "rename B's keys by the rewrite diff names (module., "
      "_orig_mod., a training checkpoint's model.) first"},
+    {CLI_OPT_VALUES, "exclude", 0, &args.exclude, "GLOB", 0,
+     "leave out tensors and values named GLOB ('*' crosses '.'), e.g. "
+     "--exclude 'optimizer.*'; repeatable"},
     {CLI_OPT_BOOL, "json", 0, &args.json, NULL, 0, "one JSON object on stdout"},
     {0}};
 
@@ -412,6 +453,10 @@ static int parse(const cli_command *cmd, diff_args *a) {
     a->json = args.json;
     a->opts.keys_only = args.keys_only;
     a->opts.normalize = args.normalize;
+    a->opts.exclude = args.exclude.items;
+    a->opts.nexclude = args.exclude.n;
+    for (size_t i = 0; i < args.exclude.n; i++)
+        if (args.exclude.items[i][0] == '\0') return cli_usage_error(cmd, "--exclude needs a glob");
     if (args.rtol && parse_tol(args.rtol, &a->opts.rtol) != 0)
         return cli_usage_error(cmd, "--rtol needs a number >= 0");
     if (args.atol && parse_tol(args.atol, &a->opts.atol) != 0)

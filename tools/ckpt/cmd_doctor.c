@@ -89,7 +89,7 @@ static void show_integrity(const ckpt_doctor_report *r) {
 
 static void show_safety(const ckpt_doctor_report *r) { cli_doctor_safety_show(r); }
 
-/* "name: dict, 4 tensors, 60 elements" / "epoch: int 42" / ... */
+/* "name: dict, 4 keys, 60 elements" / "epoch: int 42" / ... */
 static void text_entry(const ckpt_doctor_entry *e) {
     ckpt_kind kind = e->value ? ckpt_value_kind(e->value) : CKPT_KIND_DICT;
     const char *obj;
@@ -102,7 +102,7 @@ static void text_entry(const ckpt_doctor_entry *e) {
         fputs(cli_name(""), stdout);
     fputs(": ", stdout);
     if (e->value == NULL) {
-        printf("%" PRIu64 " tensor%s, %" PRIu64 " element%s\n", e->tensors, cli_plural(e->tensors),
+        printf("%" PRIu64 " key%s, %" PRIu64 " element%s\n", e->tensors, cli_plural(e->tensors),
                e->elements, cli_plural(e->elements));
         return;
     }
@@ -118,8 +118,8 @@ static void text_entry(const ckpt_doctor_entry *e) {
     case CKPT_KIND_SET:
     case CKPT_KIND_DICT:
         if (e->tensors)
-            printf(", %" PRIu64 " tensor%s, %" PRIu64 " element%s", e->tensors,
-                   cli_plural(e->tensors), e->elements, cli_plural(e->elements));
+            printf(", %" PRIu64 " key%s, %" PRIu64 " element%s", e->tensors, cli_plural(e->tensors),
+                   e->elements, cli_plural(e->elements));
         else
             printf(", %zu item%s", ckpt_value_len(e->value), cli_plural(ckpt_value_len(e->value)));
         break;
@@ -136,6 +136,26 @@ static void text_entry(const ckpt_doctor_entry *e) {
     fputc('\n', stdout);
 }
 
+static const char *string_at(const void *ctx, size_t i) { return ((char *const *)ctx)[i]; }
+
+/* safetensors groups (first name segments, sorted by bytes) in natural
+ * order, as every human listing; a pickle's top level in its own order.
+ * A malloc'd index array, or NULL for the report's order. */
+static size_t *group_order(const ckpt_doctor_report *r, size_t n) {
+    char **names = calloc(n ? n : 1, sizeof *names);
+    size_t *order = NULL, i;
+
+    for (i = 0; names && i < n; i++) {
+        const ckpt_doctor_entry *e = ckpt_doctor_entry_at(r, i);
+
+        if ((names[i] = strndup(e->name, e->name_len)) == NULL) break;
+    }
+    if (names && i == n) order = cli_natural_order(string_at, names, n);
+    for (i = 0; names && i < n; i++) free(names[i]);
+    free(names);
+    return order;
+}
+
 static void show_contents(const ckpt_doctor_report *r) {
     const ckpt_file *f = ckpt_doctor_file(r);
     size_t n = f ? ckpt_file_tensor_count(f) : 0, i, shown = 0, count;
@@ -148,8 +168,8 @@ static void show_contents(const ckpt_doctor_report *r) {
         puts("not available: the file could not be opened");
         return;
     }
-    printf("%zu tensor%s, %" PRIu64 " element%s, %" PRIu64 " bytes (%s)\n", n, cli_plural(n),
-           elements, cli_plural(elements), bytes, cli_human_bytes(h, bytes));
+    printf("%zu key%s, %" PRIu64 " element%s, %" PRIu64 " bytes (%s)\n", n, cli_plural(n), elements,
+           cli_plural(elements), bytes, cli_human_bytes(h, bytes));
     if (n) {
         line_start();
         fputs("by dtype:", stdout);
@@ -164,9 +184,13 @@ static void show_contents(const ckpt_doctor_report *r) {
     }
     if (n_top) {
         line_start();
+        size_t *order = is_safetensors(f) ? group_order(r, n_top) : NULL;
+
         puts(is_safetensors(f) ? "tensor groups:" : "top level:");
-        for (i = 0; i < n_top && i < TOP_MAX; i++) text_entry(ckpt_doctor_entry_at(r, i));
+        for (i = 0; i < n_top && i < TOP_MAX; i++)
+            text_entry(ckpt_doctor_entry_at(r, order ? order[i] : i));
         if (n_top > TOP_MAX) printf("    ... and %zu more\n", n_top - TOP_MAX);
+        free(order);
     }
 }
 

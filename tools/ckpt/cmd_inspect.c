@@ -199,8 +199,9 @@ static void print_totals(ckpt_file *f) {
             st[i].nbytes = ckpt_tensor_storage_nbytes(t);
         }
     }
-    printf("%zu tensor%s, %" PRIu64 " element%s, %" PRIu64 " bytes (%s)", n, cli_plural(n),
-           elements, cli_plural(elements), bytes, cli_human_bytes(h, bytes));
+    /* keys: names; a tied tensor is two keys and one storage */
+    printf("%zu key%s, %" PRIu64 " element%s, %" PRIu64 " bytes (%s)", n, cli_plural(n), elements,
+           cli_plural(elements), bytes, cli_human_bytes(h, bytes));
     if (st) {
         qsort(st, n, sizeof *st, cmp_storage);
         for (i = 0; i < n; i++) {

@@ -101,12 +101,16 @@ static int parse(const cli_command *cmd, rename_args *a) {
     return CLI_CONTINUE;
 }
 
+static const char *plan_from(const void *ctx, size_t i) { return ckpt_rename_plan_from(ctx, i); }
+
+/* The renamed keys in natural order of their old names. */
 static void print_plan(const ckpt_rename_plan *p) {
     size_t i, n = ckpt_rename_plan_count(p);
+    size_t *order = cli_natural_order(plan_from, p, n);
 
     for (i = 0; i < n; i++) {
-        const char *from = ckpt_rename_plan_from(p, i);
-        const char *to = ckpt_rename_plan_to(p, i);
+        const char *from = ckpt_rename_plan_from(p, order ? order[i] : i);
+        const char *to = ckpt_rename_plan_to(p, order ? order[i] : i);
 
         if (strcmp(from, to) == 0) continue;
         cli_put_text(stdout, cli_name(from), strlen(cli_name(from)));
@@ -114,6 +118,7 @@ static void print_plan(const ckpt_rename_plan *p) {
         cli_put_text(stdout, cli_name(to), strlen(cli_name(to)));
         fputc('\n', stdout);
     }
+    free(order);
 }
 
 static int run(const cli_command *cmd, int argc, char **argv) {

@@ -6,6 +6,8 @@
  *   list DIR [--json]                                table or JSON
  *   prune DIR [--keep N]
  *   gc DIR [--older-than MINUTES]
+ * each with -q (nothing on success) or -v (the generations DIR holds
+ * afterwards; list: their paths).
  *
  * Exit 0 ok; 1 findings (the written generation or the source is corrupt,
  * no generation verifies, list or prune found a corrupt generation, list
@@ -36,11 +38,21 @@ static int parse_uint(const char *s, uint64_t max, uint64_t *out) {
 /* The command line of every subcommand; each table below takes its part. */
 static struct {
     const char *dir, *src, *name, *step, *keep, *older;
-    int json, replace;
+    int json, replace, quiet, verbose;
 } args;
 
 #define DIR_ARG                                                                                    \
     { CLI_OPT_ARG, "DIR", 0, &args.dir, NULL, CLI_OPT_REQUIRED, NULL }
+#define QUIET_OPT                                                                                  \
+    {                                                                                              \
+        CLI_OPT_BOOL, "quiet", 'q', &args.quiet, NULL, 0,                                          \
+            "print nothing on success (list: only what is corrupt)"                                \
+    }
+#define VERBOSE_OPT                                                                                \
+    {                                                                                              \
+        CLI_OPT_BOOL, "verbose", 'v', &args.verbose, NULL, 0,                                      \
+            "also list the generations DIR holds afterwards (list: their paths)"                   \
+    }
 #define KEEP_OPT                                                                                   \
     {                                                                                              \
         CLI_OPT_VALUE, "keep", 0, &args.keep, "N", 0,                                              \
@@ -56,15 +68,23 @@ static const cli_opt commit_opts[] = {
     KEEP_OPT,
     {CLI_OPT_BOOL, "replace", 0, &args.replace, NULL, 0,
      "commit: replace a step already committed (else refused)"},
+    QUIET_OPT,
+    VERBOSE_OPT,
     {CLI_OPT_ARG, "SRC", 0, &args.src, NULL, CLI_OPT_REQUIRED, NULL},
     {0}};
-static const cli_opt latest_opts[] = {DIR_ARG, {0}};
+static const cli_opt latest_opts[] = {DIR_ARG, QUIET_OPT, VERBOSE_OPT, {0}};
 static const cli_opt list_opts[] = {
-    DIR_ARG, {CLI_OPT_BOOL, "json", 0, &args.json, NULL, 0, "list: one JSON object"}, {0}};
-static const cli_opt prune_opts[] = {DIR_ARG, KEEP_OPT, {0}};
+    DIR_ARG,
+    {CLI_OPT_BOOL, "json", 0, &args.json, NULL, 0, "list: one JSON object"},
+    QUIET_OPT,
+    VERBOSE_OPT,
+    {0}};
+static const cli_opt prune_opts[] = {DIR_ARG, KEEP_OPT, QUIET_OPT, VERBOSE_OPT, {0}};
 static const cli_opt gc_opts[] = {DIR_ARG,
                                   {CLI_OPT_VALUE, "older-than", 0, &args.older, "MINUTES", 0,
                                    "gc: stale age of an unlocked temporary file (60)"},
+                                  QUIET_OPT,
+                                  VERBOSE_OPT,
                                   {0}};
 
 /* Strict decimal into *out: digits only, no sign, within max. CLI_CONTINUE,
@@ -85,6 +105,10 @@ static int parse_args(const cli_command *cmd, int argc, char **argv, ckpt_store_
 
     *o = (ckpt_store_options)CKPT_STORE_OPTIONS_INIT;
     o->replace = args.replace;
+    if (rc == CLI_CONTINUE && args.quiet && args.verbose)
+        return cli_usage_error(cmd, "--quiet and --verbose exclude each other");
+    if (rc == CLI_CONTINUE && args.quiet && args.json)
+        return cli_usage_error(cmd, "--quiet and --json exclude each other");
     if (rc == CLI_CONTINUE) rc = number(cmd, "step", args.step, UINT64_MAX, step);
     if (rc == CLI_CONTINUE &&
         (rc = number(cmd, "keep", args.keep, UINT32_MAX, &keep)) == CLI_CONTINUE && args.keep)
@@ -116,21 +140,42 @@ static int fail(const char *dir, int code) {
     return cli_report(file, &e);
 }
 
+static void list_human(const ckpt_store_listing *l);
+
+/* -v: the generations DIR holds now, as list shows them. */
+static int show_listing(const ckpt_store_options *o) {
+    ckpt_store_listing *l = NULL;
+    int rc;
+
+    if (!args.verbose) return CLI_OK;
+    if ((rc = ckpt_store_list(&l, args.dir, o)) != 0) return fail(args.dir, rc);
+    list_human(l);
+    ckpt_store_listing_free(l);
+    return CLI_OK;
+}
+
 /* ------------------------------------------------------------ commit */
 
 static int store_commit(const cli_command *cmd, int argc, char **argv) {
     ckpt_store_options o;
+    cli_task task = {NULL, 1};
     uint64_t step = 0;
     char path[PATH_CAP];
     int rc = parse_args(cmd, argc, argv, &o, &step);
 
     if (rc != CLI_CONTINUE) return rc;
+    task.what = args.src;
+    if (!args.quiet) {
+        o.progress = cli_progress_fn;
+        o.progress_ctx = &task;
+    }
     rc = ckpt_store_commit(path, sizeof path, args.dir, args.name, step, args.src, &o);
-    if (path[0]) {
+    cli_progress(NULL, 0, 0);
+    if (path[0] && !args.quiet) {
         cli_put_text(stdout, path, strlen(path));
         fputc('\n', stdout);
     }
-    return rc ? fail(args.dir, rc) : CLI_OK;
+    return rc ? fail(args.dir, rc) : show_listing(&o);
 }
 
 /* ------------------------------------------------------------ latest */
@@ -148,9 +193,10 @@ static int store_latest(const cli_command *cmd, int argc, char **argv) {
         return CLI_FINDINGS;
     }
     if (rc) return fail(args.dir, rc);
+    if (args.quiet) return CLI_OK;
     cli_put_text(stdout, path, strlen(path));
     fputc('\n', stdout);
-    return CLI_OK;
+    return show_listing(&o);
 }
 
 /* ------------------------------------------------------------ list */
@@ -226,11 +272,13 @@ static void list_human(const ckpt_store_listing *l) {
             snprintf(digits, sizeof digits, "%" PRIu64, ckpt_store_list_generation(l, n - 1)->step);
     for (i = 0; i < n; i++) {
         const ckpt_store_generation *g = ckpt_store_list_generation(l, i);
+        const char *file = args.verbose ? g->path : g->file;
 
+        if (args.quiet && g->ok) continue;
         printf("%*" PRIu64 "  %10s  %s%-7s%s  ", width, g->step, cli_human_bytes(human, g->bytes),
                cli_color(g->ok ? CLI_GREEN : CLI_RED), g->ok ? "ok" : "corrupt",
                cli_color(CLI_RESET));
-        cli_put_text(stdout, g->file, strlen(g->file));
+        cli_put_text(stdout, file, strlen(file));
         if (g->latest) fputs("  <- LATEST", stdout);
         if (!g->ok) {
             cli_error e = {0};
@@ -243,6 +291,7 @@ static void list_human(const ckpt_store_listing *l) {
         }
         fputc('\n', stdout);
     }
+    if (args.quiet && (p == CKPT_STORE_POINTER_OK || p == CKPT_STORE_POINTER_ABSENT)) return;
     printf("%zu generation%s; LATEST: %s", n, cli_plural(n), ckpt_store_pointer_name(p));
     if (pfile[0]) {
         fputs(" (", stdout);
@@ -268,7 +317,7 @@ static int store_list(const cli_command *cmd, int argc, char **argv) {
     } else {
         const char *caveat = ckpt_store_lock_caveat(args.dir);
         list_human(l);
-        if (caveat) printf("note: %s\n", caveat);
+        if (caveat && !args.quiet) printf("note: %s\n", caveat);
     }
     p = ckpt_store_list_pointer(l, NULL);
     rc = p == CKPT_STORE_POINTER_OK || p == CKPT_STORE_POINTER_ABSENT ? CLI_OK : CLI_FINDINGS;
@@ -292,7 +341,7 @@ static int store_prune(const cli_command *cmd, int argc, char **argv) {
 
     if (rc != CLI_CONTINUE) return rc;
     rc = ckpt_store_prune_list(&l, &removed, args.dir, &o);
-    printf("removed %zu generation%s\n", removed, cli_plural(removed));
+    if (!args.quiet) printf("removed %zu generation%s\n", removed, cli_plural(removed));
     if (rc) return fail(args.dir, rc);
     n = ckpt_store_list_count(l);
     for (i = 0; i < n; i++) {
@@ -310,6 +359,7 @@ static int store_prune(const cli_command *cmd, int argc, char **argv) {
         fputc('\n', stdout);
         rc = CLI_FINDINGS;
     }
+    if (args.verbose) list_human(l);
     ckpt_store_listing_free(l);
     return rc;
 }
@@ -322,8 +372,8 @@ static int store_gc(const cli_command *cmd, int argc, char **argv) {
 
     if (rc != CLI_CONTINUE) return rc;
     rc = ckpt_store_gc(&removed, args.dir, &o);
-    printf("removed %zu stale temporary file%s\n", removed, cli_plural(removed));
-    return rc ? fail(args.dir, rc) : CLI_OK;
+    if (!args.quiet) printf("removed %zu stale temporary file%s\n", removed, cli_plural(removed));
+    return rc ? fail(args.dir, rc) : show_listing(&o);
 }
 
 static const cli_command sub_commit = {"store commit", NULL,         commit_opts, NULL,

@@ -91,8 +91,8 @@ static void print_ok(const outcome *o) {
 
     printf("%sOK%s ", cli_color(CLI_GREEN), cli_color(CLI_RESET));
     cli_put_text(stdout, o->path, strlen(o->path));
-    printf(" (%s, %zu tensors, %" PRIu64 " bytes checked)",
-           ckpt_format_name(ckpt_file_format(o->f)), ckpt_file_tensor_count(o->f),
+    printf(" (%s, %zu key%s, %" PRIu64 " bytes checked)", ckpt_format_name(ckpt_file_format(o->f)),
+           ckpt_file_tensor_count(o->f), cli_plural(ckpt_file_tensor_count(o->f)),
            o->report->bytes);
     /* what was vouched for: without a checksum, only that structure and
      * sizes are consistent, not that the bytes are the ones written */

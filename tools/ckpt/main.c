@@ -374,22 +374,50 @@ const char *cli_color(const char *sgr) {
 
 /* ------------------------------------------------------------ progress */
 
-void cli_progress(const char *what, size_t done, size_t total) {
+static int progress_shown; /* a line is on screen and must be cleared */
+
+static int progress_enabled(void) {
     static int enabled = -1;
-    static int shown; /* a line is on screen and must be cleared */
 
     if (enabled < 0) enabled = isatty(STDERR_FILENO);
-    if (!enabled || total < 2) return;
-    if (what == NULL) {
-        if (shown) fputs("\r\033[K", stderr);
-        shown = 0;
-        return;
-    }
-    fprintf(stderr, "\r\033[K[%zu/%zu] ", done + 1, total);
+    return enabled;
+}
+
+/* Replaces the progress line by "COUNTER WHAT". */
+static void progress_line(const char *counter, const char *what) {
+    fprintf(stderr, "\r\033[K%s ", counter);
     cli_text_width(what, strlen(what)) > 60 ? (void)fputs("...", stderr)
                                             : (void)cli_put_text(stderr, what, strlen(what));
     fflush(stderr);
-    shown = 1;
+    progress_shown = 1;
+}
+
+void cli_progress(const char *what, size_t done, size_t total) {
+    char counter[64];
+
+    if (!progress_enabled()) return;
+    if (what == NULL) {
+        if (progress_shown) fputs("\r\033[K", stderr);
+        progress_shown = 0;
+        return;
+    }
+    if (total < 2) return;
+    snprintf(counter, sizeof counter, "[%zu/%zu]", done + 1, total);
+    progress_line(counter, what);
+}
+
+void cli_progress_fn(void *ctx, uint64_t done, uint64_t total) {
+    const cli_task *t = ctx;
+    char counter[64];
+
+    /* the work in progress is item done + 1; the last call ends it */
+    if (!progress_enabled() || done >= total || total < 2) return;
+    if (t->bytes)
+        snprintf(counter, sizeof counter, "[%" PRIu64 "%%]",
+                 total > UINT64_MAX / 100 ? done / (total / 100) : done * 100 / total);
+    else
+        snprintf(counter, sizeof counter, "[%" PRIu64 "/%" PRIu64 "]", done + 1, total);
+    progress_line(counter, t->what);
 }
 
 /* ------------------------------------------------------------ key order */
