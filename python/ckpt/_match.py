@@ -295,9 +295,12 @@ def load_state_dict(module, path_or_state, *, strict=True, normalize=True,
     with the C library (ckpt_match): exact names, dtypes and shapes; with
     normalize=True a key rewrite ("strip 'module.'" from DataParallel,
     "drop '_orig_mod.'" from torch.compile, "add 'model.'"...) is applied
-    only when it makes the match complete. The state dict is the object
-    itself or, in a training checkpoint, its only top-level entry whose
-    leaves are all tensors ("model", "state_dict"...).
+    only when it makes the match complete. Every tensor of the object is
+    audited, so the verdict is `ckpt match --normalize`'s: in a training
+    checkpoint the rewrite that selects the model's entry ("model",
+    "state_dict"...) leaves the other top-level entries out (report.source
+    names the entry). Missing keys the model ties to a loaded one are
+    filled through it (report.tied).
 
     strict=True: any missing or unexpected key (beyond the allow_* globs,
     fnmatch where '*' crosses '.') raises ckpt.KeyMismatchError carrying
