@@ -573,8 +573,8 @@ TEST(tied_by_manifest) {
 
     static const char *const refused[] = {
         "{\"tensors\":[{\"name\":\"a\",\"dtype\":\"F32\",\"shape\":[3]}],\"ties\":[[\"a\",\"z\"]]}",
-        "{\"tensors\":[{\"name\":\"a\",\"dtype\":\"F32\",\"shape\":[3]},"
-        "{\"name\":\"b\",\"dtype\":\"F16\",\"shape\":[3]}],\"ties\":[[\"a\",\"b\"]]}",
+        ("{\"tensors\":[{\"name\":\"a\",\"dtype\":\"F32\",\"shape\":[3]},"
+         "{\"name\":\"b\",\"dtype\":\"F16\",\"shape\":[3]}],\"ties\":[[\"a\",\"b\"]]}"),
         "{\"tensors\":[],\"ties\":{}}",
         "{\"tensors\":[],\"ties\":[\"a\"]}",
     };

@@ -232,7 +232,7 @@ static void print_list(const ckpt_diff_result *r, ckpt_diff_list l, const char *
     size_t i, n = ckpt_diff_count(r, l);
     char sa[SHAPE_CAP], sb[SHAPE_CAP];
     const ckpt_manifest_entry *a, *b;
-    list_ref ref = {r, l};
+    list_ref ref = {r, (int)l};
     size_t *order;
 
     if (n == 0) return;
@@ -307,7 +307,7 @@ static void put_value_pair(const ckpt_value *va, const ckpt_value *vb) {
 
 static void print_values(const ckpt_diff_result *r, ckpt_diff_value_list l, const char *title) {
     size_t i, n = ckpt_diff_value_count(r, l);
-    list_ref ref = {r, l};
+    list_ref ref = {r, (int)l};
     size_t *order;
 
     if (n == 0) return;
