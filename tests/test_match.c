@@ -938,6 +938,46 @@ TEST(diff_f32_values) {
     close_pair(&p);
 }
 
+/* exclude: what its globs name is in no list, count or verdict, on
+ * either side; keys_only too. */
+TEST(diff_exclude) {
+    float a[3] = {1.0f, 2.0f, 3.0f}, b[3] = {1.0f, 9.0f, 3.0f};
+    const char *ha = "{\"w\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
+                     "\"opt.m\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]},"
+                     "\"opt.v\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[8,12]}}";
+    const char *hb = "{\"w\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
+                     "\"opt.m\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]},"
+                     "\"extra\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[8,12]}}";
+    pairfiles p = {0};
+    open_pair(&p, ha, a, sizeof a, hb, b, sizeof b);
+    ckpt_diff_result *r = NULL;
+    CHECK_EQ_INT(ckpt_diff(&r, p.ma, p.mb, NULL), 0);
+    CHECK_EQ_INT(ckpt_diff_identical(r), 0);
+    CHECK_EQ_INT(ckpt_diff_tensor_count(r), 1); /* opt.m: 2 vs 9 */
+    ckpt_diff_result_free(r);
+    ckpt_diff_options o = CKPT_DIFF_OPTIONS_INIT;
+    const char *ex[] = {"opt.*", "extra"};
+    o.exclude = ex;
+    o.nexclude = 2;
+    CHECK_EQ_INT(ckpt_diff(&r, p.ma, p.mb, &o), 0);
+    CHECK_EQ_INT(ckpt_diff_identical(r), 1);
+    CHECK_EQ_INT(ckpt_diff_tensor_count(r), 0);
+    CHECK_EQ_INT(ckpt_diff_equal_count(r), 1);
+    CHECK_EQ_INT(ckpt_diff_count(r, CKPT_DIFF_ONLY_IN_A), 0);
+    CHECK_EQ_INT(ckpt_diff_count(r, CKPT_DIFF_ONLY_IN_B), 0);
+    ckpt_diff_result_free(r);
+    o.nexclude = 1; /* "extra" stays: only in B */
+    o.keys_only = 1;
+    CHECK_EQ_INT(ckpt_diff(&r, p.ma, p.mb, &o), 0);
+    CHECK_EQ_INT(ckpt_diff_identical(r), 0);
+    CHECK_EQ_INT(ckpt_diff_count(r, CKPT_DIFF_ONLY_IN_A), 0);
+    CHECK_EQ_STR(ckpt_diff_name(r, CKPT_DIFF_ONLY_IN_B, 0), "extra");
+    ckpt_diff_result_free(r);
+    o.exclude = NULL;
+    CHECK_EQ_INT(ckpt_diff(&r, p.ma, p.mb, &o), CKPT_E_INVALID_ARG);
+    close_pair(&p);
+}
+
 /* BF16 against F32, F16 and F8 widened: equal values, different dtypes. */
 TEST(diff_widths) {
     /* 1.5, -2, 0.25 */
@@ -1583,6 +1623,7 @@ int main(void) {
     RUN(property_normalize_restores_or_applies_nothing);
     RUN(property_training_subtree);
     RUN(diff_f32_values);
+    RUN(diff_exclude);
     RUN(diff_widths);
     RUN(diff_keys_and_ints);
     RUN(diff_leaves);
