@@ -33,12 +33,10 @@
 #include <stdio.h>
 #include <string.h>
 
-#define XXH_STATIC_LINKING_ONLY
-#include <xxhash.h>
-
 #include "model/dtype.h"
 #include "base/error.h"
 #include "base/utf8.h"
+#include "base/xxh.h"
 #include "format/write.h"
 #include "model/walk.h"
 

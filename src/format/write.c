@@ -10,9 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define XXH_STATIC_LINKING_ONLY
-#include <xxhash.h>
-
 #include "model/dtype.h"
 #include "base/error.h"
 #include "base/utf8.h"

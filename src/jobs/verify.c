@@ -89,10 +89,13 @@ static int verify_zip(ckpt_file *f, ckpt_verify_report *rep, uint8_t *buf) {
     return 0;
 }
 
-static int verify_storages(ckpt_file *f, ckpt_verify_report *rep, uint8_t *buf) {
+/* hashed[i] (may be NULL): storage i was read whole by verify_digests,
+ * so it is not read a second time. */
+static int verify_storages(ckpt_file *f, ckpt_verify_report *rep, uint8_t *buf,
+                           const uint8_t *hashed) {
     for (size_t i = 0; i < f->nshards; i++) {
         ckpt_file *shard = f->shards[i]; /* torch shards: every member's CRC */
-        int rc = shard->zip ? verify_zip(shard, rep, buf) : verify_storages(shard, rep, buf);
+        int rc = shard->zip ? verify_zip(shard, rep, buf) : verify_storages(shard, rep, buf, NULL);
         if (rc) return rc;
     }
     if (f->nshards) return 0;
@@ -101,7 +104,9 @@ static int verify_storages(ckpt_file *f, ckpt_verify_report *rep, uint8_t *buf) 
         if (!st->data && st->nbytes)
             return ckpt_err(CKPT_E_FORMAT, f->path, st->member, st->file_offset,
                             "storage %s has no data", st->key ? st->key : "");
-        int rc = read_windows(st->source, st->data, st->nbytes, st->member, buf, NULL);
+        int rc = hashed && hashed[i]
+                     ? 0
+                     : read_windows(st->source, st->data, st->nbytes, st->member, buf, NULL);
         if (rc) return rc;
         rep->bytes += st->nbytes;
     }
@@ -127,8 +132,10 @@ static int hex_digest(const char *s, uint64_t *out) {
  * every listed tensor must exist and hash to its digest. Tensors are
  * checked in name order, so the first mismatch reported is the first
  * corrupt tensor by name. Tensors without a digest (aliases of a stored
- * tensor) are covered by the one they alias. */
-static int verify_digests(ckpt_file *f) {
+ * tensor) are covered by the one they alias. A tensor that spans its whole
+ * storage contiguously has read every byte of it: hashed[storage id] = 1
+ * (hashed NULL: not recorded). */
+static int verify_digests(ckpt_file *f, uint8_t *hashed) {
     const char *text = NULL;
     for (size_t i = 0; i < f->nmeta; i++)
         if (strcmp(f->meta_keys[i], CKPT_META_XXH3) == 0) text = f->meta_vals[i];
@@ -157,6 +164,9 @@ static int verify_digests(ckpt_file *f) {
                           "records %s",
                           t->name, hex, json_string_value(want));
         }
+        if (rc == 0 && hashed && ckpt_tensor_is_contiguous(t) && t->storage_offset == 0 &&
+            t->nbytes == t->storage->nbytes && t->storage->id < f->nstorages)
+            hashed[t->storage->id] = 1;
     }
     const char *name;
     json_t *val;
@@ -177,12 +187,25 @@ int ckpt_verify(ckpt_verify_report *report, ckpt_file *f) {
     ckpt_verify_report *rep = report ? report : &local;
     *rep = (ckpt_verify_report){0};
     if (!f) return ckpt_err(CKPT_E_INVALID_ARG, "", NULL, CKPT_NO_OFFSET, "file is NULL");
-    /* digests first: a corrupt tensor is named, not just its zip member */
-    int rc = verify_digests(f);
+    /* digests first: a corrupt tensor is named, not just its zip member;
+     * storages they read whole are not read again (zip members still are:
+     * their CRC-32 is checked too) */
+    uint8_t *hashed = NULL;
+    int rc = 0;
+    if (!f->zip && !f->nshards && f->nstorages &&
+        ckpt_file_checksums(f) == CKPT_CHECKSUMS_DIGESTS) {
+        hashed = ckpt_malloc(f->nstorages);
+        if (hashed)
+            memset(hashed, 0, f->nstorages);
+        else
+            rc = ckpt_err_nomem();
+    }
+    if (rc == 0) rc = verify_digests(f, hashed);
     uint8_t *buf = rc ? NULL : ckpt_malloc(WINDOW);
     if (rc == 0 && !buf) rc = ckpt_err_nomem();
-    if (rc == 0) rc = f->zip ? verify_zip(f, rep, buf) : verify_storages(f, rep, buf);
+    if (rc == 0) rc = f->zip ? verify_zip(f, rep, buf) : verify_storages(f, rep, buf, hashed);
     ckpt_free(buf);
+    ckpt_free(hashed);
     if (rc) return rc;
     rep->tensors = f->ntensors;
     rep->ok = 1;

@@ -3,11 +3,9 @@
 #include <openssl/evp.h>
 #include <string.h>
 
-#define XXH_STATIC_LINKING_ONLY
-#include <xxhash.h>
-
 #include "model/dtype.h"
 #include "base/error.h"
+#include "base/xxh.h"
 #include "model/source.h"
 #include "model/tensor.h"
 #include "model/value.h"
