@@ -22,18 +22,34 @@ typedef struct flattener {
     size_t nt, ct, nv, cv, seq;
 } flattener;
 
-static int add_entry(flattener *fl, int tensor, const ckpt_walk *w, const ckpt_value *v) {
+static int add_entry(flattener *fl, int tensor, const ckpt_walk *w, const ckpt_walk_frame *node) {
     flat_entry **arr = tensor ? &fl->tensors : &fl->values;
     size_t *n = tensor ? &fl->nt : &fl->nv, *cap = tensor ? &fl->ct : &fl->cv;
     if (fl->nt + fl->nv >= fl->lim->max_tensors)
         return ckpt_err(CKPT_E_LIMIT, fl->file, fl->member, CKPT_NO_OFFSET,
                         "more than %llu tensors and values",
                         (unsigned long long)fl->lim->max_tensors);
-    if (ckpt_arena_grow(fl->a, (void **)arr, cap, *n + 1, sizeof(flat_entry)))
-        return ckpt_err(CKPT_E_NOMEM, fl->file, fl->member, CKPT_NO_OFFSET, "out of memory");
-    const char *name = ckpt_arena_strndup(fl->a, w->name, ckpt_walk_up(w, 0)->name_len);
+    /* on the heap, not the arena: an arena keeps every outgrown copy, and
+     * a state dict of a million tensors would hold them all */
+    if (*n == *cap) {
+        size_t ncap = *cap ? 2 * *cap : 64;
+        flat_entry *grown =
+            ncap < SIZE_MAX / sizeof **arr ? ckpt_realloc(*arr, ncap * sizeof **arr) : NULL;
+        if (!grown)
+            return ckpt_err(CKPT_E_NOMEM, fl->file, fl->member, CKPT_NO_OFFSET, "out of memory");
+        *arr = grown;
+        *cap = ncap;
+    }
+    /* a top-level string key is its own name: its text is shared, not
+     * copied again (NUL-terminated, in the same file's arena) */
+    size_t len = node->name_len;
+    const ckpt_value *k = node->key;
+    const char *name =
+        k && k->kind == CKPT_KIND_STR && k->u.s.len == len && memcmp(k->u.s.p, w->name, len) == 0
+            ? k->u.s.p
+            : ckpt_arena_strndup(fl->a, w->name, len);
     if (!name) return ckpt_err(CKPT_E_NOMEM, fl->file, fl->member, CKPT_NO_OFFSET, "out of memory");
-    (*arr)[(*n)++] = (flat_entry){name, v, fl->seq++};
+    (*arr)[(*n)++] = (flat_entry){name, node->value, fl->seq++};
     return 0;
 }
 
@@ -42,7 +58,7 @@ static int enter(ckpt_walk *w, ckpt_walk_frame *node) {
     const ckpt_value *v = node->value;
     int rc;
     switch (v->kind) {
-    case CKPT_KIND_TENSOR: rc = add_entry(fl, 1, w, v); break;
+    case CKPT_KIND_TENSOR: rc = add_entry(fl, 1, w, node); break;
     case CKPT_KIND_LIST:
     case CKPT_KIND_TUPLE:
     case CKPT_KIND_SET:
@@ -50,7 +66,7 @@ static int enter(ckpt_walk *w, ckpt_walk_frame *node) {
     case CKPT_KIND_MARK_:
         return ckpt_err(CKPT_E_FORMAT, fl->file, fl->member, CKPT_NO_OFFSET,
                         "pickle left a MARK in the result");
-    default: rc = add_entry(fl, 0, w, v); break; /* leaves, objects, global refs */
+    default: rc = add_entry(fl, 0, w, node); break; /* leaves, objects, global refs */
     }
     return rc ? rc : CKPT_WALK_SKIP;
 }
@@ -62,9 +78,9 @@ static int cmp_entry(const void *a, const void *b) {
     return x->seq < y->seq ? -1 : x->seq > y->seq;
 }
 
-/* Sorts, keeps the last of equal names and converts to the output form
- * (in place: a ckpt_named_value is no larger than a flat_entry). */
-static ckpt_named_value *sort_unique(flat_entry *e, size_t n, size_t *out_n) {
+/* Sorts e (heap, freed here), keeps the last of equal names and returns
+ * them in the output form, in the arena (NULL: out of memory). */
+static ckpt_named_value *sort_unique(ckpt_arena *a, flat_entry *e, size_t n, size_t *out_n) {
     if (n) qsort(e, n, sizeof *e, cmp_entry);
     size_t w = 0;
     for (size_t i = 0; i < n; i++) {
@@ -73,8 +89,9 @@ static ckpt_named_value *sort_unique(flat_entry *e, size_t n, size_t *out_n) {
         else
             e[w++] = e[i];
     }
-    ckpt_named_value *o = (ckpt_named_value *)(void *)e;
-    for (size_t i = 0; i < w; i++) o[i] = (ckpt_named_value){e[i].name, e[i].value};
+    ckpt_named_value *o = ckpt_arena_array(a, w ? w : 1, sizeof *o);
+    for (size_t i = 0; o && i < w; i++) o[i] = (ckpt_named_value){e[i].name, e[i].value};
+    ckpt_free(e);
     *out_n = w;
     return o;
 }
@@ -90,8 +107,14 @@ int ckpt_flatten(ckpt_flat *out, ckpt_arena *a, const ckpt_value *root, const ck
     w.enter = enter;
     w.ctx = &fl;
     int rc = ckpt_walk_run(&w, root);
-    if (rc) return rc;
-    out->tensors = sort_unique(fl.tensors, fl.nt, &out->ntensors);
-    out->values = sort_unique(fl.values, fl.nv, &out->nvalues);
+    if (rc) {
+        ckpt_free(fl.tensors);
+        ckpt_free(fl.values);
+        return rc;
+    }
+    out->tensors = sort_unique(a, fl.tensors, fl.nt, &out->ntensors);
+    out->values = sort_unique(a, fl.values, fl.nv, &out->nvalues);
+    if (!out->tensors || !out->values)
+        return ckpt_err(CKPT_E_NOMEM, file, member, CKPT_NO_OFFSET, "out of memory");
     return 0;
 }

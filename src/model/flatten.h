@@ -26,7 +26,8 @@ typedef struct ckpt_flat {
  * max_visits nodes visited (a node shared by several paths is visited once
  * per path, so a hostile DAG must be bounded). Errors (CKPT_E_LIMIT,
  * CKPT_E_FORMAT for a pickle MARK left in the tree, CKPT_E_NOMEM) name
- * file and member. */
+ * file and member. A name that is a top-level string key's whole text is
+ * that key's string, not a copy: root must live as long as `a`. */
 int ckpt_flatten(ckpt_flat *out, ckpt_arena *a, const ckpt_value *root, const ckpt_limits *lim,
                  uint64_t max_visits, const char *file, const char *member);
 
