@@ -122,6 +122,31 @@ TEST(manifest_json) {
     CHECK_EQ_STR(ckpt_manifest_find(m, "")->dtype, "I64");
     CHECK_EQ_INT(m->nmeta, 1); /* the int value is no alias */
     ckpt_manifest_free(m);
+    /* no ties (null, []) and ties: read alike */
+    CHECK_EQ_INT(
+        parse("{\"tensors\":[{\"name\":\"a\",\"dtype\":\"F32\",\"shape\":[]}],\"ties\":[]}", &m),
+        0);
+    CHECK_EQ_INT(ckpt_manifest_count(m), 1);
+    ckpt_manifest_free(m);
+    CHECK_EQ_INT(parse("{\"tensors\":[{\"name\":\"a\",\"dtype\":\"F32\",\"shape\":[]},{\"name\":"
+                       "\"b\",\"dtype\":\"F32\",\"shape\":[]}],\"ties\":[[\"a\",\"b\"]]}",
+                       &m),
+                 0);
+    CHECK_EQ_INT(ckpt_manifest_tie_root(m, 0), ckpt_manifest_tie_root(m, 1));
+    ckpt_manifest_free(m);
+    /* escapes, reals, nested values and unknown fields read as written */
+    CHECK_EQ_INT(parse("{\"tensors\":[{\"name\":\"w\\u00e9\\n\",\"dtype\":\"BF16\","
+                       "\"shape\":[0,7],\"x\":{\"y\":[-1.5e3,true,null]}}],\"values\":[{"
+                       "\"name\":\"lr\",\"value\":0.001}],\"metadata\":{\"k\\\"\":\"v\\t\"}}",
+                       &m),
+                 0);
+    CHECK_EQ_INT(ckpt_manifest_count(m), 1);
+    CHECK(ckpt_manifest_find(m, "w\xc3\xa9\n") && ckpt_manifest_find(m, "w\xc3\xa9\n")->ndim == 2);
+    CHECK_EQ_INT(ckpt_manifest_find(m, "w\xc3\xa9\n")->shape[1], 7);
+    CHECK_EQ_INT(m->nmeta, 1);
+    CHECK_EQ_STR(m->meta_keys[0], "k\"");
+    CHECK_EQ_STR(m->meta_vals[0], "v\t");
+    ckpt_manifest_free(m);
 
     static const struct {
         const char *json;
@@ -146,6 +171,15 @@ TEST(manifest_json) {
         {"{\"tensors\":[],\"tensors\":[]}", CKPT_E_FORMAT, "not valid JSON"},
         {"{\"tensors\":[]", CKPT_E_FORMAT, "not valid JSON"},
         {"{\"tensors\":[],\"metadata\":[]}", CKPT_E_FORMAT, "\"metadata\""},
+        /* what the one-pass reader leaves to jansson, refused the same */
+        {"{\"tensors\":[],\"values\":[{\"v\":1,\"v\":2}]}", CKPT_E_FORMAT, "not valid JSON"},
+        {"{\"tensors\":[{\"name\":\"a\",\"dtype\":\"F32\",\"shape\":[],\"shape\":[]}]}",
+         CKPT_E_FORMAT, "not valid JSON"},
+        {"{\"tensors\":[],\"values\":[1e400]}", CKPT_E_FORMAT, "not valid JSON"},
+        {"{\"tensors\":[],\"values\":[9223372036854775808]}", CKPT_E_FORMAT, "not valid JSON"},
+        {"{\"tensors\":[{\"name\":\"a\",\"dtype\":\"F32\",\"shape\":[9223372036854775808]}]}",
+         CKPT_E_FORMAT, "not valid JSON"},
+        {"{\"tensors\":[]} x", CKPT_E_FORMAT, "not valid JSON"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         m = (ckpt_manifest *)1;

@@ -15,6 +15,7 @@
 #include "base/error.h"
 #include "model/file.h"
 #include "format/safetensors.h"
+#include "base/json_scan.h"
 #include "base/strmap.h"
 #include "base/utf8.h"
 
@@ -89,10 +90,8 @@ static uint64_t data_offset(uint64_t n, uint64_t rel) {
  * byte they stop at. */
 typedef struct hp {
     ckpt_file *f;
-    const unsigned char *s; /* the header, N bytes at file offset 8 */
-    size_t n, i;
-    unsigned depth; /* open arrays/objects */
-    st_entry *es;   /* tensors so far */
+    ckpt_json_scan j; /* over the header, N bytes at file offset 8 */
+    st_entry *es;     /* tensors so far */
     size_t count, es_cap;
     uint64_t *dims; /* every shape, concatenated */
     size_t ndims, dims_cap;
@@ -103,291 +102,18 @@ typedef struct hp {
 /* serde_json's recursion limit: 128 nested arrays/objects fail. */
 #define HEADER_MAX_DEPTH 127
 
-static int syntax(const hp *p, const char *expected) {
-    return ckpt_err(CKPT_E_FORMAT, p->f->path, "", 8 + (uint64_t)p->i,
-                    "safetensors header is not valid JSON (expected one UTF-8 "
-                    "JSON object, unique keys, only whitespace around it): "
-                    "expected %s",
-                    expected);
-}
-
-static int nomem(const hp *p) {
-    return ckpt_err(CKPT_E_NOMEM, p->f->path, "", 8 + (uint64_t)p->i, "out of memory");
-}
-
-static void ws(hp *p) {
-    while (p->i < p->n) {
-        unsigned char c = p->s[p->i];
-        if (c != ' ' && c != '\t' && c != '\n' && c != '\r') break;
-        p->i++;
-    }
-}
-
-/* Next non-whitespace byte, or -1 at the end. */
-static int peek(hp *p) {
-    ws(p);
-    return p->i < p->n ? p->s[p->i] : -1;
-}
-
-static int expect(hp *p, int c, const char *what) {
-    if (peek(p) != c) return syntax(p, what);
-    p->i++;
-    return 0;
-}
-
-static int hex4(hp *p, unsigned *out) {
-    unsigned v = 0;
-    for (int k = 0; k < 4; k++, p->i++) {
-        int c = p->i < p->n ? p->s[p->i] : -1, d;
-        if (c >= '0' && c <= '9')
-            d = c - '0';
-        else if (c >= 'a' && c <= 'f')
-            d = c - 'a' + 10;
-        else if (c >= 'A' && c <= 'F')
-            d = c - 'A' + 10;
-        else
-            return syntax(p, "4 hex digits after \\u");
-        v = v << 4 | (unsigned)d;
-    }
-    *out = v;
-    return 0;
-}
-
-static size_t put_utf8(char *o, unsigned cp) {
-    if (cp < 0x80) {
-        o[0] = (char)cp;
-        return 1;
-    }
-    if (cp < 0x800) {
-        o[0] = (char)(0xC0 | cp >> 6);
-        o[1] = (char)(0x80 | (cp & 0x3F));
-        return 2;
-    }
-    if (cp < 0x10000) {
-        o[0] = (char)(0xE0 | cp >> 12);
-        o[1] = (char)(0x80 | (cp >> 6 & 0x3F));
-        o[2] = (char)(0x80 | (cp & 0x3F));
-        return 3;
-    }
-    o[0] = (char)(0xF0 | cp >> 18);
-    o[1] = (char)(0x80 | (cp >> 12 & 0x3F));
-    o[2] = (char)(0x80 | (cp >> 6 & 0x3F));
-    o[3] = (char)(0x80 | (cp & 0x3F));
-    return 4;
-}
-
-/* One escape after the backslash at p->i - 1; the decoded bytes go to
- * `o` (room for 4) when o is not NULL. Returns bytes written, or -1 with
- * the error recorded. A surrogate must come as a high-low pair (serde_json
- * refuses a lone one); \u0000 is refused because names are C strings. */
-static int escape(hp *p, char *o) {
-    static const char from[] = "\"\\/bfnrt", to[] = "\"\\/\b\f\n\r\t";
-    if (p->i >= p->n) return syntax(p, "an escape after \\"), -1;
-    unsigned char c = p->s[p->i++];
-    if (c != 'u') {
-        const char *hit = c ? strchr(from, c) : NULL;
-        if (!hit) {
-            p->i--;
-            return syntax(p, "one of \\\" \\\\ \\/ \\b \\f \\n \\r \\t \\u"), -1;
-        }
-        if (o) o[0] = to[hit - from];
-        return 1;
-    }
-    unsigned cp, lo;
-    if (hex4(p, &cp)) return -1;
-    if (cp >= 0xDC00 && cp <= 0xDFFF)
-        return syntax(p, "a high surrogate before a low surrogate"), -1;
-    if (cp >= 0xD800 && cp <= 0xDBFF) {
-        if (p->i + 2 > p->n || p->s[p->i] != '\\' || p->s[p->i + 1] != 'u')
-            return syntax(p, "a low surrogate \\uDC00-\\uDFFF after a high one"), -1;
-        p->i += 2;
-        if (hex4(p, &lo)) return -1;
-        if (lo < 0xDC00 || lo > 0xDFFF)
-            return syntax(p, "a low surrogate \\uDC00-\\uDFFF after a high one"), -1;
-        cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-    }
-    if (cp == 0) return syntax(p, "no \\u0000 (names and metadata are C strings)"), -1;
-    return o ? (int)put_utf8(o, cp) : 4;
-}
-
-/* A string at p->i (the opening quote). Returns its decoded text: a
- * pointer into the header when it has no escapes (*len bytes, not
- * NUL-terminated), else into `scratch` (cap bytes; longer text is
- * truncated but still checked, and *len is the full length). With
- * `keep`, the text is copied to the arena NUL-terminated and that copy
- * returned. NULL on error (recorded). */
+static int syntax(hp *p, const char *expected) { return ckpt_json_syntax(&p->j, expected); }
+static int nomem(hp *p) { return ckpt_json_nomem(&p->j); }
+static int peek(hp *p) { return ckpt_json_peek(&p->j); }
+static int expect(hp *p, int c, const char *what) { return ckpt_json_expect(&p->j, c, what); }
 static const char *string(hp *p, char *scratch, size_t cap, int keep, size_t *len) {
-    if (peek(p) != '"') return syntax(p, "a string"), NULL;
-    size_t start = ++p->i;
-    int high = 0;
-    while (p->i < p->n) {
-        unsigned char c = p->s[p->i];
-        if (c == '"' || c == '\\' || c < 0x20) break;
-        high |= c & 0x80;
-        p->i++;
-    }
-    if (p->i >= p->n) return syntax(p, "a closing quote"), NULL;
-    if (high && !ckpt_utf8_check(p->s + start, p->i - start, 0)) {
-        p->i = start;
-        return syntax(p, "UTF-8 text in the string"), NULL;
-    }
-    if (p->s[p->i] == '"') { /* no escapes: the common case */
-        *len = p->i - start;
-        p->i++;
-        const char *text = (const char *)p->s + start;
-        if (!keep) return text;
-        char *copy = ckpt_arena_strndup(&p->f->arena, text, *len);
-        return copy ? copy : (nomem(p), NULL);
-    }
-    /* escapes: decoded text is never longer than the rest of the header */
-    char *out = scratch;
-    if (keep) {
-        out = ckpt_arena_alloc_raw(&p->f->arena, p->n - start + 1);
-        if (!out) return nomem(p), NULL;
-        cap = p->n - start;
-    }
-    size_t o = p->i - start;
-    if (o && cap) memcpy(out, p->s + start, o < cap ? o : cap); /* out may be NULL */
-    char tmp[4];
-    for (;;) {
-        size_t run = p->i;
-        while (p->i < p->n) {
-            unsigned char c = p->s[p->i];
-            if (c == '"' || c == '\\' || c < 0x20) break;
-            high |= c & 0x80;
-            p->i++;
-        }
-        if (p->i >= p->n) return syntax(p, "a closing quote"), NULL;
-        if (high && !ckpt_utf8_check(p->s + run, p->i - run, 0)) {
-            p->i = run;
-            return syntax(p, "UTF-8 text in the string"), NULL;
-        }
-        for (size_t k = run; k < p->i; k++, o++)
-            if (o < cap) out[o] = (char)p->s[k];
-        unsigned char c = p->s[p->i];
-        if (c == '"') break;
-        if (c < 0x20) return syntax(p, "no control character in a string"), NULL;
-        p->i++;
-        int w = escape(p, tmp);
-        if (w < 0) return NULL;
-        for (int k = 0; k < w; k++, o++)
-            if (o < cap) out[o] = tmp[k];
-    }
-    p->i++;
-    *len = o;
-    if (keep) out[o] = '\0';
-    return cap ? out : (const char *)p->s + start; /* only checked */
+    return ckpt_json_string(&p->j, scratch, cap, keep, len);
 }
-
-/* A number at p->i. Returns 0 with *out set for an integer in [0, 2^64);
- * 1 for any other valid JSON number (negative, -0, fraction, exponent, or
- * too large: serde_json reads those as i64 or f64, which usize refuses);
- * -1 with the error recorded when it is not a number. */
-static int number(hp *p, uint64_t *out) {
-    int c = peek(p), other = 0;
-    if (c == '-') other = 1, p->i++;
-    if (p->i >= p->n || p->s[p->i] < '0' || p->s[p->i] > '9') return syntax(p, "a number"), -1;
-    uint64_t v = 0;
-    if (p->s[p->i] == '0') {
-        p->i++;
-        if (p->i < p->n && p->s[p->i] >= '0' && p->s[p->i] <= '9')
-            return syntax(p, "no leading zero in a number"), -1;
-    } else {
-        while (p->i < p->n && p->s[p->i] >= '0' && p->s[p->i] <= '9') {
-            unsigned d = (unsigned)(p->s[p->i++] - '0');
-            if (v > (UINT64_MAX - d) / 10)
-                other = 1;
-            else
-                v = v * 10 + d;
-        }
-    }
-    if (p->i < p->n && p->s[p->i] == '.') {
-        other = 1;
-        p->i++;
-        if (p->i >= p->n || p->s[p->i] < '0' || p->s[p->i] > '9')
-            return syntax(p, "a digit after the decimal point"), -1;
-        while (p->i < p->n && p->s[p->i] >= '0' && p->s[p->i] <= '9') p->i++;
-    }
-    if (p->i < p->n && (p->s[p->i] == 'e' || p->s[p->i] == 'E')) {
-        other = 1;
-        p->i++;
-        if (p->i < p->n && (p->s[p->i] == '+' || p->s[p->i] == '-')) p->i++;
-        if (p->i >= p->n || p->s[p->i] < '0' || p->s[p->i] > '9')
-            return syntax(p, "a digit in the exponent"), -1;
-        while (p->i < p->n && p->s[p->i] >= '0' && p->s[p->i] <= '9') p->i++;
-    }
-    *out = v;
-    return other;
-}
-
-static int literal(hp *p, const char *word) {
-    size_t len = strlen(word);
-    if (p->n - p->i < len || memcmp(p->s + p->i, word, len) != 0) return syntax(p, word);
-    p->i += len;
-    return 0;
-}
-
-static int open_nested(hp *p) {
-    if (++p->depth > HEADER_MAX_DEPTH)
-        return ckpt_err(CKPT_E_FORMAT, p->f->path, "", 8 + (uint64_t)p->i,
-                        "safetensors header nests arrays and objects more than "
-                        "%d deep (the reference reader's recursion limit)",
-                        HEADER_MAX_DEPTH);
-    p->i++;
-    return 0;
-}
-
-/* After an element of a container closed by `close`: 1 when closed, 0
- * when a comma announces the next element, -1 on error. */
-static int next(hp *p, int close) {
-    int c = peek(p);
-    if (c == close) {
-        p->i++;
-        p->depth--;
-        return 1;
-    }
-    if (c == ',') {
-        p->i++;
-        return 0;
-    }
-    return syntax(p, close == '}' ? "',' or '}'" : "',' or ']'"), -1;
-}
-
-/* Skips any value (serde's IgnoredAny: an unknown field of TensorInfo). */
-static int skip_value(hp *p) {
-    uint64_t u;
-    size_t len;
-    int c = peek(p), rc;
-    switch (c) {
-    case '"': return string(p, NULL, 0, 0, &len) ? 0 : -1;
-    case 't': return literal(p, "true");
-    case 'f': return literal(p, "false");
-    case 'n': return literal(p, "null");
-    case '[':
-        if (open_nested(p)) return -1;
-        if (peek(p) == ']') {
-            p->i++;
-            p->depth--;
-            return 0;
-        }
-        do {
-            if (skip_value(p)) return -1;
-        } while ((rc = next(p, ']')) == 0);
-        return rc < 0 ? -1 : 0;
-    case '{':
-        if (open_nested(p)) return -1;
-        if (peek(p) == '}') {
-            p->i++;
-            p->depth--;
-            return 0;
-        }
-        do {
-            if (!string(p, NULL, 0, 0, &len) || expect(p, ':', "':'") || skip_value(p)) return -1;
-        } while ((rc = next(p, '}')) == 0);
-        return rc < 0 ? -1 : 0;
-    default: return number(p, &u) < 0 ? -1 : 0;
-    }
-}
+static int number(hp *p, uint64_t *out) { return ckpt_json_number(&p->j, out); }
+static int literal(hp *p, const char *word) { return ckpt_json_literal(&p->j, word); }
+static int open_nested(hp *p) { return ckpt_json_open(&p->j); }
+static int next(hp *p, int close) { return ckpt_json_next(&p->j, close); }
+static int skip_value(hp *p) { return ckpt_json_skip(&p->j); }
 
 /* "__metadata__": null (serde Option: absent) or an object of strings. */
 static int read_metadata(hp *p) {
@@ -405,7 +131,7 @@ static int read_metadata(hp *p) {
     if (open_nested(p)) return -1;
     size_t cap = 0;
     if (peek(p) == '}')
-        p->i++, p->depth--;
+        p->j.i++, p->j.depth--;
     else
         for (;;) {
             const char *key = string(p, NULL, 0, 1, &len);
@@ -471,7 +197,7 @@ static int read_shape(hp *p, st_entry *e) {
     size_t ndim = 0;
     int rc = 0;
     if (peek(p) == ']')
-        p->i++, p->depth--;
+        p->j.i++, p->j.depth--;
     else
         while (rc == 0) {
             if (ndim == max_ndim)
@@ -531,7 +257,7 @@ static int read_entry(hp *p, st_entry *e) {
     static const char *const fields[3] = {"dtype", "shape", "data_offsets"};
     int seen[3] = {0, 0, 0}, rc = 0;
     if (peek(p) == '}')
-        p->i++, p->depth--;
+        p->j.i++, p->j.depth--;
     else
         while (rc == 0) {
             char key[16], dt[16];
@@ -542,7 +268,7 @@ static int read_entry(hp *p, st_entry *e) {
             for (int j = 0; j < 3; j++)
                 if (len == strlen(fields[j]) && memcmp(k, fields[j], len) == 0) field = j;
             if (field < 3 && seen[field])
-                return ckpt_err(CKPT_E_FORMAT, path, "", 8 + (uint64_t)p->i,
+                return ckpt_err(CKPT_E_FORMAT, path, "", 8 + (uint64_t)p->j.i,
                                 "tensor \"%s\": duplicate field \"%s\"", e->name, fields[field]);
             if (field < 3) seen[field] = 1;
             if (field == 0) {
@@ -593,15 +319,15 @@ static int parse_header(hp *p) {
     if (open_nested(p)) return -1;
     int rc = 0;
     if (peek(p) == '}')
-        p->i++, p->depth--;
+        p->j.i++, p->j.depth--;
     else
         while (rc == 0) {
-            size_t key_at = p->i, len;
+            size_t key_at = p->j.i, len;
             const char *name = string(p, NULL, 0, 1, &len);
             if (!name || expect(p, ':', "':'")) return -1;
             if (strcmp(name, "__metadata__") == 0 && len == 12) {
                 if (p->seen_metadata) {
-                    p->i = key_at;
+                    p->j.i = key_at;
                     return syntax(p, "unique keys (duplicate \"__metadata__\")");
                 }
                 p->seen_metadata = 1;
@@ -616,7 +342,7 @@ static int parse_header(hp *p) {
                 int put = ckpt_strmap_put(&p->names, name, len, p->count, &slot);
                 if (put == CKPT_E_NOMEM) return nomem(p);
                 if (put == 0) {
-                    p->i = key_at;
+                    p->j.i = key_at;
                     return ckpt_err(CKPT_E_FORMAT, f->path, "", 8 + (uint64_t)key_at,
                                     "safetensors header is not valid JSON (expected "
                                     "one UTF-8 JSON object, unique keys, only "
@@ -855,7 +581,14 @@ static int read_file(ckpt_file *f, int build) {
                         "header length %" PRIu64 " runs past the end of the "
                         "file (%zu bytes)",
                         n, f->map_size);
-    hp p = {.f = f, .s = f->map + 8, .n = (size_t)n};
+    hp p = {.f = f,
+            .j = {.s = f->map + 8,
+                  .n = (size_t)n,
+                  .max_depth = HEADER_MAX_DEPTH,
+                  .arena = &f->arena,
+                  .file = f->path,
+                  .base = 8,
+                  .what = "safetensors header"}};
     int rc = parse_header(&p) ? ckpt_error_last()->code : 0;
     /* duplicates are found: the index goes before the tree is built, so
      * the two never add up (peak memory of a many-tensor header) */

@@ -3,12 +3,15 @@
  * the input of ckpt_match and ckpt_diff. */
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #include "base/error.h"
+#include "base/json_scan.h"
 #include "model/flatten.h"
 #include "model/walk.h"
 #include "model/file.h"
@@ -427,6 +430,240 @@ static int from_json(ckpt_manifest *m, const json_t *doc, const ckpt_limits *lim
     return rc;
 }
 
+/* ------------------------------------------------------------ one pass */
+
+/* The manifest read in one pass with no tree (base/json_scan.h): what
+ * `ckpt inspect --json` writes, a million keys in a fraction of a second.
+ * It accepts exactly what from_json accepts, or steps aside: anything it
+ * does not read exactly (an error, a limit, a duplicate, escapes in an
+ * object key, very many keys in one object) returns SCAN_DEFER and the
+ * jansson path decides and words the message, so both agree. */
+#define SCAN_DEFER 2    /* not 1: ckpt_json_next answers 1 for "closed" */
+#define SCAN_KEYS 32    /* keys per object checked for duplicates */
+#define SCAN_KEY_MAX 64 /* bytes of such a key */
+
+typedef struct scan_keys {
+    char text[SCAN_KEYS][SCAN_KEY_MAX];
+    size_t len[SCAN_KEYS], n;
+} scan_keys;
+
+/* The next object key into k->text[k->n]; SCAN_DEFER for a repeated,
+ * escaped-and-long or one-too-many key. */
+static int scan_key(ckpt_json_scan *s, scan_keys *k, const char **key, size_t *len) {
+    if (k->n == SCAN_KEYS) return SCAN_DEFER;
+    char *slot = k->text[k->n];
+    const char *t = ckpt_json_string(s, slot, SCAN_KEY_MAX, 0, len);
+    if (!t || *len >= SCAN_KEY_MAX || ckpt_json_expect(s, ':', "':'")) return SCAN_DEFER;
+    if (t != slot) memcpy(slot, t, *len);
+    for (size_t i = 0; i < k->n; i++)
+        if (k->len[i] == *len && memcmp(k->text[i], slot, *len) == 0) return SCAN_DEFER;
+    k->len[k->n++] = *len;
+    *key = slot;
+    return 0;
+}
+
+/* A number jansson takes: an integer that fits a long long, a real that
+ * does not overflow a double. */
+static int scan_number(ckpt_json_scan *s) {
+    uint64_t v;
+    size_t start = s->i;
+    int rc = ckpt_json_number(s, &v);
+    if (rc == 0) return v > (uint64_t)INT64_MAX ? SCAN_DEFER : 0;
+    char text[64];
+    size_t len = s->i - start;
+    if (rc < 0 || len >= sizeof text) return SCAN_DEFER;
+    memcpy(text, s->s + start, len);
+    text[len] = '\0';
+    errno = 0;
+    if (strpbrk(text, ".eE")) {
+        double d = strtod(text, NULL);
+        return errno == ERANGE && (d == HUGE_VAL || d == -HUGE_VAL) ? SCAN_DEFER : 0;
+    }
+    (void)strtoll(text, NULL, 10);
+    return errno == ERANGE ? SCAN_DEFER : 0;
+}
+
+/* Skips a value as jansson would accept it (unique keys in every object). */
+static int scan_skip(ckpt_json_scan *s) {
+    int c = ckpt_json_peek(s);
+    if (c == '-' || (c >= '0' && c <= '9')) return scan_number(s);
+    if (c != '[' && c != '{') return ckpt_json_skip(s) ? SCAN_DEFER : 0;
+    if (ckpt_json_open(s)) return SCAN_DEFER;
+    int close = c == '[' ? ']' : '}', rc = 0;
+    if (ckpt_json_empty(s, close)) return 0;
+    scan_keys *k = NULL;
+    if (c == '{' && !(k = ckpt_malloc(sizeof *k))) return CKPT_E_NOMEM;
+    if (k) k->n = 0;
+    do {
+        const char *key;
+        size_t len;
+        if (k && (rc = scan_key(s, k, &key, &len))) break;
+        if ((rc = scan_skip(s))) break;
+    } while ((rc = ckpt_json_next(s, close)) == 0);
+    ckpt_free(k);
+    return rc < 0 ? (rc == CKPT_E_NOMEM ? rc : SCAN_DEFER) : rc == 1 ? 0 : rc;
+}
+
+static int scan_entry(ckpt_json_scan *s, ckpt_manifest *m, const ckpt_limits *lim) {
+    if (ckpt_json_peek(s) != '{' || ckpt_json_open(s) || ckpt_json_empty(s, '}')) return SCAN_DEFER;
+    scan_keys k = {.n = 0};
+    const char *name = NULL, *dtype = NULL;
+    size_t name_len = 0, ndim = 0;
+    uint64_t dims[CKPT_MAX_NDIM];
+    int has_shape = 0, rc;
+    do {
+        const char *key, *t;
+        size_t len;
+        if ((rc = scan_key(s, &k, &key, &len))) return rc;
+        if (len == 4 && memcmp(key, "name", 4) == 0) {
+            if (ckpt_json_peek(s) != '"' || !(t = ckpt_json_string(s, NULL, 0, 1, &name_len)))
+                return SCAN_DEFER;
+            if (name_len > lim->max_name_bytes || strlen(t) != name_len) return SCAN_DEFER;
+            name = t;
+        } else if (len == 5 && memcmp(key, "dtype", 5) == 0) {
+            char tmp[65];
+            const char *prev = m->n ? m->entries[m->n - 1].dtype : NULL;
+            if (ckpt_json_peek(s) != '"' || !(t = ckpt_json_string(s, tmp, 64, 0, &len)) ||
+                len > 64)
+                return SCAN_DEFER;
+            if (prev && strlen(prev) == len && memcmp(prev, t, len) == 0)
+                dtype = prev;
+            else if (memchr(t, 0, len) || !(dtype = ckpt_arena_strndup(&m->arena, t, len)))
+                return dtype ? SCAN_DEFER : CKPT_E_NOMEM;
+        } else if (len == 5 && memcmp(key, "shape", 5) == 0) {
+            if (ckpt_json_peek(s) != '[' || ckpt_json_open(s)) return SCAN_DEFER;
+            has_shape = 1;
+            if (!ckpt_json_empty(s, ']')) do {
+                    uint64_t v;
+                    int c = ckpt_json_peek(s);
+                    /* jansson's integers are long long; -0 and the rest defer */
+                    if (c < '0' || c > '9' || ckpt_json_number(s, &v) != 0 ||
+                        v > (uint64_t)INT64_MAX || ndim == CKPT_MAX_NDIM || ndim >= lim->max_ndim)
+                        return SCAN_DEFER;
+                    dims[ndim++] = v;
+                } while ((rc = ckpt_json_next(s, ']')) == 0);
+            if (rc < 0) return SCAN_DEFER;
+        } else if ((rc = scan_skip(s))) {
+            return rc;
+        }
+    } while ((rc = ckpt_json_next(s, '}')) == 0);
+    if (rc < 0 || !name || !dtype || !has_shape) return SCAN_DEFER;
+    uint64_t *shape = ndim ? ckpt_arena_array(&m->arena, ndim, sizeof *shape) : (uint64_t *)no_dims;
+    if (!shape) return CKPT_E_NOMEM;
+    memcpy(shape, dims, ndim * sizeof *shape);
+    ckpt_manifest_entry e = {name, dtype, (unsigned)ndim, shape, NULL};
+    return append(m, &e, name_len) == 0 ? 0 : CKPT_E_NOMEM;
+}
+
+/* "metadata": null, or an object whose string values are kept. */
+static int scan_metadata(ckpt_json_scan *s, ckpt_manifest *m) {
+    if (ckpt_json_peek(s) == 'n') return ckpt_json_literal(s, "null") ? SCAN_DEFER : 0;
+    if (ckpt_json_peek(s) != '{' || ckpt_json_open(s)) return SCAN_DEFER;
+    if (ckpt_json_empty(s, '}')) return 0;
+    scan_keys *k = ckpt_malloc(sizeof *k);
+    if (!k) return CKPT_E_NOMEM;
+    k->n = 0;
+    size_t cap = 0, vcap = 0, n = 0;
+    const char **keys = NULL, **vals = NULL;
+    int rc;
+    do {
+        const char *key, *val;
+        size_t len;
+        if ((rc = scan_key(s, k, &key, &len))) break;
+        if (ckpt_json_peek(s) != '"') {
+            if ((rc = scan_skip(s))) break;
+            continue;
+        }
+        size_t vlen;
+        if (!(val = ckpt_json_string(s, NULL, 0, 1, &vlen)) || strlen(val) != vlen) {
+            rc = SCAN_DEFER;
+            break;
+        }
+        if (ckpt_arena_grow(&m->arena, (void **)&keys, &cap, n + 1, sizeof *keys) ||
+            ckpt_arena_grow(&m->arena, (void **)&vals, &vcap, n + 1, sizeof *vals) ||
+            !(keys[n] = ckpt_arena_strndup(&m->arena, key, len))) {
+            rc = CKPT_E_NOMEM;
+            break;
+        }
+        vals[n++] = val;
+    } while ((rc = ckpt_json_next(s, '}')) == 0);
+    ckpt_free(k);
+    m->meta_keys = keys;
+    m->meta_vals = vals;
+    m->nmeta = n;
+    return rc < 0 && rc != CKPT_E_NOMEM ? SCAN_DEFER : rc == 1 ? 0 : rc;
+}
+
+/* 0 with m filled, SCAN_DEFER (m then holds a partial result: discard
+ * it), or CKPT_E_NOMEM. */
+static int scan_manifest(ckpt_manifest *m, const char *json, size_t len, const ckpt_limits *lim) {
+    ckpt_json_scan s = {.s = (const unsigned char *)json,
+                        .n = len,
+                        .max_depth = 1000,
+                        .arena = &m->arena,
+                        .file = m->name,
+                        .what = "manifest"};
+    if (len > lim->max_index_bytes || ckpt_json_peek(&s) != '{' || ckpt_json_open(&s) ||
+        ckpt_json_empty(&s, '}'))
+        return SCAN_DEFER;
+    scan_keys *k = ckpt_malloc(sizeof *k);
+    if (!k) return CKPT_E_NOMEM;
+    k->n = 0;
+    int rc, tensors = 0;
+    do {
+        const char *key;
+        size_t klen;
+        if ((rc = scan_key(&s, k, &key, &klen))) break;
+        if (klen == 7 && memcmp(key, "tensors", 7) == 0) {
+            tensors = 1;
+            if (ckpt_json_peek(&s) != '[' || ckpt_json_open(&s)) {
+                rc = SCAN_DEFER;
+                break;
+            }
+            if (ckpt_json_empty(&s, ']')) continue;
+            do {
+                if (m->n == lim->max_tensors) rc = SCAN_DEFER;
+                if (rc || (rc = scan_entry(&s, m, lim))) break;
+            } while ((rc = ckpt_json_next(&s, ']')) == 0);
+            if (rc == 1) rc = 0;
+            if (rc) break;
+        } else if (klen == 8 && memcmp(key, "metadata", 8) == 0) {
+            if ((rc = scan_metadata(&s, m))) break;
+        } else if (klen == 4 && memcmp(key, "ties", 4) == 0) {
+            /* null or []; any tie (a model's own manifest) is the tree's to read */
+            int c = ckpt_json_peek(&s);
+            if (c == 'n' ? ckpt_json_literal(&s, "null") != 0
+                         : c != '[' || ckpt_json_open(&s) || !ckpt_json_empty(&s, ']')) {
+                rc = SCAN_DEFER;
+                break;
+            }
+        } else if ((rc = scan_skip(&s))) {
+            break;
+        }
+    } while ((rc = ckpt_json_next(&s, '}')) == 0);
+    ckpt_free(k);
+    if (rc == 1 && (!tensors || ckpt_json_peek(&s) != -1)) rc = SCAN_DEFER;
+    if (rc < 0) return rc == CKPT_E_NOMEM ? rc : SCAN_DEFER;
+    if (rc == 1) rc = 0;
+    size_t dup;
+    if (rc == 0 && (rc = index_from(m, 0, &dup)) == CKPT_E_INVALID_ARG) rc = SCAN_DEFER;
+    return rc;
+}
+
+/* Fills *out from the text: one pass when it can, else the tree. */
+static int parse_text(ckpt_manifest **out, const char *json, size_t len, const char *name,
+                      const ckpt_limits *lim) {
+    ckpt_manifest *m = manifest_new(name);
+    int rc = m ? scan_manifest(m, json, len, lim) : CKPT_E_NOMEM;
+    if (rc == 0) {
+        *out = m;
+        return 0;
+    }
+    ckpt_manifest_free(m);
+    if (rc != SCAN_DEFER) return ckpt_err(CKPT_E_NOMEM, name, "", CKPT_NO_OFFSET, "out of memory");
+    return SCAN_DEFER;
+}
+
 static json_t *load_json(const void *json, size_t len, const char *name, const ckpt_limits *lim,
                          int *rc) {
     if (len > lim->max_index_bytes) {
@@ -448,7 +685,9 @@ int ckpt_manifest_parse(ckpt_manifest **out, const void *json, size_t len, const
     ckpt_limits defaults = CKPT_LIMITS_INIT;
     const ckpt_limits *lim = limits ? limits : &defaults;
     *out = NULL;
-    int rc = 0;
+    int rc = parse_text(out, json, len, name, lim);
+    if (rc != SCAN_DEFER) return rc;
+    rc = 0;
     json_t *doc = load_json(json, len, name, lim, &rc);
     if (!doc) return rc;
     ckpt_manifest *m = manifest_new(name);
@@ -530,6 +769,11 @@ int ckpt_manifest_load(ckpt_manifest **out, const char *path, const ckpt_open_op
     int rc = 0;
     char *buf = read_all(path, lim->max_index_bytes, &len, &rc);
     if (!buf) return rc;
+    if ((rc = parse_text(out, buf, len, path, lim)) != SCAN_DEFER) {
+        ckpt_free(buf);
+        return rc;
+    }
+    rc = 0;
     json_t *doc = load_json(buf, len, path, lim, &rc);
     ckpt_free(buf);
     if (!doc || !json_is_array(json_object_get(doc, "tensors"))) {
