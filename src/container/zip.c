@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "base/pages.h"
 
 #define SIG_LOCAL 0x04034b50u     /* PK\3\4 */
 #define SIG_CENTRAL 0x02014b50u   /* PK\1\2 */
@@ -444,6 +445,10 @@ static int check_overlaps(const ckpt_zip *z, ckpt_arena *a) {
     return 0;
 }
 
+/* Members closer than this on average: reading every local header touches
+ * most pages of the file anyway. */
+#define DENSE ((uint64_t)16 << 10)
+
 static int open_dir(ckpt_zip *z, ckpt_arena *a, const ckpt_limits *lim) {
     dir_info d = {0, 0, 0, 0, 0};
     int rc = read_end_records(z, &d);
@@ -468,6 +473,14 @@ static int open_dir(ckpt_zip *z, ckpt_arena *a, const ckpt_limits *lim) {
     if (!z->entries && z->count)
         return ckpt_err(CKPT_E_NOMEM, z->file, NULL, d.cd_offset, "out of memory for %zu members",
                         z->count);
+    /* the directory is read whole; so are the local headers when members
+     * lie closer than DENSE bytes apart on average (pages.h) */
+    if (d.cd_offset <= z->len && d.cd_size <= z->len - d.cd_offset) {
+        if (z->count && d.cd_offset / z->count < DENSE)
+            ckpt_pages_will_scan(z->buf, (size_t)(d.cd_offset + d.cd_size));
+        else
+            ckpt_pages_will_scan(z->buf + d.cd_offset, (size_t)d.cd_size);
+    }
     uint64_t pos = d.cd_offset, end = d.cd_offset + d.cd_size;
     for (size_t i = 0; i < z->count; i++) {
         rc = read_central(z, a, &pos, end, d.this_disk, &z->entries[i]);

@@ -16,6 +16,7 @@
 #include "model/file.h"
 #include "format/safetensors.h"
 #include "base/json_scan.h"
+#include "base/pages.h"
 #include "base/strmap.h"
 #include "base/utf8.h"
 
@@ -589,6 +590,7 @@ static int read_file(ckpt_file *f, int build) {
                   .file = f->path,
                   .base = 8,
                   .what = "safetensors header"}};
+    ckpt_pages_will_scan(f->map, 8 + (size_t)n);
     int rc = parse_header(&p) ? ckpt_error_last()->code : 0;
     /* duplicates are found: the index goes before the tree is built, so
      * the two never add up (peak memory of a many-tensor header) */
