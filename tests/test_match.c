@@ -919,6 +919,39 @@ static void close_pair(pairfiles *p) {
     free(p->pb);
 }
 
+/* The first difference in a later window: counted from there, with the
+ * NaN/Inf of the equal windows before it counted too (read again). */
+TEST(diff_first_difference_late) {
+    size_t n = 3u << 20; /* three 4 MiB windows of F32 */
+    float *a = calloc(n, sizeof *a), *b = calloc(n, sizeof *b);
+    a[5] = b[5] = NAN;
+    a[100] = b[100] = -INFINITY;
+    a[2900000] = b[2900000] = NAN;
+    a[2500000] = 1.0f;
+    b[2500000] = 1.5f;
+    char h[128];
+    snprintf(h, sizeof h, "{\"w\":{\"dtype\":\"F32\",\"shape\":[%zu],\"data_offsets\":[0,%zu]}}", n,
+             n * sizeof *a);
+    pairfiles p = {0};
+    open_pair(&p, h, a, n * sizeof *a, h, b, n * sizeof *b);
+    ckpt_diff_result *r = NULL;
+    CHECK_EQ_INT(ckpt_diff(&r, p.ma, p.mb, NULL), 0);
+    CHECK_EQ_INT(ckpt_diff_tensor_count(r), 1);
+    const ckpt_tensor_diff *d = ckpt_diff_tensor(r, 0);
+    CHECK_EQ_INT(d->compared, 1);
+    CHECK_EQ_INT(d->differing, 1);
+    CHECK(d->max_abs_diff == 0.5);
+    CHECK_EQ_INT(d->nan_a, 2);
+    CHECK_EQ_INT(d->nan_b, 2);
+    CHECK_EQ_INT(d->inf_a, 1);
+    CHECK_EQ_INT(d->inf_b, 1);
+    CHECK_EQ_INT(d->nonfinite_mismatch, 0);
+    ckpt_diff_result_free(r);
+    close_pair(&p);
+    free(a);
+    free(b);
+}
+
 TEST(diff_f32_values) {
     float a[6] = {1.0f, 2.0f, NAN, INFINITY, 0.0f, 5.0f};
     float b[6] = {1.0f, 2.5f, NAN, 1.0f, -0.0f, 5.0f};
@@ -1009,6 +1042,37 @@ TEST(diff_exclude) {
     ckpt_diff_result_free(r);
     o.exclude = NULL;
     CHECK_EQ_INT(ckpt_diff(&r, p.ma, p.mb, &o), CKPT_E_INVALID_ARG);
+    close_pair(&p);
+}
+
+/* Same 16-bit float dtype, values compared as floats: BF16 1.0 vs 1.5
+ * and 2.0 vs 2.015625, F16 1.0 vs 1.5 and 65504 (max) vs -65504. */
+TEST(diff_bf16_f16_same_dtype) {
+    uint16_t bfa[3] = {0x3f80, 0x4000, 0x0000}, bfb[3] = {0x3fc0, 0x4001, 0x8000};
+    const char *hbf = "{\"w\":{\"dtype\":\"BF16\",\"shape\":[3],\"data_offsets\":[0,6]}}";
+    pairfiles p = {0};
+    open_pair(&p, hbf, bfa, sizeof bfa, hbf, bfb, sizeof bfb);
+    ckpt_diff_options o = CKPT_DIFF_OPTIONS_INIT;
+    o.atol = 0.02;
+    ckpt_diff_result *r = NULL;
+    CHECK_EQ_INT(ckpt_diff(&r, p.ma, p.mb, &o), 0);
+    const ckpt_tensor_diff *d = ckpt_diff_tensor(r, 0);
+    CHECK_EQ_INT(d->compared, 1);
+    CHECK_EQ_INT(d->differing, 1); /* 2.015625 is within atol; 0 = -0 */
+    CHECK(d->max_abs_diff == 0.5);
+    CHECK(d->max_rel_diff == 0.5 / 1.5);
+    ckpt_diff_result_free(r);
+    close_pair(&p);
+    uint16_t ha[2] = {0x3c00, 0x7bff}, hb[2] = {0x3e00, 0xfbff};
+    const char *hhf = "{\"w\":{\"dtype\":\"F16\",\"shape\":[2],\"data_offsets\":[0,4]}}";
+    open_pair(&p, hhf, ha, sizeof ha, hhf, hb, sizeof hb);
+    CHECK_EQ_INT(ckpt_diff(&r, p.ma, p.mb, NULL), 0);
+    d = ckpt_diff_tensor(r, 0);
+    CHECK_EQ_INT(d->differing, 2);
+    CHECK(d->max_abs_diff == 131008.0);
+    CHECK(d->max_rel_diff == 2.0);
+    CHECK_EQ_INT(d->nan_a + d->nan_b + d->inf_a + d->inf_b, 0);
+    ckpt_diff_result_free(r);
     close_pair(&p);
 }
 
@@ -1656,6 +1720,8 @@ int main(void) {
     RUN(empty_sets);
     RUN(property_normalize_restores_or_applies_nothing);
     RUN(property_training_subtree);
+    RUN(diff_first_difference_late);
+    RUN(diff_bf16_f16_same_dtype);
     RUN(diff_f32_values);
     RUN(diff_exclude);
     RUN(diff_widths);

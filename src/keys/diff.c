@@ -353,6 +353,44 @@ static void count_nonfinite(const codec *c, const uint8_t *p, size_t n, uint64_t
     *inf += ni;
 }
 
+/* n elements of a 32- or 16-bit float dtype as floats (exact). */
+static void decode_float(ckpt_dtype dt, const uint8_t *p, size_t n, float *out) {
+    size_t i;
+    if (dt == CKPT_DT_F32)
+        for (i = 0; i < n; i++) out[i] = bits_to_float(load32(p + 4 * i));
+    else if (dt == CKPT_DT_BF16)
+        for (i = 0; i < n; i++) out[i] = bits_to_float((uint32_t)load16(p + 2 * i) << 16);
+    else
+        for (i = 0; i < n; i++) out[i] = (float)half_to_double(load16(p + 2 * i));
+}
+
+/* Same float dtype (F32, BF16, F16), n elements, no NaN or Inf on either
+ * side: compared as floats in one loop without branches, which the
+ * compiler vectorizes. Only the difference is taken in double (exact for
+ * two floats' values up to rounding of the sum, as the double path). */
+static void compare_finite_floats(ckpt_tensor_diff *d, const cmp_state *st, const float *a,
+                                  const float *b, size_t n) {
+    int exact = st->atol == 0 && st->rtol == 0;
+    double max_abs = d->max_abs_diff, max_rel = d->max_rel_diff;
+    uint64_t differing = 0;
+    for (size_t i = 0; i < n; i++) {
+        double x = a[i], y = b[i], ay = fabs(y);
+        double diff = fabs(x - y);
+        /* equal values have diff 0: no relative difference, not even at 0 */
+        double rel = ay != 0 ? diff / ay : diff != 0 ? INFINITY : 0;
+        max_abs = diff > max_abs ? diff : max_abs;
+        max_rel = rel > max_rel ? rel : max_rel;
+        differing += (uint64_t)(exact ? x != y : !(diff <= st->atol + st->rtol * ay));
+    }
+    d->max_abs_diff = max_abs;
+    d->max_rel_diff = max_rel;
+    d->differing += differing;
+}
+
+static int is_float32_or_16(ckpt_dtype dt) {
+    return dt == CKPT_DT_F32 || dt == CKPT_DT_BF16 || dt == CKPT_DT_F16;
+}
+
 /* Compares n components starting at component `first`, pa/pb holding
  * their bytes; buf holds 2 x BLOCK doubles. */
 static void compare_values(ckpt_tensor_diff *d, cmp_state *st, const uint8_t *pa, const uint8_t *pb,
@@ -371,6 +409,18 @@ static void compare_values(ckpt_tensor_diff *d, cmp_state *st, const uint8_t *pa
             d->inf_a += inf;
             d->inf_b += inf;
             continue;
+        }
+        if (same_dtype && is_float32_or_16(ca->dt)) {
+            uint64_t nan_a = 0, inf_a = 0, nan_b = 0, inf_b = 0;
+            count_nonfinite(ca, ra, k, &nan_a, &inf_a);
+            count_nonfinite(cb, rb, k, &nan_b, &inf_b);
+            if (nan_a + inf_a + nan_b + inf_b == 0) {
+                float *fa = (float *)(void *)buf, *fb = fa + BLOCK;
+                decode_float(ca->dt, ra, k, fa);
+                decode_float(cb->dt, rb, k, fb);
+                compare_finite_floats(d, st, fa, fb, k);
+                continue;
+            }
         }
         decode(ca, ra, k, buf);
         decode(cb, rb, k, buf + BLOCK);
@@ -424,15 +474,77 @@ static int pair_next(pair_reader *p, uint64_t *n) {
     return rc;
 }
 
-/* 1 when both tensors' logical bytes are equal (same dtype), else 0. */
-static int bytes_equal(const ckpt_tensor *ta, const ckpt_tensor *tb, int *equal) {
+/* NaN and Inf among the first `elems` elements of t (per: components per
+ * element), read again: the equal prefix before the first differing
+ * window, whose counts both sides share. */
+static int count_prefix(ckpt_tensor_diff *d, const ckpt_tensor *t, uint64_t elems, const codec *c,
+                        unsigned per, uint8_t *buf, size_t cap) {
+    if (c->kind != K_FLOAT && c->kind != K_COMPLEX) return 0; /* integers have none */
+    ckpt_tensor_reader r;
+    size_t esz = ckpt_dtype_size(ckpt_tensor_dtype(t)), got = 0;
+    uint64_t nan = 0, inf = 0, left = elems;
+    int rc = ckpt_tensor_reader_init(&r, t);
+    while (rc == 0 && left) {
+        size_t want = (size_t)(left < cap / esz ? left : cap / esz);
+        if ((rc = ckpt_tensor_reader_next(&r, buf, want * esz, &got)) || got == 0) break;
+        count_nonfinite(c, buf, got / esz * per, &nan, &inf);
+        left -= got / esz;
+    }
+    ckpt_tensor_reader_free(&r);
+    d->nan_a += nan;
+    d->nan_b += nan;
+    d->inf_a += inf;
+    d->inf_b += inf;
+    return rc;
+}
+
+/* Tensors of the same dtype, read once: windows are compared with memcmp
+ * until the first that differs (equal tensors, the common case, cost one
+ * pass at memcmp speed); from there on element by element, after the
+ * NaN/Inf counts of the equal prefix. *equal: every byte equal. Without a
+ * codec (dtypes compared bitwise only) the first difference ends it. */
+static int compare_same(ckpt_tensor_diff *d, const ckpt_diff_options *o, const ckpt_tensor *ta,
+                        const ckpt_tensor *tb, int *equal) {
     pair_reader p;
     int rc = pair_open(&p, ta, tb);
-    uint64_t n = 1;
+    codec *c = NULL;
+    double *buf = NULL;
+    cmp_state st = {o->atol, o->rtol, 0, 1, 0, 0};
+    uint64_t n, first = 0; /* elements */
     *equal = 1;
-    while (rc == 0 && *equal && (rc = pair_next(&p, &n)) == 0 && n)
-        *equal = memcmp(p.a, p.b, (size_t)n * p.sa) == 0;
+    while (rc == 0 && (rc = pair_next(&p, &n)) == 0 && n) {
+        if (*equal) {
+            if (memcmp(p.a, p.b, (size_t)n * p.sa) == 0) {
+                first += n;
+                continue;
+            }
+            *equal = 0;
+            c = ckpt_malloc(sizeof *c);
+            if (!c) {
+                rc = ckpt_err_nomem();
+                break;
+            }
+            codec_init(c, ckpt_tensor_dtype(ta));
+            if (c->kind == K_NONE) break;
+            buf = ckpt_malloc(2 * BLOCK * sizeof *buf);
+            if (!buf) {
+                rc = ckpt_err_nomem();
+                break;
+            }
+            st.exact_ints = c->kind == K_INT && c->dt != CKPT_DT_BOOL;
+            st.per = c->kind == K_COMPLEX ? 2u : 1u;
+            /* the decode buffer is free until compare_values */
+            if (first && (rc = count_prefix(d, ta, first, c, st.per, (uint8_t *)buf,
+                                            2 * BLOCK * sizeof *buf)) != 0)
+                break;
+        }
+        compare_values(d, &st, p.a, p.b, n * st.per, first * st.per, c, c, buf);
+        first += n;
+    }
+    if (rc == 0 && c && c->kind != K_NONE) d->compared = 1;
     pair_close(&p);
+    ckpt_free(buf);
+    ckpt_free(c);
     return rc;
 }
 
@@ -471,9 +583,9 @@ static int compare_tensor(ckpt_diff_result *r, const ckpt_diff_options *o,
     ckpt_dtype da = ckpt_tensor_dtype(ta), db = ckpt_tensor_dtype(tb);
     int rc = 0;
     d.bitwise_equal = 0;
-    if (da == db) rc = bytes_equal(ta, tb, &d.bitwise_equal);
+    if (da == db) rc = compare_same(&d, o, ta, tb, &d.bitwise_equal);
     codec *ca = NULL, *cb = NULL;
-    if (!rc && !d.bitwise_equal) {
+    if (!rc && da != db) {
         ca = ckpt_malloc(sizeof *ca);
         cb = ckpt_malloc(sizeof *cb);
         if (!ca || !cb) rc = ckpt_err_nomem();
