@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """ckpt convert against cp and PyTorch, in one run.
 
-    /usr/bin/python3 bench/bench_convert.py [--gib N] [--runs R] [--ckpt BIN]
+    /usr/bin/python3 bench/bench_convert.py [--gib N] [--runs R] [--quick] [--ckpt BIN]
 
 Writes a torch.save checkpoint of N GiB (default 1: 16 float32 tensors and
 a few values) to a temporary directory under /tmp, reads it once so it is
@@ -22,8 +22,9 @@ ratios of wall and of CPU (user + system) time. The machine is shared:
 medians of alternating runs, and CPU time, which load disturbs less; run
 it on a quiet machine for stable wall times. cp is not durable: a durable
 write cannot beat the disk, so cp+fsync is the fair baseline for an
-atomic commit, cp the one the issue names. Files are deleted at
-the end. Nothing here asserts a time.
+atomic commit, cp the one the issue names (goal: convert at most 1.1x
+cp+fsync at every size: run --gib 0.0625, 1 and 4). --quick: 64 MiB, 3
+runs. Files are deleted at the end. Nothing here asserts a time.
 """
 import argparse
 import os
@@ -137,7 +138,10 @@ def main():
     ap.add_argument("--gib", type=float, default=1.0)
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--ckpt", default=os.environ.get("CKPT_BIN", "ckpt"))
+    ap.add_argument("--quick", action="store_true", help="64 MiB, 3 runs")
     args = ap.parse_args()
+    if args.quick:
+        args.gib, args.runs = 1 / 16, 3
     tmp = tempfile.mkdtemp(prefix="ckpt-bench-convert-", dir="/tmp")
     try:
         src = os.path.join(tmp, "model.pt")

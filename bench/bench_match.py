@@ -4,7 +4,10 @@
 
 Usage: bench/bench_match.py [--build /tmp/build] [--keys 1000000]
                             [--mb 1024] [--dir /tmp/ckpt-bench-match]
-                            [--skip-keys] [--skip-values]
+                            [--skip-keys] [--skip-values] [--quick]
+
+--quick: 100,000 keys and 64 MiB checkpoints. Goals (issue 17): `ckpt
+match` of 1M keys under 1 s; `ckpt diff` within 1.2x cmp.
 
 Keys: two manifests in the `ckpt inspect --json` shape are written (the
 second with every key under "module."), then, through libckpt (ctypes),
@@ -218,7 +221,10 @@ def main():
     ap.add_argument("--dir", default="/tmp/ckpt-bench-match")
     ap.add_argument("--skip-keys", action="store_true")
     ap.add_argument("--skip-values", action="store_true")
+    ap.add_argument("--quick", action="store_true", help="100k keys, 64 MiB")
     args = ap.parse_args()
+    if args.quick:
+        args.keys, args.mb = 100000, 64
     args.ckpt = os.path.join(args.build, "ckpt")
     os.makedirs(args.dir, exist_ok=True)
     os.chdir(args.dir)  # never a cwd with a "torch" folder

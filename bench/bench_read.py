@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Reader benchmark: ckpt inspect/verify side by side with PyTorch, one run.
 
-Usage: bench/bench_read.py [--mb 1024] [--ckpt build/ckpt] [--dir /tmp/ckpt-bench]
+Usage: bench/bench_read.py [--mb 1024] [--quick] [--ckpt build/ckpt] [--dir /tmp/ckpt-bench]
 
 Writes a checkpoint of about MB MiB with torch.save (16 float32 tensors plus a
 small optimizer-like dict) and its safetensors twin, warms the page cache, then
@@ -10,6 +10,11 @@ reports the median of 3 runs of each and the ratios the reader issue asks for:
   verify .pt (warm)    vs torch.load(weights_only)    target: >= 5x faster
   verify .pt           vs cat FILE > /dev/null         target: <= 2x
   peak RSS of inspect / verify                         target: < 64 MiB + header
+  verify, cold page cache, vs cat cold                 target: <= 1.5x
+  inspect --hash sha256 vs sha256sum; its peak RSS     target: independent of size
+  diff A A (a copy) / diff A B (changed) vs cmp A A    target: <= 1.2x, RSS bounded
+Cold: the file's pages are dropped first with posix_fadvise(DONTNEED) after
+sync (no root needed; `fincore FILE` shows 0 afterwards). --quick: 64 MiB.
 The machine is shared and noisy: read the ratios, not the absolute times.
 """
 import argparse
@@ -40,17 +45,17 @@ print(time.perf_counter() - t0, ru.ru_maxrss, os.waitstatus_to_exitcode(status))
 """
 
 
-def run_child(argv):
+def run_child(argv, ok=(0,)):
     """Runs argv, returns (seconds, peak RSS in MiB) of that child alone."""
     out = subprocess.run([sys.executable, "-S", "-c", LAUNCHER, *argv],
                          capture_output=True, text=True, check=True).stdout.split()
-    if int(out[2]) != 0:
+    if int(out[2]) not in ok:
         sys.exit(f"failed: {' '.join(argv)}")
     return float(out[0]), int(out[1]) / 1024.0
 
 
-def median_child(argv, n=3):
-    runs = [run_child(argv) for _ in range(n)]
+def median_child(argv, n=3, ok=(0,)):
+    runs = [run_child(argv, ok) for _ in range(n)]
     return statistics.median(r[0] for r in runs), max(r[1] for r in runs)
 
 
@@ -91,13 +96,46 @@ def make_files(d, mb):
     return pt, st
 
 
+def evict(path):
+    """Drops the file's clean pages from the page cache (no root needed)."""
+    os.sync()
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+
+
+def median_cold(argv, path, n=3):
+    runs = []
+    for _ in range(n):
+        evict(path)
+        runs.append(run_child(argv))
+    return statistics.median(r[0] for r in runs), max(r[1] for r in runs)
+
+
+def changed_copy(src, dst):
+    """dst: src with one byte flipped in the middle of its largest member
+    (a tensor's data, far from any header)."""
+    import shutil
+    shutil.copyfile(src, dst)
+    with open(dst, "r+b") as f:
+        f.seek(os.path.getsize(dst) // 2)
+        b = f.read(1)
+        f.seek(-1, 1)
+        f.write(bytes([b[0] ^ 0x40]))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--mb", type=int, default=int(os.environ.get("CKPT_BENCH_MB", "1024")))
+    ap.add_argument("--quick", action="store_true", help="a 64 MiB checkpoint")
     ap.add_argument("--ckpt", default=os.path.join(os.path.dirname(__file__), "..", "build", "ckpt"))
     ap.add_argument("--dir", default="/tmp/ckpt-bench")
     ap.add_argument("--keep", action="store_true", help="keep the generated files")
     a = ap.parse_args()
+    if a.quick:
+        a.mb = 64
     pt, st = make_files(a.dir, a.mb)
     size = os.path.getsize(pt)
     for p in (pt, st):  # warm page cache
@@ -109,6 +147,21 @@ def main():
     t_ver, rss_ver = median_child([a.ckpt, "verify", pt])
     t_ver_st, rss_ver_st = median_child([a.ckpt, "verify", st])
     t_ins_st, rss_ins_st = median_child([a.ckpt, "inspect", "--json", st])
+    t_cat_cold, _ = median_cold(["/bin/cat", pt], pt)
+    t_ver_cold, rss_ver_cold = median_cold([a.ckpt, "verify", pt], pt)
+    t_ver_st_cold, _ = median_cold([a.ckpt, "verify", st], st)
+    subprocess.run(["cat", pt, st], stdout=subprocess.DEVNULL, check=True)
+    t_sha, _ = median_child(["/usr/bin/sha256sum", pt])
+    t_hash, rss_hash = median_child([a.ckpt, "inspect", "--hash", "sha256", pt])
+    copy, changed = pt + ".copy.pt", pt + ".changed.pt"
+    import shutil
+    shutil.copyfile(pt, copy)
+    changed_copy(pt, changed)
+    t_cmp, _ = median_child(["/usr/bin/cmp", pt, copy])
+    t_diff_same, rss_diff_same = median_child([a.ckpt, "diff", pt, copy])
+    t_diff, rss_diff = median_child([a.ckpt, "diff", pt, changed], ok=(1,))
+    for p in (copy, changed):
+        os.unlink(p)
     t_load = median_py(lambda: torch.load(pt))
     t_load_wo = median_py(lambda: torch.load(pt, weights_only=True))
 
@@ -122,6 +175,14 @@ def main():
         ("ckpt inspect --json (.safetensors)", t_ins_st, rss_ins_st),
         ("ckpt verify (.pt: every member CRC-32)", t_ver, rss_ver),
         ("ckpt verify (.safetensors: every byte)", t_ver_st, rss_ver_st),
+        ("cat FILE > /dev/null (cold)", t_cat_cold, None),
+        ("ckpt verify (.pt, cold)", t_ver_cold, rss_ver_cold),
+        ("ckpt verify (.safetensors, cold)", t_ver_st_cold, None),
+        ("sha256sum FILE", t_sha, None),
+        ("ckpt inspect --hash sha256", t_hash, rss_hash),
+        ("cmp A copy-of-A", t_cmp, None),
+        ("ckpt diff A copy-of-A", t_diff_same, rss_diff_same),
+        ("ckpt diff A B (one byte changed)", t_diff, rss_diff),
     ]:
         print(f"{name:44} {t:9.4f}  {'' if rss is None else f'{rss:12.1f}'}")
     print()
@@ -130,6 +191,9 @@ def main():
     print(f"verify time / cat time:                          {t_ver / t_cat:8.2f}   (target <= 2)")
     print(f"verify throughput:                               {size / t_ver / 1e9:8.2f} GB/s")
     print(f"peak RSS inspect / verify:                       {rss_ins:.1f} / {rss_ver:.1f} MiB (target < 64 MiB + header)")
+    print(f"verify cold / cat cold (.pt, .safetensors):      {t_ver_cold / t_cat_cold:8.2f} {t_ver_st_cold / t_cat_cold:8.2f}   (target <= 1.5)")
+    print(f"inspect --hash sha256 / sha256sum:               {t_hash / t_sha:8.2f}   peak RSS {rss_hash:.1f} MiB (target: independent of size)")
+    print(f"diff A copy / cmp, diff A B / cmp:               {t_diff_same / t_cmp:8.2f} {t_diff / t_cmp:8.2f}   peak RSS {max(rss_diff_same, rss_diff):.1f} MiB (target <= 1.2)")
     if not a.keep:
         for p in (pt, st):
             os.unlink(p)
