@@ -367,6 +367,7 @@ static int lower(char c) { return c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : (uint8_
 static int compare_names(const char *a, size_t alen, const char *b, size_t blen) {
     size_t n = alen < blen ? alen : blen;
     for (size_t i = 0; i < n; i++) {
+        if (a[i] == b[i]) continue;
         int x = lower(a[i]), y = lower(b[i]);
         if (x != y) return x - y;
     }
@@ -393,6 +394,38 @@ static void sift_down(ckpt_zip *z, size_t root, size_t size) {
     }
 }
 
+typedef struct named_entry {
+    const char *name;
+    size_t len, index;
+} named_entry;
+
+static int by_name_then_index(const void *pa, const void *pb) {
+    const named_entry *x = pa, *y = pb;
+    int c = compare_names(x->name, x->len, y->name, y->len);
+    return c ? c : (x->index > y->index) - (x->index < y->index);
+}
+
+/* Sorts by name with a merge sort (qsort), several times faster than the
+ * heap sort on a million members. Names that are all distinct have one
+ * sorted order, the heap sort's too; 0 when they are, 1 when two names
+ * are equal but for case (the heap sort must decide their order),
+ * CKPT_E_NOMEM. */
+static int sort_distinct(ckpt_zip *z) {
+    named_entry *v = ckpt_malloc(z->count * sizeof *v);
+    if (!v)
+        return ckpt_err(CKPT_E_NOMEM, z->file, NULL, CKPT_NO_OFFSET,
+                        "out of memory for the index of %zu members", z->count);
+    for (size_t i = 0; i < z->count; i++)
+        v[i] = (named_entry){z->entries[i].name, z->entries[i].name_len, i};
+    qsort(v, z->count, sizeof *v, by_name_then_index);
+    int equal = 0;
+    for (size_t i = 1; i < z->count && !equal; i++)
+        equal = compare_names(v[i - 1].name, v[i - 1].len, v[i].name, v[i].len) == 0;
+    for (size_t i = 0; i < z->count && !equal; i++) z->by_name[i] = v[i].index;
+    ckpt_free(v);
+    return equal;
+}
+
 /* The order miniz sorts its directory in (an in-place heap sort, so names
  * equal but for case end up in the order it leaves them, which decides
  * what a lookup finds). */
@@ -401,8 +434,11 @@ static int build_index(ckpt_zip *z, ckpt_arena *a) {
     if (!z->by_name)
         return ckpt_err(CKPT_E_NOMEM, z->file, NULL, CKPT_NO_OFFSET,
                         "out of memory for the index of %zu members", z->count);
-    for (size_t i = 0; i < z->count; i++) z->by_name[i] = i;
-    if (z->count > 1) {
+    if (z->count == 1) z->by_name[0] = 0;
+    int rc = z->count > 1 ? sort_distinct(z) : 0;
+    if (rc < 0) return rc;
+    if (rc) {
+        for (size_t i = 0; i < z->count; i++) z->by_name[i] = i;
         for (size_t start = (z->count - 2) / 2 + 1; start-- > 0;) sift_down(z, start, z->count);
         for (size_t end = z->count - 1; end > 0; end--) {
             size_t t = z->by_name[end];
