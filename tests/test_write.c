@@ -1274,12 +1274,72 @@ TEST(allocation_failures) {
     CHECK_EQ_INT(count_temporaries(), 0);
 }
 
+/* A safetensors file in memory: tensors a = [1.0f] and b = [2.0f], and
+ * metadata "ckpt.xxh3" = digests (JSON text, escaped here into the
+ * header). Returns ckpt_verify's code; the message is ckpt_error_last. */
+static int verify_with_digests(const char *digests) {
+    char esc[512], header[1024];
+    size_t o = 0;
+    for (const char *c = digests; *c && o + 2 < sizeof esc; c++) {
+        if (*c == '"' || *c == '\\') esc[o++] = '\\';
+        esc[o++] = *c;
+    }
+    esc[o] = '\0';
+    int h = snprintf(header, sizeof header,
+                     "{\"__metadata__\":{\"ckpt.xxh3\":\"%s\"},\"a\":{\"dtype\":\"F32\",\"shape\":"
+                     "[1],\"data_offsets\":[0,4]},\"b\":{\"dtype\":\"F32\",\"shape\":[1],"
+                     "\"data_offsets\":[4,8]}}",
+                     esc);
+    unsigned char file[1100];
+    for (int i = 0; i < 8; i++) file[i] = (unsigned char)((uint64_t)h >> (8 * i));
+    memcpy(file + 8, header, (size_t)h);
+    float v[2] = {1.0f, 2.0f};
+    memcpy(file + 8 + h, v, sizeof v);
+    ckpt_file *f = NULL;
+    int rc = ckpt_open_memory(&f, file, 8 + (size_t)h + sizeof v, "d.safetensors", NULL);
+    if (rc == 0) rc = ckpt_verify(NULL, f);
+    ckpt_close(f);
+    return rc;
+}
+
+/* verify's reading of "ckpt.xxh3": every rule, each with its message. */
+TEST(verify_digest_text) {
+    float one = 1.0f, two = 2.0f;
+    char a[17], b[17], text[256];
+    snprintf(a, sizeof a, "%016llx", (unsigned long long)XXH3_64bits(&one, 4));
+    snprintf(b, sizeof b, "%016llx", (unsigned long long)XXH3_64bits(&two, 4));
+    snprintf(text, sizeof text, "{\"a\":\"%s\",\"b\":\"%s\"}", a, b);
+    CHECK_EQ_INT(verify_with_digests(text), 0);
+    snprintf(text, sizeof text, "{\"\\u0061\": \"%s\" }", a); /* escaped name, b not listed */
+    CHECK_EQ_INT(verify_with_digests(text), 0);
+    snprintf(text, sizeof text, "{\"a\":\"%s\",\"b\":\"%s\"}", a, a);
+    CHECK_EQ_INT(verify_with_digests(text), CKPT_E_CHECKSUM);
+    CHECK(strstr(ckpt_error_last()->message, "tensor \"b\": XXH3-64") != NULL);
+    CHECK(strstr(ckpt_error_last()->message, a) != NULL);
+    CHECK_EQ_INT(verify_with_digests("{\"a\":\"0123\"}"), CKPT_E_FORMAT);
+    CHECK(strstr(ckpt_error_last()->message, "tensor \"a\": digest in \"ckpt.xxh3\" is not 16 "
+                                             "hex digits") != NULL);
+    CHECK_EQ_INT(verify_with_digests("{\"a\":1}"), CKPT_E_FORMAT);
+    CHECK(strstr(ckpt_error_last()->message, "is not 16 hex digits") != NULL);
+    snprintf(text, sizeof text, "{\"a\":\"%s\",\"c\":\"%s\"}", a, a);
+    CHECK_EQ_INT(verify_with_digests(text), CKPT_E_MISMATCH);
+    CHECK(strstr(ckpt_error_last()->message, "tensor \"c\", which the file does not hold") != NULL);
+    snprintf(text, sizeof text, "{\"a\":\"%s\",\"a\":\"%s\"}", a, a);
+    const char *const bad[] = {text, "[1]", "{\"a\":", "{} x", ""}; /* text: a repeated name */
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        CHECK_EQ_INT(verify_with_digests(bad[i]), CKPT_E_FORMAT);
+        CHECK(strstr(ckpt_error_last()->message,
+                     "metadata \"ckpt.xxh3\" is not a JSON object of digests") != NULL);
+    }
+}
+
 int main(void) {
     if (!mkdtemp(tmpdir)) {
         perror("mkdtemp");
         return 1;
     }
     RUN(safetensors_exact_header);
+    RUN(verify_digest_text);
     RUN(pickle_exact_bytes);
     RUN(state_dict_pickle_bytes);
     RUN(state_dict_roundtrip);

@@ -7,12 +7,12 @@
  * file that shrinks while it is verified is reported (CKPT_E_TRUNCATED,
  * naming member and offset) instead of killing the process with SIGBUS. */
 #include <inttypes.h>
-#include <jansson.h>
 #include <libdeflate.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "base/error.h"
+#include "base/json_scan.h"
 #include "container/zip.h"
 #include "model/file.h"
 #include "model/tensor.h"
@@ -115,8 +115,10 @@ static int verify_storages(ckpt_file *f, ckpt_verify_report *rep, uint8_t *buf,
 
 /* ------------------------------------------------------------ digests */
 
-static int hex_digest(const char *s, uint64_t *out) {
+/* 16 lowercase hex digits (s, len bytes) into *out; -1 otherwise. */
+static int hex_digest(const char *s, size_t len, uint64_t *out) {
     uint64_t h = 0;
+    if (len != 16) return -1;
     for (int i = 0; i < 16; i++) {
         char c = s[i];
         int v = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
@@ -124,7 +126,72 @@ static int hex_digest(const char *s, uint64_t *out) {
         h = h << 4 | (uint64_t)v;
     }
     *out = h;
-    return s[16] == '\0' ? 0 : -1;
+    return 0;
+}
+
+/* The tensor named by the len bytes at name (no NUL among them), or
+ * SIZE_MAX; f->tensors are sorted by name. */
+static size_t find_tensor(const ckpt_file *f, const char *name, size_t len) {
+    size_t lo = 0, hi = f->ntensors;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        const char *t = f->tensors[mid].name;
+        int c = strncmp(t, name, len);
+        if (c == 0) c = t[len] != '\0';
+        if (c == 0) return mid;
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return SIZE_MAX;
+}
+
+enum { DIGEST_NONE, DIGEST_OK, DIGEST_BAD };
+
+/* One digest per tensor from the "ckpt.xxh3" text, read in one pass (a
+ * million tensors' digests are 55 MB of JSON): state[i] and want[i] for
+ * tensor i; *unknown (ckpt_malloc'd) the first name without a tensor.
+ * -1 when the text is not one JSON object of unique names. */
+static int read_digests(const ckpt_file *f, const char *text, uint8_t *state, uint64_t *want,
+                        char **unknown) {
+    ckpt_json_scan s = {.s = (const unsigned char *)text,
+                        .n = strlen(text),
+                        .max_depth = 128,
+                        .file = f->path,
+                        .what = "metadata \"" CKPT_META_XXH3 "\""};
+    char small[256], *scratch = small, *big = NULL;
+    int rc = 0;
+    if (ckpt_json_peek(&s) != '{' || ckpt_json_open(&s)) return -1;
+    if (ckpt_json_empty(&s, '}')) return ckpt_json_peek(&s) == -1 ? 0 : -1;
+    do {
+        size_t at = s.i, len, vlen;
+        const char *name = ckpt_json_string(&s, scratch, sizeof small, 0, &len);
+        if (name && name == scratch && len >= sizeof small) { /* escaped and long */
+            ckpt_free(big);
+            if (!(big = ckpt_malloc(len + 1))) return ckpt_err_nomem();
+            s.i = at;
+            name = ckpt_json_string(&s, big, len + 1, 0, &len);
+        }
+        if (!name || ckpt_json_expect(&s, ':', "':'")) break;
+        size_t i = find_tensor(f, name, len);
+        if (i == SIZE_MAX && !*unknown) {
+            if (!(*unknown = ckpt_malloc(len + 1))) return ckpt_err_nomem();
+            memcpy(*unknown, name, len);
+            (*unknown)[len] = '\0';
+        }
+        if (i != SIZE_MAX && state[i] != DIGEST_NONE) break; /* a repeated name */
+        const char *hex = NULL;
+        if (ckpt_json_peek(&s) == '"') {
+            if (!(hex = ckpt_json_string(&s, small, sizeof small, 0, &vlen))) break;
+        } else if (ckpt_json_skip(&s)) {
+            break;
+        }
+        if (i != SIZE_MAX)
+            state[i] = hex && hex_digest(hex, vlen, &want[i]) == 0 ? DIGEST_OK : DIGEST_BAD;
+    } while ((rc = ckpt_json_next(&s, '}')) == 0);
+    ckpt_free(big);
+    return rc == 1 && ckpt_json_peek(&s) == -1 ? 0 : -1;
 }
 
 /* Files written by ckpt carry an XXH3-64 digest per tensor in metadata
@@ -140,45 +207,48 @@ static int verify_digests(ckpt_file *f, uint8_t *hashed) {
     for (size_t i = 0; i < f->nmeta; i++)
         if (strcmp(f->meta_keys[i], CKPT_META_XXH3) == 0) text = f->meta_vals[i];
     if (!text) return 0;
-    json_error_t err;
-    json_t *doc = json_loads(text, JSON_REJECT_DUPLICATES, &err);
-    int rc = json_is_object(doc)
-                 ? 0
-                 : ckpt_err(CKPT_E_FORMAT, f->path, "", CKPT_NO_OFFSET,
-                            "metadata \"%s\" is not a JSON object of digests", CKPT_META_XXH3);
+    size_t n = f->ntensors ? f->ntensors : 1;
+    uint8_t *state = ckpt_malloc(n);
+    uint64_t *want = ckpt_malloc(n * sizeof *want);
+    char *unknown = NULL;
+    int rc = state && want ? 0 : ckpt_err_nomem();
+    if (rc == 0) {
+        memset(state, DIGEST_NONE, n);
+        rc = read_digests(f, text, state, want, &unknown);
+        if (rc == -1)
+            rc = ckpt_err(CKPT_E_FORMAT, f->path, "", CKPT_NO_OFFSET,
+                          "metadata \"%s\" is not a JSON object of digests", CKPT_META_XXH3);
+    }
     for (size_t i = 0; !rc && i < f->ntensors; i++) {
         const ckpt_tensor *t = &f->tensors[i];
-        const json_t *want = json_object_get(doc, t->name);
-        uint64_t expect, got;
-        if (!want) continue;
-        if (!json_is_string(want) || hex_digest(json_string_value(want), &expect)) {
+        uint64_t got;
+        char hex[17], rec[17];
+        if (state[i] == DIGEST_NONE) continue;
+        if (state[i] == DIGEST_BAD) {
             rc = ckpt_err(CKPT_E_FORMAT, f->path, ckpt_tensor_member(t), CKPT_NO_OFFSET,
                           "tensor \"%s\": digest in \"%s\" is not 16 hex digits", t->name,
                           CKPT_META_XXH3);
-        } else if ((rc = ckpt_tensor_xxh3(t, &got)) == 0 && got != expect) {
-            char hex[17];
+        } else if ((rc = ckpt_tensor_xxh3(t, &got)) == 0 && got != want[i]) {
             ckpt_hex64(hex, got);
+            ckpt_hex64(rec, want[i]);
             rc = ckpt_err(CKPT_E_CHECKSUM, f->path, ckpt_tensor_member(t),
                           ckpt_tensor_file_offset(t),
                           "tensor \"%s\": XXH3-64 of its contents is %s, the file "
                           "records %s",
-                          t->name, hex, json_string_value(want));
+                          t->name, hex, rec);
         }
         if (rc == 0 && hashed && ckpt_tensor_is_contiguous(t) && t->storage_offset == 0 &&
             t->nbytes == t->storage->nbytes && t->storage->id < f->nstorages)
             hashed[t->storage->id] = 1;
     }
-    const char *name;
-    json_t *val;
-    json_object_foreach(doc, name, val) {
-        if (rc) break;
-        if (!ckpt_file_find_tensor(f, name))
-            rc = ckpt_err(CKPT_E_MISMATCH, f->path, "", CKPT_NO_OFFSET,
-                          "\"%s\" has a digest for tensor \"%s\", which the file "
-                          "does not hold",
-                          CKPT_META_XXH3, name);
-    }
-    json_decref(doc);
+    if (!rc && unknown)
+        rc = ckpt_err(CKPT_E_MISMATCH, f->path, "", CKPT_NO_OFFSET,
+                      "\"%s\" has a digest for tensor \"%s\", which the file "
+                      "does not hold",
+                      CKPT_META_XXH3, unknown);
+    ckpt_free(state);
+    ckpt_free(want);
+    ckpt_free(unknown);
     return rc;
 }
 
