@@ -225,10 +225,11 @@ int ckpt_tensor_new(ckpt_value **out, ckpt_arena *a, ckpt_storage *st, ckpt_dtyp
     }
     ckpt_tensor *t = ckpt_arena_alloc(a, sizeof *t);
     ckpt_value *v = ckpt_value_new(a, CKPT_KIND_TENSOR);
-    uint64_t *sh = ckpt_arena_array(a, ndim ? ndim : 1, sizeof *sh);
-    uint64_t *sd = ckpt_arena_array(a, ndim ? ndim : 1, sizeof *sd);
-    if (!t || !v || !sh || !sd)
-        return ckpt_err(CKPT_E_NOMEM, file, member, offset, "out of memory");
+    /* shape and stride in one allocation: a state dict of a million
+     * one-dimensional tensors holds a million of each */
+    uint64_t *sh = ckpt_arena_array(a, ndim ? 2 * (size_t)ndim : 2, sizeof *sh);
+    uint64_t *sd = sh ? sh + (ndim ? ndim : 1) : NULL;
+    if (!t || !v || !sh) return ckpt_err(CKPT_E_NOMEM, file, member, offset, "out of memory");
     if (ndim) {
         memcpy(sh, shape, ndim * sizeof *sh);
         memcpy(sd, stride, ndim * sizeof *sd);

@@ -17,6 +17,7 @@ enum {
 /* A run of bytes holding tensor elements. */
 typedef struct ckpt_storage {
     ckpt_dtype dtype;    /* element type the storage was declared with */
+    int big_endian;      /* elements stored big-endian: swap on read */
     uint64_t nbytes;     /* declared size in bytes */
     const uint8_t *data; /* the bytes once resolved (mmap or arena); NULL before */
     /* the file data points into (source.h), set when the file is flattened;
@@ -28,7 +29,6 @@ typedef struct ckpt_storage {
     const char *member;   /* zip member / file holding the bytes ("" if none) */
     uint64_t file_offset; /* absolute offset of data[0] in the file, or
                               CKPT_NO_OFFSET (inflated, or from a pickle) */
-    int big_endian;       /* elements stored big-endian: swap on read */
     const char *device;   /* where torch saved it: the persistent id's
                               location ("cpu", "cuda:0", "mps"...); NULL
                               for bytes with no device (safetensors, numpy) */
