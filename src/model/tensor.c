@@ -275,13 +275,16 @@ int ckpt_tensor_stream(const ckpt_tensor *t, ckpt_tensor_sink sink, void *ctx) {
     ckpt_tensor_reader r;
     int rc = ckpt_tensor_reader_init(&r, t);
     if (rc) return rc;
-    uint8_t *buf = ckpt_malloc(STREAM_CHUNK);
+    /* no bigger than the tensor: a million small tensors must not map and
+     * unmap a million chunks (whole elements fit: nbytes >= one element) */
+    size_t chunk = t->nbytes < STREAM_CHUNK ? (size_t)t->nbytes : STREAM_CHUNK;
+    uint8_t *buf = ckpt_malloc(chunk);
     if (!buf) rc = ckpt_err_nomem();
     if (rc == 0 && r.contiguous)
         ckpt_source_will_read(
             st->source, st->data + t->storage_offset * ckpt_dtype_bits(t->dtype) / 8, t->nbytes);
     size_t got;
-    while (rc == 0 && (rc = ckpt_tensor_reader_next(&r, buf, STREAM_CHUNK, &got)) == 0 && got)
+    while (rc == 0 && (rc = ckpt_tensor_reader_next(&r, buf, chunk, &got)) == 0 && got)
         rc = sink(ctx, buf, got);
     ckpt_free(buf);
     ckpt_tensor_reader_free(&r);
