@@ -46,55 +46,43 @@ void cli_json_object_end(cli_json_writer *j) { close_scope(j, '}'); }
 void cli_json_array_begin(cli_json_writer *j) { open_scope(j, '['); }
 void cli_json_array_end(cli_json_writer *j) { close_scope(j, ']'); }
 
+/* The JSON escape of byte c, or NULL when it needs none (or \u). */
+static const char *short_escape(unsigned char c) {
+    switch (c) {
+    case '"': return "\\\"";
+    case '\\': return "\\\\";
+    case '\b': return "\\b";
+    case '\f': return "\\f";
+    case '\n': return "\\n";
+    case '\r': return "\\r";
+    case '\t': return "\\t";
+    default: return NULL;
+    }
+}
+
+/* Runs of bytes that need no escape go out in one fwrite each: a listing
+ * of a million names is not a call per character. */
 static void put_escaped(FILE *out, const char *s, size_t len) {
     const unsigned char *p = (const unsigned char *)s;
-    size_t i = 0;
+    size_t i = 0, run = 0;
 
     fputc('"', out);
     while (i < len) {
         unsigned char c = p[i];
-        size_t n;
-
-        switch (c) {
-        case '"':
-            fputs("\\\"", out);
-            i++;
-            continue;
-        case '\\':
-            fputs("\\\\", out);
-            i++;
-            continue;
-        case '\b':
-            fputs("\\b", out);
-            i++;
-            continue;
-        case '\f':
-            fputs("\\f", out);
-            i++;
-            continue;
-        case '\n':
-            fputs("\\n", out);
-            i++;
-            continue;
-        case '\r':
-            fputs("\\r", out);
-            i++;
-            continue;
-        case '\t':
-            fputs("\\t", out);
-            i++;
-            continue;
-        default: break;
-        }
-        n = cli_utf8_len(p + i, len - i);
-        if (c < 0x20 || c == 0x7f || n == 0) {
-            fprintf(out, "\\u%04x", (unsigned)c);
-            i++;
-        } else {
-            fwrite(p + i, 1, n, out);
+        const char *esc = short_escape(c);
+        size_t n = esc ? 0 : cli_utf8_len(p + i, len - i);
+        if (!esc && c >= 0x20 && c != 0x7f && n) {
             i += n;
+            continue;
         }
+        fwrite(p + run, 1, i - run, out);
+        if (esc)
+            fputs(esc, out);
+        else
+            fprintf(out, "\\u%04x", (unsigned)c);
+        run = ++i;
     }
+    fwrite(p + run, 1, i - run, out);
     fputc('"', out);
 }
 

@@ -245,24 +245,29 @@ static int is_control(const unsigned char *p, size_t n) {
     return p[0] < 0x20 || p[0] == 0x7f || (n == 2 && p[0] == 0xc2 && p[1] < 0xa0);
 }
 
+/* Runs of printable text go out in one fwrite each, not a call per
+ * character (a listing of a million names). */
 static size_t put_or_measure(FILE *out, const char *s, size_t len) {
     const unsigned char *p = (const unsigned char *)s;
-    size_t i = 0, cols = 0;
+    size_t i = 0, cols = 0, run = 0;
 
     while (i < len) {
         size_t n = cli_utf8_len(p + i, len - i);
 
         if (n == 0 || is_control(p + i, n)) {
             /* \xNN for the lead byte only: the rest are shown next. */
-            if (out) fprintf(out, "\\x%02x", (unsigned)p[i]);
+            if (out) {
+                fwrite(p + run, 1, i - run, out);
+                fprintf(out, "\\x%02x", (unsigned)p[i]);
+            }
             cols += 4;
-            i++;
+            run = ++i;
         } else {
-            if (out) fwrite(p + i, 1, n, out);
             cols++;
             i += n;
         }
     }
+    if (out) fwrite(p + run, 1, i - run, out);
     return cols;
 }
 
