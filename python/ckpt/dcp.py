@@ -154,16 +154,15 @@ def _header(path, fd=None):
 
 
 def _digest(buf):
-    import ctypes
-    n = len(buf)
-    if not n:
-        return lib.ckpt_xxh3_64(None, 0)
-    return lib.ckpt_xxh3_64(ctypes.addressof((ctypes.c_char * n).from_buffer(buf)), n)
+    """XXH3-64 of a uint8 tensor's bytes."""
+    return lib.ckpt_xxh3_64(buf.data_ptr() if buf.numel() else None, buf.numel())
 
 
 def _read_exact(fd, n, off, path, what):
-    buf = bytearray(n)
-    view, got = memoryview(buf), 0
+    """n bytes at off into a new uint8 tensor (not zero-filled first)."""
+    import torch
+    buf = torch.empty(n, dtype=torch.uint8)
+    view, got = memoryview(buf.numpy()).cast("B"), 0
     while got < n:
         r = os.preadv(fd, [view[got:]], off + got)
         if r == 0:
@@ -500,13 +499,18 @@ class Reader(_reader_base()):
                     chunks[info.offset] = (name, dtype, shape, buf)
                 name, dtype, shape, buf = chunks[info.offset]
                 if req.type == LoadItemType.BYTE_IO:
-                    planner.load_bytes(req, io.BytesIO(bytes(buf)))
+                    planner.load_bytes(req, io.BytesIO(buf.numpy().tobytes()))
                     continue
                 tdt = getattr(torch, _TORCH_DTYPES.get(dtype, ""), None)
                 if tdt is None:
                     raise errors.UnsupportedError("dtype %s of %r" % (dtype, name), path, name)
-                t = (torch.frombuffer(buf, dtype=tdt) if len(buf) else
-                     torch.empty(0, dtype=tdt)).reshape(shape)
+                numel = 1
+                for x in shape:
+                    numel *= x
+                if numel * tdt.itemsize != len(buf):
+                    raise errors.FormatError("tensor %r: %d bytes for shape %s of %s" % (
+                        name, len(buf), shape, dtype), path, name, info.offset)
+                t = buf.view(tdt).reshape(shape)
                 t = narrow_tensor_by_index(t, req.storage_offsets, req.lengths)
                 target = planner.resolve_tensor(req).detach()
                 if target.size() != t.size():

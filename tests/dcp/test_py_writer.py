@@ -186,6 +186,8 @@ def test_e_flipped_byte_caught():
         fh.write(bytes([c[0] ^ 0x10]))
     rep = ckpt.dcp.verify(d)
     assert not rep.ok and rep.error.code == ckpt.ChecksumError.code, rep
+    # and ckpt's own verify of the data file (what `ckpt verify` reads)
+    assert not ckpt.verify(f).ok
     for sd in (None, {"model": {"embed.weight": torch.zeros(8, 6)}}):
         try:
             if sd is None:
@@ -197,6 +199,37 @@ def test_e_flipped_byte_caught():
             assert "CKPT_E_CHECKSUM" in str(e) and "model.embed.weight" in str(e), e
         else:
             raise AssertionError("the flipped byte was not caught")
+
+
+def test_e_partial_read_checks_whole_chunk():
+    """A read that needs only the first row of rank 1's chunk of
+    embed.weight (rows 4..7) still reads and checks the whole chunk: a
+    flipped byte in row 7 is caught."""
+    import torch
+    import ckpt
+    import ckpt.dcp
+    from torch.distributed.checkpoint.metadata import MetadataIndex
+    from torch.distributed.checkpoint.planner import LoadItemType, LoadPlan, ReadItem
+    d = os.path.join(TMP, "flip")  # test_e_flipped_byte_caught's copy
+    r = ckpt.dcp.Reader(d)
+    r.set_up_storage_reader(r.read_metadata(), True)
+    idx = MetadataIndex("model.embed.weight", torch.Size([4, 0]))
+    req = ReadItem(type=LoadItemType.TENSOR, dest_index=idx, dest_offsets=torch.Size([0, 0]),
+                   storage_index=idx, storage_offsets=torch.Size([0, 0]),
+                   lengths=torch.Size([1, 6]))
+
+    class Planner:
+        def resolve_tensor(self, req):
+            return torch.zeros(1, 6)
+
+        def commit_tensor(self, req, t):
+            raise AssertionError("a row of a corrupt chunk was handed out")
+    try:
+        r.read_data(LoadPlan([req]), Planner())
+    except ckpt.ChecksumError as e:
+        assert e.member == "model.embed.weight" and e.file.endswith("__1_0.distcp"), e
+    else:
+        raise AssertionError("the flipped byte was not caught")
 
 
 def test_f_missing_metadata_and_shard():
