@@ -212,12 +212,18 @@ class Store:
     re-read from disk and verified before LATEST names it, and only then
     are generations beyond the `keep` newest pruned. A crash at any moment
     leaves the previous generation intact and findable. One writer per
-    directory at a time; readers any time."""
+    directory at a time; readers any time. Under a torch.distributed
+    process group of more than one rank, commits are multi-rank DCP
+    directories (see commit) unless distributed=False."""
 
-    def __init__(self, dir, keep=3, *, name="ckpt", format="pt"):
+    def __init__(self, dir, keep=3, *, name="ckpt", format="pt", distributed=None):
         if format not in ("pt", "safetensors"):
             raise errors.InvalidArgumentError("format is 'pt' or 'safetensors'", dir)
         self.dir, self.keep, self.name, self.format = os.fspath(dir), keep, name, format
+        # None: commits are multi-rank under a process group of more than
+        # one rank; False: one process commits files (e.g. rank 0 alone
+        # under DDP, where a multi-rank commit would wait for the others)
+        self.distributed = distributed
         os.makedirs(self.dir, exist_ok=True)
         self._opts = options(StoreOptions_)
         self._opts.keep = keep
@@ -244,8 +250,10 @@ class Store:
         finish); the other ranks never touch LATEST or the lock. "rng" is
         not added there: DCP keeps one copy of a non-tensor item, so
         per-rank generator states would collapse into one. Every rank
-        returns the generation's path or raises the same error."""
-        if _process_group():
+        returns the generation's path or raises the same error. Every rank
+        must call it: where only one rank commits (DDP's "if rank == 0"),
+        pass distributed=False to Store."""
+        if self.distributed is not False and _process_group():
             return _commit_distributed(self, obj, step, replace)
         if isinstance(obj, dict):
             obj = dict(obj)

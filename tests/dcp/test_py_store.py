@@ -2,7 +2,8 @@
 """ckpt.Store.commit under a gloo process group of 2 ranks: each
 generation is a DCP directory NAME-STEP.dcp written by ckpt.dcp.Writer;
 only rank 0 moves LATEST and prunes (keep=2, verify before delete);
-Store.latest, Store.generations and Store.resume read these generations.
+Store.latest, Store.generations and Store.resume read these generations;
+Store(distributed=False) lets rank 0 alone commit a file generation.
 
 Crash: one rank SIGKILLed (test hook CKPT_TEST_CRASH_AT / _RANK) at 8
 fixed points of the commit of step 3 over a store holding steps 1 and 2:
@@ -57,6 +58,17 @@ def rank_commit(dir, *steps):
         assert path == os.path.join(dir, "ckpt-%d.dcp" % step), path
 
 
+def rank_commit_and_single(dir, single):
+    """rank_commit of steps 1, 2, 3; then rank 0 alone commits a file
+    generation into another store (distributed=False), as DDP code does."""
+    import torch.distributed as dist
+    import ckpt
+    rank_commit(dir, 1, 2, 3)
+    if dist.get_rank() == 0:
+        p = ckpt.Store(single, distributed=False).commit({"w": weights(1)["weight"]}, 1)
+        assert p == os.path.join(single, "ckpt-1.pt"), p
+
+
 def check_store(d, steps, latest):
     import torch
     import ckpt
@@ -78,8 +90,10 @@ def test_a_commit_prune_resume():
     import torch
     import ckpt
     d = os.path.join(TMP, "store")
-    dcp_ranks.run(SCRIPT, "rank_commit", 2, d, 1, 2, 3)
+    single = os.path.join(TMP, "single")
+    dcp_ranks.run(SCRIPT, "rank_commit_and_single", 2, d, single)
     check_store(d, [2, 3], 3)  # keep=2: step 1 pruned after 3 verified
+    assert [g.file for g in ckpt.Store(single).generations()] == ["ckpt-1.pt"]
     assert not [f for f in os.listdir(d) if ".tmp-" in f], os.listdir(d)
     model = torch.nn.Linear(4, 6)
     r = ckpt.Store(d).resume(model, None, allow_warm_start=True)
