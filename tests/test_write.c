@@ -182,6 +182,16 @@ static const uint64_t SH1[1] = {1}, SH2[1] = {2};
 
 static void hex(char out[17], const void *p, size_t n) { ckpt_hex64(out, XXH3_64bits(p, n)); }
 
+/* ckpt_xxh3_64 is the digest the writer embeds (what ckpt.dcp.Reader
+ * checks chunks with); the empty input's is XXH3-64's published vector. */
+TEST(xxh3_matches_embedded_digest) {
+    CHECK(ckpt_xxh3_64(NULL, 0) == UINT64_C(0x2D06800538D394C2));
+    char got[17], want[17];
+    ckpt_hex64(got, ckpt_xxh3_64(F32_12, 8));
+    hex(want, F32_12, 8);
+    CHECK(strcmp(got, want) == 0);
+}
+
 /* The exact bytes of the reference writer's layout: dtype order, padding,
  * offsets, serde's compact JSON. */
 TEST(safetensors_exact_header) {
@@ -1338,6 +1348,7 @@ int main(void) {
         perror("mkdtemp");
         return 1;
     }
+    RUN(xxh3_matches_embedded_digest);
     RUN(safetensors_exact_header);
     RUN(verify_digest_text);
     RUN(pickle_exact_bytes);

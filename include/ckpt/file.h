@@ -347,6 +347,12 @@ typedef enum ckpt_checksums {
 } ckpt_checksums;
 CKPT_API ckpt_checksums ckpt_file_checksums(const ckpt_file *f);
 
+/* XXH3-64 (seed 0) of size bytes: the digest "ckpt.xxh3" holds for a
+ * tensor's logical contents, for callers that read a tensor's bytes
+ * themselves (Python's ckpt.dcp.Reader) and check them as they read.
+ * data may be NULL when size is 0. */
+CKPT_API uint64_t ckpt_xxh3_64(const void *data, size_t size);
+
 #ifdef __cplusplus
 }
 #endif

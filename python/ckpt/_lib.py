@@ -202,6 +202,7 @@ _PROTOS = [
     ("ckpt_dtype_name", c_char_p, [c_int]),
     ("ckpt_dtype_bits", ctypes.c_uint, [c_int]),
     ("ckpt_format_name", c_char_p, [c_int]),
+    ("ckpt_xxh3_64", c_u64, [c_void_p, c_size_t]),
     ("ckpt_open", c_int, [ctypes.POINTER(c_void_p), c_char_p, c_void_p]),
     ("ckpt_open_memory", c_int, [ctypes.POINTER(c_void_p), c_void_p, c_size_t,
                                  c_char_p, c_void_p]),

@@ -2,8 +2,10 @@
 directory (ckpt_store_*), and resume: model, optimizer, scheduler, scaler
 and RNG state restored together, or a clear refusal."""
 import ctypes
+import errno
 import fcntl
 import os
+import re
 import random
 import warnings
 from dataclasses import dataclass, field
@@ -210,12 +212,18 @@ class Store:
     re-read from disk and verified before LATEST names it, and only then
     are generations beyond the `keep` newest pruned. A crash at any moment
     leaves the previous generation intact and findable. One writer per
-    directory at a time; readers any time."""
+    directory at a time; readers any time. Under a torch.distributed
+    process group of more than one rank, commits are multi-rank DCP
+    directories (see commit) unless distributed=False."""
 
-    def __init__(self, dir, keep=3, *, name="ckpt", format="pt"):
+    def __init__(self, dir, keep=3, *, name="ckpt", format="pt", distributed=None):
         if format not in ("pt", "safetensors"):
             raise errors.InvalidArgumentError("format is 'pt' or 'safetensors'", dir)
         self.dir, self.keep, self.name, self.format = os.fspath(dir), keep, name, format
+        # None: commits are multi-rank under a process group of more than
+        # one rank; False: one process commits files (e.g. rank 0 alone
+        # under DDP, where a multi-rank commit would wait for the others)
+        self.distributed = distributed
         os.makedirs(self.dir, exist_ok=True)
         self._opts = options(StoreOptions_)
         self._opts.keep = keep
@@ -230,7 +238,23 @@ class Store:
         that resume can continue exactly. A step already committed raises
         ckpt.InvalidArgumentError unless replace=True. Several processes may
         commit into one store: they take turns through the store's lock
-        (see ckpt_store_commit), and LATEST only moves forward."""
+        (see ckpt_store_commit), and LATEST only moves forward.
+
+        Under an initialised torch.distributed process group of more than
+        one rank, every rank calls commit with its part of the state (DTensors,
+        sharded or replicated; other values as DCP saves them) and the
+        generation is a DCP directory "NAME-STEP.dcp" written through
+        ckpt.dcp.Writer: only rank 0 takes the store lock, creates the
+        staging directory, renames it into place, moves LATEST and prunes,
+        and only after every rank's files verified (DCP's collective
+        finish); the other ranks never touch LATEST or the lock. "rng" is
+        not added there: DCP keeps one copy of a non-tensor item, so
+        per-rank generator states would collapse into one. Every rank
+        returns the generation's path or raises the same error. Every rank
+        must call it: where only one rank commits (DDP's "if rank == 0"),
+        pass distributed=False to Store."""
+        if self.distributed is not False and _process_group():
+            return _commit_distributed(self, obj, step, replace)
         if isinstance(obj, dict):
             obj = dict(obj)
             obj.setdefault("step", step)
@@ -263,6 +287,8 @@ class Store:
     def latest(self):
         """Path of the generation to resume from (LATEST when it verifies,
         else the newest that verifies), or None when there is none."""
+        if _has_dir_generations(self.dir):
+            return _latest_all(self.dir)
         out = ctypes.create_string_buffer(_PATH_MAX)
         rc = lib.ckpt_store_latest(out, _PATH_MAX, fspath(self.dir), ctypes.byref(self._opts))
         if rc == errors.NotFoundError.code:
@@ -272,6 +298,8 @@ class Store:
 
     def generations(self):
         """Every generation, verified, by ascending step."""
+        if _has_dir_generations(self.dir):
+            return _list_all(self.dir)
         h = c_void_p()
         check(lib.ckpt_store_list(ctypes.byref(h), fspath(self.dir), ctypes.byref(self._opts)),
               self.dir)
@@ -307,8 +335,12 @@ class Store:
             return None
         from ._load import load
         from ._match import load_state_dict
-        state = load(path)
-        verdict, reasons = _resume_verdict(path)
+        if os.path.isdir(path):  # a DCP generation: assembled in this process
+            from .dcp import load as load_dcp
+            state, (verdict, reasons) = load_dcp(path), ("", ())
+        else:
+            state = load(path)
+            verdict, reasons = _resume_verdict(path)
         if not isinstance(state, dict):
             state = {"model": state}
         _, model_sd = _pick(state, "model", "model_state_dict", "state_dict")
@@ -361,3 +393,253 @@ class Store:
         step = state.get("step")
         return Resumed(path, step if isinstance(step, int) else None, verdict,
                        tuple(restored), state)
+
+
+# ------------------------------------------------------------ directory generations
+#
+# Under a process group of more than one rank, a generation is a DCP
+# directory "NAME-STEP.dcp" written by ckpt.dcp.Writer. The C store does not
+# list directories yet (it needs the C reader of DCP directories), so the
+# store's rules are applied here to every generation, files and
+# directories alike, whenever the store holds a directory generation:
+# newest first by (step, name), nothing trusted unverified, LATEST only
+# forward, pruning keeps `keep` verified generations plus LATEST's and the
+# one it named before.
+
+_DIR_GEN = re.compile(r"^([^.][^/]*)-(0|[1-9][0-9]*)\.dcp$")
+_FILE_GEN = re.compile(r"^([^.][^/]*)-(0|[1-9][0-9]*)\.(pt|safetensors)$")
+_STAGING = re.compile(r"^\..*-(0|[1-9][0-9]*)\.dcp\.tmp-[0-9]+-[0-9a-f]{16}$")
+
+
+def _process_group():
+    """(rank, world size) of an initialised process group of more than one
+    rank, else None (torch is not imported for it)."""
+    import sys
+    if "torch.distributed" not in sys.modules:
+        return None
+    import torch.distributed as dist
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() < 2:
+        return None
+    return dist.get_rank(), dist.get_world_size()
+
+
+def _all_generations(dir):
+    """[(step, file, is_dir)] of dir, ascending."""
+    out = []
+    for f in os.listdir(dir):
+        m = _DIR_GEN.match(f) or _FILE_GEN.match(f)
+        if not m:
+            continue
+        full = os.path.join(dir, f)
+        is_dir = f.endswith(".dcp")
+        if is_dir != os.path.isdir(full) or os.path.islink(full):
+            continue
+        out.append((int(m.group(2)), f, is_dir))
+    return sorted(out)
+
+
+def _has_dir_generations(dir):
+    return any(d for _, _, d in _all_generations(dir))
+
+
+def _verify_generation(path):
+    """(ok, error) of one generation, file or directory."""
+    from ._scan import verify
+    if os.path.isdir(path):
+        from .dcp import verify as verify_dir
+        rep = verify_dir(path)
+    else:
+        rep = verify(path)
+    return rep.ok, rep.error
+
+
+def _read_latest(dir):
+    try:
+        with open(os.path.join(dir, "LATEST"), "rb") as f:
+            name = f.read(4097).decode("utf-8", "replace").rstrip("\n")
+    except OSError:
+        return ""
+    return name if (_DIR_GEN.match(name) or _FILE_GEN.match(name)) else ""
+
+
+def _lock_store(dir):
+    """The store's lock (the C store's flock on DIR/.ckpt-store.lock)."""
+    fd = os.open(os.path.join(dir, ".ckpt-store.lock"),
+                 os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+    except OSError as e:
+        if e.errno not in (errno.ENOLCK, errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS):
+            os.close(fd)
+            raise
+    return fd
+
+
+def _remove_tree(dir, name):
+    """Removes the generation directory dir/name: renamed to a staging name
+    first, so that a removal cut short leaves no half generation."""
+    import shutil
+    from .dcp import _fsync_dir
+    doomed = os.path.join(dir, ".%s.tmp-%d-%016x" % (name, os.getpid(),
+                                                     int.from_bytes(os.urandom(8), "little")))
+    os.rename(os.path.join(dir, name), doomed)
+    _fsync_dir(dir)
+    shutil.rmtree(doomed)
+
+
+def _prune_all(dir, keep, protect):
+    """The C store's pruning rule over files and directories: from the
+    newest down, verify until `keep` (at least 1) verify; remove those
+    older than the last of them unless protected (file names)."""
+    from .dcp import _fsync_dir
+    gens = _all_generations(dir)
+    want, good, cut = max(1, keep), 0, None
+    for i in range(len(gens) - 1, -1, -1):
+        ok, err = _verify_generation(os.path.join(dir, gens[i][1]))
+        if not ok and isinstance(err, (errors.FileError, errors.OutOfMemoryError)):
+            raise err  # cannot judge: remove nothing
+        if ok:
+            good += 1
+            if good == want:
+                cut = i
+                break
+    removed = 0
+    for _, f, is_dir in gens[:cut or 0]:
+        if f in protect:
+            continue
+        if is_dir:
+            _remove_tree(dir, f)
+        else:
+            os.unlink(os.path.join(dir, f))
+        removed += 1
+    if removed:
+        _fsync_dir(dir)
+
+
+def _remove_stale_staging(dir):
+    """Staging directories of coordinators that died: the caller holds the
+    store lock, which every live coordinator holds until it is done."""
+    import shutil
+    for f in os.listdir(dir):
+        if _STAGING.match(f) and os.path.isdir(os.path.join(dir, f)):
+            shutil.rmtree(os.path.join(dir, f), ignore_errors=True)
+
+
+def _coordinator_begin(store, gen, step, replace):
+    """Coordinator, under the store lock: refuses a committed step, clears
+    dead staging, creates this commit's staging directory."""
+    from .dcp import _fsync_dir
+    for s, f, _ in _all_generations(store.dir):
+        if s == step and f.rsplit("-", 1)[0] == store.name and not replace:
+            ok, err = _verify_generation(os.path.join(store.dir, f))
+            if ok:
+                raise errors.InvalidArgumentError(
+                    "step %d of %s is already committed as %s (replace it with replace=True)"
+                    % (step, store.name, f), store.dir)
+    _remove_stale_staging(store.dir)
+    staging = os.path.join(store.dir, ".%s.tmp-%d-%016x" % (
+        gen, os.getpid(), int.from_bytes(os.urandom(8), "little")))
+    os.mkdir(staging)
+    _fsync_dir(store.dir)
+    return staging
+
+
+def _coordinator_finish(store, gen, step, staging):
+    """Coordinator, under the store lock, after every rank's files verified
+    and .metadata was committed: the generation takes its name, LATEST
+    moves (forward only), older generations are pruned."""
+    from .dcp import _check_layout, _crash_point, _fsync_dir, _write_atomic, read_metadata
+    _check_layout(staging, read_metadata(staging), {})
+    target = os.path.join(store.dir, gen)
+    _crash_point("before-rename")
+    if os.path.lexists(target):
+        _remove_tree(store.dir, gen)  # replace=True, or a corrupt one
+    os.rename(staging, target)
+    _fsync_dir(store.dir)
+    _crash_point("after-rename")
+    previous = _read_latest(store.dir)
+    newest = gen
+    for s, f, _ in reversed(_all_generations(store.dir)):
+        if (s, f) <= (step, gen):
+            break
+        if _verify_generation(os.path.join(store.dir, f))[0]:
+            newest = f
+            break
+    _write_atomic(os.path.join(store.dir, "LATEST"), (newest + "\n").encode())
+    _crash_point("after-latest")
+    _prune_all(store.dir, store.keep, {newest, gen, previous})
+    _crash_point("after-prune")
+    return target
+
+
+def _commit_distributed(store, obj, step, replace):
+    """Store.commit under a process group: see Store.commit."""
+    import shutil
+    import torch.distributed as dist
+    import torch.distributed.checkpoint as tdcp
+    from .dcp import Writer
+    rank = dist.get_rank()
+    gen = "%s-%d.dcp" % (store.name, step)
+    lock, staging, failure = None, None, None
+    try:
+        if rank == 0:
+            try:
+                lock = _lock_store(store.dir)
+                staging = _coordinator_begin(store, gen, step, replace)
+            except Exception as e:  # every rank raises it
+                failure = e
+        box = [staging, failure]
+        dist.broadcast_object_list(box, src=0)
+        if box[1] is not None:
+            raise box[1]
+        if isinstance(obj, dict):
+            obj = dict(obj)
+            obj.setdefault("step", step)
+        try:
+            # DCP's own agreement: finish() -- .metadata -- runs on the
+            # coordinator only when every rank wrote and verified its files,
+            # and every rank gets its outcome
+            tdcp.save(obj, storage_writer=Writer(box[0], overwrite=False))
+        except BaseException:
+            if rank == 0:
+                shutil.rmtree(box[0], ignore_errors=True)
+            raise
+        out = [None, None]
+        if rank == 0:
+            try:
+                out[0] = _coordinator_finish(store, gen, step, box[0])
+            except Exception as e:
+                out[1] = e
+        dist.broadcast_object_list(out, src=0)
+        if out[1] is not None:
+            raise out[1]
+        return out[0]
+    finally:
+        if lock is not None:
+            os.close(lock)
+
+
+def _latest_all(dir):
+    """Store.latest over files and directories: the newest generation that
+    verifies; an older one is no answer when a newer one cannot be read."""
+    gens = _all_generations(dir)
+    for _, f, _ in reversed(gens):
+        ok, err = _verify_generation(os.path.join(dir, f))
+        if ok:
+            return os.path.join(dir, f)
+        if isinstance(err, (errors.FileError, errors.OutOfMemoryError)):
+            raise err
+    return None
+
+
+def _list_all(dir):
+    """Store.generations over files and directories."""
+    latest = _read_latest(dir)
+    out = []
+    for step, f, is_dir in _all_generations(dir):
+        path = os.path.join(dir, f)
+        ok, err = _verify_generation(path)
+        size = (sum(os.path.getsize(os.path.join(path, x)) for x in os.listdir(path))
+                if is_dir else os.path.getsize(path))
+        out.append(Generation(f, path, step, size, ok, f == latest, err))
+    return out

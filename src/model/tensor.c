@@ -306,6 +306,8 @@ int ckpt_tensor_xxh3(const ckpt_tensor *t, uint64_t *out) {
     return 0;
 }
 
+uint64_t ckpt_xxh3_64(const void *data, size_t size) { return XXH3_64bits(size ? data : "", size); }
+
 static int sha_sink(void *ctx, const void *p, size_t n) {
     return EVP_DigestUpdate(ctx, p, n) ? 0 : ckpt_err_nomem();
 }

@@ -1,0 +1,90 @@
+"""Runs one function of a test script as every rank of a gloo process group
+on this machine: each rank is a subprocess of the project's torch 2.13
+(.venv/bin/python, or sys.executable when that is torch 2) with MASTER_ADDR,
+MASTER_PORT (a free port), RANK and WORLD_SIZE set."""
+import os
+import socket
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SRC = os.environ.get("CKPT_SRC", os.path.dirname(os.path.dirname(HERE)))
+VENV = os.path.join(SRC, ".venv", "bin", "python")
+
+
+def python():
+    """The torch 2 interpreter, or None."""
+    try:
+        import torch
+        if int(torch.__version__.split(".")[0]) >= 2:
+            return sys.executable
+    except ImportError:
+        pass
+    return VENV if os.path.exists(VENV) else None
+
+
+def reexec(script):
+    """Runs `script` again under torch 2 when this interpreter is older;
+    returns without doing anything when it already is torch 2. Exits 0
+    with one SKIP line when there is no torch 2."""
+    py = python()
+    if py == sys.executable:
+        return
+    if py is None:
+        print("SKIP: no torch 2 (%s); run scripts/deps --test" % VENV)
+        sys.exit(0)
+    sys.exit(subprocess.call([py, script] + sys.argv[1:]))
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start(script, fn, world, *args, env=None):
+    """Starts `script --rank-fn FN ARGS...` as world ranks; returns the
+    Popen objects (rank order)."""
+    port = str(free_port())
+    procs = []
+    for rank in range(world):
+        e = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=port, RANK=str(rank),
+                 WORLD_SIZE=str(world), PYTHONPATH=os.path.join(SRC, "python"),
+                 OMP_NUM_THREADS="1", **(env or {}))
+        procs.append(subprocess.Popen([python(), script, "--rank-fn", fn] + [str(a) for a in args],
+                                      env=e, stdout=subprocess.PIPE, stderr=subprocess.STDOUT))
+    return procs
+
+
+def run(script, fn, world, *args, timeout=300):
+    """Runs fn on world ranks; raises AssertionError with the ranks' output
+    when any fails."""
+    procs = start(script, fn, world, *args)
+    outs = []
+    for p in procs:
+        try:
+            out, _ = p.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            for q in procs:
+                if q.poll() is None:
+                    q.kill()
+            out, _ = p.communicate()
+        outs.append((p.returncode, out.decode("utf-8", "replace")))
+    if any(rc != 0 for rc, _ in outs):
+        raise AssertionError("%s on %d ranks failed:\n%s" % (fn, world, "\n".join(
+            "--- rank %d (exit %s)\n%s" % (i, rc, out[-3000:]) for i, (rc, out) in enumerate(outs))))
+
+
+def rank_main(namespace):
+    """In a rank: when argv is `--rank-fn FN ARGS...`, initialises gloo,
+    runs namespace[FN](*ARGS), tears down and exits; else returns."""
+    if len(sys.argv) < 3 or sys.argv[1] != "--rank-fn":
+        return
+    import torch.distributed as dist
+    dist.init_process_group("gloo")
+    try:
+        namespace[sys.argv[2]](*sys.argv[3:])
+        dist.barrier()
+    finally:
+        dist.destroy_process_group()
+    sys.exit(0)
