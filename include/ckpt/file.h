@@ -319,6 +319,16 @@ CKPT_API const ckpt_value *ckpt_value_dict_state(const ckpt_value *v);
  * (torch._utils._rebuild_parameter, _rebuild_parameter_with_state, or
  * NEWOBJ torch.nn.parameter.Parameter), else 0. */
 CKPT_API int ckpt_tensor_is_parameter(const ckpt_tensor *t);
+/* 1 if the tensor was saved as a numpy.ndarray (numpy's own pickle, e.g.
+ * the uint32 state of np.random.get_state()), else 0: torch.load gives
+ * back a numpy array there, and so do ckpt.load and the writers. */
+CKPT_API int ckpt_tensor_is_numpy(const ckpt_tensor *t);
+/* 1 for a SET built as a frozenset (FROZENSET, builtins.frozenset), else 0. */
+CKPT_API int ckpt_value_is_frozenset(const ckpt_value *v);
+/* BOOL, INT or FLOAT built from a numpy scalar (np.float32(1.5),
+ * np.uint32(7)): its dtype (CKPT_DT_F32, CKPT_DT_U32...), the value being
+ * exact in the kind's getter; CKPT_DT_UNKNOWN for a Python value. */
+CKPT_API ckpt_dtype ckpt_value_numpy_dtype(const ckpt_value *v);
 
 /* ---------------------------------------------------------------- verify */
 

@@ -16,6 +16,7 @@ elements are contiguous little-endian bytes in the mapping are views of it
 change or shrink while the tensors live: torch.save to the same path, or
 another process truncating it, kills the process with SIGBUS.
 """
+import collections
 import ctypes
 import json
 import sys
@@ -41,6 +42,19 @@ _TORCH_DTYPES = {
     "F8_E8M0": "float8_e8m0fnu", "F8_E4M3FNUZ": "float8_e4m3fnuz",
     "F8_E5M2FNUZ": "float8_e5m2fnuz",
 }
+
+
+# ckpt dtype names -> numpy dtype codes (little-endian, as ckpt reads them)
+_NUMPY_DTYPES = {
+    "BOOL": "?", "U8": "u1", "I8": "i1", "I16": "<i2", "U16": "<u2", "I32": "<i4",
+    "U32": "<u4", "I64": "<i8", "U64": "<u8", "F16": "<f2", "F32": "<f4", "F64": "<f8",
+    "C64": "<c8", "C128": "<c16",
+}
+
+
+def _numpy_dtype(code):
+    import numpy as np
+    return np.dtype(_NUMPY_DTYPES[text(lib.ckpt_dtype_name(code))])
 
 
 class Opaque:
@@ -74,6 +88,9 @@ class RawTensor:
 
 
 _dtype_cache = {}
+# ckpt_value_dict_class -> the mapping class torch.load would build
+_DICT_CLASSES = {b"collections.OrderedDict": collections.OrderedDict,
+                 b"collections.Counter": collections.Counter}
 
 
 def _dtype_info(code):
@@ -213,10 +230,13 @@ class _Converter:
 
     _PENDING = object()
 
-    def __init__(self, src, map_location=None):
+    def __init__(self, src, map_location=None, numpy_arrays=True):
         import torch
         self.torch = torch
         self.src = src
+        # arrays saved by numpy come back as numpy arrays (torch.load's
+        # types), else as tensors (ckpt.open: safetensors' framework="pt")
+        self.numpy_arrays = numpy_arrays
         self.map_location = map_location
         self.moves = {}  # id(tensor) -> (tensor, target device)
         self.memo = {}
@@ -257,14 +277,20 @@ class _Converter:
                 tasks.append(("list", v, n))
                 tasks.extend(("enter", lib.ckpt_value_item(v, i)) for i in reversed(range(n)))
             elif kind == KIND_DICT:
-                memo[v] = {}
+                memo[v] = _DICT_CLASSES.get(lib.ckpt_value_dict_class(v), dict)()
+                state = lib.ckpt_value_dict_state(v)
                 tasks.append(("dict", v, n))
+                if state:  # the attributes BUILD set (a state dict's _metadata)
+                    tasks.append(("attrs", v, 1))
+                    tasks.append(("enter", state))
                 for i in reversed(range(n)):
                     tasks.append(("enter", lib.ckpt_value_item(v, i)))
                     tasks.append(("enter", lib.ckpt_value_key(v, i)))
             elif kind in (KIND_TUPLE, KIND_SET):
                 memo[v] = self._PENDING
-                tasks.append(("tuple" if kind == KIND_TUPLE else "set", v, n))
+                op = "tuple" if kind == KIND_TUPLE else \
+                    "frozenset" if lib.ckpt_value_is_frozenset(v) else "set"
+                tasks.append((op, v, n))
                 tasks.extend(("enter", lib.ckpt_value_item(v, i)) for i in reversed(range(n)))
             elif kind == KIND_OBJECT:
                 name = text(lib.ckpt_value_object_name(v))
@@ -286,6 +312,13 @@ class _Converter:
             obj = self.memo[v]
             got = [results.pop() if p else None for p in reversed(n)][::-1]
             obj.args, obj.state = got
+        elif op == "attrs":  # the dict's own entry follows on the stack
+            attrs = results.pop()
+            obj = self.memo[v]
+            for k, val in (attrs.items() if isinstance(attrs, dict) else ()):
+                if isinstance(k, str):
+                    setattr(obj, k, val)
+            return
         else:
             items = results[len(results) - n * (2 if op == "dict" else 1):]
             del results[len(results) - len(items):]
@@ -300,7 +333,7 @@ class _Converter:
                 elif op == "tuple":
                     obj = self.memo[v] = tuple(items)
                 else:
-                    obj = self.memo[v] = set(items)
+                    obj = self.memo[v] = (frozenset if op == "frozenset" else set)(items)
             except TypeError as exc:  # an unhashable key or set element
                 raise errors.FormatError("%s: %s" % (op, exc), self.src.path) from None
         results.append(obj)
@@ -309,6 +342,14 @@ class _Converter:
         """NONE, BOOL, INT, FLOAT, STR, BYTES or TENSOR."""
         if kind == KIND_NONE:
             return None
+        if kind in (KIND_BOOL, KIND_INT, KIND_FLOAT):
+            np_code = lib.ckpt_value_numpy_dtype(v)
+            if np_code:  # a numpy scalar: the same type and value back
+                return _numpy_dtype(np_code).type(self._scalar(v, kind))
+        return self._scalar(v, kind)
+
+    def _scalar(self, v, kind):
+        """The Python value of a BOOL, INT, FLOAT, STR, BYTES or TENSOR."""
         if kind == KIND_BOOL:
             out = ctypes.c_int()
             check(lib.ckpt_value_bool(v, ctypes.byref(out)))
@@ -335,6 +376,8 @@ class _Converter:
         return self.tensor(lib.ckpt_value_tensor(v))
 
     def tensor(self, t):
+        if self.numpy_arrays and lib.ckpt_tensor_is_numpy(t):  # stay numpy, on the CPU
+            return self._numpy(t)
         out = self._tensor(t)
         if self.map_location is None or isinstance(out, RawTensor):
             return out
@@ -380,6 +423,24 @@ class _Converter:
             return visit(obj)
         finally:
             sys.setrecursionlimit(stack_limit)
+
+    def _numpy(self, t):
+        """A numpy array saved as one: its own copy (numpy pickles hold
+        the bytes), in the saved memory order (C or Fortran)."""
+        import numpy as np
+        ndim = lib.ckpt_tensor_ndim(t)
+        shp, st = lib.ckpt_tensor_shape(t), lib.ckpt_tensor_stride(t)
+        shape = tuple(shp[i] for i in range(ndim))
+        out = np.empty(shape, dtype=_numpy_dtype(lib.ckpt_tensor_dtype(t)))
+        if out.nbytes:
+            check(lib.ckpt_tensor_read(t, out.ctypes.data, out.nbytes), self.src.path)
+        fortran = [1]
+        for d in shape[:-1]:
+            fortran.append(fortran[-1] * d)
+        if ndim > 1 and not lib.ckpt_tensor_is_contiguous(t) and \
+                [st[i] for i in range(ndim)] == fortran:
+            out = np.asfortranarray(out)
+        return out
 
     def _tensor(self, t):
         torch = self.torch
