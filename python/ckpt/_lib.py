@@ -258,6 +258,8 @@ _PROTOS = [
     ("ckpt_value_is_frozenset", c_int, [c_void_p]),
     ("ckpt_value_numpy_dtype", c_int, [c_void_p]),
     ("ckpt_tensor_is_numpy", c_int, [c_void_p]),
+    ("ckpt_tensor_is_parameter", c_int, [c_void_p]),
+    ("ckpt_tensor_requires_grad", c_int, [c_void_p]),
     ("ckpt_verify", c_int, [ctypes.POINTER(VerifyReport_), c_void_p]),
     ("ckpt_scan", c_int, [ctypes.POINTER(c_void_p), c_char_p,
                           ctypes.POINTER(ScanOptions_)]),

@@ -379,7 +379,14 @@ class _Converter:
         if self.numpy_arrays and lib.ckpt_tensor_is_numpy(t):  # stay numpy, on the CPU
             return self._numpy(t)
         out = self._tensor(t)
-        if self.map_location is None or isinstance(out, RawTensor):
+        if isinstance(out, RawTensor) or self.placeholders is not None:
+            return out
+        if lib.ckpt_tensor_is_parameter(t):  # as torch.load rebuilds it
+            out = self.torch.nn.Parameter(out, requires_grad=bool(
+                lib.ckpt_tensor_requires_grad(t)))
+        elif lib.ckpt_tensor_requires_grad(t) and (out.is_floating_point() or out.is_complex()):
+            out.requires_grad_(True)
+        if self.map_location is None:
             return out
         where = self.map_location
         if isinstance(where, dict):  # torch.load's {saved device: target}
@@ -451,7 +458,8 @@ class _Converter:
         if tdt is None:
             return RawTensor(name, shape, self._copy(t, torch.uint8, [lib.ckpt_tensor_nbytes(t)]))
         if lib.ckpt_tensor_numel(t) == 0:
-            return torch.empty(shape, dtype=tdt)
+            st = lib.ckpt_tensor_stride(t)
+            return torch.empty_strided(shape, [st[i] for i in range(ndim)], dtype=tdt)
         view_dt = torch.uint8 if tdt is torch.bool else tdt
         if self.placeholders is not None and bits % 8 == 0:
             meta = torch.empty(shape, dtype=tdt, device="meta")

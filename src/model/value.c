@@ -368,6 +368,8 @@ int ckpt_tensor_is_parameter(const ckpt_tensor *t) { return t->is_parameter; }
 
 int ckpt_tensor_is_numpy(const ckpt_tensor *t) { return t->is_numpy; }
 
+int ckpt_tensor_requires_grad(const ckpt_tensor *t) { return t->requires_grad; }
+
 int ckpt_value_is_frozenset(const ckpt_value *v) { return v->kind == CKPT_KIND_SET && v->frozen; }
 
 ckpt_dtype ckpt_value_numpy_dtype(const ckpt_value *v) {
