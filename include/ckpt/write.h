@@ -13,9 +13,14 @@ extern "C" {
  * intent, parallel layout, library versions...). nmeta pairs of UTF-8
  * strings, borrowed for the call; keys non-empty, unique, not starting
  * with "ckpt." (reserved) but "ckpt.meta_json" (a JSON array of the keys
- * whose values are JSON text) and "ckpt.optimizers" (a JSON object: tree
- * path of an optimizer state dict -> "module.qualname" of its class),
- * which Python's ckpt.save writes and convert and rename keep. */
+ * whose values are JSON text), "ckpt.optimizers" (a JSON object: tree
+ * path of an optimizer state dict -> "module.qualname" of its class) and
+ * what it records about the saving environment, JSON text each:
+ * "ckpt.versions" ({"torch", "python", "ckpt", "numpy"?}), "ckpt.model"
+ * ({tree path: {"class": "module.qualname", "source"?: file}}),
+ * "ckpt.dtype" ({"default", "autocast"?, "parameters"?: {dtype: count}}),
+ * "ckpt.device"; Python's ckpt.save writes them, convert and rename keep
+ * them, doctor shows them under their metadata topic. */
 typedef struct ckpt_write_options {
     unsigned version; /* CKPT_WRITE_OPTIONS_VERSION */
     const char *const *meta_keys;
