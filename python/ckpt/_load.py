@@ -230,13 +230,14 @@ class _Converter:
 
     _PENDING = object()
 
-    def __init__(self, src, map_location=None, numpy_arrays=True):
+    def __init__(self, src, map_location=None, load_types=True):
         import torch
         self.torch = torch
         self.src = src
-        # arrays saved by numpy come back as numpy arrays (torch.load's
-        # types), else as tensors (ckpt.open: safetensors' framework="pt")
-        self.numpy_arrays = numpy_arrays
+        # torch.load's types: numpy arrays stay numpy, parameters are
+        # nn.Parameter, requires_grad is kept; else plain tensors (ckpt.open:
+        # safetensors' get_tensor with framework="pt")
+        self.load_types = load_types
         self.map_location = map_location
         self.moves = {}  # id(tensor) -> (tensor, target device)
         self.memo = {}
@@ -376,16 +377,13 @@ class _Converter:
         return self.tensor(lib.ckpt_value_tensor(v))
 
     def tensor(self, t):
-        if self.numpy_arrays and lib.ckpt_tensor_is_numpy(t):  # stay numpy, on the CPU
+        if self.load_types and lib.ckpt_tensor_is_numpy(t):  # stay numpy, on the CPU
             return self._numpy(t)
         out = self._tensor(t)
         if isinstance(out, RawTensor) or self.placeholders is not None:
             return out
-        if lib.ckpt_tensor_is_parameter(t):  # as torch.load rebuilds it
-            out = self.torch.nn.Parameter(out, requires_grad=bool(
-                lib.ckpt_tensor_requires_grad(t)))
-        elif lib.ckpt_tensor_requires_grad(t) and (out.is_floating_point() or out.is_complex()):
-            out.requires_grad_(True)
+        if self.load_types:
+            out = self._as_saved(t, out)
         if self.map_location is None:
             return out
         where = self.map_location
@@ -394,6 +392,16 @@ class _Converter:
             where = where.get(saved, saved)
         # moved once its bytes are read (relocate); tied tensors stay tied
         self.moves[id(out)] = (out, where)
+        return out
+
+    def _as_saved(self, t, out):
+        """out as torch.load rebuilds it: an nn.Parameter with its
+        requires_grad, or a tensor saved with requires_grad=True."""
+        requires_grad = bool(lib.ckpt_tensor_requires_grad(t))
+        if lib.ckpt_tensor_is_parameter(t):
+            return self.torch.nn.Parameter(out, requires_grad=requires_grad)
+        if requires_grad and (out.is_floating_point() or out.is_complex()):
+            out.requires_grad_(True)
         return out
 
     def relocate(self, obj):
