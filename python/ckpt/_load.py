@@ -419,7 +419,14 @@ class _Converter:
             if isinstance(x, self.torch.Tensor):
                 if id(x) in self.moves and id(x) not in moved:
                     t, where = self.moves[id(x)]
-                    moved[id(x)] = t.to(where)
+                    # a leaf there, as torch.load rebuilds it: Parameter or
+                    # requires_grad kept
+                    m = t.detach().to(where)
+                    if isinstance(t, self.torch.nn.Parameter):
+                        m = self.torch.nn.Parameter(m, requires_grad=t.requires_grad)
+                    elif t.requires_grad:
+                        m.requires_grad_(True)
+                    moved[id(x)] = m
                 return moved.get(id(x), x)
             seen[id(x)] = x
             if isinstance(x, dict):
