@@ -1,7 +1,7 @@
 /* cmd_convert.c - `ckpt convert IN OUT [--select PREFIX]... [--exclude
  * GLOB]... [--format safetensors|torch] [--meta KEY=VALUE]... [--config
- * FILE.json] [--max-shard-size SIZE]`: ckpt_convert with options from the command line. On success
- * one line on stdout: `wrote OUT (FORMAT, K keys, N tensors|storages, B
+ * FILE.json] [--max-shard-size SIZE]`: ckpt_convert with options from the
+ * command line. On success one line on stdout: `wrote OUT (FORMAT, K keys, N tensors|storages, B
  * bytes)`; on a terminal, the tensors written as progress on stderr. */
 #include <inttypes.h>
 #include <stdlib.h>
