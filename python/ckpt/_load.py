@@ -633,7 +633,8 @@ class StateDictReader:
     def __init__(self, path, unsafe_ok=False):
         self.src = _Source(path, scan=True, unsafe_ok=unsafe_ok)
         try:
-            self.conv = _Converter(self.src)
+            # every tensor a tensor (numpy arrays too): the key audit's view
+            self.conv = _Converter(self.src, load_types=False)
             self.conv.placeholders = {}
             self.obj = self.conv.convert(_logical_root(self.src))
             self.conv.read_storages()
