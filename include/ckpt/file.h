@@ -198,7 +198,10 @@ CKPT_API const char *ckpt_tensor_device(const ckpt_tensor *t);
  * with one ckpt_file_read_storages. Tensors that shared a storage in the
  * file then share memory, and nothing depends on the file any more.
  *
- * ckpt_file_storage_count: storages of f (ids are 0 .. count-1).
+ * ckpt_file_storage_count: storages of f (ids are 0 .. count-1). The
+ * tensors of ckpt_file_logical_root may also use the storages it rebuilt
+ * (views of one storage in a safetensors file ckpt wrote), ids from count
+ * up, which both functions below accept once it has been called.
  * ckpt_file_storage_is_raw: 1 when storage `id`'s bytes are the elements
  * as little-endian bytes, the layout a view can use directly; 0 for
  * big-endian storages (legacy files from big-endian machines: read such
@@ -319,6 +322,19 @@ CKPT_API const ckpt_value *ckpt_value_dict_state(const ckpt_value *v);
  * (torch._utils._rebuild_parameter, _rebuild_parameter_with_state, or
  * NEWOBJ torch.nn.parameter.Parameter), else 0. */
 CKPT_API int ckpt_tensor_is_parameter(const ckpt_tensor *t);
+/* 1 if the tensor was saved with requires_grad=True (a parameter: its
+ * own requires_grad), else 0. */
+CKPT_API int ckpt_tensor_requires_grad(const ckpt_tensor *t);
+/* 1 if the tensor was saved as a numpy.ndarray (numpy's own pickle, e.g.
+ * the uint32 state of np.random.get_state()), else 0: torch.load gives
+ * back a numpy array there, and so do ckpt.load and the writers. */
+CKPT_API int ckpt_tensor_is_numpy(const ckpt_tensor *t);
+/* 1 for a SET built as a frozenset (FROZENSET, builtins.frozenset), else 0. */
+CKPT_API int ckpt_value_is_frozenset(const ckpt_value *v);
+/* BOOL, INT or FLOAT built from a numpy scalar (np.float32(1.5),
+ * np.uint32(7)): its dtype (CKPT_DT_F32, CKPT_DT_U32...), the value being
+ * exact in the kind's getter; CKPT_DT_UNKNOWN for a Python value. */
+CKPT_API ckpt_dtype ckpt_value_numpy_dtype(const ckpt_value *v);
 
 /* ---------------------------------------------------------------- verify */
 

@@ -13,9 +13,14 @@ extern "C" {
  * intent, parallel layout, library versions...). nmeta pairs of UTF-8
  * strings, borrowed for the call; keys non-empty, unique, not starting
  * with "ckpt." (reserved) but "ckpt.meta_json" (a JSON array of the keys
- * whose values are JSON text) and "ckpt.optimizers" (a JSON object: tree
- * path of an optimizer state dict -> "module.qualname" of its class),
- * which Python's ckpt.save writes and convert and rename keep. */
+ * whose values are JSON text), "ckpt.optimizers" (a JSON object: tree
+ * path of an optimizer state dict -> "module.qualname" of its class) and
+ * what it records about the saving environment, JSON text each:
+ * "ckpt.versions" ({"torch", "python", "ckpt", "numpy"?}), "ckpt.model"
+ * ({tree path: {"class": "module.qualname", "source"?: file}}),
+ * "ckpt.dtype" ({"default", "autocast"?, "parameters"?: {dtype: count}}),
+ * "ckpt.device"; Python's ckpt.save writes them, convert and rename keep
+ * them, doctor shows them under their metadata topic. */
 typedef struct ckpt_write_options {
     unsigned version; /* CKPT_WRITE_OPTIONS_VERSION */
     const char *const *meta_keys;
@@ -64,13 +69,16 @@ typedef struct ckpt_convert_options {
      * by it disappear, as with select */
     const char *const *exclude;
     size_t nexclude;
+    /* version 3: > 0 writes a sharded set, shards of at most this many
+     * bytes of storages (see ckpt_convert) */
+    uint64_t max_shard_size;
 } ckpt_convert_options;
-#define CKPT_CONVERT_OPTIONS_VERSION 2
+#define CKPT_CONVERT_OPTIONS_VERSION 3
 #define CKPT_CONVERT_OPTIONS_INIT                                                                  \
     {                                                                                              \
         .version = CKPT_CONVERT_OPTIONS_VERSION, .open = CKPT_OPEN_OPTIONS_INIT,                   \
         .format = (ckpt_format)0, .select = NULL, .nselect = 0, .config_json = NULL,               \
-        .write = CKPT_WRITE_OPTIONS_INIT, .exclude = NULL, .nexclude = 0                           \
+        .write = CKPT_WRITE_OPTIONS_INIT, .exclude = NULL, .nexclude = 0, .max_shard_size = 0      \
     }
 CKPT_API int ckpt_convert_options_init(ckpt_convert_options *opts, unsigned version);
 
@@ -80,6 +88,8 @@ typedef struct ckpt_convert_report {
     uint64_t bytes;     /* size of the output file */
     uint64_t keys;      /* tensor names written (keys, as rename counts them:
                            a tied tensor stored once has one per name) */
+    uint64_t shards;    /* shard files of a sharded set (then tensors, bytes
+                           and keys are summed over them); 0: one file */
 } ckpt_convert_report;
 
 /* Converts checkpoint `in` (any format ckpt_open reads) into `out`,
@@ -105,7 +115,27 @@ typedef struct ckpt_convert_report {
  * back". Memory: tensor bytes are read from the input with pread in
  * bounded windows (a file that shrinks meanwhile: CKPT_E_TRUNCATED); only
  * a storage rebuilt from views that no stored tensor covers whole is
- * allocated, up to limits.max_inflate_bytes. */
+ * allocated, up to limits.max_inflate_bytes.
+ *
+ * opts->max_shard_size > 0: a sharded set as Hugging Face writes one
+ * (huggingface_hub's split_torch_state_dict_into_shards): the tensors, in
+ * order, fill a shard until the next one would pass the size (a storage
+ * larger than the size gets a shard of its own; tensors sharing a storage
+ * go with its first; sizes are storage bytes, each counted once). `out`
+ * names the set: "DIR/model.safetensors" gives DIR/model-00001-of-0000N
+ * .safetensors... and DIR/model.safetensors.index.json; torch output is
+ * always ".bin" shards (".pt", ".pth", ".ckpt" become ".bin":
+ * "pytorch_model-00001-of-0000N.bin", "pytorch_model.bin.index.json", the
+ * names transformers reads); an existing directory gets transformers'
+ * default names ("model.safetensors", "pytorch_model.bin"; safetensors
+ * unless opts->format says otherwise). Each shard is
+ * written atomically and verified, the index ({"metadata": {"total_size",
+ * the merged metadata}, "weight_map"}) last; a set that fits one shard is
+ * one file, `out` (in a directory: the default name), without an index, as
+ * transformers saves it. The tree must be tensors only (a state dict: --select it out
+ * of a training checkpoint), named by their flattened names; anything
+ * else is CKPT_E_UNSUPPORTED naming the first value. Files of an earlier
+ * set with other names are left in place. */
 CKPT_API int ckpt_convert(ckpt_convert_report *report, const char *in, const char *out,
                           const ckpt_convert_options *opts);
 

@@ -17,6 +17,7 @@ from ._doctor import doctor
 from ._module import AuditFinding, audit, manifest
 from ._match import MatchReport, Mismatch, UnappliedRewriteWarning, load_state_dict
 from ._save import AuditWarning, save
+from ._reload import ReloadReport, check_reload
 from ._store import (Generation, ResumeError, Resumed, ResumeWarning, Store, rng_state,
                      set_rng_state)
 
@@ -24,10 +25,10 @@ from ._lib import VERSION as __version__
 
 __all__ = [
     "load", "open", "metadata", "load_state_dict", "audit", "manifest", "save", "scan", "verify",
-    "doctor",
+    "doctor", "check_reload",
     "Store", "rng_state", "set_rng_state",
     "Opaque", "RawTensor", "SafeOpen", "ScanReport", "Finding", "VerifyReport", "MatchReport", "Mismatch",
-    "AuditFinding", "Generation", "Resumed", "AuditWarning", "ResumeWarning", "UnappliedRewriteWarning",
+    "AuditFinding", "ReloadReport", "Generation", "Resumed", "AuditWarning", "ResumeWarning", "UnappliedRewriteWarning",
     "Error", "FileError", "OutOfMemoryError", "TruncatedError", "FormatError", "LimitError",
     "UnsupportedError", "UnsafeError", "ChecksumError", "MismatchError", "KeyMismatchError",
     "InvalidArgumentError", "NotFoundError", "ResumeError",

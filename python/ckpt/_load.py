@@ -16,6 +16,7 @@ elements are contiguous little-endian bytes in the mapping are views of it
 change or shrink while the tensors live: torch.save to the same path, or
 another process truncating it, kills the process with SIGBUS.
 """
+import collections
 import ctypes
 import json
 import sys
@@ -41,6 +42,19 @@ _TORCH_DTYPES = {
     "F8_E8M0": "float8_e8m0fnu", "F8_E4M3FNUZ": "float8_e4m3fnuz",
     "F8_E5M2FNUZ": "float8_e5m2fnuz",
 }
+
+
+# ckpt dtype names -> numpy dtype codes (little-endian, as ckpt reads them)
+_NUMPY_DTYPES = {
+    "BOOL": "?", "U8": "u1", "I8": "i1", "I16": "<i2", "U16": "<u2", "I32": "<i4",
+    "U32": "<u4", "I64": "<i8", "U64": "<u8", "F16": "<f2", "F32": "<f4", "F64": "<f8",
+    "C64": "<c8", "C128": "<c16",
+}
+
+
+def _numpy_dtype(code):
+    import numpy as np
+    return np.dtype(_NUMPY_DTYPES[text(lib.ckpt_dtype_name(code))])
 
 
 class Opaque:
@@ -74,6 +88,9 @@ class RawTensor:
 
 
 _dtype_cache = {}
+# ckpt_value_dict_class -> the mapping class torch.load would build
+_DICT_CLASSES = {b"collections.OrderedDict": collections.OrderedDict,
+                 b"collections.Counter": collections.Counter}
 
 
 def _dtype_info(code):
@@ -213,10 +230,14 @@ class _Converter:
 
     _PENDING = object()
 
-    def __init__(self, src, map_location=None):
+    def __init__(self, src, map_location=None, load_types=True):
         import torch
         self.torch = torch
         self.src = src
+        # torch.load's types: numpy arrays stay numpy, parameters are
+        # nn.Parameter, requires_grad is kept; else plain tensors (ckpt.open:
+        # safetensors' get_tensor with framework="pt")
+        self.load_types = load_types
         self.map_location = map_location
         self.moves = {}  # id(tensor) -> (tensor, target device)
         self.memo = {}
@@ -257,14 +278,20 @@ class _Converter:
                 tasks.append(("list", v, n))
                 tasks.extend(("enter", lib.ckpt_value_item(v, i)) for i in reversed(range(n)))
             elif kind == KIND_DICT:
-                memo[v] = {}
+                memo[v] = _DICT_CLASSES.get(lib.ckpt_value_dict_class(v), dict)()
+                state = lib.ckpt_value_dict_state(v)
                 tasks.append(("dict", v, n))
+                if state:  # the attributes BUILD set (a state dict's _metadata)
+                    tasks.append(("attrs", v, 1))
+                    tasks.append(("enter", state))
                 for i in reversed(range(n)):
                     tasks.append(("enter", lib.ckpt_value_item(v, i)))
                     tasks.append(("enter", lib.ckpt_value_key(v, i)))
             elif kind in (KIND_TUPLE, KIND_SET):
                 memo[v] = self._PENDING
-                tasks.append(("tuple" if kind == KIND_TUPLE else "set", v, n))
+                op = "tuple" if kind == KIND_TUPLE else \
+                    "frozenset" if lib.ckpt_value_is_frozenset(v) else "set"
+                tasks.append((op, v, n))
                 tasks.extend(("enter", lib.ckpt_value_item(v, i)) for i in reversed(range(n)))
             elif kind == KIND_OBJECT:
                 name = text(lib.ckpt_value_object_name(v))
@@ -286,6 +313,13 @@ class _Converter:
             obj = self.memo[v]
             got = [results.pop() if p else None for p in reversed(n)][::-1]
             obj.args, obj.state = got
+        elif op == "attrs":  # the dict's own entry follows on the stack
+            attrs = results.pop()
+            obj = self.memo[v]
+            for k, val in (attrs.items() if isinstance(attrs, dict) else ()):
+                if isinstance(k, str):
+                    setattr(obj, k, val)
+            return
         else:
             items = results[len(results) - n * (2 if op == "dict" else 1):]
             del results[len(results) - len(items):]
@@ -300,7 +334,7 @@ class _Converter:
                 elif op == "tuple":
                     obj = self.memo[v] = tuple(items)
                 else:
-                    obj = self.memo[v] = set(items)
+                    obj = self.memo[v] = (frozenset if op == "frozenset" else set)(items)
             except TypeError as exc:  # an unhashable key or set element
                 raise errors.FormatError("%s: %s" % (op, exc), self.src.path) from None
         results.append(obj)
@@ -309,6 +343,14 @@ class _Converter:
         """NONE, BOOL, INT, FLOAT, STR, BYTES or TENSOR."""
         if kind == KIND_NONE:
             return None
+        if kind in (KIND_BOOL, KIND_INT, KIND_FLOAT):
+            np_code = lib.ckpt_value_numpy_dtype(v)
+            if np_code:  # a numpy scalar: the same type and value back
+                return _numpy_dtype(np_code).type(self._scalar(v, kind))
+        return self._scalar(v, kind)
+
+    def _scalar(self, v, kind):
+        """The Python value of a BOOL, INT, FLOAT, STR, BYTES or TENSOR."""
         if kind == KIND_BOOL:
             out = ctypes.c_int()
             check(lib.ckpt_value_bool(v, ctypes.byref(out)))
@@ -335,8 +377,14 @@ class _Converter:
         return self.tensor(lib.ckpt_value_tensor(v))
 
     def tensor(self, t):
+        if self.load_types and lib.ckpt_tensor_is_numpy(t):  # stay numpy, on the CPU
+            return self._numpy(t)
         out = self._tensor(t)
-        if self.map_location is None or isinstance(out, RawTensor):
+        if isinstance(out, RawTensor) or self.placeholders is not None:
+            return out
+        if self.load_types:
+            out = self._as_saved(t, out)
+        if self.map_location is None:
             return out
         where = self.map_location
         if isinstance(where, dict):  # torch.load's {saved device: target}
@@ -344,6 +392,16 @@ class _Converter:
             where = where.get(saved, saved)
         # moved once its bytes are read (relocate); tied tensors stay tied
         self.moves[id(out)] = (out, where)
+        return out
+
+    def _as_saved(self, t, out):
+        """out as torch.load rebuilds it: an nn.Parameter with its
+        requires_grad, or a tensor saved with requires_grad=True."""
+        requires_grad = bool(lib.ckpt_tensor_requires_grad(t))
+        if lib.ckpt_tensor_is_parameter(t):
+            return self.torch.nn.Parameter(out, requires_grad=requires_grad)
+        if requires_grad and (out.is_floating_point() or out.is_complex()):
+            out.requires_grad_(True)
         return out
 
     def relocate(self, obj):
@@ -361,7 +419,14 @@ class _Converter:
             if isinstance(x, self.torch.Tensor):
                 if id(x) in self.moves and id(x) not in moved:
                     t, where = self.moves[id(x)]
-                    moved[id(x)] = t.to(where)
+                    # a leaf there, as torch.load rebuilds it: Parameter or
+                    # requires_grad kept
+                    m = t.detach().to(where)
+                    if isinstance(t, self.torch.nn.Parameter):
+                        m = self.torch.nn.Parameter(m, requires_grad=t.requires_grad)
+                    elif t.requires_grad:
+                        m.requires_grad_(True)
+                    moved[id(x)] = m
                 return moved.get(id(x), x)
             seen[id(x)] = x
             if isinstance(x, dict):
@@ -381,6 +446,24 @@ class _Converter:
         finally:
             sys.setrecursionlimit(stack_limit)
 
+    def _numpy(self, t):
+        """A numpy array saved as one: its own copy (numpy pickles hold
+        the bytes), in the saved memory order (C or Fortran)."""
+        import numpy as np
+        ndim = lib.ckpt_tensor_ndim(t)
+        shp, st = lib.ckpt_tensor_shape(t), lib.ckpt_tensor_stride(t)
+        shape = tuple(shp[i] for i in range(ndim))
+        out = np.empty(shape, dtype=_numpy_dtype(lib.ckpt_tensor_dtype(t)))
+        if out.nbytes:
+            check(lib.ckpt_tensor_read(t, out.ctypes.data, out.nbytes), self.src.path)
+        fortran = [1]
+        for d in shape[:-1]:
+            fortran.append(fortran[-1] * d)
+        if ndim > 1 and not lib.ckpt_tensor_is_contiguous(t) and \
+                [st[i] for i in range(ndim)] == fortran:
+            out = np.asfortranarray(out)
+        return out
+
     def _tensor(self, t):
         torch = self.torch
         name, tdt, bits = _dtype_info(lib.ckpt_tensor_dtype(t))
@@ -390,7 +473,8 @@ class _Converter:
         if tdt is None:
             return RawTensor(name, shape, self._copy(t, torch.uint8, [lib.ckpt_tensor_nbytes(t)]))
         if lib.ckpt_tensor_numel(t) == 0:
-            return torch.empty(shape, dtype=tdt)
+            st = lib.ckpt_tensor_stride(t)
+            return torch.empty_strided(shape, [st[i] for i in range(ndim)], dtype=tdt)
         view_dt = torch.uint8 if tdt is torch.bool else tdt
         if self.placeholders is not None and bits % 8 == 0:
             meta = torch.empty(shape, dtype=tdt, device="meta")
@@ -549,7 +633,8 @@ class StateDictReader:
     def __init__(self, path, unsafe_ok=False):
         self.src = _Source(path, scan=True, unsafe_ok=unsafe_ok)
         try:
-            self.conv = _Converter(self.src)
+            # every tensor a tensor (numpy arrays too): the key audit's view
+            self.conv = _Converter(self.src, load_types=False)
             self.conv.placeholders = {}
             self.obj = self.conv.convert(_logical_root(self.src))
             self.conv.read_storages()

@@ -41,6 +41,8 @@ class _Builder:
         self.memo = {}
         self.findings = []
         self.optimizers = {}  # tree path -> "module.qualname" of the class
+        self.modules = {}     # tree path -> the nn.Module saved there
+        self.devices = set()  # where the saved tensors were
 
     def free(self):
         lib.ckpt_tree_free(self.tree)
@@ -84,6 +86,7 @@ class _Builder:
         if type(obj).__module__ == "numpy" and hasattr(obj, "dtype") and hasattr(obj, "shape"):
             return self.array(obj, where)
         if isinstance(obj, torch.nn.Module):
+            self.modules.setdefault(where, obj)
             found = audit(obj)
             self.findings.extend(f if not where else _located(f, where) for f in found)
             return self.value(obj.state_dict(), where)
@@ -123,6 +126,7 @@ class _Builder:
         if key in self.memo:
             return self.memo[key]
         self.keep.append(t)  # its memory (and id) stay taken until the write
+        self.devices.add(str(t.device))
         code = lib.ckpt_dtype_from_name(dtype_name(t.dtype).encode())
         if code == 0:
             raise self._refuse(where, "a tensor of dtype %s" % t.dtype)
@@ -151,6 +155,61 @@ class _Builder:
         return self._new(lib.ckpt_tree_tensor, code, len(shape), dims, ptr, nbytes)
 
 
+def _saved_with(b, record_source):
+    """What the file does not carry about where it was saved, as the
+    "ckpt.versions", "ckpt.model", "ckpt.dtype" and "ckpt.device" records
+    (JSON values): torch, Python, ckpt (and numpy) versions; each module's
+    class ("module.qualname") and, unless record_source is False, the file
+    that defines it; the default dtype, the autocast dtype of each device
+    type where autocast is on, and how many parameters have each dtype; the
+    device(s) the tensors were on."""
+    import inspect
+    import platform
+    import sys
+    torch = b.torch
+    from ._lib import VERSION
+    versions = {"torch": torch.__version__, "python": platform.python_version(),
+                "ckpt": VERSION}
+    if "numpy" in sys.modules:
+        versions["numpy"] = sys.modules["numpy"].__version__
+    out = {"ckpt.versions": versions}
+    models, params = {}, {}
+    for where, m in b.modules.items():
+        cls = type(m)
+        rec = {"class": "%s.%s" % (cls.__module__, cls.__qualname__)}
+        if record_source:
+            try:
+                rec["source"] = inspect.getsourcefile(cls)
+            except (TypeError, OSError):
+                pass  # defined in C or interactively: no file to name
+        models[where] = rec
+        for p in m.parameters():
+            name = str(p.dtype)
+            params[name] = params.get(name, 0) + 1
+    if models:
+        out["ckpt.model"] = models
+    dtype = {"default": str(torch.get_default_dtype())}
+    autocast = {}
+    for dev in ("cpu", "cuda"):
+        try:  # torch 2.4+: per device type; older: cuda and cpu functions
+            on = torch.is_autocast_enabled(dev)
+            dt = torch.get_autocast_dtype(dev) if on else None
+        except (TypeError, AttributeError):
+            on = torch.is_autocast_cpu_enabled() if dev == "cpu" else torch.is_autocast_enabled()
+            dt = (torch.get_autocast_cpu_dtype() if dev == "cpu"
+                  else torch.get_autocast_gpu_dtype()) if on else None
+        if on:
+            autocast[dev] = str(dt)
+    if autocast:
+        dtype["autocast"] = autocast
+    if params:
+        dtype["parameters"] = params
+    out["ckpt.dtype"] = dtype
+    if b.devices:
+        out["ckpt.device"] = ", ".join(sorted(b.devices))
+    return out
+
+
 def _join(where, k):
     return "%s.%s" % (where, k) if where else str(k)
 
@@ -161,7 +220,7 @@ def _located(f, where):
     return AuditFinding(f.kind, names, "%s: %s" % (where, f.message))
 
 
-def save(obj, path, *, meta=None):
+def save(obj, path, *, meta=None, record_source=True):
     """Writes `obj` to `path` atomically and durably (a temporary file in
     the same directory, fsync, rename, fsync of the directory: a crash
     leaves either the old file or the new one). The format follows the
@@ -174,7 +233,13 @@ def save(obj, path, *, meta=None):
     listed in the entry "ckpt.meta_json", so that ckpt.metadata reads the
     same value back (safetensors' __metadata__ stays str to str). The class
     of each optimizer in obj is recorded ("ckpt.optimizers": tree path ->
-    "module.qualname") for Store.resume.
+    "module.qualname") for Store.resume. So is what the file does not
+    carry about where it was saved (ckpt.metadata gives it back, ckpt
+    doctor shows it): "ckpt.versions" (torch, Python, ckpt, numpy),
+    "ckpt.model" (each module's class and source file; record_source=False
+    leaves the file path out), "ckpt.dtype" (torch.get_default_dtype(),
+    the autocast dtype where autocast is on, the parameters' dtypes
+    counted), "ckpt.device" (where the tensors were).
 
     obj: tensors, numpy arrays, numbers, strings, bytes, None, dicts, lists
     and tuples; an nn.Module is saved as its state_dict(), other objects
@@ -192,7 +257,7 @@ def save(obj, path, *, meta=None):
         raise errors.InvalidArgumentError(
             "no format for the extension %r (use .safetensors, .pt, .pth, .bin or .ckpt)"
             % ext, path)
-    return _save_as(obj, path, FORMATS[ext], meta, stacklevel=3)
+    return _save_as(obj, path, FORMATS[ext], meta, stacklevel=3, record_source=record_source)
 
 
 def _meta_strings(meta, path):
@@ -219,7 +284,7 @@ def _meta_strings(meta, path):
     return out
 
 
-def _save_as(obj, path, fmt, meta, stacklevel, label=None):
+def _save_as(obj, path, fmt, meta, stacklevel, label=None, record_source=True):
     """save() with the format given (1 safetensors, 3 torch zip). label
     names the save in the audit warning (default: path); a stable label
     lets Python's warning filter show a repeated warning once."""
@@ -229,6 +294,10 @@ def _save_as(obj, path, fmt, meta, stacklevel, label=None):
         root = b.value(obj)
         if b.optimizers:
             meta["ckpt.optimizers"] = json.dumps(b.optimizers, sort_keys=True)
+        saved = _saved_with(b, record_source)
+        listed = json.loads(meta.get("ckpt.meta_json", "[]")) + sorted(saved)
+        meta.update((k, json.dumps(v, sort_keys=True)) for k, v in saved.items())
+        meta["ckpt.meta_json"] = json.dumps(listed)
         keys = [k.encode() for k in meta]
         vals = [v.encode() for v in meta.values()]
         opts = options(WriteOptions_)

@@ -230,7 +230,7 @@ class Store:
         # temporary files of writers that were killed (ours included)
         check(lib.ckpt_store_gc(None, fspath(self.dir), ctypes.byref(self._opts)), self.dir)
 
-    def commit(self, obj, step, *, replace=False):
+    def commit(self, obj, step, *, replace=False, record_source=True):
         """Commits `obj` as generation `step` and returns its path. obj is
         what ckpt.save takes (modules, optimizers, schedulers and scalers are
         saved as their state_dict()); a dict gets "step" and "rng" (the
@@ -238,7 +238,10 @@ class Store:
         that resume can continue exactly. A step already committed raises
         ckpt.InvalidArgumentError unless replace=True. Several processes may
         commit into one store: they take turns through the store's lock
-        (see ckpt_store_commit), and LATEST only moves forward.
+        (see ckpt_store_commit), and LATEST only moves forward. Versions,
+        model classes, dtype intent and device are recorded as ckpt.save
+        records them (record_source=False: without the model's source
+        file).
 
         Under an initialised torch.distributed process group of more than
         one rank, every rank calls commit with its part of the state (DTensors,
@@ -268,7 +271,7 @@ class Store:
         held = None
         try:
             _save_as(obj, staging, 1 if self.format == "safetensors" else 3, None, stacklevel=3,
-                     label="ckpt.Store(%r).commit" % self.dir)
+                     label="ckpt.Store(%r).commit" % self.dir, record_source=record_source)
             # a live writer's lock: gc (of any process) leaves the file alone
             held = os.open(staging, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
             fcntl.flock(held, fcntl.LOCK_EX)

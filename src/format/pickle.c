@@ -1645,7 +1645,10 @@ static int step(machine *m) {
     case OP_EMPTY_SET: return push(m, ckpt_value_new(m->a, CKPT_KIND_SET));
     case OP_TUPLE: return op_mark_seq(m, CKPT_KIND_TUPLE);
     case OP_LIST: return op_mark_seq(m, CKPT_KIND_LIST);
-    case OP_FROZENSET: return op_mark_seq(m, CKPT_KIND_SET);
+    case OP_FROZENSET:
+        if ((rc = op_mark_seq(m, CKPT_KIND_SET))) return rc;
+        m->stack[m->sp - 1]->frozen = 1; /* the set op_mark_seq pushed */
+        return 0;
     case OP_DICT: return op_dict(m);
     case OP_TUPLE1: return op_tuple_n(m, 1);
     case OP_TUPLE2: return op_tuple_n(m, 2);

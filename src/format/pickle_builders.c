@@ -138,7 +138,10 @@ static int b_tuple(ckpt_value **out, const pk_build_ctx *c, const ckpt_value *ca
 
 static int b_set(ckpt_value **out, const pk_build_ctx *c, const ckpt_value *callable,
                  ckpt_value *args) {
-    return seq_of(out, c, callable, args, CKPT_KIND_SET);
+    int rc = seq_of(out, c, callable, args, CKPT_KIND_SET);
+    if (!rc && (*out)->kind == CKPT_KIND_SET)
+        (*out)->frozen = !strcmp(callable->u.global.name, "frozenset");
+    return rc;
 }
 
 /* dict(), dict(mapping), dict(pairs); OrderedDict and Counter likewise,
@@ -777,7 +780,9 @@ static int b_np_scalar(ckpt_value **out, const pk_build_ctx *c, const ckpt_value
     } else {
         *out = ckpt_value_new_int_le(c->arena, le, size);
     }
-    return *out ? 0 : nomem(c);
+    if (!*out) return nomem(c);
+    (*out)->np_dtype = (uint8_t)ckpt_dtype_from_numpy(code);
+    return 0;
 }
 
 /* numpy.core.multiarray._reconstruct(numpy.ndarray, (0,), b'b'): an empty
@@ -839,6 +844,7 @@ static int np_setstate(const pk_build_ctx *c, ckpt_value *target, const ckpt_val
     if ((rc = ckpt_tensor_new(&t, c->arena, st, dt, ndim, shape, stride, 0, c->file, c->member,
                               c->offset)))
         return rc;
+    t->u.tensor->is_numpy = 1;
     target->kind = CKPT_KIND_TENSOR;
     target->u.tensor = t->u.tensor;
     return 1;

@@ -389,6 +389,12 @@ static int contiguous_strides(uint32_t ndim, const uint64_t *shape, uint64_t *st
     return 0;
 }
 
+/* e's dimensions in the pool; a 0-d tensor has none, and the pool of a
+ * file whose tensors are all 0-d is NULL (no pointer arithmetic on it). */
+static const uint64_t *entry_shape(const uint64_t *dims, const st_entry *e) {
+    return e->ndim ? dims + e->shape : NULL;
+}
+
 /* Metadata::validate (FORMATS.md §1.4 step 4-5) over entries sorted by
  * data_offsets: they must tile the byte buffer from 0 with no gap, overlap
  * or alias, each exactly numel x bits / 8 bytes, and the buffer must end
@@ -408,7 +414,7 @@ static int validate(ckpt_file *f, uint64_t n, const st_entry *es, size_t count,
                             "begin] (tensors must tile the data from 0 without "
                             "gaps, overlaps or shared bytes)",
                             e->name, e->begin, e->end, start);
-        const uint64_t *shape = dims + e->shape;
+        const uint64_t *shape = entry_shape(dims, e);
         uint64_t numel = 1, nbits;
         for (uint32_t d = 0; d < e->ndim; d++)
             if (ckpt_mul_overflow(numel, shape[d], &numel))
@@ -467,7 +473,7 @@ static int build_root(ckpt_file *f, uint64_t n, const st_entry *es, size_t count
     f->root->u.dict.cap = count ? count : 1;
     for (size_t i = 0; i < count; i++) {
         const st_entry *e = &es[i];
-        const uint64_t *shape = dims + e->shape;
+        const uint64_t *shape = entry_shape(dims, e);
         uint64_t off = 8 + n + e->begin; /* <= map_size: validated */
         uint64_t stride[CKPT_MAX_NDIM];
         (void)contiguous_strides(e->ndim, shape, stride); /* validated */

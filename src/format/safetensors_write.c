@@ -114,7 +114,9 @@ typedef struct st_writer {
     uint64_t next_id;
     ckpt_buf structure, aliases, header;
     int aliased;
-    int dict_attrs; /* the structure records a dict class or state */
+    /* the structure needs version 2: a dict class or state, a numpy value,
+     * a frozenset */
+    int v2;
 } st_writer;
 
 /* ------------------------------------------------------------ grouping */
@@ -286,6 +288,10 @@ static void put_tensor(st_writer *w, ckpt_buf *b, const ckpt_value *v) {
     if (t->dtype != d->dtype) ckpt_buf_printf(b, ",\"dtype\":\"%s\"", ckpt_dtype_name(t->dtype));
     if (t->requires_grad) ckpt_buf_str(b, ",\"requires_grad\":true");
     if (t->is_parameter) ckpt_buf_str(b, ",\"parameter\":true");
+    if (t->is_numpy) {
+        ckpt_buf_str(b, ",\"numpy\":true");
+        w->v2 = 1;
+    }
     if (d->group >= 0) {
         ckpt_buf_printf(b, ",\"storage\":%" PRId64 ",\"offset\":%" PRIu64 ",\"stride\":[", d->group,
                         d->off);
@@ -300,9 +306,11 @@ static void put_tensor(st_writer *w, ckpt_buf *b, const ckpt_value *v) {
  * checked by ckpt_wr_collect: only writable kinds reach here). Containers and
  * tensors have an identity: a second visit is a {"ref": id}. A dict is
  * {"dict": [[K, V]...]} and, for an OrderedDict or Counter, "class" and
- * its attributes as "state". */
+ * its attributes as "state". A numpy scalar is {"numpy": dtype name,
+ * "value": V}, a frozenset {"frozenset": [...]}. */
 #define ENC_OPEN 1u        /* user: a container whose closing is due */
 #define ENC_DICT_CLOSED 2u /* user: a dict's items and class are written */
+#define ENC_NUMPY 4u       /* user: a numpy scalar's object is open */
 
 static int enc_enter(ckpt_walk *ww, ckpt_walk_frame *node) {
     st_writer *w = ww->ctx;
@@ -319,11 +327,20 @@ static int enc_enter(ckpt_walk *ww, ckpt_walk_frame *node) {
         const char *cls = ckpt_dict_class_name(up->value->dict_class);
         if (!cls) return CKPT_WALK_SKIP; /* a plain dict's attributes are not kept */
         ckpt_buf_printf(b, "],\"class\":\"%s\",\"state\":", cls);
-        w->dict_attrs = 1;
+        w->v2 = 1;
         up->user |= ENC_DICT_CLOSED;
         break;
     }
     default: break;
+    }
+    if (v->np_dtype &&
+        (v->kind == CKPT_KIND_BOOL || v->kind == CKPT_KIND_INT || v->kind == CKPT_KIND_FLOAT)) {
+        /* the value itself is encoded next, as a plain one, and closed by
+         * enc_leave */
+        ckpt_buf_printf(b,
+                        "{\"numpy\":\"%s\",\"value\":", ckpt_dtype_name((ckpt_dtype)v->np_dtype));
+        node->user = ENC_NUMPY;
+        w->v2 = 1;
     }
     switch (v->kind) {
     case CKPT_KIND_NONE: ckpt_buf_str(b, "null"); return CKPT_WALK_PRUNE;
@@ -372,7 +389,10 @@ static int enc_enter(ckpt_walk *ww, ckpt_walk_frame *node) {
     case CKPT_KIND_TENSOR: put_tensor(w, b, v); return CKPT_WALK_PRUNE;
     case CKPT_KIND_LIST: ckpt_buf_str(b, "{\"list\":["); break;
     case CKPT_KIND_TUPLE: ckpt_buf_str(b, "{\"tuple\":["); break;
-    case CKPT_KIND_SET: ckpt_buf_str(b, "{\"set\":["); break;
+    case CKPT_KIND_SET:
+        ckpt_buf_str(b, v->frozen ? "{\"frozenset\":[" : "{\"set\":[");
+        w->v2 |= v->frozen;
+        break;
     default: ckpt_buf_str(b, "{\"dict\":["); break; /* DICT */
     }
     node->user = ENC_OPEN;
@@ -383,6 +403,7 @@ static int enc_leave(ckpt_walk *ww, ckpt_walk_frame *node) {
     st_writer *w = ww->ctx;
     ckpt_buf *b = &w->structure;
     const ckpt_value *v = node->value;
+    if (node->user & ENC_NUMPY) ckpt_buf_byte(b, '}');
     if (node->user & ENC_OPEN) {
         if (v->kind != CKPT_KIND_DICT) {
             ckpt_buf_str(b, "]}");
@@ -392,7 +413,7 @@ static int enc_leave(ckpt_walk *ww, ckpt_walk_frame *node) {
                 ckpt_buf_byte(b, ']');
                 if (cls) {
                     ckpt_buf_printf(b, ",\"class\":\"%s\"", cls);
-                    w->dict_attrs = 1;
+                    w->v2 = 1;
                 }
             }
             ckpt_buf_byte(b, '}');
@@ -413,7 +434,7 @@ static int plain(const st_writer *w, const ckpt_value *root) {
         if (k->kind != CKPT_KIND_STR || v->kind != CKPT_KIND_TENSOR) return 0;
         const data_t *d = w->order[i];
         if (d->t != v->u.tensor || strcmp(d->name, k->u.s.p) != 0 || d->dtype != d->t->dtype ||
-            d->t->requires_grad || d->t->is_parameter)
+            d->t->requires_grad || d->t->is_parameter || d->t->is_numpy)
             return 0;
     }
     return 1;
@@ -436,9 +457,10 @@ static int build_structure(st_writer *w, const ckpt_value *root) {
     ww.ctx = w;
     int rc = ckpt_walk_run(&ww, root);
     if (rc) return rc;
-    /* version 2 only when a dict has "class" or "state", which readers of
-     * version 1 refuse: other files stay readable by them */
-    if (w->dict_attrs && !b->failed) b->p[strlen("{\"version\":")] = '2';
+    /* version 2 only when a dict has "class" or "state" or a value is from
+     * numpy or a frozenset, which readers of version 1 refuse: other files
+     * stay readable by them */
+    if (w->v2 && !b->failed) b->p[strlen("{\"version\":")] = '2';
     if (w->ngroups) {
         ckpt_buf_str(b, ",\"storages\":[");
         for (size_t g = 0; g < w->ngroups; g++) {

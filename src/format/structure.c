@@ -303,9 +303,14 @@ static int decode_tensor(decoder *d, const json_t *j, ckpt_value **out) {
         ndim--;
     }
     const json_t *rg = json_object_get(j, "requires_grad"),
-                 *param = json_object_get(j, "parameter");
+                 *param = json_object_get(j, "parameter"), *np = json_object_get(j, "numpy");
     if (rg && !json_is_boolean(rg)) return bad(d, "\"requires_grad\" must be a boolean");
     if (param && !json_is_boolean(param)) return bad(d, "\"parameter\" must be a boolean");
+    if (np && (!json_is_boolean(np) || d->version < 2))
+        return bad(d, "\"numpy\" must be a boolean, from version 2");
+    if (json_is_true(np) && !ckpt_dtype_numpy_code(dt))
+        return bad(d, "tensor \"%s\": numpy has no dtype %s", ckpt_tensor_name(data),
+                   ckpt_dtype_name(dt));
     uint64_t stride[CKPT_MAX_NDIM], offset = 0;
     ckpt_storage *st = data->storage;
     const json_t *jg = json_object_get(j, "storage");
@@ -345,8 +350,60 @@ static int decode_tensor(decoder *d, const json_t *j, ckpt_value **out) {
     }
     v->u.tensor->requires_grad = json_is_true(rg);
     v->u.tensor->is_parameter = json_is_true(param);
+    v->u.tensor->is_numpy = json_is_true(np);
     *out = v;
     return register_node(d, v, 0);
+}
+
+/* Whether v is a value of the numpy scalar type dt: a bool for BOOL, a
+ * float for F16/F32/F64, an int in range for the integer types (the
+ * pickle reader makes no other; complex scalars stay objects). */
+static int np_scalar_fits(const ckpt_value *v, ckpt_dtype dt) {
+    switch (dt) {
+    case CKPT_DT_BOOL: return v->kind == CKPT_KIND_BOOL;
+    case CKPT_DT_F16:
+    case CKPT_DT_F32:
+    case CKPT_DT_F64: return v->kind == CKPT_KIND_FLOAT;
+    case CKPT_DT_U64: /* up to 2^64 - 1: past int64 only as decimal text */
+        return v->kind == CKPT_KIND_INT &&
+               (v->u.i.decimal ? v->u.i.decimal[0] != '-' && strlen(v->u.i.decimal) <= 20 &&
+                                     (strlen(v->u.i.decimal) < 20 ||
+                                      strcmp(v->u.i.decimal, "18446744073709551615") <= 0)
+                               : v->u.i.v >= 0);
+    case CKPT_DT_I64: return v->kind == CKPT_KIND_INT && !v->u.i.decimal;
+    case CKPT_DT_U8:
+    case CKPT_DT_U16:
+    case CKPT_DT_U32:
+    case CKPT_DT_I8:
+    case CKPT_DT_I16:
+    case CKPT_DT_I32: {
+        unsigned bits = ckpt_dtype_bits(dt);
+        int sign = dt == CKPT_DT_I8 || dt == CKPT_DT_I16 || dt == CKPT_DT_I32;
+        int64_t lo = sign ? -((int64_t)1 << (bits - 1)) : 0;
+        int64_t hi = sign ? ((int64_t)1 << (bits - 1)) - 1 : ((int64_t)1 << bits) - 1;
+        return v->kind == CKPT_KIND_INT && !v->u.i.decimal && v->u.i.v >= lo && v->u.i.v <= hi;
+    }
+    default: return 0;
+    }
+}
+
+/* {"numpy": dtype name, "value": V} (version 2): a numpy scalar, V a
+ * bool, int or float its dtype holds. */
+static int decode_numpy(decoder *d, const json_t *j, uint32_t depth, ckpt_value **out) {
+    const json_t *name = json_object_get(j, "numpy"), *val = json_object_get(j, "value");
+    ckpt_dtype dt =
+        json_is_string(name) ? ckpt_dtype_from_name(json_string_value(name)) : CKPT_DT_UNKNOWN;
+    if (d->version < 2 || json_object_size(j) != 2 || !val || !ckpt_dtype_numpy_code(dt))
+        return bad(d, "a numpy scalar is {\"numpy\": a numpy dtype, \"value\": V}, "
+                      "from version 2");
+    ckpt_value *v;
+    int rc = decode(d, val, depth + 1, &v);
+    if (rc) return rc;
+    if (!np_scalar_fits(v, dt))
+        return bad(d, "numpy %s scalar: the value is not one of its values", ckpt_dtype_name(dt));
+    v->np_dtype = (uint8_t)dt;
+    *out = v;
+    return 0;
 }
 
 static int decode(decoder *d, const json_t *j, uint32_t depth, ckpt_value **out) {
@@ -369,10 +426,16 @@ static int decode(decoder *d, const json_t *j, uint32_t depth, ckpt_value **out)
         const json_t *x;
         if (json_object_get(j, "tensor")) return decode_tensor(d, j, out);
         if (json_object_get(j, "dict")) return decode_dict(d, j, depth, out);
+        if (json_object_get(j, "numpy")) return decode_numpy(d, j, depth, out);
         if (json_object_size(j) != 1) return bad(d, "expected an object with one tag");
         if ((x = json_object_get(j, "list"))) return decode_seq(d, x, CKPT_KIND_LIST, depth, out);
         if ((x = json_object_get(j, "tuple"))) return decode_seq(d, x, CKPT_KIND_TUPLE, depth, out);
         if ((x = json_object_get(j, "set"))) return decode_seq(d, x, CKPT_KIND_SET, depth, out);
+        if ((x = json_object_get(j, "frozenset")) && d->version >= 2) {
+            int rc = decode_seq(d, x, CKPT_KIND_SET, depth, out);
+            if (!rc) (*out)->frozen = 1;
+            return rc;
+        }
         if ((x = json_object_get(j, "ref"))) {
             uint64_t n;
             if (json_u64(x, &n) || n >= d->n)
@@ -439,7 +502,14 @@ static const char *find_meta(const ckpt_file *f, const char *key) {
 }
 
 int ckpt_structure_decode(const ckpt_value **out, const ckpt_file *f, ckpt_arena *a) {
+    return ckpt_structure_decode_storages(out, NULL, NULL, f, a);
+}
+
+int ckpt_structure_decode_storages(const ckpt_value **out, ckpt_storage ***groups, size_t *ngroups,
+                                   const ckpt_file *f, ckpt_arena *a) {
     *out = f->root;
+    if (groups) *groups = NULL;
+    if (ngroups) *ngroups = 0;
     const char *text =
         f->format == CKPT_FORMAT_SAFETENSORS ? find_meta(f, CKPT_META_STRUCTURE) : NULL;
     if (!text) return 0;
@@ -460,6 +530,10 @@ int ckpt_structure_decode(const ckpt_value **out, const ckpt_file *f, ckpt_arena
         d.version = (int)json_integer_value(ver);
         rc = decode(&d, root, 0, &v);
         if (!rc) *out = v;
+        if (!rc && groups && d.groups) {
+            *groups = d.groups;
+            *ngroups = json_array_size(d.storages);
+        }
     }
     json_decref(doc);
     return rc;
@@ -472,7 +546,8 @@ int ckpt_file_logical_root(const ckpt_value **out, const ckpt_file *cf) {
     ckpt_file *f = (ckpt_file *)cf; /* the cache: documented as a first-call write */
     if (!f->logical_done) {
         const ckpt_value *root = NULL;
-        int rc = ckpt_structure_decode(&root, f, &f->arena);
+        int rc = ckpt_structure_decode_storages(&root, &f->logical_storages, &f->nlogical_storages,
+                                                f, &f->arena);
         if (rc) return rc; /* not cached: the error is recorded again */
         f->logical = root;
         f->logical_done = 1;

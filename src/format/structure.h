@@ -17,5 +17,10 @@
  * (malformed structure, naming the problem; a "ref" to a container from
  * inside it), CKPT_E_LIMIT, CKPT_E_NOMEM. */
 int ckpt_structure_decode(const ckpt_value **out, const ckpt_file *f, ckpt_arena *a);
+/* The same, also giving the storages it rebuilt ("storages" of the
+ * structure, by index; an entry no tensor used is NULL), which the tree's
+ * tensors know by ids f->nstorages + index. */
+int ckpt_structure_decode_storages(const ckpt_value **out, ckpt_storage ***groups, size_t *ngroups,
+                                   const ckpt_file *f, ckpt_arena *a);
 
 #endif

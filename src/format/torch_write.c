@@ -19,6 +19,12 @@
  * torch.save writes Module.state_dict(). A node reached twice is pickled once
  * and fetched from the memo (tied weights stay one object); tensors sharing
  * a storage share its record, views keep their offset and strides.
+ * Values read from numpy objects are written as numpy pickles them
+ * (numpy.core.multiarray._reconstruct + BUILD for an array, its bytes in
+ * the pickle; numpy.core.multiarray.scalar for a scalar; numpy.dtype),
+ * so torch.load gives numpy back (weights_only refuses numpy globals
+ * unless allowed with torch.serialization.safe_globals); frozensets as
+ * builtins.frozenset.
  *
  * The archive: every record stored (not compressed) under "<name>/", name
  * being the target's file name without extension as torch does, data
@@ -31,6 +37,7 @@
 #include <inttypes.h>
 #include <libdeflate.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "model/dtype.h"
@@ -287,6 +294,127 @@ static void put_dims(pt_writer *w, const uint64_t *d, uint32_t n) {
     op(w, n == 1 ? 0x85 : n == 2 ? 0x86 : n == 3 ? 0x87 : 't');
 }
 
+/* ------------------------------------------------------------ numpy */
+
+/* IEEE half bits of a double that came from a half (numpy float16
+ * scalars): exact for every such value, NaN payloads kept. */
+static uint16_t half_bits(double d) {
+    uint64_t b;
+    memcpy(&b, &d, sizeof b);
+    uint16_t sign = (uint16_t)((b >> 48) & 0x8000);
+    int e = (int)((b >> 52) & 0x7FF);
+    uint64_t mant = b & (((uint64_t)1 << 52) - 1);
+    if (e == 0x7FF) return (uint16_t)(sign | 0x7C00 | (mant ? (mant >> 42) | 0x200 : 0));
+    if (e == 0) return sign; /* zero: double subnormals are below half's range */
+    int he = e - 1023 + 15;
+    if (he >= 0x1F) return (uint16_t)(sign | 0x7C00);
+    if (he <= 0) { /* a half subnormal */
+        int shift = 43 - he;
+        return (uint16_t)(sign | (shift < 64 ? (mant | (uint64_t)1 << 52) >> shift : 0));
+    }
+    return (uint16_t)(sign | (uint16_t)(he << 10) | (uint16_t)(mant >> 42));
+}
+
+/* numpy.dtype(code, False, True) with the BUILD state numpy gives it:
+ * (3, byteorder, None, None, None, -1, -1, 0), byteorder '|' for one-byte
+ * types, '<' otherwise (ckpt reads elements as little-endian). */
+static int put_np_dtype(pt_writer *w, ckpt_dtype dt) {
+    const char *code = ckpt_dtype_numpy_code(dt);
+    if (!code)
+        return ckpt_err(CKPT_E_UNSUPPORTED, "", "", CKPT_NO_OFFSET, "numpy has no dtype %s",
+                        ckpt_dtype_name(dt));
+    global(w, "numpy", "dtype");
+    put_str(w, code, strlen(code));
+    op(w, 0x89);
+    op(w, 0x88);
+    op(w, 0x87);
+    op(w, 'R');
+    op(w, '(');
+    put_int64(w, 3);
+    put_str(w, ckpt_dtype_size(dt) == 1 ? "|" : "<", 1);
+    op(w, 'N');
+    op(w, 'N');
+    op(w, 'N');
+    put_int64(w, -1);
+    put_int64(w, -1);
+    put_int64(w, 0);
+    op(w, 't');
+    op(w, 'b');
+    return 0;
+}
+
+/* A numpy scalar: numpy.core.multiarray.scalar(dtype, element bytes). */
+static int put_np_scalar(pt_writer *w, const ckpt_value *v) {
+    ckpt_dtype dt = (ckpt_dtype)v->np_dtype;
+    unsigned size = ckpt_dtype_size(dt);
+    uint64_t u = 0;
+    if (v->kind == CKPT_KIND_BOOL) {
+        u = v->u.b != 0;
+    } else if (v->kind == CKPT_KIND_INT) { /* numpy ints fit 64 bits */
+        u = v->u.i.decimal ? strtoull(v->u.i.decimal, NULL, 10) : (uint64_t)v->u.i.v;
+    } else if (dt == CKPT_DT_F16) {
+        u = half_bits(v->u.f);
+    } else if (dt == CKPT_DT_F32) {
+        float f = (float)v->u.f;
+        uint32_t x;
+        memcpy(&x, &f, sizeof x);
+        u = x;
+    } else {
+        memcpy(&u, &v->u.f, sizeof u);
+    }
+    uint8_t le[8];
+    for (unsigned i = 0; i < 8; i++) le[i] = (uint8_t)(u >> (8 * i));
+    global(w, "numpy.core.multiarray", "scalar");
+    int rc = put_np_dtype(w, dt);
+    if (!rc) rc = put_bytes(w, le, size > 8 ? 8 : size);
+    if (rc) return rc;
+    op(w, 0x86);
+    op(w, 'R');
+    return 0;
+}
+
+/* A numpy array as ndarray.__reduce__ gives it: _reconstruct(ndarray,
+ * (0,), b'b') then BUILD (1, shape, dtype, is_fortran, raw bytes), the
+ * bytes in C order, or in Fortran order for a Fortran-strided array (read
+ * through the reversed view, whose row-major order that is). */
+static int put_np_array(pt_writer *w, const ckpt_tensor *t) {
+    ckpt_tensor rev = *t;
+    uint64_t shape[CKPT_MAX_NDIM], stride[CKPT_MAX_NDIM], step = 1;
+    int fortran = t->ndim > 1 && !ckpt_tensor_is_contiguous(t);
+    for (uint32_t i = 0; fortran && i < t->ndim; i++) {
+        fortran = t->stride[i] == step;
+        step *= t->shape[i];
+        shape[i] = t->shape[t->ndim - 1 - i];
+        stride[i] = t->stride[t->ndim - 1 - i];
+    }
+    if (fortran) {
+        rev.shape = shape;
+        rev.stride = stride;
+    }
+    global(w, "numpy.core.multiarray", "_reconstruct");
+    global(w, "numpy", "ndarray");
+    put_int64(w, 0);
+    op(w, 0x85);
+    int rc = put_bytes(w, (const uint8_t *)"b", 1);
+    if (rc) return rc;
+    op(w, 0x87);
+    op(w, 'R');
+    op(w, '(');
+    put_int64(w, 1);
+    put_dims(w, t->shape, t->ndim);
+    if ((rc = put_np_dtype(w, t->dtype))) return rc;
+    op(w, fortran ? 0x88 : 0x89);
+    uint8_t *raw = ckpt_malloc(t->nbytes ? (size_t)t->nbytes : 1);
+    if (!raw) return ckpt_err_nomem();
+    rc = ckpt_tensor_read(&rev, raw, (size_t)t->nbytes);
+    if (!rc) rc = put_bytes(w, raw, (size_t)t->nbytes);
+    ckpt_free(raw);
+    if (rc) return rc;
+    op(w, 't');
+    op(w, 'b');
+    return 0;
+}
+
 /* What torch can save, checked by flattened name before anything is
  * pickled: a dtype it has, and one dtype per storage whose size is a
  * whole number of its elements (torch.save refuses "multiple tensors
@@ -299,6 +427,7 @@ static int check_tensors(const wr_named *tensors, size_t n) {
         const char *name = tensors[i].name;
         uint64_t off, have;
         const ckpt_storage *root = ckpt_wr_root_storage(t, &off);
+        if (t->is_numpy) continue; /* its bytes go into the pickle */
         if (!storage_class(t->dtype) && !untyped_dtype(t->dtype))
             rc = ckpt_err(CKPT_E_UNSUPPORTED, "", "", CKPT_NO_OFFSET,
                           "tensor \"%s\": dtype %s cannot be written to a torch "
@@ -432,6 +561,11 @@ static int save_enter(ckpt_walk *ww, ckpt_walk_frame *node) {
         batch_opens(node->index,
                     parent->kind == CKPT_KIND_DICT ? parent->u.dict.n : parent->u.seq.n))
         op(w, '(');
+    if (v->np_dtype &&
+        (v->kind == CKPT_KIND_BOOL || v->kind == CKPT_KIND_INT || v->kind == CKPT_KIND_FLOAT)) {
+        rc = put_np_scalar(w, v);
+        return rc ? rc : CKPT_WALK_PRUNE;
+    }
     switch (v->kind) {
     case CKPT_KIND_NONE: op(w, 'N'); return CKPT_WALK_PRUNE;
     case CKPT_KIND_BOOL: op(w, v->u.b ? 0x88 : 0x89); return CKPT_WALK_PRUNE;
@@ -456,8 +590,9 @@ static int save_enter(ckpt_walk *ww, ckpt_walk_frame *node) {
     }
     switch (v->kind) {
     case CKPT_KIND_TENSOR:
-        rc = v->u.tensor->is_parameter ? put_parameter(w, v->u.tensor)
-                                       : put_tensor(w, v->u.tensor, v->u.tensor->requires_grad);
+        rc = v->u.tensor->is_numpy       ? put_np_array(w, v->u.tensor)
+             : v->u.tensor->is_parameter ? put_parameter(w, v->u.tensor)
+                                         : put_tensor(w, v->u.tensor, v->u.tensor->requires_grad);
         if (rc || (rc = ckpt_ptrmap_put(&w->memo_of, v, w->memo))) return rc;
         memo_put(w);
         return CKPT_WALK_PRUNE;
@@ -474,7 +609,7 @@ static int save_enter(ckpt_walk *ww, ckpt_walk_frame *node) {
     }
     case CKPT_KIND_LIST: op(w, ']'); break;
     case CKPT_KIND_SET:
-        global(w, "__builtin__", "set");
+        global(w, "__builtin__", v->frozen ? "frozenset" : "set");
         op(w, ']');
         node->user = SAVED_OPEN;
         return CKPT_WALK_DESCEND;

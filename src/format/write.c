@@ -233,9 +233,23 @@ size_t ckpt_wr_named_unique(wr_named *v, size_t n) {
 
 /* ------------------------------------------------------------ entry points */
 
+int ckpt_wr_meta_saved_topic(const char *key) {
+    static const struct {
+        const char *key;
+        ckpt_meta_topic topic;
+    } saved[] = {{CKPT_META_SAVED_VERSIONS, CKPT_META_VERSIONS},
+                 {CKPT_META_SAVED_MODEL, CKPT_META_ARCHITECTURE},
+                 {CKPT_META_SAVED_DTYPE, CKPT_META_DTYPE},
+                 {CKPT_META_SAVED_DEVICE, CKPT_META_OTHER}};
+    for (size_t i = 0; i < sizeof saved / sizeof *saved; i++)
+        if (strcmp(key, saved[i].key) == 0) return (int)saved[i].topic;
+    return -1;
+}
+
 int ckpt_wr_meta_reserved(const char *key) {
     return strncmp(key, CKPT_META_PREFIX, strlen(CKPT_META_PREFIX)) == 0 &&
-           strcmp(key, CKPT_META_JSON) != 0 && strcmp(key, CKPT_META_OPTIMIZERS) != 0;
+           strcmp(key, CKPT_META_JSON) != 0 && strcmp(key, CKPT_META_OPTIMIZERS) != 0 &&
+           ckpt_wr_meta_saved_topic(key) < 0;
 }
 
 void ckpt_wr_progress(const ckpt_write_options *o, uint64_t done, uint64_t total) {

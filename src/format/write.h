@@ -37,9 +37,21 @@
  * they are by convert and rename. */
 #define CKPT_META_JSON "ckpt.meta_json"
 #define CKPT_META_OPTIMIZERS "ckpt.optimizers"
-/* Whether a metadata key is the writer's own (ckpt.* but the two above):
+/* What Python's ckpt.save records about where a checkpoint was saved
+ * (JSON text each), which the file does not carry otherwise: the torch,
+ * Python and ckpt versions; the model class and its source file; the dtype
+ * intent (default dtype, autocast, parameter dtypes); the device. */
+#define CKPT_META_SAVED_VERSIONS "ckpt.versions"
+#define CKPT_META_SAVED_MODEL "ckpt.model"
+#define CKPT_META_SAVED_DTYPE "ckpt.dtype"
+#define CKPT_META_SAVED_DEVICE "ckpt.device"
+/* Whether a metadata key is the writer's own (ckpt.* but the ones above):
  * never taken from a caller, dropped when a file is rewritten. */
 int ckpt_wr_meta_reserved(const char *key);
+/* The ckpt.* keys ckpt.save records about the saving environment (the
+ * CKPT_META_SAVED_* above): the metadata topic each belongs to
+ * (ckpt_meta_topic), or -1 for any other key. */
+int ckpt_wr_meta_saved_topic(const char *key);
 /* The record of a torch archive holding metadata and digests. */
 #define CKPT_TORCH_META_RECORD "extra/ckpt_meta.json"
 

@@ -9,12 +9,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 
 #include "base/error.h"
+#include "base/ptrmap.h"
 #include "model/file.h"
 #include "model/walk.h"
 #include "format/structure.h"
 #include "format/write.h"
+#include "open/sharded.h"
 
 /* ------------------------------------------------------------ select, exclude */
 
@@ -241,6 +244,212 @@ static int write_verified(const ckpt_value *root, const char *out, ckpt_format f
     return rc;
 }
 
+/* ------------------------------------------------------------ sharded output */
+
+/* Where a sharded set goes: dir, the names' stem and extension ("model",
+ * ".safetensors"; "pytorch_model", ".bin"). */
+typedef struct set_names {
+    const char *dir, *stem, *ext;
+    const char *single; /* the file a set of one shard is */
+} set_names;
+
+static int name_set(set_names *s, const char *out, ckpt_format fmt, ckpt_arena *a) {
+    struct stat st;
+    s->ext = fmt == CKPT_FORMAT_SAFETENSORS ? ".safetensors" : ".bin";
+    if (stat(out, &st) == 0 && S_ISDIR(st.st_mode)) { /* transformers' default names */
+        s->dir = out;
+        s->stem = fmt == CKPT_FORMAT_SAFETENSORS ? "model" : "pytorch_model";
+        s->single = ckpt_arena_printf(a, "%s/%s%s", out, s->stem, s->ext);
+        return s->single ? 0 : ckpt_err_nomem();
+    }
+    const char *slash = strrchr(out, '/'), *base = slash ? slash + 1 : out;
+    const char *dot = strrchr(base, '.');
+    s->single = out;
+    s->dir = slash ? ckpt_arena_strndup(a, out, (size_t)(slash - out) + (slash == out)) : ".";
+    s->stem = ckpt_arena_strndup(a, base, dot && dot != base ? (size_t)(dot - base) : strlen(base));
+    if (!s->dir || !s->stem) return ckpt_err_nomem();
+    if (!s->stem[0])
+        return ckpt_err(CKPT_E_INVALID_ARG, out, "", CKPT_NO_OFFSET,
+                        "a sharded set needs a file name to name its shards after");
+    return 0;
+}
+
+/* dir/name; name checked by the one shard-name rule the reader applies,
+ * so that the index names a shard every loader opens. */
+static const char *set_path(const set_names *s, const char *name, ckpt_arena *a) {
+    return ckpt_arena_printf(a, "%s/%s", s->dir, name);
+}
+
+/* A sharded set holds tensors only (its index maps tensor names to
+ * files): every leaf of the tree must be one. */
+static int tensors_only_enter(ckpt_walk *w, ckpt_walk_frame *node) {
+    switch (node->value->kind) {
+    case CKPT_KIND_DICT:
+    case CKPT_KIND_LIST:
+    case CKPT_KIND_TUPLE: return CKPT_WALK_DESCEND;
+    case CKPT_KIND_TENSOR: return CKPT_WALK_SKIP;
+    default:
+        return ckpt_err(CKPT_E_UNSUPPORTED, "", "", CKPT_NO_OFFSET,
+                        "a sharded set holds tensors only, and \"%.*s\" is a %s (select the "
+                        "state dict with --select)",
+                        (int)node->name_len, w->name[0] ? w->name : "(root)",
+                        ckpt_value_kind_name(node->value->kind));
+    }
+}
+
+static int tensors_only(const ckpt_value *root) {
+    ckpt_walk w;
+    ckpt_walk_init(&w, NULL, "", "");
+    w.names = 1;
+    w.enter = tensors_only_enter;
+    return ckpt_walk_run(&w, root);
+}
+
+/* Assigns each tensor (in order) a shard, as huggingface_hub's
+ * split_state_dict_into_shards_factory does: sizes are storage bytes,
+ * each storage counted once and its tensors kept with its first one; a
+ * storage larger than max gets a shard of its own, numbered when it is
+ * made, while the shard being filled is numbered when it closes.
+ * shard_of[i] receives tensor i's shard (0-based), *nshards their count,
+ * *total the bytes counted. */
+static int split(const wr_named *t, size_t n, uint64_t max, size_t *shard_of, size_t *nshards,
+                 uint64_t *total, ckpt_arena *a) {
+    ckpt_ptrmap first = {0}; /* root storage -> provisional shard + 1 */
+    size_t *number = ckpt_arena_array(a, n + 1, sizeof *number); /* provisional -> final */
+    size_t made = 0, closed = 0, cur = 0;
+    uint64_t cur_size = 0;
+    int rc = number ? 0 : ckpt_err_nomem(), open = 0;
+    *total = 0;
+    for (size_t i = 0; !rc && i < n; i++) {
+        uint64_t off, seen;
+        const ckpt_storage *st = ckpt_wr_root_storage(t[i].value->u.tensor, &off);
+        if (ckpt_ptrmap_get(&first, st, &seen)) { /* tied: with its storage */
+            shard_of[i] = (size_t)seen - 1;
+            continue;
+        }
+        uint64_t size = st->nbytes;
+        *total += size;
+        if (size > max) {
+            shard_of[i] = made;
+            number[made++] = closed++;
+        } else {
+            if (open && cur_size + size > max) {
+                number[cur] = closed++;
+                open = 0;
+            }
+            if (!open) {
+                cur = made++;
+                cur_size = 0;
+                open = 1;
+            }
+            shard_of[i] = cur;
+            cur_size += size;
+        }
+        rc = ckpt_ptrmap_put(&first, st, shard_of[i] + 1);
+    }
+    if (open) number[cur] = closed++;
+    for (size_t i = 0; !rc && i < n; i++) shard_of[i] = number[shard_of[i]];
+    ckpt_ptrmap_free(&first);
+    *nshards = closed;
+    return rc;
+}
+
+static int by_seq(const void *x, const void *y) {
+    uint64_t a = ((const wr_named *)x)->seq, b = ((const wr_named *)y)->seq;
+    return (a > b) - (a < b);
+}
+
+/* The index, as huggingface_hub writes it (indent 2): {"metadata":
+ * {"total_size": N, and the set's metadata}, "weight_map": {name: shard}}. */
+static int write_index(const char *path, uint64_t total, const ckpt_write_options *w,
+                       const wr_named *t, size_t n, const char *const *shard_names,
+                       const size_t *shard_of) {
+    json_t *doc = json_object(), *meta = json_object(), *map = json_object();
+    int bad = !doc || !meta || !map || json_object_set_new(doc, "metadata", meta) ||
+              json_object_set_new(doc, "weight_map", map) ||
+              json_object_set_new(meta, "total_size", json_integer((json_int_t)total));
+    for (size_t i = 0; !bad && i < w->nmeta; i++)
+        bad = json_object_set_new(meta, w->meta_keys[i], json_string(w->meta_values[i]));
+    for (size_t i = 0; !bad && i < n; i++)
+        bad = json_object_set_new(map, t[i].name, json_string(shard_names[shard_of[i]]));
+    char *text = bad ? NULL : json_dumps(doc, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    json_decref(doc);
+    if (!text) return ckpt_err_nomem();
+    ckpt_atomic a;
+    int rc = ckpt_atomic_begin(&a, path);
+    if (!rc) rc = ckpt_atomic_write(&a, text, strlen(text));
+    if (!rc) rc = ckpt_atomic_write(&a, "\n", 1);
+    free(text);
+    if (!rc) return ckpt_atomic_commit(&a, 0);
+    ckpt_atomic_abort(&a);
+    return rc;
+}
+
+static int write_sharded(const ckpt_value *root, const char *out, ckpt_format fmt, uint64_t max,
+                         const ckpt_write_options *w, const ckpt_open_options *open, ckpt_arena *a,
+                         ckpt_convert_report *r) {
+    set_names s;
+    wr_named *t = NULL;
+    size_t n = 0, nshards = 0, *shard_of = NULL;
+    uint64_t total;
+    int rc = tensors_only(root);
+    if (!rc) rc = name_set(&s, out, fmt, a);
+    if (!rc) rc = ckpt_wr_collect(&t, &n, root);
+    if (!rc) {
+        /* one entry per name, as the index maps them, in the tree's order */
+        n = ckpt_wr_named_unique(t, n);
+        qsort(t, n, sizeof *t, by_seq);
+        shard_of = ckpt_arena_array(a, n ? n : 1, sizeof *shard_of);
+        if (!shard_of) rc = ckpt_err_nomem();
+    }
+    if (!rc) rc = split(t, n, max, shard_of, &nshards, &total, a);
+    const char **names = NULL;
+    if (!rc && nshards > 1) {
+        names = ckpt_arena_array(a, nshards, sizeof *names);
+        if (!names) rc = ckpt_err_nomem();
+    }
+    for (size_t k = 0; !rc && names && k < nshards; k++) {
+        names[k] = ckpt_arena_printf(a, "%s-%05zu-of-%05zu%s", s.stem, k + 1, nshards, s.ext);
+        char *canon = names[k] ? ckpt_arena_alloc(a, strlen(names[k]) + 1) : NULL;
+        if (!canon) rc = ckpt_err_nomem();
+        const char *why = canon ? ckpt_shard_name(canon, names[k], strlen(names[k]), s.ext) : NULL;
+        if (!rc && (why || strcmp(canon, names[k])))
+            rc = ckpt_err(CKPT_E_INVALID_ARG, out, "", CKPT_NO_OFFSET, "shard name \"%s\" is %s",
+                          names[k], why ? why : "not canonical");
+    }
+    if (!rc && nshards <= 1) { /* one file, no index, as transformers saves it */
+        ckpt_write_stats stats;
+        rc = write_verified(root, s.single, fmt, w, open, &stats);
+        if (!rc) *r = (ckpt_convert_report){fmt, stats.tensors, stats.bytes, stats.keys, 0};
+    }
+    for (size_t k = 0; !rc && names && k < nshards; k++) {
+        ckpt_value *shard = ckpt_value_new(a, CKPT_KIND_DICT);
+        if (!shard) rc = ckpt_err_nomem();
+        for (size_t i = 0; !rc && i < n; i++) {
+            if (shard_of[i] != k) continue;
+            ckpt_value *key = ckpt_value_new_str(a, CKPT_KIND_STR, t[i].name, strlen(t[i].name));
+            if (!key || ckpt_value_dict_set(a, shard, key, (ckpt_value *)t[i].value))
+                rc = ckpt_err_nomem();
+        }
+        ckpt_write_stats stats;
+        const char *path = rc ? NULL : set_path(&s, names[k], a);
+        if (!rc) rc = path ? write_verified(shard, path, fmt, w, open, &stats) : ckpt_err_nomem();
+        if (!rc) {
+            r->tensors += stats.tensors;
+            r->bytes += stats.bytes;
+            r->keys += stats.keys;
+        }
+    }
+    if (!rc && names) {
+        const char *index = set_path(&s, ckpt_arena_printf(a, "%s%s.index.json", s.stem, s.ext), a);
+        rc = index ? write_index(index, total, w, t, n, names, shard_of) : ckpt_err_nomem();
+        r->format = fmt;
+        r->shards = nshards;
+    }
+    ckpt_wr_named_free(t, n);
+    return rc;
+}
+
 int ckpt_convert(ckpt_convert_report *report, const char *in, const char *out,
                  const ckpt_convert_options *opts) {
     ckpt_convert_options defaults = CKPT_CONVERT_OPTIONS_INIT;
@@ -249,6 +458,9 @@ int ckpt_convert(ckpt_convert_report *report, const char *in, const char *out,
     if (report) *report = (ckpt_convert_report){0};
     if (!in || !out) return ckpt_err(CKPT_E_INVALID_ARG, "", "", CKPT_NO_OFFSET, "path is NULL");
     ckpt_format fmt = o->format ? o->format : format_for(out);
+    struct stat st;
+    if (!fmt && o->max_shard_size && stat(out, &st) == 0 && S_ISDIR(st.st_mode))
+        fmt = CKPT_FORMAT_SAFETENSORS; /* a model directory: transformers' default */
     if (fmt != CKPT_FORMAT_SAFETENSORS && fmt != CKPT_FORMAT_TORCH_ZIP)
         return ckpt_err(CKPT_E_INVALID_ARG, out, "", CKPT_NO_OFFSET,
                         "no output format: name the output *.safetensors or *.pt "
@@ -275,9 +487,16 @@ int ckpt_convert(ckpt_convert_report *report, const char *in, const char *out,
         w.backup = o->write.backup;
         w.progress = o->write.progress;
         w.progress_ctx = o->write.progress_ctx;
-        rc = write_verified(root, out, fmt, &w, &o->open, &stats);
+        if (o->max_shard_size) {
+            ckpt_convert_report r = {fmt, 0, 0, 0, 0};
+            rc = write_sharded(root, out, fmt, o->max_shard_size, &w, &o->open, &a, &r);
+            if (!rc && report) *report = r;
+        } else {
+            rc = write_verified(root, out, fmt, &w, &o->open, &stats);
+            if (!rc && report)
+                *report = (ckpt_convert_report){fmt, stats.tensors, stats.bytes, stats.keys, 0};
+        }
     }
-    if (!rc && report) *report = (ckpt_convert_report){fmt, stats.tensors, stats.bytes, stats.keys};
     ckpt_arena_free(&a);
     ckpt_close(f);
     return rc;

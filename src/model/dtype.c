@@ -143,3 +143,9 @@ static const name_map numpy_codes[] = {
     {"f8", CKPT_DT_F64},  {"c8", CKPT_DT_C64}, {"c16", CKPT_DT_C128}, {NULL, CKPT_DT_UNKNOWN}};
 
 ckpt_dtype ckpt_dtype_from_numpy(const char *code) { return lookup(numpy_codes, code); }
+
+const char *ckpt_dtype_numpy_code(ckpt_dtype dt) {
+    for (const name_map *m = numpy_codes; m->name; m++) /* "b1" before "?" */
+        if (m->dt == dt) return m->name;
+    return NULL;
+}

@@ -15,5 +15,8 @@ ckpt_dtype ckpt_dtype_from_torch_name(const char *name);
 /* numpy type code as in a dtype reduce ("f8", "i4", "u1", "b1", "f2",
  * "c8", "c16", "u2", ...) to dtype; UNKNOWN if none. */
 ckpt_dtype ckpt_dtype_from_numpy(const char *code);
+/* The numpy type code of dt as numpy pickles it ("b1", "u4", "f8"...), or
+ * NULL when numpy has no such dtype. Static string. */
+const char *ckpt_dtype_numpy_code(ckpt_dtype dt);
 
 #endif

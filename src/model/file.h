@@ -51,9 +51,13 @@ struct ckpt_file {
     ckpt_file **shards;
     size_t nshards;
 
-    /* ckpt_file_logical_root's tree, decoded on first use (in arena). */
+    /* ckpt_file_logical_root's tree, decoded on first use (in arena), and
+     * the storages it rebuilt (views of one storage in a ckpt-written
+     * safetensors file), ids nstorages + i; entries may be NULL. */
     const ckpt_value *logical;
     int logical_done;
+    ckpt_storage **logical_storages;
+    size_t nlogical_storages;
 };
 
 /* Flattens f->root into f->tensors/f->values (sorted by name; for equal

@@ -148,6 +148,7 @@ ckpt_value *ckpt_value_new_like(ckpt_arena *a, const ckpt_value *v) {
         c->dict_class = v->dict_class;
         c->u.dict.state = v->u.dict.state;
     }
+    if (c) c->frozen = v->frozen;
     return c;
 }
 
@@ -365,6 +366,18 @@ const ckpt_value *ckpt_value_dict_state(const ckpt_value *v) {
 }
 
 int ckpt_tensor_is_parameter(const ckpt_tensor *t) { return t->is_parameter; }
+
+int ckpt_tensor_is_numpy(const ckpt_tensor *t) { return t->is_numpy; }
+
+int ckpt_tensor_requires_grad(const ckpt_tensor *t) { return t->requires_grad; }
+
+int ckpt_value_is_frozenset(const ckpt_value *v) { return v->kind == CKPT_KIND_SET && v->frozen; }
+
+ckpt_dtype ckpt_value_numpy_dtype(const ckpt_value *v) {
+    int scalar =
+        v->kind == CKPT_KIND_BOOL || v->kind == CKPT_KIND_INT || v->kind == CKPT_KIND_FLOAT;
+    return scalar ? (ckpt_dtype)v->np_dtype : CKPT_DT_UNKNOWN;
+}
 
 const char *ckpt_value_object_name(const ckpt_value *v) {
     if (v->kind == CKPT_KIND_OBJECT) return v->u.obj.name;

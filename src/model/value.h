@@ -54,6 +54,9 @@ struct ckpt_tensor {
      * _rebuild_parameter_with_state, NEWOBJ Parameter): writers rebuild it
      * as one, requires_grad being the parameter's */
     int is_parameter;
+    /* built as a numpy.ndarray (ndarray.__setstate__): loaders and writers
+     * give back a numpy array, not a torch tensor */
+    int is_numpy;
 };
 
 /* The mapping class a DICT was built as (ckpt_value.dict_class). */
@@ -76,6 +79,11 @@ struct ckpt_value {
     /* DICT: CKPT_DICT_*; here rather than in u.dict, whose growth would
      * make every value bigger */
     uint8_t dict_class;
+    uint8_t frozen; /* SET: built as a frozenset */
+    /* BOOL, INT, FLOAT built from a numpy scalar
+     * (numpy.core.multiarray.scalar): its ckpt_dtype, so that loaders and
+     * writers give back a numpy scalar of that dtype; 0 otherwise */
+    uint8_t np_dtype;
     union {
         int b;
         struct {

@@ -332,8 +332,17 @@ const char *ckpt_file_metadata_value(const ckpt_file *f, size_t i) {
 
 size_t ckpt_file_storage_count(const ckpt_file *f) { return f->nstorages; }
 
+/* Storage `id`: one of the file's, or one ckpt_file_logical_root rebuilt
+ * (ids past the file's); NULL when there is none. */
+static const ckpt_storage *storage_by_id(const ckpt_file *f, uint64_t id) {
+    if (id < f->nstorages) return f->storages[id];
+    if (id - f->nstorages < f->nlogical_storages) return f->logical_storages[id - f->nstorages];
+    return NULL;
+}
+
 int ckpt_file_storage_is_raw(const ckpt_file *f, uint64_t id) {
-    return id < f->nstorages && !f->storages[id]->big_endian;
+    const ckpt_storage *st = storage_by_id(f, id);
+    return st && !st->big_endian;
 }
 
 /* One read of a batch: a whole storage, or a tensor's logical contents. */
@@ -386,7 +395,7 @@ int ckpt_file_read_storages(const ckpt_file *f, size_t n, const uint64_t *ids, v
     batch_read *order;
     int rc = batch_args(f, n, ids, dst, &order);
     for (size_t i = 0; rc == 0 && i < n; i++) {
-        const ckpt_storage *st = ids[i] < f->nstorages ? f->storages[ids[i]] : NULL;
+        const ckpt_storage *st = storage_by_id(f, ids[i]);
         if (!st)
             rc = ckpt_err(CKPT_E_INVALID_ARG, f->path, NULL, CKPT_NO_OFFSET,
                           "storage id %llu out of range (the file has %zu)",

@@ -178,8 +178,15 @@ int ckpt_tr_meta_file(ckpt_training *t, const ckpt_file *f, const char *file) {
         json_t *doc;
 
         /* ckpt's own records (structure, aliases, digests) are no metadata
-         * a resume or deployment reads. */
-        if (strncmp(k, CKPT_META_PREFIX, strlen(CKPT_META_PREFIX)) == 0) continue;
+         * a resume or deployment reads; what ckpt.save recorded about the
+         * saving environment is */
+        if (strncmp(k, CKPT_META_PREFIX, strlen(CKPT_META_PREFIX)) == 0) {
+            int saved = ckpt_wr_meta_saved_topic(k);
+            if (saved >= 0 && (rc = ckpt_tr_meta_add(t, (ckpt_meta_topic)saved, file,
+                                                     "__metadata__", k, v, NULL)))
+                return rc;
+            continue;
+        }
         rc = ckpt_tr_meta_add(t, topic >= 0 ? (ckpt_meta_topic)topic : CKPT_META_OTHER, file,
                               "__metadata__", k, v, NULL);
         if (rc) return rc;

@@ -198,7 +198,9 @@ def test_meta_json_round_trip(tmp_path):
         ckpt.save({"w": torch.ones(2)}, p, meta=meta)
         got = ckpt.metadata(p)
         assert {k: got[k] for k in meta} == meta
-        assert json.loads(got["ckpt.meta_json"]) == ["config", "epoch", "lr", "tags", "none"]
+        assert json.loads(got["ckpt.meta_json"]) == [
+            "config", "epoch", "lr", "tags", "none",  # then what ckpt.save records itself
+            "ckpt.device", "ckpt.dtype", "ckpt.versions"]
     # safetensors' __metadata__ stays str to str: the JSON value as text
     raw = (tmp_path / "m.safetensors").read_bytes()
     header = json.loads(raw[8:8 + int.from_bytes(raw[:8], "little")])["__metadata__"]

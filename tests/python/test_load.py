@@ -250,3 +250,19 @@ def test_map_location(tmp_path):
         # torch's own error on a machine without it
         with pytest.raises((RuntimeError, AssertionError)):
             ckpt.load(path, map_location={"cuda:1": "cpu"})
+
+
+def test_load_types_kept_when_moved(tmp_path):
+    # nn.Parameter and requires_grad come back as torch.load gives them,
+    # also moved by map_location (leaves on the target device)
+    path = tmp_path / "p.pt"
+    torch.save({"p": torch.nn.Parameter(torch.ones(2)),
+                "q": torch.nn.Parameter(torch.ones(2), requires_grad=False),
+                "t": torch.ones(2, requires_grad=True), "u": torch.ones(2)}, path)
+    for where in (None, "meta", {"cpu": "meta"}):
+        got = ckpt.load(path, map_location=where)
+        want = torch.load(path, map_location=where)
+        for k in want:
+            assert type(got[k]) is type(want[k]), (where, k)
+            assert got[k].requires_grad == want[k].requires_grad, (where, k)
+            assert got[k].is_leaf and got[k].device == want[k].device, (where, k)

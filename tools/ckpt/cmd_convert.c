@@ -1,11 +1,12 @@
 /* cmd_convert.c - `ckpt convert IN OUT [--select PREFIX]... [--exclude
  * GLOB]... [--format safetensors|torch] [--meta KEY=VALUE]... [--config
- * FILE.json]`: ckpt_convert with options from the command line. On success
- * one line on stdout: `wrote OUT (FORMAT, K keys, N tensors|storages, B
+ * FILE.json] [--max-shard-size SIZE]`: ckpt_convert with options from the
+ * command line. On success one line on stdout: `wrote OUT (FORMAT, K keys, N tensors|storages, B
  * bytes)`; on a terminal, the tensors written as progress on stderr. */
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 
 #include "cli.h"
@@ -24,7 +25,38 @@ typedef struct convert_args {
     const char *config_path;
     ckpt_format format;
     int backup;
+    uint64_t max_shard_size; /* 0: one file */
 } convert_args;
+
+/* A size as huggingface_hub's parse_size_to_int reads one: a number of
+ * bytes, or a number and a decimal unit (KB, MB, GB, TB: 10^3...), as
+ * its max_shard_size="5GB"; binary units (KiB, MiB, GiB, TiB) as well.
+ * 0 when the text is no size (or 0, or past 2^64). */
+static uint64_t parse_size(const char *s) {
+    static const struct {
+        const char *unit;
+        double mult;
+    } units[] = {{"", 1},
+                 {"B", 1},
+                 {"KB", 1e3},
+                 {"MB", 1e6},
+                 {"GB", 1e9},
+                 {"TB", 1e12},
+                 {"KiB", 1024.0},
+                 {"MiB", 1048576.0},
+                 {"GiB", 1073741824.0},
+                 {"TiB", 1099511627776.0}};
+    char *end;
+    double v = strtod(s, &end);
+    if (end == s || !(v > 0)) return 0;
+    while (*end == ' ') end++;
+    for (size_t i = 0; i < sizeof units / sizeof *units; i++)
+        if (strcasecmp(end, units[i].unit) == 0) {
+            double bytes = v * units[i].mult;
+            return bytes >= 1 && bytes < 18446744073709551616.0 ? (uint64_t)bytes : 0;
+        }
+    return 0;
+}
 
 /* Reads a whole text file into a malloc'd NUL-terminated buffer; NULL
  * after printing why. */
@@ -57,7 +89,7 @@ static char *read_text(const char *path) {
 }
 
 static struct {
-    const char *in, *out, *format, *config;
+    const char *in, *out, *format, *config, *max_shard_size;
     cli_list select, exclude, meta;
     int backup, quiet;
 } args;
@@ -78,6 +110,12 @@ static const cli_opt opts[] = {
      "repeatable; keys ckpt.* are reserved"},
     {CLI_OPT_VALUE, "config", 0, &args.config, "FILE.json", 0,
      "record the JSON object in FILE.json as metadata \"config\""},
+    {CLI_OPT_VALUE, "max-shard-size", 0, &args.max_shard_size, "SIZE", 0,
+     "write a sharded set: shards of at most SIZE (bytes, or 500MB, 5GB: "
+     "decimal units as huggingface_hub; KiB, GiB binary) named after OUT "
+     "(model-00001-of-0000N.safetensors, or .bin), and its index "
+     "(model.safetensors.index.json, pytorch_model.bin.index.json); OUT may "
+     "be a directory"},
     {CLI_OPT_BOOL, "backup", 0, &args.backup, NULL, 0,
      "keep the OUT being replaced as OUT.bak (atomically)"},
     {CLI_OPT_BOOL, "quiet", 'q', &args.quiet, NULL, 0, "print nothing on success"},
@@ -95,6 +133,8 @@ static int parse(const cli_command *cmd, convert_args *a) {
     a->nexclude = args.exclude.n;
     a->config_path = args.config;
     a->backup = args.backup;
+    if (args.max_shard_size && (a->max_shard_size = parse_size(args.max_shard_size)) == 0)
+        return cli_usage_error(cmd, "--max-shard-size takes a size: bytes, or 500MB, 5GB, 2GiB");
     for (i = 0; i < a->nselect; i++)
         if (a->select[i][0] == '\0')
             return cli_usage_error(cmd, "--select needs a non-empty prefix");
@@ -156,6 +196,7 @@ static int run(const convert_args *a) {
     o.write.meta_values = a->values;
     o.write.nmeta = a->nmeta;
     o.write.backup = a->backup;
+    o.max_shard_size = a->max_shard_size;
     /* safe (the new file replaces the old atomically), but say so */
     if (!a->backup && same_file(a->in, a->out)) {
         fputs("replacing ", stderr);
@@ -176,6 +217,14 @@ static int run(const convert_args *a) {
         return rc == CKPT_E_NOTFOUND ? CLI_USAGE : cli_exit_code(rc);
     }
     if (args.quiet) return CLI_OK;
+    if (r.shards) {
+        printf("wrote %" PRIu64 " shards and their index for ", r.shards);
+        cli_put_text(stdout, a->out, strlen(a->out));
+        printf(" (%s, %" PRIu64 " key%s, %" PRIu64 " %s, %" PRIu64 " bytes)\n",
+               ckpt_format_name(r.format), r.keys, r.keys == 1 ? "" : "s", r.tensors, unit(&r),
+               r.bytes);
+        return CLI_OK;
+    }
     fputs("wrote ", stdout);
     cli_put_text(stdout, a->out, strlen(a->out));
     printf(" (%s, %" PRIu64 " key%s, %" PRIu64 " %s, %" PRIu64 " bytes)\n",
@@ -215,7 +264,11 @@ const cli_command cli_cmd_convert = {
     ".pt rebuilds the original; both formats carry an XXH3-64 digest per\n"
     "tensor that `ckpt verify` checks. Objects that are not data (opaque\n"
     "classes) cannot be converted: they are named, leave them out with\n"
-    "--select.\n",
+    "--select.\n"
+    "With --max-shard-size, OUT is written as a sharded set the way Hugging\n"
+    "Face writes one: each shard atomically and verified, the index last;\n"
+    "torch shards are .bin. It holds tensors only: --select the state dict\n"
+    "of a training checkpoint.\n",
     "Exit status: 0 written, 1 IN unreadable or not convertible (opaque\n"
     "objects, a tensor named __metadata__), 2 usage or I/O error.\n",
     run_command,

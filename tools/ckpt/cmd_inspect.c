@@ -52,6 +52,8 @@ static void json_tensor(inspect *in, cli_json_writer *j, const ckpt_tensor *t) {
     cli_json_dims(j, ndim, shape);
     cli_json_key(j, "nbytes");
     cli_json_uint(j, ckpt_tensor_nbytes(t));
+    cli_json_key(j, "device");
+    cli_json_string(j, ckpt_tensor_device(t));
     if (in->hash) {
         cli_json_key(j, "sha256");
         if (tensor_sha256(in, t, hex)[0])
@@ -119,10 +121,11 @@ static void pad(size_t used, size_t width) {
 /* Column widths of the tensor table. */
 typedef struct widths {
     size_t name, dtype, shape, bytes;
+    size_t device; /* 0: every storage was saved on the CPU, no column */
 } widths;
 
 static widths measure(ckpt_file *f) {
-    widths w = {4, 5, 5, 5}; /* the headings NAME DTYPE SHAPE BYTES */
+    widths w = {4, 5, 5, 5, 0}; /* the headings NAME DTYPE SHAPE BYTES */
     size_t n = ckpt_file_tensor_count(f), i, len;
     char shape[SHAPE_CAP], num[24];
 
@@ -138,6 +141,9 @@ static widths measure(ckpt_file *f) {
         if (len > w.shape) w.shape = len;
         len = (size_t)snprintf(num, sizeof num, "%" PRIu64, ckpt_tensor_nbytes(t));
         if (len > w.bytes) w.bytes = len;
+        const char *dev = ckpt_tensor_device(t);
+        if (strcmp(dev, "cpu") != 0 && w.device < 6) w.device = 6; /* DEVICE */
+        if (w.device && strlen(dev) > w.device) w.device = strlen(dev);
     }
     return w;
 }
@@ -154,9 +160,10 @@ static void print_table(inspect *in) {
     widths w = measure(in->f);
     char shape[SHAPE_CAP], hex[65];
 
-    printf("%s%-*s  %-*s  %-*s  %*s%s%s\n", cli_color(CLI_BOLD), (int)w.name, "NAME", (int)w.dtype,
-           "DTYPE", (int)w.shape, "SHAPE", (int)w.bytes, "BYTES", in->hash ? "  SHA256" : "",
-           cli_color(CLI_RESET));
+    printf("%s%-*s  %-*s  %-*s  %*s", cli_color(CLI_BOLD), (int)w.name, "NAME", (int)w.dtype,
+           "DTYPE", (int)w.shape, "SHAPE", (int)w.bytes, "BYTES");
+    if (w.device) printf("  %-*s", (int)w.device, "DEVICE");
+    printf("%s%s\n", in->hash ? "  SHA256" : "", cli_color(CLI_RESET));
     for (i = 0; i < n; i++) {
         const ckpt_tensor *t = ckpt_file_tensor(in->f, order ? order[i] : i);
         const char *name = cli_name(ckpt_tensor_name(t));
@@ -165,6 +172,7 @@ static void print_table(inspect *in) {
         printf("  %-*s  %-*s  %*" PRIu64, (int)w.dtype, ckpt_dtype_name(ckpt_tensor_dtype(t)),
                (int)w.shape, cli_shape(shape, sizeof shape, t), (int)w.bytes,
                ckpt_tensor_nbytes(t));
+        if (w.device) printf("  %-*s", (int)w.device, ckpt_tensor_device(t));
         if (in->hash) printf("  %s", tensor_sha256(in, t, hex));
         fputc('\n', stdout);
     }
