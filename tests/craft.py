@@ -208,8 +208,9 @@ def npy_file(header, payload, major=1, minor=0):
 def index_traps(benign, evil):
     """(name, JSON bytes) sharded indexes whose weight_map, as Python's json
     reads it, names the shard `evil` (NaN and Infinity values, the last of
-    duplicate keys winning at either level, escaped names, huge numbers);
-    `benign` is named where a reader taking the first key would look."""
+    duplicate keys winning at either level, escaped names, big numbers; the
+    last one has a number json refuses); `benign` is named where a reader
+    taking the first key would look."""
     esc = "".join("\\u%04x" % ord(c) for c in evil)
     yield "nan", ('{"weight_map": {"a": "%s"}, "metadata": {"total_size": NaN}}'
                   % evil).encode()
@@ -218,4 +219,6 @@ def index_traps(benign, evil):
     yield "duplicate_key", ('{"weight_map": {"a": "%s", "a": "%s"}}' % (benign, evil)).encode()
     yield "duplicate_map", ('{"weight_map": {"a": "%s"}, "weight_map": {"b": "%s"}}'
                             % (benign, evil)).encode()
-    yield "escaped", ('{"weight_map": {"a": "%s"}, "n": 1%s}' % (esc, "0" * 5000)).encode()
+    yield "escaped", ('{"weight_map": {"a": "%s"}, "n": 1%s}' % (esc, "0" * 4000)).encode()
+    # over int's 4300 digits: json.loads raises ValueError, nothing is opened
+    yield "digits", ('{"weight_map": {"a": "%s"}, "n": 1%s}' % (esc, "0" * 5000)).encode()
