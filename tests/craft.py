@@ -122,6 +122,33 @@ def zip_archive(members, zip64=False, prefix=b"", comment=b"", locator=None,
     return bytes(prefix) + bytes(out)
 
 
+def zip_two_directories(miniz_members, zipfile_members):
+    """One file, two central directories: miniz (torch) takes the end
+    record's directory offset as absolute and reads miniz_members; Python's
+    zipfile shifts every offset by the bytes it finds before the directory
+    it expects right before the end record (its "concat", for prepended
+    data) and reads zipfile_members. The two lists need the same names."""
+    first, second = zip_archive(miniz_members), zip_archive(zipfile_members)
+
+    def parts(z):
+        n, size, off = struct.unpack_from("<HII", z, len(z) - 22 + 10)
+        return z[:off], z[off:off + size], n
+    locals1, cd1, n = parts(first)
+    locals2, cd2, n2 = parts(second)
+    assert n == n2 and len(cd1) == len(cd2), "the same names in both"
+    shift = len(locals1) - len(locals2)  # zipfile adds back len(cd1) + len(locals2)
+    assert shift >= 0, "the miniz members take more bytes"
+    cd2 = bytearray(cd2)
+    at = 0
+    while at < len(cd2):
+        off, = struct.unpack_from("<I", cd2, at + 42)
+        struct.pack_into("<I", cd2, at + 42, off + shift)
+        nlen, elen, clen = struct.unpack_from("<HHH", cd2, at + 28)
+        at += 46 + nlen + elen + clen
+    end = struct.pack("<IHHHHIIH", 0x06054B50, 0, 0, n, n, len(cd2), len(locals1), 0)
+    return locals1 + cd1 + locals2 + bytes(cd2) + end
+
+
 # ------------------------------------------------------------ legacy tar
 
 SPOTS = ["count", "storage", "views", "tensor_count", "tensor", "main", None]

@@ -40,7 +40,7 @@ RUNS = int(os.environ.get("CKPT_ZIPDIFF_RUNS", "300"))
 SEED = int(os.environ.get("CKPT_ZIPDIFF_SEED", "1234"))
 VENV_PY = os.path.join(SRC, ".venv", "bin", "python")
 sys.path.insert(0, os.path.dirname(HERE))
-from craft import zip_archive as build  # noqa: E402
+from craft import zip_archive as build, zip_two_directories  # noqa: E402
 
 passed = failed = 0
 
@@ -76,6 +76,9 @@ def bases():
                                      locator=0)
     yield "locator_nowhere", build([pkl, v], zip64=True, locator=3)
     yield "name_mismatch", build([pkl, v], cd_names=["archive/data.pkl", "archive/VERSION"])
+    yield "two_directories", zip_two_directories(
+        [("archive/data.pkl", b"\x80\x02X\x00\x01\x00\x00" + b"a" * 256 + b"0K\x06.", 0), v],
+        [pkl, v])
     try:
         import torch
         buf = io.BytesIO()
