@@ -168,7 +168,9 @@ def main():
             base = secs if t == "ckpt" else base
             row += " | %-10s %9.4f %9.1f" % (v, secs, mb / max(secs, 1e-4))
             if t != "ckpt":
-                row += " %7s" % ("%.0f" % (secs / base) if base else "-")
+                # a timeout's time is the wall-clock limit: a lower bound
+                row += " %7s" % (("%s%.0f" % (">" if v == "timeout" else "", secs / base))
+                                 if base else "-")
         print(row, flush=True)
     if not args.work:
         shutil.rmtree(work, ignore_errors=True)
