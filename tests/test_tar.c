@@ -76,18 +76,63 @@ TEST(unsure_forms) {
     CHECK_EQ_INT(ckpt_tar_read(&t, &a, buf, n + 1024, 100), 0);
     CHECK_EQ_INT(t.answer, CKPT_TAR_UNSURE);
     member(0, "x", 1, '0');
-    memcpy(buf + 100, "0_644\0\0\0", 8); /* int("0_644", 8) is 420 to Python */
+    memcpy(buf + 124, "\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xfb", 12); /* size -5 */
     fix_sum(0);
     CHECK_EQ_INT(ckpt_tar_sniff(buf, n), CKPT_TAR_UNSURE);
-    memcpy(buf + 100, "0644 x\0\0", 8); /* not a number: not a header */
+    memcpy(buf + 124, "\x80\xff\0\0\0\0\0\0\0\0\0\0", 12); /* beyond 64 bits */
     fix_sum(0);
+    CHECK_EQ_INT(ckpt_tar_sniff(buf, n), CKPT_TAR_UNSURE);
+    memcpy(buf + 100, "0644 x\0\0", 8); /* not a number: not a header, even */
+    fix_sum(0);                         /* with an unsure field after it */
     CHECK_EQ_INT(ckpt_tar_sniff(buf, n), CKPT_TAR_NO);
     CHECK_EQ_INT(ckpt_tar_sniff(buf, 511), CKPT_TAR_NO);
     ckpt_arena_free(&a);
 }
 
+/* Number fields in every form int(s, 8) takes, and base-256 checksums:
+ * tarfile's verdict on each (CPython 3.11 TarInfo.frombuf). */
+TEST(number_forms) {
+    static const struct {
+        const char *mode;
+        ckpt_tar_answer want;
+    } forms[] = {
+        {"0_644", CKPT_TAR_YES}, {"0o_644", CKPT_TAR_YES}, {"+0o644", CKPT_TAR_YES},
+        {"-0O17", CKPT_TAR_YES}, {" 644 ", CKPT_TAR_YES},  {"", CKPT_TAR_YES},
+        {"1__0", CKPT_TAR_NO},   {"_644", CKPT_TAR_NO},    {"644_", CKPT_TAR_NO},
+        {"- 644", CKPT_TAR_NO},  {"0o", CKPT_TAR_NO},      {"+", CKPT_TAR_NO},
+        {"0o__7", CKPT_TAR_NO},  {"08", CKPT_TAR_NO},
+    };
+    memset(buf, 0, sizeof buf);
+    size_t n = member(0, "x", 1, '0');
+    for (size_t i = 0; i < sizeof forms / sizeof forms[0]; i++) {
+        memset(buf + 100, 0, 8);
+        memcpy(buf + 100, forms[i].mode, strlen(forms[i].mode));
+        fix_sum(0);
+        CHECK_EQ_INT(ckpt_tar_sniff(buf, n), forms[i].want);
+    }
+    /* a signed byte sum below zero, written base-256 after 0xFF */
+    member(0, "x", 1, '0');
+    memset(buf + 100, 0, 48); /* mode .. mtime: empty, read as 0 */
+    memset(buf + 1, 0xff, 99);
+    memset(buf + 157, 0xff, 172);
+    memset(buf + 345, 0xff, 167);
+    int64_t ss = 256; /* the field itself counts as 8 spaces */
+    for (size_t i = 0; i < 512; i++) ss += i >= 148 && i < 156 ? 0 : (int8_t)buf[i];
+    CHECK(ss < 0);
+    uint64_t v = (uint64_t)ss + ((uint64_t)1 << 56);
+    buf[148] = 0xff;
+    for (size_t i = 0; i < 7; i++) buf[149 + i] = (uint8_t)(v >> (48 - 8 * i));
+    CHECK_EQ_INT(ckpt_tar_sniff(buf, n), CKPT_TAR_YES);
+    /* a pickle of a big int: 0xFF bytes where the checksum goes read as
+     * -1, which matches neither sum: no tar (it was "unsure") */
+    memset(buf, 0xff, 512);
+    memcpy(buf, "\x80\x02}q\x00X\x01\x00\x00\x00nq\x01\x8b\xf5\x01\x00\x00", 18);
+    CHECK_EQ_INT(ckpt_tar_sniff(buf, 512), CKPT_TAR_NO);
+}
+
 int main(void) {
     RUN(v7_headers);
     RUN(unsure_forms);
+    RUN(number_forms);
     return harness_end();
 }

@@ -7,48 +7,63 @@
 
 typedef enum { NUM_OK, NUM_INVALID, NUM_UNSURE } num_result;
 
-/* tarfile.nti: base-256 after a 0x80 (positive) or 0xFF (negative) byte,
- * else NUL-terminated ASCII read by int(s.strip() or "0", 8). Plain octal
- * digits are read here; signs, underscores and "0o" (which int() may
- * accept) are UNSURE; anything else makes the header invalid. */
+/* tarfile.nti: base-256 after a 0x80 (positive) or 0xFF (negative,
+ * -(256**(len-1) - v)) byte, else the NUL-terminated ASCII text read by
+ * int(s.strip() or "0", 8): an optional sign, an optional "0o" prefix,
+ * octal digits with single underscores between them (one may follow the
+ * prefix). Values beyond int64 are UNSURE; what int() refuses makes the
+ * header invalid. */
 static num_result nti(const uint8_t *f, size_t len, int64_t *out) {
     if (f[0] == 0x80 || f[0] == 0xff) {
+        /* a negative number's magnitude is its complement plus one */
+        uint8_t flip = f[0] == 0xff ? 0xff : 0;
         uint64_t v = 0;
         for (size_t i = 1; i < len; i++) {
             if (v >> 56) return NUM_UNSURE;
-            v = v << 8 | f[i];
+            v = v << 8 | (uint8_t)(f[i] ^ flip);
         }
-        if (f[0] == 0xff || v > INT64_MAX) return NUM_UNSURE; /* negative or huge */
-        *out = (int64_t)v;
+        if (v >= INT64_MAX) return NUM_UNSURE;
+        *out = flip ? -(int64_t)(v + 1) : (int64_t)v;
         return NUM_OK;
     }
     size_t end = 0;
     while (end < len && f[end]) end++;
-    size_t b = 0, e = end;
+    size_t i = 0, e = end;
     /* str.strip() on ASCII: \t \n \v \f \r, \x1c-\x1f and space */
-    while (b < e &&
-           (f[b] == ' ' || (f[b] >= 0x09 && f[b] <= 0x0d) || (f[b] >= 0x1c && f[b] <= 0x1f)))
-        b++;
-    while (e > b && (f[e - 1] == ' ' || (f[e - 1] >= 0x09 && f[e - 1] <= 0x0d) ||
+    while (i < e &&
+           (f[i] == ' ' || (f[i] >= 0x09 && f[i] <= 0x0d) || (f[i] >= 0x1c && f[i] <= 0x1f)))
+        i++;
+    while (e > i && (f[e - 1] == ' ' || (f[e - 1] >= 0x09 && f[e - 1] <= 0x0d) ||
                      (f[e - 1] >= 0x1c && f[e - 1] <= 0x1f)))
         e--;
-    uint64_t v = 0;
-    int unsure = 0;
-    for (size_t i = b; i < e; i++) {
-        uint8_t c = f[i];
-        if (c >= '0' && c <= '7') {
-            if (v >> 60) return NUM_UNSURE;
-            v = v << 3 | (uint64_t)(c - '0');
-        } else if (c == '+' || c == '-' || c == '_' || c == 'o' || c == 'O') {
-            unsure = 1;
-        } else if (c >= 0x80) {
-            return NUM_INVALID; /* not ASCII: ValueError */
-        } else {
-            return NUM_INVALID;
-        }
+    if (i == e) { /* s.strip() or "0" */
+        *out = 0;
+        return NUM_OK;
     }
-    if (unsure) return NUM_UNSURE;
-    *out = (int64_t)v;
+    int neg = 0;
+    if (f[i] == '+' || f[i] == '-') neg = f[i++] == '-';
+    int after_digit = 0, underscore_ok = 0;
+    if (e - i >= 2 && f[i] == '0' && (f[i + 1] == 'o' || f[i + 1] == 'O')) {
+        i += 2;
+        underscore_ok = 1;
+    }
+    uint64_t v = 0;
+    size_t digits = 0;
+    for (; i < e; i++) {
+        uint8_t c = f[i];
+        if (c == '_' && (after_digit || underscore_ok)) {
+            after_digit = underscore_ok = 0;
+            continue;
+        }
+        if (c < '0' || c > '7') return NUM_INVALID; /* ValueError */
+        if (v >> 60) return NUM_UNSURE;
+        v = v << 3 | (uint64_t)(c - '0');
+        digits++;
+        after_digit = 1;
+        underscore_ok = 0;
+    }
+    if (!digits || !after_digit) return NUM_INVALID; /* no digit, or a trailing '_' */
+    *out = neg ? -(int64_t)v : (int64_t)v;
     return NUM_OK;
 }
 
@@ -62,10 +77,9 @@ static ckpt_tar_answer header_ok(const uint8_t *h, int64_t *size, const char **w
     }
     int64_t chk;
     num_result r = nti(h + 148, 8, &chk);
-    if (r != NUM_OK) {
-        *why = r == NUM_UNSURE ? "a checksum field in a form ckpt does not read"
-                               : "the checksum field is not a number";
-        return r == NUM_UNSURE ? CKPT_TAR_UNSURE : CKPT_TAR_NO;
+    if (r == NUM_INVALID) {
+        *why = "the checksum field is not a number";
+        return CKPT_TAR_NO;
     }
     int64_t us = 256, ss = 256;
     for (size_t k = 0; k < BLOCK; k++) {
@@ -73,13 +87,15 @@ static ckpt_tar_answer header_ok(const uint8_t *h, int64_t *size, const char **w
         us += h[k];
         ss += (int8_t)h[k];
     }
-    if (chk != us && chk != ss) {
+    /* a checksum beyond int64 (UNSURE) matches neither sum either */
+    if (r != NUM_OK || (chk != us && chk != ss)) {
         *why = "the checksum does not match";
         return CKPT_TAR_NO;
     }
     static const struct {
         size_t at, len;
     } nums[] = {{100, 8}, {108, 8}, {116, 8}, {124, 12}, {136, 12}, {329, 8}, {337, 8}};
+    const char *unsure = NULL; /* said only when no field makes the header invalid */
     for (size_t k = 0; k < sizeof nums / sizeof nums[0]; k++) {
         int64_t v;
         r = nti(h + nums[k].at, nums[k].len, &v);
@@ -87,11 +103,16 @@ static ckpt_tar_answer header_ok(const uint8_t *h, int64_t *size, const char **w
             *why = "a number field that is not a number";
             return CKPT_TAR_NO;
         }
-        if (r == NUM_UNSURE) {
-            *why = "a number field in a form ckpt does not read";
-            return CKPT_TAR_UNSURE;
+        if (r == NUM_UNSURE && !unsure) unsure = "a number field beyond 64 bits";
+        if (r == NUM_OK && nums[k].at == 124) {
+            /* tarfile would seek backwards: not followed */
+            if (v < 0 && !unsure) unsure = "a negative member size";
+            *size = v;
         }
-        if (nums[k].at == 124) *size = v;
+    }
+    if (unsure) {
+        *why = unsure;
+        return CKPT_TAR_UNSURE;
     }
     return CKPT_TAR_YES;
 }

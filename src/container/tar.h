@@ -15,9 +15,11 @@
  * makes the listing raise ReadError. Lookups take the last member of a
  * name.
  *
- * What ckpt does not follow (PAX and GNU long-name headers, sparse files,
- * links and devices, number fields in forms int(s, 8) may accept beyond
- * plain octal digits) makes the answer UNSURE. */
+ * Number fields are read as tarfile.nti reads them: base-256 (negative
+ * after 0xFF), or int(text, 8) with its signs, "0o" prefix and
+ * underscores. What ckpt does not follow (PAX and GNU long-name headers,
+ * sparse files, links and devices, numbers beyond int64, a negative size)
+ * makes the answer UNSURE. */
 #ifndef CKPT_TAR_H
 #define CKPT_TAR_H
 

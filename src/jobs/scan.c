@@ -164,6 +164,14 @@ typedef struct stream {
     size_t arg_items; /* argument values walked (ARG_ITEMS) */
     literal *lits;
     size_t nlits, litcap;
+    /* the last callees asked about (callee_unpickles): a state_dict
+     * calls two memoized globals, _rebuild_tensor_v2 and OrderedDict, once
+     * per tensor */
+    struct {
+        char module[64], name[64];
+        int unpickles;
+    } callee[4];
+    unsigned next_callee;
 } stream;
 
 static int scan_region(scanner *sc, const region *rg);
@@ -502,6 +510,22 @@ static void keep_arg_literals(stream *s, const ckpt_value *v, uint64_t offset, u
     }
 }
 
+/* ckpt_scan_unpickles, remembered for the last few callees. */
+static int callee_unpickles(stream *s, const char *module, const char *name) {
+    size_t ml = strlen(module), nl = strlen(name);
+    if (ml >= sizeof s->callee[0].module || nl >= sizeof s->callee[0].name)
+        return ckpt_scan_unpickles(module, name);
+    for (size_t i = 0; i < sizeof s->callee / sizeof s->callee[0]; i++)
+        if (s->callee[i].module[0] && !strcmp(module, s->callee[i].module) &&
+            !strcmp(name, s->callee[i].name))
+            return s->callee[i].unpickles;
+    unsigned k = s->next_callee++ % (sizeof s->callee / sizeof s->callee[0]);
+    memcpy(s->callee[k].module, module, ml + 1);
+    memcpy(s->callee[k].name, name, nl + 1);
+    s->callee[k].unpickles = ckpt_scan_unpickles(module, name);
+    return s->callee[k].unpickles;
+}
+
 static void on_event(void *ctx, const pk_event *ev) {
     stream *s = ctx;
     if (s->sc->nomem) return;
@@ -513,7 +537,7 @@ static void on_event(void *ctx, const pk_event *ev) {
     case PK_EV_CALL:
         s->events++;
         on_call_or_build(s, ev, 0);
-        if (!ev->symbolic && ckpt_scan_unpickles(ev->module, ev->name))
+        if (!ev->symbolic && callee_unpickles(s, ev->module, ev->name))
             keep_arg_literals(s, ev->args, ev->offset, 0);
         break;
     case PK_EV_BUILD:

@@ -23,6 +23,8 @@ import tempfile
 CKPT = os.environ.get("CKPT_BIN", "ckpt")
 RUNS = int(os.environ.get("CKPT_INDEXDIFF_RUNS", "300"))
 SEED = int(os.environ.get("CKPT_INDEXDIFF_SEED", "4321"))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from craft import index_traps  # noqa: E402
 SHARDS = ["s%d.bin" % i for i in range(6)]
 
 passed = failed = 0
@@ -104,10 +106,7 @@ def main():
     failed_dir = os.environ.get("CKPT_INDEXDIFF_FAILED", os.path.join(tmp, "failed"))
     rng = random.Random(SEED)
     stats = {"loader opens shards": 0, "loader fails": 0, "ckpt unscannable": 0}
-    docs = [b'{"weight_map": {"a": "s0.bin"}, "metadata": {"total_size": NaN}}',
-            b'{"weight_map": {"a": "s1.bin", "a": "s2.bin"}}',
-            b'{"weight_map": {"a": "s3.bin"}, "weight_map": {"b": "s4.bin"}}',
-            b'{"weight_map": {"a": "\\u0073\\u0035.bin"}, "n": 1' + b"0" * 5000 + b"}"]
+    docs = [doc for _, doc in index_traps("s1.bin", "s2.bin")]
     docs += [document(rng) for _ in range(RUNS)]
     path = os.path.join(tmp, "model.bin.index.json")
     for i, doc in enumerate(docs):

@@ -16,7 +16,6 @@ unless ckpt says unscannable. A benign file loads in torch and scans safe.
 Needs this interpreter's torch (Debian's 1.13), which still reads the tar
 format. Environment: CKPT_BIN. Ends with "N passed, N failed".
 """
-import io
 import json
 import os
 import pickle
@@ -26,79 +25,12 @@ import subprocess
 import sys
 import tarfile
 import tempfile
-import types
 
 CKPT = os.environ.get("CKPT_BIN", "ckpt")
 RUNS = int(os.environ.get("CKPT_TARDIFF_RUNS", "200"))
 SEED = int(os.environ.get("CKPT_TARDIFF_SEED", "1357"))
-SPOTS = ["count", "storage", "views", "tensor_count", "tensor", "main", None]
-
-
-def evil(tag):
-    """A protocol 2 pickle calling a distinct global: posix.<tag>()."""
-    return b"\x80\x02cposix\n" + tag.encode() + b"\n)R."
-
-
-def p2(obj):
-    return pickle.dumps(obj, protocol=2)
-
-
-def storages_member(spot):
-    out = bytearray()
-    out += evil("count_g") if spot == "count" else p2(1)
-    if spot == "storage":  # the call stands where the storage class goes
-        out += b"\x80\x02(K\x00X\x03\x00\x00\x00cpucposix\nstorage_g\n)R\x87."
-    else:
-        out += b"\x80\x02(K\x00X\x03\x00\x00\x00cpuctorch\nFloatStorage\n\x87."
-    out += struct.pack("<q", 4) + struct.pack("<4f", 1, 2, 3, 4)
-    out += evil("views_g") if spot == "views" else p2([])
-    return bytes(out)
-
-
-def tensors_member(spot):
-    out = bytearray()
-    out += evil("tcount_g") if spot == "tensor_count" else p2(1)
-    if spot == "tensor":
-        out += b"\x80\x02(K\x01K\x00cposix\ntensor_g\n)R\x87."
-    else:
-        out += b"\x80\x02(K\x01K\x00ctorch\nFloatTensor\n\x87."
-    out += struct.pack("<i", 1) + b"\0" * 4 + struct.pack("<q", 4) + struct.pack("<q", 1)
-    out += struct.pack("<q", 0)
-    return bytes(out)
-
-
-def main_member(spot):
-    if spot == "main":
-        return evil("main_g")
-    # {'w': tensor 1}, the tensor as persistent id '1'
-    return b"\x80\x02}q\x00X\x01\x00\x00\x00wq\x01X\x01\x00\x00\x001Qs."
-
-
-def build(spot, v7=False, dup=False):
-    members = [("sys_info", p2({"protocol_version": 1001, "little_endian": True})),
-               ("pickle", main_member(spot)),
-               ("storages", storages_member(spot)),
-               ("tensors", tensors_member(spot))]
-    if dup:  # a benign "pickle" first, the planted one last: tarfile takes the last
-        members.insert(0, ("pickle", main_member(None)))
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
-        for name, data in members:
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
-    data = bytearray(buf.getvalue())
-    if v7:  # blank the ustar magic and version, fix the checksum
-        for off in range(0, len(data) - 512, 512):
-            h = data[off:off + 512]
-            if h[257:262] == b"ustar":
-                h[257:265] = b"\0" * 8
-                h[148:156] = b" " * 8
-                h[148:156] = b"%06o\0 " % (sum(h) & 0o777777)
-                data[off:off + 512] = h
-    return bytes(data)
-
-
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from craft import SPOTS, legacy_tar as build  # noqa: E402
 ESIZE = {"FloatStorage": 4, "DoubleStorage": 8, "LongStorage": 8, "IntStorage": 4,
          "ByteStorage": 1, "HalfStorage": 2}
 

@@ -19,7 +19,6 @@ import json
 import os
 import pickle
 import random
-import struct
 import subprocess
 import sys
 import tempfile
@@ -30,6 +29,8 @@ SRC = os.environ.get("CKPT_SRC", os.path.dirname(os.path.dirname(os.path.dirname
 VENV_PY = os.path.join(SRC, ".venv", "bin", "python")
 RUNS = int(os.environ.get("CKPT_NPYDIFF_RUNS", "300"))
 SEED = int(os.environ.get("CKPT_NPYDIFF_SEED", "2468"))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from craft import npy_file  # noqa: E402
 SENTINEL = "ckpt-npy-sentinel"
 PAYLOAD = pickle.dumps(SENTINEL, protocol=2)
 
@@ -67,8 +68,7 @@ def npy(rng):
         for _ in range(rng.randrange(1, 3)):
             b[rng.randrange(len(b))] = rng.choice(b"'\"(),:[] {}O0L#\\\n\t")
         h = bytes(b)
-    size = struct.pack("<H", len(h)) if major == 1 else struct.pack("<I", len(h))
-    return b"\x93NUMPY" + bytes([major, minor]) + size + h + PAYLOAD
+    return npy_file(h, PAYLOAD, major, minor)
 
 
 ORACLE = r'''

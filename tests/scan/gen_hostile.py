@@ -182,6 +182,11 @@ def families():
         yield ("truncated_%d.pkl" % cut, evil_bytes(0)[:cut], "unsafe", SYSTEM)
     # benign
     yield "benign_dict.pkl", pickle.dumps({"lr": 0.1, "steps": [1, 2]}, 2), "safe", None
+    # a big int: its 0xFF bytes land where a tar header keeps its checksum
+    # (base-256 -1, matching no sum: not a tar archive)
+    for proto in (2, 4):
+        yield ("big_int_p%d.pkl" % proto, pickle.dumps({"n": 2 ** 4000 - 1}, protocol=proto),
+               "safe", None)
     try:
         import numpy as np
     except ImportError:

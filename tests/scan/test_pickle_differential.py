@@ -62,6 +62,9 @@ import sys
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+from craft import (LEGACY_MAGIC, LEGACY_STREAMS, SYSTEM,  # noqa: E402
+                   legacy_stream_cases, pickle_syntax_cases)
 REPLAY = os.path.join(HERE, "differential")
 MAX_INPUT = 1 << 16
 
@@ -372,75 +375,6 @@ def minimise(scan_mod, oracle, data, why):
 # ------------------------------------------------------------------ inputs
 
 
-def frame(body):
-    return b"\x95" + struct.pack("<Q", len(body)) + body
-
-
-LEGACY_MAGIC = "119547037146038801333356"  # torch.serialization.MAGIC_NUMBER
-LEGACY_STREAMS = 5  # magic, protocol version, sys_info, main pickle, storage keys
-CALL = b"(S'ls'\ntR."          # call the global above with ('ls',)
-SYSTEM = b"cos\nsystem\n"
-
-
-def hand_cases():
-    """Each class of issue 11 (1: operand syntax, FRAME, big ints, buffers),
-    malicious (a dangerous call after the construct) and benign."""
-    texts = [
-        b"I010\n", b"I0x10\n", b"I0o10\n", b"I0b101\n", b"I1_000\n", b"I\x00\n",
-        b"I12\x00junk\n", b"I -0x10\n", b"I 5 \n", b"I+7\n", b"I-0\n", b"I 1\n", b"I00\n",
-        b"I08\n", b"I010 \n", b"I0x\n", b"I07777777777777777777777\n", b"I1__0\n",
-        b"I_1\n", b"I1_\n", b"I99999999999999999999\n", b"I-9223372036854775809\n",
-        b"I0x8000000000000000\n", b"I\n", b"I \x00\n",
-        b"L0x10L\n", b"L 5 L\n", b"L5\x00zzL\n", b"L0x_1\n", b"L-0b11\n", b"L010\n",
-        b"L12LL\n", b"LL\n", b"L0x\n", b"L0_0\n", b"L00\n", b"L0O17L\n", b"L" + b"7" * 4300 + b"\n",
-        b"L" + b"7" * 4301 + b"\n", b"L0x" + b"f" * 5000 + b"\n", b"L0x1950a86a20f9469cfc6cL\n",
-        b"F1.5\x00junk\n", b"F+.5e-3\n", b"F-InFiNiTy\n", b"Fnan\n", b"F1e-400\n", b"F2.\n",
-        b"F 1.5\n", b"F1.5 \n", b"F1_0\n", b"F1e\n", b"F1e400\n", b"Finfinit\n", b"F.\n",
-        b"F0x1p3\n", b"F1e+\n", b"F\x00\n",
-        b"\x8b\x2c\x01\x00\x00" + b"\x11" * 300, b"\x8b\x2c\x01\x00\x00" + b"\x00" * 300,
-        b"\x8a\x09" + b"\xff" * 9, b"\x8b\xff\xff\xff\xff",
-        b"C\x02ab\x98", b"X\x02\x00\x00\x00ab\x98", b"K\x01\x98", b"\x96\x01" + b"\x00" * 7 + b"a\x98",
-        b"\x97", b"N\x98",
-    ]
-    memo = [b"Np1_0\ng10\n0", b"Np-0\ng0\n0", b"Np-1\n0", b"Np 010\ng10\n0", b"Np0x1\n0",
-            b"Np9223372036854775807\ng9223372036854775807\n0", b"Np9223372036854775808\n0",
-            b"Np5\x00x\ng5\n0", b"Np\n0", b"Ng-1\n0"]
-    for t in texts + memo:
-        yield t + b"."                       # benign
-        yield t + b"0" + SYSTEM + CALL       # the value dropped, then a call
-        yield b"\x80\x02" + t + b"0" + SYSTEM + CALL
-    p4 = b"\x80\x04"
-    framed = [
-        frame(b"C\x05ab") + b"cde.", frame(b"X\x05\x00\x00\x00ab") + b"cde.",
-        frame(b"K") + b"\x01.", frame(b"N" + frame(b"N") + b"0") + b".",
-        frame(b"N" + frame(b"N0.")), frame(b"I1") + b"2\n.", frame(b"I12\n") + b".",
-        frame(b"\x96\x03" + b"\x00" * 7 + b"ab") + b"c.", frame(b"N") + frame(b".")[:-1] + b".",
-        frame(b"N" + b"\x95\x05" + b"\x00" * 7) + b"0N.", frame(b"c") + b"os\nsystem\n" + CALL,
-        frame(b"cos\nsys") + b"tem\n" + CALL, frame(b"\x8c\x02os\x8c\x06sys") + b"tem\x93" + CALL,
-        frame(b"\x8c\x02os\x8c\x06system\x93") + CALL, frame(b"N.") + SYSTEM + CALL,
-        b"\x95\xff" + b"\x00" * 7 + b"N.",
-    ]
-    for f in framed:
-        yield p4 + f
-
-
-def legacy_cases():
-    """torch < 1.6 files: five stacked pickles (class 2: none is dropped)."""
-    magic = b"\x80\x02\x8a\x0a\x6c\xfc\x9c\x46\xf9\x20\x6a\xa8\x50\x19."
-    version = b"\x80\x02M\xe9\x03."
-    info = pickle.dumps({"protocol_version": 1001, "little_endian": True}, protocol=2)
-    main = b"\x80\x02}q\x00."
-    keys = b"\x80\x02]q\x00."
-    evil = b"\x80\x02" + SYSTEM + CALL
-    for m in (magic, b"L0x1950a86a20f9469cfc6cL\n.", b"I119547037146038801333356\n."):
-        yield m + version + info + main + keys + b"storage bytes"
-        yield m + version + evil + main + keys
-        yield m + version + info + main + evil
-        yield m + version + b"hello" + evil
-        yield m + b"\x80\x02M\xe8\x03." + evil + main + keys  # version 1000: torch stops
-        yield m + version + info + b"\x80\x04" + frame(b"}.N") + evil + keys
-
-
 def generated():
     """Pickles of plain data at every protocol, and gen_hostile's families."""
     import collections
@@ -536,7 +470,7 @@ def main():
     scan_mod = load_ckpt()
     oracle = Oracle()
     rng = random.Random(args.seed)
-    fixed = list(replay_corpus()) + list(hand_cases()) + list(legacy_cases()) + list(
+    fixed = list(replay_corpus()) + list(pickle_syntax_cases()) + list(legacy_stream_cases()) + list(
         generated()) + list(corpus_pickles())
     inputs = fixed + [mutate(rng, rng.choice(fixed), fixed) for _ in range(args.iterations)]
     passed, failed = 0, []

@@ -27,11 +27,9 @@ import io
 import json
 import os
 import random
-import struct
 import subprocess
 import sys
 import tempfile
-import zlib
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SRC = os.environ.get("CKPT_SRC", os.path.dirname(os.path.dirname(HERE)))
@@ -41,6 +39,8 @@ CORPUS = os.path.join(HERE, "corpus")
 RUNS = int(os.environ.get("CKPT_ZIPDIFF_RUNS", "300"))
 SEED = int(os.environ.get("CKPT_ZIPDIFF_SEED", "1234"))
 VENV_PY = os.path.join(SRC, ".venv", "bin", "python")
+sys.path.insert(0, os.path.dirname(HERE))
+from craft import zip_archive as build, zip_two_directories  # noqa: E402
 
 passed = failed = 0
 
@@ -57,41 +57,6 @@ def report(ok, case, details=()):
 
 
 # ------------------------------------------------------------ builder
-
-def build(members, zip64=False, prefix=b"", comment=b"", locator=None,
-          record_in_comment=False, cd_names=None):
-    """A zip the way torch writes one (stored or deflated members, local
-    extra padding); offsets count from the archive's own start, so a prefix
-    shifts it. locator: None (ZIP64 end record + locator when zip64) or an
-    offset the locator declares."""
-    out = bytearray()
-    cd = bytearray()
-    for i, (name, data, method) in enumerate(members):
-        body = data if method == 0 else zlib.compress(data, 9)[2:-4]
-        crc = zlib.crc32(data)
-        nb = name.encode()
-        local = len(out)
-        out += struct.pack("<IHHHHHIIIHH", 0x04034B50, 20, 0x0808, method, 0, 0,
-                           0, 0, 0, len(nb), 4) + nb + b"FB\0\0" + body
-        cname = (cd_names[i] if cd_names else name).encode()
-        cd += struct.pack("<IHHHHHHIIIHHHHHII", 0x02014B50, 0x031E, 20, 0x0808, method,
-                          0, 0, crc, len(body), len(data), len(cname), 0, 0, 0, 0, 0,
-                          local) + cname
-    cd_off, n = len(out), len(members)
-    out += cd
-    if zip64:
-        z64 = len(out)
-        rec = struct.pack("<IQHHIIQQQQ", 0x06064B50, 44, 0x031E, 45, 0, 0, n, n,
-                          len(cd), cd_off)
-        if not record_in_comment:
-            out += rec
-        out += struct.pack("<IIQI", 0x07064B50, 0, z64 if locator is None else locator, 1)
-        if record_in_comment:
-            comment = rec + comment
-    out += struct.pack("<IHHHHIIH", 0x06054B50, 0, 0, n, n, len(cd), cd_off, len(comment))
-    out += comment
-    return bytes(prefix) + bytes(out)
-
 
 def bases():
     """(name, bytes) archives to mutate."""
@@ -111,6 +76,9 @@ def bases():
                                      locator=0)
     yield "locator_nowhere", build([pkl, v], zip64=True, locator=3)
     yield "name_mismatch", build([pkl, v], cd_names=["archive/data.pkl", "archive/VERSION"])
+    yield "two_directories", zip_two_directories(
+        [("archive/data.pkl", b"\x80\x02X\x00\x01\x00\x00" + b"a" * 256 + b"0K\x06.", 0), v],
+        [pkl, v])
     try:
         import torch
         buf = io.BytesIO()
