@@ -1,0 +1,363 @@
+/* dcp.c - a DCP directory as one checkpoint (dcp.h). What a loader does
+ * (FileSystemReader.read_data, then narrow and copy into the global
+ * tensor; dcp_to_torch_save with _EmptyStateDictLoadPlanner), done without
+ * running a pickle: .metadata names each chunk's slice of a data file;
+ * the slice is a torch.save zip (read by the torch zip reader exactly as
+ * torch.load would read the slice) or, in the safetensors format, the
+ * rank's safetensors file from that offset on. */
+#include "open/dcp.h"
+
+#include <dirent.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "base/error.h"
+#include "base/strmap.h"
+#include "format/dcp_meta.h"
+#include "format/detect.h"
+#include "model/dtype.h"
+#include "open/sharded.h"
+
+#define DATA_SUFFIX ".distcp"
+
+static int ends_with(const char *s, const char *suffix) {
+    size_t n = strlen(s), k = strlen(suffix);
+    return n >= k && !strcmp(s + n - k, suffix);
+}
+
+int ckpt_dcp_is_dir(const char *dir) {
+    char path[4096];
+    struct stat st;
+    int n = snprintf(path, sizeof path, "%s/.metadata", dir);
+    if (n > 0 && (size_t)n < sizeof path && stat(path, &st) == 0) return 1;
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    int found = 0;
+    for (struct dirent *e; !found && (e = readdir(d));)
+        found = e->d_name[0] != '.' && ends_with(e->d_name, DATA_SUFFIX);
+    closedir(d);
+    return found;
+}
+
+typedef struct opener {
+    ckpt_file *f;
+    const char *dir;
+    ckpt_strmap names; /* canonical data file name -> shard index */
+    size_t shard_cap, part_cap;
+    /* safetensors parts, opened once per (data file, offset) */
+    struct st_part {
+        size_t shard;
+        uint64_t offset;
+        ckpt_file *part;
+    } * st;
+    size_t nst, st_cap;
+} opener;
+
+/* "__RANK_N.distcp" -> RANK, else -1. */
+static int rank_of(const char *name) {
+    const char *base = strrchr(name, '/');
+    base = base ? base + 1 : name;
+    if (strncmp(base, "__", 2)) return -1;
+    char *end;
+    long r = strtol(base + 2, &end, 10);
+    if (end == base + 2 || *end != '_' || r < 0 || r > 1 << 30) return -1;
+    return (int)r;
+}
+
+/* The data file `rel` (as .metadata spells it), opened once. */
+static int data_file(opener *o, const char *rel, const char *fqn, size_t *index) {
+    ckpt_file *f = o->f;
+    size_t len = strlen(rel);
+    char *canon = ckpt_arena_alloc(&f->arena, len + 1);
+    CKPT_CHECK_ALLOC(canon);
+    const char *why = ckpt_shard_name(canon, rel, len, NULL);
+    if (why)
+        return ckpt_err(CKPT_E_FORMAT, f->path, "", CKPT_NO_OFFSET,
+                        "\"%s\": data file \"%.200s\" is %s", fqn, rel, why);
+    size_t clen = strlen(canon);
+    ckpt_strmap_slot *slot =
+        ckpt_strmap_find(&o->names, canon, clen, ckpt_strmap_hash(canon, clen));
+    if (slot) {
+        *index = slot->val;
+        return 0;
+    }
+    const char *path = ckpt_arena_printf(&f->arena, "%s/%s", o->dir, canon);
+    CKPT_CHECK_ALLOC(path);
+    struct stat st;
+    if (stat(path, &st) != 0)
+        return ckpt_err(CKPT_E_MISMATCH, path, "", CKPT_NO_OFFSET,
+                        "missing: .metadata names it as the data file of \"%s\"", fqn);
+    if (ckpt_arena_grow(&f->arena, (void **)&f->shards, &o->shard_cap, f->nshards + 1,
+                        sizeof *f->shards))
+        return ckpt_err_nomem();
+    ckpt_file *shard;
+    int rc = ckpt_file_open_raw(&shard, path, &f->opts);
+    if (rc) return rc;
+    f->shards[f->nshards] = shard;
+    *index = f->nshards++;
+    if (ckpt_strmap_put(&o->names, canon, clen, *index, &slot) < 0) return ckpt_err_nomem();
+    return 0;
+}
+
+static int add_part(opener *o, ckpt_file *part) {
+    ckpt_file *f = o->f;
+    if (ckpt_arena_grow(&f->arena, (void **)&f->parts, &o->part_cap, f->nparts + 1,
+                        sizeof *f->parts)) {
+        ckpt_close(part);
+        return ckpt_err_nomem();
+    }
+    f->parts[f->nparts++] = part;
+    return 0;
+}
+
+/* The checkpoint in bytes [off, off+len) of data file `shard` (to the
+ * file's end for a safetensors file, which DCP writes after the rank's
+ * bytes items). */
+static int open_slice(opener *o, size_t shard, uint64_t off, uint64_t len, const char *fqn,
+                      ckpt_file **out) {
+    ckpt_file *h = o->f->shards[shard];
+    if (off > h->map_size || len > h->map_size - off)
+        return ckpt_err(CKPT_E_TRUNCATED, h->path, "", h->map_size,
+                        "\"%s\" is at bytes [%llu, %llu) of this file, which ends at %zu", fqn,
+                        (unsigned long long)off, (unsigned long long)(off + len), h->map_size);
+    int safetensors =
+        ckpt_detect_format(h->map + off, h->map_size - off) == CKPT_FORMAT_SAFETENSORS;
+    if (safetensors) {
+        for (size_t i = 0; i < o->nst; i++)
+            if (o->st[i].shard == shard && o->st[i].offset == off) {
+                *out = o->st[i].part;
+                return 0;
+            }
+        len = h->map_size - off;
+    }
+    const char *name = ckpt_arena_printf(&o->f->arena, "%s@%llu", h->path, (unsigned long long)off);
+    CKPT_CHECK_ALLOC(name);
+    ckpt_file *part;
+    int rc = ckpt_file_open_part(&part, h, off, len, name);
+    if (rc) return rc;
+    if ((rc = add_part(o, part))) return rc;
+    if (safetensors) {
+        if (ckpt_arena_grow(&o->f->arena, (void **)&o->st, &o->st_cap, o->nst + 1, sizeof *o->st))
+            return ckpt_err_nomem();
+        o->st[o->nst++] = (struct st_part){shard, off, part};
+    }
+    *out = part;
+    return 0;
+}
+
+/* DCP_SHARDING_INFO's saved_offsets of `fqn` in a safetensors part, when
+ * it lists them, must be the chunk's offsets. */
+static int check_saved_offsets(const ckpt_file *part, const char *fqn, const ckpt_dcp_chunk *ch,
+                               uint32_t ndim) {
+    const char *text = NULL;
+    for (size_t i = 0; i < part->nmeta; i++)
+        if (!strcmp(part->meta_keys[i], "DCP_SHARDING_INFO")) text = part->meta_vals[i];
+    if (!text) return 0;
+    json_error_t err;
+    json_t *doc = json_loads(text, 0, &err);
+    const json_t *so = json_object_get(json_object_get(doc, fqn), "saved_offsets");
+    int rc = 0;
+    if (so) {
+        int same = json_is_array(so) && json_array_size(so) == ndim;
+        for (uint32_t d = 0; same && d < ndim; d++) {
+            const json_t *x = json_array_get(so, d);
+            same = json_is_integer(x) && json_integer_value(x) >= 0 &&
+                   (uint64_t)json_integer_value(x) == ch->offsets[d];
+        }
+        if (!same)
+            rc = ckpt_err(CKPT_E_MISMATCH, part->path, fqn, CKPT_NO_OFFSET,
+                          "DCP_SHARDING_INFO gives \"%s\" other saved_offsets than its chunk "
+                          "in .metadata",
+                          fqn);
+    }
+    json_decref(doc);
+    return rc;
+}
+
+/* The tensor a chunk's slice holds, checked against the chunk. */
+static int chunk_tensor(opener *o, const ckpt_dcp_item *it, const ckpt_dcp_chunk *ch, size_t shard,
+                        const ckpt_tensor **out) {
+    ckpt_file *part;
+    int rc = open_slice(o, shard, ch->offset, ch->length, it->fqn, &part);
+    if (rc) return rc;
+    const ckpt_tensor *t = NULL;
+    if (part->format == CKPT_FORMAT_SAFETENSORS) {
+        t = ckpt_file_find_tensor(part, it->fqn);
+        if (!t)
+            return ckpt_err(CKPT_E_MISMATCH, part->path, it->fqn, CKPT_NO_OFFSET,
+                            "the safetensors file holds no tensor \"%s\", which .metadata "
+                            "places here",
+                            it->fqn);
+        if ((rc = check_saved_offsets(part, it->fqn, ch, it->ndim))) return rc;
+    } else if (part->root && part->root->kind == CKPT_KIND_TENSOR && part->ntensors == 1) {
+        t = &part->tensors[0];
+    } else {
+        return ckpt_err(CKPT_E_FORMAT, part->path, "", 0,
+                        "the slice holding a chunk of \"%s\" is not a torch.save of one tensor",
+                        it->fqn);
+    }
+    int same = t->dtype == it->dtype && t->ndim == it->ndim;
+    for (uint32_t d = 0; same && d < it->ndim; d++) same = t->shape[d] == ch->sizes[d];
+    if (!same)
+        return ckpt_err(CKPT_E_MISMATCH, part->path, it->fqn, CKPT_NO_OFFSET,
+                        "chunk of \"%s\" holds a %s tensor of %u dimensions that is not the %s "
+                        "chunk of the sizes .metadata gives",
+                        it->fqn, ckpt_dtype_name(t->dtype), t->ndim, ckpt_dtype_name(it->dtype));
+    *out = t;
+    return 0;
+}
+
+static int by_first_offset(const void *x, const void *y) {
+    const ckpt_chunk *a = x, *b = y;
+    uint64_t p = a->offsets[0], q = b->offsets[0];
+    return (p > q) - (p < q);
+}
+
+/* The chunks tile the tensor: none overlaps another and together they
+ * hold numel elements (inside the tensor: dcp_meta.c checked). Sorted by
+ * the first offset, a chunk is only compared with those that start before
+ * it ends along dimension 0. */
+static int check_tiling(const ckpt_file *f, const ckpt_dcp_item *it, ckpt_chunk *k, size_t n) {
+    uint64_t numel = 1, total = 0;
+    for (uint32_t d = 0; d < it->ndim; d++) numel *= it->size[d]; /* bounded by the view check */
+    for (size_t i = 0; i < n; i++) {
+        uint64_t m = k[i].t->numel;
+        if (ckpt_add_overflow(total, m, &total)) total = UINT64_MAX;
+    }
+    if (it->ndim == 0) {
+        if (n != 1)
+            return ckpt_err(CKPT_E_FORMAT, f->path, it->fqn, CKPT_NO_OFFSET,
+                            "scalar \"%s\" has %zu chunks, expected 1", it->fqn, n);
+        return 0;
+    }
+    if (n > 1) qsort(k, n, sizeof *k, by_first_offset);
+    for (size_t i = 0; i < n; i++) {
+        if (k[i].t->numel == 0) continue;
+        for (size_t j = i + 1; j < n && k[j].offsets[0] < k[i].offsets[0] + k[i].t->shape[0]; j++) {
+            int overlap = k[j].t->numel != 0;
+            for (uint32_t d = 0; overlap && d < it->ndim; d++) {
+                uint64_t lo = k[i].offsets[d] > k[j].offsets[d] ? k[i].offsets[d] : k[j].offsets[d];
+                uint64_t ei = k[i].offsets[d] + k[i].t->shape[d];
+                uint64_t ej = k[j].offsets[d] + k[j].t->shape[d];
+                overlap = lo < (ei < ej ? ei : ej);
+            }
+            if (overlap)
+                return ckpt_err(CKPT_E_FORMAT, f->path, it->fqn, CKPT_NO_OFFSET,
+                                "chunks of \"%s\" overlap: the ones in %s@%llu and %s@%llu "
+                                "cover common elements",
+                                it->fqn, k[i].file, (unsigned long long)k[i].offset, k[j].file,
+                                (unsigned long long)k[j].offset);
+        }
+    }
+    if (total != numel)
+        return ckpt_err(CKPT_E_FORMAT, f->path, it->fqn, CKPT_NO_OFFSET,
+                        "chunks of \"%s\" leave a gap: they hold %llu of its %llu elements",
+                        it->fqn, (unsigned long long)total, (unsigned long long)numel);
+    return 0;
+}
+
+static int tensor_value(opener *o, const ckpt_dcp_item *it, ckpt_value **out) {
+    ckpt_file *f = o->f;
+    ckpt_chunk *k = ckpt_arena_array(&f->arena, it->nchunks ? it->nchunks : 1, sizeof *k);
+    ckpt_chunks *cs = ckpt_arena_alloc(&f->arena, sizeof *cs);
+    ckpt_storage *st = ckpt_arena_alloc(&f->arena, sizeof *st);
+    uint64_t *stride = ckpt_arena_array(&f->arena, it->ndim ? it->ndim : 1, sizeof *stride);
+    CKPT_CHECK_ALLOC(k && cs && st && stride);
+    for (size_t c = 0; c < it->nchunks; c++) {
+        const ckpt_dcp_chunk *ch = &it->chunks[c];
+        size_t shard;
+        int rc = data_file(o, ch->path, it->fqn, &shard);
+        if (rc == 0) rc = chunk_tensor(o, it, ch, shard, &k[c].t);
+        if (rc) return rc;
+        k[c].offsets = ch->offsets;
+        k[c].file = ch->path;
+        k[c].offset = ch->offset;
+        k[c].length = ch->length;
+        k[c].rank = rank_of(ch->path);
+    }
+    /* row-major strides; the view check below bounds numel */
+    uint64_t numel = 1;
+    for (uint32_t d = it->ndim; d-- > 0;) {
+        stride[d] = numel;
+        if (ckpt_mul_overflow(numel, it->size[d], &numel))
+            return ckpt_err(CKPT_E_LIMIT, f->path, it->fqn, CKPT_NO_OFFSET,
+                            "\"%s\": element count overflows", it->fqn);
+    }
+    uint64_t nbytes;
+    if (ckpt_mul_overflow(numel, ckpt_dtype_size(it->dtype), &nbytes))
+        return ckpt_err(CKPT_E_LIMIT, f->path, it->fqn, CKPT_NO_OFFSET,
+                        "\"%s\": byte size overflows", it->fqn);
+    *cs = (ckpt_chunks){.ndim = it->ndim, .shape = it->size, .items = k, .n = it->nchunks};
+    st->dtype = it->dtype;
+    st->nbytes = nbytes;
+    st->key = it->fqn;
+    st->member = "";
+    st->file_offset = CKPT_NO_OFFSET;
+    st->chunks = cs;
+    int rc = ckpt_tensor_new(out, &f->arena, st, it->dtype, it->ndim, it->size, stride, 0, f->path,
+                             it->fqn, CKPT_NO_OFFSET);
+    /* after the tensor is built: numel is known to be sane */
+    return rc ? rc : check_tiling(f, it, k, it->nchunks);
+}
+
+static int bytes_value(opener *o, const ckpt_dcp_item *it, ckpt_value **out) {
+    size_t shard;
+    ckpt_file *part;
+    int rc = data_file(o, it->chunks[0].path, it->fqn, &shard);
+    if (rc == 0)
+        rc = open_slice(o, shard, it->chunks[0].offset, it->chunks[0].length, it->fqn, &part);
+    if (rc) return rc;
+    if (part->format != CKPT_FORMAT_TORCH_ZIP || !part->root)
+        return ckpt_err(CKPT_E_FORMAT, part->path, it->fqn, 0,
+                        "bytes item \"%s\" is not a torch.save zip", it->fqn);
+    *out = part->root;
+    return 0;
+}
+
+int ckpt_dcp_read(ckpt_file *f, const char *dir) {
+    ckpt_dcp_meta meta;
+    int rc = ckpt_dcp_meta_parse(&meta, &f->arena, f->map, f->map_size, f->path, &f->opts.limits);
+    if (rc) return rc;
+    f->format = CKPT_FORMAT_DCP;
+    f->dcp_dir = ckpt_arena_strdup(&f->arena, dir);
+    f->root = ckpt_value_new(&f->arena, CKPT_KIND_DICT);
+    CKPT_CHECK_ALLOC(f->dcp_dir && f->root);
+    opener o = {.f = f, .dir = f->dcp_dir};
+    for (size_t i = 0; rc == 0 && i < meta.nitems; i++) {
+        const ckpt_dcp_item *it = &meta.items[i];
+        ckpt_value *v = NULL,
+                   *key = ckpt_value_new_str(&f->arena, CKPT_KIND_STR, it->fqn, strlen(it->fqn));
+        if (!key) rc = ckpt_err_nomem();
+        if (rc == 0) rc = it->is_bytes ? bytes_value(&o, it, &v) : tensor_value(&o, it, &v);
+        if (rc == 0 && ckpt_value_dict_set(&f->arena, f->root, key, v)) rc = ckpt_err_nomem();
+    }
+    ckpt_strmap_free(&o.names);
+    return rc;
+}
+
+int ckpt_dcp_check_unnamed(const ckpt_file *f) {
+    if (f->format != CKPT_FORMAT_DCP) return 0;
+    DIR *d = opendir(f->dcp_dir);
+    if (!d) return ckpt_err(CKPT_E_IO, f->dcp_dir, "", CKPT_NO_OFFSET, "cannot list the directory");
+    size_t dlen = strlen(f->dcp_dir);
+    int rc = 0;
+    for (struct dirent *e; rc == 0 && (e = readdir(d));) {
+        if (!ends_with(e->d_name, DATA_SUFFIX)) continue;
+        int named = 0;
+        for (size_t i = 0; !named && i < f->nshards; i++) {
+            const char *p = f->shards[i]->path;
+            named =
+                !strncmp(p, f->dcp_dir, dlen) && p[dlen] == '/' && !strcmp(p + dlen + 1, e->d_name);
+        }
+        if (!named)
+            rc = ckpt_err(CKPT_E_MISMATCH, f->dcp_dir, e->d_name, CKPT_NO_OFFSET,
+                          "data file %s is not named by .metadata (left by another save, or a "
+                          "rank's output the coordinator did not record)",
+                          e->d_name);
+    }
+    closedir(d);
+    return rc;
+}
