@@ -288,7 +288,8 @@ CKPT_API int ckpt_tensor_read(const ckpt_tensor *t, void *dst, size_t cap);
 CKPT_API int ckpt_tensor_sha256(const ckpt_tensor *t, unsigned char out[32]);
 
 /* DCP chunks: for a tensor of a DCP directory, the chunks it is assembled
- * from, in .metadata order (0 for tensors of other formats). `file` is
+ * from, in row-major order of their offsets (0 for tensors of other
+ * formats). `file` is
  * the data file's name relative to the directory (borrowed), `offset` and
  * `length` the slice holding the chunk (for the safetensors format, the
  * safetensors file's start and the chunk's bytes), `rank` the rank from a

@@ -210,10 +210,13 @@ static int chunk_tensor(opener *o, const ckpt_dcp_item *it, const ckpt_dcp_chunk
     return 0;
 }
 
-static int by_first_offset(const void *x, const void *y) {
+/* Row-major order of the boxes' starts (a chunk is a box of the global
+ * tensor; this is the order ckpt_tensor_chunk lists them in). */
+static int by_offsets(const void *x, const void *y) {
     const ckpt_chunk *a = x, *b = y;
-    uint64_t p = a->offsets[0], q = b->offsets[0];
-    return (p > q) - (p < q);
+    for (uint32_t d = 0; d < a->t->ndim; d++)
+        if (a->offsets[d] != b->offsets[d]) return a->offsets[d] < b->offsets[d] ? -1 : 1;
+    return 0;
 }
 
 /* The chunks tile the tensor: none overlaps another and together they
@@ -233,7 +236,7 @@ static int check_tiling(const ckpt_file *f, const ckpt_dcp_item *it, ckpt_chunk 
                             "scalar \"%s\" has %zu chunks, expected 1", it->fqn, n);
         return 0;
     }
-    if (n > 1) qsort(k, n, sizeof *k, by_first_offset);
+    if (n > 1) qsort(k, n, sizeof *k, by_offsets);
     for (size_t i = 0; i < n; i++) {
         if (k[i].t->numel == 0) continue;
         for (size_t j = i + 1; j < n && k[j].offsets[0] < k[i].offsets[0] + k[i].t->shape[0]; j++) {
