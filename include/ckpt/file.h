@@ -130,6 +130,10 @@ CKPT_API int ckpt_open(ckpt_file **out, const char *path, const ckpt_open_option
  * slice. ckpt_verify also refuses "*.distcp" files that .metadata does
  * not name. */
 
+/* 1 if `path` is a directory that ckpt_open (and ckpt_scan) read as one
+ * DCP checkpoint: it holds `.metadata` or a "*.distcp" file; else 0. */
+CKPT_API int ckpt_is_dcp_dir(const char *path);
+
 /* Same from memory. `data` is borrowed and must outlive the ckpt_file.
  * `name` is used in error messages (may be NULL). Sharded indexes cannot be
  * opened from memory (CKPT_E_UNSUPPORTED). */

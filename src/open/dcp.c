@@ -28,6 +28,11 @@ static int ends_with(const char *s, const char *suffix) {
     return n >= k && !strcmp(s + n - k, suffix);
 }
 
+int ckpt_is_dcp_dir(const char *path) {
+    struct stat st;
+    return path && stat(path, &st) == 0 && S_ISDIR(st.st_mode) && ckpt_dcp_is_dir(path);
+}
+
 int ckpt_dcp_is_dir(const char *dir) {
     char path[4096];
     struct stat st;
