@@ -3,6 +3,8 @@ C reader's tests (tests/dcp/test_c_*.py) and bench/bench_dcp.py.
 
     python dcp_gen.py single DIR [safetensors]
     python dcp_gen.py sharded DIR [safetensors]   (2 gloo ranks, DTensor)
+    python dcp_gen.py sharded-both DIR   (DIR/torch_save and DIR/safetensors)
+    python dcp_gen.py big DIR torch_save|safetensors MIB   (one process)
 """
 import os
 import sys
@@ -41,7 +43,7 @@ def single(path, fmt):
     dcp.save(sd, storage_writer=writer(path, fmt))
 
 
-def rank_main(rank, world, path, fmt, port):
+def rank_main(rank, world, targets, port):
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     dist.init_process_group("gloo", rank=rank, world_size=world)
     from torch.distributed.device_mesh import init_device_mesh
@@ -59,12 +61,14 @@ def rank_main(rank, world, path, fmt, port):
         "plain": torch.ones(2, 2) * 5,
         "meta": {"epoch": 3, "tag": "run"},
     }
-    dcp.save(sd, storage_writer=writer(path, fmt))
+    for path, fmt in targets:
+        dcp.save(sd, storage_writer=writer(path, fmt))
     dist.barrier()
     dist.destroy_process_group()
 
 
-def sharded(path, fmt, world=2):
+def sharded(targets, world=2):
+    """targets: [(dir, format)], all written by one group of `world` ranks."""
     import socket
 
     import torch.multiprocessing as mp
@@ -72,7 +76,7 @@ def sharded(path, fmt, world=2):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    mp.spawn(rank_main, args=(world, path, fmt, port), nprocs=world, join=True)
+    mp.spawn(rank_main, args=(world, targets, port), nprocs=world, join=True)
 
 
 def big(path, fmt, mib):
@@ -88,7 +92,9 @@ if __name__ == "__main__":
     if kind == "single":
         single(path, fmt)
     elif kind == "sharded":
-        sharded(path, fmt)
+        sharded([(path, fmt)])
+    elif kind == "sharded-both":  # one process group, PATH/torch_save and PATH/safetensors
+        sharded([(os.path.join(path, f), f) for f in ("torch_save", "safetensors")])
     elif kind == "big":
         big(path, fmt, int(sys.argv[4]))
     else:
