@@ -1429,6 +1429,16 @@ static int scan_dcp(scanner *sc, const uint8_t *p, size_t n) {
                 continue;
             }
         }
+        /* ckpt.dcp.Writer's files: a tensor slice is one tensor's data
+         * inside the safetensors file the whole data file is (open/dcp.c
+         * reads it so), raw bytes that no loader unpickles; its bytes items
+         * are torch.save zips at their own slices, scanned as such */
+        const uint8_t *at = sl[i].offset <= size ? map + sl[i].offset : NULL;
+        size_t left = at ? size - (size_t)sl[i].offset : 0;
+        if (at && !ckpt_scan_looks_safetensors(at, left) &&
+            !(left >= 4 && memcmp(at, "PK\3\4", 4) == 0) && !ckpt_scan_pickle_start(at, left) &&
+            ckpt_scan_looks_safetensors(map, size))
+            continue;
         rc = scan_dcp_slice(sc, map, size, &sl[i]);
     }
     ckpt_unmap_file(map, size);

@@ -118,36 +118,46 @@ static int add_part(opener *o, ckpt_file *part) {
     return 0;
 }
 
-/* The checkpoint in bytes [off, off+len) of data file `shard` (to the
- * file's end for a safetensors file, which DCP writes after the rank's
- * bytes items). */
+/* The checkpoint a slice [off, off+len) of data file `shard` is read
+ * from, and in *base where it starts: a torch.save zip at off; a
+ * safetensors file from off to the file's end (DCP's safetensors format,
+ * written after the rank's bytes items); or, when off holds neither, the
+ * safetensors file the whole data file is (ckpt.dcp.Writer: the slice is
+ * one tensor's data in it). A safetensors file is opened once. */
 static int open_slice(opener *o, size_t shard, uint64_t off, uint64_t len, const char *fqn,
-                      ckpt_file **out) {
+                      ckpt_file **out, uint64_t *base) {
     ckpt_file *h = o->f->shards[shard];
     if (off > h->map_size || len > h->map_size - off)
         return ckpt_err(CKPT_E_TRUNCATED, h->path, "", h->map_size,
                         "\"%s\" is at bytes [%llu, %llu) of this file, which ends at %zu", fqn,
                         (unsigned long long)off, (unsigned long long)(off + len), h->map_size);
-    int safetensors =
-        ckpt_detect_format(h->map + off, h->map_size - off) == CKPT_FORMAT_SAFETENSORS;
+    ckpt_format at = ckpt_detect_format(h->map + off, h->map_size - off);
+    *base = off;
+    if (at != CKPT_FORMAT_TORCH_ZIP && at != CKPT_FORMAT_SAFETENSORS &&
+        ckpt_detect_format(h->map, h->map_size) == CKPT_FORMAT_SAFETENSORS) {
+        at = CKPT_FORMAT_SAFETENSORS;
+        *base = 0;
+    }
+    int safetensors = at == CKPT_FORMAT_SAFETENSORS;
     if (safetensors) {
         for (size_t i = 0; i < o->nst; i++)
-            if (o->st[i].shard == shard && o->st[i].offset == off) {
+            if (o->st[i].shard == shard && o->st[i].offset == *base) {
                 *out = o->st[i].part;
                 return 0;
             }
-        len = h->map_size - off;
+        len = h->map_size - *base;
     }
-    const char *name = ckpt_arena_printf(&o->f->arena, "%s@%llu", h->path, (unsigned long long)off);
+    const char *name =
+        ckpt_arena_printf(&o->f->arena, "%s@%llu", h->path, (unsigned long long)*base);
     CKPT_CHECK_ALLOC(name);
     ckpt_file *part;
-    int rc = ckpt_file_open_part(&part, h, off, len, name);
+    int rc = ckpt_file_open_part(&part, h, *base, len, name);
     if (rc) return rc;
     if ((rc = add_part(o, part))) return rc;
     if (safetensors) {
         if (ckpt_arena_grow(&o->f->arena, (void **)&o->st, &o->st_cap, o->nst + 1, sizeof *o->st))
             return ckpt_err_nomem();
-        o->st[o->nst++] = (struct st_part){shard, off, part};
+        o->st[o->nst++] = (struct st_part){shard, *base, part};
     }
     *out = part;
     return 0;
@@ -186,7 +196,8 @@ static int check_saved_offsets(const ckpt_file *part, const char *fqn, const ckp
 static int chunk_tensor(opener *o, const ckpt_dcp_item *it, const ckpt_dcp_chunk *ch, size_t shard,
                         const ckpt_tensor **out) {
     ckpt_file *part;
-    int rc = open_slice(o, shard, ch->offset, ch->length, it->fqn, &part);
+    uint64_t base;
+    int rc = open_slice(o, shard, ch->offset, ch->length, it->fqn, &part, &base);
     if (rc) return rc;
     const ckpt_tensor *t = NULL;
     if (part->format == CKPT_FORMAT_SAFETENSORS) {
@@ -197,6 +208,14 @@ static int chunk_tensor(opener *o, const ckpt_dcp_item *it, const ckpt_dcp_chunk
                             "places here",
                             it->fqn);
         if ((rc = check_saved_offsets(part, it->fqn, ch, it->ndim))) return rc;
+        /* a slice inside the file is exactly the tensor's data */
+        if (base != ch->offset &&
+            (ckpt_tensor_file_offset(t) != ch->offset || t->nbytes != ch->length))
+            return ckpt_err(CKPT_E_MISMATCH, part->path, it->fqn, ch->offset,
+                            ".metadata places \"%s\" at [%llu, %llu), where the safetensors "
+                            "header has no tensor of that name",
+                            it->fqn, (unsigned long long)ch->offset,
+                            (unsigned long long)(ch->offset + ch->length));
     } else if (part->root && part->root->kind == CKPT_KIND_TENSOR && part->ntensors == 1) {
         t = &part->tensors[0];
     } else {
@@ -314,9 +333,11 @@ static int tensor_value(opener *o, const ckpt_dcp_item *it, ckpt_value **out) {
 static int bytes_value(opener *o, const ckpt_dcp_item *it, ckpt_value **out) {
     size_t shard;
     ckpt_file *part;
+    uint64_t base;
     int rc = data_file(o, it->chunks[0].path, it->fqn, &shard);
     if (rc == 0)
-        rc = open_slice(o, shard, it->chunks[0].offset, it->chunks[0].length, it->fqn, &part);
+        rc =
+            open_slice(o, shard, it->chunks[0].offset, it->chunks[0].length, it->fqn, &part, &base);
     if (rc) return rc;
     if (part->format != CKPT_FORMAT_TORCH_ZIP || !part->root)
         return ckpt_err(CKPT_E_FORMAT, part->path, it->fqn, 0,

@@ -235,6 +235,57 @@ def test_convert_to_one_file():
             assert got_pt[name] == t, name
 
 
+def whole_file_safetensors(name):
+    """SINGLE's items in the layout of ckpt.dcp.Writer (python/ckpt/dcp.py):
+    one safetensors file per rank holding every tensor under its fqn (with
+    DCP_SHARDING_INFO) and every bytes item as a U8 tensor of its torch.save
+    bytes; each _StorageInfo is [offset, offset + length) of exactly that
+    tensor's data."""
+    from safetensors.torch import save_file
+    d = os.path.join(TMP, name)
+    os.makedirs(d)
+    meta = read_meta(SINGLE)
+    tensors, sharding = {}, {}
+    for key, info in meta.storage_data.items():
+        with open(os.path.join(SINGLE, info.relative_path), "rb") as fh:
+            fh.seek(info.offset)
+            blob = fh.read(info.length)
+        if key.offset is None:  # a bytes item: its torch.save bytes
+            tensors[key.fqn] = torch.frombuffer(bytearray(blob), dtype=torch.uint8)
+        else:
+            tensors[key.fqn] = torch.load(io.BytesIO(blob), weights_only=True).contiguous()
+            sharding[key.fqn] = {"saved_offsets": list(key.offset)}
+    path = os.path.join(d, "__0_0.distcp")
+    save_file(tensors, path, metadata={"DCP_SHARDING_INFO": json.dumps(sharding),
+                                       "DCP_VERSION": "1.0", "format": "pt"})
+    with open(path, "rb") as fh:
+        n = int.from_bytes(fh.read(8), "little")
+        header = json.loads(fh.read(n))
+    for key, info in meta.storage_data.items():
+        b, e = header[key.fqn]["data_offsets"]
+        info.relative_path, info.offset, info.length = "__0_0.distcp", 8 + n + b, e - b
+    write_meta(d, meta)
+    return d
+
+
+def test_whole_file_safetensors_layout():
+    d = whole_file_safetensors("ckpt_writer_layout")
+    want = inspect_json(SINGLE)
+    got = inspect_json(d)
+    assert got["tensors"] == want["tensors"], (got["tensors"], want["tensors"])
+    assert got["values"] == want["values"]
+    rc, out, err = ckpt("verify", d)
+    assert rc == 0 and out.startswith("OK "), out + err
+    rc, out, err = ckpt("scan", d)
+    assert rc == 0 and out.startswith("SAFE "), out + err
+    # a slice that is not where the header has the tensor
+    meta = read_meta(d)
+    key = next(k for k in meta.storage_data if k.fqn == "model.w")
+    meta.storage_data[key].offset += 4
+    write_meta(d, meta)
+    verify_fails(d, "model.w")
+
+
 # ------------------------------------------------------------ corruption
 
 
