@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "base/strmap.h"
 #include "format/pickle.h"
 #include "model/dtype.h"
 #include "model/value.h"
@@ -245,6 +246,48 @@ static int tensor_item(const reader *r, ckpt_dcp_item *it, const ckpt_value *st)
     return 0;
 }
 
+/* planner_data[fqn] as an object path: a tuple of str and int keys. A
+ * missing entry leaves the item at the top level under its fqn. */
+static int item_path(const reader *r, ckpt_dcp_item *it, const ckpt_strmap *index,
+                     const ckpt_value *pd) {
+    size_t len = strlen(it->fqn);
+    const ckpt_strmap_slot *slot =
+        ckpt_strmap_find(index, it->fqn, len, ckpt_strmap_hash(it->fqn, len));
+    if (!slot) return 0;
+    const ckpt_value *p = pd->u.dict.vals[slot->val];
+    int ok = p->kind == CKPT_KIND_TUPLE && p->u.seq.n > 0;
+    for (size_t i = 0; ok && i < p->u.seq.n; i++) {
+        const ckpt_value *k = p->u.seq.items[i];
+        ok = k->kind == CKPT_KIND_STR || (k->kind == CKPT_KIND_INT && !k->u.i.decimal);
+    }
+    if (!ok)
+        return ckpt_err(CKPT_E_FORMAT, r->file, "", CKPT_NO_OFFSET,
+                        "planner_data[\"%s\"] is not a non-empty tuple of str and int keys",
+                        it->fqn);
+    it->path = (const ckpt_value *const *)p->u.seq.items;
+    it->npath = p->u.seq.n;
+    return 0;
+}
+
+static int read_paths(const reader *r, ckpt_dcp_meta *out, const ckpt_value *pd) {
+    if (!pd || pd->kind != CKPT_KIND_DICT) return 0; /* not flattened: items stay flat */
+    ckpt_strmap index = {0};
+    int rc = ckpt_strmap_reserve(&index, pd->u.dict.n);
+    for (size_t i = 0; rc == 0 && i < pd->u.dict.n; i++) {
+        const ckpt_value *k = pd->u.dict.keys[i];
+        ckpt_strmap_slot *slot;
+        if (k->kind != CKPT_KIND_STR) continue;
+        if (ckpt_strmap_put(&index, k->u.s.p, k->u.s.len, i, &slot) < 0)
+            rc = ckpt_err_nomem();
+        else
+            slot->val = i; /* a repeated key: the last value, as the dict keeps */
+    }
+    for (size_t i = 0; rc == 0 && i < out->nitems; i++)
+        rc = item_path(r, &out->items[i], &index, pd);
+    ckpt_strmap_free(&index);
+    return rc;
+}
+
 static int read_items(const reader *r, ckpt_dcp_meta *out, const ckpt_value *sdm,
                       const ckpt_value *sd) {
     size_t ns = sd->u.dict.n;
@@ -321,5 +364,6 @@ int ckpt_dcp_meta_parse(ckpt_dcp_meta *out, ckpt_arena *a, const uint8_t *p, siz
     if (!sd || sd->kind != CKPT_KIND_DICT)
         return bad(&r, "storage_data is not a dict (written by a storage writer other than "
                        "FileSystemWriter)");
-    return read_items(&r, out, sdm, sd);
+    rc = read_items(&r, out, sdm, sd);
+    return rc ? rc : read_paths(&r, out, get(st, "planner_data"));
 }

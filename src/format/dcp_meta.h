@@ -7,8 +7,10 @@
  *
  * What is read, and how (torch 2.13 metadata.py, filesystem.py):
  *   Metadata.__dict__: state_dict_metadata {fqn: TensorStorageMetadata |
- *     BytesStorageMetadata}, storage_data {MetadataIndex: _StorageInfo};
- *     planner_data, storage_meta and version are not needed to find bytes.
+ *     BytesStorageMetadata}, storage_data {MetadataIndex: _StorageInfo},
+ *     planner_data {fqn: object path (a tuple of str and int keys)} when
+ *     the planner flattened the state dict; storage_meta and version are
+ *     not read.
  *   TensorStorageMetadata.__dict__: properties (TensorProperties, whose
  *     __getstate__ is the tuple (dtype, layout, requires_grad,
  *     memory_format, pin_memory)), size (torch.Size), chunks (a list of
@@ -44,6 +46,11 @@ typedef struct ckpt_dcp_item {
     uint64_t *size; /* global shape, ndim elements */
     ckpt_dcp_chunk *chunks;
     size_t nchunks; /* 1 for a bytes item */
+    /* planner_data[fqn]: the object path DefaultSavePlanner flattened
+     * (str and int keys, npath >= 1), or NULL when planner_data has none */
+    const ckpt_value *const *path;
+    size_t npath;
+    const ckpt_value *top_key; /* room for a reader's one-key path */
 } ckpt_dcp_item;
 
 typedef struct ckpt_dcp_meta {

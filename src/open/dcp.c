@@ -346,6 +346,99 @@ static int bytes_value(opener *o, const ckpt_dcp_item *it, ckpt_value **out) {
     return 0;
 }
 
+/* ------------------------------------------------------------ nesting */
+
+/* The state dict as dcp_to_torch_save returns it: every item put back
+ * where planner_data's object path says, by the rule of DCP's set_element
+ * (_traverse.py): a missing container is a dict when the key that follows
+ * is a str and a list when it is an int; lists grow with None up to an
+ * index. Dict keys are found through one map keyed by (container, key). */
+typedef struct nester {
+    ckpt_file *f;
+    ckpt_strmap keys;   /* (container, key) -> index of the key in the dict */
+    uint64_t max_index; /* list indices past the item count hold no item */
+} nester;
+
+/* The map's key for `key` in dict `d`: the container's address, the key's
+ * kind and its text or value. */
+static int dict_key(nester *n, const ckpt_value *d, const ckpt_value *key, const char **out,
+                    size_t *len) {
+    size_t klen = key->kind == CKPT_KIND_STR ? key->u.s.len : sizeof(int64_t);
+    char *b = ckpt_arena_alloc_raw(&n->f->arena, sizeof d + 1 + klen);
+    CKPT_CHECK_ALLOC(b);
+    memcpy(b, &d, sizeof d);
+    b[sizeof d] = (char)key->kind;
+    memcpy(b + sizeof d + 1, key->kind == CKPT_KIND_STR ? (const void *)key->u.s.p : &key->u.i.v,
+           klen);
+    *out = b;
+    *len = sizeof d + 1 + klen;
+    return 0;
+}
+
+static int path_error(const nester *n, const ckpt_dcp_item *it, const char *why) {
+    return ckpt_err(CKPT_E_FORMAT, n->f->path, it->fqn, CKPT_NO_OFFSET,
+                    "planner_data path of \"%s\" %s (DCP's set_element fails too)", it->fqn, why);
+}
+
+/* Slot i of list l, grown with None to hold it. */
+static int list_slot(nester *n, const ckpt_dcp_item *it, ckpt_value *l, const ckpt_value *key,
+                     ckpt_value ***slot) {
+    if (key->kind != CKPT_KIND_INT) return path_error(n, it, "indexes a list with a str");
+    if (key->u.i.v < 0 || (uint64_t)key->u.i.v > n->max_index)
+        return path_error(n, it, "has a list index out of range");
+    size_t i = (size_t)key->u.i.v;
+    while (l->u.seq.n <= i) {
+        ckpt_value *none = ckpt_value_new(&n->f->arena, CKPT_KIND_NONE);
+        if (!none || ckpt_value_append(&n->f->arena, l, none)) return ckpt_err_nomem();
+    }
+    *slot = &l->u.seq.items[i];
+    return 0;
+}
+
+/* Container c's entry for key: the slot of its value, a new entry holding
+ * `fresh` when there was none (or None in a list). */
+static int entry(nester *n, const ckpt_dcp_item *it, ckpt_value *c, const ckpt_value *key,
+                 ckpt_value *fresh, ckpt_value ***slot) {
+    if (c->kind == CKPT_KIND_LIST) {
+        int rc = list_slot(n, it, c, key, slot);
+        if (rc == 0 && (**slot)->kind == CKPT_KIND_NONE) **slot = fresh;
+        return rc;
+    }
+    if (c->kind != CKPT_KIND_DICT)
+        return path_error(n, it, "goes through a value that is no container");
+    const char *k = NULL;
+    size_t len = 0;
+    int rc = dict_key(n, c, key, &k, &len);
+    if (rc) return rc;
+    ckpt_strmap_slot *ms;
+    int put = ckpt_strmap_put(&n->keys, k, len, c->u.dict.n, &ms);
+    if (put < 0) return ckpt_err_nomem();
+    if (put == 1) {
+        ckpt_value *kv =
+            key->kind == CKPT_KIND_STR
+                ? ckpt_value_new_str(&n->f->arena, CKPT_KIND_STR, key->u.s.p, key->u.s.len)
+                : ckpt_value_new_int(&n->f->arena, key->u.i.v);
+        if (!kv || ckpt_value_dict_set(&n->f->arena, c, kv, fresh)) return ckpt_err_nomem();
+    }
+    *slot = &c->u.dict.vals[ms->val];
+    return 0;
+}
+
+static int set_element(nester *n, const ckpt_dcp_item *it, ckpt_value *value) {
+    ckpt_value *cur = n->f->root, **slot;
+    for (size_t i = 1; i < it->npath; i++) {
+        int is_str = it->path[i]->kind == CKPT_KIND_STR;
+        ckpt_value *fresh = ckpt_value_new(&n->f->arena, is_str ? CKPT_KIND_DICT : CKPT_KIND_LIST);
+        CKPT_CHECK_ALLOC(fresh);
+        int rc = entry(n, it, cur, it->path[i - 1], fresh, &slot);
+        if (rc) return rc;
+        cur = *slot;
+    }
+    int rc = entry(n, it, cur, it->path[it->npath - 1], value, &slot);
+    if (rc == 0) *slot = value; /* an assignment replaces an earlier value */
+    return rc;
+}
+
 int ckpt_dcp_read(ckpt_file *f, const char *dir) {
     ckpt_dcp_meta meta;
     int rc = ckpt_dcp_meta_parse(&meta, &f->arena, f->map, f->map_size, f->path, &f->opts.limits);
@@ -355,15 +448,21 @@ int ckpt_dcp_read(ckpt_file *f, const char *dir) {
     f->root = ckpt_value_new(&f->arena, CKPT_KIND_DICT);
     CKPT_CHECK_ALLOC(f->dcp_dir && f->root);
     opener o = {.f = f, .dir = f->dcp_dir};
+    nester n = {.f = f, .max_index = meta.nitems};
     for (size_t i = 0; rc == 0 && i < meta.nitems; i++) {
-        const ckpt_dcp_item *it = &meta.items[i];
-        ckpt_value *v = NULL,
-                   *key = ckpt_value_new_str(&f->arena, CKPT_KIND_STR, it->fqn, strlen(it->fqn));
-        if (!key) rc = ckpt_err_nomem();
+        ckpt_dcp_item *it = &meta.items[i];
+        ckpt_value *v = NULL;
+        if (!it->path) { /* no planner_data entry: at the top, under its fqn */
+            it->top_key = ckpt_value_new_str(&f->arena, CKPT_KIND_STR, it->fqn, strlen(it->fqn));
+            if (!it->top_key) rc = ckpt_err_nomem();
+            it->path = &it->top_key;
+            it->npath = 1;
+        }
         if (rc == 0) rc = it->is_bytes ? bytes_value(&o, it, &v) : tensor_value(&o, it, &v);
-        if (rc == 0 && ckpt_value_dict_set(&f->arena, f->root, key, v)) rc = ckpt_err_nomem();
+        if (rc == 0) rc = set_element(&n, it, v);
     }
     ckpt_strmap_free(&o.names);
+    ckpt_strmap_free(&n.keys);
     return rc;
 }
 

@@ -38,6 +38,13 @@ def single(path, fmt):
         "extra": {"lr": 0.1, "name": "x"},
         "scalar": torch.tensor(3.5, dtype=torch.float64),
     }
+    # an optimizer: int-keyed state (DCP's unflatten makes it a list) and
+    # param_groups of lists and tuples
+    lin = torch.nn.Linear(3, 2)
+    opt = torch.optim.Adam(lin.parameters(), lr=0.01)
+    lin(torch.ones(1, 3)).sum().backward()
+    opt.step()
+    sd["optim"] = opt.state_dict()
     if fmt == "safetensors":  # safetensors refuses non-contiguous tensors
         sd["model"]["wt"] = sd["model"]["wt"].contiguous()
     dcp.save(sd, storage_writer=writer(path, fmt))

@@ -89,13 +89,18 @@ def inspect_json(d, *extra):
 
 
 def flatten(obj, prefix=""):
-    """dcp_to_torch_save's nested dict as ckpt names it: keys joined by '.'."""
+    """dcp_to_torch_save's nested state dict as ckpt names it: dict keys and
+    list/tuple indices joined by '.'; empty containers give no entry."""
     if isinstance(obj, dict):
-        out = {}
-        for k, v in obj.items():
-            out.update(flatten(v, f"{prefix}{k}."))
-        return out
-    return {prefix[:-1]: obj}
+        items = obj.items()
+    elif isinstance(obj, (list, tuple)):
+        items = enumerate(obj)
+    else:
+        return {prefix[:-1]: obj}
+    out = {}
+    for k, v in items:
+        out.update(flatten(v, f"{prefix}{k}."))
+    return out
 
 
 DTYPES = {torch.float32: "F32", torch.float64: "F64", torch.bfloat16: "BF16",
@@ -284,6 +289,29 @@ def test_whole_file_safetensors_layout():
     meta.storage_data[key].offset += 4
     write_meta(d, meta)
     verify_fails(d, "model.w")
+
+
+def skeleton(obj):
+    """Containers and keys, leaves by type: the structure to compare."""
+    if isinstance(obj, dict):
+        return {k: skeleton(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [type(obj).__name__] + [skeleton(v) for v in obj]
+    return type(obj).__name__
+
+
+def test_convert_nests_like_dcp_to_torch_save():
+    """planner_data puts every item back in place (DCP's set_element: an int
+    key in the path makes a list, as param_groups is)."""
+    oracle = os.path.join(TMP, "nest-oracle.pt")
+    dcp_to_torch_save(SINGLE, oracle)
+    want = torch.load(oracle, weights_only=False)
+    out = os.path.join(TMP, "nest.pt")
+    rc, o, err = ckpt("convert", SINGLE, out)
+    assert rc == 0, o + err
+    got = torch.load(out, weights_only=False)
+    assert isinstance(want["optim"]["param_groups"], list)
+    assert skeleton(got) == skeleton(want), (skeleton(got), skeleton(want))
 
 
 # ------------------------------------------------------------ corruption
