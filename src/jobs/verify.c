@@ -216,7 +216,7 @@ ckpt_checksums ckpt_file_checksums(const ckpt_file *f) {
         return CKPT_CHECKSUMS_CRC32;
     case CKPT_FORMAT_DCP: /* the weakest of its parts */
     {
-        ckpt_checksums least = CKPT_CHECKSUMS_DIGESTS;
+        ckpt_checksums least = f->nparts ? CKPT_CHECKSUMS_DIGESTS : CKPT_CHECKSUMS_NONE;
         for (size_t i = 0; i < f->nparts; i++) {
             ckpt_checksums c = ckpt_file_checksums(f->parts[i]);
             if (c < least) least = c;
