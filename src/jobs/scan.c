@@ -129,7 +129,8 @@ typedef struct scanner {
                                  a sharded index are; NULL for a buffer */
     const char *shard;  /* the shard file being scanned (report
                                  arena), or NULL for the file itself */
-    int dcp;            /* the file is a DCP directory's .metadata */
+    int dcp;            /* the file is a DCP directory's .metadata, or
+                                 DCP_NO_METADATA (the directory lacks it) */
 } scanner;
 
 /* A run of bytes scanned as stacked pickle streams. */
@@ -1311,6 +1312,8 @@ static int scan_index(scanner *sc, const uint8_t *p, size_t n) {
 
 /* ------------------------------------------------------------ DCP */
 
+#define DCP_NO_METADATA 2
+
 typedef struct dcp_slice {
     const char *name; /* canonical, relative to the directory */
     uint64_t offset, length;
@@ -1363,6 +1366,14 @@ static int scan_dcp_slice(scanner *sc, const uint8_t *map, size_t size, const dc
  * what stands between them and code execution). Slices not named are
  * never loaded. */
 static int scan_dcp(scanner *sc, const uint8_t *p, size_t n) {
+    if (sc->dcp == DCP_NO_METADATA) {
+        add_finding(sc, CKPT_SEVERITY_INFO, "dcp-metadata", NULL, "", CKPT_NO_OFFSET,
+                    "missing: the directory holds DCP data files (*.distcp) but no .metadata, "
+                    "so which slices a loader reads is not known");
+        sc->content = 1;
+        sc->unscannable = 1;
+        return 0;
+    }
     region meta = {.p = p, .n = n, .member = "", .dcp_meta = 1};
     int rc = scan_region(sc, &meta);
     if (rc) return rc;
@@ -1631,8 +1642,11 @@ static int scan_dcp_dir(ckpt_scan_report **out, const char *dir, const ckpt_scan
     memcpy(meta + dlen, "/.metadata", sizeof "/.metadata");
     const uint8_t *map;
     size_t n;
-    int rc = ckpt_map_file(meta, &map, &n);
-    if (rc == 0) {
+    struct stat st;
+    int rc = 0;
+    if (stat(meta, &st) != 0 && errno == ENOENT) {
+        rc = scan_buffer(out, NULL, 0, meta, dir, opts, 0, DCP_NO_METADATA);
+    } else if ((rc = ckpt_map_file(meta, &map, &n)) == 0) {
         rc = scan_buffer(out, map, n, meta, dir, opts, 0, 1);
         ckpt_unmap_file(map, n);
     }

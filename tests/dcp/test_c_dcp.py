@@ -373,6 +373,8 @@ def test_missing_metadata():
     d = copy(SHARDED_PT, "nometa")
     os.remove(os.path.join(d, ".metadata"))
     verify_fails(d, ".metadata", "missing")
+    rc, out, err = ckpt("scan", d)
+    assert rc == 1 and "UNSCANNABLE" in out and "no .metadata" in out, out + err
 
 
 def test_gap_in_a_tensor():
