@@ -68,8 +68,24 @@ TEST(unsupported) {
     CHECK_EQ_INT(detect("PYTORCH1rest", 12), CKPT_FORMAT_UNKNOWN);
 }
 
+/* DCP's .metadata: pickle.dump(Metadata) at protocol 4 (PROTO, FRAME,
+ * SHORT_BINUNICODE module) or 2 (BINUNICODE), bytes as torch 2.13 writes */
+TEST(dcp_metadata) {
+    static const char p4[] = "\x80\x04\x95\x68\x05\0\0\0\0\0\0\x8c\x25"
+                             "torch.distributed.checkpoint.metadata\x94";
+    static const char p2[] = "\x80\x02X\x25\0\0\0torch.distributed.checkpoint.metadata";
+    static const char other[] = "\x80\x04\x95\x68\x05\0\0\0\0\0\0\x8c\x25"
+                                "torch.distributed.checkpoint.metadatX\x94";
+    CHECK_EQ_INT(detect(p4, sizeof p4 - 1), CKPT_FORMAT_DCP);
+    CHECK_EQ_INT(detect(p2, sizeof p2 - 1), CKPT_FORMAT_DCP);
+    CHECK_EQ_INT(detect(other, sizeof other - 1), CKPT_FORMAT_PICKLE);
+    CHECK_EQ_INT(detect(p4, 20), CKPT_FORMAT_PICKLE); /* the name cut short */
+    CHECK_EQ_STR(ckpt_format_name(CKPT_FORMAT_DCP), "dcp");
+}
+
 int main(void) {
     RUN(empty_and_short);
+    RUN(dcp_metadata);
     RUN(zip);
     RUN(safetensors_and_index);
     RUN(pickles);

@@ -23,11 +23,16 @@ typedef enum ckpt_format {
     /* a "*.bin.index.json" set of torch.save shards (Hugging Face
      * pytorch_model.bin.index.json); ckpt_detect_format gives
      * CKPT_FORMAT_SAFETENSORS_SHARDED for any index, the name decides */
-    CKPT_FORMAT_TORCH_SHARDED = 6
+    CKPT_FORMAT_TORCH_SHARDED = 6,
+    /* a torch.distributed.checkpoint directory: `.metadata` (a pickle of
+     * torch.distributed.checkpoint.metadata.Metadata) and data files
+     * "__RANK_N.distcp"; ckpt_detect_format gives it for the head of a
+     * `.metadata` pickle */
+    CKPT_FORMAT_DCP = 7
 } ckpt_format;
 
 /* "safetensors", "safetensors-sharded", "torch-zip", "torch-legacy",
- * "pickle", "torch-sharded" (the JSON names of `ckpt inspect`). Static
+ * "pickle", "torch-sharded", "dcp" (the JSON names of `ckpt inspect`). Static
  * string. */
 CKPT_API const char *ckpt_format_name(ckpt_format f);
 
@@ -36,6 +41,10 @@ CKPT_API const char *ckpt_format_name(ckpt_format f);
  * head: the first n bytes of the file (borrowed, not kept; NULL only with
  * n == 0). Looked at, in this order:
  *   "PK\3\4" at 0                    CKPT_FORMAT_TORCH_ZIP
+ *   PROTO 2..5, an optional FRAME, then the str
+ *   "torch.distributed.checkpoint.metadata" (SHORT_BINUNICODE or
+ *   BINUNICODE): the head of DCP's `.metadata`
+ *                                     CKPT_FORMAT_DCP
  *   "PYTORCH1" at 0, "ustar" at 257   CKPT_FORMAT_UNKNOWN (formats ckpt
  *                                     does not read: ckpt_open says which)
  *   JSON whitespace then '{', no NUL in the first 8 bytes
@@ -65,7 +74,8 @@ CKPT_API int ckpt_open_options_init(ckpt_open_options *opts, unsigned version);
 
 /* Opens a checkpoint, detecting the format from its content (never from
  * the file name): "PK\3\4" zip, legacy magic pickle, pickle, safetensors
- * header, or a sharded index: "*.safetensors.index.json" with safetensors
+ * header, DCP (a directory holding `.metadata` or "*.distcp" files, or its
+ * `.metadata`: see "DCP directories" below), or a sharded index: "*.safetensors.index.json" with safetensors
  * shards, "*.bin.index.json" (pytorch_model.bin.index.json) with torch.save
  * shards, CKPT_FORMAT_TORCH_SHARDED (the shards are opened relative to the
  * index's directory; names with "..", a root or a drive are refused; a
@@ -97,6 +107,32 @@ CKPT_API int ckpt_open_options_init(ckpt_open_options *opts, unsigned version);
  * sharded set that does not match its index),
  * CKPT_E_UNSUPPORTED (pre-0.4 tar file, PYTORCH1 preview format). */
 CKPT_API int ckpt_open(ckpt_file **out, const char *path, const ckpt_open_options *opts);
+
+/* DCP directories (torch.distributed.checkpoint, FORMATS.md §4):
+ * `.metadata` is read with the restricted pickle machine, and a global
+ * other than DCP's metadata classes, torch.Size, torch dtypes, _get_layout
+ * and pathlib paths is CKPT_E_UNSAFE (pickle.load, which FileSystemReader
+ * runs, would call it). Each item of state_dict_metadata becomes one entry
+ * of a flat root dict keyed by its fqn: a tensor item the global tensor
+ * (global shape and dtype; contiguous, its bytes assembled from its chunks
+ * by every reading function; ckpt_tensor_data is CKPT_E_UNSUPPORTED; see
+ * ckpt_tensor_chunk), a bytes item the object its torch.save zip holds.
+ * Each chunk is a slice of a data file holding a torch.save zip (the
+ * default format) or the safetensors file a rank wrote
+ * (SerializationFormat.SAFETENSORS, DCP_SHARDING_INFO; the safetensors
+ * file starts at the slice's offset and the tensor is found by fqn); it
+ * must be one tensor of the item's dtype and the chunk's sizes. Open
+ * checks that the chunks tile each tensor (no gap, no overlap:
+ * CKPT_E_FORMAT), that every file named exists (CKPT_E_MISMATCH naming
+ * it; a directory without .metadata is CKPT_E_MISMATCH too) and that
+ * every slice lies in its file (CKPT_E_TRUNCATED naming the file).
+ * Parts' errors name "DIR/FILE@OFFSET" with offsets relative to that
+ * slice. ckpt_verify also refuses "*.distcp" files that .metadata does
+ * not name. */
+
+/* 1 if `path` is a directory that ckpt_open (and ckpt_scan) read as one
+ * DCP checkpoint: it holds `.metadata` or a "*.distcp" file; else 0. */
+CKPT_API int ckpt_is_dcp_dir(const char *path);
 
 /* Same from memory. `data` is borrowed and must outlive the ckpt_file.
  * `name` is used in error messages (may be NULL). Sharded indexes cannot be
@@ -257,6 +293,24 @@ CKPT_API int ckpt_tensor_read(const ckpt_tensor *t, void *dst, size_t cap);
 /* SHA-256 of the logical contents (as ckpt_tensor_read would produce),
  * read in bounded windows. out: 32 bytes. Errors as ckpt_tensor_read. */
 CKPT_API int ckpt_tensor_sha256(const ckpt_tensor *t, unsigned char out[32]);
+
+/* DCP chunks: for a tensor of a DCP directory, the chunks it is assembled
+ * from, in row-major order of their offsets (0 for tensors of other
+ * formats). `file` is
+ * the data file's name relative to the directory (borrowed), `offset` and
+ * `length` the slice holding the chunk (for the safetensors format, the
+ * safetensors file's start and the chunk's bytes), `rank` the rank from a
+ * "__RANK_N.distcp" name or -1, `offsets`/`sizes` the box it covers in the
+ * global tensor (ckpt_tensor_ndim elements each, borrowed). Returns 0 or
+ * CKPT_E_INVALID_ARG (i out of range). */
+typedef struct ckpt_chunk_info {
+    const char *file;
+    uint64_t offset, length;
+    int rank;
+    const uint64_t *offsets, *sizes;
+} ckpt_chunk_info;
+CKPT_API size_t ckpt_tensor_chunk_count(const ckpt_tensor *t);
+CKPT_API int ckpt_tensor_chunk(ckpt_chunk_info *out, const ckpt_tensor *t, size_t i);
 
 /* ---------------------------------------------------------------- values */
 

@@ -32,6 +32,21 @@ static int looks_like_pickle(const uint8_t *p, size_t n) {
     return n >= 1 && p[0] != 0 && strchr("(}]lcdLIFSVNKJUX)", p[0]) != NULL;
 }
 
+/* DCP's `.metadata`: pickle.dump(Metadata) at protocol 2..5 starts with
+ * PROTO, a FRAME (protocol 4+), then the module name of the Metadata
+ * class, SHORT_BINUNICODE or BINUNICODE (STACK_GLOBAL's operands). */
+static int looks_like_dcp_metadata(const uint8_t *p, size_t n) {
+    static const char module[] = "torch.distributed.checkpoint.metadata";
+    size_t mlen = sizeof module - 1, i = 2;
+    if (n < 3 || p[0] != 0x80 || p[1] < 2 || p[1] > 5) return 0;
+    if (p[i] == 0x95) i += 9; /* FRAME + 8-byte length */
+    if (i + 2 + mlen <= n && p[i] == 0x8c && p[i + 1] == mlen)
+        return memcmp(p + i + 2, module, mlen) == 0;
+    if (i + 5 + mlen <= n && p[i] == 'X' && p[i + 1] == mlen && !p[i + 2] && !p[i + 3] && !p[i + 4])
+        return memcmp(p + i + 5, module, mlen) == 0;
+    return 0;
+}
+
 const char *ckpt_detect_unsupported(const uint8_t *p, size_t n, uint64_t *offset) {
     *offset = 0;
     if (n >= 8 && memcmp(p, "PYTORCH1", 8) == 0)
@@ -57,6 +72,7 @@ ckpt_format ckpt_detect_format(const void *head, size_t n) {
     if (n >= 9 && first_non_ws(p, n, 8) == '{') return CKPT_FORMAT_SAFETENSORS;
     if (n >= sizeof legacy_magic && memcmp(p, legacy_magic, sizeof legacy_magic) == 0)
         return CKPT_FORMAT_TORCH_LEGACY;
+    if (looks_like_dcp_metadata(p, n)) return CKPT_FORMAT_DCP;
     if (looks_like_pickle(p, n)) return CKPT_FORMAT_PICKLE;
     return CKPT_FORMAT_UNKNOWN;
 }

@@ -37,6 +37,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 
 #include "base/error.h"
 #include "model/dtype.h"
@@ -46,9 +47,11 @@
 #include "jobs/scan_policy.h"
 #include "container/tar.h"
 #include "container/zip.h"
+#include "format/dcp_meta.h"
 #include "format/index_json.h"
 #include "format/npy.h"
 #include "format/safetensors.h"
+#include "open/dcp.h"
 #include "open/sharded.h"
 
 /* torch.serialization.MAGIC_NUMBER 0x1950a86a20f9469cfc6c in decimal */
@@ -126,6 +129,8 @@ typedef struct scanner {
                                  a sharded index are; NULL for a buffer */
     const char *shard;  /* the shard file being scanned (report
                                  arena), or NULL for the file itself */
+    int dcp;            /* the file is a DCP directory's .metadata, or
+                                 DCP_NO_METADATA (the directory lacks it) */
 } scanner;
 
 /* A run of bytes scanned as stacked pickle streams. */
@@ -141,6 +146,7 @@ typedef struct region {
     uint32_t depth;     /* 0, or nesting level of a literal */
     int top;            /* the file itself: may be legacy, may be
                                  no pickle at all */
+    int dcp_meta;       /* a DCP .metadata: its classes are data */
 } region;
 
 /* A literal an unpickling call receives, kept until its stream is done. */
@@ -529,6 +535,11 @@ static int callee_unpickles(stream *s, const char *module, const char *name) {
 static void on_event(void *ctx, const pk_event *ev) {
     stream *s = ctx;
     if (s->sc->nomem) return;
+    /* DCP's metadata classes in its .metadata (format/dcp_meta.h); the
+     * same names anywhere else are reported like any other class */
+    if (s->rg->dcp_meta && ev->kind != PK_EV_PERSID && !ev->symbolic && !ev->on_reference &&
+        ckpt_dcp_meta_allowed(ev->module, ev->name))
+        return;
     switch (ev->kind) {
     case PK_EV_GLOBAL:
         s->events++;
@@ -1323,11 +1334,159 @@ static int scan_index(scanner *sc, const uint8_t *p, size_t n) {
     return rc;
 }
 
+/* ------------------------------------------------------------ DCP */
+
+#define DCP_NO_METADATA 2
+
+typedef struct dcp_slice {
+    const char *name; /* canonical, relative to the directory */
+    uint64_t offset, length;
+} dcp_slice;
+
+static int by_slice(const void *x, const void *y) {
+    const dcp_slice *a = x, *b = y;
+    int c = strcmp(a->name, b->name);
+    if (c) return c;
+    return (a->offset > b->offset) - (a->offset < b->offset);
+}
+
+/* One slice of a data file, scanned like a file of its own and named
+ * "FILE@OFFSET" (offsets in its findings are relative to the slice). A
+ * safetensors file (the SAFETENSORS format) runs to the file's end. */
+static int scan_dcp_slice(scanner *sc, const uint8_t *map, size_t size, const dcp_slice *s) {
+    const char *member =
+        ckpt_arena_printf(&sc->r->arena, "%s@%llu", s->name, (unsigned long long)s->offset);
+    if (!member) return CKPT_E_NOMEM;
+    if (s->offset > size || s->length > size - s->offset) {
+        add_finding(sc, CKPT_SEVERITY_INFO, "dcp-truncated", NULL, member, CKPT_NO_OFFSET,
+                    ".metadata places %llu bytes here, past the file's end (%zu bytes)",
+                    (unsigned long long)s->length, size);
+        sc->unscannable = 1;
+        return 0;
+    }
+    const uint8_t *p = map + s->offset;
+    size_t n = ckpt_scan_looks_safetensors(p, size - (size_t)s->offset) ? size - (size_t)s->offset
+                                                                        : (size_t)s->length;
+    sc->shard = member;
+    sc->content = 0;
+    uint64_t budget = sc->budget;
+    sc->budget = ckpt_zip_budget(&sc->o.limits, n);
+    int rc = scan_file(sc, p, n);
+    sc->budget = budget;
+    if (rc == 0 && !sc->content) {
+        add_finding(sc, CKPT_SEVERITY_INFO, "shard-not-a-checkpoint", NULL, member, 0,
+                    "slice holds no pickle, zip archive or safetensors header");
+        sc->unscannable = 1;
+    }
+    sc->shard = NULL;
+    sc->content = 1;
+    return rc;
+}
+
+/* A DCP directory's .metadata (FORMATS.md §4): the pickle itself, read
+ * with DCP's metadata classes as data, then every slice of a data file
+ * it names: tensor chunks (torch.load, weights_only=True) and bytes items
+ * (torch.load with weights_only=False in DefaultLoadPlanner: the scan is
+ * what stands between them and code execution). Slices not named are
+ * never loaded. */
+static int scan_dcp(scanner *sc, const uint8_t *p, size_t n) {
+    if (sc->dcp == DCP_NO_METADATA) {
+        add_finding(sc, CKPT_SEVERITY_INFO, "dcp-metadata", NULL, "", CKPT_NO_OFFSET,
+                    "missing: the directory holds DCP data files (*.distcp) but no .metadata, "
+                    "so which slices a loader reads is not known");
+        sc->content = 1;
+        sc->unscannable = 1;
+        return 0;
+    }
+    region meta = {.p = p, .n = n, .member = "", .dcp_meta = 1};
+    int rc = scan_region(sc, &meta);
+    if (rc) return rc;
+    sc->content = 1;
+    if (!sc->dir) {
+        add_finding(sc, CKPT_SEVERITY_INFO, "dcp-metadata", NULL, "", 0,
+                    "DCP metadata: its data files, which are not scanned from a buffer, are next "
+                    "to it (scan the directory)");
+        return 0;
+    }
+    ckpt_dcp_meta m;
+    rc = ckpt_dcp_meta_parse(&m, &sc->scratch, p, n, sc->file, &sc->o.limits);
+    if (rc == CKPT_E_NOMEM) return rc;
+    if (rc) {
+        /* an off-list global is a finding of the pickle scan already */
+        if (rc != CKPT_E_UNSAFE) {
+            add_finding(sc, CKPT_SEVERITY_INFO, "dcp-metadata", NULL, "",
+                        in_file(ckpt_error_last()->offset, n), "the data files cannot be found: %s",
+                        ckpt_error_last()->message);
+            sc->unscannable = 1;
+        }
+        return 0;
+    }
+    size_t ns = 0;
+    for (size_t i = 0; i < m.nitems; i++) ns += m.items[i].nchunks;
+    dcp_slice *sl = ckpt_arena_array(&sc->scratch, ns + 1, sizeof *sl);
+    if (!sl) return CKPT_E_NOMEM;
+    ns = 0;
+    for (size_t i = 0; i < m.nitems; i++)
+        for (size_t c = 0; c < m.items[i].nchunks; c++) {
+            const ckpt_dcp_chunk *ch = &m.items[i].chunks[c];
+            size_t len = strlen(ch->path);
+            char *canon = ckpt_arena_alloc(&sc->scratch, len + 1);
+            if (!canon) return CKPT_E_NOMEM;
+            const char *why = ckpt_shard_name(canon, ch->path, len, NULL);
+            if (why) {
+                add_finding(sc, CKPT_SEVERITY_INFO, "shard-name", NULL, "", CKPT_NO_OFFSET,
+                            "data file \"%.200s\" is %s; it is not scanned", ch->path, why);
+                sc->unscannable = 1;
+                continue;
+            }
+            sl[ns++] = (dcp_slice){canon, ch->offset, ch->length};
+        }
+    if (ns > 1) qsort(sl, ns, sizeof *sl, by_slice);
+    const uint8_t *map = NULL;
+    size_t size = 0;
+    for (size_t i = 0; rc == 0 && i < ns; i++) {
+        if (i > 0 && !by_slice(&sl[i], &sl[i - 1])) continue;
+        if (i == 0 || strcmp(sl[i].name, sl[i - 1].name)) {
+            ckpt_unmap_file(map, size);
+            map = NULL;
+            size = 0;
+            const char *path = ckpt_arena_printf(&sc->scratch, "%s/%s", sc->dir, sl[i].name);
+            if (!path) return CKPT_E_NOMEM;
+            if (ckpt_map_file(path, &map, &size)) {
+                const char *name = ckpt_arena_strdup(&sc->r->arena, sl[i].name);
+                if (!name) return CKPT_E_NOMEM;
+                add_finding(sc, CKPT_SEVERITY_INFO, "shard-unreadable", NULL, name, CKPT_NO_OFFSET,
+                            "data file cannot be read: %s", ckpt_error_last()->message);
+                sc->unscannable = 1;
+                map = NULL;
+                size = 0;
+                while (i + 1 < ns && !strcmp(sl[i + 1].name, sl[i].name)) i++;
+                continue;
+            }
+        }
+        /* ckpt.dcp.Writer's files: a tensor slice is one tensor's data
+         * inside the safetensors file the whole data file is (open/dcp.c
+         * reads it so), raw bytes that no loader unpickles; its bytes items
+         * are torch.save zips at their own slices, scanned as such */
+        const uint8_t *at = sl[i].offset <= size ? map + sl[i].offset : NULL;
+        size_t left = at ? size - (size_t)sl[i].offset : 0;
+        if (at && !ckpt_scan_looks_safetensors(at, left) &&
+            !(left >= 4 && memcmp(at, "PK\3\4", 4) == 0) && !ckpt_scan_pickle_start(at, left) &&
+            ckpt_scan_looks_safetensors(map, size))
+            continue;
+        rc = scan_dcp_slice(sc, map, size, &sl[i]);
+    }
+    ckpt_unmap_file(map, size);
+    return rc;
+}
+
 /* ------------------------------------------------------------ the file */
 
 static int scan_file(scanner *sc, const uint8_t *p, size_t n) {
     region top = {.p = p, .n = n, .member = file_member(sc), .top = 1};
     int rc, seen;
+    if (!sc->shard && (sc->dcp || ckpt_detect_format(p, n) == CKPT_FORMAT_DCP))
+        return scan_dcp(sc, p, n);
     if (n == 0) return 0;
     if (ckpt_detect_format(p, n) == CKPT_FORMAT_SAFETENSORS_SHARDED) return scan_index(sc, p, n);
     const char *foreign = ckpt_scan_foreign_container(p, n);
@@ -1443,7 +1602,8 @@ static int report_refused_allows(scanner *sc) {
 /* ckpt_scan_memory, with the directory of a file scanned from a path (for
  * the shards of a sharded index) or NULL. */
 static int scan_buffer(ckpt_scan_report **out, const void *data, size_t size, const char *name,
-                       const char *dir, const ckpt_scan_options *opts, int header_checked) {
+                       const char *dir, const ckpt_scan_options *opts, int header_checked,
+                       int dcp) {
     const char *file = name ? name : "";
     if (!out) return ckpt_err(CKPT_E_INVALID_ARG, file, NULL, CKPT_NO_OFFSET, "out is NULL");
     *out = NULL;
@@ -1463,6 +1623,7 @@ static int scan_buffer(ckpt_scan_report **out, const void *data, size_t size, co
     sc.budget = ckpt_zip_budget(&sc.o.limits, size);
     sc.dir = dir;
     sc.header_checked = header_checked;
+    sc.dcp = dcp;
     sc.seed = 1469598103934665603u ^ ((uint64_t)(uintptr_t)&sc * 0x9e3779b97f4a7c15u);
     sc.r = ckpt_malloc(sizeof *sc.r);
     if (!sc.r) return ckpt_err(CKPT_E_NOMEM, file, NULL, CKPT_NO_OFFSET, "out of memory");
@@ -1492,13 +1653,38 @@ static int scan_buffer(ckpt_scan_report **out, const void *data, size_t size, co
 
 int ckpt_scan_memory(ckpt_scan_report **out, const void *data, size_t size, const char *name,
                      const ckpt_scan_options *opts) {
-    return scan_buffer(out, data, size, name, NULL, opts, 0);
+    return scan_buffer(out, data, size, name, NULL, opts, 0, 0);
+}
+
+/* A DCP directory: its .metadata, read as DCP metadata whatever its
+ * content, and the data files it names. */
+static int scan_dcp_dir(ckpt_scan_report **out, const char *dir, const ckpt_scan_options *opts) {
+    size_t dlen = strlen(dir);
+    char *meta = ckpt_malloc(dlen + sizeof "/.metadata");
+    if (!meta) return ckpt_err(CKPT_E_NOMEM, dir, NULL, CKPT_NO_OFFSET, "out of memory");
+    memcpy(meta, dir, dlen);
+    memcpy(meta + dlen, "/.metadata", sizeof "/.metadata");
+    const uint8_t *map;
+    size_t n;
+    struct stat st;
+    int rc = 0;
+    if (stat(meta, &st) != 0 && errno == ENOENT) {
+        rc = scan_buffer(out, NULL, 0, meta, dir, opts, 0, DCP_NO_METADATA);
+    } else if ((rc = ckpt_map_file(meta, &map, &n)) == 0) {
+        rc = scan_buffer(out, map, n, meta, dir, opts, 0, 1);
+        ckpt_unmap_file(map, n);
+    }
+    ckpt_free(meta);
+    return rc;
 }
 
 int ckpt_scan(ckpt_scan_report **out, const char *path, const ckpt_scan_options *opts) {
     if (!out) return ckpt_err(CKPT_E_INVALID_ARG, path, NULL, CKPT_NO_OFFSET, "out is NULL");
     *out = NULL;
     if (!path) return ckpt_err(CKPT_E_INVALID_ARG, "", NULL, CKPT_NO_OFFSET, "path is NULL");
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode) && ckpt_dcp_is_dir(path))
+        return scan_dcp_dir(out, path, opts);
     const uint8_t *map;
     size_t n;
     int rc = ckpt_map_file(path, &map, &n);
@@ -1512,7 +1698,7 @@ int ckpt_scan(ckpt_scan_report **out, const char *path, const ckpt_scan_options 
     } else {
         memcpy(dir, slash ? path : ".", dlen);
         dir[dlen] = '\0';
-        rc = scan_buffer(out, map, n, path, dir, opts, 0);
+        rc = scan_buffer(out, map, n, path, dir, opts, 0, 0);
     }
     ckpt_free(dir);
     ckpt_unmap_file(map, n);
@@ -1520,8 +1706,9 @@ int ckpt_scan(ckpt_scan_report **out, const char *path, const ckpt_scan_options 
 }
 
 int ckpt_scan_opened(ckpt_scan_report **out, const ckpt_file *f, const ckpt_scan_options *opts) {
+    if (f->format == CKPT_FORMAT_DCP) return ckpt_scan(out, f->dcp_dir, opts);
     return scan_buffer(out, f->map, f->map_size, f->path, NULL, opts,
-                       f->format == CKPT_FORMAT_SAFETENSORS);
+                       f->format == CKPT_FORMAT_SAFETENSORS, 0);
 }
 
 void ckpt_scan_report_free(ckpt_scan_report *r) {

@@ -17,6 +17,7 @@
 #include "model/file.h"
 #include "model/tensor.h"
 #include "format/write.h"
+#include "open/dcp.h"
 
 /* Bytes per pread: small enough to stay in cache between the copy and
  * the CRC; larger windows measured no faster (bench/bench_read.py). */
@@ -252,6 +253,20 @@ static int verify_digests(ckpt_file *f, uint8_t *hashed) {
     return rc;
 }
 
+/* A DCP directory: no unnamed data file, then every slice it was read
+ * from as a checkpoint of its own (zip CRC-32s, ckpt's digests, every
+ * byte read, so a truncated data file is found). Chunks and sizes were
+ * checked against .metadata, and the tiling, when it was opened. */
+static int verify_dcp(ckpt_file *f, ckpt_verify_report *rep, uint8_t *buf) {
+    int rc = ckpt_dcp_check_unnamed(f);
+    for (size_t i = 0; rc == 0 && i < f->nparts; i++) {
+        ckpt_file *part = f->parts[i];
+        rc = verify_digests(part);
+        if (rc == 0) rc = part->zip ? verify_zip(part, rep, buf) : verify_storages(part, rep, buf);
+    }
+    return rc;
+}
+
 int ckpt_verify(ckpt_verify_report *report, ckpt_file *f) {
     ckpt_verify_report local = {0};
     ckpt_verify_report *rep = report ? report : &local;
@@ -273,7 +288,10 @@ int ckpt_verify(ckpt_verify_report *report, ckpt_file *f) {
     if (rc == 0) rc = verify_digests(f, hashed);
     uint8_t *buf = rc ? NULL : ckpt_malloc(WINDOW);
     if (rc == 0 && !buf) rc = ckpt_err_nomem();
-    if (rc == 0) rc = f->zip ? verify_zip(f, rep, buf) : verify_storages(f, rep, buf, hashed);
+    if (rc == 0)
+        rc = f->format == CKPT_FORMAT_DCP ? verify_dcp(f, rep, buf)
+             : f->zip                     ? verify_zip(f, rep, buf)
+                                          : verify_storages(f, rep, buf, hashed);
     ckpt_free(buf);
     ckpt_free(hashed);
     if (rc) return rc;
@@ -289,6 +307,15 @@ ckpt_checksums ckpt_file_checksums(const ckpt_file *f) {
         for (size_t i = 0; i < f->nshards; i++)
             if (!f->shards[i]->zip) return CKPT_CHECKSUMS_NONE;
         return CKPT_CHECKSUMS_CRC32;
+    case CKPT_FORMAT_DCP: /* the weakest of its parts */
+    {
+        ckpt_checksums least = f->nparts ? CKPT_CHECKSUMS_DIGESTS : CKPT_CHECKSUMS_NONE;
+        for (size_t i = 0; i < f->nparts; i++) {
+            ckpt_checksums c = ckpt_file_checksums(f->parts[i]);
+            if (c < least) least = c;
+        }
+        return least;
+    }
     case CKPT_FORMAT_SAFETENSORS:
     case CKPT_FORMAT_SAFETENSORS_SHARDED:
         for (size_t i = 0; i < f->nmeta; i++)

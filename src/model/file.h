@@ -51,6 +51,15 @@ struct ckpt_file {
     ckpt_file **shards;
     size_t nshards;
 
+    /* DCP directory (open/dcp.h): the directory, and the checkpoints read
+     * from slices of its data files (chunks, bytes items; owned). The data
+     * files themselves are the shards. */
+    const char *dcp_dir;
+    ckpt_file **parts;
+    size_t nparts;
+    /* a part: map and descriptor belong to the data file it is a slice of */
+    int borrowed;
+
     /* ckpt_file_logical_root's tree, decoded on first use (in arena), and
      * the storages it rebuilt (views of one storage in a ckpt-written
      * safetensors file), ids nstorages + i; entries may be NULL. */
@@ -84,5 +93,18 @@ void ckpt_unmap_file(const uint8_t *map, size_t size);
 
 /* Opens a file (used for shards). Same contract as ckpt_open. */
 int ckpt_file_open_path(ckpt_file **out, const char *path, const ckpt_open_options *opts);
+
+/* Maps `path` (descriptor kept for pread) without reading any format: a
+ * DCP data file, whose slices are opened with ckpt_file_open_part. */
+int ckpt_file_open_raw(ckpt_file **out, const char *path, const ckpt_open_options *opts);
+
+/* Opens bytes [off, off+len) of `holder` (off + len <= its size) as a
+ * checkpoint of its own, detected by content: a torch.save zip or a
+ * safetensors file inside a DCP data file. It borrows the holder's
+ * mapping and descriptor (tensor bytes are read with pread where they lie
+ * in the holder's file) and must be closed before it. `name` names it in
+ * errors, whose offsets are relative to `off`. */
+int ckpt_file_open_part(ckpt_file **out, const ckpt_file *holder, uint64_t off, uint64_t len,
+                        const char *name);
 
 #endif

@@ -37,6 +37,19 @@ uint64_t ckpt_tensor_file_offset(const ckpt_tensor *t) {
     return st->file_offset + t->storage_offset * ckpt_dtype_bits(t->dtype) / 8;
 }
 
+size_t ckpt_tensor_chunk_count(const ckpt_tensor *t) {
+    return t->storage->chunks ? t->storage->chunks->n : 0;
+}
+
+int ckpt_tensor_chunk(ckpt_chunk_info *out, const ckpt_tensor *t, size_t i) {
+    if (i >= ckpt_tensor_chunk_count(t))
+        return ckpt_err(CKPT_E_INVALID_ARG, "", ckpt_tensor_name(t), CKPT_NO_OFFSET,
+                        "chunk %zu of %zu", i, ckpt_tensor_chunk_count(t));
+    const ckpt_chunk *k = &t->storage->chunks->items[i];
+    *out = (ckpt_chunk_info){k->file, k->offset, k->length, k->rank, k->offsets, k->t->shape};
+    return 0;
+}
+
 /* Row-major layout with no gaps (dimensions of size 1 may have any stride). */
 static int row_major(const ckpt_tensor *t) {
     uint64_t expect = 1;
@@ -56,6 +69,10 @@ int ckpt_tensor_is_contiguous(const ckpt_tensor *t) {
 }
 
 int ckpt_tensor_data(const ckpt_tensor *t, const void **data, size_t *size) {
+    if (t->storage->chunks)
+        return ckpt_err(CKPT_E_UNSUPPORTED, "", ckpt_tensor_name(t), CKPT_NO_OFFSET,
+                        "tensor \"%s\" is assembled from DCP chunks: use ckpt_tensor_read",
+                        ckpt_tensor_name(t));
     if (!ckpt_tensor_is_contiguous(t))
         return ckpt_err(CKPT_E_UNSUPPORTED, "", ckpt_tensor_name(t), CKPT_NO_OFFSET,
                         "tensor is a non-contiguous view or big-endian: use ckpt_tensor_read");
@@ -70,7 +87,10 @@ int ckpt_tensor_data(const ckpt_tensor *t, const void **data, size_t *size) {
 
 /* ------------------------------------------------------------ reading */
 
+static int chunks_read(const ckpt_storage *st, uint64_t off, uint8_t *dst, size_t n);
+
 int ckpt_storage_read(const ckpt_storage *st, uint64_t off, void *dst, size_t n) {
+    if (st->chunks) return chunks_read(st, off, dst, n);
     return ckpt_source_read(st->source, st->data + off, dst, n, st->member);
 }
 
@@ -160,6 +180,105 @@ static int gather_runs(const ckpt_tensor *t, uint64_t start, uint64_t count, uin
             c.pos += (run - 1) * t->stride[last];
         }
         cursor_next(&c, t);
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------ chunks */
+
+/* Elements [start, start+count) of t in row-major order. */
+static int tensor_elems(const ckpt_tensor *t, uint64_t start, uint64_t count, uint8_t *dst) {
+    unsigned esz = ckpt_dtype_size(t->dtype);
+    if (ckpt_tensor_is_contiguous(t))
+        return ckpt_storage_read(t->storage, (t->storage_offset + start) * esz, dst,
+                                 (size_t)(count * esz));
+    return gather_runs(t, start, count, dst);
+}
+
+static int chunk_holds(const ckpt_chunks *c, const ckpt_chunk *k, const uint64_t *idx) {
+    for (uint32_t d = 0; d < c->ndim; d++)
+        if (idx[d] < k->offsets[d] || idx[d] - k->offsets[d] >= k->t->shape[d]) return 0;
+    return 1;
+}
+
+/* Elements [e, e+count) of a chunked storage: each step copies the longest
+ * run that is contiguous both in the global row-major order and in one
+ * chunk (whole rows of a chunk that spans the inner dimensions at once),
+ * so a tensor sharded along dimension 0 is read one chunk per step. */
+static int chunk_elems(const ckpt_storage *st, uint64_t e, uint64_t count, uint8_t *dst) {
+    const ckpt_chunks *c = st->chunks;
+    uint32_t nd = c->ndim;
+    unsigned esz = ckpt_dtype_size(st->dtype);
+    size_t hint = 0;
+    uint64_t idx[CKPT_MAX_NDIM];
+    while (count) {
+        uint64_t rem = e;
+        for (uint32_t d = nd; d-- > 0;) {
+            idx[d] = rem % c->shape[d];
+            rem /= c->shape[d];
+        }
+        const ckpt_chunk *k = NULL;
+        for (size_t i = 0; i < c->n && !k; i++) {
+            size_t j = (hint + i) % c->n;
+            if (chunk_holds(c, &c->items[j], idx)) {
+                k = &c->items[j];
+                hint = j;
+            }
+        }
+        if (!k)
+            return ckpt_err(CKPT_E_FORMAT, "", st->key, CKPT_NO_OFFSET,
+                            "element %llu of \"%s\" lies in no chunk", (unsigned long long)e,
+                            st->key ? st->key : "");
+        const uint64_t *size = k->t->shape;
+        uint64_t run = 1;
+        if (nd) {
+            uint32_t d = nd - 1;
+            uint64_t mul = 1;
+            run = k->offsets[d] + size[d] - idx[d];
+            while (d > 0 && idx[d] == 0 && size[d] == c->shape[d]) {
+                mul *= c->shape[d];
+                d--;
+                run = (k->offsets[d] + size[d] - idx[d]) * mul;
+            }
+        }
+        if (run > count) run = count;
+        uint64_t local = 0;
+        for (uint32_t d = 0; d < nd; d++) local = local * size[d] + (idx[d] - k->offsets[d]);
+        int rc = tensor_elems(k->t, local, run, dst);
+        if (rc) return rc;
+        dst += run * esz;
+        e += run;
+        count -= run;
+    }
+    return 0;
+}
+
+/* Bytes [off, off+n) of a chunked storage; a piece of an element at
+ * either end goes through one element of scratch. */
+static int chunks_read(const ckpt_storage *st, uint64_t off, uint8_t *dst, size_t n) {
+    unsigned esz = ckpt_dtype_size(st->dtype);
+    uint8_t tmp[16];
+    if (esz == 0 || esz > sizeof tmp)
+        return ckpt_err(CKPT_E_UNSUPPORTED, "", st->key, CKPT_NO_OFFSET,
+                        "chunked tensor of dtype %s", ckpt_dtype_name(st->dtype));
+    int rc = 0;
+    uint64_t head = off % esz;
+    if (head && n) {
+        size_t k = esz - head < n ? (size_t)(esz - head) : n;
+        if ((rc = chunk_elems(st, off / esz, 1, tmp))) return rc;
+        memcpy(dst, tmp + head, k);
+        dst += k;
+        off += k;
+        n -= k;
+    }
+    uint64_t whole = n / esz;
+    if (whole && (rc = chunk_elems(st, off / esz, whole, dst))) return rc;
+    dst += whole * esz;
+    off += whole * esz;
+    n -= (size_t)(whole * esz);
+    if (n) {
+        if ((rc = chunk_elems(st, off / esz, 1, tmp))) return rc;
+        memcpy(dst, tmp, n);
     }
     return 0;
 }
@@ -263,7 +382,8 @@ int ckpt_tensor_read(const ckpt_tensor *t, void *dst, size_t cap) {
 int ckpt_tensor_stream(const ckpt_tensor *t, ckpt_tensor_sink sink, void *ctx) {
     if (t->nbytes == 0) return 0;
     const ckpt_storage *st = t->storage;
-    if (ckpt_tensor_is_contiguous(t) && !ckpt_source_is_file(st->source, st->data, st->nbytes)) {
+    if (!st->chunks && ckpt_tensor_is_contiguous(t) &&
+        !ckpt_source_is_file(st->source, st->data, st->nbytes)) {
         const void *p;
         size_t size;
         int rc = ckpt_tensor_data(t, &p, &size); /* memory, not a mapping */
@@ -280,7 +400,7 @@ int ckpt_tensor_stream(const ckpt_tensor *t, ckpt_tensor_sink sink, void *ctx) {
     size_t chunk = t->nbytes < STREAM_CHUNK ? (size_t)t->nbytes : STREAM_CHUNK;
     uint8_t *buf = ckpt_malloc(chunk);
     if (!buf) rc = ckpt_err_nomem();
-    if (rc == 0 && r.contiguous)
+    if (rc == 0 && r.contiguous && !st->chunks)
         ckpt_source_will_read(
             st->source, st->data + t->storage_offset * ckpt_dtype_bits(t->dtype) / 8, t->nbytes);
     size_t got;

@@ -15,6 +15,24 @@ enum {
 };
 
 /* A run of bytes holding tensor elements. */
+/* A DCP global tensor is stored as chunks, each a tensor of its own (read
+ * from a slice of a data file) covering a box of the global shape; the
+ * chunks tile the tensor (open/dcp.c checks). */
+typedef struct ckpt_chunk {
+    const ckpt_tensor *t;    /* the chunk's elements; shape = sizes */
+    const uint64_t *offsets; /* where the box starts, ndim elements */
+    const char *file;        /* data file, relative to the directory */
+    uint64_t offset, length; /* the slice of it holding the chunk */
+    int rank;                /* from the file name "__RANK_N.distcp", or -1 */
+} ckpt_chunk;
+
+typedef struct ckpt_chunks {
+    uint32_t ndim;
+    const uint64_t *shape; /* the global shape */
+    const ckpt_chunk *items;
+    size_t n;
+} ckpt_chunks;
+
 typedef struct ckpt_storage {
     ckpt_dtype dtype;    /* element type the storage was declared with */
     int big_endian;      /* elements stored big-endian: swap on read */
@@ -37,6 +55,9 @@ typedef struct ckpt_storage {
      * base_elem_offset; resolved by the legacy reader. */
     struct ckpt_storage *base;
     uint64_t base_elem_offset;
+    /* a DCP global tensor: the storage's bytes are the tensor's, row-major,
+     * assembled from these chunks by ckpt_storage_read (data is NULL) */
+    const ckpt_chunks *chunks;
 } ckpt_storage;
 
 struct ckpt_tensor {

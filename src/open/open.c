@@ -14,6 +14,7 @@
 #include "format/detect.h"
 #include "model/tensor.h"
 #include "model/walk.h"
+#include "open/dcp.h"
 #include "open/sharded.h"
 
 static ckpt_file *file_new(const char *path, const ckpt_open_options *opts) {
@@ -34,9 +35,10 @@ static ckpt_file *file_new(const char *path, const ckpt_open_options *opts) {
 
 void ckpt_close(ckpt_file *f) {
     if (!f) return;
+    for (size_t i = 0; i < f->nparts; i++) ckpt_close(f->parts[i]);
     for (size_t i = 0; i < f->nshards; i++) ckpt_close(f->shards[i]);
     if (f->mapped) ckpt_unmap_file(f->map, f->map_size);
-    if (f->source.fd >= 0) close(f->source.fd);
+    if (f->source.fd >= 0 && !f->borrowed) close(f->source.fd);
     ckpt_arena_free(&f->arena);
     ckpt_free(f);
 }
@@ -50,13 +52,24 @@ static int parent_dir(ckpt_arena *a, const char *path, char **out) {
     return *out ? 0 : -1;
 }
 
-static int read_format(ckpt_file *f, int from_path) {
+/* force: CKPT_FORMAT_DCP for a directory's .metadata, whatever its
+ * content (a hostile one must be refused as DCP metadata, not read as a
+ * plain pickle); CKPT_FORMAT_UNKNOWN: by content. */
+static int read_format(ckpt_file *f, int from_path, ckpt_format force) {
     const uint8_t *p = f->map;
     size_t n = f->map_size;
     uint64_t off;
     const char *unsupported;
     char *dir;
-    switch (ckpt_detect_format(p, n)) {
+    switch (force ? force : ckpt_detect_format(p, n)) {
+    case CKPT_FORMAT_DCP:
+        if (!from_path)
+            return ckpt_err(CKPT_E_UNSUPPORTED, f->path, NULL, 0,
+                            "DCP metadata can only be opened from a path (its directory holds "
+                            "the data)");
+        if (parent_dir(&f->arena, f->path, &dir))
+            return ckpt_err(CKPT_E_NOMEM, f->path, NULL, 0, "out of memory");
+        return ckpt_dcp_read(f, dir);
     case CKPT_FORMAT_TORCH_ZIP: return ckpt_torch_read_zip(f);
     case CKPT_FORMAT_SAFETENSORS: return ckpt_safetensors_read(f);
     case CKPT_FORMAT_SAFETENSORS_SHARDED:
@@ -84,8 +97,8 @@ static int read_format(ckpt_file *f, int from_path) {
                     "pickle nor a safetensors header");
 }
 
-static int finish_open(ckpt_file **out, ckpt_file *f, int from_path) {
-    int rc = read_format(f, from_path);
+static int finish_open(ckpt_file **out, ckpt_file *f, int from_path, ckpt_format force) {
+    int rc = read_format(f, from_path, force);
     if (rc == 0) rc = ckpt_file_flatten(f);
     if (rc) {
         ckpt_close(f);
@@ -144,7 +157,8 @@ void ckpt_unmap_file(const uint8_t *map, size_t size) {
     if (map && size) munmap((void *)map, size);
 }
 
-int ckpt_file_open_path(ckpt_file **out, const char *path, const ckpt_open_options *opts) {
+static int open_path(ckpt_file **out, const char *path, const ckpt_open_options *opts,
+                     ckpt_format force, int raw) {
     *out = NULL;
     if (!path) return ckpt_err(CKPT_E_INVALID_ARG, "", NULL, CKPT_NO_OFFSET, "path is NULL");
     const uint8_t *map;
@@ -162,7 +176,31 @@ int ckpt_file_open_path(ckpt_file **out, const char *path, const ckpt_open_optio
     f->map_size = size;
     f->mapped = size != 0;
     f->source = (ckpt_source){.fd = fd, .map = map, .size = size, .path = f->path};
-    return finish_open(out, f, 1);
+    if (raw) {
+        *out = f;
+        return 0;
+    }
+    return finish_open(out, f, 1, force);
+}
+
+int ckpt_file_open_path(ckpt_file **out, const char *path, const ckpt_open_options *opts) {
+    return open_path(out, path, opts, CKPT_FORMAT_UNKNOWN, 0);
+}
+
+int ckpt_file_open_raw(ckpt_file **out, const char *path, const ckpt_open_options *opts) {
+    return open_path(out, path, opts, CKPT_FORMAT_UNKNOWN, 1);
+}
+
+int ckpt_file_open_part(ckpt_file **out, const ckpt_file *holder, uint64_t off, uint64_t len,
+                        const char *name) {
+    *out = NULL;
+    ckpt_file *f = file_new(name, &holder->opts);
+    if (!f) return ckpt_err(CKPT_E_NOMEM, name, NULL, CKPT_NO_OFFSET, "out of memory");
+    f->map = len ? holder->map + off : (const uint8_t *)"";
+    f->map_size = (size_t)len;
+    f->borrowed = 1;
+    f->source = holder->source;
+    return finish_open(out, f, 0, CKPT_FORMAT_UNKNOWN);
 }
 
 /* A model directory (Hugging Face save_pretrained's layout, a Trainer
@@ -187,12 +225,32 @@ static int model_dir_weights(ckpt_arena *a, const char *dir, const char **out) {
                     "pytorch_model.bin.index.json)");
 }
 
+/* A DCP directory opens as its .metadata, read as DCP metadata whatever
+ * its content; without one it is corrupt (the data cannot be addressed). */
+static int open_dcp_dir(ckpt_file **out, const char *dir, const ckpt_open_options *opts) {
+    ckpt_arena a = {0};
+    const char *meta = ckpt_arena_printf(&a, "%s/.metadata", dir);
+    struct stat st;
+    int rc;
+    if (!meta)
+        rc = ckpt_err(CKPT_E_NOMEM, dir, NULL, CKPT_NO_OFFSET, "out of memory");
+    else if (stat(meta, &st) != 0)
+        rc = ckpt_err(CKPT_E_MISMATCH, meta, NULL, CKPT_NO_OFFSET,
+                      "missing: the directory holds DCP data files (*.distcp) but no .metadata, "
+                      "so no loader can address them");
+    else
+        rc = open_path(out, meta, opts, CKPT_FORMAT_DCP, 0);
+    ckpt_arena_free(&a);
+    return rc;
+}
+
 int ckpt_open(ckpt_file **out, const char *path, const ckpt_open_options *opts) {
     if (!out) return ckpt_err(CKPT_E_INVALID_ARG, path, NULL, CKPT_NO_OFFSET, "out is NULL");
     *out = NULL;
     CKPT_CHECK_OPTIONS(opts, CKPT_OPEN_OPTIONS_VERSION);
     struct stat st;
     if (path && stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+        if (ckpt_dcp_is_dir(path)) return open_dcp_dir(out, path, opts);
         ckpt_arena a = {0};
         const char *weights = NULL;
         int rc = model_dir_weights(&a, path, &weights);
@@ -214,7 +272,7 @@ int ckpt_open_memory(ckpt_file **out, const void *data, size_t size, const char 
     if (!f) return ckpt_err(CKPT_E_NOMEM, name, NULL, CKPT_NO_OFFSET, "out of memory");
     f->map = size ? data : (const uint8_t *)"";
     f->map_size = size;
-    return finish_open(out, f, 0);
+    return finish_open(out, f, 0, CKPT_FORMAT_UNKNOWN);
 }
 
 /* ------------------------------------------------------------ flatten */
@@ -273,6 +331,7 @@ const char *ckpt_format_name(ckpt_format fmt) {
     case CKPT_FORMAT_TORCH_ZIP: return "torch-zip";
     case CKPT_FORMAT_TORCH_LEGACY: return "torch-legacy";
     case CKPT_FORMAT_PICKLE: return "pickle";
+    case CKPT_FORMAT_DCP: return "dcp";
     default: return "unknown";
     }
 }
@@ -400,7 +459,7 @@ int ckpt_file_read_storages(const ckpt_file *f, size_t n, const uint64_t *ids, v
             rc = ckpt_err(CKPT_E_INVALID_ARG, f->path, NULL, CKPT_NO_OFFSET,
                           "storage id %llu out of range (the file has %zu)",
                           (unsigned long long)ids[i], f->nstorages);
-        else if (st->nbytes && !st->data)
+        else if (st->nbytes && !st->data && !st->chunks)
             rc = ckpt_err(CKPT_E_FORMAT, f->path, st->member, st->file_offset,
                           "storage %s has no data", st->key ? st->key : "");
         else if (st->nbytes && !dst[i])

@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "open/dcp.h"
 #include "base/alloc.h"
 #include "base/error.h"
 #include "jobs/scan.h"
@@ -372,6 +373,7 @@ static int examine_dir(ckpt_doctor_report *r) {
     struct stat st;
     double t0 = now();
     if (stat(r->path, &st) != 0 || !S_ISDIR(st.st_mode)) return 0;
+    if (ckpt_dcp_is_dir(r->path)) return 0; /* one checkpoint, opened as a whole */
     r->dir = r->path;
     int rc = ckpt_training_analyze_dir(&r->training, r->dir, &r->opts.open);
     timed(r, "training", t0);

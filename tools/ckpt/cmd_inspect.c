@@ -1,6 +1,7 @@
-/* cmd_inspect.c - `ckpt inspect FILE [--json] [--hash sha256] [--summary]`:
- * tensors, non-tensor values and metadata, as a table or as one JSON
- * object; `--summary` shows the training components instead (summary.c). */
+/* cmd_inspect.c - `ckpt inspect FILE [--json] [--hash sha256] [--chunks]
+ * [--summary]`: tensors, non-tensor values and metadata, as a table or as
+ * one JSON object; `--chunks` adds where each chunk of a DCP tensor lies;
+ * `--summary` shows the training components instead (summary.c). */
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,8 +16,9 @@
 typedef struct inspect {
     const char *path; /* as given on the command line */
     ckpt_file *f;
-    int hash; /* --hash sha256 */
-    int rc;   /* exit code so far */
+    int hash;   /* --hash sha256 */
+    int chunks; /* --chunks */
+    int rc;     /* exit code so far */
 } inspect;
 
 /* Lowercase hex SHA-256 of t into hex, or "" after reporting why not. */
@@ -60,6 +62,33 @@ static void json_tensor(inspect *in, cli_json_writer *j, const ckpt_tensor *t) {
             cli_json_string(j, hex);
         else
             cli_json_null(j);
+    }
+    if (in->chunks && ckpt_tensor_chunk_count(t) > 0) {
+        size_t i, n = ckpt_tensor_chunk_count(t);
+        ckpt_chunk_info c;
+
+        cli_json_key(j, "chunks");
+        cli_json_array_begin(j);
+        for (i = 0; i < n && ckpt_tensor_chunk(&c, t, i) == 0; i++) {
+            cli_json_object_begin(j);
+            cli_json_key(j, "file");
+            cli_json_string(j, c.file);
+            cli_json_key(j, "offset");
+            cli_json_uint(j, c.offset);
+            cli_json_key(j, "length");
+            cli_json_uint(j, c.length);
+            cli_json_key(j, "rank");
+            if (c.rank >= 0)
+                cli_json_uint(j, (uint64_t)c.rank);
+            else
+                cli_json_null(j);
+            cli_json_key(j, "offsets");
+            cli_json_dims(j, ndim, c.offsets);
+            cli_json_key(j, "sizes");
+            cli_json_dims(j, ndim, c.sizes);
+            cli_json_object_end(j);
+        }
+        cli_json_array_end(j);
     }
     cli_json_object_end(j);
 }
@@ -154,6 +183,34 @@ static const char *tensor_name(const void *f, size_t i) {
 
 static const char *value_name(const void *f, size_t i) { return ckpt_file_value_name(f, i); }
 
+static void print_dims(unsigned ndim, const uint64_t *d) {
+    unsigned k;
+
+    fputc('[', stdout);
+    for (k = 0; k < ndim; k++) printf("%s%" PRIu64, k ? ", " : "", d[k]);
+    fputc(']', stdout);
+}
+
+/* One line per chunk of a DCP tensor: where its bytes are and which box
+ * of the global tensor it covers. */
+static void print_chunks(const ckpt_tensor *t) {
+    size_t i, n = ckpt_tensor_chunk_count(t);
+    unsigned ndim = ckpt_tensor_ndim(t);
+    ckpt_chunk_info c;
+
+    for (i = 0; i < n && ckpt_tensor_chunk(&c, t, i) == 0; i++) {
+        fputs("    chunk ", stdout);
+        cli_put_text(stdout, c.file, strlen(c.file));
+        printf(" offset %" PRIu64 " length %" PRIu64, c.offset, c.length);
+        if (c.rank >= 0) printf(" rank %d", c.rank);
+        fputs(" offsets ", stdout);
+        print_dims(ndim, c.offsets);
+        fputs(" sizes ", stdout);
+        print_dims(ndim, c.sizes);
+        fputc('\n', stdout);
+    }
+}
+
 static void print_table(inspect *in) {
     size_t n = ckpt_file_tensor_count(in->f), i;
     size_t *order = cli_natural_order(tensor_name, in->f, n);
@@ -175,6 +232,7 @@ static void print_table(inspect *in) {
         if (w.device) printf("  %-*s", (int)w.device, ckpt_tensor_device(t));
         if (in->hash) printf("  %s", tensor_sha256(in, t, hex));
         fputc('\n', stdout);
+        if (in->chunks) print_chunks(t);
     }
     free(order);
 }
@@ -292,7 +350,7 @@ static void print_text(inspect *in) {
 static struct {
     cli_list files;
     const char *hash;
-    int json, summary;
+    int json, summary, chunks;
 } args;
 
 static const cli_opt opts[] = {
@@ -302,6 +360,9 @@ static const cli_opt opts[] = {
      "for several files)"},
     {CLI_OPT_VALUE, "hash", 0, &args.hash, "sha256", 0,
      "add the SHA-256 of each tensor's contents"},
+    {CLI_OPT_BOOL, "chunks", 0, &args.chunks, NULL, 0,
+     "for a DCP directory, list each tensor's chunks: data file, offset and "
+     "length of its slice, rank, and the offsets and sizes it covers"},
     {CLI_OPT_BOOL, "summary", 0, &args.summary, NULL, 0,
      "training components instead: what each weighs (bytes, elements), "
      "the optimizer-to-model ratio, resume readiness, metadata; FILE may "
@@ -310,12 +371,13 @@ static const cli_opt opts[] = {
 
 /* Lists one file; returns its exit code. */
 static int inspect_one(const char *path, int hash, cli_json_writer *j) {
-    inspect in = {NULL, NULL, 0, CLI_OK};
+    inspect in = {NULL, NULL, 0, 0, CLI_OK};
     cli_error e;
     int rc;
 
     in.path = path;
     in.hash = hash;
+    in.chunks = args.chunks;
     rc = ckpt_open(&in.f, in.path, NULL);
     if (rc != 0) {
         cli_error_capture(&e, rc);
@@ -364,7 +426,9 @@ const cli_command cli_cmd_inspect = {
     opts,
     "Lists every tensor (name, dtype, shape, bytes), the non-tensor values\n"
     "and the metadata of each FILE, without executing anything in it. A\n"
-    "file that cannot be read is reported on stderr and the others listed.\n",
+    "file that cannot be read is reported on stderr and the others listed.\n"
+    "FILE may be a torch.distributed.checkpoint directory: its global\n"
+    "tensors are shown, assembled from their chunks.\n",
     "Exit status: 0 ok, 1 FILE unreadable or corrupt, 2 usage or I/O error.\n",
     run,
     NULL};

@@ -325,10 +325,11 @@ static int read_allowlist(const cli_command *cmd, allowlist *list) {
     return CLI_OK;
 }
 
+/* A directory of files, each scanned; a DCP directory is one checkpoint. */
 static int is_dir(const char *path) {
     struct stat st;
 
-    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode) && !ckpt_is_dcp_dir(path);
 }
 
 static int skip_entry(const struct dirent *de) {

@@ -1,0 +1,91 @@
+#!/usr/bin/env python3
+"""DCP directories: ckpt's C reader against torch.distributed.checkpoint.
+
+usage: .venv/bin/python bench/bench_dcp.py [--mib N] [--ckpt BIN]
+
+Writes /tmp/ckpt-bench-dcp-PID/{torch_save,safetensors} with dcp.save
+(FileSystemWriter, one process, 16 float32 tensors, N MiB in all; default
+256), deletes them afterwards. Then, warm page cache, best of 3:
+  - `ckpt inspect DIR` (whole process, exec included) against
+    format_utils.dcp_to_torch_save(DIR, out.pt), which is what a user runs
+    to look inside one (timed in-process, interpreter start-up and import
+    excluded); goal: >= 100x faster (inspect reads .metadata and the
+    headers of every slice, not the tensor bytes);
+  - `ckpt verify DIR` (every byte read, every zip CRC-32 checked) against
+    `cat DIR/* > /dev/null`; goal: within 2x.
+Prints times and ratios. Asserts nothing about time (CI runs no timing
+tests).
+"""
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPEAT = 3
+
+PEER = r"""
+import sys, time, warnings
+warnings.filterwarnings("ignore")
+from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
+t0 = time.perf_counter()
+dcp_to_torch_save(sys.argv[1], sys.argv[2])
+print(time.perf_counter() - t0)
+"""
+
+
+def best(fn):
+    return min(fn() for _ in range(REPEAT))
+
+
+def timed(cmd):
+    def run():
+        t0 = time.perf_counter()
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        return time.perf_counter() - t0
+    return run
+
+
+def peer(d, out):
+    def run():
+        p = subprocess.run([sys.executable, "-c", PEER, d, out], check=True,
+                           capture_output=True, text=True)
+        return float(p.stdout.split()[-1])
+    return run
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--mib", type=int, default=256)
+    ap.add_argument("--ckpt", default=os.path.join(HERE, "..", "build", "ckpt"))
+    a = ap.parse_args()
+    tmp = tempfile.mkdtemp(prefix="ckpt-bench-dcp-")
+    try:
+        gen = os.path.join(HERE, "..", "tests", "dcp", "dcp_gen.py")
+        print(f"{'format':<12} {'what':<34} {'ckpt':>9} {'peer':>9} {'ratio':>8}")
+        for fmt in ("torch_save", "safetensors"):
+            d = os.path.join(tmp, fmt)
+            subprocess.run([sys.executable, gen, "big", d, fmt, str(a.mib)], check=True)
+            files = [os.path.join(d, n) for n in sorted(os.listdir(d))]
+            subprocess.run(["cat"] + files, stdout=subprocess.DEVNULL)  # warm the cache
+            t_inspect = best(timed([a.ckpt, "inspect", d]))
+            t_verify = best(timed([a.ckpt, "verify", d]))
+            t_cat = best(timed(["sh", "-c", 'cat "$@" > /dev/null', "cat"] + files))
+            if fmt == "torch_save":
+                t_peer = best(peer(d, os.path.join(tmp, "out.pt")))
+                print(f"{fmt:<12} {'inspect vs dcp_to_torch_save':<34} {t_inspect:9.4f} "
+                      f"{t_peer:9.4f} {t_peer / t_inspect:7.0f}x faster")
+            else:  # FileSystemReader cannot read this format
+                print(f"{fmt:<12} {'inspect (no DCP reader peer)':<34} {t_inspect:9.4f} "
+                      f"{'-':>9} {'-':>8}")
+            print(f"{fmt:<12} {'verify vs cat (%d MiB)' % a.mib:<34} {t_verify:9.4f} "
+                  f"{t_cat:9.4f} {t_verify / t_cat:7.2f}x its time")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,369 @@
+/* dcp_meta.c - DCP `.metadata` through the restricted pickle machine
+ * (dcp_meta.h). The machine leaves every DCP class an opaque OBJECT whose
+ * BUILD state is its __dict__ (or TensorProperties' tuple); this file
+ * reads those trees and refuses everything else. */
+#include "format/dcp_meta.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/error.h"
+#include "base/strmap.h"
+#include "format/pickle.h"
+#include "model/dtype.h"
+#include "model/value.h"
+
+#define DCP_META "torch.distributed.checkpoint.metadata"
+#define DCP_FS "torch.distributed.checkpoint.filesystem"
+
+int ckpt_dcp_meta_allowed(const char *module, const char *name) {
+    static const char *const meta[] = {
+        "Metadata",         "TensorStorageMetadata", "ChunkStorageMetadata", "BytesStorageMetadata",
+        "TensorProperties", "_MEM_FORMAT_ENCODING",  "MetadataIndex",        "StorageMeta"};
+    static const char *const paths[] = {"PosixPath", "WindowsPath", "PurePosixPath",
+                                        "PureWindowsPath"};
+    if (!strcmp(module, DCP_META)) {
+        for (size_t i = 0; i < sizeof meta / sizeof *meta; i++)
+            if (!strcmp(name, meta[i])) return 1;
+        return 0;
+    }
+    if (!strcmp(module, DCP_FS)) return !strcmp(name, "_StorageInfo");
+    if (!strcmp(module, "pathlib") || !strcmp(module, "pathlib._local")) {
+        for (size_t i = 0; i < sizeof paths / sizeof *paths; i++)
+            if (!strcmp(name, paths[i])) return 1;
+        return 0;
+    }
+    if (!strcmp(module, "torch.serialization")) return !strcmp(name, "_get_layout");
+    if (!strcmp(module, "torch"))
+        return !strcmp(name, "Size") || ckpt_dtype_from_torch_name(name) != CKPT_DT_UNKNOWN;
+    return 0;
+}
+
+/* ------------------------------------------------------------ events */
+
+typedef struct guard {
+    char bad[256]; /* first global off the list, or "" */
+    uint64_t bad_offset;
+    int persid;
+} guard;
+
+static void on_event(void *ctx, const pk_event *ev) {
+    guard *g = ctx;
+    if (g->bad[0]) return;
+    if (ev->kind == PK_EV_PERSID) g->persid = 1;
+    int off_list = (ev->kind == PK_EV_GLOBAL &&
+                    (ev->symbolic || !ckpt_dcp_meta_allowed(ev->module, ev->name))) ||
+                   (ev->kind == PK_EV_BUILD && ev->on_reference);
+    if (!off_list) return;
+    snprintf(g->bad, sizeof g->bad, "%s.%s", ev->module, ev->name);
+    g->bad_offset = ev->offset;
+}
+
+/* ------------------------------------------------------------ the tree */
+
+typedef struct reader {
+    ckpt_arena *a;
+    const char *file;
+    const ckpt_limits *lim;
+} reader;
+
+static int bad(const reader *r, const char *what) {
+    return ckpt_err(CKPT_E_FORMAT, r->file, "", CKPT_NO_OFFSET, "not a DCP Metadata pickle: %s",
+                    what);
+}
+
+/* The BUILD state of an OBJECT of class DCP_META/DCP_FS `cls`, or NULL. */
+static const ckpt_value *state_of(const ckpt_value *v, const char *module, const char *cls) {
+    if (!v || v->kind != CKPT_KIND_OBJECT) return NULL;
+    size_t m = strlen(module);
+    const char *name = v->u.obj.name;
+    if (strncmp(name, module, m) || name[m] != '.' || strcmp(name + m + 1, cls)) return NULL;
+    return v->u.obj.state;
+}
+
+static int is_class(const ckpt_value *v, const char *module, const char *cls) {
+    if (!v || v->kind != CKPT_KIND_OBJECT) return 0;
+    size_t m = strlen(module);
+    return !strncmp(v->u.obj.name, module, m) && v->u.obj.name[m] == '.' &&
+           !strcmp(v->u.obj.name + m + 1, cls);
+}
+
+/* d[key] for a str key (the last one, as a dict keeps), or NULL. */
+static const ckpt_value *get(const ckpt_value *d, const char *key) {
+    const ckpt_value *found = NULL;
+    if (!d || d->kind != CKPT_KIND_DICT) return NULL;
+    for (size_t i = 0; i < d->u.dict.n; i++) {
+        const ckpt_value *k = d->u.dict.keys[i];
+        if (k->kind == CKPT_KIND_STR && !strcmp(k->u.s.p, key)) found = d->u.dict.vals[i];
+    }
+    return found;
+}
+
+static int get_u64(const ckpt_value *v, uint64_t *out) {
+    if (!v || v->kind != CKPT_KIND_INT || v->u.i.decimal || v->u.i.v < 0) return -1;
+    *out = (uint64_t)v->u.i.v;
+    return 0;
+}
+
+/* A torch.Size (a TUPLE of ints once built) of at most max_ndim dims. */
+static int get_shape(const reader *r, const ckpt_value *v, uint32_t *ndim, uint64_t **dims,
+                     const char *what, const char *fqn) {
+    if (!v || (v->kind != CKPT_KIND_TUPLE && v->kind != CKPT_KIND_LIST))
+        return ckpt_err(CKPT_E_FORMAT, r->file, "", CKPT_NO_OFFSET,
+                        "\"%s\": %s is not a torch.Size", fqn, what);
+    size_t n = v->u.seq.n;
+    if (n > r->lim->max_ndim)
+        return ckpt_err(CKPT_E_LIMIT, r->file, "", CKPT_NO_OFFSET,
+                        "\"%s\": %s has %zu dimensions, the limit is %u", fqn, what, n,
+                        r->lim->max_ndim);
+    *dims = ckpt_arena_array(r->a, n ? n : 1, sizeof **dims);
+    CKPT_CHECK_ALLOC(*dims);
+    for (size_t i = 0; i < n; i++)
+        if (get_u64(v->u.seq.items[i], &(*dims)[i]))
+            return ckpt_err(CKPT_E_FORMAT, r->file, "", CKPT_NO_OFFSET,
+                            "\"%s\": %s[%zu] is not a non-negative int", fqn, what, i);
+    *ndim = (uint32_t)n;
+    return 0;
+}
+
+/* One storage_data entry: MetadataIndex(fqn, offset) -> _StorageInfo. */
+typedef struct sentry {
+    const char *fqn;
+    const ckpt_value *offset; /* TUPLE or NONE */
+    const char *path;
+    uint64_t off, len;
+    size_t seq;
+} sentry;
+
+static int by_fqn(const void *x, const void *y) {
+    const sentry *a = x, *b = y;
+    int c = strcmp(a->fqn, b->fqn);
+    return c ? c : (a->seq > b->seq) - (a->seq < b->seq);
+}
+
+static int storage_entry(const reader *r, const ckpt_value *k, const ckpt_value *v, sentry *e) {
+    const ckpt_value *ks = state_of(k, DCP_META, "MetadataIndex");
+    const ckpt_value *vs = state_of(v, DCP_FS, "_StorageInfo");
+    const ckpt_value *fqn = get(ks, "fqn"), *path = get(vs, "relative_path");
+    const ckpt_value *td = get(vs, "transform_descriptors");
+    if (!fqn || fqn->kind != CKPT_KIND_STR)
+        return bad(r, "a storage_data key is not a MetadataIndex with a str fqn");
+    if (!path || path->kind != CKPT_KIND_STR || get_u64(get(vs, "offset"), &e->off) ||
+        get_u64(get(vs, "length"), &e->len))
+        return ckpt_err(CKPT_E_FORMAT, r->file, "", CKPT_NO_OFFSET,
+                        "storage_data[\"%s\"] is not a _StorageInfo (relative_path, offset, "
+                        "length)",
+                        fqn->u.s.p);
+    if (td && td->kind != CKPT_KIND_NONE && ckpt_value_len(td) > 0)
+        return ckpt_err(CKPT_E_UNSUPPORTED, r->file, "", CKPT_NO_OFFSET,
+                        "storage_data[\"%s\"] has transform_descriptors (DCP stream "
+                        "extensions such as compression), which ckpt does not undo",
+                        fqn->u.s.p);
+    e->fqn = fqn->u.s.p;
+    e->offset = get(ks, "offset");
+    e->path = path->u.s.p;
+    return 0;
+}
+
+/* MetadataIndex equality on the offset: both None, or equal int tuples. */
+static int same_offset(const ckpt_value *o, const uint64_t *offsets, uint32_t ndim, int is_bytes) {
+    if (!o || o->kind == CKPT_KIND_NONE) return is_bytes;
+    if (is_bytes || (o->kind != CKPT_KIND_TUPLE && o->kind != CKPT_KIND_LIST) || o->u.seq.n != ndim)
+        return 0;
+    for (uint32_t i = 0; i < ndim; i++) {
+        uint64_t x;
+        if (get_u64(o->u.seq.items[i], &x) || x != offsets[i]) return 0;
+    }
+    return 1;
+}
+
+/* The storage_data entry of a chunk: the last equal key wins (dict). */
+static const sentry *lookup(const sentry *s, size_t n, const char *fqn, const uint64_t *offsets,
+                            uint32_t ndim, int is_bytes) {
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (strcmp(s[mid].fqn, fqn) < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    const sentry *found = NULL;
+    for (size_t i = lo; i < n && !strcmp(s[i].fqn, fqn); i++)
+        if (same_offset(s[i].offset, offsets, ndim, is_bytes)) found = &s[i];
+    return found;
+}
+
+static int tensor_item(const reader *r, ckpt_dcp_item *it, const ckpt_value *st) {
+    const ckpt_value *props = get(st, "properties");
+    const ckpt_value *ps =
+        is_class(props, DCP_META, "TensorProperties") ? props->u.obj.state : NULL;
+    /* __getstate__ gives a tuple whose first item is the dtype; older
+     * versions pickled the dataclass __dict__ */
+    const ckpt_value *dt =
+        ps && ps->kind == CKPT_KIND_TUPLE && ps->u.seq.n ? ps->u.seq.items[0] : get(ps, "dtype");
+    if (!dt || dt->kind != CKPT_KIND_GLOBAL_ || strcmp(dt->u.global.module, "torch"))
+        return ckpt_err(CKPT_E_FORMAT, r->file, "", CKPT_NO_OFFSET,
+                        "\"%s\": properties hold no torch dtype", it->fqn);
+    it->dtype = ckpt_dtype_from_torch_name(dt->u.global.name);
+    if (it->dtype == CKPT_DT_UNKNOWN)
+        return ckpt_err(CKPT_E_UNSUPPORTED, r->file, "", CKPT_NO_OFFSET,
+                        "\"%s\": dtype torch.%s has no ckpt dtype", it->fqn, dt->u.global.name);
+    int rc = get_shape(r, get(st, "size"), &it->ndim, &it->size, "size", it->fqn);
+    if (rc) return rc;
+    const ckpt_value *chunks = get(st, "chunks");
+    if (!chunks || chunks->kind != CKPT_KIND_LIST)
+        return ckpt_err(CKPT_E_FORMAT, r->file, "", CKPT_NO_OFFSET, "\"%s\": chunks is not a list",
+                        it->fqn);
+    it->nchunks = chunks->u.seq.n;
+    it->chunks = ckpt_arena_array(r->a, it->nchunks ? it->nchunks : 1, sizeof *it->chunks);
+    CKPT_CHECK_ALLOC(it->chunks);
+    for (size_t c = 0; c < it->nchunks; c++) {
+        const ckpt_value *cs = state_of(chunks->u.seq.items[c], DCP_META, "ChunkStorageMetadata");
+        ckpt_dcp_chunk *ch = &it->chunks[c];
+        uint32_t no, ns;
+        if (!cs)
+            return ckpt_err(CKPT_E_FORMAT, r->file, "", CKPT_NO_OFFSET,
+                            "\"%s\": chunk %zu is not a ChunkStorageMetadata", it->fqn, c);
+        if ((rc = get_shape(r, get(cs, "offsets"), &no, &ch->offsets, "chunk offsets", it->fqn)) ||
+            (rc = get_shape(r, get(cs, "sizes"), &ns, &ch->sizes, "chunk sizes", it->fqn)))
+            return rc;
+        if (no != it->ndim || ns != it->ndim)
+            return ckpt_err(CKPT_E_FORMAT, r->file, "", CKPT_NO_OFFSET,
+                            "\"%s\": chunk %zu has %u offsets and %u sizes for a tensor of %u "
+                            "dimensions",
+                            it->fqn, c, no, ns, it->ndim);
+        for (uint32_t d = 0; d < it->ndim; d++)
+            if (ch->offsets[d] > it->size[d] || ch->sizes[d] > it->size[d] - ch->offsets[d])
+                return ckpt_err(CKPT_E_FORMAT, r->file, "", CKPT_NO_OFFSET,
+                                "\"%s\": chunk %zu spans [%llu, %llu) of dimension %u, which "
+                                "has size %llu",
+                                it->fqn, c, (unsigned long long)ch->offsets[d],
+                                (unsigned long long)(ch->offsets[d] + ch->sizes[d]), d,
+                                (unsigned long long)it->size[d]);
+    }
+    return 0;
+}
+
+/* planner_data[fqn] as an object path: a tuple of str and int keys. A
+ * missing entry leaves the item at the top level under its fqn. */
+static int item_path(const reader *r, ckpt_dcp_item *it, const ckpt_strmap *index,
+                     const ckpt_value *pd) {
+    size_t len = strlen(it->fqn);
+    const ckpt_strmap_slot *slot =
+        ckpt_strmap_find(index, it->fqn, len, ckpt_strmap_hash(it->fqn, len));
+    if (!slot) return 0;
+    const ckpt_value *p = pd->u.dict.vals[slot->val];
+    int ok = p->kind == CKPT_KIND_TUPLE && p->u.seq.n > 0;
+    for (size_t i = 0; ok && i < p->u.seq.n; i++) {
+        const ckpt_value *k = p->u.seq.items[i];
+        ok = k->kind == CKPT_KIND_STR || (k->kind == CKPT_KIND_INT && !k->u.i.decimal);
+    }
+    if (!ok)
+        return ckpt_err(CKPT_E_FORMAT, r->file, "", CKPT_NO_OFFSET,
+                        "planner_data[\"%s\"] is not a non-empty tuple of str and int keys",
+                        it->fqn);
+    it->path = (const ckpt_value *const *)p->u.seq.items;
+    it->npath = p->u.seq.n;
+    return 0;
+}
+
+static int read_paths(const reader *r, ckpt_dcp_meta *out, const ckpt_value *pd) {
+    if (!pd || pd->kind != CKPT_KIND_DICT) return 0; /* not flattened: items stay flat */
+    ckpt_strmap index = {0};
+    int rc = ckpt_strmap_reserve(&index, pd->u.dict.n);
+    for (size_t i = 0; rc == 0 && i < pd->u.dict.n; i++) {
+        const ckpt_value *k = pd->u.dict.keys[i];
+        ckpt_strmap_slot *slot;
+        if (k->kind != CKPT_KIND_STR) continue;
+        if (ckpt_strmap_put(&index, k->u.s.p, k->u.s.len, i, &slot) < 0)
+            rc = ckpt_err_nomem();
+        else
+            slot->val = i; /* a repeated key: the last value, as the dict keeps */
+    }
+    for (size_t i = 0; rc == 0 && i < out->nitems; i++)
+        rc = item_path(r, &out->items[i], &index, pd);
+    ckpt_strmap_free(&index);
+    return rc;
+}
+
+static int read_items(const reader *r, ckpt_dcp_meta *out, const ckpt_value *sdm,
+                      const ckpt_value *sd) {
+    size_t ns = sd->u.dict.n;
+    sentry *s = ckpt_arena_array(r->a, ns ? ns : 1, sizeof *s);
+    CKPT_CHECK_ALLOC(s);
+    for (size_t i = 0; i < ns; i++) {
+        int rc = storage_entry(r, sd->u.dict.keys[i], sd->u.dict.vals[i], &s[i]);
+        if (rc) return rc;
+        s[i].seq = i;
+    }
+    if (ns > 1) qsort(s, ns, sizeof *s, by_fqn);
+    out->nitems = sdm->u.dict.n;
+    out->items = ckpt_arena_array(r->a, out->nitems ? out->nitems : 1, sizeof *out->items);
+    CKPT_CHECK_ALLOC(out->items);
+    for (size_t i = 0; i < out->nitems; i++) {
+        const ckpt_value *k = sdm->u.dict.keys[i], *v = sdm->u.dict.vals[i];
+        ckpt_dcp_item *it = &out->items[i];
+        if (k->kind != CKPT_KIND_STR) return bad(r, "a state_dict_metadata key is not a str");
+        it->fqn = k->u.s.p;
+        int rc = 0;
+        if (is_class(v, DCP_META, "BytesStorageMetadata")) {
+            it->is_bytes = 1;
+            it->nchunks = 1;
+            it->chunks = ckpt_arena_alloc(r->a, sizeof *it->chunks);
+            CKPT_CHECK_ALLOC(it->chunks);
+        } else if (is_class(v, DCP_META, "TensorStorageMetadata")) {
+            rc = tensor_item(r, it, v->u.obj.state);
+        } else {
+            return ckpt_err(CKPT_E_FORMAT, r->file, "", CKPT_NO_OFFSET,
+                            "state_dict_metadata[\"%s\"] is neither a TensorStorageMetadata nor "
+                            "a BytesStorageMetadata",
+                            it->fqn);
+        }
+        for (size_t c = 0; rc == 0 && c < it->nchunks; c++) {
+            ckpt_dcp_chunk *ch = &it->chunks[c];
+            const sentry *e = lookup(s, ns, it->fqn, ch->offsets, it->ndim, it->is_bytes);
+            if (!e)
+                return ckpt_err(CKPT_E_FORMAT, r->file, "", CKPT_NO_OFFSET,
+                                "\"%s\": %s %zu has no storage_data entry (no file holds its "
+                                "bytes)",
+                                it->fqn, it->is_bytes ? "bytes item" : "chunk", c);
+            ch->path = e->path;
+            ch->offset = e->off;
+            ch->length = e->len;
+        }
+        if (rc) return rc;
+    }
+    return 0;
+}
+
+int ckpt_dcp_meta_parse(ckpt_dcp_meta *out, ckpt_arena *a, const uint8_t *p, size_t n,
+                        const char *file, const ckpt_limits *limits) {
+    memset(out, 0, sizeof *out);
+    ckpt_limits defaults = CKPT_LIMITS_INIT;
+    reader r = {a, file, limits ? limits : &defaults};
+    guard g = {{0}, 0, 0};
+    pk_options o = {
+        .file = file, .member = "", .limits = r.lim, .arena = a, .on_event = on_event, .ctx = &g};
+    ckpt_value *root = NULL;
+    size_t used = 0;
+    int rc = ckpt_pickle_run(&root, &used, p, n, &o);
+    /* the verdict on globals first: a hostile pickle may also be malformed */
+    if (g.bad[0])
+        return ckpt_err(CKPT_E_UNSAFE, file, "", g.bad_offset,
+                        "names %s, which is no DCP metadata class: pickle.load (what "
+                        "FileSystemReader runs) would call it",
+                        g.bad);
+    if (rc) return rc;
+    if (g.persid) return bad(&r, "it holds a persistent id");
+    const ckpt_value *st = state_of(root, DCP_META, "Metadata");
+    const ckpt_value *sdm = get(st, "state_dict_metadata"), *sd = get(st, "storage_data");
+    if (!st) return bad(&r, "the pickled object is not a torch.distributed.checkpoint Metadata");
+    if (!sdm || sdm->kind != CKPT_KIND_DICT) return bad(&r, "state_dict_metadata is not a dict");
+    if (!sd || sd->kind != CKPT_KIND_DICT)
+        return bad(&r, "storage_data is not a dict (written by a storage writer other than "
+                       "FileSystemWriter)");
+    rc = read_items(&r, out, sdm, sd);
+    return rc ? rc : read_paths(&r, out, get(st, "planner_data"));
+}

@@ -1,0 +1,451 @@
+#!/usr/bin/python3
+"""The C reader of torch.distributed.checkpoint (DCP) directories, through
+the CLI, against torch 2.13's own DCP: directories written by dcp.save
+(FileSystemWriter, both serialization formats; one process, and 2 gloo
+ranks with DTensor Shard(0), Shard(1) and Replicate), compared with what
+torch.distributed.checkpoint.format_utils.dcp_to_torch_save assembles;
+then corruption (flipped byte, truncated, missing and unnamed data files,
+missing .metadata, gaps and overlaps made by editing .metadata) and
+hostile pickles (.metadata, a bytes item).
+
+Needs torch >= 2.4 with DCP's safetensors format: Debian's python3 has
+torch 1.13, so the script re-runs itself with the repository's .venv
+python (torch 2.13) when there is one, and otherwise says it is skipped.
+Environment: CKPT_BIN, CKPT_SRC.
+"""
+import os
+import sys
+
+SRC = os.environ.get("CKPT_SRC", os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+
+
+def _torch_has_dcp():
+    try:
+        from torch.distributed.checkpoint.filesystem import SerializationFormat  # noqa: F401
+        from torch.distributed.checkpoint.format_utils import dcp_to_torch_save  # noqa: F401
+        return True
+    except Exception:
+        return False
+
+
+if not _torch_has_dcp():
+    venv = os.path.join(SRC, ".venv", "bin", "python")
+    in_venv = os.path.realpath(sys.prefix) == os.path.realpath(os.path.join(SRC, ".venv"))
+    if os.path.exists(venv) and not in_venv:
+        os.execv(venv, [venv] + sys.argv)
+    print("skip: no torch with torch.distributed.checkpoint's safetensors format "
+          "(torch >= 2.4; the repository's .venv has one)")
+    print("0 passed, 0 failed")
+    sys.exit(0)
+
+import hashlib  # noqa: E402
+import json  # noqa: E402
+import pickle  # noqa: E402
+import shutil  # noqa: E402
+import subprocess  # noqa: E402
+import tempfile  # noqa: E402
+import warnings  # noqa: E402
+import zipfile  # noqa: E402
+import io  # noqa: E402
+
+import torch  # noqa: E402
+from torch.distributed.checkpoint.format_utils import dcp_to_torch_save  # noqa: E402
+
+sys.path.insert(0, os.path.join(SRC, "tests"))
+import suite  # noqa: E402
+
+warnings.filterwarnings("ignore")
+BIN = os.environ.get("CKPT_BIN", "ckpt")
+GEN = os.path.join(SRC, "tests", "dcp", "dcp_gen.py")
+TMP = tempfile.mkdtemp(prefix="ckpt-dcp-")
+
+
+def gen(*args):
+    subprocess.run([sys.executable, GEN] + list(args), check=True, timeout=600,
+                   capture_output=True)
+
+
+# written once: the 2-rank run costs seconds of process start-up
+SINGLE = os.path.join(TMP, "single")
+SINGLE_ST = os.path.join(TMP, "single_st")
+SHARDED = os.path.join(TMP, "sharded")
+gen("single", SINGLE)
+gen("single", SINGLE_ST, "safetensors")
+gen("sharded-both", SHARDED)
+SHARDED_PT = os.path.join(SHARDED, "torch_save")
+SHARDED_ST = os.path.join(SHARDED, "safetensors")
+ALL = [SINGLE, SINGLE_ST, SHARDED_PT, SHARDED_ST]
+
+
+def ckpt(*args):
+    p = subprocess.run([BIN] + list(args), capture_output=True, timeout=120)
+    return p.returncode, p.stdout.decode("utf-8", "replace"), p.stderr.decode("utf-8", "replace")
+
+
+def inspect_json(d, *extra):
+    rc, out, err = ckpt("inspect", "--json", "--hash", "sha256", *extra, d)
+    assert rc == 0, err
+    return json.loads(out)
+
+
+def flatten(obj, prefix=""):
+    """dcp_to_torch_save's nested state dict as ckpt names it: dict keys and
+    list/tuple indices joined by '.'; empty containers give no entry."""
+    if isinstance(obj, dict):
+        items = obj.items()
+    elif isinstance(obj, (list, tuple)):
+        items = enumerate(obj)
+    else:
+        return {prefix[:-1]: obj}
+    out = {}
+    for k, v in items:
+        out.update(flatten(v, f"{prefix}{k}."))
+    return out
+
+
+DTYPES = {torch.float32: "F32", torch.float64: "F64", torch.bfloat16: "BF16",
+          torch.int32: "I32", torch.int64: "I64"}
+
+
+def sha256(t):
+    return hashlib.sha256(t.contiguous().reshape(-1).view(torch.uint8).numpy().tobytes()).hexdigest()
+
+
+def torch_view(d):
+    """What DCP itself assembles: dcp_to_torch_save, then torch.load."""
+    out = os.path.join(TMP, os.path.basename(d) + "-oracle.pt")
+    dcp_to_torch_save(d, out)
+    return flatten(torch.load(out, weights_only=False))
+
+
+def copy(d, name):
+    dst = os.path.join(TMP, name)
+    shutil.rmtree(dst, ignore_errors=True)
+    shutil.copytree(d, dst)
+    return dst
+
+
+def chunk_of(d, name):
+    """inspect --chunks of one tensor."""
+    for t in inspect_json(d, "--chunks")["tensors"]:
+        if t["name"] == name:
+            return t["chunks"]
+    raise AssertionError(f"{name} not in {d}")
+
+
+def read_meta(d):
+    with open(os.path.join(d, ".metadata"), "rb") as fh:
+        return pickle.load(fh)  # our own, just written by torch
+
+
+def write_meta(d, meta):
+    with open(os.path.join(d, ".metadata"), "wb") as fh:
+        pickle.dump(meta, fh)
+
+
+# ------------------------------------------------------------ the view
+
+
+def test_view_equals_dcp_to_torch_save():
+    # torch 2.13's FileSystemReader cannot read the safetensors format (it
+    # torch.loads each slice; only HuggingFaceStorageReader, which lists
+    # "*.safetensors" files, reads DCP_SHARDING_INFO): those directories are
+    # compared with their torch.save-format twin, saved from the same
+    # state dict
+    for d, oracle in ((SINGLE, SINGLE), (SHARDED_PT, SHARDED_PT), (SINGLE_ST, SINGLE),
+                      (SHARDED_ST, SHARDED_PT)):
+        want = torch_view(oracle)
+        got = inspect_json(d)
+        tensors = {t["name"]: t for t in got["tensors"]}
+        values = {v["name"]: v["value"] for v in got["values"]}
+        want_t = {k: v for k, v in want.items() if isinstance(v, torch.Tensor)}
+        want_v = {k: v for k, v in want.items() if not isinstance(v, torch.Tensor)}
+        assert got["format"] == "dcp", got["format"]
+        assert sorted(tensors) == sorted(want_t), (d, sorted(tensors), sorted(want_t))
+        for name, t in want_t.items():
+            g = tensors[name]
+            assert g["dtype"] == DTYPES[t.dtype], (d, name, g["dtype"], t.dtype)
+            assert g["shape"] == list(t.shape), (d, name, g["shape"], t.shape)
+            assert g["sha256"] == sha256(t), (d, name)
+        assert values == want_v, (d, values, want_v)
+
+
+def test_sharded_chunks_name_ranks_and_boxes():
+    for d in (SHARDED_PT, SHARDED_ST):
+        w0 = chunk_of(d, "w0")
+        assert [(c["file"], c["rank"], c["offsets"], c["sizes"]) for c in w0] == [
+            ("__0_0.distcp", 0, [0, 0], [4, 5]), ("__1_0.distcp", 1, [4, 0], [3, 5])], w0
+        w1 = chunk_of(d, "w1")
+        assert [(c["rank"], c["offsets"], c["sizes"]) for c in w1] == [
+            (0, [0, 0], [3, 3]), (1, [0, 3], [3, 3])], w1
+        assert len(chunk_of(d, "rep")) == 1  # replicated: saved once
+    # torch.save format: each chunk is its own zip at (offset, length)
+    for c in chunk_of(SHARDED_PT, "w0"):
+        with open(os.path.join(SHARDED_PT, c["file"]), "rb") as fh:
+            fh.seek(c["offset"])
+            blob = fh.read(c["length"])
+        t = torch.load(io.BytesIO(blob), weights_only=True)
+        assert list(t.shape) == c["sizes"]
+
+
+def test_text_chunks_listing():
+    rc, out, err = ckpt("inspect", "--chunks", SHARDED_PT)
+    assert rc == 0, err
+    assert "    chunk __1_0.distcp offset " in out and " rank 1 offsets [4, 0] sizes [3, 5]" in out, out
+
+
+def test_metadata_path_opens_the_directory():
+    rc, out, err = ckpt("inspect", "--json", os.path.join(SHARDED_PT, ".metadata"))
+    assert rc == 0, err
+    assert json.loads(out)["format"] == "dcp"
+    assert len(json.loads(out)["tensors"]) == 4
+
+
+def test_verify_ok():
+    for d, checksums in ((SINGLE, "crc32"), (SHARDED_PT, "crc32"), (SINGLE_ST, "none"),
+                         (SHARDED_ST, "none")):
+        rc, out, err = ckpt("verify", "--json", d)
+        assert rc == 0, out + err
+        r = json.loads(out)
+        assert r["ok"] and r["format"] == "dcp" and r["checksums"] == checksums, r
+        assert r["bytes"] > 0
+
+
+def test_scan_safe():
+    for d in ALL:
+        rc, out, err = ckpt("scan", d)
+        assert rc == 0 and out.startswith("SAFE "), out + err
+
+
+def test_doctor():
+    rc, out, err = ckpt("doctor", SHARDED_PT)
+    assert rc == 0, err
+    assert "dcp" in out and "integrity\n  OK" in out, out
+
+
+def test_convert_to_one_file():
+    want = torch_view(SHARDED_PT)
+    from safetensors.torch import load_file
+    st = os.path.join(TMP, "conv.safetensors")
+    pt = os.path.join(TMP, "conv.pt")
+    for out in (st, pt):
+        rc, o, err = ckpt("convert", SHARDED_PT, out)
+        assert rc == 0, o + err
+    got_st = load_file(st)
+    got_pt = flatten(torch.load(pt, weights_only=True))
+    for name, t in want.items():
+        if isinstance(t, torch.Tensor):
+            assert torch.equal(got_st[name], t) and torch.equal(got_pt[name], t), name
+        else:
+            assert got_pt[name] == t, name
+
+
+def whole_file_safetensors(name):
+    """SINGLE's items in the layout of ckpt.dcp.Writer (python/ckpt/dcp.py):
+    one safetensors file per rank holding every tensor under its fqn (with
+    DCP_SHARDING_INFO) and every bytes item as a U8 tensor of its torch.save
+    bytes; each _StorageInfo is [offset, offset + length) of exactly that
+    tensor's data."""
+    from safetensors.torch import save_file
+    d = os.path.join(TMP, name)
+    os.makedirs(d)
+    meta = read_meta(SINGLE)
+    tensors, sharding = {}, {}
+    for key, info in meta.storage_data.items():
+        with open(os.path.join(SINGLE, info.relative_path), "rb") as fh:
+            fh.seek(info.offset)
+            blob = fh.read(info.length)
+        if key.offset is None:  # a bytes item: its torch.save bytes
+            tensors[key.fqn] = torch.frombuffer(bytearray(blob), dtype=torch.uint8)
+        else:
+            tensors[key.fqn] = torch.load(io.BytesIO(blob), weights_only=True).contiguous()
+            sharding[key.fqn] = {"saved_offsets": list(key.offset)}
+    path = os.path.join(d, "__0_0.distcp")
+    save_file(tensors, path, metadata={"DCP_SHARDING_INFO": json.dumps(sharding),
+                                       "DCP_VERSION": "1.0", "format": "pt"})
+    with open(path, "rb") as fh:
+        n = int.from_bytes(fh.read(8), "little")
+        header = json.loads(fh.read(n))
+    for key, info in meta.storage_data.items():
+        b, e = header[key.fqn]["data_offsets"]
+        info.relative_path, info.offset, info.length = "__0_0.distcp", 8 + n + b, e - b
+    write_meta(d, meta)
+    return d
+
+
+def test_whole_file_safetensors_layout():
+    d = whole_file_safetensors("ckpt_writer_layout")
+    want = inspect_json(SINGLE)
+    got = inspect_json(d)
+    assert got["tensors"] == want["tensors"], (got["tensors"], want["tensors"])
+    assert got["values"] == want["values"]
+    rc, out, err = ckpt("verify", d)
+    assert rc == 0 and out.startswith("OK "), out + err
+    rc, out, err = ckpt("scan", d)
+    assert rc == 0 and out.startswith("SAFE "), out + err
+    # a slice that is not where the header has the tensor
+    meta = read_meta(d)
+    key = next(k for k in meta.storage_data if k.fqn == "model.w")
+    meta.storage_data[key].offset += 4
+    write_meta(d, meta)
+    verify_fails(d, "model.w")
+
+
+def skeleton(obj):
+    """Containers and keys, leaves by type: the structure to compare."""
+    if isinstance(obj, dict):
+        return {k: skeleton(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [type(obj).__name__] + [skeleton(v) for v in obj]
+    return type(obj).__name__
+
+
+def test_convert_nests_like_dcp_to_torch_save():
+    """planner_data puts every item back in place (DCP's set_element: an int
+    key in the path makes a list, as param_groups is)."""
+    oracle = os.path.join(TMP, "nest-oracle.pt")
+    dcp_to_torch_save(SINGLE, oracle)
+    want = torch.load(oracle, weights_only=False)
+    out = os.path.join(TMP, "nest.pt")
+    rc, o, err = ckpt("convert", SINGLE, out)
+    assert rc == 0, o + err
+    got = torch.load(out, weights_only=False)
+    assert isinstance(want["optim"]["param_groups"], list)
+    assert skeleton(got) == skeleton(want), (skeleton(got), skeleton(want))
+
+
+# ------------------------------------------------------------ corruption
+
+
+def verify_fails(d, *needles):
+    rc, out, err = ckpt("verify", d)
+    assert rc == 1 and out.startswith("CORRUPT "), out + err
+    for n in needles:
+        assert n in out, (n, out)
+    return out
+
+
+def test_flipped_byte_in_a_chunk_fails_its_crc():
+    d = copy(SHARDED_PT, "flip")
+    c = chunk_of(d, "w0")[1]
+    path = os.path.join(d, c["file"])
+    with open(path, "rb") as fh:
+        data = bytearray(fh.read())
+    z = zipfile.ZipFile(io.BytesIO(bytes(data[c["offset"]:c["offset"] + c["length"]])))
+    info = next(i for i in z.infolist() if i.filename.endswith("/data/0"))
+    local = c["offset"] + info.header_offset
+    name_len = int.from_bytes(data[local + 26:local + 28], "little")
+    extra_len = int.from_bytes(data[local + 28:local + 30], "little")
+    at = local + 30 + name_len + extra_len + 5
+    data[at] ^= 0x40
+    with open(path, "wb") as fh:
+        fh.write(data)
+    out = verify_fails(d, "__1_0.distcp", "CRC")
+    # inspect still opens it (structure is intact), the hash changed
+    h = {t["name"]: t["sha256"] for t in inspect_json(d)["tensors"]}
+    assert h["w0"] != {t["name"]: t["sha256"] for t in inspect_json(SHARDED_PT)["tensors"]}["w0"], out
+
+
+def test_truncated_data_file():
+    for src in (SHARDED_PT, SHARDED_ST):
+        d = copy(src, "trunc")
+        path = os.path.join(d, "__1_0.distcp")
+        os.truncate(path, os.path.getsize(path) - 100)
+        verify_fails(d, "__1_0.distcp")
+        rc, _, err = ckpt("inspect", d)
+        assert rc == 1 and "__1_0.distcp" in err, err
+
+
+def test_missing_data_file():
+    d = copy(SHARDED_PT, "missing")
+    os.remove(os.path.join(d, "__1_0.distcp"))
+    verify_fails(d, "__1_0.distcp", "missing")
+
+
+def test_unnamed_data_file():
+    d = copy(SHARDED_PT, "extra")
+    shutil.copy(os.path.join(d, "__0_0.distcp"), os.path.join(d, "__7_0.distcp"))
+    verify_fails(d, "__7_0.distcp", "not named by .metadata")
+    assert ckpt("inspect", d)[0] == 0  # opening it is fine: no loader reads it
+
+
+def test_missing_metadata():
+    d = copy(SHARDED_PT, "nometa")
+    os.remove(os.path.join(d, ".metadata"))
+    verify_fails(d, ".metadata", "missing")
+    rc, out, err = ckpt("scan", d)
+    assert rc == 1 and "UNSCANNABLE" in out and "no .metadata" in out, out + err
+
+
+def test_gap_in_a_tensor():
+    d = copy(SHARDED_PT, "gap")
+    meta = read_meta(d)
+    meta.state_dict_metadata["w0"].chunks.pop()
+    write_meta(d, meta)
+    verify_fails(d, "w0", "gap", "20 of its 35 elements")
+
+
+def test_overlapping_chunks():
+    d = copy(SHARDED_PT, "overlap")
+    meta = read_meta(d)
+    from torch.distributed.checkpoint.metadata import MetadataIndex
+    chunk = meta.state_dict_metadata["w0"].chunks[1]
+    old = MetadataIndex("w0", chunk.offsets)
+    chunk.offsets = torch.Size([3, 0])  # rows 3..5 instead of 4..6
+    meta.storage_data[MetadataIndex("w0", chunk.offsets)] = meta.storage_data.pop(old)
+    write_meta(d, meta)
+    verify_fails(d, "w0", "overlap")
+
+
+def test_chunk_sizes_that_do_not_match_the_slice():
+    d = copy(SHARDED_PT, "sizes")
+    meta = read_meta(d)
+    meta.state_dict_metadata["w0"].chunks[1].sizes = torch.Size([2, 5])
+    write_meta(d, meta)
+    verify_fails(d, "w0")
+
+
+# ------------------------------------------------------------ hostile pickles
+
+
+class _System:
+    def __reduce__(self):
+        return (os.system, ("true",))
+
+
+def test_hostile_metadata_is_unsafe():
+    d = copy(SINGLE, "hostile_meta")
+    with open(os.path.join(d, ".metadata"), "wb") as fh:
+        pickle.dump(_System(), fh)
+    rc, out, err = ckpt("scan", d)
+    assert rc == 1 and "UNSAFE" in out and "posix.system" in out, out + err
+    rc, out, err = ckpt("inspect", d)
+    assert rc == 1 and "posix.system" in err and "no DCP metadata class" in err, err
+
+
+def test_hostile_metadata_that_starts_like_dcp():
+    d = copy(SINGLE, "hostile_meta2")
+    meta = read_meta(d)
+    meta.planner_data = _System()  # after the Metadata class: detected as DCP
+    write_meta(d, meta)
+    rc, out, err = ckpt("scan", d)
+    assert rc == 1 and "UNSAFE" in out and "posix.system" in out, out + err
+    rc, out, err = ckpt("verify", d)
+    assert rc == 1 and "posix.system" in out, out + err
+
+
+def test_hostile_bytes_item_is_unsafe():
+    import torch.distributed.checkpoint as dcp
+    d = os.path.join(TMP, "hostile_bytes")
+    dcp.save({"w": torch.ones(3), "evil": _System()}, checkpoint_id=d)
+    rc, out, err = ckpt("scan", d)
+    assert rc == 1 and "UNSAFE" in out and "__0_0.distcp@" in out and "posix.system" in out, \
+        out + err
+
+
+if __name__ == "__main__":
+    try:
+        rc = suite.run_cases(globals(), __file__)
+    finally:
+        shutil.rmtree(TMP, ignore_errors=True)
+    sys.exit(rc)
