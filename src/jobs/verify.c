@@ -261,8 +261,9 @@ static int verify_dcp(ckpt_file *f, ckpt_verify_report *rep, uint8_t *buf) {
     int rc = ckpt_dcp_check_unnamed(f);
     for (size_t i = 0; rc == 0 && i < f->nparts; i++) {
         ckpt_file *part = f->parts[i];
-        rc = verify_digests(part);
-        if (rc == 0) rc = part->zip ? verify_zip(part, rep, buf) : verify_storages(part, rep, buf);
+        rc = verify_digests(part, NULL);
+        if (rc == 0)
+            rc = part->zip ? verify_zip(part, rep, buf) : verify_storages(part, rep, buf, NULL);
     }
     return rc;
 }
