@@ -27,6 +27,7 @@ typedef struct torch_reader {
     size_t cap, n;
     ckpt_storage **order; /* storages in first-use order */
     size_t norder, ordercap;
+    uint64_t budget; /* the file's inflate budget left (ckpt_zip_budget) */
 } torch_reader;
 
 static uint64_t hash_str(const char *s) {
@@ -174,8 +175,14 @@ static int run_pickle(torch_reader *r, ckpt_value **out, size_t *consumed, const
     o.arena = &r->f->arena;
     o.persistent_load = with_storages ? load_storage : NULL;
     o.ctx = r;
+    o.budget = &r->budget;
     r->member = member;
-    return ckpt_pickle_run(out, consumed, buf, len, &o);
+    uint64_t before = o.arena->total;
+    int rc = ckpt_pickle_run(out, consumed, buf, len, &o);
+    /* the values outlive the run: the budget pays for them */
+    uint64_t kept = o.arena->total - before;
+    r->budget = kept < r->budget ? r->budget - kept : 0;
+    return rc;
 }
 
 /* ------------------------------------------------------------ zip */
@@ -267,13 +274,13 @@ int ckpt_torch_read_zip(ckpt_file *f) {
      * read like any other: data.pkl holds the module objects, whose
      * BUILD makes their state dicts (builders.h); code/ is never read. */
     char *name;
-    uint64_t budget = ckpt_zip_budget(&f->opts.limits, f->map_size);
+    r.budget = ckpt_zip_budget(&f->opts.limits, f->map_size);
     int big = 0;
     name = ckpt_arena_printf(&f->arena, "%s/byteorder", prefix);
     const ckpt_zip_entry *e = name ? ckpt_zip_find(z, name) : NULL;
     if (e) {
         const uint8_t *bo;
-        if ((rc = ckpt_zip_read(z, e, &f->arena, &budget, &bo))) return rc;
+        if ((rc = ckpt_zip_read(z, e, &f->arena, &r.budget, &bo))) return rc;
         if (e->usize == 3 && memcmp(bo, "big", 3) == 0)
             big = 1;
         else if (!(e->usize == 6 && memcmp(bo, "little", 6) == 0))
@@ -287,7 +294,7 @@ int ckpt_torch_read_zip(ckpt_file *f) {
                         "archive has no %s/data.pkl record", prefix);
     const uint8_t *pkl;
     size_t consumed;
-    if ((rc = ckpt_zip_read(z, e, &f->arena, &budget, &pkl))) return rc;
+    if ((rc = ckpt_zip_read(z, e, &f->arena, &r.budget, &pkl))) return rc;
     if ((rc = run_pickle(&r, &f->root, &consumed, pkl, (size_t)e->usize, e->name, e->data_offset,
                          1)))
         return rc;
@@ -304,12 +311,12 @@ int ckpt_torch_read_zip(ckpt_file *f) {
             return ckpt_err(CKPT_E_MISMATCH, f->path, d->name, d->data_offset,
                             "storage record holds %llu bytes, data.pkl declares %llu",
                             (unsigned long long)d->usize, (unsigned long long)st->nbytes);
-        if ((rc = ckpt_zip_read(z, d, &f->arena, &budget, &st->data))) return rc;
+        if ((rc = ckpt_zip_read(z, d, &f->arena, &r.budget, &st->data))) return rc;
         st->member = d->name;
         st->file_offset = d->method == 0 ? d->data_offset : CKPT_NO_OFFSET;
         st->big_endian = big;
     }
-    return read_ckpt_meta(f, z, prefix, &budget);
+    return read_ckpt_meta(f, z, prefix, &r.budget);
 }
 
 /* ------------------------------------------------------------ legacy */
@@ -325,6 +332,7 @@ int ckpt_torch_read_legacy(ckpt_file *f) {
     torch_reader r = {0};
     r.f = f;
     r.legacy = 1;
+    r.budget = ckpt_zip_budget(&f->opts.limits, f->map_size);
     const uint8_t *p = f->map;
     size_t n = f->map_size, pos = 0, used;
     ckpt_value *v;
