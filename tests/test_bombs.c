@@ -334,11 +334,62 @@ TEST(four_entries_one_stream) {
     free(w.buf);
 }
 
+/* ------------------------------------------------------------ wide DAGs */
+
+/* PROTO 2; L0 = [None] * k (memo 0); L1 = [L0] * m (memo 1, BINGET 0 each);
+ * STOP on [L1] * m2: a tree of k * m * m2 leaves from 2 (m + m2) + k bytes. */
+static size_t shared_lists(uint8_t *b, size_t k, size_t m, size_t m2) {
+    size_t n = 0;
+    memcpy(b + n, "\x80\x02]q\x00(", 6), n += 6;
+    memset(b + n, 'N', k), n += k;
+    memcpy(b + n, "e]q\x01(", 5), n += 5;
+    for (size_t i = 0; i < m; i++) memcpy(b + n, "h\x00", 2), n += 2;
+    memcpy(b + n, "e](", 3), n += 3;
+    for (size_t i = 0; i < m2; i++) memcpy(b + n, "h\x01", 2), n += 2;
+    memcpy(b + n, "e.", 2), n += 2;
+    return n;
+}
+
+/* ATTACK: a 300 KB pickle of shared lists (5 * 10^9 leaves once expanded
+ * into a tree) built 10 M value entries (948 MB) before max_tensors
+ * stopped it. CORRECT: the expansion is counted before anything is
+ * allocated for it and refused within the input's budget. */
+static int child_wide_dag(const void *arg) {
+    (void)arg;
+    uint8_t *b = malloc(400000);
+    if (!b) return 10;
+    size_t n = shared_lists(b, 1000, 100000, 50000);
+    ckpt_set_allocator(&counting);
+    ckpt_file *f = NULL;
+    int rc = ckpt_open_memory(&f, b, n, "dag.pkl", NULL);
+    ckpt_close(f);
+    ckpt_set_allocator(NULL);
+    fprintf(stderr, "  %zu bytes: open %d, peak %zu MiB\n", n, rc, peak >> 20);
+    free(b);
+    if (rc != CKPT_E_LIMIT) return 1;
+    return peak < ((size_t)64 << 20) ? 0 : 2;
+}
+
+TEST(wide_dag) { CHECK_EQ_INT(run_child(child_wide_dag, NULL, 60), 0); }
+
+/* Sharing a list a few times is ordinary: it flattens, once per path. */
+TEST(shared_lists_flatten) {
+    uint8_t b[256];
+    size_t n = shared_lists(b, 3, 4, 5);
+    ckpt_file *f = NULL;
+    CHECK_EQ_INT(ckpt_open_memory(&f, b, n, "shared.pkl", NULL), 0);
+    CHECK_EQ_INT(ckpt_file_value_count(f), 3 * 4 * 5);
+    CHECK_EQ_STR(ckpt_file_value_name(f, 0), "0.0.0");
+    ckpt_close(f);
+}
+
 int main(void) {
     RUN(deflated_none_pop);
     RUN(deflated_empty_list_pop);
     RUN(deflated_pickle_within_budget);
     RUN(deflated_storage_declares_1gib);
     RUN(four_entries_one_stream);
+    RUN(wide_dag);
+    RUN(shared_lists_flatten);
     return harness_end();
 }

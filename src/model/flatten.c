@@ -18,22 +18,41 @@ typedef struct flattener {
     ckpt_arena *a;
     const ckpt_limits *lim;
     const char *file, *member;
+    int counting; /* first pass: count entries and bytes, allocate nothing */
+    uint64_t bytes, max_bytes;
     flat_entry *tensors, *values;
-    size_t nt, ct, nv, cv, seq;
+    size_t nt, nv, seq;
 } flattener;
 
+/* What one entry costs in the arena: the entry and its name, each
+ * rounded up to the arena's 16-byte alignment. */
+static uint64_t entry_bytes(size_t name_len) {
+    return ((sizeof(flat_entry) + 15) & ~(uint64_t)15) +
+           (((uint64_t)name_len + 16) & ~(uint64_t)15);
+}
+
 static int add_entry(flattener *fl, int tensor, const ckpt_walk *w, const ckpt_value *v) {
-    flat_entry **arr = tensor ? &fl->tensors : &fl->values;
-    size_t *n = tensor ? &fl->nt : &fl->nv, *cap = tensor ? &fl->ct : &fl->cv;
-    if (fl->nt + fl->nv >= fl->lim->max_tensors)
-        return ckpt_err(CKPT_E_LIMIT, fl->file, fl->member, CKPT_NO_OFFSET,
-                        "more than %llu tensors and values",
-                        (unsigned long long)fl->lim->max_tensors);
-    if (ckpt_arena_grow(fl->a, (void **)arr, cap, *n + 1, sizeof(flat_entry)))
-        return ckpt_err(CKPT_E_NOMEM, fl->file, fl->member, CKPT_NO_OFFSET, "out of memory");
-    const char *name = ckpt_arena_strndup(fl->a, w->name, ckpt_walk_up(w, 0)->name_len);
+    size_t len = ckpt_walk_up(w, 0)->name_len;
+    if (fl->counting) {
+        if (fl->nt + fl->nv >= fl->lim->max_tensors)
+            return ckpt_err(CKPT_E_LIMIT, fl->file, fl->member, CKPT_NO_OFFSET,
+                            "more than %llu tensors and values (max_tensors)",
+                            (unsigned long long)fl->lim->max_tensors);
+        fl->bytes += entry_bytes(len);
+        if (fl->bytes > fl->max_bytes)
+            return ckpt_err(CKPT_E_LIMIT, fl->file, fl->member, CKPT_NO_OFFSET,
+                            "the flattened names of %zu tensors and values already take more "
+                            "than %llu bytes, this input's budget (max_inflate_bytes, at most "
+                            "max_inflate_ratio times its size): shared containers expand "
+                            "into more names than the input holds",
+                            fl->nt + fl->nv + 1, (unsigned long long)fl->max_bytes);
+        *(tensor ? &fl->nt : &fl->nv) += 1;
+        return 0;
+    }
+    const char *name = ckpt_arena_strndup(fl->a, w->name, len);
     if (!name) return ckpt_err(CKPT_E_NOMEM, fl->file, fl->member, CKPT_NO_OFFSET, "out of memory");
-    (*arr)[(*n)++] = (flat_entry){name, v, fl->seq++};
+    flat_entry *e = tensor ? &fl->tensors[fl->nt++] : &fl->values[fl->nv++];
+    *e = (flat_entry){name, v, fl->seq++};
     return 0;
 }
 
@@ -80,17 +99,27 @@ static ckpt_named_value *sort_unique(flat_entry *e, size_t n, size_t *out_n) {
 }
 
 int ckpt_flatten(ckpt_flat *out, ckpt_arena *a, const ckpt_value *root, const ckpt_limits *lim,
-                 uint64_t max_visits, const char *file, const char *member) {
+                 uint64_t max_visits, uint64_t max_bytes, const char *file, const char *member) {
     *out = (ckpt_flat){0};
-    flattener fl = {.a = a, .lim = lim, .file = file, .member = member};
+    flattener fl = {
+        .a = a, .lim = lim, .file = file, .member = member, .counting = 1, .max_bytes = max_bytes};
     ckpt_walk w;
     ckpt_walk_init(&w, lim, file, member);
     w.max_visits = max_visits;
     w.names = 1;
     w.enter = enter;
     w.ctx = &fl;
+    /* a DAG of shared containers expands into a tree: count the expansion
+     * first, and refuse it before allocating anything for it */
     int rc = ckpt_walk_run(&w, root);
     if (rc) return rc;
+    fl.tensors = ckpt_arena_array(a, fl.nt ? fl.nt : 1, sizeof(flat_entry));
+    fl.values = ckpt_arena_array(a, fl.nv ? fl.nv : 1, sizeof(flat_entry));
+    if (!fl.tensors || !fl.values)
+        return ckpt_err(CKPT_E_NOMEM, file, member, CKPT_NO_OFFSET, "out of memory");
+    fl.counting = 0;
+    fl.nt = fl.nv = 0;
+    if ((rc = ckpt_walk_run(&w, root))) return rc;
     out->tensors = sort_unique(fl.tensors, fl.nt, &out->ntensors);
     out->values = sort_unique(fl.values, fl.nv, &out->nvalues);
     return 0;

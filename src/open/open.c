@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "base/error.h"
+#include "container/zip.h"
 #include "format/detect.h"
 #include "model/tensor.h"
 #include "model/walk.h"
@@ -219,17 +220,26 @@ int ckpt_open_memory(ckpt_file **out, const void *data, size_t size, const char 
 
 /* ------------------------------------------------------------ flatten */
 
-int ckpt_file_flatten(ckpt_file *f) {
-    /* visits bounded by the input's size too: a small pickle can describe
-     * a huge DAG ("billion laughs") */
+/* Bytes a flattening may allocate beyond the input's budget, so that a
+ * tiny input (whose budget is a few hundred bytes) still flattens. */
+#define FLATTEN_SLACK ((uint64_t)1 << 20)
+
+int ckpt_file_flatten_value(const ckpt_file *f, ckpt_arena *a, const ckpt_value *root,
+                            const char *member, ckpt_flat *out) {
+    /* visits and names bounded by the input's size too: a small pickle
+     * can describe a huge DAG ("billion laughs", wide shared lists) */
     uint64_t input = ckpt_file_size(f),
              by_size = input < UINT64_MAX / 64 - 4096 ? input * 64 + 4096 : UINT64_MAX;
     uint64_t max_visits = ckpt_walk_budget(&f->opts.limits);
     if (by_size < max_visits) max_visits = by_size;
+    uint64_t max_bytes = ckpt_zip_budget(&f->opts.limits, (size_t)input);
+    max_bytes = max_bytes < UINT64_MAX - FLATTEN_SLACK ? max_bytes + FLATTEN_SLACK : UINT64_MAX;
+    return ckpt_flatten(out, a, root, &f->opts.limits, max_visits, max_bytes, f->path, member);
+}
+
+int ckpt_file_flatten(ckpt_file *f) {
     ckpt_flat fl = {0};
-    int rc = f->root
-                 ? ckpt_flatten(&fl, &f->arena, f->root, &f->opts.limits, max_visits, f->path, NULL)
-                 : 0;
+    int rc = f->root ? ckpt_file_flatten_value(f, &f->arena, f->root, NULL, &fl) : 0;
     if (rc) return rc;
 
     /* every storage reads its bytes through the file that holds them: a
