@@ -31,10 +31,13 @@ class _Builder:
     """Python objects -> a ckpt_tree. Tensors are borrowed by the tree, so
     every buffer handed to it is kept in self.keep until the write."""
 
-    def __init__(self, path):
+    def __init__(self, path, snapshot=False):
         import torch
         self.torch = torch
         self.path = path
+        # snapshot: the tree holds private copies of every tensor and array
+        # (host memory), so that the caller may change its own right away
+        self.snapshot = snapshot
         self.tree = c_void_p()
         check(lib.ckpt_tree_new(ctypes.byref(self.tree)), path)
         self.keep = []
@@ -130,6 +133,8 @@ class _Builder:
         if c.device.type != "cpu":
             c = c.cpu()
         c = c.resolve_conj().resolve_neg().contiguous()
+        if self.snapshot and c.data_ptr() == t.data_ptr():
+            c = c.clone()  # a CPU tensor's own memory: copied at this moment
         self.keep.append(c)
         nbytes = c.numel() * c.element_size()
         out = self._shaped(code, list(c.shape), c.data_ptr() if nbytes else None, nbytes)
@@ -142,6 +147,8 @@ class _Builder:
         if kind is None:
             raise self._refuse(where, "a numpy array of dtype %s" % a.dtype)
         c = np.ascontiguousarray(a, dtype=a.dtype.newbyteorder("<"))
+        if self.snapshot and np.may_share_memory(c, a):
+            c = c.copy()
         self.keep.append(c)
         code = lib.ckpt_dtype_from_name(kind.encode())
         return self._shaped(code, list(c.shape), c.ctypes.data if c.nbytes else None, c.nbytes)
@@ -219,12 +226,12 @@ def _meta_strings(meta, path):
     return out
 
 
-def _save_as(obj, path, fmt, meta, stacklevel, label=None):
-    """save() with the format given (1 safetensors, 3 torch zip). label
-    names the save in the audit warning (default: path); a stable label
-    lets Python's warning filter show a repeated warning once."""
+def _prepare(obj, path, meta, stacklevel, label=None, snapshot=False):
+    """The tree of obj and the write options of save(); the caller frees
+    the builder (b.free()) once the tree is written. snapshot: see
+    _Builder."""
     meta = _meta_strings(meta, path)
-    b = _Builder(path)
+    b = _Builder(path, snapshot)
     try:
         root = b.value(obj)
         if b.optimizers:
@@ -239,7 +246,19 @@ def _save_as(obj, path, fmt, meta, stacklevel, label=None):
             warnings.warn(AuditWarning(
                 "%s: %d finding(s):\n  %s" % (
                     label or "ckpt.save " + str(path), len(b.findings), "\n  ".join(f.message for f in b.findings))),
-                stacklevel=stacklevel)
+                stacklevel=stacklevel + 1)
+        return b, root, opts
+    except BaseException:
+        b.free()
+        raise
+
+
+def _save_as(obj, path, fmt, meta, stacklevel, label=None):
+    """save() with the format given (1 safetensors, 3 torch zip). label
+    names the save in the audit warning (default: path); a stable label
+    lets Python's warning filter show a repeated warning once."""
+    b, root, opts = _prepare(obj, path, meta, stacklevel + 1, label)
+    try:
         check(lib.ckpt_tree_write(root, os.fsencode(path), fmt, ctypes.byref(opts)), path)
         return b.findings
     finally:

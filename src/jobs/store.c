@@ -28,6 +28,7 @@
 
 #include "base/alloc.h"
 #include "base/error.h"
+#include "format/write.h"
 
 #define POINTER_FILE "LATEST"
 /* LATEST holds one file name: anything longer is not one. */
@@ -690,18 +691,6 @@ static int valid_name(const char *name) {
     return 1;
 }
 
-/* Reads the file back from the disk rather than the page cache the write
- * just filled (best effort: the pages are clean after the fsync), then
- * verifies it. */
-static int verify_fresh(const char *path, const ckpt_store_options *o) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd >= 0) {
-        posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
-        close(fd);
-    }
-    return verify_path(path, o);
-}
-
 /* 1 when the generation `file` of step `step` sorts after g. */
 static int newer_than(const gen *g, uint64_t step, const char *file) {
     return step != g->step ? step > g->step : strcmp(file, g->file) > 0;
@@ -815,7 +804,7 @@ int ckpt_store_commit_with(char *path, size_t cap, const char *dir, const char *
             rc = ckpt_atomic_commit(&a, 0);
         else
             ckpt_atomic_abort(&a);
-        if (rc == 0 && (rc = verify_fresh(target, o)) != 0) {
+        if (rc == 0 && (rc = verify_path(target, o)) != 0) {
             /* never leave a generation that does not verify under its name */
             const ckpt_error *e = ckpt_error_last();
             char msg[512], member[512];
@@ -834,6 +823,33 @@ int ckpt_store_commit_with(char *path, size_t cap, const char *dir, const char *
     ckpt_arena_free(&cur.arena);
     ckpt_arena_free(&s.arena);
     return rc;
+}
+
+/* ------------------------------------------------------------ tree */
+
+typedef struct tree_source {
+    const ckpt_value *root;
+    ckpt_format format;
+    const ckpt_write_options *wopts;
+} tree_source;
+
+static int write_tree(void *ctx, ckpt_atomic *a) {
+    const tree_source *t = ctx;
+    return ckpt_write_value_to(a, t->root, t->format, t->wopts, NULL);
+}
+
+int ckpt_store_commit_tree(char *path, size_t cap, const char *dir, const char *name, uint64_t step,
+                           const ckpt_value *root, ckpt_format format,
+                           const ckpt_write_options *wopts, const ckpt_store_options *opts) {
+    if (path && cap) path[0] = '\0';
+    if (!root || (format != CKPT_FORMAT_SAFETENSORS && format != CKPT_FORMAT_TORCH_ZIP))
+        return ckpt_err(CKPT_E_INVALID_ARG, dir ? dir : "", NULL, CKPT_NO_OFFSET,
+                        "commit of a tree needs a root and the format safetensors or "
+                        "torch-zip");
+    tree_source t = {root, format, wopts};
+    return ckpt_store_commit_with(path, cap, dir, name, step,
+                                  format == CKPT_FORMAT_SAFETENSORS ? ".safetensors" : ".pt",
+                                  write_tree, &t, opts);
 }
 
 /* ------------------------------------------------------------ copy */

@@ -117,3 +117,32 @@ def test_store_removes_staging_files_of_dead_writers(tmp_path):
     live.write_bytes(b"being written")
     ckpt.Store(tmp_path)
     assert not stale.exists() and live.exists()
+
+
+def test_async_commit_snapshots_and_surfaces_errors(tmp_path):
+    store = ckpt.Store(tmp_path, keep=3)
+    sd = {"w": torch.arange(1000, dtype=torch.float32), "n": 7}
+    future = store.async_commit(sd, 1)
+    sd["w"].add_(1)  # the training step goes on: generation 1 keeps the old values
+    assert future.result() == str(tmp_path / "ckpt-1.pt")
+    assert store.wait() == str(tmp_path / "ckpt-1.pt")
+    assert store.wait() is None
+    got = torch_load(tmp_path / "ckpt-1.pt")
+    assert torch.equal(got["w"], torch.arange(1000, dtype=torch.float32)) and got["n"] == 7
+    assert (tmp_path / "LATEST").read_text() == "ckpt-1.pt\n"
+    # a failure in the background reaches the next call, once
+    store.async_commit(sd, 1)
+    with pytest.raises(ckpt.InvalidArgumentError, match="already committed"):
+        store.commit(sd, 2)
+    assert store.commit(sd, 2) == str(tmp_path / "ckpt-2.pt")
+    store.async_commit(sd, 2)
+    with pytest.raises(ckpt.InvalidArgumentError, match="already committed"):
+        store.wait()
+    # the next commit waits for the previous one: LATEST moves in order
+    for step in (3, 4, 5):
+        store.async_commit({"w": torch.full((100,), float(step))}, step)
+    assert store.commit({"w": torch.zeros(1)}, 6) == str(tmp_path / "ckpt-6.pt")
+    assert [g.step for g in store.generations()] == [4, 5, 6]
+    assert all(g.ok for g in store.generations())
+    assert torch.equal(torch_load(tmp_path / "ckpt-5.pt")["w"], torch.full((100,), 5.0))
+    assert (tmp_path / "LATEST").read_text() == "ckpt-6.pt\n"
