@@ -31,13 +31,18 @@ class _Builder:
     """Python objects -> a ckpt_tree. Tensors are borrowed by the tree, so
     every buffer handed to it is kept in self.keep until the write."""
 
-    def __init__(self, path, snapshot=False):
+    def __init__(self, path, snapshot=None):
         import torch
         self.torch = torch
         self.path = path
-        # snapshot: the tree holds private copies of every tensor and array
-        # (host memory), so that the caller may change its own right away
+        # snapshot (a dict, or None): the tree holds private copies of every
+        # tensor and array (host memory), so that the caller may change its
+        # own right away. The copies are taken from and given back to the
+        # dict, (dtype, shape) -> tensors: a training loop snapshots the
+        # same shapes every time, and writing into memory already mapped
+        # costs no page faults (orbax and DCP keep their buffers too).
         self.snapshot = snapshot
+        self.copies = []
         self.tree = c_void_p()
         check(lib.ckpt_tree_new(ctypes.byref(self.tree)), path)
         self.keep = []
@@ -49,6 +54,16 @@ class _Builder:
         lib.ckpt_tree_free(self.tree)
         self.tree = c_void_p()
         self.keep = []
+        for c in self.copies:
+            self.snapshot.setdefault((c.dtype, tuple(c.shape)), []).append(c)
+        self.copies = []
+
+    def _copy(self, c):
+        spare = self.snapshot.get((c.dtype, tuple(c.shape)))
+        out = spare.pop() if spare else self.torch.empty(c.shape, dtype=c.dtype, device="cpu")
+        out.copy_(c)  # from any device and layout into a contiguous CPU tensor
+        self.copies.append(out)
+        return out
 
     def _new(self, fn, *args):
         out = c_void_p()
@@ -129,12 +144,13 @@ class _Builder:
         code = lib.ckpt_dtype_from_name(dtype_name(t.dtype).encode())
         if code == 0:
             raise self._refuse(where, "a tensor of dtype %s" % t.dtype)
-        c = t.detach()
-        if c.device.type != "cpu":
-            c = c.cpu()
-        c = c.resolve_conj().resolve_neg().contiguous()
-        if self.snapshot and c.data_ptr() == t.data_ptr():
-            c = c.clone()  # a CPU tensor's own memory: copied at this moment
+        c = t.detach().resolve_conj().resolve_neg()
+        if self.snapshot is not None:
+            c = self._copy(c)  # into host memory of our own, at this moment
+        else:
+            if c.device.type != "cpu":
+                c = c.cpu()
+            c = c.contiguous()
         self.keep.append(c)
         nbytes = c.numel() * c.element_size()
         out = self._shaped(code, list(c.shape), c.data_ptr() if nbytes else None, nbytes)
@@ -147,7 +163,7 @@ class _Builder:
         if kind is None:
             raise self._refuse(where, "a numpy array of dtype %s" % a.dtype)
         c = np.ascontiguousarray(a, dtype=a.dtype.newbyteorder("<"))
-        if self.snapshot and np.may_share_memory(c, a):
+        if self.snapshot is not None and np.may_share_memory(c, a):
             c = c.copy()
         self.keep.append(c)
         code = lib.ckpt_dtype_from_name(kind.encode())
@@ -226,7 +242,7 @@ def _meta_strings(meta, path):
     return out
 
 
-def _prepare(obj, path, meta, stacklevel, label=None, snapshot=False):
+def _prepare(obj, path, meta, stacklevel, label=None, snapshot=None):
     """The tree of obj and the write options of save(); the caller frees
     the builder (b.free()) once the tree is written. snapshot: see
     _Builder."""

@@ -220,6 +220,7 @@ class Store:
         self._opts.keep = keep
         self._executor = None  # async_commit's one background thread
         self._pending = None   # its last Future, until waited for
+        self._spare = {}       # its snapshot buffers, reused (_save._Builder)
         # temporary files of writers that were killed (ours included)
         check(lib.ckpt_store_gc(None, fspath(self.dir), ctypes.byref(self._opts)), self.dir)
 
@@ -237,7 +238,7 @@ class Store:
         an async_commit still running first, and raises its error if it
         failed."""
         self.wait()
-        b, root, opts = self._prepare(obj, step, snapshot=False)
+        b, root, opts = self._prepare(obj, step, snapshot=None)
         try:
             return self._write(root, opts, step, replace)
         finally:
@@ -255,7 +256,7 @@ class Store:
         generation verifies, LATEST and the previous generations are
         untouched."""
         self.wait()
-        b, root, opts = self._prepare(obj, step, snapshot=True)
+        b, root, opts = self._prepare(obj, step, snapshot=self._spare)
         try:
             if self._executor is None:
                 import concurrent.futures
