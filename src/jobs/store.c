@@ -517,7 +517,7 @@ static int prune_listed(ckpt_store_listing *l, uint32_t keep, const ptrdiff_t *k
         if (i < cut && !protected_) {
             const char *path = join(s, s->gens[i].file);
             if (!path) return nomem(s->dir);
-            if (unlink(path) != 0 && errno != ENOENT)
+            if (ckpt_atomic_remove_at(AT_FDCWD, path) != 0 && errno != ENOENT)
                 return ckpt_err(CKPT_E_IO, path, NULL, CKPT_NO_OFFSET,
                                 "cannot remove generation %s: %s", path, strerror(errno));
             if (removed) ++*removed;
@@ -612,7 +612,7 @@ static int gc_file(void *ctx, int dirfd, const char *name, const struct stat *st
         close(fd);
         return 0;
     }
-    int err = unlinkat(dirfd, name, 0) != 0 && errno != ENOENT ? errno : 0;
+    int err = ckpt_atomic_remove_at(dirfd, name) != 0 && errno != ENOENT ? errno : 0;
     close(fd);
     if (err)
         return ckpt_err(CKPT_E_IO, g->dir, NULL, CKPT_NO_OFFSET,
@@ -800,10 +800,22 @@ int ckpt_store_commit_with(char *path, size_t cap, const char *dir, const char *
         if (rc == 0) rc = lock_store(dir, &lock);
         if (rc == 0) rc = scan(&cur, dir);
         if (rc == 0) rc = check_fresh_step(&cur, name, step, o);
-        if (rc == 0)
+        if (rc == 0) {
             rc = ckpt_atomic_commit(&a, 0);
-        else
+            /* renamed, but the directory's fsync failed: the name may not
+             * survive a crash, so the generation is not committed; removed,
+             * so that a retry of the step is not refused */
+            if (rc && a.renamed) {
+                char msg[512];
+                snprintf(msg, sizeof msg, "%s", ckpt_error_last()->message);
+                unlink(target);
+                ckpt_atomic_sync_dir(dir);
+                rc = ckpt_err(rc, target, NULL, CKPT_NO_OFFSET,
+                              "%s; %s was removed, nothing committed", msg, file);
+            }
+        } else {
             ckpt_atomic_abort(&a);
+        }
         if (rc == 0 && (rc = verify_path(target, o)) != 0) {
             /* never leave a generation that does not verify under its name */
             const ckpt_error *e = ckpt_error_last();
