@@ -146,3 +146,47 @@ def test_async_commit_snapshots_and_surfaces_errors(tmp_path):
     assert all(g.ok for g in store.generations())
     assert torch.equal(torch_load(tmp_path / "ckpt-5.pt")["w"], torch.full((100,), 5.0))
     assert (tmp_path / "LATEST").read_text() == "ckpt-6.pt\n"
+
+
+_ASYNC_CHILD = r"""
+import os, resource, signal, sys
+import torch
+import ckpt
+store = ckpt.Store(sys.argv[1], keep=2)
+store.commit({"w": torch.ones(10)}, 1)
+state = {"w%d" % i: torch.randn(1 << 20) for i in range(16)}  # 64 MiB
+if sys.argv[2] == "kill":
+    store.async_commit(state, 2)
+    os.kill(os.getpid(), signal.SIGKILL)  # the write runs in the background
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, 1 << 20))  # writes fail past 1 MiB
+store.async_commit(state, 2)
+try:
+    store.wait()
+except ckpt.FileError as e:
+    print("FileError", e)
+"""
+
+
+@pytest.mark.parametrize("how", ["kill", "write-error"])
+def test_async_commit_killed_or_failing_keeps_the_store(tmp_path, how):
+    """SIGKILL while async_commit writes in the background, and a write
+    error in it (RLIMIT_FSIZE): the previous generation stays, LATEST names
+    a generation that verifies, and the error reaches wait()."""
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(ckpt.__path__[0]))
+    r = subprocess.run([sys.executable, "-c", _ASYNC_CHILD, str(tmp_path), how],
+                       capture_output=True, text=True, timeout=600, env=env)
+    if how == "kill":
+        assert r.returncode == -signal.SIGKILL, r.stderr
+    else:
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.startswith("FileError") and "ckpt-2.pt" in r.stdout, r.stdout
+    latest = (tmp_path / "LATEST").read_text().strip()
+    assert latest in ("ckpt-1.pt", "ckpt-2.pt")
+    if how == "write-error":
+        assert latest == "ckpt-1.pt" and not (tmp_path / "ckpt-2.pt").exists()
+    store = ckpt.Store(tmp_path, keep=2)  # gc: the killed writer's temporary file
+    gens = store.generations()
+    assert all(g.ok for g in gens) and gens[0].step == 1
+    assert store.latest() == str(tmp_path / latest)
+    assert not [p for p in os.listdir(tmp_path) if ".tmp-" in p]
