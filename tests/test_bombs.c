@@ -334,6 +334,45 @@ TEST(four_entries_one_stream) {
     free(w.buf);
 }
 
+/* A deflated storage is checked at open but inflated only when its bytes
+ * are read: open costs no more than the pickle, whatever the storage. */
+static int child_lazy_storage(const void *arg) {
+    (void)arg;
+    static uint8_t ones[1 << 22], noise[1 << 16];
+    for (size_t i = 0; i < sizeof ones / 4; i++) memcpy(ones + 4 * i, &(float){1.0f}, 4);
+    uint8_t pkl[512];
+    zbuild w = new_zip((size_t)1 << 20);
+    add_deflated(&w, "e/data.pkl", pkl, tensor_pickle(pkl, 1u << 20));
+    add_deflated(&w, "e/data/0", ones, sizeof ones);
+    /* padding, so that the 4 MiB fit the file's budget (100 x its size) */
+    add_raw(&w, "e/pad", noise, sizeof noise, sizeof noise,
+            libdeflate_crc32(0, noise, sizeof noise), 0);
+    finish(&w);
+    ckpt_set_allocator(&counting);
+    ckpt_file *f = NULL;
+    int rc = ckpt_open_memory(&f, w.buf, w.len, "lazy.pt", NULL);
+    size_t open_peak = peak;
+    float *got = malloc(sizeof ones);
+    if (rc == 0) rc = ckpt_tensor_read(ckpt_file_tensor(f, 0), got, sizeof ones) ? 10 : 0;
+    size_t read_peak = peak;
+    if (rc == 0) rc = ckpt_verify(NULL, f) ? 11 : 0;
+    ckpt_close(f);
+    ckpt_set_allocator(NULL);
+    fprintf(stderr, "  open peak %zu KiB, after the read %zu KiB\n", open_peak >> 10,
+            read_peak >> 10);
+    int same = got && memcmp(got, ones, sizeof ones) == 0;
+    free(got);
+    free(w.buf);
+    if (rc) return rc > 0 ? rc : 1;
+    if (!same) return 2;
+    if (open_peak >= sizeof ones) return 3; /* inflated at open */
+    return read_peak >= sizeof ones ? 0 : 4;
+}
+
+TEST(deflated_storage_inflated_when_read) {
+    CHECK_EQ_INT(run_child(child_lazy_storage, NULL, 60), 0);
+}
+
 /* ------------------------------------------------------------ wide DAGs */
 
 /* PROTO 2; L0 = [None] * k (memo 0); L1 = [L0] * m (memo 1, BINGET 0 each);
@@ -389,6 +428,7 @@ int main(void) {
     RUN(deflated_pickle_within_budget);
     RUN(deflated_storage_declares_1gib);
     RUN(four_entries_one_stream);
+    RUN(deflated_storage_inflated_when_read);
     RUN(wide_dag);
     RUN(shared_lists_flatten);
     return harness_end();

@@ -243,6 +243,20 @@ static int read_ckpt_meta(ckpt_file *f, const ckpt_zip *z, const char *prefix, u
     return 0;
 }
 
+/* A deflated storage, inflated on first read into the file's arena,
+ * charged to the inflate budget the open left (f->inflate_left). */
+typedef struct lazy_member {
+    ckpt_file *f;
+    const ckpt_zip_entry *e;
+} lazy_member;
+
+static int inflate_storage(ckpt_storage *st) {
+    const lazy_member *lm = st->inflate_ctx;
+    int rc = ckpt_zip_read(lm->f->zip, lm->e, &lm->f->arena, &lm->f->inflate_left, &st->data);
+    if (rc == 0) st->inflate = NULL;
+    return rc;
+}
+
 int ckpt_torch_read_zip(ckpt_file *f) {
     torch_reader r = {0};
     r.f = f;
@@ -311,12 +325,26 @@ int ckpt_torch_read_zip(ckpt_file *f) {
             return ckpt_err(CKPT_E_MISMATCH, f->path, d->name, d->data_offset,
                             "storage record holds %llu bytes, data.pkl declares %llu",
                             (unsigned long long)d->usize, (unsigned long long)st->nbytes);
-        if ((rc = ckpt_zip_read(z, d, &f->arena, &r.budget, &st->data))) return rc;
+        /* everything about the member is checked now; a deflated one is
+         * inflated when its bytes are first read */
+        if ((rc = ckpt_zip_check(z, d, r.budget))) return rc;
+        if (d->method == 0) {
+            st->data = z->buf + d->data_offset;
+        } else {
+            lazy_member *lm = ckpt_arena_alloc(&f->arena, sizeof *lm);
+            if (!lm)
+                return ckpt_err(CKPT_E_NOMEM, f->path, d->name, d->data_offset, "out of memory");
+            *lm = (lazy_member){f, d};
+            st->inflate = inflate_storage;
+            st->inflate_ctx = lm;
+        }
         st->member = d->name;
         st->file_offset = d->method == 0 ? d->data_offset : CKPT_NO_OFFSET;
         st->big_endian = big;
     }
-    return read_ckpt_meta(f, z, prefix, &r.budget);
+    rc = read_ckpt_meta(f, z, prefix, &r.budget);
+    f->inflate_left = r.budget;
+    return rc;
 }
 
 /* ------------------------------------------------------------ legacy */

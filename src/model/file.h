@@ -41,8 +41,11 @@ struct ckpt_file {
     const char **meta_keys, **meta_vals;
     size_t nmeta;
 
-    /* torch zip: the container, for CRC checks. */
+    /* torch zip: the container, for CRC checks, and the inflate budget
+     * left (container/zip.h) for the deflated storages inflated on first
+     * read (ckpt_storage_resolve). */
     ckpt_zip *zip;
+    uint64_t inflate_left;
 
     /* legacy: where storage blobs start and end (verify re-checks counts). */
     uint64_t legacy_blobs_begin, legacy_blobs_end;

@@ -37,6 +37,11 @@ typedef struct ckpt_storage {
      * base_elem_offset; resolved by the legacy reader. */
     struct ckpt_storage *base;
     uint64_t base_elem_offset;
+    /* bytes not resolved yet: a deflated zip member is inflated only when
+     * its bytes are read (ckpt_storage_resolve calls inflate, which sets
+     * data and clears inflate; the torch zip reader's, with its context) */
+    int (*inflate)(struct ckpt_storage *st);
+    void *inflate_ctx;
 } ckpt_storage;
 
 struct ckpt_tensor {

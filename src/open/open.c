@@ -401,6 +401,8 @@ int ckpt_file_read_storages(const ckpt_file *f, size_t n, const uint64_t *ids, v
             rc = ckpt_err(CKPT_E_INVALID_ARG, f->path, NULL, CKPT_NO_OFFSET,
                           "storage id %llu out of range (the file has %zu)",
                           (unsigned long long)ids[i], f->nstorages);
+        else if ((rc = ckpt_storage_resolve(st)) != 0)
+            break;
         else if (st->nbytes && !st->data)
             rc = ckpt_err(CKPT_E_FORMAT, f->path, st->member, st->file_offset,
                           "storage %s has no data", st->key ? st->key : "");
