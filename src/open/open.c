@@ -13,6 +13,7 @@
 #include "base/error.h"
 #include "container/zip.h"
 #include "format/detect.h"
+#include "format/write.h"
 #include "model/tensor.h"
 #include "model/walk.h"
 #include "open/sharded.h"
@@ -245,7 +246,18 @@ int ckpt_file_flatten(ckpt_file *f) {
     /* every storage reads its bytes through the file that holds them: a
      * shard's were set when the shard was flattened */
     for (size_t i = 0; i < fl.ntensors; i++) {
-        ckpt_storage *st = fl.tensors[i].value->u.tensor->storage;
+        ckpt_tensor *t = fl.tensors[i].value->u.tensor;
+        /* a legacy storage view is a slice of its root storage, as
+         * torch.load makes it (root[offset:offset + size]): its tensors
+         * are the root's, so that they share memory with the root's own
+         * (a root has no base: a tensor met twice is resolved once) */
+        if (t->storage->base) {
+            uint64_t offset;
+            ckpt_storage *root = (ckpt_storage *)(uintptr_t)ckpt_wr_root_storage(t, &offset);
+            t->storage = root;
+            t->storage_offset = offset;
+        }
+        ckpt_storage *st = t->storage;
         if (!st->source) st->source = &f->source;
         if (st->base && !st->base->source) st->base->source = &f->source;
     }
