@@ -237,10 +237,13 @@ TEST(deflated_pickle_within_budget) {
     ckpt_file *f = NULL;
     CHECK_EQ_INT(ckpt_open_memory(&f, w.buf, w.len, "small.pt", NULL), 0);
     ckpt_close(f);
-    /* the budget is a limit, raised like any other */
-    zbuild big = pickle_bomb("N0", 45000000);
+    /* the budget is a limit, raised like any other: 3 M values (about
+     * 150 MB) exceed a 1 MiB file's 100 MB, and fit 1000 times its size */
+    zbuild big = pickle_bomb("N0", 3000000);
+    CHECK_EQ_INT(ckpt_open_memory(&f, big.buf, big.len, "default.pt", NULL), CKPT_E_LIMIT);
+    CHECK(strstr(ckpt_error_last()->message, "max_inflate_ratio") != NULL);
     ckpt_open_options o = CKPT_OPEN_OPTIONS_INIT;
-    o.limits.max_inflate_ratio = 10000;
+    o.limits.max_inflate_ratio = 1000;
     CHECK_EQ_INT(ckpt_open_memory(&f, big.buf, big.len, "raised.pt", &o), 0);
     ckpt_close(f);
     free(w.buf);
