@@ -1,20 +1,23 @@
-#!/usr/bin/python3
-"""Durable save benchmark: `ckpt store commit` against torch.save, one run.
+#!/usr/bin/env python3
+"""Durable, verified save benchmark: ckpt.Store.commit against torch.save.
 
-Usage: bench/bench_store.py [--mb 256] [--ckpt build/ckpt] [--dir /tmp/ckpt-bench-store]
+Usage: bench/bench_store.py [--sizes 64,256,1024] [--runs 3] [--quick]
+                            [--dir /tmp/ckpt-bench-store]
 
-Builds a state dict of about MB MiB (16 float32 tensors) in memory, then
-reports the median of 3 runs of:
-  torch.save            torch.save(sd, f): serialised into the page cache,
-                        no fsync (what training loops usually do)
-  torch.save + fsync    the same, then os.fsync of the file (durable, but
-                        neither atomic nor verified) - for context
-  ckpt store commit     copy of the torch.save file into a store through
-                        the atomic commit (temporary file, fsync, rename,
-                        fsync of the directory), page cache dropped, full
-                        re-read and verification (zip CRC-32 of every
-                        member), LATEST replaced atomically, pruning
-and the ratios commit / torch.save and commit / (torch.save + fsync).
+For each size (MiB of model + Adam state: a stack of Linear layers, its
+parameters a third of the total, exp_avg and exp_avg_sq the rest), in one
+run, side by side, the median of --runs runs of:
+  baseline        torch.save({"model", "optimizer"}, f), flush, os.fsync,
+                  then one sequential read of the file (what a durable save
+                  that is read back once costs)
+  Store.commit    ckpt's commit of the same dict: written by the C writer
+                  into a temporary file, fsync, rename, fsync of the
+                  directory, re-read and verified (CRC-32 of every member
+                  and XXH3 of every tensor), LATEST moved, pruned (keep 1)
+  async_commit    Store.async_commit: the time the training loop waits
+                  (snapshot to host memory), then the time until wait()
+and the ratios commit / baseline (the goal: at most 1.5x) and
+async stall / baseline. --quick: 64 MiB, one run (a smoke test).
 The disk and the machine are shared and noisy: read the ratios, not the
 absolute times. Files are deleted afterwards.
 """
@@ -22,73 +25,109 @@ import argparse
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import time
 
 import torch
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+import ckpt  # noqa: E402
 
-def median_time(fn, n=3):
+WIDTH = 1024
+READ_CHUNK = 16 << 20
+
+
+def training_state(mib):
+    """{"model": ..., "optimizer": ...} of about `mib` MiB (float32)."""
+    params = mib * (1 << 20) // 4 // 3
+    layers = max(1, params // (WIDTH * WIDTH + WIDTH))
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(*[torch.nn.Linear(WIDTH, WIDTH) for _ in range(layers)])
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    for p in model.parameters():
+        p.grad = torch.randn_like(p)
+    opt.step()
+    return model, opt
+
+
+def read_sequentially(path):
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_SEQUENTIAL)
+        while os.read(fd, READ_CHUNK):
+            pass
+    finally:
+        os.close(fd)
+
+
+def median_time(fn, runs):
     times = []
-    for i in range(n):
+    for i in range(runs):
         t0 = time.perf_counter()
         fn(i)
         times.append(time.perf_counter() - t0)
     return statistics.median(times)
 
 
+def bench(mib, runs, root):
+    model, opt = training_state(mib)
+    state = lambda: {"model": model.state_dict(), "optimizer": opt.state_dict()}  # noqa: E731
+    src = os.path.join(root, "torch.pt")
+    store = ckpt.Store(os.path.join(root, "store"), keep=1)
+    stalls = []
+
+    def baseline(i):
+        with open(src, "wb") as fh:
+            torch.save(state(), fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        read_sequentially(src)
+
+    def commit(i):
+        store.commit(state(), 1000 * mib + i)
+
+    def async_commit(i):
+        t0 = time.perf_counter()
+        store.async_commit(state(), 2000 * mib + i)
+        stalls.append(time.perf_counter() - t0)
+        store.wait()
+
+    baseline(-1)  # warm-up: allocator, file creation
+    commit(-1)
+    t_base = median_time(baseline, runs)
+    t_commit = median_time(commit, runs)
+    t_async = median_time(async_commit, runs)
+    size = os.path.getsize(src) / (1 << 20)
+    stall = statistics.median(stalls)
+    print(f"{mib} MiB state (model + Adam, {size:.0f} MiB file), median of {runs}:")
+    print(f"  torch.save + fsync + read  {t_base * 1e3:9.1f} ms  {size / t_base:7.0f} MiB/s")
+    print(f"  Store.commit               {t_commit * 1e3:9.1f} ms  {size / t_commit:7.0f} MiB/s"
+          "  (atomic, fsync, re-read, verified)")
+    print(f"  Store.async_commit stall   {stall * 1e3:9.1f} ms  (then {t_async * 1e3:.1f} ms "
+          "until wait() returns)")
+    print(f"  ratio commit / baseline:      {t_commit / t_base:.2f}x  (goal <= 1.5x)")
+    print(f"  ratio async stall / baseline: {stall / t_base:.2f}x")
+    shutil.rmtree(os.path.join(root, "store"), ignore_errors=True)
+    os.unlink(src)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--mb", type=int, default=256)
-    ap.add_argument("--ckpt", default=os.path.join(os.path.dirname(__file__), "..", "build",
-                                                   "ckpt"))
+    ap.add_argument("--sizes", default="64,256,1024")
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--quick", action="store_true")
     ap.add_argument("--dir", default="/tmp/ckpt-bench-store")
     args = ap.parse_args()
-    if args.mb > 1024:
-        sys.exit("--mb: at most 1024 on this shared machine")
-    ckpt = os.path.abspath(args.ckpt)
-    if not os.access(ckpt, os.X_OK):
-        sys.exit(f"no ckpt binary at {ckpt} (use --ckpt)")
+    sizes = [64] if args.quick else [int(s) for s in args.sizes.split(",")]
+    runs = 1 if args.quick else args.runs
+    if max(sizes) > 1024:
+        sys.exit("--sizes: at most 1024 MiB on this shared machine")
     shutil.rmtree(args.dir, ignore_errors=True)
     os.makedirs(args.dir)
-    os.chdir(args.dir)  # not a cwd with a folder named torch
-    store = os.path.join(args.dir, "store")
-    os.makedirs(store)
     try:
-        per = max(1, args.mb // 16) * (1 << 20) // 4
-        torch.manual_seed(0)
-        sd = {f"layer{i}.weight": torch.randn(per) for i in range(16)}
-        src = os.path.join(args.dir, "src.pt")
-
-        def save(i):
-            torch.save(sd, src)
-
-        def save_fsync(i):
-            with open(src, "wb") as fh:
-                torch.save(sd, fh)
-                fh.flush()
-                os.fsync(fh.fileno())
-
-        def commit(i):
-            subprocess.run([ckpt, "store", "commit", store, "--name", "bench", "--step",
-                            str(i), "--keep", "1", src], check=True, stdout=subprocess.DEVNULL)
-
-        save(0)  # warm-up: allocator, file creation
-        t_save = median_time(save)
-        t_fsync = median_time(save_fsync)
-        commit(100)  # warm-up: binary in cache
-        t_commit = median_time(commit)
-        mib = os.path.getsize(src) / (1 << 20)
-        print(f"checkpoint: {mib:.0f} MiB torch zip (16 float32 tensors), median of 3")
-        print(f"  torch.save (no fsync)      {t_save * 1e3:9.1f} ms  {mib / t_save:8.0f} MiB/s")
-        print(f"  torch.save + fsync         {t_fsync * 1e3:9.1f} ms  {mib / t_fsync:8.0f} MiB/s")
-        print(f"  ckpt store commit          {t_commit * 1e3:9.1f} ms  {mib / t_commit:8.0f} MiB/s"
-              "  (atomic, fsync, re-read, verified)")
-        print(f"ratio commit / torch.save:          {t_commit / t_save:.2f}x")
-        print(f"ratio commit / (torch.save + fsync): {t_commit / t_fsync:.2f}x")
+        for mib in sizes:
+            bench(mib, runs, args.dir)
     finally:
-        os.chdir("/")
         shutil.rmtree(args.dir, ignore_errors=True)
 
 

@@ -197,7 +197,8 @@ TEST(cycles) {
     /* the flattener refuses it the same way */
     ckpt_flat fl;
     ckpt_limits lim = CKPT_LIMITS_INIT;
-    CHECK_EQ_INT(ckpt_flatten(&fl, &a, root, &lim, 1000000, "f", NULL), CKPT_E_UNSUPPORTED);
+    CHECK_EQ_INT(ckpt_flatten(&fl, &a, root, &lim, 1000000, UINT64_MAX, "f", NULL),
+                 CKPT_E_UNSUPPORTED);
     /* a shared node is not a cycle */
     ckpt_value *s = ckpt_value_new(&a, CKPT_KIND_LIST),
                *shared = ckpt_value_new(&a, CKPT_KIND_LIST);

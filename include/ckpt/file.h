@@ -86,8 +86,11 @@ CKPT_API int ckpt_open_options_init(ckpt_open_options *opts, unsigned version);
  * ckpt_file_path then names that file).
  *
  * The file is mapped read-only for its structure, and its descriptor kept
- * open; tensor bytes are never copied at open except for deflated zip
- * members (inflated up to limits.max_inflate_bytes). Open validates all
+ * open; tensor bytes are never copied at open: a deflated zip member is
+ * checked at open and inflated when its bytes are first read (within the
+ * file's inflate budget: limits.max_inflate_bytes, at most
+ * limits.max_inflate_ratio times the file's size, shared with data.pkl
+ * and the pickle's values; CKPT_E_LIMIT past it). Open validates all
  * structure (headers, pickle, zip directory, every view against its
  * storage) but reads no tensor bytes: use ckpt_verify for that.
  *

@@ -4,6 +4,7 @@
 #define CKPT_INCLUDE_STORE_H
 
 #include "ckpt/file.h"
+#include "ckpt/write.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -67,8 +68,9 @@ CKPT_API int ckpt_store_options_init(ckpt_store_options *opts, unsigned version)
  * Then the bytes are copied unchanged to "dir/NAME-STEP.EXT" (EXT
  * ".safetensors" for a
  * safetensors source, ".pt" for torch zip, legacy and pickle sources)
- * through the atomic commit; the new file's pages are dropped from the page
- * cache (posix_fadvise) and it is re-read from disk, opened and verified
+ * through the atomic commit (fsync of the file and of dir); it is then
+ * re-read (sequentially, pread with readahead hints; its pages stay in
+ * the page cache, as a torch.save file's would), opened and verified
  * fully; only then is LATEST replaced (atomically) to name the newest
  * verified generation (normally the new one; a verified generation with a
  * higher step keeps it), and only then are generations beyond opts->keep
@@ -93,6 +95,20 @@ CKPT_API int ckpt_store_options_init(ckpt_store_options *opts, unsigned version)
  * written copy is malformed or corrupt; CKPT_E_NOMEM. */
 CKPT_API int ckpt_store_commit(char *path, size_t cap, const char *dir, const char *name,
                                uint64_t step, const char *src, const ckpt_store_options *opts);
+
+/* ckpt_store_commit of the tree `root` (built with ckpt_tree_*, or a
+ * ckpt_file's tree) written in `format` (CKPT_FORMAT_SAFETENSORS:
+ * "NAME-STEP.safetensors", or CKPT_FORMAT_TORCH_ZIP: "NAME-STEP.pt")
+ * straight into the store's temporary file, as ckpt_tree_write writes it
+ * with `wopts` (may be NULL; its backup is ignored): no intermediate file,
+ * one write, one fsync, one verifying read. Everything else (the lock,
+ * the step check, verification, LATEST, pruning, return codes) as
+ * ckpt_store_commit; a writer's error (CKPT_E_INVALID_ARG for a value the
+ * format cannot hold) leaves the store untouched. */
+CKPT_API int ckpt_store_commit_tree(char *path, size_t cap, const char *dir, const char *name,
+                                    uint64_t step, const ckpt_value *root, ckpt_format format,
+                                    const ckpt_write_options *wopts,
+                                    const ckpt_store_options *opts);
 
 /* The generation to resume from: the newest (highest step; equal steps by
  * file name) that opens and verifies fully; corrupt ones are skipped.

@@ -230,7 +230,7 @@ class _Converter:
 
     _PENDING = object()
 
-    def __init__(self, src, map_location=None, load_types=True):
+    def __init__(self, src, map_location=None, load_types=True, plan=True):
         import torch
         self.torch = torch
         self.src = src
@@ -238,6 +238,9 @@ class _Converter:
         # nn.Parameter, requires_grad is kept; else plain tensors (ckpt.open:
         # safetensors' get_tensor with framework="pt")
         self.load_types = load_types
+        # plan: read_storages() follows the conversion (ckpt.load); else
+        # each tensor is a view of the mapping or a copy (ckpt.open)
+        self.plan = plan
         self.map_location = map_location
         self.moves = {}  # id(tensor) -> (tensor, target device)
         self.memo = {}
@@ -480,18 +483,19 @@ class _Converter:
             meta = torch.empty(shape, dtype=tdt, device="meta")
             self.placeholders[id(meta)] = (meta, t)
             return meta
-        if not self.src.mmap:
+        # mmap: a view of the mapping when the bytes allow one; else (and by
+        # default) a view of the storage's private buffer, so that tensors
+        # sharing a storage share memory either way
+        out = self._view(t, view_dt, bits // 8, shape) if self.src.mmap else None
+        if out is None and self.plan:
             out = self._planned(t, view_dt, bits // 8, shape)
             if out is not None:
                 if tdt is torch.bool:  # normalised once the bytes are read
                     self.bools.append(out)
                     return out.view(torch.bool)
                 return out
+        if out is None:
             out = self._copy(t, view_dt, shape)
-        else:
-            out = self._view(t, view_dt, bits // 8, shape)
-            if out is None:
-                out = self._copy(t, view_dt, shape)
         if tdt is torch.bool:
             # a byte other than 0/1 is not a valid torch bool: normalise
             return out.view(torch.bool) if int(out.max()) <= 1 else out != 0

@@ -69,7 +69,7 @@ class SafeOpen:
 
     def _tensor(self, t):
         if self._conv is None:
-            self._conv = _Converter(self._src, load_types=False)
+            self._conv = _Converter(self._src, load_types=False, plan=False)
         return self._conv.tensor(t)
 
     def _place(self, x):

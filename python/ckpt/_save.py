@@ -31,10 +31,18 @@ class _Builder:
     """Python objects -> a ckpt_tree. Tensors are borrowed by the tree, so
     every buffer handed to it is kept in self.keep until the write."""
 
-    def __init__(self, path):
+    def __init__(self, path, snapshot=None):
         import torch
         self.torch = torch
         self.path = path
+        # snapshot (a dict, or None): the tree holds private copies of every
+        # tensor and array (host memory), so that the caller may change its
+        # own right away. The copies are taken from and given back to the
+        # dict, (dtype, shape) -> tensors: a training loop snapshots the
+        # same shapes every time, and writing into memory already mapped
+        # costs no page faults (orbax and DCP keep their buffers too).
+        self.snapshot = snapshot
+        self.copies = []
         self.tree = c_void_p()
         check(lib.ckpt_tree_new(ctypes.byref(self.tree)), path)
         self.keep = []
@@ -48,6 +56,16 @@ class _Builder:
         lib.ckpt_tree_free(self.tree)
         self.tree = c_void_p()
         self.keep = []
+        for c in self.copies:
+            self.snapshot.setdefault((c.dtype, tuple(c.shape)), []).append(c)
+        self.copies = []
+
+    def _copy(self, c):
+        spare = self.snapshot.get((c.dtype, tuple(c.shape)))
+        out = spare.pop() if spare else self.torch.empty(c.shape, dtype=c.dtype, device="cpu")
+        out.copy_(c)  # from any device and layout into a contiguous CPU tensor
+        self.copies.append(out)
+        return out
 
     def _new(self, fn, *args):
         out = c_void_p()
@@ -130,10 +148,13 @@ class _Builder:
         code = lib.ckpt_dtype_from_name(dtype_name(t.dtype).encode())
         if code == 0:
             raise self._refuse(where, "a tensor of dtype %s" % t.dtype)
-        c = t.detach()
-        if c.device.type != "cpu":
-            c = c.cpu()
-        c = c.resolve_conj().resolve_neg().contiguous()
+        c = t.detach().resolve_conj().resolve_neg()
+        if self.snapshot is not None:
+            c = self._copy(c)  # into host memory of our own, at this moment
+        else:
+            if c.device.type != "cpu":
+                c = c.cpu()
+            c = c.contiguous()
         self.keep.append(c)
         nbytes = c.numel() * c.element_size()
         out = self._shaped(code, list(c.shape), c.data_ptr() if nbytes else None, nbytes)
@@ -146,6 +167,8 @@ class _Builder:
         if kind is None:
             raise self._refuse(where, "a numpy array of dtype %s" % a.dtype)
         c = np.ascontiguousarray(a, dtype=a.dtype.newbyteorder("<"))
+        if self.snapshot is not None and np.may_share_memory(c, a):
+            c = c.copy()
         self.keep.append(c)
         code = lib.ckpt_dtype_from_name(kind.encode())
         return self._shaped(code, list(c.shape), c.ctypes.data if c.nbytes else None, c.nbytes)
@@ -284,12 +307,12 @@ def _meta_strings(meta, path):
     return out
 
 
-def _save_as(obj, path, fmt, meta, stacklevel, label=None, record_source=True):
-    """save() with the format given (1 safetensors, 3 torch zip). label
-    names the save in the audit warning (default: path); a stable label
-    lets Python's warning filter show a repeated warning once."""
+def _prepare(obj, path, meta, stacklevel, label=None, snapshot=None, record_source=True):
+    """The tree of obj and the write options of save(); the caller frees
+    the builder (b.free()) once the tree is written. snapshot: see
+    _Builder; record_source: see save()."""
     meta = _meta_strings(meta, path)
-    b = _Builder(path)
+    b = _Builder(path, snapshot)
     try:
         root = b.value(obj)
         if b.optimizers:
@@ -308,7 +331,19 @@ def _save_as(obj, path, fmt, meta, stacklevel, label=None, record_source=True):
             warnings.warn(AuditWarning(
                 "%s: %d finding(s):\n  %s" % (
                     label or "ckpt.save " + str(path), len(b.findings), "\n  ".join(f.message for f in b.findings))),
-                stacklevel=stacklevel)
+                stacklevel=stacklevel + 1)
+        return b, root, opts
+    except BaseException:
+        b.free()
+        raise
+
+
+def _save_as(obj, path, fmt, meta, stacklevel, label=None, record_source=True):
+    """save() with the format given (1 safetensors, 3 torch zip). label
+    names the save in the audit warning (default: path); a stable label
+    lets Python's warning filter show a repeated warning once."""
+    b, root, opts = _prepare(obj, path, meta, stacklevel + 1, label, record_source=record_source)
+    try:
         check(lib.ckpt_tree_write(root, os.fsencode(path), fmt, ctypes.byref(opts)), path)
         return b.findings
     finally:

@@ -227,6 +227,9 @@ class Store:
         os.makedirs(self.dir, exist_ok=True)
         self._opts = options(StoreOptions_)
         self._opts.keep = keep
+        self._executor = None  # async_commit's one background thread
+        self._pending = None   # its last Future, until waited for
+        self._spare = {}       # its snapshot buffers, reused (_save._Builder)
         # temporary files of writers that were killed (ours included)
         check(lib.ckpt_store_gc(None, fspath(self.dir), ctypes.byref(self._opts)), self.dir)
 
@@ -235,7 +238,9 @@ class Store:
         what ckpt.save takes (modules, optimizers, schedulers and scalers are
         saved as their state_dict()); a dict gets "step" and "rng" (the
         random generators' states, see rng_state) unless it has them, so
-        that resume can continue exactly. A step already committed raises
+        that resume can continue exactly. The C writer writes it straight
+        into the store's temporary file (ckpt_store_commit_tree: one write,
+        one fsync, one verifying read). A step already committed raises
         ckpt.InvalidArgumentError unless replace=True. Several processes may
         commit into one store: they take turns through the store's lock
         (see ckpt_store_commit), and LATEST only moves forward. Versions,
@@ -255,37 +260,72 @@ class Store:
         per-rank generator states would collapse into one. Every rank
         returns the generation's path or raises the same error. Every rank
         must call it: where only one rank commits (DDP's "if rank == 0"),
-        pass distributed=False to Store."""
+        pass distributed=False to Store. Waits for an async_commit still
+        running first, and raises its error if it failed."""
+        self.wait()
         if self.distributed is not False and _process_group():
             return _commit_distributed(self, obj, step, replace)
+        b, root, opts = self._prepare(obj, step, None, record_source)
+        try:
+            return self._write(root, opts, step, replace)
+        finally:
+            b.free()
+
+    def async_commit(self, obj, step, *, replace=False, record_source=True):
+        """commit() in the background, as orbax's and DCP's async saves:
+        obj is snapshotted now (state_dict() called, every tensor copied to
+        host memory, so training may change its tensors as soon as this
+        returns); writing, fsync, verification, LATEST and pruning run in a
+        thread. Returns a concurrent.futures.Future whose result() is the
+        generation's path (or raises its error). The next commit,
+        async_commit or wait() waits for it first and raises its error, so
+        a failure is never lost. Crash guarantees are commit's: until the
+        generation verifies, LATEST and the previous generations are
+        untouched."""
+        self.wait()
+        b, root, opts = self._prepare(obj, step, self._spare, record_source)
+        try:
+            if self._executor is None:
+                import concurrent.futures
+                self._executor = concurrent.futures.ThreadPoolExecutor(
+                    1, thread_name_prefix="ckpt-store")
+            future = self._executor.submit(self._write_and_free, b, root, opts, step, replace)
+        except BaseException:
+            b.free()
+            raise
+        self._pending = future
+        return future
+
+    def wait(self):
+        """Waits for the last async_commit; returns its path (None when
+        there was none) or raises its error. Each error is raised once."""
+        future, self._pending = self._pending, None
+        return None if future is None else future.result()
+
+    def _prepare(self, obj, step, snapshot, record_source):
         if isinstance(obj, dict):
             obj = dict(obj)
             obj.setdefault("step", step)
             if "rng" not in obj:
                 obj["rng"] = rng_state()
-        from ._save import _save_as
-        # named like the atomic commit's temporaries, so that gc removes it
-        # if this process dies before the commit
-        staging = os.path.join(self.dir, ".%s-staging.tmp-%d-%016x" % (
-            self.name, os.getpid(), int.from_bytes(os.urandom(8), "little")))
-        held = None
+        from ._save import _prepare
+        return _prepare(obj, self.dir, None, stacklevel=4, snapshot=snapshot,
+                        label="ckpt.Store(%r).commit" % self.dir, record_source=record_source)
+
+    def _write(self, root, opts, step, replace):
+        out = ctypes.create_string_buffer(_PATH_MAX)
+        sopts = StoreOptions_.from_buffer_copy(self._opts)
+        sopts.replace = 1 if replace else 0
+        check(lib.ckpt_store_commit_tree(out, _PATH_MAX, fspath(self.dir), self.name.encode(),
+                                         step, root, 1 if self.format == "safetensors" else 3,
+                                         ctypes.byref(opts), ctypes.byref(sopts)), self.dir)
+        return os.fsdecode(out.value)
+
+    def _write_and_free(self, b, root, opts, step, replace):
         try:
-            _save_as(obj, staging, 1 if self.format == "safetensors" else 3, None, stacklevel=3,
-                     label="ckpt.Store(%r).commit" % self.dir, record_source=record_source)
-            # a live writer's lock: gc (of any process) leaves the file alone
-            held = os.open(staging, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
-            fcntl.flock(held, fcntl.LOCK_EX)
-            out = ctypes.create_string_buffer(_PATH_MAX)
-            self._opts.replace = 1 if replace else 0
-            check(lib.ckpt_store_commit(out, _PATH_MAX, fspath(self.dir),
-                                        self.name.encode(), step, fspath(staging),
-                                        ctypes.byref(self._opts)), self.dir)
-            return os.fsdecode(out.value)
+            return self._write(root, opts, step, replace)
         finally:
-            if os.path.exists(staging):
-                os.unlink(staging)
-            if held is not None:
-                os.close(held)
+            b.free()
 
     def latest(self):
         """Path of the generation to resume from (LATEST when it verifies,

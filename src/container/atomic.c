@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/random.h>
@@ -30,8 +31,8 @@
 
 /* ------------------------------------------------------------ faults */
 
-enum { OP_OPEN, OP_WRITE, OP_FSYNC, OP_RENAME, OP_COUNT };
-static const char *const op_names[OP_COUNT] = {"open", "write", "fsync", "rename"};
+enum { OP_OPEN, OP_WRITE, OP_FSYNC, OP_RENAME, OP_REMOVE, OP_COUNT };
+static const char *const op_names[OP_COUNT] = {"open", "write", "fsync", "rename", "remove"};
 
 /* Per operation: calls left before the injected failure (0 = disarmed). */
 static struct {
@@ -48,9 +49,11 @@ void ckpt_atomic_fail_nth(const char *op, uint64_t n, int err) {
     }
 }
 
-/* 1 (with errno set) when this call of `op` is the one to fail. */
+/* 1 (with errno set) when this call of `op` is the one to fail; a
+ * negative err: the process is killed there (crash tests). */
 static int injected(int op) {
     if (faults[op].countdown == 0 || --faults[op].countdown != 0) return 0;
+    if (faults[op].err < 0) raise(-faults[op].err);
     errno = faults[op].err;
     return 1;
 }
@@ -73,6 +76,10 @@ static int sys_fsync(int fd) {
 
 static int sys_rename(const char *from, const char *to) {
     return injected(OP_RENAME) ? -1 : rename(from, to);
+}
+
+int ckpt_atomic_remove_at(int dirfd, const char *name) {
+    return injected(OP_REMOVE) ? -1 : unlinkat(dirfd, name, 0);
 }
 
 /* ------------------------------------------------------------ names */
@@ -361,6 +368,7 @@ int ckpt_atomic_commit(ckpt_atomic *a, int backup) {
         /* the temporary name is gone: the target is the new file now */
         ckpt_free(a->tmp);
         a->tmp = NULL;
+        a->renamed = 1;
         rc = sync_dir(a);
     }
     release(a);

@@ -32,6 +32,8 @@ typedef struct ckpt_atomic {
     int error;        /* first CKPT_E_* code, sticky (0 = none) */
     uint64_t written; /* size of the temporary file so far, bytes */
     uint64_t flushed; /* bytes handed to writeback so far (see write) */
+    int renamed;      /* commit renamed the file into place (then a failure
+                         is the directory's fsync: the target is new) */
 } ckpt_atomic;
 
 /* Creates the temporary file next to `target`. Returns 0, CKPT_E_IO (e.g.
@@ -74,12 +76,18 @@ int ckpt_atomic_sync_dir(const char *dir);
  * a failed begin, and on a zero-initialised struct. */
 void ckpt_atomic_abort(ckpt_atomic *a);
 
+/* unlinkat(dirfd, name, 0) through the fault-injection hooks ("remove"):
+ * how the store removes generations and temporary files. */
+int ckpt_atomic_remove_at(int dirfd, const char *name);
+
 /* Fault injection for tests: make the nth (1-based) call of `op` from now
- * on fail with errno `err` (EIO, ENOSPC, ...), once; n == 0 disarms.
- * Operations, counted per system call: "open" (temporary file, then the
- * directory at commit), "write" (each pwrite), "fsync" (the file, then the
- * directory), "rename" (the backup's, then the target's). Process-wide
- * state, not thread-safe; tests only. */
+ * on fail with errno `err` (EIO, ENOSPC, ...), once; n == 0 disarms; a
+ * negative err kills the process with signal -err right there instead
+ * (crash tests: SIGKILL at a fixed point). Operations, counted per system
+ * call: "open" (temporary file, then the directory at commit), "write"
+ * (each pwrite), "fsync" (the file, then the directory), "rename" (the
+ * backup's, then the target's), "remove" (ckpt_atomic_remove_at).
+ * Process-wide state, not thread-safe; tests only. */
 void ckpt_atomic_fail_nth(const char *op, uint64_t n, int err);
 
 #endif

@@ -566,23 +566,7 @@ uint64_t ckpt_zip_budget(const ckpt_limits *lim, size_t len) {
 
 static int inflate_member(const ckpt_zip *z, const ckpt_zip_entry *e, ckpt_arena *a,
                           uint64_t *budget, const uint8_t **data) {
-    if (e->usize > *budget)
-        return ckpt_err(CKPT_E_LIMIT, z->file, e->name, e->data_offset,
-                        "deflated member inflates to %" PRIu64 " bytes, more than the %" PRIu64
-                        " left of this file's inflate budget (max_inflate_bytes, "
-                        "at most max_inflate_ratio times the file's size)",
-                        e->usize, *budget);
-    uint64_t most;
-    if (ckpt_mul_overflow(e->csize, MAX_DEFLATE_RATIO, &most) || e->usize > most)
-        return ckpt_err(CKPT_E_FORMAT, z->file, e->name, e->data_offset,
-                        "deflated member declares %" PRIu64 " bytes from %" PRIu64
-                        " compressed bytes, more than deflate can produce "
-                        "(1032:1)",
-                        e->usize, e->csize);
-    size_t n = (size_t)e->usize;
-    if (n != e->usize)
-        return ckpt_err(CKPT_E_LIMIT, z->file, e->name, e->data_offset,
-                        "member of %" PRIu64 " bytes exceeds the address space", e->usize);
+    size_t n = (size_t)e->usize; /* ckpt_zip_check: it fits */
     *budget -= e->usize;
     uint8_t *out = ckpt_arena_alloc(a, n);
     if (!out)
@@ -613,9 +597,7 @@ static int inflate_member(const ckpt_zip *z, const ckpt_zip_entry *e, ckpt_arena
     return 0;
 }
 
-int ckpt_zip_read(const ckpt_zip *z, const ckpt_zip_entry *e, ckpt_arena *a, uint64_t *budget,
-                  const uint8_t **data) {
-    *data = NULL;
+int ckpt_zip_check(const ckpt_zip *z, const ckpt_zip_entry *e, uint64_t budget) {
     if (e->flags & FLAG_UNREADABLE)
         return ckpt_err(CKPT_E_UNSUPPORTED, z->file, e->name, e->data_offset,
                         "member flags 0x%04x mark it encrypted or patched "
@@ -626,17 +608,44 @@ int ckpt_zip_read(const ckpt_zip *z, const ckpt_zip_entry *e, ckpt_arena *a, uin
                         "directory entry holds %" PRIu64 " bytes, but torch's "
                         "reader returns none for a directory: two readings",
                         e->csize);
-    if (e->method == 8) return inflate_member(z, e, a, budget, data);
-    if (e->method != 0)
+    if (e->method == 0) {
+        if (e->csize != e->usize)
+            return ckpt_err(CKPT_E_FORMAT, z->file, e->name, e->data_offset,
+                            "stored member has compressed size %" PRIu64
+                            " but uncompressed size %" PRIu64 "; they must be equal",
+                            e->csize, e->usize);
+        return 0;
+    }
+    if (e->method != 8)
         return ckpt_err(CKPT_E_UNSUPPORTED, z->file, e->name, e->data_offset,
                         "compression method %u is not supported (expected 0 "
                         "stored or 8 deflate)",
                         e->method);
-    if (e->csize != e->usize)
+    if (e->usize > budget)
+        return ckpt_err(CKPT_E_LIMIT, z->file, e->name, e->data_offset,
+                        "deflated member inflates to %" PRIu64 " bytes, more than the %" PRIu64
+                        " left of this file's inflate budget (max_inflate_bytes, "
+                        "at most max_inflate_ratio times the file's size)",
+                        e->usize, budget);
+    uint64_t most;
+    if (ckpt_mul_overflow(e->csize, MAX_DEFLATE_RATIO, &most) || e->usize > most)
         return ckpt_err(CKPT_E_FORMAT, z->file, e->name, e->data_offset,
-                        "stored member has compressed size %" PRIu64
-                        " but uncompressed size %" PRIu64 "; they must be equal",
-                        e->csize, e->usize);
+                        "deflated member declares %" PRIu64 " bytes from %" PRIu64
+                        " compressed bytes, more than deflate can produce "
+                        "(1032:1)",
+                        e->usize, e->csize);
+    if ((size_t)e->usize != e->usize)
+        return ckpt_err(CKPT_E_LIMIT, z->file, e->name, e->data_offset,
+                        "member of %" PRIu64 " bytes exceeds the address space", e->usize);
+    return 0;
+}
+
+int ckpt_zip_read(const ckpt_zip *z, const ckpt_zip_entry *e, ckpt_arena *a, uint64_t *budget,
+                  const uint8_t **data) {
+    *data = NULL;
+    int rc = ckpt_zip_check(z, e, *budget);
+    if (rc) return rc;
+    if (e->method == 8) return inflate_member(z, e, a, budget, data);
     *data = z->buf + e->data_offset;
     return 0;
 }

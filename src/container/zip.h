@@ -105,6 +105,12 @@ const ckpt_zip_entry *ckpt_zip_find(const ckpt_zip *z, const char *name);
  * lim->max_inflate_ratio times the input's size. */
 uint64_t ckpt_zip_budget(const ckpt_limits *lim, size_t len);
 
+/* What ckpt_zip_read checks before reading anything: 0 when e can be
+ * read with `budget` bytes of inflate budget left, else its error (the
+ * codes below but CKPT_E_NOMEM and invalid deflate data). Readers that
+ * inflate a member only when its bytes are wanted check it at open. */
+int ckpt_zip_check(const ckpt_zip *z, const ckpt_zip_entry *e, uint64_t budget);
+
 /* *data receives the member's e->usize uncompressed bytes: stored members
  * are borrowed from buf (zero-copy; csize must equal usize); deflated
  * members are inflated (libdeflate) into the arena, refused when usize

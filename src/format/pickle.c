@@ -193,6 +193,7 @@ typedef struct machine {
     size_t frame_end;   /* valid when in_frame */
     uint64_t ops;       /* opcodes run plus builder work */
     uint64_t ops_limit; /* see pk_build_ctx.ops_limit */
+    uint64_t max_alloc; /* bytes of values and scratch (pk_options.budget) */
     ckpt_value **stack;
     size_t sp, stack_cap;
     size_t *marks; /* stack heights recorded by MARK */
@@ -1709,6 +1710,9 @@ static int step(machine *m) {
     }
 }
 
+/* Memory every run may take beyond pk_options.budget. */
+#define PICKLE_ALLOC_SLACK ((uint64_t)1 << 20)
+
 int ckpt_pickle_run(ckpt_value **out, size_t *consumed, const uint8_t *buf, size_t len,
                     const pk_options *o) {
     static const ckpt_limits default_limits = CKPT_LIMITS_INIT;
@@ -1726,6 +1730,10 @@ int ckpt_pickle_run(ckpt_value **out, size_t *consumed, const uint8_t *buf, size
     if (len < (UINT64_MAX - 65536) / 64 && (uint64_t)len * 64 + 65536 < m.ops_limit)
         m.ops_limit = (uint64_t)len * 64 + 65536;
     m.a = o->arena;
+    uint64_t values_at_start = m.a->total;
+    m.max_alloc = UINT64_MAX;
+    if (o->budget && *o->budget < UINT64_MAX - PICKLE_ALLOC_SLACK)
+        m.max_alloc = *o->budget + PICKLE_ALLOC_SLACK;
     m.buf = buf;
     m.len = len;
     m.seed = mix((uint64_t)(uintptr_t)&m ^ (uint64_t)(uintptr_t)buf << 16);
@@ -1761,6 +1769,14 @@ int ckpt_pickle_run(ckpt_value **out, size_t *consumed, const uint8_t *buf, size
             break;
         }
         rc = step(&m);
+        if (!rc && m.a->total - values_at_start + m.scratch.total +
+                           (uint64_t)m.dense_cap * sizeof *m.dense >
+                       m.max_alloc)
+            rc = fail(&m, CKPT_E_LIMIT,
+                      "pickle takes more than %" PRIu64
+                      " bytes of memory, this file's inflate budget "
+                      "(max_inflate_bytes, at most max_inflate_ratio times the file's size)",
+                      m.max_alloc);
     }
     if (!rc) {
         *out = m.result;

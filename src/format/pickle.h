@@ -52,7 +52,7 @@
  * others, so a huge memo index costs nothing),
  * opcodes executed plus items/bytes copied by builders (max_pickle_ops);
  * every length is checked against the bytes left before anything is
- * allocated. Values never recurse, so container nesting needs no bound
+ * allocated; the memory of the run against the input's budget (budget). Values never recurse, so container nesting needs no bound
  * here; memo references can make cycles (a list containing itself), which
  * walkers of the tree must bound with max_depth. */
 #ifndef CKPT_PICKLE_H
@@ -104,6 +104,15 @@ typedef struct pk_options {
      * through peek) or after the frame (io.BytesIO, a frame read whole),
      * so a next stream has two possible starts. */
     size_t *frame_rest;
+    /* Optional: the input's budget left (ckpt_zip_budget of the file's
+     * size, less what was inflated). Values, stack, marks and memo of
+     * this run may take 1 MiB (so that a tiny input, whose budget is a
+     * few hundred bytes, still unpickles) plus *budget; beyond that the
+     * run fails with CKPT_E_LIMIT. A compressed pickle gets 1032 opcodes
+     * per input byte, each of which may allocate a value: without this
+     * a 1 MB file of deflated NONE, POP took 2.2 GB. The caller charges
+     * what outlives the run (o->arena's growth). NULL: no such bound. */
+    const uint64_t *budget;
 } pk_options;
 
 /* Runs one pickle from buf[0..len) up to and including its STOP opcode

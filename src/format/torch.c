@@ -27,6 +27,7 @@ typedef struct torch_reader {
     size_t cap, n;
     ckpt_storage **order; /* storages in first-use order */
     size_t norder, ordercap;
+    uint64_t budget; /* the file's inflate budget left (ckpt_zip_budget) */
 } torch_reader;
 
 static uint64_t hash_str(const char *s) {
@@ -174,8 +175,14 @@ static int run_pickle(torch_reader *r, ckpt_value **out, size_t *consumed, const
     o.arena = &r->f->arena;
     o.persistent_load = with_storages ? load_storage : NULL;
     o.ctx = r;
+    o.budget = &r->budget;
     r->member = member;
-    return ckpt_pickle_run(out, consumed, buf, len, &o);
+    uint64_t before = o.arena->total;
+    int rc = ckpt_pickle_run(out, consumed, buf, len, &o);
+    /* the values outlive the run: the budget pays for them */
+    uint64_t kept = o.arena->total - before;
+    r->budget = kept < r->budget ? r->budget - kept : 0;
+    return rc;
 }
 
 /* ------------------------------------------------------------ zip */
@@ -236,6 +243,20 @@ static int read_ckpt_meta(ckpt_file *f, const ckpt_zip *z, const char *prefix, u
     return 0;
 }
 
+/* A deflated storage, inflated on first read into the file's arena,
+ * charged to the inflate budget the open left (f->inflate_left). */
+typedef struct lazy_member {
+    ckpt_file *f;
+    const ckpt_zip_entry *e;
+} lazy_member;
+
+static int inflate_storage(ckpt_storage *st) {
+    const lazy_member *lm = st->inflate_ctx;
+    int rc = ckpt_zip_read(lm->f->zip, lm->e, &lm->f->arena, &lm->f->inflate_left, &st->data);
+    if (rc == 0) st->inflate = NULL;
+    return rc;
+}
+
 int ckpt_torch_read_zip(ckpt_file *f) {
     torch_reader r = {0};
     r.f = f;
@@ -267,13 +288,13 @@ int ckpt_torch_read_zip(ckpt_file *f) {
      * read like any other: data.pkl holds the module objects, whose
      * BUILD makes their state dicts (builders.h); code/ is never read. */
     char *name;
-    uint64_t budget = ckpt_zip_budget(&f->opts.limits, f->map_size);
+    r.budget = ckpt_zip_budget(&f->opts.limits, f->map_size);
     int big = 0;
     name = ckpt_arena_printf(&f->arena, "%s/byteorder", prefix);
     const ckpt_zip_entry *e = name ? ckpt_zip_find(z, name) : NULL;
     if (e) {
         const uint8_t *bo;
-        if ((rc = ckpt_zip_read(z, e, &f->arena, &budget, &bo))) return rc;
+        if ((rc = ckpt_zip_read(z, e, &f->arena, &r.budget, &bo))) return rc;
         if (e->usize == 3 && memcmp(bo, "big", 3) == 0)
             big = 1;
         else if (!(e->usize == 6 && memcmp(bo, "little", 6) == 0))
@@ -287,7 +308,7 @@ int ckpt_torch_read_zip(ckpt_file *f) {
                         "archive has no %s/data.pkl record", prefix);
     const uint8_t *pkl;
     size_t consumed;
-    if ((rc = ckpt_zip_read(z, e, &f->arena, &budget, &pkl))) return rc;
+    if ((rc = ckpt_zip_read(z, e, &f->arena, &r.budget, &pkl))) return rc;
     if ((rc = run_pickle(&r, &f->root, &consumed, pkl, (size_t)e->usize, e->name, e->data_offset,
                          1)))
         return rc;
@@ -304,12 +325,26 @@ int ckpt_torch_read_zip(ckpt_file *f) {
             return ckpt_err(CKPT_E_MISMATCH, f->path, d->name, d->data_offset,
                             "storage record holds %llu bytes, data.pkl declares %llu",
                             (unsigned long long)d->usize, (unsigned long long)st->nbytes);
-        if ((rc = ckpt_zip_read(z, d, &f->arena, &budget, &st->data))) return rc;
+        /* everything about the member is checked now; a deflated one is
+         * inflated when its bytes are first read */
+        if ((rc = ckpt_zip_check(z, d, r.budget))) return rc;
+        if (d->method == 0) {
+            st->data = z->buf + d->data_offset;
+        } else {
+            lazy_member *lm = ckpt_arena_alloc(&f->arena, sizeof *lm);
+            if (!lm)
+                return ckpt_err(CKPT_E_NOMEM, f->path, d->name, d->data_offset, "out of memory");
+            *lm = (lazy_member){f, d};
+            st->inflate = inflate_storage;
+            st->inflate_ctx = lm;
+        }
         st->member = d->name;
         st->file_offset = d->method == 0 ? d->data_offset : CKPT_NO_OFFSET;
         st->big_endian = big;
     }
-    return read_ckpt_meta(f, z, prefix, &budget);
+    rc = read_ckpt_meta(f, z, prefix, &r.budget);
+    f->inflate_left = r.budget;
+    return rc;
 }
 
 /* ------------------------------------------------------------ legacy */
@@ -325,6 +360,7 @@ int ckpt_torch_read_legacy(ckpt_file *f) {
     torch_reader r = {0};
     r.f = f;
     r.legacy = 1;
+    r.budget = ckpt_zip_budget(&f->opts.limits, f->map_size);
     const uint8_t *p = f->map;
     size_t n = f->map_size, pos = 0, used;
     ckpt_value *v;

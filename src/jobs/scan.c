@@ -641,6 +641,7 @@ static int run_stream(scanner *sc, const region *rg, size_t pos, int quiet, size
     o.ctx = &s;
     o.scan_only = 1;
     o.frame_rest = frame_rest;
+    o.budget = &sc->budget; /* the values die with `work`: nothing to charge */
     ckpt_value *v = NULL;
     int rc = ckpt_pickle_run(&v, used, rg->p + pos, rg->n - pos, &o);
     if (sc->nomem) rc = CKPT_E_NOMEM;
@@ -1017,6 +1018,7 @@ static int tar_value(scanner *sc, const region *rg, size_t pos, int want_esize, 
     o.base_offset = rg->base + pos;
     o.limits = &sc->o.limits;
     o.arena = &work;
+    o.budget = &sc->budget;
     ckpt_value *v = NULL;
     size_t used;
     int rc = ckpt_pickle_run(&v, &used, rg->p + pos, rg->n - pos, &o);

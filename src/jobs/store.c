@@ -28,6 +28,7 @@
 
 #include "base/alloc.h"
 #include "base/error.h"
+#include "format/write.h"
 
 #define POINTER_FILE "LATEST"
 /* LATEST holds one file name: anything longer is not one. */
@@ -516,7 +517,7 @@ static int prune_listed(ckpt_store_listing *l, uint32_t keep, const ptrdiff_t *k
         if (i < cut && !protected_) {
             const char *path = join(s, s->gens[i].file);
             if (!path) return nomem(s->dir);
-            if (unlink(path) != 0 && errno != ENOENT)
+            if (ckpt_atomic_remove_at(AT_FDCWD, path) != 0 && errno != ENOENT)
                 return ckpt_err(CKPT_E_IO, path, NULL, CKPT_NO_OFFSET,
                                 "cannot remove generation %s: %s", path, strerror(errno));
             if (removed) ++*removed;
@@ -611,7 +612,7 @@ static int gc_file(void *ctx, int dirfd, const char *name, const struct stat *st
         close(fd);
         return 0;
     }
-    int err = unlinkat(dirfd, name, 0) != 0 && errno != ENOENT ? errno : 0;
+    int err = ckpt_atomic_remove_at(dirfd, name) != 0 && errno != ENOENT ? errno : 0;
     close(fd);
     if (err)
         return ckpt_err(CKPT_E_IO, g->dir, NULL, CKPT_NO_OFFSET,
@@ -688,18 +689,6 @@ static int valid_name(const char *name) {
     for (size_t i = 0; i < n; i++)
         if ((unsigned char)name[i] < 0x20 || name[i] == 0x7f) return 0;
     return 1;
-}
-
-/* Reads the file back from the disk rather than the page cache the write
- * just filled (best effort: the pages are clean after the fsync), then
- * verifies it. */
-static int verify_fresh(const char *path, const ckpt_store_options *o) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd >= 0) {
-        posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
-        close(fd);
-    }
-    return verify_path(path, o);
 }
 
 /* 1 when the generation `file` of step `step` sorts after g. */
@@ -811,11 +800,23 @@ int ckpt_store_commit_with(char *path, size_t cap, const char *dir, const char *
         if (rc == 0) rc = lock_store(dir, &lock);
         if (rc == 0) rc = scan(&cur, dir);
         if (rc == 0) rc = check_fresh_step(&cur, name, step, o);
-        if (rc == 0)
+        if (rc == 0) {
             rc = ckpt_atomic_commit(&a, 0);
-        else
+            /* renamed, but the directory's fsync failed: the name may not
+             * survive a crash, so the generation is not committed; removed,
+             * so that a retry of the step is not refused */
+            if (rc && a.renamed) {
+                char msg[512];
+                snprintf(msg, sizeof msg, "%s", ckpt_error_last()->message);
+                unlink(target);
+                ckpt_atomic_sync_dir(dir);
+                rc = ckpt_err(rc, target, NULL, CKPT_NO_OFFSET,
+                              "%s; %s was removed, nothing committed", msg, file);
+            }
+        } else {
             ckpt_atomic_abort(&a);
-        if (rc == 0 && (rc = verify_fresh(target, o)) != 0) {
+        }
+        if (rc == 0 && (rc = verify_path(target, o)) != 0) {
             /* never leave a generation that does not verify under its name */
             const ckpt_error *e = ckpt_error_last();
             char msg[512], member[512];
@@ -834,6 +835,33 @@ int ckpt_store_commit_with(char *path, size_t cap, const char *dir, const char *
     ckpt_arena_free(&cur.arena);
     ckpt_arena_free(&s.arena);
     return rc;
+}
+
+/* ------------------------------------------------------------ tree */
+
+typedef struct tree_source {
+    const ckpt_value *root;
+    ckpt_format format;
+    const ckpt_write_options *wopts;
+} tree_source;
+
+static int write_tree(void *ctx, ckpt_atomic *a) {
+    const tree_source *t = ctx;
+    return ckpt_write_value_to(a, t->root, t->format, t->wopts, NULL);
+}
+
+int ckpt_store_commit_tree(char *path, size_t cap, const char *dir, const char *name, uint64_t step,
+                           const ckpt_value *root, ckpt_format format,
+                           const ckpt_write_options *wopts, const ckpt_store_options *opts) {
+    if (path && cap) path[0] = '\0';
+    if (!root || (format != CKPT_FORMAT_SAFETENSORS && format != CKPT_FORMAT_TORCH_ZIP))
+        return ckpt_err(CKPT_E_INVALID_ARG, dir ? dir : "", NULL, CKPT_NO_OFFSET,
+                        "commit of a tree needs a root and the format safetensors or "
+                        "torch-zip");
+    tree_source t = {root, format, wopts};
+    return ckpt_store_commit_with(path, cap, dir, name, step,
+                                  format == CKPT_FORMAT_SAFETENSORS ? ".safetensors" : ".pt",
+                                  write_tree, &t, opts);
 }
 
 /* ------------------------------------------------------------ copy */

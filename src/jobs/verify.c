@@ -102,6 +102,8 @@ static int verify_storages(ckpt_file *f, ckpt_verify_report *rep, uint8_t *buf,
     if (f->nshards) return 0;
     for (size_t i = 0; i < f->nstorages; i++) {
         const ckpt_storage *st = f->storages[i];
+        int resolved = ckpt_storage_resolve(st);
+        if (resolved) return resolved;
         if (!st->data && st->nbytes)
             return ckpt_err(CKPT_E_FORMAT, f->path, st->member, st->file_offset,
                             "storage %s has no data", st->key ? st->key : "");

@@ -13,7 +13,6 @@
 #include "base/error.h"
 #include "base/json_scan.h"
 #include "model/flatten.h"
-#include "model/walk.h"
 #include "model/file.h"
 #include "keys/keys.h"
 #include "format/structure.h"
@@ -250,10 +249,8 @@ int ckpt_manifest_push_entry(ckpt_manifest *m, const ckpt_manifest_entry *e) {
  * as text, list/tuple/set indices in decimal, joined with "."; for equal
  * names the later one wins. */
 static int from_tree(ckpt_manifest *m, const ckpt_value *root, const ckpt_file *f) {
-    const ckpt_limits *lim = &f->opts.limits;
     ckpt_flat fl;
-    int rc = ckpt_flatten(&fl, &m->arena, root, lim, ckpt_walk_budget(lim), m->name,
-                          CKPT_META_STRUCTURE);
+    int rc = ckpt_file_flatten_value(f, &m->arena, root, CKPT_META_STRUCTURE, &fl);
     if (rc) return rc;
     rc = reserve(m, fl.ntensors);
     for (size_t i = 0; !rc && i < fl.ntensors; i++) {

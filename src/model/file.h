@@ -41,8 +41,11 @@ struct ckpt_file {
     const char **meta_keys, **meta_vals;
     size_t nmeta;
 
-    /* torch zip: the container, for CRC checks. */
+    /* torch zip: the container, for CRC checks, and the inflate budget
+     * left (container/zip.h) for the deflated storages inflated on first
+     * read (ckpt_storage_resolve). */
     ckpt_zip *zip;
+    uint64_t inflate_left;
 
     /* legacy: where storage blobs start and end (verify re-checks counts). */
     uint64_t legacy_blobs_begin, legacy_blobs_end;
@@ -74,6 +77,13 @@ struct ckpt_file {
  * fills f->storages. Enforces limits.max_tensors, max_name_bytes and
  * max_depth. Called by ckpt_open after the format reader succeeded. */
 int ckpt_file_flatten(ckpt_file *f);
+
+/* Flattens root (f's tree or one decoded from it) into arena `a` within
+ * f's bounds: its limits, and visits and bytes of names in proportion to
+ * its size (ckpt_flatten; the bytes within the file's inflate budget).
+ * Errors name f's path and `member`. */
+int ckpt_file_flatten_value(const ckpt_file *f, ckpt_arena *a, const ckpt_value *root,
+                            const char *member, ckpt_flat *out);
 
 /* Format readers: fill f->format, f->root (and metadata, zip, storages'
  * data) from f->map/f->map_size. Return 0 or a CKPT_E_* code with the

@@ -18,38 +18,47 @@ typedef struct flattener {
     ckpt_arena *a;
     const ckpt_limits *lim;
     const char *file, *member;
+    int counting; /* first pass: count entries and bytes, allocate nothing */
+    uint64_t bytes, max_bytes;
     flat_entry *tensors, *values;
-    size_t nt, ct, nv, cv, seq;
+    size_t nt, nv, seq;
 } flattener;
 
+/* What one entry costs in the arena: the entry and its name, each
+ * rounded up to the arena's 16-byte alignment. */
+static uint64_t entry_bytes(size_t name_len) {
+    return ((sizeof(flat_entry) + 15) & ~(uint64_t)15) +
+           (((uint64_t)name_len + 16) & ~(uint64_t)15);
+}
+
 static int add_entry(flattener *fl, int tensor, const ckpt_walk *w, const ckpt_walk_frame *node) {
-    flat_entry **arr = tensor ? &fl->tensors : &fl->values;
-    size_t *n = tensor ? &fl->nt : &fl->nv, *cap = tensor ? &fl->ct : &fl->cv;
-    if (fl->nt + fl->nv >= fl->lim->max_tensors)
-        return ckpt_err(CKPT_E_LIMIT, fl->file, fl->member, CKPT_NO_OFFSET,
-                        "more than %llu tensors and values",
-                        (unsigned long long)fl->lim->max_tensors);
-    /* on the heap, not the arena: an arena keeps every outgrown copy, and
-     * a state dict of a million tensors would hold them all */
-    if (*n == *cap) {
-        size_t ncap = *cap ? 2 * *cap : 64;
-        flat_entry *grown =
-            ncap < SIZE_MAX / sizeof **arr ? ckpt_realloc(*arr, ncap * sizeof **arr) : NULL;
-        if (!grown)
-            return ckpt_err(CKPT_E_NOMEM, fl->file, fl->member, CKPT_NO_OFFSET, "out of memory");
-        *arr = grown;
-        *cap = ncap;
+    size_t len = node->name_len;
+    if (fl->counting) {
+        if (fl->nt + fl->nv >= fl->lim->max_tensors)
+            return ckpt_err(CKPT_E_LIMIT, fl->file, fl->member, CKPT_NO_OFFSET,
+                            "more than %llu tensors and values (max_tensors)",
+                            (unsigned long long)fl->lim->max_tensors);
+        fl->bytes += entry_bytes(len);
+        if (fl->bytes > fl->max_bytes)
+            return ckpt_err(CKPT_E_LIMIT, fl->file, fl->member, CKPT_NO_OFFSET,
+                            "the flattened names of %zu tensors and values already take more "
+                            "than %llu bytes, this input's budget (max_inflate_bytes, at most "
+                            "max_inflate_ratio times its size): shared containers expand "
+                            "into more names than the input holds",
+                            fl->nt + fl->nv + 1, (unsigned long long)fl->max_bytes);
+        *(tensor ? &fl->nt : &fl->nv) += 1;
+        return 0;
     }
     /* a top-level string key is its own name: its text is shared, not
      * copied again (NUL-terminated, in the same file's arena) */
-    size_t len = node->name_len;
     const ckpt_value *k = node->key;
     const char *name =
         k && k->kind == CKPT_KIND_STR && k->u.s.len == len && memcmp(k->u.s.p, w->name, len) == 0
             ? k->u.s.p
             : ckpt_arena_strndup(fl->a, w->name, len);
     if (!name) return ckpt_err(CKPT_E_NOMEM, fl->file, fl->member, CKPT_NO_OFFSET, "out of memory");
-    (*arr)[(*n)++] = (flat_entry){name, node->value, fl->seq++};
+    flat_entry *e = tensor ? &fl->tensors[fl->nt++] : &fl->values[fl->nv++];
+    *e = (flat_entry){name, node->value, fl->seq++};
     return 0;
 }
 
@@ -78,9 +87,9 @@ static int cmp_entry(const void *a, const void *b) {
     return x->seq < y->seq ? -1 : x->seq > y->seq;
 }
 
-/* Sorts e (heap, freed here), keeps the last of equal names and returns
- * them in the output form, in the arena (NULL: out of memory). */
-static ckpt_named_value *sort_unique(ckpt_arena *a, flat_entry *e, size_t n, size_t *out_n) {
+/* Sorts, keeps the last of equal names and converts to the output form
+ * (in place: a ckpt_named_value is no larger than a flat_entry). */
+static ckpt_named_value *sort_unique(flat_entry *e, size_t n, size_t *out_n) {
     if (n) qsort(e, n, sizeof *e, cmp_entry);
     size_t w = 0;
     for (size_t i = 0; i < n; i++) {
@@ -89,32 +98,35 @@ static ckpt_named_value *sort_unique(ckpt_arena *a, flat_entry *e, size_t n, siz
         else
             e[w++] = e[i];
     }
-    ckpt_named_value *o = ckpt_arena_array(a, w ? w : 1, sizeof *o);
-    for (size_t i = 0; o && i < w; i++) o[i] = (ckpt_named_value){e[i].name, e[i].value};
-    ckpt_free(e);
+    ckpt_named_value *o = (ckpt_named_value *)(void *)e;
+    for (size_t i = 0; i < w; i++) o[i] = (ckpt_named_value){e[i].name, e[i].value};
     *out_n = w;
     return o;
 }
 
 int ckpt_flatten(ckpt_flat *out, ckpt_arena *a, const ckpt_value *root, const ckpt_limits *lim,
-                 uint64_t max_visits, const char *file, const char *member) {
+                 uint64_t max_visits, uint64_t max_bytes, const char *file, const char *member) {
     *out = (ckpt_flat){0};
-    flattener fl = {.a = a, .lim = lim, .file = file, .member = member};
+    flattener fl = {
+        .a = a, .lim = lim, .file = file, .member = member, .counting = 1, .max_bytes = max_bytes};
     ckpt_walk w;
     ckpt_walk_init(&w, lim, file, member);
     w.max_visits = max_visits;
     w.names = 1;
     w.enter = enter;
     w.ctx = &fl;
+    /* a DAG of shared containers expands into a tree: count the expansion
+     * first, and refuse it before allocating anything for it */
     int rc = ckpt_walk_run(&w, root);
-    if (rc) {
-        ckpt_free(fl.tensors);
-        ckpt_free(fl.values);
-        return rc;
-    }
-    out->tensors = sort_unique(a, fl.tensors, fl.nt, &out->ntensors);
-    out->values = sort_unique(a, fl.values, fl.nv, &out->nvalues);
-    if (!out->tensors || !out->values)
+    if (rc) return rc;
+    fl.tensors = ckpt_arena_array(a, fl.nt ? fl.nt : 1, sizeof(flat_entry));
+    fl.values = ckpt_arena_array(a, fl.nv ? fl.nv : 1, sizeof(flat_entry));
+    if (!fl.tensors || !fl.values)
         return ckpt_err(CKPT_E_NOMEM, file, member, CKPT_NO_OFFSET, "out of memory");
+    fl.counting = 0;
+    fl.nt = fl.nv = 0;
+    if ((rc = ckpt_walk_run(&w, root))) return rc;
+    out->tensors = sort_unique(fl.tensors, fl.nt, &out->ntensors);
+    out->values = sort_unique(fl.values, fl.nv, &out->nvalues);
     return 0;
 }

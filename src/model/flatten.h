@@ -22,13 +22,16 @@ typedef struct ckpt_flat {
 
 /* Flattens root into arena `a`. For equal names the later leaf wins, as a
  * Python dict keeps the last of repeated keys. Bounds: lim->max_tensors
- * leaves, lim->max_name_bytes per name, lim->max_depth nesting, and
- * max_visits nodes visited (a node shared by several paths is visited once
- * per path, so a hostile DAG must be bounded). Errors (CKPT_E_LIMIT,
+ * leaves, lim->max_name_bytes per name, lim->max_depth nesting,
+ * max_visits nodes visited and max_bytes of entries and names (a node
+ * shared by several paths is visited and named once per path, so a
+ * hostile DAG must be bounded). A first walk counts leaves and bytes
+ * without allocating, so an expansion past a bound is refused before
+ * anything is allocated for it. Errors (CKPT_E_LIMIT,
  * CKPT_E_FORMAT for a pickle MARK left in the tree, CKPT_E_NOMEM) name
  * file and member. A name that is a top-level string key's whole text is
  * that key's string, not a copy: root must live as long as `a`. */
 int ckpt_flatten(ckpt_flat *out, ckpt_arena *a, const ckpt_value *root, const ckpt_limits *lim,
-                 uint64_t max_visits, const char *file, const char *member);
+                 uint64_t max_visits, uint64_t max_bytes, const char *file, const char *member);
 
 #endif

@@ -73,6 +73,8 @@ int ckpt_tensor_data(const ckpt_tensor *t, const void **data, size_t *size) {
         return ckpt_err(CKPT_E_UNSUPPORTED, "", ckpt_tensor_name(t), CKPT_NO_OFFSET,
                         "tensor \"%s\" is assembled from DCP chunks: use ckpt_tensor_read",
                         ckpt_tensor_name(t));
+    int rc = ckpt_storage_resolve(t->storage);
+    if (rc) return rc;
     if (!ckpt_tensor_is_contiguous(t))
         return ckpt_err(CKPT_E_UNSUPPORTED, "", ckpt_tensor_name(t), CKPT_NO_OFFSET,
                         "tensor is a non-contiguous view or big-endian: use ckpt_tensor_read");
@@ -89,9 +91,17 @@ int ckpt_tensor_data(const ckpt_tensor *t, const void **data, size_t *size) {
 
 static int chunks_read(const ckpt_storage *st, uint64_t off, uint8_t *dst, size_t n);
 
+int ckpt_storage_resolve(const ckpt_storage *st) {
+    /* resolving is not a change the caller sees: data was always "these
+     * bytes", only where they live was pending */
+    ckpt_storage *lazy = (ckpt_storage *)(uintptr_t)st;
+    return lazy->inflate ? lazy->inflate(lazy) : 0;
+}
+
 int ckpt_storage_read(const ckpt_storage *st, uint64_t off, void *dst, size_t n) {
     if (st->chunks) return chunks_read(st, off, dst, n);
-    return ckpt_source_read(st->source, st->data + off, dst, n, st->member);
+    int rc = ckpt_storage_resolve(st);
+    return rc ? rc : ckpt_source_read(st->source, st->data + off, dst, n, st->member);
 }
 
 /* Element positions of a view: a multi-index and the storage element it
@@ -291,6 +301,8 @@ int ckpt_tensor_reader_init(ckpt_tensor_reader *r, const ckpt_tensor *t) {
     memset(r, 0, sizeof *r);
     r->t = t;
     r->contiguous = ckpt_tensor_is_contiguous(t);
+    int rc = ckpt_storage_resolve(t->storage);
+    if (rc) return rc;
     if (!r->contiguous && ckpt_dtype_size(t->dtype) == 0)
         return ckpt_err(CKPT_E_UNSUPPORTED, "", ckpt_tensor_name(t), CKPT_NO_OFFSET,
                         "tensor \"%s\": non-contiguous view of a sub-byte dtype (%s)",
@@ -382,6 +394,8 @@ int ckpt_tensor_read(const ckpt_tensor *t, void *dst, size_t cap) {
 int ckpt_tensor_stream(const ckpt_tensor *t, ckpt_tensor_sink sink, void *ctx) {
     if (t->nbytes == 0) return 0;
     const ckpt_storage *st = t->storage;
+    int resolved = ckpt_storage_resolve(st);
+    if (resolved) return resolved;
     if (!st->chunks && ckpt_tensor_is_contiguous(t) &&
         !ckpt_source_is_file(st->source, st->data, st->nbytes)) {
         const void *p;

@@ -12,6 +12,13 @@
  * through st->source. 0, or CKPT_E_TRUNCATED / CKPT_E_IO (source.h). */
 int ckpt_storage_read(const ckpt_storage *st, uint64_t off, void *dst, size_t n);
 
+/* Makes st->data valid: inflates a deflated member on first use (charged
+ * to its file's inflate budget; CKPT_E_LIMIT once that is spent). Every
+ * reader of st->data calls it first; ckpt_storage_read and the tensor
+ * readers do. Not thread-safe for one file (a file is used by one thread
+ * at a time). 0 or the inflation's error. */
+int ckpt_storage_resolve(const ckpt_storage *st);
+
 /* Reads t's logical contents (contiguous row-major little-endian, what
  * ckpt_tensor_read produces) front to back in pieces:
  *

@@ -58,6 +58,11 @@ typedef struct ckpt_storage {
     /* a DCP global tensor: the storage's bytes are the tensor's, row-major,
      * assembled from these chunks by ckpt_storage_read (data is NULL) */
     const ckpt_chunks *chunks;
+    /* bytes not resolved yet: a deflated zip member is inflated only when
+     * its bytes are read (ckpt_storage_resolve calls inflate, which sets
+     * data and clears inflate; the torch zip reader's, with its context) */
+    int (*inflate)(struct ckpt_storage *st);
+    void *inflate_ctx;
 } ckpt_storage;
 
 struct ckpt_tensor {

@@ -11,7 +11,9 @@
 #include <unistd.h>
 
 #include "base/error.h"
+#include "container/zip.h"
 #include "format/detect.h"
+#include "format/write.h"
 #include "model/tensor.h"
 #include "model/walk.h"
 #include "open/dcp.h"
@@ -277,23 +279,43 @@ int ckpt_open_memory(ckpt_file **out, const void *data, size_t size, const char 
 
 /* ------------------------------------------------------------ flatten */
 
-int ckpt_file_flatten(ckpt_file *f) {
-    /* visits bounded by the input's size too: a small pickle can describe
-     * a huge DAG ("billion laughs") */
+/* Bytes a flattening may allocate beyond the input's budget, so that a
+ * tiny input (whose budget is a few hundred bytes) still flattens. */
+#define FLATTEN_SLACK ((uint64_t)1 << 20)
+
+int ckpt_file_flatten_value(const ckpt_file *f, ckpt_arena *a, const ckpt_value *root,
+                            const char *member, ckpt_flat *out) {
+    /* visits and names bounded by the input's size too: a small pickle
+     * can describe a huge DAG ("billion laughs", wide shared lists) */
     uint64_t input = ckpt_file_size(f),
              by_size = input < UINT64_MAX / 64 - 4096 ? input * 64 + 4096 : UINT64_MAX;
     uint64_t max_visits = ckpt_walk_budget(&f->opts.limits);
     if (by_size < max_visits) max_visits = by_size;
+    uint64_t max_bytes = ckpt_zip_budget(&f->opts.limits, (size_t)input);
+    max_bytes = max_bytes < UINT64_MAX - FLATTEN_SLACK ? max_bytes + FLATTEN_SLACK : UINT64_MAX;
+    return ckpt_flatten(out, a, root, &f->opts.limits, max_visits, max_bytes, f->path, member);
+}
+
+int ckpt_file_flatten(ckpt_file *f) {
     ckpt_flat fl = {0};
-    int rc = f->root
-                 ? ckpt_flatten(&fl, &f->arena, f->root, &f->opts.limits, max_visits, f->path, NULL)
-                 : 0;
+    int rc = f->root ? ckpt_file_flatten_value(f, &f->arena, f->root, NULL, &fl) : 0;
     if (rc) return rc;
 
     /* every storage reads its bytes through the file that holds them: a
      * shard's were set when the shard was flattened */
     for (size_t i = 0; i < fl.ntensors; i++) {
-        ckpt_storage *st = fl.tensors[i].value->u.tensor->storage;
+        ckpt_tensor *t = fl.tensors[i].value->u.tensor;
+        /* a legacy storage view is a slice of its root storage, as
+         * torch.load makes it (root[offset:offset + size]): its tensors
+         * are the root's, so that they share memory with the root's own
+         * (a root has no base: a tensor met twice is resolved once) */
+        if (t->storage->base) {
+            uint64_t offset;
+            ckpt_storage *root = (ckpt_storage *)(uintptr_t)ckpt_wr_root_storage(t, &offset);
+            t->storage = root;
+            t->storage_offset = offset;
+        }
+        ckpt_storage *st = t->storage;
         if (!st->source) st->source = &f->source;
         if (st->base && !st->base->source) st->base->source = &f->source;
     }
@@ -459,6 +481,8 @@ int ckpt_file_read_storages(const ckpt_file *f, size_t n, const uint64_t *ids, v
             rc = ckpt_err(CKPT_E_INVALID_ARG, f->path, NULL, CKPT_NO_OFFSET,
                           "storage id %llu out of range (the file has %zu)",
                           (unsigned long long)ids[i], f->nstorages);
+        else if ((rc = ckpt_storage_resolve(st)) != 0)
+            break;
         else if (st->nbytes && !st->data && !st->chunks)
             rc = ckpt_err(CKPT_E_FORMAT, f->path, st->member, st->file_offset,
                           "storage %s has no data", st->key ? st->key : "");

@@ -266,3 +266,59 @@ def test_load_types_kept_when_moved(tmp_path):
             assert type(got[k]) is type(want[k]), (where, k)
             assert got[k].requires_grad == want[k].requires_grad, (where, k)
             assert got[k].is_leaf and got[k].device == want[k].device, (where, k)
+
+
+class _Storage:
+    """Stands for a legacy storage (or a view of one) in the pickle."""
+
+    def __init__(self, pid):
+        self.pid = pid
+
+
+class _Tensor:
+    def __init__(self, storage, offset, size):
+        self.args = (storage, offset, (size,), (1,), False, collections.OrderedDict())
+
+    def __reduce__(self):
+        return torch._utils._rebuild_tensor_v2, self.args
+
+
+def _legacy_with_view(path):
+    """A pre-1.6 torch.save file whose tensor "b" lies in storage view "1"
+    (elements 2..3 of root storage "0", which tensor "a" uses whole)."""
+    import io
+    import pickle
+    import struct
+
+    class Pickler(pickle.Pickler):
+        def persistent_id(self, obj):
+            return obj.pid if isinstance(obj, _Storage) else None
+
+    root = _Storage(("storage", torch.FloatStorage, "0", "cpu", 4, None))
+    view = _Storage(("storage", torch.FloatStorage, "0", "cpu", 4, ("1", 2, 2)))
+    out = io.BytesIO()
+    for obj in (0x1950a86a20f9469cfc6c, 1001,
+                {"protocol_version": 1001, "little_endian": True,
+                 "type_sizes": {"short": 2, "int": 4, "long": 4}}):
+        pickle.dump(obj, out, protocol=2)
+    Pickler(out, protocol=2).dump({"a": _Tensor(root, 0, 4), "b": _Tensor(view, 0, 2)})
+    pickle.dump(["0"], out, protocol=2)
+    out.write(struct.pack("<q4f", 4, 1.0, 2.0, 3.0, 4.0))
+    with open(path, "wb") as fh:
+        fh.write(out.getvalue())
+
+
+def test_legacy_storage_views_share_memory(tmp_path):
+    """torch.load makes a legacy storage view a slice of its root storage;
+    ckpt.load's tensors share memory the same way."""
+    path = tmp_path / "views.pt"
+    _legacy_with_view(path)
+    want = torch_load(path)
+    assert want["b"].tolist() == [3.0, 4.0]
+    want["a"][2] = 30.0
+    assert want["b"][0] == 30.0  # torch: one memory
+    for mmap in (False, True):
+        got = ckpt.load(path, mmap=mmap)
+        assert got["a"].tolist() == [1.0, 2.0, 3.0, 4.0] and got["b"].tolist() == [3.0, 4.0]
+        got["a"][2] = 30.0
+        assert got["b"][0] == 30.0, "mmap=%s" % mmap

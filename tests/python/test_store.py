@@ -117,3 +117,76 @@ def test_store_removes_staging_files_of_dead_writers(tmp_path):
     live.write_bytes(b"being written")
     ckpt.Store(tmp_path)
     assert not stale.exists() and live.exists()
+
+
+def test_async_commit_snapshots_and_surfaces_errors(tmp_path):
+    store = ckpt.Store(tmp_path, keep=3)
+    sd = {"w": torch.arange(1000, dtype=torch.float32), "n": 7}
+    future = store.async_commit(sd, 1)
+    sd["w"].add_(1)  # the training step goes on: generation 1 keeps the old values
+    assert future.result() == str(tmp_path / "ckpt-1.pt")
+    assert store.wait() == str(tmp_path / "ckpt-1.pt")
+    assert store.wait() is None
+    got = torch_load(tmp_path / "ckpt-1.pt")
+    assert torch.equal(got["w"], torch.arange(1000, dtype=torch.float32)) and got["n"] == 7
+    assert (tmp_path / "LATEST").read_text() == "ckpt-1.pt\n"
+    # a failure in the background reaches the next call, once
+    store.async_commit(sd, 1)
+    with pytest.raises(ckpt.InvalidArgumentError, match="already committed"):
+        store.commit(sd, 2)
+    assert store.commit(sd, 2) == str(tmp_path / "ckpt-2.pt")
+    store.async_commit(sd, 2)
+    with pytest.raises(ckpt.InvalidArgumentError, match="already committed"):
+        store.wait()
+    # the next commit waits for the previous one: LATEST moves in order
+    for step in (3, 4, 5):
+        store.async_commit({"w": torch.full((100,), float(step))}, step)
+    assert store.commit({"w": torch.zeros(1)}, 6) == str(tmp_path / "ckpt-6.pt")
+    assert [g.step for g in store.generations()] == [4, 5, 6]
+    assert all(g.ok for g in store.generations())
+    assert torch.equal(torch_load(tmp_path / "ckpt-5.pt")["w"], torch.full((100,), 5.0))
+    assert (tmp_path / "LATEST").read_text() == "ckpt-6.pt\n"
+
+
+_ASYNC_CHILD = r"""
+import os, resource, signal, sys
+import torch
+import ckpt
+store = ckpt.Store(sys.argv[1], keep=2)
+store.commit({"w": torch.ones(10)}, 1)
+state = {"w%d" % i: torch.randn(1 << 20) for i in range(16)}  # 64 MiB
+if sys.argv[2] == "kill":
+    store.async_commit(state, 2)
+    os.kill(os.getpid(), signal.SIGKILL)  # the write runs in the background
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, 1 << 20))  # writes fail past 1 MiB
+store.async_commit(state, 2)
+try:
+    store.wait()
+except ckpt.FileError as e:
+    print("FileError", e)
+"""
+
+
+@pytest.mark.parametrize("how", ["kill", "write-error"])
+def test_async_commit_killed_or_failing_keeps_the_store(tmp_path, how):
+    """SIGKILL while async_commit writes in the background, and a write
+    error in it (RLIMIT_FSIZE): the previous generation stays, LATEST names
+    a generation that verifies, and the error reaches wait()."""
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(ckpt.__path__[0]))
+    r = subprocess.run([sys.executable, "-c", _ASYNC_CHILD, str(tmp_path), how],
+                       capture_output=True, text=True, timeout=600, env=env)
+    if how == "kill":
+        assert r.returncode == -signal.SIGKILL, r.stderr
+    else:
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.startswith("FileError") and "ckpt-2.pt" in r.stdout, r.stdout
+    latest = (tmp_path / "LATEST").read_text().strip()
+    assert latest in ("ckpt-1.pt", "ckpt-2.pt")
+    if how == "write-error":
+        assert latest == "ckpt-1.pt" and not (tmp_path / "ckpt-2.pt").exists()
+    store = ckpt.Store(tmp_path, keep=2)  # gc: the killed writer's temporary file
+    gens = store.generations()
+    assert all(g.ok for g in gens) and gens[0].step == 1
+    assert store.latest() == str(tmp_path / latest)
+    assert not [p for p in os.listdir(tmp_path) if ".tmp-" in p]
