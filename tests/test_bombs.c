@@ -16,38 +16,10 @@
 #include <unistd.h>
 
 #include "ckpt.h"
+#include "acct.h"
 #include "harness.h"
 
-#define BUDGET ((size_t)512 << 20)
-
-static size_t live, peak;
-static void *acct_malloc(void *u, size_t n) {
-    (void)u;
-    if (n > BUDGET - live) return NULL;
-    size_t *p = malloc(n + 16);
-    if (!p) return NULL;
-    *p = n;
-    live += n;
-    if (live > peak) peak = live;
-    return (char *)p + 16;
-}
-static void acct_free(void *u, void *q) {
-    (void)u;
-    if (!q) return;
-    size_t *p = (size_t *)(void *)((char *)q - 16);
-    live -= *p;
-    free(p);
-}
-static void *acct_realloc(void *u, void *q, size_t n) {
-    if (!q) return acct_malloc(u, n);
-    size_t old = *(size_t *)(void *)((char *)q - 16);
-    void *nq = acct_malloc(u, n);
-    if (!nq) return NULL;
-    memcpy(nq, q, old < n ? old : n);
-    acct_free(u, q);
-    return nq;
-}
-static const ckpt_allocator counting = {acct_malloc, acct_realloc, acct_free, NULL};
+#define BUDGET ((size_t)512 << 20) /* acct_budget's default */
 
 /* Runs fn(arg) in a child with an alarm; its exit status, or -SIGNAL. */
 static int run_child(int (*fn)(const void *), const void *arg, unsigned seconds) {
@@ -197,21 +169,21 @@ static zbuild pickle_bomb(const char *op, size_t n) {
  * limit (open) and not called safe (scan), under BUDGET. */
 static int child_pickle_bomb(const void *arg) {
     const zbuild *w = arg;
-    ckpt_set_allocator(&counting);
+    ckpt_set_allocator(&acct_allocator);
     ckpt_file *f = NULL;
     int rc = ckpt_open_memory(&f, w->buf, w->len, "bomb.pt", NULL);
     ckpt_close(f);
-    size_t open_peak = peak;
+    size_t open_peak = acct_peak;
     ckpt_scan_report *r = NULL;
     int src = ckpt_scan_memory(&r, w->buf, w->len, "bomb.pt", NULL);
     ckpt_verdict v = r ? ckpt_scan_verdict(r) : CKPT_VERDICT_UNSCANNABLE;
     ckpt_scan_report_free(r);
     ckpt_set_allocator(NULL);
     fprintf(stderr, "  open %d, peak %zu MiB; scan verdict %d, peak %zu MiB\n", rc, open_peak >> 20,
-            (int)v, peak >> 20);
+            (int)v, acct_peak >> 20);
     if (rc != CKPT_E_LIMIT) return 1;
     if (src && src != CKPT_E_LIMIT) return 2;
-    return peak < BUDGET / 4 ? 0 : 3;
+    return acct_peak < BUDGET / 4 ? 0 : 3;
 }
 
 /* ATTACK: deflated data.pkl of NONE, POP (and EMPTY_LIST, POP): 90 MB of
@@ -289,7 +261,7 @@ static int child_storage_bomb(const void *arg) {
     add_raw(&w, "c/data/0", s.buf + 30 + 1, s.m[0].csize, (uint64_t)1 << 30, 0, 8);
     free(s.buf);
     finish(&w);
-    ckpt_set_allocator(&counting);
+    ckpt_set_allocator(&acct_allocator);
     ckpt_file *f = NULL;
     int rc = ckpt_open_memory(&f, w.buf, w.len, "storage.pt", NULL);
     ckpt_close(f);
@@ -302,7 +274,7 @@ static int child_storage_bomb(const void *arg) {
     free(w.buf);
     if (rc != CKPT_E_LIMIT) return 1;
     if (raised != CKPT_E_FORMAT) return 2;
-    return peak < ((size_t)16 << 20) ? 0 : 3;
+    return acct_peak < ((size_t)16 << 20) ? 0 : 3;
 }
 
 TEST(deflated_storage_declares_1gib) { CHECK_EQ_INT(run_child(child_storage_bomb, NULL, 60), 0); }
@@ -323,7 +295,7 @@ TEST(four_entries_one_stream) {
         w.m[w.n++].name = names[i];
     }
     finish(&w);
-    ckpt_set_allocator(&counting);
+    ckpt_set_allocator(&acct_allocator);
     ckpt_file *f = NULL;
     CHECK_EQ_INT(ckpt_open_memory(&f, w.buf, w.len, "overlap.pt", NULL), CKPT_E_FORMAT);
     CHECK(strstr(ckpt_error_last()->message, "overlaps") != NULL);
@@ -333,7 +305,7 @@ TEST(four_entries_one_stream) {
     CHECK(r && ckpt_scan_verdict(r) != CKPT_VERDICT_SAFE);
     ckpt_scan_report_free(r);
     ckpt_set_allocator(NULL);
-    CHECK(peak < ((size_t)4 << 20)); /* the 1 MiB stream was never inflated */
+    CHECK(acct_peak < ((size_t)4 << 20)); /* the 1 MiB stream was never inflated */
     free(w.buf);
 }
 
@@ -351,13 +323,13 @@ static int child_lazy_storage(const void *arg) {
     add_raw(&w, "e/pad", noise, sizeof noise, sizeof noise,
             libdeflate_crc32(0, noise, sizeof noise), 0);
     finish(&w);
-    ckpt_set_allocator(&counting);
+    ckpt_set_allocator(&acct_allocator);
     ckpt_file *f = NULL;
     int rc = ckpt_open_memory(&f, w.buf, w.len, "lazy.pt", NULL);
-    size_t open_peak = peak;
+    size_t open_peak = acct_peak;
     float *got = malloc(sizeof ones);
     if (rc == 0) rc = ckpt_tensor_read(ckpt_file_tensor(f, 0), got, sizeof ones) ? 10 : 0;
-    size_t read_peak = peak;
+    size_t read_peak = acct_peak;
     if (rc == 0) rc = ckpt_verify(NULL, f) ? 11 : 0;
     ckpt_close(f);
     ckpt_set_allocator(NULL);
@@ -401,15 +373,15 @@ static int child_wide_dag(const void *arg) {
     uint8_t *b = malloc(400000);
     if (!b) return 10;
     size_t n = shared_lists(b, 1000, 100000, 50000);
-    ckpt_set_allocator(&counting);
+    ckpt_set_allocator(&acct_allocator);
     ckpt_file *f = NULL;
     int rc = ckpt_open_memory(&f, b, n, "dag.pkl", NULL);
     ckpt_close(f);
     ckpt_set_allocator(NULL);
-    fprintf(stderr, "  %zu bytes: open %d, peak %zu MiB\n", n, rc, peak >> 20);
+    fprintf(stderr, "  %zu bytes: open %d, peak %zu MiB\n", n, rc, acct_peak >> 20);
     free(b);
     if (rc != CKPT_E_LIMIT) return 1;
-    return peak < ((size_t)64 << 20) ? 0 : 2;
+    return acct_peak < ((size_t)64 << 20) ? 0 : 2;
 }
 
 TEST(wide_dag) { CHECK_EQ_INT(run_child(child_wide_dag, NULL, 60), 0); }

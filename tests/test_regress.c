@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "ckpt.h"
+#include "acct.h"
 #include "harness.h"
 
 /* Runs fn(arg) in a child with an alarm of `seconds`; returns the child's
@@ -308,37 +309,6 @@ TEST(pickle_self_cycle) {
 
 /* ------------------------------------------------------------ shards */
 
-/* Allocation accounting: live bytes through ckpt's allocator, and their
- * peak; allocations past `budget` live bytes fail (the check is memory,
- * never time). */
-static size_t live, peak, budget;
-static void *acct_malloc(void *u, size_t n) {
-    (void)u;
-    if (n > budget - live) return NULL;
-    size_t *p = malloc(n + 16);
-    if (!p) return NULL;
-    *p = n;
-    live += n;
-    if (live > peak) peak = live;
-    return (char *)p + 16;
-}
-static void acct_free(void *u, void *q) {
-    (void)u;
-    if (!q) return;
-    size_t *p = (size_t *)(void *)((char *)q - 16);
-    live -= *p;
-    free(p);
-}
-static void *acct_realloc(void *u, void *q, size_t n) {
-    if (!q) return acct_malloc(u, n);
-    size_t old = *(size_t *)(void *)((char *)q - 16);
-    void *nq = acct_malloc(u, n);
-    if (!nq) return NULL;
-    memcpy(nq, q, old < n ? old : n);
-    acct_free(u, q);
-    return nq;
-}
-
 #define ALIAS_TENSORS 20000
 
 /* ATTACK: one shard under many spellings. The index (0.9 MB) maps 20 000
@@ -384,9 +354,8 @@ static int child_alias_bomb(void *arg) {
     fclose(fp);
     free(h);
     free(ix);
-    ckpt_allocator acct = {acct_malloc, acct_realloc, acct_free, NULL};
-    budget = (size_t)512 << 20;
-    ckpt_set_allocator(&acct);
+    acct_budget = (size_t)512 << 20;
+    ckpt_set_allocator(&acct_allocator);
     ckpt_file *f = NULL;
     int rc = ckpt_open(&f, path, NULL);
     size_t tensors = rc ? 0 : ckpt_file_tensor_count(f);
@@ -401,7 +370,7 @@ static int child_alias_bomb(void *arg) {
     if (rc) return 1;
     if (tensors != ALIAS_TENSORS) return 2;
     if (src || !scanned_once) return 3;
-    return peak < budget ? 0 : 4;
+    return acct_peak < acct_budget ? 0 : 4;
 }
 
 TEST(shard_alias_bomb) {
