@@ -40,6 +40,16 @@ static int read_windows(const ckpt_source *src, const uint8_t *p, uint64_t n, co
 /* Tensors named per CRC-32 mismatch before "and N more". */
 #define NAMED_MAX 3
 
+/* Whether t's bytes are member e's. A stored member is found by where its
+ * data starts: in a shard of a set the storage's member names the shard
+ * file instead (open/sharded.c). */
+static int holds(const ckpt_tensor *t, const ckpt_zip_entry *e) {
+    const ckpt_storage *st = t->storage;
+    if (e->method == 0 && st->file_offset != CKPT_NO_OFFSET)
+        return st->file_offset == e->data_offset;
+    return strcmp(ckpt_tensor_member(t), e->name) == 0;
+}
+
 /* Re-records zip.c's CRC-32 mismatch so that it names what the member
  * holds (the tensors whose storage it is) and what its offset is. */
 static int crc_mismatch(const ckpt_file *f, const ckpt_zip_entry *e) {
@@ -48,7 +58,7 @@ static int crc_mismatch(const ckpt_file *f, const ckpt_zip_entry *e) {
     snprintf(msg, sizeof msg, "%s", ckpt_error_last()->message);
     for (size_t i = 0; i < f->ntensors; i++) {
         const ckpt_tensor *t = &f->tensors[i];
-        if (strcmp(ckpt_tensor_member(t), e->name) != 0) continue;
+        if (!holds(t, e)) continue;
         if (shown < NAMED_MAX && used < sizeof names) {
             int k = snprintf(names + used, sizeof names - used, "%s%s", shown ? ", " : "", t->name);
             used += k > 0 ? (size_t)k : 0;
@@ -94,12 +104,6 @@ static int verify_zip(ckpt_file *f, ckpt_verify_report *rep, uint8_t *buf) {
  * so it is not read a second time. */
 static int verify_storages(ckpt_file *f, ckpt_verify_report *rep, uint8_t *buf,
                            const uint8_t *hashed) {
-    for (size_t i = 0; i < f->nshards; i++) {
-        ckpt_file *shard = f->shards[i]; /* torch shards: every member's CRC */
-        int rc = shard->zip ? verify_zip(shard, rep, buf) : verify_storages(shard, rep, buf, NULL);
-        if (rc) return rc;
-    }
-    if (f->nshards) return 0;
     for (size_t i = 0; i < f->nstorages; i++) {
         const ckpt_storage *st = f->storages[i];
         int resolved = ckpt_storage_resolve(st);
@@ -255,18 +259,38 @@ static int verify_digests(ckpt_file *f, uint8_t *hashed) {
     return rc;
 }
 
+/* One file, checked as if it stood alone: digests first (a corrupt
+ * tensor is named, not just its zip member; storages they read whole are
+ * not read again, while zip members still are: their CRC-32 is checked
+ * too), then every zip member or every storage. */
+static int verify_file(ckpt_file *f, ckpt_verify_report *rep, uint8_t *buf) {
+    uint8_t *hashed = NULL;
+    if (!f->zip && f->nstorages && ckpt_file_checksums(f) == CKPT_CHECKSUMS_DIGESTS) {
+        if (!(hashed = ckpt_malloc(f->nstorages))) return ckpt_err_nomem();
+        memset(hashed, 0, f->nstorages);
+    }
+    int rc = verify_digests(f, hashed);
+    if (rc == 0) rc = f->zip ? verify_zip(f, rep, buf) : verify_storages(f, rep, buf, hashed);
+    ckpt_free(hashed);
+    return rc;
+}
+
 /* A DCP directory: no unnamed data file, then every slice it was read
  * from as a checkpoint of its own (zip CRC-32s, ckpt's digests, every
  * byte read, so a truncated data file is found). Chunks and sizes were
  * checked against .metadata, and the tiling, when it was opened. */
 static int verify_dcp(ckpt_file *f, ckpt_verify_report *rep, uint8_t *buf) {
     int rc = ckpt_dcp_check_unnamed(f);
-    for (size_t i = 0; rc == 0 && i < f->nparts; i++) {
-        ckpt_file *part = f->parts[i];
-        rc = verify_digests(part, NULL);
-        if (rc == 0)
-            rc = part->zip ? verify_zip(part, rep, buf) : verify_storages(part, rep, buf, NULL);
-    }
+    for (size_t i = 0; rc == 0 && i < f->nparts; i++) rc = verify_file(f->parts[i], rep, buf);
+    return rc;
+}
+
+/* A sharded set: digests its index records, if any, then every shard as
+ * the file it is (its digests, its zip CRC-32s), so a corrupt tensor is
+ * named with the shard that holds it. */
+static int verify_set(ckpt_file *f, ckpt_verify_report *rep, uint8_t *buf) {
+    int rc = verify_digests(f, NULL);
+    for (size_t i = 0; rc == 0 && i < f->nshards; i++) rc = verify_file(f->shards[i], rep, buf);
     return rc;
 }
 
@@ -275,52 +299,38 @@ int ckpt_verify(ckpt_verify_report *report, ckpt_file *f) {
     ckpt_verify_report *rep = report ? report : &local;
     *rep = (ckpt_verify_report){0};
     if (!f) return ckpt_err(CKPT_E_INVALID_ARG, "", NULL, CKPT_NO_OFFSET, "file is NULL");
-    /* digests first: a corrupt tensor is named, not just its zip member;
-     * storages they read whole are not read again (zip members still are:
-     * their CRC-32 is checked too) */
-    uint8_t *hashed = NULL;
-    int rc = 0;
-    if (!f->zip && !f->nshards && f->nstorages &&
-        ckpt_file_checksums(f) == CKPT_CHECKSUMS_DIGESTS) {
-        hashed = ckpt_malloc(f->nstorages);
-        if (hashed)
-            memset(hashed, 0, f->nstorages);
-        else
-            rc = ckpt_err_nomem();
-    }
-    if (rc == 0) rc = verify_digests(f, hashed);
-    uint8_t *buf = rc ? NULL : ckpt_malloc(WINDOW);
-    if (rc == 0 && !buf) rc = ckpt_err_nomem();
-    if (rc == 0)
-        rc = f->format == CKPT_FORMAT_DCP ? verify_dcp(f, rep, buf)
-             : f->zip                     ? verify_zip(f, rep, buf)
-                                          : verify_storages(f, rep, buf, hashed);
+    uint8_t *buf = ckpt_malloc(WINDOW);
+    if (!buf) return ckpt_err_nomem();
+    /* a DCP directory's data files are its shards too, but only slices
+     * of them (its parts) are checkpoints */
+    int rc = f->format == CKPT_FORMAT_DCP ? verify_dcp(f, rep, buf)
+             : f->nshards                 ? verify_set(f, rep, buf)
+                                          : verify_file(f, rep, buf);
     ckpt_free(buf);
-    ckpt_free(hashed);
     if (rc) return rc;
     rep->tensors = f->ntensors;
     rep->ok = 1;
     return 0;
 }
 
+/* A set's (a sharded set's shards, a DCP directory's parts): the weakest
+ * of its files; none without files. */
+static ckpt_checksums weakest(ckpt_file *const *files, size_t n) {
+    ckpt_checksums least = n ? CKPT_CHECKSUMS_DIGESTS : CKPT_CHECKSUMS_NONE;
+    for (size_t i = 0; i < n; i++) {
+        ckpt_checksums c = ckpt_file_checksums(files[i]);
+        if (c < least) least = c;
+    }
+    return least;
+}
+
 ckpt_checksums ckpt_file_checksums(const ckpt_file *f) {
     switch (f->format) {
     case CKPT_FORMAT_TORCH_ZIP: return CKPT_CHECKSUMS_CRC32;
-    case CKPT_FORMAT_TORCH_SHARDED: /* zip shards have CRCs, legacy ones none */
-        for (size_t i = 0; i < f->nshards; i++)
-            if (!f->shards[i]->zip) return CKPT_CHECKSUMS_NONE;
-        return CKPT_CHECKSUMS_CRC32;
-    case CKPT_FORMAT_DCP: /* the weakest of its parts */
-    {
-        ckpt_checksums least = f->nparts ? CKPT_CHECKSUMS_DIGESTS : CKPT_CHECKSUMS_NONE;
-        for (size_t i = 0; i < f->nparts; i++) {
-            ckpt_checksums c = ckpt_file_checksums(f->parts[i]);
-            if (c < least) least = c;
-        }
-        return least;
-    }
+    case CKPT_FORMAT_TORCH_SHARDED:
+    case CKPT_FORMAT_SAFETENSORS_SHARDED: return weakest(f->shards, f->nshards);
+    case CKPT_FORMAT_DCP: return weakest(f->parts, f->nparts);
     case CKPT_FORMAT_SAFETENSORS:
-    case CKPT_FORMAT_SAFETENSORS_SHARDED:
         for (size_t i = 0; i < f->nmeta; i++)
             if (strcmp(f->meta_keys[i], CKPT_META_XXH3) == 0) return CKPT_CHECKSUMS_DIGESTS;
         return CKPT_CHECKSUMS_NONE;

@@ -565,11 +565,18 @@ static void unvouched(ckpt_doctor_report *r) {
 
 /* ------------------------------------------------------------ sections */
 
-/* " (member M, offset N)", "(offset N)", or nothing. */
-static void put_location(ckpt_buf *b, const ckpt_error *e) {
+/* " (file F, member M, offset N)", any of them, or nothing. The file is
+ * named only when it is not the one examined (a shard of a set, own). */
+static void put_location(ckpt_buf *b, const ckpt_error *e, const char *own) {
+    int has_file = own && e->file[0] && strcmp(e->file, own) != 0;
     int has_member = e->member[0] != '\0', has_offset = e->offset != CKPT_NO_OFFSET;
-    if (!has_member && !has_offset) return;
+    if (!has_file && !has_member && !has_offset) return;
     ckpt_buf_str(b, " (");
+    if (has_file) {
+        ckpt_buf_str(b, "file ");
+        ckpt_buf_str(b, e->file);
+        if (has_member || has_offset) ckpt_buf_str(b, ", ");
+    }
     if (has_member) {
         ckpt_buf_str(b, "member ");
         ckpt_buf_str(b, e->member);
@@ -585,7 +592,7 @@ static int concern_integrity(const ckpt_doctor_report *r, ckpt_buf *b) {
                     : r->f                      ? "corrupt: "
                                                 : "cannot be opened: ");
     ckpt_buf_str(b, r->err.message);
-    put_location(b, &r->err);
+    put_location(b, &r->err, r->f ? ckpt_file_path(r->f) : NULL);
     return 1;
 }
 
@@ -689,7 +696,7 @@ static int concern_others(const ckpt_doctor_report *r, ckpt_buf *b) {
             ckpt_buf_str(b, r->checks[i].name);
             ckpt_buf_str(b, " corrupt: ");
             ckpt_buf_str(b, r->checks[i].error.message);
-            put_location(b, &r->checks[i].error);
+            put_location(b, &r->checks[i].error, NULL);
         }
         return 1;
     }

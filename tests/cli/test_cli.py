@@ -321,6 +321,83 @@ def test_verify_says_what_it_vouched_for():
         assert ok_line(path, fmt, n, checksums).match(line), line
 
 
+def flip_tensor_byte(path, tensor):
+    """Flips the first byte of tensor's data in the safetensors file or the
+    torch zip (written by ckpt: data/N holds the N-th tensor by name)."""
+    with open(path, "rb") as fh:
+        data = bytearray(fh.read())
+    if path.endswith(".safetensors"):
+        n = struct.unpack("<Q", data[:8])[0]
+        off = 8 + n + json.loads(data[8:8 + n])[tensor]["data_offsets"][0]
+    else:
+        _, off = zip_member_data_offset(path, "/data/%d" % storage_index(path, tensor))
+    data[off] ^= 0x20
+    with open(path, "wb") as fh:
+        fh.write(bytes(data))
+
+
+def storage_index(path, tensor):
+    with zipfile.ZipFile(path) as zf:
+        keys = [n.rsplit("/", 1)[1] for n in zf.namelist() if "/data/" in n]
+    return next(int(k) for k in keys if storage_tensors(path, k) == [tensor])
+
+
+def test_verify_sharded_digests():
+    """A set ckpt wrote (convert --max-shard-size): verify checks every
+    shard as it would check the file alone, its digests and zip CRC-32s;
+    a flipped byte in shard 2 is CORRUPT, naming the shard and tensor.
+    A set of plain safetensors shards is structure only."""
+    tensors = [("layers.%d.weight" % i, "F32", [16, 16], bytes(range(256)) * 4)
+               for i in range(4)]
+    src = tmp_file("shard_src.safetensors", safetensors_bytes(tensors))
+    for ext, index in ((".safetensors", "model.safetensors.index.json"),
+                       (".bin", "pytorch_model.bin.index.json")):
+        d = os.path.join(TMP, "set" + ext.replace(".", "_"))
+        os.mkdir(d)
+        stem = "model" if ext == ".safetensors" else "pytorch_model"
+        rc, _, err = run("convert", src, os.path.join(d, stem + ext), "--max-shard-size", "1500")
+        assert_eq(rc, 0, "convert %s (stderr %r)" % (ext, err))
+        shards = sorted(n for n in os.listdir(d) if n.endswith(ext))
+        assert_eq(len(shards), 4, "shards")
+        fmt = "safetensors-sharded" if ext == ".safetensors" else "torch-sharded"
+        for target in (d, os.path.join(d, index)):
+            rc, out, err = run("verify", "-v", target)
+            assert_eq(rc, 0, "verify %s (stderr %r)" % (target, err))
+            lines = out.splitlines()
+            assert ok_line(target, fmt, 4).match(lines[0]), lines[0]
+            assert lines[1].startswith("  checksums: %s; " % (
+                "digests" if ext == ".safetensors" else "crc32")), lines[1]
+        rc, doc, _ = run_json("verify", "--json", d)
+        assert_eq(doc["checksums"], "digests" if ext == ".safetensors" else "crc32",
+                  "checksums, --json")
+        bad = d + "_flipped"
+        shutil.copytree(d, bad)
+        flip_tensor_byte(os.path.join(bad, shards[1]), "layers.1.weight")
+        shard = os.path.join(bad, shards[1])
+        for target in (bad, os.path.join(bad, index)):
+            rc, out, _ = run("verify", target)
+            assert_eq(rc, 1, "verify exit code, %s" % target)
+            assert out.startswith("CORRUPT %s: %s: tensor \"layers.1.weight\": XXH3-64 of its "
+                                  "contents is " % (target, shard)), out
+        rc, out, _ = run("doctor", bad)
+        assert_eq(rc, 1, "doctor exit code")
+        assert "  FAILED: %s: tensor \"layers.1.weight\"" % shard in out, out
+    # plain safetensors shards: no checksums in any of them
+    d = os.path.join(TMP, "plain_set")
+    os.mkdir(d)
+    weight_map = {}
+    for i, t in enumerate(tensors[:2]):
+        name = "model-%05d-of-00002.safetensors" % (i + 1)
+        with open(os.path.join(d, name), "wb") as fh:
+            fh.write(safetensors_bytes([t]))
+        weight_map[t[0]] = name
+    with open(os.path.join(d, "model.safetensors.index.json"), "w") as fh:
+        json.dump({"metadata": {}, "weight_map": weight_map}, fh)
+    rc, out, err = run("verify", d)
+    assert_eq(rc, 0, "verify plain set (stderr %r)" % err)
+    assert ok_line(d, "safetensors-sharded", 2, False).match(out.rstrip("\n")), out
+
+
 def test_verify_truncated():
     path = truncated(TRAIN_PT, "trunc_verify.pt")
     rc, out, _ = run("verify", path)

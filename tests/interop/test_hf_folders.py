@@ -12,16 +12,20 @@ gen_hf.py:
     pytorch_model.bin for every command;
   - a missing shard, a truncated shard and a shard file the index does not
     list are findings: exit 1 from inspect, verify, doctor, convert and
-    diff (scan: unscannable), the shard's file named; never HEALTHY.
+    diff (scan: unscannable), the shard's file named; never HEALTHY;
+  - a flipped byte in a shard's tensor data: verify and doctor say
+    CORRUPT (the zip CRC-32), naming the shard, member and tensor.
 Environment: CKPT_BIN, CKPT_SRC. The torch 2.13 half is skipped with one
 printed line without .venv/bin/python. Ends with "N passed, N failed".
 """
 import json
 import os
 import shutil
+import struct
 import subprocess
 import sys
 import tempfile
+import zipfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -100,6 +104,37 @@ def broken_folders(tag, outdir):
                     ["convert", d, d + ".safetensors"], ["diff", d, src]):
             expect("%s: %s %s" % (tag, cmd[0], name), ti.run(cmd), 1, shard)
         expect("%s: scan %s" % (tag, name), ti.run(["scan", d]), 1)
+    # a flipped byte in shard 2's tensor data (torch wrote it: no digests,
+    # the zip CRC-32 finds it): verify and doctor name the shard and the
+    # tensor the member holds
+    d = os.path.join(outdir, "flipped")
+    shutil.copytree(src, d)
+    member, off = data_offset(os.path.join(d, SHARD2))
+    with open(os.path.join(d, SHARD2), "r+b") as f:
+        f.seek(off)
+        byte = f.read(1)
+        f.seek(off)
+        f.write(bytes([byte[0] ^ 0x10]))
+    for index in (d, os.path.join(d, "pytorch_model.bin.index.json")):
+        p = ti.run(["verify", index])
+        text = out_text(p)
+        ok = (p.returncode == 1 and text.startswith("CORRUPT ") and SHARD2 in text
+              and member in text and "CRC-32" in text and "the member holds tensor" in text)
+        ti.report(ok, "%s: verify %s: flipped byte in %s" % (tag, os.path.basename(index), SHARD2),
+                  [text[-600:]])
+    expect("%s: doctor flipped" % tag, ti.run(["doctor", d]), 1, SHARD2)
+
+
+def data_offset(path):
+    """(name, absolute offset of the first data byte) of path's first
+    non-empty tensor data member."""
+    with zipfile.ZipFile(path) as zf:
+        info = next(i for i in zf.infolist() if "/data/" in i.filename and i.file_size)
+    with open(path, "rb") as f:
+        f.seek(info.header_offset)
+        local = f.read(30)
+    name_len, extra_len = struct.unpack("<HH", local[26:30])
+    return info.filename, info.header_offset + 30 + name_len + extra_len
 
 
 def main():

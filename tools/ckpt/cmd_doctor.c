@@ -81,6 +81,12 @@ static void show_integrity(const ckpt_doctor_report *r) {
         cli_error_copy(&err, e);
         printf("%s%s%s: ", cli_color(CLI_RED), err.code == CKPT_E_LIMIT ? "NOT CHECKED" : "FAILED",
                cli_color(CLI_RESET));
+        /* a set's problem is in one of its files: name it */
+        const ckpt_file *f = ckpt_doctor_file(r);
+        if (f && err.file[0] && strcmp(err.file, ckpt_file_path(f)) != 0) {
+            cli_put_text(stdout, err.file, strlen(err.file));
+            fputs(": ", stdout);
+        }
         cli_put_message(stdout, &err);
         cli_put_location(stdout, &err, 0);
     }
