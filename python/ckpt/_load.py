@@ -577,7 +577,7 @@ class _Converter:
         return out
 
 
-def load(path, *, unsafe_ok=False, allow=(), map_location=None, mmap=False):
+def load(path, *, unsafe_ok=False, allow=(), map_location=None, mmap=False, device=None):
     """The whole checkpoint at `path` as Python objects: dicts, lists,
     tuples, sets, ints, floats, strings, bytes, None, torch tensors, and
     ckpt.Opaque placeholders for objects that would have been built by a
@@ -612,7 +612,11 @@ def load(path, *, unsafe_ok=False, allow=(), map_location=None, mmap=False):
     loads on a CPU-only machine), a device or its name ("cuda:0") moves
     every tensor there, a dict {saved device: target} ({"cuda:1":
     "cuda:0"}) moves those saved on a listed device. Moved tensors are
-    copies, one per tensor. Raises ckpt.Error subclasses."""
+    copies, one per tensor. device (safetensors' load_file and ckpt.open
+    name it so) is map_location given as one device, a name or a
+    torch.device; giving both is ckpt.InvalidArgumentError. Raises
+    ckpt.Error subclasses."""
+    map_location = _where(map_location, device, path)
     src = _Source(path, scan=True, allow=allow, unsafe_ok=unsafe_ok, mmap=mmap)
     try:
         # the tree the file was saved from (for safetensors written by ckpt,
@@ -623,6 +627,22 @@ def load(path, *, unsafe_ok=False, allow=(), map_location=None, mmap=False):
         return conv.relocate(obj)
     finally:
         src.close()
+
+
+def _where(map_location, device, path):
+    """map_location, or device in its place: one of them, and device one
+    device (a mapping of saved devices is map_location's)."""
+    if device is None:
+        return map_location
+    if map_location is not None:
+        raise errors.InvalidArgumentError(
+            "map_location and device both given: they say the same thing, give one",
+            os.fspath(path))
+    if isinstance(device, dict):
+        raise errors.InvalidArgumentError(
+            "device must be one device (\"cpu\", \"cuda:0\", a torch.device); "
+            "a mapping of saved devices is map_location's", os.fspath(path))
+    return device
 
 
 class StateDictReader:

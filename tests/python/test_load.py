@@ -252,6 +252,33 @@ def test_map_location(tmp_path):
             ckpt.load(path, map_location={"cuda:1": "cpu"})
 
 
+def test_device(tmp_path):
+    # device= is map_location as one device (a name or a torch.device), as
+    # torch.load(map_location=) puts them: a CUDA-saved file on the CPU,
+    # a CPU-saved one on "meta"
+    path = cuda_saved(tmp_path)
+    want = torch.load(path, map_location="cpu", weights_only=False)
+    for device in ("cpu", torch.device("cpu")):
+        got = ckpt.load(path, device=device)
+        assert sorted(got) == ["b", "w"]
+        for k in got:
+            assert got[k].device == torch.device("cpu"), (device, k)
+            assert torch.equal(got[k], want[k])
+    cpu = tmp_path / "cpu.pt"
+    for device in ("meta", torch.device("meta")):
+        got = ckpt.load(cpu, device=device)
+        want = torch.load(cpu, map_location=device, weights_only=False)
+        for k in want:
+            assert got[k].device == want[k].device == torch.device("meta"), (device, k)
+            assert got[k].dtype == want[k].dtype and got[k].shape == want[k].shape, k
+    # one of the two, and device is one device
+    for kw in ({"device": "cpu", "map_location": "cpu"},
+               {"device": "meta", "map_location": {"cpu": "meta"}},
+               {"device": {"cpu": "meta"}}):
+        with pytest.raises(ckpt.InvalidArgumentError):
+            ckpt.load(cpu, **kw)
+
+
 def test_load_types_kept_when_moved(tmp_path):
     # nn.Parameter and requires_grad come back as torch.load gives them,
     # also moved by map_location (leaves on the target device)
