@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -30,18 +31,23 @@ static void fresh_dir(void) {
     }
 }
 
-static void remove_dir(void) {
-    DIR *dp = opendir(dir);
+/* Removes path: a file, or a directory and its files (one level down, as
+ * deep as the tests make them). */
+static void remove_path(const char *path, int depth) {
+    if (unlink(path) == 0 || errno != EISDIR) return;
+    DIR *dp = opendir(path);
     struct dirent *e;
-    char p[512];
-    while (dp && (e = readdir(dp)) != NULL) {
+    char p[1024];
+    while (depth > 0 && dp && (e = readdir(dp)) != NULL) {
         if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
-        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-        if (unlink(p) != 0) rmdir(p);
+        snprintf(p, sizeof p, "%s/%s", path, e->d_name);
+        remove_path(p, depth - 1);
     }
     if (dp) closedir(dp);
-    rmdir(dir);
+    rmdir(path);
 }
+
+static void remove_dir(void) { remove_path(dir, 2); }
 
 static const char *in_dir(const char *name) {
     static char p[4][512];
@@ -577,7 +583,10 @@ TEST(gc_removes_stale_temporaries) {
     touch_temp(".x.tmp-12-0123", 0);                /* not our pattern */
     touch_temp(".x.tmp-12-0123456789ABCDEF", 7200); /* uppercase: not ours */
     touch_temp("run.tmp-1-0123456789abcdef", 7200); /* not hidden */
-    CHECK_EQ_INT(mkdir(in_dir(live_dir), 0755), 0); /* a directory */
+    CHECK_EQ_INT(mkdir(in_dir(live_dir), 0755), 0); /* a live coordinator's staging */
+    /* a coordinator holds the store lock while its staging directory lives */
+    int held = open(in_dir(".ckpt-store.lock"), O_RDWR | O_CREAT, 0644);
+    CHECK_EQ_INT(flock(held, LOCK_EX), 0);
     size_t removed = 0;
     CHECK_EQ_INT(ckpt_store_gc(&removed, dir, NULL), 0);
     CHECK_EQ_INT(removed, 2);
@@ -589,8 +598,104 @@ TEST(gc_removes_stale_temporaries) {
     o.stale_minutes = 0; /* every temporary file counts as stale */
     CHECK_EQ_INT(ckpt_store_gc(&removed, dir, &o), 0);
     CHECK_EQ_INT(removed, 1);
-    CHECK(!exists(mine));
+    CHECK(!exists(mine) && exists(live_dir));
+    close(held); /* the coordinator died: its staging directory is dead */
+    CHECK_EQ_INT(mkdir(in_dir(".run-4.dcp.tmp-1-0123456789abcdef"), 0755), 0);
+    touch_temp(".run-4.dcp.tmp-1-0123456789abcdef/__0_0.distcp", 0);
+    CHECK_EQ_INT(ckpt_store_gc(&removed, dir, NULL), 0);
+    CHECK_EQ_INT(removed, 2);
+    CHECK(!exists(live_dir) && !exists(".run-4.dcp.tmp-1-0123456789abcdef"));
+    CHECK(exists("run-1.pt") && exists("LATEST"));
     CHECK_EQ_INT(ckpt_store_gc(&removed, "/tmp/ckpt-test-store-missing-dir", NULL), CKPT_E_IO);
+    remove_dir();
+}
+
+/* Copies the DCP fixture (a torch FileSystemWriter directory) into dir as
+ * `name`. */
+#define TINY_DCP CKPT_SRC "/tests/dcp/fixtures/tiny.dcp"
+static void put_dcp(const char *name) {
+    static const char *const files[] = {".metadata", "__0_0.distcp"};
+    char from[512], to[512];
+    CHECK_EQ_INT(mkdir(in_dir(name), 0755), 0);
+    for (size_t i = 0; i < 2; i++) {
+        size_t n = 0;
+        snprintf(from, sizeof from, "%s/%s", TINY_DCP, files[i]);
+        snprintf(to, sizeof to, "%s/%s", in_dir(name), files[i]);
+        unsigned char *b = harness_read_file(from, &n);
+        FILE *fp = fopen(to, "wb");
+        CHECK(b && fp && fwrite(b, 1, n, fp) == n);
+        if (fp) fclose(fp);
+        free(b);
+    }
+}
+
+/* Multi-rank generations are DCP directories "NAME-STEP.dcp": listed,
+ * verified, named by LATEST and pruned beside files, by the same rules. */
+TEST(dcp_directory_generations) {
+    fresh_dir();
+    CHECK_EQ_INT(commit(TRAIN_ST, 1, 3), 0);
+    put_dcp("run-2.dcp");
+    put_dcp("run-7.pt");                        /* a directory with a file's name: no generation */
+    FILE *fp = fopen(in_dir("run-8.dcp"), "w"); /* a file with a directory's */
+    fputs("x", fp);
+    fclose(fp);
+    fp = fopen(in_dir("LATEST"), "w");
+    fputs("run-2.dcp\n", fp);
+    fclose(fp);
+    ckpt_store_listing *l = NULL;
+    CHECK_EQ_INT(ckpt_store_list(&l, dir, NULL), 0);
+    CHECK_EQ_INT(ckpt_store_list_count(l), 2);
+    const ckpt_store_generation *g = ckpt_store_list_generation(l, 1);
+    CHECK_EQ_STR(g->file, "run-2.dcp");
+    CHECK_EQ_STR(g->name, "run");
+    CHECK_EQ_INT(g->step, 2);
+    CHECK_EQ_INT(g->bytes, 939 + 2838); /* .metadata and the one .distcp */
+    CHECK_EQ_INT(g->ok, 1);
+    CHECK_EQ_INT(g->latest, 1);
+    const char *named = NULL;
+    CHECK_EQ_INT(ckpt_store_list_pointer(l, &named), CKPT_STORE_POINTER_OK);
+    CHECK_EQ_STR(named, "run-2.dcp");
+    ckpt_store_listing_free(l);
+    CHECK_EQ_STR(latest(), in_dir("run-2.dcp"));
+
+    /* a corrupt directory generation is skipped and reported */
+    put_dcp("run-3.dcp");
+    CHECK_EQ_INT(truncate(in_dir("run-3.dcp/__0_0.distcp"), 100), 0);
+    CHECK_EQ_STR(latest(), in_dir("run-2.dcp"));
+    CHECK_EQ_INT(ckpt_store_list(&l, dir, NULL), 0);
+    CHECK_EQ_INT(ckpt_store_list_count(l), 3);
+    CHECK_EQ_INT(ckpt_store_list_generation(l, 2)->ok, 0);
+    CHECK_EQ_STR(ckpt_store_list_generation(l, 2)->member, "__0_0.distcp");
+    CHECK_EQ_INT(ckpt_store_list_generation(l, 2)->code, CKPT_E_TRUNCATED);
+    ckpt_store_listing_free(l);
+
+    /* pruning: directories go like files, renamed away first, nothing left
+     * behind; the corrupt one newer than the kept ones stays */
+    put_dcp("run-4.dcp");
+    fp = fopen(in_dir("LATEST"), "w");
+    fputs("run-4.dcp\n", fp);
+    fclose(fp);
+    ckpt_store_options o = CKPT_STORE_OPTIONS_INIT;
+    o.keep = 1;
+    size_t removed = 0;
+    CHECK_EQ_INT(ckpt_store_prune(&removed, dir, &o), 0);
+    CHECK_EQ_INT(removed, 3); /* run-1.safetensors, run-2.dcp, run-3.dcp */
+    int temps = 0;
+    CHECK_EQ_INT(entries(&temps), 4); /* run-4.dcp, LATEST, run-7.pt/, run-8.dcp */
+    CHECK_EQ_INT(temps, 0);
+    CHECK(exists("run-4.dcp/.metadata") && !exists("run-2.dcp") && !exists("run-3.dcp"));
+    CHECK_EQ_STR(latest(), in_dir("run-4.dcp"));
+
+    /* a file commit after a directory generation moves LATEST to it and
+     * prunes the directory */
+    CHECK_EQ_INT(commit(TRAIN_PT, 5, 1), 0);
+    CHECK_EQ_STR(pointer(), "run-5.pt\n");
+    CHECK(exists("run-4.dcp")); /* LATEST named it before: kept for its readers */
+    CHECK_EQ_INT(ckpt_store_prune(&removed, dir, &o), 0);
+    CHECK_EQ_INT(removed, 1);
+    CHECK(!exists("run-4.dcp"));
+    CHECK_EQ_INT(entries(&temps), 4);
+    CHECK_EQ_INT(temps, 0);
     remove_dir();
 }
 
@@ -689,6 +794,7 @@ int main(void) {
     RUN(commit_with_writer);
     RUN(commit_faults);
     RUN(gc_removes_stale_temporaries);
+    RUN(dcp_directory_generations);
     RUN(allocation_failures);
     RUN(pointer_names);
     return harness_end();

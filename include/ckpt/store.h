@@ -11,7 +11,10 @@ extern "C" {
 #endif
 
 /* A store is a directory of generations "NAME-STEP.safetensors" or
- * "NAME-STEP.pt" (STEP in decimal without leading zeros, sorted
+ * "NAME-STEP.pt" (files) and "NAME-STEP.dcp" (DCP directories, the
+ * multi-rank generations of ckpt.Store, verified as ckpt_open of the
+ * directory does; a name of the other kind is no generation)
+ * (STEP in decimal without leading zeros, sorted
  * numerically; equal steps by file name) and a file LATEST holding the file
  * name of the newest committed generation and "\n" (for readers that do
  * not link ckpt: `cat DIR/LATEST`). Every file is written through the
@@ -141,11 +144,13 @@ typedef struct ckpt_store_generation {
     const char *path; /* "dir/NAME-STEP.EXT" */
     const char *name; /* NAME */
     uint64_t step;
-    uint64_t bytes;     /* file size */
+    uint64_t bytes;     /* file size; for a directory, its files' */
     int ok;             /* 1 when it opens and verifies, else 0 (corrupt) */
     int code;           /* CKPT_E_* of the first problem; 0 when ok */
     const char *reason; /* its message; "" when ok */
-    const char *member; /* zip member of the problem, or "" */
+    const char *member; /* zip member of the problem, or ""; in a directory
+                           generation its file ("__0_0.distcp", then
+                           "/MEMBER" when in a zip member) */
     uint64_t offset;    /* absolute byte offset of the problem, or UINT64_MAX */
     int latest;         /* 1 for the file LATEST names */
 } ckpt_store_generation;
@@ -177,8 +182,11 @@ CKPT_API ckpt_store_pointer ckpt_store_list_pointer(const ckpt_store_listing *l,
  * ckpt_store_prune_list report them) until keep newer generations verify.
  * Fewer than keep verified generations: nothing is removed. If a
  * verification fails for want of I/O or memory rather than because the
- * file is corrupt, nothing is removed. *removed (may be NULL) receives the
- * number of files removed. Returns 0, CKPT_E_IO (dir unreadable, unlink
+ * file is corrupt, nothing is removed. A directory generation is first
+ * renamed to a temporary name ".NAME-STEP.dcp.tmp-PID-HEX" and the
+ * rename made durable, then its files are removed, so that a removal cut
+ * short leaves no half generation (gc removes the rest). *removed (may be
+ * NULL) receives the number of generations removed. Returns 0, CKPT_E_IO (dir unreadable, unlink
  * failed, I/O error while verifying), CKPT_E_NOMEM. */
 CKPT_API int ckpt_store_prune(size_t *removed, const char *dir, const ckpt_store_options *opts);
 
@@ -190,7 +198,12 @@ CKPT_API int ckpt_store_prune(size_t *removed, const char *dir, const ckpt_store
  * never removed. An unlocked one is removed when its PID no longer exists
  * on this machine or it was not modified for opts->stale_minutes (the PID
  * only covers a staging file between its creation and its writer's
- * lock). Generations and LATEST are never removed. *removed (may be NULL) receives the count.
+ * lock). Temporary directories of that name (a coordinator's staging
+ * directory of a DCP generation, or one that pruning renamed away) are
+ * removed with their files when gc can take the store lock at once: a
+ * live coordinator holds it from creating its staging directory until the
+ * generation is in place. Generations and LATEST are never removed.
+ * *removed (may be NULL) receives the count.
  * Returns 0, CKPT_E_IO, CKPT_E_NOMEM. */
 CKPT_API int ckpt_store_gc(size_t *removed, const char *dir, const ckpt_store_options *opts);
 

@@ -310,6 +310,8 @@ _PROTOS = [
     ("ckpt_store_list_count", c_size_t, [c_void_p]),
     ("ckpt_store_list_generation", ctypes.POINTER(StoreGeneration_), [c_void_p, c_size_t]),
     ("ckpt_store_gc", c_int, [ctypes.POINTER(c_size_t), c_char_p, ctypes.POINTER(StoreOptions_)]),
+    ("ckpt_store_prune", c_int, [ctypes.POINTER(c_size_t), c_char_p,
+                                 ctypes.POINTER(StoreOptions_)]),
     ("ckpt_training_analyze", c_int, [_P, c_void_p]),
     ("ckpt_training_free", None, [c_void_p]),
     ("ckpt_training_resume", c_int, [c_void_p]),

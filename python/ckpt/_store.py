@@ -5,7 +5,6 @@ import ctypes
 import errno
 import fcntl
 import os
-import re
 import random
 import warnings
 from dataclasses import dataclass, field
@@ -330,8 +329,6 @@ class Store:
     def latest(self):
         """Path of the generation to resume from (LATEST when it verifies,
         else the newest that verifies), or None when there is none."""
-        if _has_dir_generations(self.dir):
-            return _latest_all(self.dir)
         out = ctypes.create_string_buffer(_PATH_MAX)
         rc = lib.ckpt_store_latest(out, _PATH_MAX, fspath(self.dir), ctypes.byref(self._opts))
         if rc == errors.NotFoundError.code:
@@ -341,8 +338,6 @@ class Store:
 
     def generations(self):
         """Every generation, verified, by ascending step."""
-        if _has_dir_generations(self.dir):
-            return _list_all(self.dir)
         h = c_void_p()
         check(lib.ckpt_store_list(ctypes.byref(h), fspath(self.dir), ctypes.byref(self._opts)),
               self.dir)
@@ -441,17 +436,10 @@ class Store:
 # ------------------------------------------------------------ directory generations
 #
 # Under a process group of more than one rank, a generation is a DCP
-# directory "NAME-STEP.dcp" written by ckpt.dcp.Writer. The C store does not
-# list directories yet (it needs the C reader of DCP directories), so the
-# store's rules are applied here to every generation, files and
-# directories alike, whenever the store holds a directory generation:
-# newest first by (step, name), nothing trusted unverified, LATEST only
-# forward, pruning keeps `keep` verified generations plus LATEST's and the
-# one it named before.
-
-_DIR_GEN = re.compile(r"^([^.][^/]*)-(0|[1-9][0-9]*)\.dcp$")
-_FILE_GEN = re.compile(r"^([^.][^/]*)-(0|[1-9][0-9]*)\.(pt|safetensors)$")
-_STAGING = re.compile(r"^\..*-(0|[1-9][0-9]*)\.dcp\.tmp-[0-9]+-[0-9a-f]{16}$")
+# directory "NAME-STEP.dcp" written by ckpt.dcp.Writer. The C store lists,
+# verifies and prunes them beside file generations; rank 0 stages the
+# directory under the store lock (which keeps gc off it), renames it into
+# place and moves LATEST here, between the crash points the tests use.
 
 
 def _process_group():
@@ -464,45 +452,6 @@ def _process_group():
     if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() < 2:
         return None
     return dist.get_rank(), dist.get_world_size()
-
-
-def _all_generations(dir):
-    """[(step, file, is_dir)] of dir, ascending."""
-    out = []
-    for f in os.listdir(dir):
-        m = _DIR_GEN.match(f) or _FILE_GEN.match(f)
-        if not m:
-            continue
-        full = os.path.join(dir, f)
-        is_dir = f.endswith(".dcp")
-        if is_dir != os.path.isdir(full) or os.path.islink(full):
-            continue
-        out.append((int(m.group(2)), f, is_dir))
-    return sorted(out)
-
-
-def _has_dir_generations(dir):
-    return any(d for _, _, d in _all_generations(dir))
-
-
-def _verify_generation(path):
-    """(ok, error) of one generation, file or directory."""
-    from ._scan import verify
-    if os.path.isdir(path):
-        from .dcp import verify as verify_dir
-        rep = verify_dir(path)
-    else:
-        rep = verify(path)
-    return rep.ok, rep.error
-
-
-def _read_latest(dir):
-    try:
-        with open(os.path.join(dir, "LATEST"), "rb") as f:
-            name = f.read(4097).decode("utf-8", "replace").rstrip("\n")
-    except OSError:
-        return ""
-    return name if (_DIR_GEN.match(name) or _FILE_GEN.match(name)) else ""
 
 
 def _lock_store(dir):
@@ -518,70 +467,23 @@ def _lock_store(dir):
     return fd
 
 
-def _remove_tree(dir, name):
-    """Removes the generation directory dir/name: renamed to a staging name
-    first, so that a removal cut short leaves no half generation."""
-    import shutil
-    from .dcp import _fsync_dir
-    doomed = os.path.join(dir, ".%s.tmp-%d-%016x" % (name, os.getpid(),
-                                                     int.from_bytes(os.urandom(8), "little")))
-    os.rename(os.path.join(dir, name), doomed)
-    _fsync_dir(dir)
-    shutil.rmtree(doomed)
-
-
-def _prune_all(dir, keep, protect):
-    """The C store's pruning rule over files and directories: from the
-    newest down, verify until `keep` (at least 1) verify; remove those
-    older than the last of them unless protected (file names)."""
-    from .dcp import _fsync_dir
-    gens = _all_generations(dir)
-    want, good, cut = max(1, keep), 0, None
-    for i in range(len(gens) - 1, -1, -1):
-        ok, err = _verify_generation(os.path.join(dir, gens[i][1]))
-        if not ok and isinstance(err, (errors.FileError, errors.OutOfMemoryError)):
-            raise err  # cannot judge: remove nothing
-        if ok:
-            good += 1
-            if good == want:
-                cut = i
-                break
-    removed = 0
-    for _, f, is_dir in gens[:cut or 0]:
-        if f in protect:
-            continue
-        if is_dir:
-            _remove_tree(dir, f)
-        else:
-            os.unlink(os.path.join(dir, f))
-        removed += 1
-    if removed:
-        _fsync_dir(dir)
-
-
-def _remove_stale_staging(dir):
-    """Staging directories of coordinators that died: the caller holds the
-    store lock, which every live coordinator holds until it is done."""
-    import shutil
-    for f in os.listdir(dir):
-        if _STAGING.match(f) and os.path.isdir(os.path.join(dir, f)):
-            shutil.rmtree(os.path.join(dir, f), ignore_errors=True)
+def _temp_name(dir, file):
+    """A temporary name for dir/file that the C store's gc recognises."""
+    return os.path.join(dir, ".%s.tmp-%d-%016x" % (
+        file, os.getpid(), int.from_bytes(os.urandom(8), "little")))
 
 
 def _coordinator_begin(store, gen, step, replace):
-    """Coordinator, under the store lock: refuses a committed step, clears
-    dead staging, creates this commit's staging directory."""
+    """Coordinator, under the store lock: refuses a committed step, creates
+    this commit's staging directory."""
     from .dcp import _fsync_dir
-    for s, f, _ in _all_generations(store.dir):
-        if s == step and f.rsplit("-", 1)[0] == store.name and not replace:
-            ok, err = _verify_generation(os.path.join(store.dir, f))
-            if ok:
+    if not replace:
+        for g in store.generations():
+            if g.step == step and g.ok and g.file.rsplit("-", 1)[0] == store.name:
                 raise errors.InvalidArgumentError(
                     "step %d of %s is already committed as %s (replace it with replace=True)"
-                    % (step, store.name, f), store.dir)
-    _remove_stale_staging(store.dir)
-    staging = os.path.join(store.dir, ".%s.tmp-%d-%016x" % (
-        gen, os.getpid(), int.from_bytes(os.urandom(8), "little")))
+                    % (step, store.name, g.file), store.dir)
+    staging = _temp_name(store.dir, gen)
     os.mkdir(staging)
     _fsync_dir(store.dir)
     return staging
@@ -589,30 +491,36 @@ def _coordinator_begin(store, gen, step, replace):
 
 def _coordinator_finish(store, gen, step, staging):
     """Coordinator, under the store lock, after every rank's files verified
-    and .metadata was committed: the generation takes its name, LATEST
-    moves (forward only), older generations are pruned."""
+    and .metadata was committed: the generation takes its name and LATEST
+    moves (forward only: to the newest generation that verifies)."""
     from .dcp import _check_layout, _crash_point, _fsync_dir, _write_atomic, read_metadata
     _check_layout(staging, read_metadata(staging), {})
     target = os.path.join(store.dir, gen)
     _crash_point("before-rename")
-    if os.path.lexists(target):
-        _remove_tree(store.dir, gen)  # replace=True, or a corrupt one
+    if os.path.lexists(target):  # replace=True, or a corrupt one: gc removes it
+        os.rename(target, _temp_name(store.dir, gen))
+        _fsync_dir(store.dir)
     os.rename(staging, target)
     _fsync_dir(store.dir)
     _crash_point("after-rename")
-    previous = _read_latest(store.dir)
     newest = gen
-    for s, f, _ in reversed(_all_generations(store.dir)):
-        if (s, f) <= (step, gen):
-            break
-        if _verify_generation(os.path.join(store.dir, f))[0]:
-            newest = f
-            break
+    for g in store.generations():
+        if (g.step, g.file) > (step, gen) and g.ok:
+            newest = g.file
     _write_atomic(os.path.join(store.dir, "LATEST"), (newest + "\n").encode())
     _crash_point("after-latest")
-    _prune_all(store.dir, store.keep, {newest, gen, previous})
-    _crash_point("after-prune")
     return target
+
+
+def _prune_and_gc(store):
+    """After the store lock is released: the C store's pruning (keep
+    verified generations and LATEST's), then its gc (staging directories
+    of dead coordinators, generations renamed away)."""
+    from .dcp import _crash_point
+    d = fspath(store.dir)
+    check(lib.ckpt_store_prune(None, d, ctypes.byref(store._opts)), store.dir)
+    _crash_point("after-prune")
+    check(lib.ckpt_store_gc(None, d, ctypes.byref(store._opts)), store.dir)
 
 
 def _commit_distributed(store, obj, step, replace):
@@ -651,6 +559,9 @@ def _commit_distributed(store, obj, step, replace):
         if rank == 0:
             try:
                 out[0] = _coordinator_finish(store, gen, step, box[0])
+                os.close(lock)
+                lock = None
+                _prune_and_gc(store)
             except Exception as e:
                 out[1] = e
         dist.broadcast_object_list(out, src=0)
@@ -660,29 +571,3 @@ def _commit_distributed(store, obj, step, replace):
     finally:
         if lock is not None:
             os.close(lock)
-
-
-def _latest_all(dir):
-    """Store.latest over files and directories: the newest generation that
-    verifies; an older one is no answer when a newer one cannot be read."""
-    gens = _all_generations(dir)
-    for _, f, _ in reversed(gens):
-        ok, err = _verify_generation(os.path.join(dir, f))
-        if ok:
-            return os.path.join(dir, f)
-        if isinstance(err, (errors.FileError, errors.OutOfMemoryError)):
-            raise err
-    return None
-
-
-def _list_all(dir):
-    """Store.generations over files and directories."""
-    latest = _read_latest(dir)
-    out = []
-    for step, f, is_dir in _all_generations(dir):
-        path = os.path.join(dir, f)
-        ok, err = _verify_generation(path)
-        size = (sum(os.path.getsize(os.path.join(path, x)) for x in os.listdir(path))
-                if is_dir else os.path.getsize(path))
-        out.append(Generation(f, path, step, size, ok, f == latest, err))
-    return out

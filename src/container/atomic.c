@@ -105,8 +105,7 @@ static void random_hex(char out[17]) {
     ckpt_hex64(out, r);
 }
 
-/* ckpt_malloc'd temporary name for `path`, in its directory. */
-static char *temp_name(const char *path) {
+char *ckpt_atomic_temp_name(const char *path) {
     const char *slash = strrchr(path, '/');
     size_t dirlen = slash ? (size_t)(slash - path) + 1 : 0;
     const char *base = path + dirlen;
@@ -195,7 +194,7 @@ int ckpt_atomic_begin(ckpt_atomic *a, const char *target) {
     }
     /* A clash needs the same pid and 64 random bits: retry a few times. */
     for (int tries = 0; tries < 8; tries++) {
-        a->tmp = temp_name(target);
+        a->tmp = ckpt_atomic_temp_name(target);
         if (!a->tmp) {
             release(a);
             a->error = CKPT_E_NOMEM;
@@ -286,7 +285,7 @@ static int backup_target(ckpt_atomic *a) {
     if (bak) {
         memcpy(bak, a->target, len);
         memcpy(bak + len, ".bak", 5);
-        tmp = temp_name(bak);
+        tmp = ckpt_atomic_temp_name(bak);
     }
     if (!tmp) {
         rc = fail(a, "backup", ENOMEM, CKPT_NO_OFFSET);

@@ -72,6 +72,11 @@ int ckpt_atomic_commit(ckpt_atomic *a, int backup);
  * "open", then "fsync"), so that entries created, renamed or removed in it
  * survive a crash. 0, or CKPT_E_IO recorded with the step that failed. */
 int ckpt_atomic_sync_dir(const char *dir);
+
+/* ckpt_malloc'd temporary name ".<basename>.tmp-<pid>-<16 hex>" for
+ * `path`, in its directory (the name gc recognises); NULL when out of
+ * memory. The store renames a doomed generation directory to one. */
+char *ckpt_atomic_temp_name(const char *path);
 /* Removes the temporary file and frees a's strings. Safe after commit, after
  * a failed begin, and on a zero-initialised struct. */
 void ckpt_atomic_abort(ckpt_atomic *a);

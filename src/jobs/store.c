@@ -42,14 +42,18 @@ static int ends_with(const char *s, size_t len, const char *suffix) {
     return len >= n && memcmp(s + len - n, suffix, n) == 0;
 }
 
-/* "NAME-STEP.safetensors" / "NAME-STEP.pt": 1 with *namelen and *step set,
- * else 0. STEP has no leading zeros so that every step has one name. */
+/* "NAME-STEP.safetensors" / "NAME-STEP.pt" (a file) or "NAME-STEP.dcp" (a
+ * DCP directory, the multi-rank generations of ckpt.Store): 1 with
+ * *namelen and *step set, else 0. STEP has no leading zeros so that every
+ * step has one name. */
 static int parse_generation(const char *file, size_t *namelen, uint64_t *step) {
     size_t len = strlen(file), end;
     if (ends_with(file, len, ".safetensors"))
         end = len - 12;
     else if (ends_with(file, len, ".pt"))
         end = len - 3;
+    else if (ends_with(file, len, ".dcp"))
+        end = len - 4;
     else
         return 0;
     size_t d = end;
@@ -119,7 +123,8 @@ static char *join(store *s, const char *file) {
     return ckpt_arena_printf(&s->arena, "%s%s%s", s->dir, sep, file);
 }
 
-/* Calls fn for every regular file of dir (not following links) until it
+/* Calls fn for every regular file and directory of dir (not following
+ * links; not "." and "..") until it
  * returns non-zero, which is then returned; 0 after the last entry, or
  * CKPT_E_IO when dir cannot be opened or read. */
 typedef int (*entry_fn)(void *ctx, int dirfd, const char *name, const struct stat *st);
@@ -139,7 +144,9 @@ static int each_file(const char *dir, entry_fn fn, void *ctx) {
             break;
         }
         struct stat st;
-        if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode))
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+        if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+            !(S_ISREG(st.st_mode) || S_ISDIR(st.st_mode)))
             continue;
         if ((rc = fn(ctx, dirfd(d), e->d_name, &st))) break;
     }
@@ -147,20 +154,44 @@ static int each_file(const char *dir, entry_fn fn, void *ctx) {
     return rc;
 }
 
-/* each_file visitor of scan: the generations. */
+/* 1 for a DCP directory generation's name ("NAME-STEP.dcp"). */
+static int is_dir_name(const char *file) { return ends_with(file, strlen(file), ".dcp"); }
+
+/* Total size of the regular files directly in the directory `name` of
+ * `at` (a DCP directory is flat); 0 when it cannot be read (verification
+ * then says why). */
+static uint64_t dir_bytes(int at, const char *name) {
+    int fd = openat(at, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+    uint64_t total = 0;
+    if (!d) {
+        if (fd >= 0) close(fd);
+        return 0;
+    }
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        struct stat st;
+        if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode))
+            total += (uint64_t)st.st_size;
+    }
+    closedir(d);
+    return total;
+}
+
+/* each_file visitor of scan: the generations, files with a file's name and
+ * directories with a directory's. */
 static int add_generation(void *ctx, int dirfd, const char *name, const struct stat *st) {
     store *s = ctx;
     size_t namelen;
     uint64_t step;
-    (void)dirfd;
     if (!parse_generation(name, &namelen, &step)) return 0;
+    if (S_ISDIR(st->st_mode) != is_dir_name(name)) return 0;
     if (ckpt_arena_grow(&s->arena, (void **)&s->gens, &s->cap, s->n + 1, sizeof *s->gens))
         return nomem(s->dir);
     gen *g = &s->gens[s->n];
     g->file = ckpt_arena_strdup(&s->arena, name);
     g->name = ckpt_arena_strndup(&s->arena, name, namelen);
     g->step = step;
-    g->bytes = (uint64_t)st->st_size;
+    g->bytes = S_ISDIR(st->st_mode) ? dir_bytes(dirfd, name) : (uint64_t)st->st_size;
     if (!g->file || !g->name) return nomem(s->dir);
     s->n++;
     return 0;
@@ -414,7 +445,14 @@ static int judge(ckpt_store_listing *l, size_t i, int verified, const ckpt_store
     g->ok = 0;
     g->code = rc;
     g->reason = ckpt_arena_strdup(&s->arena, e->message);
-    g->member = ckpt_arena_strdup(&s->arena, e->member);
+    /* in a directory generation the problem's file inside it ("__0_0.distcp"),
+     * followed by its zip member when it has one */
+    size_t n = strlen(g->path);
+    if (strncmp(e->file, g->path, n) == 0 && e->file[n] == '/')
+        g->member = *e->member ? ckpt_arena_printf(&s->arena, "%s/%s", e->file + n + 1, e->member)
+                               : ckpt_arena_strdup(&s->arena, e->file + n + 1);
+    else
+        g->member = ckpt_arena_strdup(&s->arena, e->member);
     g->offset = e->offset;
     return g->reason && g->member ? 0 : nomem(s->dir);
 }
@@ -479,6 +517,70 @@ int ckpt_store_list(ckpt_store_listing **out, const char *dir, const ckpt_store_
 
 /* ------------------------------------------------------------ prune */
 
+/* Removes the directory `name` of `at` with what is in it; `depth` levels
+ * of subdirectories at most (DCP directories are flat). Returns 0 or an
+ * errno. Entries removed while reading may hide others from readdir: a
+ * few passes until the directory itself can go. */
+static int remove_tree(int at, const char *name, int depth) {
+    for (int pass = 0;; pass++) {
+        int fd = openat(at, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+        if (fd < 0) return errno == ENOENT ? 0 : errno;
+        DIR *d = fdopendir(fd);
+        if (!d) {
+            int err = errno;
+            close(fd);
+            return err;
+        }
+        int err = 0;
+        for (struct dirent *e; err == 0 && (e = readdir(d)) != NULL;) {
+            struct stat st;
+            if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+            if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0)
+                err = errno == ENOENT ? 0 : errno;
+            else if (S_ISDIR(st.st_mode))
+                err = depth > 0 ? remove_tree(dirfd(d), e->d_name, depth - 1) : ENOTEMPTY;
+            else if (ckpt_atomic_remove_at(dirfd(d), e->d_name) != 0 && errno != ENOENT)
+                err = errno;
+        }
+        closedir(d);
+        if (err) return err;
+        if (unlinkat(at, name, AT_REMOVEDIR) == 0 || errno == ENOENT) return 0;
+        if (errno != ENOTEMPTY || pass == 3) return errno;
+    }
+}
+
+/* Removes generation `file`. A directory is first renamed to a temporary
+ * name (which gc recognises) and that rename made durable, so that a
+ * removal cut short never leaves a half generation under a generation's
+ * name; then its files go. The caller fsyncs dir afterwards. */
+static int remove_generation(store *s, const char *file) {
+    const char *path = join(s, file);
+    if (!path) return nomem(s->dir);
+    if (!is_dir_name(file)) {
+        if (ckpt_atomic_remove_at(AT_FDCWD, path) != 0 && errno != ENOENT)
+            return ckpt_err(CKPT_E_IO, path, NULL, CKPT_NO_OFFSET,
+                            "cannot remove generation %s: %s", path, strerror(errno));
+        return 0;
+    }
+    char *doomed = ckpt_atomic_temp_name(path);
+    if (!doomed) return nomem(s->dir);
+    int rc = 0;
+    if (rename(path, doomed) != 0) {
+        if (errno != ENOENT)
+            rc = ckpt_err(CKPT_E_IO, path, NULL, CKPT_NO_OFFSET,
+                          "cannot rename generation %s away to %s: %s", path, doomed,
+                          strerror(errno));
+    } else if ((rc = ckpt_atomic_sync_dir(s->dir)) == 0) {
+        int err = remove_tree(AT_FDCWD, doomed, 2);
+        if (err)
+            rc = ckpt_err(CKPT_E_IO, doomed, NULL, CKPT_NO_OFFSET,
+                          "cannot remove %s (generation %s, renamed away; gc removes it): %s",
+                          doomed, file, strerror(err));
+    }
+    ckpt_free(doomed);
+    return rc;
+}
+
 static int is_in(const ptrdiff_t *set, size_t n, size_t i) {
     for (size_t k = 0; k < n; k++)
         if (set[k] == (ptrdiff_t)i) return 1;
@@ -515,11 +617,8 @@ static int prune_listed(ckpt_store_listing *l, uint32_t keep, const ptrdiff_t *k
     for (size_t i = 0; i < s->n; i++) {
         int protected_ = is_in(protect, nprotect, i) || is_in(known, nknown, i);
         if (i < cut && !protected_) {
-            const char *path = join(s, s->gens[i].file);
-            if (!path) return nomem(s->dir);
-            if (ckpt_atomic_remove_at(AT_FDCWD, path) != 0 && errno != ENOENT)
-                return ckpt_err(CKPT_E_IO, path, NULL, CKPT_NO_OFFSET,
-                                "cannot remove generation %s: %s", path, strerror(errno));
+            int rc = remove_generation(s, s->gens[i].file);
+            if (rc) return rc;
             if (removed) ++*removed;
             continue;
         }
@@ -589,13 +688,45 @@ typedef struct gc_state {
     const ckpt_store_options *o;
     time_t now;
     size_t count;
+    int lock; /* the store lock: -2 not tried yet, -1 not had */
 } gc_state;
 
-/* each_file visitor of gc: removes a temporary file no live writer holds. */
+/* The store lock if no one holds it, else -1 (also without flock: then
+ * nothing tells a live staging directory from a dead one). */
+static int try_lock_store(const char *dir) {
+    char path[PATH_MAX];
+    if (snprintf(path, sizeof path, "%s/%s", dir, LOCK_FILE) >= (int)sizeof path) return -1;
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        close(fd);
+        fd = -1;
+    }
+    return fd;
+}
+
+/* A temporary directory: a generation directory being staged by a
+ * coordinator (which holds the store lock from creating it to renaming it
+ * into place) or one that pruning renamed away (under the lock). Whoever
+ * gets the lock finds every one of them dead. */
+static int gc_dir(gc_state *g, int dirfd, const char *name) {
+    if (g->lock == -2) g->lock = try_lock_store(g->dir);
+    if (g->lock < 0) return 0;
+    int err = remove_tree(dirfd, name, 2);
+    if (err)
+        return ckpt_err(CKPT_E_IO, g->dir, NULL, CKPT_NO_OFFSET,
+                        "cannot remove temporary directory %s in %s: %s", name, g->dir,
+                        strerror(err));
+    g->count++;
+    return 0;
+}
+
+/* each_file visitor of gc: removes a temporary file no live writer holds,
+ * or a temporary directory no live coordinator does. */
 static int gc_file(void *ctx, int dirfd, const char *name, const struct stat *st) {
     gc_state *g = ctx;
     long pid;
     if (!parse_temp(name, &pid)) return 0;
+    if (S_ISDIR(st->st_mode)) return gc_dir(g, dirfd, name);
     /* a live writer holds its file's flock (atomic.c); holding it
      * ourselves while unlinking keeps a writer from claiming the file
      * meanwhile. Without flock, only PIDs and age can tell. */
@@ -627,8 +758,9 @@ int ckpt_store_gc(size_t *removed, const char *dir, const ckpt_store_options *op
     CKPT_CHECK_OPTIONS(opts, CKPT_STORE_OPTIONS_VERSION);
     if (removed) *removed = 0;
     if (!dir) return ckpt_err(CKPT_E_INVALID_ARG, "", NULL, CKPT_NO_OFFSET, "dir is NULL");
-    gc_state g = {.dir = dir, .o = o, .now = time(NULL)};
+    gc_state g = {.dir = dir, .o = o, .now = time(NULL), .lock = -2};
     int rc = each_file(dir, gc_file, &g);
+    unlock_store(g.lock);
     if (removed) *removed = g.count;
     if (rc == 0 && g.count) rc = ckpt_atomic_sync_dir(dir);
     return rc;
