@@ -233,6 +233,48 @@ def case_gc():
     assert (rc, out) == (0, "removed 1 stale temporary file\n"), (rc, out, err)
 
 
+def case_dcp_generations():
+    """A DCP directory "NAME-STEP.dcp" (a torch FileSystemWriter fixture) is
+    a generation beside files: listed, latest, verified, pruned."""
+    d = fresh("dcp")
+    assert commit(d, 1, SMALL_PT)[0] == 0
+    shutil.copytree(os.path.join(SRC, "tests", "dcp", "fixtures", "tiny.dcp"),
+                    os.path.join(d, "run-2.dcp"))
+    with open(os.path.join(d, "LATEST"), "w") as fh:
+        fh.write("run-2.dcp\n")
+    rc, out, err = run("store", "list", d, "--json")
+    assert rc == 0, (rc, out, err)
+    doc = json.loads(out)
+    assert doc["latest"] == {"status": "ok", "file": "run-2.dcp"}, doc["latest"]
+    assert doc["generations"][1] == {
+        "name": "run", "step": 2, "file": "run-2.dcp", "path": os.path.join(d, "run-2.dcp"),
+        "bytes": 939 + 2838, "status": "ok", "latest": True}, doc["generations"]
+    rc, out, err = run("store", "list", d)
+    assert rc == 0 and out.splitlines()[-1] == "2 generations; LATEST: ok (run-2.dcp)", out
+    rc, out, err = run("store", "latest", d)
+    assert (rc, out) == (0, os.path.join(d, "run-2.dcp") + "\n"), (rc, out, err)
+    rc, out, err = run("verify", os.path.join(d, "run-2.dcp"))
+    assert rc == 0 and out.startswith("OK "), (rc, out, err)
+    # a truncated shard: corrupt, named; latest falls back to the file
+    shutil.copytree(os.path.join(d, "run-2.dcp"), os.path.join(d, "run-3.dcp"))
+    os.truncate(os.path.join(d, "run-3.dcp", "__0_0.distcp"), 100)
+    rc, out, err = run("store", "list", d, "--json")
+    g = json.loads(out)["generations"][2]
+    assert rc == 1 and g["status"] == "corrupt" and g["member"] == "__0_0.distcp", (rc, g)
+    rc, out, err = run("store", "latest", d)
+    assert (rc, out) == (0, os.path.join(d, "run-2.dcp") + "\n"), (rc, out, err)
+    # pruning removes the file generation, keeps LATEST's directory and the
+    # corrupt newer one, and leaves nothing half removed
+    rc, out, err = run("store", "prune", d, "--keep", "1")
+    assert rc == 1 and out.splitlines()[0] == "removed 1 generation", (rc, out, err)
+    assert sorted(entries(d)) == ["LATEST", "run-2.dcp", "run-3.dcp"], entries(d)
+    # a dead coordinator's staging directory goes with gc (the lock is free)
+    os.mkdir(os.path.join(d, ".run-4.dcp.tmp-1-0123456789abcdef"))
+    rc, out, err = run("store", "gc", d)
+    assert (rc, out) == (0, "removed 1 stale temporary file\n"), (rc, out, err)
+    assert sorted(entries(d)) == ["LATEST", "run-2.dcp", "run-3.dcp"], entries(d)
+
+
 def case_full_filesystem():
     mnt = os.path.join(TMP, "full")
     os.mkdir(mnt)

@@ -407,8 +407,9 @@ const cli_command cli_cmd_store = {
     "store",
     "numbered generations with a verified LATEST pointer",
     no_opts,
-    "DIR holds generations NAME-STEP.safetensors or NAME-STEP.pt (steps sort\n"
-    "numerically) and LATEST, the file name of the newest committed one\n"
+    "DIR holds generations NAME-STEP.safetensors or NAME-STEP.pt, and\n"
+    "NAME-STEP.dcp directories (ckpt.Store's multi-rank commits; steps sort\n"
+    "numerically) and LATEST, the name of the newest committed one\n"
     "(for readers without ckpt). NAME is a label, not a namespace: the\n"
     "generations of every NAME in DIR are one sequence by step, and share\n"
     "LATEST and pruning; use one DIR per run.\n"
@@ -435,7 +436,9 @@ const cli_command cli_cmd_store = {
     "           generations verify\n"
     "  gc       remove temporary files left by killed writers: never one\n"
     "           whose writer still holds its lock; an unlocked one once its\n"
-    "           process is gone or it is unmodified for MINUTES\n",
+    "           process is gone or it is unmodified for MINUTES; and the\n"
+    "           staging directories of killed coordinators (none is alive\n"
+    "           while DIR's lock is free)\n",
     "Exit status: 0 ok, 1 corrupt data (source, new generation, listing,\n"
     "prune), 2 usage or I/O error.\n",
     run,
