@@ -10,12 +10,12 @@
 extern "C" {
 #endif
 
-/* A store is a directory of generations "NAME-STEP.safetensors" or
- * "NAME-STEP.pt" (files) and "NAME-STEP.dcp" (DCP directories, the
- * multi-rank generations of ckpt.Store, verified as ckpt_open of the
- * directory does; a name of the other kind is no generation)
- * (STEP in decimal without leading zeros, sorted
- * numerically; equal steps by file name) and a file LATEST holding the file
+/* A store is a directory of generations, files "NAME-STEP.safetensors" or
+ * "NAME-STEP.pt" and DCP directories "NAME-STEP.dcp" (ckpt.Store's
+ * multi-rank commits, verified as ckpt_open of the directory reads them;
+ * a directory with a file's name, or a file with a directory's, is no
+ * generation). STEP is decimal without leading zeros, sorted
+ * numerically; equal steps by name. A file LATEST holds the
  * name of the newest committed generation and "\n" (for readers that do
  * not link ckpt: `cat DIR/LATEST`). Every file is written through the
  * atomic commit (temporary ".FILE.tmp-PID-HEX" in DIR, fsync, rename, fsync
