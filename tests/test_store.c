@@ -12,7 +12,9 @@
 
 #include "container/atomic.h"
 #include "ckpt.h"
+#define SCRATCH_NAME "store"
 #include "harness.h"
+#include "scratch.h"
 #include "jobs/store.h"
 
 /* Sources from the repository itself (ckpt verifies each before a commit). */
@@ -20,44 +22,6 @@
 #define TRAIN_PT CKPT_SRC "/examples/train.pt"
 #define LEGACY CKPT_SRC "/fuzz/corpora/scan/torch_benign_legacy.pt"
 #define SHARDED CKPT_CORPUS "/safetensors/fluxml/sharded/model.safetensors.index.json"
-
-static char dir[256];
-
-static void fresh_dir(void) {
-    snprintf(dir, sizeof dir, "/tmp/ckpt-test-store-XXXXXX");
-    if (!mkdtemp(dir)) {
-        perror("mkdtemp");
-        exit(2);
-    }
-}
-
-/* Removes path: a file, or a directory and its files (one level down, as
- * deep as the tests make them). */
-static void remove_path(const char *path, int depth) {
-    if (unlink(path) == 0 || errno != EISDIR) return;
-    DIR *dp = opendir(path);
-    struct dirent *e;
-    char p[1024];
-    while (depth > 0 && dp && (e = readdir(dp)) != NULL) {
-        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
-        snprintf(p, sizeof p, "%s/%s", path, e->d_name);
-        remove_path(p, depth - 1);
-    }
-    if (dp) closedir(dp);
-    rmdir(path);
-}
-
-static void remove_dir(void) { remove_path(dir, 2); }
-
-static const char *in_dir(const char *name) {
-    static char p[4][512];
-    static int k;
-    k = (k + 1) % 4;
-    snprintf(p[k], sizeof p[k], "%s/%s", dir, name);
-    return p[k];
-}
-
-static int exists(const char *name) { return access(in_dir(name), F_OK) == 0; }
 
 static int same_bytes(const char *a, const char *b) {
     size_t na = 0, nb = 0;

@@ -23,42 +23,11 @@
 
 #include "container/atomic.h"
 #include "ckpt.h"
+#define SCRATCH_NAME "crash"
 #include "harness.h"
+#include "scratch.h"
 
 #define TRAIN_PT CKPT_SRC "/examples/train.pt"
-
-static char dir[256];
-
-static void fresh_dir(void) {
-    snprintf(dir, sizeof dir, "/tmp/ckpt-test-crash-XXXXXX");
-    if (!mkdtemp(dir)) {
-        perror("mkdtemp");
-        exit(2);
-    }
-}
-
-static void remove_dir(void) {
-    DIR *dp = opendir(dir);
-    struct dirent *e;
-    char p[512];
-    while (dp && (e = readdir(dp)) != NULL) {
-        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
-        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-        unlink(p);
-    }
-    if (dp) closedir(dp);
-    rmdir(dir);
-}
-
-static const char *in_dir(const char *name) {
-    static char p[4][512];
-    static int k;
-    k = (k + 1) % 4;
-    snprintf(p[k], sizeof p[k], "%s/%s", dir, name);
-    return p[k];
-}
-
-static int exists(const char *name) { return access(in_dir(name), F_OK) == 0; }
 
 static int verifies(const char *name) {
     ckpt_file *f = NULL;
