@@ -21,7 +21,7 @@ typedef struct trace {
 
 static int t_enter(ckpt_walk *w, ckpt_walk_frame *n) {
     trace *t = w->ctx;
-    static const char roles[] = "RIKVS";
+    static const char roles[] = "RIKVSP";
     size_t used = strlen(t->text);
     snprintf(t->text + used, sizeof t->text - used, "%s%s:%c", used ? " " : "", w->name,
              roles[n->role]);
@@ -111,6 +111,12 @@ TEST(object_attrs) {
     CHECK_EQ_STR(t.text, ":R/");
     CHECK_EQ_INT(run(&t, o, CKPT_WALK_OBJECT_ATTRS), 0);
     CHECK_EQ_STR(t.text, ":R lr:V//");
+    /* the parts themselves: the state only (no arguments), then both */
+    CHECK_EQ_INT(run(&t, o, CKPT_WALK_OBJECT_PARTS), 0);
+    CHECK_EQ_STR(t.text, ":R :P 0:I 0.lr:V// 1:I///");
+    o->u.obj.args = ckpt_value_new(&a, CKPT_KIND_TUPLE);
+    CHECK_EQ_INT(run(&t, o, CKPT_WALK_OBJECT_PARTS), 0);
+    CHECK_EQ_STR(t.text, ":R :P/ :P 0:I 0.lr:V// 1:I///");
     ckpt_arena_free(&a);
 }
 

@@ -270,6 +270,83 @@ CKPT_API int ckpt_file_read_storages(const ckpt_file *f, size_t n, const uint64_
 CKPT_API int ckpt_file_read_tensors(const ckpt_file *f, size_t n, const ckpt_tensor *const *tensors,
                                     void *const *dst);
 
+/* ---------------------------------------------------------------- table */
+
+/* The tree ckpt_file_logical_root gives, as one table of 64-bit words:
+ * what a binding needs to rebuild it with one call per file instead of
+ * several per node (Python's ckpt.load: a 100k-tensor state dict is one
+ * call, not a million). Every distinct node appears once (a node reached
+ * by several paths, or by a cycle, is referred to by its index), children
+ * before their parents except where a container contains itself: the root
+ * is node nnodes - 1.
+ *
+ * Node i is the CKPT_TABLE_NODE_WORDS words at words[i * NODE_WORDS]:
+ * [kind, a, b, c, d], by ckpt_kind (unused words are 0):
+ *   NONE                -
+ *   BOOL                a: 0 or 1
+ *   INT                 a: the value, b: -1; or when it does not fit in
+ *                       int64, b, c: text offset and length of its decimal
+ *   FLOAT               a: the double's bits
+ *   STR, BYTES          a, b: text offset and length (STR: UTF-8)
+ *   LIST, TUPLE, SET    a, b: refs offset and count of its items
+ *   DICT                a, b: refs offset and count of its entries (2 x b
+ *                       refs: key, value, key, value...); c: its class
+ *                       (0 plain, 1 collections.OrderedDict, 2
+ *                       collections.Counter: ckpt_value_dict_class); d: its
+ *                       BUILD state's node or -1 (ckpt_value_dict_state)
+ *   TENSOR              a: its tensor record
+ *   OBJECT              a, b: text offset and length of its name; c, d:
+ *                       the nodes of its arguments and state, or -1
+ * Refs are node indices: refs[k] is words[refs_at + k].
+ *
+ * Tensor record j is the CKPT_TABLE_TENSOR_WORDS words at
+ * words[tensors_at + j * TENSOR_WORDS], as the ckpt_tensor_* accessors
+ * give them: [dtype, ndim, dims, storage id, storage offset, numel,
+ * nbytes, storage nbytes, flags, data, device text offset, device length,
+ * file offset (-1 for CKPT_NO_OFFSET), member text offset, member length,
+ * the ckpt_tensor pointer]. Its shape is words[dims_at + dims ...] (ndim
+ * words), its stride the ndim words after. data: the address
+ * ckpt_tensor_data gives (into the mapping: see its hazard), 0 when it
+ * gives none. flags: CKPT_TABLE_* below. The pointer is borrowed from f
+ * (for ckpt_tensor_read, ckpt_file_read_tensors).
+ *
+ * Strings are bytes of `text` (not NUL-terminated). */
+enum {
+    CKPT_TABLE_NODE_WORDS = 5,
+    CKPT_TABLE_TENSOR_WORDS = 16,
+    /* flags of a tensor record */
+    CKPT_TABLE_RAW = 1,        /* ckpt_file_storage_is_raw: its storage is
+                                  read whole by ckpt_file_read_storages */
+    CKPT_TABLE_CONTIGUOUS = 2, /* ckpt_tensor_is_contiguous */
+    CKPT_TABLE_PARAMETER = 4,  /* ckpt_tensor_is_parameter */
+    /* RAW, and the tensor is its whole storage: storage offset 0, nbytes
+     * equal to the storage's, the strides torch gives a new tensor of
+     * that shape (stride[i] = stride[i+1] * max(shape[i+1], 1)); a tensor
+     * allocated with the shape can be the storage's buffer */
+    CKPT_TABLE_WHOLE = 8
+};
+
+typedef struct ckpt_value_table {
+    unsigned version; /* CKPT_VALUE_TABLE_VERSION: the layout above */
+    const int64_t *words;
+    size_t nwords;
+    size_t nnodes, ntensors;
+    size_t tensors_at, refs_at, dims_at; /* sections of words */
+    const char *text;
+    size_t ntext;
+} ckpt_value_table;
+#define CKPT_VALUE_TABLE_VERSION 1
+
+/* *out receives the table of f's logical tree (ckpt_file_logical_root),
+ * owned by the caller (ckpt_value_table_free); it borrows nothing but the
+ * tensor pointers and data addresses, which live as long as f. The walk is
+ * bounded like every traversal (limits.max_depth, a visit budget from
+ * limits.max_tensors). Returns 0, ckpt_file_logical_root's codes,
+ * CKPT_E_LIMIT, CKPT_E_NOMEM. Not concurrently with other calls on f
+ * before the first ckpt_file_logical_root. */
+CKPT_API int ckpt_file_value_table(ckpt_value_table **out, const ckpt_file *f);
+CKPT_API void ckpt_value_table_free(ckpt_value_table *t);
+
 /* Borrowed pointer to the tensor's bytes when ckpt_tensor_is_contiguous:
  * *data receives the first byte, *size ckpt_tensor_nbytes. Zero-copy: the
  * pointer is into the file mapping and lives as long as f.

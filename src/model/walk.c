@@ -51,6 +51,14 @@ static int next_child(const ckpt_walk *w, ckpt_walk_frame *p, ckpt_walk_frame *c
         return 1;
     case CKPT_KIND_DICT:
     case CKPT_KIND_OBJECT: {
+        if (v->kind == CKPT_KIND_OBJECT && (w->follow & CKPT_WALK_OBJECT_PARTS)) {
+            const ckpt_value *part[2] = {v->u.obj.args, v->u.obj.state};
+            while (i < 2 && !part[i]) i++;
+            if (i >= 2) return 0;
+            p->next_ = i + 1;
+            *c = (ckpt_walk_frame){.value = part[i], .index = i, .role = CKPT_WALK_PART};
+            return 1;
+        }
         const ckpt_value *d = v;
         if (v->kind == CKPT_KIND_OBJECT &&
             (!(w->follow & CKPT_WALK_OBJECT_ATTRS) || !(d = object_attrs(v))))

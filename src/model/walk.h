@@ -30,7 +30,10 @@
  * no name); with CKPT_WALK_DICT_STATE, then a dict's BUILD state (role
  * STATE, adding no name); with CKPT_WALK_OBJECT_ATTRS, an object's
  * attributes: the entries of its BUILD state dict (or of the dict of a
- * (dict, slots) state), as if they were its own. */
+ * (dict, slots) state), as if they were its own; with
+ * CKPT_WALK_OBJECT_PARTS instead, an object's arguments (a TUPLE) then its
+ * BUILD state, each when present (role PART, index 0 or 1, adding no
+ * name). */
 #ifndef CKPT_WALK_H
 #define CKPT_WALK_H
 
@@ -55,17 +58,23 @@ typedef enum ckpt_walk_role {
     CKPT_WALK_ITEM,  /* list, tuple or set item */
     CKPT_WALK_KEY,   /* dict key (CKPT_WALK_KEYS) */
     CKPT_WALK_VALUE, /* dict value, or an object's attribute */
-    CKPT_WALK_STATE  /* a dict's BUILD state (CKPT_WALK_DICT_STATE) */
+    CKPT_WALK_STATE, /* a dict's BUILD state (CKPT_WALK_DICT_STATE) */
+    CKPT_WALK_PART   /* an object's arguments or state (CKPT_WALK_OBJECT_PARTS) */
 } ckpt_walk_role;
 
 /* Edges followed besides items and dict values (ckpt_walk.follow). */
-enum { CKPT_WALK_KEYS = 1u, CKPT_WALK_DICT_STATE = 2u, CKPT_WALK_OBJECT_ATTRS = 4u };
+enum {
+    CKPT_WALK_KEYS = 1u,
+    CKPT_WALK_DICT_STATE = 2u,
+    CKPT_WALK_OBJECT_ATTRS = 4u,
+    CKPT_WALK_OBJECT_PARTS = 8u
+};
 
 /* A node on the path from the root to the current node. */
 typedef struct ckpt_walk_frame {
     const ckpt_value *value;
     const ckpt_value *key; /* VALUE: its key; else NULL */
-    size_t index;          /* ITEM, KEY, VALUE: position in the parent */
+    size_t index;          /* ITEM, KEY, VALUE, PART: position in the parent */
     ckpt_walk_role role;
     size_t name_len; /* the node's name is w->name[0..name_len) */
     size_t seg_len;  /* of which the last seg_len bytes are its own
