@@ -1,56 +1,86 @@
 #!/usr/bin/python3
-"""Python binding benchmark: ckpt.load against torch.load, one run.
+"""Python load benchmark: ckpt.load against its peers, side by side, one run.
 
-Usage: CKPT_LIB=build/libckpt.so PYTHONPATH=python bench/bench_python.py [--mb 1024] [--dir /tmp/ckpt-bench-py] [--keep]
+Usage: CKPT_LIB=build/libckpt.so PYTHONPATH=python .venv/bin/python bench/bench_python.py
+           [--quick] [--runs 3] [--dir /tmp/ckpt-bench-py] [--keep]
 
-Writes a checkpoint of about MB MiB with torch.save (16 float32 tensors) and
-its safetensors twin (ckpt.save), warms the page cache, then reports the
-median of 3 runs of each, every run touching every tensor (a sum of each):
-  read          the file read into one reused buffer (the page-cache read
-                time: the floor for any loader that looks at every byte)
-  ckpt.load .safetensors + sums      target: close to `read` (private
-                                     copies, read with pread)
-  ckpt.load .pt + sums
-  ckpt.load(mmap=True) .pt + sums    zero-copy views of the mapping
-  torch.load .pt + sums              (mmap=True too on torch >= 2.1)
-and the ratios torch.load / ckpt.load for both files. The files are removed
-afterwards unless --keep. The machine is shared and noisy: read the ratios.
+Cases (inputs written by ckpt.save, as .safetensors and .pt):
+  tensor counts  1k, 10k, 100k float32 tensors of 16 elements (per-tensor
+                 cost: the files are a few MiB)
+  file sizes     64 MiB, 1 GiB in 16 float32 tensors (bytes moved)
+--quick: 1k, 10k and 64 MiB only (a few minutes); --counts and --sizes
+(comma-separated) choose others.
+
+Each case is loaded warm (page cache filled first) and cold (the file
+dropped from the page cache with posix_fadvise(DONTNEED) before each run),
+each loader in a fresh process: the median of --runs runs, and the peak RSS
+the loads added to the process. Pairs, ckpt first, ratio = ckpt / peer
+(below 1.00: ckpt is faster):
+  .safetensors   ckpt.load            safetensors.torch.load_file
+  .pt            ckpt.load            torch.load
+  .pt mmap       ckpt.load(mmap=True) torch.load(mmap=True)
+and, for the sizes, `read`: the file read into one reused 8 MiB buffer, the
+floor for anything that looks at every byte. ckpt.load's default reads
+every tensor into private memory, while load_file and mmap=True map the
+file and read a page when it is first touched: so at the sizes every load
+is timed together with a touch of every page of every tensor; at the
+counts the load alone is timed (the bytes are negligible there).
+The machine may be shared and noisy: read the ratios.
 """
 import argparse
 import gc
+import json
 import os
+import resource
 import statistics
 import subprocess
+import sys
 import time
 
-import torch
+COUNTS = [1000, 10000, 100000]
+SIZES_MIB = [64, 1024]
+PAIRS = [(".safetensors", "ckpt.load", "load_file"),
+         (".pt", "ckpt.load", "torch.load"),
+         (".pt", "ckpt.load(mmap)", "torch.load(mmap)")]
 
-import ckpt
 
-
-def median(fn, n=3):
-    times = []
-    for _ in range(n):
-        gc.collect()
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+def loaders():
+    import torch
+    import safetensors.torch
+    import ckpt
+    return {
+        "ckpt.load": ckpt.load,
+        "ckpt.load(mmap)": lambda p: ckpt.load(p, mmap=True),
+        "load_file": safetensors.torch.load_file,
+        "torch.load": torch.load,
+        "torch.load(mmap)": lambda p: torch.load(p, mmap=True),
+    }
 
 
 def touch_all(obj):
-    """Sums every tensor (reads every byte) and returns the total."""
-    total = 0.0
-    stack = [obj]
+    """Reads one element of every 4 KiB page of every tensor: what a lazy
+    (mapped) load defers to first use, without the arithmetic of a sum
+    that would dwarf it on a loaded machine."""
+    import torch
+    total, stack = 0.0, [obj]
     while stack:
         o = stack.pop()
         if isinstance(o, dict):
             stack.extend(o.values())
         elif isinstance(o, (list, tuple)):
             stack.extend(o)
-        elif isinstance(o, torch.Tensor) and o.is_floating_point():
-            total += float(o.sum())
+        elif isinstance(o, torch.Tensor) and o.numel():
+            flat = o.reshape(-1)
+            total += float(flat[::max(1, 4096 // flat.element_size())].sum())
     return total
+
+
+def drop_cache(path):
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
 
 
 def read_file(path, buf):
@@ -59,53 +89,117 @@ def read_file(path, buf):
             pass
 
 
+def rss_kib():
+    with open("/proc/self/statm") as fh:
+        return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") // 1024
+
+
+def child(loader, path, cold, runs, touch):
+    """Runs in a fresh process: prints {"time": median s, "peak_mib": MiB}."""
+    if loader == "read":
+        buf = bytearray(8 << 20)
+        fn = lambda p: read_file(p, buf)  # noqa: E731
+    else:
+        fn = loaders()[loader]
+    base = rss_kib()
+    times = []
+    for _ in range(runs):
+        if cold:
+            drop_cache(path)
+        gc.collect()
+        t0 = time.perf_counter()
+        obj = fn(path)
+        if touch and obj is not None:
+            touch_all(obj)
+        times.append(time.perf_counter() - t0)
+        del obj
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - base
+    print(json.dumps({"time": statistics.median(times), "peak_mib": max(peak, 0) / 1024}))
+
+
+def measure(loader, path, cold, runs, touch):
+    cmd = [sys.executable, os.path.abspath(__file__), "--child", loader, path,
+           str(int(cold)), str(runs), str(int(touch))]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def make_files(d, name, sd):
+    import ckpt
+    paths = {}
+    for ext in (".safetensors", ".pt"):
+        paths[ext] = os.path.join(d, name + ext)
+        if not os.path.exists(paths[ext]):
+            ckpt.save(sd, paths[ext])
+    return paths
+
+
+def cases(args):
+    import torch
+    torch.manual_seed(0)
+    counts = COUNTS[:2] if args.quick else COUNTS
+    sizes = SIZES_MIB[:1] if args.quick else SIZES_MIB
+    if args.counts is not None:
+        counts = [int(x) for x in args.counts.split(",") if x]
+    if args.sizes is not None:
+        sizes = [int(x) for x in args.sizes.split(",") if x]
+    for n in counts:
+        label = "%dk tensors" % (n // 1000) if n >= 1000 else "%d tensors" % n
+        yield label, False, lambda n=n: {"layers.%d.weight" % i: torch.randn(16)
+                                         for i in range(n)}, "n%d" % n
+    for mib in sizes:
+        per = mib * (1 << 20) // 16 // 4
+        yield "%d MiB" % mib if mib < 1024 else "%d GiB" % (mib // 1024), True, \
+            lambda per=per: {"layers.%d.weight" % i: torch.randn(per) for i in range(16)}, \
+            "s%d" % mib
+
+
 def main():
+    if len(sys.argv) > 1 and sys.argv[1] == "--child":
+        loader, path, cold, runs, touch = sys.argv[2:7]
+        child(loader, path, cold == "1", int(runs), touch == "1")
+        return
     ap = argparse.ArgumentParser()
-    ap.add_argument("--mb", type=int, default=1024)
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--dir", default="/tmp/ckpt-bench-py")
     ap.add_argument("--keep", action="store_true")
+    ap.add_argument("--counts", help="tensor counts, e.g. 1000,100000 (\"\": none)")
+    ap.add_argument("--sizes", help="file sizes in MiB, e.g. 64,1024 (\"\": none)")
     args = ap.parse_args()
+    import torch
+    import safetensors
     os.makedirs(args.dir, exist_ok=True)
-    pt = os.path.join(args.dir, "big.pt")
-    st = os.path.join(args.dir, "big.safetensors")
+    made = []
+    print("torch %s, safetensors %s, median of %d runs, each loader in a fresh process; "
+          "ratio = ckpt / peer" % (torch.__version__, safetensors.__version__, args.runs))
+    print("%-12s %-5s %-22s %9s %9s %7s %10s %10s" % (
+        "case", "cache", "file: ckpt vs peer", "ckpt s", "peer s", "ratio", "ckpt MiB", "peer MiB"))
     try:
-        per = max(1, args.mb // 16) * (1 << 20) // 4
-        torch.manual_seed(0)
-        sd = {"layer%d.weight" % i: torch.randn(per) for i in range(16)}
-        torch.save(sd, pt)
-        ckpt.save(sd, st)
-        want = touch_all(sd)
-        del sd
-        for p in (pt, st):  # warm page cache, as for any repeated load
-            subprocess.run(["cat", p], stdout=subprocess.DEVNULL, check=True)
-        buf = bytearray(8 << 20)
-        t_read = median(lambda: read_file(st, buf))
-        assert abs(touch_all(ckpt.load(st)) - want) < 1e-3 * max(1.0, abs(want))
-        assert abs(touch_all(ckpt.load(pt)) - want) < 1e-3 * max(1.0, abs(want))
-        t_ck_st = median(lambda: touch_all(ckpt.load(st)))
-        t_ck_pt = median(lambda: touch_all(ckpt.load(pt)))
-        t_ck_mmap = median(lambda: touch_all(ckpt.load(pt, mmap=True)))
-        t_torch = median(lambda: touch_all(torch.load(pt)))
-        has_mmap = "mmap" in torch.load.__code__.co_varnames
-        t_torch_mmap = median(lambda: touch_all(torch.load(pt, mmap=True))) if has_mmap else None
-        size = os.path.getsize(pt) / (1 << 20)
-        print("file: %.0f MiB (.pt), %.0f MiB (.safetensors); torch %s" % (
-            size, os.path.getsize(st) / (1 << 20), torch.__version__))
-        print("%-36s %8.3f s" % ("read (page cache)", t_read))
-        print("%-36s %8.3f s" % ("ckpt.load .safetensors + sums", t_ck_st))
-        print("%-36s %8.3f s" % ("ckpt.load .pt + sums", t_ck_pt))
-        print("%-36s %8.3f s" % ("ckpt.load(mmap=True) .pt + sums", t_ck_mmap))
-        print("%-36s %8.3f s" % ("torch.load .pt + sums", t_torch))
-        if t_torch_mmap is not None:
-            print("%-36s %8.3f s" % ("torch.load(mmap=True) .pt + sums", t_torch_mmap))
-        print("ratio torch.load(.pt) / ckpt.load(.safetensors): %.2fx" % (t_torch / t_ck_st))
-        print("ratio torch.load(.pt) / ckpt.load(.pt):          %.2fx" % (t_torch / t_ck_pt))
-        print("ratio ckpt.load(.safetensors) / read:            %.2fx" % (t_ck_st / t_read))
-        if t_torch_mmap is not None:
-            print("ratio torch.load(.pt, mmap) / ckpt.load(.pt):    %.2fx" % (t_torch_mmap / t_ck_pt))
+        for label, touch, build, name in cases(args):
+            sd = build()
+            paths = make_files(args.dir, name, sd)
+            made.extend(paths.values())
+            del sd
+            gc.collect()
+            for cold in (False, True):
+                cache = "cold" if cold else "warm"
+                if not cold:
+                    for p in paths.values():
+                        subprocess.run(["cat", p], stdout=subprocess.DEVNULL, check=True)
+                if touch:
+                    r = measure("read", paths[".safetensors"], cold, args.runs, False)
+                    print("%-12s %-5s %-22s %9.3f" % (label, cache, "read (floor)", r["time"]))
+                for ext, ours, peer in PAIRS:
+                    a = measure(ours, paths[ext], cold, args.runs, touch)
+                    b = measure(peer, paths[ext], cold, args.runs, touch)
+                    what = "%s %s" % (ext, "mmap" if "mmap" in ours else "")
+                    print("%-12s %-5s %-22s %9.3f %9.3f %6.2fx %10.0f %10.0f" % (
+                        label, cache, what.strip(), a["time"], b["time"], a["time"] / b["time"],
+                        a["peak_mib"], b["peak_mib"]), flush=True)
     finally:
         if not args.keep:
-            for p in (pt, st):
+            for p in made:
                 if os.path.exists(p):
                     os.unlink(p)
             try:
