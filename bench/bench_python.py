@@ -31,7 +31,6 @@ import argparse
 import gc
 import json
 import os
-import resource
 import statistics
 import subprocess
 import sys
@@ -89,9 +88,14 @@ def read_file(path, buf):
             pass
 
 
-def rss_kib():
-    with open("/proc/self/statm") as fh:
-        return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") // 1024
+def status_kib(field):
+    """A /proc/self/status field in KiB (VmRSS, VmHWM). Not ru_maxrss: Linux
+    carries that across exec from the parent, which built the state dict."""
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    return 0
 
 
 def child(loader, path, cold, runs, touch):
@@ -101,7 +105,7 @@ def child(loader, path, cold, runs, touch):
         fn = lambda p: read_file(p, buf)  # noqa: E731
     else:
         fn = loaders()[loader]
-    base = rss_kib()
+    base = status_kib("VmRSS")
     times = []
     for _ in range(runs):
         if cold:
@@ -113,7 +117,7 @@ def child(loader, path, cold, runs, touch):
             touch_all(obj)
         times.append(time.perf_counter() - t0)
         del obj
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - base
+    peak = status_kib("VmHWM") - base
     print(json.dumps({"time": statistics.median(times), "peak_mib": max(peak, 0) / 1024}))
 
 

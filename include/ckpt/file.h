@@ -287,8 +287,10 @@ CKPT_API int ckpt_file_read_tensors(const ckpt_file *f, size_t n, const ckpt_ten
  *   INT                 a: the value, b: -1; or when it does not fit in
  *                       int64, b, c: text offset and length of its decimal
  *   FLOAT               a: the double's bits
+ *                       (BOOL, INT, FLOAT) d: ckpt_value_numpy_dtype
  *   STR, BYTES          a, b: text offset and length (STR: UTF-8)
- *   LIST, TUPLE, SET    a, b: refs offset and count of its items
+ *   LIST, TUPLE, SET    a, b: refs offset and count of its items; c (SET):
+ *                       ckpt_value_is_frozenset
  *   DICT                a, b: refs offset and count of its entries (2 x b
  *                       refs: key, value, key, value...); c: its class
  *                       (0 plain, 1 collections.OrderedDict, 2
@@ -323,7 +325,9 @@ enum {
      * equal to the storage's, the strides torch gives a new tensor of
      * that shape (stride[i] = stride[i+1] * max(shape[i+1], 1)); a tensor
      * allocated with the shape can be the storage's buffer */
-    CKPT_TABLE_WHOLE = 8
+    CKPT_TABLE_WHOLE = 8,
+    CKPT_TABLE_REQUIRES_GRAD = 16, /* ckpt_tensor_requires_grad */
+    CKPT_TABLE_NUMPY = 32          /* ckpt_tensor_is_numpy */
 };
 
 typedef struct ckpt_value_table {

@@ -28,6 +28,16 @@ VERDICT_SAFE, VERDICT_UNSAFE, VERDICT_UNSCANNABLE, VERDICT_NOT_A_CHECKPOINT, \
     VERDICT_REVIEW = range(5)
 FORMAT_SAFETENSORS, FORMAT_SAFETENSORS_SHARDED = 1, 2
 
+# ckpt_file_value_table's layout (CKPT_VALUE_TABLE_VERSION): words per node
+# and per tensor record, the fields of a tensor record, its flags.
+VALUE_TABLE_VERSION = 1
+NODE_WORDS, TENSOR_WORDS = 5, 16
+T_DTYPE, T_NDIM, T_DIMS, T_STORAGE_ID, T_STORAGE_OFFSET, T_NUMEL, T_NBYTES, \
+    T_STORAGE_NBYTES, T_FLAGS, T_DATA, T_DEVICE, T_DEVICE_LEN, T_FILE_OFFSET, T_MEMBER, \
+    T_MEMBER_LEN, T_PTR = range(TENSOR_WORDS)
+TABLE_RAW, TABLE_CONTIGUOUS, TABLE_PARAMETER, TABLE_WHOLE, TABLE_REQUIRES_GRAD, \
+    TABLE_NUMPY = 1, 2, 4, 8, 16, 32
+
 
 class Error_(ctypes.Structure):
     _fields_ = [("code", c_int), ("message", c_char_p), ("file", c_char_p),
@@ -100,6 +110,13 @@ class MatchItem_(ctypes.Structure):
 
 class Rewrite_(ctypes.Structure):
     _fields_ = [("description", c_char_p), ("matches", c_u64), ("applied", ctypes.c_int)]
+
+
+class ValueTable_(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint), ("words", c_void_p), ("nwords", c_size_t),
+                ("nnodes", c_size_t), ("ntensors", c_size_t), ("tensors_at", c_size_t),
+                ("refs_at", c_size_t), ("dims_at", c_size_t), ("text", c_void_p),
+                ("ntext", c_size_t)]
 
 
 class StoreGeneration_(ctypes.Structure):
@@ -241,6 +258,8 @@ _PROTOS = [
                                         ctypes.POINTER(c_void_p)]),
     ("ckpt_file_read_tensors", c_int, [c_void_p, c_size_t, ctypes.POINTER(c_void_p),
                                        ctypes.POINTER(c_void_p)]),
+    ("ckpt_file_value_table", c_int, [ctypes.POINTER(ctypes.POINTER(ValueTable_)), c_void_p]),
+    ("ckpt_value_table_free", None, [ctypes.POINTER(ValueTable_)]),
     ("ckpt_value_kind", c_int, [c_void_p]),
     ("ckpt_value_bool", c_int, [c_void_p, ctypes.POINTER(c_int)]),
     ("ckpt_value_int", c_int, [c_void_p, ctypes.POINTER(ctypes.c_int64)]),

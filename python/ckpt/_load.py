@@ -1,11 +1,13 @@
 """ckpt.load: a checkpoint as Python objects, nothing executed.
 
 Default: every tensor lives in private memory that does not depend on the
-file. libckpt opens the file (its structure only), the converter builds
-each tensor as a view of one torch buffer per storage (so tensors that
-shared a storage in the file share memory after loading), and one
-ckpt_file_read_storages call fills all the buffers in file order with
-large sequential preads. The file can then be truncated, rewritten or
+file. libckpt opens the file (its structure only) and hands over its whole
+tree in one call (ckpt_file_value_table); the converter builds each tensor
+as a view of one torch buffer per storage (so tensors that shared a storage
+in the file share memory after loading; a tensor that is its whole storage
+is allocated as itself), and one ckpt_file_read_storages call fills all the
+buffers in file order with large sequential preads. The calls into libckpt
+per load do not grow with the number of tensors. The file can then be truncated, rewritten or
 replaced (torch.save to the same path) without affecting what was loaded,
 and a file that shrinks during the read is an error, not SIGBUS.
 
@@ -18,6 +20,7 @@ another process truncating it, kills the process with SIGBUS.
 """
 import collections
 import ctypes
+import gc
 import json
 import sys
 import mmap
@@ -28,7 +31,12 @@ from . import errors
 from ._lib import (KIND_BOOL, KIND_BYTES, KIND_DICT, KIND_FLOAT, KIND_INT,
                    KIND_LIST, KIND_NONE, KIND_OBJECT, KIND_SET, KIND_STR,
                    KIND_TENSOR, KIND_TUPLE, NO_OFFSET, c_u64, check, fspath, lib, text)
-from ._lib import FORMAT_SAFETENSORS_SHARDED
+from ._lib import (FORMAT_SAFETENSORS_SHARDED, NODE_WORDS, TABLE_CONTIGUOUS, TABLE_NUMPY,
+                   TABLE_PARAMETER, TABLE_RAW, TABLE_REQUIRES_GRAD, TABLE_WHOLE, TENSOR_WORDS,
+                   VALUE_TABLE_VERSION, ValueTable_)
+from ._lib import (T_DATA, T_DEVICE, T_DEVICE_LEN, T_DIMS, T_DTYPE, T_FILE_OFFSET, T_FLAGS, T_MEMBER,
+                   T_MEMBER_LEN, T_NBYTES, T_NDIM, T_NUMEL, T_PTR, T_STORAGE_ID, T_STORAGE_NBYTES,
+                   T_STORAGE_OFFSET)
 from . import _scan
 
 
@@ -88,9 +96,9 @@ class RawTensor:
 
 
 _dtype_cache = {}
-# ckpt_value_dict_class -> the mapping class torch.load would build
-_DICT_CLASSES = {b"collections.OrderedDict": collections.OrderedDict,
-                 b"collections.Counter": collections.Counter}
+# a DICT node's class word (ckpt_value_dict_class) -> the mapping class
+# torch.load would build
+_DICT_CLASSES = (dict, collections.OrderedDict, collections.Counter)
 
 
 def _dtype_info(code):
@@ -128,6 +136,7 @@ class _Source:
         self.addr = 0
         self.shards = {}
         self.report = None
+        self.format = None
         # default: libckpt opens the path and reads tensor bytes with pread
         data = _read(self.path) if mmap else None
         if data is not None:
@@ -148,6 +157,7 @@ class _Source:
             else:
                 rc = self._open_path()
             check(rc, self.path)
+            self.format = lib.ckpt_file_format(self.handle)
             # content the scan could not examine but the reader could: a
             # corrupt file gets the reader's own error above instead
             if scan and not unsafe_ok and self.report.verdict == "unscannable":
@@ -167,16 +177,12 @@ class _Source:
             self.handle = ctypes.c_void_p()
         self.export = None  # releases the buffer export; tensors keep buf alive
 
-    def locate(self, t):
+    def locate(self, contiguous, off, member):
         """(buffer, byte offset of element [0,..,0]) of a contiguous tensor
-        of a sharded set (libckpt maps the shards itself, read-only: they are
-        mapped again here, copy-on-write), else None."""
-        if lib.ckpt_file_format(self.handle) != FORMAT_SAFETENSORS_SHARDED or \
-                not lib.ckpt_tensor_is_contiguous(t):
-            return None
-        off = lib.ckpt_tensor_file_offset(t)
-        member = text(lib.ckpt_tensor_member(t))
-        if off == NO_OFFSET or not member:
+        of a sharded set at `off` in shard `member` (libckpt maps the shards
+        itself, read-only: they are mapped again here, copy-on-write), else
+        None."""
+        if self.format != FORMAT_SAFETENSORS_SHARDED or not contiguous or off < 0 or not member:
             return None
         if member not in self.shards:
             # libckpt refused names with "..", roots or drives at open
@@ -223,10 +229,69 @@ def _read(path):
         os.close(fd)
 
 
+class _Table:
+    """ckpt_file_value_table of an opened file (one call): the logical
+    tree's nodes (children before parents, the root last) and tensor
+    records as one list of ints, its strings as one bytes object."""
+
+    def __init__(self, src):
+        p = ctypes.POINTER(ValueTable_)()
+        check(lib.ckpt_file_value_table(ctypes.byref(p), src.handle), src.path)
+        try:
+            t = p.contents
+            if t.version != VALUE_TABLE_VERSION:
+                raise errors.UnsupportedError("value table version %d (expected %d)"
+                                              % (t.version, VALUE_TABLE_VERSION), src.path)
+            raw = ctypes.string_at(t.words, t.nwords * 8) if t.nwords else b""
+            self.text = ctypes.string_at(t.text, t.ntext) if t.ntext else b""
+            self.nnodes, self.tensors_at = t.nnodes, t.tensors_at
+            self.refs_at, self.dims_at = t.refs_at, t.dims_at
+        finally:
+            lib.ckpt_value_table_free(p)
+        # read in place: a list of the words would hold a Python int per
+        # word (about 100 MB at 100k tensors)
+        self.words = memoryview(raw).cast("q")
+        self.floats = memoryview(raw).cast("d")  # FLOAT nodes: the same words
+
+    def record(self, j):
+        """Tensor record j: its TENSOR_WORDS words, shape, stride (lists)."""
+        w = self.words
+        o = self.tensors_at + j * TENSOR_WORDS
+        r = w[o:o + TENSOR_WORDS].tolist()
+        d, n = self.dims_at + r[T_DIMS], r[T_NDIM]
+        return r, w[d:d + n].tolist(), w[d + n:d + 2 * n].tolist()
+
+    def str(self, off, n):
+        return self.text[off:off + n].decode("utf-8", "surrogateescape")
+
+
+def _record_of(t, strings):
+    """The table's record of ckpt_tensor t, from the per-tensor accessors
+    (ckpt.open's single tensors); its strings appended to `strings`."""
+    def put(s):
+        off = len(strings)
+        strings.extend(s)
+        return off, len(s)
+    ndim = lib.ckpt_tensor_ndim(t)
+    shp, st = lib.ckpt_tensor_shape(t), lib.ckpt_tensor_stride(t)
+    dev, member = lib.ckpt_tensor_device(t) or b"", lib.ckpt_tensor_member(t) or b""
+    off = lib.ckpt_tensor_file_offset(t)
+    flags = TABLE_CONTIGUOUS if lib.ckpt_tensor_is_contiguous(t) else 0
+    p, n = ctypes.c_void_p(), ctypes.c_size_t()
+    data = (p.value or 0) if flags and lib.ckpt_tensor_data(t, ctypes.byref(p),
+                                                            ctypes.byref(n)) == 0 else 0
+    r = [lib.ckpt_tensor_dtype(t), ndim, 0, lib.ckpt_tensor_storage_id(t),
+         lib.ckpt_tensor_storage_offset(t), lib.ckpt_tensor_numel(t),
+         lib.ckpt_tensor_nbytes(t), lib.ckpt_tensor_storage_nbytes(t), flags, data,
+         *put(dev), -1 if off == NO_OFFSET else off, *put(member), t]
+    return r, [shp[i] for i in range(ndim)], [st[i] for i in range(ndim)]
+
+
 class _Converter:
-    """Builds Python objects from the value tree. Iterative (no recursion
-    limit to hit), memoised by node so shared sub-objects stay shared and a
-    list that contains itself is rebuilt as one, like pickle does."""
+    """Builds Python objects from the file's value table (one C call),
+    memoised by node so shared sub-objects stay shared and a list that
+    contains itself is rebuilt as one, like pickle does. Tensor bytes are
+    read afterwards by read(), in one call per kind of read."""
 
     _PENDING = object()
 
@@ -238,170 +303,163 @@ class _Converter:
         # nn.Parameter, requires_grad is kept; else plain tensors (ckpt.open:
         # safetensors' get_tensor with framework="pt")
         self.load_types = load_types
-        # plan: read_storages() follows the conversion (ckpt.load); else
+        # plan: read() fills private buffers after the conversion (ckpt.load); else
         # each tensor is a view of the mapping or a copy (ckpt.open)
         self.plan = plan
         self.map_location = map_location
+        self.table = None
+        self.text = bytearray()  # strings of _record_of's records
         self.moves = {}  # id(tensor) -> (tensor, target device)
-        self.memo = {}
         self.bases = {}
-        # default mode: storage id -> its private uint8 buffer, filled by
-        # read_storages; bool views whose bytes are normalised after it
+        # default mode: storage id -> the tensor whose memory is its
+        # private buffer, filled by read(); copies: (ckpt_tensor,
+        # destination) read by read(); bool views normalised after it
         self.buffers = {}
+        self.copies = []
         self.bools = []
         # placeholders mode (StateDictReader): id(meta tensor) -> (meta, t)
         self.placeholders = None
-        # out-parameters reused by every ckpt_tensor_data call
-        self._p, self._n = ctypes.c_void_p(), ctypes.c_size_t()
-        self._pn = (ctypes.byref(self._p), ctypes.byref(self._n))
 
-    def convert(self, root):
-        memo, results = self.memo, []
-        tasks = [("enter", root)]
-        while tasks:
-            task = tasks.pop()
-            if task[0] != "enter":
-                self._finish(task, results)
+    def convert(self):
+        """The logical tree as Python objects."""
+        # every object built here stays alive: the collections their
+        # allocation would trigger (a fifth of the time at 100k tensors)
+        # could free nothing
+        enabled = gc.isenabled()
+        gc.disable()
+        try:
+            return self._convert()
+        finally:
+            if enabled:
+                gc.enable()
+
+    def _convert(self):
+        """Two passes over the table's nodes (children come first): leaves
+        and empty containers, then the containers filled (tuples and sets
+        built) from their children."""
+        tab = self.table = _Table(self.src)
+        w, text, n = tab.words, tab.text, tab.nnodes
+        objs = [None] * n
+        pending = self._PENDING
+        for i in range(n):
+            o = i * NODE_WORDS
+            k = w[o]
+            if k == KIND_TENSOR:
+                objs[i] = self.tensor(w[o + 1])
+            elif k == KIND_STR:
+                raw = text[w[o + 1]:w[o + 1] + w[o + 2]]
+                try:
+                    objs[i] = raw.decode("utf-8", "surrogatepass")  # as pickle decodes
+                except UnicodeDecodeError:
+                    objs[i] = raw.decode("utf-8", "surrogateescape")
+            elif k == KIND_DICT:
+                objs[i] = _DICT_CLASSES[w[o + 3]]()
+            elif k == KIND_LIST:
+                objs[i] = []
+            elif k == KIND_TUPLE or k == KIND_SET:
+                objs[i] = pending
+            elif k == KIND_INT:
+                objs[i] = w[o + 1] if w[o + 2] < 0 else int(tab.str(w[o + 2], w[o + 3]))
+            elif k == KIND_FLOAT:
+                objs[i] = tab.floats[o + 1]
+            elif k == KIND_BOOL:
+                objs[i] = bool(w[o + 1])
+            elif k == KIND_BYTES:
+                objs[i] = text[w[o + 1]:w[o + 1] + w[o + 2]]
+            elif k == KIND_OBJECT:
+                name = tab.str(w[o + 1], w[o + 2])
+                dt = _torch_dtype(self.torch, name) if w[o + 3] < 0 and w[o + 4] < 0 else None
+                # a dtype value (torch.float32) is data, not a call
+                objs[i] = dt if dt is not None else Opaque(name)
+            elif k != KIND_NONE:
+                raise errors.FormatError("value of unknown kind %d" % k, self.src.path)
+            if KIND_BOOL <= k <= KIND_FLOAT and w[o + 4]:
+                # a numpy scalar: the same type and value back
+                objs[i] = _numpy_dtype(w[o + 4]).type(objs[i])
+        refs = tab.refs_at
+        for i in range(n):
+            o = i * NODE_WORDS
+            k = w[o]
+            if k < KIND_LIST or k == KIND_TENSOR:
                 continue
-            v = task[1]
-            hit = memo.get(v, None)
-            if hit is self._PENDING:
+            if k == KIND_OBJECT:
+                if isinstance(objs[i], Opaque):
+                    args, state = w[o + 3], w[o + 4]
+                    objs[i].args = self._child(objs, args) if args >= 0 else None
+                    objs[i].state = self._child(objs, state) if state >= 0 else None
+                continue
+            a = refs + w[o + 1]
+            items = [objs[j] for j in w[a:a + w[o + 2] * (2 if k == KIND_DICT else 1)].tolist()]
+            if any(x is pending for x in items):
                 raise errors.FormatError("a tuple or set contains itself", self.src.path)
-            if hit is not None or v in memo:
-                results.append(hit)
-                continue
-            kind = lib.ckpt_value_kind(v)
-            if kind < KIND_LIST or kind == KIND_TENSOR:
-                obj = memo[v] = self._leaf(v, kind)
-                results.append(obj)
-                continue
-            n = lib.ckpt_value_len(v)
-            if kind == KIND_LIST:
-                memo[v] = []
-                tasks.append(("list", v, n))
-                tasks.extend(("enter", lib.ckpt_value_item(v, i)) for i in reversed(range(n)))
-            elif kind == KIND_DICT:
-                memo[v] = _DICT_CLASSES.get(lib.ckpt_value_dict_class(v), dict)()
-                state = lib.ckpt_value_dict_state(v)
-                tasks.append(("dict", v, n))
-                if state:  # the attributes BUILD set (a state dict's _metadata)
-                    tasks.append(("attrs", v, 1))
-                    tasks.append(("enter", state))
-                for i in reversed(range(n)):
-                    tasks.append(("enter", lib.ckpt_value_item(v, i)))
-                    tasks.append(("enter", lib.ckpt_value_key(v, i)))
-            elif kind in (KIND_TUPLE, KIND_SET):
-                memo[v] = self._PENDING
-                op = "tuple" if kind == KIND_TUPLE else \
-                    "frozenset" if lib.ckpt_value_is_frozenset(v) else "set"
-                tasks.append((op, v, n))
-                tasks.extend(("enter", lib.ckpt_value_item(v, i)) for i in reversed(range(n)))
-            elif kind == KIND_OBJECT:
-                name = text(lib.ckpt_value_object_name(v))
-                parts = [lib.ckpt_value_object_args(v), lib.ckpt_value_object_state(v)]
-                dt = _torch_dtype(self.torch, name) if not any(parts) else None
-                if dt is not None:  # a dtype value (torch.float32): data, not a call
-                    results.append(memo.setdefault(v, dt))
-                    continue
-                memo[v] = Opaque(name)
-                tasks.append(("object", v, parts))
-                tasks.extend(("enter", p) for p in reversed(parts) if p)
-            else:
-                raise errors.FormatError("value of unknown kind %d" % kind, self.src.path)
-        return results[0]
-
-    def _finish(self, task, results):
-        op, v, n = task
-        if op == "object":
-            obj = self.memo[v]
-            got = [results.pop() if p else None for p in reversed(n)][::-1]
-            obj.args, obj.state = got
-        elif op == "attrs":  # the dict's own entry follows on the stack
-            attrs = results.pop()
-            obj = self.memo[v]
-            for k, val in (attrs.items() if isinstance(attrs, dict) else ()):
-                if isinstance(k, str):
-                    setattr(obj, k, val)
-            return
-        else:
-            items = results[len(results) - n * (2 if op == "dict" else 1):]
-            del results[len(results) - len(items):]
+            if k == KIND_DICT and w[o + 4] >= 0:
+                # the attributes BUILD set (a state dict's _metadata)
+                attrs = self._child(objs, w[o + 4])
+                for key, val in (attrs.items() if isinstance(attrs, dict) else ()):
+                    if isinstance(key, str):
+                        setattr(objs[i], key, val)
             try:
-                if op == "list":
-                    obj = self.memo[v]
-                    obj.extend(items)
-                elif op == "dict":
-                    obj = self.memo[v]
-                    for i in range(0, len(items), 2):
-                        obj[items[i]] = items[i + 1]
-                elif op == "tuple":
-                    obj = self.memo[v] = tuple(items)
+                if k == KIND_DICT:
+                    d = objs[i]
+                    if type(d) is dict:
+                        d.update(zip(items[0::2], items[1::2]))
+                    else:  # Counter.update would count the pairs
+                        for key, val in zip(items[0::2], items[1::2]):
+                            d[key] = val
+                elif k == KIND_LIST:
+                    objs[i].extend(items)
+                elif k == KIND_TUPLE:
+                    objs[i] = tuple(items)
                 else:
-                    obj = self.memo[v] = (frozenset if op == "frozenset" else set)(items)
+                    objs[i] = (frozenset if w[o + 3] else set)(items)
             except TypeError as exc:  # an unhashable key or set element
+                op = {KIND_DICT: "dict", KIND_SET: "set", KIND_LIST: "list"}.get(k, "tuple")
                 raise errors.FormatError("%s: %s" % (op, exc), self.src.path) from None
-        results.append(obj)
+        return objs[n - 1]
 
-    def _leaf(self, v, kind):
-        """NONE, BOOL, INT, FLOAT, STR, BYTES or TENSOR."""
-        if kind == KIND_NONE:
-            return None
-        if kind in (KIND_BOOL, KIND_INT, KIND_FLOAT):
-            np_code = lib.ckpt_value_numpy_dtype(v)
-            if np_code:  # a numpy scalar: the same type and value back
-                return _numpy_dtype(np_code).type(self._scalar(v, kind))
-        return self._scalar(v, kind)
+    def _child(self, objs, j):
+        if objs[j] is self._PENDING:
+            raise errors.FormatError("a tuple or set contains itself", self.src.path)
+        return objs[j]
 
-    def _scalar(self, v, kind):
-        """The Python value of a BOOL, INT, FLOAT, STR, BYTES or TENSOR."""
-        if kind == KIND_BOOL:
-            out = ctypes.c_int()
-            check(lib.ckpt_value_bool(v, ctypes.byref(out)))
-            return bool(out.value)
-        if kind == KIND_INT:
-            out = ctypes.c_int64()
-            if lib.ckpt_value_int(v, ctypes.byref(out)) == 0:
-                return out.value
-            return int(text(lib.ckpt_value_int_decimal(v)))
-        if kind == KIND_FLOAT:
-            out = ctypes.c_double()
-            check(lib.ckpt_value_float(v, ctypes.byref(out)))
-            return out.value
-        if kind in (KIND_STR, KIND_BYTES):
-            n = ctypes.c_size_t()
-            p = lib.ckpt_value_str(v, ctypes.byref(n))
-            raw = ctypes.string_at(p, n.value) if n.value else b""
-            if kind == KIND_BYTES:
-                return raw
-            try:
-                return raw.decode("utf-8", "surrogatepass")  # as pickle decodes
-            except UnicodeDecodeError:
-                return raw.decode("utf-8", "surrogateescape")
-        return self.tensor(lib.ckpt_value_tensor(v))
+    def tensor(self, j):
+        """The tensor (or numpy array) of table record j (see _tensor)."""
+        return self._place(*self.table.record(j))
 
-    def tensor(self, t):
-        if self.load_types and lib.ckpt_tensor_is_numpy(t):  # stay numpy, on the CPU
-            return self._numpy(t)
-        out = self._tensor(t)
+    def tensor_of(self, t):
+        """The tensor of ckpt_tensor t, its bytes read."""
+        out = self._place(*_record_of(t, self.text))
+        self.read()
+        return out
+
+    def _str(self, off, n):
+        text = self.table.text if self.table is not None else self.text
+        return bytes(text[off:off + n]).decode("utf-8", "surrogateescape")
+
+    def _place(self, r, shape, stride):
+        flags = r[T_FLAGS]
+        if self.load_types and flags & TABLE_NUMPY:  # stay numpy, on the CPU
+            return self._numpy(r, shape, stride)
+        out = self._tensor(r, shape, stride)
         if isinstance(out, RawTensor) or self.placeholders is not None:
             return out
         if self.load_types:
-            out = self._as_saved(t, out)
+            out = self._as_saved(flags, out)
         if self.map_location is None:
             return out
         where = self.map_location
         if isinstance(where, dict):  # torch.load's {saved device: target}
-            saved = text(lib.ckpt_tensor_device(t))
+            saved = self._str(r[T_DEVICE], r[T_DEVICE_LEN])
             where = where.get(saved, saved)
         # moved once its bytes are read (relocate); tied tensors stay tied
         self.moves[id(out)] = (out, where)
         return out
 
-    def _as_saved(self, t, out):
+    def _as_saved(self, flags, out):
         """out as torch.load rebuilds it: an nn.Parameter with its
         requires_grad, or a tensor saved with requires_grad=True."""
-        requires_grad = bool(lib.ckpt_tensor_requires_grad(t))
-        if lib.ckpt_tensor_is_parameter(t):
+        requires_grad = bool(flags & TABLE_REQUIRES_GRAD)
+        if flags & TABLE_PARAMETER:
             return self.torch.nn.Parameter(out, requires_grad=requires_grad)
         if requires_grad and (out.is_floating_point() or out.is_complex()):
             out.requires_grad_(True)
@@ -409,7 +467,7 @@ class _Converter:
 
     def relocate(self, obj):
         """obj with every tensor tensor() planned a move for replaced by
-        its moved copy (after read_storages: the bytes are in place).
+        its moved copy (after read(): the bytes are in place).
         Containers are the converter's own, so they are updated in place;
         tuples are rebuilt."""
         if not self.moves:
@@ -449,132 +507,134 @@ class _Converter:
         finally:
             sys.setrecursionlimit(stack_limit)
 
-    def _numpy(self, t):
+    def _numpy(self, r, shape, stride):
         """A numpy array saved as one: its own copy (numpy pickles hold
         the bytes), in the saved memory order (C or Fortran)."""
         import numpy as np
-        ndim = lib.ckpt_tensor_ndim(t)
-        shp, st = lib.ckpt_tensor_shape(t), lib.ckpt_tensor_stride(t)
-        shape = tuple(shp[i] for i in range(ndim))
-        out = np.empty(shape, dtype=_numpy_dtype(lib.ckpt_tensor_dtype(t)))
+        out = np.empty(shape, dtype=_numpy_dtype(r[T_DTYPE]))
         if out.nbytes:
-            check(lib.ckpt_tensor_read(t, out.ctypes.data, out.nbytes), self.src.path)
+            check(lib.ckpt_tensor_read(r[T_PTR], out.ctypes.data, out.nbytes), self.src.path)
         fortran = [1]
         for d in shape[:-1]:
             fortran.append(fortran[-1] * d)
-        if ndim > 1 and not lib.ckpt_tensor_is_contiguous(t) and \
-                [st[i] for i in range(ndim)] == fortran:
+        if len(shape) > 1 and not r[T_FLAGS] & TABLE_CONTIGUOUS and stride == fortran:
             out = np.asfortranarray(out)
         return out
 
-    def _tensor(self, t):
+    def _tensor(self, r, shape, stride):
         torch = self.torch
-        name, tdt, bits = _dtype_info(lib.ckpt_tensor_dtype(t))
-        ndim = lib.ckpt_tensor_ndim(t)
-        shp = lib.ckpt_tensor_shape(t)
-        shape = [shp[i] for i in range(ndim)]
+        name, tdt, bits = _dtype_info(r[T_DTYPE])
         if tdt is None:
-            return RawTensor(name, shape, self._copy(t, torch.uint8, [lib.ckpt_tensor_nbytes(t)]))
-        if lib.ckpt_tensor_numel(t) == 0:
-            st = lib.ckpt_tensor_stride(t)
-            return torch.empty_strided(shape, [st[i] for i in range(ndim)], dtype=tdt)
+            return RawTensor(name, shape, self._copy(r, torch.uint8, [r[T_NBYTES]]))
+        if r[T_NUMEL] == 0:
+            return torch.empty_strided(shape, stride, dtype=tdt)
         view_dt = torch.uint8 if tdt is torch.bool else tdt
         if self.placeholders is not None and bits % 8 == 0:
             meta = torch.empty(shape, dtype=tdt, device="meta")
-            self.placeholders[id(meta)] = (meta, t)
+            self.placeholders[id(meta)] = (meta, r[T_PTR])
             return meta
         # mmap: a view of the mapping when the bytes allow one; else (and by
         # default) a view of the storage's private buffer, so that tensors
         # sharing a storage share memory either way
-        out = self._view(t, view_dt, bits // 8, shape) if self.src.mmap else None
-        if out is None and self.plan:
-            out = self._planned(t, view_dt, bits // 8, shape)
-            if out is not None:
-                if tdt is torch.bool:  # normalised once the bytes are read
-                    self.bools.append(out)
-                    return out.view(torch.bool)
-                return out
-        if out is None:
-            out = self._copy(t, view_dt, shape)
-        if tdt is torch.bool:
+        out = self._view(r, view_dt, bits // 8, shape) if self.src.mmap else None
+        if out is not None:
             # a byte other than 0/1 is not a valid torch bool: normalise
-            return out.view(torch.bool) if int(out.max()) <= 1 else out != 0
+            if tdt is torch.bool:
+                return out.view(torch.bool) if int(out.max()) <= 1 else out != 0
+            return out
+        if self.plan:
+            out = self._planned(r, view_dt, bits // 8, shape, stride)
+        if out is None:
+            out = self._copy(r, view_dt, shape)
+        if tdt is torch.bool:  # normalised once the bytes are read
+            self.bools.append(out)
+            return out.view(torch.bool)
         return out
 
-    def _view(self, t, dt, esz, shape):
+    def _view(self, r, dt, esz, shape):
         if esz == 0:
             return None
         src = self.src
         if src.buf is not None:
             # zero-copy only when libckpt hands out the bytes (contiguous,
             # little-endian) and they lie in our mapping
-            if lib.ckpt_tensor_data(t, *self._pn) != 0:
-                return None
-            buf, off = src.buf, (self._p.value or 0) - src.addr
-            if off < 0 or off + self._n.value > len(buf):
+            buf, off = src.buf, r[T_DATA] - src.addr
+            if not r[T_DATA] or off < 0 or off + r[T_NBYTES] > len(buf):
                 return None  # bytes libckpt inflated or built itself
         else:
-            loc = src.locate(t)
+            loc = src.locate(r[T_FLAGS] & TABLE_CONTIGUOUS, r[T_FILE_OFFSET],
+                             self._str(r[T_MEMBER], r[T_MEMBER_LEN]))
             if loc is None:
                 return None
             buf, off = loc
-        soff = lib.ckpt_tensor_storage_offset(t)
+        soff = r[T_STORAGE_OFFSET]
         start = off - soff * esz
-        snbytes = lib.ckpt_tensor_storage_nbytes(t)
+        snbytes = r[T_STORAGE_NBYTES]
         # natural alignment (mappings are page-aligned), storage inside buf
         if start < 0 or start % esz or start + snbytes > len(buf):
             return None
-        key = (id(buf), lib.ckpt_tensor_storage_id(t), dt)
+        key = (id(buf), r[T_STORAGE_ID], dt)
         base = self.bases.get(key)
         if base is None:  # one base per storage: views of it share memory
             base = self.torch.frombuffer(buf, dtype=dt, count=snbytes // esz, offset=start)
             self.bases[key] = base
-        numel = lib.ckpt_tensor_numel(t)
+        numel = r[T_NUMEL]
         if soff + numel > base.numel():
             return None
         return base[soff:soff + numel].view(shape)
 
-    def _planned(self, t, dt, esz, shape):
-        """A view of the private buffer of t's storage (allocated here,
-        filled by read_storages), or None when t's bytes need converting
-        (sub-byte dtype, big-endian storage): then it is copied."""
-        if esz == 0:
+    def _planned(self, r, dt, esz, shape, stride):
+        """A view of the private buffer of r's storage (allocated here,
+        filled by read), or None when its bytes need converting (sub-byte
+        dtype, big-endian storage, a storage ckpt.structure rebuilt): then
+        it is copied."""
+        flags = r[T_FLAGS]
+        if esz == 0 or not flags & TABLE_RAW:
             return None
-        h = self.src.handle
-        sid = lib.ckpt_tensor_storage_id(t)
-        if not lib.ckpt_file_storage_is_raw(h, sid):
-            return None
-        torch = self.torch
-        raw = self.buffers.get(sid)
-        if raw is None:
-            raw = self.buffers[sid] = torch.empty(lib.ckpt_tensor_storage_nbytes(t),
-                                                   dtype=torch.uint8)
+        sid = r[T_STORAGE_ID]
+        buffers = self.buffers
+        if flags & TABLE_WHOLE and sid not in buffers:
+            # the tensor is its storage: allocated as itself (most tensors)
+            out = buffers[sid] = self.torch.empty(shape, dtype=dt)
+            return out
         key = (sid, dt)
         base = self.bases.get(key)
         if base is None:  # one typed base per storage: views of it share memory
+            raw = buffers.get(sid)
+            if raw is None:
+                raw = buffers[sid] = self.torch.empty(r[T_STORAGE_NBYTES], dtype=self.torch.uint8)
+            elif raw.dtype is not self.torch.uint8 or raw.dim() != 1:
+                raw = raw.reshape(-1).view(self.torch.uint8)  # a WHOLE tensor's bytes
             usable = raw.numel() - raw.numel() % esz
             base = self.bases[key] = raw[:usable].view(dt)
-        ndim = lib.ckpt_tensor_ndim(t)
-        st = lib.ckpt_tensor_stride(t)
         # libckpt checked the view against its storage at open
-        return torch.as_strided(base, shape, [st[i] for i in range(ndim)],
-                                lib.ckpt_tensor_storage_offset(t))
+        return self.torch.as_strided(base, shape, stride, r[T_STORAGE_OFFSET])
 
-    def read_storages(self):
-        """Fills every planned buffer: one C call, in file order."""
+    def _copy(self, r, dt, shape):
+        """A tensor for r's logical contents, filled by read()."""
+        out = self.torch.empty(shape, dtype=dt)
+        self.copies.append((r[T_PTR], out))
+        return out
+
+    def read(self):
+        """Fills every planned buffer and copy: one C call each, in file
+        order, with large sequential reads."""
+        src = self.src
         if self.buffers:
             n = len(self.buffers)
             ids = (c_u64 * n)(*self.buffers.keys())
-            dst = (ctypes.c_void_p * n)(*(b.data_ptr() for b in self.buffers.values()))
-            check(lib.ckpt_file_read_storages(self.src.handle, n, ids, dst), self.src.path)
+            dst = (ctypes.c_void_p * n)(*[b.data_ptr() for b in self.buffers.values()])
+            self.buffers = {}
+            check(lib.ckpt_file_read_storages(src.handle, n, ids, dst), src.path)
+        if self.copies:
+            n = len(self.copies)
+            ts = (ctypes.c_void_p * n)(*[t for t, _ in self.copies])
+            dst = (ctypes.c_void_p * n)(*[d.data_ptr() for _, d in self.copies])
+            self.copies = []
+            check(lib.ckpt_file_read_tensors(src.handle, n, ts, dst), src.path)
         for b in self.bools:  # a byte other than 0/1 is not a valid torch bool
             b.clamp_(max=1)
-
-    def _copy(self, t, dt, shape):
-        n = lib.ckpt_tensor_nbytes(t)
-        out = self.torch.empty(shape, dtype=dt)
-        check(lib.ckpt_tensor_read(t, out.data_ptr(), n), self.src.path)
-        return out
+        self.bools = []
 
 
 def load(path, *, unsafe_ok=False, allow=(), map_location=None, mmap=False, device=None):
@@ -622,8 +682,8 @@ def load(path, *, unsafe_ok=False, allow=(), map_location=None, mmap=False, devi
         # the tree the file was saved from (for safetensors written by ckpt,
         # decoded from "ckpt.structure" by libckpt)
         conv = _Converter(src, map_location)
-        obj = conv.convert(_logical_root(src))
-        conv.read_storages()
+        obj = conv.convert()
+        conv.read()
         return conv.relocate(obj)
     finally:
         src.close()
@@ -660,8 +720,8 @@ class StateDictReader:
             # every tensor a tensor (numpy arrays too): the key audit's view
             self.conv = _Converter(self.src, load_types=False)
             self.conv.placeholders = {}
-            self.obj = self.conv.convert(_logical_root(self.src))
-            self.conv.read_storages()
+            self.obj = self.conv.convert()
+            self.conv.read()
         except BaseException:
             self.src.close()
             raise
@@ -714,12 +774,6 @@ class StateDictReader:
                     if d.dtype is torch.bool:
                         d.view(torch.uint8).clamp_(max=1)
         return out
-
-
-def _logical_root(src):
-    root = ctypes.c_void_p()
-    check(lib.ckpt_file_logical_root(ctypes.byref(root), src.handle), src.path)
-    return root.value
 
 
 def metadata(path):

@@ -70,7 +70,7 @@ class SafeOpen:
     def _tensor(self, t):
         if self._conv is None:
             self._conv = _Converter(self._src, load_types=False, plan=False)
-        return self._conv.tensor(t)
+        return self._conv.tensor_of(t)
 
     def _place(self, x):
         """A private copy of x on the requested device (RawTensor: as is)."""

@@ -68,6 +68,8 @@ static void put_tensor(builder *b, const ckpt_tensor *t) {
     if (ckpt_file_storage_is_raw(b->f, sid)) flags |= CKPT_TABLE_RAW;
     if (ckpt_tensor_is_contiguous(t)) flags |= CKPT_TABLE_CONTIGUOUS;
     if (ckpt_tensor_is_parameter(t)) flags |= CKPT_TABLE_PARAMETER;
+    if (ckpt_tensor_requires_grad(t)) flags |= CKPT_TABLE_REQUIRES_GRAD;
+    if (ckpt_tensor_is_numpy(t)) flags |= CKPT_TABLE_NUMPY;
     if ((flags & CKPT_TABLE_RAW) && ckpt_tensor_storage_offset(t) == 0 &&
         ckpt_tensor_nbytes(t) == ckpt_tensor_storage_nbytes(t) && new_tensor_strides(t))
         flags |= CKPT_TABLE_WHOLE;
@@ -109,6 +111,9 @@ static int64_t dict_class(const ckpt_value *v) {
 /* The node's record (children as pointers, numbered later). */
 static void put_node(builder *b, const ckpt_value *v) {
     int64_t rec[NODE_WORDS] = {ckpt_value_kind(v), 0, 0, 0, 0};
+    /* a numpy scalar (BOOL, INT, FLOAT): its dtype, else 0 */
+    if (rec[0] == CKPT_KIND_BOOL || rec[0] == CKPT_KIND_INT || rec[0] == CKPT_KIND_FLOAT)
+        rec[4] = ckpt_value_numpy_dtype(v);
     int64_t refs_at = (int64_t)(b->refs.len / sizeof(int64_t));
     size_t n = ckpt_value_len(v);
     switch (rec[0]) {
@@ -149,6 +154,7 @@ static void put_node(builder *b, const ckpt_value *v) {
     case CKPT_KIND_SET:
         rec[1] = refs_at;
         rec[2] = (int64_t)n;
+        rec[3] = ckpt_value_is_frozenset(v);
         for (size_t i = 0; i < n; i++) put(&b->refs, ptr_word(ckpt_value_item(v, i)));
         break;
     case CKPT_KIND_DICT:

@@ -349,3 +349,56 @@ def test_legacy_storage_views_share_memory(tmp_path):
         assert got["a"].tolist() == [1.0, 2.0, 3.0, 4.0] and got["b"].tolist() == [3.0, 4.0]
         got["a"][2] = 30.0
         assert got["b"][0] == 30.0, "mmap=%s" % mmap
+
+
+def count_lib_calls(monkeypatch):
+    """A Counter of calls into libckpt by function name, from now on: every
+    prototyped function of the library is replaced by a counting wrapper."""
+    from ckpt import _lib
+    calls = collections.Counter()
+    for name, _, _ in _lib._PROTOS:
+        fn = getattr(_lib.lib, name)
+
+        def counted(*args, _fn=fn, _name=name):
+            calls[_name] += 1
+            return _fn(*args)
+        monkeypatch.setattr(_lib.lib, name, counted)
+    return calls
+
+
+def test_library_calls_per_load_do_not_grow_with_tensors(tmp_path, monkeypatch):
+    """One call per file, not several per tensor: loading 8 or 400 tensors
+    (views of shared storages, bools, a tensor that is not its whole
+    storage) makes the same calls into libckpt, in every mode."""
+    from ckpt import _load
+
+    def state(n):
+        base = torch.arange(4 * n, dtype=torch.float32)
+        sd = collections.OrderedDict()
+        for i in range(n):
+            sd["w%d" % i] = torch.full((2, 3), float(i))
+            sd["v%d" % i] = base[4 * i:4 * i + 2]  # a view of one shared storage
+            sd["b%d" % i] = torch.tensor([True, False])
+        sd["meta"] = {"step": 7, "names": ["a", "b"], "lr": 0.5}
+        return sd
+
+    loads = {"default": lambda p: ckpt.load(p),
+             "mmap": lambda p: ckpt.load(p, mmap=True),
+             "map_location": lambda p: ckpt.load(p, map_location={"cuda:0": "cpu"})}
+    for ext in (".pt", ".safetensors"):
+        for mode, load in loads.items():
+            seen = []
+            for n in (8, 400):
+                path = str(tmp_path / ("s%d%s" % (n, ext)))
+                if not os.path.exists(path):
+                    ckpt.save(state(n), path)
+                _load._dtype_cache.clear()  # the dtypes' names, looked up once per process
+                with monkeypatch.context() as m:
+                    calls = count_lib_calls(m)
+                    got = load(path)
+                assert torch.equal(got["w%d" % (n - 1)], torch.full((2, 3), float(n - 1)))
+                assert torch.equal(got["v1"], torch.tensor([4.0, 5.0]))
+                assert got["b0"].tolist() == [True, False]
+                seen.append(dict(calls))
+            assert seen[0] == seen[1], (ext, mode, seen)
+            assert sum(seen[1].values()) < 40, (ext, mode, seen[1])
