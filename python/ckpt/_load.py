@@ -34,9 +34,9 @@ from ._lib import (KIND_BOOL, KIND_BYTES, KIND_DICT, KIND_FLOAT, KIND_INT,
 from ._lib import (FORMAT_SAFETENSORS_SHARDED, NODE_WORDS, TABLE_CONTIGUOUS, TABLE_NUMPY,
                    TABLE_PARAMETER, TABLE_RAW, TABLE_REQUIRES_GRAD, TABLE_WHOLE, TENSOR_WORDS,
                    VALUE_TABLE_VERSION, ValueTable_)
-from ._lib import (T_DATA, T_DEVICE, T_DEVICE_LEN, T_DIMS, T_DTYPE, T_FILE_OFFSET, T_FLAGS, T_MEMBER,
-                   T_MEMBER_LEN, T_NBYTES, T_NDIM, T_NUMEL, T_PTR, T_STORAGE_ID, T_STORAGE_NBYTES,
-                   T_STORAGE_OFFSET)
+from ._lib import (T_DATA, T_DEVICE, T_DEVICE_LEN, T_DIMS, T_DTYPE, T_FILE_OFFSET, T_FLAGS,
+                   T_MEMBER, T_MEMBER_LEN, T_NBYTES, T_NDIM, T_NUMEL, T_PTR, T_STORAGE_ID,
+                   T_STORAGE_NBYTES, T_STORAGE_OFFSET)
 from . import _scan
 
 
@@ -60,9 +60,15 @@ _NUMPY_DTYPES = {
 }
 
 
+_numpy_dtype_cache = {}
+
+
 def _numpy_dtype(code):
-    import numpy as np
-    return np.dtype(_NUMPY_DTYPES[text(lib.ckpt_dtype_name(code))])
+    out = _numpy_dtype_cache.get(code)
+    if out is None:  # looked up once per dtype: not a library call per value
+        import numpy as np
+        out = _numpy_dtype_cache[code] = np.dtype(_NUMPY_DTYPES[_dtype_info(code)[0]])
+    return out
 
 
 class Opaque:
@@ -313,7 +319,8 @@ class _Converter:
         self.bases = {}
         # default mode: storage id -> the tensor whose memory is its
         # private buffer, filled by read(); copies: (ckpt_tensor,
-        # destination) read by read(); bool views normalised after it
+        # destination address, its owner) read by read(); bool views
+        # normalised after it
         self.buffers = {}
         self.copies = []
         self.bools = []
@@ -512,13 +519,15 @@ class _Converter:
         the bytes), in the saved memory order (C or Fortran)."""
         import numpy as np
         out = np.empty(shape, dtype=_numpy_dtype(r[T_DTYPE]))
-        if out.nbytes:
-            check(lib.ckpt_tensor_read(r[T_PTR], out.ctypes.data, out.nbytes), self.src.path)
         fortran = [1]
         for d in shape[:-1]:
             fortran.append(fortran[-1] * d)
         if len(shape) > 1 and not r[T_FLAGS] & TABLE_CONTIGUOUS and stride == fortran:
-            out = np.asfortranarray(out)
+            if out.nbytes:  # read now: the Fortran-order copy is made of the bytes
+                check(lib.ckpt_tensor_read(r[T_PTR], out.ctypes.data, out.nbytes), self.src.path)
+            return np.asfortranarray(out)
+        if out.nbytes:  # filled by read()
+            self.copies.append((r[T_PTR], out.ctypes.data, out))
         return out
 
     def _tensor(self, r, shape, stride):
@@ -613,7 +622,7 @@ class _Converter:
     def _copy(self, r, dt, shape):
         """A tensor for r's logical contents, filled by read()."""
         out = self.torch.empty(shape, dtype=dt)
-        self.copies.append((r[T_PTR], out))
+        self.copies.append((r[T_PTR], out.data_ptr(), out))
         return out
 
     def read(self):
@@ -628,8 +637,8 @@ class _Converter:
             check(lib.ckpt_file_read_storages(src.handle, n, ids, dst), src.path)
         if self.copies:
             n = len(self.copies)
-            ts = (ctypes.c_void_p * n)(*[t for t, _ in self.copies])
-            dst = (ctypes.c_void_p * n)(*[d.data_ptr() for _, d in self.copies])
+            ts = (ctypes.c_void_p * n)(*[c[0] for c in self.copies])
+            dst = (ctypes.c_void_p * n)(*[c[1] for c in self.copies])
             self.copies = []
             check(lib.ckpt_file_read_tensors(src.handle, n, ts, dst), src.path)
         for b in self.bools:  # a byte other than 0/1 is not a valid torch bool

@@ -402,3 +402,40 @@ def test_library_calls_per_load_do_not_grow_with_tensors(tmp_path, monkeypatch):
                 seen.append(dict(calls))
             assert seen[0] == seen[1], (ext, mode, seen)
             assert sum(seen[1].values()) < 40, (ext, mode, seen[1])
+
+
+def test_library_calls_per_load_do_not_grow_with_typed_values(tmp_path, monkeypatch):
+    """torch.save's types (nn.Parameter, requires_grad, numpy arrays and
+    scalars, frozensets, a state dict's OrderedDict and _metadata) come
+    from the same one table: 8 or 400 of each make the same calls."""
+    import numpy as np
+    from ckpt import _load
+    seen = []
+    for n in (8, 400):
+        sd = collections.OrderedDict()
+        for i in range(n):
+            sd["p%d" % i] = torch.nn.Parameter(torch.full((2,), float(i)))
+            sd["g%d" % i] = torch.ones(2, requires_grad=True)
+            sd["a%d" % i] = np.arange(3, dtype=np.int16) + i
+            sd["s%d" % i] = np.float32(i)
+            sd["f%d" % i] = frozenset({i})
+        sd._metadata = collections.OrderedDict({"": {"version": 1}})
+        path = str(tmp_path / ("t%d.pt" % n))
+        torch.save(sd, path)
+        want = torch.load(path, weights_only=False)
+        _load._dtype_cache.clear()
+        _load._numpy_dtype_cache.clear()
+        with monkeypatch.context() as m:
+            calls = count_lib_calls(m)
+            got = ckpt.load(path, unsafe_ok=True)
+        assert type(got) is collections.OrderedDict and got._metadata == want._metadata
+        for k, v in want.items():
+            assert type(got[k]) is type(v), k
+            if isinstance(v, torch.Tensor):
+                assert torch.equal(got[k], v) and got[k].requires_grad == v.requires_grad, k
+            elif isinstance(v, np.ndarray):
+                assert got[k].dtype == v.dtype and (got[k] == v).all(), k
+            else:
+                assert got[k] == v, k
+        seen.append(dict(calls))
+    assert seen[0] == seen[1], seen
