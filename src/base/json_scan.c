@@ -119,6 +119,27 @@ static int escape(ckpt_json_scan *p, char *o) {
     return o ? (int)put_utf8(o, cp) : 4;
 }
 
+/* Moves p->i over string bytes that need no decoding (up to a quote, a
+ * backslash, a control byte or the end) and checks their UTF-8 (a run
+ * never splits a character: every byte of one is 0x80 or above).
+ * 0, or -1 with the error recorded. */
+static int plain_run(ckpt_json_scan *p) {
+    size_t run = p->i;
+    int high = 0;
+    while (p->i < p->n) {
+        unsigned char c = p->s[p->i];
+        if (c == '"' || c == '\\' || c < 0x20) break;
+        high |= c & 0x80;
+        p->i++;
+    }
+    if (p->i >= p->n) return ckpt_json_syntax(p, "a closing quote"), -1;
+    if (high && !ckpt_utf8_check(p->s + run, p->i - run, 0)) {
+        p->i = run;
+        return ckpt_json_syntax(p, "UTF-8 text in the string"), -1;
+    }
+    return 0;
+}
+
 /* A string at p->i (the opening quote). Returns its decoded text: a
  * pointer into the header when it has no escapes (*len bytes, not
  * NUL-terminated), else into `scratch` (cap bytes; longer text is
@@ -128,18 +149,7 @@ static int escape(ckpt_json_scan *p, char *o) {
 const char *ckpt_json_string(ckpt_json_scan *p, char *scratch, size_t cap, int keep, size_t *len) {
     if (ckpt_json_peek(p) != '"') return ckpt_json_syntax(p, "a string"), NULL;
     size_t start = ++p->i;
-    int high = 0;
-    while (p->i < p->n) {
-        unsigned char c = p->s[p->i];
-        if (c == '"' || c == '\\' || c < 0x20) break;
-        high |= c & 0x80;
-        p->i++;
-    }
-    if (p->i >= p->n) return ckpt_json_syntax(p, "a closing quote"), NULL;
-    if (high && !ckpt_utf8_check(p->s + start, p->i - start, 0)) {
-        p->i = start;
-        return ckpt_json_syntax(p, "UTF-8 text in the string"), NULL;
-    }
+    if (plain_run(p)) return NULL;
     if (p->s[p->i] == '"') { /* no escapes: the common case */
         *len = p->i - start;
         p->i++;
@@ -160,17 +170,7 @@ const char *ckpt_json_string(ckpt_json_scan *p, char *scratch, size_t cap, int k
     char tmp[4];
     for (;;) {
         size_t run = p->i;
-        while (p->i < p->n) {
-            unsigned char c = p->s[p->i];
-            if (c == '"' || c == '\\' || c < 0x20) break;
-            high |= c & 0x80;
-            p->i++;
-        }
-        if (p->i >= p->n) return ckpt_json_syntax(p, "a closing quote"), NULL;
-        if (high && !ckpt_utf8_check(p->s + run, p->i - run, 0)) {
-            p->i = run;
-            return ckpt_json_syntax(p, "UTF-8 text in the string"), NULL;
-        }
+        if (plain_run(p)) return NULL;
         for (size_t k = run; k < p->i; k++, o++)
             if (o < cap) out[o] = (char)p->s[k];
         unsigned char c = p->s[p->i];
