@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static char dir[256];
@@ -47,5 +48,27 @@ static const char *in_dir(const char *name) {
 }
 
 static int exists(const char *name) { return access(in_dir(name), F_OK) == 0; }
+
+/* Copies the DCP fixture (a torch FileSystemWriter directory) into the
+ * directory `path`, created unless it exists. 0, or -1. */
+#define TINY_DCP CKPT_SRC "/tests/dcp/fixtures/tiny.dcp"
+static int copy_dcp(const char *path) {
+    static const char *const files[] = {".metadata", "__0_0.distcp"};
+    if (mkdir(path, 0755) != 0 && errno != EEXIST) return -1;
+    int rc = 0;
+    for (size_t i = 0; i < 2; i++) {
+        char from[512], to[512], buf[4096];
+        snprintf(from, sizeof from, "%s/%s", TINY_DCP, files[i]);
+        snprintf(to, sizeof to, "%s/%s", path, files[i]);
+        FILE *in = fopen(from, "rb"), *out = fopen(to, "wb");
+        size_t n;
+        while (in && out && (n = fread(buf, 1, sizeof buf, in)) > 0)
+            if (fwrite(buf, 1, n, out) != n) rc = -1;
+        if (!in || !out || ferror(in)) rc = -1;
+        if (in) fclose(in);
+        if (out && fclose(out) != 0) rc = -1;
+    }
+    return rc;
+}
 
 #endif

@@ -574,24 +574,7 @@ TEST(gc_removes_stale_temporaries) {
     remove_dir();
 }
 
-/* Copies the DCP fixture (a torch FileSystemWriter directory) into dir as
- * `name`. */
-#define TINY_DCP CKPT_SRC "/tests/dcp/fixtures/tiny.dcp"
-static void put_dcp(const char *name) {
-    static const char *const files[] = {".metadata", "__0_0.distcp"};
-    char from[512], to[512];
-    CHECK_EQ_INT(mkdir(in_dir(name), 0755), 0);
-    for (size_t i = 0; i < 2; i++) {
-        size_t n = 0;
-        snprintf(from, sizeof from, "%s/%s", TINY_DCP, files[i]);
-        snprintf(to, sizeof to, "%s/%s", in_dir(name), files[i]);
-        unsigned char *b = harness_read_file(from, &n);
-        FILE *fp = fopen(to, "wb");
-        CHECK(b && fp && fwrite(b, 1, n, fp) == n);
-        if (fp) fclose(fp);
-        free(b);
-    }
-}
+static void put_dcp(const char *name) { CHECK_EQ_INT(copy_dcp(in_dir(name)), 0); }
 
 /* Multi-rank generations are DCP directories "NAME-STEP.dcp": listed,
  * verified, named by LATEST and pruned beside files, by the same rules. */
@@ -660,6 +643,92 @@ TEST(dcp_directory_generations) {
     CHECK(!exists("run-4.dcp"));
     CHECK_EQ_INT(entries(&temps), 4);
     CHECK_EQ_INT(temps, 0);
+    remove_dir();
+}
+
+/* Stages step `step` of "run", fills it with the fixture (corrupted when
+ * `corrupt`) and commits it; path receives the generation's path. */
+static int commit_dcp(char *path, size_t cap, uint64_t step, uint32_t keep, int replace,
+                      int corrupt) {
+    ckpt_store_options o = CKPT_STORE_OPTIONS_INIT;
+    o.keep = keep;
+    o.replace = replace;
+    ckpt_store_stage *st = NULL;
+    int rc = ckpt_store_stage_dir(&st, dir, "run", step, &o);
+    if (rc) return rc;
+    char data[600];
+    snprintf(data, sizeof data, "%s/__0_0.distcp", ckpt_store_stage_path(st));
+    CHECK_EQ_INT(copy_dcp(ckpt_store_stage_path(st)), 0);
+    if (corrupt) CHECK_EQ_INT(truncate(data, 100), 0);
+    rc = ckpt_store_commit_dir(path, cap, st, &o);
+    ckpt_store_stage_free(st);
+    return rc;
+}
+
+/* The commit of a multi-rank generation: staged under a temporary name
+ * (under the store lock), verified, renamed into place, LATEST moved,
+ * pruned by the rules of a file commit. */
+TEST(commit_dir) {
+    char path[512];
+    fresh_dir();
+    CHECK_EQ_INT(commit(TRAIN_PT, 1, 3), 0);
+    CHECK_EQ_INT(commit_dcp(path, sizeof path, 2, 1, 0, 0), 0);
+    CHECK_EQ_STR(path, in_dir("run-2.dcp"));
+    CHECK_EQ_STR(pointer(), "run-2.dcp\n");
+    /* keep 1: LATEST's predecessor survives this commit (a reader may be
+     * opening it), as after a file commit; the next one removes it */
+    CHECK(exists("run-1.pt") && exists("run-2.dcp/.metadata"));
+    CHECK_EQ_INT(commit_dcp(path, sizeof path, 3, 1, 0, 0), 0);
+    CHECK_EQ_STR(pointer(), "run-3.dcp\n");
+    CHECK(!exists("run-1.pt") && exists("run-2.dcp") && exists("run-3.dcp"));
+    int temps = 0;
+    CHECK_EQ_INT(entries(&temps), 3); /* run-2.dcp, run-3.dcp, LATEST */
+    CHECK_EQ_INT(temps, 0);
+
+    /* a committed step is refused at staging, nothing created */
+    CHECK_EQ_INT(commit_dcp(path, sizeof path, 3, 3, 0, 0), CKPT_E_INVALID_ARG);
+    CHECK(strstr(ckpt_error_last()->message, "already committed as run-3.dcp") != NULL);
+    CHECK_EQ_INT(entries(&temps), 3);
+    CHECK_EQ_INT(temps, 0);
+    /* a staged directory that does not verify never gets the name */
+    CHECK_EQ_INT(commit_dcp(path, sizeof path, 4, 3, 0, 1), CKPT_E_TRUNCATED);
+    CHECK(strstr(ckpt_error_last()->message, "nothing committed") != NULL);
+    CHECK_EQ_STR(path, "");
+    CHECK(!exists("run-4.dcp"));
+    CHECK_EQ_STR(pointer(), "run-3.dcp\n");
+    CHECK_EQ_INT(entries(&temps), 3);
+    CHECK_EQ_INT(temps, 0);
+    /* replace: the step's directory is swapped for the new one */
+    CHECK_EQ_INT(truncate(in_dir("run-3.dcp/__0_0.distcp"), 10), 0);
+    CHECK_EQ_INT(commit_dcp(path, sizeof path, 3, 3, 1, 0), 0);
+    CHECK_EQ_STR(latest(), in_dir("run-3.dcp"));
+    CHECK_EQ_INT(entries(&temps), 3);
+    CHECK_EQ_INT(temps, 0);
+    /* a path buffer too small is refused before the rename */
+    CHECK_EQ_INT(commit_dcp(path, 8, 5, 3, 0, 0), CKPT_E_INVALID_ARG);
+    CHECK(!exists("run-5.dcp"));
+    /* a file commit after directories: LATEST moves, pruning as ever */
+    CHECK_EQ_INT(commit(TRAIN_PT, 6, 1), 0);
+    CHECK_EQ_STR(pointer(), "run-6.pt\n");
+    CHECK(exists("run-3.dcp") && !exists("run-2.dcp"));
+
+    /* staging holds the store lock: gc leaves the staging directory alone
+     * until the stage is freed; a stage freed uncommitted leaves nothing */
+    ckpt_store_stage *st = NULL;
+    CHECK_EQ_INT(ckpt_store_stage_dir(&st, dir, "run", 7, NULL), 0);
+    CHECK(strncmp(ckpt_store_stage_path(st), in_dir(".run-7.dcp.tmp-"),
+                  strlen(in_dir(".run-7.dcp.tmp-"))) == 0);
+    CHECK_EQ_INT(copy_dcp(ckpt_store_stage_path(st)), 0);
+    if (fork() == 0) _exit(ckpt_store_gc(NULL, dir, NULL) == 0 ? 0 : 1);
+    int wst = 0;
+    wait(&wst);
+    CHECK(WIFEXITED(wst) && WEXITSTATUS(wst) == 0);
+    CHECK_EQ_INT(access(ckpt_store_stage_path(st), F_OK), 0);
+    ckpt_store_stage_free(st);
+    CHECK_EQ_INT(entries(&temps), 3); /* run-3.dcp, run-6.pt, LATEST */
+    CHECK_EQ_INT(temps, 0);
+    CHECK_EQ_INT(ckpt_store_commit_dir(NULL, 0, NULL, NULL), CKPT_E_INVALID_ARG);
+    ckpt_store_stage_free(NULL);
     remove_dir();
 }
 
@@ -759,6 +828,7 @@ int main(void) {
     RUN(commit_faults);
     RUN(gc_removes_stale_temporaries);
     RUN(dcp_directory_generations);
+    RUN(commit_dir);
     RUN(allocation_failures);
     RUN(pointer_names);
     return harness_end();

@@ -1,6 +1,6 @@
 /* test_store_crash.c - the store at fixed kill points and under injected
  * I/O errors (issue 12: commit, commit of a tree, concurrent commits,
- * prune and gc).
+ * prune and gc; the commit of a DCP directory generation).
  *
  * Kill points: a child arms the atomic writer's hook (container/atomic.h)
  * to SIGKILL itself at the nth open, write, fsync, rename or remove, for
@@ -60,11 +60,16 @@ static int temporaries(void) {
     return n;
 }
 
+/* Generations below step 4 are committed as `old_ext`, the others as
+ * `new_ext` (files ".pt", DCP directories ".dcp"). */
+static const char *old_ext = ".pt", *new_ext = ".pt";
+
 static const char *gen(uint64_t step) {
     static char name[4][64];
     static int k;
     k = (k + 1) % 4;
-    snprintf(name[k], sizeof name[k], "run-%llu.pt", (unsigned long long)step);
+    snprintf(name[k], sizeof name[k], "run-%llu%s", (unsigned long long)step,
+             step < 4 ? old_ext : new_ext);
     return name[k];
 }
 
@@ -92,6 +97,25 @@ static int commit_tree(uint64_t step, uint32_t keep) {
                                     &o);
     ckpt_tree_free(t);
     return rc;
+}
+
+/* A multi-rank generation: staged, the ranks' files written into the
+ * staging directory (the fixture's), committed as a directory. */
+static int commit_dcp(uint64_t step, uint32_t keep) {
+    ckpt_store_options o = CKPT_STORE_OPTIONS_INIT;
+    o.keep = keep;
+    ckpt_store_stage *st = NULL;
+    int rc = ckpt_store_stage_dir(&st, dir, "run", step, &o);
+    if (rc == 0 && copy_dcp(ckpt_store_stage_path(st)) != 0) rc = CKPT_E_IO;
+    if (rc == 0) rc = ckpt_store_commit_dir(NULL, 0, st, &o);
+    ckpt_store_stage_free(st);
+    return rc;
+}
+
+/* A file generation, or a directory one, by the step's extension. */
+static int commit_any(uint64_t step, uint32_t keep) {
+    return strcmp(step < 4 ? old_ext : new_ext, ".dcp") == 0 ? commit_dcp(step, keep)
+                                                             : commit(step, keep);
 }
 
 typedef int (*commit_fn)(uint64_t step, uint32_t keep);
@@ -145,7 +169,8 @@ static const char *const ops[] = {"open", "write", "fsync", "rename", "remove"};
 
 /* ------------------------------------------------------------ commit */
 
-static int commit_step4(const void *arg) { return ((commit_fn)(uintptr_t)arg)(4, 3); }
+static uint32_t keep4 = 3; /* keep of the killed commit of step 4 */
+static int commit_step4(const void *arg) { return ((commit_fn)(uintptr_t)arg)(4, keep4); }
 
 static void kill_points_commit(commit_fn fn) {
     for (size_t k = 0; k < sizeof ops / sizeof ops[0]; k++) {
@@ -154,13 +179,15 @@ static void kill_points_commit(commit_fn fn) {
             for (uint64_t s = 1; s <= 3; s++) CHECK_EQ_INT(fn(s, 3), 0);
             int r = killed_at(ops[k], n, commit_step4, (const void *)(uintptr_t)fn);
             CHECK(r >= 0);
-            /* LATEST moves forward only once run-4 verifies; run-1 may go
-             * only after it moved */
+            /* LATEST moves forward only once run-4 verifies; run-1 (and
+             * run-2 with keep 1) may go only after it moved; run-3, its
+             * predecessor, stays whatever keep says */
             const char *allowed[] = {gen(3), gen(4)};
             int moved = strcmp(pointer(), gen(4)) == 0;
-            uint64_t must[] = {2, 3, 1};
-            check_store(ops[k], n, allowed, 2, must, moved ? 2 : 3);
+            uint64_t must[] = {3, 2, 1};
+            check_store(ops[k], n, allowed, 2, must, !moved ? 3 : keep4 >= 3 ? 2 : 1);
             if (exists(gen(4))) CHECK(verifies(gen(4)));
+            if (r == 0 && keep4 == 1) CHECK(!exists(gen(1)) && !exists(gen(2)));
             remove_dir();
             if (r != 1) break;
         }
@@ -173,6 +200,23 @@ TEST(kill_points_in_commit) {
 }
 TEST(kill_points_in_commit_tree) {
     kill_points_commit(commit_tree);
+    CHECK(kills > 0);
+}
+
+/* A multi-rank generation's commit (ckpt_store_stage_dir, the ranks'
+ * files, ckpt_store_commit_dir) over directory generations, then over
+ * file generations, with keep 3 and keep 1: every open, fsync, rename and
+ * remove of staging, commit, LATEST and pruning. */
+TEST(kill_points_in_commit_dir) {
+    old_ext = new_ext = ".dcp";
+    kill_points_commit(commit_dcp);
+    keep4 = 1;
+    kill_points_commit(commit_dcp);
+    old_ext = ".pt";
+    kill_points_commit(commit_any);
+    keep4 = 3;
+    kill_points_commit(commit_any);
+    old_ext = new_ext = ".pt";
     CHECK(kills > 0);
 }
 
@@ -311,6 +355,11 @@ static void faults_everywhere(commit_fn fn) {
 
 TEST(faults_in_commit) { faults_everywhere(commit); }
 TEST(faults_in_commit_tree) { faults_everywhere(commit_tree); }
+TEST(faults_in_commit_dir) {
+    old_ext = new_ext = ".dcp";
+    faults_everywhere(commit_dcp);
+    old_ext = new_ext = ".pt";
+}
 
 #define RUN_KILLS(name)                                                                            \
     do {                                                                                           \
@@ -323,10 +372,12 @@ int main(void) {
     for (size_t i = 0; i < sizeof weights / sizeof weights[0]; i++) weights[i] = (float)i;
     RUN_KILLS(kill_points_in_commit);
     RUN_KILLS(kill_points_in_commit_tree);
+    RUN_KILLS(kill_points_in_commit_dir);
     RUN_KILLS(kill_points_in_concurrent_commits);
     RUN_KILLS(kill_points_in_prune);
     RUN_KILLS(kill_points_in_gc);
     RUN(faults_in_commit);
     RUN(faults_in_commit_tree);
+    RUN(faults_in_commit_dir);
     return harness_end();
 }

@@ -21,6 +21,8 @@ extern "C" {
  * atomic commit (temporary ".FILE.tmp-PID-HEX" in DIR, fsync, rename, fsync
  * of DIR), so a crash at any moment leaves each name either absent or
  * complete. A generation is committed once it is in place and verifies.
+ * A DCP directory generation is staged under a temporary name and renamed
+ * into place whole (ckpt_store_stage_dir, ckpt_store_commit_dir).
  * Nothing is trusted unverified: latest, list and prune open and fully
  * verify (ckpt_verify) the generations they judge. Readers may run at any
  * time. Writers (commit, prune) take turns through an exclusive flock on
@@ -112,6 +114,53 @@ CKPT_API int ckpt_store_commit_tree(char *path, size_t cap, const char *dir, con
                                     uint64_t step, const ckpt_value *root, ckpt_format format,
                                     const ckpt_write_options *wopts,
                                     const ckpt_store_options *opts);
+
+/* The commit of a DCP directory generation "NAME-STEP.dcp" (ckpt.Store's
+ * multi-rank commits), in two calls around the ranks' writing:
+ *
+ *     ckpt_store_stage *st = NULL;
+ *     int rc = ckpt_store_stage_dir(&st, dir, name, step, opts);
+ *     // every rank writes its files into ckpt_store_stage_path(st)
+ *     if (rc == 0) rc = ckpt_store_commit_dir(path, cap, st, opts);
+ *     ckpt_store_stage_free(st);
+ *
+ * ckpt_store_stage_dir creates dir (as ckpt_store_commit does) when
+ * missing, takes the store lock and holds it until ckpt_store_stage_free
+ * (so other writers wait and gc leaves the staging directory alone;
+ * readers are not blocked), refuses a step of `name` already committed
+ * (as ckpt_store_commit; unless opts->replace), creates the empty staging
+ * directory ".NAME-STEP.dcp.tmp-PID-HEX" in dir and fsyncs dir. *out
+ * receives the stage (free with ckpt_store_stage_free); NULL on failure.
+ * Returns 0, CKPT_E_INVALID_ARG (bad name, step committed), CKPT_E_IO,
+ * CKPT_E_NOMEM. */
+typedef struct ckpt_store_stage ckpt_store_stage;
+CKPT_API int ckpt_store_stage_dir(ckpt_store_stage **out, const char *dir, const char *name,
+                                  uint64_t step, const ckpt_store_options *opts);
+/* The staging directory's path (borrowed, lives as long as st). */
+CKPT_API const char *ckpt_store_stage_path(const ckpt_store_stage *st);
+
+/* Commits the staged directory, complete (the ranks' files and
+ * ".metadata" written), as "dir/NAME-STEP.dcp", by the rules of
+ * ckpt_store_commit: it is opened and fully verified (as ckpt_open and
+ * ckpt_verify read a DCP directory; a failure is returned with "nothing
+ * committed" and the store is untouched), every file in it and the
+ * directory itself are fsynced, the step is checked again, it is renamed
+ * into place (a generation of that name already there, replaced or
+ * corrupt, is swapped out atomically and removed) and dir fsynced; then
+ * LATEST moves forward and pruning follows as after ckpt_store_commit
+ * (LATEST's previous generation is kept, whatever opts->keep, and
+ * nothing is removed unless `keep` generations verify). A failure after
+ * the rename says the generation was committed, and *path is filled.
+ * path/cap as ckpt_store_commit (checked before anything is renamed).
+ * Once per stage; the stage is still freed by ckpt_store_stage_free.
+ * Returns 0, the ckpt_open/ckpt_verify code of a staged directory that
+ * does not verify, CKPT_E_INVALID_ARG (st NULL or already committed, cap
+ * too small, step committed meanwhile), CKPT_E_IO, CKPT_E_NOMEM. */
+CKPT_API int ckpt_store_commit_dir(char *path, size_t cap, ckpt_store_stage *st,
+                                   const ckpt_store_options *opts);
+/* Removes the staging directory unless ckpt_store_commit_dir moved it
+ * into place, releases the store lock and frees st. NULL-safe. */
+CKPT_API void ckpt_store_stage_free(ckpt_store_stage *st);
 
 /* The generation to resume from: the newest (highest step; equal steps by
  * file name) that opens and verifies fully; corrupt ones are skipped.

@@ -82,6 +82,14 @@ int ckpt_atomic_remove_at(int dirfd, const char *name) {
     return injected(OP_REMOVE) ? -1 : unlinkat(dirfd, name, 0);
 }
 
+int ckpt_atomic_rename(const char *from, const char *to) { return sys_rename(from, to); }
+
+int ckpt_atomic_exchange(const char *a, const char *b) {
+    return injected(OP_RENAME) ? -1 : renameat2(AT_FDCWD, a, AT_FDCWD, b, RENAME_EXCHANGE);
+}
+
+int ckpt_atomic_mkdir(const char *path) { return injected(OP_OPEN) ? -1 : mkdir(path, 0755); }
+
 /* ------------------------------------------------------------ names */
 
 static char *dup_str(const char *s) {
@@ -301,17 +309,27 @@ static int backup_target(ckpt_atomic *a) {
     return rc;
 }
 
-/* fsync of a directory through the fault-injection hooks; 0 or the errno,
- * *op naming the step that failed. File systems that cannot sync a
- * directory answer EINVAL: nothing to do there. */
-static int fsync_dir_errno(const char *dir, const char **op) {
-    *op = "open of directory";
-    int fd = sys_open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
+/* fsync of a file or directory through the fault-injection hooks; 0 or
+ * the errno, *op naming the step that failed. File systems that cannot
+ * sync a directory answer EINVAL: nothing to do there. */
+static int fsync_errno(const char *path, int directory, const char **op) {
+    *op = directory ? "open of directory" : "open";
+    int fd = sys_open(path, O_RDONLY | O_CLOEXEC | (directory ? O_DIRECTORY : O_NOFOLLOW), 0);
     if (fd < 0) return errno;
-    *op = "fsync of directory";
-    int err = sys_fsync(fd) == 0 || errno == EINVAL ? 0 : errno;
+    *op = directory ? "fsync of directory" : "fsync";
+    int err = sys_fsync(fd) == 0 || (directory && errno == EINVAL) ? 0 : errno;
     close(fd);
     return err;
+}
+
+static int fsync_dir_errno(const char *dir, const char **op) { return fsync_errno(dir, 1, op); }
+
+int ckpt_atomic_sync_file(const char *path) {
+    const char *op;
+    int err = fsync_errno(path, 0, &op);
+    return err ? ckpt_err(CKPT_E_IO, path, NULL, CKPT_NO_OFFSET, "%s of %s failed: %s", op, path,
+                          strerror(err))
+               : 0;
 }
 
 int ckpt_atomic_sync_dir(const char *dir) {

@@ -85,6 +85,22 @@ void ckpt_atomic_abort(ckpt_atomic *a);
  * how the store removes generations and temporary files. */
 int ckpt_atomic_remove_at(int dirfd, const char *name);
 
+/* rename(from, to) through the fault-injection hooks ("rename"): how the
+ * store moves a generation directory into place and away. 0 or -1 with
+ * errno. */
+int ckpt_atomic_rename(const char *from, const char *to);
+/* Atomically swaps the entries a and b (renameat2 RENAME_EXCHANGE), through
+ * the hooks ("rename"): a directory generation replaced in one step. 0 or
+ * -1 with errno (EINVAL or ENOSYS where the filesystem cannot). */
+int ckpt_atomic_exchange(const char *a, const char *b);
+/* mkdir(path, 0755) through the hooks (counted as an "open": it creates
+ * an entry). 0 or -1 with errno. */
+int ckpt_atomic_mkdir(const char *path);
+/* open and fsync of the regular file `path` (not following a link)
+ * through the hooks ("open", "fsync"): the files of a directory the store
+ * commits. 0, or CKPT_E_IO recorded with the step that failed. */
+int ckpt_atomic_sync_file(const char *path);
+
 /* Fault injection for tests: make the nth (1-based) call of `op` from now
  * on fail with errno `err` (EIO, ENOSPC, ...), once; n == 0 disarms; a
  * negative err kills the process with signal -err right there instead

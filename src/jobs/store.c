@@ -565,7 +565,7 @@ static int remove_generation(store *s, const char *file) {
     char *doomed = ckpt_atomic_temp_name(path);
     if (!doomed) return nomem(s->dir);
     int rc = 0;
-    if (rename(path, doomed) != 0) {
+    if (ckpt_atomic_rename(path, doomed) != 0) {
         if (errno != ENOENT)
             rc = ckpt_err(CKPT_E_IO, path, NULL, CKPT_NO_OFFSET,
                           "cannot rename generation %s away to %s: %s", path, doomed,
@@ -966,6 +966,168 @@ int ckpt_store_commit_with(char *path, size_t cap, const char *dir, const char *
     }
     ckpt_arena_free(&cur.arena);
     ckpt_arena_free(&s.arena);
+    return rc;
+}
+
+/* ------------------------------------------------------------ directory */
+
+struct ckpt_store_stage {
+    ckpt_arena arena; /* owns the strings */
+    const char *dir, *name, *file, *target, *staging;
+    uint64_t step;
+    int lock;      /* the store lock, held from staging to free */
+    int committed; /* the staging directory is in place as `target` */
+};
+
+const char *ckpt_store_stage_path(const ckpt_store_stage *st) { return st ? st->staging : NULL; }
+
+void ckpt_store_stage_free(ckpt_store_stage *st) {
+    if (!st) return;
+    if (!st->committed && st->staging) {
+        /* nothing committed: the ranks' files go; what a failure here
+         * leaves, gc removes once the lock is free */
+        if (remove_tree(AT_FDCWD, st->staging, 2) == 0) ckpt_atomic_sync_dir(st->dir);
+    }
+    unlock_store(st->lock);
+    ckpt_arena_free(&st->arena);
+    ckpt_free(st);
+}
+
+int ckpt_store_stage_dir(ckpt_store_stage **out, const char *dir, const char *name, uint64_t step,
+                         const ckpt_store_options *opts) {
+    ckpt_store_options defaults;
+    const ckpt_store_options *o = options(opts, &defaults);
+    if (out) *out = NULL;
+    CKPT_CHECK_OPTIONS(opts, CKPT_STORE_OPTIONS_VERSION);
+    if (!out || !dir || !*dir)
+        return ckpt_err(CKPT_E_INVALID_ARG, dir ? dir : "", NULL, CKPT_NO_OFFSET,
+                        "staging needs an out-parameter and a directory");
+    if (!valid_name(name))
+        return ckpt_err(CKPT_E_INVALID_ARG, dir, NULL, CKPT_NO_OFFSET,
+                        "invalid generation name '%s': it must be 1 to 200 bytes, "
+                        "without '/', control characters or a leading '.'",
+                        name ? name : "");
+    ckpt_store_stage *st = ckpt_malloc(sizeof *st);
+    if (!st) return nomem(dir);
+    *st = (ckpt_store_stage){.step = step, .lock = -1};
+    struct stat sb;
+    int rc = stat(dir, &sb) != 0 && errno == ENOENT ? make_dirs(dir) : 0;
+    if (rc == 0) rc = lock_store(dir, &st->lock);
+    store s = {0};
+    if (rc == 0) rc = scan(&s, dir);
+    if (rc == 0) rc = check_fresh_step(&s, name, step, o);
+    if (rc == 0) {
+        st->dir = ckpt_arena_strdup(&st->arena, dir);
+        st->name = ckpt_arena_strdup(&st->arena, name);
+        st->file = ckpt_arena_printf(&st->arena, "%s-%" PRIu64 ".dcp", name, step);
+        const char *target = st->file ? join(&s, st->file) : NULL;
+        st->target = target ? ckpt_arena_strdup(&st->arena, target) : NULL;
+        char *tmp = st->target ? ckpt_atomic_temp_name(st->target) : NULL;
+        st->staging = tmp ? ckpt_arena_strdup(&st->arena, tmp) : NULL;
+        ckpt_free(tmp);
+        if (!st->dir || !st->name || !st->staging) rc = nomem(dir);
+    }
+    if (rc == 0 && ckpt_atomic_mkdir(st->staging) != 0) {
+        rc = ckpt_err(CKPT_E_IO, dir, NULL, CKPT_NO_OFFSET,
+                      "cannot create the staging directory %s: %s", st->staging, strerror(errno));
+        st->staging = NULL; /* not ours to remove */
+    }
+    if (rc == 0) rc = ckpt_atomic_sync_dir(dir);
+    ckpt_arena_free(&s.arena);
+    if (rc) {
+        ckpt_store_stage_free(st);
+        return rc;
+    }
+    *out = st;
+    return 0;
+}
+
+/* Re-records the current error as "PREFIX: message; SUFFIX", keeping its
+ * code, file, member and offset. */
+static int reword(int rc, const char *prefix, const char *suffix) {
+    const ckpt_error *e = ckpt_error_last();
+    char msg[512], file[512], member[512];
+    uint64_t off = e->offset;
+    snprintf(msg, sizeof msg, "%s", e->message);
+    snprintf(file, sizeof file, "%s", e->file);
+    snprintf(member, sizeof member, "%s", e->member);
+    return ckpt_err(rc, file, member, off, "%s: %s; %s", prefix, msg, suffix);
+}
+
+/* fsync of every regular file directly in `path` (a DCP directory is
+ * flat), then of the directory itself. */
+static int sync_tree(store *s, const char *path) {
+    DIR *d = opendir(path);
+    if (!d)
+        return ckpt_err(CKPT_E_IO, path, NULL, CKPT_NO_OFFSET, "cannot open directory %s: %s", path,
+                        strerror(errno));
+    int rc = 0;
+    for (struct dirent *e; rc == 0 && (e = readdir(d)) != NULL;) {
+        struct stat sb;
+        if (fstatat(dirfd(d), e->d_name, &sb, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(sb.st_mode))
+            continue;
+        const char *file = ckpt_arena_printf(&s->arena, "%s/%s", path, e->d_name);
+        rc = file ? ckpt_atomic_sync_file(file) : nomem(path);
+    }
+    closedir(d);
+    return rc ? rc : ckpt_atomic_sync_dir(path);
+}
+
+int ckpt_store_commit_dir(char *path, size_t cap, ckpt_store_stage *st,
+                          const ckpt_store_options *opts) {
+    ckpt_store_options defaults;
+    const ckpt_store_options *o = options(opts, &defaults);
+    CKPT_CHECK_OPTIONS(opts, CKPT_STORE_OPTIONS_VERSION);
+    if (path && cap) path[0] = '\0';
+    if (!st || st->committed || !st->staging)
+        return ckpt_err(CKPT_E_INVALID_ARG, st && st->dir ? st->dir : "", NULL, CKPT_NO_OFFSET,
+                        "no staged directory to commit (NULL, or committed already)");
+    int rc = path && strlen(st->target) >= cap ? put_path(path, cap, st->target) : 0;
+    if (rc) return rc;
+    /* never a generation name for a directory that does not verify */
+    if ((rc = verify_path(st->staging, o)) != 0)
+        return reword(rc, st->file, "the staged directory does not verify; nothing committed");
+    store cur = {0};
+    rc = sync_tree(&cur, st->staging);
+    /* under the lock since staging; checked again for filesystems
+     * without flock, where another writer may have committed it */
+    if (rc == 0) rc = scan(&cur, st->dir);
+    if (rc == 0) rc = check_fresh_step(&cur, st->name, st->step, o);
+    struct stat sb;
+    int swapped = 0;
+    if (rc == 0 && lstat(st->target, &sb) == 0) {
+        /* replaced (or a corrupt one): swapped out in one step, so that a
+         * crash leaves either generation under the name */
+        swapped = ckpt_atomic_exchange(st->staging, st->target) == 0;
+        if (!swapped && errno != EINVAL && errno != ENOSYS)
+            rc = ckpt_err(CKPT_E_IO, st->target, NULL, CKPT_NO_OFFSET,
+                          "cannot swap %s into place: %s; nothing committed", st->staging,
+                          strerror(errno));
+        else if (!swapped && remove_generation(&cur, st->file) != 0)
+            rc = reword(CKPT_E_IO, st->file, "nothing committed");
+    }
+    if (rc == 0 && !swapped && ckpt_atomic_rename(st->staging, st->target) != 0)
+        rc = ckpt_err(CKPT_E_IO, st->target, NULL, CKPT_NO_OFFSET,
+                      "cannot rename %s into place: %s; nothing committed", st->staging,
+                      strerror(errno));
+    if (rc == 0 && (rc = ckpt_atomic_sync_dir(st->dir)) != 0) {
+        /* the rename may not survive a crash: not committed. Removed (as
+         * pruning removes), so that a retry of the step is not refused */
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s", ckpt_error_last()->message);
+        remove_generation(&cur, st->file);
+        ckpt_atomic_sync_dir(st->dir);
+        rc = ckpt_err(rc, st->target, NULL, CKPT_NO_OFFSET, "%s; %s was removed, nothing committed",
+                      msg, st->file);
+    }
+    if (rc == 0) {
+        st->committed = 1;
+        /* the swapped-out generation is under the staging name now */
+        if (swapped && remove_tree(AT_FDCWD, st->staging, 2) == 0) ckpt_atomic_sync_dir(st->dir);
+        rc = put_path(path, cap, st->target);
+    }
+    if (rc == 0) rc = move_pointer_and_prune(&cur, st->file, st->step, o);
+    ckpt_arena_free(&cur.arena);
     return rc;
 }
 
