@@ -255,6 +255,10 @@ CKPT_API int ckpt_store_prune(size_t *removed, const char *dir, const ckpt_store
  * *removed (may be NULL) receives the count.
  * Returns 0, CKPT_E_IO, CKPT_E_NOMEM. */
 CKPT_API int ckpt_store_gc(size_t *removed, const char *dir, const ckpt_store_options *opts);
+/* ckpt_store_gc, with the count of temporary files removed in *files and
+ * of temporary directories in *dirs (either may be NULL). */
+CKPT_API int ckpt_store_gc_count(size_t *files, size_t *dirs, const char *dir,
+                                 const ckpt_store_options *opts);
 
 /* A sentence when dir lies on a filesystem whose flock, rename or
  * directory-fsync guarantees may be weaker than a local disk's (NFS,

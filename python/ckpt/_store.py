@@ -2,8 +2,6 @@
 directory (ckpt_store_*), and resume: model, optimizer, scheduler, scaler
 and RNG state restored together, or a clear refusal."""
 import ctypes
-import errno
-import fcntl
 import os
 import random
 import warnings
@@ -251,10 +249,12 @@ class Store:
         one rank, every rank calls commit with its part of the state (DTensors,
         sharded or replicated; other values as DCP saves them) and the
         generation is a DCP directory "NAME-STEP.dcp" written through
-        ckpt.dcp.Writer: only rank 0 takes the store lock, creates the
-        staging directory, renames it into place, moves LATEST and prunes,
-        and only after every rank's files verified (DCP's collective
-        finish); the other ranks never touch LATEST or the lock. "rng" is
+        ckpt.dcp.Writer into a staging directory: only rank 0 stages and
+        commits it through the C store (ckpt_store_stage_dir takes the store
+        lock; ckpt_store_commit_dir, once every rank's files verified in
+        DCP's collective finish, verifies the directory, renames it into
+        place, moves LATEST and prunes by the rules of a file commit); the
+        other ranks never touch LATEST or the lock. "rng" is
         not added there: DCP keeps one copy of a non-tensor item, so
         per-rank generator states would collapse into one. Every rank
         returns the generation's path or raises the same error. Every rank
@@ -436,10 +436,8 @@ class Store:
 # ------------------------------------------------------------ directory generations
 #
 # Under a process group of more than one rank, a generation is a DCP
-# directory "NAME-STEP.dcp" written by ckpt.dcp.Writer. The C store lists,
-# verifies and prunes them beside file generations; rank 0 stages the
-# directory under the store lock (which keeps gc off it), renames it into
-# place and moves LATEST here, between the crash points the tests use.
+# directory "NAME-STEP.dcp" written by ckpt.dcp.Writer into a staging
+# directory that the C store creates and commits (rank 0 only).
 
 
 def _process_group():
@@ -454,89 +452,27 @@ def _process_group():
     return dist.get_rank(), dist.get_world_size()
 
 
-def _lock_store(dir):
-    """The store's lock (the C store's flock on DIR/.ckpt-store.lock)."""
-    fd = os.open(os.path.join(dir, ".ckpt-store.lock"),
-                 os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-    except OSError as e:
-        if e.errno not in (errno.ENOLCK, errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS):
-            os.close(fd)
-            raise
-    return fd
-
-
-def _temp_name(dir, file):
-    """A temporary name for dir/file that the C store's gc recognises."""
-    return os.path.join(dir, ".%s.tmp-%d-%016x" % (
-        file, os.getpid(), int.from_bytes(os.urandom(8), "little")))
-
-
-def _coordinator_begin(store, gen, step, replace):
-    """Coordinator, under the store lock: refuses a committed step, creates
-    this commit's staging directory."""
-    from .dcp import _fsync_dir
-    if not replace:
-        for g in store.generations():
-            if g.step == step and g.ok and g.file.rsplit("-", 1)[0] == store.name:
-                raise errors.InvalidArgumentError(
-                    "step %d of %s is already committed as %s (replace it with replace=True)"
-                    % (step, store.name, g.file), store.dir)
-    staging = _temp_name(store.dir, gen)
-    os.mkdir(staging)
-    _fsync_dir(store.dir)
-    return staging
-
-
-def _coordinator_finish(store, gen, step, staging):
-    """Coordinator, under the store lock, after every rank's files verified
-    and .metadata was committed: the generation takes its name and LATEST
-    moves (forward only: to the newest generation that verifies)."""
-    from .dcp import _check_layout, _crash_point, _fsync_dir, _write_atomic, read_metadata
-    _check_layout(staging, read_metadata(staging), {})
-    target = os.path.join(store.dir, gen)
-    _crash_point("before-rename")
-    if os.path.lexists(target):  # replace=True, or a corrupt one: gc removes it
-        os.rename(target, _temp_name(store.dir, gen))
-        _fsync_dir(store.dir)
-    os.rename(staging, target)
-    _fsync_dir(store.dir)
-    _crash_point("after-rename")
-    newest = gen
-    for g in store.generations():
-        if (g.step, g.file) > (step, gen) and g.ok:
-            newest = g.file
-    _write_atomic(os.path.join(store.dir, "LATEST"), (newest + "\n").encode())
-    _crash_point("after-latest")
-    return target
-
-
-def _prune_and_gc(store):
-    """After the store lock is released: the C store's pruning (keep
-    verified generations and LATEST's), then its gc (staging directories
-    of dead coordinators, generations renamed away)."""
-    from .dcp import _crash_point
-    d = fspath(store.dir)
-    check(lib.ckpt_store_prune(None, d, ctypes.byref(store._opts)), store.dir)
-    _crash_point("after-prune")
-    check(lib.ckpt_store_gc(None, d, ctypes.byref(store._opts)), store.dir)
-
-
 def _commit_distributed(store, obj, step, replace):
-    """Store.commit under a process group: see Store.commit."""
-    import shutil
+    """Store.commit under a process group: see Store.commit. Rank 0 stages
+    and commits through the C store (ckpt_store_stage_dir, which takes the
+    store lock until ckpt_store_stage_free, and ckpt_store_commit_dir:
+    verification, fsync, rename, LATEST, pruning); the other ranks only
+    write their files into the staging directory."""
     import torch.distributed as dist
     import torch.distributed.checkpoint as tdcp
-    from .dcp import Writer
+    from .dcp import Writer, _crash_point
     rank = dist.get_rank()
-    gen = "%s-%d.dcp" % (store.name, step)
-    lock, staging, failure = None, None, None
+    sopts = StoreOptions_.from_buffer_copy(store._opts)
+    sopts.replace = 1 if replace else 0
+    stage, staging, failure = c_void_p(), None, None
     try:
         if rank == 0:
             try:
-                lock = _lock_store(store.dir)
-                staging = _coordinator_begin(store, gen, step, replace)
+                check(lib.ckpt_store_stage_dir(ctypes.byref(stage), fspath(store.dir),
+                                               store.name.encode(), step, ctypes.byref(sopts)),
+                      store.dir)
+                staging = os.fsdecode(lib.ckpt_store_stage_path(stage))
+                _crash_point("after-stage")
             except Exception as e:  # every rank raises it
                 failure = e
         box = [staging, failure]
@@ -546,22 +482,19 @@ def _commit_distributed(store, obj, step, replace):
         if isinstance(obj, dict):
             obj = dict(obj)
             obj.setdefault("step", step)
-        try:
-            # DCP's own agreement: finish() -- .metadata -- runs on the
-            # coordinator only when every rank wrote and verified its files,
-            # and every rank gets its outcome
-            tdcp.save(obj, storage_writer=Writer(box[0], overwrite=False))
-        except BaseException:
-            if rank == 0:
-                shutil.rmtree(box[0], ignore_errors=True)
-            raise
+        # DCP's own agreement: finish() -- .metadata -- runs on the
+        # coordinator only when every rank wrote and verified its files,
+        # and every rank gets its outcome
+        tdcp.save(obj, storage_writer=Writer(box[0], overwrite=False))
         out = [None, None]
         if rank == 0:
             try:
-                out[0] = _coordinator_finish(store, gen, step, box[0])
-                os.close(lock)
-                lock = None
-                _prune_and_gc(store)
+                _crash_point("before-commit")
+                path = ctypes.create_string_buffer(_PATH_MAX)
+                check(lib.ckpt_store_commit_dir(path, _PATH_MAX, stage, ctypes.byref(sopts)),
+                      store.dir)
+                out[0] = os.fsdecode(path.value)
+                _crash_point("after-commit")
             except Exception as e:
                 out[1] = e
         dist.broadcast_object_list(out, src=0)
@@ -569,5 +502,5 @@ def _commit_distributed(store, obj, step, replace):
             raise out[1]
         return out[0]
     finally:
-        if lock is not None:
-            os.close(lock)
+        # an uncommitted staging directory is removed, the lock released
+        lib.ckpt_store_stage_free(stage)

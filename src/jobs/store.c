@@ -687,8 +687,8 @@ typedef struct gc_state {
     const char *dir;
     const ckpt_store_options *o;
     time_t now;
-    size_t count;
-    int lock; /* the store lock: -2 not tried yet, -1 not had */
+    size_t count, dirs; /* temporary files, directories removed */
+    int lock;           /* the store lock: -2 not tried yet, -1 not had */
 } gc_state;
 
 /* The store lock if no one holds it, else -1 (also without flock: then
@@ -716,7 +716,7 @@ static int gc_dir(gc_state *g, int dirfd, const char *name) {
         return ckpt_err(CKPT_E_IO, g->dir, NULL, CKPT_NO_OFFSET,
                         "cannot remove temporary directory %s in %s: %s", name, g->dir,
                         strerror(err));
-    g->count++;
+    g->dirs++;
     return 0;
 }
 
@@ -752,17 +752,27 @@ static int gc_file(void *ctx, int dirfd, const char *name, const struct stat *st
     return 0;
 }
 
-int ckpt_store_gc(size_t *removed, const char *dir, const ckpt_store_options *opts) {
+int ckpt_store_gc_count(size_t *files, size_t *dirs, const char *dir,
+                        const ckpt_store_options *opts) {
     ckpt_store_options defaults;
     const ckpt_store_options *o = options(opts, &defaults);
+    if (files) *files = 0;
+    if (dirs) *dirs = 0;
     CKPT_CHECK_OPTIONS(opts, CKPT_STORE_OPTIONS_VERSION);
-    if (removed) *removed = 0;
     if (!dir) return ckpt_err(CKPT_E_INVALID_ARG, "", NULL, CKPT_NO_OFFSET, "dir is NULL");
     gc_state g = {.dir = dir, .o = o, .now = time(NULL), .lock = -2};
     int rc = each_file(dir, gc_file, &g);
     unlock_store(g.lock);
-    if (removed) *removed = g.count;
-    if (rc == 0 && g.count) rc = ckpt_atomic_sync_dir(dir);
+    if (files) *files = g.count;
+    if (dirs) *dirs = g.dirs;
+    if (rc == 0 && g.count + g.dirs) rc = ckpt_atomic_sync_dir(dir);
+    return rc;
+}
+
+int ckpt_store_gc(size_t *removed, const char *dir, const ckpt_store_options *opts) {
+    size_t files = 0, dirs = 0;
+    int rc = ckpt_store_gc_count(&files, &dirs, dir, opts);
+    if (removed) *removed = files + dirs;
     return rc;
 }
 

@@ -6,7 +6,8 @@ Store.latest, Store.generations and Store.resume read these generations;
 Store(distributed=False) lets rank 0 alone commit a file generation.
 
 Crash: one rank SIGKILLed (test hook CKPT_TEST_CRASH_AT / _RANK) at 8
-fixed points of the commit of step 3 over a store holding steps 1 and 2:
+fixed points of the commit of step 3 over a store holding steps 1 and 2
+(the kill points inside the C commit are tests/test_store_crash.c's):
 LATEST always names a complete generation that verifies, step 2 survives
 and verifies, Store.latest answers a verified generation, and a commit
 after the crash succeeds. Random points: tests/dcp/crash_trials.py.
@@ -29,11 +30,13 @@ sys.path.insert(0, os.path.join(dcp_ranks.SRC, "python"))
 
 SCRIPT = os.path.abspath(__file__)
 TMP = None
-# (point, rank killed): the rank's own file (written, verified), the
-# coordinator's .metadata, rename, LATEST
-POINTS = [("before-write", 1), ("after-write", 1), ("after-verify", 0),
-          ("before-metadata", 0), ("after-metadata", 0), ("before-rename", 0),
-          ("after-rename", 0), ("after-latest", 0)]
+# (point, rank killed): the coordinator's staging, the rank's own file
+# (written, verified), the coordinator's .metadata, its commit
+# (ckpt_store_commit_dir: every kill point inside it is in
+# tests/test_store_crash.c)
+POINTS = [("after-stage", 0), ("before-write", 1), ("after-write", 1), ("after-verify", 0),
+          ("before-metadata", 0), ("after-metadata", 0), ("before-commit", 0),
+          ("after-commit", 0)]
 
 
 def weights(step):
@@ -53,9 +56,9 @@ def state(step):
             "note": "step %d" % step}
 
 
-def rank_commit(dir, *steps):
+def rank_commit(dir, *steps, keep=2):
     import ckpt
-    s = ckpt.Store(dir, keep=2)
+    s = ckpt.Store(dir, keep=keep)
     for step in map(int, steps):
         path = s.commit(state(step), step)
         assert path == os.path.join(dir, "ckpt-%d.dcp" % step), path
@@ -63,10 +66,12 @@ def rank_commit(dir, *steps):
 
 def rank_commit_and_single(dir, single):
     """rank_commit of steps 1, 2, 3; then rank 0 alone commits a file
-    generation into another store (distributed=False), as DDP code does."""
+    generation into another store (distributed=False), as DDP code does;
+    steps 1 and 2 into a third store with keep=1."""
     import torch.distributed as dist
     import ckpt
     rank_commit(dir, 1, 2, 3)
+    rank_commit(dir + "-keep1", 1, 2, keep=1)
     if dist.get_rank() == 0:
         p = ckpt.Store(single, distributed=False).commit({"w": weights(1)["weight"]}, 1)
         assert p == os.path.join(single, "ckpt-1.pt"), p
@@ -96,6 +101,8 @@ def test_a_commit_prune_resume():
     single = os.path.join(TMP, "single")
     dcp_ranks.run(SCRIPT, "rank_commit_and_single", 2, d, single)
     check_store(d, [2, 3], 3)  # keep=2: step 1 pruned after 3 verified
+    # keep=1: LATEST's predecessor survives the commit, as after a file commit
+    check_store(d + "-keep1", [1, 2], 2)
     assert [g.file for g in ckpt.Store(single).generations()] == ["ckpt-1.pt"]
     assert not [f for f in os.listdir(d) if ".tmp-" in f], os.listdir(d)
     model = torch.nn.Linear(4, 6)
@@ -123,7 +130,7 @@ def test_b_crash_points():
                 p.communicate()
         assert rc == -signal.SIGKILL, (point, rc, procs[victim].stdout)
         staged = [f for f in os.listdir(d) if ".dcp.tmp-" in f]
-        if victim == 0 and point != "after-rename" and point != "after-latest":
+        if victim == 0 and point != "after-commit":
             assert staged, (point, os.listdir(d))  # the dead coordinator's staging
         with open(os.path.join(d, "LATEST")) as f:
             named = f.read().strip()
@@ -136,10 +143,11 @@ def test_b_crash_points():
         # the store lock is free: Store's gc removed the dead staging directory
         assert not [f for f in os.listdir(d) if ".tmp-" in f], (point, os.listdir(d))
         assert ckpt.dcp.verify(got).ok and got.endswith(("ckpt-2.dcp", "ckpt-3.dcp")), got
-        if point in ("before-rename", "after-metadata"):
-            assert got.endswith("ckpt-2.dcp"), (point, got)  # no name before the rename
-        if point in ("after-rename", "after-latest"):
-            assert got.endswith("ckpt-3.dcp"), (point, got)
+        if point != "after-commit":
+            assert got.endswith("ckpt-2.dcp"), (point, got)  # no name before the commit
+            assert named == "ckpt-2.dcp", (point, named)
+        else:
+            assert got.endswith("ckpt-3.dcp") and named == "ckpt-3.dcp", (point, got, named)
     # a commit after a crash goes through
     d = os.path.join(TMP, "crash-before-metadata")
     dcp_ranks.run(SCRIPT, "rank_commit", 2, d, 3)

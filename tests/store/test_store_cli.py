@@ -271,8 +271,31 @@ def case_dcp_generations():
     # a dead coordinator's staging directory goes with gc (the lock is free)
     os.mkdir(os.path.join(d, ".run-4.dcp.tmp-1-0123456789abcdef"))
     rc, out, err = run("store", "gc", d)
-    assert (rc, out) == (0, "removed 1 stale temporary file\n"), (rc, out, err)
+    assert (rc, out) == (0, "removed 1 stale temporary directory\n"), (rc, out, err)
     assert sorted(entries(d)) == ["LATEST", "run-2.dcp", "run-3.dcp"], entries(d)
+    # and a temporary file beside two directories (one pruning renamed away)
+    os.mkdir(os.path.join(d, ".run-4.dcp.tmp-1-0123456789abcdef"))
+    os.mkdir(os.path.join(d, ".run-2.dcp.tmp-1-00000000000000ff"))
+    with open(os.path.join(d, ".run-5.pt.tmp-1-0123456789abcdef"), "wb") as fh:
+        fh.write(b"partial")
+    rc, out, err = run("store", "gc", d, "--older-than", "0")
+    assert (rc, out) == (0, "removed 1 stale temporary file and 2 stale temporary "
+                            "directories\n"), (rc, out, err)
+    # a file generation committed after the directories: LATEST moves to it,
+    # pruning keeps LATEST's predecessor (run-2.dcp) with keep 1 and removes
+    # the corrupt older one
+    rc, out, err = commit(d, 4, SMALL_PT, "--keep", "1")
+    assert rc == 0, (rc, out, err)
+    rc, out, err = run("store", "list", d, "--json")
+    doc = json.loads(out)
+    assert rc == 0 and doc["latest"] == {"status": "ok", "file": "run-4.pt"}, (rc, doc)
+    assert [(g["file"], g["status"]) for g in doc["generations"]] == [
+        ("run-2.dcp", "ok"), ("run-4.pt", "ok")], doc
+    rc, out, err = run("store", "latest", d)
+    assert (rc, out) == (0, os.path.join(d, "run-4.pt") + "\n"), (rc, out, err)
+    rc, out, err = run("store", "prune", d, "--keep", "1")
+    assert rc == 0 and out.splitlines()[0] == "removed 1 generation", (rc, out, err)
+    assert sorted(entries(d)) == ["LATEST", "run-4.pt"], entries(d)
 
 
 def case_full_filesystem():

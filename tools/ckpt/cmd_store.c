@@ -367,12 +367,18 @@ static int store_prune(const cli_command *cmd, int argc, char **argv) {
 static int store_gc(const cli_command *cmd, int argc, char **argv) {
     ckpt_store_options o;
     uint64_t step;
-    size_t removed = 0;
+    size_t files = 0, dirs = 0;
     int rc = parse_args(cmd, argc, argv, &o, &step);
 
     if (rc != CLI_CONTINUE) return rc;
-    rc = ckpt_store_gc(&removed, args.dir, &o);
-    if (!args.quiet) printf("removed %zu stale temporary file%s\n", removed, cli_plural(removed));
+    rc = ckpt_store_gc_count(&files, &dirs, args.dir, &o);
+    /* "removed 1 stale temporary file", "... and 2 temporary directories" */
+    if (!args.quiet && (files || !dirs))
+        printf("removed %zu stale temporary file%s%s", files, cli_plural(files),
+               dirs ? " and " : "\n");
+    if (!args.quiet && dirs)
+        printf("%s%zu stale temporary director%s\n", files ? "" : "removed ", dirs,
+               dirs == 1 ? "y" : "ies");
     return rc ? fail(args.dir, rc) : show_listing(&o);
 }
 
