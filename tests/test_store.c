@@ -782,6 +782,27 @@ TEST(allocation_failures) {
         CHECK_EQ_STR(latest(), want);
     }
     CHECK(done);
+    /* the commit of a directory generation, staging included */
+    done = 0;
+    for (long n = 1; n < 5000 && !done; n++) {
+        char path[600], name[64];
+        alloc_left = n;
+        ckpt_set_allocator(&failing);
+        int rc = commit_dcp(path, sizeof path, step, 3, 0, 0);
+        ckpt_set_allocator(NULL);
+        CHECK(rc == 0 || rc == CKPT_E_NOMEM);
+        int temps;
+        entries(&temps);
+        CHECK_EQ_INT(temps, 0);
+        snprintf(name, sizeof name, "run-%llu.dcp", (unsigned long long)step);
+        CHECK(rc != 0 || exists(name));
+        if (exists(name)) {
+            CHECK_EQ_STR(latest(), in_dir(name));
+            step++;
+        }
+        done = rc == 0 && alloc_left > 0;
+    }
+    CHECK(done);
     for (int which = 0; which < 3; which++) {
         done = 0;
         for (long n = 1; n < 5000 && !done; n++) {

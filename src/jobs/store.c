@@ -833,6 +833,18 @@ static int valid_name(const char *name) {
     return 1;
 }
 
+/* Before a commit: a valid generation name, and dir, created (with its
+ * parents) when it does not exist. */
+static int prepare_dir(const char *dir, const char *name) {
+    if (!valid_name(name))
+        return ckpt_err(CKPT_E_INVALID_ARG, dir, NULL, CKPT_NO_OFFSET,
+                        "invalid generation name '%s': it must be 1 to 200 bytes, "
+                        "without '/', control characters or a leading '.'",
+                        name ? name : "");
+    struct stat st;
+    return stat(dir, &st) != 0 && errno == ENOENT ? make_dirs(dir) : 0;
+}
+
 /* 1 when the generation `file` of step `step` sorts after g. */
 static int newer_than(const gen *g, uint64_t step, const char *file) {
     return step != g->step ? step > g->step : strcmp(file, g->file) > 0;
@@ -911,13 +923,7 @@ int ckpt_store_commit_with(char *path, size_t cap, const char *dir, const char *
         return ckpt_err(CKPT_E_INVALID_ARG, dir ? dir : "", NULL, CKPT_NO_OFFSET,
                         "commit needs a directory, a writer and the extension "
                         ".safetensors or .pt");
-    if (!valid_name(name))
-        return ckpt_err(CKPT_E_INVALID_ARG, dir, NULL, CKPT_NO_OFFSET,
-                        "invalid generation name '%s': it must be 1 to 200 bytes, "
-                        "without '/', control characters or a leading '.'",
-                        name ? name : "");
-    struct stat st;
-    int rc = stat(dir, &st) != 0 && errno == ENOENT ? make_dirs(dir) : 0;
+    int rc = prepare_dir(dir, name);
     store s = {0};
     if (rc == 0) rc = scan(&s, dir);
     const char *file = NULL, *target = NULL;
@@ -1012,16 +1018,10 @@ int ckpt_store_stage_dir(ckpt_store_stage **out, const char *dir, const char *na
     if (!out || !dir || !*dir)
         return ckpt_err(CKPT_E_INVALID_ARG, dir ? dir : "", NULL, CKPT_NO_OFFSET,
                         "staging needs an out-parameter and a directory");
-    if (!valid_name(name))
-        return ckpt_err(CKPT_E_INVALID_ARG, dir, NULL, CKPT_NO_OFFSET,
-                        "invalid generation name '%s': it must be 1 to 200 bytes, "
-                        "without '/', control characters or a leading '.'",
-                        name ? name : "");
     ckpt_store_stage *st = ckpt_malloc(sizeof *st);
     if (!st) return nomem(dir);
     *st = (ckpt_store_stage){.step = step, .lock = -1};
-    struct stat sb;
-    int rc = stat(dir, &sb) != 0 && errno == ENOENT ? make_dirs(dir) : 0;
+    int rc = prepare_dir(dir, name);
     if (rc == 0) rc = lock_store(dir, &st->lock);
     store s = {0};
     if (rc == 0) rc = scan(&s, dir);
