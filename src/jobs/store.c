@@ -1024,6 +1024,7 @@ int ckpt_store_stage_dir(ckpt_store_stage **out, const char *dir, const char *na
     int rc = prepare_dir(dir, name);
     if (rc == 0) rc = lock_store(dir, &st->lock);
     store s = {0};
+    char *staging = NULL;
     if (rc == 0) rc = scan(&s, dir);
     if (rc == 0) rc = check_fresh_step(&s, name, step, o);
     if (rc == 0) {
@@ -1032,16 +1033,19 @@ int ckpt_store_stage_dir(ckpt_store_stage **out, const char *dir, const char *na
         st->file = ckpt_arena_printf(&st->arena, "%s-%" PRIu64 ".dcp", name, step);
         const char *target = st->file ? join(&s, st->file) : NULL;
         st->target = target ? ckpt_arena_strdup(&st->arena, target) : NULL;
-        char *tmp = st->target ? ckpt_atomic_temp_name(st->target) : NULL;
-        st->staging = tmp ? ckpt_arena_strdup(&st->arena, tmp) : NULL;
-        ckpt_free(tmp);
-        if (!st->dir || !st->name || !st->staging) rc = nomem(dir);
+        staging = st->target ? ckpt_atomic_temp_name(st->target) : NULL;
+        if (!st->dir || !st->name || !staging) rc = nomem(dir);
     }
-    if (rc == 0 && ckpt_atomic_mkdir(st->staging) != 0) {
+    if (rc == 0 && ckpt_atomic_mkdir(staging) != 0)
         rc = ckpt_err(CKPT_E_IO, dir, NULL, CKPT_NO_OFFSET,
-                      "cannot create the staging directory %s: %s", st->staging, strerror(errno));
-        st->staging = NULL; /* not ours to remove */
+                      "cannot create the staging directory %s: %s", staging, strerror(errno));
+    else if (rc == 0) /* ours to remove from here on */
+        st->staging = ckpt_arena_strdup(&st->arena, staging);
+    if (rc == 0 && !st->staging) {
+        rc = nomem(dir);
+        rmdir(staging);
     }
+    ckpt_free(staging);
     if (rc == 0) rc = ckpt_atomic_sync_dir(dir);
     ckpt_arena_free(&s.arena);
     if (rc) {
@@ -1066,7 +1070,7 @@ static int reword(int rc, const char *prefix, const char *suffix) {
 
 /* fsync of every regular file directly in `path` (a DCP directory is
  * flat), then of the directory itself. */
-static int sync_tree(store *s, const char *path) {
+static int sync_tree(const char *path) {
     DIR *d = opendir(path);
     if (!d)
         return ckpt_err(CKPT_E_IO, path, NULL, CKPT_NO_OFFSET, "cannot open directory %s: %s", path,
@@ -1076,8 +1080,12 @@ static int sync_tree(store *s, const char *path) {
         struct stat sb;
         if (fstatat(dirfd(d), e->d_name, &sb, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(sb.st_mode))
             continue;
-        const char *file = ckpt_arena_printf(&s->arena, "%s/%s", path, e->d_name);
-        rc = file ? ckpt_atomic_sync_file(file) : nomem(path);
+        char file[PATH_MAX];
+        if (snprintf(file, sizeof file, "%s/%s", path, e->d_name) >= (int)sizeof file)
+            rc = ckpt_err(CKPT_E_INVALID_ARG, path, NULL, CKPT_NO_OFFSET, "path too long: %s/%s",
+                          path, e->d_name);
+        else
+            rc = ckpt_atomic_sync_file(file);
     }
     closedir(d);
     return rc ? rc : ckpt_atomic_sync_dir(path);
@@ -1098,7 +1106,7 @@ int ckpt_store_commit_dir(char *path, size_t cap, ckpt_store_stage *st,
     if ((rc = verify_path(st->staging, o)) != 0)
         return reword(rc, st->file, "the staged directory does not verify; nothing committed");
     store cur = {0};
-    rc = sync_tree(&cur, st->staging);
+    rc = sync_tree(st->staging);
     /* under the lock since staging; checked again for filesystems
      * without flock, where another writer may have committed it */
     if (rc == 0) rc = scan(&cur, st->dir);
