@@ -250,8 +250,8 @@ CKPT_API int ckpt_store_prune(size_t *removed, const char *dir, const ckpt_store
  * lock). Temporary directories of that name (a coordinator's staging
  * directory of a DCP generation, or one that pruning renamed away) are
  * removed with their files when gc can take the store lock at once: a
- * live coordinator holds it from creating its staging directory until the
- * generation is in place. Generations and LATEST are never removed.
+ * live coordinator holds it from ckpt_store_stage_dir to
+ * ckpt_store_stage_free. Generations and LATEST are never removed.
  * *removed (may be NULL) receives the count.
  * Returns 0, CKPT_E_IO, CKPT_E_NOMEM. */
 CKPT_API int ckpt_store_gc(size_t *removed, const char *dir, const ckpt_store_options *opts);

@@ -705,8 +705,9 @@ static int try_lock_store(const char *dir) {
 }
 
 /* A temporary directory: a generation directory being staged by a
- * coordinator (which holds the store lock from creating it to renaming it
- * into place) or one that pruning renamed away (under the lock). Whoever
+ * coordinator (which holds the store lock from ckpt_store_stage_dir to
+ * ckpt_store_stage_free) or one that pruning renamed away (under the
+ * lock). Whoever
  * gets the lock finds every one of them dead. */
 static int gc_dir(gc_state *g, int dirfd, const char *name) {
     if (g->lock == -2) g->lock = try_lock_store(g->dir);
