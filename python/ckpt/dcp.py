@@ -88,17 +88,19 @@ def _makedirs(path):
 
 
 def _write_atomic(path, data):
-    """data into path: a temporary file named as ckpt's atomic commit names
-    them (so `ckpt store gc` removes a killed writer's), fsync, rename,
-    fsync of the directory."""
+    """data (a buffer, or an iterable of buffers written in order) into
+    path: a temporary file named as ckpt's atomic commit names them (so
+    `ckpt store gc` removes a killed writer's), fsync, rename, fsync of
+    the directory."""
     d, base = os.path.split(path)
     tmp = os.path.join(d, ".%s.tmp-%d-%016x" % (base.lstrip("."), os.getpid(),
                                                  int.from_bytes(os.urandom(8), "little")))
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o644)
     try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
+        for part in ([data] if isinstance(data, (bytes, bytearray, memoryview)) else data):
+            view = memoryview(part).cast("B")
+            while view:
+                view = view[os.write(fd, view):]
         os.fsync(fd)
     except BaseException:
         os.close(fd)
@@ -158,10 +160,12 @@ def _digest(buf):
     return lib.ckpt_xxh3_64(buf.data_ptr() if buf.numel() else None, buf.numel())
 
 
-def _read_exact(fd, n, off, path, what):
-    """n bytes at off into a new uint8 tensor (not zero-filled first)."""
-    import torch
-    buf = torch.empty(n, dtype=torch.uint8)
+def _pread_into(fd, buf, off, path, what):
+    """buf (a contiguous uint8 tensor) filled from fd at off, one pread per
+    call (more only when the kernel returns less)."""
+    n = buf.numel()
+    if n == 0:
+        return
     view, got = memoryview(buf.numpy()).cast("B"), 0
     while got < n:
         r = os.preadv(fd, [view[got:]], off + got)
@@ -169,18 +173,86 @@ def _read_exact(fd, n, off, path, what):
             raise errors.TruncatedError("%s: %d bytes at offset %d expected, the file ends "
                                         "after %d" % (what, n, off, got), path, what, off + got)
         got += r
-    return buf
 
 
-def _entry_for(tensors, info, path):
-    """The header entry whose data is exactly [offset, offset + length)."""
-    for name, (dtype, shape, b, e) in tensors.items():
-        if b == info.offset and e - b == info.length:
-            return name, dtype, shape
-    raise errors.MismatchError(
-        "no tensor's data is at [%d, %d) as .metadata says" % (info.offset,
-                                                               info.offset + info.length),
-        path, "", info.offset)
+def _u8():
+    import torch
+    return torch.uint8
+
+
+def _u8_empty(n):
+    import torch
+    return torch.empty(n, dtype=torch.uint8)
+
+
+def _torch_dtype(dtype, path, name):
+    import torch
+    from ._load import _TORCH_DTYPES
+    tdt = getattr(torch, _TORCH_DTYPES.get(dtype, ""), None)
+    if tdt is None:
+        raise errors.UnsupportedError("dtype %s of %r" % (dtype, name), path, name)
+    return tdt
+
+
+def _targets(reqs, planner):
+    """Each request's target tensor (None for a bytes item)."""
+    from torch.distributed.checkpoint.planner import LoadItemType
+    return [None if r.type == LoadItemType.BYTE_IO else planner.resolve_tensor(r).detach()
+            for r in reqs]
+
+
+def _whole(reqs, targets, dtype, shape, length):
+    """True when the one request in reqs takes its chunk whole (storage
+    offsets 0, lengths the chunk's shape) into a contiguous CPU tensor of
+    the chunk's dtype, shape and byte size: the chunk is then read
+    straight into that target."""
+    from ._load import _TORCH_DTYPES
+    if len(reqs) != 1 or targets[0] is None:
+        return False
+    req, t = reqs[0], targets[0]
+    return (not any(req.storage_offsets) and list(req.lengths) == list(shape)
+            and t.device.type == "cpu" and t.is_contiguous()
+            and str(t.dtype) == "torch." + _TORCH_DTYPES.get(dtype, "")
+            and list(t.shape) == list(shape) and t.numel() * t.element_size() == length)
+
+
+def _use_chunk(req, target, planner, buf, dtype, shape, path, name, off):
+    """One request served from a verified chunk in buf into target."""
+    from torch.distributed._shard._utils import narrow_tensor_by_index
+    from torch.distributed.checkpoint.planner import LoadItemType
+    if req.type == LoadItemType.BYTE_IO:
+        planner.load_bytes(req, io.BytesIO(buf.numpy().tobytes()))
+        return
+    tdt = _torch_dtype(dtype, path, name)
+    numel = 1
+    for x in shape:
+        numel *= x
+    if numel * tdt.itemsize != buf.numel():
+        raise errors.FormatError("tensor %r: %d bytes for shape %s of %s" % (
+            name, buf.numel(), shape, dtype), path, name, off)
+    t = narrow_tensor_by_index(buf.view(tdt).reshape(shape), req.storage_offsets, req.lengths)
+    if target.size() != t.size():
+        raise errors.MismatchError("%s: chunk of %s, target %s" % (
+            name, list(t.size()), list(target.size())), path, name, off)
+    target.copy_(t)
+    planner.commit_tensor(req, target)
+
+
+def _by_range(tensors):
+    """{(offset, length): name} of a _header's tensors: the tensor whose
+    data is exactly [offset, offset + length)."""
+    return {(b, e - b): name for name, (_, _, b, e) in tensors.items()}
+
+
+def _entry_at(at, off, length, path):
+    """The name in _by_range's `at` of [off, off + length), else
+    ckpt.MismatchError."""
+    name = at.get((off, length))
+    if name is None:
+        raise errors.MismatchError(
+            "no tensor's data is at [%d, %d) as .metadata says" % (off, off + length),
+            path, "", off)
+    return name
 
 
 # ------------------------------------------------------------ metadata
@@ -241,6 +313,7 @@ def _check_layout(path, md, headers):
     """Every chunk of md has storage in a file whose header has a tensor at
     exactly that range; headers: {relative_path: _header(...)}."""
     from torch.distributed.checkpoint.metadata import MetadataIndex, TensorStorageMetadata
+    ranges = {}
     for fqn, m in md.state_dict_metadata.items():
         idxs = ([MetadataIndex(fqn, c.offsets) for c in m.chunks]
                 if isinstance(m, TensorStorageMetadata) else [MetadataIndex(fqn)])
@@ -259,8 +332,10 @@ def _check_layout(path, md, headers):
                     raise errors.MismatchError("%s names %s, which is missing" % (
                         _METADATA, rel), p, fqn)
                 headers[rel] = _header(p)
-            tensors, digests, _, _ = headers[rel]
-            name, _, _ = _entry_for(tensors, info, os.path.join(path, rel))
+            if rel not in ranges:
+                ranges[rel] = _by_range(headers[rel][0])
+            digests = headers[rel][1]
+            name = _entry_at(ranges[rel], info.offset, info.length, os.path.join(path, rel))
             if name not in digests:
                 raise errors.ChecksumError("tensor %r has no ckpt.xxh3 digest" % name,
                                            os.path.join(path, rel), name)
@@ -283,12 +358,38 @@ class Writer(_writer_base()):
     """StorageWriter into the directory `path` (created, durably). With
     overwrite=False an existing `.metadata` is refused; with True (DCP's
     default) the coordinator removes it before any rank writes, so an
-    interrupted overwrite leaves no checkpoint rather than a mixed one."""
+    interrupted overwrite leaves no checkpoint rather than a mixed one.
 
-    def __init__(self, path, *, overwrite=True):
+    serialization="safetensors" (the default): each rank's data file is a
+    safetensors file with an XXH3 digest per chunk (the module's layout
+    above); read it with ckpt.dcp.Reader or ckpt.dcp.load. DCP's own
+    FileSystemReader cannot: it expects torch.save slices.
+
+    serialization="torch_save": DCP's default layout, the one
+    FileSystemWriter writes, so that plain dcp.load (FileSystemReader)
+    reads it: each rank's "__N_0.distcp" is the torch.save archives of its
+    tensors (a contiguous copy of a view, as DCP saves it) and the raw
+    bytes of its bytes items, back to back; storage_data gives each
+    slice. The zip CRC-32 of every tensor is the per-chunk checksum:
+    `ckpt verify DIR` and ckpt.dcp.verify check every byte against it. The
+    commit is the same: written through the atomic commit, dropped from
+    the page cache and re-read from disk, every slice compared with the
+    XXH3 of the bytes torch.save produced, before the rank reports;
+    `.metadata` last, on the coordinator, once every slice is in place.
+    ckpt.dcp.Reader refuses this layout (it has no digests of its own);
+    ckpt.dcp.load verifies it whole, then reads it with FileSystemReader.
+    The file carries none of ckpt's records (ckpt.versions and the like):
+    a torch.save slice has no place for them."""
+
+    def __init__(self, path, *, overwrite=True, serialization="safetensors"):
         super().__init__()
+        if serialization not in ("safetensors", "torch_save"):
+            raise errors.InvalidArgumentError(
+                "serialization must be \"safetensors\" or \"torch_save\", not %r"
+                % (serialization,), os.fspath(path))
         self.path = os.fspath(path)
         self.overwrite = overwrite
+        self.serialization = serialization
         self.save_id = str(uuid.uuid4())
         self.is_coordinator, self.rank = True, 0
 
@@ -327,6 +428,11 @@ class Writer(_writer_base()):
         import torch
         from torch.distributed.checkpoint.planner import WriteItemType
         from torch.futures import Future
+        if self.serialization == "torch_save":
+            fut = Future()
+            fut.set_result(self._write_torch_save(
+                "%s0%s" % (plan.storage_data, _SUFFIX), plan.items, planner))
+            return fut
         files = []  # [(tensors {fqn: tensor}, items)]; one chunk per fqn per file
         seen = set()
         for item in plan.items:
@@ -379,13 +485,55 @@ class Writer(_writer_base()):
                                    storage_data=_StorageInfo(name, b, e - b)))
         return out
 
+    def _write_torch_save(self, name, items, planner):
+        """DCP's layout (see the class): every item's bytes written in turn
+        through the atomic commit, then the file re-read from disk and each
+        slice's XXH3 compared with that of the bytes written."""
+        import torch
+        from torch.distributed.checkpoint.filesystem import _StorageInfo
+        from torch.distributed.checkpoint.planner import WriteItemType
+        from torch.distributed.checkpoint.storage import WriteResult
+        path = os.path.join(self.path, name)
+        slices = []  # (item, offset, length, xxh3)
+
+        def parts():
+            off = 0
+            for item in items:
+                data = planner.resolve_data(item)
+                if item.type == WriteItemType.BYTE_IO:
+                    buf = data.getbuffer()
+                else:
+                    t = data.detach().cpu()
+                    if t.untyped_storage().nbytes() != t.numel() * t.element_size():
+                        t = t.clone()  # torch.save writes a view's whole storage
+                    out = io.BytesIO()
+                    torch.save(t, out)
+                    buf = out.getbuffer()
+                n = buf.nbytes
+                slices.append((item, off, n, _digest_mem(buf)))
+                off += n
+                yield buf
+                del buf
+
+        _crash_point("before-write")
+        _write_atomic(path, parts())
+        _crash_point("after-write")
+        _verify_slices(path, [(off, n, dig, it.index.fqn) for it, off, n, dig in slices])
+        _crash_point("after-verify")
+        return [WriteResult(index=it.index, size_in_bytes=n,
+                            storage_data=_StorageInfo(name, off, n))
+                for it, off, n, _ in slices]
+
     def finish(self, metadata, results):
         from torch.distributed.checkpoint.filesystem import CURRENT_DCP_VERSION
         metadata.version = CURRENT_DCP_VERSION
         metadata.storage_data = {wr.index: wr.storage_data for rs in results for wr in rs}
         metadata.storage_meta = self.storage_meta()
         headers = {}
-        _check_layout(self.path, metadata, headers)
+        if self.serialization == "torch_save":
+            _check_slices(self.path, metadata, headers)
+        else:
+            _check_layout(self.path, metadata, headers)
         # data files of an earlier save into this directory (more ranks)
         for f in os.listdir(self.path):
             if _DATA_NAME.match(f) and f not in headers:
@@ -405,7 +553,7 @@ def verify_file(path):
     from ._scan import verify
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
     try:
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        _drop_cached(fd)
     finally:
         os.close(fd)
     rep = verify(path)
@@ -414,6 +562,95 @@ def verify_file(path):
     _, digests, _, _ = _header(path)
     if not digests:
         raise errors.ChecksumError("no ckpt.xxh3 digests", path)
+
+
+def _digest_mem(buf):
+    """XXH3-64 of a buffer's bytes (no copy)."""
+    import ctypes
+    n = buf.nbytes
+    if n == 0:
+        return lib.ckpt_xxh3_64(None, 0)
+    if buf.readonly:
+        return lib.ckpt_xxh3_64(ctypes.cast(ctypes.c_char_p(bytes(buf)), ctypes.c_void_p), n)
+    return lib.ckpt_xxh3_64(ctypes.addressof(ctypes.c_char.from_buffer(buf)), n)
+
+
+def _drop_cached(fd):
+    """Best effort: the file's (clean, fsynced) pages out of the page
+    cache, so that the next read comes from the device, not from the
+    copies the write left in memory."""
+    try:
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    except (AttributeError, OSError):
+        pass
+
+
+def _verify_slices(path, slices):
+    """The file at path re-read from disk (its pages dropped from the page
+    cache first): each slice (offset, length, xxh3, name) must have the
+    digest of the bytes that were written (ckpt.ChecksumError, or
+    ckpt.TruncatedError when the file is short)."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    try:
+        _drop_cached(fd)
+        scratch = _u8_empty(max([n for _, n, _, _ in slices] or [0]))
+        for off, n, want, name in slices:
+            buf = scratch[:n]
+            _pread_into(fd, buf, off, path, name)
+            got = _digest(buf)
+            if got != want:
+                raise errors.ChecksumError(
+                    "%r as read back from disk has XXH3 %016x, %016x was written" % (
+                        name, got, want), path, name, off)
+    finally:
+        os.close(fd)
+
+
+def _check_slices(path, md, sizes):
+    """Every item of md (DCP's torch.save layout) has storage in a data
+    file of ckpt.dcp's naming that holds the whole slice; sizes:
+    {relative_path: file size}, filled in."""
+    from torch.distributed.checkpoint.metadata import MetadataIndex, TensorStorageMetadata
+    for fqn, m in md.state_dict_metadata.items():
+        idxs = ([MetadataIndex(fqn, c.offsets) for c in m.chunks]
+                if isinstance(m, TensorStorageMetadata) else [MetadataIndex(fqn)])
+        for idx in idxs:
+            info = md.storage_data.get(idx)
+            if info is None:
+                raise errors.MismatchError("%s: chunk %s of %r has no storage" % (
+                    _METADATA, list(idx.offset or ()), fqn), path, fqn)
+            rel = info.relative_path
+            if not _DATA_NAME.match(rel):
+                raise errors.FormatError("%s names the data file %r, not one of ckpt.dcp's" % (
+                    _METADATA, rel), path, fqn)
+            p = os.path.join(path, rel)
+            if rel not in sizes:
+                try:
+                    sizes[rel] = os.stat(p).st_size
+                except FileNotFoundError:
+                    raise errors.MismatchError("%s names %s, which is missing" % (
+                        _METADATA, rel), p, fqn) from None
+            if info.offset + info.length > sizes[rel]:
+                raise errors.TruncatedError("%r: [%d, %d) is past the end of the file (%d "
+                                            "bytes)" % (fqn, info.offset, info.offset +
+                                                        info.length, sizes[rel]), p, fqn,
+                                            info.offset)
+
+
+def _is_torch_save_layout(path, md):
+    """True when the data files of md are DCP's torch.save slices (a zip
+    at the first slice), False for ckpt's safetensors files."""
+    for info in md.storage_data.values():
+        p = os.path.join(path, info.relative_path)
+        try:
+            fd = os.open(p, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        except OSError:
+            return False  # the layout check names the missing file
+        try:
+            return os.pread(fd, 4, info.offset) == b"PK\x03\x04"
+        finally:
+            os.close(fd)
+    return False
 
 
 # ------------------------------------------------------------ reader
@@ -445,6 +682,12 @@ class Reader(_reader_base()):
         return md
 
     def set_up_storage_reader(self, metadata, is_coordinator, *args, **kwargs):
+        if _is_torch_save_layout(self.path, metadata):
+            raise errors.UnsupportedError(
+                "the data files hold torch.save slices (DCP's layout, Writer(..., "
+                "serialization=\"torch_save\")) without ckpt's digests: check them with "
+                "ckpt.dcp.verify, then read them with DCP's FileSystemReader or "
+                "ckpt.dcp.load", self.path)
         self.storage_data = metadata.storage_data
 
     def prepare_local_plan(self, plan):
@@ -466,10 +709,12 @@ class Reader(_reader_base()):
         return fut
 
     def _read_file(self, rel, reqs, planner):
-        import torch
-        from torch.distributed._shard._utils import narrow_tensor_by_index
-        from torch.distributed.checkpoint.planner import LoadItemType
-        from ._load import _TORCH_DTYPES
+        """The requests of one data file: one open, one header parse, each
+        chunk read once (one pread), its XXH3 checked over the very bytes
+        that are then used. A chunk that one request takes whole into a
+        contiguous CPU target of its dtype is read straight into the target
+        (no buffer, no copy); other chunks (resharding, bytes items) go
+        through one scratch buffer, reused."""
         if not _DATA_NAME.match(rel):
             raise errors.FormatError("%s names the data file %r, not one of ckpt.dcp's" % (
                 _METADATA, rel), self.path)
@@ -481,43 +726,40 @@ class Reader(_reader_base()):
                                        path) from None
         try:
             tensors, digests, _, _ = _header(path, fd)
-            chunks = {}  # offset -> (name, dtype, shape, verified bytes)
+            at = _by_range(tensors)
+            chunks = {}  # (offset, length) -> [requests]
             for req in reqs:
                 info = self.storage_data[req.storage_index]
-                if info.offset not in chunks:
-                    name, dtype, shape = _entry_for(tensors, info, path)
-                    buf = _read_exact(fd, info.length, info.offset, path, name)
-                    want = digests.get(name)
-                    if want is None:
-                        raise errors.ChecksumError("tensor %r has no ckpt.xxh3 digest" % name,
-                                                   path, name, info.offset)
-                    got = _digest(buf)
-                    if got != want:
-                        raise errors.ChecksumError(
-                            "XXH3 of tensor %r is %016x, ckpt.xxh3 says %016x" % (
-                                name, got, want), path, name, info.offset)
-                    chunks[info.offset] = (name, dtype, shape, buf)
-                name, dtype, shape, buf = chunks[info.offset]
-                if req.type == LoadItemType.BYTE_IO:
-                    planner.load_bytes(req, io.BytesIO(buf.numpy().tobytes()))
+                chunks.setdefault((info.offset, info.length), []).append(req)
+            scratch = None
+            for (off, length), creqs in chunks.items():
+                name = _entry_at(at, off, length, path)
+                want = digests.get(name)
+                if want is None:
+                    raise errors.ChecksumError("tensor %r has no ckpt.xxh3 digest" % name,
+                                               path, name, off)
+                dtype, shape, _, _ = tensors[name]
+                targets = _targets(creqs, planner)
+                target = targets[0] if _whole(creqs, targets, dtype, shape, length) else None
+                if target is not None:
+                    buf = target.view(-1).view(_u8())
+                else:
+                    if scratch is None or scratch.numel() < length:
+                        scratch = _u8_empty(length)
+                    buf = scratch[:length]
+                _pread_into(fd, buf, off, path, name)
+                got = _digest(buf)
+                if got != want:
+                    raise errors.ChecksumError(
+                        "XXH3 of tensor %r is %016x, ckpt.xxh3 says %016x%s" % (
+                            name, got, want, " (the target holds the unverified bytes; "
+                            "nothing was committed)" if target is not None else ""),
+                        path, name, off)
+                if target is not None:
+                    planner.commit_tensor(creqs[0], target)
                     continue
-                tdt = getattr(torch, _TORCH_DTYPES.get(dtype, ""), None)
-                if tdt is None:
-                    raise errors.UnsupportedError("dtype %s of %r" % (dtype, name), path, name)
-                numel = 1
-                for x in shape:
-                    numel *= x
-                if numel * tdt.itemsize != len(buf):
-                    raise errors.FormatError("tensor %r: %d bytes for shape %s of %s" % (
-                        name, len(buf), shape, dtype), path, name, info.offset)
-                t = buf.view(tdt).reshape(shape)
-                t = narrow_tensor_by_index(t, req.storage_offsets, req.lengths)
-                target = planner.resolve_tensor(req).detach()
-                if target.size() != t.size():
-                    raise errors.MismatchError("%s: chunk of %s, target %s" % (
-                        name, list(t.size()), list(target.size())), path, name, info.offset)
-                target.copy_(t)
-                planner.commit_tensor(req, target)
+                for req, t in zip(creqs, targets):
+                    _use_chunk(req, t, planner, buf, dtype, shape, path, name, off)
         finally:
             os.close(fd)
 
@@ -540,6 +782,8 @@ def verify(path):
     ntensors = nbytes = 0
     try:
         md = read_metadata(path)
+        if _is_torch_save_layout(path, md):
+            return _verify_torch_save(path, md)
         headers = {}
         _check_layout(path, md, headers)
         for f in sorted(os.listdir(path)):
@@ -561,15 +805,42 @@ def verify(path):
     return VerifyReport(path, True, "dcp", ntensors, nbytes, 0)
 
 
+def _verify_torch_save(path, md):
+    """verify() of DCP's torch.save layout: the same checks of .metadata
+    and the data files' names, then ckpt's C verify of the directory
+    (every slice opened as the torch.save zip it is, every byte checked
+    against its zip CRC-32)."""
+    from ._scan import VerifyReport
+    from ._scan import verify as verify_one
+    sizes = {}
+    _check_slices(path, md, sizes)
+    for f in sorted(os.listdir(path)):
+        if f.endswith(_SUFFIX) and f not in sizes:
+            raise errors.MismatchError("%s is not named by %s" % (f, _METADATA),
+                                       os.path.join(path, f))
+    rep = verify_one(path)
+    return VerifyReport(path, rep.ok, "dcp", rep.tensors, rep.bytes, rep.members, rep.error)
+
+
 def load(path):
     """The whole state dict of a DCP directory written by Writer, in this
     process (no process group needed), as DCP's dcp_to_torch_save builds
     it: every tensor assembled from its chunks, non-tensor items unpickled
-    by DCP's planner, nested dicts restored."""
+    by DCP's planner, nested dicts restored. DCP's torch.save layout
+    (Writer(..., serialization="torch_save")) is verified whole first
+    (verify(): every byte against its zip CRC-32), then read by DCP's
+    FileSystemReader."""
     from torch.distributed.checkpoint.default_planner import _EmptyStateDictLoadPlanner
+    from torch.distributed.checkpoint.filesystem import FileSystemReader
     from torch.distributed.checkpoint.state_dict_loader import _load_state_dict
+    reader = Reader(path)
+    if _is_torch_save_layout(reader.path, read_metadata(reader.path)):
+        rep = verify(path)  # CRC of every byte first: FileSystemReader checks none
+        if not rep.ok:
+            raise rep.error
+        reader = FileSystemReader(path)
     sd = {}
-    _load_state_dict(sd, storage_reader=Reader(path), planner=_EmptyStateDictLoadPlanner(),
+    _load_state_dict(sd, storage_reader=reader, planner=_EmptyStateDictLoadPlanner(),
                      no_dist=True)
     return sd
 

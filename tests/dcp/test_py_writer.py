@@ -109,6 +109,22 @@ def rank_load(*paths):
         check_loaded(got, mesh)
 
 
+def rank_save_torch_save(path):
+    import torch.distributed.checkpoint as dcp
+    import ckpt.dcp
+    dcp.save(distributed(expected(), mesh_of_world()),
+             storage_writer=ckpt.dcp.Writer(path, serialization="torch_save"))
+
+
+def rank_plain_load(path):
+    """DCP's own reader, nothing of ckpt's: dcp.load(checkpoint_id=...)."""
+    import torch.distributed.checkpoint as dcp
+    mesh = mesh_of_world()
+    got = template(mesh)
+    dcp.load(got, checkpoint_id=path)
+    check_loaded(got, mesh)
+
+
 def rank_save_load(path, other):
     """Save (sync and async) and load back in the same world."""
     rank_save(path, "sync")
@@ -233,6 +249,131 @@ def test_e_partial_read_checks_whole_chunk():
         assert e.member == "model.embed.weight" and e.file.endswith("__1_0.distcp"), e
     else:
         raise AssertionError("the flipped byte was not caught")
+
+
+def test_e_whole_chunks_read_into_the_target():
+    """A chunk that maps whole onto a contiguous block of the target is
+    read by one pread straight into the target (no buffer): 2 ranks' row
+    blocks of embed.weight land at the target's first and fifth row."""
+    import torch
+    import torch.distributed.checkpoint as dcp
+    import ckpt.dcp
+    seen, real = [], ckpt.dcp._pread_into
+
+    def spy(fd, buf, off, path, what):
+        seen.append((what, buf.data_ptr(), buf.numel()))
+        return real(fd, buf, off, path, what)
+    ckpt.dcp._pread_into = spy
+    try:
+        t = {"model": {"embed.weight": torch.zeros(8, 6), "odd.weight": torch.zeros(5, 3)}}
+        dcp.load(t, storage_reader=ckpt.dcp.Reader(w2()), no_dist=True)
+    finally:
+        ckpt.dcp._pread_into = real
+    want = expected()["model"]
+    for k in t["model"]:
+        assert torch.equal(t["model"][k], want[k]), k
+    e = t["model"]["embed.weight"]
+    assert sorted(p for w, p, _ in seen if w == "model.embed.weight") == \
+        [e.data_ptr(), e.data_ptr() + 4 * 6 * 4], seen
+    assert len(seen) == 4, seen  # one pread per chunk
+
+
+def test_h_torch_save_layout_plain_dcp_load():
+    """Writer(serialization="torch_save") writes DCP's own layout: plain
+    dcp.load (FileSystemReader) reads it back on 2 ranks; ckpt verify and
+    ckpt.dcp.verify check every byte against the zip CRCs; ckpt.dcp.load
+    verifies first; ckpt.dcp.Reader refuses it by name."""
+    import torch
+    import ckpt
+    import ckpt.dcp
+    from torch.distributed.checkpoint.api import CheckpointException
+    d = os.path.join(TMP, "ts")
+    dcp_ranks.run(SCRIPT, "rank_save_torch_save", 2, d)
+    assert sorted(os.listdir(d)) == [".metadata", "__0_0.distcp", "__1_0.distcp"]
+    with open(os.path.join(d, "__0_0.distcp"), "rb") as f:
+        assert f.read(4) == b"PK\x03\x04"
+    dcp_ranks.run(SCRIPT, "rank_plain_load", 2, d)
+    rep = ckpt.dcp.verify(d)
+    assert rep.ok and rep.format == "dcp" and rep.tensors == 4, rep
+    ckpt_bin = os.environ.get("CKPT_BIN")
+    if ckpt_bin:
+        r = subprocess.run([ckpt_bin, "verify", d], stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT)
+        assert r.returncode == 0 and b"OK" in r.stdout, r.stdout
+    got = ckpt.dcp.load(d)
+    for k, v in expected()["model"].items():
+        assert torch.equal(got["model"][k], v), k
+    try:
+        ckpt.dcp.Reader(d).set_up_storage_reader(ckpt.dcp.read_metadata(d), True)
+    except ckpt.UnsupportedError as e:
+        assert "torch.save" in str(e), e
+    else:
+        raise AssertionError("Reader took a directory without digests")
+    # a flipped byte in the data of rank 1's chunk of embed.weight
+    import io
+    import struct
+    import zipfile
+    from torch.distributed.checkpoint.metadata import MetadataIndex
+    md = ckpt.dcp.read_metadata(d)
+    info = md.storage_data[MetadataIndex("model.embed.weight", torch.Size([4, 0]))]
+    assert info.relative_path == "__1_0.distcp", info
+    f = os.path.join(d, info.relative_path)
+    with open(f, "rb") as fh:
+        blob = bytearray(fh.read())
+    zs = zipfile.ZipFile(io.BytesIO(bytes(blob[info.offset:info.offset + info.length])))
+    m = next(i for i in zs.infolist() if i.filename.endswith("/data/0"))
+    n, x = struct.unpack("<HH", blob[info.offset + m.header_offset + 26:
+                                     info.offset + m.header_offset + 30])
+    blob[info.offset + m.header_offset + 30 + n + x] ^= 0x01  # first byte of the data
+    with open(f, "wb") as fh:
+        fh.write(blob)
+    rep = ckpt.dcp.verify(d)
+    assert not rep.ok and "CRC" in str(rep.error), rep
+    try:
+        ckpt.dcp.load(d)
+    except (ckpt.Error, CheckpointException) as e:
+        assert "CRC" in str(e), e
+    else:
+        raise AssertionError("ckpt.dcp.load read a corrupt torch.save layout")
+
+
+def test_h_torch_save_write_verified_from_disk():
+    """The torch.save layout's commit re-reads its file from disk: a byte
+    that changed between the write and the read fails the save and no
+    .metadata is written."""
+    import torch
+    import torch.distributed.checkpoint as dcp
+    import ckpt
+    import ckpt.dcp
+    from torch.distributed.checkpoint.api import CheckpointException
+    d = os.path.join(TMP, "ts-bad")
+    real = ckpt.dcp._write_atomic
+
+    def flipping(path, data):
+        real(path, data)
+        if path.endswith(".distcp"):
+            with open(path, "r+b") as fh:
+                fh.seek(-100, 2)
+                c = fh.read(1)
+                fh.seek(-100, 2)
+                fh.write(bytes([c[0] ^ 0x40]))
+    ckpt.dcp._write_atomic = flipping
+    try:
+        dcp.save({"w": torch.randn(64, 8)}, no_dist=True,
+                 storage_writer=ckpt.dcp.Writer(d, serialization="torch_save"))
+    except (ckpt.ChecksumError, CheckpointException) as e:
+        assert "CKPT_E_CHECKSUM" in str(e) and "read back from disk" in str(e), e
+    else:
+        raise AssertionError("a changed byte on disk was not caught by the commit")
+    finally:
+        ckpt.dcp._write_atomic = real
+    assert not os.path.exists(os.path.join(d, ".metadata"))
+    try:
+        ckpt.dcp.Writer(d, serialization="pickle")
+    except ckpt.InvalidArgumentError as e:
+        assert "torch_save" in str(e), e
+    else:
+        raise AssertionError("an unknown serialization was taken")
 
 
 def test_f_missing_metadata_and_shard():
