@@ -88,19 +88,19 @@ def _makedirs(path):
 
 
 def _write_atomic(path, data):
-    """data (a buffer, or an iterable of buffers written in order) into
-    path: a temporary file named as ckpt's atomic commit names them (so
-    `ckpt store gc` removes a killed writer's), fsync, rename, fsync of
-    the directory."""
+    """data (a buffer, or a function that writes the file's bytes into the
+    fd it is given) into path: a temporary file named as ckpt's atomic
+    commit names them (so `ckpt store gc` removes a killed writer's),
+    fsync, rename, fsync of the directory."""
     d, base = os.path.split(path)
     tmp = os.path.join(d, ".%s.tmp-%d-%016x" % (base.lstrip("."), os.getpid(),
                                                  int.from_bytes(os.urandom(8), "little")))
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o644)
     try:
-        for part in ([data] if isinstance(data, (bytes, bytearray, memoryview)) else data):
-            view = memoryview(part).cast("B")
-            while view:
-                view = view[os.write(fd, view):]
+        if callable(data):
+            data(fd)
+        else:
+            _write_all(fd, memoryview(data))
         os.fsync(fd)
     except BaseException:
         os.close(fd)
@@ -109,6 +109,50 @@ def _write_atomic(path, data):
     os.close(fd)
     os.rename(tmp, path)
     _fsync_dir(d or ".")
+
+
+def _write_all(fd, view):
+    """Every byte of view written to fd (os.write until done)."""
+    view = view.cast("B")
+    while view:
+        view = view[os.write(fd, view):]
+
+
+class _PieceWriter:
+    """The file object torch.save writes into: its writes go straight to
+    fd (the tensor's memory as torch.save hands it over, no copy in
+    between), small ones gathered into one write; each piece written is
+    recorded with its XXH3 as (offset, length, xxh3, name) in pieces, for
+    the read back from disk. name: the item being written."""
+
+    _SMALL = 1 << 20
+
+    def __init__(self, fd, pieces):
+        self.fd, self.pieces, self.off, self.name = fd, pieces, 0, ""
+        self.small = bytearray()
+
+    def write(self, b):
+        view = memoryview(b).cast("B")
+        n = view.nbytes
+        if n < self._SMALL:
+            self.small += view
+            if len(self.small) >= self._SMALL:
+                self.flush()
+        else:
+            self.flush()
+            self._put(view)
+        return n
+
+    def flush(self):
+        if self.small:
+            small, self.small = self.small, bytearray()
+            self._put(memoryview(small))
+
+    def _put(self, view):
+        n = view.nbytes
+        self.pieces.append((self.off, n, _digest_mem(view), self.name))
+        _write_all(self.fd, view)
+        self.off += n
 
 
 def _header(path, fd=None):
@@ -487,42 +531,45 @@ class Writer(_writer_base()):
 
     def _write_torch_save(self, name, items, planner):
         """DCP's layout (see the class): every item's bytes written in turn
-        through the atomic commit, then the file re-read from disk and each
-        slice's XXH3 compared with that of the bytes written."""
+        through the atomic commit, straight from the tensor's memory; then
+        the file re-read from disk, every piece's XXH3 compared with that
+        of the bytes written."""
         import torch
         from torch.distributed.checkpoint.filesystem import _StorageInfo
         from torch.distributed.checkpoint.planner import WriteItemType
         from torch.distributed.checkpoint.storage import WriteResult
+        from torch.serialization import get_crc32_options
+        if not get_crc32_options():
+            raise errors.UnsupportedError(
+                "Writer(serialization=\"torch_save\") needs torch.save's CRC-32s (the "
+                "per-chunk checksum), but torch.serialization.config.save.compute_crc32 "
+                "is off", self.path)
         path = os.path.join(self.path, name)
-        slices = []  # (item, offset, length, xxh3)
+        pieces, slices = [], []  # slices: (item, offset, length)
 
-        def parts():
-            off = 0
+        def fill(fd):
+            out = _PieceWriter(fd, pieces)
             for item in items:
                 data = planner.resolve_data(item)
+                out.name, off = item.index.fqn, out.off + len(out.small)
                 if item.type == WriteItemType.BYTE_IO:
-                    buf = data.getbuffer()
+                    out.write(data.getbuffer())
                 else:
                     t = data.detach().cpu()
                     if t.untyped_storage().nbytes() != t.numel() * t.element_size():
                         t = t.clone()  # torch.save writes a view's whole storage
-                    out = io.BytesIO()
                     torch.save(t, out)
-                    buf = out.getbuffer()
-                n = buf.nbytes
-                slices.append((item, off, n, _digest_mem(buf)))
-                off += n
-                yield buf
-                del buf
+                slices.append((item, off, out.off + len(out.small) - off))
+            out.flush()
 
         _crash_point("before-write")
-        _write_atomic(path, parts())
+        _write_atomic(path, fill)
         _crash_point("after-write")
-        _verify_slices(path, [(off, n, dig, it.index.fqn) for it, off, n, dig in slices])
+        _verify_slices(path, pieces)
         _crash_point("after-verify")
         return [WriteResult(index=it.index, size_in_bytes=n,
                             storage_data=_StorageInfo(name, off, n))
-                for it, off, n, _ in slices]
+                for it, off, n in slices]
 
     def finish(self, metadata, results):
         from torch.distributed.checkpoint.filesystem import CURRENT_DCP_VERSION
@@ -564,15 +611,13 @@ def verify_file(path):
         raise errors.ChecksumError("no ckpt.xxh3 digests", path)
 
 
-def _digest_mem(buf):
-    """XXH3-64 of a buffer's bytes (no copy)."""
-    import ctypes
-    n = buf.nbytes
-    if n == 0:
+def _digest_mem(view):
+    """XXH3-64 of a buffer's bytes, read where they are (read-only
+    buffers too: torch.save hands over the tensor's memory)."""
+    import numpy as np
+    if view.nbytes == 0:
         return lib.ckpt_xxh3_64(None, 0)
-    if buf.readonly:
-        return lib.ckpt_xxh3_64(ctypes.cast(ctypes.c_char_p(bytes(buf)), ctypes.c_void_p), n)
-    return lib.ckpt_xxh3_64(ctypes.addressof(ctypes.c_char.from_buffer(buf)), n)
+    return lib.ckpt_xxh3_64(np.frombuffer(view, dtype=np.uint8).ctypes.data, view.nbytes)
 
 
 def _drop_cached(fd):
@@ -589,7 +634,7 @@ def _verify_slices(path, slices):
     """The file at path re-read from disk (its pages dropped from the page
     cache first): each slice (offset, length, xxh3, name) must have the
     digest of the bytes that were written (ckpt.ChecksumError, or
-    ckpt.TruncatedError when the file is short)."""
+    ckpt.TruncatedError when the file is short). One pread per slice."""
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
     try:
         _drop_cached(fd)
