@@ -19,9 +19,14 @@ state, torch.save'd by DCP's planner) is a U8 tensor named by its fqn.
 the torch.save bytes), so a reader needs either the storage_data or the
 safetensors header, never both.
 
-Commit: every rank writes its file, drops it from the page cache and
-verifies it from disk (ckpt_verify: sizes and digests) before it reports
-its WriteResults; DCP gathers them on the coordinator, and finish() -- only
+Commit: every rank writes its file (tensor bytes written from the
+tensor's memory, XXH3 taken on the way), fsyncs it, drops it from the page
+cache and verifies it from disk (ckpt_verify: sizes and digests) before it
+reports its WriteResults. The page cache: after the fsync the file's pages
+are clean, and POSIX_FADV_DONTNEED drops clean pages that no one maps, so
+the verifying read comes from the block device rather than from the
+copies the write left in memory (best effort: pages another process maps
+stay, and a virtual disk may be served from the host's cache); DCP gathers them on the coordinator, and finish() -- only
 called when every rank succeeded -- checks that every chunk of the
 metadata has storage in a file whose header agrees, then writes
 `.metadata` atomically. A directory without `.metadata` is no checkpoint.
@@ -29,7 +34,16 @@ metadata has storage in a file whose header agrees, then writes
 Reader: `.metadata` is unpickled with an allowlist of DCP's metadata
 classes (anything else is refused as ckpt.UnsafeError; DCP's own reader
 would run it). Every chunk is read whole and its digest checked before any
-part of it is used, also when resharding needs only part of it."""
+part of it is used, also when resharding needs only part of it. A chunk
+that one request takes whole into a contiguous CPU tensor of its dtype
+(a plain load, or resharding by rows) is read with one pread straight into
+that tensor and its digest taken over the same memory; the tensor is
+committed to the planner only when the digest matches (on a mismatch the
+load raises and the target holds the unverified bytes). Other chunks go
+through one scratch buffer per file.
+
+Writer(path, serialization="torch_save") writes DCP's own layout instead
+(torch.save slices, which plain dcp.load reads): see Writer."""
 import dataclasses
 import io
 import json
@@ -519,9 +533,8 @@ class Writer(_writer_base()):
         _crash_point("before-write")
         _save_as(tensors, path, 1, meta, stacklevel=4)
         _crash_point("after-write")
-        verify_file(path)
+        hdr, _, _, _ = verify_file(path)
         _crash_point("after-verify")
-        hdr, _, _, _ = _header(path)
         out = []
         for it in items:
             _, _, b, e = hdr[it.index.fqn]
@@ -596,7 +609,8 @@ class Writer(_writer_base()):
 
 def verify_file(path):
     """One data file re-read from disk (its pages dropped from the page
-    cache first, best effort) and fully verified: sizes and digests."""
+    cache first, best effort) and fully verified: sizes and digests.
+    Returns its _header (parsed once for the caller too)."""
     from ._scan import verify
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
     try:
@@ -606,9 +620,10 @@ def verify_file(path):
     rep = verify(path)
     if not rep.ok:
         raise rep.error
-    _, digests, _, _ = _header(path)
-    if not digests:
+    hdr = _header(path)
+    if not hdr[1]:
         raise errors.ChecksumError("no ckpt.xxh3 digests", path)
+    return hdr
 
 
 def _digest_mem(view):

@@ -150,7 +150,13 @@ def test_a_two_ranks_save_and_load_back():
             r = subprocess.run([ckpt_bin, "verify", os.path.join(w2(), n)],
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
             assert r.returncode == 0 and b"OK" in r.stdout, r.stdout
+    import ckpt
     import ckpt.dcp
+    import torch
+    for n in names[1:]:  # each data file records what it was saved with, as ckpt.save does
+        meta = ckpt.metadata(os.path.join(w2(), n))
+        assert meta["ckpt.versions"]["torch"] == torch.__version__, meta
+        assert meta["ckpt.device"] == "cpu", meta
     for d in (w2(), os.path.join(TMP, "w2async")):
         rep = ckpt.dcp.verify(d)
         assert rep.ok and rep.format == "dcp" and rep.tensors >= 8, rep
