@@ -26,10 +26,11 @@ reports its WriteResults. The page cache: after the fsync the file's pages
 are clean, and POSIX_FADV_DONTNEED drops clean pages that no one maps, so
 the verifying read comes from the block device rather than from the
 copies the write left in memory (best effort: pages another process maps
-stay, and a virtual disk may be served from the host's cache); DCP gathers them on the coordinator, and finish() -- only
-called when every rank succeeded -- checks that every chunk of the
-metadata has storage in a file whose header agrees, then writes
-`.metadata` atomically. A directory without `.metadata` is no checkpoint.
+stay, and a virtual disk may be served from the host's cache). DCP
+gathers the results on the coordinator, and finish() -- only called when
+every rank succeeded -- checks that every chunk of the metadata has
+storage in a file whose header agrees, then writes `.metadata`
+atomically. A directory without `.metadata` is no checkpoint.
 
 Reader: `.metadata` is unpickled with an allowlist of DCP's metadata
 classes (anything else is refused as ckpt.UnsafeError; DCP's own reader
@@ -233,17 +234,20 @@ def _pread_into(fd, buf, off, path, what):
         got += r
 
 
-def _u8():
-    import torch
-    return torch.uint8
-
-
-def _u8_empty(n):
-    import torch
-    return torch.empty(n, dtype=torch.uint8)
+def _read_checked(fd, buf, off, want, path, name, expected, note=""):
+    """buf filled from fd at off (_pread_into); ckpt.ChecksumError naming
+    file, item and offset unless its XXH3 is want. expected: who says
+    want."""
+    _pread_into(fd, buf, off, path, name)
+    got = _digest(buf)
+    if got != want:
+        raise errors.ChecksumError("XXH3 of %r as read from disk is %016x, %s %016x%s" % (
+            name, got, expected, want, note), path, name, off)
 
 
 def _torch_dtype(dtype, path, name):
+    """The torch dtype of a safetensors dtype name, else
+    ckpt.UnsupportedError."""
     import torch
     from ._load import _TORCH_DTYPES
     tdt = getattr(torch, _TORCH_DTYPES.get(dtype, ""), None)
@@ -259,18 +263,16 @@ def _targets(reqs, planner):
             for r in reqs]
 
 
-def _whole(reqs, targets, dtype, shape, length):
+def _whole(reqs, targets, tdt, shape, length):
     """True when the one request in reqs takes its chunk whole (storage
     offsets 0, lengths the chunk's shape) into a contiguous CPU tensor of
-    the chunk's dtype, shape and byte size: the chunk is then read
-    straight into that target."""
-    from ._load import _TORCH_DTYPES
+    the chunk's torch dtype tdt, shape and byte size: the chunk is then
+    read straight into that target."""
     if len(reqs) != 1 or targets[0] is None:
         return False
     req, t = reqs[0], targets[0]
     return (not any(req.storage_offsets) and list(req.lengths) == list(shape)
-            and t.device.type == "cpu" and t.is_contiguous()
-            and str(t.dtype) == "torch." + _TORCH_DTYPES.get(dtype, "")
+            and t.device.type == "cpu" and t.is_contiguous() and t.dtype == tdt
             and list(t.shape) == list(shape) and t.numel() * t.element_size() == length)
 
 
@@ -370,8 +372,29 @@ def read_metadata(path):
 def _check_layout(path, md, headers):
     """Every chunk of md has storage in a file whose header has a tensor at
     exactly that range; headers: {relative_path: _header(...)}."""
-    from torch.distributed.checkpoint.metadata import MetadataIndex, TensorStorageMetadata
     ranges = {}
+    for fqn, info in _storage_items(path, md):
+        rel = info.relative_path
+        if rel not in headers:
+            p = os.path.join(path, rel)
+            if not os.path.exists(p):
+                raise errors.MismatchError("%s names %s, which is missing" % (
+                    _METADATA, rel), p, fqn)
+            headers[rel] = _header(p)
+        if rel not in ranges:
+            ranges[rel] = _by_range(headers[rel][0])
+        digests = headers[rel][1]
+        name = _entry_at(ranges[rel], info.offset, info.length, os.path.join(path, rel))
+        if name not in digests:
+            raise errors.ChecksumError("tensor %r has no ckpt.xxh3 digest" % name,
+                                       os.path.join(path, rel), name)
+
+
+def _storage_items(path, md):
+    """(fqn, _StorageInfo) of every chunk and bytes item of md, each with
+    storage in a data file of ckpt.dcp's naming (ckpt.MismatchError,
+    ckpt.FormatError)."""
+    from torch.distributed.checkpoint.metadata import MetadataIndex, TensorStorageMetadata
     for fqn, m in md.state_dict_metadata.items():
         idxs = ([MetadataIndex(fqn, c.offsets) for c in m.chunks]
                 if isinstance(m, TensorStorageMetadata) else [MetadataIndex(fqn)])
@@ -380,23 +403,10 @@ def _check_layout(path, md, headers):
             if info is None:
                 raise errors.MismatchError("%s: chunk %s of %r has no storage" % (
                     _METADATA, list(idx.offset or ()), fqn), path, fqn)
-            rel = info.relative_path
-            if not _DATA_NAME.match(rel):
+            if not _DATA_NAME.match(info.relative_path):
                 raise errors.FormatError("%s names the data file %r, not one of ckpt.dcp's" % (
-                    _METADATA, rel), path, fqn)
-            if rel not in headers:
-                p = os.path.join(path, rel)
-                if not os.path.exists(p):
-                    raise errors.MismatchError("%s names %s, which is missing" % (
-                        _METADATA, rel), p, fqn)
-                headers[rel] = _header(p)
-            if rel not in ranges:
-                ranges[rel] = _by_range(headers[rel][0])
-            digests = headers[rel][1]
-            name = _entry_at(ranges[rel], info.offset, info.length, os.path.join(path, rel))
-            if name not in digests:
-                raise errors.ChecksumError("tensor %r has no ckpt.xxh3 digest" % name,
-                                           os.path.join(path, rel), name)
+                    _METADATA, info.relative_path), path, fqn)
+            yield fqn, info
 
 
 # ------------------------------------------------------------ writer
@@ -650,18 +660,13 @@ def _verify_slices(path, slices):
     cache first): each slice (offset, length, xxh3, name) must have the
     digest of the bytes that were written (ckpt.ChecksumError, or
     ckpt.TruncatedError when the file is short). One pread per slice."""
+    import torch
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
     try:
         _drop_cached(fd)
-        scratch = _u8_empty(max([n for _, n, _, _ in slices] or [0]))
+        scratch = torch.empty(max([n for _, n, _, _ in slices] or [0]), dtype=torch.uint8)
         for off, n, want, name in slices:
-            buf = scratch[:n]
-            _pread_into(fd, buf, off, path, name)
-            got = _digest(buf)
-            if got != want:
-                raise errors.ChecksumError(
-                    "%r as read back from disk has XXH3 %016x, %016x was written" % (
-                        name, got, want), path, name, off)
+            _read_checked(fd, scratch[:n], off, want, path, name, "the bytes written had")
     finally:
         os.close(fd)
 
@@ -670,31 +675,18 @@ def _check_slices(path, md, sizes):
     """Every item of md (DCP's torch.save layout) has storage in a data
     file of ckpt.dcp's naming that holds the whole slice; sizes:
     {relative_path: file size}, filled in."""
-    from torch.distributed.checkpoint.metadata import MetadataIndex, TensorStorageMetadata
-    for fqn, m in md.state_dict_metadata.items():
-        idxs = ([MetadataIndex(fqn, c.offsets) for c in m.chunks]
-                if isinstance(m, TensorStorageMetadata) else [MetadataIndex(fqn)])
-        for idx in idxs:
-            info = md.storage_data.get(idx)
-            if info is None:
-                raise errors.MismatchError("%s: chunk %s of %r has no storage" % (
-                    _METADATA, list(idx.offset or ()), fqn), path, fqn)
-            rel = info.relative_path
-            if not _DATA_NAME.match(rel):
-                raise errors.FormatError("%s names the data file %r, not one of ckpt.dcp's" % (
-                    _METADATA, rel), path, fqn)
-            p = os.path.join(path, rel)
-            if rel not in sizes:
-                try:
-                    sizes[rel] = os.stat(p).st_size
-                except FileNotFoundError:
-                    raise errors.MismatchError("%s names %s, which is missing" % (
-                        _METADATA, rel), p, fqn) from None
-            if info.offset + info.length > sizes[rel]:
-                raise errors.TruncatedError("%r: [%d, %d) is past the end of the file (%d "
-                                            "bytes)" % (fqn, info.offset, info.offset +
-                                                        info.length, sizes[rel]), p, fqn,
-                                            info.offset)
+    for fqn, info in _storage_items(path, md):
+        rel = info.relative_path
+        p = os.path.join(path, rel)
+        if rel not in sizes:
+            try:
+                sizes[rel] = os.stat(p).st_size
+            except FileNotFoundError:
+                raise errors.MismatchError("%s names %s, which is missing" % (
+                    _METADATA, rel), p, fqn) from None
+        if info.offset + info.length > sizes[rel]:
+            raise errors.TruncatedError("%r: [%d, %d) is past the end of the file (%d bytes)" % (
+                fqn, info.offset, info.offset + info.length, sizes[rel]), p, fqn, info.offset)
 
 
 def _is_torch_save_layout(path, md):
@@ -775,6 +767,8 @@ class Reader(_reader_base()):
         contiguous CPU target of its dtype is read straight into the target
         (no buffer, no copy); other chunks (resharding, bytes items) go
         through one scratch buffer, reused."""
+        import torch
+        from ._load import _TORCH_DTYPES
         if not _DATA_NAME.match(rel):
             raise errors.FormatError("%s names the data file %r, not one of ckpt.dcp's" % (
                 _METADATA, rel), self.path)
@@ -800,21 +794,18 @@ class Reader(_reader_base()):
                                                path, name, off)
                 dtype, shape, _, _ = tensors[name]
                 targets = _targets(creqs, planner)
-                target = targets[0] if _whole(creqs, targets, dtype, shape, length) else None
+                tdt = getattr(torch, _TORCH_DTYPES.get(dtype, ""), None)
+                whole = _whole(creqs, targets, tdt, shape, length)
+                target = targets[0] if whole else None
                 if target is not None:
-                    buf = target.view(-1).view(_u8())
+                    buf = target.view(-1).view(torch.uint8)
                 else:
                     if scratch is None or scratch.numel() < length:
-                        scratch = _u8_empty(length)
+                        scratch = torch.empty(length, dtype=torch.uint8)
                     buf = scratch[:length]
-                _pread_into(fd, buf, off, path, name)
-                got = _digest(buf)
-                if got != want:
-                    raise errors.ChecksumError(
-                        "XXH3 of tensor %r is %016x, ckpt.xxh3 says %016x%s" % (
-                            name, got, want, " (the target holds the unverified bytes; "
-                            "nothing was committed)" if target is not None else ""),
-                        path, name, off)
+                _read_checked(fd, buf, off, want, path, name, "ckpt.xxh3 says",
+                              "" if target is None else " (the target holds the unverified "
+                              "bytes; nothing was committed)")
                 if target is not None:
                     planner.commit_tensor(creqs[0], target)
                     continue
@@ -846,10 +837,7 @@ def verify(path):
             return _verify_torch_save(path, md)
         headers = {}
         _check_layout(path, md, headers)
-        for f in sorted(os.listdir(path)):
-            if f.endswith(_SUFFIX) and f not in headers:
-                raise errors.MismatchError("%s is not named by %s" % (f, _METADATA),
-                                           os.path.join(path, f))
+        _check_unnamed(path, headers)
         from ._scan import verify as verify_one
         for rel in sorted(headers):
             rep = verify_one(os.path.join(path, rel))
@@ -865,6 +853,15 @@ def verify(path):
     return VerifyReport(path, True, "dcp", ntensors, nbytes, 0)
 
 
+def _check_unnamed(path, named):
+    """ckpt.MismatchError for a data file in path that is not in named
+    (left by an earlier save, or a rank's output .metadata never got)."""
+    for f in sorted(os.listdir(path)):
+        if f.endswith(_SUFFIX) and f not in named:
+            raise errors.MismatchError("%s is not named by %s" % (f, _METADATA),
+                                       os.path.join(path, f))
+
+
 def _verify_torch_save(path, md):
     """verify() of DCP's torch.save layout: the same checks of .metadata
     and the data files' names, then ckpt's C verify of the directory
@@ -874,10 +871,7 @@ def _verify_torch_save(path, md):
     from ._scan import verify as verify_one
     sizes = {}
     _check_slices(path, md, sizes)
-    for f in sorted(os.listdir(path)):
-        if f.endswith(_SUFFIX) and f not in sizes:
-            raise errors.MismatchError("%s is not named by %s" % (f, _METADATA),
-                                       os.path.join(path, f))
+    _check_unnamed(path, sizes)
     rep = verify_one(path)
     return VerifyReport(path, rep.ok, "dcp", rep.tensors, rep.bytes, rep.members, rep.error)
 

@@ -368,7 +368,7 @@ def test_h_torch_save_write_verified_from_disk():
         dcp.save({"w": torch.randn(64, 8)}, no_dist=True,
                  storage_writer=ckpt.dcp.Writer(d, serialization="torch_save"))
     except (ckpt.ChecksumError, CheckpointException) as e:
-        assert "CKPT_E_CHECKSUM" in str(e) and "read back from disk" in str(e), e
+        assert "CKPT_E_CHECKSUM" in str(e) and "as read from disk" in str(e), e
     else:
         raise AssertionError("a changed byte on disk was not caught by the commit")
     finally:
