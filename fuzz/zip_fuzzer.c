@@ -15,7 +15,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     lim.max_zip_entries = 4096;
     ckpt_arena a = {0};
     ckpt_zip z;
-    if (ckpt_zip_open(&z, &a, data, size, "fuzz", &lim) == 0) {
+    if (ckpt_zip_open(&z, &a, data, size, NULL, "fuzz", &lim) == 0) {
         uint64_t budget = (uint64_t)1 << 24; /* keeps bombs cheap */
         for (size_t i = 0; i < z.count; i++) {
             const ckpt_zip_entry *e = &z.entries[i];

@@ -1880,7 +1880,7 @@ static void check_file_in_scan_mode(const char *path) {
     ckpt_zip z;
     ckpt_limits lim = CKPT_LIMITS_INIT;
     uint64_t budget = 1 << 26;
-    if (n >= 4 && !memcmp(buf, "PK\3\4", 4) && !ckpt_zip_open(&z, &za, buf, n, path, &lim))
+    if (n >= 4 && !memcmp(buf, "PK\3\4", 4) && !ckpt_zip_open(&z, &za, buf, n, NULL, path, &lim))
         for (size_t i = 0; i < z.count; i++) {
             const ckpt_zip_entry *e = &z.entries[i];
             const uint8_t *data;

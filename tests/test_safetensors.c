@@ -1107,16 +1107,15 @@ TEST(sharded_bad_index) {
 TEST(sharded_index_limit) {
     write_shard("a.safetensors", 0);
     const char *index = "{\"weight_map\":{\"x\":\"a.safetensors\"}}";
-    ckpt_file f;
-    memset(&f, 0, sizeof f);
-    f.path = "index";
+    char path[512];
+    write_file("model.safetensors.index.json", index, strlen(index));
+    snprintf(path, sizeof path, "%s/model.safetensors.index.json", tmpdir);
     ckpt_open_options opts = CKPT_OPEN_OPTIONS_INIT;
     opts.limits.max_index_bytes = 10;
-    f.opts = opts;
-    CHECK_EQ_INT(ckpt_sharded_read(&f, (const uint8_t *)index, strlen(index), tmpdir),
-                 CKPT_E_LIMIT);
+    ckpt_file *f = NULL;
+    CHECK_EQ_INT(ckpt_open(&f, path, &opts), CKPT_E_LIMIT);
+    CHECK(f == NULL);
     CHECK(has(ckpt_error_last()->message, "max_index_bytes"));
-    ckpt_arena_free(&f.arena);
 }
 
 int main(void) {

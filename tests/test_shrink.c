@@ -3,7 +3,7 @@
  *
  * Every path that reads tensor bytes (verify, SHA-256 and XXH3 digests,
  * ckpt_tensor_read, diff, convert) is run over a file that the source
- * hook (model/source.h) truncates to half its size just before the first
+ * hook (base/source.h) truncates to half its size just before the first
  * pread: the reads past the new end must fail with CKPT_E_TRUNCATED naming
  * the file and an offset past the new end. Deterministic: no second
  * process, no timing. Any SIGBUS ends this binary and fails the test. */
@@ -15,7 +15,7 @@
 
 #include "ckpt.h"
 #include "harness.h"
-#include "model/source.h"
+#include "base/source.h"
 
 #define NT 3
 #define ELEMS ((size_t)3 << 20) /* 12 MiB of float32 per tensor */

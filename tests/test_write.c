@@ -276,7 +276,7 @@ TEST(pickle_exact_bytes) {
     ckpt_zip z;
     ckpt_arena a = {0};
     ckpt_limits lim = CKPT_LIMITS_INIT;
-    CHECK_EQ_INT(ckpt_zip_open(&z, &a, b, n, "exact.pt", &lim), 0);
+    CHECK_EQ_INT(ckpt_zip_open(&z, &a, b, n, NULL, "exact.pt", &lim), 0);
     const char *names[] = {"exact/data.pkl", "exact/byteorder", "exact/extra/ckpt_meta.json",
                            "exact/version"};
     CHECK_EQ_INT(z.count, 4);
@@ -324,7 +324,7 @@ static unsigned char *pt_record(const char *path, const char *name, size_t *len)
     ckpt_arena a = {0};
     ckpt_limits lim = CKPT_LIMITS_INIT;
     const ckpt_zip_entry *e = NULL;
-    if (ckpt_zip_open(&z, &a, b, n, path, &lim) == 0) e = ckpt_zip_find(&z, name);
+    if (ckpt_zip_open(&z, &a, b, n, NULL, path, &lim) == 0) e = ckpt_zip_find(&z, name);
     if (e && (out = malloc(e->usize + 1))) {
         memcpy(out, b + e->data_offset, e->usize);
         *len = e->usize;

@@ -154,7 +154,7 @@ static const ckpt_limits limits = CKPT_LIMITS_INIT;
 
 /* Opens buf and returns the code; z and arena are the caller's. */
 static int open_buf(ckpt_zip *z, ckpt_arena *a, const uint8_t *buf, size_t len) {
-    return ckpt_zip_open(z, a, buf, len, "test.zip", &limits);
+    return ckpt_zip_open(z, a, buf, len, NULL, "test.zip", &limits);
 }
 
 /* Opens buf expecting success with `count` members; reports otherwise so
@@ -531,14 +531,14 @@ TEST(absurd_counts) {
     b.buf[e + 9] = b.buf[e + 11] = 0;
     ckpt_limits lim = limits;
     lim.max_zip_entries = 1;
-    CHECK_EQ_INT(ckpt_zip_open(&z, &a, b.buf, b.len, "x", &lim), CKPT_E_LIMIT);
+    CHECK_EQ_INT(ckpt_zip_open(&z, &a, b.buf, b.len, NULL, "x", &lim), CKPT_E_LIMIT);
     CHECK(strstr(ckpt_error_last()->message, "max_zip_entries = 1") != NULL);
     lim.max_zip_entries = 2;
-    CHECK_EQ_INT(ckpt_zip_open(&z, &a, b.buf, b.len, "x", &lim), 0);
+    CHECK_EQ_INT(ckpt_zip_open(&z, &a, b.buf, b.len, NULL, "x", &lim), 0);
     CHECK_EQ_INT(z.count, 2);
     /* the default: as many as the directory holds */
     lim.max_zip_entries = 0;
-    CHECK_EQ_INT(ckpt_zip_open(&z, &a, b.buf, b.len, "x", &lim), 0);
+    CHECK_EQ_INT(ckpt_zip_open(&z, &a, b.buf, b.len, NULL, "x", &lim), 0);
     CHECK_EQ_INT(z.count, 2);
     ckpt_arena_free(&a);
 }

@@ -2,7 +2,7 @@
  *
  * open.c maps every input MADV_RANDOM: readers look at headers scattered
  * over the file, and readahead around each would pull in tensor data that
- * is read with pread anyway (model/source.h). But some layouts are read
+ * is read with pread anyway (base/source.h). But some layouts are read
  * front to back: a safetensors header, a zip's central directory, and the
  * local headers of a zip whose members are small and dense (a state dict
  * of 100k tensors touches nearly every page). Page by page, a cold file

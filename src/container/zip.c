@@ -12,7 +12,6 @@
 #include <string.h>
 
 #include "base/error.h"
-#include "base/pages.h"
 
 #define SIG_LOCAL 0x04034b50u     /* PK\3\4 */
 #define SIG_CENTRAL 0x02014b50u   /* PK\1\2 */
@@ -36,6 +35,23 @@
  * match of at most 258 bytes, so no valid stream inflates to more than
  * 1032 times its size. Lets us bound an allocation by the input length. */
 #define MAX_DEFLATE_RATIO 1032u
+
+/* The end of the input that holds every place miniz looks for the end
+ * record (find_eocd): read with one pread. */
+#define TAIL (MAX_COMMENT + EOCD_SIZE + 4096u)
+
+/* Members closer than this on average: their local headers are read in
+ * windows of DENSE_AHEAD bytes (one pread serves many), else each in a
+ * window of SPARSE_AHEAD (a page, what a fault on the mapping read). */
+#define DENSE ((uint64_t)16 << 10)
+#define DENSE_AHEAD ((size_t)1 << 20)
+#define SPARSE_AHEAD ((size_t)4096)
+
+/* Copies the n bytes at offset off of the input into dst: pread when the
+ * input is a file (z->src), never through its mapping. */
+static int zcopy(const ckpt_zip *z, uint64_t off, void *dst, size_t n) {
+    return ckpt_source_read(z->src, z->buf + off, dst, n, NULL);
+}
 
 static uint16_t rd16(const uint8_t *p) { return (uint16_t)(p[0] | p[1] << 8); }
 
@@ -80,14 +96,18 @@ static int find_eocd(const uint8_t *buf, size_t len, size_t *pos, size_t *search
  * follows the locator's declared offset, Python's zipfile reads right
  * before the locator; each takes the record only if its signature is
  * there. *differ: the two answers differ. */
-static int find_zip64(const ckpt_zip *z, size_t eocd, size_t *miniz, size_t *zipfile) {
+static int find_zip64(const ckpt_zip *z, size_t eocd, uint8_t locator[LOCATOR64_SIZE],
+                      size_t *miniz, size_t *zipfile) {
     *miniz = *zipfile = SIZE_MAX;
     if (eocd < LOCATOR64_SIZE + EOCD64_SIZE) return 0;
     size_t loc = eocd - LOCATOR64_SIZE;
-    if (rd32(z->buf + loc) != SIG_LOCATOR64) return 0;
-    uint64_t declared = rd64(z->buf + loc + 8);
+    uint8_t sig[4];
+    int rc = zcopy(z, loc, locator, LOCATOR64_SIZE);
+    if (rc || rd32(locator) != SIG_LOCATOR64) return rc;
+    uint64_t declared = rd64(locator + 8);
     size_t before = loc - EOCD64_SIZE;
-    if (rd32(z->buf + before) == SIG_EOCD64) *zipfile = before;
+    if ((rc = zcopy(z, before, sig, 4))) return rc;
+    if (rd32(sig) == SIG_EOCD64) *zipfile = before;
     if (declared > z->len - EOCD64_SIZE) {
         if (z->reading == CKPT_ZIP_ZIPFILE) return 0;
         return ckpt_err(CKPT_E_FORMAT, z->file, NULL, loc,
@@ -95,7 +115,8 @@ static int find_zip64(const ckpt_zip *z, size_t eocd, size_t *miniz, size_t *zip
                         ", past the last place a 56-byte ZIP64 end record fits",
                         declared);
     }
-    if (rd32(z->buf + declared) == SIG_EOCD64) *miniz = (size_t)declared;
+    if ((rc = zcopy(z, declared, sig, 4))) return rc;
+    if (rd32(sig) == SIG_EOCD64) *miniz = (size_t)declared;
     return 0;
 }
 
@@ -105,11 +126,25 @@ static int multi_disk(const ckpt_zip *z, uint64_t at, const char *what) {
 }
 
 static int read_end_records(ckpt_zip *z, dir_info *d) {
-    size_t eocd, searched;
-    if (find_eocd(z->buf, z->len, &eocd, &searched) != 0) {
+    size_t eocd = 0, searched = 0, tail = z->len < TAIL ? z->len : TAIL;
+    ckpt_view v = {0};
+    const uint8_t *t;
+    uint8_t e[EOCD_SIZE], head[4];
+    /* the tail holds every window find_eocd searches: it finds there
+     * what it finds in the whole input */
+    int rc = ckpt_source_view(z->src, &v, z->buf + (z->len - tail), tail, 0, NULL, &t);
+    int found = rc == 0 && find_eocd(t, tail, &eocd, &searched) == 0;
+    if (found) {
+        memcpy(e, t + eocd, EOCD_SIZE);
+        eocd += z->len - tail;
+    }
+    ckpt_view_free(&v);
+    if (rc) return rc;
+    if (!found) {
         /* A file that starts as an archive but has no end record is one
          * whose writer or copy stopped early: writers put the record last. */
-        if (z->len >= 4 && rd32(z->buf) == SIG_LOCAL)
+        if (z->len >= 4 && (rc = zcopy(z, 0, head, 4))) return rc;
+        if (z->len >= 4 && rd32(head) == SIG_LOCAL)
             return ckpt_err(CKPT_E_TRUNCATED, z->file, NULL, CKPT_NO_OFFSET,
                             "zip archive is truncated or incomplete: no "
                             "end-of-central-directory record (PK\\5\\6) in its "
@@ -121,7 +156,6 @@ static int read_end_records(ckpt_zip *z, dir_info *d) {
                         "(PK\\5\\6) in the last %zu bytes",
                         searched);
     }
-    const uint8_t *e = z->buf + eocd;
     uint64_t on_disk = rd16(e + 8), this_disk = rd16(e + 4), cd_disk = rd16(e + 6);
     d->count = rd16(e + 10);
     d->cd_size = rd32(e + 12);
@@ -129,8 +163,8 @@ static int read_end_records(ckpt_zip *z, dir_info *d) {
     d->eocd = eocd;
     uint64_t cd_end = eocd; /* where zipfile expects the directory to end */
     size_t miniz, zipfile;
-    int rc = find_zip64(z, eocd, &miniz, &zipfile);
-    if (rc) return rc;
+    uint8_t loc[LOCATOR64_SIZE], r[EOCD64_SIZE];
+    if ((rc = find_zip64(z, eocd, loc, &miniz, &zipfile))) return rc;
     size_t at = z->reading == CKPT_ZIP_ZIPFILE ? zipfile : miniz;
     if (miniz != zipfile) {
         z->readings_differ = 1;
@@ -140,13 +174,12 @@ static int read_end_records(ckpt_zip *z, dir_info *d) {
                             " (%s, which torch's miniz follows), while Python's "
                             "zipfile reads the record right before the locator at "
                             "offset %zu (%s)",
-                            rd64(z->buf + eocd - LOCATOR64_SIZE + 8),
-                            miniz == SIZE_MAX ? "no ZIP64 end record" : "a record",
+                            rd64(loc + 8), miniz == SIZE_MAX ? "no ZIP64 end record" : "a record",
                             eocd - LOCATOR64_SIZE - EOCD64_SIZE,
                             zipfile == SIZE_MAX ? "no record" : "a record");
     }
     if (at != SIZE_MAX) {
-        const uint8_t *r = z->buf + at, *loc = z->buf + eocd - LOCATOR64_SIZE;
+        if ((rc = zcopy(z, at, r, EOCD64_SIZE))) return rc;
         if (rd64(r + 4) < EOCD64_SIZE - 12)
             return ckpt_err(CKPT_E_FORMAT, z->file, NULL, at,
                             "ZIP64 end record declares %" PRIu64
@@ -250,17 +283,30 @@ static int read_zip64_extra(const ckpt_zip *z, ckpt_zip_entry *e, uint64_t *loca
     return 0;
 }
 
+/* How open reads the directory: whole, in one pread, and the local
+ * headers through a window (DENSE). */
+typedef struct dir_reader {
+    const uint8_t *cd;  /* the central directory's bytes */
+    uint64_t cd_offset; /* where they lie */
+    ckpt_view local;    /* local headers */
+    size_t ahead;
+} dir_reader;
+
 /* Reads the local header of e (at `local`; the central entry is at
  * `cen`) to find the data offset, and checks that the data lies inside
  * the buffer. miniz reads it only when the member is extracted; ckpt
  * requires every entry's to be valid. */
-static int read_local(const ckpt_zip *z, ckpt_zip_entry *e, uint64_t local, uint64_t cen) {
+static int read_local(const ckpt_zip *z, dir_reader *dr, ckpt_zip_entry *e, uint64_t local,
+                      uint64_t cen) {
     if (local > z->len || z->len - local < LOCAL_SIZE)
         return ckpt_err(CKPT_E_TRUNCATED, z->file, e->name, cen,
                         "local header offset %" PRIu64
                         " leaves no room for a 30-byte header in the input (%zu bytes)",
                         local, z->len);
-    const uint8_t *h = z->buf + local;
+    const uint8_t *h;
+    int rc =
+        ckpt_source_view(z->src, &dr->local, z->buf + local, LOCAL_SIZE, dr->ahead, e->name, &h);
+    if (rc) return rc;
     if (rd32(h) != SIG_LOCAL)
         return ckpt_err(CKPT_E_FORMAT, z->file, e->name, local,
                         "expected a local header (PK\\3\\4)");
@@ -269,6 +315,9 @@ static int read_local(const ckpt_zip *z, ckpt_zip_entry *e, uint64_t local, uint
         return ckpt_err(CKPT_E_TRUNCATED, z->file, e->name, local,
                         "local header's name (%" PRIu64 " bytes) runs past the end of the input",
                         nlen);
+    rc = ckpt_source_view(z->src, &dr->local, z->buf + local, LOCAL_SIZE + (size_t)nlen, dr->ahead,
+                          e->name, &h);
+    if (rc) return rc;
     e->local_name_differs = nlen != e->name_len || memcmp(h + LOCAL_SIZE, e->name, nlen) != 0;
     e->local_offset = local;
     /* No overflow: local + 30 + nlen <= len, and xlen < 2^16. */
@@ -313,15 +362,15 @@ static int miniz_entry_checks(const ckpt_zip *z, const uint8_t *h, uint64_t at, 
 
 /* Parses the central entry at *pos (the directory ends at `end`) into e
  * and advances *pos past it. */
-static int read_central(const ckpt_zip *z, ckpt_arena *a, uint64_t *pos, uint64_t end,
-                        uint32_t this_disk, ckpt_zip_entry *e) {
+static int read_central(const ckpt_zip *z, ckpt_arena *a, dir_reader *dr, uint64_t *pos,
+                        uint64_t end, uint32_t this_disk, ckpt_zip_entry *e) {
     uint64_t at = *pos;
     if (end - at < CENTRAL_SIZE)
         return ckpt_err(CKPT_E_FORMAT, z->file, NULL, at,
                         "expected a 46-byte central directory entry, the "
                         "directory ends at offset %" PRIu64,
                         end);
-    const uint8_t *h = z->buf + at;
+    const uint8_t *h = dr->cd + (at - dr->cd_offset);
     if (rd32(h) != SIG_CENTRAL)
         return ckpt_err(CKPT_E_FORMAT, z->file, NULL, at,
                         "expected a central directory entry (PK\\1\\2)");
@@ -357,7 +406,7 @@ static int read_central(const ckpt_zip *z, ckpt_arena *a, uint64_t *pos, uint64_
     if (ckpt_add_overflow(local, z->shift, &local))
         return ckpt_err(CKPT_E_FORMAT, z->file, e->name, at,
                         "local header offset overflows with the archive's prefix");
-    return read_local(z, e, local, at);
+    return read_local(z, dr, e, local, at);
 }
 
 static int lower(char c) { return c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : (uint8_t)c; }
@@ -481,10 +530,6 @@ static int check_overlaps(const ckpt_zip *z, ckpt_arena *a) {
     return 0;
 }
 
-/* Members closer than this on average: reading every local header touches
- * most pages of the file anyway. */
-#define DENSE ((uint64_t)16 << 10)
-
 static int open_dir(ckpt_zip *z, ckpt_arena *a, const ckpt_limits *lim) {
     dir_info d = {0, 0, 0, 0, 0};
     int rc = read_end_records(z, &d);
@@ -509,28 +554,33 @@ static int open_dir(ckpt_zip *z, ckpt_arena *a, const ckpt_limits *lim) {
     if (!z->entries && z->count)
         return ckpt_err(CKPT_E_NOMEM, z->file, NULL, d.cd_offset, "out of memory for %zu members",
                         z->count);
-    /* the directory is read whole; so are the local headers when members
-     * lie closer than DENSE bytes apart on average (pages.h) */
-    if (d.cd_offset <= z->len && d.cd_size <= z->len - d.cd_offset) {
-        if (z->count && d.cd_offset / z->count < DENSE)
-            ckpt_pages_will_scan(z->buf, (size_t)(d.cd_offset + d.cd_size));
-        else
-            ckpt_pages_will_scan(z->buf + d.cd_offset, (size_t)d.cd_size);
-    }
+    /* the directory is read whole, in one pread (read_end_records: it
+     * lies inside the input, so the file's size bounds it); the local headers
+     * in large windows when members lie closer than DENSE bytes apart on
+     * average, read ahead of the preads (a cold file then costs few
+     * large reads, not one per header) */
+    int dense = z->count && d.cd_offset / z->count < DENSE;
+    dir_reader dr = {.cd_offset = d.cd_offset, .ahead = dense ? DENSE_AHEAD : SPARSE_AHEAD};
+    ckpt_view cdv = {0};
+    if (dense) ckpt_source_will_read(z->src, z->buf, d.cd_offset + d.cd_size);
+    rc = ckpt_source_view(z->src, &cdv, z->buf + d.cd_offset, (size_t)d.cd_size, 0, NULL, &dr.cd);
     uint64_t pos = d.cd_offset, end = d.cd_offset + d.cd_size;
-    for (size_t i = 0; i < z->count; i++) {
-        rc = read_central(z, a, &pos, end, d.this_disk, &z->entries[i]);
-        if (rc) return rc;
-    }
+    for (size_t i = 0; rc == 0 && i < z->count; i++)
+        rc = read_central(z, a, &dr, &pos, end, d.this_disk, &z->entries[i]);
+    ckpt_view_free(&cdv);
+    ckpt_view_free(&dr.local);
+    if (rc) return rc;
     if ((rc = check_overlaps(z, a))) return rc;
     return build_index(z, a);
 }
 
 int ckpt_zip_open_reading(ckpt_zip *z, ckpt_arena *a, const uint8_t *buf, size_t len,
-                          const char *file, const ckpt_limits *lim, ckpt_zip_reading how) {
+                          const ckpt_source *src, const char *file, const ckpt_limits *lim,
+                          ckpt_zip_reading how) {
     memset(z, 0, sizeof *z);
     z->buf = buf;
     z->len = len;
+    z->src = src;
     z->file = file;
     z->reading = how;
     int rc = open_dir(z, a, lim);
@@ -538,9 +588,9 @@ int ckpt_zip_open_reading(ckpt_zip *z, ckpt_arena *a, const uint8_t *buf, size_t
     return rc;
 }
 
-int ckpt_zip_open(ckpt_zip *z, ckpt_arena *a, const uint8_t *buf, size_t len, const char *file,
-                  const ckpt_limits *lim) {
-    return ckpt_zip_open_reading(z, a, buf, len, file, lim, CKPT_ZIP_TORCH);
+int ckpt_zip_open(ckpt_zip *z, ckpt_arena *a, const uint8_t *buf, size_t len,
+                  const ckpt_source *src, const char *file, const ckpt_limits *lim) {
+    return ckpt_zip_open_reading(z, a, buf, len, src, file, lim, CKPT_ZIP_TORCH);
 }
 
 const ckpt_zip_entry *ckpt_zip_find(const ckpt_zip *z, const char *name) {
@@ -577,10 +627,18 @@ static int inflate_member(const ckpt_zip *z, const ckpt_zip_entry *e, ckpt_arena
         return ckpt_err(CKPT_E_NOMEM, z->file, e->name, e->data_offset,
                         "out of memory for a deflate decompressor");
     size_t got = 0;
-    /* csize <= len was checked by open, so the cast is exact. */
+    /* csize <= len was checked by open, so the cast is exact; the
+     * compressed bytes are read with pread when they are a file's */
+    ckpt_view v = {0};
+    const uint8_t *in;
+    int rc =
+        ckpt_source_view(z->src, &v, z->buf + e->data_offset, (size_t)e->csize, 0, e->name, &in);
     enum libdeflate_result r =
-        libdeflate_deflate_decompress(dec, z->buf + e->data_offset, (size_t)e->csize, out, n, &got);
+        rc ? LIBDEFLATE_SUCCESS
+           : libdeflate_deflate_decompress(dec, in, (size_t)e->csize, out, n, &got);
     libdeflate_free_decompressor(dec);
+    ckpt_view_free(&v);
+    if (rc) return rc;
     if (r == LIBDEFLATE_INSUFFICIENT_SPACE)
         return ckpt_err(CKPT_E_FORMAT, z->file, e->name, e->data_offset,
                         "deflated member inflates to more than the %zu bytes "
@@ -650,8 +708,44 @@ int ckpt_zip_read(const ckpt_zip *z, const ckpt_zip_entry *e, ckpt_arena *a, uin
     return 0;
 }
 
+int ckpt_zip_load(const ckpt_zip *z, const ckpt_zip_entry *e, ckpt_arena *a, uint64_t *budget,
+                  const uint8_t **data) {
+    int rc = ckpt_zip_read(z, e, a, budget, data);
+    if (rc || !ckpt_source_is_file(z->src, *data, e->usize)) return rc;
+    const uint8_t *at = *data;
+    *data = NULL;
+    if (e->usize > *budget)
+        return ckpt_err(CKPT_E_LIMIT, z->file, e->name, e->data_offset,
+                        "member of %" PRIu64 " bytes is more than the %" PRIu64
+                        " left of this file's budget (max_inflate_bytes, at most "
+                        "max_inflate_ratio times the file's size)",
+                        e->usize, *budget);
+    uint8_t *copy = ckpt_arena_alloc_raw(a, (size_t)e->usize ? (size_t)e->usize : 1);
+    if (!copy)
+        return ckpt_err(CKPT_E_NOMEM, z->file, e->name, e->data_offset,
+                        "out of memory for %" PRIu64 " bytes", e->usize);
+    if ((rc = ckpt_source_read(z->src, at, copy, (size_t)e->usize, e->name))) return rc;
+    *budget -= e->usize;
+    *data = copy;
+    return 0;
+}
+
+/* Buffers of the pread that a CRC of a file's bytes goes through. */
+#define CRC_WINDOW ((size_t)1 << 20)
+
 int ckpt_zip_check_crc(const ckpt_zip *z, const ckpt_zip_entry *e, const uint8_t *data) {
-    uint32_t crc = libdeflate_crc32(0, data, (size_t)e->usize);
+    uint32_t crc = 0;
+    ckpt_view v = {0};
+    int rc = 0;
+    for (uint64_t done = 0; rc == 0 && done < e->usize;) {
+        size_t k = e->usize - done < CRC_WINDOW ? (size_t)(e->usize - done) : CRC_WINDOW;
+        const uint8_t *p;
+        rc = ckpt_source_view(z->src, &v, data + done, k, 0, e->name, &p);
+        if (rc == 0) crc = libdeflate_crc32(crc, p, k);
+        done += k;
+    }
+    ckpt_view_free(&v);
+    if (rc) return rc;
     if (crc != e->crc32)
         return ckpt_err(CKPT_E_CHECKSUM, z->file, e->name, e->data_offset,
                         "CRC-32 of the data is 0x%08" PRIx32

@@ -29,6 +29,7 @@
 #define CKPT_ZIP_H
 
 #include "base/alloc.h"
+#include "base/source.h"
 #include "ckpt.h"
 
 typedef struct ckpt_zip_entry {
@@ -70,12 +71,19 @@ typedef struct ckpt_zip {
                                 added to every offset it declares */
     const uint8_t *buf;
     size_t len;
-    const char *file; /* for error messages */
+    const ckpt_source *src; /* buf's bytes are read through it (pread
+                               where buf maps a file); NULL: memory */
+    const char *file;       /* for error messages */
 } ckpt_zip;
 
 /* Parses the directory of buf[0..len) (borrowed; must outlive z) in
  * O(entries log entries), without touching member data, as described
- * above. All memory from arena `a`; `file` names the input in errors.
+ * above. Bytes of buf are read through src (base/source.h; may be NULL
+ * for plain memory): where buf maps a file, never through the mapping,
+ * so that a file that shrinks is CKPT_E_TRUNCATED, not SIGBUS; the end
+ * records and the directory with one pread each, local headers through
+ * a window.
+ * All memory from arena `a`; `file` names the input in errors.
  * Limits: lim->max_zip_entries (and the count must fit the directory's
  * size), checked before allocating. On failure *z is zeroed.
  * Errors, each naming file, member (when known) and absolute offset:
@@ -86,14 +94,15 @@ typedef struct ckpt_zip {
  * local header "PK\3\4": a file cut short), CKPT_E_UNSUPPORTED
  * (multi-disk, the masked-directory flag 0x2000), CKPT_E_LIMIT,
  * CKPT_E_NOMEM. */
-int ckpt_zip_open(ckpt_zip *z, ckpt_arena *a, const uint8_t *buf, size_t len, const char *file,
-                  const ckpt_limits *lim);
+int ckpt_zip_open(ckpt_zip *z, ckpt_arena *a, const uint8_t *buf, size_t len,
+                  const ckpt_source *src, const char *file, const ckpt_limits *lim);
 
 /* ckpt_zip_open with the reading `how`; CKPT_ZIP_TORCH is
  * ckpt_zip_open. The scanner reads both others to see what either reader
  * would load. */
 int ckpt_zip_open_reading(ckpt_zip *z, ckpt_arena *a, const uint8_t *buf, size_t len,
-                          const char *file, const ckpt_limits *lim, ckpt_zip_reading how);
+                          const ckpt_source *src, const char *file, const ckpt_limits *lim,
+                          ckpt_zip_reading how);
 
 /* The entry mz_zip_reader_locate_file(name, NULL, 0) finds: ASCII
  * case-insensitive, miniz's choice among names equal but for case. NULL
@@ -112,7 +121,9 @@ uint64_t ckpt_zip_budget(const ckpt_limits *lim, size_t len);
 int ckpt_zip_check(const ckpt_zip *z, const ckpt_zip_entry *e, uint64_t budget);
 
 /* *data receives the member's e->usize uncompressed bytes: stored members
- * are borrowed from buf (zero-copy; csize must equal usize); deflated
+ * are their address in buf (zero-copy; csize must equal usize; where buf
+ * maps a file, read them with ckpt_source_read, or use ckpt_zip_load);
+ * deflated
  * members are inflated (libdeflate) into the arena, refused when usize
  * exceeds *budget (zip bombs; see ckpt_zip_budget) or 1032 x csize (more
  * than deflate can produce); *budget is decreased by usize. On failure
@@ -124,10 +135,19 @@ int ckpt_zip_check(const ckpt_zip *z, const ckpt_zip_entry *e, uint64_t budget);
 int ckpt_zip_read(const ckpt_zip *z, const ckpt_zip_entry *e, ckpt_arena *a, uint64_t *budget,
                   const uint8_t **data);
 
+/* ckpt_zip_read, with a stored member of a file copied into the arena
+ * with pread (charged to *budget like an inflated one; CKPT_E_LIMIT
+ * beyond it, CKPT_E_TRUNCATED / CKPT_E_IO when the file shrank): bytes
+ * the caller may read, for members parsed at open (data.pkl, byteorder,
+ * metadata). */
+int ckpt_zip_load(const ckpt_zip *z, const ckpt_zip_entry *e, ckpt_arena *a, uint64_t *budget,
+                  const uint8_t **data);
+
 /* CRC-32 (libdeflate) of the member's usize uncompressed bytes `data`
- * (from ckpt_zip_read) against the central directory. 0, or
- * CKPT_E_CHECKSUM naming the member and data offset, with both CRCs in
- * the message. torch.load ignores CRCs (§2.3): callers report, not refuse. */
+ * (from ckpt_zip_read: a stored member of a file is read with pread, in
+ * 1 MiB windows) against the central directory. 0, CKPT_E_TRUNCATED /
+ * CKPT_E_IO (the file shrank), or CKPT_E_CHECKSUM naming the member and
+ * data offset, with both CRCs in the message. torch.load ignores CRCs (§2.3): callers report, not refuse. */
 int ckpt_zip_check_crc(const ckpt_zip *z, const ckpt_zip_entry *e, const uint8_t *data);
 
 #endif

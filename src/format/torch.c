@@ -204,7 +204,7 @@ static int read_ckpt_meta(ckpt_file *f, const ckpt_zip *z, const char *prefix, u
                         "metadata record of %llu bytes exceeds max_header_bytes",
                         (unsigned long long)e->usize);
     const uint8_t *text;
-    int rc = ckpt_zip_read(z, e, &f->arena, budget, &text);
+    int rc = ckpt_zip_load(z, e, &f->arena, budget, &text);
     if (rc) return rc;
     json_error_t err;
     json_t *doc = json_loadb((const char *)text, (size_t)e->usize, JSON_REJECT_DUPLICATES, &err);
@@ -263,7 +263,7 @@ int ckpt_torch_read_zip(ckpt_file *f) {
     f->format = CKPT_FORMAT_TORCH_ZIP;
     ckpt_zip *z = ckpt_arena_alloc(&f->arena, sizeof *z);
     if (!z) return ckpt_err(CKPT_E_NOMEM, f->path, NULL, 0, "out of memory");
-    int rc = ckpt_zip_open(z, &f->arena, f->map, f->map_size, f->path, &f->opts.limits);
+    int rc = ckpt_zip_open(z, &f->arena, f->map, f->map_size, &f->source, f->path, &f->opts.limits);
     if (rc) return rc;
     f->zip = z;
     if (z->count == 0)
@@ -294,7 +294,7 @@ int ckpt_torch_read_zip(ckpt_file *f) {
     const ckpt_zip_entry *e = name ? ckpt_zip_find(z, name) : NULL;
     if (e) {
         const uint8_t *bo;
-        if ((rc = ckpt_zip_read(z, e, &f->arena, &r.budget, &bo))) return rc;
+        if ((rc = ckpt_zip_load(z, e, &f->arena, &r.budget, &bo))) return rc;
         if (e->usize == 3 && memcmp(bo, "big", 3) == 0)
             big = 1;
         else if (!(e->usize == 6 && memcmp(bo, "little", 6) == 0))
@@ -308,7 +308,7 @@ int ckpt_torch_read_zip(ckpt_file *f) {
                         "archive has no %s/data.pkl record", prefix);
     const uint8_t *pkl;
     size_t consumed;
-    if ((rc = ckpt_zip_read(z, e, &f->arena, &r.budget, &pkl))) return rc;
+    if ((rc = ckpt_zip_load(z, e, &f->arena, &r.budget, &pkl))) return rc;
     if ((rc = run_pickle(&r, &f->root, &consumed, pkl, (size_t)e->usize, e->name, e->data_offset,
                          1)))
         return rc;
@@ -356,7 +356,41 @@ static int read_u64le(const uint8_t *p, uint64_t *out) {
     return 0;
 }
 
-int ckpt_torch_read_legacy(ckpt_file *f) {
+/* The first window a stacked pickle is read in; it grows fourfold
+ * while the pickle runs past its end. */
+#define PICKLE_WINDOW ((size_t)1 << 20)
+
+/* run_pickle over the pickle at p[pos..n) of the file, read with pread
+ * (never through the mapping: the file may shrink) in a window that
+ * grows until the pickle ends inside it. The machine copies what it keeps
+ * (reader mode), so the window is scratch; a run cut short by the
+ * window's end is run again over a larger one, and only the last run
+ * counts: the result is the run over the whole rest of the file. At most
+ * 4/3 of the work of one run over the pickle's own bytes. */
+static int run_stacked(torch_reader *r, ckpt_view *v, ckpt_value **out, size_t *consumed,
+                       const uint8_t *p, size_t n, size_t pos, const char *member,
+                       int with_storages) {
+    size_t want = n - pos < PICKLE_WINDOW ? n - pos : PICKLE_WINDOW;
+    for (;;) {
+        const uint8_t *at;
+        int rc = ckpt_source_view(&r->f->source, v, p + pos, want, 0, member, &at);
+        if (rc) return rc;
+        /* every run is charged to the budget, the ones cut short too */
+        rc = run_pickle(r, out, consumed, at, want, member, pos, with_storages);
+        if (rc != CKPT_E_TRUNCATED || want == n - pos) return rc;
+        want = n - pos - want < 3 * want ? n - pos : 4 * want;
+    }
+}
+
+/* Storage counts are 8 bytes before each storage's data: read through a
+ * window this large when storages are small (one pread serves many),
+ * else one page each. */
+#define COUNTS_DENSE ((uint64_t)16 << 10)
+#define COUNTS_AHEAD ((size_t)1 << 20)
+
+/* The legacy stacked pickles and the storages after them (FORMATS.md
+ * §3); pickles and storage counts are read through `win`. */
+static int read_legacy(ckpt_file *f, ckpt_view *win) {
     torch_reader r = {0};
     r.f = f;
     r.legacy = 1;
@@ -364,7 +398,7 @@ int ckpt_torch_read_legacy(ckpt_file *f) {
     const uint8_t *p = f->map;
     size_t n = f->map_size, pos = 0, used;
     ckpt_value *v;
-    int rc = run_pickle(&r, &v, &used, p, n, "magic", 0, 0);
+    int rc = run_stacked(&r, win, &v, &used, p, n, pos, "magic", 0);
     if (rc) {
         f->format = CKPT_FORMAT_PICKLE;
         return rc;
@@ -378,24 +412,25 @@ int ckpt_torch_read_legacy(ckpt_file *f) {
     }
     f->format = CKPT_FORMAT_TORCH_LEGACY;
     pos += used;
-    if ((rc = run_pickle(&r, &v, &used, p + pos, n - pos, "protocol", pos, 0))) return rc;
+    if ((rc = run_stacked(&r, win, &v, &used, p, n, pos, "protocol", 0))) return rc;
     int64_t proto;
     if (ckpt_value_int(v, &proto) || proto != LEGACY_PROTOCOL)
         return ckpt_err(CKPT_E_FORMAT, f->path, "protocol", pos,
                         "legacy protocol version is not %d", LEGACY_PROTOCOL);
     pos += used;
-    if ((rc = run_pickle(&r, &v, &used, p + pos, n - pos, "sys_info", pos, 0))) return rc;
+    if ((rc = run_stacked(&r, win, &v, &used, p, n, pos, "sys_info", 0))) return rc;
     pos += used;
-    if ((rc = run_pickle(&r, &f->root, &used, p + pos, n - pos, "main pickle", pos, 1))) return rc;
+    if ((rc = run_stacked(&r, win, &f->root, &used, p, n, pos, "main pickle", 1))) return rc;
     pos += used;
     ckpt_value *keys;
     uint64_t keys_at = pos;
-    if ((rc = run_pickle(&r, &keys, &used, p + pos, n - pos, "storage keys", pos, 0))) return rc;
+    if ((rc = run_stacked(&r, win, &keys, &used, p, n, pos, "storage keys", 0))) return rc;
     pos += used;
     if (keys->kind != CKPT_KIND_LIST)
         return ckpt_err(CKPT_E_FORMAT, f->path, "storage keys", keys_at,
                         "storage key list is not a list");
     f->legacy_blobs_begin = pos;
+    size_t ahead = keys->u.seq.n && (n - pos) / keys->u.seq.n < COUNTS_DENSE ? COUNTS_AHEAD : 4096;
     for (size_t i = 0; i < keys->u.seq.n; i++) {
         const ckpt_value *k = keys->u.seq.items[i];
         if (k->kind != CKPT_KIND_STR)
@@ -413,7 +448,9 @@ int ckpt_torch_read_legacy(ckpt_file *f) {
         if (n - pos < 8)
             return ckpt_err(CKPT_E_TRUNCATED, f->path, mem, pos,
                             "file ends before the storage's 8-byte element count");
-        read_u64le(p + pos, &count);
+        const uint8_t *at;
+        if ((rc = ckpt_source_view(&f->source, win, p + pos, 8, ahead, mem, &at))) return rc;
+        read_u64le(at, &count);
         unsigned esz = ckpt_dtype_size(st->dtype);
         if (ckpt_mul_overflow(count, esz, &nbytes) || nbytes != st->nbytes)
             return ckpt_err(CKPT_E_MISMATCH, f->path, mem, pos,
@@ -447,4 +484,11 @@ int ckpt_torch_read_legacy(ckpt_file *f) {
         st->member = st->base->member;
     }
     return 0;
+}
+
+int ckpt_torch_read_legacy(ckpt_file *f) {
+    ckpt_view win = {0};
+    int rc = read_legacy(f, &win);
+    ckpt_view_free(&win);
+    return rc;
 }

@@ -964,7 +964,8 @@ static int scan_zip(scanner *sc, const ckpt_zip *z) {
 static int scan_zip_readings(scanner *sc, const uint8_t *p, size_t n, int *seen) {
     ckpt_zip z, y;
     *seen = 0;
-    int rc = ckpt_zip_open_reading(&z, &sc->scratch, p, n, sc->file, &sc->o.limits, CKPT_ZIP_MINIZ);
+    int rc = ckpt_zip_open_reading(&z, &sc->scratch, p, n, NULL, sc->file, &sc->o.limits,
+                                   CKPT_ZIP_MINIZ);
     if (rc == CKPT_E_NOMEM) return rc;
     /* the error record must survive the other reading */
     ckpt_error saved = *ckpt_error_last();
@@ -975,8 +976,8 @@ static int scan_zip_readings(scanner *sc, const uint8_t *p, size_t n, int *seen)
         if ((rc = scan_zip(sc, &z))) return rc;
     }
     if (*seen && !z.readings_differ) return 0;
-    int rc2 =
-        ckpt_zip_open_reading(&y, &sc->scratch, p, n, sc->file, &sc->o.limits, CKPT_ZIP_ZIPFILE);
+    int rc2 = ckpt_zip_open_reading(&y, &sc->scratch, p, n, NULL, sc->file, &sc->o.limits,
+                                    CKPT_ZIP_ZIPFILE);
     if (rc2 == CKPT_E_NOMEM) return rc2;
     if (rc2 == 0) {
         /* Two readings: both are scanned, and a third reader may differ

@@ -5,7 +5,7 @@
 #include "base/alloc.h"
 #include "ckpt.h"
 #include "model/flatten.h"
-#include "model/source.h"
+#include "base/source.h"
 #include "model/value.h"
 
 /* The zip directory (container/zip.h); only torch zip readers fill it. */
@@ -86,8 +86,10 @@ int ckpt_file_flatten_value(const ckpt_file *f, ckpt_arena *a, const ckpt_value 
                             const char *member, ckpt_flat *out);
 
 /* Format readers: fill f->format, f->root (and metadata, zip, storages'
- * data) from f->map/f->map_size. Return 0 or a CKPT_E_* code with the
- * error recorded. */
+ * data) from f->map/f->map_size, whose bytes they read with pread
+ * through f->source (base/source.h), never through the mapping: storages'
+ * data are addresses in it. Return 0 or a CKPT_E_* code with the error
+ * recorded. */
 int ckpt_safetensors_read(ckpt_file *f);
 int ckpt_torch_read_zip(ckpt_file *f);
 /* Any pickle stream: the legacy stacked-pickle format when the first pickle
@@ -100,6 +102,15 @@ int ckpt_torch_read_legacy(ckpt_file *f);
 int ckpt_map_file(const char *path, const uint8_t **map, size_t *size);
 /* Undoes ckpt_map_file; NULL-safe. */
 void ckpt_unmap_file(const uint8_t *map, size_t size);
+
+/* Bytes the format of an input is detected from (format/detect.h): a
+ * tar header, a safetensors header's start, a pickle's first opcodes. */
+#define CKPT_HEAD_BYTES 4096u
+
+/* Copies the first bytes of f's input from offset off (<= its size), at
+ * most CKPT_HEAD_BYTES, into head with pread (never through the mapping:
+ * the file may shrink); *n: how many. 0, or CKPT_E_TRUNCATED / CKPT_E_IO. */
+int ckpt_file_head(const ckpt_file *f, uint64_t off, uint8_t head[CKPT_HEAD_BYTES], size_t *n);
 
 /* Opens a file (used for shards). Same contract as ckpt_open. */
 int ckpt_file_open_path(ckpt_file **out, const char *path, const ckpt_open_options *opts);

@@ -6,7 +6,7 @@
 #include "model/dtype.h"
 #include "base/error.h"
 #include "base/xxh.h"
-#include "model/source.h"
+#include "base/source.h"
 #include "model/tensor.h"
 #include "model/value.h"
 

@@ -131,12 +131,18 @@ static int open_slice(opener *o, size_t shard, uint64_t off, uint64_t len, const
         return ckpt_err(CKPT_E_TRUNCATED, h->path, "", h->map_size,
                         "\"%s\" is at bytes [%llu, %llu) of this file, which ends at %zu", fqn,
                         (unsigned long long)off, (unsigned long long)(off + len), h->map_size);
-    ckpt_format at = ckpt_detect_format(h->map + off, h->map_size - off);
+    uint8_t head[CKPT_HEAD_BYTES];
+    size_t n;
+    int rc = ckpt_file_head(h, off, head, &n);
+    if (rc) return rc;
+    ckpt_format at = ckpt_detect_format(head, n);
     *base = off;
-    if (at != CKPT_FORMAT_TORCH_ZIP && at != CKPT_FORMAT_SAFETENSORS &&
-        ckpt_detect_format(h->map, h->map_size) == CKPT_FORMAT_SAFETENSORS) {
-        at = CKPT_FORMAT_SAFETENSORS;
-        *base = 0;
+    if (at != CKPT_FORMAT_TORCH_ZIP && at != CKPT_FORMAT_SAFETENSORS) {
+        if ((rc = ckpt_file_head(h, 0, head, &n))) return rc;
+        if (ckpt_detect_format(head, n) == CKPT_FORMAT_SAFETENSORS) {
+            at = CKPT_FORMAT_SAFETENSORS;
+            *base = 0;
+        }
     }
     int safetensors = at == CKPT_FORMAT_SAFETENSORS;
     if (safetensors) {
@@ -151,7 +157,7 @@ static int open_slice(opener *o, size_t shard, uint64_t off, uint64_t len, const
         ckpt_arena_printf(&o->f->arena, "%s@%llu", h->path, (unsigned long long)*base);
     CKPT_CHECK_ALLOC(name);
     ckpt_file *part;
-    int rc = ckpt_file_open_part(&part, h, *base, len, name);
+    rc = ckpt_file_open_part(&part, h, *base, len, name);
     if (rc) return rc;
     if ((rc = add_part(o, part))) return rc;
     if (safetensors) {
@@ -439,9 +445,22 @@ static int set_element(nester *n, const ckpt_dcp_item *it, ckpt_value *value) {
     return rc;
 }
 
+/* The .metadata pickle f is, read whole with pread (never through the
+ * mapping: the file may shrink) into scratch memory: the parse copies
+ * what it keeps. */
+static int parse_meta(ckpt_file *f, ckpt_dcp_meta *meta) {
+    uint8_t *p = ckpt_malloc(f->map_size ? f->map_size : 1);
+    if (!p) return ckpt_err(CKPT_E_NOMEM, f->path, NULL, 0, "out of memory");
+    int rc = ckpt_source_read(&f->source, f->map, p, f->map_size, NULL);
+    if (rc == 0)
+        rc = ckpt_dcp_meta_parse(meta, &f->arena, p, f->map_size, f->path, &f->opts.limits);
+    ckpt_free(p);
+    return rc;
+}
+
 int ckpt_dcp_read(ckpt_file *f, const char *dir) {
     ckpt_dcp_meta meta;
-    int rc = ckpt_dcp_meta_parse(&meta, &f->arena, f->map, f->map_size, f->path, &f->opts.limits);
+    int rc = parse_meta(f, &meta);
     if (rc) return rc;
     f->format = CKPT_FORMAT_DCP;
     f->dcp_dir = ckpt_arena_strdup(&f->arena, dir);

@@ -54,16 +54,39 @@ static int parent_dir(ckpt_arena *a, const char *path, char **out) {
     return *out ? 0 : -1;
 }
 
+int ckpt_file_head(const ckpt_file *f, uint64_t off, uint8_t head[CKPT_HEAD_BYTES], size_t *n) {
+    *n = f->map_size - off < CKPT_HEAD_BYTES ? (size_t)(f->map_size - off) : CKPT_HEAD_BYTES;
+    return ckpt_source_read(&f->source, f->map + off, head, *n, NULL);
+}
+
+/* The sharded index f is: read whole with pread (never through the
+ * mapping), within max_index_bytes. */
+static int read_index(ckpt_file *f, const char *dir) {
+    size_t n = f->map_size;
+    if (n > f->opts.limits.max_index_bytes)
+        return ckpt_err(CKPT_E_LIMIT, f->path, NULL, 0,
+                        "index of %zu bytes exceeds the limit max_index_bytes = %llu", n,
+                        (unsigned long long)f->opts.limits.max_index_bytes);
+    uint8_t *json = ckpt_malloc(n ? n : 1);
+    if (!json) return ckpt_err(CKPT_E_NOMEM, f->path, NULL, 0, "out of memory");
+    int rc = ckpt_source_read(&f->source, f->map, json, n, NULL);
+    if (rc == 0) rc = ckpt_sharded_read(f, json, n, dir);
+    ckpt_free(json);
+    return rc;
+}
+
 /* force: CKPT_FORMAT_DCP for a directory's .metadata, whatever its
  * content (a hostile one must be refused as DCP metadata, not read as a
- * plain pickle); CKPT_FORMAT_UNKNOWN: by content. */
+ * plain pickle); CKPT_FORMAT_UNKNOWN: by content, from the file's head. */
 static int read_format(ckpt_file *f, int from_path, ckpt_format force) {
-    const uint8_t *p = f->map;
-    size_t n = f->map_size;
+    uint8_t p[CKPT_HEAD_BYTES];
+    size_t n = f->map_size, head;
     uint64_t off;
     const char *unsupported;
     char *dir;
-    switch (force ? force : ckpt_detect_format(p, n)) {
+    int rc = ckpt_file_head(f, 0, p, &head);
+    if (rc) return rc;
+    switch (force ? force : ckpt_detect_format(p, head)) {
     case CKPT_FORMAT_DCP:
         if (!from_path)
             return ckpt_err(CKPT_E_UNSUPPORTED, f->path, NULL, 0,
@@ -78,18 +101,14 @@ static int read_format(ckpt_file *f, int from_path, ckpt_format force) {
         if (!from_path)
             return ckpt_err(CKPT_E_UNSUPPORTED, f->path, NULL, 0,
                             "a sharded index can only be opened from a path");
-        if (n > f->opts.limits.max_index_bytes)
-            return ckpt_err(CKPT_E_LIMIT, f->path, NULL, 0,
-                            "index of %zu bytes exceeds the limit of %llu", n,
-                            (unsigned long long)f->opts.limits.max_index_bytes);
         if (parent_dir(&f->arena, f->path, &dir))
             return ckpt_err(CKPT_E_NOMEM, f->path, NULL, 0, "out of memory");
-        return ckpt_sharded_read(f, p, n, dir);
+        return read_index(f, dir);
     case CKPT_FORMAT_TORCH_LEGACY:
     case CKPT_FORMAT_PICKLE: return ckpt_torch_read_legacy(f);
     default: break;
     }
-    if ((unsupported = ckpt_detect_unsupported(p, n, &off)))
+    if ((unsupported = ckpt_detect_unsupported(p, head, &off)))
         return ckpt_err(CKPT_E_UNSUPPORTED, f->path, NULL, off, "%s", unsupported);
     if (n < 8)
         return ckpt_err(CKPT_E_TRUNCATED, f->path, NULL, 0,

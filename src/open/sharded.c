@@ -314,10 +314,6 @@ int ckpt_sharded_read(ckpt_file *f, const uint8_t *json, size_t len, const char 
         return ckpt_err(CKPT_E_FORMAT, f->path, "", 0,
                         "a shard is itself a sharded index, expected a "
                         "safetensors file");
-    if (len > f->opts.limits.max_index_bytes)
-        return ckpt_err(CKPT_E_LIMIT, f->path, "", 0,
-                        "index is %zu bytes, limit max_index_bytes is %" PRIu64, len,
-                        f->opts.limits.max_index_bytes);
     json_error_t err;
     json_t *doc = json_loadb((const char *)json, len, JSON_REJECT_DUPLICATES, &err);
     if (!doc) return ckpt_json_fail(&err, f->path, 0, "sharded index");

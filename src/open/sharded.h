@@ -32,7 +32,8 @@ const char *ckpt_shard_name(char *out, const char *name, size_t len, const char 
  * follows them too; the scanner reports them. */
 int ckpt_shard_outside(const char *dir, const char *path, char *target, size_t cap);
 
-/* Reads the index `json` (len bytes) of f, whose directory is `dir` ("."
+/* Reads the index `json` (len bytes, within max_index_bytes: the caller
+ * checks that before reading it) of f, whose directory is `dir` ("."
  * if none): opens each shard once (names that ckpt_shard_name makes equal,
  * or that reach one file through links, are one shard) and matches its
  * tensors against the weight_map. An index named "*.bin.index.json"

@@ -1,15 +1,18 @@
-/* source.h - the one way the library reads tensor bytes.
+/* source.h - the one way the library reads an opened file's bytes.
  *
- * An opened file is mapped so that readers can parse its structure (and so
- * that ckpt_tensor_data can lend zero-copy pointers), but a mapping kills
- * the process with SIGBUS when the file shrinks under it: torch.save to
- * the path being read, another process truncating it. So every path where
- * the library itself reads tensor bytes (verify, hashes, diff, convert,
- * ckpt_tensor_read, Python's default load) copies them with pread(2) from
- * the file descriptor kept open beside the mapping, into private buffers:
- * a file that shrank is then an error naming file, member and offset.
- * Bytes that do not come from a file (ckpt_open_memory, inflated zip
- * members, trees built in memory) are copied with memcpy.
+ * An opened file is mapped so that ckpt_tensor_data can lend zero-copy
+ * pointers, but a mapping kills the process with SIGBUS when the file
+ * shrinks under it: torch.save to the path being read, another process
+ * truncating it. So the library itself never reads through the mapping:
+ * tensor bytes (verify, hashes, diff, convert, ckpt_tensor_read, Python's
+ * default load) and structure alike (zip directory and local headers,
+ * pickles, legacy storage counts, index JSON, DCP metadata, the head that
+ * detection reads) are copied with pread(2) from the file descriptor kept
+ * open beside the mapping, into private buffers: a file that shrank is
+ * then an error naming file, member and offset. Bytes that do not come
+ * from a file (ckpt_open_memory, inflated zip members, trees built in
+ * memory) are copied with memcpy, or lent as they are (ckpt_source_view).
+ * Only the public zero-copy calls hand out mapped memory (ckpt/file.h).
  *
  * A source is addressed by pointers into its mapping, the addresses the
  * readers stored in each storage's `data`: the file offset of p is
@@ -36,9 +39,31 @@ typedef struct ckpt_source {
 int ckpt_source_read(const ckpt_source *src, const void *p, void *dst, size_t n,
                      const char *member);
 
+/* A private window on a file, for readers that look at many small
+ * records (local headers, storage counts): one pread serves the records
+ * that follow it. Zero-initialise; ckpt_view_free releases it. */
+typedef struct ckpt_view {
+    uint8_t *buf; /* owned, cap bytes */
+    size_t cap;
+    uint64_t off; /* file offset of buf[0] */
+    size_t len;   /* bytes read there */
+} ckpt_view;
+
+/* *out points at the n bytes at p (as ckpt_source_read addresses them),
+ * valid until the next call on v. Bytes that are memory are lent as they
+ * are; bytes of the file are served from v when it holds them, else read
+ * into v with one pread of n bytes plus up to `ahead` more (clipped to
+ * the size at open; a file that shrank may give fewer of those). Errors
+ * as ckpt_source_read, CKPT_E_NOMEM. */
+int ckpt_source_view(const ckpt_source *src, ckpt_view *v, const void *p, size_t n, size_t ahead,
+                     const char *member, const uint8_t **out);
+
+void ckpt_view_free(ckpt_view *v);
+
 /* Fault injection for tests: when set, called before every pread with the
  * source and the offset about to be read (tests truncate the file there,
- * deterministically, between two windows of a job). NULL in production. */
+ * deterministically, between two windows of a job or two reads of an
+ * open). NULL in production. */
 extern void (*ckpt_source_read_hook)(const ckpt_source *src, uint64_t off);
 
 /* Hints that [p, p+n) of src will be read once, front to back, soon:

@@ -1,0 +1,114 @@
+/* source.c - pread-based copies of a file's bytes (source.h). */
+#include "base/source.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "base/alloc.h"
+#include "base/error.h"
+#include "ckpt.h"
+
+/* One pread at most this long: Linux caps a single read near 2 GiB. */
+#define MAX_PREAD ((size_t)1 << 30)
+#define WILLNEED_MAX ((uint64_t)32 << 20)
+
+int ckpt_source_is_file(const ckpt_source *src, const void *p, uint64_t n) {
+    const uint8_t *b = p;
+    if (!src || src->fd < 0 || !src->map || b < src->map) return 0;
+    uint64_t off = (uint64_t)(b - src->map);
+    return off <= src->size && n <= src->size - off;
+}
+
+void (*ckpt_source_read_hook)(const ckpt_source *src, uint64_t off);
+
+/* Reads [off, off + want) into dst with pread, retrying EINTR and short
+ * reads; the file may end after `need` bytes (read-ahead). *got: bytes
+ * read. CKPT_E_TRUNCATED when it ends before `need`. */
+static int pread_at(const ckpt_source *src, uint64_t off, uint8_t *dst, size_t want, size_t need,
+                    const char *member, size_t *got) {
+    size_t done = 0;
+    while (done < want) {
+        size_t ask = want - done < MAX_PREAD ? want - done : MAX_PREAD;
+        if (ckpt_source_read_hook) ckpt_source_read_hook(src, off + done);
+        ssize_t k = pread(src->fd, dst + done, ask, (off_t)(off + done));
+        if (k < 0 && errno == EINTR) continue;
+        if (k < 0)
+            return ckpt_err(CKPT_E_IO, src->path, member, off + done,
+                            "cannot read %zu bytes at offset %" PRIu64 ": %s", ask, off + done,
+                            strerror(errno));
+        if (k == 0) break;
+        done += (size_t)k;
+    }
+    *got = done;
+    if (done < need)
+        return ckpt_err(CKPT_E_TRUNCATED, src->path, member, off + done,
+                        "the file ends at offset %" PRIu64 ", inside %zu bytes at offset %" PRIu64
+                        " (it was %" PRIu64 " bytes when opened: it shrank while being read)",
+                        off + done, need, off, src->size);
+    return 0;
+}
+
+int ckpt_source_read(const ckpt_source *src, const void *p, void *dst, size_t n,
+                     const char *member) {
+    if (n == 0) return 0;
+    if (!ckpt_source_is_file(src, p, n)) {
+        memcpy(dst, p, n);
+        return 0;
+    }
+    size_t got;
+    return pread_at(src, (uint64_t)((const uint8_t *)p - src->map), dst, n, n, member, &got);
+}
+
+int ckpt_source_view(const ckpt_source *src, ckpt_view *v, const void *p, size_t n, size_t ahead,
+                     const char *member, const uint8_t **out) {
+    *out = p;
+    if (n == 0 || !ckpt_source_is_file(src, p, n)) return 0;
+    uint64_t off = (uint64_t)((const uint8_t *)p - src->map);
+    if (v->len && off >= v->off && off - v->off <= v->len && n <= v->len - (off - v->off)) {
+        *out = v->buf + (off - v->off);
+        return 0;
+    }
+    /* n <= size - off (ckpt_source_is_file) */
+    size_t want = src->size - off - n < ahead ? (size_t)(src->size - off) : n + ahead;
+    if (want > v->cap) {
+        uint8_t *b = ckpt_realloc(v->buf, want);
+        if (!b)
+            return ckpt_err(CKPT_E_NOMEM, src->path, member, off,
+                            "out of memory for %zu bytes at offset %" PRIu64, want, off);
+        v->buf = b;
+        v->cap = want;
+    }
+    v->len = 0;
+    size_t got;
+    int rc = pread_at(src, off, v->buf, want, n, member, &got);
+    if (rc) return rc;
+    v->off = off;
+    v->len = got;
+    *out = v->buf;
+    return 0;
+}
+
+void ckpt_view_free(ckpt_view *v) {
+    ckpt_free(v->buf);
+    *v = (ckpt_view){0};
+}
+
+void ckpt_source_will_read(const ckpt_source *src, const void *p, uint64_t n) {
+    if (!ckpt_source_is_file(src, p, n) || n == 0) return;
+    off_t off = (off_t)((const uint8_t *)p - src->map);
+    (void)posix_fadvise(src->fd, off, (off_t)n, POSIX_FADV_SEQUENTIAL);
+    /* only the start: WILLNEED over gigabytes would queue it all at once */
+    (void)posix_fadvise(src->fd, off, (off_t)(n < WILLNEED_MAX ? n : WILLNEED_MAX),
+                        POSIX_FADV_WILLNEED);
+}
+
+void ckpt_source_release(const ckpt_source *src, const void *p, uint64_t n) {
+    if (!ckpt_source_is_file(src, p, n)) return;
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t lo = ((uintptr_t)p + page - 1) & ~(page - 1), hi = ((uintptr_t)p + n) & ~(page - 1);
+    if (hi > lo) (void)madvise((void *)lo, hi - lo, MADV_DONTNEED);
+}
