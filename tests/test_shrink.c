@@ -24,8 +24,8 @@ static char dir[64];
 static const char *shrink_path; /* truncated to half at the next read */
 static uint64_t shrunk_to;
 
-static void shrink_hook(const ckpt_source *src, uint64_t off) {
-    (void)src, (void)off;
+static void shrink_hook(const ckpt_source *src, uint64_t off, size_t n) {
+    (void)src, (void)off, (void)n;
     if (!shrink_path) return;
     struct stat st;
     if (stat(shrink_path, &st) == 0) {

@@ -23,7 +23,7 @@ int ckpt_source_is_file(const ckpt_source *src, const void *p, uint64_t n) {
     return off <= src->size && n <= src->size - off;
 }
 
-void (*ckpt_source_read_hook)(const ckpt_source *src, uint64_t off);
+void (*ckpt_source_read_hook)(const ckpt_source *src, uint64_t off, size_t n);
 
 /* Reads [off, off + want) into dst with pread, retrying EINTR and short
  * reads; the file may end after `need` bytes (read-ahead). *got: bytes
@@ -33,7 +33,7 @@ static int pread_at(const ckpt_source *src, uint64_t off, uint8_t *dst, size_t w
     size_t done = 0;
     while (done < want) {
         size_t ask = want - done < MAX_PREAD ? want - done : MAX_PREAD;
-        if (ckpt_source_read_hook) ckpt_source_read_hook(src, off + done);
+        if (ckpt_source_read_hook) ckpt_source_read_hook(src, off + done, ask);
         ssize_t k = pread(src->fd, dst + done, ask, (off_t)(off + done));
         if (k < 0 && errno == EINTR) continue;
         if (k < 0)

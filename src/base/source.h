@@ -61,10 +61,10 @@ int ckpt_source_view(const ckpt_source *src, ckpt_view *v, const void *p, size_t
 void ckpt_view_free(ckpt_view *v);
 
 /* Fault injection for tests: when set, called before every pread with the
- * source and the offset about to be read (tests truncate the file there,
- * deterministically, between two windows of a job or two reads of an
- * open). NULL in production. */
-extern void (*ckpt_source_read_hook)(const ckpt_source *src, uint64_t off);
+ * source and the range about to be read (tests truncate the file there,
+ * or right after it, deterministically, between two windows of a job or
+ * two reads of an open). NULL in production. */
+extern void (*ckpt_source_read_hook)(const ckpt_source *src, uint64_t off, size_t n);
 
 /* Hints that [p, p+n) of src will be read once, front to back, soon:
  * POSIX_FADV_SEQUENTIAL (a larger readahead window) and WILLNEED for
