@@ -85,8 +85,15 @@ CKPT_API int ckpt_open_options_init(ckpt_open_options *opts, unsigned version);
  * pytorch_model.bin.index.json (CKPT_E_IO when none is there;
  * ckpt_file_path then names that file).
  *
- * The file is mapped read-only for its structure, and its descriptor kept
- * open; tensor bytes are never copied at open: a deflated zip member is
+ * The file is mapped read-only (for ckpt_tensor_data alone), and its
+ * descriptor kept open. Open reads the structure (zip end records,
+ * directory and local headers, data.pkl and the other records it parses,
+ * legacy and plain pickles, storage counts, a sharded index, DCP
+ * .metadata) with pread(2) into private buffers, never through the
+ * mapping: a file truncated while it is opened makes ckpt_open fail with
+ * CKPT_E_TRUNCATED naming the file and offset, not SIGBUS (a safetensors
+ * header still goes through the mapping). Tensor bytes are never copied
+ * at open: a deflated zip member is
  * checked at open and inflated when its bytes are first read (within the
  * file's inflate budget: limits.max_inflate_bytes, at most
  * limits.max_inflate_ratio times the file's size, shared with data.pkl
@@ -100,8 +107,11 @@ CKPT_API int ckpt_open_options_init(ckpt_open_options *opts, unsigned version);
  * never through the mapping: a file truncated or replaced in place while
  * it is open makes them fail with CKPT_E_TRUNCATED (or CKPT_E_IO) naming
  * the file, member and offset; the process never gets SIGBUS from them
- * and libckpt installs no signal handler. Only ckpt_tensor_data lends
- * out the mapping itself (see there).
+ * and libckpt installs no signal handler. Only ckpt_tensor_data (and the
+ * data word of ckpt_file_value_table's tensor records, the same address)
+ * lends out the mapping itself (see there); ckpt_open_memory and
+ * ckpt_scan_memory read the caller's memory as it is, and ckpt_scan
+ * still parses a mapping of the file (scan.h).
  * A TorchScript archive is read for its weights (data.pkl; code/ is never
  * read).
  *

@@ -2,12 +2,11 @@
  *
  * open.c maps every input MADV_RANDOM: readers look at headers scattered
  * over the file, and readahead around each would pull in tensor data that
- * is read with pread anyway (base/source.h). But some layouts are read
- * front to back: a safetensors header, a zip's central directory, and the
- * local headers of a zip whose members are small and dense (a state dict
- * of 100k tensors touches nearly every page). Page by page, a cold file
- * then costs one synchronous 4 KiB read per fault; these ranges are read
- * ahead in large requests instead. */
+ * is read with pread anyway (base/source.h). But a safetensors header,
+ * still parsed through the mapping, is read front to back: page by page,
+ * a cold file would cost one synchronous 4 KiB read per fault; it is read
+ * ahead in large requests instead. (A zip's directory and local headers
+ * are read with pread in large windows, container/zip.c.) */
 #ifndef CKPT_PAGES_H
 #define CKPT_PAGES_H
 

@@ -154,9 +154,10 @@ static int map_open(const char *path, int *keep, const uint8_t **map, size_t *si
         if (m == MAP_FAILED) {
             rc = ckpt_err(CKPT_E_IO, path, NULL, CKPT_NO_OFFSET, "cannot map: %s", strerror(errno));
         } else {
-            /* readers look at headers scattered over the file (zip local
-             * headers): without this, readahead around each would pull in
-             * tensor data (tensor bytes are read with pread, source.c) */
+            /* the library reads the file with pread (source.h); the
+             * mapping serves a safetensors header and ckpt_tensor_data,
+             * whose pages are wanted one by one: no readahead of the tensor
+             * data around them */
             madvise(m, (size_t)st.st_size, MADV_RANDOM);
             *map = m;
             *size = (size_t)st.st_size;
