@@ -321,6 +321,36 @@ TEST(sharded_shrinking) { run_layout(4, 0); }
 /* its data files are absent: the intact open fails after the metadata */
 TEST(dcp_metadata_shrinking) { run_layout(5, CKPT_E_MISMATCH); }
 
+/* The records open copies with pread (data.pkl) are charged to the
+ * file's budget, the same from a path and from memory: a data.pkl larger
+ * than max_inflate_bytes is CKPT_E_LIMIT naming it, never a bigger copy. */
+TEST(records_within_budget) {
+    char path[256];
+    path_of(path, sizeof path, "budget.pt");
+    CHECK_EQ_INT(write_zip("budget.pt", "w", 0, 300, 4), 0);
+    size_t n;
+    unsigned char *bytes = harness_read_file(path, &n);
+    CHECK(bytes != NULL);
+    if (!bytes) return;
+    ckpt_open_options o = CKPT_OPEN_OPTIONS_INIT;
+    o.limits.max_inflate_bytes = 1000; /* data.pkl of 300 tensors is more */
+    for (int from_memory = 0; from_memory < 2; from_memory++) {
+        ckpt_file *f = NULL;
+        int rc =
+            from_memory ? ckpt_open_memory(&f, bytes, n, "budget.pt", &o) : ckpt_open(&f, path, &o);
+        CHECK_EQ_INT(rc, CKPT_E_LIMIT);
+        CHECK(f == NULL);
+        CHECK(strstr(ckpt_error_last()->member, "data.pkl") != NULL);
+        CHECK(strstr(ckpt_error_last()->message, "budget") != NULL);
+    }
+    o.limits.max_inflate_bytes = (uint64_t)1 << 32;
+    ckpt_file *f = NULL;
+    CHECK_EQ_INT(ckpt_open(&f, path, &o), 0);
+    CHECK(f && ckpt_file_tensor_count(f) == 300);
+    ckpt_close(f);
+    free(bytes);
+}
+
 int main(void) {
     snprintf(dir, sizeof dir, "/tmp/ckpt-openshrink-XXXXXX");
     if (!mkdtemp(dir)) return 1;
@@ -331,6 +361,7 @@ int main(void) {
     RUN(raw_pickle_shrinking);
     RUN(sharded_shrinking);
     RUN(dcp_metadata_shrinking);
+    RUN(records_within_budget);
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (system(cmd) != 0) return 1;

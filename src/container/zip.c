@@ -711,7 +711,8 @@ int ckpt_zip_read(const ckpt_zip *z, const ckpt_zip_entry *e, ckpt_arena *a, uin
 int ckpt_zip_load(const ckpt_zip *z, const ckpt_zip_entry *e, ckpt_arena *a, uint64_t *budget,
                   const uint8_t **data) {
     int rc = ckpt_zip_read(z, e, a, budget, data);
-    if (rc || !ckpt_source_is_file(z->src, *data, e->usize)) return rc;
+    if (rc || e->method == 8) return rc;
+    /* stored: charged like an inflated member, copied when it is a file's */
     const uint8_t *at = *data;
     *data = NULL;
     if (e->usize > *budget)
@@ -720,13 +721,16 @@ int ckpt_zip_load(const ckpt_zip *z, const ckpt_zip_entry *e, ckpt_arena *a, uin
                         " left of this file's budget (max_inflate_bytes, at most "
                         "max_inflate_ratio times the file's size)",
                         e->usize, *budget);
-    uint8_t *copy = ckpt_arena_alloc_raw(a, (size_t)e->usize ? (size_t)e->usize : 1);
-    if (!copy)
-        return ckpt_err(CKPT_E_NOMEM, z->file, e->name, e->data_offset,
-                        "out of memory for %" PRIu64 " bytes", e->usize);
-    if ((rc = ckpt_source_read(z->src, at, copy, (size_t)e->usize, e->name))) return rc;
+    if (ckpt_source_is_file(z->src, at, e->usize)) {
+        uint8_t *copy = ckpt_arena_alloc_raw(a, (size_t)e->usize ? (size_t)e->usize : 1);
+        if (!copy)
+            return ckpt_err(CKPT_E_NOMEM, z->file, e->name, e->data_offset,
+                            "out of memory for %" PRIu64 " bytes", e->usize);
+        if ((rc = ckpt_source_read(z->src, at, copy, (size_t)e->usize, e->name))) return rc;
+        at = copy;
+    }
     *budget -= e->usize;
-    *data = copy;
+    *data = at;
     return 0;
 }
 

@@ -135,11 +135,11 @@ int ckpt_zip_check(const ckpt_zip *z, const ckpt_zip_entry *e, uint64_t budget);
 int ckpt_zip_read(const ckpt_zip *z, const ckpt_zip_entry *e, ckpt_arena *a, uint64_t *budget,
                   const uint8_t **data);
 
-/* ckpt_zip_read, with a stored member of a file copied into the arena
- * with pread (charged to *budget like an inflated one; CKPT_E_LIMIT
- * beyond it, CKPT_E_TRUNCATED / CKPT_E_IO when the file shrank): bytes
- * the caller may read, for members parsed at open (data.pkl, byteorder,
- * metadata). */
+/* ckpt_zip_read for members parsed at open (data.pkl, byteorder,
+ * metadata): bytes the caller may read. A stored member is charged to
+ * *budget like an inflated one (CKPT_E_LIMIT beyond it), and copied into
+ * the arena with pread when it is a file's (CKPT_E_TRUNCATED / CKPT_E_IO
+ * when the file shrank). */
 int ckpt_zip_load(const ckpt_zip *z, const ckpt_zip_entry *e, ckpt_arena *a, uint64_t *budget,
                   const uint8_t **data);
 
