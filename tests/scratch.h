@@ -47,7 +47,7 @@ static const char *in_dir(const char *name) {
     return p[k];
 }
 
-static int exists(const char *name) { return access(in_dir(name), F_OK) == 0; }
+static inline int exists(const char *name) { return access(in_dir(name), F_OK) == 0; }
 
 /* Copies the DCP fixture (a torch FileSystemWriter directory) into the
  * directory `path`, created unless it exists. 0, or -1. */

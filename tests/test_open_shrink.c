@@ -23,11 +23,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#define SCRATCH_NAME "openshrink"
 #include "base/source.h"
 #include "ckpt.h"
 #include "harness.h"
-
-static char dir[64];
+#include "scratch.h"
 
 /* ------------------------------------------------------------ the hook */
 
@@ -58,13 +58,8 @@ typedef struct layout {
     size_t len[MAX_FILES];
 } layout;
 
-static void path_of(char *out, size_t cap, const char *name) {
-    snprintf(out, cap, "%s/%s", dir, name);
-}
-
 static int write_bytes(const char *name, const void *p, size_t n) {
-    char path[256];
-    path_of(path, sizeof path, name);
+    const char *path = in_dir(name);
     FILE *fp = fopen(path, "wb");
     if (!fp) return -1;
     int bad = fwrite(p, 1, n, fp) != n;
@@ -73,8 +68,7 @@ static int write_bytes(const char *name, const void *p, size_t n) {
 
 /* Adds file `name`, already on disk, to l (its pristine bytes). */
 static int keep(layout *l, const char *name) {
-    char path[256];
-    path_of(path, sizeof path, name);
+    const char *path = in_dir(name);
     l->file[l->nfiles] = name;
     l->data[l->nfiles] = harness_read_file(path, &l->len[l->nfiles]);
     return l->data[l->nfiles++] ? 0 : -1;
@@ -89,8 +83,7 @@ static int restore(const layout *l) {
 /* A torch zip of tensors "<prefix><i>", i in [first, first + n), each
  * `elems` float32 values. */
 static int write_zip(const char *name, const char *prefix, int first, int n, size_t elems) {
-    char path[256];
-    path_of(path, sizeof path, name);
+    const char *path = in_dir(name);
     float *v = malloc(elems * sizeof *v);
     ckpt_tree *t = NULL;
     ckpt_value *root, *key, *val;
@@ -240,8 +233,7 @@ static int make_layout(layout *l, int which) {
     default: {
         l->name = "DCP metadata";
         l->open = "dcp/.metadata";
-        char path[256];
-        path_of(path, sizeof path, "dcp");
+        const char *path = in_dir("dcp");
         size_t n;
         unsigned char *meta =
             harness_read_file(CKPT_SRC "/fuzz/corpora/dcp_meta/single.metadata", &n);
@@ -257,8 +249,7 @@ static int make_layout(layout *l, int which) {
 
 /* Opens and verifies l's file; the first error. */
 static int run_once(const layout *l) {
-    char path[256];
-    path_of(path, sizeof path, l->open);
+    const char *path = in_dir(l->open);
     ckpt_file *f = NULL;
     int rc = ckpt_open(&f, path, NULL);
     if (rc == 0) {
@@ -325,8 +316,7 @@ TEST(dcp_metadata_shrinking) { run_layout(5, CKPT_E_MISMATCH); }
  * file's budget, the same from a path and from memory: a data.pkl larger
  * than max_inflate_bytes is CKPT_E_LIMIT naming it, never a bigger copy. */
 TEST(records_within_budget) {
-    char path[256];
-    path_of(path, sizeof path, "budget.pt");
+    const char *path = in_dir("budget.pt");
     CHECK_EQ_INT(write_zip("budget.pt", "w", 0, 300, 4), 0);
     size_t n;
     unsigned char *bytes = harness_read_file(path, &n);
@@ -352,8 +342,7 @@ TEST(records_within_budget) {
 }
 
 int main(void) {
-    snprintf(dir, sizeof dir, "/tmp/ckpt-openshrink-XXXXXX");
-    if (!mkdtemp(dir)) return 1;
+    fresh_dir();
     ckpt_source_read_hook = cut_hook;
     RUN(zip_dense_shrinking);
     RUN(zip_sparse_shrinking);
@@ -362,8 +351,6 @@ int main(void) {
     RUN(sharded_shrinking);
     RUN(dcp_metadata_shrinking);
     RUN(records_within_budget);
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    if (system(cmd) != 0) return 1;
+    remove_dir();
     return harness_end();
 }
