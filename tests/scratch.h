@@ -52,7 +52,7 @@ static inline int exists(const char *name) { return access(in_dir(name), F_OK) =
 /* Copies the DCP fixture (a torch FileSystemWriter directory) into the
  * directory `path`, created unless it exists. 0, or -1. */
 #define TINY_DCP CKPT_SRC "/tests/dcp/fixtures/tiny.dcp"
-static int copy_dcp(const char *path) {
+static inline int copy_dcp(const char *path) {
     static const char *const files[] = {".metadata", "__0_0.distcp"};
     if (mkdir(path, 0755) != 0 && errno != EEXIST) return -1;
     int rc = 0;
