@@ -119,7 +119,9 @@ def open(path, framework="pt", device="cpu"):  # noqa: A001 (safe_open's habit)
 
     Only the structure is read at open; nothing in the file is ever
     executed, so this is safe on any file (ckpt.scan says whether torch.load
-    would be). Raises ckpt.Error subclasses."""
+    would be). Raises ckpt.Error subclasses. The file is read through a
+    private mapping (as ckpt.load(mmap=True) does): it must not shrink
+    while it is open (SIGBUS); the tensors handed out are copies."""
     return SafeOpen(path, framework, device)
 
 
