@@ -60,4 +60,3 @@ void ckpt_source_will_read(const ckpt_source *src, const void *p, uint64_t n) {
     (void)posix_fadvise(src->fd, off, (off_t)(n < WILLNEED_MAX ? n : WILLNEED_MAX),
                         POSIX_FADV_WILLNEED);
 }
-
