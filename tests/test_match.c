@@ -134,6 +134,27 @@ TEST(manifest_json) {
                  0);
     CHECK_EQ_INT(ckpt_manifest_tie_root(m, 0), ckpt_manifest_tie_root(m, 1));
     ckpt_manifest_free(m);
+    /* ties before the tensors they name, groups of three, an escaped name
+     * (the one-pass reader reads the rest, the tree the escaped one): the
+     * same forest */
+    const char *ties[] = {"[[\"c\",\"a\",\"b\"],[]]", "[[\"c\",\"\\u0061\",\"b\"],[]]"};
+    for (int k = 0; k < 2; k++) {
+        char doc[512];
+        snprintf(doc, sizeof doc,
+                 "{\"ties\":%s,\"tensors\":[{\"name\":\"a\",\"dtype\":\"F32\",\"shape\":[2]},"
+                 "{\"name\":\"b\",\"dtype\":\"F32\",\"shape\":[2]},{\"name\":\"c\","
+                 "\"dtype\":\"F32\",\"shape\":[2]},{\"name\":\"d\",\"dtype\":\"F32\","
+                 "\"shape\":[2]}]}",
+                 ties[k]);
+        CHECK_EQ_INT(parse(doc, &m), 0);
+        if (!m) continue;
+        size_t a = ckpt_manifest_lookup(m, "a", 1), b = ckpt_manifest_lookup(m, "b", 1),
+               c = ckpt_manifest_lookup(m, "c", 1), d = ckpt_manifest_lookup(m, "d", 1);
+        CHECK_EQ_INT(ckpt_manifest_tie_root(m, a), ckpt_manifest_tie_root(m, c));
+        CHECK_EQ_INT(ckpt_manifest_tie_root(m, b), ckpt_manifest_tie_root(m, c));
+        CHECK(ckpt_manifest_tie_root(m, d) != ckpt_manifest_tie_root(m, a));
+        ckpt_manifest_free(m);
+    }
     /* escapes, reals, nested values and unknown fields read as written */
     CHECK_EQ_INT(parse("{\"tensors\":[{\"name\":\"w\\u00e9\\n\",\"dtype\":\"BF16\","
                        "\"shape\":[0,7],\"x\":{\"y\":[-1.5e3,true,null]}}],\"values\":[{"

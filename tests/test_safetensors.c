@@ -11,6 +11,7 @@
 #include "ckpt.h"
 #include "model/file.h"
 #include "open/sharded.h"
+#include "acct.h"
 #include "harness.h"
 
 /* ------------------------------------------------------------ helpers */
@@ -1118,6 +1119,109 @@ TEST(sharded_index_limit) {
     CHECK(has(ckpt_error_last()->message, "max_index_bytes"));
 }
 
+/* ------------------------------------------------------------ memory */
+
+/* A header of n one-element F32 tensors named like a transformer's
+ * ("model.layers.L.block.B.weight"; every 1000th name spells its dots
+ * as \u002e), with `n` data bytes x 4 after it: a malloc'd file. */
+static unsigned char *many_tensors(size_t n, size_t *len, size_t *header) {
+    size_t cap = 64 + n * 128, o = 8;
+    unsigned char *b = malloc(cap + 4 * n);
+    if (!b) return NULL;
+    o += (size_t)snprintf((char *)b + o, cap - o, "{\"__metadata__\":{\"format\":\"pt\"}");
+    for (size_t i = 0; i < n; i++)
+        o += (size_t)snprintf((char *)b + o, cap - o,
+                              i % 1000
+                                  ? ",\"model.layers.%zu.block.%zu.weight\":"
+                                    "{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[%zu,%zu]}"
+                                  : ",\"model\\u002elayers.%zu.block.%zu.weight\":"
+                                    "{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[%zu,%zu]}",
+                              i / 64, i % 64, 4 * i, 4 * i + 4);
+    b[o++] = '}';
+    *header = o - 8;
+    for (int i = 0; i < 8; i++) b[i] = (unsigned char)((uint64_t)*header >> (8 * i));
+    memset(b + o, 0, 4 * n);
+    *len = o + 4 * n;
+    return b;
+}
+
+/* Opening and listing 100k tensors (what inspect and verify hold) takes
+ * at most 2.5x the header in allocations: no tree until asked for, no
+ * per-tensor allocation, names pooled out of the header's copy. Counted
+ * with the allocator hook, not timed. */
+TEST(many_tensors_allocation_budget) {
+    size_t len = 0, header = 0, n = 100000;
+    unsigned char *b = many_tensors(n, &len, &header);
+    CHECK(b != NULL);
+    if (!b) return;
+    ckpt_file *f = NULL;
+    acct_live = acct_peak = 0;
+    acct_budget = (size_t)512 << 20;
+    ckpt_set_allocator(&acct_allocator);
+    int rc = ckpt_open_memory(&f, b, len, "many.safetensors", NULL);
+    size_t opened = acct_peak, listed = 0;
+    uint64_t bytes = 0;
+    for (size_t i = 0; rc == 0 && i < ckpt_file_tensor_count(f); i++) {
+        const ckpt_tensor *t = ckpt_file_tensor(f, i);
+        bytes += ckpt_tensor_nbytes(t);
+        listed += ckpt_tensor_ndim(t) == 1 && ckpt_tensor_shape(t)[0] == 1 &&
+                  ckpt_tensor_storage_id(t) == i;
+    }
+    size_t before_tree = acct_live;
+    const ckpt_value *root = rc == 0 ? ckpt_file_root(f) : NULL;
+    size_t tree = acct_live - before_tree;
+    CHECK_EQ_INT(rc, 0);
+    CHECK_EQ_INT(ckpt_file_tensor_count(f), n);
+    CHECK_EQ_INT(listed, n);
+    CHECK_EQ_INT(bytes, 4 * n);
+    CHECK(ckpt_file_find_tensor(f, "model.layers.0.block.0.weight") != NULL);   /* escaped */
+    CHECK(ckpt_file_find_tensor(f, "model.layers.15.block.39.weight") != NULL); /* i = 999 */
+    CHECK(opened <= header * 5 / 2);
+    /* the tree, on first use: a dict in file order sharing the tensors */
+    CHECK(root != NULL && ckpt_value_len(root) == n);
+    if (root && ckpt_value_len(root) == n) {
+        size_t klen = 0;
+        CHECK_EQ_STR(ckpt_value_str(ckpt_value_key(root, 1), &klen),
+                     "model.layers.0.block.1.weight");
+        CHECK(ckpt_value_tensor(ckpt_value_item(root, 1)) ==
+              ckpt_file_find_tensor(f, "model.layers.0.block.1.weight"));
+    }
+    CHECK(tree > 0 && tree <= n * 128);
+    ckpt_close(f);
+    CHECK_EQ_INT(acct_live, 0);
+    ckpt_set_allocator(NULL);
+    free(b);
+}
+
+/* A file that shrinks while its header is read: the header is copied
+ * with pread, so this is CKPT_E_TRUNCATED naming the file, not SIGBUS
+ * from the mapping. */
+static char shrink_path[64];
+static void shrink_at_header(const ckpt_source *src, uint64_t off, size_t n) {
+    (void)src;
+    (void)n;
+    if (off == 8) CHECK_EQ_INT(truncate(shrink_path, 20), 0);
+}
+
+TEST(header_shrinks_while_read) {
+    size_t len =
+        st_make("{\"a\":{\"dtype\":\"U8\",\"shape\":[4],\"data_offsets\":[0,4]}}", "abcd", 4);
+    snprintf(shrink_path, sizeof shrink_path, "/tmp/ckpt-shrink-%d.safetensors", (int)getpid());
+    FILE *fp = fopen(shrink_path, "wb");
+    CHECK(fp != NULL);
+    if (!fp) return;
+    CHECK_EQ_INT(fwrite(st_buf, 1, len, fp), len);
+    fclose(fp);
+    ckpt_file *f = NULL;
+    ckpt_source_read_hook = shrink_at_header;
+    int rc = ckpt_open(&f, shrink_path, NULL);
+    ckpt_source_read_hook = NULL;
+    CHECK_EQ_INT(rc, CKPT_E_TRUNCATED);
+    CHECK(f == NULL);
+    CHECK_EQ_STR(ckpt_error_last()->file, shrink_path);
+    unlink(shrink_path);
+}
+
 int main(void) {
     RUN_CORPUS(corpus_matches_expected);
     RUN_CORPUS(corpus_overall);
@@ -1125,6 +1229,8 @@ int main(void) {
     RUN_CORPUS(corpus_rank0);
     RUN_CORPUS(corpus_sharded);
     RUN_CORPUS(corpus_every_cut_fails);
+    RUN(many_tensors_allocation_budget);
+    RUN(header_shrinks_while_read);
     RUN(empty_header_padded);
     RUN(empty_with_metadata);
     RUN(metadata_null_is_absent);

@@ -162,8 +162,9 @@ CKPT_API const char *ckpt_file_path(const ckpt_file *f);
 /* Total bytes of the input (all shards for a sharded set). */
 CKPT_API uint64_t ckpt_file_size(const ckpt_file *f);
 
-/* The root of the object tree: a dict of tensors for safetensors, the
- * unpickled object for pickle-based formats. Borrowed. */
+/* The root of the object tree: a dict of tensors for safetensors (built
+ * on the first call: NULL if that runs out of memory), the unpickled
+ * object for pickle-based formats. Borrowed. */
 CKPT_API const ckpt_value *ckpt_file_root(const ckpt_file *f);
 /* The tree the file was saved from. For a safetensors file written by
  * ckpt (metadata "ckpt.structure"), the original tree: nesting, non-tensor

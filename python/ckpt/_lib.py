@@ -285,6 +285,8 @@ _PROTOS = [
                           ctypes.POINTER(ScanOptions_)]),
     ("ckpt_scan_memory", c_int, [ctypes.POINTER(c_void_p), c_void_p, c_size_t,
                                  c_char_p, ctypes.POINTER(ScanOptions_)]),
+    ("ckpt_scan_file", c_int, [ctypes.POINTER(c_void_p), c_void_p,
+                               ctypes.POINTER(ScanOptions_)]),
     ("ckpt_scan_report_free", None, [c_void_p]),
     ("ckpt_scan_verdict", c_int, [c_void_p]),
     ("ckpt_verdict_name", c_char_p, [c_int]),

@@ -30,10 +30,12 @@ import stat
 from . import errors
 from ._lib import (KIND_BOOL, KIND_BYTES, KIND_DICT, KIND_FLOAT, KIND_INT,
                    KIND_LIST, KIND_NONE, KIND_OBJECT, KIND_SET, KIND_STR,
-                   KIND_TENSOR, KIND_TUPLE, NO_OFFSET, c_u64, check, fspath, lib, text)
-from ._lib import (FORMAT_SAFETENSORS_SHARDED, NODE_WORDS, TABLE_CONTIGUOUS, TABLE_NUMPY,
-                   TABLE_PARAMETER, TABLE_RAW, TABLE_REQUIRES_GRAD, TABLE_WHOLE, TENSOR_WORDS,
-                   VALUE_TABLE_VERSION, ValueTable_)
+                   KIND_TENSOR, KIND_TUPLE, NO_OFFSET, c_u64, check, fspath, last_error,
+                   lib, text)
+from ._lib import (FORMAT_SAFETENSORS, FORMAT_SAFETENSORS_SHARDED, NODE_WORDS,
+                   TABLE_CONTIGUOUS, TABLE_NUMPY, TABLE_PARAMETER, TABLE_RAW,
+                   TABLE_REQUIRES_GRAD, TABLE_WHOLE, TENSOR_WORDS, VALUE_TABLE_VERSION,
+                   ValueTable_)
 from ._lib import (T_DATA, T_DEVICE, T_DEVICE_LEN, T_DIMS, T_DTYPE, T_FILE_OFFSET, T_FLAGS,
                    T_MEMBER, T_MEMBER_LEN, T_NBYTES, T_NDIM, T_NUMEL, T_PTR, T_STORAGE_ID,
                    T_STORAGE_NBYTES, T_STORAGE_OFFSET)
@@ -150,11 +152,8 @@ class _Source:
             self.export = (ctypes.c_char * len(data)).from_buffer(data)
             self.addr = ctypes.addressof(self.export)
         try:
-            if scan:  # before anything else reads the file's structure
-                self.report = (_scan.scan_memory(self.addr, len(data), self.path, allow)
-                               if data is not None else _scan.scan(self.path, allow))
-                if not unsafe_ok and self.report.verdict in ("unsafe", "review"):
-                    raise _scan.unsafe_error(self.report, self.path)
+            # libckpt's readers run nothing, so the open may come first: a
+            # safetensors header is then parsed once, for both
             if data is not None:
                 rc = lib.ckpt_open_memory(ctypes.byref(self.handle), self.addr,
                                           len(data), fspath(self.path), None)
@@ -162,7 +161,17 @@ class _Source:
                     rc = self._open_path()  # a sharded index (or a real refusal again)
             else:
                 rc = self._open_path()
-            check(rc, self.path)
+            failed = last_error(rc, self.path) if rc < 0 else None  # before the scan's calls
+            if scan:  # its verdict before the reader's error
+                if rc == 0 and lib.ckpt_file_format(self.handle) == FORMAT_SAFETENSORS:
+                    self.report = _scan.scan_file(self.handle, self.path, allow)
+                else:
+                    self.report = (_scan.scan_memory(self.addr, len(data), self.path, allow)
+                                   if self.buf is not None else _scan.scan(self.path, allow))
+                if not unsafe_ok and self.report.verdict in ("unsafe", "review"):
+                    raise _scan.unsafe_error(self.report, self.path)
+            if failed is not None:
+                raise failed
             self.format = lib.ckpt_file_format(self.handle)
             # content the scan could not examine but the reader could: a
             # corrupt file gets the reader's own error above instead

@@ -87,6 +87,15 @@ def scan_memory(addr, size, name, allow=()):
     return _report(r, name)
 
 
+def scan_file(handle, path, allow=()):
+    """The report scan(path) gives, of a file libckpt has open (`handle`):
+    a safetensors header is not parsed again (ckpt_scan_file)."""
+    opts, _keep = _options(allow)
+    r = ctypes.c_void_p()
+    check(lib.ckpt_scan_file(ctypes.byref(r), handle, ctypes.byref(opts)), path)
+    return _report(r, path)
+
+
 def unsafe_error(rep, path):
     """The UnsafeError for a report whose verdict is not safe, naming the
     first dangerous (else suspicious, else any) finding."""

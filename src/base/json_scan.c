@@ -158,13 +158,21 @@ const char *ckpt_json_string(ckpt_json_scan *p, char *scratch, size_t cap, int k
         char *copy = ckpt_arena_strndup(p->arena, text, *len);
         return copy ? copy : (ckpt_json_nomem(p), NULL);
     }
-    /* escapes: decoded text is never longer than the rest of the header */
-    char *out = scratch;
+    /* escapes: a kept copy is measured first, so that it takes the text's
+     * length, not the rest of the input's (many escaped keys would
+     * otherwise each reserve the rest of a big header) */
     if (keep) {
-        out = ckpt_arena_alloc_raw(p->arena, p->n - start + 1);
-        if (!out) return ckpt_json_nomem(p), NULL;
-        cap = p->n - start;
+        size_t n;
+        p->i = start - 1;
+        if (!ckpt_json_string(p, NULL, 0, 0, &n)) return NULL;
+        char *copy = ckpt_arena_alloc_raw(p->arena, n + 1);
+        if (!copy) return ckpt_json_nomem(p), NULL;
+        p->i = start - 1;
+        (void)ckpt_json_string(p, copy, n, 0, len); /* checked above */
+        copy[n] = '\0';
+        return copy;
     }
+    char *out = scratch;
     size_t o = p->i - start;
     if (o && cap) memcpy(out, p->s + start, o < cap ? o : cap); /* out may be NULL */
     char tmp[4];
@@ -184,7 +192,6 @@ const char *ckpt_json_string(ckpt_json_scan *p, char *scratch, size_t cap, int k
     }
     p->i++;
     *len = o;
-    if (keep) out[o] = '\0';
     return cap ? out : (const char *)p->s + start; /* only checked */
 }
 

@@ -5,7 +5,6 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include "base/alloc.h"
@@ -104,11 +103,4 @@ void ckpt_source_will_read(const ckpt_source *src, const void *p, uint64_t n) {
     /* only the start: WILLNEED over gigabytes would queue it all at once */
     (void)posix_fadvise(src->fd, off, (off_t)(n < WILLNEED_MAX ? n : WILLNEED_MAX),
                         POSIX_FADV_WILLNEED);
-}
-
-void ckpt_source_release(const ckpt_source *src, const void *p, uint64_t n) {
-    if (!ckpt_source_is_file(src, p, n)) return;
-    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
-    uintptr_t lo = ((uintptr_t)p + page - 1) & ~(page - 1), hi = ((uintptr_t)p + n) & ~(page - 1);
-    if (hi > lo) (void)madvise((void *)lo, hi - lo, MADV_DONTNEED);
 }

@@ -72,13 +72,6 @@ extern void (*ckpt_source_read_hook)(const ckpt_source *src, uint64_t off, size_
  * without a descriptor or outside the mapping. */
 void ckpt_source_will_read(const ckpt_source *src, const void *p, uint64_t n);
 
-/* The mapping's pages of [p, p+n) are not needed any more (a header that
- * was parsed into private copies): they leave the resident set (whole
- * pages inside the range; MADV_DONTNEED on the private read-only mapping,
- * a later access reads them again from the page cache). A no-op without
- * a descriptor or outside the mapping. */
-void ckpt_source_release(const ckpt_source *src, const void *p, uint64_t n);
-
 /* 1 when reading [p, p+n) goes to the file (pread), 0 when it is memory. */
 int ckpt_source_is_file(const ckpt_source *src, const void *p, uint64_t n);
 

@@ -385,7 +385,7 @@ static int b_tensor(ckpt_value **out, const pk_build_ctx *c, const ckpt_value *c
                         d->u.global.qualname);
     }
     if ((rc = view_of(out, c, fn, args, dt))) return rc;
-    (*out)->u.tensor->requires_grad = requires_grad;
+    (*out)->u.tensor->requires_grad = requires_grad != 0;
     return 0;
 }
 
@@ -437,7 +437,7 @@ static int b_qtensor(ckpt_value **out, const pk_build_ctx *c, const ckpt_value *
     if (get_flag(arg(args, 5), &requires_grad))
         return fail(c, CKPT_E_FORMAT, "%s: expected a bool requires_grad", fn);
     if ((rc = view_of(&t, c, fn, args, dt))) return rc;
-    t->u.tensor->requires_grad = requires_grad;
+    t->u.tensor->requires_grad = requires_grad != 0;
     if ((rc = put(c, d, "int_repr", t)) || (rc = put(c, d, "dtype", new_str(c, qname))) ||
         (rc = put(c, d, "qscheme", new_str(c, scheme))) ||
         (rc = put(c, d, "scale", qp->u.seq.items[1])) ||
@@ -517,7 +517,7 @@ static int b_parameter(ckpt_value **out, const pk_build_ctx *c, const ckpt_value
     ckpt_tensor *t = ckpt_arena_alloc(c->arena, sizeof *t);
     if (!p || !t) return nomem(c);
     *t = *data->u.tensor; /* shape and stride arrays are shared, never changed */
-    t->requires_grad = requires_grad;
+    t->requires_grad = requires_grad != 0;
     t->is_parameter = 1;
     p->u.tensor = t;
     *out = p;

@@ -16,18 +16,17 @@
 #include "model/file.h"
 #include "format/safetensors.h"
 #include "base/json_scan.h"
-#include "base/pages.h"
-#include "base/strmap.h"
 #include "base/utf8.h"
 
-/* One tensor entry of the header, as parsed. */
+/* One tensor entry of the header, as parsed (records live only while the
+ * file is opened: the tensors are built from them). */
 typedef struct st_entry {
-    const char *name; /* arena, NUL-terminated */
-    ckpt_dtype dtype;
-    uint32_t ndim;
-    size_t shape; /* index of shape[0] in the parser's dims pool */
+    const char *name; /* the header buffer, then the names pool */
     uint64_t begin, end;
-    size_t index; /* position in the header: keeps the sort stable */
+    size_t key_at; /* header offset of the name: header order, errors */
+    size_t shape;  /* index of shape[0] in the parser's dims pool */
+    uint8_t dtype; /* ckpt_dtype */
+    uint8_t ndim;
 } st_entry;
 /* The dtypes of FORMATS.md §1.3. ckpt_dtype_from_name also knows names
  * that only torch has (C32, C128, quantized); safetensors has no such
@@ -83,20 +82,23 @@ static uint64_t data_offset(uint64_t n, uint64_t rel) {
 
 /* ------------------------------------------------------------ header JSON */
 
-/* The header parser: one pass over the bytes with serde_json's grammar
- * (what the reference reader deserializes HashMetadata with), building
- * st_entry records directly. No tree: names and metadata strings go to the
- * file's arena once, shapes to one growing pool, entries to one growing
- * array; duplicate names are found with the one strmap. Errors name the
- * byte they stop at. */
+/* The header parser: one pass over a private copy of the header with
+ * serde_json's grammar (what the reference reader deserializes
+ * HashMetadata with), building st_entry records directly. No tree, no
+ * allocation per tensor: a name without escapes stays where it is in the
+ * copy (its closing quote becomes its NUL), shapes go to one growing pool
+ * (a shape equal to the previous tensor's is shared), entries to one
+ * growing array; metadata strings are copied to the file's arena.
+ * Duplicate names are found afterwards, by sorting. Errors name the byte
+ * they stop at. */
 typedef struct hp {
     ckpt_file *f;
     ckpt_json_scan j; /* over the header, N bytes at file offset 8 */
+    uint8_t *buf;     /* the header's bytes (j.s), writable */
     st_entry *es;     /* tensors so far */
     size_t count, es_cap;
     uint64_t *dims; /* every shape, concatenated */
     size_t ndims, dims_cap;
-    ckpt_strmap names; /* tensor names -> index, for duplicates */
     int seen_metadata;
 } hp;
 
@@ -216,7 +218,14 @@ static int read_shape(hp *p, st_entry *e) {
             p->ndims++, ndim++;
             if ((rc = next(p, ']')) < 0) return -1;
         }
-    e->ndim = (uint32_t)ndim;
+    e->ndim = (uint8_t)ndim;
+    /* the previous tensor's shape, when equal, is shared (layers repeat) */
+    const st_entry *prev = p->count ? &p->es[p->count - 1] : NULL;
+    if (ndim && prev && prev->ndim == ndim && prev->shape + ndim <= e->shape &&
+        memcmp(p->dims + prev->shape, p->dims + e->shape, ndim * sizeof *p->dims) == 0) {
+        p->ndims = e->shape;
+        e->shape = prev->shape;
+    }
     return 0;
 }
 
@@ -285,8 +294,9 @@ static int read_entry(hp *p, st_entry *e) {
                 size_t m = len < sizeof dt ? len : sizeof dt - 1;
                 memmove(dt, d, m);
                 dt[m] = '\0';
-                e->dtype = len < sizeof dt ? ckpt_dtype_from_name(dt) : CKPT_DT_UNKNOWN;
-                if (!is_safetensors_dtype(e->dtype))
+                ckpt_dtype dtype = len < sizeof dt ? ckpt_dtype_from_name(dt) : CKPT_DT_UNKNOWN;
+                e->dtype = (uint8_t)dtype;
+                if (!is_safetensors_dtype(dtype))
                     return ckpt_err(CKPT_E_FORMAT, path, "", 8,
                                     "tensor \"%s\": unknown dtype \"%.*s\" "
                                     "(expected a safetensors dtype such as F32, "
@@ -313,6 +323,21 @@ static int read_entry(hp *p, st_entry *e) {
     return 0;
 }
 
+/* A key of the header object, NUL-terminated: in place when it has no
+ * escapes (its closing quote becomes the NUL; nothing reads that byte
+ * again), else decoded again into the arena. */
+static const char *tensor_name(hp *p, size_t key_at, size_t *len) {
+    const char *s = string(p, NULL, 0, 0, len);
+    if (!s) return NULL;
+    size_t end = p->j.i - 1; /* the closing quote */
+    if ((const uint8_t *)s + *len == p->buf + end) {
+        p->buf[end] = '\0';
+        return s;
+    }
+    p->j.i = key_at;
+    return string(p, NULL, 0, 1, len);
+}
+
 /* The whole header: one object of tensor entries and "__metadata__". */
 static int parse_header(hp *p) {
     ckpt_file *f = p->f;
@@ -324,7 +349,7 @@ static int parse_header(hp *p) {
     else
         while (rc == 0) {
             size_t key_at = p->j.i, len;
-            const char *name = string(p, NULL, 0, 1, &len);
+            const char *name = tensor_name(p, key_at, &len);
             if (!name || expect(p, ':', "':'")) return -1;
             if (strcmp(name, "__metadata__") == 0 && len == 12) {
                 if (p->seen_metadata) {
@@ -339,17 +364,6 @@ static int parse_header(hp *p) {
                                     "header declares more than %" PRIu64 " tensors, "
                                     "limit max_tensors is %" PRIu64,
                                     f->opts.limits.max_tensors, f->opts.limits.max_tensors);
-                ckpt_strmap_slot *slot;
-                int put = ckpt_strmap_put(&p->names, name, len, p->count, &slot);
-                if (put == CKPT_E_NOMEM) return nomem(p);
-                if (put == 0) {
-                    p->j.i = key_at;
-                    return ckpt_err(CKPT_E_FORMAT, f->path, "", 8 + (uint64_t)key_at,
-                                    "safetensors header is not valid JSON (expected "
-                                    "one UTF-8 JSON object, unique keys, only "
-                                    "whitespace around it): duplicate key \"%s\"",
-                                    name);
-                }
                 if (p->count == p->es_cap) {
                     size_t cap = p->es_cap ? 2 * p->es_cap : 256;
                     st_entry *es = ckpt_realloc(p->es, cap * sizeof *es);
@@ -359,7 +373,7 @@ static int parse_header(hp *p) {
                 st_entry *e = &p->es[p->count];
                 memset(e, 0, sizeof *e);
                 e->name = name;
-                e->index = p->count;
+                e->key_at = key_at;
                 if (read_entry(p, e)) return -1;
                 p->count++;
             }
@@ -369,11 +383,19 @@ static int parse_header(hp *p) {
     return 0;
 }
 
+/* Entries in header order (key_at) among equal keys. */
 static int by_offsets(const void *a, const void *b) {
-    const st_entry *x = a, *y = b;
+    const st_entry *x = *(const st_entry *const *)a, *y = *(const st_entry *const *)b;
     if (x->begin != y->begin) return x->begin < y->begin ? -1 : 1;
     if (x->end != y->end) return x->end < y->end ? -1 : 1;
-    return x->index < y->index ? -1 : x->index > y->index;
+    return x->key_at < y->key_at ? -1 : x->key_at > y->key_at;
+}
+
+static int by_entry_name(const void *a, const void *b) {
+    const st_entry *x = *(const st_entry *const *)a, *y = *(const st_entry *const *)b;
+    int c = strcmp(x->name, y->name);
+    if (c) return c;
+    return x->key_at < y->key_at ? -1 : x->key_at > y->key_at;
 }
 
 /* Row-major strides the way torch computes them (a zero dimension counts
@@ -395,17 +417,59 @@ static const uint64_t *entry_shape(const uint64_t *dims, const st_entry *e) {
     return e->ndim ? dims + e->shape : NULL;
 }
 
+/* Moves the names out of the header's copy into one pool of exactly
+ * their bytes, so that the copy can go (a name is a third of an entry's
+ * header text). A name is bounded as the flattening bounds names
+ * (max_name_bytes, walk.c). */
+static int pool_names(ckpt_file *f, st_entry *es, size_t count) {
+    size_t total = 0;
+    for (size_t i = 0; i < count; i++) {
+        size_t len = strlen(es[i].name);
+        if (len >= f->opts.limits.max_name_bytes)
+            return ckpt_err(CKPT_E_LIMIT, f->path, "", 8 + (uint64_t)es[i].key_at,
+                            "flattened name longer than %llu bytes",
+                            (unsigned long long)f->opts.limits.max_name_bytes);
+        total += len + 1; /* at most the header's length */
+    }
+    char *pool = ckpt_arena_alloc_raw(&f->arena, total ? total : 1);
+    if (!pool) return ckpt_err(CKPT_E_NOMEM, f->path, "", 8, "out of memory");
+    for (size_t i = 0; i < count; i++) {
+        size_t len = strlen(es[i].name) + 1;
+        memcpy(pool, es[i].name, len);
+        es[i].name = pool;
+        pool += len;
+    }
+    return 0;
+}
+
+/* Keys are unique (serde_json would keep the last of repeated keys; ckpt
+ * refuses the ambiguity). Over entries sorted by name: the error names
+ * the first repetition in header order. */
+static int check_unique(ckpt_file *f, st_entry *const *byname, size_t count) {
+    const st_entry *dup = NULL;
+    for (size_t i = 1; i < count; i++)
+        if (strcmp(byname[i - 1]->name, byname[i]->name) == 0 &&
+            (!dup || byname[i]->key_at < dup->key_at))
+            dup = byname[i];
+    if (!dup) return 0;
+    return ckpt_err(CKPT_E_FORMAT, f->path, "", 8 + (uint64_t)dup->key_at,
+                    "safetensors header is not valid JSON (expected one UTF-8 JSON object, "
+                    "unique keys, only whitespace around it): duplicate key \"%s\"",
+                    dup->name);
+}
+
 /* Metadata::validate (FORMATS.md §1.4 step 4-5) over entries sorted by
  * data_offsets: they must tile the byte buffer from 0 with no gap, overlap
  * or alias, each exactly numel x bits / 8 bytes, and the buffer must end
  * where the file ends. */
-static int validate(ckpt_file *f, uint64_t n, const st_entry *es, size_t count,
+static int validate(ckpt_file *f, uint64_t n, st_entry *const *byoff, size_t count,
                     const uint64_t *dims) {
     const char *path = f->path;
     uint64_t data_len = (uint64_t)f->map_size - 8 - n;
     uint64_t start = 0;
     for (size_t i = 0; i < count; i++) {
-        const st_entry *e = &es[i];
+        const st_entry *e = byoff[i];
+        ckpt_dtype dtype = (ckpt_dtype)e->dtype;
         uint64_t off = data_offset(n, e->begin);
         if (e->begin != start || e->end < e->begin)
             return ckpt_err(CKPT_E_FORMAT, path, "", off,
@@ -422,23 +486,23 @@ static int validate(ckpt_file *f, uint64_t n, const st_entry *es, size_t count,
                                 "tensor \"%s\": shape product overflows 64 "
                                 "bits at dimension %u",
                                 e->name, d);
-        if (ckpt_mul_overflow(numel, ckpt_dtype_bits(e->dtype), &nbits))
+        if (ckpt_mul_overflow(numel, ckpt_dtype_bits(dtype), &nbits))
             return ckpt_err(CKPT_E_FORMAT, path, "", off,
                             "tensor \"%s\": %" PRIu64 " elements of %s "
                             "overflow 64 bits",
-                            e->name, numel, ckpt_dtype_name(e->dtype));
+                            e->name, numel, ckpt_dtype_name(dtype));
         if (nbits % 8)
             return ckpt_err(CKPT_E_FORMAT, path, "", off,
                             "tensor \"%s\": misaligned, %" PRIu64 " elements "
                             "of %s are %" PRIu64 " bits, expected a whole "
                             "number of bytes",
-                            e->name, numel, ckpt_dtype_name(e->dtype), nbits);
+                            e->name, numel, ckpt_dtype_name(dtype), nbits);
         if (e->end - e->begin != nbits / 8)
             return ckpt_err(CKPT_E_FORMAT, path, "", off,
                             "tensor \"%s\": data_offsets [%" PRIu64 ", %" PRIu64 "] span %" PRIu64
                             " bytes, expected %" PRIu64 " (%" PRIu64 " elements of %s)",
                             e->name, e->begin, e->end, e->end - e->begin, nbits / 8, numel,
-                            ckpt_dtype_name(e->dtype));
+                            ckpt_dtype_name(dtype));
         uint64_t stride[CKPT_MAX_NDIM];
         if (contiguous_strides(e->ndim, shape, stride))
             return ckpt_err(CKPT_E_FORMAT, path, "", off, "tensor \"%s\": strides overflow 64 bits",
@@ -460,43 +524,120 @@ static int validate(ckpt_file *f, uint64_t n, const st_entry *es, size_t count,
     return 0;
 }
 
-/* Builds f->root from validated entries; the name strings become the
- * keys' text as they are (arena copies already). */
-static int build_root(ckpt_file *f, uint64_t n, const st_entry *es, size_t count,
-                      const uint64_t *dims) {
-    f->root = ckpt_value_new(&f->arena, CKPT_KIND_DICT);
-    ckpt_value **keys = ckpt_arena_array(&f->arena, count ? count : 1, sizeof *keys);
-    ckpt_value **vals = ckpt_arena_array(&f->arena, count ? count : 1, sizeof *vals);
-    if (!f->root || !keys || !vals) return ckpt_err(CKPT_E_NOMEM, f->path, "", 8, "out of memory");
-    f->root->u.dict.keys = keys;
-    f->root->u.dict.vals = vals;
-    f->root->u.dict.cap = count ? count : 1;
+/* f->tensors from validated entries sorted by name: what
+ * ckpt_file_flatten would make of their tree, without the tree. Shapes
+ * are one copy of the parser's pool; tensors that share a shape share
+ * its strides. Until attach_storages, storage_offset holds the tensor's
+ * file offset. */
+static int build_tensors(ckpt_file *f, uint64_t n, st_entry *const *byname, size_t count,
+                         const uint64_t *dims, size_t ndims) {
+    size_t nstrides = 0;
+    for (size_t i = 0; i < count; i++)
+        if (i == 0 || byname[i]->shape != byname[i - 1]->shape ||
+            byname[i]->ndim != byname[i - 1]->ndim)
+            nstrides += byname[i]->ndim;
+    ckpt_tensor *ts = ckpt_arena_array(&f->arena, count ? count : 1, sizeof *ts);
+    uint64_t *shapes = ckpt_arena_array(&f->arena, ndims ? ndims : 1, sizeof *shapes);
+    uint64_t *strides = ckpt_arena_array(&f->arena, nstrides ? nstrides : 1, sizeof *strides);
+    if (!ts || !shapes || !strides) return ckpt_err(CKPT_E_NOMEM, f->path, "", 8, "out of memory");
+    if (ndims) memcpy(shapes, dims, ndims * sizeof *shapes);
+    uint64_t *stride = strides;
     for (size_t i = 0; i < count; i++) {
-        const st_entry *e = &es[i];
-        const uint64_t *shape = entry_shape(dims, e);
-        uint64_t off = 8 + n + e->begin; /* <= map_size: validated */
-        uint64_t stride[CKPT_MAX_NDIM];
-        (void)contiguous_strides(e->ndim, shape, stride); /* validated */
-        ckpt_storage *st = ckpt_arena_alloc(&f->arena, sizeof *st);
-        ckpt_value *key = ckpt_value_new(&f->arena, CKPT_KIND_STR);
-        if (!st || !key) return ckpt_err(CKPT_E_NOMEM, f->path, "", off, "out of memory");
-        key->u.s.p = (char *)e->name;
-        key->u.s.len = strlen(e->name);
-        st->dtype = e->dtype;
-        st->nbytes = e->end - e->begin;
+        const st_entry *e = byname[i];
+        ckpt_tensor *t = &ts[i];
+        t->name = e->name;
+        t->dtype = (ckpt_dtype)e->dtype;
+        t->ndim = e->ndim;
+        t->shape = e->ndim ? shapes + e->shape : shapes;
+        if (i > 0 && e->shape == byname[i - 1]->shape && e->ndim == byname[i - 1]->ndim) {
+            t->stride = ts[i - 1].stride;
+        } else {
+            t->stride = stride;
+            (void)contiguous_strides(e->ndim, t->shape, stride); /* validated */
+            stride += e->ndim;
+        }
+        t->numel = 1;
+        for (uint32_t d = 0; d < e->ndim; d++) t->numel *= t->shape[d]; /* validated */
+        t->nbytes = e->end - e->begin;
+        t->storage_offset = 8 + n + e->begin; /* <= map_size: validated */
+    }
+    f->tensors = ts;
+    f->ntensors = count;
+    return 0;
+}
+
+/* One storage per tensor, pointing straight into the mapping; ids in
+ * name order, as ckpt_file_flatten numbers them, so f->storages is not
+ * needed (file.h). */
+static int attach_storages(ckpt_file *f) {
+    size_t count = f->ntensors;
+    ckpt_storage *sts = ckpt_arena_array(&f->arena, count ? count : 1, sizeof *sts);
+    if (!sts) return ckpt_err(CKPT_E_NOMEM, f->path, "", 8, "out of memory");
+    for (size_t i = 0; i < count; i++) {
+        ckpt_tensor *t = &f->tensors[i];
+        ckpt_storage *st = &sts[i];
+        uint64_t off = t->storage_offset;
+        st->dtype = t->dtype;
+        st->nbytes = t->nbytes;
         st->data = f->map + off;
-        st->key = e->name;
+        st->source = &f->source;
+        st->key = t->name;
         st->member = "";
         st->file_offset = off;
-        ckpt_value *tv;
-        int rc = ckpt_tensor_new(&tv, &f->arena, st, e->dtype, e->ndim, shape, stride, 0, f->path,
-                                 "", off);
-        if (rc) return rc;
-        keys[i] = key;
-        vals[i] = tv;
-        f->root->u.dict.n = i + 1;
+        st->id = i;
+        t->storage = st;
+        t->storage_offset = 0;
     }
+    f->storages = NULL; /* storage i is tensor i's */
+    f->nstorages = count;
     return 0;
+}
+
+/* Tensors in file order; equal offsets (empty tensors) by name. */
+static int by_file_offset(const void *a, const void *b) {
+    const ckpt_tensor *x = *(const ckpt_tensor *const *)a, *y = *(const ckpt_tensor *const *)b;
+    uint64_t p = x->storage->file_offset, q = y->storage->file_offset;
+    if (p != q) return p < q ? -1 : 1;
+    if (x->nbytes != y->nbytes) return x->nbytes < y->nbytes ? -1 : 1;
+    return x < y ? -1 : x > y;
+}
+
+int ckpt_safetensors_tree(ckpt_file *f) {
+    size_t count = f->ntensors;
+    ckpt_value *root = ckpt_value_new(&f->arena, CKPT_KIND_DICT);
+    ckpt_value **keys = ckpt_arena_array(&f->arena, count ? count : 1, sizeof *keys);
+    ckpt_value **vals = ckpt_arena_array(&f->arena, count ? count : 1, sizeof *vals);
+    ckpt_tensor **order = ckpt_malloc((count ? count : 1) * sizeof *order);
+    if (!root || !keys || !vals || !order) {
+        ckpt_free(order);
+        return ckpt_err(CKPT_E_NOMEM, f->path, "", 8, "out of memory");
+    }
+    for (size_t i = 0; i < count; i++) order[i] = &f->tensors[i];
+    if (count > 1) qsort(order, count, sizeof *order, by_file_offset);
+    root->u.dict.keys = keys;
+    root->u.dict.vals = vals;
+    root->u.dict.cap = count ? count : 1;
+    int rc = 0;
+    for (size_t i = 0; i < count && rc == 0; i++) {
+        ckpt_value *key = ckpt_value_new(&f->arena, CKPT_KIND_STR);
+        ckpt_value *val = ckpt_value_new(&f->arena, CKPT_KIND_TENSOR);
+        if (!key || !val) {
+            rc = ckpt_err(CKPT_E_NOMEM, f->path, "", 8, "out of memory");
+            break;
+        }
+        key->u.s.p = (char *)order[i]->name;
+        key->u.s.len = strlen(order[i]->name);
+        val->u.tensor = order[i];
+        keys[i] = key;
+        vals[i] = val;
+        root->u.dict.n = i + 1;
+    }
+    ckpt_free(order);
+    if (rc == 0) {
+        f->root = root;
+        f->tree_lazy = 0;
+    }
+    return rc;
 }
 
 /* ---------------------------------------------------------------- aliases */
@@ -566,17 +707,21 @@ static int restore_aliases(ckpt_file *f) {
     return rc;
 }
 
-/* Reads f->map as a safetensors file; with `build`, f->root gets the
- * tensors, else only the rules are checked (ckpt.aliases, which needs the
- * names, builds them anyway). */
-static int read_file(ckpt_file *f, int build) {
+/* The header's bytes, copied with pread (source.h: a file that shrinks
+ * while it is opened is an error, not SIGBUS) into a buffer of the
+ * length N once that is checked against the limit and the file's size. */
+static int read_header(ckpt_file *f, uint8_t **out, uint64_t *out_n) {
+    *out = NULL;
     if (f->map_size < 8)
         return ckpt_err(CKPT_E_TRUNCATED, f->path, "", 0,
                         "file is %zu bytes, expected at least 8 (the "
                         "safetensors header length)",
                         f->map_size);
+    uint8_t le[8];
+    int rc = ckpt_source_read(&f->source, f->map, le, 8, "");
+    if (rc) return rc;
     uint64_t n = 0;
-    for (int i = 7; i >= 0; i--) n = n << 8 | f->map[i];
+    for (int i = 7; i >= 0; i--) n = n << 8 | le[i];
     /* bound N before anything is allocated from it */
     if (n > f->opts.limits.max_header_bytes)
         return ckpt_err(CKPT_E_LIMIT, f->path, "", 0,
@@ -588,35 +733,76 @@ static int read_file(ckpt_file *f, int build) {
                         "header length %" PRIu64 " runs past the end of the "
                         "file (%zu bytes)",
                         n, f->map_size);
+    uint8_t *buf = ckpt_malloc(n ? (size_t)n : 1);
+    if (!buf) return ckpt_err(CKPT_E_NOMEM, f->path, "", 8, "out of memory");
+    if ((rc = ckpt_source_read(&f->source, f->map + 8, buf, (size_t)n, ""))) {
+        ckpt_free(buf);
+        return rc;
+    }
+    *out = buf;
+    *out_n = n;
+    return 0;
+}
+
+/* Reads f as a safetensors file; with `build`, f->tensors and storages
+ * get the tensors and the tree is left to ckpt_safetensors_tree, else
+ * only the rules are checked (ckpt.aliases, which needs the names,
+ * builds them anyway). Memory stays near the tensors' own records: the
+ * header's copy goes once its names are pooled, the entries once the
+ * tensors are built, before their storages are. */
+static int read_file(ckpt_file *f, int build) {
+    uint8_t *buf;
+    uint64_t n = 0;
+    int rc = read_header(f, &buf, &n);
+    if (rc) return rc;
     hp p = {.f = f,
-            .j = {.s = f->map + 8,
+            .buf = buf,
+            .j = {.s = buf,
                   .n = (size_t)n,
                   .max_depth = HEADER_MAX_DEPTH,
                   .arena = &f->arena,
                   .file = f->path,
                   .base = 8,
                   .what = "safetensors header"}};
-    ckpt_pages_will_scan(f->map, 8 + (size_t)n);
-    int rc = parse_header(&p) ? ckpt_error_last()->code : 0;
-    /* duplicates are found: the index goes before the tree is built, so
-     * the two never add up (peak memory of a many-tensor header) */
-    ckpt_strmap_free(&p.names);
+    rc = parse_header(&p) ? ckpt_error_last()->code : 0;
+    if (rc == 0) rc = pool_names(f, p.es, p.count);
+    ckpt_free(buf);
+    size_t count = p.count;
+    st_entry **byname = NULL, **byoff = NULL;
     if (rc == 0) {
-        if (p.count > 1) qsort(p.es, p.count, sizeof *p.es, by_offsets);
-        rc = validate(f, n, p.es, p.count, p.dims);
+        byname = ckpt_malloc((count ? count : 1) * sizeof *byname);
+        byoff = ckpt_malloc((count ? count : 1) * sizeof *byoff);
+        if (!byname || !byoff) rc = ckpt_err(CKPT_E_NOMEM, f->path, "", 8, "out of memory");
     }
-    for (size_t i = 0; !build && rc == 0 && i < f->nmeta; i++)
-        build = strcmp(f->meta_keys[i], "ckpt.aliases") == 0;
-    if (rc == 0 && build) rc = build_root(f, n, p.es, p.count, p.dims);
+    if (rc == 0) {
+        for (size_t i = 0; i < count; i++) byname[i] = byoff[i] = &p.es[i];
+        if (count > 1) qsort(byname, count, sizeof *byname, by_entry_name);
+        rc = check_unique(f, byname, count);
+    }
+    if (rc == 0) {
+        if (count > 1) qsort(byoff, count, sizeof *byoff, by_offsets);
+        rc = validate(f, n, byoff, count, p.dims);
+    }
+    ckpt_free(byoff);
+    int aliases = 0;
+    for (size_t i = 0; rc == 0 && i < f->nmeta; i++)
+        aliases |= strcmp(f->meta_keys[i], "ckpt.aliases") == 0;
+    if (rc == 0 && (build || aliases)) rc = build_tensors(f, n, byname, count, p.dims, p.ndims);
+    ckpt_free(byname);
     ckpt_free(p.es);
     ckpt_free(p.dims);
-    if (rc == 0 && build) {
-        f->format = CKPT_FORMAT_SAFETENSORS;
-        rc = restore_aliases(f);
+    if (rc == 0 && (build || aliases)) rc = attach_storages(f);
+    if (rc == 0 && aliases) {
+        /* the aliases' names are the tree's: ckpt_file_flatten names them */
+        rc = ckpt_safetensors_tree(f);
+        if (rc == 0) rc = restore_aliases(f);
+        f->tensors = NULL;
+        f->ntensors = f->nstorages = 0;
+        f->storages = NULL;
+    } else if (rc == 0 && build) {
+        f->tree_lazy = 1;
     }
-    /* names and metadata are arena copies now: the header's pages leave
-     * the resident set (a 1M-tensor header is ~100 MB) */
-    if (rc == 0 && build) ckpt_source_release(&f->source, f->map, 8 + n);
+    if (rc == 0 && build) f->format = CKPT_FORMAT_SAFETENSORS;
     return rc;
 }
 
@@ -629,6 +815,7 @@ int ckpt_safetensors_check(const uint8_t *p, size_t n, const char *path,
     f.path = path;
     f.map = p;
     f.map_size = n;
+    f.source.fd = -1;
     f.opts.limits = *limits;
     int rc = read_file(&f, 0);
     ckpt_arena_free(&f.arena);

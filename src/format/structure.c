@@ -507,9 +507,10 @@ int ckpt_structure_decode(const ckpt_value **out, const ckpt_file *f, ckpt_arena
 
 int ckpt_structure_decode_storages(const ckpt_value **out, ckpt_storage ***groups, size_t *ngroups,
                                    const ckpt_file *f, ckpt_arena *a) {
-    *out = f->root;
     if (groups) *groups = NULL;
     if (ngroups) *ngroups = 0;
+    int rc = ckpt_file_tree(out, f);
+    if (rc) return rc;
     const char *text =
         f->format == CKPT_FORMAT_SAFETENSORS ? find_meta(f, CKPT_META_STRUCTURE) : NULL;
     if (!text) return 0;
@@ -517,7 +518,6 @@ int ckpt_structure_decode_storages(const ckpt_value **out, ckpt_storage ***group
     json_error_t err;
     json_t *doc = json_loads(text, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &err);
     if (!doc) return bad(&d, "not valid JSON: %s", err.text);
-    int rc;
     const json_t *ver = json_object_get(doc, "version"), *root = json_object_get(doc, "root");
     d.storages = json_object_get(doc, "storages");
     if (!json_is_integer(ver) || json_integer_value(ver) < 1 || json_integer_value(ver) > 2 ||

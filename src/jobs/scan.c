@@ -1708,6 +1708,16 @@ int ckpt_scan(ckpt_scan_report **out, const char *path, const ckpt_scan_options 
     return rc;
 }
 
+int ckpt_scan_file(ckpt_scan_report **out, const ckpt_file *f, const ckpt_scan_options *opts) {
+    if (!out) return ckpt_err(CKPT_E_INVALID_ARG, "", NULL, CKPT_NO_OFFSET, "out is NULL");
+    *out = NULL;
+    if (!f) return ckpt_err(CKPT_E_INVALID_ARG, "", NULL, CKPT_NO_OFFSET, "f is NULL");
+    /* an index's shards are found next to it: scanned from its path */
+    if (f->format == CKPT_FORMAT_SAFETENSORS_SHARDED || f->format == CKPT_FORMAT_TORCH_SHARDED)
+        return ckpt_scan(out, f->path, opts);
+    return ckpt_scan_opened(out, f, opts);
+}
+
 int ckpt_scan_opened(ckpt_scan_report **out, const ckpt_file *f, const ckpt_scan_options *opts) {
     if (f->format == CKPT_FORMAT_DCP) return ckpt_scan(out, f->dcp_dir, opts);
     return scan_buffer(out, f->map, f->map_size, f->path, NULL, opts,

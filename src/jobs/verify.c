@@ -105,7 +105,7 @@ static int verify_zip(ckpt_file *f, ckpt_verify_report *rep, uint8_t *buf) {
 static int verify_storages(ckpt_file *f, ckpt_verify_report *rep, uint8_t *buf,
                            const uint8_t *hashed) {
     for (size_t i = 0; i < f->nstorages; i++) {
-        const ckpt_storage *st = f->storages[i];
+        const ckpt_storage *st = ckpt_file_storage_at(f, i);
         int resolved = ckpt_storage_resolve(st);
         if (resolved) return resolved;
         if (!st->data && st->nbytes)

@@ -591,6 +591,34 @@ static int scan_metadata(ckpt_json_scan *s, ckpt_manifest *m) {
     return rc < 0 && rc != CKPT_E_NOMEM ? SCAN_DEFER : rc == 1 ? 0 : rc;
 }
 
+/* "ties" at s->i, read once the tensors are indexed (a tie names listed
+ * tensors, wherever its key comes): what parse_ties reads, or SCAN_DEFER
+ * for anything it refuses (it words the message) and for escapes in a
+ * name; CKPT_E_NOMEM. */
+static int scan_ties(ckpt_json_scan *s, ckpt_manifest *m) {
+    int c = ckpt_json_peek(s), rc;
+    if (c == 'n') return ckpt_json_literal(s, "null") ? SCAN_DEFER : 0;
+    if (c != '[' || ckpt_json_open(s)) return SCAN_DEFER;
+    if (ckpt_json_empty(s, ']')) return 0;
+    do {
+        if (ckpt_json_peek(s) != '[' || ckpt_json_open(s)) return SCAN_DEFER;
+        if (ckpt_json_empty(s, ']')) continue;
+        size_t first = CKPT_KEYS_NONE;
+        do {
+            size_t len;
+            const char *name = ckpt_json_string(s, NULL, 0, 0, &len);
+            if (!name || (const unsigned char *)name + len != s->s + s->i - 1)
+                return SCAN_DEFER; /* not a string, or escaped */
+            size_t i = ckpt_manifest_lookup(m, name, len);
+            if (i == CKPT_KEYS_NONE) return SCAN_DEFER;
+            if (first == CKPT_KEYS_NONE) first = i;
+            if ((rc = tie(m, first, i))) return rc == CKPT_E_INVALID_ARG ? SCAN_DEFER : rc;
+        } while ((rc = ckpt_json_next(s, ']')) == 0);
+        if (rc < 0) return SCAN_DEFER;
+    } while ((rc = ckpt_json_next(s, ']')) == 0);
+    return rc < 0 ? SCAN_DEFER : 0;
+}
+
 /* 0 with m filled, SCAN_DEFER (m then holds a partial result: discard
  * it), or CKPT_E_NOMEM. */
 static int scan_manifest(ckpt_manifest *m, const char *json, size_t len, const ckpt_limits *lim) {
@@ -607,6 +635,7 @@ static int scan_manifest(ckpt_manifest *m, const char *json, size_t len, const c
     if (!k) return CKPT_E_NOMEM;
     k->n = 0;
     int rc, tensors = 0;
+    size_t ties_at = 0; /* where the "ties" value starts; 0: none */
     do {
         const char *key;
         size_t klen;
@@ -627,13 +656,8 @@ static int scan_manifest(ckpt_manifest *m, const char *json, size_t len, const c
         } else if (klen == 8 && memcmp(key, "metadata", 8) == 0) {
             if ((rc = scan_metadata(&s, m))) break;
         } else if (klen == 4 && memcmp(key, "ties", 4) == 0) {
-            /* null or []; any tie (a model's own manifest) is the tree's to read */
-            int c = ckpt_json_peek(&s);
-            if (c == 'n' ? ckpt_json_literal(&s, "null") != 0
-                         : c != '[' || ckpt_json_open(&s) || !ckpt_json_empty(&s, ']')) {
-                rc = SCAN_DEFER;
-                break;
-            }
+            ties_at = s.i; /* read once the tensors are indexed */
+            if ((rc = scan_skip(&s))) break;
         } else if ((rc = scan_skip(&s))) {
             break;
         }
@@ -644,6 +668,11 @@ static int scan_manifest(ckpt_manifest *m, const char *json, size_t len, const c
     if (rc == 1) rc = 0;
     size_t dup;
     if (rc == 0 && (rc = index_from(m, 0, &dup)) == CKPT_E_INVALID_ARG) rc = SCAN_DEFER;
+    if (rc == 0 && ties_at) {
+        s.i = ties_at;
+        s.depth = 1;
+        rc = scan_ties(&s, m);
+    }
     return rc;
 }
 

@@ -24,7 +24,12 @@ struct ckpt_file {
      * closed with the file; fd -1 for memory) */
     ckpt_source source;
 
+    /* the tree; NULL until first asked for while tree_lazy is set: a
+     * safetensors reader fills tensors and storages itself, and builds
+     * the tree only when ckpt_file_root wants it (most jobs do not, and a
+     * tree of a million tensors costs as much as the tensors) */
     ckpt_value *root;
+    int tree_lazy;
 
     /* Filled by ckpt_file_flatten once the reader is done. */
     ckpt_tensor *tensors; /* copies, one per flattened name, sorted */
@@ -32,7 +37,10 @@ struct ckpt_file {
     ckpt_named_value *values; /* sorted by name */
     size_t nvalues;
 
-    /* Every distinct storage, in id order (verify reads them all). */
+    /* Every distinct storage, in id order (verify reads them all; read
+     * them with ckpt_file_storage_at). NULL when storage i is tensors[i]'s
+     * (safetensors: one storage per tensor, ids in name order), which
+     * spares a pointer per tensor. */
     ckpt_storage **storages;
     size_t nstorages;
 
@@ -72,10 +80,18 @@ struct ckpt_file {
     size_t nlogical_storages;
 };
 
+/* f's tree (ckpt_file_root), built on first use for a safetensors file:
+ * 0, or CKPT_E_NOMEM with *out NULL. */
+int ckpt_file_tree(const ckpt_value **out, const ckpt_file *f);
+
+/* Storage i < f->nstorages. */
+ckpt_storage *ckpt_file_storage_at(const ckpt_file *f, size_t i);
+
 /* Flattens f->root into f->tensors/f->values (sorted by name; for equal
  * names the later occurrence wins), gives every storage a dense id and
  * fills f->storages. Enforces limits.max_tensors, max_name_bytes and
- * max_depth. Called by ckpt_open after the format reader succeeded. */
+ * max_depth. Called by ckpt_open after the format reader succeeded; a
+ * no-op for a reader that filled them itself (tree_lazy). */
 int ckpt_file_flatten(ckpt_file *f);
 
 /* Flattens root (f's tree or one decoded from it) into arena `a` within
@@ -91,6 +107,9 @@ int ckpt_file_flatten_value(const ckpt_file *f, ckpt_arena *a, const ckpt_value 
  * data are addresses in it. Return 0 or a CKPT_E_* code with the error
  * recorded. */
 int ckpt_safetensors_read(ckpt_file *f);
+/* Builds f->root of a safetensors file from its tensors (in file order)
+ * and clears tree_lazy. 0 or CKPT_E_NOMEM. */
+int ckpt_safetensors_tree(ckpt_file *f);
 int ckpt_torch_read_zip(ckpt_file *f);
 /* Any pickle stream: the legacy stacked-pickle format when the first pickle
  * is torch's magic number, else a plain pickle (CKPT_FORMAT_PICKLE). */

@@ -237,7 +237,7 @@ int ckpt_tensor_new(ckpt_value **out, ckpt_arena *a, ckpt_storage *st, ckpt_dtyp
     }
     t->name = "";
     t->dtype = dtype;
-    t->ndim = ndim;
+    t->ndim = (uint8_t)ndim; /* <= CKPT_MAX_NDIM: checked */
     t->shape = sh;
     t->stride = sd;
     t->storage_offset = storage_offset;

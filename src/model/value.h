@@ -68,21 +68,23 @@ typedef struct ckpt_storage {
 struct ckpt_tensor {
     const char *name; /* flattened name ("" until flattened) */
     ckpt_dtype dtype;
-    uint32_t ndim;
+    /* bytes beside dtype, so that a tensor is 64 bytes: a file of a
+     * million tensors holds a million of these */
+    uint8_t ndim; /* <= CKPT_MAX_NDIM */
+    uint8_t requires_grad;
+    /* built as torch.nn.Parameter (_rebuild_parameter,
+     * _rebuild_parameter_with_state, NEWOBJ Parameter): writers rebuild it
+     * as one, requires_grad being the parameter's */
+    uint8_t is_parameter;
+    /* built as a numpy.ndarray (ndarray.__setstate__): loaders and writers
+     * give back a numpy array, not a torch tensor */
+    uint8_t is_numpy;
     uint64_t *shape;         /* ndim elements (arena) */
     uint64_t *stride;        /* ndim elements, in elements */
     uint64_t storage_offset; /* in elements */
     uint64_t numel;
     uint64_t nbytes; /* numel * bits / 8 */
     ckpt_storage *storage;
-    int requires_grad;
-    /* built as torch.nn.Parameter (_rebuild_parameter,
-     * _rebuild_parameter_with_state, NEWOBJ Parameter): writers rebuild it
-     * as one, requires_grad being the parameter's */
-    int is_parameter;
-    /* built as a numpy.ndarray (ndarray.__setstate__): loaders and writers
-     * give back a numpy array, not a torch tensor */
-    int is_numpy;
 };
 
 /* The mapping class a DICT was built as (ckpt_value.dict_class). */

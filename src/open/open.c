@@ -317,6 +317,7 @@ int ckpt_file_flatten_value(const ckpt_file *f, ckpt_arena *a, const ckpt_value 
 }
 
 int ckpt_file_flatten(ckpt_file *f) {
+    if (f->tree_lazy) return 0;
     ckpt_flat fl = {0};
     int rc = f->root ? ckpt_file_flatten_value(f, &f->arena, f->root, NULL, &fl) : 0;
     if (rc) return rc;
@@ -387,7 +388,18 @@ uint64_t ckpt_file_size(const ckpt_file *f) {
     return total;
 }
 
-const ckpt_value *ckpt_file_root(const ckpt_file *f) { return f->root; }
+int ckpt_file_tree(const ckpt_value **out, const ckpt_file *cf) {
+    ckpt_file *f = (ckpt_file *)cf; /* the lazy tree: a first-call write */
+    int rc = f->tree_lazy ? ckpt_safetensors_tree(f) : 0;
+    *out = rc ? NULL : f->root;
+    return rc;
+}
+
+const ckpt_value *ckpt_file_root(const ckpt_file *f) {
+    const ckpt_value *root;
+    (void)ckpt_file_tree(&root, f);
+    return root;
+}
 size_t ckpt_file_tensor_count(const ckpt_file *f) { return f->ntensors; }
 
 const ckpt_tensor *ckpt_file_tensor(const ckpt_file *f, size_t i) {
@@ -435,8 +447,12 @@ size_t ckpt_file_storage_count(const ckpt_file *f) { return f->nstorages; }
 
 /* Storage `id`: one of the file's, or one ckpt_file_logical_root rebuilt
  * (ids past the file's); NULL when there is none. */
+ckpt_storage *ckpt_file_storage_at(const ckpt_file *f, size_t i) {
+    return f->storages ? f->storages[i] : f->tensors[i].storage;
+}
+
 static const ckpt_storage *storage_by_id(const ckpt_file *f, uint64_t id) {
-    if (id < f->nstorages) return f->storages[id];
+    if (id < f->nstorages) return ckpt_file_storage_at(f, (size_t)id);
     if (id - f->nstorages < f->nlogical_storages) return f->logical_storages[id - f->nstorages];
     return NULL;
 }

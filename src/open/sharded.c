@@ -115,7 +115,8 @@ static int check_shard(const index_reader *r, const ckpt_file *sf, const char *c
         return ckpt_err(CKPT_E_FORMAT, f->path, canon, CKPT_NO_OFFSET,
                         "shard \"%s\" is %s, expected a %s file", canon,
                         ckpt_format_name(sf->format), r->torch ? "torch.save" : "safetensors");
-    const ckpt_value *root = sf->root;
+    const ckpt_value *root;
+    if (ckpt_file_tree(&root, sf)) return CKPT_E_NOMEM;
     if (!root || root->kind != CKPT_KIND_DICT)
         return ckpt_err(CKPT_E_FORMAT, f->path, canon, CKPT_NO_OFFSET,
                         "shard \"%s\" holds a %s, expected a state dict", canon,
@@ -238,7 +239,7 @@ static int match_shards(index_reader *r, const json_t *wm) {
     f->root = ckpt_value_new(&f->arena, CKPT_KIND_DICT);
     if (!f->root) return nomem(r);
     for (size_t s = 0; s < f->nshards; s++) {
-        const ckpt_value *sroot = f->shards[s]->root;
+        const ckpt_value *sroot = ckpt_file_root(f->shards[s]);
         for (size_t i = 0; i < sroot->u.dict.n; i++) {
             ckpt_value *key = sroot->u.dict.keys[i];
             ckpt_value *val = sroot->u.dict.vals[i];

@@ -404,6 +404,25 @@ def test_library_calls_per_load_do_not_grow_with_tensors(tmp_path, monkeypatch):
             assert sum(seen[1].values()) < 40, (ext, mode, seen[1])
 
 
+def test_load_parses_a_safetensors_header_once(tmp_path, monkeypatch):
+    """ckpt.load scans what it has opened: a safetensors header is parsed
+    by the open alone (ckpt_scan_file), in both modes; other files are
+    scanned from their path or bytes, as before."""
+    scans = ("ckpt_scan", "ckpt_scan_memory", "ckpt_scan_file")
+    want = {(".safetensors", False): "ckpt_scan_file", (".safetensors", True): "ckpt_scan_file",
+            (".pt", False): "ckpt_scan", (".pt", True): "ckpt_scan_memory"}
+    for (ext, mmap), scan in want.items():
+        path = str(tmp_path / ("s" + ext))
+        if not os.path.exists(path):
+            ckpt.save({"w": torch.ones(2), "x": torch.zeros(3)}, path)
+        with monkeypatch.context() as m:
+            calls = count_lib_calls(m)
+            got = ckpt.load(path, mmap=mmap)
+        assert torch.equal(got["w"], torch.ones(2)) and torch.equal(got["x"], torch.zeros(3))
+        assert {k: calls[k] for k in scans if calls[k]} == {scan: 1}, (ext, mmap, dict(calls))
+        assert calls["ckpt_open"] + calls["ckpt_open_memory"] == 1, (ext, mmap, dict(calls))
+
+
 def test_library_calls_per_load_do_not_grow_with_typed_values(tmp_path, monkeypatch):
     """torch.save's types (nn.Parameter, requires_grad, numpy arrays and
     scalars, frozensets, a state dict's OrderedDict and _metadata) come

@@ -237,50 +237,35 @@ static void print_table(inspect *in) {
     free(order);
 }
 
-typedef struct storage {
-    uint64_t id, nbytes;
-} storage;
-
-static int cmp_storage(const void *a, const void *b) {
-    uint64_t x = ((const storage *)a)->id, y = ((const storage *)b)->id;
-
-    return (x > y) - (x < y);
-}
-
 /* "N tensors, E elements, B bytes (human)" and, when tensors share
- * storage, how many distinct storages hold them and their bytes. */
+ * storage, how many distinct storages hold them and their bytes
+ * (storage ids are 0 .. ckpt_file_storage_count - 1: one bit each marks
+ * the storages counted). */
 static void print_totals(ckpt_file *f) {
-    size_t n = ckpt_file_tensor_count(f), i, storages = 0;
+    size_t n = ckpt_file_tensor_count(f), i, storages = 0, nst = ckpt_file_storage_count(f);
     uint64_t elements = 0, bytes = 0, storage_bytes = 0; /* numel, summed */
-    storage *st = n ? malloc(n * sizeof *st) : NULL;
+    unsigned char *seen = n ? calloc(nst / 8 + 1, 1) : NULL;
     char h[32];
 
     for (i = 0; i < n; i++) {
         const ckpt_tensor *t = ckpt_file_tensor(f, i);
+        uint64_t id = ckpt_tensor_storage_id(t);
 
         elements += ckpt_tensor_numel(t);
         bytes += ckpt_tensor_nbytes(t);
-        if (st) {
-            st[i].id = ckpt_tensor_storage_id(t);
-            st[i].nbytes = ckpt_tensor_storage_nbytes(t);
-        }
+        if (seen && id < nst && (seen[id / 8] >> (id % 8) & 1)) continue;
+        if (seen && id < nst) seen[id / 8] |= (unsigned char)(1u << (id % 8));
+        storages++;
+        storage_bytes += ckpt_tensor_storage_nbytes(t);
     }
     /* keys: names; a tied tensor is two keys and one storage */
     printf("%zu key%s, %" PRIu64 " element%s, %" PRIu64 " bytes (%s)", n, cli_plural(n), elements,
            cli_plural(elements), bytes, cli_human_bytes(h, bytes));
-    if (st) {
-        qsort(st, n, sizeof *st, cmp_storage);
-        for (i = 0; i < n; i++) {
-            if (i > 0 && st[i].id == st[i - 1].id) continue;
-            storages++;
-            storage_bytes += st[i].nbytes;
-        }
-        if (storages < n)
-            printf("; shared: %zu storage%s, %" PRIu64 " bytes (%s)", storages,
-                   cli_plural(storages), storage_bytes, cli_human_bytes(h, storage_bytes));
-    }
+    if (seen && storages < n)
+        printf("; shared: %zu storage%s, %" PRIu64 " bytes (%s)", storages, cli_plural(storages),
+               storage_bytes, cli_human_bytes(h, storage_bytes));
     fputc('\n', stdout);
-    free(st);
+    free(seen);
 }
 
 static void print_values(ckpt_file *f) {
