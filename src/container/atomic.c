@@ -7,6 +7,7 @@
  * wrapper that the fault-injection hook can make fail. */
 #include "container/atomic.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -394,3 +395,103 @@ int ckpt_atomic_commit(ckpt_atomic *a, int backup) {
 }
 
 void ckpt_atomic_abort(ckpt_atomic *a) { release(a); }
+
+/* ------------------------------------------------------------ directories */
+
+/* 1 when path is an empty directory. */
+static int empty_dir(const char *path) {
+    DIR *dir = opendir(path);
+    if (!dir) return 0;
+    int empty = 1;
+    for (struct dirent *e; empty && (e = readdir(dir));)
+        empty = !strcmp(e->d_name, ".") || !strcmp(e->d_name, "..");
+    closedir(dir);
+    return empty;
+}
+
+int ckpt_atomic_dir_begin(ckpt_atomic_dir *d, const char *target) {
+    *d = (ckpt_atomic_dir){0};
+    size_t len = target ? strlen(target) : 0;
+    while (len > 1 && target[len - 1] == '/') len--;
+    if (len == 0 || (len == 1 && target[0] == '/'))
+        return ckpt_err(CKPT_E_INVALID_ARG, target ? target : "", NULL, CKPT_NO_OFFSET,
+                        "target path must name a directory to create");
+    d->target = ckpt_malloc(len + 1);
+    if (!d->target) return ckpt_err_nomem();
+    memcpy(d->target, target, len);
+    d->target[len] = '\0';
+    struct stat st;
+    if (lstat(d->target, &st) == 0 && (!S_ISDIR(st.st_mode) || !empty_dir(d->target))) {
+        ckpt_err(CKPT_E_INVALID_ARG, d->target, NULL, CKPT_NO_OFFSET,
+                 "%s exists%s: a directory is written only where there is none (or an "
+                 "empty one)",
+                 d->target, S_ISDIR(st.st_mode) ? " and is not empty" : " and is not a directory");
+        ckpt_atomic_dir_abort(d);
+        return CKPT_E_INVALID_ARG;
+    }
+    for (int tries = 0; tries < 8; tries++) {
+        d->tmp = ckpt_atomic_temp_name(d->target);
+        if (!d->tmp) {
+            ckpt_atomic_dir_abort(d);
+            return ckpt_err_nomem();
+        }
+        if (ckpt_atomic_mkdir(d->tmp) == 0) return 0;
+        int err = errno;
+        if (err != EEXIST || tries == 7) {
+            ckpt_err(CKPT_E_IO, d->target, NULL, CKPT_NO_OFFSET,
+                     "mkdir failed for %s: cannot create temporary directory %s: %s", d->target,
+                     d->tmp, strerror(err));
+            ckpt_free(d->tmp);
+            d->tmp = NULL;
+            ckpt_atomic_dir_abort(d);
+            return CKPT_E_IO;
+        }
+        ckpt_free(d->tmp);
+        d->tmp = NULL;
+    }
+    return CKPT_E_IO; /* not reached */
+}
+
+void ckpt_atomic_dir_abort(ckpt_atomic_dir *d) {
+    if (d->tmp) {
+        DIR *dir = opendir(d->tmp);
+        if (dir) {
+            for (struct dirent *e; (e = readdir(dir));)
+                if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+                    (void)unlinkat(dirfd(dir), e->d_name, 0);
+            closedir(dir);
+        }
+        (void)rmdir(d->tmp);
+        ckpt_free(d->tmp);
+    }
+    ckpt_free(d->target);
+    *d = (ckpt_atomic_dir){0};
+}
+
+int ckpt_atomic_dir_commit(ckpt_atomic_dir *d) {
+    if (!d->tmp)
+        return ckpt_err(CKPT_E_INVALID_ARG, d->target ? d->target : "", NULL, CKPT_NO_OFFSET,
+                        "commit without a successful ckpt_atomic_dir_begin");
+    int rc = ckpt_atomic_sync_dir(d->tmp);
+    if (rc == 0 && sys_rename(d->tmp, d->target) != 0)
+        rc = ckpt_err(CKPT_E_IO, d->target, NULL, CKPT_NO_OFFSET,
+                      "rename failed for %s: %s (temporary directory %s)", d->target,
+                      strerror(errno), d->tmp);
+    if (rc) {
+        ckpt_atomic_dir_abort(d);
+        return rc;
+    }
+    ckpt_free(d->tmp);
+    d->tmp = NULL;
+    char parent[PATH_MAX];
+    const char *op = "fsync of directory";
+    int err =
+        dir_of(d->target, parent, sizeof parent) == 0 ? fsync_dir_errno(parent, &op) : ENAMETOOLONG;
+    if (err)
+        rc = ckpt_err(CKPT_E_IO, d->target, NULL, CKPT_NO_OFFSET,
+                      "%s failed for %s: %s; the directory was renamed into place but the "
+                      "rename may not survive a crash",
+                      op, d->target, strerror(err));
+    ckpt_atomic_dir_abort(d);
+    return rc;
+}

@@ -101,6 +101,39 @@ int ckpt_atomic_mkdir(const char *path);
  * commits. 0, or CKPT_E_IO recorded with the step that failed. */
 int ckpt_atomic_sync_file(const char *path);
 
+/* A new directory of files, made atomically (what a DCP checkpoint is):
+ * a temporary directory beside the target (ckpt_atomic_temp_name's name,
+ * mode 0755 less the umask) that the caller fills, each file through
+ * ckpt_atomic (written, fsync'd, renamed, the directory fsync'd), then
+ * commit: fsync of the directory, rename onto the target, fsync of the
+ * parent. The target must not exist, or be an empty directory (rename
+ * replaces an empty one); a directory cannot be swapped for a full one.
+ *
+ *     ckpt_atomic_dir d;
+ *     int rc = ckpt_atomic_dir_begin(&d, path);
+ *     if (rc == 0) rc = fill(d.tmp);             // files under d.tmp
+ *     if (rc == 0) rc = ckpt_atomic_dir_commit(&d);
+ *     else ckpt_atomic_dir_abort(&d);
+ *
+ * Any failure before the rename leaves no directory behind (abort, or a
+ * failed commit, removes the files in the temporary directory and it). */
+typedef struct ckpt_atomic_dir {
+    char *target; /* ckpt_malloc'd, without trailing slashes */
+    char *tmp;    /* ckpt_malloc'd temporary directory, NULL once gone */
+} ckpt_atomic_dir;
+/* 0; CKPT_E_INVALID_ARG (empty path, or the target exists and is not an
+ * empty directory); CKPT_E_IO (mkdir failed: "open" for fault injection);
+ * CKPT_E_NOMEM. On failure nothing exists on disk. */
+int ckpt_atomic_dir_begin(ckpt_atomic_dir *d, const char *target);
+/* fsync of the directory, rename, fsync of the parent ("open", "fsync",
+ * "rename" for fault injection). Before the rename a failure removes the
+ * temporary directory; a failing fsync of the parent comes after it:
+ * CKPT_E_IO says the rename may not survive a crash. Frees d's strings. */
+int ckpt_atomic_dir_commit(ckpt_atomic_dir *d);
+/* Removes the files of the temporary directory and it; frees d's strings.
+ * Safe after a failed begin, after commit, and on a zeroed struct. */
+void ckpt_atomic_dir_abort(ckpt_atomic_dir *d);
+
 /* Fault injection for tests: make the nth (1-based) call of `op` from now
  * on fail with errno `err` (EIO, ENOSPC, ...), once; n == 0 disarms; a
  * negative err kills the process with signal -err right there instead

@@ -44,6 +44,7 @@
 #include "base/error.h"
 #include "base/utf8.h"
 #include "base/xxh.h"
+#include "format/pickle_write.h"
 #include "format/write.h"
 #include "model/walk.h"
 
@@ -93,8 +94,10 @@ static const char *untyped_dtype(ckpt_dtype dt) {
 
 typedef struct storage_rec {
     const ckpt_storage *root;
-    ckpt_dtype dtype; /* of the tensors viewing it */
-    uint64_t xxh;     /* XXH3-64 of the bytes written */
+    ckpt_dtype dtype;        /* of the tensors viewing it */
+    uint64_t xxh;            /* XXH3-64 of the bytes written */
+    const ckpt_tensor *copy; /* clone mode: the tensor whose contents this
+                                record holds (a contiguous copy), or NULL */
 } storage_rec;
 
 typedef struct zip_rec {
@@ -105,14 +108,8 @@ typedef struct zip_rec {
 } zip_rec;
 
 typedef struct pt_writer {
-    ckpt_buf pkl;
-    uint64_t memo;       /* next memo index */
-    ckpt_ptrmap memo_of; /* node -> memo index */
-    struct {
-        const char *module, *name;
-        uint64_t memo;
-    } globals[32];
-    size_t nglobals;
+    ckpt_pkw pk;
+    ckpt_ptrmap memo_of;    /* node -> memo index */
     ckpt_ptrmap storage_of; /* root storage -> index + 1 */
     storage_rec *storages;
     size_t nstorages, capstorages;
@@ -120,179 +117,9 @@ typedef struct pt_writer {
     size_t nrecs, caprecs;
     char *prefix; /* "<archive>/" */
     ckpt_atomic *a;
+    uint64_t base; /* where the archive starts in a: its offsets are relative */
+    int clone;     /* tensors not covering their storage are written as copies */
 } pt_writer;
-
-/* ------------------------------------------------------------ pickling */
-
-static void op(pt_writer *w, uint8_t c) { ckpt_buf_byte(&w->pkl, c); }
-
-static void u32le(ckpt_buf *b, uint32_t v) {
-    uint8_t le[4] = {(uint8_t)v, (uint8_t)(v >> 8), (uint8_t)(v >> 16), (uint8_t)(v >> 24)};
-    ckpt_buf_put(b, le, 4);
-}
-
-static void memo_put(pt_writer *w) {
-    uint64_t m = w->memo++;
-    if (m < 256) {
-        op(w, 'q');
-        op(w, (uint8_t)m);
-    } else {
-        op(w, 'r');
-        u32le(&w->pkl, (uint32_t)m);
-    }
-}
-
-static void memo_get(pt_writer *w, uint64_t m) {
-    if (m < 256) {
-        op(w, 'h');
-        op(w, (uint8_t)m);
-    } else {
-        op(w, 'j');
-        u32le(&w->pkl, (uint32_t)m);
-    }
-}
-
-/* GLOBAL "module\nname\n", memoized like pickle.py does. The strings are
- * static or dtype names owned by the tree, which outlives the writer. */
-static void global(pt_writer *w, const char *module, const char *name) {
-    for (size_t i = 0; i < w->nglobals; i++)
-        if (strcmp(w->globals[i].module, module) == 0 && strcmp(w->globals[i].name, name) == 0) {
-            memo_get(w, w->globals[i].memo);
-            return;
-        }
-    op(w, 'c');
-    ckpt_buf_str(&w->pkl, module);
-    op(w, '\n');
-    ckpt_buf_str(&w->pkl, name);
-    op(w, '\n');
-    if (w->nglobals < sizeof w->globals / sizeof *w->globals) {
-        w->globals[w->nglobals].module = module;
-        w->globals[w->nglobals].name = name;
-        w->globals[w->nglobals++].memo = w->memo;
-        memo_put(w);
-    }
-}
-
-static void put_int64(pt_writer *w, int64_t v) {
-    ckpt_buf *b = &w->pkl;
-    if (v >= 0 && v < 256) {
-        op(w, 'K');
-        op(w, (uint8_t)v);
-    } else if (v >= 0 && v < 65536) {
-        op(w, 'M');
-        op(w, (uint8_t)v);
-        op(w, (uint8_t)(v >> 8));
-    } else if (v >= INT32_MIN && v <= INT32_MAX) {
-        op(w, 'J');
-        u32le(b, (uint32_t)(int32_t)v);
-    } else { /* LONG1: shortest two's complement, as pickle.encode_long */
-        uint8_t le[8];
-        uint64_t u = (uint64_t)v;
-        for (int i = 0; i < 8; i++) le[i] = (uint8_t)(u >> (8 * i));
-        size_t n = 8;
-        while (n > 1 && ((le[n - 1] == 0 && !(le[n - 2] & 0x80)) ||
-                         (le[n - 1] == 0xFF && (le[n - 2] & 0x80))))
-            n--;
-        op(w, 0x8a);
-        op(w, (uint8_t)n);
-        ckpt_buf_put(b, le, n);
-    }
-}
-
-/* An int of any size given as decimal text: LONG1 (LONG4 past 255 bytes,
- * which weights_only refuses; Python writes the same). */
-static int put_bigint(pt_writer *w, const char *dec) {
-    int neg = dec[0] == '-';
-    const char *d = dec + neg;
-    size_t digits = strlen(d);
-    /* 10^digits < 256^(digits/2 + 1): enough bytes, plus one for the sign */
-    size_t cap = digits / 2 + 2;
-    uint8_t *le = ckpt_malloc(cap);
-    if (!le) return ckpt_err_nomem();
-    memset(le, 0, cap);
-    size_t n = 1;
-    for (size_t i = 0; i < digits; i++) {
-        unsigned carry = (unsigned)(d[i] - '0');
-        for (size_t k = 0; k < n; k++) {
-            unsigned x = le[k] * 10u + carry;
-            le[k] = (uint8_t)x;
-            carry = x >> 8;
-        }
-        if (carry) le[n++] = (uint8_t)carry;
-    }
-    n++; /* room for the sign */
-    if (neg) {
-        unsigned carry = 1;
-        for (size_t k = 0; k < n; k++) {
-            unsigned x = (uint8_t)~le[k] + carry;
-            le[k] = (uint8_t)x;
-            carry = x >> 8;
-        }
-    }
-    while (n > 1 &&
-           ((le[n - 1] == 0 && !(le[n - 2] & 0x80)) || (le[n - 1] == 0xFF && (le[n - 2] & 0x80))))
-        n--;
-    if (n < 256) {
-        op(w, 0x8a);
-        op(w, (uint8_t)n);
-    } else {
-        op(w, 0x8b);
-        u32le(&w->pkl, (uint32_t)n);
-    }
-    ckpt_buf_put(&w->pkl, le, n);
-    ckpt_free(le);
-    return 0;
-}
-
-static int put_str(pt_writer *w, const char *s, size_t n) {
-    if (n > UINT32_MAX)
-        return ckpt_err(CKPT_E_UNSUPPORTED, "", "", CKPT_NO_OFFSET,
-                        "a string of %zu bytes does not fit pickle protocol 2", n);
-    op(w, 'X');
-    u32le(&w->pkl, (uint32_t)n);
-    ckpt_buf_put(&w->pkl, s, n);
-    return 0;
-}
-
-/* bytes at protocol 2, as pickle.py writes them but always through
- * _codecs.encode (empty bytes too: builtins.bytes is not on the
- * weights_only allowlist): encode(latin-1 text, 'latin1'). */
-static int put_bytes(pt_writer *w, const uint8_t *p, size_t n) {
-    global(w, "_codecs", "encode");
-    ckpt_buf text = {0};
-    for (size_t i = 0; i < n; i++) {
-        if (p[i] < 0x80) {
-            ckpt_buf_byte(&text, p[i]);
-        } else {
-            ckpt_buf_byte(&text, (uint8_t)(0xC0 | p[i] >> 6));
-            ckpt_buf_byte(&text, (uint8_t)(0x80 | (p[i] & 0x3F)));
-        }
-    }
-    int rc = text.failed ? ckpt_err_nomem() : put_str(w, (const char *)text.p, text.len);
-    ckpt_buf_free(&text);
-    if (rc) return rc;
-    put_str(w, "latin1", 6);
-    op(w, 0x86); /* TUPLE2 */
-    op(w, 'R');
-    return 0;
-}
-
-static void put_float(pt_writer *w, double v) {
-    uint64_t bits;
-    memcpy(&bits, &v, sizeof bits);
-    op(w, 'G');
-    for (int i = 7; i >= 0; i--) op(w, (uint8_t)(bits >> (8 * i)));
-}
-
-static void put_dims(pt_writer *w, const uint64_t *d, uint32_t n) {
-    if (n == 0) {
-        op(w, ')');
-        return;
-    }
-    if (n > 3) op(w, '(');
-    for (uint32_t i = 0; i < n; i++) put_int64(w, (int64_t)d[i]);
-    op(w, n == 1 ? 0x85 : n == 2 ? 0x86 : n == 3 ? 0x87 : 't');
-}
 
 /* ------------------------------------------------------------ numpy */
 
@@ -323,23 +150,23 @@ static int put_np_dtype(pt_writer *w, ckpt_dtype dt) {
     if (!code)
         return ckpt_err(CKPT_E_UNSUPPORTED, "", "", CKPT_NO_OFFSET, "numpy has no dtype %s",
                         ckpt_dtype_name(dt));
-    global(w, "numpy", "dtype");
-    put_str(w, code, strlen(code));
-    op(w, 0x89);
-    op(w, 0x88);
-    op(w, 0x87);
-    op(w, 'R');
-    op(w, '(');
-    put_int64(w, 3);
-    put_str(w, ckpt_dtype_size(dt) == 1 ? "|" : "<", 1);
-    op(w, 'N');
-    op(w, 'N');
-    op(w, 'N');
-    put_int64(w, -1);
-    put_int64(w, -1);
-    put_int64(w, 0);
-    op(w, 't');
-    op(w, 'b');
+    ckpt_pkw_global(&w->pk, "numpy", "dtype");
+    ckpt_pkw_str(&w->pk, code, strlen(code));
+    ckpt_pkw_op(&w->pk, 0x89);
+    ckpt_pkw_op(&w->pk, 0x88);
+    ckpt_pkw_op(&w->pk, 0x87);
+    ckpt_pkw_op(&w->pk, 'R');
+    ckpt_pkw_op(&w->pk, '(');
+    ckpt_pkw_int(&w->pk, 3);
+    ckpt_pkw_str(&w->pk, ckpt_dtype_size(dt) == 1 ? "|" : "<", 1);
+    ckpt_pkw_op(&w->pk, 'N');
+    ckpt_pkw_op(&w->pk, 'N');
+    ckpt_pkw_op(&w->pk, 'N');
+    ckpt_pkw_int(&w->pk, -1);
+    ckpt_pkw_int(&w->pk, -1);
+    ckpt_pkw_int(&w->pk, 0);
+    ckpt_pkw_op(&w->pk, 't');
+    ckpt_pkw_op(&w->pk, 'b');
     return 0;
 }
 
@@ -364,12 +191,12 @@ static int put_np_scalar(pt_writer *w, const ckpt_value *v) {
     }
     uint8_t le[8];
     for (unsigned i = 0; i < 8; i++) le[i] = (uint8_t)(u >> (8 * i));
-    global(w, "numpy.core.multiarray", "scalar");
+    ckpt_pkw_global(&w->pk, "numpy.core.multiarray", "scalar");
     int rc = put_np_dtype(w, dt);
-    if (!rc) rc = put_bytes(w, le, size > 8 ? 8 : size);
+    if (!rc) rc = ckpt_pkw_bytes(&w->pk, le, size > 8 ? 8 : size);
     if (rc) return rc;
-    op(w, 0x86);
-    op(w, 'R');
+    ckpt_pkw_op(&w->pk, 0x86);
+    ckpt_pkw_op(&w->pk, 'R');
     return 0;
 }
 
@@ -391,27 +218,27 @@ static int put_np_array(pt_writer *w, const ckpt_tensor *t) {
         rev.shape = shape;
         rev.stride = stride;
     }
-    global(w, "numpy.core.multiarray", "_reconstruct");
-    global(w, "numpy", "ndarray");
-    put_int64(w, 0);
-    op(w, 0x85);
-    int rc = put_bytes(w, (const uint8_t *)"b", 1);
+    ckpt_pkw_global(&w->pk, "numpy.core.multiarray", "_reconstruct");
+    ckpt_pkw_global(&w->pk, "numpy", "ndarray");
+    ckpt_pkw_int(&w->pk, 0);
+    ckpt_pkw_op(&w->pk, 0x85);
+    int rc = ckpt_pkw_bytes(&w->pk, (const uint8_t *)"b", 1);
     if (rc) return rc;
-    op(w, 0x87);
-    op(w, 'R');
-    op(w, '(');
-    put_int64(w, 1);
-    put_dims(w, t->shape, t->ndim);
+    ckpt_pkw_op(&w->pk, 0x87);
+    ckpt_pkw_op(&w->pk, 'R');
+    ckpt_pkw_op(&w->pk, '(');
+    ckpt_pkw_int(&w->pk, 1);
+    ckpt_pkw_dims(&w->pk, t->shape, t->ndim);
     if ((rc = put_np_dtype(w, t->dtype))) return rc;
-    op(w, fortran ? 0x88 : 0x89);
+    ckpt_pkw_op(&w->pk, fortran ? 0x88 : 0x89);
     uint8_t *raw = ckpt_malloc(t->nbytes ? (size_t)t->nbytes : 1);
     if (!raw) return ckpt_err_nomem();
     rc = ckpt_tensor_read(&rev, raw, (size_t)t->nbytes);
-    if (!rc) rc = put_bytes(w, raw, (size_t)t->nbytes);
+    if (!rc) rc = ckpt_pkw_bytes(&w->pk, raw, (size_t)t->nbytes);
     ckpt_free(raw);
     if (rc) return rc;
-    op(w, 't');
-    op(w, 'b');
+    ckpt_pkw_op(&w->pk, 't');
+    ckpt_pkw_op(&w->pk, 'b');
     return 0;
 }
 
@@ -466,7 +293,7 @@ static int storage_for(pt_writer *w, const ckpt_tensor *t, const ckpt_storage *r
         w->storages = n;
         w->capstorages = cap;
     }
-    w->storages[w->nstorages] = (storage_rec){root, t->dtype, 0};
+    w->storages[w->nstorages] = (storage_rec){root, t->dtype, 0, NULL};
     *index = w->nstorages++;
     return ckpt_ptrmap_put(&w->storage_of, root, *index + 1);
 }
@@ -474,38 +301,61 @@ static int storage_for(pt_writer *w, const ckpt_tensor *t, const ckpt_storage *r
 /* torch._utils._rebuild_tensor_v2/_v3(storage, offset, size, stride,
  * requires_grad, OrderedDict()[, dtype]); check_tensors vouched for the
  * dtype and the storage. */
+/* Clone mode: t gets a storage record of its own holding its contents
+ * contiguously (offset 0, row-major strides in *stride), keyed by t. */
+static int copy_for(pt_writer *w, const ckpt_tensor *t, uint64_t *stride, size_t *index) {
+    uint64_t step = 1;
+    for (uint32_t d = t->ndim; d-- > 0;) {
+        stride[d] = step;
+        step *= t->shape[d];
+    }
+    int rc = storage_for(w, t, (const ckpt_storage *)(const void *)t, index);
+    if (rc == 0) w->storages[*index].copy = t;
+    return rc;
+}
+
 static int put_tensor(pt_writer *w, const ckpt_tensor *t, int requires_grad) {
     const char *cls = storage_class(t->dtype), *dt = untyped_dtype(t->dtype);
-    uint64_t off;
+    uint64_t off, copy_stride[CKPT_MAX_NDIM];
     const ckpt_storage *root = ckpt_wr_root_storage(t, &off);
+    const uint64_t *stride = t->stride;
+    uint64_t nbytes = root->nbytes;
     size_t si = 0;
-    int rc = storage_for(w, t, root, &si);
+    int rc;
+    if (w->clone && root->nbytes != t->nbytes) { /* DCP's rule (_SerialCpuLoader) */
+        rc = copy_for(w, t, copy_stride, &si);
+        off = 0;
+        stride = copy_stride;
+        nbytes = t->nbytes;
+    } else {
+        rc = storage_for(w, t, root, &si);
+    }
     if (rc) return rc;
     char key[24];
     snprintf(key, sizeof key, "%zu", si);
-    global(w, "torch._utils", dt ? "_rebuild_tensor_v3" : "_rebuild_tensor_v2");
-    op(w, '(');
+    ckpt_pkw_global(&w->pk, "torch._utils", dt ? "_rebuild_tensor_v3" : "_rebuild_tensor_v2");
+    ckpt_pkw_op(&w->pk, '(');
     /* persistent id ('storage', type, key, location, numel) */
-    op(w, '(');
-    put_str(w, "storage", 7);
+    ckpt_pkw_op(&w->pk, '(');
+    ckpt_pkw_str(&w->pk, "storage", 7);
     /* torch.storage.UntypedStorage is the name torch.save writes and the
      * one weights_only allows (torch.UntypedStorage is refused) */
-    global(w, dt ? "torch.storage" : "torch", dt ? "UntypedStorage" : cls);
-    put_str(w, key, strlen(key));
-    put_str(w, "cpu", 3);
-    put_int64(w, (int64_t)(dt ? root->nbytes : root->nbytes / ckpt_dtype_size(t->dtype)));
-    op(w, 't');
-    op(w, 'Q');
-    put_int64(w, (int64_t)off);
-    put_dims(w, t->shape, t->ndim);
-    put_dims(w, t->stride, t->ndim);
-    op(w, requires_grad ? 0x88 : 0x89);
-    global(w, "collections", "OrderedDict");
-    op(w, ')');
-    op(w, 'R');
-    if (dt) global(w, "torch", dt);
-    op(w, 't');
-    op(w, 'R');
+    ckpt_pkw_global(&w->pk, dt ? "torch.storage" : "torch", dt ? "UntypedStorage" : cls);
+    ckpt_pkw_str(&w->pk, key, strlen(key));
+    ckpt_pkw_str(&w->pk, "cpu", 3);
+    ckpt_pkw_int(&w->pk, (int64_t)(dt ? nbytes : nbytes / ckpt_dtype_size(t->dtype)));
+    ckpt_pkw_op(&w->pk, 't');
+    ckpt_pkw_op(&w->pk, 'Q');
+    ckpt_pkw_int(&w->pk, (int64_t)off);
+    ckpt_pkw_dims(&w->pk, t->shape, t->ndim);
+    ckpt_pkw_dims(&w->pk, stride, t->ndim);
+    ckpt_pkw_op(&w->pk, requires_grad ? 0x88 : 0x89);
+    ckpt_pkw_global(&w->pk, "collections", "OrderedDict");
+    ckpt_pkw_op(&w->pk, ')');
+    ckpt_pkw_op(&w->pk, 'R');
+    if (dt) ckpt_pkw_global(&w->pk, "torch", dt);
+    ckpt_pkw_op(&w->pk, 't');
+    ckpt_pkw_op(&w->pk, 'R');
     return 0;
 }
 
@@ -513,15 +363,15 @@ static int put_tensor(pt_writer *w, const ckpt_tensor *t, int requires_grad) {
  * torch._utils._rebuild_parameter(data, requires_grad, OrderedDict()),
  * data being the tensor without requires_grad (what .data is). */
 static int put_parameter(pt_writer *w, const ckpt_tensor *t) {
-    global(w, "torch._utils", "_rebuild_parameter");
+    ckpt_pkw_global(&w->pk, "torch._utils", "_rebuild_parameter");
     int rc = put_tensor(w, t, 0);
     if (rc) return rc;
-    op(w, t->requires_grad ? 0x88 : 0x89);
-    global(w, "collections", "OrderedDict");
-    op(w, ')');
-    op(w, 'R');
-    op(w, 0x87); /* TUPLE3 */
-    op(w, 'R');
+    ckpt_pkw_op(&w->pk, t->requires_grad ? 0x88 : 0x89);
+    ckpt_pkw_global(&w->pk, "collections", "OrderedDict");
+    ckpt_pkw_op(&w->pk, ')');
+    ckpt_pkw_op(&w->pk, 'R');
+    ckpt_pkw_op(&w->pk, 0x87); /* TUPLE3 */
+    ckpt_pkw_op(&w->pk, 'R');
     return 0;
 }
 
@@ -553,39 +403,43 @@ static int save_enter(ckpt_walk *ww, ckpt_walk_frame *node) {
     const ckpt_value *v = node->value, *parent = up ? up->value : NULL;
     uint64_t m;
     int rc;
-    if (w->pkl.failed) return ckpt_err_nomem();
+    if (w->pk.out.failed) return ckpt_err_nomem();
     if (node->role == CKPT_WALK_STATE && !ckpt_dict_class_name(parent->dict_class))
         return CKPT_WALK_SKIP; /* a plain dict's attributes are not saved */
     if ((node->role == CKPT_WALK_KEY ||
          (node->role == CKPT_WALK_ITEM && parent->kind != CKPT_KIND_TUPLE)) &&
         batch_opens(node->index,
                     parent->kind == CKPT_KIND_DICT ? parent->u.dict.n : parent->u.seq.n))
-        op(w, '(');
+        ckpt_pkw_op(&w->pk, '(');
     if (v->np_dtype &&
         (v->kind == CKPT_KIND_BOOL || v->kind == CKPT_KIND_INT || v->kind == CKPT_KIND_FLOAT)) {
         rc = put_np_scalar(w, v);
         return rc ? rc : CKPT_WALK_PRUNE;
     }
     switch (v->kind) {
-    case CKPT_KIND_NONE: op(w, 'N'); return CKPT_WALK_PRUNE;
-    case CKPT_KIND_BOOL: op(w, v->u.b ? 0x88 : 0x89); return CKPT_WALK_PRUNE;
+    case CKPT_KIND_NONE: ckpt_pkw_op(&w->pk, 'N'); return CKPT_WALK_PRUNE;
+    case CKPT_KIND_BOOL: ckpt_pkw_op(&w->pk, v->u.b ? 0x88 : 0x89); return CKPT_WALK_PRUNE;
     case CKPT_KIND_INT:
         if (v->u.i.decimal) {
-            rc = put_bigint(w, v->u.i.decimal);
+            rc = ckpt_pkw_bigint(&w->pk, v->u.i.decimal);
             return rc ? rc : CKPT_WALK_PRUNE;
         }
-        put_int64(w, v->u.i.v);
+        ckpt_pkw_int(&w->pk, v->u.i.v);
         return CKPT_WALK_PRUNE;
-    case CKPT_KIND_FLOAT: put_float(w, v->u.f); return CKPT_WALK_PRUNE;
-    case CKPT_KIND_STR: rc = put_str(w, v->u.s.p, v->u.s.len); return rc ? rc : CKPT_WALK_PRUNE;
-    case CKPT_KIND_BYTES:
-        rc = put_bytes(w, (const uint8_t *)v->u.s.p, v->u.s.len);
+    case CKPT_KIND_FLOAT: ckpt_pkw_float(&w->pk, v->u.f); return CKPT_WALK_PRUNE;
+    case CKPT_KIND_STR:
+        rc = ckpt_pkw_str(&w->pk, v->u.s.p, v->u.s.len);
         return rc ? rc : CKPT_WALK_PRUNE;
-    case CKPT_KIND_GLOBAL_: global(w, "torch", ckpt_wr_dtype_ref(v)); return CKPT_WALK_PRUNE;
+    case CKPT_KIND_BYTES:
+        rc = ckpt_pkw_bytes(&w->pk, (const uint8_t *)v->u.s.p, v->u.s.len);
+        return rc ? rc : CKPT_WALK_PRUNE;
+    case CKPT_KIND_GLOBAL_:
+        ckpt_pkw_global(&w->pk, "torch", ckpt_wr_dtype_ref(v));
+        return CKPT_WALK_PRUNE;
     default: break;
     }
     if (ckpt_ptrmap_get(&w->memo_of, v, &m)) {
-        memo_get(w, m);
+        ckpt_pkw_memo_get(&w->pk, m);
         return CKPT_WALK_PRUNE;
     }
     switch (v->kind) {
@@ -593,32 +447,32 @@ static int save_enter(ckpt_walk *ww, ckpt_walk_frame *node) {
         rc = v->u.tensor->is_numpy       ? put_np_array(w, v->u.tensor)
              : v->u.tensor->is_parameter ? put_parameter(w, v->u.tensor)
                                          : put_tensor(w, v->u.tensor, v->u.tensor->requires_grad);
-        if (rc || (rc = ckpt_ptrmap_put(&w->memo_of, v, w->memo))) return rc;
-        memo_put(w);
+        if (rc || (rc = ckpt_ptrmap_put(&w->memo_of, v, w->pk.memo))) return rc;
+        ckpt_pkw_memo_put(&w->pk);
         return CKPT_WALK_PRUNE;
     case CKPT_KIND_DICT: {
         const char *cls = ckpt_dict_class_name(v->dict_class);
         if (cls) {
-            global(w, "collections", strchr(cls, '.') + 1);
-            op(w, ')');
-            op(w, 'R');
+            ckpt_pkw_global(&w->pk, "collections", strchr(cls, '.') + 1);
+            ckpt_pkw_op(&w->pk, ')');
+            ckpt_pkw_op(&w->pk, 'R');
         } else {
-            op(w, '}');
+            ckpt_pkw_op(&w->pk, '}');
         }
         break;
     }
-    case CKPT_KIND_LIST: op(w, ']'); break;
+    case CKPT_KIND_LIST: ckpt_pkw_op(&w->pk, ']'); break;
     case CKPT_KIND_SET:
-        global(w, "__builtin__", v->frozen ? "frozenset" : "set");
-        op(w, ']');
+        ckpt_pkw_global(&w->pk, "__builtin__", v->frozen ? "frozenset" : "set");
+        ckpt_pkw_op(&w->pk, ']');
         node->user = SAVED_OPEN;
         return CKPT_WALK_DESCEND;
     case CKPT_KIND_TUPLE:
         if (v->u.seq.n == 0) {
-            op(w, ')');
+            ckpt_pkw_op(&w->pk, ')');
             return CKPT_WALK_PRUNE;
         }
-        if (v->u.seq.n > 3) op(w, '(');
+        if (v->u.seq.n > 3) ckpt_pkw_op(&w->pk, '(');
         node->user = SAVED_OPEN;
         return CKPT_WALK_DESCEND;
     default:
@@ -626,8 +480,8 @@ static int save_enter(ckpt_walk *ww, ckpt_walk_frame *node) {
                         "cannot pickle a value of kind %d", v->kind);
     }
     /* a list or dict is memoized before its items, which may refer to it */
-    if ((rc = ckpt_ptrmap_put(&w->memo_of, v, w->memo))) return rc;
-    memo_put(w);
+    if ((rc = ckpt_ptrmap_put(&w->memo_of, v, w->pk.memo))) return rc;
+    ckpt_pkw_memo_put(&w->pk);
     return CKPT_WALK_DESCEND;
 }
 
@@ -638,23 +492,23 @@ static int save_leave(ckpt_walk *ww, ckpt_walk_frame *node) {
     int rc, several;
     if (node->user & SAVED_OPEN) { /* a set or tuple, complete: memoized now */
         if (v->kind == CKPT_KIND_SET) {
-            op(w, 0x85);
-            op(w, 'R');
+            ckpt_pkw_op(&w->pk, 0x85);
+            ckpt_pkw_op(&w->pk, 'R');
         } else {
             size_t n = v->u.seq.n;
-            op(w, n == 1 ? 0x85 : n == 2 ? 0x86 : n == 3 ? 0x87 : 't');
+            ckpt_pkw_op(&w->pk, n == 1 ? 0x85 : n == 2 ? 0x86 : n == 3 ? 0x87 : 't');
         }
-        if ((rc = ckpt_ptrmap_put(&w->memo_of, v, w->memo))) return rc;
-        memo_put(w);
+        if ((rc = ckpt_ptrmap_put(&w->memo_of, v, w->pk.memo))) return rc;
+        ckpt_pkw_memo_put(&w->pk);
     }
     if (node->role == CKPT_WALK_STATE) {
-        op(w, 'b');
+        ckpt_pkw_op(&w->pk, 'b');
     } else if (node->role == CKPT_WALK_VALUE &&
                batch_closes(node->index, parent->u.dict.n, &several)) {
-        op(w, several ? 'u' : 's');
+        ckpt_pkw_op(&w->pk, several ? 'u' : 's');
     } else if (node->role == CKPT_WALK_ITEM && parent->kind != CKPT_KIND_TUPLE &&
                batch_closes(node->index, parent->u.seq.n, &several)) {
-        op(w, several ? 'e' : 'a');
+        ckpt_pkw_op(&w->pk, several ? 'e' : 'a');
     }
     return 0;
 }
@@ -670,6 +524,11 @@ static int save(pt_writer *w, const ckpt_value *root) {
 }
 
 /* ------------------------------------------------------------ zip */
+
+static void u32le(ckpt_buf *b, uint32_t v) {
+    uint8_t le[4] = {(uint8_t)v, (uint8_t)(v >> 8), (uint8_t)(v >> 16), (uint8_t)(v >> 24)};
+    ckpt_buf_put(b, le, 4);
+}
 
 static void u16le(ckpt_buf *b, uint16_t v) {
     uint8_t le[2] = {(uint8_t)v, (uint8_t)(v >> 8)};
@@ -697,7 +556,7 @@ static int add_rec(pt_writer *w, const char *rel, uint64_t size, zip_rec **out) 
     if (!name) return ckpt_err_nomem();
     snprintf(name, len, "%s%s", w->prefix, rel);
     zip_rec *r = &w->recs[w->nrecs++];
-    *r = (zip_rec){name, w->a->written, size, 0};
+    *r = (zip_rec){name, w->a->written - w->base, size, 0};
     *out = r;
     return 0;
 }
@@ -742,7 +601,7 @@ static int begin_record(pt_writer *w, const char *rel, uint64_t size, zip_rec **
 static int end_record(pt_writer *w, const zip_rec *r) {
     uint8_t le[4] = {(uint8_t)r->crc, (uint8_t)(r->crc >> 8), (uint8_t)(r->crc >> 16),
                      (uint8_t)(r->crc >> 24)};
-    return ckpt_atomic_pwrite(w->a, le, 4, r->local + 14);
+    return ckpt_atomic_pwrite(w->a, le, 4, w->base + r->local + 14);
 }
 
 static int small_record(pt_writer *w, const char *rel, const void *p, size_t n) {
@@ -767,11 +626,30 @@ static int crc_write(void *ctx, const void *p, size_t n) {
     return ckpt_atomic_write(s->out, p, n);
 }
 
+/* data/<key> holding a clone-mode copy: the tensor's logical contents. */
+static int copy_record(pt_writer *w, size_t index) {
+    storage_rec *s = &w->storages[index];
+    char rel[32];
+    snprintf(rel, sizeof rel, "data/%zu", index);
+    zip_rec *r = NULL;
+    int rc = begin_record(w, rel, s->copy->nbytes, &r);
+    if (rc) return rc;
+    XXH3_state_t xxh;
+    memset(&xxh, 0, sizeof xxh);
+    XXH3_64bits_reset(&xxh);
+    crc_sink sink = {w->a, 0, &xxh};
+    if ((rc = ckpt_tensor_stream(s->copy, crc_write, &sink))) return rc;
+    r->crc = sink.crc;
+    s->xxh = XXH3_64bits_digest(&xxh);
+    return end_record(w, r);
+}
+
 /* data/<key>: the whole storage as little-endian bytes. Big-endian
  * storages are swapped per element of the dtype their tensors use. */
 static int storage_record(pt_writer *w, size_t index) {
     storage_rec *s = &w->storages[index];
     const ckpt_storage *st = s->root;
+    if (s->copy) return copy_record(w, index);
     unsigned esz = ckpt_dtype_size(s->dtype);
     int swap = st->big_endian && esz > 1;
     uint64_t shape = swap ? st->nbytes / esz : st->nbytes, stride = 1;
@@ -800,7 +678,7 @@ static int storage_record(pt_writer *w, size_t index) {
 
 static int central_directory(pt_writer *w) {
     ckpt_buf b = {0};
-    uint64_t cd_start = w->a->written;
+    uint64_t cd_start = w->a->written - w->base;
     for (size_t i = 0; i < w->nrecs; i++) {
         const zip_rec *r = &w->recs[i];
         int zs = r->size >= ZIP64_LIMIT, zo = r->local >= ZIP64_LIMIT;
@@ -869,11 +747,15 @@ static int central_directory(pt_writer *w) {
 /* The archive folder: the target's file name without its extension
  * (PyTorchStreamWriter's rule), or "archive" when that is empty or not
  * UTF-8. */
-static int archive_prefix(pt_writer *w, const char *target) {
+static int archive_prefix(pt_writer *w, const char *target, const char *archive) {
     const char *base = strrchr(target, '/');
     base = base ? base + 1 : target;
     const char *dot = strrchr(base, '.');
     size_t n = dot ? (size_t)(dot - base) : strlen(base);
+    if (archive) {
+        base = archive;
+        n = strlen(archive);
+    }
     if (n == 0 || n > 200 || !ckpt_utf8_check(base, n, 0)) {
         base = "archive";
         n = 7;
@@ -900,8 +782,9 @@ static int meta_json(pt_writer *w, ckpt_buf *b, const wr_named *tensors, size_t 
     for (size_t i = 0; i < n; i++) {
         const ckpt_tensor *t = tensors[i].value->u.tensor;
         uint64_t h, idx, off;
-        if (whole_storage(t) &&
-            ckpt_ptrmap_get(&w->storage_of, ckpt_wr_root_storage(t, &off), &idx)) {
+        if ((whole_storage(t) &&
+             ckpt_ptrmap_get(&w->storage_of, ckpt_wr_root_storage(t, &off), &idx)) ||
+            ckpt_ptrmap_get(&w->storage_of, t, &idx)) { /* a clone-mode copy */
             h = w->storages[idx - 1].xxh;
         } else {
             int rc = ckpt_tensor_xxh3(t, &h);
@@ -937,13 +820,12 @@ static int meta_json(pt_writer *w, ckpt_buf *b, const wr_named *tensors, size_t 
 
 static int write_archive(pt_writer *w, const ckpt_value *root, const wr_named *tensors,
                          size_t ntensors, const ckpt_write_options *opts) {
-    op(w, 0x80);
-    op(w, 2);
+    ckpt_pkw_proto(&w->pk);
     int rc = save(w, root);
     if (rc) return rc;
-    op(w, '.');
-    if (w->pkl.failed) return ckpt_err_nomem();
-    if ((rc = small_record(w, "data.pkl", w->pkl.p, w->pkl.len))) return rc;
+    ckpt_pkw_op(&w->pk, '.');
+    if (w->pk.out.failed) return ckpt_err_nomem();
+    if ((rc = small_record(w, "data.pkl", w->pk.out.p, w->pk.out.len))) return rc;
     if ((rc = small_record(w, "byteorder", "little", 6))) return rc;
     ckpt_wr_progress(opts, 0, w->nstorages);
     for (size_t i = 0; i < w->nstorages; i++) {
@@ -961,8 +843,15 @@ static int write_archive(pt_writer *w, const ckpt_value *root, const wr_named *t
 
 int ckpt_write_torch(ckpt_atomic *a, const ckpt_value *root, const ckpt_write_options *opts,
                      ckpt_write_stats *stats) {
+    return ckpt_write_torch_at(a, root, NULL, 0, opts, stats);
+}
+
+int ckpt_write_torch_at(ckpt_atomic *a, const ckpt_value *root, const char *archive, int clone,
+                        const ckpt_write_options *opts, ckpt_write_stats *stats) {
     pt_writer w = {0};
     w.a = a;
+    w.base = a->written;
+    w.clone = clone;
     wr_named *tensors = NULL;
     size_t ntensors = 0;
     int rc = ckpt_wr_collect(&tensors, &ntensors, root);
@@ -970,16 +859,16 @@ int ckpt_write_torch(ckpt_atomic *a, const ckpt_value *root, const ckpt_write_op
     if (!rc) {
         /* digests are per flattened name, as ckpt_open lists tensors */
         ntensors = ckpt_wr_named_unique(tensors, ntensors);
-        rc = archive_prefix(&w, a->target);
+        rc = archive_prefix(&w, a->target, archive);
     }
     if (!rc) rc = write_archive(&w, root, tensors, ntensors, opts);
     if (!rc) {
         stats->tensors = w.nstorages;
         stats->keys = ntensors;
-        stats->bytes = a->written;
+        stats->bytes = a->written - w.base;
     }
     ckpt_wr_named_free(tensors, ntensors);
-    ckpt_buf_free(&w.pkl);
+    ckpt_pkw_free(&w.pk);
     ckpt_ptrmap_free(&w.memo_of);
     ckpt_ptrmap_free(&w.storage_of);
     ckpt_free(w.storages);

@@ -82,6 +82,15 @@ int ckpt_write_safetensors(ckpt_atomic *a, const ckpt_value *root, const ckpt_wr
                            ckpt_write_stats *stats);
 int ckpt_write_torch(ckpt_atomic *a, const ckpt_value *root, const ckpt_write_options *opts,
                      ckpt_write_stats *stats);
+/* ckpt_write_torch appending one archive at the end of `a`, whatever it
+ * holds already: the zip's offsets are relative to where it starts (as
+ * torch.save writes into a stream; DCP data files concatenate such
+ * archives), its folder is `archive` (NULL: from the target's name), and
+ * with `clone` a tensor whose storage is larger than its bytes is written
+ * as a contiguous copy of them (what DCP does before torch.save). stats
+ * bytes: the archive's size. */
+int ckpt_write_torch_at(ckpt_atomic *a, const ckpt_value *root, const char *archive, int clone,
+                        const ckpt_write_options *opts, ckpt_write_stats *stats);
 
 /* ------------------------------------------------------------ shared */
 

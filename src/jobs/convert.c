@@ -1,8 +1,9 @@
 /* convert.c - ckpt_convert: open any checkpoint, recover its full tree
  * (for safetensors written by ckpt, from "ckpt.structure":
  * ckpt_structure_decode), keep what --select asks for less what --exclude
- * names, merge the metadata
- * and write the other format. */
+ * names, merge the metadata and write the other format: a file, a sharded
+ * set, or a DCP directory (format/dcp_write.h; written in a temporary
+ * directory beside it, verified, then renamed into place). */
 #include <fnmatch.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -15,6 +16,7 @@
 #include "base/ptrmap.h"
 #include "model/file.h"
 #include "model/walk.h"
+#include "format/dcp_write.h"
 #include "format/structure.h"
 #include "format/write.h"
 #include "open/sharded.h"
@@ -199,11 +201,9 @@ static ckpt_format format_for(const char *path) {
     static const struct {
         const char *ext;
         ckpt_format format;
-    } exts[] = {{".safetensors", CKPT_FORMAT_SAFETENSORS},
-                {".pt", CKPT_FORMAT_TORCH_ZIP},
-                {".pth", CKPT_FORMAT_TORCH_ZIP},
-                {".bin", CKPT_FORMAT_TORCH_ZIP},
-                {".ckpt", CKPT_FORMAT_TORCH_ZIP}};
+    } exts[] = {{".safetensors", CKPT_FORMAT_SAFETENSORS}, {".pt", CKPT_FORMAT_TORCH_ZIP},
+                {".pth", CKPT_FORMAT_TORCH_ZIP},           {".bin", CKPT_FORMAT_TORCH_ZIP},
+                {".ckpt", CKPT_FORMAT_TORCH_ZIP},          {".dcp", CKPT_FORMAT_DCP}};
     size_t n = strlen(path);
     for (size_t i = 0; i < sizeof exts / sizeof *exts; i++) {
         size_t e = strlen(exts[i].ext);
@@ -212,13 +212,34 @@ static ckpt_format format_for(const char *path) {
     return (ckpt_format)0;
 }
 
-/* Opens and verifies the written temporary file `tmp` like `ckpt verify`
- * would (with the limits the input was read with): convert never leaves
- * behind a file its own reader rejects. */
-static int verify_output(const char *tmp, const char *out, const ckpt_open_options *open) {
+/* What ckpt's DCP reader gives back holds every tensor item of the plan
+ * under its name, with its dtype and shape (their bytes were checked by
+ * ckpt_verify against the digests taken while writing them). */
+static int same_as_plan(const ckpt_file *f, const ckpt_dcp_plan *p) {
+    for (size_t i = 0; i < p->n; i++) {
+        const ckpt_dcp_witem *it = &p->items[i];
+        if (!it->is_tensor) continue;
+        const ckpt_tensor *want = it->value->u.tensor, *got = ckpt_file_find_tensor(f, it->fqn);
+        int same = got && got->dtype == want->dtype && got->ndim == want->ndim;
+        for (uint32_t d = 0; same && d < want->ndim; d++) same = got->shape[d] == want->shape[d];
+        if (!same)
+            return ckpt_err(CKPT_E_MISMATCH, f->path, it->fqn, CKPT_NO_OFFSET,
+                            "tensor \"%s\" reads back %s", it->fqn,
+                            got ? "with another dtype or shape" : "missing");
+    }
+    return 0;
+}
+
+/* Opens and verifies the written temporary file (or DCP directory) `tmp`
+ * like `ckpt verify` would (with the limits the input was read with), and
+ * a DCP directory against its plan: convert never leaves behind a file
+ * its own reader rejects. */
+static int verify_output(const char *tmp, const char *out, const ckpt_open_options *open,
+                         const ckpt_dcp_plan *plan) {
     ckpt_file *f;
     int rc = ckpt_open(&f, tmp, open);
     if (rc == 0) rc = ckpt_verify(NULL, f);
+    if (rc == 0 && plan) rc = same_as_plan(f, plan);
     ckpt_close(f);
     if (rc == 0) return 0;
     /* copies: ckpt_err rewrites the record they point into */
@@ -238,9 +259,27 @@ static int write_verified(const ckpt_value *root, const char *out, ckpt_format f
     int rc = ckpt_atomic_begin(&a, out);
     if (rc) return rc;
     rc = ckpt_write_value_to(&a, root, fmt, w, stats);
-    if (rc == 0) rc = verify_output(a.tmp, out, open);
+    if (rc == 0) rc = verify_output(a.tmp, out, open, NULL);
     if (rc == 0) return ckpt_atomic_commit(&a, w->backup);
     ckpt_atomic_abort(&a);
+    return rc;
+}
+
+/* The tree as a DCP directory at `out`, made in a temporary directory
+ * beside it, verified, then renamed into place. */
+static int write_dcp_verified(const ckpt_value *root, const char *out, const ckpt_write_options *w,
+                              const ckpt_open_options *open, ckpt_write_stats *stats) {
+    ckpt_dcp_plan p;
+    ckpt_atomic_dir d = {0};
+    int rc = ckpt_dcp_plan_make(&p, root);
+    if (rc == 0) rc = ckpt_atomic_dir_begin(&d, out);
+    if (rc == 0) rc = ckpt_write_dcp(d.tmp, d.target, &p, w, stats);
+    if (rc == 0) rc = verify_output(d.tmp, d.target, open, &p);
+    if (rc == 0)
+        rc = ckpt_atomic_dir_commit(&d);
+    else
+        ckpt_atomic_dir_abort(&d);
+    ckpt_dcp_plan_free(&p);
     return rc;
 }
 
@@ -461,10 +500,14 @@ int ckpt_convert(ckpt_convert_report *report, const char *in, const char *out,
     struct stat st;
     if (!fmt && o->max_shard_size && stat(out, &st) == 0 && S_ISDIR(st.st_mode))
         fmt = CKPT_FORMAT_SAFETENSORS; /* a model directory: transformers' default */
-    if (fmt != CKPT_FORMAT_SAFETENSORS && fmt != CKPT_FORMAT_TORCH_ZIP)
+    if (fmt != CKPT_FORMAT_SAFETENSORS && fmt != CKPT_FORMAT_TORCH_ZIP && fmt != CKPT_FORMAT_DCP)
         return ckpt_err(CKPT_E_INVALID_ARG, out, "", CKPT_NO_OFFSET,
-                        "no output format: name the output *.safetensors or *.pt "
-                        "(.pth, .bin, .ckpt), or give the format");
+                        "no output format: name the output *.safetensors, *.pt "
+                        "(.pth, .bin, .ckpt) or *.dcp (a DCP directory), or give the format");
+    if (fmt == CKPT_FORMAT_DCP && (o->max_shard_size || o->write.nmeta || o->config_json))
+        return ckpt_err(CKPT_E_INVALID_ARG, out, "", CKPT_NO_OFFSET, "a DCP directory has %s",
+                        o->max_shard_size ? "one data file here: --max-shard-size does not apply"
+                                          : "no place for metadata or a config");
     if ((o->nselect && !o->select) || (o->nexclude && !o->exclude))
         return ckpt_err(CKPT_E_INVALID_ARG, "", "", CKPT_NO_OFFSET, "select or exclude is NULL");
     ckpt_file *f;
@@ -487,7 +530,11 @@ int ckpt_convert(ckpt_convert_report *report, const char *in, const char *out,
         w.backup = o->write.backup;
         w.progress = o->write.progress;
         w.progress_ctx = o->write.progress_ctx;
-        if (o->max_shard_size) {
+        if (fmt == CKPT_FORMAT_DCP) {
+            rc = write_dcp_verified(root, out, &w, &o->open, &stats);
+            if (!rc && report)
+                *report = (ckpt_convert_report){fmt, stats.tensors, stats.bytes, stats.keys, 0};
+        } else if (o->max_shard_size) {
             ckpt_convert_report r = {fmt, 0, 0, 0, 0};
             rc = write_sharded(root, out, fmt, o->max_shard_size, &w, &o->open, &a, &r);
             if (!rc && report) *report = r;

@@ -136,6 +136,12 @@ static const name_map torch_names[] = {{"float32", CKPT_DT_F32},
 
 ckpt_dtype ckpt_dtype_from_torch_name(const char *name) { return lookup(torch_names, name); }
 
+const char *ckpt_dtype_torch_name(ckpt_dtype dt) {
+    for (const name_map *m = torch_names; m->name; m++) /* canonical names first */
+        if (m->dt == dt) return m->name;
+    return NULL;
+}
+
 static const name_map numpy_codes[] = {
     {"b1", CKPT_DT_BOOL}, {"?", CKPT_DT_BOOL}, {"u1", CKPT_DT_U8},    {"i1", CKPT_DT_I8},
     {"u2", CKPT_DT_U16},  {"i2", CKPT_DT_I16}, {"u4", CKPT_DT_U32},   {"i4", CKPT_DT_I32},

@@ -12,6 +12,9 @@ ckpt_dtype ckpt_dtype_from_storage_class(const char *name);
 /* torch dtype attribute name ("float32", "bfloat16", "float8_e4m3fn",
  * "uint16", "complex32", ...) to dtype; UNKNOWN if none. */
 ckpt_dtype ckpt_dtype_from_torch_name(const char *name);
+/* The canonical torch dtype attribute name of dt (str(torch.<dtype>)
+ * without "torch."), or NULL when torch has none. Static string. */
+const char *ckpt_dtype_torch_name(ckpt_dtype dt);
 /* numpy type code as in a dtype reduce ("f8", "i4", "u1", "b1", "f2",
  * "c8", "c16", "u2", ...) to dtype; UNKNOWN if none. */
 ckpt_dtype ckpt_dtype_from_numpy(const char *code);

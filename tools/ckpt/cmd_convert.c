@@ -1,5 +1,5 @@
 /* cmd_convert.c - `ckpt convert IN OUT [--select PREFIX]... [--exclude
- * GLOB]... [--format safetensors|torch] [--meta KEY=VALUE]... [--config
+ * GLOB]... [--format safetensors|torch|dcp] [--meta KEY=VALUE]... [--config
  * FILE.json] [--max-shard-size SIZE]`: ckpt_convert with options from the
  * command line. On success one line on stdout: `wrote OUT (FORMAT, K keys, N tensors|storages, B
  * bytes)`; on a terminal, the tensors written as progress on stderr. */
@@ -103,8 +103,9 @@ static const cli_opt opts[] = {
     {CLI_OPT_VALUES, "exclude", 0, &args.exclude, "GLOB", 0,
      "leave out what is named GLOB ('*' crosses '.'), e.g. "
      "--exclude 'optimizer*'; repeatable"},
-    {CLI_OPT_VALUE, "format", 0, &args.format, "safetensors|torch", 0,
-     "the format to write, whatever OUT is called"},
+    {CLI_OPT_VALUE, "format", 0, &args.format, "safetensors|torch|dcp", 0,
+     "the format to write, whatever OUT is called (dcp: OUT is a new "
+     "directory)"},
     {CLI_OPT_VALUES, "meta", 0, &args.meta, "KEY=VALUE", 0,
      "record KEY in the metadata (inspect shows it); "
      "repeatable; keys ckpt.* are reserved"},
@@ -144,8 +145,10 @@ static int parse(const cli_command *cmd, convert_args *a) {
         a->format = CKPT_FORMAT_SAFETENSORS;
     else if (args.format && strcmp(args.format, "torch") == 0)
         a->format = CKPT_FORMAT_TORCH_ZIP;
+    else if (args.format && strcmp(args.format, "dcp") == 0)
+        a->format = CKPT_FORMAT_DCP;
     else if (args.format)
-        return cli_usage_error(cmd, "--format is safetensors or torch");
+        return cli_usage_error(cmd, "--format is safetensors, torch or dcp");
     for (i = 0; i < args.meta.n; i++) {
         const char *val = args.meta.items[i], *eq = strchr(val, '=');
         char *key;
@@ -254,7 +257,7 @@ static int run_command(const cli_command *cmd, int argc, char **argv) {
 
 const cli_command cli_cmd_convert = {
     "convert",
-    "write a checkpoint as safetensors or torch .pt, losslessly",
+    "write a checkpoint as safetensors, torch .pt or a DCP directory",
     opts,
     "Reads IN (any format ckpt reads) and writes OUT atomically, as\n"
     "safetensors or as a torch.save zip (from OUT's extension: .safetensors;\n"
@@ -268,7 +271,14 @@ const cli_command cli_cmd_convert = {
     "With --max-shard-size, OUT is written as a sharded set the way Hugging\n"
     "Face writes one: each shard atomically and verified, the index last;\n"
     "torch shards are .bin. It holds tensors only: --select the state dict\n"
-    "of a training checkpoint.\n",
+    "of a training checkpoint.\n"
+    "OUT named *.dcp, or --format dcp, writes a torch.distributed.checkpoint\n"
+    "directory as dcp.save does on one rank (FileSystemWriter: .metadata and\n"
+    "__0_0.distcp), which dcp.load and dcp_to_torch_save read. The root must\n"
+    "be a dict; it is flattened as DCP does (nested dicts and lists holding\n"
+    "tensors; other values are torch.save'd items, dict keys become str).\n"
+    "OUT must not exist (or be an empty directory): it is made in a\n"
+    "temporary directory beside it, verified, then renamed into place.\n",
     "Exit status: 0 written, 1 IN unreadable or not convertible (opaque\n"
     "objects, a tensor named __metadata__), 2 usage or I/O error.\n",
     run_command,
