@@ -17,26 +17,10 @@ import os
 import sys
 
 SRC = os.environ.get("CKPT_SRC", os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import torch_dcp  # noqa: E402
 
-
-def _torch_has_dcp():
-    try:
-        from torch.distributed.checkpoint.filesystem import SerializationFormat  # noqa: F401
-        from torch.distributed.checkpoint.format_utils import dcp_to_torch_save  # noqa: F401
-        return True
-    except Exception:
-        return False
-
-
-if not _torch_has_dcp():
-    venv = os.path.join(SRC, ".venv", "bin", "python")
-    in_venv = os.path.realpath(sys.prefix) == os.path.realpath(os.path.join(SRC, ".venv"))
-    if os.path.exists(venv) and not in_venv:
-        os.execv(venv, [venv] + sys.argv)
-    print("skip: no torch with torch.distributed.checkpoint's safetensors format "
-          "(torch >= 2.4; the repository's .venv has one)")
-    print("0 passed, 0 failed")
-    sys.exit(0)
+torch_dcp.require(SRC)
 
 import hashlib  # noqa: E402
 import json  # noqa: E402

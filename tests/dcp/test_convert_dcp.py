@@ -30,26 +30,10 @@ import os
 import sys
 
 SRC = os.environ.get("CKPT_SRC", os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import torch_dcp  # noqa: E402
 
-
-def _torch_has_dcp():
-    try:
-        from torch.distributed.checkpoint.format_utils import dcp_to_torch_save  # noqa: F401
-        import safetensors  # noqa: F401
-        return True
-    except Exception:
-        return False
-
-
-if not _torch_has_dcp():
-    venv = os.path.join(SRC, ".venv", "bin", "python")
-    in_venv = os.path.realpath(sys.prefix) == os.path.realpath(os.path.join(SRC, ".venv"))
-    if os.path.exists(venv) and not in_venv:
-        os.execv(venv, [venv] + sys.argv)
-    print("skip: no torch with torch.distributed.checkpoint (torch >= 2.4; the repository's "
-          ".venv has one)")
-    print("0 passed, 0 failed")
-    sys.exit(0)
+torch_dcp.require(SRC)
 
 import collections  # noqa: E402
 import io  # noqa: E402
@@ -70,17 +54,13 @@ from torch.distributed.checkpoint.format_utils import (dcp_to_torch_save,  # noq
 warnings.filterwarnings("ignore")
 BIN = os.environ.get("CKPT_BIN", "ckpt")
 TMP = tempfile.mkdtemp(prefix="ckpt-convert-dcp-")
-passed = failed = 0
+RESULTS = {True: 0, False: 0}
 
 
 def check(name, cond, detail=""):
-    global passed, failed
-    if cond:
-        passed += 1
-        print("ok   " + name)
-    else:
-        failed += 1
-        print("FAIL %s %s" % (name, str(detail)[:2000]))
+    """One assertion: its line, and its count."""
+    RESULTS[bool(cond)] += 1
+    print(("ok   %s" if cond else "FAIL %s " + str(detail)[:2000]) % name)
 
 
 def ckpt(*args):
@@ -396,5 +376,5 @@ after = sorted(set(os.listdir(TMP)) - {"bare.pt", "dup.pt", "opaque.pt"})
 check("refusals leave nothing behind", after == before, sorted(set(after) ^ set(before)))
 
 shutil.rmtree(TMP)
-print("%d passed, %d failed" % (passed, failed))
-sys.exit(1 if failed else 0)
+print("%d passed, %d failed" % (RESULTS[True], RESULTS[False]))
+sys.exit(1 if RESULTS[False] else 0)
