@@ -205,9 +205,12 @@ static ckpt_format format_for(const char *path) {
                 {".pth", CKPT_FORMAT_TORCH_ZIP},           {".bin", CKPT_FORMAT_TORCH_ZIP},
                 {".ckpt", CKPT_FORMAT_TORCH_ZIP},          {".dcp", CKPT_FORMAT_DCP}};
     size_t n = strlen(path);
+    while (n > 1 && path[n - 1] == '/') n--; /* "out.dcp/" names a directory */
     for (size_t i = 0; i < sizeof exts / sizeof *exts; i++) {
         size_t e = strlen(exts[i].ext);
-        if (n > e && strcasecmp(path + n - e, exts[i].ext) == 0) return exts[i].format;
+        if (n > e && strncasecmp(path + n - e, exts[i].ext, e) == 0 &&
+            (exts[i].format == CKPT_FORMAT_DCP || path[n] == '\0'))
+            return exts[i].format;
     }
     return (ckpt_format)0;
 }

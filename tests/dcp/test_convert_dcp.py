@@ -225,6 +225,7 @@ def training_checkpoint():
         "tensor_list": [torch.zeros(2), torch.ones(1, dtype=torch.int64)],
         "nested_list": [{"w": torch.full((2,), 2.0)}, 5],
         "pair": (1, "a"),
+        "tensor_pair": (torch.ones(2), 3),   # a tuple is one item, tensors and all
         "none": None,
         "empty_dict": {},
         "array": np.arange(3, dtype=np.int16),
@@ -331,6 +332,19 @@ d = same(torch_of_dcp(OUT_DCP), torch_of_dcp(SRC_DCP))
 check("dcp: dcp_to_torch_save equals the source's", not d, d)
 loads_back("dcp", OUT_DCP, dcp_sd)
 ckpt_reads("dcp", OUT_DCP)
+# 2 gloo ranks, Shard(0)/Shard(1)/Replicate DTensors, both slice formats
+# (dcp_gen.py; FileSystemReader reads only the torch_save one, the oracle
+# of both: the same state dict)
+RANKS = path("ranks")
+subprocess.run([sys.executable, os.path.join(SRC, "tests", "dcp", "dcp_gen.py"), "sharded-both",
+                RANKS], check=True, timeout=600, capture_output=True)
+oracle = torch_of_dcp(os.path.join(RANKS, "torch_save"))
+for fmt in ("torch_save", "safetensors"):
+    out_ranks = path("ranks_%s.dcp/" % fmt)  # a trailing slash names the directory too
+    convert(os.path.join(RANKS, fmt), out_ranks)
+    d = same(torch_of_dcp(out_ranks), oracle)
+    check("dcp from 2 ranks (%s): dcp_to_torch_save equals the source's" % fmt, not d, d)
+    ckpt_reads("dcp from 2 ranks (%s)" % fmt, out_ranks)
 # --format dcp names a directory whatever it is called
 OUT_FMT = path("plain_dir")
 convert(SRC_DCP, OUT_FMT, "--format", "dcp")
@@ -370,9 +384,14 @@ torch.save({"t": torch.ones(1), "obj": collections.deque([1])}, opaque)
 r = ckpt("convert", opaque, path("opaque.dcp"))
 check("an opaque object is refused, named",
       r.returncode == 1 and "obj" in r.stderr and "deque" in r.stderr, r.stdout + r.stderr)
+floats = path("floats.pt")
+torch.save({"t": {1.5: torch.ones(1)}}, floats)
+r = ckpt("convert", floats, path("floats.dcp"))
+check("a float dict key is refused (ckpt does not redo Python's str of it)",
+      r.returncode == 1 and "dict key of kind float" in r.stderr, r.stdout + r.stderr)
 r = ckpt("convert", SRC_ST, path("meta.dcp"), "--meta", "k=v")
 check("metadata has no place in DCP: refused", r.returncode == 2, r.stdout + r.stderr)
-after = sorted(set(os.listdir(TMP)) - {"bare.pt", "dup.pt", "opaque.pt"})
+after = sorted(set(os.listdir(TMP)) - {"bare.pt", "dup.pt", "opaque.pt", "floats.pt"})
 check("refusals leave nothing behind", after == before, sorted(set(after) ^ set(before)))
 
 shutil.rmtree(TMP)

@@ -276,7 +276,8 @@ const cli_command cli_cmd_convert = {
     "directory as dcp.save does on one rank (FileSystemWriter: .metadata and\n"
     "__0_0.distcp), which dcp.load and dcp_to_torch_save read. The root must\n"
     "be a dict; it is flattened as DCP does (nested dicts and lists holding\n"
-    "tensors; other values are torch.save'd items, dict keys become str).\n"
+    "tensors; other values are torch.save'd items, dict keys become str);\n"
+    "file metadata has no place there and is not written.\n"
     "OUT must not exist (or be an empty directory): it is made in a\n"
     "temporary directory beside it, verified, then renamed into place.\n",
     "Exit status: 0 written, 1 IN unreadable or not convertible (opaque\n"
