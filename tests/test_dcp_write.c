@@ -193,6 +193,41 @@ TEST(crash_at_each_step) {
     remove_tree(dir);
 }
 
+static int fail_at, calls;
+static void *f_malloc(void *u, size_t n) {
+    (void)u;
+    return ++calls == fail_at ? NULL : malloc(n);
+}
+static void *f_realloc(void *u, void *p, size_t n) {
+    (void)u;
+    return ++calls == fail_at ? NULL : realloc(p, n);
+}
+static void f_free(void *u, void *p) {
+    (void)u;
+    free(p);
+}
+
+/* Each allocation fails in turn: CKPT_E_NOMEM and nothing on disk, until
+ * the count passes the last one (then the directory is complete). */
+TEST(allocation_failures) {
+    make_input();
+    ckpt_allocator al = {f_malloc, f_realloc, f_free, NULL};
+    int rc = CKPT_E_NOMEM, failed = 0, stray = 0;
+    for (fail_at = 1; rc != 0 && fail_at < 20000; fail_at++) {
+        calls = 0;
+        ckpt_set_allocator(&al);
+        rc = convert();
+        ckpt_set_allocator(NULL);
+        failed += rc == CKPT_E_NOMEM;
+        stray += rc != 0 && (rc != CKPT_E_NOMEM || others() != 0);
+        clean();
+    }
+    CHECK_EQ_INT(rc, 0);
+    CHECK(failed >= 10);
+    CHECK_EQ_INT(stray, 0);
+    remove_tree(dir);
+}
+
 TEST(existing_target_untouched) {
     make_input();
     CHECK_EQ_INT(mkdir(out, 0755), 0);
@@ -220,6 +255,7 @@ int main(void) {
     RUN(fsync_failures);
     RUN(rename_failures);
     RUN(crash_at_each_step);
+    RUN(allocation_failures);
     RUN(existing_target_untouched);
     return harness_end();
 }

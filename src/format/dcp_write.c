@@ -31,12 +31,12 @@ typedef struct planner {
 
 /* str(k) for a dict key, as a new STR value; NULL with the error recorded
  * for keys whose str() ckpt does not reproduce. */
-static ckpt_value *key_str(planner *pl, const ckpt_value *k) {
+static const ckpt_value *key_str(planner *pl, const ckpt_value *k) {
     ckpt_arena *a = &pl->p->arena;
     char num[32];
     const char *s = NULL;
     switch (k->kind) {
-    case CKPT_KIND_STR: return ckpt_value_new_str(a, CKPT_KIND_STR, k->u.s.p, k->u.s.len);
+    case CKPT_KIND_STR: return k; /* str(k) is k */
     case CKPT_KIND_INT:
         if (k->u.i.decimal) {
             s = k->u.i.decimal;
@@ -123,7 +123,7 @@ static int traverse(planner *pl, size_t npath, const ckpt_value *v) {
                         "the state dict nests deeper than %d levels", MAX_DEPTH);
     if (v->kind == CKPT_KIND_DICT) {
         for (size_t i = 0; i < v->u.dict.n; i++) {
-            ckpt_value *k = key_str(pl, v->u.dict.keys[i]);
+            const ckpt_value *k = key_str(pl, v->u.dict.keys[i]);
             if (!k) return ckpt_error_last()->code;
             pl->path[npath] = k;
             int rc = traverse(pl, npath + 1, v->u.dict.vals[i]);
