@@ -46,10 +46,11 @@ CKPT_API int ckpt_write_options_init(ckpt_write_options *opts, unsigned version)
 typedef struct ckpt_convert_options {
     unsigned version;          /* CKPT_CONVERT_OPTIONS_VERSION */
     ckpt_open_options open;    /* limits for reading the input */
-    ckpt_format format;        /* CKPT_FORMAT_SAFETENSORS or
-                                  CKPT_FORMAT_TORCH_ZIP; 0: from the output
-                                  name (".safetensors"; ".pt", ".pth",
-                                  ".bin", ".ckpt") */
+    ckpt_format format;        /* CKPT_FORMAT_SAFETENSORS,
+                                  CKPT_FORMAT_TORCH_ZIP or CKPT_FORMAT_DCP
+                                  (a directory); 0: from the output name
+                                  (".safetensors"; ".pt", ".pth", ".bin",
+                                  ".ckpt"; ".dcp") */
     const char *const *select; /* nselect name prefixes; non-empty: keep
                                   only tensors and values whose flattened
                                   name is a prefix P or starts with P
@@ -135,7 +136,25 @@ typedef struct ckpt_convert_report {
  * transformers saves it. The tree must be tensors only (a state dict: --select it out
  * of a training checkpoint), named by their flattened names; anything
  * else is CKPT_E_UNSUPPORTED naming the first value. Files of an earlier
- * set with other names are left in place. */
+ * set with other names are left in place.
+ *
+ * CKPT_FORMAT_DCP: a torch.distributed.checkpoint directory as torch
+ * 2.13's dcp.save writes it on one rank (DefaultSavePlanner,
+ * FileSystemWriter; FORMATS.md §4): the tree (its root must be a dict) is
+ * flattened as DCP does, nested dicts by str(key) and lists that hold
+ * tensors or dicts by index, into tensor items and torch.save'd bytes
+ * items (other values, numpy arrays, tuples), named
+ * ".".join(map(str, path)); `out`/.metadata and `out`/__0_0.distcp are
+ * written in a temporary directory beside `out`, every file fsync'd,
+ * opened with ckpt's DCP reader, verified and compared with the plan,
+ * then the directory is renamed onto `out` and its parent fsync'd. `out`
+ * must not exist or be an empty directory (CKPT_E_INVALID_ARG); file
+ * metadata is not written (opts->write metadata, config and
+ * max_shard_size: CKPT_E_INVALID_ARG); dict keys other than str, int,
+ * bool and None, and a root that is no dict: CKPT_E_UNSUPPORTED; two
+ * values with one flattened name: CKPT_E_INVALID_ARG. report: tensors =
+ * tensor items, keys = items, bytes = both files. A failure leaves no
+ * directory at `out` (a crash may leave the temporary one). */
 CKPT_API int ckpt_convert(ckpt_convert_report *report, const char *in, const char *out,
                           const ckpt_convert_options *opts);
 
