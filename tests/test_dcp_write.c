@@ -12,6 +12,7 @@
 
 #include "container/atomic.h"
 #include "ckpt.h"
+#include "fail_alloc.h"
 #include "harness.h"
 
 static char dir[256];
@@ -193,31 +194,15 @@ TEST(crash_at_each_step) {
     remove_tree(dir);
 }
 
-static int fail_at, calls;
-static void *f_malloc(void *u, size_t n) {
-    (void)u;
-    return ++calls == fail_at ? NULL : malloc(n);
-}
-static void *f_realloc(void *u, void *p, size_t n) {
-    (void)u;
-    return ++calls == fail_at ? NULL : realloc(p, n);
-}
-static void f_free(void *u, void *p) {
-    (void)u;
-    free(p);
-}
-
 /* Each allocation fails in turn: CKPT_E_NOMEM and nothing on disk, until
  * the count passes the last one (then the directory is complete). */
 TEST(allocation_failures) {
     make_input();
-    ckpt_allocator al = {f_malloc, f_realloc, f_free, NULL};
     int rc = CKPT_E_NOMEM, failed = 0, stray = 0;
-    for (fail_at = 1; rc != 0 && fail_at < 20000; fail_at++) {
-        calls = 0;
-        ckpt_set_allocator(&al);
+    for (int nth = 1; rc != 0 && nth < 20000; nth++) {
+        fail_alloc_arm(nth);
         rc = convert();
-        ckpt_set_allocator(NULL);
+        fail_alloc_disarm();
         failed += rc == CKPT_E_NOMEM;
         stray += rc != 0 && (rc != CKPT_E_NOMEM || others() != 0);
         clean();

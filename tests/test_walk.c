@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fail_alloc.h"
 #include "harness.h"
 #include "base/alloc.h"
 #include "base/error.h"
@@ -236,20 +237,6 @@ TEST(name_limit_and_prefix) {
 
 /* ------------------------------------------------------------ allocation */
 
-static int fail_at, calls;
-static void *f_malloc(void *u, size_t n) {
-    (void)u;
-    return ++calls == fail_at ? NULL : malloc(n);
-}
-static void *f_realloc(void *u, void *p, size_t n) {
-    (void)u;
-    return ++calls == fail_at ? NULL : realloc(p, n);
-}
-static void f_free(void *u, void *p) {
-    (void)u;
-    free(p);
-}
-
 TEST(allocation_failures) {
     ckpt_arena a = {0};
     ckpt_value *root = sample(&a);
@@ -260,14 +247,12 @@ TEST(allocation_failures) {
         ckpt_value_append(&a, cur, next);
         cur = next;
     }
-    ckpt_allocator al = {f_malloc, f_realloc, f_free, NULL};
     int rc = CKPT_E_NOMEM, failed = 0;
-    for (fail_at = 1; rc == CKPT_E_NOMEM && fail_at < 1000; fail_at++) {
+    for (int nth = 1; rc == CKPT_E_NOMEM && nth < 1000; nth++) {
         trace t = {.skip_depth = -1};
-        calls = 0;
-        ckpt_set_allocator(&al);
+        fail_alloc_arm(nth);
         rc = run(&t, root, 0);
-        ckpt_set_allocator(NULL);
+        fail_alloc_disarm();
         failed += rc == CKPT_E_NOMEM;
     }
     CHECK_EQ_INT(rc, 0);
