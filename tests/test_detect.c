@@ -69,7 +69,8 @@ TEST(unsupported) {
 }
 
 /* DCP's .metadata: pickle.dump(Metadata) at protocol 4 (PROTO, FRAME,
- * SHORT_BINUNICODE module) or 2 (BINUNICODE), bytes as torch 2.13 writes */
+ * SHORT_BINUNICODE module), BINUNICODE, or GLOBAL (protocols 2 and 3),
+ * bytes as torch 2.13 writes them */
 TEST(dcp_metadata) {
     static const char p4[] = "\x80\x04\x95\x68\x05\0\0\0\0\0\0\x8c\x25"
                              "torch.distributed.checkpoint.metadata\x94";
@@ -78,6 +79,15 @@ TEST(dcp_metadata) {
                                 "torch.distributed.checkpoint.metadatX\x94";
     CHECK_EQ_INT(detect(p4, sizeof p4 - 1), CKPT_FORMAT_DCP);
     CHECK_EQ_INT(detect(p2, sizeof p2 - 1), CKPT_FORMAT_DCP);
+    /* protocols 2 and 3 as pickle.dumps writes them (GLOBAL), and as ckpt
+     * convert writes DCP directories */
+    static const char global[] = "\x80\x02"
+                                 "ctorch.distributed.checkpoint.metadata\nMetadata\nq\0)";
+    static const char global_bad[] = "\x80\x03"
+                                     "ctorch.distributed.checkpoint.metadata.x\nMetadata\n";
+    CHECK_EQ_INT(detect(global, sizeof global - 1), CKPT_FORMAT_DCP);
+    CHECK_EQ_INT(detect(global_bad, sizeof global_bad - 1), CKPT_FORMAT_PICKLE);
+    CHECK_EQ_INT(detect(global, 30), CKPT_FORMAT_PICKLE); /* the name cut short */
     CHECK_EQ_INT(detect(other, sizeof other - 1), CKPT_FORMAT_PICKLE);
     CHECK_EQ_INT(detect(p4, 20), CKPT_FORMAT_PICKLE); /* the name cut short */
     CHECK_EQ_STR(ckpt_format_name(CKPT_FORMAT_DCP), "dcp");

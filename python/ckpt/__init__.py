@@ -14,6 +14,7 @@ from ._load import Opaque, RawTensor, load, metadata
 from ._open import SafeOpen, open  # noqa: A004 (safetensors' safe_open habit)
 from ._scan import Finding, ScanReport, VerifyReport, scan, verify
 from ._doctor import doctor
+from ._convert import ConvertReport, convert
 from ._module import AuditFinding, audit, manifest
 from ._match import MatchReport, Mismatch, UnappliedRewriteWarning, load_state_dict
 from ._save import AuditWarning, save
@@ -25,7 +26,7 @@ from ._lib import VERSION as __version__
 
 __all__ = [
     "load", "open", "metadata", "load_state_dict", "audit", "manifest", "save", "scan", "verify",
-    "doctor", "check_reload",
+    "doctor", "check_reload", "convert", "ConvertReport",
     "Store", "rng_state", "set_rng_state",
     "Opaque", "RawTensor", "SafeOpen", "ScanReport", "Finding", "VerifyReport", "MatchReport", "Mismatch",
     "AuditFinding", "ReloadReport", "Generation", "Resumed", "AuditWarning", "ResumeWarning", "UnappliedRewriteWarning",

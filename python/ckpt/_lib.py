@@ -98,6 +98,20 @@ class WriteOptions_(ctypes.Structure):
     VERSION = 2
 
 
+class ConvertOptions_(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint), ("open", OpenOptions_), ("format", c_int),
+                ("select", ctypes.POINTER(c_char_p)), ("nselect", c_size_t),
+                ("config_json", c_char_p), ("write", WriteOptions_),
+                ("exclude", ctypes.POINTER(c_char_p)), ("nexclude", c_size_t),
+                ("max_shard_size", c_u64)]
+    VERSION = 3
+
+
+class ConvertReport_(ctypes.Structure):
+    _fields_ = [("format", c_int), ("tensors", c_u64), ("bytes", c_u64), ("keys", c_u64),
+                ("shards", c_u64)]
+
+
 class ManifestEntry_(ctypes.Structure):
     _fields_ = [("name", c_char_p), ("dtype", c_char_p), ("ndim", ctypes.c_uint),
                 ("shape", c_u64_p), ("tensor", c_void_p)]
@@ -301,6 +315,9 @@ _PROTOS = [
     ("ckpt_store_options_init", c_int, [ctypes.POINTER(StoreOptions_), ctypes.c_uint]),
     ("ckpt_match_options_init", c_int, [ctypes.POINTER(MatchOptions_), ctypes.c_uint]),
     ("ckpt_write_options_init", c_int, [ctypes.POINTER(WriteOptions_), ctypes.c_uint]),
+    ("ckpt_convert_options_init", c_int, [ctypes.POINTER(ConvertOptions_), ctypes.c_uint]),
+    ("ckpt_convert", c_int, [ctypes.POINTER(ConvertReport_), c_char_p, c_char_p,
+                             ctypes.POINTER(ConvertOptions_)]),
     ("ckpt_manifest_new", c_int, [ctypes.POINTER(c_void_p), c_char_p]),
     ("ckpt_manifest_add", c_int, [c_void_p, c_char_p, c_char_p, ctypes.c_uint, c_u64_p]),
     ("ckpt_manifest_tie", c_int, [c_void_p, c_char_p, c_char_p]),
@@ -414,6 +431,7 @@ def options(cls):
     o = cls()
     init = {OpenOptions_: lib.ckpt_open_options_init, ScanOptions_: lib.ckpt_scan_options_init,
             StoreOptions_: lib.ckpt_store_options_init, MatchOptions_: lib.ckpt_match_options_init,
-            WriteOptions_: lib.ckpt_write_options_init}[cls]
+            WriteOptions_: lib.ckpt_write_options_init,
+            ConvertOptions_: lib.ckpt_convert_options_init}[cls]
     check(init(ctypes.byref(o), getattr(cls, "VERSION", OPTIONS_VERSION)))
     return o

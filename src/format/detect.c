@@ -34,7 +34,8 @@ static int looks_like_pickle(const uint8_t *p, size_t n) {
 
 /* DCP's `.metadata`: pickle.dump(Metadata) at protocol 2..5 starts with
  * PROTO, a FRAME (protocol 4+), then the module name of the Metadata
- * class, SHORT_BINUNICODE or BINUNICODE (STACK_GLOBAL's operands). */
+ * class: SHORT_BINUNICODE or BINUNICODE (STACK_GLOBAL's operands), or at
+ * protocols 2 and 3 (and ckpt convert's output) GLOBAL "module\n". */
 static int looks_like_dcp_metadata(const uint8_t *p, size_t n) {
     static const char module[] = "torch.distributed.checkpoint.metadata";
     size_t mlen = sizeof module - 1, i = 2;
@@ -44,6 +45,8 @@ static int looks_like_dcp_metadata(const uint8_t *p, size_t n) {
         return memcmp(p + i + 2, module, mlen) == 0;
     if (i + 5 + mlen <= n && p[i] == 'X' && p[i + 1] == mlen && !p[i + 2] && !p[i + 3] && !p[i + 4])
         return memcmp(p + i + 5, module, mlen) == 0;
+    if (i + 2 + mlen <= n && p[i] == 'c')
+        return memcmp(p + i + 1, module, mlen) == 0 && p[i + 1 + mlen] == '\n';
     return 0;
 }
 

@@ -51,6 +51,9 @@ from safetensors.torch import load_file, save_file  # noqa: E402
 from torch.distributed.checkpoint.format_utils import (dcp_to_torch_save,  # noqa: E402
                                                        torch_save_to_dcp)
 
+sys.path.insert(0, os.path.join(SRC, "python"))
+import ckpt as pyckpt  # noqa: E402
+
 warnings.filterwarnings("ignore")
 BIN = os.environ.get("CKPT_BIN", "ckpt")
 TMP = tempfile.mkdtemp(prefix="ckpt-convert-dcp-")
@@ -167,9 +170,17 @@ def loads_back(name, out, like):
 
 
 def ckpt_reads(name, out):
-    for cmd in ("inspect", "verify", "doctor"):
+    for cmd in ("inspect", "verify", "doctor", "scan"):
         r = ckpt(cmd, out)
         check("%s: ckpt %s reads it" % (name, cmd), r.returncode == 0, r.stdout + r.stderr)
+    # Python's ckpt.load (which scans first: a protocol-2 .metadata was
+    # once not detected as DCP and refused as an unsafe pickle)
+    try:
+        got = pyckpt.load(out)
+        d = same(got, torch_of_dcp(out))
+    except Exception as e:  # noqa: BLE001
+        d = repr(e)
+    check("%s: ckpt.load gives what dcp_to_torch_save gives" % name, not d, d)
 
 
 def torch_of_dcp(d):
@@ -345,6 +356,20 @@ for fmt in ("torch_save", "safetensors"):
     d = same(torch_of_dcp(out_ranks), oracle)
     check("dcp from 2 ranks (%s): dcp_to_torch_save equals the source's" % fmt, not d, d)
     ckpt_reads("dcp from 2 ranks (%s)" % fmt, out_ranks)
+# Python's ckpt.convert: the same library call
+OUT_PY = path("py.dcp")
+rep_py = pyckpt.convert(SRC_DCP, OUT_PY)
+check("ckpt.convert writes DCP", rep_py.format == "dcp" and rep_py.keys == 5 and
+      rep_py.tensors == 3 and rep_py.shards == 0, rep_py)
+d = same(torch_of_dcp(OUT_PY), torch_of_dcp(SRC_DCP))
+check("ckpt.convert: the same checkpoint", not d, d)
+try:
+    pyckpt.convert(SRC_DCP, OUT_PY)
+    raised = None
+except pyckpt.InvalidArgumentError as e:
+    raised = str(e)
+check("ckpt.convert: an existing target raises InvalidArgumentError",
+      raised is not None and "exists" in raised, raised)
 # --format dcp names a directory whatever it is called
 OUT_FMT = path("plain_dir")
 convert(SRC_DCP, OUT_FMT, "--format", "dcp")
