@@ -318,21 +318,19 @@ static int drain(ckpt_atomic *a) {
 
 #define WRITEBACK ((uint64_t)32 << 20)
 
-/* Windows compared, and two windows behind the writeback just started:
- * waited for (they are on disk) and dropped from the page cache. */
+/* Windows compared, and two windows behind the writeback just started,
+ * dropped from the page cache. Not waited for: pages still dirty or under
+ * writeback stay (DONTNEED skips them; the next call tries them again,
+ * then the kernel reclaims them as usual), so the writer never stalls on
+ * the disk here. */
 static void drop_behind(ckpt_atomic *a) {
-#ifdef SYNC_FILE_RANGE_WRITE
     uint64_t end = a->flushed > 2 * WRITEBACK ? a->flushed - 2 * WRITEBACK : 0;
     if (end > a->checked) end = a->checked;
     if (end <= a->dropped) return;
-    (void)sync_file_range(a->fd, (off_t)a->dropped, (off_t)(end - a->dropped),
-                          SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE |
-                              SYNC_FILE_RANGE_WAIT_AFTER);
-    (void)posix_fadvise(a->fd, (off_t)a->dropped, (off_t)(end - a->dropped), POSIX_FADV_DONTNEED);
+    /* the previous window again: what was still in flight then */
+    uint64_t from = a->dropped > 2 * WRITEBACK ? a->dropped - 2 * WRITEBACK : 0;
+    (void)posix_fadvise(a->fd, (off_t)from, (off_t)(end - from), POSIX_FADV_DONTNEED);
     a->dropped = end;
-#else
-    (void)a;
-#endif
 }
 
 int ckpt_atomic_write(ckpt_atomic *a, const void *p, size_t n) {

@@ -26,8 +26,8 @@
  * that clobbers data, or another process writing into the temporary file
  * before the comparison is caught. It reads the page cache, not the
  * device: the medium's durability is fsync's promise. Windows that are
- * compared and on disk are dropped from the page cache (posix_fadvise
- * DONTNEED), so a file larger than free memory neither evicts the input it
+ * compared and already on disk are dropped from the page cache
+ * (posix_fadvise DONTNEED), so a file larger than free memory neither evicts the input it
  * is converted from nor is itself read back from disk.
  *
  * Error messages name the operation ("open", "write", "fsync", "close",
@@ -46,7 +46,7 @@ typedef struct ckpt_atomic {
     int error;        /* first CKPT_E_* code, sticky (0 = none) */
     uint64_t written; /* size of the temporary file so far, bytes */
     uint64_t flushed; /* bytes handed to writeback so far (see write) */
-    uint64_t dropped; /* bytes on disk and dropped from the page cache */
+    uint64_t dropped; /* bytes handed to posix_fadvise(DONTNEED) so far */
     uint64_t checked; /* [0, checked) read back and found as written */
     uint8_t *pending; /* CKPT_ATOMIC_PENDING bytes: what [checked, written)
                          should hold, then as much scratch for reading */
@@ -69,7 +69,7 @@ int ckpt_atomic_begin(ckpt_atomic *a, const char *target);
  * surface at commit's fsync): the disk works while the writer produces
  * the next bytes and the final fsync finds little left, which about
  * halves a durable 1 GiB write (bench/bench_convert.py); windows two
- * behind are waited for and dropped from the page cache. */
+ * behind are dropped from the page cache where already on disk. */
 int ckpt_atomic_write(ckpt_atomic *a, const void *p, size_t n);
 /* Writes n bytes at an absolute offset of the temporary file (pwrite; used
  * to patch a header after streaming the data). Writing past the end
