@@ -336,10 +336,10 @@ static void drop_behind(ckpt_atomic *a) {
 int ckpt_atomic_write(ckpt_atomic *a, const void *p, size_t n) {
     uint64_t off = a->written;
     int rc;
-    if (!a->error && a->tmp && off - a->checked + n <= CKPT_ATOMIC_PENDING) {
+    if (!a->error && a->tmp && n <= CKPT_ATOMIC_PENDING - (off - a->checked)) {
         /* small: collected, compared a window at a time */
         rc = put(a, p, n, off);
-        if (rc == 0) memcpy(a->pending + (off - a->checked), p, n);
+        if (rc == 0 && n) memcpy(a->pending + (off - a->checked), p, n);
     } else {
         /* large: compared at once, from the caller's bytes */
         rc = a->tmp ? drain(a) : 0;
