@@ -15,8 +15,11 @@ Each case is loaded warm (page cache filled first) and cold (the file
 dropped from the page cache with posix_fadvise(DONTNEED) before each run),
 each loader in a fresh process: the median of --runs runs, and the peak RSS
 the loads added to the process. Pairs, ckpt first, ratio = ckpt / peer
-(below 1.00: ckpt is faster):
-  .safetensors   ckpt.load            safetensors.torch.load_file
+(below 1.00: ckpt is faster), like with like: a load into private memory
+against one, a mapped load against a mapped one:
+  .safetensors   ckpt.load            load_file, then a clone of each tensor
+  .safetensors   ckpt.load(mmap=True) safetensors.torch.load_file (it maps
+                                      the file, MAP_PRIVATE, lazily)
   .pt            ckpt.load            torch.load
   .pt mmap       ckpt.load(mmap=True) torch.load(mmap=True)
 and, for the sizes, `read`: the file read into one reused 8 MiB buffer, the
@@ -24,7 +27,10 @@ floor for anything that looks at every byte. ckpt.load's default reads
 every tensor into private memory, while load_file and mmap=True map the
 file and read a page when it is first touched: so at the sizes every load
 is timed together with a touch of every page of every tensor; at the
-counts the load alone is timed (the bytes are negligible there).
+counts the load alone is timed (the bytes are negligible there). Warm, a
+mapped load costs page-table entries only, a copying one the copy into
+fresh memory (on a VM, first-touch faults dominate that): compare copying
+loads with copying loads.
 The machine may be shared and noisy: read the ratios.
 """
 import argparse
@@ -38,7 +44,8 @@ import time
 
 COUNTS = [1000, 10000, 100000]
 SIZES_MIB = [64, 1024]
-PAIRS = [(".safetensors", "ckpt.load", "load_file"),
+PAIRS = [(".safetensors", "ckpt.load", "load_file+copy"),
+         (".safetensors", "ckpt.load(mmap)", "load_file"),
          (".pt", "ckpt.load", "torch.load"),
          (".pt", "ckpt.load(mmap)", "torch.load(mmap)")]
 
@@ -51,6 +58,8 @@ def loaders():
         "ckpt.load": ckpt.load,
         "ckpt.load(mmap)": lambda p: ckpt.load(p, mmap=True),
         "load_file": safetensors.torch.load_file,
+        "load_file+copy": lambda p: {k: v.clone()
+                                     for k, v in safetensors.torch.load_file(p).items()},
         "torch.load": torch.load,
         "torch.load(mmap)": lambda p: torch.load(p, mmap=True),
     }

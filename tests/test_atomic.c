@@ -203,6 +203,67 @@ TEST(write_eio_first_call) {
 }
 TEST(fsync_eio) { check_failure("fsync", 1, EIO, 0); }
 TEST(rename_exdev) { check_failure("rename", 1, EXDEV, 0); }
+/* the collected small writes are read back at commit */
+TEST(read_back_eio) { check_failure("read", 1, EIO, 0); }
+
+/* Another writer's bytes in the temporary file before the read-back: the
+ * commit refuses, names the first differing offset, removes the file and
+ * leaves the target as it was. Three ways: collected small writes compared
+ * at commit, a gap (which must read as zeros), and a patch (compared at
+ * once, so a clobber of the collected bytes before it is caught there). */
+static void clobbered(int how) {
+    fresh_dir();
+    const char *t = in_dir("w.pt");
+    put_file(t, "previous generation");
+    ckpt_atomic a;
+    CHECK_EQ_INT(ckpt_atomic_begin(&a, t), 0);
+    CHECK_EQ_INT(ckpt_atomic_write(&a, "0123456789", 10), 0);
+    int fd = open(a.tmp, O_WRONLY);
+    CHECK(fd >= 0);
+    CHECK(pwrite(fd, how == 1 ? "X" : "Y", 1, how == 1 ? 14 : 6) == 1);
+    close(fd);
+    int rc = 0;
+    if (how == 1) rc = ckpt_atomic_pwrite(&a, "ab", 2, 20); /* gap 10..20 holds an X */
+    if (how == 2) rc = ckpt_atomic_pwrite(&a, "ab", 2, 2);  /* patch before the Y */
+    if (rc == 0)
+        rc = ckpt_atomic_commit(&a, 0);
+    else
+        ckpt_atomic_abort(&a);
+    CHECK_EQ_INT(rc, CKPT_E_CHECKSUM);
+    CHECK_EQ_INT(ckpt_error_last()->offset, how == 1 ? 14 : 6);
+    CHECK(message_has("does not read back as written"));
+    CHECK(has_content(t, "previous generation"));
+    CHECK_EQ_INT(temps_left(), 0);
+    remove_dir(dir);
+}
+TEST(read_back_finds_clobbered_bytes) {
+    clobbered(0);
+    clobbered(1);
+    clobbered(2);
+}
+
+/* Large writes are compared at once and patches land where they should;
+ * a file bigger than the collection window commits intact. */
+TEST(read_back_large_and_patched) {
+    fresh_dir();
+    const char *t = in_dir("big.bin");
+    size_t n = 3 * CKPT_ATOMIC_PENDING + 123;
+    unsigned char *p = malloc(n);
+    for (size_t i = 0; i < n; i++) p[i] = (unsigned char)(i * 7 + (i >> 9));
+    ckpt_atomic a;
+    CHECK_EQ_INT(ckpt_atomic_begin(&a, t), 0);
+    CHECK_EQ_INT(ckpt_atomic_write(&a, p, 100), 0);
+    CHECK_EQ_INT(ckpt_atomic_write(&a, p + 100, n - 100), 0);
+    CHECK_EQ_INT(ckpt_atomic_pwrite(&a, "patch", 5, 50), 0);
+    memcpy(p + 50, "patch", 5);
+    CHECK_EQ_INT(ckpt_atomic_commit(&a, 0), 0);
+    size_t len = 0;
+    unsigned char *got = harness_read_file(t, &len);
+    CHECK(got && len == n && memcmp(got, p, n) == 0);
+    free(got);
+    free(p);
+    remove_dir(dir);
+}
 TEST(rename_eacces) { check_failure("rename", 1, EACCES, 0); }
 
 TEST(open_fails) {
@@ -359,6 +420,9 @@ int main(void) {
     RUN(write_eio_first_call);
     RUN(fsync_eio);
     RUN(rename_exdev);
+    RUN(read_back_eio);
+    RUN(read_back_finds_clobbered_bytes);
+    RUN(read_back_large_and_patched);
     RUN(rename_eacces);
     RUN(open_fails);
     RUN(directory_fsync_fails_after_rename);

@@ -108,12 +108,14 @@ typedef struct ckpt_convert_report {
  * name in safetensors output; a dtype the output format lacks);
  * CKPT_E_NOTFOUND also when exclude leaves nothing;
  * CKPT_E_IO (input unreadable, output not writable); the ckpt_open codes
- * for a malformed input; CKPT_E_NOMEM. The output is opened and verified
- * (ckpt_verify, with opts->open's limits) before it replaces `out`: a file
- * ckpt's own reader would reject (e.g. a shape whose row-major strides
- * overflow in safetensors) is never written; that failure carries the
- * reader's code and message, prefixed "the converted file does not read
- * back". Memory: tensor bytes are read from the input with pread in
+ * for a malformed input; CKPT_E_NOMEM. The output is verified before it
+ * replaces `out`: every byte is read back while it is written and must be
+ * the bytes the writer produced, from which it computed the file's CRC-32s
+ * and XXH3-64 digests (else CKPT_E_CHECKSUM with the offset), and the file
+ * is then opened with opts->open's limits: a file ckpt's own reader would
+ * reject (e.g. a shape whose row-major strides overflow in safetensors) is
+ * never written; that failure carries the reader's code and message,
+ * prefixed "the converted file does not read back". Memory: tensor bytes are read from the input with pread in
  * bounded windows (a file that shrinks meanwhile: CKPT_E_TRUNCATED); only
  * a storage rebuilt from views that no stored tensor covers whole is
  * allocated, up to limits.max_inflate_bytes.

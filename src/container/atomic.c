@@ -10,6 +10,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -32,8 +33,9 @@
 
 /* ------------------------------------------------------------ faults */
 
-enum { OP_OPEN, OP_WRITE, OP_FSYNC, OP_RENAME, OP_REMOVE, OP_COUNT };
-static const char *const op_names[OP_COUNT] = {"open", "write", "fsync", "rename", "remove"};
+enum { OP_OPEN, OP_WRITE, OP_READ, OP_FSYNC, OP_RENAME, OP_REMOVE, OP_COUNT };
+static const char *const op_names[OP_COUNT] = {"open",  "write",  "read",
+                                               "fsync", "rename", "remove"};
 
 /* Per operation: calls left before the injected failure (0 = disarmed). */
 static struct {
@@ -65,6 +67,10 @@ static int sys_open(const char *path, int flags, mode_t mode) {
 
 static ssize_t sys_pwrite(int fd, const void *p, size_t n, uint64_t off) {
     return injected(OP_WRITE) ? -1 : pwrite(fd, p, n, (off_t)off);
+}
+
+static ssize_t sys_pread(int fd, void *p, size_t n, uint64_t off) {
+    return injected(OP_READ) ? -1 : pread(fd, p, n, (off_t)off);
 }
 
 static int sys_fsync(int fd) {
@@ -156,6 +162,8 @@ static void discard_temp(ckpt_atomic *a) {
 
 static void release(ckpt_atomic *a) {
     discard_temp(a);
+    ckpt_free(a->pending);
+    a->pending = NULL;
     ckpt_free(a->target);
     a->target = NULL;
 }
@@ -196,7 +204,9 @@ int ckpt_atomic_begin(ckpt_atomic *a, const char *target) {
                         "target path must name a file");
     }
     a->target = dup_str(target);
-    if (!a->target) {
+    a->pending = ckpt_malloc(2 * CKPT_ATOMIC_PENDING);
+    if (!a->target || !a->pending) {
+        release(a);
         a->error = CKPT_E_NOMEM;
         return ckpt_err(CKPT_E_NOMEM, target, NULL, CKPT_NO_OFFSET,
                         "out of memory starting a write");
@@ -210,7 +220,7 @@ int ckpt_atomic_begin(ckpt_atomic *a, const char *target) {
             return ckpt_err(CKPT_E_NOMEM, target, NULL, CKPT_NO_OFFSET,
                             "out of memory starting a write");
         }
-        a->fd = sys_open(a->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+        a->fd = sys_open(a->tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
         if (a->fd >= 0) {
             int live = claim(a->fd);
             if (live) return 0;
@@ -262,22 +272,102 @@ static int put(ckpt_atomic *a, const void *p, size_t n, uint64_t off) {
     return 0;
 }
 
+/* ------------------------------------------------------------ read-back */
+
+/* The file does not hold at `off` what was written there. */
+static int mismatch(ckpt_atomic *a, uint64_t off) {
+    const char *target = a->target ? a->target : "";
+    ckpt_err(CKPT_E_CHECKSUM, target, NULL, off,
+             "the temporary file %s does not read back as written: byte %" PRIu64
+             " differs (or is missing); nothing was committed",
+             a->tmp ? a->tmp : "none", off);
+    discard_temp(a);
+    a->error = CKPT_E_CHECKSUM;
+    return CKPT_E_CHECKSUM;
+}
+
+/* Compares the file's [off, off+n) with want (NULL: zeros, a gap). */
+static int read_back(ckpt_atomic *a, const uint8_t *want, uint64_t n, uint64_t off) {
+    uint8_t *got = a->pending + CKPT_ATOMIC_PENDING;
+    while (n > 0) {
+        size_t len = n < CKPT_ATOMIC_PENDING ? (size_t)n : CKPT_ATOMIC_PENDING;
+        ssize_t r = sys_pread(a->fd, got, len, off);
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) return fail(a, "read back", errno, off);
+        if (r == 0) return mismatch(a, off);
+        size_t k = (size_t)r, i = 0;
+        if (want ? memcmp(got, want, k) != 0 : got[0] != 0 || memcmp(got, got + 1, k - 1) != 0) {
+            while (i < k && got[i] == (want ? want[i] : 0)) i++;
+            return mismatch(a, off + i);
+        }
+        if (want) want += k;
+        n -= k;
+        off += k;
+    }
+    return 0;
+}
+
+/* Compares the collected writes, [checked, written), with the file. */
+static int drain(ckpt_atomic *a) {
+    if (a->error) return a->error;
+    int rc = read_back(a, a->pending, a->written - a->checked, a->checked);
+    if (rc == 0) a->checked = a->written;
+    return rc;
+}
+
+/* ------------------------------------------------------------ writes */
+
 #define WRITEBACK ((uint64_t)32 << 20)
 
+/* Windows compared, and two windows behind the writeback just started,
+ * dropped from the page cache. Not waited for: pages still dirty or under
+ * writeback stay (DONTNEED skips them; the next call tries them again,
+ * then the kernel reclaims them as usual), so the writer never stalls on
+ * the disk here. */
+static void drop_behind(ckpt_atomic *a) {
+    uint64_t end = a->flushed > 2 * WRITEBACK ? a->flushed - 2 * WRITEBACK : 0;
+    if (end > a->checked) end = a->checked;
+    if (end <= a->dropped) return;
+    /* the previous window again: what was still in flight then */
+    uint64_t from = a->dropped > 2 * WRITEBACK ? a->dropped - 2 * WRITEBACK : 0;
+    (void)posix_fadvise(a->fd, (off_t)from, (off_t)(end - from), POSIX_FADV_DONTNEED);
+    a->dropped = end;
+}
+
 int ckpt_atomic_write(ckpt_atomic *a, const void *p, size_t n) {
-    int rc = put(a, p, n, a->written);
+    uint64_t off = a->written;
+    int rc;
+    if (!a->error && a->tmp && n <= CKPT_ATOMIC_PENDING - (off - a->checked)) {
+        /* small: collected, compared a window at a time */
+        rc = put(a, p, n, off);
+        if (rc == 0 && n) memcpy(a->pending + (off - a->checked), p, n);
+    } else {
+        /* large: compared at once, from the caller's bytes */
+        rc = a->tmp ? drain(a) : 0;
+        if (rc == 0) rc = put(a, p, n, off);
+        if (rc == 0) rc = read_back(a, p, n, off);
+        if (rc == 0) a->checked = a->written;
+    }
 #ifdef SYNC_FILE_RANGE_WRITE
     if (rc == 0 && a->written - a->flushed >= WRITEBACK) {
         (void)sync_file_range(a->fd, (off_t)a->flushed, (off_t)(a->written - a->flushed),
                               SYNC_FILE_RANGE_WRITE);
         a->flushed = a->written;
+        drop_behind(a);
     }
 #endif
     return rc;
 }
 
 int ckpt_atomic_pwrite(ckpt_atomic *a, const void *p, size_t n, uint64_t off) {
-    return put(a, p, n, off);
+    /* what is collected first, so only the patch (and a gap) is new */
+    int rc = a->tmp ? drain(a) : 0;
+    uint64_t end = a->written;
+    if (rc == 0) rc = put(a, p, n, off);
+    if (rc == 0 && off > end) rc = read_back(a, NULL, off - end, end);
+    if (rc == 0) rc = read_back(a, p, n, off);
+    if (rc == 0) a->checked = a->written;
+    return rc;
 }
 
 /* Keeps the current target as target.bak: a hard link at a temporary name
@@ -371,7 +461,9 @@ int ckpt_atomic_commit(ckpt_atomic *a, int backup) {
     /* a duplicate keeps the writer's lock (claim) until the rename, past
      * the close whose error must be checked */
     int lock = -1;
-    if (sys_fsync(a->fd) != 0) {
+    if (drain(a) != 0) {
+        rc = a->error;
+    } else if (sys_fsync(a->fd) != 0) {
         rc = fail(a, "fsync", errno, CKPT_NO_OFFSET);
     } else {
         int fd = a->fd;

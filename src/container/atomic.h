@@ -16,6 +16,20 @@
  * (released by the kernel when the writer dies, in whatever PID namespace):
  * ckpt_store_gc removes a temporary file only when it can take that lock.
  *
+ * Every byte is read back from the temporary file and compared with what
+ * was written before commit renames it (CKPT_E_CHECKSUM, naming the first
+ * differing offset, otherwise): small writes are collected and compared a
+ * window at a time, large ones and patches right after the write, while
+ * their pages are still in the page cache. This proves the file holds
+ * exactly the bytes its writer produced (the writers compute their CRC-32s
+ * and digests from those same bytes): a lost or misplaced write, a patch
+ * that clobbers data, or another process writing into the temporary file
+ * before the comparison is caught. It reads the page cache, not the
+ * device: the medium's durability is fsync's promise. Windows that are
+ * compared and already on disk are dropped from the page cache
+ * (posix_fadvise DONTNEED), so a file larger than free memory neither evicts the input it
+ * is converted from nor is itself read back from disk.
+ *
  * Error messages name the operation ("open", "write", "fsync", "close",
  * "rename", "link (backup)"...), the target and errno's text; the error
  * record's file is the target. */
@@ -32,6 +46,10 @@ typedef struct ckpt_atomic {
     int error;        /* first CKPT_E_* code, sticky (0 = none) */
     uint64_t written; /* size of the temporary file so far, bytes */
     uint64_t flushed; /* bytes handed to writeback so far (see write) */
+    uint64_t dropped; /* bytes handed to posix_fadvise(DONTNEED) so far */
+    uint64_t checked; /* [0, checked) read back and found as written */
+    uint8_t *pending; /* CKPT_ATOMIC_PENDING bytes: what [checked, written)
+                         should hold, then as much scratch for reading */
     int renamed;      /* commit renamed the file into place (then a failure
                          is the directory's fsync: the target is new) */
 } ckpt_atomic;
@@ -42,6 +60,7 @@ typedef struct ckpt_atomic {
  * recorded; on failure nothing exists on disk and `a` needs no abort (abort
  * is harmless). */
 int ckpt_atomic_begin(ckpt_atomic *a, const char *target);
+#define CKPT_ATOMIC_PENDING ((size_t)1 << 20)
 /* Appends n bytes at the end of the temporary file (retrying short writes
  * and EINTR). Returns 0 or the sticky code; on the first failure the
  * temporary file is closed and removed at once (a full disk gets its space
@@ -49,12 +68,14 @@ int ckpt_atomic_begin(ckpt_atomic *a, const char *target);
  * writing the bytes so far to disk (sync_file_range, a hint; real errors
  * surface at commit's fsync): the disk works while the writer produces
  * the next bytes and the final fsync finds little left, which about
- * halves a durable 1 GiB write (bench/bench_convert.py). */
+ * halves a durable 1 GiB write (bench/bench_convert.py); windows two
+ * behind are dropped from the page cache where already on disk. */
 int ckpt_atomic_write(ckpt_atomic *a, const void *p, size_t n);
 /* Writes n bytes at an absolute offset of the temporary file (pwrite; used
  * to patch a header after streaming the data). Writing past the end
  * extends the file (a gap reads as zeros) and later appends follow the new
- * end: a->written is always the file's size. 0 or the sticky code. */
+ * end: a->written is always the file's size; the patch (and a gap, as
+ * zeros) is read back at once. 0 or the sticky code. */
 int ckpt_atomic_pwrite(ckpt_atomic *a, const void *p, size_t n, uint64_t off);
 /* fsync and close, optional backup (backup != 0: the old target, if any,
  * becomes target.bak through a hard link renamed over target.bak, so the
@@ -65,7 +86,8 @@ int ckpt_atomic_pwrite(ckpt_atomic *a, const void *p, size_t n, uint64_t off);
  * new file, and CKPT_E_IO says the rename may not survive a crash.
  * With a sticky error from an earlier call, commit only cleans up and
  * returns it; the error record is the one that failure left. Frees a's
- * strings either way. 0 or CKPT_E_IO with errno in the message. */
+ * strings either way. 0, CKPT_E_IO with errno in the message, or
+ * CKPT_E_CHECKSUM when the file does not read back as written. */
 int ckpt_atomic_commit(ckpt_atomic *a, int backup);
 
 /* fsync of the directory `dir` (through the same fault-injection hooks:

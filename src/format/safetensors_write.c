@@ -596,7 +596,7 @@ typedef struct sink_ctx {
 
 static int write_sink(void *ctx, const void *p, size_t n) {
     sink_ctx *s = ctx;
-    XXH3_64bits_update(s->xxh, p, n);
+    ckpt_xxh3_update(s->xxh, p, n);
     return ckpt_atomic_write(s->out, p, n);
 }
 
@@ -613,10 +613,10 @@ static int write_all(st_writer *w, ckpt_atomic *a, const ckpt_write_options *opt
     if (!rc) ckpt_wr_progress(opts, 0, w->ndata);
     for (size_t i = 0; !rc && i < w->ndata; i++) {
         data_t *d = w->order[i];
-        XXH3_64bits_reset(&xxh);
+        ckpt_xxh3_reset(&xxh);
         if ((rc = ckpt_tensor_stream(d->t, write_sink, &s))) break;
         char hex[17];
-        ckpt_hex64(hex, XXH3_64bits_digest(&xxh));
+        ckpt_hex64(hex, ckpt_xxh3_digest(&xxh));
         memcpy(w->header.p + d->digest_at, hex, 16);
         ckpt_wr_progress(opts, i + 1, w->ndata);
     }

@@ -622,7 +622,7 @@ typedef struct crc_sink {
 static int crc_write(void *ctx, const void *p, size_t n) {
     crc_sink *s = ctx;
     s->crc = (uint32_t)libdeflate_crc32(s->crc, p, n);
-    XXH3_64bits_update(s->xxh, p, n);
+    ckpt_xxh3_update(s->xxh, p, n);
     return ckpt_atomic_write(s->out, p, n);
 }
 
@@ -668,11 +668,11 @@ static int storage_record(pt_writer *w, size_t index) {
     if (rc) return rc;
     XXH3_state_t xxh;
     memset(&xxh, 0, sizeof xxh);
-    XXH3_64bits_reset(&xxh);
+    ckpt_xxh3_reset(&xxh);
     crc_sink sink = {w->a, 0, &xxh};
     if ((rc = ckpt_tensor_stream(&whole, crc_write, &sink))) return rc;
     r->crc = sink.crc;
-    s->xxh = XXH3_64bits_digest(&xxh);
+    s->xxh = ckpt_xxh3_digest(&xxh);
     return end_record(w, r);
 }
 

@@ -426,21 +426,19 @@ int ckpt_tensor_stream(const ckpt_tensor *t, ckpt_tensor_sink sink, void *ctx) {
 }
 
 static int xxh_sink(void *ctx, const void *p, size_t n) {
-    XXH3_64bits_update(ctx, p, n);
+    ckpt_xxh3_update(ctx, p, n);
     return 0;
 }
 
 int ckpt_tensor_xxh3(const ckpt_tensor *t, uint64_t *out) {
     XXH3_state_t st;
     memset(&st, 0, sizeof st);
-    XXH3_64bits_reset(&st);
+    ckpt_xxh3_reset(&st);
     int rc = ckpt_tensor_stream(t, xxh_sink, &st);
     if (rc) return rc;
-    *out = XXH3_64bits_digest(&st);
+    *out = ckpt_xxh3_digest(&st);
     return 0;
 }
-
-uint64_t ckpt_xxh3_64(const void *data, size_t size) { return XXH3_64bits(size ? data : "", size); }
 
 static int sha_sink(void *ctx, const void *p, size_t n) {
     return EVP_DigestUpdate(ctx, p, n) ? 0 : ckpt_err_nomem();
