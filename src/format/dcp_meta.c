@@ -142,6 +142,26 @@ static int by_fqn(const void *x, const void *y) {
     return c ? c : (a->seq > b->seq) - (a->seq < b->seq);
 }
 
+/* Whether a _StorageInfo's transform_descriptors make FileSystemReader
+ * transform the slice: it applies `descriptors or ()`, so None and every
+ * empty or false value mean none. */
+static int transforms(const ckpt_value *td) {
+    if (!td) return 0;
+    switch (td->kind) {
+    case CKPT_KIND_NONE: return 0;
+    case CKPT_KIND_BOOL: return td->u.b != 0;
+    case CKPT_KIND_INT: return td->u.i.decimal || td->u.i.v != 0;
+    case CKPT_KIND_FLOAT: return td->u.f != 0;
+    case CKPT_KIND_STR:
+    case CKPT_KIND_BYTES: return td->u.s.len != 0;
+    case CKPT_KIND_LIST:
+    case CKPT_KIND_TUPLE:
+    case CKPT_KIND_DICT:
+    case CKPT_KIND_SET: return ckpt_value_len(td) != 0;
+    default: return 1;
+    }
+}
+
 static int storage_entry(const reader *r, const ckpt_value *k, const ckpt_value *v, sentry *e) {
     const ckpt_value *ks = state_of(k, DCP_META, "MetadataIndex");
     const ckpt_value *vs = state_of(v, DCP_FS, "_StorageInfo");
@@ -155,11 +175,19 @@ static int storage_entry(const reader *r, const ckpt_value *k, const ckpt_value 
                         "storage_data[\"%s\"] is not a _StorageInfo (relative_path, offset, "
                         "length)",
                         fqn->u.s.p);
-    if (td && td->kind != CKPT_KIND_NONE && ckpt_value_len(td) > 0)
+    if (transforms(td)) {
+        /* the first descriptor (_extension.py "name[/version]"), when a str */
+        const ckpt_value *d0 = (td->kind == CKPT_KIND_LIST || td->kind == CKPT_KIND_TUPLE) &&
+                                       td->u.seq.items[0]->kind == CKPT_KIND_STR
+                                   ? td->u.seq.items[0]
+                                   : NULL;
         return ckpt_err(CKPT_E_UNSUPPORTED, r->file, "", CKPT_NO_OFFSET,
-                        "storage_data[\"%s\"] has transform_descriptors (DCP stream "
-                        "extensions such as compression), which ckpt does not undo",
-                        fqn->u.s.p);
+                        "storage_data[\"%s\"] has transform_descriptors (%.100s%s: DCP stream "
+                        "extensions such as ZStandard compression), which ckpt does not undo: "
+                        "its bytes are not what a loader gets",
+                        fqn->u.s.p, d0 ? d0->u.s.p : "not a list of str",
+                        ckpt_value_len(td) > 1 ? ", ..." : "");
+    }
     e->fqn = fqn->u.s.p;
     e->offset = get(ks, "offset");
     e->path = path->u.s.p;

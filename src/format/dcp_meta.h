@@ -19,7 +19,9 @@
  *     when fqn and offset are (index is excluded from eq), so a later
  *     duplicate key replaces an earlier one, as in the dict.
  *   _StorageInfo.__dict__: relative_path, offset, length and, with stream
- *     transforms, transform_descriptors (refused: CKPT_E_UNSUPPORTED).
+ *     transforms, transform_descriptors (refused: CKPT_E_UNSUPPORTED, naming
+ *     the first descriptor, whenever FileSystemReader would apply them:
+ *     it applies `transform_descriptors or ()`).
  */
 #ifndef CKPT_FORMAT_DCP_META_H
 #define CKPT_FORMAT_DCP_META_H

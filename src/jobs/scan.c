@@ -31,6 +31,7 @@
  * clean is safe even when its storages are missing, truncated or fail
  * their CRC (loading may then fail, but runs no code); tensor bytes are
  * never read, only sniffed, so a scan costs O(pickles), not O(file). */
+#include <dirent.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -1339,7 +1340,13 @@ static int scan_index(scanner *sc, const uint8_t *p, size_t n) {
 
 /* ------------------------------------------------------------ DCP */
 
+/* scanner.dcp: the file is a directory's .metadata (1), rank 0's of a
+ * save with use_collectives=False, or stands for a directory without
+ * metadata, or for HuggingFaceStorageWriter's sharded layout */
 #define DCP_NO_METADATA 2
+#define DCP_RANKS 3
+#define DCP_NO_RANK0 4
+#define DCP_HF 5
 
 typedef struct dcp_slice {
     const char *name; /* canonical, relative to the directory */
@@ -1386,49 +1393,35 @@ static int scan_dcp_slice(scanner *sc, const uint8_t *map, size_t size, const dc
     return rc;
 }
 
-/* A DCP directory's .metadata (FORMATS.md §4): the pickle itself, read
- * with DCP's metadata classes as data, then every slice of a data file
- * it names: tensor chunks (torch.load, weights_only=True) and bytes items
- * (torch.load with weights_only=False in DefaultLoadPlanner: the scan is
- * what stands between them and code execution). Slices not named are
- * never loaded. */
-static int scan_dcp(scanner *sc, const uint8_t *p, size_t n) {
-    if (sc->dcp == DCP_NO_METADATA) {
-        add_finding(sc, CKPT_SEVERITY_INFO, "dcp-metadata", NULL, "", CKPT_NO_OFFSET,
-                    "missing: the directory holds DCP data files (*.distcp) but no .metadata, "
-                    "so which slices a loader reads is not known");
-        sc->content = 1;
-        sc->unscannable = 1;
-        return 0;
-    }
-    region meta = {.p = p, .n = n, .member = "", .dcp_meta = 1};
+/* Slices named by DCP metadata, gathered over all the metadata files read. */
+typedef struct dcp_slices {
+    dcp_slice *items;
+    size_t n, cap;
+} dcp_slices;
+
+/* One DCP metadata pickle p[0..n) (`member`: "" for the file scanned, the
+ * rank file's name for the other ranks' metadata): the pickle itself,
+ * read with DCP's metadata classes as data, then the slices it names are
+ * added to `out`. */
+static int scan_dcp_meta(scanner *sc, const uint8_t *p, size_t n, const char *member,
+                         const char *file, dcp_slices *out) {
+    region meta = {.p = p, .n = n, .member = member, .dcp_meta = 1};
     int rc = scan_region(sc, &meta);
     if (rc) return rc;
     sc->content = 1;
-    if (!sc->dir) {
-        add_finding(sc, CKPT_SEVERITY_INFO, "dcp-metadata", NULL, "", 0,
-                    "DCP metadata: its data files, which are not scanned from a buffer, are next "
-                    "to it (scan the directory)");
-        return 0;
-    }
     ckpt_dcp_meta m;
-    rc = ckpt_dcp_meta_parse(&m, &sc->scratch, p, n, sc->file, &sc->o.limits);
+    rc = ckpt_dcp_meta_parse(&m, &sc->scratch, p, n, file, &sc->o.limits);
     if (rc == CKPT_E_NOMEM) return rc;
     if (rc) {
         /* an off-list global is a finding of the pickle scan already */
         if (rc != CKPT_E_UNSAFE) {
-            add_finding(sc, CKPT_SEVERITY_INFO, "dcp-metadata", NULL, "",
+            add_finding(sc, CKPT_SEVERITY_INFO, "dcp-metadata", NULL, member,
                         in_file(ckpt_error_last()->offset, n), "the data files cannot be found: %s",
                         ckpt_error_last()->message);
             sc->unscannable = 1;
         }
         return 0;
     }
-    size_t ns = 0;
-    for (size_t i = 0; i < m.nitems; i++) ns += m.items[i].nchunks;
-    dcp_slice *sl = ckpt_arena_array(&sc->scratch, ns + 1, sizeof *sl);
-    if (!sl) return CKPT_E_NOMEM;
-    ns = 0;
     for (size_t i = 0; i < m.nitems; i++)
         for (size_t c = 0; c < m.items[i].nchunks; c++) {
             const ckpt_dcp_chunk *ch = &m.items[i].chunks[c];
@@ -1437,13 +1430,110 @@ static int scan_dcp(scanner *sc, const uint8_t *p, size_t n) {
             if (!canon) return CKPT_E_NOMEM;
             const char *why = ckpt_shard_name(canon, ch->path, len, NULL);
             if (why) {
-                add_finding(sc, CKPT_SEVERITY_INFO, "shard-name", NULL, "", CKPT_NO_OFFSET,
+                add_finding(sc, CKPT_SEVERITY_INFO, "shard-name", NULL, member, CKPT_NO_OFFSET,
                             "data file \"%.200s\" is %s; it is not scanned", ch->path, why);
                 sc->unscannable = 1;
                 continue;
             }
-            sl[ns++] = (dcp_slice){canon, ch->offset, ch->length};
+            if (ckpt_arena_grow(&sc->scratch, (void **)&out->items, &out->cap, out->n + 1,
+                                sizeof *out->items))
+                return CKPT_E_NOMEM;
+            out->items[out->n++] = (dcp_slice){canon, ch->offset, ch->length};
         }
+    return 0;
+}
+
+/* The other ranks' metadata of a save with use_collectives=False (the
+ * file scanned is __0.metadata; open/dcp.c reads them all). */
+static int scan_dcp_ranks(scanner *sc, dcp_slices *out) {
+    DIR *d = opendir(sc->dir);
+    if (!d) {
+        add_finding(sc, CKPT_SEVERITY_INFO, "dcp-metadata", NULL, "", CKPT_NO_OFFSET,
+                    "the directory cannot be listed for the other ranks' metadata");
+        sc->unscannable = 1;
+        return 0;
+    }
+    int rc = 0;
+    for (struct dirent *e; rc == 0 && (e = readdir(d));) {
+        if (ckpt_dcp_rank_metadata(e->d_name) <= 0) continue;
+        const char *member = ckpt_arena_strdup(&sc->r->arena, e->d_name);
+        const char *path = ckpt_arena_printf(&sc->scratch, "%s/%s", sc->dir, e->d_name);
+        if (!member || !path) {
+            rc = CKPT_E_NOMEM;
+            break;
+        }
+        const uint8_t *map;
+        size_t size;
+        if (ckpt_map_file(path, &map, &size)) {
+            add_finding(sc, CKPT_SEVERITY_INFO, "shard-unreadable", NULL, member, CKPT_NO_OFFSET,
+                        "rank metadata cannot be read: %s", ckpt_error_last()->message);
+            sc->unscannable = 1;
+            continue;
+        }
+        uint64_t budget = sc->budget; /* each file has its own */
+        sc->budget = ckpt_zip_budget(&sc->o.limits, size);
+        rc = scan_dcp_meta(sc, map, size, member, path, out);
+        sc->budget = budget;
+        ckpt_unmap_file(map, size);
+    }
+    closedir(d);
+    return rc;
+}
+
+static int hf_entry(const struct dirent *e) { return ckpt_dcp_hf_name(e->d_name); }
+
+/* HuggingFaceStorageWriter's sharded layout: every "*.safetensors" file,
+ * each a shard of its own (HuggingFaceStorageReader reads them all). */
+static int scan_dcp_hf(scanner *sc) {
+    struct dirent **names = NULL;
+    int n = scandir(sc->dir, &names, hf_entry, alphasort), rc = 0;
+    sc->content = 1;
+    if (n < 0) {
+        add_finding(sc, CKPT_SEVERITY_INFO, "dcp-metadata", NULL, "", CKPT_NO_OFFSET,
+                    "the directory cannot be listed");
+        sc->unscannable = 1;
+        return 0;
+    }
+    for (int i = 0; i < n; i++) {
+        if (rc == 0) rc = scan_shard(sc, names[i]->d_name);
+        free(names[i]);
+    }
+    free(names);
+    return rc;
+}
+
+/* A DCP directory's metadata (FORMATS.md §4; open/dcp.h layouts): the
+ * pickle, or with use_collectives=False every rank's, then every slice
+ * of a data file they name: tensor chunks (torch.load, weights_only=True)
+ * and bytes items (torch.load with weights_only=False in
+ * DefaultLoadPlanner: the scan is what stands between them and code
+ * execution). Slices not named are never loaded. */
+static int scan_dcp(scanner *sc, const uint8_t *p, size_t n) {
+    if (sc->dcp == DCP_HF) return scan_dcp_hf(sc);
+    if (sc->dcp == DCP_NO_METADATA || sc->dcp == DCP_NO_RANK0) {
+        add_finding(sc, CKPT_SEVERITY_INFO, "dcp-metadata", NULL, "", CKPT_NO_OFFSET,
+                    sc->dcp == DCP_NO_RANK0
+                        ? "missing: the directory holds rank metadata files (a save with "
+                          "use_collectives=False) but not rank 0's, which dcp.load without a "
+                          "process group reads"
+                        : "missing: the directory holds DCP data files (*.distcp) but no "
+                          ".metadata, so which slices a loader reads is not known");
+        sc->content = 1;
+        sc->unscannable = 1;
+        return 0;
+    }
+    dcp_slices all = {0};
+    int rc = scan_dcp_meta(sc, p, n, "", sc->file, &all);
+    if (rc) return rc;
+    if (!sc->dir) {
+        add_finding(sc, CKPT_SEVERITY_INFO, "dcp-metadata", NULL, "", 0,
+                    "DCP metadata: its data files, which are not scanned from a buffer, are next "
+                    "to it (scan the directory)");
+        return 0;
+    }
+    if (sc->dcp == DCP_RANKS && (rc = scan_dcp_ranks(sc, &all))) return rc;
+    dcp_slice *sl = all.items;
+    size_t ns = all.n;
     if (ns > 1) qsort(sl, ns, sizeof *sl, by_slice);
     const uint8_t *map = NULL;
     size_t size = 0;
@@ -1659,22 +1749,29 @@ int ckpt_scan_memory(ckpt_scan_report **out, const void *data, size_t size, cons
     return scan_buffer(out, data, size, name, NULL, opts, 0, 0);
 }
 
-/* A DCP directory: its .metadata, read as DCP metadata whatever its
- * content, and the data files it names. */
+/* A DCP directory (open/dcp.h layouts): the metadata its loader reads,
+ * as DCP metadata whatever its content (.metadata, or __0.metadata and
+ * the other ranks'), and the data files named; or, in
+ * HuggingFaceStorageWriter's sharded layout, its safetensors files. */
 static int scan_dcp_dir(ckpt_scan_report **out, const char *dir, const ckpt_scan_options *opts) {
-    size_t dlen = strlen(dir);
-    char *meta = ckpt_malloc(dlen + sizeof "/.metadata");
+    ckpt_dcp_layout layout = ckpt_dcp_dir_layout(dir);
+    const char *name = layout == CKPT_DCP_RANKS ? "/__0.metadata" : "/.metadata";
+    size_t dlen = strlen(dir), nlen = strlen(name);
+    char *meta = ckpt_malloc(dlen + nlen + 1);
     if (!meta) return ckpt_err(CKPT_E_NOMEM, dir, NULL, CKPT_NO_OFFSET, "out of memory");
     memcpy(meta, dir, dlen);
-    memcpy(meta + dlen, "/.metadata", sizeof "/.metadata");
+    memcpy(meta + dlen, name, nlen + 1);
     const uint8_t *map;
     size_t n;
     struct stat st;
     int rc = 0;
-    if (stat(meta, &st) != 0 && errno == ENOENT) {
-        rc = scan_buffer(out, NULL, 0, meta, dir, opts, 0, DCP_NO_METADATA);
+    if (layout == CKPT_DCP_HF) {
+        rc = scan_buffer(out, NULL, 0, dir, dir, opts, 0, DCP_HF);
+    } else if (stat(meta, &st) != 0 && errno == ENOENT) {
+        rc = scan_buffer(out, NULL, 0, meta, dir, opts, 0,
+                         layout == CKPT_DCP_RANKS ? DCP_NO_RANK0 : DCP_NO_METADATA);
     } else if ((rc = ckpt_map_file(meta, &map, &n)) == 0) {
-        rc = scan_buffer(out, map, n, meta, dir, opts, 0, 1);
+        rc = scan_buffer(out, map, n, meta, dir, opts, 0, layout == CKPT_DCP_RANKS ? DCP_RANKS : 1);
         ckpt_unmap_file(map, n);
     }
     ckpt_free(meta);

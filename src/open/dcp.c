@@ -22,6 +22,7 @@
 #include "open/sharded.h"
 
 #define DATA_SUFFIX ".distcp"
+#define HF_SUFFIX ".safetensors" /* _hf_utils.SUFFIX */
 
 static int ends_with(const char *s, const char *suffix) {
     size_t n = strlen(s), k = strlen(suffix);
@@ -33,19 +34,77 @@ int ckpt_is_dcp_dir(const char *path) {
     return path && stat(path, &st) == 0 && S_ISDIR(st.st_mode) && ckpt_dcp_is_dir(path);
 }
 
-int ckpt_dcp_is_dir(const char *dir) {
-    char path[4096];
-    struct stat st;
-    int n = snprintf(path, sizeof path, "%s/.metadata", dir);
-    if (n > 0 && (size_t)n < sizeof path && stat(path, &st) == 0) return 1;
-    DIR *d = opendir(dir);
-    if (!d) return 0;
+int ckpt_dcp_hf_name(const char *name) { return ends_with(name, HF_SUFFIX); }
+
+int ckpt_dcp_rank_metadata(const char *name) {
+    static const char suffix[] = ".metadata";
+    if (strncmp(name, "__", 2) || name[2] < '0' || name[2] > '9' ||
+        (name[2] == '0' && name[3] != '.'))
+        return -1;
+    long r = 0;
+    const char *p = name + 2;
+    for (; *p >= '0' && *p <= '9'; p++) {
+        r = r * 10 + (*p - '0');
+        if (r > 1 << 30) return -1;
+    }
+    return strcmp(p, suffix) ? -1 : (int)r;
+}
+
+/* 1 if the safetensors file at `path` has DCP_SHARDING_INFO in its header
+ * (looked for in the header's first MiB: safetensors writes __metadata__
+ * first). Content, not the name, tells DCP's files from others. */
+static int has_sharding_info(const char *path) {
+    static const char key[] = "\"DCP_SHARDING_INFO\"";
+    FILE *fp = fopen(path, "rb");
+    if (!fp) return 0;
+    uint8_t len[8];
     int found = 0;
-    for (struct dirent *e; !found && (e = readdir(d));)
-        found = e->d_name[0] != '.' && ends_with(e->d_name, DATA_SUFFIX);
-    closedir(d);
+    if (fread(len, 1, 8, fp) == 8) {
+        uint64_t n = 0;
+        for (int i = 7; i >= 0; i--) n = n << 8 | len[i];
+        size_t want = n < (1u << 20) ? (size_t)n : (size_t)1 << 20;
+        char *h = ckpt_malloc(want + 1);
+        if (h) {
+            size_t got = fread(h, 1, want, fp);
+            h[got] = '\0';
+            found = memmem(h, got, key, sizeof key - 1) != NULL;
+            ckpt_free(h);
+        }
+    }
+    fclose(fp);
     return found;
 }
+
+static int exists(const char *dir, const char *name) {
+    char path[4096];
+    struct stat st;
+    int n = snprintf(path, sizeof path, "%s/%s", dir, name);
+    return n > 0 && (size_t)n < sizeof path && stat(path, &st) == 0;
+}
+
+ckpt_dcp_layout ckpt_dcp_dir_layout(const char *dir) {
+    if (exists(dir, ".metadata")) return CKPT_DCP_METADATA;
+    DIR *d = opendir(dir);
+    if (!d) return CKPT_DCP_NOT;
+    int ranks = 0, data = 0, hf = 0;
+    for (struct dirent *e; !ranks && (e = readdir(d));) {
+        ranks = ckpt_dcp_rank_metadata(e->d_name) >= 0;
+        data |= e->d_name[0] != '.' && ends_with(e->d_name, DATA_SUFFIX);
+    }
+    if (!ranks && !data && !exists(dir, "model.safetensors.index.json")) {
+        rewinddir(d);
+        for (struct dirent *e; !hf && (e = readdir(d));) {
+            char path[4096];
+            int n = snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+            hf = ckpt_dcp_hf_name(e->d_name) && n > 0 && (size_t)n < sizeof path &&
+                 has_sharding_info(path);
+        }
+    }
+    closedir(d);
+    return ranks ? CKPT_DCP_RANKS : data ? CKPT_DCP_NO_METADATA : hf ? CKPT_DCP_HF : CKPT_DCP_NOT;
+}
+
+int ckpt_dcp_is_dir(const char *dir) { return ckpt_dcp_dir_layout(dir) != CKPT_DCP_NOT; }
 
 typedef struct opener {
     ckpt_file *f;
@@ -59,6 +118,7 @@ typedef struct opener {
         ckpt_file *part;
     } * st;
     size_t nst, st_cap;
+    int whole_files; /* HF: every chunk is a tensor of the safetensors file */
 } opener;
 
 /* "__RANK_N.distcp" -> RANK, else -1. */
@@ -133,9 +193,9 @@ static int open_slice(opener *o, size_t shard, uint64_t off, uint64_t len, const
                         (unsigned long long)off, (unsigned long long)(off + len), h->map_size);
     uint8_t head[CKPT_HEAD_BYTES];
     size_t n;
-    int rc = ckpt_file_head(h, off, head, &n);
+    int rc = o->whole_files ? 0 : ckpt_file_head(h, off, head, &n);
     if (rc) return rc;
-    ckpt_format at = ckpt_detect_format(head, n);
+    ckpt_format at = o->whole_files ? CKPT_FORMAT_UNKNOWN : ckpt_detect_format(head, n);
     *base = off;
     if (at != CKPT_FORMAT_TORCH_ZIP && at != CKPT_FORMAT_SAFETENSORS) {
         if ((rc = ckpt_file_head(h, 0, head, &n))) return rc;
@@ -445,28 +505,282 @@ static int set_element(nester *n, const ckpt_dcp_item *it, ckpt_value *value) {
     return rc;
 }
 
-/* The .metadata pickle f is, read whole with pread (never through the
- * mapping: the file may shrink) into scratch memory: the parse copies
- * what it keeps. */
-static int parse_meta(ckpt_file *f, ckpt_dcp_meta *meta) {
-    uint8_t *p = ckpt_malloc(f->map_size ? f->map_size : 1);
-    if (!p) return ckpt_err(CKPT_E_NOMEM, f->path, NULL, 0, "out of memory");
-    int rc = ckpt_source_read(&f->source, f->map, p, f->map_size, NULL);
+/* ------------------------------------------------------------ layouts */
+
+/* The metadata pickle `src` is (f itself, or a rank file opened raw), read
+ * whole with pread (never through the mapping: the file may shrink) into
+ * scratch memory and parsed into f's arena: the parse copies what it
+ * keeps. */
+static int parse_meta(ckpt_file *f, const ckpt_file *src, ckpt_dcp_meta *meta) {
+    uint8_t *p = ckpt_malloc(src->map_size ? src->map_size : 1);
+    if (!p) return ckpt_err(CKPT_E_NOMEM, src->path, NULL, 0, "out of memory");
+    int rc = ckpt_source_read(&src->source, src->map, p, src->map_size, NULL);
     if (rc == 0)
-        rc = ckpt_dcp_meta_parse(meta, &f->arena, p, f->map_size, f->path, &f->opts.limits);
+        rc = ckpt_dcp_meta_parse(meta, &f->arena, p, src->map_size, src->path, &f->opts.limits);
     ckpt_free(p);
     return rc;
 }
 
-int ckpt_dcp_read(ckpt_file *f, const char *dir) {
-    ckpt_dcp_meta meta;
-    int rc = parse_meta(f, &meta);
+/* Items of several metadata merged by fqn: the first file's order, then
+ * each later file's new fqns; an fqn met again adds its chunks. */
+typedef struct merger {
+    ckpt_file *f;
+    ckpt_dcp_meta *all;
+    size_t items_cap, seen_cap;
+    struct seen {
+        size_t chunks_cap;
+        const char *from; /* the file that first gave the item */
+    } * seen;             /* per item */
+    ckpt_strmap index;    /* fqn -> item */
+} merger;
+
+static int same_dims(const uint64_t *a, const uint64_t *b, uint32_t n) {
+    for (uint32_t d = 0; d < n; d++)
+        if (a[d] != b[d]) return 0;
+    return 1;
+}
+
+static int same_path(const ckpt_dcp_item *a, const ckpt_dcp_item *b) {
+    if (a->npath != b->npath) return 0;
+    for (size_t i = 0; i < a->npath; i++) {
+        const ckpt_value *x = a->path[i], *y = b->path[i];
+        if (x->kind != y->kind ||
+            (x->kind == CKPT_KIND_STR ? strcmp(x->u.s.p, y->u.s.p) : x->u.i.v != y->u.i.v))
+            return 0;
+    }
+    return 1;
+}
+
+static int disagree(const merger *m, const char *file, size_t i, const char *what) {
+    const ckpt_dcp_item *it = &m->all->items[i];
+    return ckpt_err(CKPT_E_FORMAT, file, it->fqn, CKPT_NO_OFFSET,
+                    "\"%s\": its %s here and in %s differ (inconsistent duplicate entries: "
+                    "which one a loader gets depends on the rank or file order)",
+                    it->fqn, what, m->seen[i].from);
+}
+
+/* A chunk of item i that is new to it; a chunk at the same offsets as
+ * one already there is the same box saved again by another rank (a
+ * replicated tensor): the first file's copy is the one kept. */
+static int merge_chunk(merger *m, const char *file, size_t i, const ckpt_dcp_chunk *ch) {
+    ckpt_dcp_item *it = &m->all->items[i];
+    for (size_t c = 0; c < it->nchunks; c++) {
+        if (!same_dims(it->chunks[c].offsets, ch->offsets, it->ndim)) continue;
+        if (!same_dims(it->chunks[c].sizes, ch->sizes, it->ndim))
+            return disagree(m, file, i, "chunk sizes at the same offsets");
+        return 0;
+    }
+    if (ckpt_arena_grow(&m->f->arena, (void **)&it->chunks, &m->seen[i].chunks_cap, it->nchunks + 1,
+                        sizeof *it->chunks))
+        return ckpt_err_nomem();
+    it->chunks[it->nchunks++] = *ch;
+    return 0;
+}
+
+static int merge_item(merger *m, const char *file, const ckpt_dcp_item *it) {
+    size_t len = strlen(it->fqn);
+    ckpt_strmap_slot *slot;
+    int put = ckpt_strmap_put(&m->index, it->fqn, len, m->all->nitems, &slot);
+    if (put < 0) return ckpt_err_nomem();
+    if (put == 1) {
+        size_t n = m->all->nitems + 1;
+        if (ckpt_arena_grow(&m->f->arena, (void **)&m->all->items, &m->items_cap, n,
+                            sizeof *m->all->items) ||
+            ckpt_arena_grow(&m->f->arena, (void **)&m->seen, &m->seen_cap, n, sizeof *m->seen))
+            return ckpt_err_nomem();
+        m->all->items[m->all->nitems] = *it;
+        m->seen[m->all->nitems++] = (struct seen){it->nchunks, file};
+        return 0;
+    }
+    size_t i = slot->val;
+    const ckpt_dcp_item *have = &m->all->items[i];
+    if (have->is_bytes != it->is_bytes) return disagree(m, file, i, "kind (tensor or bytes item)");
+    if (!same_path(have, it)) return disagree(m, file, i, "planner_data paths");
+    if (it->is_bytes) return 0; /* saved by every rank; the first is kept */
+    if (have->dtype != it->dtype || have->ndim != it->ndim ||
+        !same_dims(have->size, it->size, it->ndim))
+        return disagree(m, file, i, "dtypes or sizes");
+    for (size_t c = 0; c < it->nchunks; c++) {
+        int rc = merge_chunk(m, file, i, &it->chunks[c]);
+        if (rc) return rc;
+    }
+    return 0;
+}
+
+/* RANKS: __0.metadata .. __N-1.metadata, every one present (a loader on
+ * the rank of a missing one fails), parsed and merged in rank order. */
+static int read_ranks(ckpt_file *f, const char *dir, ckpt_dcp_meta *out) {
+    DIR *d = opendir(dir);
+    if (!d) return ckpt_err(CKPT_E_IO, dir, "", CKPT_NO_OFFSET, "cannot list the directory");
+    int top = -1;
+    size_t count = 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        int r = ckpt_dcp_rank_metadata(e->d_name);
+        if (r < 0) continue;
+        count++;
+        if (r > top) top = r;
+    }
+    closedir(d);
+    merger m = {.f = f, .all = out};
+    memset(out, 0, sizeof *out);
+    int rc = 0;
+    for (int r = 0; rc == 0 && r <= top; r++) {
+        const char *path = ckpt_arena_printf(&f->arena, "%s/__%d.metadata", dir, r);
+        CKPT_CHECK_ALLOC(path);
+        const uint8_t *map;
+        size_t size;
+        struct stat st;
+        if (stat(path, &st) != 0) {
+            rc = ckpt_err(CKPT_E_MISMATCH, path, "", CKPT_NO_OFFSET,
+                          "missing: the directory holds %zu rank metadata files up to "
+                          "__%d.metadata (a save with use_collectives=False) but not this "
+                          "one, which %s reads",
+                          count, top,
+                          r ? "DCP's loader on this rank"
+                            : "dcp.load without a process group, dcp_to_torch_save and the "
+                              "loader on rank 0");
+            break;
+        }
+        if ((rc = ckpt_map_file(path, &map, &size))) break;
+        ckpt_dcp_meta one;
+        rc = ckpt_dcp_meta_parse(&one, &f->arena, map, size, path, &f->opts.limits);
+        ckpt_unmap_file(map, size);
+        for (size_t i = 0; rc == 0 && i < one.nitems; i++) rc = merge_item(&m, path, &one.items[i]);
+    }
+    ckpt_strmap_free(&m.index);
+    return rc;
+}
+
+/* saved_offsets of `fqn` in DCP_SHARDING_INFO `doc` (ndim of them), as
+ * HuggingFaceStorageReader reads it; zeros without DCP_SHARDING_INFO. */
+static int saved_offsets(const ckpt_file *part, const json_t *doc, const char *fqn, uint32_t ndim,
+                         uint64_t *out) {
+    memset(out, 0, (ndim ? ndim : 1) * sizeof *out);
+    if (!doc) return 0;
+    const json_t *so = json_object_get(json_object_get(doc, fqn), "saved_offsets");
+    int ok = json_is_array(so) && json_array_size(so) == ndim;
+    for (uint32_t d = 0; ok && d < ndim; d++) {
+        const json_t *x = json_array_get(so, d);
+        ok = json_is_integer(x) && json_integer_value(x) >= 0;
+        if (ok) out[d] = (uint64_t)json_integer_value(x);
+    }
+    if (!ok)
+        return ckpt_err(CKPT_E_FORMAT, part->path, fqn, CKPT_NO_OFFSET,
+                        "DCP_SHARDING_INFO has no saved_offsets of %u non-negative ints for "
+                        "\"%s\" (HuggingFaceStorageReader fails on it)",
+                        ndim, fqn);
+    return 0;
+}
+
+/* One safetensors file of an HF directory: each tensor a chunk at its
+ * saved_offsets; a tensor's size is the largest extent of its chunks. */
+static int hf_file(opener *o, merger *m, const char *name) {
+    ckpt_file *f = o->f;
+    size_t shard;
+    ckpt_file *part;
+    uint64_t base;
+    int rc = data_file(o, name, name, &shard);
     if (rc) return rc;
+    ckpt_file *h = f->shards[shard];
+    uint8_t head[CKPT_HEAD_BYTES];
+    size_t n;
+    if ((rc = ckpt_file_head(h, 0, head, &n))) return rc;
+    if (ckpt_detect_format(head, n) != CKPT_FORMAT_SAFETENSORS)
+        return ckpt_err(CKPT_E_FORMAT, h->path, "", 0,
+                        "not a safetensors file (HuggingFaceStorageReader reads every "
+                        "\"*.safetensors\" file of the directory)");
+    if ((rc = open_slice(o, shard, 0, 0, name, &part, &base))) return rc;
+    const char *text = NULL;
+    for (size_t i = 0; i < part->nmeta; i++)
+        if (!strcmp(part->meta_keys[i], "DCP_SHARDING_INFO")) text = part->meta_vals[i];
+    json_t *doc = text ? json_loads(text, 0, NULL) : NULL;
+    if (text && !json_is_object(doc))
+        rc = ckpt_err(CKPT_E_FORMAT, part->path, "", CKPT_NO_OFFSET,
+                      "DCP_SHARDING_INFO is not a JSON object");
+    for (size_t i = 0; rc == 0 && i < part->ntensors; i++) {
+        const ckpt_tensor *t = &part->tensors[i];
+        uint32_t nd = t->ndim;
+        ckpt_dcp_chunk ch = {.path = name,
+                             .offset = ckpt_tensor_file_offset(t),
+                             .length = t->nbytes,
+                             .offsets = ckpt_arena_array(&f->arena, nd ? nd : 1, sizeof(uint64_t)),
+                             .sizes = t->shape};
+        ckpt_dcp_item it = {.fqn = t->name,
+                            .dtype = t->dtype,
+                            .ndim = nd,
+                            .nchunks = 1,
+                            .chunks = ckpt_arena_alloc(&f->arena, sizeof ch),
+                            .size = ckpt_arena_array(&f->arena, nd ? nd : 1, sizeof(uint64_t))};
+        if (!ch.offsets || !it.chunks || !it.size) {
+            rc = ckpt_err_nomem();
+            break;
+        }
+        if ((rc = saved_offsets(part, doc, t->name, nd, ch.offsets))) break;
+        for (uint32_t d = 0; d < nd; d++)
+            if (ckpt_add_overflow(ch.offsets[d], t->shape[d], &it.size[d]))
+                rc = ckpt_err(CKPT_E_FORMAT, part->path, t->name, CKPT_NO_OFFSET,
+                              "\"%s\": saved_offsets overflow", t->name);
+        it.chunks[0] = ch;
+        size_t len = strlen(t->name);
+        const ckpt_strmap_slot *slot =
+            ckpt_strmap_find(&m->index, t->name, len, ckpt_strmap_hash(t->name, len));
+        if (rc == 0 && slot) { /* size: the largest extent, as the reader takes it */
+            ckpt_dcp_item *have = &m->all->items[slot->val];
+            if (have->dtype != it.dtype || have->ndim != nd) {
+                rc = disagree(m, part->path, slot->val, "dtypes or dimension counts");
+                break;
+            }
+            for (uint32_t d = 0; d < nd; d++)
+                if (it.size[d] > have->size[d]) have->size[d] = it.size[d];
+            memcpy(it.size, have->size, (nd ? nd : 1) * sizeof *it.size);
+        }
+        if (rc == 0) rc = merge_item(m, part->path, &it);
+    }
+    json_decref(doc);
+    return rc;
+}
+
+static int by_name(const struct dirent **a, const struct dirent **b) {
+    return strcmp((*a)->d_name, (*b)->d_name);
+}
+
+static int hf_entry(const struct dirent *e) { return ckpt_dcp_hf_name(e->d_name); }
+
+/* HF: every "*.safetensors" file, in name order (the reader lists them). */
+static int read_hf(opener *o, const char *dir, ckpt_dcp_meta *out) {
+    struct dirent **names = NULL;
+    int n = scandir(dir, &names, hf_entry, by_name);
+    if (n < 0) return ckpt_err(CKPT_E_IO, dir, "", CKPT_NO_OFFSET, "cannot list the directory");
+    merger m = {.f = o->f, .all = out};
+    memset(out, 0, sizeof *out);
+    o->whole_files = 1;
+    int rc = 0;
+    for (int i = 0; i < n; i++) {
+        const char *name = rc ? NULL : ckpt_arena_strdup(&o->f->arena, names[i]->d_name);
+        if (rc == 0) rc = name ? hf_file(o, &m, name) : ckpt_err_nomem();
+        free(names[i]);
+    }
+    free(names);
+    ckpt_strmap_free(&m.index);
+    return rc;
+}
+
+static const char *base_name(const char *path) {
+    const char *slash = strrchr(path, '/');
+    return slash ? slash + 1 : path;
+}
+
+int ckpt_dcp_read(ckpt_file *f, const char *dir) {
+    ckpt_dcp_meta meta = {0};
+    opener o = {.f = f, .dir = NULL};
     f->format = CKPT_FORMAT_DCP;
     f->dcp_dir = ckpt_arena_strdup(&f->arena, dir);
     f->root = ckpt_value_new(&f->arena, CKPT_KIND_DICT);
     CKPT_CHECK_ALLOC(f->dcp_dir && f->root);
-    opener o = {.f = f, .dir = f->dcp_dir};
+    o.dir = f->dcp_dir;
+    int rc = !strcmp(f->path, dir)                             ? read_hf(&o, dir, &meta)
+             : ckpt_dcp_rank_metadata(base_name(f->path)) >= 0 ? read_ranks(f, dir, &meta)
+                                                               : parse_meta(f, f, &meta);
     nester n = {.f = f, .max_index = meta.nitems};
     for (size_t i = 0; rc == 0 && i < meta.nitems; i++) {
         ckpt_dcp_item *it = &meta.items[i];
@@ -490,9 +804,19 @@ int ckpt_dcp_check_unnamed(const ckpt_file *f) {
     DIR *d = opendir(f->dcp_dir);
     if (!d) return ckpt_err(CKPT_E_IO, f->dcp_dir, "", CKPT_NO_OFFSET, "cannot list the directory");
     size_t dlen = strlen(f->dcp_dir);
+    int ranks = ckpt_dcp_rank_metadata(base_name(f->path)) >= 0, hf = !strcmp(f->path, f->dcp_dir);
     int rc = 0;
     for (struct dirent *e; rc == 0 && (e = readdir(d));) {
-        if (!ends_with(e->d_name, DATA_SUFFIX)) continue;
+        if (ranks && !strcmp(e->d_name, ".metadata"))
+            rc = ckpt_err(CKPT_E_MISMATCH, f->dcp_dir, e->d_name, CKPT_NO_OFFSET,
+                          ".metadata lies next to the rank metadata files read: DCP's loader "
+                          "reads .metadata and ignores them");
+        if (!ranks && !hf && ckpt_dcp_rank_metadata(e->d_name) >= 0)
+            rc = ckpt_err(CKPT_E_MISMATCH, f->dcp_dir, e->d_name, CKPT_NO_OFFSET,
+                          "%s is ignored: DCP's loader reads .metadata when there is one (the "
+                          "rank file was left by a save with use_collectives=False)",
+                          e->d_name);
+        if (rc || !ends_with(e->d_name, DATA_SUFFIX)) continue;
         int named = 0;
         for (size_t i = 0; !named && i < f->nshards; i++) {
             const char *p = f->shards[i]->path;
@@ -501,9 +825,9 @@ int ckpt_dcp_check_unnamed(const ckpt_file *f) {
         }
         if (!named)
             rc = ckpt_err(CKPT_E_MISMATCH, f->dcp_dir, e->d_name, CKPT_NO_OFFSET,
-                          "data file %s is not named by .metadata (left by another save, or a "
+                          "data file %s is not named by %s (left by another save, or a "
                           "rank's output the coordinator did not record)",
-                          e->d_name);
+                          e->d_name, ranks ? "any rank's metadata" : ".metadata");
     }
     closedir(d);
     return rc;

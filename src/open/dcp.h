@@ -9,21 +9,63 @@
 
 #include "model/file.h"
 
-/* 1 if directory `dir` is a DCP checkpoint: it holds `.metadata` or a
- * "*.distcp" file. */
+/* How a directory holds a DCP checkpoint, as torch 2.13's loaders find
+ * it (state_dict_loader._load_state_dict, FileSystemReader.read_metadata,
+ * HuggingFaceStorageReader.read_metadata):
+ *   METADATA     `.metadata` (a collective save). DCP reads it and nothing
+ *                else, even where rank files lie next to it.
+ *   RANKS        no `.metadata` but `__R.metadata` files: a save with
+ *                use_collectives=False, where every rank wrote its own. The
+ *                loader on rank R falls back to `__R.metadata`; dcp.load
+ *                without a process group and dcp_to_torch_save read
+ *                `__0.metadata`. ckpt opens all of them as one checkpoint
+ *                (open/dcp.c: their union, which every rank's view is part
+ *                of).
+ *   NO_METADATA  "*.distcp" data files and no metadata of either kind.
+ *   HF           no DCP metadata and no model.safetensors.index.json, but
+ *                "*.safetensors" files whose header holds DCP_SHARDING_INFO
+ *                (HuggingFaceStorageWriter with save_distributed=True and no
+ *                consolidation): HuggingFaceStorageReader lists every
+ *                "*.safetensors" file and places each tensor at its
+ *                saved_offsets. With an index (the rank-0 and the
+ *                consolidated layouts) the directory is a sharded set. */
+typedef enum ckpt_dcp_layout {
+    CKPT_DCP_NOT = 0,
+    CKPT_DCP_METADATA,
+    CKPT_DCP_RANKS,
+    CKPT_DCP_NO_METADATA,
+    CKPT_DCP_HF
+} ckpt_dcp_layout;
+
+ckpt_dcp_layout ckpt_dcp_dir_layout(const char *dir);
+
+/* 1 if directory `dir` is a DCP checkpoint (a layout other than NOT). */
 int ckpt_dcp_is_dir(const char *dir);
 
-/* Reads f, whose mapping is the `.metadata` of directory `dir`: parses
- * it, opens the data files it names (f's shards) and their slices (f's
- * parts), checks the chunks of every tensor against their slices and
- * that they tile it, and builds f->root. Returns 0 or a CKPT_E_* code
- * with the error recorded (see ckpt_open). */
+/* 1 for a file name HuggingFaceStorageReader reads ("*.safetensors",
+ * _hf_utils.SUFFIX). */
+int ckpt_dcp_hf_name(const char *name);
+
+/* R for a rank's metadata file name "__R.metadata" (FileSystemWriter's
+ * f"__{rank}.metadata": decimal, no leading zero), else -1. */
+int ckpt_dcp_rank_metadata(const char *name);
+
+/* Reads f as the DCP checkpoint of directory `dir`: f's mapping is its
+ * `.metadata` (METADATA, or any file content-detected as DCP metadata), or
+ * f is one of the rank files `__R.metadata` (RANKS: every rank file of
+ * the directory is read and merged), or f's path is `dir` itself (HF).
+ * Opens the data files named (f's shards) and their slices (f's parts),
+ * checks the chunks of every tensor against their slices and that they
+ * tile it, and builds f->root. Returns 0 or a CKPT_E_* code with the
+ * error recorded (see ckpt_open). */
 int ckpt_dcp_read(ckpt_file *f, const char *dir);
 
-/* The "*.distcp" files in f's directory that `.metadata` does not name
- * (left by an earlier save, or a rank's output the coordinator never
- * recorded): CKPT_E_MISMATCH naming the first, else 0; CKPT_E_IO when
- * the directory cannot be listed. */
+/* Files of f's directory that f's loader does not read: "*.distcp"
+ * files no metadata names (left by an earlier save, or a rank's output the
+ * coordinator never recorded), and metadata DCP ignores (`__R.metadata`
+ * next to a `.metadata`, which wins) or that shadows f's (a `.metadata`
+ * next to the rank files f was read from): CKPT_E_MISMATCH naming the
+ * first, else 0; CKPT_E_IO when the directory cannot be listed. */
 int ckpt_dcp_check_unnamed(const ckpt_file *f);
 
 #endif

@@ -92,9 +92,10 @@ static int read_format(ckpt_file *f, int from_path, ckpt_format force) {
             return ckpt_err(CKPT_E_UNSUPPORTED, f->path, NULL, 0,
                             "DCP metadata can only be opened from a path (its directory holds "
                             "the data)");
-        if (parent_dir(&f->arena, f->path, &dir))
+        /* an HF layout's file is its directory (open_dcp_dir) */
+        if (!f->dcp_dir && parent_dir(&f->arena, f->path, &dir))
             return ckpt_err(CKPT_E_NOMEM, f->path, NULL, 0, "out of memory");
-        return ckpt_dcp_read(f, dir);
+        return ckpt_dcp_read(f, f->dcp_dir ? f->dcp_dir : dir);
     case CKPT_FORMAT_TORCH_ZIP: return ckpt_torch_read_zip(f);
     case CKPT_FORMAT_SAFETENSORS: return ckpt_safetensors_read(f);
     case CKPT_FORMAT_SAFETENSORS_SHARDED:
@@ -247,15 +248,33 @@ static int model_dir_weights(ckpt_arena *a, const char *dir, const char **out) {
                     "pytorch_model.bin.index.json)");
 }
 
-/* A DCP directory opens as its .metadata, read as DCP metadata whatever
- * its content; without one it is corrupt (the data cannot be addressed). */
+/* A DCP directory opens as the metadata its loader reads (open/dcp.h
+ * layouts): .metadata, read as DCP metadata whatever its content; for a
+ * save with use_collectives=False __0.metadata, read with the other
+ * ranks' files; for HuggingFaceStorageWriter's sharded layout the
+ * directory itself. Without metadata it is corrupt (the data cannot be
+ * addressed). */
 static int open_dcp_dir(ckpt_file **out, const char *dir, const ckpt_open_options *opts) {
+    ckpt_dcp_layout layout = ckpt_dcp_dir_layout(dir);
+    if (layout == CKPT_DCP_HF) {
+        ckpt_file *f = file_new(dir, opts);
+        if (!f) return ckpt_err(CKPT_E_NOMEM, dir, NULL, CKPT_NO_OFFSET, "out of memory");
+        f->map = (const uint8_t *)"";
+        f->dcp_dir = f->path;
+        return finish_open(out, f, 1, CKPT_FORMAT_DCP);
+    }
     ckpt_arena a = {0};
-    const char *meta = ckpt_arena_printf(&a, "%s/.metadata", dir);
+    const char *meta = ckpt_arena_printf(&a, "%s/%s", dir,
+                                         layout == CKPT_DCP_RANKS ? "__0.metadata" : ".metadata");
     struct stat st;
     int rc;
     if (!meta)
         rc = ckpt_err(CKPT_E_NOMEM, dir, NULL, CKPT_NO_OFFSET, "out of memory");
+    else if (layout == CKPT_DCP_RANKS && stat(meta, &st) != 0)
+        rc = ckpt_err(CKPT_E_MISMATCH, meta, NULL, CKPT_NO_OFFSET,
+                      "missing: the directory holds rank metadata files (a save with "
+                      "use_collectives=False) but not rank 0's, which dcp.load without a "
+                      "process group and dcp_to_torch_save read");
     else if (stat(meta, &st) != 0)
         rc = ckpt_err(CKPT_E_MISMATCH, meta, NULL, CKPT_NO_OFFSET,
                       "missing: the directory holds DCP data files (*.distcp) but no .metadata, "

@@ -5,7 +5,17 @@ C reader's tests (tests/dcp/test_c_*.py) and bench/bench_dcp.py.
     python dcp_gen.py sharded DIR [safetensors]   (2 gloo ranks, DTensor)
     python dcp_gen.py sharded-both DIR   (DIR/torch_save and DIR/safetensors)
     python dcp_gen.py big DIR torch_save|safetensors MIB   (one process)
+    python dcp_gen.py nocoll DIR   (use_collectives=False: DIR/single, one
+        process; DIR/ranks and its collective twin DIR/twin, 2 gloo ranks)
+    python dcp_gen.py hf DIR   (HuggingFaceStorageWriter, 2 gloo ranks:
+        DIR/rank0 (full state dict, fqn_to_index_mapping, index), DIR/one
+        (no mapping), DIR/dist (save_distributed, no consolidation) and
+        DIR/cons (consolidated, shards in DIR/cons/sharded))
+    python dcp_gen.py odd DIR   (one process: DIR/plain (0-d, empty, nested
+        lists and dicts, bytes items), DIR/async (dcp.async_save), DIR/zlib
+        (a compressing stream extension, as ZStandard is one))
 """
+import io
 import os
 import sys
 import warnings
@@ -86,6 +96,147 @@ def sharded(targets, world=2):
     mp.spawn(rank_main, args=(world, targets, port), nprocs=world, join=True)
 
 
+def _sharded_sd(world, rank):
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import Replicate, Shard, distribute_tensor
+
+    mesh = init_device_mesh("cpu", (world,))
+    g = torch.Generator().manual_seed(1)
+    full0 = torch.randn(7, 5, generator=g)  # uneven Shard(0)
+    full1 = torch.randn(3, 6, generator=g)  # Shard(1)
+    full2 = torch.randn(1, 3, generator=g)  # Shard(0) leaving rank 1 empty
+    return {
+        "w0": distribute_tensor(full0, mesh, [Shard(0)]),
+        "w1": distribute_tensor(full1, mesh, [Shard(1)]),
+        "w2": distribute_tensor(full2, mesh, [Shard(0)]),
+        "rep": distribute_tensor(torch.arange(10, dtype=torch.int64), mesh, [Replicate()]),
+        "plain": torch.ones(2, 2) * 5,
+        "meta": {"epoch": 3, "tag": "run", "lst": [1, torch.tensor(2.5)]},
+    }
+
+
+def nocoll_rank(rank, world, path, port):
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    sd = _sharded_sd(world, rank)
+    dcp.save(sd, checkpoint_id=os.path.join(path, "ranks"), use_collectives=False)
+    dcp.save(sd, checkpoint_id=os.path.join(path, "twin"))
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+def nocoll(path):
+    g = torch.Generator().manual_seed(2)
+    sd = {"a": torch.randn(3, 4, generator=g), "n": {"b": torch.arange(5), "s": 1},
+          "l": [torch.zeros(2), "x"]}
+    dcp.save(sd, checkpoint_id=os.path.join(path, "single"), use_collectives=False)
+    spawn(nocoll_rank, 2, path)
+
+
+def hf_rank(rank, world, path, port):
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    from torch.distributed.checkpoint import HuggingFaceStorageWriter
+
+    sd = _sharded_sd(world, rank)
+    tensors = {k: v for k, v in sd.items() if isinstance(v, torch.Tensor)}
+    full = {k: (v.full_tensor() if hasattr(v, "full_tensor") else v) for k, v in tensors.items()}
+    mapping = {"w0": 1, "w1": 1, "w2": 2, "rep": 2, "plain": 2}
+    if rank == 0:  # rank-0 checkpointing of the full state dict
+        dcp.save(full, storage_writer=HuggingFaceStorageWriter(
+            os.path.join(path, "rank0"), fqn_to_index_mapping=mapping), no_dist=True)
+        dcp.save(full, storage_writer=HuggingFaceStorageWriter(os.path.join(path, "one")),
+                 no_dist=True)
+    dist.barrier()
+    dcp.save(tensors, storage_writer=HuggingFaceStorageWriter(
+        os.path.join(path, "dist"), save_distributed=True))
+    # consolidation takes torch.finfo of every dtype: integer tensors fail
+    floats = {k: v for k, v in tensors.items() if v.dtype.is_floating_point}
+    dcp.save(floats, storage_writer=HuggingFaceStorageWriter(
+        os.path.join(path, "cons"), save_distributed=True, enable_consolidation=True,
+        fqn_to_index_mapping={k: i for k, i in mapping.items() if k in floats}))
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+def hf(path):
+    spawn(hf_rank, 2, path)
+
+
+def odd(path):
+    g = torch.Generator().manual_seed(3)
+    sd = {
+        "zero_d": torch.tensor(1.25),
+        "empty": torch.zeros(0, 4, dtype=torch.int16),
+        "empty3": torch.ones(2, 0, 3),
+        "nested": {"l": [torch.randn(2, generator=g), {"deep": torch.arange(3)}, [7, "s"]],
+                   "t": (torch.ones(1), 2)},
+        "blob": b"raw-bytes",
+        "obj": {"set": [1, 2], "none": None},
+    }
+    dcp.save(sd, checkpoint_id=os.path.join(path, "plain"))
+    fut = dcp.async_save({"a": torch.randn(4, 3, generator=g), "step": 5},
+                         checkpoint_id=os.path.join(path, "async"))
+    fut.result()
+    dcp.save({"w": torch.randn(8, 8, generator=g), "step": 3}, storage_writer=FileSystemWriter(
+        os.path.join(path, "zlib"), _extensions=[_zlib_extension()]))
+
+
+def _zlib_extension():
+    """A stream transform (compression) as DCP's ZStandard extension is one:
+    its descriptor goes into every _StorageInfo's transform_descriptors.
+    (ZStandard itself needs the zstandard module, which .venv lacks.)"""
+    import zlib
+
+    from torch.distributed.checkpoint._extension import StreamTransformExtension
+
+    class Zlib(StreamTransformExtension):
+        @staticmethod
+        def registry_name():
+            return "stream.zlib"
+
+        @staticmethod
+        def from_descriptor(version):
+            return Zlib()
+
+        def get_descriptor(self):
+            return "stream.zlib/1"
+
+        def transform_to(self, output):
+            class W(io.RawIOBase):
+                def __init__(self):
+                    self.c = zlib.compressobj()
+
+                def writable(self):
+                    return True
+
+                def write(self, b):
+                    output.write(self.c.compress(bytes(b)))
+                    return len(b)
+
+                def close(self):
+                    if not self.closed:
+                        output.write(self.c.flush())
+                    super().close()
+            return W()
+
+        def transform_from(self, input):
+            return io.BytesIO(zlib.decompress(input.read()))
+
+    return Zlib()
+
+
+def spawn(fn, world, path):
+    import socket
+
+    import torch.multiprocessing as mp
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    mp.spawn(fn, args=(world, path, port), nprocs=world, join=True)
+
+
 def big(path, fmt, mib):
     """One process, ~mib MiB of float32 tensors (bench)."""
     n = mib * (1 << 20) // 4 // 16
@@ -102,6 +253,8 @@ if __name__ == "__main__":
         sharded([(path, fmt)])
     elif kind == "sharded-both":  # one process group, PATH/torch_save and PATH/safetensors
         sharded([(os.path.join(path, f), f) for f in ("torch_save", "safetensors")])
+    elif kind in ("nocoll", "hf", "odd"):
+        {"nocoll": nocoll, "hf": hf, "odd": odd}[kind](path)
     elif kind == "big":
         big(path, fmt, int(sys.argv[4]))
     else:
