@@ -532,6 +532,7 @@ typedef struct merger {
         const char *from; /* the file that first gave the item */
     } * seen;             /* per item */
     ckpt_strmap index;    /* fqn -> item */
+    int hf;               /* HF layout: a box saved twice is ambiguous */
 } merger;
 
 static int same_dims(const uint64_t *a, const uint64_t *b, uint32_t n) {
@@ -566,6 +567,12 @@ static int merge_chunk(merger *m, const char *file, size_t i, const ckpt_dcp_chu
     ckpt_dcp_item *it = &m->all->items[i];
     for (size_t c = 0; c < it->nchunks; c++) {
         if (!same_dims(it->chunks[c].offsets, ch->offsets, it->ndim)) continue;
+        if (m->hf)
+            return ckpt_err(CKPT_E_FORMAT, file, it->fqn, CKPT_NO_OFFSET,
+                            "\"%s\": the chunk at the same saved_offsets is saved twice, here "
+                            "and in %s (HuggingFaceStorageReader reads whichever file it lists "
+                            "last)",
+                            it->fqn, it->chunks[c].path);
         if (!same_dims(it->chunks[c].sizes, ch->sizes, it->ndim))
             return disagree(m, file, i, "chunk sizes at the same offsets");
         return 0;
@@ -751,7 +758,7 @@ static int read_hf(opener *o, const char *dir, ckpt_dcp_meta *out) {
     struct dirent **names = NULL;
     int n = scandir(dir, &names, hf_entry, by_name);
     if (n < 0) return ckpt_err(CKPT_E_IO, dir, "", CKPT_NO_OFFSET, "cannot list the directory");
-    merger m = {.f = o->f, .all = out};
+    merger m = {.f = o->f, .all = out, .hf = 1};
     memset(out, 0, sizeof *out);
     o->whole_files = 1;
     int rc = 0;

@@ -3,17 +3,18 @@ C reader's tests (tests/dcp/test_c_*.py) and bench/bench_dcp.py.
 
     python dcp_gen.py single DIR [safetensors]
     python dcp_gen.py sharded DIR [safetensors]   (2 gloo ranks, DTensor)
-    python dcp_gen.py sharded-both DIR   (DIR/torch_save and DIR/safetensors)
+    python dcp_gen.py sharded-both DIR   (2 gloo ranks, one process group:
+        DIR/torch_save and DIR/safetensors; with use_collectives=False
+        DIR/nocoll/ranks and its collective twin DIR/nocoll/twin;
+        HuggingFaceStorageWriter's layouts: DIR/hf/rank0 (rank 0's full
+        state dict, fqn_to_index_mapping, an index), DIR/hf/one (no
+        mapping), DIR/hf/dist (save_distributed, no consolidation) and
+        DIR/hf/cons (consolidated; its shards in DIR/hf/cons/sharded))
     python dcp_gen.py big DIR torch_save|safetensors MIB   (one process)
-    python dcp_gen.py nocoll DIR   (use_collectives=False: DIR/single, one
-        process; DIR/ranks and its collective twin DIR/twin, 2 gloo ranks)
-    python dcp_gen.py hf DIR   (HuggingFaceStorageWriter, 2 gloo ranks:
-        DIR/rank0 (full state dict, fqn_to_index_mapping, index), DIR/one
-        (no mapping), DIR/dist (save_distributed, no consolidation) and
-        DIR/cons (consolidated, shards in DIR/cons/sharded))
     python dcp_gen.py odd DIR   (one process: DIR/plain (0-d, empty, nested
         lists and dicts, bytes items), DIR/async (dcp.async_save), DIR/zlib
-        (a compressing stream extension, as ZStandard is one))
+        (a compressing stream extension, as ZStandard is one), DIR/nocoll
+        (use_collectives=False: __0.metadata))
 """
 import io
 import os
@@ -60,7 +61,7 @@ def single(path, fmt):
     dcp.save(sd, storage_writer=writer(path, fmt))
 
 
-def rank_main(rank, world, targets, port):
+def rank_main(rank, world, targets, port, extra=None):
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     dist.init_process_group("gloo", rank=rank, world_size=world)
     from torch.distributed.device_mesh import init_device_mesh
@@ -80,12 +81,16 @@ def rank_main(rank, world, targets, port):
     }
     for path, fmt in targets:
         dcp.save(sd, storage_writer=writer(path, fmt))
+    if extra:
+        nocoll_ranks(world, os.path.join(extra, "nocoll"))
+        hf_ranks(world, rank, os.path.join(extra, "hf"))
     dist.barrier()
     dist.destroy_process_group()
 
 
-def sharded(targets, world=2):
-    """targets: [(dir, format)], all written by one group of `world` ranks."""
+def sharded(targets, world=2, extra=None):
+    """targets: [(dir, format)], all written by one group of `world` ranks;
+    with `extra`, the no-collective and Hugging Face layouts under it."""
     import socket
 
     import torch.multiprocessing as mp
@@ -93,10 +98,10 @@ def sharded(targets, world=2):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    mp.spawn(rank_main, args=(world, targets, port), nprocs=world, join=True)
+    mp.spawn(rank_main, args=(world, targets, port, extra), nprocs=world, join=True)
 
 
-def _sharded_sd(world, rank):
+def _sharded_sd(world):
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.tensor import Replicate, Shard, distribute_tensor
 
@@ -115,30 +120,16 @@ def _sharded_sd(world, rank):
     }
 
 
-def nocoll_rank(rank, world, path, port):
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    dist.init_process_group("gloo", rank=rank, world_size=world)
-    sd = _sharded_sd(world, rank)
+def nocoll_ranks(world, path):
+    sd = _sharded_sd(world)
     dcp.save(sd, checkpoint_id=os.path.join(path, "ranks"), use_collectives=False)
     dcp.save(sd, checkpoint_id=os.path.join(path, "twin"))
-    dist.barrier()
-    dist.destroy_process_group()
 
 
-def nocoll(path):
-    g = torch.Generator().manual_seed(2)
-    sd = {"a": torch.randn(3, 4, generator=g), "n": {"b": torch.arange(5), "s": 1},
-          "l": [torch.zeros(2), "x"]}
-    dcp.save(sd, checkpoint_id=os.path.join(path, "single"), use_collectives=False)
-    spawn(nocoll_rank, 2, path)
-
-
-def hf_rank(rank, world, path, port):
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    dist.init_process_group("gloo", rank=rank, world_size=world)
+def hf_ranks(world, rank, path):
     from torch.distributed.checkpoint import HuggingFaceStorageWriter
 
-    sd = _sharded_sd(world, rank)
+    sd = _sharded_sd(world)
     tensors = {k: v for k, v in sd.items() if isinstance(v, torch.Tensor)}
     full = {k: (v.full_tensor() if hasattr(v, "full_tensor") else v) for k, v in tensors.items()}
     mapping = {"w0": 1, "w1": 1, "w2": 2, "rep": 2, "plain": 2}
@@ -155,12 +146,6 @@ def hf_rank(rank, world, path, port):
     dcp.save(floats, storage_writer=HuggingFaceStorageWriter(
         os.path.join(path, "cons"), save_distributed=True, enable_consolidation=True,
         fqn_to_index_mapping={k: i for k, i in mapping.items() if k in floats}))
-    dist.barrier()
-    dist.destroy_process_group()
-
-
-def hf(path):
-    spawn(hf_rank, 2, path)
 
 
 def odd(path):
@@ -175,6 +160,9 @@ def odd(path):
         "obj": {"set": [1, 2], "none": None},
     }
     dcp.save(sd, checkpoint_id=os.path.join(path, "plain"))
+    dcp.save({"a": torch.randn(3, 4, generator=g), "n": {"b": torch.arange(5), "s": 1},
+              "l": [torch.zeros(2), "x"]},
+             checkpoint_id=os.path.join(path, "nocoll"), use_collectives=False)
     fut = dcp.async_save({"a": torch.randn(4, 3, generator=g), "step": 5},
                          checkpoint_id=os.path.join(path, "async"))
     fut.result()
@@ -226,17 +214,6 @@ def _zlib_extension():
     return Zlib()
 
 
-def spawn(fn, world, path):
-    import socket
-
-    import torch.multiprocessing as mp
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    mp.spawn(fn, args=(world, path, port), nprocs=world, join=True)
-
-
 def big(path, fmt, mib):
     """One process, ~mib MiB of float32 tensors (bench)."""
     n = mib * (1 << 20) // 4 // 16
@@ -252,10 +229,10 @@ if __name__ == "__main__":
     elif kind == "sharded":
         sharded([(path, fmt)])
     elif kind == "sharded-both":  # one process group, PATH/torch_save and PATH/safetensors
-        sharded([(os.path.join(path, f), f) for f in ("torch_save", "safetensors")])
-    elif kind in ("nocoll", "hf", "odd"):
-        {"nocoll": nocoll, "hf": hf, "odd": odd}[kind](path)
+        sharded([(os.path.join(path, f), f) for f in ("torch_save", "safetensors")], extra=path)
+    elif kind == "odd":
+        odd(path)
     elif kind == "big":
         big(path, fmt, int(sys.argv[4]))
     else:
-        sys.exit("usage: dcp_gen.py single|sharded|big DIR [safetensors|torch_save] [MiB]")
+        sys.exit("usage: dcp_gen.py single|sharded|sharded-both|odd|big DIR [safetensors|torch_save] [MiB]")

@@ -39,6 +39,9 @@ sys.path.insert(0, os.path.join(SRC, "tests"))
 import suite  # noqa: E402
 
 warnings.filterwarnings("ignore")
+# dcp_to_torch_save logs a traceback before it falls back to __0.metadata
+import logging  # noqa: E402
+logging.getLogger("torch.distributed.checkpoint").setLevel(logging.ERROR)
 BIN = os.environ.get("CKPT_BIN", "ckpt")
 GEN = os.path.join(SRC, "tests", "dcp", "dcp_gen.py")
 TMP = tempfile.mkdtemp(prefix="ckpt-dcp-")
@@ -53,11 +56,21 @@ def gen(*args):
 SINGLE = os.path.join(TMP, "single")
 SINGLE_ST = os.path.join(TMP, "single_st")
 SHARDED = os.path.join(TMP, "sharded")
+ODD = os.path.join(TMP, "odd")
 gen("single", SINGLE)
 gen("single", SINGLE_ST, "safetensors")
 gen("sharded-both", SHARDED)
+gen("odd", ODD)
 SHARDED_PT = os.path.join(SHARDED, "torch_save")
 SHARDED_ST = os.path.join(SHARDED, "safetensors")
+# use_collectives=False: every rank's __R.metadata, and the same state dict
+# saved with collectives (.metadata)
+NOCOLL = os.path.join(SHARDED, "nocoll", "ranks")
+NOCOLL_TWIN = os.path.join(SHARDED, "nocoll", "twin")
+NOCOLL_ONE = os.path.join(ODD, "nocoll")
+# HuggingFaceStorageWriter: sharded (no metadata at all), consolidated (an
+# index, and the shards in sharded/), rank 0's full state dict (an index)
+HF = {n: os.path.join(SHARDED, "hf", n) for n in ("dist", "cons/sharded", "cons", "rank0", "one")}
 ALL = [SINGLE, SINGLE_ST, SHARDED_PT, SHARDED_ST]
 
 
@@ -88,7 +101,7 @@ def flatten(obj, prefix=""):
 
 
 DTYPES = {torch.float32: "F32", torch.float64: "F64", torch.bfloat16: "BF16",
-          torch.int32: "I32", torch.int64: "I64"}
+          torch.int16: "I16", torch.int32: "I32", torch.int64: "I64"}
 
 
 def sha256(t):
@@ -425,6 +438,259 @@ def test_hostile_bytes_item_is_unsafe():
     rc, out, err = ckpt("scan", d)
     assert rc == 1 and "UNSAFE" in out and "__0_0.distcp@" in out and "posix.system" in out, \
         out + err
+
+
+# ------------------------------------------------------------ use_collectives=False
+
+
+def tensors_and_values(d):
+    got = inspect_json(d)
+    return ({t["name"]: (t["dtype"], t["shape"], t["sha256"]) for t in got["tensors"]},
+            {v["name"]: v["value"] for v in got["values"]}, got["format"])
+
+
+def expected(want):
+    return ({k: (DTYPES[t.dtype], list(t.shape), sha256(t)) for k, t in want.items()
+             if isinstance(t, torch.Tensor)},
+            {k: v.hex() if isinstance(v, bytes) else v for k, v in want.items()
+             if not isinstance(v, torch.Tensor)})  # inspect --json gives bytes in hex
+
+
+def test_no_collectives_one_rank_equals_dcp_to_torch_save():
+    # dcp_to_torch_save finds no .metadata and falls back to __0.metadata
+    assert sorted(os.listdir(NOCOLL_ONE)) == ["__0.metadata", "__0_0.distcp"]
+    t, v, fmt = tensors_and_values(NOCOLL_ONE)
+    assert fmt == "dcp"
+    assert (t, v) == expected(torch_view(NOCOLL_ONE)), (t, v)
+    assert sorted(t) == ["a", "l.0", "n.b"] and v == {"l.1": "x", "n.s": 1}, (t, v)
+
+
+def test_no_collectives_ranks_are_merged():
+    """Each rank's __R.metadata holds the chunks that rank saved (DTensor
+    shards; replicated tensors and bytes items by every rank): the union is
+    the collective save of the same state dict."""
+    assert sorted(os.listdir(NOCOLL)) == ["__0.metadata", "__0_0.distcp", "__1.metadata",
+                                          "__1_0.distcp"]
+    from torch.distributed.checkpoint import FileSystemReader
+    per_rank = [FileSystemReader(NOCOLL).read_metadata(rank=r) for r in (0, 1)]
+    w0 = [[list(c.offsets) for c in m.state_dict_metadata["w0"].chunks] for m in per_rank]
+    assert w0 == [[[0, 0]], [[4, 0]]], w0  # rank 0 alone does not hold w0
+    t, v, fmt = tensors_and_values(NOCOLL)
+    assert fmt == "dcp"
+    want_t, want_v = expected(torch_view(NOCOLL_TWIN))
+    assert t == want_t and v == want_v, (t, want_t, v, want_v)
+    # the replicated tensor, saved by both ranks: rank 0's copy is read
+    rep = chunk_of(NOCOLL, "rep")
+    assert [(c["file"], c["offsets"]) for c in rep] == [("__0_0.distcp", [0])], rep
+    assert [(c["file"], c["sizes"]) for c in chunk_of(NOCOLL, "w0")] == [
+        ("__0_0.distcp", [4, 5]), ("__1_0.distcp", [3, 5])]
+    rc, out, err = ckpt("verify", NOCOLL)
+    assert rc == 0 and out.startswith("OK "), out + err
+    rc, out, err = ckpt("scan", NOCOLL)
+    assert rc == 0 and out.startswith("SAFE "), out + err
+    rc, out, err = ckpt("doctor", NOCOLL)
+    assert rc == 0 and "integrity\n  OK" in out, out + err
+    # a rank file opens the directory's save too
+    rc, out, err = ckpt("inspect", "--json", os.path.join(NOCOLL, "__1.metadata"))
+    assert rc == 0 and len(json.loads(out)["tensors"]) == len(want_t), err
+    from safetensors.torch import load_file
+    conv = os.path.join(TMP, "nocoll.safetensors")
+    rc, o, err = ckpt("convert", NOCOLL, conv)
+    assert rc == 0, o + err
+    got = load_file(conv)
+    assert {k: (DTYPES[x.dtype], list(x.shape), sha256(x)) for k, x in got.items()} == want_t
+
+
+def test_no_collectives_missing_rank_files():
+    d = copy(NOCOLL, "nocoll_gap")
+    os.rename(os.path.join(d, "__1.metadata"), os.path.join(d, "__2.metadata"))
+    verify_fails(d, "__1.metadata", "missing", "use_collectives=False")
+    d = copy(NOCOLL, "nocoll_no0")
+    os.remove(os.path.join(d, "__0.metadata"))
+    verify_fails(d, "__0.metadata", "missing", "rank 0")
+    rc, out, err = ckpt("scan", d)
+    assert rc == 1 and "UNSCANNABLE" in out and "rank 0" in out, out + err
+    # the last rank's file lost: its data file is named by no metadata, and
+    # rank 0's chunks of w0 leave a gap (dcp_to_torch_save would hand back
+    # uninitialised rows)
+    d = copy(NOCOLL, "nocoll_last")
+    os.remove(os.path.join(d, "__1.metadata"))
+    verify_fails(d, "w0", "gap", "20 of its 35 elements")
+
+
+def test_no_collectives_inconsistent_duplicates():
+    from torch.distributed.checkpoint.metadata import ChunkStorageMetadata, MetadataIndex
+
+    def as_tensor(m):  # a bytes item of rank 0 is a tensor in rank 1's file
+        m.state_dict_metadata["meta.epoch"] = m.state_dict_metadata["plain"]
+        m.storage_data[MetadataIndex("meta.epoch", torch.Size([0, 0]))] = \
+            m.storage_data[MetadataIndex("plain", torch.Size([0, 0]))]
+    for name, edit, needle in (
+            ("dtype", lambda m: setattr(m.state_dict_metadata["rep"].properties, "dtype",
+                                        torch.int32), "dtypes or sizes"),
+            ("size", lambda m: setattr(m.state_dict_metadata["w0"], "size", torch.Size([8, 5])),
+             "dtypes or sizes"),
+            ("kind", as_tensor, "kind"),
+            ("chunk", lambda m: m.state_dict_metadata["rep"].chunks.__setitem__(
+                0, ChunkStorageMetadata(torch.Size([0]), torch.Size([9]))),
+             "chunk sizes at the same offsets")):
+        d = copy(NOCOLL, "nocoll_" + name)
+        path = os.path.join(d, "__1.metadata")
+        with open(path, "rb") as fh:
+            meta = pickle.load(fh)
+        edit(meta)
+        with open(path, "wb") as fh:
+            pickle.dump(meta, fh)
+        out = verify_fails(d, "__1.metadata", "__0.metadata", "inconsistent duplicate entries")
+        assert needle in out, (name, needle, out)
+
+
+def test_metadata_next_to_rank_files():
+    # DCP reads .metadata when there is one: rank files next to it are
+    # ignored, which verify reports; opening a rank file explicitly reads
+    # the rank files, and verify reports the .metadata DCP would read instead
+    d = copy(NOCOLL_TWIN, "mixed")
+    for r in (0, 1):
+        shutil.copy(os.path.join(NOCOLL, f"__{r}.metadata"), d)
+    assert tensors_and_values(d) == tensors_and_values(NOCOLL_TWIN)
+    verify_fails(d, "__0.metadata is ignored", "use_collectives=False")
+    d = copy(NOCOLL, "mixed_ranks")
+    shutil.copy(os.path.join(NOCOLL_TWIN, ".metadata"), d)
+    rc, out, err = ckpt("verify", os.path.join(d, "__0.metadata"))
+    assert rc == 1 and ".metadata lies next to the rank metadata" in out, out + err
+    # the directory is what DCP reads: .metadata, over the rank files' data
+    verify_fails(d, "__0_0.distcp")
+
+
+# ------------------------------------------------------------ Hugging Face layouts
+
+
+def hf_view(d):
+    """What HuggingFaceStorageReader assembles (every *.safetensors file of
+    the directory, DCP_SHARDING_INFO's saved_offsets)."""
+    from torch.distributed.checkpoint import HuggingFaceStorageReader
+    from torch.distributed.checkpoint.state_dict_loader import _load_state_dict_from_keys
+    return _load_state_dict_from_keys(storage_reader=HuggingFaceStorageReader(d))
+
+
+def test_hf_layouts_equal_hf_storage_reader():
+    assert sorted(os.listdir(HF["dist"])) == [
+        "shard-00001-model-00001-of-00001.safetensors",
+        "shard-00002-model-00001-of-00001.safetensors"]
+    for name, fmt in (("dist", "dcp"), ("cons/sharded", "dcp"), ("cons", "safetensors-sharded"),
+                      ("rank0", "safetensors-sharded"), ("one", "safetensors-sharded")):
+        d = HF[name]
+        t, v, got_fmt = tensors_and_values(d)
+        want_t, _ = expected(hf_view(d))
+        assert got_fmt == fmt, (name, got_fmt)
+        assert t == want_t and v == {}, (name, t, want_t)
+        # and DCP's own view of the same state dict
+        twin, _ = expected(torch_view(NOCOLL_TWIN))
+        assert all(twin[k] == t[k] for k in t) and len(t) >= 4, name
+        rc, out, err = ckpt("verify", d)
+        assert rc == 0 and out.startswith("OK "), (name, out + err)
+        rc, out, err = ckpt("doctor", d)
+        assert rc == 0, (name, out + err)
+    for name in ("dist", "cons/sharded"):
+        rc, out, err = ckpt("scan", HF[name])
+        assert rc == 0 and out.startswith("SAFE "), out + err
+        w0 = chunk_of(HF[name], "w0")
+        assert [(c["offsets"], c["sizes"]) for c in w0] == [([0, 0], [4, 5]), ([4, 0], [3, 5])], w0
+    conv = os.path.join(TMP, "hf.pt")
+    rc, o, err = ckpt("convert", HF["dist"], conv)
+    assert rc == 0, o + err
+    got = torch.load(conv, weights_only=True)
+    want = hf_view(HF["dist"])
+    assert sorted(got) == sorted(want) and all(torch.equal(got[k], want[k]) for k in want)
+
+
+def rewrite_safetensors(path, edit):
+    """Rewrites a safetensors file with its tensors and __metadata__ passed
+    through edit(tensors, metadata)."""
+    from safetensors import safe_open
+    from safetensors.torch import save_file
+    with safe_open(path, framework="pt") as f:
+        tensors = {k: f.get_tensor(k) for k in f.keys()}
+        meta = f.metadata()
+    edit(tensors, meta)
+    save_file(tensors, path, metadata=meta)
+
+
+def test_hf_malformed():
+    shards = sorted(os.listdir(HF["dist"]))
+    # a rank's file lost: w0 has only rank 0's rows, size from them
+    d = copy(HF["dist"], "hf_lost")
+    os.remove(os.path.join(d, shards[1]))
+    t, _, _ = tensors_and_values(d)
+    assert t == expected(hf_view(d))[0], t  # w0 is [4, 5] for both
+    # a stray copy of a shard: every chunk twice, and which copy the reader
+    # takes depends on the listing order
+    d = copy(HF["dist"], "hf_stray")
+    shutil.copy(os.path.join(d, shards[0]), os.path.join(d, "copy.safetensors"))
+    verify_fails(d, "copy.safetensors", "saved twice")
+    # saved_offsets missing for a tensor (HuggingFaceStorageReader: KeyError)
+    d = copy(HF["dist"], "hf_nokey")
+
+    def drop_w0(tensors, meta):
+        info = json.loads(meta["DCP_SHARDING_INFO"])
+        del info["w0"]
+        meta["DCP_SHARDING_INFO"] = json.dumps(info)
+    rewrite_safetensors(os.path.join(d, shards[1]), drop_w0)
+    verify_fails(d, "saved_offsets", "w0")
+    # a chunk of another dtype than the rest of its tensor
+    d = copy(HF["dist"], "hf_dtype")
+    rewrite_safetensors(os.path.join(d, shards[1]),
+                        lambda tensors, meta: tensors.__setitem__("w0", tensors["w0"].double()))
+    verify_fails(d, "w0", "inconsistent duplicate entries")
+    # rows past a gap: a shard moved down leaves rows no file holds
+    d = copy(HF["dist"], "hf_gap")
+
+    def shift(tensors, meta):
+        info = json.loads(meta["DCP_SHARDING_INFO"])
+        info["w0"]["saved_offsets"] = [5, 0]
+        meta["DCP_SHARDING_INFO"] = json.dumps(info)
+    rewrite_safetensors(os.path.join(d, shards[1]), shift)
+    verify_fails(d, "w0", "gap")
+
+
+# ------------------------------------------------------------ more DCP shapes
+
+
+def test_zero_d_empty_nested_bytes_and_async():
+    for name in ("plain", "async"):
+        d = os.path.join(ODD, name)
+        t, v, _ = tensors_and_values(d)
+        want_t, want_v = expected(torch_view(d))
+        assert t == want_t and v == want_v, (name, t, want_t, v, want_v)
+    t, v, _ = tensors_and_values(os.path.join(ODD, "plain"))
+    assert t["zero_d"][1] == [] and t["empty"][1] == [0, 4] and t["empty3"][1] == [2, 0, 3], t
+    assert "nested.l.1.deep" in t and v["nested.l.2.1"] == "s", (t, v)
+    out = os.path.join(TMP, "odd.pt")
+    rc, o, err = ckpt("convert", os.path.join(ODD, "plain"), out)
+    assert rc == 0, o + err
+    oracle = os.path.join(TMP, "odd-oracle.pt")
+    dcp_to_torch_save(os.path.join(ODD, "plain"), oracle)
+    assert skeleton(torch.load(out, weights_only=False)) == skeleton(
+        torch.load(oracle, weights_only=False))
+
+
+def test_transform_descriptors_are_refused():
+    d = os.path.join(ODD, "zlib")
+    out = verify_fails(d, "transform_descriptors", "stream.zlib/1")
+    rc, out, err = ckpt("scan", d)
+    assert rc == 1 and "UNSCANNABLE" in out and "stream.zlib/1" in out, out + err
+    rc, out, err = ckpt("inspect", d)
+    assert rc != 0 and "stream.zlib/1" in err, err
+    # any value FileSystemReader takes as transforms (`descriptors or ()`),
+    # not only a list: a bare str is refused too; an empty list is none
+    for td, refused in (("stream.zstd/1", True), ([], False), (None, False)):
+        d = copy(SINGLE, "td")
+        meta = read_meta(d)
+        for info in meta.storage_data.values():
+            info.transform_descriptors = td
+        write_meta(d, meta)
+        rc, out, err = ckpt("verify", d)
+        assert (rc == 1 and "transform_descriptors" in out) if refused else rc == 0, (td, out)
 
 
 if __name__ == "__main__":
