@@ -141,10 +141,29 @@ CKPT_API int ckpt_open(ckpt_file **out, const char *path, const ckpt_open_option
  * every slice lies in its file (CKPT_E_TRUNCATED naming the file).
  * Parts' errors name "DIR/FILE@OFFSET" with offsets relative to that
  * slice. ckpt_verify also refuses "*.distcp" files that .metadata does
- * not name. */
+ * not name.
+ * A save with use_collectives=False leaves "__R.metadata" per rank and no
+ * `.metadata`: opening the directory (or any rank file) reads all of them
+ * and merges them in rank order, the union of what each rank's loader
+ * reads (a box saved by several ranks, such as a replicated tensor, is
+ * taken from the lowest rank); a missing rank file is CKPT_E_MISMATCH, and
+ * ranks that disagree on an item (kind, dtype, size, planner_data path,
+ * the sizes of a box) are CKPT_E_FORMAT naming both files. Where a
+ * `.metadata` exists it is read, as DCP does, and ckpt_verify refuses the
+ * rank files next to it. transform_descriptors (stream extensions such as
+ * ZStandard) are CKPT_E_UNSUPPORTED naming the descriptor.
+ * HuggingFaceStorageWriter's sharded layout (save_distributed=True, no
+ * index: "*.safetensors" files with DCP_SHARDING_INFO) opens as DCP too,
+ * as HuggingFaceStorageReader reads it: every "*.safetensors" file, each
+ * tensor a chunk at its saved_offsets, a tensor's size its chunks' largest
+ * extent; a box saved twice is CKPT_E_FORMAT. Its layouts with a
+ * model.safetensors.index.json (rank 0's state dict, consolidation
+ * output) are sharded sets. */
 
 /* 1 if `path` is a directory that ckpt_open (and ckpt_scan) read as one
- * DCP checkpoint: it holds `.metadata` or a "*.distcp" file; else 0. */
+ * DCP checkpoint: it holds `.metadata`, a "__R.metadata" or a "*.distcp"
+ * file, or HuggingFaceStorageWriter's sharded safetensors files (see
+ * above); else 0. */
 CKPT_API int ckpt_is_dcp_dir(const char *path);
 
 /* Same from memory. `data` is borrowed and must outlive the ckpt_file.
