@@ -78,6 +78,7 @@ def rank_main(rank, world, targets, port, extra=None):
         "rep": distribute_tensor(rep, mesh, [Replicate()]),
         "plain": torch.ones(2, 2) * 5,
         "meta": {"epoch": 3, "tag": "run"},
+        "st": _sharded_tensor(rank, world),
     }
     for path, fmt in targets:
         dcp.save(sd, storage_writer=writer(path, fmt))
@@ -86,6 +87,19 @@ def rank_main(rank, world, targets, port, extra=None):
         hf_ranks(world, rank, os.path.join(extra, "hf"))
     dist.barrier()
     dist.destroy_process_group()
+
+
+def _sharded_tensor(rank, world):
+    """A ShardedTensor (the pre-DTensor API) of 5 rows split unevenly: rank
+    r holds rows [3r, 3r + 3) clipped (3 and 2 rows on 2 ranks)."""
+    from torch.distributed._shard.metadata import ShardMetadata
+    from torch.distributed._shard.sharded_tensor import Shard as Piece
+    from torch.distributed._shard.sharded_tensor import init_from_local_shards
+
+    full = torch.arange(20, dtype=torch.float64).reshape(5, 4)
+    lo, hi = min(3 * rank, 5), min(3 * rank + 3, 5)
+    meta = ShardMetadata([lo, 0], [hi - lo, 4], f"rank:{rank}/cpu")
+    return init_from_local_shards([Piece(full[lo:hi].clone(), meta)], [5, 4])
 
 
 def sharded(targets, world=2, extra=None):

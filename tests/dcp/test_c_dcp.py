@@ -41,7 +41,7 @@ import suite  # noqa: E402
 warnings.filterwarnings("ignore")
 # dcp_to_torch_save logs a traceback before it falls back to __0.metadata
 import logging  # noqa: E402
-logging.getLogger("torch.distributed.checkpoint").setLevel(logging.ERROR)
+logging.getLogger().setLevel(logging.ERROR)  # state_dict_loader logs to the root
 BIN = os.environ.get("CKPT_BIN", "ckpt")
 GEN = os.path.join(SRC, "tests", "dcp", "dcp_gen.py")
 TMP = tempfile.mkdtemp(prefix="ckpt-dcp-")
@@ -176,6 +176,9 @@ def test_sharded_chunks_name_ranks_and_boxes():
         assert [(c["rank"], c["offsets"], c["sizes"]) for c in w1] == [
             (0, [0, 0], [3, 3]), (1, [0, 3], [3, 3])], w1
         assert len(chunk_of(d, "rep")) == 1  # replicated: saved once
+        st = chunk_of(d, "st")  # a ShardedTensor, uneven
+        assert [(c["rank"], c["offsets"], c["sizes"]) for c in st] == [
+            (0, [0, 0], [3, 4]), (1, [3, 0], [2, 4])], st
     # torch.save format: each chunk is its own zip at (offset, length)
     for c in chunk_of(SHARDED_PT, "w0"):
         with open(os.path.join(SHARDED_PT, c["file"]), "rb") as fh:
@@ -195,7 +198,7 @@ def test_metadata_path_opens_the_directory():
     rc, out, err = ckpt("inspect", "--json", os.path.join(SHARDED_PT, ".metadata"))
     assert rc == 0, err
     assert json.loads(out)["format"] == "dcp"
-    assert len(json.loads(out)["tensors"]) == 4
+    assert len(json.loads(out)["tensors"]) == 5
 
 
 def test_verify_ok():
