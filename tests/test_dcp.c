@@ -2,14 +2,19 @@
  * (model/tensor.c ckpt_storage_read on a chunked storage): every byte
  * range of a 4x6 int16 tensor tiled by chunks split along both dimensions,
  * one of them a transposed (non-contiguous) view, against the row-major
- * bytes; and the public chunk listing. */
+ * bytes; and the public chunk listing. Then the directory layouts
+ * (open/dcp.h): rank metadata names and which files select a layout. */
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "harness.h"
 #include "base/alloc.h"
 #include "model/tensor.h"
 #include "model/value.h"
+#include "open/dcp.h"
 
 #define ROWS 4
 #define COLS 6
@@ -85,7 +90,72 @@ TEST(assembled_bytes) {
     ckpt_arena_free(&a);
 }
 
+TEST(rank_metadata_names) {
+    /* FileSystemWriter's f"__{rank}.metadata" and nothing else */
+    CHECK_EQ_INT(ckpt_dcp_rank_metadata("__0.metadata"), 0);
+    CHECK_EQ_INT(ckpt_dcp_rank_metadata("__12.metadata"), 12);
+    CHECK_EQ_INT(ckpt_dcp_rank_metadata("__01.metadata"), -1);
+    CHECK_EQ_INT(ckpt_dcp_rank_metadata("__.metadata"), -1);
+    CHECK_EQ_INT(ckpt_dcp_rank_metadata("__-1.metadata"), -1);
+    CHECK_EQ_INT(ckpt_dcp_rank_metadata("__1.metadata.tmp"), -1);
+    CHECK_EQ_INT(ckpt_dcp_rank_metadata("__1_0.distcp"), -1);
+    CHECK_EQ_INT(ckpt_dcp_rank_metadata(".metadata"), -1);
+    CHECK_EQ_INT(ckpt_dcp_rank_metadata("__99999999999.metadata"), -1);
+}
+
+static void put(const char *dir, const char *name, const void *data, size_t n) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *fp = fopen(path, "wb");
+    if (fp) {
+        fwrite(data, 1, n, fp);
+        fclose(fp);
+    }
+}
+
+static void rm(const char *dir, const char *name) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    remove(path);
+}
+
+TEST(layouts) {
+    char dir[] = "/tmp/ckpt-dcp-layout-XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    CHECK_EQ_INT(ckpt_dcp_dir_layout(dir), CKPT_DCP_NOT);
+    /* a safetensors file without DCP_SHARDING_INFO is no DCP file */
+    static const char plain[] = "\x0e\0\0\0\0\0\0\0{\"__metadata__\":{}}";
+    put(dir, "a.safetensors", plain, sizeof plain - 1);
+    CHECK_EQ_INT(ckpt_dcp_dir_layout(dir), CKPT_DCP_NOT);
+    static const char hf[] = "\x2a\0\0\0\0\0\0\0{\"__metadata__\":{\"DCP_SHARDING_INFO\":\"{}\"}}";
+    put(dir, "shard-00001-model-00001-of-00001.safetensors", hf, sizeof hf - 1);
+    CHECK_EQ_INT(ckpt_dcp_dir_layout(dir), CKPT_DCP_HF);
+    CHECK_EQ_INT(ckpt_is_dcp_dir(dir), 1);
+    put(dir, "model.safetensors", plain, sizeof plain - 1); /* transformers' model folder */
+    CHECK_EQ_INT(ckpt_dcp_dir_layout(dir), CKPT_DCP_NOT);
+    rm(dir, "model.safetensors");
+    /* an index makes it a sharded set (rank 0's, or consolidated) */
+    put(dir, "model.safetensors.index.json", "{}", 2);
+    CHECK_EQ_INT(ckpt_dcp_dir_layout(dir), CKPT_DCP_NOT);
+    put(dir, "__0_0.distcp", "", 0);
+    CHECK_EQ_INT(ckpt_dcp_dir_layout(dir), CKPT_DCP_NO_METADATA);
+    put(dir, "__1.metadata", "", 0);
+    CHECK_EQ_INT(ckpt_dcp_dir_layout(dir), CKPT_DCP_RANKS);
+    put(dir, ".metadata", "", 0); /* DCP reads it first */
+    CHECK_EQ_INT(ckpt_dcp_dir_layout(dir), CKPT_DCP_METADATA);
+    static const char *const names[] = {"a.safetensors",
+                                        "shard-00001-model-00001-of-00001.safetensors",
+                                        "model.safetensors.index.json",
+                                        "__0_0.distcp",
+                                        "__1.metadata",
+                                        ".metadata"};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++) rm(dir, names[i]);
+    CHECK_EQ_INT(rmdir(dir), 0);
+}
+
 int main(void) {
     RUN(assembled_bytes);
+    RUN(rank_metadata_names);
+    RUN(layouts);
     return harness_end();
 }

@@ -91,7 +91,9 @@ ckpt_dcp_layout ckpt_dcp_dir_layout(const char *dir) {
         ranks = ckpt_dcp_rank_metadata(e->d_name) >= 0;
         data |= e->d_name[0] != '.' && ends_with(e->d_name, DATA_SUFFIX);
     }
-    if (!ranks && !data && !exists(dir, "model.safetensors.index.json")) {
+    /* transformers' names first: with them the directory is a model folder */
+    if (!ranks && !data && !exists(dir, "model.safetensors.index.json") &&
+        !exists(dir, "model.safetensors")) {
         rewinddir(d);
         for (struct dirent *e; !hf && (e = readdir(d));) {
             char path[4096];

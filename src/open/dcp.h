@@ -22,7 +22,8 @@
  *                (open/dcp.c: their union, which every rank's view is part
  *                of).
  *   NO_METADATA  "*.distcp" data files and no metadata of either kind.
- *   HF           no DCP metadata and no model.safetensors.index.json, but
+ *   HF           no DCP metadata, no model.safetensors.index.json and no
+ *                model.safetensors (transformers' names), but
  *                "*.safetensors" files whose header holds DCP_SHARDING_INFO
  *                (HuggingFaceStorageWriter with save_distributed=True and no
  *                consolidation): HuggingFaceStorageReader lists every
