@@ -51,8 +51,9 @@ int ckpt_dcp_rank_metadata(const char *name) {
 }
 
 /* 1 if the safetensors file at `path` has DCP_SHARDING_INFO in its header
- * (looked for in the header's first MiB: safetensors writes __metadata__
- * first). Content, not the name, tells DCP's files from others. */
+ * (looked for in the header's first 64 KiB: safetensors writes
+ * __metadata__ first, and DCP's keys sort first in it). Content, not the
+ * name, tells DCP's files from others. */
 static int has_sharding_info(const char *path) {
     static const char key[] = "\"DCP_SHARDING_INFO\"";
     FILE *fp = fopen(path, "rb");
@@ -62,7 +63,7 @@ static int has_sharding_info(const char *path) {
     if (fread(len, 1, 8, fp) == 8) {
         uint64_t n = 0;
         for (int i = 7; i >= 0; i--) n = n << 8 | len[i];
-        size_t want = n < (1u << 20) ? (size_t)n : (size_t)1 << 20;
+        size_t want = n < (1u << 16) ? (size_t)n : (size_t)1 << 16;
         char *h = ckpt_malloc(want + 1);
         if (h) {
             size_t got = fread(h, 1, want, fp);

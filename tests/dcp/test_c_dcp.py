@@ -565,6 +565,17 @@ def test_metadata_next_to_rank_files():
     verify_fails(d, "__0_0.distcp")
 
 
+def test_hostile_rank_metadata_is_unsafe():
+    d = copy(NOCOLL, "hostile_rank")
+    with open(os.path.join(d, "__1.metadata"), "wb") as fh:
+        pickle.dump(_System(), fh)
+    rc, out, err = ckpt("scan", d)
+    assert rc == 1 and "UNSAFE" in out and "__1.metadata" in out and "posix.system" in out, \
+        out + err
+    rc, out, err = ckpt("inspect", d)
+    assert rc == 1 and "__1.metadata" in err and "no DCP metadata class" in err, err
+
+
 # ------------------------------------------------------------ Hugging Face layouts
 
 
