@@ -636,11 +636,12 @@ static int read_ranks(ckpt_file *f, const char *dir, ckpt_dcp_meta *out) {
     int rc = 0;
     for (int r = 0; rc == 0 && r <= top; r++) {
         const char *path = ckpt_arena_printf(&f->arena, "%s/__%d.metadata", dir, r);
-        CKPT_CHECK_ALLOC(path);
         const uint8_t *map;
         size_t size;
         struct stat st;
-        if (stat(path, &st) != 0) {
+        if (!path) {
+            rc = ckpt_err_nomem();
+        } else if (stat(path, &st) != 0) {
             rc = ckpt_err(CKPT_E_MISMATCH, path, "", CKPT_NO_OFFSET,
                           "missing: the directory holds %zu rank metadata files up to "
                           "__%d.metadata (a save with use_collectives=False) but not this "
@@ -649,9 +650,8 @@ static int read_ranks(ckpt_file *f, const char *dir, ckpt_dcp_meta *out) {
                           r ? "DCP's loader on this rank"
                             : "dcp.load without a process group, dcp_to_torch_save and the "
                               "loader on rank 0");
-            break;
         }
-        if ((rc = ckpt_map_file(path, &map, &size))) break;
+        if (rc || (rc = ckpt_map_file(path, &map, &size))) break;
         ckpt_dcp_meta one;
         rc = ckpt_dcp_meta_parse(&one, &f->arena, map, size, path, &f->opts.limits);
         ckpt_unmap_file(map, size);
