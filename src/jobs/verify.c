@@ -285,11 +285,13 @@ static int verify_dcp(ckpt_file *f, ckpt_verify_report *rep, uint8_t *buf) {
     return rc;
 }
 
-/* A sharded set: digests its index records, if any, then every shard as
+/* A sharded set: digests its index records, if any, what
+ * HuggingFaceStorageReader would read differently (open/dcp.h), then every shard as
  * the file it is (its digests, its zip CRC-32s), so a corrupt tensor is
  * named with the shard that holds it. */
 static int verify_set(ckpt_file *f, ckpt_verify_report *rep, uint8_t *buf) {
     int rc = verify_digests(f, NULL);
+    if (rc == 0) rc = ckpt_dcp_check_hf_set(f);
     for (size_t i = 0; rc == 0 && i < f->nshards; i++) rc = verify_file(f->shards[i], rep, buf);
     return rc;
 }

@@ -232,13 +232,19 @@ static int open_slice(opener *o, size_t shard, uint64_t off, uint64_t len, const
     return 0;
 }
 
+/* A safetensors file's DCP_SHARDING_INFO (its __metadata__ entry), or NULL. */
+static const char *sharding_info(const ckpt_file *part) {
+    const char *text = NULL;
+    for (size_t i = 0; i < part->nmeta; i++)
+        if (!strcmp(part->meta_keys[i], "DCP_SHARDING_INFO")) text = part->meta_vals[i];
+    return text;
+}
+
 /* DCP_SHARDING_INFO's saved_offsets of `fqn` in a safetensors part, when
  * it lists them, must be the chunk's offsets. */
 static int check_saved_offsets(const ckpt_file *part, const char *fqn, const ckpt_dcp_chunk *ch,
                                uint32_t ndim) {
-    const char *text = NULL;
-    for (size_t i = 0; i < part->nmeta; i++)
-        if (!strcmp(part->meta_keys[i], "DCP_SHARDING_INFO")) text = part->meta_vals[i];
+    const char *text = sharding_info(part);
     if (!text) return 0;
     json_error_t err;
     json_t *doc = json_loads(text, 0, &err);
@@ -700,9 +706,7 @@ static int hf_file(opener *o, merger *m, const char *name) {
                         "not a safetensors file (HuggingFaceStorageReader reads every "
                         "\"*.safetensors\" file of the directory)");
     if ((rc = open_slice(o, shard, 0, 0, name, &part, &base))) return rc;
-    const char *text = NULL;
-    for (size_t i = 0; i < part->nmeta; i++)
-        if (!strcmp(part->meta_keys[i], "DCP_SHARDING_INFO")) text = part->meta_vals[i];
+    const char *text = sharding_info(part);
     json_t *doc = text ? json_loads(text, 0, NULL) : NULL;
     if (text && !json_is_object(doc))
         rc = ckpt_err(CKPT_E_FORMAT, part->path, "", CKPT_NO_OFFSET,
@@ -840,5 +844,61 @@ int ckpt_dcp_check_unnamed(const ckpt_file *f) {
                           e->d_name, ranks ? "any rank's metadata" : ".metadata");
     }
     closedir(d);
+    return rc;
+}
+
+int ckpt_dcp_check_hf_set(const ckpt_file *f) {
+    if (f->format != CKPT_FORMAT_SAFETENSORS_SHARDED) return 0;
+    int written = 0;
+    for (size_t i = 0; !written && i < f->nshards; i++)
+        written = sharding_info(f->shards[i]) != NULL;
+    if (!written) return 0;
+    /* every tensor where the index has it: whole, at the origin */
+    for (size_t i = 0; i < f->nshards; i++) {
+        const ckpt_file *sh = f->shards[i];
+        const char *text = sharding_info(sh);
+        json_t *doc = text ? json_loads(text, 0, NULL) : NULL;
+        int rc = 0;
+        for (size_t t = 0; rc == 0 && doc && t < sh->ntensors; t++) {
+            const ckpt_tensor *x = &sh->tensors[t];
+            uint64_t off[CKPT_MAX_NDIM + 1];
+            rc = saved_offsets(sh, doc, x->name, x->ndim, off);
+            for (uint32_t d = 0; rc == 0 && d < x->ndim; d++)
+                if (off[d])
+                    rc = ckpt_err(CKPT_E_MISMATCH, sh->path, x->name, CKPT_NO_OFFSET,
+                                  "DCP_SHARDING_INFO places \"%s\" at saved_offsets other than "
+                                  "0: HuggingFaceStorageReader reads a larger tensor than the "
+                                  "index's",
+                                  x->name);
+        }
+        json_decref(doc);
+        if (rc) return rc;
+    }
+    /* and no other "*.safetensors" file next to the index */
+    char *dir = ckpt_malloc(strlen(f->path) + 2);
+    if (!dir) return ckpt_err_nomem();
+    const char *slash = strrchr(f->path, '/');
+    size_t dlen = slash ? (size_t)(slash - f->path) : 0;
+    memcpy(dir, slash ? f->path : ".", slash ? dlen : 1);
+    dir[slash ? dlen : 1] = '\0';
+    dlen = strlen(dir);
+    DIR *d = opendir(dir);
+    int rc = d ? 0 : ckpt_err(CKPT_E_IO, dir, "", CKPT_NO_OFFSET, "cannot list the directory");
+    for (struct dirent *e; rc == 0 && d && (e = readdir(d));) {
+        if (!ckpt_dcp_hf_name(e->d_name)) continue;
+        int listed = 0;
+        for (size_t i = 0; !listed && i < f->nshards; i++) {
+            const char *p = f->shards[i]->path;
+            listed = !strncmp(p, dir, dlen) && p[dlen] == '/' && !strcmp(p + dlen + 1, e->d_name);
+        }
+        if (!listed)
+            rc = ckpt_err(CKPT_E_MISMATCH, dir, e->d_name, CKPT_NO_OFFSET,
+                          "%s is not in the index, but HuggingFaceStorageReader (the reader of "
+                          "sets with DCP_SHARDING_INFO) reads every \"*.safetensors\" file "
+                          "of the directory",
+                          e->d_name);
+    }
+    if (d) closedir(d);
+    ckpt_free(dir);
     return rc;
 }

@@ -69,4 +69,13 @@ int ckpt_dcp_read(ckpt_file *f, const char *dir);
  * first, else 0; CKPT_E_IO when the directory cannot be listed. */
 int ckpt_dcp_check_unnamed(const ckpt_file *f);
 
+/* A sharded safetensors set (an index) whose shards carry
+ * DCP_SHARDING_INFO, as HuggingFaceStorageWriter writes with rank 0's
+ * state dict or by consolidation, is read by HuggingFaceStorageReader
+ * without its index: CKPT_E_MISMATCH when that reading differs from the
+ * index's, naming a "*.safetensors" file of the directory the index does
+ * not list or a tensor whose saved_offsets are not all 0; else 0 (also
+ * for any other file). */
+int ckpt_dcp_check_hf_set(const ckpt_file *f);
+
 #endif

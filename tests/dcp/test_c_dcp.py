@@ -667,6 +667,24 @@ def test_hf_malformed():
     verify_fails(d, "w0", "gap")
 
 
+def test_hf_indexed_set_read_otherwise_by_hf_storage_reader():
+    """An indexed set with DCP_SHARDING_INFO (rank 0's layout) is read by
+    transformers through its index and by HuggingFaceStorageReader from
+    every *.safetensors file: verify fails where the two differ."""
+    d = copy(HF["rank0"], "hf_extra")
+    shutil.copy(os.path.join(HF["dist"], "shard-00001-model-00001-of-00001.safetensors"),
+                os.path.join(d, "extra.safetensors"))
+    verify_fails(d, "extra.safetensors", "not in the index")
+    d = copy(HF["rank0"], "hf_offsets")
+
+    def move(tensors, meta):
+        info = json.loads(meta["DCP_SHARDING_INFO"])
+        info["w0"]["saved_offsets"] = [1, 0]
+        meta["DCP_SHARDING_INFO"] = json.dumps(info)
+    rewrite_safetensors(os.path.join(d, "model-00001-of-00002.safetensors"), move)
+    verify_fails(d, "w0", "saved_offsets other than 0")
+
+
 # ------------------------------------------------------------ more DCP shapes
 
 
