@@ -576,6 +576,29 @@ def test_hostile_rank_metadata_is_unsafe():
     assert rc == 1 and "__1.metadata" in err and "no DCP metadata class" in err, err
 
 
+def test_hostile_bytes_item_of_another_rank_is_unsafe():
+    """A bytes item every rank saved: the open view takes rank 0's, but the
+    loader on rank 1 reads rank 1's copy, so scan covers every rank's."""
+    from torch.distributed.checkpoint.metadata import MetadataIndex
+    d = copy(NOCOLL, "hostile_rank_bytes")
+    data = os.path.join(d, "__1_0.distcp")
+    blob = io.BytesIO()
+    torch.save(_System(), blob)
+    at = os.path.getsize(data)
+    with open(data, "ab") as fh:
+        fh.write(blob.getvalue())
+    path = os.path.join(d, "__1.metadata")
+    with open(path, "rb") as fh:
+        meta = pickle.load(fh)
+    info = meta.storage_data[MetadataIndex("meta.tag")]
+    info.offset, info.length = at, len(blob.getvalue())
+    with open(path, "wb") as fh:
+        pickle.dump(meta, fh)
+    rc, out, err = ckpt("scan", d)
+    assert rc == 1 and "UNSAFE" in out and f"__1_0.distcp@{at}" in out and "posix.system" in out, \
+        out + err
+
+
 # ------------------------------------------------------------ Hugging Face layouts
 
 
