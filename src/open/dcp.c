@@ -642,8 +642,7 @@ static int read_ranks(ckpt_file *f, const char *dir, ckpt_dcp_meta *out) {
     int rc = 0;
     for (int r = 0; rc == 0 && r <= top; r++) {
         const char *path = ckpt_arena_printf(&f->arena, "%s/__%d.metadata", dir, r);
-        const uint8_t *map;
-        size_t size;
+        ckpt_file *rank = NULL;
         struct stat st;
         if (!path) {
             rc = ckpt_err_nomem();
@@ -657,10 +656,10 @@ static int read_ranks(ckpt_file *f, const char *dir, ckpt_dcp_meta *out) {
                             : "dcp.load without a process group, dcp_to_torch_save and the "
                               "loader on rank 0");
         }
-        if (rc || (rc = ckpt_map_file(path, &map, &size))) break;
+        if (rc || (rc = ckpt_file_open_raw(&rank, path, &f->opts))) break;
         ckpt_dcp_meta one;
-        rc = ckpt_dcp_meta_parse(&one, &f->arena, map, size, path, &f->opts.limits);
-        ckpt_unmap_file(map, size);
+        rc = parse_meta(f, rank, &one);
+        ckpt_close(rank);
         for (size_t i = 0; rc == 0 && i < one.nitems; i++) rc = merge_item(&m, path, &one.items[i]);
     }
     ckpt_strmap_free(&m.index);
