@@ -653,6 +653,15 @@ def rewrite_safetensors(path, edit):
     save_file(tensors, path, metadata=meta)
 
 
+def edit_sharding_info(path, edit):
+    """Rewrites a shard with edit(info) applied to its DCP_SHARDING_INFO."""
+    def go(tensors, meta):
+        info = json.loads(meta["DCP_SHARDING_INFO"])
+        edit(info)
+        meta["DCP_SHARDING_INFO"] = json.dumps(info)
+    rewrite_safetensors(path, go)
+
+
 def test_hf_malformed():
     shards = sorted(os.listdir(HF["dist"]))
     # a rank's file lost: w0 has only rank 0's rows, size from them
@@ -667,12 +676,7 @@ def test_hf_malformed():
     verify_fails(d, "copy.safetensors", "saved twice")
     # saved_offsets missing for a tensor (HuggingFaceStorageReader: KeyError)
     d = copy(HF["dist"], "hf_nokey")
-
-    def drop_w0(tensors, meta):
-        info = json.loads(meta["DCP_SHARDING_INFO"])
-        del info["w0"]
-        meta["DCP_SHARDING_INFO"] = json.dumps(info)
-    rewrite_safetensors(os.path.join(d, shards[1]), drop_w0)
+    edit_sharding_info(os.path.join(d, shards[1]), lambda info: info.pop("w0"))
     verify_fails(d, "saved_offsets", "w0")
     # a chunk of another dtype than the rest of its tensor
     d = copy(HF["dist"], "hf_dtype")
@@ -681,12 +685,8 @@ def test_hf_malformed():
     verify_fails(d, "w0", "inconsistent duplicate entries")
     # rows past a gap: a shard moved down leaves rows no file holds
     d = copy(HF["dist"], "hf_gap")
-
-    def shift(tensors, meta):
-        info = json.loads(meta["DCP_SHARDING_INFO"])
-        info["w0"]["saved_offsets"] = [5, 0]
-        meta["DCP_SHARDING_INFO"] = json.dumps(info)
-    rewrite_safetensors(os.path.join(d, shards[1]), shift)
+    edit_sharding_info(os.path.join(d, shards[1]),
+                       lambda info: info["w0"].__setitem__("saved_offsets", [5, 0]))
     verify_fails(d, "w0", "gap")
 
 
@@ -699,12 +699,8 @@ def test_hf_indexed_set_read_otherwise_by_hf_storage_reader():
                 os.path.join(d, "extra.safetensors"))
     verify_fails(d, "extra.safetensors", "not in the index")
     d = copy(HF["rank0"], "hf_offsets")
-
-    def move(tensors, meta):
-        info = json.loads(meta["DCP_SHARDING_INFO"])
-        info["w0"]["saved_offsets"] = [1, 0]
-        meta["DCP_SHARDING_INFO"] = json.dumps(info)
-    rewrite_safetensors(os.path.join(d, "model-00001-of-00002.safetensors"), move)
+    edit_sharding_info(os.path.join(d, "model-00001-of-00002.safetensors"),
+                       lambda info: info["w0"].__setitem__("saved_offsets", [1, 0]))
     verify_fails(d, "w0", "saved_offsets other than 0")
 
 
