@@ -7,6 +7,7 @@
  * what the linear code needs, never a timing assertion. */
 #include <errno.h>
 #include <libdeflate.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -348,6 +349,67 @@ TEST(deflated_storage_inflated_when_read) {
     CHECK_EQ_INT(run_child(child_lazy_storage, NULL, 60), 0);
 }
 
+/* A ckpt_file may be read from several threads at once (ckpt.h): the
+ * storage inflated on first read is built once, under base/once.h's lock,
+ * and every thread reads the same bytes. Before the lock, two first reads
+ * inflated into the file's arena at the same time. */
+enum { READERS = 8 };
+static pthread_barrier_t all_ready; /* the first reads start together */
+typedef struct reader {
+    const ckpt_tensor *t;
+    float *got;
+    size_t n;
+    int rc;
+} reader;
+
+static void *read_tensor(void *arg) {
+    reader *r = arg;
+    pthread_barrier_wait(&all_ready);
+    r->rc = ckpt_tensor_read(r->t, r->got, r->n);
+    return NULL;
+}
+
+static int child_threads_share_lazy_storage(const void *arg) {
+    (void)arg;
+    static uint8_t ones[1 << 23], noise[1 << 17];
+    for (size_t i = 0; i < sizeof ones / 4; i++) memcpy(ones + 4 * i, &(float){1.0f}, 4);
+    for (size_t i = 0; i < sizeof noise; i++) noise[i] = (uint8_t)(i * 2654435761u >> 13);
+    uint8_t pkl[512];
+    zbuild w = new_zip((size_t)1 << 20);
+    add_deflated(&w, "t/data.pkl", pkl, tensor_pickle(pkl, 1u << 21));
+    add_deflated(&w, "t/data/0", ones, sizeof ones);
+    add_raw(&w, "t/pad", noise, sizeof noise, sizeof noise,
+            libdeflate_crc32(0, noise, sizeof noise), 0);
+    finish(&w);
+    ckpt_file *f = NULL;
+    int rc = ckpt_open_memory(&f, w.buf, w.len, "threads.pt", NULL) ? 10 : 0;
+    reader r[READERS] = {{0}};
+    pthread_t tid[READERS];
+    int running = 0;
+    if (rc == 0 && pthread_barrier_init(&all_ready, NULL, READERS)) rc = 11;
+    for (int i = 0; rc == 0 && i < READERS; i++) {
+        r[i] = (reader){ckpt_file_tensor(f, 0), malloc(sizeof ones), sizeof ones, -1};
+        if (!r[i].got || pthread_create(&tid[i], NULL, read_tensor, &r[i]) != 0)
+            rc = 11;
+        else
+            running++;
+    }
+    for (int i = 0; i < running; i++) {
+        pthread_join(tid[i], NULL);
+        if (rc == 0 && r[i].rc != 0) rc = 12;
+        if (rc == 0 && memcmp(r[i].got, ones, sizeof ones) != 0) rc = 13;
+    }
+    if (running == READERS) pthread_barrier_destroy(&all_ready);
+    for (int i = 0; i < READERS; i++) free(r[i].got);
+    ckpt_close(f);
+    free(w.buf);
+    return rc;
+}
+
+TEST(threads_share_lazy_storage) {
+    CHECK_EQ_INT(run_child(child_threads_share_lazy_storage, NULL, 60), 0);
+}
+
 /* ------------------------------------------------------------ wide DAGs */
 
 /* PROTO 2; L0 = [None] * k (memo 0); L1 = [L0] * m (memo 1, BINGET 0 each);
@@ -404,6 +466,7 @@ int main(void) {
     RUN(deflated_storage_declares_1gib);
     RUN(four_entries_one_stream);
     RUN(deflated_storage_inflated_when_read);
+    RUN(threads_share_lazy_storage);
     RUN(wide_dag);
     RUN(shared_lists_flatten);
     return harness_end();

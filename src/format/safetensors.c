@@ -13,6 +13,7 @@
 
 #include "model/dtype.h"
 #include "base/error.h"
+#include "base/once.h"
 #include "model/file.h"
 #include "format/safetensors.h"
 #include "base/json_scan.h"
@@ -635,7 +636,7 @@ int ckpt_safetensors_tree(ckpt_file *f) {
     ckpt_free(order);
     if (rc == 0) {
         f->root = root;
-        f->tree_lazy = 0;
+        CKPT_ONCE_STORE(&f->tree_lazy, 0);
     }
     return rc;
 }

@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "base/once.h"
 #include "model/dtype.h"
 #include "model/file.h"
 #include "format/write.h"
@@ -543,15 +544,21 @@ int ckpt_file_logical_root(const ckpt_value **out, const ckpt_file *cf) {
     if (!out || !cf)
         return ckpt_err(CKPT_E_INVALID_ARG, "", "", CKPT_NO_OFFSET, "out or f is NULL");
     *out = NULL;
-    ckpt_file *f = (ckpt_file *)cf; /* the cache: documented as a first-call write */
-    if (!f->logical_done) {
-        const ckpt_value *root = NULL;
-        int rc = ckpt_structure_decode_storages(&root, &f->logical_storages, &f->nlogical_storages,
+    ckpt_file *f = (ckpt_file *)cf; /* the cache: a first-call write, under once.h's lock */
+    int rc = 0;
+    if (!CKPT_ONCE_LOAD(&f->logical_done)) {
+        ckpt_once_lock();
+        if (!f->logical_done) {
+            const ckpt_value *root = NULL;
+            rc = ckpt_structure_decode_storages(&root, &f->logical_storages, &f->nlogical_storages,
                                                 f, &f->arena);
-        if (rc) return rc; /* not cached: the error is recorded again */
-        f->logical = root;
-        f->logical_done = 1;
+            if (rc == 0) { /* not cached on failure: the error is recorded again */
+                f->logical = root;
+                CKPT_ONCE_STORE(&f->logical_done, 1);
+            }
+        }
+        ckpt_once_unlock();
     }
-    *out = f->logical;
-    return 0;
+    *out = rc ? NULL : f->logical;
+    return rc;
 }

@@ -252,9 +252,7 @@ typedef struct lazy_member {
 
 static int inflate_storage(ckpt_storage *st) {
     const lazy_member *lm = st->inflate_ctx;
-    int rc = ckpt_zip_read(lm->f->zip, lm->e, &lm->f->arena, &lm->f->inflate_left, &st->data);
-    if (rc == 0) st->inflate = NULL;
-    return rc;
+    return ckpt_zip_read(lm->f->zip, lm->e, &lm->f->arena, &lm->f->inflate_left, &st->data);
 }
 
 int ckpt_torch_read_zip(ckpt_file *f) {

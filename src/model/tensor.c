@@ -5,6 +5,7 @@
 
 #include "model/dtype.h"
 #include "base/error.h"
+#include "base/once.h"
 #include "base/xxh.h"
 #include "base/source.h"
 #include "model/tensor.h"
@@ -95,7 +96,12 @@ int ckpt_storage_resolve(const ckpt_storage *st) {
     /* resolving is not a change the caller sees: data was always "these
      * bytes", only where they live was pending */
     ckpt_storage *lazy = (ckpt_storage *)(uintptr_t)st;
-    return lazy->inflate ? lazy->inflate(lazy) : 0;
+    if (!CKPT_ONCE_LOAD(&lazy->inflate)) return 0;
+    ckpt_once_lock(); /* another thread may be reading this file */
+    int rc = lazy->inflate ? lazy->inflate(lazy) : 0;
+    if (rc == 0) CKPT_ONCE_STORE(&lazy->inflate, NULL);
+    ckpt_once_unlock();
+    return rc;
 }
 
 int ckpt_storage_read(const ckpt_storage *st, uint64_t off, void *dst, size_t n) {

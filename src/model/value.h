@@ -60,7 +60,7 @@ typedef struct ckpt_storage {
     const ckpt_chunks *chunks;
     /* bytes not resolved yet: a deflated zip member is inflated only when
      * its bytes are read (ckpt_storage_resolve calls inflate, which sets
-     * data and clears inflate; the torch zip reader's, with its context) */
+     * data, then clears inflate, under base/once.h's lock; the torch zip reader's, with its context) */
     int (*inflate)(struct ckpt_storage *st);
     void *inflate_ctx;
 } ckpt_storage;

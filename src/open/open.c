@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "base/error.h"
+#include "base/once.h"
 #include "container/zip.h"
 #include "format/detect.h"
 #include "format/write.h"
@@ -408,8 +409,13 @@ uint64_t ckpt_file_size(const ckpt_file *f) {
 }
 
 int ckpt_file_tree(const ckpt_value **out, const ckpt_file *cf) {
-    ckpt_file *f = (ckpt_file *)cf; /* the lazy tree: a first-call write */
-    int rc = f->tree_lazy ? ckpt_safetensors_tree(f) : 0;
+    ckpt_file *f = (ckpt_file *)cf; /* the lazy tree: a first-call write, under once.h's lock */
+    int rc = 0;
+    if (CKPT_ONCE_LOAD(&f->tree_lazy)) {
+        ckpt_once_lock();
+        if (f->tree_lazy) rc = ckpt_safetensors_tree(f);
+        ckpt_once_unlock();
+    }
     *out = rc ? NULL : f->root;
     return rc;
 }
