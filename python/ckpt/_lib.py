@@ -156,17 +156,17 @@ def in_source_tree() -> bool:
     return os.path.isfile(os.path.join(_SOURCE_ROOT, "include", "ckpt.h"))
 
 
-def _candidates() -> List[str]:
+def _places() -> List[str]:
     """Where libckpt is looked for, in order: $CKPT_LIB (never second-
     guessed), the copy inside the package (pip install / wheel), build/ of
-    the source tree this package sits in, then the system loader."""
+    the source tree this package sits in, then the system loader (what
+    find_library names, else libckpt.so.1)."""
     env = os.environ.get("CKPT_LIB")
     if env:
         return [env]
     out = [os.path.join(_HERE, "libckpt.so")]
     if in_source_tree():
         out.append(os.path.join(_SOURCE_BUILD, "libckpt.so"))
-    out = [p for p in out if os.path.exists(p)]
     found = ctypes.util.find_library("ckpt")
     return out + ([found] if found else []) + ["libckpt.so.1"]
 
@@ -203,15 +203,32 @@ def _package_version() -> str:
 VERSION = _package_version()
 
 
+def _how_to_build() -> str:
+    """The command that puts libckpt where _places() looks next time."""
+    if in_source_tree():
+        return ("build it: `cd %s && cmake -S . -B build && cmake --build build "
+                "--target ckpt_shared` (then PYTHONPATH=python finds it), or "
+                "install the package: `pip install %s`" % (_SOURCE_ROOT, _SOURCE_ROOT))
+    return ("reinstall the package (`pip install ckpt` from a source tree: "
+            "`pip install .`), or build libckpt with `cmake --build build "
+            "--target ckpt_shared` and set CKPT_LIB to build/libckpt.so")
+
+
 def _load() -> ctypes.CDLL:
     tried = []
-    for cand in _candidates():
+    for place in _places():
+        # a path that is not there is said so, not handed to dlopen (whose
+        # message would not say which path was meant)
+        if os.sep in place and not os.path.exists(place):
+            tried.append("%s (no such file)" % place)
+            continue
         try:
-            return ctypes.CDLL(cand)
+            return ctypes.CDLL(place)
         except OSError as exc:
-            tried.append("%s (%s)" % (cand, exc))
-    raise ImportError("ckpt: cannot load libckpt; set CKPT_LIB to the path of "
-                      "libckpt.so. Tried: " + "; ".join(tried))
+            tried.append("%s (%s)" % (place, exc))
+    raise ImportError("ckpt: cannot load libckpt.so; looked in: %s. To get it, %s; "
+                      "or set CKPT_LIB to the path of a libckpt.so."
+                      % ("; ".join(tried), _how_to_build()))
 
 
 lib = _load()

@@ -1,8 +1,9 @@
 /* cmd_convert.c - `ckpt convert IN OUT [--select PREFIX]... [--exclude
  * GLOB]... [--format safetensors|torch|dcp] [--meta KEY=VALUE]... [--config
  * FILE.json] [--max-shard-size SIZE]`: ckpt_convert with options from the
- * command line. On success one line on stdout: `wrote OUT (FORMAT, K keys, N tensors|storages, B
- * bytes)`; on a terminal, the tensors written as progress on stderr. */
+ * command line. On success one line on stdout: `wrote OUT (FORMAT, K keys, N tensors|storages,
+ * B bytes)` (DCP: `..., N tensors, V values, B bytes)`); the help says what each number counts.
+ * On a terminal, the tensors written as progress on stderr. */
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -118,7 +119,8 @@ static const cli_opt opts[] = {
      "(model.safetensors.index.json, pytorch_model.bin.index.json); OUT may "
      "be a directory"},
     {CLI_OPT_BOOL, "backup", 0, &args.backup, NULL, 0,
-     "keep the OUT being replaced as OUT.bak (atomically)"},
+     "when OUT is an existing file, keep it as OUT.bak (each shard of a "
+     "sharded set likewise); a DCP directory is never replaced"},
     {CLI_OPT_BOOL, "quiet", 'q', &args.quiet, NULL, 0, "print nothing on success"},
     {0}};
 
@@ -162,9 +164,21 @@ static int parse(const cli_command *cmd, convert_args *a) {
     return CLI_CONTINUE;
 }
 
-static const char *unit(const ckpt_convert_report *r) {
-    if (r->format == CKPT_FORMAT_TORCH_ZIP) return r->tensors == 1 ? "storage" : "storages";
-    return r->tensors == 1 ? "tensor" : "tensors";
+/* " (FORMAT, K keys, N tensors, B bytes)\n", the counts as the help
+ * defines them. The library counts a DCP directory's items as keys, its
+ * tensor items as tensors: one key each, the rest are values. */
+static void print_counts(const ckpt_convert_report *r) {
+    uint64_t keys = r->keys, values = 0;
+
+    if (r->format == CKPT_FORMAT_DCP && r->keys >= r->tensors) {
+        keys = r->tensors;
+        values = r->keys - r->tensors;
+    }
+    printf(" (%s, %" PRIu64 " key%s, %" PRIu64 " %s%s", ckpt_format_name(r->format), keys,
+           cli_plural(keys), r->tensors, r->format == CKPT_FORMAT_TORCH_ZIP ? "storage" : "tensor",
+           cli_plural(r->tensors));
+    if (r->format == CKPT_FORMAT_DCP) printf(", %" PRIu64 " value%s", values, cli_plural(values));
+    printf(", %" PRIu64 " bytes)\n", r->bytes);
 }
 
 /* 1 when writing OUT replaces IN itself: the entry OUT names (the atomic
@@ -223,16 +237,12 @@ static int run(const convert_args *a) {
     if (r.shards) {
         printf("wrote %" PRIu64 " shards and their index for ", r.shards);
         cli_put_text(stdout, a->out, strlen(a->out));
-        printf(" (%s, %" PRIu64 " key%s, %" PRIu64 " %s, %" PRIu64 " bytes)\n",
-               ckpt_format_name(r.format), r.keys, r.keys == 1 ? "" : "s", r.tensors, unit(&r),
-               r.bytes);
+        print_counts(&r);
         return CLI_OK;
     }
     fputs("wrote ", stdout);
     cli_put_text(stdout, a->out, strlen(a->out));
-    printf(" (%s, %" PRIu64 " key%s, %" PRIu64 " %s, %" PRIu64 " bytes)\n",
-           ckpt_format_name(r.format), r.keys, r.keys == 1 ? "" : "s", r.tensors, unit(&r),
-           r.bytes);
+    print_counts(&r);
     return CLI_OK;
 }
 
@@ -278,8 +288,20 @@ const cli_command cli_cmd_convert = {
     "be a dict; it is flattened as DCP does (nested dicts and lists holding\n"
     "tensors; other values are torch.save'd items, dict keys become str);\n"
     "file metadata has no place there and is not written.\n"
-    "OUT must not exist (or be an empty directory): it is made in a\n"
-    "temporary directory beside it, verified, then renamed into place.\n",
+    "An existing OUT: a file OUT (each shard and the index of a sharded\n"
+    "set) is replaced atomically: the new one is written under a temporary\n"
+    "name beside it, verified, then renamed over it, so OUT is always the\n"
+    "old file or the whole new one (--backup keeps the old one as OUT.bak;\n"
+    "stderr says when OUT is IN itself). A DCP directory OUT is never\n"
+    "replaced: it must not exist or must be empty (else exit 2, nothing\n"
+    "written); it is made in a temporary directory beside it, verified,\n"
+    "then renamed into place.\n"
+    "On success: `wrote OUT (FORMAT, K keys, N tensors, B bytes)`. K keys:\n"
+    "the tensor names written, as inspect and verify count them (a tied\n"
+    "weight is two keys); N tensors: the tensors stored (`storages` in a\n"
+    "torch zip; a tied weight is one); B bytes: the size of what was\n"
+    "written (all shards, or both DCP files). A DCP directory also counts\n"
+    "V values: its non-tensor items.\n",
     "Exit status: 0 written, 1 IN unreadable or not convertible (opaque\n"
     "objects, a tensor named __metadata__), 2 usage or I/O error.\n",
     run_command,

@@ -413,7 +413,14 @@ const cli_command cli_cmd_inspect = {
     "and the metadata of each FILE, without executing anything in it. A\n"
     "file that cannot be read is reported on stderr and the others listed.\n"
     "FILE may be a torch.distributed.checkpoint directory: its global\n"
-    "tensors are shown, assembled from their chunks.\n",
+    "tensors are shown, assembled from their chunks.\n"
+    "The header line gives the file's size (a directory's: all its files).\n"
+    "The totals line `K keys, E elements, B bytes` counts the tensor names\n"
+    "(as verify and convert count them: a tied weight is two keys), their\n"
+    "elements and their tensor bytes (each key's, so a tied weight twice);\n"
+    "`shared: S storages, B bytes` follows when keys share storage: the\n"
+    "distinct storages and the bytes they hold. verify's `bytes checked`\n"
+    "counts what it read instead.\n",
     "Exit status: 0 ok, 1 FILE unreadable or corrupt, 2 usage or I/O error.\n",
     run,
     NULL};

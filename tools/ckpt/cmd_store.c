@@ -7,11 +7,15 @@
  *   prune DIR [--keep N]
  *   gc DIR [--older-than MINUTES]
  * each with -q (nothing on success) or -v (the generations DIR holds
- * afterwards; list: their paths).
+ * afterwards; list: their paths; gc: also the names it removed). commit
+ * says on stderr which generations its pruning removed and when LATEST
+ * stays on a newer step.
  *
- * Exit 0 ok; 1 findings (the written generation or the source is corrupt,
- * no generation verifies, list or prune found a corrupt generation, list
- * a bad LATEST); 2 usage or I/O error. */
+ * Exit 0 ok; 1 findings or refusal (the step is already committed, the
+ * written generation or the source is corrupt, no generation verifies,
+ * list or prune found a corrupt generation, list a bad LATEST); 2 usage or
+ * I/O error. */
+#include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
@@ -51,7 +55,8 @@ static struct {
 #define VERBOSE_OPT                                                                                \
     {                                                                                              \
         CLI_OPT_BOOL, "verbose", 'v', &args.verbose, NULL, 0,                                      \
-            "also list the generations DIR holds afterwards (list: their paths)"                   \
+            "also list the generations DIR holds afterwards (list: their paths; "                  \
+            "gc: and the names removed)"                                                           \
     }
 #define KEEP_OPT                                                                                   \
     {                                                                                              \
@@ -154,7 +159,124 @@ static int show_listing(const ckpt_store_options *o) {
     return CLI_OK;
 }
 
+/* ------------------------------------------------------------ what went */
+
+/* The entry names of a directory, sorted: the hidden ones (temporaries) or
+ * the others (generations, LATEST). Which of them a call removed is told
+ * by comparing two of these; the rules of what is removed stay the
+ * library's. */
+typedef struct names {
+    char **v;
+    size_t n;
+} names;
+
+static void names_free(names *s) {
+    while (s->n) free(s->v[--s->n]);
+    free(s->v);
+    s->v = NULL;
+}
+
+static int by_name(const void *a, const void *b) {
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Fills *s; an unreadable or missing directory gives no names. Returns 0,
+ * or -1 when out of memory (*s then holds what was read). */
+static int names_read(names *s, const char *dir, int hidden) {
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    size_t cap = 0;
+    int rc = 0;
+
+    s->v = NULL;
+    s->n = 0;
+    if (d == NULL) return 0;
+    while (rc == 0 && (e = readdir(d)) != NULL) {
+        char **grown;
+
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+        if ((e->d_name[0] == '.') != hidden) continue;
+        if (s->n == cap) {
+            cap = cap ? cap * 2 : 16;
+            if ((grown = realloc(s->v, cap * sizeof *s->v)) == NULL) {
+                rc = -1;
+                break;
+            }
+            s->v = grown;
+        }
+        if ((s->v[s->n] = strdup(e->d_name)) == NULL)
+            rc = -1;
+        else
+            s->n++;
+    }
+    closedir(d);
+    if (s->n) qsort(s->v, s->n, sizeof *s->v, by_name);
+    return rc;
+}
+
+/* Prints `prefix NAME\n` on out for each name of *before that DIR no
+ * longer holds; returns how many. */
+static size_t names_gone(FILE *out, const names *before, const char *dir, int hidden,
+                         const char *prefix) {
+    names after;
+    size_t i, gone = 0;
+
+    names_read(&after, dir, hidden);
+    for (i = 0; i < before->n; i++) {
+        if (after.n && bsearch(&before->v[i], after.v, after.n, sizeof *after.v, by_name)) continue;
+        fputs(prefix, out);
+        cli_put_text(out, before->v[i], strlen(before->v[i]));
+        fputc('\n', out);
+        gone++;
+    }
+    names_free(&after);
+    return gone;
+}
+
 /* ------------------------------------------------------------ commit */
+
+/* 1 when the refused commit's step is committed already (a verified
+ * generation of NAME at that step): the one CKPT_E_INVALID_ARG of a commit
+ * that is a refusal, not a usage error. */
+static int step_taken(const char *dir, const char *name, uint64_t step,
+                      const ckpt_store_options *o) {
+    ckpt_store_listing *l = NULL;
+    size_t i, n;
+    int taken = 0;
+
+    if (ckpt_store_list(&l, dir, o) != 0) return 0;
+    n = ckpt_store_list_count(l);
+    for (i = 0; i < n && !taken; i++) {
+        const ckpt_store_generation *g = ckpt_store_list_generation(l, i);
+        taken = g->ok && g->step == step && strcmp(g->name, name) == 0;
+    }
+    ckpt_store_listing_free(l);
+    return taken;
+}
+
+/* After a commit of `path`: a note on stderr when LATEST (read as a reader
+ * without ckpt does: its one line) names another generation, i.e. one
+ * with a higher step. */
+static void note_latest(const char *dir, const char *path) {
+    char latest[PATH_CAP + 2], file[PATH_CAP];
+    const char *base = strrchr(path, '/');
+    FILE *fp;
+    size_t len;
+
+    base = base ? base + 1 : path;
+    snprintf(file, sizeof file, "%s/LATEST", dir);
+    if ((fp = fopen(file, "rb")) == NULL) return;
+    len = fread(latest, 1, sizeof latest - 1, fp);
+    fclose(fp);
+    latest[len] = '\0';
+    if (len && latest[len - 1] == '\n') latest[--len] = '\0';
+    if (len == 0 || strcmp(latest, base) == 0) return;
+    fputs("note: LATEST stays at ", stderr);
+    cli_put_text(stderr, latest, len);
+    fputs(", a higher step; ", stderr);
+    cli_put_text(stderr, base, strlen(base));
+    fputs(" is committed beside it\n", stderr);
+}
 
 static int store_commit(const cli_command *cmd, int argc, char **argv) {
     ckpt_store_options o;
@@ -162,18 +284,29 @@ static int store_commit(const cli_command *cmd, int argc, char **argv) {
     uint64_t step = 0;
     char path[PATH_CAP];
     int rc = parse_args(cmd, argc, argv, &o, &step);
+    names before = {NULL, 0};
 
     if (rc != CLI_CONTINUE) return rc;
     task.what = args.src;
     if (!args.quiet) {
         o.progress = cli_progress_fn;
         o.progress_ctx = &task;
+        names_read(&before, args.dir, 0);
     }
+    path[0] = '\0';
     rc = ckpt_store_commit(path, sizeof path, args.dir, args.name, step, args.src, &o);
     cli_progress(NULL, 0, 0);
     if (path[0] && !args.quiet) {
         cli_put_text(stdout, path, strlen(path));
         fputc('\n', stdout);
+        fflush(stdout);
+        note_latest(args.dir, path);
+        names_gone(stderr, &before, args.dir, 0, "pruned ");
+    }
+    names_free(&before);
+    if (rc == CKPT_E_INVALID_ARG && step_taken(args.dir, args.name, step, &o)) {
+        fail(args.dir, rc);
+        return CLI_FINDINGS; /* a refusal: the step is there, verified */
     }
     return rc ? fail(args.dir, rc) : show_listing(&o);
 }
@@ -368,9 +501,11 @@ static int store_gc(const cli_command *cmd, int argc, char **argv) {
     ckpt_store_options o;
     uint64_t step;
     size_t files = 0, dirs = 0;
+    names before = {NULL, 0};
     int rc = parse_args(cmd, argc, argv, &o, &step);
 
     if (rc != CLI_CONTINUE) return rc;
+    if (args.verbose) names_read(&before, args.dir, 1);
     rc = ckpt_store_gc_count(&files, &dirs, args.dir, &o);
     /* "removed 1 stale temporary file", "... and 2 temporary directories" */
     if (!args.quiet && (files || !dirs))
@@ -379,6 +514,8 @@ static int store_gc(const cli_command *cmd, int argc, char **argv) {
     if (!args.quiet && dirs)
         printf("%s%zu stale temporary director%s\n", files ? "" : "removed ", dirs,
                dirs == 1 ? "y" : "ies");
+    if (args.verbose) names_gone(stdout, &before, args.dir, 1, "  ");
+    names_free(&before);
     return rc ? fail(args.dir, rc) : show_listing(&o);
 }
 
@@ -429,8 +566,12 @@ const cli_command cli_cmd_store = {
     "           copy it (any format ckpt reads; its format is kept) into\n"
     "           DIR as generation N (DIR and its parents are created if\n"
     "           missing, mode 0755), re-read and verify it fully, move\n"
-    "           LATEST, then prune; prints the new file's path. A step\n"
-    "           already committed is refused unless --replace is given\n"
+    "           LATEST, then prune; prints the new file's path on stdout,\n"
+    "           and on stderr `pruned FILE` for each generation its pruning\n"
+    "           removed and a note when LATEST stays on a higher step (a\n"
+    "           step below LATEST's is committed but does not move it). A\n"
+    "           step already committed (it verifies) is refused, exit 1,\n"
+    "           unless --replace is given\n"
     "  latest   print the newest generation that verifies (corrupt ones are\n"
     "           skipped, LATEST is not trusted); exit 1 if none does\n"
     "  list     every generation with step, size and status ok/corrupt\n"
@@ -440,12 +581,18 @@ const cli_command cli_cmd_store = {
     "           never count toward N and never push a good one out: newer\n"
     "           ones are reported and left in place (exit 1) until N newer\n"
     "           generations verify\n"
-    "  gc       remove temporary files left by killed writers: never one\n"
-    "           whose writer still holds its lock; an unlocked one once its\n"
-    "           process is gone or it is unmodified for MINUTES; and the\n"
-    "           staging directories of killed coordinators (none is alive\n"
-    "           while DIR's lock is free)\n",
-    "Exit status: 0 ok, 1 corrupt data (source, new generation, listing,\n"
-    "prune), 2 usage or I/O error.\n",
+    "  gc       remove ckpt's temporaries left by killed writers, and no\n"
+    "           other file: the names ckpt's atomic writer gives them,\n"
+    "           .FILE.tmp-PID-HEX (PID in decimal, HEX exactly 16 lowercase\n"
+    "           hex digits, e.g. .run-700.pt.tmp-4242-0123456789abcdef);\n"
+    "           any other name (.run-700.pt.tmp.123, run.tmp) stays, whatever\n"
+    "           --older-than says. Such a file is never removed while its\n"
+    "           writer holds its lock; an unlocked one is removed once its\n"
+    "           process is gone or it is unmodified for MINUTES; such a\n"
+    "           directory (a killed coordinator's staging) once DIR's lock\n"
+    "           is free. -v names each one removed\n",
+    "Exit status: 0 ok, 1 refused or corrupt data (a step already\n"
+    "committed; corrupt source, new generation, listing, prune), 2 usage or\n"
+    "I/O error.\n",
     run,
     subs};

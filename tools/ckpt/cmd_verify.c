@@ -1,7 +1,7 @@
 /* cmd_verify.c - `ckpt verify FILE...`: open and fully verify each file,
  * one line per file:
- *   OK FILE (FORMAT, N tensors, B bytes checked)
- *   OK FILE (FORMAT, N tensors, B bytes checked); structure only: this file carries no checksums
+ *   OK FILE (FORMAT, K keys, B bytes checked)
+ *   OK FILE (FORMAT, K keys, B bytes checked); structure only: this file carries no checksums
  *   CORRUPT FILE: MESSAGE (MEMBER, offset N)
  *   ERROR FILE: MESSAGE
  * or with --json one object per file (an array for several). Exit 0 when
@@ -178,13 +178,21 @@ const cli_command cli_cmd_verify = {
     opts,
     "Opens each FILE and reads every tensor byte, checking zip CRC-32s,\n"
     "storage sizes and structure. Prints one line per file:\n"
-    "  OK FILE (FORMAT, N tensors, B bytes checked)\n"
+    "  OK FILE (FORMAT, K keys, B bytes checked)\n"
     "  CORRUPT FILE: MESSAGE (MEMBER, offset N)\n"
     "  ERROR FILE: MESSAGE          (the file could not be read)\n"
-    "With --json, one object per file: file, format, ok, tensors, bytes,\n"
-    "members, checksums (none, crc32, digests) and, when not ok, error\n"
-    "{code, message, member, offset} (format is null when the file could\n"
-    "not be opened).\n",
+    "An OK line ends in `; structure only: this file carries no checksums`\n"
+    "when sizes and structure were all there was to check.\n"
+    "K keys: the tensor names, as inspect and convert count them (a tied\n"
+    "weight is two keys). B bytes checked: the bytes read and checked, each\n"
+    "stored tensor's once, plus the other members of a zip or DCP directory\n"
+    "whose CRC-32 was checked (the pickle, .metadata...): not inspect's\n"
+    "tensor bytes, which count each key's tensor.\n"
+    "With --json, one object per file: file, format, ok, tensors (the keys\n"
+    "read, K), bytes (B), members (zip members whose CRC-32 was checked),\n"
+    "checksums (none, crc32, digests) and, when not ok, error {code,\n"
+    "message, member, offset} (format is null when the file could not be\n"
+    "opened).\n",
     "Exit status: 0 all OK, 1 some file corrupt, 2 some file unreadable.\n",
     run,
     NULL};
