@@ -962,6 +962,31 @@ def test_no_crash_on_corpus():
     assert not bad, "\n  ".join(bad)
 
 
+def test_python_import_says_how_to_build_libckpt():
+    """python/ckpt of a source tree without build/libckpt.so: the
+    ImportError names every place looked and the command that builds it."""
+    root = tempfile.mkdtemp(prefix="ckpt-import-")
+    try:
+        shutil.copytree(os.path.join(SRC, "python", "ckpt"), os.path.join(root, "python", "ckpt"),
+                        ignore=shutil.ignore_patterns("__pycache__", "*.so*", "bin"))
+        shutil.copytree(os.path.join(SRC, "include"), os.path.join(root, "include"))
+        env = {k: v for k, v in os.environ.items() if k not in ("CKPT_LIB", "LD_LIBRARY_PATH")}
+        env["PYTHONPATH"] = os.path.join(root, "python")
+        p = subprocess.run([sys.executable, "-c", "import ckpt"], capture_output=True, env=env,
+                           cwd=root, timeout=120)
+        err = p.stderr.decode()
+        if "cannot load libckpt.so" not in err and p.returncode == 0:
+            return  # a libckpt.so.1 installed system-wide was loaded instead
+        assert_eq(p.returncode, 1, "import fails")
+        for want in ("ImportError: ckpt: cannot load libckpt.so; looked in: ",
+                     os.path.join(root, "build", "libckpt.so") + " (no such file)",
+                     "cd %s && cmake -S . -B build && cmake --build build --target ckpt_shared"
+                     % root, "pip install %s" % root, "set CKPT_LIB"):
+            assert want in err, "%r not in %r" % (want, err)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
 def main():
     try:
         return run_cases(globals(), __file__)

@@ -307,6 +307,116 @@ def test_store_commit_progress_only_on_a_terminal():
     assert tty.endswith("\r\033[K"), "progress is cleared: %r" % tty
 
 
+def flat_help(cmd):
+    """`ckpt CMD --help` with its line breaks and indentation folded to one
+    space, so that a sentence is found whatever its wrapping."""
+    rc, out, _ = run(cmd, "--help")
+    assert_eq(rc, 0, "%s --help" % cmd)
+    return " ".join(out.split())
+
+
+def test_store_commit_refusal_latest_note_and_pruned():
+    d = os.path.join(TMP, "store_notes")
+    path = lambda step: os.path.join(d, "run-%d.pt" % step)  # noqa: E731
+    commit = lambda step, *extra: run(  # noqa: E731
+        "store", "commit", d, "--name", "run", "--step", str(step), *extra, TRAIN_PT)
+    assert_eq(commit(500), (0, path(500) + "\n", ""), "first commit")
+    # the same step again: a refusal (exit 1), not a usage or I/O error
+    rc, out, err = commit(500)
+    assert_eq((rc, out), (1, ""), "step already committed")
+    assert "step 500 of run is already committed as run-500.pt" in err, err
+    assert_eq(commit(500, "--replace")[0], 0, "--replace")
+    # a lower step is committed, but LATEST stays on the higher one: said so
+    assert_eq(commit(450), (0, path(450) + "\n",
+                            "note: LATEST stays at run-500.pt, a higher step; run-450.pt "
+                            "is committed beside it\n"), "lower step")
+    with open(os.path.join(d, "LATEST")) as fh:
+        assert_eq(fh.read(), "run-500.pt\n", "LATEST")
+    # pruning says what it removed, on stderr (stdout stays the path)
+    assert_eq(commit(600, "--keep", "2"), (0, path(600) + "\n", "pruned run-450.pt\n"),
+              "commit that prunes")
+    assert_eq(commit(700, "--keep", "2", "-q"), (0, "", ""), "-q prunes silently")
+    assert_eq(sorted(n for n in os.listdir(d) if not n.startswith(".")),
+              ["LATEST", "run-600.pt", "run-700.pt"], "what is left")
+    # a bad name stays a usage error
+    rc, _, err = run("store", "commit", d, "--name", ".hidden", "--step", "1", TRAIN_PT)
+    assert_eq(rc, 2, "bad name")
+    text = flat_help("store")
+    for phrase in ("`pruned FILE` for each generation its pruning removed",
+                   "refused, exit 1, unless --replace", "1 refused or corrupt data"):
+        assert phrase in text, phrase
+
+
+def test_store_gc_names_its_temporaries():
+    d = os.path.join(TMP, "store_gc_names")
+    assert_eq(run("store", "commit", d, "--name", "run", "--step", "1", "-q", TRAIN_PT)[0], 0,
+              "commit")
+    child = subprocess.Popen(["true"])
+    child.wait()
+    ours = ".run-2.pt.tmp-%d-0123456789abcdef" % child.pid  # its writer is gone
+    others = [".run-700.pt.tmp.123", ".run-3.pt.tmp-%d-0123" % child.pid, "run.tmp"]
+    for n in [ours] + others:
+        tmp_file(os.path.join("store_gc_names", n), b"partial")
+    rc, out, _ = run("store", "gc", "-v", "--older-than", "0", d)
+    lines = out.splitlines()
+    assert_eq((rc, lines[:2]), (0, ["removed 1 stale temporary file", "  " + ours]),
+              "gc -v names what it removed")
+    assert_eq(lines[-1], "1 generation; LATEST: ok (run-1.pt)", "then the listing")
+    for n in others:
+        assert os.path.exists(os.path.join(d, n)), "not ckpt's temporary, kept: " + n
+    assert not os.path.exists(os.path.join(d, ours)), ours
+    text = flat_help("store")
+    assert ".FILE.tmp-PID-HEX (PID in decimal, HEX exactly 16 lowercase hex digits" in text, text
+    assert "any other name (.run-700.pt.tmp.123, run.tmp) stays" in text, text
+
+
+def test_counts_agree_across_commands():
+    """keys: tensor names; tensors: what is stored; bytes: inspect's tensor
+    bytes, verify's bytes read, convert's bytes written."""
+    out = os.path.join(TMP, "counts.dcp")
+    rc, text, _ = run("convert", TRAIN_PT, out)
+    size = sum(os.path.getsize(os.path.join(out, n)) for n in os.listdir(out))
+    # train.pt: 16 tensors; its 22 other leaves are DCP's bytes items
+    assert_eq((rc, text), (0, "wrote %s (dcp, 16 keys, 16 tensors, 22 values, %d bytes)\n"
+                           % (out, size)), "convert to DCP")
+    for path in (TRAIN_PT, out):
+        rc, text, _ = run("verify", path)
+        assert re.fullmatch(r"OK %s \([-\w]+, 16 keys, \d+ bytes checked\)\n" % re.escape(path),
+                            text), text
+        rc, text, _ = run("inspect", path)
+        assert "\n16 keys, 2032 elements, 8128 bytes (7.9 KiB)\n" in text, text
+    # the help says what each number counts, and shows the line as printed
+    assert "OK FILE (FORMAT, K keys, B bytes checked)" in flat_help("verify")
+    assert "K keys: the tensor names" in flat_help("verify")
+    assert "B bytes: the size of what was written" in flat_help("convert")
+    assert "V values: its non-tensor items" in flat_help("convert")
+    assert "counts the tensor names" in flat_help("inspect")
+    rc, man, _ = run("help", "--man")
+    assert "OK FILE (FORMAT, K keys, B bytes checked)" in man, "man page: verify's line"
+    assert "N tensors, B bytes checked" not in man, "the old line is gone"
+
+
+def test_convert_existing_out():
+    src = os.path.join(TMP, "existing_src.safetensors")
+    assert_eq(run("convert", "-q", TRAIN_PT, src)[0], 0, "source")
+    out = tmp_file("existing.pt", b"old bytes")
+    rc, text, err = run("convert", src, out)
+    assert_eq((rc, err), (0, ""), "a file OUT is replaced")
+    assert_eq(run("verify", "-q", out)[:2], (0, ""), "the new file")
+    rc, _, _ = run("convert", "--backup", src, out)
+    assert_eq(rc, 0, "--backup")
+    assert os.path.getsize(out + ".bak") == os.path.getsize(out), "the old one kept"
+    dcp = os.path.join(TMP, "existing.dcp")
+    assert_eq(run("convert", "-q", src, dcp)[0], 0, "a DCP directory")
+    rc, _, err = run("convert", src, dcp)
+    assert_eq(rc, 2, "a DCP OUT is never replaced")
+    assert "exists and is not empty" in err, err
+    text = flat_help("convert")
+    assert "a file OUT (each shard and the index of a sharded set) is replaced atomically" in text
+    assert "A DCP directory OUT is never replaced: it must not exist or must be empty" in text
+    assert "OUT must not exist (or be an empty directory)" not in text
+
+
 # ------------------------------------------------------------------ version
 
 def test_version_names_the_library():

@@ -90,7 +90,7 @@ def case_commit_latest():
     assert (rc, out) == (0, os.path.join(d, "run-2.safetensors") + "\n"), (rc, out, err)
     # the same step again is refused, whatever the format
     rc, out, err = commit(d, 2, BIG_PT)
-    assert rc == 2 and "already committed" in err and out == "", (rc, out, err)
+    assert rc == 1 and "already committed" in err and out == "", (rc, out, err)
     assert not os.path.exists(os.path.join(d, "run-2.pt"))
     assert temps(d) == []
 
