@@ -1357,7 +1357,11 @@ static int by_slice(const void *x, const void *y) {
     const dcp_slice *a = x, *b = y;
     int c = strcmp(a->name, b->name);
     if (c) return c;
-    return (a->offset > b->offset) - (a->offset < b->offset);
+    if (a->offset != b->offset) return (a->offset > b->offset) - (a->offset < b->offset);
+    /* torch.load reads a bytes item as the whole slice (a zip's end record
+     * is found from the slice's end): slices differing in length only are
+     * different loads */
+    return (a->length > b->length) - (a->length < b->length);
 }
 
 /* One slice of a data file, scanned like a file of its own and named

@@ -31,6 +31,7 @@ import tempfile  # noqa: E402
 import warnings  # noqa: E402
 import zipfile  # noqa: E402
 import io  # noqa: E402
+import struct  # noqa: E402
 
 import torch  # noqa: E402
 from torch.distributed.checkpoint.format_utils import dcp_to_torch_save  # noqa: E402
@@ -742,6 +743,54 @@ def test_transform_descriptors_are_refused():
         write_meta(d, meta)
         rc, out, err = ckpt("verify", d)
         assert (rc == 1 and "transform_descriptors" in out) if refused else rc == 0, (td, out)
+
+
+def _shift_zip(z, k):
+    """The archive z with every offset moved by k: it is read behind k
+    bytes of something else, as miniz reads offsets (absolute)."""
+    z = bytearray(z)
+    size, off = struct.unpack_from("<II", z, len(z) - 22 + 12)
+    at = off
+    while at < off + size:
+        struct.pack_into("<I", z, at + 42, struct.unpack_from("<I", z, at + 42)[0] + k)
+        nlen, elen, clen = struct.unpack_from("<HHH", z, at + 28)
+        at += 46 + nlen + elen + clen
+    struct.pack_into("<I", z, len(z) - 22 + 16, off + k)
+    return bytes(z)
+
+
+def test_bytes_items_at_one_offset_with_other_lengths():
+    """Two bytes items start at one offset: "a" is a benign torch.save zip,
+    "b" runs on past it to a second zip whose end record ends "b"'s slice.
+    torch.load finds each slice's archive from the slice's end, so "b"
+    runs posix.system (dcp_to_torch_save shows it); the scan once read
+    slices by (file, offset) only and called the directory safe."""
+    from torch.distributed.checkpoint.filesystem import _StorageInfo
+    from torch.distributed.checkpoint.metadata import (BytesStorageMetadata, Metadata,
+                                                       MetadataIndex)
+    import craft
+    d = os.path.join(TMP, "bytes_same_offset")
+    os.makedirs(d)
+    buf = io.BytesIO()
+    torch.save({"x": 1}, buf)
+    benign = buf.getvalue()
+    marker = os.path.join(TMP, "bytes_same_offset.ran")
+    cmd = ("touch " + marker).encode()
+    evil = b"\x80\x02cposix\nsystem\nX" + struct.pack("<I", len(cmd)) + cmd + b"\x85R."
+    data = benign + _shift_zip(craft.zip_archive([("archive/data.pkl", evil, 0),
+                                                  ("archive/byteorder", b"little", 0),
+                                                  ("archive/version", b"3\n", 0)]), len(benign))
+    with open(os.path.join(d, "__0_0.distcp"), "wb") as fh:
+        fh.write(data)
+    meta = Metadata(state_dict_metadata={"a": BytesStorageMetadata(), "b": BytesStorageMetadata()},
+                    storage_data={MetadataIndex("a"): _StorageInfo("__0_0.distcp", 0, len(benign)),
+                                  MetadataIndex("b"): _StorageInfo("__0_0.distcp", 0, len(data))})
+    write_meta(d, meta)
+    rc, out, err = ckpt("scan", d)
+    assert rc == 1 and "UNSAFE" in out and "__0_0.distcp@0:archive/data.pkl" in out \
+        and "posix.system" in out, out + err
+    dcp_to_torch_save(d, os.path.join(TMP, "bytes_same_offset.pt"))
+    assert os.path.exists(marker), "torch did not run the planted call: the case proves nothing"
 
 
 if __name__ == "__main__":
