@@ -1447,9 +1447,12 @@ static int scan_dcp_meta(scanner *sc, const uint8_t *p, size_t n, const char *me
     return 0;
 }
 
-/* The other ranks' metadata of a save with use_collectives=False (the
- * file scanned is __0.metadata; open/dcp.c reads them all). */
-static int scan_dcp_ranks(scanner *sc, dcp_slices *out) {
+/* The ranks' metadata files from rank `first` on: the other ranks' of a
+ * save with use_collectives=False (the file scanned is __0.metadata;
+ * open/dcp.c reads them all), or every one next to a .metadata, which
+ * dcp.load reads (pickle.load) when .metadata is missing or fails to load
+ * (a storage_meta it cannot set a load_id on is enough). */
+static int scan_dcp_ranks(scanner *sc, dcp_slices *out, int first) {
     DIR *d = opendir(sc->dir);
     if (!d) {
         add_finding(sc, CKPT_SEVERITY_INFO, "dcp-metadata", NULL, "", CKPT_NO_OFFSET,
@@ -1459,7 +1462,7 @@ static int scan_dcp_ranks(scanner *sc, dcp_slices *out) {
     }
     int rc = 0;
     for (struct dirent *e; rc == 0 && (e = readdir(d));) {
-        if (ckpt_dcp_rank_metadata(e->d_name) <= 0) continue;
+        if (ckpt_dcp_rank_metadata(e->d_name) < first) continue;
         const char *member = ckpt_arena_strdup(&sc->r->arena, e->d_name);
         const char *path = ckpt_arena_printf(&sc->scratch, "%s/%s", sc->dir, e->d_name);
         if (!member || !path) {
@@ -1535,7 +1538,7 @@ static int scan_dcp(scanner *sc, const uint8_t *p, size_t n) {
                     "to it (scan the directory)");
         return 0;
     }
-    if (sc->dcp == DCP_RANKS && (rc = scan_dcp_ranks(sc, &all))) return rc;
+    if ((rc = scan_dcp_ranks(sc, &all, sc->dcp == DCP_RANKS))) return rc;
     dcp_slice *sl = all.items;
     size_t ns = all.n;
     if (ns > 1) qsort(sl, ns, sizeof *sl, by_slice);

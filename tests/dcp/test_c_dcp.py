@@ -414,6 +414,14 @@ class _System:
         return (os.system, ("true",))
 
 
+
+class _Touch:
+    def __init__(self, path):
+        self.path = path
+
+    def __reduce__(self):
+        return (os.system, ("touch " + self.path,))
+
 def test_hostile_metadata_is_unsafe():
     d = copy(SINGLE, "hostile_meta")
     with open(os.path.join(d, ".metadata"), "wb") as fh:
@@ -744,6 +752,35 @@ def test_transform_descriptors_are_refused():
         rc, out, err = ckpt("verify", d)
         assert (rc == 1 and "transform_descriptors" in out) if refused else rc == 0, (td, out)
 
+def test_rank_metadata_is_scanned():
+    """torch.distributed.checkpoint.load falls back to "__RANK.metadata"
+    (pickle.load) when .metadata fails to load: here its storage_meta is an
+    int, which ckpt reads as data but torch's read_metadata cannot set a
+    load_id on. The scan once looked at .metadata only and said SAFE."""
+    d = copy(SINGLE, "rank_meta")
+    good = read_meta(d)
+    shutil.copy(os.path.join(d, ".metadata"), os.path.join(d, "__1.metadata"))
+    rc, out, err = ckpt("scan", d)
+    assert rc == 0 and "SAFE" in out, out + err  # a benign rank file is data
+    good.storage_meta = 5
+    write_meta(d, good)
+    marker = os.path.join(TMP, "rank_meta.ran")
+    with open(os.path.join(d, "__0.metadata"), "wb") as fh:
+        pickle.dump(_Touch(marker), fh)
+    rc, out, err = ckpt("scan", d)
+    assert rc == 1 and "UNSAFE" in out and "member __0.metadata" in out \
+        and "posix.system" in out, out + err
+    import logging
+    import torch.distributed.checkpoint as dcp
+    logging.disable(logging.WARNING)  # DCP logs both failed reads with tracebacks
+    try:
+        dcp.load({"w": torch.zeros(3)}, checkpoint_id=d)
+    except BaseException as e:  # CheckpointException: os.system's result is no Metadata
+        if isinstance(e, KeyboardInterrupt):
+            raise
+    finally:
+        logging.disable(logging.NOTSET)
+    assert os.path.exists(marker), "torch did not run the planted call: the case proves nothing"
 
 def _shift_zip(z, k):
     """The archive z with every offset moved by k: it is read behind k
