@@ -314,6 +314,39 @@ static int check_version(ckpt_file *f, const ckpt_zip *z, const char *prefix) {
     return 0;
 }
 
+/* torch 2.x reads ".storage_alignment" with Python's int(): ASCII
+ * whitespace around an optional sign and decimal digits, single
+ * underscores between digits; anything else fails the load. */
+static int is_python_int(const uint8_t *v, size_t n) {
+    size_t i = 0, digits = 0;
+    while (n > 0 && (v[n - 1] == ' ' || (v[n - 1] >= '\t' && v[n - 1] <= '\r'))) n--;
+    while (i < n && (v[i] == ' ' || (v[i] >= '\t' && v[i] <= '\r'))) i++;
+    if (i < n && (v[i] == '+' || v[i] == '-')) i++;
+    for (; i < n; i++) {
+        if (v[i] >= '0' && v[i] <= '9')
+            digits++;
+        else if (v[i] != '_' || !digits || i + 1 >= n || v[i + 1] < '0' || v[i + 1] > '9')
+            return 0;
+    }
+    return digits > 0;
+}
+
+static int check_alignment(ckpt_file *f, const ckpt_zip *z, const char *prefix) {
+    const char *name = ckpt_arena_printf(&f->arena, "%s/.storage_alignment", prefix);
+    if (!name) return ckpt_err(CKPT_E_NOMEM, f->path, NULL, 0, "out of memory");
+    const ckpt_zip_entry *e = ckpt_zip_find(z, name);
+    if (!e) return 0;
+    uint64_t budget = ckpt_zip_budget(&f->opts.limits, f->map_size);
+    const uint8_t *v;
+    int rc = ckpt_zip_read(z, e, &f->arena, &budget, &v);
+    if (rc) return rc;
+    if (!is_python_int(v, (size_t)e->usize))
+        return ckpt_err(CKPT_E_FORMAT, f->path, e->name, e->data_offset,
+                        ".storage_alignment record is not an integer (torch.load's int() "
+                        "refuses it)");
+    return 0;
+}
+
 int ckpt_torch_read_zip(ckpt_file *f) {
     torch_reader r = {0};
     r.f = f;
@@ -340,7 +373,9 @@ int ckpt_torch_read_zip(ckpt_file *f) {
     size_t plen = (size_t)(slash - first->name);
     char *prefix = ckpt_arena_strndup(&f->arena, first->name, plen);
     if (!prefix) return ckpt_err(CKPT_E_NOMEM, f->path, NULL, 0, "out of memory");
-    if ((rc = check_records(f, z, plen)) || (rc = check_version(f, z, prefix))) return rc;
+    if ((rc = check_records(f, z, plen)) || (rc = check_version(f, z, prefix)) ||
+        (rc = check_alignment(f, z, prefix)))
+        return rc;
 
     /* A TorchScript archive (torch.jit.save; it has a constants.pkl) is
      * read like any other: data.pkl holds the module objects, whose

@@ -6,7 +6,8 @@ torch.load lists every record (PyTorchStreamReader::getAllRecords, for its
 TorchScript test) before reading data.pkl: a name outside the first
 record's "archive_name/" or one that is not UTF-8 (as the C string miniz
 copies out: up to a NUL, at most 511 bytes) fails the load, and so does a
-missing or unreadable version record (".data/version", else "version").
+missing or unreadable version record (".data/version", else "version"),
+and (torch 2.x) a ".storage_alignment" that Python's int() refuses.
 `ckpt verify` said OK on such files (a flipped byte in a central-directory
 name was enough). Each archive here is loaded by every oracle (torch.load,
 weights_only=True): ckpt must say OK exactly when all of them load it.
@@ -37,11 +38,13 @@ PKL = (b"\x80\x02}q\x00X\x01\x00\x00\x00wq\x01ctorch._utils\n_rebuild_tensor_v2\
 DATA = b"\x00\x00\x80\x3f\x00\x00\x00\x40"
 
 
-def archive(extra=(), version=b"3\n", version_name="archive/version", data_name="archive/data/0"):
+def archive(extra=(), version=b"3\n", version_name="archive/version", data_name="archive/data/0",
+            extra_records=()):
     members = [("archive/data.pkl", PKL, 0), ("archive/byteorder", b"little", 0),
                (data_name, DATA, 0)]
     if version is not None:
         members.append((version_name, version, 0))
+    members += [(n, data, 0) for n, data in extra_records]
     return zip_archive(members + [(n, b"x", 0) for n in extra])
 
 
@@ -75,6 +78,12 @@ CASES = {
     "version_text": archive(version=b"three"),
     "version_empty": archive(version=b""),
     "version_huge": archive(version=b"99999999999999999999999"),
+    "alignment_64": archive(extra_records=[("archive/.storage_alignment", b"64")]),
+    "alignment_spaced": archive(extra_records=[("archive/.storage_alignment", b" +6_4\n")]),
+    "alignment_text": archive(extra_records=[("archive/.storage_alignment", b"abc")]),
+    "alignment_hex": archive(extra_records=[("archive/.storage_alignment", b"0x40")]),
+    "alignment_double_underscore": archive(extra_records=[("archive/.storage_alignment", b"6__4")]),
+    "alignment_empty": archive(extra_records=[("archive/.storage_alignment", b"")]),
 }
 
 PEER = r"""
