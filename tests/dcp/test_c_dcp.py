@@ -782,6 +782,28 @@ def test_rank_metadata_is_scanned():
         logging.disable(logging.NOTSET)
     assert os.path.exists(marker), "torch did not run the planted call: the case proves nothing"
 
+def test_overlapping_slices_are_budgeted():
+    """40 bytes items over one 64 KiB data file of stacked pickles, each
+    running to the file's end: every slice was scanned to its end, so the
+    cost grew as items x file size (minutes for a few thousand items over
+    100 MB). Slices of one file are scanned up to twice its size (and
+    1 MiB); past that the directory is unscannable."""
+    from torch.distributed.checkpoint.filesystem import _StorageInfo
+    from torch.distributed.checkpoint.metadata import (BytesStorageMetadata, Metadata,
+                                                       MetadataIndex)
+    d = os.path.join(TMP, "overlap_budget")
+    os.makedirs(d)
+    size = 64 << 10
+    with open(os.path.join(d, "__0_0.distcp"), "wb") as fh:
+        fh.write(b"N." * (size // 2))
+    names = ["k%02d" % i for i in range(40)]
+    write_meta(d, Metadata(
+        state_dict_metadata={n: BytesStorageMetadata() for n in names},
+        storage_data={MetadataIndex(n): _StorageInfo("__0_0.distcp", 2 * i, size - 2 * i)
+                      for i, n in enumerate(names)}))
+    rc, out, err = ckpt("scan", d)
+    assert rc == 1 and "UNSCANNABLE" in out and "dcp-overlap" in out, out + err
+
 def xfail_metadata_torch_cannot_read():
     """EXPECTED TO FAIL (not run: named xfail_, not test_): a .metadata
     whose storage_meta is an int loads in pickle.load, but DCP's
