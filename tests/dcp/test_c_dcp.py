@@ -819,6 +819,27 @@ def xfail_metadata_torch_cannot_read():
     rc, out, err = ckpt("verify", d)
     assert rc == 1 and "storage_meta" in out + err, out + err
 
+def xfail_unknown_layout_name():
+    """EXPECTED TO FAIL (not run: named xfail_, not test_): one flipped
+    byte in .metadata turns TensorProperties' layout argument
+    torch.serialization._get_layout("torch.strided") into "torbh.strided";
+    torch's read_metadata raises KeyError (then finds no __0.metadata and
+    fails), ckpt verify says OK. 14 of 987 single-byte flips of a
+    two-tensor .metadata are this class (135 others load the same in
+    torch; 2 rename a key both read alike). Fix in src/format/dcp_meta.c
+    (being edited by another helper): _get_layout's argument must be a
+    layout name torch knows (torch.strided, torch.sparse_coo, ...), else
+    CKPT_E_FORMAT. Rename to test_ once fixed."""
+    d = copy(SINGLE, "bad_layout")
+    path = os.path.join(d, ".metadata")
+    with open(path, "rb") as fh:
+        data = fh.read()
+    assert b"\rtorch.strided" in data
+    with open(path, "wb") as fh:
+        fh.write(data.replace(b"\rtorch.strided", b"\rtorbh.strided"))
+    rc, out, err = ckpt("verify", d)
+    assert rc == 1 and "torbh.strided" in out + err, out + err
+
 def _shift_zip(z, k):
     """The archive z with every offset moved by k: it is read behind k
     bytes of something else, as miniz reads offsets (absolute)."""
