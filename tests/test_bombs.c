@@ -381,6 +381,7 @@ static int child_threads_share_lazy_storage(const void *arg) {
     uint8_t pkl[512];
     zbuild w = new_zip((size_t)1 << 20);
     add_deflated(&w, "t/data.pkl", pkl, tensor_pickle(pkl, 1u << 21));
+    add_deflated(&w, "t/version", "3\n", 2);
     add_deflated(&w, "t/data/0", ones, sizeof ones);
     add_raw(&w, "t/pad", noise, sizeof noise, sizeof noise,
             libdeflate_crc32(0, noise, sizeof noise), 0);
