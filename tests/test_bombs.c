@@ -152,6 +152,7 @@ static zbuild pickle_bomb(const char *op, size_t n) {
     memcpy(pkl + len - 2, "}.", 2);
     zbuild w = new_zip((size_t)1 << 20);
     add_deflated(&w, "b/data.pkl", pkl, len);
+    add_deflated(&w, "b/version", "3\n", 2);
     free(pkl);
     size_t pad = w.cap - w.len - 4096;
     uint8_t *noise = malloc(pad);
@@ -256,6 +257,7 @@ static int child_storage_bomb(const void *arg) {
     uint8_t pkl[512];
     zbuild w = new_zip((size_t)1 << 20);
     add_deflated(&w, "c/data.pkl", pkl, tensor_pickle(pkl, 1u << 28));
+    add_deflated(&w, "c/version", "3\n", 2);
     /* a real stream of 1 MiB of zeros, declared as 1 GiB */
     zbuild s = new_zip((size_t)1 << 20);
     add_deflated(&s, "x", zeros, sizeof zeros);
@@ -289,6 +291,7 @@ TEST(four_entries_one_stream) {
     uint8_t pkl[512];
     zbuild w = new_zip((size_t)1 << 20);
     add_deflated(&w, "d/data.pkl", pkl, tensor_pickle(pkl, 1u << 18));
+    add_deflated(&w, "d/version", "3\n", 2);
     add_deflated(&w, "d/data/0", zeros, sizeof zeros);
     const char *names[] = {"d/data/1", "d/data/2", "d/data/3"};
     for (int i = 0; i < 3; i++) {
@@ -319,6 +322,7 @@ static int child_lazy_storage(const void *arg) {
     uint8_t pkl[512];
     zbuild w = new_zip((size_t)1 << 20);
     add_deflated(&w, "e/data.pkl", pkl, tensor_pickle(pkl, 1u << 20));
+    add_deflated(&w, "e/version", "3\n", 2);
     add_deflated(&w, "e/data/0", ones, sizeof ones);
     /* padding, so that the 4 MiB fit the file's budget (100 x its size) */
     add_raw(&w, "e/pad", noise, sizeof noise, sizeof noise,
@@ -377,6 +381,7 @@ static int child_threads_share_lazy_storage(const void *arg) {
     uint8_t pkl[512];
     zbuild w = new_zip((size_t)1 << 20);
     add_deflated(&w, "t/data.pkl", pkl, tensor_pickle(pkl, 1u << 21));
+    add_deflated(&w, "t/version", "3\n", 2);
     add_deflated(&w, "t/data/0", ones, sizeof ones);
     add_raw(&w, "t/pad", noise, sizeof noise, sizeof noise,
             libdeflate_crc32(0, noise, sizeof noise), 0);

@@ -6,6 +6,7 @@
 
 #include "model/dtype.h"
 #include "base/error.h"
+#include "base/utf8.h"
 #include "container/zip.h"
 #include "model/file.h"
 #include "format/pickle.h"
@@ -255,6 +256,97 @@ static int inflate_storage(ckpt_storage *st) {
     return ckpt_zip_read(lm->f->zip, lm->e, &lm->f->arena, &lm->f->inflate_left, &st->data);
 }
 
+/* torch.load lists every record (getAllRecords, for its TorchScript
+ * test) before reading any: each name, as the C string miniz copies out
+ * (up to a NUL, at most MINIZ_NAME_MAX bytes), must start with the first
+ * record's "archive_name/" and decode as UTF-8 (pybind11, strict), or the
+ * load fails. */
+#define MINIZ_NAME_MAX 511
+static int check_records(ckpt_file *f, const ckpt_zip *z, size_t plen) {
+    const char *archive = z->entries[0].name;
+    for (size_t i = 0; i < z->count; i++) {
+        const ckpt_zip_entry *e = &z->entries[i];
+        size_t n = e->name_len < MINIZ_NAME_MAX ? e->name_len : MINIZ_NAME_MAX;
+        const char *nul = memchr(e->name, 0, n);
+        if (nul) n = (size_t)(nul - e->name);
+        if (n <= plen || memcmp(e->name, archive, plen + 1) != 0)
+            return ckpt_err(CKPT_E_FORMAT, f->path, e->name, e->local_offset,
+                            "record is not under the archive's '%.*s/' (torch.load lists "
+                            "every record and refuses the archive)",
+                            (int)plen, archive);
+        if (!ckpt_utf8_check(e->name, n, 0))
+            return ckpt_err(CKPT_E_FORMAT, f->path, NULL, e->local_offset,
+                            "record name is not UTF-8 (torch.load lists every record "
+                            "and cannot decode it)");
+    }
+    return 0;
+}
+
+/* PyTorchStreamReader::init: ".data/version" or else "version" holds the
+ * file format version as std::stoull reads it (leading whitespace, a
+ * sign, digits), within torch's supported range. */
+#define ZIP_VERSION_MIN 1
+#define ZIP_VERSION_MAX 10
+static int check_version(ckpt_file *f, const ckpt_zip *z, const char *prefix) {
+    const char *name = ckpt_arena_printf(&f->arena, "%s/.data/version", prefix);
+    const ckpt_zip_entry *e = name ? ckpt_zip_find(z, name) : NULL;
+    if (name && !e) name = ckpt_arena_printf(&f->arena, "%s/version", prefix);
+    if (!name) return ckpt_err(CKPT_E_NOMEM, f->path, NULL, 0, "out of memory");
+    if (!e && !(e = ckpt_zip_find(z, name)))
+        return ckpt_err(CKPT_E_FORMAT, f->path, name, CKPT_NO_OFFSET,
+                        "archive has no version record (.data/version or version)");
+    uint64_t budget = ckpt_zip_budget(&f->opts.limits, f->map_size);
+    const uint8_t *v;
+    int rc = ckpt_zip_read(z, e, &f->arena, &budget, &v);
+    if (rc) return rc;
+    size_t i = 0, n = (size_t)e->usize;
+    uint64_t version = 0;
+    while (i < n && (v[i] == ' ' || (v[i] >= '\t' && v[i] <= '\r'))) i++;
+    int neg = i < n && v[i] == '-';
+    if (i < n && (v[i] == '+' || v[i] == '-')) i++;
+    size_t digits = i;
+    while (i < n && v[i] >= '0' && v[i] <= '9' && version <= ZIP_VERSION_MAX)
+        version = version * 10 + (uint64_t)(v[i++] - '0');
+    if (i == digits || neg || version < ZIP_VERSION_MIN || version > ZIP_VERSION_MAX)
+        return ckpt_err(CKPT_E_FORMAT, f->path, e->name, e->data_offset,
+                        "version record is not a file format version torch reads (%d to %d)",
+                        ZIP_VERSION_MIN, ZIP_VERSION_MAX);
+    return 0;
+}
+
+/* torch 2.x reads ".storage_alignment" with Python's int(): ASCII
+ * whitespace around an optional sign and decimal digits, single
+ * underscores between digits; anything else fails the load. */
+static int is_python_int(const uint8_t *v, size_t n) {
+    size_t i = 0, digits = 0;
+    while (n > 0 && (v[n - 1] == ' ' || (v[n - 1] >= '\t' && v[n - 1] <= '\r'))) n--;
+    while (i < n && (v[i] == ' ' || (v[i] >= '\t' && v[i] <= '\r'))) i++;
+    if (i < n && (v[i] == '+' || v[i] == '-')) i++;
+    for (; i < n; i++) {
+        if (v[i] >= '0' && v[i] <= '9')
+            digits++;
+        else if (v[i] != '_' || !digits || i + 1 >= n || v[i + 1] < '0' || v[i + 1] > '9')
+            return 0;
+    }
+    return digits > 0;
+}
+
+static int check_alignment(ckpt_file *f, const ckpt_zip *z, const char *prefix) {
+    const char *name = ckpt_arena_printf(&f->arena, "%s/.storage_alignment", prefix);
+    if (!name) return ckpt_err(CKPT_E_NOMEM, f->path, NULL, 0, "out of memory");
+    const ckpt_zip_entry *e = ckpt_zip_find(z, name);
+    if (!e) return 0;
+    uint64_t budget = ckpt_zip_budget(&f->opts.limits, f->map_size);
+    const uint8_t *v;
+    int rc = ckpt_zip_read(z, e, &f->arena, &budget, &v);
+    if (rc) return rc;
+    if (!is_python_int(v, (size_t)e->usize))
+        return ckpt_err(CKPT_E_FORMAT, f->path, e->name, e->data_offset,
+                        ".storage_alignment record is not an integer (torch.load's int() "
+                        "refuses it)");
+    return 0;
+}
+
 int ckpt_torch_read_zip(ckpt_file *f) {
     torch_reader r = {0};
     r.f = f;
@@ -281,6 +373,9 @@ int ckpt_torch_read_zip(ckpt_file *f) {
     size_t plen = (size_t)(slash - first->name);
     char *prefix = ckpt_arena_strndup(&f->arena, first->name, plen);
     if (!prefix) return ckpt_err(CKPT_E_NOMEM, f->path, NULL, 0, "out of memory");
+    if ((rc = check_records(f, z, plen)) || (rc = check_version(f, z, prefix)) ||
+        (rc = check_alignment(f, z, prefix)))
+        return rc;
 
     /* A TorchScript archive (torch.jit.save; it has a constants.pkl) is
      * read like any other: data.pkl holds the module objects, whose

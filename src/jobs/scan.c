@@ -1347,6 +1347,8 @@ static int scan_index(scanner *sc, const uint8_t *p, size_t n) {
 #define DCP_RANKS 3
 #define DCP_NO_RANK0 4
 #define DCP_HF 5
+/* Bytes of one data file that its slices may scan beyond twice its size. */
+#define DCP_SCAN_SLACK ((uint64_t)1 << 20)
 
 typedef struct dcp_slice {
     const char *name; /* canonical, relative to the directory */
@@ -1357,7 +1359,11 @@ static int by_slice(const void *x, const void *y) {
     const dcp_slice *a = x, *b = y;
     int c = strcmp(a->name, b->name);
     if (c) return c;
-    return (a->offset > b->offset) - (a->offset < b->offset);
+    if (a->offset != b->offset) return (a->offset > b->offset) - (a->offset < b->offset);
+    /* torch.load reads a bytes item as the whole slice (a zip's end record
+     * is found from the slice's end): slices differing in length only are
+     * different loads */
+    return (a->length > b->length) - (a->length < b->length);
 }
 
 /* One slice of a data file, scanned like a file of its own and named
@@ -1443,9 +1449,12 @@ static int scan_dcp_meta(scanner *sc, const uint8_t *p, size_t n, const char *me
     return 0;
 }
 
-/* The other ranks' metadata of a save with use_collectives=False (the
- * file scanned is __0.metadata; open/dcp.c reads them all). */
-static int scan_dcp_ranks(scanner *sc, dcp_slices *out) {
+/* The ranks' metadata files from rank `first` on: the other ranks' of a
+ * save with use_collectives=False (the file scanned is __0.metadata;
+ * open/dcp.c reads them all), or every one next to a .metadata, which
+ * dcp.load reads (pickle.load) when .metadata is missing or fails to load
+ * (a storage_meta it cannot set a load_id on is enough). */
+static int scan_dcp_ranks(scanner *sc, dcp_slices *out, int first) {
     DIR *d = opendir(sc->dir);
     if (!d) {
         add_finding(sc, CKPT_SEVERITY_INFO, "dcp-metadata", NULL, "", CKPT_NO_OFFSET,
@@ -1455,7 +1464,7 @@ static int scan_dcp_ranks(scanner *sc, dcp_slices *out) {
     }
     int rc = 0;
     for (struct dirent *e; rc == 0 && (e = readdir(d));) {
-        if (ckpt_dcp_rank_metadata(e->d_name) <= 0) continue;
+        if (ckpt_dcp_rank_metadata(e->d_name) < first) continue;
         const char *member = ckpt_arena_strdup(&sc->r->arena, e->d_name);
         const char *path = ckpt_arena_printf(&sc->scratch, "%s/%s", sc->dir, e->d_name);
         if (!member || !path) {
@@ -1531,18 +1540,20 @@ static int scan_dcp(scanner *sc, const uint8_t *p, size_t n) {
                     "to it (scan the directory)");
         return 0;
     }
-    if (sc->dcp == DCP_RANKS && (rc = scan_dcp_ranks(sc, &all))) return rc;
+    if ((rc = scan_dcp_ranks(sc, &all, sc->dcp == DCP_RANKS))) return rc;
     dcp_slice *sl = all.items;
     size_t ns = all.n;
     if (ns > 1) qsort(sl, ns, sizeof *sl, by_slice);
     const uint8_t *map = NULL;
     size_t size = 0;
+    uint64_t scanned = 0; /* bytes of the current data file scanned so far */
     for (size_t i = 0; rc == 0 && i < ns; i++) {
         if (i > 0 && !by_slice(&sl[i], &sl[i - 1])) continue;
         if (i == 0 || strcmp(sl[i].name, sl[i - 1].name)) {
             ckpt_unmap_file(map, size);
             map = NULL;
             size = 0;
+            scanned = 0;
             const char *path = ckpt_arena_printf(&sc->scratch, "%s/%s", sc->dir, sl[i].name);
             if (!path) return CKPT_E_NOMEM;
             if (ckpt_map_file(path, &map, &size)) {
@@ -1567,6 +1578,22 @@ static int scan_dcp(scanner *sc, const uint8_t *p, size_t n) {
             !(left >= 4 && memcmp(at, "PK\3\4", 4) == 0) && !ckpt_scan_pickle_start(at, left) &&
             ckpt_scan_looks_safetensors(map, size))
             continue;
+        /* DCP writes disjoint slices; overlapping ones (many slices over
+         * one span) would make the scan cost slices x file size */
+        uint64_t span = at && ckpt_scan_looks_safetensors(at, left) ? left
+                        : sl[i].length < left                       ? sl[i].length
+                                                                    : left;
+        if (scanned + span > 2 * (uint64_t)size + DCP_SCAN_SLACK) {
+            const char *name = ckpt_arena_strdup(&sc->r->arena, sl[i].name);
+            if (!name) return CKPT_E_NOMEM;
+            add_finding(sc, CKPT_SEVERITY_INFO, "dcp-overlap", NULL, name, sl[i].offset,
+                        ".metadata's slices of this data file overlap past twice its size; "
+                        "the slices from here on are not scanned");
+            sc->unscannable = 1;
+            while (i + 1 < ns && !strcmp(sl[i + 1].name, sl[i].name)) i++;
+            continue;
+        }
+        scanned += span;
         rc = scan_dcp_slice(sc, map, size, &sl[i]);
     }
     ckpt_unmap_file(map, size);
