@@ -223,6 +223,50 @@ static const sentry *lookup(const sentry *s, size_t n, const char *fqn, const ui
     return found;
 }
 
+/* The one-argument call `module.name(arg)` the machine left opaque, or
+ * NULL: its argument. */
+static const ckpt_value *call_arg(const ckpt_value *v, const char *module, const char *name) {
+    if (!is_class(v, module, name) || !v->u.obj.args || v->u.obj.args->kind != CKPT_KIND_TUPLE ||
+        v->u.obj.args->u.seq.n != 1)
+        return NULL;
+    return v->u.obj.args->u.seq.items[0];
+}
+
+/* TensorProperties.__setstate__ unpacks (dtype, layout, requires_grad,
+ * memory-format encoding, pin_memory) and raises unless the encoding is
+ * one of _MEM_FORMAT_ENCODING's three members; the layout, pickled as
+ * torch.serialization._get_layout(NAME), raises KeyError for a NAME that
+ * is not one of torch's layouts. Either way torch cannot read the file. */
+static int tensor_properties(const reader *r, const char *fqn, const ckpt_value *ps) {
+    static const char *const layouts[] = {
+        "torch.strided",    "torch.sparse_coo", "torch.sparse_csr", "torch.sparse_csc",
+        "torch.sparse_bsr", "torch.sparse_bsc", "torch._mkldnn",    "torch.jagged"};
+    if (ps->u.seq.n != 5)
+        return ckpt_err(CKPT_E_FORMAT, r->file, "", CKPT_NO_OFFSET,
+                        "\"%s\": TensorProperties holds %zu values, __setstate__ unpacks 5", fqn,
+                        ps->u.seq.n);
+    const ckpt_value *lay = ps->u.seq.items[1];
+    const ckpt_value *name = call_arg(lay, "torch.serialization", "_get_layout");
+    if (is_class(lay, "torch.serialization", "_get_layout")) {
+        int known = 0, is_str = name && name->kind == CKPT_KIND_STR;
+        for (size_t i = 0; is_str && i < sizeof layouts / sizeof *layouts; i++)
+            known |= !strcmp(name->u.s.p, layouts[i]);
+        if (!known)
+            return ckpt_err(CKPT_E_FORMAT, r->file, "", CKPT_NO_OFFSET,
+                            "\"%s\": layout %.100s is not one of torch's layouts "
+                            "(torch.serialization._get_layout raises)",
+                            fqn, is_str ? name->u.s.p : "(not a str)");
+    }
+    const ckpt_value *enc = call_arg(ps->u.seq.items[3], DCP_META, "_MEM_FORMAT_ENCODING");
+    uint64_t code;
+    if (!enc || get_u64(enc, &code) || code > 2)
+        return ckpt_err(CKPT_E_FORMAT, r->file, "", CKPT_NO_OFFSET,
+                        "\"%s\": TensorProperties' memory format is not a "
+                        "_MEM_FORMAT_ENCODING member (0, 1 or 2): __setstate__ raises",
+                        fqn);
+    return 0;
+}
+
 static int tensor_item(const reader *r, ckpt_dcp_item *it, const ckpt_value *st) {
     const ckpt_value *props = get(st, "properties");
     const ckpt_value *ps =
@@ -231,6 +275,10 @@ static int tensor_item(const reader *r, ckpt_dcp_item *it, const ckpt_value *st)
      * versions pickled the dataclass __dict__ */
     const ckpt_value *dt =
         ps && ps->kind == CKPT_KIND_TUPLE && ps->u.seq.n ? ps->u.seq.items[0] : get(ps, "dtype");
+    if (ps && ps->kind == CKPT_KIND_TUPLE) {
+        int rc = tensor_properties(r, it->fqn, ps);
+        if (rc) return rc;
+    }
     if (!dt || dt->kind != CKPT_KIND_GLOBAL_ || strcmp(dt->u.global.module, "torch"))
         return ckpt_err(CKPT_E_FORMAT, r->file, "", CKPT_NO_OFFSET,
                         "\"%s\": properties hold no torch dtype", it->fqn);
@@ -389,6 +437,10 @@ int ckpt_dcp_meta_parse(ckpt_dcp_meta *out, ckpt_arena *a, const uint8_t *p, siz
     const ckpt_value *sdm = get(st, "state_dict_metadata"), *sd = get(st, "storage_data");
     if (!st) return bad(&r, "the pickled object is not a torch.distributed.checkpoint Metadata");
     if (!sdm || sdm->kind != CKPT_KIND_DICT) return bad(&r, "state_dict_metadata is not a dict");
+    const ckpt_value *sm = get(st, "storage_meta");
+    if (sm && sm->kind != CKPT_KIND_NONE && !is_class(sm, DCP_META, "StorageMeta"))
+        return bad(&r, "storage_meta is neither None nor a StorageMeta (FileSystemReader's "
+                       "read_metadata sets its load_id and raises)");
     if (!sd || sd->kind != CKPT_KIND_DICT)
         return bad(&r, "storage_data is not a dict (written by a storage writer other than "
                        "FileSystemWriter)");

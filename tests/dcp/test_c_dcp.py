@@ -804,14 +804,11 @@ def test_overlapping_slices_are_budgeted():
     rc, out, err = ckpt("scan", d)
     assert rc == 1 and "UNSCANNABLE" in out and "dcp-overlap" in out, out + err
 
-def xfail_metadata_torch_cannot_read():
-    """EXPECTED TO FAIL (not run: named xfail_, not test_): a .metadata
-    whose storage_meta is an int loads in pickle.load, but DCP's
-    read_metadata then sets storage_meta.load_id and raises, so torch uses
-    __RANK.metadata (or fails) while ckpt inspect/verify show .metadata's
-    state dict and say OK. Fix in src/format/dcp_meta.c (being edited by
-    another helper): storage_meta must be None or a StorageMeta object,
-    else CKPT_E_FORMAT naming it. Rename to test_ once fixed."""
+def test_metadata_torch_cannot_read():
+    """A .metadata whose storage_meta is an int loads in pickle.load, but
+    DCP's read_metadata then sets storage_meta.load_id and raises, so torch
+    uses __RANK.metadata (or fails): ckpt verify said OK and showed
+    .metadata's state dict. storage_meta must be None or a StorageMeta."""
     d = copy(SINGLE, "storage_meta_int")
     meta = read_meta(d)
     meta.storage_meta = 5
@@ -819,17 +816,15 @@ def xfail_metadata_torch_cannot_read():
     rc, out, err = ckpt("verify", d)
     assert rc == 1 and "storage_meta" in out + err, out + err
 
-def xfail_unknown_layout_name():
-    """EXPECTED TO FAIL (not run: named xfail_, not test_): one flipped
+def test_unknown_layout_name():
+    """One flipped
     byte in .metadata turns TensorProperties' layout argument
     torch.serialization._get_layout("torch.strided") into "torbh.strided";
     torch's read_metadata raises KeyError (then finds no __0.metadata and
-    fails), ckpt verify says OK. 14 of 987 single-byte flips of a
-    two-tensor .metadata are this class (135 others load the same in
-    torch; 2 rename a key both read alike). Fix in src/format/dcp_meta.c
-    (being edited by another helper): _get_layout's argument must be a
-    layout name torch knows (torch.strided, torch.sparse_coo, ...), else
-    CKPT_E_FORMAT. Rename to test_ once fixed."""
+    fails); ckpt verify said OK. 14 of 987 single-byte flips of a
+    two-tensor .metadata were this class (135 others load the same in
+    torch; 2 rename a key both read alike). _get_layout's argument must be
+    a layout name torch knows."""
     d = copy(SINGLE, "bad_layout")
     path = os.path.join(d, ".metadata")
     with open(path, "rb") as fh:
