@@ -18,6 +18,7 @@
 #include "model/tensor.h"
 #include "model/walk.h"
 #include "open/dcp.h"
+#include "open/store_dir.h"
 #include "open/sharded.h"
 
 static ckpt_file *file_new(const char *path, const ckpt_open_options *opts) {
@@ -286,13 +287,22 @@ static int open_dcp_dir(ckpt_file **out, const char *dir, const ckpt_open_option
     return rc;
 }
 
-int ckpt_open(ckpt_file **out, const char *path, const ckpt_open_options *opts) {
-    if (!out) return ckpt_err(CKPT_E_INVALID_ARG, path, NULL, CKPT_NO_OFFSET, "out is NULL");
-    *out = NULL;
-    CKPT_CHECK_OPTIONS(opts, CKPT_OPEN_OPTIONS_VERSION);
+/* A directory: a DCP checkpoint, a ckpt store standing for the generation
+ * its LATEST names (followed once: a generation is never a store), or a
+ * model folder standing for its weights. */
+static int open_dir(ckpt_file **out, const char *path, const ckpt_open_options *opts,
+                    int follow) {
     struct stat st;
     if (path && stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
         if (ckpt_dcp_is_dir(path)) return open_dcp_dir(out, path, opts);
+        if (follow && ckpt_store_dir_is(path)) {
+            ckpt_arena a = {0};
+            const char *gen = NULL;
+            int rc = ckpt_store_dir_latest(&a, path, &gen);
+            if (rc == 0) rc = open_dir(out, gen, opts, 0);
+            ckpt_arena_free(&a);
+            return rc;
+        }
         ckpt_arena a = {0};
         const char *weights = NULL;
         int rc = model_dir_weights(&a, path, &weights);
@@ -301,6 +311,13 @@ int ckpt_open(ckpt_file **out, const char *path, const ckpt_open_options *opts) 
         return rc;
     }
     return ckpt_file_open_path(out, path, opts);
+}
+
+int ckpt_open(ckpt_file **out, const char *path, const ckpt_open_options *opts) {
+    if (!out) return ckpt_err(CKPT_E_INVALID_ARG, path, NULL, CKPT_NO_OFFSET, "out is NULL");
+    *out = NULL;
+    CKPT_CHECK_OPTIONS(opts, CKPT_OPEN_OPTIONS_VERSION);
+    return open_dir(out, path, opts, 1);
 }
 
 int ckpt_open_memory(ckpt_file **out, const void *data, size_t size, const char *name,
