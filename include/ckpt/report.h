@@ -98,6 +98,10 @@ CKPT_API const char *ckpt_doctor_directory(const ckpt_doctor_report *r);
  * LATEST names, alone (generations are never combined). NULL otherwise.
  * Borrowed. */
 CKPT_API const ckpt_store_listing *ckpt_doctor_store(const ckpt_doctor_report *r);
+/* When the file's bytes fail verification: why no resume readiness is
+ * claimed (what is damaged; inside tensor data torch.load would load the
+ * wrong values silently), else NULL. Borrowed. */
+CKPT_API const char *ckpt_doctor_resume_withheld(const ckpt_doctor_report *r);
 /* The opened file, NULL when it could not be opened; then
  * ckpt_doctor_detected tells what its first bytes show. Borrowed. */
 CKPT_API const ckpt_file *ckpt_doctor_file(const ckpt_doctor_report *r);

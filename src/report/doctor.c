@@ -42,6 +42,7 @@ struct ckpt_doctor_report {
     const char *path; /* the weights file examined */
     const char *dir;  /* the directory given, or NULL */
     ckpt_store_listing *store; /* a ckpt store given: its generations */
+    const char *withheld;      /* why resume readiness is not claimed, or NULL */
     ckpt_file *f;     /* NULL when the file could not be opened */
     ckpt_format detected;
     uint64_t size;
@@ -681,6 +682,7 @@ static int concern_unvouched(const ckpt_doctor_report *r, ckpt_buf *b) {
 }
 
 static int concern_resume(const ckpt_doctor_report *r, ckpt_buf *b) {
+    if (r->withheld) return 0; /* the integrity concern says it */
     ckpt_resume res = r->training ? ckpt_training_resume(r->training) : CKPT_RESUME_WEIGHTS_ONLY;
     int concern = res == CKPT_RESUME_PARTIAL || res == CKPT_RESUME_WARM_START;
     if (concern && b)
@@ -859,7 +861,31 @@ static void json_unvouched(const ckpt_doctor_report *r, ckpt_jw *j) {
 }
 
 static void json_resume(const ckpt_doctor_report *r, ckpt_jw *j) {
+    if (r->withheld) {
+        ckpt_jw_object_begin(j);
+        ckpt_jw_key(j, "verdict");
+        ckpt_jw_null(j);
+        ckpt_jw_key(j, "withheld");
+        ckpt_jw_string(j, r->withheld);
+        ckpt_jw_object_end(j);
+        return;
+    }
     ckpt_report_resume(j, r->training);
+}
+
+/* A file whose bytes fail verification is no resume point, whatever its
+ * structure says: torch.load does not check the CRC-32 of tensor data
+ * (torch 2.13 and 1.13 load a flipped byte as a wrong value). */
+static int withhold_resume(ckpt_doctor_report *r) {
+    int data = r->err.member[0] && strstr(r->err.member, "/data/") != NULL;
+    if (r->intact || r->f == NULL || r->err.code == CKPT_E_LIMIT) return 0;
+    r->withheld = ckpt_arena_printf(
+        &r->arena, "not assessed: the file's bytes fail verification (%s%s); %s",
+        r->err.member[0] ? "member " : "", r->err.member[0] ? r->err.member : "at the offset above",
+        data ? "the damage is inside tensor data, which torch.load would load as wrong values "
+               "without an error: restore the file or resume from another checkpoint"
+             : "resume from another checkpoint or restore this one");
+    return r->withheld ? 0 : -1;
 }
 
 static void json_memory(const ckpt_doctor_report *r, ckpt_jw *j) {
@@ -1078,6 +1104,7 @@ int ckpt_doctor(ckpt_doctor_report **out, const char *path, const ckpt_doctor_op
     r->path = ckpt_arena_strdup(&r->arena, path);
     rc = r->path ? examine_dir(r) : ckpt_err_nomem();
     if (rc == 0) rc = examine(r);
+    if (rc == 0 && withhold_resume(r)) rc = ckpt_err_nomem();
     if (rc == 0) rc = examine_safety(r);
     if (rc == 0 && r->f && ckpt_keys_hygiene_at(&r->keys, r->f, model_root(r)))
         rc = ckpt_err_nomem();
@@ -1142,6 +1169,7 @@ const char *ckpt_doctor_summary(const ckpt_doctor_report *r) { return r->summary
 const char *ckpt_doctor_path(const ckpt_doctor_report *r) { return r->path; }
 const char *ckpt_doctor_directory(const ckpt_doctor_report *r) { return r->dir; }
 const ckpt_store_listing *ckpt_doctor_store(const ckpt_doctor_report *r) { return r->store; }
+const char *ckpt_doctor_resume_withheld(const ckpt_doctor_report *r) { return r->withheld; }
 const ckpt_file *ckpt_doctor_file(const ckpt_doctor_report *r) { return r->f; }
 ckpt_format ckpt_doctor_detected(const ckpt_doctor_report *r) { return r->detected; }
 uint64_t ckpt_doctor_size(const ckpt_doctor_report *r) { return r->size; }

@@ -214,6 +214,14 @@ static void show_unvouched(const ckpt_doctor_report *r) {
 /* ---- resume readiness, memory breakdown, metadata (summary.c) */
 
 static void show_resume(const ckpt_doctor_report *r) {
+    const char *withheld = ckpt_doctor_resume_withheld(r);
+
+    if (withheld) {
+        line_start();
+        put_str(withheld);
+        fputc('\n', stdout);
+        return;
+    }
     cli_summary_resume(ckpt_doctor_training(r));
 }
 
