@@ -274,7 +274,7 @@ static int read_pointer(store *s, ckpt_store_pointer *st, const char **file) {
     uint64_t step;
     int rc = ckpt_store_dir_pointer_read(&s->arena, s->dir, &raw, file);
     *st = raw == CKPT_STORE_DIR_POINTER_ABSENT ? CKPT_STORE_POINTER_ABSENT
-                                                : CKPT_STORE_POINTER_INVALID;
+                                               : CKPT_STORE_POINTER_INVALID;
     if (rc || raw != CKPT_STORE_DIR_POINTER_OK) return rc;
     if (!parse_generation(*file, &namelen, &step)) {
         *file = "";

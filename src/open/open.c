@@ -290,8 +290,7 @@ static int open_dcp_dir(ckpt_file **out, const char *dir, const ckpt_open_option
 /* A directory: a DCP checkpoint, a ckpt store standing for the generation
  * its LATEST names (followed once: a generation is never a store), or a
  * model folder standing for its weights. */
-static int open_dir(ckpt_file **out, const char *path, const ckpt_open_options *opts,
-                    int follow) {
+static int open_dir(ckpt_file **out, const char *path, const ckpt_open_options *opts, int follow) {
     struct stat st;
     if (path && stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
         if (ckpt_dcp_is_dir(path)) return open_dcp_dir(out, path, opts);

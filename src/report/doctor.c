@@ -39,11 +39,11 @@
 struct ckpt_doctor_report {
     ckpt_arena arena; /* every string and array below */
     ckpt_doctor_options opts;
-    const char *path; /* the weights file examined */
-    const char *dir;  /* the directory given, or NULL */
+    const char *path;          /* the weights file examined */
+    const char *dir;           /* the directory given, or NULL */
     ckpt_store_listing *store; /* a ckpt store given: its generations */
     const char *withheld;      /* why resume readiness is not claimed, or NULL */
-    ckpt_file *f;     /* NULL when the file could not be opened */
+    ckpt_file *f;              /* NULL when the file could not be opened */
     ckpt_format detected;
     uint64_t size;
     int intact;     /* opened and verified */
@@ -877,11 +877,12 @@ static void json_resume(const ckpt_doctor_report *r, ckpt_jw *j) {
  * structure says: torch.load does not check the CRC-32 of tensor data
  * (torch 2.13 and 1.13 load a flipped byte as a wrong value). */
 static int withhold_resume(ckpt_doctor_report *r) {
-    int data = r->err.member[0] && strstr(r->err.member, "/data/") != NULL;
     if (r->intact || r->f == NULL || r->err.code == CKPT_E_LIMIT) return 0;
+    const char *member = r->err.member ? r->err.member : "";
+    int data = strstr(member, "/data/") != NULL;
     r->withheld = ckpt_arena_printf(
         &r->arena, "not assessed: the file's bytes fail verification (%s%s); %s",
-        r->err.member[0] ? "member " : "", r->err.member[0] ? r->err.member : "at the offset above",
+        member[0] ? "member " : "", member[0] ? member : "at the offset above",
         data ? "the damage is inside tensor data, which torch.load would load as wrong values "
                "without an error: restore the file or resume from another checkpoint"
              : "resume from another checkpoint or restore this one");
