@@ -42,7 +42,9 @@ class MatchReport:
     list them; rewrite: the key rewrite applied ("strip 'module.'") or None;
     candidates: rewrites considered; unapplied_rewrite: the best rewrite
     when it was not applied (it does not make the match complete); warning: "nothing would load..." or
-    None; source: where in the checkpoint the state dict was ("" = root)."""
+    None; source: where in the checkpoint the state dict was ("" = root);
+    ignored: the top-level entries the applied rewrite leaves out
+    (ckpt_match_ignored: what `ckpt match` lists)."""
     complete: bool
     matched: Tuple[Tuple[str, str], ...] = ()
     missing: Tuple[str, ...] = ()
@@ -58,6 +60,7 @@ class MatchReport:
     warning: Optional[str] = None
     source: str = ""
     file: str = field(default="", compare=False)
+    ignored: Tuple[str, ...] = ()
 
     def summary(self):
         unexpected = set(self.unexpected) | set(self.allowed_unexpected)
@@ -131,6 +134,24 @@ def _tensors(obj, prefix, out):
     return out
 
 
+def _leaves(obj, prefix, out):
+    """Flattened names of obj's non-tensor leaves (a step counter, a
+    scheduler's settings), named as _tensors names tensors: the C audit
+    lists their top-level entries among those a rewrite ignores, as it
+    does from the file (ckpt_manifest_add_leaf)."""
+    import torch
+    from ._load import RawTensor
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            _leaves(v, prefix + (str(k),), out)
+    elif isinstance(obj, (list, tuple)):
+        for i, v in enumerate(obj):
+            _leaves(v, prefix + (str(i),), out)
+    elif prefix and not isinstance(obj, (torch.Tensor, RawTensor)):
+        out.append(".".join(prefix))
+    return out
+
+
 def _source(state, rep):
     """Where in `state` the dict the applied rewrite strips lies ("model"
     for {"model": state_dict, ...}), or "" (the root, or a prefix of flat
@@ -156,7 +177,7 @@ class _Manifest:
     one tensor recorded as ties (ckpt_manifest_tie): the key audit fills a
     missing name through a matched partner, as the CLI does from a
     manifest's "ties" or a file's shared storages."""
-    def __init__(self, name, tensors, tie_key=None):
+    def __init__(self, name, tensors, tie_key=None, leaves=()):
         self.h = c_void_p()
         check(lib.ckpt_manifest_new(ctypes.byref(self.h), os.fsencode(name)))
         try:
@@ -166,6 +187,8 @@ class _Manifest:
                 dt = t.dtype if isinstance(t.dtype, str) else dtype_name(t.dtype)  # RawTensor
                 check(lib.ckpt_manifest_add(self.h, _key(n), dt.encode(),
                                             len(shape), dims), name)
+            for n in leaves:
+                check(lib.ckpt_manifest_add_leaf(self.h, _key(n)), name)
             for group in ties(tensors, tie_key):
                 for other in group[1:]:
                     check(lib.ckpt_manifest_tie(self.h, _key(group[0]), _key(other)), name)
@@ -188,12 +211,13 @@ def _shape(e):
 
 
 def match(tensors, expected, *, normalize=True, allow_missing=(), allow_unexpected=(),
-          file="", tie_key=None):
+          file="", tie_key=None, leaves=()):
     """ckpt_match of checkpoint tensors {name: tensor} against the expected
     {name: tensor} of a model; tensors that are one tensor (tie_key: which
-    of the checkpoint's are) are recorded as ties on each side. Returns a
-    MatchReport."""
-    ck = _Manifest(file or "checkpoint", tensors, tie_key)
+    of the checkpoint's are) are recorded as ties on each side; leaves:
+    the names of the checkpoint's non-tensor leaves (see _leaves). Returns
+    a MatchReport."""
+    ck = _Manifest(file or "checkpoint", tensors, tie_key, leaves)
     try:
         ex = _Manifest("model", expected)
     except BaseException:
@@ -250,6 +274,8 @@ def _report(r, ck, expected, file):
         allowed_missing=names(ALLOWED_MISSING), allowed_unexpected=names(ALLOWED_UNEXPECTED),
         tied=tuple(sorted((text(it.name), text(it.tied_to)) for it in items(TIED))),
         rewrite=text(rw.contents.description) if applied else None,
+        ignored=tuple(text(lib.ckpt_match_ignored(r, i))
+                      for i in range(lib.ckpt_match_ignored_count(r))),
         unapplied_rewrite=text(rw.contents.description) if rw and not applied else None,
         candidates=tuple(text(lib.ckpt_match_candidate(r, i).contents.description)
                          for i in range(lib.ckpt_match_candidate_count(r))),
@@ -345,7 +371,8 @@ def _load_audited(module, state, strict, normalize, allow_missing, allow_unexpec
                 if isinstance(v, torch.Tensor)}
     rep = match(tensors, expected, normalize=normalize, allow_missing=allow_missing,
                 allow_unexpected=allow_unexpected, file=file,
-                tie_key=reader.tie_key if reader is not None else None)
+                tie_key=reader.tie_key if reader is not None else None,
+                leaves=_leaves(state, (), []))
     source = _source(state, rep)
     if source:
         rep = dataclasses.replace(rep, source=source)

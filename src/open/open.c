@@ -18,6 +18,7 @@
 #include "model/tensor.h"
 #include "model/walk.h"
 #include "open/dcp.h"
+#include "open/model_dir.h"
 #include "open/store_dir.h"
 #include "open/sharded.h"
 
@@ -232,12 +233,20 @@ int ckpt_file_open_part(ckpt_file **out, const ckpt_file *holder, uint64_t off, 
  * checkpoint folder) stands for the weights it holds, found in
  * transformers' from_pretrained order. *out: an arena copy of the file's
  * path; CKPT_E_IO when the directory holds none of them. */
+static const char *const model_dir_names[] = {"model.safetensors", "model.safetensors.index.json",
+                                              "pytorch_model.bin", "pytorch_model.bin.index.json"};
+#define N_MODEL_DIR_NAMES (sizeof model_dir_names / sizeof *model_dir_names)
+
+int ckpt_model_dir_weights_name(const char *name) {
+    for (size_t i = 0; i < N_MODEL_DIR_NAMES; i++)
+        if (strcmp(name, model_dir_names[i]) == 0) return 1;
+    return 0;
+}
+
 static int model_dir_weights(ckpt_arena *a, const char *dir, const char **out) {
-    static const char *const names[] = {"model.safetensors", "model.safetensors.index.json",
-                                        "pytorch_model.bin", "pytorch_model.bin.index.json"};
     struct stat st;
-    for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
-        const char *p = ckpt_arena_printf(a, "%s/%s", dir, names[i]);
+    for (size_t i = 0; i < N_MODEL_DIR_NAMES; i++) {
+        const char *p = ckpt_arena_printf(a, "%s/%s", dir, model_dir_names[i]);
         if (!p) return ckpt_err(CKPT_E_NOMEM, dir, NULL, CKPT_NO_OFFSET, "out of memory");
         if (stat(p, &st) == 0 && S_ISREG(st.st_mode)) {
             *out = p;

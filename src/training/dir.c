@@ -2,7 +2,9 @@
  * files (the Hugging Face Trainer layout: model weights, optimizer.pt,
  * scheduler.pt, rng_state*.pth, trainer_state.json...) analysed as one
  * training checkpoint. Files are recognised by content: every regular file
- * is offered to ckpt_open, JSON files to the metadata reader. */
+ * is offered to ckpt_open, JSON files to the metadata reader. A ckpt store
+ * (open/store_dir.h) and a folder with model weights in several files are
+ * several checkpoints: refused, never combined. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -13,6 +15,7 @@
 #include <unistd.h>
 
 #include "base/error.h"
+#include "open/model_dir.h"
 #include "open/store_dir.h"
 #include "training/training.h"
 
@@ -311,17 +314,24 @@ static int note_processes(ckpt_training *t) {
 
 /* Model weights in two files: a folder of several checkpoints (steps of
  * one run, or unrelated runs), not one checkpoint's parts. Combining
- * them would pair one step's optimizer with another's weights. */
+ * them would pair one step's optimizer with another's weights. The
+ * weights files of a model directory (model.safetensors beside
+ * pytorch_model.bin: open/model_dir.h) are copies of one save. */
 static int check_one_model(scan *s) {
     const char *first = NULL;
+    int first_hf = 0;
     size_t i;
 
     for (i = 0; i < s->t->ncomps; i++) {
         const ckpt_component *c = &s->t->comps[i].pub;
+        int hf = c->kind == CKPT_COMPONENT_MODEL && ckpt_model_dir_weights_name(c->file);
 
         if (c->kind != CKPT_COMPONENT_MODEL) continue;
-        if (first == NULL) first = c->file;
-        if (strcmp(first, c->file) != 0)
+        if (first == NULL) {
+            first = c->file;
+            first_hf = hf;
+        }
+        if (strcmp(first, c->file) != 0 && !(hf && first_hf))
             return ckpt_err(CKPT_E_MISMATCH, s->dir, NULL, CKPT_NO_OFFSET,
                             "model weights in both \"%s\" and \"%s\": the directory holds "
                             "several checkpoints, not one, and they are not combined; "

@@ -122,6 +122,19 @@ def test_doctor_store_is_latest_generation_alone(tmp_path):
     assert p.returncode == 1, p.stdout
     assert "full-resume" not in p.stdout
     assert 'model weights in both "ckpt-10.pt" and "ckpt-4.pt"' in p.stderr
+    # a model directory's weights files are copies of one save: combined
+    # with optimizer.pt, but not with a checkpoint of another step
+    import safetensors.torch
+    import torch
+    hf = tmp_path / "hf"
+    hf.mkdir()
+    safetensors.torch.save_file(m.state_dict(), str(hf / "model.safetensors"))
+    torch.save(m.state_dict(), hf / "pytorch_model.bin")
+    torch.save(opt.state_dict(), hf / "optimizer.pt")
+    assert ckpt.doctor(str(hf))["sections"]["resume"]["verdict"] == "full-resume"
+    shutil.copy(os.path.join(d, "ckpt-4.pt"), hf / "ckpt-4.pt")
+    p = _cli("doctor", str(hf))
+    assert p.returncode == 1 and 'model weights in both "ckpt-4.pt" and "model.safetensors"' in p.stderr
 
 
 @pytest.mark.skipif(not CKPT_BIN, reason="CKPT_BIN (the ckpt executable) not set")
