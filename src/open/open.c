@@ -303,7 +303,7 @@ static int open_dir(ckpt_file **out, const char *path, const ckpt_open_options *
     struct stat st;
     if (path && stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
         if (ckpt_dcp_is_dir(path)) return open_dcp_dir(out, path, opts);
-        if (follow && ckpt_store_dir_is(path)) {
+        if (follow && ckpt_is_store_dir(path)) {
             ckpt_arena a = {0};
             const char *gen = NULL;
             int rc = ckpt_store_dir_latest(&a, path, &gen);

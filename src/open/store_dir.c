@@ -11,7 +11,7 @@
 
 #include "base/error.h"
 
-int ckpt_store_dir_is(const char *path) {
+int ckpt_is_store_dir(const char *path) {
     char p[4096];
     struct stat st;
     int n;

@@ -7,14 +7,15 @@
 #define CKPT_OPEN_STORE_DIR_H
 
 #include "base/alloc.h"
+#include "ckpt.h"
 
 /* The pointer file's name inside a store directory. */
 #define CKPT_STORE_POINTER_FILE "LATEST"
 /* LATEST holds one file name: anything longer is not one. */
 #define CKPT_STORE_POINTER_MAX 4096
 
-/* 1 if `path` is a directory holding an entry named LATEST, else 0. */
-int ckpt_store_dir_is(const char *path);
+/* ckpt_is_store_dir (ckpt/store.h), defined here: 1 if `path` is a
+ * directory holding an entry named CKPT_STORE_POINTER_FILE, else 0. */
 
 /* What LATEST of directory `dir` holds. */
 typedef enum ckpt_store_dir_pointer {

@@ -390,7 +390,7 @@ static int examine_dir(ckpt_doctor_report *r) {
     double t0 = now();
     if (stat(r->path, &st) != 0 || !S_ISDIR(st.st_mode)) return 0;
     if (ckpt_dcp_is_dir(r->path)) return 0; /* one checkpoint, opened as a whole */
-    if (ckpt_store_dir_is(r->path)) return examine_store(r);
+    if (ckpt_is_store_dir(r->path)) return examine_store(r);
     r->dir = r->path;
     int rc = ckpt_training_analyze_dir(&r->training, r->dir, &r->opts.open);
     timed(r, "training", t0);

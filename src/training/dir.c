@@ -381,7 +381,7 @@ int ckpt_training_analyze_dir(ckpt_training **out, const char *dir, const ckpt_o
         return ckpt_err(CKPT_E_INVALID_ARG, dir ? dir : "", NULL, CKPT_NO_OFFSET,
                         "out or dir is NULL");
     CKPT_CHECK_OPTIONS(opts, CKPT_OPEN_OPTIONS_VERSION);
-    if (ckpt_store_dir_is(dir))
+    if (ckpt_is_store_dir(dir))
         return ckpt_err(CKPT_E_MISMATCH, dir, NULL, CKPT_NO_OFFSET,
                         "a ckpt store (it holds LATEST): its generations are separate "
                         "checkpoints and are not combined; analyse the generation LATEST "
