@@ -71,7 +71,7 @@ int ckpt_store_dir_latest(ckpt_arena *a, const char *dir, const char **path) {
     *path = ckpt_arena_printf(a, "%s/%s", dir, name);
     if (*path == NULL) return ckpt_err(CKPT_E_NOMEM, dir, NULL, CKPT_NO_OFFSET, "out of memory");
     if (stat(*path, &sb) != 0)
-        return ckpt_err(CKPT_E_NOTFOUND, p, NULL, CKPT_NO_OFFSET,
+        return ckpt_err(CKPT_E_MISMATCH, p, NULL, CKPT_NO_OFFSET,
                         "a ckpt store whose LATEST names \"%s\", which is not there", name);
     return 0;
 }

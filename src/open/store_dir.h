@@ -31,8 +31,8 @@ int ckpt_store_dir_pointer_read(ckpt_arena *a, const char *dir, ckpt_store_dir_p
 
 /* "dir/FILE" for the generation LATEST names (an arena copy), whatever
  * its state (the caller opens and verifies it). CKPT_E_MISMATCH when
- * LATEST holds no file name, CKPT_E_NOTFOUND when the file it names is
- * not there; errors name dir/LATEST. */
+ * LATEST holds no file name or names a file that is not there; errors
+ * name dir/LATEST. */
 int ckpt_store_dir_latest(ckpt_arena *a, const char *dir, const char **path);
 
 #endif
