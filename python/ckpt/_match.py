@@ -118,37 +118,25 @@ class MatchReport:
         return (self.missing_keys, self.unexpected_keys)[i]
 
 
-def _tensors(obj, prefix, out):
+def _tensors(obj, prefix, out, leaves=None):
     """Flattened tensors of obj, named as ckpt names them (RawTensor too:
-    a dtype the installed torch lacks is still a key of the checkpoint)."""
+    a dtype the installed torch lacks is still a key of the checkpoint);
+    the names of its other leaves (a step counter, a scheduler's settings)
+    appended to `leaves` when given: the C audit lists their top-level
+    entries among those a rewrite ignores, as it does from the file
+    (ckpt_manifest_add_leaf)."""
     import torch
     from ._load import RawTensor
     if isinstance(obj, dict):
         for k, v in obj.items():
-            _tensors(v, prefix + (str(k),), out)
+            _tensors(v, prefix + (str(k),), out, leaves)
     elif isinstance(obj, (list, tuple)):
         for i, v in enumerate(obj):
-            _tensors(v, prefix + (str(i),), out)
+            _tensors(v, prefix + (str(i),), out, leaves)
     elif isinstance(obj, (torch.Tensor, RawTensor)):
         out[".".join(prefix)] = obj
-    return out
-
-
-def _leaves(obj, prefix, out):
-    """Flattened names of obj's non-tensor leaves (a step counter, a
-    scheduler's settings), named as _tensors names tensors: the C audit
-    lists their top-level entries among those a rewrite ignores, as it
-    does from the file (ckpt_manifest_add_leaf)."""
-    import torch
-    from ._load import RawTensor
-    if isinstance(obj, dict):
-        for k, v in obj.items():
-            _leaves(v, prefix + (str(k),), out)
-    elif isinstance(obj, (list, tuple)):
-        for i, v in enumerate(obj):
-            _leaves(v, prefix + (str(i),), out)
-    elif prefix and not isinstance(obj, (torch.Tensor, RawTensor)):
-        out.append(".".join(prefix))
+    elif prefix and leaves is not None:
+        leaves.append(".".join(prefix))
     return out
 
 
@@ -215,7 +203,7 @@ def match(tensors, expected, *, normalize=True, allow_missing=(), allow_unexpect
     """ckpt_match of checkpoint tensors {name: tensor} against the expected
     {name: tensor} of a model; tensors that are one tensor (tie_key: which
     of the checkpoint's are) are recorded as ties on each side; leaves:
-    the names of the checkpoint's non-tensor leaves (see _leaves). Returns
+    the names of the checkpoint's non-tensor leaves (see _tensors). Returns
     a MatchReport."""
     ck = _Manifest(file or "checkpoint", tensors, tie_key, leaves)
     try:
@@ -366,13 +354,14 @@ def _load_audited(module, state, strict, normalize, allow_missing, allow_unexpec
     import torch
     # the whole tree: the C audit finds the model's subtree in a training
     # checkpoint (the rewrite that selects it), as `ckpt match` does
-    tensors = _cast(_tensors(state, (), {}), dtype, torch)
+    leaves = []
+    tensors = _cast(_tensors(state, (), {}, leaves), dtype, torch)
     expected = {k: v for k, v in module.state_dict(keep_vars=True).items()
                 if isinstance(v, torch.Tensor)}
     rep = match(tensors, expected, normalize=normalize, allow_missing=allow_missing,
                 allow_unexpected=allow_unexpected, file=file,
                 tie_key=reader.tie_key if reader is not None else None,
-                leaves=_leaves(state, (), []))
+                leaves=leaves)
     source = _source(state, rep)
     if source:
         rep = dataclasses.replace(rep, source=source)
