@@ -257,7 +257,8 @@ def test_ignored_entries_are_the_cli_match_list(tmp_path):
                           "--json"], capture_output=True, text=True)
     cli = json.loads(out.stdout)
     assert cli["ignored_top_level"] == ["optimizer", "rng", "scheduler", "step"]
-    for src in (str(train), torch.load(train, weights_only=True)):
+    # our own file (torch 1.13's weights_only unpickler lacks BINFLOAT)
+    for src in (str(train), torch.load(train, weights_only=False)):
         rep = ckpt.load_state_dict(torch.nn.Linear(4, 3), src)
         assert rep.ignored == tuple(cli["ignored_top_level"])
         assert rep.rewrite == cli["rewrite"]["description"]
