@@ -122,6 +122,48 @@ TEST(commit_copies_and_moves_latest) {
     remove_dir();
 }
 
+/* A store directory stands for the generation LATEST names, alone: open
+ * reads it, doctor examines it and lists every generation, the training
+ * analysis refuses the directory (regression: doctor combined the
+ * weights of the newest generation with an older one's optimizer). */
+TEST(store_directory_is_latest_generation) {
+    fresh_dir();
+    CHECK_EQ_INT(ckpt_is_store_dir(dir), 0);
+    CHECK_EQ_INT(commit(TRAIN_PT, 1, 3), 0);
+    CHECK_EQ_INT(commit(TRAIN_ST, 2, 3), 0);
+    CHECK_EQ_INT(ckpt_is_store_dir(dir), 1);
+    CHECK_EQ_INT(ckpt_is_store_dir(in_dir("run-1.pt")), 0);
+    ckpt_file *f = NULL;
+    CHECK_EQ_INT(ckpt_open(&f, dir, NULL), 0);
+    CHECK(f && ckpt_file_format(f) == CKPT_FORMAT_SAFETENSORS);
+    ckpt_close(f);
+    ckpt_training *t = NULL;
+    CHECK_EQ_INT(ckpt_training_analyze_dir(&t, dir, NULL), CKPT_E_MISMATCH);
+    CHECK(t == NULL);
+    ckpt_doctor_report *r = NULL;
+    CHECK_EQ_INT(ckpt_doctor(&r, dir, NULL), 0);
+    if (r) {
+        CHECK_EQ_STR(ckpt_doctor_path(r), in_dir("run-2.safetensors"));
+        CHECK(ckpt_doctor_directory(r) == NULL);
+        CHECK_EQ_INT(ckpt_training_resume(ckpt_doctor_training(r)), CKPT_RESUME_WEIGHTS_ONLY);
+        const ckpt_store_listing *l = ckpt_doctor_store(r);
+        CHECK_EQ_INT((int)ckpt_store_list_count(l), 2);
+        CHECK_EQ_INT(ckpt_store_list_generation(l, 1)->latest, 1);
+        ckpt_doctor_report_free(r);
+    }
+    /* LATEST naming a file that is not there, or no file name */
+    FILE *fp = fopen(in_dir("LATEST"), "w");
+    fputs("run-9.pt\n", fp);
+    fclose(fp);
+    CHECK_EQ_INT(ckpt_open(&f, dir, NULL), CKPT_E_MISMATCH);
+    CHECK_EQ_INT(ckpt_doctor(&r, dir, NULL), CKPT_E_MISMATCH);
+    fp = fopen(in_dir("LATEST"), "w");
+    fputs("../run-1.pt\n", fp);
+    fclose(fp);
+    CHECK_EQ_INT(ckpt_open(&f, dir, NULL), CKPT_E_MISMATCH);
+    remove_dir();
+}
+
 static void record_bytes(void *ctx, uint64_t done, uint64_t total) {
     uint64_t *log = ctx; /* calls, last done, total, 1 while monotonic */
     if (log[0] == 0) log[3] = done == 0;
@@ -852,5 +894,6 @@ int main(void) {
     RUN(commit_dir);
     RUN(allocation_failures);
     RUN(pointer_names);
+    RUN(store_directory_is_latest_generation);
     return harness_end();
 }

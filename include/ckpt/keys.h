@@ -47,6 +47,14 @@ CKPT_API int ckpt_manifest_new(ckpt_manifest **out, const char *name);
  * already present), CKPT_E_NOMEM. */
 CKPT_API int ckpt_manifest_add(ckpt_manifest *m, const char *name, const char *dtype, unsigned ndim,
                                const uint64_t *shape);
+/* Records a non-tensor leaf of the checkpoint (a step counter, a
+ * scheduler's setting) by its flattened name ("scheduler.last_epoch"), so
+ * that ckpt_match names its top-level entry among those a rewrite ignores
+ * (ckpt_match_ignored and the rewrite's description) as it does for a
+ * file's values: a manifest built from a loaded object gives the verdict
+ * its file gives. Not a key: matching and diffs never see it. Returns 0,
+ * CKPT_E_INVALID_ARG (NULL name), CKPT_E_NOMEM. */
+CKPT_API int ckpt_manifest_add_leaf(ckpt_manifest *m, const char *name);
 /* The tensors of an opened file, in ckpt_file_tensor order (sorted), and
  * its metadata. Borrows f (names, shapes, tensors): f must outlive the
  * manifest. Returns 0 or CKPT_E_NOMEM. */

@@ -7,6 +7,7 @@
 #include "ckpt/file.h"
 #include "ckpt/keys.h"
 #include "ckpt/scan.h"
+#include "ckpt/store.h"
 #include "ckpt/training.h"
 
 #ifdef __cplusplus
@@ -92,6 +93,15 @@ CKPT_API const char *ckpt_doctor_summary(const ckpt_doctor_report *r);
  * the directory (NULL for a file). Borrowed. */
 CKPT_API const char *ckpt_doctor_path(const ckpt_doctor_report *r);
 CKPT_API const char *ckpt_doctor_directory(const ckpt_doctor_report *r);
+/* For a ckpt store directory (it holds LATEST): its generations, each
+ * verified, and LATEST's state; the path examined is the generation
+ * LATEST names, alone (generations are never combined). NULL otherwise.
+ * Borrowed. */
+CKPT_API const ckpt_store_listing *ckpt_doctor_store(const ckpt_doctor_report *r);
+/* When the file's bytes fail verification: why no resume readiness is
+ * claimed (what is damaged; inside tensor data torch.load would load the
+ * wrong values silently), else NULL. Borrowed. */
+CKPT_API const char *ckpt_doctor_resume_withheld(const ckpt_doctor_report *r);
 /* The opened file, NULL when it could not be opened; then
  * ckpt_doctor_detected tells what its first bytes show. Borrowed. */
 CKPT_API const ckpt_file *ckpt_doctor_file(const ckpt_doctor_report *r);

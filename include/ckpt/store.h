@@ -162,6 +162,13 @@ CKPT_API int ckpt_store_commit_dir(char *path, size_t cap, ckpt_store_stage *st,
  * into place, releases the store lock and frees st. NULL-safe. */
 CKPT_API void ckpt_store_stage_free(ckpt_store_stage *st);
 
+/* 1 if `path` is a ckpt store: a directory holding LATEST (the one rule;
+ * ckpt_open, ckpt_doctor and the training analysis ask it). Its
+ * generations are separate checkpoints, never combined: ckpt_open and
+ * ckpt_doctor of the directory read the generation LATEST names, alone,
+ * and ckpt_training_analyze_dir refuses it (CKPT_E_MISMATCH). */
+CKPT_API int ckpt_is_store_dir(const char *path);
+
 /* The generation to resume from: the newest (highest step; equal steps by
  * file name) that opens and verifies fully; corrupt ones are skipped.
  * LATEST is not consulted, so a LATEST that names a missing, corrupt or

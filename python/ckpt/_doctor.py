@@ -7,11 +7,13 @@ from ._lib import check, fspath, lib
 
 
 def doctor(path):
-    """A health report of a checkpoint file, a sharded index or a training
-    directory (Hugging Face Trainer layout): the dict `ckpt doctor --json`
+    """A health report of a checkpoint file, a sharded index, a training
+    directory (Hugging Face Trainer layout) or a ckpt.Store directory (the
+    generation LATEST names, alone; "store" lists every generation,
+    verified): the dict `ckpt doctor --json`
     prints, with "verdict" ("healthy" or "attention"), "summary" (the
     verdict line) and "sections" (format, integrity, safety, contents,
-    not_vouched_for, resume, keys, memory, metadata, other_files). A
+    not_vouched_for, resume, keys, memory, metadata, other_files, store). A
     corrupt or unsafe file gives a report that says so; raises
     ckpt.FileError (and the like) only when nothing can be examined."""
     path = os.fspath(path)

@@ -42,7 +42,9 @@ class MatchReport:
     list them; rewrite: the key rewrite applied ("strip 'module.'") or None;
     candidates: rewrites considered; unapplied_rewrite: the best rewrite
     when it was not applied (it does not make the match complete); warning: "nothing would load..." or
-    None; source: where in the checkpoint the state dict was ("" = root)."""
+    None; source: where in the checkpoint the state dict was ("" = root);
+    ignored: the top-level entries the applied rewrite leaves out
+    (ckpt_match_ignored: what `ckpt match` lists)."""
     complete: bool
     matched: Tuple[Tuple[str, str], ...] = ()
     missing: Tuple[str, ...] = ()
@@ -58,6 +60,7 @@ class MatchReport:
     warning: Optional[str] = None
     source: str = ""
     file: str = field(default="", compare=False)
+    ignored: Tuple[str, ...] = ()
 
     def summary(self):
         unexpected = set(self.unexpected) | set(self.allowed_unexpected)
@@ -115,19 +118,25 @@ class MatchReport:
         return (self.missing_keys, self.unexpected_keys)[i]
 
 
-def _tensors(obj, prefix, out):
+def _tensors(obj, prefix, out, leaves=None):
     """Flattened tensors of obj, named as ckpt names them (RawTensor too:
-    a dtype the installed torch lacks is still a key of the checkpoint)."""
+    a dtype the installed torch lacks is still a key of the checkpoint);
+    the names of its other leaves (a step counter, a scheduler's settings)
+    appended to `leaves` when given: the C audit lists their top-level
+    entries among those a rewrite ignores, as it does from the file
+    (ckpt_manifest_add_leaf)."""
     import torch
     from ._load import RawTensor
     if isinstance(obj, dict):
         for k, v in obj.items():
-            _tensors(v, prefix + (str(k),), out)
+            _tensors(v, prefix + (str(k),), out, leaves)
     elif isinstance(obj, (list, tuple)):
         for i, v in enumerate(obj):
-            _tensors(v, prefix + (str(i),), out)
+            _tensors(v, prefix + (str(i),), out, leaves)
     elif isinstance(obj, (torch.Tensor, RawTensor)):
         out[".".join(prefix)] = obj
+    elif prefix and leaves is not None:
+        leaves.append(".".join(prefix))
     return out
 
 
@@ -156,7 +165,7 @@ class _Manifest:
     one tensor recorded as ties (ckpt_manifest_tie): the key audit fills a
     missing name through a matched partner, as the CLI does from a
     manifest's "ties" or a file's shared storages."""
-    def __init__(self, name, tensors, tie_key=None):
+    def __init__(self, name, tensors, tie_key=None, leaves=()):
         self.h = c_void_p()
         check(lib.ckpt_manifest_new(ctypes.byref(self.h), os.fsencode(name)))
         try:
@@ -166,6 +175,8 @@ class _Manifest:
                 dt = t.dtype if isinstance(t.dtype, str) else dtype_name(t.dtype)  # RawTensor
                 check(lib.ckpt_manifest_add(self.h, _key(n), dt.encode(),
                                             len(shape), dims), name)
+            for n in leaves:
+                check(lib.ckpt_manifest_add_leaf(self.h, _key(n)), name)
             for group in ties(tensors, tie_key):
                 for other in group[1:]:
                     check(lib.ckpt_manifest_tie(self.h, _key(group[0]), _key(other)), name)
@@ -188,12 +199,13 @@ def _shape(e):
 
 
 def match(tensors, expected, *, normalize=True, allow_missing=(), allow_unexpected=(),
-          file="", tie_key=None):
+          file="", tie_key=None, leaves=()):
     """ckpt_match of checkpoint tensors {name: tensor} against the expected
     {name: tensor} of a model; tensors that are one tensor (tie_key: which
-    of the checkpoint's are) are recorded as ties on each side. Returns a
-    MatchReport."""
-    ck = _Manifest(file or "checkpoint", tensors, tie_key)
+    of the checkpoint's are) are recorded as ties on each side; leaves:
+    the names of the checkpoint's non-tensor leaves (see _tensors). Returns
+    a MatchReport."""
+    ck = _Manifest(file or "checkpoint", tensors, tie_key, leaves)
     try:
         ex = _Manifest("model", expected)
     except BaseException:
@@ -250,6 +262,8 @@ def _report(r, ck, expected, file):
         allowed_missing=names(ALLOWED_MISSING), allowed_unexpected=names(ALLOWED_UNEXPECTED),
         tied=tuple(sorted((text(it.name), text(it.tied_to)) for it in items(TIED))),
         rewrite=text(rw.contents.description) if applied else None,
+        ignored=tuple(text(lib.ckpt_match_ignored(r, i))
+                      for i in range(lib.ckpt_match_ignored_count(r))),
         unapplied_rewrite=text(rw.contents.description) if rw and not applied else None,
         candidates=tuple(text(lib.ckpt_match_candidate(r, i).contents.description)
                          for i in range(lib.ckpt_match_candidate_count(r))),
@@ -340,12 +354,14 @@ def _load_audited(module, state, strict, normalize, allow_missing, allow_unexpec
     import torch
     # the whole tree: the C audit finds the model's subtree in a training
     # checkpoint (the rewrite that selects it), as `ckpt match` does
-    tensors = _cast(_tensors(state, (), {}), dtype, torch)
+    leaves = []
+    tensors = _cast(_tensors(state, (), {}, leaves), dtype, torch)
     expected = {k: v for k, v in module.state_dict(keep_vars=True).items()
                 if isinstance(v, torch.Tensor)}
     rep = match(tensors, expected, normalize=normalize, allow_missing=allow_missing,
                 allow_unexpected=allow_unexpected, file=file,
-                tie_key=reader.tie_key if reader is not None else None)
+                tie_key=reader.tie_key if reader is not None else None,
+                leaves=leaves)
     source = _source(state, rep)
     if source:
         rep = dataclasses.replace(rep, source=source)

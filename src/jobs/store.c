@@ -29,10 +29,9 @@
 #include "base/alloc.h"
 #include "base/error.h"
 #include "format/write.h"
+#include "open/store_dir.h"
 
-#define POINTER_FILE "LATEST"
-/* LATEST holds one file name: anything longer is not one. */
-#define POINTER_MAX 4096
+#define POINTER_FILE CKPT_STORE_POINTER_FILE
 #define COPY_CHUNK ((size_t)4 << 20)
 
 /* ------------------------------------------------------------ names */
@@ -270,34 +269,17 @@ static int make_dirs(const char *dir) {
  * holds (not yet checked against the directory). Returns 0 or
  * CKPT_E_NOMEM. */
 static int read_pointer(store *s, ckpt_store_pointer *st, const char **file) {
-    *file = "";
-    *st = CKPT_STORE_POINTER_INVALID;
-    const char *path = join(s, POINTER_FILE);
-    if (!path) return nomem(s->dir);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        if (errno == ENOENT) *st = CKPT_STORE_POINTER_ABSENT;
-        return 0;
-    }
-    char buf[POINTER_MAX + 1];
-    size_t len = 0;
-    ssize_t r = 0;
-    while (len < sizeof buf && (r = read(fd, buf + len, sizeof buf - len)) != 0) {
-        if (r < 0 && errno == EINTR) continue;
-        if (r < 0) break;
-        len += (size_t)r;
-    }
-    close(fd);
-    if (r < 0 || len == 0 || len == sizeof buf) return 0;
-    if (buf[len - 1] == '\n') len--; /* tolerate a LATEST written without one */
+    ckpt_store_dir_pointer raw;
     size_t namelen;
     uint64_t step;
-    buf[len] = '\0';
-    if (memchr(buf, '\0', len) || strchr(buf, '/') || !parse_generation(buf, &namelen, &step))
+    int rc = ckpt_store_dir_pointer_read(&s->arena, s->dir, &raw, file);
+    *st = raw == CKPT_STORE_DIR_POINTER_ABSENT ? CKPT_STORE_POINTER_ABSENT
+                                               : CKPT_STORE_POINTER_INVALID;
+    if (rc || raw != CKPT_STORE_DIR_POINTER_OK) return rc;
+    if (!parse_generation(*file, &namelen, &step)) {
+        *file = "";
         return 0;
-    const char *copy = ckpt_arena_strdup(&s->arena, buf);
-    if (!copy) return nomem(s->dir);
-    *file = copy;
+    }
     *st = CKPT_STORE_POINTER_OK;
     return 0;
 }

@@ -27,6 +27,8 @@ struct ckpt_manifest {
     ckpt_file *owned;               /* closed on free (ckpt_manifest_load) */
     const ckpt_named_value *values; /* non-tensor leaves, sorted by name */
     size_t nvalues;                 /* (checkpoints only) */
+    const char **leaves;            /* names of non-tensor leaves recorded */
+    size_t nleaves, cleaves;        /* by ckpt_manifest_add_leaf (arena) */
     size_t *tie_parent;             /* recorded ties (ckpt_manifest_tie): a */
     unsigned char *tie_rank;        /* union-find forest by rank (depth */
     size_t ntie;                    /* O(log n), never changed by a lookup)

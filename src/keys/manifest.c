@@ -235,6 +235,18 @@ int ckpt_manifest_from_file(ckpt_manifest **out, const ckpt_file *f) {
     return 0;
 }
 
+int ckpt_manifest_add_leaf(ckpt_manifest *m, const char *name) {
+    if (!m || !name)
+        return ckpt_err(CKPT_E_INVALID_ARG, m ? m->name : "", "", CKPT_NO_OFFSET,
+                        "manifest leaf needs a name");
+    if (ckpt_arena_grow(&m->arena, (void **)&m->leaves, &m->cleaves, m->nleaves + 1,
+                        sizeof *m->leaves) ||
+        !(m->leaves[m->nleaves] = ckpt_arena_strdup(&m->arena, name)))
+        return ckpt_err(CKPT_E_NOMEM, m->name, "", CKPT_NO_OFFSET, "out of memory");
+    m->nleaves++;
+    return 0;
+}
+
 int ckpt_manifest_push_entry(ckpt_manifest *m, const ckpt_manifest_entry *e) {
     size_t len = strlen(e->name);
     ckpt_manifest_entry copy = *e;

@@ -520,12 +520,18 @@ int ckpt_rule_others(const char ***out, size_t *n, ckpt_arena *a, const ckpt_rul
         size_t len = strlen(c->values[i].name);
         if (len > maxlen) maxlen = len;
     }
+    for (size_t i = 0; i < c->nleaves; i++) {
+        size_t len = strlen(c->leaves[i]);
+        if (len > maxlen) maxlen = len;
+    }
     char *buf = ckpt_malloc(maxlen + r->add_len + 1);
     int rc = buf ? 0 : ckpt_err_nomem();
     for (size_t i = 0; !rc && i < c->n; i++)
         rc = add_other(&set, a, r, c->entries[i].name, c->lens[i], buf);
     for (size_t i = 0; !rc && i < c->nvalues; i++)
         rc = add_other(&set, a, r, c->values[i].name, strlen(c->values[i].name), buf);
+    for (size_t i = 0; !rc && i < c->nleaves; i++)
+        rc = add_other(&set, a, r, c->leaves[i], strlen(c->leaves[i]), buf);
     const char **names = NULL;
     if (!rc && !(names = ckpt_arena_array(a, set.n ? set.n : 1, sizeof *names)))
         rc = ckpt_err_nomem();

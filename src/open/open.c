@@ -18,6 +18,8 @@
 #include "model/tensor.h"
 #include "model/walk.h"
 #include "open/dcp.h"
+#include "open/model_dir.h"
+#include "open/store_dir.h"
 #include "open/sharded.h"
 
 static ckpt_file *file_new(const char *path, const ckpt_open_options *opts) {
@@ -231,12 +233,20 @@ int ckpt_file_open_part(ckpt_file **out, const ckpt_file *holder, uint64_t off, 
  * checkpoint folder) stands for the weights it holds, found in
  * transformers' from_pretrained order. *out: an arena copy of the file's
  * path; CKPT_E_IO when the directory holds none of them. */
+static const char *const model_dir_names[] = {"model.safetensors", "model.safetensors.index.json",
+                                              "pytorch_model.bin", "pytorch_model.bin.index.json"};
+#define N_MODEL_DIR_NAMES (sizeof model_dir_names / sizeof *model_dir_names)
+
+int ckpt_model_dir_weights_name(const char *name) {
+    for (size_t i = 0; i < N_MODEL_DIR_NAMES; i++)
+        if (strcmp(name, model_dir_names[i]) == 0) return 1;
+    return 0;
+}
+
 static int model_dir_weights(ckpt_arena *a, const char *dir, const char **out) {
-    static const char *const names[] = {"model.safetensors", "model.safetensors.index.json",
-                                        "pytorch_model.bin", "pytorch_model.bin.index.json"};
     struct stat st;
-    for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
-        const char *p = ckpt_arena_printf(a, "%s/%s", dir, names[i]);
+    for (size_t i = 0; i < N_MODEL_DIR_NAMES; i++) {
+        const char *p = ckpt_arena_printf(a, "%s/%s", dir, model_dir_names[i]);
         if (!p) return ckpt_err(CKPT_E_NOMEM, dir, NULL, CKPT_NO_OFFSET, "out of memory");
         if (stat(p, &st) == 0 && S_ISREG(st.st_mode)) {
             *out = p;
@@ -286,13 +296,21 @@ static int open_dcp_dir(ckpt_file **out, const char *dir, const ckpt_open_option
     return rc;
 }
 
-int ckpt_open(ckpt_file **out, const char *path, const ckpt_open_options *opts) {
-    if (!out) return ckpt_err(CKPT_E_INVALID_ARG, path, NULL, CKPT_NO_OFFSET, "out is NULL");
-    *out = NULL;
-    CKPT_CHECK_OPTIONS(opts, CKPT_OPEN_OPTIONS_VERSION);
+/* A directory: a DCP checkpoint, a ckpt store standing for the generation
+ * its LATEST names (followed once: a generation is never a store), or a
+ * model folder standing for its weights. */
+static int open_dir(ckpt_file **out, const char *path, const ckpt_open_options *opts, int follow) {
     struct stat st;
     if (path && stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
         if (ckpt_dcp_is_dir(path)) return open_dcp_dir(out, path, opts);
+        if (follow && ckpt_is_store_dir(path)) {
+            ckpt_arena a = {0};
+            const char *gen = NULL;
+            int rc = ckpt_store_dir_latest(&a, path, &gen);
+            if (rc == 0) rc = open_dir(out, gen, opts, 0);
+            ckpt_arena_free(&a);
+            return rc;
+        }
         ckpt_arena a = {0};
         const char *weights = NULL;
         int rc = model_dir_weights(&a, path, &weights);
@@ -301,6 +319,13 @@ int ckpt_open(ckpt_file **out, const char *path, const ckpt_open_options *opts) 
         return rc;
     }
     return ckpt_file_open_path(out, path, opts);
+}
+
+int ckpt_open(ckpt_file **out, const char *path, const ckpt_open_options *opts) {
+    if (!out) return ckpt_err(CKPT_E_INVALID_ARG, path, NULL, CKPT_NO_OFFSET, "out is NULL");
+    *out = NULL;
+    CKPT_CHECK_OPTIONS(opts, CKPT_OPEN_OPTIONS_VERSION);
+    return open_dir(out, path, opts, 1);
 }
 
 int ckpt_open_memory(ckpt_file **out, const void *data, size_t size, const char *name,

@@ -21,6 +21,7 @@
 #include "jobs/scan.h"
 #include "model/file.h"
 #include "model/walk.h"
+#include "open/store_dir.h"
 #include "report/json.h"
 #include "report/text.h"
 #include "report/training_json.h"
@@ -38,9 +39,11 @@
 struct ckpt_doctor_report {
     ckpt_arena arena; /* every string and array below */
     ckpt_doctor_options opts;
-    const char *path; /* the weights file examined */
-    const char *dir;  /* the directory given, or NULL */
-    ckpt_file *f;     /* NULL when the file could not be opened */
+    const char *path;          /* the weights file examined */
+    const char *dir;           /* the directory given, or NULL */
+    ckpt_store_listing *store; /* a ckpt store given: its generations */
+    const char *withheld;      /* why resume readiness is not claimed, or NULL */
+    ckpt_file *f;              /* NULL when the file could not be opened */
     ckpt_format detected;
     uint64_t size;
     int intact;     /* opened and verified */
@@ -366,6 +369,19 @@ static int verify_others(ckpt_doctor_report *r) {
     return 0;
 }
 
+/* A ckpt store: the generation LATEST names is the checkpoint examined
+ * (alone: generations are never combined), and every generation is
+ * listed and verified. */
+static int examine_store(ckpt_doctor_report *r) {
+    const char *dir = r->path, *gen = NULL;
+    double t0 = now();
+    int rc = ckpt_store_list(&r->store, dir, NULL);
+    timed(r, "store", t0);
+    if (rc == 0) rc = ckpt_store_dir_latest(&r->arena, dir, &gen);
+    if (rc == 0) r->path = gen;
+    return rc;
+}
+
 /* A directory: analysed as one training checkpoint, whose main weights
  * file the other sections examine. Returns 0 (also for a file), or the
  * error code. */
@@ -374,6 +390,7 @@ static int examine_dir(ckpt_doctor_report *r) {
     double t0 = now();
     if (stat(r->path, &st) != 0 || !S_ISDIR(st.st_mode)) return 0;
     if (ckpt_dcp_is_dir(r->path)) return 0; /* one checkpoint, opened as a whole */
+    if (ckpt_is_store_dir(r->path)) return examine_store(r);
     r->dir = r->path;
     int rc = ckpt_training_analyze_dir(&r->training, r->dir, &r->opts.open);
     timed(r, "training", t0);
@@ -665,6 +682,7 @@ static int concern_unvouched(const ckpt_doctor_report *r, ckpt_buf *b) {
 }
 
 static int concern_resume(const ckpt_doctor_report *r, ckpt_buf *b) {
+    if (r->withheld) return 0; /* the integrity concern says it */
     ckpt_resume res = r->training ? ckpt_training_resume(r->training) : CKPT_RESUME_WEIGHTS_ONLY;
     int concern = res == CKPT_RESUME_PARTIAL || res == CKPT_RESUME_WARM_START;
     if (concern && b)
@@ -843,7 +861,32 @@ static void json_unvouched(const ckpt_doctor_report *r, ckpt_jw *j) {
 }
 
 static void json_resume(const ckpt_doctor_report *r, ckpt_jw *j) {
+    if (r->withheld) {
+        ckpt_jw_object_begin(j);
+        ckpt_jw_key(j, "verdict");
+        ckpt_jw_null(j);
+        ckpt_jw_key(j, "withheld");
+        ckpt_jw_string(j, r->withheld);
+        ckpt_jw_object_end(j);
+        return;
+    }
     ckpt_report_resume(j, r->training);
+}
+
+/* A file whose bytes fail verification is no resume point, whatever its
+ * structure says: torch.load does not check the CRC-32 of tensor data
+ * (torch 2.13 and 1.13 load a flipped byte as a wrong value). */
+static int withhold_resume(ckpt_doctor_report *r) {
+    if (r->intact || r->f == NULL || r->err.code == CKPT_E_LIMIT) return 0;
+    const char *member = r->err.member ? r->err.member : "";
+    int data = strstr(member, "/data/") != NULL;
+    r->withheld = ckpt_arena_printf(
+        &r->arena, "not assessed: the file's bytes fail verification (%s%s); %s",
+        member[0] ? "member " : "", member[0] ? member : "at the offset above",
+        data ? "the damage is inside tensor data, which torch.load would load as wrong values "
+               "without an error: restore the file or resume from another checkpoint"
+             : "resume from another checkpoint or restore this one");
+    return r->withheld ? 0 : -1;
 }
 
 static void json_memory(const ckpt_doctor_report *r, ckpt_jw *j) {
@@ -906,6 +949,60 @@ static void json_others(const ckpt_doctor_report *r, ckpt_jw *j) {
     ckpt_jw_array_end(j);
 }
 
+/* "store: ckpt-5.pt does not verify (and N more)". */
+static int concern_store(const ckpt_doctor_report *r, ckpt_buf *b) {
+    size_t n = ckpt_store_list_count(r->store), bad = 0;
+    const ckpt_store_generation *first = NULL;
+    for (size_t i = 0; i < n; i++) {
+        const ckpt_store_generation *g = ckpt_store_list_generation(r->store, i);
+        if (g->ok) continue;
+        if (!first) first = g;
+        bad++;
+    }
+    if (bad && b) {
+        ckpt_buf_str(b, "store: ");
+        ckpt_buf_str(b, first->file);
+        ckpt_buf_str(b, " does not verify");
+        if (bad > 1) ckpt_buf_printf(b, " (and %zu more)", bad - 1);
+    }
+    return bad != 0;
+}
+
+static void json_store(const ckpt_doctor_report *r, ckpt_jw *j) {
+    const char *file = "";
+    size_t n = ckpt_store_list_count(r->store);
+    if (r->store == NULL) {
+        ckpt_jw_null(j);
+        return;
+    }
+    ckpt_jw_object_begin(j);
+    ckpt_jw_key(j, "pointer");
+    ckpt_jw_string(j, ckpt_store_pointer_name(ckpt_store_list_pointer(r->store, &file)));
+    ckpt_jw_key(j, "latest");
+    ckpt_jw_string(j, file);
+    ckpt_jw_key(j, "generations");
+    ckpt_jw_array_begin(j);
+    for (size_t i = 0; i < n; i++) {
+        const ckpt_store_generation *g = ckpt_store_list_generation(r->store, i);
+        ckpt_jw_object_begin(j);
+        ckpt_jw_key(j, "file");
+        ckpt_jw_string(j, g->file);
+        ckpt_jw_key(j, "step");
+        ckpt_jw_uint(j, g->step);
+        ckpt_jw_key(j, "ok");
+        ckpt_jw_bool(j, g->ok);
+        ckpt_jw_key(j, "latest");
+        ckpt_jw_bool(j, g->latest);
+        if (!g->ok) {
+            ckpt_jw_key(j, "error");
+            ckpt_jw_string(j, g->reason);
+        }
+        ckpt_jw_object_end(j);
+    }
+    ckpt_jw_array_end(j);
+    ckpt_jw_object_end(j);
+}
+
 typedef struct section {
     const char *key; /* under "sections" */
     /* 1 when this section needs attention, and then (b not NULL) a short
@@ -925,6 +1022,7 @@ static const section sections[] = {
     {"memory", NULL, json_memory},
     {"metadata", NULL, json_metadata},
     {"other_files", concern_others, json_others},
+    {"store", concern_store, json_store},
 };
 #define N_SECTIONS (sizeof sections / sizeof sections[0])
 
@@ -1007,6 +1105,7 @@ int ckpt_doctor(ckpt_doctor_report **out, const char *path, const ckpt_doctor_op
     r->path = ckpt_arena_strdup(&r->arena, path);
     rc = r->path ? examine_dir(r) : ckpt_err_nomem();
     if (rc == 0) rc = examine(r);
+    if (rc == 0 && withhold_resume(r)) rc = ckpt_err_nomem();
     if (rc == 0) rc = examine_safety(r);
     if (rc == 0 && r->f && ckpt_keys_hygiene_at(&r->keys, r->f, model_root(r)))
         rc = ckpt_err_nomem();
@@ -1028,6 +1127,7 @@ void ckpt_doctor_report_free(ckpt_doctor_report *r) {
         ckpt_scan_report_free((ckpt_scan_report *)r->scans[i].report);
     ckpt_keys_report_free(r->keys);
     ckpt_training_free(r->training);
+    ckpt_store_listing_free(r->store);
     ckpt_close(r->f);
     ckpt_free(r->summary);
     ckpt_arena_free(&r->arena);
@@ -1069,6 +1169,8 @@ int ckpt_doctor_healthy(const ckpt_doctor_report *r) { return r->healthy; }
 const char *ckpt_doctor_summary(const ckpt_doctor_report *r) { return r->summary; }
 const char *ckpt_doctor_path(const ckpt_doctor_report *r) { return r->path; }
 const char *ckpt_doctor_directory(const ckpt_doctor_report *r) { return r->dir; }
+const ckpt_store_listing *ckpt_doctor_store(const ckpt_doctor_report *r) { return r->store; }
+const char *ckpt_doctor_resume_withheld(const ckpt_doctor_report *r) { return r->withheld; }
 const ckpt_file *ckpt_doctor_file(const ckpt_doctor_report *r) { return r->f; }
 ckpt_format ckpt_doctor_detected(const ckpt_doctor_report *r) { return r->detected; }
 uint64_t ckpt_doctor_size(const ckpt_doctor_report *r) { return r->size; }

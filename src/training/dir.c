@@ -2,7 +2,9 @@
  * files (the Hugging Face Trainer layout: model weights, optimizer.pt,
  * scheduler.pt, rng_state*.pth, trainer_state.json...) analysed as one
  * training checkpoint. Files are recognised by content: every regular file
- * is offered to ckpt_open, JSON files to the metadata reader. */
+ * is offered to ckpt_open, JSON files to the metadata reader. A ckpt store
+ * (open/store_dir.h) and a folder with model weights in several files are
+ * several checkpoints: refused, never combined. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -13,6 +15,8 @@
 #include <unistd.h>
 
 #include "base/error.h"
+#include "open/model_dir.h"
+#include "open/store_dir.h"
 #include "training/training.h"
 
 /* What a file's first bytes say it is. */
@@ -308,6 +312,35 @@ static int note_processes(ckpt_training *t) {
     return ckpt_tr_meta_add(t, CKPT_META_PARALLEL, first, "tree", "rng_state files", text, NULL);
 }
 
+/* Model weights in two files: a folder of several checkpoints (steps of
+ * one run, or unrelated runs), not one checkpoint's parts. Combining
+ * them would pair one step's optimizer with another's weights. The
+ * weights files of a model directory (model.safetensors beside
+ * pytorch_model.bin: open/model_dir.h) are copies of one save. */
+static int check_one_model(scan *s) {
+    const char *first = NULL;
+    int first_hf = 0;
+    size_t i;
+
+    for (i = 0; i < s->t->ncomps; i++) {
+        const ckpt_component *c = &s->t->comps[i].pub;
+        int hf = c->kind == CKPT_COMPONENT_MODEL && ckpt_model_dir_weights_name(c->file);
+
+        if (c->kind != CKPT_COMPONENT_MODEL) continue;
+        if (first == NULL) {
+            first = c->file;
+            first_hf = hf;
+        }
+        if (strcmp(first, c->file) != 0 && !(hf && first_hf))
+            return ckpt_err(CKPT_E_MISMATCH, s->dir, NULL, CKPT_NO_OFFSET,
+                            "model weights in both \"%s\" and \"%s\": the directory holds "
+                            "several checkpoints, not one, and they are not combined; "
+                            "examine each file",
+                            first, c->file);
+    }
+    return 0;
+}
+
 static int analyse(scan *s) {
     size_t i;
     int rc = list_dir(s);
@@ -332,6 +365,7 @@ static int analyse(scan *s) {
             rc = open_file(s, e->name, e->path, e->kind);
         }
     }
+    if (rc == 0) rc = check_one_model(s);
     if (rc == 0) rc = note_processes(s->t);
     if (rc == 0) rc = ckpt_tr_finish(s->t, s->dir);
     return rc;
@@ -347,6 +381,11 @@ int ckpt_training_analyze_dir(ckpt_training **out, const char *dir, const ckpt_o
         return ckpt_err(CKPT_E_INVALID_ARG, dir ? dir : "", NULL, CKPT_NO_OFFSET,
                         "out or dir is NULL");
     CKPT_CHECK_OPTIONS(opts, CKPT_OPEN_OPTIONS_VERSION);
+    if (ckpt_is_store_dir(dir))
+        return ckpt_err(CKPT_E_MISMATCH, dir, NULL, CKPT_NO_OFFSET,
+                        "a ckpt store (it holds LATEST): its generations are separate "
+                        "checkpoints and are not combined; analyse the generation LATEST "
+                        "names");
     memset(&s, 0, sizeof s);
     s.dir = dir;
     s.opts = opts ? opts : &defaults;

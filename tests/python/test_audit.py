@@ -235,3 +235,30 @@ def test_convert_and_rename_count_keys_and_tensors_alike(tmp_path):
         "wrote %s (torch-zip, 4 keys, 3 storages, %d bytes)\n" % (pt, pt.stat().st_size)
     assert out("rename", src, tmp_path / "r.pt", "--add-prefix", "model.") == \
         "renamed 4 of 4 keys: %s\n" % (tmp_path / "r.pt")
+
+
+def test_ignored_entries_are_the_cli_match_list(tmp_path):
+    # regression: from a training .pt the Python audit said "other
+    # top-level entries ignored: optimizer, rng" (tensor entries only) while
+    # `ckpt match` listed optimizer, rng, scheduler, step
+    import ckpt
+    torch.manual_seed(0)
+    m = torch.nn.Linear(4, 3)
+    opt = torch.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
+    m(torch.randn(2, 4)).sum().backward()
+    opt.step()
+    sch = torch.optim.lr_scheduler.StepLR(opt, 2)
+    train = tmp_path / "train.pt"
+    torch.save({"model": m.state_dict(), "optimizer": opt.state_dict(),
+                "rng": torch.get_rng_state(), "scheduler": sch.state_dict(), "step": 7}, train)
+    model = tmp_path / "model.pt"
+    torch.save(m.state_dict(), model)
+    out = subprocess.run([BIN, "match", str(train), "--expect", str(model), "--normalize",
+                          "--json"], capture_output=True, text=True)
+    cli = json.loads(out.stdout)
+    assert cli["ignored_top_level"] == ["optimizer", "rng", "scheduler", "step"]
+    # our own file (torch 1.13's weights_only unpickler lacks BINFLOAT)
+    for src in (str(train), torch.load(train, weights_only=False)):
+        rep = ckpt.load_state_dict(torch.nn.Linear(4, 3), src)
+        assert rep.ignored == tuple(cli["ignored_top_level"])
+        assert rep.rewrite == cli["rewrite"]["description"]

@@ -214,6 +214,14 @@ static void show_unvouched(const ckpt_doctor_report *r) {
 /* ---- resume readiness, memory breakdown, metadata (summary.c) */
 
 static void show_resume(const ckpt_doctor_report *r) {
+    const char *withheld = ckpt_doctor_resume_withheld(r);
+
+    if (withheld) {
+        line_start();
+        put_str(withheld);
+        fputc('\n', stdout);
+        return;
+    }
     cli_summary_resume(ckpt_doctor_training(r));
 }
 
@@ -259,6 +267,41 @@ static void show_others(const ckpt_doctor_report *r) {
     }
 }
 
+/* A ckpt store: each generation, whether it verifies, which LATEST names
+ * (the one examined above; generations are never combined). */
+static void show_store(const ckpt_doctor_report *r) {
+    const ckpt_store_listing *l = ckpt_doctor_store(r);
+    const char *pfile = "";
+    size_t i, n = ckpt_store_list_count(l);
+    ckpt_store_pointer p = ckpt_store_list_pointer(l, &pfile);
+
+    if (l == NULL) {
+        puts("  not a ckpt store");
+        return;
+    }
+    printf("  %zu generation%s; LATEST: %s", n, cli_plural(n), ckpt_store_pointer_name(p));
+    if (pfile[0]) {
+        fputs(" (", stdout);
+        put_str(pfile);
+        fputs("; the generation examined above, alone)", stdout);
+    }
+    fputc('\n', stdout);
+    for (i = 0; i < n; i++) {
+        const ckpt_store_generation *g = ckpt_store_list_generation(l, i);
+
+        fputs("    ", stdout);
+        put_str(g->file);
+        printf(": %s%s%s", cli_color(g->ok ? CLI_GREEN : CLI_RED), g->ok ? "OK" : "CORRUPT",
+               cli_color(CLI_RESET));
+        if (!g->ok) {
+            fputs(": ", stdout);
+            put_str(g->reason);
+        }
+        if (g->latest) fputs("  <- LATEST", stdout);
+        fputc('\n', stdout);
+    }
+}
+
 typedef struct section {
     const char *key;   /* the JSON key of the same section (timings) */
     const char *title; /* text heading */
@@ -276,6 +319,7 @@ static const section sections[] = {
     {"memory", "memory", show_memory},
     {"metadata", "metadata", show_metadata},
     {"other_files", "integrity of the other files", show_others},
+    {"store", "store generations", show_store},
 };
 #define N_SECTIONS (sizeof sections / sizeof sections[0])
 
@@ -361,7 +405,11 @@ const cli_command cli_cmd_doctor = {
     opts,
     "Reports format, integrity, safety, contents and what ckpt cannot vouch\n"
     "for, under a first line HEALTHY: ... or ATTENTION: .... A directory\n"
-    "(Hugging Face Trainer layout) is examined as one training checkpoint.\n",
+    "(Hugging Face Trainer layout) is examined as one training checkpoint;\n"
+    "a ckpt store (a directory holding LATEST) as the generation LATEST\n"
+    "names, alone, with every generation listed and verified. A folder with\n"
+    "model weights in several files holds several checkpoints: they are\n"
+    "not combined (doctor each file).\n",
     "Exit status:\n"
     "  0 healthy, 1 needs attention (corrupt, unsafe, partial resume...), 2 usage or I/O error.\n",
     run,

@@ -355,6 +355,43 @@ static const cli_opt opts[] = {
     {0}};
 
 /* Lists one file; returns its exit code. */
+/* Inspecting never runs code, but the listing alone would look like all
+ * is fine: the scan's verdict (the one rule, ckpt_scan_file) decides
+ * whether torch.load would run code, and an unsafe file is a finding,
+ * named on stderr. Returns CLI_OK, CLI_FINDINGS or ckpt_scan's error. */
+static int warn_unsafe(const char *path, const ckpt_file *f) {
+    ckpt_scan_report *r = NULL;
+    const char *global = NULL;
+    cli_error e;
+    size_t i;
+    int rc = ckpt_scan_file(&r, f, NULL);
+
+    if (rc != 0) {
+        cli_error_capture(&e, rc);
+        return cli_report(path, &e);
+    }
+    rc = ckpt_scan_verdict(r) == CKPT_VERDICT_UNSAFE ? CLI_FINDINGS : CLI_OK;
+    for (i = 0; rc != CLI_OK && global == NULL && i < ckpt_scan_finding_count(r); i++) {
+        const ckpt_finding *fd = ckpt_scan_finding(r, i);
+
+        if (fd->severity == CKPT_SEVERITY_DANGEROUS) global = fd->global;
+    }
+    if (rc != CLI_OK) {
+        fputs("ckpt: ", stderr);
+        cli_put_text(stderr, path, strlen(path));
+        fputs(": unsafe: torch.load would ", stderr);
+        if (global) {
+            fputs("call ", stderr);
+            cli_put_text(stderr, global, strlen(global));
+        } else {
+            fputs("run code", stderr);
+        }
+        fputs("; run `ckpt scan` for the findings\n", stderr);
+    }
+    ckpt_scan_report_free(r);
+    return rc;
+}
+
 static int inspect_one(const char *path, int hash, cli_json_writer *j) {
     inspect in = {NULL, NULL, 0, 0, CLI_OK};
     cli_error e;
@@ -372,8 +409,9 @@ static int inspect_one(const char *path, int hash, cli_json_writer *j) {
         print_json(&in, j);
     else
         print_text(&in);
+    rc = warn_unsafe(in.path, in.f);
     ckpt_close(in.f);
-    return in.rc;
+    return rc == CLI_USAGE || in.rc == CLI_OK ? rc : in.rc;
 }
 
 static int run(const cli_command *cmd, int argc, char **argv) {
@@ -421,6 +459,9 @@ const cli_command cli_cmd_inspect = {
     "`shared: S storages, B bytes` follows when keys share storage: the\n"
     "distinct storages and the bytes they hold. verify's `bytes checked`\n"
     "counts what it read instead.\n",
-    "Exit status: 0 ok, 1 FILE unreadable or corrupt, 2 usage or I/O error.\n",
+    "Nothing in FILE runs, but a FILE that torch.load would run code for\n"
+    "(the `ckpt scan` verdict unsafe) is named on stderr after its listing.\n"
+    "Exit status: 0 ok, 1 FILE unreadable, corrupt or unsafe (ckpt scan's\n"
+    "verdict), 2 usage or I/O error.\n",
     run,
     NULL};

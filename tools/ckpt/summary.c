@@ -357,7 +357,8 @@ int cli_summary_inspect(const char *path, int json) {
     struct stat st;
     ckpt_file *f = NULL;
     ckpt_training *t = NULL;
-    int is_dir = stat(path, &st) == 0 && S_ISDIR(st.st_mode), rc;
+    /* a ckpt store stands for the generation LATEST names (ckpt_open) */
+    int is_dir = stat(path, &st) == 0 && S_ISDIR(st.st_mode) && !ckpt_is_store_dir(path), rc;
     cli_error e;
     char *text = NULL;
     size_t len = 0;

@@ -1,0 +1,12 @@
+/* model_dir.h - the weights files of a model directory (Hugging Face
+ * save_pretrained's layout, a Trainer checkpoint folder), in
+ * transformers' from_pretrained order: ckpt_open of such a directory
+ * opens the first present; the training analysis of a directory takes
+ * several of them for copies of one save (open.c). */
+#ifndef CKPT_OPEN_MODEL_DIR_H
+#define CKPT_OPEN_MODEL_DIR_H
+
+/* 1 if `name` (a file name inside the directory) is one of those files. */
+int ckpt_model_dir_weights_name(const char *name);
+
+#endif
