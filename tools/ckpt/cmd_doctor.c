@@ -268,17 +268,14 @@ static void show_others(const ckpt_doctor_report *r) {
 }
 
 /* A ckpt store: each generation, whether it verifies, which LATEST names
- * (the one examined above; generations are never combined). */
+ * (the one examined above; generations are never combined). Shown for a
+ * store only (is_store). */
 static void show_store(const ckpt_doctor_report *r) {
     const ckpt_store_listing *l = ckpt_doctor_store(r);
     const char *pfile = "";
     size_t i, n = ckpt_store_list_count(l);
     ckpt_store_pointer p = ckpt_store_list_pointer(l, &pfile);
 
-    if (l == NULL) {
-        puts("  not a ckpt store");
-        return;
-    }
     printf("  %zu generation%s; LATEST: %s", n, cli_plural(n), ckpt_store_pointer_name(p));
     if (pfile[0]) {
         fputs(" (", stdout);
@@ -306,20 +303,23 @@ typedef struct section {
     const char *key;   /* the JSON key of the same section (timings) */
     const char *title; /* text heading */
     void (*show)(const ckpt_doctor_report *r);
+    int (*present)(const ckpt_doctor_report *r); /* NULL: always shown */
 } section;
 
+static int is_store(const ckpt_doctor_report *r) { return ckpt_doctor_store(r) != NULL; }
+
 static const section sections[] = {
-    {"format", "format", show_format},
-    {"integrity", "integrity", show_integrity},
-    {"safety", "safety (would loading it run code?)", show_safety},
-    {"contents", "contents", show_contents},
-    {"not_vouched_for", "not vouched for", show_unvouched},
-    {"resume", "resume readiness", show_resume},
-    {"keys", "key hygiene", show_keys},
-    {"memory", "memory", show_memory},
-    {"metadata", "metadata", show_metadata},
-    {"other_files", "integrity of the other files", show_others},
-    {"store", "store generations", show_store},
+    {"format", "format", show_format, NULL},
+    {"integrity", "integrity", show_integrity, NULL},
+    {"safety", "safety (would loading it run code?)", show_safety, NULL},
+    {"contents", "contents", show_contents, NULL},
+    {"not_vouched_for", "not vouched for", show_unvouched, NULL},
+    {"resume", "resume readiness", show_resume, NULL},
+    {"keys", "key hygiene", show_keys, NULL},
+    {"memory", "memory", show_memory, NULL},
+    {"metadata", "metadata", show_metadata, NULL},
+    {"other_files", "integrity of the other files", show_others, NULL},
+    {"store", "store generations", show_store, is_store},
 };
 #define N_SECTIONS (sizeof sections / sizeof sections[0])
 
@@ -352,6 +352,7 @@ static void print_text(const ckpt_doctor_report *r) {
     for (i = 0; i < N_SECTIONS; i++) {
         double t0 = now();
 
+        if (sections[i].present && !sections[i].present(r)) continue;
         printf("\n%s%s%s\n", cli_color(CLI_BOLD), sections[i].title, cli_color(CLI_RESET));
         sections[i].show(r);
         if (timings_on()) print_timing(sections[i].key, now() - t0);
