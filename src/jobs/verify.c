@@ -326,6 +326,34 @@ int ckpt_verify(ckpt_verify_report *report, ckpt_file *f) {
     return 0;
 }
 
+/* Whether t's bytes are where e blames in file g: in the zip member it
+ * names (holds), or else (a storage of a safetensors or legacy file) in
+ * [file offset, + nbytes) at e's offset. */
+static int damaged(const ckpt_file *g, const ckpt_tensor *t, const ckpt_error *e) {
+    const ckpt_zip_entry *z = g->zip && e->member ? ckpt_zip_find(g->zip, e->member) : NULL;
+    if (z) return holds(t, z);
+    uint64_t at = ckpt_tensor_file_offset(t);
+    return !g->zip && at != CKPT_NO_OFFSET && e->offset != CKPT_NO_OFFSET && e->offset >= at &&
+           e->offset - at < t->storage->nbytes;
+}
+
+size_t ckpt_verify_damaged(const ckpt_file *f, const ckpt_error *e,
+                           void (*fn)(const char *name, void *ctx), void *ctx) {
+    if (!f || !e || !e->file) return 0;
+    const ckpt_file *g = !strcmp(f->path, e->file) ? f : NULL, *dcp = NULL;
+    for (size_t i = 0; !g && i < f->nshards; i++)
+        if (!strcmp(f->shards[i]->path, e->file)) g = f->shards[i];
+    for (size_t i = 0; !g && i < f->nparts; i++)
+        if (!strcmp(f->parts[i]->path, e->file)) g = f->parts[i], dcp = f;
+    size_t n = 0;
+    for (size_t i = 0; g && i < g->ntensors; i++) {
+        if (!damaged(g, &g->tensors[i], e)) continue;
+        if (fn) fn(label(dcp, &g->tensors[i]), ctx);
+        n++;
+    }
+    return n;
+}
+
 /* A set's (a sharded set's shards, a DCP directory's parts): the weakest
  * of its files; none without files. */
 static ckpt_checksums weakest(ckpt_file *const *files, size_t n) {

@@ -507,6 +507,17 @@ def test_verify_flipped_byte():
             % ("s" if len(names) > 1 else "", ", ".join(names), member, off)) in out, \
         (names, out)
     assert out.count(str(off)) == 1, out
+    # -v adds every tensor whose bytes the damaged member holds
+    rc, out, _ = run("verify", "-v", path)
+    assert_eq(rc, 1, "exit code, -v")
+    assert ("\n  damaged tensor%s (%d): %s\n" % ("s" if len(names) > 1 else "", len(names),
+                                                ", ".join(names))) in out, (names, out)
+    # --json: what failed and where, no counts of a check that stopped
+    rc, out, _ = run("verify", "--json", path)
+    doc = json.loads(out)
+    assert_eq((doc["ok"], doc["error"]["code"], doc["error"]["member"], doc["error"]["offset"],
+               doc["error"]["file"]), (False, "CKPT_E_CHECKSUM", member, off, path), "json")
+    assert not {"tensors", "bytes", "members"} & set(doc), doc
     # Open alone does not read tensor bytes: inspect still works.
     assert_eq(run("inspect", path)[0], 0, "inspect of the flipped file")
 
