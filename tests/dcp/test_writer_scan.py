@@ -8,6 +8,11 @@ scanned as a pickle. Regression: with 12 or more tensors such a directory
 scanned UNSCANNABLE ("slice holds no pickle..."), with 20 UNSAFE
 ("dangerous global ?.ext:..."), while verify passed it.
 
+Also what verify says of a damaged DCP slice: the fqn and the data
+file@slice (not tensor ""), every damaged tensor with -v, and a damaged
+disk field of a slice's zip end record as corruption naming the field,
+not as an unsupported multi-disk archive.
+
 Hostile slices stay caught: a bytes item (torch.save'd, which DCP's
 planner loads with weights_only=False) holding a dangerous pickle, as a
 torch.save zip or as a raw pickle in place of its bytes.
@@ -141,6 +146,102 @@ def test_hostile_bytes_item_raw_pickle_is_unsafe():
         assert "note" in str(e) or "posix.system" in str(e), str(e)
     else:
         raise AssertionError("ckpt.load read a bytes item that is a raw pickle")
+
+
+def flip(path, off):
+    with open(path, "r+b") as fh:
+        fh.seek(off)
+        byte = fh.read(1)
+        fh.seek(off)
+        fh.write(bytes([byte[0] ^ 0x10]))
+
+
+def zip_data_offset(path, base, length, suffix):
+    """Absolute offset of member `suffix`'s data in the zip at [base, +length)."""
+    import io
+    import zipfile
+    with open(path, "rb") as fh:
+        fh.seek(base)
+        blob = fh.read(length)
+    info = next(i for i in zipfile.ZipFile(io.BytesIO(blob)).infolist()
+                if i.filename.endswith(suffix))
+    h = info.header_offset
+    return base + h + 30 + int.from_bytes(blob[h + 26:h + 28], "little") + \
+        int.from_bytes(blob[h + 28:h + 30], "little")
+
+
+def slice_of(d, fqn):
+    meta = pickle.load(open(os.path.join(d, ".metadata"), "rb"))
+    return next(v for k, v in meta.storage_data.items() if k.fqn == fqn)
+
+
+def torch_layout(name):
+    """torch's own FileSystemWriter: every chunk a torch.save zip slice."""
+    d = os.path.join(TMP, name)
+    torch.manual_seed(2)
+    m = torch.nn.Module()
+    m.fc1 = torch.nn.Linear(8, 16)
+    dcp.save({"model": m.state_dict()}, checkpoint_id=d)
+    return d
+
+
+def test_corrupt_torch_slice_names_the_fqn_and_the_file():
+    d = torch_layout("corrupt_crc")
+    info = slice_of(d, "model.fc1.bias")
+    path = os.path.join(d, info.relative_path)
+    off = zip_data_offset(path, info.offset, info.length, "/data/0")
+    flip(path, off + 3)
+    rc, out, err = run("verify", "-v", d)
+    part = "%s@%d" % (path, info.offset)
+    assert rc == 1 and out.startswith("CORRUPT %s: %s: CRC-32 " % (d, part)), out + err
+    assert "the member holds tensor model.fc1.bias (archive/data/0, offset %d)\n"  \
+        % (off - info.offset) in out, out
+    assert "\n  damaged tensor (1): model.fc1.bias\n" in out, out
+
+
+def test_corrupt_digest_names_the_fqn():
+    # ckpt convert writes torch.save slices with ckpt's XXH3 digests
+    src = os.path.join(TMP, "x.pt")
+    m = torch.nn.Module()
+    m.fc1 = torch.nn.Linear(8, 16)
+    torch.save({"model": m.state_dict()}, src)
+    d = os.path.join(TMP, "conv.dcp")
+    rc, out, err = run("convert", src, d)
+    assert rc == 0, out + err
+    info = slice_of(d, "model.fc1.weight")
+    path = os.path.join(d, info.relative_path)
+    flip(path, zip_data_offset(path, info.offset, info.length, "/data/0"))
+    rc, out, err = run("verify", d)
+    assert rc == 1 and ("%s@%d: tensor \"model.fc1.weight\": XXH3-64 " % (path, info.offset)) \
+        in out, out + err
+    # a Writer directory: its tensors are named by fqn in the file already
+    state = {"t%d" % i: torch.randn(4) for i in range(24)}
+    d = save("corrupt_writer", state)
+    info = slice_of(d, "t9")
+    flip(os.path.join(d, info.relative_path), info.offset + 1)
+    rc, out, err = run("verify", "-v", d)
+    assert rc == 1 and 'tensor "t9": XXH3-64 ' in out and "(offset %d)" % info.offset in out, \
+        out + err
+    assert "\n  damaged tensor (1): t9\n" in out, out
+
+
+def test_damaged_disk_field_of_a_slice_is_corrupt():
+    # torch.save writes ZIP64 end records: their disk fields are read
+    for field, want in ((16, "number of this disk is 16, expected 0"),
+                        (20, "disk of the central directory is 16, expected 0"),
+                        (24, "23 entries on this disk and 7 in all")):
+        d = torch_layout("disk_%d" % field)
+        info = slice_of(d, "model.fc1.bias")
+        path = os.path.join(d, info.relative_path)
+        with open(path, "rb") as fh:
+            blob = fh.read()
+        rec = blob.rfind(b"PK\x06\x06", info.offset, info.offset + info.length)
+        assert rec > 0
+        flip(path, rec + field)
+        rc, out, err = run("verify", d)
+        assert rc == 1 and out.startswith("CORRUPT ") and want in out, (field, out + err)
+        assert "ZIP64 end record" in out and "multi-disk" not in out, out
+        assert "(offset %d)" % (rec - info.offset) in out, out
 
 
 if __name__ == "__main__":
