@@ -522,10 +522,30 @@ TEST(absurd_counts) {
     CHECK_EQ_INT(ckpt_error_last()->offset, e);
     CHECK(strstr(ckpt_error_last()->message, "cannot hold 65535") != NULL);
     CHECK_EQ_INT(a.total, used); /* refused before allocating */
-    /* Counts that disagree: a multi-disk archive. */
+    /* Counts that disagree in an archive whose disk numbers say one disk:
+     * a damaged count, not a multi-disk archive (miniz refuses both). */
     b.buf[e + 8] = 1;
     b.buf[e + 9] = 0;
+    CHECK_EQ_INT(open_buf(&z, &a, b.buf, b.len), CKPT_E_FORMAT);
+    CHECK_EQ_INT(ckpt_error_last()->offset, e);
+    CHECK(strstr(ckpt_error_last()->message, "1 entries on this disk and 65535 in all") != NULL);
+    /* One disk number damaged while the other says one disk: corruption,
+     * naming the field and the value expected. */
+    b.buf[e + 8] = b.buf[e + 9] = 0xFF;
+    b.buf[e + 4] = 7;
+    CHECK_EQ_INT(open_buf(&z, &a, b.buf, b.len), CKPT_E_FORMAT);
+    CHECK_EQ_INT(ckpt_error_last()->offset, e);
+    CHECK(strstr(ckpt_error_last()->message, "number of this disk is 7, expected 0") != NULL);
+    b.buf[e + 4] = 0;
+    b.buf[e + 6] = 3;
+    CHECK_EQ_INT(open_buf(&z, &a, b.buf, b.len), CKPT_E_FORMAT);
+    CHECK(strstr(ckpt_error_last()->message, "disk of the central directory is 3, expected 0") !=
+          NULL);
+    /* Disk numbers that agree on another disk: a real multi-disk archive. */
+    b.buf[e + 4] = 3;
     CHECK_EQ_INT(open_buf(&z, &a, b.buf, b.len), CKPT_E_UNSUPPORTED);
+    CHECK(strstr(ckpt_error_last()->message, "multi-disk archives are not supported") != NULL);
+    b.buf[e + 4] = b.buf[e + 6] = 0;
     /* A real count above the configured limit. */
     b.buf[e + 8] = b.buf[e + 10] = 2;
     b.buf[e + 9] = b.buf[e + 11] = 0;
@@ -999,12 +1019,14 @@ TEST(miniz_entry_rules) {
     }
     poke32(b.buf + cd + 24, 10);
     b.buf[cd + 12] = 0;
-    /* disk 0xFFFF, then disk 2 */
+    /* disk 0xFFFF, then disk 2, in an archive of one disk: damaged */
     b.buf[cd + 34] = b.buf[cd + 35] = 0xFF;
-    CHECK_EQ_INT(open_buf(&z, &a, b.buf, b.len), CKPT_E_UNSUPPORTED);
+    CHECK_EQ_INT(open_buf(&z, &a, b.buf, b.len), CKPT_E_FORMAT);
+    CHECK(strstr(ckpt_error_last()->message, "disk number is 65535, expected 0") != NULL);
     b.buf[cd + 34] = 2;
     b.buf[cd + 35] = 0;
-    CHECK_EQ_INT(open_buf(&z, &a, b.buf, b.len), CKPT_E_UNSUPPORTED);
+    CHECK_EQ_INT(open_buf(&z, &a, b.buf, b.len), CKPT_E_FORMAT);
+    CHECK_EQ_STR(ckpt_error_last()->member, "m/data.pkl");
     b.buf[cd + 34] = 1; /* miniz lets disk 1 through */
     CHECK_EQ_INT(open_buf(&z, &a, b.buf, b.len), 0);
     b.buf[cd + 34] = 0;

@@ -520,6 +520,14 @@ typedef struct ckpt_verify_report {
  * code with ckpt_error_last() naming member and offset of the first
  * problem. report may be NULL. */
 CKPT_API int ckpt_verify(ckpt_verify_report *report, ckpt_file *f);
+/* After ckpt_verify(f) failed with error e (ckpt_error_last()): the
+ * tensors whose bytes lie where e blames (the zip member e->member of file
+ * e->file, f or one of its shards or DCP slices; else the storage holding
+ * byte e->offset), each passed to fn by name (a DCP directory's: the
+ * fqn). Returns how many; 0 when e blames no tensor's bytes. fn may be
+ * NULL (count only). */
+CKPT_API size_t ckpt_verify_damaged(const ckpt_file *f, const ckpt_error *e,
+                                    void (*fn)(const char *name, void *ctx), void *ctx);
 
 /* What ckpt_verify can vouch for beyond structure and sizes. */
 typedef enum ckpt_checksums {

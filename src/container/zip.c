@@ -125,6 +125,36 @@ static int multi_disk(const ckpt_zip *z, uint64_t at, const char *what) {
                     "%s: multi-disk archives are not supported", what);
 }
 
+/* The end records' disk fields as miniz checks them (both disk numbers 0,
+ * or both 1, and as many entries on this disk as in all): miniz refuses
+ * anything else as a multi-disk archive. Only a consistent one is taken
+ * for a multi-disk archive (unsupported); a single disk field at odds with
+ * the others that say one disk is a damaged field (CKPT_E_FORMAT, naming
+ * it and the value expected). */
+static int disk_fields(const ckpt_zip *z, const char *rec, uint64_t at, uint64_t this_disk,
+                       uint64_t cd_disk, uint64_t on_disk, uint64_t count) {
+    int one = (this_disk == 0 && cd_disk == 0) || (this_disk == 1 && cd_disk == 1);
+    if (one && on_disk == count) return 0;
+    if (one)
+        return ckpt_err(CKPT_E_FORMAT, z->file, NULL, at,
+                        "%s counts %" PRIu64 " entries on this disk and %" PRIu64
+                        " in all, which must be equal in an archive of one disk (its disk "
+                        "numbers are %" PRIu64 "): a damaged count",
+                        rec, on_disk, count, this_disk);
+    if ((this_disk == 0) != (cd_disk == 0))
+        return ckpt_err(CKPT_E_FORMAT, z->file, NULL, at,
+                        "%s's %s is %" PRIu64 ", expected 0: its %s is 0 and it counts "
+                        "%s, so a damaged field of a one-disk archive",
+                        rec, this_disk ? "number of this disk" : "disk of the central directory",
+                        this_disk ? this_disk : cd_disk,
+                        this_disk ? "disk of the central directory" : "number of this disk",
+                        on_disk == count ? "every entry on this disk" : "entries apart");
+    return multi_disk(z, at,
+                      on_disk == count ? "end records name another disk"
+                                       : "end records count entries on this disk apart "
+                                         "from the total");
+}
+
 static int read_end_records(ckpt_zip *z, dir_info *d) {
     size_t eocd = 0, searched = 0, tail = z->len < TAIL ? z->len : TAIL;
     ckpt_view v = {0};
@@ -164,6 +194,8 @@ static int read_end_records(ckpt_zip *z, dir_info *d) {
     uint64_t cd_end = eocd; /* where zipfile expects the directory to end */
     size_t miniz, zipfile;
     uint8_t loc[LOCATOR64_SIZE], r[EOCD64_SIZE];
+    const char *rec = "end record"; /* the one whose counts are read */
+    uint64_t rec_at = eocd;
     if ((rc = find_zip64(z, eocd, loc, &miniz, &zipfile))) return rc;
     size_t at = z->reading == CKPT_ZIP_ZIPFILE ? zipfile : miniz;
     if (miniz != zipfile) {
@@ -185,6 +217,12 @@ static int read_end_records(ckpt_zip *z, dir_info *d) {
                             "ZIP64 end record declares %" PRIu64
                             " bytes, fewer than its 44 fixed ones",
                             rd64(r + 4));
+        if (rd32(loc + 16) != 1 && rd32(loc + 4) == 0 && rd32(r + 16) == 0 && rd32(r + 20) == 0)
+            return ckpt_err(CKPT_E_FORMAT, z->file, NULL, eocd - LOCATOR64_SIZE,
+                            "ZIP64 locator's total number of disks is %" PRIu32
+                            ", expected 1: its disk fields and the ZIP64 end record's are 0, "
+                            "so a damaged field of a one-disk archive",
+                            rd32(loc + 16));
         if (rd32(loc + 16) != 1)
             return multi_disk(z, eocd - LOCATOR64_SIZE, "ZIP64 locator counts other than 1 disk");
         if (rd64(r + 32) > UINT32_MAX || rd64(r + 24) > UINT32_MAX || rd64(r + 40) > UINT32_MAX)
@@ -199,11 +237,10 @@ static int read_end_records(ckpt_zip *z, dir_info *d) {
         cd_disk = rd32(r + 20);
         d->cd_offset = rd64(r + 48);
         cd_end = eocd - LOCATOR64_SIZE - EOCD64_SIZE;
+        rec = "ZIP64 end record";
+        rec_at = at;
     }
-    if (d->count != on_disk)
-        return multi_disk(z, eocd, "end records count entries on this disk apart from the total");
-    if ((this_disk | cd_disk) != 0 && (this_disk != 1 || cd_disk != 1))
-        return multi_disk(z, eocd, "end records name another disk");
+    if ((rc = disk_fields(z, rec, rec_at, this_disk, cd_disk, on_disk, d->count))) return rc;
     d->this_disk = (uint32_t)this_disk;
     /* zipfile shifts every offset by the bytes between the directory's
      * declared end and the end records (a prefix); miniz does not. */
@@ -343,6 +380,11 @@ static int miniz_entry_checks(const ckpt_zip *z, const uint8_t *h, uint64_t at, 
                         " compressed ones, which torch's reader rejects",
                         usize, csize);
     uint32_t disk = rd16(h + 34);
+    if ((disk == 0xFFFF || (disk != this_disk && disk != 1)) && this_disk == 0)
+        return ckpt_err(CKPT_E_FORMAT, z->file, name, at,
+                        "central entry's disk number is %u, expected 0: the end record "
+                        "describes one disk, so a damaged field",
+                        disk);
     if (disk == 0xFFFF || (disk != this_disk && disk != 1))
         return ckpt_err(CKPT_E_UNSUPPORTED, z->file, name, at,
                         "central entry starts on disk %u: multi-disk archives "

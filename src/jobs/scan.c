@@ -1353,6 +1353,7 @@ static int scan_index(scanner *sc, const uint8_t *p, size_t n) {
 typedef struct dcp_slice {
     const char *name; /* canonical, relative to the directory */
     uint64_t offset, length;
+    int is_bytes; /* a bytes item's (torch.save'd object) */
 } dcp_slice;
 
 static int by_slice(const void *x, const void *y) {
@@ -1363,13 +1364,15 @@ static int by_slice(const void *x, const void *y) {
     /* torch.load reads a bytes item as the whole slice (a zip's end record
      * is found from the slice's end): slices differing in length only are
      * different loads */
-    return (a->length > b->length) - (a->length < b->length);
+    if (a->length != b->length) return (a->length > b->length) - (a->length < b->length);
+    return b->is_bytes - a->is_bytes; /* a bytes item first: it is scanned */
 }
 
 /* One slice of a data file, scanned like a file of its own and named
  * "FILE@OFFSET" (offsets in its findings are relative to the slice). A
- * safetensors file (the SAFETENSORS format) runs to the file's end. */
-static int scan_dcp_slice(scanner *sc, const uint8_t *map, size_t size, const dcp_slice *s) {
+ * safetensors file runs to the file's end. */
+static int scan_dcp_slice(scanner *sc, const uint8_t *map, size_t size, const dcp_slice *s,
+                          int safetensors) {
     const char *member =
         ckpt_arena_printf(&sc->r->arena, "%s@%llu", s->name, (unsigned long long)s->offset);
     if (!member) return CKPT_E_NOMEM;
@@ -1381,8 +1384,7 @@ static int scan_dcp_slice(scanner *sc, const uint8_t *map, size_t size, const dc
         return 0;
     }
     const uint8_t *p = map + s->offset;
-    size_t n = ckpt_scan_looks_safetensors(p, size - (size_t)s->offset) ? size - (size_t)s->offset
-                                                                        : (size_t)s->length;
+    size_t n = safetensors ? size - (size_t)s->offset : (size_t)s->length;
     sc->shard = member;
     sc->content = 0;
     uint64_t budget = sc->budget;
@@ -1444,7 +1446,7 @@ static int scan_dcp_meta(scanner *sc, const uint8_t *p, size_t n, const char *me
             if (ckpt_arena_grow(&sc->scratch, (void **)&out->items, &out->cap, out->n + 1,
                                 sizeof *out->items))
                 return CKPT_E_NOMEM;
-            out->items[out->n++] = (dcp_slice){canon, ch->offset, ch->length};
+            out->items[out->n++] = (dcp_slice){canon, ch->offset, ch->length, m.items[i].is_bytes};
         }
     return 0;
 }
@@ -1548,7 +1550,9 @@ static int scan_dcp(scanner *sc, const uint8_t *p, size_t n) {
     size_t size = 0;
     uint64_t scanned = 0; /* bytes of the current data file scanned so far */
     for (size_t i = 0; rc == 0 && i < ns; i++) {
-        if (i > 0 && !by_slice(&sl[i], &sl[i - 1])) continue;
+        if (i > 0 && !strcmp(sl[i].name, sl[i - 1].name) && sl[i].offset == sl[i - 1].offset &&
+            sl[i].length == sl[i - 1].length)
+            continue; /* the same load (a bytes item's, sorted first, is scanned) */
         if (i == 0 || strcmp(sl[i].name, sl[i - 1].name)) {
             ckpt_unmap_file(map, size);
             map = NULL;
@@ -1568,25 +1572,30 @@ static int scan_dcp(scanner *sc, const uint8_t *p, size_t n) {
                 continue;
             }
         }
-        /* ckpt.dcp.Writer's files: a tensor slice is one tensor's data
-         * inside the safetensors file the whole data file is (open/dcp.c
-         * reads it so), raw bytes that no loader unpickles; its bytes items
-         * are torch.save zips at their own slices, scanned as such */
-        const uint8_t *at = sl[i].offset <= size ? map + sl[i].offset : NULL;
-        size_t left = at ? size - (size_t)sl[i].offset : 0;
-        if (at && !ckpt_scan_looks_safetensors(at, left) &&
-            !(left >= 4 && memcmp(at, "PK\3\4", 4) == 0) && !ckpt_scan_pickle_start(at, left) &&
-            ckpt_scan_looks_safetensors(map, size))
-            continue;
+        /* the reader's rule (open/dcp.h): a tensor chunk inside the data
+         * of the safetensors file the whole data file is (ckpt.dcp.Writer)
+         * is raw tensor data that no loader unpickles; the zips of bytes
+         * items in that file are scanned at their own slices */
+        const dcp_slice *at = &sl[i];
+        uint64_t base = at->offset;
+        ckpt_format fmt = CKPT_FORMAT_UNKNOWN;
+        size_t left = 0;
+        if (map && at->offset <= size) {
+            left = size - (size_t)at->offset;
+            fmt = ckpt_dcp_slice_format(
+                map, size < CKPT_HEAD_BYTES ? size : CKPT_HEAD_BYTES, map + at->offset,
+                left < CKPT_HEAD_BYTES ? left : CKPT_HEAD_BYTES, at->offset, at->is_bytes, &base);
+        }
+        if (base != at->offset) continue;
         /* DCP writes disjoint slices; overlapping ones (many slices over
          * one span) would make the scan cost slices x file size */
-        uint64_t span = at && ckpt_scan_looks_safetensors(at, left) ? left
-                        : sl[i].length < left                       ? sl[i].length
-                                                                    : left;
+        uint64_t span = fmt == CKPT_FORMAT_SAFETENSORS ? left
+                        : at->length < left            ? at->length
+                                                       : left;
         if (scanned + span > 2 * (uint64_t)size + DCP_SCAN_SLACK) {
-            const char *name = ckpt_arena_strdup(&sc->r->arena, sl[i].name);
+            const char *name = ckpt_arena_strdup(&sc->r->arena, at->name);
             if (!name) return CKPT_E_NOMEM;
-            add_finding(sc, CKPT_SEVERITY_INFO, "dcp-overlap", NULL, name, sl[i].offset,
+            add_finding(sc, CKPT_SEVERITY_INFO, "dcp-overlap", NULL, name, at->offset,
                         ".metadata's slices of this data file overlap past twice its size; "
                         "the slices from here on are not scanned");
             sc->unscannable = 1;
@@ -1594,7 +1603,7 @@ static int scan_dcp(scanner *sc, const uint8_t *p, size_t n) {
             continue;
         }
         scanned += span;
-        rc = scan_dcp_slice(sc, map, size, &sl[i]);
+        rc = scan_dcp_slice(sc, map, size, at, fmt == CKPT_FORMAT_SAFETENSORS);
     }
     ckpt_unmap_file(map, size);
     return rc;

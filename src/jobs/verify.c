@@ -50,9 +50,21 @@ static int holds(const ckpt_tensor *t, const ckpt_zip_entry *e) {
     return strcmp(ckpt_tensor_member(t), e->name) == 0;
 }
 
+/* The name t is reported by: in a slice of DCP directory `dcp` (NULL
+ * otherwise), the fqn of the tensor it is a chunk of (a torch.save slice
+ * holds one tensor named ""), else its own name. */
+static const char *label(const ckpt_file *dcp, const ckpt_tensor *t) {
+    for (size_t i = 0; dcp && i < dcp->ntensors; i++) {
+        const ckpt_storage *st = dcp->tensors[i].storage;
+        for (size_t k = 0; st->chunks && k < st->chunks->n; k++)
+            if (st->chunks->items[k].t == t) return st->key ? st->key : dcp->tensors[i].name;
+    }
+    return t->name;
+}
+
 /* Re-records zip.c's CRC-32 mismatch so that it names what the member
  * holds (the tensors whose storage it is) and what its offset is. */
-static int crc_mismatch(const ckpt_file *f, const ckpt_zip_entry *e) {
+static int crc_mismatch(const ckpt_file *f, const ckpt_file *dcp, const ckpt_zip_entry *e) {
     char msg[512], names[512] = "";
     size_t shown = 0, total = 0, used = 0;
     snprintf(msg, sizeof msg, "%s", ckpt_error_last()->message);
@@ -60,7 +72,8 @@ static int crc_mismatch(const ckpt_file *f, const ckpt_zip_entry *e) {
         const ckpt_tensor *t = &f->tensors[i];
         if (!holds(t, e)) continue;
         if (shown < NAMED_MAX && used < sizeof names) {
-            int k = snprintf(names + used, sizeof names - used, "%s%s", shown ? ", " : "", t->name);
+            int k = snprintf(names + used, sizeof names - used, "%s%s", shown ? ", " : "",
+                             label(dcp, t));
             used += k > 0 ? (size_t)k : 0;
             shown++;
         }
@@ -68,16 +81,13 @@ static int crc_mismatch(const ckpt_file *f, const ckpt_zip_entry *e) {
     }
     char more[48] = "";
     if (total > shown) snprintf(more, sizeof more, " and %zu more", total - shown);
-    if (total == 0)
-        return ckpt_err(CKPT_E_CHECKSUM, f->path, e->name, e->data_offset,
-                        "%s (member data starts at offset %" PRIu64 ")", msg, e->data_offset);
+    /* the error's offset is where the member's data starts */
+    if (total == 0) return ckpt_err(CKPT_E_CHECKSUM, f->path, e->name, e->data_offset, "%s", msg);
     return ckpt_err(CKPT_E_CHECKSUM, f->path, e->name, e->data_offset,
-                    "%s; the member holds tensor%s %s%s (member data starts at offset "
-                    "%" PRIu64 ")",
-                    msg, total == 1 ? "" : "s", names, more, e->data_offset);
+                    "%s; the member holds tensor%s %s%s", msg, total == 1 ? "" : "s", names, more);
 }
 
-static int verify_zip(ckpt_file *f, ckpt_verify_report *rep, uint8_t *buf) {
+static int verify_zip(ckpt_file *f, const ckpt_file *dcp, ckpt_verify_report *rep, uint8_t *buf) {
     ckpt_zip *z = f->zip;
     uint64_t budget = ckpt_zip_budget(&f->opts.limits, f->map_size);
     for (size_t i = 0; i < z->count; i++) {
@@ -91,7 +101,7 @@ static int verify_zip(ckpt_file *f, ckpt_verify_report *rep, uint8_t *buf) {
          * the arena; on a mismatch, check_crc recomputes to report it */
         if (rc == 0) rc = read_windows(&f->source, data, e->usize, e->name, buf, &crc);
         if (rc == 0 && crc != e->crc32 && ckpt_zip_check_crc(z, e, data) == CKPT_E_CHECKSUM)
-            rc = crc_mismatch(f, e);
+            rc = crc_mismatch(f, dcp, e);
         ckpt_arena_free(&scratch);
         if (rc) return rc;
         rep->members++;
@@ -209,7 +219,7 @@ static int read_digests(const ckpt_file *f, const char *text, uint8_t *state, ui
  * tensor) are covered by the one they alias. A tensor that spans its whole
  * storage contiguously has read every byte of it: hashed[storage id] = 1
  * (hashed NULL: not recorded). */
-static int verify_digests(ckpt_file *f, uint8_t *hashed) {
+static int verify_digests(ckpt_file *f, const ckpt_file *dcp, uint8_t *hashed) {
     const char *text = NULL;
     for (size_t i = 0; i < f->nmeta; i++)
         if (strcmp(f->meta_keys[i], CKPT_META_XXH3) == 0) text = f->meta_vals[i];
@@ -233,7 +243,7 @@ static int verify_digests(ckpt_file *f, uint8_t *hashed) {
         if (state[i] == DIGEST_NONE) continue;
         if (state[i] == DIGEST_BAD) {
             rc = ckpt_err(CKPT_E_FORMAT, f->path, ckpt_tensor_member(t), CKPT_NO_OFFSET,
-                          "tensor \"%s\": digest in \"%s\" is not 16 hex digits", t->name,
+                          "tensor \"%s\": digest in \"%s\" is not 16 hex digits", label(dcp, t),
                           CKPT_META_XXH3);
         } else if ((rc = ckpt_tensor_xxh3(t, &got)) == 0 && got != want[i]) {
             ckpt_hex64(hex, got);
@@ -242,7 +252,7 @@ static int verify_digests(ckpt_file *f, uint8_t *hashed) {
                           ckpt_tensor_file_offset(t),
                           "tensor \"%s\": XXH3-64 of its contents is %s, the file "
                           "records %s",
-                          t->name, hex, rec);
+                          label(dcp, t), hex, rec);
         }
         if (rc == 0 && hashed && ckpt_tensor_is_contiguous(t) && t->storage_offset == 0 &&
             t->nbytes == t->storage->nbytes && t->storage->id < f->nstorages)
@@ -263,14 +273,14 @@ static int verify_digests(ckpt_file *f, uint8_t *hashed) {
  * tensor is named, not just its zip member; storages they read whole are
  * not read again, while zip members still are: their CRC-32 is checked
  * too), then every zip member or every storage. */
-static int verify_file(ckpt_file *f, ckpt_verify_report *rep, uint8_t *buf) {
+static int verify_file(ckpt_file *f, const ckpt_file *dcp, ckpt_verify_report *rep, uint8_t *buf) {
     uint8_t *hashed = NULL;
     if (!f->zip && f->nstorages && ckpt_file_checksums(f) == CKPT_CHECKSUMS_DIGESTS) {
         if (!(hashed = ckpt_malloc(f->nstorages))) return ckpt_err_nomem();
         memset(hashed, 0, f->nstorages);
     }
-    int rc = verify_digests(f, hashed);
-    if (rc == 0) rc = f->zip ? verify_zip(f, rep, buf) : verify_storages(f, rep, buf, hashed);
+    int rc = verify_digests(f, dcp, hashed);
+    if (rc == 0) rc = f->zip ? verify_zip(f, dcp, rep, buf) : verify_storages(f, rep, buf, hashed);
     ckpt_free(hashed);
     return rc;
 }
@@ -281,7 +291,7 @@ static int verify_file(ckpt_file *f, ckpt_verify_report *rep, uint8_t *buf) {
  * checked against .metadata, and the tiling, when it was opened. */
 static int verify_dcp(ckpt_file *f, ckpt_verify_report *rep, uint8_t *buf) {
     int rc = ckpt_dcp_check_unnamed(f);
-    for (size_t i = 0; rc == 0 && i < f->nparts; i++) rc = verify_file(f->parts[i], rep, buf);
+    for (size_t i = 0; rc == 0 && i < f->nparts; i++) rc = verify_file(f->parts[i], f, rep, buf);
     return rc;
 }
 
@@ -290,9 +300,10 @@ static int verify_dcp(ckpt_file *f, ckpt_verify_report *rep, uint8_t *buf) {
  * the file it is (its digests, its zip CRC-32s), so a corrupt tensor is
  * named with the shard that holds it. */
 static int verify_set(ckpt_file *f, ckpt_verify_report *rep, uint8_t *buf) {
-    int rc = verify_digests(f, NULL);
+    int rc = verify_digests(f, NULL, NULL);
     if (rc == 0) rc = ckpt_dcp_check_hf_set(f);
-    for (size_t i = 0; rc == 0 && i < f->nshards; i++) rc = verify_file(f->shards[i], rep, buf);
+    for (size_t i = 0; rc == 0 && i < f->nshards; i++)
+        rc = verify_file(f->shards[i], NULL, rep, buf);
     return rc;
 }
 
@@ -307,12 +318,40 @@ int ckpt_verify(ckpt_verify_report *report, ckpt_file *f) {
      * of them (its parts) are checkpoints */
     int rc = f->format == CKPT_FORMAT_DCP ? verify_dcp(f, rep, buf)
              : f->nshards                 ? verify_set(f, rep, buf)
-                                          : verify_file(f, rep, buf);
+                                          : verify_file(f, NULL, rep, buf);
     ckpt_free(buf);
     if (rc) return rc;
     rep->tensors = f->ntensors;
     rep->ok = 1;
     return 0;
+}
+
+/* Whether t's bytes are where e blames in file g: in the zip member it
+ * names (holds), or else (a storage of a safetensors or legacy file) in
+ * [file offset, + nbytes) at e's offset. */
+static int damaged(const ckpt_file *g, const ckpt_tensor *t, const ckpt_error *e) {
+    const ckpt_zip_entry *z = g->zip && e->member ? ckpt_zip_find(g->zip, e->member) : NULL;
+    if (z) return holds(t, z);
+    uint64_t at = ckpt_tensor_file_offset(t);
+    return !g->zip && at != CKPT_NO_OFFSET && e->offset != CKPT_NO_OFFSET && e->offset >= at &&
+           e->offset - at < t->storage->nbytes;
+}
+
+size_t ckpt_verify_damaged(const ckpt_file *f, const ckpt_error *e,
+                           void (*fn)(const char *name, void *ctx), void *ctx) {
+    if (!f || !e || !e->file) return 0;
+    const ckpt_file *g = !strcmp(f->path, e->file) ? f : NULL, *dcp = NULL;
+    for (size_t i = 0; !g && i < f->nshards; i++)
+        if (!strcmp(f->shards[i]->path, e->file)) g = f->shards[i];
+    for (size_t i = 0; !g && i < f->nparts; i++)
+        if (!strcmp(f->parts[i]->path, e->file)) g = f->parts[i], dcp = f;
+    size_t n = 0;
+    for (size_t i = 0; g && i < g->ntensors; i++) {
+        if (!damaged(g, &g->tensors[i], e)) continue;
+        if (fn) fn(label(dcp, &g->tensors[i]), ctx);
+        n++;
+    }
+    return n;
 }
 
 /* A set's (a sharded set's shards, a DCP directory's parts): the weakest

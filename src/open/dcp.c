@@ -181,31 +181,40 @@ static int add_part(opener *o, ckpt_file *part) {
     return 0;
 }
 
+ckpt_format ckpt_dcp_slice_format(const uint8_t *head0, size_t n0, const uint8_t *at, size_t nat,
+                                  uint64_t off, int is_bytes, uint64_t *base) {
+    *base = off;
+    if (!is_bytes && off > 0 && ckpt_detect_format(head0, n0) == CKPT_FORMAT_SAFETENSORS) {
+        uint64_t hlen = 0;
+        for (int i = 7; i >= 0; i--) hlen = hlen << 8 | head0[i]; /* detect read 9 bytes */
+        if (hlen <= UINT64_MAX - 8 && off >= 8 + hlen) {
+            *base = 0;
+            return CKPT_FORMAT_SAFETENSORS;
+        }
+    }
+    return ckpt_detect_format(at, nat);
+}
+
 /* The checkpoint a slice [off, off+len) of data file `shard` is read
- * from, and in *base where it starts: a torch.save zip at off; a
- * safetensors file from off to the file's end (DCP's safetensors format,
- * written after the rank's bytes items); or, when off holds neither, the
- * safetensors file the whole data file is (ckpt.dcp.Writer: the slice is
- * one tensor's data in it). A safetensors file is opened once. */
-static int open_slice(opener *o, size_t shard, uint64_t off, uint64_t len, const char *fqn,
-                      ckpt_file **out, uint64_t *base) {
+ * from, and in *base where it starts (ckpt_dcp_slice_format). A
+ * safetensors file is opened once. */
+static int open_slice(opener *o, size_t shard, uint64_t off, uint64_t len, int is_bytes,
+                      const char *fqn, ckpt_file **out, uint64_t *base) {
     ckpt_file *h = o->f->shards[shard];
     if (off > h->map_size || len > h->map_size - off)
         return ckpt_err(CKPT_E_TRUNCATED, h->path, "", h->map_size,
                         "\"%s\" is at bytes [%llu, %llu) of this file, which ends at %zu", fqn,
                         (unsigned long long)off, (unsigned long long)(off + len), h->map_size);
-    uint8_t head[CKPT_HEAD_BYTES];
-    size_t n;
-    int rc = o->whole_files ? 0 : ckpt_file_head(h, off, head, &n);
+    uint8_t head0[CKPT_HEAD_BYTES], head[CKPT_HEAD_BYTES];
+    size_t n0, n = 0;
+    int rc = ckpt_file_head(h, 0, head0, &n0);
+    if (rc == 0 && !o->whole_files) rc = ckpt_file_head(h, off, head, &n);
     if (rc) return rc;
-    ckpt_format at = o->whole_files ? CKPT_FORMAT_UNKNOWN : ckpt_detect_format(head, n);
-    *base = off;
-    if (at != CKPT_FORMAT_TORCH_ZIP && at != CKPT_FORMAT_SAFETENSORS) {
-        if ((rc = ckpt_file_head(h, 0, head, &n))) return rc;
-        if (ckpt_detect_format(head, n) == CKPT_FORMAT_SAFETENSORS) {
-            at = CKPT_FORMAT_SAFETENSORS;
-            *base = 0;
-        }
+    /* HuggingFaceStorageReader reads whole safetensors files */
+    ckpt_format at = ckpt_dcp_slice_format(head0, n0, head, n, off, is_bytes, base);
+    if (o->whole_files && ckpt_detect_format(head0, n0) == CKPT_FORMAT_SAFETENSORS) {
+        at = CKPT_FORMAT_SAFETENSORS;
+        *base = 0;
     }
     int safetensors = at == CKPT_FORMAT_SAFETENSORS;
     if (safetensors) {
@@ -272,7 +281,7 @@ static int chunk_tensor(opener *o, const ckpt_dcp_item *it, const ckpt_dcp_chunk
                         const ckpt_tensor **out) {
     ckpt_file *part;
     uint64_t base;
-    int rc = open_slice(o, shard, ch->offset, ch->length, it->fqn, &part, &base);
+    int rc = open_slice(o, shard, ch->offset, ch->length, 0, it->fqn, &part, &base);
     if (rc) return rc;
     const ckpt_tensor *t = NULL;
     if (part->format == CKPT_FORMAT_SAFETENSORS) {
@@ -411,8 +420,8 @@ static int bytes_value(opener *o, const ckpt_dcp_item *it, ckpt_value **out) {
     uint64_t base;
     int rc = data_file(o, it->chunks[0].path, it->fqn, &shard);
     if (rc == 0)
-        rc =
-            open_slice(o, shard, it->chunks[0].offset, it->chunks[0].length, it->fqn, &part, &base);
+        rc = open_slice(o, shard, it->chunks[0].offset, it->chunks[0].length, 1, it->fqn, &part,
+                        &base);
     if (rc) return rc;
     if (part->format != CKPT_FORMAT_TORCH_ZIP || !part->root)
         return ckpt_err(CKPT_E_FORMAT, part->path, it->fqn, 0,
@@ -704,7 +713,7 @@ static int hf_file(opener *o, merger *m, const char *name) {
         return ckpt_err(CKPT_E_FORMAT, h->path, "", 0,
                         "not a safetensors file (HuggingFaceStorageReader reads every "
                         "\"*.safetensors\" file of the directory)");
-    if ((rc = open_slice(o, shard, 0, 0, name, &part, &base))) return rc;
+    if ((rc = open_slice(o, shard, 0, 0, 0, name, &part, &base))) return rc;
     const char *text = sharding_info(part);
     json_t *doc = text ? json_loads(text, 0, NULL) : NULL;
     if (text && !json_is_object(doc))

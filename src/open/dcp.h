@@ -51,6 +51,21 @@ int ckpt_dcp_hf_name(const char *name);
  * f"__{rank}.metadata": decimal, no leading zero), else -1. */
 int ckpt_dcp_rank_metadata(const char *name);
 
+/* The one rule for what a slice of a data file is, which the reader and
+ * the scan both follow: how a loader reads the slice at offset `off` of a
+ * data file whose first bytes are head0[0..n0) and whose slice starts
+ * with at[0..nat) (up to CKPT_HEAD_BYTES each). A tensor chunk inside the
+ * data of the safetensors file the whole data file is (ckpt.dcp.Writer:
+ * the slice is one tensor's raw data, never unpickled, whatever its bytes
+ * look like) is CKPT_FORMAT_SAFETENSORS with *base 0. Otherwise *base is
+ * off and the slice is what its own first bytes are (ckpt_detect_format):
+ * a torch.save zip (DCP's torch_save format; a bytes item of any
+ * layout), a safetensors file running to the file's end (DCP's
+ * safetensors format, after the rank's bytes items), or anything else,
+ * which no reader accepts. */
+ckpt_format ckpt_dcp_slice_format(const uint8_t *head0, size_t n0, const uint8_t *at, size_t nat,
+                                  uint64_t off, int is_bytes, uint64_t *base);
+
 /* Reads f as the DCP checkpoint of directory `dir`: f's mapping is its
  * `.metadata` (METADATA, or any file content-detected as DCP metadata), or
  * f is one of the rank files `__R.metadata` (RANKS: every rank file of

@@ -502,9 +502,22 @@ def test_verify_flipped_byte():
     # the tensors whose storage the member is, and what the offset is
     names = storage_tensors(TRAIN_PT, member.rsplit("/", 1)[1])
     assert names, "data/0 holds a tensor"
-    assert ("the member holds tensor%s %s (member data starts at offset %d)"
-            % ("s" if len(names) > 1 else "", ", ".join(names), off)) in out, \
+    # the offset (where the member's data starts) is said once
+    assert ("the member holds tensor%s %s (%s, offset %d)\n"
+            % ("s" if len(names) > 1 else "", ", ".join(names), member, off)) in out, \
         (names, out)
+    assert out.count(str(off)) == 1, out
+    # -v adds every tensor whose bytes the damaged member holds
+    rc, out, _ = run("verify", "-v", path)
+    assert_eq(rc, 1, "exit code, -v")
+    assert ("\n  damaged tensor%s (%d): %s\n" % ("s" if len(names) > 1 else "", len(names),
+                                                ", ".join(names))) in out, (names, out)
+    # --json: what failed and where, no counts of a check that stopped
+    rc, out, _ = run("verify", "--json", path)
+    doc = json.loads(out)
+    assert_eq((doc["ok"], doc["error"]["code"], doc["error"]["member"], doc["error"]["offset"],
+               doc["error"]["file"]), (False, "CKPT_E_CHECKSUM", member, off, path), "json")
+    assert not {"tensors", "bytes", "members"} & set(doc), doc
     # Open alone does not read tensor bytes: inspect still works.
     assert_eq(run("inspect", path)[0], 0, "inspect of the flipped file")
 

@@ -93,6 +93,10 @@ def test_verify_json_several_files_and_errors():
     assert_eq(got[1]["format"], None, "cut format: it could not be opened")
     assert_eq(got[1]["error"]["code"], "CKPT_E_TRUNCATED", "cut code")
     assert got[1]["error"]["message"].startswith("truncated: tensor"), got[1]
+    # a failed check says what failed, not what it had checked so far
+    for o in got[1:]:
+        assert not {"tensors", "bytes", "members"} & set(o), o
+    assert_eq(got[1]["error"]["file"], cut, "cut: the file blamed")
     assert_eq(got[2]["format"], None, "missing format")
     assert_eq(got[2]["error"]["code"], "CKPT_E_IO", "missing code")
     assert_eq((got[2]["error"]["member"], got[2]["error"]["offset"]),

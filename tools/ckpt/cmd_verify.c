@@ -45,12 +45,16 @@ static void print_json(cli_json_writer *j, const outcome *o) {
         cli_json_null(j);
     cli_json_key(j, "ok");
     cli_json_bool(j, o->e == NULL);
-    cli_json_key(j, "tensors");
-    cli_json_uint(j, o->e ? 0 : o->report->tensors);
-    cli_json_key(j, "bytes");
-    cli_json_uint(j, o->e ? 0 : o->report->bytes);
-    cli_json_key(j, "members");
-    cli_json_uint(j, o->e ? 0 : o->report->members);
+    /* what was checked: only of a file that passed (a check that stops
+     * at the first damage has not checked the rest) */
+    if (!o->e) {
+        cli_json_key(j, "tensors");
+        cli_json_uint(j, o->report->tensors);
+        cli_json_key(j, "bytes");
+        cli_json_uint(j, o->report->bytes);
+        cli_json_key(j, "members");
+        cli_json_uint(j, o->report->members);
+    }
     cli_json_key(j, "checksums");
     cli_json_string(j, checksums_name(o->f ? ckpt_file_checksums(o->f) : CKPT_CHECKSUMS_NONE));
     if (o->e) {
@@ -60,6 +64,8 @@ static void print_json(cli_json_writer *j, const outcome *o) {
         cli_json_string(j, ckpt_error_name(o->e->code));
         cli_json_key(j, "message");
         cli_json_string(j, o->e->message);
+        cli_json_key(j, "file"); /* the file blamed: a shard, a DCP slice */
+        cli_json_string(j, o->e->file[0] ? o->e->file : o->path);
         cli_json_key(j, "member");
         if (o->e->member[0])
             cli_json_string(j, o->e->member);
@@ -75,6 +81,13 @@ static void print_json(cli_json_writer *j, const outcome *o) {
     cli_json_object_end(j);
 }
 
+/* Names, comma-separated, for ckpt_verify_damaged. */
+static void put_name(const char *name, void *ctx) {
+    size_t *n = ctx;
+    fputs((*n)++ ? ", " : " ", stdout);
+    cli_put_text(stdout, name, strlen(name));
+}
+
 static void print_failure(const outcome *o) {
     if (o->rc == CLI_USAGE)
         printf("%sERROR%s ", cli_color(CLI_RED), cli_color(CLI_RESET));
@@ -83,6 +96,18 @@ static void print_failure(const outcome *o) {
     cli_put_files(stdout, o->path, o->e);
     cli_put_message(stdout, o->e);
     if (o->rc != CLI_USAGE) cli_put_location(stdout, o->e, 1);
+    fputc('\n', stdout);
+    if (!args.verbose || !o->f) return;
+    /* which tensors the damage is in, all of them */
+    ckpt_error at = {o->e->code, o->e->message, o->e->file[0] ? o->e->file : o->path, o->e->member,
+                     o->e->offset};
+    size_t n = 0, total = ckpt_verify_damaged(o->f, &at, NULL, NULL);
+    if (total == 0) {
+        fputs("  the damaged bytes are no tensor's\n", stdout);
+        return;
+    }
+    printf("  damaged tensor%s (%zu):", cli_plural(total), total);
+    ckpt_verify_damaged(o->f, &at, put_name, &n);
     fputc('\n', stdout);
 }
 
@@ -144,7 +169,8 @@ static const cli_opt opts[] = {
      "one JSON object per file on stdout (an array for several files)"},
     {CLI_OPT_BOOL, "quiet", 'q', &args.quiet, NULL, 0, "print only the files that are not OK"},
     {CLI_OPT_BOOL, "verbose", 'v', &args.verbose, NULL, 0,
-     "also say which checksums were checked and how much was read"},
+     "also say which checksums were checked and how much was read; on a "
+     "failure, every tensor whose bytes are damaged"},
     {0}};
 
 static int run(const cli_command *cmd, int argc, char **argv) {
@@ -191,8 +217,10 @@ const cli_command cli_cmd_verify = {
     "With --json, one object per file: file, format, ok, tensors (the keys\n"
     "read, K), bytes (B), members (zip members whose CRC-32 was checked),\n"
     "checksums (none, crc32, digests) and, when not ok, error {code,\n"
-    "message, member, offset} (format is null when the file could not be\n"
-    "opened).\n",
+    "message, file, member, offset} instead of tensors, bytes and members\n"
+    "(a check stops at the first damage; format is null when the file could\n"
+    "not be opened). With -v, a failure also lists every tensor whose bytes\n"
+    "are damaged.\n",
     "Exit status: 0 all OK, 1 some file corrupt, 2 some file unreadable.\n",
     run,
     NULL};
