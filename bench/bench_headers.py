@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Many-tensor safetensors headers: ckpt against the reference reader.
+"""Many-tensor headers: ckpt against the reference reader.
 
-usage: .venv/bin/python bench/bench_headers.py [--quick] [--ckpt BIN]
+usage: .venv/bin/python bench/bench_headers.py [--quick] [--ckpt BIN] [--format pt]
 
 Builds /tmp/ckpt-bench-headers-PID-N.safetensors with the `safetensors`
 package's own writer (safetensors.numpy.save_file: N one-element F32
@@ -22,6 +22,10 @@ peer and its peak RSS (per header byte too; the issue's goal: at most 3x):
     the page cache first (posix_fadvise(POSIX_FADV_DONTNEED) on the whole
     file after sync: drops its clean pages without root; `fincore FILE`
     shows 0 after it). Goal: verify within 1.5x cold cat.
+--format pt: the same with torch.save files (N one-element float32
+tensors, one storage member "archive/data/<i>" each; 10k, 100k, 1M,
+--quick up to 100k); the peer is torch.load(weights_only=True) in its own
+process (import excluded), and "hdr" is data.pkl's size.
 "startup" is inspect of a file without tensors. Asserts nothing about time
 (CI runs no timing tests); the machine may be shared: read the ratios.
 """
@@ -61,6 +65,29 @@ def make_file(path, n):
         return int.from_bytes(f.read(8), "little")
 
 
+PEER_PT = r"""
+import resource, sys, time
+import torch
+base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+t0 = time.perf_counter()
+n = len(torch.load(sys.argv[1], weights_only=True))
+dt = time.perf_counter() - t0
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+print(dt, (peak - base) * 1024, n)
+"""
+
+
+def make_pt(path, n):
+    """torch.save of n one-element tensors; returns data.pkl's size."""
+    import zipfile
+    import torch
+    tensors = {"model.layers.%d.block.%d.weight" % (i // 64, i % 64): torch.zeros(1)
+               for i in range(n)}
+    torch.save(tensors, path)
+    with zipfile.ZipFile(path) as z:
+        return next(i.file_size for i in z.infolist() if i.filename.endswith("/data.pkl"))
+
+
 def run_child(cmd):
     """(wall seconds, peak RSS bytes) of one child process. The RSS comes
     from /usr/bin/time: a child forked by Python reports the interpreter's
@@ -88,9 +115,9 @@ def best(fn):
     return min(r[0] for r in runs), max(rss) if rss else None
 
 
-def peer(path, n):
+def peer(path, n, script=PEER):
     def once():
-        out = subprocess.run([sys.executable, "-c", PEER, path], check=True,
+        out = subprocess.run([sys.executable, "-c", script, path], check=True,
                              capture_output=True, text=True).stdout.split()
         if int(out[2]) != n:
             raise SystemExit("peer listed %s keys, expected %d" % (out[2], n))
@@ -137,8 +164,10 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="up to 100k tensors")
     ap.add_argument("--ckpt", default=os.path.join(HERE, "..", "build", "ckpt"))
+    ap.add_argument("--format", choices=("safetensors", "pt"), default="safetensors")
     args = ap.parse_args()
-    counts = [1000, 10000, 100000] + ([] if args.quick else [1000000])
+    pt = args.format == "pt"
+    counts = ([] if pt else [1000]) + [10000, 100000] + ([] if args.quick else [1000000])
     empty = "/tmp/ckpt-bench-headers-%d-empty.safetensors" % os.getpid()
     try:
         make_file(empty, 0)
@@ -148,17 +177,17 @@ def main():
     print("ckpt startup (inspect of an empty file): %.4f s, %.1f MiB peak RSS"
           % (st, srss / 2**20))
     for n in counts:
-        path = "/tmp/ckpt-bench-headers-%d-%d.safetensors" % (os.getpid(), n)
+        path = "/tmp/ckpt-bench-headers-%d-%d.%s" % (os.getpid(), n, args.format)
         manifest = path + ".json"
         try:
-            hdr = make_file(path, n)
-            print("%d tensors, header %d bytes (%.1f MiB), file %d bytes" % (
-                n, hdr, hdr / 2**20, os.path.getsize(path)))
-            pt, prss = peer(path, n)
-            row("peer safe_open keys", pt, None, prss, hdr, "")
+            hdr = (make_pt if pt else make_file)(path, n)
+            print("%d tensors, %s %d bytes (%.1f MiB), file %d bytes" % (
+                n, "data.pkl" if pt else "header", hdr, hdr / 2**20, os.path.getsize(path)))
+            peer_t, prss = peer(path, n, PEER_PT if pt else PEER)
+            row("peer torch.load" if pt else "peer safe_open keys", peer_t, None, prss, hdr, "")
             for c in ("inspect", "verify", "doctor"):
                 t, rss = best(lambda c=c: run_child([args.ckpt, c, path]))
-                row(c, t, pt, rss, hdr, "peer")
+                row(c, t, peer_t, rss, hdr, "peer")
             with open(manifest, "w") as fh:
                 subprocess.run([args.ckpt, "inspect", "--json", path], stdout=fh, check=True)
 

@@ -109,6 +109,17 @@ int ckpt_zip_open_reading(ckpt_zip *z, ckpt_arena *a, const uint8_t *buf, size_t
  * if absent. */
 const ckpt_zip_entry *ckpt_zip_find(const ckpt_zip *z, const char *name);
 
+/* What ckpt_zip_find answers for every name `dir` followed by a number n
+ * below z->count in canonical decimal (ckpt_decimal_index: "0", "17"), in
+ * one pass over the directory instead of one lookup per name (torch's
+ * storages "archive/data/<key>"): *by_number is an array of z->count
+ * entries from arena a, [n] the entry found for that name or NULL. When
+ * z->has_duplicates (which entry a lookup finds is miniz's choice among
+ * several) *by_number is NULL: look each name up. 0 or CKPT_E_NOMEM
+ * (recorded). */
+int ckpt_zip_numbered(const ckpt_zip *z, ckpt_arena *a, const char *dir,
+                      const ckpt_zip_entry ***by_number);
+
 /* The inflate budget of one input of `len` bytes, shared by every reader
  * of it (open, scan, verify): lim->max_inflate_bytes, and at most
  * lim->max_inflate_ratio times the input's size. */

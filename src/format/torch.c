@@ -5,7 +5,9 @@
 #include <string.h>
 
 #include "model/dtype.h"
+#include "base/decimal.h"
 #include "base/error.h"
+#include "base/strmap.h"
 #include "base/utf8.h"
 #include "container/zip.h"
 #include "model/file.h"
@@ -15,49 +17,38 @@
 #define LEGACY_MAGIC "119547037146038801333356"
 #define LEGACY_PROTOCOL 1001
 
-typedef struct slot {
-    const char *key;
-    ckpt_storage *st;
-} slot;
-
 typedef struct torch_reader {
     ckpt_file *f;
     int legacy;
     const char *member; /* the pickle being run, for errors */
-    slot *slots;        /* open addressing, power-of-two capacity */
-    size_t cap, n;
+    /* storages by key: a key that is a number below ndense in decimal
+     * (torch.save's "0".."N-1", N at most the archive's member count)
+     * at that index, any other key in `named` (to its index in order) */
+    ckpt_storage **dense;
+    size_t ndense;
+    ckpt_strmap named;
     ckpt_storage **order; /* storages in first-use order */
     size_t norder, ordercap;
     uint64_t budget; /* the file's inflate budget left (ckpt_zip_budget) */
 } torch_reader;
 
-static uint64_t hash_str(const char *s) {
-    uint64_t h = 1469598103934665603u; /* FNV-1a */
-    for (; *s; s++) h = (h ^ (uint8_t)*s) * 1099511628211u;
-    return h;
+static ckpt_storage *find_storage(const torch_reader *r, const char *key) {
+    size_t len = strlen(key), i;
+    if (ckpt_decimal_index(key, len, r->ndense, &i)) return r->dense[i];
+    const ckpt_strmap_slot *s = ckpt_strmap_find(&r->named, key, len, ckpt_strmap_hash(key, len));
+    return s ? r->order[s->val] : NULL;
 }
 
-static slot *find_slot(torch_reader *r, const char *key) {
-    if (!r->cap) return NULL;
-    for (size_t i = hash_str(key) & (r->cap - 1);; i = (i + 1) & (r->cap - 1))
-        if (!r->slots[i].key || strcmp(r->slots[i].key, key) == 0) return &r->slots[i];
-}
-
-static int table_put(torch_reader *r, const char *key, ckpt_storage *st) {
-    if ((r->n + 1) * 2 > r->cap) {
-        size_t ncap = r->cap ? r->cap * 2 : 64;
-        slot *old = r->slots;
-        size_t ocap = r->cap;
-        r->slots = ckpt_arena_array(&r->f->arena, ncap, sizeof(slot));
-        if (!r->slots) return -1;
-        r->cap = ncap;
-        for (size_t i = 0; i < ocap; i++)
-            if (old[i].key) *find_slot(r, old[i].key) = old[i];
-    }
-    *find_slot(r, key) = (slot){key, st};
-    r->n++;
+/* Adds st under key (absent): 0 or -1 out of memory. */
+static int add_storage(torch_reader *r, const char *key, ckpt_storage *st) {
+    size_t len = strlen(key), i;
+    ckpt_strmap_slot *s;
     if (ckpt_arena_grow(&r->f->arena, (void **)&r->order, &r->ordercap, r->norder + 1,
                         sizeof(ckpt_storage *)))
+        return -1;
+    if (ckpt_decimal_index(key, len, r->ndense, &i))
+        r->dense[i] = st;
+    else if (ckpt_strmap_put(&r->named, key, len, r->norder, &s) < 0)
         return -1;
     r->order[r->norder++] = st;
     return 0;
@@ -106,15 +97,14 @@ static int load_storage(void *ctx, ckpt_value *pid, uint64_t off, ckpt_value **o
     if (ckpt_mul_overflow(numel, untyped ? 1 : ckpt_dtype_size(dt), &nbytes))
         return ckpt_err(CKPT_E_FORMAT, f->path, mem, off, "storage size overflows");
 
-    slot *s = find_slot(r, key->u.s.p);
-    ckpt_storage *st = s ? s->st : NULL;
+    ckpt_storage *st = find_storage(r, key->u.s.p);
     if (st && st->nbytes != nbytes)
         return ckpt_err(CKPT_E_FORMAT, f->path, mem, off,
                         "storage %s declared with %llu and %llu bytes", key->u.s.p,
                         (unsigned long long)st->nbytes, (unsigned long long)nbytes);
     if (!st) {
         st = ckpt_arena_alloc(&f->arena, sizeof *st);
-        if (!st || table_put(r, key->u.s.p, st))
+        if (!st || add_storage(r, key->u.s.p, st))
             return ckpt_err(CKPT_E_NOMEM, f->path, mem, off, "out of memory");
         st->dtype = dt;
         st->nbytes = nbytes;
@@ -140,11 +130,10 @@ static int load_storage(void *ctx, ckpt_value *pid, uint64_t off, ckpt_value **o
             return ckpt_err(CKPT_E_FORMAT, f->path, mem, off,
                             "storage view %s reaches past its root storage %s", vkey->u.s.p,
                             key->u.s.p);
-        slot *vs = find_slot(r, vkey->u.s.p);
-        ckpt_storage *vst = vs ? vs->st : NULL;
+        ckpt_storage *vst = find_storage(r, vkey->u.s.p);
         if (!vst) {
             vst = ckpt_arena_alloc(&f->arena, sizeof *vst);
-            if (!vst || table_put(r, vkey->u.s.p, vst))
+            if (!vst || add_storage(r, vkey->u.s.p, vst))
                 return ckpt_err(CKPT_E_NOMEM, f->path, mem, off, "out of memory");
             *vst = (ckpt_storage){.dtype = dt,
                                   .nbytes = vbytes,
@@ -347,9 +336,8 @@ static int check_alignment(ckpt_file *f, const ckpt_zip *z, const char *prefix) 
     return 0;
 }
 
-int ckpt_torch_read_zip(ckpt_file *f) {
-    torch_reader r = {0};
-    r.f = f;
+static int read_zip(torch_reader *r) {
+    ckpt_file *f = r->f;
     f->format = CKPT_FORMAT_TORCH_ZIP;
     ckpt_zip *z = ckpt_arena_alloc(&f->arena, sizeof *z);
     if (!z) return ckpt_err(CKPT_E_NOMEM, f->path, NULL, 0, "out of memory");
@@ -358,6 +346,11 @@ int ckpt_torch_read_zip(ckpt_file *f) {
     f->zip = z;
     if (z->count == 0)
         return ckpt_err(CKPT_E_FORMAT, f->path, NULL, 0, "zip archive has no records");
+    /* a storage key names a member "data/<key>": torch.save's keys are
+     * "0".."N-1", below the member count */
+    r->ndense = z->count;
+    r->dense = ckpt_arena_array(&f->arena, z->count, sizeof *r->dense);
+    if (!r->dense) return ckpt_err(CKPT_E_NOMEM, f->path, NULL, 0, "out of memory");
     if (z->has_duplicates)
         return ckpt_err(CKPT_E_FORMAT, f->path, NULL, CKPT_NO_OFFSET,
                         "zip archive has two records whose names differ at most "
@@ -381,13 +374,13 @@ int ckpt_torch_read_zip(ckpt_file *f) {
      * read like any other: data.pkl holds the module objects, whose
      * BUILD makes their state dicts (builders.h); code/ is never read. */
     char *name;
-    r.budget = ckpt_zip_budget(&f->opts.limits, f->map_size);
+    r->budget = ckpt_zip_budget(&f->opts.limits, f->map_size);
     int big = 0;
     name = ckpt_arena_printf(&f->arena, "%s/byteorder", prefix);
     const ckpt_zip_entry *e = name ? ckpt_zip_find(z, name) : NULL;
     if (e) {
         const uint8_t *bo;
-        if ((rc = ckpt_zip_load(z, e, &f->arena, &r.budget, &bo))) return rc;
+        if ((rc = ckpt_zip_load(z, e, &f->arena, &r->budget, &bo))) return rc;
         if (e->usize == 3 && memcmp(bo, "big", 3) == 0)
             big = 1;
         else if (!(e->usize == 6 && memcmp(bo, "little", 6) == 0))
@@ -401,26 +394,38 @@ int ckpt_torch_read_zip(ckpt_file *f) {
                         "archive has no %s/data.pkl record", prefix);
     const uint8_t *pkl;
     size_t consumed;
-    if ((rc = ckpt_zip_load(z, e, &f->arena, &r.budget, &pkl))) return rc;
-    if ((rc = run_pickle(&r, &f->root, &consumed, pkl, (size_t)e->usize, e->name, e->data_offset,
-                         1)))
+    if ((rc = ckpt_zip_load(z, e, &f->arena, &r->budget, &pkl))) return rc;
+    if ((rc =
+             run_pickle(r, &f->root, &consumed, pkl, (size_t)e->usize, e->name, e->data_offset, 1)))
         return rc;
 
-    for (size_t i = 0; i < r.norder; i++) {
-        ckpt_storage *st = r.order[i];
-        name = ckpt_arena_printf(&f->arena, "%s/data/%s", prefix, st->key);
-        if (!name) return ckpt_err(CKPT_E_NOMEM, f->path, NULL, 0, "out of memory");
-        const ckpt_zip_entry *d = ckpt_zip_find(z, name);
-        if (!d)
-            return ckpt_err(CKPT_E_FORMAT, f->path, name, CKPT_NO_OFFSET,
-                            "storage record named by data.pkl is missing");
+    /* the members of numbered storages in one pass (ckpt_zip_numbered),
+     * any other looked up by name */
+    const ckpt_zip_entry **numbered = NULL;
+    name = ckpt_arena_printf(&f->arena, "%s/data/", prefix);
+    if (!name) return ckpt_err(CKPT_E_NOMEM, f->path, NULL, 0, "out of memory");
+    if (r->norder && (rc = ckpt_zip_numbered(z, &f->arena, name, &numbered))) return rc;
+    for (size_t i = 0; i < r->norder; i++) {
+        ckpt_storage *st = r->order[i];
+        size_t k;
+        const ckpt_zip_entry *d = NULL;
+        int by_number = numbered && ckpt_decimal_index(st->key, strlen(st->key), z->count, &k);
+        if (by_number) d = numbered[k];
+        if (!d) {
+            name = ckpt_arena_printf(&f->arena, "%s/data/%s", prefix, st->key);
+            if (!name) return ckpt_err(CKPT_E_NOMEM, f->path, NULL, 0, "out of memory");
+            if (!by_number) d = ckpt_zip_find(z, name);
+            if (!d)
+                return ckpt_err(CKPT_E_FORMAT, f->path, name, CKPT_NO_OFFSET,
+                                "storage record named by data.pkl is missing");
+        }
         if (d->usize != st->nbytes)
             return ckpt_err(CKPT_E_MISMATCH, f->path, d->name, d->data_offset,
                             "storage record holds %llu bytes, data.pkl declares %llu",
                             (unsigned long long)d->usize, (unsigned long long)st->nbytes);
         /* everything about the member is checked now; a deflated one is
          * inflated when its bytes are first read */
-        if ((rc = ckpt_zip_check(z, d, r.budget))) return rc;
+        if ((rc = ckpt_zip_check(z, d, r->budget))) return rc;
         if (d->method == 0) {
             st->data = z->buf + d->data_offset;
         } else {
@@ -435,8 +440,15 @@ int ckpt_torch_read_zip(ckpt_file *f) {
         st->file_offset = d->method == 0 ? d->data_offset : CKPT_NO_OFFSET;
         st->big_endian = big;
     }
-    rc = read_ckpt_meta(f, z, prefix, &r.budget);
-    f->inflate_left = r.budget;
+    rc = read_ckpt_meta(f, z, prefix, &r->budget);
+    f->inflate_left = r->budget;
+    return rc;
+}
+
+int ckpt_torch_read_zip(ckpt_file *f) {
+    torch_reader r = {.f = f};
+    int rc = read_zip(&r);
+    ckpt_strmap_free(&r.named);
     return rc;
 }
 
@@ -483,15 +495,14 @@ static int run_stacked(torch_reader *r, ckpt_view *v, ckpt_value **out, size_t *
 
 /* The legacy stacked pickles and the storages after them (FORMATS.md
  * §3); pickles and storage counts are read through `win`. */
-static int read_legacy(ckpt_file *f, ckpt_view *win) {
-    torch_reader r = {0};
-    r.f = f;
-    r.legacy = 1;
-    r.budget = ckpt_zip_budget(&f->opts.limits, f->map_size);
+static int read_legacy(torch_reader *r, ckpt_view *win) {
+    ckpt_file *f = r->f;
+    r->legacy = 1;
+    r->budget = ckpt_zip_budget(&f->opts.limits, f->map_size);
     const uint8_t *p = f->map;
     size_t n = f->map_size, pos = 0, used;
     ckpt_value *v;
-    int rc = run_stacked(&r, win, &v, &used, p, n, pos, "magic", 0);
+    int rc = run_stacked(r, win, &v, &used, p, n, pos, "magic", 0);
     if (rc) {
         f->format = CKPT_FORMAT_PICKLE;
         return rc;
@@ -505,19 +516,19 @@ static int read_legacy(ckpt_file *f, ckpt_view *win) {
     }
     f->format = CKPT_FORMAT_TORCH_LEGACY;
     pos += used;
-    if ((rc = run_stacked(&r, win, &v, &used, p, n, pos, "protocol", 0))) return rc;
+    if ((rc = run_stacked(r, win, &v, &used, p, n, pos, "protocol", 0))) return rc;
     int64_t proto;
     if (ckpt_value_int(v, &proto) || proto != LEGACY_PROTOCOL)
         return ckpt_err(CKPT_E_FORMAT, f->path, "protocol", pos,
                         "legacy protocol version is not %d", LEGACY_PROTOCOL);
     pos += used;
-    if ((rc = run_stacked(&r, win, &v, &used, p, n, pos, "sys_info", 0))) return rc;
+    if ((rc = run_stacked(r, win, &v, &used, p, n, pos, "sys_info", 0))) return rc;
     pos += used;
-    if ((rc = run_stacked(&r, win, &f->root, &used, p, n, pos, "main pickle", 1))) return rc;
+    if ((rc = run_stacked(r, win, &f->root, &used, p, n, pos, "main pickle", 1))) return rc;
     pos += used;
     ckpt_value *keys;
     uint64_t keys_at = pos;
-    if ((rc = run_stacked(&r, win, &keys, &used, p, n, pos, "storage keys", 0))) return rc;
+    if ((rc = run_stacked(r, win, &keys, &used, p, n, pos, "storage keys", 0))) return rc;
     pos += used;
     if (keys->kind != CKPT_KIND_LIST)
         return ckpt_err(CKPT_E_FORMAT, f->path, "storage keys", keys_at,
@@ -530,12 +541,11 @@ static int read_legacy(ckpt_file *f, ckpt_view *win) {
             return ckpt_err(CKPT_E_FORMAT, f->path, "storage keys", keys_at,
                             "storage key %zu is not a str", i);
         const char *mem = ckpt_arena_printf(&f->arena, "storage %s", k->u.s.p);
-        slot *s = find_slot(&r, k->u.s.p);
+        ckpt_storage *st = find_storage(r, k->u.s.p);
         if (!mem) return ckpt_err(CKPT_E_NOMEM, f->path, NULL, pos, "out of memory");
-        if (!s || !s->key || s->st->base)
+        if (!st || st->base)
             return ckpt_err(CKPT_E_FORMAT, f->path, mem, pos,
                             "storage key is not a storage of the main pickle");
-        ckpt_storage *st = s->st;
         if (st->data) return ckpt_err(CKPT_E_FORMAT, f->path, mem, pos, "storage listed twice");
         uint64_t count, nbytes, end;
         if (n - pos < 8)
@@ -561,15 +571,15 @@ static int read_legacy(ckpt_file *f, ckpt_view *win) {
         pos = (size_t)end;
     }
     f->legacy_blobs_end = pos;
-    for (size_t i = 0; i < r.norder; i++) {
-        ckpt_storage *st = r.order[i];
+    for (size_t i = 0; i < r->norder; i++) {
+        ckpt_storage *st = r->order[i];
         if (st->base) continue;
         if (!st->data)
             return ckpt_err(CKPT_E_TRUNCATED, f->path, NULL, pos,
                             "storage %s of the main pickle has no data in the file", st->key);
     }
-    for (size_t i = 0; i < r.norder; i++) {
-        ckpt_storage *st = r.order[i];
+    for (size_t i = 0; i < r->norder; i++) {
+        ckpt_storage *st = r->order[i];
         if (!st->base) continue;
         uint64_t skip = st->base_elem_offset * ckpt_dtype_size(st->dtype);
         st->data = st->base->data + skip;
@@ -581,7 +591,9 @@ static int read_legacy(ckpt_file *f, ckpt_view *win) {
 
 int ckpt_torch_read_legacy(ckpt_file *f) {
     ckpt_view win = {0};
-    int rc = read_legacy(f, &win);
+    torch_reader r = {.f = f}; /* legacy keys are addresses: none dense */
+    int rc = read_legacy(&r, &win);
     ckpt_view_free(&win);
+    ckpt_strmap_free(&r.named);
     return rc;
 }

@@ -87,27 +87,47 @@ static int crc_mismatch(const ckpt_file *f, const ckpt_file *dcp, const ckpt_zip
                     "%s; the member holds tensor%s %s%s", msg, total == 1 ? "" : "s", names, more);
 }
 
+/* CRC-32 of the n bytes at p (a member's data, n < WINDOW) through view
+ * v: members smaller than a window share its preads (torch.save's
+ * storages of a few bytes each: one pread per window, not per member). */
+static int crc_small(const ckpt_source *src, ckpt_view *v, const uint8_t *p, size_t n,
+                     const char *member, uint32_t *crc) {
+    const uint8_t *at;
+    int rc = ckpt_source_view(src, v, p, n, WINDOW - n, member, &at);
+    if (rc == 0) *crc = libdeflate_crc32(*crc, at, n);
+    return rc;
+}
+
 static int verify_zip(ckpt_file *f, const ckpt_file *dcp, ckpt_verify_report *rep, uint8_t *buf) {
     ckpt_zip *z = f->zip;
     uint64_t budget = ckpt_zip_budget(&f->opts.limits, f->map_size);
-    for (size_t i = 0; i < z->count; i++) {
+    ckpt_view small = {0};
+    int rc = 0;
+    /* small members are read front to back through `small`: one hint for
+     * the file (large ones hint their own range in read_windows) */
+    ckpt_source_will_read(&f->source, f->map, f->map_size);
+    for (size_t i = 0; rc == 0 && i < z->count; i++) {
         const ckpt_zip_entry *e = &z->entries[i];
         const uint8_t *data;
         uint32_t crc = 0;
         /* a scratch arena per member keeps inflated copies from piling up */
         ckpt_arena scratch = {0};
-        int rc = ckpt_zip_read(z, e, &scratch, &budget, &data);
+        rc = ckpt_zip_read(z, e, &scratch, &budget, &data);
         /* stored members come from the file (pread), inflated ones from
          * the arena; on a mismatch, check_crc recomputes to report it */
-        if (rc == 0) rc = read_windows(&f->source, data, e->usize, e->name, buf, &crc);
+        if (rc == 0)
+            rc = e->usize < WINDOW
+                     ? crc_small(&f->source, &small, data, (size_t)e->usize, e->name, &crc)
+                     : read_windows(&f->source, data, e->usize, e->name, buf, &crc);
         if (rc == 0 && crc != e->crc32 && ckpt_zip_check_crc(z, e, data) == CKPT_E_CHECKSUM)
             rc = crc_mismatch(f, dcp, e);
         ckpt_arena_free(&scratch);
-        if (rc) return rc;
+        if (rc) break;
         rep->members++;
         rep->bytes += e->usize;
     }
-    return 0;
+    ckpt_view_free(&small);
+    return rc;
 }
 
 /* hashed[i] (may be NULL): storage i was read whole by verify_digests,

@@ -2,10 +2,10 @@
 #include "model/flatten.h"
 
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "base/error.h"
+#include "base/sort.h"
 #include "model/walk.h"
 
 typedef struct flat_entry {
@@ -88,9 +88,11 @@ static int cmp_entry(const void *a, const void *b) {
 }
 
 /* Sorts, keeps the last of equal names and converts to the output form
- * (in place: a ckpt_named_value is no larger than a flat_entry). */
+ * (in place: a ckpt_named_value is no larger than a flat_entry). Names
+ * come in the tree's order, most often a few sorted runs (ckpt_sort).
+ * NULL when out of memory. */
 static ckpt_named_value *sort_unique(flat_entry *e, size_t n, size_t *out_n) {
-    if (n) qsort(e, n, sizeof *e, cmp_entry);
+    if (ckpt_sort(e, n, sizeof *e, cmp_entry)) return NULL;
     size_t w = 0;
     for (size_t i = 0; i < n; i++) {
         if (w && strcmp(e[w - 1].name, e[i].name) == 0)
@@ -128,5 +130,10 @@ int ckpt_flatten(ckpt_flat *out, ckpt_arena *a, const ckpt_value *root, const ck
     if ((rc = ckpt_walk_run(&w, root))) return rc;
     out->tensors = sort_unique(fl.tensors, fl.nt, &out->ntensors);
     out->values = sort_unique(fl.values, fl.nv, &out->nvalues);
+    if (!out->tensors || !out->values) {
+        *out = (ckpt_flat){0};
+        return ckpt_err(CKPT_E_NOMEM, file, member, CKPT_NO_OFFSET,
+                        "out of memory to sort %zu names", fl.nt + fl.nv);
+    }
     return 0;
 }

@@ -1,0 +1,77 @@
+/* sort.c - a natural merge sort (see sort.h). */
+#include "base/sort.h"
+
+#include <stdint.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "ckpt.h"
+
+typedef int (*sort_cmp)(const void *, const void *);
+
+/* Merges the sorted ranges [a, a + na) and [b, b + nb) (elements of
+ * `size` bytes) into out, left first among equals (stable). */
+static void merge(unsigned char *out, const unsigned char *a, size_t na, const unsigned char *b,
+                  size_t nb, size_t size, sort_cmp cmp) {
+    /* two runs already in order (a run broken only by the pass limit) */
+    if (na && nb && cmp(a + (na - 1) * size, b) <= 0) {
+        memcpy(out, a, na * size);
+        memcpy(out + na * size, b, nb * size);
+        return;
+    }
+    while (na && nb) {
+        if (cmp(b, a) < 0) {
+            memcpy(out, b, size);
+            b += size;
+            nb--;
+        } else {
+            memcpy(out, a, size);
+            a += size;
+            na--;
+        }
+        out += size;
+    }
+    memcpy(out, a, na * size);
+    memcpy(out + na * size, b, nb * size);
+}
+
+int ckpt_sort(void *base, size_t n, size_t size, int (*cmp)(const void *, const void *)) {
+    unsigned char *v = base;
+    size_t runs = 0;
+    for (size_t i = 1; i < n; i++)
+        if (cmp(v + (i - 1) * size, v + i * size) > 0) runs++;
+    if (runs == 0) return 0; /* in order: the common case, no allocation */
+    runs++;
+    /* run starts, one slot more for the end; halved by every pass */
+    size_t *starts = ckpt_malloc((runs + 1) * sizeof *starts);
+    unsigned char *tmp = n <= SIZE_MAX / size ? ckpt_malloc(n * size) : NULL;
+    if (!starts || !tmp) {
+        ckpt_free(starts);
+        ckpt_free(tmp);
+        return CKPT_E_NOMEM;
+    }
+    size_t k = 0;
+    starts[k++] = 0;
+    for (size_t i = 1; i < n; i++)
+        if (cmp(v + (i - 1) * size, v + i * size) > 0) starts[k++] = i;
+    starts[k] = n;
+    unsigned char *src = v, *dst = tmp;
+    while (runs > 1) {
+        size_t out = 0;
+        for (size_t r = 0; r < runs; r += 2) {
+            size_t lo = starts[r], mid = starts[r + 1], hi = r + 2 <= runs ? starts[r + 2] : mid;
+            merge(dst + lo * size, src + lo * size, mid - lo, src + mid * size, hi - mid, size,
+                  cmp);
+            starts[out++] = lo;
+        }
+        starts[out] = n;
+        runs = out;
+        unsigned char *t = src;
+        src = dst;
+        dst = t;
+    }
+    if (src != v) memcpy(v, src, n * size);
+    ckpt_free(starts);
+    ckpt_free(tmp);
+    return 0;
+}

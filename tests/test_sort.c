@@ -1,0 +1,132 @@
+/* test_sort.c - ckpt_sort (natural merge sort) against qsort, and the
+ * decimal indices torch names its storages with. */
+#include <stdlib.h>
+
+#include "base/decimal.h"
+#include "base/sort.h"
+#include "ckpt.h"
+#include "harness.h"
+
+typedef struct item {
+    unsigned key, seq;
+} item;
+
+static int by_key(const void *pa, const void *pb) {
+    const item *x = pa, *y = pb;
+    return (x->key > y->key) - (x->key < y->key);
+}
+
+static int by_key_then_seq(const void *pa, const void *pb) {
+    const item *x = pa, *y = pb;
+    int c = by_key(pa, pb);
+    return c ? c : (x->seq > y->seq) - (x->seq < y->seq);
+}
+
+/* Sorts v[0..n) with ckpt_sort by key alone and checks it against qsort by
+ * (key, seq): equal keys keep their input order (stable). */
+static void check_sorted(item *v, size_t n) {
+    item *want = malloc((n ? n : 1) * sizeof *want);
+    if (!want) abort();
+    for (size_t i = 0; i < n; i++) v[i].seq = (unsigned)i;
+    memcpy(want, v, n * sizeof *v);
+    qsort(want, n, sizeof *want, by_key_then_seq);
+    CHECK_EQ_INT(ckpt_sort(v, n, sizeof *v, by_key), 0);
+    size_t bad = 0;
+    for (size_t i = 0; i < n; i++) bad += v[i].key != want[i].key || v[i].seq != want[i].seq;
+    CHECK_EQ_INT(bad, 0);
+    free(want);
+}
+
+TEST(sort_matches_qsort) {
+    enum { N = 5000 };
+    static item v[N];
+    /* empty, one, in order, reversed (N runs), torch's member names'
+     * shape (runs per digit count), random with many equal keys */
+    check_sorted(v, 0);
+    v[0].key = 7;
+    check_sorted(v, 1);
+    for (unsigned i = 0; i < N; i++) v[i].key = i;
+    check_sorted(v, N);
+    for (unsigned i = 0; i < N; i++) v[i].key = N - i;
+    check_sorted(v, N);
+    for (unsigned i = 0; i < N; i++) v[i].key = i < 10 ? i * 1000 : i < 100 ? i * 10 : i;
+    check_sorted(v, N);
+    srand(1);
+    for (size_t n = 2; n < 70; n++) {
+        for (size_t i = 0; i < n; i++) v[i].key = (unsigned)rand() % 8;
+        check_sorted(v, n);
+    }
+    for (unsigned i = 0; i < N; i++) v[i].key = (unsigned)rand() % 100;
+    check_sorted(v, N);
+}
+
+static size_t allocs_left;
+static void *failing_malloc(void *u, size_t n) {
+    (void)u;
+    if (allocs_left == 0) return NULL;
+    allocs_left--;
+    return malloc(n);
+}
+static void *plain_realloc(void *u, void *p, size_t n) {
+    (void)u;
+    return realloc(p, n);
+}
+static void plain_free(void *u, void *p) {
+    (void)u;
+    free(p);
+}
+
+TEST(sort_out_of_memory) {
+    item v[4] = {{3, 0}, {1, 1}, {2, 2}, {0, 3}}, in[4];
+    memcpy(in, v, sizeof v);
+    const ckpt_allocator failing = {failing_malloc, plain_realloc, plain_free, NULL};
+    ckpt_set_allocator(&failing);
+    for (size_t ok = 0; ok < 2; ok++) { /* the run starts, then the scratch copy */
+        allocs_left = ok;
+        CHECK_EQ_INT(ckpt_sort(v, 4, sizeof *v, by_key), CKPT_E_NOMEM);
+        CHECK(memcmp(v, in, sizeof v) == 0); /* unchanged */
+    }
+    /* an array in order needs no memory */
+    allocs_left = 0;
+    item sorted[3] = {{1, 0}, {2, 1}, {2, 2}};
+    CHECK_EQ_INT(ckpt_sort(sorted, 3, sizeof *sorted, by_key), 0);
+    ckpt_set_allocator(NULL);
+    CHECK_EQ_INT(ckpt_sort(v, 4, sizeof *v, by_key), 0);
+    CHECK_EQ_INT(v[0].key, 0);
+    CHECK_EQ_INT(v[3].key, 3);
+}
+
+static int index_of(const char *s, size_t limit) {
+    size_t out = 12345;
+    if (!ckpt_decimal_index(s, strlen(s), limit, &out)) return -1;
+    return (int)out;
+}
+
+TEST(decimal_index) {
+    CHECK_EQ_INT(index_of("0", 1), 0);
+    CHECK_EQ_INT(index_of("7", 100), 7);
+    CHECK_EQ_INT(index_of("99", 100), 99);
+    CHECK_EQ_INT(index_of("100", 100), -1); /* not below the limit */
+    CHECK_EQ_INT(index_of("0", 0), -1);
+    CHECK_EQ_INT(index_of("", 10), -1);
+    CHECK_EQ_INT(index_of("01", 10), -1); /* str(1) is "1" */
+    CHECK_EQ_INT(index_of("00", 10), -1);
+    CHECK_EQ_INT(index_of("-1", 10), -1);
+    CHECK_EQ_INT(index_of("+1", 10), -1);
+    CHECK_EQ_INT(index_of("1a", 10), -1);
+    CHECK_EQ_INT(index_of(" 1", 10), -1);
+    CHECK_EQ_INT(index_of("1000000", 1000001), 1000000);
+    /* no overflow near SIZE_MAX: 20 digits and more */
+    size_t out = 0;
+    CHECK_EQ_INT(ckpt_decimal_index("18446744073709551615", 20, SIZE_MAX, &out), 0);
+    CHECK_EQ_INT(ckpt_decimal_index("99999999999999999999999", 23, SIZE_MAX, &out), 0);
+    CHECK_EQ_INT(ckpt_decimal_index("18446744073709551614", 20, SIZE_MAX, &out),
+                 SIZE_MAX == UINT64_MAX);
+}
+
+int main(void) {
+    RUN(sort_matches_qsort);
+    RUN(sort_out_of_memory);
+    RUN(decimal_index);
+    return harness_end();
+}
