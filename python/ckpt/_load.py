@@ -233,6 +233,11 @@ def _read(path):
         if stat.S_ISREG(st.st_mode):
             if st.st_size == 0:
                 return None
+            # the mapping's faults read ahead with this open file's
+            # window: doubled, as safetensors' load_file asks for its own
+            # mapping (a cold file is then read in larger pieces)
+            if hasattr(os, "posix_fadvise"):
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_SEQUENTIAL)
             return mmap.mmap(fd, 0, access=mmap.ACCESS_COPY)
         try:
             with os.fdopen(os.dup(fd), "rb") as fh:
