@@ -147,6 +147,11 @@ class _Source:
         self.format = None
         # default: libckpt opens the path and reads tensor bytes with pread
         data = _read(self.path) if mmap else None
+        # the open and the scan touch the mapping at a few places (header,
+        # the file's tail): without read-ahead there, so a cold file is
+        # not read in windows around them; the tensors' pages read ahead
+        # as usual once they are touched (restored below)
+        _advise(data, "MADV_RANDOM")
         if data is not None:
             self.buf = data
             self.export = (ctypes.c_char * len(data)).from_buffer(data)
@@ -173,6 +178,7 @@ class _Source:
             if failed is not None:
                 raise failed
             self.format = lib.ckpt_file_format(self.handle)
+            _advise(data, "MADV_NORMAL")
             # content the scan could not examine but the reader could: a
             # corrupt file gets the reader's own error above instead
             if scan and not unsafe_ok and self.report.verdict == "unscannable":
@@ -218,6 +224,13 @@ def _weights_path(path):
         return text(lib.ckpt_file_path(h))
     finally:
         lib.ckpt_close(h)
+
+
+def _advise(data, advice):
+    """madvise(advice) on _read's mapping (not on a bytearray, nor where
+    the platform lacks it)."""
+    if isinstance(data, mmap.mmap) and hasattr(mmap, advice):
+        data.madvise(getattr(mmap, advice))
 
 
 def _read(path):
