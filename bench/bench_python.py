@@ -73,10 +73,12 @@ def touch_all(obj):
     total, stack = 0.0, [obj]
     while stack:
         o = stack.pop()
+        # in the file's order, the way first use (load_state_dict) walks
+        # it: popped from the end, so pushed reversed
         if isinstance(o, dict):
-            stack.extend(o.values())
+            stack.extend(reversed(list(o.values())))
         elif isinstance(o, (list, tuple)):
-            stack.extend(o)
+            stack.extend(reversed(o))
         elif isinstance(o, torch.Tensor) and o.numel():
             flat = o.reshape(-1)
             total += float(flat[::max(1, 4096 // flat.element_size())].sum())

@@ -147,6 +147,11 @@ class _Source:
         self.format = None
         # default: libckpt opens the path and reads tensor bytes with pread
         data = _read(self.path) if mmap else None
+        # the open and the scan touch the mapping at a few places (header,
+        # the file's tail): without read-ahead there, so a cold file is
+        # not read in windows around them; the tensors' pages read ahead
+        # as usual once they are touched (restored below)
+        _advise(data, "MADV_RANDOM")
         if data is not None:
             self.buf = data
             self.export = (ctypes.c_char * len(data)).from_buffer(data)
@@ -173,6 +178,7 @@ class _Source:
             if failed is not None:
                 raise failed
             self.format = lib.ckpt_file_format(self.handle)
+            _advise(data, "MADV_NORMAL")
             # content the scan could not examine but the reader could: a
             # corrupt file gets the reader's own error above instead
             if scan and not unsafe_ok and self.report.verdict == "unscannable":
@@ -220,6 +226,13 @@ def _weights_path(path):
         lib.ckpt_close(h)
 
 
+def _advise(data, advice):
+    """madvise(advice) on _read's mapping (not on a bytearray, nor where
+    the platform lacks it)."""
+    if isinstance(data, mmap.mmap) and hasattr(mmap, advice):
+        data.madvise(getattr(mmap, advice))
+
+
 def _read(path):
     """The file mapped copy-on-write, or its bytes in a bytearray when it
     cannot be mapped (pipes); None for an empty or unreadable file (then
@@ -233,6 +246,11 @@ def _read(path):
         if stat.S_ISREG(st.st_mode):
             if st.st_size == 0:
                 return None
+            # the mapping's faults read ahead with this open file's
+            # window: doubled, as safetensors' load_file asks for its own
+            # mapping (a cold file is then read in larger pieces)
+            if hasattr(os, "posix_fadvise"):
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_SEQUENTIAL)
             return mmap.mmap(fd, 0, access=mmap.ACCESS_COPY)
         try:
             with os.fdopen(os.dup(fd), "rb") as fh:
