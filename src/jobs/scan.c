@@ -920,6 +920,13 @@ static int scan_npy(scanner *sc, const region *rg, ckpt_view *v, int *seen) {
     return scan_region(sc, &sub);
 }
 
+/* Another reader failed with rc, which the caller reports as a finding:
+ * unless its read failed because the file shrank, which fails the scan
+ * (CKPT_E_TRUNCATED recorded, naming the file and where it ends now). */
+static int shrank(const scanner *sc, int rc) {
+    return rc && rc != CKPT_E_NOMEM ? ckpt_source_check_size(sc->src) : 0;
+}
+
 /* The offset of another reader's error as a finding offset: the readers
  * may name where a structure would have been, past the end. */
 static uint64_t in_file(uint64_t offset, size_t n) { return offset <= n ? offset : CKPT_NO_OFFSET; }
@@ -931,6 +938,8 @@ static const char *file_member(const scanner *sc) { return sc->shard ? sc->shard
 static int scan_safetensors(scanner *sc, const uint8_t *p, size_t n) {
     int rc = ckpt_safetensors_check(p, n, sc->src, sc->file, &sc->o.limits);
     if (rc == CKPT_E_NOMEM) return rc;
+    int bad = shrank(sc, rc);
+    if (bad) return bad;
     sc->content = 1;
     if (rc) {
         const ckpt_error *e = ckpt_error_last();
@@ -1014,6 +1023,8 @@ static int scan_member(scanner *sc, const ckpt_zip *z, const ckpt_zip_entry *e,
     } else if (e->method == 8 && !encrypted) {
         int rc = ckpt_zip_read(z, e, inflated, &sc->budget, &rg.p);
         if (rc == CKPT_E_NOMEM) return rc;
+        int bad = shrank(sc, rc);
+        if (bad) return bad;
         if (rc) {
             add_finding(sc, CKPT_SEVERITY_INFO, "unreadable-member", NULL, member, e->data_offset,
                         "deflated member cannot be examined: %s", ckpt_error_last()->message);
@@ -1049,7 +1060,9 @@ static int scan_member(scanner *sc, const ckpt_zip *z, const ckpt_zip_entry *e,
         return scan_npy(sc, &rg, mv, &seen);
     }
     /* Only for members scanned anyway: a storage's CRC is verify's job. */
-    if ((e->method == 8 || e->csize == e->usize) && ckpt_zip_check_crc(z, e, rg.p))
+    int crc = e->method == 8 || e->csize == e->usize ? ckpt_zip_check_crc(z, e, rg.p) : 0;
+    if ((rc = shrank(sc, crc))) return rc;
+    if (crc)
         add_finding(sc, CKPT_SEVERITY_INFO, "crc-mismatch", NULL, member, e->data_offset,
                     "CRC-32 differs from the central directory; torch does not "
                     "check it, so the content is scanned");
@@ -1101,6 +1114,8 @@ static int scan_zip_readings(scanner *sc, const uint8_t *p, size_t n, int zip_st
     int rc = ckpt_zip_open_reading(&z, &sc->scratch, p, n, sc->src, sc->file, &sc->o.limits,
                                    CKPT_ZIP_MINIZ);
     if (rc == CKPT_E_NOMEM) return rc;
+    int bad = shrank(sc, rc);
+    if (bad) return bad;
     /* the error record must survive the other reading */
     ckpt_error saved = *ckpt_error_last();
     char msg[MSG_CAP];
@@ -1113,6 +1128,7 @@ static int scan_zip_readings(scanner *sc, const uint8_t *p, size_t n, int zip_st
     int rc2 = ckpt_zip_open_reading(&y, &sc->scratch, p, n, sc->src, sc->file, &sc->o.limits,
                                     CKPT_ZIP_ZIPFILE);
     if (rc2 == CKPT_E_NOMEM) return rc2;
+    if ((bad = shrank(sc, rc2))) return bad;
     if (rc2 == 0) {
         /* Two readings: both are scanned, and a third reader may differ
          * again, so the file is not called safe. */
