@@ -188,7 +188,7 @@ static int write_legacy(const char *name, int n, uint32_t elems) {
 }
 
 /* A plain pickle {"blob": <bytes>, "n": 7} whose bytes outgrow the
- * reader's first window (1 MiB): it is read again in a larger one. */
+ * reader's first window (4 MiB): it is read again in a larger one. */
 static int write_raw_pickle(const char *name, size_t blob) {
     out o = {0};
     put(&o, "\x80\x03}(", 4);
@@ -224,7 +224,7 @@ static int make_layout(layout *l, int which) {
     case 3:
         l->name = "raw pickle";
         l->open = "raw.pkl";
-        return write_raw_pickle("raw.pkl", (size_t)3 << 20) || keep(l, "raw.pkl");
+        return write_raw_pickle("raw.pkl", (size_t)6 << 20) || keep(l, "raw.pkl");
     case 4: {
         l->name = "sharded index";
         l->open = "pytorch_model.bin.index.json";

@@ -106,17 +106,21 @@ void ckpt_source_will_read(const ckpt_source *src, const void *p, uint64_t n) {
                         POSIX_FADV_WILLNEED);
 }
 
-int ckpt_source_window(const ckpt_source *src, ckpt_view *v, const void *p, size_t n,
+int ckpt_source_window(const ckpt_source *src, ckpt_view *v, const void *p, size_t n, size_t first,
                        const char *member, ckpt_window_fn fn, void *ctx) {
     if (!ckpt_source_is_file(src, p, n)) return fn(ctx, p, n, 1);
-    size_t want = n < CKPT_SOURCE_WINDOW ? n : CKPT_SOURCE_WINDOW;
+    if (!first) first = CKPT_SOURCE_WINDOW;
+    size_t want = n < first ? n : first;
     for (;;) {
         const uint8_t *at;
         int rc = ckpt_source_view(src, v, p, want, 0, member, &at);
         if (rc) return rc;
         rc = fn(ctx, at, want, want == n);
         if (rc != CKPT_E_TRUNCATED || want == n) return rc;
-        want = n - want < 3 * want ? n : 4 * want;
+        if (n <= CKPT_SOURCE_WINDOW_ALL || n - want < 3 * want)
+            want = n;
+        else
+            want = 4 * want < CKPT_SOURCE_WINDOW_ALL ? CKPT_SOURCE_WINDOW_ALL : 4 * want;
     }
 }
 

@@ -60,8 +60,10 @@ int ckpt_source_view(const ckpt_source *src, ckpt_view *v, const void *p, size_t
 
 void ckpt_view_free(ckpt_view *v);
 
-/* The first window of ckpt_source_window. */
-#define CKPT_SOURCE_WINDOW ((size_t)1 << 20)
+/* The first window of ckpt_source_window, and the size up to which a
+ * stream that outgrows it is read whole at the next try. */
+#define CKPT_SOURCE_WINDOW ((size_t)4 << 20)
+#define CKPT_SOURCE_WINDOW_ALL ((size_t)64 << 20)
 
 /* A reader of a stream whose end is only known once it is parsed (a
  * pickle): called with the first len bytes of the stream at `at`; last: len
@@ -72,12 +74,17 @@ typedef int (*ckpt_window_fn)(void *ctx, const uint8_t *at, size_t len, int last
 
 /* Runs fn over the n bytes at p (addressed as ckpt_source_read addresses
  * them) read into v with pread, in a window that grows until fn is done
- * with it: CKPT_SOURCE_WINDOW bytes first, then four times more (all n at
- * last) while fn answers CKPT_E_TRUNCATED. At most 4/3 of the work of one
- * run over the stream's own bytes. Bytes that are memory are lent whole
- * (one call, last = 1). fn's answer, or the read's error
- * (ckpt_source_view). */
-int ckpt_source_window(const ckpt_source *src, ckpt_view *v, const void *p, size_t n,
+ * with it (fn answers other than CKPT_E_TRUNCATED, or was given all n):
+ * `first` bytes first (0: CKPT_SOURCE_WINDOW; a caller that expects the
+ * stream to fill n gives n); then all n when they are at most
+ * CKPT_SOURCE_WINDOW_ALL or less than four windows, else four times more
+ * (CKPT_SOURCE_WINDOW_ALL at least). So a stream up to 64 MiB costs at
+ * most one extra run over 4 MiB, a longer one at most about twice its
+ * work, and a short stream at the head of a large file (a legacy .pt's
+ * pickles before its storages) reads no more than the windows it needs.
+ * Bytes that are memory are lent whole (one call, last = 1). fn's answer,
+ * or the read's error (ckpt_source_view). */
+int ckpt_source_window(const ckpt_source *src, ckpt_view *v, const void *p, size_t n, size_t first,
                        const char *member, ckpt_window_fn fn, void *ctx);
 
 /* 0 when src's file is as long as when it was opened (or src reads no

@@ -476,7 +476,7 @@ static int run_stacked(torch_reader *r, ckpt_view *v, ckpt_value **out, size_t *
                        const uint8_t *p, size_t n, size_t pos, const char *member,
                        int with_storages) {
     stacked s = {r, out, consumed, pos, member, with_storages};
-    return ckpt_source_window(&r->f->source, v, p + pos, n - pos, member, run_window, &s);
+    return ckpt_source_window(&r->f->source, v, p + pos, n - pos, 0, member, run_window, &s);
 }
 
 /* Storage counts are 8 bytes before each storage's data: read through a

@@ -133,6 +133,8 @@ typedef struct scanner {
                                  a sharded index are; NULL for a buffer */
     const char *shard;  /* the shard file being scanned (report
                                  arena), or NULL for the file itself */
+    int legacy_head;    /* the file scanned starts with torch's legacy
+                                 magic (format/detect.h) */
     int dcp;            /* the file is a DCP directory's .metadata, or
                                  DCP_NO_METADATA (the directory lacks it) */
 } scanner;
@@ -786,8 +788,14 @@ static int scan_window(void *ctx, const uint8_t *at, size_t len, int last) {
  * CKPT_E_NOMEM or the read's error. */
 static int run_stream_at(stream_run *s, ckpt_view *v) {
     const region *rg = s->rg;
-    return ckpt_source_window(s->sc->src, v, rg->p + s->pos, rg->n - s->pos, rg->member,
-                              scan_window, s);
+    size_t rest = rg->n - s->pos;
+    /* a plain pickle file is one stream: read whole at once (up to
+     * CKPT_SOURCE_WINDOW_ALL) rather than parsed twice; a legacy file's
+     * pickles are short, before its storages */
+    size_t first =
+        rg->top && s->pos == 0 && !s->sc->legacy_head && rest <= CKPT_SOURCE_WINDOW_ALL ? rest : 0;
+    return ckpt_source_window(s->sc->src, v, rg->p + s->pos, rest, first, rg->member, scan_window,
+                              s);
 }
 
 /* Scans rg as back-to-back pickle streams. A stream that some loader
@@ -1204,7 +1212,8 @@ static int tar_window(void *ctx, const uint8_t *at, size_t len, int last) {
 static int tar_value(scanner *sc, const region *rg, size_t pos, int want_esize, int64_t *out) {
     tar_run t = {sc, rg, pos, want_esize, out, 1};
     ckpt_view v = {0};
-    int rc = ckpt_source_window(sc->src, &v, rg->p + pos, rg->n - pos, rg->member, tar_window, &t);
+    int rc =
+        ckpt_source_window(sc->src, &v, rg->p + pos, rg->n - pos, 0, rg->member, tar_window, &t);
     ckpt_view_free(&v);
     return rc ? rc : t.shape;
 }
@@ -1861,6 +1870,7 @@ static int scan_head(scanner *sc, const uint8_t *p, size_t n, const uint8_t *h, 
     ckpt_format fmt;
     int rc, seen;
     if ((rc = detect(sc, p, n, h, hn, &fmt))) return rc;
+    sc->legacy_head = fmt == CKPT_FORMAT_TORCH_LEGACY;
     if (!sc->shard && (sc->dcp || fmt == CKPT_FORMAT_DCP)) return scan_dcp(sc, p, n);
     if (n == 0) return 0;
     if (fmt == CKPT_FORMAT_SAFETENSORS_SHARDED) return scan_index(sc, p, n);
