@@ -394,6 +394,42 @@ TEST(scan_sharded_shrinking) { scan_layout(4, CKPT_VERDICT_SAFE); }
 TEST(scan_npy_shrinking) { scan_layout(6, CKPT_VERDICT_SAFE); }
 TEST(scan_dcp_dir_shrinking) { scan_layout(7, CKPT_VERDICT_SAFE); }
 
+/* A scan from a path reads a legacy file's pickles through a pread
+ * window that grows while a pickle runs past it; what the run cut short
+ * reported is undone: the findings are those of the scan from memory,
+ * repeat counts included (os.system twice, around 5 MiB of bytes that
+ * outgrow the first window; the run cut short saw the first one). */
+TEST(scan_window_regrowth_reports_once) {
+    out o = {0};
+    put(&o, "\x80\x02\x8a\x0a\x6c\xfc\x9c\x46\xf9\x20\x6a\xa8\x50\x19.", 15);
+    put(&o, "\x80\x02M\xe9\x03.", 6);
+    put(&o, "\x80\x02}.", 4);
+    put_str(&o, "\x80\x02(cos\nsystem\n");
+    size_t blob = (size_t)5 << 20;
+    put_str(&o, "B");
+    put_u32(&o, (uint32_t)blob);
+    for (size_t i = 0; i < blob; i++) put(&o, "x", 1);
+    put_str(&o, "cos\nsystem\nt.");
+    put(&o, "\x80\x02].", 4);
+    CHECK_EQ_INT(write_bytes("window.pt", o.p, o.n), 0);
+    ckpt_scan_report *file = NULL, *mem = NULL;
+    CHECK_EQ_INT(ckpt_scan(&file, in_dir("window.pt"), NULL), 0);
+    CHECK_EQ_INT(ckpt_scan_memory(&mem, o.p, o.n, in_dir("window.pt"), NULL), 0);
+    CHECK_EQ_INT((int)ckpt_scan_verdict(file), (int)CKPT_VERDICT_UNSAFE);
+    CHECK_EQ_INT((int)ckpt_scan_finding_count(file), (int)ckpt_scan_finding_count(mem));
+    int seen_twice = 0;
+    for (size_t i = 0; i < ckpt_scan_finding_count(file) && i < ckpt_scan_finding_count(mem); i++) {
+        const ckpt_finding *a = ckpt_scan_finding(file, i), *b = ckpt_scan_finding(mem, i);
+        CHECK(!strcmp(a->message, b->message) && a->offset == b->offset &&
+              !strcmp(a->kind, b->kind));
+        seen_twice += strstr(a->message, "os.system") && strstr(a->message, "seen 2 times");
+    }
+    CHECK_EQ_INT(seen_twice, 1);
+    ckpt_scan_report_free(file);
+    ckpt_scan_report_free(mem);
+    free(o.p);
+}
+
 /* The records open copies with pread (data.pkl) are charged to the
  * file's budget, the same from a path and from memory: a data.pkl larger
  * than max_inflate_bytes is CKPT_E_LIMIT naming it, never a bigger copy. */
@@ -439,6 +475,7 @@ int main(void) {
     RUN(scan_sharded_shrinking);
     RUN(scan_npy_shrinking);
     RUN(scan_dcp_dir_shrinking);
+    RUN(scan_window_regrowth_reports_once);
     RUN(records_within_budget);
     remove_dir();
     return harness_end();
