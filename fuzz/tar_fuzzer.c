@@ -12,7 +12,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     ckpt_arena a = {0};
     ckpt_tar t;
     (void)ckpt_tar_sniff(data, size);
-    if (ckpt_tar_read(&t, &a, data, size, 4096) == 0 && t.answer == CKPT_TAR_YES &&
+    if (ckpt_tar_read(&t, &a, data, size, NULL, 4096) == 0 && t.answer == CKPT_TAR_YES &&
         !t.listing_fails) {
         for (size_t i = 0; i < t.count; i++) {
             const ckpt_tar_member *m = &t.members[i];

@@ -1,11 +1,13 @@
 /* test_open_shrink.c - a file that shrinks while ckpt_open reads its
- * structure is an error, never SIGBUS (test_shrink.c covers the reads of
- * tensor bytes once a file is open).
+ * structure, or while ckpt_scan reads it, is an error, never SIGBUS
+ * (test_shrink.c covers the reads of tensor bytes once a file is open).
  *
  * Each layout (a torch zip of many small members, one of a few large
  * ones, a legacy stacked-pickle .pt, a raw pickle longer than the first
- * pickle window, a sharded pytorch_model.bin index, a DCP .metadata) is
- * opened and verified once intact, counting the preads; then again once
+ * pickle window, a sharded pytorch_model.bin index, a DCP .metadata; for
+ * the scan also an object .npy and a DCP directory with its data) is
+ * opened and verified (or scanned) once intact, counting the preads;
+ * then again once
  * for every N up to that count, with the source hook (base/source.h)
  * truncating the file being read right before its Nth pread:
  *   - odd N: to the offset about to be read. That read must fail, and the
@@ -13,10 +15,12 @@
  *   - even N: right after the range about to be read. That read succeeds;
  *     whatever is read later past the new end must fail the call with
  *     CKPT_E_TRUNCATED naming the file and an offset at or past the end
- *     (or nothing is, and the call succeeds).
+ *     (or nothing is, and the call succeeds; a scan then with the intact
+ *     verdict).
  * A read through the mapping past the new end (structure parsed from it
  * between two preads) would raise SIGBUS instead and end this binary,
  * failing the test. Deterministic: no second process, no timing. */
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,6 +56,7 @@ static void cut_hook(const ckpt_source *src, uint64_t off, size_t n) {
 typedef struct layout {
     const char *name;
     const char *open; /* relative to dir */
+    const char *scan; /* what ckpt_scan is given, when not `open` */
     int nfiles;
     const char *file[MAX_FILES];
     unsigned char *data[MAX_FILES];
@@ -183,7 +188,7 @@ static int write_legacy(const char *name, int n, uint32_t elems) {
 }
 
 /* A plain pickle {"blob": <bytes>, "n": 7} whose bytes outgrow the
- * reader's first window (1 MiB): it is read again in a larger one. */
+ * reader's first window (4 MiB): it is read again in a larger one. */
 static int write_raw_pickle(const char *name, size_t blob) {
     out o = {0};
     put(&o, "\x80\x03}(", 4);
@@ -219,7 +224,7 @@ static int make_layout(layout *l, int which) {
     case 3:
         l->name = "raw pickle";
         l->open = "raw.pkl";
-        return write_raw_pickle("raw.pkl", (size_t)3 << 20) || keep(l, "raw.pkl");
+        return write_raw_pickle("raw.pkl", (size_t)6 << 20) || keep(l, "raw.pkl");
     case 4: {
         l->name = "sharded index";
         l->open = "pytorch_model.bin.index.json";
@@ -229,6 +234,48 @@ static int make_layout(layout *l, int which) {
         return write_zip("a.bin", "a", 0, 2, 64) || write_zip("b.bin", "b", 2, 2, 64) ||
                write_bytes(l->open, index, sizeof index - 1) || keep(l, l->open) ||
                keep(l, "a.bin") || keep(l, "b.bin");
+    }
+    case 6: {
+        /* np.save of an object array: the pickle after the header is
+         * scanned (np.load(allow_pickle=True) runs it) */
+        l->name = "object npy";
+        l->open = "obj.npy";
+        static const char hdr[] = "{'descr': '|O', 'fortran_order': False, 'shape': (2,), }";
+        out o = {0};
+        put(&o, "\x93NUMPY\x01\x00", 8);
+        unsigned char len[2] = {118, 0};
+        put(&o, len, 2);
+        put_str(&o, hdr);
+        for (size_t i = sizeof hdr - 1; i < 117; i++) put_str(&o, " ");
+        put_str(&o, "\n");
+        put(&o, "\x80\x02](", 4);
+        put_unicode(&o, "a");
+        put_unicode(&o, "b");
+        put_str(&o, "e.");
+        int rc = write_bytes(l->open, o.p, o.n) || keep(l, l->open);
+        free(o.p);
+        return rc;
+    }
+    case 7: {
+        /* ckpt convert's DCP directory: .metadata and a data file */
+        l->name = "DCP directory";
+        l->open = "dcpw/.metadata";
+        l->scan = "dcpw";
+        ckpt_convert_options o = CKPT_CONVERT_OPTIONS_INIT;
+        o.format = CKPT_FORMAT_DCP;
+        int rc = write_zip("dcpsrc.pt", "w", 0, 20, 64) ||
+                 ckpt_convert(NULL, in_dir("dcpsrc.pt"), in_dir("dcpw"), &o);
+        DIR *d = rc ? NULL : opendir(in_dir("dcpw"));
+        static char names[MAX_FILES][300];
+        for (struct dirent *e; d && (e = readdir(d));) {
+            if (e->d_name[0] == '.' && strcmp(e->d_name, ".metadata")) continue;
+            if (l->nfiles == MAX_FILES) rc = -1;
+            if (rc) break;
+            snprintf(names[l->nfiles], sizeof names[0], "dcpw/%s", e->d_name);
+            rc = keep(l, names[l->nfiles]);
+        }
+        if (d) closedir(d);
+        return rc || l->nfiles < 2;
     }
     default: {
         l->name = "DCP metadata";
@@ -247,8 +294,21 @@ static int make_layout(layout *l, int which) {
 
 /* ------------------------------------------------------------ runs */
 
-/* Opens and verifies l's file; the first error. */
+/* 1: runs scan l's file instead of opening it */
+static int scan_mode;
+static ckpt_verdict verdict;      /* of the last scan that succeeded */
+static ckpt_verdict want_verdict; /* of the intact file */
+
+/* Opens and verifies l's file (or scans it); the first error. */
 static int run_once(const layout *l) {
+    if (scan_mode) {
+        ckpt_scan_report *r = NULL;
+        int rc = ckpt_scan(&r, in_dir(l->scan ? l->scan : l->open), NULL);
+        CHECK((rc == 0) == (r != NULL));
+        verdict = ckpt_scan_verdict(r);
+        ckpt_scan_report_free(r);
+        return rc;
+    }
     const char *path = in_dir(l->open);
     ckpt_file *f = NULL;
     int rc = ckpt_open(&f, path, NULL);
@@ -263,7 +323,7 @@ static int run_once(const layout *l) {
 
 /* Runs with the Nth read cut, for every N when there are few reads, else
  * the first 150 and 150 more spread over the rest. */
-static void cut_every_read(const layout *l, int intact) {
+static void cut_every_read(const layout *l, int intact, ckpt_verdict intact_verdict) {
     long total = reads, cuts = 0, failed = 0;
     for (long n = 1; n <= total; n += n < 150 || total <= 300 ? 1 : (total - 150) / 150 + 1) {
         int restored = restore(l) == 0;
@@ -281,6 +341,7 @@ static void cut_every_read(const layout *l, int intact) {
                        : rc == intact || (rc == CKPT_E_TRUNCATED && e->offset >= cut_size);
         if (rc == CKPT_E_TRUNCATED)
             ok = ok && !strcmp(e->file, cut_path) && strstr(e->message, "shrank");
+        if (rc == 0 && scan_mode) ok = ok && verdict == intact_verdict;
         if (!ok && failed++ < 3)
             fprintf(stderr, "  %s: cut %s to %llu at read %ld: rc %d (intact %d), %s at %llu: %s\n",
                     l->name, cut_path, (unsigned long long)cut_size, n, rc, intact, e->file,
@@ -298,10 +359,19 @@ static void run_layout(int which, int intact_rc) {
     reads = 0;
     int rc = run_once(&l);
     CHECK_EQ_INT(rc, intact_rc);
+    if (scan_mode) CHECK_EQ_INT((int)verdict, (int)want_verdict);
     /* every layout reads its structure with pread: detection at least */
     CHECK(reads >= 2);
-    cut_every_read(&l, rc);
+    cut_every_read(&l, rc, verdict);
     for (int i = 0; i < l.nfiles; i++) free(l.data[i]);
+}
+
+/* ckpt_scan of layout `which`: its intact verdict, then every cut. */
+static void scan_layout(int which, ckpt_verdict want) {
+    scan_mode = 1;
+    want_verdict = want;
+    run_layout(which, 0);
+    scan_mode = 0;
 }
 
 TEST(zip_dense_shrinking) { run_layout(0, 0); }
@@ -311,6 +381,54 @@ TEST(raw_pickle_shrinking) { run_layout(3, 0); }
 TEST(sharded_shrinking) { run_layout(4, 0); }
 /* its data files are absent: the intact open fails after the metadata */
 TEST(dcp_metadata_shrinking) { run_layout(5, CKPT_E_MISMATCH); }
+
+/* The same layouts scanned (ckpt_scan, which doctor runs): the verdict
+ * of the intact file, or CKPT_E_TRUNCATED naming the file that shrank and
+ * where it ends now, never SIGBUS. The scan reads far less than open:
+ * members it does not scan are only sniffed (first and last bytes). */
+TEST(scan_zip_dense_shrinking) { scan_layout(0, CKPT_VERDICT_SAFE); }
+TEST(scan_zip_sparse_shrinking) { scan_layout(1, CKPT_VERDICT_SAFE); }
+TEST(scan_legacy_shrinking) { scan_layout(2, CKPT_VERDICT_SAFE); }
+TEST(scan_raw_pickle_shrinking) { scan_layout(3, CKPT_VERDICT_SAFE); }
+TEST(scan_sharded_shrinking) { scan_layout(4, CKPT_VERDICT_SAFE); }
+TEST(scan_npy_shrinking) { scan_layout(6, CKPT_VERDICT_SAFE); }
+TEST(scan_dcp_dir_shrinking) { scan_layout(7, CKPT_VERDICT_SAFE); }
+
+/* A scan from a path reads a legacy file's pickles through a pread
+ * window that grows while a pickle runs past it; what the run cut short
+ * reported is undone: the findings are those of the scan from memory,
+ * repeat counts included (os.system twice, around 5 MiB of bytes that
+ * outgrow the first window; the run cut short saw the first one). */
+TEST(scan_window_regrowth_reports_once) {
+    out o = {0};
+    put(&o, "\x80\x02\x8a\x0a\x6c\xfc\x9c\x46\xf9\x20\x6a\xa8\x50\x19.", 15);
+    put(&o, "\x80\x02M\xe9\x03.", 6);
+    put(&o, "\x80\x02}.", 4);
+    put_str(&o, "\x80\x02(cos\nsystem\n");
+    size_t blob = (size_t)5 << 20;
+    put_str(&o, "B");
+    put_u32(&o, (uint32_t)blob);
+    for (size_t i = 0; i < blob; i++) put(&o, "x", 1);
+    put_str(&o, "cos\nsystem\nt.");
+    put(&o, "\x80\x02].", 4);
+    CHECK_EQ_INT(write_bytes("window.pt", o.p, o.n), 0);
+    ckpt_scan_report *file = NULL, *mem = NULL;
+    CHECK_EQ_INT(ckpt_scan(&file, in_dir("window.pt"), NULL), 0);
+    CHECK_EQ_INT(ckpt_scan_memory(&mem, o.p, o.n, in_dir("window.pt"), NULL), 0);
+    CHECK_EQ_INT((int)ckpt_scan_verdict(file), (int)CKPT_VERDICT_UNSAFE);
+    CHECK_EQ_INT((int)ckpt_scan_finding_count(file), (int)ckpt_scan_finding_count(mem));
+    int seen_twice = 0;
+    for (size_t i = 0; i < ckpt_scan_finding_count(file) && i < ckpt_scan_finding_count(mem); i++) {
+        const ckpt_finding *a = ckpt_scan_finding(file, i), *b = ckpt_scan_finding(mem, i);
+        CHECK(!strcmp(a->message, b->message) && a->offset == b->offset &&
+              !strcmp(a->kind, b->kind));
+        seen_twice += strstr(a->message, "os.system") && strstr(a->message, "seen 2 times");
+    }
+    CHECK_EQ_INT(seen_twice, 1);
+    ckpt_scan_report_free(file);
+    ckpt_scan_report_free(mem);
+    free(o.p);
+}
 
 /* The records open copies with pread (data.pkl) are charged to the
  * file's budget, the same from a path and from memory: a data.pkl larger
@@ -350,6 +468,14 @@ int main(void) {
     RUN(raw_pickle_shrinking);
     RUN(sharded_shrinking);
     RUN(dcp_metadata_shrinking);
+    RUN(scan_zip_dense_shrinking);
+    RUN(scan_zip_sparse_shrinking);
+    RUN(scan_legacy_shrinking);
+    RUN(scan_raw_pickle_shrinking);
+    RUN(scan_sharded_shrinking);
+    RUN(scan_npy_shrinking);
+    RUN(scan_dcp_dir_shrinking);
+    RUN(scan_window_regrowth_reports_once);
     RUN(records_within_budget);
     remove_dir();
     return harness_end();

@@ -41,7 +41,7 @@ TEST(v7_headers) {
     CHECK_EQ_INT(ckpt_tar_sniff(buf, n), CKPT_TAR_YES);
     ckpt_arena a = {0};
     ckpt_tar t;
-    CHECK_EQ_INT(ckpt_tar_read(&t, &a, buf, n, 100), 0);
+    CHECK_EQ_INT(ckpt_tar_read(&t, &a, buf, n, NULL, 100), 0);
     CHECK_EQ_INT(t.answer, CKPT_TAR_YES);
     CHECK_EQ_INT(t.count, 4);
     const ckpt_tar_member *m = ckpt_tar_find(&t, "pickle");
@@ -52,14 +52,14 @@ TEST(v7_headers) {
     /* a bad checksum in the first block: no tar at all */
     buf[0] ^= 1;
     CHECK_EQ_INT(ckpt_tar_sniff(buf, n), CKPT_TAR_NO);
-    CHECK_EQ_INT(ckpt_tar_read(&t, &a, buf, n, 100), 0);
+    CHECK_EQ_INT(ckpt_tar_read(&t, &a, buf, n, NULL, 100), 0);
     CHECK_EQ_INT(t.answer, CKPT_TAR_NO);
     buf[0] ^= 1;
     /* a signed-sum checksum is accepted too; a size past the end fails
      * the listing (ReadError: torch falls back to the pickle reader) */
     snprintf((char *)buf + 1024 + 124, 12, "%011o", 070000);
     fix_sum(1024);
-    CHECK_EQ_INT(ckpt_tar_read(&t, &a, buf, n, 100), 0);
+    CHECK_EQ_INT(ckpt_tar_read(&t, &a, buf, n, NULL, 100), 0);
     CHECK_EQ_INT(t.listing_fails, 1);
     CHECK_EQ_INT(t.at, 1024);
     ckpt_arena_free(&a);
@@ -70,10 +70,10 @@ TEST(unsure_forms) {
     ckpt_tar t;
     memset(buf, 0, sizeof buf);
     size_t n = member(0, "x", 1, 'x'); /* a PAX header */
-    CHECK_EQ_INT(ckpt_tar_read(&t, &a, buf, n + 1024, 100), 0);
+    CHECK_EQ_INT(ckpt_tar_read(&t, &a, buf, n + 1024, NULL, 100), 0);
     CHECK_EQ_INT(t.answer, CKPT_TAR_UNSURE);
     member(0, "x", 1, '2'); /* a symbolic link */
-    CHECK_EQ_INT(ckpt_tar_read(&t, &a, buf, n + 1024, 100), 0);
+    CHECK_EQ_INT(ckpt_tar_read(&t, &a, buf, n + 1024, NULL, 100), 0);
     CHECK_EQ_INT(t.answer, CKPT_TAR_UNSURE);
     member(0, "x", 1, '0');
     memcpy(buf + 124, "\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xfb", 12); /* size -5 */

@@ -84,10 +84,14 @@ CKPT_API int ckpt_scan_options_init(ckpt_scan_options *opts, unsigned version);
 
 /* Scans a file / a buffer. *out receives a report even for unsafe,
  * unscannable and non-checkpoint content (the verdict says which); the
- * return is 0 then. Errors: CKPT_E_IO (cannot read), CKPT_E_NOMEM,
- * CKPT_E_INVALID_ARG. Free with ckpt_scan_report_free (NULL-safe).
- * HAZARD: ckpt_scan parses a read-only mapping of the file (unlike
- * ckpt_open, file.h): the file must not shrink while it runs (SIGBUS). */
+ * return is 0 then. Errors: CKPT_E_IO (cannot read), CKPT_E_TRUNCATED
+ * (a file read, the one scanned or a shard or data file it names, shrank
+ * while being scanned: no report, the error names that file and where it
+ * ends now), CKPT_E_NOMEM, CKPT_E_INVALID_ARG. Free with
+ * ckpt_scan_report_free (NULL-safe). Files are read with pread, never
+ * through a mapping (a file that shrinks is that error, never SIGBUS):
+ * their pickles, zip directories and scanned members, headers and index
+ * text, not the tensor data, which is only sniffed. */
 CKPT_API int ckpt_scan(ckpt_scan_report **out, const char *path, const ckpt_scan_options *opts);
 CKPT_API int ckpt_scan_memory(ckpt_scan_report **out, const void *data, size_t size,
                               const char *name, const ckpt_scan_options *opts);

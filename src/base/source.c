@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "base/alloc.h"
@@ -103,4 +104,35 @@ void ckpt_source_will_read(const ckpt_source *src, const void *p, uint64_t n) {
     /* only the start: WILLNEED over gigabytes would queue it all at once */
     (void)posix_fadvise(src->fd, off, (off_t)(n < WILLNEED_MAX ? n : WILLNEED_MAX),
                         POSIX_FADV_WILLNEED);
+}
+
+int ckpt_source_window(const ckpt_source *src, ckpt_view *v, const void *p, size_t n, size_t first,
+                       const char *member, ckpt_window_fn fn, void *ctx) {
+    if (!ckpt_source_is_file(src, p, n)) return fn(ctx, p, n, 1);
+    if (!first) first = CKPT_SOURCE_WINDOW;
+    size_t want = n < first ? n : first;
+    for (;;) {
+        const uint8_t *at;
+        int rc = ckpt_source_view(src, v, p, want, 0, member, &at);
+        if (rc) return rc;
+        rc = fn(ctx, at, want, want == n);
+        if (rc != CKPT_E_TRUNCATED || want == n) return rc;
+        if (n <= CKPT_SOURCE_WINDOW_ALL || n - want < 3 * want)
+            want = n;
+        else
+            want = 4 * want < CKPT_SOURCE_WINDOW_ALL ? CKPT_SOURCE_WINDOW_ALL : 4 * want;
+    }
+}
+
+int ckpt_source_check_size(const ckpt_source *src) {
+    struct stat st;
+    if (!src || src->fd < 0) return 0;
+    if (fstat(src->fd, &st) != 0)
+        return ckpt_err(CKPT_E_IO, src->path, NULL, CKPT_NO_OFFSET, "cannot stat: %s",
+                        strerror(errno));
+    if ((uint64_t)st.st_size >= src->size) return 0;
+    return ckpt_err(CKPT_E_TRUNCATED, src->path, NULL, (uint64_t)st.st_size,
+                    "the file ends at offset %llu (it was %llu bytes when opened: it shrank "
+                    "while being read)",
+                    (unsigned long long)st.st_size, (unsigned long long)src->size);
 }

@@ -60,6 +60,40 @@ int ckpt_source_view(const ckpt_source *src, ckpt_view *v, const void *p, size_t
 
 void ckpt_view_free(ckpt_view *v);
 
+/* The first window of ckpt_source_window, and the size up to which a
+ * stream that outgrows it is read whole at the next try. */
+#define CKPT_SOURCE_WINDOW ((size_t)4 << 20)
+#define CKPT_SOURCE_WINDOW_ALL ((size_t)64 << 20)
+
+/* A reader of a stream whose end is only known once it is parsed (a
+ * pickle): called with the first len bytes of the stream at `at`; last: len
+ * is all of them. Returns CKPT_E_TRUNCATED, when not last, to be called
+ * again over more bytes (undoing what it did with these), else its
+ * answer. */
+typedef int (*ckpt_window_fn)(void *ctx, const uint8_t *at, size_t len, int last);
+
+/* Runs fn over the n bytes at p (addressed as ckpt_source_read addresses
+ * them) read into v with pread, in a window that grows until fn is done
+ * with it (fn answers other than CKPT_E_TRUNCATED, or was given all n):
+ * `first` bytes first (0: CKPT_SOURCE_WINDOW; a caller that expects the
+ * stream to fill n gives n); then all n when they are at most
+ * CKPT_SOURCE_WINDOW_ALL or less than four windows, else four times more
+ * (CKPT_SOURCE_WINDOW_ALL at least). So a stream up to 64 MiB costs at
+ * most one extra run over 4 MiB, a longer one at most about twice its
+ * work, and a short stream at the head of a large file (a legacy .pt's
+ * pickles before its storages) reads no more than the windows it needs.
+ * Bytes that are memory are lent whole (one call, last = 1). fn's answer,
+ * or the read's error (ckpt_source_view). */
+int ckpt_source_window(const ckpt_source *src, ckpt_view *v, const void *p, size_t n, size_t first,
+                       const char *member, ckpt_window_fn fn, void *ctx);
+
+/* 0 when src's file is as long as when it was opened (or src reads no
+ * file), else CKPT_E_TRUNCATED naming src->path and the offset where it
+ * ends now: for readers that answer from what they read, and must not
+ * answer from a file that shrank while they read it (CKPT_E_IO when it
+ * cannot be checked). */
+int ckpt_source_check_size(const ckpt_source *src);
+
 /* Fault injection for tests: when set, called before every pread with the
  * source and the range about to be read (tests truncate the file there,
  * or right after it, deterministically, between two windows of a job or

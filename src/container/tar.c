@@ -3,6 +3,8 @@
 
 #include <string.h>
 
+#include "ckpt.h"
+
 #define BLOCK 512u
 
 typedef enum { NUM_OK, NUM_INVALID, NUM_UNSURE } num_result;
@@ -161,16 +163,19 @@ static int add_member(ckpt_tar *t, ckpt_arena *a, size_t *cap, const uint8_t *h,
     return 0;
 }
 
-int ckpt_tar_read(ckpt_tar *t, ckpt_arena *a, const uint8_t *p, size_t n, uint64_t max_members) {
+int ckpt_tar_read(ckpt_tar *t, ckpt_arena *a, const uint8_t *p, size_t n, const ckpt_source *src,
+                  uint64_t max_members) {
     memset(t, 0, sizeof *t);
     size_t cap = 0;
     uint64_t off = 0;
+    uint8_t h[BLOCK];
     for (;;) {
         if (n - off < BLOCK) {      /* empty or truncated header */
             if (off == 0) return 0; /* ReadError: not a tar */
             break;
         }
-        const uint8_t *h = p + off;
+        int rc = ckpt_source_read(src, p + off, h, BLOCK, NULL);
+        if (rc) return rc;
         int64_t size = 0;
         const char *why = NULL;
         ckpt_tar_answer ok = header_ok(h, &size, &why);
@@ -186,7 +191,7 @@ int ckpt_tar_read(ckpt_tar *t, ckpt_arena *a, const uint8_t *p, size_t n, uint64
         if (strchr("1234", type) && type) return unsure(t, off, "a link or device member");
         if (max_members && t->count >= max_members)
             return unsure(t, off, "more members than max_zip_entries");
-        if (add_member(t, a, &cap, h, off, size)) return -1;
+        if (add_member(t, a, &cap, h, off, size)) return CKPT_E_NOMEM;
         uint64_t next = off + BLOCK;
         /* data of regular members and unknown types (not links, devices,
          * directories, FIFOs), rounded up to whole blocks */

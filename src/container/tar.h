@@ -24,6 +24,7 @@
 #define CKPT_TAR_H
 
 #include "base/alloc.h"
+#include "base/source.h"
 
 typedef enum ckpt_tar_answer {
     CKPT_TAR_NO,    /* tarfile.open raises ReadError: not a tar */
@@ -53,8 +54,12 @@ typedef struct ckpt_tar {
 } ckpt_tar;
 
 /* Reads the directory of p[0..n) (borrowed), at most max_members
- * members (more is UNSURE; 0: as many as n holds, 512 bytes each). Returns 0, or -1 when an allocation fails. */
-int ckpt_tar_read(ckpt_tar *t, ckpt_arena *a, const uint8_t *p, size_t n, uint64_t max_members);
+ * members (more is UNSURE; 0: as many as n holds, 512 bytes each). The
+ * headers are read through src (base/source.h; NULL for memory): with
+ * pread where p maps a file, one block each. Returns 0, CKPT_E_NOMEM, or
+ * the read's error (CKPT_E_TRUNCATED when the file shrank, CKPT_E_IO). */
+int ckpt_tar_read(ckpt_tar *t, ckpt_arena *a, const uint8_t *p, size_t n, const ckpt_source *src,
+                  uint64_t max_members);
 
 /* The first block alone: would tarfile.open take p for a tar? */
 ckpt_tar_answer ckpt_tar_sniff(const uint8_t *p, size_t n);

@@ -291,8 +291,11 @@ static void judge(ckpt_npy_header *h, const node *d) {
     }
 }
 
-int ckpt_npy_read_header(ckpt_npy_header *h, ckpt_arena *a, const uint8_t *p, size_t n,
-                         uint64_t max_header, uint32_t max_depth) {
+/* The magic, version and header length of p[0..n) (p holds at least
+ * min(n, 12) bytes): 0 when it is no .npy; 1 when *h is answered without
+ * the header; 2 when the header is p[*start, *start + *hlen). */
+static int preamble(ckpt_npy_header *h, const uint8_t *p, size_t n, uint64_t max_header,
+                    size_t *start, uint64_t *hlen) {
     memset(h, 0, sizeof *h);
     if (n < 8 || memcmp(p, "\x93NUMPY", 6) != 0) return 0;
     uint8_t major = p[6], minor = p[7];
@@ -302,26 +305,44 @@ int ckpt_npy_read_header(ckpt_npy_header *h, ckpt_arena *a, const uint8_t *p, si
         h->why = "a format version other than 1.0, 2.0 and 3.0";
         return 1;
     }
-    size_t start = major == 1 ? 10 : 12;
-    if (n < start) {
+    *start = major == 1 ? 10 : 12;
+    if (n < *start) {
         h->kind = CKPT_NPY_REFUSED;
         h->why = "the file ends inside the header length";
         return 1;
     }
-    uint64_t hlen = major == 1 ? (uint64_t)(p[8] | p[9] << 8)
-                               : (uint64_t)p[8] | (uint64_t)p[9] << 8 | (uint64_t)p[10] << 16 |
-                                     (uint64_t)p[11] << 24;
+    *hlen = major == 1 ? (uint64_t)(p[8] | p[9] << 8)
+                       : (uint64_t)p[8] | (uint64_t)p[9] << 8 | (uint64_t)p[10] << 16 |
+                             (uint64_t)p[11] << 24;
     h->at = 8;
-    if (hlen > n - start) {
+    if (*hlen > n - *start) {
         h->kind = CKPT_NPY_REFUSED;
         h->why = "the header runs past the end of the file";
         return 1;
     }
-    if (hlen > max_header) {
+    if (*hlen > max_header) {
         h->kind = CKPT_NPY_UNSURE;
         h->why = "a header longer than max_header_bytes";
         return 1;
     }
+    return 2;
+}
+
+size_t ckpt_npy_header_bytes(const uint8_t *p, size_t n, uint64_t max_header) {
+    ckpt_npy_header h;
+    size_t start = 0, least = n < 12 ? n : 12;
+    uint64_t hlen = 0;
+    if (preamble(&h, p, n, max_header, &start, &hlen) != 2) return least;
+    return start + (size_t)hlen > least ? start + (size_t)hlen : least;
+}
+
+int ckpt_npy_read_header(ckpt_npy_header *h, ckpt_arena *a, const uint8_t *p, size_t n,
+                         uint64_t max_header, uint32_t max_depth) {
+    size_t start = 0;
+    uint64_t hlen = 0;
+    int r = preamble(h, p, n, max_header, &start, &hlen);
+    if (r < 2) return r;
+    uint8_t major = p[6];
     h->data_offset = start + (size_t)hlen;
     parser q = {p, start, start + (size_t)hlen, a, 0, max_depth, major < 3, 0, 0, NULL};
     /* ast.literal_eval strips leading spaces and tabs; numpy 3.0 headers

@@ -39,9 +39,16 @@ typedef struct ckpt_npy_header {
 /* 0 when p[0..n) does not start with the .npy magic (np.load then takes
  * the file for a pickle or an .npz); else 1 and *h filled. Headers longer
  * than max_header bytes and literals nested deeper than max_depth are
- * UNSURE. The parsed literal lives in arena `a` (freed by the caller); -1
- * when an allocation fails. */
+ * UNSURE. Only the first ckpt_npy_header_bytes(p, n, max_header) bytes of
+ * p are read: p may hold just those, n being the input's size. The parsed
+ * literal lives in arena `a` (freed by the caller); -1 when an allocation
+ * fails. */
 int ckpt_npy_read_header(ckpt_npy_header *h, ckpt_arena *a, const uint8_t *p, size_t n,
                          uint64_t max_header, uint32_t max_depth);
+
+/* How many bytes of an input of n bytes ckpt_npy_read_header reads, from
+ * its first min(n, 12) at p: those, or the whole header when it is read
+ * (at most 12 + max_header). */
+size_t ckpt_npy_header_bytes(const uint8_t *p, size_t n, uint64_t max_header);
 
 #endif

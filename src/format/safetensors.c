@@ -809,7 +809,7 @@ static int read_file(ckpt_file *f, int build) {
 
 int ckpt_safetensors_read(ckpt_file *f) { return read_file(f, 1); }
 
-int ckpt_safetensors_check(const uint8_t *p, size_t n, const char *path,
+int ckpt_safetensors_check(const uint8_t *p, size_t n, const ckpt_source *src, const char *path,
                            const ckpt_limits *limits) {
     ckpt_file f;
     memset(&f, 0, sizeof f);
@@ -817,6 +817,7 @@ int ckpt_safetensors_check(const uint8_t *p, size_t n, const char *path,
     f.map = p;
     f.map_size = n;
     f.source.fd = -1;
+    if (src) f.source = *src;
     f.opts.limits = *limits;
     int rc = read_file(&f, 0);
     ckpt_arena_free(&f.arena);

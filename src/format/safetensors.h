@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/source.h"
 #include "ckpt.h"
 
 /* Records a jansson parse failure of `what` in `file` as CKPT_E_FORMAT and
@@ -15,9 +16,11 @@
  * token, relative to the parsed buffer; `base` makes it absolute. */
 int ckpt_json_fail(const json_error_t *err, const char *file, uint64_t base, const char *what);
 
-/* Checks a safetensors file in memory (p, n bytes) by every rule
+/* Checks a safetensors file (p, n bytes) by every rule
  * ckpt_safetensors_read applies, without building its tensors: the scan's
- * question. 0 or the error code, recorded as the reader records it. */
-int ckpt_safetensors_check(const uint8_t *p, size_t n, const char *path, const ckpt_limits *limits);
+ * question. Its header is read through src (base/source.h; NULL for
+ * memory). 0 or the error code, recorded as the reader records it. */
+int ckpt_safetensors_check(const uint8_t *p, size_t n, const ckpt_source *src, const char *path,
+                           const ckpt_limits *limits);
 
 #endif

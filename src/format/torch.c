@@ -461,30 +461,34 @@ static int read_u64le(const uint8_t *p, uint64_t *out) {
     return 0;
 }
 
-/* The first window a stacked pickle is read in; it grows fourfold
- * while the pickle runs past its end. */
-#define PICKLE_WINDOW ((size_t)1 << 20)
+/* run_pickle over one window of a stacked pickle (ckpt_source_window). */
+typedef struct stacked {
+    torch_reader *r;
+    ckpt_value **out;
+    size_t *consumed;
+    uint64_t pos;
+    const char *member;
+    int with_storages;
+} stacked;
+
+static int run_window(void *ctx, const uint8_t *at, size_t len, int last) {
+    stacked *s = ctx;
+    (void)last;
+    /* every run is charged to the budget, the ones cut short too */
+    return run_pickle(s->r, s->out, s->consumed, at, len, s->member, s->pos, s->with_storages);
+}
 
 /* run_pickle over the pickle at p[pos..n) of the file, read with pread
  * (never through the mapping: the file may shrink) in a window that
- * grows until the pickle ends inside it. The machine copies what it keeps
- * (reader mode), so the window is scratch; a run cut short by the
- * window's end is run again over a larger one, and only the last run
- * counts: the result is the run over the whole rest of the file. At most
- * 4/3 of the work of one run over the pickle's own bytes. */
+ * grows until the pickle ends inside it (ckpt_source_window). The machine
+ * copies what it keeps (reader mode), so the window is scratch and a run
+ * cut short leaves nothing behind: the result is the run over the whole
+ * rest of the file. */
 static int run_stacked(torch_reader *r, ckpt_view *v, ckpt_value **out, size_t *consumed,
                        const uint8_t *p, size_t n, size_t pos, const char *member,
                        int with_storages) {
-    size_t want = n - pos < PICKLE_WINDOW ? n - pos : PICKLE_WINDOW;
-    for (;;) {
-        const uint8_t *at;
-        int rc = ckpt_source_view(&r->f->source, v, p + pos, want, 0, member, &at);
-        if (rc) return rc;
-        /* every run is charged to the budget, the ones cut short too */
-        rc = run_pickle(r, out, consumed, at, want, member, pos, with_storages);
-        if (rc != CKPT_E_TRUNCATED || want == n - pos) return rc;
-        want = n - pos - want < 3 * want ? n - pos : 4 * want;
-    }
+    stacked s = {r, out, consumed, pos, member, with_storages};
+    return ckpt_source_window(&r->f->source, v, p + pos, n - pos, 0, member, run_window, &s);
 }
 
 /* Storage counts are 8 bytes before each storage's data: read through a

@@ -106,6 +106,9 @@ typedef struct index_set {
 typedef struct scanner {
     ckpt_scan_report *r;
     const char *file;
+    const ckpt_source *src; /* the file being read (base/source.h: bytes
+                               of its mapping are read with pread, never
+                               through it), or NULL for memory */
     ckpt_scan_options o;
     const char **allow; /* sorted copy of o.allow */
     ckpt_arena scratch; /* zip directory, policy tables */
@@ -130,6 +133,8 @@ typedef struct scanner {
                                  a sharded index are; NULL for a buffer */
     const char *shard;  /* the shard file being scanned (report
                                  arena), or NULL for the file itself */
+    int legacy_head;    /* the file scanned starts with torch's legacy
+                                 magic (format/detect.h) */
     int dcp;            /* the file is a DCP directory's .metadata, or
                                  DCP_NO_METADATA (the directory lacks it) */
 } scanner;
@@ -371,6 +376,55 @@ static void add_finding(scanner *sc, ckpt_severity sev, const char *kind, const 
     r->repeats[r->nfindings] = 0;
     *slot = ++r->nfindings;
     sc->fset.n++;
+}
+
+/* What a stream run over a window cut short did to the report, undone
+ * before it runs again over a larger one (scan_window): the findings it
+ * added and counted, the flags it set. Globals it interned stay: the
+ * longer run resolves them too. */
+typedef struct scan_mark {
+    size_t nfindings;
+    uint64_t *repeats; /* r->repeats[0..nfindings) */
+    uint64_t dropped;
+    int nomem, content, unscannable, unsafe, review;
+} scan_mark;
+
+static int mark_take(scanner *sc, scan_mark *m) {
+    ckpt_scan_report *r = sc->r;
+    *m = (scan_mark){r->nfindings,    NULL,       sc->dropped, sc->nomem, sc->content,
+                     sc->unscannable, sc->unsafe, sc->review};
+    if (!r->nfindings) return 0;
+    m->repeats = ckpt_malloc(r->nfindings * sizeof *m->repeats);
+    if (!m->repeats) return CKPT_E_NOMEM;
+    memcpy(m->repeats, r->repeats, r->nfindings * sizeof *m->repeats);
+    return 0;
+}
+
+static void mark_drop(scan_mark *m) {
+    ckpt_free(m->repeats);
+    m->repeats = NULL;
+}
+
+static void mark_undo(scanner *sc, scan_mark *m) {
+    ckpt_scan_report *r = sc->r;
+    r->nfindings = m->nfindings;
+    if (m->nfindings) memcpy(r->repeats, m->repeats, m->nfindings * sizeof *r->repeats);
+    sc->dropped = m->dropped;
+    sc->nomem = m->nomem;
+    sc->content = m->content;
+    sc->unscannable = m->unscannable;
+    sc->unsafe = m->unsafe;
+    sc->review = m->review;
+    /* the set of findings, without the ones dropped */
+    index_set *f = &sc->fset;
+    if (f->cap) memset(f->slot, 0, f->cap * sizeof *f->slot);
+    for (size_t i = 0; i < r->nfindings; i++) {
+        size_t j = (size_t)f_rehash(sc, i) & (f->cap - 1);
+        while (f->slot[j]) j = (j + 1) & (f->cap - 1);
+        f->slot[j] = i + 1;
+    }
+    f->n = r->nfindings;
+    mark_drop(m);
 }
 
 /* ------------------------------------------------------------ events */
@@ -680,6 +734,70 @@ static int certain_stop(const region *rg, size_t pos, int rc, const ckpt_error *
     return !ckpt_pickle_is_opcode(op);
 }
 
+/* One stream of a region from its byte `pos`, run over a window of the
+ * region's bytes (ckpt_source_window: a file's are read with pread, in a
+ * window that grows while the stream runs past its end; what a run cut
+ * short reported is undone). */
+typedef struct stream_run {
+    scanner *sc;
+    const region *rg;
+    size_t pos;
+    int quiet_first; /* a quiet run first: content only sniffed */
+    int need_start;  /* run only what starts like a stream */
+    /* what the last run gave */
+    int starts;  /* the bytes start like a stream */
+    int rc;      /* run_stream's code */
+    int proto;   /* they start with PROTO */
+    int certain; /* certain_stop, when rc is an error */
+    int magic;
+    size_t used, frame_rest;
+    uint64_t events;
+} stream_run;
+
+static int scan_window(void *ctx, const uint8_t *at, size_t len, int last) {
+    stream_run *s = ctx;
+    scanner *sc = s->sc;
+    region w = *s->rg;
+    w.p = at;
+    w.n = len;
+    w.base = s->rg->base + s->pos;
+    s->starts = ckpt_scan_pickle_start(at, len);
+    if (s->need_start && !s->starts) return 0;
+    scan_mark m = {0};
+    if (!last && mark_take(sc, &m)) return CKPT_E_NOMEM;
+    s->used = s->frame_rest = 0;
+    s->events = 0;
+    s->magic = 0;
+    int rc = 0;
+    if (s->quiet_first)
+        rc = run_stream(sc, &w, 0, 1, &s->used, &s->frame_rest, &s->events, &s->magic);
+    if (rc == 0) rc = run_stream(sc, &w, 0, 0, &s->used, &s->frame_rest, &s->events, &s->magic);
+    if (!last && rc == CKPT_E_TRUNCATED) {
+        mark_undo(sc, &m);
+        return rc; /* again over more bytes */
+    }
+    if (!last) mark_drop(&m);
+    if (rc == CKPT_E_NOMEM) return rc;
+    s->rc = rc;
+    s->proto = len >= 2 && at[0] == 0x80;
+    s->certain = rc && certain_stop(&w, 0, rc, ckpt_error_last());
+    return 0;
+}
+
+/* The stream at rg's byte pos through scan_window; v: the window. 0, or
+ * CKPT_E_NOMEM or the read's error. */
+static int run_stream_at(stream_run *s, ckpt_view *v) {
+    const region *rg = s->rg;
+    size_t rest = rg->n - s->pos;
+    /* a plain pickle file is one stream: read whole at once (up to
+     * CKPT_SOURCE_WINDOW_ALL) rather than parsed twice; a legacy file's
+     * pickles are short, before its storages */
+    size_t first =
+        rg->top && s->pos == 0 && !s->sc->legacy_head && rest <= CKPT_SOURCE_WINDOW_ALL ? rest : 0;
+    return ckpt_source_window(s->sc->src, v, rg->p + s->pos, rest, first, rg->member, scan_window,
+                              s);
+}
+
 /* Scans rg as back-to-back pickle streams. A stream that some loader
  * unpickles (the first one of a file, a named or .npy member; each of a
  * legacy file's five) and that does not parse to its STOP makes the file
@@ -691,7 +809,8 @@ static int certain_stop(const region *rg, size_t pos, int rc, const ckpt_error *
  * (certain_stop): a PNG, a text file. */
 static int scan_region(scanner *sc, const region *rg) {
     size_t pos = 0, streams = 0;
-    int legacy = 0;
+    int legacy = 0, rc = 0;
+    ckpt_view v = {0};
     while (pos < rg->n) {
         if (legacy && streams == LEGACY_STREAMS) break; /* storage blobs */
         int loaded = legacy || (streams == 0 && !rg->sniffed && !rg->depth);
@@ -700,38 +819,35 @@ static int scan_region(scanner *sc, const region *rg) {
             add_finding(sc, CKPT_SEVERITY_INFO, "trailing-bytes", NULL, rg->member, at,
                         "bytes after the pickle's STOP; scanned as another "
                         "stream where they parse as one");
-        if (!loaded && streams > 0 && !ckpt_scan_pickle_start(rg->p + pos, rg->n - pos)) break;
-        size_t used = 0, frame_rest = 0;
-        uint64_t events = 0;
-        int magic = 0, rc = 0;
         /* content taken for a pickle by its shape (a zip member no loader
          * unpickles by name) is one only if it parses to STOP: storage
          * bytes that start like a pickle raise nothing */
-        if (rg->sniffed && !rg->depth && streams == 0)
-            rc = run_stream(sc, rg, pos, 1, &used, &frame_rest, &events, &magic);
-        if (rc == 0) rc = run_stream(sc, rg, pos, 0, &used, &frame_rest, &events, &magic);
-        if (rc == CKPT_E_NOMEM) return rc;
-        if (rc == 0) {
+        stream_run s = {.sc = sc,
+                        .rg = rg,
+                        .pos = pos,
+                        .quiet_first = rg->sniffed && !rg->depth && streams == 0,
+                        .need_start = !loaded && streams > 0};
+        if ((rc = run_stream_at(&s, &v))) break;
+        if (s.need_start && !s.starts) break;
+        if (s.rc == 0) {
             sc->content = 1;
-            if (streams == 0 && rg->top && magic) legacy = 1;
+            if (streams == 0 && rg->top && s.magic) legacy = 1;
             streams++;
-            pos += used;
-            if (legacy && streams < LEGACY_STREAMS && frame_rest) {
+            pos += s.used;
+            if (legacy && streams < LEGACY_STREAMS && s.frame_rest) {
                 add_finding(sc, CKPT_SEVERITY_INFO, "parse-error", NULL, rg->member,
                             where(rg, rg->base + pos),
                             "legacy pickle %zu ends inside a FRAME with %zu bytes after "
                             "its STOP: the next one starts here for a buffered file and "
                             "after the frame for io.BytesIO",
-                            streams, frame_rest);
+                            streams, s.frame_rest);
                 sc->unscannable = 1;
                 break;
             }
             continue;
         }
         const ckpt_error *e = ckpt_error_last();
-        int proto = rg->n - pos >= 2 && rg->p[pos] == 0x80;
-        if (events == 0 &&
-            (!loaded || (rg->top && streams == 0 && !proto && certain_stop(rg, pos, rc, e)))) {
+        if (s.events == 0 && (!loaded || (rg->top && streams == 0 && !s.proto && s.certain))) {
             /* junk after a stream, content that only looked like a pickle */
             if (streams == 0 && !rg->depth && rg->sniffed && rg->member[0])
                 add_finding(sc, CKPT_SEVERITY_INFO, "not-a-pickle", NULL, rg->member,
@@ -749,24 +865,35 @@ static int scan_region(scanner *sc, const region *rg) {
             add_finding(sc, CKPT_SEVERITY_INFO, "parse-error", NULL, rg->member,
                         where(rg, e->offset),
                         "pickle stream cannot be parsed past this point (%s): %s",
-                        ckpt_error_name(rc), e->message);
+                        ckpt_error_name(s.rc), e->message);
             sc->unscannable = 1;
         }
         break;
     }
-    return 0;
+    ckpt_view_free(&v);
+    return rc;
 }
 
 /* ------------------------------------------------------------ containers */
 
 /* An .npy file or member: np.load reads its header as numpy.lib.format
  * does (format/npy.h) and, for an object dtype, unpickles the data after
- * it. rg is the whole npy; *seen = 0 if rg is no npy at all. */
-static int scan_npy(scanner *sc, const region *rg, int *seen) {
+ * it. rg is the whole npy, whose header is read into v (with pread when
+ * it is a file's; v may hold its first bytes already); *seen = 0 if rg is
+ * no npy at all. */
+static int scan_npy(scanner *sc, const region *rg, ckpt_view *v, int *seen) {
     ckpt_npy_header h;
     ckpt_arena work = {0};
-    int r = ckpt_npy_read_header(&h, &work, rg->p, rg->n, sc->o.limits.max_header_bytes,
-                                 sc->o.limits.max_depth);
+    const uint8_t *b;
+    uint64_t max = sc->o.limits.max_header_bytes;
+    *seen = 0;
+    /* the preamble, with what a usual header takes after it */
+    int rc = ckpt_source_view(sc->src, v, rg->p, rg->n < 12 ? rg->n : 12, 244, rg->member, &b);
+    if (rc == 0)
+        rc = ckpt_source_view(sc->src, v, rg->p, ckpt_npy_header_bytes(b, rg->n, max), 0,
+                              rg->member, &b);
+    if (rc) return rc;
+    int r = ckpt_npy_read_header(&h, &work, b, rg->n, max, sc->o.limits.max_depth);
     ckpt_arena_free(&work);
     if (r < 0) return CKPT_E_NOMEM;
     *seen = r;
@@ -801,6 +928,13 @@ static int scan_npy(scanner *sc, const region *rg, int *seen) {
     return scan_region(sc, &sub);
 }
 
+/* Another reader failed with rc, which the caller reports as a finding:
+ * unless its read failed because the file shrank, which fails the scan
+ * (CKPT_E_TRUNCATED recorded, naming the file and where it ends now). */
+static int shrank(const scanner *sc, int rc) {
+    return rc && rc != CKPT_E_NOMEM ? ckpt_source_check_size(sc->src) : 0;
+}
+
 /* The offset of another reader's error as a finding offset: the readers
  * may name where a structure would have been, past the end. */
 static uint64_t in_file(uint64_t offset, size_t n) { return offset <= n ? offset : CKPT_NO_OFFSET; }
@@ -810,8 +944,10 @@ static uint64_t in_file(uint64_t offset, size_t n) { return offset <= n ? offset
 static const char *file_member(const scanner *sc) { return sc->shard ? sc->shard : ""; }
 
 static int scan_safetensors(scanner *sc, const uint8_t *p, size_t n) {
-    int rc = ckpt_safetensors_check(p, n, sc->file, &sc->o.limits);
+    int rc = ckpt_safetensors_check(p, n, sc->src, sc->file, &sc->o.limits);
     if (rc == CKPT_E_NOMEM) return rc;
+    int bad = shrank(sc, rc);
+    if (bad) return bad;
     sc->content = 1;
     if (rc) {
         const ckpt_error *e = ckpt_error_last();
@@ -839,10 +975,16 @@ static int torchscript_marker(const ckpt_zip_entry *e) {
     return strcmp(rest, "constants.pkl") == 0 || strncmp(rest, "code/", 5) == 0;
 }
 
+/* Stored members up to this size are read whole with one pread; of
+ * larger ones, only what the scan looks at (their first and last bytes
+ * unless they are scanned). */
+#define MEMBER_WHOLE ((uint64_t)4096)
+
 /* One member: read it the way torch would (flags ignored), then scan it
- * if it is named or shaped like a pickle. */
+ * if it is named or shaped like a pickle. Its bytes, when they are a
+ * file's, are read into mv. */
 static int scan_member(scanner *sc, const ckpt_zip *z, const ckpt_zip_entry *e,
-                       ckpt_arena *inflated) {
+                       ckpt_arena *inflated, ckpt_view *mv) {
     const char *member = sc->shard ? ckpt_arena_printf(&sc->r->arena, "%s:%s", sc->shard, e->name)
                                    : ckpt_arena_strdup(&sc->r->arena, e->name);
     if (!member) return CKPT_E_NOMEM;
@@ -867,6 +1009,10 @@ static int scan_member(scanner *sc, const ckpt_zip *z, const ckpt_zip_entry *e,
         rg.p = z->buf + e->data_offset;
         rg.n = (size_t)e->csize;
         rg.base = e->data_offset;
+        int rc = e->csize <= MEMBER_WHOLE
+                     ? ckpt_source_view(sc->src, mv, rg.p, rg.n, 0, member, &rg.p)
+                     : 0;
+        if (rc) return rc;
         if (e->csize != e->usize)
             add_finding(sc, CKPT_SEVERITY_INFO, "size-mismatch", NULL, member, e->data_offset,
                         "stored member declares %llu compressed and %llu "
@@ -885,6 +1031,8 @@ static int scan_member(scanner *sc, const ckpt_zip *z, const ckpt_zip_entry *e,
     } else if (e->method == 8 && !encrypted) {
         int rc = ckpt_zip_read(z, e, inflated, &sc->budget, &rg.p);
         if (rc == CKPT_E_NOMEM) return rc;
+        int bad = shrank(sc, rc);
+        if (bad) return bad;
         if (rc) {
             add_finding(sc, CKPT_SEVERITY_INFO, "unreadable-member", NULL, member, e->data_offset,
                         "deflated member cannot be examined: %s", ckpt_error_last()->message);
@@ -907,7 +1055,8 @@ static int scan_member(scanner *sc, const ckpt_zip *z, const ckpt_zip_entry *e,
         sc->unscannable = 1;
         return 0;
     }
-    int shape = ckpt_scan_pickle_shape(rg.p, rg.n);
+    int shape, rc = ckpt_scan_pickle_shape_at(sc->src, mv, rg.p, rg.n, &shape);
+    if (rc) return rc;
     if (encrypted && !shape) {
         add_finding(sc, CKPT_SEVERITY_INFO, "encrypted", NULL, member, e->data_offset,
                     "encrypted member: its content cannot be read as a pickle");
@@ -916,10 +1065,12 @@ static int scan_member(scanner *sc, const ckpt_zip *z, const ckpt_zip_entry *e,
     }
     if (!named && !shape) {
         int seen;
-        return scan_npy(sc, &rg, &seen);
+        return scan_npy(sc, &rg, mv, &seen);
     }
     /* Only for members scanned anyway: a storage's CRC is verify's job. */
-    if ((e->method == 8 || e->csize == e->usize) && ckpt_zip_check_crc(z, e, rg.p))
+    int crc = e->method == 8 || e->csize == e->usize ? ckpt_zip_check_crc(z, e, rg.p) : 0;
+    if ((rc = shrank(sc, crc))) return rc;
+    if (crc)
         add_finding(sc, CKPT_SEVERITY_INFO, "crc-mismatch", NULL, member, e->data_offset,
                     "CRC-32 differs from the central directory; torch does not "
                     "check it, so the content is scanned");
@@ -946,12 +1097,15 @@ static int scan_zip(scanner *sc, const ckpt_zip *z) {
         break;
     }
     int had_content = sc->content, was_unscannable = sc->unscannable;
-    for (size_t i = 0; i < z->count; i++) {
+    ckpt_view mv = {0};
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < z->count; i++) {
         ckpt_arena inflated = {0};
-        int rc = scan_member(sc, z, &z->entries[i], &inflated);
+        rc = scan_member(sc, z, &z->entries[i], &inflated, &mv);
         ckpt_arena_free(&inflated);
-        if (rc) return rc;
     }
+    ckpt_view_free(&mv);
+    if (rc) return rc;
     if (!had_content && !sc->content && !was_unscannable && !sc->unscannable)
         add_finding(sc, CKPT_SEVERITY_INFO, "no-pickle", NULL, file_member(sc), 0,
                     "zip archive without any pickle member");
@@ -960,14 +1114,16 @@ static int scan_zip(scanner *sc, const ckpt_zip *z) {
 
 /* Scans the members of miniz's reading of p (torch) and, where Python's
  * zipfile reads another directory, of that one too. *seen: some reading
- * succeeded. A file that starts as an archive and that neither reads is
- * reported (the caller calls it unscannable). */
-static int scan_zip_readings(scanner *sc, const uint8_t *p, size_t n, int *seen) {
+ * succeeded. A file that starts as an archive (zip_start) and that
+ * neither reads is reported (the caller calls it unscannable). */
+static int scan_zip_readings(scanner *sc, const uint8_t *p, size_t n, int zip_start, int *seen) {
     ckpt_zip z, y;
     *seen = 0;
-    int rc = ckpt_zip_open_reading(&z, &sc->scratch, p, n, NULL, sc->file, &sc->o.limits,
+    int rc = ckpt_zip_open_reading(&z, &sc->scratch, p, n, sc->src, sc->file, &sc->o.limits,
                                    CKPT_ZIP_MINIZ);
     if (rc == CKPT_E_NOMEM) return rc;
+    int bad = shrank(sc, rc);
+    if (bad) return bad;
     /* the error record must survive the other reading */
     ckpt_error saved = *ckpt_error_last();
     char msg[MSG_CAP];
@@ -977,9 +1133,10 @@ static int scan_zip_readings(scanner *sc, const uint8_t *p, size_t n, int *seen)
         if ((rc = scan_zip(sc, &z))) return rc;
     }
     if (*seen && !z.readings_differ) return 0;
-    int rc2 = ckpt_zip_open_reading(&y, &sc->scratch, p, n, NULL, sc->file, &sc->o.limits,
+    int rc2 = ckpt_zip_open_reading(&y, &sc->scratch, p, n, sc->src, sc->file, &sc->o.limits,
                                     CKPT_ZIP_ZIPFILE);
     if (rc2 == CKPT_E_NOMEM) return rc2;
+    if ((bad = shrank(sc, rc2))) return bad;
     if (rc2 == 0) {
         /* Two readings: both are scanned, and a third reader may differ
          * again, so the file is not called safe. */
@@ -1000,7 +1157,7 @@ static int scan_zip_readings(scanner *sc, const uint8_t *p, size_t n, int *seen)
         *seen = 1;
         return scan_zip(sc, &y);
     }
-    if (!*seen && n >= 4 && memcmp(p, "PK\3\4", 4) == 0)
+    if (!*seen && zip_start)
         add_finding(sc, CKPT_SEVERITY_INFO, "zip-error", NULL, file_member(sc),
                     in_file(saved.offset, n), "zip archive cannot be read: %s", msg);
     return 0;
@@ -1011,33 +1168,54 @@ static int scan_zip_readings(scanner *sc, const uint8_t *p, size_t n, int *seen)
 /* What one pickle of a legacy tar member gives torch (read in full mode,
  * which builds values but runs nothing): an int, or the element size of
  * the storage class that the third item of a (key, location, type) tuple
- * names. -1 when the stream is not of that shape. */
-static int tar_value(scanner *sc, const region *rg, size_t pos, int want_esize, int64_t *out) {
+ * names. */
+typedef struct tar_run {
+    scanner *sc;
+    const region *rg;
+    size_t pos;
+    int want_esize;
+    int64_t *out;
+    int shape; /* 0, or 1 when the stream is not of that shape */
+} tar_run;
+
+static int tar_window(void *ctx, const uint8_t *at, size_t len, int last) {
+    tar_run *t = ctx;
+    scanner *sc = t->sc;
     ckpt_arena work = {0};
     pk_options o = {0};
     o.file = sc->file;
-    o.member = rg->member;
-    o.base_offset = rg->base + pos;
+    o.member = t->rg->member;
+    o.base_offset = t->rg->base + t->pos;
     o.limits = &sc->o.limits;
     o.arena = &work;
     o.budget = &sc->budget;
     ckpt_value *v = NULL;
     size_t used;
-    int rc = ckpt_pickle_run(&v, &used, rg->p + pos, rg->n - pos, &o);
-    int ok = -1;
-    if (rc == CKPT_E_NOMEM) {
-        ok = CKPT_E_NOMEM;
-    } else if (rc == 0 && !want_esize) {
-        ok = ckpt_value_int(v, out) == 0 ? 0 : -1;
+    int rc = ckpt_pickle_run(&v, &used, at, len, &o);
+    t->shape = 1;
+    if (rc == 0 && !t->want_esize) {
+        t->shape = ckpt_value_int(v, t->out) == 0 ? 0 : 1;
     } else if (rc == 0 && v->kind == CKPT_KIND_TUPLE && v->u.seq.n == 3 &&
                v->u.seq.items[2]->kind == CKPT_KIND_GLOBAL_) {
         unsigned esz =
             ckpt_dtype_size(ckpt_dtype_from_storage_class(v->u.seq.items[2]->u.global.name));
-        *out = esz;
-        ok = esz ? 0 : -1;
+        *t->out = esz;
+        t->shape = esz ? 0 : 1;
     }
     ckpt_arena_free(&work);
-    return ok;
+    if (rc == CKPT_E_NOMEM || (rc == CKPT_E_TRUNCATED && !last)) return rc;
+    return 0;
+}
+
+/* 0 with *out, 1 when the stream at rg's `pos` is not of that shape, or
+ * CKPT_E_NOMEM or the read's error. */
+static int tar_value(scanner *sc, const region *rg, size_t pos, int want_esize, int64_t *out) {
+    tar_run t = {sc, rg, pos, want_esize, out, 1};
+    ckpt_view v = {0};
+    int rc =
+        ckpt_source_window(sc->src, &v, rg->p + pos, rg->n - pos, 0, rg->member, tar_window, &t);
+    ckpt_view_free(&v);
+    return rc ? rc : t.shape;
 }
 
 /* Why torch stops reading a member (and the archive) at rg's byte `pos`;
@@ -1050,14 +1228,17 @@ static void tar_stop(scanner *sc, const region *rg, size_t pos, int unscannable,
 
 /* Scans one pickle stream of a tar member at rg's `pos`; *used: its
  * bytes. 1: scanned; 0: it does not parse (reported, unscannable: torch
- * runs what comes before the break); <0: out of memory. */
+ * runs what comes before the break); <0: out of memory, or a read
+ * failed. */
 static int tar_stream(scanner *sc, const region *rg, size_t pos, size_t *used) {
-    uint64_t events = 0;
-    size_t frame_rest = 0;
-    int magic = 0;
-    int rc = run_stream(sc, rg, pos, 0, used, &frame_rest, &events, &magic);
-    if (rc == CKPT_E_NOMEM) return CKPT_E_NOMEM;
-    if (rc == 0 && frame_rest) {
+    stream_run s = {.sc = sc, .rg = rg, .pos = pos};
+    ckpt_view v = {0};
+    int rc = run_stream_at(&s, &v);
+    ckpt_view_free(&v);
+    if (rc) return rc;
+    rc = s.rc;
+    *used = s.used;
+    if (rc == 0 && s.frame_rest) {
         /* where the next read starts depends on how the file is buffered */
         tar_stop(sc, rg, pos + *used, 1,
                  "a pickle ends inside a FRAME with bytes after its "
@@ -1084,7 +1265,7 @@ static int tar_walk(scanner *sc, const region *rg, int storages, int *go) {
     *go = 0;
     int rc = tar_stream(sc, rg, pos, &used);
     if (rc <= 0) return rc;
-    if ((rc = tar_value(sc, rg, pos, 0, &count)) == CKPT_E_NOMEM) return rc;
+    if ((rc = tar_value(sc, rg, pos, 0, &count)) < 0) return rc;
     if (rc || count < 0) {
         tar_stop(sc, rg, pos, 1,
                  "the count pickle does not give a non-negative int: "
@@ -1100,7 +1281,7 @@ static int tar_walk(scanner *sc, const region *rg, int storages, int *go) {
         }
         if ((rc = tar_stream(sc, rg, pos, &used)) <= 0) return rc;
         if (storages) {
-            if ((rc = tar_value(sc, rg, pos, 1, &x)) == CKPT_E_NOMEM) return rc;
+            if ((rc = tar_value(sc, rg, pos, 1, &x)) < 0) return rc;
             if (rc) {
                 tar_stop(sc, rg, pos, 1,
                          "a storage pickle that is no (key, location, "
@@ -1113,8 +1294,10 @@ static int tar_walk(scanner *sc, const region *rg, int storages, int *go) {
          * int32 LE ndim, 4 bytes, ndim sizes and strides, an offset */
         uint64_t skip = 0, le = 0;
         size_t width = storages ? 8 : 4;
-        for (size_t b = 0; b < width && pos + b < rg->n; b++)
-            le |= (uint64_t)rg->p[pos + b] << (8 * b);
+        uint8_t raw[8];
+        if (width > rg->n - pos) width = rg->n - pos;
+        if ((rc = ckpt_source_read(sc->src, rg->p + pos, raw, width, rg->member))) return rc;
+        for (size_t b = 0; b < width; b++) le |= (uint64_t)raw[b] << (8 * b);
         int fits = rg->n - pos >= 8;
         if (storages)
             fits = fits && !ckpt_mul_overflow(le, (uint64_t)x, &skip) && skip <= rg->n - pos - 8 &&
@@ -1144,8 +1327,8 @@ static int tar_walk(scanner *sc, const region *rg, int storages, int *go) {
  * instead (scanned by the caller). */
 static int scan_tar(scanner *sc, const uint8_t *p, size_t n) {
     ckpt_tar t;
-    if (ckpt_tar_read(&t, &sc->scratch, p, n, sc->o.limits.max_zip_entries) < 0)
-        return CKPT_E_NOMEM;
+    int rc = ckpt_tar_read(&t, &sc->scratch, p, n, sc->src, sc->o.limits.max_zip_entries);
+    if (rc) return rc;
     if (t.answer == CKPT_TAR_NO) return 0;
     sc->content = 1;
     if (t.answer == CKPT_TAR_UNSURE) {
@@ -1179,7 +1362,7 @@ static int scan_tar(scanner *sc, const uint8_t *p, size_t n) {
         rg.member = sc->shard ? ckpt_arena_printf(&sc->r->arena, "%s:%s", sc->shard, order[k])
                               : ckpt_arena_strdup(&sc->r->arena, order[k]);
         if (!rg.member) return CKPT_E_NOMEM;
-        int go = 0, rc;
+        int go = 0;
         size_t used;
         if (k < 2) {
             sc->tar_types = 1;
@@ -1211,9 +1394,8 @@ static int scan_shard(scanner *sc, const char *name) {
                     "shard is a link to a file outside the index's directory (%s); "
                     "loaders follow it, and so does the scan",
                     target);
-    const uint8_t *map;
-    size_t n;
-    int rc = ckpt_map_file(path, &map, &n);
+    ckpt_file *f;
+    int rc = ckpt_file_open_raw(&f, path, NULL);
     if (rc) {
         add_finding(sc, CKPT_SEVERITY_INFO, "shard-unreadable", NULL, shard, CKPT_NO_OFFSET,
                     "shard file cannot be read: %s", ckpt_error_last()->message);
@@ -1223,8 +1405,12 @@ static int scan_shard(scanner *sc, const char *name) {
     sc->shard = shard;
     sc->content = 0;
     uint64_t budget = sc->budget; /* each file has its own */
-    sc->budget = ckpt_zip_budget(&sc->o.limits, n);
-    rc = scan_file(sc, map, n);
+    const ckpt_source *src = sc->src;
+    sc->budget = ckpt_zip_budget(&sc->o.limits, f->map_size);
+    sc->src = &f->source;
+    rc = scan_file(sc, f->map, f->map_size);
+    if (rc == 0) rc = ckpt_source_check_size(&f->source);
+    sc->src = src;
     sc->budget = budget;
     if (rc == 0 && !sc->content) {
         add_finding(sc, CKPT_SEVERITY_INFO, "shard-not-a-checkpoint", NULL, shard, 0,
@@ -1233,9 +1419,11 @@ static int scan_shard(scanner *sc, const char *name) {
     }
     sc->shard = NULL;
     sc->content = 1; /* the index is content */
-    ckpt_unmap_file(map, n);
+    ckpt_close(f);
     return rc;
 }
+
+static int scan_index_doc(scanner *sc, const uint8_t *doc, size_t n);
 
 /* A sharded index ("*.safetensors.index.json", "*.bin.index.json"): its
  * weight_map names the shard files a loader opens (HF transformers:
@@ -1258,9 +1446,20 @@ static int scan_index(scanner *sc, const uint8_t *p, size_t n) {
                     (unsigned long long)sc->o.limits.max_index_bytes);
         return 0;
     }
-    /* read as the loaders read it: json.load, then index["weight_map"] */
+    /* read whole (with pread when it is a file's), as the loaders read it:
+     * json.load, then index["weight_map"] */
+    ckpt_view v = {0};
+    const uint8_t *doc;
+    int rc = ckpt_source_view(sc->src, &v, p, n, 0, "", &doc);
+    if (rc == 0) rc = scan_index_doc(sc, doc, n);
+    ckpt_view_free(&v);
+    return rc;
+}
+
+/* scan_index of the index's text doc[0..n). */
+static int scan_index_doc(scanner *sc, const uint8_t *doc, size_t n) {
     ckpt_index ix;
-    int rc = ckpt_index_read(&ix, &sc->scratch, p, n, sc->file, sc->o.limits.max_depth);
+    int rc = ckpt_index_read(&ix, &sc->scratch, doc, n, sc->file, sc->o.limits.max_depth);
     if (rc == CKPT_E_NOMEM) return rc;
     if (rc == CKPT_E_LIMIT) {
         sc->unscannable = 1;
@@ -1407,12 +1606,26 @@ typedef struct dcp_slices {
     size_t n, cap;
 } dcp_slices;
 
-/* One DCP metadata pickle p[0..n) (`member`: "" for the file scanned, the
- * rank file's name for the other ranks' metadata): the pickle itself,
- * read with DCP's metadata classes as data, then the slices it names are
- * added to `out`. */
+static int scan_dcp_meta_doc(scanner *sc, const uint8_t *p, size_t n, const char *member,
+                             const char *file, dcp_slices *out);
+
+/* One DCP metadata pickle, the n bytes at p (`member`: "" for the file
+ * scanned, the rank file's name for the other ranks' metadata), read
+ * whole (with pread when they are a file's): the pickle itself, read with
+ * DCP's metadata classes as data, then the slices it names are added to
+ * `out`. */
 static int scan_dcp_meta(scanner *sc, const uint8_t *p, size_t n, const char *member,
                          const char *file, dcp_slices *out) {
+    ckpt_view v = {0};
+    const uint8_t *doc;
+    int rc = ckpt_source_view(sc->src, &v, p, n, 0, member, &doc);
+    if (rc == 0) rc = scan_dcp_meta_doc(sc, doc, n, member, file, out);
+    ckpt_view_free(&v);
+    return rc;
+}
+
+static int scan_dcp_meta_doc(scanner *sc, const uint8_t *p, size_t n, const char *member,
+                             const char *file, dcp_slices *out) {
     region meta = {.p = p, .n = n, .member = member, .dcp_meta = 1};
     int rc = scan_region(sc, &meta);
     if (rc) return rc;
@@ -1473,19 +1686,21 @@ static int scan_dcp_ranks(scanner *sc, dcp_slices *out, int first) {
             rc = CKPT_E_NOMEM;
             break;
         }
-        const uint8_t *map;
-        size_t size;
-        if (ckpt_map_file(path, &map, &size)) {
+        ckpt_file *f;
+        if (ckpt_file_open_raw(&f, path, NULL)) {
             add_finding(sc, CKPT_SEVERITY_INFO, "shard-unreadable", NULL, member, CKPT_NO_OFFSET,
                         "rank metadata cannot be read: %s", ckpt_error_last()->message);
             sc->unscannable = 1;
             continue;
         }
         uint64_t budget = sc->budget; /* each file has its own */
-        sc->budget = ckpt_zip_budget(&sc->o.limits, size);
-        rc = scan_dcp_meta(sc, map, size, member, path, out);
+        const ckpt_source *src = sc->src;
+        sc->budget = ckpt_zip_budget(&sc->o.limits, f->map_size);
+        sc->src = &f->source;
+        rc = scan_dcp_meta(sc, f->map, f->map_size, member, path, out);
+        sc->src = src;
         sc->budget = budget;
-        ckpt_unmap_file(map, size);
+        ckpt_close(f);
     }
     closedir(d);
     return rc;
@@ -1546,31 +1761,44 @@ static int scan_dcp(scanner *sc, const uint8_t *p, size_t n) {
     dcp_slice *sl = all.items;
     size_t ns = all.n;
     if (ns > 1) qsort(sl, ns, sizeof *sl, by_slice);
-    const uint8_t *map = NULL;
-    size_t size = 0;
+    /* each data file is read with pread (its source), never through its
+     * mapping, and must not shrink while its slices are scanned */
+    const ckpt_source *src = sc->src;
+    ckpt_file *df = NULL;
+    ckpt_view hv = {0}, sv = {0}; /* the heads of the data file and of a slice */
+    const uint8_t *map = NULL, *h0 = NULL;
+    size_t size = 0, n0 = 0;
     uint64_t scanned = 0; /* bytes of the current data file scanned so far */
     for (size_t i = 0; rc == 0 && i < ns; i++) {
         if (i > 0 && !strcmp(sl[i].name, sl[i - 1].name) && sl[i].offset == sl[i - 1].offset &&
             sl[i].length == sl[i - 1].length)
             continue; /* the same load (a bytes item's, sorted first, is scanned) */
         if (i == 0 || strcmp(sl[i].name, sl[i - 1].name)) {
-            ckpt_unmap_file(map, size);
+            if (df && (rc = ckpt_source_check_size(&df->source))) break;
+            ckpt_close(df);
+            df = NULL;
+            sc->src = src;
             map = NULL;
             size = 0;
             scanned = 0;
             const char *path = ckpt_arena_printf(&sc->scratch, "%s/%s", sc->dir, sl[i].name);
-            if (!path) return CKPT_E_NOMEM;
-            if (ckpt_map_file(path, &map, &size)) {
-                const char *name = ckpt_arena_strdup(&sc->r->arena, sl[i].name);
-                if (!name) return CKPT_E_NOMEM;
+            const char *name = path ? ckpt_arena_strdup(&sc->r->arena, sl[i].name) : NULL;
+            if (!name) {
+                rc = CKPT_E_NOMEM;
+                break;
+            }
+            if (ckpt_file_open_raw(&df, path, NULL)) {
                 add_finding(sc, CKPT_SEVERITY_INFO, "shard-unreadable", NULL, name, CKPT_NO_OFFSET,
                             "data file cannot be read: %s", ckpt_error_last()->message);
                 sc->unscannable = 1;
-                map = NULL;
-                size = 0;
                 while (i + 1 < ns && !strcmp(sl[i + 1].name, sl[i].name)) i++;
                 continue;
             }
+            map = df->map;
+            size = df->map_size;
+            sc->src = &df->source;
+            n0 = size < CKPT_HEAD_BYTES ? size : CKPT_HEAD_BYTES;
+            if ((rc = ckpt_source_view(sc->src, &hv, map, n0, 0, NULL, &h0))) break;
         }
         /* the reader's rule (open/dcp.h): a tensor chunk inside the data
          * of the safetensors file the whole data file is (ckpt.dcp.Writer)
@@ -1582,9 +1810,10 @@ static int scan_dcp(scanner *sc, const uint8_t *p, size_t n) {
         size_t left = 0;
         if (map && at->offset <= size) {
             left = size - (size_t)at->offset;
-            fmt = ckpt_dcp_slice_format(
-                map, size < CKPT_HEAD_BYTES ? size : CKPT_HEAD_BYTES, map + at->offset,
-                left < CKPT_HEAD_BYTES ? left : CKPT_HEAD_BYTES, at->offset, at->is_bytes, &base);
+            size_t nat = left < CKPT_HEAD_BYTES ? left : CKPT_HEAD_BYTES;
+            const uint8_t *h;
+            if ((rc = ckpt_source_view(sc->src, &sv, map + at->offset, nat, 0, NULL, &h))) break;
+            fmt = ckpt_dcp_slice_format(h0, n0, h, nat, at->offset, at->is_bytes, &base);
         }
         if (base != at->offset) continue;
         /* DCP writes disjoint slices; overlapping ones (many slices over
@@ -1594,7 +1823,10 @@ static int scan_dcp(scanner *sc, const uint8_t *p, size_t n) {
                                                        : left;
         if (scanned + span > 2 * (uint64_t)size + DCP_SCAN_SLACK) {
             const char *name = ckpt_arena_strdup(&sc->r->arena, at->name);
-            if (!name) return CKPT_E_NOMEM;
+            if (!name) {
+                rc = CKPT_E_NOMEM;
+                break;
+            }
             add_finding(sc, CKPT_SEVERITY_INFO, "dcp-overlap", NULL, name, at->offset,
                         ".metadata's slices of this data file overlap past twice its size; "
                         "the slices from here on are not scanned");
@@ -1605,20 +1837,44 @@ static int scan_dcp(scanner *sc, const uint8_t *p, size_t n) {
         scanned += span;
         rc = scan_dcp_slice(sc, map, size, at, fmt == CKPT_FORMAT_SAFETENSORS);
     }
-    ckpt_unmap_file(map, size);
+    if (rc == 0 && df) rc = ckpt_source_check_size(&df->source);
+    sc->src = src;
+    ckpt_view_free(&hv);
+    ckpt_view_free(&sv);
+    ckpt_close(df);
     return rc;
 }
 
 /* ------------------------------------------------------------ the file */
 
-static int scan_file(scanner *sc, const uint8_t *p, size_t n) {
+/* ckpt_detect_format over the whole file, from its head h[0..hn): they
+ * differ only where the head is JSON whitespace and the file goes on,
+ * an index when its text then starts with '{'. */
+static int detect(scanner *sc, const uint8_t *p, size_t n, const uint8_t *h, size_t hn,
+                  ckpt_format *fmt) {
+    *fmt = ckpt_detect_format(h, hn);
+    int c = 0, rc = 0;
+    ckpt_view v = {0};
+    if (hn < n && *fmt == CKPT_FORMAT_UNKNOWN &&
+        (rc = ckpt_scan_first_non_ws(NULL, &v, h, 0, hn, &c)) == 0 && c < 0 &&
+        (rc = ckpt_scan_first_non_ws(sc->src, &v, p, hn, n, &c)) == 0 && c == '{')
+        *fmt = CKPT_FORMAT_SAFETENSORS_SHARDED;
+    ckpt_view_free(&v);
+    return rc;
+}
+
+/* scan_file with the file's head h[0..hn) (its first CKPT_HEAD_BYTES, or
+ * all of it). */
+static int scan_head(scanner *sc, const uint8_t *p, size_t n, const uint8_t *h, size_t hn) {
     region top = {.p = p, .n = n, .member = file_member(sc), .top = 1};
+    ckpt_format fmt;
     int rc, seen;
-    if (!sc->shard && (sc->dcp || ckpt_detect_format(p, n) == CKPT_FORMAT_DCP))
-        return scan_dcp(sc, p, n);
+    if ((rc = detect(sc, p, n, h, hn, &fmt))) return rc;
+    sc->legacy_head = fmt == CKPT_FORMAT_TORCH_LEGACY;
+    if (!sc->shard && (sc->dcp || fmt == CKPT_FORMAT_DCP)) return scan_dcp(sc, p, n);
     if (n == 0) return 0;
-    if (ckpt_detect_format(p, n) == CKPT_FORMAT_SAFETENSORS_SHARDED) return scan_index(sc, p, n);
-    const char *foreign = ckpt_scan_foreign_container(p, n);
+    if (fmt == CKPT_FORMAT_SAFETENSORS_SHARDED) return scan_index(sc, p, n);
+    const char *foreign = ckpt_scan_foreign_container(h, hn);
     if (foreign) {
         add_finding(sc, CKPT_SEVERITY_INFO, "unsupported-container", NULL, file_member(sc), 0,
                     "%s: its content cannot be examined", foreign);
@@ -1627,22 +1883,27 @@ static int scan_file(scanner *sc, const uint8_t *p, size_t n) {
          * look at magic numbers would run it */
         top.sniffed = 1;
         top.top = 0;
-        return ckpt_scan_pickle_start(p, n) ? scan_region(sc, &top) : 0;
+        return ckpt_scan_pickle_start(h, hn) ? scan_region(sc, &top) : 0;
     }
     /* torch.load takes a file starting with PK\3\4 for a zip and reads it
      * with miniz; np.load (for .npz) and other tools read it with Python's
      * zipfile, which also finds an archive behind a prefix. Every member
      * of either reading is scanned. */
-    int zip_start = n >= 4 && memcmp(p, "PK\3\4", 4) == 0;
-    if ((rc = scan_zip_readings(sc, p, n, &seen))) return rc;
+    int zip_start = hn >= 4 && memcmp(h, "PK\3\4", 4) == 0;
+    if ((rc = scan_zip_readings(sc, p, n, zip_start, &seen))) return rc;
     if (zip_start && !seen) {
         sc->unscannable = 1;
         return 0;
     }
     if (zip_start) return 0;
     if ((rc = scan_tar(sc, p, n))) return rc;
-    if ((rc = scan_npy(sc, &top, &seen)) || seen) return rc;
-    if (ckpt_scan_looks_safetensors(p, n)) {
+    ckpt_view v = {0};
+    int st = 0;
+    rc = scan_npy(sc, &top, &v, &seen);
+    if (rc == 0 && !seen) rc = ckpt_scan_looks_safetensors_at(sc->src, &v, p, n, &st);
+    ckpt_view_free(&v);
+    if (rc || seen) return rc;
+    if (st) {
         if (sc->header_checked)
             sc->content = 1;
         else if ((rc = scan_safetensors(sc, p, n)))
@@ -1650,8 +1911,20 @@ static int scan_file(scanner *sc, const uint8_t *p, size_t n) {
         top.sniffed = 1;
         top.top = 0;
     }
-    if (!ckpt_scan_pickle_start(p, n)) return 0;
+    if (!ckpt_scan_pickle_start(h, hn)) return 0;
     return scan_region(sc, &top);
+}
+
+/* The file (or a shard, a slice) p[0..n): p is an address in sc->src's
+ * mapping (read with pread) or memory. */
+static int scan_file(scanner *sc, const uint8_t *p, size_t n) {
+    ckpt_view v = {0};
+    const uint8_t *h;
+    size_t hn = n < CKPT_HEAD_BYTES ? n : CKPT_HEAD_BYTES;
+    int rc = ckpt_source_view(sc->src, &v, p, hn, 0, file_member(sc), &h);
+    if (rc == 0) rc = scan_head(sc, p, n, h, hn);
+    ckpt_view_free(&v);
+    return rc;
 }
 
 /* ------------------------------------------------------------ report */
@@ -1731,8 +2004,8 @@ static int report_refused_allows(scanner *sc) {
 /* ckpt_scan_memory, with the directory of a file scanned from a path (for
  * the shards of a sharded index) or NULL. */
 static int scan_buffer(ckpt_scan_report **out, const void *data, size_t size, const char *name,
-                       const char *dir, const ckpt_scan_options *opts, int header_checked,
-                       int dcp) {
+                       const char *dir, const ckpt_scan_options *opts, int header_checked, int dcp,
+                       const ckpt_source *src) {
     const char *file = name ? name : "";
     if (!out) return ckpt_err(CKPT_E_INVALID_ARG, file, NULL, CKPT_NO_OFFSET, "out is NULL");
     *out = NULL;
@@ -1753,6 +2026,7 @@ static int scan_buffer(ckpt_scan_report **out, const void *data, size_t size, co
     sc.dir = dir;
     sc.header_checked = header_checked;
     sc.dcp = dcp;
+    sc.src = src;
     sc.seed = 1469598103934665603u ^ ((uint64_t)(uintptr_t)&sc * 0x9e3779b97f4a7c15u);
     sc.r = ckpt_malloc(sizeof *sc.r);
     if (!sc.r) return ckpt_err(CKPT_E_NOMEM, file, NULL, CKPT_NO_OFFSET, "out of memory");
@@ -1768,11 +2042,15 @@ static int scan_buffer(ckpt_scan_report **out, const void *data, size_t size, co
         rc = report_refused_allows(&sc);
         if (rc == 0) rc = scan_file(&sc, data ? data : (const void *)"", size);
         if (rc == 0 && sc.nomem) rc = CKPT_E_NOMEM;
+        /* an answer from a file that shrank while it was read is no
+         * answer (what a reader swallowed as a finding, too) */
+        if (rc == 0) rc = ckpt_source_check_size(src);
         if (rc == 0) rc = finish(&sc);
     }
     ckpt_arena_free(&sc.scratch);
     if (rc) {
         ckpt_scan_report_free(sc.r);
+        if (rc != CKPT_E_NOMEM) return rc; /* a read failed: recorded */
         return ckpt_err(CKPT_E_NOMEM, file, NULL, CKPT_NO_OFFSET, "out of memory while scanning");
     }
     ckpt_err_clear(); /* parse errors were findings, not failures */
@@ -1782,7 +2060,7 @@ static int scan_buffer(ckpt_scan_report **out, const void *data, size_t size, co
 
 int ckpt_scan_memory(ckpt_scan_report **out, const void *data, size_t size, const char *name,
                      const ckpt_scan_options *opts) {
-    return scan_buffer(out, data, size, name, NULL, opts, 0, 0);
+    return scan_buffer(out, data, size, name, NULL, opts, 0, 0, NULL);
 }
 
 /* A DCP directory (open/dcp.h layouts): the metadata its loader reads,
@@ -1797,18 +2075,18 @@ static int scan_dcp_dir(ckpt_scan_report **out, const char *dir, const ckpt_scan
     if (!meta) return ckpt_err(CKPT_E_NOMEM, dir, NULL, CKPT_NO_OFFSET, "out of memory");
     memcpy(meta, dir, dlen);
     memcpy(meta + dlen, name, nlen + 1);
-    const uint8_t *map;
-    size_t n;
+    ckpt_file *f;
     struct stat st;
     int rc = 0;
     if (layout == CKPT_DCP_HF) {
-        rc = scan_buffer(out, NULL, 0, dir, dir, opts, 0, DCP_HF);
+        rc = scan_buffer(out, NULL, 0, dir, dir, opts, 0, DCP_HF, NULL);
     } else if (stat(meta, &st) != 0 && errno == ENOENT) {
         rc = scan_buffer(out, NULL, 0, meta, dir, opts, 0,
-                         layout == CKPT_DCP_RANKS ? DCP_NO_RANK0 : DCP_NO_METADATA);
-    } else if ((rc = ckpt_map_file(meta, &map, &n)) == 0) {
-        rc = scan_buffer(out, map, n, meta, dir, opts, 0, layout == CKPT_DCP_RANKS ? DCP_RANKS : 1);
-        ckpt_unmap_file(map, n);
+                         layout == CKPT_DCP_RANKS ? DCP_NO_RANK0 : DCP_NO_METADATA, NULL);
+    } else if ((rc = ckpt_file_open_raw(&f, meta, NULL)) == 0) {
+        rc = scan_buffer(out, f->map, f->map_size, meta, dir, opts, 0,
+                         layout == CKPT_DCP_RANKS ? DCP_RANKS : 1, &f->source);
+        ckpt_close(f);
     }
     ckpt_free(meta);
     return rc;
@@ -1821,9 +2099,9 @@ int ckpt_scan(ckpt_scan_report **out, const char *path, const ckpt_scan_options 
     struct stat st;
     if (stat(path, &st) == 0 && S_ISDIR(st.st_mode) && ckpt_dcp_is_dir(path))
         return scan_dcp_dir(out, path, opts);
-    const uint8_t *map;
-    size_t n;
-    int rc = ckpt_map_file(path, &map, &n);
+    /* read with pread, never through the mapping (base/source.h) */
+    ckpt_file *f;
+    int rc = ckpt_file_open_raw(&f, path, NULL);
     if (rc) return rc;
     /* the shards of an index are found next to it */
     const char *slash = strrchr(path, '/');
@@ -1834,10 +2112,10 @@ int ckpt_scan(ckpt_scan_report **out, const char *path, const ckpt_scan_options 
     } else {
         memcpy(dir, slash ? path : ".", dlen);
         dir[dlen] = '\0';
-        rc = scan_buffer(out, map, n, path, dir, opts, 0, 0);
+        rc = scan_buffer(out, f->map, f->map_size, path, dir, opts, 0, 0, &f->source);
     }
     ckpt_free(dir);
-    ckpt_unmap_file(map, n);
+    ckpt_close(f);
     return rc;
 }
 
@@ -1854,7 +2132,7 @@ int ckpt_scan_file(ckpt_scan_report **out, const ckpt_file *f, const ckpt_scan_o
 int ckpt_scan_opened(ckpt_scan_report **out, const ckpt_file *f, const ckpt_scan_options *opts) {
     if (f->format == CKPT_FORMAT_DCP) return ckpt_scan(out, f->dcp_dir, opts);
     return scan_buffer(out, f->map, f->map_size, f->path, NULL, opts,
-                       f->format == CKPT_FORMAT_SAFETENSORS, 0);
+                       f->format == CKPT_FORMAT_SAFETENSORS, 0, &f->source);
 }
 
 void ckpt_scan_report_free(ckpt_scan_report *r) {

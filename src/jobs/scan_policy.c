@@ -279,12 +279,48 @@ int ckpt_scan_pickle_start(const uint8_t *p, size_t n) {
     return opens_stream(p[0]);
 }
 
+/* Bytes read at a time where whitespace is skipped through a file. */
+#define WS_CHUNK ((size_t)4096)
+
+static int is_ws(uint8_t c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+
+int ckpt_scan_pickle_shape_at(const ckpt_source *src, ckpt_view *v, const uint8_t *p, size_t n,
+                              int *yes) {
+    const uint8_t *b;
+    *yes = 0;
+    /* the first bytes, with some after them for the caller's next look
+     * (an .npy preamble) */
+    int rc = ckpt_source_view(src, v, p, n < 2 ? n : 2, 62, NULL, &b);
+    if (rc || n < 2) return rc;
+    if (b[0] == 0x80) {
+        *yes = b[1] <= 5;
+        return 0;
+    }
+    if (!opens_stream(b[0])) return 0;
+    /* the last byte of p[1..n) that is not trailing whitespace, else p[0],
+     * read backwards a chunk at a time */
+    uint8_t first = b[0];
+    for (size_t k = n; k > 1;) {
+        size_t lo = k - 1 > WS_CHUNK ? k - WS_CHUNK : 1;
+        const uint8_t *t;
+        if ((rc = ckpt_source_view(src, v, p + lo, k - lo, 0, NULL, &t))) return rc;
+        size_t j = k - lo;
+        while (j > 0 && is_ws(t[j - 1])) j--;
+        if (j > 0) {
+            *yes = t[j - 1] == '.';
+            return 0;
+        }
+        k = lo;
+    }
+    *yes = first == '.';
+    return 0;
+}
+
 int ckpt_scan_pickle_shape(const uint8_t *p, size_t n) {
-    if (n >= 2 && p[0] == 0x80) return p[1] <= 5;
-    if (n < 2 || !opens_stream(p[0])) return 0;
-    while (n > 1 && (p[n - 1] == '\n' || p[n - 1] == '\r' || p[n - 1] == ' ' || p[n - 1] == '\t'))
-        n--;
-    return p[n - 1] == '.';
+    ckpt_view v = {0};
+    int yes;
+    (void)ckpt_scan_pickle_shape_at(NULL, &v, p, n, &yes); /* memory: no error */
+    return yes;
 }
 
 /* ------------------------------------------------------------ literals */
@@ -399,11 +435,44 @@ const char *ckpt_scan_foreign_container(const uint8_t *p, size_t n) {
     return NULL;
 }
 
-int ckpt_scan_looks_safetensors(const uint8_t *p, size_t n) {
+int ckpt_scan_looks_safetensors_at(const ckpt_source *src, ckpt_view *v, const uint8_t *p, size_t n,
+                                   int *yes) {
+    const uint8_t *b;
+    *yes = 0;
     if (n < 10) return 0;
-    uint64_t hlen = (uint64_t)rd32le(p) | (uint64_t)rd32le(p + 4) << 32;
+    /* the length, and the header's first bytes with it */
+    int rc = ckpt_source_view(src, v, p, 8, WS_CHUNK - 8, NULL, &b);
+    if (rc) return rc;
+    uint64_t hlen = (uint64_t)rd32le(b) | (uint64_t)rd32le(b + 4) << 32;
     if (hlen == 0 || hlen > n - 8) return 0;
-    size_t i = 8, end = 8 + (size_t)hlen;
-    while (i < end && (p[i] == ' ' || p[i] == '\t' || p[i] == '\n' || p[i] == '\r')) i++;
-    return i < end && p[i] == '{';
+    int c;
+    if ((rc = ckpt_scan_first_non_ws(src, v, p, 8, 8 + (size_t)hlen, &c))) return rc;
+    *yes = c == '{';
+    return 0;
+}
+
+int ckpt_scan_first_non_ws(const ckpt_source *src, ckpt_view *v, const uint8_t *p, size_t from,
+                           size_t end, int *c) {
+    *c = -1;
+    for (size_t i = from; i < end;) {
+        size_t k = (i / WS_CHUNK + 1) * WS_CHUNK;
+        k = (k < end ? k : end) - i;
+        const uint8_t *b;
+        int rc = ckpt_source_view(src, v, p + i, k, 0, NULL, &b);
+        if (rc) return rc;
+        for (size_t j = 0; j < k; j++)
+            if (!is_ws(b[j])) {
+                *c = b[j];
+                return 0;
+            }
+        i += k;
+    }
+    return 0;
+}
+
+int ckpt_scan_looks_safetensors(const uint8_t *p, size_t n) {
+    ckpt_view v = {0};
+    int yes;
+    (void)ckpt_scan_looks_safetensors_at(NULL, &v, p, n, &yes); /* memory: no error */
+    return yes;
 }

@@ -14,6 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/source.h"
 #include "ckpt.h"
 
 /* Severity of the global module.name (module already name-mapped, name
@@ -46,6 +47,13 @@ int ckpt_scan_pickle_start(const uint8_t *p, size_t n);
  * that is not named as a pickle (zip members, literals): only the first
  * and last bytes are read, so big storages cost nothing. */
 int ckpt_scan_pickle_shape(const uint8_t *p, size_t n);
+
+/* ckpt_scan_pickle_shape of the n bytes at p, read through src into v
+ * (base/source.h: with pread where p is a file's, memory lent): the first
+ * bytes (and 62 after them, kept in v), then backwards from the end to
+ * its last byte that is not whitespace. 0 and *yes, or the read's error. */
+int ckpt_scan_pickle_shape_at(const ckpt_source *src, ckpt_view *v, const uint8_t *p, size_t n,
+                              int *yes);
 
 /* 1 if calling module.name unpickles (some of) its arguments: a loader or
  * gadget of the deserializer family (pickle.loads, _pickle.load, dill,
@@ -84,5 +92,19 @@ const char *ckpt_scan_foreign_container(const uint8_t *p, size_t n);
 /* 1 if p[0..n) starts like safetensors: a u64 LE header length that fits
  * the input, then a JSON object. ckpt_open_memory validates the rest. */
 int ckpt_scan_looks_safetensors(const uint8_t *p, size_t n);
+
+/* ckpt_scan_looks_safetensors of the n bytes at p, read through src into
+ * v as ckpt_scan_pickle_shape_at reads: the length and a first chunk of
+ * the header, then on while it is whitespace. 0 and *yes, or the read's
+ * error. */
+int ckpt_scan_looks_safetensors_at(const ckpt_source *src, ckpt_view *v, const uint8_t *p, size_t n,
+                                   int *yes);
+
+/* In *c the first byte of the bytes [from, end) at p that is not JSON
+ * whitespace (space, tab, CR, LF), or -1: read through src into v a
+ * 4 KiB-aligned chunk at a time (a read of the first 4 KiB at p serves
+ * the first chunk). 0, or the read's error. */
+int ckpt_scan_first_non_ws(const ckpt_source *src, ckpt_view *v, const uint8_t *p, size_t from,
+                           size_t end, int *c);
 
 #endif
