@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "ckpt.h"
+#include "fail_alloc.h"
 #include "harness.h"
 
 static char src_dir[4096];
@@ -113,31 +114,13 @@ TEST(bad_arguments) {
 
 /* Failing allocation k, for every k: CKPT_E_NOMEM, *out NULL, no leak (the
  * ASan build checks leaks); past the last allocation, success. */
-static int fail_at, fail_calls;
-
-static void *fail_malloc(void *u, size_t n) {
-    (void)u;
-    return ++fail_calls == fail_at ? NULL : malloc(n);
-}
-
-static void *fail_realloc(void *u, void *p, size_t n) {
-    (void)u;
-    return ++fail_calls == fail_at ? NULL : realloc(p, n);
-}
-
-static void plain_free(void *u, void *p) {
-    (void)u;
-    free(p);
-}
-
 static void fail_each(const char *path) {
-    ckpt_allocator failing = {fail_malloc, fail_realloc, plain_free, NULL};
+    int fail_at;
     ckpt_doctor_report *r = NULL;
     char *json = NULL;
     int rc = CKPT_E_NOMEM;
     for (fail_at = 1; rc == CKPT_E_NOMEM && fail_at < 100000; fail_at++) {
-        fail_calls = 0;
-        ckpt_set_allocator(&failing);
+        fail_alloc_arm(fail_at);
         rc = ckpt_doctor(&r, path, NULL);
         if (rc == 0) rc = ckpt_doctor_json(&json, NULL, r);
         ckpt_set_allocator(NULL);

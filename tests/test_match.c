@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "ckpt.h"
+#include "fail_alloc.h"
 #include "harness.h"
 #include "keys/keys.h"
 
@@ -1624,30 +1625,16 @@ TEST(hygiene) {
 
 /* ------------------------------------------------------------ allocation */
 
-static long fail_at, allocs;
-static void *fail_malloc(void *u, size_t n) {
-    (void)u;
-    return ++allocs == fail_at ? NULL : malloc(n);
-}
-static void *fail_realloc(void *u, void *p, size_t n) {
-    (void)u;
-    return ++allocs == fail_at ? NULL : realloc(p, n);
-}
-static void plain_free(void *u, void *p) {
-    (void)u;
-    free(p);
-}
+static int fail_at; /* the allocation that fails (fail_alloc.h) */
 
 /* Every allocation of a match with inference fails in turn: a clean
  * CKPT_E_NOMEM, nothing leaked (ASan), never a crash. */
 TEST(allocation_failures) {
     const char *c[] = {"module._orig_mod.fc1.weight", "module._orig_mod.fc1.bias",
                        "module._orig_mod.fc2.weight", "x", NULL};
-    ckpt_allocator a = {fail_malloc, fail_realloc, plain_free, NULL};
     int nomem = 0, ok = 0;
     for (fail_at = 1; fail_at < 400; fail_at++) {
-        allocs = 0;
-        ckpt_set_allocator(&a);
+        fail_alloc_arm(fail_at);
         ckpt_manifest *mc = NULL, *me = NULL;
         ckpt_match_result *r = NULL;
         ckpt_match_options o = CKPT_MATCH_OPTIONS_INIT;
@@ -1669,7 +1656,7 @@ TEST(allocation_failures) {
             ok++;
         else
             CHECK_EQ_INT(rc, CKPT_E_NOMEM);
-        if (rc == 0 && allocs < fail_at) break; /* every allocation was tried */
+        if (rc == 0 && fail_alloc_calls < fail_at) break; /* every allocation was tried */
     }
     CHECK(nomem > 10);
     CHECK_EQ_INT(ok, 1);
@@ -1683,16 +1670,14 @@ TEST(diff_allocation_failures) {
     const char *plain[] = {"fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias", "x.y", NULL};
     ckpt_manifest *pairs[2][2] = {{load("t.pt"), load("t7.safetensors")},
                                   {manifest_of(plain), manifest_of(dp)}};
-    ckpt_allocator a = {fail_malloc, fail_realloc, plain_free, NULL};
     for (int k = 0; k < 2; k++) {
         int nomem = 0, ok = 0;
         for (fail_at = 1; fail_at < 2000; fail_at++) {
-            allocs = 0;
             ckpt_diff_options o = CKPT_DIFF_OPTIONS_INIT;
             o.keys_only = k;
             o.normalize = 1;
             ckpt_diff_result *r = NULL;
-            ckpt_set_allocator(&a);
+            fail_alloc_arm(fail_at);
             int rc = ckpt_diff(&r, pairs[k][0], pairs[k][1], &o);
             ckpt_set_allocator(NULL);
             if (rc == 0) {
@@ -1707,7 +1692,7 @@ TEST(diff_allocation_failures) {
                 nomem++;
             }
             ckpt_diff_result_free(r);
-            if (rc == 0 && allocs < fail_at) break; /* every allocation was tried */
+            if (rc == 0 && fail_alloc_calls < fail_at) break; /* every allocation was tried */
         }
         CHECK(nomem > 10);
         CHECK_EQ_INT(ok, 1);

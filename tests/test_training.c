@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "ckpt.h"
+#include "fail_alloc.h"
 #include "harness.h"
 
 /* This file's directory: the sources are compiled with absolute paths. */
@@ -280,33 +281,15 @@ TEST(bad_arguments) {
 
 /* Failing allocation k, for every k: CKPT_E_NOMEM, *out NULL, no leak (the
  * ASan build checks leaks); past the last allocation, success. */
-static int fail_at, fail_calls;
-
-static void *fail_malloc(void *u, size_t n) {
-    (void)u;
-    return ++fail_calls == fail_at ? NULL : malloc(n);
-}
-
-static void *fail_realloc(void *u, void *p, size_t n) {
-    (void)u;
-    return ++fail_calls == fail_at ? NULL : realloc(p, n);
-}
-
-static void plain_free(void *u, void *p) {
-    (void)u;
-    free(p);
-}
-
 TEST(allocation_failures) {
-    ckpt_allocator failing = {fail_malloc, fail_realloc, plain_free, NULL};
+    int fail_at;
     ckpt_file *f = NULL;
     ckpt_training *t = NULL;
     int rc = CKPT_E_NOMEM;
 
     CHECK_EQ_INT(ckpt_open(&f, path_of("../examples/train.pt"), NULL), 0);
     for (fail_at = 1; f && rc == CKPT_E_NOMEM && fail_at < 100000; fail_at++) {
-        fail_calls = 0;
-        ckpt_set_allocator(&failing);
+        fail_alloc_arm(fail_at);
         rc = ckpt_training_analyze(&t, f);
         ckpt_set_allocator(NULL);
         if (rc != 0) CHECK(t == NULL);
@@ -319,8 +302,7 @@ TEST(allocation_failures) {
     ckpt_close(f);
     rc = CKPT_E_NOMEM;
     for (fail_at = 1; rc == CKPT_E_NOMEM && fail_at < 100000; fail_at++) {
-        fail_calls = 0;
-        ckpt_set_allocator(&failing);
+        fail_alloc_arm(fail_at);
         rc = ckpt_training_analyze_dir(&t, path_of("training/data/hf_trainer"), NULL);
         ckpt_set_allocator(NULL);
         if (rc != 0) CHECK(t == NULL);

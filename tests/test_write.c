@@ -16,6 +16,7 @@
 
 #include "base/error.h"
 #include "model/file.h"
+#include "fail_alloc.h"
 #include "harness.h"
 #include "format/structure.h"
 #include "format/write.h"
@@ -1208,19 +1209,7 @@ TEST(atomic_faults) {
     }
 }
 
-static uint64_t allocs, fail_at;
-static void *fail_malloc(void *u, size_t n) {
-    (void)u;
-    return ++allocs == fail_at ? NULL : malloc(n);
-}
-static void *fail_realloc(void *u, void *p, size_t n) {
-    (void)u;
-    return ++allocs == fail_at ? NULL : realloc(p, n);
-}
-static void plain_free(void *u, void *p) {
-    (void)u;
-    free(p);
-}
+static int fail_at; /* the allocation that fails (fail_alloc.h) */
 
 /* Every allocation failing in turn, through convert (open, structure
  * decode, both writers): CKPT_E_NOMEM or success, never a crash or leak. */
@@ -1243,12 +1232,10 @@ TEST(allocation_failures) {
     CHECK_EQ_INT(ckpt_tree_set_dict_state(tree, root, st), 0);
     CHECK_EQ_INT(ckpt_tree_set_parameter(tree, w, 1), 0);
     CHECK_EQ_INT(ckpt_tree_write(root, src, CKPT_FORMAT_SAFETENSORS, NULL), 0);
-    ckpt_allocator a = {fail_malloc, fail_realloc, plain_free, NULL};
     int nomem = 0, ok = 0;
     for (int fmt = 0; fmt < 2; fmt++) {
         for (fail_at = 1; fail_at < 2000; fail_at++) {
-            allocs = 0;
-            ckpt_set_allocator(&a);
+            fail_alloc_arm(fail_at);
             int rc = ckpt_convert(NULL, src, tpath(fmt ? "alloc.pt" : "alloc2.safetensors"), NULL);
             ckpt_set_allocator(NULL);
             if (rc == CKPT_E_NOMEM)
@@ -1260,7 +1247,7 @@ TEST(allocation_failures) {
                 fprintf(stderr, "allocation %llu: %s\n", (unsigned long long)fail_at,
                         ckpt_error_last()->message);
             }
-            if (rc == 0 && allocs < fail_at) break;
+            if (rc == 0 && fail_alloc_calls < fail_at) break;
         }
     }
     CHECK(nomem > 20);
@@ -1270,15 +1257,14 @@ TEST(allocation_failures) {
     ddp_state_dict(src);
     ckpt_rename_rule strip = {CKPT_RENAME_STRIP_PREFIX, "module.", NULL, NULL};
     for (fail_at = 1, ok = 0; fail_at < 2000; fail_at++) {
-        allocs = 0;
-        ckpt_set_allocator(&a);
+        fail_alloc_arm(fail_at);
         int rc = ckpt_rename(NULL, src, tpath("alloc_plain.pt"), &strip, 1, NULL);
         ckpt_set_allocator(NULL);
         if (rc == 0)
             ok++;
         else
             CHECK_EQ_INT(rc, CKPT_E_NOMEM);
-        if (rc == 0 && allocs < fail_at) break;
+        if (rc == 0 && fail_alloc_calls < fail_at) break;
     }
     CHECK_EQ_INT(ok, 1);
     CHECK_EQ_INT(count_temporaries(), 0);
