@@ -438,6 +438,10 @@ static size_t digits(const char *s) {
 int cli_natural_cmp(const char *a, const char *b) {
     const char *a0 = a, *b0 = b;
 
+    /* the shared prefix compares equal token by token: start at the first
+     * difference, or at the start of the digit run it falls in */
+    while (*a && *a == *b) a++, b++;
+    while (a > a0 && a[-1] >= '0' && a[-1] <= '9') a--, b--;
     while (*a && *b) {
         size_t na = digits(a), nb = digits(b);
 
