@@ -18,25 +18,10 @@
 
 #include "ckpt.h"
 #include "acct.h"
+#include "child.h"
 #include "harness.h"
 
 #define BUDGET ((size_t)512 << 20) /* acct_budget's default */
-
-/* Runs fn(arg) in a child with an alarm; its exit status, or -SIGNAL. */
-static int run_child(int (*fn)(const void *), const void *arg, unsigned seconds) {
-    fflush(NULL);
-    pid_t pid = fork();
-    if (pid < 0) return -1000;
-    if (pid == 0) {
-        alarm(seconds);
-        _exit(fn(arg));
-    }
-    int st;
-    while (waitpid(pid, &st, 0) < 0)
-        if (errno != EINTR) return -1001;
-    if (WIFSIGNALED(st)) return -WTERMSIG(st);
-    return WEXITSTATUS(st);
-}
 
 /* ------------------------------------------------------------ zip builder */
 

@@ -21,24 +21,8 @@
 
 #include "ckpt.h"
 #include "acct.h"
+#include "child.h"
 #include "harness.h"
-
-/* Runs fn(arg) in a child with an alarm of `seconds`; returns the child's
- * exit status, or -SIGNAL when it was killed (SIGALRM: it did not finish). */
-static int run_child(int (*fn)(void *), void *arg, unsigned seconds) {
-    fflush(NULL);
-    pid_t pid = fork();
-    if (pid < 0) return -1000;
-    if (pid == 0) {
-        alarm(seconds);
-        _exit(fn(arg));
-    }
-    int st;
-    while (waitpid(pid, &st, 0) < 0)
-        if (errno != EINTR) return -1001;
-    if (WIFSIGNALED(st)) return -WTERMSIG(st);
-    return WEXITSTATUS(st);
-}
 
 /* ------------------------------------------------------------ embedded */
 
@@ -179,7 +163,7 @@ static const unsigned char pickle_laughs20[] = {
  * is race-free), then reject !S_ISREG before mmap. */
 static char fifo_path[64];
 
-static int child_open_fifo(void *arg) {
+static int child_open_fifo(const void *arg) {
     (void)arg;
     ckpt_file *f = NULL;
     int rc = ckpt_open(&f, fifo_path, NULL);
@@ -187,7 +171,7 @@ static int child_open_fifo(void *arg) {
     return rc == CKPT_E_IO ? 0 : 1;
 }
 
-static int child_scan_fifo(void *arg) {
+static int child_scan_fifo(const void *arg) {
     (void)arg;
     ckpt_scan_report *r = NULL;
     int rc = ckpt_scan(&r, fifo_path, NULL);
@@ -247,8 +231,8 @@ static unsigned char *make_alias_file(size_t n, size_t *len) {
     return b;
 }
 
-static int child_alias_open(void *arg) {
-    size_t n = *(size_t *)arg, len;
+static int child_alias_open(const void *arg) {
+    size_t n = *(const size_t *)arg, len;
     unsigned char *b = make_alias_file(n, &len);
     if (!b) return 3;
     ckpt_file *f = NULL;
@@ -276,7 +260,7 @@ static const char structure_cycle[] =
     "{\"__metadata__\":{\"ckpt.structure\":"
     "\"{\\\"version\\\":1,\\\"root\\\":{\\\"list\\\":[{\\\"ref\\\":0}]}}\"}}";
 
-static int child_structure_cycle(void *arg) {
+static int child_structure_cycle(const void *arg) {
     (void)arg;
     size_t n = sizeof structure_cycle - 1;
     uint8_t b[256];
@@ -319,7 +303,7 @@ TEST(pickle_self_cycle) {
  * CORRECT: spellings made canonical, the shard opened once, the live
  * memory of the whole open under 512 MiB through the allocator hook (the
  * child's alarm is a bound on termination, not a timing assertion). */
-static int child_alias_bomb(void *arg) {
+static int child_alias_bomb(const void *arg) {
     const char *dir = arg;
     char path[256];
     /* the shard: ALIAS_TENSORS empty U8 tensors t0, t1, ... */
