@@ -32,7 +32,6 @@ shared (say so with the numbers). Needs torch 2 (the project's .venv)."""
 import argparse
 import os
 import shutil
-import socket
 import statistics
 import sys
 import tempfile
@@ -45,8 +44,7 @@ OPS = ("dcp save", "ckpt save", "ckpt save torch_save", "dcp load", "ckpt load",
        "dcp load 2->1", "ckpt load 2->1", "verify")
 
 
-def rank_main(rank, world, port, mib, runs, tmp, q):
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+def rank_main(rank, world, mib, runs, tmp, q):
     import warnings
     warnings.filterwarnings("ignore", message=".*torch.distributed is disabled.*")
     import torch
@@ -55,7 +53,8 @@ def rank_main(rank, world, port, mib, runs, tmp, q):
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.tensor import Shard, distribute_tensor
     import ckpt.dcp
-    dist.init_process_group("gloo", rank=rank, world_size=world)
+    dist.init_process_group("gloo", init_method="file://" + os.path.join(tmp, "rdzv"),
+                            rank=rank, world_size=world)
     mesh = init_device_mesh("cpu", (world,))
     rows = mib * (1 << 20) // 4 // 8 // 1024
     g = torch.Generator().manual_seed(0)
@@ -132,14 +131,11 @@ def main():
     if a.quick:
         a.mib, a.runs = 64, 3
     import torch.multiprocessing as mp
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
     tmp = tempfile.mkdtemp(prefix="ckpt-bench-dcp-", dir="/tmp")
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
     try:
-        mp.start_processes(rank_main, args=(2, port, a.mib, a.runs, tmp, q), nprocs=2,
+        mp.start_processes(rank_main, args=(2, a.mib, a.runs, tmp, q), nprocs=2,
                            start_method="spawn")
         med = q.get()
     finally:

@@ -61,9 +61,10 @@ def single(path, fmt):
     dcp.save(sd, storage_writer=writer(path, fmt))
 
 
-def rank_main(rank, world, targets, port, extra=None):
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    dist.init_process_group("gloo", rank=rank, world_size=world)
+def rank_main(rank, world, targets, store, extra=None):
+    # a file rendezvous: a TCP port found free can be taken before rank 0
+    # binds it by another test's gloo connection
+    dist.init_process_group("gloo", init_method="file://" + store, rank=rank, world_size=world)
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.tensor import Replicate, Shard, distribute_tensor
 
@@ -105,14 +106,13 @@ def _sharded_tensor(rank, world):
 def sharded(targets, world=2, extra=None):
     """targets: [(dir, format)], all written by one group of `world` ranks;
     with `extra`, the no-collective and Hugging Face layouts under it."""
-    import socket
+    import tempfile
+    import uuid
 
     import torch.multiprocessing as mp
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    mp.spawn(rank_main, args=(world, targets, port, extra), nprocs=world, join=True)
+    store = os.path.join(tempfile.gettempdir(), "ckpt-rdzv-" + uuid.uuid4().hex)
+    mp.spawn(rank_main, args=(world, targets, store, extra), nprocs=world, join=True)
 
 
 def _sharded_sd(world):

@@ -1,11 +1,14 @@
 """Runs one function of a test script as every rank of a gloo process group
 on this machine: each rank is a subprocess of the project's torch 2.13
-(.venv/bin/python, or sys.executable when that is torch 2) with MASTER_ADDR,
-MASTER_PORT (a free port), RANK and WORLD_SIZE set."""
+(.venv/bin/python, or sys.executable when that is torch 2) with RANK,
+WORLD_SIZE and CKPT_TEST_RDZV (a FileStore path of its own) set. A file
+rendezvous, not a TCP port: a port found free and released can be taken
+by another test's gloo connection before rank 0 binds it."""
 import os
-import socket
 import subprocess
 import sys
+import tempfile
+import uuid
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SRC = os.environ.get("CKPT_SRC", os.path.dirname(os.path.dirname(HERE)))
@@ -36,19 +39,19 @@ def reexec(script):
     sys.exit(subprocess.call([py, script] + sys.argv[1:]))
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def rendezvous():
+    """A fresh path for one process group's FileStore (the store deletes
+    the file when the last rank leaves)."""
+    return os.path.join(tempfile.gettempdir(), "ckpt-rdzv-" + uuid.uuid4().hex)
 
 
 def start(script, fn, world, *args, env=None):
     """Starts `script --rank-fn FN ARGS...` as world ranks; returns the
     Popen objects (rank order)."""
-    port = str(free_port())
+    store = rendezvous()
     procs = []
     for rank in range(world):
-        e = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=port, RANK=str(rank),
+        e = dict(os.environ, CKPT_TEST_RDZV=store, RANK=str(rank),
                  WORLD_SIZE=str(world), PYTHONPATH=os.path.join(SRC, "python"),
                  OMP_NUM_THREADS="1", **(env or {}))
         procs.append(subprocess.Popen([python(), script, "--rank-fn", fn] + [str(a) for a in args],
@@ -81,7 +84,9 @@ def rank_main(namespace):
     if len(sys.argv) < 3 or sys.argv[1] != "--rank-fn":
         return
     import torch.distributed as dist
-    dist.init_process_group("gloo")
+    dist.init_process_group("gloo", init_method="file://" + os.environ["CKPT_TEST_RDZV"],
+                            rank=int(os.environ["RANK"]),
+                            world_size=int(os.environ["WORLD_SIZE"]))
     try:
         namespace[sys.argv[2]](*sys.argv[3:])
         dist.barrier()

@@ -49,8 +49,10 @@ TMP = tempfile.mkdtemp(prefix="ckpt-dcp-")
 
 
 def gen(*args):
-    subprocess.run([sys.executable, GEN] + list(args), check=True, timeout=600,
-                   capture_output=True)
+    r = subprocess.run([sys.executable, GEN] + list(args), timeout=600, capture_output=True)
+    if r.returncode:
+        sys.exit("dcp_gen.py %s: exit %d\n%s%s" % (" ".join(args), r.returncode,
+                 r.stdout.decode(errors="replace")[-3000:], r.stderr.decode(errors="replace")[-6000:]))
 
 
 # written once: the 2-rank run costs seconds of process start-up

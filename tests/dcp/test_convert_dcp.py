@@ -347,8 +347,11 @@ ckpt_reads("dcp", OUT_DCP)
 # (dcp_gen.py; FileSystemReader reads only the torch_save one, the oracle
 # of both: the same state dict)
 RANKS = path("ranks")
-subprocess.run([sys.executable, os.path.join(SRC, "tests", "dcp", "dcp_gen.py"), "sharded-both",
-                RANKS], check=True, timeout=600, capture_output=True)
+r = subprocess.run([sys.executable, os.path.join(SRC, "tests", "dcp", "dcp_gen.py"), "sharded-both",
+                    RANKS], timeout=600, capture_output=True)
+if r.returncode:
+    sys.exit("dcp_gen.py sharded-both: exit %d\n%s" % (r.returncode,
+             r.stderr.decode(errors="replace")[-6000:]))
 oracle = torch_of_dcp(os.path.join(RANKS, "torch_save"))
 for fmt in ("torch_save", "safetensors"):
     out_ranks = path("ranks_%s.dcp/" % fmt)  # a trailing slash names the directory too
