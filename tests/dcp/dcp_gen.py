@@ -112,7 +112,11 @@ def sharded(targets, world=2, extra=None):
     import torch.multiprocessing as mp
 
     store = os.path.join(tempfile.gettempdir(), "ckpt-rdzv-" + uuid.uuid4().hex)
-    mp.spawn(rank_main, args=(world, targets, store, extra), nprocs=world, join=True)
+    try:
+        mp.spawn(rank_main, args=(world, targets, store, extra), nprocs=world, join=True)
+    finally:
+        if os.path.exists(store):
+            os.unlink(store)
 
 
 def _sharded_sd(world):

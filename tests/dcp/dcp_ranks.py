@@ -4,6 +4,7 @@ on this machine: each rank is a subprocess of the project's torch 2.13
 WORLD_SIZE and CKPT_TEST_RDZV (a FileStore path of its own) set. A file
 rendezvous, not a TCP port: a port found free and released can be taken
 by another test's gloo connection before rank 0 binds it."""
+import atexit
 import os
 import subprocess
 import sys
@@ -40,9 +41,11 @@ def reexec(script):
 
 
 def rendezvous():
-    """A fresh path for one process group's FileStore (the store deletes
-    the file when the last rank leaves)."""
-    return os.path.join(tempfile.gettempdir(), "ckpt-rdzv-" + uuid.uuid4().hex)
+    """A fresh path for one process group's FileStore, removed when this
+    process exits (the ranks leave the file behind)."""
+    path = os.path.join(tempfile.gettempdir(), "ckpt-rdzv-" + uuid.uuid4().hex)
+    atexit.register(lambda: os.path.exists(path) and os.unlink(path))
+    return path
 
 
 def start(script, fn, world, *args, env=None):
