@@ -4,6 +4,7 @@
  * reads those trees and refuses everything else. */
 #include "format/dcp_meta.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,13 +46,13 @@ int ckpt_dcp_meta_allowed(const char *module, const char *name) {
 typedef struct guard {
     char bad[256]; /* first global off the list, or "" */
     uint64_t bad_offset;
-    int persid;
+    uint64_t persid; /* offset of the first PERSID/BINPERSID, or CKPT_NO_OFFSET */
 } guard;
 
 static void on_event(void *ctx, const pk_event *ev) {
     guard *g = ctx;
     if (g->bad[0]) return;
-    if (ev->kind == PK_EV_PERSID) g->persid = 1;
+    if (ev->kind == PK_EV_PERSID && g->persid == CKPT_NO_OFFSET) g->persid = ev->offset;
     int off_list = (ev->kind == PK_EV_GLOBAL &&
                     (ev->symbolic || !ckpt_dcp_meta_allowed(ev->module, ev->name))) ||
                    (ev->kind == PK_EV_BUILD && ev->on_reference);
@@ -68,9 +69,37 @@ typedef struct reader {
     const ckpt_limits *lim;
 } reader;
 
-static int bad(const reader *r, const char *what) {
-    return ckpt_err(CKPT_E_FORMAT, r->file, "", CKPT_NO_OFFSET, "not a DCP Metadata pickle: %s",
-                    what);
+/* Errors name the byte offset of the value at fault: the opcode that
+ * built it (value.h ckpt_value_at; the pickle starts the file). A field
+ * that is missing is blamed on the object that lacks it: at(v, parent). */
+static const ckpt_value *at(const ckpt_value *v, const ckpt_value *parent) {
+    return v ? v : parent;
+}
+
+#if defined(__GNUC__)
+__attribute__((format(printf, 4, 5)))
+#endif
+static int
+fail(const reader *r, int code, const ckpt_value *v, const char *fmt, ...) {
+    char msg[400];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return ckpt_err(code, r->file, "", ckpt_value_at(v, 0), "%s", msg);
+}
+
+/* What a value is, for "got ...": an object or global by its class name,
+ * anything else by its kind; "nothing" for a missing field. */
+static const char *got(const ckpt_value *v) {
+    if (!v) return "nothing";
+    if (v->kind == CKPT_KIND_OBJECT) return v->u.obj.name;
+    if (v->kind == CKPT_KIND_GLOBAL_) return v->u.global.qualname;
+    return ckpt_value_kind_name(v->kind);
+}
+
+static int bad(const reader *r, const ckpt_value *v, const char *what) {
+    return fail(r, CKPT_E_FORMAT, v, "not a DCP Metadata pickle: %s, got %s", what, got(v));
 }
 
 /* The BUILD state of an OBJECT of class DCP_META/DCP_FS `cls`, or NULL. */
@@ -107,22 +136,23 @@ static int get_u64(const ckpt_value *v, uint64_t *out) {
 }
 
 /* A torch.Size (a TUPLE of ints once built) of at most max_ndim dims. */
-static int get_shape(const reader *r, const ckpt_value *v, uint32_t *ndim, uint64_t **dims,
-                     const char *what, const char *fqn) {
+static int get_shape(const reader *r, const ckpt_value *v, const ckpt_value *parent,
+                     uint32_t *ndim, uint64_t **dims, const char *what, const char *fqn) {
     if (!v || (v->kind != CKPT_KIND_TUPLE && v->kind != CKPT_KIND_LIST))
-        return ckpt_err(CKPT_E_FORMAT, r->file, "", CKPT_NO_OFFSET,
-                        "\"%s\": %s is not a torch.Size", fqn, what);
+        return fail(r, CKPT_E_FORMAT, at(v, parent),
+                    "\"%s\": expected a torch.Size as %s, got %s", fqn, what, got(v));
     size_t n = v->u.seq.n;
     if (n > r->lim->max_ndim)
-        return ckpt_err(CKPT_E_LIMIT, r->file, "", CKPT_NO_OFFSET,
-                        "\"%s\": %s has %zu dimensions, the limit is %u", fqn, what, n,
-                        r->lim->max_ndim);
+        return fail(r, CKPT_E_LIMIT, v, "\"%s\": %s has %zu dimensions, the limit is %u", fqn,
+                    what, n, r->lim->max_ndim);
     *dims = ckpt_arena_array(r->a, n ? n : 1, sizeof **dims);
     CKPT_CHECK_ALLOC(*dims);
     for (size_t i = 0; i < n; i++)
         if (get_u64(v->u.seq.items[i], &(*dims)[i]))
-            return ckpt_err(CKPT_E_FORMAT, r->file, "", CKPT_NO_OFFSET,
-                            "\"%s\": %s[%zu] is not a non-negative int", fqn, what, i);
+            return fail(r, CKPT_E_FORMAT, v->u.seq.items[i],
+                        "\"%s\": expected a non-negative int as %s[%zu], got %s", fqn, what, i,
+                        v->u.seq.items[i]->kind == CKPT_KIND_INT ? "a negative or big int"
+                                                                 : got(v->u.seq.items[i]));
     *ndim = (uint32_t)n;
     return 0;
 }
@@ -133,6 +163,7 @@ typedef struct sentry {
     const ckpt_value *offset; /* TUPLE or NONE */
     const char *path;
     uint64_t off, len;
+    uint64_t at; /* of the _StorageInfo */
     size_t seq;
 } sentry;
 
@@ -167,21 +198,34 @@ static int storage_entry(const reader *r, const ckpt_value *k, const ckpt_value 
     const ckpt_value *vs = state_of(v, DCP_FS, "_StorageInfo");
     const ckpt_value *fqn = get(ks, "fqn"), *path = get(vs, "relative_path");
     const ckpt_value *td = get(vs, "transform_descriptors");
+    const ckpt_value *off = get(vs, "offset"), *len = get(vs, "length");
+    if (!ks)
+        return bad(r, k, "expected a MetadataIndex as a storage_data key");
     if (!fqn || fqn->kind != CKPT_KIND_STR)
-        return bad(r, "a storage_data key is not a MetadataIndex with a str fqn");
-    if (!path || path->kind != CKPT_KIND_STR || get_u64(get(vs, "offset"), &e->off) ||
-        get_u64(get(vs, "length"), &e->len))
-        return ckpt_err(CKPT_E_FORMAT, r->file, "", CKPT_NO_OFFSET,
-                        "storage_data[\"%s\"] is not a _StorageInfo (relative_path, offset, "
-                        "length)",
-                        fqn->u.s.p);
+        return bad(r, at(fqn, k), "expected a str as a storage_data key's fqn");
+    if (!vs)
+        return fail(r, CKPT_E_FORMAT, v,
+                    "storage_data[\"%s\"]: expected a _StorageInfo (relative_path, offset, "
+                    "length), got %s",
+                    fqn->u.s.p, got(v));
+    if (!path || path->kind != CKPT_KIND_STR)
+        return fail(r, CKPT_E_FORMAT, at(path, v),
+                    "storage_data[\"%s\"]: expected a str relative_path, got %s", fqn->u.s.p,
+                    got(path));
+    if (get_u64(off, &e->off) || get_u64(len, &e->len)) {
+        const ckpt_value *b = get_u64(off, &e->off) ? off : len;
+        return fail(r, CKPT_E_FORMAT, at(b, v),
+                    "storage_data[\"%s\"]: expected a non-negative int %s, got %s", fqn->u.s.p,
+                    b == off ? "offset" : "length",
+                    b && b->kind == CKPT_KIND_INT ? "a negative or big int" : got(b));
+    }
     if (transforms(td)) {
         /* the first descriptor (_extension.py "name[/version]"), when a str */
         const ckpt_value *d0 = (td->kind == CKPT_KIND_LIST || td->kind == CKPT_KIND_TUPLE) &&
                                        td->u.seq.items[0]->kind == CKPT_KIND_STR
                                    ? td->u.seq.items[0]
                                    : NULL;
-        return ckpt_err(CKPT_E_UNSUPPORTED, r->file, "", CKPT_NO_OFFSET,
+        return fail(r, CKPT_E_UNSUPPORTED, td,
                         "storage_data[\"%s\"] has transform_descriptors (%.100s%s: DCP stream "
                         "extensions such as ZStandard compression), which ckpt does not undo: "
                         "its bytes are not what a loader gets",
@@ -191,6 +235,7 @@ static int storage_entry(const reader *r, const ckpt_value *k, const ckpt_value 
     e->fqn = fqn->u.s.p;
     e->offset = get(ks, "offset");
     e->path = path->u.s.p;
+    e->at = ckpt_value_at(v, 0);
     return 0;
 }
 
@@ -242,9 +287,10 @@ static int tensor_properties(const reader *r, const char *fqn, const ckpt_value 
         "torch.strided",    "torch.sparse_coo", "torch.sparse_csr", "torch.sparse_csc",
         "torch.sparse_bsr", "torch.sparse_bsc", "torch._mkldnn",    "torch.jagged"};
     if (ps->u.seq.n != 5)
-        return ckpt_err(CKPT_E_FORMAT, r->file, "", CKPT_NO_OFFSET,
-                        "\"%s\": TensorProperties holds %zu values, __setstate__ unpacks 5", fqn,
-                        ps->u.seq.n);
+        return fail(r, CKPT_E_FORMAT, ps,
+                    "\"%s\": expected TensorProperties' state to hold the 5 values "
+                    "__setstate__ unpacks, got %zu",
+                    fqn, ps->u.seq.n);
     const ckpt_value *lay = ps->u.seq.items[1];
     const ckpt_value *name = call_arg(lay, "torch.serialization", "_get_layout");
     if (is_class(lay, "torch.serialization", "_get_layout")) {
@@ -252,22 +298,31 @@ static int tensor_properties(const reader *r, const char *fqn, const ckpt_value 
         for (size_t i = 0; is_str && i < sizeof layouts / sizeof *layouts; i++)
             known |= !strcmp(name->u.s.p, layouts[i]);
         if (!known)
-            return ckpt_err(CKPT_E_FORMAT, r->file, "", CKPT_NO_OFFSET,
-                            "\"%s\": layout %.100s is not one of torch's layouts "
-                            "(torch.serialization._get_layout raises)",
-                            fqn, is_str ? name->u.s.p : "(not a str)");
+            return fail(r, CKPT_E_FORMAT, at(name, lay),
+                        "\"%s\": expected one of torch's layouts (torch.strided...) as "
+                        "the layout, got %.100s (torch.serialization._get_layout raises)",
+                        fqn, is_str ? name->u.s.p : got(name));
     }
     const ckpt_value *enc = call_arg(ps->u.seq.items[3], DCP_META, "_MEM_FORMAT_ENCODING");
     uint64_t code;
-    if (!enc || get_u64(enc, &code) || code > 2)
-        return ckpt_err(CKPT_E_FORMAT, r->file, "", CKPT_NO_OFFSET,
-                        "\"%s\": TensorProperties' memory format is not a "
-                        "_MEM_FORMAT_ENCODING member (0, 1 or 2): __setstate__ raises",
-                        fqn);
+    if (!enc || get_u64(enc, &code) || code > 2) {
+        const ckpt_value *m = ps->u.seq.items[3];
+        char v[32];
+        if (enc && enc->kind == CKPT_KIND_INT && !enc->u.i.decimal)
+            snprintf(v, sizeof v, "%lld", (long long)enc->u.i.v);
+        return fail(r, CKPT_E_FORMAT, at(enc, m),
+                    "\"%s\": expected a _MEM_FORMAT_ENCODING member (0, 1 or 2) as "
+                    "TensorProperties' memory format, got %s%s (__setstate__ raises)",
+                    fqn, enc ? "_MEM_FORMAT_ENCODING of " : "",
+                    enc && enc->kind == CKPT_KIND_INT && !enc->u.i.decimal ? v
+                    : enc                                                 ? got(enc)
+                                                                          : got(m));
+    }
     return 0;
 }
 
-static int tensor_item(const reader *r, ckpt_dcp_item *it, const ckpt_value *st) {
+static int tensor_item(const reader *r, ckpt_dcp_item *it, const ckpt_value *tsm) {
+    const ckpt_value *st = tsm->u.obj.state;
     const ckpt_value *props = get(st, "properties");
     const ckpt_value *ps =
         is_class(props, DCP_META, "TensorProperties") ? props->u.obj.state : NULL;
@@ -280,44 +335,48 @@ static int tensor_item(const reader *r, ckpt_dcp_item *it, const ckpt_value *st)
         if (rc) return rc;
     }
     if (!dt || dt->kind != CKPT_KIND_GLOBAL_ || strcmp(dt->u.global.module, "torch"))
-        return ckpt_err(CKPT_E_FORMAT, r->file, "", CKPT_NO_OFFSET,
-                        "\"%s\": properties hold no torch dtype", it->fqn);
+        return fail(r, CKPT_E_FORMAT, at(dt, at(ps, at(props, tsm))),
+                    "\"%s\": expected a torch dtype in its properties, got %s", it->fqn,
+                    got(dt ? dt : ps ? NULL : props));
     it->dtype = ckpt_dtype_from_torch_name(dt->u.global.name);
     if (it->dtype == CKPT_DT_UNKNOWN)
-        return ckpt_err(CKPT_E_UNSUPPORTED, r->file, "", CKPT_NO_OFFSET,
-                        "\"%s\": dtype torch.%s has no ckpt dtype", it->fqn, dt->u.global.name);
-    int rc = get_shape(r, get(st, "size"), &it->ndim, &it->size, "size", it->fqn);
+        return fail(r, CKPT_E_UNSUPPORTED, dt, "\"%s\": dtype torch.%s has no ckpt dtype",
+                    it->fqn, dt->u.global.name);
+    int rc = get_shape(r, get(st, "size"), tsm, &it->ndim, &it->size, "size", it->fqn);
     if (rc) return rc;
     const ckpt_value *chunks = get(st, "chunks");
     if (!chunks || chunks->kind != CKPT_KIND_LIST)
-        return ckpt_err(CKPT_E_FORMAT, r->file, "", CKPT_NO_OFFSET, "\"%s\": chunks is not a list",
-                        it->fqn);
+        return fail(r, CKPT_E_FORMAT, at(chunks, tsm), "\"%s\": expected a list as chunks, got %s",
+                    it->fqn, got(chunks));
     it->nchunks = chunks->u.seq.n;
     it->chunks = ckpt_arena_array(r->a, it->nchunks ? it->nchunks : 1, sizeof *it->chunks);
     CKPT_CHECK_ALLOC(it->chunks);
     for (size_t c = 0; c < it->nchunks; c++) {
-        const ckpt_value *cs = state_of(chunks->u.seq.items[c], DCP_META, "ChunkStorageMetadata");
+        const ckpt_value *cv = chunks->u.seq.items[c];
+        const ckpt_value *cs = state_of(cv, DCP_META, "ChunkStorageMetadata");
         ckpt_dcp_chunk *ch = &it->chunks[c];
         uint32_t no, ns;
         if (!cs)
-            return ckpt_err(CKPT_E_FORMAT, r->file, "", CKPT_NO_OFFSET,
-                            "\"%s\": chunk %zu is not a ChunkStorageMetadata", it->fqn, c);
-        if ((rc = get_shape(r, get(cs, "offsets"), &no, &ch->offsets, "chunk offsets", it->fqn)) ||
-            (rc = get_shape(r, get(cs, "sizes"), &ns, &ch->sizes, "chunk sizes", it->fqn)))
+            return fail(r, CKPT_E_FORMAT, cv,
+                        "\"%s\": expected a ChunkStorageMetadata as chunk %zu, got %s", it->fqn,
+                        c, got(cv));
+        const ckpt_value *ov = get(cs, "offsets"), *sv = get(cs, "sizes");
+        if ((rc = get_shape(r, ov, cv, &no, &ch->offsets, "chunk offsets", it->fqn)) ||
+            (rc = get_shape(r, sv, cv, &ns, &ch->sizes, "chunk sizes", it->fqn)))
             return rc;
         if (no != it->ndim || ns != it->ndim)
-            return ckpt_err(CKPT_E_FORMAT, r->file, "", CKPT_NO_OFFSET,
-                            "\"%s\": chunk %zu has %u offsets and %u sizes for a tensor of %u "
-                            "dimensions",
-                            it->fqn, c, no, ns, it->ndim);
+            return fail(r, CKPT_E_FORMAT, no != it->ndim ? ov : sv,
+                        "\"%s\": expected %u offsets and sizes in chunk %zu (the tensor's "
+                        "dimensions), got %u offsets and %u sizes",
+                        it->fqn, it->ndim, c, no, ns);
         for (uint32_t d = 0; d < it->ndim; d++)
             if (ch->offsets[d] > it->size[d] || ch->sizes[d] > it->size[d] - ch->offsets[d])
-                return ckpt_err(CKPT_E_FORMAT, r->file, "", CKPT_NO_OFFSET,
-                                "\"%s\": chunk %zu spans [%llu, %llu) of dimension %u, which "
-                                "has size %llu",
-                                it->fqn, c, (unsigned long long)ch->offsets[d],
-                                (unsigned long long)(ch->offsets[d] + ch->sizes[d]), d,
-                                (unsigned long long)it->size[d]);
+                return fail(r, CKPT_E_FORMAT,
+                            ch->offsets[d] > it->size[d] ? ov->u.seq.items[d] : sv->u.seq.items[d],
+                            "\"%s\": expected chunk %zu inside [0, %llu) along dimension %u, "
+                            "got offset %llu and size %llu",
+                            it->fqn, c, (unsigned long long)it->size[d], d,
+                            (unsigned long long)ch->offsets[d], (unsigned long long)ch->sizes[d]);
     }
     return 0;
 }
@@ -337,9 +396,10 @@ static int item_path(const reader *r, ckpt_dcp_item *it, const ckpt_strmap *inde
         ok = k->kind == CKPT_KIND_STR || (k->kind == CKPT_KIND_INT && !k->u.i.decimal);
     }
     if (!ok)
-        return ckpt_err(CKPT_E_FORMAT, r->file, "", CKPT_NO_OFFSET,
-                        "planner_data[\"%s\"] is not a non-empty tuple of str and int keys",
-                        it->fqn);
+        return fail(r, CKPT_E_FORMAT, p,
+                    "planner_data[\"%s\"]: expected a non-empty tuple of str and int keys, "
+                    "got %s",
+                    it->fqn, p->kind == CKPT_KIND_TUPLE ? "another tuple" : got(p));
     it->path = (const ckpt_value *const *)p->u.seq.items;
     it->npath = p->u.seq.n;
     return 0;
@@ -381,7 +441,7 @@ static int read_items(const reader *r, ckpt_dcp_meta *out, const ckpt_value *sdm
     for (size_t i = 0; i < out->nitems; i++) {
         const ckpt_value *k = sdm->u.dict.keys[i], *v = sdm->u.dict.vals[i];
         ckpt_dcp_item *it = &out->items[i];
-        if (k->kind != CKPT_KIND_STR) return bad(r, "a state_dict_metadata key is not a str");
+        if (k->kind != CKPT_KIND_STR) return bad(r, k, "expected a str as a state_dict_metadata key");
         it->fqn = k->u.s.p;
         int rc = 0;
         if (is_class(v, DCP_META, "BytesStorageMetadata")) {
@@ -390,24 +450,27 @@ static int read_items(const reader *r, ckpt_dcp_meta *out, const ckpt_value *sdm
             it->chunks = ckpt_arena_alloc(r->a, sizeof *it->chunks);
             CKPT_CHECK_ALLOC(it->chunks);
         } else if (is_class(v, DCP_META, "TensorStorageMetadata")) {
-            rc = tensor_item(r, it, v->u.obj.state);
+            rc = tensor_item(r, it, v);
         } else {
-            return ckpt_err(CKPT_E_FORMAT, r->file, "", CKPT_NO_OFFSET,
-                            "state_dict_metadata[\"%s\"] is neither a TensorStorageMetadata nor "
-                            "a BytesStorageMetadata",
-                            it->fqn);
+            return fail(r, CKPT_E_FORMAT, v,
+                        "state_dict_metadata[\"%s\"]: expected a TensorStorageMetadata or a "
+                        "BytesStorageMetadata, got %s",
+                        it->fqn, got(v));
         }
         for (size_t c = 0; rc == 0 && c < it->nchunks; c++) {
             ckpt_dcp_chunk *ch = &it->chunks[c];
             const sentry *e = lookup(s, ns, it->fqn, ch->offsets, it->ndim, it->is_bytes);
             if (!e)
-                return ckpt_err(CKPT_E_FORMAT, r->file, "", CKPT_NO_OFFSET,
-                                "\"%s\": %s %zu has no storage_data entry (no file holds its "
-                                "bytes)",
-                                it->fqn, it->is_bytes ? "bytes item" : "chunk", c);
+                return fail(r, CKPT_E_FORMAT,
+                            it->is_bytes ? v : get(v->u.obj.state, "chunks")->u.seq.items[c],
+                            "\"%s\": expected a storage_data entry for %s %zu (the file that "
+                            "holds its bytes), got none",
+                            it->fqn, it->is_bytes ? "bytes item" : "chunk", c);
             ch->path = e->path;
             ch->offset = e->off;
             ch->length = e->len;
+            ch->meta_file = r->file;
+            ch->meta_at = e->at;
         }
         if (rc) return rc;
     }
@@ -419,7 +482,7 @@ int ckpt_dcp_meta_parse(ckpt_dcp_meta *out, ckpt_arena *a, const uint8_t *p, siz
     memset(out, 0, sizeof *out);
     ckpt_limits defaults = CKPT_LIMITS_INIT;
     reader r = {a, file, limits ? limits : &defaults};
-    guard g = {{0}, 0, 0};
+    guard g = {{0}, 0, CKPT_NO_OFFSET};
     pk_options o = {
         .file = file, .member = "", .limits = r.lim, .arena = a, .on_event = on_event, .ctx = &g};
     ckpt_value *root = NULL;
@@ -432,18 +495,25 @@ int ckpt_dcp_meta_parse(ckpt_dcp_meta *out, ckpt_arena *a, const uint8_t *p, siz
                         "FileSystemReader runs) would call it",
                         g.bad);
     if (rc) return rc;
-    if (g.persid) return bad(&r, "it holds a persistent id");
+    if (g.persid != CKPT_NO_OFFSET)
+        return ckpt_err(CKPT_E_FORMAT, file, "", g.persid,
+                        "not a DCP Metadata pickle: expected no persistent id, got one");
     const ckpt_value *st = state_of(root, DCP_META, "Metadata");
     const ckpt_value *sdm = get(st, "state_dict_metadata"), *sd = get(st, "storage_data");
-    if (!st) return bad(&r, "the pickled object is not a torch.distributed.checkpoint Metadata");
-    if (!sdm || sdm->kind != CKPT_KIND_DICT) return bad(&r, "state_dict_metadata is not a dict");
+    if (!st)
+        return bad(&r, root,
+                   "expected a torch.distributed.checkpoint Metadata as the pickled object");
+    if (!sdm || sdm->kind != CKPT_KIND_DICT)
+        return bad(&r, at(sdm, root), "expected a dict as state_dict_metadata");
     const ckpt_value *sm = get(st, "storage_meta");
     if (sm && sm->kind != CKPT_KIND_NONE && !is_class(sm, DCP_META, "StorageMeta"))
-        return bad(&r, "storage_meta is neither None nor a StorageMeta (FileSystemReader's "
-                       "read_metadata sets its load_id and raises)");
+        return bad(&r, sm,
+                   "expected None or a StorageMeta as storage_meta (FileSystemReader's "
+                   "read_metadata sets its load_id and raises)");
     if (!sd || sd->kind != CKPT_KIND_DICT)
-        return bad(&r, "storage_data is not a dict (written by a storage writer other than "
-                       "FileSystemWriter)");
+        return bad(&r, at(sd, root),
+                   "expected a dict as storage_data (a storage writer other than "
+                   "FileSystemWriter wrote it)");
     rc = read_items(&r, out, sdm, sd);
     return rc ? rc : read_paths(&r, out, get(st, "planner_data"));
 }

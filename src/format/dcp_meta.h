@@ -38,6 +38,12 @@ typedef struct ckpt_dcp_chunk {
     uint64_t *offsets, *sizes; /* ndim each (tensor items) */
     const char *path;          /* relative_path, as pickled */
     uint64_t offset, length;   /* in that file */
+    /* the claim errors about that slice contradict: the metadata file
+     * (ckpt_dcp_meta_parse's `file`) and the byte offset in it of the
+     * _StorageInfo giving path, offset and length (CKPT_NO_OFFSET when not
+     * known); meta_file NULL: no metadata file placed it (HF layouts) */
+    const char *meta_file;
+    uint64_t meta_at;
 } ckpt_dcp_chunk;
 
 typedef struct ckpt_dcp_item {
@@ -66,7 +72,9 @@ typedef struct ckpt_dcp_meta {
  * Metadata, a chunk without a storage_data entry, a field of the wrong
  * kind, a chunk outside its tensor), CKPT_E_UNSUPPORTED (transform
  * descriptors, a dtype ckpt does not know), CKPT_E_LIMIT, CKPT_E_NOMEM
- * or the machine's codes. */
+ * or the machine's codes. An error about a value gives, as its offset,
+ * that of the opcode that built the value ("expected ..., got ..."), or of
+ * the object that lacks a missing field. */
 int ckpt_dcp_meta_parse(ckpt_dcp_meta *out, ckpt_arena *a, const uint8_t *p, size_t n,
                         const char *file, const ckpt_limits *limits);
 

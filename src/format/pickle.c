@@ -358,6 +358,9 @@ static int push(machine *m, ckpt_value *v) {
     if (m->sp == m->stack_cap && ckpt_arena_grow(&m->scratch, (void **)&m->stack, &m->stack_cap,
                                                  m->sp + 1, sizeof *m->stack))
         return nomem(m);
+    /* the first push is the opcode that built it (value.h pk_at); a memo
+     * GET or a builder's argument handed back keeps its own */
+    if (!v->pk_at && m->op_pos < UINT32_MAX) v->pk_at = (uint32_t)m->op_pos + 1;
     m->stack[m->sp++] = v;
     return 0;
 }
@@ -936,7 +939,7 @@ static ckpt_value *new_str(machine *m, int kind, const uint8_t *p, size_t n) {
     if (!m->scan) return ckpt_value_new_str(m->a, kind, p, n);
     /* one per str: packed, written once */
     ckpt_value *v = ckpt_arena_alloc_raw(m->a, sizeof *v);
-    if (v) *v = (ckpt_value){.kind = kind, .u.s = {(char *)p, n}};
+    if (v) *v = (ckpt_value){.kind = (uint8_t)kind, .u.s = {(char *)p, n}};
     return v;
 }
 

@@ -9,7 +9,7 @@
 
 ckpt_value *ckpt_value_new(ckpt_arena *a, int kind) {
     ckpt_value *v = ckpt_arena_alloc(a, sizeof *v);
-    if (v) v->kind = kind;
+    if (v) v->kind = (uint8_t)kind;
     return v;
 }
 

@@ -103,7 +103,7 @@ const char *ckpt_dict_class_name(int cls);
 const char *ckpt_value_kind_name(int kind);
 
 struct ckpt_value {
-    int kind; /* ckpt_kind or CKPT_KIND_*_ above */
+    uint8_t kind; /* ckpt_kind or CKPT_KIND_*_ above */
     /* DICT: CKPT_DICT_*; here rather than in u.dict, whose growth would
      * make every value bigger */
     uint8_t dict_class;
@@ -112,6 +112,12 @@ struct ckpt_value {
      * (numpy.core.multiarray.scalar): its ckpt_dtype, so that loaders and
      * writers give back a numpy scalar of that dtype; 0 otherwise */
     uint8_t np_dtype;
+    /* Where the pickle machine built it (pickle.h): 1 + the offset, in its
+     * pickle stream, of the opcode that pushed it first; 0 when it comes
+     * from no pickle or lies 4 GiB or more into one. In the padding after
+     * the bytes above, so a value stays 48 bytes. Read it through
+     * ckpt_value_at. */
+    uint32_t pk_at;
     union {
         int b;
         struct {
@@ -148,6 +154,14 @@ struct ckpt_value {
         ckpt_storage *storage;
     } u;
 };
+
+/* The absolute offset of the opcode that built v (pk_at) in a pickle whose
+ * first byte is at `base` (pk_options.base_offset), or CKPT_NO_OFFSET
+ * (UINT64_MAX) when v is NULL or that is not known: for the byte offset of
+ * an error about a value. */
+static inline uint64_t ckpt_value_at(const ckpt_value *v, uint64_t base) {
+    return v && v->pk_at ? base + v->pk_at - 1 : UINT64_MAX;
+}
 
 /* Constructors: NULL on allocation failure. Strings are copied. */
 ckpt_value *ckpt_value_new(ckpt_arena *a, int kind);

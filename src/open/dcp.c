@@ -135,13 +135,31 @@ static int rank_of(const char *name) {
     return (int)r;
 }
 
-/* The data file `rel` (as .metadata spells it), opened once. */
-static int data_file(opener *o, const char *rel, const char *fqn, size_t *index) {
+/* What placed chunk ch in its data file, for errors about that file: " (the
+ * storage_data entry at byte N of .metadata)", or "" for a chunk of an HF
+ * layout (no metadata file). Written into buf. */
+static const char *placed(char *buf, size_t cap, const ckpt_dcp_chunk *ch) {
+    if (!ch || !ch->meta_file) return "";
+    const char *base = strrchr(ch->meta_file, '/');
+    snprintf(buf, cap, " (the storage_data entry at byte %llu of %s)",
+             (unsigned long long)ch->meta_at, base ? base + 1 : ch->meta_file);
+    return buf;
+}
+
+/* The data file `rel` (as .metadata spells it), opened once; ch: the
+ * chunk that names it, or NULL (HF layouts: the file itself). */
+static int data_file(opener *o, const char *rel, const char *fqn, const ckpt_dcp_chunk *ch,
+                     size_t *index) {
     ckpt_file *f = o->f;
     size_t len = strlen(rel);
     char *canon = ckpt_arena_alloc(&f->arena, len + 1);
     CKPT_CHECK_ALLOC(canon);
     const char *why = ckpt_shard_name(canon, rel, len, NULL);
+    if (why && ch && ch->meta_file)
+        return ckpt_err(CKPT_E_FORMAT, ch->meta_file, fqn, ch->meta_at,
+                        "\"%s\": expected a data file of the directory as relative_path, got "
+                        "\"%.200s\", which is %s",
+                        fqn, rel, why);
     if (why)
         return ckpt_err(CKPT_E_FORMAT, f->path, "", CKPT_NO_OFFSET,
                         "\"%s\": data file \"%.200s\" is %s", fqn, rel, why);
@@ -155,9 +173,11 @@ static int data_file(opener *o, const char *rel, const char *fqn, size_t *index)
     const char *path = ckpt_arena_printf(&f->arena, "%s/%s", o->dir, canon);
     CKPT_CHECK_ALLOC(path);
     struct stat st;
+    char claim[300];
     if (stat(path, &st) != 0)
-        return ckpt_err(CKPT_E_MISMATCH, path, "", CKPT_NO_OFFSET,
-                        "missing: .metadata names it as the data file of \"%s\"", fqn);
+        return ckpt_err(CKPT_E_MISMATCH, path, fqn, CKPT_NO_OFFSET,
+                        "missing: .metadata names it as the data file of \"%s\"%s", fqn,
+                        placed(claim, sizeof claim, ch));
     if (ckpt_arena_grow(&f->arena, (void **)&f->shards, &o->shard_cap, f->nshards + 1,
                         sizeof *f->shards))
         return ckpt_err_nomem();
@@ -195,16 +215,33 @@ ckpt_format ckpt_dcp_slice_format(const uint8_t *head0, size_t n0, const uint8_t
     return ckpt_detect_format(at, nat);
 }
 
+/* Re-records an error opening the slice that holds `fqn` (a safetensors
+ * header, a torch.save's directory) so that it names fqn and what placed it
+ * there: as the member when the error names none. */
+static int in_slice(int rc, const char *fqn, const char *claim) {
+    const ckpt_error *e = ckpt_error_last();
+    char msg[512], file[1024], member[512];
+    snprintf(msg, sizeof msg, "%s", e->message);
+    snprintf(file, sizeof file, "%s", e->file);
+    snprintf(member, sizeof member, "%s", e->member[0] ? e->member : fqn);
+    if (rc == CKPT_E_NOMEM) return rc;
+    return ckpt_err(rc, file, member, e->offset, "%s (while reading \"%s\"%s)", msg, fqn,
+                    claim);
+}
+
 /* The checkpoint a slice [off, off+len) of data file `shard` is read
  * from, and in *base where it starts (ckpt_dcp_slice_format). A
  * safetensors file is opened once. */
 static int open_slice(opener *o, size_t shard, uint64_t off, uint64_t len, int is_bytes,
-                      const char *fqn, ckpt_file **out, uint64_t *base) {
+                      const char *fqn, const char *claim, ckpt_file **out, uint64_t *base) {
     ckpt_file *h = o->f->shards[shard];
     if (off > h->map_size || len > h->map_size - off)
-        return ckpt_err(CKPT_E_TRUNCATED, h->path, "", h->map_size,
-                        "\"%s\" is at bytes [%llu, %llu) of this file, which ends at %zu", fqn,
-                        (unsigned long long)off, (unsigned long long)(off + len), h->map_size);
+        return ckpt_err(CKPT_E_TRUNCATED, h->path, fqn, h->map_size,
+                        "expected \"%s\" at bytes [%llu, %llu) of this file%s, got a file "
+                        "that ends at %zu",
+                        fqn, (unsigned long long)off,
+                        off + len < off ? UINT64_MAX : (unsigned long long)(off + len), claim,
+                        h->map_size);
     uint8_t head0[CKPT_HEAD_BYTES], head[CKPT_HEAD_BYTES];
     size_t n0, n = 0;
     int rc = ckpt_file_head(h, 0, head0, &n0);
@@ -230,7 +267,7 @@ static int open_slice(opener *o, size_t shard, uint64_t off, uint64_t len, int i
     CKPT_CHECK_ALLOC(name);
     ckpt_file *part;
     rc = ckpt_file_open_part(&part, h, *base, len, name);
-    if (rc) return rc;
+    if (rc) return in_slice(rc, fqn, claim);
     if ((rc = add_part(o, part))) return rc;
     if (safetensors) {
         if (ckpt_arena_grow(&o->f->arena, (void **)&o->st, &o->st_cap, o->nst + 1, sizeof *o->st))
@@ -281,7 +318,9 @@ static int chunk_tensor(opener *o, const ckpt_dcp_item *it, const ckpt_dcp_chunk
                         const ckpt_tensor **out) {
     ckpt_file *part;
     uint64_t base;
-    int rc = open_slice(o, shard, ch->offset, ch->length, 0, it->fqn, &part, &base);
+    char claim[300];
+    placed(claim, sizeof claim, ch);
+    int rc = open_slice(o, shard, ch->offset, ch->length, 0, it->fqn, claim, &part, &base);
     if (rc) return rc;
     const ckpt_tensor *t = NULL;
     if (part->format == CKPT_FORMAT_SAFETENSORS) {
@@ -289,31 +328,35 @@ static int chunk_tensor(opener *o, const ckpt_dcp_item *it, const ckpt_dcp_chunk
         if (!t)
             return ckpt_err(CKPT_E_MISMATCH, part->path, it->fqn, CKPT_NO_OFFSET,
                             "the safetensors file holds no tensor \"%s\", which .metadata "
-                            "places here",
-                            it->fqn);
+                            "places here%s",
+                            it->fqn, claim);
         if ((rc = check_saved_offsets(part, it->fqn, ch, it->ndim))) return rc;
         /* a slice inside the file is exactly the tensor's data */
         if (base != ch->offset &&
             (ckpt_tensor_file_offset(t) != ch->offset || t->nbytes != ch->length))
             return ckpt_err(CKPT_E_MISMATCH, part->path, it->fqn, ch->offset,
-                            ".metadata places \"%s\" at [%llu, %llu), where the safetensors "
+                            ".metadata places \"%s\" at [%llu, %llu)%s, where the safetensors "
                             "header has no tensor of that name",
                             it->fqn, (unsigned long long)ch->offset,
-                            (unsigned long long)(ch->offset + ch->length));
+                            (unsigned long long)(ch->offset + ch->length), claim);
     } else if (part->root && part->root->kind == CKPT_KIND_TENSOR && part->ntensors == 1) {
         t = &part->tensors[0];
     } else {
-        return ckpt_err(CKPT_E_FORMAT, part->path, "", 0,
-                        "the slice holding a chunk of \"%s\" is not a torch.save of one tensor",
-                        it->fqn);
+        return ckpt_err(CKPT_E_FORMAT, part->path, it->fqn, 0,
+                        "expected a torch.save of one tensor in the slice holding a chunk of "
+                        "\"%s\"%s, got %s",
+                        it->fqn, claim,
+                        part->format == CKPT_FORMAT_TORCH_ZIP ? "another torch.save"
+                                                              : ckpt_format_name(part->format));
     }
     int same = t->dtype == it->dtype && t->ndim == it->ndim;
     for (uint32_t d = 0; same && d < it->ndim; d++) same = t->shape[d] == ch->sizes[d];
     if (!same)
         return ckpt_err(CKPT_E_MISMATCH, part->path, it->fqn, CKPT_NO_OFFSET,
                         "chunk of \"%s\" holds a %s tensor of %u dimensions that is not the %s "
-                        "chunk of the sizes .metadata gives",
-                        it->fqn, ckpt_dtype_name(t->dtype), t->ndim, ckpt_dtype_name(it->dtype));
+                        "chunk of the sizes .metadata gives%s",
+                        it->fqn, ckpt_dtype_name(t->dtype), t->ndim, ckpt_dtype_name(it->dtype),
+                        claim);
     *out = t;
     return 0;
 }
@@ -380,7 +423,7 @@ static int tensor_value(opener *o, const ckpt_dcp_item *it, ckpt_value **out) {
     for (size_t c = 0; c < it->nchunks; c++) {
         const ckpt_dcp_chunk *ch = &it->chunks[c];
         size_t shard;
-        int rc = data_file(o, ch->path, it->fqn, &shard);
+        int rc = data_file(o, ch->path, it->fqn, ch, &shard);
         if (rc == 0) rc = chunk_tensor(o, it, ch, shard, &k[c].t);
         if (rc) return rc;
         k[c].offsets = ch->offsets;
@@ -418,14 +461,16 @@ static int bytes_value(opener *o, const ckpt_dcp_item *it, ckpt_value **out) {
     size_t shard;
     ckpt_file *part;
     uint64_t base;
-    int rc = data_file(o, it->chunks[0].path, it->fqn, &shard);
+    char claim[300];
+    placed(claim, sizeof claim, &it->chunks[0]);
+    int rc = data_file(o, it->chunks[0].path, it->fqn, &it->chunks[0], &shard);
     if (rc == 0)
-        rc = open_slice(o, shard, it->chunks[0].offset, it->chunks[0].length, 1, it->fqn, &part,
-                        &base);
+        rc = open_slice(o, shard, it->chunks[0].offset, it->chunks[0].length, 1, it->fqn, claim,
+                        &part, &base);
     if (rc) return rc;
     if (part->format != CKPT_FORMAT_TORCH_ZIP || !part->root)
         return ckpt_err(CKPT_E_FORMAT, part->path, it->fqn, 0,
-                        "bytes item \"%s\" is not a torch.save zip", it->fqn);
+                        "bytes item \"%s\" is not a torch.save zip%s", it->fqn, claim);
     *out = part->root;
     return 0;
 }
@@ -703,7 +748,7 @@ static int hf_file(opener *o, merger *m, const char *name) {
     size_t shard;
     ckpt_file *part;
     uint64_t base;
-    int rc = data_file(o, name, name, &shard);
+    int rc = data_file(o, name, name, NULL, &shard);
     if (rc) return rc;
     ckpt_file *h = f->shards[shard];
     uint8_t head[CKPT_HEAD_BYTES];
@@ -713,7 +758,7 @@ static int hf_file(opener *o, merger *m, const char *name) {
         return ckpt_err(CKPT_E_FORMAT, h->path, "", 0,
                         "not a safetensors file (HuggingFaceStorageReader reads every "
                         "\"*.safetensors\" file of the directory)");
-    if ((rc = open_slice(o, shard, 0, 0, 0, name, &part, &base))) return rc;
+    if ((rc = open_slice(o, shard, 0, 0, 0, name, "", &part, &base))) return rc;
     const char *text = sharding_info(part);
     json_t *doc = text ? json_loads(text, 0, NULL) : NULL;
     if (text && !json_is_object(doc))
