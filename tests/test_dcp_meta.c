@@ -57,7 +57,7 @@ static size_t global(pk *p, const char *module, const char *name) {
 /* cls.__new__(cls): the object BUILD then fills */
 static size_t new_object(pk *p, const char *module, const char *name) {
     global(p, module, name);
-    op(p, ')'); /* EMPTY_TUPLE */
+    op(p, ')');         /* EMPTY_TUPLE */
     return op(p, 0x81); /* NEWOBJ */
 }
 
@@ -69,8 +69,8 @@ static size_t torch_size(pk *p, size_t n, const uint8_t *dims, size_t *dims_at) 
         size_t at = small_int(p, dims[i]);
         if (dims_at) dims_at[i] = at;
     }
-    op(p, 't'); /* TUPLE */
-    op(p, 0x85); /* TUPLE1: the argument tuple */
+    op(p, 't');        /* TUPLE */
+    op(p, 0x85);       /* TUPLE1: the argument tuple */
     return op(p, 'R'); /* REDUCE */
 }
 

@@ -1293,6 +1293,32 @@ TEST(test_bytes_builders) {
                    2));
 }
 
+/* Every value knows the offset of the opcode that built it (value.h
+ * pk_at): the first push, so a memo GET keeps it, relative to the pickle,
+ * which ckpt_value_at makes absolute. */
+TEST(test_values_know_their_opcode) {
+    ckpt_value *v;
+    /* 0 PROTO, 2 EMPTY_LIST, 3 BINPUT 0, 5 MARK, 6 BININT1 7, 8 SHORT_BINUNICODE
+     * "ab", 12 BINGET 0, 14 TUPLE, 15 APPEND, 16 STOP */
+    CHECK_EQ_INT(PK("\x80\x02]q\x00(K\x07\x8c\x02"
+                    "abh\x00ta.",
+                    &v),
+                 0);
+    CHECK(v && v->kind == CKPT_KIND_LIST && v->u.seq.n == 1);
+    if (!v || v->kind != CKPT_KIND_LIST || v->u.seq.n != 1) return;
+    const ckpt_value *t = v->u.seq.items[0];
+    CHECK_EQ_INT(ckpt_value_at(v, 0), 2);
+    CHECK(t->kind == CKPT_KIND_TUPLE && t->u.seq.n == 3);
+    CHECK_EQ_INT(ckpt_value_at(t, 0), 14);
+    CHECK_EQ_INT(ckpt_value_at(t->u.seq.items[0], 0), 6);
+    CHECK_EQ_INT(ckpt_value_at(t->u.seq.items[1], 0), 8);
+    CHECK(t->u.seq.items[2] == v); /* the GET at 12 pushed the list built at 2 */
+    CHECK_EQ_INT(ckpt_value_at(t->u.seq.items[2], 1000), 1002);
+    CHECK_EQ_INT(ckpt_value_at(NULL, 0), CKPT_NO_OFFSET);
+    ckpt_value none = {.kind = CKPT_KIND_NONE}; /* from no pickle */
+    CHECK_EQ_INT(ckpt_value_at(&none, 0), CKPT_NO_OFFSET);
+}
+
 /* ---------------------------------------------------------------- torch */
 
 #define PID                                                                                        \
@@ -1304,6 +1330,40 @@ TEST(test_bytes_builders) {
 #define V2(offset, size, stride, rg)                                                               \
     "ctorch._utils\n_rebuild_tensor_v2\n(" PID offset size stride rg HOOKS "tR"
 #define V2_2x2 V2("K\x00", "K\x02K\x02\x86", "K\x02K\x01\x86", "\x89")
+
+/* A rebuild's argument error is at the argument's own opcode (absolute:
+ * base_offset added), not the REDUCE that calls it. */
+static void rebuild_error_at(const char *pickle, size_t len, const char *arg, size_t arg_len,
+                             int code) {
+    ckpt_value *v;
+    const char *at = memmem(pickle, len, arg, arg_len);
+    CHECK(at != NULL);
+    base_offset = 4096;
+    CHECK_EQ_INT(run(pickle, len, &v), code);
+    base_offset = 0;
+    CHECK_EQ_INT(ckpt_error_last()->offset, 4096 + (at - pickle));
+}
+#define REBUILD_ERROR_AT(lit, arg, code)                                                           \
+    rebuild_error_at(lit, sizeof(lit) - 1, arg, sizeof(arg) - 1, code)
+
+TEST(test_tensor_rebuild_blames_the_argument) {
+    persistent_load = storage16;
+    /* a negative size: the BININT of -1 */
+    REBUILD_ERROR_AT("\x80\x02" V2("K\x00", "J\xff\xff\xff\xff\x85", "K\x01\x85", "\x89") ".",
+                     "J\xff\xff\xff\xff", CKPT_E_FORMAT);
+    /* a str requires_grad */
+    REBUILD_ERROR_AT("\x80\x02" V2("K\x00", "K\x02K\x02\x86", "K\x02K\x01\x86", "\x8c\x01y") ".",
+                     "\x8c\x01y", CKPT_E_FORMAT);
+    /* a stride one shorter than the size: the stride's TUPLE1 */
+    REBUILD_ERROR_AT("\x80\x02" V2("K\x00", "K\x02K\x02\x86", "K\x07\x85", "\x89") ".", "\x85\x89",
+                     CKPT_E_FORMAT);
+    CHECK(strstr(ckpt_error_last()->message, "expected size and stride of equal length"));
+    /* a float storage offset */
+    REBUILD_ERROR_AT("\x80\x02" V2("G\x3f\xf0\x00\x00\x00\x00\x00\x00", "K\x02K\x02\x86",
+                                   "K\x02K\x01\x86", "\x89") ".",
+                     "G\x3f\xf0", CKPT_E_FORMAT);
+    persistent_load = NULL;
+}
 
 static const char tensor_v2[] = "\x80\x02" V2_2x2 ".";
 
@@ -2152,7 +2212,9 @@ int main(void) {
     RUN(test_ext_and_persid);
     RUN(test_container_builders);
     RUN(test_bytes_builders);
+    RUN(test_values_know_their_opcode);
     RUN(test_tensor_rebuild);
+    RUN(test_tensor_rebuild_blames_the_argument);
     RUN(test_parameter_and_subclass);
     RUN(test_numpy_scalars);
     RUN(test_numpy_arrays);

@@ -136,15 +136,15 @@ static int get_u64(const ckpt_value *v, uint64_t *out) {
 }
 
 /* A torch.Size (a TUPLE of ints once built) of at most max_ndim dims. */
-static int get_shape(const reader *r, const ckpt_value *v, const ckpt_value *parent,
-                     uint32_t *ndim, uint64_t **dims, const char *what, const char *fqn) {
+static int get_shape(const reader *r, const ckpt_value *v, const ckpt_value *parent, uint32_t *ndim,
+                     uint64_t **dims, const char *what, const char *fqn) {
     if (!v || (v->kind != CKPT_KIND_TUPLE && v->kind != CKPT_KIND_LIST))
-        return fail(r, CKPT_E_FORMAT, at(v, parent),
-                    "\"%s\": expected a torch.Size as %s, got %s", fqn, what, got(v));
+        return fail(r, CKPT_E_FORMAT, at(v, parent), "\"%s\": expected a torch.Size as %s, got %s",
+                    fqn, what, got(v));
     size_t n = v->u.seq.n;
     if (n > r->lim->max_ndim)
-        return fail(r, CKPT_E_LIMIT, v, "\"%s\": %s has %zu dimensions, the limit is %u", fqn,
-                    what, n, r->lim->max_ndim);
+        return fail(r, CKPT_E_LIMIT, v, "\"%s\": %s has %zu dimensions, the limit is %u", fqn, what,
+                    n, r->lim->max_ndim);
     *dims = ckpt_arena_array(r->a, n ? n : 1, sizeof **dims);
     CKPT_CHECK_ALLOC(*dims);
     for (size_t i = 0; i < n; i++)
@@ -199,8 +199,7 @@ static int storage_entry(const reader *r, const ckpt_value *k, const ckpt_value 
     const ckpt_value *fqn = get(ks, "fqn"), *path = get(vs, "relative_path");
     const ckpt_value *td = get(vs, "transform_descriptors");
     const ckpt_value *off = get(vs, "offset"), *len = get(vs, "length");
-    if (!ks)
-        return bad(r, k, "expected a MetadataIndex as a storage_data key");
+    if (!ks) return bad(r, k, "expected a MetadataIndex as a storage_data key");
     if (!fqn || fqn->kind != CKPT_KIND_STR)
         return bad(r, at(fqn, k), "expected a str as a storage_data key's fqn");
     if (!vs)
@@ -226,11 +225,11 @@ static int storage_entry(const reader *r, const ckpt_value *k, const ckpt_value 
                                    ? td->u.seq.items[0]
                                    : NULL;
         return fail(r, CKPT_E_UNSUPPORTED, td,
-                        "storage_data[\"%s\"] has transform_descriptors (%.100s%s: DCP stream "
-                        "extensions such as ZStandard compression), which ckpt does not undo: "
-                        "its bytes are not what a loader gets",
-                        fqn->u.s.p, d0 ? d0->u.s.p : "not a list of str",
-                        ckpt_value_len(td) > 1 ? ", ..." : "");
+                    "storage_data[\"%s\"] has transform_descriptors (%.100s%s: DCP stream "
+                    "extensions such as ZStandard compression), which ckpt does not undo: "
+                    "its bytes are not what a loader gets",
+                    fqn->u.s.p, d0 ? d0->u.s.p : "not a list of str",
+                    ckpt_value_len(td) > 1 ? ", ..." : "");
     }
     e->fqn = fqn->u.s.p;
     e->offset = get(ks, "offset");
@@ -315,8 +314,8 @@ static int tensor_properties(const reader *r, const char *fqn, const ckpt_value 
                     "TensorProperties' memory format, got %s%s (__setstate__ raises)",
                     fqn, enc ? "_MEM_FORMAT_ENCODING of " : "",
                     enc && enc->kind == CKPT_KIND_INT && !enc->u.i.decimal ? v
-                    : enc                                                 ? got(enc)
-                                                                          : got(m));
+                    : enc                                                  ? got(enc)
+                                                                           : got(m));
     }
     return 0;
 }
@@ -337,11 +336,13 @@ static int tensor_item(const reader *r, ckpt_dcp_item *it, const ckpt_value *tsm
     if (!dt || dt->kind != CKPT_KIND_GLOBAL_ || strcmp(dt->u.global.module, "torch"))
         return fail(r, CKPT_E_FORMAT, at(dt, at(ps, at(props, tsm))),
                     "\"%s\": expected a torch dtype in its properties, got %s", it->fqn,
-                    got(dt ? dt : ps ? NULL : props));
+                    got(dt   ? dt
+                        : ps ? NULL
+                             : props));
     it->dtype = ckpt_dtype_from_torch_name(dt->u.global.name);
     if (it->dtype == CKPT_DT_UNKNOWN)
-        return fail(r, CKPT_E_UNSUPPORTED, dt, "\"%s\": dtype torch.%s has no ckpt dtype",
-                    it->fqn, dt->u.global.name);
+        return fail(r, CKPT_E_UNSUPPORTED, dt, "\"%s\": dtype torch.%s has no ckpt dtype", it->fqn,
+                    dt->u.global.name);
     int rc = get_shape(r, get(st, "size"), tsm, &it->ndim, &it->size, "size", it->fqn);
     if (rc) return rc;
     const ckpt_value *chunks = get(st, "chunks");
@@ -358,8 +359,8 @@ static int tensor_item(const reader *r, ckpt_dcp_item *it, const ckpt_value *tsm
         uint32_t no, ns;
         if (!cs)
             return fail(r, CKPT_E_FORMAT, cv,
-                        "\"%s\": expected a ChunkStorageMetadata as chunk %zu, got %s", it->fqn,
-                        c, got(cv));
+                        "\"%s\": expected a ChunkStorageMetadata as chunk %zu, got %s", it->fqn, c,
+                        got(cv));
         const ckpt_value *ov = get(cs, "offsets"), *sv = get(cs, "sizes");
         if ((rc = get_shape(r, ov, cv, &no, &ch->offsets, "chunk offsets", it->fqn)) ||
             (rc = get_shape(r, sv, cv, &ns, &ch->sizes, "chunk sizes", it->fqn)))
@@ -441,7 +442,8 @@ static int read_items(const reader *r, ckpt_dcp_meta *out, const ckpt_value *sdm
     for (size_t i = 0; i < out->nitems; i++) {
         const ckpt_value *k = sdm->u.dict.keys[i], *v = sdm->u.dict.vals[i];
         ckpt_dcp_item *it = &out->items[i];
-        if (k->kind != CKPT_KIND_STR) return bad(r, k, "expected a str as a state_dict_metadata key");
+        if (k->kind != CKPT_KIND_STR)
+            return bad(r, k, "expected a str as a state_dict_metadata key");
         it->fqn = k->u.s.p;
         int rc = 0;
         if (is_class(v, DCP_META, "BytesStorageMetadata")) {

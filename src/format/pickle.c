@@ -1143,6 +1143,7 @@ static pk_build_ctx build_ctx(machine *m) {
                       .file = m->o->file,
                       .member = m->o->member,
                       .offset = m->o->base_offset + m->op_pos,
+                      .base = m->o->base_offset,
                       .opcode = m->op,
                       .limits = m->lim,
                       .on_event = m->o->on_event,

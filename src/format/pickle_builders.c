@@ -30,6 +30,21 @@ fail(const pk_build_ctx *c, int code, const char *fmt, ...) {
     return ckpt_err(code, c->file, c->member, c->offset, "%s", msg);
 }
 
+/* fail() blaming argument v: at the opcode that built it, when known. */
+#if defined(__GNUC__)
+__attribute__((format(printf, 4, 5)))
+#endif
+static int
+fail_at(const pk_build_ctx *c, const ckpt_value *v, int code, const char *fmt, ...) {
+    char msg[400];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    uint64_t at = ckpt_value_at(v, c->base);
+    return ckpt_err(code, c->file, c->member, at != CKPT_NO_OFFSET ? at : c->offset, "%s", msg);
+}
+
 static int nomem(const pk_build_ctx *c) { return fail(c, CKPT_E_NOMEM, "out of memory"); }
 
 /* Counts n items or bytes copied against the work limit (ops_limit). */
@@ -315,22 +330,28 @@ static int get_dims(const pk_build_ctx *c, const char *fn, const ckpt_value *siz
                     const ckpt_value *stride, uint64_t *shape, uint64_t *strides, uint32_t *ndim) {
     if ((size->kind != CKPT_KIND_TUPLE && size->kind != CKPT_KIND_LIST) ||
         (stride->kind != CKPT_KIND_TUPLE && stride->kind != CKPT_KIND_LIST))
-        return fail(c, CKPT_E_FORMAT, "%s: expected size and stride tuples, got a %s and a %s", fn,
-                    ckpt_value_kind_name(size->kind), ckpt_value_kind_name(stride->kind));
+        return fail_at(
+            c, size->kind != CKPT_KIND_TUPLE && size->kind != CKPT_KIND_LIST ? size : stride,
+            CKPT_E_FORMAT, "%s: expected size and stride tuples, got a %s and a %s", fn,
+            ckpt_value_kind_name(size->kind), ckpt_value_kind_name(stride->kind));
     size_t n = size->u.seq.n;
     if (stride->u.seq.n != n)
-        return fail(c, CKPT_E_FORMAT,
-                    "%s: expected size and stride of equal length, got %zu and %zu", fn, n,
-                    stride->u.seq.n);
+        return fail_at(c, stride, CKPT_E_FORMAT,
+                       "%s: expected size and stride of equal length, got %zu and %zu", fn, n,
+                       stride->u.seq.n);
     uint32_t max = c->limits->max_ndim < CKPT_MAX_NDIM ? c->limits->max_ndim : CKPT_MAX_NDIM;
     if (n > max)
-        return fail(c, CKPT_E_LIMIT, "%s: tensor of %zu dimensions, at most %" PRIu32 " allowed",
-                    fn, n, max);
+        return fail_at(c, size, CKPT_E_LIMIT,
+                       "%s: tensor of %zu dimensions, at most %" PRIu32 " allowed", fn, n, max);
     for (size_t i = 0; i < n; i++)
         if (get_u64(size->u.seq.items[i], &shape[i]) ||
             get_u64(stride->u.seq.items[i], &strides[i]))
-            return fail(c, CKPT_E_FORMAT,
-                        "%s: expected non-negative ints in size and stride (dimension %zu)", fn, i);
+            return fail_at(c,
+                           get_u64(size->u.seq.items[i], &shape[i]) ? size->u.seq.items[i]
+                                                                    : stride->u.seq.items[i],
+                           CKPT_E_FORMAT,
+                           "%s: expected non-negative ints in size and stride (dimension %zu)", fn,
+                           i);
     *ndim = (uint32_t)n;
     return 0;
 }
@@ -341,14 +362,16 @@ static int view_of(ckpt_value **out, const pk_build_ctx *c, const char *fn, cons
                    ckpt_dtype dt) {
     const ckpt_value *st = arg(args, 0);
     if (st->kind != CKPT_KIND_STORAGE_)
-        return fail(c, CKPT_E_FORMAT,
-                    "%s: expected a storage (from a persistent id) as argument 1, got a %s", fn,
-                    ckpt_value_kind_name(st->kind));
+        return fail_at(c, st, CKPT_E_FORMAT,
+                       "%s: expected a storage (from a persistent id) as argument 1, got a %s", fn,
+                       ckpt_value_kind_name(st->kind));
     uint64_t offset, shape[CKPT_MAX_NDIM], stride[CKPT_MAX_NDIM];
     uint32_t ndim;
     int rc;
     if (get_u64(arg(args, 1), &offset))
-        return fail(c, CKPT_E_FORMAT, "%s: expected a non-negative int storage offset", fn);
+        return fail_at(c, arg(args, 1), CKPT_E_FORMAT,
+                       "%s: expected a non-negative int storage offset, got a %s", fn,
+                       ckpt_value_kind_name(arg(args, 1)->kind));
     if ((rc = get_dims(c, fn, arg(args, 2), arg(args, 3), shape, stride, &ndim))) return rc;
     return ckpt_tensor_new(out, c->arena, st->u.storage,
                            dt == CKPT_DT_UNKNOWN ? st->u.storage->dtype : dt, ndim, shape, stride,
@@ -373,16 +396,20 @@ static int b_tensor(ckpt_value **out, const pk_build_ctx *c, const ckpt_value *c
                     n);
     int requires_grad = 0, rc;
     if (version >= 2 && get_flag(arg(args, 4), &requires_grad))
-        return fail(c, CKPT_E_FORMAT, "%s: expected a bool requires_grad", fn);
+        return fail_at(c, arg(args, 4), CKPT_E_FORMAT,
+                       "%s: expected a bool requires_grad, got a %s", fn,
+                       ckpt_value_kind_name(arg(args, 4)->kind));
     ckpt_dtype dt = CKPT_DT_UNKNOWN;
     if (version == 3) {
         const ckpt_value *d = arg(args, 6);
         if (d->kind != CKPT_KIND_GLOBAL_ || strcmp(d->u.global.module, "torch"))
-            return fail(c, CKPT_E_FORMAT, "%s: expected a torch dtype as argument 7", fn);
+            return fail_at(c, d, CKPT_E_FORMAT,
+                           "%s: expected a torch dtype as argument 7, got a %s", fn,
+                           ckpt_value_kind_name(d->kind));
         dt = ckpt_dtype_from_torch_name(d->u.global.name);
         if (dt == CKPT_DT_UNKNOWN)
-            return fail(c, CKPT_E_UNSUPPORTED, "%s: dtype %s is not supported", fn,
-                        d->u.global.qualname);
+            return fail_at(c, d, CKPT_E_UNSUPPORTED, "%s: dtype %s is not supported", fn,
+                           d->u.global.qualname);
     }
     if ((rc = view_of(out, c, fn, args, dt))) return rc;
     (*out)->u.tensor->requires_grad = requires_grad != 0;
@@ -435,7 +462,9 @@ static int b_qtensor(ckpt_value **out, const pk_build_ctx *c, const ckpt_value *
     int requires_grad, rc;
     if (!d) return nomem(c);
     if (get_flag(arg(args, 5), &requires_grad))
-        return fail(c, CKPT_E_FORMAT, "%s: expected a bool requires_grad", fn);
+        return fail_at(c, arg(args, 5), CKPT_E_FORMAT,
+                       "%s: expected a bool requires_grad, got a %s", fn,
+                       ckpt_value_kind_name(arg(args, 5)->kind));
     if ((rc = view_of(&t, c, fn, args, dt))) return rc;
     t->u.tensor->requires_grad = requires_grad != 0;
     if ((rc = put(c, d, "int_repr", t)) || (rc = put(c, d, "dtype", new_str(c, qname))) ||
@@ -507,8 +536,9 @@ static int b_parameter(ckpt_value **out, const pk_build_ctx *c, const ckpt_value
     ckpt_value *data = arg(args, 0);
     int requires_grad = 1;
     if (nargs(args) >= 2 && get_flag(arg(args, 1), &requires_grad))
-        return fail(c, CKPT_E_FORMAT, "%s: expected a bool requires_grad",
-                    callable->u.global.qualname);
+        return fail_at(c, arg(args, 1), CKPT_E_FORMAT,
+                       "%s: expected a bool requires_grad, got a %s", callable->u.global.qualname,
+                       ckpt_value_kind_name(arg(args, 1)->kind));
     if (data->kind != CKPT_KIND_TENSOR) {
         *out = data;
         return 0;

@@ -46,6 +46,8 @@ typedef struct pk_build_ctx {
     const char *file;
     const char *member;
     uint64_t offset; /* absolute offset of the calling opcode */
+    uint64_t base;   /* absolute offset of the pickle's first byte, for
+                        the offsets of argument values (ckpt_value_at) */
     uint8_t opcode;  /* the calling opcode, for events */
     const ckpt_limits *limits;
     void (*on_event)(void *ctx, const pk_event *ev); /* may be NULL */

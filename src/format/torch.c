@@ -21,6 +21,7 @@ typedef struct torch_reader {
     ckpt_file *f;
     int legacy;
     const char *member; /* the pickle being run, for errors */
+    uint64_t base;      /* its offset in the file (pk_options.base_offset) */
     /* storages by key: a key that is a number below ndense in decimal
      * (torch.save's "0".."N-1", N at most the archive's member count)
      * at that index, any other key in `named` (to its index in order) */
@@ -54,6 +55,13 @@ static int add_storage(torch_reader *r, const char *key, ckpt_storage *st) {
     return 0;
 }
 
+/* Where value v of the pickle being run was built (ckpt_value_at), else
+ * off. */
+static uint64_t at(const torch_reader *r, const ckpt_value *v, uint64_t off) {
+    uint64_t a = ckpt_value_at(v, r->base);
+    return a != CKPT_NO_OFFSET ? a : off;
+}
+
 static const ckpt_value *tuple_item(const ckpt_value *t, size_t i) {
     return i < t->u.seq.n ? t->u.seq.items[i] : NULL;
 }
@@ -81,25 +89,27 @@ static int load_storage(void *ctx, ckpt_value *pid, uint64_t off, ckpt_value **o
     const ckpt_value *tag = tuple_item(pid, 0), *type = tuple_item(pid, 1),
                      *key = tuple_item(pid, 2), *nv = tuple_item(pid, 4);
     if (tag->kind != CKPT_KIND_STR || strcmp(tag->u.s.p, "storage") != 0)
-        return ckpt_err(CKPT_E_FORMAT, f->path, mem, off, "persistent id tag is not 'storage'");
+        return ckpt_err(CKPT_E_FORMAT, f->path, mem, at(r, tag, off),
+                        "persistent id tag is not 'storage'");
     if (type->kind != CKPT_KIND_GLOBAL_ || strncmp(type->u.global.module, "torch", 5) != 0)
-        return ckpt_err(CKPT_E_FORMAT, f->path, mem, off,
+        return ckpt_err(CKPT_E_FORMAT, f->path, mem, at(r, type, off),
                         "persistent id names no torch storage type");
     ckpt_dtype dt = ckpt_dtype_from_storage_class(type->u.global.name);
     int untyped = strcmp(type->u.global.name, "UntypedStorage") == 0;
     if (dt == CKPT_DT_UNKNOWN)
-        return ckpt_err(CKPT_E_FORMAT, f->path, mem, off, "unknown storage type %s",
+        return ckpt_err(CKPT_E_FORMAT, f->path, mem, at(r, type, off), "unknown storage type %s",
                         type->u.global.qualname);
     uint64_t numel, nbytes;
     if (key->kind != CKPT_KIND_STR || get_u64(nv, &numel))
-        return ckpt_err(CKPT_E_FORMAT, f->path, mem, off,
+        return ckpt_err(CKPT_E_FORMAT, f->path, mem,
+                        at(r, key->kind != CKPT_KIND_STR ? key : nv, off),
                         "persistent id needs a str key and a non-negative int size");
     if (ckpt_mul_overflow(numel, untyped ? 1 : ckpt_dtype_size(dt), &nbytes))
-        return ckpt_err(CKPT_E_FORMAT, f->path, mem, off, "storage size overflows");
+        return ckpt_err(CKPT_E_FORMAT, f->path, mem, at(r, nv, off), "storage size overflows");
 
     ckpt_storage *st = find_storage(r, key->u.s.p);
     if (st && st->nbytes != nbytes)
-        return ckpt_err(CKPT_E_FORMAT, f->path, mem, off,
+        return ckpt_err(CKPT_E_FORMAT, f->path, mem, at(r, nv, off),
                         "storage %s declared with %llu and %llu bytes", key->u.s.p,
                         (unsigned long long)st->nbytes, (unsigned long long)nbytes);
     if (!st) {
@@ -122,7 +132,7 @@ static int load_storage(void *ctx, ckpt_value *pid, uint64_t off, ckpt_value **o
         const ckpt_value *vkey = view->kind == CKPT_KIND_TUPLE ? tuple_item(view, 0) : NULL;
         if (!vkey || vkey->kind != CKPT_KIND_STR || get_u64(tuple_item(view, 1), &voff) ||
             get_u64(tuple_item(view, 2), &vsize))
-            return ckpt_err(CKPT_E_FORMAT, f->path, mem, off,
+            return ckpt_err(CKPT_E_FORMAT, f->path, mem, at(r, view, off),
                             "storage view metadata is not (key, offset, size)");
         unsigned esz = ckpt_dtype_size(dt);
         if (ckpt_add_overflow(voff, vsize, &vend) || ckpt_mul_overflow(vend, esz, &vend) ||
@@ -167,6 +177,7 @@ static int run_pickle(torch_reader *r, ckpt_value **out, size_t *consumed, const
     o.ctx = r;
     o.budget = &r->budget;
     r->member = member;
+    r->base = base;
     uint64_t before = o.arena->total;
     int rc = ckpt_pickle_run(out, consumed, buf, len, &o);
     /* the values outlive the run: the budget pays for them */
@@ -523,7 +534,7 @@ static int read_legacy(torch_reader *r, ckpt_view *win) {
     if ((rc = run_stacked(r, win, &v, &used, p, n, pos, "protocol", 0))) return rc;
     int64_t proto;
     if (ckpt_value_int(v, &proto) || proto != LEGACY_PROTOCOL)
-        return ckpt_err(CKPT_E_FORMAT, f->path, "protocol", pos,
+        return ckpt_err(CKPT_E_FORMAT, f->path, "protocol", at(r, v, pos),
                         "legacy protocol version is not %d", LEGACY_PROTOCOL);
     pos += used;
     if ((rc = run_stacked(r, win, &v, &used, p, n, pos, "sys_info", 0))) return rc;
@@ -535,14 +546,14 @@ static int read_legacy(torch_reader *r, ckpt_view *win) {
     if ((rc = run_stacked(r, win, &keys, &used, p, n, pos, "storage keys", 0))) return rc;
     pos += used;
     if (keys->kind != CKPT_KIND_LIST)
-        return ckpt_err(CKPT_E_FORMAT, f->path, "storage keys", keys_at,
+        return ckpt_err(CKPT_E_FORMAT, f->path, "storage keys", at(r, keys, keys_at),
                         "storage key list is not a list");
     f->legacy_blobs_begin = pos;
     size_t ahead = keys->u.seq.n && (n - pos) / keys->u.seq.n < COUNTS_DENSE ? COUNTS_AHEAD : 4096;
     for (size_t i = 0; i < keys->u.seq.n; i++) {
         const ckpt_value *k = keys->u.seq.items[i];
         if (k->kind != CKPT_KIND_STR)
-            return ckpt_err(CKPT_E_FORMAT, f->path, "storage keys", keys_at,
+            return ckpt_err(CKPT_E_FORMAT, f->path, "storage keys", at(r, k, keys_at),
                             "storage key %zu is not a str", i);
         const char *mem = ckpt_arena_printf(&f->arena, "storage %s", k->u.s.p);
         ckpt_storage *st = find_storage(r, k->u.s.p);

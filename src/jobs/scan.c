@@ -1651,7 +1651,8 @@ static int scan_dcp_meta_doc(scanner *sc, const uint8_t *p, size_t n, const char
             if (!canon) return CKPT_E_NOMEM;
             const char *why = ckpt_shard_name(canon, ch->path, len, NULL);
             if (why) {
-                add_finding(sc, CKPT_SEVERITY_INFO, "shard-name", NULL, member, CKPT_NO_OFFSET,
+                add_finding(sc, CKPT_SEVERITY_INFO, "shard-name", NULL, member,
+                            in_file(ch->meta_at, n),
                             "data file \"%.200s\" is %s; it is not scanned", ch->path, why);
                 sc->unscannable = 1;
                 continue;

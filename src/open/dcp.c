@@ -225,8 +225,7 @@ static int in_slice(int rc, const char *fqn, const char *claim) {
     snprintf(file, sizeof file, "%s", e->file);
     snprintf(member, sizeof member, "%s", e->member[0] ? e->member : fqn);
     if (rc == CKPT_E_NOMEM) return rc;
-    return ckpt_err(rc, file, member, e->offset, "%s (while reading \"%s\"%s)", msg, fqn,
-                    claim);
+    return ckpt_err(rc, file, member, e->offset, "%s (while reading \"%s\"%s)", msg, fqn, claim);
 }
 
 /* The checkpoint a slice [off, off+len) of data file `shard` is read
