@@ -281,7 +281,7 @@ TEST(tensor_properties) {
     k = (knobs){.mem_format = 7};
     EXPECT(k, CKPT_E_FORMAT, mem_int, "got _MEM_FORMAT_ENCODING of 7");
     k = (knobs){.mem_not_enum = 1};
-    EXPECT(k, CKPT_E_FORMAT, mem_none, "(0, 1 or 2) as TensorProperties' memory format, got none");
+    EXPECT(k, CKPT_E_FORMAT, mem_none, "(0, 1 or 2) as TensorProperties' memory format, got None");
 }
 
 TEST(chunks) {
@@ -365,6 +365,12 @@ TEST(data_file_errors_name_the_storage_data_entry) {
     put(dir, "__0_0.distcp", "PK\3\4", 4);
     open_fails(dir, CKPT_E_TRUNCATED, "__0_0.distcp", needle);
     CHECK_EQ_INT(ckpt_error_last()->offset, 4);
+    /* a slice that is no torch.save (a zip without its directory): the
+     * zip reader's error, naming the fqn and the entry too */
+    static const char broken[16] = "PK\3\4";
+    put(dir, "__0_0.distcp", broken, sizeof broken);
+    open_fails(dir, CKPT_E_TRUNCATED, "__0_0.distcp@0", needle);
+    CHECK(strstr(ckpt_error_last()->message, "(while reading \"w\" (the storage_data entry"));
     /* a relative_path that leaves the directory: an error of .metadata, at
      * the _StorageInfo's byte */
     rm(dir, "__0_0.distcp");

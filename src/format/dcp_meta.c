@@ -93,13 +93,18 @@ fail(const reader *r, int code, const ckpt_value *v, const char *fmt, ...) {
  * anything else by its kind; "nothing" for a missing field. */
 static const char *got(const ckpt_value *v) {
     if (!v) return "nothing";
+    if (v->kind == CKPT_KIND_NONE) return "None";
     if (v->kind == CKPT_KIND_OBJECT) return v->u.obj.name;
     if (v->kind == CKPT_KIND_GLOBAL_) return v->u.global.qualname;
     return ckpt_value_kind_name(v->kind);
 }
 
-static int bad(const reader *r, const ckpt_value *v, const char *what) {
-    return fail(r, CKPT_E_FORMAT, v, "not a DCP Metadata pickle: %s, got %s", what, got(v));
+/* "expected `what`, got v" (at v, or at parent when v is missing), and
+ * why torch cannot read it ("" or " (...)"). */
+static int bad(const reader *r, const ckpt_value *v, const ckpt_value *parent, const char *what,
+               const char *why) {
+    return fail(r, CKPT_E_FORMAT, at(v, parent), "not a DCP Metadata pickle: expected %s, got %s%s",
+                what, got(v), why);
 }
 
 /* The BUILD state of an OBJECT of class DCP_META/DCP_FS `cls`, or NULL. */
@@ -199,9 +204,9 @@ static int storage_entry(const reader *r, const ckpt_value *k, const ckpt_value 
     const ckpt_value *fqn = get(ks, "fqn"), *path = get(vs, "relative_path");
     const ckpt_value *td = get(vs, "transform_descriptors");
     const ckpt_value *off = get(vs, "offset"), *len = get(vs, "length");
-    if (!ks) return bad(r, k, "expected a MetadataIndex as a storage_data key");
+    if (!ks) return bad(r, k, NULL, "a MetadataIndex as a storage_data key", "");
     if (!fqn || fqn->kind != CKPT_KIND_STR)
-        return bad(r, at(fqn, k), "expected a str as a storage_data key's fqn");
+        return bad(r, fqn, k, "a str as a storage_data key's fqn", "");
     if (!vs)
         return fail(r, CKPT_E_FORMAT, v,
                     "storage_data[\"%s\"]: expected a _StorageInfo (relative_path, offset, "
@@ -400,7 +405,10 @@ static int item_path(const reader *r, ckpt_dcp_item *it, const ckpt_strmap *inde
         return fail(r, CKPT_E_FORMAT, p,
                     "planner_data[\"%s\"]: expected a non-empty tuple of str and int keys, "
                     "got %s",
-                    it->fqn, p->kind == CKPT_KIND_TUPLE ? "another tuple" : got(p));
+                    it->fqn,
+                    p->kind != CKPT_KIND_TUPLE ? got(p)
+                    : p->u.seq.n               ? "a tuple holding another kind of key"
+                                               : "an empty tuple");
     it->path = (const ckpt_value *const *)p->u.seq.items;
     it->npath = p->u.seq.n;
     return 0;
@@ -443,7 +451,7 @@ static int read_items(const reader *r, ckpt_dcp_meta *out, const ckpt_value *sdm
         const ckpt_value *k = sdm->u.dict.keys[i], *v = sdm->u.dict.vals[i];
         ckpt_dcp_item *it = &out->items[i];
         if (k->kind != CKPT_KIND_STR)
-            return bad(r, k, "expected a str as a state_dict_metadata key");
+            return bad(r, k, NULL, "a str as a state_dict_metadata key", "");
         it->fqn = k->u.s.p;
         int rc = 0;
         if (is_class(v, DCP_META, "BytesStorageMetadata")) {
@@ -503,19 +511,17 @@ int ckpt_dcp_meta_parse(ckpt_dcp_meta *out, ckpt_arena *a, const uint8_t *p, siz
     const ckpt_value *st = state_of(root, DCP_META, "Metadata");
     const ckpt_value *sdm = get(st, "state_dict_metadata"), *sd = get(st, "storage_data");
     if (!st)
-        return bad(&r, root,
-                   "expected a torch.distributed.checkpoint Metadata as the pickled object");
+        return bad(&r, root, NULL, "a torch.distributed.checkpoint Metadata as the pickled object",
+                   "");
     if (!sdm || sdm->kind != CKPT_KIND_DICT)
-        return bad(&r, at(sdm, root), "expected a dict as state_dict_metadata");
+        return bad(&r, sdm, root, "a dict as state_dict_metadata", "");
     const ckpt_value *sm = get(st, "storage_meta");
     if (sm && sm->kind != CKPT_KIND_NONE && !is_class(sm, DCP_META, "StorageMeta"))
-        return bad(&r, sm,
-                   "expected None or a StorageMeta as storage_meta (FileSystemReader's "
-                   "read_metadata sets its load_id and raises)");
+        return bad(&r, sm, NULL, "None or a StorageMeta as storage_meta",
+                   " (FileSystemReader's read_metadata sets its load_id and raises)");
     if (!sd || sd->kind != CKPT_KIND_DICT)
-        return bad(&r, at(sd, root),
-                   "expected a dict as storage_data (a storage writer other than "
-                   "FileSystemWriter wrote it)");
+        return bad(&r, sd, root, "a dict as storage_data",
+                   " (a storage writer other than FileSystemWriter wrote it)");
     rc = read_items(&r, out, sdm, sd);
     return rc ? rc : read_paths(&r, out, get(st, "planner_data"));
 }

@@ -127,7 +127,11 @@ typedef struct pk_options {
  * or whatever persistent_load or a builder returned; the error names
  * file, member and the absolute offset of the failing opcode. *out is
  * NULL and *consumed 0 on failure. Scratch memory (stack, memo) is
- * released before returning; values stay in o->arena. */
+ * released before returning; values stay in o->arena. Each value records
+ * the offset of the opcode that first pushed it (value.h pk_at; absolute:
+ * ckpt_value_at(v, o->base_offset)), so that a reader of the tree can
+ * name the byte of a value it refuses; in scan mode the shared
+ * placeholders' is that of their first use. */
 int ckpt_pickle_run(ckpt_value **out, size_t *consumed, const uint8_t *buf, size_t len,
                     const pk_options *o);
 

@@ -219,12 +219,12 @@ ckpt_format ckpt_dcp_slice_format(const uint8_t *head0, size_t n0, const uint8_t
  * header, a torch.save's directory) so that it names fqn and what placed it
  * there: as the member when the error names none. */
 static int in_slice(int rc, const char *fqn, const char *claim) {
+    if (rc == CKPT_E_NOMEM) return rc;
     const ckpt_error *e = ckpt_error_last();
     char msg[512], file[1024], member[512];
     snprintf(msg, sizeof msg, "%s", e->message);
     snprintf(file, sizeof file, "%s", e->file);
     snprintf(member, sizeof member, "%s", e->member[0] ? e->member : fqn);
-    if (rc == CKPT_E_NOMEM) return rc;
     return ckpt_err(rc, file, member, e->offset, "%s (while reading \"%s\"%s)", msg, fqn, claim);
 }
 

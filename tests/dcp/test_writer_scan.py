@@ -241,7 +241,8 @@ def test_damaged_disk_field_of_a_slice_is_corrupt():
         rc, out, err = run("verify", d)
         assert rc == 1 and out.startswith("CORRUPT ") and want in out, (field, out + err)
         assert "ZIP64 end record" in out and "multi-disk" not in out, out
-        assert "(offset %d)" % (rec - info.offset) in out, out
+        # the slice's fqn, and the offset in the slice
+        assert "(model.fc1.bias, offset %d)" % (rec - info.offset) in out, out
 
 
 if __name__ == "__main__":

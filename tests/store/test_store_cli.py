@@ -255,12 +255,13 @@ def case_dcp_generations():
     assert (rc, out) == (0, os.path.join(d, "run-2.dcp") + "\n"), (rc, out, err)
     rc, out, err = run("verify", os.path.join(d, "run-2.dcp"))
     assert rc == 0 and out.startswith("OK "), (rc, out, err)
-    # a truncated shard: corrupt, named; latest falls back to the file
+    # a truncated shard: corrupt, named with the fqn whose slice it cuts;
+    # latest falls back to the file
     shutil.copytree(os.path.join(d, "run-2.dcp"), os.path.join(d, "run-3.dcp"))
     os.truncate(os.path.join(d, "run-3.dcp", "__0_0.distcp"), 100)
     rc, out, err = run("store", "list", d, "--json")
     g = json.loads(out)["generations"][2]
-    assert rc == 1 and g["status"] == "corrupt" and g["member"] == "__0_0.distcp", (rc, g)
+    assert rc == 1 and g["status"] == "corrupt" and g["member"] == "__0_0.distcp/w", (rc, g)
     rc, out, err = run("store", "latest", d)
     assert (rc, out) == (0, os.path.join(d, "run-2.dcp") + "\n"), (rc, out, err)
     # pruning removes the file generation, keeps LATEST's directory and the
