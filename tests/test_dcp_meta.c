@@ -42,9 +42,13 @@ static size_t str(pk *p, const char *s) { /* SHORT_BINUNICODE */
     return at;
 }
 
-static size_t small_int(pk *p, uint8_t v) { /* BININT1 */
-    size_t at = op(p, 'K');
-    p->b[p->n++] = v;
+/* BININT1 or BININT2. The values an error is about are above 256: the
+ * machine may share smaller ints among opcodes (CPython does), which then
+ * have no offset of their own. */
+static size_t integer(pk *p, unsigned v) {
+    size_t at = op(p, v < 256 ? 'K' : 'M');
+    p->b[p->n++] = (uint8_t)(v & 0xff);
+    if (v >= 256) p->b[p->n++] = (uint8_t)(v >> 8);
     return at;
 }
 
@@ -62,11 +66,11 @@ static size_t new_object(pk *p, const char *module, const char *name) {
 }
 
 /* torch.Size((d0, ...)); dims_at[i] receives where dimension i is */
-static size_t torch_size(pk *p, size_t n, const uint8_t *dims, size_t *dims_at) {
+static size_t torch_size(pk *p, size_t n, const unsigned *dims, size_t *dims_at) {
     global(p, "torch", "Size");
     op(p, '(');
     for (size_t i = 0; i < n; i++) {
-        size_t at = small_int(p, dims[i]);
+        size_t at = integer(p, dims[i]);
         if (dims_at) dims_at[i] = at;
     }
     op(p, 't');        /* TUPLE */
@@ -84,34 +88,34 @@ static void build(pk *p) { op(p, 'b'); }
 typedef struct knobs {
     int props_n;          /* TensorProperties' state tuple length (5) */
     const char *layout;   /* "torch.strided" */
-    uint8_t mem_format;   /* _MEM_FORMAT_ENCODING value (1) */
-    int mem_not_enum;     /* the memory format is None */
-    int storage_meta_int; /* storage_meta = 5 */
+    unsigned mem_format;  /* _MEM_FORMAT_ENCODING value (1) */
+    int mem_not_enum;     /* the memory format is a str */
+    int storage_meta_int; /* storage_meta = 300 */
     int chunk_2d;         /* chunk offsets (0, 0) for a 1-d tensor */
-    uint8_t chunk_size;   /* the chunk's size (4, the tensor's) */
+    unsigned chunk_size;  /* the chunk's size (4, the tensor's) */
     int no_entry;         /* storage_data keyed by another fqn */
-    int path_int;         /* relative_path = 7 */
-    int item_int;         /* state_dict_metadata["w"] = 1 */
+    int path_int;         /* relative_path = 300 */
+    int item_int;         /* state_dict_metadata["w"] = 300 */
     int chunks_tuple;     /* chunks = () */
     int transform;        /* transform_descriptors = ["zlib"] */
     int planner_bad;      /* planner_data["w"] = () */
     int persid;           /* a BINPERSID in storage_meta */
-    int root_int;         /* the pickle is 3 */
+    int root_int;         /* the pickle is 300 */
 } knobs;
 
 /* Where the values a case may break were emitted. */
 typedef struct marks {
-    size_t props_tuple, layout_name, mem_int, mem_none, storage_meta, chunk_offsets, chunk_size,
+    size_t props_tuple, layout_name, mem_int, mem_str, storage_meta, chunk_offsets, chunk_size,
         chunk, path, item, chunks, transform, planner_path, persid, root, info;
 } marks;
 
 static void metadata(pk *p, const knobs *k, marks *m) {
-    static const uint8_t four[] = {4}, zero[] = {0, 0};
+    static const unsigned four[] = {4}, zero[] = {0, 0};
     p->n = 0;
     op(p, 0x80); /* PROTO 2 */
     p->b[p->n++] = 2;
     if (k->root_int) {
-        m->root = small_int(p, 3);
+        m->root = integer(p, 300);
         op(p, '.');
         return;
     }
@@ -122,7 +126,7 @@ static void metadata(pk *p, const knobs *k, marks *m) {
     op(p, '}');
     key(p, "w");
     if (k->item_int) {
-        m->item = small_int(p, 1);
+        m->item = integer(p, 300);
     } else {
         m->item = new_object(p, META, "TensorStorageMetadata");
         op(p, '}');
@@ -136,10 +140,10 @@ static void metadata(pk *p, const knobs *k, marks *m) {
         op(p, 'R');
         op(p, 0x89); /* NEWFALSE: requires_grad */
         if (k->mem_not_enum) {
-            m->mem_none = op(p, 'N');
+            m->mem_str = str(p, "channels_last");
         } else {
             global(p, META, "_MEM_FORMAT_ENCODING");
-            m->mem_int = small_int(p, k->mem_format ? k->mem_format : 1);
+            m->mem_int = integer(p, k->mem_format ? k->mem_format : 1);
             op(p, 0x85);
             op(p, 'R');
         }
@@ -161,7 +165,7 @@ static void metadata(pk *p, const knobs *k, marks *m) {
             m->chunk_offsets = torch_size(p, k->chunk_2d ? 2 : 1, zero, NULL);
             setitem(p);
             key(p, "sizes");
-            uint8_t size[] = {k->chunk_size ? k->chunk_size : 4};
+            unsigned size[] = {k->chunk_size ? k->chunk_size : 4};
             torch_size(p, 1, size, &m->chunk_size);
             setitem(p);
             build(p);
@@ -187,13 +191,13 @@ static void metadata(pk *p, const knobs *k, marks *m) {
     m->info = new_object(p, "torch.distributed.checkpoint.filesystem", "_StorageInfo");
     op(p, '}');
     key(p, "relative_path");
-    m->path = k->path_int ? small_int(p, 7) : str(p, "__0_0.distcp");
+    m->path = k->path_int ? integer(p, 300) : str(p, "__0_0.distcp");
     setitem(p);
     key(p, "offset");
-    small_int(p, 0);
+    integer(p, 0);
     setitem(p);
     key(p, "length");
-    small_int(p, 16);
+    integer(p, 16);
     setitem(p);
     if (k->transform) {
         key(p, "transform_descriptors");
@@ -208,7 +212,7 @@ static void metadata(pk *p, const knobs *k, marks *m) {
 
     key(p, "storage_meta");
     if (k->storage_meta_int) {
-        m->storage_meta = small_int(p, 5);
+        m->storage_meta = integer(p, 300);
     } else if (k->persid) {
         str(p, "pid");
         m->persid = op(p, 'Q'); /* BINPERSID */
@@ -278,18 +282,18 @@ TEST(tensor_properties) {
     EXPECT(k, CKPT_E_FORMAT, props_tuple, "expected TensorProperties' state to hold the 5 values");
     k = (knobs){.layout = "torch.weird"};
     EXPECT(k, CKPT_E_FORMAT, layout_name, "got torch.weird");
-    k = (knobs){.mem_format = 7};
-    EXPECT(k, CKPT_E_FORMAT, mem_int, "got _MEM_FORMAT_ENCODING of 7");
+    k = (knobs){.mem_format = 300};
+    EXPECT(k, CKPT_E_FORMAT, mem_int, "got _MEM_FORMAT_ENCODING of 300");
     k = (knobs){.mem_not_enum = 1};
-    EXPECT(k, CKPT_E_FORMAT, mem_none, "(0, 1 or 2) as TensorProperties' memory format, got None");
+    EXPECT(k, CKPT_E_FORMAT, mem_str, "(0, 1 or 2) as TensorProperties' memory format, got str");
 }
 
 TEST(chunks) {
     knobs k = {.chunk_2d = 1};
     EXPECT(k, CKPT_E_FORMAT, chunk_offsets, "expected 1 offsets and sizes in chunk 0");
-    k = (knobs){.chunk_size = 5};
+    k = (knobs){.chunk_size = 300};
     EXPECT(k, CKPT_E_FORMAT, chunk_size,
-           "expected chunk 0 inside [0, 4) along dimension 0, got offset 0 and size 5");
+           "expected chunk 0 inside [0, 4) along dimension 0, got offset 0 and size 300");
     k = (knobs){.chunks_tuple = 1};
     EXPECT(k, CKPT_E_FORMAT, chunks, "expected a list as chunks, got tuple");
     k = (knobs){.no_entry = 1};

@@ -1317,6 +1317,8 @@ TEST(test_values_know_their_opcode) {
     CHECK_EQ_INT(ckpt_value_at(NULL, 0), CKPT_NO_OFFSET);
     ckpt_value none = {.kind = CKPT_KIND_NONE}; /* from no pickle */
     CHECK_EQ_INT(ckpt_value_at(&none, 0), CKPT_NO_OFFSET);
+    none.pk_at = CKPT_PK_SHARED; /* pushed by many opcodes, built by none */
+    CHECK_EQ_INT(ckpt_value_at(&none, 0), CKPT_NO_OFFSET);
 }
 
 /* ---------------------------------------------------------------- torch */

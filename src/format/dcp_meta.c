@@ -71,9 +71,10 @@ typedef struct reader {
 
 /* Errors name the byte offset of the value at fault: the opcode that
  * built it (value.h ckpt_value_at; the pickle starts the file). A field
- * that is missing is blamed on the object that lacks it: at(v, parent). */
+ * that is missing, or a value with no offset of its own (shared), is
+ * blamed on what holds it: at(v, parent). */
 static const ckpt_value *at(const ckpt_value *v, const ckpt_value *parent) {
-    return v ? v : parent;
+    return ckpt_value_at(v, 0) != CKPT_NO_OFFSET ? v : parent;
 }
 
 #if defined(__GNUC__)
@@ -154,7 +155,7 @@ static int get_shape(const reader *r, const ckpt_value *v, const ckpt_value *par
     CKPT_CHECK_ALLOC(*dims);
     for (size_t i = 0; i < n; i++)
         if (get_u64(v->u.seq.items[i], &(*dims)[i]))
-            return fail(r, CKPT_E_FORMAT, v->u.seq.items[i],
+            return fail(r, CKPT_E_FORMAT, at(v->u.seq.items[i], v),
                         "\"%s\": expected a non-negative int as %s[%zu], got %s", fqn, what, i,
                         v->u.seq.items[i]->kind == CKPT_KIND_INT ? "a negative or big int"
                                                                  : got(v->u.seq.items[i]));
@@ -208,7 +209,7 @@ static int storage_entry(const reader *r, const ckpt_value *k, const ckpt_value 
     if (!fqn || fqn->kind != CKPT_KIND_STR)
         return bad(r, fqn, k, "a str as a storage_data key's fqn", "");
     if (!vs)
-        return fail(r, CKPT_E_FORMAT, v,
+        return fail(r, CKPT_E_FORMAT, at(v, k),
                     "storage_data[\"%s\"]: expected a _StorageInfo (relative_path, offset, "
                     "length), got %s",
                     fqn->u.s.p, got(v));
@@ -229,7 +230,7 @@ static int storage_entry(const reader *r, const ckpt_value *k, const ckpt_value 
                                        td->u.seq.items[0]->kind == CKPT_KIND_STR
                                    ? td->u.seq.items[0]
                                    : NULL;
-        return fail(r, CKPT_E_UNSUPPORTED, td,
+        return fail(r, CKPT_E_UNSUPPORTED, at(td, v),
                     "storage_data[\"%s\"] has transform_descriptors (%.100s%s: DCP stream "
                     "extensions such as ZStandard compression), which ckpt does not undo: "
                     "its bytes are not what a loader gets",
@@ -314,7 +315,7 @@ static int tensor_properties(const reader *r, const char *fqn, const ckpt_value 
         char v[32];
         if (enc && enc->kind == CKPT_KIND_INT && !enc->u.i.decimal)
             snprintf(v, sizeof v, "%lld", (long long)enc->u.i.v);
-        return fail(r, CKPT_E_FORMAT, at(enc, m),
+        return fail(r, CKPT_E_FORMAT, at(enc, at(m, ps)),
                     "\"%s\": expected a _MEM_FORMAT_ENCODING member (0, 1 or 2) as "
                     "TensorProperties' memory format, got %s%s (__setstate__ raises)",
                     fqn, enc ? "_MEM_FORMAT_ENCODING of " : "",
@@ -363,7 +364,7 @@ static int tensor_item(const reader *r, ckpt_dcp_item *it, const ckpt_value *tsm
         ckpt_dcp_chunk *ch = &it->chunks[c];
         uint32_t no, ns;
         if (!cs)
-            return fail(r, CKPT_E_FORMAT, cv,
+            return fail(r, CKPT_E_FORMAT, at(cv, chunks),
                         "\"%s\": expected a ChunkStorageMetadata as chunk %zu, got %s", it->fqn, c,
                         got(cv));
         const ckpt_value *ov = get(cs, "offsets"), *sv = get(cs, "sizes");
@@ -378,7 +379,8 @@ static int tensor_item(const reader *r, ckpt_dcp_item *it, const ckpt_value *tsm
         for (uint32_t d = 0; d < it->ndim; d++)
             if (ch->offsets[d] > it->size[d] || ch->sizes[d] > it->size[d] - ch->offsets[d])
                 return fail(r, CKPT_E_FORMAT,
-                            ch->offsets[d] > it->size[d] ? ov->u.seq.items[d] : sv->u.seq.items[d],
+                            ch->offsets[d] > it->size[d] ? at(ov->u.seq.items[d], ov)
+                                                         : at(sv->u.seq.items[d], sv),
                             "\"%s\": expected chunk %zu inside [0, %llu) along dimension %u, "
                             "got offset %llu and size %llu",
                             it->fqn, c, (unsigned long long)it->size[d], d,
@@ -402,7 +404,7 @@ static int item_path(const reader *r, ckpt_dcp_item *it, const ckpt_strmap *inde
         ok = k->kind == CKPT_KIND_STR || (k->kind == CKPT_KIND_INT && !k->u.i.decimal);
     }
     if (!ok)
-        return fail(r, CKPT_E_FORMAT, p,
+        return fail(r, CKPT_E_FORMAT, at(p, pd),
                     "planner_data[\"%s\"]: expected a non-empty tuple of str and int keys, "
                     "got %s",
                     it->fqn,
@@ -451,7 +453,7 @@ static int read_items(const reader *r, ckpt_dcp_meta *out, const ckpt_value *sdm
         const ckpt_value *k = sdm->u.dict.keys[i], *v = sdm->u.dict.vals[i];
         ckpt_dcp_item *it = &out->items[i];
         if (k->kind != CKPT_KIND_STR)
-            return bad(r, k, NULL, "a str as a state_dict_metadata key", "");
+            return bad(r, k, sdm, "a str as a state_dict_metadata key", "");
         it->fqn = k->u.s.p;
         int rc = 0;
         if (is_class(v, DCP_META, "BytesStorageMetadata")) {
@@ -462,7 +464,7 @@ static int read_items(const reader *r, ckpt_dcp_meta *out, const ckpt_value *sdm
         } else if (is_class(v, DCP_META, "TensorStorageMetadata")) {
             rc = tensor_item(r, it, v);
         } else {
-            return fail(r, CKPT_E_FORMAT, v,
+            return fail(r, CKPT_E_FORMAT, at(v, k),
                         "state_dict_metadata[\"%s\"]: expected a TensorStorageMetadata or a "
                         "BytesStorageMetadata, got %s",
                         it->fqn, got(v));
@@ -517,7 +519,7 @@ int ckpt_dcp_meta_parse(ckpt_dcp_meta *out, ckpt_arena *a, const uint8_t *p, siz
         return bad(&r, sdm, root, "a dict as state_dict_metadata", "");
     const ckpt_value *sm = get(st, "storage_meta");
     if (sm && sm->kind != CKPT_KIND_NONE && !is_class(sm, DCP_META, "StorageMeta"))
-        return bad(&r, sm, NULL, "None or a StorageMeta as storage_meta",
+        return bad(&r, sm, st, "None or a StorageMeta as storage_meta",
                    " (FileSystemReader's read_metadata sets its load_id and raises)");
     if (!sd || sd->kind != CKPT_KIND_DICT)
         return bad(&r, sd, root, "a dict as storage_data",

@@ -360,7 +360,7 @@ static int push(machine *m, ckpt_value *v) {
         return nomem(m);
     /* the first push is the opcode that built it (value.h pk_at); a memo
      * GET or a builder's argument handed back keeps its own */
-    if (!v->pk_at && m->op_pos < UINT32_MAX) v->pk_at = (uint32_t)m->op_pos + 1;
+    if (!v->pk_at && m->op_pos < CKPT_PK_SHARED - 1) v->pk_at = (uint32_t)m->op_pos + 1;
     m->stack[m->sp++] = v;
     return 0;
 }

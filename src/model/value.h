@@ -114,9 +114,10 @@ struct ckpt_value {
     uint8_t np_dtype;
     /* Where the pickle machine built it (pickle.h): 1 + the offset, in its
      * pickle stream, of the opcode that pushed it first; 0 when it comes
-     * from no pickle or lies 4 GiB or more into one. In the padding after
-     * the bytes above, so a value stays 48 bytes. Read it through
-     * ckpt_value_at. */
+     * from no pickle or lies 4 GiB or more into one; CKPT_PK_SHARED for a
+     * value the machine hands to several opcodes (none of them is where it
+     * was built). In the padding after the bytes above, so a value stays
+     * 48 bytes. Read it through ckpt_value_at. */
     uint32_t pk_at;
     union {
         int b;
@@ -155,12 +156,15 @@ struct ckpt_value {
     } u;
 };
 
+#define CKPT_PK_SHARED UINT32_MAX
+
 /* The absolute offset of the opcode that built v (pk_at) in a pickle whose
  * first byte is at `base` (pk_options.base_offset), or CKPT_NO_OFFSET
- * (UINT64_MAX) when v is NULL or that is not known: for the byte offset of
- * an error about a value. */
+ * (UINT64_MAX) when v is NULL or that is not known (a shared value
+ * included): for the byte offset of an error about a value, whose callers
+ * then blame the container that holds it. */
 static inline uint64_t ckpt_value_at(const ckpt_value *v, uint64_t base) {
-    return v && v->pk_at ? base + v->pk_at - 1 : UINT64_MAX;
+    return v && v->pk_at && v->pk_at != CKPT_PK_SHARED ? base + v->pk_at - 1 : UINT64_MAX;
 }
 
 /* Constructors: NULL on allocation failure. Strings are copied. */
