@@ -1319,6 +1319,14 @@ TEST(test_values_know_their_opcode) {
     CHECK_EQ_INT(ckpt_value_at(&none, 0), CKPT_NO_OFFSET);
     none.pk_at = CKPT_PK_SHARED; /* pushed by many opcodes, built by none */
     CHECK_EQ_INT(ckpt_value_at(&none, 0), CKPT_NO_OFFSET);
+    /* scan mode's one int placeholder is such a value; its tuple is not */
+    scan_only = 1;
+    CHECK_EQ_INT(PK("\x80\x02K\x05\x85.", &v), 0);
+    scan_only = 0;
+    CHECK(v && v->kind == CKPT_KIND_TUPLE && v->u.seq.n == 1);
+    if (!v || v->kind != CKPT_KIND_TUPLE || v->u.seq.n != 1) return;
+    CHECK_EQ_INT(ckpt_value_at(v, 0), 4);
+    CHECK_EQ_INT(ckpt_value_at(v->u.seq.items[0], 0), CKPT_NO_OFFSET);
 }
 
 /* ---------------------------------------------------------------- torch */

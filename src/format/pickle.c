@@ -1751,6 +1751,7 @@ int ckpt_pickle_run(ckpt_value **out, size_t *consumed, const uint8_t *buf, size
         ph[1].kind = CKPT_KIND_FLOAT;
         ph[2].kind = CKPT_KIND_BOOL;
         ph[3].kind = CKPT_KIND_NONE;
+        for (int i = 0; i < 4; i++) ph[i].pk_at = CKPT_PK_SHARED; /* no opcode of their own */
         m.ph_int = &ph[0];
         m.ph_float = &ph[1];
         m.ph_bool = &ph[2];

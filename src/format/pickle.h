@@ -130,8 +130,8 @@ typedef struct pk_options {
  * released before returning; values stay in o->arena. Each value records
  * the offset of the opcode that first pushed it (value.h pk_at; absolute:
  * ckpt_value_at(v, o->base_offset)), so that a reader of the tree can
- * name the byte of a value it refuses; in scan mode the shared
- * placeholders' is that of their first use. */
+ * name the byte of a value it refuses; the shared placeholders of scan
+ * mode have none (CKPT_PK_SHARED). */
 int ckpt_pickle_run(ckpt_value **out, size_t *consumed, const uint8_t *buf, size_t len,
                     const pk_options *o);
 
