@@ -1375,6 +1375,51 @@ TEST(test_tensor_rebuild_blames_the_argument) {
     persistent_load = NULL;
 }
 
+/* A legacy torch.save (FORMATS.md §3: magic, protocol, sys_info, the main
+ * pickle, the storage keys, each storage's count and bytes) of one tensor
+ * whose persistent id numel, storage type or storage key list is ITEM:
+ * torch.c's error is at ITEM's opcode in the file. */
+#define LEGACY(numel, type, keys)                                                                  \
+    "\x80\x02\x8a\x0a\x6c\xfc\x9c\x46\xf9\x20\x6a\xa8\x50\x19."                                    \
+    "\x80\x02M\xe9\x03."                                                                           \
+    "\x80\x02}."                                                                                   \
+    "\x80\x02"                                                                                     \
+    "ctorch._utils\n_rebuild_tensor_v2\n((X\x07\x00\x00\x00storage" type "X\x01\x00\x00\x00"       \
+    "0X\x03\x00\x00\x00"                                                                           \
+    "cpu" numel "NtQK\x00K\x04\x85K\x01\x85\x89"                                                   \
+    "ccollections\nOrderedDict\n)RtR."                                                             \
+    "\x80\x02](" keys "e."                                                                         \
+    "\x04\x00\x00\x00\x00\x00\x00\x00"                                                             \
+    "0123456789abcdef"
+#define FLOAT_STORAGE "ctorch\nFloatStorage\n"
+#define KEY0                                                                                       \
+    "X\x01\x00\x00\x00"                                                                            \
+    "0"
+
+static void legacy_error_at(const char *file, size_t len, const char *item, size_t item_len,
+                            const char *member) {
+    ckpt_file *f = NULL;
+    const char *at = memmem(file, len, item, item_len);
+    CHECK(at != NULL);
+    CHECK_EQ_INT(ckpt_open_memory(&f, file, len, "legacy.pt", NULL), CKPT_E_FORMAT);
+    CHECK_EQ_INT(ckpt_error_last()->offset, at - file);
+    CHECK_EQ_STR(ckpt_error_last()->member, member);
+    ckpt_close(f);
+}
+#define LEGACY_ERROR_AT(lit, item, member)                                                         \
+    legacy_error_at(lit, sizeof(lit) - 1, item, sizeof(item) - 1, member)
+
+TEST(test_torch_persistent_id_blames_the_item) {
+    ckpt_file *f = NULL;
+    static const char good[] = LEGACY("K\x04", FLOAT_STORAGE, KEY0);
+    CHECK_EQ_INT(ckpt_open_memory(&f, good, sizeof good - 1, "legacy.pt", NULL), 0);
+    ckpt_close(f);
+    LEGACY_ERROR_AT(LEGACY("J\xff\xff\xff\xff", FLOAT_STORAGE, KEY0), "J\xff\xff\xff\xff",
+                    "main pickle");
+    LEGACY_ERROR_AT(LEGACY("K\x04", "cbuiltins\nint\n", KEY0), "cbuiltins\nint\n", "main pickle");
+    LEGACY_ERROR_AT(LEGACY("K\x04", FLOAT_STORAGE, "K\x07"), "K\x07", "storage keys");
+}
+
 static const char tensor_v2[] = "\x80\x02" V2_2x2 ".";
 
 TEST(test_tensor_rebuild) {
@@ -2225,6 +2270,7 @@ int main(void) {
     RUN(test_values_know_their_opcode);
     RUN(test_tensor_rebuild);
     RUN(test_tensor_rebuild_blames_the_argument);
+    RUN(test_torch_persistent_id_blames_the_item);
     RUN(test_parameter_and_subclass);
     RUN(test_numpy_scalars);
     RUN(test_numpy_arrays);
