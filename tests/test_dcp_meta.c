@@ -95,6 +95,7 @@ typedef struct knobs {
     unsigned chunk_size;  /* the chunk's size (4, the tensor's) */
     int no_entry;         /* storage_data keyed by another fqn */
     int path_int;         /* relative_path = 300 */
+    int no_length;        /* the _StorageInfo has no length */
     int item_int;         /* state_dict_metadata["w"] = 300 */
     int chunks_tuple;     /* chunks = () */
     int transform;        /* transform_descriptors = ["zlib"] */
@@ -196,9 +197,11 @@ static void metadata(pk *p, const knobs *k, marks *m) {
     key(p, "offset");
     integer(p, 0);
     setitem(p);
-    key(p, "length");
-    integer(p, 16);
-    setitem(p);
+    if (!k->no_length) {
+        key(p, "length");
+        integer(p, 16);
+        setitem(p);
+    }
     if (k->transform) {
         key(p, "transform_descriptors");
         m->transform = op(p, ']');
@@ -305,6 +308,8 @@ TEST(fields) {
     EXPECT(k, CKPT_E_FORMAT, storage_meta, "as storage_meta");
     k = (knobs){.path_int = 1};
     EXPECT(k, CKPT_E_FORMAT, path, "expected a str relative_path, got int");
+    k = (knobs){.no_length = 1}; /* a missing field: blamed on its object */
+    EXPECT(k, CKPT_E_FORMAT, info, "expected a non-negative int length, got nothing");
     k = (knobs){.item_int = 1};
     EXPECT(k, CKPT_E_FORMAT, item,
            "expected a TensorStorageMetadata or a BytesStorageMetadata, got int");
