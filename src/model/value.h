@@ -158,6 +158,10 @@ struct ckpt_value {
 
 #define CKPT_PK_SHARED UINT32_MAX
 
+/* A file of a million tensors holds millions of values: pk_at took padding,
+ * and nothing may grow them past 48 bytes (64-bit pointers). */
+_Static_assert(sizeof(void *) != 8 || sizeof(ckpt_value) == 48, "ckpt_value outgrew 48 bytes");
+
 /* The absolute offset of the opcode that built v (pk_at) in a pickle whose
  * first byte is at `base` (pk_options.base_offset), or CKPT_NO_OFFSET
  * (UINT64_MAX) when v is NULL or that is not known (a shared value
