@@ -208,29 +208,39 @@ static int cmp_entry_name(const void *a, const void *b) {
     return c ? c : (x->name_len > y->name_len) - (x->name_len < y->name_len);
 }
 
-/* safetensors roots are flat: group the tensors by first name segment. */
+/* safetensors roots are flat: group the tensors by first name segment.
+ * In name order a segment's tensors mostly come in one run ("a", "a-b",
+ * "a.c" is the exception), so the array holds runs, not tensors: they are
+ * sorted and merged at the end. */
 static int summarise_groups(ckpt_doctor_report *r) {
-    size_t n = ckpt_file_tensor_count(r->f), g = 0;
-    r->top = ckpt_arena_array(&r->arena, n ? n : 1, sizeof *r->top);
-    if (r->top == NULL) return -1;
-    memset(r->top, 0, (n ? n : 1) * sizeof *r->top);
+    size_t n = ckpt_file_tensor_count(r->f), g = 0, cap = 0;
+    r->top = NULL;
     for (size_t i = 0; i < n; i++) {
         const ckpt_tensor *t = ckpt_file_tensor(r->f, i);
-        r->top[i].name = ckpt_tensor_name(t);
-        r->top[i].name_len = segment_len(r->top[i].name);
-        r->top[i].tensors = 1;
-        r->top[i].elements = ckpt_tensor_numel(t);
-    }
-    qsort(r->top, n, sizeof *r->top, cmp_entry_name);
-    for (size_t i = 0; i < n; i++) {
-        if (g > 0 && cmp_entry_name(&r->top[g - 1], &r->top[i]) == 0) {
+        ckpt_doctor_entry e = {0};
+        e.name = ckpt_tensor_name(t);
+        e.name_len = segment_len(e.name);
+        e.tensors = 1;
+        e.elements = ckpt_tensor_numel(t);
+        if (g > 0 && cmp_entry_name(&r->top[g - 1], &e) == 0) {
             r->top[g - 1].tensors++;
-            r->top[g - 1].elements += r->top[i].elements;
+            r->top[g - 1].elements += e.elements;
+            continue;
+        }
+        if (ckpt_arena_grow(&r->arena, (void **)&r->top, &cap, g + 1, sizeof *r->top)) return -1;
+        r->top[g++] = e;
+    }
+    if (g > 1) qsort(r->top, g, sizeof *r->top, cmp_entry_name);
+    size_t k = 0;
+    for (size_t i = 0; i < g; i++) {
+        if (k > 0 && cmp_entry_name(&r->top[k - 1], &r->top[i]) == 0) {
+            r->top[k - 1].tensors += r->top[i].tensors;
+            r->top[k - 1].elements += r->top[i].elements;
         } else {
-            r->top[g++] = r->top[i];
+            r->top[k++] = r->top[i];
         }
     }
-    r->n_top = g;
+    r->n_top = k;
     return 0;
 }
 
