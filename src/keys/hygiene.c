@@ -21,11 +21,13 @@ struct ckpt_keys_report {
     const char *collision;
 };
 
-/* Leading "module." segments of s once wrappers are dropped. */
-static unsigned module_depth(const char *s, size_t len, char *tmp) {
-    size_t n = ckpt_key_drop_wrappers(s, len, tmp);
+/* Leading "module." segments of s once wrappers are dropped (a key
+ * without any, `mask` 0, as it is). */
+static unsigned module_depth(const char *s, size_t len, unsigned mask, char *tmp) {
+    size_t n = mask ? ckpt_key_drop_wrappers(s, len, tmp) : len;
     unsigned d = 0;
-    for (size_t pos = 0; n - pos > 7 && memcmp(tmp + pos, "module.", 7) == 0; pos += 7) d++;
+    if (mask) s = tmp;
+    for (size_t pos = 0; n - pos > 7 && memcmp(s + pos, "module.", 7) == 0; pos += 7) d++;
     return d;
 }
 
@@ -53,7 +55,7 @@ static int scan(ckpt_keys_report *r, const ckpt_file *f, unsigned *max_depth) {
             lead[w] += strncmp(s, ckpt_wrappers[w], strlen(ckpt_wrappers[w])) == 0;
         }
         if (strncmp(s, r->root, rlen) != 0) continue;
-        unsigned d = module_depth(s + rlen, len - rlen, tmp);
+        unsigned d = module_depth(s + rlen, len - rlen, mask, tmp);
         module += d > 0;
         if (d > *max_depth) *max_depth = d;
     }

@@ -13,6 +13,7 @@
 
 #include "base/error.h"
 #include "base/once.h"
+#include "base/sort.h"
 #include "training/training.h"
 #include "model/file.h"
 #include "model/value.h"
@@ -653,8 +654,8 @@ static tr_tensor *file_order(ckpt_training *t, const ckpt_file *f) {
 
     if (o == NULL) return NULL;
     for (size_t i = 0; i < n; i++) o[i] = (tr_tensor){f->tensors[i].name, &f->tensors[i]};
-    if (n > 1) qsort(o, n, sizeof *o, by_file_order);
-    return o;
+    /* mostly in order already: writers lay tensors out by name */
+    return ckpt_sort(o, n, sizeof *o, by_file_order) ? NULL : o;
 }
 
 /* The tensors of a component at the flat root, as sum_tensors counts a
