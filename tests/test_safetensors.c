@@ -780,6 +780,43 @@ TEST(header_serde_rules) {
     CHECK(has(e->message, "18446744073709551615"));
 }
 
+/* A name's bytes are read eight at a time until one ends the plain run:
+ * a quote, a backslash, a control byte (refused there), or checked as
+ * UTF-8 when one is 0x80 or above (refused at the run's start). Each of them at every offset of a long name, with
+ * the 8-byte window before, across and after it: the name read is the
+ * name written, or the header is refused where the bad byte is. */
+TEST(name_stop_bytes_at_every_offset) {
+    static const struct {
+        const char *json, *text; /* as written in the header; as read (NULL: refused) */
+        int at_run;              /* refused at the run's start (bad UTF-8), else at the byte */
+    } stops[] = {
+        {"\\\"", "\"", 0},         {"\\\\", "\\", 0}, {"\\u00e9", "\xc3\xa9", 0},
+        {"\xc3\xa9", "\xc3\xa9", 0}, {"\x01", NULL, 0},    {"\x1f", NULL, 0},
+        {"\xff", NULL, 1},           {"\xc3", NULL, 1},
+    };
+    for (size_t k = 0; k < sizeof stops / sizeof *stops; k++)
+        for (size_t at = 0; at < 24; at++) {
+            char json[128], name[64], h[256];
+            memset(json, 'a', at);
+            memset(name, 'a', at);
+            snprintf(json + at, sizeof json - at, "%sbcdefghijklmnopq", stops[k].json);
+            if (stops[k].text)
+                snprintf(name + at, sizeof name - at, "%sbcdefghijklmnopq", stops[k].text);
+            snprintf(h, sizeof h, "{\"%s\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]}}",
+                     json);
+            size_t len = st_make(h, "x", 1);
+            if (!stops[k].text) {
+                const ckpt_error *e = open_fails(len, NULL, CKPT_E_FORMAT);
+                CHECK_EQ_INT(e->offset, 8 + 2 + (stops[k].at_run ? 0 : at));
+                continue;
+            }
+            ckpt_file *f = open_ok(len);
+            CHECK(f && ckpt_file_tensor_count(f) == 1 &&
+                  strcmp(ckpt_tensor_name(ckpt_file_tensor(f, 0)), name) == 0);
+            ckpt_close(f);
+        }
+}
+
 TEST(nul_padded_header) {
     size_t len = st_make("{}", NULL, 0);
     st_buf[0] = 4;
@@ -1260,6 +1297,7 @@ int main(void) {
     RUN(zero_size_stride_overflow);
     RUN(deep_nesting);
     RUN(header_serde_rules);
+    RUN(name_stop_bytes_at_every_offset);
     RUN(nul_padded_header);
     RUN(limits_honoured);
     RUN(allocation_failures);
