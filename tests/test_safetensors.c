@@ -12,6 +12,7 @@
 #include "model/file.h"
 #include "open/sharded.h"
 #include "acct.h"
+#include "fail_alloc.h"
 #include "harness.h"
 
 /* ------------------------------------------------------------ helpers */
@@ -474,41 +475,19 @@ TEST(all_safetensors_dtypes) {
 
 /* ------------------------------------------------------------ attacks */
 
-static int alloc_calls;
-static size_t alloc_bytes;
-static void *count_malloc(void *u, size_t n) {
-    (void)u;
-    alloc_calls++;
-    alloc_bytes += n;
-    return malloc(n);
-}
-static void *count_realloc(void *u, void *p, size_t n) {
-    (void)u;
-    alloc_calls++;
-    alloc_bytes += n;
-    return realloc(p, n);
-}
-static void count_free(void *u, void *p) {
-    (void)u;
-    free(p);
-}
-
 TEST(attack_header_too_large) {
     static const unsigned char attack[] =
         "\x3c\x00\x00\x00\x00\xff\xff\xff{\"test\":{\"dtype\":\"I32\",\"shape\":[2,2],"
         "\"data_offsets\":[0,16]}}";
     memcpy(st_buf, attack, sizeof attack - 1);
-    ckpt_allocator counting = {count_malloc, count_realloc, count_free, NULL};
-    ckpt_set_allocator(&counting);
-    alloc_calls = 0;
-    alloc_bytes = 0;
+    fail_alloc_arm(0); /* counting only */
     const ckpt_error *e = open_fails(sizeof attack - 1, NULL, CKPT_E_LIMIT);
-    ckpt_set_allocator(NULL);
+    fail_alloc_disarm();
     CHECK_EQ_INT(e->offset, 0);
     CHECK(has(e->message, "max_header_bytes"));
     /* only the file object and its first arena block: nothing sized by N */
-    CHECK(alloc_calls > 0 && alloc_calls <= 2);
-    CHECK(alloc_bytes < 100000);
+    CHECK(fail_alloc_calls > 0 && fail_alloc_calls <= 2);
+    CHECK(fail_alloc_bytes < 100000);
 }
 
 TEST(attack_shape_overflow) {
@@ -854,25 +833,13 @@ TEST(limits_honoured) {
 
 /* Failing allocation k, for every k, gives CKPT_E_NOMEM and no leak
  * (ASan builds check the leaks); past the last allocation, success. */
-static int fail_at, fail_calls;
-static void *fail_malloc(void *u, size_t n) {
-    (void)u;
-    return ++fail_calls == fail_at ? NULL : malloc(n);
-}
-static void *fail_realloc(void *u, void *p, size_t n) {
-    (void)u;
-    return ++fail_calls == fail_at ? NULL : realloc(p, n);
-}
-
 static void torture(const char *path, const void *buf, size_t len) {
-    ckpt_allocator failing = {fail_malloc, fail_realloc, count_free, NULL};
-    int rc = CKPT_E_NOMEM;
+    int rc = CKPT_E_NOMEM, fail_at;
     for (fail_at = 1; rc == CKPT_E_NOMEM && fail_at < 10000; fail_at++) {
-        fail_calls = 0;
         ckpt_file *f = NULL;
-        ckpt_set_allocator(&failing);
+        fail_alloc_arm(fail_at);
         rc = path ? ckpt_open(&f, path, NULL) : ckpt_open_memory(&f, buf, len, "mem", NULL);
-        ckpt_set_allocator(NULL);
+        fail_alloc_disarm();
         if (rc == CKPT_E_NOMEM) CHECK(f == NULL);
         ckpt_close(f);
     }
