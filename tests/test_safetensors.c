@@ -829,6 +829,19 @@ TEST(limits_honoured) {
     len = st_make("{\"a\":{\"dtype\":\"U8\",\"shape\":[1,1,1],\"data_offsets\":[0,1]}}", "x", 1);
     e = open_fails(len, &opts, CKPT_E_LIMIT);
     CHECK(has(e->message, "max_ndim"));
+
+    /* names: the walk's rule (max_name_bytes counts the NUL), at the key */
+    opts = (ckpt_open_options)CKPT_OPEN_OPTIONS_INIT;
+    opts.limits.max_name_bytes = 3;
+    len = st_make("{\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]},"
+                  "\"abc\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[1,2]}}",
+                  "xy", 2);
+    e = open_fails(len, &opts, CKPT_E_LIMIT);
+    CHECK(has(e->message, "flattened name longer than 3 bytes"));
+    CHECK_EQ_INT(e->offset, 8 + 53); /* "abc"'s opening quote */
+    opts.limits.max_name_bytes = 4;
+    CHECK_EQ_INT(ckpt_open_memory(&f, st_buf, len, "mem", &opts), 0);
+    ckpt_close(f);
 }
 
 /* Failing allocation k, for every k, gives CKPT_E_NOMEM and no leak
