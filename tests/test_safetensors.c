@@ -769,8 +769,8 @@ TEST(name_stop_bytes_at_every_offset) {
         const char *json, *text; /* as written in the header; as read (NULL: refused) */
         int at_run;              /* refused at the run's start (bad UTF-8), else at the byte */
     } stops[] = {
-        {"\\\"", "\"", 0},         {"\\\\", "\\", 0}, {"\\u00e9", "\xc3\xa9", 0},
-        {"\xc3\xa9", "\xc3\xa9", 0}, {"\x01", NULL, 0},    {"\x1f", NULL, 0},
+        {"\\\"", "\"", 0},           {"\\\\", "\\", 0}, {"\\u00e9", "\xc3\xa9", 0},
+        {"\xc3\xa9", "\xc3\xa9", 0}, {"\x01", NULL, 0}, {"\x1f", NULL, 0},
         {"\xff", NULL, 1},           {"\xc3", NULL, 1},
     };
     for (size_t k = 0; k < sizeof stops / sizeof *stops; k++)
@@ -781,8 +781,8 @@ TEST(name_stop_bytes_at_every_offset) {
             snprintf(json + at, sizeof json - at, "%sbcdefghijklmnopq", stops[k].json);
             if (stops[k].text)
                 snprintf(name + at, sizeof name - at, "%sbcdefghijklmnopq", stops[k].text);
-            snprintf(h, sizeof h, "{\"%s\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]}}",
-                     json);
+            snprintf(h, sizeof h,
+                     "{\"%s\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]}}", json);
             size_t len = st_make(h, "x", 1);
             if (!stops[k].text) {
                 const ckpt_error *e = open_fails(len, NULL, CKPT_E_FORMAT);

@@ -349,7 +349,7 @@ TEST(flat_safetensors_as_tree) {
             CHECK_EQ_INT(x->bytes, y->bytes);
             CHECK_EQ_INT(x->param_bytes, y->param_bytes);
             CHECK(x->kind == CKPT_COMPONENT_COUNTER ? x->number == y->number
-                                                     : isnan(x->number) == isnan(y->number));
+                                                    : isnan(x->number) == isnan(y->number));
             /* only the root has no value: the tree was never built */
             CHECK(x->name[0] ? x->value != NULL : x->value == NULL);
         }

@@ -72,8 +72,8 @@ typedef struct ckpt_store_options {
     ckpt_progress_fn progress; /* ckpt_store_commit: bytes of the source */
     void *progress_ctx;        /* copied, done of total (its size), from 0;
                                   NULL for none (version 3) */
-    ckpt_store_event_fn on_event; /* each event as it happens, with
-                                     event_ctx; NULL for none (version 4) */
+    /* each event as it happens, with event_ctx; NULL for none (version 4) */
+    ckpt_store_event_fn on_event;
     void *event_ctx;
 } ckpt_store_options;
 #define CKPT_STORE_OPTIONS_VERSION 4

@@ -96,8 +96,8 @@ static int index_from(ckpt_manifest *m, size_t from, size_t *dup) {
         if (i >= from + AHEAD) {
             size_t k = i - AHEAD;
             ckpt_strmap_slot *slot;
-            rc = ckpt_strmap_put_hashed(&m->index, m->entries[k].name, m->lens[k],
-                                        hash[k % AHEAD], k, &slot);
+            rc = ckpt_strmap_put_hashed(&m->index, m->entries[k].name, m->lens[k], hash[k % AHEAD],
+                                        k, &slot);
             if (rc < 0) return rc;
             if (rc == 0) {
                 *dup = k;

@@ -634,7 +634,9 @@ static int is_flat(const ckpt_file *f) {
            !ckpt_structure_present(f);
 }
 
-static int flat_has(const void *f, const char *key) { return ckpt_file_find_tensor(f, key) != NULL; }
+static int flat_has(const void *f, const char *key) {
+    return ckpt_file_find_tensor(f, key) != NULL;
+}
 
 /* The tree's order: file offset, then size, then name (safetensors.c's
  * by_file_offset over tensors sorted by name). */
@@ -689,8 +691,7 @@ static int flat_children(walker *w, const tr_tensor *o, size_t n) {
         ckpt_value *v;
 
         if (!leaf_role(o[i].t, o[i].name, strlen(o[i].name), &rng)) {
-            if (group == SIZE_MAX)
-                rc = comp_add(w, CKPT_COMPONENT_OTHER, "", NULL, NULL, &group);
+            if (group == SIZE_MAX) rc = comp_add(w, CKPT_COMPONENT_OTHER, "", NULL, NULL, &group);
             if (rc == 0) rc = model_tensor(t, &t->comps[group], o[i].name, o[i].t);
             continue;
         }
@@ -763,7 +764,7 @@ int ckpt_tr_add_file(ckpt_training *t, const ckpt_file *f, const char *name) {
     w.file = file;
     w.lim = &f->opts.limits;
     w.ordered = !flat && (root != ckpt_file_root(f) || (fmt != CKPT_FORMAT_SAFETENSORS &&
-                                                       fmt != CKPT_FORMAT_SAFETENSORS_SHARDED));
+                                                        fmt != CKPT_FORMAT_SAFETENSORS_SHARDED));
     ckpt_walk_init(&ww, w.lim, file, NULL);
     ww.names = 1;
     ww.enter = walk_enter;
