@@ -31,6 +31,8 @@ import time
 import torch
 import torch.nn as nn
 
+from pagecache import evict
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPEAT = 3
 
@@ -52,15 +54,6 @@ def make_checkpoint(path, mib):
     return layers
 
 
-def drop_cache(path):
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-    finally:
-        os.close(fd)
-
-
 def timed(fn):
     best = None
     for _ in range(REPEAT):
@@ -80,7 +73,7 @@ def run(cmd, env=None):
 
 def disk_bytes(cmd, path):
     """Bytes a command reads from disk with the file out of the cache."""
-    drop_cache(path)
+    evict(path)
     before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_inblock
     run(cmd)
     after = resource.getrusage(resource.RUSAGE_CHILDREN).ru_inblock

@@ -36,6 +36,8 @@ import sys
 import tempfile
 import time
 
+from pagecache import evict
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPEAT = 3
 TIME = "/usr/bin/time"  # GNU time, for the child's own peak RSS
@@ -135,16 +137,6 @@ with open(sys.argv[1]) as fh:
 missing, unexpected = a - b, b - a
 print(time.perf_counter() - t0, len(a & b))
 """
-
-
-def evict(path):
-    """Drops the file's pages from the page cache (no root needed)."""
-    os.sync()
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-    finally:
-        os.close(fd)
 
 
 def cold(cmd, path):

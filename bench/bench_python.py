@@ -42,6 +42,8 @@ import subprocess
 import sys
 import time
 
+from pagecache import evict
+
 COUNTS = [1000, 10000, 100000]
 SIZES_MIB = [64, 1024]
 PAIRS = [(".safetensors", "ckpt.load", "load_file+copy"),
@@ -85,14 +87,6 @@ def touch_all(obj):
     return total
 
 
-def drop_cache(path):
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-    finally:
-        os.close(fd)
-
-
 def read_file(path, buf):
     with open(path, "rb", buffering=0) as fh:
         while fh.readinto(buf):
@@ -120,7 +114,7 @@ def child(loader, path, cold, runs, touch):
     times = []
     for _ in range(runs):
         if cold:
-            drop_cache(path)
+            evict(path)
         gc.collect()
         t0 = time.perf_counter()
         obj = fn(path)

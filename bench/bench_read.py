@@ -28,6 +28,8 @@ import time
 
 import torch
 
+from pagecache import evict
+
 
 # A child forked from this process starts with its resident set (torch and
 # the tensors), which would inflate its peak RSS; so children are started
@@ -94,16 +96,6 @@ def make_files(d, mb):
         for k in names:
             f.write(sd[k].numpy().tobytes())
     return pt, st
-
-
-def evict(path):
-    """Drops the file's clean pages from the page cache (no root needed)."""
-    os.sync()
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-    finally:
-        os.close(fd)
 
 
 def median_cold(argv, path, n=3):

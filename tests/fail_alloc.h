@@ -8,6 +8,10 @@
  *         rc = operation();
  *         fail_alloc_disarm();
  *     }
+ *
+ * Armed with 0 nothing fails: it counts the calls (fail_alloc_calls) and
+ * the bytes they asked for (fail_alloc_bytes), for tests of what an
+ * operation allocates at all.
  */
 #ifndef CKPT_TESTS_FAIL_ALLOC_H
 #define CKPT_TESTS_FAIL_ALLOC_H
@@ -17,14 +21,17 @@
 #include "ckpt.h"
 
 static int fail_alloc_at, fail_alloc_calls;
+static size_t fail_alloc_bytes;
 
 static void *fail_alloc_malloc(void *u, size_t n) {
     (void)u;
+    fail_alloc_bytes += n;
     return ++fail_alloc_calls == fail_alloc_at ? NULL : malloc(n);
 }
 
 static void *fail_alloc_realloc(void *u, void *p, size_t n) {
     (void)u;
+    fail_alloc_bytes += n;
     return ++fail_alloc_calls == fail_alloc_at ? NULL : realloc(p, n);
 }
 
@@ -33,11 +40,13 @@ static void fail_alloc_free(void *u, void *p) {
     free(p);
 }
 
-/* From now on, allocation number nth (1-based) fails. */
+/* From now on, allocation number nth (1-based; 0: none) fails, and calls
+ * and bytes are counted from zero. */
 static inline void fail_alloc_arm(int nth) {
     static const ckpt_allocator al = {fail_alloc_malloc, fail_alloc_realloc, fail_alloc_free, NULL};
     fail_alloc_at = nth;
     fail_alloc_calls = 0;
+    fail_alloc_bytes = 0;
     ckpt_set_allocator(&al);
 }
 

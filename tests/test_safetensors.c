@@ -12,6 +12,7 @@
 #include "model/file.h"
 #include "open/sharded.h"
 #include "acct.h"
+#include "fail_alloc.h"
 #include "harness.h"
 
 /* ------------------------------------------------------------ helpers */
@@ -474,41 +475,19 @@ TEST(all_safetensors_dtypes) {
 
 /* ------------------------------------------------------------ attacks */
 
-static int alloc_calls;
-static size_t alloc_bytes;
-static void *count_malloc(void *u, size_t n) {
-    (void)u;
-    alloc_calls++;
-    alloc_bytes += n;
-    return malloc(n);
-}
-static void *count_realloc(void *u, void *p, size_t n) {
-    (void)u;
-    alloc_calls++;
-    alloc_bytes += n;
-    return realloc(p, n);
-}
-static void count_free(void *u, void *p) {
-    (void)u;
-    free(p);
-}
-
 TEST(attack_header_too_large) {
     static const unsigned char attack[] =
         "\x3c\x00\x00\x00\x00\xff\xff\xff{\"test\":{\"dtype\":\"I32\",\"shape\":[2,2],"
         "\"data_offsets\":[0,16]}}";
     memcpy(st_buf, attack, sizeof attack - 1);
-    ckpt_allocator counting = {count_malloc, count_realloc, count_free, NULL};
-    ckpt_set_allocator(&counting);
-    alloc_calls = 0;
-    alloc_bytes = 0;
+    fail_alloc_arm(0); /* counting only */
     const ckpt_error *e = open_fails(sizeof attack - 1, NULL, CKPT_E_LIMIT);
-    ckpt_set_allocator(NULL);
+    fail_alloc_disarm();
     CHECK_EQ_INT(e->offset, 0);
     CHECK(has(e->message, "max_header_bytes"));
     /* only the file object and its first arena block: nothing sized by N */
-    CHECK(alloc_calls > 0 && alloc_calls <= 2);
-    CHECK(alloc_bytes < 100000);
+    CHECK(fail_alloc_calls > 0 && fail_alloc_calls <= 2);
+    CHECK(fail_alloc_bytes < 100000);
 }
 
 TEST(attack_shape_overflow) {
@@ -780,6 +759,43 @@ TEST(header_serde_rules) {
     CHECK(has(e->message, "18446744073709551615"));
 }
 
+/* A name's bytes are read eight at a time until one ends the plain run:
+ * a quote, a backslash, a control byte (refused there), or checked as
+ * UTF-8 when one is 0x80 or above (refused at the run's start). Each of them at every offset of a long name, with
+ * the 8-byte window before, across and after it: the name read is the
+ * name written, or the header is refused where the bad byte is. */
+TEST(name_stop_bytes_at_every_offset) {
+    static const struct {
+        const char *json, *text; /* as written in the header; as read (NULL: refused) */
+        int at_run;              /* refused at the run's start (bad UTF-8), else at the byte */
+    } stops[] = {
+        {"\\\"", "\"", 0},           {"\\\\", "\\", 0}, {"\\u00e9", "\xc3\xa9", 0},
+        {"\xc3\xa9", "\xc3\xa9", 0}, {"\x01", NULL, 0}, {"\x1f", NULL, 0},
+        {"\xff", NULL, 1},           {"\xc3", NULL, 1},
+    };
+    for (size_t k = 0; k < sizeof stops / sizeof *stops; k++)
+        for (size_t at = 0; at < 24; at++) {
+            char json[128], name[64], h[256];
+            memset(json, 'a', at);
+            memset(name, 'a', at);
+            snprintf(json + at, sizeof json - at, "%sbcdefghijklmnopq", stops[k].json);
+            if (stops[k].text)
+                snprintf(name + at, sizeof name - at, "%sbcdefghijklmnopq", stops[k].text);
+            snprintf(h, sizeof h,
+                     "{\"%s\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]}}", json);
+            size_t len = st_make(h, "x", 1);
+            if (!stops[k].text) {
+                const ckpt_error *e = open_fails(len, NULL, CKPT_E_FORMAT);
+                CHECK_EQ_INT(e->offset, 8 + 2 + (stops[k].at_run ? 0 : at));
+                continue;
+            }
+            ckpt_file *f = open_ok(len);
+            CHECK(f && ckpt_file_tensor_count(f) == 1 &&
+                  strcmp(ckpt_tensor_name(ckpt_file_tensor(f, 0)), name) == 0);
+            ckpt_close(f);
+        }
+}
+
 TEST(nul_padded_header) {
     size_t len = st_make("{}", NULL, 0);
     st_buf[0] = 4;
@@ -813,29 +829,30 @@ TEST(limits_honoured) {
     len = st_make("{\"a\":{\"dtype\":\"U8\",\"shape\":[1,1,1],\"data_offsets\":[0,1]}}", "x", 1);
     e = open_fails(len, &opts, CKPT_E_LIMIT);
     CHECK(has(e->message, "max_ndim"));
+
+    /* names: the walk's rule (max_name_bytes counts the NUL), at the key */
+    opts = (ckpt_open_options)CKPT_OPEN_OPTIONS_INIT;
+    opts.limits.max_name_bytes = 3;
+    len = st_make("{\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]},"
+                  "\"abc\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[1,2]}}",
+                  "xy", 2);
+    e = open_fails(len, &opts, CKPT_E_LIMIT);
+    CHECK(has(e->message, "flattened name longer than 3 bytes"));
+    CHECK_EQ_INT(e->offset, 8 + 53); /* "abc"'s opening quote */
+    opts.limits.max_name_bytes = 4;
+    CHECK_EQ_INT(ckpt_open_memory(&f, st_buf, len, "mem", &opts), 0);
+    ckpt_close(f);
 }
 
 /* Failing allocation k, for every k, gives CKPT_E_NOMEM and no leak
  * (ASan builds check the leaks); past the last allocation, success. */
-static int fail_at, fail_calls;
-static void *fail_malloc(void *u, size_t n) {
-    (void)u;
-    return ++fail_calls == fail_at ? NULL : malloc(n);
-}
-static void *fail_realloc(void *u, void *p, size_t n) {
-    (void)u;
-    return ++fail_calls == fail_at ? NULL : realloc(p, n);
-}
-
 static void torture(const char *path, const void *buf, size_t len) {
-    ckpt_allocator failing = {fail_malloc, fail_realloc, count_free, NULL};
-    int rc = CKPT_E_NOMEM;
+    int rc = CKPT_E_NOMEM, fail_at;
     for (fail_at = 1; rc == CKPT_E_NOMEM && fail_at < 10000; fail_at++) {
-        fail_calls = 0;
         ckpt_file *f = NULL;
-        ckpt_set_allocator(&failing);
+        fail_alloc_arm(fail_at);
         rc = path ? ckpt_open(&f, path, NULL) : ckpt_open_memory(&f, buf, len, "mem", NULL);
-        ckpt_set_allocator(NULL);
+        fail_alloc_disarm();
         if (rc == CKPT_E_NOMEM) CHECK(f == NULL);
         ckpt_close(f);
     }
@@ -1260,6 +1277,7 @@ int main(void) {
     RUN(zero_size_stride_overflow);
     RUN(deep_nesting);
     RUN(header_serde_rules);
+    RUN(name_stop_bytes_at_every_offset);
     RUN(nul_padded_header);
     RUN(limits_honoured);
     RUN(allocation_failures);

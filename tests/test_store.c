@@ -616,6 +616,55 @@ TEST(gc_removes_stale_temporaries) {
     remove_dir();
 }
 
+/* on_event: the names a call removed, what LATEST names after a commit,
+ * the generation holding a refused step; "kind:file " each, in order. */
+static void record_event(void *ctx, ckpt_store_event what, const char *file) {
+    size_t n = strlen(ctx);
+    snprintf((char *)ctx + n, 512 - n, "%d:%s ", (int)what, file);
+}
+
+static int commit_heard(char *heard, const char *src, uint64_t step, uint32_t keep) {
+    ckpt_store_options o = CKPT_STORE_OPTIONS_INIT;
+    o.keep = keep;
+    o.on_event = record_event;
+    o.event_ctx = heard;
+    heard[0] = '\0';
+    return ckpt_store_commit(NULL, 0, dir, "run", step, src, &o);
+}
+
+TEST(events_say_what_happened) {
+    char heard[512];
+    fresh_dir();
+    CHECK_EQ_INT(commit_heard(heard, TRAIN_PT, 10, 2), 0);
+    CHECK_EQ_STR(heard, "2:run-10.pt ");
+    CHECK_EQ_INT(commit_heard(heard, TRAIN_PT, 20, 2), 0);
+    CHECK_EQ_STR(heard, "2:run-20.pt ");
+    /* keep 1: the new one and the one LATEST named before stay */
+    CHECK_EQ_INT(commit_heard(heard, TRAIN_ST, 30, 1), 0);
+    CHECK_EQ_STR(heard, "2:run-30.safetensors 0:run-10.pt ");
+    /* a lower step is committed beside LATEST, which stays */
+    CHECK_EQ_INT(commit_heard(heard, TRAIN_PT, 25, 3), 0);
+    CHECK_EQ_STR(heard, "2:run-30.safetensors ");
+    /* refused: the step is there; a bad name says nothing */
+    CHECK_EQ_INT(commit_heard(heard, TRAIN_PT, 25, 3), CKPT_E_INVALID_ARG);
+    CHECK_EQ_STR(heard, "3:run-25.pt ");
+    ckpt_store_options o = CKPT_STORE_OPTIONS_INIT;
+    o.on_event = record_event;
+    o.event_ctx = heard;
+    heard[0] = '\0';
+    CHECK_EQ_INT(ckpt_store_commit(NULL, 0, dir, "a/b", 40, TRAIN_PT, &o), CKPT_E_INVALID_ARG);
+    CHECK_EQ_STR(heard, "");
+    /* prune and gc */
+    o.keep = 1;
+    CHECK_EQ_INT(ckpt_store_prune(NULL, dir, &o), 0);
+    CHECK_EQ_STR(heard, "0:run-20.pt 0:run-25.pt ");
+    touch_temp(".run-9.pt.tmp-1-0123456789abcdef", 7200);
+    heard[0] = '\0';
+    CHECK_EQ_INT(ckpt_store_gc(NULL, dir, &o), 0);
+    CHECK_EQ_STR(heard, "1:.run-9.pt.tmp-1-0123456789abcdef ");
+    remove_dir();
+}
+
 static void put_dcp(const char *name) { CHECK_EQ_INT(copy_dcp(in_dir(name)), 0); }
 
 /* Multi-rank generations are DCP directories "NAME-STEP.dcp": listed,
@@ -891,6 +940,7 @@ int main(void) {
     RUN(commit_with_writer);
     RUN(commit_faults);
     RUN(gc_removes_stale_temporaries);
+    RUN(events_say_what_happened);
     RUN(dcp_directory_generations);
     RUN(commit_dir);
     RUN(allocation_failures);

@@ -279,6 +279,93 @@ TEST(bad_arguments) {
     CHECK_EQ_STR(ckpt_meta_topic_name(CKPT_META_PARALLEL), "parallel_layout");
 }
 
+/* A safetensors file in memory (*buf, freed after the file is closed):
+ * header JSON h (8-byte length first), then `data` bytes of zeros. */
+static ckpt_file *open_st(const char *h, size_t data, unsigned char **buf) {
+    size_t n = strlen(h);
+    ckpt_file *f = NULL;
+
+    *buf = calloc(1, 8 + n + data);
+    for (int i = 0; i < 8; i++) (*buf)[i] = (unsigned char)((uint64_t)n >> (8 * i));
+    memcpy(*buf + 8, h, n);
+    CHECK_EQ_INT(ckpt_open_memory(&f, *buf, 8 + n + data, "flat.safetensors", NULL), 0);
+    return f;
+}
+
+/* The analysis of a safetensors file without ckpt.structure comes from
+ * its sorted tensors, not from its tree: the same components, in the same
+ * order, counts, verdict and reasons as the walk over the tree
+ * (ckpt_file_root built first), but for the root's value (NULL). Fails
+ * when either way misses a kind (weights, scaler, RNG states, counters,
+ * loose byte tensors, nothing). */
+TEST(flat_safetensors_as_tree) {
+    static const struct {
+        const char *header;
+        size_t data;
+        size_t comps;
+    } cases[] = {
+        /* model weights, in file order unlike name order */
+        {"{\"z.weight\":{\"dtype\":\"F32\",\"shape\":[2,2],\"data_offsets\":[0,16]},"
+         "\"a.bias\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[16,24]},"
+         "\"bn.num_batches_tracked\":{\"dtype\":\"I64\",\"shape\":[],\"data_offsets\":[24,32]},"
+         "\"mask\":{\"dtype\":\"BOOL\",\"shape\":[3],\"data_offsets\":[32,35]}}",
+         35, 1},
+        /* byte tensors: a torch CPU RNG state, a CUDA one, a counter, loose ones */
+        {"{\"z_mask\":{\"dtype\":\"BOOL\",\"shape\":[3],\"data_offsets\":[0,3]},"
+         "\"rng_state\":{\"dtype\":\"U8\",\"shape\":[5056],\"data_offsets\":[3,5059]},"
+         "\"cuda\":{\"dtype\":\"U8\",\"shape\":[16],\"data_offsets\":[5059,5075]},"
+         "\"epoch\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[5075,5076]},"
+         "\"flags\":{\"dtype\":\"U8\",\"shape\":[2],\"data_offsets\":[5076,5078]}}",
+         5078, 4},
+        /* a GradScaler's keys */
+        {"{\"scale\":{\"dtype\":\"F32\",\"shape\":[],\"data_offsets\":[0,4]},"
+         "\"growth_factor\":{\"dtype\":\"F32\",\"shape\":[],\"data_offsets\":[4,8]},"
+         "\"w\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[8,16]}}",
+         16, 1},
+        {"{}", 0, 0},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+        unsigned char *fb, *tb;
+        ckpt_file *flat = open_st(cases[k].header, cases[k].data, &fb);
+        ckpt_file *tree = open_st(cases[k].header, cases[k].data, &tb);
+        ckpt_training *a = NULL, *b = NULL;
+
+        if (!flat || !tree) break;
+        CHECK(ckpt_file_root(tree) != NULL);
+        CHECK_EQ_INT(ckpt_training_analyze(&a, flat), 0);
+        CHECK_EQ_INT(ckpt_training_analyze(&b, tree), 0);
+        if (!a || !b) break;
+        CHECK_EQ_INT(ckpt_training_component_count(a), cases[k].comps);
+        CHECK_EQ_INT(ckpt_training_component_count(b), cases[k].comps);
+        for (size_t i = 0; i < ckpt_training_component_count(a); i++) {
+            const ckpt_component *x = ckpt_training_component(a, i);
+            const ckpt_component *y = ckpt_training_component(b, i);
+
+            CHECK_EQ_INT(x->kind, y->kind);
+            CHECK_EQ_STR(x->name, y->name);
+            CHECK_EQ_STR(x->type ? x->type : "", y->type ? y->type : "");
+            CHECK_EQ_INT(x->tensors, y->tensors);
+            CHECK_EQ_INT(x->elements, y->elements);
+            CHECK_EQ_INT(x->bytes, y->bytes);
+            CHECK_EQ_INT(x->param_bytes, y->param_bytes);
+            CHECK(x->kind == CKPT_COMPONENT_COUNTER ? x->number == y->number
+                                                    : isnan(x->number) == isnan(y->number));
+            /* only the root has no value: the tree was never built */
+            CHECK(x->name[0] ? x->value != NULL : x->value == NULL);
+        }
+        CHECK_EQ_INT(ckpt_training_resume(a), ckpt_training_resume(b));
+        CHECK_EQ_INT(ckpt_training_reason_count(a), ckpt_training_reason_count(b));
+        for (size_t i = 0; i < ckpt_training_reason_count(a); i++)
+            CHECK_EQ_STR(ckpt_training_reason(a, i), ckpt_training_reason(b, i));
+        ckpt_training_free(a);
+        ckpt_training_free(b);
+        ckpt_close(flat);
+        ckpt_close(tree);
+        free(fb);
+        free(tb);
+    }
+}
+
 /* Failing allocation k, for every k: CKPT_E_NOMEM, *out NULL, no leak (the
  * ASan build checks leaks); past the last allocation, success. */
 TEST(allocation_failures) {
@@ -319,6 +406,7 @@ int main(void) {
              slash ? __FILE__ : ".");
     RUN(adam_full_resume);
     RUN(safetensors_weights_only);
+    RUN(flat_safetensors_as_tree);
     RUN_CORPUS(burn_partial);
     RUN(missing_state_partial);
     RUN(mismatch_partial);

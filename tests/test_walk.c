@@ -232,6 +232,25 @@ TEST(name_limit_and_prefix) {
     t.text[0] = '\0';
     CHECK_EQ_INT(ckpt_walk_run(&w, root), CKPT_E_LIMIT);
     CHECK(strstr(ckpt_error_last()->message, "longer than 10 bytes") != NULL);
+    w.max_name = 11; /* the limit counts the NUL: exactly enough */
+    t.text[0] = '\0';
+    CHECK_EQ_INT(ckpt_walk_run(&w, root), 0);
+    w.max_name = 1; /* the prefix alone is too long */
+    t.text[0] = '\0';
+    CHECK_EQ_INT(ckpt_walk_run(&w, root), CKPT_E_LIMIT);
+    CHECK_EQ_STR(t.text, "");
+    w.max_name = 2;
+    t.text[0] = '\0';
+    CHECK_EQ_INT(ckpt_walk_run(&w, root), CKPT_E_LIMIT);
+    CHECK_EQ_STR(t.text, "p:R");
+    /* the rule itself, and sizes whose sum would overflow */
+    CHECK_EQ_INT(ckpt_walk_name_check(4, 3, 0, "f", "m", 7), 0);
+    CHECK_EQ_INT(ckpt_walk_name_check(4, 1, 2, "f", "m", 7), 0);
+    CHECK_EQ_INT(ckpt_walk_name_check(4, 2, 2, "f", "m", 7), CKPT_E_LIMIT);
+    CHECK_EQ_INT(ckpt_error_last()->offset, 7);
+    CHECK_EQ_INT(ckpt_walk_name_check(4, 2, SIZE_MAX, "f", "m", 7), CKPT_E_LIMIT);
+    CHECK_EQ_INT(ckpt_walk_name_check(4, SIZE_MAX, 2, "f", "m", 7), CKPT_E_LIMIT);
+    CHECK_EQ_INT(ckpt_walk_name_check(0, 0, 0, "f", "m", 7), CKPT_E_LIMIT);
     ckpt_arena_free(&a);
 }
 

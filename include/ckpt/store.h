@@ -42,6 +42,22 @@ extern "C" {
  * Other files in DIR are ignored. NAME is a label, not a namespace: the
  * generations of every NAME in DIR form one sequence by step, which
  * LATEST, latest and pruning all go by (keep one run per directory). */
+/* What a store call tells its caller as it happens (ckpt_store_options
+ * on_event), each with a file name in dir: */
+typedef enum ckpt_store_event {
+    /* commit, prune: a generation pruning removed */
+    CKPT_STORE_EVENT_PRUNED = 0,
+    /* gc: a stale temporary file or directory removed */
+    CKPT_STORE_EVENT_TEMP_REMOVED = 1,
+    /* commit: the generation LATEST names once it moved (the new one, or
+     * a newer one that verifies and keeps it) */
+    CKPT_STORE_EVENT_LATEST = 2,
+    /* commit: the verified generation holding the step, when the commit
+     * is refused for it (CKPT_E_INVALID_ARG; not for a bad name) */
+    CKPT_STORE_EVENT_STEP_TAKEN = 3
+} ckpt_store_event;
+typedef void (*ckpt_store_event_fn)(void *ctx, ckpt_store_event what, const char *file);
+
 typedef struct ckpt_store_options {
     unsigned version;          /* CKPT_STORE_OPTIONS_VERSION */
     uint32_t keep;             /* commit and prune keep the `keep` newest
@@ -56,12 +72,16 @@ typedef struct ckpt_store_options {
     ckpt_progress_fn progress; /* ckpt_store_commit: bytes of the source */
     void *progress_ctx;        /* copied, done of total (its size), from 0;
                                   NULL for none (version 3) */
+    /* each event as it happens, with event_ctx; NULL for none (version 4) */
+    ckpt_store_event_fn on_event;
+    void *event_ctx;
 } ckpt_store_options;
-#define CKPT_STORE_OPTIONS_VERSION 3
+#define CKPT_STORE_OPTIONS_VERSION 4
 #define CKPT_STORE_OPTIONS_INIT                                                                    \
     {                                                                                              \
         .version = CKPT_STORE_OPTIONS_VERSION, .keep = 3u, .stale_minutes = 60u,                   \
-        .open = CKPT_OPEN_OPTIONS_INIT, .replace = 0, .progress = NULL, .progress_ctx = NULL       \
+        .open = CKPT_OPEN_OPTIONS_INIT, .replace = 0, .progress = NULL, .progress_ctx = NULL,      \
+        .on_event = NULL, .event_ctx = NULL                                                        \
     }
 CKPT_API int ckpt_store_options_init(ckpt_store_options *opts, unsigned version);
 

@@ -44,7 +44,10 @@ typedef struct ckpt_component {
     const ckpt_value *value;        /* the subtree (model: the state dict, or the
                                 container of loose tensors); for counters
                                 read from a JSON file, a value owned by the
-                                analysis */
+                                analysis; NULL for the root of a
+                                safetensors file without ckpt.structure,
+                                analysed from its tensors (ckpt_file_root
+                                builds that dict on demand) */
     uint64_t tensors;               /* tensors in it */
     uint64_t elements;              /* their numel, summed */
     uint64_t bytes;                 /* their ckpt_tensor_nbytes, summed */

@@ -81,8 +81,9 @@ class ScanOptions_(ctypes.Structure):
 class StoreOptions_(ctypes.Structure):
     _fields_ = [("version", ctypes.c_uint), ("keep", ctypes.c_uint32),
                 ("stale_minutes", ctypes.c_uint32), ("open", OpenOptions_),
-                ("replace", ctypes.c_int), ("progress", c_void_p), ("progress_ctx", c_void_p)]
-    VERSION = 3
+                ("replace", ctypes.c_int), ("progress", c_void_p), ("progress_ctx", c_void_p),
+                ("on_event", c_void_p), ("event_ctx", c_void_p)]
+    VERSION = 4
 
 
 class MatchOptions_(ctypes.Structure):

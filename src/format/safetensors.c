@@ -15,6 +15,7 @@
 #include "base/error.h"
 #include "base/once.h"
 #include "model/file.h"
+#include "model/walk.h"
 #include "format/safetensors.h"
 #include "base/json_scan.h"
 #include "base/utf8.h"
@@ -421,15 +422,14 @@ static const uint64_t *entry_shape(const uint64_t *dims, const st_entry *e) {
 /* Moves the names out of the header's copy into one pool of exactly
  * their bytes, so that the copy can go (a name is a third of an entry's
  * header text). A name is bounded as the flattening bounds names
- * (max_name_bytes, walk.c). */
+ * (ckpt_walk_name_check). */
 static int pool_names(ckpt_file *f, st_entry *es, size_t count) {
     size_t total = 0;
     for (size_t i = 0; i < count; i++) {
         size_t len = strlen(es[i].name);
-        if (len >= f->opts.limits.max_name_bytes)
-            return ckpt_err(CKPT_E_LIMIT, f->path, "", 8 + (uint64_t)es[i].key_at,
-                            "flattened name longer than %llu bytes",
-                            (unsigned long long)f->opts.limits.max_name_bytes);
+        int rc = ckpt_walk_name_check(f->opts.limits.max_name_bytes, len, 0, f->path, "",
+                                      8 + (uint64_t)es[i].key_at);
+        if (rc) return rc;
         total += len + 1; /* at most the header's length */
     }
     char *pool = ckpt_arena_alloc_raw(&f->arena, total ? total : 1);

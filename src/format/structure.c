@@ -502,6 +502,10 @@ static const char *find_meta(const ckpt_file *f, const char *key) {
     return NULL;
 }
 
+int ckpt_structure_present(const ckpt_file *f) {
+    return f->format == CKPT_FORMAT_SAFETENSORS && find_meta(f, CKPT_META_STRUCTURE) != NULL;
+}
+
 int ckpt_structure_decode(const ckpt_value **out, const ckpt_file *f, ckpt_arena *a) {
     return ckpt_structure_decode_storages(out, NULL, NULL, f, a);
 }
@@ -512,8 +516,7 @@ int ckpt_structure_decode_storages(const ckpt_value **out, ckpt_storage ***group
     if (ngroups) *ngroups = 0;
     int rc = ckpt_file_tree(out, f);
     if (rc) return rc;
-    const char *text =
-        f->format == CKPT_FORMAT_SAFETENSORS ? find_meta(f, CKPT_META_STRUCTURE) : NULL;
+    const char *text = ckpt_structure_present(f) ? find_meta(f, CKPT_META_STRUCTURE) : NULL;
     if (!text) return 0;
     decoder d = {.f = f, .a = a};
     json_error_t err;

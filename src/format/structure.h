@@ -8,6 +8,9 @@
 #include "ckpt.h"
 #include "model/value.h"
 
+/* 1 when f is a safetensors file carrying "ckpt.structure". */
+int ckpt_structure_present(const ckpt_file *f);
+
 /* The logical tree of an opened file: the root itself, except for a
  * safetensors file carrying "ckpt.structure", whose original tree (values,
  * nesting, dtypes safetensors lacks, shared storages) is rebuilt in `a`,

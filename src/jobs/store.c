@@ -385,6 +385,10 @@ static const ckpt_store_options *options(const ckpt_store_options *opts,
     return opts ? opts : defaults;
 }
 
+static void event(const ckpt_store_options *o, ckpt_store_event what, const char *file) {
+    if (o->on_event) o->on_event(o->event_ctx, what, file);
+}
+
 void ckpt_store_listing_free(ckpt_store_listing *l) {
     if (!l) return;
     ckpt_arena_free(&l->s.arena);
@@ -601,6 +605,7 @@ static int prune_listed(ckpt_store_listing *l, uint32_t keep, const ptrdiff_t *k
         if (i < cut && !protected_) {
             int rc = remove_generation(s, s->gens[i].file);
             if (rc) return rc;
+            event(o, CKPT_STORE_EVENT_PRUNED, s->gens[i].file);
             if (removed) ++*removed;
             continue;
         }
@@ -700,6 +705,7 @@ static int gc_dir(gc_state *g, int dirfd, const char *name) {
                         "cannot remove temporary directory %s in %s: %s", name, g->dir,
                         strerror(err));
     g->dirs++;
+    event(g->o, CKPT_STORE_EVENT_TEMP_REMOVED, name);
     return 0;
 }
 
@@ -732,6 +738,7 @@ static int gc_file(void *ctx, int dirfd, const char *name, const struct stat *st
         return ckpt_err(CKPT_E_IO, g->dir, NULL, CKPT_NO_OFFSET,
                         "cannot remove temporary file %s in %s: %s", name, g->dir, strerror(err));
     g->count++;
+    event(g->o, CKPT_STORE_EVENT_TEMP_REMOVED, name);
     return 0;
 }
 
@@ -840,6 +847,7 @@ static int check_fresh_step(store *s, const char *name, uint64_t step,
     for (size_t i = 0; i < s->n; i++) {
         if (s->gens[i].step != step || strcmp(s->gens[i].name, name) != 0) continue;
         int rc = verify_gen(s, i, o);
+        if (rc == 0) event(o, CKPT_STORE_EVENT_STEP_TAKEN, s->gens[i].file);
         if (rc == 0)
             return ckpt_err(CKPT_E_INVALID_ARG, s->dir, NULL, CKPT_NO_OFFSET,
                             "step %" PRIu64 " of %s is already committed as %s (replace "
@@ -872,6 +880,7 @@ static int move_pointer_and_prune(store *s, const char *file, uint64_t step,
     if (rc == 0) rc = read_pointer(s, &pst, &previous);
     ckpt_store_listing now = {0};
     if (rc == 0) rc = write_pointer(s, newest);
+    if (rc == 0) event(o, CKPT_STORE_EVENT_LATEST, newest);
     if (rc == 0) {
         what = "pruning";
         rc = listing_scan(&now, s->dir);

@@ -21,35 +21,41 @@ struct ckpt_keys_report {
     const char *collision;
 };
 
-/* Leading "module." segments of s once wrappers are dropped. */
-static unsigned module_depth(const char *s, size_t len, char *tmp) {
-    size_t n = ckpt_key_drop_wrappers(s, len, tmp);
+/* Leading "module." segments of s once wrappers are dropped (a key
+ * without any, `mask` 0, as it is). */
+static unsigned module_depth(const char *s, size_t len, unsigned mask, char *tmp) {
+    size_t n = mask ? ckpt_key_drop_wrappers(s, len, tmp) : len;
     unsigned d = 0;
-    for (size_t pos = 0; n - pos > 7 && memcmp(tmp + pos, "module.", 7) == 0; pos += 7) d++;
+    if (mask) s = tmp;
+    for (size_t pos = 0; n - pos > 7 && memcmp(s + pos, "module.", 7) == 0; pos += 7) d++;
     return d;
 }
 
 /* The keys counted for "module.": those of the model subtree, from where
- * its keys start (after r->root). */
-static int scan(ckpt_keys_report *r, const ckpt_manifest *m, unsigned *max_depth) {
-    size_t rlen = strlen(r->root);
+ * its keys start (after r->root). Over the file's own tensor names: no
+ * manifest (its index costs more than the names) unless a fix is found. */
+static int scan(ckpt_keys_report *r, const ckpt_file *f, unsigned *max_depth) {
+    size_t rlen = strlen(r->root), n = ckpt_file_tensor_count(f);
     uint64_t has[CKPT_NWRAPPERS] = {0}, lead[CKPT_NWRAPPERS] = {0}, module = 0;
     size_t longest = 0;
-    for (size_t i = 0; i < m->n; i++)
-        if (m->lens[i] > longest) longest = m->lens[i];
+    for (size_t i = 0; i < n; i++) {
+        size_t len = strlen(ckpt_tensor_name(ckpt_file_tensor(f, i)));
+        if (len > longest) longest = len;
+    }
     char *tmp = ckpt_malloc(longest + 1);
     if (!tmp) return ckpt_err_nomem();
     *max_depth = 0;
-    for (size_t i = 0; i < m->n; i++) {
-        const char *s = m->entries[i].name;
-        unsigned mask = ckpt_key_wrappers(s, m->lens[i]);
+    for (size_t i = 0; i < n; i++) {
+        const char *s = ckpt_tensor_name(ckpt_file_tensor(f, i));
+        size_t len = strlen(s);
+        unsigned mask = ckpt_key_wrappers(s, len);
         for (int w = 0; w < CKPT_NWRAPPERS; w++) {
             if (!(mask & (1u << w))) continue;
             has[w]++;
             lead[w] += strncmp(s, ckpt_wrappers[w], strlen(ckpt_wrappers[w])) == 0;
         }
         if (strncmp(s, r->root, rlen) != 0) continue;
-        unsigned d = module_depth(s + rlen, m->lens[i] - rlen, tmp);
+        unsigned d = module_depth(s + rlen, len - rlen, mask, tmp);
         module += d > 0;
         if (d > *max_depth) *max_depth = d;
     }
@@ -140,9 +146,9 @@ int ckpt_keys_hygiene_at(ckpt_keys_report **out, const ckpt_file *f, const char 
     ckpt_manifest *m = NULL;
     ckpt_rename_plan *p = NULL;
     unsigned depth = 0;
-    int rc = ckpt_manifest_from_file(&m, f);
-    if (!rc) rc = scan(r, m, &depth);
+    int rc = scan(r, f, &depth);
     if (!rc) rc = build_fix(r, depth);
+    if (!rc && r->nfix) rc = ckpt_manifest_from_file(&m, f);
     if (!rc && r->nfix) {
         /* the fix must not merge keys ("module.x" next to "x") */
         int prc = ckpt_rename_plan_new(&p, m, r->fix, r->nfix);

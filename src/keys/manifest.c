@@ -64,7 +64,7 @@ static int reserve(ckpt_manifest *m, size_t more) {
         m->lens = l;
         m->cap = cap;
     }
-    return ckpt_strmap_reserve(&m->index, need);
+    return 0;
 }
 
 /* Appends an entry whose strings and shape already live long enough, not
@@ -89,12 +89,15 @@ static int append(ckpt_manifest *m, const ckpt_manifest_entry *e, size_t len) {
  * dropped). */
 static int index_from(ckpt_manifest *m, size_t from, size_t *dup) {
     uint64_t hash[AHEAD];
+    /* the table once for every entry (no rehash while indexing) */
+    int rc = ckpt_strmap_reserve(&m->index, m->n);
+    if (rc) return rc;
     for (size_t i = from; i < m->n + AHEAD; i++) {
         if (i >= from + AHEAD) {
             size_t k = i - AHEAD;
             ckpt_strmap_slot *slot;
-            int rc = ckpt_strmap_put_hashed(&m->index, m->entries[k].name, m->lens[k],
-                                            hash[k % AHEAD], k, &slot);
+            rc = ckpt_strmap_put_hashed(&m->index, m->entries[k].name, m->lens[k], hash[k % AHEAD],
+                                        k, &slot);
             if (rc < 0) return rc;
             if (rc == 0) {
                 *dup = k;

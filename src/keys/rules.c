@@ -40,6 +40,8 @@ static int wrapper_at(const char *s, size_t len, size_t pos) {
 
 unsigned ckpt_key_wrappers(const char *s, size_t len) {
     unsigned mask = 0;
+    /* every wrapper starts a segment with '_': most keys have none */
+    if (len == 0 || (s[0] != '_' && !memmem(s, len, "._", 2))) return 0;
     for (size_t pos = 0; pos < len;) {
         int w = wrapper_at(s, len, pos);
         if (w >= 0) {

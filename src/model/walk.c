@@ -12,6 +12,13 @@ uint64_t ckpt_walk_budget(const ckpt_limits *lim) {
     return lim->max_tensors < (UINT64_MAX - 1024) / 4 ? lim->max_tensors * 4 + 1024 : UINT64_MAX;
 }
 
+int ckpt_walk_name_check(uint64_t max, size_t head, size_t tail, const char *file,
+                         const char *member, uint64_t offset) {
+    if (tail < max && head < max - tail) return 0;
+    return ckpt_err(CKPT_E_LIMIT, file, member, offset, "flattened name longer than %llu bytes",
+                    (unsigned long long)max);
+}
+
 void ckpt_walk_init(ckpt_walk *w, const ckpt_limits *lim, const char *file, const char *member) {
     ckpt_limits defaults = CKPT_LIMITS_INIT;
     if (!lim) lim = &defaults;
@@ -105,9 +112,8 @@ static int push_name(ckpt_walk *w, const ckpt_walk_frame *p, ckpt_walk_frame *c)
         return 0;
     }
     size_t len = p->name_len, sep = len ? 1 : 0;
-    if (n >= w->max_name || len + sep + n + 1 > w->max_name)
-        return ckpt_err(CKPT_E_LIMIT, w->file, w->member, CKPT_NO_OFFSET,
-                        "flattened name longer than %llu bytes", (unsigned long long)w->max_name);
+    int rc = ckpt_walk_name_check(w->max_name, len + sep, n, w->file, w->member, CKPT_NO_OFFSET);
+    if (rc) return rc;
     size_t need = len + sep + n + 1;
     if (need > w->bufcap_) {
         size_t cap = need < SIZE_MAX / 2 ? need * 2 : need;
@@ -212,10 +218,8 @@ int ckpt_walk_run(ckpt_walk *w, const ckpt_value *root) {
     w->name = "";
     int rc = 0;
     if (plen) {
-        if (plen >= w->max_name)
-            return ckpt_err(CKPT_E_LIMIT, w->file, w->member, CKPT_NO_OFFSET,
-                            "flattened name longer than %llu bytes",
-                            (unsigned long long)w->max_name);
+        if ((rc = ckpt_walk_name_check(w->max_name, plen, 0, w->file, w->member, CKPT_NO_OFFSET)))
+            return rc;
         if (!(w->buf_ = ckpt_malloc(plen + 1)))
             return ckpt_err(CKPT_E_NOMEM, w->file, w->member, CKPT_NO_OFFSET, "out of memory");
         memcpy(w->buf_, w->prefix, plen + 1);

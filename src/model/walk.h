@@ -116,6 +116,14 @@ struct ckpt_walk {
  * state adds a few containers per parameter). */
 uint64_t ckpt_walk_budget(const ckpt_limits *lim);
 
+/* The name-length rule, the one for every flattened name (a walk's, a
+ * safetensors header's): a name of head + tail bytes fits `max` bytes
+ * (limits.max_name_bytes) with its NUL. 0, or CKPT_E_LIMIT recorded
+ * against file, member and offset. head + tail is not computed when it
+ * could overflow. */
+int ckpt_walk_name_check(uint64_t max, size_t head, size_t tail, const char *file,
+                         const char *member, uint64_t offset);
+
 /* Zeroes w and sets max_depth and max_name from lim (CKPT_LIMITS_INIT's
  * when NULL), max_visits to ckpt_walk_budget(lim), and the file and member
  * that errors name. Callers may lower or raise any bound afterwards. */

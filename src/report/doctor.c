@@ -18,6 +18,7 @@
 #include "open/dcp.h"
 #include "base/alloc.h"
 #include "base/error.h"
+#include "base/sort.h"
 #include "jobs/scan.h"
 #include "model/file.h"
 #include "model/walk.h"
@@ -50,6 +51,8 @@ struct ckpt_doctor_report {
     ckpt_error err; /* why not, when !intact */
     ckpt_verify_report verify;
     uint64_t elements, tensor_bytes;
+    uint64_t dtype_bytes[CKPT_DT_COUNT]; /* by dtype (unknown ones as UNKNOWN) */
+    size_t dtype_tensors[CKPT_DT_COUNT];
     size_t objects; /* opaque objects among the values */
     ckpt_doctor_entry *top;
     size_t n_top;
@@ -208,29 +211,39 @@ static int cmp_entry_name(const void *a, const void *b) {
     return c ? c : (x->name_len > y->name_len) - (x->name_len < y->name_len);
 }
 
-/* safetensors roots are flat: group the tensors by first name segment. */
+/* safetensors roots are flat: group the tensors by first name segment.
+ * In name order a segment's tensors mostly come in one run ("a", "a-b",
+ * "a.c" is the exception), so the array holds runs, not tensors: they are
+ * sorted and merged at the end. */
 static int summarise_groups(ckpt_doctor_report *r) {
-    size_t n = ckpt_file_tensor_count(r->f), g = 0;
-    r->top = ckpt_arena_array(&r->arena, n ? n : 1, sizeof *r->top);
-    if (r->top == NULL) return -1;
-    memset(r->top, 0, (n ? n : 1) * sizeof *r->top);
+    size_t n = ckpt_file_tensor_count(r->f), g = 0, cap = 0;
+    r->top = NULL;
     for (size_t i = 0; i < n; i++) {
         const ckpt_tensor *t = ckpt_file_tensor(r->f, i);
-        r->top[i].name = ckpt_tensor_name(t);
-        r->top[i].name_len = segment_len(r->top[i].name);
-        r->top[i].tensors = 1;
-        r->top[i].elements = ckpt_tensor_numel(t);
-    }
-    qsort(r->top, n, sizeof *r->top, cmp_entry_name);
-    for (size_t i = 0; i < n; i++) {
-        if (g > 0 && cmp_entry_name(&r->top[g - 1], &r->top[i]) == 0) {
+        ckpt_doctor_entry e = {0};
+        e.name = ckpt_tensor_name(t);
+        e.name_len = segment_len(e.name);
+        e.tensors = 1;
+        e.elements = ckpt_tensor_numel(t);
+        if (g > 0 && cmp_entry_name(&r->top[g - 1], &e) == 0) {
             r->top[g - 1].tensors++;
-            r->top[g - 1].elements += r->top[i].elements;
+            r->top[g - 1].elements += e.elements;
+            continue;
+        }
+        if (ckpt_arena_grow(&r->arena, (void **)&r->top, &cap, g + 1, sizeof *r->top)) return -1;
+        r->top[g++] = e;
+    }
+    if (g > 1) qsort(r->top, g, sizeof *r->top, cmp_entry_name);
+    size_t k = 0;
+    for (size_t i = 0; i < g; i++) {
+        if (k > 0 && cmp_entry_name(&r->top[k - 1], &r->top[i]) == 0) {
+            r->top[k - 1].tensors += r->top[i].tensors;
+            r->top[k - 1].elements += r->top[i].elements;
         } else {
-            r->top[g++] = r->top[i];
+            r->top[k++] = r->top[i];
         }
     }
-    r->n_top = g;
+    r->n_top = k;
     return 0;
 }
 
@@ -327,8 +340,12 @@ static int examine(ckpt_doctor_report *r) {
     size_t n = ckpt_file_tensor_count(r->f);
     for (size_t i = 0; i < n; i++) {
         const ckpt_tensor *t = ckpt_file_tensor(r->f, i);
+        unsigned d = (unsigned)ckpt_tensor_dtype(t);
+        if (d >= CKPT_DT_COUNT) d = CKPT_DT_UNKNOWN;
         r->elements += ckpt_tensor_numel(t);
         r->tensor_bytes += ckpt_tensor_nbytes(t);
+        r->dtype_bytes[d] += ckpt_tensor_nbytes(t);
+        r->dtype_tensors[d]++;
     }
     n = ckpt_file_value_count(r->f);
     for (size_t i = 0; i < n; i++)
@@ -526,19 +543,34 @@ static int cmp_shared(const void *a, const void *b) {
 }
 
 /* One line per storage that several tensor names share (tied weights,
- * views). */
+ * views). Tensors whose storage ids rise strictly share none (a
+ * safetensors file: storage i is tensor i's), the common case, with no
+ * copy and no sort. */
 static void note_shared(ckpt_doctor_report *r) {
     size_t n = ckpt_file_tensor_count(r->f), j;
-    shared *sh = n ? ckpt_arena_array(&r->arena, n, sizeof *sh) : NULL;
+    uint64_t top = 0;
+    int rising = 1;
+    for (size_t i = 0; rising && i < n; i++) {
+        uint64_t id = ckpt_tensor_storage_id(ckpt_file_tensor(r->f, i));
+        rising = i == 0 || id > top;
+        top = id;
+    }
+    if (rising) return;
+    shared *sh = ckpt_malloc(n * sizeof *sh);
     if (sh == NULL) {
-        r->notes_nomem = n > 0;
+        r->notes_nomem = 1;
         return;
     }
     for (size_t i = 0; i < n; i++) {
         sh[i].id = ckpt_tensor_storage_id(ckpt_file_tensor(r->f, i));
         sh[i].index = i;
     }
-    qsort(sh, n, sizeof *sh, cmp_shared);
+    /* ids come mostly in order (numbered by first use in name order) */
+    if (ckpt_sort(sh, n, sizeof *sh, cmp_shared)) {
+        ckpt_free(sh);
+        r->notes_nomem = 1;
+        return;
+    }
     for (size_t i = 0; i < n; i = j) {
         for (j = i + 1; j < n && sh[j].id == sh[i].id; j++)
             ;
@@ -549,6 +581,7 @@ static void note_shared(ckpt_doctor_report *r) {
                           ckpt_tensor_name(ckpt_file_tensor(r->f, sh[k].index)));
         note(r, s);
     }
+    ckpt_free(sh);
 }
 
 static void note_strided(ckpt_doctor_report *r) {
@@ -1187,17 +1220,9 @@ uint64_t ckpt_doctor_elements(const ckpt_doctor_report *r) { return r->elements;
 uint64_t ckpt_doctor_tensor_bytes(const ckpt_doctor_report *r) { return r->tensor_bytes; }
 
 uint64_t ckpt_doctor_dtype_bytes(const ckpt_doctor_report *r, ckpt_dtype dt, size_t *tensors) {
-    size_t n = r->f ? ckpt_file_tensor_count(r->f) : 0, count = 0;
-    uint64_t bytes = 0;
-    for (size_t i = 0; i < n; i++) {
-        const ckpt_tensor *t = ckpt_file_tensor(r->f, i);
-        unsigned d = (unsigned)ckpt_tensor_dtype(t);
-        if ((d < CKPT_DT_COUNT ? d : (unsigned)CKPT_DT_UNKNOWN) != (unsigned)dt) continue;
-        bytes += ckpt_tensor_nbytes(t);
-        count++;
-    }
-    if (tensors) *tensors = count;
-    return bytes;
+    int known = (unsigned)dt < CKPT_DT_COUNT;
+    if (tensors) *tensors = known ? r->dtype_tensors[dt] : 0;
+    return known ? r->dtype_bytes[dt] : 0;
 }
 
 size_t ckpt_doctor_entry_count(const ckpt_doctor_report *r) { return r->n_top; }

@@ -12,6 +12,8 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "base/once.h"
+#include "base/sort.h"
 #include "training/training.h"
 #include "model/file.h"
 #include "model/value.h"
@@ -54,9 +56,16 @@ static int subwalk(const walker *w, const ckpt_value *v, ckpt_walk_fn enter, voi
     return ckpt_walk_run(&sub, v);
 }
 
-/* The node's path, copied into the analysis' arena; NULL when out of
+/* The node's path: a tensor's own flattened name when it is that (no
+ * copy per tensor), else a copy in the analysis' arena; NULL when out of
  * memory. */
 static const char *path_of(ckpt_training *t, const ckpt_walk *w, const ckpt_walk_frame *node) {
+    if (node->value->kind == CKPT_KIND_TENSOR) {
+        const char *own = node->value->u.tensor->name;
+        if (strnlen(own, node->name_len + 1) == node->name_len &&
+            memcmp(own, w->name, node->name_len) == 0)
+            return own;
+    }
     return ckpt_arena_strndup(&t->arena, w->name, node->name_len);
 }
 
@@ -338,11 +347,15 @@ static const char *scheduler_type(const ckpt_value *v) {
     return "scheduler";
 }
 
-static int is_scaler(const ckpt_value *v) {
-    return ckpt_tr_dict_get(v, "scale") &&
-           (ckpt_tr_dict_get(v, "_growth_tracker") || ckpt_tr_dict_get(v, "growth_tracker") ||
-            ckpt_tr_dict_get(v, "growth_factor"));
+/* A GradScaler's state dict, by its keys (has(ctx, key): present). */
+static int scaler_keys(int (*has)(const void *ctx, const char *key), const void *ctx) {
+    return has(ctx, "scale") &&
+           (has(ctx, "_growth_tracker") || has(ctx, "growth_tracker") || has(ctx, "growth_factor"));
 }
+
+static int dict_has(const void *v, const char *key) { return ckpt_tr_dict_get(v, key) != NULL; }
+
+static int is_scaler(const ckpt_value *v) { return scaler_keys(dict_has, v); }
 
 /* numpy's legacy ('MT19937', keys, pos, has_gauss, cached_gaussian). */
 static int is_numpy_rng(const ckpt_value *v) {
@@ -438,18 +451,26 @@ static int is_data_key(const char *k, size_t len) {
 
 /* ------------------------------------------------------------ the walk */
 
+/* A tensor directly in a container under `key`: an RNG state (*rng), a
+ * counter (1), or neither (0). */
+static int leaf_role(const ckpt_tensor *x, const char *key, size_t klen, const char **rng) {
+    *rng = torch_rng(x, key, klen);
+    return *rng || (x->numel == 1 && is_counter_key(key, klen));
+}
+
+/* Records tensor value v as the RNG state or counter leaf_role found. */
+static int leaf_component(walker *w, const ckpt_value *v, const char *path, const char *rng) {
+    return rng ? simple(w, CKPT_COMPONENT_RNG, path, rng, v) : add_counter(w, path, v);
+}
+
 /* A tensor directly in a container: an RNG state, a counter, or neither
  * (*loose). */
 static int leaf_tensor(walker *w, const ckpt_value *v, const char *path, const char *key,
                        size_t klen, int *loose) {
-    const ckpt_tensor *x = v->u.tensor;
-    const char *rng = torch_rng(x, key, klen);
+    const char *rng;
 
-    *loose = 0;
-    if (rng) return simple(w, CKPT_COMPONENT_RNG, path, rng, v);
-    if (x->numel == 1 && is_counter_key(key, klen)) return add_counter(w, path, v);
-    *loose = 1;
-    return 0;
+    *loose = !leaf_role(v->u.tensor, key, klen, &rng);
+    return *loose ? 0 : leaf_component(w, v, path, rng);
 }
 
 /* A container that is no component itself, whose children are walked (an
@@ -486,17 +507,19 @@ static int child_tensor(walker *w, parent *p, const ckpt_value *container, const
     return rc;
 }
 
+/* Loose tensors of a container are model weights once one of them is a
+ * parameter of at least one dimension. */
+static void loose_kind(tr_comp *c) {
+    for (size_t i = 0; i < c->ntensors; i++)
+        if (ckpt_tr_is_param(&c->tensors[i]) && c->tensors[i].t->ndim > 0)
+            c->pub.kind = CKPT_COMPONENT_MODEL;
+}
+
 static int walk_leave(ckpt_walk *ww, ckpt_walk_frame *node) {
     walker *w = ww->ctx;
     const parent *p = (const parent *)node->user;
-    tr_comp *c;
-    size_t i;
 
-    if (p->group == SIZE_MAX) return 0;
-    c = &w->t->comps[p->group];
-    for (i = 0; i < c->ntensors; i++)
-        if (ckpt_tr_is_param(&c->tensors[i]) && c->tensors[i].t->ndim > 0)
-            c->pub.kind = CKPT_COMPONENT_MODEL;
+    if (p->group != SIZE_MAX) loose_kind(&w->t->comps[p->group]);
     return 0;
 }
 
@@ -595,6 +618,122 @@ static int walk_enter(ckpt_walk *ww, ckpt_walk_frame *node) {
     return rc ? rc : (int)(node->user ? CKPT_WALK_DESCEND : CKPT_WALK_SKIP);
 }
 
+/* ------------------------------------------------------------ a flat root */
+
+/* A safetensors file without ckpt.structure whose tree is not built yet:
+ * that tree would be a dict of its tensors by name in file order
+ * (ckpt_safetensors_tree), as big as the tensors themselves, so the walk's
+ * verdicts on it come from the file's sorted tensors instead. Such a dict
+ * is no optimizer, scheduler or numpy generator (their keys hold
+ * non-tensors); it is a scaler by scaler_keys; it is model weights when a
+ * tensor is neither uint8 nor bool (weights_tree); else each tensor is an
+ * RNG state, a counter or a loose tensor (leaf_role, loose_kind).
+ * Components at the root have no value: ckpt_file_root builds it. */
+static int is_flat(const ckpt_file *f) {
+    return f->format == CKPT_FORMAT_SAFETENSORS && CKPT_ONCE_LOAD(&f->tree_lazy) &&
+           !ckpt_structure_present(f);
+}
+
+static int flat_has(const void *f, const char *key) {
+    return ckpt_file_find_tensor(f, key) != NULL;
+}
+
+/* The tree's order: file offset, then size, then name (safetensors.c's
+ * by_file_offset over tensors sorted by name). */
+static int by_file_order(const void *a, const void *b) {
+    const ckpt_tensor *x = ((const tr_tensor *)a)->t, *y = ((const tr_tensor *)b)->t;
+    uint64_t p = x->storage->file_offset, q = y->storage->file_offset;
+    if (p != q) return p < q ? -1 : 1;
+    if (x->nbytes != y->nbytes) return x->nbytes < y->nbytes ? -1 : 1;
+    return x < y ? -1 : x > y;
+}
+
+/* f's tensors in file order, with their names: n entries in the
+ * analysis' arena (a model component's tensors, as they are). */
+static tr_tensor *file_order(ckpt_training *t, const ckpt_file *f) {
+    size_t n = f->ntensors;
+    tr_tensor *o = ckpt_arena_array(&t->arena, n ? n : 1, sizeof *o);
+
+    if (o == NULL) return NULL;
+    for (size_t i = 0; i < n; i++) o[i] = (tr_tensor){f->tensors[i].name, &f->tensors[i]};
+    /* mostly in order already: writers lay tensors out by name */
+    return ckpt_sort(o, n, sizeof *o, by_file_order) ? NULL : o;
+}
+
+/* The tensors of a component at the flat root, as sum_tensors counts a
+ * dict of them (the dict is a visit too). */
+static void flat_sum(walker *w, size_t idx, const tr_tensor *o, size_t n) {
+    if (!ckpt_tr_visit(w->t)) return;
+    for (size_t i = 0; i < n && ckpt_tr_visit(w->t); i++)
+        ckpt_tr_count_tensor(&w->t->comps[idx].pub, o[i].t);
+}
+
+/* weights_tree over the flat root. */
+static int flat_weights(walker *w, const tr_tensor *o, size_t n) {
+    int weights = 0;
+
+    if (!ckpt_tr_visit(w->t) || n == 0) return 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!ckpt_tr_visit(w->t)) return 0;
+        weights |= o[i].t->dtype != CKPT_DT_U8 && o[i].t->dtype != CKPT_DT_BOOL;
+    }
+    return weights;
+}
+
+/* Each tensor of the flat root as a child of it (child_tensor). */
+static int flat_children(walker *w, const tr_tensor *o, size_t n) {
+    ckpt_training *t = w->t;
+    size_t group = SIZE_MAX;
+    int rc = 0;
+
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        const char *rng;
+        ckpt_value *v;
+
+        if (!leaf_role(o[i].t, o[i].name, strlen(o[i].name), &rng)) {
+            if (group == SIZE_MAX) rc = comp_add(w, CKPT_COMPONENT_OTHER, "", NULL, NULL, &group);
+            if (rc == 0) rc = model_tensor(t, &t->comps[group], o[i].name, o[i].t);
+            continue;
+        }
+        /* a value for the component, as the tree would hold it */
+        if ((v = ckpt_value_new(&t->arena, CKPT_KIND_TENSOR)) == NULL) return ckpt_tr_nomem();
+        v->u.tensor = (ckpt_tensor *)(uintptr_t)o[i].t;
+        rc = leaf_component(w, v, o[i].name, rng);
+    }
+    if (rc == 0 && group != SIZE_MAX) loose_kind(&t->comps[group]);
+    return rc;
+}
+
+/* walk_enter's classify of the flat root. */
+static int add_flat(walker *w, const ckpt_file *f) {
+    ckpt_training *t = w->t;
+    size_t n = f->ntensors, idx;
+    tr_tensor *o;
+    int rc = 0;
+
+    if (!ckpt_tr_visit(t)) return 0;
+    if ((o = file_order(t, f)) == NULL) return ckpt_tr_nomem();
+    if (scaler_keys(flat_has, f)) {
+        if ((rc = comp_add(w, CKPT_COMPONENT_SCALER, "", NULL, NULL, &idx)) == 0)
+            flat_sum(w, idx, o, n);
+    } else if (flat_weights(w, o, n)) {
+        /* collect: the order is the array itself */
+        rc = comp_add(w, CKPT_COMPONENT_MODEL, "", NULL, NULL, &idx);
+        if (rc == 0 && ckpt_tr_visit(t)) {
+            tr_comp *c = &t->comps[idx];
+            for (size_t i = 0; i < n; i++) {
+                ckpt_tr_count_tensor(&c->pub, o[i].t);
+                if (ckpt_tr_is_param(&o[i])) c->pub.param_bytes += o[i].t->nbytes;
+            }
+            c->tensors = o;
+            c->ntensors = c->cap = n;
+        }
+    } else {
+        rc = flat_children(w, o, n);
+    }
+    return rc;
+}
+
 int ckpt_tr_add_file(ckpt_training *t, const ckpt_file *f, const char *name) {
     walker w;
     ckpt_walk ww;
@@ -606,7 +745,8 @@ int ckpt_tr_add_file(ckpt_training *t, const ckpt_file *f, const char *name) {
     if (file == NULL) return ckpt_tr_nomem();
     /* safetensors written by ckpt convert keep the original tree (the
      * optimizer's param_groups, counters, nesting) in ckpt.structure. */
-    rc = ckpt_structure_decode(&root, f, &t->arena);
+    int flat = is_flat(f);
+    rc = flat ? 0 : ckpt_structure_decode(&root, f, &t->arena);
     if (rc == CKPT_E_NOMEM) return rc;
     if (rc) {
         root = ckpt_file_root(f);
@@ -623,14 +763,14 @@ int ckpt_tr_add_file(ckpt_training *t, const ckpt_file *f, const char *name) {
     w.t = t;
     w.file = file;
     w.lim = &f->opts.limits;
-    w.ordered = root != ckpt_file_root(f) ||
-                (fmt != CKPT_FORMAT_SAFETENSORS && fmt != CKPT_FORMAT_SAFETENSORS_SHARDED);
+    w.ordered = !flat && (root != ckpt_file_root(f) || (fmt != CKPT_FORMAT_SAFETENSORS &&
+                                                        fmt != CKPT_FORMAT_SAFETENSORS_SHARDED));
     ckpt_walk_init(&ww, w.lim, file, NULL);
     ww.names = 1;
     ww.enter = walk_enter;
     ww.leave = walk_leave;
     ww.ctx = &w;
-    rc = root ? ckpt_walk_run(&ww, root) : 0;
+    rc = flat ? add_flat(&w, f) : root ? ckpt_walk_run(&ww, root) : 0;
     /* a tree past the file's bounds (depth, visits, a cycle) is analysed
      * as far as the walk went */
     if (rc == CKPT_E_LIMIT || rc == CKPT_E_UNSUPPORTED) {

@@ -603,6 +603,10 @@ def _():
     assert "; 4 keys bitwise equal, " in out.splitlines()[0], out
     rc, out, _ = run("doctor", src)
     assert out.startswith("HEALTHY: torch-zip, 4 keys, "), out
+    for f in (src, st):  # the converted file keeps lm_head.weight as an alias
+        rc, doc = run_json("doctor", "--json", f)
+        eq([n for n in doc["sections"]["not_vouched_for"] if n.startswith("tensors sharing")],
+           ["tensors sharing one storage (tied or views): embed.weight, lm_head.weight"])
 
 
 @case("rename --dry-run prints the mapping and writes nothing")

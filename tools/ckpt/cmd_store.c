@@ -15,7 +15,6 @@
  * written generation or the source is corrupt, no generation verifies,
  * list or prune found a corrupt generation, list a bad LATEST); 2 usage or
  * I/O error. */
-#include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
@@ -161,118 +160,74 @@ static int show_listing(const ckpt_store_options *o) {
 
 /* ------------------------------------------------------------ what went */
 
-/* The entry names of a directory, sorted: the hidden ones (temporaries) or
- * the others (generations, LATEST). Which of them a call removed is told
- * by comparing two of these; the rules of what is removed stay the
- * library's. */
-typedef struct names {
-    char **v;
-    size_t n;
-} names;
+/* What a call told through on_event (ckpt_store_event): the names it
+ * removed, in its order, what LATEST names after a commit, and whether a
+ * commit was refused for a step already committed. */
+typedef struct events {
+    char **removed;
+    size_t n, cap;
+    char *latest;
+    int step_taken;
+} events;
 
-static void names_free(names *s) {
-    while (s->n) free(s->v[--s->n]);
-    free(s->v);
-    s->v = NULL;
-}
+static void on_event(void *ctx, ckpt_store_event what, const char *file) {
+    events *ev = ctx;
+    char *copy, **grown;
 
-static int by_name(const void *a, const void *b) {
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-/* Fills *s; an unreadable or missing directory gives no names. Returns 0,
- * or -1 when out of memory (*s then holds what was read). */
-static int names_read(names *s, const char *dir, int hidden) {
-    DIR *d = opendir(dir);
-    struct dirent *e;
-    size_t cap = 0;
-    int rc = 0;
-
-    s->v = NULL;
-    s->n = 0;
-    if (d == NULL) return 0;
-    while (rc == 0 && (e = readdir(d)) != NULL) {
-        char **grown;
-
-        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
-        if ((e->d_name[0] == '.') != hidden) continue;
-        if (s->n == cap) {
-            cap = cap ? cap * 2 : 16;
-            if ((grown = realloc(s->v, cap * sizeof *s->v)) == NULL) {
-                rc = -1;
-                break;
-            }
-            s->v = grown;
+    if (what == CKPT_STORE_EVENT_STEP_TAKEN) {
+        ev->step_taken = 1;
+        return;
+    }
+    if ((copy = strdup(file)) == NULL) return; /* out of memory: one name less said */
+    if (what == CKPT_STORE_EVENT_LATEST) {
+        free(ev->latest);
+        ev->latest = copy;
+        return;
+    }
+    if (ev->n == ev->cap) {
+        size_t cap = ev->cap ? ev->cap * 2 : 8;
+        if ((grown = realloc(ev->removed, cap * sizeof *grown)) == NULL) {
+            free(copy);
+            return;
         }
-        if ((s->v[s->n] = strdup(e->d_name)) == NULL)
-            rc = -1;
-        else
-            s->n++;
+        ev->removed = grown;
+        ev->cap = cap;
     }
-    closedir(d);
-    if (s->n) qsort(s->v, s->n, sizeof *s->v, by_name);
-    return rc;
+    ev->removed[ev->n++] = copy;
 }
 
-/* Prints `prefix NAME\n` on out for each name of *before that DIR no
- * longer holds; returns how many. */
-static size_t names_gone(FILE *out, const names *before, const char *dir, int hidden,
-                         const char *prefix) {
-    names after;
-    size_t i, gone = 0;
+static void events_listen(events *ev, ckpt_store_options *o) {
+    memset(ev, 0, sizeof *ev);
+    o->on_event = on_event;
+    o->event_ctx = ev;
+}
 
-    names_read(&after, dir, hidden);
-    for (i = 0; i < before->n; i++) {
-        if (after.n && bsearch(&before->v[i], after.v, after.n, sizeof *after.v, by_name)) continue;
+/* `prefix NAME\n` on out for each name removed. */
+static void events_removed(FILE *out, const events *ev, const char *prefix) {
+    for (size_t i = 0; i < ev->n; i++) {
         fputs(prefix, out);
-        cli_put_text(out, before->v[i], strlen(before->v[i]));
+        cli_put_text(out, ev->removed[i], strlen(ev->removed[i]));
         fputc('\n', out);
-        gone++;
     }
-    names_free(&after);
-    return gone;
+}
+
+static void events_free(events *ev) {
+    while (ev->n) free(ev->removed[--ev->n]);
+    free(ev->removed);
+    free(ev->latest);
 }
 
 /* ------------------------------------------------------------ commit */
 
-/* 1 when the refused commit's step is committed already (a verified
- * generation of NAME at that step): the one CKPT_E_INVALID_ARG of a commit
- * that is a refusal, not a usage error. */
-static int step_taken(const char *dir, const char *name, uint64_t step,
-                      const ckpt_store_options *o) {
-    ckpt_store_listing *l = NULL;
-    size_t i, n;
-    int taken = 0;
-
-    if (ckpt_store_list(&l, dir, o) != 0) return 0;
-    n = ckpt_store_list_count(l);
-    for (i = 0; i < n && !taken; i++) {
-        const ckpt_store_generation *g = ckpt_store_list_generation(l, i);
-        taken = g->ok && g->step == step && strcmp(g->name, name) == 0;
-    }
-    ckpt_store_listing_free(l);
-    return taken;
-}
-
-/* After a commit of `path`: a note on stderr when LATEST (read as a reader
- * without ckpt does: its one line) names another generation, i.e. one
- * with a higher step. */
-static void note_latest(const char *dir, const char *path) {
-    char latest[PATH_CAP + 2], file[PATH_CAP];
+/* After a commit of `path`: a note on stderr when LATEST names another
+ * generation (one with a higher step). */
+static void note_latest(const char *latest, const char *path) {
     const char *base = strrchr(path, '/');
-    FILE *fp;
-    size_t len;
 
     base = base ? base + 1 : path;
-    snprintf(file, sizeof file, "%s/LATEST", dir);
-    if ((fp = fopen(file, "rb")) == NULL) return;
-    len = fread(latest, 1, sizeof latest - 1, fp);
-    fclose(fp);
-    latest[len] = '\0';
-    if (len && latest[len - 1] == '\n') latest[--len] = '\0';
-    if (len == 0 || strcmp(latest, base) == 0) return;
+    if (latest == NULL || strcmp(latest, base) == 0) return;
     fputs("note: LATEST stays at ", stderr);
-    cli_put_text(stderr, latest, len);
+    cli_put_text(stderr, latest, strlen(latest));
     fputs(", a higher step; ", stderr);
     cli_put_text(stderr, base, strlen(base));
     fputs(" is committed beside it\n", stderr);
@@ -283,28 +238,30 @@ static int store_commit(const cli_command *cmd, int argc, char **argv) {
     cli_task task = {NULL, 1};
     uint64_t step = 0;
     char path[PATH_CAP];
-    int rc = parse_args(cmd, argc, argv, &o, &step);
-    names before = {NULL, 0};
+    int rc = parse_args(cmd, argc, argv, &o, &step), taken;
+    events ev;
 
     if (rc != CLI_CONTINUE) return rc;
     task.what = args.src;
     if (!args.quiet) {
         o.progress = cli_progress_fn;
         o.progress_ctx = &task;
-        names_read(&before, args.dir, 0);
     }
+    events_listen(&ev, &o);
     path[0] = '\0';
     rc = ckpt_store_commit(path, sizeof path, args.dir, args.name, step, args.src, &o);
     cli_progress(NULL, 0, 0);
+    o.on_event = NULL; /* -v lists afterwards: nothing more to hear */
     if (path[0] && !args.quiet) {
         cli_put_text(stdout, path, strlen(path));
         fputc('\n', stdout);
         fflush(stdout);
-        note_latest(args.dir, path);
-        names_gone(stderr, &before, args.dir, 0, "pruned ");
+        note_latest(ev.latest, path);
+        events_removed(stderr, &ev, "pruned ");
     }
-    names_free(&before);
-    if (rc == CKPT_E_INVALID_ARG && step_taken(args.dir, args.name, step, &o)) {
+    taken = ev.step_taken;
+    events_free(&ev);
+    if (rc == CKPT_E_INVALID_ARG && taken) {
         fail(args.dir, rc);
         return CLI_FINDINGS; /* a refusal: the step is there, verified */
     }
@@ -501,12 +458,13 @@ static int store_gc(const cli_command *cmd, int argc, char **argv) {
     ckpt_store_options o;
     uint64_t step;
     size_t files = 0, dirs = 0;
-    names before = {NULL, 0};
+    events ev;
     int rc = parse_args(cmd, argc, argv, &o, &step);
 
     if (rc != CLI_CONTINUE) return rc;
-    if (args.verbose) names_read(&before, args.dir, 1);
+    events_listen(&ev, &o);
     rc = ckpt_store_gc_count(&files, &dirs, args.dir, &o);
+    o.on_event = NULL;
     /* "removed 1 stale temporary file", "... and 2 temporary directories" */
     if (!args.quiet && (files || !dirs))
         printf("removed %zu stale temporary file%s%s", files, cli_plural(files),
@@ -514,8 +472,8 @@ static int store_gc(const cli_command *cmd, int argc, char **argv) {
     if (!args.quiet && dirs)
         printf("%s%zu stale temporary director%s\n", files ? "" : "removed ", dirs,
                dirs == 1 ? "y" : "ies");
-    if (args.verbose) names_gone(stdout, &before, args.dir, 1, "  ");
-    names_free(&before);
+    if (args.verbose) events_removed(stdout, &ev, "  ");
+    events_free(&ev);
     return rc ? fail(args.dir, rc) : show_listing(&o);
 }
 
