@@ -614,7 +614,7 @@ static int write_all(st_writer *w, ckpt_atomic *a, const ckpt_write_options *opt
     for (size_t i = 0; !rc && i < w->ndata; i++) {
         data_t *d = w->order[i];
         ckpt_xxh3_reset(&xxh);
-        if ((rc = ckpt_tensor_stream(d->t, write_sink, &s))) break;
+        if ((rc = ckpt_tensor_stream_at(d->t, a->written, write_sink, &s))) break;
         char hex[17];
         ckpt_hex64(hex, ckpt_xxh3_digest(&xxh));
         memcpy(w->header.p + d->digest_at, hex, 16);

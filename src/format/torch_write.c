@@ -638,7 +638,7 @@ static int copy_record(pt_writer *w, size_t index) {
     memset(&xxh, 0, sizeof xxh);
     XXH3_64bits_reset(&xxh);
     crc_sink sink = {w->a, 0, &xxh};
-    if ((rc = ckpt_tensor_stream(s->copy, crc_write, &sink))) return rc;
+    if ((rc = ckpt_tensor_stream_at(s->copy, w->a->written, crc_write, &sink))) return rc;
     r->crc = sink.crc;
     s->xxh = XXH3_64bits_digest(&xxh);
     return end_record(w, r);
@@ -670,7 +670,7 @@ static int storage_record(pt_writer *w, size_t index) {
     memset(&xxh, 0, sizeof xxh);
     ckpt_xxh3_reset(&xxh);
     crc_sink sink = {w->a, 0, &xxh};
-    if ((rc = ckpt_tensor_stream(&whole, crc_write, &sink))) return rc;
+    if ((rc = ckpt_tensor_stream_at(&whole, w->a->written, crc_write, &sink))) return rc;
     r->crc = sink.crc;
     s->xxh = ckpt_xxh3_digest(&xxh);
     return end_record(w, r);

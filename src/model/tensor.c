@@ -394,10 +394,23 @@ int ckpt_tensor_read(const ckpt_tensor *t, void *dst, size_t cap) {
 }
 
 /* Pieces handed to sinks: large enough for few syscalls, small enough to
- * stay in cache between the read and the sink. */
-#define STREAM_CHUNK ((size_t)4 << 20)
+ * stay in the CPU's L2 cache between the read and the sink (which hashes
+ * them, writes them and compares them with what the file reads back:
+ * container/atomic.h's window). */
+#define STREAM_CHUNK ((size_t)256 << 10)
 
 int ckpt_tensor_stream(const ckpt_tensor *t, ckpt_tensor_sink sink, void *ctx) {
+    return ckpt_tensor_stream_at(t, 0, sink, ctx);
+}
+
+/* The piece that starts `done` bytes into the stream: up to the next
+ * multiple of STREAM_CHUNK past `at`, at most left bytes. */
+static size_t piece(uint64_t at, uint64_t done, uint64_t left) {
+    size_t k = STREAM_CHUNK - (size_t)((at + done) % STREAM_CHUNK);
+    return left < k ? (size_t)left : k;
+}
+
+int ckpt_tensor_stream_at(const ckpt_tensor *t, uint64_t at, ckpt_tensor_sink sink, void *ctx) {
     if (t->nbytes == 0) return 0;
     const ckpt_storage *st = t->storage;
     int resolved = ckpt_storage_resolve(st);
@@ -407,9 +420,10 @@ int ckpt_tensor_stream(const ckpt_tensor *t, ckpt_tensor_sink sink, void *ctx) {
         const void *p;
         size_t size;
         int rc = ckpt_tensor_data(t, &p, &size); /* memory, not a mapping */
-        for (size_t done = 0; rc == 0 && done < size; done += STREAM_CHUNK)
-            rc = sink(ctx, (const uint8_t *)p + done,
-                      size - done < STREAM_CHUNK ? size - done : STREAM_CHUNK);
+        for (size_t done = 0, k; rc == 0 && done < size; done += k) {
+            k = piece(at, done, size - done);
+            rc = sink(ctx, (const uint8_t *)p + done, k);
+        }
         return rc;
     }
     ckpt_tensor_reader r;
@@ -424,7 +438,13 @@ int ckpt_tensor_stream(const ckpt_tensor *t, ckpt_tensor_sink sink, void *ctx) {
         ckpt_source_will_read(
             st->source, st->data + t->storage_offset * ckpt_dtype_bits(t->dtype) / 8, t->nbytes);
     size_t got;
-    while (rc == 0 && (rc = ckpt_tensor_reader_next(&r, buf, chunk, &got)) == 0 && got)
+    /* contiguous bytes in pieces that end on the sink's grid; gathered
+     * views in whole elements */
+    while (rc == 0 &&
+           (rc = ckpt_tensor_reader_next(
+                &r, buf, r.contiguous ? piece(at, r.done, t->nbytes - r.done) : chunk, &got)) ==
+               0 &&
+           got)
         rc = sink(ctx, buf, got);
     ckpt_free(buf);
     ckpt_tensor_reader_free(&r);
