@@ -119,6 +119,7 @@ typedef struct pt_writer {
     ckpt_atomic *a;
     uint64_t base; /* where the archive starts in a: its offsets are relative */
     int clone;     /* tensors not covering their storage are written as copies */
+    ckpt_ptrmap verified; /* root storages whose input CRC-32 was checked */
 } pt_writer;
 
 /* ------------------------------------------------------------ numpy */
@@ -639,6 +640,9 @@ static int copy_record(pt_writer *w, size_t index) {
     XXH3_64bits_reset(&xxh);
     crc_sink sink = {w->a, 0, &xxh};
     if ((rc = ckpt_tensor_stream_at(s->copy, w->a->written, crc_write, &sink))) return rc;
+    uint64_t off; /* s->root is the copy's key, not a storage */
+    if ((rc = ckpt_wr_verify_source(&w->verified, ckpt_wr_root_storage(s->copy, &off), 0, 0)))
+        return rc;
     r->crc = sink.crc;
     s->xxh = XXH3_64bits_digest(&xxh);
     return end_record(w, r);
@@ -671,6 +675,8 @@ static int storage_record(pt_writer *w, size_t index) {
     ckpt_xxh3_reset(&xxh);
     crc_sink sink = {w->a, 0, &xxh};
     if ((rc = ckpt_tensor_stream_at(&whole, w->a->written, crc_write, &sink))) return rc;
+    /* the record holds the member's bytes unless they were swapped */
+    if ((rc = ckpt_wr_verify_source(&w->verified, st, !swap, sink.crc))) return rc;
     r->crc = sink.crc;
     s->xxh = ckpt_xxh3_digest(&xxh);
     return end_record(w, r);
@@ -871,6 +877,7 @@ int ckpt_write_torch_at(ckpt_atomic *a, const ckpt_value *root, const char *arch
     ckpt_pkw_free(&w.pk);
     ckpt_ptrmap_free(&w.memo_of);
     ckpt_ptrmap_free(&w.storage_of);
+    ckpt_ptrmap_free(&w.verified);
     ckpt_free(w.storages);
     for (size_t i = 0; i < w.nrecs; i++) ckpt_free(w.recs[i].name);
     ckpt_free(w.recs);

@@ -1,5 +1,7 @@
 /* tensor.c - tensor accessors: shape, zero-copy data, and the reader
  * every job reads logical contents through (tensor.h). */
+#include <inttypes.h>
+#include <libdeflate.h>
 #include <openssl/evp.h>
 #include <string.h>
 
@@ -449,6 +451,38 @@ int ckpt_tensor_stream_at(const ckpt_tensor *t, uint64_t at, ckpt_tensor_sink si
     ckpt_free(buf);
     ckpt_tensor_reader_free(&r);
     return rc;
+}
+
+int ckpt_storage_check_crc32(const ckpt_storage *st, uint32_t crc) {
+    if (!st->has_crc32 || crc == st->crc32) return 0;
+    const char *member = st->member ? st->member : "";
+    return ckpt_err(CKPT_E_CHECKSUM, st->source ? st->source->path : "", member, st->file_offset,
+                    "CRC-32 of the data of %s is 0x%08" PRIx32
+                    ", the central directory says 0x%08" PRIx32
+                    ": the input is corrupt, nothing was written",
+                    member, crc, st->crc32);
+}
+
+static int crc_sink(void *ctx, const void *p, size_t n) {
+    uint32_t *crc = ctx;
+    *crc = (uint32_t)libdeflate_crc32(*crc, p, n);
+    return 0;
+}
+
+int ckpt_storage_verify_crc32(const ckpt_storage *st) {
+    if (!st->has_crc32) return 0;
+    uint64_t shape = st->nbytes, stride = 1;
+    ckpt_tensor whole = {.name = "",
+                         .dtype = CKPT_DT_U8,
+                         .ndim = 1,
+                         .shape = &shape,
+                         .stride = &stride,
+                         .numel = shape,
+                         .nbytes = st->nbytes,
+                         .storage = (ckpt_storage *)st};
+    uint32_t crc = 0;
+    int rc = ckpt_tensor_stream(&whole, crc_sink, &crc);
+    return rc ? rc : ckpt_storage_check_crc32(st, crc);
 }
 
 static int xxh_sink(void *ctx, const void *p, size_t n) {

@@ -63,6 +63,12 @@ typedef struct ckpt_storage {
      * data, then clears inflate, under base/once.h's lock; the torch zip reader's, with its context) */
     int (*inflate)(struct ckpt_storage *st);
     void *inflate_ctx;
+    /* the CRC-32 its archive records for the storage's bytes (a torch zip
+     * member, stored or deflated); has_crc32 0: none recorded. Writers
+     * check it as they read the storage (ckpt_storage_check_crc32): a
+     * corrupt input is refused, not converted. */
+    uint32_t crc32;
+    int has_crc32;
 } ckpt_storage;
 
 struct ckpt_tensor {
