@@ -617,7 +617,7 @@ static int write_all(st_writer *w, ckpt_atomic *a, const ckpt_write_options *opt
     XXH3_state_t xxh;
     memset(&xxh, 0, sizeof xxh);
     sink_ctx s = {a, &xxh, 0, 0};
-    ckpt_ptrmap verified = {0}; /* input storages whose CRC-32 was checked */
+    ckpt_ptrmap verified = {0}; /* input storages checked against their sums */
     if (!rc) ckpt_wr_progress(opts, 0, w->ndata);
     for (size_t i = 0; !rc && i < w->ndata; i++) {
         data_t *d = w->order[i];
@@ -625,12 +625,13 @@ static int write_all(st_writer *w, ckpt_atomic *a, const ckpt_write_options *opt
         /* the input is verified as it is read: whole when the tensor is
          * its storage's bytes, else read whole once more */
         int whole = covers_storage(d) && !d->root->big_endian;
-        s.crc_on = whole && ckpt_wr_source_unverified(&verified, d->root);
+        s.crc_on = whole && d->root->has_crc32 && ckpt_wr_source_unverified(&verified, d->root);
         s.crc = 0;
         if ((rc = ckpt_tensor_stream_at(d->t, a->written, write_sink, &s))) break;
-        if ((rc = ckpt_wr_verify_source(&verified, d->root, whole, s.crc))) break;
+        uint64_t digest = ckpt_xxh3_digest(&xxh);
+        if ((rc = ckpt_wr_verify_source(&verified, d->root, whole, s.crc, digest))) break;
         char hex[17];
-        ckpt_hex64(hex, ckpt_xxh3_digest(&xxh));
+        ckpt_hex64(hex, digest);
         memcpy(w->header.p + d->digest_at, hex, 16);
         ckpt_wr_progress(opts, i + 1, w->ndata);
     }

@@ -119,7 +119,7 @@ typedef struct pt_writer {
     ckpt_atomic *a;
     uint64_t base; /* where the archive starts in a: its offsets are relative */
     int clone;     /* tensors not covering their storage are written as copies */
-    ckpt_ptrmap verified; /* root storages whose input CRC-32 was checked */
+    ckpt_ptrmap verified; /* input storages checked against their sums */
 } pt_writer;
 
 /* ------------------------------------------------------------ numpy */
@@ -641,7 +641,7 @@ static int copy_record(pt_writer *w, size_t index) {
     crc_sink sink = {w->a, 0, &xxh};
     if ((rc = ckpt_tensor_stream_at(s->copy, w->a->written, crc_write, &sink))) return rc;
     uint64_t off; /* s->root is the copy's key, not a storage */
-    if ((rc = ckpt_wr_verify_source(&w->verified, ckpt_wr_root_storage(s->copy, &off), 0, 0)))
+    if ((rc = ckpt_wr_verify_source(&w->verified, ckpt_wr_root_storage(s->copy, &off), 0, 0, 0)))
         return rc;
     r->crc = sink.crc;
     s->xxh = XXH3_64bits_digest(&xxh);
@@ -676,9 +676,9 @@ static int storage_record(pt_writer *w, size_t index) {
     crc_sink sink = {w->a, 0, &xxh};
     if ((rc = ckpt_tensor_stream_at(&whole, w->a->written, crc_write, &sink))) return rc;
     /* the record holds the member's bytes unless they were swapped */
-    if ((rc = ckpt_wr_verify_source(&w->verified, st, !swap, sink.crc))) return rc;
-    r->crc = sink.crc;
     s->xxh = ckpt_xxh3_digest(&xxh);
+    if ((rc = ckpt_wr_verify_source(&w->verified, st, !swap, sink.crc, s->xxh))) return rc;
+    r->crc = sink.crc;
     return end_record(w, r);
 }
 

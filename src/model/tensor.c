@@ -7,6 +7,7 @@
 
 #include "model/dtype.h"
 #include "base/error.h"
+#include "base/hex.h"
 #include "base/once.h"
 #include "base/xxh.h"
 #include "base/source.h"
@@ -453,24 +454,42 @@ int ckpt_tensor_stream_at(const ckpt_tensor *t, uint64_t at, ckpt_tensor_sink si
     return rc;
 }
 
-int ckpt_storage_check_crc32(const ckpt_storage *st, uint32_t crc) {
-    if (!st->has_crc32 || crc == st->crc32) return 0;
+int ckpt_storage_check(const ckpt_storage *st, uint32_t crc, uint64_t xxh) {
     const char *member = st->member ? st->member : "";
-    return ckpt_err(CKPT_E_CHECKSUM, st->source ? st->source->path : "", member, st->file_offset,
-                    "CRC-32 of the data of %s is 0x%08" PRIx32
-                    ", the central directory says 0x%08" PRIx32
-                    ": the input is corrupt, nothing was written",
-                    member, crc, st->crc32);
-}
-
-static int crc_sink(void *ctx, const void *p, size_t n) {
-    uint32_t *crc = ctx;
-    *crc = (uint32_t)libdeflate_crc32(*crc, p, n);
+    const char *path = st->source ? st->source->path : "";
+    if (st->has_crc32 && crc != st->crc32)
+        return ckpt_err(CKPT_E_CHECKSUM, path, member, st->file_offset,
+                        "CRC-32 of the data of %s is 0x%08" PRIx32
+                        ", the central directory says 0x%08" PRIx32
+                        ": the input is corrupt, nothing was written",
+                        member, crc, st->crc32);
+    if (st->has_xxh3 && xxh != st->xxh3) {
+        char got[17], want[17];
+        ckpt_hex64(got, xxh);
+        ckpt_hex64(want, st->xxh3);
+        return ckpt_err(CKPT_E_CHECKSUM, path, member, st->file_offset,
+                        "XXH3-64 of the contents of %s%s%s is %s, the file records %s "
+                        "(\"ckpt.xxh3\"): the input is corrupt, nothing was written",
+                        member[0] ? "" : "tensor \"", member[0] ? member : st->key ? st->key : "",
+                        member[0] ? "" : "\"", got, want);
+    }
     return 0;
 }
 
-int ckpt_storage_verify_crc32(const ckpt_storage *st) {
-    if (!st->has_crc32) return 0;
+typedef struct sums {
+    uint32_t crc;
+    XXH3_state_t xxh;
+} sums;
+
+static int sums_sink(void *ctx, const void *p, size_t n) {
+    sums *s = ctx;
+    s->crc = (uint32_t)libdeflate_crc32(s->crc, p, n);
+    ckpt_xxh3_update(&s->xxh, p, n);
+    return 0;
+}
+
+int ckpt_storage_verify(const ckpt_storage *st) {
+    if (!st->has_crc32 && !st->has_xxh3) return 0;
     uint64_t shape = st->nbytes, stride = 1;
     ckpt_tensor whole = {.name = "",
                          .dtype = CKPT_DT_U8,
@@ -480,9 +499,11 @@ int ckpt_storage_verify_crc32(const ckpt_storage *st) {
                          .numel = shape,
                          .nbytes = st->nbytes,
                          .storage = (ckpt_storage *)st};
-    uint32_t crc = 0;
-    int rc = ckpt_tensor_stream(&whole, crc_sink, &crc);
-    return rc ? rc : ckpt_storage_check_crc32(st, crc);
+    sums s;
+    memset(&s, 0, sizeof s);
+    ckpt_xxh3_reset(&s.xxh);
+    int rc = ckpt_tensor_stream(&whole, sums_sink, &s);
+    return rc ? rc : ckpt_storage_check(st, s.crc, ckpt_xxh3_digest(&s.xxh));
 }
 
 static int xxh_sink(void *ctx, const void *p, size_t n) {

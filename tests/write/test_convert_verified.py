@@ -2,7 +2,8 @@
 """convert verifies its output before it replaces the target (issue 12,
 item 7): it never writes a file its own reader rejects; and it verifies
 its input as it reads it (issue 17): a torch archive whose member does not
-match its CRC-32 is refused.
+match its CRC-32, or a ckpt-written file whose tensor does not match its
+digest, is refused.
 
 The input: a torch file holding an empty tensor of shape [0, 2^62, 2^62]
 with strides (1, 1, 1), which torch and ckpt read. Written as safetensors
@@ -110,6 +111,35 @@ with tempfile.TemporaryDirectory() as d:
     with open(out, "rb") as fh:
         check("corrupt input: the old target is untouched",
               r.returncode == 1 and fh.read() == b"previous", r.stderr)
+
+# A ckpt-written safetensors file is checked against its "ckpt.xxh3"
+# digests as it is read, views of one storage included ("all" is the
+# storage the others view in ckpt.structure: the bytes read for both).
+with tempfile.TemporaryDirectory() as d:
+    base = torch.arange(64.0)
+    for name, sd in {"plain": {"w": torch.arange(64.0)},
+                     "views": {"all": base, "lo": base[:32]}}.items():
+        src = os.path.join(d, name + ".pt")
+        st = os.path.join(d, name + ".safetensors")
+        torch.save(sd, src)
+        r = run("convert", src, st)
+        check(name + ": written", r.returncode == 0, r.stderr)
+        with open(st, "r+b") as fh:  # a byte of the first tensor ("all", "w")
+            at = 8 + struct.unpack("<Q", fh.read(8))[0] + 8
+            fh.seek(at)
+            b = fh.read(1)
+            fh.seek(at)
+            fh.write(bytes([b[0] ^ 1]))
+        for ext in (".pt", ".safetensors"):
+            out = os.path.join(d, name + "-out" + ext)
+            r = run("convert", st, out)
+            check("%s safetensors -> %s: refused" % (name, ext), r.returncode == 1,
+                  r.stdout + r.stderr)
+            check("%s safetensors -> %s: says why" % (name, ext),
+                  "XXH3-64" in r.stderr and "ckpt.xxh3" in r.stderr, r.stderr)
+            check("%s safetensors -> %s: nothing written" % (name, ext),
+                  not os.path.exists(out) and not any(".tmp-" in n for n in os.listdir(d)),
+                  str(os.listdir(d)))
 
 print("%d passed, %d failed" % (passed, failed))
 sys.exit(1 if failed else 0)
