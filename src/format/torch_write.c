@@ -117,8 +117,8 @@ typedef struct pt_writer {
     size_t nrecs, caprecs;
     char *prefix; /* "<archive>/" */
     ckpt_atomic *a;
-    uint64_t base; /* where the archive starts in a: its offsets are relative */
-    int clone;     /* tensors not covering their storage are written as copies */
+    uint64_t base;        /* where the archive starts in a: its offsets are relative */
+    int clone;            /* tensors not covering their storage are written as copies */
     ckpt_ptrmap verified; /* input storages checked against their sums */
 } pt_writer;
 

@@ -292,7 +292,8 @@ static int verify_digests(ckpt_file *f, const ckpt_file *dcp, uint8_t *hashed) {
 
 int ckpt_verify_expect_digests(ckpt_file *f) {
     int rc = 0;
-    for (size_t i = 0; rc == 0 && i < f->nshards; i++) rc = ckpt_verify_expect_digests(f->shards[i]);
+    for (size_t i = 0; rc == 0 && i < f->nshards; i++)
+        rc = ckpt_verify_expect_digests(f->shards[i]);
     for (size_t i = 0; rc == 0 && i < f->nparts; i++) rc = ckpt_verify_expect_digests(f->parts[i]);
     const char *text = NULL;
     for (size_t i = 0; i < f->nmeta; i++)
