@@ -465,15 +465,13 @@ int ckpt_storage_check(const ckpt_storage *st, uint32_t crc, uint64_t xxh) {
                         member, crc, st->crc32);
     if (st->has_xxh3 && xxh != st->xxh3) {
         char got[17], want[17];
+        const char *key = st->key ? st->key : "";
         ckpt_hex64(got, xxh);
         ckpt_hex64(want, st->xxh3);
         return ckpt_err(CKPT_E_CHECKSUM, path, member, st->file_offset,
                         "XXH3-64 of the contents of %s%s%s is %s, the file records %s "
                         "(\"ckpt.xxh3\"): the input is corrupt, nothing was written",
-                        member[0] ? "" : "tensor \"",
-                        member[0] ? member
-                        : st->key ? st->key
-                                  : "",
+                        member[0] ? "" : "tensor \"", member[0] ? member : key,
                         member[0] ? "" : "\"", got, want);
     }
     return 0;

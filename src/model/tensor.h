@@ -59,10 +59,9 @@ typedef int (*ckpt_tensor_sink)(void *ctx, const void *p, size_t n);
 int ckpt_tensor_stream(const ckpt_tensor *t, ckpt_tensor_sink sink, void *ctx);
 /* Same, for a sink that writes the bytes at offset `at` of a file: the
  * pieces of a contiguous tensor end where that file's offset is a multiple
- * of the piece size, so that every write but the first and last covers
- * whole, aligned windows of the file (the kernel then fills whole large
- * pages; a 64 MiB convert written at an unaligned offset cost 15% more
- * CPU time). */
+ * of the piece size, so that every write but the first and last covers a
+ * whole aligned window of the file (container/atomic.h's grid; pieces
+ * that straddle it cost a 64 MiB convert 15% more CPU time). */
 int ckpt_tensor_stream_at(const ckpt_tensor *t, uint64_t at, ckpt_tensor_sink sink, void *ctx);
 
 /* Source verification for writers. crc, xxh: the CRC-32 and XXH3-64 of
