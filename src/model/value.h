@@ -70,8 +70,7 @@ typedef struct ckpt_storage {
      * Writers check them as they read the storage (model/tensor.h): a
      * corrupt input is refused, not converted. */
     uint32_t crc32;
-    int has_crc32;
-    int has_xxh3;
+    uint8_t has_crc32, has_xxh3;
     uint64_t xxh3;
 } ckpt_storage;
 
