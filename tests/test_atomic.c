@@ -264,6 +264,38 @@ TEST(read_back_large_and_patched) {
     free(p);
     remove_dir(dir);
 }
+/* A large write goes out a window at a time, the windows ending on the
+ * file's grid of CKPT_ATOMIC_WINDOW whatever offset the write starts at:
+ * an injected failure of the nth pwrite (counted from the large write)
+ * names where that window starts: 1 is the piece from 100 up to the grid. */
+static void window_failure(const char *op, uint64_t nth, uint64_t offset) {
+    fresh_dir();
+    const char *t = in_dir("w.pt");
+    put_file(t, "previous generation");
+    size_t n = 3 * CKPT_ATOMIC_WINDOW;
+    unsigned char *p = malloc(n);
+    for (size_t i = 0; i < n; i++) p[i] = (unsigned char)(i * 13 + (i >> 11));
+    ckpt_atomic a;
+    CHECK_EQ_INT(ckpt_atomic_begin(&a, t), 0);
+    CHECK_EQ_INT(ckpt_atomic_write(&a, p, 100), 0);
+    ckpt_atomic_fail_nth(op, nth, EIO);
+    CHECK_EQ_INT(ckpt_atomic_write(&a, p, n), CKPT_E_IO);
+    CHECK_EQ_INT((long long)ckpt_error_last()->offset, (long long)offset);
+    CHECK(message_has(strerror(EIO)));
+    CHECK_EQ_INT(temps_left(), 0);
+    CHECK_EQ_INT(ckpt_atomic_commit(&a, 0), CKPT_E_IO);
+    CHECK(has_content(t, "previous generation"));
+    disarm();
+    free(p);
+    remove_dir(dir);
+}
+TEST(large_write_in_aligned_windows) {
+    window_failure("write", 1, 100);
+    window_failure("write", 2, CKPT_ATOMIC_WINDOW);
+    window_failure("write", 4, 3 * CKPT_ATOMIC_WINDOW);
+    /* read 1 is the drain of the 100 collected bytes */
+    window_failure("read", 3, CKPT_ATOMIC_WINDOW);
+}
 TEST(rename_eacces) { check_failure("rename", 1, EACCES, 0); }
 
 TEST(open_fails) {
@@ -422,6 +454,7 @@ int main(void) {
     RUN(rename_exdev);
     RUN(read_back_eio);
     RUN(read_back_finds_clobbered_bytes);
+    RUN(large_write_in_aligned_windows);
     RUN(read_back_large_and_patched);
     RUN(rename_eacces);
     RUN(open_fails);

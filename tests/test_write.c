@@ -16,6 +16,7 @@
 
 #include "base/error.h"
 #include "model/file.h"
+#include "model/tensor.h"
 #include "fail_alloc.h"
 #include "harness.h"
 #include "format/structure.h"
@@ -185,6 +186,57 @@ static void hex(char out[17], const void *p, size_t n) { ckpt_hex64(out, XXH3_64
 
 /* ckpt_xxh3_64 is the digest the writer embeds (what ckpt.dcp.Reader
  * checks chunks with); the empty input's is XXH3-64's published vector. */
+/* ckpt_tensor_stream_at hands a writer pieces that end on the output
+ * file's grid of CKPT_ATOMIC_WINDOW: the first up to the grid, then whole
+ * windows, then the rest, in order. */
+typedef struct pieces {
+    size_t n, sizes[8];
+    uint64_t total;
+    const uint8_t *data;
+    int bad;
+} pieces;
+
+static int piece_sink(void *ctx, const void *p, size_t n) {
+    pieces *s = ctx;
+    if (s->n < 8) s->sizes[s->n] = n;
+    s->n++;
+    if (memcmp(p, s->data + s->total, n) != 0) s->bad = 1;
+    s->total += n;
+    return 0;
+}
+
+TEST(stream_pieces_on_the_file_grid) {
+    size_t w = CKPT_ATOMIC_WINDOW, n = 3 * w + 5;
+    uint8_t *data = malloc(n);
+    for (size_t i = 0; i < n; i++) data[i] = (uint8_t)(i * 31 + (i >> 12));
+    uint64_t shape = n, stride = 1;
+    ckpt_storage st = {.dtype = CKPT_DT_U8, .nbytes = n, .data = data, .key = "", .member = ""};
+    ckpt_tensor t = {.name = "t",
+                     .dtype = CKPT_DT_U8,
+                     .ndim = 1,
+                     .shape = &shape,
+                     .stride = &stride,
+                     .numel = n,
+                     .nbytes = n,
+                     .storage = &st};
+    pieces s = {.data = data};
+    CHECK_EQ_INT(ckpt_tensor_stream_at(&t, 1000, piece_sink, &s), 0);
+    CHECK_EQ_INT((int)s.n, 4);
+    CHECK_EQ_INT((long long)s.sizes[0], (long long)(w - 1000));
+    CHECK_EQ_INT((long long)s.sizes[1], (long long)w);
+    CHECK_EQ_INT((long long)s.sizes[2], (long long)w);
+    CHECK_EQ_INT((long long)s.sizes[3], 1005);
+    CHECK(!s.bad && s.total == n);
+    /* on the grid already: whole windows from the start */
+    s = (pieces){.data = data};
+    CHECK_EQ_INT(ckpt_tensor_stream_at(&t, 7 * w, piece_sink, &s), 0);
+    CHECK_EQ_INT((int)s.n, 4);
+    CHECK_EQ_INT((long long)s.sizes[0], (long long)w);
+    CHECK_EQ_INT((long long)s.sizes[3], 5);
+    CHECK(!s.bad && s.total == n);
+    free(data);
+}
+
 TEST(xxh3_matches_embedded_digest) {
     CHECK(ckpt_xxh3_64(NULL, 0) == UINT64_C(0x2D06800538D394C2));
     char got[17], want[17];
@@ -1352,6 +1404,7 @@ int main(void) {
     RUN(hostile_structure);
     RUN(atomic_faults);
     RUN(allocation_failures);
+    RUN(stream_pieces_on_the_file_grid);
     ckpt_tree_free(tree);
     ckpt_arena_free(&scratch);
     char cmd[128];

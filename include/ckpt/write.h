@@ -115,7 +115,12 @@ typedef struct ckpt_convert_report {
  * is then opened with opts->open's limits: a file ckpt's own reader would
  * reject (e.g. a shape whose row-major strides overflow in safetensors) is
  * never written; that failure carries the reader's code and message,
- * prefixed "the converted file does not read back". Memory: tensor bytes are read from the input with pread in
+ * prefixed "the converted file does not read back". The input is
+ * verified as it is read: a torch archive's member whose bytes do not
+ * match the CRC-32 its central directory records is CKPT_E_CHECKSUM naming
+ * the member, and nothing is written (checked in the same pass when a
+ * tensor is its storage's bytes, else the member is read whole once more).
+ * Memory: tensor bytes are read from the input with pread in
  * bounded windows (a file that shrinks meanwhile: CKPT_E_TRUNCATED); only
  * a storage rebuilt from views that no stored tensor covers whole is
  * allocated, up to limits.max_inflate_bytes.

@@ -21,6 +21,7 @@
  * known after the data, so the header is written with zero digests of the
  * same length and rewritten in place at the end. */
 #include <inttypes.h>
+#include <libdeflate.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -592,13 +593,19 @@ static int build_header(st_writer *w, const ckpt_write_options *o) {
 typedef struct sink_ctx {
     ckpt_atomic *out;
     XXH3_state_t *xxh;
+    int crc_on; /* the tensor is its input storage's bytes, whose CRC-32 is
+                   still to be checked */
+    uint32_t crc;
 } sink_ctx;
 
 static int write_sink(void *ctx, const void *p, size_t n) {
     sink_ctx *s = ctx;
     ckpt_xxh3_update(s->xxh, p, n);
+    if (s->crc_on) s->crc = (uint32_t)libdeflate_crc32(s->crc, p, n);
     return ckpt_atomic_write(s->out, p, n);
 }
+
+static int covers_storage(const data_t *d);
 
 static int write_all(st_writer *w, ckpt_atomic *a, const ckpt_write_options *opts,
                      ckpt_write_stats *stats) {
@@ -609,17 +616,26 @@ static int write_all(st_writer *w, ckpt_atomic *a, const ckpt_write_options *opt
     if (!rc) rc = ckpt_atomic_write(a, w->header.p, w->header.len);
     XXH3_state_t xxh;
     memset(&xxh, 0, sizeof xxh);
-    sink_ctx s = {a, &xxh};
+    sink_ctx s = {a, &xxh, 0, 0};
+    ckpt_ptrmap verified = {0}; /* input storages checked against their sums */
     if (!rc) ckpt_wr_progress(opts, 0, w->ndata);
     for (size_t i = 0; !rc && i < w->ndata; i++) {
         data_t *d = w->order[i];
         ckpt_xxh3_reset(&xxh);
-        if ((rc = ckpt_tensor_stream(d->t, write_sink, &s))) break;
+        /* the input is verified as it is read: whole when the tensor is
+         * its storage's bytes, else read whole once more */
+        int whole = covers_storage(d) && !d->root->big_endian;
+        s.crc_on = whole && d->root->has_crc32 && ckpt_wr_source_unverified(&verified, d->root);
+        s.crc = 0;
+        if ((rc = ckpt_tensor_stream_at(d->t, a->written, write_sink, &s))) break;
+        uint64_t digest = ckpt_xxh3_digest(&xxh);
+        if ((rc = ckpt_wr_verify_source(&verified, d->root, whole, s.crc, digest))) break;
         char hex[17];
-        ckpt_hex64(hex, ckpt_xxh3_digest(&xxh));
+        ckpt_hex64(hex, digest);
         memcpy(w->header.p + d->digest_at, hex, 16);
         ckpt_wr_progress(opts, i + 1, w->ndata);
     }
+    ckpt_ptrmap_free(&verified);
     if (!rc) rc = ckpt_atomic_pwrite(a, w->header.p, w->header.len, 8);
     if (!rc) {
         stats->tensors = w->ndata;

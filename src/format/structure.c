@@ -255,6 +255,12 @@ static int group_storage(decoder *d, uint64_t g, ckpt_storage **out) {
         st->source = t->storage->source;
         st->member = ckpt_tensor_member(t);
         st->file_offset = ckpt_tensor_file_offset(t);
+        if (t->storage_offset == 0 && t->storage->nbytes == nbytes) { /* its sums too */
+            st->crc32 = t->storage->crc32;
+            st->has_crc32 = t->storage->has_crc32;
+            st->xxh3 = t->storage->xxh3;
+            st->has_xxh3 = t->storage->has_xxh3;
+        }
         d->backed[g] = 1;
     } else {
         if (nbytes > d->f->opts.limits.max_inflate_bytes || nbytes > SIZE_MAX)

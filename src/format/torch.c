@@ -450,6 +450,8 @@ static int read_zip(torch_reader *r) {
         st->member = d->name;
         st->file_offset = d->method == 0 ? d->data_offset : CKPT_NO_OFFSET;
         st->big_endian = big;
+        st->crc32 = d->crc32;
+        st->has_crc32 = 1;
     }
     rc = read_ckpt_meta(f, z, prefix, &r->budget);
     f->inflate_left = r->budget;

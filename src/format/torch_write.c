@@ -117,8 +117,9 @@ typedef struct pt_writer {
     size_t nrecs, caprecs;
     char *prefix; /* "<archive>/" */
     ckpt_atomic *a;
-    uint64_t base; /* where the archive starts in a: its offsets are relative */
-    int clone;     /* tensors not covering their storage are written as copies */
+    uint64_t base;        /* where the archive starts in a: its offsets are relative */
+    int clone;            /* tensors not covering their storage are written as copies */
+    ckpt_ptrmap verified; /* input storages checked against their sums */
 } pt_writer;
 
 /* ------------------------------------------------------------ numpy */
@@ -638,7 +639,10 @@ static int copy_record(pt_writer *w, size_t index) {
     memset(&xxh, 0, sizeof xxh);
     XXH3_64bits_reset(&xxh);
     crc_sink sink = {w->a, 0, &xxh};
-    if ((rc = ckpt_tensor_stream(s->copy, crc_write, &sink))) return rc;
+    if ((rc = ckpt_tensor_stream_at(s->copy, w->a->written, crc_write, &sink))) return rc;
+    uint64_t off; /* s->root is the copy's key, not a storage */
+    if ((rc = ckpt_wr_verify_source(&w->verified, ckpt_wr_root_storage(s->copy, &off), 0, 0, 0)))
+        return rc;
     r->crc = sink.crc;
     s->xxh = XXH3_64bits_digest(&xxh);
     return end_record(w, r);
@@ -670,9 +674,11 @@ static int storage_record(pt_writer *w, size_t index) {
     memset(&xxh, 0, sizeof xxh);
     ckpt_xxh3_reset(&xxh);
     crc_sink sink = {w->a, 0, &xxh};
-    if ((rc = ckpt_tensor_stream(&whole, crc_write, &sink))) return rc;
-    r->crc = sink.crc;
+    if ((rc = ckpt_tensor_stream_at(&whole, w->a->written, crc_write, &sink))) return rc;
+    /* the record holds the member's bytes unless they were swapped */
     s->xxh = ckpt_xxh3_digest(&xxh);
+    if ((rc = ckpt_wr_verify_source(&w->verified, st, !swap, sink.crc, s->xxh))) return rc;
+    r->crc = sink.crc;
     return end_record(w, r);
 }
 
@@ -871,6 +877,7 @@ int ckpt_write_torch_at(ckpt_atomic *a, const ckpt_value *root, const char *arch
     ckpt_pkw_free(&w.pk);
     ckpt_ptrmap_free(&w.memo_of);
     ckpt_ptrmap_free(&w.storage_of);
+    ckpt_ptrmap_free(&w.verified);
     ckpt_free(w.storages);
     for (size_t i = 0; i < w.nrecs; i++) ckpt_free(w.recs[i].name);
     ckpt_free(w.recs);

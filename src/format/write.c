@@ -32,6 +32,18 @@ const ckpt_storage *ckpt_wr_root_storage(const ckpt_tensor *t, uint64_t *offset)
     return st;
 }
 
+int ckpt_wr_source_unverified(const ckpt_ptrmap *seen, const ckpt_storage *root) {
+    uint64_t done;
+    return (root->has_crc32 || root->has_xxh3) && !ckpt_ptrmap_get(seen, root, &done);
+}
+
+int ckpt_wr_verify_source(ckpt_ptrmap *seen, const ckpt_storage *root, int whole, uint32_t crc,
+                          uint64_t xxh) {
+    if (!ckpt_wr_source_unverified(seen, root)) return 0;
+    int rc = whole ? ckpt_storage_check(root, crc, xxh) : ckpt_storage_verify(root);
+    return rc ? rc : ckpt_ptrmap_put(seen, root, 1);
+}
+
 /* ------------------------------------------------------------ the walk */
 
 const char *ckpt_wr_dtype_ref(const ckpt_value *v) {

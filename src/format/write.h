@@ -98,6 +98,17 @@ int ckpt_write_torch_at(ckpt_atomic *a, const ckpt_value *root, const char *arch
  * their root storage, the offset (elements) adjusted. */
 const ckpt_storage *ckpt_wr_root_storage(const ckpt_tensor *t, uint64_t *offset);
 
+/* Source verification (model/tensor.h): what the input records for
+ * root's bytes is checked once per write, `seen` holding the roots done.
+ * whole: crc and xxh are the CRC-32 and XXH3-64 of root's bytes just
+ * written, all of them in order; else root is read whole now. 0, or
+ * CKPT_E_CHECKSUM naming the input. */
+int ckpt_wr_verify_source(ckpt_ptrmap *seen, const ckpt_storage *root, int whole, uint32_t crc,
+                          uint64_t xxh);
+/* 1 when what the input records for root's bytes is still to be checked
+ * in this write. */
+int ckpt_wr_source_unverified(const ckpt_ptrmap *seen, const ckpt_storage *root);
+
 /* One tensor reached by the flattened name `name` (file.c's rules: dict
  * keys as text, list/tuple/set indices in decimal, joined with "."). */
 typedef struct wr_named {

@@ -20,6 +20,7 @@
 #include "format/structure.h"
 #include "format/write.h"
 #include "open/sharded.h"
+#include "jobs/verify.h"
 
 /* ------------------------------------------------------------ select, exclude */
 
@@ -523,7 +524,10 @@ int ckpt_convert(ckpt_convert_report *report, const char *in, const char *out,
     const ckpt_value *root;
     meta_list m = {0};
     ckpt_write_stats stats;
-    rc = ckpt_structure_decode(&root, f, &a);
+    /* the input is verified as the writers read it: zip members against
+     * their CRC-32 (recorded by the reader), tensors against their digests */
+    rc = ckpt_verify_expect_digests(f);
+    if (!rc) rc = ckpt_structure_decode(&root, f, &a);
     if (!rc && !root)
         rc = ckpt_err(CKPT_E_FORMAT, in, "", CKPT_NO_OFFSET, "the file holds no object");
     if (!rc) rc = select_tree(&root, o, &a, &f->opts.limits);

@@ -18,6 +18,7 @@
 #include "model/tensor.h"
 #include "format/write.h"
 #include "open/dcp.h"
+#include "jobs/verify.h"
 
 /* Bytes per pread: small enough to stay in cache between the copy and
  * the CRC; larger windows measured no faster (bench/bench_read.py). */
@@ -283,6 +284,38 @@ static int verify_digests(ckpt_file *f, const ckpt_file *dcp, uint8_t *hashed) {
                       "\"%s\" has a digest for tensor \"%s\", which the file "
                       "does not hold",
                       CKPT_META_XXH3, unknown);
+    ckpt_free(state);
+    ckpt_free(want);
+    ckpt_free(unknown);
+    return rc;
+}
+
+int ckpt_verify_expect_digests(ckpt_file *f) {
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < f->nshards; i++)
+        rc = ckpt_verify_expect_digests(f->shards[i]);
+    for (size_t i = 0; rc == 0 && i < f->nparts; i++) rc = ckpt_verify_expect_digests(f->parts[i]);
+    const char *text = NULL;
+    for (size_t i = 0; i < f->nmeta; i++)
+        if (strcmp(f->meta_keys[i], CKPT_META_XXH3) == 0) text = f->meta_vals[i];
+    if (rc || !text || !f->ntensors) return rc;
+    uint8_t *state = ckpt_malloc(f->ntensors);
+    uint64_t *want = ckpt_malloc(f->ntensors * sizeof *want);
+    char *unknown = NULL;
+    rc = state && want ? 0 : ckpt_err_nomem();
+    if (rc == 0) {
+        memset(state, DIGEST_NONE, f->ntensors);
+        rc = read_digests(f, text, state, want, &unknown) == CKPT_E_NOMEM ? CKPT_E_NOMEM : 0;
+    }
+    for (size_t i = 0; rc == 0 && i < f->ntensors; i++) {
+        ckpt_tensor *t = &f->tensors[i];
+        ckpt_storage *st = t->storage;
+        if (state[i] == DIGEST_OK && ckpt_tensor_is_contiguous(t) && t->storage_offset == 0 &&
+            t->nbytes == st->nbytes && !st->big_endian && !st->chunks) {
+            st->xxh3 = want[i];
+            st->has_xxh3 = 1;
+        }
+    }
     ckpt_free(state);
     ckpt_free(want);
     ckpt_free(unknown);

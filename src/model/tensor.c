@@ -1,10 +1,13 @@
 /* tensor.c - tensor accessors: shape, zero-copy data, and the reader
  * every job reads logical contents through (tensor.h). */
+#include <inttypes.h>
+#include <libdeflate.h>
 #include <openssl/evp.h>
 #include <string.h>
 
 #include "model/dtype.h"
 #include "base/error.h"
+#include "base/hex.h"
 #include "base/once.h"
 #include "base/xxh.h"
 #include "base/source.h"
@@ -394,10 +397,23 @@ int ckpt_tensor_read(const ckpt_tensor *t, void *dst, size_t cap) {
 }
 
 /* Pieces handed to sinks: large enough for few syscalls, small enough to
- * stay in cache between the read and the sink. */
-#define STREAM_CHUNK ((size_t)4 << 20)
+ * stay in the CPU's L2 cache between the read and the sink (which hashes
+ * them, writes them and compares them with what the file reads back:
+ * container/atomic.h's window). */
+#define STREAM_CHUNK ((size_t)256 << 10)
 
 int ckpt_tensor_stream(const ckpt_tensor *t, ckpt_tensor_sink sink, void *ctx) {
+    return ckpt_tensor_stream_at(t, 0, sink, ctx);
+}
+
+/* The piece that starts `done` bytes into the stream: up to the next
+ * multiple of STREAM_CHUNK past `at`, at most left bytes. */
+static size_t piece(uint64_t at, uint64_t done, uint64_t left) {
+    size_t k = STREAM_CHUNK - (size_t)((at + done) % STREAM_CHUNK);
+    return left < k ? (size_t)left : k;
+}
+
+int ckpt_tensor_stream_at(const ckpt_tensor *t, uint64_t at, ckpt_tensor_sink sink, void *ctx) {
     if (t->nbytes == 0) return 0;
     const ckpt_storage *st = t->storage;
     int resolved = ckpt_storage_resolve(st);
@@ -407,9 +423,10 @@ int ckpt_tensor_stream(const ckpt_tensor *t, ckpt_tensor_sink sink, void *ctx) {
         const void *p;
         size_t size;
         int rc = ckpt_tensor_data(t, &p, &size); /* memory, not a mapping */
-        for (size_t done = 0; rc == 0 && done < size; done += STREAM_CHUNK)
-            rc = sink(ctx, (const uint8_t *)p + done,
-                      size - done < STREAM_CHUNK ? size - done : STREAM_CHUNK);
+        for (size_t done = 0, k; rc == 0 && done < size; done += k) {
+            k = piece(at, done, size - done);
+            rc = sink(ctx, (const uint8_t *)p + done, k);
+        }
         return rc;
     }
     ckpt_tensor_reader r;
@@ -424,11 +441,70 @@ int ckpt_tensor_stream(const ckpt_tensor *t, ckpt_tensor_sink sink, void *ctx) {
         ckpt_source_will_read(
             st->source, st->data + t->storage_offset * ckpt_dtype_bits(t->dtype) / 8, t->nbytes);
     size_t got;
-    while (rc == 0 && (rc = ckpt_tensor_reader_next(&r, buf, chunk, &got)) == 0 && got)
+    /* contiguous bytes in pieces that end on the sink's grid; gathered
+     * views in whole elements */
+    while (rc == 0 &&
+           (rc = ckpt_tensor_reader_next(
+                &r, buf, r.contiguous ? piece(at, r.done, t->nbytes - r.done) : chunk, &got)) ==
+               0 &&
+           got)
         rc = sink(ctx, buf, got);
     ckpt_free(buf);
     ckpt_tensor_reader_free(&r);
     return rc;
+}
+
+int ckpt_storage_check(const ckpt_storage *st, uint32_t crc, uint64_t xxh) {
+    const char *member = st->member ? st->member : "";
+    const char *path = st->source ? st->source->path : "";
+    if (st->has_crc32 && crc != st->crc32)
+        return ckpt_err(CKPT_E_CHECKSUM, path, member, st->file_offset,
+                        "CRC-32 of the data of %s is 0x%08" PRIx32
+                        ", the central directory says 0x%08" PRIx32
+                        ": the input is corrupt, nothing was written",
+                        member, crc, st->crc32);
+    if (st->has_xxh3 && xxh != st->xxh3) {
+        char got[17], want[17];
+        const char *key = st->key ? st->key : "";
+        ckpt_hex64(got, xxh);
+        ckpt_hex64(want, st->xxh3);
+        return ckpt_err(CKPT_E_CHECKSUM, path, member, st->file_offset,
+                        "XXH3-64 of the contents of %s%s%s is %s, the file records %s "
+                        "(\"ckpt.xxh3\"): the input is corrupt, nothing was written",
+                        member[0] ? "" : "tensor \"", member[0] ? member : key,
+                        member[0] ? "" : "\"", got, want);
+    }
+    return 0;
+}
+
+typedef struct sums {
+    uint32_t crc;
+    XXH3_state_t xxh;
+} sums;
+
+static int sums_sink(void *ctx, const void *p, size_t n) {
+    sums *s = ctx;
+    s->crc = (uint32_t)libdeflate_crc32(s->crc, p, n);
+    ckpt_xxh3_update(&s->xxh, p, n);
+    return 0;
+}
+
+int ckpt_storage_verify(const ckpt_storage *st) {
+    if (!st->has_crc32 && !st->has_xxh3) return 0;
+    uint64_t shape = st->nbytes, stride = 1;
+    ckpt_tensor whole = {.name = "",
+                         .dtype = CKPT_DT_U8,
+                         .ndim = 1,
+                         .shape = &shape,
+                         .stride = &stride,
+                         .numel = shape,
+                         .nbytes = st->nbytes,
+                         .storage = (ckpt_storage *)st};
+    sums s;
+    memset(&s, 0, sizeof s);
+    ckpt_xxh3_reset(&s.xxh);
+    int rc = ckpt_tensor_stream(&whole, sums_sink, &s);
+    return rc ? rc : ckpt_storage_check(st, s.crc, ckpt_xxh3_digest(&s.xxh));
 }
 
 static int xxh_sink(void *ctx, const void *p, size_t n) {

@@ -63,6 +63,15 @@ typedef struct ckpt_storage {
      * data, then clears inflate, under base/once.h's lock; the torch zip reader's, with its context) */
     int (*inflate)(struct ckpt_storage *st);
     void *inflate_ctx;
+    /* what the input records for the storage's bytes: the CRC-32 of its
+     * torch zip member (stored or deflated), the XXH3-64 digest of a
+     * ckpt-written file's tensor that is the storage's bytes ("ckpt.xxh3",
+     * recorded by convert: ckpt_verify_expect_digests); has_* 0: none.
+     * Writers check them as they read the storage (model/tensor.h): a
+     * corrupt input is refused, not converted. */
+    uint32_t crc32;
+    uint8_t has_crc32, has_xxh3;
+    uint64_t xxh3;
 } ckpt_storage;
 
 struct ckpt_tensor {

@@ -302,7 +302,8 @@ const cli_command cli_cmd_convert = {
     "torch zip; a tied weight is one); B bytes: the size of what was\n"
     "written (all shards, or both DCP files). A DCP directory also counts\n"
     "V values: its non-tensor items.\n",
-    "Exit status: 0 written, 1 IN unreadable or not convertible (opaque\n"
+    "Exit status: 0 written, 1 IN unreadable, corrupt (a torch archive's\n"
+    "member that does not match its CRC-32) or not convertible (opaque\n"
     "objects, a tensor named __metadata__), 2 usage or I/O error.\n",
     run_command,
     NULL};
