@@ -903,6 +903,10 @@ def test_usage():
     assert re.match(r"^ckpt \d+\.\d+\.\d+ \(libckpt \d+\.\d+\.\d+\)\n$",
                     run("--version")[1])
     assert run("help", "inspect")[1].startswith("usage: ckpt inspect")
+    # the unknown command is named (was "ckpt: help: unknown command")
+    assert run("help", "frobnicate")[2].startswith("ckpt help: unknown command 'frobnicate'\n")
+    # the formats the tool opens, directories included
+    assert "torch.distributed.checkpoint" in out and "sharded sets" in out, out
 
 
 COMMANDS = ("inspect", "verify", "doctor", "scan", "store", "match", "diff",
