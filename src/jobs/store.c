@@ -850,8 +850,8 @@ static int check_fresh_step(store *s, const char *name, uint64_t step,
         if (rc == 0) event(o, CKPT_STORE_EVENT_STEP_TAKEN, s->gens[i].file);
         if (rc == 0)
             return ckpt_err(CKPT_E_INVALID_ARG, s->dir, NULL, CKPT_NO_OFFSET,
-                            "step %" PRIu64 " of %s is already committed as %s (replace "
-                            "it with --replace)",
+                            "step %" PRIu64 " of %s is already committed as %s (to "
+                            "replace it: --replace, replace=True in Python)",
                             step, name, s->gens[i].file);
         if (resource_failure(rc)) return rc;
     }
