@@ -23,6 +23,7 @@
 #include "model/file.h"
 #include "model/walk.h"
 #include "open/model_dir.h"
+#include "open/sharded.h"
 #include "open/store_dir.h"
 #include "report/json.h"
 #include "report/text.h"
@@ -314,7 +315,9 @@ static ckpt_format detect(const char *path) {
         n = fread(head, 1, sizeof head, fp);
         fclose(fp);
     }
-    return ckpt_detect_format(head, n);
+    ckpt_format f = ckpt_detect_format(head, n);
+    /* an index's text does not say which shards it lists; its name does */
+    return f == CKPT_FORMAT_SAFETENSORS_SHARDED ? ckpt_sharded_format(path) : f;
 }
 
 /* Opens and verifies the file and computes the totals and summaries.
@@ -800,6 +803,8 @@ static void json_integrity(const ckpt_doctor_report *r, ckpt_jw *j) {
         ckpt_jw_object_begin(j);
         ckpt_jw_key(j, "message");
         ckpt_jw_string(j, r->err.message);
+        ckpt_jw_key(j, "file"); /* a set's shard, or the file examined */
+        ckpt_jw_string(j, r->err.file[0] ? r->err.file : NULL);
         ckpt_jw_key(j, "member");
         ckpt_jw_string(j, r->err.member[0] ? r->err.member : NULL);
         ckpt_jw_key(j, "offset");

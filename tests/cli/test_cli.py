@@ -745,6 +745,19 @@ def test_doctor_model_folder_missing_shard():
     assert_eq(rc, 1, "exit code, --json")
     assert_eq(doc["file"], os.path.join(folder, "model.safetensors.index.json"), "file")
     assert_eq(doc["verdict"], "attention", "verdict")
+    # .bin shards (pytorch_model.bin.index.json), one truncated: the set is
+    # detected as the torch set it is (it was called safetensors-sharded)
+    bins = os.path.join(TMP, "folder-truncated-bin-shard")
+    os.mkdir(bins)
+    rc, _, err = run("convert", TRAIN_PT, bins, "--select", "model", "--format", "torch",
+                     "--max-shard-size", "1000")
+    assert_eq(rc, 0, "convert .bin shards (stderr %r)" % err)
+    last = sorted(n for n in os.listdir(bins) if n.endswith(".bin"))[-1]
+    with open(os.path.join(bins, last), "r+b") as fh:
+        fh.truncate(100)
+    rc, doc, _ = run_json("doctor", "--json", bins)
+    assert_eq((rc, doc["sections"]["format"]["detected"]), (1, "torch-sharded"), "detected")
+    assert_eq(doc["sections"]["integrity"]["error"]["file"], os.path.join(bins, last), "file")
 
 
 @corpus
