@@ -824,6 +824,45 @@ TEST(commit_dir) {
     remove_dir();
 }
 
+/* ckpt_store_commit of a DCP directory (a dcp.save output): its files are
+ * copied into a staging directory, verified and renamed into place as
+ * NAME-STEP.dcp, LATEST moved. It was "cannot read SRC: Is a directory". */
+TEST(commit_dcp_source) {
+    char path[512];
+    fresh_dir();
+    uint64_t log[4] = {0};
+    ckpt_store_options o = CKPT_STORE_OPTIONS_INIT;
+    o.progress = record_bytes;
+    o.progress_ctx = log;
+    CHECK_EQ_INT(ckpt_store_commit(path, sizeof path, dir, "run", 2, TINY_DCP, &o), 0);
+    CHECK_EQ_STR(path, in_dir("run-2.dcp"));
+    CHECK_EQ_STR(pointer(), "run-2.dcp\n");
+    CHECK(same_bytes(TINY_DCP "/.metadata", in_dir("run-2.dcp/.metadata")));
+    CHECK(same_bytes(TINY_DCP "/__0_0.distcp", in_dir("run-2.dcp/__0_0.distcp")));
+    CHECK_EQ_INT(log[1], 939 + 2838); /* every byte of both files, 0 to the total */
+    CHECK_EQ_INT(log[2], 939 + 2838);
+    CHECK_EQ_INT(log[3], 1);
+    CHECK_EQ_STR(latest(), in_dir("run-2.dcp"));
+    int temps = 0;
+    CHECK_EQ_INT(entries(&temps), 2); /* run-2.dcp, LATEST */
+    CHECK_EQ_INT(temps, 0);
+    /* the step is refused again, as a file's */
+    CHECK_EQ_INT(ckpt_store_commit(NULL, 0, dir, "run", 2, TINY_DCP, NULL), CKPT_E_INVALID_ARG);
+    /* a corrupt source directory: nothing written, no staging left */
+    char bad[600];
+    snprintf(bad, sizeof bad, "%s/src.dcp", dir);
+    CHECK_EQ_INT(copy_dcp(bad), 0);
+    snprintf(bad, sizeof bad, "%s/src.dcp/__0_0.distcp", dir);
+    CHECK_EQ_INT(truncate(bad, 100), 0);
+    snprintf(bad, sizeof bad, "%s/src.dcp", dir);
+    CHECK_EQ_INT(ckpt_store_commit(NULL, 0, dir, "run", 3, bad, NULL), CKPT_E_TRUNCATED);
+    CHECK(strstr(ckpt_error_last()->message, "is corrupt") != NULL);
+    CHECK(!exists("run-3.dcp"));
+    CHECK_EQ_INT(entries(&temps), 3); /* run-2.dcp, LATEST, src.dcp */
+    CHECK_EQ_INT(temps, 0);
+    remove_dir();
+}
+
 /* An allocator that fails its nth call. */
 static long alloc_left;
 static void *failing_malloc(void *u, size_t n) {
@@ -943,6 +982,7 @@ int main(void) {
     RUN(events_say_what_happened);
     RUN(dcp_directory_generations);
     RUN(commit_dir);
+    RUN(commit_dcp_source);
     RUN(allocation_failures);
     RUN(pointer_names);
     RUN(store_directory_is_latest_generation);

@@ -189,6 +189,54 @@ TEST(mismatch_partial) {
     done(&a);
 }
 
+/* The optimizer state keyed by parameter name, as get_state_dict returns
+ * it (what a DCP save of an FSDP2 or DDP run holds): paired by name,
+ * full resume. Before, every name was "not a parameter index": partial,
+ * 0 parameters. */
+TEST(fqn_full_resume) {
+    analysis a = analyse(path_of("training/data/fqn_adam.pt"));
+    const ckpt_component *opt;
+
+    if (!a.t) return;
+    CHECK_EQ_INT(ckpt_training_resume(a.t), CKPT_RESUME_FULL);
+    opt = comp(a.t, CKPT_COMPONENT_OPTIMIZER, 0);
+    CHECK(opt && opt->params == 6 && opt->params_with_state == 6);
+    CHECK(said(a.t, 0,
+               "optimizer Adam/AdamW at 'optimizer': state for all 6 parameters in "
+               "param_groups, shapes match the model's parameters by name"));
+    CHECK_EQ_INT(ckpt_training_reason_count(a.t), 2);
+    done(&a);
+}
+
+/* fqn_adam.pt with "fc2.bias" renamed "fc3.bias" in "state" and "params". */
+TEST(fqn_unknown_partial) {
+    analysis a = analyse(path_of("training/data/fqn_unknown.pt"));
+    const ckpt_component *opt;
+
+    if (!a.t) return;
+    CHECK_EQ_INT(ckpt_training_resume(a.t), CKPT_RESUME_PARTIAL);
+    opt = comp(a.t, CKPT_COMPONENT_OPTIMIZER, 0);
+    CHECK(opt && opt->params == 6 && opt->params_with_state == 6);
+    CHECK(said(a.t, 0, "'optimizer': parameter 'fc3.bias' is not a parameter of the model"));
+    done(&a);
+}
+
+/* A float buffer ahead of the parameters: 5 floating-point model tensors,
+ * 4 optimizer parameters. The sentence says so, not that the optimizer's
+ * order differs from the model's. */
+TEST(buffer_multiset) {
+    analysis a = analyse(path_of("training/data/buffer_adam.pt"));
+
+    if (!a.t) return;
+    CHECK_EQ_INT(ckpt_training_resume(a.t), CKPT_RESUME_FULL);
+    CHECK(said(a.t, 0,
+               "shapes match the model's parameters as a multiset of shapes (the model has "
+               "5 floating-point tensors, the optimizer 4 parameters: buffers or frozen "
+               "parameters are not paired in order)"));
+    CHECK(!said(a.t, 0, "order is not the model's"));
+    done(&a);
+}
+
 TEST(no_optimizer_warm_start) {
     analysis a = analyse(path_of("training/data/no_optimizer.pt"));
     const ckpt_component *rng[3];
@@ -387,6 +435,21 @@ TEST(allocation_failures) {
     CHECK_EQ_INT(rc, 0);
     CHECK(fail_at > 2); /* the analysis and its arena at least */
     ckpt_close(f);
+    /* names interned in a hash map and paired through another */
+    f = NULL;
+    rc = CKPT_E_NOMEM;
+    CHECK_EQ_INT(ckpt_open(&f, path_of("training/data/fqn_adam.pt"), NULL), 0);
+    for (fail_at = 1; f && rc == CKPT_E_NOMEM && fail_at < 100000; fail_at++) {
+        fail_alloc_arm(fail_at);
+        rc = ckpt_training_analyze(&t, f);
+        ckpt_set_allocator(NULL);
+        if (rc != 0) CHECK(t == NULL);
+        CHECK(rc == 0 || rc == CKPT_E_NOMEM);
+        ckpt_training_free(t);
+        t = NULL;
+    }
+    CHECK_EQ_INT(rc, 0);
+    ckpt_close(f);
     rc = CKPT_E_NOMEM;
     for (fail_at = 1; rc == CKPT_E_NOMEM && fail_at < 100000; fail_at++) {
         fail_alloc_arm(fail_at);
@@ -410,6 +473,9 @@ int main(void) {
     RUN_CORPUS(burn_partial);
     RUN(missing_state_partial);
     RUN(mismatch_partial);
+    RUN(fqn_full_resume);
+    RUN(fqn_unknown_partial);
+    RUN(buffer_multiset);
     RUN(no_optimizer_warm_start);
     RUN(sgd_without_momentum);
     RUN(hf_trainer_dir);

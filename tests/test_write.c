@@ -673,6 +673,25 @@ TEST(rename_metadata) {
     ckpt_close(f);
 }
 
+/* OUT named for another format than IN's is refused before anything is
+ * written: `ckpt rename model.pt model.safetensors` used to write a torch
+ * zip under a .safetensors name, which safetensors' loader rejects. */
+TEST(rename_out_format) {
+    ddp_state_dict(tpath("ddp2.pt"));
+    ckpt_rename_rule strip = {CKPT_RENAME_STRIP_PREFIX, "module.", NULL, NULL};
+    static const char *const wrong[] = {"plain2.safetensors", "plain2.SafeTensors", "plain2.dcp"};
+    for (size_t i = 0; i < 3; i++) {
+        CHECK_EQ_INT(ckpt_rename(NULL, tpath("ddp2.pt"), tpath(wrong[i]), &strip, 1, NULL),
+                     CKPT_E_INVALID_ARG);
+        CHECK(strstr(ckpt_error_last()->message, "rename writes IN's format, torch-zip") != NULL);
+        CHECK_EQ_STR(ckpt_error_last()->file, tpath(wrong[i]));
+        CHECK(access(tpath(wrong[i]), F_OK) != 0);
+    }
+    /* names without a format's extension, or with IN's, are written */
+    CHECK_EQ_INT(ckpt_rename(NULL, tpath("ddp2.pt"), tpath("plain2.ckpt"), &strip, 1, NULL), 0);
+    CHECK_EQ_INT(ckpt_rename(NULL, tpath("ddp2.pt"), tpath("plain2.out"), &strip, 1, NULL), 0);
+}
+
 /* ------------------------------------------------------------ round trips */
 
 static const double F64_6[6] = {0.0, -0.0, 1.5, INFINITY, -INFINITY, 3e-310};
@@ -1394,6 +1413,7 @@ int main(void) {
     RUN(state_dict_roundtrip);
     RUN_CORPUS(state_dict_corpus);
     RUN(rename_metadata);
+    RUN(rename_out_format);
     RUN(roundtrip_values);
     RUN(roundtrip_views);
     RUN(roundtrip_dtypes);

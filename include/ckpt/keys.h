@@ -452,7 +452,10 @@ CKPT_API const char *ckpt_rename_plan_to(const ckpt_rename_plan *p, size_t i);
 /* Renames the tensor keys of checkpoint `in` by the rules and writes the
  * result to `out` atomically (nothing is written when out is NULL: a dry
  * run). The output format is the input's: safetensors (a sharded set
- * becomes one file) or a torch zip (legacy and pickle inputs too); the
+ * becomes one file) or a torch zip (legacy and pickle inputs too); an out
+ * whose extension names another format (.safetensors for a torch zip,
+ * .pt/.pth/.bin/.ckpt for safetensors, .dcp) is refused with
+ * CKPT_E_INVALID_ARG before anything is written; the
  * tree (for ckpt-written safetensors: the tree "ckpt.structure" records)
  * keeps its shape where it can: a tensor whose new name still starts with
  * the flattened path of one of its enclosing dicts stays in the deepest
@@ -461,7 +464,8 @@ CKPT_API const char *ckpt_rename_plan_to(const ckpt_rename_plan *p, size_t i);
  * by moves disappear. Non-tensor values and metadata (less ckpt.* keys,
  * rewritten by the writer) are kept as they are. plan (may be NULL)
  * receives the mapping, which owns its names. Returns 0; the
- * ckpt_rename_plan_new codes; CKPT_E_UNSUPPORTED (a tensor would move out
+ * ckpt_rename_plan_new codes; CKPT_E_INVALID_ARG (out named for another
+ * format); CKPT_E_UNSUPPORTED (a tensor would move out
  * of a list or tuple, the root is not a dict to receive a moved tensor,
  * two tensors share a flattened name, two entries of one dict would share
  * a key; the writer's cases); the ckpt_open and writer codes. */

@@ -93,7 +93,10 @@ CKPT_API int ckpt_store_options_init(ckpt_store_options *opts, unsigned version)
  * Then the bytes are copied unchanged to "dir/NAME-STEP.EXT" (EXT
  * ".safetensors" for a
  * safetensors source, ".pt" for torch zip, legacy and pickle sources)
- * through the atomic commit (fsync of the file and of dir); it is then
+ * through the atomic commit (fsync of the file and of dir); a DCP
+ * directory source (dcp.save's output) has every regular file in it copied
+ * into a staging directory and is committed as "dir/NAME-STEP.dcp" by
+ * ckpt_store_stage_dir and ckpt_store_commit_dir (below); it is then
  * re-read (sequentially, pread with readahead hints; its pages stay in
  * the page cache, as a torch.save file's would), opened and verified
  * fully; only then is LATEST replaced (atomically) to name the newest
@@ -116,7 +119,7 @@ CKPT_API int ckpt_store_options_init(ckpt_store_options *opts, unsigned version)
  * committed); CKPT_E_IO (dir or src unreadable, dir cannot be created;
  * write, fsync or rename failed; LATEST or pruning failed after the
  * commit); CKPT_E_UNSUPPORTED
- * (sharded source); the ckpt_open/ckpt_verify code when the source or the
+ * (sharded source: convert it to one file first); the ckpt_open/ckpt_verify code when the source or the
  * written copy is malformed or corrupt; CKPT_E_NOMEM. */
 CKPT_API int ckpt_store_commit(char *path, size_t cap, const char *dir, const char *name,
                                uint64_t step, const char *src, const ckpt_store_options *opts);

@@ -70,6 +70,12 @@ typedef enum ckpt_resume {
     CKPT_RESUME_WARM_START = 2,
     CKPT_RESUME_WEIGHTS_ONLY = 3
 } ckpt_resume;
+/* Full resume: optimizer state for every parameter its param_groups list,
+ * each state tensor of its parameter's shape. Parameters are indices
+ * (Optimizer.state_dict(): paired with the model's floating-point tensors
+ * in order, else as a multiset of shapes) or fully qualified names
+ * (torch.distributed.checkpoint.state_dict.get_state_dict, FSDP's
+ * optim_state_dict: paired by name, a name the model lacks is partial). */
 /* "full-resume", "partial", "warm-start-only", "weights-only"; "unknown"
  * for other values. Static string. */
 CKPT_API const char *ckpt_resume_name(ckpt_resume r);

@@ -32,5 +32,15 @@ __all__ = [
     "AuditFinding", "ReloadReport", "Generation", "Resumed", "AuditWarning", "ResumeWarning", "UnappliedRewriteWarning",
     "Error", "FileError", "OutOfMemoryError", "TruncatedError", "FormatError", "LimitError",
     "UnsupportedError", "UnsafeError", "ChecksumError", "MismatchError", "KeyMismatchError",
-    "InvalidArgumentError", "NotFoundError", "ResumeError",
+    "InvalidArgumentError", "NotFoundError", "ResumeError", "dcp",
 ]
+
+
+def __getattr__(name):
+    """ckpt.dcp on first use: `import ckpt` then `ckpt.dcp.Writer(path)` works
+    as the README writes it, and `import ckpt` alone still imports no torch
+    (ckpt.dcp's classes derive from torch.distributed.checkpoint's)."""
+    if name == "dcp":
+        import importlib
+        return importlib.import_module(".dcp", __name__)
+    raise AttributeError("module %r has no attribute %r" % (__name__, name))

@@ -694,6 +694,9 @@ def load(path, *, unsafe_ok=False, allow=(), map_location=None, mmap=False, devi
     memory. They do not depend on the file afterwards: `sd = ckpt.load(p);
     torch.save(sd, p)` is safe, and a file truncated by another process
     after the load changes nothing (during it: ckpt.TruncatedError).
+    Like torch.load, no checksum is checked (zip CRC-32s, ckpt's digests):
+    a flipped bit in tensor data loads as a wrong value; ckpt.verify(path)
+    first when that matters.
 
     mmap=True (torch.load's name): zero-copy instead. Tensors are
     copy-on-write views of a private mapping of the file when their bytes

@@ -319,7 +319,8 @@ def load_state_dict(module, path_or_state, *, strict=True, normalize=True,
     strict=True: any missing or unexpected key (beyond the allow_* globs,
     fnmatch where '*' crosses '.') raises ckpt.KeyMismatchError carrying
     the MatchReport, and nothing is copied. strict=False tolerates missing
-    and unexpected keys. Shape and dtype mismatches always raise (cast the
+    and unexpected keys, but not a load of nothing: when no expected key
+    matches, KeyMismatchError all the same. Shape and dtype mismatches always raise (cast the
     checkpoint explicitly if a dtype change is meant). Missing keys the
     model ties to a loaded key (tied weights saved once) count as loaded.
     dtype (a floating-point torch.dtype) casts every floating-point tensor

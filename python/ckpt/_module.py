@@ -66,9 +66,11 @@ class AuditFinding:
     """kind: "plain-attribute" (a tensor a submodule holds in an ordinary
     attribute: not in state_dict, so never saved), "non-persistent-buffer"
     (registered with persistent=False: not saved), "tied-parameters"
-    (several names share one tensor: saved once, restored under each name)
-    or "mixed-dtypes" (floating tensors of several dtypes); names: the
-    qualified names involved; message: one sentence."""
+    (several names share one tensor: saved once, restored under each name),
+    "mixed-dtypes" (floating tensors of several dtypes) or "wrapper-prefix"
+    (a torch.compile, DataParallel or DistributedDataParallel wrapper whose
+    segment, "_orig_mod." or "module.", every saved key under it carries);
+    names: the qualified names involved; message: one sentence."""
     kind: str
     names: Tuple[str, ...]
     message: str
@@ -164,4 +166,34 @@ def audit(module):
             "floating tensors of %d dtypes: %s" % (len(parts), "; ".join(
                 "%s x%d (%s%s)" % (dt, len(ns), ", ".join(ns[:4]), ", ..." if len(ns) > 4 else "")
                 for dt, ns in parts))))
+    out.extend(_wrappers(module))
+    return out
+
+
+def _wrappers(module):
+    """A "wrapper-prefix" finding per torch.compile (OptimizedModule: its
+    keys gain "_orig_mod.") or DataParallel / DistributedDataParallel
+    ("module.") wrapper in module, outermost first."""
+    import torch
+    parallel = (torch.nn.DataParallel, torch.nn.parallel.DistributedDataParallel)
+    out, keys = [], None
+    for prefix, m in module.named_modules():
+        if isinstance(m, parallel):
+            seg, what = "module.", type(m).__name__
+        elif type(m).__name__ == "OptimizedModule" and isinstance(
+                getattr(m, "_orig_mod", None), torch.nn.Module):
+            seg, what = "_orig_mod.", "torch.compile"
+        else:
+            continue
+        at = prefix + "." if prefix else ""
+        keys = list(module.state_dict()) if keys is None else keys
+        first = next((k for k in keys if k.startswith(at + seg)), None)
+        if first is None:
+            continue  # nothing saved under it
+        out.append(AuditFinding(
+            "wrapper-prefix", (at + seg[:-1],),
+            "%s is a %s wrapper: every key under it carries '%s' (%s), which a plain "
+            "model's load_state_dict(strict=True) refuses; save the wrapped module (its "
+            "%s attribute) instead; ckpt.load_state_dict strips the segment when that "
+            "completes the match" % (prefix or "the model", what, seg, first, seg[:-1])))
     return out

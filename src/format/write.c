@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "model/dtype.h"
 #include "base/error.h"
@@ -293,6 +294,24 @@ int ckpt_wr_check_options(const ckpt_write_options *o) {
                                 "metadata key \"%s\" given twice", k);
     }
     return 0;
+}
+
+ckpt_format ckpt_wr_format_for_path(const char *path) {
+    static const struct {
+        const char *ext;
+        ckpt_format format;
+    } exts[] = {{".safetensors", CKPT_FORMAT_SAFETENSORS}, {".pt", CKPT_FORMAT_TORCH_ZIP},
+                {".pth", CKPT_FORMAT_TORCH_ZIP},           {".bin", CKPT_FORMAT_TORCH_ZIP},
+                {".ckpt", CKPT_FORMAT_TORCH_ZIP},          {".dcp", CKPT_FORMAT_DCP}};
+    size_t n = strlen(path);
+    while (n > 1 && path[n - 1] == '/') n--; /* "out.dcp/" names a directory */
+    for (size_t i = 0; i < sizeof exts / sizeof *exts; i++) {
+        size_t e = strlen(exts[i].ext);
+        if (n > e && strncasecmp(path + n - e, exts[i].ext, e) == 0 &&
+            (exts[i].format == CKPT_FORMAT_DCP || path[n] == '\0'))
+            return exts[i].format;
+    }
+    return (ckpt_format)0;
 }
 
 int ckpt_write_value_to(ckpt_atomic *a, const ckpt_value *root, ckpt_format format,

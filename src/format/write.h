@@ -71,6 +71,10 @@ typedef struct ckpt_write_stats {
 int ckpt_write_value_to(ckpt_atomic *a, const ckpt_value *root, ckpt_format format,
                         const ckpt_write_options *opts, ckpt_write_stats *stats);
 
+/* The format a path's extension names: .safetensors; .pt .pth .bin .ckpt
+ * (a torch zip); .dcp (a DCP directory, also with trailing slashes);
+ * 0 for any other name. Case-insensitive. */
+ckpt_format ckpt_wr_format_for_path(const char *path);
 /* begin + ckpt_write_value_to + commit (no backup); on failure the target
  * is untouched. */
 int ckpt_write_value(const ckpt_value *root, const char *path, ckpt_format format,

@@ -9,7 +9,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/stat.h>
 
 #include "base/error.h"
@@ -197,24 +196,6 @@ static int merge_metadata(meta_list *m, const ckpt_file *f, const ckpt_convert_o
 }
 
 /* ------------------------------------------------------------ convert */
-
-static ckpt_format format_for(const char *path) {
-    static const struct {
-        const char *ext;
-        ckpt_format format;
-    } exts[] = {{".safetensors", CKPT_FORMAT_SAFETENSORS}, {".pt", CKPT_FORMAT_TORCH_ZIP},
-                {".pth", CKPT_FORMAT_TORCH_ZIP},           {".bin", CKPT_FORMAT_TORCH_ZIP},
-                {".ckpt", CKPT_FORMAT_TORCH_ZIP},          {".dcp", CKPT_FORMAT_DCP}};
-    size_t n = strlen(path);
-    while (n > 1 && path[n - 1] == '/') n--; /* "out.dcp/" names a directory */
-    for (size_t i = 0; i < sizeof exts / sizeof *exts; i++) {
-        size_t e = strlen(exts[i].ext);
-        if (n > e && strncasecmp(path + n - e, exts[i].ext, e) == 0 &&
-            (exts[i].format == CKPT_FORMAT_DCP || path[n] == '\0'))
-            return exts[i].format;
-    }
-    return (ckpt_format)0;
-}
 
 /* What ckpt's DCP reader gives back holds every tensor item of the plan
  * under its name, with its dtype and shape. */
@@ -503,7 +484,7 @@ int ckpt_convert(ckpt_convert_report *report, const char *in, const char *out,
     CKPT_CHECK_OPTIONS(opts, CKPT_CONVERT_OPTIONS_VERSION);
     if (report) *report = (ckpt_convert_report){0};
     if (!in || !out) return ckpt_err(CKPT_E_INVALID_ARG, "", "", CKPT_NO_OFFSET, "path is NULL");
-    ckpt_format fmt = o->format ? o->format : format_for(out);
+    ckpt_format fmt = o->format ? o->format : ckpt_wr_format_for_path(out);
     struct stat st;
     if (!fmt && o->max_shard_size && stat(out, &st) == 0 && S_ISDIR(st.st_mode))
         fmt = CKPT_FORMAT_SAFETENSORS; /* a model directory: transformers' default */

@@ -850,8 +850,8 @@ static int check_fresh_step(store *s, const char *name, uint64_t step,
         if (rc == 0) event(o, CKPT_STORE_EVENT_STEP_TAKEN, s->gens[i].file);
         if (rc == 0)
             return ckpt_err(CKPT_E_INVALID_ARG, s->dir, NULL, CKPT_NO_OFFSET,
-                            "step %" PRIu64 " of %s is already committed as %s (replace "
-                            "it with --replace)",
+                            "step %" PRIu64 " of %s is already committed as %s (to "
+                            "replace it: --replace, replace=True in Python)",
                             step, name, s->gens[i].file);
         if (resource_failure(rc)) return rc;
     }
@@ -1206,6 +1206,83 @@ static int copy_file(void *ctx, ckpt_atomic *a) {
     return rc;
 }
 
+/* Copies the regular file `name` of the directory `from` (symbolic links
+ * followed, as ckpt_open reads them) to a new file of that name in `to`;
+ * done and total count the bytes of the whole directory for progress. */
+static int copy_into(int from, int to, const char *src, const char *name,
+                     const ckpt_store_options *o, uint64_t *done, uint64_t total,
+                     unsigned char *buf) {
+    int in = openat(from, name, O_RDONLY | O_CLOEXEC);
+    if (in < 0)
+        return ckpt_err(CKPT_E_IO, src, name, CKPT_NO_OFFSET, "cannot open %s/%s: %s", src, name,
+                        strerror(errno));
+    int out = openat(to, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    int rc = out < 0
+                 ? ckpt_err(CKPT_E_IO, src, name, CKPT_NO_OFFSET,
+                            "cannot create %s in the staging directory: %s", name, strerror(errno))
+                 : 0;
+    uint64_t off = 0;
+    while (rc == 0) {
+        ssize_t n = read(in, buf, COPY_CHUNK);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0)
+            rc = ckpt_err(CKPT_E_IO, src, name, off, "cannot read %s/%s: %s", src, name,
+                          strerror(errno));
+        if (n <= 0) break;
+        for (ssize_t w = 0, k; rc == 0 && w < n; w += k)
+            if ((k = write(out, buf + w, (size_t)(n - w))) < 0 && errno != EINTR)
+                rc = ckpt_err(CKPT_E_IO, src, name, off + (uint64_t)w,
+                              "cannot write %s into the staging directory: %s", name,
+                              strerror(errno));
+            else if (k < 0)
+                k = 0;
+        off += (uint64_t)n;
+        *done += (uint64_t)n;
+        if (rc == 0 && o->progress)
+            o->progress(o->progress_ctx, *done < total ? *done : total, total);
+    }
+    if (out >= 0 && close(out) != 0 && rc == 0)
+        rc = ckpt_err(CKPT_E_IO, src, name, CKPT_NO_OFFSET, "cannot write %s: %s", name,
+                      strerror(errno));
+    close(in);
+    return rc;
+}
+
+/* The commit of a DCP directory `src` (verified): every regular file in
+ * it copied into a staging directory, then ckpt_store_commit_dir (fsync,
+ * verification of the copy, rename, LATEST, pruning). */
+static int commit_dcp_source(char *path, size_t cap, const char *dir, const char *name,
+                             uint64_t step, const char *src, const ckpt_store_options *o) {
+    ckpt_store_stage *st = NULL;
+    int rc = ckpt_store_stage_dir(&st, dir, name, step, o);
+    if (rc) return rc;
+    int from = open(src, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    int to = open(ckpt_store_stage_path(st), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    DIR *d = from >= 0 ? fdopendir(from) : NULL;
+    unsigned char *buf = ckpt_malloc(COPY_CHUNK);
+    if (!d || to < 0)
+        rc = ckpt_err(CKPT_E_IO, src, NULL, CKPT_NO_OFFSET, "cannot open directory %s: %s",
+                      !d ? src : ckpt_store_stage_path(st), strerror(errno));
+    else if (!buf)
+        rc = nomem(src);
+    uint64_t done = 0, total = rc == 0 ? dir_bytes(AT_FDCWD, src) : 0;
+    if (rc == 0 && o->progress) o->progress(o->progress_ctx, 0, total);
+    for (struct dirent *e; rc == 0 && (e = readdir(d)) != NULL;) {
+        struct stat sb;
+        if (fstatat(dirfd(d), e->d_name, &sb, 0) == 0 && S_ISREG(sb.st_mode))
+            rc = copy_into(dirfd(d), to, src, e->d_name, o, &done, total, buf);
+    }
+    ckpt_free(buf);
+    if (d)
+        closedir(d);
+    else if (from >= 0)
+        close(from);
+    if (to >= 0) close(to);
+    if (rc == 0) rc = ckpt_store_commit_dir(path, cap, st, o);
+    ckpt_store_stage_free(st);
+    return rc;
+}
+
 int ckpt_store_commit(char *path, size_t cap, const char *dir, const char *name, uint64_t step,
                       const char *src, const ckpt_store_options *opts) {
     ckpt_store_options defaults;
@@ -1221,7 +1298,8 @@ int ckpt_store_commit(char *path, size_t cap, const char *dir, const char *name,
     if (fmt == CKPT_FORMAT_SAFETENSORS_SHARDED || fmt == CKPT_FORMAT_TORCH_SHARDED) {
         ckpt_close(f);
         return ckpt_err(CKPT_E_UNSUPPORTED, src, NULL, CKPT_NO_OFFSET,
-                        "a sharded set cannot be committed as one generation file");
+                        "a sharded set cannot be committed as one generation file: "
+                        "`ckpt convert` it to one file and commit that");
     }
     if (rc == 0) rc = ckpt_verify(NULL, f);
     if (rc && !resource_failure(rc)) {
@@ -1237,6 +1315,7 @@ int ckpt_store_commit(char *path, size_t cap, const char *dir, const char *name,
     }
     ckpt_close(f);
     if (rc) return rc;
+    if (fmt == CKPT_FORMAT_DCP) return commit_dcp_source(path, cap, dir, name, step, src, o);
     copy_source ctx = {src, o};
     return ckpt_store_commit_with(path, cap, dir, name, step,
                                   fmt == CKPT_FORMAT_SAFETENSORS ? ".safetensors" : ".pt",

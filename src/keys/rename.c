@@ -663,6 +663,19 @@ int ckpt_rename(ckpt_rename_plan **plan, const char *in, const char *out,
     ckpt_file *f = NULL;
     int rc = ckpt_open(&f, in, opts);
     if (rc) return rc;
+    /* OUT named for the other format would hold bytes its loader rejects */
+    ckpt_format named = out ? ckpt_wr_format_for_path(out) : (ckpt_format)0;
+    if ((named == CKPT_FORMAT_SAFETENSORS || named == CKPT_FORMAT_TORCH_ZIP ||
+         named == CKPT_FORMAT_DCP) &&
+        named != output_format(f)) {
+        ckpt_format kept = output_format(f);
+        ckpt_close(f);
+        return ckpt_err(CKPT_E_INVALID_ARG, out, "", CKPT_NO_OFFSET,
+                        "rename writes IN's format, %s, and OUT's name says %s: name OUT "
+                        "*%s, then `ckpt convert` it if another format is wanted",
+                        ckpt_format_name(kept), ckpt_format_name(named),
+                        kept == CKPT_FORMAT_SAFETENSORS ? ".safetensors" : ".pt");
+    }
     ckpt_arena a = {0};
     rc = rename_file(&p, f, out, rules, nrules, &a);
     ckpt_arena_free(&a);

@@ -6,7 +6,13 @@
 #ifndef CKPT_OPEN_MODEL_DIR_H
 #define CKPT_OPEN_MODEL_DIR_H
 
+#include "base/alloc.h"
+
 /* 1 if `name` (a file name inside the directory) is one of those files. */
 int ckpt_model_dir_weights_name(const char *name);
+/* The path of the first of them present in `dir` (an arena copy): the
+ * file ckpt_open of the directory opens. 0, CKPT_E_IO when there is none,
+ * CKPT_E_NOMEM. */
+int ckpt_model_dir_weights(ckpt_arena *a, const char *dir, const char **out);
 
 #endif

@@ -243,7 +243,7 @@ int ckpt_model_dir_weights_name(const char *name) {
     return 0;
 }
 
-static int model_dir_weights(ckpt_arena *a, const char *dir, const char **out) {
+int ckpt_model_dir_weights(ckpt_arena *a, const char *dir, const char **out) {
     struct stat st;
     for (size_t i = 0; i < N_MODEL_DIR_NAMES; i++) {
         const char *p = ckpt_arena_printf(a, "%s/%s", dir, model_dir_names[i]);
@@ -313,7 +313,7 @@ static int open_dir(ckpt_file **out, const char *path, const ckpt_open_options *
         }
         ckpt_arena a = {0};
         const char *weights = NULL;
-        int rc = model_dir_weights(&a, path, &weights);
+        int rc = ckpt_model_dir_weights(&a, path, &weights);
         if (rc == 0) rc = ckpt_file_open_path(out, weights, opts);
         ckpt_arena_free(&a);
         return rc;

@@ -310,6 +310,16 @@ static int read_index(index_reader *r, const json_t *doc) {
     return 0;
 }
 
+ckpt_format ckpt_sharded_format(const char *path) {
+    /* transformers' WEIGHTS_INDEX_NAME, pytorch_model.bin.index.json, lists
+     * torch.save shards; any other index safetensors shards */
+    static const char bin[] = ".bin.index.json";
+    size_t plen = strlen(path);
+    return plen >= sizeof bin - 1 && !strcmp(path + plen - (sizeof bin - 1), bin)
+               ? CKPT_FORMAT_TORCH_SHARDED
+               : CKPT_FORMAT_SAFETENSORS_SHARDED;
+}
+
 int ckpt_sharded_read(ckpt_file *f, const uint8_t *json, size_t len, const char *dir) {
     if (opening_shards)
         return ckpt_err(CKPT_E_FORMAT, f->path, "", 0,
@@ -318,11 +328,7 @@ int ckpt_sharded_read(ckpt_file *f, const uint8_t *json, size_t len, const char 
     json_error_t err;
     json_t *doc = json_loadb((const char *)json, len, JSON_REJECT_DUPLICATES, &err);
     if (!doc) return ckpt_json_fail(&err, f->path, 0, "sharded index");
-    /* transformers' WEIGHTS_INDEX_NAME, pytorch_model.bin.index.json, lists
-     * torch.save shards; any other index safetensors shards */
-    static const char bin[] = ".bin.index.json";
-    size_t plen = strlen(f->path);
-    int torch = plen >= sizeof bin - 1 && !strcmp(f->path + plen - (sizeof bin - 1), bin);
+    int torch = ckpt_sharded_format(f->path) == CKPT_FORMAT_TORCH_SHARDED;
     index_reader r = {.f = f,
                       .dir = dir,
                       .by_name = json_object(),

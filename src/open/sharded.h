@@ -44,4 +44,9 @@ int ckpt_shard_outside(const char *dir, const char *path, char *target, size_t c
  * errors name the shard's path; a missing shard is CKPT_E_MISMATCH). */
 int ckpt_sharded_read(ckpt_file *f, const uint8_t *json, size_t len, const char *dir);
 
+/* The format of the set an index at `path` describes, by its name as
+ * above: CKPT_FORMAT_TORCH_SHARDED for "*.bin.index.json", else
+ * CKPT_FORMAT_SAFETENSORS_SHARDED. */
+ckpt_format ckpt_sharded_format(const char *path);
+
 #endif

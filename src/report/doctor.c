@@ -22,6 +22,8 @@
 #include "jobs/scan.h"
 #include "model/file.h"
 #include "model/walk.h"
+#include "open/model_dir.h"
+#include "open/sharded.h"
 #include "open/store_dir.h"
 #include "report/json.h"
 #include "report/text.h"
@@ -313,7 +315,9 @@ static ckpt_format detect(const char *path) {
         n = fread(head, 1, sizeof head, fp);
         fclose(fp);
     }
-    return ckpt_detect_format(head, n);
+    ckpt_format f = ckpt_detect_format(head, n);
+    /* an index's text does not say which shards it lists; its name does */
+    return f == CKPT_FORMAT_SAFETENSORS_SHARDED ? ckpt_sharded_format(path) : f;
 }
 
 /* Opens and verifies the file and computes the totals and summaries.
@@ -408,10 +412,26 @@ static int examine_dir(ckpt_doctor_report *r) {
     if (stat(r->path, &st) != 0 || !S_ISDIR(st.st_mode)) return 0;
     if (ckpt_dcp_is_dir(r->path)) return 0; /* one checkpoint, opened as a whole */
     if (ckpt_is_store_dir(r->path)) return examine_store(r);
-    r->dir = r->path;
-    int rc = ckpt_training_analyze_dir(&r->training, r->dir, &r->opts.open);
+    int rc = ckpt_training_analyze_dir(&r->training, r->path, &r->opts.open);
     timed(r, "training", t0);
+    /* weights that do not open (a sharded set missing a shard...): the
+     * report is the one of the file the directory stands for (its index),
+     * which cannot be opened, rather than no report at all. Any other
+     * refusal (weights in several files: several checkpoints) stands. */
+    if (rc && !is_io(rc) && rc != CKPT_E_LIMIT) {
+        ckpt_error e;
+        ckpt_file *f = NULL;
+        const char *weights = NULL;
+        if (capture(r, &e, rc)) return ckpt_err_nomem();
+        int opened = ckpt_model_dir_weights(&r->arena, r->path, &weights) != 0 ||
+                     ckpt_open(&f, weights, &r->opts.open) == 0;
+        ckpt_close(f);
+        if (opened) return ckpt_err(rc, e.file, e.member, e.offset, "%s", e.message);
+        r->path = weights;
+        return 0;
+    }
     if (rc) return rc;
+    r->dir = r->path;
     r->path = ckpt_training_weights_path(r->training);
     if (r->path == NULL)
         return ckpt_err(CKPT_E_NOTFOUND, r->dir, NULL, CKPT_NO_OFFSET,
@@ -642,7 +662,8 @@ static int concern_integrity(const ckpt_doctor_report *r, ckpt_buf *b) {
                     : r->f                      ? "corrupt: "
                                                 : "cannot be opened: ");
     ckpt_buf_str(b, r->err.message);
-    put_location(b, &r->err, r->f ? ckpt_file_path(r->f) : NULL);
+    /* a set that cannot be opened fails in one of its files: named */
+    put_location(b, &r->err, r->f ? ckpt_file_path(r->f) : r->path);
     return 1;
 }
 
@@ -782,6 +803,8 @@ static void json_integrity(const ckpt_doctor_report *r, ckpt_jw *j) {
         ckpt_jw_object_begin(j);
         ckpt_jw_key(j, "message");
         ckpt_jw_string(j, r->err.message);
+        ckpt_jw_key(j, "file"); /* a set's shard, or the file examined */
+        ckpt_jw_string(j, r->err.file[0] ? r->err.file : NULL);
         ckpt_jw_key(j, "member");
         ckpt_jw_string(j, r->err.member[0] ? r->err.member : NULL);
         ckpt_jw_key(j, "offset");

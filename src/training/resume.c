@@ -1,7 +1,9 @@
 /* training_resume.c - whether training can resume from a checkpoint: each
  * optimizer's per-parameter state is paired with the model's parameters
- * (in order when the model's order is known, else as a multiset of shapes),
- * and the verdict, its reasons, the warnings, the optimizer-to-model ratio
+ * (by name when the optimizer names its parameters by fully qualified
+ * name, as torch.distributed.checkpoint.state_dict's get_state_dict and
+ * FSDP's optim_state_dict write it; otherwise in order when the model's
+ * order is known, else as a multiset of shapes), and the verdict, its reasons, the warnings, the optimizer-to-model ratio
  * and the main weights file are decided (ckpt_tr_finish; rules in ckpt.h). */
 #include <math.h>
 #include <stdio.h>
@@ -9,11 +11,17 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "base/strmap.h"
 #include "training/training.h"
 #include "model/value.h"
 
 /* Parameters named per problem sentence before "and N more". */
 #define NAMES_MAX 8
+
+/* The id of a parameter named by its fully qualified name ("fc1.weight"):
+ * this bit and the name's number in the check's list of names. An index
+ * with this bit set (above 2^63) is no parameter index. */
+#define FQN_BIT (UINT64_C(1) << 63)
 
 /* ------------------------------------------------------------ matching */
 
@@ -65,12 +73,22 @@ static const ckpt_value *find_entry(const state_entry *es, size_t n, uint64_t id
     return lo > 0 && es[lo - 1].id == id ? es[lo - 1].entry : NULL;
 }
 
-/* A model's parameters, in its order. */
+/* A model's parameters, in its order, and the component's path ("model"). */
 typedef struct model_params {
     const tr_tensor **p;
     size_t n;
+    const char *path;
     int ordered;
 } model_params;
+
+/* A model tensor's name inside its component: "fc1.weight" for
+ * "model.fc1.weight" of the model at "model". */
+static const char *name_in_model(const model_params *m, const tr_tensor *x) {
+    size_t n = strlen(m->path);
+
+    if (n && strncmp(x->name, m->path, n) == 0 && x->name[n] == '.') return x->name + n + 1;
+    return x->name;
+}
 
 /* Everything one optimizer check needs and produces. */
 typedef struct check {
@@ -84,11 +102,39 @@ typedef struct check {
     const model_params *named; /* a model with as many parameters, for
                                   naming parameters, or NULL */
     size_t problems;
-    const char *how; /* how the shapes were matched, or NULL */
+    const char *how;   /* how the shapes were matched, or NULL */
+    ckpt_strmap names; /* fully qualified parameter name -> its number */
+    const char **fqns; /* the names by number (borrowed from the tree) */
+    size_t nfqns, cfqns;
 } check;
 
-/* "2 (model.fc2.weight)" for parameter number pos, in the arena. */
+/* The id of an optimizer "state" key or "params" item: an index, or a
+ * parameter's fully qualified name (numbered in order of appearance).
+ * 1 and *id, 0 when it is neither, CKPT_E_NOMEM. */
+static int param_key(check *k, const ckpt_value *v, uint64_t *id) {
+    ckpt_strmap_slot *slot;
+    int rc;
+
+    if (ckpt_tr_param_id(v, id)) return (*id & FQN_BIT) == 0;
+    if (v->kind != CKPT_KIND_STR || v->u.s.len == 0) return 0;
+    rc = ckpt_strmap_put(&k->names, v->u.s.p, v->u.s.len, k->nfqns, &slot);
+    if (rc < 0) return CKPT_E_NOMEM;
+    if (rc == 1) {
+        if (ckpt_arena_grow(&k->t->arena, (void **)&k->fqns, &k->cfqns, k->nfqns + 1,
+                            sizeof *k->fqns))
+            return ckpt_tr_nomem();
+        k->fqns[k->nfqns++] = v->u.s.p;
+    }
+    *id = FQN_BIT | (uint64_t)slot->val;
+    return 1;
+}
+
+/* "2 (model.fc2.weight)" for parameter number pos, or "'fc2.weight'" for
+ * a parameter named by name, in the arena. */
 static const char *param_label(check *k, const opt_param *p) {
+    if (p->id & FQN_BIT)
+        return ckpt_tr_sticky(k->t,
+                              ckpt_arena_printf(&k->t->arena, "'%s'", k->fqns[p->id & ~FQN_BIT]));
     if (k->named && p->pos < k->named->n)
         return ckpt_tr_sticky(k->t, ckpt_arena_printf(&k->t->arena, "%llu (%s)",
                                                       (unsigned long long)p->id,
@@ -120,10 +166,12 @@ static int gather_params(check *k, const ckpt_value *state, const ckpt_value *gr
     ckpt_training *t = k->t;
     size_t n = state ? state->u.dict.n : 0, i, j, m = 0, cap = 0, bad = 0;
     state_entry *es = ckpt_arena_array(&t->arena, n ? n : 1, sizeof *es);
+    int rc;
 
     if (es == NULL) return ckpt_tr_nomem();
     for (i = 0; i < n; i++) {
-        if (ckpt_tr_param_id(state->u.dict.keys[i], &es[m].id)) {
+        if ((rc = param_key(k, state->u.dict.keys[i], &es[m].id)) < 0) return rc;
+        if (rc) {
             es[m].seq = i;
             es[m++].entry = state->u.dict.vals[i];
         } else {
@@ -133,8 +181,8 @@ static int gather_params(check *k, const ckpt_value *state, const ckpt_value *gr
     qsort(es, m, sizeof *es, cmp_state_entry);
     *entries = es;
     *nentries = m;
-    if (bad && problem(k, "%s: %zu \"state\" key%s %s not a parameter index", k->where, bad,
-                       bad == 1 ? "" : "s", bad == 1 ? "is" : "are"))
+    if (bad && problem(k, "%s: %zu \"state\" key%s %s neither a parameter index nor a name",
+                       k->where, bad, bad == 1 ? "" : "s", bad == 1 ? "is" : "are"))
         return CKPT_E_NOMEM;
     if (groups == NULL) {
         for (i = 0; i < m; i++) {
@@ -156,15 +204,12 @@ static int gather_params(check *k, const ckpt_value *state, const ckpt_value *gr
                 return CKPT_E_NOMEM;
             continue;
         }
-        for (j = 0; j < ids->u.seq.n; j++) {
+        for (j = 0, bad = 0; j < ids->u.seq.n; j++) {
             uint64_t id;
 
-            if (!ckpt_tr_param_id(ids->u.seq.items[j], &id)) {
-                if (problem(k,
-                            "%s: param group %zu lists a parameter that "
-                            "is not an index",
-                            k->where, i))
-                    return CKPT_E_NOMEM;
+            if ((rc = param_key(k, ids->u.seq.items[j], &id)) < 0) return rc;
+            if (rc == 0) {
+                bad++;
                 continue;
             }
             if (ckpt_arena_grow(&t->arena, (void **)&k->params, &cap, k->nparams + 1,
@@ -174,6 +219,11 @@ static int gather_params(check *k, const ckpt_value *state, const ckpt_value *gr
             k->params[k->nparams].pos = k->nparams;
             k->nparams++;
         }
+        if (bad && problem(k,
+                           "%s: param group %zu lists %zu parameter%s that %s neither an "
+                           "index nor a name",
+                           k->where, i, bad, bad == 1 ? "" : "s", bad == 1 ? "is" : "are"))
+            return CKPT_E_NOMEM;
     }
     return 0;
 }
@@ -231,6 +281,76 @@ static int attach_state(check *k, const state_entry *es, size_t nes, int statele
                    "optimizer state: %s",
                    k->where, missing, k->nparams, k->nparams == 1 ? "" : "s",
                    missing == 1 ? "s" : "ve", list);
+}
+
+/* Pairs parameters named by name with the model parameters of that name
+ * (a name several models hold: the first model's); names every parameter
+ * no model holds and every state shape that differs from its parameter's. */
+static int match_names(check *k) {
+    ckpt_training *t = k->t;
+    ckpt_strmap byname = {0};
+    const tr_tensor **pool;
+    size_t i, j, npool = 0, absent = 0, bad = 0;
+    int rc = 0;
+
+    for (i = 0; i < k->nmodels; i++) npool += k->models[i].n;
+    pool = ckpt_arena_array(&t->arena, npool + 1, sizeof *pool);
+    if (pool == NULL || ckpt_strmap_reserve(&byname, npool)) {
+        ckpt_strmap_free(&byname);
+        return ckpt_tr_nomem();
+    }
+    npool = 0;
+    for (i = 0; i < k->nmodels; i++)
+        for (j = 0; j < k->models[i].n; j++) {
+            const char *name = name_in_model(&k->models[i], k->models[i].p[j]);
+            ckpt_strmap_slot *slot;
+
+            pool[npool] = k->models[i].p[j];
+            if (ckpt_strmap_put(&byname, name, strlen(name), npool++, &slot) < 0) {
+                ckpt_strmap_free(&byname);
+                return ckpt_tr_nomem();
+            }
+        }
+    for (i = 0; i < k->nparams && rc == 0; i++) {
+        const opt_param *p = &k->params[i];
+        const char *name;
+        const ckpt_strmap_slot *slot;
+        size_t len;
+
+        if ((p->id & FQN_BIT) == 0) continue;
+        name = k->fqns[p->id & ~FQN_BIT];
+        len = strlen(name);
+        slot = ckpt_strmap_find(&byname, name, len, ckpt_strmap_hash(name, len));
+        if (slot == NULL) {
+            if (++absent <= NAMES_MAX)
+                rc = problem(k, "%s: parameter %s is not a parameter of the model", k->where,
+                             param_label(k, p));
+        } else if (p->shaped && !ckpt_tr_same_shape(p->shaped, pool[slot->val]->t)) {
+            if (++bad <= NAMES_MAX)
+                rc = problem(k, "%s: parameter %s: state shape %s, the model's parameter has %s",
+                             k->where, param_label(k, p), ckpt_tr_shape_text(t, p->shaped),
+                             ckpt_tr_shape_text(t, pool[slot->val]->t));
+        }
+    }
+    ckpt_strmap_free(&byname);
+    if (rc) return CKPT_E_NOMEM;
+    if (absent > NAMES_MAX && problem(k, "%s: and %zu more parameters the model does not hold",
+                                      k->where, absent - NAMES_MAX))
+        return CKPT_E_NOMEM;
+    if (bad > NAMES_MAX &&
+        problem(k, "%s: and %zu more shape mismatches", k->where, bad - NAMES_MAX))
+        return CKPT_E_NOMEM;
+    if (absent == 0 && bad == 0) k->how = "by name";
+    return 0;
+}
+
+/* 1 when some parameter is named by its fully qualified name. */
+static int named_by_name(const check *k) {
+    size_t i;
+
+    for (i = 0; i < k->nparams; i++)
+        if (k->params[i].id & FQN_BIT) return 1;
+    return 0;
 }
 
 /* Pairs state shapes with the model's parameters: in order with a model of
@@ -302,9 +422,21 @@ static int match_shapes(check *k) {
                                    "parameter",
                                    k->where, bad - NAMES_MAX))
         return CKPT_E_NOMEM;
-    if (bad == 0 && nq > 0)
-        k->how = "as a multiset of shapes (the optimizer's parameter "
-                 "order is not the model's)";
+    if (bad > 0 || nq == 0) return 0;
+    for (i = 0; i < k->nmodels && k->models[i].n != k->nparams; i++)
+        ;
+    if (i < k->nmodels) {
+        k->how = "as a multiset of shapes (the optimizer's parameter order is not the model's)";
+    } else {
+        /* no model has as many: buffers or frozen parameters are among the
+         * model's floating-point tensors, and no order can pair them */
+        k->how = ckpt_tr_sticky(
+            t, ckpt_arena_printf(&t->arena,
+                                 "as a multiset of shapes (the model has %zu floating-point "
+                                 "tensors, the optimizer %zu parameters: buffers or frozen "
+                                 "parameters are not paired in order)",
+                                 npool, k->nparams));
+    }
     return 0;
 }
 
@@ -325,7 +457,7 @@ static int check_optimizer(ckpt_training *t, tr_comp *oc, model_params *models, 
     const ckpt_value *state = ckpt_tr_dict_get(c->value, "state");
     check k;
     state_entry *es = NULL;
-    size_t nes = 0, with_state, i, mparams = 0;
+    size_t nes = 0, with_state = 0, i, mparams = 0;
     int rc;
 
     memset(&k, 0, sizeof k);
@@ -340,24 +472,27 @@ static int check_optimizer(ckpt_training *t, tr_comp *oc, model_params *models, 
                                            "Optimizer.load_state_dict needs them)",
                                            k.where))
         return CKPT_E_NOMEM;
-    if ((rc = gather_params(&k, state, c->param_groups, &es, &nes))) return rc;
+    rc = gather_params(&k, state, c->param_groups, &es, &nes);
     for (i = 0; i < nmodels; i++) {
         if (models[i].n == k.nparams && k.named == NULL) k.named = &models[i];
         mparams = models[i].n > mparams ? models[i].n : mparams;
     }
     /* SGD without momentum needs no state: torch 1.13 writes entries
      * holding None, later versions none at all. */
-    if ((rc = attach_state(&k, es, nes, strcmp(c->type, "SGD") == 0, &with_state))) return rc;
-    c->params = k.nparams;
-    c->params_with_state = with_state;
-    if (c->param_groups == NULL && mparams > k.nparams &&
+    if (rc == 0) rc = attach_state(&k, es, nes, strcmp(c->type, "SGD") == 0, &with_state);
+    if (rc == 0) {
+        c->params = k.nparams;
+        c->params_with_state = with_state;
+    }
+    if (rc == 0 && c->param_groups == NULL && mparams > k.nparams &&
         problem(&k, "%s: state for %zu parameter%s, the model has %zu", k.where, k.nparams,
                 k.nparams == 1 ? "" : "s", mparams))
-        return CKPT_E_NOMEM;
-    if (nmodels > 0 && (rc = match_shapes(&k))) return rc;
+        rc = CKPT_E_NOMEM;
+    if (rc == 0 && nmodels > 0) rc = named_by_name(&k) ? match_names(&k) : match_shapes(&k);
+    ckpt_strmap_free(&k.names);
     *problems = k.problems;
     *how = k.how;
-    return 0;
+    return rc;
 }
 
 /* ------------------------------------------------------------ verdict */
@@ -412,6 +547,7 @@ static int model_list(ckpt_training *t, model_params **out, size_t *n) {
         for (j = 0; j < c->ntensors; j++)
             if (ckpt_tr_is_param(&c->tensors[j])) ms[m].p[ms[m].n++] = &c->tensors[j];
         ms[m].ordered = c->ordered;
+        ms[m].path = c->pub.name;
         m++;
     }
     *out = ms;
@@ -439,7 +575,6 @@ static int reason_models(ckpt_training *t, int dir_mode) {
 static int decide(ckpt_training *t, int dir_mode) {
     static const ckpt_component_kind training_state[] = {
         CKPT_COMPONENT_SCHEDULER, CKPT_COMPONENT_SCALER, CKPT_COMPONENT_RNG, CKPT_COMPONENT_DATA};
-    static const ckpt_component_kind counters[] = {CKPT_COMPONENT_COUNTER};
     model_params *models = NULL;
     size_t nmodels = 0, i, problems = 0, first;
     const char *s;
@@ -488,14 +623,14 @@ static int decide(ckpt_training *t, int dir_mode) {
     if (nmodels == 0)
         return ckpt_tr_reason(t, "no model weights, optimizer or training "
                                  "state found");
+    /* counters (an epoch beside the weights) are listed with their values
+     * by the report, as for every verdict: not repeated as a reason */
     if (ckpt_tr_reason(t, "model weights only, no optimizer or training "
                           "state: a deployment file, not a resume "
                           "checkpoint") ||
         reason_models(t, dir_mode))
         return CKPT_E_NOMEM;
-    s = list_kinds(t, counters, 1, dir_mode);
-    if (s == NULL) return ckpt_tr_nomem();
-    return s[0] ? ckpt_tr_reason(t, "counters: %s", s) : 0;
+    return 0;
 }
 
 /* 1 when some analysed file holds F16 or BF16 tensors: only then can the

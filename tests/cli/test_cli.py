@@ -722,6 +722,44 @@ def test_doctor_sharded_index():
               "detected")
 
 
+def test_doctor_model_folder_missing_shard():
+    """A model folder whose sharded set lacks a shard gets the report of its
+    index (cannot be opened, the shard named), text and JSON, exit 1: it
+    used to get no report at all, only the error on stderr."""
+    folder = os.path.join(TMP, "folder-missing-shard")
+    os.mkdir(folder)
+    rc, _, err = run("convert", TRAIN_PT, folder, "--select", "model",
+                     "--max-shard-size", "1000")
+    assert_eq(rc, 0, "convert (stderr %r)" % err)
+    shards = sorted(n for n in os.listdir(folder) if n.endswith(".safetensors"))
+    assert len(shards) >= 2, shards
+    os.unlink(os.path.join(folder, shards[-1]))
+    rc, out, _ = run("doctor", folder)
+    assert_eq(rc, 1, "exit code")
+    first = out.splitlines()[0]
+    assert first.startswith("ATTENTION: cannot be opened: shard \"%s\"" % shards[-1]), first
+    assert "  safetensors-sharded (could not be opened), " in out, out
+    # the file that fails is named (the examined path is the index)
+    assert "  FAILED: %s: " % os.path.join(folder, shards[-1]) in out, out
+    rc, doc, _ = run_json("doctor", "--json", folder)
+    assert_eq(rc, 1, "exit code, --json")
+    assert_eq(doc["file"], os.path.join(folder, "model.safetensors.index.json"), "file")
+    assert_eq(doc["verdict"], "attention", "verdict")
+    # .bin shards (pytorch_model.bin.index.json), one truncated: the set is
+    # detected as the torch set it is (it was called safetensors-sharded)
+    bins = os.path.join(TMP, "folder-truncated-bin-shard")
+    os.mkdir(bins)
+    rc, _, err = run("convert", TRAIN_PT, bins, "--select", "model", "--format", "torch",
+                     "--max-shard-size", "1000")
+    assert_eq(rc, 0, "convert .bin shards (stderr %r)" % err)
+    last = sorted(n for n in os.listdir(bins) if n.endswith(".bin"))[-1]
+    with open(os.path.join(bins, last), "r+b") as fh:
+        fh.truncate(100)
+    rc, doc, _ = run_json("doctor", "--json", bins)
+    assert_eq((rc, doc["sections"]["format"]["detected"]), (1, "torch-sharded"), "detected")
+    assert_eq(doc["sections"]["integrity"]["error"]["file"], os.path.join(bins, last), "file")
+
+
 @corpus
 def test_doctor_ckpt_written_safetensors():
     out = os.path.join(TMP, "written.safetensors")
@@ -903,6 +941,10 @@ def test_usage():
     assert re.match(r"^ckpt \d+\.\d+\.\d+ \(libckpt \d+\.\d+\.\d+\)\n$",
                     run("--version")[1])
     assert run("help", "inspect")[1].startswith("usage: ckpt inspect")
+    # the unknown command is named (was "ckpt: help: unknown command")
+    assert run("help", "frobnicate")[2].startswith("ckpt help: unknown command 'frobnicate'\n")
+    # the formats the tool opens, directories included
+    assert "torch.distributed.checkpoint" in out and "sharded sets" in out, out
 
 
 COMMANDS = ("inspect", "verify", "doctor", "scan", "store", "match", "diff",

@@ -77,6 +77,51 @@ def rank_commit_and_single(dir, single):
         assert p == os.path.join(single, "ckpt-1.pt"), p
 
 
+def fsdp_training(seed):
+    """An FSDP2 (fully_shard) MLP over every rank, AdamW and StepLR."""
+    import torch
+    import torch.distributed as dist
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+    torch.manual_seed(seed)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 6), torch.nn.ReLU(), torch.nn.Linear(6, 3))
+    fully_shard(model, mesh=init_device_mesh("cpu", (dist.get_world_size(),)))
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    return model, opt, torch.optim.lr_scheduler.StepLR(opt, 1, gamma=0.5)
+
+
+def train_step(model, opt, sched, x):
+    model(x).sum().backward()
+    opt.step()
+    opt.zero_grad()
+    sched.step()
+
+
+def rank_resume_fsdp(dir):
+    """Commits steps 1 and 2 of an FSDP2 run, resumes a fresh FSDP2 model
+    (other initial weights), optimizer and scheduler from the store on
+    every rank: the next step is bitwise the uninterrupted run's. resume
+    used to assemble the full tensors in each process and fail in
+    load_state_dict ("mixed torch.Tensor and DTensor")."""
+    import torch
+    import ckpt
+    model, opt, sched = fsdp_training(0)
+    store = ckpt.Store(dir)
+    torch.manual_seed(1)
+    for step in (1, 2):
+        train_step(model, opt, sched, torch.randn(2, 8))
+        store.commit({"model": model, "optimizer": opt, "scheduler": sched}, step)
+    model2, opt2, sched2 = fsdp_training(5)
+    r = store.resume(model2, opt2, sched2)
+    assert (r.step, r.restored) == (2, ("model", "optimizer", "scheduler")), r
+    assert sched2.state_dict() == sched.state_dict()
+    x = torch.randn(4, 8)
+    train_step(model, opt, sched, x)
+    train_step(model2, opt2, sched2, x)
+    for a, b in zip(model.parameters(), model2.parameters()):
+        assert torch.equal(a.full_tensor(), b.full_tensor())
+
+
 def check_store(d, steps, latest):
     import torch
     import ckpt
@@ -109,6 +154,10 @@ def test_a_commit_prune_resume():
     r = ckpt.Store(d).resume(model, None, allow_warm_start=True)
     assert r.step == 3 and "model" in r.restored, r
     assert torch.equal(model.weight.detach(), weights(3)["weight"])
+
+
+def test_c_resume_fsdp():
+    dcp_ranks.run(SCRIPT, "rank_resume_fsdp", 2, os.path.join(TMP, "fsdp"))
 
 
 def test_b_crash_points():

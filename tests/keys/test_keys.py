@@ -530,6 +530,11 @@ def _():
     eq([t["differing"] for t in got["tensors"]], [0] * 10)
     rc, got = run_json("diff", a, b, "--json", "--rtol=0.004")
     eq([t["differing"] for t in got["tensors"]], [0] * 10)
+    # the text's counts add up to the common keys: those within tolerance
+    # are counted (they were in none of the counts)
+    rc, out, _ = run("diff", a, b, "--atol", "1e-3")
+    assert "; 1 key bitwise equal, 10 within tolerance, 0 with different values" in \
+        out.splitlines()[0], out
 
 
 @case("diff --keys-only on manifests")

@@ -458,3 +458,18 @@ def test_library_calls_per_load_do_not_grow_with_typed_values(tmp_path, monkeypa
                 assert got[k] == v, k
         seen.append(dict(calls))
     assert seen[0] == seen[1], seen
+
+
+def test_dcp_reachable_after_import_ckpt():
+    """`import ckpt` then `ckpt.dcp.load(path)`, as the README writes it
+    (was AttributeError: ckpt.dcp needed its own import); `import ckpt`
+    alone imports no torch."""
+    pytest.importorskip("torch.distributed.checkpoint")  # torch >= 2.0
+    import subprocess
+    import sys
+    code = ("import sys, ckpt; assert 'torch' not in sys.modules; "
+            "print(ckpt.dcp.Writer.__name__, ckpt.dcp.load.__name__, 'dcp' in dir(ckpt))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)), timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["Writer", "load", "True"]

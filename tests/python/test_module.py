@@ -196,3 +196,21 @@ def test_allowed_missing_tied_and_training_checkpoint(tmp_path):
     rep = ckpt.load_state_dict(b, saved)
     assert rep.complete and rep.tied == (("head.weight", "embed.weight"),)
     assert torch.equal(b.head.weight, a.embed.weight)
+
+
+def test_audit_names_wrapper_prefixes(tmp_path):
+    """A DataParallel (or DDP) or torch.compile wrapper saved as is gives
+    keys with "module." / "_orig_mod.": ckpt.save said nothing while ckpt
+    doctor calls the file ATTENTION."""
+    inner = nn.Sequential(nn.Linear(3, 2))
+    found = ckpt.audit(nn.DataParallel(inner))
+    assert [(f.kind, f.names) for f in found] == [("wrapper-prefix", ("module",))]
+    assert "carries 'module.' (module.0.weight)" in found[0].message
+    with pytest.warns(ckpt.AuditWarning, match="wrapper"):
+        ckpt.save({"model": nn.DataParallel(inner)}, tmp_path / "dp.pt")
+    assert ckpt.audit(inner) == []
+    if hasattr(torch, "compile"):  # torch >= 2.0
+        outer = nn.Sequential(torch.compile(nn.Linear(2, 2)), nn.ReLU())
+        found = ckpt.audit(outer)
+        assert [(f.kind, f.names) for f in found] == [("wrapper-prefix", ("0._orig_mod",))]
+        assert "(0._orig_mod.weight)" in found[0].message

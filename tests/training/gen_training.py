@@ -33,9 +33,20 @@ test_training.py):
                       trainer_state.json, config.json, training_args.bin,
                       vocab.txt
   hf_no_optimizer/    the same without optimizer.pt
+  fqn_adam.pt         MLP with BatchNorm + Adam + StepLR, the optimizer state
+                      keyed by parameter name as torch.distributed.checkpoint.
+                      state_dict.get_state_dict (torch >= 2.2) returns it: "state"
+                      and each group's "params" hold "fc1.weight"..., not
+                      indices (what a DCP save of an FSDP2 or DDP run holds)
+  buffer_adam.pt      MLP with a floating-point buffer of the root module
+                      ("scale", first in state_dict order) + Adam + StepLR:
+                      the model has one floating-point tensor more than the
+                      optimizer has parameters
+  fqn_unknown.pt      fqn_adam.pt with the state and group entry of "fc2.bias"
+                      renamed "fc3.bias", a name the model does not hold
 
 tests/training/data/ holds missing_state.pt, mismatch.pt, no_optimizer.pt,
-sgd_plain.pt and hf_trainer/ as this script writes them (it is
+sgd_plain.pt, fqn_adam.pt, fqn_unknown.pt, buffer_adam.pt and hf_trainer/ as this script writes them (it is
 deterministic), for the C unit test tests/test_training.c.
 
 torch.cuda.amp.GradScaler(enabled=False).state_dict() is {} on a CPU-only
@@ -169,9 +180,38 @@ def write_files(out):
     save(model.state_dict(), "weights_only.pt")
     save({"model": model.state_dict(), "epoch": 3}, "weights_epoch.pt")
 
+    model, opt, sched = setup(adam, bn=True)
+    sd = by_name(model, opt.state_dict())
+    save({"model": model.state_dict(), "optimizer": sd,
+          "scheduler": sched.state_dict(), "epoch": 3}, "fqn_adam.pt")
+    sd["state"]["fc3.bias"] = sd["state"].pop("fc2.bias")
+    sd["param_groups"][0]["params"][-1] = "fc3.bias"
+    save({"model": model.state_dict(), "optimizer": sd,
+          "scheduler": sched.state_dict(), "epoch": 3}, "fqn_unknown.pt")
+
+    torch.manual_seed(0)
+    model = MLP()
+    model.register_buffer("scale", torch.ones(3))
+    opt = adam(model.parameters())
+    sched = torch.optim.lr_scheduler.StepLR(opt, step_size=2, gamma=0.5)
+    train(model, opt, sched)
+    save({"model": model.state_dict(), "optimizer": opt.state_dict(),
+          "scheduler": sched.state_dict(), "epoch": 3}, "buffer_adam.pt")
+
     write_lightning(out)
     write_hf(os.path.join(out, "hf_trainer"), with_optimizer=True)
     write_hf(os.path.join(out, "hf_no_optimizer"), with_optimizer=False)
+
+
+def by_name(model, sd):
+    """Optimizer.state_dict() keyed by parameter name, as get_state_dict's
+    _get_optim_state_dict writes it: each index becomes the parameter's
+    fully qualified name, in "state" and in every group's "params"."""
+    names = {i: n for i, (n, _) in enumerate(model.named_parameters())}
+    groups = [dict(g, params=[names[i] for i in g["params"]])
+              for g in sd["param_groups"]]
+    return {"state": {names[i]: v for i, v in sd["state"].items()},
+            "param_groups": groups}
 
 
 def write_lightning(out):

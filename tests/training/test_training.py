@@ -299,6 +299,12 @@ def test_weights_only():
     assert_eq((rc, doc["resume"]["verdict"]), (0, "weights-only"),
               "with an epoch counter")
     assert_eq(counter(doc, "epoch")["value"], 3, "epoch")
+    # the counter is listed once, with its value (it was also a reason,
+    # "counters: counter (int) at 'epoch'", printed just above it)
+    assert not any("counter" in r for r in doc["resume"]["reasons"]), doc["resume"]
+    rc, out, _ = run("doctor", gen("weights_epoch.pt"))
+    assert_eq([l.strip() for l in out.splitlines() if "counter" in l],
+              ["counters: epoch = 3 (int)"], "one counters line")
 
 
 def test_lightning():

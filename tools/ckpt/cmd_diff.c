@@ -351,7 +351,7 @@ static void print_rewrite(const ckpt_diff_result *r) {
 }
 
 static void print_text(const diff_args *a, const ckpt_diff_result *r) {
-    size_t i, n = ckpt_diff_tensor_count(r), differ = 0;
+    size_t i, n = ckpt_diff_tensor_count(r), differ = 0, within = 0;
     size_t vd = ckpt_diff_value_count(r, CKPT_DIFF_VALUES_DIFFERING);
     uint64_t nv = ckpt_diff_values_equal(r) + vd +
                   ckpt_diff_value_count(r, CKPT_DIFF_VALUES_ONLY_IN_A) +
@@ -361,6 +361,7 @@ static void print_text(const diff_args *a, const ckpt_diff_result *r) {
         const ckpt_tensor_diff *d = ckpt_diff_tensor(r, i);
 
         differ += !d->compared || d->differing;
+        within += d->compared && !d->differing;
     }
     if (ckpt_diff_identical(r))
         printf("%sIDENTICAL%s", cli_color(CLI_GREEN), cli_color(CLI_RESET));
@@ -375,9 +376,12 @@ static void print_text(const diff_args *a, const ckpt_diff_result *r) {
     if (a->opts.keys_only) {
         fputs(" (keys only)", stdout);
     } else {
-        printf("; %" PRIu64 " key%s bitwise equal, %zu with different "
-               "values",
-               ckpt_diff_equal_count(r), cli_plural(ckpt_diff_equal_count(r)), differ);
+        printf("; %" PRIu64 " key%s bitwise equal, ", ckpt_diff_equal_count(r),
+               cli_plural(ckpt_diff_equal_count(r)));
+        /* keys whose bytes differ but whose values are within --atol/--rtol:
+         * counted, so that the counts add up to the common keys */
+        if (within) printf("%zu within tolerance, ", within);
+        printf("%zu with different values", differ);
         if (nv)
             printf("; values: %zu only in A, %zu only in B, %zu differ%s, "
                    "%" PRIu64 " equal",

@@ -83,7 +83,8 @@ static void show_integrity(const ckpt_doctor_report *r) {
                cli_color(CLI_RESET));
         /* a set's problem is in one of its files: name it */
         const ckpt_file *f = ckpt_doctor_file(r);
-        if (f && err.file[0] && strcmp(err.file, ckpt_file_path(f)) != 0) {
+        const char *own = f ? ckpt_file_path(f) : ckpt_doctor_path(r);
+        if (err.file[0] && strcmp(err.file, own) != 0) {
             cli_put_text(stdout, err.file, strlen(err.file));
             fputs(": ", stdout);
         }

@@ -175,8 +175,9 @@ const cli_command cli_cmd_rename = {
     opts,
     "Renames the tensor keys of IN by the rules (--strip-prefix,\n"
     "--add-prefix, --replace, --auto), in the order given, and writes OUT\n"
-    "atomically in IN's format (safetensors, or a torch zip). Nested dicts\n"
-    "keep their shape where the new names allow it.\n",
+    "atomically in IN's format (safetensors, or a torch zip; an OUT named\n"
+    "for the other format is refused: rename, then `ckpt convert`). Nested\n"
+    "dicts keep their shape where the new names allow it.\n",
     "A rule that matches no key is refused, and so are two keys that would\n"
     "get one name (both are named).\n"
     "Exit status: 0 written, 1 refused (collision, no complete --auto\n"

@@ -53,7 +53,9 @@ void cli_doc_man(FILE *out, const cli_command *const *cmds, size_t n) {
           ".SH SYNOPSIS\n.B ckpt\n\\fICOMMAND\\fR [\\fIARGS\\fR...]\n.br\n"
           ".B ckpt help\n[\\fICOMMAND\\fR | \\-\\-man | \\-\\-completion bash|zsh]\n"
           ".SH DESCRIPTION\nOpens ML checkpoints (safetensors, PyTorch zip and "
-          "legacy files, pickles) safely: nothing in them is ever executed.\n"
+          "legacy files, pickles, sharded sets, model folders, "
+          "torch.distributed.checkpoint directories) safely: nothing in them is ever "
+          "executed.\n"
           ".SH COMMANDS\n",
           out);
     for (i = 0; i < n; i++) /* a command with subcommands lists them all */

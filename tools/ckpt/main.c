@@ -23,7 +23,8 @@ static void usage(FILE *out) {
           "       ckpt help --man | --completion bash|zsh\n"
           "\n"
           "Opens ML checkpoints (safetensors, PyTorch zip and legacy files,\n"
-          "pickles) safely: nothing in them is ever executed.\n"
+          "pickles, sharded sets, model folders, torch.distributed.checkpoint\n"
+          "directories) safely: nothing in them is ever executed.\n"
           "\n"
           "commands:\n",
           out);
@@ -63,7 +64,13 @@ static int help(int argc, char **argv) {
     }
     cmd = find_command(argv[1]);
     if (cmd == NULL || argc > 2) {
-        fputs(cmd ? "ckpt: help takes one command\n" : "ckpt: help: unknown command\n", stderr);
+        if (cmd) {
+            fputs("ckpt: help takes one command\n", stderr);
+        } else {
+            fputs("ckpt help: unknown command '", stderr);
+            cli_put_text(stderr, argv[1], strlen(argv[1]));
+            fputs("'\n", stderr);
+        }
         usage(stderr);
         return CLI_USAGE;
     }
