@@ -188,6 +188,96 @@ TEST(fifo_open_does_not_block) {
     unlink(fifo_path);
 }
 
+/* ATTACK: a FIFO inside a directory that ckpt lists: LATEST of a store
+ * (`ckpt doctor STORE`), a "*.safetensors" of a would-be
+ * HuggingFaceStorageWriter directory (DCP layout detection reads its
+ * header), a shard next to a model's other shards (doctor). The main open
+ * refused FIFOs, but these readers opened with a blocking open(2) or
+ * fopen: the call never returned. CORRECT: every file the library reads
+ * is opened by ckpt_open_regular (base/source.h, O_NONBLOCK then
+ * S_ISREG), so each call returns, with an error or a report. */
+static char fifo_dir[64];
+
+static void fifo_dir_path(char *out, size_t cap, const char *sub, const char *name) {
+    snprintf(out, cap, "%s/%s%s%s", fifo_dir, sub, name ? "/" : "", name ? name : "");
+}
+
+static int child_fifo_store_doctor(const void *arg) {
+    (void)arg;
+    char p[128];
+    fifo_dir_path(p, sizeof p, "store", NULL);
+    ckpt_doctor_report *r = NULL;
+    (void)ckpt_doctor(&r, p, NULL);
+    ckpt_doctor_report_free(r);
+    char latest[256];
+    return ckpt_store_latest(latest, sizeof latest, p, NULL) != 0 ? 0 : 1;
+}
+
+static int child_fifo_hf_open(const void *arg) {
+    (void)arg;
+    char p[128];
+    fifo_dir_path(p, sizeof p, "hf", NULL);
+    ckpt_file *f = NULL;
+    int rc = ckpt_open(&f, p, NULL);
+    ckpt_close(f);
+    return rc != 0 ? 0 : 1;
+}
+
+static int child_fifo_shard_doctor(const void *arg) {
+    (void)arg;
+    char p[128];
+    fifo_dir_path(p, sizeof p, "shards", NULL);
+    ckpt_doctor_report *r = NULL;
+    (void)ckpt_doctor(&r, p, NULL);
+    ckpt_doctor_report_free(r);
+    return 0;
+}
+
+TEST(fifo_in_directory_does_not_block) {
+    static const char st_header[] = "{\"w\":{\"dtype\":\"F32\",\"shape\":[1],"
+                                    "\"data_offsets\":[0,4]}}";
+    snprintf(fifo_dir, sizeof fifo_dir, "/tmp/ckpt_regress_fifodir_%d", (int)getpid());
+    CHECK(mkdir(fifo_dir, 0700) == 0);
+    char p[128];
+    const char *subs[] = {"store", "hf", "shards"};
+    for (size_t i = 0; i < 3; i++) {
+        fifo_dir_path(p, sizeof p, subs[i], NULL);
+        CHECK(mkdir(p, 0700) == 0);
+    }
+    fifo_dir_path(p, sizeof p, "store", "LATEST");
+    CHECK(mkfifo(p, 0600) == 0);
+    fifo_dir_path(p, sizeof p, "hf", "shard-00001-model-00001-of-00001.safetensors");
+    CHECK(mkfifo(p, 0600) == 0);
+    fifo_dir_path(p, sizeof p, "shards", "model-00001-of-00002.safetensors");
+    FILE *fp = fopen(p, "wb");
+    CHECK(fp != NULL);
+    if (fp) {
+        unsigned char len[8] = {(unsigned char)(sizeof st_header - 1)};
+        fwrite(len, 1, 8, fp);
+        fwrite(st_header, 1, sizeof st_header - 1, fp);
+        fwrite("\0\0\0\0", 1, 4, fp);
+        fclose(fp);
+    }
+    fifo_dir_path(p, sizeof p, "shards", "model-00002-of-00002.safetensors");
+    CHECK(mkfifo(p, 0600) == 0);
+    CHECK_EQ_INT(run_child(child_fifo_store_doctor, NULL, 20), 0);
+    CHECK_EQ_INT(run_child(child_fifo_hf_open, NULL, 20), 0);
+    CHECK_EQ_INT(run_child(child_fifo_shard_doctor, NULL, 20), 0);
+    const char *files[][2] = {{"store", "LATEST"},
+                              {"hf", "shard-00001-model-00001-of-00001.safetensors"},
+                              {"shards", "model-00001-of-00002.safetensors"},
+                              {"shards", "model-00002-of-00002.safetensors"}};
+    for (size_t i = 0; i < 4; i++) {
+        fifo_dir_path(p, sizeof p, files[i][0], files[i][1]);
+        unlink(p);
+    }
+    for (size_t i = 0; i < 3; i++) {
+        fifo_dir_path(p, sizeof p, subs[i], NULL);
+        rmdir(p);
+    }
+    rmdir(fifo_dir);
+}
+
 /* ATTACK: `ckpt verify /dev/null` (a character device). The fstat succeeds,
  * S_ISREG fails, and the message is built from a stale errno:
  * "cannot read: Success" (src/file.c:151-156). CORRECT: CKPT_E_IO with a
@@ -496,6 +586,7 @@ TEST(zip_pid_error_names_member) {
 int main(void) {
     signal(SIGPIPE, SIG_IGN);
     RUN(fifo_open_does_not_block);
+    RUN(fifo_in_directory_does_not_block);
     RUN(char_device_error_message);
     RUN(safetensors_alias_quadratic);
     RUN(shard_alias_bomb);

@@ -16,6 +16,28 @@
 #define MAX_PREAD ((size_t)1 << 30)
 #define WILLNEED_MAX ((uint64_t)32 << 20)
 
+int ckpt_open_regular(const char *path, struct stat *st, const char **why) {
+    struct stat own;
+    if (!st) st = &own;
+    *why = NULL;
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    if (fd < 0) {
+        *why = strerror(errno);
+        return -1;
+    }
+    int err = 0;
+    if (fstat(fd, st) != 0)
+        *why = strerror(err = errno);
+    else if (S_ISDIR(st->st_mode))
+        *why = "is a directory", err = EISDIR;
+    else if (!S_ISREG(st->st_mode))
+        *why = "not a regular file", err = EINVAL;
+    if (!*why) return fd;
+    close(fd);
+    errno = err;
+    return -1;
+}
+
 int ckpt_source_is_file(const ckpt_source *src, const void *p, uint64_t n) {
     const uint8_t *b = p;
     if (!src || src->fd < 0 || !src->map || b < src->map) return 0;

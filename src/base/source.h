@@ -22,6 +22,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
 
 typedef struct ckpt_source {
     int fd;             /* read-only descriptor of the mapped file, or -1 */
@@ -108,5 +109,15 @@ void ckpt_source_will_read(const ckpt_source *src, const void *p, uint64_t n);
 
 /* 1 when reading [p, p+n) goes to the file (pread), 0 when it is memory. */
 int ckpt_source_is_file(const ckpt_source *src, const void *p, uint64_t n);
+
+/* Opens path read-only the one way the library opens a file it reads:
+ * without waiting (O_NONBLOCK: opening a FIFO does not wait for a writer)
+ * and only a regular file (a FIFO or a device would block a read or never
+ * end, a directory has no bytes). Returns the descriptor, with its fstat
+ * in *st when st is non-NULL, or -1 with errno set (EISDIR, EINVAL for
+ * anything else that is no regular file) and *why saying why. A directory that an attacker filled
+ * (a FIFO named LATEST, *.safetensors, a Trainer file) cannot hang a
+ * reader. */
+int ckpt_open_regular(const char *path, struct stat *st, const char **why);
 
 #endif

@@ -9,9 +9,11 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "base/error.h"
 #include "base/json_scan.h"
+#include "base/source.h"
 #include "model/flatten.h"
 #include "model/file.h"
 #include "keys/keys.h"
@@ -745,30 +747,42 @@ int ckpt_manifest_parse(ckpt_manifest **out, const void *json, size_t len, const
 
 /* ------------------------------------------------------------ load */
 
+/* Reads n bytes from fd's start into buf: 0, or -1 (error, or the file
+ * ended first). */
+static int read_exact(int fd, char *buf, size_t n) {
+    size_t got = 0;
+    while (got < n) {
+        ssize_t r = pread(fd, buf + got, n - got, (off_t)got);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) return -1;
+        got += (size_t)r;
+    }
+    return 0;
+}
+
 /* Whole file into memory, at most `max` bytes; NULL with *rc set. */
 static char *read_all(const char *path, uint64_t max, size_t *len, int *rc) {
-    FILE *fp = fopen(path, "rb");
-    if (!fp) {
-        *rc = ckpt_err(CKPT_E_IO, path, "", CKPT_NO_OFFSET, "cannot open: %s", strerror(errno));
+    struct stat st;
+    const char *why;
+    int fd = ckpt_open_regular(path, &st, &why);
+    if (fd < 0) {
+        *rc = ckpt_err(CKPT_E_IO, path, "", CKPT_NO_OFFSET, "cannot read: %s", why);
         return NULL;
     }
-    struct stat st;
     char *buf = NULL;
-    if (fstat(fileno(fp), &st) != 0 || st.st_size < 0) {
-        *rc = ckpt_err(CKPT_E_IO, path, "", CKPT_NO_OFFSET, "cannot stat: %s", strerror(errno));
-    } else if ((uint64_t)st.st_size > max) {
+    if ((uint64_t)st.st_size > max) {
         *rc = ckpt_err(CKPT_E_LIMIT, path, "", CKPT_NO_OFFSET,
                        "manifest is %lld bytes (limit %" PRIu64 ")", (long long)st.st_size, max);
     } else if (!(buf = ckpt_malloc((size_t)st.st_size + 1))) {
         *rc = ckpt_err(CKPT_E_NOMEM, path, "", CKPT_NO_OFFSET, "out of memory");
-    } else if (fread(buf, 1, (size_t)st.st_size, fp) != (size_t)st.st_size) {
+    } else if (read_exact(fd, buf, (size_t)st.st_size)) {
         *rc = ckpt_err(CKPT_E_IO, path, "", CKPT_NO_OFFSET, "read failed");
         ckpt_free(buf);
         buf = NULL;
     } else {
         *len = (size_t)st.st_size;
     }
-    fclose(fp);
+    close(fd);
     return buf;
 }
 
@@ -777,12 +791,17 @@ static char *read_all(const char *path, uint64_t max, size_t *len, int *rc) {
  * length, whose low byte may happen to be '{': such a file fails to parse
  * as JSON and is then opened as a checkpoint. */
 static int looks_like_json(const char *path) {
-    FILE *fp = fopen(path, "rb");
-    if (!fp) return 0;
-    int c;
-    do c = fgetc(fp);
-    while (c == ' ' || c == '\t' || c == '\n' || c == '\r');
-    fclose(fp);
+    const char *why;
+    int fd = ckpt_open_regular(path, NULL, &why);
+    if (fd < 0) return 0;
+    char head[4096];
+    ssize_t n;
+    int c = -1;
+    for (off_t at = 0; c < 0 && (n = pread(fd, head, sizeof head, at)) > 0; at += n)
+        for (ssize_t i = 0; c < 0 && i < n; i++)
+            if (head[i] != ' ' && head[i] != '\t' && head[i] != '\n' && head[i] != '\r')
+                c = (unsigned char)head[i];
+    close(fd);
     return c == '{';
 }
 

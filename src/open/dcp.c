@@ -13,8 +13,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "base/error.h"
+#include "base/source.h"
 #include "base/strmap.h"
 #include "format/dcp_meta.h"
 #include "format/detect.h"
@@ -56,23 +58,25 @@ int ckpt_dcp_rank_metadata(const char *name) {
  * name, tells DCP's files from others. */
 static int has_sharding_info(const char *path) {
     static const char key[] = "\"DCP_SHARDING_INFO\"";
-    FILE *fp = fopen(path, "rb");
-    if (!fp) return 0;
+    const char *why;
+    int fd = ckpt_open_regular(path, NULL, &why);
+    if (fd < 0) return 0;
     uint8_t len[8];
     int found = 0;
-    if (fread(len, 1, 8, fp) == 8) {
+    if (pread(fd, len, 8, 0) == 8) {
         uint64_t n = 0;
         for (int i = 7; i >= 0; i--) n = n << 8 | len[i];
         size_t want = n < (1u << 16) ? (size_t)n : (size_t)1 << 16;
         char *h = ckpt_malloc(want + 1);
         if (h) {
-            size_t got = fread(h, 1, want, fp);
+            ssize_t got = pread(fd, h, want, 8);
+            if (got < 0) got = 0;
             h[got] = '\0';
-            found = memmem(h, got, key, sizeof key - 1) != NULL;
+            found = memmem(h, (size_t)got, key, sizeof key - 1) != NULL;
             ckpt_free(h);
         }
     }
-    fclose(fp);
+    close(fd);
     return found;
 }
 

@@ -12,6 +12,7 @@
 
 #include "base/error.h"
 #include "base/once.h"
+#include "base/source.h"
 #include "container/zip.h"
 #include "format/detect.h"
 #include "format/write.h"
@@ -139,19 +140,12 @@ static int map_open(const char *path, int *keep, const uint8_t **map, size_t *si
     *map = NULL;
     *size = 0;
     if (keep) *keep = -1;
-    /* O_NONBLOCK: opening a FIFO must not wait for a writer; anything but a
-     * regular file is refused below */
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-    if (fd < 0)
-        return ckpt_err(CKPT_E_IO, path, NULL, CKPT_NO_OFFSET, "cannot open: %s", strerror(errno));
     struct stat st;
+    const char *why;
+    int fd = ckpt_open_regular(path, &st, &why);
+    if (fd < 0) return ckpt_err(CKPT_E_IO, path, NULL, CKPT_NO_OFFSET, "cannot read: %s", why);
     int rc = 0;
-    if (fstat(fd, &st) != 0)
-        rc = ckpt_err(CKPT_E_IO, path, NULL, CKPT_NO_OFFSET, "cannot read: %s", strerror(errno));
-    else if (!S_ISREG(st.st_mode))
-        rc = ckpt_err(CKPT_E_IO, path, NULL, CKPT_NO_OFFSET, "cannot read: %s",
-                      S_ISDIR(st.st_mode) ? "is a directory" : "not a regular file");
-    else if ((uint64_t)st.st_size > SIZE_MAX)
+    if ((uint64_t)st.st_size > SIZE_MAX)
         rc = ckpt_err(CKPT_E_LIMIT, path, NULL, CKPT_NO_OFFSET, "file too large to map");
     if (rc == 0 && st.st_size > 0) {
         void *m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);

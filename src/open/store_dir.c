@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "base/error.h"
+#include "base/source.h"
 
 int ckpt_is_store_dir(const char *path) {
     char p[4096];
@@ -30,7 +31,8 @@ int ckpt_store_dir_pointer_read(ckpt_arena *a, const char *dir, ckpt_store_dir_p
     *name = "";
     *st = CKPT_STORE_DIR_POINTER_INVALID;
     if (path == NULL) return ckpt_err(CKPT_E_NOMEM, dir, NULL, CKPT_NO_OFFSET, "out of memory");
-    fd = open(path, O_RDONLY | O_CLOEXEC);
+    const char *why;
+    fd = ckpt_open_regular(path, NULL, &why);
     if (fd < 0) {
         if (errno == ENOENT) *st = CKPT_STORE_DIR_POINTER_ABSENT;
         return 0;

@@ -14,11 +14,13 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "open/dcp.h"
 #include "base/alloc.h"
 #include "base/error.h"
 #include "base/sort.h"
+#include "base/source.h"
 #include "jobs/scan.h"
 #include "model/file.h"
 #include "model/walk.h"
@@ -310,10 +312,12 @@ static int check_shards(ckpt_doctor_report *r) {
 static ckpt_format detect(const char *path) {
     unsigned char head[HEAD_BYTES];
     size_t n = 0;
-    FILE *fp = fopen(path, "rb");
-    if (fp) {
-        n = fread(head, 1, sizeof head, fp);
-        fclose(fp);
+    const char *why;
+    int fd = ckpt_open_regular(path, NULL, &why);
+    if (fd >= 0) {
+        ssize_t got = pread(fd, head, sizeof head, 0);
+        n = got > 0 ? (size_t)got : 0;
+        close(fd);
     }
     ckpt_format f = ckpt_detect_format(head, n);
     /* an index's text does not say which shards it lists; its name does */

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "base/error.h"
+#include "base/source.h"
 #include "open/model_dir.h"
 #include "open/store_dir.h"
 #include "training/training.h"
@@ -55,7 +56,8 @@ static int cmp_entry(const void *a, const void *b) {
 
 /* Reads up to cap bytes of the start of path; returns how many, or -1. */
 static ssize_t read_head(const char *path, unsigned char *buf, size_t cap) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    const char *why;
+    int fd = ckpt_open_regular(path, NULL, &why);
     ssize_t n;
 
     if (fd < 0) return -1;
@@ -80,15 +82,13 @@ static sniff sniff_file(const char *path) {
 /* The whole file in a malloc'd buffer, if it is at most max bytes. */
 static int read_all(const char *path, uint64_t max, char **out, size_t *len) {
     struct stat st;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    const char *why;
+    int fd = ckpt_open_regular(path, &st, &why);
     size_t got = 0;
     char *buf;
 
     *out = NULL;
-    if (fd < 0 || fstat(fd, &st) != 0) {
-        if (fd >= 0) close(fd);
-        return ckpt_err(CKPT_E_IO, path, NULL, CKPT_NO_OFFSET, "cannot read: %s", strerror(errno));
-    }
+    if (fd < 0) return ckpt_err(CKPT_E_IO, path, NULL, CKPT_NO_OFFSET, "cannot read: %s", why);
     if ((uint64_t)st.st_size > max) {
         close(fd);
         return ckpt_err(CKPT_E_LIMIT, path, NULL, CKPT_NO_OFFSET,
