@@ -721,6 +721,16 @@ TEST(test_name_mapping) {
     CHECK_EQ_STR(v->u.global.qualname, "copyreg._reconstructor");
     CHECK_EQ_INT(PK("cexceptions\nStandardError\n.", &v), 0);
     CHECK_EQ_STR(v->u.global.qualname, "builtins.Exception");
+    CHECK_EQ_INT(PK("cexceptions\nValueError\n.", &v), 0);
+    CHECK_EQ_STR(v->u.global.qualname, "builtins.ValueError");
+    /* only Python 2's exceptions leave "exceptions": exceptions.set is no
+     * builtins.set (Python fails: no module named 'exceptions'), so the
+     * set it would build is an opaque object, not allowlisted data */
+    CHECK_EQ_INT(PK("cexceptions\nset\n.", &v), 0);
+    CHECK_EQ_STR(v->u.global.qualname, "exceptions.set");
+    CHECK(find_event(PK_EV_GLOBAL, "exceptions", "set")->allowed == 0);
+    CHECK_EQ_INT(PK("cTkinter\nTk\n.", &v), 0);
+    CHECK_EQ_STR(v->u.global.qualname, "tkinter.Tk");
     CHECK_EQ_INT(PK("ccommands\ngetoutput\n.", &v), 0);
     CHECK_EQ_STR(v->u.global.qualname, "subprocess.getoutput");
     CHECK_EQ_INT(PK("c__builtin__\nreduce\n.", &v), 0);

@@ -999,9 +999,11 @@ static int op_unicode_text(machine *m) {
 }
 
 /* Python 2 names as Python 3's _compat_pickle maps them when unpickling a
- * protocol 0-2 pickle: NAME_MAPPING first, then IMPORT_MAPPING (Tk modules
- * left out). ("exceptions", X) maps to ("builtins", X) for every Python 2
- * exception, which the module rule below covers. */
+ * protocol 0-2 pickle: NAME_MAPPING first, then IMPORT_MAPPING.
+ * ("exceptions", X) maps to ("builtins", X) only for the Python 2
+ * exceptions (py2_exceptions): any other name stays in "exceptions", a
+ * module Python 3 lacks, so the load fails (a set made from
+ * exceptions.set is no set). */
 static const struct {
     const char *module, *name, *to_module, *to_name;
 } name_map[] = {
@@ -1048,12 +1050,61 @@ static const struct {
     {"exceptions", "StandardError", "builtins", "Exception"},
 };
 
+static const char *const py2_exceptions[] = {
+    "ArithmeticError",
+    "AssertionError",
+    "AttributeError",
+    "BaseException",
+    "BufferError",
+    "BytesWarning",
+    "DeprecationWarning",
+    "EOFError",
+    "EnvironmentError",
+    "Exception",
+    "FloatingPointError",
+    "FutureWarning",
+    "GeneratorExit",
+    "IOError",
+    "ImportError",
+    "ImportWarning",
+    "IndentationError",
+    "IndexError",
+    "KeyError",
+    "KeyboardInterrupt",
+    "LookupError",
+    "MemoryError",
+    "NameError",
+    "NotImplementedError",
+    "OSError",
+    "OverflowError",
+    "PendingDeprecationWarning",
+    "ReferenceError",
+    "RuntimeError",
+    "RuntimeWarning",
+    "StopIteration",
+    "SyntaxError",
+    "SyntaxWarning",
+    "SystemError",
+    "SystemExit",
+    "TabError",
+    "TypeError",
+    "UnboundLocalError",
+    "UnicodeDecodeError",
+    "UnicodeEncodeError",
+    "UnicodeError",
+    "UnicodeTranslateError",
+    "UnicodeWarning",
+    "UserWarning",
+    "ValueError",
+    "Warning",
+    "ZeroDivisionError",
+};
+
 static const struct {
     const char *module, *to_module;
 } module_map[] = {
     {"__builtin__", "builtins"},
     {"copy_reg", "copyreg"},
-    {"exceptions", "builtins"},
     {"Queue", "queue"},
     {"SocketServer", "socketserver"},
     {"ConfigParser", "configparser"},
@@ -1092,6 +1143,21 @@ static const struct {
     {"UserString", "collections"},
     {"StringIO", "io"},
     {"cStringIO", "io"},
+    {"Tkinter", "tkinter"},
+    {"Dialog", "tkinter.dialog"},
+    {"FileDialog", "tkinter.filedialog"},
+    {"ScrolledText", "tkinter.scrolledtext"},
+    {"SimpleDialog", "tkinter.simpledialog"},
+    {"Tix", "tkinter.tix"},
+    {"ttk", "tkinter.ttk"},
+    {"Tkconstants", "tkinter.constants"},
+    {"Tkdnd", "tkinter.dnd"},
+    {"tkColorChooser", "tkinter.colorchooser"},
+    {"tkCommonDialog", "tkinter.commondialog"},
+    {"tkFileDialog", "tkinter.filedialog"},
+    {"tkFont", "tkinter.font"},
+    {"tkMessageBox", "tkinter.messagebox"},
+    {"tkSimpleDialog", "tkinter.simpledialog"},
 };
 
 static void map_name(const char **module, const char **name) {
@@ -1101,6 +1167,11 @@ static void map_name(const char **module, const char **name) {
             *name = name_map[i].to_name;
             return;
         }
+    if (!strcmp(*module, "exceptions")) {
+        for (size_t i = 0; i < sizeof py2_exceptions / sizeof *py2_exceptions; i++)
+            if (!strcmp(*name, py2_exceptions[i])) *module = "builtins";
+        return;
+    }
     for (size_t i = 0; i < sizeof module_map / sizeof *module_map; i++)
         if (!strcmp(*module, module_map[i].module)) {
             *module = module_map[i].to_module;
