@@ -1271,6 +1271,8 @@ static int seq_target(machine *m, ckpt_value *t, int kind, ckpt_value **seq) {
     if (t->kind != kind)
         return fail(m, CKPT_E_FORMAT, "expected a %s (or an object) to add to, got a %s",
                     ckpt_value_kind_name(kind), ckpt_value_kind_name(t->kind));
+    if (t->frozen) /* Python looks up frozenset.add, which it lacks */
+        return fail(m, CKPT_E_FORMAT, "expected a set to add to, got a frozenset");
     *seq = t;
     return 0;
 }
