@@ -802,6 +802,13 @@ TEST(test_type_confusion) {
         BAD("K\x01K\x02"
             "b.",
             "BUILD"), /* state on an int */
+        /* state on a plain dict, which has no __dict__ (pickle.loads
+         * fails); None or (None, {}) would pass */
+        BAD("}}b.", "BUILD"),
+        BAD("}N}X\x01\x00\x00\x00"
+            "aK\x01s\x86"
+            "b.",
+            "BUILD"),
         /* SETITEM on an object whose items are a list (ADDITEMS) */
         BAD("\x80\x04\x8c\x01"
             "a\x8c\x01"
@@ -1155,6 +1162,12 @@ TEST(test_build_on_reference) {
                  0);
     e = find_event(PK_EV_BUILD, "", "");
     CHECK(e->on_reference == 0 && e->allowed == 1);
+    CHECK_EQ_INT(PK("}Nb.", &v), 0);
+    CHECK_EQ_INT(PK("}N}\x86"
+                    "b.",
+                    &v),
+                 0);
+    CHECK(v && v->kind == CKPT_KIND_DICT && v->u.dict.n == 0);
 }
 
 TEST(test_ext_and_persid) {

@@ -997,10 +997,22 @@ int ckpt_builders_call(ckpt_value **out, const pk_build_ctx *c, ckpt_value *call
  * attributes of a dict state, or of both dicts of a (state, slotstate)
  * pair, in the instance's __dict__. They are copied into dict.state (a
  * later SETITEM on the memoized state dict does not change them, as in
- * Python); a second BUILD adds to them. Other states, and any state on a
- * plain dict (which has no attributes), are ignored as before. */
+ * Python); a second BUILD adds to them. Other states are ignored. A plain
+ * dict has no __dict__ and takes no attributes: load_build fails on it
+ * unless the state is None or (None, {}) (a scan's dicts hold no items,
+ * so there any (None, dict) passes). */
 static int dict_setstate(const pk_build_ctx *c, ckpt_value *target, const ckpt_value *state) {
-    if (target->dict_class == CKPT_DICT_PLAIN) return 0; /* also every dict of a scan */
+    if (target->dict_class == CKPT_DICT_PLAIN) {
+        const ckpt_value *slots = state->kind == CKPT_KIND_TUPLE && state->u.seq.n == 2 &&
+                                          state->u.seq.items[0]->kind == CKPT_KIND_NONE
+                                      ? state->u.seq.items[1]
+                                      : NULL;
+        if (state->kind == CKPT_KIND_NONE ||
+            (slots && slots->kind == CKPT_KIND_DICT && slots->u.dict.n == 0))
+            return 0;
+        return fail(c, CKPT_E_FORMAT,
+                    "BUILD: a dict takes no state (it has no __dict__ or attributes)");
+    }
     const ckpt_value *parts[2] = {state, NULL};
     if (state->kind == CKPT_KIND_TUPLE && state->u.seq.n == 2) {
         parts[0] = state->u.seq.items[0];
