@@ -163,19 +163,39 @@ static int get_shape(const reader *r, const ckpt_value *v, const ckpt_value *par
     return 0;
 }
 
+/* MetadataIndex.offset as a sort key: None (a bytes item's), a tuple of
+ * non-negative ints (a chunk's), or anything else, which no chunk finds. */
+enum { OFS_NONE, OFS_DIMS, OFS_OTHER };
+
 /* One storage_data entry: MetadataIndex(fqn, offset) -> _StorageInfo. */
 typedef struct sentry {
     const char *fqn;
-    const ckpt_value *offset; /* TUPLE or NONE */
+    int okind;      /* OFS_* */
+    uint32_t ndim;  /* OFS_DIMS: dims[0..ndim) */
+    uint64_t *dims; /* NULL unless OFS_DIMS */
     const char *path;
     uint64_t off, len;
     uint64_t at; /* of the _StorageInfo */
     size_t seq;
 } sentry;
 
-static int by_fqn(const void *x, const void *y) {
+/* Orders by fqn, then offset (kind, dimension count, dims): entries with
+ * one MetadataIndex are adjacent. */
+static int key_cmp(const sentry *a, const char *fqn, int okind, uint32_t ndim,
+                   const uint64_t *dims) {
+    int c = strcmp(a->fqn, fqn);
+    if (c) return c;
+    if (a->okind != okind) return a->okind < okind ? -1 : 1;
+    if (okind != OFS_DIMS) return 0;
+    if (a->ndim != ndim) return a->ndim < ndim ? -1 : 1;
+    for (uint32_t i = 0; i < ndim; i++)
+        if (a->dims[i] != dims[i]) return a->dims[i] < dims[i] ? -1 : 1;
+    return 0;
+}
+
+static int by_key(const void *x, const void *y) {
     const sentry *a = x, *b = y;
-    int c = strcmp(a->fqn, b->fqn);
+    int c = key_cmp(a, b->fqn, b->okind, b->ndim, b->dims);
     return c ? c : (a->seq > b->seq) - (a->seq < b->seq);
 }
 
@@ -238,39 +258,40 @@ static int storage_entry(const reader *r, const ckpt_value *k, const ckpt_value 
                     ckpt_value_len(td) > 1 ? ", ..." : "");
     }
     e->fqn = fqn->u.s.p;
-    e->offset = get(ks, "offset");
     e->path = path->u.s.p;
     e->at = ckpt_value_at(v, 0);
+    /* MetadataIndex equality on the offset: both None, or equal ints */
+    const ckpt_value *o = get(ks, "offset");
+    e->okind = !o || o->kind == CKPT_KIND_NONE ? OFS_NONE : OFS_OTHER;
+    e->ndim = 0;
+    e->dims = NULL;
+    if (o && (o->kind == CKPT_KIND_TUPLE || o->kind == CKPT_KIND_LIST) &&
+        o->u.seq.n <= r->lim->max_ndim) {
+        e->dims = ckpt_arena_array(r->a, o->u.seq.n ? o->u.seq.n : 1, sizeof *e->dims);
+        CKPT_CHECK_ALLOC(e->dims);
+        e->okind = OFS_DIMS;
+        e->ndim = (uint32_t)o->u.seq.n;
+        for (size_t i = 0; e->okind == OFS_DIMS && i < o->u.seq.n; i++)
+            if (get_u64(o->u.seq.items[i], &e->dims[i])) e->okind = OFS_OTHER;
+    }
     return 0;
 }
 
-/* MetadataIndex equality on the offset: both None, or equal int tuples. */
-static int same_offset(const ckpt_value *o, const uint64_t *offsets, uint32_t ndim, int is_bytes) {
-    if (!o || o->kind == CKPT_KIND_NONE) return is_bytes;
-    if (is_bytes || (o->kind != CKPT_KIND_TUPLE && o->kind != CKPT_KIND_LIST) || o->u.seq.n != ndim)
-        return 0;
-    for (uint32_t i = 0; i < ndim; i++) {
-        uint64_t x;
-        if (get_u64(o->u.seq.items[i], &x) || x != offsets[i]) return 0;
-    }
-    return 1;
-}
-
-/* The storage_data entry of a chunk: the last equal key wins (dict). */
+/* The storage_data entry of a chunk (a bytes item: offset None): the
+ * last equal key wins, as in the dict. s is sorted by by_key: a binary
+ * search for the end of the key's run, O(log n) per chunk. */
 static const sentry *lookup(const sentry *s, size_t n, const char *fqn, const uint64_t *offsets,
                             uint32_t ndim, int is_bytes) {
+    int okind = is_bytes ? OFS_NONE : OFS_DIMS;
     size_t lo = 0, hi = n;
-    while (lo < hi) {
+    while (lo < hi) { /* the first entry past the key */
         size_t mid = lo + (hi - lo) / 2;
-        if (strcmp(s[mid].fqn, fqn) < 0)
+        if (key_cmp(&s[mid], fqn, okind, ndim, offsets) <= 0)
             lo = mid + 1;
         else
             hi = mid;
     }
-    const sentry *found = NULL;
-    for (size_t i = lo; i < n && !strcmp(s[i].fqn, fqn); i++)
-        if (same_offset(s[i].offset, offsets, ndim, is_bytes)) found = &s[i];
-    return found;
+    return lo && key_cmp(&s[lo - 1], fqn, okind, ndim, offsets) == 0 ? &s[lo - 1] : NULL;
 }
 
 /* The one-argument call `module.name(arg)` the machine left opaque, or
@@ -445,7 +466,7 @@ static int read_items(const reader *r, ckpt_dcp_meta *out, const ckpt_value *sdm
         if (rc) return rc;
         s[i].seq = i;
     }
-    if (ns > 1) qsort(s, ns, sizeof *s, by_fqn);
+    if (ns > 1) qsort(s, ns, sizeof *s, by_key);
     out->nitems = sdm->u.dict.n;
     out->items = ckpt_arena_array(r->a, out->nitems ? out->nitems : 1, sizeof *out->items);
     CKPT_CHECK_ALLOC(out->items);

@@ -806,6 +806,32 @@ def test_overlapping_slices_are_budgeted():
     rc, out, err = ckpt("scan", d)
     assert rc == 1 and "UNSCANNABLE" in out and "dcp-overlap" in out, out + err
 
+def test_many_chunks_of_one_tensor():
+    """A tensor of 60 000 one-element chunks (5 MB of .metadata, every
+    chunk's storage_data entry naming one slice): each chunk's entry was
+    found by a linear walk over the entries of its fqn, so the open cost
+    chunks squared (20 000 chunks: a minute; 60 000: ten). Entries are
+    sorted by (fqn, offset) and found by binary search."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.metadata import (ChunkStorageMetadata, MetadataIndex,
+                                                       TensorStorageMetadata)
+    d = os.path.join(TMP, "many_chunks")
+    dcp.save({"w": torch.ones(1)}, checkpoint_id=d)
+    meta = read_meta(d)
+    n = 60000
+    info = meta.storage_data[MetadataIndex("w", torch.Size([0]))]
+    props = meta.state_dict_metadata["w"].properties
+    meta.state_dict_metadata["w"] = TensorStorageMetadata(
+        properties=props, size=torch.Size([n]),
+        chunks=[ChunkStorageMetadata(torch.Size([i]), torch.Size([1])) for i in range(n)])
+    meta.storage_data = {MetadataIndex("w", torch.Size([i]), i): info for i in range(n)}
+    write_meta(d, meta)
+    rc, out, err = ckpt("scan", d)
+    assert rc == 0 and "SAFE" in out, out + err
+    rc, out, err = ckpt("verify", d)
+    assert rc == 0 and "OK" in out and "1 key" in out, out + err
+
+
 def test_metadata_torch_cannot_read():
     """A .metadata whose storage_meta is an int loads in pickle.load, but
     DCP's read_metadata then sets storage_meta.load_id and raises, so torch
