@@ -262,11 +262,22 @@ static int storage_entry(const reader *r, const ckpt_value *k, const ckpt_value 
     e->at = ckpt_value_at(v, 0);
     /* MetadataIndex equality on the offset: both None, or equal ints */
     const ckpt_value *o = get(ks, "offset");
+    int unhashable = o && (o->kind == CKPT_KIND_LIST || o->kind == CKPT_KIND_DICT ||
+                           (o->kind == CKPT_KIND_SET && !o->frozen));
+    for (size_t i = 0; !unhashable && o && o->kind == CKPT_KIND_TUPLE && i < o->u.seq.n; i++) {
+        const ckpt_value *x = o->u.seq.items[i];
+        unhashable = x->kind == CKPT_KIND_LIST || x->kind == CKPT_KIND_DICT ||
+                     (x->kind == CKPT_KIND_SET && !x->frozen);
+    }
+    if (unhashable) /* the key's hash, taken when the dict is built, raises */
+        return ckpt_err(CKPT_E_FORMAT, r->file, "", CKPT_NO_OFFSET,
+                        "storage_data key MetadataIndex(\"%s\") has an unhashable offset "
+                        "(pickle.load fails building the dict)",
+                        fqn->u.s.p);
     e->okind = !o || o->kind == CKPT_KIND_NONE ? OFS_NONE : OFS_OTHER;
     e->ndim = 0;
     e->dims = NULL;
-    if (o && (o->kind == CKPT_KIND_TUPLE || o->kind == CKPT_KIND_LIST) &&
-        o->u.seq.n <= r->lim->max_ndim) {
+    if (o && o->kind == CKPT_KIND_TUPLE && o->u.seq.n <= r->lim->max_ndim) {
         e->dims = ckpt_arena_array(r->a, o->u.seq.n ? o->u.seq.n : 1, sizeof *e->dims);
         CKPT_CHECK_ALLOC(e->dims);
         e->okind = OFS_DIMS;

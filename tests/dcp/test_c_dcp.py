@@ -832,6 +832,41 @@ def test_many_chunks_of_one_tensor():
     assert rc == 0 and "OK" in out and "1 key" in out, out + err
 
 
+class _ListOffset(tuple):
+    """An offset that pickles as builtins.list(items)."""
+    def __reduce__(self):
+        return (list, (tuple(self),))
+
+
+def test_unhashable_metadata_index_offset():
+    """A storage_data key MetadataIndex whose offset is a list (EMPTY_LIST,
+    APPEND: no global): pickle.load fails hashing the key when it builds
+    the dict, so DCP cannot load the directory; ckpt matched the list as
+    the chunk's offsets and said OK."""
+    import re
+    d = copy(SINGLE, "unhashable_offset")
+    meta = read_meta(d)
+    key = next(k for k in meta.storage_data if k.offset is not None and len(k.offset) == 1)
+    info = meta.storage_data.pop(key)
+    object.__setattr__(key, "offset", _ListOffset(key.offset))
+    meta.storage_data[key] = info
+    raw = pickle.dumps(meta, protocol=2)
+    put = rb"(?:q.|r....)"  # BINPUT or LONG_BINPUT
+    raw, n = re.subn(rb"c__builtin__\nlist\n" + put + rb"K(.)\x85" + put + rb"\x85" + put + b"R" + put,
+                     rb"]K\1a", raw, flags=re.S)
+    assert n == 1
+    with open(os.path.join(d, ".metadata"), "wb") as fh:
+        fh.write(raw)
+    try:
+        pickle.loads(raw)
+    except TypeError as e:
+        assert "unhashable" in str(e), e
+    else:
+        raise AssertionError("pickle.loads took a list offset: the case proves nothing")
+    rc, out, err = ckpt("verify", d)
+    assert rc == 1 and "unhashable offset" in out + err, out + err
+
+
 def test_metadata_torch_cannot_read():
     """A .metadata whose storage_meta is an int loads in pickle.load, but
     DCP's read_metadata then sets storage_meta.load_id and raises, so torch
