@@ -373,10 +373,54 @@ static int by_offsets(const void *x, const void *y) {
     return 0;
 }
 
+/* A chunk's extent along the dimension of a sweep (check_tiling). */
+typedef struct extent {
+    uint64_t lo, hi;
+    size_t i; /* index in the chunk array */
+} extent;
+
+static int by_lo(const void *x, const void *y) {
+    const extent *a = x, *b = y;
+    if (a->lo != b->lo) return a->lo < b->lo ? -1 : 1;
+    return (a->i > b->i) - (a->i < b->i);
+}
+
+/* The chunks that hold elements, as extents along dimension d sorted by
+ * start; returns the pairs a sweep along d compares (each extent with
+ * those that start before it ends). */
+static uint64_t sweep_along(const ckpt_chunk *k, size_t n, uint32_t d, extent *e, size_t *m) {
+    *m = 0;
+    for (size_t i = 0; i < n; i++)
+        if (k[i].t->numel)
+            e[(*m)++] = (extent){k[i].offsets[d], k[i].offsets[d] + k[i].t->shape[d], i};
+    if (*m > 1) qsort(e, *m, sizeof *e, by_lo);
+    uint64_t pairs = 0;
+    for (size_t a = 0; a < *m; a++) { /* the first extent from a + 1 on that starts at hi */
+        size_t lo = a + 1, hi = *m;
+        while (lo < hi) {
+            size_t mid = lo + (hi - lo) / 2;
+            if (e[mid].lo < e[a].hi)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        pairs += lo - a - 1;
+    }
+    return pairs;
+}
+
+/* Comparisons an overlap check may make beyond 64 per chunk. */
+#define TILING_PAIRS_EXTRA ((uint64_t)1 << 24)
+
 /* The chunks tile the tensor: none overlaps another and together they
- * hold numel elements (inside the tensor: dcp_meta.c checked). Sorted by
- * the first offset, a chunk is only compared with those that start before
- * it ends along dimension 0. */
+ * hold numel elements (inside the tensor: dcp_meta.c checked). Two boxes
+ * overlap only if one starts inside the other along every dimension, so
+ * a sweep along any one dimension compares each chunk with those that
+ * start before it ends there; the dimension taken is the one with the
+ * fewest such pairs (a tensor sharded along dimension 1 has none along
+ * it, and all N^2/2 along dimension 0). Past 64 pairs per chunk (and
+ * 2^24) the check is refused (CKPT_E_LIMIT) rather than run. The chunks
+ * end up in row-major order of their starts (ckpt_tensor_chunk's). */
 static int check_tiling(const ckpt_file *f, const ckpt_dcp_item *it, ckpt_chunk *k, size_t n) {
     uint64_t numel = 1, total = 0;
     for (uint32_t d = 0; d < it->ndim; d++) numel *= it->size[d]; /* bounded by the view check */
@@ -391,24 +435,45 @@ static int check_tiling(const ckpt_file *f, const ckpt_dcp_item *it, ckpt_chunk 
         return 0;
     }
     if (n > 1) qsort(k, n, sizeof *k, by_offsets);
-    for (size_t i = 0; i < n; i++) {
-        if (k[i].t->numel == 0) continue;
-        for (size_t j = i + 1; j < n && k[j].offsets[0] < k[i].offsets[0] + k[i].t->shape[0]; j++) {
-            int overlap = k[j].t->numel != 0;
+    extent *e = ckpt_malloc((n ? n : 1) * sizeof *e);
+    if (!e) return ckpt_err_nomem();
+    uint32_t best_d = 0;
+    uint64_t best = UINT64_MAX;
+    size_t m = 0;
+    for (uint32_t d = 0; d < it->ndim && best; d++) {
+        uint64_t pairs = sweep_along(k, n, d, e, &m);
+        if (pairs < best) best = pairs, best_d = d;
+    }
+    if (best > (uint64_t)n * 64 + TILING_PAIRS_EXTRA) {
+        ckpt_free(e);
+        return ckpt_err(CKPT_E_LIMIT, f->path, it->fqn, CKPT_NO_OFFSET,
+                        "\"%s\": telling whether its %zu chunks overlap takes %llu comparisons "
+                        "along any dimension, more than 64 per chunk",
+                        it->fqn, n, (unsigned long long)best);
+    }
+    (void)sweep_along(k, n, best_d, e, &m);
+    int rc = 0;
+    for (size_t a = 0; rc == 0 && a < m; a++) {
+        const ckpt_chunk *x = &k[e[a].i];
+        for (size_t b = a + 1; rc == 0 && b < m && e[b].lo < e[a].hi; b++) {
+            const ckpt_chunk *y = &k[e[b].i];
+            int overlap = 1;
             for (uint32_t d = 0; overlap && d < it->ndim; d++) {
-                uint64_t lo = k[i].offsets[d] > k[j].offsets[d] ? k[i].offsets[d] : k[j].offsets[d];
-                uint64_t ei = k[i].offsets[d] + k[i].t->shape[d];
-                uint64_t ej = k[j].offsets[d] + k[j].t->shape[d];
-                overlap = lo < (ei < ej ? ei : ej);
+                uint64_t lo = x->offsets[d] > y->offsets[d] ? x->offsets[d] : y->offsets[d];
+                uint64_t ex = x->offsets[d] + x->t->shape[d];
+                uint64_t ey = y->offsets[d] + y->t->shape[d];
+                overlap = lo < (ex < ey ? ex : ey);
             }
             if (overlap)
-                return ckpt_err(CKPT_E_FORMAT, f->path, it->fqn, CKPT_NO_OFFSET,
-                                "chunks of \"%s\" overlap: the ones in %s@%llu and %s@%llu "
-                                "cover common elements",
-                                it->fqn, k[i].file, (unsigned long long)k[i].offset, k[j].file,
-                                (unsigned long long)k[j].offset);
+                rc = ckpt_err(CKPT_E_FORMAT, f->path, it->fqn, CKPT_NO_OFFSET,
+                              "chunks of \"%s\" overlap: the ones in %s@%llu and %s@%llu "
+                              "cover common elements",
+                              it->fqn, x->file, (unsigned long long)x->offset, y->file,
+                              (unsigned long long)y->offset);
         }
     }
+    ckpt_free(e);
+    if (rc) return rc;
     if (total != numel)
         return ckpt_err(CKPT_E_FORMAT, f->path, it->fqn, CKPT_NO_OFFSET,
                         "chunks of \"%s\" leave a gap: they hold %llu of its %llu elements",
@@ -598,6 +663,7 @@ typedef struct merger {
         const char *from; /* the file that first gave the item */
     } * seen;             /* per item */
     ckpt_strmap index;    /* fqn -> item */
+    ckpt_strmap boxes;    /* box_key(item, chunk offsets) -> chunk */
     int hf;               /* HF layout: a box saved twice is ambiguous */
 } merger;
 
@@ -626,13 +692,32 @@ static int disagree(const merger *m, const char *file, size_t i, const char *wha
                     it->fqn, what, m->seen[i].from);
 }
 
+/* Records chunk c of item i under its box (item, offsets) unless the box
+ * has one: *have receives the chunk the box holds (c when new). Keys are
+ * bytes in f's arena. 0 or CKPT_E_NOMEM. */
+static int box_put(merger *m, size_t i, size_t c, const uint64_t *offsets, size_t *have) {
+    const ckpt_dcp_item *it = &m->all->items[i];
+    size_t len = sizeof(uint64_t) * (1 + (size_t)it->ndim);
+    uint64_t *key = ckpt_arena_alloc(&m->f->arena, len);
+    ckpt_strmap_slot *slot;
+    if (!key) return ckpt_err_nomem();
+    key[0] = i;
+    if (it->ndim) memcpy(key + 1, offsets, it->ndim * sizeof *key);
+    if (ckpt_strmap_put(&m->boxes, (const char *)key, len, c, &slot) < 0) return ckpt_err_nomem();
+    *have = slot->val;
+    return 0;
+}
+
 /* A chunk of item i that is new to it; a chunk at the same offsets as
  * one already there is the same box saved again by another rank (a
- * replicated tensor): the first file's copy is the one kept. */
+ * replicated tensor): the first file's copy is the one kept. The box is
+ * found by hash, so merging N chunks costs O(N). */
 static int merge_chunk(merger *m, const char *file, size_t i, const ckpt_dcp_chunk *ch) {
     ckpt_dcp_item *it = &m->all->items[i];
-    for (size_t c = 0; c < it->nchunks; c++) {
-        if (!same_dims(it->chunks[c].offsets, ch->offsets, it->ndim)) continue;
+    size_t c;
+    int rc = box_put(m, i, it->nchunks, ch->offsets, &c);
+    if (rc) return rc;
+    if (c < it->nchunks) {
         if (m->hf)
             return ckpt_err(CKPT_E_FORMAT, file, it->fqn, CKPT_NO_OFFSET,
                             "\"%s\": the chunk at the same saved_offsets is saved twice, here "
@@ -663,6 +748,11 @@ static int merge_item(merger *m, const char *file, const ckpt_dcp_item *it) {
             return ckpt_err_nomem();
         m->all->items[m->all->nitems] = *it;
         m->seen[m->all->nitems++] = (struct seen){it->nchunks, file};
+        for (size_t c = 0; !it->is_bytes && c < it->nchunks; c++) {
+            size_t have;
+            int rc = box_put(m, n - 1, c, it->chunks[c].offsets, &have);
+            if (rc) return rc;
+        }
         return 0;
     }
     size_t i = slot->val;
@@ -720,6 +810,7 @@ static int read_ranks(ckpt_file *f, const char *dir, ckpt_dcp_meta *out) {
         for (size_t i = 0; rc == 0 && i < one.nitems; i++) rc = merge_item(&m, path, &one.items[i]);
     }
     ckpt_strmap_free(&m.index);
+    ckpt_strmap_free(&m.boxes);
     return rc;
 }
 
@@ -832,6 +923,7 @@ static int read_hf(opener *o, const char *dir, ckpt_dcp_meta *out) {
     }
     free(names);
     ckpt_strmap_free(&m.index);
+    ckpt_strmap_free(&m.boxes);
     return rc;
 }
 
