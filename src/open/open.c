@@ -143,7 +143,9 @@ static int map_open(const char *path, int *keep, const uint8_t **map, size_t *si
     struct stat st;
     const char *why;
     int fd = ckpt_open_regular(path, &st, &why);
-    if (fd < 0) return ckpt_err(CKPT_E_IO, path, NULL, CKPT_NO_OFFSET, "cannot read: %s", why);
+    if (fd < 0) /* EISDIR, EINVAL: opened, but no regular file */
+        return ckpt_err(CKPT_E_IO, path, NULL, CKPT_NO_OFFSET, "cannot %s: %s",
+                        errno == EISDIR || errno == EINVAL ? "read" : "open", why);
     int rc = 0;
     if ((uint64_t)st.st_size > SIZE_MAX)
         rc = ckpt_err(CKPT_E_LIMIT, path, NULL, CKPT_NO_OFFSET, "file too large to map");
