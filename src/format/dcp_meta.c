@@ -270,10 +270,10 @@ static int storage_entry(const reader *r, const ckpt_value *k, const ckpt_value 
                      (x->kind == CKPT_KIND_SET && !x->frozen);
     }
     if (unhashable) /* the key's hash, taken when the dict is built, raises */
-        return ckpt_err(CKPT_E_FORMAT, r->file, "", CKPT_NO_OFFSET,
-                        "storage_data key MetadataIndex(\"%s\") has an unhashable offset "
-                        "(pickle.load fails building the dict)",
-                        fqn->u.s.p);
+        return fail(r, CKPT_E_FORMAT, at(o, k),
+                    "storage_data key MetadataIndex(\"%s\") has an unhashable offset "
+                    "(pickle.load fails building the dict)",
+                    fqn->u.s.p);
     e->okind = !o || o->kind == CKPT_KIND_NONE ? OFS_NONE : OFS_OTHER;
     e->ndim = 0;
     e->dims = NULL;
