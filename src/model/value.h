@@ -160,6 +160,10 @@ struct ckpt_value {
         } obj;
         struct {
             const char *module, *name, *qualname;
+            /* what the pickle machine's allowlist answered for it
+             * (pickle_builders.h ckpt_builders_allow), kept so that each
+             * call of it costs no lookup; 0 (not allowed) elsewhere */
+            int allow;
         } global; /* qualname = "module.name" */
         ckpt_storage *storage;
     } u;
