@@ -108,10 +108,9 @@ size_t cli_text_width(const char *s, size_t len);
 const char *cli_name(const char *name);
 /* The order of names in every human listing: natural, digit runs
  * compared as numbers ("layers.2" before "layers.10"), else bytes. JSON
- * keeps the order its format specifies. */
-int cli_natural_cmp(const char *a, const char *b);
-/* The n items' indices in cli_natural_cmp order of name(ctx, i): a malloc'd
- * array to free, or NULL (n == 0 or out of memory: list in file order). */
+ * keeps the order its format specifies. The n items' indices in that
+ * order of name(ctx, i): a malloc'd array to free, or NULL (n == 0 or out
+ * of memory: list in file order). */
 size_t *cli_natural_order(const char *(*name)(const void *ctx, size_t i), const void *ctx,
                           size_t n);
 /* "" for 1, "s" otherwise. */
