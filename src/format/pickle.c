@@ -465,7 +465,7 @@ static memo_slot *hashed(const machine *m, uint64_t key) {
     return s->v ? s : NULL;
 }
 
-static ckpt_value *memo_get(const machine *m, uint64_t key) {
+HOT ckpt_value *memo_get(const machine *m, uint64_t key) {
     if (key < m->dense_cap && m->dense[key]) return m->dense[key];
     memo_slot *s = hashed(m, key);
     return s ? s->v : NULL;
@@ -1261,16 +1261,25 @@ static int set_item(machine *m, ckpt_value *dict, ckpt_value *k, ckpt_value *v) 
 
 /* ---------------------------------------------------------------- opcodes */
 
-static int op_get(machine *m, uint64_t key) {
+HOT int op_get(machine *m, uint64_t key) {
     ckpt_value *v = memo_get(m, key);
     if (!v) return fail(m, CKPT_E_FORMAT, "memo key %" PRIu64 " was never PUT", key);
     return push(m, v);
 }
 
-static int op_put(machine *m, uint64_t key) {
+HOT int op_put(machine *m, uint64_t key) {
     ckpt_value *v;
     int rc = top(m, &v);
-    return rc ? rc : memo_put(m, key, v);
+    if (rc) return rc;
+    /* memo_put's common case: a key the array covers, set or new while
+     * nothing is hashed (so it is nowhere else) and the memo has room */
+    if (key < m->dense_cap &&
+        (m->dense[key] || (!m->hash_n && m->memo_n < m->lim->max_pickle_memo))) {
+        if (!m->dense[key]) m->memo_n++, m->dense_n++;
+        m->dense[key] = v;
+        return 0;
+    }
+    return memo_put(m, key, v);
 }
 
 /* FRAME: see frame_leave_at_end. A FRAME inside the current one that ends

@@ -71,8 +71,9 @@ int ckpt_builders_opaque(ckpt_value **out, const pk_build_ctx *c, const char *na
         if (ckpt_value_append(c->arena, all, kwargs)) return nomem(c);
         args = all;
     }
-    *out = ckpt_value_new_object(c->arena, name);
+    *out = ckpt_value_new(c->arena, CKPT_KIND_OBJECT);
     if (!*out) return nomem(c);
+    (*out)->u.obj.name = name;
     (*out)->u.obj.args = args;
     return 0;
 }

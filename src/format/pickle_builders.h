@@ -77,7 +77,9 @@ int ckpt_builders_allowed(const char *module, const char *name);
  * which ckpt_builders_call reads. */
 int ckpt_builders_allow(const char *module, const char *name);
 
-/* The value of a call that is not interpreted: an OBJECT `name` with
+/* The value of a call that is not interpreted: an OBJECT `name` (kept,
+ * not copied: a static string or a GLOBAL's qualname, which live as long
+ * as the values) with
  * obj.args = args (a TUPLE), or args + (kwargs,) when kwargs is a
  * non-empty DICT. Returns 0 or CKPT_E_NOMEM. */
 int ckpt_builders_opaque(ckpt_value **out, const pk_build_ctx *c, const char *name,
