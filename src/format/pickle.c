@@ -1603,7 +1603,7 @@ static int op_pop(machine *m) {
     return pop(m, &v);
 }
 
-static int step(machine *m) {
+HOT int step(machine *m) {
     const uint8_t *p;
     uint64_t x;
     size_t n;
