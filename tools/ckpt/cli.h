@@ -117,6 +117,9 @@ size_t *cli_natural_order(const char *(*name)(const void *ctx, size_t i), const 
 const char *cli_plural(uint64_t n);
 /* "1.5 KiB"-style rendering of a byte count into buf. */
 const char *cli_human_bytes(char buf[32], uint64_t bytes);
+/* x in decimal, written at the end of buf; returns where it starts. */
+#define CLI_U64_CAP 21
+const char *cli_u64(char buf[CLI_U64_CAP], uint64_t x);
 /* "[32, 11616]" into buf (cap bytes, truncated with "..."). */
 const char *cli_shape(char *buf, size_t cap, const ckpt_tensor *t);
 /* The same for ndim dimensions given as an array. */

@@ -320,6 +320,14 @@ static void put_part(char *buf, size_t cap, size_t *used, const char *s, size_t 
     *used += n;
 }
 
+const char *cli_u64(char buf[CLI_U64_CAP], uint64_t x) {
+    char *p = buf + CLI_U64_CAP - 1;
+
+    *p = '\0';
+    do *--p = (char)('0' + x % 10); while (x /= 10);
+    return p;
+}
+
 /* One line per tensor of a listing: digits by hand, not printf (a million
  * tensors). */
 const char *cli_dims(char *buf, size_t cap, unsigned ndim, const uint64_t *shape) {
@@ -328,13 +336,11 @@ const char *cli_dims(char *buf, size_t cap, unsigned ndim, const uint64_t *shape
     buf[0] = '\0';
     put_part(buf, cap, &used, "[", 1);
     for (unsigned i = 0; i < ndim && used < cap; i++) {
-        char d[24];
-        size_t k = sizeof d;
-        uint64_t x = shape[i];
+        char d[CLI_U64_CAP];
+        const char *digits = cli_u64(d, shape[i]);
 
-        do d[--k] = (char)('0' + x % 10); while (x /= 10);
         if (i) put_part(buf, cap, &used, ", ", 2);
-        put_part(buf, cap, &used, d + k, sizeof d - k);
+        put_part(buf, cap, &used, digits, strlen(digits));
     }
     if (used < cap) put_part(buf, cap, &used, "]", 1);
     if (used >= cap && cap > 4) memcpy(buf + cap - 4, "...", 4);
