@@ -242,7 +242,7 @@ TEST(test_shared_scalars) {
     CHECK(is_int(item(v, 0), -6) && is_int(item(v, 1), -5) && is_int(item(v, 2), 0));
     CHECK(is_int(item(v, 3), 256) && is_int(item(v, 4), 257));
     CHECK(item(v, 3) == item(v, 5) && item(v, 1) == item(v, 7)); /* shared */
-    CHECK(is_int(item(v, 6), 257) && item(v, 4) != item(v, 6)); /* not shared */
+    CHECK(is_int(item(v, 6), 257) && item(v, 4) != item(v, 6));  /* not shared */
     CHECK(item(v, 8)->kind == CKPT_KIND_NONE && item(v, 8) == item(v, 9));
     CHECK(item(v, 10)->kind == CKPT_KIND_BOOL && item(v, 10)->u.b == 1 &&
           item(v, 10) == item(v, 11));

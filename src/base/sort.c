@@ -44,8 +44,7 @@ int ckpt_sort(void *base, size_t n, size_t size, int (*cmp)(const void *, const 
     for (size_t i = 1; i < n; i++) {
         if (cmp(v + (i - 1) * size, v + i * size) <= 0) continue;
         if (!starts) {
-            if (n >= SIZE_MAX / sizeof *starts ||
-                !(starts = ckpt_malloc((n + 1) * sizeof *starts)))
+            if (n >= SIZE_MAX / sizeof *starts || !(starts = ckpt_malloc((n + 1) * sizeof *starts)))
                 return CKPT_E_NOMEM;
             starts[runs++] = 0;
         }

@@ -324,7 +324,9 @@ const char *cli_u64(char buf[CLI_U64_CAP], uint64_t x) {
     char *p = buf + CLI_U64_CAP - 1;
 
     *p = '\0';
-    do *--p = (char)('0' + x % 10); while (x /= 10);
+    do {
+        *--p = (char)('0' + x % 10);
+    } while (x /= 10);
     return p;
 }
 
