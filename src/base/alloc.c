@@ -5,9 +5,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#if defined(__linux__)
-#include <sys/mman.h>
-#endif
 
 #include "ckpt.h"
 
@@ -41,29 +38,13 @@ void ckpt_free(void *p) {
 
 /* Shared blocks are 64 KiB while the arena is small, then a power of two
  * up to 8 MiB, at most a sixteenth of what the arena holds (so that the
- * unused tail of the last one stays within that); a request larger than
- * 16 KiB gets a block of its own so that big arrays do not waste the tail
- * of a shared block. A block of 4 MiB or more asks for transparent huge
- * pages where the system has them (madvise mode): a parse of many small
- * records then takes a page fault per 2 MiB, not per 4 KiB (verify of a
- * 100k-tensor torch.save: 35 k page faults before, 18 k with it). */
+ * unused tail of the last one stays within that): a parse of many small
+ * records makes few blocks. A request larger than 16 KiB gets a block of
+ * its own so that big arrays do not waste the tail of a shared block. */
 #define ARENA_BLOCK 65536u
 #define ARENA_BLOCK_MAX ((size_t)8 << 20)
 #define ARENA_OWN_BLOCK (ARENA_BLOCK / 4)
 #define ARENA_ALIGN 16u
-#define HUGE_PAGE ((uintptr_t)2 << 20)
-
-/* Huge pages for the 2 MiB-aligned inside of p[0..n), when there are. */
-static void advise_huge(unsigned char *p, size_t n) {
-#if defined(__linux__) && defined(MADV_HUGEPAGE)
-    uintptr_t start = ((uintptr_t)p + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1);
-    uintptr_t end = ((uintptr_t)p + n) & ~(HUGE_PAGE - 1);
-    if (end > start) (void)madvise((void *)start, (size_t)(end - start), MADV_HUGEPAGE);
-#else
-    (void)p;
-    (void)n;
-#endif
-}
 
 struct arena_block {
     struct arena_block *next;
@@ -87,7 +68,6 @@ void *ckpt_arena_take(ckpt_arena *a, size_t size, int zero) {
     if (need > ARENA_OWN_BLOCK) {
         struct arena_block *big = new_block(need);
         if (!big) return NULL;
-        if (need >= 2 * HUGE_PAGE) advise_huge(big->data, need);
         big->next = a->head; /* the current block stays current */
         a->head = big;
         if (zero) memset(big->data, 0, need);
@@ -99,7 +79,6 @@ void *ckpt_arena_take(ckpt_arena *a, size_t size, int zero) {
         while (cap < ARENA_BLOCK_MAX && cap < a->total / 16) cap *= 2;
         struct arena_block *b = new_block(cap);
         if (!b) return NULL;
-        if (cap >= 2 * HUGE_PAGE) advise_huge(b->data, cap);
         memset(b->data, 0, cap); /* once, for every allocation it serves */
         b->next = a->head;
         a->head = b;
