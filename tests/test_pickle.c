@@ -228,6 +228,30 @@ TEST(test_binary_numbers) {
     CHECK(v && v->u.f == -2.0);
 }
 
+/* None, the bools and the ints -5..256 are one value per run, as CPython
+ * shares them (a state_dict holds a few per tensor); every other int is a
+ * value of its own, and each reads what was written. */
+TEST(test_shared_scalars) {
+    ckpt_value *v;
+    CHECK_EQ_INT(PK("(J\xfa\xff\xff\xffJ\xfb\xff\xff\xffK\x00M\x00\x01M\x01\x01"
+                    "M\x00\x01M\x01\x01J\xfb\xff\xff\xffNN\x88\x88\x89\x89I01\nI256\nt.",
+                    &v),
+                 0);
+    CHECK(v && v->kind == CKPT_KIND_TUPLE && v->u.seq.n == 16);
+    if (!v || v->u.seq.n != 16) return;
+    CHECK(is_int(item(v, 0), -6) && is_int(item(v, 1), -5) && is_int(item(v, 2), 0));
+    CHECK(is_int(item(v, 3), 256) && is_int(item(v, 4), 257));
+    CHECK(item(v, 3) == item(v, 5) && item(v, 1) == item(v, 7)); /* shared */
+    CHECK(is_int(item(v, 6), 257) && item(v, 4) != item(v, 6));  /* not shared */
+    CHECK(item(v, 8)->kind == CKPT_KIND_NONE && item(v, 8) == item(v, 9));
+    CHECK(item(v, 10)->kind == CKPT_KIND_BOOL && item(v, 10)->u.b == 1 &&
+          item(v, 10) == item(v, 11));
+    CHECK(item(v, 12)->kind == CKPT_KIND_BOOL && item(v, 12)->u.b == 0 &&
+          item(v, 12) == item(v, 13) && item(v, 10) != item(v, 12));
+    CHECK(item(v, 14) == item(v, 10)); /* I01: True */
+    CHECK(item(v, 15) == item(v, 3));  /* INT text */
+}
+
 /* ---------------------------------------------------------------- strings */
 
 TEST(test_proto0_strings) {
@@ -2272,6 +2296,7 @@ TEST(test_allocation_failures) {
 int main(void) {
     RUN(test_proto0_numbers);
     RUN(test_binary_numbers);
+    RUN(test_shared_scalars);
     RUN(test_proto0_strings);
     RUN(test_binary_strings);
     RUN(test_nested_every_protocol);

@@ -36,14 +36,18 @@ void ckpt_free(void *p) {
     if (p) hook.free_fn(hook.user, p);
 }
 
-/* Blocks are 64 KiB; a request larger than a quarter block gets a block of
+/* Shared blocks are 64 KiB while the arena is small, then a power of two
+ * up to 8 MiB, at most a sixteenth of what the arena holds (so that the
+ * unused tail of the last one stays within that): a parse of many small
+ * records makes few blocks. A request larger than 16 KiB gets a block of
  * its own so that big arrays do not waste the tail of a shared block. */
 #define ARENA_BLOCK 65536u
+#define ARENA_BLOCK_MAX ((size_t)8 << 20)
+#define ARENA_OWN_BLOCK (ARENA_BLOCK / 4)
 #define ARENA_ALIGN 16u
 
 struct arena_block {
     struct arena_block *next;
-    size_t used, cap;
     _Alignas(16) unsigned char data[];
 };
 
@@ -52,54 +56,43 @@ static struct arena_block *new_block(size_t cap) {
     struct arena_block *b = ckpt_malloc(sizeof(struct arena_block) + cap);
     if (!b) return NULL;
     b->next = NULL;
-    b->used = 0;
-    b->cap = cap;
     return b;
 }
 
-/* size bytes, zeroed when zero is set. */
-static void *take(ckpt_arena *a, size_t size, int zero) {
+/* size bytes, zeroed when zero is set, when the current block has no
+ * room for them (ckpt_arena_alloc's fast path failed). */
+void *ckpt_arena_take(ckpt_arena *a, size_t size, int zero) {
     if (size > SIZE_MAX - ARENA_ALIGN) return NULL;
     size_t need = (size + ARENA_ALIGN - 1) & ~(size_t)(ARENA_ALIGN - 1);
     if (need == 0) need = ARENA_ALIGN;
-    struct arena_block *b = a->head;
-    if (need > ARENA_BLOCK / 4) {
+    if (need > ARENA_OWN_BLOCK) {
         struct arena_block *big = new_block(need);
         if (!big) return NULL;
-        /* keep the current block first: it still has room for small items */
-        if (b) {
-            big->next = b->next;
-            b->next = big;
-        } else {
-            a->head = big;
-        }
-        big->used = need;
+        big->next = a->head; /* the current block stays current */
+        a->head = big;
         if (zero) memset(big->data, 0, need);
         a->total += need;
         return big->data;
     }
-    if (!b || b->cap - b->used < need) {
-        b = new_block(ARENA_BLOCK);
+    if (need > a->room) {
+        size_t cap = ARENA_BLOCK;
+        while (cap < ARENA_BLOCK_MAX && cap < a->total / 16) cap *= 2;
+        struct arena_block *b = new_block(cap);
         if (!b) return NULL;
+        memset(b->data, 0, cap); /* once, for every allocation it serves */
         b->next = a->head;
         a->head = b;
+        a->cur = b->data;
+        a->room = cap;
     }
-    void *p = b->data + b->used;
-    b->used += need;
-    if (zero) memset(p, 0, need);
+    void *p = a->cur;
+    a->cur += need;
+    a->room -= need;
     a->total += need;
     return p;
 }
 
-void *ckpt_arena_alloc(ckpt_arena *a, size_t size) { return take(a, size, 1); }
-
-void *ckpt_arena_alloc_raw(ckpt_arena *a, size_t size) { return take(a, size, 0); }
-
-void *ckpt_arena_array(ckpt_arena *a, size_t n, size_t size) {
-    uint64_t total;
-    if (ckpt_mul_overflow(n, size, &total) || total > SIZE_MAX) return NULL;
-    return ckpt_arena_alloc(a, (size_t)total);
-}
+void *ckpt_arena_alloc_raw(ckpt_arena *a, size_t size) { return ckpt_arena_take(a, size, 0); }
 
 char *ckpt_arena_strndup(ckpt_arena *a, const char *s, size_t n) {
     if (n == SIZE_MAX) return NULL;
@@ -152,4 +145,6 @@ void ckpt_arena_free(ckpt_arena *a) {
     }
     a->head = NULL;
     a->total = 0;
+    a->cur = NULL;
+    a->room = 0;
 }

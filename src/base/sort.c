@@ -37,24 +37,26 @@ static void merge(unsigned char *out, const unsigned char *a, size_t na, const u
 
 int ckpt_sort(void *base, size_t n, size_t size, int (*cmp)(const void *, const void *)) {
     unsigned char *v = base;
-    size_t runs = 0;
-    for (size_t i = 1; i < n; i++)
-        if (cmp(v + (i - 1) * size, v + i * size) > 0) runs++;
-    if (runs == 0) return 0; /* in order: the common case, no allocation */
-    runs++;
-    /* run starts, one slot more for the end; halved by every pass */
-    size_t *starts = ckpt_malloc((runs + 1) * sizeof *starts);
+    /* run starts, one slot more for the end; halved by every pass. Found
+     * in one pass, allocated at the first descent: an array in order (the
+     * common case) allocates nothing */
+    size_t *starts = NULL, runs = 0;
+    for (size_t i = 1; i < n; i++) {
+        if (cmp(v + (i - 1) * size, v + i * size) <= 0) continue;
+        if (!starts) {
+            if (n >= SIZE_MAX / sizeof *starts || !(starts = ckpt_malloc((n + 1) * sizeof *starts)))
+                return CKPT_E_NOMEM;
+            starts[runs++] = 0;
+        }
+        starts[runs++] = i;
+    }
+    if (!starts) return 0;
+    starts[runs] = n;
     unsigned char *tmp = n <= SIZE_MAX / size ? ckpt_malloc(n * size) : NULL;
-    if (!starts || !tmp) {
+    if (!tmp) {
         ckpt_free(starts);
-        ckpt_free(tmp);
         return CKPT_E_NOMEM;
     }
-    size_t k = 0;
-    starts[k++] = 0;
-    for (size_t i = 1; i < n; i++)
-        if (cmp(v + (i - 1) * size, v + i * size) > 0) starts[k++] = i;
-    starts[k] = n;
     unsigned char *src = v, *dst = tmp;
     while (runs > 1) {
         size_t out = 0;

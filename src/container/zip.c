@@ -458,8 +458,14 @@ static int lower(char c) { return c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : (uint8_
 /* miniz's name order: bytes with ASCII letters lowered; a name that is a
  * prefix of the other comes first. <0, 0, >0. */
 static int compare_names(const char *a, size_t alen, const char *b, size_t blen) {
-    size_t n = alen < blen ? alen : blen;
-    for (size_t i = 0; i < n; i++) {
+    size_t n = alen < blen ? alen : blen, i = 0;
+    /* names share long prefixes ("archive/data/"): equal words first */
+    for (uint64_t x, y; i + 8 <= n; i += 8) {
+        memcpy(&x, a + i, 8);
+        memcpy(&y, b + i, 8);
+        if (x != y) break;
+    }
+    for (; i < n; i++) {
         if (a[i] == b[i]) continue;
         int x = lower(a[i]), y = lower(b[i]);
         if (x != y) return x - y;

@@ -174,6 +174,12 @@ static const char *const op_names[256] = {
  * default_max_str_digits). */
 #define MAX_INT_DIGITS 4300
 
+/* Ints shared by every use in a run, as CPython shares them: a state_dict
+ * pickle holds a few per tensor (storage size, offset, shape, stride). No
+ * value of these kinds is ever changed once made. */
+#define SMALL_MIN (-5)
+#define SMALL_MAX 256
+
 typedef struct memo_slot {
     uint64_t key;
     ckpt_value *v; /* NULL: empty slot */
@@ -209,7 +215,18 @@ typedef struct machine {
     int scan;           /* pk_options.scan_only */
     /* scan mode: the shared placeholder of each scalar kind */
     ckpt_value *ph_int, *ph_float, *ph_bool, *ph_none;
+    /* reader mode: one value each for None, False, True and the ints
+     * SMALL_MIN..SMALL_MAX, made on first use (new_int) */
+    ckpt_value *none, *bools[2], *small[SMALL_MAX - SMALL_MIN + 1];
 } machine;
+
+/* The operand and stack helpers every opcode runs: inlined into step(),
+ * whose size otherwise keeps the compiler from doing it. */
+#if defined(__GNUC__)
+#define HOT static inline __attribute__((always_inline))
+#else
+#define HOT static inline
+#endif
 
 int ckpt_pickle_is_opcode(uint8_t op) { return op_names[op] != NULL; }
 
@@ -260,7 +277,7 @@ static void emit(machine *m, pk_event_kind kind, const char *module, const char 
  * BINBYTES/SHORT_BINBYTES/BINBYTES8/BYTEARRAY8, which _Unpickler_ReadInto
  * takes from the buffer and then the file, as one run. A read that starts
  * exactly at the end of the frame is after it for every reader. */
-static void frame_leave_at_end(machine *m) {
+HOT void frame_leave_at_end(machine *m) {
     if (m->in_frame && m->pos == m->frame_end) m->in_frame = 0;
 }
 
@@ -278,7 +295,7 @@ static int take_fail(machine *m, size_t n) {
 
 /* Hands out the next n operand bytes. Past the input: CKPT_E_TRUNCATED;
  * across the end of the current frame: CKPT_E_FORMAT (see above). */
-static int take(machine *m, size_t n, const uint8_t **p) {
+HOT int take(machine *m, size_t n, const uint8_t **p) {
     *p = NULL;
     frame_leave_at_end(m);
     size_t end = m->in_frame ? m->frame_end : m->len; /* frame_end <= len */
@@ -322,7 +339,7 @@ static int take_line(machine *m, const uint8_t **p, size_t *n) {
     return 0;
 }
 
-static uint64_t le_bytes(const uint8_t *p, size_t n) {
+HOT uint64_t le_bytes(const uint8_t *p, size_t n) {
     switch (n) { /* the common sizes spelled out: each becomes one load */
     case 1: return p[0];
     case 2: return (uint64_t)p[0] | (uint64_t)p[1] << 8;
@@ -337,7 +354,7 @@ static uint64_t le_bytes(const uint8_t *p, size_t n) {
 }
 
 /* Little-endian unsigned operand of n (1, 2, 4 or 8) bytes. */
-static int take_uint(machine *m, size_t n, uint64_t *x) {
+HOT int take_uint(machine *m, size_t n, uint64_t *x) {
     *x = 0;
     const uint8_t *p;
     int rc = take(m, n, &p);
@@ -348,9 +365,9 @@ static int take_uint(machine *m, size_t n, uint64_t *x) {
 
 /* ---------------------------------------------------------------- stack */
 
-static size_t fence(const machine *m) { return m->nmarks ? m->marks[m->nmarks - 1] : 0; }
+HOT size_t fence(const machine *m) { return m->nmarks ? m->marks[m->nmarks - 1] : 0; }
 
-static int push(machine *m, ckpt_value *v) {
+HOT int push(machine *m, ckpt_value *v) {
     if (!v) return nomem(m);
     if (m->sp + m->nmarks >= m->lim->max_pickle_stack)
         return fail(m, CKPT_E_LIMIT, "stack and marks exceed %" PRIu64 " entries",
@@ -371,14 +388,14 @@ static int underflow(machine *m) {
                           : "expected a value on the stack (stack underflow)");
 }
 
-static int pop(machine *m, ckpt_value **v) {
+HOT int pop(machine *m, ckpt_value **v) {
     *v = NULL;
     if (m->sp <= fence(m)) return underflow(m);
     *v = m->stack[--m->sp];
     return 0;
 }
 
-static int top(machine *m, ckpt_value **v) {
+HOT int top(machine *m, ckpt_value **v) {
     *v = NULL;
     if (m->sp <= fence(m)) return underflow(m);
     *v = m->stack[m->sp - 1];
@@ -448,7 +465,7 @@ static memo_slot *hashed(const machine *m, uint64_t key) {
     return s->v ? s : NULL;
 }
 
-static ckpt_value *memo_get(const machine *m, uint64_t key) {
+HOT ckpt_value *memo_get(const machine *m, uint64_t key) {
     if (key < m->dense_cap && m->dense[key]) return m->dense[key];
     memo_slot *s = hashed(m, key);
     return s ? s->v : NULL;
@@ -514,10 +531,20 @@ static int memo_put(machine *m, uint64_t key, ckpt_value *v) {
 
 /* ---------------------------------------------------------------- scalars */
 
-/* A scalar of its own, or in scan mode the placeholder of its kind: no
- * event depends on the value, so none is built. */
+/* A scalar, or in scan mode the placeholder of its kind: no event depends
+ * on the value, so none is built. None, bools and small ints are made
+ * once per run (SMALL_MIN). */
+/* v kept in *slot for every later use: built by no one opcode (pk_at). */
+static ckpt_value *keep_shared(ckpt_value **slot, ckpt_value *v) {
+    if (v) v->pk_at = CKPT_PK_SHARED;
+    return *slot = v;
+}
+
 static ckpt_value *new_int(machine *m, int64_t x) {
-    return m->scan ? m->ph_int : ckpt_value_new_int(m->a, x);
+    if (m->scan) return m->ph_int;
+    if (x < SMALL_MIN || x > SMALL_MAX) return ckpt_value_new_int(m->a, x);
+    ckpt_value **v = &m->small[x - SMALL_MIN];
+    return *v ? *v : keep_shared(v, ckpt_value_new_int(m->a, x));
 }
 
 static ckpt_value *new_float(machine *m, double x) {
@@ -525,11 +552,14 @@ static ckpt_value *new_float(machine *m, double x) {
 }
 
 static ckpt_value *new_bool(machine *m, int x) {
-    return m->scan ? m->ph_bool : ckpt_value_new_bool(m->a, x);
+    if (m->scan) return m->ph_bool;
+    ckpt_value **v = &m->bools[x != 0];
+    return *v ? *v : keep_shared(v, ckpt_value_new_bool(m->a, x));
 }
 
 static ckpt_value *new_none(machine *m) {
-    return m->scan ? m->ph_none : ckpt_value_new(m->a, CKPT_KIND_NONE);
+    if (m->scan) return m->ph_none;
+    return m->none ? m->none : keep_shared(&m->none, ckpt_value_new(m->a, CKPT_KIND_NONE));
 }
 
 /* ---------------------------------------------------------------- text */
@@ -937,8 +967,8 @@ static ckpt_value *str_owned(machine *m, int kind, uint8_t *buf, size_t n) {
  * of the input (not NUL-terminated). */
 static ckpt_value *new_str(machine *m, int kind, const uint8_t *p, size_t n) {
     if (!m->scan) return ckpt_value_new_str(m->a, kind, p, n);
-    /* one per str: packed, written once */
-    ckpt_value *v = ckpt_arena_alloc_raw(m->a, sizeof *v);
+    /* one per str: a view, written once */
+    ckpt_value *v = ckpt_arena_alloc(m->a, sizeof *v);
     if (v) *v = (ckpt_value){.kind = (uint8_t)kind, .u.s = {(char *)p, n}};
     return v;
 }
@@ -1194,10 +1224,12 @@ static int make_global(machine *m, const uint8_t *mod, size_t mlen, const uint8_
         return fail(m, CKPT_E_FORMAT, "expected module and name as UTF-8 text without NUL bytes");
     const char *module = ms, *qualname = ns;
     if (m->proto < 3) map_name(&module, &qualname);
-    int allowed = ckpt_builders_allowed(module, qualname);
-    emit(m, PK_EV_GLOBAL, module, qualname, allowed, 0);
+    int allow = ckpt_builders_allow(module, qualname);
+    emit(m, PK_EV_GLOBAL, module, qualname, allow != 0, 0);
     *out = ckpt_value_new_global(m->a, module, qualname);
-    return *out ? 0 : nomem(m);
+    if (!*out) return nomem(m);
+    (*out)->u.global.allow = allow;
+    return 0;
 }
 
 /* A symbolic reference: STACK_GLOBAL on operands that are not str, EXT*. */
@@ -1234,8 +1266,7 @@ static int call(machine *m, ckpt_value *callable, ckpt_value *args, ckpt_value *
     const char *name = "?";
     if (callable->kind == CKPT_KIND_GLOBAL_) {
         int symbolic = is_symbolic(callable);
-        int allowed =
-            !symbolic && ckpt_builders_allowed(callable->u.global.module, callable->u.global.name);
+        int allowed = !symbolic && callable->u.global.allow != 0;
         pk_event ev = {.kind = PK_EV_CALL,
                        .module = callable->u.global.module,
                        .name = callable->u.global.name,
@@ -1303,16 +1334,25 @@ static int set_item(machine *m, ckpt_value *dict, ckpt_value *k, ckpt_value *v) 
 
 /* ---------------------------------------------------------------- opcodes */
 
-static int op_get(machine *m, uint64_t key) {
+HOT int op_get(machine *m, uint64_t key) {
     ckpt_value *v = memo_get(m, key);
     if (!v) return fail(m, CKPT_E_FORMAT, "memo key %" PRIu64 " was never PUT", key);
     return push(m, v);
 }
 
-static int op_put(machine *m, uint64_t key) {
+HOT int op_put(machine *m, uint64_t key) {
     ckpt_value *v;
     int rc = top(m, &v);
-    return rc ? rc : memo_put(m, key, v);
+    if (rc) return rc;
+    /* memo_put's common case: a key the array covers, set or new while
+     * nothing is hashed (so it is nowhere else) and the memo has room */
+    if (key < m->dense_cap &&
+        (m->dense[key] || (!m->hash_n && m->memo_n < m->lim->max_pickle_memo))) {
+        if (!m->dense[key]) m->memo_n++, m->dense_n++;
+        m->dense[key] = v;
+        return 0;
+    }
+    return memo_put(m, key, v);
 }
 
 /* FRAME: see frame_leave_at_end. A FRAME inside the current one that ends
@@ -1636,7 +1676,7 @@ static int op_pop(machine *m) {
     return pop(m, &v);
 }
 
-static int step(machine *m) {
+HOT int step(machine *m) {
     const uint8_t *p;
     uint64_t x;
     size_t n;

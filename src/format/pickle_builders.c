@@ -71,8 +71,9 @@ int ckpt_builders_opaque(ckpt_value **out, const pk_build_ctx *c, const char *na
         if (ckpt_value_append(c->arena, all, kwargs)) return nomem(c);
         args = all;
     }
-    *out = ckpt_value_new_object(c->arena, name);
+    *out = ckpt_value_new(c->arena, CKPT_KIND_OBJECT);
     if (!*out) return nomem(c);
+    (*out)->u.obj.name = name;
     (*out)->u.obj.args = args;
     return 0;
 }
@@ -701,8 +702,7 @@ static int b_from_type_v2(ckpt_value **out, const pk_build_ctx *c, const ckpt_va
     /* a nested wrapper would recurse as deep as the pickle nests tuples */
     if (!strcmp(func->u.global.qualname, fn))
         return fail(c, CKPT_E_FORMAT, "%s: expected a rebuild function, got itself", fn);
-    int allowed = strcmp(func->u.global.module, "?") &&
-                  ckpt_builders_allowed(func->u.global.module, func->u.global.name);
+    int allowed = strcmp(func->u.global.module, "?") && func->u.global.allow != 0;
     emit_call(c, func, allowed);
     if (!c->scan_only && allowed && !strcmp(func->u.global.name, "_rebuild_wrapper_subclass")) {
         int rc = dtensor(out, c, arg(args, 1), arg(args, 3));
@@ -967,6 +967,12 @@ static int other_torch_name(const char *module, const char *name) {
     return 0;
 }
 
+int ckpt_builders_allow(const char *module, const char *name) {
+    const struct entry *e = find(module, name);
+    if (e) return 2 + (int)(e - allowlist);
+    return ckpt_builders_allowed(module, name);
+}
+
 int ckpt_builders_allowed(const char *module, const char *name) {
     if (find(module, name) || other_torch_name(module, name)) return 1;
     /* storage types, named in persistent ids (torch.cuda for legacy GPU saves) */
@@ -981,7 +987,8 @@ int ckpt_builders_allowed(const char *module, const char *name) {
 int ckpt_builders_call(ckpt_value **out, const pk_build_ctx *c, ckpt_value *callable,
                        ckpt_value *args, ckpt_value *kwargs) {
     *out = NULL;
-    const struct entry *e = find(callable->u.global.module, callable->u.global.name);
+    int allow = callable->u.global.allow;
+    const struct entry *e = allow >= 2 ? &allowlist[allow - 2] : NULL;
     /* a scan only needs the events and what later opcodes see of a
      * value: the builder that makes calls of its own runs, and those whose
      * result may be an argument itself (object scalars) or is named after

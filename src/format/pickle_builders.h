@@ -71,15 +71,22 @@ typedef struct pk_build_ctx {
  * ckpt_dtype_from_storage_class, TypedStorage, _LegacyStorage), and module
  * "torch" with a dtype name (ckpt_dtype_from_torch_name). */
 int ckpt_builders_allowed(const char *module, const char *name);
+/* The same answer, with which entry: 0 not allowed, 1 allowed by the
+ * storage class and dtype rules, 2 + i for entry i of the list above. The
+ * machine keeps it in each GLOBAL reference it makes (u.global.allow),
+ * which ckpt_builders_call reads. */
+int ckpt_builders_allow(const char *module, const char *name);
 
-/* The value of a call that is not interpreted: an OBJECT `name` with
+/* The value of a call that is not interpreted: an OBJECT `name` (kept,
+ * not copied: a static string or a GLOBAL's qualname, which live as long
+ * as the values) with
  * obj.args = args (a TUPLE), or args + (kwargs,) when kwargs is a
  * non-empty DICT. Returns 0 or CKPT_E_NOMEM. */
 int ckpt_builders_opaque(ckpt_value **out, const pk_build_ctx *c, const char *name,
                          ckpt_value *args, ckpt_value *kwargs);
 
 /* Applies the builder of the allowlisted global `callable` (a
- * CKPT_KIND_GLOBAL_ value) to `args` (a TUPLE; kwargs is a DICT or NULL).
+ * CKPT_KIND_GLOBAL_ value the machine made, with u.global.allow) to `args` (a TUPLE; kwargs is a DICT or NULL).
  * *out receives the result. Calls whose arguments have a shape the builder
  * does not model (kwargs, Counter(list), an encoding other than latin-1,
  * UTF-8 or ASCII...) and allowlisted references without a builder

@@ -33,23 +33,35 @@ typedef struct torch_reader {
     uint64_t budget; /* the file's inflate budget left (ckpt_zip_budget) */
 } torch_reader;
 
-static ckpt_storage *find_storage(const torch_reader *r, const char *key) {
-    size_t len = strlen(key), i;
-    if (ckpt_decimal_index(key, len, r->ndense, &i)) return r->dense[i];
-    const ckpt_strmap_slot *s = ckpt_strmap_find(&r->named, key, len, ckpt_strmap_hash(key, len));
+/* A storage key and where it is kept: dense (at index) or named. */
+typedef struct storage_key {
+    const char *s;
+    size_t len, index;
+    int dense;
+} storage_key;
+
+static storage_key key_of(const torch_reader *r, const char *s) {
+    storage_key k = {s, strlen(s), 0, 0};
+    k.dense = ckpt_decimal_index(s, k.len, r->ndense, &k.index);
+    return k;
+}
+
+static ckpt_storage *find_storage(const torch_reader *r, const storage_key *k) {
+    if (k->dense) return r->dense[k->index];
+    const ckpt_strmap_slot *s =
+        ckpt_strmap_find(&r->named, k->s, k->len, ckpt_strmap_hash(k->s, k->len));
     return s ? r->order[s->val] : NULL;
 }
 
 /* Adds st under key (absent): 0 or -1 out of memory. */
-static int add_storage(torch_reader *r, const char *key, ckpt_storage *st) {
-    size_t len = strlen(key), i;
+static int add_storage(torch_reader *r, const storage_key *k, ckpt_storage *st) {
     ckpt_strmap_slot *s;
     if (ckpt_arena_grow(&r->f->arena, (void **)&r->order, &r->ordercap, r->norder + 1,
                         sizeof(ckpt_storage *)))
         return -1;
-    if (ckpt_decimal_index(key, len, r->ndense, &i))
-        r->dense[i] = st;
-    else if (ckpt_strmap_put(&r->named, key, len, r->norder, &s) < 0)
+    if (k->dense)
+        r->dense[k->index] = st;
+    else if (ckpt_strmap_put(&r->named, k->s, k->len, r->norder, &s) < 0)
         return -1;
     r->order[r->norder++] = st;
     return 0;
@@ -107,14 +119,15 @@ static int load_storage(void *ctx, ckpt_value *pid, uint64_t off, ckpt_value **o
     if (ckpt_mul_overflow(numel, untyped ? 1 : ckpt_dtype_size(dt), &nbytes))
         return ckpt_err(CKPT_E_FORMAT, f->path, mem, at(r, nv, off), "storage size overflows");
 
-    ckpt_storage *st = find_storage(r, key->u.s.p);
+    storage_key sk = key_of(r, key->u.s.p);
+    ckpt_storage *st = find_storage(r, &sk);
     if (st && st->nbytes != nbytes)
         return ckpt_err(CKPT_E_FORMAT, f->path, mem, at(r, nv, off),
                         "storage %s declared with %llu and %llu bytes", key->u.s.p,
                         (unsigned long long)st->nbytes, (unsigned long long)nbytes);
     if (!st) {
         st = ckpt_arena_alloc(&f->arena, sizeof *st);
-        if (!st || add_storage(r, key->u.s.p, st))
+        if (!st || add_storage(r, &sk, st))
             return ckpt_err(CKPT_E_NOMEM, f->path, mem, off, "out of memory");
         st->dtype = dt;
         st->nbytes = nbytes;
@@ -140,10 +153,11 @@ static int load_storage(void *ctx, ckpt_value *pid, uint64_t off, ckpt_value **o
             return ckpt_err(CKPT_E_FORMAT, f->path, mem, off,
                             "storage view %s reaches past its root storage %s", vkey->u.s.p,
                             key->u.s.p);
-        ckpt_storage *vst = find_storage(r, vkey->u.s.p);
+        storage_key vk = key_of(r, vkey->u.s.p);
+        ckpt_storage *vst = find_storage(r, &vk);
         if (!vst) {
             vst = ckpt_arena_alloc(&f->arena, sizeof *vst);
-            if (!vst || add_storage(r, vkey->u.s.p, vst))
+            if (!vst || add_storage(r, &vk, vst))
                 return ckpt_err(CKPT_E_NOMEM, f->path, mem, off, "out of memory");
             *vst = (ckpt_storage){.dtype = dt,
                                   .nbytes = vbytes,
@@ -558,7 +572,8 @@ static int read_legacy(torch_reader *r, ckpt_view *win) {
             return ckpt_err(CKPT_E_FORMAT, f->path, "storage keys", at(r, k, keys_at),
                             "storage key %zu is not a str", i);
         const char *mem = ckpt_arena_printf(&f->arena, "storage %s", k->u.s.p);
-        ckpt_storage *st = find_storage(r, k->u.s.p);
+        storage_key sk = key_of(r, k->u.s.p);
+        ckpt_storage *st = find_storage(r, &sk);
         if (!mem) return ckpt_err(CKPT_E_NOMEM, f->path, NULL, pos, "out of memory");
         if (!st || st->base)
             return ckpt_err(CKPT_E_FORMAT, f->path, mem, pos,

@@ -789,11 +789,12 @@ static int scan_window(void *ctx, const uint8_t *at, size_t len, int last) {
 static int run_stream_at(stream_run *s, ckpt_view *v) {
     const region *rg = s->rg;
     size_t rest = rg->n - s->pos;
-    /* a plain pickle file is one stream: read whole at once (up to
-     * CKPT_SOURCE_WINDOW_ALL) rather than parsed twice; a legacy file's
-     * pickles are short, before its storages */
-    size_t first =
-        rg->top && s->pos == 0 && !s->sc->legacy_head && rest <= CKPT_SOURCE_WINDOW_ALL ? rest : 0;
+    /* a plain pickle file, and a member a loader unpickles by name (a
+     * torch archive's data.pkl), is one stream: read whole at once (up
+     * to CKPT_SOURCE_WINDOW_ALL) rather than parsed twice; a legacy
+     * file's pickles are short, before its storages */
+    int whole = rg->top ? !s->sc->legacy_head : !rg->sniffed && !rg->depth;
+    size_t first = whole && s->pos == 0 && rest <= CKPT_SOURCE_WINDOW_ALL ? rest : 0;
     return ckpt_source_window(s->sc->src, v, rg->p + s->pos, rest, first, rg->member, scan_window,
                               s);
 }

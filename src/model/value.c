@@ -7,12 +7,6 @@
 #include "model/dtype.h"
 #include "base/error.h"
 
-ckpt_value *ckpt_value_new(ckpt_arena *a, int kind) {
-    ckpt_value *v = ckpt_arena_alloc(a, sizeof *v);
-    if (v) v->kind = (uint8_t)kind;
-    return v;
-}
-
 ckpt_value *ckpt_value_new_int(ckpt_arena *a, int64_t x) {
     ckpt_value *v = ckpt_value_new(a, CKPT_KIND_INT);
     if (v) v->u.i.v = x;

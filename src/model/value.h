@@ -160,6 +160,10 @@ struct ckpt_value {
         } obj;
         struct {
             const char *module, *name, *qualname;
+            /* what the pickle machine's allowlist answered for it
+             * (pickle_builders.h ckpt_builders_allow), kept so that each
+             * call of it costs no lookup; 0 (not allowed) elsewhere */
+            int allow;
         } global; /* qualname = "module.name" */
         ckpt_storage *storage;
     } u;
@@ -181,7 +185,11 @@ static inline uint64_t ckpt_value_at(const ckpt_value *v, uint64_t base) {
 }
 
 /* Constructors: NULL on allocation failure. Strings are copied. */
-ckpt_value *ckpt_value_new(ckpt_arena *a, int kind);
+static inline ckpt_value *ckpt_value_new(ckpt_arena *a, int kind) {
+    ckpt_value *v = ckpt_arena_alloc(a, sizeof *v);
+    if (v) v->kind = (uint8_t)kind;
+    return v;
+}
 ckpt_value *ckpt_value_new_int(ckpt_arena *a, int64_t v);
 /* Two's-complement little-endian integer of n bytes (pickle LONG1/LONG4).
  * n == 0 is zero. Returns NULL on allocation failure. The decimal text is

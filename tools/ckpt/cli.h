@@ -108,16 +108,18 @@ size_t cli_text_width(const char *s, size_t len);
 const char *cli_name(const char *name);
 /* The order of names in every human listing: natural, digit runs
  * compared as numbers ("layers.2" before "layers.10"), else bytes. JSON
- * keeps the order its format specifies. */
-int cli_natural_cmp(const char *a, const char *b);
-/* The n items' indices in cli_natural_cmp order of name(ctx, i): a malloc'd
- * array to free, or NULL (n == 0 or out of memory: list in file order). */
+ * keeps the order its format specifies. The n items' indices in that
+ * order of name(ctx, i): a malloc'd array to free, or NULL (n == 0 or out
+ * of memory: list in file order). */
 size_t *cli_natural_order(const char *(*name)(const void *ctx, size_t i), const void *ctx,
                           size_t n);
 /* "" for 1, "s" otherwise. */
 const char *cli_plural(uint64_t n);
 /* "1.5 KiB"-style rendering of a byte count into buf. */
 const char *cli_human_bytes(char buf[32], uint64_t bytes);
+/* x in decimal, written at the end of buf; returns where it starts. */
+#define CLI_U64_CAP 21
+const char *cli_u64(char buf[CLI_U64_CAP], uint64_t x);
 /* "[32, 11616]" into buf (cap bytes, truncated with "..."). */
 const char *cli_shape(char *buf, size_t cap, const ckpt_tensor *t);
 /* The same for ndim dimensions given as an array. */

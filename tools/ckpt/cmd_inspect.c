@@ -147,6 +147,17 @@ static void pad(size_t used, size_t width) {
     for (; used < width; used++) fputc(' ', stdout);
 }
 
+/* "  " then s in a column of `width`, left- or right-aligned: the table's
+ * rows without printf (a million tensors). */
+static void put_cell(const char *s, size_t width, int right) {
+    size_t len = strlen(s);
+
+    fputs("  ", stdout);
+    if (right) pad(len, width);
+    fputs(s, stdout);
+    if (!right) pad(len, width);
+}
+
 /* Column widths of the tensor table. */
 typedef struct widths {
     size_t name, dtype, shape, bytes;
@@ -156,7 +167,7 @@ typedef struct widths {
 static widths measure(ckpt_file *f) {
     widths w = {4, 5, 5, 5, 0}; /* the headings NAME DTYPE SHAPE BYTES */
     size_t n = ckpt_file_tensor_count(f), i, len;
-    char shape[SHAPE_CAP], num[24];
+    char shape[SHAPE_CAP], num[CLI_U64_CAP];
 
     for (i = 0; i < n; i++) {
         const ckpt_tensor *t = ckpt_file_tensor(f, i);
@@ -168,7 +179,7 @@ static widths measure(ckpt_file *f) {
         if (len > w.dtype) w.dtype = len;
         len = strlen(cli_shape(shape, sizeof shape, t));
         if (len > w.shape) w.shape = len;
-        len = (size_t)snprintf(num, sizeof num, "%" PRIu64, ckpt_tensor_nbytes(t));
+        len = strlen(cli_u64(num, ckpt_tensor_nbytes(t)));
         if (len > w.bytes) w.bytes = len;
         const char *dev = ckpt_tensor_device(t);
         if (strcmp(dev, "cpu") != 0 && w.device < 6) w.device = 6; /* DEVICE */
@@ -215,7 +226,7 @@ static void print_table(inspect *in) {
     size_t n = ckpt_file_tensor_count(in->f), i;
     size_t *order = cli_natural_order(tensor_name, in->f, n);
     widths w = measure(in->f);
-    char shape[SHAPE_CAP], hex[65];
+    char shape[SHAPE_CAP], hex[65], num[CLI_U64_CAP];
 
     printf("%s%-*s  %-*s  %-*s  %*s", cli_color(CLI_BOLD), (int)w.name, "NAME", (int)w.dtype,
            "DTYPE", (int)w.shape, "SHAPE", (int)w.bytes, "BYTES");
@@ -226,10 +237,10 @@ static void print_table(inspect *in) {
         const char *name = cli_name(ckpt_tensor_name(t));
 
         pad(cli_put_text(stdout, name, strlen(name)), w.name);
-        printf("  %-*s  %-*s  %*" PRIu64, (int)w.dtype, ckpt_dtype_name(ckpt_tensor_dtype(t)),
-               (int)w.shape, cli_shape(shape, sizeof shape, t), (int)w.bytes,
-               ckpt_tensor_nbytes(t));
-        if (w.device) printf("  %-*s", (int)w.device, ckpt_tensor_device(t));
+        put_cell(ckpt_dtype_name(ckpt_tensor_dtype(t)), w.dtype, 0);
+        put_cell(cli_shape(shape, sizeof shape, t), w.shape, 0);
+        put_cell(cli_u64(num, ckpt_tensor_nbytes(t)), w.bytes, 1);
+        if (w.device) put_cell(ckpt_tensor_device(t), w.device, 0);
         if (in->hash) printf("  %s", tensor_sha256(in, t, hex));
         fputc('\n', stdout);
         if (in->chunks) print_chunks(t);

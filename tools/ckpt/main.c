@@ -308,15 +308,43 @@ const char *cli_shape(char *buf, size_t cap, const ckpt_tensor *t) {
     return cli_dims(buf, cap, ckpt_tensor_ndim(t), ckpt_tensor_shape(t));
 }
 
+/* Appends the n bytes at s to buf (cap bytes, *used of them taken, always
+ * NUL-terminated), as snprintf would: what does not fit is cut, but *used
+ * counts it. */
+static void put_part(char *buf, size_t cap, size_t *used, const char *s, size_t n) {
+    if (*used < cap) {
+        size_t room = cap - *used - 1, k = n < room ? n : room;
+        memcpy(buf + *used, s, k);
+        buf[*used + k] = '\0';
+    }
+    *used += n;
+}
+
+const char *cli_u64(char buf[CLI_U64_CAP], uint64_t x) {
+    char *p = buf + CLI_U64_CAP - 1;
+
+    *p = '\0';
+    do {
+        *--p = (char)('0' + x % 10);
+    } while (x /= 10);
+    return p;
+}
+
+/* One line per tensor of a listing: digits by hand, not printf (a million
+ * tensors). */
 const char *cli_dims(char *buf, size_t cap, unsigned ndim, const uint64_t *shape) {
-    unsigned i;
     size_t used = 0;
 
     buf[0] = '\0';
-    used += (size_t)snprintf(buf, cap, "[");
-    for (i = 0; i < ndim && used < cap; i++)
-        used += (size_t)snprintf(buf + used, cap - used, "%s%" PRIu64, i ? ", " : "", shape[i]);
-    if (used < cap) used += (size_t)snprintf(buf + used, cap - used, "]");
+    put_part(buf, cap, &used, "[", 1);
+    for (unsigned i = 0; i < ndim && used < cap; i++) {
+        char d[CLI_U64_CAP];
+        const char *digits = cli_u64(d, shape[i]);
+
+        if (i) put_part(buf, cap, &used, ", ", 2);
+        put_part(buf, cap, &used, digits, strlen(digits));
+    }
+    if (used < cap) put_part(buf, cap, &used, "]", 1);
     if (used >= cap && cap > 4) memcpy(buf + cap - 4, "...", 4);
     return buf;
 }
@@ -434,66 +462,94 @@ void cli_progress_fn(void *ctx, uint64_t done, uint64_t total) {
 
 /* ------------------------------------------------------------ key order */
 
-/* Length of the run of ASCII digits at s. */
-static size_t digits(const char *s) {
-    size_t n = 0;
+/* Natural order as bytes: each name becomes a key whose memcmp order is
+ * the natural order, so that the sort compares flat bytes (a million
+ * tensors: one key each, not a token walk per comparison). A run of ASCII
+ * digits is '0' (which compares with any other byte as each digit does),
+ * its count of significant digits (leading zeros dropped, one kept: one
+ * byte below 255, else 255 and eight bytes big-endian), then those
+ * digits: more significant digits sort later, equal counts by digits.
+ * Every other byte is itself. Names whose keys are equal ("1" and "01")
+ * fall back to their bytes, then to their position: one order, always.
+ * key NULL: only the key's length. */
+static size_t natural_key(const char *s, unsigned char *key) {
+    size_t k = 0;
 
-    while (s[n] >= '0' && s[n] <= '9') n++;
-    return n;
-}
+    while (*s) {
+        size_t n = 0, z = 0;
 
-int cli_natural_cmp(const char *a, const char *b) {
-    const char *a0 = a, *b0 = b;
-
-    /* the shared prefix compares equal token by token: start at the first
-     * difference, or at the start of the digit run it falls in */
-    while (*a && *a == *b) a++, b++;
-    while (a > a0 && a[-1] >= '0' && a[-1] <= '9') a--, b--;
-    while (*a && *b) {
-        size_t na = digits(a), nb = digits(b);
-
-        if (na && nb) {
-            size_t za = 0, zb = 0; /* leading zeros */
-            int c;
-
-            while (za + 1 < na && a[za] == '0') za++;
-            while (zb + 1 < nb && b[zb] == '0') zb++;
-            if (na - za != nb - zb) /* more significant digits: larger */
-                return na - za < nb - zb ? -1 : 1;
-            if ((c = memcmp(a + za, b + zb, na - za)) != 0) return c < 0 ? -1 : 1;
-            a += na;
-            b += nb;
+        while (s[n] >= '0' && s[n] <= '9') n++;
+        if (n == 0) {
+            if (key) key[k] = (unsigned char)*s;
+            k++, s++;
             continue;
         }
-        if (*a != *b) return (unsigned char)*a < (unsigned char)*b ? -1 : 1;
-        a++;
-        b++;
+        while (z + 1 < n && s[z] == '0') z++;
+        size_t sig = n - z, head = sig < 255 ? 2 : 10;
+        if (key) {
+            key[k] = '0';
+            if (sig < 255) {
+                key[k + 1] = (unsigned char)sig;
+            } else {
+                key[k + 1] = 255;
+                for (size_t b = 0; b < 8; b++)
+                    key[k + 2 + b] = (unsigned char)((uint64_t)sig >> (56 - 8 * b));
+            }
+            memcpy(key + k + head, s + z, sig);
+        }
+        k += head + sig;
+        s += n;
     }
-    if (*a || *b) return *a ? 1 : -1;
-    return strcmp(a0, b0); /* "1" and "01": one order, always */
+    return k;
 }
 
-/* The sort's names: indices are sorted, not (name, index) pairs, so that
- * listing a million tensors takes 8 bytes each (the CLI sorts on one
- * thread). */
+typedef struct natural_item {
+    const unsigned char *key;
+    size_t len, index;
+} natural_item;
+
+/* The sort's names, for the ties of equal keys. */
 static const char *(*sort_name)(const void *ctx, size_t i);
 static const void *sort_ctx;
 
-static int cmp_index(const void *x, const void *y) {
-    size_t a = *(const size_t *)x, b = *(const size_t *)y;
-    int c = cli_natural_cmp(sort_name(sort_ctx, a), sort_name(sort_ctx, b));
+static int cmp_natural(const void *x, const void *y) {
+    const natural_item *a = x, *b = y;
+    int c = memcmp(a->key, b->key, a->len < b->len ? a->len : b->len);
 
-    return c ? c : (a > b) - (a < b);
+    if (c) return c < 0 ? -1 : 1;
+    if (a->len != b->len) return a->len < b->len ? -1 : 1;
+    if ((c = strcmp(sort_name(sort_ctx, a->index), sort_name(sort_ctx, b->index))) != 0)
+        return c < 0 ? -1 : 1;
+    return (a->index > b->index) - (a->index < b->index);
 }
 
 size_t *cli_natural_order(const char *(*name)(const void *ctx, size_t i), const void *ctx,
                           size_t n) {
-    size_t *order = n && n <= SIZE_MAX / sizeof *order ? malloc(n * sizeof *order) : NULL, i;
+    size_t *order = n && n <= SIZE_MAX / sizeof(natural_item) ? malloc(n * sizeof *order) : NULL;
+    natural_item *items = order ? malloc(n * sizeof *items) : NULL;
+    unsigned char *keys = NULL;
+    size_t total = 0, i;
 
-    if (order == NULL) return NULL;
-    for (i = 0; i < n; i++) order[i] = i;
+    for (i = 0; items && i < n; i++) {
+        items[i].len = natural_key(name(ctx, i), NULL);
+        items[i].index = i;
+        total += items[i].len; /* at most 3x the names' bytes */
+    }
+    if (items) keys = malloc(total ? total : 1);
+    if (keys == NULL) {
+        free(items);
+        free(order);
+        return NULL;
+    }
+    for (i = 0, total = 0; i < n; i++) {
+        items[i].key = keys + total;
+        total += natural_key(name(ctx, i), keys + total);
+    }
     sort_name = name;
     sort_ctx = ctx;
-    qsort(order, n, sizeof *order, cmp_index);
+    qsort(items, n, sizeof *items, cmp_natural);
+    for (i = 0; i < n; i++) order[i] = items[i].index;
+    free(keys);
+    free(items);
     return order;
 }
