@@ -5,10 +5,9 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-void ckpt_pages_will_scan(const void *p, size_t n) {
+void ckpt_pages_will_need(const void *p, size_t n) {
     if (!p || n == 0) return;
     uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
     uintptr_t lo = (uintptr_t)p & ~(page - 1), hi = (uintptr_t)p + n;
-    (void)madvise((void *)lo, hi - lo, MADV_SEQUENTIAL);
     (void)madvise((void *)lo, hi - lo, MADV_WILLNEED);
 }

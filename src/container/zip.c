@@ -13,6 +13,7 @@
 
 #include "base/decimal.h"
 #include "base/error.h"
+#include "base/pages.h"
 #include "base/sort.h"
 
 #define SIG_LOCAL 0x04034b50u     /* PK\3\4 */
@@ -163,7 +164,12 @@ static int read_end_records(ckpt_zip *z, dir_info *d) {
     const uint8_t *t;
     uint8_t e[EOCD_SIZE], head[4];
     /* the tail holds every window find_eocd searches: it finds there
-     * what it finds in the whole input */
+     * what it finds in the whole input. Read with one pread from a file;
+     * memory (a mapping, ckpt_open_memory) is asked for at once, or a cold
+     * file without an end record near its end (safetensors) costs one read
+     * per page the search walks back over (base/pages.h) */
+    if (!ckpt_source_is_file(z->src, z->buf + (z->len - tail), tail))
+        ckpt_pages_will_need(z->buf + (z->len - tail), tail);
     int rc = ckpt_source_view(z->src, &v, z->buf + (z->len - tail), tail, 0, NULL, &t);
     int found = rc == 0 && find_eocd(t, tail, &eocd, &searched) == 0;
     if (found) {
