@@ -656,15 +656,9 @@ static int storage_record(pt_writer *w, size_t index) {
     if (s->copy) return copy_record(w, index);
     unsigned esz = ckpt_dtype_size(s->dtype);
     int swap = st->big_endian && esz > 1;
-    uint64_t shape = swap ? st->nbytes / esz : st->nbytes, stride = 1;
-    ckpt_tensor whole = {.name = "",
-                         .dtype = swap ? s->dtype : CKPT_DT_U8,
-                         .ndim = 1,
-                         .shape = &shape,
-                         .stride = &stride,
-                         .numel = shape,
-                         .nbytes = st->nbytes,
-                         .storage = (ckpt_storage *)st};
+    uint64_t shape, stride;
+    ckpt_tensor whole;
+    ckpt_storage_whole(&whole, st, swap ? s->dtype : CKPT_DT_U8, &shape, &stride);
     char rel[32];
     snprintf(rel, sizeof rel, "data/%zu", index);
     zip_rec *r = NULL;

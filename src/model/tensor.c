@@ -489,17 +489,25 @@ static int sums_sink(void *ctx, const void *p, size_t n) {
     return 0;
 }
 
+void ckpt_storage_whole(ckpt_tensor *t, const ckpt_storage *st, ckpt_dtype dt, uint64_t *shape,
+                        uint64_t *stride) {
+    *shape = st->nbytes / ckpt_dtype_size(dt);
+    *stride = 1;
+    *t = (ckpt_tensor){.name = "",
+                       .dtype = dt,
+                       .ndim = 1,
+                       .shape = shape,
+                       .stride = stride,
+                       .numel = *shape,
+                       .nbytes = st->nbytes,
+                       .storage = (ckpt_storage *)st};
+}
+
 int ckpt_storage_verify(const ckpt_storage *st) {
     if (!st->has_crc32 && !st->has_xxh3) return 0;
-    uint64_t shape = st->nbytes, stride = 1;
-    ckpt_tensor whole = {.name = "",
-                         .dtype = CKPT_DT_U8,
-                         .ndim = 1,
-                         .shape = &shape,
-                         .stride = &stride,
-                         .numel = shape,
-                         .nbytes = st->nbytes,
-                         .storage = (ckpt_storage *)st};
+    uint64_t shape, stride;
+    ckpt_tensor whole;
+    ckpt_storage_whole(&whole, st, CKPT_DT_U8, &shape, &stride);
     sums s;
     memset(&s, 0, sizeof s);
     ckpt_xxh3_reset(&s.xxh);

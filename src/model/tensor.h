@@ -64,6 +64,12 @@ int ckpt_tensor_stream(const ckpt_tensor *t, ckpt_tensor_sink sink, void *ctx);
  * that straddle it cost a 64 MiB convert 15% more CPU time). */
 int ckpt_tensor_stream_at(const ckpt_tensor *t, uint64_t at, ckpt_tensor_sink sink, void *ctx);
 
+/* A 1-D tensor t over the whole of st: elements of dt, whose size divides
+ * st->nbytes (U8 for its bytes as they lie); shape and stride are the
+ * caller's words, which t points at. */
+void ckpt_storage_whole(ckpt_tensor *t, const ckpt_storage *st, ckpt_dtype dt, uint64_t *shape,
+                        uint64_t *stride);
+
 /* Source verification for writers. crc, xxh: the CRC-32 and XXH3-64 of
  * st's bytes, all of them in order as the input holds them (a
  * little-endian storage read whole); 0 when they are the ones recorded
