@@ -1251,25 +1251,44 @@ TEST(test_container_builders) {
                     &v),
                  0);
     CHECK(v && v->kind == CKPT_KIND_SET && v->u.seq.n == 2 && is_int(item(v, 1), 2));
+    CHECK(!ckpt_value_class(v));
     CHECK_EQ_INT(PK("c__builtin__\nfrozenset\n)R.", &v), 0);
     CHECK(v && v->kind == CKPT_KIND_SET && v->u.seq.n == 0);
+    CHECK(v && !strcmp(ckpt_value_class(v), "builtins.frozenset"));
     CHECK_EQ_INT(PK("c__builtin__\ntuple\n](K\x01"
                     "e\x85R.",
                     &v),
                  0);
     CHECK(v && v->kind == CKPT_KIND_TUPLE && is_int(item(v, 0), 1));
+    CHECK(v && !ckpt_value_class(v));
+    /* torch.load gives back a torch.Size and a torch.device, not a tuple
+     * and a str: the value says so */
     CHECK_EQ_INT(PK("ctorch\nSize\n(K\x02K\x03t\x85R.", &v), 0);
     CHECK(v && v->kind == CKPT_KIND_TUPLE && v->u.seq.n == 2 && is_int(item(v, 1), 3));
+    CHECK(v && !strcmp(ckpt_value_class(v), "torch.Size"));
+    CHECK_EQ_INT(PK("ctorch\nSize\n)\x85R.", &v), 0);
+    CHECK(v && v->kind == CKPT_KIND_TUPLE && v->u.seq.n == 0 &&
+          !strcmp(ckpt_value_class(v), "torch.Size"));
+    /* torch.Size(('a',)) raises TypeError in torch.load */
+    CHECK_EQ_INT(PK("ctorch\nSize\nX\x01\x00\x00\x00"
+                    "a\x85\x85R.", &v), CKPT_E_FORMAT);
+    CHECK(strstr(ckpt_error_last()->message, "torch.Size: item 0 is a str, not an int"));
     CHECK_EQ_INT(PK("ctorch\ndevice\nX\x04\x00\x00\x00"
                     "cudaK\x00\x86R.",
                     &v),
                  0);
     CHECK(is_str(v, "cuda:0"));
-    CHECK_EQ_INT(PK("ctorch\ndevice\nX\x03\x00\x00\x00"
-                    "cpu\x85R.",
+    CHECK(v && !strcmp(ckpt_value_class(v), "torch.device"));
+    /* the device's text is its own value: the str it was built from
+     * (memoized, used again) stays a str */
+    CHECK_EQ_INT(PK("(X\x03\x00\x00\x00"
+                    "cpu\x94"
+                    "ctorch\ndevice\nh\x00\x85Rh\x00l.",
                     &v),
                  0);
-    CHECK(is_str(v, "cpu"));
+    CHECK(v && v->kind == CKPT_KIND_LIST && v->u.seq.n == 3 && is_str(item(v, 1), "cpu") &&
+          !strcmp(ckpt_value_class(item(v, 1)), "torch.device") && is_str(item(v, 2), "cpu") &&
+          !ckpt_value_class(item(v, 0)) && !ckpt_value_class(item(v, 2)));
     CHECK_EQ_INT(PK("c__builtin__\ncomplex\nG?\xf0\x00\x00\x00\x00\x00\x00G@"
                     "\x00\x00\x00\x00\x00\x00\x00\x86R.",
                     &v),
@@ -1329,7 +1348,9 @@ TEST(test_bytes_builders) {
     CHECK(v && v->kind == CKPT_KIND_LIST && v->u.seq.n == 2 && is_int(item(v, 1), 2));
     CHECK_EQ_INT(PK("c__builtin__\nbytes\n)R.", &v), 0);
     CHECK(is_bytes(v, "", 0));
-    /* pickle.dumps(bytearray(b'\xffa'), 2) */
+    CHECK(v && !ckpt_value_class(v));
+    /* pickle.dumps(bytearray(b'\xffa'), 2): a bytearray, as torch.load
+     * gives it back */
     CHECK_EQ_INT(PK("\x80\x02"
                     "c__builtin__\nbytearray\nq\x00"
                     "c_codecs\nencode\nq\x01X\x03\x00\x00\x00"
@@ -1341,6 +1362,13 @@ TEST(test_bytes_builders) {
                    "\xff"
                    "a",
                    2));
+    CHECK(v && !strcmp(ckpt_value_class(v), "builtins.bytearray"));
+    /* bytearray(b): the bytes b (memoized, used again) stay bytes */
+    CHECK_EQ_INT(PK("\x80\x03(C\x01z\x94"
+                    "cbuiltins\nbytearray\nh\x00\x85Rh\x00l.", &v), 0);
+    CHECK(v && v->kind == CKPT_KIND_LIST && v->u.seq.n == 3 && is_bytes(item(v, 1), "z", 1) &&
+          !strcmp(ckpt_value_class(item(v, 1)), "builtins.bytearray") &&
+          !ckpt_value_class(item(v, 0)) && !ckpt_value_class(item(v, 2)));
 }
 
 /* Every value knows the offset of the opcode that built it (value.h

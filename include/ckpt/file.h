@@ -318,9 +318,10 @@ CKPT_API int ckpt_file_read_tensors(const ckpt_file *f, size_t n, const ckpt_ten
  *                       int64, b, c: text offset and length of its decimal
  *   FLOAT               a: the double's bits
  *                       (BOOL, INT, FLOAT) d: ckpt_value_numpy_dtype
- *   STR, BYTES          a, b: text offset and length (STR: UTF-8)
- *   LIST, TUPLE, SET    a, b: refs offset and count of its items; c (SET):
- *                       ckpt_value_is_frozenset
+ *   STR, BYTES          a, b: text offset and length (STR: UTF-8); c: 1
+ *                       for a torch.device / bytearray (ckpt_value_class)
+ *   LIST, TUPLE, SET    a, b: refs offset and count of its items; c: 1 for
+ *                       a torch.Size / frozenset (ckpt_value_class)
  *   DICT                a, b: refs offset and count of its entries (2 x b
  *                       refs: key, value, key, value...); c: its class
  *                       (0 plain, 1 collections.OrderedDict, 2
@@ -499,6 +500,12 @@ CKPT_API int ckpt_tensor_requires_grad(const ckpt_tensor *t);
 CKPT_API int ckpt_tensor_is_numpy(const ckpt_tensor *t);
 /* 1 for a SET built as a frozenset (FROZENSET, builtins.frozenset), else 0. */
 CKPT_API int ckpt_value_is_frozenset(const ckpt_value *v);
+/* The class a value was built as when torch.load gives back another than
+ * its kind's: "builtins.frozenset" (SET), "torch.Size" (TUPLE of ints),
+ * "torch.device" (STR: its text, "cpu" or "cuda:1"), "builtins.bytearray"
+ * (BYTES); NULL for a plain str, bytes, tuple or set and other kinds.
+ * Static string. */
+CKPT_API const char *ckpt_value_class(const ckpt_value *v);
 /* BOOL, INT or FLOAT built from a numpy scalar (np.float32(1.5),
  * np.uint32(7)): its dtype (CKPT_DT_F32, CKPT_DT_U32...), the value being
  * exact in the kind's getter; CKPT_DT_UNKNOWN for a Python value. */

@@ -386,6 +386,8 @@ class _Converter:
                     objs[i] = raw.decode("utf-8", "surrogatepass")  # as pickle decodes
                 except UnicodeDecodeError:
                     objs[i] = raw.decode("utf-8", "surrogateescape")
+                if w[o + 3]:  # built as a torch.device: torch.load gives one
+                    objs[i] = self._device(objs[i])
             elif k == KIND_DICT:
                 objs[i] = _DICT_CLASSES[w[o + 3]]()
             elif k == KIND_LIST:
@@ -399,7 +401,7 @@ class _Converter:
             elif k == KIND_BOOL:
                 objs[i] = bool(w[o + 1])
             elif k == KIND_BYTES:
-                objs[i] = text[w[o + 1]:w[o + 1] + w[o + 2]]
+                objs[i] = (bytearray if w[o + 3] else bytes)(text[w[o + 1]:w[o + 1] + w[o + 2]])
             elif k == KIND_OBJECT:
                 name = tab.str(w[o + 1], w[o + 2])
                 dt = _torch_dtype(self.torch, name) if w[o + 3] < 0 and w[o + 4] < 0 else None
@@ -443,13 +445,19 @@ class _Converter:
                 elif k == KIND_LIST:
                     objs[i].extend(items)
                 elif k == KIND_TUPLE:
-                    objs[i] = tuple(items)
+                    objs[i] = self.torch.Size(items) if w[o + 3] else tuple(items)
                 else:
                     objs[i] = (frozenset if w[o + 3] else set)(items)
             except TypeError as exc:  # an unhashable key or set element
                 op = {KIND_DICT: "dict", KIND_SET: "set", KIND_LIST: "list"}.get(k, "tuple")
                 raise errors.FormatError("%s: %s" % (op, exc), self.src.path) from None
         return objs[n - 1]
+
+    def _device(self, text):
+        try:
+            return self.torch.device(text)
+        except RuntimeError as exc:  # torch.device refuses the text, as torch.load would
+            raise errors.FormatError("torch.device(%r): %s" % (text, exc), self.src.path) from None
 
     def _child(self, objs, j):
         if objs[j] is self._PENDING:

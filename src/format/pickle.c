@@ -1765,7 +1765,7 @@ HOT int step(machine *m) {
     case OP_LIST: return op_mark_seq(m, CKPT_KIND_LIST);
     case OP_FROZENSET:
         if ((rc = op_mark_seq(m, CKPT_KIND_SET))) return rc;
-        m->stack[m->sp - 1]->frozen = 1; /* the set op_mark_seq pushed */
+        m->stack[m->sp - 1]->alt = 1; /* the set op_mark_seq pushed */
         return 0;
     case OP_DICT: return op_dict(m);
     case OP_TUPLE1: return op_tuple_n(m, 1);

@@ -152,11 +152,26 @@ static int b_tuple(ckpt_value **out, const pk_build_ctx *c, const ckpt_value *ca
     return seq_of(out, c, callable, args, CKPT_KIND_TUPLE);
 }
 
+/* torch.Size(x): a tuple of ints, kept as a torch.Size (torch.load gives
+ * one back); torch.Size refuses items that are not ints. */
+static int b_size(ckpt_value **out, const pk_build_ctx *c, const ckpt_value *callable,
+                  ckpt_value *args) {
+    int rc = seq_of(out, c, callable, args, CKPT_KIND_TUPLE);
+    if (rc || (*out)->kind != CKPT_KIND_TUPLE) return rc;
+    for (size_t i = 0; i < (*out)->u.seq.n; i++)
+        if ((*out)->u.seq.items[i]->kind != CKPT_KIND_INT)
+            return fail_at(c, (*out)->u.seq.items[i], CKPT_E_FORMAT,
+                           "torch.Size: item %zu is a %s, not an int", i,
+                           ckpt_value_kind_name((*out)->u.seq.items[i]->kind));
+    (*out)->alt = 1;
+    return 0;
+}
+
 static int b_set(ckpt_value **out, const pk_build_ctx *c, const ckpt_value *callable,
                  ckpt_value *args) {
     int rc = seq_of(out, c, callable, args, CKPT_KIND_SET);
     if (!rc && (*out)->kind == CKPT_KIND_SET)
-        (*out)->frozen = !strcmp(callable->u.global.name, "frozenset");
+        (*out)->alt = !strcmp(callable->u.global.name, "frozenset");
     return rc;
 }
 
@@ -283,8 +298,8 @@ static int b_encode(ckpt_value **out, const pk_build_ctx *c, const ckpt_value *c
 }
 
 /* bytes()/bytearray(): empty, a copy of bytes, or (str, encoding). */
-static int b_bytes(ckpt_value **out, const pk_build_ctx *c, const ckpt_value *callable,
-                   ckpt_value *args) {
+static int bytes_of(ckpt_value **out, const pk_build_ctx *c, const ckpt_value *callable,
+                    ckpt_value *args) {
     size_t n = nargs(args);
     if (n == 0) {
         *out = ckpt_value_new_str(c->arena, CKPT_KIND_BYTES, "", 0);
@@ -304,25 +319,40 @@ static int b_bytes(ckpt_value **out, const pk_build_ctx *c, const ckpt_value *ca
     return opaque(out, c, callable, args);
 }
 
+static int b_bytes(ckpt_value **out, const pk_build_ctx *c, const ckpt_value *callable,
+                   ckpt_value *args) {
+    int rc = bytes_of(out, c, callable, args);
+    if (!rc && (*out)->kind == CKPT_KIND_BYTES && !strcmp(callable->u.global.name, "bytearray")) {
+        /* a value of its own (the bytes may be shared), its buffer shared */
+        const ckpt_value *b = *out;
+        if (!(*out = ckpt_value_new(c->arena, CKPT_KIND_BYTES))) return nomem(c);
+        (*out)->u.s = b->u.s;
+        (*out)->alt = 1;
+    }
+    return rc;
+}
+
 /* ---------------------------------------------------------------- torch */
 
-/* torch.device('cpu') -> "cpu"; ('cuda', 0) -> "cuda:0". */
+/* torch.device('cpu') -> "cpu"; ('cuda', 0) -> "cuda:0": a STR of its
+ * own marked as a torch.device (torch.load gives one back). */
 static int b_device(ckpt_value **out, const pk_build_ctx *c, const ckpt_value *callable,
                     ckpt_value *args) {
     size_t n = nargs(args);
     uint64_t index;
     if (n == 1 && arg(args, 0)->kind == CKPT_KIND_STR) {
-        *out = arg(args, 0);
-        return 0;
-    }
-    if (n == 2 && arg(args, 0)->kind == CKPT_KIND_STR && !get_u64(arg(args, 1), &index)) {
+        if (!(*out = ckpt_value_new(c->arena, CKPT_KIND_STR))) return nomem(c);
+        (*out)->u.s = arg(args, 0)->u.s; /* its own value, the text shared */
+    } else if (n == 2 && arg(args, 0)->kind == CKPT_KIND_STR && !get_u64(arg(args, 1), &index)) {
         char *s = ckpt_arena_printf(c->arena, "%s:%" PRIu64, arg(args, 0)->u.s.p, index);
         if (!s || !(*out = ckpt_value_new(c->arena, CKPT_KIND_STR))) return nomem(c);
         (*out)->u.s.p = s;
         (*out)->u.s.len = strlen(s);
-        return 0;
+    } else {
+        return opaque(out, c, callable, args);
     }
-    return opaque(out, c, callable, args);
+    (*out)->alt = 1;
+    return 0;
 }
 
 /* size and stride of a tensor rebuild: lists or tuples of non-negative
@@ -915,7 +945,7 @@ static const struct entry {
     {"torch._tensor", "_rebuild_from_type_v2", b_from_type_v2},
     {"torch.nn.parameter", "Parameter", b_parameter},
     {"torch", "Tensor", NULL},
-    {"torch", "Size", b_tuple},
+    {"torch", "Size", b_size},
     {"torch", "device", b_device},
     {"torch.serialization", "_get_layout", NULL},
     {"torch", "per_tensor_affine", NULL},

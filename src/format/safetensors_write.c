@@ -308,7 +308,9 @@ static void put_tensor(st_writer *w, ckpt_buf *b, const ckpt_value *v) {
  * tensors have an identity: a second visit is a {"ref": id}. A dict is
  * {"dict": [[K, V]...]} and, for an OrderedDict or Counter, "class" and
  * its attributes as "state". A numpy scalar is {"numpy": dtype name,
- * "value": V}, a frozenset {"frozenset": [...]}. */
+ * "value": V}, a frozenset {"frozenset": [...]}, a torch.Size
+ * {"size": [...]}, a torch.device {"device": "cuda:1"}, a bytearray
+ * {"bytearray": hex} (all from version 2). */
 #define ENC_OPEN 1u        /* user: a container whose closing is due */
 #define ENC_DICT_CLOSED 2u /* user: a dict's items and class are written */
 #define ENC_NUMPY 4u       /* user: a numpy scalar's object is open */
@@ -363,9 +365,15 @@ static int enc_enter(ckpt_walk *ww, ckpt_walk_frame *node) {
             ckpt_buf_printf(b, "{\"float\":\"%s\"}", hex);
         }
         return CKPT_WALK_PRUNE;
-    case CKPT_KIND_STR: ckpt_buf_json_str(b, v->u.s.p, v->u.s.len); return CKPT_WALK_PRUNE;
+    case CKPT_KIND_STR:
+        if (v->alt) ckpt_buf_str(b, "{\"device\":");
+        ckpt_buf_json_str(b, v->u.s.p, v->u.s.len);
+        if (v->alt) ckpt_buf_byte(b, '}');
+        w->v2 |= v->alt;
+        return CKPT_WALK_PRUNE;
     case CKPT_KIND_BYTES: {
-        ckpt_buf_str(b, "{\"bytes\":\"");
+        ckpt_buf_str(b, v->alt ? "{\"bytearray\":\"" : "{\"bytes\":\"");
+        w->v2 |= v->alt;
         for (size_t i = 0; i < v->u.s.len; i++) {
             uint8_t c = (uint8_t)v->u.s.p[i];
             ckpt_buf_byte(b, (uint8_t)ckpt_hex_digits[c >> 4]);
@@ -389,10 +397,13 @@ static int enc_enter(ckpt_walk *ww, ckpt_walk_frame *node) {
     switch (v->kind) {
     case CKPT_KIND_TENSOR: put_tensor(w, b, v); return CKPT_WALK_PRUNE;
     case CKPT_KIND_LIST: ckpt_buf_str(b, "{\"list\":["); break;
-    case CKPT_KIND_TUPLE: ckpt_buf_str(b, "{\"tuple\":["); break;
+    case CKPT_KIND_TUPLE:
+        ckpt_buf_str(b, v->alt ? "{\"size\":[" : "{\"tuple\":[");
+        w->v2 |= v->alt;
+        break;
     case CKPT_KIND_SET:
-        ckpt_buf_str(b, v->frozen ? "{\"frozenset\":[" : "{\"set\":[");
-        w->v2 |= v->frozen;
+        ckpt_buf_str(b, v->alt ? "{\"frozenset\":[" : "{\"set\":[");
+        w->v2 |= v->alt;
         break;
     default: ckpt_buf_str(b, "{\"dict\":["); break; /* DICT */
     }
@@ -459,7 +470,8 @@ static int build_structure(st_writer *w, const ckpt_value *root) {
     int rc = ckpt_walk_run(&ww, root);
     if (rc) return rc;
     /* version 2 only when a dict has "class" or "state" or a value is from
-     * numpy or a frozenset, which readers of version 1 refuse: other files
+     * numpy, a frozenset, torch.Size, torch.device or bytearray, which
+     * readers of version 1 refuse: other files
      * stay readable by them */
     if (w->v2 && !b->failed) b->p[strlen("{\"version\":")] = '2';
     if (w->ngroups) {

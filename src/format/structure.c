@@ -440,8 +440,23 @@ static int decode(decoder *d, const json_t *j, uint32_t depth, ckpt_value **out)
         if ((x = json_object_get(j, "set"))) return decode_seq(d, x, CKPT_KIND_SET, depth, out);
         if ((x = json_object_get(j, "frozenset")) && d->version >= 2) {
             int rc = decode_seq(d, x, CKPT_KIND_SET, depth, out);
-            if (!rc) (*out)->frozen = 1;
+            if (!rc) (*out)->alt = 1;
             return rc;
+        }
+        if ((x = json_object_get(j, "size")) && d->version >= 2) {
+            int rc = decode_seq(d, x, CKPT_KIND_TUPLE, depth, out);
+            for (size_t i = 0; !rc && i < (*out)->u.seq.n; i++)
+                if ((*out)->u.seq.items[i]->kind != CKPT_KIND_INT)
+                    return bad(d, "\"size\" (a torch.Size) holds ints only");
+            if (!rc) (*out)->alt = 1;
+            return rc;
+        }
+        if ((x = json_object_get(j, "device")) && d->version >= 2) {
+            if (!json_is_string(x)) return bad(d, "\"device\" must be a string");
+            v = ckpt_value_new_str(d->a, CKPT_KIND_STR, json_string_value(x),
+                                   json_string_length(x));
+            if (v) v->alt = 1;
+            break;
         }
         if ((x = json_object_get(j, "ref"))) {
             uint64_t n;
@@ -471,7 +486,8 @@ static int decode(decoder *d, const json_t *j, uint32_t depth, ckpt_value **out)
             v = ckpt_value_new_float(d->a, f);
             break;
         }
-        if ((x = json_object_get(j, "bytes"))) {
+        int bytearray = (x = json_object_get(j, "bytearray")) && d->version >= 2;
+        if (bytearray || (x = json_object_get(j, "bytes"))) {
             const char *s = json_is_string(x) ? json_string_value(x) : NULL;
             size_t n = s ? strlen(s) : 1;
             if (n % 2) return bad(d, "\"bytes\" must be an even number of hex digits");
@@ -485,6 +501,7 @@ static int decode(decoder *d, const json_t *j, uint32_t depth, ckpt_value **out)
             }
             v->u.s.p = p;
             v->u.s.len = n / 2;
+            v->alt = (uint8_t)bytearray;
             break;
         }
         if ((x = json_object_get(j, "dtype"))) {

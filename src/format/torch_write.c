@@ -24,7 +24,9 @@
  * the pickle; numpy.core.multiarray.scalar for a scalar; numpy.dtype),
  * so torch.load gives numpy back (weights_only refuses numpy globals
  * unless allowed with torch.serialization.safe_globals); frozensets as
- * builtins.frozenset.
+ * builtins.frozenset; a torch.device, torch.Size or bytearray as a call
+ * of its class (torch 1.13's weights_only refuses the device and the
+ * bytearray, as it does the files torch.save writes).
  *
  * The archive: every record stored (not compressed) under "<name>/", name
  * being the target's file name without extension as torch does, data
@@ -386,7 +388,16 @@ static int put_parameter(pt_writer *w, const ckpt_tensor *t) {
  * memo, the items and, when it has attributes, the state and BUILD:
  * torch.save's `{'_metadata': OrderedDict(...)}` BUILD of a state dict,
  * which weights_only loading allows. A set is builtins.set([items]); a
- * tuple its items then TUPLE1/2/3, or MARK items TUPLE. */
+ * tuple its items then TUPLE1/2/3, or MARK items TUPLE (a torch.Size:
+ * torch.Size, the tuple, TUPLE1 REDUCE). */
+
+/* The global below the one argument on the stack, called: TUPLE1
+ * REDUCE (torch.device(text), torch.Size(tuple), bytearray(bytes), as
+ * their __reduce__ gives them). */
+static void put_call1(pt_writer *w) {
+    ckpt_pkw_op(&w->pk, 0x85);
+    ckpt_pkw_op(&w->pk, 'R');
+}
 
 /* Item i of n opens a batch of several (MARK) / closes a batch. */
 static int batch_opens(size_t i, size_t n) { return i % BATCH == 0 && n - i > 1; }
@@ -429,10 +440,14 @@ static int save_enter(ckpt_walk *ww, ckpt_walk_frame *node) {
         return CKPT_WALK_PRUNE;
     case CKPT_KIND_FLOAT: ckpt_pkw_float(&w->pk, v->u.f); return CKPT_WALK_PRUNE;
     case CKPT_KIND_STR:
+        if (v->alt) ckpt_pkw_global(&w->pk, "torch", "device");
         rc = ckpt_pkw_str(&w->pk, v->u.s.p, v->u.s.len);
+        if (v->alt) put_call1(w);
         return rc ? rc : CKPT_WALK_PRUNE;
     case CKPT_KIND_BYTES:
+        if (v->alt) ckpt_pkw_global(&w->pk, "__builtin__", "bytearray");
         rc = ckpt_pkw_bytes(&w->pk, (const uint8_t *)v->u.s.p, v->u.s.len);
+        if (v->alt) put_call1(w);
         return rc ? rc : CKPT_WALK_PRUNE;
     case CKPT_KIND_GLOBAL_:
         ckpt_pkw_global(&w->pk, "torch", ckpt_wr_dtype_ref(v));
@@ -464,13 +479,15 @@ static int save_enter(ckpt_walk *ww, ckpt_walk_frame *node) {
     }
     case CKPT_KIND_LIST: ckpt_pkw_op(&w->pk, ']'); break;
     case CKPT_KIND_SET:
-        ckpt_pkw_global(&w->pk, "__builtin__", v->frozen ? "frozenset" : "set");
+        ckpt_pkw_global(&w->pk, "__builtin__", v->alt ? "frozenset" : "set");
         ckpt_pkw_op(&w->pk, ']');
         node->user = SAVED_OPEN;
         return CKPT_WALK_DESCEND;
     case CKPT_KIND_TUPLE:
+        if (v->alt) ckpt_pkw_global(&w->pk, "torch", "Size");
         if (v->u.seq.n == 0) {
             ckpt_pkw_op(&w->pk, ')');
+            if (v->alt) put_call1(w);
             return CKPT_WALK_PRUNE;
         }
         if (v->u.seq.n > 3) ckpt_pkw_op(&w->pk, '(');
@@ -498,6 +515,7 @@ static int save_leave(ckpt_walk *ww, ckpt_walk_frame *node) {
         } else {
             size_t n = v->u.seq.n;
             ckpt_pkw_op(&w->pk, n == 1 ? 0x85 : n == 2 ? 0x86 : n == 3 ? 0x87 : 't');
+            if (v->alt) put_call1(w);
         }
         if ((rc = ckpt_ptrmap_put(&w->memo_of, v, w->pk.memo))) return rc;
         ckpt_pkw_memo_put(&w->pk);

@@ -142,7 +142,7 @@ ckpt_value *ckpt_value_new_like(ckpt_arena *a, const ckpt_value *v) {
         c->dict_class = v->dict_class;
         c->u.dict.state = v->u.dict.state;
     }
-    if (c) c->frozen = v->frozen;
+    if (c) c->alt = v->alt;
     return c;
 }
 
@@ -365,7 +365,18 @@ int ckpt_tensor_is_numpy(const ckpt_tensor *t) { return t->is_numpy; }
 
 int ckpt_tensor_requires_grad(const ckpt_tensor *t) { return t->requires_grad; }
 
-int ckpt_value_is_frozenset(const ckpt_value *v) { return v->kind == CKPT_KIND_SET && v->frozen; }
+int ckpt_value_is_frozenset(const ckpt_value *v) { return v->kind == CKPT_KIND_SET && v->alt; }
+
+const char *ckpt_value_class(const ckpt_value *v) {
+    if (!v->alt) return NULL;
+    switch (v->kind) {
+    case CKPT_KIND_SET: return "builtins.frozenset";
+    case CKPT_KIND_TUPLE: return "torch.Size";
+    case CKPT_KIND_STR: return "torch.device";
+    case CKPT_KIND_BYTES: return "builtins.bytearray";
+    default: return NULL;
+    }
+}
 
 ckpt_dtype ckpt_value_numpy_dtype(const ckpt_value *v) {
     int scalar =

@@ -116,7 +116,10 @@ struct ckpt_value {
     /* DICT: CKPT_DICT_*; here rather than in u.dict, whose growth would
      * make every value bigger */
     uint8_t dict_class;
-    uint8_t frozen; /* SET: built as a frozenset */
+    /* built as the other class of its kind, which torch.load gives back
+     * and writers rebuild: SET a frozenset, TUPLE a torch.Size, STR a
+     * torch.device (its text "cuda:1"), BYTES a bytearray */
+    uint8_t alt;
     /* BOOL, INT, FLOAT built from a numpy scalar
      * (numpy.core.multiarray.scalar): its ckpt_dtype, so that loaders and
      * writers give back a numpy scalar of that dtype; 0 otherwise */

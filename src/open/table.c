@@ -147,6 +147,7 @@ static void put_node(builder *b, const ckpt_value *v) {
         const char *s = ckpt_value_str(v, &len);
         rec[1] = put_text(b, s, len);
         rec[2] = (int64_t)len;
+        rec[3] = ckpt_value_class(v) != NULL;
         break;
     }
     case CKPT_KIND_LIST:
@@ -154,7 +155,7 @@ static void put_node(builder *b, const ckpt_value *v) {
     case CKPT_KIND_SET:
         rec[1] = refs_at;
         rec[2] = (int64_t)n;
-        rec[3] = ckpt_value_is_frozenset(v);
+        rec[3] = ckpt_value_class(v) != NULL;
         for (size_t i = 0; i < n; i++) put(&b->refs, ptr_word(ckpt_value_item(v, i)));
         break;
     case CKPT_KIND_DICT:

@@ -232,6 +232,12 @@ def fixed_cases():
         "parameter": {"p": torch.nn.Parameter(torch.ones(2)),
                       "q": torch.nn.Parameter(torch.ones(2), requires_grad=False)},
         "counter": collections.Counter({"a": 3, "b": 1}),
+        # classes torch.load gives back that are not their kind's plain one
+        # (were a str, a tuple and bytes)
+        "torch_types": {"cuda1": torch.device("cuda", 1), "cpu": torch.device("cpu"),
+                        "size": torch.Size([2, 3]), "size0": torch.Size([]),
+                        "bytearray": bytearray(b"\x00\xffa"), "empty": bytearray(),
+                        "bytes": b"xy", "tuple": (2, 3), "str": "cuda:1"},
     }
 
 

@@ -460,6 +460,50 @@ def test_library_calls_per_load_do_not_grow_with_typed_values(tmp_path, monkeypa
     assert seen[0] == seen[1], seen
 
 
+def test_load_and_convert_keep_torch_device_size_and_bytearray(tmp_path):
+    """torch.load gives back a torch.device, a torch.Size and a bytearray
+    (were a str 'cuda:1', a tuple and bytes): so do ckpt.load of the file
+    and of what ckpt.convert writes from it (.pt, .safetensors, DCP), and
+    torch.load of the converted .pt, with weights_only=True too."""
+    obj = {"dev": torch.device("cuda", 1), "cpu": torch.device("cpu"),
+           "size": torch.Size([2, 3]), "size0": torch.Size([]),
+           "ba": bytearray(b"\x00\xffa"), "ba0": bytearray(), "b": b"xy", "t": (2, 3),
+           "s": "cuda:1", "w": torch.ones(2)}
+    src = str(tmp_path / "a.pt")
+    torch.save(obj, src)
+    want = torch_load(src)
+    assert [type(want[k]) for k in ("dev", "size", "ba", "b", "t", "s")] == \
+        [torch.device, torch.Size, bytearray, bytes, tuple, str]
+
+    def same(got, where):
+        for k, v in want.items():
+            assert type(got[k]) is type(v), (where, k, type(got[k]))
+            assert torch.equal(got[k], v) if k == "w" else got[k] == v, (where, k, got[k])
+
+    same(ckpt.load(src), "ckpt.load")
+    outs = ["b.pt", "b.safetensors"]
+    if hasattr(torch, "distributed") and torch.__version__ >= "2":
+        outs.append("b.dcp")
+    for name in outs:
+        dst = str(tmp_path / name)
+        ckpt.convert(src, dst)
+        same(ckpt.load(dst), "ckpt.load of " + name)
+    same(torch_load(str(tmp_path / "b.pt")), "torch.load of b.pt")
+    if int(torch.__version__.split(".")[0]) >= 2:  # 1.13 refuses device and bytearray
+        same(torch.load(str(tmp_path / "b.pt"), weights_only=True), "weights_only")
+
+
+def test_load_refuses_a_torch_size_of_a_str(tmp_path):
+    """torch.Size(('a',)) raises TypeError in torch.load: ckpt.load says the
+    pickle is not data it can give back, naming the item."""
+    path = tmp_path / "s.pkl"
+    path.write_bytes(b"\x80\x02ctorch\nSize\nX\x01\x00\x00\x00a\x85\x85R.")
+    with pytest.raises(TypeError):
+        torch_load(str(path))
+    with pytest.raises(ckpt.errors.FormatError, match="torch.Size: item 0 is a str, not an int"):
+        ckpt.load(str(path))
+
+
 def test_dcp_reachable_after_import_ckpt():
     """`import ckpt` then `ckpt.dcp.load(path)`, as the README writes it
     (was AttributeError: ckpt.dcp needed its own import); `import ckpt`

@@ -59,3 +59,31 @@ def test_cyclic_structure_is_a_format_error(tmp_path):
     path.write_bytes(struct.pack("<Q", len(header)) + header)
     with pytest.raises(ckpt.FormatError, match="names a container from inside it"):
         ckpt.load(str(path))
+
+
+@pytest.mark.parametrize("version,node,message", [
+    (1, {"device": "cuda:1"}, 'unknown tag "device"'),  # version 2 tags
+    (1, {"size": [2]}, 'unknown tag "size"'),
+    (1, {"bytearray": "00"}, 'unknown tag "bytearray"'),
+    (2, {"size": [2, "a"]}, r'"size" \(a torch.Size\) holds ints only'),
+    (2, {"device": 1}, '"device" must be a string'),
+])
+def test_torch_types_tags_are_checked(tmp_path, version, node, message):
+    """torch.Size, torch.device and bytearray nodes of the structure (as
+    ckpt convert writes them): from version 2 and well-formed, else
+    refused."""
+    import json
+    import struct
+    meta = {"ckpt.structure": json.dumps({"version": version, "root": {"list": [node]}})}
+    header = json.dumps({"__metadata__": meta}).encode()
+    path = tmp_path / "t.safetensors"
+    path.write_bytes(struct.pack("<Q", len(header)) + header)
+    with pytest.raises(ckpt.FormatError, match=message):
+        ckpt.load(str(path))
+    meta["ckpt.structure"] = json.dumps({"version": 2, "root": {"list": [
+        {"device": "cuda:1"}, {"size": [2, 3]}, {"bytearray": "00ff"}]}})
+    header = json.dumps({"__metadata__": meta}).encode()
+    path.write_bytes(struct.pack("<Q", len(header)) + header)
+    assert ckpt.load(str(path)) == [torch.device("cuda:1"), torch.Size([2, 3]),
+                                    bytearray(b"\x00\xff")]
+    assert [type(x) for x in ckpt.load(str(path))] == [torch.device, torch.Size, bytearray]
