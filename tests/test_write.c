@@ -551,6 +551,21 @@ TEST(state_dict_roundtrip) {
     CHECK(ckpt_value_dict_class(d) == NULL);
     CHECK_EQ_INT(ckpt_tree_set_parameter(tree, d, 1), CKPT_E_INVALID_ARG);
     CHECK_EQ_INT(ckpt_tree_set_parameter(NULL, d, 1), CKPT_E_INVALID_ARG);
+    /* the class torch.load gives back: of the right kind, a Size of ints */
+    ckpt_value *dev = S("cuda:1"), *size = TU();
+    CHECK_EQ_INT(ckpt_tree_set_class(tree, dev, "torch.device"), 0);
+    CHECK(!strcmp(ckpt_value_class(dev), "torch.device"));
+    CHECK_EQ_INT(ckpt_tree_set_class(tree, dev, "torch.Size"), CKPT_E_INVALID_ARG);
+    CHECK(strstr(ckpt_error_last()->message, "a torch.Size is built from a tuple, not a str"));
+    CHECK_EQ_INT(ckpt_tree_set_class(tree, dev, "builtins.complex"), CKPT_E_INVALID_ARG);
+    CHECK_EQ_INT(ckpt_tree_set_class(tree, dev, NULL), 0);
+    CHECK(ckpt_value_class(dev) == NULL);
+    CHECK_EQ_INT(ckpt_tree_append(tree, size, I(2)), 0);
+    CHECK_EQ_INT(ckpt_tree_set_class(tree, size, "torch.Size"), 0);
+    CHECK_EQ_INT(ckpt_tree_append(tree, size, S("a")), 0);
+    CHECK_EQ_INT(ckpt_tree_set_class(tree, size, "torch.Size"), CKPT_E_INVALID_ARG);
+    CHECK(strstr(ckpt_error_last()->message, "item 1 is a str"));
+    CHECK_EQ_INT(ckpt_tree_set_class(NULL, size, NULL), CKPT_E_INVALID_ARG);
 }
 
 /* Real torch.save files (the corpus): a BatchNorm state dict keeps its

@@ -215,6 +215,13 @@ CKPT_API int ckpt_tree_tensor(ckpt_value **out, ckpt_tree *t, ckpt_dtype dtype, 
 CKPT_API int ckpt_tree_set_dict_class(ckpt_tree *t, ckpt_value *dict, const char *cls);
 CKPT_API int ckpt_tree_set_dict_state(ckpt_tree *t, ckpt_value *dict, ckpt_value *state);
 CKPT_API int ckpt_tree_set_parameter(ckpt_tree *t, ckpt_value *tensor, int requires_grad);
+/* Makes `v` (of this tree) the class torch.load gives back for it
+ * (ckpt_value_class): "torch.device" a STR ("cuda:1"), "torch.Size" a
+ * TUPLE of ints (set once its items are appended), "builtins.bytearray"
+ * BYTES, "builtins.frozenset" a SET; NULL the plain kind again. Returns 0
+ * or CKPT_E_INVALID_ARG (NULL arguments, an unknown class, a value of
+ * another kind, a torch.Size item that is not an int). */
+CKPT_API int ckpt_tree_set_class(ckpt_tree *t, ckpt_value *v, const char *cls);
 
 /* Writes the tree under `root` (built with ckpt_tree_*, or the root of an
  * opened file) to `path` as `format` (CKPT_FORMAT_SAFETENSORS or

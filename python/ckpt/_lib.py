@@ -395,6 +395,7 @@ _PROTOS = [
     ("ckpt_tree_dict", c_int, [_P, c_void_p]),
     ("ckpt_tree_append", c_int, [c_void_p, c_void_p, c_void_p]),
     ("ckpt_tree_set", c_int, [c_void_p, c_void_p, c_void_p, c_void_p]),
+    ("ckpt_tree_set_class", c_int, [c_void_p, c_void_p, c_char_p]),
     ("ckpt_tree_tensor", c_int, [_P, c_void_p, c_int, ctypes.c_uint,
                                         c_u64_p, c_void_p, c_size_t]),
     ("ckpt_tree_write", c_int, [c_void_p, c_char_p, c_int,

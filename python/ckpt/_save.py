@@ -67,6 +67,12 @@ class _Builder:
         self.copies.append(out)
         return out
 
+    def _class(self, v, cls):
+        """v made the class torch.load gives back (ckpt_tree_set_class)."""
+        if cls is not None:
+            check(lib.ckpt_tree_set_class(self.tree, v, cls), self.path)
+        return v
+
     def _new(self, fn, *args):
         out = c_void_p()
         check(fn(ctypes.byref(out), self.tree, *args), self.path)
@@ -98,7 +104,12 @@ class _Builder:
             return self._new(lib.ckpt_tree_str, b, len(b))
         if isinstance(obj, (bytes, bytearray, memoryview)):
             b = bytes(obj)
-            return self._new(lib.ckpt_tree_bytes, b, len(b))
+            out = self._new(lib.ckpt_tree_bytes, b, len(b))
+            # torch.load gives a bytearray back (a memoryview cannot be pickled)
+            return self._class(out, b"builtins.bytearray" if isinstance(obj, bytearray) else None)
+        if isinstance(obj, torch.device):
+            b = str(obj).encode()
+            return self._class(self._new(lib.ckpt_tree_str, b, len(b)), b"torch.device")
         if isinstance(obj, torch.Tensor):
             return self.tensor(obj, where)
         if type(obj).__module__ == "numpy" and hasattr(obj, "dtype") and hasattr(obj, "shape"):
@@ -130,7 +141,7 @@ class _Builder:
             for i, v in enumerate(obj):
                 check(lib.ckpt_tree_append(self.tree, out, self.value(v, _join(where, i))),
                       self.path)
-            return out
+            return self._class(out, b"torch.Size" if isinstance(obj, torch.Size) else None)
         raise self._refuse(where, "%s.%s" % (type(obj).__module__, type(obj).__qualname__))
 
     def tensor(self, t, where):

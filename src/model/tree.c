@@ -126,6 +126,33 @@ int ckpt_tree_set_dict_class(ckpt_tree *t, ckpt_value *dict, const char *cls) {
     return 0;
 }
 
+int ckpt_tree_set_class(ckpt_tree *t, ckpt_value *v, const char *cls) {
+    static const struct {
+        int kind;
+        const char *name;
+    } classes[] = {{CKPT_KIND_SET, "builtins.frozenset"},
+                   {CKPT_KIND_TUPLE, "torch.Size"},
+                   {CKPT_KIND_STR, "torch.device"},
+                   {CKPT_KIND_BYTES, "builtins.bytearray"}};
+    if (!t || !v) return invalid("tree or value is NULL");
+    size_t i = 0;
+    while (cls && i < sizeof classes / sizeof *classes && strcmp(cls, classes[i].name)) i++;
+    if (cls && i == sizeof classes / sizeof *classes)
+        return invalid("class must be builtins.frozenset, torch.Size, torch.device, "
+                       "builtins.bytearray or NULL");
+    if (cls && v->kind != classes[i].kind)
+        return ckpt_err(CKPT_E_INVALID_ARG, "", "", CKPT_NO_OFFSET,
+                        "a %s is built from a %s, not a %s", cls,
+                        ckpt_value_kind_name(classes[i].kind), ckpt_value_kind_name(v->kind));
+    for (size_t k = 0; cls && v->kind == CKPT_KIND_TUPLE && k < v->u.seq.n; k++)
+        if (v->u.seq.items[k]->kind != CKPT_KIND_INT)
+            return ckpt_err(CKPT_E_INVALID_ARG, "", "", CKPT_NO_OFFSET,
+                            "torch.Size holds ints: item %zu is a %s", k,
+                            ckpt_value_kind_name(v->u.seq.items[k]->kind));
+    v->alt = cls != NULL;
+    return 0;
+}
+
 int ckpt_tree_set_dict_state(ckpt_tree *t, ckpt_value *dict, ckpt_value *state) {
     if (!t || !dict) return invalid("tree or dict is NULL");
     if (dict->kind != CKPT_KIND_DICT || dict->dict_class == CKPT_DICT_PLAIN)

@@ -493,6 +493,22 @@ def test_load_and_convert_keep_torch_device_size_and_bytearray(tmp_path):
         same(torch.load(str(tmp_path / "b.pt"), weights_only=True), "weights_only")
 
 
+@pytest.mark.parametrize("ext", [".pt", ".safetensors"])
+def test_save_keeps_torch_device_size_and_bytearray(tmp_path, ext):
+    """ckpt.save of a torch.device, torch.Size and bytearray (the device
+    was refused, the others saved as a tuple and bytes): ckpt.load gives
+    them back as they were, and so does torch.load of the .pt."""
+    obj = {"dev": torch.device("cuda", 1), "size": torch.Size([2, 3]),
+           "ba": bytearray(b"\x00\xff"), "b": b"x", "t": (2, 3), "w": torch.ones(2)}
+    path = str(tmp_path / ("s" + ext))
+    ckpt.save(obj, path)
+    loads = [ckpt.load(path)] + ([torch_load(path)] if ext == ".pt" else [])
+    for got in loads:
+        assert [type(got[k]) for k in obj] == [type(v) for v in obj.values()]
+        assert {k: v for k, v in got.items() if k != "w"} == \
+            {k: v for k, v in obj.items() if k != "w"}
+
+
 def test_load_refuses_a_torch_size_of_a_str(tmp_path):
     """torch.Size(('a',)) raises TypeError in torch.load: ckpt.load says the
     pickle is not data it can give back, naming the item."""
