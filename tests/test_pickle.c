@@ -1363,6 +1363,9 @@ TEST(test_bytes_builders) {
                    "a",
                    2));
     CHECK(v && !strcmp(ckpt_value_class(v), "builtins.bytearray"));
+    /* {bytearray(b'z'): 1}: TypeError in Python, a bytearray is unhashable */
+    CHECK_EQ_INT(PK("\x80\x03}cbuiltins\nbytearray\nC\x01z\x85RK\x01s.", &v), CKPT_E_FORMAT);
+    CHECK(strstr(last_message(), "expected a hashable key, got a bytearray"));
     /* bytearray(b): the bytes b (memoized, used again) stay bytes */
     CHECK_EQ_INT(PK("\x80\x03(C\x01z\x94"
                     "cbuiltins\nbytearray\nh\x00\x85Rh\x00l.", &v), 0);

@@ -263,11 +263,11 @@ static int storage_entry(const reader *r, const ckpt_value *k, const ckpt_value 
     /* MetadataIndex equality on the offset: both None, or equal ints */
     const ckpt_value *o = get(ks, "offset");
     int unhashable = o && (o->kind == CKPT_KIND_LIST || o->kind == CKPT_KIND_DICT ||
-                           (o->kind == CKPT_KIND_SET && !o->frozen));
+                           (o->kind == CKPT_KIND_SET && !o->alt));
     for (size_t i = 0; !unhashable && o && o->kind == CKPT_KIND_TUPLE && i < o->u.seq.n; i++) {
         const ckpt_value *x = o->u.seq.items[i];
         unhashable = x->kind == CKPT_KIND_LIST || x->kind == CKPT_KIND_DICT ||
-                     (x->kind == CKPT_KIND_SET && !x->frozen);
+                     (x->kind == CKPT_KIND_SET && !x->alt);
     }
     if (unhashable) /* the key's hash, taken when the dict is built, raises */
         return fail(r, CKPT_E_FORMAT, at(o, k),

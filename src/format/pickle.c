@@ -1302,7 +1302,7 @@ static int seq_target(machine *m, ckpt_value *t, int kind, ckpt_value **seq) {
     if (t->kind != kind)
         return fail(m, CKPT_E_FORMAT, "expected a %s (or an object) to add to, got a %s",
                     ckpt_value_kind_name(kind), ckpt_value_kind_name(t->kind));
-    if (t->frozen) /* Python looks up frozenset.add, which it lacks */
+    if (t->kind == CKPT_KIND_SET && t->alt) /* Python looks up frozenset.add, which it lacks */
         return fail(m, CKPT_E_FORMAT, "expected a set to add to, got a frozenset");
     *seq = t;
     return 0;
@@ -1328,6 +1328,8 @@ static int set_item(machine *m, ckpt_value *dict, ckpt_value *k, ckpt_value *v) 
     if (k->kind == CKPT_KIND_LIST || k->kind == CKPT_KIND_DICT)
         return fail(m, CKPT_E_FORMAT, "expected a hashable key, got a %s",
                     ckpt_value_kind_name(k->kind));
+    if (k->kind == CKPT_KIND_BYTES && k->alt)
+        return fail(m, CKPT_E_FORMAT, "expected a hashable key, got a bytearray");
     if (m->scan) return 0;
     return ckpt_value_dict_set(m->a, dict, k, v) ? nomem(m) : 0;
 }
