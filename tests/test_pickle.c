@@ -1271,7 +1271,9 @@ TEST(test_container_builders) {
           !strcmp(ckpt_value_class(v), "torch.Size"));
     /* torch.Size(('a',)) raises TypeError in torch.load */
     CHECK_EQ_INT(PK("ctorch\nSize\nX\x01\x00\x00\x00"
-                    "a\x85\x85R.", &v), CKPT_E_FORMAT);
+                    "a\x85\x85R.",
+                    &v),
+                 CKPT_E_FORMAT);
     CHECK(strstr(ckpt_error_last()->message, "torch.Size: item 0 is a str, not an int"));
     CHECK_EQ_INT(PK("ctorch\ndevice\nX\x04\x00\x00\x00"
                     "cudaK\x00\x86R.",
@@ -1368,7 +1370,9 @@ TEST(test_bytes_builders) {
     CHECK(strstr(last_message(), "expected a hashable key, got a bytearray"));
     /* bytearray(b): the bytes b (memoized, used again) stay bytes */
     CHECK_EQ_INT(PK("\x80\x03(C\x01z\x94"
-                    "cbuiltins\nbytearray\nh\x00\x85Rh\x00l.", &v), 0);
+                    "cbuiltins\nbytearray\nh\x00\x85Rh\x00l.",
+                    &v),
+                 0);
     CHECK(v && v->kind == CKPT_KIND_LIST && v->u.seq.n == 3 && is_bytes(item(v, 1), "z", 1) &&
           !strcmp(ckpt_value_class(item(v, 1)), "builtins.bytearray") &&
           !ckpt_value_class(item(v, 0)) && !ckpt_value_class(item(v, 2)));
