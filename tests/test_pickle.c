@@ -1368,6 +1368,59 @@ TEST(test_bytes_builders) {
     /* {bytearray(b'z'): 1}: TypeError in Python, a bytearray is unhashable */
     CHECK_EQ_INT(PK("\x80\x03}cbuiltins\nbytearray\nC\x01z\x85RK\x01s.", &v), CKPT_E_FORMAT);
     CHECK(strstr(last_message(), "expected a hashable key, got a bytearray"));
+    /* Python hashes every dict key and set item, a tuple's items with it
+     * (each case checked against pickle.loads: TypeError, unhashable) */
+    static const struct {
+        const char *pk, *msg;
+    } unhashable[] = {
+        {"\x80\x02}K\x01]K\x02"
+         "a\x86K\x03s.",
+         "hashable key, got a list inside a tuple"},
+        {"\x80\x02}K\x01K\x02}\x86\x86K\x03s.", "hashable key, got a dict inside a tuple"},
+        {"\x80\x04}\x8fK\x01s.", "hashable key, got a set"},
+        {"\x80\x04\x8f(]\x90.", "ADDITEMS: expected a hashable set item, got a list"},
+        {"\x80\x04(K\x01]\x86\x91.", "FROZENSET: expected a hashable set item, got a list inside"},
+        {"\x80\x02"
+         "c__builtin__\nset\n]]K\x01"
+         "aa\x85R.",
+         "builtins.set: expected a hashable item"},
+        {"\x80\x02"
+         "c__builtin__\ndict\n]]K\x01"
+         "aK\x02\x86"
+         "a\x85R.",
+         "builtins.dict: expected a hashable key, got a list"},
+    };
+    for (size_t i = 0; i < sizeof unhashable / sizeof unhashable[0]; i++) {
+        CHECK_EQ_INT(run(unhashable[i].pk, strlen(unhashable[i].pk), &v), CKPT_E_FORMAT);
+        CHECK(strstr(last_message(), unhashable[i].msg));
+    }
+    /* hashable: a tuple of ints, of bytes, of a frozenset */
+    CHECK_EQ_INT(run("\x80\x02}K\x01K\x02\x86K\x03s.", 12, &v), 0);
+    CHECK_EQ_INT(run("\x80\x03}K\x01"
+                     "C\x01x\x86K\x03s.",
+                     13, &v),
+                 0);
+    CHECK_EQ_INT(run("\x80\x02}K\x01"
+                     "c__builtin__\nfrozenset\n)R\x86K\x03s.",
+                     35, &v),
+                 0);
+    /* a tuple key holding one tuple 2^40 times through the memo: a limit,
+     * never a walk of 2^40 values */
+    {
+        static const char step[] = "0h\x00h\x00\x86q\x00"; /* t = (t, t) */
+        char deep[512];
+        size_t n = 0;
+        memcpy(deep, "\x80\x02}K\x00\x85q\x00", 8);
+        n += 8;
+        for (int k = 0; k < 40; k++) {
+            memcpy(deep + n, step, sizeof step - 1);
+            n += sizeof step - 1;
+        }
+        memcpy(deep + n, "K\x01s.", 4);
+        n += 4;
+        CHECK_EQ_INT(run(deep, n, &v), CKPT_E_LIMIT);
+        CHECK(strstr(last_message(), "65536 values"));
+    }
     /* bytearray(b): the bytes b (memoized, used again) stay bytes */
     CHECK_EQ_INT(PK("\x80\x03(C\x01z\x94"
                     "cbuiltins\nbytearray\nh\x00\x85Rh\x00l.",

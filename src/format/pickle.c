@@ -1323,13 +1323,24 @@ static int dict_target(machine *m, ckpt_value *t, ckpt_value **dict) {
     return 0;
 }
 
+/* Python hashes dict keys and set items (ckpt_value_hashable). */
+static int hash_check(machine *m, const ckpt_value *k, const char *as) {
+    const char *what;
+    int rc = ckpt_value_hashable(k, &what);
+    if (rc == CKPT_E_LIMIT)
+        return fail(m, rc,
+                    "a %s that is a tuple nested deeper than 1000 or holding more "
+                    "than 65536 values (through the memo)",
+                    as);
+    if (rc)
+        return fail(m, rc, "expected a hashable %s, got a %s%s", as, what,
+                    k->kind == CKPT_KIND_TUPLE ? " inside a tuple" : "");
+    return 0;
+}
+
 static int set_item(machine *m, ckpt_value *dict, ckpt_value *k, ckpt_value *v) {
-    /* Python refuses unhashable keys */
-    if (k->kind == CKPT_KIND_LIST || k->kind == CKPT_KIND_DICT)
-        return fail(m, CKPT_E_FORMAT, "expected a hashable key, got a %s",
-                    ckpt_value_kind_name(k->kind));
-    if (k->kind == CKPT_KIND_BYTES && k->alt)
-        return fail(m, CKPT_E_FORMAT, "expected a hashable key, got a bytearray");
+    int rc = hash_check(m, k, "key");
+    if (rc) return rc;
     if (m->scan) return 0;
     return ckpt_value_dict_set(m->a, dict, k, v) ? nomem(m) : 0;
 }
@@ -1610,6 +1621,8 @@ static int op_appends(machine *m, int kind) {
     if (start == m->sp) return 0;               /* _pickle.c: nothing to add, target unchecked */
     t = m->stack[start - 1];
     if ((rc = seq_target(m, t, kind, &seq))) return rc;
+    for (size_t i = start; kind == CKPT_KIND_SET && i < m->sp; i++)
+        if ((rc = hash_check(m, m->stack[i], "set item"))) return rc;
     size_t k = m->sp - start, n = seq->u.seq.n;
     if (k && !m->scan) { /* as ckpt_value_append does, k items at once */
         if (ckpt_arena_grow(m->a, (void **)&seq->u.seq.items, &seq->u.seq.cap, n + k,
@@ -1664,7 +1677,10 @@ static int op_mark_seq(machine *m, int kind) {
     size_t start;
     ckpt_value *v;
     int rc;
-    if ((rc = pop_mark(m, &start)) || (rc = collect(m, kind, start, &v))) return rc;
+    if ((rc = pop_mark(m, &start))) return rc;
+    for (size_t i = start; kind == CKPT_KIND_SET && i < m->sp; i++)
+        if ((rc = hash_check(m, m->stack[i], "set item"))) return rc;
+    if ((rc = collect(m, kind, start, &v))) return rc;
     return push(m, v);
 }
 

@@ -167,12 +167,30 @@ static int b_size(ckpt_value **out, const pk_build_ctx *c, const ckpt_value *cal
     return 0;
 }
 
+/* Python hashes dict keys and set items (ckpt_value_hashable). */
+static int hash_check(const pk_build_ctx *c, const ckpt_value *k, const char *fn, const char *as) {
+    const char *what;
+    int rc = ckpt_value_hashable(k, &what);
+    if (rc == CKPT_E_LIMIT)
+        return fail_at(c, k, rc,
+                       "%s: a %s that is a tuple nested deeper than 1000 or holding more "
+                       "than 65536 values (through the memo)",
+                       fn, as);
+    if (rc)
+        return fail_at(c, k, rc, "%s: expected a hashable %s, got a %s%s", fn, as, what,
+                       k->kind == CKPT_KIND_TUPLE ? " inside a tuple" : "");
+    return 0;
+}
+
 static int b_set(ckpt_value **out, const pk_build_ctx *c, const ckpt_value *callable,
                  ckpt_value *args) {
     int rc = seq_of(out, c, callable, args, CKPT_KIND_SET);
-    if (!rc && (*out)->kind == CKPT_KIND_SET)
-        (*out)->alt = !strcmp(callable->u.global.name, "frozenset");
-    return rc;
+    if (rc || (*out)->kind != CKPT_KIND_SET) return rc;
+    for (size_t i = 0; i < (*out)->u.seq.n; i++)
+        if ((rc = hash_check(c, (*out)->u.seq.items[i], callable->u.global.qualname, "item")))
+            return rc;
+    (*out)->alt = !strcmp(callable->u.global.name, "frozenset");
+    return 0;
 }
 
 /* dict(), dict(mapping), dict(pairs); OrderedDict and Counter likewise,
@@ -205,6 +223,7 @@ static int b_dict(ckpt_value **out, const pk_build_ctx *c, const ckpt_value *cal
                             callable->u.global.qualname, i);
             k = pair->u.seq.items[0];
             v = pair->u.seq.items[1];
+            if ((rc = hash_check(c, k, callable->u.global.qualname, "key"))) return rc;
         }
         if (ckpt_value_dict_set(c->arena, d, k, v)) return nomem(c);
     }

@@ -161,6 +161,40 @@ int ckpt_value_append(ckpt_arena *a, ckpt_value *seq, ckpt_value *item) {
     return 0;
 }
 
+static int hashable(const ckpt_value *v, unsigned depth, size_t *budget, const char **what) {
+    if (!*budget) return CKPT_E_LIMIT;
+    --*budget;
+    switch (v->kind) {
+    case CKPT_KIND_LIST: *what = "list"; return CKPT_E_FORMAT;
+    case CKPT_KIND_DICT: /* a module object (hashed by identity) is one too */
+        if (v->dict_class == CKPT_DICT_MODULE) return 0;
+        *what = "dict";
+        return CKPT_E_FORMAT;
+    case CKPT_KIND_SET:
+        if (v->alt) return 0;
+        *what = "set";
+        return CKPT_E_FORMAT;
+    case CKPT_KIND_BYTES:
+        if (!v->alt) return 0;
+        *what = "bytearray";
+        return CKPT_E_FORMAT;
+    case CKPT_KIND_TUPLE:
+        if (!depth) return CKPT_E_LIMIT;
+        for (size_t i = 0; i < v->u.seq.n; i++) {
+            int rc = hashable(v->u.seq.items[i], depth - 1, budget, what);
+            if (rc) return rc;
+        }
+        return 0;
+    default: return 0;
+    }
+}
+
+int ckpt_value_hashable(const ckpt_value *v, const char **what) {
+    size_t budget = 65536;
+    *what = "tuple";
+    return hashable(v, 1000, &budget, what);
+}
+
 int ckpt_value_dict_set(ckpt_arena *a, ckpt_value *d, ckpt_value *key, ckpt_value *val) {
     if (d->kind == CKPT_KIND_OBJECT) {
         if (!d->u.obj.items) {
