@@ -1332,6 +1332,75 @@ static ckpt_manifest *load(const char *name) {
     return m;
 }
 
+static void put_file(const char *name, const void *p, size_t n) {
+    FILE *fp = fopen(tpath(name), "wb");
+    CHECK(fp && fwrite(p, 1, n, fp) == n);
+    if (fp) fclose(fp);
+}
+
+/* A manifest's names follow the checkpoint readers' rule
+ * (ckpt_walk_name_fits: max_name_bytes counts the NUL), on the one-pass
+ * reader and on jansson's (an object key of 64 bytes sends it there), and
+ * what ckpt match loads (ckpt_manifest_load, default limits) agrees with
+ * the safetensors reader at the limit: 65535 bytes load, 65536 do not. */
+TEST(name_limit_agrees) {
+    ckpt_limits lim = CKPT_LIMITS_INIT;
+    lim.max_name_bytes = 4;
+    const char *json[] = {
+        "{\"tensors\":[{\"name\":\"abc\",\"dtype\":\"F32\",\"shape\":[]}]}",
+        "{\"tensors\":[{\"name\":\"abc\",\"dtype\":\"F32\",\"shape\":[]}],"
+        "\"x234567890123456789012345678901234567890123456789012345678901234\":0}",
+    };
+    for (int k = 0; k < 2; k++) {
+        ckpt_manifest *m = NULL;
+        CHECK_EQ_INT(ckpt_manifest_parse(&m, json[k], strlen(json[k]), "s", &lim), 0);
+        CHECK(m && ckpt_manifest_find(m, "abc") != NULL);
+        ckpt_manifest_free(m);
+        lim.max_name_bytes = 3; /* exactly "abc": no room for the NUL */
+        CHECK_EQ_INT(ckpt_manifest_parse(&m, json[k], strlen(json[k]), "s", &lim), CKPT_E_LIMIT);
+        CHECK(m == NULL);
+        CHECK(strstr(ckpt_error_last()->message,
+                     "tensors[0]: name of 3 bytes: expected at most 2 (max_name_bytes 3") != NULL);
+        lim.max_name_bytes = 4;
+    }
+
+    const size_t max = ((ckpt_limits)CKPT_LIMITS_INIT).max_name_bytes;
+    char *name = malloc(max + 1), *text = malloc(max + 256);
+    memset(name, 'n', max);
+    for (size_t len = max - 1; len <= max; len++) {
+        int want = len < max ? 0 : CKPT_E_LIMIT;
+        name[len] = '\0';
+        ckpt_manifest *m = NULL;
+        size_t n;
+        snprintf(text, max + 256,
+                 "{\"%s\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]}}", name);
+        unsigned char *st = st_file(text, "x", 1, &n);
+        put_file("long.safetensors", st, n);
+        free(st);
+        CHECK_EQ_INT(ckpt_manifest_load(&m, tpath("long.safetensors"), NULL), want);
+        if (want) CHECK(strstr(ckpt_error_last()->message, "expected at most 65535") != NULL);
+        ckpt_manifest_free(m);
+        for (int k = 0; k < 2; k++) {
+            snprintf(text, max + 256,
+                     "{\"tensors\":[{\"name\":\"%s\",\"dtype\":\"U8\",\"shape\":[1]}]%s}", name,
+                     k ? ",\"x234567890123456789012345678901234567890123456789012345678901234\":0"
+                       : "");
+            put_file("long.json", text, strlen(text));
+            m = NULL;
+            CHECK_EQ_INT(ckpt_manifest_load(&m, tpath("long.json"), NULL), want);
+            if (want)
+                CHECK(strstr(ckpt_error_last()->message, "expected at most 65535") != NULL);
+            else
+                CHECK(m && ckpt_manifest_count(m) == 1 &&
+                      strlen(ckpt_manifest_entry_at(m, 0)->name) == len);
+            ckpt_manifest_free(m);
+        }
+        name[len] = 'n';
+    }
+    free(name);
+    free(text);
+}
+
 TEST(diff_logical_tree) {
     write_training("t.pt", CKPT_FORMAT_TORCH_ZIP, 2);
     write_training("t.safetensors", CKPT_FORMAT_SAFETENSORS, 2);
@@ -1733,6 +1802,7 @@ int main(void) {
     RUN(diff_widths);
     RUN(diff_keys_and_ints);
     RUN(diff_leaves);
+    RUN(name_limit_agrees);
     RUN(diff_logical_tree);
     RUN(diff_key_rewrites);
     RUN(rename_rules);

@@ -16,6 +16,7 @@
 #include "base/source.h"
 #include "model/flatten.h"
 #include "model/file.h"
+#include "model/walk.h"
 #include "keys/keys.h"
 #include "format/structure.h"
 #include "format/write.h"
@@ -313,32 +314,31 @@ static int bad(const ckpt_manifest *m, size_t i, const char *what) {
 
 /* A JSON string copied into the arena; NULL if v is not a string. jansson
  * refuses \u0000 (no JSON_ALLOW_NUL), so the copy is a C string. */
-static const char *json_text(ckpt_manifest *m, const json_t *v, size_t max, int *too_long) {
-    if (!json_is_string(v)) return NULL;
-    size_t len = json_string_length(v);
-    if (len > max) {
-        *too_long = 1;
-        return NULL;
-    }
-    return ckpt_arena_strndup(&m->arena, json_string_value(v), len);
+static const char *json_text(ckpt_manifest *m, const json_t *v) {
+    return json_is_string(v)
+               ? ckpt_arena_strndup(&m->arena, json_string_value(v), json_string_length(v))
+               : NULL;
 }
 
 static int parse_entry(ckpt_manifest *m, size_t i, const json_t *t, const ckpt_limits *lim) {
     if (!json_is_object(t)) return bad(m, i, "expected an object");
-    int too_long = 0;
     const json_t *jname = json_object_get(t, "name");
-    const char *name = json_text(m, jname, lim->max_name_bytes, &too_long);
-    if (too_long)
+    if (json_is_string(jname) &&
+        !ckpt_walk_name_fits(lim->max_name_bytes, json_string_length(jname), 0))
         return ckpt_err(CKPT_E_LIMIT, m->name, "", CKPT_NO_OFFSET,
-                        "manifest tensors[%zu]: name longer than %" PRIu64 " bytes", i,
-                        lim->max_name_bytes);
+                        "manifest tensors[%zu]: name of %zu bytes: expected at most %" PRIu64
+                        " (max_name_bytes %" PRIu64 " counts the NUL, as for a checkpoint's names)",
+                        i, json_string_length(jname),
+                        lim->max_name_bytes ? lim->max_name_bytes - 1 : 0, lim->max_name_bytes);
+    const char *name = json_text(m, jname);
     if (!name) return bad(m, i, "expected \"name\" to be a string");
     /* most manifests hold a few dtypes, often in runs: reuse the text */
     const json_t *jdtype = json_object_get(t, "dtype");
     const char *prev = m->n ? m->entries[m->n - 1].dtype : NULL, *dtype;
     if (prev && json_is_string(jdtype) && strcmp(json_string_value(jdtype), prev) == 0)
         dtype = prev;
-    else if (!(dtype = json_text(m, jdtype, 64, &too_long)))
+    else if (!json_is_string(jdtype) || json_string_length(jdtype) > 64 ||
+             !(dtype = json_text(m, jdtype)))
         return bad(m, i, "expected \"dtype\" to be a short string");
     const json_t *shape = json_object_get(t, "shape");
     if (!json_is_array(shape)) return bad(m, i, "expected \"shape\" to be a list");
@@ -372,11 +372,10 @@ static int parse_metadata(ckpt_manifest *m, const json_t *md) {
     const json_t *v;
     size_t i = 0;
     json_object_foreach((json_t *)md, k, v) {
-        int too_long = 0;
         /* values that are not strings cannot be aliases: skip them */
         if (!json_is_string(v)) continue;
         keys[i] = ckpt_arena_strdup(&m->arena, k);
-        vals[i] = json_text(m, v, SIZE_MAX, &too_long);
+        vals[i] = json_text(m, v);
         if (!keys[i]) return ckpt_err(CKPT_E_NOMEM, m->name, "", CKPT_NO_OFFSET, "out of memory");
         if (vals[i]) i++;
     }
@@ -532,7 +531,8 @@ static int scan_entry(ckpt_json_scan *s, ckpt_manifest *m, const ckpt_limits *li
         if (len == 4 && memcmp(key, "name", 4) == 0) {
             if (ckpt_json_peek(s) != '"' || !(t = ckpt_json_string(s, NULL, 0, 1, &name_len)))
                 return SCAN_DEFER;
-            if (name_len > lim->max_name_bytes || strlen(t) != name_len) return SCAN_DEFER;
+            if (!ckpt_walk_name_fits(lim->max_name_bytes, name_len, 0) || strlen(t) != name_len)
+                return SCAN_DEFER;
             name = t;
         } else if (len == 5 && memcmp(key, "dtype", 5) == 0) {
             char tmp[65];
