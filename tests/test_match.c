@@ -1401,6 +1401,40 @@ TEST(name_limit_agrees) {
     free(text);
 }
 
+/* ckpt_manifest_load frees the text before it indexes the names: ties
+ * (before or after the tensors) are read from their own copy, and what
+ * the one pass leaves to jansson (a repeated name, a tie naming no
+ * tensor) is read again from the file, with jansson's message. */
+TEST(load_frees_text_early) {
+    const char *tied[] = {
+        "{\"ties\":[[\"a\",\"b\"]],\"tensors\":[{\"name\":\"a\",\"dtype\":\"F32\",\"shape\":[2]},"
+        "{\"name\":\"b\",\"dtype\":\"F32\",\"shape\":[2]}]}",
+        "{\"tensors\":[{\"name\":\"a\",\"dtype\":\"F32\",\"shape\":[2]},"
+        "{\"name\":\"b\",\"dtype\":\"F32\",\"shape\":[2]}],\"ties\":[[\"a\",\"b\"]]}",
+    };
+    for (int k = 0; k < 2; k++) {
+        put_file("tied.json", tied[k], strlen(tied[k]));
+        ckpt_manifest *m = NULL;
+        CHECK_EQ_INT(ckpt_manifest_load(&m, tpath("tied.json"), NULL), 0);
+        CHECK(m && ckpt_manifest_count(m) == 2);
+        if (m) CHECK_EQ_INT(ckpt_manifest_tie_root(m, 0), ckpt_manifest_tie_root(m, 1));
+        ckpt_manifest_free(m);
+    }
+    const char *dup = "{\"tensors\":[{\"name\":\"a\",\"dtype\":\"F32\",\"shape\":[2]},"
+                      "{\"name\":\"a\",\"dtype\":\"F32\",\"shape\":[2]}]}";
+    put_file("dup.json", dup, strlen(dup));
+    ckpt_manifest *m = (ckpt_manifest *)1;
+    CHECK_EQ_INT(ckpt_manifest_load(&m, tpath("dup.json"), NULL), CKPT_E_FORMAT);
+    CHECK(m == NULL);
+    CHECK(strstr(ckpt_error_last()->message, "tensors[1]: duplicate name 'a'") != NULL);
+    const char *stray = "{\"tensors\":[{\"name\":\"a\",\"dtype\":\"F32\",\"shape\":[2]}],"
+                        "\"ties\":[[\"a\",\"zz\"]]}";
+    put_file("stray.json", stray, strlen(stray));
+    CHECK_EQ_INT(ckpt_manifest_load(&m, tpath("stray.json"), NULL), CKPT_E_FORMAT);
+    CHECK(strstr(ckpt_error_last()->message, "ties[0][1]: expected the name of a listed tensor") !=
+          NULL);
+}
+
 TEST(diff_logical_tree) {
     write_training("t.pt", CKPT_FORMAT_TORCH_ZIP, 2);
     write_training("t.safetensors", CKPT_FORMAT_SAFETENSORS, 2);
@@ -1803,6 +1837,7 @@ int main(void) {
     RUN(diff_keys_and_ints);
     RUN(diff_leaves);
     RUN(name_limit_agrees);
+    RUN(load_frees_text_early);
     RUN(diff_logical_tree);
     RUN(diff_key_rewrites);
     RUN(rename_rules);

@@ -637,8 +637,12 @@ static int scan_ties(ckpt_json_scan *s, ckpt_manifest *m) {
 }
 
 /* 0 with m filled, SCAN_DEFER (m then holds a partial result: discard
- * it), or CKPT_E_NOMEM. */
-static int scan_manifest(ckpt_manifest *m, const char *json, size_t len, const ckpt_limits *lim) {
+ * it), or CKPT_E_NOMEM. When *own is json (the caller's ckpt_malloc'd
+ * copy), it is freed once the text is read, before the names are indexed
+ * (the index of a million names is as large as the text), and set to
+ * NULL. */
+static int scan_manifest(ckpt_manifest *m, const char *json, size_t len, const ckpt_limits *lim,
+                         char **own) {
     ckpt_json_scan s = {.s = (const unsigned char *)json,
                         .n = len,
                         .max_depth = 1000,
@@ -652,7 +656,7 @@ static int scan_manifest(ckpt_manifest *m, const char *json, size_t len, const c
     if (!k) return CKPT_E_NOMEM;
     k->n = 0;
     int rc, tensors = 0;
-    size_t ties_at = 0; /* where the "ties" value starts; 0: none */
+    size_t ties_at = 0, ties_end = 0; /* the "ties" value; ties_at 0: none */
     do {
         const char *key;
         size_t klen;
@@ -675,6 +679,7 @@ static int scan_manifest(ckpt_manifest *m, const char *json, size_t len, const c
         } else if (klen == 4 && memcmp(key, "ties", 4) == 0) {
             ties_at = s.i; /* read once the tensors are indexed */
             if ((rc = scan_skip(&s))) break;
+            ties_end = s.i;
         } else if ((rc = scan_skip(&s))) {
             break;
         }
@@ -683,21 +688,36 @@ static int scan_manifest(ckpt_manifest *m, const char *json, size_t len, const c
     if (rc == 1 && (!tensors || ckpt_json_peek(&s) != -1)) rc = SCAN_DEFER;
     if (rc < 0) return rc == CKPT_E_NOMEM ? rc : SCAN_DEFER;
     if (rc == 1) rc = 0;
+    /* the names are copies: only the ties are still read from the text */
+    char *ties = NULL;
+    if (rc == 0 && ties_at && own && *own == json) {
+        if (!(ties = ckpt_malloc(ties_end - ties_at))) return CKPT_E_NOMEM;
+        memcpy(ties, json + ties_at, ties_end - ties_at);
+        s.s = (const unsigned char *)ties;
+        s.n = ties_end - ties_at;
+        ties_at = 0;
+    }
+    if (own && *own == json) {
+        ckpt_free(*own);
+        *own = NULL;
+    }
     size_t dup;
     if (rc == 0 && (rc = index_from(m, 0, &dup)) == CKPT_E_INVALID_ARG) rc = SCAN_DEFER;
-    if (rc == 0 && ties_at) {
+    if (rc == 0 && (ties || ties_at)) {
         s.i = ties_at;
         s.depth = 1;
         rc = scan_ties(&s, m);
     }
+    ckpt_free(ties);
     return rc;
 }
 
-/* Fills *out from the text: one pass when it can, else the tree. */
+/* Fills *out from the text in one pass, or SCAN_DEFER: the tree decides.
+ * own: as for scan_manifest (NULL: the caller keeps the text). */
 static int parse_text(ckpt_manifest **out, const char *json, size_t len, const char *name,
-                      const ckpt_limits *lim) {
+                      const ckpt_limits *lim, char **own) {
     ckpt_manifest *m = manifest_new(name);
-    int rc = m ? scan_manifest(m, json, len, lim) : CKPT_E_NOMEM;
+    int rc = m ? scan_manifest(m, json, len, lim, own) : CKPT_E_NOMEM;
     if (rc == 0) {
         *out = m;
         return 0;
@@ -728,7 +748,7 @@ int ckpt_manifest_parse(ckpt_manifest **out, const void *json, size_t len, const
     ckpt_limits defaults = CKPT_LIMITS_INIT;
     const ckpt_limits *lim = limits ? limits : &defaults;
     *out = NULL;
-    int rc = parse_text(out, json, len, name, lim);
+    int rc = parse_text(out, json, len, name, lim, NULL);
     if (rc != SCAN_DEFER) return rc;
     rc = 0;
     json_t *doc = load_json(json, len, name, lim, &rc);
@@ -829,10 +849,14 @@ int ckpt_manifest_load(ckpt_manifest **out, const char *path, const ckpt_open_op
     int rc = 0;
     char *buf = read_all(path, lim->max_index_bytes, &len, &rc);
     if (!buf) return rc;
-    if ((rc = parse_text(out, buf, len, path, lim)) != SCAN_DEFER) {
+    /* the one pass frees buf before it indexes the names; the rare text
+     * it leaves to jansson (a repeated name, a tie it does not read) is
+     * read again */
+    if ((rc = parse_text(out, buf, len, path, lim, &buf)) != SCAN_DEFER) {
         ckpt_free(buf);
         return rc;
     }
+    if (!buf && !(buf = read_all(path, lim->max_index_bytes, &len, &rc))) return rc;
     rc = 0;
     json_t *doc = load_json(buf, len, path, lim, &rc);
     ckpt_free(buf);
