@@ -14,6 +14,7 @@
 #include "ckpt.h"
 #include "fail_alloc.h"
 #include "harness.h"
+#include "base/strmap.h"
 #include "keys/keys.h"
 
 /* ------------------------------------------------------------ helpers */
@@ -1435,6 +1436,39 @@ TEST(load_frees_text_early) {
           NULL);
 }
 
+/* The index's slots: 24 bytes on 64-bit targets (two million of them
+ * for a million keys), keys told apart by their bytes when the 32 bits
+ * of hash kept agree, and a key of 4 GiB or more refused, unread. */
+TEST(strmap_slots) {
+    if (sizeof(void *) == 8) CHECK_EQ_INT(sizeof(ckpt_strmap_slot), 24);
+    ckpt_strmap m = {0};
+    ckpt_strmap_slot *sl;
+    const uint64_t h = ckpt_strmap_hash("ab", 2);
+    CHECK_EQ_INT(ckpt_strmap_put_hashed(&m, "ab", 2, h, 7, &sl), 1);
+    /* the same low 32 bits, another key: a slot of its own */
+    CHECK_EQ_INT(ckpt_strmap_put_hashed(&m, "cd", 2, h ^ (1ull << 40), 8, &sl), 1);
+    CHECK_EQ_INT(ckpt_strmap_put_hashed(&m, "ab", 2, h, 9, &sl), 0);
+    CHECK_EQ_INT(sl->val, 7);
+    sl = ckpt_strmap_find(&m, "cd", 2, h ^ (1ull << 40));
+    CHECK(sl && sl->val == 8);
+    for (size_t i = 0; i < 100; i++) { /* rehashes keep both */
+        char *k = malloc(8);
+        snprintf(k, 8, "k%zu", i);
+        CHECK_EQ_INT(ckpt_strmap_put(&m, k, strlen(k), i, &sl), 1);
+    }
+    CHECK(ckpt_strmap_find(&m, "ab", 2, h)->val == 7);
+    CHECK(ckpt_strmap_find(&m, "cd", 2, h ^ (1ull << 40))->val == 8);
+    CHECK(ckpt_strmap_find(&m, "k99", 3, ckpt_strmap_hash("k99", 3))->val == 99);
+#if SIZE_MAX > UINT32_MAX
+    size_t huge = (size_t)UINT32_MAX + 1;
+    CHECK_EQ_INT(ckpt_strmap_put_hashed(&m, "x", huge, 0, 1, &sl), CKPT_E_NOMEM);
+    CHECK(ckpt_strmap_find(&m, "x", huge, 0) == NULL);
+#endif
+    for (size_t i = 0; i < m.cap; i++)
+        if (m.slots[i].s && m.slots[i].s[0] == 'k') free((char *)m.slots[i].s);
+    ckpt_strmap_free(&m);
+}
+
 TEST(diff_logical_tree) {
     write_training("t.pt", CKPT_FORMAT_TORCH_ZIP, 2);
     write_training("t.safetensors", CKPT_FORMAT_SAFETENSORS, 2);
@@ -1838,6 +1872,7 @@ int main(void) {
     RUN(diff_leaves);
     RUN(name_limit_agrees);
     RUN(load_frees_text_early);
+    RUN(strmap_slots);
     RUN(diff_logical_tree);
     RUN(diff_key_rewrites);
     RUN(rename_rules);
