@@ -14,6 +14,7 @@
 #include "ckpt.h"
 #include "fail_alloc.h"
 #include "harness.h"
+#include "base/strmap.h"
 #include "keys/keys.h"
 
 /* ------------------------------------------------------------ helpers */
@@ -1332,6 +1333,142 @@ static ckpt_manifest *load(const char *name) {
     return m;
 }
 
+static void put_file(const char *name, const void *p, size_t n) {
+    FILE *fp = fopen(tpath(name), "wb");
+    CHECK(fp && fwrite(p, 1, n, fp) == n);
+    if (fp) fclose(fp);
+}
+
+/* A manifest's names follow the checkpoint readers' rule
+ * (ckpt_walk_name_fits: max_name_bytes counts the NUL), on the one-pass
+ * reader and on jansson's (an object key of 64 bytes sends it there), and
+ * what ckpt match loads (ckpt_manifest_load, default limits) agrees with
+ * the safetensors reader at the limit: 65535 bytes load, 65536 do not. */
+TEST(name_limit_agrees) {
+    ckpt_limits lim = CKPT_LIMITS_INIT;
+    lim.max_name_bytes = 4;
+    const char *json[] = {
+        "{\"tensors\":[{\"name\":\"abc\",\"dtype\":\"F32\",\"shape\":[]}]}",
+        "{\"tensors\":[{\"name\":\"abc\",\"dtype\":\"F32\",\"shape\":[]}],"
+        "\"x234567890123456789012345678901234567890123456789012345678901234\":0}",
+    };
+    for (int k = 0; k < 2; k++) {
+        ckpt_manifest *m = NULL;
+        CHECK_EQ_INT(ckpt_manifest_parse(&m, json[k], strlen(json[k]), "s", &lim), 0);
+        CHECK(m && ckpt_manifest_find(m, "abc") != NULL);
+        ckpt_manifest_free(m);
+        lim.max_name_bytes = 3; /* exactly "abc": no room for the NUL */
+        CHECK_EQ_INT(ckpt_manifest_parse(&m, json[k], strlen(json[k]), "s", &lim), CKPT_E_LIMIT);
+        CHECK(m == NULL);
+        CHECK(strstr(ckpt_error_last()->message,
+                     "tensors[0]: name of 3 bytes: expected at most 2 (max_name_bytes 3") != NULL);
+        lim.max_name_bytes = 4;
+    }
+
+    const size_t max = ((ckpt_limits)CKPT_LIMITS_INIT).max_name_bytes;
+    char *name = malloc(max + 1), *text = malloc(max + 256);
+    memset(name, 'n', max);
+    for (size_t len = max - 1; len <= max; len++) {
+        int want = len < max ? 0 : CKPT_E_LIMIT;
+        name[len] = '\0';
+        ckpt_manifest *m = NULL;
+        size_t n;
+        snprintf(text, max + 256,
+                 "{\"%s\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]}}", name);
+        unsigned char *st = st_file(text, "x", 1, &n);
+        put_file("long.safetensors", st, n);
+        free(st);
+        CHECK_EQ_INT(ckpt_manifest_load(&m, tpath("long.safetensors"), NULL), want);
+        if (want) CHECK(strstr(ckpt_error_last()->message, "expected at most 65535") != NULL);
+        ckpt_manifest_free(m);
+        for (int k = 0; k < 2; k++) {
+            snprintf(text, max + 256,
+                     "{\"tensors\":[{\"name\":\"%s\",\"dtype\":\"U8\",\"shape\":[1]}]%s}", name,
+                     k ? ",\"x234567890123456789012345678901234567890123456789012345678901234\":0"
+                       : "");
+            put_file("long.json", text, strlen(text));
+            m = NULL;
+            CHECK_EQ_INT(ckpt_manifest_load(&m, tpath("long.json"), NULL), want);
+            if (want)
+                CHECK(strstr(ckpt_error_last()->message, "expected at most 65535") != NULL);
+            else
+                CHECK(m && ckpt_manifest_count(m) == 1 &&
+                      strlen(ckpt_manifest_entry_at(m, 0)->name) == len);
+            ckpt_manifest_free(m);
+        }
+        name[len] = 'n';
+    }
+    free(name);
+    free(text);
+}
+
+/* ckpt_manifest_load frees the text before it indexes the names: ties
+ * (before or after the tensors) are read from their own copy, and what
+ * the one pass leaves to jansson (a repeated name, a tie naming no
+ * tensor) is read again from the file, with jansson's message. */
+TEST(load_frees_text_early) {
+    const char *tied[] = {
+        "{\"ties\":[[\"a\",\"b\"]],\"tensors\":[{\"name\":\"a\",\"dtype\":\"F32\",\"shape\":[2]},"
+        "{\"name\":\"b\",\"dtype\":\"F32\",\"shape\":[2]}]}",
+        "{\"tensors\":[{\"name\":\"a\",\"dtype\":\"F32\",\"shape\":[2]},"
+        "{\"name\":\"b\",\"dtype\":\"F32\",\"shape\":[2]}],\"ties\":[[\"a\",\"b\"]]}",
+    };
+    for (int k = 0; k < 2; k++) {
+        put_file("tied.json", tied[k], strlen(tied[k]));
+        ckpt_manifest *m = NULL;
+        CHECK_EQ_INT(ckpt_manifest_load(&m, tpath("tied.json"), NULL), 0);
+        CHECK(m && ckpt_manifest_count(m) == 2);
+        if (m) CHECK_EQ_INT(ckpt_manifest_tie_root(m, 0), ckpt_manifest_tie_root(m, 1));
+        ckpt_manifest_free(m);
+    }
+    const char *dup = "{\"tensors\":[{\"name\":\"a\",\"dtype\":\"F32\",\"shape\":[2]},"
+                      "{\"name\":\"a\",\"dtype\":\"F32\",\"shape\":[2]}]}";
+    put_file("dup.json", dup, strlen(dup));
+    ckpt_manifest *m = (ckpt_manifest *)1;
+    CHECK_EQ_INT(ckpt_manifest_load(&m, tpath("dup.json"), NULL), CKPT_E_FORMAT);
+    CHECK(m == NULL);
+    CHECK(strstr(ckpt_error_last()->message, "tensors[1]: duplicate name 'a'") != NULL);
+    const char *stray = "{\"tensors\":[{\"name\":\"a\",\"dtype\":\"F32\",\"shape\":[2]}],"
+                        "\"ties\":[[\"a\",\"zz\"]]}";
+    put_file("stray.json", stray, strlen(stray));
+    CHECK_EQ_INT(ckpt_manifest_load(&m, tpath("stray.json"), NULL), CKPT_E_FORMAT);
+    CHECK(strstr(ckpt_error_last()->message, "ties[0][1]: expected the name of a listed tensor") !=
+          NULL);
+}
+
+/* The index's slots: 24 bytes on 64-bit targets (two million of them
+ * for a million keys), keys told apart by their bytes when the 32 bits
+ * of hash kept agree, and a key of 4 GiB or more refused, unread. */
+TEST(strmap_slots) {
+    if (sizeof(void *) == 8) CHECK_EQ_INT(sizeof(ckpt_strmap_slot), 24);
+    ckpt_strmap m = {0};
+    ckpt_strmap_slot *sl;
+    const uint64_t h = ckpt_strmap_hash("ab", 2);
+    CHECK_EQ_INT(ckpt_strmap_put_hashed(&m, "ab", 2, h, 7, &sl), 1);
+    /* the same low 32 bits, another key: a slot of its own */
+    CHECK_EQ_INT(ckpt_strmap_put_hashed(&m, "cd", 2, h ^ (1ull << 40), 8, &sl), 1);
+    CHECK_EQ_INT(ckpt_strmap_put_hashed(&m, "ab", 2, h, 9, &sl), 0);
+    CHECK_EQ_INT(sl->val, 7);
+    sl = ckpt_strmap_find(&m, "cd", 2, h ^ (1ull << 40));
+    CHECK(sl && sl->val == 8);
+    for (size_t i = 0; i < 100; i++) { /* rehashes keep both */
+        char *k = malloc(8);
+        snprintf(k, 8, "k%zu", i);
+        CHECK_EQ_INT(ckpt_strmap_put(&m, k, strlen(k), i, &sl), 1);
+    }
+    CHECK(ckpt_strmap_find(&m, "ab", 2, h)->val == 7);
+    CHECK(ckpt_strmap_find(&m, "cd", 2, h ^ (1ull << 40))->val == 8);
+    CHECK(ckpt_strmap_find(&m, "k99", 3, ckpt_strmap_hash("k99", 3))->val == 99);
+#if SIZE_MAX > UINT32_MAX
+    size_t huge = (size_t)UINT32_MAX + 1;
+    CHECK_EQ_INT(ckpt_strmap_put_hashed(&m, "x", huge, 0, 1, &sl), CKPT_E_NOMEM);
+    CHECK(ckpt_strmap_find(&m, "x", huge, 0) == NULL);
+#endif
+    for (size_t i = 0; i < m.cap; i++)
+        if (m.slots[i].s && m.slots[i].s[0] == 'k') free((char *)m.slots[i].s);
+    ckpt_strmap_free(&m);
+}
+
 TEST(diff_logical_tree) {
     write_training("t.pt", CKPT_FORMAT_TORCH_ZIP, 2);
     write_training("t.safetensors", CKPT_FORMAT_SAFETENSORS, 2);
@@ -1733,6 +1870,9 @@ int main(void) {
     RUN(diff_widths);
     RUN(diff_keys_and_ints);
     RUN(diff_leaves);
+    RUN(name_limit_agrees);
+    RUN(load_frees_text_early);
+    RUN(strmap_slots);
     RUN(diff_logical_tree);
     RUN(diff_key_rewrites);
     RUN(rename_rules);

@@ -837,7 +837,7 @@ TEST(limits_honoured) {
                   "\"abc\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[1,2]}}",
                   "xy", 2);
     e = open_fails(len, &opts, CKPT_E_LIMIT);
-    CHECK(has(e->message, "flattened name longer than 3 bytes"));
+    CHECK(has(e->message, "flattened name of 3 bytes: expected at most 2"));
     CHECK_EQ_INT(e->offset, 8 + 53); /* "abc"'s opening quote */
     opts.limits.max_name_bytes = 4;
     CHECK_EQ_INT(ckpt_open_memory(&f, st_buf, len, "mem", &opts), 0);

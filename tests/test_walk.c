@@ -231,7 +231,8 @@ TEST(name_limit_and_prefix) {
     w.max_name = 10; /* "p.abcdefgh" and its NUL: 11 */
     t.text[0] = '\0';
     CHECK_EQ_INT(ckpt_walk_run(&w, root), CKPT_E_LIMIT);
-    CHECK(strstr(ckpt_error_last()->message, "longer than 10 bytes") != NULL);
+    CHECK(strstr(ckpt_error_last()->message, "flattened name of 10 bytes: expected at most 9") !=
+          NULL);
     w.max_name = 11; /* the limit counts the NUL: exactly enough */
     t.text[0] = '\0';
     CHECK_EQ_INT(ckpt_walk_run(&w, root), 0);
@@ -250,7 +251,12 @@ TEST(name_limit_and_prefix) {
     CHECK_EQ_INT(ckpt_error_last()->offset, 7);
     CHECK_EQ_INT(ckpt_walk_name_check(4, 2, SIZE_MAX, "f", "m", 7), CKPT_E_LIMIT);
     CHECK_EQ_INT(ckpt_walk_name_check(4, SIZE_MAX, 2, "f", "m", 7), CKPT_E_LIMIT);
+    CHECK(strstr(ckpt_error_last()->message, "expected at most 3 (max_name_bytes 4") != NULL);
     CHECK_EQ_INT(ckpt_walk_name_check(0, 0, 0, "f", "m", 7), CKPT_E_LIMIT);
+    CHECK(strstr(ckpt_error_last()->message, "name of 0 bytes: expected at most 0") != NULL);
+    CHECK_EQ_INT(ckpt_walk_name_fits(4, 3, 0), 1);
+    CHECK_EQ_INT(ckpt_walk_name_fits(4, 4, 0), 0);
+    CHECK_EQ_INT(ckpt_walk_name_fits(4, 0, 4), 0);
     ckpt_arena_free(&a);
 }
 

@@ -588,16 +588,35 @@ TEST(no_end_record) {
     /* starts like an archive: most likely cut short */
     CHECK_EQ_INT(open_buf(&z, &a, junk, sizeof junk), CKPT_E_TRUNCATED);
     CHECK_EQ_STR(ckpt_error_last()->message,
-                 "zip archive is truncated or incomplete: no "
+                 "zip archive is truncated or incomplete: expected an "
                  "end-of-central-directory record (PK\\5\\6) in its last 100 "
-                 "bytes; the file was probably cut short while being written or "
-                 "copied");
+                 "bytes (searched back to this offset), found none; the file was "
+                 "probably cut short while being written or copied");
+    CHECK_EQ_INT(ckpt_error_last()->offset, 0); /* the whole input was searched */
     CHECK_EQ_INT(open_buf(&z, &a, junk + 1, sizeof junk - 1), CKPT_E_FORMAT);
     CHECK_EQ_STR(ckpt_error_last()->message,
                  "expected an end-of-central-directory record (PK\\5\\6) in the "
-                 "last 99 bytes");
+                 "last 99 bytes (searched back to this offset), found none");
+    CHECK_EQ_INT(ckpt_error_last()->offset, 0);
     CHECK_EQ_INT(open_buf(&z, &a, junk, 0), CKPT_E_FORMAT);
-    CHECK(strstr(ckpt_error_last()->message, "end-of-central-directory") != NULL);
+    CHECK_EQ_STR(ckpt_error_last()->message,
+                 "expected a zip archive, which ends with a 22-byte "
+                 "end-of-central-directory record (PK\\5\\6): the input is 0 bytes");
+    CHECK_EQ_INT(ckpt_error_last()->offset, 0);
+    CHECK_EQ_INT(open_buf(&z, &a, junk, 21), CKPT_E_TRUNCATED); /* PK\3\4, too short */
+    CHECK(strstr(ckpt_error_last()->message, "in its last 21 bytes") != NULL);
+    CHECK_EQ_INT(ckpt_error_last()->offset, 0);
+    /* A longer input: miniz's search stops after the 4 KiB window (3 bytes
+     * of overlap) that reaches 65535 + 22 bytes from the end: 4096 + 16 *
+     * 4093 = 69584 bytes searched, back to offset 70000 - 69584. */
+    static uint8_t big[70000];
+    memcpy(big, junk, sizeof junk);
+    CHECK_EQ_INT(open_buf(&z, &a, big, sizeof big), CKPT_E_TRUNCATED);
+    CHECK(strstr(ckpt_error_last()->message, "in its last 69584 bytes") != NULL);
+    CHECK_EQ_INT(ckpt_error_last()->offset, 416);
+    CHECK_EQ_INT(open_buf(&z, &a, big + 1, sizeof big - 1), CKPT_E_FORMAT);
+    CHECK(strstr(ckpt_error_last()->message, "in the last 69584 bytes") != NULL);
+    CHECK_EQ_INT(ckpt_error_last()->offset, 415);
     /* The empty archive: just an end record. */
     memset(&b, 0, sizeof b);
     finish(&b, 0);
@@ -715,6 +734,11 @@ TEST(corrupt_deflate_and_methods) {
     uint64_t budget = 1000;
     const uint8_t *data;
     CHECK_EQ_INT(ckpt_zip_read(&z, &z.entries[0], &a, &budget, &data), CKPT_E_FORMAT);
+    CHECK(strstr(ckpt_error_last()->message, "invalid deflate data: expected a raw deflate "
+                                             "stream of") != NULL);
+    CHECK(strstr(ckpt_error_last()->message, "that inflates to 18") != NULL);
+    CHECK_EQ_INT(ckpt_error_last()->offset, off);
+    CHECK_EQ_STR(ckpt_error_last()->member, "d");
     CHECK_EQ_INT(ckpt_zip_read(&z, &z.entries[1], &a, &budget, &data), CKPT_E_UNSUPPORTED);
     CHECK(strstr(ckpt_error_last()->message, "method 12") != NULL);
     CHECK_EQ_STR(ckpt_error_last()->member, "bz");
@@ -751,7 +775,10 @@ TEST(duplicates_and_nul) {
     CHECK(memcmp(b.buf + cd + 46, "x/ab", 4) == 0);
     b.buf[cd + 46 + 2] = 0;
     CHECK_EQ_INT(open_buf(&z, &a, b.buf, b.len), CKPT_E_FORMAT);
-    CHECK(strstr(ckpt_error_last()->message, "NUL") != NULL);
+    CHECK(strstr(ckpt_error_last()->message, "NUL byte in the 4-byte name of the central entry") !=
+          NULL);
+    CHECK(strstr(ckpt_error_last()->message, "expected a member name without NUL bytes") != NULL);
+    CHECK_EQ_INT(ckpt_error_last()->offset, cd + 46 + 2);
 done:
     ckpt_arena_free(&a);
 }
@@ -1140,6 +1167,8 @@ TEST(allocation_failures) {
             rc = ckpt_zip_read(&z, &z.entries[0], &a, &budget, &data);
         }
         if (rc) CHECK_EQ_INT(rc, CKPT_E_NOMEM);
+        /* the directory's offset (open), or the member's data (inflate) */
+        if (rc) CHECK(ckpt_error_last()->offset != CKPT_NO_OFFSET);
         ckpt_arena_free(&a);
     }
     ckpt_set_allocator(NULL);

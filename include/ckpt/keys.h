@@ -65,7 +65,8 @@ CKPT_API int ckpt_manifest_from_file(ckpt_manifest **out, const ckpt_file *f);
 CKPT_API int ckpt_manifest_tie(ckpt_manifest *m, const char *a, const char *b);
 /* Parses a JSON manifest (see above) of len bytes. `name` is used in
  * messages. Bounds: len <= limits.max_index_bytes, entries <=
- * max_tensors, names <= max_name_bytes, ndim <= max_ndim (limits may be
+ * max_tensors, names shorter than max_name_bytes (it counts the NUL, as
+ * for a checkpoint's names), ndim <= max_ndim (limits may be
  * NULL: defaults). Returns 0; CKPT_E_FORMAT (not JSON, duplicate object
  * keys, \u0000 in a string, wrong types, duplicate names, a dimension that
  * is not a non-negative 64-bit integer, a tie naming no listed tensor or

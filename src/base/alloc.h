@@ -19,7 +19,8 @@ static inline int ckpt_add_overflow(uint64_t a, uint64_t b, uint64_t *r) {
 }
 
 /* A bump allocator: many small allocations, one free. Blocks come from
- * ckpt_malloc; allocations are zeroed and 16-byte aligned. Functions
+ * ckpt_malloc; allocations are zeroed and 16-byte aligned, but for
+ * strings (ckpt_arena_strndup: packed, unaligned). Functions
  * return NULL on allocation failure or size overflow (the caller reports
  * CKPT_E_NOMEM with its own context). A zeroed struct is an empty arena.
  * A shared block is zeroed once when it is made, so that the many small

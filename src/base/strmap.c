@@ -17,9 +17,10 @@ uint64_t ckpt_strmap_hash(const char *s, size_t len) {
     return XXH3_64bits_withSeed(s, len, seed());
 }
 
+/* h: the low 32 bits of the hash (what a slot keeps). */
 static ckpt_strmap_slot *probe(ckpt_strmap_slot *slots, size_t cap, const char *s, size_t len,
-                               uint64_t h) {
-    for (size_t i = (size_t)h & (cap - 1);; i = (i + 1) & (cap - 1)) {
+                               uint32_t h) {
+    for (size_t i = h & (cap - 1);; i = (i + 1) & (cap - 1)) {
         ckpt_strmap_slot *sl = &slots[i];
         if (!sl->s || (sl->hash == h && sl->len == len && memcmp(sl->s, s, len) == 0)) return sl;
     }
@@ -52,25 +53,27 @@ int ckpt_strmap_put(ckpt_strmap *m, const char *s, size_t len, size_t val,
 
 int ckpt_strmap_put_hashed(ckpt_strmap *m, const char *s, size_t len, uint64_t h, size_t val,
                            ckpt_strmap_slot **slot) {
+    if (len > UINT32_MAX)
+        return ckpt_err(CKPT_E_NOMEM, "", "", CKPT_NO_OFFSET, "hash table key of %zu bytes", len);
     int rc = ckpt_strmap_reserve(m, m->n + 1);
     if (rc) return rc;
-    ckpt_strmap_slot *sl = probe(m->slots, m->cap, s, len, h);
+    ckpt_strmap_slot *sl = probe(m->slots, m->cap, s, len, (uint32_t)h);
     *slot = sl;
     if (sl->s) return 0;
-    *sl = (ckpt_strmap_slot){s, len, h, val};
+    *sl = (ckpt_strmap_slot){s, (uint32_t)len, (uint32_t)h, val};
     m->n++;
     return 1;
 }
 
 ckpt_strmap_slot *ckpt_strmap_find(const ckpt_strmap *m, const char *s, size_t len, uint64_t hash) {
-    if (!m->cap) return NULL;
-    ckpt_strmap_slot *sl = probe(m->slots, m->cap, s, len, hash);
+    if (!m->cap || len > UINT32_MAX) return NULL;
+    ckpt_strmap_slot *sl = probe(m->slots, m->cap, s, len, (uint32_t)hash);
     return sl->s ? sl : NULL;
 }
 
 void ckpt_strmap_prefetch(const ckpt_strmap *m, uint64_t hash) {
 #if defined(__GNUC__)
-    if (m->cap) __builtin_prefetch(&m->slots[(size_t)hash & (m->cap - 1)]);
+    if (m->cap) __builtin_prefetch(&m->slots[(uint32_t)hash & (m->cap - 1)]);
 #else
     (void)m;
     (void)hash;
@@ -80,8 +83,8 @@ void ckpt_strmap_prefetch(const ckpt_strmap *m, uint64_t hash) {
 void ckpt_strmap_prefetch_key(const ckpt_strmap *m, uint64_t hash) {
 #if defined(__GNUC__)
     if (!m->cap) return;
-    const ckpt_strmap_slot *sl = &m->slots[(size_t)hash & (m->cap - 1)];
-    if (sl->s && sl->hash == hash) __builtin_prefetch(sl->s);
+    const ckpt_strmap_slot *sl = &m->slots[(uint32_t)hash & (m->cap - 1)];
+    if (sl->s && sl->hash == (uint32_t)hash) __builtin_prefetch(sl->s);
 #else
     (void)m;
     (void)hash;

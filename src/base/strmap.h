@@ -9,10 +9,11 @@
  * size_t. Keys are borrowed: they must outlive the map. The hash is XXH3
  * with a per-process seed taken from an address (ASLR), so hostile names
  * cannot be chosen to collide. A zeroed struct is an empty map. */
+/* 24 bytes: a manifest of a million names has two million slots. */
 typedef struct ckpt_strmap_slot {
     const char *s; /* NULL: empty slot */
-    size_t len;
-    uint64_t hash;
+    uint32_t len;  /* keys are shorter than 4 GiB (ckpt_strmap_put) */
+    uint32_t hash; /* the low 32 bits of the key's hash, which place it */
     size_t val;
 } ckpt_strmap_slot;
 
@@ -25,7 +26,8 @@ uint64_t ckpt_strmap_hash(const char *s, size_t len);
 /* Room for `n` keys without rehashing. 0 or CKPT_E_NOMEM (recorded). */
 int ckpt_strmap_reserve(ckpt_strmap *m, size_t n);
 /* Inserts s -> val unless s is present. *slot receives the entry (new or
- * existing). Returns 1 when inserted, 0 when present, CKPT_E_NOMEM. */
+ * existing). Returns 1 when inserted, 0 when present, CKPT_E_NOMEM (also
+ * for a key of 4 GiB or more). */
 int ckpt_strmap_put(ckpt_strmap *m, const char *s, size_t len, size_t val, ckpt_strmap_slot **slot);
 /* The same with hash = ckpt_strmap_hash(s, len) computed by the caller. */
 int ckpt_strmap_put_hashed(ckpt_strmap *m, const char *s, size_t len, uint64_t hash, size_t val,

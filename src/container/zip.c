@@ -179,19 +179,30 @@ static int read_end_records(ckpt_zip *z, dir_info *d) {
     ckpt_view_free(&v);
     if (rc) return rc;
     if (!found) {
-        /* A file that starts as an archive but has no end record is one
-         * whose writer or copy stopped early: writers put the record last. */
+        /* The error's offset is where the search ended: the lowest offset
+         * searched (0 for an input shorter than the record). A file that
+         * starts as an archive but has no end record is one whose writer or
+         * copy stopped early: writers put the record last. */
+        if (z->len < EOCD_SIZE) searched = z->len;
         if (z->len >= 4 && (rc = zcopy(z, 0, head, 4))) return rc;
         if (z->len >= 4 && rd32(head) == SIG_LOCAL)
-            return ckpt_err(CKPT_E_TRUNCATED, z->file, NULL, CKPT_NO_OFFSET,
-                            "zip archive is truncated or incomplete: no "
+            return ckpt_err(CKPT_E_TRUNCATED, z->file, NULL, z->len - searched,
+                            "zip archive is truncated or incomplete: expected an "
                             "end-of-central-directory record (PK\\5\\6) in its "
-                            "last %zu bytes; the file was probably cut "
-                            "short while being written or copied",
+                            "last %zu bytes (searched back to this offset), found "
+                            "none; the file was probably cut short while being "
+                            "written or copied",
                             searched);
-        return ckpt_err(CKPT_E_FORMAT, z->file, NULL, CKPT_NO_OFFSET,
+        if (z->len < EOCD_SIZE)
+            return ckpt_err(CKPT_E_FORMAT, z->file, NULL, 0,
+                            "expected a zip archive, which ends with a 22-byte "
+                            "end-of-central-directory record (PK\\5\\6): the input "
+                            "is %zu bytes",
+                            z->len);
+        return ckpt_err(CKPT_E_FORMAT, z->file, NULL, z->len - searched,
                         "expected an end-of-central-directory record "
-                        "(PK\\5\\6) in the last %zu bytes",
+                        "(PK\\5\\6) in the last %zu bytes (searched back to this "
+                        "offset), found none",
                         searched);
     }
     uint64_t on_disk = rd16(e + 8), this_disk = rd16(e + 4), cd_disk = rd16(e + 6);
@@ -431,9 +442,12 @@ static int read_central(const ckpt_zip *z, ckpt_arena *a, dir_reader *dr, uint64
                         "run past the directory's end at offset %" PRIu64,
                         nlen + xlen + clen, end);
     const char *name = (const char *)h + CENTRAL_SIZE;
-    if (memchr(name, 0, nlen))
-        return ckpt_err(CKPT_E_FORMAT, z->file, NULL, at + CENTRAL_SIZE,
-                        "member name contains a NUL byte");
+    const char *nul = memchr(name, 0, nlen);
+    if (nul)
+        return ckpt_err(CKPT_E_FORMAT, z->file, NULL, at + CENTRAL_SIZE + (uint64_t)(nul - name),
+                        "NUL byte in the %zu-byte name of the central entry at offset %" PRIu64
+                        ": expected a member name without NUL bytes",
+                        nlen, at);
     e->name = ckpt_arena_strndup(a, name, nlen);
     if (!e->name)
         return ckpt_err(CKPT_E_NOMEM, z->file, NULL, at, "out of memory for a member name");
@@ -455,7 +469,10 @@ static int read_central(const ckpt_zip *z, ckpt_arena *a, dir_reader *dr, uint64
     *pos = at + CENTRAL_SIZE + nlen + xlen + clen;
     if (ckpt_add_overflow(local, z->shift, &local))
         return ckpt_err(CKPT_E_FORMAT, z->file, e->name, at,
-                        "local header offset overflows with the archive's prefix");
+                        "local header offset %" PRIu64 " plus the %" PRIu64
+                        " bytes before the archive overflows: expected an offset inside "
+                        "the input (%zu bytes)",
+                        local, z->shift, z->len);
     return read_local(z, dr, e, local, at);
 }
 
@@ -519,13 +536,13 @@ static int by_name_then_index(const void *pa, const void *pb) {
 static int sort_distinct(ckpt_zip *z) {
     named_entry *v = ckpt_malloc(z->count * sizeof *v);
     if (!v)
-        return ckpt_err(CKPT_E_NOMEM, z->file, NULL, CKPT_NO_OFFSET,
+        return ckpt_err(CKPT_E_NOMEM, z->file, NULL, z->cd_offset,
                         "out of memory for the index of %zu members", z->count);
     for (size_t i = 0; i < z->count; i++)
         v[i] = (named_entry){z->entries[i].name, z->entries[i].name_len, i};
     if (ckpt_sort(v, z->count, sizeof *v, by_name_then_index)) {
         ckpt_free(v);
-        return ckpt_err(CKPT_E_NOMEM, z->file, NULL, CKPT_NO_OFFSET,
+        return ckpt_err(CKPT_E_NOMEM, z->file, NULL, z->cd_offset,
                         "out of memory for the index of %zu members", z->count);
     }
     int equal = 0;
@@ -542,7 +559,7 @@ static int sort_distinct(ckpt_zip *z) {
 static int build_index(ckpt_zip *z, ckpt_arena *a) {
     z->by_name = ckpt_arena_array(a, z->count, sizeof *z->by_name);
     if (!z->by_name)
-        return ckpt_err(CKPT_E_NOMEM, z->file, NULL, CKPT_NO_OFFSET,
+        return ckpt_err(CKPT_E_NOMEM, z->file, NULL, z->cd_offset,
                         "out of memory for the index of %zu members", z->count);
     if (z->count == 1) z->by_name[0] = 0;
     int rc = z->count > 1 ? sort_distinct(z) : 0;
@@ -576,12 +593,12 @@ static int check_overlaps(const ckpt_zip *z, ckpt_arena *a) {
     if (z->count < 2) return 0;
     const ckpt_zip_entry **order = ckpt_arena_array(a, z->count, sizeof *order);
     if (!order)
-        return ckpt_err(CKPT_E_NOMEM, z->file, NULL, CKPT_NO_OFFSET,
+        return ckpt_err(CKPT_E_NOMEM, z->file, NULL, z->cd_offset,
                         "out of memory for the layout of %zu members", z->count);
     for (size_t i = 0; i < z->count; i++) order[i] = &z->entries[i];
     /* writers lay members out in directory order: one pass, most often */
     if (ckpt_sort(order, z->count, sizeof *order, by_local_offset))
-        return ckpt_err(CKPT_E_NOMEM, z->file, NULL, CKPT_NO_OFFSET,
+        return ckpt_err(CKPT_E_NOMEM, z->file, NULL, z->cd_offset,
                         "out of memory for the layout of %zu members", z->count);
     for (size_t i = 1; i < z->count; i++) {
         const ckpt_zip_entry *p = order[i - 1], *e = order[i];
@@ -598,6 +615,7 @@ static int open_dir(ckpt_zip *z, ckpt_arena *a, const ckpt_limits *lim) {
     dir_info d = {0, 0, 0, 0, 0};
     int rc = read_end_records(z, &d);
     if (rc) return rc;
+    z->cd_offset = d.cd_offset;
     /* every entry takes 46 bytes of a directory inside the file, so the
      * file's size bounds the count (and the work per entry): a count the
      * directory holds is no bomb. max_zip_entries, when set, is the
@@ -678,7 +696,7 @@ int ckpt_zip_numbered(const ckpt_zip *z, ckpt_arena *a, const char *dir,
     if (z->has_duplicates || z->count == 0) return 0;
     const ckpt_zip_entry **v = ckpt_arena_array(a, z->count, sizeof *v);
     if (!v)
-        return ckpt_err(CKPT_E_NOMEM, z->file, NULL, CKPT_NO_OFFSET,
+        return ckpt_err(CKPT_E_NOMEM, z->file, NULL, z->cd_offset,
                         "out of memory for the numbered members of %zu", z->count);
     size_t dlen = strlen(dir), n;
     for (size_t i = 0; i < z->count; i++) {
@@ -730,7 +748,10 @@ static int inflate_member(const ckpt_zip *z, const ckpt_zip_entry *e, ckpt_arena
                         "the central directory declares",
                         n);
     if (r != LIBDEFLATE_SUCCESS)
-        return ckpt_err(CKPT_E_FORMAT, z->file, e->name, e->data_offset, "invalid deflate data");
+        return ckpt_err(CKPT_E_FORMAT, z->file, e->name, e->data_offset,
+                        "invalid deflate data: expected a raw deflate stream of %" PRIu64
+                        " bytes that inflates to %zu",
+                        e->csize, n);
     if (got != n)
         return ckpt_err(CKPT_E_FORMAT, z->file, e->name, e->data_offset,
                         "deflated member inflates to %zu bytes, the central "

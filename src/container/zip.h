@@ -69,6 +69,9 @@ typedef struct ckpt_zip {
     int readings_differ; /* miniz and zipfile read other directories */
     uint64_t shift;      /* zipfile's reading: bytes before the archive
                                 added to every offset it declares */
+    uint64_t cd_offset;  /* where the central directory starts (shift
+                                added): the offset of errors about it as a
+                                whole */
     const uint8_t *buf;
     size_t len;
     const ckpt_source *src; /* buf's bytes are read through it (pread

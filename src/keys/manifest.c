@@ -16,6 +16,7 @@
 #include "base/source.h"
 #include "model/flatten.h"
 #include "model/file.h"
+#include "model/walk.h"
 #include "keys/keys.h"
 #include "format/structure.h"
 #include "format/write.h"
@@ -313,32 +314,31 @@ static int bad(const ckpt_manifest *m, size_t i, const char *what) {
 
 /* A JSON string copied into the arena; NULL if v is not a string. jansson
  * refuses \u0000 (no JSON_ALLOW_NUL), so the copy is a C string. */
-static const char *json_text(ckpt_manifest *m, const json_t *v, size_t max, int *too_long) {
-    if (!json_is_string(v)) return NULL;
-    size_t len = json_string_length(v);
-    if (len > max) {
-        *too_long = 1;
-        return NULL;
-    }
-    return ckpt_arena_strndup(&m->arena, json_string_value(v), len);
+static const char *json_text(ckpt_manifest *m, const json_t *v) {
+    return json_is_string(v)
+               ? ckpt_arena_strndup(&m->arena, json_string_value(v), json_string_length(v))
+               : NULL;
 }
 
 static int parse_entry(ckpt_manifest *m, size_t i, const json_t *t, const ckpt_limits *lim) {
     if (!json_is_object(t)) return bad(m, i, "expected an object");
-    int too_long = 0;
     const json_t *jname = json_object_get(t, "name");
-    const char *name = json_text(m, jname, lim->max_name_bytes, &too_long);
-    if (too_long)
+    if (json_is_string(jname) &&
+        !ckpt_walk_name_fits(lim->max_name_bytes, json_string_length(jname), 0))
         return ckpt_err(CKPT_E_LIMIT, m->name, "", CKPT_NO_OFFSET,
-                        "manifest tensors[%zu]: name longer than %" PRIu64 " bytes", i,
-                        lim->max_name_bytes);
+                        "manifest tensors[%zu]: name of %zu bytes: expected at most %" PRIu64
+                        " (max_name_bytes %" PRIu64 " counts the NUL, as for a checkpoint's names)",
+                        i, json_string_length(jname),
+                        lim->max_name_bytes ? lim->max_name_bytes - 1 : 0, lim->max_name_bytes);
+    const char *name = json_text(m, jname);
     if (!name) return bad(m, i, "expected \"name\" to be a string");
     /* most manifests hold a few dtypes, often in runs: reuse the text */
     const json_t *jdtype = json_object_get(t, "dtype");
     const char *prev = m->n ? m->entries[m->n - 1].dtype : NULL, *dtype;
     if (prev && json_is_string(jdtype) && strcmp(json_string_value(jdtype), prev) == 0)
         dtype = prev;
-    else if (!(dtype = json_text(m, jdtype, 64, &too_long)))
+    else if (!json_is_string(jdtype) || json_string_length(jdtype) > 64 ||
+             !(dtype = json_text(m, jdtype)))
         return bad(m, i, "expected \"dtype\" to be a short string");
     const json_t *shape = json_object_get(t, "shape");
     if (!json_is_array(shape)) return bad(m, i, "expected \"shape\" to be a list");
@@ -372,11 +372,10 @@ static int parse_metadata(ckpt_manifest *m, const json_t *md) {
     const json_t *v;
     size_t i = 0;
     json_object_foreach((json_t *)md, k, v) {
-        int too_long = 0;
         /* values that are not strings cannot be aliases: skip them */
         if (!json_is_string(v)) continue;
         keys[i] = ckpt_arena_strdup(&m->arena, k);
-        vals[i] = json_text(m, v, SIZE_MAX, &too_long);
+        vals[i] = json_text(m, v);
         if (!keys[i]) return ckpt_err(CKPT_E_NOMEM, m->name, "", CKPT_NO_OFFSET, "out of memory");
         if (vals[i]) i++;
     }
@@ -532,7 +531,8 @@ static int scan_entry(ckpt_json_scan *s, ckpt_manifest *m, const ckpt_limits *li
         if (len == 4 && memcmp(key, "name", 4) == 0) {
             if (ckpt_json_peek(s) != '"' || !(t = ckpt_json_string(s, NULL, 0, 1, &name_len)))
                 return SCAN_DEFER;
-            if (name_len > lim->max_name_bytes || strlen(t) != name_len) return SCAN_DEFER;
+            if (!ckpt_walk_name_fits(lim->max_name_bytes, name_len, 0) || strlen(t) != name_len)
+                return SCAN_DEFER;
             name = t;
         } else if (len == 5 && memcmp(key, "dtype", 5) == 0) {
             char tmp[65];
@@ -637,8 +637,12 @@ static int scan_ties(ckpt_json_scan *s, ckpt_manifest *m) {
 }
 
 /* 0 with m filled, SCAN_DEFER (m then holds a partial result: discard
- * it), or CKPT_E_NOMEM. */
-static int scan_manifest(ckpt_manifest *m, const char *json, size_t len, const ckpt_limits *lim) {
+ * it), or CKPT_E_NOMEM. When *own is json (the caller's ckpt_malloc'd
+ * copy), it is freed once the text is read, before the names are indexed
+ * (the index of a million names is as large as the text), and set to
+ * NULL. */
+static int scan_manifest(ckpt_manifest *m, const char *json, size_t len, const ckpt_limits *lim,
+                         char **own) {
     ckpt_json_scan s = {.s = (const unsigned char *)json,
                         .n = len,
                         .max_depth = 1000,
@@ -652,7 +656,7 @@ static int scan_manifest(ckpt_manifest *m, const char *json, size_t len, const c
     if (!k) return CKPT_E_NOMEM;
     k->n = 0;
     int rc, tensors = 0;
-    size_t ties_at = 0; /* where the "ties" value starts; 0: none */
+    size_t ties_at = 0, ties_end = 0; /* the "ties" value; ties_at 0: none */
     do {
         const char *key;
         size_t klen;
@@ -675,6 +679,7 @@ static int scan_manifest(ckpt_manifest *m, const char *json, size_t len, const c
         } else if (klen == 4 && memcmp(key, "ties", 4) == 0) {
             ties_at = s.i; /* read once the tensors are indexed */
             if ((rc = scan_skip(&s))) break;
+            ties_end = s.i;
         } else if ((rc = scan_skip(&s))) {
             break;
         }
@@ -683,21 +688,36 @@ static int scan_manifest(ckpt_manifest *m, const char *json, size_t len, const c
     if (rc == 1 && (!tensors || ckpt_json_peek(&s) != -1)) rc = SCAN_DEFER;
     if (rc < 0) return rc == CKPT_E_NOMEM ? rc : SCAN_DEFER;
     if (rc == 1) rc = 0;
+    /* the names are copies: only the ties are still read from the text */
+    char *ties = NULL;
+    if (rc == 0 && ties_at && own && *own == json) {
+        if (!(ties = ckpt_malloc(ties_end - ties_at))) return CKPT_E_NOMEM;
+        memcpy(ties, json + ties_at, ties_end - ties_at);
+        s.s = (const unsigned char *)ties;
+        s.n = ties_end - ties_at;
+        ties_at = 0;
+    }
+    if (own && *own == json) {
+        ckpt_free(*own);
+        *own = NULL;
+    }
     size_t dup;
     if (rc == 0 && (rc = index_from(m, 0, &dup)) == CKPT_E_INVALID_ARG) rc = SCAN_DEFER;
-    if (rc == 0 && ties_at) {
+    if (rc == 0 && (ties || ties_at)) {
         s.i = ties_at;
         s.depth = 1;
         rc = scan_ties(&s, m);
     }
+    ckpt_free(ties);
     return rc;
 }
 
-/* Fills *out from the text: one pass when it can, else the tree. */
+/* Fills *out from the text in one pass, or SCAN_DEFER: the tree decides.
+ * own: as for scan_manifest (NULL: the caller keeps the text). */
 static int parse_text(ckpt_manifest **out, const char *json, size_t len, const char *name,
-                      const ckpt_limits *lim) {
+                      const ckpt_limits *lim, char **own) {
     ckpt_manifest *m = manifest_new(name);
-    int rc = m ? scan_manifest(m, json, len, lim) : CKPT_E_NOMEM;
+    int rc = m ? scan_manifest(m, json, len, lim, own) : CKPT_E_NOMEM;
     if (rc == 0) {
         *out = m;
         return 0;
@@ -728,7 +748,7 @@ int ckpt_manifest_parse(ckpt_manifest **out, const void *json, size_t len, const
     ckpt_limits defaults = CKPT_LIMITS_INIT;
     const ckpt_limits *lim = limits ? limits : &defaults;
     *out = NULL;
-    int rc = parse_text(out, json, len, name, lim);
+    int rc = parse_text(out, json, len, name, lim, NULL);
     if (rc != SCAN_DEFER) return rc;
     rc = 0;
     json_t *doc = load_json(json, len, name, lim, &rc);
@@ -829,10 +849,14 @@ int ckpt_manifest_load(ckpt_manifest **out, const char *path, const ckpt_open_op
     int rc = 0;
     char *buf = read_all(path, lim->max_index_bytes, &len, &rc);
     if (!buf) return rc;
-    if ((rc = parse_text(out, buf, len, path, lim)) != SCAN_DEFER) {
+    /* the one pass frees buf before it indexes the names; the rare text
+     * it leaves to jansson (a repeated name, a tie it does not read) is
+     * read again */
+    if ((rc = parse_text(out, buf, len, path, lim, &buf)) != SCAN_DEFER) {
         ckpt_free(buf);
         return rc;
     }
+    if (!buf && !(buf = read_all(path, lim->max_index_bytes, &len, &rc))) return rc;
     rc = 0;
     json_t *doc = load_json(buf, len, path, lim, &rc);
     ckpt_free(buf);

@@ -12,11 +12,18 @@ uint64_t ckpt_walk_budget(const ckpt_limits *lim) {
     return lim->max_tensors < (UINT64_MAX - 1024) / 4 ? lim->max_tensors * 4 + 1024 : UINT64_MAX;
 }
 
+int ckpt_walk_name_fits(uint64_t max, size_t head, size_t tail) {
+    return tail < max && head < max - tail;
+}
+
 int ckpt_walk_name_check(uint64_t max, size_t head, size_t tail, const char *file,
                          const char *member, uint64_t offset) {
-    if (tail < max && head < max - tail) return 0;
-    return ckpt_err(CKPT_E_LIMIT, file, member, offset, "flattened name longer than %llu bytes",
-                    (unsigned long long)max);
+    if (ckpt_walk_name_fits(max, head, tail)) return 0;
+    size_t len = head > SIZE_MAX - tail ? SIZE_MAX : head + tail;
+    return ckpt_err(CKPT_E_LIMIT, file, member, offset,
+                    "flattened name of %zu bytes: expected at most %llu (max_name_bytes %llu "
+                    "counts the NUL)",
+                    len, (unsigned long long)(max ? max - 1 : 0), (unsigned long long)max);
 }
 
 void ckpt_walk_init(ckpt_walk *w, const ckpt_limits *lim, const char *file, const char *member) {

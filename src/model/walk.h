@@ -117,10 +117,13 @@ struct ckpt_walk {
 uint64_t ckpt_walk_budget(const ckpt_limits *lim);
 
 /* The name-length rule, the one for every flattened name (a walk's, a
- * safetensors header's): a name of head + tail bytes fits `max` bytes
- * (limits.max_name_bytes) with its NUL. 0, or CKPT_E_LIMIT recorded
- * against file, member and offset. head + tail is not computed when it
- * could overflow. */
+ * safetensors header's, a JSON manifest's): a name of head + tail bytes
+ * fits `max` bytes (limits.max_name_bytes) with its NUL. 1 when it fits;
+ * head + tail is not computed when it could overflow. */
+int ckpt_walk_name_fits(uint64_t max, size_t head, size_t tail);
+
+/* ckpt_walk_name_fits, as 0, or CKPT_E_LIMIT recorded against file,
+ * member and offset (the message gives the length, saturated). */
 int ckpt_walk_name_check(uint64_t max, size_t head, size_t tail, const char *file,
                          const char *member, uint64_t offset);
 

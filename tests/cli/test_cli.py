@@ -402,10 +402,13 @@ def test_verify_truncated():
     path = truncated(TRAIN_PT, "trunc_verify.pt")
     rc, out, _ = run("verify", path)
     assert_eq(rc, 1, "exit code")
-    assert_eq(out, "CORRUPT %s: zip archive is truncated or incomplete: no "
+    # searched back to offset 0: a file shorter than 65535 + 22 + 4096 bytes
+    # is searched whole
+    assert_eq(out, "CORRUPT %s: zip archive is truncated or incomplete: expected an "
               "end-of-central-directory record (PK\\5\\6) in its last %d "
-              "bytes; the file was probably cut short while being written or "
-              "copied\n" % (path, os.path.getsize(path)), "verify line")
+              "bytes (searched back to this offset), found none; the file was "
+              "probably cut short while being written or copied (offset 0)\n"
+              % (path, os.path.getsize(path)), "verify line")
     # a safetensors file whose data runs past the end
     path = tmp_file("trunc.safetensors", safetensors_bytes(
         [("w", "F32", [4], b"\0" * 16)])[:-4])
