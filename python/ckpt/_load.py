@@ -570,10 +570,9 @@ class _Converter:
         name, tdt, bits = _dtype_info(r[T_DTYPE])
         if tdt is None:
             return RawTensor(name, shape, self._copy(r, torch.uint8, [r[T_NBYTES]]))
-        if r[T_NUMEL] == 0:
-            return torch.empty_strided(shape, stride, dtype=tdt)
+        empty = r[T_NUMEL] == 0
         view_dt = torch.uint8 if tdt is torch.bool else tdt
-        if self.placeholders is not None and bits % 8 == 0:
+        if self.placeholders is not None and bits % 8 == 0 and not empty:
             meta = torch.empty(shape, dtype=tdt, device="meta")
             self.placeholders[id(meta)] = (meta, r[T_PTR])
             return meta
@@ -584,11 +583,13 @@ class _Converter:
         if out is not None:
             # a byte other than 0/1 is not a valid torch bool: normalise
             if tdt is torch.bool:
-                return out.view(torch.bool) if int(out.max()) <= 1 else out != 0
+                return out.view(torch.bool) if empty or int(out.max()) <= 1 else out != 0
             return out
         if self.plan:
             out = self._planned(r, view_dt, bits // 8, shape, stride)
         if out is None:
+            if empty:  # no bytes to read, no storage shared: as torch.load's own
+                return torch.empty_strided(shape, stride, dtype=tdt)
             out = self._copy(r, view_dt, shape)
         if tdt is torch.bool:  # normalised once the bytes are read
             self.bools.append(out)
@@ -615,8 +616,8 @@ class _Converter:
         start = off - soff * esz
         snbytes = r[T_STORAGE_NBYTES]
         # natural alignment (mappings are page-aligned), storage inside buf
-        if start < 0 or start % esz or start + snbytes > len(buf):
-            return None
+        if start < 0 or start % esz or start + snbytes > len(buf) or snbytes < esz:
+            return None  # (frombuffer takes no empty storage)
         key = (id(buf), r[T_STORAGE_ID], dt)
         base = self.bases.get(key)
         if base is None:  # one base per storage: views of it share memory

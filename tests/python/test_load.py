@@ -146,6 +146,34 @@ def test_mmap_tensors_are_copy_on_write_views(tmp_path):
     assert torch.equal(ckpt.load(path)["a"], a)
 
 
+@pytest.mark.parametrize("mmap", [False, True])
+def test_empty_tensors_keep_their_storage_and_offset(tmp_path, mmap):
+    """An empty view keeps its place in the storage it shares, as torch.load
+    gives it (it was a fresh empty tensor at offset 0); an empty tensor of
+    an empty storage loads as one."""
+    s = torch.arange(10.0)
+    sd = {"mid": s[3:3], "col": s[5:5].view(0, 1), "view": s[2:4], "alone": torch.empty(0),
+          "flags": torch.zeros(0, dtype=torch.bool), "bf": torch.ones(4, dtype=torch.bfloat16)[4:]}
+    path = tmp_path / "empty.pt"
+    torch.save(sd, path)
+    want, got = torch_load(path), ckpt.load(path, mmap=mmap)
+    for k in sd:
+        w, g = want[k], got[k]
+        assert (g.shape, g.dtype, g.stride(), g.storage_offset()) == \
+            (w.shape, w.dtype, w.stride(), w.storage_offset()), k
+        assert storage_bytes(g) == storage_bytes(w), k
+    assert storage_of(got["mid"]).data_ptr() == storage_of(got["view"]).data_ptr()
+
+
+def storage_of(t):
+    return t.untyped_storage() if hasattr(t, "untyped_storage") else t.storage()  # torch 2 / 1
+
+
+def storage_bytes(t):
+    s = storage_of(t)
+    return s.nbytes() if hasattr(s, "nbytes") else s.size() * t.element_size()
+
+
 def test_safetensors_mmap_views_and_metadata(tmp_path):
     path = tmp_path / "m.safetensors"
     header = json.dumps({"__metadata__": {"format": "pt"},
