@@ -1325,17 +1325,9 @@ static int dict_target(machine *m, ckpt_value *t, ckpt_value **dict) {
 
 /* Python hashes dict keys and set items (ckpt_value_hashable). */
 static int hash_check(machine *m, const ckpt_value *k, const char *as) {
-    const char *what;
-    int rc = ckpt_value_hashable(k, &what);
-    if (rc == CKPT_E_LIMIT)
-        return fail(m, rc,
-                    "a %s that is a tuple nested deeper than 1000 or holding more "
-                    "than 65536 values (through the memo)",
-                    as);
-    if (rc)
-        return fail(m, rc, "expected a hashable %s, got a %s%s", as, what,
-                    k->kind == CKPT_KIND_TUPLE ? " inside a tuple" : "");
-    return 0;
+    char msg[160];
+    int rc = ckpt_value_hashable(k, as, msg, sizeof msg);
+    return rc ? fail(m, rc, "%s", msg) : 0;
 }
 
 static int set_item(machine *m, ckpt_value *dict, ckpt_value *k, ckpt_value *v) {

@@ -169,17 +169,9 @@ static int b_size(ckpt_value **out, const pk_build_ctx *c, const ckpt_value *cal
 
 /* Python hashes dict keys and set items (ckpt_value_hashable). */
 static int hash_check(const pk_build_ctx *c, const ckpt_value *k, const char *fn, const char *as) {
-    const char *what;
-    int rc = ckpt_value_hashable(k, &what);
-    if (rc == CKPT_E_LIMIT)
-        return fail_at(c, k, rc,
-                       "%s: a %s that is a tuple nested deeper than 1000 or holding more "
-                       "than 65536 values (through the memo)",
-                       fn, as);
-    if (rc)
-        return fail_at(c, k, rc, "%s: expected a hashable %s, got a %s%s", fn, as, what,
-                       k->kind == CKPT_KIND_TUPLE ? " inside a tuple" : "");
-    return 0;
+    char msg[160];
+    int rc = ckpt_value_hashable(k, as, msg, sizeof msg);
+    return rc ? fail_at(c, k, rc, "%s: %s", fn, msg) : 0;
 }
 
 static int b_set(ckpt_value **out, const pk_build_ctx *c, const ckpt_value *callable,

@@ -189,10 +189,19 @@ static int hashable(const ckpt_value *v, unsigned depth, size_t *budget, const c
     }
 }
 
-int ckpt_value_hashable(const ckpt_value *v, const char **what) {
+int ckpt_value_hashable(const ckpt_value *v, const char *as, char *msg, size_t cap) {
     size_t budget = 65536;
-    *what = "tuple";
-    return hashable(v, 1000, &budget, what);
+    const char *what = "tuple";
+    int rc = hashable(v, 1000, &budget, &what);
+    if (rc == CKPT_E_LIMIT)
+        snprintf(msg, cap,
+                 "a %s that is a tuple nested deeper than 1000 or holding more than 65536 "
+                 "values (through the memo)",
+                 as);
+    else if (rc)
+        snprintf(msg, cap, "expected a hashable %s, got a %s%s", as, what,
+                 v->kind == CKPT_KIND_TUPLE ? " inside a tuple" : "");
+    return rc;
 }
 
 int ckpt_value_dict_set(ckpt_arena *a, ckpt_value *d, ckpt_value *key, ckpt_value *val) {
