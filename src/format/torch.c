@@ -533,7 +533,7 @@ static int read_legacy(torch_reader *r, ckpt_view *win) {
     const uint8_t *p = f->map;
     size_t n = f->map_size, pos = 0, used;
     ckpt_value *v;
-    int rc = run_stacked(r, win, &v, &used, p, n, pos, "magic", 0);
+    int rc = run_stacked(r, win, &v, &used, p, n, pos, NULL, 0); /* a plain pickle has no member */
     if (rc) {
         f->format = CKPT_FORMAT_PICKLE;
         return rc;
