@@ -11,6 +11,7 @@ from typing import Optional, Tuple
 from . import errors
 from ._lib import (MatchOptions_, c_char_p, c_u64, c_void_p, check,
                    lib, options, text)
+from ._load import _TORCH_DTYPES
 from ._module import dtype_name, ties
 
 
@@ -68,7 +69,11 @@ class MatchReport:
             len(self.allowed_missing) + len([t for t, _ in self.tied if t not in unexpected])
         n += len([m for m in self.dtype_mismatch
                   if m.name not in {s.name for s in self.shape_mismatch}])
-        parts = ["%d of %d expected keys match" % (len(self.matched), n)]
+        head = "%d of %d expected keys match" % (len(self.matched), n)
+        tied = len([t for t, _ in self.tied if t not in unexpected])
+        if tied:  # as `ckpt match` words it: the count alone reads as a key short
+            head += ", %d tied to a matched key" % tied
+        parts = [head]
         if self.rewrite:
             parts.append("rewrite: %s" % self.rewrite)
 
@@ -86,11 +91,27 @@ class MatchReport:
                     "%s (checkpoint %s %s, model %s %s)" % (
                         m.name, m.checkpoint_dtype, list(m.checkpoint_shape),
                         m.expected_dtype, list(m.expected_shape)) for m in items))
+        cast = self._cast_hint()
+        if cast:
+            parts.append(cast)
         if self.warning:
             parts.append(self.warning)
         if len(self.candidates) > 1 and not self.rewrite:
             parts.append("ambiguous rewrites: " + some(self.candidates))
         return "; ".join(parts)
+
+    def _cast_hint(self):
+        """What to do when the only obstacle is a floating-point dtype
+        (a bf16 or half checkpoint, a float32 model): torch's
+        load_state_dict casts silently, ckpt.load_state_dict on request."""
+        floating = ("F64", "F32", "F16", "BF16")
+        to = {m.expected_dtype for m in self.dtype_mismatch}
+        if self.shape_mismatch or len(to) != 1 or not all(
+                m.checkpoint_dtype in floating and m.expected_dtype in floating
+                for m in self.dtype_mismatch):
+            return None
+        return ("to cast the checkpoint's floating-point tensors as torch's load_state_dict "
+                "would, pass dtype=torch.%s" % _TORCH_DTYPES[to.pop()])
 
     def __str__(self):
         return self.summary()

@@ -196,6 +196,28 @@ def test_allowed_missing_tied_and_training_checkpoint(tmp_path):
     rep = ckpt.load_state_dict(b, saved)
     assert rep.complete and rep.tied == (("head.weight", "embed.weight"),)
     assert torch.equal(b.head.weight, a.embed.weight)
+    # worded as `ckpt match` words it: "1 of 2" alone reads as a key short
+    assert str(rep) == "1 of 2 expected keys match, 1 tied to a matched key"
+
+
+def test_bf16_checkpoint_refusal_says_how_to_cast(tmp_path):
+    """torch's load_state_dict casts a bf16 state dict into a float32
+    model silently; ckpt refuses, and the refusal names the argument that
+    casts on purpose."""
+    src, dst = fresh(1), fresh(2)
+    path = tmp_path / "bf16.pt"
+    torch.save(src.to(torch.bfloat16).state_dict(), path)
+    with pytest.raises(ckpt.KeyMismatchError) as exc:
+        ckpt.load_state_dict(dst, path)
+    assert len(exc.value.report.dtype_mismatch) == 10  # num_batches_tracked stays I64
+    assert "as torch's load_state_dict would, pass dtype=torch.float32" in str(exc.value)
+    rep = ckpt.load_state_dict(dst, path, dtype=torch.float32)
+    assert rep.complete and torch.equal(dst.fc1.weight, src.fc1.weight.float())
+    # a shape mismatch as well: casting would not help, so no such advice
+    torch.save(fresh(1, out=8).to(torch.bfloat16).state_dict(), path)
+    with pytest.raises(ckpt.KeyMismatchError) as exc:
+        ckpt.load_state_dict(fresh(2), path)
+    assert exc.value.report.shape_mismatch and "dtype=" not in str(exc.value)
 
 
 def test_audit_names_wrapper_prefixes(tmp_path):
