@@ -3,6 +3,8 @@ torch's load_state_dict, so a checkpoint either loads completely or not at
 all, with the full report either way."""
 import ctypes
 import dataclasses
+import fnmatch
+import glob
 import os
 import warnings
 from dataclasses import dataclass, field
@@ -45,7 +47,10 @@ class MatchReport:
     when it was not applied (it does not make the match complete); warning: "nothing would load..." or
     None; source: where in the checkpoint the state dict was ("" = root);
     ignored: the top-level entries the applied rewrite leaves out
-    (ckpt_match_ignored: what `ckpt match` lists)."""
+    (ckpt_match_ignored: what `ckpt match` lists); defaulted: model keys
+    the model fills itself when the checkpoint lacks them, as torch's
+    load_state_dict does (a BatchNorm's num_batches_tracked in a state
+    dict saved before BatchNorm's version 2, or without _metadata)."""
     complete: bool
     matched: Tuple[Tuple[str, str], ...] = ()
     missing: Tuple[str, ...] = ()
@@ -62,17 +67,23 @@ class MatchReport:
     source: str = ""
     file: str = field(default="", compare=False)
     ignored: Tuple[str, ...] = ()
+    defaulted: Tuple[str, ...] = ()
 
     def summary(self):
         unexpected = set(self.unexpected) | set(self.allowed_unexpected)
         n = len(self.matched) + len(self.missing) + len(self.shape_mismatch) + \
-            len(self.allowed_missing) + len([t for t, _ in self.tied if t not in unexpected])
+            len(self.allowed_missing) + len(self.defaulted) + \
+            len([t for t, _ in self.tied if t not in unexpected])
         n += len([m for m in self.dtype_mismatch
                   if m.name not in {s.name for s in self.shape_mismatch}])
         head = "%d of %d expected keys match" % (len(self.matched), n)
         tied = len([t for t, _ in self.tied if t not in unexpected])
         if tied:  # as `ckpt match` words it: the count alone reads as a key short
             head += ", %d tied to a matched key" % tied
+        if self.defaulted:
+            more = ", ..." if len(self.defaulted) > 1 else ""
+            head += ", %d filled by BatchNorm as in torch (%s%s)" % (
+                len(self.defaulted), self.defaulted[0], more)
         parts = [head]
         if self.rewrite:
             parts.append("rewrite: %s" % self.rewrite)
@@ -335,7 +346,10 @@ def load_state_dict(module, path_or_state, *, strict=True, normalize=True,
     checkpoint the rewrite that selects the model's entry ("model",
     "state_dict"...) leaves the other top-level entries out (report.source
     names the entry). Missing keys the model ties to a loaded one are
-    filled through it (report.tied).
+    filled through it (report.tied); a missing BatchNorm num_batches_tracked
+    is left to the module where torch's load_state_dict leaves it (the
+    state dict's _metadata gives that BatchNorm no version 2: old
+    torchvision weights, plain dicts, safetensors; report.defaulted).
 
     strict=True: any missing or unexpected key (beyond the allow_* globs,
     fnmatch where '*' crosses '.') raises ckpt.KeyMismatchError carrying
@@ -371,6 +385,51 @@ def load_state_dict(module, path_or_state, *, strict=True, normalize=True,
                          allow_unexpected, "", None, dtype)
 
 
+def _batchnorm_counters(module, expected):
+    """The num_batches_tracked buffers that torch's BatchNorm (_NormBase,
+    tracking running stats) puts back itself when a state dict lacks them
+    and its _metadata gives the module no version 2 (state dicts saved
+    before torch 0.4.1, plain dicts, safetensors)."""
+    from torch.nn.modules.batchnorm import _NormBase
+    out = []
+    for name, mod in module.named_modules():
+        key = (name + "." if name else "") + "num_batches_tracked"
+        if isinstance(mod, _NormBase) and mod.track_running_stats and key in expected:
+            out.append(key)
+    return tuple(out)
+
+
+def _versionless(counters, rep, state):
+    """The counters whose BatchNorm the checkpoint gives no version of 2 or
+    more: its checkpoint-side name (through a loaded sibling key such as
+    running_mean, under the rewrite applied) looked up in the _metadata of
+    the dict holding it, as torch looks up prefix[:-1]."""
+    versions = {}
+
+    def walk(obj, path):
+        if isinstance(obj, dict):
+            for k, v in (getattr(obj, "_metadata", None) or {}).items():
+                if isinstance(v, dict):
+                    versions[".".join(p for p in (path, str(k)) if p)] = v.get("version")
+            for k, v in obj.items():
+                walk(v, ".".join(p for p in (path, str(k)) if p))
+    walk(state, "")
+    loaded = dict(rep.matched)
+    out = []
+    for counter in counters:
+        prefix = counter[:-len("num_batches_tracked")]
+        sibling = next((e for e in loaded if e.startswith(prefix) and "." not in e[len(prefix):]),
+                       None)
+        if sibling is not None:
+            c = loaded[sibling]
+            where = c[:len(c) - len(sibling) + len(prefix)].rstrip(".")
+            version = versions.get(where)
+            if isinstance(version, int) and version >= 2:
+                continue
+        out.append(counter)
+    return tuple(out)
+
+
 def _load_audited(module, state, strict, normalize, allow_missing, allow_unexpected, file,
                   reader, dtype):
     import torch
@@ -380,10 +439,25 @@ def _load_audited(module, state, strict, normalize, allow_missing, allow_unexpec
     tensors = _cast(_tensors(state, (), {}, leaves), dtype, torch)
     expected = {k: v for k, v in module.state_dict(keep_vars=True).items()
                 if isinstance(v, torch.Tensor)}
-    rep = match(tensors, expected, normalize=normalize, allow_missing=allow_missing,
-                allow_unexpected=allow_unexpected, file=file,
-                tie_key=reader.tie_key if reader is not None else None,
-                leaves=leaves)
+
+    def audit(defaults):
+        return match(tensors, expected, normalize=normalize,
+                     allow_missing=tuple(allow_missing) + tuple(glob.escape(n) for n in defaults),
+                     allow_unexpected=allow_unexpected, file=file,
+                     tie_key=reader.tie_key if reader is not None else None, leaves=leaves)
+    defaults = _batchnorm_counters(module, expected)
+    rep = audit(defaults)
+    if defaults:
+        # torch fills a counter only where the state dict's _metadata gives
+        # its BatchNorm no version 2: those found are missing after all
+        kept = _versionless(defaults, rep, state)
+        if kept != defaults:
+            defaults = kept
+            rep = audit(defaults)
+        filled = tuple(n for n in rep.allowed_missing if n in defaults and not any(
+            fnmatch.fnmatchcase(n, g) for g in allow_missing))
+        rep = dataclasses.replace(rep, defaulted=filled, allowed_missing=tuple(
+            n for n in rep.allowed_missing if n not in filled))
     source = _source(state, rep)
     if source:
         rep = dataclasses.replace(rep, source=source)

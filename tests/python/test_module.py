@@ -200,6 +200,55 @@ def test_allowed_missing_tied_and_training_checkpoint(tmp_path):
     assert str(rep) == "1 of 2 expected keys match, 1 tied to a matched key"
 
 
+def test_batchnorm_counter_left_to_the_module_as_torch_does(tmp_path):
+    """A state dict without num_batches_tracked (torchvision's weights from
+    before BatchNorm's version 2, a plain dict, safetensors) loads with
+    torch's strict=True: BatchNorm fills the counter itself unless the
+    _metadata gives it version 2. ckpt agrees, under a rewrite too."""
+    from collections import OrderedDict
+    src = fresh(1)
+    full = src.state_dict()
+
+    def saved(version, prefix=""):
+        sd = OrderedDict((prefix + k, v) for k, v in full.items()
+                         if k != "bn.num_batches_tracked")
+        if version is not None:
+            sd._metadata = OrderedDict(((prefix + k).rstrip("."), dict(v))
+                                       for k, v in full._metadata.items())
+            sd._metadata[prefix + "bn"]["version"] = version
+        return sd
+    for version in (None, 1, 2):
+        for prefix in ("", "module."):
+            path = tmp_path / "old.pt"
+            torch.save({"model": saved(version, prefix)}, path)
+            fails = version == 2
+            plain = fresh(2)
+            loaded = OrderedDict((k[len(prefix):], v) for k, v in saved(version, prefix).items())
+            if version is not None:
+                loaded._metadata = saved(version)._metadata
+            try:
+                plain.load_state_dict(loaded)  # torch, the prefix stripped by hand
+                assert not fails
+            except RuntimeError as e:
+                assert fails and 'Missing key(s) in state_dict: "bn.num_batches_tracked"' in str(e)
+            dst = fresh(2)
+            if fails:
+                with pytest.raises(ckpt.KeyMismatchError) as exc:
+                    ckpt.load_state_dict(dst, path)
+                assert "bn.num_batches_tracked" in exc.value.report.missing
+                continue
+            rep = ckpt.load_state_dict(dst, path)
+            assert rep.complete and rep.missing == () and rep.allowed_missing == ()
+            assert rep.defaulted == ("bn.num_batches_tracked",)
+            assert str(rep).startswith("10 of 11 expected keys match, 1 filled by BatchNorm "
+                                       "as in torch (bn.num_batches_tracked)")
+            assert torch.equal(dst.bn.running_mean, src.bn.running_mean)
+    # allowed by the caller: listed as allowed, as before
+    torch.save(saved(2), path)
+    rep = ckpt.load_state_dict(fresh(2), path, allow_missing=["*.num_batches_tracked"])
+    assert rep.allowed_missing == ("bn.num_batches_tracked",) and rep.defaulted == ()
+
+
 def test_bf16_checkpoint_refusal_says_how_to_cast(tmp_path):
     """torch's load_state_dict casts a bf16 state dict into a float32
     model silently; ckpt refuses, and the refusal names the argument that
