@@ -266,6 +266,11 @@ TEST(sgd_without_momentum) {
     CHECK(opt && strcmp(opt->type, "SGD") == 0);
     CHECK(opt && opt->tensors == 0 && opt->state_bytes == 0);
     CHECK(ckpt_training_optimizer_ratio(a.t) == 0.0);
+    /* it said "state for all 4 parameters ..., shapes match" of no state */
+    CHECK(said(a.t, 0,
+               "optimizer SGD at 'optimizer': without momentum it keeps no per-parameter "
+               "state; param_groups (hyperparameters, 4 parameters) is all a resume needs"));
+    CHECK(!said(a.t, 0, "state for all"));
     done(&a);
 }
 

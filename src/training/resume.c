@@ -597,14 +597,25 @@ static int decide(ckpt_training *t, int dir_mode) {
             rc = check_optimizer(t, c, models, nmodels, dir_mode, &n, &how);
             if (rc) return rc;
             problems += n;
-            if (n == 0 && first == t->nreasons &&
-                ckpt_tr_reason(t,
-                               "optimizer %s at %s: state for all %llu "
-                               "parameter%s in param_groups%s%s",
-                               c->pub.type, where(t, &c->pub, dir_mode),
-                               (unsigned long long)c->pub.params, c->pub.params == 1 ? "" : "s",
-                               how ? ", shapes match the model's parameters " : "", how ? how : ""))
-                return CKPT_E_NOMEM;
+            if (n || first != t->nreasons) continue;
+            /* SGD without momentum: torch 2.x writes no state at all, 1.13
+             * entries holding None; either way nothing per parameter */
+            if (strcmp(c->pub.type, "SGD") == 0)
+                rc = ckpt_tr_reason(t,
+                                    "optimizer SGD at %s: without momentum it keeps no "
+                                    "per-parameter state; param_groups (hyperparameters, %llu "
+                                    "parameter%s) is all a resume needs",
+                                    where(t, &c->pub, dir_mode), (unsigned long long)c->pub.params,
+                                    c->pub.params == 1 ? "" : "s");
+            else
+                rc = ckpt_tr_reason(
+                    t,
+                    "optimizer %s at %s: state for all %llu parameter%s in "
+                    "param_groups%s%s",
+                    c->pub.type, where(t, &c->pub, dir_mode), (unsigned long long)c->pub.params,
+                    c->pub.params == 1 ? "" : "s",
+                    how ? ", shapes match the model's parameters " : "", how ? how : "");
+            if (rc) return rc;
         }
         t->verdict = problems ? CKPT_RESUME_PARTIAL : CKPT_RESUME_FULL;
         return 0;

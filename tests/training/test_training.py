@@ -242,6 +242,18 @@ def test_sgd_plain():
                      "SGD", 0)
     close(doc["sections"]["memory"]["optimizer_to_model_ratio"], 0.0,
           "stateless ratio")
+    said = ("optimizer SGD at 'optimizer': without momentum it keeps no "
+            "per-parameter state; param_groups (hyperparameters, 4 parameters) "
+            "is all a resume needs")
+    assert_eq(doc["resume"]["reasons"][1], said, "stateless reason")
+    # torch 2.x writes no entries at all ("state": {}), 1.13 entries of None
+    ck = torch.load(gen("sgd_plain.pt"))
+    ck["optimizer"]["state"] = {}
+    path = os.path.join(TMP, "sgd_plain_2x.pt")
+    torch.save(ck, path)
+    rc, doc = run_json("doctor", "--json", path)
+    assert_eq((rc, doc["resume"]["verdict"]), (0, "full-resume"), "2.x stateless")
+    assert_eq(doc["resume"]["reasons"][1], said, "2.x stateless reason")
 
 
 def test_adagrad():
