@@ -375,7 +375,8 @@ class Store:
         through ckpt.dcp.Reader into the model, optimizer (its state created
         first, as get_state_dict does), scheduler and scaler; Resumed.verdict
         is "" there (no C analysis of the whole). Otherwise a directory
-        generation is assembled whole in this process."""
+        generation is assembled whole in this process, and judged whole as
+        `ckpt doctor` judges it."""
         path = self.latest()
         if path is None:
             return None
@@ -386,7 +387,7 @@ class Store:
         from ._match import load_state_dict
         if os.path.isdir(path):  # a DCP generation: assembled in this process
             from .dcp import load as load_dcp
-            state, (verdict, reasons) = load_dcp(path), ("", ())
+            state, (verdict, reasons) = load_dcp(path), _resume_verdict(path)
         else:
             state = load(path)
             verdict, reasons = _resume_verdict(path)

@@ -151,8 +151,15 @@ def test_a_commit_prune_resume():
     assert [g.file for g in ckpt.Store(single).generations()] == ["ckpt-1.pt"]
     assert not [f for f in os.listdir(d) if ".tmp-" in f], os.listdir(d)
     model = torch.nn.Linear(4, 6)
+    # judged as `ckpt doctor` judges the directory (the verdict was "")
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    try:
+        ckpt.Store(d).resume(model, opt)
+        raise AssertionError("resumed from weights without optimizer state")
+    except ckpt.ResumeError as e:
+        assert e.verdict == "weights-only" and "(ckpt: weights-only: " in str(e), e
     r = ckpt.Store(d).resume(model, None, allow_warm_start=True)
-    assert r.step == 3 and "model" in r.restored, r
+    assert r.step == 3 and "model" in r.restored and r.verdict == "weights-only", r
     assert torch.equal(model.weight.detach(), weights(3)["weight"])
 
 
