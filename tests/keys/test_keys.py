@@ -335,6 +335,16 @@ def _():
     eq(rc, 0)
     eq(out.splitlines()[0], "COMPLETE: 11 of 11 expected keys match after strip 'module.'")
     eq(out.splitlines()[-1], "rewrite: strip 'module.' (11 keys), applied")
+    # floating-point dtypes alone differ: what torch does with them, and
+    # how ckpt.load_state_dict casts; not said when a shape differs too
+    rc, out, _ = run("match", path("model_bf16.pt"), "--expect", path("model.pt"))
+    eq(rc, 1)
+    assert "note: only floating-point dtypes differ: torch's load_state_dict casts them " \
+        "to the model's F32 as it copies; ckpt.load_state_dict does with " \
+        "dtype=torch.float32\n" in out, out
+    rc, out, _ = run("match", path("changed.pt"), "--expect", path("model.pt"))
+    eq(rc, 1)
+    assert "dtype mismatch (2):" in out and "note:" not in out, out
 
 
 @case("match: usage and I/O errors exit 2")

@@ -224,6 +224,36 @@ static size_t tied_missing(const ckpt_match_result *r) {
     return n;
 }
 
+/* torch's name of a floating-point dtype, or NULL for any other */
+static const char *torch_float(const char *dtype) {
+    static const char *const names[][2] = {
+        {"F64", "float64"}, {"F32", "float32"}, {"F16", "float16"}, {"BF16", "bfloat16"}};
+
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (strcmp(dtype, names[i][0]) == 0) return names[i][1];
+    return NULL;
+}
+
+/* When floating-point dtypes are all that differs (a bf16 or half
+ * checkpoint, a float32 model): torch's load_state_dict copies them in
+ * with a cast, so say so, and how ckpt.load_state_dict casts. */
+static void cast_note(const ckpt_match_result *r) {
+    size_t i, n = ckpt_match_count(r, CKPT_MATCH_DTYPE_MISMATCH);
+    const char *to = NULL;
+
+    if (n == 0 || ckpt_match_count(r, CKPT_MATCH_SHAPE_MISMATCH)) return;
+    for (i = 0; i < n; i++) {
+        const ckpt_match_item *it = ckpt_match_item_at(r, CKPT_MATCH_DTYPE_MISMATCH, i);
+
+        if (!torch_float(it->checkpoint->dtype) || !torch_float(it->expected->dtype)) return;
+        if (to && strcmp(to, it->expected->dtype) != 0) return;
+        to = it->expected->dtype;
+    }
+    printf("note: only floating-point dtypes differ: torch's load_state_dict casts them to "
+           "the model's %s as it copies; ckpt.load_state_dict does with dtype=torch.%s\n",
+           to, torch_float(to));
+}
+
 static void print_text(const match_args *a, const ckpt_match_result *r, size_t expected) {
     const ckpt_rewrite *rw = ckpt_match_rewrite(r);
     const char *warning = ckpt_match_warning(r);
@@ -262,6 +292,7 @@ static void print_text(const match_args *a, const ckpt_match_result *r, size_t e
     print_list(r, CKPT_MATCH_ALLOWED_MISSING, "allowed missing");
     print_list(r, CKPT_MATCH_ALLOWED_UNEXPECTED, "allowed unexpected");
     print_list(r, CKPT_MATCH_TIED, "tied keys");
+    cast_note(r);
 
     if (rw) {
         fputs("rewrite: ", stdout);
