@@ -105,8 +105,9 @@ class MatchReport:
         cast = self._cast_hint()
         if cast:
             parts.append(cast)
-        if self.warning:
-            parts.append(self.warning)
+        if self.warning:  # its count is the head's: said once
+            parts.append(self.warning.split(": ")[0] if self.warning.endswith(
+                ": %d of %d expected keys match" % (len(self.matched), n)) else self.warning)
         if len(self.candidates) > 1 and not self.rewrite:
             parts.append("ambiguous rewrites: " + some(self.candidates))
         return "; ".join(parts)
