@@ -566,6 +566,24 @@ TEST(state_dict_roundtrip) {
     CHECK_EQ_INT(ckpt_tree_set_class(tree, size, "torch.Size"), CKPT_E_INVALID_ARG);
     CHECK(strstr(ckpt_error_last()->message, "item 1 is a str"));
     CHECK_EQ_INT(ckpt_tree_set_class(NULL, size, NULL), CKPT_E_INVALID_ARG);
+    /* a set holds what Python can hash: leaves, tuples of them, frozensets */
+    ckpt_value *set_ = NULL, *frozen = NULL, *pair = TU(), *holds_list = TU();
+    CHECK_EQ_INT(ckpt_tree_empty_set(&set_, tree), 0);
+    CHECK_EQ_INT(ckpt_tree_empty_set(&frozen, tree), 0);
+    CHECK(set_ && frozen && ckpt_value_kind(set_) == CKPT_KIND_SET);
+    add(pair, I(1));
+    add(pair, S("a"));
+    add(holds_list, L());
+    add(frozen, I(3));
+    CHECK_EQ_INT(ckpt_tree_set_class(tree, frozen, "builtins.frozenset"), 0);
+    add(set_, pair);
+    add(set_, frozen);
+    CHECK_EQ_INT(ckpt_tree_append(tree, set_, L()), CKPT_E_INVALID_ARG);
+    CHECK(strstr(ckpt_error_last()->message, "expected a hashable set item, got a list"));
+    CHECK_EQ_INT(ckpt_tree_append(tree, set_, holds_list), CKPT_E_INVALID_ARG);
+    CHECK(strstr(ckpt_error_last()->message, "got a list inside a tuple"));
+    CHECK_EQ_INT(ckpt_value_len(set_), 2);
+    CHECK_EQ_INT(ckpt_tree_empty_set(NULL, tree), CKPT_E_INVALID_ARG);
 }
 
 /* Real torch.save files (the corpus): a BatchNorm state dict keeps its

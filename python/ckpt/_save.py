@@ -81,7 +81,7 @@ class _Builder:
     def _refuse(self, where, what):
         return errors.UnsupportedError(
             "%s: %s cannot be saved: ckpt writes data only (tensors, numbers, strings, "
-            "bytes, None, dicts, lists, tuples)" % (where or "<root>", what), self.path)
+            "bytes, None, dicts, lists, tuples, sets)" % (where or "<root>", what), self.path)
 
     def value(self, obj, where=""):
         torch = self.torch
@@ -142,6 +142,13 @@ class _Builder:
                 check(lib.ckpt_tree_append(self.tree, out, self.value(v, _join(where, i))),
                       self.path)
             return self._class(out, b"torch.Size" if isinstance(obj, torch.Size) else None)
+        if isinstance(obj, (set, frozenset)):
+            # as torch.save pickles them: builtins.set / builtins.frozenset
+            out = self.memo[key] = self._new(lib.ckpt_tree_empty_set)
+            for i, v in enumerate(obj):
+                check(lib.ckpt_tree_append(self.tree, out, self.value(v, _join(where, i))),
+                      self.path)
+            return self._class(out, b"builtins.frozenset" if isinstance(obj, frozenset) else None)
         raise self._refuse(where, "%s.%s" % (type(obj).__module__, type(obj).__qualname__))
 
     def tensor(self, t, where):
@@ -275,8 +282,11 @@ def save(obj, path, *, meta=None, record_source=True):
     the autocast dtype where autocast is on, the parameters' dtypes
     counted), "ckpt.device" (where the tensors were).
 
-    obj: tensors, numpy arrays, numbers, strings, bytes, None, dicts, lists
-    and tuples; an nn.Module is saved as its state_dict(), other objects
+    obj: tensors, numpy arrays, numbers, strings, bytes, None, dicts, lists,
+    tuples, sets and frozensets (pickled as torch.save pickles them: torch's
+    weights_only=True loads a set where its allowlist has builtins.set, as
+    2.13's does and 1.13's does not, and never a frozenset); an
+    nn.Module is saved as its state_dict(), other objects
     with a state_dict() method (optimizers, schedulers, scalers) likewise.
     Tensors are saved contiguous on CPU; a tensor reachable under several
     names with the same memory and view (tied weights) is saved once.

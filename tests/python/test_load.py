@@ -537,6 +537,44 @@ def test_save_keeps_torch_device_size_and_bytearray(tmp_path, ext):
             {k: v for k, v in obj.items() if k != "w"}
 
 
+def weights_only_outcome(path):
+    """torch.load(path, weights_only=True): the value, or the error's type."""
+    try:
+        return torch.load(path, weights_only=True)
+    except Exception as exc:  # torch raises UnpicklingError (1.13: RuntimeError around it)
+        return type(exc)
+
+
+@pytest.mark.parametrize("ext", [".pt", ".safetensors"])
+def test_save_writes_sets_as_torch_save_does(tmp_path, ext):
+    """ckpt.save of sets and frozensets (were refused): ckpt.load and
+    ckpt.convert give them back; the .pt loads in torch.load as torch.save's
+    does, also with weights_only=True: a set where the torch's allowlist has
+    builtins.set (2.13 has, 1.13 refuses), a frozenset nowhere."""
+    obj = {"s": {1, "a", (2, 3), frozenset({4})}, "f": frozenset({1.5}), "e": set(),
+           "w": torch.ones(2)}
+    path = str(tmp_path / ("s" + ext))
+    ckpt.save(obj, path)
+    other = str(tmp_path / ("c.safetensors" if ext == ".pt" else "c.pt"))
+    ckpt.convert(path, other)
+    loads = [ckpt.load(path), ckpt.load(other)] + [torch_load(p) for p in (path, other)
+                                                   if p.endswith(".pt")]
+    for got in loads:
+        assert [type(got[k]) for k in obj] == [set, frozenset, set, torch.Tensor]
+        assert {k: v for k, v in got.items() if k != "w"} == \
+            {k: v for k, v in obj.items() if k != "w"}
+    if ext == ".pt":
+        from torch import _weights_only_unpickler as wo
+        allowed = "builtins.set" in wo._get_allowed_globals()
+        for value in ({"s": {1, 2}}, {"f": frozenset({1})}):
+            mine, theirs = str(tmp_path / "mine.pt"), str(tmp_path / "theirs.pt")
+            ckpt.save(value, mine)
+            torch.save(value, theirs)
+            got = weights_only_outcome(mine)
+            assert got == weights_only_outcome(theirs)
+            assert (got == value) == (allowed and "s" in value), (value, got)
+
+
 def test_load_refuses_a_torch_size_of_a_str(tmp_path):
     """torch.Size(('a',)) raises TypeError in torch.load: ckpt.load says the
     pickle is not data it can give back, naming the item."""
