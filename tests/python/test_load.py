@@ -575,6 +575,35 @@ def test_save_writes_sets_as_torch_save_does(tmp_path, ext):
             assert (got == value) == (allowed and "s" in value), (value, got)
 
 
+@pytest.mark.parametrize("ext", [".pt", ".safetensors"])
+def test_save_keeps_shared_objects_one_object(tmp_path, ext):
+    """A bytearray (or list, dict, set, tuple) reached twice is one object
+    in torch.load, through pickle's memo: so in ckpt.load of what ckpt.save
+    and ckpt.convert write (the bytearray came back as two), and in
+    torch.load of ckpt.save's .pt."""
+    ba, lst, dct, st, tup = bytearray(b"\x00x"), [1], {"k": 2}, {3}, (4, [5])
+    obj = {"b1": ba, "b2": [ba], "l1": lst, "l2": lst, "d1": dct, "d2": dct,
+           "s1": st, "s2": st, "t1": tup, "t2": tup, "w": torch.ones(1)}
+    names = ("b", "l", "d", "s", "t")
+
+    def shared(got):
+        return [got[n + "1"] is (got[n + "2"][0] if n == "b" else got[n + "2"]) for n in names]
+
+    src = str(tmp_path / "torch.pt")
+    torch.save(obj, src)
+    assert shared(torch_load(src)) == [True] * 5
+    assert shared(ckpt.load(src)) == [True] * 5
+    path, conv = str(tmp_path / ("s" + ext)), str(tmp_path / ("c" + ext))
+    ckpt.save(obj, path)
+    ckpt.convert(src, conv)
+    for p in (path, conv):
+        got = ckpt.load(p)
+        assert shared(got) == [True] * 5, p
+        assert got["b1"] == ba and type(got["b1"]) is bytearray
+        if ext == ".pt":
+            assert shared(torch_load(p)) == [True] * 5, p
+
+
 def test_load_refuses_a_torch_size_of_a_str(tmp_path):
     """torch.Size(('a',)) raises TypeError in torch.load: ckpt.load says the
     pickle is not data it can give back, naming the item."""
