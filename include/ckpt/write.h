@@ -57,7 +57,12 @@ typedef struct ckpt_convert_options {
                                   followed by "." (P ending in "." matches
                                   any continuation); paths keep their
                                   names, lists and tuples keep only
-                                  selected items (renumbered) */
+                                  selected items (renumbered). One
+                                  prefix naming a container exactly
+                                  (a training checkpoint's "model")
+                                  writes that container itself, its
+                                  items under their own names as
+                                  sd["model"] holds them */
     size_t nselect;
     const char *config_json;  /* a JSON object (e.g. the architecture
                                   config), stored compact as metadata

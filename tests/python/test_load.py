@@ -604,6 +604,28 @@ def test_save_keeps_shared_objects_one_object(tmp_path, ext):
             assert shared(torch_load(p)) == [True] * 5, p
 
 
+@pytest.mark.parametrize("ext", [".pt", ".safetensors"])
+def test_convert_select_model_gives_the_state_dict(tmp_path, ext):
+    """convert(select=["model"]) of a training checkpoint writes what
+    torch.load(src)["model"] is: an OrderedDict with its _metadata, keys
+    without the "model." prefix (it kept them: load_state_dict refused the
+    file), so that a fresh module loads it strictly."""
+    net = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.BatchNorm1d(4))
+    opt = torch.optim.Adam(net.parameters())
+    net(torch.ones(2, 3)).sum().backward()
+    opt.step()
+    src, dst = str(tmp_path / "train.pt"), str(tmp_path / ("model" + ext))
+    torch.save({"model": net.state_dict(), "optimizer": opt.state_dict(), "epoch": 1}, src)
+    ckpt.convert(src, dst, select=["model"])
+    want, got = torch_load(src)["model"], ckpt.load(dst)
+    assert type(got) is collections.OrderedDict and list(got) == list(want)
+    assert got._metadata == want._metadata
+    assert all(torch.equal(got[k], want[k]) for k in want)
+    fresh = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.BatchNorm1d(4))
+    fresh.load_state_dict(torch_load(dst) if ext == ".pt" else got)
+    assert torch.equal(fresh[1].running_mean, net[1].running_mean)
+
+
 def test_load_refuses_a_torch_size_of_a_str(tmp_path):
     """torch.Size(('a',)) raises TypeError in torch.load: ckpt.load says the
     pickle is not data it can give back, naming the item."""
