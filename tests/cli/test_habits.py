@@ -305,7 +305,8 @@ def test_store_quiet_and_verbose():
     rc, out, _ = run("store", "commit", d, "--name", "run", "--step", "2", "-v", TRAIN_ST)
     lines = out.splitlines()
     assert_eq((rc, lines[0]), (0, os.path.join(d, "run-2.safetensors")), "commit -v: the path")
-    assert re.fullmatch(r"2 +[\d.]+ \S+ +ok +%s  <- LATEST" % re.escape(lines[0]), lines[-2]), lines
+    assert re.fullmatch(r"2 +[\d.]+ \S+ +ok +weights-only +%s  <- LATEST" % re.escape(lines[0]),
+                        lines[-2]), lines
     assert_eq(lines[-1], "2 generations; LATEST: ok (run-2.safetensors)", "then the listing")
     assert_eq(run("store", "latest", "-q", d)[:2], (0, ""), "latest -q")
     rc, out, _ = run("store", "list", "--quiet", d)
