@@ -321,7 +321,8 @@ TEST(pickle_exact_bytes) {
         "x"
         "c_codecs\nencode\nq\x02X\x02\x00\x00\x00\xc3\xbf"
         "X\x06\x00\x00\x00"
-        "latin1\x86Reu.";
+        "latin1\x86Rq\x03"
+        "eu."; /* bytes memoized after REDUCE, as pickle.py does */
     size_t n;
     unsigned char *b = slurp(tpath("exact.pt"), &n);
     CHECK(b != NULL);
@@ -566,6 +567,24 @@ TEST(state_dict_roundtrip) {
     CHECK_EQ_INT(ckpt_tree_set_class(tree, size, "torch.Size"), CKPT_E_INVALID_ARG);
     CHECK(strstr(ckpt_error_last()->message, "item 1 is a str"));
     CHECK_EQ_INT(ckpt_tree_set_class(NULL, size, NULL), CKPT_E_INVALID_ARG);
+    /* a set holds what Python can hash: leaves, tuples of them, frozensets */
+    ckpt_value *set_ = NULL, *frozen = NULL, *pair = TU(), *holds_list = TU();
+    CHECK_EQ_INT(ckpt_tree_empty_set(&set_, tree), 0);
+    CHECK_EQ_INT(ckpt_tree_empty_set(&frozen, tree), 0);
+    CHECK(set_ && frozen && ckpt_value_kind(set_) == CKPT_KIND_SET);
+    add(pair, I(1));
+    add(pair, S("a"));
+    add(holds_list, L());
+    add(frozen, I(3));
+    CHECK_EQ_INT(ckpt_tree_set_class(tree, frozen, "builtins.frozenset"), 0);
+    add(set_, pair);
+    add(set_, frozen);
+    CHECK_EQ_INT(ckpt_tree_append(tree, set_, L()), CKPT_E_INVALID_ARG);
+    CHECK(strstr(ckpt_error_last()->message, "expected a hashable set item, got a list"));
+    CHECK_EQ_INT(ckpt_tree_append(tree, set_, holds_list), CKPT_E_INVALID_ARG);
+    CHECK(strstr(ckpt_error_last()->message, "got a list inside a tuple"));
+    CHECK_EQ_INT(ckpt_value_len(set_), 2);
+    CHECK_EQ_INT(ckpt_tree_empty_set(NULL, tree), CKPT_E_INVALID_ARG);
 }
 
 /* Real torch.save files (the corpus): a BatchNorm state dict keeps its
@@ -1157,7 +1176,7 @@ TEST(hostile_structure) {
         int rc;
     } cases[] = {
         {"{", CKPT_E_FORMAT},
-        {"{\"version\":3,\"root\":null}", CKPT_E_FORMAT},
+        {"{\"version\":4,\"root\":null}", CKPT_E_FORMAT},
         {"{\"version\":2,\"root\":null}", 0},
         /* dict classes and attributes: version 2, a known class, a dict state */
         {"{\"version\":1,\"root\":{\"dict\":[],\"class\":\"collections.OrderedDict\"}}",
@@ -1217,6 +1236,13 @@ TEST(hostile_structure) {
         {"{\"version\":1,\"root\":{\"list\":[{\"list\":[{\"ref\":0}]}]}}", CKPT_E_FORMAT},
         /* a ref to a finished container is a shared node, not a cycle */
         {"{\"version\":1,\"root\":{\"list\":[{\"list\":[]},{\"ref\":1}]}}", 0},
+        /* a bytearray is numbered from version 3 (shared, it is one
+         * object); version 2 files, which did not number it, read as before */
+        {"{\"version\":3,\"root\":{\"list\":[{\"bytearray\":\"00\"},{\"ref\":1}]}}", 0},
+        {"{\"version\":2,\"root\":{\"list\":[{\"bytearray\":\"00\"},{\"ref\":1}]}}", CKPT_E_FORMAT},
+        {"{\"version\":2,\"root\":{\"list\":[{\"bytearray\":\"00\"},{\"list\":[]},"
+         "{\"ref\":1}]}}",
+         0},
         /* two views scattered into a rebuilt storage: fine */
         {"{\"version\":1,\"root\":{\"list\":[{\"tensor\":\"t\",\"storage\":0,\"offset\":2,"
          "\"stride\":[1]},{\"tensor\":\"t\",\"storage\":0,\"offset\":0,\"stride\":[2]}]},"

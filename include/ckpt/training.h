@@ -138,9 +138,19 @@ CKPT_API void ckpt_training_free(ckpt_training *t);
  * order). Borrowed. */
 CKPT_API size_t ckpt_training_component_count(const ckpt_training *t);
 CKPT_API const ckpt_component *ckpt_training_component(const ckpt_training *t, size_t i);
-/* Optimizer-to-model ratio (see above); NaN without optimizer state or
- * without model parameter bytes. */
+/* Optimizer-to-model ratio: bytes of optimizer state tensors of at least
+ * one dimension per byte of the model parameters the optimizers update
+ * (ckpt_training_optimized_bytes); NaN without optimizer state or without
+ * model parameter bytes. Adam holds 2 (exp_avg, exp_avg_sq), SGD with
+ * momentum 1. */
 CKPT_API double ckpt_training_optimizer_ratio(const ckpt_training *t);
+/* The ratio's denominator: bytes of the model parameters each optimizer's
+ * param_groups pair with (in order, by name or by shape, as the resume
+ * verdict pairs them), so that frozen parameters, float buffers and a
+ * second model (an EMA copy) without optimizer state are not counted;
+ * when an optimizer has no param_groups or pairs with no model, every
+ * model's parameter bytes (ckpt_component.param_bytes summed). */
+CKPT_API uint64_t ckpt_training_optimized_bytes(const ckpt_training *t);
 
 /* The verdict, the sentences that justify it, and the warnings (missing
  * scheduler, scaler or RNG state; unreadable files; a partial walk).

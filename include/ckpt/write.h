@@ -57,7 +57,12 @@ typedef struct ckpt_convert_options {
                                   followed by "." (P ending in "." matches
                                   any continuation); paths keep their
                                   names, lists and tuples keep only
-                                  selected items (renumbered) */
+                                  selected items (renumbered). One
+                                  prefix naming a container exactly
+                                  (a training checkpoint's "model")
+                                  writes that container itself, its
+                                  items under their own names as
+                                  sd["model"] holds them */
     size_t nselect;
     const char *config_json;  /* a JSON object (e.g. the architecture
                                   config), stored compact as metadata
@@ -184,11 +189,15 @@ CKPT_API int ckpt_tree_int(ckpt_value **out, ckpt_tree *t, int64_t v);
 CKPT_API int ckpt_tree_float(ckpt_value **out, ckpt_tree *t, double v);
 CKPT_API int ckpt_tree_str(ckpt_value **out, ckpt_tree *t, const char *s, size_t len);
 CKPT_API int ckpt_tree_bytes(ckpt_value **out, ckpt_tree *t, const void *p, size_t len);
-/* Empty containers, filled with ckpt_tree_append (list, tuple) and
+/* Empty containers, filled with ckpt_tree_append (list, tuple, set:
+ * items in the order given; a set's must be hashable as Python hashes
+ * them, leaves or tuples of them, else CKPT_E_INVALID_ARG) and
  * ckpt_tree_set (dict; keys are leaves or tuples, kept in insertion
- * order). */
+ * order). A set is written as torch.save pickles one (builtins.set, or
+ * builtins.frozenset after ckpt_tree_set_class). */
 CKPT_API int ckpt_tree_list(ckpt_value **out, ckpt_tree *t);
 CKPT_API int ckpt_tree_tuple(ckpt_value **out, ckpt_tree *t);
+CKPT_API int ckpt_tree_empty_set(ckpt_value **out, ckpt_tree *t);
 CKPT_API int ckpt_tree_dict(ckpt_value **out, ckpt_tree *t);
 CKPT_API int ckpt_tree_append(ckpt_tree *t, ckpt_value *seq, ckpt_value *item);
 CKPT_API int ckpt_tree_set(ckpt_tree *t, ckpt_value *dict, ckpt_value *key, ckpt_value *val);

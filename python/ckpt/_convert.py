@@ -32,7 +32,9 @@ def convert(src, dst, *, format=None, select=(), exclude=(), max_shard_size=0): 
     "torch" or "dcp" (a torch.distributed.checkpoint directory, written as
     dcp.save does on one rank; `dst` must not exist or be empty), or None
     to take it from dst's name (.safetensors; .pt .pth .bin .ckpt; .dcp).
-    select: name prefixes to keep; exclude: globs to leave out;
+    select: name prefixes to keep (one naming a dict or list, such as a
+    training checkpoint's "model", writes it with its own keys, as
+    torch.load(src)["model"] has them); exclude: globs to leave out;
     max_shard_size > 0: a Hugging Face sharded set. Returns a
     ConvertReport; raises ckpt.Error subclasses (InvalidArgumentError,
     UnsupportedError naming what cannot be written, FileError...)."""

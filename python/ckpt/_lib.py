@@ -392,6 +392,7 @@ _PROTOS = [
     ("ckpt_tree_bytes", c_int, [_P, c_void_p, c_char_p, c_size_t]),
     ("ckpt_tree_list", c_int, [_P, c_void_p]),
     ("ckpt_tree_tuple", c_int, [_P, c_void_p]),
+    ("ckpt_tree_empty_set", c_int, [_P, c_void_p]),
     ("ckpt_tree_dict", c_int, [_P, c_void_p]),
     ("ckpt_tree_append", c_int, [c_void_p, c_void_p, c_void_p]),
     ("ckpt_tree_set", c_int, [c_void_p, c_void_p, c_void_p, c_void_p]),

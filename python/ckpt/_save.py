@@ -81,7 +81,7 @@ class _Builder:
     def _refuse(self, where, what):
         return errors.UnsupportedError(
             "%s: %s cannot be saved: ckpt writes data only (tensors, numbers, strings, "
-            "bytes, None, dicts, lists, tuples)" % (where or "<root>", what), self.path)
+            "bytes, None, dicts, lists, tuples, sets)" % (where or "<root>", what), self.path)
 
     def value(self, obj, where=""):
         torch = self.torch
@@ -102,11 +102,9 @@ class _Builder:
             except UnicodeEncodeError:
                 raise self._refuse(where, "a string that is not valid Unicode") from None
             return self._new(lib.ckpt_tree_str, b, len(b))
-        if isinstance(obj, (bytes, bytearray, memoryview)):
-            b = bytes(obj)
-            out = self._new(lib.ckpt_tree_bytes, b, len(b))
-            # torch.load gives a bytearray back (a memoryview cannot be pickled)
-            return self._class(out, b"builtins.bytearray" if isinstance(obj, bytearray) else None)
+        if isinstance(obj, (bytes, memoryview)):
+            b = bytes(obj)  # (torch.save cannot pickle a memoryview)
+            return self._new(lib.ckpt_tree_bytes, b, len(b))
         if isinstance(obj, torch.device):
             b = str(obj).encode()
             return self._class(self._new(lib.ckpt_tree_str, b, len(b)), b"torch.device")
@@ -128,6 +126,10 @@ class _Builder:
         if key in self.memo:  # a shared sub-object stays shared
             return self.memo[key]
         self.keep.append(obj)  # alive until the write, so its id is not reused
+        if isinstance(obj, bytearray):  # mutable: one object however often reached
+            b = bytes(obj)
+            out = self.memo[key] = self._new(lib.ckpt_tree_bytes, b, len(b))
+            return self._class(out, b"builtins.bytearray")
         if isinstance(obj, dict):
             out = self.memo[key] = self._new(lib.ckpt_tree_dict)
             for k, v in obj.items():
@@ -142,6 +144,13 @@ class _Builder:
                 check(lib.ckpt_tree_append(self.tree, out, self.value(v, _join(where, i))),
                       self.path)
             return self._class(out, b"torch.Size" if isinstance(obj, torch.Size) else None)
+        if isinstance(obj, (set, frozenset)):
+            # as torch.save pickles them: builtins.set / builtins.frozenset
+            out = self.memo[key] = self._new(lib.ckpt_tree_empty_set)
+            for i, v in enumerate(obj):
+                check(lib.ckpt_tree_append(self.tree, out, self.value(v, _join(where, i))),
+                      self.path)
+            return self._class(out, b"builtins.frozenset" if isinstance(obj, frozenset) else None)
         raise self._refuse(where, "%s.%s" % (type(obj).__module__, type(obj).__qualname__))
 
     def tensor(self, t, where):
@@ -275,8 +284,12 @@ def save(obj, path, *, meta=None, record_source=True):
     the autocast dtype where autocast is on, the parameters' dtypes
     counted), "ckpt.device" (where the tensors were).
 
-    obj: tensors, numpy arrays, numbers, strings, bytes, None, dicts, lists
-    and tuples; an nn.Module is saved as its state_dict(), other objects
+    obj: tensors, numpy arrays, numbers, strings, bytes, None, dicts, lists,
+    tuples, sets and frozensets (pickled as torch.save pickles them: torch's
+    weights_only=True loads a set where its allowlist has builtins.set, as
+    2.13's does and 1.13's does not, and never a frozenset); a value
+    reached twice is one object when loaded, as with torch.save; an
+    nn.Module is saved as its state_dict(), other objects
     with a state_dict() method (optimizers, schedulers, scalers) likewise.
     Tensors are saved contiguous on CPU; a tensor reachable under several
     names with the same memory and view (tied weights) is saved once.

@@ -116,8 +116,8 @@ typedef struct st_writer {
     ckpt_buf structure, aliases, header;
     int aliased;
     /* the structure needs version 2: a dict class or state, a numpy value,
-     * a frozenset */
-    int v2;
+     * a frozenset, torch.Size or torch.device; version 3: a bytearray */
+    int v2, v3;
 } st_writer;
 
 /* ------------------------------------------------------------ grouping */
@@ -309,8 +309,9 @@ static void put_tensor(st_writer *w, ckpt_buf *b, const ckpt_value *v) {
  * {"dict": [[K, V]...]} and, for an OrderedDict or Counter, "class" and
  * its attributes as "state". A numpy scalar is {"numpy": dtype name,
  * "value": V}, a frozenset {"frozenset": [...]}, a torch.Size
- * {"size": [...]}, a torch.device {"device": "cuda:1"}, a bytearray
- * {"bytearray": hex} (all from version 2). */
+ * {"size": [...]}, a torch.device {"device": "cuda:1"} (all from version
+ * 2), a bytearray {"bytearray": hex}, numbered like a container (from
+ * version 3; version 2 had the tag but no number). */
 #define ENC_OPEN 1u        /* user: a container whose closing is due */
 #define ENC_DICT_CLOSED 2u /* user: a dict's items and class are written */
 #define ENC_NUMPY 4u       /* user: a numpy scalar's object is open */
@@ -372,8 +373,17 @@ static int enc_enter(ckpt_walk *ww, ckpt_walk_frame *node) {
         w->v2 |= v->alt;
         return CKPT_WALK_PRUNE;
     case CKPT_KIND_BYTES: {
+        if (v->alt) { /* a bytearray is mutable: numbered, a second visit a ref */
+            uint64_t id;
+            if (ckpt_ptrmap_get(&w->ids, v, &id)) {
+                ckpt_buf_printf(b, "{\"ref\":%" PRIu64 "}", id);
+                return CKPT_WALK_PRUNE;
+            }
+            int rc = ckpt_ptrmap_put(&w->ids, v, w->next_id++);
+            if (rc) return rc;
+            w->v3 = 1;
+        }
         ckpt_buf_str(b, v->alt ? "{\"bytearray\":\"" : "{\"bytes\":\"");
-        w->v2 |= v->alt;
         for (size_t i = 0; i < v->u.s.len; i++) {
             uint8_t c = (uint8_t)v->u.s.p[i];
             ckpt_buf_byte(b, (uint8_t)ckpt_hex_digits[c >> 4]);
@@ -470,10 +480,11 @@ static int build_structure(st_writer *w, const ckpt_value *root) {
     int rc = ckpt_walk_run(&ww, root);
     if (rc) return rc;
     /* version 2 only when a dict has "class" or "state" or a value is from
-     * numpy, a frozenset, torch.Size, torch.device or bytearray, which
-     * readers of version 1 refuse: other files
-     * stay readable by them */
-    if (w->v2 && !b->failed) b->p[strlen("{\"version\":")] = '2';
+     * numpy, a frozenset, torch.Size or torch.device, which readers of
+     * version 1 refuse: other files stay readable by them; version 3 when
+     * there is a bytearray (numbered from version 3: refs to it would
+     * name other nodes in a reader of version 2) */
+    if ((w->v2 || w->v3) && !b->failed) b->p[strlen("{\"version\":")] = w->v3 ? '3' : '2';
     if (w->ngroups) {
         ckpt_buf_str(b, ",\"storages\":[");
         for (size_t g = 0; g < w->ngroups; g++) {

@@ -32,7 +32,9 @@ typedef struct decoder {
     unsigned char *open; /* parallels nodes: 1 while a container's
                                  items are being decoded */
     size_t open_cap;
-    int version;            /* 1, or 2: dicts may have "class" and "state" */
+    int version;            /* 1; 2: dicts may have "class" and "state",
+                               numpy, frozenset, Size, device, bytearray
+                               tags; 3: a bytearray is numbered for "ref" */
     const json_t *storages; /* "storages" array, or NULL */
     ckpt_storage **groups;  /* rebuilt storages, by index */
     unsigned char *backed;  /* 1: the group's bytes are a stored tensor */
@@ -502,6 +504,7 @@ static int decode(decoder *d, const json_t *j, uint32_t depth, ckpt_value **out)
             v->u.s.p = p;
             v->u.s.len = n / 2;
             v->alt = (uint8_t)bytearray;
+            if (bytearray && d->version >= 3) return register_node(d, *out = v, 0);
             break;
         }
         if ((x = json_object_get(j, "dtype"))) {
@@ -547,9 +550,9 @@ int ckpt_structure_decode_storages(const ckpt_value **out, ckpt_storage ***group
     if (!doc) return bad(&d, "not valid JSON: %s", err.text);
     const json_t *ver = json_object_get(doc, "version"), *root = json_object_get(doc, "root");
     d.storages = json_object_get(doc, "storages");
-    if (!json_is_integer(ver) || json_integer_value(ver) < 1 || json_integer_value(ver) > 2 ||
+    if (!json_is_integer(ver) || json_integer_value(ver) < 1 || json_integer_value(ver) > 3 ||
         !root)
-        rc = bad(&d, "expected {\"version\": 1 or 2, \"root\": ...}");
+        rc = bad(&d, "expected {\"version\": 1, 2 or 3, \"root\": ...}");
     else if (d.storages && !json_is_array(d.storages))
         rc = bad(&d, "\"storages\" must be an array");
     else {

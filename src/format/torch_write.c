@@ -444,11 +444,6 @@ static int save_enter(ckpt_walk *ww, ckpt_walk_frame *node) {
         rc = ckpt_pkw_str(&w->pk, v->u.s.p, v->u.s.len);
         if (v->alt) put_call1(w);
         return rc ? rc : CKPT_WALK_PRUNE;
-    case CKPT_KIND_BYTES:
-        if (v->alt) ckpt_pkw_global(&w->pk, "__builtin__", "bytearray");
-        rc = ckpt_pkw_bytes(&w->pk, (const uint8_t *)v->u.s.p, v->u.s.len);
-        if (v->alt) put_call1(w);
-        return rc ? rc : CKPT_WALK_PRUNE;
     case CKPT_KIND_GLOBAL_:
         ckpt_pkw_global(&w->pk, "torch", ckpt_wr_dtype_ref(v));
         return CKPT_WALK_PRUNE;
@@ -459,6 +454,13 @@ static int save_enter(ckpt_walk *ww, ckpt_walk_frame *node) {
         return CKPT_WALK_PRUNE;
     }
     switch (v->kind) {
+    case CKPT_KIND_BYTES: /* memoized as pickle does: a bytearray reached twice is one */
+        if (v->alt) ckpt_pkw_global(&w->pk, "__builtin__", "bytearray");
+        rc = ckpt_pkw_bytes(&w->pk, (const uint8_t *)v->u.s.p, v->u.s.len);
+        if (v->alt) put_call1(w);
+        if (rc || (rc = ckpt_ptrmap_put(&w->memo_of, v, w->pk.memo))) return rc;
+        ckpt_pkw_memo_put(&w->pk);
+        return CKPT_WALK_PRUNE;
     case CKPT_KIND_TENSOR:
         rc = v->u.tensor->is_numpy       ? put_np_array(w, v->u.tensor)
              : v->u.tensor->is_parameter ? put_parameter(w, v->u.tensor)

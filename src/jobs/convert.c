@@ -27,8 +27,26 @@ typedef struct selector {
     const ckpt_convert_options *o;
     ckpt_arena *a;
     const ckpt_value *result; /* the root's copy */
+    const ckpt_value *own;    /* the one selected container (see own_names) */
     int any;                  /* something was selected */
 } selector;
+
+static int is_container(const ckpt_value *v) {
+    return v->kind == CKPT_KIND_DICT || v->kind == CKPT_KIND_LIST || v->kind == CKPT_KIND_TUPLE ||
+           v->kind == CKPT_KIND_SET;
+}
+
+/* One prefix naming a container exactly (--select model: a training
+ * checkpoint's state dict) selects that container itself: the output is
+ * what sd["model"] is, its items under their own names, as
+ * load_state_dict and from_pretrained expect them. Several prefixes, a
+ * prefix ending in '.', or one naming a tensor or value keep the names
+ * whole (they could not be told apart otherwise). */
+static int own_names(const ckpt_convert_options *o, const char *name, size_t len,
+                     const ckpt_value *v) {
+    return o->nselect == 1 && is_container(v) && strlen(o->select[0]) == len &&
+           memcmp(o->select[0], name, len) == 0;
+}
 
 /* `name` (len bytes) is selected whole by prefix p. */
 static int covers(const char *p, const char *name, size_t len) {
@@ -51,6 +69,7 @@ static int keep(selector *s, const ckpt_walk *w, const ckpt_walk_frame *node,
         s->result = kept;
         return 0;
     }
+    if (own_names(s->o, w->name, node->name_len, kept)) s->own = kept;
     ckpt_value *copy = (ckpt_value *)up->user;
     if (copy->kind == CKPT_KIND_DICT
             ? ckpt_value_dict_set(s->a, copy, (ckpt_value *)node->key, (ckpt_value *)kept)
@@ -81,8 +100,7 @@ static int sel_enter(ckpt_walk *w, ckpt_walk_frame *node) {
         whole |= len > 0 && covers(s->o->select[i], w->name, len);
         on_way |= leads_to(s->o->select[i], w->name, len);
     }
-    int container = v->kind == CKPT_KIND_DICT || v->kind == CKPT_KIND_LIST ||
-                    v->kind == CKPT_KIND_TUPLE || v->kind == CKPT_KIND_SET;
+    int container = is_container(v);
     /* with exclusions, a selected container is copied: its parts are
      * checked in turn */
     if (whole && (!s->o->nexclude || !container)) {
@@ -107,9 +125,7 @@ static int sel_leave(ckpt_walk *w, ckpt_walk_frame *node) {
 
 static int select_tree(const ckpt_value **root, const ckpt_convert_options *o, ckpt_arena *a,
                        const ckpt_limits *lim) {
-    const ckpt_value *r = *root;
-    int container = r->kind == CKPT_KIND_DICT || r->kind == CKPT_KIND_LIST ||
-                    r->kind == CKPT_KIND_TUPLE || r->kind == CKPT_KIND_SET;
+    int container = is_container(*root);
     /* a bare tensor or value has no name to exclude */
     if (!o->nselect && (!o->nexclude || !container)) return 0;
     selector s = {.o = o, .a = a};
@@ -138,7 +154,7 @@ static int select_tree(const ckpt_value **root, const ckpt_convert_options *o, c
         return ckpt_err(CKPT_E_NOTFOUND, "", "", CKPT_NO_OFFSET,
                         "the exclusions (\"%s\"%s) leave nothing to write", o->exclude[0],
                         o->nexclude > 1 ? " and the others" : "");
-    *root = s.result;
+    *root = s.own ? s.own : s.result;
     return 0;
 }
 

@@ -121,8 +121,9 @@ static int auto_rule(ckpt_rename_plan *p, const char **cur, const ckpt_manifest 
              * would keep the others beside it, and the file still would
              * not load */
             rc = ckpt_err(CKPT_E_MISMATCH, p->m->name, "", CKPT_NO_OFFSET,
-                          "--auto: the keys of %s are one entry of the checkpoint (%s): keep "
-                          "only that entry first (ckpt convert --select), then rename",
+                          "--auto: the keys of %s are one entry of the checkpoint (%s): "
+                          "ckpt convert --select ENTRY writes that entry alone, with its "
+                          "own keys",
                           spec->name, rw->description);
         } else if (rw && rw->applied) {
             for (size_t i = 0; !rc && i < p->m->n; i++) {

@@ -89,6 +89,11 @@ int ckpt_tree_tuple(ckpt_value **out, ckpt_tree *t) {
     return made(out, ckpt_value_new(&t->arena, CKPT_KIND_TUPLE));
 }
 
+int ckpt_tree_empty_set(ckpt_value **out, ckpt_tree *t) {
+    CHECK_ARGS(out, t);
+    return made(out, ckpt_value_new(&t->arena, CKPT_KIND_SET));
+}
+
 int ckpt_tree_dict(ckpt_value **out, ckpt_tree *t) {
     CHECK_ARGS(out, t);
     return made(out, ckpt_value_new(&t->arena, CKPT_KIND_DICT));
@@ -96,8 +101,11 @@ int ckpt_tree_dict(ckpt_value **out, ckpt_tree *t) {
 
 int ckpt_tree_append(ckpt_tree *t, ckpt_value *seq, ckpt_value *item) {
     if (!t || !seq || !item) return invalid("tree, container or item is NULL");
-    if (seq->kind != CKPT_KIND_LIST && seq->kind != CKPT_KIND_TUPLE)
-        return invalid("can only append to a list or a tuple");
+    if (seq->kind != CKPT_KIND_LIST && seq->kind != CKPT_KIND_TUPLE && seq->kind != CKPT_KIND_SET)
+        return invalid("can only append to a list, a tuple or a set");
+    char msg[160];
+    if (seq->kind == CKPT_KIND_SET && ckpt_value_hashable(item, "set item", msg, sizeof msg))
+        return invalid(msg);
     return ckpt_value_append(&t->arena, seq, item) ? ckpt_err_nomem() : 0;
 }
 

@@ -239,6 +239,8 @@ static void json_memory(const ckpt_training *t, ckpt_jw *j) {
     ckpt_jw_uint(j, s.param_bytes);
     ckpt_jw_key(j, "optimizer_state_bytes");
     ckpt_jw_uint(j, s.state_bytes);
+    ckpt_jw_key(j, "optimized_parameter_bytes");
+    ckpt_jw_uint(j, ckpt_training_optimized_bytes(t));
     ckpt_jw_key(j, "optimizer_to_model_ratio");
     if (isnan(ratio))
         ckpt_jw_null(j);

@@ -49,9 +49,11 @@ struct ckpt_training {
     const char *weights_path;
     ckpt_resume verdict;
     double ratio;
-    uint64_t budget; /* tree nodes left to visit */
-    int cut;         /* the budget ran out */
-    int nomem;       /* an allocation for a sentence failed (sticky) */
+    uint64_t optimized_bytes; /* model parameter bytes the optimizers were paired with */
+    int unpaired;             /* an optimizer was paired with no model */
+    uint64_t budget;          /* tree nodes left to visit */
+    int cut;                  /* the budget ran out */
+    int nomem;                /* an allocation for a sentence failed (sticky) */
 };
 
 /* Allocates an empty analysis; 0 or CKPT_E_NOMEM. */

@@ -102,9 +102,12 @@ typedef struct check {
     const model_params *named; /* a model with as many parameters, for
                                   naming parameters, or NULL */
     size_t problems;
-    const char *how;   /* how the shapes were matched, or NULL */
-    ckpt_strmap names; /* fully qualified parameter name -> its number */
-    const char **fqns; /* the names by number (borrowed from the tree) */
+    const char *how;       /* how the shapes were matched, or NULL */
+    uint64_t paired_bytes; /* bytes of the model parameters paired with
+                              the optimizer's */
+    int paired;            /* the optimizer's parameters were paired */
+    ckpt_strmap names;     /* fully qualified parameter name -> its number */
+    const char **fqns;     /* the names by number (borrowed from the tree) */
     size_t nfqns, cfqns;
 } check;
 
@@ -321,6 +324,7 @@ static int match_names(check *k) {
         name = k->fqns[p->id & ~FQN_BIT];
         len = strlen(name);
         slot = ckpt_strmap_find(&byname, name, len, ckpt_strmap_hash(name, len));
+        if (slot) k->paired_bytes += pool[slot->val]->t->nbytes;
         if (slot == NULL) {
             if (++absent <= NAMES_MAX)
                 rc = problem(k, "%s: parameter %s is not a parameter of the model", k->where,
@@ -341,6 +345,7 @@ static int match_names(check *k) {
         problem(k, "%s: and %zu more shape mismatches", k->where, bad - NAMES_MAX))
         return CKPT_E_NOMEM;
     if (absent == 0 && bad == 0) k->how = "by name";
+    k->paired = 1;
     return 0;
 }
 
@@ -351,6 +356,12 @@ static int named_by_name(const check *k) {
     for (i = 0; i < k->nparams; i++)
         if (k->params[i].id & FQN_BIT) return 1;
     return 0;
+}
+
+/* The optimizer's parameters are model m's, in order. */
+static void pair_in_order(check *k, const model_params *m) {
+    for (size_t j = 0; j < k->nparams; j++) k->paired_bytes += m->p[j]->t->nbytes;
+    k->paired = 1;
 }
 
 /* Pairs state shapes with the model's parameters: in order with a model of
@@ -371,11 +382,13 @@ static int match_shapes(check *k) {
             ok = k->params[j].shaped == NULL || ckpt_tr_same_shape(k->params[j].shaped, m->p[j]->t);
         if (ok) {
             k->how = "in order";
+            pair_in_order(k, m);
             return 0;
         }
         if (m->n == k->nparams && m->ordered && auth == NULL) auth = m;
     }
     if (auth) {
+        pair_in_order(k, auth);
         for (j = 0; j < k->nparams; j++) {
             const opt_param *p = &k->params[j];
 
@@ -404,10 +417,11 @@ static int match_shapes(check *k) {
         for (j = 0; j < k->models[i].n; j++) pool[npool++] = k->models[i].p[j]->t;
     qsort(q, nq, sizeof *q, cmp_param_shape);
     qsort(pool, npool, sizeof *pool, cmp_tensor_shape);
+    k->paired = 1;
     for (i = j = 0; i < nq; i++) {
         while (j < npool && ckpt_tr_cmp_shape(pool[j], q[i].shaped) < 0) j++;
         if (j < npool && ckpt_tr_cmp_shape(pool[j], q[i].shaped) == 0) {
-            j++;
+            k->paired_bytes += pool[j++]->nbytes;
             continue;
         }
         if (++bad <= NAMES_MAX &&
@@ -489,6 +503,8 @@ static int check_optimizer(ckpt_training *t, tr_comp *oc, model_params *models, 
                 k.nparams == 1 ? "" : "s", mparams))
         rc = CKPT_E_NOMEM;
     if (rc == 0 && nmodels > 0) rc = named_by_name(&k) ? match_names(&k) : match_shapes(&k);
+    t->optimized_bytes += k.paired_bytes;
+    t->unpaired |= !k.paired || c->param_groups == NULL; /* which parameters: unknown */
     ckpt_strmap_free(&k.names);
     *problems = k.problems;
     *how = k.how;
@@ -719,6 +735,13 @@ int ckpt_tr_finish(ckpt_training *t, const char *dir) {
         state += t->comps[i].pub.state_bytes;
         if (t->comps[i].pub.kind == CKPT_COMPONENT_MODEL) params += t->comps[i].pub.param_bytes;
     }
+    /* per byte of the parameters the optimizers update, as their
+     * param_groups pair them with the model's (frozen parameters, float
+     * buffers and a second model such as an EMA copy have no state), else
+     * (an optimizer without param_groups or model) of every model
+     * parameter */
+    if (t->optimized_bytes && !t->unpaired) params = t->optimized_bytes;
+    t->optimized_bytes = params;
     t->ratio =
         has_kind(t, CKPT_COMPONENT_OPTIMIZER) && params ? (double)state / (double)params : NAN;
     file = weights_file(t);

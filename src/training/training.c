@@ -831,6 +831,7 @@ const ckpt_component *ckpt_training_component(const ckpt_training *t, size_t i) 
 }
 
 double ckpt_training_optimizer_ratio(const ckpt_training *t) { return t->ratio; }
+uint64_t ckpt_training_optimized_bytes(const ckpt_training *t) { return t->optimized_bytes; }
 
 ckpt_resume ckpt_training_resume(const ckpt_training *t) { return t->verdict; }
 

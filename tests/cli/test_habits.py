@@ -210,11 +210,32 @@ def test_convert_exclude():
     rc, text, _ = run("convert", TRAIN_PT, out2, "--select", "model", "--exclude", "*.fc2.*")
     assert_eq(rc, 0, "select and exclude")
     assert_eq([t["name"] for t in json.loads(run("inspect", "--json", out2)[1])["tensors"]],
-              ["model.fc1.bias", "model.fc1.weight"], "selected less excluded")
+              ["fc1.bias", "fc1.weight"], "selected less excluded")
     rc, _, err = run("convert", TRAIN_PT, os.path.join(TMP, "none.pt"), "--exclude", "*")
     assert_eq(rc, 2, "excluding everything is a usage error")
     assert "leave nothing" in err, err
     assert_eq(run("convert", TRAIN_PT, out2, "--exclude", "")[0], 2, "empty glob")
+
+
+def test_convert_select_writes_the_entry_with_its_own_keys():
+    """--select model of a training checkpoint writes the state dict as
+    torch.load(IN)["model"] holds it (keys fc1.weight...: load_state_dict
+    and from_pretrained take them); it kept the "model." prefix. Several
+    prefixes, one ending in '.', or one naming a tensor keep full names."""
+    def names(*select):
+        out = os.path.join(TMP, "selected.pt")
+        args = [a for s in select for a in ("--select", s)]
+        rc, _, err = run("convert", TRAIN_PT, out, *args)
+        assert_eq(rc, 0, "convert %s (stderr %r)" % (select, err))
+        doc = json.loads(run("inspect", "--json", out)[1])
+        return [t["name"] for t in doc["tensors"]], [v["name"] for v in doc["values"]]
+    sd = ["fc1.bias", "fc1.weight", "fc2.bias", "fc2.weight"]
+    assert_eq(names("model"), (sd, []), "--select model")
+    assert_eq(names("model", "epoch"), (["model." + k for k in sd], ["epoch"]), "two prefixes")
+    assert_eq(names("model."), (["model." + k for k in sd], []), "a prefix ending in '.'")
+    assert_eq(names("model.fc1.weight"), (["model.fc1.weight"], []), "a tensor")
+    got = names("optimizer.state")[0]
+    assert_eq(got[:3], ["0.exp_avg", "0.exp_avg_sq", "0.step"], "a nested dict, int keys")
 
 
 def test_convert_progress_only_on_a_terminal():
@@ -284,7 +305,8 @@ def test_store_quiet_and_verbose():
     rc, out, _ = run("store", "commit", d, "--name", "run", "--step", "2", "-v", TRAIN_ST)
     lines = out.splitlines()
     assert_eq((rc, lines[0]), (0, os.path.join(d, "run-2.safetensors")), "commit -v: the path")
-    assert re.fullmatch(r"2 +[\d.]+ \S+ +ok +%s  <- LATEST" % re.escape(lines[0]), lines[-2]), lines
+    assert re.fullmatch(r"2 +[\d.]+ \S+ +ok +weights-only +%s  <- LATEST" % re.escape(lines[0]),
+                        lines[-2]), lines
     assert_eq(lines[-1], "2 generations; LATEST: ok (run-2.safetensors)", "then the listing")
     assert_eq(run("store", "latest", "-q", d)[:2], (0, ""), "latest -q")
     rc, out, _ = run("store", "list", "--quiet", d)

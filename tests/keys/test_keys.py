@@ -672,7 +672,7 @@ def _():
     assert "the keys already match" in err, err
     rc, _, err = run("rename", path("train.pt"), path("x.pt"), "--auto", path("train_model.pt"))
     eq(rc, 1)
-    assert "keep only that entry first (ckpt convert --select)" in err, err
+    assert "ckpt convert --select ENTRY writes that entry alone, with its own keys" in err, err
     rc, _, err = run("rename", path("list.pt"), path("x.pt"), "--replace", "layers=blocks")
     eq(rc, 1)
     assert "would move a tensor out of a list" in err, err

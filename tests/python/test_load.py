@@ -537,6 +537,95 @@ def test_save_keeps_torch_device_size_and_bytearray(tmp_path, ext):
             {k: v for k, v in obj.items() if k != "w"}
 
 
+def weights_only_outcome(path):
+    """torch.load(path, weights_only=True): the value, or the error's type."""
+    try:
+        return torch.load(path, weights_only=True)
+    except Exception as exc:  # torch raises UnpicklingError (1.13: RuntimeError around it)
+        return type(exc)
+
+
+@pytest.mark.parametrize("ext", [".pt", ".safetensors"])
+def test_save_writes_sets_as_torch_save_does(tmp_path, ext):
+    """ckpt.save of sets and frozensets (were refused): ckpt.load and
+    ckpt.convert give them back; the .pt loads in torch.load as torch.save's
+    does, also with weights_only=True: a set where the torch's allowlist has
+    builtins.set (2.13 has, 1.13 refuses), a frozenset nowhere."""
+    obj = {"s": {1, "a", (2, 3), frozenset({4})}, "f": frozenset({1.5}), "e": set(),
+           "w": torch.ones(2)}
+    path = str(tmp_path / ("s" + ext))
+    ckpt.save(obj, path)
+    other = str(tmp_path / ("c.safetensors" if ext == ".pt" else "c.pt"))
+    ckpt.convert(path, other)
+    loads = [ckpt.load(path), ckpt.load(other)] + [torch_load(p) for p in (path, other)
+                                                   if p.endswith(".pt")]
+    for got in loads:
+        assert [type(got[k]) for k in obj] == [set, frozenset, set, torch.Tensor]
+        assert {k: v for k, v in got.items() if k != "w"} == \
+            {k: v for k, v in obj.items() if k != "w"}
+    if ext == ".pt":
+        from torch import _weights_only_unpickler as wo
+        allowed = "builtins.set" in wo._get_allowed_globals()
+        for value in ({"s": {1, 2}}, {"f": frozenset({1})}):
+            mine, theirs = str(tmp_path / "mine.pt"), str(tmp_path / "theirs.pt")
+            ckpt.save(value, mine)
+            torch.save(value, theirs)
+            got = weights_only_outcome(mine)
+            assert got == weights_only_outcome(theirs)
+            assert (got == value) == (allowed and "s" in value), (value, got)
+
+
+@pytest.mark.parametrize("ext", [".pt", ".safetensors"])
+def test_save_keeps_shared_objects_one_object(tmp_path, ext):
+    """A bytearray (or list, dict, set, tuple) reached twice is one object
+    in torch.load, through pickle's memo: so in ckpt.load of what ckpt.save
+    and ckpt.convert write (the bytearray came back as two), and in
+    torch.load of ckpt.save's .pt."""
+    ba, lst, dct, st, tup = bytearray(b"\x00x"), [1], {"k": 2}, {3}, (4, [5])
+    obj = {"b1": ba, "b2": [ba], "l1": lst, "l2": lst, "d1": dct, "d2": dct,
+           "s1": st, "s2": st, "t1": tup, "t2": tup, "w": torch.ones(1)}
+    names = ("b", "l", "d", "s", "t")
+
+    def shared(got):
+        return [got[n + "1"] is (got[n + "2"][0] if n == "b" else got[n + "2"]) for n in names]
+
+    src = str(tmp_path / "torch.pt")
+    torch.save(obj, src)
+    assert shared(torch_load(src)) == [True] * 5
+    assert shared(ckpt.load(src)) == [True] * 5
+    path, conv = str(tmp_path / ("s" + ext)), str(tmp_path / ("c" + ext))
+    ckpt.save(obj, path)
+    ckpt.convert(src, conv)
+    for p in (path, conv):
+        got = ckpt.load(p)
+        assert shared(got) == [True] * 5, p
+        assert got["b1"] == ba and type(got["b1"]) is bytearray
+        if ext == ".pt":
+            assert shared(torch_load(p)) == [True] * 5, p
+
+
+@pytest.mark.parametrize("ext", [".pt", ".safetensors"])
+def test_convert_select_model_gives_the_state_dict(tmp_path, ext):
+    """convert(select=["model"]) of a training checkpoint writes what
+    torch.load(src)["model"] is: an OrderedDict with its _metadata, keys
+    without the "model." prefix (it kept them: load_state_dict refused the
+    file), so that a fresh module loads it strictly."""
+    net = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.BatchNorm1d(4))
+    opt = torch.optim.Adam(net.parameters())
+    net(torch.ones(2, 3)).sum().backward()
+    opt.step()
+    src, dst = str(tmp_path / "train.pt"), str(tmp_path / ("model" + ext))
+    torch.save({"model": net.state_dict(), "optimizer": opt.state_dict(), "epoch": 1}, src)
+    ckpt.convert(src, dst, select=["model"])
+    want, got = torch_load(src)["model"], ckpt.load(dst)
+    assert type(got) is collections.OrderedDict and list(got) == list(want)
+    assert got._metadata == want._metadata
+    assert all(torch.equal(got[k], want[k]) for k in want)
+    fresh = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.BatchNorm1d(4))
+    fresh.load_state_dict(torch_load(dst) if ext == ".pt" else got)
+    assert torch.equal(fresh[1].running_mean, net[1].running_mean)
+
+
 def test_load_refuses_a_torch_size_of_a_str(tmp_path):
     """torch.Size(('a',)) raises TypeError in torch.load: ckpt.load says the
     pickle is not data it can give back, naming the item."""

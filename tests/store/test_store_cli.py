@@ -190,13 +190,14 @@ def case_list_and_corruption():
     g = doc["generations"][2]
     assert g == {"name": "run", "step": 100, "file": "run-100.pt",
                  "path": os.path.join(d, "run-100.pt"), "bytes": os.path.getsize(BIG_PT),
-                 "status": "ok", "latest": True}, g
+                 "status": "ok", "resume": "weights-only", "latest": True}, g
     flip_middle_byte(os.path.join(d, "run-100.pt"))
     rc, out, err = run("store", "list", d, "--json")
     assert rc == 1, (rc, err)
     doc = json.loads(out)
     g = doc["generations"][2]
     assert g["status"] == "corrupt" and g["reason"] and g["latest"] is True, g
+    assert g["resume"] is None, g  # withheld, as doctor withholds it
     assert "member" in g and "offset" in g
     assert doc["latest"]["status"] == "corrupt"
     rc, out, err = run("store", "list", d)
@@ -214,6 +215,39 @@ def case_list_and_corruption():
     assert len(lines) == 2 and lines[1].startswith(
         "corrupt, left in place: run-100.pt: CRC-32 of the data is "), lines
     assert sorted(entries(d)) == ["LATEST", "run-10.pt", "run-100.pt"]
+
+
+def case_list_resume_verdicts():
+    """list says which generations resume training, with doctor's verdict
+    (it showed integrity only): a model with its Adam state is a full
+    resume, state for half its parameters partial, weights alone
+    weights-only, a corrupt one none; text and JSON."""
+    d = fresh("resume")
+    net = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Linear(4, 2))
+    opt = torch.optim.Adam(net.parameters())
+    net(torch.ones(1, 3)).sum().backward()
+    opt.step()
+    full = os.path.join(TMP, "full.pt")
+    torch.save({"model": net.state_dict(), "optimizer": opt.state_dict()}, full)
+    half = opt.state_dict()
+    half["state"] = {k: v for k, v in half["state"].items() if k < 2}
+    partial = os.path.join(TMP, "partial.pt")
+    torch.save({"model": net.state_dict(), "optimizer": half}, partial)
+    for step, src in ((1, full), (2, partial), (3, BIG_PT), (4, full)):
+        assert commit(d, step, src, "--keep", "9")[0] == 0
+    victim = os.path.join(d, "run-4.pt")
+    os.chmod(victim, 0o644)
+    os.truncate(victim, os.path.getsize(victim) // 2)
+    rc, out, err = run("store", "list", d, "--json")
+    got = [(g["step"], g["resume"]) for g in json.loads(out)["generations"]]
+    assert got == [(1, "full-resume"), (2, "partial"), (3, "weights-only"), (4, None)], got
+    for step, src in ((1, full), (2, partial)):
+        rc, out, err = run("doctor", "--json", os.path.join(d, "run-%d.pt" % step))
+        assert json.loads(out)["resume"]["verdict"] == got[step - 1][1], out
+    rc, out, err = run("store", "list", d)
+    words = [line.split()[3:5] for line in out.splitlines()[:4]]
+    assert rc == 1 and words == [["ok", "full-resume"], ["ok", "partial"],
+                                 ["ok", "weights-only"], ["corrupt", "-"]], (rc, out)
 
 
 def case_gc():
@@ -248,7 +282,8 @@ def case_dcp_generations():
     assert doc["latest"] == {"status": "ok", "file": "run-2.dcp"}, doc["latest"]
     assert doc["generations"][1] == {
         "name": "run", "step": 2, "file": "run-2.dcp", "path": os.path.join(d, "run-2.dcp"),
-        "bytes": 939 + 2838, "status": "ok", "latest": True}, doc["generations"]
+        "bytes": 939 + 2838, "status": "ok", "resume": "weights-only", "latest": True}, \
+        doc["generations"]
     rc, out, err = run("store", "list", d)
     assert rc == 0 and out.splitlines()[-1] == "2 generations; LATEST: ok (run-2.dcp)", out
     rc, out, err = run("store", "latest", d)

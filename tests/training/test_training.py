@@ -260,6 +260,53 @@ def test_adagrad():
     check_file("adagrad.pt", "full-resume", "model", "optimizer", "Adagrad", 0)
 
 
+def test_ratio_pairs_what_param_groups_list():
+    """The optimizer-to-model ratio is per byte of the parameters the
+    optimizer updates, as param_groups pair them with the model: a real
+    BatchNorm model trained with Adam, with a frozen layer, a float buffer
+    that is no BatchNorm statistic, and an EMA copy of the model beside it,
+    is 2.00 like Adam always is (it was 1.03 with the frozen layer, 0.52
+    with the EMA copy too: it looked partial)."""
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.stem = torch.nn.Linear(3, 8)
+            self.bn = torch.nn.BatchNorm1d(8)
+            self.head = torch.nn.Linear(8, 2)
+            self.register_buffer("scale", torch.ones(8))
+
+        def forward(self, x):
+            return self.head(self.bn(self.stem(x)) * self.scale)
+
+    torch.manual_seed(0)
+    net, ema = Net(), Net()
+    net.stem.requires_grad_(False)
+    trained = [p for p in net.parameters() if p.requires_grad]
+    opt = torch.optim.Adam(trained)
+    for _ in range(2):
+        opt.zero_grad()
+        net(torch.randn(4, 3)).sum().backward()
+        opt.step()
+    path = os.path.join(TMP, "frozen_ema_adam.pt")
+    torch.save({"model": net.state_dict(), "model_ema": ema.state_dict(),
+                "optimizer": opt.state_dict(), "epoch": 2}, path)
+    rc, doc = run_json("doctor", "--json", path)
+    mem = doc["sections"]["memory"]
+    assert_eq((rc, doc["resume"]["verdict"]), (0, "full-resume"), "verdict")
+    assert_eq(mem["optimized_parameter_bytes"], sum(nbytes(p) for p in trained),
+              "bytes of the parameters Adam updates")
+    assert_eq(mem["model_parameter_bytes"],
+              2 * sum(nbytes(t) for k, t in net.state_dict().items()
+                      if t.is_floating_point() and not k.endswith(BN_BUFFERS)),
+              "model parameter bytes (every float tensor but BatchNorm statistics)")
+    close(mem["optimizer_to_model_ratio"], 2.0, "Adam ratio")
+    rc, out, _ = run("doctor", path)
+    assert "optimizer-to-model ratio: 2.00 (optimizer state tensors of at least one " \
+           "dimension, %d bytes, per byte of the model parameters the optimizer updates, " \
+           "%d bytes)" % (2 * mem["optimized_parameter_bytes"],
+                          mem["optimized_parameter_bytes"]) in out, out
+
+
 def test_rmsprop():
     check_file("rmsprop.pt", "full-resume", "model", "optimizer", "RMSprop", 0)
 

@@ -100,7 +100,8 @@ static const cli_opt opts[] = {
     {CLI_OPT_ARG, "OUT", 0, &args.out, NULL, CLI_OPT_REQUIRED, NULL},
     {CLI_OPT_VALUES, "select", 0, &args.select, "PREFIX", 0,
      "keep only what is named PREFIX or PREFIX.*, e.g. "
-     "--select model; repeatable"},
+     "--select model; one PREFIX naming a dict or list writes it with its "
+     "own keys (fc1.weight, as sd['model'] has them); repeatable"},
     {CLI_OPT_VALUES, "exclude", 0, &args.exclude, "GLOB", 0,
      "leave out what is named GLOB ('*' crosses '.'), e.g. "
      "--exclude 'optimizer*'; repeatable"},

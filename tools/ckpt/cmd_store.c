@@ -3,7 +3,8 @@
  *
  *   commit DIR --name NAME --step N [--keep N] [--replace] SRC   the new path
  *   latest DIR                                       prints the path
- *   list DIR [--json]                                table or JSON
+ *   list DIR [--json]                                table or JSON, with
+ *                                                    doctor's resume verdict
  *   prune DIR [--keep N]
  *   gc DIR [--older-than MINUTES]
  * each with -q (nothing on success) or -v (the generations DIR holds
@@ -144,7 +145,7 @@ static int fail(const char *dir, int code) {
     return cli_report(file, &e);
 }
 
-static void list_human(const ckpt_store_listing *l);
+static void list_human(const ckpt_store_listing *l, const ckpt_store_options *o);
 
 /* -v: the generations DIR holds now, as list shows them. */
 static int show_listing(const ckpt_store_options *o) {
@@ -153,7 +154,7 @@ static int show_listing(const ckpt_store_options *o) {
 
     if (!args.verbose) return CLI_OK;
     if ((rc = ckpt_store_list(&l, args.dir, o)) != 0) return fail(args.dir, rc);
-    list_human(l);
+    list_human(l, o);
     ckpt_store_listing_free(l);
     return CLI_OK;
 }
@@ -291,7 +292,23 @@ static int store_latest(const cli_command *cmd, int argc, char **argv) {
 
 /* ------------------------------------------------------------ list */
 
-static void list_json(const ckpt_store_listing *l, const char *dir) {
+/* Whether a verified generation resumes training: doctor's verdict
+ * (ckpt_training_resume, "full-resume", "partial", "warm-start-only",
+ * "weights-only"), or NULL for a corrupt generation (doctor withholds it)
+ * or one that no longer opens. */
+static const char *resume_of(const ckpt_store_generation *g, const ckpt_store_options *o) {
+    ckpt_file *f = NULL;
+    ckpt_training *t = NULL;
+    const char *verdict = NULL;
+
+    if (!g->ok || ckpt_open(&f, g->path, &o->open) != 0) return NULL;
+    if (ckpt_training_analyze(&t, f) == 0) verdict = ckpt_resume_name(ckpt_training_resume(t));
+    ckpt_training_free(t);
+    ckpt_close(f);
+    return verdict;
+}
+
+static void list_json(const ckpt_store_listing *l, const char *dir, const ckpt_store_options *o) {
     cli_json_writer j;
     const char *pfile;
     ckpt_store_pointer p = ckpt_store_list_pointer(l, &pfile);
@@ -315,6 +332,7 @@ static void list_json(const ckpt_store_listing *l, const char *dir) {
     cli_json_array_begin(&j);
     for (i = 0; i < n; i++) {
         const ckpt_store_generation *g = ckpt_store_list_generation(l, i);
+        const char *verdict;
 
         cli_json_object_begin(&j);
         cli_json_key(&j, "name");
@@ -329,6 +347,11 @@ static void list_json(const ckpt_store_listing *l, const char *dir) {
         cli_json_uint(&j, g->bytes);
         cli_json_key(&j, "status");
         cli_json_string(&j, g->ok ? "ok" : "corrupt");
+        cli_json_key(&j, "resume");
+        if ((verdict = resume_of(g, o)) != NULL)
+            cli_json_string(&j, verdict);
+        else
+            cli_json_null(&j);
         if (!g->ok) {
             cli_json_key(&j, "reason");
             cli_json_string(&j, g->reason);
@@ -349,7 +372,7 @@ static void list_json(const ckpt_store_listing *l, const char *dir) {
     fputc('\n', stdout);
 }
 
-static void list_human(const ckpt_store_listing *l) {
+static void list_human(const ckpt_store_listing *l, const ckpt_store_options *o) {
     const char *pfile;
     ckpt_store_pointer p = ckpt_store_list_pointer(l, &pfile);
     size_t i, n = ckpt_store_list_count(l);
@@ -364,10 +387,13 @@ static void list_human(const ckpt_store_listing *l) {
         const ckpt_store_generation *g = ckpt_store_list_generation(l, i);
         const char *file = args.verbose ? g->path : g->file;
 
+        const char *verdict;
+
         if (args.quiet && g->ok) continue;
-        printf("%*" PRIu64 "  %10s  %s%-7s%s  ", width, g->step, cli_human_bytes(human, g->bytes),
-               cli_color(g->ok ? CLI_GREEN : CLI_RED), g->ok ? "ok" : "corrupt",
-               cli_color(CLI_RESET));
+        verdict = resume_of(g, o);
+        printf("%*" PRIu64 "  %10s  %s%-7s%s  %-15s  ", width, g->step,
+               cli_human_bytes(human, g->bytes), cli_color(g->ok ? CLI_GREEN : CLI_RED),
+               g->ok ? "ok" : "corrupt", cli_color(CLI_RESET), verdict ? verdict : "-");
         cli_put_text(stdout, file, strlen(file));
         if (g->latest) fputs("  <- LATEST", stdout);
         if (!g->ok) {
@@ -403,10 +429,10 @@ static int store_list(const cli_command *cmd, int argc, char **argv) {
     rc = ckpt_store_list(&l, args.dir, &o);
     if (rc) return fail(args.dir, rc);
     if (args.json) {
-        list_json(l, args.dir);
+        list_json(l, args.dir, &o);
     } else {
         const char *caveat = ckpt_store_lock_caveat(args.dir);
-        list_human(l);
+        list_human(l, &o);
         if (caveat && !args.quiet) printf("note: %s\n", caveat);
     }
     p = ckpt_store_list_pointer(l, NULL);
@@ -449,7 +475,7 @@ static int store_prune(const cli_command *cmd, int argc, char **argv) {
         fputc('\n', stdout);
         rc = CLI_FINDINGS;
     }
-    if (args.verbose) list_human(l);
+    if (args.verbose) list_human(l, &o);
     ckpt_store_listing_free(l);
     return rc;
 }
@@ -533,8 +559,11 @@ const cli_command cli_cmd_store = {
     "           unless --replace is given\n"
     "  latest   print the newest generation that verifies (corrupt ones are\n"
     "           skipped, LATEST is not trusted); exit 1 if none does\n"
-    "  list     every generation with step, size and status ok/corrupt\n"
-    "           (verified), and the state of LATEST; exit 1 if any is bad\n"
+    "  list     every generation with step, size, status ok/corrupt\n"
+    "           (verified) and, for a verified one, doctor's resume verdict\n"
+    "           (full-resume, partial, warm-start-only, weights-only; JSON\n"
+    "           \"resume\", null when corrupt), and the state of LATEST;\n"
+    "           exit 1 if any is bad\n"
     "  prune    keep the N newest generations that verify (at least one)\n"
     "           and LATEST's; remove the older ones. Corrupt generations\n"
     "           never count toward N and never push a good one out: newer\n"

@@ -214,9 +214,9 @@ static void text_memory(const ckpt_training *t) {
     fputc('\n', stdout);
     if (!isnan(ratio))
         printf("  optimizer-to-model ratio: %.2f (optimizer state tensors of "
-               "at least one dimension, %" PRIu64 " bytes, per byte of model "
-               "parameters, %" PRIu64 " bytes)\n",
-               ratio, s.state_bytes, s.param_bytes);
+               "at least one dimension, %" PRIu64 " bytes, per byte of the model "
+               "parameters the optimizer updates, %" PRIu64 " bytes)\n",
+               ratio, s.state_bytes, ckpt_training_optimized_bytes(t));
     for (i = 0; i < n; i++) {
         const ckpt_component *c = ckpt_training_component(t, i);
 
