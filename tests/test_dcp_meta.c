@@ -318,7 +318,7 @@ TEST(fields) {
     k = (knobs){.planner_bad = 1};
     EXPECT(k, CKPT_E_FORMAT, planner_path, "expected a non-empty tuple of str and int keys");
     k = (knobs){.persid = 1};
-    EXPECT(k, CKPT_E_FORMAT, persid, "expected no persistent id");
+    EXPECT(k, CKPT_E_FORMAT, persid, "no persistent_load (pickle.load raises");
     k = (knobs){.root_int = 1};
     EXPECT(k, CKPT_E_FORMAT, root, "Metadata as the pickled object, got int");
 }

@@ -1204,11 +1204,12 @@ TEST(test_ext_and_persid) {
     CHECK(v && v->kind == CKPT_KIND_GLOBAL_ && !strcmp(v->u.global.name, "ext:257"));
     CHECK_EQ_INT(PK("\x84\xff\xff\xff\xff.", &v), 0);
     CHECK(v && !strcmp(v->u.global.name, "ext:-1"));
-    /* without persistent_load the pid itself is the value */
-    CHECK_EQ_INT(PK("Pabc\n.", &v), 0);
-    CHECK(is_str(v, "abc"));
-    CHECK_EQ_INT(PK("K\x05Q.", &v), 0);
-    CHECK(is_int(v, 5));
+    /* without persistent_load a persistent id fails, as pickle.load
+     * (a plain pickle, a legacy file's magic or storage keys, DCP
+     * .metadata) raises UnpicklingError */
+    CHECK_EQ_INT(PK("Pabc\n.", &v), CKPT_E_FORMAT);
+    CHECK(strstr(last_message(), "no persistent_load"));
+    CHECK_EQ_INT(PK("K\x05Q.", &v), CKPT_E_FORMAT);
     CHECK(count_events(PK_EV_PERSID) == 1 && events[0].kind == PK_EV_PERSID &&
           events[0].opcode == 'Q');
     /* a failing persistent_load fails the run with its own error */
@@ -1298,6 +1299,103 @@ TEST(test_container_builders) {
     CHECK(v && v->kind == CKPT_KIND_OBJECT && !strcmp(v->u.obj.name, "builtins.complex") &&
           item(v->u.obj.args, 1)->u.f == 2.0);
     CHECK(find_event(PK_EV_CALL, "builtins", "complex")->allowed == 1);
+}
+
+/* torch.device is checked as c10::Device checks it; every case is
+ * pickle.loads's (a value: the same device; else it raises). Index 128
+ * and up wrap to a negative 8-bit DeviceIndex: torch 1.13 raises, 2.13
+ * gives a device of index 65408 or raises from one run to the next. */
+TEST(test_torch_device_rules) {
+    static const struct {
+        const char *pk;
+        size_t n;
+        const char *text, *msg;
+    } cases[] = {
+#define DEV(pk, text, msg) {pk, sizeof(pk) - 1, text, msg}
+        DEV("\x80\x02\x63torch\ndevice\nX\x03\x00\x00\x00\x63puq\x00\x85q\x01R.", "cpu", NULL),
+        DEV("\x80\x02\x63torch\ndevice\nX\x05\x00\x00\x00\x63pu:1q\x00\x85q\x01R.", "cpu:1", NULL),
+        DEV("\x80\x02\x63torch\ndevice\nX\x04\x00\x00\x00\x63udaq\x00K\x00\x86q\x01R.", "cuda:0",
+            NULL),
+        DEV("\x80\x02\x63torch\ndevice\nX\x04\x00\x00\x00\x63udaq\x00N\x86q\x01R.", "cuda", NULL),
+        DEV("\x80\x02\x63torch\ndevice\nX\x08\x00\x00\x00\x63uda:127q\x00\x85q\x01R.", "cuda:127",
+            NULL),
+        DEV("\x80\x02\x63torch\ndevice\nX\x08\x00\x00\x00\x63uda:255q\x00\x85q\x01R.", "cuda",
+            NULL),
+        DEV("\x80\x02\x63torch\ndevice\nX\x04\x00\x00\x00\x63udaq\x00M\x00\x01\x86q\x01R.",
+            "cuda:0", NULL),
+        DEV("\x80\x02\x63torch\ndevice\nX\x04\x00\x00\x00metaq\x00\x85q\x01R.", "meta", NULL),
+        DEV("\x80\x02\x63torch\ndevice\nX\x0f\x00\x00\x00privateuseone:3q\x00\x85q\x01R.",
+            "privateuseone:3", NULL),
+        DEV("\x80\x02\x63torch\ndevice\nX\x03\x00\x00\x00\x66ooq\x00\x85q\x01R.", NULL,
+            "unknown device type"),
+        DEV("\x80\x02\x63torch\ndevice\nX\x03\x00\x00\x00\x43PUq\x00\x85q\x01R.", NULL,
+            "unknown device type"),
+        DEV("\x80\x02\x63torch\ndevice\nX\x00\x00\x00\x00q\x00\x85q\x01R.", NULL,
+            "expected a device string"),
+        DEV("\x80\x02\x63torch\ndevice\nX\x05\x00\x00\x00\x63uda:q\x00\x85q\x01R.", NULL,
+            "expected a device string"),
+        DEV("\x80\x02\x63torch\ndevice\nX\x04\x00\x00\x00 cpuq\x00\x85q\x01R.", NULL,
+            "expected a device string"),
+        DEV("\x80\x02\x63torch\ndevice\nX\x07\x00\x00\x00\x63uda:01q\x00\x85q\x01R.", NULL,
+            "expected a device string"),
+        DEV("\x80\x02\x63torch\ndevice\nX\x08\x00\x00\x00\x63uda:0:1q\x00\x85q\x01R.", NULL,
+            "expected a device string"),
+        DEV("\x80\x02\x63torch\ndevice\nX\x0f\x00\x00\x00\x63uda:2147483648q\x00\x85q\x01R.", NULL,
+            "does not fit 32 bits"),
+        DEV("\x80\x02\x63torch\ndevice\nX\x08\x00\x00\x00\x63uda:128q\x00\x85q\x01R.", NULL,
+            "is negative as"),
+        DEV("\x80\x02\x63torch\ndevice\nX\x04\x00\x00\x00\x63udaq\x00K\x80\x86q\x01R.", NULL,
+            "is negative as"),
+        DEV("\x80\x02\x63torch\ndevice\nX\x06\x00\x00\x00\x63uda:1q\x00K\x00\x86q\x01R.", NULL,
+            "must not include an index"),
+        DEV("\x80\x02\x63torch\ndevice\nX\x06\x00\x00\x00\x63uda:1q\x00N\x86q\x01R.", NULL,
+            "must not include an index"),
+        DEV("\x80\x02\x63torch\ndevice\nX\x04\x00\x00\x00\x63udaq\x00J\xff\xff\xff\xff\x86q\x01R.",
+            NULL, "below 0"),
+        DEV("\x80\x02\x63torch\ndevice\nX\x04\x00\x00\x00\x63udaq\x00\x8a\x09\x00\x00\x00\x00\x00"
+            "\x00\x00\x00\x01\x86q\x01R.",
+            NULL, "beyond 64 bits"),
+        DEV("\x80\x02\x63torch\ndevice\nX\x04\x00\x00\x00\x63udaq\x00\x88\x86q\x01R.", NULL,
+            "expected (type) or (type, index)"),
+        DEV("\x80\x02\x63torch\ndevice\nX\x04\x00\x00\x00\x63udaq\x00G?"
+            "\xf0\x00\x00\x00\x00\x00\x00\x86q\x01R.",
+            NULL, "expected (type) or (type, index)"),
+        DEV("\x80\x02\x63torch\ndevice\n)R.", NULL, "expected (type) or (type, index)"),
+        DEV("\x80\x02\x63torch\ndevice\nX\x04\x00\x00\x00\x63udaq\x00K\x00K\x00\x87q\x01R.", NULL,
+            "expected (type) or (type, index)"),
+#undef DEV
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        ckpt_value *v = NULL;
+        int rc = run(cases[i].pk, cases[i].n, &v);
+        if (cases[i].text) {
+            CHECK_EQ_INT(rc, 0);
+            CHECK(is_str(v, cases[i].text) && !strcmp(ckpt_value_class(v), "torch.device"));
+        } else {
+            CHECK_EQ_INT(rc, CKPT_E_FORMAT);
+            CHECK(strstr(last_message(), cases[i].msg));
+        }
+    }
+    /* torch.Size takes a bool as 0 or 1 and refuses an int beyond 64 bits */
+    ckpt_value *v;
+    CHECK_EQ_INT(PK("\x80\x02\x63torch\nSize\n]q\x00(\x88\x89K\x07\x65\x85q\x01R.", &v), 0);
+    CHECK(v && v->kind == CKPT_KIND_TUPLE && v->u.seq.n == 3 && is_int(item(v, 0), 1) &&
+          is_int(item(v, 1), 0) && is_int(item(v, 2), 7));
+    CHECK_EQ_INT(PK("\x80\x02\x63torch\nSize\n]q\x00\x8a\x09\x00\x00\x00\x00\x00\x00\x00"
+                    "\x80\x00\x61\x85q\x01R.",
+                    &v),
+                 CKPT_E_FORMAT);
+    CHECK(strstr(last_message(), "torch.Size: item 0 is an int beyond 64 bits"));
+    /* BYTEARRAY8 (protocol 5) builds a bytearray: given back as one, and
+     * unhashable as a dict key or set item (pickle.loads: TypeError) */
+    CHECK_EQ_INT(PK("\x80\x05\x96\x02\x00\x00\x00\x00\x00\x00\x00\x61\x62.", &v), 0);
+    CHECK(is_bytes(v, "ab", 2) && !strcmp(ckpt_value_class(v), "builtins.bytearray"));
+    CHECK_EQ_INT(PK("\x80\x05}\x96\x01\x00\x00\x00\x00\x00\x00\x00zK\x01s.", &v), CKPT_E_FORMAT);
+    CHECK(strstr(last_message(), "expected a hashable key, got a bytearray"));
+    CHECK_EQ_INT(PK("\x80\x05\x8f(\x96\x01\x00\x00\x00\x00\x00\x00\x00z\x90.", &v), CKPT_E_FORMAT);
+    /* READONLY_BUFFER over it: a memoryview that hashes the bytearray */
+    CHECK_EQ_INT(PK("\x80\x05}\x96\x01\x00\x00\x00\x00\x00\x00\x00z\x98K\x01s.", &v),
+                 CKPT_E_FORMAT);
 }
 
 TEST(test_bytes_builders) {
@@ -1633,9 +1731,9 @@ TEST(test_tensor_rebuild) {
                  CKPT_E_UNSUPPORTED);
     CHECK_EQ_INT(PK("\x80\x02" PID "}b.", &v), CKPT_E_FORMAT); /* state on a storage */
     CHECK(strstr(last_message(), "got a storage") != NULL);
-    persistent_load = NULL; /* the pid tuple is no storage */
+    persistent_load = NULL; /* a persistent id without persistent_load */
     CHECK_EQ_INT(PK("\x80\x02" V2_2x2 ".", &v), CKPT_E_FORMAT);
-    CHECK(strstr(last_message(), "expected a storage") != NULL);
+    CHECK(strstr(last_message(), "no persistent_load") != NULL);
 }
 
 TEST(test_parameter_and_subclass) {
@@ -2408,6 +2506,7 @@ int main(void) {
     RUN(test_build_on_reference);
     RUN(test_ext_and_persid);
     RUN(test_container_builders);
+    RUN(test_torch_device_rules);
     RUN(test_bytes_builders);
     RUN(test_values_know_their_opcode);
     RUN(test_tensor_rebuild);

@@ -46,13 +46,11 @@ int ckpt_dcp_meta_allowed(const char *module, const char *name) {
 typedef struct guard {
     char bad[256]; /* first global off the list, or "" */
     uint64_t bad_offset;
-    uint64_t persid; /* offset of the first PERSID/BINPERSID, or CKPT_NO_OFFSET */
 } guard;
 
 static void on_event(void *ctx, const pk_event *ev) {
     guard *g = ctx;
     if (g->bad[0]) return;
-    if (ev->kind == PK_EV_PERSID && g->persid == CKPT_NO_OFFSET) g->persid = ev->offset;
     int off_list = (ev->kind == PK_EV_GLOBAL &&
                     (ev->symbolic || !ckpt_dcp_meta_allowed(ev->module, ev->name))) ||
                    (ev->kind == PK_EV_BUILD && ev->on_reference);
@@ -526,7 +524,7 @@ int ckpt_dcp_meta_parse(ckpt_dcp_meta *out, ckpt_arena *a, const uint8_t *p, siz
     memset(out, 0, sizeof *out);
     ckpt_limits defaults = CKPT_LIMITS_INIT;
     reader r = {a, file, limits ? limits : &defaults};
-    guard g = {{0}, 0, CKPT_NO_OFFSET};
+    guard g = {{0}, 0};
     pk_options o = {
         .file = file, .member = "", .limits = r.lim, .arena = a, .on_event = on_event, .ctx = &g};
     ckpt_value *root = NULL;
@@ -538,10 +536,7 @@ int ckpt_dcp_meta_parse(ckpt_dcp_meta *out, ckpt_arena *a, const uint8_t *p, siz
                         "names %s, which is no DCP metadata class: pickle.load (what "
                         "FileSystemReader runs) would call it",
                         g.bad);
-    if (rc) return rc;
-    if (g.persid != CKPT_NO_OFFSET)
-        return ckpt_err(CKPT_E_FORMAT, file, "", g.persid,
-                        "not a DCP Metadata pickle: expected no persistent id, got one");
+    if (rc) return rc; /* a persistent id too: pickle.load has no persistent_load */
     const ckpt_value *st = state_of(root, DCP_META, "Metadata");
     const ckpt_value *sdm = get(st, "state_dict_metadata"), *sd = get(st, "storage_data");
     if (!st)

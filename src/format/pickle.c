@@ -1387,7 +1387,8 @@ static int op_frame(machine *m) {
 }
 
 /* READONLY_BUFFER: memoryview(top), which needs a bytes-like object:
- * bytes and bytearray pass and are kept as they are, other data kinds
+ * bytes and bytearray pass and are kept as they are (a memoryview of a
+ * bytearray stays unhashable: it hashes the bytearray), other data kinds
  * fail as in Python; an object (the result of a call) may or may not be
  * bytes-like, so it passes, which can only show more of the pickle. */
 static int op_readonly_buffer(machine *m) {
@@ -1523,7 +1524,10 @@ static int op_persid(machine *m, int text) {
         return rc;
     }
     emit(m, PK_EV_PERSID, "", "", 0, 0);
-    if (!m->o->persistent_load) return push(m, pid);
+    if (!m->o->persistent_load) /* pickle.load without one: UnpicklingError */
+        return fail(m, CKPT_E_FORMAT,
+                    "a persistent id where the loader has no persistent_load (pickle.load "
+                    "raises UnpicklingError)");
     v = NULL;
     if ((rc = m->o->persistent_load(m->o->ctx, pid, m->o->base_offset + m->op_pos, &v))) return rc;
     if (!v) return fail(m, CKPT_E_FORMAT, "persistent_load returned no value");
@@ -1765,7 +1769,10 @@ HOT int step(machine *m) {
                                                         : 8,
                            0, &n)))
             return rc;
-        return op_bytes(m, n, CKPT_KIND_BYTES);
+        if ((rc = op_bytes(m, n, CKPT_KIND_BYTES))) return rc;
+        /* Python builds a bytearray: unhashable, given back as one */
+        if (m->op == OP_BYTEARRAY8) m->stack[m->sp - 1]->alt = 1;
+        return 0;
 
     case OP_EMPTY_TUPLE: return push(m, ckpt_value_new(m->a, CKPT_KIND_TUPLE));
     case OP_EMPTY_LIST: return push(m, ckpt_value_new(m->a, CKPT_KIND_LIST));

@@ -71,8 +71,8 @@ typedef struct pk_options {
     ckpt_arena *arena; /* values are allocated here */
     /* Called for PERSID/BINPERSID with the pid (a STR for PERSID); must set
      * *out (any value) or return a CKPT_E_* code with the error recorded.
-     * offset: absolute offset of the opcode. NULL: the pid itself is
-     * pushed. */
+     * offset: absolute offset of the opcode. NULL: PERSID/BINPERSID fail
+     * (CKPT_E_FORMAT), as pickle.load without persistent_load raises. */
     int (*persistent_load)(void *ctx, ckpt_value *pid, uint64_t offset, ckpt_value **out);
     /* Optional; never fails. Event strings are borrowed for the call. */
     void (*on_event)(void *ctx, const pk_event *ev);

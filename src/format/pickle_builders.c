@@ -153,16 +153,27 @@ static int b_tuple(ckpt_value **out, const pk_build_ctx *c, const ckpt_value *ca
 }
 
 /* torch.Size(x): a tuple of ints, kept as a torch.Size (torch.load gives
- * one back); torch.Size refuses items that are not ints. */
+ * one back). torch.Size takes an int of 64 bits or a bool (as 0 or 1) and
+ * refuses other items. */
 static int b_size(ckpt_value **out, const pk_build_ctx *c, const ckpt_value *callable,
                   ckpt_value *args) {
     int rc = seq_of(out, c, callable, args, CKPT_KIND_TUPLE);
     if (rc || (*out)->kind != CKPT_KIND_TUPLE) return rc;
-    for (size_t i = 0; i < (*out)->u.seq.n; i++)
-        if ((*out)->u.seq.items[i]->kind != CKPT_KIND_INT)
-            return fail_at(c, (*out)->u.seq.items[i], CKPT_E_FORMAT,
-                           "torch.Size: item %zu is a %s, not an int", i,
-                           ckpt_value_kind_name((*out)->u.seq.items[i]->kind));
+    for (size_t i = 0; i < (*out)->u.seq.n; i++) {
+        ckpt_value **item = &(*out)->u.seq.items[i];
+        if ((*item)->kind == CKPT_KIND_BOOL) {
+            ckpt_value *v = ckpt_value_new(c->arena, CKPT_KIND_INT);
+            if (!v) return nomem(c);
+            v->u.i.v = (*item)->u.b;
+            *item = v;
+        } else if ((*item)->kind != CKPT_KIND_INT) {
+            return fail_at(c, *item, CKPT_E_FORMAT, "torch.Size: item %zu is a %s, not an int", i,
+                           ckpt_value_kind_name((*item)->kind));
+        } else if ((*item)->u.i.decimal) {
+            return fail_at(c, *item, CKPT_E_FORMAT,
+                           "torch.Size: item %zu is an int beyond 64 bits (torch raises)", i);
+        }
+    }
     (*out)->alt = 1;
     return 0;
 }
@@ -345,23 +356,106 @@ static int b_bytes(ckpt_value **out, const pk_build_ctx *c, const ckpt_value *ca
 
 /* ---------------------------------------------------------------- torch */
 
-/* torch.device('cpu') -> "cpu"; ('cuda', 0) -> "cuda:0": a STR of its
- * own marked as a torch.device (torch.load gives one back). */
+/* The device types torch 2.13's c10::parse_type names. */
+static const char *const device_types[] = {
+    "cpu",  "cuda", "ipu", "xpu",  "mkldnn", "opengl", "opencl", "ideep", "hip",  "ve",
+    "fpga", "maia", "xla", "lazy", "vulkan", "mps",    "meta",   "hpu",   "mtia", "privateuseone",
+};
+
+/* A device index as c10 keeps it, 8 bits: 255 is -1 (none), 256 is 0, other
+ * wrapped values are negative and refused. *index is -1 for none. */
+static int device_index(const pk_build_ctx *c, const ckpt_value *at, uint64_t i, int *index) {
+    if (i > INT32_MAX) /* 1.13 refuses what 2.13 wraps */
+        return fail_at(c, at, CKPT_E_UNSUPPORTED,
+                       "torch.device: index %" PRIu64 " does not fit 32 bits (torch 1.13 "
+                       "refuses it, 2.13 keeps its low 8 bits)",
+                       i);
+    int w = (int8_t)(uint8_t)(i & 0xff);
+    if (w < -1)
+        return fail_at(c, at, CKPT_E_FORMAT,
+                       "torch.device: index %" PRIu64 " is negative as c10's 8-bit DeviceIndex "
+                       "(torch 1.13 raises 'Device index must not be negative', 2.13 may too)",
+                       i);
+    *index = w;
+    return 0;
+}
+
+/* c10::Device(string): ([a-zA-Z_]+)(:([1-9][0-9]*|0))? naming a known
+ * type, its index read by std::stoi. *index is -1 when there is none. */
+static int device_parse(const pk_build_ctx *c, const ckpt_value *s, const char **type, int *index) {
+    const char *p = s->u.s.p;
+    size_t n = s->u.s.len, t = 0;
+    while (t < n && ((p[t] >= 'a' && p[t] <= 'z') || (p[t] >= 'A' && p[t] <= 'Z') || p[t] == '_'))
+        t++;
+    size_t d = t + 1, k = d;
+    while (k < n && p[k] >= '0' && p[k] <= '9') k++;
+    if (!t || (t < n && (p[t] != ':' || k == d || k < n || (p[d] == '0' && k > d + 1))))
+        return fail_at(c, s, CKPT_E_FORMAT,
+                       "torch.device: expected a device string such as 'cuda:0', got %zu bytes "
+                       "that are none (torch raises 'Invalid device string')",
+                       n);
+    *type = NULL;
+    for (size_t i = 0; i < sizeof device_types / sizeof *device_types; i++)
+        if (strlen(device_types[i]) == t && !memcmp(device_types[i], p, t)) *type = device_types[i];
+    if (!*type)
+        return fail_at(c, s, CKPT_E_FORMAT,
+                       "torch.device: unknown device type '%.*s' (expected one of cpu, cuda, "
+                       "mps, meta, xla... as torch names them)",
+                       (int)(t > 32 ? 32 : t), p);
+    *index = -1;
+    if (t == n) return 0;
+    uint64_t i = 0;
+    for (size_t q = d; q < k && i <= INT32_MAX; q++) i = i * 10 + (uint64_t)(p[q] - '0');
+    if (i > INT32_MAX)
+        return fail_at(c, s, CKPT_E_FORMAT,
+                       "torch.device: the index in '%.*s' does not fit 32 bits (torch raises "
+                       "'Could not parse device index')",
+                       (int)(n > 40 ? 40 : n), p);
+    return device_index(c, s, i, index);
+}
+
+/* torch.device('cpu') -> "cpu"; ('cuda', 0) -> "cuda:0"; ('cuda', None),
+ * torch.device(a device): a STR of its own marked as a torch.device
+ * (torch.load gives one back), checked as c10::Device checks it: what
+ * torch refuses is CKPT_E_FORMAT. An int alone (a CUDA index, or an
+ * error where no accelerator is) and results of calls stay opaque. */
 static int b_device(ckpt_value **out, const pk_build_ctx *c, const ckpt_value *callable,
                     ckpt_value *args) {
     size_t n = nargs(args);
-    uint64_t index;
-    if (n == 1 && arg(args, 0)->kind == CKPT_KIND_STR) {
+    const ckpt_value *a0 = n ? arg(args, 0) : NULL, *a1 = n == 2 ? arg(args, 1) : NULL;
+    if (n == 1 && a0->kind == CKPT_KIND_STR && a0->alt) { /* a device */
         if (!(*out = ckpt_value_new(c->arena, CKPT_KIND_STR))) return nomem(c);
-        (*out)->u.s = arg(args, 0)->u.s; /* its own value, the text shared */
-    } else if (n == 2 && arg(args, 0)->kind == CKPT_KIND_STR && !get_u64(arg(args, 1), &index)) {
-        char *s = ckpt_arena_printf(c->arena, "%s:%" PRIu64, arg(args, 0)->u.s.p, index);
-        if (!s || !(*out = ckpt_value_new(c->arena, CKPT_KIND_STR))) return nomem(c);
-        (*out)->u.s.p = s;
-        (*out)->u.s.len = strlen(s);
-    } else {
-        return opaque(out, c, callable, args);
+        (*out)->u.s = a0->u.s;
+        (*out)->alt = 1;
+        return 0;
     }
+    if ((n == 1 && (a0->kind == CKPT_KIND_INT || a0->kind == CKPT_KIND_OBJECT)) ||
+        (n == 2 && (a0->kind == CKPT_KIND_OBJECT || a1->kind == CKPT_KIND_OBJECT)))
+        return opaque(out, c, callable, args);
+    if (n < 1 || n > 2 || a0->kind != CKPT_KIND_STR ||
+        (a1 && a1->kind != CKPT_KIND_NONE && a1->kind != CKPT_KIND_INT))
+        return fail(c, CKPT_E_FORMAT,
+                    "torch.device: expected (type) or (type, index) as str and int, got %zu "
+                    "arguments (torch raises TypeError)",
+                    n);
+    const char *type = NULL;
+    int index = -1, rc;
+    if ((rc = device_parse(c, a0, &type, &index))) return rc;
+    if (a1 && (index >= 0 || a0->u.s.len > strlen(type)))
+        return fail_at(c, a0, CKPT_E_FORMAT,
+                       "torch.device: a type string with an index and an index argument "
+                       "(torch raises 'must not include an index')");
+    if (a1 && a1->kind == CKPT_KIND_INT) {
+        if (a1->u.i.decimal || a1->u.i.v < 0)
+            return fail_at(c, a1, CKPT_E_FORMAT, "torch.device: index %s (torch raises)",
+                           a1->u.i.decimal ? "beyond 64 bits" : "below 0");
+        if ((rc = device_index(c, a1, (uint64_t)a1->u.i.v, &index))) return rc;
+    }
+    char *s = index < 0 ? ckpt_arena_printf(c->arena, "%s", type)
+                        : ckpt_arena_printf(c->arena, "%s:%d", type, index);
+    if (!s || !(*out = ckpt_value_new(c->arena, CKPT_KIND_STR))) return nomem(c);
+    (*out)->u.s.p = s;
+    (*out)->u.s.len = strlen(s);
     (*out)->alt = 1;
     return 0;
 }
