@@ -1398,6 +1398,58 @@ TEST(test_torch_device_rules) {
                  CKPT_E_FORMAT);
 }
 
+/* NEWOBJ is cls.__new__(cls, *args): list, set, dict, OrderedDict,
+ * Counter and bytearray ignore the arguments, a rebuild function, a
+ * dtype or a qscheme is no class (UnpicklingError); the builtins refuse
+ * two arguments or one that is not iterable. Each case is pickle.loads's
+ * (the value's kind and size, or it raises). */
+TEST(test_newobj_and_arity) {
+    static const struct {
+        const char *pk;
+        size_t n;
+        int rc, kind;
+        size_t items;
+    } cases[] = {
+#define NEW(pk, rc, kind, items) {pk, sizeof(pk) - 1, rc, kind, items}
+        NEW("\x80\x02\x63\x62uiltins\nlist\n]K\x01\x61\x85\x81.", 0, CKPT_KIND_LIST, 0), /* [] */
+        NEW("\x80\x02\x63\x62uiltins\nset\n]K\x01\x61\x85\x81.", 0, CKPT_KIND_SET, 0),   /* set() */
+        NEW("\x80\x02\x63__builtin__\ndict\n}K\x01K\x02s\x85\x81.", 0, CKPT_KIND_DICT, 0), /* {} */
+        NEW("\x80\x02\x63\x63ollections\nOrderedDict\n]K\x01K\x02\x86\x61\x85\x81.", 0,
+            CKPT_KIND_DICT, 0), /* OrderedDict() */
+        NEW("\x80\x02\x63\x62uiltins\nbytearray\nC\x02\x61\x62\x85\x81.", 0, CKPT_KIND_BYTES,
+            0), /* bytearray(b'') */
+        NEW("\x80\x02\x63\x62uiltins\ntuple\n]K\x01\x61\x85\x81.", 0, CKPT_KIND_TUPLE,
+            1), /* (1,) */
+        NEW("\x80\x02\x63torch\nSize\n]K\x03\x61\x85\x81.", 0, CKPT_KIND_TUPLE,
+            1), /* torch.Size([3]) */
+        NEW("\x80\x02\x63torch._utils\n_rebuild_tensor_v2\n)\x81.", CKPT_E_FORMAT, 0, 0),
+        NEW("\x80\x02\x63_codecs\nencode\nX\x01\x00\x00\x00\x61X\x06\x00\x00\x00latin1\x86\x81.",
+            CKPT_E_FORMAT, 0, 0),
+        NEW("\x80\x02\x63torch\nfloat32\n)\x81.", CKPT_E_FORMAT, 0, 0),
+        NEW("\x80\x02\x63torch\nper_tensor_affine\n)\x81.", CKPT_E_FORMAT, 0, 0),
+        NEW("\x80\x02\x63\x62uiltins\nset\n]K\x01\x61]K\x02\x61\x86R.", CKPT_E_FORMAT, 0, 0),
+        NEW("\x80\x02\x63\x62uiltins\nlist\nN\x85R.", CKPT_E_FORMAT, 0, 0),
+        NEW("\x80\x02\x63\x62uiltins\ndict\nK\x05\x85R.", CKPT_E_FORMAT, 0, 0),
+        NEW("\x80\x02\x63torch\nSize\nG?\xf0\x00\x00\x00\x00\x00\x00\x85R.", CKPT_E_FORMAT, 0, 0),
+        NEW("\x80\x02\x63\x63ollections\nCounter\nN\x85R.", 0, CKPT_KIND_DICT, 0), /* Counter() */
+#undef NEW
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        ckpt_value *v = NULL;
+        CHECK_EQ_INT(run(cases[i].pk, cases[i].n, &v), cases[i].rc);
+        if (cases[i].rc) continue;
+        CHECK(v && v->kind == cases[i].kind);
+        size_t n = !v                           ? SIZE_MAX
+                   : v->kind == CKPT_KIND_DICT  ? v->u.dict.n
+                   : v->kind == CKPT_KIND_BYTES ? v->u.s.len
+                                                : v->u.seq.n;
+        CHECK_EQ_INT((int)n, (int)cases[i].items);
+    }
+    ckpt_value *v;
+    CHECK_EQ_INT(PK("\x80\x02\x63torch._utils\n_rebuild_tensor_v2\n)\x81.", &v), CKPT_E_FORMAT);
+    CHECK(strstr(last_message(), "NEWOBJ: torch._utils._rebuild_tensor_v2 is no class"));
+}
+
 TEST(test_bytes_builders) {
     ckpt_value *v;
     /* protocol-2 bytes: _codecs.encode('\xffa', 'latin1') */
@@ -2507,6 +2559,7 @@ int main(void) {
     RUN(test_ext_and_persid);
     RUN(test_container_builders);
     RUN(test_torch_device_rules);
+    RUN(test_newobj_and_arity);
     RUN(test_bytes_builders);
     RUN(test_values_know_their_opcode);
     RUN(test_tensor_rebuild);

@@ -1258,9 +1258,10 @@ static pk_build_ctx build_ctx(machine *m) {
 }
 
 /* REDUCE, NEWOBJ, NEWOBJ_EX, OBJ, INST: `callable` applied to args (a
- * TUPLE) and kwargs (a DICT or NULL). Allowlisted references run their
- * builder; anything else becomes an opaque object that is never called. */
-static int call(machine *m, ckpt_value *callable, ckpt_value *args, ckpt_value *kwargs,
+ * TUPLE) and kwargs (a DICT or NULL); newobj: as cls.__new__ (NEWOBJ,
+ * NEWOBJ_EX). Allowlisted references run their builder; anything else
+ * becomes an opaque object that is never called. */
+static int call(machine *m, ckpt_value *callable, ckpt_value *args, ckpt_value *kwargs, int newobj,
                 ckpt_value **out) {
     pk_build_ctx c = build_ctx(m);
     const char *name = "?";
@@ -1274,7 +1275,9 @@ static int call(machine *m, ckpt_value *callable, ckpt_value *args, ckpt_value *
                        .symbolic = symbolic,
                        .args = args};
         emit_event(m, &ev);
-        if (allowed) return ckpt_builders_call(out, &c, callable, args, kwargs);
+        if (allowed)
+            return newobj ? ckpt_builders_new(out, &c, callable, args, kwargs)
+                          : ckpt_builders_call(out, &c, callable, args, kwargs);
         if (!symbolic) name = callable->u.global.qualname;
     } else {
         pk_event ev = {.kind = PK_EV_CALL, .module = "?", .name = "?", .symbolic = 1, .args = args};
@@ -1440,7 +1443,7 @@ static int op_reduce(machine *m) {
     int rc;
     if ((rc = pop(m, &args)) || (rc = pop(m, &callable))) return rc;
     if ((rc = expect_kind(m, args, CKPT_KIND_TUPLE, "the arguments"))) return rc;
-    if ((rc = call(m, callable, args, NULL, &v))) return rc;
+    if ((rc = call(m, callable, args, NULL, 0, &v))) return rc;
     return push(m, v);
 }
 
@@ -1451,7 +1454,7 @@ static int op_newobj(machine *m, int ex) {
     if ((rc = pop(m, &args)) || (rc = pop(m, &cls))) return rc;
     if ((rc = expect_kind(m, args, CKPT_KIND_TUPLE, "the arguments"))) return rc;
     if (kwargs && (rc = expect_kind(m, kwargs, CKPT_KIND_DICT, "the keyword arguments"))) return rc;
-    if ((rc = call(m, cls, args, kwargs, &v))) return rc;
+    if ((rc = call(m, cls, args, kwargs, 1, &v))) return rc;
     return push(m, v);
 }
 
@@ -1474,7 +1477,7 @@ static int op_obj_inst(machine *m, int inst) {
     }
     if ((rc = collect(m, CKPT_KIND_TUPLE, start, &args))) return rc;
     if (!inst) m->sp--; /* the class */
-    if ((rc = call(m, cls, args, NULL, &v))) return rc;
+    if ((rc = call(m, cls, args, NULL, 0, &v))) return rc;
     return push(m, v);
 }
 

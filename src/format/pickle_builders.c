@@ -116,10 +116,30 @@ static int get_flag(const ckpt_value *v, int *out) {
 
 /* ---------------------------------------------------------------- containers */
 
+/* The arguments of list, tuple, set, frozenset, torch.Size, dict,
+ * OrderedDict and Counter that each refuses with TypeError: two or more,
+ * or one that is no iterable (None, a bool, an int, a float; Counter takes
+ * None as no argument). */
+static int refused_args(const pk_build_ctx *c, const ckpt_value *callable, const ckpt_value *args) {
+    if (nargs(args) > 1)
+        return fail(c, CKPT_E_FORMAT,
+                    "%s: expected at most 1 argument, got %zu (Python raises "
+                    "TypeError)",
+                    callable->u.global.qualname, nargs(args));
+    const ckpt_value *x = nargs(args) ? arg(args, 0) : NULL;
+    if (x && (x->kind == CKPT_KIND_BOOL || x->kind == CKPT_KIND_INT || x->kind == CKPT_KIND_FLOAT ||
+              (x->kind == CKPT_KIND_NONE && strcmp(callable->u.global.name, "Counter"))))
+        return fail_at(c, x, CKPT_E_FORMAT, "%s: a %s is not iterable (Python raises TypeError)",
+                       callable->u.global.qualname, ckpt_value_kind_name(x->kind));
+    return 0;
+}
+
 /* list(x), tuple(x), set(x), frozenset(x), torch.Size(x): the items of a
  * list, tuple or set (a dict gives its keys). */
 static int seq_of(ckpt_value **out, const pk_build_ctx *c, const ckpt_value *callable,
                   ckpt_value *args, int kind) {
+    int rc = refused_args(c, callable, args);
+    if (rc) return rc;
     if (nargs(args) > 1 ||
         (nargs(args) == 1 && !is_seq(arg(args, 0)) && arg(args, 0)->kind != CKPT_KIND_DICT))
         return opaque(out, c, callable, args);
@@ -129,7 +149,7 @@ static int seq_of(ckpt_value **out, const pk_build_ctx *c, const ckpt_value *cal
         const ckpt_value *src = arg(args, 0);
         size_t n = src->kind == CKPT_KIND_DICT ? src->u.dict.n : src->u.seq.n;
         ckpt_value **items = src->kind == CKPT_KIND_DICT ? src->u.dict.keys : src->u.seq.items;
-        int rc = charge(c, n);
+        rc = charge(c, n);
         if (rc) return rc;
         if (n) {
             v->u.seq.items = ckpt_arena_array(c->arena, n, sizeof *items);
@@ -200,7 +220,10 @@ static int b_set(ckpt_value **out, const pk_build_ctx *c, const ckpt_value *call
  * the class recorded so that writers rebuild it. */
 static int b_dict(ckpt_value **out, const pk_build_ctx *c, const ckpt_value *callable,
                   ckpt_value *args) {
+    int rc = refused_args(c, callable, args);
+    if (rc) return rc;
     const ckpt_value *src = nargs(args) == 1 ? arg(args, 0) : NULL;
+    if (src && src->kind == CKPT_KIND_NONE) src = NULL; /* Counter(None) */
     if (nargs(args) > 1 || (src && src->kind != CKPT_KIND_DICT && src->kind != CKPT_KIND_LIST &&
                             src->kind != CKPT_KIND_TUPLE))
         return opaque(out, c, callable, args);
@@ -210,7 +233,7 @@ static int b_dict(ckpt_value **out, const pk_build_ctx *c, const ckpt_value *cal
         d->dict_class =
             !strcmp(callable->u.global.name, "Counter") ? CKPT_DICT_COUNTER : CKPT_DICT_ORDERED;
     size_t n = src ? (src->kind == CKPT_KIND_DICT ? src->u.dict.n : src->u.seq.n) : 0;
-    int rc = charge(c, n);
+    rc = charge(c, n);
     if (rc) return rc;
     for (size_t i = 0; i < n; i++) {
         ckpt_value *k, *v;
@@ -234,10 +257,14 @@ static int b_dict(ckpt_value **out, const pk_build_ctx *c, const ckpt_value *cal
     return 0;
 }
 
-/* Counter(mapping) copies it; Counter(iterable) would count, not modelled. */
+/* Counter(mapping) copies it, Counter(None) is empty; Counter(iterable)
+ * would count, not modelled. */
 static int b_counter(ckpt_value **out, const pk_build_ctx *c, const ckpt_value *callable,
                      ckpt_value *args) {
-    if (nargs(args) == 0 || (nargs(args) == 1 && arg(args, 0)->kind == CKPT_KIND_DICT))
+    int rc = refused_args(c, callable, args);
+    if (rc) return rc;
+    if (nargs(args) == 0 || arg(args, 0)->kind == CKPT_KIND_DICT ||
+        arg(args, 0)->kind == CKPT_KIND_NONE)
         return b_dict(out, c, callable, args);
     return opaque(out, c, callable, args);
 }
@@ -1017,53 +1044,60 @@ static int np_setstate(const pk_build_ctx *c, ckpt_value *target, const ckpt_val
 
 /* ---------------------------------------------------------------- allowlist */
 
+/* What NEWOBJ's cls.__new__(cls, *args) is for an entry: pickle.load
+ * refuses a cls that is no type (a function, a qscheme); list, set, dict
+ * and bytearray's __new__ (OrderedDict and Counter's too) ignore the
+ * arguments, which __init__ would take; other classes' build from them. */
+enum { NEW_FAILS, NEW_EMPTY, NEW_CALL };
+
 static const struct entry {
     const char *module, *name;
     builder_fn fn; /* NULL: allowed, called gives an opaque object */
+    int newobj;    /* NEW_* */
 } allowlist[] = {
-    {"collections", "OrderedDict", b_dict},
-    {"collections", "Counter", b_counter},
-    {"builtins", "dict", b_dict},
-    {"builtins", "list", b_list},
-    {"builtins", "tuple", b_tuple},
-    {"builtins", "set", b_set},
-    {"builtins", "frozenset", b_set},
-    {"builtins", "bytes", b_bytes},
-    {"builtins", "bytearray", b_bytes},
-    {"builtins", "complex", NULL},
-    {"builtins", "slice", NULL},
-    {"_codecs", "encode", b_encode},
-    {"torch._utils", "_rebuild_tensor", b_tensor},
-    {"torch._utils", "_rebuild_tensor_v2", b_tensor},
-    {"torch._utils", "_rebuild_tensor_v3", b_tensor},
-    {"torch._utils", "_rebuild_parameter", b_parameter},
-    {"torch._utils", "_rebuild_parameter_with_state", b_parameter},
+    {"collections", "OrderedDict", b_dict, NEW_EMPTY},
+    {"collections", "Counter", b_counter, NEW_EMPTY},
+    {"builtins", "dict", b_dict, NEW_EMPTY},
+    {"builtins", "list", b_list, NEW_EMPTY},
+    {"builtins", "tuple", b_tuple, NEW_CALL},
+    {"builtins", "set", b_set, NEW_EMPTY},
+    {"builtins", "frozenset", b_set, NEW_CALL},
+    {"builtins", "bytes", b_bytes, NEW_CALL},
+    {"builtins", "bytearray", b_bytes, NEW_EMPTY},
+    {"builtins", "complex", NULL, NEW_CALL},
+    {"builtins", "slice", NULL, NEW_CALL},
+    {"_codecs", "encode", b_encode, NEW_FAILS},
+    {"torch._utils", "_rebuild_tensor", b_tensor, NEW_FAILS},
+    {"torch._utils", "_rebuild_tensor_v2", b_tensor, NEW_FAILS},
+    {"torch._utils", "_rebuild_tensor_v3", b_tensor, NEW_FAILS},
+    {"torch._utils", "_rebuild_parameter", b_parameter, NEW_FAILS},
+    {"torch._utils", "_rebuild_parameter_with_state", b_parameter, NEW_FAILS},
     /* on torch's weights_only allowlist, not interpreted here */
-    {"torch._utils", "_rebuild_qtensor", b_qtensor},
-    {"torch._utils", "_rebuild_sparse_tensor", b_sparse},
-    {"torch._utils", "_rebuild_sparse_csr_tensor", b_sparse}, /* torch 1.x CSR */
-    {"torch._utils", "_rebuild_meta_tensor_no_storage", NULL},
-    {"torch._utils", "_rebuild_nested_tensor", NULL},
-    {"torch._utils", "_rebuild_wrapper_subclass", NULL},
-    {"torch._utils", "_rebuild_device_tensor_from_numpy", NULL},
-    {"torch._utils", "_rebuild_device_tensor_from_cpu_tensor", NULL},
-    {"torch._tensor", "_rebuild_from_type_v2", b_from_type_v2},
-    {"torch.nn.parameter", "Parameter", b_parameter},
-    {"torch", "Tensor", NULL},
-    {"torch", "Size", b_size},
-    {"torch", "device", b_device},
-    {"torch.serialization", "_get_layout", NULL},
-    {"torch", "per_tensor_affine", NULL},
-    {"torch", "per_tensor_symmetric", NULL},
-    {"torch", "per_channel_affine", NULL},
-    {"torch", "per_channel_symmetric", NULL},
-    {"torch", "per_channel_affine_float_qparams", NULL},
-    {"numpy", "dtype", NULL},
-    {"numpy", "ndarray", NULL},
-    {"numpy.core.multiarray", "scalar", b_np_scalar},
-    {"numpy._core.multiarray", "scalar", b_np_scalar},
-    {"numpy.core.multiarray", "_reconstruct", b_np_reconstruct},
-    {"numpy._core.multiarray", "_reconstruct", b_np_reconstruct},
+    {"torch._utils", "_rebuild_qtensor", b_qtensor, NEW_FAILS},
+    {"torch._utils", "_rebuild_sparse_tensor", b_sparse, NEW_FAILS},
+    {"torch._utils", "_rebuild_sparse_csr_tensor", b_sparse, NEW_FAILS}, /* torch 1.x CSR */
+    {"torch._utils", "_rebuild_meta_tensor_no_storage", NULL, NEW_FAILS},
+    {"torch._utils", "_rebuild_nested_tensor", NULL, NEW_FAILS},
+    {"torch._utils", "_rebuild_wrapper_subclass", NULL, NEW_FAILS},
+    {"torch._utils", "_rebuild_device_tensor_from_numpy", NULL, NEW_FAILS},
+    {"torch._utils", "_rebuild_device_tensor_from_cpu_tensor", NULL, NEW_FAILS},
+    {"torch._tensor", "_rebuild_from_type_v2", b_from_type_v2, NEW_FAILS},
+    {"torch.nn.parameter", "Parameter", b_parameter, NEW_CALL},
+    {"torch", "Tensor", NULL, NEW_CALL},
+    {"torch", "Size", b_size, NEW_CALL},
+    {"torch", "device", b_device, NEW_CALL},
+    {"torch.serialization", "_get_layout", NULL, NEW_FAILS},
+    {"torch", "per_tensor_affine", NULL, NEW_FAILS},
+    {"torch", "per_tensor_symmetric", NULL, NEW_FAILS},
+    {"torch", "per_channel_affine", NULL, NEW_FAILS},
+    {"torch", "per_channel_symmetric", NULL, NEW_FAILS},
+    {"torch", "per_channel_affine_float_qparams", NULL, NEW_FAILS},
+    {"numpy", "dtype", NULL, NEW_CALL},
+    {"numpy", "ndarray", NULL, NEW_CALL},
+    {"numpy.core.multiarray", "scalar", b_np_scalar, NEW_FAILS},
+    {"numpy._core.multiarray", "scalar", b_np_scalar, NEW_FAILS},
+    {"numpy.core.multiarray", "_reconstruct", b_np_reconstruct, NEW_FAILS},
+    {"numpy._core.multiarray", "_reconstruct", b_np_reconstruct, NEW_FAILS},
 };
 
 static const struct entry *find(const char *module, const char *name) {
@@ -1080,17 +1114,28 @@ static const struct entry *find(const char *module, const char *name) {
  * to uint7, int1 to int7, packed float4 and bits types), and the legacy
  * tensor classes (torch[.cuda][.sparse].FloatTensor...): allowed, any
  * tensor of theirs is unsupported or opaque. */
-static int other_torch_name(const char *module, const char *name) {
+static int other_torch_dtype(const char *module, const char *name) {
     static const char *const dtypes[] = {"float4_e2m1fn_x2", "bits1x8", "bits2x4", "bits4x2"};
+    if (strcmp(module, "torch")) return 0;
+    if ((!strncmp(name, "uint", 4) && name[4] >= '1' && name[4] <= '7' && !name[5]) ||
+        (!strncmp(name, "int", 3) && name[3] >= '1' && name[3] <= '7' && !name[4]))
+        return 1;
+    for (size_t i = 0; i < sizeof dtypes / sizeof *dtypes; i++)
+        if (!strcmp(name, dtypes[i])) return 1;
+    return 0;
+}
+
+/* A torch dtype weights_only allows (torch.float32, torch.uint3...): an
+ * object, no class. */
+static int torch_dtype(const char *module, const char *name) {
+    return other_torch_dtype(module, name) ||
+           (!strcmp(module, "torch") && ckpt_dtype_from_torch_name(name) != CKPT_DT_UNKNOWN);
+}
+
+static int other_torch_name(const char *module, const char *name) {
     static const char *const classes[] = {"BFloat16", "Bool", "Byte", "Char", "Double",
                                           "Float",    "Half", "Int",  "Long", "Short"};
-    if (!strcmp(module, "torch")) {
-        if ((!strncmp(name, "uint", 4) && name[4] >= '1' && name[4] <= '7' && !name[5]) ||
-            (!strncmp(name, "int", 3) && name[3] >= '1' && name[3] <= '7' && !name[4]))
-            return 1;
-        for (size_t i = 0; i < sizeof dtypes / sizeof *dtypes; i++)
-            if (!strcmp(name, dtypes[i])) return 1;
-    }
+    if (other_torch_dtype(module, name)) return 1;
     if (strcmp(module, "torch") && strcmp(module, "torch.cuda") && strcmp(module, "torch.sparse") &&
         strcmp(module, "torch.cuda.sparse"))
         return 0;
@@ -1116,7 +1161,7 @@ int ckpt_builders_allowed(const char *module, const char *name) {
         (ckpt_dtype_from_storage_class(name) != CKPT_DT_UNKNOWN || !strcmp(name, "TypedStorage") ||
          !strcmp(name, "_LegacyStorage")))
         return 1;
-    return !strcmp(module, "torch") && ckpt_dtype_from_torch_name(name) != CKPT_DT_UNKNOWN;
+    return torch_dtype(module, name);
 }
 
 int ckpt_builders_call(ckpt_value **out, const pk_build_ctx *c, ckpt_value *callable,
@@ -1133,6 +1178,25 @@ int ckpt_builders_call(ckpt_value **out, const pk_build_ctx *c, ckpt_value *call
          e->fn != b_np_scalar))
         return ckpt_builders_opaque(out, c, callable->u.global.qualname, args, kwargs);
     return e->fn(out, c, callable, args);
+}
+
+int ckpt_builders_new(ckpt_value **out, const pk_build_ctx *c, ckpt_value *callable,
+                      ckpt_value *args, ckpt_value *kwargs) {
+    int allow = callable->u.global.allow;
+    const struct entry *e = allow >= 2 ? &allowlist[allow - 2] : NULL;
+    const char *module = callable->u.global.module, *name = callable->u.global.name;
+    if (c->scan_only) return ckpt_builders_call(out, c, callable, args, kwargs);
+    if ((e && e->newobj == NEW_FAILS) || (!e && torch_dtype(module, name)))
+        return fail(c, CKPT_E_FORMAT,
+                    "NEWOBJ: %s is no class (pickle.load raises 'NEWOBJ class argument must be "
+                    "a type')",
+                    callable->u.global.qualname);
+    if (e && e->newobj == NEW_EMPTY) {
+        ckpt_value *none = ckpt_value_new(c->arena, CKPT_KIND_TUPLE);
+        if (!none) return nomem(c);
+        return ckpt_builders_call(out, c, callable, none, NULL);
+    }
+    return ckpt_builders_call(out, c, callable, args, kwargs);
 }
 
 /* BUILD on an OrderedDict or Counter: Python's load_build sets the

@@ -104,6 +104,16 @@ int ckpt_builders_opaque(ckpt_value **out, const pk_build_ctx *c, const char *na
 int ckpt_builders_call(ckpt_value **out, const pk_build_ctx *c, ckpt_value *callable,
                        ckpt_value *args, ckpt_value *kwargs);
 
+/* NEWOBJ/NEWOBJ_EX of an allowlisted global: cls.__new__(cls, *args,
+ * **kwargs), as pickle.load and torch's weights_only unpickler run it.
+ * A global that is no class (a rebuild function, _codecs.encode, a
+ * qscheme, a dtype) is CKPT_E_FORMAT, as pickle.load refuses it; list,
+ * set, dict, bytearray, OrderedDict and Counter come out empty whatever
+ * the arguments (their __new__ ignores them); other classes are built as
+ * ckpt_builders_call builds them. With c->scan_only: ckpt_builders_call. */
+int ckpt_builders_new(ckpt_value **out, const pk_build_ctx *c, ckpt_value *callable,
+                      ckpt_value *args, ckpt_value *kwargs);
+
 /* BUILD of `state` on any value but a GLOBAL reference (the machine only
  * reports those): an OrderedDict or Counter keeps a dict state (or the
  * dicts of a (state, slotstate) pair) as its attributes in dict.state
