@@ -1249,11 +1249,37 @@ TEST(hostile_structure) {
          "\"storages\":[{\"nbytes\":16}]}",
          0},
         {"{\"version\":1,\"root\":{\"int\":\"-123456789012345678901234567890\"}}", 0},
+        /* what torch.device, torch.Size and Python's hash refuse: the
+         * writer would write a pickle torch.load refuses */
+        {"{\"version\":2,\"root\":{\"device\":\"foo\"}}", CKPT_E_FORMAT},
+        {"{\"version\":2,\"root\":{\"device\":\"cuda:0:1\"}}", CKPT_E_FORMAT},
+        {"{\"version\":2,\"root\":{\"device\":\"cuda:1\"}}", 0},
+        {"{\"version\":2,\"root\":{\"size\":[{\"int\":\"18446744073709551616\"}]}}", CKPT_E_FORMAT},
+        {"{\"version\":2,\"root\":{\"set\":[{\"list\":[]}]}}", CKPT_E_FORMAT},
+        {"{\"version\":2,\"root\":{\"frozenset\":[{\"dict\":[]}]}}", CKPT_E_FORMAT},
+        {"{\"version\":2,\"root\":{\"dict\":[[{\"bytearray\":\"00\"},1]]}}", CKPT_E_FORMAT},
+        {"{\"version\":2,\"root\":{\"set\":[{\"tuple\":[1,{\"frozenset\":[]}]}]}}", 0},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         int rc = decode_rc(cases[i].json, 3);
         if (rc != cases[i].rc) fprintf(stderr, "case %zu: %s\n", i, cases[i].json);
         CHECK_EQ_INT(rc, cases[i].rc);
+    }
+    /* the decoder itself refuses them (not only the writer's read-back) */
+    static const char *const refused[] = {"{\"version\":2,\"root\":{\"device\":\"foo\"}}",
+                                          "unknown device type 'foo'",
+                                          "{\"version\":2,\"root\":{\"set\":[{\"list\":[]}]}}",
+                                          "expected a hashable set item, got a list"};
+    for (size_t i = 0; i < sizeof refused / sizeof *refused; i += 2) {
+        hostile(tpath("h.safetensors"), "ckpt.structure", refused[i]);
+        ckpt_file *hf;
+        CHECK_EQ_INT(ckpt_open(&hf, tpath("h.safetensors"), NULL), 0);
+        ckpt_arena ha = {0};
+        const ckpt_value *hroot;
+        CHECK_EQ_INT(ckpt_structure_decode(&hroot, hf, &ha), CKPT_E_FORMAT);
+        CHECK(strstr(ckpt_error_last()->message, refused[i + 1]) != NULL);
+        ckpt_arena_free(&ha);
+        ckpt_close(hf);
     }
     /* aliases are checked when the file is opened */
     hostile(tpath("a.safetensors"), "ckpt.aliases", "{\"x\":\"missing\"}");

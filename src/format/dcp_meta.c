@@ -260,18 +260,12 @@ static int storage_entry(const reader *r, const ckpt_value *k, const ckpt_value 
     e->at = ckpt_value_at(v, 0);
     /* MetadataIndex equality on the offset: both None, or equal ints */
     const ckpt_value *o = get(ks, "offset");
-    int unhashable = o && (o->kind == CKPT_KIND_LIST || o->kind == CKPT_KIND_DICT ||
-                           (o->kind == CKPT_KIND_SET && !o->alt));
-    for (size_t i = 0; !unhashable && o && o->kind == CKPT_KIND_TUPLE && i < o->u.seq.n; i++) {
-        const ckpt_value *x = o->u.seq.items[i];
-        unhashable = x->kind == CKPT_KIND_LIST || x->kind == CKPT_KIND_DICT ||
-                     (x->kind == CKPT_KIND_SET && !x->alt);
-    }
-    if (unhashable) /* the key's hash, taken when the dict is built, raises */
+    char why[160];
+    if (o && ckpt_value_hashable(o, "offset", why, sizeof why)) /* the dict's hash raises */
         return fail(r, CKPT_E_FORMAT, at(o, k),
                     "storage_data key MetadataIndex(\"%s\") has an unhashable offset "
-                    "(pickle.load fails building the dict)",
-                    fqn->u.s.p);
+                    "(pickle.load fails building the dict): %s",
+                    fqn->u.s.p, why);
     e->okind = !o || o->kind == CKPT_KIND_NONE ? OFS_NONE : OFS_OTHER;
     e->ndim = 0;
     e->dims = NULL;

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "model/device.h"
 #include "model/dtype.h"
 #include "base/error.h"
 
@@ -383,64 +384,6 @@ static int b_bytes(ckpt_value **out, const pk_build_ctx *c, const ckpt_value *ca
 
 /* ---------------------------------------------------------------- torch */
 
-/* The device types torch 2.13's c10::parse_type names. */
-static const char *const device_types[] = {
-    "cpu",  "cuda", "ipu", "xpu",  "mkldnn", "opengl", "opencl", "ideep", "hip",  "ve",
-    "fpga", "maia", "xla", "lazy", "vulkan", "mps",    "meta",   "hpu",   "mtia", "privateuseone",
-};
-
-/* A device index as c10 keeps it, 8 bits: 255 is -1 (none), 256 is 0, other
- * wrapped values are negative and refused. *index is -1 for none. */
-static int device_index(const pk_build_ctx *c, const ckpt_value *at, uint64_t i, int *index) {
-    if (i > INT32_MAX) /* 1.13 refuses what 2.13 wraps */
-        return fail_at(c, at, CKPT_E_UNSUPPORTED,
-                       "torch.device: index %" PRIu64 " does not fit 32 bits (torch 1.13 "
-                       "refuses it, 2.13 keeps its low 8 bits)",
-                       i);
-    int w = (int8_t)(uint8_t)(i & 0xff);
-    if (w < -1)
-        return fail_at(c, at, CKPT_E_FORMAT,
-                       "torch.device: index %" PRIu64 " is negative as c10's 8-bit DeviceIndex "
-                       "(torch 1.13 raises 'Device index must not be negative', 2.13 may too)",
-                       i);
-    *index = w;
-    return 0;
-}
-
-/* c10::Device(string): ([a-zA-Z_]+)(:([1-9][0-9]*|0))? naming a known
- * type, its index read by std::stoi. *index is -1 when there is none. */
-static int device_parse(const pk_build_ctx *c, const ckpt_value *s, const char **type, int *index) {
-    const char *p = s->u.s.p;
-    size_t n = s->u.s.len, t = 0;
-    while (t < n && ((p[t] >= 'a' && p[t] <= 'z') || (p[t] >= 'A' && p[t] <= 'Z') || p[t] == '_'))
-        t++;
-    size_t d = t + 1, k = d;
-    while (k < n && p[k] >= '0' && p[k] <= '9') k++;
-    if (!t || (t < n && (p[t] != ':' || k == d || k < n || (p[d] == '0' && k > d + 1))))
-        return fail_at(c, s, CKPT_E_FORMAT,
-                       "torch.device: expected a device string such as 'cuda:0', got %zu bytes "
-                       "that are none (torch raises 'Invalid device string')",
-                       n);
-    *type = NULL;
-    for (size_t i = 0; i < sizeof device_types / sizeof *device_types; i++)
-        if (strlen(device_types[i]) == t && !memcmp(device_types[i], p, t)) *type = device_types[i];
-    if (!*type)
-        return fail_at(c, s, CKPT_E_FORMAT,
-                       "torch.device: unknown device type '%.*s' (expected one of cpu, cuda, "
-                       "mps, meta, xla... as torch names them)",
-                       (int)(t > 32 ? 32 : t), p);
-    *index = -1;
-    if (t == n) return 0;
-    uint64_t i = 0;
-    for (size_t q = d; q < k && i <= INT32_MAX; q++) i = i * 10 + (uint64_t)(p[q] - '0');
-    if (i > INT32_MAX)
-        return fail_at(c, s, CKPT_E_FORMAT,
-                       "torch.device: the index in '%.*s' does not fit 32 bits (torch raises "
-                       "'Could not parse device index')",
-                       (int)(n > 40 ? 40 : n), p);
-    return device_index(c, s, i, index);
-}
-
 /* torch.device('cpu') -> "cpu"; ('cuda', 0) -> "cuda:0"; ('cuda', None),
  * torch.device(a device): a STR of its own marked as a torch.device
  * (torch.load gives one back), checked as c10::Device checks it: what
@@ -467,7 +410,9 @@ static int b_device(ckpt_value **out, const pk_build_ctx *c, const ckpt_value *c
                     n);
     const char *type = NULL;
     int index = -1, rc;
-    if ((rc = device_parse(c, a0, &type, &index))) return rc;
+    char msg[160];
+    if ((rc = ckpt_device_parse(a0->u.s.p, a0->u.s.len, &type, &index, msg, sizeof msg)))
+        return fail_at(c, a0, rc, "torch.device: %s", msg);
     if (a1 && (index >= 0 || a0->u.s.len > strlen(type)))
         return fail_at(c, a0, CKPT_E_FORMAT,
                        "torch.device: a type string with an index and an index argument "
@@ -476,7 +421,8 @@ static int b_device(ckpt_value **out, const pk_build_ctx *c, const ckpt_value *c
         if (a1->u.i.decimal || a1->u.i.v < 0)
             return fail_at(c, a1, CKPT_E_FORMAT, "torch.device: index %s (torch raises)",
                            a1->u.i.decimal ? "beyond 64 bits" : "below 0");
-        if ((rc = device_index(c, a1, (uint64_t)a1->u.i.v, &index))) return rc;
+        if ((rc = ckpt_device_index((uint64_t)a1->u.i.v, &index, msg, sizeof msg)))
+            return fail_at(c, a1, rc, "torch.device: %s", msg);
     }
     char *s = index < 0 ? ckpt_arena_printf(c->arena, "%s", type)
                         : ckpt_arena_printf(c->arena, "%s:%d", type, index);

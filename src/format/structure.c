@@ -20,6 +20,7 @@
 
 #include "base/error.h"
 #include "base/once.h"
+#include "model/device.h"
 #include "model/dtype.h"
 #include "model/file.h"
 #include "format/write.h"
@@ -106,6 +107,13 @@ static int decode_bigint(decoder *d, const char *s, ckpt_value **out) {
 
 static int decode(decoder *d, const json_t *j, uint32_t depth, ckpt_value **out);
 
+/* Python hashes set items and dict keys as it builds them
+ * (ckpt_value_hashable): what it cannot is no tree it can rebuild. */
+static int hashable(decoder *d, const ckpt_value *v, const char *as) {
+    char msg[160];
+    return ckpt_value_hashable(v, as, msg, sizeof msg) ? bad(d, "%s", msg) : 0;
+}
+
 static int decode_seq(decoder *d, const json_t *items, int kind, uint32_t depth, ckpt_value **out) {
     if (!json_is_array(items)) return bad(d, "a %s must hold an array", ckpt_value_kind_name(kind));
     ckpt_value *v = ckpt_value_new(d->a, kind);
@@ -115,6 +123,7 @@ static int decode_seq(decoder *d, const json_t *items, int kind, uint32_t depth,
     for (size_t i = 0; !rc && i < json_array_size(items); i++) {
         ckpt_value *item;
         if ((rc = decode(d, json_array_get(items, i), depth + 1, &item))) break;
+        if (kind == CKPT_KIND_SET && (rc = hashable(d, item, "set item"))) break;
         if (ckpt_value_append(d->a, v, item)) rc = nomem(d);
     }
     if (!rc) d->open[id] = 0;
@@ -157,6 +166,7 @@ static int decode_dict(decoder *d, const json_t *j, uint32_t depth, ckpt_value *
         if (!json_is_array(p) || json_array_size(p) != 2)
             return bad(d, "dict item %zu is not a [key, value] pair", i);
         if ((rc = decode(d, json_array_get(p, 0), depth + 1, &k))) break;
+        if ((rc = hashable(d, k, "dict key"))) break;
         if ((rc = decode(d, json_array_get(p, 1), depth + 1, &val))) break;
         if (ckpt_value_dict_set(d->a, v, k, val)) rc = nomem(d);
     }
@@ -448,15 +458,23 @@ static int decode(decoder *d, const json_t *j, uint32_t depth, ckpt_value **out)
         if ((x = json_object_get(j, "size")) && d->version >= 2) {
             int rc = decode_seq(d, x, CKPT_KIND_TUPLE, depth, out);
             for (size_t i = 0; !rc && i < (*out)->u.seq.n; i++)
-                if ((*out)->u.seq.items[i]->kind != CKPT_KIND_INT)
-                    return bad(d, "\"size\" (a torch.Size) holds ints only");
+                if ((*out)->u.seq.items[i]->kind != CKPT_KIND_INT ||
+                    (*out)->u.seq.items[i]->u.i.decimal)
+                    return bad(d, "\"size\" (a torch.Size) holds ints of 64 bits only");
             if (!rc) (*out)->alt = 1;
             return rc;
         }
         if ((x = json_object_get(j, "device")) && d->version >= 2) {
             if (!json_is_string(x)) return bad(d, "\"device\" must be a string");
-            v = ckpt_value_new_str(d->a, CKPT_KIND_STR, json_string_value(x),
-                                   json_string_length(x));
+            const char *type;
+            int index, rc;
+            char msg[160];
+            if ((rc = ckpt_device_parse(json_string_value(x), json_string_length(x), &type, &index,
+                                        msg, sizeof msg)))
+                return bad(d, "\"device\": %s", msg);
+            char *text = index < 0 ? ckpt_arena_printf(d->a, "%s", type)
+                                   : ckpt_arena_printf(d->a, "%s:%d", type, index);
+            v = text ? ckpt_value_new_str(d->a, CKPT_KIND_STR, text, strlen(text)) : NULL;
             if (v) v->alt = 1;
             break;
         }

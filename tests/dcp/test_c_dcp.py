@@ -868,17 +868,14 @@ class _ListOffset(tuple):
         return (list, (tuple(self),))
 
 
-def test_unhashable_metadata_index_offset():
-    """A storage_data key MetadataIndex whose offset is a list (EMPTY_LIST,
-    APPEND: no global): pickle.load fails hashing the key when it builds
-    the dict, so DCP cannot load the directory; ckpt matched the list as
-    the chunk's offsets and said OK."""
+def _unhashable_offset_case(nested):
     import re
-    d = copy(SINGLE, "unhashable_offset")
+    d = copy(SINGLE, "unhashable_offset_nested" if nested else "unhashable_offset")
     meta = read_meta(d)
     key = next(k for k in meta.storage_data if k.offset is not None and len(k.offset) == 1)
     info = meta.storage_data.pop(key)
-    object.__setattr__(key, "offset", _ListOffset(key.offset))
+    offset = _ListOffset(key.offset)
+    object.__setattr__(key, "offset", ((offset,),) if nested else offset)
     meta.storage_data[key] = info
     raw = pickle.dumps(meta, protocol=2)
     put = rb"(?:q.|r....)"  # BINPUT or LONG_BINPUT
@@ -895,6 +892,16 @@ def test_unhashable_metadata_index_offset():
         raise AssertionError("pickle.loads took a list offset: the case proves nothing")
     rc, out, err = ckpt("verify", d)
     assert rc == 1 and "unhashable offset" in out + err, out + err
+
+
+def test_unhashable_metadata_index_offset():
+    """A storage_data key MetadataIndex whose offset is a list (EMPTY_LIST,
+    APPEND: no global), or a tuple holding a tuple holding one: pickle.load
+    fails hashing the key when it builds the dict, so DCP cannot load the
+    directory; ckpt matched the list as the chunk's offsets and said OK
+    (and took the nested one, which its own one-level rule missed)."""
+    _unhashable_offset_case(False)
+    _unhashable_offset_case(True)
 
 
 def test_metadata_torch_cannot_read():

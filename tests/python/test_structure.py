@@ -65,8 +65,15 @@ def test_cyclic_structure_is_a_format_error(tmp_path):
     (1, {"device": "cuda:1"}, 'unknown tag "device"'),  # version 2 tags
     (1, {"size": [2]}, 'unknown tag "size"'),
     (1, {"bytearray": "00"}, 'unknown tag "bytearray"'),
-    (2, {"size": [2, "a"]}, r'"size" \(a torch.Size\) holds ints only'),
+    (2, {"size": [2, "a"]}, r'"size" \(a torch.Size\) holds ints of 64 bits only'),
+    (2, {"size": [{"int": "18446744073709551616"}]}, "holds ints of 64 bits only"),
     (2, {"device": 1}, '"device" must be a string'),
+    # what torch.device refuses, and what Python cannot hash
+    (2, {"device": "foo"}, "unknown device type 'foo'"),
+    (2, {"device": "cuda:01"}, "expected a device string"),
+    (2, {"set": [{"list": []}]}, "expected a hashable set item, got a list"),
+    (2, {"frozenset": [{"bytearray": "00"}]}, "expected a hashable set item, got a bytearray"),
+    (2, {"dict": [[{"tuple": [{"set": []}]}, 1]]}, "expected a hashable dict key, got a set"),
 ])
 def test_torch_types_tags_are_checked(tmp_path, version, node, message):
     """torch.Size, torch.device and bytearray nodes of the structure (as
