@@ -665,17 +665,21 @@ class _Converter:
         """Fills every planned buffer and copy: one C call each, in file
         order, with large sequential reads."""
         src = self.src
-        if self.buffers:
-            n = len(self.buffers)
-            ids = (c_u64 * n)(*self.buffers.keys())
-            dst = (ctypes.c_void_p * n)(*[b.data_ptr() for b in self.buffers.values()])
-            self.buffers = {}
+        # the destinations stay referenced (buffers, copies) until the C
+        # call has written them: one the result no longer holds (a dict key
+        # a later equal key replaced: {1: a, True: b}) was freed before it
+        # and written after, corrupting the heap
+        buffers, self.buffers = self.buffers, {}
+        if buffers:
+            n = len(buffers)
+            ids = (c_u64 * n)(*buffers.keys())
+            dst = (ctypes.c_void_p * n)(*[b.data_ptr() for b in buffers.values()])
             check(lib.ckpt_file_read_storages(src.handle, n, ids, dst), src.path)
-        if self.copies:
-            n = len(self.copies)
-            ts = (ctypes.c_void_p * n)(*[c[0] for c in self.copies])
-            dst = (ctypes.c_void_p * n)(*[c[1] for c in self.copies])
-            self.copies = []
+        copies, self.copies = self.copies, []
+        if copies:
+            n = len(copies)
+            ts = (ctypes.c_void_p * n)(*[c[0] for c in copies])
+            dst = (ctypes.c_void_p * n)(*[c[1] for c in copies])
             check(lib.ckpt_file_read_tensors(src.handle, n, ts, dst), src.path)
         for b in self.bools:  # a byte other than 0/1 is not a valid torch bool
             b.clamp_(max=1)

@@ -90,16 +90,27 @@ static int cmp_entry(const void *a, const void *b) {
 /* Sorts, keeps the last of equal names and converts to the output form
  * (in place: a ckpt_named_value is no larger than a flat_entry). Names
  * come in the tree's order, most often a few sorted runs (ckpt_sort).
- * NULL when out of memory. */
-static ckpt_named_value *sort_unique(flat_entry *e, size_t n, size_t *out_n) {
+ * With `shadowed`, the other values of equal names are copied there (an
+ * array from `a`; left alone when there are none). NULL when out of
+ * memory. */
+static ckpt_named_value *sort_unique(flat_entry *e, size_t n, size_t *out_n, ckpt_arena *a,
+                                     ckpt_named_value **shadowed, size_t *nshadowed) {
     if (ckpt_sort(e, n, sizeof *e, cmp_entry)) return NULL;
+    size_t dropped = 0, k = 0;
+    for (size_t i = 1; shadowed && i < n; i++)
+        dropped += strcmp(e[i - 1].name, e[i].name) == 0 && e[i - 1].value != e[i].value;
+    if (dropped && !(*shadowed = ckpt_arena_array(a, dropped, sizeof **shadowed))) return NULL;
     size_t w = 0;
     for (size_t i = 0; i < n; i++) {
-        if (w && strcmp(e[w - 1].name, e[i].name) == 0)
+        if (w && strcmp(e[w - 1].name, e[i].name) == 0) {
+            if (dropped && e[w - 1].value != e[i].value)
+                (*shadowed)[k++] = (ckpt_named_value){e[w - 1].name, e[w - 1].value};
             e[w - 1] = e[i];
-        else
+        } else {
             e[w++] = e[i];
+        }
     }
+    if (nshadowed) *nshadowed = k;
     ckpt_named_value *o = (ckpt_named_value *)(void *)e;
     for (size_t i = 0; i < w; i++) o[i] = (ckpt_named_value){e[i].name, e[i].value};
     *out_n = w;
@@ -128,8 +139,9 @@ int ckpt_flatten(ckpt_flat *out, ckpt_arena *a, const ckpt_value *root, const ck
     fl.counting = 0;
     fl.nt = fl.nv = 0;
     if ((rc = ckpt_walk_run(&w, root))) return rc;
-    out->tensors = sort_unique(fl.tensors, fl.nt, &out->ntensors);
-    out->values = sort_unique(fl.values, fl.nv, &out->nvalues);
+    out->tensors =
+        sort_unique(fl.tensors, fl.nt, &out->ntensors, a, &out->shadowed, &out->nshadowed);
+    out->values = sort_unique(fl.values, fl.nv, &out->nvalues, a, NULL, NULL);
     if (!out->tensors || !out->values) {
         *out = (ckpt_flat){0};
         return ckpt_err(CKPT_E_NOMEM, file, member, CKPT_NO_OFFSET,

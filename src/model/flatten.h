@@ -18,6 +18,11 @@ typedef struct ckpt_flat {
     size_t ntensors;
     ckpt_named_value *values; /* every other leaf, sorted by name */
     size_t nvalues;
+    /* tensors whose name a later tensor took ({'w': a, b'w': b}, or
+     * {'a': {'b': x}, 'a.b': y}): not listed, but in the tree that loaders
+     * rebuild, so their storages need ids too; NULL when none */
+    ckpt_named_value *shadowed;
+    size_t nshadowed;
 } ckpt_flat;
 
 /* Flattens root into arena `a`. For equal names the later leaf wins, as a

@@ -364,9 +364,12 @@ int ckpt_file_flatten(ckpt_file *f) {
     if (rc) return rc;
 
     /* every storage reads its bytes through the file that holds them: a
-     * shard's were set when the shard was flattened */
-    for (size_t i = 0; i < fl.ntensors; i++) {
-        ckpt_tensor *t = fl.tensors[i].value->u.tensor;
+     * shard's were set when the shard was flattened; shadowed tensors
+     * (a name a later tensor took) too: loaders rebuild them */
+    size_t all = fl.ntensors + fl.nshadowed;
+    for (size_t i = 0; i < all; i++) {
+        ckpt_tensor *t =
+            (i < fl.ntensors ? fl.tensors[i] : fl.shadowed[i - fl.ntensors]).value->u.tensor;
         /* a legacy storage view is a slice of its root storage, as
          * torch.load makes it (root[offset:offset + size]): its tensors
          * are the root's, so that they share memory with the root's own
@@ -382,18 +385,23 @@ int ckpt_file_flatten(ckpt_file *f) {
         if (st->base && !st->base->source) st->base->source = &f->source;
     }
     f->tensors = ckpt_arena_array(&f->arena, fl.ntensors ? fl.ntensors : 1, sizeof(ckpt_tensor));
-    f->storages =
-        ckpt_arena_array(&f->arena, fl.ntensors ? fl.ntensors : 1, sizeof(ckpt_storage *));
+    f->storages = ckpt_arena_array(&f->arena, all ? all : 1, sizeof(ckpt_storage *));
     if (!f->tensors || !f->storages)
         return ckpt_err(CKPT_E_NOMEM, f->path, NULL, CKPT_NO_OFFSET, "out of memory");
-    /* storage ids: dense, in order of first use by the sorted tensors */
-    for (size_t i = 0; i < fl.ntensors; i++)
-        fl.tensors[i].value->u.tensor->storage->id = UINT64_MAX;
-    for (size_t i = 0; i < fl.ntensors; i++) {
-        ckpt_tensor *t = fl.tensors[i].value->u.tensor;
-        if (t->name[0] == '\0' && fl.tensors[i].name[0]) t->name = fl.tensors[i].name;
-        f->tensors[i] = *t;
-        f->tensors[i].name = fl.tensors[i].name;
+    /* storage ids: dense, in order of first use by the sorted tensors, then
+     * by the shadowed ones (ckpt_file_read_storages reads any of them) */
+    for (size_t i = 0; i < all; i++)
+        (i < fl.ntensors ? fl.tensors[i] : fl.shadowed[i - fl.ntensors])
+            .value->u.tensor->storage->id = UINT64_MAX;
+    for (size_t i = 0; i < all; i++) {
+        const ckpt_named_value *nv =
+            i < fl.ntensors ? &fl.tensors[i] : &fl.shadowed[i - fl.ntensors];
+        ckpt_tensor *t = nv->value->u.tensor;
+        if (t->name[0] == '\0' && nv->name[0]) t->name = nv->name;
+        if (i < fl.ntensors) {
+            f->tensors[i] = *t;
+            f->tensors[i].name = nv->name;
+        }
         if (t->storage->id == UINT64_MAX) {
             t->storage->id = f->nstorages;
             f->storages[f->nstorages++] = t->storage;
