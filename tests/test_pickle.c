@@ -1539,11 +1539,26 @@ TEST(test_bytes_builders) {
          "aK\x02\x86"
          "a\x85R.",
          "builtins.dict: expected a hashable key, got a list"},
+        /* an ndarray before its BUILD, a slice (Python 3.11, the oracles') */
+        {"\x80\x02}cnumpy.core.multiarray\n_reconstruct\ncnumpy\nndarray\nI0\n\x85"
+         "C\x01\x62\x87RK\x01s.",
+         "hashable key, got a numpy.ndarray"},
+        {"\x80\x02}c__builtin__\nslice\nK\x01\x85RK\x01s.", "hashable key, got a builtins.slice"},
     };
     for (size_t i = 0; i < sizeof unhashable / sizeof unhashable[0]; i++) {
         CHECK_EQ_INT(run(unhashable[i].pk, strlen(unhashable[i].pk), &v), CKPT_E_FORMAT);
         CHECK(strstr(last_message(), unhashable[i].msg));
     }
+    /* {np.array([7], dtype=np.int8): 1}: a built ndarray is unhashable too */
+    CHECK_EQ_INT(
+        PK("\x80\x02}cnumpy._core.multiarray\n_reconstruct\ncnumpy\nndarray\nK\x00\x85"
+           "\x63_codecs\nencode\nq\x00X\x01\x00\x00\x00\x62X\x06\x00\x00\x00latin1q\x01\x86R"
+           "\x87R(K\x01K\x01\x85\x63numpy\ndtype\nX\x02\x00\x00\x00i1\x89\x88\x87R(K\x03X\x01"
+           "\x00\x00\x00|NNNJ\xff\xff\xff\xffJ\xff\xff\xff\xffK\x00tb\x89h\x00X\x01\x00\x00\x00"
+           "\x07h\x01\x86RtbK\x01s.",
+           &v),
+        CKPT_E_FORMAT);
+    CHECK(strstr(last_message(), "hashable key, got a numpy.ndarray"));
     /* hashable: a tuple of ints, of bytes, of a frozenset */
     CHECK_EQ_INT(run("\x80\x02}K\x01K\x02\x86K\x03s.", 12, &v), 0);
     CHECK_EQ_INT(run("\x80\x03}K\x01"

@@ -178,6 +178,15 @@ static int hashable(const ckpt_value *v, unsigned depth, size_t *budget, const c
         if (!v->alt) return 0;
         *what = "bytearray";
         return CKPT_E_FORMAT;
+    case CKPT_KIND_TENSOR: /* a torch tensor hashes by identity, an ndarray not */
+        if (!v->u.tensor->is_numpy) return 0;
+        *what = "numpy.ndarray";
+        return CKPT_E_FORMAT;
+    case CKPT_KIND_OBJECT: /* an ndarray before its BUILD; a slice (until Python 3.12) */
+        if (strcmp(v->u.obj.name, "numpy.ndarray") && strcmp(v->u.obj.name, "builtins.slice"))
+            return 0;
+        *what = v->u.obj.name;
+        return CKPT_E_FORMAT;
     case CKPT_KIND_TUPLE:
         if (!depth) return CKPT_E_LIMIT;
         for (size_t i = 0; i < v->u.seq.n; i++) {

@@ -219,11 +219,12 @@ ckpt_value *ckpt_value_new_like(ckpt_arena *a, const ckpt_value *v);
 int ckpt_value_append(ckpt_arena *a, ckpt_value *seq, ckpt_value *item);
 /* Whether Python can hash v, as a dict key or set item (`as`: "key",
  * "set item") must be: 0 yes; CKPT_E_FORMAT no, msg saying so and naming
- * the culprit (a list, dict, set or bytearray, or one inside a tuple,
- * which hashes its items; a frozenset's items were checked when it was
- * built); CKPT_E_LIMIT when tuples nest deeper than 1000 or the walk
- * visits more than 65536 values (tuples shared through the memo would
- * otherwise cost exponential time, as they do in Python). Opaque objects,
+ * the culprit (a list, dict, set, bytearray, numpy ndarray or slice,
+ * which Python 3.11 does not hash, or one inside a tuple, which hashes
+ * its items; a frozenset's items were checked when it was built);
+ * CKPT_E_LIMIT when tuples nest deeper than 1000 or the walk visits more
+ * than 65536 values (tuples shared through the memo would otherwise cost
+ * exponential time, as they do in Python). Other opaque objects, torch
  * tensors and storages pass: their class decides, and ckpt calls nothing. */
 int ckpt_value_hashable(const ckpt_value *v, const char *as, char *msg, size_t cap);
 
