@@ -4,6 +4,7 @@
  * rebuilds through a persistent_load callback. */
 #include <dirent.h>
 #include <stdlib.h>
+#include <math.h>
 #include <string.h>
 
 #include "format/pickle_builders.h"
@@ -1549,6 +1550,30 @@ TEST(test_bytes_builders) {
         CHECK_EQ_INT(run(unhashable[i].pk, strlen(unhashable[i].pk), &v), CKPT_E_FORMAT);
         CHECK(strstr(last_message(), unhashable[i].msg));
     }
+    /* one key to Python, two names to ckpt: {1: 1, True: 2} is {1: 2},
+     * {0.0: 1, -0.0: 2} is {0.0: 2}, dict([(1.0, 1), (1, 2)]) is {1.0: 2}
+     * (the first key, the last value); NaNs stay apart (pickle.loads) */
+    CHECK_EQ_INT(PK("\x80\x02}(K\x01K\x01\x88K\x02u.", &v), 0);
+    CHECK(v && v->u.dict.n == 1 && is_int(v->u.dict.keys[0], 1) && is_int(v->u.dict.vals[0], 2));
+    CHECK_EQ_INT(PK("\x80\x02}(G\x00\x00\x00\x00\x00\x00\x00\x00K\x01"
+                    "G\x80\x00\x00\x00\x00\x00\x00\x00K\x02u.",
+                    &v),
+                 0);
+    CHECK(v && v->u.dict.n == 1 && v->u.dict.keys[0]->u.f == 0.0 &&
+          !signbit(v->u.dict.keys[0]->u.f) && is_int(v->u.dict.vals[0], 2));
+    CHECK_EQ_INT(PK("\x80\x02}(K\x01K\x01G?\xf8\x00\x00\x00\x00\x00\x00K\x02\x88K\x03u.", &v), 0);
+    CHECK(v && v->u.dict.n == 2 && is_int(v->u.dict.vals[0], 3)); /* {1: 3, 1.5: 2} */
+    CHECK_EQ_INT(PK("\x80\x02\x63__builtin__\ndict\n]G?\xf0\x00\x00\x00\x00\x00\x00K\x01\x86"
+                    "aK\x01K\x02\x86\x61\x85R.",
+                    &v),
+                 0);
+    CHECK(v && v->u.dict.n == 1 && v->u.dict.keys[0]->kind == CKPT_KIND_FLOAT &&
+          is_int(v->u.dict.vals[0], 2));
+    CHECK_EQ_INT(PK("\x80\x02}(G\x7f\xf8\x00\x00\x00\x00\x00\x00K\x01"
+                    "G\x7f\xf8\x00\x00\x00\x00\x00\x00K\x02u.",
+                    &v),
+                 0);
+    CHECK(v && v->u.dict.n == 2);
     /* {np.array([7], dtype=np.int8): 1}: a built ndarray is unhashable too */
     CHECK_EQ_INT(
         PK("\x80\x02}cnumpy._core.multiarray\n_reconstruct\ncnumpy\nndarray\nK\x00\x85"

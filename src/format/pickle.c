@@ -1333,10 +1333,32 @@ static int hash_check(machine *m, const ckpt_value *k, const char *as) {
     return rc ? fail(m, rc, "%s", msg) : 0;
 }
 
+/* Work beyond one opcode (keys compared), against the same bound. */
+static int charge_ops(machine *m, uint64_t n) {
+    if (n <= m->ops_limit - m->ops) {
+        m->ops += n;
+        return 0;
+    }
+    return fail(m, CKPT_E_LIMIT, "more than %" PRIu64 " opcodes and copies", m->ops_limit);
+}
+
+/* dict[k] = v as Python sets it: a key equal to an earlier one of
+ * another name (1 and True, 0.0 and -0.0: ckpt_value_dict_twin) keeps
+ * that key and takes the value; keys of one name are told apart later
+ * (the last wins when the tree is flattened). */
 static int set_item(machine *m, ckpt_value *dict, ckpt_value *k, ckpt_value *v) {
     int rc = hash_check(m, k, "key");
     if (rc) return rc;
     if (m->scan) return 0;
+    uint64_t work = 0;
+    size_t twin = ckpt_value_dict_twin(dict, k, &work);
+    if ((rc = charge_ops(m, work))) return rc;
+    if (twin != SIZE_MAX) {
+        dict->u.dict.vals[twin] = v;
+        return 0;
+    }
+    if (dict->kind == CKPT_KIND_DICT && (k->kind == CKPT_KIND_BOOL || k->kind == CKPT_KIND_FLOAT))
+        dict->alt = 1;
     return ckpt_value_dict_set(m->a, dict, k, v) ? nomem(m) : 0;
 }
 

@@ -252,6 +252,14 @@ static int b_dict(ckpt_value **out, const pk_build_ctx *c, const ckpt_value *cal
             v = pair->u.seq.items[1];
             if ((rc = hash_check(c, k, callable->u.global.qualname, "key"))) return rc;
         }
+        uint64_t work = 0; /* a key Python finds equal to an earlier one */
+        size_t twin = ckpt_value_dict_twin(d, k, &work);
+        if ((rc = charge(c, work))) return rc;
+        if (twin != SIZE_MAX) {
+            d->u.dict.vals[twin] = v;
+            continue;
+        }
+        if (k->kind == CKPT_KIND_BOOL || k->kind == CKPT_KIND_FLOAT) d->alt = 1;
         if (ckpt_value_dict_set(c->arena, d, k, v)) return nomem(c);
     }
     *out = d;

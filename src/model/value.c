@@ -213,6 +213,41 @@ int ckpt_value_hashable(const ckpt_value *v, const char *as, char *msg, size_t c
     return rc;
 }
 
+/* A bool, a 64-bit int or a float as Python compares numbers: an
+ * integral value as an int (is_int), else a double. 0 when v is none. */
+static int number_of(const ckpt_value *v, int64_t *i, double *f, int *is_int) {
+    switch (v->kind) {
+    case CKPT_KIND_BOOL: *i = v->u.b != 0, *is_int = 1; return 1;
+    case CKPT_KIND_INT:
+        if (v->u.i.decimal) return 0; /* beyond 64 bits: equal to no float key here */
+        *i = v->u.i.v, *is_int = 1;
+        return 1;
+    case CKPT_KIND_FLOAT:
+        *f = v->u.f;
+        *is_int =
+            *f >= -9223372036854775808.0 && *f < 9223372036854775808.0 && *f == (double)(int64_t)*f;
+        if (*is_int) *i = (int64_t)*f;
+        return 1;
+    default: return 0;
+    }
+}
+
+size_t ckpt_value_dict_twin(const ckpt_value *d, const ckpt_value *k, uint64_t *work) {
+    int64_t ki, xi;
+    double kf, xf;
+    int kint, xint;
+    if (d->kind != CKPT_KIND_DICT || !number_of(k, &ki, &kf, &kint)) return SIZE_MAX;
+    if (!d->alt && k->kind == CKPT_KIND_INT) return SIZE_MAX;
+    *work += d->u.dict.n;
+    for (size_t j = 0; j < d->u.dict.n; j++) {
+        const ckpt_value *x = d->u.dict.keys[j];
+        if (!number_of(x, &xi, &xf, &xint) || (x->kind == k->kind && k->kind != CKPT_KIND_FLOAT))
+            continue; /* equal ints or bools have one name already */
+        if (kint ? xint && xi == ki : !xint && xf == kf) return j;
+    }
+    return SIZE_MAX;
+}
+
 int ckpt_value_dict_set(ckpt_arena *a, ckpt_value *d, ckpt_value *key, ckpt_value *val) {
     if (d->kind == CKPT_KIND_OBJECT) {
         if (!d->u.obj.items) {

@@ -118,7 +118,8 @@ struct ckpt_value {
     uint8_t dict_class;
     /* built as the other class of its kind, which torch.load gives back
      * and writers rebuild: SET a frozenset, TUPLE a torch.Size, STR a
-     * torch.device (its text "cuda:1"), BYTES a bytearray */
+     * torch.device (its text "cuda:1"), BYTES a bytearray; DICT: it
+     * holds a bool or float key (ckpt_value_dict_twin) */
     uint8_t alt;
     /* BOOL, INT, FLOAT built from a numpy scalar
      * (numpy.core.multiarray.scalar): its ckpt_dtype, so that loaders and
@@ -227,6 +228,14 @@ int ckpt_value_append(ckpt_arena *a, ckpt_value *seq, ckpt_value *item);
  * exponential time, as they do in Python). Other opaque objects, torch
  * tensors and storages pass: their class decides, and ckpt calls nothing. */
 int ckpt_value_hashable(const ckpt_value *v, const char *as, char *msg, size_t cap);
+
+/* The index of a key of DICT d that Python's == finds equal to the
+ * number k (a bool, int or float) while its name differs: 1 and True,
+ * 1 and 1.0, 0.0 and -0.0 are one key to a dict, which keeps the first
+ * key and the last value. Looked for only when k or an earlier key is a
+ * bool or a float (d->alt); *work counts the keys compared. SIZE_MAX
+ * when there is none. */
+size_t ckpt_value_dict_twin(const ckpt_value *d, const ckpt_value *k, uint64_t *work);
 
 /* Appends key/value to a DICT (or an OBJECT's items dict). Keys are not
  * compared here (that would make big state dicts quadratic): a repeated
