@@ -494,7 +494,8 @@ def single_cases(tmp):
     report(rc == 1 and "argparse.Namespace" in err and "args" in err and not os.path.exists(out),
            "opaque object: exit 1, named, nothing written", ["exit %d: %s" % (rc, err)])
     rc, so, err = ckpt("convert", src, out, "--select", "model")
-    ok = rc == 0 and [t[0] for t in pd.st_read(out)[2]] == ["model.w"]
+    # one --select naming a dict writes that dict with its own keys
+    ok = rc == 0 and [t[0] for t in pd.st_read(out)[2]] == ["w"]
     report(ok, "opaque object left out with --select model", ["exit %d: %s %s" % (rc, so, err)])
     rc, _, err = ckpt("convert", src, out, "--select", "nothing")
     report(rc == 2, "--select matching nothing: exit 2", ["exit %d: %s" % (rc, err)])
