@@ -1,7 +1,8 @@
-/* test_sort.c - ckpt_sort (natural merge sort) against qsort, and the
- * decimal indices torch names its storages with. */
+/* test_sort.c - ckpt_sort (natural merge sort) against qsort, the
+ * decimal indices torch names its storages with, and the arena's zeroing. */
 #include <stdlib.h>
 
+#include "base/alloc.h"
 #include "base/decimal.h"
 #include "base/sort.h"
 #include "ckpt.h"
@@ -96,6 +97,52 @@ TEST(sort_out_of_memory) {
     CHECK_EQ_INT(v[3].key, 3);
 }
 
+/* Blocks come from malloc dirty: the arena zeroes what ckpt_arena_alloc
+ * and the grown tail of ckpt_arena_grow hand out, never the block. */
+static void *dirty_malloc(void *u, size_t n) {
+    (void)u;
+    void *p = malloc(n);
+    if (p) memset(p, 0xA5, n);
+    return p;
+}
+
+static size_t nonzero(const unsigned char *p, size_t n) {
+    size_t bad = 0;
+    for (size_t i = 0; i < n; i++) bad += p[i] != 0;
+    return bad;
+}
+
+TEST(arena_zeroes_what_it_hands_out) {
+    const ckpt_allocator dirty = {dirty_malloc, plain_realloc, plain_free, NULL};
+    ckpt_set_allocator(&dirty);
+    ckpt_arena a = {0};
+    size_t bad = 0;
+    /* small ones from shared blocks (several of them), text packed at the
+     * top between them, and requests big enough for a block of their own */
+    for (size_t i = 0; i < 3000; i++) {
+        size_t n = i % 7 == 0 ? 20000 + i : 1 + i % 200;
+        unsigned char *p = ckpt_arena_alloc(&a, n);
+        CHECK(p != NULL);
+        bad += nonzero(p, n);
+        char *t = ckpt_arena_strndup(&a, "layer.weight", 12);
+        CHECK(t != NULL && strcmp(t, "layer.weight") == 0);
+    }
+    CHECK_EQ_INT(bad, 0);
+    /* a grown array keeps its items and zeroes the rest */
+    unsigned *arr = NULL;
+    size_t cap = 0;
+    for (unsigned i = 0; i < 1000; i++) {
+        CHECK_EQ_INT(ckpt_arena_grow(&a, (void **)&arr, &cap, i + 1, sizeof *arr), 0);
+        bad += nonzero((const unsigned char *)(arr + i), (cap - i) * sizeof *arr);
+        arr[i] = i + 1;
+    }
+    for (unsigned i = 0; i < 1000; i++) bad += arr[i] != i + 1;
+    CHECK_EQ_INT(bad, 0);
+    CHECK_EQ_INT(cap, 1024);
+    ckpt_arena_free(&a);
+    ckpt_set_allocator(NULL);
+}
+
 static int index_of(const char *s, size_t limit) {
     size_t out = 12345;
     if (!ckpt_decimal_index(s, strlen(s), limit, &out)) return -1;
@@ -128,5 +175,6 @@ int main(void) {
     RUN(sort_matches_qsort);
     RUN(sort_out_of_memory);
     RUN(decimal_index);
+    RUN(arena_zeroes_what_it_hands_out);
     return harness_end();
 }

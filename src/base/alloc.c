@@ -60,7 +60,7 @@ static struct arena_block *new_block(size_t cap) {
 }
 
 /* size bytes, zeroed when zero is set, when the current block has no
- * room for them (ckpt_arena_alloc's fast path failed). */
+ * room for them (ckpt_arena_bump failed). */
 void *ckpt_arena_take(ckpt_arena *a, size_t size, int zero) {
     if (size > SIZE_MAX - ARENA_ALIGN) return NULL;
     size_t need = (size + ARENA_ALIGN - 1) & ~(size_t)(ARENA_ALIGN - 1);
@@ -79,7 +79,6 @@ void *ckpt_arena_take(ckpt_arena *a, size_t size, int zero) {
         while (cap < ARENA_BLOCK_MAX && cap < a->total / 16) cap *= 2;
         struct arena_block *b = new_block(cap);
         if (!b) return NULL;
-        memset(b->data, 0, cap); /* once, for every allocation it serves */
         b->next = a->head;
         a->head = b;
         a->cur = b->data;
@@ -89,10 +88,8 @@ void *ckpt_arena_take(ckpt_arena *a, size_t size, int zero) {
     a->cur += need;
     a->room -= need;
     a->total += need;
-    return p;
+    return zero ? memset(p, 0, need) : p;
 }
-
-void *ckpt_arena_alloc_raw(ckpt_arena *a, size_t size) { return ckpt_arena_take(a, size, 0); }
 
 /* Text is packed at the top of the current block, the other allocations
  * take its bottom (a->cur stays 16-byte aligned): a million names of ~34
@@ -122,7 +119,7 @@ char *ckpt_arena_printf(ckpt_arena *a, const char *fmt, ...) {
     int n = vsnprintf(NULL, 0, fmt, ap);
     va_end(ap);
     if (n < 0) return NULL;
-    char *p = ckpt_arena_alloc(a, (size_t)n + 1);
+    char *p = ckpt_arena_alloc_raw(a, (size_t)n + 1); /* vsnprintf fills it */
     if (!p) return NULL;
     va_start(ap, fmt);
     vsnprintf(p, (size_t)n + 1, fmt, ap);
@@ -137,9 +134,12 @@ int ckpt_arena_grow(ckpt_arena *a, void **arr, size_t *cap, size_t need, size_t 
         if (ncap > SIZE_MAX / 2) return -1;
         ncap *= 2;
     }
-    void *n = ckpt_arena_array(a, ncap, elem);
+    uint64_t bytes;
+    if (ckpt_mul_overflow(ncap, elem, &bytes) || bytes > SIZE_MAX) return -1;
+    unsigned char *n = ckpt_arena_alloc_raw(a, (size_t)bytes); /* filled below */
     if (!n) return -1;
     if (*cap) memcpy(n, *arr, *cap * elem);
+    memset(n + *cap * elem, 0, (ncap - *cap) * elem);
     *arr = n;
     *cap = ncap;
     return 0;

@@ -5,6 +5,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 void *ckpt_malloc(size_t size);
 void *ckpt_realloc(void *p, size_t size);
@@ -20,35 +21,46 @@ static inline int ckpt_add_overflow(uint64_t a, uint64_t b, uint64_t *r) {
 
 /* A bump allocator: many small allocations, one free. Blocks come from
  * ckpt_malloc; allocations are zeroed and 16-byte aligned, but for
- * strings (ckpt_arena_strndup: packed, unaligned). Functions
+ * strings (ckpt_arena_strndup: packed, unaligned) and raw ones. Functions
  * return NULL on allocation failure or size overflow (the caller reports
  * CKPT_E_NOMEM with its own context). A zeroed struct is an empty arena.
- * A shared block is zeroed once when it is made, so that the many small
- * allocations of a parse (a few per pickle opcode) are a pointer bump
- * inlined at the caller, not a call and a memset each. */
+ * A block is never zeroed as a whole: each allocation zeroes its own
+ * bytes (a few stores, inlined at the caller for a struct), so that text
+ * and arrays the caller fills are written once, not twice, and no page is
+ * touched before it is used. */
 typedef struct ckpt_arena {
     struct arena_block *head;
     uint64_t total;     /* bytes handed out, for memory accounting */
-    unsigned char *cur; /* the zeroed, unused rest of the current block */
+    unsigned char *cur; /* the unused rest of the current block */
     size_t room;        /* its size in bytes (0: none) */
 } ckpt_arena;
 
 /* The slow path of ckpt_arena_alloc/_raw: a new block. */
 void *ckpt_arena_take(ckpt_arena *a, size_t size, int zero);
 
-static inline void *ckpt_arena_alloc(ckpt_arena *a, size_t size) {
-    size_t need = (size + 15u) & ~(size_t)15u; /* wraps below size on overflow */
-    if (need < size || need == 0 || need > a->room) return ckpt_arena_take(a, size, 1);
+/* size bytes from the current block, not zeroed, or NULL when it has no
+ * room for them. */
+static inline void *ckpt_arena_bump(ckpt_arena *a, size_t size, size_t *need) {
+    *need = (size + 15u) & ~(size_t)15u; /* wraps below size on overflow */
+    if (*need < size || *need == 0 || *need > a->room) return NULL;
     void *p = a->cur;
-    a->cur += need;
-    a->room -= need;
-    a->total += need;
+    a->cur += *need;
+    a->room -= *need;
+    a->total += *need;
     return p;
 }
-/* Like ckpt_arena_alloc but not zeroed when it needs a block of its own
- * (a large copy the caller fills entirely: a zip member, a pool of
- * names); small ones come zeroed from a shared block all the same. */
-void *ckpt_arena_alloc_raw(ckpt_arena *a, size_t size);
+static inline void *ckpt_arena_alloc(ckpt_arena *a, size_t size) {
+    size_t need;
+    void *p = ckpt_arena_bump(a, size, &need);
+    return p ? memset(p, 0, need) : ckpt_arena_take(a, size, 1);
+}
+/* Like ckpt_arena_alloc but never zeroed: for bytes the caller fills
+ * entirely (a zip member, a pool of names, a copied array). */
+static inline void *ckpt_arena_alloc_raw(ckpt_arena *a, size_t size) {
+    size_t need;
+    void *p = ckpt_arena_bump(a, size, &need);
+    return p ? p : ckpt_arena_take(a, size, 0);
+}
 /* n * size bytes, with the multiplication checked. */
 static inline void *ckpt_arena_array(ckpt_arena *a, size_t n, size_t size) {
     uint64_t total;

@@ -419,7 +419,8 @@ static int collect(machine *m, int kind, size_t start, ckpt_value **out) {
     if (!v) return nomem(m);
     size_t n = m->sp - start;
     if (n && (!m->scan || kind == CKPT_KIND_TUPLE)) {
-        v->u.seq.items = ckpt_arena_array(m->a, n, sizeof *v->u.seq.items);
+        /* n <= sp: no overflow; every item is copied in */
+        v->u.seq.items = ckpt_arena_alloc_raw(m->a, n * sizeof *v->u.seq.items);
         if (!v->u.seq.items) return nomem(m);
         memcpy(v->u.seq.items, m->stack + start, n * sizeof *v->u.seq.items);
         v->u.seq.n = v->u.seq.cap = n;
