@@ -127,7 +127,7 @@ char *ckpt_arena_printf(ckpt_arena *a, const char *fmt, ...) {
     return p;
 }
 
-int ckpt_arena_grow(ckpt_arena *a, void **arr, size_t *cap, size_t need, size_t elem) {
+int ckpt_arena_regrow(ckpt_arena *a, void **arr, size_t *cap, size_t need, size_t elem) {
     if (need <= *cap) return 0;
     size_t ncap = *cap ? *cap : 4;
     while (ncap < need) {

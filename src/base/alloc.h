@@ -77,8 +77,15 @@ char *ckpt_arena_printf(ckpt_arena *a, const char *fmt, ...)
 #endif
     ;
 /* Grows *arr (elements of elem bytes, capacity *cap) to hold `need`
- * elements, doubling; old contents are copied. Returns 0 or -1. */
-int ckpt_arena_grow(ckpt_arena *a, void **arr, size_t *cap, size_t need, size_t elem);
+ * elements, doubling; old contents are copied, the rest zeroed. Returns
+ * 0 or -1. The check that there is room already is inlined at the caller
+ * (a dict's keys, the pickle machine's marks: once per item); the growth
+ * is ckpt_arena_regrow. */
+int ckpt_arena_regrow(ckpt_arena *a, void **arr, size_t *cap, size_t need, size_t elem);
+static inline int ckpt_arena_grow(ckpt_arena *a, void **arr, size_t *cap, size_t need,
+                                  size_t elem) {
+    return need <= *cap ? 0 : ckpt_arena_regrow(a, arr, cap, need, elem);
+}
 void ckpt_arena_free(ckpt_arena *a);
 
 #endif

@@ -200,6 +200,7 @@ typedef struct machine {
     uint64_t ops;       /* opcodes run plus builder work */
     uint64_t ops_limit; /* see pk_build_ctx.ops_limit */
     uint64_t max_alloc; /* bytes of values and scratch (pk_options.budget) */
+    uint64_t max_stack; /* lim->max_pickle_stack, read by every push */
     ckpt_value **stack;
     size_t sp, stack_cap;
     size_t *marks; /* stack heights recorded by MARK */
@@ -369,9 +370,8 @@ HOT size_t fence(const machine *m) { return m->nmarks ? m->marks[m->nmarks - 1] 
 
 HOT int push(machine *m, ckpt_value *v) {
     if (!v) return nomem(m);
-    if (m->sp + m->nmarks >= m->lim->max_pickle_stack)
-        return fail(m, CKPT_E_LIMIT, "stack and marks exceed %" PRIu64 " entries",
-                    m->lim->max_pickle_stack);
+    if (m->sp + m->nmarks >= m->max_stack)
+        return fail(m, CKPT_E_LIMIT, "stack and marks exceed %" PRIu64 " entries", m->max_stack);
     if (m->sp == m->stack_cap && ckpt_arena_grow(&m->scratch, (void **)&m->stack, &m->stack_cap,
                                                  m->sp + 1, sizeof *m->stack))
         return nomem(m);
@@ -1732,9 +1732,9 @@ HOT int step(machine *m) {
     case OP_FRAME: return op_frame(m);
     case OP_STOP: return pop(m, &m->result);
     case OP_MARK:
-        if (m->sp + m->nmarks >= m->lim->max_pickle_stack)
+        if (m->sp + m->nmarks >= m->max_stack)
             return fail(m, CKPT_E_LIMIT, "stack and marks exceed %" PRIu64 " entries",
-                        m->lim->max_pickle_stack);
+                        m->max_stack);
         if (ckpt_arena_grow(&m->scratch, (void **)&m->marks, &m->marks_cap, m->nmarks + 1,
                             sizeof *m->marks))
             return nomem(m);
@@ -1887,6 +1887,7 @@ int ckpt_pickle_run(ckpt_value **out, size_t *consumed, const uint8_t *buf, size
     /* 64 units of work per input byte bounds what memo references can
      * multiply; opcodes alone never exceed one per byte */
     m.ops_limit = m.lim->max_pickle_ops;
+    m.max_stack = m.lim->max_pickle_stack;
     if (len < (UINT64_MAX - 65536) / 64 && (uint64_t)len * 64 + 65536 < m.ops_limit)
         m.ops_limit = (uint64_t)len * 64 + 65536;
     m.a = o->arena;
@@ -1915,6 +1916,12 @@ int ckpt_pickle_run(ckpt_value **out, size_t *consumed, const uint8_t *buf, size
         m.scan = 1;
     }
 
+    /* the check after every opcode: values made since the start, scratch
+     * and the memo array within max_alloc, as one comparison of totals */
+    ckpt_arena *values = m.a;
+    uint64_t alloc_limit = m.max_alloc <= UINT64_MAX - values_at_start
+                               ? values_at_start + m.max_alloc
+                               : UINT64_MAX;
     int rc = 0;
     while (!rc && !m.result) {
         if (m.in_frame && m.pos == m.frame_end) m.in_frame = 0;
@@ -1930,9 +1937,8 @@ int ckpt_pickle_run(ckpt_value **out, size_t *consumed, const uint8_t *buf, size
             break;
         }
         rc = step(&m);
-        if (!rc && m.a->total - values_at_start + m.scratch.total +
-                           (uint64_t)m.dense_cap * sizeof *m.dense >
-                       m.max_alloc)
+        if (!rc && values->total + m.scratch.total + (uint64_t)m.dense_cap * sizeof *m.dense >
+                       alloc_limit)
             rc = fail(&m, CKPT_E_LIMIT,
                       "pickle takes more than %" PRIu64
                       " bytes of memory, this file's inflate budget "
