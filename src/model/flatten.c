@@ -14,40 +14,56 @@ typedef struct flat_entry {
     size_t seq; /* discovery order: later wins among equal names */
 } flat_entry;
 
+/* Entries found so far, in memory of their own (ckpt_malloc) until they
+ * are sorted: only the sorted, unique names go to the arena. */
+typedef struct entries {
+    flat_entry *e;
+    size_t n, cap;
+} entries;
+
 typedef struct flattener {
     ckpt_arena *a;
     const ckpt_limits *lim;
     const char *file, *member;
-    int counting; /* first pass: count entries and bytes, allocate nothing */
     uint64_t bytes, max_bytes;
-    flat_entry *tensors, *values;
-    size_t nt, nv, seq;
+    entries tensors, values;
+    size_t seq;
 } flattener;
 
-/* What one entry costs in the arena: the entry and its name, each
- * rounded up to the arena's 16-byte alignment. */
+/* What one entry is charged against max_bytes: an entry and its name,
+ * each rounded up to the arena's 16-byte alignment. */
 static uint64_t entry_bytes(size_t name_len) {
     return ((sizeof(flat_entry) + 15) & ~(uint64_t)15) +
            (((uint64_t)name_len + 16) & ~(uint64_t)15);
 }
 
+static int nomem(const flattener *fl) {
+    return ckpt_err(CKPT_E_NOMEM, fl->file, fl->member, CKPT_NO_OFFSET, "out of memory");
+}
+
 static int add_entry(flattener *fl, int tensor, const ckpt_walk *w, const ckpt_walk_frame *node) {
     size_t len = node->name_len;
-    if (fl->counting) {
-        if (fl->nt + fl->nv >= fl->lim->max_tensors)
-            return ckpt_err(CKPT_E_LIMIT, fl->file, fl->member, CKPT_NO_OFFSET,
-                            "more than %llu tensors and values (max_tensors)",
-                            (unsigned long long)fl->lim->max_tensors);
-        fl->bytes += entry_bytes(len);
-        if (fl->bytes > fl->max_bytes)
-            return ckpt_err(CKPT_E_LIMIT, fl->file, fl->member, CKPT_NO_OFFSET,
-                            "the flattened names of %zu tensors and values already take more "
-                            "than %llu bytes, this input's budget (max_inflate_bytes, at most "
-                            "max_inflate_ratio times its size): shared containers expand "
-                            "into more names than the input holds",
-                            fl->nt + fl->nv + 1, (unsigned long long)fl->max_bytes);
-        *(tensor ? &fl->nt : &fl->nv) += 1;
-        return 0;
+    size_t found = fl->tensors.n + fl->values.n;
+    if (found >= fl->lim->max_tensors)
+        return ckpt_err(CKPT_E_LIMIT, fl->file, fl->member, CKPT_NO_OFFSET,
+                        "more than %llu tensors and values (max_tensors)",
+                        (unsigned long long)fl->lim->max_tensors);
+    fl->bytes += entry_bytes(len);
+    if (fl->bytes > fl->max_bytes)
+        return ckpt_err(CKPT_E_LIMIT, fl->file, fl->member, CKPT_NO_OFFSET,
+                        "the flattened names of %zu tensors and values already take more "
+                        "than %llu bytes, this input's budget (max_inflate_bytes, at most "
+                        "max_inflate_ratio times its size): shared containers expand "
+                        "into more names than the input holds",
+                        found + 1, (unsigned long long)fl->max_bytes);
+    entries *to = tensor ? &fl->tensors : &fl->values;
+    if (to->n == to->cap) { /* doubling: to->cap < max_tensors, checked above */
+        size_t cap = to->cap ? 2 * to->cap : 64;
+        if (cap > SIZE_MAX / sizeof *to->e) return nomem(fl);
+        flat_entry *e = ckpt_realloc(to->e, cap * sizeof *e);
+        if (!e) return nomem(fl);
+        to->e = e;
+        to->cap = cap;
     }
     /* a top-level string key is its own name: its text is shared, not
      * copied again (NUL-terminated, in the same file's arena) */
@@ -56,9 +72,8 @@ static int add_entry(flattener *fl, int tensor, const ckpt_walk *w, const ckpt_w
         k && k->kind == CKPT_KIND_STR && k->u.s.len == len && memcmp(k->u.s.p, w->name, len) == 0
             ? k->u.s.p
             : ckpt_arena_strndup(fl->a, w->name, len);
-    if (!name) return ckpt_err(CKPT_E_NOMEM, fl->file, fl->member, CKPT_NO_OFFSET, "out of memory");
-    flat_entry *e = tensor ? &fl->tensors[fl->nt++] : &fl->values[fl->nv++];
-    *e = (flat_entry){name, node->value, fl->seq++};
+    if (!name) return nomem(fl);
+    to->e[to->n++] = (flat_entry){name, node->value, fl->seq++};
     return 0;
 }
 
@@ -87,13 +102,12 @@ static int cmp_entry(const void *a, const void *b) {
     return x->seq < y->seq ? -1 : x->seq > y->seq;
 }
 
-/* Sorts, keeps the last of equal names and converts to the output form
- * (in place: a ckpt_named_value is no larger than a flat_entry). Names
- * come in the tree's order, most often a few sorted runs (ckpt_sort).
- * With `shadowed`, the other values of equal names are copied there (an
- * array from `a`; left alone when there are none). NULL when out of
- * memory. */
-static ckpt_named_value *sort_unique(flat_entry *e, size_t n, size_t *out_n, ckpt_arena *a,
+/* Sorts, keeps the last of equal names and copies them to the arena in
+ * the output form. Names come in the tree's order, most often a few
+ * sorted runs (ckpt_sort). With `shadowed`, the other values of equal
+ * names are copied there (an array from `a`; left alone when there are
+ * none). NULL when out of memory. */
+static ckpt_named_value *sort_unique(ckpt_arena *a, flat_entry *e, size_t n, size_t *out_n,
                                      ckpt_named_value **shadowed, size_t *nshadowed) {
     if (ckpt_sort(e, n, sizeof *e, cmp_entry)) return NULL;
     size_t dropped = 0, k = 0;
@@ -111,7 +125,9 @@ static ckpt_named_value *sort_unique(flat_entry *e, size_t n, size_t *out_n, ckp
         }
     }
     if (nshadowed) *nshadowed = k;
-    ckpt_named_value *o = (ckpt_named_value *)(void *)e;
+    /* w <= n entries of flat_entry's size were allocated: no overflow */
+    ckpt_named_value *o = ckpt_arena_alloc_raw(a, (w ? w : 1) * sizeof *o);
+    if (!o) return NULL;
     for (size_t i = 0; i < w; i++) o[i] = (ckpt_named_value){e[i].name, e[i].value};
     *out_n = w;
     return o;
@@ -120,32 +136,28 @@ static ckpt_named_value *sort_unique(flat_entry *e, size_t n, size_t *out_n, ckp
 int ckpt_flatten(ckpt_flat *out, ckpt_arena *a, const ckpt_value *root, const ckpt_limits *lim,
                  uint64_t max_visits, uint64_t max_bytes, const char *file, const char *member) {
     *out = (ckpt_flat){0};
-    flattener fl = {
-        .a = a, .lim = lim, .file = file, .member = member, .counting = 1, .max_bytes = max_bytes};
+    flattener fl = {.a = a, .lim = lim, .file = file, .member = member, .max_bytes = max_bytes};
     ckpt_walk w;
     ckpt_walk_init(&w, lim, file, member);
     w.max_visits = max_visits;
     w.names = 1;
     w.enter = enter;
     w.ctx = &fl;
-    /* a DAG of shared containers expands into a tree: count the expansion
-     * first, and refuse it before allocating anything for it */
+    /* a DAG of shared containers expands into a tree: every entry is
+     * charged against max_bytes before it is made, so an expansion is
+     * refused at the same entry as by a walk that only counted */
     int rc = ckpt_walk_run(&w, root);
-    if (rc) return rc;
-    fl.tensors = ckpt_arena_array(a, fl.nt ? fl.nt : 1, sizeof(flat_entry));
-    fl.values = ckpt_arena_array(a, fl.nv ? fl.nv : 1, sizeof(flat_entry));
-    if (!fl.tensors || !fl.values)
-        return ckpt_err(CKPT_E_NOMEM, file, member, CKPT_NO_OFFSET, "out of memory");
-    fl.counting = 0;
-    fl.nt = fl.nv = 0;
-    if ((rc = ckpt_walk_run(&w, root))) return rc;
-    out->tensors =
-        sort_unique(fl.tensors, fl.nt, &out->ntensors, a, &out->shadowed, &out->nshadowed);
-    out->values = sort_unique(fl.values, fl.nv, &out->nvalues, a, NULL, NULL);
-    if (!out->tensors || !out->values) {
-        *out = (ckpt_flat){0};
-        return ckpt_err(CKPT_E_NOMEM, file, member, CKPT_NO_OFFSET,
-                        "out of memory to sort %zu names", fl.nt + fl.nv);
+    if (!rc) {
+        out->tensors = sort_unique(a, fl.tensors.e, fl.tensors.n, &out->ntensors, &out->shadowed,
+                                   &out->nshadowed);
+        out->values = sort_unique(a, fl.values.e, fl.values.n, &out->nvalues, NULL, NULL);
+        if (!out->tensors || !out->values) {
+            *out = (ckpt_flat){0};
+            rc = ckpt_err(CKPT_E_NOMEM, file, member, CKPT_NO_OFFSET,
+                          "out of memory to sort %zu names", fl.tensors.n + fl.values.n);
+        }
     }
-    return 0;
+    ckpt_free(fl.tensors.e);
+    ckpt_free(fl.values.e);
+    return rc;
 }

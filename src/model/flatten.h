@@ -30,9 +30,9 @@ typedef struct ckpt_flat {
  * leaves, lim->max_name_bytes per name, lim->max_depth nesting,
  * max_visits nodes visited and max_bytes of entries and names (a node
  * shared by several paths is visited and named once per path, so a
- * hostile DAG must be bounded). A first walk counts leaves and bytes
- * without allocating, so an expansion past a bound is refused before
- * anything is allocated for it. Errors (CKPT_E_LIMIT,
+ * hostile DAG must be bounded). One walk charges each leaf to these
+ * bounds before it is recorded, so an expansion past a bound is refused
+ * with no more than the bound allocated for it. Errors (CKPT_E_LIMIT,
  * CKPT_E_FORMAT for a pickle MARK left in the tree, CKPT_E_NOMEM) name
  * file and member. A name that is a top-level string key's whole text is
  * that key's string, not a copy: root must live as long as `a`. */
