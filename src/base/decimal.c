@@ -1,16 +1,24 @@
 /* decimal.c - small indices written as decimal text (see decimal.h). */
 #include "base/decimal.h"
 
+#include <stdint.h>
+
 int ckpt_decimal_index(const char *s, size_t len, size_t limit, size_t *out) {
-    if (limit == 0 || len == 0 || (len > 1 && s[0] == '0')) return 0;
-    size_t v = 0, most = (limit - 1) / 10; /* v stays below limit: v * 10 + d <= limit - 1 */
-    for (size_t i = 0; i < len; i++) {
-        if (s[i] < '0' || s[i] > '9' || v > most) return 0;
-        size_t d = (size_t)(s[i] - '0');
-        v *= 10;
-        if (d > limit - 1 - v) return 0;
-        v += d;
+    /* 20 digits hold any uint64_t; more are past every limit */
+    if (len == 0 || len > 20 || (len > 1 && s[0] == '0')) return 0;
+    uint64_t v = 0;
+    size_t i = 0;
+    for (; i < len && i < 19; i++) { /* 19 digits cannot overflow */
+        unsigned d = (unsigned)(unsigned char)s[i] - '0';
+        if (d > 9) return 0;
+        v = v * 10 + d;
     }
-    *out = v;
+    if (i < len) { /* the 20th digit */
+        unsigned d = (unsigned)(unsigned char)s[i] - '0';
+        if (d > 9 || __builtin_mul_overflow(v, 10, &v) || __builtin_add_overflow(v, d, &v))
+            return 0;
+    }
+    if (v >= limit) return 0;
+    *out = (size_t)v;
     return 1;
 }
