@@ -1716,6 +1716,10 @@ static int op_pop(machine *m) {
     return pop(m, &v);
 }
 
+/* What step() returns for STOP, which ends the run: never an error code
+ * (those are negative), so the loop tests one value per opcode. */
+#define PK_STOPPED 1
+
 HOT int step(machine *m) {
     const uint8_t *p;
     uint64_t x;
@@ -1730,7 +1734,7 @@ HOT int step(machine *m) {
         m->proto = (unsigned)x;
         return 0;
     case OP_FRAME: return op_frame(m);
-    case OP_STOP: return pop(m, &m->result);
+    case OP_STOP: return (rc = pop(m, &m->result)) ? rc : PK_STOPPED;
     case OP_MARK:
         if (m->sp + m->nmarks >= m->max_stack)
             return fail(m, CKPT_E_LIMIT, "stack and marks exceed %" PRIu64 " entries",
@@ -1756,9 +1760,12 @@ HOT int step(machine *m) {
     case OP_BININT:
         if ((rc = take_uint(m, 4, &x))) return rc;
         return push(m, new_int(m, (int32_t)(uint32_t)x));
+    /* each width its own case: take_uint's size is a constant, one load */
     case OP_BININT1:
+        if ((rc = take_uint(m, 1, &x))) return rc;
+        return push(m, new_int(m, (int64_t)x));
     case OP_BININT2:
-        if ((rc = take_uint(m, m->op == OP_BININT1 ? 1 : 2, &x))) return rc;
+        if ((rc = take_uint(m, 2, &x))) return rc;
         return push(m, new_int(m, (int64_t)x));
     case OP_LONG1:
     case OP_LONG4:
@@ -1833,12 +1840,16 @@ HOT int step(machine *m) {
     case OP_GET:
     case OP_PUT: return op_text_memo(m);
     case OP_BINGET:
+        if ((rc = take_uint(m, 1, &x))) return rc;
+        return op_get(m, x);
     case OP_LONG_BINGET:
-        if ((rc = take_uint(m, m->op == OP_BINGET ? 1 : 4, &x))) return rc;
+        if ((rc = take_uint(m, 4, &x))) return rc;
         return op_get(m, x);
     case OP_BINPUT:
+        if ((rc = take_uint(m, 1, &x))) return rc;
+        return op_put(m, x);
     case OP_LONG_BINPUT:
-        if ((rc = take_uint(m, m->op == OP_BINPUT ? 1 : 4, &x))) return rc;
+        if ((rc = take_uint(m, 4, &x))) return rc;
         return op_put(m, x);
     case OP_MEMOIZE: return op_put(m, m->memo_n); /* memo[len(memo)] = top */
 
@@ -1923,7 +1934,7 @@ int ckpt_pickle_run(ckpt_value **out, size_t *consumed, const uint8_t *buf, size
                                ? values_at_start + m.max_alloc
                                : UINT64_MAX;
     int rc = 0;
-    while (!rc && !m.result) {
+    while (!rc) {
         if (m.in_frame && m.pos == m.frame_end) m.in_frame = 0;
         m.op_pos = m.pos;
         if (m.pos == m.len) {
@@ -1937,7 +1948,7 @@ int ckpt_pickle_run(ckpt_value **out, size_t *consumed, const uint8_t *buf, size
             break;
         }
         rc = step(&m);
-        if (!rc && values->total + m.scratch.total + (uint64_t)m.dense_cap * sizeof *m.dense >
+        if ((!rc || rc == PK_STOPPED) && values->total + m.scratch.total + (uint64_t)m.dense_cap * sizeof *m.dense >
                        alloc_limit)
             rc = fail(&m, CKPT_E_LIMIT,
                       "pickle takes more than %" PRIu64
@@ -1945,7 +1956,8 @@ int ckpt_pickle_run(ckpt_value **out, size_t *consumed, const uint8_t *buf, size
                       "(max_inflate_bytes, at most max_inflate_ratio times the file's size)",
                       m.max_alloc);
     }
-    if (!rc) {
+    if (rc == PK_STOPPED) {
+        rc = 0;
         *out = m.result;
         *consumed = m.pos;
         if (o->frame_rest) *o->frame_rest = m.in_frame ? m.frame_end - m.pos : 0;
