@@ -482,16 +482,32 @@ static int lower(char c) { return c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : (uint8_
  * prefix of the other comes first. <0, 0, >0. */
 static int compare_names(const char *a, size_t alen, const char *b, size_t blen) {
     size_t n = alen < blen ? alen : blen, i = 0;
-    /* names share long prefixes ("archive/data/"): equal words first */
-    for (uint64_t x, y; i + 8 <= n; i += 8) {
+    /* names share long prefixes ("archive/data/"): equal words first, the
+     * last one overlapping the one before, then the bytes from the first
+     * that differs (all of them, ignoring case, decide) */
+    uint64_t x = 0, y = 0;
+    for (; i + 8 <= n; i += 8) {
         memcpy(&x, a + i, 8);
         memcpy(&y, b + i, 8);
         if (x != y) break;
     }
+    if (i < n && n >= 8 && i + 8 > n) {
+        memcpy(&x, a + n - 8, 8);
+        memcpy(&y, b + n - 8, 8);
+        if (x == y) i = n;
+    }
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    /* x, y: the first unequal word, at i or at n - 8 (whose bytes below i
+     * are equal): its lowest differing byte is the first */
+    if (i < n && n >= 8) {
+        size_t at = i + 8 <= n ? i : n - 8;
+        i = at + (size_t)__builtin_ctzll(x ^ y) / 8;
+    }
+#endif
     for (; i < n; i++) {
         if (a[i] == b[i]) continue;
-        int x = lower(a[i]), y = lower(b[i]);
-        if (x != y) return x - y;
+        int ca = lower(a[i]), cb = lower(b[i]);
+        if (ca != cb) return ca - cb;
     }
     return (alen > blen) - (alen < blen);
 }
