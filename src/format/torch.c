@@ -31,6 +31,12 @@ typedef struct torch_reader {
     ckpt_storage **order; /* storages in first-use order */
     size_t norder, ordercap;
     uint64_t budget; /* the file's inflate budget left (ckpt_zip_budget) */
+    /* the last storage class a persistent id named, once checked: torch
+     * memoizes it, so every record names the same GLOBAL value (values
+     * never change and live as long as the file) */
+    const ckpt_value *class_seen;
+    ckpt_dtype class_dt;
+    int class_untyped;
 } torch_reader;
 
 /* A storage key and where it is kept: dense (at index) or named. */
@@ -103,14 +109,21 @@ static int load_storage(void *ctx, ckpt_value *pid, uint64_t off, ckpt_value **o
     if (tag->kind != CKPT_KIND_STR || strcmp(tag->u.s.p, "storage") != 0)
         return ckpt_err(CKPT_E_FORMAT, f->path, mem, at(r, tag, off),
                         "persistent id tag is not 'storage'");
-    if (type->kind != CKPT_KIND_GLOBAL_ || strncmp(type->u.global.module, "torch", 5) != 0)
-        return ckpt_err(CKPT_E_FORMAT, f->path, mem, at(r, type, off),
-                        "persistent id names no torch storage type");
-    ckpt_dtype dt = ckpt_dtype_from_storage_class(type->u.global.name);
-    int untyped = strcmp(type->u.global.name, "UntypedStorage") == 0;
-    if (dt == CKPT_DT_UNKNOWN)
-        return ckpt_err(CKPT_E_FORMAT, f->path, mem, at(r, type, off), "unknown storage type %s",
-                        type->u.global.qualname);
+    if (type != r->class_seen) {
+        if (type->kind != CKPT_KIND_GLOBAL_ || strncmp(type->u.global.module, "torch", 5) != 0)
+            return ckpt_err(CKPT_E_FORMAT, f->path, mem, at(r, type, off),
+                            "persistent id names no torch storage type");
+        r->class_dt = ckpt_dtype_from_storage_class(type->u.global.name);
+        r->class_untyped = strcmp(type->u.global.name, "UntypedStorage") == 0;
+        if (r->class_dt == CKPT_DT_UNKNOWN) {
+            r->class_seen = NULL;
+            return ckpt_err(CKPT_E_FORMAT, f->path, mem, at(r, type, off),
+                            "unknown storage type %s", type->u.global.qualname);
+        }
+        r->class_seen = type;
+    }
+    ckpt_dtype dt = r->class_dt;
+    int untyped = r->class_untyped;
     uint64_t numel, nbytes;
     if (key->kind != CKPT_KIND_STR || get_u64(nv, &numel))
         return ckpt_err(CKPT_E_FORMAT, f->path, mem,

@@ -56,6 +56,25 @@ def raw_name(z, old, new):
     return z.replace(old, new)
 
 
+def record(key, cls, skey, numel):
+    """A _rebuild_tensor_v2 record of a 1-d tensor of storage skey, its
+    class written as the pickle bytes cls (a GLOBAL or a memo GET)."""
+    text = lambda s: b"X" + len(s).to_bytes(4, "little") + s  # noqa: E731
+    return (text(key) + b"ctorch._utils\n_rebuild_tensor_v2\n((" + text(b"storage") + cls +
+            text(skey) + text(b"cpu") + b"K" + bytes([numel]) + b"tQK\x00K" + bytes([numel]) +
+            b"\x85K\x01\x85\x89ccollections\nOrderedDict\n)RtR")
+
+
+def two_records(cls2, data2):
+    """{"w": FloatStorage "0", "v": storage "1" of class cls2}: ckpt keeps
+    the class the previous id named and checks only a new one."""
+    pkl = (b"\x80\x02}(" + record(b"w", b"ctorch\nFloatStorage\nq\x04", b"0", 2) +
+           record(b"v", cls2, b"1", 2) + b"u.")
+    return zip_archive([("archive/data.pkl", pkl, 0), ("archive/byteorder", b"little", 0),
+                        ("archive/data/0", DATA, 0), ("archive/data/1", data2, 0),
+                        ("archive/version", b"3\n", 0)])
+
+
 long_ok = "archive/" + "a" * 503  # 511 bytes: miniz copies it whole
 cut = "archive/" + "a" * 502 + "\u00e9"  # 512 bytes: miniz cuts the 2-byte char
 CASES = {
@@ -84,6 +103,10 @@ CASES = {
     "alignment_hex": archive(extra_records=[("archive/.storage_alignment", b"0x40")]),
     "alignment_double_underscore": archive(extra_records=[("archive/.storage_alignment", b"6__4")]),
     "alignment_empty": archive(extra_records=[("archive/.storage_alignment", b"")]),
+    "storage_class_memoized": two_records(b"h\x04", DATA),
+    "storage_class_second": two_records(b"ctorch\nHalfStorage\n", b"\x00\x3c\x00\x40"),
+    "storage_class_second_unknown": two_records(b"ctorch\nBogusStorage\n", DATA),
+    "storage_class_second_not_torch": two_records(b"cbuiltins\nFloatStorage\n", DATA),
 }
 
 PEER = r"""
