@@ -1930,9 +1930,8 @@ int ckpt_pickle_run(ckpt_value **out, size_t *consumed, const uint8_t *buf, size
     /* the check after every opcode: values made since the start, scratch
      * and the memo array within max_alloc, as one comparison of totals */
     ckpt_arena *values = m.a;
-    uint64_t alloc_limit = m.max_alloc <= UINT64_MAX - values_at_start
-                               ? values_at_start + m.max_alloc
-                               : UINT64_MAX;
+    uint64_t alloc_limit =
+        m.max_alloc <= UINT64_MAX - values_at_start ? values_at_start + m.max_alloc : UINT64_MAX;
     int rc = 0;
     while (!rc) {
         if (m.in_frame && m.pos == m.frame_end) m.in_frame = 0;
@@ -1948,8 +1947,8 @@ int ckpt_pickle_run(ckpt_value **out, size_t *consumed, const uint8_t *buf, size
             break;
         }
         rc = step(&m);
-        if ((!rc || rc == PK_STOPPED) && values->total + m.scratch.total + (uint64_t)m.dense_cap * sizeof *m.dense >
-                       alloc_limit)
+        if ((!rc || rc == PK_STOPPED) &&
+            values->total + m.scratch.total + (uint64_t)m.dense_cap * sizeof *m.dense > alloc_limit)
             rc = fail(&m, CKPT_E_LIMIT,
                       "pickle takes more than %" PRIu64
                       " bytes of memory, this file's inflate budget "
