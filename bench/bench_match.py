@@ -79,13 +79,14 @@ def bench_keys(args, lib):
     lib.ckpt_diff_result_free.argtypes = [P]
 
     class MatchOpts(ctypes.Structure):
-        _fields_ = [("normalize", ctypes.c_int), ("allow_missing", P),
+        _fields_ = [("version", ctypes.c_uint), ("normalize", ctypes.c_int), ("allow_missing", P),
                     ("nallow_missing", ctypes.c_size_t), ("allow_unexpected", P),
                     ("nallow_unexpected", ctypes.c_size_t)]
 
     class DiffOpts(ctypes.Structure):
-        _fields_ = [("rtol", ctypes.c_double), ("atol", ctypes.c_double),
-                    ("keys_only", ctypes.c_int), ("normalize", ctypes.c_int)]
+        _fields_ = [("version", ctypes.c_uint), ("rtol", ctypes.c_double),
+                    ("atol", ctypes.c_double), ("keys_only", ctypes.c_int),
+                    ("normalize", ctypes.c_int), ("exclude", P), ("nexclude", ctypes.c_size_t)]
 
     jansson = ctypes.CDLL("libjansson.so.4")
     jansson.json_loadb.restype = P
@@ -120,8 +121,9 @@ def bench_keys(args, lib):
 
     def match(c, e, normalize):
         r = P()
-        o = MatchOpts(normalize, None, 0, None, 0)
-        lib.ckpt_match(ctypes.byref(r), c, e, ctypes.byref(o))
+        o = MatchOpts(1, normalize, None, 0, None, 0)  # CKPT_MATCH_OPTIONS_VERSION
+        if lib.ckpt_match(ctypes.byref(r), c, e, ctypes.byref(o)) != 0:
+            sys.exit("ckpt_match failed")
         ok = lib.ckpt_match_complete(r)
         lib.ckpt_match_result_free(r)
         if not ok:
@@ -129,8 +131,9 @@ def bench_keys(args, lib):
 
     def diff(x, y):
         r = P()
-        o = DiffOpts(0.0, 0.0, 1, 0)
-        lib.ckpt_diff(ctypes.byref(r), x, y, ctypes.byref(o))
+        o = DiffOpts(2, 0.0, 0.0, 1, 0, None, 0)  # CKPT_DIFF_OPTIONS_VERSION
+        if lib.ckpt_diff(ctypes.byref(r), x, y, ctypes.byref(o)) != 0:
+            sys.exit("ckpt_diff failed")
         lib.ckpt_diff_result_free(r)
 
     t_match = median(lambda: match(ma, ma, 0))

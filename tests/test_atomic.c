@@ -86,6 +86,7 @@ static void disarm(void) {
     ckpt_atomic_fail_nth("write", 0, 0);
     ckpt_atomic_fail_nth("fsync", 0, 0);
     ckpt_atomic_fail_nth("rename", 0, 0);
+    ckpt_atomic_fail_nth("read", 0, 0);
 }
 
 static int message_has(const char *needle) {
@@ -240,6 +241,54 @@ TEST(read_back_finds_clobbered_bytes) {
     clobbered(0);
     clobbered(1);
     clobbered(2);
+}
+
+/* A write of 16 KiB or more (a tensor's first or last piece, up to a
+ * window) is not copied to be compared later: the collected bytes before
+ * it are compared first, then it is read back at once. A clobbered
+ * collected byte is caught by that write (offset 6); a failed read of the
+ * piece names its start (read 1 is the drain); a run of such pieces
+ * commits intact. */
+TEST(read_back_mid_size_at_once) {
+    size_t n = 100 << 10;
+    unsigned char *p = malloc(n);
+    for (size_t i = 0; i < n; i++) p[i] = (unsigned char)(i * 11 + (i >> 10));
+    for (int how = 0; how < 3; how++) {
+        fresh_dir();
+        const char *t = in_dir("w.pt");
+        put_file(t, "previous generation");
+        ckpt_atomic a;
+        CHECK_EQ_INT(ckpt_atomic_begin(&a, t), 0);
+        CHECK_EQ_INT(ckpt_atomic_write(&a, "0123456789", 10), 0);
+        if (how == 0) {
+            int fd = open(a.tmp, O_WRONLY);
+            CHECK(fd >= 0 && pwrite(fd, "Y", 1, 6) == 1);
+            close(fd);
+            CHECK_EQ_INT(ckpt_atomic_write(&a, p, n), CKPT_E_CHECKSUM);
+            CHECK_EQ_INT(ckpt_error_last()->offset, 6);
+        } else if (how == 1) {
+            ckpt_atomic_fail_nth("read", 2, EIO);
+            CHECK_EQ_INT(ckpt_atomic_write(&a, p, n), CKPT_E_IO);
+            CHECK_EQ_INT(ckpt_error_last()->offset, 10);
+            disarm();
+        } else {
+            for (size_t k = 0; k < 5; k++) CHECK_EQ_INT(ckpt_atomic_write(&a, p, n - 1000 * k), 0);
+            CHECK_EQ_INT(ckpt_atomic_commit(&a, 0), 0);
+            size_t len = 0;
+            unsigned char *got = harness_read_file(t, &len);
+            CHECK(got && len == 10 + 5 * n - 10000 && memcmp(got, "0123456789", 10) == 0);
+            for (size_t at = 10, k = 0; got && k < 5; at += n - 1000 * k, k++)
+                CHECK(memcmp(got + at, p, n - 1000 * k) == 0);
+            free(got);
+            remove_dir(dir);
+            continue;
+        }
+        CHECK_EQ_INT(ckpt_atomic_commit(&a, 0), how == 0 ? CKPT_E_CHECKSUM : CKPT_E_IO);
+        CHECK(has_content(t, "previous generation"));
+        CHECK_EQ_INT(temps_left(), 0);
+        remove_dir(dir);
+    }
+    free(p);
 }
 
 /* Large writes are compared at once and patches land where they should;
@@ -455,6 +504,7 @@ int main(void) {
     RUN(read_back_eio);
     RUN(read_back_finds_clobbered_bytes);
     RUN(large_write_in_aligned_windows);
+    RUN(read_back_mid_size_at_once);
     RUN(read_back_large_and_patched);
     RUN(rename_eacces);
     RUN(open_fails);

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "ckpt.h"
+#include "acct.h"
 #include "fail_alloc.h"
 #include "harness.h"
 #include "base/strmap.h"
@@ -1436,6 +1437,137 @@ TEST(load_frees_text_early) {
           NULL);
 }
 
+/* Entries i of a and b agree: name, dtype, shape, tie group. */
+static void same_manifest(const ckpt_manifest *a, const ckpt_manifest *b) {
+    CHECK_EQ_INT(ckpt_manifest_count(a), ckpt_manifest_count(b));
+    for (size_t i = 0; i < ckpt_manifest_count(a) && i < ckpt_manifest_count(b); i++) {
+        const ckpt_manifest_entry *x = ckpt_manifest_entry_at(a, i);
+        const ckpt_manifest_entry *y = ckpt_manifest_entry_at(b, i);
+        CHECK_EQ_STR(x->name, y->name);
+        CHECK_EQ_STR(x->dtype, y->dtype);
+        CHECK_EQ_INT(x->ndim, y->ndim);
+        if (x->ndim == y->ndim) CHECK(memcmp(x->shape, y->shape, x->ndim * sizeof *x->shape) == 0);
+        CHECK_EQ_INT(ckpt_manifest_tie_root(a, i), ckpt_manifest_tie_root(b, i));
+    }
+}
+
+/* A manifest of n tensors (names of varying length, 0 to 3 dimensions,
+ * two dtypes, an extra key) after metadata and a "file" string of `pad`
+ * bytes, then ties of entries 0 and 60, then `tail` spaces. malloc'd,
+ * *len bytes. */
+static char *window_text(size_t n, size_t pad, size_t tail, size_t *len) {
+    size_t cap = pad + tail + n * 160 + 256, at = 0;
+    char *t = malloc(cap);
+    at += (size_t)snprintf(t + at, cap - at, "{\"metadata\":{\"format\":\"pt\"},\"file\":\"");
+    memset(t + at, 'p', pad);
+    at += pad;
+    at += (size_t)snprintf(t + at, cap - at, "\",\"tensors\":[");
+    for (size_t i = 0; i < n; i++)
+        at += (size_t)snprintf(t + at, cap - at,
+                               "%s{\"name\":\"model.%s.%zu.w\",\"dtype\":\"%s\",\"shape\":[%s],"
+                               "\"nbytes\":%zu}",
+                               i ? "," : "", i % 3 ? "layers" : "h", i * 7919 % 100003,
+                               i % 5 ? "F32" : "BF16",
+                               i % 4 == 0   ? ""
+                               : i % 4 == 1 ? "3"
+                               : i % 4 == 2 ? "4096,11008"
+                                            : "2, 3 ,1",
+                               i * 12);
+    at += (size_t)snprintf(t + at, cap - at, "],\"ties\":[[\"model.h.0.w\",\"model.h.%zu.w\"]]}",
+                           (size_t)60 * 7919 % 100003);
+    memset(t + at, ' ', tail);
+    *len = at + tail;
+    return t;
+}
+
+/* ckpt_manifest_load reads the text through a window of 1 MiB that
+ * slides as the one pass goes (and grows for a value larger than it): a
+ * window boundary at every byte of an entry, whitespace after the
+ * document longer than a window, a member larger than a window, each read
+ * as ckpt_manifest_parse reads the whole text; a repeated name or junk
+ * after a window still get jansson's message. */
+TEST(load_window) {
+    size_t len, n = 18000;
+    for (size_t pad = 0; pad < 100; pad++) {
+        char *t = window_text(n, pad, pad ? 1 : (size_t)3 << 19, &len);
+        CHECK(len > ((size_t)1 << 20) + 100);
+        put_file("window.json", t, len);
+        ckpt_manifest *a = NULL, *b = NULL;
+        CHECK_EQ_INT(ckpt_manifest_load(&a, tpath("window.json"), NULL), 0);
+        CHECK_EQ_INT(ckpt_manifest_parse(&b, t, len, "window.json", NULL), 0);
+        if (a && b) same_manifest(a, b);
+        CHECK(a && ckpt_manifest_count(a) == n);
+        if (a) {
+            const ckpt_manifest_entry *e = ckpt_manifest_entry_at(a, 6);
+            CHECK_EQ_STR(e->name, "model.h.47514.w");
+            CHECK(e->ndim == 2 && e->shape[0] == 4096 && e->shape[1] == 11008);
+            CHECK_EQ_STR(ckpt_manifest_entry_at(a, 5)->dtype, "BF16");
+            CHECK_EQ_INT(ckpt_manifest_tie_root(a, 0), ckpt_manifest_tie_root(a, 60));
+            CHECK(ckpt_manifest_tie_root(a, 1) != ckpt_manifest_tie_root(a, 0));
+        }
+        ckpt_manifest_free(a);
+        ckpt_manifest_free(b);
+        free(t);
+    }
+    /* a "file" of 3 MiB: one member larger than the first window */
+    char *t = window_text(100, (size_t)3 << 20, 0, &len);
+    put_file("window.json", t, len);
+    ckpt_manifest *m = NULL;
+    CHECK_EQ_INT(ckpt_manifest_load(&m, tpath("window.json"), NULL), 0);
+    CHECK(m && ckpt_manifest_count(m) == 100);
+    ckpt_manifest_free(m);
+    free(t);
+    /* a repeated name two windows on: jansson's message, its index */
+    t = window_text(n, 0, 0, &len);
+    char *last = t + len, *end;
+    while (memcmp(--last, "{\"name\"", 7) != 0) {
+    }
+    end = strchr(last, '}');
+    char *dup = malloc(len + 64);
+    int k =
+        snprintf(dup, len + 64, "%.*s{\"name\":\"model.h.0.w\",\"dtype\":\"BF16\",\"shape\":[]%s",
+                 (int)(last - t), t, end);
+    put_file("window.json", dup, (size_t)k);
+    free(dup);
+    m = (ckpt_manifest *)1;
+    CHECK_EQ_INT(ckpt_manifest_load(&m, tpath("window.json"), NULL), CKPT_E_FORMAT);
+    CHECK(m == NULL);
+    CHECK(strstr(ckpt_error_last()->message, "tensors[17999]: duplicate name 'model.h.0.w'") !=
+          NULL);
+    free(t);
+    /* junk after a window of whitespace: not JSON */
+    t = window_text(10, 0, (size_t)3 << 19, &len);
+    t[len - 1] = 'x';
+    put_file("window.json", t, len);
+    CHECK_EQ_INT(ckpt_manifest_load(&m, tpath("window.json"), NULL), CKPT_E_FORMAT);
+    CHECK(strstr(ckpt_error_last()->message, "not valid JSON") != NULL);
+    free(t);
+}
+
+/* The text of a manifest is never whole in memory while its keys are
+ * read (ckpt match of two million-key manifests holds one manifest and
+ * reads the other): loading 100,000 keys (a text of 7.6 MB) peaks at
+ * what the loaded manifest keeps (acct.h counts what goes through ckpt's
+ * allocator): the window is freed before the index is made. */
+TEST(load_window_memory) {
+    size_t len;
+    char *t = window_text(100000, 0, 0, &len);
+    CHECK(len > (size_t)7 << 20);
+    put_file("window.json", t, len);
+    free(t);
+    acct_live = acct_peak = 0;
+    ckpt_set_allocator(&acct_allocator);
+    ckpt_manifest *m = NULL;
+    CHECK_EQ_INT(ckpt_manifest_load(&m, tpath("window.json"), NULL), 0);
+    size_t kept = acct_live;
+    ckpt_manifest_free(m);
+    ckpt_set_allocator(NULL);
+    CHECK_EQ_INT(acct_live, 0);
+    /* the whole text beside the keys read: 1.46 MB over (the window is
+     * freed before the index is made) */
+    CHECK(acct_peak <= kept + ((size_t)1 << 18));
+}
+
 /* The index's slots: 24 bytes on 64-bit targets (two million of them
  * for a million keys), keys told apart by their bytes when the 32 bits
  * of hash kept agree, and a key of 4 GiB or more refused, unread. */
@@ -1799,6 +1931,36 @@ TEST(allocation_failures) {
     CHECK_EQ_INT(ok, 1);
 }
 
+/* Every allocation of ckpt_manifest_load's one pass over a window of the
+ * file (the window, names, entries, ties, the index) fails in turn: a
+ * clean CKPT_E_NOMEM, or the manifest read whole by jansson (a string the
+ * scanner cannot copy steps aside, as it does for anything it does not
+ * read), nothing leaked (ASan), never a crash. */
+TEST(load_allocation_failures) {
+    size_t len;
+    char *t = window_text(80, 0, 0, &len); /* 80: the tie names entry 60 */
+    put_file("small.json", t, len);
+    free(t);
+    int nomem = 0, ok = 0;
+    for (fail_at = 1; fail_at < 400; fail_at++) {
+        fail_alloc_arm(fail_at);
+        ckpt_manifest *m = NULL;
+        int rc = ckpt_manifest_load(&m, tpath("small.json"), NULL);
+        ckpt_set_allocator(NULL);
+        if (rc == 0) CHECK(m && ckpt_manifest_count(m) == 80);
+        ckpt_manifest_free(m);
+        if (rc == CKPT_E_NOMEM)
+            nomem++;
+        else if (rc == 0)
+            ok++;
+        else
+            CHECK_EQ_INT(rc, CKPT_E_NOMEM);
+        if (rc == 0 && fail_alloc_calls < fail_at) break; /* every allocation was tried */
+    }
+    CHECK(nomem > 5);
+    CHECK(ok >= 1 && ok <= 3);
+}
+
 /* Every allocation of a diff fails in turn: values of a recorded tree (the
  * files diff_logical_tree wrote), and a key rewrite applied to B. */
 TEST(diff_allocation_failures) {
@@ -1872,6 +2034,9 @@ int main(void) {
     RUN(diff_leaves);
     RUN(name_limit_agrees);
     RUN(load_frees_text_early);
+    RUN(load_window);
+    RUN(load_window_memory);
+    RUN(load_allocation_failures);
     RUN(strmap_slots);
     RUN(diff_logical_tree);
     RUN(diff_key_rewrites);

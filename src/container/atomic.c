@@ -337,11 +337,18 @@ static void drop_behind(ckpt_atomic *a) {
     a->dropped = end;
 }
 
+/* Writes below this size are collected (copied into a->pending) and
+ * compared a window at a time; larger ones are compared straight from the
+ * caller's bytes. A tensor's first and last pieces end and start on the
+ * window grid, so are up to a window each: copying them cost 7% of a 64
+ * MiB convert's instructions, where reading back on their own costs a
+ * pread each (the ones before them are drained first). */
+#define COLLECT_BELOW ((size_t)16 << 10)
+
 int ckpt_atomic_write(ckpt_atomic *a, const void *p, size_t n) {
     uint64_t off = a->written;
     int rc;
-    if (!a->error && a->tmp && n < CKPT_ATOMIC_WINDOW &&
-        n <= CKPT_ATOMIC_PENDING - (off - a->checked)) {
+    if (!a->error && a->tmp && n < COLLECT_BELOW && n <= CKPT_ATOMIC_PENDING - (off - a->checked)) {
         /* small: collected, compared a window at a time */
         rc = put(a, p, n, off);
         if (rc == 0 && n) memcpy(a->pending + (off - a->checked), p, n);

@@ -752,7 +752,7 @@ static int pair_key(void *ctx, size_t i, const char *name, size_t len, int cover
         /* kept apart under its own name: dropped wrappers could make two
          * names one */
         st->lost_other++;
-        st->clash += len != st->b->lens[i];
+        st->clash += len != strlen(st->b->entries[i].name);
     }
     return 0;
 }
@@ -784,8 +784,9 @@ static int pair_keys(ckpt_diff_result *r, const ckpt_manifest *a, const ckpt_man
         if (st.hit[j]) continue;
         lost_a++;
         const char *s = a->entries[j].name;
-        lost_a_inside += a->lens[j] >= top && memcmp(s, rule->add, top) == 0 &&
-                         (a->lens[j] == top || s[top] == '.');
+        size_t len = strlen(s);
+        lost_a_inside +=
+            len >= top && memcmp(s, rule->add, top) == 0 && (len == top || s[top] == '.');
     }
     ckpt_free(st.hit);
     p->kind = PAIRS_NONE;

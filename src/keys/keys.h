@@ -13,13 +13,19 @@
 
 /* ------------------------------------------------------------ manifest */
 
+#define CKPT_MANIFEST_SHAPES_BITS 6
+typedef struct ckpt_manifest_shape { /* a shape copied into the arena */
+    const uint64_t *dims;
+    unsigned ndim;
+} ckpt_manifest_shape;
+
 struct ckpt_manifest {
     ckpt_arena arena; /* copied strings and shapes */
     const char *name;
-    ckpt_manifest_entry *entries; /* ckpt_realloc'd, n used */
-    size_t *lens;                 /* strlen of each name */
+    ckpt_manifest_entry *entries; /* ckpt_realloc'd, n used; names < 4 GiB */
     size_t n, cap;
     ckpt_strmap index;            /* name -> entry index */
+    ckpt_manifest_shape shapes[1 << CKPT_MANIFEST_SHAPES_BITS]; /* recent ones, shared */
     const char *const *meta_keys; /* metadata (aliases), nmeta pairs */
     const char *const *meta_vals;
     size_t nmeta;

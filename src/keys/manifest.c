@@ -43,7 +43,6 @@ void ckpt_manifest_free(ckpt_manifest *m) {
     if (!m) return;
     ckpt_strmap_free(&m->index);
     ckpt_free(m->entries);
-    ckpt_free(m->lens);
     ckpt_free(m->tie_parent);
     ckpt_free(m->tie_rank);
     ckpt_close(m->owned);
@@ -51,7 +50,7 @@ void ckpt_manifest_free(ckpt_manifest *m) {
     ckpt_free(m);
 }
 
-/* Room for n more entries in entries/lens and the index. */
+/* Room for n more entries. */
 static int reserve(ckpt_manifest *m, size_t more) {
     size_t need;
     if (__builtin_add_overflow(m->n, more, &need) || need > SIZE_MAX / sizeof(ckpt_manifest_entry))
@@ -62,23 +61,33 @@ static int reserve(ckpt_manifest *m, size_t more) {
         ckpt_manifest_entry *e = ckpt_realloc(m->entries, cap * sizeof *e);
         if (!e) return ckpt_err(CKPT_E_NOMEM, m->name, "", CKPT_NO_OFFSET, "out of memory");
         m->entries = e;
-        size_t *l = ckpt_realloc(m->lens, cap * sizeof *l);
-        if (!l) return ckpt_err(CKPT_E_NOMEM, m->name, "", CKPT_NO_OFFSET, "out of memory");
-        m->lens = l;
         m->cap = cap;
     }
     return 0;
 }
 
 /* Appends an entry whose strings and shape already live long enough, not
- * indexed yet; len is strlen(e->name). */
+ * indexed yet; len is strlen(e->name). A name of 4 GiB or more is
+ * refused (CKPT_E_LIMIT), as the index would. */
 static int append(ckpt_manifest *m, const ckpt_manifest_entry *e, size_t len) {
+    if (len > UINT32_MAX)
+        return ckpt_err(CKPT_E_LIMIT, m->name, "", CKPT_NO_OFFSET,
+                        "name of %zu bytes: expected less than 4 GiB", len);
     int rc = reserve(m, 1);
     if (rc) return rc;
     m->entries[m->n] = *e;
-    m->lens[m->n] = len;
     m->n++;
     return 0;
+}
+
+/* Gives back the room reserve() doubled into beyond the n entries (up
+ * to half of them for a manifest read without a count). */
+static void shrink(ckpt_manifest *m) {
+    if (m->n == m->cap || m->n == 0) return;
+    ckpt_manifest_entry *e = ckpt_realloc(m->entries, m->n * sizeof *e);
+    if (!e) return; /* the larger block is kept */
+    m->entries = e;
+    m->cap = m->n;
 }
 
 /* Names hashed (and their slots prefetched) ahead of the one indexed or
@@ -92,6 +101,7 @@ static int append(ckpt_manifest *m, const ckpt_manifest_entry *e, size_t len) {
  * dropped). */
 static int index_from(ckpt_manifest *m, size_t from, size_t *dup) {
     uint64_t hash[AHEAD];
+    size_t len[AHEAD];
     /* the table once for every entry (no rehash while indexing) */
     int rc = ckpt_strmap_reserve(&m->index, m->n);
     if (rc) return rc;
@@ -99,8 +109,8 @@ static int index_from(ckpt_manifest *m, size_t from, size_t *dup) {
         if (i >= from + AHEAD) {
             size_t k = i - AHEAD;
             ckpt_strmap_slot *slot;
-            rc = ckpt_strmap_put_hashed(&m->index, m->entries[k].name, m->lens[k], hash[k % AHEAD],
-                                        k, &slot);
+            rc = ckpt_strmap_put_hashed(&m->index, m->entries[k].name, len[k % AHEAD],
+                                        hash[k % AHEAD], k, &slot);
             if (rc < 0) return rc;
             if (rc == 0) {
                 *dup = k;
@@ -109,7 +119,8 @@ static int index_from(ckpt_manifest *m, size_t from, size_t *dup) {
             }
         }
         if (i < m->n) {
-            hash[i % AHEAD] = ckpt_strmap_hash(m->entries[i].name, m->lens[i]);
+            len[i % AHEAD] = strlen(m->entries[i].name);
+            hash[i % AHEAD] = ckpt_strmap_hash(m->entries[i].name, len[i % AHEAD]);
             ckpt_strmap_prefetch(&m->index, hash[i % AHEAD]);
         }
     }
@@ -126,6 +137,22 @@ static int push(ckpt_manifest *m, const ckpt_manifest_entry *e, size_t len) {
 
 static const uint64_t no_dims[1] = {0};
 
+/* A copy of dims in m, shared with an equal shape copied before: most
+ * manifests hold a few shapes many times (every layer alike), found in a
+ * small table by a hash of the dims. NULL when out of memory. */
+static const uint64_t *shape_copy(ckpt_manifest *m, const uint64_t *dims, unsigned ndim) {
+    if (!ndim) return no_dims;
+    uint64_t h = ndim;
+    for (unsigned d = 0; d < ndim; d++) h = (h ^ dims[d]) * 0x9E3779B97F4A7C15u;
+    ckpt_manifest_shape *c = &m->shapes[h >> (64 - CKPT_MANIFEST_SHAPES_BITS)];
+    if (c->ndim == ndim && memcmp(c->dims, dims, ndim * sizeof *dims) == 0) return c->dims;
+    uint64_t *copy = ckpt_arena_array(&m->arena, ndim, sizeof *copy);
+    if (!copy) return NULL;
+    memcpy(copy, dims, ndim * sizeof *dims);
+    *c = (ckpt_manifest_shape){copy, ndim};
+    return copy;
+}
+
 int ckpt_manifest_add(ckpt_manifest *m, const char *name, const char *dtype, unsigned ndim,
                       const uint64_t *shape) {
     if (!m || !name || !dtype || ndim > CKPT_MAX_NDIM || (ndim && !shape))
@@ -136,10 +163,9 @@ int ckpt_manifest_add(ckpt_manifest *m, const char *name, const char *dtype, uns
     e.name = ckpt_arena_strdup(&m->arena, name);
     e.dtype = ckpt_arena_strdup(&m->arena, dtype);
     e.ndim = ndim;
-    e.shape = ndim ? ckpt_arena_array(&m->arena, ndim, sizeof(uint64_t)) : no_dims;
+    e.shape = shape_copy(m, shape, ndim);
     if (!e.name || !e.dtype || !e.shape)
         return ckpt_err(CKPT_E_NOMEM, m->name, "", CKPT_NO_OFFSET, "out of memory");
-    if (ndim) memcpy((uint64_t *)e.shape, shape, ndim * sizeof *shape);
     int rc = push(m, &e, strlen(e.name));
     if (rc == CKPT_E_INVALID_ARG)
         return ckpt_err(rc, m->name, "", CKPT_NO_OFFSET, "duplicate key '%s'", name);
@@ -343,18 +369,20 @@ static int parse_entry(ckpt_manifest *m, size_t i, const json_t *t, const ckpt_l
     const json_t *shape = json_object_get(t, "shape");
     if (!json_is_array(shape)) return bad(m, i, "expected \"shape\" to be a list");
     size_t ndim = json_array_size(shape);
-    if (ndim > lim->max_ndim)
+    unsigned max_ndim = lim->max_ndim < CKPT_MAX_NDIM ? lim->max_ndim : CKPT_MAX_NDIM;
+    if (ndim > max_ndim)
         return ckpt_err(CKPT_E_LIMIT, m->name, "", CKPT_NO_OFFSET,
-                        "manifest tensors[%zu]: %zu dimensions (limit %u)", i, ndim, lim->max_ndim);
-    uint64_t *dims = ndim ? ckpt_arena_array(&m->arena, ndim, sizeof *dims) : (uint64_t *)no_dims;
-    if (!dims) return ckpt_err(CKPT_E_NOMEM, m->name, "", CKPT_NO_OFFSET, "out of memory");
+                        "manifest tensors[%zu]: %zu dimensions (limit %u)", i, ndim, max_ndim);
+    uint64_t dims[CKPT_MAX_NDIM];
     for (size_t d = 0; d < ndim; d++) {
         const json_t *v = json_array_get(shape, d);
         if (!json_is_integer(v) || json_integer_value(v) < 0)
             return bad(m, i, "expected each dimension to be a non-negative integer");
         dims[d] = (uint64_t)json_integer_value(v);
     }
-    ckpt_manifest_entry e = {name, dtype, (unsigned)ndim, dims, NULL};
+    ckpt_manifest_entry e = {name, dtype, (unsigned)ndim, shape_copy(m, dims, (unsigned)ndim),
+                             NULL};
+    if (!e.shape) return ckpt_err(CKPT_E_NOMEM, m->name, "", CKPT_NO_OFFSET, "out of memory");
     return append(m, &e, json_string_length(jname));
 }
 
@@ -562,11 +590,11 @@ static int scan_entry(ckpt_json_scan *s, ckpt_manifest *m, const ckpt_limits *li
         }
     } while ((rc = ckpt_json_next(s, '}')) == 0);
     if (rc < 0 || !name || !dtype || !has_shape) return SCAN_DEFER;
-    uint64_t *shape = ndim ? ckpt_arena_array(&m->arena, ndim, sizeof *shape) : (uint64_t *)no_dims;
+    const uint64_t *shape = shape_copy(m, dims, (unsigned)ndim);
     if (!shape) return CKPT_E_NOMEM;
-    memcpy(shape, dims, ndim * sizeof *shape);
     ckpt_manifest_entry e = {name, dtype, (unsigned)ndim, shape, NULL};
-    return append(m, &e, name_len) == 0 ? 0 : CKPT_E_NOMEM;
+    rc = append(m, &e, name_len);
+    return rc == CKPT_E_NOMEM ? rc : rc ? SCAN_DEFER : 0; /* a 4 GiB name: jansson words it */
 }
 
 /* "metadata": null, or an object whose string values are kept. */
@@ -636,88 +664,209 @@ static int scan_ties(ckpt_json_scan *s, ckpt_manifest *m) {
     return rc < 0 ? SCAN_DEFER : 0;
 }
 
-/* 0 with m filled, SCAN_DEFER (m then holds a partial result: discard
- * it), or CKPT_E_NOMEM. When *own is json (the caller's ckpt_malloc'd
- * copy), it is freed once the text is read, before the names are indexed
- * (the index of a million names is as large as the text), and set to
- * NULL. */
-static int scan_manifest(ckpt_manifest *m, const char *json, size_t len, const ckpt_limits *lim,
-                         char **own) {
-    ckpt_json_scan s = {.s = (const unsigned char *)json,
-                        .n = len,
-                        .max_depth = 1000,
-                        .arena = &m->arena,
-                        .file = m->name,
-                        .what = "manifest"};
-    if (len > lim->max_index_bytes || ckpt_json_peek(&s) != '{' || ckpt_json_open(&s) ||
-        ckpt_json_empty(&s, '}'))
-        return SCAN_DEFER;
-    scan_keys *k = ckpt_malloc(sizeof *k);
-    if (!k) return CKPT_E_NOMEM;
-    k->n = 0;
-    int rc, tensors = 0;
-    size_t ties_at = 0, ties_end = 0; /* the "ties" value; ties_at 0: none */
-    do {
-        const char *key;
-        size_t klen;
-        if ((rc = scan_key(&s, k, &key, &klen))) break;
-        if (klen == 7 && memcmp(key, "tensors", 7) == 0) {
-            tensors = 1;
-            if (ckpt_json_peek(&s) != '[' || ckpt_json_open(&s)) {
-                rc = SCAN_DEFER;
-                break;
-            }
-            if (ckpt_json_empty(&s, ']')) continue;
-            do {
-                if (m->n == lim->max_tensors) rc = SCAN_DEFER;
-                if (rc || (rc = scan_entry(&s, m, lim))) break;
-            } while ((rc = ckpt_json_next(&s, ']')) == 0);
-            if (rc == 1) rc = 0;
-            if (rc) break;
-        } else if (klen == 8 && memcmp(key, "metadata", 8) == 0) {
-            if ((rc = scan_metadata(&s, m))) break;
-        } else if (klen == 4 && memcmp(key, "ties", 4) == 0) {
-            ties_at = s.i; /* read once the tensors are indexed */
-            if ((rc = scan_skip(&s))) break;
-            ties_end = s.i;
-        } else if ((rc = scan_skip(&s))) {
+/* The text the one pass reads: all of it in memory (fd < 0), or a window
+ * onto the file that slides forward as the pass reads it (ckpt_manifest_
+ * load: the text of a million keys is as large as their index, and is
+ * never whole in memory beside them). The pass reads in steps (an
+ * object member, a tensor), each ending on a ',' or a closing bracket, so
+ * a step that succeeds never read a token cut by the window's end; a step
+ * that fails is run again on a window that holds more, and fails for good
+ * only once the whole rest of the text was there. */
+typedef struct scan_text {
+    int fd;             /* -1: s holds the whole text */
+    uint64_t size;      /* bytes of the text */
+    unsigned char *buf; /* the window (fd >= 0), cap bytes */
+    size_t cap;
+} scan_text;
+
+#define SCAN_WINDOW ((size_t)1 << 20) /* first window size, bytes */
+
+/* After a step that began at s->i = at failed: 1 when the window now
+ * holds more text from `at` on (moved to begin there, or grown when it
+ * already did, then filled), so the step can run again with s->i = 0; 0
+ * when it held the whole rest (the step failed for good); CKPT_E_NOMEM.
+ * A file that ends early (it shrank) ends the text there. */
+static int scan_more(scan_text *t, ckpt_json_scan *s, size_t at) {
+    if (t->fd < 0 || s->base + s->n >= t->size) return 0;
+    if (at == 0) { /* at least twice as large, at most the rest */
+        uint64_t rest = t->size - s->base;
+        size_t cap = t->cap > SIZE_MAX / 2 ? SIZE_MAX : t->cap ? 2 * t->cap : SCAN_WINDOW;
+        if (cap > rest) cap = (size_t)rest;
+        unsigned char *b = ckpt_realloc(t->buf, cap);
+        if (!b) return CKPT_E_NOMEM;
+        t->buf = b;
+        t->cap = cap;
+    } else {
+        memmove(t->buf, t->buf + at, s->n - at);
+        s->base += at;
+        s->n -= at;
+    }
+    s->s = t->buf;
+    s->i = 0;
+    while (s->n < t->cap && s->base + s->n < t->size) {
+        uint64_t left = t->size - s->base - s->n;
+        size_t want = t->cap - s->n < left ? t->cap - s->n : (size_t)left;
+        ssize_t r = pread(t->fd, t->buf + s->n, want, (off_t)(s->base + s->n));
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) {
+            t->size = s->base + s->n;
             break;
         }
-    } while ((rc = ckpt_json_next(&s, '}')) == 0);
-    ckpt_free(k);
-    if (rc == 1 && (!tensors || ckpt_json_peek(&s) != -1)) rc = SCAN_DEFER;
-    if (rc < 0) return rc == CKPT_E_NOMEM ? rc : SCAN_DEFER;
-    if (rc == 1) rc = 0;
-    /* the names are copies: only the ties are still read from the text */
-    char *ties = NULL;
-    if (rc == 0 && ties_at && own && *own == json) {
-        if (!(ties = ckpt_malloc(ties_end - ties_at))) return CKPT_E_NOMEM;
-        memcpy(ties, json + ties_at, ties_end - ties_at);
-        s.s = (const unsigned char *)ties;
-        s.n = ties_end - ties_at;
-        ties_at = 0;
+        s->n += (size_t)r;
     }
-    if (own && *own == json) {
-        ckpt_free(*own);
-        *own = NULL;
+    return 1;
+}
+
+typedef struct scan_pass {
+    ckpt_json_scan s;
+    scan_text t;
+    ckpt_manifest *m;
+    const ckpt_limits *lim;
+    scan_keys *k; /* the top-level object's keys */
+    int tensors;  /* "tensors" seen */
+    int closed;   /* the step closed its container */
+    char *ties;   /* a copy of the "ties" value, nties bytes */
+    size_t nties;
+} scan_pass;
+
+/* Runs step(p) from p->s.i, again on more text while it fails for want
+ * of it. 0, SCAN_DEFER or CKPT_E_NOMEM. */
+static int scan_step(scan_pass *p, int (*step)(scan_pass *)) {
+    for (;;) {
+        size_t at = p->s.i, nkeys = p->k->n, n = p->m->n;
+        unsigned depth = p->s.depth;
+        int rc = step(p);
+        if (rc != SCAN_DEFER) return rc;
+        p->s.i = at;
+        p->s.depth = depth;
+        p->k->n = nkeys;
+        p->m->n = n; /* a tensor read before its step failed */
+        if ((rc = scan_more(&p->t, &p->s, at)) <= 0) return rc < 0 ? rc : SCAN_DEFER;
     }
-    size_t dup;
-    if (rc == 0 && (rc = index_from(m, 0, &dup)) == CKPT_E_INVALID_ARG) rc = SCAN_DEFER;
-    if (rc == 0 && (ties || ties_at)) {
-        s.i = ties_at;
-        s.depth = 1;
-        rc = scan_ties(&s, m);
+}
+
+/* A ',' or the container's end after a value: p->closed. */
+static int scan_next(scan_pass *p, int close) {
+    int rc = ckpt_json_next(&p->s, close);
+    if (rc < 0) return SCAN_DEFER;
+    p->closed = rc;
+    return 0;
+}
+
+/* The document's '{' and what follows it (not yet its end). */
+static int step_open(scan_pass *p) {
+    if (ckpt_json_peek(&p->s) != '{' || ckpt_json_open(&p->s)) return SCAN_DEFER;
+    int c = ckpt_json_peek(&p->s);
+    return c == -1 || c == '}' ? SCAN_DEFER : 0; /* {}: no "tensors" */
+}
+
+/* One member of the document up to the ',' or '}' after it; for
+ * "tensors", up to its first entry (p->closed: the list is empty). */
+static int step_member(scan_pass *p) {
+    ckpt_json_scan *s = &p->s;
+    const char *key;
+    size_t klen;
+    int rc;
+    if ((rc = scan_key(s, p->k, &key, &klen))) return rc;
+    if (klen == 7 && memcmp(key, "tensors", 7) == 0) {
+        p->tensors = 1;
+        if (ckpt_json_peek(s) != '[' || ckpt_json_open(s)) return SCAN_DEFER;
+        int c = ckpt_json_peek(s);
+        if (c == -1) return SCAN_DEFER;
+        p->closed = ckpt_json_empty(s, ']');
+        return 0;
     }
-    ckpt_free(ties);
+    if (klen == 8 && memcmp(key, "metadata", 8) == 0) {
+        if ((rc = scan_metadata(s, p->m))) return rc;
+    } else if (klen == 4 && memcmp(key, "ties", 4) == 0) {
+        /* read once the tensors are indexed (a tie names listed tensors,
+         * wherever its key comes): a copy outlives the window */
+        size_t at = s->i;
+        if ((rc = scan_skip(s))) return rc;
+        ckpt_free(p->ties);
+        if (!(p->ties = ckpt_malloc(s->i - at))) return CKPT_E_NOMEM;
+        memcpy(p->ties, s->s + at, s->i - at);
+        p->nties = s->i - at;
+    } else if ((rc = scan_skip(s))) {
+        return rc;
+    }
+    return scan_next(p, '}');
+}
+
+/* One entry of "tensors" up to the ',' or ']' after it. */
+static int step_tensor(scan_pass *p) {
+    int rc;
+    if (p->m->n == p->lim->max_tensors) return SCAN_DEFER;
+    if ((rc = scan_entry(&p->s, p->m, p->lim))) return rc;
+    return scan_next(p, ']');
+}
+
+static int step_member_end(scan_pass *p) { return scan_next(p, '}'); }
+
+static int scan_pass_run(scan_pass *p) {
+    int rc = scan_step(p, step_open);
+    while (!rc) {
+        if ((rc = scan_step(p, step_member))) break;
+        if (p->tensors == 1) { /* the entries, then the member's end */
+            p->tensors = 2;
+            while (!p->closed && !(rc = scan_step(p, step_tensor))) {
+            }
+            if (rc || (rc = scan_step(p, step_member_end))) break;
+        }
+        if (p->closed) break;
+    }
+    if (rc) return rc;
+    if (!p->tensors) return SCAN_DEFER;
+    /* nothing but whitespace up to the end of the text */
+    do {
+        if (ckpt_json_peek(&p->s) != -1) return SCAN_DEFER;
+    } while ((rc = scan_more(&p->t, &p->s, p->s.i)) > 0);
     return rc;
 }
 
-/* Fills *out from the text in one pass, or SCAN_DEFER: the tree decides.
- * own: as for scan_manifest (NULL: the caller keeps the text). */
-static int parse_text(ckpt_manifest **out, const char *json, size_t len, const char *name,
-                      const ckpt_limits *lim, char **own) {
+/* 0 with m filled from t (s: the scanner over t's start), SCAN_DEFER (m
+ * then holds a partial result: discard it), or CKPT_E_NOMEM. */
+static int scan_manifest(ckpt_manifest *m, scan_text *t, ckpt_json_scan *s,
+                         const ckpt_limits *lim) {
+    scan_pass p = {.s = *s, .t = *t, .m = m, .lim = lim};
+    int rc = t->size > lim->max_index_bytes             ? SCAN_DEFER
+             : (p.k = ckpt_malloc(sizeof *p.k)) != NULL ? 0
+                                                        : CKPT_E_NOMEM;
+    if (rc == 0) {
+        p.k->n = 0;
+        rc = scan_pass_run(&p);
+        ckpt_free(p.k);
+    }
+    if (t->fd >= 0) ckpt_free(p.t.buf); /* the window: the names are copies */
+    t->buf = NULL;
+    size_t dup;
+    if (rc == 0) shrink(m);
+    if (rc == 0 && (rc = index_from(m, 0, &dup)) == CKPT_E_INVALID_ARG) rc = SCAN_DEFER;
+    if (rc == 0 && p.ties) {
+        p.s.s = (const unsigned char *)p.ties;
+        p.s.n = p.nties;
+        p.s.i = 0;
+        p.s.depth = 1;
+        rc = scan_ties(&p.s, m);
+    }
+    ckpt_free(p.ties);
+    return rc;
+}
+
+/* Fills *out from t in one pass, or SCAN_DEFER: the tree decides. */
+static int parse_text(ckpt_manifest **out, scan_text *t, const char *name, const ckpt_limits *lim) {
     ckpt_manifest *m = manifest_new(name);
-    int rc = m ? scan_manifest(m, json, len, lim, own) : CKPT_E_NOMEM;
+    int rc = CKPT_E_NOMEM;
+    if (m) {
+        ckpt_json_scan s = {.s = t->buf,
+                            .n = t->fd < 0 ? (size_t)t->size : 0,
+                            .max_depth = 1000,
+                            .arena = &m->arena,
+                            .file = m->name,
+                            .what = "manifest"};
+        rc = t->fd < 0 ? 0 : scan_more(t, &s, 0); /* the first window */
+        if (rc >= 0) rc = scan_manifest(m, t, &s, lim);
+    }
     if (rc == 0) {
         *out = m;
         return 0;
@@ -748,7 +897,8 @@ int ckpt_manifest_parse(ckpt_manifest **out, const void *json, size_t len, const
     ckpt_limits defaults = CKPT_LIMITS_INIT;
     const ckpt_limits *lim = limits ? limits : &defaults;
     *out = NULL;
-    int rc = parse_text(out, json, len, name, lim, NULL);
+    scan_text t = {-1, len, (unsigned char *)(uintptr_t)json, 0};
+    int rc = parse_text(out, &t, name, lim);
     if (rc != SCAN_DEFER) return rc;
     rc = 0;
     json_t *doc = load_json(json, len, name, lim, &rc);
@@ -845,18 +995,25 @@ int ckpt_manifest_load(ckpt_manifest **out, const char *path, const ckpt_open_op
     *out = NULL;
     if (!looks_like_json(path)) return load_checkpoint(out, path, opts);
 
+    /* one pass over a window of the file; the rare text it leaves to
+     * jansson (a repeated name, a tie it does not read) is read whole */
+    struct stat st;
+    const char *why;
+    int fd = ckpt_open_regular(path, &st, &why), rc;
+    if (fd < 0) return ckpt_err(CKPT_E_IO, path, "", CKPT_NO_OFFSET, "cannot read: %s", why);
+    if ((uint64_t)st.st_size > lim->max_index_bytes) {
+        close(fd);
+        return ckpt_err(CKPT_E_LIMIT, path, "", CKPT_NO_OFFSET,
+                        "manifest is %lld bytes (limit %" PRIu64 ")", (long long)st.st_size,
+                        lim->max_index_bytes);
+    }
+    scan_text t = {fd, (uint64_t)st.st_size, NULL, 0};
+    rc = parse_text(out, &t, path, lim);
+    close(fd);
+    if (rc != SCAN_DEFER) return rc;
     size_t len = 0;
-    int rc = 0;
     char *buf = read_all(path, lim->max_index_bytes, &len, &rc);
     if (!buf) return rc;
-    /* the one pass frees buf before it indexes the names; the rare text
-     * it leaves to jansson (a repeated name, a tie it does not read) is
-     * read again */
-    if ((rc = parse_text(out, buf, len, path, lim, &buf)) != SCAN_DEFER) {
-        ckpt_free(buf);
-        return rc;
-    }
-    if (!buf && !(buf = read_all(path, lim->max_index_bytes, &len, &rc))) return rc;
     rc = 0;
     json_t *doc = load_json(buf, len, path, lim, &rc);
     ckpt_free(buf);
@@ -942,7 +1099,7 @@ static const char *entry_name(void *ctx, size_t i, char *buf, size_t *len, int *
     const lookup_all *l = ctx;
     (void)buf;
     (void)flag;
-    *len = l->names->lens[i];
+    *len = strlen(l->names->entries[i].name);
     return l->names->entries[i].name;
 }
 

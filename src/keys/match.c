@@ -223,17 +223,23 @@ static size_t alias_partner(const ckpt_strmap *map, const char *name) {
 
 /* For each expected entry the pairing leaves unpaired, the name of the
  * matched expected key that fills it through a tie (see ckpt_match in
- * ckpt.h), or NULL: to[0..e->n). The rewrite is m->rule. */
-static int missing_ties(matcher *m, const size_t *c2e, const size_t *e2c, const char **to) {
+ * ckpt.h), or NULL: (*out)[0..e->n), ckpt_malloc'd; *out is NULL when
+ * every expected entry is paired (nothing to fill). The rewrite is
+ * m->rule. */
+static int missing_ties(matcher *m, const size_t *c2e, const size_t *e2c, const char ***out) {
     const ckpt_manifest *c = m->c, *e = m->e;
     size_t nmiss = 0;
-    for (size_t j = 0; j < e->n; j++) {
-        to[j] = NULL;
-        nmiss += e2c[j] == CKPT_KEYS_NONE;
-    }
+    *out = NULL;
+    for (size_t j = 0; j < e->n; j++) nmiss += e2c[j] == CKPT_KEYS_NONE;
     if (!nmiss) return 0;
-    unsigned char *ok = ckpt_malloc(e->n);
-    if (!ok) return ckpt_err_nomem();
+    const char **to = ckpt_malloc(e->n * sizeof *to);
+    unsigned char *ok = to ? ckpt_malloc(e->n) : NULL;
+    if (!ok) {
+        ckpt_free(to);
+        return ckpt_err_nomem();
+    }
+    *out = to;
+    for (size_t j = 0; j < e->n; j++) to[j] = NULL;
     for (size_t j = 0; j < e->n; j++) ok[j] = e2c[j] != CKPT_KEYS_NONE && loads(m, e2c[j], j);
     tie_index t;
     ckpt_strmap ac = {0};
@@ -269,8 +275,8 @@ static int would_complete(matcher *m, const size_t *c2e, const size_t *e2c, int 
         if (!loads(m, i, c2e[i])) return 0;
         matched++;
     }
-    const char **to = ckpt_malloc((m->e->n ? m->e->n : 1) * sizeof *to);
-    int rc = to ? missing_ties(m, c2e, e2c, to) : ckpt_err_nomem();
+    const char **to;
+    int rc = missing_ties(m, c2e, e2c, &to);
     *complete = !rc && (matched > 0 || m->e->n == 0);
     for (size_t j = 0; *complete && j < m->e->n; j++)
         if (e2c[j] == CKPT_KEYS_NONE && !to[j] && !allowed_missing(m, j)) *complete = 0;
@@ -294,9 +300,8 @@ static ckpt_match_item *push(matcher *m, ckpt_match_list l, const char *name, si
 
 static int classify(matcher *m) {
     ckpt_match_result *r = m->r;
-    const char **to = ckpt_malloc((m->e->n ? m->e->n : 1) * sizeof *to);
-    if (!to) return ckpt_err_nomem();
-    int rc = missing_ties(m, m->c2e, m->e2c, to);
+    const char **to;
+    int rc = missing_ties(m, m->c2e, m->e2c, &to);
     for (size_t j = 0; !rc && j < m->e->n; j++) {
         if (m->e2c[j] != CKPT_KEYS_NONE) continue;
         ckpt_match_list l = to[j]                   ? CKPT_MATCH_TIED
@@ -464,27 +469,13 @@ static int finish(matcher *m) {
     return 0;
 }
 
-/* Infers the rewrite; applies it (pairing in c2e/e2c) when asked and
- * complete. */
-static int infer(matcher *m, size_t *c2e, size_t *e2c, size_t *c2e_rw, size_t *e2c_rw,
-                 ckpt_rule *rules) {
+/* Rewrites every checkpoint key with `best` into c2e_rw (and its inverse
+ * e2c_rw); applies it (pairing in c2e/e2c) when asked and complete. */
+static int apply(matcher *m, const ckpt_rule *best, size_t *c2e, size_t *e2c, size_t *c2e_rw,
+                 size_t *e2c_rw) {
     ckpt_match_result *r = m->r;
-    size_t nrules = 0;
-    int rc = ckpt_rules_infer(rules, MAX_CANDIDATES, &nrules, &r->arena, m->c, m->e, c2e);
-    if (rc) return rc;
-    /* a rule matching half as many keys as the best pairs keys by
-     * coincidence ("replace 'conv1.' with 'conv.conv2.'"): not a candidate */
-    while (nrules > 1 && rules[nrules - 1].matches * 2 <= rules[0].matches) nrules--;
-    for (size_t k = 0; k < nrules; k++)
-        r->candidates[k] = (ckpt_rewrite){rules[k].description, rules[k].matches, 0};
-    r->ncandidates = nrules;
-    const ckpt_rule *best = ckpt_rules_best(rules, nrules);
-    if (!best) return 0;
     size_t clash[2] = {CKPT_KEYS_NONE, CKPT_KEYS_NONE};
-    r->has_rewrite = 1;
-    r->rewrite = r->candidates[0];
-    if (best->select && (rc = ckpt_rule_others(&r->ignored, &r->nignored, &r->arena, best, m->c)))
-        return rc;
+    int rc;
     if ((rc = rewrite_all(m, best, c2e_rw, clash))) return rc;
     if (clash[0] != CKPT_KEYS_NONE) {
         r->rewrite.description = ckpt_arena_printf(
@@ -506,6 +497,34 @@ static int infer(matcher *m, size_t *c2e, size_t *e2c, size_t *c2e_rw, size_t *e
     return 0;
 }
 
+/* Infers the rewrite; applies it (pairing in c2e/e2c) when asked and
+ * complete. The rewritten pairing is allocated only here, where a rule
+ * is tried (two key indices per key, beside c2e and e2c). */
+static int infer(matcher *m, size_t *c2e, size_t *e2c, ckpt_rule *rules) {
+    ckpt_match_result *r = m->r;
+    size_t nrules = 0;
+    int rc = ckpt_rules_infer(rules, MAX_CANDIDATES, &nrules, &r->arena, m->c, m->e, c2e);
+    if (rc) return rc;
+    /* a rule matching half as many keys as the best pairs keys by
+     * coincidence ("replace 'conv1.' with 'conv.conv2.'"): not a candidate */
+    while (nrules > 1 && rules[nrules - 1].matches * 2 <= rules[0].matches) nrules--;
+    for (size_t k = 0; k < nrules; k++)
+        r->candidates[k] = (ckpt_rewrite){rules[k].description, rules[k].matches, 0};
+    r->ncandidates = nrules;
+    const ckpt_rule *best = ckpt_rules_best(rules, nrules);
+    if (!best) return 0;
+    r->has_rewrite = 1;
+    r->rewrite = r->candidates[0];
+    if (best->select && (rc = ckpt_rule_others(&r->ignored, &r->nignored, &r->arena, best, m->c)))
+        return rc;
+    size_t nc = m->c->n ? m->c->n : 1, ne = m->e->n ? m->e->n : 1;
+    size_t *rw = ckpt_malloc((nc + ne) * sizeof *rw);
+    if (!rw) return ckpt_err_nomem();
+    rc = apply(m, best, c2e, e2c, rw, rw + nc);
+    ckpt_free(rw);
+    return rc;
+}
+
 int ckpt_match(ckpt_match_result **out, const ckpt_manifest *c, const ckpt_manifest *e,
                const ckpt_match_options *opts) {
     static const ckpt_match_options defaults = CKPT_MATCH_OPTIONS_INIT;
@@ -519,17 +538,17 @@ int ckpt_match(ckpt_match_result **out, const ckpt_manifest *c, const ckpt_manif
     memset(r, 0, sizeof *r);
     matcher m = {r, c, e, opts ? opts : &defaults, NULL, NULL, NULL};
     size_t nc = c->n ? c->n : 1, ne = e->n ? e->n : 1;
-    size_t *buf = ckpt_malloc((2 * nc + 2 * ne) * sizeof *buf);
+    size_t *buf = ckpt_malloc((nc + ne) * sizeof *buf);
     ckpt_rule rules[MAX_CANDIDATES];
     if (!buf) {
         ckpt_free(r);
         return ckpt_err_nomem();
     }
-    size_t *c2e = buf, *e2c = buf + nc, *c2e_rw = e2c + ne, *e2c_rw = c2e_rw + nc;
+    size_t *c2e = buf, *e2c = buf + nc;
     size_t unmatched_c = c->n - ckpt_manifest_lookup_all(e, c, c2e), unmatched_e;
     invert(&m, c2e, e2c);
     unmatched_e = e->n - (c->n - unmatched_c);
-    int rc = unmatched_c && unmatched_e ? infer(&m, c2e, e2c, c2e_rw, e2c_rw, rules) : 0;
+    int rc = unmatched_c && unmatched_e ? infer(&m, c2e, e2c, rules) : 0;
     m.c2e = c2e;
     m.e2c = e2c;
     if (!rc) rc = finish(&m);

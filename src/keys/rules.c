@@ -174,7 +174,7 @@ static int pick_anchors(infer *in) {
     size_t nc = in->c->n, unmatched = 0;
     for (size_t i = 0; i < nc; i++) {
         const char *s = in->c->entries[i].name;
-        size_t len = in->c->lens[i];
+        size_t len = strlen(in->c->entries[i].name);
         in->wrappers |= ckpt_key_wrappers(s, len);
         if (in->c2e[i] == CKPT_KEYS_NONE) unmatched++;
     }
@@ -186,7 +186,7 @@ static int pick_anchors(infer *in) {
         if (seen++ != taken * unmatched / want) continue;
         taken++;
         const char *s = in->c->entries[i].name;
-        size_t len = in->c->lens[i];
+        size_t len = strlen(in->c->entries[i].name);
         int rc = add_anchor(in, s, len);
         if (rc) return rc;
         if (ckpt_key_wrappers(s, len)) {
@@ -211,7 +211,7 @@ static int collect_targets(infer *in) {
     for (size_t j = 0; j < e->n; j++) {
         if (hit[j]) continue;
         const char *s = e->entries[j].name;
-        size_t len = e->lens[j], starts[MAX_SEGS + 1];
+        size_t len = strlen(e->entries[j].name), starts[MAX_SEGS + 1];
         size_t n = segment_starts(s, len, starts, MAX_SEGS + 1);
         for (size_t k = 0; k < n; k++) {
             const char *suf = s + starts[k];
@@ -516,8 +516,10 @@ int ckpt_rule_others(const char ***out, size_t *n, ckpt_arena *a, const ckpt_rul
     size_t maxlen = 0;
     *out = NULL;
     *n = 0;
-    for (size_t i = 0; i < c->n; i++)
-        if (c->lens[i] > maxlen) maxlen = c->lens[i];
+    for (size_t i = 0; i < c->n; i++) {
+        size_t len = strlen(c->entries[i].name);
+        if (len > maxlen) maxlen = len;
+    }
     for (size_t i = 0; i < c->nvalues; i++) {
         size_t len = strlen(c->values[i].name);
         if (len > maxlen) maxlen = len;
@@ -529,7 +531,7 @@ int ckpt_rule_others(const char ***out, size_t *n, ckpt_arena *a, const ckpt_rul
     char *buf = ckpt_malloc(maxlen + r->add_len + 1);
     int rc = buf ? 0 : ckpt_err_nomem();
     for (size_t i = 0; !rc && i < c->n; i++)
-        rc = add_other(&set, a, r, c->entries[i].name, c->lens[i], buf);
+        rc = add_other(&set, a, r, c->entries[i].name, strlen(c->entries[i].name), buf);
     for (size_t i = 0; !rc && i < c->nvalues; i++)
         rc = add_other(&set, a, r, c->values[i].name, strlen(c->values[i].name), buf);
     for (size_t i = 0; !rc && i < c->nleaves; i++)
@@ -559,7 +561,8 @@ typedef struct rule_stream {
 
 static const char *rule_name(void *ctx, size_t i, char *buf, size_t *len, int *covered) {
     const rule_stream *s = ctx;
-    *len = ckpt_rule_apply(s->r, s->c->entries[i].name, s->c->lens[i], buf, covered);
+    *len =
+        ckpt_rule_apply(s->r, s->c->entries[i].name, strlen(s->c->entries[i].name), buf, covered);
     return buf;
 }
 
@@ -571,8 +574,10 @@ static int rule_visit(void *ctx, size_t i, const char *name, size_t len, int cov
 int ckpt_rule_lookup_all(const ckpt_rule *r, const ckpt_manifest *c, const ckpt_manifest *e,
                          ckpt_rule_visit visit, void *ctx) {
     size_t maxlen = 0;
-    for (size_t i = 0; i < c->n; i++)
-        if (c->lens[i] > maxlen) maxlen = c->lens[i];
+    for (size_t i = 0; i < c->n; i++) {
+        size_t len = strlen(c->entries[i].name);
+        if (len > maxlen) maxlen = len;
+    }
     rule_stream s = {r, c, visit, ctx};
     return ckpt_manifest_lookup_stream(e, c->n, maxlen + r->add_len + 1, rule_name, rule_visit, &s);
 }

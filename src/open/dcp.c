@@ -118,12 +118,18 @@ typedef struct opener {
     const char *dir;
     ckpt_strmap names; /* canonical data file name -> shard index */
     size_t shard_cap, part_cap;
-    /* safetensors parts, opened once per (data file, offset) */
+    /* safetensors parts, opened once per (data file, offset): that pair as
+     * 16 bytes (keys in f's arena) -> the part's index in st_parts, which
+     * holds its DCP_SHARDING_INFO parsed once (read: parsed; NULL when
+     * absent or not JSON). A data file of DCP's safetensors format is one
+     * part that every chunk in it reads from; a directory holds a file per
+     * rank and writer thread. */
+    ckpt_strmap st;
     struct st_part {
-        size_t shard;
-        uint64_t offset;
         ckpt_file *part;
-    } * st;
+        json_t *sharding;
+        int read;
+    } * st_parts;
     size_t nst, st_cap;
     int whole_files; /* HF: every chunk is a tensor of the safetensors file */
 } opener;
@@ -234,9 +240,11 @@ static int in_slice(int rc, const char *fqn, const char *claim) {
 
 /* The checkpoint a slice [off, off+len) of data file `shard` is read
  * from, and in *base where it starts (ckpt_dcp_slice_format). A
- * safetensors file is opened once. */
+ * safetensors file is opened once: *st receives its index in o->st_parts
+ * (SIZE_MAX for another format). */
 static int open_slice(opener *o, size_t shard, uint64_t off, uint64_t len, int is_bytes,
-                      const char *fqn, const char *claim, ckpt_file **out, uint64_t *base) {
+                      const char *fqn, const char *claim, ckpt_file **out, uint64_t *base,
+                      size_t *st) {
     ckpt_file *h = o->f->shards[shard];
     if (off > h->map_size || len > h->map_size - off)
         return ckpt_err(CKPT_E_TRUNCATED, h->path, fqn, h->map_size,
@@ -257,12 +265,16 @@ static int open_slice(opener *o, size_t shard, uint64_t off, uint64_t len, int i
         *base = 0;
     }
     int safetensors = at == CKPT_FORMAT_SAFETENSORS;
+    uint64_t key[2] = {shard, *base};
+    *st = SIZE_MAX;
     if (safetensors) {
-        for (size_t i = 0; i < o->nst; i++)
-            if (o->st[i].shard == shard && o->st[i].offset == *base) {
-                *out = o->st[i].part;
-                return 0;
-            }
+        const ckpt_strmap_slot *sl = ckpt_strmap_find(
+            &o->st, (const char *)key, sizeof key, ckpt_strmap_hash((const char *)key, sizeof key));
+        if (sl) {
+            *st = sl->val;
+            *out = o->st_parts[sl->val].part;
+            return 0;
+        }
         len = h->map_size - *base;
     }
     const char *name =
@@ -273,9 +285,16 @@ static int open_slice(opener *o, size_t shard, uint64_t off, uint64_t len, int i
     if (rc) return in_slice(rc, fqn, claim);
     if ((rc = add_part(o, part))) return rc;
     if (safetensors) {
-        if (ckpt_arena_grow(&o->f->arena, (void **)&o->st, &o->st_cap, o->nst + 1, sizeof *o->st))
+        uint64_t *k = ckpt_arena_alloc(&o->f->arena, sizeof key);
+        ckpt_strmap_slot *sl;
+        if (!k || ckpt_arena_grow(&o->f->arena, (void **)&o->st_parts, &o->st_cap, o->nst + 1,
+                                  sizeof *o->st_parts))
             return ckpt_err_nomem();
-        o->st[o->nst++] = (struct st_part){shard, *base, part};
+        memcpy(k, key, sizeof key);
+        if (ckpt_strmap_put(&o->st, (const char *)k, sizeof key, o->nst, &sl) < 0)
+            return ckpt_err_nomem();
+        o->st_parts[o->nst] = (struct st_part){part, NULL, 0};
+        *st = o->nst++;
     }
     *out = part;
     return 0;
@@ -289,14 +308,19 @@ static const char *sharding_info(const ckpt_file *part) {
     return text;
 }
 
-/* DCP_SHARDING_INFO's saved_offsets of `fqn` in a safetensors part, when
- * it lists them, must be the chunk's offsets. */
-static int check_saved_offsets(const ckpt_file *part, const char *fqn, const ckpt_dcp_chunk *ch,
+/* DCP_SHARDING_INFO's saved_offsets of `fqn` in safetensors part st (its
+ * text parsed once: a file holds every tensor of a rank's writer thread),
+ * when it lists them, must be the chunk's offsets. */
+static int check_saved_offsets(opener *o, size_t st, const char *fqn, const ckpt_dcp_chunk *ch,
                                uint32_t ndim) {
-    const char *text = sharding_info(part);
-    if (!text) return 0;
-    json_error_t err;
-    json_t *doc = json_loads(text, 0, &err);
+    struct st_part *p = &o->st_parts[st];
+    const ckpt_file *part = p->part;
+    if (!p->read) {
+        const char *text = sharding_info(part);
+        p->sharding = text ? json_loads(text, 0, NULL) : NULL;
+        p->read = 1;
+    }
+    const json_t *doc = p->sharding;
     const json_t *so = json_object_get(json_object_get(doc, fqn), "saved_offsets");
     int rc = 0;
     if (so) {
@@ -312,7 +336,6 @@ static int check_saved_offsets(const ckpt_file *part, const char *fqn, const ckp
                           "in .metadata",
                           fqn);
     }
-    json_decref(doc);
     return rc;
 }
 
@@ -321,9 +344,10 @@ static int chunk_tensor(opener *o, const ckpt_dcp_item *it, const ckpt_dcp_chunk
                         const ckpt_tensor **out) {
     ckpt_file *part;
     uint64_t base;
+    size_t st;
     char claim[300];
     placed(claim, sizeof claim, ch);
-    int rc = open_slice(o, shard, ch->offset, ch->length, 0, it->fqn, claim, &part, &base);
+    int rc = open_slice(o, shard, ch->offset, ch->length, 0, it->fqn, claim, &part, &base, &st);
     if (rc) return rc;
     const ckpt_tensor *t = NULL;
     if (part->format == CKPT_FORMAT_SAFETENSORS) {
@@ -333,7 +357,7 @@ static int chunk_tensor(opener *o, const ckpt_dcp_item *it, const ckpt_dcp_chunk
                             "the safetensors file holds no tensor \"%s\", which .metadata "
                             "places here%s",
                             it->fqn, claim);
-        if ((rc = check_saved_offsets(part, it->fqn, ch, it->ndim))) return rc;
+        if ((rc = check_saved_offsets(o, st, it->fqn, ch, it->ndim))) return rc;
         /* a slice inside the file is exactly the tensor's data */
         if (base != ch->offset &&
             (ckpt_tensor_file_offset(t) != ch->offset || t->nbytes != ch->length))
@@ -526,7 +550,7 @@ static int tensor_value(opener *o, const ckpt_dcp_item *it, ckpt_value **out) {
 }
 
 static int bytes_value(opener *o, const ckpt_dcp_item *it, ckpt_value **out) {
-    size_t shard;
+    size_t shard, st;
     ckpt_file *part;
     uint64_t base;
     char claim[300];
@@ -534,7 +558,7 @@ static int bytes_value(opener *o, const ckpt_dcp_item *it, ckpt_value **out) {
     int rc = data_file(o, it->chunks[0].path, it->fqn, &it->chunks[0], &shard);
     if (rc == 0)
         rc = open_slice(o, shard, it->chunks[0].offset, it->chunks[0].length, 1, it->fqn, claim,
-                        &part, &base);
+                        &part, &base, &st);
     if (rc) return rc;
     if (part->format != CKPT_FORMAT_TORCH_ZIP || !part->root)
         return ckpt_err(CKPT_E_FORMAT, part->path, it->fqn, 0,
@@ -852,7 +876,8 @@ static int hf_file(opener *o, merger *m, const char *name) {
         return ckpt_err(CKPT_E_FORMAT, h->path, "", 0,
                         "not a safetensors file (HuggingFaceStorageReader reads every "
                         "\"*.safetensors\" file of the directory)");
-    if ((rc = open_slice(o, shard, 0, 0, 0, name, "", &part, &base))) return rc;
+    size_t st;
+    if ((rc = open_slice(o, shard, 0, 0, 0, name, "", &part, &base, &st))) return rc;
     const char *text = sharding_info(part);
     json_t *doc = text ? json_loads(text, 0, NULL) : NULL;
     if (text && !json_is_object(doc))
@@ -957,6 +982,8 @@ int ckpt_dcp_read(ckpt_file *f, const char *dir) {
         if (rc == 0) rc = set_element(&n, it, v);
     }
     ckpt_strmap_free(&o.names);
+    ckpt_strmap_free(&o.st);
+    for (size_t i = 0; i < o.nst; i++) json_decref(o.st_parts[i].sharding);
     ckpt_strmap_free(&n.keys);
     return rc;
 }

@@ -11,6 +11,8 @@ C reader's tests (tests/dcp/test_c_*.py) and bench/bench_dcp.py.
         mapping), DIR/hf/dist (save_distributed, no consolidation) and
         DIR/hf/cons (consolidated; its shards in DIR/hf/cons/sharded))
     python dcp_gen.py big DIR torch_save|safetensors MIB   (one process)
+    python dcp_gen.py threads DIR N   (one process, N writer threads: N data
+        files in DIR/torch_save and in DIR/safetensors)
     python dcp_gen.py odd DIR   (one process: DIR/plain (0-d, empty, nested
         lists and dicts, bytes items), DIR/async (dcp.async_save), DIR/zlib
         (a compressing stream extension, as ZStandard is one), DIR/nocoll
@@ -30,9 +32,9 @@ from torch.distributed.checkpoint.filesystem import SerializationFormat
 warnings.filterwarnings("ignore")
 
 
-def writer(path, fmt):
+def writer(path, fmt, threads=1):
     kind = SerializationFormat.SAFETENSORS if fmt == "safetensors" else SerializationFormat.TORCH_SAVE
-    return FileSystemWriter(path, serialization_format=kind)
+    return FileSystemWriter(path, serialization_format=kind, thread_count=threads)
 
 
 def single(path, fmt):
@@ -232,6 +234,18 @@ def _zlib_extension():
     return Zlib()
 
 
+def threads(path, n):
+    """One process, the same state dict in both formats, each written by n
+    writer threads: n data files (__0_0.distcp ... __0_{n-1}.distcp), so
+    n safetensors parts in PATH/safetensors (PATH/torch_save: its twin)."""
+    g = torch.Generator().manual_seed(1)
+    sd = {f"layers.{i}.{k}": torch.randn(i % 5 + 1, 3, generator=g).to(dt)
+          for i in range(8 * n) for k, dt in (("w", torch.float32), ("b", torch.bfloat16))}
+    sd["step"] = 3
+    for fmt in ("torch_save", "safetensors"):
+        dcp.save(sd, storage_writer=writer(os.path.join(path, fmt), fmt, n))
+
+
 def big(path, fmt, mib):
     """One process, ~mib MiB of float32 tensors (bench)."""
     n = mib * (1 << 20) // 4 // 16
@@ -250,7 +264,10 @@ if __name__ == "__main__":
         sharded([(os.path.join(path, f), f) for f in ("torch_save", "safetensors")], extra=path)
     elif kind == "odd":
         odd(path)
+    elif kind == "threads":
+        threads(path, int(sys.argv[3]))
     elif kind == "big":
         big(path, fmt, int(sys.argv[4]))
     else:
-        sys.exit("usage: dcp_gen.py single|sharded|sharded-both|odd|big DIR [safetensors|torch_save] [MiB]")
+        sys.exit("usage: dcp_gen.py single|sharded|sharded-both|odd|big|threads DIR "
+                 "[safetensors|torch_save|N] [MiB]")

@@ -170,6 +170,86 @@ def test_view_equals_dcp_to_torch_save():
         assert values == want_v, (d, values, want_v)
 
 
+def test_many_data_files():
+    # 64 writer threads: 64 data files, each one safetensors part that every
+    # chunk in it reads from (found by (file, offset) in a table; it was a
+    # list searched for every chunk); the torch.save twin through
+    # dcp_to_torch_save is the oracle
+    d = os.path.join(TMP, "threads")
+    gen("threads", d, "64")
+    st, pt = os.path.join(d, "safetensors"), os.path.join(d, "torch_save")
+    files = sorted(f for f in os.listdir(st) if f.endswith(".distcp"))
+    assert len(files) == 64, files
+    want = torch_view(pt)
+    got = inspect_json(st, "--chunks")
+    tensors = {t["name"]: t for t in got["tensors"]}
+    want_t = {k: v for k, v in want.items() if isinstance(v, torch.Tensor)}
+    assert len(want_t) == 1024 and sorted(tensors) == sorted(want_t)
+    for name, t in want_t.items():
+        g = tensors[name]
+        assert (g["dtype"], g["shape"]) == (DTYPES[t.dtype], list(t.shape)), (name, g, t)
+        assert g["sha256"] == sha256(t), name
+    assert {v["name"]: v["value"] for v in got["values"]} == {"step": 3}
+    # each chunk read from the file .metadata places it in, all 64 read
+    where = {k.fqn: v.relative_path for k, v in read_meta(st).storage_data.items()}
+    chunks = {n: t["chunks"] for n, t in tensors.items()}
+    assert all(len(c) == 1 for c in chunks.values())
+    assert {n: c[0]["file"] for n, c in chunks.items()} == {n: where[n] for n in chunks}
+    assert {c[0]["file"] for c in chunks.values()} == set(files)
+    rc, out, err = ckpt("verify", st)
+    assert rc == 0 and out.startswith("OK ") and "1024 keys" in out, out + err
+
+
+def test_one_data_file_many_tensors():
+    # one writer thread: a data file of 512 tensors, whose DCP_SHARDING_INFO
+    # (512 entries) is parsed once, not once per chunk: jansson's
+    # allocations while libckpt opens the directory in this process are
+    # counted (json_set_alloc_funcs): 5,129, against 2,626,048 when every
+    # chunk parsed the text again (a DCP of 8,192 tensors took 62 s of CPU
+    # to inspect, now 0.09 s)
+    import ctypes
+    d = os.path.join(TMP, "one_file")
+    code = ("import sys, torch, torch.distributed.checkpoint as dcp; sys.path.insert(0, %r); "
+            "from dcp_gen import writer; "
+            "dcp.save({f'l.{i}': torch.full((2, 3), float(i)) for i in range(512)}, "
+            "storage_writer=writer(%r, 'safetensors'))" % (os.path.dirname(GEN), d))
+    subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, timeout=300)
+    assert sorted(os.listdir(d)) == [".metadata", "__0_0.distcp"]
+    libc = ctypes.CDLL(None)
+    libc.malloc.restype, libc.malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
+    libc.free.argtypes = [ctypes.c_void_p]
+    calls = [0]
+
+    @ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_size_t)
+    def counted(n):
+        calls[0] += 1
+        return libc.malloc(n)
+
+    @ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+    def release(p):
+        libc.free(p)
+
+    jansson = ctypes.CDLL("libjansson.so.4")
+    lib = ctypes.CDLL(os.environ.get("CKPT_LIB", os.path.join(SRC, "build", "libckpt.so")))
+    lib.ckpt_open.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_char_p, ctypes.c_void_p]
+    lib.ckpt_close.argtypes = [ctypes.c_void_p]
+    lib.ckpt_file_tensor_count.argtypes = [ctypes.c_void_p]
+    lib.ckpt_file_tensor_count.restype = ctypes.c_size_t
+    f = ctypes.c_void_p()
+    jansson.json_set_alloc_funcs(counted, release)
+    try:
+        rc = lib.ckpt_open(ctypes.byref(f), d.encode(), None)
+        n = lib.ckpt_file_tensor_count(f) if rc == 0 else None
+        lib.ckpt_close(f)
+    finally:
+        jansson.json_set_alloc_funcs(ctypes.cast(libc.malloc, ctypes.c_void_p),
+                                     ctypes.cast(libc.free, ctypes.c_void_p))
+    assert rc == 0 and n == 512, (rc, n)
+    assert 512 < calls[0] < 20 * 512, calls[0]
+    t = {x["name"]: x for x in inspect_json(d)["tensors"]}
+    assert t["l.511"]["sha256"] == sha256(torch.full((2, 3), 511.0)), t["l.511"]
+
+
 def test_sharded_chunks_name_ranks_and_boxes():
     for d in (SHARDED_PT, SHARDED_ST):
         w0 = chunk_of(d, "w0")
