@@ -143,6 +143,27 @@ def oracle(python, script, files):
     return {d["file"]: d for d in map(json.loads, p.stdout.decode().splitlines())}
 
 
+def doctor(refused, loads):
+    """`ckpt doctor` says it (text and --json), `ckpt scan` as a note with
+    the verdict and exit status of a safe file."""
+    cli = os.environ.get("CKPT_BIN", os.path.join(SRC, "build", "ckpt"))
+    run = lambda *a: subprocess.run([cli] + list(a), stdout=subprocess.PIPE, timeout=120)
+    p = run("doctor", refused)
+    text = p.stdout.decode()
+    report("note: torch.load(weights_only=True) of torch >= 2.6 refuses this: global "
+           "numpy._core.multiarray.scalar at byte " in text, "doctor text names it", [text])
+    files = json.loads(run("doctor", "--json", refused).stdout)["sections"]["safety"]["files"]
+    report(files[0]["verdict"] == "safe" and "add_safe_globals([numpy._core.multiarray.scalar])"
+           in files[0]["weights_only"], "doctor --json names it", [files])
+    files = json.loads(run("doctor", "--json", loads).stdout)["sections"]["safety"]["files"]
+    report(files[0]["weights_only"] is None, "doctor --json: nothing for a loadable file", [files])
+    p = run("scan", refused)
+    out = p.stdout.decode().splitlines()
+    report(p.returncode == 0 and out[-1].startswith("SAFE") and
+           out[-2].startswith("  note       weights-only: torch.load(weights_only=True)"),
+           "scan: a note, verdict SAFE, exit 0", out)
+
+
 def main():
     if not os.path.exists(VENV):
         print("SKIP weights_only verdict: no %s (run scripts/deps --test)" % VENV)
@@ -178,6 +199,7 @@ def main():
                 if path.endswith(".pt"):
                     refused_pt.append(path)
         report(len(refused_pt) >= 8, "several files refused", refused_pt)
+        doctor(os.path.join(tmp, "np_float64.pt"), os.path.join(tmp, "module_sd.pt"))
         if os.path.exists("/usr/bin/python3") and refused_pt:
             old = oracle("/usr/bin/python3", OLD, refused_pt)
             for path in refused_pt:
