@@ -124,11 +124,11 @@ CKPT_API const ckpt_finding *ckpt_scan_finding(const ckpt_scan_report *r, size_t
  * file may be refused, and the verdict does not change. Torch before 2.6
  * does not load with weights_only by default. */
 typedef struct ckpt_weights_only {
-    int refused;        /* 1: torch.load(f) of torch >= 2.6 raises */
-    const char *global; /* "module.qualname" refused, or NULL */
-    const char *opcode; /* the refused opcode's name ("FRAME"), or NULL */
-    const char *member; /* the zip member, "" for the file */
-    uint64_t offset;    /* absolute byte offset, CKPT_NO_OFFSET when
+    int refused;         /* 1: torch.load(f) of torch >= 2.6 raises */
+    const char *global;  /* "module.qualname" refused, or NULL */
+    const char *opcode;  /* the refused opcode's name ("FRAME"), or NULL */
+    const char *member;  /* the zip member, "" for the file */
+    uint64_t offset;     /* absolute byte offset, CKPT_NO_OFFSET when
                            none is refused */
     const char *message; /* "torch.load(weights_only=True) of torch >= 2.6
                             refuses this: global X at byte N (allow it

@@ -238,11 +238,11 @@ const char *ckpt_pickle_op_name(uint8_t op) { return op_names[op]; }
  * _weights_only_unpickler.Unpickler.load): protocol 2 as torch.save
  * writes it; any other is "Unsupported operand". */
 static const uint8_t weights_only_ops[256] = {
-    ['c'] = 1,  [0x81] = 1, ['R'] = 1,  ['b'] = 1,  ['a'] = 1,  ['e'] = 1,  ['s'] = 1,
-    ['u'] = 1,  ['('] = 1,  ['t'] = 1,  [0x85] = 1, [0x86] = 1, [0x87] = 1, ['N'] = 1,
-    [0x88] = 1, [0x89] = 1, [')'] = 1,  [']'] = 1,  ['}'] = 1,  [0x8f] = 1, ['J'] = 1,
-    ['K'] = 1,  ['M'] = 1,  ['G'] = 1,  ['X'] = 1,  ['U'] = 1,  ['Q'] = 1,  ['h'] = 1,
-    ['j'] = 1,  ['q'] = 1,  ['r'] = 1,  [0x8a] = 1, [0x80] = 1, ['.'] = 1,
+    ['c'] = 1,  [0x81] = 1, ['R'] = 1, ['b'] = 1,  ['a'] = 1,  ['e'] = 1,  ['s'] = 1,
+    ['u'] = 1,  ['('] = 1,  ['t'] = 1, [0x85] = 1, [0x86] = 1, [0x87] = 1, ['N'] = 1,
+    [0x88] = 1, [0x89] = 1, [')'] = 1, [']'] = 1,  ['}'] = 1,  [0x8f] = 1, ['J'] = 1,
+    ['K'] = 1,  ['M'] = 1,  ['G'] = 1, ['X'] = 1,  ['U'] = 1,  ['Q'] = 1,  ['h'] = 1,
+    ['j'] = 1,  ['q'] = 1,  ['r'] = 1, [0x8a] = 1, [0x80] = 1, ['.'] = 1,
 };
 
 #if defined(__GNUC__)
@@ -1937,7 +1937,8 @@ int ckpt_pickle_run(ckpt_value **out, size_t *consumed, const uint8_t *buf, size
             break;
         }
         m.op = buf[m.pos++];
-        if (o->weights_only && !weights_only_ops[m.op] && o->weights_only->offset == CKPT_NO_OFFSET) {
+        if (o->weights_only && !weights_only_ops[m.op] &&
+            o->weights_only->offset == CKPT_NO_OFFSET) {
             o->weights_only->offset = o->base_offset + m.op_pos;
             o->weights_only->op = m.op;
         }
