@@ -456,17 +456,19 @@ static int legacy_type_class(const char *module, const char *name) {
             (n > 6 && strcmp(name + n - 6, "Tensor") == 0));
 }
 
-/* torch's weights_only unpickler looks "module.name" up whole: a
+/* torch's weights_only unpickler maps Python 2 module names whatever the
+ * protocol (ckpt_scan_map_module), then looks "module.name" up whole: a
  * dotted qualname is allowed when the split at its last '.' is. */
-static int weights_only_allows(stream *s, const char *full) {
-    const char *dot = strrchr(full, '.');
-    if (!dot) return 0;
-    char *module = ckpt_arena_strndup(s->work, full, (size_t)(dot - full));
-    if (!module) {
+static int weights_only_allows(stream *s, const char *module, const char *name) {
+    module = ckpt_scan_map_module(module);
+    const char *dot = strrchr(name, '.');
+    if (!dot) return ckpt_builders_weights_only(module, name);
+    char *m = ckpt_arena_printf(s->work, "%s.%.*s", module, (int)(dot - name), name);
+    if (!m) {
         s->sc->nomem = 1;
         return 1;
     }
-    return ckpt_builders_weights_only(module, dot + 1);
+    return ckpt_builders_weights_only(m, dot + 1);
 }
 
 static void on_global(stream *s, const pk_event *ev) {
@@ -477,7 +479,7 @@ static void on_global(stream *s, const pk_event *ev) {
         sc->nomem = 1;
         return;
     }
-    if (s->wo && !ev->symbolic && s->wo_at == CKPT_NO_OFFSET && !weights_only_allows(s, g->full)) {
+    if (s->wo && !ev->symbolic && s->wo_at == CKPT_NO_OFFSET && !weights_only_allows(s, ev->module, ev->name)) {
         s->wo_at = ev->offset;
         s->wo_global = g->full;
     }

@@ -89,6 +89,9 @@ for i, full in enumerate(names):
     data = b"\x80\x02c" + mod.encode() + b"\n" + name.encode() + b"\n."
     with open(os.path.join(out, "g%03d.pkl" % i), "wb") as f:
         f.write(data)
+# torch maps Python 2 module names whatever the protocol
+with open(os.path.join(out, "py2name_proto3.pkl"), "wb") as f:
+    f.write(b"\x80\x03c__builtin__\nset\n]\x85R.")
 json.dump(names, open(os.path.join(out, "names.json"), "w"))
 '''
 
