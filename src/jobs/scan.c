@@ -479,7 +479,8 @@ static void on_global(stream *s, const pk_event *ev) {
         sc->nomem = 1;
         return;
     }
-    if (s->wo && !ev->symbolic && s->wo_at == CKPT_NO_OFFSET && !weights_only_allows(s, ev->module, ev->name)) {
+    if (s->wo && !ev->symbolic && s->wo_at == CKPT_NO_OFFSET &&
+        !weights_only_allows(s, ev->module, ev->name)) {
         s->wo_at = ev->offset;
         s->wo_global = g->full;
     }
