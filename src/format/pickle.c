@@ -1928,6 +1928,8 @@ int ckpt_pickle_run(ckpt_value **out, size_t *consumed, const uint8_t *buf, size
     }
 
     int rc = 0;
+    pk_weights_only *wo =
+        o->weights_only && o->weights_only->offset == CKPT_NO_OFFSET ? o->weights_only : NULL;
     while (!rc && !m.result) {
         if (m.in_frame && m.pos == m.frame_end) m.in_frame = 0;
         m.op_pos = m.pos;
@@ -1937,10 +1939,10 @@ int ckpt_pickle_run(ckpt_value **out, size_t *consumed, const uint8_t *buf, size
             break;
         }
         m.op = buf[m.pos++];
-        if (o->weights_only && !weights_only_ops[m.op] &&
-            o->weights_only->offset == CKPT_NO_OFFSET) {
-            o->weights_only->offset = o->base_offset + m.op_pos;
-            o->weights_only->op = m.op;
+        if (wo && !weights_only_ops[m.op]) {
+            wo->offset = o->base_offset + m.op_pos;
+            wo->op = m.op;
+            wo = NULL; /* the first one only */
         }
         if (++m.ops > m.ops_limit) {
             rc = fail(&m, CKPT_E_LIMIT, "more than %" PRIu64 " opcodes and copies", m.ops_limit);
