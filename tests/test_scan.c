@@ -303,6 +303,72 @@ TEST(corpus_truncations) {
 
 /* ------------------------------------------------------------ families */
 
+/* torch >= 2.6's weights_only verdict: the first global off torch's
+ * allowlist or opcode outside its protocol 2 set, at its offset; in a zip
+ * only ARCHIVE/data.pkl counts; no safety finding, the verdict stays. */
+static void expect_wo(const uint8_t *p, size_t n, const char *global, const char *opcode,
+                      uint64_t offset, const char *member) {
+    ckpt_scan_report *r = scan(p, n);
+    ckpt_weights_only w;
+    int refused = ckpt_scan_weights_only(r, &w);
+    CHECK_EQ_INT(refused, global || opcode);
+    CHECK_EQ_INT(w.refused, refused);
+    if (global) CHECK_EQ_STR(w.global, global);
+    if (opcode) CHECK_EQ_STR(w.opcode, opcode);
+    CHECK(!global || !w.opcode);
+    CHECK(refused || w.message == NULL);
+    CHECK(w.offset == (refused ? offset : UINT64_MAX));
+    CHECK_EQ_STR(w.member, refused ? member : "");
+    if (refused) CHECK(strstr(w.message, "torch.load(weights_only=True) of torch >= 2.6 refuses"));
+    ckpt_scan_report_free(r);
+}
+
+TEST(weights_only_verdict) {
+    /* a numpy scalar after a dict and a str: safe, refused at its GLOBAL */
+    static const uint8_t np[] = "\x80\x02}q\x00X\x03\x00\x00\x00"
+                                "acc"
+                                "cnumpy.core.multiarray\nscalar\nq\x01N\x85R.";
+    CHECK_EQ_STR(verdict(S(np)), "safe");
+    expect_wo(S(np), "numpy.core.multiarray.scalar", NULL, 13, "");
+    /* OrderedDict, torch.Size, torch.device, set: allowed */
+    expect_wo(S("\x80\x02"
+                "ccollections\nOrderedDict\n)R"
+                "ctorch\nSize\nK\x02\x85\x85R"
+                "ctorch\ndevice\nX\x03\x00\x00\x00"
+                "cpu\x85R"
+                "cbuiltins\nset\n]\x85R\x87."),
+              NULL, NULL, 0, NULL);
+    /* dtype names as str(dtype) spells them, not aliases */
+    expect_wo(S("\x80\x02"
+                "ctorch\nbfloat16\n."),
+              NULL, NULL, 0, NULL);
+    expect_wo(S("\x80\x02"
+                "ctorch\nfloat\n."),
+              "torch.float", NULL, 2, "");
+    /* builtins.dict is ckpt's builder, not torch's */
+    expect_wo(S("\x80\x02"
+                "cbuiltins\ndict\n)R."),
+              "builtins.dict", NULL, 2, "");
+    /* protocol 4: FRAME first */
+    expect_wo(S("\x80\x04\x95\x03\x00\x00\x00\x00\x00\x00\x00}\x94."), NULL, "FRAME", 2, "");
+    /* a protocol 0 pickle: text opcodes */
+    expect_wo(S("(dp0\n."), NULL, "DICT", 1, "");
+    /* a dotted qualname is looked up whole: torch.nn.parameter.Parameter */
+    expect_wo(S("\x80\x02"
+                "ctorch\nnn.parameter.Parameter\n."),
+              NULL, NULL, 0, NULL);
+    /* the numpy global in data.pkl of an archive, at its file offset; the
+     * same bytes in another member are not what torch.load reads */
+    uint8_t z[1024];
+    zmember m = {.name = "archive/data.pkl", .data = np, .len = sizeof np - 1};
+    size_t n = build_zip(z, NULL, 0, &m, 1);
+    expect_wo(z, n, "numpy.core.multiarray.scalar", NULL, 30 + strlen(m.name) + 13,
+              "archive/data.pkl");
+    m.name = "archive/extra.pkl";
+    n = build_zip(z, NULL, 0, &m, 1);
+    expect_wo(z, n, NULL, NULL, 0, NULL);
+}
+
 TEST(stack_global_from_memo) {
     /* MEMOIZE */
     expect_dangerous(S("\x80\x04\x8c\x02os\x94\x8c\x06system\x94h\x00h\x01\x93"
@@ -1261,6 +1327,7 @@ int main(void) {
     RUN_CORPUS(corpus_verdicts);
     RUN_CORPUS(corpus_details);
     RUN_CORPUS(corpus_truncations);
+    RUN(weights_only_verdict);
     RUN(stack_global_from_memo);
     RUN(stack_global_operands_from_every_string_opcode);
     RUN(inst_obj_newobj_ext);

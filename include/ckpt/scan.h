@@ -112,6 +112,37 @@ CKPT_API const char *ckpt_severity_name(ckpt_severity s);
 /* Findings in file order. Borrowed. */
 CKPT_API size_t ckpt_scan_finding_count(const ckpt_scan_report *r);
 CKPT_API const ckpt_finding *ckpt_scan_finding(const ckpt_scan_report *r, size_t i);
+/* torch.load's default since torch 2.6, weights_only=True: whether its
+ * restricted unpickler (torch/_weights_only_unpickler.py) refuses the
+ * pickles torch.load reads (a torch archive's data.pkl, a legacy file's
+ * stacked pickles, a plain pickle file), and the first thing it refuses,
+ * in file order: a global off its allowlist (numpy scalars and arrays,
+ * argparse.Namespace, pathlib paths, builtins.dict/list/tuple, any class
+ * of the user's: ckpt_builders_weights_only's list, which is not the
+ * scan's own allowlist) or an opcode outside the protocol 2 set torch.save
+ * writes (FRAME, STACK_GLOBAL, MEMOIZE...). Not a safety finding: a safe
+ * file may be refused, and the verdict does not change. Torch before 2.6
+ * does not load with weights_only by default. */
+typedef struct ckpt_weights_only {
+    int refused;         /* 1: torch.load(f) of torch >= 2.6 raises */
+    const char *global;  /* "module.qualname" refused, or NULL */
+    const char *opcode;  /* the refused opcode's name ("FRAME"), or NULL */
+    const char *member;  /* the zip member, "" for the file */
+    uint64_t offset;     /* absolute byte offset, CKPT_NO_OFFSET when
+                           none is refused */
+    const char *message; /* "torch.load(weights_only=True) of torch >= 2.6
+                            refuses this: global X at byte N (allow it
+                            with torch.serialization.add_safe_globals([X])
+                            or load with weights_only=False if you trust
+                            the file)", or NULL */
+} ckpt_weights_only;
+
+/* Fills *out (strings borrowed from the report) and returns out->refused:
+ * 0 also for a report that is unscannable or no checkpoint (nothing
+ * known) and for safetensors and DCP content, which torch.load does not
+ * unpickle. */
+CKPT_API int ckpt_scan_weights_only(const ckpt_scan_report *r, ckpt_weights_only *out);
+
 /* Every distinct global the file names, "module.qualname", sorted. */
 CKPT_API size_t ckpt_scan_global_count(const ckpt_scan_report *r);
 CKPT_API const char *ckpt_scan_global(const ckpt_scan_report *r, size_t i);

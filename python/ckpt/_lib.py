@@ -72,6 +72,11 @@ class Finding_(ctypes.Structure):
                 ("member", c_char_p), ("offset", c_u64), ("message", c_char_p)]
 
 
+class WeightsOnly_(ctypes.Structure):
+    _fields_ = [("refused", c_int), ("global_", c_char_p), ("opcode", c_char_p),
+                ("member", c_char_p), ("offset", c_u64), ("message", c_char_p)]
+
+
 class ScanOptions_(ctypes.Structure):
     _fields_ = [("version", ctypes.c_uint), ("limits", Limits),
                 ("allow", ctypes.POINTER(c_char_p)),
@@ -325,6 +330,7 @@ _PROTOS = [
     ("ckpt_severity_name", c_char_p, [c_int]),
     ("ckpt_scan_finding_count", c_size_t, [c_void_p]),
     ("ckpt_scan_finding", ctypes.POINTER(Finding_), [c_void_p, c_size_t]),
+    ("ckpt_scan_weights_only", c_int, [c_void_p, ctypes.POINTER(WeightsOnly_)]),
     ("ckpt_scan_global_count", c_size_t, [c_void_p]),
     ("ckpt_scan_global", c_char_p, [c_void_p, c_size_t]),
     ("ckpt_version_string", c_char_p, []),

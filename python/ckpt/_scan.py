@@ -5,7 +5,7 @@ from dataclasses import dataclass, field
 from typing import Optional, Tuple
 
 from . import errors
-from ._lib import (NO_OFFSET, ScanOptions_, VerifyReport_, check, options,
+from ._lib import (NO_OFFSET, ScanOptions_, VerifyReport_, WeightsOnly_, check, options,
                    fspath, last_error, lib, text)
 
 
@@ -28,11 +28,16 @@ class ScanReport:
     """verdict: "safe", "unsafe", "unscannable", "review" (data-only
     classes such as argparse.Namespace, safe once allowed) or
     "not-a-checkpoint";
-    findings in file order; globals: every distinct global named, sorted."""
+    findings in file order; globals: every distinct global named, sorted;
+    weights_only: None when torch.load(f) of torch >= 2.6 (weights_only=True,
+    its default) loads the file as far as ckpt can tell, else why it raises
+    ("... refuses this: global numpy.core.multiarray.scalar at byte 120 ...").
+    Not a safety verdict: a safe file may be refused."""
     file: str
     verdict: str
     findings: Tuple[Finding, ...] = ()
     globals: Tuple[str, ...] = ()
+    weights_only: Optional[str] = None
 
     @property
     def safe(self):
@@ -61,8 +66,10 @@ def _report(r, path):
                 None if f.offset == NO_OFFSET else int(f.offset), text(f.message)))
         names = tuple(text(lib.ckpt_scan_global(r, i))
                       for i in range(lib.ckpt_scan_global_count(r)))
+        wo = WeightsOnly_()
+        refused = lib.ckpt_scan_weights_only(r, ctypes.byref(wo))
         return ScanReport(path, text(lib.ckpt_verdict_name(lib.ckpt_scan_verdict(r))),
-                          tuple(findings), names)
+                          tuple(findings), names, text(wo.message) if refused else None)
     finally:
         lib.ckpt_scan_report_free(r)
 

@@ -233,6 +233,19 @@ int ckpt_pickle_is_opcode(uint8_t op) { return op_names[op] != NULL; }
 
 static const char *op_name(uint8_t op) { return op_names[op] ? op_names[op] : "pickle"; }
 
+const char *ckpt_pickle_op_name(uint8_t op) { return op_names[op]; }
+
+/* The opcodes torch >= 2.6's weights_only unpickler runs (torch 2.13's
+ * _weights_only_unpickler.Unpickler.load): protocol 2 as torch.save
+ * writes it; any other is "Unsupported operand". */
+static const uint8_t weights_only_ops[256] = {
+    ['c'] = 1,  [0x81] = 1, ['R'] = 1, ['b'] = 1,  ['a'] = 1,  ['e'] = 1,  ['s'] = 1,
+    ['u'] = 1,  ['('] = 1,  ['t'] = 1, [0x85] = 1, [0x86] = 1, [0x87] = 1, ['N'] = 1,
+    [0x88] = 1, [0x89] = 1, [')'] = 1, [']'] = 1,  ['}'] = 1,  [0x8f] = 1, ['J'] = 1,
+    ['K'] = 1,  ['M'] = 1,  ['G'] = 1, ['X'] = 1,  ['U'] = 1,  ['Q'] = 1,  ['h'] = 1,
+    ['j'] = 1,  ['q'] = 1,  ['r'] = 1, [0x8a] = 1, [0x80] = 1, ['.'] = 1,
+};
+
 #if defined(__GNUC__)
 __attribute__((format(printf, 3, 4)))
 #endif
@@ -1933,6 +1946,8 @@ int ckpt_pickle_run(ckpt_value **out, size_t *consumed, const uint8_t *buf, size
     uint64_t alloc_limit =
         m.max_alloc <= UINT64_MAX - values_at_start ? values_at_start + m.max_alloc : UINT64_MAX;
     int rc = 0;
+    pk_weights_only *wo =
+        o->weights_only && o->weights_only->offset == CKPT_NO_OFFSET ? o->weights_only : NULL;
     while (!rc) {
         if (m.in_frame && m.pos == m.frame_end) m.in_frame = 0;
         m.op_pos = m.pos;
@@ -1942,6 +1957,11 @@ int ckpt_pickle_run(ckpt_value **out, size_t *consumed, const uint8_t *buf, size
             break;
         }
         m.op = buf[m.pos++];
+        if (wo && !weights_only_ops[m.op]) {
+            wo->offset = o->base_offset + m.op_pos;
+            wo->op = m.op;
+            wo = NULL; /* the first one only */
+        }
         if (++m.ops > m.ops_limit) {
             rc = fail(&m, CKPT_E_LIMIT, "more than %" PRIu64 " opcodes and copies", m.ops_limit);
             break;

@@ -63,6 +63,12 @@
 #include "model/value.h"
 #include "format/pickle_event.h"
 
+/* The first opcode torch >= 2.6's weights_only unpickler refuses. */
+typedef struct pk_weights_only {
+    uint64_t offset; /* absolute; CKPT_NO_OFFSET: none yet */
+    uint8_t op;
+} pk_weights_only;
+
 typedef struct pk_options {
     const char *file;     /* for errors */
     const char *member;   /* for errors ("" if none) */
@@ -113,6 +119,11 @@ typedef struct pk_options {
      * a 1 MB file of deflated NONE, POP took 2.2 GB. The caller charges
      * what outlives the run (o->arena's growth). NULL: no such bound. */
     const uint64_t *budget;
+    /* Optional: set at the first opcode run that torch's weights_only
+     * unpickler refuses (FRAME, STACK_GLOBAL, MEMOIZE, SHORT_BINUNICODE,
+     * BINBYTES, text opcodes...: it runs protocol 2 as torch.save writes
+     * it), when its offset is still CKPT_NO_OFFSET. */
+    pk_weights_only *weights_only;
 } pk_options;
 
 /* Runs one pickle from buf[0..len) up to and including its STOP opcode
@@ -134,6 +145,10 @@ typedef struct pk_options {
  * mode have none (CKPT_PK_SHARED). */
 int ckpt_pickle_run(ckpt_value **out, size_t *consumed, const uint8_t *buf, size_t len,
                     const pk_options *o);
+
+/* The name of opcode op ("SHORT_BINUNICODE"), or NULL for a byte that is
+ * none. Static string. */
+const char *ckpt_pickle_op_name(uint8_t op);
 
 /* 1 if byte op is a pickle opcode of protocols 0 to 5. */
 int ckpt_pickle_is_opcode(uint8_t op);

@@ -1006,52 +1006,53 @@ enum { NEW_FAILS, NEW_EMPTY, NEW_CALL };
 
 static const struct entry {
     const char *module, *name;
-    builder_fn fn; /* NULL: allowed, called gives an opaque object */
-    int newobj;    /* NEW_* */
+    builder_fn fn;     /* NULL: allowed, called gives an opaque object */
+    int newobj;        /* NEW_* */
+    int torch_refuses; /* off torch >= 2.6's weights_only allowlist */
 } allowlist[] = {
-    {"collections", "OrderedDict", b_dict, NEW_EMPTY},
-    {"collections", "Counter", b_counter, NEW_EMPTY},
-    {"builtins", "dict", b_dict, NEW_EMPTY},
-    {"builtins", "list", b_list, NEW_EMPTY},
-    {"builtins", "tuple", b_tuple, NEW_CALL},
-    {"builtins", "set", b_set, NEW_EMPTY},
-    {"builtins", "frozenset", b_set, NEW_CALL},
-    {"builtins", "bytes", b_bytes, NEW_CALL},
-    {"builtins", "bytearray", b_bytes, NEW_EMPTY},
-    {"builtins", "complex", NULL, NEW_CALL},
-    {"builtins", "slice", NULL, NEW_CALL},
-    {"_codecs", "encode", b_encode, NEW_FAILS},
-    {"torch._utils", "_rebuild_tensor", b_tensor, NEW_FAILS},
-    {"torch._utils", "_rebuild_tensor_v2", b_tensor, NEW_FAILS},
-    {"torch._utils", "_rebuild_tensor_v3", b_tensor, NEW_FAILS},
-    {"torch._utils", "_rebuild_parameter", b_parameter, NEW_FAILS},
-    {"torch._utils", "_rebuild_parameter_with_state", b_parameter, NEW_FAILS},
+    {"collections", "OrderedDict", b_dict, NEW_EMPTY, 0},
+    {"collections", "Counter", b_counter, NEW_EMPTY, 0},
+    {"builtins", "dict", b_dict, NEW_EMPTY, 1},
+    {"builtins", "list", b_list, NEW_EMPTY, 1},
+    {"builtins", "tuple", b_tuple, NEW_CALL, 1},
+    {"builtins", "set", b_set, NEW_EMPTY, 0},
+    {"builtins", "frozenset", b_set, NEW_CALL, 1},
+    {"builtins", "bytes", b_bytes, NEW_CALL, 1},
+    {"builtins", "bytearray", b_bytes, NEW_EMPTY, 0},
+    {"builtins", "complex", NULL, NEW_CALL, 0},
+    {"builtins", "slice", NULL, NEW_CALL, 1},
+    {"_codecs", "encode", b_encode, NEW_FAILS, 0},
+    {"torch._utils", "_rebuild_tensor", b_tensor, NEW_FAILS, 0},
+    {"torch._utils", "_rebuild_tensor_v2", b_tensor, NEW_FAILS, 0},
+    {"torch._utils", "_rebuild_tensor_v3", b_tensor, NEW_FAILS, 0},
+    {"torch._utils", "_rebuild_parameter", b_parameter, NEW_FAILS, 0},
+    {"torch._utils", "_rebuild_parameter_with_state", b_parameter, NEW_FAILS, 0},
     /* on torch's weights_only allowlist, not interpreted here */
-    {"torch._utils", "_rebuild_qtensor", b_qtensor, NEW_FAILS},
-    {"torch._utils", "_rebuild_sparse_tensor", b_sparse, NEW_FAILS},
-    {"torch._utils", "_rebuild_sparse_csr_tensor", b_sparse, NEW_FAILS}, /* torch 1.x CSR */
-    {"torch._utils", "_rebuild_meta_tensor_no_storage", NULL, NEW_FAILS},
-    {"torch._utils", "_rebuild_nested_tensor", NULL, NEW_FAILS},
-    {"torch._utils", "_rebuild_wrapper_subclass", NULL, NEW_FAILS},
-    {"torch._utils", "_rebuild_device_tensor_from_numpy", NULL, NEW_FAILS},
-    {"torch._utils", "_rebuild_device_tensor_from_cpu_tensor", NULL, NEW_FAILS},
-    {"torch._tensor", "_rebuild_from_type_v2", b_from_type_v2, NEW_FAILS},
-    {"torch.nn.parameter", "Parameter", b_parameter, NEW_CALL},
-    {"torch", "Tensor", NULL, NEW_CALL},
-    {"torch", "Size", b_size, NEW_CALL},
-    {"torch", "device", b_device, NEW_CALL},
-    {"torch.serialization", "_get_layout", NULL, NEW_FAILS},
-    {"torch", "per_tensor_affine", NULL, NEW_FAILS},
-    {"torch", "per_tensor_symmetric", NULL, NEW_FAILS},
-    {"torch", "per_channel_affine", NULL, NEW_FAILS},
-    {"torch", "per_channel_symmetric", NULL, NEW_FAILS},
-    {"torch", "per_channel_affine_float_qparams", NULL, NEW_FAILS},
-    {"numpy", "dtype", NULL, NEW_CALL},
-    {"numpy", "ndarray", NULL, NEW_CALL},
-    {"numpy.core.multiarray", "scalar", b_np_scalar, NEW_FAILS},
-    {"numpy._core.multiarray", "scalar", b_np_scalar, NEW_FAILS},
-    {"numpy.core.multiarray", "_reconstruct", b_np_reconstruct, NEW_FAILS},
-    {"numpy._core.multiarray", "_reconstruct", b_np_reconstruct, NEW_FAILS},
+    {"torch._utils", "_rebuild_qtensor", b_qtensor, NEW_FAILS, 0},
+    {"torch._utils", "_rebuild_sparse_tensor", b_sparse, NEW_FAILS, 0},
+    {"torch._utils", "_rebuild_sparse_csr_tensor", b_sparse, NEW_FAILS, 1}, /* torch 1.x CSR */
+    {"torch._utils", "_rebuild_meta_tensor_no_storage", NULL, NEW_FAILS, 0},
+    {"torch._utils", "_rebuild_nested_tensor", NULL, NEW_FAILS, 0},
+    {"torch._utils", "_rebuild_wrapper_subclass", NULL, NEW_FAILS, 0},
+    {"torch._utils", "_rebuild_device_tensor_from_numpy", NULL, NEW_FAILS, 0},
+    {"torch._utils", "_rebuild_device_tensor_from_cpu_tensor", NULL, NEW_FAILS, 0},
+    {"torch._tensor", "_rebuild_from_type_v2", b_from_type_v2, NEW_FAILS, 0},
+    {"torch.nn.parameter", "Parameter", b_parameter, NEW_CALL, 0},
+    {"torch", "Tensor", NULL, NEW_CALL, 0},
+    {"torch", "Size", b_size, NEW_CALL, 0},
+    {"torch", "device", b_device, NEW_CALL, 0},
+    {"torch.serialization", "_get_layout", NULL, NEW_FAILS, 0},
+    {"torch", "per_tensor_affine", NULL, NEW_FAILS, 0},
+    {"torch", "per_tensor_symmetric", NULL, NEW_FAILS, 0},
+    {"torch", "per_channel_affine", NULL, NEW_FAILS, 0},
+    {"torch", "per_channel_symmetric", NULL, NEW_FAILS, 0},
+    {"torch", "per_channel_affine_float_qparams", NULL, NEW_FAILS, 0},
+    {"numpy", "dtype", NULL, NEW_CALL, 1},
+    {"numpy", "ndarray", NULL, NEW_CALL, 1},
+    {"numpy.core.multiarray", "scalar", b_np_scalar, NEW_FAILS, 1},
+    {"numpy._core.multiarray", "scalar", b_np_scalar, NEW_FAILS, 1},
+    {"numpy.core.multiarray", "_reconstruct", b_np_reconstruct, NEW_FAILS, 1},
+    {"numpy._core.multiarray", "_reconstruct", b_np_reconstruct, NEW_FAILS, 1},
 };
 
 static const struct entry *find(const char *module, const char *name) {
@@ -1116,6 +1117,34 @@ int ckpt_builders_allowed(const char *module, const char *name) {
          !strcmp(name, "_LegacyStorage")))
         return 1;
     return torch_dtype(module, name);
+}
+
+/* torch.<name> is a dtype as str(dtype) spells it, not an alias such as
+ * torch.float (torch's allowlist is keyed by str(dtype)) */
+static int canonical_dtype(const char *name) {
+    static const char *const aliases[] = {"float", "double", "half",   "long",   "int",
+                                          "short", "chalf",  "cfloat", "cdouble"};
+    for (size_t i = 0; i < sizeof aliases / sizeof *aliases; i++)
+        if (!strcmp(name, aliases[i])) return 0;
+    return ckpt_dtype_from_torch_name(name) != CKPT_DT_UNKNOWN;
+}
+
+int ckpt_builders_weights_only(const char *module, const char *name) {
+    const struct entry *e = find(module, name);
+    if (e) return !e->torch_refuses;
+    if (other_torch_name(module, name)) return 1;
+    int cuda = !strcmp(module, "torch.cuda");
+    if (!strcmp(module, "torch") || cuda) {
+        /* torch._storage_classes: legacy typed storages; CUDA has no
+         * quantized ones */
+        size_t n = strlen(name);
+        if (n > 7 && !strcmp(name + n - 7, "Storage") && strcmp(name, "UntypedStorage") &&
+            ckpt_dtype_from_storage_class(name) != CKPT_DT_UNKNOWN)
+            return !cuda || name[0] != 'Q';
+        return !cuda && canonical_dtype(name);
+    }
+    return !strcmp(module, "torch.storage") &&
+           (!strcmp(name, "TypedStorage") || !strcmp(name, "UntypedStorage"));
 }
 
 int ckpt_builders_call(ckpt_value **out, const pk_build_ctx *c, ckpt_value *callable,

@@ -38,6 +38,14 @@
 #include "format/pickle_event.h"
 #include "model/value.h"
 
+/* 1 if torch >= 2.6's weights_only unpickler (torch.load's default)
+ * allows the global module.name without add_safe_globals: the allowlist
+ * above less builtins.dict/list/tuple/frozenset/bytes/slice, numpy's
+ * names, torch 1.x's _rebuild_sparse_csr_tensor, torch.storage.
+ * _LegacyStorage, torch.UntypedStorage, CUDA quantized storages and dtype
+ * aliases (torch.float). torch 2.13's _get_allowed_globals. */
+int ckpt_builders_weights_only(const char *module, const char *name);
+
 /* Context handed to builders for allocation, error reporting, the events
  * of calls they make (torch._tensor._rebuild_from_type_v2 calls its func)
  * and the work budget. */

@@ -33,6 +33,7 @@
  * never read, only sniffed, so a scan costs O(pickles), not O(file). */
 #include <dirent.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,6 +45,7 @@
 #include "model/dtype.h"
 #include "model/file.h"
 #include "format/pickle.h"
+#include "format/pickle_builders.h"
 #include "jobs/scan.h"
 #include "jobs/scan_policy.h"
 #include "container/tar.h"
@@ -86,6 +88,7 @@ struct ckpt_scan_report {
     size_t nfindings, findcap, repcap;
     const char **globals; /* interned, sorted at the end */
     size_t nglobals, globcap;
+    ckpt_weights_only wo; /* ckpt_scan_weights_only */
 };
 
 /* An interned global and what the policy says about it. */
@@ -137,6 +140,7 @@ typedef struct scanner {
                                  magic (format/detect.h) */
     int dcp;            /* the file is a DCP directory's .metadata, or
                                  DCP_NO_METADATA (the directory lacks it) */
+    int wo_live;        /* the next stream is one torch.load unpickles */
 } scanner;
 
 /* A run of bytes scanned as stacked pickle streams. */
@@ -184,6 +188,12 @@ typedef struct stream {
         int unpickles;
     } callee[4];
     unsigned next_callee;
+    /* a stream torch.load unpickles: the first thing its weights_only
+     * unpickler refuses, an opcode (from the machine) or a global */
+    int wo;
+    pk_weights_only wo_op;
+    uint64_t wo_at; /* the global's offset, CKPT_NO_OFFSET: none */
+    const char *wo_global;
 } stream;
 
 static int scan_region(scanner *sc, const region *rg);
@@ -446,6 +456,21 @@ static int legacy_type_class(const char *module, const char *name) {
             (n > 6 && strcmp(name + n - 6, "Tensor") == 0));
 }
 
+/* torch's weights_only unpickler maps Python 2 module names whatever the
+ * protocol (ckpt_scan_map_module), then looks "module.name" up whole: a
+ * dotted qualname is allowed when the split at its last '.' is. */
+static int weights_only_allows(stream *s, const char *module, const char *name) {
+    module = ckpt_scan_map_module(module);
+    const char *dot = strrchr(name, '.');
+    if (!dot) return ckpt_builders_weights_only(module, name);
+    char *m = ckpt_arena_printf(s->work, "%s.%.*s", module, (int)(dot - name), name);
+    if (!m) {
+        s->sc->nomem = 1;
+        return 1;
+    }
+    return ckpt_builders_weights_only(m, dot + 1);
+}
+
 static void on_global(stream *s, const pk_event *ev) {
     scanner *sc = s->sc;
     const region *rg = s->rg;
@@ -453,6 +478,11 @@ static void on_global(stream *s, const pk_event *ev) {
     if (!g) {
         sc->nomem = 1;
         return;
+    }
+    if (s->wo && !ev->symbolic && s->wo_at == CKPT_NO_OFFSET &&
+        !weights_only_allows(s, ev->module, ev->name)) {
+        s->wo_at = ev->offset;
+        s->wo_global = g->full;
     }
     if (sc->tar_types && !ev->symbolic && legacy_type_class(ev->module, ev->name)) return;
     uint64_t off = where(rg, ev->offset);
@@ -675,6 +705,37 @@ static int scan_literal(scanner *sc, const region *rg, ckpt_arena *work, const l
 
 /* ------------------------------------------------------------ streams */
 
+/* Records in the report what torch's weights_only unpickler refuses
+ * first in stream s, if anything: the opcode or global at the lowest
+ * offset. Global strings are the report's (interned). */
+static void weights_only_refusal(scanner *sc, const region *rg, stream *s) {
+    ckpt_weights_only *w = &sc->r->wo;
+    int op = s->wo_op.offset != CKPT_NO_OFFSET &&
+             (s->wo_at == CKPT_NO_OFFSET || s->wo_op.offset < s->wo_at);
+    if (!op && s->wo_at == CKPT_NO_OFFSET) return;
+    w->refused = 1;
+    w->member = rg->member;
+    w->offset = where(rg, op ? s->wo_op.offset : s->wo_at);
+    w->global = op ? NULL : s->wo_global;
+    w->opcode = op ? ckpt_pickle_op_name(s->wo_op.op) : NULL;
+    char at[64];
+    snprintf(at, sizeof at, "%" PRIu64, w->offset);
+    w->message =
+        op ? ckpt_arena_printf(&sc->r->arena,
+                               "torch.load(weights_only=True) of torch >= 2.6 refuses this: "
+                               "opcode %s at byte %s%s%s (it reads only the pickle protocol 2 "
+                               "opcodes torch.save writes; load with weights_only=False if "
+                               "you trust the file)",
+                               w->opcode, at, w->member[0] ? " of " : "", w->member)
+           : ckpt_arena_printf(&sc->r->arena,
+                               "torch.load(weights_only=True) of torch >= 2.6 refuses this: "
+                               "global %s at byte %s%s%s (allow it with "
+                               "torch.serialization.add_safe_globals([%s]) or load with "
+                               "weights_only=False if you trust the file)",
+                               w->global, at, w->member[0] ? " of " : "", w->member, w->global);
+    if (!w->message) sc->nomem = 1;
+}
+
 /* Runs one stream from rg->p + pos (quiet: without events, to see whether
  * it parses). *used: bytes through STOP;
  * *frame_rest: bytes of the FRAME holding STOP after it; *events:
@@ -685,6 +746,8 @@ static int run_stream(scanner *sc, const region *rg, size_t pos, int quiet, size
                       size_t *frame_rest, uint64_t *events, int *legacy_magic) {
     ckpt_arena work = {0};
     stream s = {.sc = sc, .rg = rg, .work = &work};
+    s.wo = !quiet && sc->wo_live && sc->r->wo.offset == CKPT_NO_OFFSET && !sc->r->wo.refused;
+    s.wo_op.offset = s.wo_at = CKPT_NO_OFFSET;
     pk_options o = {0};
     o.file = sc->file;
     o.member = rg->member;
@@ -697,9 +760,11 @@ static int run_stream(scanner *sc, const region *rg, size_t pos, int quiet, size
     o.scan_only = 1;
     o.frame_rest = frame_rest;
     o.budget = &sc->budget; /* the values die with `work`: nothing to charge */
+    o.weights_only = s.wo ? &s.wo_op : NULL;
     ckpt_value *v = NULL;
     int rc = ckpt_pickle_run(&v, used, rg->p + pos, rg->n - pos, &o);
     if (sc->nomem) rc = CKPT_E_NOMEM;
+    if (s.wo && rc != CKPT_E_NOMEM) weights_only_refusal(sc, rg, &s);
     *events = s.events;
     const char *dec = rc == 0 ? ckpt_value_int_decimal(v) : NULL;
     *legacy_magic = dec && strcmp(dec, LEGACY_MAGIC) == 0;
@@ -799,6 +864,13 @@ static int run_stream_at(stream_run *s, ckpt_view *v) {
                               s);
 }
 
+/* 1 if member is what torch.load unpickles in an archive: ARCHIVE/data.pkl
+ * (or SHARD:ARCHIVE/data.pkl). */
+static int is_data_pkl(const char *member) {
+    const char *slash = strchr(member, '/');
+    return slash && !strcmp(slash, "/data.pkl");
+}
+
 /* Scans rg as back-to-back pickle streams. A stream that some loader
  * unpickles (the first one of a file, a named or .npy member; each of a
  * legacy file's five) and that does not parse to its STOP makes the file
@@ -828,6 +900,7 @@ static int scan_region(scanner *sc, const region *rg) {
                         .pos = pos,
                         .quiet_first = rg->sniffed && !rg->depth && streams == 0,
                         .need_start = !loaded && streams > 0};
+        sc->wo_live = loaded && !rg->depth && !rg->dcp_meta && (rg->top || is_data_pkl(rg->member));
         if ((rc = run_stream_at(&s, &v))) break;
         if (s.need_start && !s.starts) break;
         if (s.rc == 0) {
@@ -2033,6 +2106,7 @@ static int scan_buffer(ckpt_scan_report **out, const void *data, size_t size, co
     sc.r = ckpt_malloc(sizeof *sc.r);
     if (!sc.r) return ckpt_err(CKPT_E_NOMEM, file, NULL, CKPT_NO_OFFSET, "out of memory");
     memset(sc.r, 0, sizeof *sc.r);
+    sc.r->wo.offset = CKPT_NO_OFFSET;
     int rc = 0;
     sc.file = ckpt_arena_strdup(&sc.r->arena, file);
     sc.allow = ckpt_arena_array(&sc.scratch, sc.o.nallow + 1, sizeof *sc.allow);
@@ -2172,6 +2246,15 @@ size_t ckpt_scan_finding_count(const ckpt_scan_report *r) { return r ? r->nfindi
 
 const ckpt_finding *ckpt_scan_finding(const ckpt_scan_report *r, size_t i) {
     return r && i < r->nfindings ? &r->findings[i] : NULL;
+}
+
+int ckpt_scan_weights_only(const ckpt_scan_report *r, ckpt_weights_only *out) {
+    static const ckpt_weights_only none = {0, NULL, NULL, "", CKPT_NO_OFFSET, NULL};
+    *out = r && r->wo.refused && r->verdict != CKPT_VERDICT_UNSCANNABLE &&
+                   r->verdict != CKPT_VERDICT_NOT_A_CHECKPOINT
+               ? r->wo
+               : none;
+    return out->refused;
 }
 
 size_t ckpt_scan_global_count(const ckpt_scan_report *r) { return r ? r->nglobals : 0; }

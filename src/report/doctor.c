@@ -857,6 +857,12 @@ static void json_scan(ckpt_jw *j, const ckpt_doctor_scan *s) {
         ckpt_jw_object_end(j);
     }
     ckpt_jw_array_end(j);
+    ckpt_weights_only wo;
+    ckpt_jw_key(j, "weights_only");
+    if (sr && ckpt_scan_weights_only(sr, &wo))
+        ckpt_jw_string(j, wo.message);
+    else
+        ckpt_jw_null(j);
     ckpt_jw_object_end(j);
 }
 

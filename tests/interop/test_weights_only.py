@@ -7,6 +7,8 @@ process) and through `ckpt scan`.
   - A file ckpt calls safe that torch refuses must match one of the
     justified differences below (FAIL otherwise); each is counted and
     printed, so the list stays honest.
+  - ckpt's weights_only verdict (`ckpt scan --json`'s "weights_only") is
+    torch's, for every file torch.load gets to unpickle (FAIL otherwise).
 
 Interop files come from gen_checkpoints.py (torch 1.13) and gen_torch2.py
 (torch 2.13 and 1.13). Environment: CKPT_BIN, CKPT_SRC, CKPT_CORPUS (the
@@ -81,9 +83,23 @@ def collect(tmp):
 
 
 def verdict(path):
-    p = ti.run(["scan", path])
-    lines = p.stdout.decode("utf-8", "replace").strip().splitlines()
-    return lines[-1].split()[0] if lines else "?"
+    """`ckpt scan --json`'s verdict (upper case) and weights_only note."""
+    p = ti.run(["scan", "--json", path])
+    try:
+        d = json.loads(p.stdout.decode("utf-8", "replace"))
+    except ValueError:
+        return "?", None
+    if isinstance(d, list):
+        d = d[0]
+    return d.get("verdict", "?").upper(), d.get("weights_only")
+
+
+# torch.load refuses the container before any pickle: no weights_only
+# question (a plain pickle, JSON, safetensors, numpy, a directory, an
+# archive without its version record or with data.pkl at the top)
+CONTAINER = (r"Invalid magic number|invalid load key|could not find MARK|"
+             r"PytorchStreamReader failed|magic_number|Unsupported operand 123\b|"
+             r"Is a directory|EOF|not in a subdirectory|hasRecord\(\"version\"\)")
 
 
 def main():
@@ -106,7 +122,12 @@ def main():
             if t is None:
                 ti.report(False, "torch verdict for %s" % path, ["wo_load.py printed none"])
                 continue
-            v = verdict(path)
+            v, wo = verdict(path)
+            if not re.search(CONTAINER, t["error"]) and v not in ("UNSCANNABLE", "NOT-A-CHECKPOINT", "?"):
+                # ckpt's weights_only verdict is torch's
+                ti.report((wo is None) == t["ok"], "weights_only verdict of %s: torch %s, ckpt %s"
+                          % (path, "loads" if t["ok"] else "refuses", wo or "loads"),
+                          [t["error"][:600]])
             if t["ok"]:
                 loads += 1
                 ti.report(v != "UNSAFE", "torch loads %s: ckpt says %s" % (path, v))

@@ -4,7 +4,11 @@
  * Human form, per file: one line per finding (severity, kind, global,
  * member and byte offset, message), then the verdict line
  *   SAFE|UNSAFE|UNSCANNABLE|NOT-A-CHECKPOINT FILE (N dangerous, ...)
- * JSON: one object per file {"file", "verdict", "findings", "globals"};
+ * A note before the verdict line says when torch.load's default since torch
+ * 2.6 (weights_only=True) refuses the file, and at what; it is no finding
+ * and changes neither verdict nor exit status.
+ * JSON: one object per file {"file", "verdict", "findings", "globals",
+ * "weights_only": that note or null};
  * an array of them for several files. A file that cannot be read at all
  * gives {"file", "error"} and exit status 2.
  * An --allow naming a known dangerous family is ignored by the scan, which
@@ -184,6 +188,12 @@ static void print_human(const char *path, const ckpt_scan_report *r) {
         cli_put_text(stdout, ckpt_scan_global(r, i), strlen(ckpt_scan_global(r, i)));
         fputc('\n', stdout);
     }
+    ckpt_weights_only wo;
+    if (!args.quiet && ckpt_scan_weights_only(r, &wo)) {
+        fputs("  note       weights-only: ", stdout);
+        cli_put_text(stdout, wo.message, strlen(wo.message));
+        fputc('\n', stdout);
+    }
     name = ckpt_verdict_name(v);
     fputs(verdict_color(v), stdout);
     for (i = 0; name[i]; i++) fputc(toupper((unsigned char)name[i]), stdout);
@@ -233,6 +243,12 @@ static void print_json(cli_json_writer *j, const char *path, const ckpt_scan_rep
     cli_json_array_begin(j);
     for (i = 0; i < ckpt_scan_global_count(r); i++) cli_json_string(j, ckpt_scan_global(r, i));
     cli_json_array_end(j);
+    ckpt_weights_only wo;
+    cli_json_key(j, "weights_only");
+    if (ckpt_scan_weights_only(r, &wo))
+        cli_json_string(j, wo.message);
+    else
+        cli_json_null(j);
     cli_json_object_end(j);
 }
 

@@ -1,6 +1,7 @@
 /* doctor_safety.c - the doctor's "safety" section as text: the scan of
  * every file the report covers, so one report says whether loading it
- * with torch.load would run code. */
+ * with torch.load would run code, and whether torch.load's default since
+ * torch 2.6 (weights_only=True) refuses it (a note: no safety finding). */
 #include <string.h>
 
 #include "doctor.h"
@@ -43,6 +44,12 @@ static void show_file_text(const ckpt_doctor_scan *s, int several) {
         } else {
             printf(" (offset %llu)", (unsigned long long)f->offset);
         }
+        fputc('\n', stdout);
+    }
+    ckpt_weights_only wo;
+    if (r && ckpt_scan_weights_only(r, &wo)) {
+        fputs("    note: ", stdout);
+        cli_put_text(stdout, wo.message, strlen(wo.message));
         fputc('\n', stdout);
     }
 }
