@@ -24,7 +24,7 @@ struct ckpt_manifest {
     const char *name;
     ckpt_manifest_entry *entries; /* ckpt_realloc'd, n used; names < 4 GiB */
     size_t n, cap;
-    ckpt_strmap index;            /* name -> entry index */
+    ckpt_strmap index;                                          /* name -> entry index */
     ckpt_manifest_shape shapes[1 << CKPT_MANIFEST_SHAPES_BITS]; /* recent ones, shared */
     const char *const *meta_keys; /* metadata (aliases), nmeta pairs */
     const char *const *meta_vals;
