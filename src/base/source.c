@@ -6,6 +6,7 @@
 #include <inttypes.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "base/alloc.h"
@@ -74,6 +75,35 @@ static int pread_at(const ckpt_source *src, uint64_t off, uint8_t *dst, size_t w
     return 0;
 }
 
+/* pread_at for a view with peek set: the bytes from the page cache when
+ * it holds them (preadv2 with RWF_NOWAIT starts no read), else read and
+ * their pages dropped again. */
+static int pread_peek(const ckpt_source *src, uint64_t off, uint8_t *dst, size_t want, size_t need,
+                      const char *member, size_t *got) {
+#ifdef RWF_NOWAIT
+    if (ckpt_source_read_hook) ckpt_source_read_hook(src, off, want);
+    struct iovec io = {dst, want};
+    ssize_t k = preadv2(src->fd, &io, 1, (off_t)off, RWF_NOWAIT);
+    if (k >= 0 && (size_t)k >= need) {
+        *got = (size_t)k;
+        return 0;
+    }
+    int cold = k > 0 || errno == EAGAIN; /* else RWF_NOWAIT is not supported here */
+    int rc = pread_at(src, off, dst, want, need, member, got);
+    /* the first page was not cached (EAGAIN) or only the first k bytes
+     * were: from there on, whole pages (DONTNEED keeps a page the range
+     * covers in part) */
+    uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+    uint64_t lo = (off + (k > 0 ? (uint64_t)k : 0)) & ~(page - 1);
+    uint64_t hi = (off + *got + page - 1) & ~(page - 1);
+    if (rc == 0 && cold && hi > lo)
+        (void)posix_fadvise(src->fd, (off_t)lo, (off_t)(hi - lo), POSIX_FADV_DONTNEED);
+    return rc;
+#else
+    return pread_at(src, off, dst, want, need, member, got);
+#endif
+}
+
 int ckpt_source_read(const ckpt_source *src, const void *p, void *dst, size_t n,
                      const char *member) {
     if (n == 0) return 0;
@@ -106,7 +136,8 @@ int ckpt_source_view(const ckpt_source *src, ckpt_view *v, const void *p, size_t
     }
     v->len = 0;
     size_t got;
-    int rc = pread_at(src, off, v->buf, want, n, member, &got);
+    int rc = v->peek ? pread_peek(src, off, v->buf, want, n, member, &got)
+                     : pread_at(src, off, v->buf, want, n, member, &got);
     if (rc) return rc;
     v->off = off;
     v->len = got;
@@ -126,6 +157,11 @@ void ckpt_source_will_read(const ckpt_source *src, const void *p, uint64_t n) {
     /* only the start: WILLNEED over gigabytes would queue it all at once */
     (void)posix_fadvise(src->fd, off, (off_t)(n < WILLNEED_MAX ? n : WILLNEED_MAX),
                         POSIX_FADV_WILLNEED);
+}
+
+void ckpt_source_will_stream(const ckpt_source *src) {
+    if (src && src->fd >= 0)
+        (void)posix_fadvise(src->fd, 0, (off_t)src->size, POSIX_FADV_SEQUENTIAL);
 }
 
 int ckpt_source_window(const ckpt_source *src, ckpt_view *v, const void *p, size_t n, size_t first,

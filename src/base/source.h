@@ -48,14 +48,25 @@ typedef struct ckpt_view {
     size_t cap;
     uint64_t off; /* file offset of buf[0] */
     size_t len;   /* bytes read there */
+    int peek;     /* set by readers that look at a few bytes inside
+                     data that is read later as a stream (a zip's local
+                     headers between large members, the scan's sniff of
+                     a storage's first and last bytes): pages of the
+                     file that were not cached before a read are dropped
+                     from the cache after it (POSIX_FADV_DONTNEED), so
+                     the stream's read-ahead later runs through them in
+                     one piece. A cached page between a stream's pages
+                     restarts the kernel's read-ahead small, in order-0
+                     pages: a cold 64 MiB .pt of 16 members read 45%
+                     slower with 50% more CPU than with none. */
 } ckpt_view;
 
 /* *out points at the n bytes at p (as ckpt_source_read addresses them),
  * valid until the next call on v. Bytes that are memory are lent as they
  * are; bytes of the file are served from v when it holds them, else read
  * into v with one pread of n bytes plus up to `ahead` more (clipped to
- * the size at open; a file that shrank may give fewer of those). Errors
- * as ckpt_source_read, CKPT_E_NOMEM. */
+ * the size at open; a file that shrank may give fewer of those; v->peek:
+ * see above). Errors as ckpt_source_read, CKPT_E_NOMEM. */
 int ckpt_source_view(const ckpt_source *src, ckpt_view *v, const void *p, size_t n, size_t ahead,
                      const char *member, const uint8_t **out);
 
@@ -106,6 +117,14 @@ extern void (*ckpt_source_read_hook)(const ckpt_source *src, uint64_t off, size_
  * its first 32 MiB. A no-op
  * without a descriptor or outside the mapping. */
 void ckpt_source_will_read(const ckpt_source *src, const void *p, uint64_t n);
+
+/* Hints that src's file is read front to back from here on
+ * (POSIX_FADV_SEQUENTIAL: the kernel's read-ahead window doubled),
+ * without asking for any of it at once as ckpt_source_will_read does:
+ * WILLNEED fills the page cache in order-0 pages where read-ahead
+ * allocates large folios (a cold 64 MiB .pt read with ~25% less CPU). A
+ * no-op without a descriptor. */
+void ckpt_source_will_stream(const ckpt_source *src);
 
 /* 1 when reading [p, p+n) goes to the file (pread), 0 when it is memory. */
 int ckpt_source_is_file(const ckpt_source *src, const void *p, uint64_t n);

@@ -340,7 +340,8 @@ static int read_zip64_extra(const ckpt_zip *z, ckpt_zip_entry *e, uint64_t *loca
 }
 
 /* How open reads the directory: whole, in one pread, and the local
- * headers through a window (DENSE). */
+ * headers through a window (DENSE), or, far apart, each with a peek
+ * (base/source.h: the members' data is read later as a stream). */
 typedef struct dir_reader {
     const uint8_t *cd;  /* the central directory's bytes */
     uint64_t cd_offset; /* where they lie */
@@ -658,7 +659,9 @@ static int open_dir(ckpt_zip *z, ckpt_arena *a, const ckpt_limits *lim) {
      * average, read ahead of the preads (a cold file then costs few
      * large reads, not one per header) */
     int dense = z->count && d.cd_offset / z->count < DENSE;
-    dir_reader dr = {.cd_offset = d.cd_offset, .ahead = dense ? DENSE_AHEAD : SPARSE_AHEAD};
+    dir_reader dr = {.cd_offset = d.cd_offset,
+                     .ahead = dense ? DENSE_AHEAD : SPARSE_AHEAD,
+                     .local = {.peek = !dense}};
     ckpt_view cdv = {0};
     if (dense) ckpt_source_will_read(z->src, z->buf, d.cd_offset + d.cd_size);
     rc = ckpt_source_view(z->src, &cdv, z->buf + d.cd_offset, (size_t)d.cd_size, 0, NULL, &dr.cd);

@@ -1129,6 +1129,9 @@ static int scan_member(scanner *sc, const ckpt_zip *z, const ckpt_zip_entry *e,
         sc->unscannable = 1;
         return 0;
     }
+    /* a large stored member is sniffed here, its first and last bytes:
+     * pages read for that alone leave the cache again (base/source.h) */
+    mv->peek = e->method == 0 && rg.n > MEMBER_WHOLE;
     int shape, rc = ckpt_scan_pickle_shape_at(sc->src, mv, rg.p, rg.n, &shape);
     if (rc) return rc;
     if (encrypted && !shape) {
@@ -1141,6 +1144,7 @@ static int scan_member(scanner *sc, const ckpt_zip *z, const ckpt_zip_entry *e,
         int seen;
         return scan_npy(sc, &rg, mv, &seen);
     }
+    mv->peek = 0;
     /* Only for members scanned anyway: a storage's CRC is verify's job. */
     int crc = e->method == 8 || e->csize == e->usize ? ckpt_zip_check_crc(z, e, rg.p) : 0;
     if ((rc = shrank(sc, crc))) return rc;

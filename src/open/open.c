@@ -541,7 +541,7 @@ static int read_batch(batch_read *order, size_t n) {
         const ckpt_storage *st = order[i].st;
         /* one hint per file: read front to back from here on */
         if (st->source && (i == 0 || st->source != order[i - 1].st->source))
-            ckpt_source_will_read(st->source, st->source->map, st->source->size);
+            ckpt_source_will_stream(st->source);
         rc = order[i].t ? ckpt_tensor_read(order[i].t, order[i].dst, (size_t)order[i].t->nbytes)
                         : ckpt_storage_read(st, 0, order[i].dst, (size_t)st->nbytes);
     }
