@@ -160,8 +160,64 @@ out:
     remove_dir();
 }
 
+/* A safetensors header of ~140 KiB (2000 tensors), opened from a cold
+ * mapping in MADV_RANDOM: the header is asked for at once, not read a
+ * page per fault while it is copied (~35 reads). */
+TEST(safetensors_header_reads_once) {
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    fresh_dir();
+    char path[512];
+    snprintf(path, sizeof path, "%s/many.safetensors", dir);
+    ckpt_tree *t = NULL;
+    ckpt_value *root, *key, *val;
+    float v[4] = {1, 2, 3, 4};
+    uint64_t shape[1] = {4};
+    int rc = ckpt_tree_new(&t);
+    if (rc == 0) rc = ckpt_tree_dict(&root, t);
+    for (int i = 0; rc == 0 && i < 2000; i++) {
+        char name[48];
+        snprintf(name, sizeof name, "model.layers.%d.mlp.weight", i);
+        rc = ckpt_tree_str(&key, t, name, strlen(name));
+        if (rc == 0) rc = ckpt_tree_tensor(&val, t, CKPT_DT_F32, 1, shape, v, sizeof v);
+        if (rc == 0) rc = ckpt_tree_set(t, root, key, val);
+    }
+    if (rc == 0) rc = ckpt_tree_write(root, path, CKPT_FORMAT_SAFETENSORS, NULL);
+    ckpt_tree_free(t);
+    CHECK_EQ_INT(rc, 0);
+    int fd = open(path, O_RDONLY);
+    struct stat st;
+    const uint8_t *m = MAP_FAILED;
+    if (fd < 0 || fstat(fd, &st) != 0 || fsync(fd) != 0 ||
+        (m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0)) == MAP_FAILED) {
+        CHECK(0);
+        goto out;
+    }
+    CHECK(st.st_size > (off_t)(32 * page));
+    (void)madvise((void *)(uintptr_t)m, (size_t)st.st_size, MADV_RANDOM);
+    (void)posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+    if (page_cached(m, 8, page)) {
+        printf("safetensors_header_reads_once: page cache not controllable here, skipped\n");
+        goto out;
+    }
+    long before = major_faults();
+    ckpt_file *f = NULL;
+    CHECK_EQ_INT(ckpt_open_memory(&f, m, (size_t)st.st_size, "many.safetensors", NULL), 0);
+    long faults = major_faults() - before;
+    CHECK(f && ckpt_file_tensor_count(f) == 2000);
+    ckpt_close(f);
+    /* the length's page, then the rest of the header at once */
+    CHECK(faults >= 1);
+    CHECK(faults <= 3);
+    if (faults > 3) fprintf(stderr, "major faults: %ld\n", faults);
+out:
+    if (m != MAP_FAILED) munmap((void *)(uintptr_t)m, (size_t)st.st_size);
+    if (fd >= 0) close(fd);
+    remove_dir();
+}
+
 int main(void) {
     RUN(end_record_search_reads_once);
     RUN(peeks_leave_no_pages_inside_data);
+    RUN(safetensors_header_reads_once);
     return harness_end();
 }

@@ -14,6 +14,7 @@
 #include "model/dtype.h"
 #include "base/error.h"
 #include "base/once.h"
+#include "base/pages.h"
 #include "model/file.h"
 #include "model/walk.h"
 #include "format/safetensors.h"
@@ -736,6 +737,11 @@ static int read_header(ckpt_file *f, uint8_t **out, uint64_t *out_n) {
                         n, f->map_size);
     uint8_t *buf = ckpt_malloc(n ? (size_t)n : 1);
     if (!buf) return ckpt_err(CKPT_E_NOMEM, f->path, "", 8, "out of memory");
+    /* memory (a mapping: ckpt.load(mmap=True) maps it MADV_RANDOM) is
+     * asked for at once, not a read per page the copy faults in
+     * (base/pages.h) */
+    if (!ckpt_source_is_file(&f->source, f->map + 8, n))
+        ckpt_pages_will_need(f->map + 8, (size_t)n);
     if ((rc = ckpt_source_read(&f->source, f->map + 8, buf, (size_t)n, ""))) {
         ckpt_free(buf);
         return rc;
