@@ -126,6 +126,15 @@ int ckpt_source_view(const ckpt_source *src, ckpt_view *v, const void *p, size_t
     }
     /* n <= size - off (ckpt_source_is_file) */
     size_t want = src->size - off - n < ahead ? (size_t)(src->size - off) : n + ahead;
+    if (v->peek) {
+        /* to the end of the last page: a second look near the first
+         * (the scan's sniffs of a member's first bytes) is served here,
+         * not read again after its pages were dropped */
+        uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE), end = off + want;
+        end = (end + page - 1) / page * page;
+        if (end > src->size) end = src->size;
+        want = (size_t)(end - off);
+    }
     if (want > v->cap) {
         uint8_t *b = ckpt_realloc(v->buf, want);
         if (!b)

@@ -50,6 +50,12 @@
 #define DENSE_AHEAD ((size_t)1 << 20)
 #define SPARSE_AHEAD ((size_t)4096)
 
+/* Members this far apart on average or more: their local headers are
+ * peeked (base/source.h, ckpt_view.peek), so that the data is streamed
+ * later without the pages they cached. Closer, the scan's look at the
+ * same headers, after open, would read each of them cold again. */
+#define PEEK ((uint64_t)1 << 20)
+
 /* Copies the n bytes at offset off of the input into dst: pread when the
  * input is a file (z->src), never through its mapping. */
 static int zcopy(const ckpt_zip *z, uint64_t off, void *dst, size_t n) {
@@ -340,8 +346,7 @@ static int read_zip64_extra(const ckpt_zip *z, ckpt_zip_entry *e, uint64_t *loca
 }
 
 /* How open reads the directory: whole, in one pread, and the local
- * headers through a window (DENSE), or, far apart, each with a peek
- * (base/source.h: the members' data is read later as a stream). */
+ * headers through a window (DENSE), peeked when far apart (PEEK). */
 typedef struct dir_reader {
     const uint8_t *cd;  /* the central directory's bytes */
     uint64_t cd_offset; /* where they lie */
@@ -661,7 +666,7 @@ static int open_dir(ckpt_zip *z, ckpt_arena *a, const ckpt_limits *lim) {
     int dense = z->count && d.cd_offset / z->count < DENSE;
     dir_reader dr = {.cd_offset = d.cd_offset,
                      .ahead = dense ? DENSE_AHEAD : SPARSE_AHEAD,
-                     .local = {.peek = !dense}};
+                     .local = {.peek = z->count && d.cd_offset / z->count >= PEEK}};
     ckpt_view cdv = {0};
     if (dense) ckpt_source_will_read(z->src, z->buf, d.cd_offset + d.cd_size);
     rc = ckpt_source_view(z->src, &cdv, z->buf + d.cd_offset, (size_t)d.cd_size, 0, NULL, &dr.cd);

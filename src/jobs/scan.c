@@ -1053,6 +1053,7 @@ static int torchscript_marker(const ckpt_zip_entry *e) {
  * larger ones, only what the scan looks at (their first and last bytes
  * unless they are scanned). */
 #define MEMBER_WHOLE ((uint64_t)4096)
+#define SNIFF_PEEK ((uint64_t)1 << 20)
 
 /* One member: read it the way torch would (flags ignored), then scan it
  * if it is named or shaped like a pickle. Its bytes, when they are a
@@ -1130,8 +1131,9 @@ static int scan_member(scanner *sc, const ckpt_zip *z, const ckpt_zip_entry *e,
         return 0;
     }
     /* a large stored member is sniffed here, its first and last bytes:
-     * pages read for that alone leave the cache again (base/source.h) */
-    mv->peek = e->method == 0 && rg.n > MEMBER_WHOLE;
+     * pages read for that alone leave the cache again (base/source.h;
+     * from the size zip.c peeks local headers at) */
+    mv->peek = e->method == 0 && rg.n >= SNIFF_PEEK;
     int shape, rc = ckpt_scan_pickle_shape_at(sc->src, mv, rg.p, rg.n, &shape);
     if (rc) return rc;
     if (encrypted && !shape) {
