@@ -169,8 +169,10 @@ void ckpt_source_will_read(const ckpt_source *src, const void *p, uint64_t n) {
 }
 
 void ckpt_source_will_stream(const ckpt_source *src) {
-    if (src && src->fd >= 0)
-        (void)posix_fadvise(src->fd, 0, (off_t)src->size, POSIX_FADV_SEQUENTIAL);
+    if (!src || src->fd < 0) return;
+    (void)posix_fadvise(src->fd, 0, (off_t)src->size, POSIX_FADV_SEQUENTIAL);
+    uint64_t n = src->size / 16 < WILLNEED_MAX ? src->size / 16 : WILLNEED_MAX; /* source.h */
+    if (n) (void)posix_fadvise(src->fd, 0, (off_t)n, POSIX_FADV_WILLNEED);
 }
 
 int ckpt_source_window(const ckpt_source *src, ckpt_view *v, const void *p, size_t n, size_t first,
