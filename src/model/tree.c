@@ -178,6 +178,13 @@ int ckpt_tree_set_parameter(ckpt_tree *t, ckpt_value *tensor, int requires_grad)
     return 0;
 }
 
+int ckpt_tree_set_requires_grad(ckpt_tree *t, ckpt_value *tensor, int requires_grad) {
+    if (!t || !tensor) return invalid("tree or tensor is NULL");
+    if (tensor->kind != CKPT_KIND_TENSOR) return invalid("only a tensor requires grad");
+    tensor->u.tensor->requires_grad = requires_grad != 0;
+    return 0;
+}
+
 int ckpt_tree_tensor(ckpt_value **out, ckpt_tree *t, ckpt_dtype dtype, unsigned ndim,
                      const uint64_t *shape, const void *data, size_t size) {
     CHECK_ARGS(out, t);
