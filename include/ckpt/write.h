@@ -208,6 +208,12 @@ CKPT_API int ckpt_tree_set(ckpt_tree *t, ckpt_value *dict, ckpt_value *key, ckpt
  * CKPT_E_NOMEM. */
 CKPT_API int ckpt_tree_tensor(ckpt_value **out, ckpt_tree *t, ckpt_dtype dtype, unsigned ndim,
                               const uint64_t *shape, const void *data, size_t size);
+/* A tensor of this tree over the same storage and view as the tensor `of`
+ * (of this tree), but another object: a Parameter and the state dict's
+ * plain tensor of it (model.state_dict() detaches), which torch.save
+ * writes as two objects over one storage record. Returns 0,
+ * CKPT_E_INVALID_ARG (`of` is not a tensor), CKPT_E_NOMEM. */
+CKPT_API int ckpt_tree_tensor_alias(ckpt_value **out, ckpt_tree *t, const ckpt_value *of);
 /* What torch's Module.state_dict() returns, so that a saved state dict
  * loads back as one (load_state_dict reads its per-module versions):
  * ckpt_tree_set_dict_class makes `dict` (of this tree) a `cls`,

@@ -407,6 +407,7 @@ _PROTOS = [
     ("ckpt_tree_set_dict_state", c_int, [c_void_p, c_void_p, c_void_p]),
     ("ckpt_tree_set_parameter", c_int, [c_void_p, c_void_p, c_int]),
     ("ckpt_tree_set_requires_grad", c_int, [c_void_p, c_void_p, c_int]),
+    ("ckpt_tree_tensor_alias", c_int, [_P, c_void_p, c_void_p]),
     ("ckpt_tree_tensor", c_int, [_P, c_void_p, c_int, ctypes.c_uint,
                                         c_u64_p, c_void_p, c_size_t]),
     ("ckpt_tree_write", c_int, [c_void_p, c_char_p, c_int,
