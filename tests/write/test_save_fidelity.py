@@ -84,6 +84,10 @@ def table():
     tied.b.weight = tied.a.weight
     frozen = torch.nn.Parameter(torch.arange(4.0), requires_grad=False)
     trained = torch.nn.Parameter(torch.ones(2, 2))
+    hooked = torch.nn.Parameter(torch.ones(2))
+    hooked.register_hook(lambda g: g)  # torch.save drops backward hooks
+    attrs = collections.OrderedDict([("k", 1)])
+    attrs.note = {"epoch": 2}  # OrderedDict.__reduce__ pickles its attributes
     t = torch.arange(6).reshape(2, 3)
     sd = net.state_dict()
     return {
@@ -92,6 +96,8 @@ def table():
         "keep_vars": net.state_dict(keep_vars=True),
         "parameters": {"frozen": frozen, "trained": trained, "again": trained},
         "parameter_root": trained,
+        "parameter_hooked": {"h": hooked},
+        "ordered_attributes": {"o": attrs},
         "requires_grad": {"g": torch.ones(3, requires_grad=True), "n": torch.zeros(1)},
         "ordered_plain": collections.OrderedDict([("b", t), ("a", 1)]),
         "ordered_nested": collections.OrderedDict(
@@ -157,6 +163,8 @@ def main():
     p.note = "x"
     t = torch.ones(1)
     t.note = "x"
+    tensor_attr = collections.OrderedDict(a=1)
+    tensor_attr.t = torch.ones(1)
     for label, value, words in (
             ("defaultdict", collections.defaultdict(int, a=1), ["x: a collections.defaultdict",
                                                                 "dict(obj)"]),
@@ -165,7 +173,9 @@ def main():
             ("list subclass", type("L", (list,), {})([1]), ["L", "list(obj)"]),
             ("tensor subclass", torch.ones(1).as_subclass(Sub), ["subclass", "Sub"]),
             ("Parameter with attributes", p, ["Parameter with attributes (note)"]),
-            ("tensor with attributes", t, ["tensor with attributes (note)"])):
+            ("tensor with attributes", t, ["tensor with attributes (note)"]),
+            ("tensor in an OrderedDict's attributes", tensor_attr,
+             ["tensor held in the attributes", '"x.t"'])):
         check("refused: " + label, lambda v=value, w=words: refused(v, w))
     print("%d passed, %d failed" % (passed, failed))
     return 1 if failed else 0
