@@ -521,6 +521,34 @@ TEST(state_dict_roundtrip) {
     CHECK(counter);
     free(pkl);
 
+    /* a plain tensor that requires grad stays one (torch.save's
+     * _rebuild_tensor_v2 requires_grad), in both formats */
+    fresh_tree();
+    root = D();
+    ckpt_value *g = T(CKPT_DT_F32, 1, SH2, F32_12, 8);
+    CHECK_EQ_INT(ckpt_tree_set_requires_grad(tree, g, 1), 0);
+    CHECK_EQ_INT(ckpt_tree_set_requires_grad(tree, D(), 1), CKPT_E_INVALID_ARG);
+    set(root, "g", g);
+    CHECK(read_back(root, "g.safetensors", CKPT_FORMAT_SAFETENSORS));
+    CHECK(read_back(root, "g.pt", CKPT_FORMAT_TORCH_ZIP));
+    /* a Parameter beside the plain tensor over its storage: one record */
+    ckpt_value *pa = NULL;
+    CHECK_EQ_INT(ckpt_tree_tensor_alias(&pa, tree, g), 0);
+    CHECK_EQ_INT(ckpt_tree_tensor_alias(&pa, tree, D()), CKPT_E_INVALID_ARG);
+    CHECK_EQ_INT(ckpt_tree_tensor_alias(&pa, tree, g), 0);
+    CHECK_EQ_INT(ckpt_tree_set_parameter(tree, pa, 0), 0);
+    set(root, "pa", pa);
+    CHECK(read_back(root, "g.safetensors", CKPT_FORMAT_SAFETENSORS));
+    CHECK(read_back(root, "g.pt", CKPT_FORMAT_TORCH_ZIP));
+    CHECK_EQ_INT(ckpt_open(&f, tpath("g.pt"), NULL), 0);
+    if (f) {
+        const ckpt_tensor *gt = ckpt_file_find_tensor(f, "g"), *pt = ckpt_file_find_tensor(f, "pa");
+        CHECK(gt && ckpt_tensor_requires_grad(gt) && !ckpt_tensor_is_parameter(gt));
+        CHECK(pt && !ckpt_tensor_requires_grad(pt) && ckpt_tensor_is_parameter(pt));
+        CHECK(gt && pt && gt != pt && gt->storage == pt->storage);
+        ckpt_close(f);
+    }
+
     /* tensors cannot live in attributes; cycles through them are refused */
     fresh_tree();
     root = D();

@@ -208,6 +208,12 @@ CKPT_API int ckpt_tree_set(ckpt_tree *t, ckpt_value *dict, ckpt_value *key, ckpt
  * CKPT_E_NOMEM. */
 CKPT_API int ckpt_tree_tensor(ckpt_value **out, ckpt_tree *t, ckpt_dtype dtype, unsigned ndim,
                               const uint64_t *shape, const void *data, size_t size);
+/* A tensor of this tree over the same storage and view as the tensor `of`
+ * (of this tree), but another object: a Parameter and the state dict's
+ * plain tensor of it (model.state_dict() detaches), which torch.save
+ * writes as two objects over one storage record. Returns 0,
+ * CKPT_E_INVALID_ARG (`of` is not a tensor), CKPT_E_NOMEM. */
+CKPT_API int ckpt_tree_tensor_alias(ckpt_value **out, ckpt_tree *t, const ckpt_value *of);
 /* What torch's Module.state_dict() returns, so that a saved state dict
  * loads back as one (load_state_dict reads its per-module versions):
  * ckpt_tree_set_dict_class makes `dict` (of this tree) a `cls`,
@@ -217,13 +223,17 @@ CKPT_API int ckpt_tree_tensor(ckpt_value **out, ckpt_tree *t, ckpt_dtype dtype, 
  * {"": {"version": 1}, ...})}), or NULL for none; the state's values are
  * written like the items, but may not hold tensors (CKPT_E_UNSUPPORTED at
  * the write). ckpt_tree_set_parameter marks `tensor` as an nn.Parameter
- * with that requires_grad (torch.save's _rebuild_parameter). Each returns
+ * with that requires_grad (torch.save's _rebuild_parameter);
+ * ckpt_tree_set_requires_grad sets requires_grad alone (a plain tensor
+ * torch.load gives back requiring grad, as torch.save writes a tensor
+ * that requires grad; a parameter's own flag). Each returns
  * 0 or CKPT_E_INVALID_ARG (NULL arguments, a value of the wrong kind, an
  * unknown class, a state on a plain dict or a plain class for a dict with
  * a state). */
 CKPT_API int ckpt_tree_set_dict_class(ckpt_tree *t, ckpt_value *dict, const char *cls);
 CKPT_API int ckpt_tree_set_dict_state(ckpt_tree *t, ckpt_value *dict, ckpt_value *state);
 CKPT_API int ckpt_tree_set_parameter(ckpt_tree *t, ckpt_value *tensor, int requires_grad);
+CKPT_API int ckpt_tree_set_requires_grad(ckpt_tree *t, ckpt_value *tensor, int requires_grad);
 /* Makes `v` (of this tree) the class torch.load gives back for it
  * (ckpt_value_class): "torch.device" a STR ("cuda:1"), "torch.Size" a
  * TUPLE of ints (set once its items are appended), "builtins.bytearray"

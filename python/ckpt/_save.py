@@ -2,6 +2,7 @@
 writer through the public tree builder (ckpt_tree_*): atomic and durable
 (temporary file, fsync, rename, fsync of the directory), per-tensor digests
 embedded, format chosen by the file extension."""
+import collections
 import ctypes
 import json
 import numbers
@@ -21,6 +22,12 @@ FORMATS = {".safetensors": 1, ".pt": 3, ".pth": 3, ".bin": 3, ".ckpt": 3}
 _NUMPY = {"b": "BOOL", "u1": "U8", "i1": "I8", "i2": "I16", "u2": "U16", "i4": "I32",
           "u4": "U32", "i8": "I64", "u8": "U64", "f2": "F16", "f4": "F32", "f8": "F64",
           "c8": "C64", "c16": "C128"}
+
+
+# the mappings torch.save pickles as classes torch.load(weights_only=True)
+# builds (Counter since torch 2.4), with their ckpt_tree_set_dict_class word
+_DICTS = {dict: None, collections.OrderedDict: b"collections.OrderedDict",
+          collections.Counter: b"collections.Counter"}
 
 
 class AuditWarning(UserWarning):
@@ -130,39 +137,89 @@ class _Builder:
             b = bytes(obj)
             out = self.memo[key] = self._new(lib.ckpt_tree_bytes, b, len(b))
             return self._class(out, b"builtins.bytearray")
-        if isinstance(obj, dict):
+        if type(obj) in _DICTS:
             out = self.memo[key] = self._new(lib.ckpt_tree_dict)
             for k, v in obj.items():
                 kv = self.value(k, "%s[%r]" % (where, k))
                 check(lib.ckpt_tree_set(self.tree, out, kv,
                                         self.value(v, _join(where, k))), self.path)
+            if type(obj) is not dict:
+                check(lib.ckpt_tree_set_dict_class(self.tree, out, _DICTS[type(obj)]), self.path)
+            # OrderedDict.__reduce__ pickles the instance's attributes (a
+            # state dict's _metadata: each module's version) for BUILD;
+            # Counter.__reduce__ leaves them out, and so does torch.save
+            state = vars(obj) if type(obj) is collections.OrderedDict else None
+            if state:
+                check(lib.ckpt_tree_set_dict_state(self.tree, out, self.value(state, where)),
+                      self.path)
             return out
-        if isinstance(obj, (list, tuple)):
+        if type(obj) in (list, tuple, torch.Size):
             out = self.memo[key] = self._new(
                 lib.ckpt_tree_list if isinstance(obj, list) else lib.ckpt_tree_tuple)
             for i, v in enumerate(obj):
                 check(lib.ckpt_tree_append(self.tree, out, self.value(v, _join(where, i))),
                       self.path)
             return self._class(out, b"torch.Size" if isinstance(obj, torch.Size) else None)
-        if isinstance(obj, (set, frozenset)):
+        if type(obj) in (set, frozenset):
             # as torch.save pickles them: builtins.set / builtins.frozenset
             out = self.memo[key] = self._new(lib.ckpt_tree_empty_set)
             for i, v in enumerate(obj):
                 check(lib.ckpt_tree_append(self.tree, out, self.value(v, _join(where, i))),
                       self.path)
             return self._class(out, b"builtins.frozenset" if isinstance(obj, frozenset) else None)
+        if isinstance(obj, (dict, list, tuple, set, frozenset)):
+            # a subclass (defaultdict, namedtuple...): torch.save pickles its
+            # class, which torch.load(weights_only=True) refuses and which
+            # ckpt would not write back as that class
+            raise self._refuse_class(where, obj)
         raise self._refuse(where, "%s.%s" % (type(obj).__module__, type(obj).__qualname__))
+
+    def _refuse_class(self, where, obj):
+        cls = type(obj)
+        base = next(b for b in (dict, list, tuple, set, frozenset) if isinstance(obj, b))
+        return errors.UnsupportedError(
+            "%s: a %s.%s cannot be saved: torch.save pickles that class, which "
+            "torch.load(weights_only=True) does not build, and ckpt keeps every "
+            "type as it is (pass %s(obj) to save it as a %s)"
+            % (where or "<root>", cls.__module__, cls.__qualname__, base.__name__,
+               base.__name__), self.path)
 
     def tensor(self, t, where):
         torch = self.torch
         if t.layout != torch.strided or t.is_quantized:
             raise self._refuse(where, "a %s tensor" % ("quantized" if t.is_quantized else "sparse"))
+        param = type(t) is torch.nn.Parameter
+        if type(t) is not torch.Tensor and not param:
+            raise self._refuse(where, "a tensor of the subclass %s.%s (torch.save pickles its "
+                               "class, which torch.load(weights_only=True) does not build)"
+                               % (type(t).__module__, type(t).__qualname__))
+        if getattr(t, "__dict__", None):
+            # torch.save pickles them (_rebuild_parameter_with_state,
+            # _rebuild_from_type_v2); a tensor in the tree holds none
+            raise self._refuse(where, "a %s with attributes (%s)" % (
+                "Parameter" if param else "tensor", ", ".join(sorted(vars(t)))))
         ptr = t.data_ptr()
         # tied weights: state_dict() hands out a new tensor object per name,
-        # so identity is the memory and the view, as torch.save sees it
-        key = ("t", t.device.type, ptr, tuple(t.shape), t.stride(), t.dtype) if ptr else id(t)
+        # so identity is the memory and the view, as torch.save sees it; a
+        # Parameter over that memory is another object over the same
+        # storage (torch.save drops a Parameter's hooks, so does ckpt)
+        mem = ("t", t.device.type, ptr, tuple(t.shape), t.stride(), t.dtype) if ptr else id(t)
+        key = (mem, param, t.requires_grad)
         if key in self.memo:
             return self.memo[key]
+        if mem in self.memo:
+            out = self._new(lib.ckpt_tree_tensor_alias, self.memo[mem])
+        else:
+            out = self.memo[mem] = self._data(t, where)
+        if param:
+            check(lib.ckpt_tree_set_parameter(self.tree, out, int(t.requires_grad)), self.path)
+        elif t.requires_grad:  # torch.save writes it, torch.load gives it back
+            check(lib.ckpt_tree_set_requires_grad(self.tree, out, 1), self.path)
+        self.memo[key] = out
+        return out
+
+    def _data(self, t, where):
+        """A tensor node of t's elements, contiguous in host memory."""
         self.keep.append(t)  # its memory (and id) stay taken until the write
         self.devices.add(str(t.device))
         code = lib.ckpt_dtype_from_name(dtype_name(t.dtype).encode())
@@ -177,9 +234,7 @@ class _Builder:
             c = c.contiguous()
         self.keep.append(c)
         nbytes = c.numel() * c.element_size()
-        out = self._shaped(code, list(c.shape), c.data_ptr() if nbytes else None, nbytes)
-        self.memo[key] = out
-        return out
+        return self._shaped(code, list(c.shape), c.data_ptr() if nbytes else None, nbytes)
 
     def array(self, a, where):
         import numpy as np
@@ -291,6 +346,14 @@ def save(obj, path, *, meta=None, record_source=True):
     reached twice is one object when loaded, as with torch.save; an
     nn.Module is saved as its state_dict(), other objects
     with a state_dict() method (optimizers, schedulers, scalers) likewise.
+    Types stay what torch.save keeps: an OrderedDict with its attributes
+    (a state dict's _metadata, which load_state_dict reads), a Counter, an
+    nn.Parameter with its requires_grad (its backward hooks dropped, as
+    torch.save drops them), a tensor's requires_grad. What torch.save
+    pickles as a class torch.load(weights_only=True) does not build is
+    refused (ckpt.UnsupportedError), never saved as another type: a
+    subclass of dict, list, tuple or set (defaultdict, a namedtuple), a
+    tensor subclass, a tensor or Parameter with attributes.
     Tensors are saved contiguous on CPU; a tensor reachable under several
     names with the same memory and view (tied weights) is saved once.
     Modules are audited first (ckpt.audit): state the file will not hold

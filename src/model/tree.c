@@ -178,6 +178,21 @@ int ckpt_tree_set_parameter(ckpt_tree *t, ckpt_value *tensor, int requires_grad)
     return 0;
 }
 
+int ckpt_tree_tensor_alias(ckpt_value **out, ckpt_tree *t, const ckpt_value *of) {
+    CHECK_ARGS(out, t);
+    if (!of || of->kind != CKPT_KIND_TENSOR) return invalid("an alias is of a tensor");
+    const ckpt_tensor *x = of->u.tensor;
+    return ckpt_tensor_new(out, &t->arena, x->storage, x->dtype, x->ndim, x->shape, x->stride,
+                           x->storage_offset, "", "", CKPT_NO_OFFSET);
+}
+
+int ckpt_tree_set_requires_grad(ckpt_tree *t, ckpt_value *tensor, int requires_grad) {
+    if (!t || !tensor) return invalid("tree or tensor is NULL");
+    if (tensor->kind != CKPT_KIND_TENSOR) return invalid("only a tensor requires grad");
+    tensor->u.tensor->requires_grad = requires_grad != 0;
+    return 0;
+}
+
 int ckpt_tree_tensor(ckpt_value **out, ckpt_tree *t, ckpt_dtype dtype, unsigned ndim,
                      const uint64_t *shape, const void *data, size_t size) {
     CHECK_ARGS(out, t);
