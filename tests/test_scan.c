@@ -369,6 +369,49 @@ TEST(weights_only_verdict) {
     expect_wo(z, n, NULL, NULL, 0, NULL);
 }
 
+/* What torch's weights_only unpickler checks on the value an opcode acts
+ * on, before acting: an empty APPENDS or SETITEMS (a no-op to CPython) on
+ * the wrong type, BUILD on a plain dict or an int, an OrderedDict's BUILD
+ * from (state, slotstate), a persistent id that is not ("storage", ...),
+ * SHORT_BINSTRING that is not UTF-8, REDUCE of a non-global; and what each
+ * allows. The verdict stays safe: CPython loads them. */
+TEST(weights_only_operands) {
+    expect_wo(S("\x80\x02K\x01(e."), NULL, "APPENDS", 5, "");
+    expect_wo(S("\x80\x02](K\x01e."), NULL, NULL, 0, NULL);
+    expect_wo(S("\x80\x02](u."), NULL, "SETITEMS", 4, "");
+    expect_wo(S("\x80\x02}(K\x01K\x02u."), NULL, NULL, 0, NULL);
+    /* a scan builds no OrderedDict or Counter: known by the call's name */
+    expect_wo(S("\x80\x02"
+                "ccollections\nCounter\n)R(e."),
+              NULL, "APPENDS", 26, "");
+    expect_wo(S("\x80\x02"
+                "ccollections\nCounter\n)R(K\x01K\x02u."),
+              NULL, NULL, 0, NULL);
+    expect_wo(S("\x80\x02}Nb."), NULL, "BUILD", 4, "");
+    expect_wo(S("\x80\x02K\x01Nb."), NULL, "BUILD", 5, "");
+    expect_wo(S("\x80\x02\x8fNb."), NULL, NULL, 0, NULL); /* set: allowed */
+    expect_wo(S("\x80\x02"
+                "ccollections\nOrderedDict\n)R}b."),
+              NULL, NULL, 0, NULL);
+    expect_wo(S("\x80\x02"
+                "ccollections\nOrderedDict\n)RN}\x86"
+                "b."),
+              NULL, "BUILD", 32, "");
+    expect_wo(S("\x80\x02X\x03\x00\x00\x00"
+                "abcQ."),
+              NULL, "BINPERSID", 10, "");
+    expect_wo(S("\x80\x02U\x01\xff"
+                "."),
+              NULL, "SHORT_BINSTRING", 2, "");
+    expect_wo(S("\x80\x02U\x01a."), NULL, NULL, 0, NULL);
+    ckpt_scan_report *r = scan(S("\x80\x02K\x01(e."));
+    ckpt_weights_only w;
+    CHECK(ckpt_scan_weights_only(r, &w));
+    CHECK(strstr(w.message, "opcode APPENDS at byte 5 (APPENDS extends only a list"));
+    CHECK_EQ_STR(verdict(S("\x80\x02K\x01(e.")), "safe");
+    ckpt_scan_report_free(r);
+}
+
 TEST(stack_global_from_memo) {
     /* MEMOIZE */
     expect_dangerous(S("\x80\x04\x8c\x02os\x94\x8c\x06system\x94h\x00h\x01\x93"
@@ -1328,6 +1371,7 @@ int main(void) {
     RUN_CORPUS(corpus_details);
     RUN_CORPUS(corpus_truncations);
     RUN(weights_only_verdict);
+    RUN(weights_only_operands);
     RUN(stack_global_from_memo);
     RUN(stack_global_operands_from_every_string_opcode);
     RUN(inst_obj_newobj_ext);

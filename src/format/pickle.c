@@ -246,6 +246,127 @@ static const uint8_t weights_only_ops[256] = {
     ['j'] = 1,  ['q'] = 1,  ['r'] = 1, [0x8a] = 1, [0x80] = 1, ['.'] = 1,
 };
 
+/* What torch's weights_only unpickler checks beyond the opcode, on the
+ * value an opcode acts on (its types by exact type(), not isinstance):
+ * APPEND(S) only to a list, SETITEM(S) only into a dict, OrderedDict or
+ * Counter, BUILD only on a tensor, Parameter, OrderedDict or an instance
+ * of an allowlisted class, BINPERSID only of a tuple ("storage", ...) or
+ * an int, SHORT_BINSTRING only UTF-8 (torch.load's encoding), REDUCE and
+ * NEWOBJ only of a global (its name checked at GLOBAL). It checks before
+ * acting, so an empty APPENDS or SETITEMS, a no-op to CPython, is refused
+ * too. A value whose type is not known here is left to the other checks. */
+
+/* An object the machine did not build (a scan builds none) made by a
+ * call of name: an OrderedDict or Counter when name is that class. No
+ * callable torch allows returns a list. Any other call's result is an
+ * instance of an allowlisted class or a tensor (a call of anything else
+ * was refused at its GLOBAL), which BUILD takes. */
+static int wo_object_refused(const ckpt_value *t, uint8_t op) {
+    const char *n = t->u.obj.name;
+    int mapping = !strcmp(n, "collections.OrderedDict") || !strcmp(n, "collections.Counter");
+    return op == 'a' || op == 'e' ? 1 : op == 's' || op == 'u' ? !mapping : 0;
+}
+
+static int wo_target_refused(const ckpt_value *t, uint8_t op) {
+    if (t->kind == CKPT_KIND_OBJECT) return wo_object_refused(t, op);
+    switch (op) {
+    case 'a':
+    case 'e': return t->kind != CKPT_KIND_LIST;
+    case 's':
+    case 'u': return t->kind != CKPT_KIND_DICT;
+    default: /* 'b' */
+        switch (t->kind) {
+        case CKPT_KIND_TENSOR:
+        case CKPT_KIND_STORAGE_: return 0;
+        case CKPT_KIND_DICT: return t->dict_class == CKPT_DICT_PLAIN;
+        case CKPT_KIND_SET: return t->alt; /* set; not frozenset */
+        case CKPT_KIND_TUPLE:              /* torch.Size; not tuple */
+        case CKPT_KIND_STR:                /* torch.device; not str */
+        case CKPT_KIND_BYTES: /* bytearray; not bytes */ return !t->alt;
+        default: return 1; /* None, bool, int, float, list, a class or function */
+        }
+    }
+}
+
+/* An OrderedDict's BUILD is inst.__dict__.update(state) in torch (not
+ * pickle's (state, slotstate) split): a dict, or pairs. */
+static int wo_odict_state_refused(const ckpt_value *state) {
+    if (state->kind == CKPT_KIND_DICT || state->kind == CKPT_KIND_OBJECT) return 0;
+    if (state->kind != CKPT_KIND_LIST && state->kind != CKPT_KIND_TUPLE) return 1;
+    for (size_t i = 0; i < state->u.seq.n; i++) {
+        const ckpt_value *p = state->u.seq.items[i];
+        if (p->kind != CKPT_KIND_OBJECT &&
+            ((p->kind != CKPT_KIND_TUPLE && p->kind != CKPT_KIND_LIST) || p->u.seq.n != 2))
+            return 1;
+    }
+    return 0;
+}
+
+static int wo_is_odict(const ckpt_value *t) {
+    return (t->kind == CKPT_KIND_DICT && t->dict_class == CKPT_DICT_ORDERED) ||
+           (t->kind == CKPT_KIND_OBJECT && !strcmp(t->u.obj.name, "collections.OrderedDict"));
+}
+
+static int wo_pid_refused(const ckpt_value *pid) {
+    if (pid->kind == CKPT_KIND_INT) return pid->np_dtype != 0;
+    if (pid->kind != CKPT_KIND_TUPLE || pid->alt) return 1;
+    if (pid->u.seq.n == 0) return 0;
+    const ckpt_value *k = pid->u.seq.items[0];
+    if (k->kind == CKPT_KIND_OBJECT) return 0;
+    return (k->kind != CKPT_KIND_STR && k->kind != CKPT_KIND_BYTES) || k->alt || k->u.s.len != 7 ||
+           memcmp(k->u.s.p, "storage", 7) != 0;
+}
+
+/* Why torch's weights_only unpickler refuses the opcode m->op about to
+ * run on the stack as it is, or NULL. */
+static const char *weights_only_refuses(const machine *m) {
+    size_t below = m->nmarks ? m->marks[m->nmarks - 1] : 0;
+    const ckpt_value *t;
+    switch (m->op) {
+    case 'a':
+        return m->sp >= below + 2 && wo_target_refused(m->stack[m->sp - 2], m->op)
+                   ? "APPEND appends only to a list"
+                   : NULL;
+    case 's':
+        return m->sp >= below + 3 && wo_target_refused(m->stack[m->sp - 3], m->op)
+                   ? "SETITEM sets items only of a dict, OrderedDict or Counter"
+                   : NULL;
+    case 'e':
+    case 'u': {
+        size_t before = m->nmarks > 1 ? m->marks[m->nmarks - 2] : 0;
+        if (!m->nmarks || below <= before || !wo_target_refused(m->stack[below - 1], m->op))
+            return NULL;
+        return m->op == 'e' ? "APPENDS extends only a list, even by nothing"
+                            : "SETITEMS sets items only of a dict, OrderedDict or Counter, even "
+                              "no items";
+    }
+    case 'b':
+        if (m->sp < below + 2) return NULL;
+        t = m->stack[m->sp - 2];
+        if (wo_target_refused(t, m->op))
+            return "BUILD builds only a tensor, Parameter, OrderedDict or an instance of an "
+                   "allowed class";
+        return wo_is_odict(t) && wo_odict_state_refused(m->stack[m->sp - 1])
+                   ? "BUILD updates an OrderedDict's attributes only from a dict or pairs"
+                   : NULL;
+    case 'R':
+    case 0x81:
+        return m->sp >= below + 2 && m->stack[m->sp - 2]->kind != CKPT_KIND_GLOBAL_
+                   ? "it calls only an allowed global"
+                   : NULL;
+    case 'Q':
+        return m->sp > below && wo_pid_refused(m->stack[m->sp - 1])
+                   ? "a persistent id must be an int or a tuple naming 'storage'"
+                   : NULL;
+    case 'U':
+        return m->pos < m->len && m->len - m->pos - 1 >= m->buf[m->pos] &&
+                       !ckpt_utf8_check(m->buf + m->pos + 1, m->buf[m->pos], 0)
+                   ? "torch.load decodes SHORT_BINSTRING text as UTF-8"
+                   : NULL;
+    default: return NULL;
+    }
+}
+
 #if defined(__GNUC__)
 __attribute__((format(printf, 3, 4)))
 #endif
@@ -1957,9 +2078,11 @@ int ckpt_pickle_run(ckpt_value **out, size_t *consumed, const uint8_t *buf, size
             break;
         }
         m.op = buf[m.pos++];
-        if (wo && !weights_only_ops[m.op]) {
+        const char *why = NULL;
+        if (wo && (!weights_only_ops[m.op] || (why = weights_only_refuses(&m)))) {
             wo->offset = o->base_offset + m.op_pos;
             wo->op = m.op;
+            wo->why = why;
             wo = NULL; /* the first one only */
         }
         if (++m.ops > m.ops_limit) {

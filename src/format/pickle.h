@@ -67,6 +67,9 @@
 typedef struct pk_weights_only {
     uint64_t offset; /* absolute; CKPT_NO_OFFSET: none yet */
     uint8_t op;
+    /* NULL: an opcode it does not run; else why it refuses what this one
+     * acts on ("APPENDS extends only a list"), a static string */
+    const char *why;
 } pk_weights_only;
 
 typedef struct pk_options {

@@ -721,18 +721,24 @@ static void weights_only_refusal(scanner *sc, const region *rg, stream *s) {
     char at[64];
     snprintf(at, sizeof at, "%" PRIu64, w->offset);
     w->message =
-        op ? ckpt_arena_printf(&sc->r->arena,
-                               "torch.load(weights_only=True) of torch >= 2.6 refuses this: "
-                               "opcode %s at byte %s%s%s (it reads only the pickle protocol 2 "
-                               "opcodes torch.save writes; load with weights_only=False if "
-                               "you trust the file)",
-                               w->opcode, at, w->member[0] ? " of " : "", w->member)
-           : ckpt_arena_printf(&sc->r->arena,
-                               "torch.load(weights_only=True) of torch >= 2.6 refuses this: "
-                               "global %s at byte %s%s%s (allow it with "
-                               "torch.serialization.add_safe_globals([%s]) or load with "
-                               "weights_only=False if you trust the file)",
-                               w->global, at, w->member[0] ? " of " : "", w->member, w->global);
+        op && s->wo_op.why
+            ? ckpt_arena_printf(&sc->r->arena,
+                                "torch.load(weights_only=True) of torch >= 2.6 refuses this: "
+                                "opcode %s at byte %s%s%s (%s; load with weights_only=False "
+                                "if you trust the file)",
+                                w->opcode, at, w->member[0] ? " of " : "", w->member, s->wo_op.why)
+        : op ? ckpt_arena_printf(&sc->r->arena,
+                                 "torch.load(weights_only=True) of torch >= 2.6 refuses this: "
+                                 "opcode %s at byte %s%s%s (it reads only the pickle protocol 2 "
+                                 "opcodes torch.save writes; load with weights_only=False if "
+                                 "you trust the file)",
+                                 w->opcode, at, w->member[0] ? " of " : "", w->member)
+             : ckpt_arena_printf(&sc->r->arena,
+                                 "torch.load(weights_only=True) of torch >= 2.6 refuses this: "
+                                 "global %s at byte %s%s%s (allow it with "
+                                 "torch.serialization.add_safe_globals([%s]) or load with "
+                                 "weights_only=False if you trust the file)",
+                                 w->global, at, w->member[0] ? " of " : "", w->member, w->global);
     if (!w->message) sc->nomem = 1;
 }
 
