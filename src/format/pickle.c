@@ -260,11 +260,14 @@ static const uint8_t weights_only_ops[256] = {
  * call of name: an OrderedDict or Counter when name is that class. No
  * callable torch allows returns a list. Any other call's result is an
  * instance of an allowlisted class or a tensor (a call of anything else
- * was refused at its GLOBAL), which BUILD takes. */
+ * was refused at its GLOBAL), which BUILD takes, but for the two allowed
+ * functions that make neither: bytes and a torch.layout. */
 static int wo_object_refused(const ckpt_value *t, uint8_t op) {
     const char *n = t->u.obj.name;
     int mapping = !strcmp(n, "collections.OrderedDict") || !strcmp(n, "collections.Counter");
-    return op == 'a' || op == 'e' ? 1 : op == 's' || op == 'u' ? !mapping : 0;
+    if (op == 'a' || op == 'e') return 1;
+    if (op == 's' || op == 'u') return !mapping;
+    return !strcmp(n, "_codecs.encode") || !strcmp(n, "torch.serialization._get_layout");
 }
 
 static int wo_target_refused(const ckpt_value *t, uint8_t op) {

@@ -110,6 +110,9 @@ structural = {
     "build_odict_pairs": P2 + OD + b"]X\x01\x00\x00\x00aK\x01\x86ab.",
     "build_counter": P2 + CT + b"N}\x86b.",
     "reduce_list": P2 + b"c__builtin__\nset\n])R.",
+    "build_codecs_bytes": P2 + b"c_codecs\nencode\nX\x01\x00\x00\x00aX\x06\x00\x00\x00latin1\x86RNb.",
+    "build_layout": P2 + b"ctorch.serialization\n_get_layout\nX\x0d\x00\x00\x00torch.strided\x85RNb.",
+    "build_size": P2 + b"ctorch\nSize\n)\x85RNb.",
     "short_binstring_bad": P2 + b"U\x01\xff.", "short_binstring_ok": P2 + b"U\x01a.",
 }
 for name, data in structural.items():
