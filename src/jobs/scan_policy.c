@@ -180,6 +180,10 @@ static const char *const torch_unpicklers[] = {
 const char *ckpt_scan_map_module(const char *module) {
     if (strcmp(module, "__builtin__") == 0) return "builtins";
     if (strcmp(module, "copy_reg") == 0) return "copyreg";
+    /* _compat_pickle.IMPORT_MAPPING: torch's weights_only unpickler allows
+     * UserDict.OrderedDict as collections.OrderedDict */
+    if (!strcmp(module, "UserDict") || !strcmp(module, "UserList") || !strcmp(module, "UserString"))
+        return "collections";
     return module;
 }
 

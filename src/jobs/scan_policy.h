@@ -33,7 +33,8 @@ ckpt_severity ckpt_scan_classify(const char *module, const char *name, const cha
 int ckpt_scan_data_class(const char *module, const char *name);
 
 /* Python 2 module names the unpickler maps (_compat_pickle IMPORT_MAPPING
- * subset that matters here: __builtin__, copy_reg). Returns `module` when
+ * subset that matters here: __builtin__, copy_reg, UserDict, UserList,
+ * UserString). Returns `module` when
  * no mapping applies. Static or borrowed string. */
 const char *ckpt_scan_map_module(const char *module);
 

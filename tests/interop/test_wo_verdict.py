@@ -119,6 +119,10 @@ for name, data in structural.items():
     with open(os.path.join(out, "s_%s.pkl" % name), "wb") as f:
         f.write(data)
 # torch maps Python 2 module names whatever the protocol
+# (_compat_pickle.IMPORT_MAPPING: UserDict -> collections)
+for mod in ("UserDict", "UserList", "UserString"):
+    with open(os.path.join(out, "py2name_%s.pkl" % mod), "wb") as f:
+        f.write(b"\x80\x02c" + mod.encode() + b"\nOrderedDict\n)R.")
 with open(os.path.join(out, "py2name_proto3.pkl"), "wb") as f:
     f.write(b"\x80\x03c__builtin__\nset\n]\x85R.")
 json.dump(names, open(os.path.join(out, "names.json"), "w"))
