@@ -237,12 +237,13 @@ const char *ckpt_pickle_op_name(uint8_t op) { return op_names[op]; }
 
 /* The opcodes torch >= 2.6's weights_only unpickler runs (torch 2.13's
  * _weights_only_unpickler.Unpickler.load): protocol 2 as torch.save
- * writes it; any other is "Unsupported operand". */
+ * writes it; any other is "Unsupported operand". 2: it also checks what
+ * the opcode acts on (weights_only_refuses). */
 static const uint8_t weights_only_ops[256] = {
-    ['c'] = 1,  [0x81] = 1, ['R'] = 1, ['b'] = 1,  ['a'] = 1,  ['e'] = 1,  ['s'] = 1,
-    ['u'] = 1,  ['('] = 1,  ['t'] = 1, [0x85] = 1, [0x86] = 1, [0x87] = 1, ['N'] = 1,
+    ['c'] = 1,  [0x81] = 2, ['R'] = 2, ['b'] = 2,  ['a'] = 2,  ['e'] = 2,  ['s'] = 2,
+    ['u'] = 2,  ['('] = 1,  ['t'] = 1, [0x85] = 1, [0x86] = 1, [0x87] = 1, ['N'] = 1,
     [0x88] = 1, [0x89] = 1, [')'] = 1, [']'] = 1,  ['}'] = 1,  [0x8f] = 1, ['J'] = 1,
-    ['K'] = 1,  ['M'] = 1,  ['G'] = 1, ['X'] = 1,  ['U'] = 1,  ['Q'] = 1,  ['h'] = 1,
+    ['K'] = 1,  ['M'] = 1,  ['G'] = 1, ['X'] = 1,  ['U'] = 2,  ['Q'] = 2,  ['h'] = 1,
     ['j'] = 1,  ['q'] = 1,  ['r'] = 1, [0x8a] = 1, [0x80] = 1, ['.'] = 1,
 };
 
@@ -322,7 +323,7 @@ static int wo_pid_refused(const ckpt_value *pid) {
 
 /* Why torch's weights_only unpickler refuses the opcode m->op about to
  * run on the stack as it is, or NULL. */
-static const char *weights_only_refuses(const machine *m) {
+static inline const char *weights_only_refuses(const machine *m) {
     size_t below = m->nmarks ? m->marks[m->nmarks - 1] : 0;
     const ckpt_value *t;
     switch (m->op) {
@@ -2082,7 +2083,8 @@ int ckpt_pickle_run(ckpt_value **out, size_t *consumed, const uint8_t *buf, size
         }
         m.op = buf[m.pos++];
         const char *why = NULL;
-        if (wo && (!weights_only_ops[m.op] || (why = weights_only_refuses(&m)))) {
+        if (wo && weights_only_ops[m.op] != 1 &&
+            (!weights_only_ops[m.op] || (why = weights_only_refuses(&m)))) {
             wo->offset = o->base_offset + m.op_pos;
             wo->op = m.op;
             wo->why = why;
