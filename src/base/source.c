@@ -54,6 +54,7 @@ void (*ckpt_source_read_hook)(const ckpt_source *src, uint64_t off, size_t n);
 static int pread_at(const ckpt_source *src, uint64_t off, uint8_t *dst, size_t want, size_t need,
                     const char *member, size_t *got) {
     size_t done = 0;
+    *got = 0; /* also on an I/O error: pread_peek reads it */
     while (done < want) {
         size_t ask = want - done < MAX_PREAD ? want - done : MAX_PREAD;
         if (ckpt_source_read_hook) ckpt_source_read_hook(src, off + done, ask);
