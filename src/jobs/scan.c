@@ -1088,7 +1088,8 @@ static int scan_member(scanner *sc, const ckpt_zip *z, const ckpt_zip_entry *e,
         rg.n = (size_t)e->csize;
         rg.base = e->data_offset;
         int rc = e->csize <= MEMBER_WHOLE
-                     ? ckpt_source_view(sc->src, mv, rg.p, rg.n, 0, member, &rg.p)
+                     ? ckpt_source_view(sc->src, mv, rg.p, rg.n, ckpt_zip_dense_ahead(z), member,
+                                        &rg.p)
                      : 0;
         if (rc) return rc;
         if (e->csize != e->usize)
