@@ -98,7 +98,8 @@ CKPT_API int ckpt_scan_memory(ckpt_scan_report **out, const void *data, size_t s
 /* Scans the content of f, a file already open (ckpt_open /
  * ckpt_open_memory): the report ckpt_scan of its path (ckpt_scan_memory
  * of its bytes) gives, but a safetensors header is not parsed a second
- * time (the open validated it, with the open's limits). */
+ * time (the open validated it, with the open's limits), nor a torch zip's
+ * directory (the scan walks the one the open read). */
 CKPT_API int ckpt_scan_file(ckpt_scan_report **out, const ckpt_file *f,
                             const ckpt_scan_options *opts);
 CKPT_API void ckpt_scan_report_free(ckpt_scan_report *r);

@@ -96,7 +96,8 @@ def scan_memory(addr, size, name, allow=()):
 
 def scan_file(handle, path, allow=()):
     """The report scan(path) gives, of a file libckpt has open (`handle`):
-    a safetensors header is not parsed again (ckpt_scan_file)."""
+    a safetensors header or torch zip directory is not parsed again
+    (ckpt_scan_file)."""
     opts, _keep = _options(allow)
     r = ctypes.c_void_p()
     check(lib.ckpt_scan_file(ctypes.byref(r), handle, ctypes.byref(opts)), path)

@@ -45,7 +45,8 @@
 
 /* Members closer than this on average: their local headers are read in
  * windows of DENSE_AHEAD bytes (one pread serves many), else each in a
- * window of SPARSE_AHEAD (a page, what a fault on the mapping read). */
+ * window of SPARSE_AHEAD (a page, what a fault on the mapping read); the
+ * scan reads small members so too (ckpt_zip_dense_ahead). */
 #define DENSE ((uint64_t)16 << 10)
 #define DENSE_AHEAD ((size_t)1 << 20)
 #define SPARSE_AHEAD ((size_t)4096)
@@ -663,9 +664,9 @@ static int open_dir(ckpt_zip *z, ckpt_arena *a, const ckpt_limits *lim) {
      * in large windows when members lie closer than DENSE bytes apart on
      * average, read ahead of the preads (a cold file then costs few
      * large reads, not one per header) */
-    int dense = z->count && d.cd_offset / z->count < DENSE;
+    size_t dense = ckpt_zip_dense_ahead(z);
     dir_reader dr = {.cd_offset = d.cd_offset,
-                     .ahead = dense ? DENSE_AHEAD : SPARSE_AHEAD,
+                     .ahead = dense ? dense : SPARSE_AHEAD,
                      .local = {.peek = z->count && d.cd_offset / z->count >= PEEK}};
     ckpt_view cdv = {0};
     if (dense) ckpt_source_will_read(z->src, z->buf, d.cd_offset + d.cd_size);
@@ -678,6 +679,10 @@ static int open_dir(ckpt_zip *z, ckpt_arena *a, const ckpt_limits *lim) {
     if (rc) return rc;
     if ((rc = check_overlaps(z, a))) return rc;
     return build_index(z, a);
+}
+
+size_t ckpt_zip_dense_ahead(const ckpt_zip *z) {
+    return z->count && z->cd_offset / z->count < DENSE ? DENSE_AHEAD : 0;
 }
 
 int ckpt_zip_open_reading(ckpt_zip *z, ckpt_arena *a, const uint8_t *buf, size_t len,

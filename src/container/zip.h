@@ -107,6 +107,12 @@ int ckpt_zip_open_reading(ckpt_zip *z, ckpt_arena *a, const uint8_t *buf, size_t
                           const ckpt_source *src, const char *file, const ckpt_limits *lim,
                           ckpt_zip_reading how);
 
+/* The read-ahead for reading z's local headers or small members one
+ * after another: when members lie closer than 16 KiB apart on average, 1
+ * MiB (one pread serves many, and a cold file costs few large reads, not
+ * one per member), else 0. */
+size_t ckpt_zip_dense_ahead(const ckpt_zip *z);
+
 /* The entry mz_zip_reader_locate_file(name, NULL, 0) finds: ASCII
  * case-insensitive, miniz's choice among names equal but for case. NULL
  * if absent. */

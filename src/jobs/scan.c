@@ -141,6 +141,9 @@ typedef struct scanner {
     int dcp;            /* the file is a DCP directory's .metadata, or
                                  DCP_NO_METADATA (the directory lacks it) */
     int wo_live;        /* the next stream is one torch.load unpickles */
+    const ckpt_zip *opened; /* the directory open read of the file
+                                 (torch's reading, which succeeded), or
+                                 NULL: scan_zip_readings reads it again */
 } scanner;
 
 /* A run of bytes scanned as stacked pickle streams. */
@@ -1091,7 +1094,8 @@ static int scan_member(scanner *sc, const ckpt_zip *z, const ckpt_zip_entry *e,
         rg.n = (size_t)e->csize;
         rg.base = e->data_offset;
         int rc = e->csize <= MEMBER_WHOLE
-                     ? ckpt_source_view(sc->src, mv, rg.p, rg.n, 0, member, &rg.p)
+                     ? ckpt_source_view(sc->src, mv, rg.p, rg.n, ckpt_zip_dense_ahead(z), member,
+                                        &rg.p)
                      : 0;
         if (rc) return rc;
         if (e->csize != e->usize)
@@ -1198,6 +1202,23 @@ static int scan_zip(scanner *sc, const ckpt_zip *z) {
     return 0;
 }
 
+/* Whether the directory open read of the file is miniz's reading of
+ * p[0..n), as ckpt_zip_open_reading(CKPT_ZIP_MINIZ) would give it here:
+ * torch's reading is miniz's, refused where zipfile reads another
+ * (container/zip.h), so one that succeeded has the same entries, in the
+ * same order, and readings_differ 0. Of the scan's limits only
+ * max_zip_entries bears on the directory: a count past it is read again,
+ * to be refused as before. Copied into *z. */
+static int reuse_opened(const scanner *sc, const uint8_t *p, size_t n, ckpt_zip *z) {
+    const ckpt_zip *o = sc->opened;
+    if (!o || sc->shard || o->buf != p || o->len != n || o->src != sc->src || o->readings_differ)
+        return 0;
+    if (sc->o.limits.max_zip_entries && o->count > sc->o.limits.max_zip_entries) return 0;
+    *z = *o;
+    z->reading = CKPT_ZIP_MINIZ;
+    return 1;
+}
+
 /* Scans the members of miniz's reading of p (torch) and, where Python's
  * zipfile reads another directory, of that one too. *seen: some reading
  * succeeded. A file that starts as an archive (zip_start) and that
@@ -1205,8 +1226,10 @@ static int scan_zip(scanner *sc, const ckpt_zip *z) {
 static int scan_zip_readings(scanner *sc, const uint8_t *p, size_t n, int zip_start, int *seen) {
     ckpt_zip z, y;
     *seen = 0;
-    int rc = ckpt_zip_open_reading(&z, &sc->scratch, p, n, sc->src, sc->file, &sc->o.limits,
-                                   CKPT_ZIP_MINIZ);
+    int rc = reuse_opened(sc, p, n, &z)
+                 ? 0
+                 : ckpt_zip_open_reading(&z, &sc->scratch, p, n, sc->src, sc->file,
+                                         &sc->o.limits, CKPT_ZIP_MINIZ);
     if (rc == CKPT_E_NOMEM) return rc;
     int bad = shrank(sc, rc);
     if (bad) return bad;
@@ -2091,8 +2114,8 @@ static int report_refused_allows(scanner *sc) {
 /* ckpt_scan_memory, with the directory of a file scanned from a path (for
  * the shards of a sharded index) or NULL. */
 static int scan_buffer(ckpt_scan_report **out, const void *data, size_t size, const char *name,
-                       const char *dir, const ckpt_scan_options *opts, int header_checked, int dcp,
-                       const ckpt_source *src) {
+                       const char *dir, const ckpt_scan_options *opts, const ckpt_file *opened,
+                       int dcp, const ckpt_source *src) {
     const char *file = name ? name : "";
     if (!out) return ckpt_err(CKPT_E_INVALID_ARG, file, NULL, CKPT_NO_OFFSET, "out is NULL");
     *out = NULL;
@@ -2111,7 +2134,8 @@ static int scan_buffer(ckpt_scan_report **out, const void *data, size_t size, co
                             i);
     sc.budget = ckpt_zip_budget(&sc.o.limits, size);
     sc.dir = dir;
-    sc.header_checked = header_checked;
+    sc.header_checked = opened && opened->format == CKPT_FORMAT_SAFETENSORS;
+    sc.opened = opened && opened->format == CKPT_FORMAT_TORCH_ZIP ? opened->zip : NULL;
     sc.dcp = dcp;
     sc.src = src;
     sc.seed = 1469598103934665603u ^ ((uint64_t)(uintptr_t)&sc * 0x9e3779b97f4a7c15u);
@@ -2148,7 +2172,7 @@ static int scan_buffer(ckpt_scan_report **out, const void *data, size_t size, co
 
 int ckpt_scan_memory(ckpt_scan_report **out, const void *data, size_t size, const char *name,
                      const ckpt_scan_options *opts) {
-    return scan_buffer(out, data, size, name, NULL, opts, 0, 0, NULL);
+    return scan_buffer(out, data, size, name, NULL, opts, NULL, 0, NULL);
 }
 
 /* A DCP directory (open/dcp.h layouts): the metadata its loader reads,
@@ -2167,12 +2191,12 @@ static int scan_dcp_dir(ckpt_scan_report **out, const char *dir, const ckpt_scan
     struct stat st;
     int rc = 0;
     if (layout == CKPT_DCP_HF) {
-        rc = scan_buffer(out, NULL, 0, dir, dir, opts, 0, DCP_HF, NULL);
+        rc = scan_buffer(out, NULL, 0, dir, dir, opts, NULL, DCP_HF, NULL);
     } else if (stat(meta, &st) != 0 && errno == ENOENT) {
-        rc = scan_buffer(out, NULL, 0, meta, dir, opts, 0,
+        rc = scan_buffer(out, NULL, 0, meta, dir, opts, NULL,
                          layout == CKPT_DCP_RANKS ? DCP_NO_RANK0 : DCP_NO_METADATA, NULL);
     } else if ((rc = ckpt_file_open_raw(&f, meta, NULL)) == 0) {
-        rc = scan_buffer(out, f->map, f->map_size, meta, dir, opts, 0,
+        rc = scan_buffer(out, f->map, f->map_size, meta, dir, opts, NULL,
                          layout == CKPT_DCP_RANKS ? DCP_RANKS : 1, &f->source);
         ckpt_close(f);
     }
@@ -2200,7 +2224,7 @@ int ckpt_scan(ckpt_scan_report **out, const char *path, const ckpt_scan_options 
     } else {
         memcpy(dir, slash ? path : ".", dlen);
         dir[dlen] = '\0';
-        rc = scan_buffer(out, f->map, f->map_size, path, dir, opts, 0, 0, &f->source);
+        rc = scan_buffer(out, f->map, f->map_size, path, dir, opts, NULL, 0, &f->source);
     }
     ckpt_free(dir);
     ckpt_close(f);
@@ -2219,8 +2243,7 @@ int ckpt_scan_file(ckpt_scan_report **out, const ckpt_file *f, const ckpt_scan_o
 
 int ckpt_scan_opened(ckpt_scan_report **out, const ckpt_file *f, const ckpt_scan_options *opts) {
     if (f->format == CKPT_FORMAT_DCP) return ckpt_scan(out, f->dcp_dir, opts);
-    return scan_buffer(out, f->map, f->map_size, f->path, NULL, opts,
-                       f->format == CKPT_FORMAT_SAFETENSORS, 0, &f->source);
+    return scan_buffer(out, f->map, f->map_size, f->path, NULL, opts, f, 0, &f->source);
 }
 
 void ckpt_scan_report_free(ckpt_scan_report *r) {

@@ -7,7 +7,8 @@
 
 /* ckpt_scan of the content of `f`, a single file opened with the same
  * limits as opts (not a sharded index: its shards are not scanned here).
- * A safetensors header is not parsed again: opening validated it. */
+ * A safetensors header is not parsed again: opening validated it; nor a
+ * torch zip's directory: the scan walks the one open read (f->zip). */
 int ckpt_scan_opened(ckpt_scan_report **out, const ckpt_file *f, const ckpt_scan_options *opts);
 
 #endif

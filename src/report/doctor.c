@@ -468,8 +468,11 @@ static int examine_safety(ckpt_doctor_report *r) {
         ckpt_scan_report *report = NULL;
         ckpt_scan_options so = CKPT_SCAN_OPTIONS_INIT;
         so.limits = r->opts.open.limits;
-        /* an open safetensors file: its header is not parsed again */
-        int rc = i == 0 && r->f && r->f->format == CKPT_FORMAT_SAFETENSORS
+        /* an open safetensors file or torch zip: its header or directory
+         * is not parsed again */
+        int rc = i == 0 && r->f &&
+                         (r->f->format == CKPT_FORMAT_SAFETENSORS ||
+                          r->f->format == CKPT_FORMAT_TORCH_ZIP)
                      ? ckpt_scan_opened(&report, r->f, &so)
                      : ckpt_scan(&report, path, &so);
         s->name = name;
