@@ -32,8 +32,7 @@ static int same_report(const ckpt_scan_report *a, const ckpt_scan_report *b) {
     ckpt_weights_only u, v;
     return ckpt_scan_weights_only(a, &u) == ckpt_scan_weights_only(b, &v) &&
            same_str(u.global, v.global) && same_str(u.opcode, v.opcode) &&
-           same_str(u.member, v.member) && same_str(u.message, v.message) &&
-           u.offset == v.offset;
+           same_str(u.member, v.member) && same_str(u.message, v.message) && u.offset == v.offset;
 }
 
 /* The scan of the bytes opened, where they open, against r. */

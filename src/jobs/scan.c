@@ -118,29 +118,29 @@ typedef struct scanner {
     gent *g;            /* interned globals, same order as r->globals */
     size_t gcap;
     index_set gset, fset;
-    uint64_t seed;      /* hash seed from addresses (ASLR): crafted
+    uint64_t seed;          /* hash seed from addresses (ASLR): crafted
                                  names cannot force long probe chains */
-    uint64_t budget;    /* inflate budget left (zip bombs) */
-    int nomem;          /* an allocation failed: the scan fails */
-    int header_checked; /* the top file's safetensors header already
+    uint64_t budget;        /* inflate budget left (zip bombs) */
+    int nomem;              /* an allocation failed: the scan fails */
+    int header_checked;     /* the top file's safetensors header already
                                  passed ckpt_safetensors_read (opened) */
-    int tar_types;      /* scanning a legacy tar's storages or tensors
+    int tar_types;          /* scanning a legacy tar's storages or tensors
                                  member, whose tuples name torch.*Storage
                                  and torch.*Tensor classes */
-    int content;        /* pickle, zip or safetensors content found */
-    int unscannable;    /* some content could not be examined */
-    int unsafe;         /* a dangerous or suspicious finding */
-    int review;         /* a data-only class, not allowed by the caller */
-    uint64_t dropped;   /* findings past MAX_FINDINGS */
-    const char *dir;    /* the file's directory, where the shards of
+    int content;            /* pickle, zip or safetensors content found */
+    int unscannable;        /* some content could not be examined */
+    int unsafe;             /* a dangerous or suspicious finding */
+    int review;             /* a data-only class, not allowed by the caller */
+    uint64_t dropped;       /* findings past MAX_FINDINGS */
+    const char *dir;        /* the file's directory, where the shards of
                                  a sharded index are; NULL for a buffer */
-    const char *shard;  /* the shard file being scanned (report
+    const char *shard;      /* the shard file being scanned (report
                                  arena), or NULL for the file itself */
-    int legacy_head;    /* the file scanned starts with torch's legacy
+    int legacy_head;        /* the file scanned starts with torch's legacy
                                  magic (format/detect.h) */
-    int dcp;            /* the file is a DCP directory's .metadata, or
+    int dcp;                /* the file is a DCP directory's .metadata, or
                                  DCP_NO_METADATA (the directory lacks it) */
-    int wo_live;        /* the next stream is one torch.load unpickles */
+    int wo_live;            /* the next stream is one torch.load unpickles */
     const ckpt_zip *opened; /* the directory open read of the file
                                  (torch's reading, which succeeded), or
                                  NULL: scan_zip_readings reads it again */
@@ -1093,10 +1093,9 @@ static int scan_member(scanner *sc, const ckpt_zip *z, const ckpt_zip_entry *e,
         rg.p = z->buf + e->data_offset;
         rg.n = (size_t)e->csize;
         rg.base = e->data_offset;
-        int rc = e->csize <= MEMBER_WHOLE
-                     ? ckpt_source_view(sc->src, mv, rg.p, rg.n, ckpt_zip_dense_ahead(z), member,
-                                        &rg.p)
-                     : 0;
+        int rc = e->csize <= MEMBER_WHOLE ? ckpt_source_view(sc->src, mv, rg.p, rg.n,
+                                                             ckpt_zip_dense_ahead(z), member, &rg.p)
+                                          : 0;
         if (rc) return rc;
         if (e->csize != e->usize)
             add_finding(sc, CKPT_SEVERITY_INFO, "size-mismatch", NULL, member, e->data_offset,
@@ -1228,8 +1227,8 @@ static int scan_zip_readings(scanner *sc, const uint8_t *p, size_t n, int zip_st
     *seen = 0;
     int rc = reuse_opened(sc, p, n, &z)
                  ? 0
-                 : ckpt_zip_open_reading(&z, &sc->scratch, p, n, sc->src, sc->file,
-                                         &sc->o.limits, CKPT_ZIP_MINIZ);
+                 : ckpt_zip_open_reading(&z, &sc->scratch, p, n, sc->src, sc->file, &sc->o.limits,
+                                         CKPT_ZIP_MINIZ);
     if (rc == CKPT_E_NOMEM) return rc;
     int bad = shrank(sc, rc);
     if (bad) return bad;
