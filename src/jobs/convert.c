@@ -4,12 +4,14 @@
  * names, merge the metadata and write the other format: a file, a sharded
  * set, or a DCP directory (format/dcp_write.h; written in a temporary
  * directory beside it, verified, then renamed into place). */
+#include <errno.h>
 #include <fnmatch.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "base/error.h"
 #include "base/ptrmap.h"
@@ -294,13 +296,33 @@ static int write_dcp_verified(const ckpt_value *root, const char *out, const ckp
 typedef struct set_names {
     const char *dir, *stem, *ext;
     const char *single; /* the file a set of one shard is */
+    int made_dir;       /* dir did not exist: made here, removed again if the set fails */
 } set_names;
+
+/* 1 when OUT names a directory: one that exists, or a name ending in '/' */
+static int names_dir(const char *out) {
+    struct stat st;
+    size_t len = strlen(out);
+    return (len && out[len - 1] == '/') || (stat(out, &st) == 0 && S_ISDIR(st.st_mode));
+}
 
 static int name_set(set_names *s, const char *out, ckpt_format fmt, ckpt_arena *a) {
     struct stat st;
     s->ext = fmt == CKPT_FORMAT_SAFETENSORS ? ".safetensors" : ".bin";
-    if (stat(out, &st) == 0 && S_ISDIR(st.st_mode)) { /* transformers' default names */
-        s->dir = out;
+    s->made_dir = 0;
+    if (names_dir(out)) { /* transformers' default names */
+        size_t len = strlen(out);
+        while (len > 1 && out[len - 1] == '/') len--;
+        if (!(s->dir = ckpt_arena_strndup(a, out, len))) return ckpt_err_nomem();
+        /* as save_pretrained makes its folder; the parent must exist */
+        if (stat(s->dir, &st) != 0) {
+            if (mkdir(s->dir, 0777) != 0)
+                return ckpt_err(CKPT_E_IO, s->dir, "", CKPT_NO_OFFSET,
+                                "cannot create the directory for the sharded set: %s",
+                                strerror(errno));
+            s->made_dir = 1;
+        }
+        out = s->dir;
         s->stem = fmt == CKPT_FORMAT_SAFETENSORS ? "model" : "pytorch_model";
         s->single = ckpt_arena_printf(a, "%s/%s%s", out, s->stem, s->ext);
         return s->single ? 0 : ckpt_err_nomem();
@@ -431,10 +453,10 @@ static int write_index(const char *path, uint64_t total, const ckpt_write_option
 static int write_sharded(const ckpt_value *root, const char *out, ckpt_format fmt, uint64_t max,
                          const ckpt_write_options *w, const ckpt_open_options *open, ckpt_arena *a,
                          ckpt_convert_report *r) {
-    set_names s;
+    set_names s = {0};
     wr_named *t = NULL;
     size_t n = 0, nshards = 0, *shard_of = NULL;
-    uint64_t total;
+    uint64_t total = 0;
     int rc = tensors_only(root);
     if (!rc) rc = name_set(&s, out, fmt, a);
     if (!rc) rc = ckpt_wr_collect(&t, &n, root);
@@ -489,6 +511,7 @@ static int write_sharded(const ckpt_value *root, const char *out, ckpt_format fm
         r->format = fmt;
         r->shards = nshards;
     }
+    if (rc && s.made_dir) rmdir(s.dir); /* only while still empty */
     ckpt_wr_named_free(t, n);
     return rc;
 }
@@ -501,8 +524,7 @@ int ckpt_convert(ckpt_convert_report *report, const char *in, const char *out,
     if (report) *report = (ckpt_convert_report){0};
     if (!in || !out) return ckpt_err(CKPT_E_INVALID_ARG, "", "", CKPT_NO_OFFSET, "path is NULL");
     ckpt_format fmt = o->format ? o->format : ckpt_wr_format_for_path(out);
-    struct stat st;
-    if (!fmt && o->max_shard_size && stat(out, &st) == 0 && S_ISDIR(st.st_mode))
+    if (!fmt && o->max_shard_size && names_dir(out))
         fmt = CKPT_FORMAT_SAFETENSORS; /* a model directory: transformers' default */
     if (fmt != CKPT_FORMAT_SAFETENSORS && fmt != CKPT_FORMAT_TORCH_ZIP && fmt != CKPT_FORMAT_DCP)
         return ckpt_err(CKPT_E_INVALID_ARG, out, "", CKPT_NO_OFFSET,

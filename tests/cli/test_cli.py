@@ -763,6 +763,30 @@ def test_doctor_model_folder_missing_shard():
     assert_eq(doc["sections"]["integrity"]["error"]["file"], os.path.join(bins, last), "file")
 
 
+def test_convert_shards_into_new_folder():
+    """--max-shard-size into a folder that does not exist yet, named with a
+    trailing '/' (as save_pretrained makes its folder): the folder is made
+    and holds transformers' names; it was "no output format" (exit 2),
+    and with --format "a sharded set needs a file name". A folder whose
+    parent is missing is an I/O error that leaves nothing behind."""
+    for fmt, index in ((None, "model.safetensors.index.json"),
+                       ("torch", "pytorch_model.bin.index.json")):
+        folder = os.path.join(TMP, "new-shard-folder-%s" % (fmt or "default"))
+        argv = ["convert", TRAIN_PT, folder + "/", "--select", "model",
+                "--max-shard-size", "1000"] + (["--format", fmt] if fmt else [])
+        rc, _, err = run(*argv)
+        assert_eq(rc, 0, "convert into a new folder (stderr %r)" % err)
+        assert os.path.isfile(os.path.join(folder, index)), os.listdir(folder)
+        rc, _, err = run("verify", folder)
+        assert_eq(rc, 0, "verify the new folder (stderr %r)" % err)
+    orphan = os.path.join(TMP, "no-such-parent", "shards")
+    rc, _, err = run("convert", TRAIN_PT, orphan + "/", "--select", "model",
+                     "--max-shard-size", "1000")
+    assert_eq(rc, 2, "exit code, missing parent")
+    assert "cannot create the directory" in err, err
+    assert not os.path.exists(os.path.dirname(orphan))
+
+
 @corpus
 def test_doctor_ckpt_written_safetensors():
     out = os.path.join(TMP, "written.safetensors")
