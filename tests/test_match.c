@@ -574,8 +574,8 @@ TEST(dtype_and_shape) {
 
 /* Ties a manifest records (ckpt.manifest(model), JSON "ties"): a missing
  * key whose tie partner is matched with its dtype and shape is satisfied
- * and listed under TIED; a partner that does not load (shape mismatch)
- * fills nothing; ties are transitive; a bad tie is refused. */
+ * and listed under TIED, one whose dtype alone differs too (its dtype
+ * mismatch is reported); a partner of another shape fills nothing; ties are transitive; a bad tie is refused. */
 TEST(tied_by_manifest) {
     const char *ckpt =
         "{\"tensors\":[{\"name\":\"embed.weight\",\"dtype\":\"F32\",\"shape\":[4,2]},"
@@ -608,6 +608,23 @@ TEST(tied_by_manifest) {
     CHECK_EQ_INT(ckpt_match_complete(r), 0);
     CHECK_EQ_STR(names(r, CKPT_MATCH_MISSING), "lm_head.weight,out.weight");
     CHECK_EQ_INT(ckpt_match_count(r, CKPT_MATCH_TIED), 0);
+    ckpt_match_result_free(r);
+    ckpt_manifest_free(c);
+
+    /* an F16 copy of the model (lm_head stored once, as save_pretrained
+     * does): the dtypes differ, which torch's load_state_dict casts, so the
+     * tie is filled (not missing) and something loads (no warning); the
+     * tie used to be missing and the warning "nothing would load: 0 of 4" */
+    const char *half =
+        "{\"tensors\":[{\"name\":\"embed.weight\",\"dtype\":\"F16\",\"shape\":[4,2]},"
+        "{\"name\":\"b\",\"dtype\":\"F16\",\"shape\":[3]}]}";
+    CHECK_EQ_INT(ckpt_manifest_parse(&c, half, strlen(half), "c", NULL), 0);
+    CHECK_EQ_INT(ckpt_match(&r, c, e, NULL), 0);
+    CHECK_EQ_INT(ckpt_match_complete(r), 0);
+    CHECK_EQ_STR(names(r, CKPT_MATCH_DTYPE_MISMATCH), "b,embed.weight");
+    CHECK_EQ_STR(names(r, CKPT_MATCH_MISSING), "");
+    CHECK_EQ_STR(names(r, CKPT_MATCH_TIED), "lm_head.weight,out.weight");
+    CHECK(ckpt_match_warning(r) == NULL);
     ckpt_match_result_free(r);
     ckpt_manifest_free(c);
     ckpt_manifest_free(e);

@@ -151,7 +151,9 @@ def _():
                 dtype_mismatch=[
                     {"name": "fc1.bias", "checkpoint": "F16", "expected": "F32"},
                     {"name": "fc1.weight", "checkpoint": "F16", "expected": "F32"}],
-                warning="almost nothing would load: 5 of 11 expected keys match")
+                # 5 match and the 2 retyped ones load with a cast (torch's
+                # load_state_dict copies them): 7 of 11, no warning
+                warning=None)
 
 
 @case("match: fc1.weight.bad_key is unexpected, not part of fc1.weight")
