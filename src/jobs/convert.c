@@ -5,6 +5,7 @@
  * set, or a DCP directory (format/dcp_write.h; written in a temporary
  * directory beside it, verified, then renamed into place). */
 #include <errno.h>
+#include <fcntl.h>
 #include <fnmatch.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -15,6 +16,7 @@
 
 #include "base/error.h"
 #include "base/ptrmap.h"
+#include "container/atomic.h"
 #include "model/file.h"
 #include "model/walk.h"
 #include "format/dcp_write.h"
@@ -316,7 +318,7 @@ static int name_set(set_names *s, const char *out, ckpt_format fmt, ckpt_arena *
         if (!(s->dir = ckpt_arena_strndup(a, out, len))) return ckpt_err_nomem();
         /* as save_pretrained makes its folder; the parent must exist */
         if (stat(s->dir, &st) != 0) {
-            if (mkdir(s->dir, 0777) != 0)
+            if (ckpt_atomic_mkdir(s->dir) != 0)
                 return ckpt_err(CKPT_E_IO, s->dir, "", CKPT_NO_OFFSET,
                                 "cannot create the directory for the sharded set: %s",
                                 strerror(errno));
@@ -450,6 +452,28 @@ static int write_index(const char *path, uint64_t total, const ckpt_write_option
     return rc;
 }
 
+/* After a set of several shards is committed: a file under the one-file
+ * name (model.safetensors, an earlier save) would shadow its index, since
+ * transformers and ckpt open that name first; it goes (to NAME.bak with
+ * backup), as OUT replaced by the set. */
+static int retire_single(const set_names *s, int backup) {
+    struct stat st;
+    const char *single = s->single;
+    if (lstat(single, &st) != 0 || !S_ISREG(st.st_mode)) return 0;
+    char *bak = backup ? ckpt_malloc(strlen(single) + 5) : NULL;
+    if (backup && !bak) return ckpt_err_nomem();
+    if (bak) sprintf(bak, "%s.bak", single);
+    int fail = bak ? ckpt_atomic_rename(single, bak) : ckpt_atomic_remove_at(AT_FDCWD, single);
+    int err = errno;
+    ckpt_free(bak);
+    if (fail)
+        return ckpt_err(CKPT_E_IO, single, "", CKPT_NO_OFFSET,
+                        "the sharded set is written, but this file, which loaders open "
+                        "before its index, could not be %s: %s",
+                        backup ? "renamed to .bak" : "removed", strerror(err));
+    return ckpt_atomic_sync_dir(s->dir);
+}
+
 static int write_sharded(const ckpt_value *root, const char *out, ckpt_format fmt, uint64_t max,
                          const ckpt_write_options *w, const ckpt_open_options *open, ckpt_arena *a,
                          ckpt_convert_report *r) {
@@ -508,6 +532,7 @@ static int write_sharded(const ckpt_value *root, const char *out, ckpt_format fm
     if (!rc && names) {
         const char *index = set_path(&s, ckpt_arena_printf(a, "%s%s.index.json", s.stem, s.ext), a);
         rc = index ? write_index(index, total, w, t, n, names, shard_of) : ckpt_err_nomem();
+        if (!rc) rc = retire_single(&s, w->backup);
         r->format = fmt;
         r->shards = nshards;
     }

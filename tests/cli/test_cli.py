@@ -787,6 +787,27 @@ def test_convert_shards_into_new_folder():
     assert not os.path.exists(os.path.dirname(orphan))
 
 
+def test_convert_shards_replace_one_file():
+    """A set of several shards written where an earlier save left the
+    one-file name (model.safetensors): transformers and ckpt open that name
+    before the index, so the folder loaded the old weights although convert
+    said it wrote the new ones. The old file goes once the index is
+    written (--backup: model.safetensors.bak)."""
+    for backup in ([], ["--backup"]):
+        folder = os.path.join(TMP, "shadow%s" % "".join(backup))
+        os.mkdir(folder)
+        single = os.path.join(folder, "model.safetensors")
+        with open(single, "wb") as fh:
+            fh.write(open(TRAIN_ST, "rb").read())
+        rc, _, err = run("convert", TRAIN_PT, folder, "--select", "model",
+                         "--max-shard-size", "1000", *backup)
+        assert_eq(rc, 0, "convert (stderr %r)" % err)
+        assert not os.path.exists(single), os.listdir(folder)
+        assert_eq(os.path.exists(single + ".bak"), bool(backup), ".bak kept")
+        rc, doc, _ = run_json("inspect", "--json", folder)
+        assert_eq((rc, doc["format"]), (0, "safetensors-sharded"), "what the folder opens as")
+
+
 @corpus
 def test_doctor_ckpt_written_safetensors():
     out = os.path.join(TMP, "written.safetensors")
