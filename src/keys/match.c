@@ -474,6 +474,10 @@ static int finish(matcher *m) {
                                              " of %zu expected keys match",
                                              r->matched, n);
         if (!r->warning) return ckpt_err_nomem();
+        int nomem;
+        const char *adapter = ckpt_adapter_note(m->c, m->e, &r->arena, &nomem);
+        if (nomem) return ckpt_err_nomem();
+        if (adapter) r->warning = adapter;
     }
     return 0;
 }
