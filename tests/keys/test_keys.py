@@ -497,6 +497,23 @@ def _():
     eq((got["equal"], got["only_in_b"], len(got["only_in_a"])), (11, [], 24))
 
 
+@case("diff: a tied key one file stores and the other drops is named as the tie")
+def _():
+    # tied.pt stores lm_head.weight as a view of embed.weight's storage;
+    # save_pretrained's file leaves it out: still a difference (exit 1),
+    # but the listing says why (it used to say only "lm_head.weight")
+    rc, out, _ = run("diff", path("tied.pt"), path("tied_dropped.pt"))
+    eq(rc, 1)
+    assert "only in A (1):\n  lm_head.weight (tied: the same tensor as embed.weight, " \
+        "which B has)\n" in out, out
+    rc, out, _ = run("diff", path("tied_dropped.pt"), path("tied.pt"))
+    assert "only in B (1):\n  lm_head.weight (tied: the same tensor as embed.weight, " \
+        "which A has)\n" in out, out
+    # a key only in one file that is its own tensor gets no note
+    rc, out, _ = run("diff", path("model.pt"), path("tied.pt"))
+    assert "(tied:" not in out, out
+
+
 @case("diff: identical files exit 0")
 def _():
     rc, got = run_json("diff", path("model.pt"), path("model.pt"), "--json")
