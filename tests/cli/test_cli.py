@@ -808,6 +808,27 @@ def test_convert_shards_replace_one_file():
         assert_eq((rc, doc["format"]), (0, "safetensors-sharded"), "what the folder opens as")
 
 
+def test_doctor_model_folder_both_formats():
+    """A Hugging Face folder shipping model.safetensors and pytorch_model.bin
+    (copies of one save): doctor reports the file from_pretrained reads,
+    as inspect, verify and match of the folder do; it reported the .bin,
+    which held more bytes (here an extra tensor; a tied lm_head counted
+    twice in a real one)."""
+    folder = os.path.join(TMP, "folder-both-formats")
+    os.mkdir(folder)
+    rc, _, err = run("convert", TRAIN_PT, os.path.join(folder, "model.safetensors"),
+                     "--select", "model", "--exclude", "fc2.bias")
+    assert_eq(rc, 0, "convert (stderr %r)" % err)
+    rc, _, err = run("convert", TRAIN_PT, os.path.join(folder, "pytorch_model.bin"),
+                     "--select", "model")
+    assert_eq(rc, 0, "convert (stderr %r)" % err)
+    rc, doc, _ = run_json("doctor", "--json", folder)
+    assert_eq((rc, doc["file"]), (0, os.path.join(folder, "model.safetensors")), "file")
+    assert_eq(doc["sections"]["format"]["name"], "safetensors", "format")
+    rc, ins, _ = run_json("inspect", "--json", folder)
+    assert_eq(ins["format"], "safetensors", "inspect of the folder")
+
+
 @corpus
 def test_doctor_ckpt_written_safetensors():
     out = os.path.join(TMP, "written.safetensors")
