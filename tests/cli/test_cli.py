@@ -827,6 +827,10 @@ def test_doctor_model_folder_both_formats():
     assert_eq(doc["sections"]["format"]["name"], "safetensors", "format")
     rc, ins, _ = run_json("inspect", "--json", folder)
     assert_eq(ins["format"], "safetensors", "inspect of the folder")
+    # both copies listed under memory, one counted (2688 bytes; the sum of
+    # both, 5.3 KiB, was given)
+    rc, text, _ = run("doctor", folder)
+    assert "\n  total: model 2.6 KiB\n" in text, text
 
 
 @corpus
