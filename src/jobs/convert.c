@@ -549,7 +549,7 @@ int ckpt_convert(ckpt_convert_report *report, const char *in, const char *out,
     if (report) *report = (ckpt_convert_report){0};
     if (!in || !out) return ckpt_err(CKPT_E_INVALID_ARG, "", "", CKPT_NO_OFFSET, "path is NULL");
     ckpt_format fmt = o->format ? o->format : ckpt_wr_format_for_path(out);
-    if (!fmt && o->max_shard_size && names_dir(out))
+    if (!fmt && names_dir(out))
         fmt = CKPT_FORMAT_SAFETENSORS; /* a model directory: transformers' default */
     if (fmt != CKPT_FORMAT_SAFETENSORS && fmt != CKPT_FORMAT_TORCH_ZIP && fmt != CKPT_FORMAT_DCP)
         return ckpt_err(CKPT_E_INVALID_ARG, out, "", CKPT_NO_OFFSET,
@@ -593,7 +593,12 @@ int ckpt_convert(ckpt_convert_report *report, const char *in, const char *out,
             rc = write_sharded(root, out, fmt, o->max_shard_size, &w, &o->open, &a, &r);
             if (!rc && report) *report = r;
         } else {
-            rc = write_verified(root, out, fmt, &w, &o->open, &stats);
+            /* a model directory: its one-file name, as save_pretrained */
+            set_names s = {0};
+            const char *path = out;
+            if (names_dir(out) && !(rc = name_set(&s, out, fmt, &a))) path = s.single;
+            if (!rc) rc = write_verified(root, path, fmt, &w, &o->open, &stats);
+            if (rc && s.made_dir) rmdir(s.dir);
             if (!rc && report)
                 *report = (ckpt_convert_report){fmt, stats.tensors, stats.bytes, stats.keys, 0};
         }

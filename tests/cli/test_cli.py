@@ -764,7 +764,7 @@ def test_doctor_model_folder_missing_shard():
 
 
 def test_convert_shards_into_new_folder():
-    """--max-shard-size into a folder that does not exist yet, named with a
+    """convert into a folder that does not exist yet, named with a
     trailing '/' (as save_pretrained makes its folder): the folder is made
     and holds transformers' names; it was "no output format" (exit 2),
     and with --format "a sharded set needs a file name". A folder whose
@@ -779,6 +779,15 @@ def test_convert_shards_into_new_folder():
         assert os.path.isfile(os.path.join(folder, index)), os.listdir(folder)
         rc, _, err = run("verify", folder)
         assert_eq(rc, 0, "verify the new folder (stderr %r)" % err)
+    # without --max-shard-size: the folder's one file, as save_pretrained
+    # names it (it was "no output format", exit 2)
+    for fmt, name in ((None, "model.safetensors"), ("torch", "pytorch_model.bin")):
+        folder = os.path.join(TMP, "new-one-file-%s" % (fmt or "default"))
+        rc, _, err = run("convert", TRAIN_PT, folder + "/", "--select", "model",
+                         *(["--format", fmt] if fmt else []))
+        assert_eq(rc, 0, "convert into a folder (stderr %r)" % err)
+        assert_eq(os.listdir(folder), [name], "the folder's file")
+        assert_eq(run("verify", "-q", folder)[0], 0, "verify the folder")
     orphan = os.path.join(TMP, "no-such-parent", "shards")
     rc, _, err = run("convert", TRAIN_PT, orphan + "/", "--select", "model",
                      "--max-shard-size", "1000")

@@ -119,7 +119,8 @@ static const cli_opt opts[] = {
      "(model-00001-of-0000N.safetensors, or .bin), and its index "
      "(model.safetensors.index.json, pytorch_model.bin.index.json); OUT may "
      "be a directory (one named DIR/ is made if missing, as save_pretrained "
-     "makes its folder)"},
+     "makes its folder; without --max-shard-size it holds one file, "
+     "model.safetensors or pytorch_model.bin)"},
     {CLI_OPT_BOOL, "backup", 0, &args.backup, NULL, 0,
      "when OUT is an existing file, keep it as OUT.bak (each shard of a "
      "sharded set likewise); a DCP directory is never replaced"},
