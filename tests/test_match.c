@@ -574,8 +574,8 @@ TEST(dtype_and_shape) {
 
 /* Ties a manifest records (ckpt.manifest(model), JSON "ties"): a missing
  * key whose tie partner is matched with its dtype and shape is satisfied
- * and listed under TIED; a partner that does not load (shape mismatch)
- * fills nothing; ties are transitive; a bad tie is refused. */
+ * and listed under TIED, one whose dtype alone differs too (its dtype
+ * mismatch is reported); a partner of another shape fills nothing; ties are transitive; a bad tie is refused. */
 TEST(tied_by_manifest) {
     const char *ckpt =
         "{\"tensors\":[{\"name\":\"embed.weight\",\"dtype\":\"F32\",\"shape\":[4,2]},"
@@ -610,6 +610,23 @@ TEST(tied_by_manifest) {
     CHECK_EQ_INT(ckpt_match_count(r, CKPT_MATCH_TIED), 0);
     ckpt_match_result_free(r);
     ckpt_manifest_free(c);
+
+    /* an F16 copy of the model (lm_head stored once, as save_pretrained
+     * does): the dtypes differ, which torch's load_state_dict casts, so the
+     * tie is filled (not missing) and something loads (no warning); the
+     * tie used to be missing and the warning "nothing would load: 0 of 4" */
+    const char *half =
+        "{\"tensors\":[{\"name\":\"embed.weight\",\"dtype\":\"F16\",\"shape\":[4,2]},"
+        "{\"name\":\"b\",\"dtype\":\"F16\",\"shape\":[3]}]}";
+    CHECK_EQ_INT(ckpt_manifest_parse(&c, half, strlen(half), "c", NULL), 0);
+    CHECK_EQ_INT(ckpt_match(&r, c, e, NULL), 0);
+    CHECK_EQ_INT(ckpt_match_complete(r), 0);
+    CHECK_EQ_STR(names(r, CKPT_MATCH_DTYPE_MISMATCH), "b,embed.weight");
+    CHECK_EQ_STR(names(r, CKPT_MATCH_MISSING), "");
+    CHECK_EQ_STR(names(r, CKPT_MATCH_TIED), "lm_head.weight,out.weight");
+    CHECK(ckpt_match_warning(r) == NULL);
+    ckpt_match_result_free(r);
+    ckpt_manifest_free(c);
     ckpt_manifest_free(e);
 
     /* built by hand: ckpt_manifest_tie */
@@ -641,6 +658,56 @@ TEST(tied_by_manifest) {
                      CKPT_E_FORMAT);
         CHECK(e == NULL);
     }
+}
+
+/* A PEFT LoRA adapter against its base model: no key is the model's, and
+ * instead of "nothing would load" the match says what the file is and
+ * whether its target modules and factor shapes fit the model. */
+TEST(peft_adapter) {
+    uint64_t w[2] = {32, 64}, emb[2] = {100, 64}, a8x64[2] = {8, 64}, b32x8[2] = {32, 8},
+             b16x8[2] = {16, 8}, ea[2] = {8, 100}, eb[2] = {64, 8};
+    ckpt_manifest *e = NULL, *c = NULL;
+    ckpt_match_result *r = NULL;
+    CHECK_EQ_INT(ckpt_manifest_new(&e, "base"), 0);
+    ckpt_manifest_add(e, "model.embed.weight", "F32", 2, emb);
+    ckpt_manifest_add(e, "model.q_proj.weight", "F32", 2, w);
+    ckpt_manifest_add(e, "model.v_proj.base_layer.weight", "F32", 2, w);
+    for (int v = 0; v < 3; v++) {
+        CHECK_EQ_INT(ckpt_manifest_new(&c, "adapter"), 0);
+        ckpt_manifest_add(c, "base_model.model.model.q_proj.lora_A.weight", "F32", 2, a8x64);
+        ckpt_manifest_add(c, "base_model.model.model.q_proj.lora_B.weight", "F32", 2,
+                          v == 1 ? b16x8 : b32x8);
+        ckpt_manifest_add(c, "base_model.model.model.v_proj.lora_A.weight", "F32", 2, a8x64);
+        ckpt_manifest_add(c, "base_model.model.model.v_proj.lora_B.weight", "F32", 2, b32x8);
+        ckpt_manifest_add(c,
+                          v == 2 ? "base_model.model.model.o_proj.lora_A.weight"
+                                 : "base_model.model.model.embed.lora_embedding_A",
+                          "F32", 2, ea);
+        ckpt_manifest_add(c, "base_model.model.model.embed.lora_embedding_B", "F32", 2, eb);
+        CHECK_EQ_INT(ckpt_match(&r, c, e, NULL), 0);
+        CHECK_EQ_INT(ckpt_match_complete(r), 0);
+        CHECK_EQ_INT(ckpt_match_count(r, CKPT_MATCH_UNEXPECTED), 6);
+        static const char *const want[] = {
+            "a PEFT LoRA adapter, not weights of this model (6 lora_A/lora_B keys for 3 target "
+            "modules): every target module is in the expected model, with the shapes its "
+            "factors need; load the base weights, then apply the adapter (PEFT)",
+            "a PEFT LoRA adapter, not weights of this model (6 lora_A/lora_B keys for 3 target "
+            "modules): 1 factor has the wrong size for the base weight "
+            "(base_model.model.model.q_proj.lora_B.weight [16, 8] against model.q_proj.weight "
+            "[32, 64])",
+            "a PEFT LoRA adapter, not weights of this model (6 lora_A/lora_B keys for 3 target "
+            "modules): 1 target module is not in the expected model (model.o_proj)",
+        };
+        CHECK_EQ_STR(ckpt_match_warning(r), want[v]);
+        ckpt_match_result_free(r);
+        ckpt_manifest_free(c);
+    }
+    /* a state dict that happens to hold one LoRA factor is not an adapter */
+    const char *plain[] = {"x.weight", "y.weight", "z.lora_A.weight", NULL};
+    r = match(plain, MODEL, NULL);
+    CHECK_EQ_STR(ckpt_match_warning(r), "nothing would load: 0 of 4 expected keys match");
+    done(r);
+    ckpt_manifest_free(e);
 }
 
 /* Tied weights through metadata aliases of the checkpoint (safetensors
@@ -2022,6 +2089,7 @@ int main(void) {
     RUN(dtype_and_shape);
     RUN(tied_by_alias);
     RUN(tied_by_manifest);
+    RUN(peft_adapter);
     RUN(empty_sets);
     RUN(property_normalize_restores_or_applies_nothing);
     RUN(property_training_subtree);

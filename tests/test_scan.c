@@ -367,6 +367,21 @@ TEST(weights_only_verdict) {
     m.name = "archive/extra.pkl";
     n = build_zip(z, NULL, 0, &m, 1);
     expect_wo(z, n, NULL, NULL, 0, NULL);
+    /* the advice: allowlist a data class; never a global that runs code
+     * (it said "add_safe_globals([posix.system])") */
+    ckpt_weights_only w;
+    ckpt_scan_report *r = scan(S(np));
+    CHECK_EQ_INT(ckpt_scan_weights_only(r, &w), 1);
+    CHECK(strstr(w.message, "add_safe_globals([numpy.core.multiarray.scalar])") != NULL);
+    ckpt_scan_report_free(r);
+    r = scan(S("\x80\x02"
+               "cposix\nsystem\nX\x02\x00\x00\x00id\x85R."));
+    CHECK_EQ_INT(ckpt_scan_weights_only(r, &w), 1);
+    CHECK_EQ_STR(w.global, "posix.system");
+    CHECK(strstr(w.message, "add_safe_globals") == NULL);
+    CHECK(strstr(w.message, "(it runs code: do not allowlist it or load with "
+                            "weights_only=False)") != NULL);
+    ckpt_scan_report_free(r);
 }
 
 /* What torch's weights_only unpickler checks on the value an opcode acts

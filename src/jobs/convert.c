@@ -4,15 +4,19 @@
  * names, merge the metadata and write the other format: a file, a sharded
  * set, or a DCP directory (format/dcp_write.h; written in a temporary
  * directory beside it, verified, then renamed into place). */
+#include <errno.h>
+#include <fcntl.h>
 #include <fnmatch.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "base/error.h"
 #include "base/ptrmap.h"
+#include "container/atomic.h"
 #include "model/file.h"
 #include "model/walk.h"
 #include "format/dcp_write.h"
@@ -294,13 +298,33 @@ static int write_dcp_verified(const ckpt_value *root, const char *out, const ckp
 typedef struct set_names {
     const char *dir, *stem, *ext;
     const char *single; /* the file a set of one shard is */
+    int made_dir;       /* dir did not exist: made here, removed again if the set fails */
 } set_names;
+
+/* 1 when OUT names a directory: one that exists, or a name ending in '/' */
+static int names_dir(const char *out) {
+    struct stat st;
+    size_t len = strlen(out);
+    return (len && out[len - 1] == '/') || (stat(out, &st) == 0 && S_ISDIR(st.st_mode));
+}
 
 static int name_set(set_names *s, const char *out, ckpt_format fmt, ckpt_arena *a) {
     struct stat st;
     s->ext = fmt == CKPT_FORMAT_SAFETENSORS ? ".safetensors" : ".bin";
-    if (stat(out, &st) == 0 && S_ISDIR(st.st_mode)) { /* transformers' default names */
-        s->dir = out;
+    s->made_dir = 0;
+    if (names_dir(out)) { /* transformers' default names */
+        size_t len = strlen(out);
+        while (len > 1 && out[len - 1] == '/') len--;
+        if (!(s->dir = ckpt_arena_strndup(a, out, len))) return ckpt_err_nomem();
+        /* as save_pretrained makes its folder; the parent must exist */
+        if (stat(s->dir, &st) != 0) {
+            if (ckpt_atomic_mkdir(s->dir) != 0)
+                return ckpt_err(CKPT_E_IO, s->dir, "", CKPT_NO_OFFSET,
+                                "cannot create the directory for the sharded set: %s",
+                                strerror(errno));
+            s->made_dir = 1;
+        }
+        out = s->dir;
         s->stem = fmt == CKPT_FORMAT_SAFETENSORS ? "model" : "pytorch_model";
         s->single = ckpt_arena_printf(a, "%s/%s%s", out, s->stem, s->ext);
         return s->single ? 0 : ckpt_err_nomem();
@@ -428,13 +452,35 @@ static int write_index(const char *path, uint64_t total, const ckpt_write_option
     return rc;
 }
 
+/* After a set of several shards is committed: a file under the one-file
+ * name (model.safetensors, an earlier save) would shadow its index, since
+ * transformers and ckpt open that name first; it goes (to NAME.bak with
+ * backup), as OUT replaced by the set. */
+static int retire_single(const set_names *s, int backup) {
+    struct stat st;
+    const char *single = s->single;
+    if (lstat(single, &st) != 0 || !S_ISREG(st.st_mode)) return 0;
+    char *bak = backup ? ckpt_malloc(strlen(single) + 5) : NULL;
+    if (backup && !bak) return ckpt_err_nomem();
+    if (bak) sprintf(bak, "%s.bak", single);
+    int fail = bak ? ckpt_atomic_rename(single, bak) : ckpt_atomic_remove_at(AT_FDCWD, single);
+    int err = errno;
+    ckpt_free(bak);
+    if (fail)
+        return ckpt_err(CKPT_E_IO, single, "", CKPT_NO_OFFSET,
+                        "the sharded set is written, but this file, which loaders open "
+                        "before its index, could not be %s: %s",
+                        backup ? "renamed to .bak" : "removed", strerror(err));
+    return ckpt_atomic_sync_dir(s->dir);
+}
+
 static int write_sharded(const ckpt_value *root, const char *out, ckpt_format fmt, uint64_t max,
                          const ckpt_write_options *w, const ckpt_open_options *open, ckpt_arena *a,
                          ckpt_convert_report *r) {
-    set_names s;
+    set_names s = {0};
     wr_named *t = NULL;
     size_t n = 0, nshards = 0, *shard_of = NULL;
-    uint64_t total;
+    uint64_t total = 0;
     int rc = tensors_only(root);
     if (!rc) rc = name_set(&s, out, fmt, a);
     if (!rc) rc = ckpt_wr_collect(&t, &n, root);
@@ -486,9 +532,11 @@ static int write_sharded(const ckpt_value *root, const char *out, ckpt_format fm
     if (!rc && names) {
         const char *index = set_path(&s, ckpt_arena_printf(a, "%s%s.index.json", s.stem, s.ext), a);
         rc = index ? write_index(index, total, w, t, n, names, shard_of) : ckpt_err_nomem();
+        if (!rc) rc = retire_single(&s, w->backup);
         r->format = fmt;
         r->shards = nshards;
     }
+    if (rc && s.made_dir) rmdir(s.dir); /* only while still empty */
     ckpt_wr_named_free(t, n);
     return rc;
 }
@@ -501,8 +549,7 @@ int ckpt_convert(ckpt_convert_report *report, const char *in, const char *out,
     if (report) *report = (ckpt_convert_report){0};
     if (!in || !out) return ckpt_err(CKPT_E_INVALID_ARG, "", "", CKPT_NO_OFFSET, "path is NULL");
     ckpt_format fmt = o->format ? o->format : ckpt_wr_format_for_path(out);
-    struct stat st;
-    if (!fmt && o->max_shard_size && stat(out, &st) == 0 && S_ISDIR(st.st_mode))
+    if (!fmt && names_dir(out))
         fmt = CKPT_FORMAT_SAFETENSORS; /* a model directory: transformers' default */
     if (fmt != CKPT_FORMAT_SAFETENSORS && fmt != CKPT_FORMAT_TORCH_ZIP && fmt != CKPT_FORMAT_DCP)
         return ckpt_err(CKPT_E_INVALID_ARG, out, "", CKPT_NO_OFFSET,
@@ -546,7 +593,12 @@ int ckpt_convert(ckpt_convert_report *report, const char *in, const char *out,
             rc = write_sharded(root, out, fmt, o->max_shard_size, &w, &o->open, &a, &r);
             if (!rc && report) *report = r;
         } else {
-            rc = write_verified(root, out, fmt, &w, &o->open, &stats);
+            /* a model directory: its one-file name, as save_pretrained */
+            set_names s = {0};
+            const char *path = out;
+            if (names_dir(out) && !(rc = name_set(&s, out, fmt, &a))) path = s.single;
+            if (!rc) rc = write_verified(root, path, fmt, &w, &o->open, &stats);
+            if (rc && s.made_dir) rmdir(s.dir);
             if (!rc && report)
                 *report = (ckpt_convert_report){fmt, stats.tensors, stats.bytes, stats.keys, 0};
         }

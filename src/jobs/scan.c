@@ -197,6 +197,7 @@ typedef struct stream {
     pk_weights_only wo_op;
     uint64_t wo_at; /* the global's offset, CKPT_NO_OFFSET: none */
     const char *wo_global;
+    int wo_runs_code; /* wo_global is of a dangerous family */
 } stream;
 
 static int scan_region(scanner *sc, const region *rg);
@@ -486,6 +487,7 @@ static void on_global(stream *s, const pk_event *ev) {
         !weights_only_allows(s, ev->module, ev->name)) {
         s->wo_at = ev->offset;
         s->wo_global = g->full;
+        s->wo_runs_code = g->sev == CKPT_SEVERITY_DANGEROUS;
     }
     if (sc->tar_types && !ev->symbolic && legacy_type_class(ev->module, ev->name)) return;
     uint64_t off = where(rg, ev->offset);
@@ -736,12 +738,19 @@ static void weights_only_refusal(scanner *sc, const region *rg, stream *s) {
                                  "opcodes torch.save writes; load with weights_only=False if "
                                  "you trust the file)",
                                  w->opcode, at, w->member[0] ? " of " : "", w->member)
-             : ckpt_arena_printf(&sc->r->arena,
-                                 "torch.load(weights_only=True) of torch >= 2.6 refuses this: "
-                                 "global %s at byte %s%s%s (allow it with "
-                                 "torch.serialization.add_safe_globals([%s]) or load with "
-                                 "weights_only=False if you trust the file)",
-                                 w->global, at, w->member[0] ? " of " : "", w->member, w->global);
+        : s->wo_runs_code
+            /* never advise allowlisting what runs code (os.system) */
+            ? ckpt_arena_printf(&sc->r->arena,
+                                "torch.load(weights_only=True) of torch >= 2.6 refuses this: "
+                                "global %s at byte %s%s%s (it runs code: do not allowlist it "
+                                "or load with weights_only=False)",
+                                w->global, at, w->member[0] ? " of " : "", w->member)
+            : ckpt_arena_printf(&sc->r->arena,
+                                "torch.load(weights_only=True) of torch >= 2.6 refuses this: "
+                                "global %s at byte %s%s%s (allow it with "
+                                "torch.serialization.add_safe_globals([%s]) or load with "
+                                "weights_only=False if you trust the file)",
+                                w->global, at, w->member[0] ? " of " : "", w->member, w->global);
     if (!w->message) sc->nomem = 1;
 }
 

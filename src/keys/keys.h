@@ -152,4 +152,12 @@ const ckpt_rule *ckpt_rules_best(const ckpt_rule *rules, size_t n);
 int ckpt_rule_others(const char ***out, size_t *n, ckpt_arena *a, const ckpt_rule *r,
                      const ckpt_manifest *c);
 
+/* When checkpoint c is a PEFT LoRA adapter (lora_A/lora_B factors are at
+ * least half its keys): what ckpt_match says instead of "nothing would
+ * load" against the base model e: whether every module it targets is in
+ * e with the shapes its factors need (adapter.c; in `a`). NULL when c is
+ * not one, or out of memory (*nomem set). */
+const char *ckpt_adapter_note(const ckpt_manifest *c, const ckpt_manifest *e, ckpt_arena *a,
+                              int *nomem);
+
 #endif

@@ -240,7 +240,10 @@ static int missing_ties(matcher *m, const size_t *c2e, const size_t *e2c, const 
     }
     *out = to;
     for (size_t j = 0; j < e->n; j++) to[j] = NULL;
-    for (size_t j = 0; j < e->n; j++) ok[j] = e2c[j] != CKPT_KEYS_NONE && loads(m, e2c[j], j);
+    /* a partner whose dtype alone differs still fills its tie once cast (the
+     * dtype mismatch is reported on the partner, not as a missing key) */
+    for (size_t j = 0; j < e->n; j++)
+        ok[j] = e2c[j] != CKPT_KEYS_NONE && same_shape(&c->entries[e2c[j]], &e->entries[j]);
     tie_index t;
     ckpt_strmap ac = {0};
     int rc = tie_index_build(&t, e, ok);
@@ -447,9 +450,15 @@ static int finish(matcher *m) {
     int rc = classify(m);
     if (!rc) rc = unexpected_ties(m);
     if (rc) return rc;
-    uint64_t filled = r->matched; /* matched, or tied to a matched key */
+    /* matched, tied to a matched key, or differing in dtype alone (torch's
+     * load_state_dict copies it with a cast) */
+    uint64_t filled = r->matched;
     for (size_t k = 0; k < r->counts[CKPT_MATCH_TIED]; k++)
         filled += r->lists[CKPT_MATCH_TIED][k].expected != NULL;
+    for (size_t k = 0; k < r->counts[CKPT_MATCH_DTYPE_MISMATCH]; k++) {
+        const ckpt_match_item *it = &r->lists[CKPT_MATCH_DTYPE_MISMATCH][k];
+        filled += same_shape(it->checkpoint, it->expected) != 0;
+    }
     for (int l = 0; l < NLISTS; l++) sort_items(r->lists[l], r->counts[l]);
     size_t n = m->e->n;
     r->complete = !r->counts[CKPT_MATCH_MISSING] && !r->counts[CKPT_MATCH_UNEXPECTED] &&
@@ -465,6 +474,10 @@ static int finish(matcher *m) {
                                              " of %zu expected keys match",
                                              r->matched, n);
         if (!r->warning) return ckpt_err_nomem();
+        int nomem;
+        const char *adapter = ckpt_adapter_note(m->c, m->e, &r->arena, &nomem);
+        if (nomem) return ckpt_err_nomem();
+        if (adapter) r->warning = adapter;
     }
     return 0;
 }

@@ -235,7 +235,7 @@ static const char *const model_dir_names[] = {"model.safetensors", "model.safete
 
 int ckpt_model_dir_weights_name(const char *name) {
     for (size_t i = 0; i < N_MODEL_DIR_NAMES; i++)
-        if (strcmp(name, model_dir_names[i]) == 0) return 1;
+        if (strcmp(name, model_dir_names[i]) == 0) return (int)i + 1;
     return 0;
 }
 

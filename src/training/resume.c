@@ -12,6 +12,7 @@
 
 #include "base/error.h"
 #include "base/strmap.h"
+#include "open/model_dir.h"
 #include "training/training.h"
 #include "model/value.h"
 
@@ -699,18 +700,25 @@ static int warn_missing(ckpt_training *t) {
     return 0;
 }
 
-/* The file holding the most model bytes (without models, the largest). */
+/* The weights file: of a model directory's copies of one save
+ * (model.safetensors beside pytorch_model.bin), the one from_pretrained
+ * and ckpt_open of the directory read; else the file holding the most
+ * model bytes (without models, the largest). */
 static const char *weights_file(const ckpt_training *t) {
     const char *best = NULL;
     uint64_t most = 0, size;
+    int rank = 0; /* best's ckpt_model_dir_weights_name, 0: none */
     size_t i;
 
     for (i = 0; i < t->ncomps; i++) {
         const ckpt_component *c = &t->comps[i].pub;
+        int r = c->kind == CKPT_COMPONENT_MODEL ? ckpt_model_dir_weights_name(c->file) : 0;
 
-        if (c->kind == CKPT_COMPONENT_MODEL && (best == NULL || c->bytes > most)) {
+        if (c->kind != CKPT_COMPONENT_MODEL) continue;
+        if (best == NULL || (r && (!rank || r < rank)) || (!r && !rank && c->bytes > most)) {
             best = c->file;
             most = c->bytes;
+            rank = r;
         }
     }
     if (best) return best;

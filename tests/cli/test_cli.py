@@ -763,6 +763,85 @@ def test_doctor_model_folder_missing_shard():
     assert_eq(doc["sections"]["integrity"]["error"]["file"], os.path.join(bins, last), "file")
 
 
+def test_convert_shards_into_new_folder():
+    """convert into a folder that does not exist yet, named with a
+    trailing '/' (as save_pretrained makes its folder): the folder is made
+    and holds transformers' names; it was "no output format" (exit 2),
+    and with --format "a sharded set needs a file name". A folder whose
+    parent is missing is an I/O error that leaves nothing behind."""
+    for fmt, index in ((None, "model.safetensors.index.json"),
+                       ("torch", "pytorch_model.bin.index.json")):
+        folder = os.path.join(TMP, "new-shard-folder-%s" % (fmt or "default"))
+        argv = ["convert", TRAIN_PT, folder + "/", "--select", "model",
+                "--max-shard-size", "1000"] + (["--format", fmt] if fmt else [])
+        rc, _, err = run(*argv)
+        assert_eq(rc, 0, "convert into a new folder (stderr %r)" % err)
+        assert os.path.isfile(os.path.join(folder, index)), os.listdir(folder)
+        rc, _, err = run("verify", folder)
+        assert_eq(rc, 0, "verify the new folder (stderr %r)" % err)
+    # without --max-shard-size: the folder's one file, as save_pretrained
+    # names it (it was "no output format", exit 2)
+    for fmt, name in ((None, "model.safetensors"), ("torch", "pytorch_model.bin")):
+        folder = os.path.join(TMP, "new-one-file-%s" % (fmt or "default"))
+        rc, _, err = run("convert", TRAIN_PT, folder + "/", "--select", "model",
+                         *(["--format", fmt] if fmt else []))
+        assert_eq(rc, 0, "convert into a folder (stderr %r)" % err)
+        assert_eq(os.listdir(folder), [name], "the folder's file")
+        assert_eq(run("verify", "-q", folder)[0], 0, "verify the folder")
+    orphan = os.path.join(TMP, "no-such-parent", "shards")
+    rc, _, err = run("convert", TRAIN_PT, orphan + "/", "--select", "model",
+                     "--max-shard-size", "1000")
+    assert_eq(rc, 2, "exit code, missing parent")
+    assert "cannot create the directory" in err, err
+    assert not os.path.exists(os.path.dirname(orphan))
+
+
+def test_convert_shards_replace_one_file():
+    """A set of several shards written where an earlier save left the
+    one-file name (model.safetensors): transformers and ckpt open that name
+    before the index, so the folder loaded the old weights although convert
+    said it wrote the new ones. The old file goes once the index is
+    written (--backup: model.safetensors.bak)."""
+    for backup in ([], ["--backup"]):
+        folder = os.path.join(TMP, "shadow%s" % "".join(backup))
+        os.mkdir(folder)
+        single = os.path.join(folder, "model.safetensors")
+        with open(single, "wb") as fh:
+            fh.write(open(TRAIN_ST, "rb").read())
+        rc, _, err = run("convert", TRAIN_PT, folder, "--select", "model",
+                         "--max-shard-size", "1000", *backup)
+        assert_eq(rc, 0, "convert (stderr %r)" % err)
+        assert not os.path.exists(single), os.listdir(folder)
+        assert_eq(os.path.exists(single + ".bak"), bool(backup), ".bak kept")
+        rc, doc, _ = run_json("inspect", "--json", folder)
+        assert_eq((rc, doc["format"]), (0, "safetensors-sharded"), "what the folder opens as")
+
+
+def test_doctor_model_folder_both_formats():
+    """A Hugging Face folder shipping model.safetensors and pytorch_model.bin
+    (copies of one save): doctor reports the file from_pretrained reads,
+    as inspect, verify and match of the folder do; it reported the .bin,
+    which held more bytes (here an extra tensor; a tied lm_head counted
+    twice in a real one)."""
+    folder = os.path.join(TMP, "folder-both-formats")
+    os.mkdir(folder)
+    rc, _, err = run("convert", TRAIN_PT, os.path.join(folder, "model.safetensors"),
+                     "--select", "model", "--exclude", "fc2.bias")
+    assert_eq(rc, 0, "convert (stderr %r)" % err)
+    rc, _, err = run("convert", TRAIN_PT, os.path.join(folder, "pytorch_model.bin"),
+                     "--select", "model")
+    assert_eq(rc, 0, "convert (stderr %r)" % err)
+    rc, doc, _ = run_json("doctor", "--json", folder)
+    assert_eq((rc, doc["file"]), (0, os.path.join(folder, "model.safetensors")), "file")
+    assert_eq(doc["sections"]["format"]["name"], "safetensors", "format")
+    rc, ins, _ = run_json("inspect", "--json", folder)
+    assert_eq(ins["format"], "safetensors", "inspect of the folder")
+    # both copies listed under memory, one counted (2688 bytes; the sum of
+    # both, 5.3 KiB, was given)
+    rc, text, _ = run("doctor", folder)
+    assert "\n  total: model 2.6 KiB\n" in text, text
+
+
 @corpus
 def test_doctor_ckpt_written_safetensors():
     out = os.path.join(TMP, "written.safetensors")

@@ -180,6 +180,21 @@ def test_scan_quiet_and_verbose():
     assert_eq(rc, 1, "exit code")
     assert out.splitlines()[-1].startswith("UNSAFE %s" % bad), out
     assert TRAIN_PT not in out, out
+    # a model folder: config.json is no finding there, so -q prints nothing
+    # for it either (it printed "NOT-A-CHECKPOINT DIR/config.json")
+    folder = os.path.join(TMP, "quiet-folder")
+    os.mkdir(folder)
+    shutil.copy(TRAIN_ST, os.path.join(folder, "model.safetensors"))
+    with open(os.path.join(folder, "config.json"), "w") as fh:
+        fh.write('{"model_type": "llama"}\n')
+    rc, out, _ = run("scan", "-q", folder)
+    assert_eq((rc, out), (0, ""), "quiet, a safe model folder: nothing")
+    rc, out, _ = run("scan", folder)
+    assert "NOT-A-CHECKPOINT %s" % os.path.join(folder, "config.json") in out, out
+    # named on its own, a file that is no checkpoint is still said, exit 1
+    rc, out, _ = run("scan", "-q", os.path.join(folder, "config.json"))
+    assert_eq(rc, 1, "a lone config.json")
+    assert out.startswith("NOT-A-CHECKPOINT"), out
 
 
 # ------------------------------------------------------------------ convert

@@ -118,7 +118,9 @@ static const cli_opt opts[] = {
      "decimal units as huggingface_hub; KiB, GiB binary) named after OUT "
      "(model-00001-of-0000N.safetensors, or .bin), and its index "
      "(model.safetensors.index.json, pytorch_model.bin.index.json); OUT may "
-     "be a directory"},
+     "be a directory (one named DIR/ is made if missing, as save_pretrained "
+     "makes its folder; without --max-shard-size it holds one file, "
+     "model.safetensors or pytorch_model.bin)"},
     {CLI_OPT_BOOL, "backup", 0, &args.backup, NULL, 0,
      "when OUT is an existing file, keep it as OUT.bak (each shard of a "
      "sharded set likewise); a DCP directory is never replaced"},
@@ -293,10 +295,13 @@ const cli_command cli_cmd_convert = {
     "set) is replaced atomically: the new one is written under a temporary\n"
     "name beside it, verified, then renamed over it, so OUT is always the\n"
     "old file or the whole new one (--backup keeps the old one as OUT.bak;\n"
-    "stderr says when OUT is IN itself). A DCP directory OUT is never\n"
-    "replaced: it must not exist or must be empty (else exit 2, nothing\n"
-    "written); it is made in a temporary directory beside it, verified,\n"
-    "then renamed into place.\n"
+    "stderr says when OUT is IN itself). A set of several shards also\n"
+    "replaces a file under the one-file name (model.safetensors,\n"
+    "pytorch_model.bin), which loaders open before an index: it is removed\n"
+    "once the index is written (--backup: renamed to .bak). A DCP\n"
+    "directory OUT is never replaced: it must not exist or must be empty\n"
+    "(else exit 2, nothing written); it is made in a temporary directory\n"
+    "beside it, verified, then renamed into place.\n"
     "On success: `wrote OUT (FORMAT, K keys, N tensors, B bytes)`. K keys:\n"
     "the tensor names written, as inspect and verify count them (a tied\n"
     "weight is two keys); N tensors: the tensors stored (`storages` in a\n"

@@ -151,12 +151,15 @@ static const char *severity_color(ckpt_severity s) {
     return s == CKPT_SEVERITY_SUSPICIOUS ? cli_color(CLI_YELLOW) : "";
 }
 
-static void print_human(const char *path, const ckpt_scan_report *r) {
+/* in_dir: a file of a directory; one that is no checkpoint (config.json)
+ * is no finding there, so --quiet leaves it out as it does a safe file */
+static void print_human(const char *path, const ckpt_scan_report *r, int in_dir) {
     size_t i, n = ckpt_scan_finding_count(r), count[3] = {0, 0, 0};
     ckpt_verdict v = ckpt_scan_verdict(r);
     const char *name;
 
-    if (args.quiet && v == CKPT_VERDICT_SAFE) return;
+    if (args.quiet && (v == CKPT_VERDICT_SAFE || (in_dir && v == CKPT_VERDICT_NOT_A_CHECKPOINT)))
+        return;
     for (i = 0; i < n; i++) {
         const ckpt_finding *f = ckpt_scan_finding(r, i);
         const char *color = severity_color(f->severity);
@@ -296,7 +299,7 @@ static int scan_one(const char *path, const ckpt_scan_options *opts, cli_json_wr
     if (j)
         print_json(j, path, r);
     else
-        print_human(path, r);
+        print_human(path, r, in_dir);
     rc = ckpt_scan_verdict(r) == CKPT_VERDICT_SAFE ||
                  (in_dir && ckpt_scan_verdict(r) == CKPT_VERDICT_NOT_A_CHECKPOINT)
              ? CLI_OK

@@ -157,6 +157,18 @@ typedef struct totals {
     uint64_t param_bytes, state_bytes;
 } totals;
 
+/* 1 for model weights in a directory's file other than its weights file:
+ * a copy of one save (pytorch_model.bin beside model.safetensors), which
+ * is listed but not added to the totals (a directory's model weights in
+ * unrelated files are refused, never combined). */
+static int weights_copy(const ckpt_training *t, const ckpt_component *c) {
+    const char *w = ckpt_training_weights_path(t), *slash;
+
+    if (c->kind != CKPT_COMPONENT_MODEL || !dir_mode(t) || w == NULL || c->file == NULL) return 0;
+    slash = strrchr(w, '/');
+    return strcmp(slash ? slash + 1 : w, c->file) != 0;
+}
+
 static totals sum(const ckpt_training *t) {
     size_t n = ckpt_training_component_count(t), i;
     totals s;
@@ -166,7 +178,7 @@ static totals sum(const ckpt_training *t) {
         const ckpt_component *c = ckpt_training_component(t, i);
         unsigned k = (unsigned)c->kind;
 
-        if (k > CKPT_COMPONENT_OTHER) continue;
+        if (k > CKPT_COMPONENT_OTHER || weights_copy(t, c)) continue;
         s.components[k]++;
         s.tensors[k] += c->tensors;
         s.elements[k] += c->elements;
