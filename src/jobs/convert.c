@@ -22,6 +22,7 @@
 #include "format/dcp_write.h"
 #include "format/structure.h"
 #include "format/write.h"
+#include "open/dcp.h"
 #include "open/sharded.h"
 #include "jobs/verify.h"
 
@@ -555,6 +556,11 @@ int ckpt_convert(ckpt_convert_report *report, const char *in, const char *out,
         return ckpt_err(CKPT_E_INVALID_ARG, out, "", CKPT_NO_OFFSET,
                         "no output format: name the output *.safetensors, *.pt "
                         "(.pth, .bin, .ckpt) or *.dcp (a DCP directory), or give the format");
+    if (fmt != CKPT_FORMAT_DCP && names_dir(out) && ckpt_dcp_is_dir(out))
+        return ckpt_err(CKPT_E_INVALID_ARG, out, "", CKPT_NO_OFFSET,
+                        "is a torch.distributed.checkpoint directory: a %s file is not "
+                        "written into it (name another folder or file)",
+                        ckpt_format_name(fmt));
     if (fmt == CKPT_FORMAT_DCP && (o->max_shard_size || o->write.nmeta || o->config_json))
         return ckpt_err(CKPT_E_INVALID_ARG, out, "", CKPT_NO_OFFSET, "a DCP directory has %s",
                         o->max_shard_size ? "one data file here: --max-shard-size does not apply"

@@ -788,6 +788,17 @@ def test_convert_shards_into_new_folder():
         assert_eq(rc, 0, "convert into a folder (stderr %r)" % err)
         assert_eq(os.listdir(folder), [name], "the folder's file")
         assert_eq(run("verify", "-q", folder)[0], 0, "verify the folder")
+    # a DCP directory (not named *.dcp) is no model folder: nothing is
+    # written into it (model.safetensors beside .metadata was)
+    dcp = os.path.join(TMP, "a-dcp-folder")
+    rc, _, err = run("convert", TRAIN_PT, dcp, "--format", "dcp")
+    assert_eq(rc, 0, "convert to a DCP directory (stderr %r)" % err)
+    before = sorted(os.listdir(dcp))
+    for extra in ([], ["--max-shard-size", "1000"], ["--format", "torch"]):
+        rc, _, err = run("convert", TRAIN_PT, dcp, "--select", "model", *extra)
+        assert_eq(rc, 2, "convert %r into a DCP directory (stderr %r)" % (extra, err))
+        assert "torch.distributed.checkpoint directory" in err, err
+        assert_eq(sorted(os.listdir(dcp)), before, "the DCP directory untouched")
     orphan = os.path.join(TMP, "no-such-parent", "shards")
     rc, _, err = run("convert", TRAIN_PT, orphan + "/", "--select", "model",
                      "--max-shard-size", "1000")
