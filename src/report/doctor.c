@@ -127,7 +127,7 @@ static const char *plural(uint64_t n) { return n == 1 ? "" : "s"; }
 
 /* Opens and verifies path; the check records the outcome. */
 static int check_file(ckpt_doctor_report *r, ckpt_doctor_check *c, const char *path) {
-    ckpt_verify_report report = {0, 0, 0, 0};
+    ckpt_verify_report report = {0, 0, 0, 0, 0};
     ckpt_file *f = NULL;
     int rc = ckpt_open(&f, path, &r->opts.open);
     if (rc == 0) rc = ckpt_verify(&report, f);
