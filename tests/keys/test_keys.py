@@ -372,7 +372,7 @@ def _():
 def diff_a_b_expected(a, b):
     return {
         "a": a, "b": b, "identical": False, "keys_only": False,
-        "only_in_a": ["only_a"], "only_in_b": ["only_b"], "shape_mismatch": [],
+        "only_in_a": ["only_a"], "only_in_b": ["only_b"], "tied": [], "shape_mismatch": [],
         "dtype_mismatch": [], "equal": 1,
         "tensors": [
             {"name": "ints", "bitwise_equal": False, "compared": True, "numel": 3,
@@ -395,6 +395,27 @@ def diff_a_b_expected(a, b):
         ],
         "values": {"only_in_a": [], "only_in_b": [], "differing": [], "equal": 0},
         "rewrite": None}
+
+
+@case("diff: a key one side lacks because its writer dropped a tied copy")
+def _():
+    # lm_head.weight is embed.weight's tensor in tied.pt; tied_dropped.pt
+    # and tied_hf.safetensors (save_model's alias in __metadata__) lack it
+    tied = [{"name": "lm_head.weight", "tied_to": "embed.weight"}]
+    for a, b, side in ((path("tied.pt"), path("tied_dropped.pt"), "a"),
+                       (path("tied_dropped.pt"), path("tied.pt"), "b"),
+                       (path("tied.pt"), path("tied_hf.safetensors"), "a"),
+                       (path("tied_hf.safetensors"), path("tied_dropped.pt"), None)):
+        rc, got = run_json("diff", a, b, "--json", "--keys-only")
+        eq((rc, got["only_in_" + side] if side else [], got["tied"]),
+           (1, ["lm_head.weight"], tied) if side else (0, [], []))
+    rc, out, _ = run("diff", path("tied_dropped.pt"), path("tied.pt"), "--keys-only")
+    want = ("  lm_head.weight (tied to embed.weight, which both have: A saved the tied "
+            "weight once)")
+    assert want in out.splitlines(), out
+    # an untied key on one side gets no such note
+    rc, got = run_json("diff", path("diff_a.pt"), path("diff_b.pt"), "--json", "--keys-only")
+    eq((got["only_in_a"], got["tied"]), (["only_a"], []))
 
 
 @case("diff: values, NaN/Inf positions, keys on one side")
@@ -552,8 +573,8 @@ def _():
     rc, got = run_json("diff", path("spec.json"), path("spec.json"), "--keys-only", "--json")
     eq(rc, 0)
     eq(got, {"a": path("spec.json"), "b": path("spec.json"), "identical": True,
-             "keys_only": True, "only_in_a": [], "only_in_b": [], "shape_mismatch": [],
-             "dtype_mismatch": [], "equal": None, "tensors": None, "values": None,
+             "keys_only": True, "only_in_a": [], "only_in_b": [], "tied": [],
+             "shape_mismatch": [], "dtype_mismatch": [], "equal": None, "tensors": None, "values": None,
              "rewrite": None})
     rc, got = run_json("diff", path("model.pt"), path("changed.pt"), "--keys-only", "--json")
     eq(rc, 1)

@@ -157,6 +157,27 @@ static void json_rewrite(cli_json_writer *j, const ckpt_diff_result *r) {
     cli_json_object_end(j);
 }
 
+/* The one-sided keys tied to a key both have: [{"name", "tied_to"}...]. */
+static void json_tied(cli_json_writer *j, const ckpt_diff_result *r) {
+    static const ckpt_diff_list sides[2] = {CKPT_DIFF_ONLY_IN_A, CKPT_DIFF_ONLY_IN_B};
+    size_t s, i;
+
+    cli_json_array_begin(j);
+    for (s = 0; s < 2; s++)
+        for (i = 0; i < ckpt_diff_count(r, sides[s]); i++) {
+            const char *to = ckpt_diff_tied_to(r, sides[s], i);
+
+            if (!to) continue;
+            cli_json_object_begin(j);
+            cli_json_key(j, "name");
+            cli_json_string(j, ckpt_diff_name(r, sides[s], i));
+            cli_json_key(j, "tied_to");
+            cli_json_string(j, to);
+            cli_json_object_end(j);
+        }
+    cli_json_array_end(j);
+}
+
 static void print_json(const diff_args *a, const ckpt_diff_result *r) {
     size_t i, n;
     cli_json_writer j;
@@ -175,6 +196,8 @@ static void print_json(const diff_args *a, const ckpt_diff_result *r) {
     json_list(&j, r, CKPT_DIFF_ONLY_IN_A);
     cli_json_key(&j, "only_in_b");
     json_list(&j, r, CKPT_DIFF_ONLY_IN_B);
+    cli_json_key(&j, "tied");
+    json_tied(&j, r);
     cli_json_key(&j, "shape_mismatch");
     json_list(&j, r, CKPT_DIFF_SHAPE_MISMATCH);
     cli_json_key(&j, "dtype_mismatch");
@@ -249,6 +272,12 @@ static void print_list(const ckpt_diff_result *r, ckpt_diff_list l, const char *
                    cli_dims(sb, sizeof sb, b->ndim, b->shape));
         else if (l == CKPT_DIFF_DTYPE_MISMATCH)
             printf(": A %s, B %s", a->dtype, b->dtype);
+        else if (ckpt_diff_tied_to(r, l, k)) {
+            fputs(" (tied to ", stdout);
+            cli_put_name(stdout, ckpt_diff_tied_to(r, l, k));
+            printf(", which both have: %s saved the tied weight once)",
+                   l == CKPT_DIFF_ONLY_IN_A ? "B" : "A");
+        }
         fputc('\n', stdout);
     }
     if (n > SHOW_MAX) printf("  ... and %zu more (--json lists all)\n", n - SHOW_MAX);
@@ -526,7 +555,13 @@ const cli_command cli_cmd_diff = {
     "BF16 and F8 widened); an element differs unless |a-b| <= atol +\n"
     "rtol*|b| (NaN equals NaN). Non-tensor values (epoch, learning rates,\n"
     "step counters) are compared too: ints and strings exactly, floats with\n"
-    "the same tolerances.\n",
+    "the same tolerances.\n"
+    "A key only in one file that is tied to a key both have (one tensor\n"
+    "under both names in its own file, or named by the other file's\n"
+    "metadata as the copy it kept, as ckpt match finds ties) is listed with\n"
+    "`(tied to KEY, which both have: B saved the tied weight once)`\n"
+    "(safetensors and Hugging Face drop a tied lm_head.weight); --json lists\n"
+    "them in tied.\n",
     "Exit status: 0 identical (values within the tolerances), 1 different,\n"
     "2 usage or I/O error.\n",
     run,
