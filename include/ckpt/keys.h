@@ -486,8 +486,10 @@ CKPT_API int ckpt_rename(ckpt_rename_plan **plan, const char *in, const char *ou
  * the other wrappers are dropped, never in the middle of a key), then
  * "_orig_mod." (torch.compile), "_fsdp_wrapped_module." (FSDP),
  * "_checkpoint_wrapped_module." (activation checkpointing), each counted
- * anywhere as a whole segment that is not the last. leading: every key
- * holding it starts with it. The fix: each wrapper other than "module."
+ * anywhere as a whole segment that is not the last; listed in the order
+ * they stand in the keys, outermost first ("_orig_mod.module.x":
+ * "_orig_mod.", then "module."). leading: every key holding it starts
+ * with it ("module.": where the model's keys start). The fix: each wrapper other than "module."
  * stripped (leading) or replaced by nothing, then "module." stripped as
  * many times as it repeats; checked with ckpt_rename_plan_new: when it
  * would give two keys one name there is no fix and ckpt_keys_collision
