@@ -430,10 +430,13 @@ TEST(commit_refuses_committed_step) {
     remove_dir();
 }
 
-/* A sharded set is not one file to commit. */
+/* A sharded set is not one file to commit: a caller's mistake (the CLI's
+ * exit 2), whose message says what to commit instead. */
 TEST(commit_sharded_refused) {
     fresh_dir();
-    CHECK_EQ_INT(ckpt_store_commit(NULL, 0, dir, "run", 1, SHARDED, NULL), CKPT_E_UNSUPPORTED);
+    CHECK_EQ_INT(ckpt_store_commit(NULL, 0, dir, "run", 1, SHARDED, NULL), CKPT_E_INVALID_ARG);
+    CHECK(strstr(ckpt_error_last()->message,
+                 "commit a single checkpoint file or a DCP directory") != NULL);
     int temps;
     CHECK_EQ_INT(entries(&temps), 0);
     remove_dir();

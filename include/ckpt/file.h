@@ -518,6 +518,9 @@ typedef struct ckpt_verify_report {
     uint64_t tensors; /* tensors read */
     uint64_t bytes;   /* tensor/storage bytes read */
     uint64_t members; /* zip members whose CRC-32 was checked */
+    uint64_t shards;  /* a sharded set's shard files, each checked as the
+                         file it is, after open matched them with the
+                         index's weight_map one for one; 0 otherwise */
 } ckpt_verify_report;
 
 /* Full integrity check of an opened file: every byte of every storage is

@@ -367,6 +367,12 @@ CKPT_API size_t ckpt_diff_count(const ckpt_diff_result *r, ckpt_diff_list list);
 CKPT_API const char *ckpt_diff_name(const ckpt_diff_result *r, ckpt_diff_list list, size_t i);
 CKPT_API void ckpt_diff_pair(const ckpt_diff_result *r, ckpt_diff_list list, size_t i,
                              const ckpt_manifest_entry **a, const ckpt_manifest_entry **b);
+/* For a key in CKPT_DIFF_ONLY_IN_A or _B: the key both sides have that it
+ * is tied to, as ckpt_match finds ties (the same tensor on its own side,
+ * or the other side's metadata naming that key as the kept copy of it:
+ * a writer that drops tied copies, safetensors save_model, HF's
+ * lm_head.weight tied to embed_tokens.weight), or NULL. Borrowed. */
+CKPT_API const char *ckpt_diff_tied_to(const ckpt_diff_result *r, ckpt_diff_list list, size_t i);
 /* Common tensors of equal shape that are not bitwise equal, sorted by
  * name; ckpt_diff_equal_count counts the bitwise-equal ones. Both 0
  * with keys_only. */
@@ -480,8 +486,10 @@ CKPT_API int ckpt_rename(ckpt_rename_plan **plan, const char *in, const char *ou
  * the other wrappers are dropped, never in the middle of a key), then
  * "_orig_mod." (torch.compile), "_fsdp_wrapped_module." (FSDP),
  * "_checkpoint_wrapped_module." (activation checkpointing), each counted
- * anywhere as a whole segment that is not the last. leading: every key
- * holding it starts with it. The fix: each wrapper other than "module."
+ * anywhere as a whole segment that is not the last; listed in the order
+ * they stand in the keys, outermost first ("_orig_mod.module.x":
+ * "_orig_mod.", then "module."). leading: every key holding it starts
+ * with it ("module.": where the model's keys start). The fix: each wrapper other than "module."
  * stripped (leading) or replaced by nothing, then "module." stripped as
  * many times as it repeats; checked with ckpt_rename_plan_new: when it
  * would give two keys one name there is no fix and ckpt_keys_collision

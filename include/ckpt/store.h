@@ -116,10 +116,10 @@ CKPT_API int ckpt_store_options_init(ckpt_store_options *opts, unsigned version)
  * "dir/NAME-STEP.EXT" (NUL-terminated) once the generation is committed;
  * path may be NULL (cap 0). opts may be NULL (CKPT_STORE_OPTIONS_INIT).
  * Returns 0; CKPT_E_INVALID_ARG (bad name, cap too small, step already
- * committed); CKPT_E_IO (dir or src unreadable, dir cannot be created;
- * write, fsync or rename failed; LATEST or pruning failed after the
- * commit); CKPT_E_UNSUPPORTED
- * (sharded source: convert it to one file first); the ckpt_open/ckpt_verify code when the source or the
+ * committed, a sharded source: commit one file or a DCP directory, which
+ * ckpt_convert makes of it); CKPT_E_IO (dir or src unreadable, dir cannot
+ * be created; write, fsync or rename failed; LATEST or pruning failed
+ * after the commit); the ckpt_open/ckpt_verify code when the source or the
  * written copy is malformed or corrupt; CKPT_E_NOMEM. */
 CKPT_API int ckpt_store_commit(char *path, size_t cap, const char *dir, const char *name,
                                uint64_t step, const char *src, const ckpt_store_options *opts);

@@ -64,7 +64,7 @@ class OpenOptions_(ctypes.Structure):
 
 class VerifyReport_(ctypes.Structure):
     _fields_ = [("ok", c_int), ("tensors", c_u64), ("bytes", c_u64),
-                ("members", c_u64)]
+                ("members", c_u64), ("shards", c_u64)]
 
 
 class Finding_(ctypes.Structure):

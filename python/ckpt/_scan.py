@@ -128,8 +128,8 @@ def unsafe_error(rep, path):
 @dataclass(frozen=True)
 class VerifyReport:
     """ok: every byte of every tensor read and every checksum matched.
-    format: "safetensors", "torch-zip", ...; tensors/bytes/members: what
-    was checked; error: the ckpt.Error describing the first problem when
+    format: "safetensors", "torch-zip", ...; tensors/bytes/members/shards:
+    what was checked (shards: a sharded set's shard files, 0 otherwise); error: the ckpt.Error describing the first problem when
     not ok (its member and offset locate it)."""
     file: str
     ok: bool
@@ -137,6 +137,7 @@ class VerifyReport:
     tensors: int = 0
     bytes: int = 0
     members: int = 0
+    shards: int = 0
     error: Optional[errors.Error] = field(default=None, compare=False)
 
 
@@ -164,8 +165,8 @@ def verify(path):
             if rc in _RAISE:
                 raise err
             return VerifyReport(path, False, fmt, int(rep.tensors), int(rep.bytes),
-                                int(rep.members), err)
+                                int(rep.members), int(rep.shards), error=err)
         return VerifyReport(path, bool(rep.ok), fmt, int(rep.tensors), int(rep.bytes),
-                            int(rep.members))
+                            int(rep.members), int(rep.shards))
     finally:
         lib.ckpt_close(h)

@@ -849,7 +849,7 @@ def verify(path):
         if isinstance(e, (errors.FileError, errors.OutOfMemoryError)) and \
                 not isinstance(e, errors.NotFoundError):
             raise
-        return VerifyReport(path, False, "dcp", ntensors, nbytes, 0, e)
+        return VerifyReport(path, False, "dcp", ntensors, nbytes, 0, error=e)
     return VerifyReport(path, True, "dcp", ntensors, nbytes, 0)
 
 
@@ -873,7 +873,7 @@ def _verify_torch_save(path, md):
     _check_slices(path, md, sizes)
     _check_unnamed(path, sizes)
     rep = verify_one(path)
-    return VerifyReport(path, rep.ok, "dcp", rep.tensors, rep.bytes, rep.members, rep.error)
+    return VerifyReport(path, rep.ok, "dcp", rep.tensors, rep.bytes, rep.members, error=rep.error)
 
 
 def load(path):

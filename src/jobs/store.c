@@ -1297,9 +1297,12 @@ int ckpt_store_commit(char *path, size_t cap, const char *dir, const char *name,
     ckpt_format fmt = rc == 0 ? ckpt_file_format(f) : (ckpt_format)0;
     if (fmt == CKPT_FORMAT_SAFETENSORS_SHARDED || fmt == CKPT_FORMAT_TORCH_SHARDED) {
         ckpt_close(f);
-        return ckpt_err(CKPT_E_UNSUPPORTED, src, NULL, CKPT_NO_OFFSET,
-                        "a sharded set cannot be committed as one generation file: "
-                        "`ckpt convert` it to one file and commit that");
+        return ckpt_err(CKPT_E_INVALID_ARG, src, NULL, CKPT_NO_OFFSET,
+                        "%s is a sharded set (an index and its shards), not one checkpoint "
+                        "to commit: commit a single checkpoint file or a DCP directory "
+                        "(`ckpt convert` the set to model.safetensors, model.pt or "
+                        "model.dcp first); nothing committed",
+                        src);
     }
     if (rc == 0) rc = ckpt_verify(NULL, f);
     if (rc && !resource_failure(rc)) {

@@ -357,6 +357,7 @@ static int verify_set(ckpt_file *f, ckpt_verify_report *rep, uint8_t *buf) {
     if (rc == 0) rc = ckpt_dcp_check_hf_set(f);
     for (size_t i = 0; rc == 0 && i < f->nshards; i++)
         rc = verify_file(f->shards[i], NULL, rep, buf);
+    if (rc == 0) rep->shards = f->nshards;
     return rc;
 }
 

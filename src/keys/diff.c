@@ -34,6 +34,7 @@
 typedef struct pair {
     const char *name;
     const ckpt_manifest_entry *a, *b;
+    const char *tied_to; /* one side's key only: the key both have it is tied to */
 } pair;
 
 /* B as compared: each key's partner in A, and the names B's keys and
@@ -68,7 +69,7 @@ static int push(ckpt_diff_result *r, ckpt_diff_list l, const char *name,
     if (ckpt_arena_grow(&r->arena, (void **)&r->lists[l], &r->caps[l], r->counts[l] + 1,
                         sizeof(pair)))
         return ckpt_err_nomem();
-    r->lists[l][r->counts[l]++] = (pair){name, a, b};
+    r->lists[l][r->counts[l]++] = (pair){name, a, b, NULL};
     return 0;
 }
 
@@ -928,13 +929,20 @@ static int run(ckpt_diff_result *r, const ckpt_manifest *a, const bside *bs,
     for (size_t i = 0; i < a->n; i++) a2b[i] = CKPT_KEYS_NONE;
     for (size_t j = 0; j < b->n; j++)
         if (bs->b2a[j] != CKPT_KEYS_NONE) a2b[bs->b2a[j]] = j;
-    int rc = 0;
+    /* a key on one side only may be a copy of one both have that the
+     * other side's writer dropped (a tied lm_head.weight): match's rule */
+    size_t *tied_a = NULL, *tied_b = NULL;
+    int rc = ckpt_keys_unpaired_ties(&tied_a, a, a2b, b, bs->b2a, NULL);
+    if (!rc) rc = ckpt_keys_unpaired_ties(&tied_b, b, bs->b2a, a, a2b, bs->names);
     for (size_t i = 0; !rc && i < a->n; i++) {
         const ckpt_manifest_entry *ea = &a->entries[i];
         /* a pair has one name (B's rewritten to A's under normalize) */
         if (excluded(o, ea->name)) continue;
         if (a2b[i] == CKPT_KEYS_NONE) {
             rc = push(r, CKPT_DIFF_ONLY_IN_A, ea->name, ea, NULL);
+            if (!rc && tied_a[i] != CKPT_KEYS_NONE)
+                r->lists[CKPT_DIFF_ONLY_IN_A][r->counts[CKPT_DIFF_ONLY_IN_A] - 1].tied_to =
+                    a->entries[tied_a[i]].name;
             continue;
         }
         const ckpt_manifest_entry *eb = &b->entries[a2b[i]];
@@ -944,12 +952,18 @@ static int run(ckpt_diff_result *r, const ckpt_manifest *a, const bside *bs,
             rc = push(r, CKPT_DIFF_DTYPE_MISMATCH, ea->name, ea, eb);
         if (!rc && shape && !o->keys_only) rc = compare_tensor(r, o, ea, eb);
     }
-    ckpt_free(a2b);
     for (size_t j = 0; !rc && j < b->n; j++) {
         const char *name = bs->names ? bs->names[j] : b->entries[j].name;
-        if (bs->b2a[j] == CKPT_KEYS_NONE && !excluded(o, name))
-            rc = push(r, CKPT_DIFF_ONLY_IN_B, name, NULL, &b->entries[j]);
+        if (bs->b2a[j] != CKPT_KEYS_NONE || excluded(o, name)) continue;
+        rc = push(r, CKPT_DIFF_ONLY_IN_B, name, NULL, &b->entries[j]);
+        size_t t = tied_b[j];
+        if (!rc && t != CKPT_KEYS_NONE)
+            r->lists[CKPT_DIFF_ONLY_IN_B][r->counts[CKPT_DIFF_ONLY_IN_B] - 1].tied_to =
+                bs->names ? bs->names[t] : b->entries[t].name;
     }
+    ckpt_free(a2b);
+    ckpt_free(tied_a);
+    ckpt_free(tied_b);
     if (!rc && !o->keys_only) rc = compare_leaves(r, a, bs, o);
     if (rc) return rc;
     for (int l = 0; l < NLISTS; l++) {
@@ -1022,6 +1036,11 @@ size_t ckpt_diff_count(const ckpt_diff_result *r, ckpt_diff_list list) {
 const char *ckpt_diff_name(const ckpt_diff_result *r, ckpt_diff_list list, size_t i) {
     if ((unsigned)list >= NLISTS || i >= r->counts[list]) return NULL;
     return r->lists[list][i].name;
+}
+
+const char *ckpt_diff_tied_to(const ckpt_diff_result *r, ckpt_diff_list list, size_t i) {
+    if ((unsigned)list >= NLISTS || i >= r->counts[list]) return NULL;
+    return r->lists[list][i].tied_to;
 }
 
 void ckpt_diff_pair(const ckpt_diff_result *r, ckpt_diff_list list, size_t i,

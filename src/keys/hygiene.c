@@ -31,12 +31,36 @@ static unsigned module_depth(const char *s, size_t len, unsigned mask, char *tmp
     return d;
 }
 
+/* Offset of the first segment `seg` in s (len bytes), or len. */
+static size_t segment_at(const char *s, size_t len, const char *seg) {
+    size_t sl = strlen(seg);
+    for (size_t pos = 0; pos + sl <= len; pos++)
+        if ((pos == 0 || s[pos - 1] == '.') && memcmp(s + pos, seg, sl) == 0) return pos;
+    return len;
+}
+
+/* The wrappers found, outermost first: by the smallest offset each stands
+ * at in a key (at[k]), ties in the order found. */
+static void order_wrappers(ckpt_keys_report *r, size_t *at) {
+    for (size_t i = 1; i < r->nwrappers; i++)
+        for (size_t k = i; k > 0 && at[k] < at[k - 1]; k--) {
+            ckpt_key_wrapper w = r->wrappers[k];
+            size_t o = at[k];
+            r->wrappers[k] = r->wrappers[k - 1];
+            at[k] = at[k - 1];
+            r->wrappers[k - 1] = w;
+            at[k - 1] = o;
+        }
+}
+
 /* The keys counted for "module.": those of the model subtree, from where
  * its keys start (after r->root). Over the file's own tensor names: no
  * manifest (its index costs more than the names) unless a fix is found. */
 static int scan(ckpt_keys_report *r, const ckpt_file *f, unsigned *max_depth) {
     size_t rlen = strlen(r->root), n = ckpt_file_tensor_count(f);
-    uint64_t has[CKPT_NWRAPPERS] = {0}, lead[CKPT_NWRAPPERS] = {0}, module = 0;
+    uint64_t has[CKPT_NWRAPPERS] = {0}, lead[CKPT_NWRAPPERS] = {0}, module = 0, module_lead = 0;
+    size_t first[CKPT_NWRAPPERS + 1], at[CKPT_NWRAPPERS + 1];
+    for (int w = 0; w <= CKPT_NWRAPPERS; w++) first[w] = SIZE_MAX;
     size_t longest = 0;
     for (size_t i = 0; i < n; i++) {
         size_t len = strlen(ckpt_tensor_name(ckpt_file_tensor(f, i)));
@@ -53,18 +77,32 @@ static int scan(ckpt_keys_report *r, const ckpt_file *f, unsigned *max_depth) {
             if (!(mask & (1u << w))) continue;
             has[w]++;
             lead[w] += strncmp(s, ckpt_wrappers[w], strlen(ckpt_wrappers[w])) == 0;
+            size_t o = segment_at(s, len, ckpt_wrappers[w]);
+            if (o < first[w]) first[w] = o;
         }
         if (strncmp(s, r->root, rlen) != 0) continue;
         unsigned d = module_depth(s + rlen, len - rlen, mask, tmp);
         module += d > 0;
         if (d > *max_depth) *max_depth = d;
+        if (!d) continue;
+        module_lead += strncmp(s + rlen, "module.", 7) == 0;
+        size_t o = rlen + segment_at(s + rlen, len - rlen, "module.");
+        if (o < first[CKPT_NWRAPPERS]) first[CKPT_NWRAPPERS] = o;
     }
     ckpt_free(tmp);
-    if (module) r->wrappers[r->nwrappers++] = (ckpt_key_wrapper){"module.", 1, module};
+    /* "module." always leads the model's keys once wrappers are dropped;
+     * leading here: before them too */
+    if (module) {
+        at[r->nwrappers] = first[CKPT_NWRAPPERS];
+        r->wrappers[r->nwrappers++] = (ckpt_key_wrapper){"module.", module_lead == module, module};
+    }
     for (int w = 0; w < CKPT_NWRAPPERS; w++)
-        if (has[w])
+        if (has[w]) {
+            at[r->nwrappers] = first[w];
             r->wrappers[r->nwrappers++] =
                 (ckpt_key_wrapper){ckpt_wrappers[w], lead[w] == has[w], has[w]};
+        }
+    order_wrappers(r, at);
     return 0;
 }
 

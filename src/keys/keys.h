@@ -160,4 +160,20 @@ int ckpt_rule_others(const char ***out, size_t *n, ckpt_arena *a, const ckpt_rul
 const char *ckpt_adapter_note(const ckpt_manifest *c, const ckpt_manifest *e, ckpt_arena *a,
                               int *nomem);
 
+/* ------------------------------------------------------------ ties */
+
+/* The one rule for a key present on one side only that is a copy of a
+ * key both sides have (match's tied unexpected keys, diff's one-sided
+ * keys): for each entry i of `own` that own2other leaves unpaired,
+ * (*out)[i] is the smallest-named paired entry of own sharing its tensor
+ * (same storage and offset, dtype and shape, or a recorded tie group), or
+ * else the paired entry of own whose partner `other`'s metadata names as
+ * the kept copy of i ("dropped": "kept", safetensors save_model), or
+ * CKPT_KEYS_NONE; paired entries get CKPT_KEYS_NONE. names: own's names as
+ * other calls them (under a rewrite), NULL for their own. (*out) is
+ * ckpt_malloc'd. Returns 0 or CKPT_E_NOMEM. */
+int ckpt_keys_unpaired_ties(size_t **out, const ckpt_manifest *own, const size_t *own2other,
+                            const ckpt_manifest *other, const size_t *other2own,
+                            const char *const *names);
+
 #endif

@@ -340,39 +340,70 @@ static int classify(matcher *m) {
     return 0;
 }
 
-/* Unexpected keys sharing a tensor with a paired checkpoint key, or
- * aliased to one by the expected side's metadata: listed in TIED too. */
+int ckpt_keys_unpaired_ties(size_t **out, const ckpt_manifest *own, const size_t *own2other,
+                            const ckpt_manifest *other, const size_t *other2own,
+                            const char *const *names) {
+    size_t *to = ckpt_malloc((own->n ? own->n : 1) * sizeof *to);
+    unsigned char *ok = ckpt_malloc(own->n ? own->n : 1);
+    *out = NULL;
+    if (!to || !ok) {
+        ckpt_free(to);
+        ckpt_free(ok);
+        return ckpt_err_nomem();
+    }
+    for (size_t i = 0; i < own->n; i++) {
+        ok[i] = own2other[i] != CKPT_KEYS_NONE;
+        to[i] = CKPT_KEYS_NONE;
+    }
+    tie_index t;
+    ckpt_strmap aliases = {0};
+    ckpt_arena arena = {0};
+    int rc = tie_index_build(&t, own, ok);
+    if (!rc) rc = index_aliases(&aliases, &arena, other, other2own, NULL);
+    for (size_t i = 0; !rc && i < own->n; i++) {
+        if (ok[i]) continue;
+        size_t p = tie_partner(&t, i, ok);
+        if (p == CKPT_KEYS_NONE &&
+            (p = alias_partner(&aliases, names ? names[i] : own->entries[i].name)) !=
+                CKPT_KEYS_NONE)
+            p = other2own[p];
+        to[i] = p;
+    }
+    tie_index_free(&t);
+    ckpt_free(ok);
+    ckpt_strmap_free(&aliases);
+    ckpt_arena_free(&arena);
+    if (rc)
+        ckpt_free(to);
+    else
+        *out = to;
+    return rc;
+}
+
+/* Unexpected keys tied to a paired checkpoint key (ckpt_keys_unpaired_ties,
+ * the expected side's metadata naming them as the rewrite calls them):
+ * listed in TIED too. */
 static int unexpected_ties(matcher *m) {
     ckpt_match_result *r = m->r;
     size_t nunex = r->counts[CKPT_MATCH_UNEXPECTED] + r->counts[CKPT_MATCH_ALLOWED_UNEXPECTED];
     if (!nunex) return 0;
-    unsigned char *ok = ckpt_malloc(m->c->n ? m->c->n : 1);
-    if (!ok) return ckpt_err_nomem();
-    for (size_t i = 0; i < m->c->n; i++) ok[i] = m->c2e[i] != CKPT_KEYS_NONE;
-    tie_index t;
-    ckpt_strmap ae = {0};
-    int rc = tie_index_build(&t, m->c, ok);
-    if (!rc) rc = index_aliases(&ae, &r->arena, m->e, m->e2c, NULL);
+    size_t *to;
+    int rc = ckpt_keys_unpaired_ties(&to, m->c, m->c2e, m->e, m->e2c,
+                                     m->rule ? (const char *const *)r->rewritten : NULL);
     static const ckpt_match_list unex[2] = {CKPT_MATCH_UNEXPECTED, CKPT_MATCH_ALLOWED_UNEXPECTED};
     for (int l = 0; !rc && l < 2; l++) {
         for (size_t k = 0; !rc && k < r->counts[unex[l]]; k++) {
             const ckpt_match_item *it = &r->lists[unex[l]][k];
             size_t i = (size_t)(it->checkpoint - m->c->entries);
-            size_t p = tie_partner(&t, i, ok);
-            const char *to = p != CKPT_KEYS_NONE ? m->c->entries[p].name : NULL;
-            const char *as = m->rule ? r->rewritten[i] : it->name;
-            if (!to && (p = alias_partner(&ae, as)) != CKPT_KEYS_NONE)
-                to = m->c->entries[m->e2c[p]].name;
-            ckpt_match_item *tied;
-            if (to && !(tied = push(m, CKPT_MATCH_TIED, it->name, i, CKPT_KEYS_NONE)))
+            if (to[i] == CKPT_KEYS_NONE) continue;
+            ckpt_match_item *tied = push(m, CKPT_MATCH_TIED, it->name, i, CKPT_KEYS_NONE);
+            if (!tied)
                 rc = ckpt_err_nomem();
-            else if (to)
-                tied->tied_to = to;
+            else
+                tied->tied_to = m->c->entries[to[i]].name;
         }
     }
-    tie_index_free(&t);
-    ckpt_free(ok);
-    ckpt_strmap_free(&ae);
+    ckpt_free(to);
     return rc;
 }
 

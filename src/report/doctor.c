@@ -127,7 +127,7 @@ static const char *plural(uint64_t n) { return n == 1 ? "" : "s"; }
 
 /* Opens and verifies path; the check records the outcome. */
 static int check_file(ckpt_doctor_report *r, ckpt_doctor_check *c, const char *path) {
-    ckpt_verify_report report = {0, 0, 0, 0};
+    ckpt_verify_report report = {0, 0, 0, 0, 0};
     ckpt_file *f = NULL;
     int rc = ckpt_open(&f, path, &r->opts.open);
     if (rc == 0) rc = ckpt_verify(&report, f);
@@ -756,12 +756,27 @@ static int concern_resume(const ckpt_doctor_report *r, ckpt_buf *b) {
 static int concern_keys(const ckpt_doctor_report *r, ckpt_buf *b) {
     size_t n = r->keys ? ckpt_keys_wrapper_count(r->keys) : 0;
     if (n == 0) return 0;
-    if (b) {
-        const ckpt_key_wrapper *w = ckpt_keys_wrapper(r->keys, 0);
-        ckpt_buf_str(b, "keys: '");
-        ckpt_buf_str(b, w->segment);
-        ckpt_buf_printf(b, "' on %llu key%s", (unsigned long long)w->keys, plural(w->keys));
-        if (n > 1) ckpt_buf_printf(b, " (and %zu more wrapper%s)", n - 1, plural(n - 1));
+    if (!b) return 1;
+    /* the wrappers as they stand in the keys, outermost first, then the
+     * strips (the fix's own order) that leave the bare keys */
+    uint64_t most = 0;
+    ckpt_buf_str(b, "keys: ");
+    for (size_t i = 0; i < n; i++) {
+        const ckpt_key_wrapper *w = ckpt_keys_wrapper(r->keys, i);
+        ckpt_buf_printf(b, "%s'%s'", i ? " then " : "", w->segment);
+        if (w->keys > most) most = w->keys;
+    }
+    ckpt_buf_printf(b, " on %llu key%s", (unsigned long long)most, plural(most));
+    size_t nfix = ckpt_keys_fix_count(r->keys);
+    if (n < 2 || !nfix) return 1;
+    ckpt_buf_str(b, " (outermost first); bare keys: ");
+    for (size_t i = 0; i < nfix; i++) {
+        const ckpt_rename_rule *f = ckpt_keys_fix(r->keys, i);
+        if (f->op == CKPT_RENAME_STRIP_PREFIX || !*f->arg2)
+            ckpt_buf_printf(b, "%s%s '%s'", i ? ", then " : "",
+                            f->op == CKPT_RENAME_STRIP_PREFIX ? "strip" : "drop", f->arg);
+        else
+            ckpt_buf_printf(b, "%sreplace '%s' by '%s'", i ? ", then " : "", f->arg, f->arg2);
     }
     return 1;
 }

@@ -276,11 +276,21 @@ def test_inspect_errors():
 # ------------------------------------------------------------------ verify
 
 STRUCTURE_ONLY = "; structure only: this file carries no checksums"
+SET_STRUCTURE_ONLY = "; structure only: not every shard carries checksums"
 
 
-def ok_line(path, fmt, n, checksums=True):
+def set_checked(shards):
+    """What an OK line says verify checked of a sharded set."""
+    return ("; %d shards, each checked whole, and the index, whose weight_map names every "
+            "tensor of every shard with its shard" % shards)
+
+
+def ok_line(path, fmt, n, checksums=True, shards=0):
+    tail = set_checked(shards) if shards else ""
+    if not checksums:
+        tail += SET_STRUCTURE_ONLY if shards else STRUCTURE_ONLY
     return re.compile(r"^OK %s \(%s, %d keys?, \d+ bytes checked\)%s$" % (
-        re.escape(path), re.escape(fmt), n, "" if checksums else re.escape(STRUCTURE_ONLY)))
+        re.escape(path), re.escape(fmt), n, re.escape(tail)))
 
 
 @corpus
@@ -364,12 +374,13 @@ def test_verify_sharded_digests():
             rc, out, err = run("verify", "-v", target)
             assert_eq(rc, 0, "verify %s (stderr %r)" % (target, err))
             lines = out.splitlines()
-            assert ok_line(target, fmt, 4).match(lines[0]), lines[0]
+            assert ok_line(target, fmt, 4, shards=4).match(lines[0]), lines[0]
             assert lines[1].startswith("  checksums: %s; " % (
                 "digests" if ext == ".safetensors" else "crc32")), lines[1]
         rc, doc, _ = run_json("verify", "--json", d)
         assert_eq(doc["checksums"], "digests" if ext == ".safetensors" else "crc32",
                   "checksums, --json")
+        assert_eq(doc["shards"], 4, "shards, --json")
         bad = d + "_flipped"
         shutil.copytree(d, bad)
         flip_tensor_byte(os.path.join(bad, shards[1]), "layers.1.weight")
@@ -395,7 +406,12 @@ def test_verify_sharded_digests():
         json.dump({"metadata": {}, "weight_map": weight_map}, fh)
     rc, out, err = run("verify", d)
     assert_eq(rc, 0, "verify plain set (stderr %r)" % err)
-    assert ok_line(d, "safetensors-sharded", 2, False).match(out.rstrip("\n")), out
+    # worded for the set: what was checked of it, and that its shards
+    # carry no checksums (not "this file")
+    assert ok_line(d, "safetensors-sharded", 2, False, shards=2).match(out.rstrip("\n")), out
+    assert "this file" not in out, out
+    rc, doc, _ = run_json("verify", "--json", d)
+    assert_eq((doc["shards"], doc["checksums"]), (2, "none"), "plain set, --json")
 
 
 def test_verify_truncated():

@@ -374,7 +374,7 @@ def _():
 def diff_a_b_expected(a, b):
     return {
         "a": a, "b": b, "identical": False, "keys_only": False,
-        "only_in_a": ["only_a"], "only_in_b": ["only_b"], "shape_mismatch": [],
+        "only_in_a": ["only_a"], "only_in_b": ["only_b"], "tied": [], "shape_mismatch": [],
         "dtype_mismatch": [], "equal": 1,
         "tensors": [
             {"name": "ints", "bitwise_equal": False, "compared": True, "numel": 3,
@@ -397,6 +397,27 @@ def diff_a_b_expected(a, b):
         ],
         "values": {"only_in_a": [], "only_in_b": [], "differing": [], "equal": 0},
         "rewrite": None}
+
+
+@case("diff: a key one side lacks because its writer dropped a tied copy")
+def _():
+    # lm_head.weight is embed.weight's tensor in tied.pt; tied_dropped.pt
+    # and tied_hf.safetensors (save_model's alias in __metadata__) lack it
+    tied = [{"name": "lm_head.weight", "tied_to": "embed.weight"}]
+    for a, b, side in ((path("tied.pt"), path("tied_dropped.pt"), "a"),
+                       (path("tied_dropped.pt"), path("tied.pt"), "b"),
+                       (path("tied.pt"), path("tied_hf.safetensors"), "a"),
+                       (path("tied_hf.safetensors"), path("tied_dropped.pt"), None)):
+        rc, got = run_json("diff", a, b, "--json", "--keys-only")
+        eq((rc, got["only_in_" + side] if side else [], got["tied"]),
+           (1, ["lm_head.weight"], tied) if side else (0, [], []))
+    rc, out, _ = run("diff", path("tied_dropped.pt"), path("tied.pt"), "--keys-only")
+    want = ("  lm_head.weight (tied to embed.weight, which both have: A saved the tied "
+            "weight once)")
+    assert want in out.splitlines(), out
+    # an untied key on one side gets no such note
+    rc, got = run_json("diff", path("diff_a.pt"), path("diff_b.pt"), "--json", "--keys-only")
+    eq((got["only_in_a"], got["tied"]), (["only_a"], []))
 
 
 @case("diff: values, NaN/Inf positions, keys on one side")
@@ -497,21 +518,11 @@ def _():
     eq((got["equal"], got["only_in_b"], len(got["only_in_a"])), (11, [], 24))
 
 
-@case("diff: a tied key one file stores and the other drops is named as the tie")
+@case("diff: a key only in one file that is its own tensor is not called tied")
 def _():
-    # tied.pt stores lm_head.weight as a view of embed.weight's storage;
-    # save_pretrained's file leaves it out: still a difference (exit 1),
-    # but the listing says why (it used to say only "lm_head.weight")
-    rc, out, _ = run("diff", path("tied.pt"), path("tied_dropped.pt"))
-    eq(rc, 1)
-    assert "only in A (1):\n  lm_head.weight (tied: the same tensor as embed.weight, " \
-        "which B has)\n" in out, out
-    rc, out, _ = run("diff", path("tied_dropped.pt"), path("tied.pt"))
-    assert "only in B (1):\n  lm_head.weight (tied: the same tensor as embed.weight, " \
-        "which A has)\n" in out, out
-    # a key only in one file that is its own tensor gets no note
     rc, out, _ = run("diff", path("model.pt"), path("tied.pt"))
-    assert "(tied:" not in out, out
+    eq(rc, 1)
+    assert "(tied to" not in out, out
 
 
 @case("diff: identical files exit 0")
@@ -571,8 +582,8 @@ def _():
     rc, got = run_json("diff", path("spec.json"), path("spec.json"), "--keys-only", "--json")
     eq(rc, 0)
     eq(got, {"a": path("spec.json"), "b": path("spec.json"), "identical": True,
-             "keys_only": True, "only_in_a": [], "only_in_b": [], "shape_mismatch": [],
-             "dtype_mismatch": [], "equal": None, "tensors": None, "values": None,
+             "keys_only": True, "only_in_a": [], "only_in_b": [], "tied": [],
+             "shape_mismatch": [], "dtype_mismatch": [], "equal": None, "tensors": None, "values": None,
              "rewrite": None})
     rc, got = run_json("diff", path("model.pt"), path("changed.pt"), "--keys-only", "--json")
     eq(rc, 1)

@@ -87,6 +87,27 @@ def test_doctor_ddp_compiled_under_model_state_dict(tmp_path):
     net().load_state_dict(loaded["model_state_dict"])
 
 
+def test_doctor_names_wrappers_outermost_first(tmp_path):
+    """torch.compile over DDP saves '_orig_mod.module.' keys: the headline
+    and the wrapper list name '_orig_mod.' first, as the keys hold them, and
+    the strips in the order that leaves the bare keys; DDP over compile the
+    other way round."""
+    for outer, inner, strips in (
+            ("_orig_mod.", "module.", "strip '_orig_mod.', then strip 'module.'"),
+            ("module.", "_orig_mod.", "drop '_orig_mod.', then strip 'module.'")):
+        path = tmp_path / "w.pt"
+        torch.save({outer + inner + k: v for k, v in net().state_dict().items()}, path)
+        keys, text = doctor_keys(path)
+        assert [(w["segment"], w["leading"]) for w in keys["wrappers"]] == \
+            [(outer, True), (inner, False)]
+        assert text.splitlines()[0] == (
+            "ATTENTION: keys: '%s' then '%s' on 4 keys (outermost first); bare keys: %s"
+            % (outer, inner, strips)), text
+        scope = {"sd": torch.load(path)}
+        exec(keys["fix_python"], {}, scope)
+        net().load_state_dict(scope["sd"])
+
+
 def test_doctor_middle_module_is_a_name(tmp_path):
     class Holder(torch.nn.Module):
         def __init__(self):

@@ -272,6 +272,13 @@ def test_errors_carry_code_file_member_offset(tmp_path, example_pt):
 def test_verify(tmp_path, example_pt):
     rep = ckpt.verify(example_pt)
     assert rep.ok and rep.format == "torch-zip" and rep.tensors == 16 and rep.members > 0
+    assert rep.shards == 0
+    sharded = tmp_path / "set" / "model.safetensors"
+    sharded.parent.mkdir()
+    ckpt.convert(example_pt, sharded, select=["model"], max_shard_size=2000)
+    rep = ckpt.verify(sharded.parent)
+    shards = len(list(sharded.parent.glob("*.safetensors")))
+    assert rep.ok and rep.format == "safetensors-sharded" and shards > 1 and rep.shards == shards
     data = bytearray(open(example_pt, "rb").read())
     sd = torch_load(example_pt)
     needle = sd["model"]["fc1.weight"].numpy().tobytes()[:64]

@@ -104,6 +104,22 @@ def case_commit_bad_source():
     assert os.listdir(d) == []
 
 
+def case_commit_sharded_set_is_usage():
+    """A sharded set is not one checkpoint: a usage refusal (exit 2, not a
+    finding), saying what to commit instead; nothing is written."""
+    d = fresh("sharded-source")
+    sharded = os.path.join(fresh("sharded-set"), "model.safetensors")
+    rc, _, err = run("convert", TRAIN_ST, sharded, "--max-shard-size", "2000")
+    assert rc == 0, (rc, err)
+    for src in (os.path.dirname(sharded), sharded + ".index.json"):
+        rc, out, err = commit(d, 1, src)
+        assert rc == 2 and out == "", (src, rc, out, err)
+        assert "%s is a sharded set" % src in err, err
+        assert "commit a single checkpoint file or a DCP directory" in err, err
+        assert "`ckpt convert`" in err and "nothing committed" in err, err
+        assert entries(d) == [], os.listdir(d)
+
+
 def copy_of(src, name):
     path = os.path.join(TMP, name)
     shutil.copyfile(src, path)

@@ -157,6 +157,27 @@ static void json_rewrite(cli_json_writer *j, const ckpt_diff_result *r) {
     cli_json_object_end(j);
 }
 
+/* The one-sided keys tied to a key both have: [{"name", "tied_to"}...]. */
+static void json_tied(cli_json_writer *j, const ckpt_diff_result *r) {
+    static const ckpt_diff_list sides[2] = {CKPT_DIFF_ONLY_IN_A, CKPT_DIFF_ONLY_IN_B};
+    size_t s, i;
+
+    cli_json_array_begin(j);
+    for (s = 0; s < 2; s++)
+        for (i = 0; i < ckpt_diff_count(r, sides[s]); i++) {
+            const char *to = ckpt_diff_tied_to(r, sides[s], i);
+
+            if (!to) continue;
+            cli_json_object_begin(j);
+            cli_json_key(j, "name");
+            cli_json_string(j, ckpt_diff_name(r, sides[s], i));
+            cli_json_key(j, "tied_to");
+            cli_json_string(j, to);
+            cli_json_object_end(j);
+        }
+    cli_json_array_end(j);
+}
+
 static void print_json(const diff_args *a, const ckpt_diff_result *r) {
     size_t i, n;
     cli_json_writer j;
@@ -175,6 +196,8 @@ static void print_json(const diff_args *a, const ckpt_diff_result *r) {
     json_list(&j, r, CKPT_DIFF_ONLY_IN_A);
     cli_json_key(&j, "only_in_b");
     json_list(&j, r, CKPT_DIFF_ONLY_IN_B);
+    cli_json_key(&j, "tied");
+    json_tied(&j, r);
     cli_json_key(&j, "shape_mismatch");
     json_list(&j, r, CKPT_DIFF_SHAPE_MISMATCH);
     cli_json_key(&j, "dtype_mismatch");
@@ -228,35 +251,7 @@ static const char *value_name(const void *ctx, size_t i) {
     return ckpt_diff_value(ref->r, (ckpt_diff_value_list)ref->l, i)->name;
 }
 
-/* For a key only in one file (own), a key both files have that is the
- * same tensor in own (one storage, offset, dtype, shape and strides): a
- * tied lm_head.weight that a torch .bin stores and save_pretrained's
- * safetensors leaves out. Its name, or NULL. */
-static const char *same_tensor_as(const ckpt_manifest *own, const ckpt_manifest *other,
-                                  const ckpt_manifest_entry *x) {
-    const ckpt_tensor *t = x ? x->tensor : NULL;
-    size_t j, n = ckpt_manifest_count(own);
-
-    for (j = 0; t && j < n; j++) {
-        const ckpt_manifest_entry *y = ckpt_manifest_entry_at(own, j);
-        const ckpt_tensor *u = y->tensor;
-
-        if (y == x || u == NULL || ckpt_manifest_find(other, y->name) == NULL) continue;
-        if (ckpt_tensor_storage_id(u) == ckpt_tensor_storage_id(t) &&
-            ckpt_tensor_file_offset(u) == ckpt_tensor_file_offset(t) &&
-            strcmp(ckpt_tensor_member(u), ckpt_tensor_member(t)) == 0 &&
-            ckpt_tensor_storage_offset(u) == ckpt_tensor_storage_offset(t) &&
-            strcmp(x->dtype, y->dtype) == 0 && x->ndim == y->ndim &&
-            memcmp(x->shape, y->shape, x->ndim * sizeof *x->shape) == 0 &&
-            memcmp(ckpt_tensor_stride(t), ckpt_tensor_stride(u),
-                   x->ndim * sizeof *ckpt_tensor_stride(t)) == 0)
-            return y->name;
-    }
-    return NULL;
-}
-
-static void print_list(const ckpt_diff_result *r, ckpt_diff_list l, const char *title,
-                       const ckpt_manifest *own, const ckpt_manifest *other) {
+static void print_list(const ckpt_diff_result *r, ckpt_diff_list l, const char *title) {
     size_t i, n = ckpt_diff_count(r, l);
     char sa[SHAPE_CAP], sb[SHAPE_CAP];
     const ckpt_manifest_entry *a, *b;
@@ -277,14 +272,11 @@ static void print_list(const ckpt_diff_result *r, ckpt_diff_list l, const char *
                    cli_dims(sb, sizeof sb, b->ndim, b->shape));
         else if (l == CKPT_DIFF_DTYPE_MISMATCH)
             printf(": A %s, B %s", a->dtype, b->dtype);
-        else if (own != NULL) {
-            const char *twin = same_tensor_as(own, other, l == CKPT_DIFF_ONLY_IN_A ? a : b);
-
-            if (twin != NULL) {
-                printf(" (tied: the same tensor as ");
-                cli_put_name(stdout, twin);
-                printf(", which %s has)", l == CKPT_DIFF_ONLY_IN_A ? "B" : "A");
-            }
+        else if (ckpt_diff_tied_to(r, l, k)) {
+            fputs(" (tied to ", stdout);
+            cli_put_name(stdout, ckpt_diff_tied_to(r, l, k));
+            printf(", which both have: %s saved the tied weight once)",
+                   l == CKPT_DIFF_ONLY_IN_A ? "B" : "A");
         }
         fputc('\n', stdout);
     }
@@ -387,7 +379,7 @@ static void print_rewrite(const ckpt_diff_result *r) {
     fputs("; compare with --normalize\n", stdout);
 }
 
-static void print_text(const diff_args *a, const ckpt_diff_result *r, ckpt_manifest *const m[2]) {
+static void print_text(const diff_args *a, const ckpt_diff_result *r) {
     size_t i, n = ckpt_diff_tensor_count(r), differ = 0, within = 0;
     size_t vd = ckpt_diff_value_count(r, CKPT_DIFF_VALUES_DIFFERING);
     uint64_t nv = ckpt_diff_values_equal(r) + vd +
@@ -432,10 +424,10 @@ static void print_text(const diff_args *a, const ckpt_diff_result *r, ckpt_manif
     cli_put_text(stdout, a->path[1], strlen(a->path[1]));
     fputc('\n', stdout);
     print_rewrite(r);
-    print_list(r, CKPT_DIFF_ONLY_IN_A, "only in A", m[0], m[1]);
-    print_list(r, CKPT_DIFF_ONLY_IN_B, "only in B", m[1], m[0]);
-    print_list(r, CKPT_DIFF_SHAPE_MISMATCH, "shape mismatch", NULL, NULL);
-    print_list(r, CKPT_DIFF_DTYPE_MISMATCH, "dtype mismatch", NULL, NULL);
+    print_list(r, CKPT_DIFF_ONLY_IN_A, "only in A");
+    print_list(r, CKPT_DIFF_ONLY_IN_B, "only in B");
+    print_list(r, CKPT_DIFF_SHAPE_MISMATCH, "shape mismatch");
+    print_list(r, CKPT_DIFF_DTYPE_MISMATCH, "dtype mismatch");
     if (n) {
         list_ref ref = {r, 0};
         size_t *order = cli_natural_order(tensor_name, &ref, n);
@@ -542,7 +534,7 @@ static int run(const cli_command *cmd, int argc, char **argv) {
             if (a.json)
                 print_json(&a, r);
             else
-                print_text(&a, r, m);
+                print_text(&a, r);
             rc = ckpt_diff_identical(r) ? CLI_OK : CLI_FINDINGS;
         }
     }
@@ -563,7 +555,13 @@ const cli_command cli_cmd_diff = {
     "BF16 and F8 widened); an element differs unless |a-b| <= atol +\n"
     "rtol*|b| (NaN equals NaN). Non-tensor values (epoch, learning rates,\n"
     "step counters) are compared too: ints and strings exactly, floats with\n"
-    "the same tolerances.\n",
+    "the same tolerances.\n"
+    "A key only in one file that is tied to a key both have (one tensor\n"
+    "under both names in its own file, or named by the other file's\n"
+    "metadata as the copy it kept, as ckpt match finds ties) is listed with\n"
+    "`(tied to KEY, which both have: B saved the tied weight once)`\n"
+    "(safetensors and Hugging Face drop a tied lm_head.weight); --json lists\n"
+    "them in tied.\n",
     "Exit status: 0 identical (values within the tolerances), 1 different,\n"
     "2 usage or I/O error.\n",
     run,

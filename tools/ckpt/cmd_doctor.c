@@ -409,9 +409,16 @@ const cli_command cli_cmd_doctor = {
     "for, under a first line HEALTHY: ... or ATTENTION: .... A directory\n"
     "(Hugging Face Trainer layout) is examined as one training checkpoint;\n"
     "a ckpt store (a directory holding LATEST) as the generation LATEST\n"
-    "names, alone, with every generation listed and verified. A folder with\n"
-    "model weights in several files holds several checkpoints: they are\n"
-    "not combined (doctor each file).\n",
+    "names, alone, with every generation listed and verified; a sharded\n"
+    "set (its folder or index) as one checkpoint, shard by shard. A folder\n"
+    "with model weights in several files and no index holds several\n"
+    "checkpoints: they are not combined (doctor each file).\n"
+    "The safety section notes when torch.load's default since torch 2.6\n"
+    "(weights_only=True) refuses a file, naming the global or opcode and its\n"
+    "byte (--json: safety.files[].weights_only, else null); it is no\n"
+    "finding. The keys section names wrapper prefixes (module., _orig_mod.,\n"
+    "FSDP) as they stand in the keys, outermost first, and the `ckpt rename`\n"
+    "that strips them.\n",
     "Exit status:\n"
     "  0 healthy, 1 needs attention (corrupt, unsafe, partial resume...), 2 usage or I/O error.\n",
     run,

@@ -456,7 +456,11 @@ const cli_command cli_cmd_scan = {
     "a directory (a model folder, a Trainer checkpoint), file by file\n"
     "(there, files that are no checkpoint, e.g. config.json, are no finding).\n"
     "Tensor bytes are not checked (that is `ckpt verify`): a file whose\n"
-    "pickles all parse and are clean is safe even if its storages are not.\n",
+    "pickles all parse and are clean is safe even if its storages are not.\n"
+    "A note before the verdict (`note weights-only: ...`; --json:\n"
+    "weights_only, else null) says when torch.load's default since torch 2.6\n"
+    "(weights_only=True) refuses the file, naming the first global or opcode\n"
+    "it refuses and its byte; it is no finding: verdict and exit status stay.\n",
     "Exit status: 0 every file safe, 1 some file not safe, 2 usage or I/O\n"
     "error.\n",
     run,

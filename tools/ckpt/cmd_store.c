@@ -14,8 +14,8 @@
  *
  * Exit 0 ok; 1 findings or refusal (the step is already committed, the
  * written generation or the source is corrupt, no generation verifies,
- * list or prune found a corrupt generation, list a bad LATEST); 2 usage or
- * I/O error. */
+ * list or prune found a corrupt generation, list a bad LATEST); 2 usage
+ * (a sharded SRC too: commit one file or a DCP directory) or I/O error. */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
@@ -580,7 +580,8 @@ const cli_command cli_cmd_store = {
     "           directory (a killed coordinator's staging) once DIR's lock\n"
     "           is free. -v names each one removed\n",
     "Exit status: 0 ok, 1 refused or corrupt data (a step already\n"
-    "committed; corrupt source, new generation, listing, prune), 2 usage or\n"
-    "I/O error.\n",
+    "committed; corrupt source, new generation, listing, prune), 2 usage\n"
+    "(a sharded set as SRC: commit a single file or a DCP directory, which\n"
+    "`ckpt convert` makes of it) or I/O error.\n",
     run,
     subs};

@@ -2,6 +2,7 @@
  * one line per file:
  *   OK FILE (FORMAT, K keys, B bytes checked)
  *   OK FILE (FORMAT, K keys, B bytes checked); structure only: this file carries no checksums
+ *   OK SET (FORMAT, K keys, B bytes checked); N shards, each checked whole, and the index...
  *   CORRUPT FILE: MESSAGE (MEMBER, offset N)
  *   ERROR FILE: MESSAGE
  * or with --json one object per file (an array for several). Exit 0 when
@@ -54,6 +55,8 @@ static void print_json(cli_json_writer *j, const outcome *o) {
         cli_json_uint(j, o->report->bytes);
         cli_json_key(j, "members");
         cli_json_uint(j, o->report->members);
+        cli_json_key(j, "shards");
+        cli_json_uint(j, o->report->shards);
     }
     cli_json_key(j, "checksums");
     cli_json_string(j, checksums_name(o->f ? ckpt_file_checksums(o->f) : CKPT_CHECKSUMS_NONE));
@@ -119,10 +122,19 @@ static void print_ok(const outcome *o) {
     printf(" (%s, %zu key%s, %" PRIu64 " bytes checked)", ckpt_format_name(ckpt_file_format(o->f)),
            ckpt_file_tensor_count(o->f), cli_plural(ckpt_file_tensor_count(o->f)),
            o->report->bytes);
-    /* what was vouched for: without a checksum, only that structure and
-     * sizes are consistent, not that the bytes are the ones written */
+    /* what was vouched for: a set's shards and its index's coverage;
+     * without a checksum, only that structure and sizes are consistent,
+     * not that the bytes are the ones written */
+    if (o->report->shards)
+        printf("; %" PRIu64 " shard%s, each checked whole, and the index, whose weight_map "
+               "names every tensor of every shard with its shard",
+               o->report->shards, cli_plural(o->report->shards));
     if (ckpt_file_checksums(o->f) == CKPT_CHECKSUMS_NONE)
-        fputs("; structure only: this file carries no checksums", stdout);
+        fputs(o->report->shards ? "; structure only: not every shard carries checksums"
+              : ckpt_file_format(o->f) == CKPT_FORMAT_DCP
+                  ? "; structure only: not every data file carries checksums"
+                  : "; structure only: this file carries no checksums",
+              stdout);
     fputc('\n', stdout);
     if (!args.verbose) return;
     printf("  checksums: %s; %s read", checksums_name(ckpt_file_checksums(o->f)),
@@ -207,8 +219,15 @@ const cli_command cli_cmd_verify = {
     "  OK FILE (FORMAT, K keys, B bytes checked)\n"
     "  CORRUPT FILE: MESSAGE (MEMBER, offset N)\n"
     "  ERROR FILE: MESSAGE          (the file could not be read)\n"
+    "A sharded set (its folder or index) is checked shard by shard, each as\n"
+    "the file it is, after open matched the index's weight_map with the\n"
+    "shards' tensors one for one; its OK line says so: `; N shards, each\n"
+    "checked whole, and the index, whose weight_map names every tensor of\n"
+    "every shard with its shard`.\n"
     "An OK line ends in `; structure only: this file carries no checksums`\n"
-    "when sizes and structure were all there was to check.\n"
+    "(a set: `not every shard carries checksums`; a DCP directory: `not\n"
+    "every data file carries checksums`) when sizes and structure were all\n"
+    "there was to check.\n"
     "K keys: the tensor names, as inspect and convert count them (a tied\n"
     "weight is two keys). B bytes checked: the bytes read and checked, each\n"
     "stored tensor's once, plus the other members of a zip or DCP directory\n"
@@ -216,8 +235,9 @@ const cli_command cli_cmd_verify = {
     "tensor bytes, which count each key's tensor.\n"
     "With --json, one object per file: file, format, ok, tensors (the keys\n"
     "read, K), bytes (B), members (zip members whose CRC-32 was checked),\n"
-    "checksums (none, crc32, digests) and, when not ok, error {code,\n"
-    "message, file, member, offset} instead of tensors, bytes and members\n"
+    "shards (a sharded set's shard files, else 0), checksums (none, crc32,\n"
+    "digests) and, when not ok, error {code, message, file, member, offset}\n"
+    "instead of tensors, bytes, members and shards\n"
     "(a check stops at the first damage; format is null when the file could\n"
     "not be opened). With -v, a failure also lists every tensor whose bytes\n"
     "are damaged.\n",
