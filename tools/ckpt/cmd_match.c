@@ -296,7 +296,7 @@ static void print_text(const match_args *a, const ckpt_match_result *r, size_t e
     print_list(r, CKPT_MATCH_ALLOWED_MISSING, "allowed missing");
     print_list(r, CKPT_MATCH_ALLOWED_UNEXPECTED, "allowed unexpected");
     print_list(r, CKPT_MATCH_TIED, "tied keys");
-    print_list(r, CKPT_MATCH_DEFAULTED, "defaulted by the module (BatchNorm, as torch fills it)");
+    print_list(r, CKPT_MATCH_DEFAULTED, "defaulted by the module");
     cast_note(r);
 
     if (rw) {
