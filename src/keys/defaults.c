@@ -4,6 +4,7 @@
  * joining them (torch/nn/modules/batchnorm.py, _NormBase.
  * _load_from_state_dict: version None or below 2 fills the key before the
  * strict check). See ckpt_manifest_set_version in ckpt.h. */
+#include <inttypes.h>
 #include <jansson.h>
 #include <stdint.h>
 #include <string.h>
@@ -105,14 +106,38 @@ static int version_of(const ckpt_value *v, int64_t *out) {
     return 1;
 }
 
+/* A walk over a file's tree; `work` counts the dict entries read beside
+ * the walk (BUILD states and _metadata, which a hostile pickle may share
+ * among many dicts, each naming every module anew), bounded in proportion
+ * to what the file holds: a module has one _metadata entry per state dict
+ * holding it, and torch.save writes a state dict's _metadata once. */
+typedef struct versions_walk {
+    ckpt_manifest *m;
+    const ckpt_file *f;
+    uint64_t work, budget;
+} versions_walk;
+
+static int spend(versions_walk *vw, const ckpt_value *d) {
+    vw->work += d && d->kind == CKPT_KIND_DICT ? d->u.dict.n + 1 : 1;
+    if (vw->work <= vw->budget) return 0;
+    return ckpt_err(CKPT_E_LIMIT, ckpt_file_path(vw->f), "", CKPT_NO_OFFSET,
+                    "state dict _metadata: more than %" PRIu64
+                    " entries read in all, for %zu tensors and %zu other values "
+                    "(one _metadata shared among dicts?)",
+                    vw->budget, vw->f->ntensors, vw->f->nvalues);
+}
+
 /* The _metadata of the OrderedDict named prefix[0..plen): its modules'
  * versions under "prefix.module". */
-static int record(ckpt_manifest *m, const char *prefix, size_t plen, const ckpt_value *state) {
-    const ckpt_value *md = dict_get(state, "_metadata");
-    if (!md || md->kind != CKPT_KIND_DICT) return 0;
+static int record(versions_walk *vw, const char *prefix, size_t plen, const ckpt_value *state) {
+    ckpt_manifest *m = vw->m;
+    int rc = spend(vw, state);
+    const ckpt_value *md = rc ? NULL : dict_get(state, "_metadata");
+    if (rc || !md || md->kind != CKPT_KIND_DICT || (rc = spend(vw, md))) return rc;
     for (size_t i = 0; i < md->u.dict.n; i++) {
         const ckpt_value *k = md->u.dict.keys[i];
         int64_t version;
+        if ((rc = spend(vw, md->u.dict.vals[i]))) return rc;
         if (k->kind != CKPT_KIND_STR ||
             !version_of(dict_get(md->u.dict.vals[i], "version"), &version))
             continue;
@@ -123,7 +148,7 @@ static int record(ckpt_manifest *m, const char *prefix, size_t plen, const ckpt_
         if (plen && klen) name[plen] = '.';
         memcpy(name + len - klen, k->u.s.p, klen);
         name[len] = '\0';
-        int rc = set_version(m, name, len, version);
+        rc = set_version(m, name, len, version);
         ckpt_free(name);
         if (rc) return rc;
     }
@@ -149,8 +174,9 @@ int ckpt_manifest_add_versions(ckpt_manifest *m, const ckpt_file *f) {
     if (!root) return 0;
     ckpt_walk w;
     ckpt_walk_init(&w, &f->opts.limits, ckpt_file_path(f), NULL);
+    versions_walk vw = {m, f, 0, 16 * ((uint64_t)f->ntensors + f->nvalues) + 65536};
     w.enter = enter;
-    w.ctx = m;
+    w.ctx = &vw;
     w.names = 1;
     return ckpt_walk_run(&w, root);
 }

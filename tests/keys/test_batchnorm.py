@@ -88,7 +88,42 @@ def one_oracle(python, tmp):
     check(defaulted == 16, "torch %s: defaulted cases" % gen["torch"], defaulted)
 
 
+def shared_metadata(path, entries=50000, dicts=500):
+    """A pickle of `dicts` OrderedDicts that share one BUILD state whose
+    _metadata has `entries` modules: each dict names them anew (25M
+    versions), unless the reading is bounded."""
+    import pickle
+
+    def text(t):
+        b = t.encode()
+        return pickle.SHORT_BINUNICODE + bytes([len(b)]) + b
+    od = b"ccollections\nOrderedDict\n" + pickle.EMPTY_TUPLE + pickle.REDUCE
+    md = pickle.EMPTY_DICT + pickle.MARK + b"".join(
+        text("m%d" % i) + (pickle.BINGET + b"\x02" if i else
+                           pickle.EMPTY_DICT + text("version") + pickle.BININT1 + b"\x01" +
+                           pickle.SETITEM + pickle.BINPUT + b"\x02")
+        for i in range(entries)) + pickle.SETITEMS
+    state = pickle.EMPTY_DICT + text("_metadata") + md + pickle.SETITEM + pickle.BINPUT + b"\x01"
+    body = b"".join(text("d%d" % i) + od + (state if i == 0 else pickle.BINGET + b"\x01") +
+                    pickle.BUILD for i in range(dicts))
+    with open(path, "wb") as f:
+        f.write(pickle.PROTO + b"\x02" + pickle.EMPTY_DICT + pickle.MARK + body +
+                pickle.SETITEMS + pickle.STOP)
+
+
+def hostile(tmp):
+    path = os.path.join(tmp, "shared_metadata.pkl")
+    shared_metadata(path)
+    p = subprocess.run([BIN, "match", path, "--expect", path], stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, timeout=120)
+    err = p.stderr.decode()
+    check(p.returncode == 2 and "_metadata" in err and "limit" in err,
+          "shared _metadata: bounded", "%s %s" % (p.returncode, err))
+
+
 def main():
+    with tempfile.TemporaryDirectory() as tmp:
+        hostile(tmp)
     oracles = [VENV] if os.path.exists(VENV) else []
     if not oracles:
         print("SKIP torch 2.13 cases: no %s (run scripts/deps --test)" % VENV)
