@@ -2035,6 +2035,47 @@ TEST(allocation_failures) {
     CHECK_EQ_INT(ok, 1);
 }
 
+/* Every allocation of a match with a BatchNorm counter fails in turn:
+ * manifests with "module_versions" and "batchnorm_counters" (the one pass
+ * or, when it steps aside, jansson), a rewrite selecting "model.", the
+ * counter defaulted: a clean CKPT_E_NOMEM, nothing leaked (ASan). */
+TEST(batchnorm_allocation_failures) {
+    const char *ck = "{\"tensors\":[{\"name\":\"model.bn.weight\",\"dtype\":\"F32\",\"shape\":[2]},"
+                     "{\"name\":\"epoch\",\"dtype\":\"I64\",\"shape\":[]}],"
+                     "\"module_versions\":{\"model.bn\":1,\"model\":1}}";
+    const char *spec = "{\"tensors\":[{\"name\":\"bn.weight\",\"dtype\":\"F32\",\"shape\":[2]},"
+                       "{\"name\":\"bn.num_batches_tracked\",\"dtype\":\"I64\",\"shape\":[]}],"
+                       "\"batchnorm_counters\":[\"bn.num_batches_tracked\"]}";
+    int nomem = 0, ok = 0;
+    for (fail_at = 1; fail_at < 400; fail_at++) {
+        fail_alloc_arm(fail_at);
+        ckpt_manifest *mc = NULL, *me = NULL;
+        ckpt_match_result *r = NULL;
+        ckpt_match_options o = CKPT_MATCH_OPTIONS_INIT;
+        o.normalize = 1;
+        int rc = ckpt_manifest_parse(&mc, ck, strlen(ck), "c", NULL);
+        if (rc == 0) rc = ckpt_manifest_parse(&me, spec, strlen(spec), "e", NULL);
+        if (rc == 0) rc = ckpt_match(&r, mc, me, &o);
+        if (rc == 0) {
+            CHECK_EQ_INT(ckpt_match_complete(r), 1);
+            CHECK_EQ_STR(names(r, CKPT_MATCH_DEFAULTED), "bn.num_batches_tracked");
+        }
+        ckpt_match_result_free(r);
+        ckpt_manifest_free(mc);
+        ckpt_manifest_free(me);
+        ckpt_set_allocator(NULL);
+        if (rc == CKPT_E_NOMEM)
+            nomem++;
+        else if (rc == 0)
+            ok++;
+        else
+            CHECK_EQ_INT(rc, CKPT_E_NOMEM);
+        if (rc == 0 && fail_alloc_calls < fail_at) break; /* every allocation was tried */
+    }
+    CHECK(nomem > 10);
+    CHECK(ok >= 1);
+}
+
 /* Every allocation of ckpt_manifest_load's one pass over a window of the
  * file (the window, names, entries, ties, the index) fails in turn: a
  * clean CKPT_E_NOMEM, or the manifest read whole by jansson (a string the
@@ -2149,6 +2190,7 @@ int main(void) {
     RUN(rename_auto);
     RUN(hygiene);
     RUN(allocation_failures);
+    RUN(batchnorm_allocation_failures);
     RUN(diff_allocation_failures);
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);

@@ -153,7 +153,8 @@ CKPT_API const ckpt_manifest_entry *ckpt_manifest_find(const ckpt_manifest *m, c
  *     through it and stay unexpected), and must cover more than half of
  *     the checkpoint keys, except in a training checkpoint ({"model":
  *     state dict, "optimizer": ..., "epoch": ...}): a rewrite stripping a
- *     subtree S whose keys pair one to one with every expected key, all
+ *     subtree S whose keys pair one to one with every expected key (a
+ *     BatchNorm counter aside: see Defaulted below), all
  *     other keys and non-tensor values lying in other top-level entries,
  *     selects that subtree. Its description ends with " (other top-level
  *     entries ignored: epoch, optimizer)" (4 named at most, then ", ...",

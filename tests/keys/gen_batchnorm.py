@@ -2,8 +2,10 @@
 with the torch running it, and torch's own verdict on each: a model of
 Linear, BatchNorm1d, Linear whose state dict lacks bn.num_batches_tracked,
 its _metadata giving the BatchNorm version None (no _metadata), 1 or 2;
-keys plain or "module."-prefixed (DataParallel); saved flat or as
-{"model": sd}. torch's verdict is what load_state_dict reports for the
+keys plain or "module."-prefixed (DataParallel); saved flat, as
+{"model": sd}, or as a training checkpoint {"model": sd, "optimizer":
+Adam's state, "epoch": 3} (more optimizer tensors than model keys: the
+rewrite selects the "model" subtree). torch's verdict is what load_state_dict reports for the
 state dict as a user passes it (taken out of {"model": ...}, the prefix
 stripped, _metadata kept): its missing_keys, which strict=True refuses.
 Also the model's manifest (ckpt.manifest) and a full state dict.
@@ -34,16 +36,25 @@ def saved(full, version, prefix):
     return sd
 
 
+def optimizer_state():
+    m = model()
+    opt = torch.optim.Adam(m.parameters(), lr=0.1)
+    m(torch.randn(4, 4)).sum().backward()
+    opt.step()
+    return opt.state_dict()
+
+
 def main(out):
     full = model().state_dict()
+    layouts = {"flat": lambda sd: sd, "nested": lambda sd: {"model": sd},
+               "train": lambda sd: {"model": sd, "optimizer": optimizer_state(), "epoch": 3}}
     cases = []
     for version in (None, 1, 2):
         for prefix in ("", "module."):
-            for nested in (False, True):
+            for layout, wrap in layouts.items():
                 sd = saved(full, version, prefix)
-                name = "v%s_%s_%s.pt" % (version, prefix.rstrip(".") or "plain",
-                                         "nested" if nested else "flat")
-                torch.save({"model": sd} if nested else sd, os.path.join(out, name))
+                name = "v%s_%s_%s.pt" % (version, prefix.rstrip(".") or "plain", layout)
+                torch.save(wrap(sd), os.path.join(out, name))
                 user = OrderedDict((k[len(prefix):], v) for k, v in sd.items())
                 if version is not None:
                     user._metadata = saved(full, version, "")._metadata

@@ -84,8 +84,8 @@ def one_oracle(python, tmp):
             rc, rep = match(path, old_spec, "--json")
             check(rc == 1 and rep["missing_keys"] == [COUNTER], what + ": an old manifest",
                   rep)
-    # versions None and 1, two prefixes, flat and nested; two sources each
-    check(defaulted == 16, "torch %s: defaulted cases" % gen["torch"], defaulted)
+    # versions None and 1, two prefixes, three layouts; two sources each
+    check(defaulted == 24, "torch %s: defaulted cases" % gen["torch"], defaulted)
 
 
 def shared_metadata(path, entries=50000, dicts=500):
