@@ -390,6 +390,110 @@ TEST(partial_prefix) {
     done(r);
 }
 
+/* A BatchNorm's num_batches_tracked the checkpoint lacks: defaulted where
+ * its _metadata gives the module no version 2, as torch's strict
+ * load_state_dict fills it (module versions through the applied rewrite);
+ * missing with version 2 or with no key of the module paired; allowed by
+ * a glob first; a manifest without the fields reads as before. */
+TEST(batchnorm_counter_defaulted) {
+#define BN_T(n, s) "{\"name\":\"" n "\",\"dtype\":\"F32\",\"shape\":[" s "]}"
+#define BN_CKPT(p)                                                                                 \
+    BN_T(p "bn.weight", "2") "," BN_T(p "bn.running_mean", "2") "," BN_T(p "fc.weight", "2")
+    const char *spec = "{\"tensors\":[" BN_CKPT("") "," BN_T(
+        "bn.num_batches_tracked", "") "],"
+                                      "\"batchnorm_counters\":[\"bn.num_batches_tracked\"]}";
+    static const struct {
+        const char *ckpt;
+        int complete;
+        const char *missing, *defaulted;
+    } cases[] = {
+        {"{\"tensors\":[" BN_CKPT("") "]}", 1, "", "bn.num_batches_tracked"},
+        {"{\"tensors\":[" BN_CKPT("") "],\"module_versions\":{\"bn\":1,\"\":1}}", 1, "",
+         "bn.num_batches_tracked"},
+        {"{\"module_versions\":{\"bn\":2},\"tensors\":[" BN_CKPT("") "]}", 0,
+         "bn.num_batches_tracked", ""},
+        /* {'model': sd} under a rewrite: the version is the subtree's */
+        {"{\"tensors\":[" BN_CKPT("model.") "],\"module_versions\":{\"model.bn\":1}}", 1, "",
+         "bn.num_batches_tracked"},
+        {"{\"tensors\":[" BN_CKPT("model.") "],\"module_versions\":{\"model.bn\":2,\"bn\":1}}", 0,
+         "bn.num_batches_tracked,bn.running_mean,bn.weight,fc.weight", ""},
+        {"{\"tensors\":[" BN_CKPT("module.") "],\"module_versions\":{\"module.bn\":0}}", 1, "",
+         "bn.num_batches_tracked"},
+        /* no key of the module paired: not known to the checkpoint */
+        {"{\"tensors\":[" BN_T("fc.weight", "2") "]}", 0,
+         "bn.num_batches_tracked,bn.running_mean,bn.weight", ""},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        ckpt_manifest *c = NULL, *e = NULL;
+        ckpt_match_result *r = NULL;
+        ckpt_match_options o = CKPT_MATCH_OPTIONS_INIT;
+        o.normalize = 1;
+        CHECK_EQ_INT(ckpt_manifest_parse(&c, cases[k].ckpt, strlen(cases[k].ckpt), "c", NULL), 0);
+        CHECK_EQ_INT(ckpt_manifest_parse(&e, spec, strlen(spec), "e", NULL), 0);
+        CHECK_EQ_INT(ckpt_match(&r, c, e, &o), 0);
+        CHECK_EQ_INT(ckpt_match_complete(r), cases[k].complete);
+        CHECK_EQ_STR(names(r, CKPT_MATCH_MISSING), cases[k].missing);
+        CHECK_EQ_STR(names(r, CKPT_MATCH_DEFAULTED), cases[k].defaulted);
+        ckpt_match_result_free(r);
+        ckpt_manifest_free(c);
+        ckpt_manifest_free(e);
+    }
+    /* a glob allows it first; an old manifest (no batchnorm_counters) and
+     * the jansson path (an escaped key defers the one pass) */
+    const char *old = "{\"tensors\":[" BN_CKPT("") "," BN_T("bn.num_batches_tracked", "") "]}";
+    const char *esc = "{\"tensors\":[" BN_CKPT("") "," BN_T(
+        "bn.num_batches_tracked",
+        "") "],"
+            "\"batchnorm_counters\":[\"bn.num_batches_tracked\"],\"\\u0078\":0}";
+    const char *ck = "{\"tensors\":[" BN_CKPT("") "],\"module_versions\":{\"bn\":1}}";
+    const char *glob = "*.num_batches_tracked";
+    ckpt_manifest *c = NULL, *e = NULL;
+    ckpt_match_result *r = NULL;
+    ckpt_match_options o = CKPT_MATCH_OPTIONS_INIT;
+    CHECK_EQ_INT(ckpt_manifest_parse(&c, ck, strlen(ck), "c", NULL), 0);
+    CHECK_EQ_INT(ckpt_manifest_version_count(c), 1);
+    int64_t v = 0;
+    CHECK_EQ_STR(ckpt_manifest_version_at(c, 0, &v), "bn");
+    CHECK_EQ_INT(v, 1);
+    CHECK_EQ_INT(ckpt_manifest_parse(&e, spec, strlen(spec), "e", NULL), 0);
+    o.allow_missing = &glob;
+    o.nallow_missing = 1;
+    CHECK_EQ_INT(ckpt_match(&r, c, e, &o), 0);
+    CHECK_EQ_STR(names(r, CKPT_MATCH_ALLOWED_MISSING), "bn.num_batches_tracked");
+    CHECK_EQ_INT(ckpt_match_count(r, CKPT_MATCH_DEFAULTED), 0);
+    ckpt_match_result_free(r);
+    ckpt_manifest_free(e);
+    CHECK_EQ_INT(ckpt_manifest_parse(&e, old, strlen(old), "e", NULL), 0);
+    CHECK_EQ_INT(ckpt_match(&r, c, e, NULL), 0);
+    CHECK_EQ_INT(ckpt_match_complete(r), 0);
+    CHECK_EQ_STR(names(r, CKPT_MATCH_MISSING), "bn.num_batches_tracked");
+    ckpt_match_result_free(r);
+    ckpt_manifest_free(e);
+    CHECK_EQ_INT(ckpt_manifest_parse(&e, esc, strlen(esc), "e", NULL), 0);
+    CHECK_EQ_STR(ckpt_manifest_batchnorm_counter(e, 0), "bn.num_batches_tracked");
+    CHECK_EQ_INT(ckpt_match(&r, c, e, NULL), 0);
+    CHECK_EQ_INT(ckpt_match_complete(r), 1);
+    CHECK_EQ_STR(names(r, CKPT_MATCH_DEFAULTED), "bn.num_batches_tracked");
+    ckpt_match_result_free(r);
+    ckpt_manifest_free(e);
+    ckpt_manifest_free(c);
+    /* refused: a counter naming no tensor, a version that is no integer */
+    static const char *const refused[] = {
+        "{\"tensors\":[" BN_T("a", "1") "],\"batchnorm_counters\":[\"b\"]}",
+        "{\"tensors\":[" BN_T("a", "1") "],\"batchnorm_counters\":\"a\"}",
+        "{\"tensors\":[" BN_T("a", "1") "],\"module_versions\":{\"bn\":1.5}}",
+        "{\"tensors\":[" BN_T("a", "1") "],\"module_versions\":[1]}",
+        "{\"tensors\":[" BN_T("a", "1") "],\"module_versions\":{\"bn\":1,\"bn\":2}}",
+    };
+    for (size_t k = 0; k < sizeof refused / sizeof refused[0]; k++) {
+        CHECK_EQ_INT(ckpt_manifest_parse(&c, refused[k], strlen(refused[k]), "c", NULL),
+                     CKPT_E_FORMAT);
+        CHECK(c == NULL);
+    }
+#undef BN_CKPT
+#undef BN_T
+}
+
 /* Two rewrites match as many keys: nothing is named, both are listed. */
 TEST(tied_candidates) {
     const char *c[] = {"weight", "bias", NULL};
@@ -1998,6 +2102,47 @@ TEST(allocation_failures) {
     CHECK_EQ_INT(ok, 1);
 }
 
+/* Every allocation of a match with a BatchNorm counter fails in turn:
+ * manifests with "module_versions" and "batchnorm_counters" (the one pass
+ * or, when it steps aside, jansson), a rewrite selecting "model.", the
+ * counter defaulted: a clean CKPT_E_NOMEM, nothing leaked (ASan). */
+TEST(batchnorm_allocation_failures) {
+    const char *ck = "{\"tensors\":[{\"name\":\"model.bn.weight\",\"dtype\":\"F32\",\"shape\":[2]},"
+                     "{\"name\":\"epoch\",\"dtype\":\"I64\",\"shape\":[]}],"
+                     "\"module_versions\":{\"model.bn\":1,\"model\":1}}";
+    const char *spec = "{\"tensors\":[{\"name\":\"bn.weight\",\"dtype\":\"F32\",\"shape\":[2]},"
+                       "{\"name\":\"bn.num_batches_tracked\",\"dtype\":\"I64\",\"shape\":[]}],"
+                       "\"batchnorm_counters\":[\"bn.num_batches_tracked\"]}";
+    int nomem = 0, ok = 0;
+    for (fail_at = 1; fail_at < 400; fail_at++) {
+        fail_alloc_arm(fail_at);
+        ckpt_manifest *mc = NULL, *me = NULL;
+        ckpt_match_result *r = NULL;
+        ckpt_match_options o = CKPT_MATCH_OPTIONS_INIT;
+        o.normalize = 1;
+        int rc = ckpt_manifest_parse(&mc, ck, strlen(ck), "c", NULL);
+        if (rc == 0) rc = ckpt_manifest_parse(&me, spec, strlen(spec), "e", NULL);
+        if (rc == 0) rc = ckpt_match(&r, mc, me, &o);
+        if (rc == 0) {
+            CHECK_EQ_INT(ckpt_match_complete(r), 1);
+            CHECK_EQ_STR(names(r, CKPT_MATCH_DEFAULTED), "bn.num_batches_tracked");
+        }
+        ckpt_match_result_free(r);
+        ckpt_manifest_free(mc);
+        ckpt_manifest_free(me);
+        ckpt_set_allocator(NULL);
+        if (rc == CKPT_E_NOMEM)
+            nomem++;
+        else if (rc == 0)
+            ok++;
+        else
+            CHECK_EQ_INT(rc, CKPT_E_NOMEM);
+        if (rc == 0 && fail_alloc_calls < fail_at) break; /* every allocation was tried */
+    }
+    CHECK(nomem > 10);
+    CHECK(ok >= 1);
+}
+
 /* Every allocation of ckpt_manifest_load's one pass over a window of the
  * file (the window, names, entries, ties, the index) fails in turn: a
  * clean CKPT_E_NOMEM, or the manifest read whole by jansson (a string the
@@ -2083,6 +2228,7 @@ int main(void) {
     RUN(never_strip_ordinary_middle_segment);
     RUN(partial_prefix);
     RUN(tied_candidates);
+    RUN(batchnorm_counter_defaulted);
     RUN(training_checkpoint_subtree);
     RUN(collision);
     RUN(allowed_exceptions);
@@ -2112,6 +2258,7 @@ int main(void) {
     RUN(rename_auto);
     RUN(hygiene);
     RUN(allocation_failures);
+    RUN(batchnorm_allocation_failures);
     RUN(diff_allocation_failures);
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);

@@ -17,14 +17,17 @@ extern "C" {
  * JSON manifests are the output of `ckpt inspect --json`, or any object
  * with the same `tensors` list:
  *   {"tensors": [{"name": str, "dtype": str, "shape": [uint, ...]}, ...],
- *    "metadata": {str: str} | null, "ties": [[str, ...], ...] | null}
+ *    "metadata": {str: str} | null, "ties": [[str, ...], ...] | null,
+ *    "module_versions": {str: int} | null, "batchnorm_counters": [str, ...] | null}
  * Other fields (file, format, nbytes, sha256, values) are ignored;
  * "metadata" is optional and, like a safetensors __metadata__, may record
  * tied-weight aliases ("dropped name": "kept name", the convention of
  * safetensors' save_model). "ties" is optional: groups of names sharing
  * one parameter (what Python's ckpt.manifest(model) records from
  * named_parameters(remove_duplicate=False)); each name must be a listed
- * tensor of the group's dtype and shape. dtype strings are compared as
+ * tensor of the group's dtype and shape. "module_versions" and
+ * "batchnorm_counters" are optional (absent in manifests written before
+ * them): see ckpt_manifest_set_version. dtype strings are compared as
  * written.
  * Parsing uses jansson (a DOM; the parse dominates every operation below
  * for large manifests). */
@@ -63,6 +66,42 @@ CKPT_API int ckpt_manifest_from_file(ckpt_manifest **out, const ckpt_file *f);
  * ties form groups). Returns 0, CKPT_E_INVALID_ARG (a name that is not a
  * key, different dtypes or shapes), CKPT_E_NOMEM. */
 CKPT_API int ckpt_manifest_tie(ckpt_manifest *m, const char *a, const char *b);
+/* BatchNorm's num_batches_tracked, as torch's load_state_dict fills it.
+ * A BatchNorm (torch's _NormBase with track_running_stats) puts its
+ * num_batches_tracked back itself when a state dict lacks it and the
+ * state dict's _metadata gives the module no version, or one below 2
+ * (weights saved before torch 0.4.1 such as old torchvision's, plain
+ * dicts, safetensors files); with version 2 or more the key is missing.
+ *
+ * Checkpoint side: the version of a module, as torch.save records it in
+ * a state dict's _metadata ({'version': v}), named as keys are: the
+ * state dict's flattened name joined with the module's ("model.bn";
+ * "model" for the module at that state dict's root, "" at the file's
+ * root). A file's manifest records those of its tree (an int or bool
+ * version; any other value torch would compare counts as 2: ckpt does
+ * not guess, the key stays missing); JSON: "module_versions": {name:
+ * int}. Setting a name again replaces its version. Returns 0,
+ * CKPT_E_INVALID_ARG (NULL module), CKPT_E_NOMEM. */
+CKPT_API int ckpt_manifest_set_version(ckpt_manifest *m, const char *module, int64_t version);
+/* Records the module versions of f's state dicts, as
+ * ckpt_manifest_from_file does (what `ckpt inspect --json` writes as
+ * "module_versions"). Returns 0, a walk bound of f's limits
+ * (CKPT_E_LIMIT), CKPT_E_NOMEM. */
+CKPT_API int ckpt_manifest_add_versions(ckpt_manifest *m, const ckpt_file *f);
+CKPT_API size_t ckpt_manifest_version_count(const ckpt_manifest *m);
+/* Module name of version i (order recorded), *version its version; NULL
+ * out of range. Borrowed. */
+CKPT_API const char *ckpt_manifest_version_at(const ckpt_manifest *m, size_t i, int64_t *version);
+/* Expected side: key `name` is the num_batches_tracked of a BatchNorm
+ * tracking running stats (what Python's ckpt.manifest(model) records;
+ * JSON: "batchnorm_counters": [name, ...]): ckpt_match lists it as
+ * DEFAULTED rather than missing where the checkpoint gives its module
+ * (the name less its last segment) no version of 2 or more. Returns 0,
+ * CKPT_E_INVALID_ARG (not a key), CKPT_E_NOMEM. */
+CKPT_API int ckpt_manifest_add_batchnorm_counter(ckpt_manifest *m, const char *name);
+CKPT_API size_t ckpt_manifest_batchnorm_counter_count(const ckpt_manifest *m);
+/* Name of counter i (order recorded); NULL out of range. Borrowed. */
+CKPT_API const char *ckpt_manifest_batchnorm_counter(const ckpt_manifest *m, size_t i);
 /* Parses a JSON manifest (see above) of len bytes. `name` is used in
  * messages. Bounds: len <= limits.max_index_bytes, entries <=
  * max_tensors, names shorter than max_name_bytes (it counts the NUL, as
@@ -114,7 +153,8 @@ CKPT_API const ckpt_manifest_entry *ckpt_manifest_find(const ckpt_manifest *m, c
  *     through it and stay unexpected), and must cover more than half of
  *     the checkpoint keys, except in a training checkpoint ({"model":
  *     state dict, "optimizer": ..., "epoch": ...}): a rewrite stripping a
- *     subtree S whose keys pair one to one with every expected key, all
+ *     subtree S whose keys pair one to one with every expected key (a
+ *     BatchNorm counter aside: see Defaulted below), all
  *     other keys and non-tensor values lying in other top-level entries,
  *     selects that subtree. Its description ends with " (other top-level
  *     entries ignored: epoch, optimizer)" (4 named at most, then ", ...",
@@ -161,6 +201,16 @@ CKPT_API const ckpt_manifest_entry *ckpt_manifest_find(const ckpt_manifest *m, c
  * and is listed in TIED too. tied_to is the partner's name on the key's
  * own side.
  *
+ * Defaulted: a missing expected key recorded as a BatchNorm counter
+ * (ckpt_manifest_add_batchnorm_counter) whose module the checkpoint gives
+ * no version of 2 or more (ckpt_manifest_set_version; the module's
+ * checkpoint name is that of a paired key of the same module less its
+ * last segment, under the applied rewrite; with no key of the module
+ * paired, the counter stays missing) is filled by the module, as torch's strict
+ * load_state_dict fills it: listed in DEFAULTED only, never in missing,
+ * and it does not make the match incomplete. A key tied or allowed by a
+ * glob is listed as such instead.
+ *
  * Names in every list are the original names of their side: expected names
  * for missing keys and mismatches, checkpoint names for unexpected keys.
  * Lists are sorted by name (byte order).
@@ -189,7 +239,8 @@ typedef enum ckpt_match_list {
     CKPT_MATCH_DTYPE_MISMATCH = 3, /* both sides, dtypes differ */
     CKPT_MATCH_ALLOWED_MISSING = 4,
     CKPT_MATCH_ALLOWED_UNEXPECTED = 5,
-    CKPT_MATCH_TIED = 6 /* missing or unexpected, tied (tied_to) */
+    CKPT_MATCH_TIED = 6,     /* missing or unexpected, tied (tied_to) */
+    CKPT_MATCH_DEFAULTED = 7 /* missing, filled by its BatchNorm as torch does */
 } ckpt_match_list;
 
 /* One listed key. Borrowed from the result. */

@@ -346,6 +346,8 @@ _PROTOS = [
     ("ckpt_manifest_add", c_int, [c_void_p, c_char_p, c_char_p, ctypes.c_uint, c_u64_p]),
     ("ckpt_manifest_tie", c_int, [c_void_p, c_char_p, c_char_p]),
     ("ckpt_manifest_add_leaf", c_int, [c_void_p, c_char_p]),
+    ("ckpt_manifest_set_version", c_int, [c_void_p, c_char_p, ctypes.c_int64]),
+    ("ckpt_manifest_add_batchnorm_counter", c_int, [c_void_p, c_char_p]),
     ("ckpt_manifest_free", None, [c_void_p]),
     ("ckpt_manifest_count", c_size_t, [c_void_p]),
     ("ckpt_manifest_entry_at", ctypes.POINTER(ManifestEntry_), [c_void_p, c_size_t]),

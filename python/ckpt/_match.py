@@ -3,8 +3,6 @@ torch's load_state_dict, so a checkpoint either loads completely or not at
 all, with the full report either way."""
 import ctypes
 import dataclasses
-import fnmatch
-import glob
 import os
 import warnings
 from dataclasses import dataclass, field
@@ -14,11 +12,11 @@ from . import errors
 from ._lib import (MatchOptions_, c_char_p, c_u64, c_void_p, check,
                    lib, options, text)
 from ._load import _TORCH_DTYPES
-from ._module import dtype_name, ties
+from ._module import batchnorm_counters, dtype_name, ties
 
 
 (MISSING, UNEXPECTED, SHAPE_MISMATCH, DTYPE_MISMATCH, ALLOWED_MISSING,
- ALLOWED_UNEXPECTED, TIED) = range(7)
+ ALLOWED_UNEXPECTED, TIED, DEFAULTED) = range(8)
 
 
 @dataclass(frozen=True)
@@ -197,8 +195,12 @@ class _Manifest:
     """A C manifest of {name: tensor}, with the groups of names that are
     one tensor recorded as ties (ckpt_manifest_tie): the key audit fills a
     missing name through a matched partner, as the CLI does from a
-    manifest's "ties" or a file's shared storages."""
-    def __init__(self, name, tensors, tie_key=None, leaves=()):
+    manifest's "ties" or a file's shared storages; versions {module:
+    version} of the state dicts' _metadata (ckpt_manifest_set_version) and
+    counters, the names a BatchNorm fills itself
+    (ckpt_manifest_add_batchnorm_counter), for the audit's rule on
+    num_batches_tracked."""
+    def __init__(self, name, tensors, tie_key=None, leaves=(), versions=None, counters=()):
         self.h = c_void_p()
         check(lib.ckpt_manifest_new(ctypes.byref(self.h), os.fsencode(name)))
         try:
@@ -210,6 +212,10 @@ class _Manifest:
                                             len(shape), dims), name)
             for n in leaves:
                 check(lib.ckpt_manifest_add_leaf(self.h, _key(n)), name)
+            for n, v in (versions or {}).items():
+                check(lib.ckpt_manifest_set_version(self.h, _key(n), v), name)
+            for n in counters:
+                check(lib.ckpt_manifest_add_batchnorm_counter(self.h, _key(n)), name)
             for group in ties(tensors, tie_key):
                 for other in group[1:]:
                     check(lib.ckpt_manifest_tie(self.h, _key(group[0]), _key(other)), name)
@@ -232,15 +238,17 @@ def _shape(e):
 
 
 def match(tensors, expected, *, normalize=True, allow_missing=(), allow_unexpected=(),
-          file="", tie_key=None, leaves=()):
+          file="", tie_key=None, leaves=(), versions=None, counters=()):
     """ckpt_match of checkpoint tensors {name: tensor} against the expected
     {name: tensor} of a model; tensors that are one tensor (tie_key: which
     of the checkpoint's are) are recorded as ties on each side; leaves:
-    the names of the checkpoint's non-tensor leaves (see _tensors). Returns
-    a MatchReport."""
-    ck = _Manifest(file or "checkpoint", tensors, tie_key, leaves)
+    the names of the checkpoint's non-tensor leaves (see _tensors);
+    versions: the checkpoint's module versions (see _versions); counters:
+    the expected BatchNorm num_batches_tracked names. Returns a
+    MatchReport."""
+    ck = _Manifest(file or "checkpoint", tensors, tie_key, leaves, versions)
     try:
-        ex = _Manifest("model", expected)
+        ex = _Manifest("model", expected, counters=counters)
     except BaseException:
         ck.free()
         raise
@@ -300,7 +308,7 @@ def _report(r, ck, expected, file):
         unapplied_rewrite=text(rw.contents.description) if rw and not applied else None,
         candidates=tuple(text(lib.ckpt_match_candidate(r, i).contents.description)
                          for i in range(lib.ckpt_match_candidate_count(r))),
-        warning=text(warning) if warning else None, file=file)
+        warning=text(warning) if warning else None, file=file, defaulted=names(DEFAULTED))
 
 
 def _cast(tensors, dtype, torch):
@@ -386,49 +394,26 @@ def load_state_dict(module, path_or_state, *, strict=True, normalize=True,
                          allow_unexpected, "", None, dtype)
 
 
-def _batchnorm_counters(module, expected):
-    """The num_batches_tracked buffers that torch's BatchNorm (_NormBase,
-    tracking running stats) puts back itself when a state dict lacks them
-    and its _metadata gives the module no version 2 (state dicts saved
-    before torch 0.4.1, plain dicts, safetensors)."""
-    from torch.nn.modules.batchnorm import _NormBase
-    out = []
-    for name, mod in module.named_modules():
-        key = (name + "." if name else "") + "num_batches_tracked"
-        if isinstance(mod, _NormBase) and mod.track_running_stats and key in expected:
-            out.append(key)
-    return tuple(out)
-
-
-def _versionless(counters, rep, state):
-    """The counters whose BatchNorm the checkpoint gives no version of 2 or
-    more: its checkpoint-side name (through a loaded sibling key such as
-    running_mean, under the rewrite applied) looked up in the _metadata of
-    the dict holding it, as torch looks up prefix[:-1]."""
-    versions = {}
-
-    def walk(obj, path):
-        if isinstance(obj, dict):
-            for k, v in (getattr(obj, "_metadata", None) or {}).items():
-                if isinstance(v, dict):
-                    versions[".".join(p for p in (path, str(k)) if p)] = v.get("version")
-            for k, v in obj.items():
-                walk(v, ".".join(p for p in (path, str(k)) if p))
-    walk(state, "")
-    loaded = dict(rep.matched)
-    out = []
-    for counter in counters:
-        prefix = counter[:-len("num_batches_tracked")]
-        sibling = next((e for e in loaded if e.startswith(prefix) and "." not in e[len(prefix):]),
-                       None)
-        if sibling is not None:
-            c = loaded[sibling]
-            where = c[:len(c) - len(sibling) + len(prefix)].rstrip(".")
-            version = versions.get(where)
-            if isinstance(version, int) and version >= 2:
-                continue
-        out.append(counter)
-    return tuple(out)
+def _versions(obj, path="", out=None):
+    """The module versions of the state dicts in obj: for each dict with a
+    _metadata (torch.save's OrderedDict attribute), its {'version': v}
+    entries under the dict's name (as _tensors names it) joined with the
+    module's, as ckpt_manifest_from_file reads them from a file. An int or
+    bool as it is, None as absent, anything else as 2 (the C rule keeps
+    its counter missing: ckpt does not guess)."""
+    out = {} if out is None else out
+    if isinstance(obj, dict):
+        for k, v in (getattr(obj, "_metadata", None) or {}).items():
+            version = v.get("version") if isinstance(v, dict) else None
+            if isinstance(k, str) and version is not None:
+                out[".".join(p for p in (path, k) if p)] = \
+                    int(version) if isinstance(version, int) else 2
+        for k, v in obj.items():
+            _versions(v, ".".join(p for p in (path, str(k)) if p), out)
+    elif isinstance(obj, (list, tuple)):
+        for i, v in enumerate(obj):
+            _versions(v, ".".join(p for p in (path, str(i)) if p), out)
+    return out
 
 
 def _load_audited(module, state, strict, normalize, allow_missing, allow_unexpected, file,
@@ -441,24 +426,11 @@ def _load_audited(module, state, strict, normalize, allow_missing, allow_unexpec
     expected = {k: v for k, v in module.state_dict(keep_vars=True).items()
                 if isinstance(v, torch.Tensor)}
 
-    def audit(defaults):
-        return match(tensors, expected, normalize=normalize,
-                     allow_missing=tuple(allow_missing) + tuple(glob.escape(n) for n in defaults),
-                     allow_unexpected=allow_unexpected, file=file,
-                     tie_key=reader.tie_key if reader is not None else None, leaves=leaves)
-    defaults = _batchnorm_counters(module, expected)
-    rep = audit(defaults)
-    if defaults:
-        # torch fills a counter only where the state dict's _metadata gives
-        # its BatchNorm no version 2: those found are missing after all
-        kept = _versionless(defaults, rep, state)
-        if kept != defaults:
-            defaults = kept
-            rep = audit(defaults)
-        filled = tuple(n for n in rep.allowed_missing if n in defaults and not any(
-            fnmatch.fnmatchcase(n, g) for g in allow_missing))
-        rep = dataclasses.replace(rep, defaulted=filled, allowed_missing=tuple(
-            n for n in rep.allowed_missing if n not in filled))
+    # a missing BatchNorm counter: the C audit's verdict (CKPT_MATCH_DEFAULTED)
+    rep = match(tensors, expected, normalize=normalize, allow_missing=allow_missing,
+                allow_unexpected=allow_unexpected, file=file,
+                tie_key=reader.tie_key if reader is not None else None, leaves=leaves,
+                versions=_versions(state), counters=batchnorm_counters(module, expected))
     source = _source(state, rep)
     if source:
         rep = dataclasses.replace(rep, source=source)

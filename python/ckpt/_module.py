@@ -28,15 +28,33 @@ def manifest(module):
     an LM head sharing the embedding: a file that stores it once still
     loads, and `ckpt match` says so); buffers registered with
     persistent=False are not saved, so they are not expected: they are
-    listed apart under "non_persistent" (ckpt ignores that key). Write it
-    with json.dump."""
+    listed apart under "non_persistent" (ckpt ignores that key);
+    "batchnorm_counters" the num_batches_tracked of its BatchNorms, which
+    torch fills itself from a checkpoint that lacks them and gives the
+    module no version 2 (`ckpt match` says "defaulted by the module").
+    Write it with json.dump."""
     import torch
     sd = {k: v for k, v in module.state_dict(keep_vars=True).items()
           if isinstance(v, torch.Tensor)}
     return {"file": type(module).__name__, "format": "module",
             "tensors": [_entry(k, v) for k, v in sd.items()], "ties": ties(sd),
             "values": [], "metadata": None,
+            "batchnorm_counters": list(batchnorm_counters(module, sd)),
             "non_persistent": [_entry(n, b) for n, b in _non_persistent(module)]}
+
+
+def batchnorm_counters(module, expected):
+    """The num_batches_tracked buffers that torch's BatchNorm (_NormBase,
+    tracking running stats) puts back itself when a state dict lacks them
+    and its _metadata gives the module no version 2 (state dicts saved
+    before torch 0.4.1, plain dicts, safetensors)."""
+    from torch.nn.modules.batchnorm import _NormBase
+    out = []
+    for name, mod in module.named_modules():
+        key = (name + "." if name else "") + "num_batches_tracked"
+        if isinstance(mod, _NormBase) and mod.track_running_stats and key in expected:
+            out.append(key)
+    return tuple(out)
 
 
 def ties(state, key=None):

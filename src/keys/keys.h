@@ -19,6 +19,11 @@ typedef struct ckpt_manifest_shape { /* a shape copied into the arena */
     unsigned ndim;
 } ckpt_manifest_shape;
 
+typedef struct ckpt_module_version {
+    const char *name;
+    int64_t version;
+} ckpt_module_version;
+
 struct ckpt_manifest {
     ckpt_arena arena; /* copied strings and shapes */
     const char *name;
@@ -39,7 +44,27 @@ struct ckpt_manifest {
     unsigned char *tie_rank;        /* union-find forest by rank (depth */
     size_t ntie;                    /* O(log n), never changed by a lookup)
                                        over the first ntie entries */
+    ckpt_module_version *versions;  /* of the state dicts' _metadata */
+    size_t nver, cver;              /* (checkpoint side; arena), in order */
+    ckpt_strmap ver_index;          /* module name -> index */
+    size_t *counters;               /* entries a BatchNorm fills itself */
+    size_t ncounters, ccounters;    /* (expected side; arena) */
 };
+
+/* ------------------------------------------------------------ defaults
+ * (defaults.c): module versions and BatchNorm counters, torch's
+ * BatchNorm _load_from_state_dict rule. */
+
+/* "module_versions" and "batchnorm_counters" of a JSON manifest (either
+ * may be NULL: absent), once its tensors are indexed. 0, CKPT_E_FORMAT
+ * (message naming the member), CKPT_E_NOMEM. */
+struct json_t;
+int ckpt_manifest_parse_defaults(ckpt_manifest *m, const struct json_t *versions,
+                                 const struct json_t *counters);
+/* Whether torch's BatchNorm fills its num_batches_tracked itself when the
+ * checkpoint side c lacks it: c records no version of 2 or more for the
+ * module named module[0..len) (as c names it). */
+int ckpt_manifest_module_fills(const ckpt_manifest *c, const char *module, size_t len);
 
 /* Index of `name` (len bytes) in m, or CKPT_KEYS_NONE. */
 size_t ckpt_manifest_lookup(const ckpt_manifest *m, const char *name, size_t len);

@@ -42,6 +42,7 @@ int ckpt_manifest_new(ckpt_manifest **out, const char *name) {
 void ckpt_manifest_free(ckpt_manifest *m) {
     if (!m) return;
     ckpt_strmap_free(&m->index);
+    ckpt_strmap_free(&m->ver_index);
     ckpt_free(m->entries);
     ckpt_free(m->tie_parent);
     ckpt_free(m->tie_rank);
@@ -263,6 +264,10 @@ int ckpt_manifest_from_file(ckpt_manifest **out, const ckpt_file *f) {
     m->nmeta = f->nmeta;
     m->values = f->values;
     m->nvalues = f->nvalues;
+    if ((rc = ckpt_manifest_add_versions(m, f))) {
+        ckpt_manifest_free(m);
+        return rc;
+    }
     *out = m;
     return 0;
 }
@@ -468,6 +473,9 @@ static int from_json(ckpt_manifest *m, const json_t *doc, const ckpt_limits *lim
                         "manifest tensors[%zu]: duplicate name '%s'", dup, m->entries[dup].name);
     if (rc == 0) rc = parse_metadata(m, json_object_get(doc, "metadata"));
     if (rc == 0) rc = parse_ties(m, json_object_get(doc, "ties"));
+    if (rc == 0)
+        rc = ckpt_manifest_parse_defaults(m, json_object_get(doc, "module_versions"),
+                                          json_object_get(doc, "batchnorm_counters"));
     return rc;
 }
 
@@ -727,6 +735,8 @@ typedef struct scan_pass {
     int closed;   /* the step closed its container */
     char *ties;   /* a copy of the "ties" value, nties bytes */
     size_t nties;
+    char *defaults[2]; /* copies of "module_versions", "batchnorm_counters" */
+    size_t ndefaults[2];
 } scan_pass;
 
 /* Runs step(p) from p->s.i, again on more text while it fails for want
@@ -778,6 +788,17 @@ static int step_member(scan_pass *p) {
     }
     if (klen == 8 && memcmp(key, "metadata", 8) == 0) {
         if ((rc = scan_metadata(s, p->m))) return rc;
+    } else if ((klen == 15 && memcmp(key, "module_versions", 15) == 0) ||
+               (klen == 18 && memcmp(key, "batchnorm_counters", 18) == 0)) {
+        /* rare and small: a copy, read with jansson once the tensors are
+         * indexed (ckpt_manifest_parse_defaults, as from_json reads it) */
+        int d = klen == 18;
+        size_t at = s->i;
+        if ((rc = scan_skip(s))) return rc;
+        ckpt_free(p->defaults[d]);
+        if (!(p->defaults[d] = ckpt_malloc(s->i - at))) return CKPT_E_NOMEM;
+        memcpy(p->defaults[d], s->s + at, s->i - at);
+        p->ndefaults[d] = s->i - at;
     } else if (klen == 4 && memcmp(key, "ties", 4) == 0) {
         /* read once the tensors are indexed (a tie names listed tensors,
          * wherever its key comes): a copy outlives the window */
@@ -824,6 +845,22 @@ static int scan_pass_run(scan_pass *p) {
     return rc;
 }
 
+/* The copies of "module_versions" and "batchnorm_counters": 0,
+ * SCAN_DEFER for anything from_json refuses (it words the message),
+ * CKPT_E_NOMEM. */
+static int scan_defaults(ckpt_manifest *m, const scan_pass *p) {
+    json_t *v[2] = {NULL, NULL};
+    int rc = 0;
+    for (int d = 0; d < 2 && !rc; d++)
+        if (p->defaults[d] && !(v[d] = json_loadb(p->defaults[d], p->ndefaults[d],
+                                                  JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, NULL)))
+            rc = SCAN_DEFER;
+    if (!rc && (rc = ckpt_manifest_parse_defaults(m, v[0], v[1])) == CKPT_E_FORMAT) rc = SCAN_DEFER;
+    json_decref(v[0]);
+    json_decref(v[1]);
+    return rc;
+}
+
 /* 0 with m filled from t (s: the scanner over t's start), SCAN_DEFER (m
  * then holds a partial result: discard it), or CKPT_E_NOMEM. */
 static int scan_manifest(ckpt_manifest *m, scan_text *t, ckpt_json_scan *s,
@@ -849,7 +886,10 @@ static int scan_manifest(ckpt_manifest *m, scan_text *t, ckpt_json_scan *s,
         p.s.depth = 1;
         rc = scan_ties(&p.s, m);
     }
+    if (rc == 0 && (p.defaults[0] || p.defaults[1])) rc = scan_defaults(m, &p);
     ckpt_free(p.ties);
+    ckpt_free(p.defaults[0]);
+    ckpt_free(p.defaults[1]);
     return rc;
 }
 

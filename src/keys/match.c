@@ -12,7 +12,7 @@
 #include "base/error.h"
 #include "keys/keys.h"
 
-#define NLISTS 7
+#define NLISTS 8
 #define MAX_CANDIDATES 8
 
 struct ckpt_match_result {
@@ -264,6 +264,56 @@ static int missing_ties(matcher *m, const size_t *c2e, const size_t *e2c, const 
     return rc;
 }
 
+/* ------------------------------------------------------------ BatchNorm counters */
+
+/* For each expected BatchNorm counter the pairing leaves unpaired: 1 when
+ * its module fills it (the checkpoint gives the module no version 2;
+ * ckpt_manifest_module_fills), in (*out)[0..e->n), ckpt_malloc'd; *out is
+ * NULL when the expected side records no counter. The module's checkpoint
+ * name is the one a paired key of the same module has (its name less its
+ * last segment: the pairing's rewrite included); a module none of whose
+ * keys is paired is not known to the checkpoint, so its counter stays
+ * missing (it cannot be complete then anyway). */
+static int counters_filled(const matcher *m, const size_t *e2c, unsigned char **out) {
+    const ckpt_manifest *c = m->c, *e = m->e;
+    *out = NULL;
+    if (!e->ncounters) return 0;
+    unsigned char *fills = ckpt_malloc(e->n);
+    ckpt_strmap mods = {0}; /* expected module name -> counter entry */
+    int rc = fills ? 0 : ckpt_err_nomem();
+    if (!rc) memset(fills, 0, e->n);
+    for (size_t k = 0; !rc && k < e->ncounters; k++) {
+        size_t j = e->counters[k];
+        const char *name = e->entries[j].name, *dot = strrchr(name, '.');
+        ckpt_strmap_slot *sl;
+        if (e2c[j] == CKPT_KEYS_NONE &&
+            ckpt_strmap_put(&mods, name, dot ? (size_t)(dot - name) : 0, j, &sl) < 0)
+            rc = ckpt_err_nomem();
+    }
+    for (size_t j = 0; !rc && mods.n && j < e->n; j++) {
+        if (e2c[j] == CKPT_KEYS_NONE) continue;
+        const char *name = e->entries[j].name, *dot = strrchr(name, '.');
+        size_t len = dot ? (size_t)(dot - name) : 0, seg = strlen(name) - len - (dot != NULL);
+        ckpt_strmap_slot *sl = ckpt_strmap_find(&mods, name, len, ckpt_strmap_hash(name, len));
+        if (!sl || fills[sl->val]) continue;
+        const char *cn = c->entries[e2c[j]].name;
+        size_t cl = strlen(cn);
+        if (cl < seg) continue;
+        cl -= seg;
+        if (cl && cn[cl - 1] == '.') cl--;
+        /* 2: decided (missing), 1: filled; one sibling decides */
+        fills[sl->val] = ckpt_manifest_module_fills(c, cn, cl) ? 1 : 2;
+    }
+    for (size_t j = 0; !rc && j < e->n; j++) fills[j] = fills[j] == 1;
+    ckpt_strmap_free(&mods);
+    if (rc) {
+        ckpt_free(fills);
+        return rc;
+    }
+    *out = fills;
+    return 0;
+}
+
 /* Whether a pairing would give a complete match, without building lists:
  * *complete. Returns 0 or CKPT_E_NOMEM. */
 static int would_complete(matcher *m, const size_t *c2e, const size_t *e2c, int *complete) {
@@ -279,11 +329,15 @@ static int would_complete(matcher *m, const size_t *c2e, const size_t *e2c, int 
         matched++;
     }
     const char **to;
+    unsigned char *fills = NULL;
     int rc = missing_ties(m, c2e, e2c, &to);
+    if (!rc) rc = counters_filled(m, e2c, &fills);
     *complete = !rc && (matched > 0 || m->e->n == 0);
     for (size_t j = 0; *complete && j < m->e->n; j++)
-        if (e2c[j] == CKPT_KEYS_NONE && !to[j] && !allowed_missing(m, j)) *complete = 0;
+        if (e2c[j] == CKPT_KEYS_NONE && !to[j] && !allowed_missing(m, j) && !(fills && fills[j]))
+            *complete = 0;
     ckpt_free(to);
+    ckpt_free(fills);
     return rc;
 }
 
@@ -304,11 +358,14 @@ static ckpt_match_item *push(matcher *m, ckpt_match_list l, const char *name, si
 static int classify(matcher *m) {
     ckpt_match_result *r = m->r;
     const char **to;
+    unsigned char *fills = NULL;
     int rc = missing_ties(m, m->c2e, m->e2c, &to);
+    if (!rc) rc = counters_filled(m, m->e2c, &fills);
     for (size_t j = 0; !rc && j < m->e->n; j++) {
         if (m->e2c[j] != CKPT_KEYS_NONE) continue;
         ckpt_match_list l = to[j]                   ? CKPT_MATCH_TIED
                             : allowed_missing(m, j) ? CKPT_MATCH_ALLOWED_MISSING
+                            : fills && fills[j]     ? CKPT_MATCH_DEFAULTED
                                                     : CKPT_MATCH_MISSING;
         ckpt_match_item *it = push(m, l, m->e->entries[j].name, CKPT_KEYS_NONE, j);
         if (!it)
@@ -317,6 +374,7 @@ static int classify(matcher *m) {
             it->tied_to = to[j];
     }
     ckpt_free(to);
+    ckpt_free(fills);
     if (rc) return rc;
     for (size_t i = 0; i < m->c->n; i++) {
         size_t j = m->c2e[i];
@@ -481,9 +539,10 @@ static int finish(matcher *m) {
     int rc = classify(m);
     if (!rc) rc = unexpected_ties(m);
     if (rc) return rc;
-    /* matched, tied to a matched key, or differing in dtype alone (torch's
-     * load_state_dict copies it with a cast) */
-    uint64_t filled = r->matched;
+    /* matched, tied to a matched key, filled by its BatchNorm, or
+     * differing in dtype alone (torch's load_state_dict copies it with a
+     * cast) */
+    uint64_t filled = r->matched + r->counts[CKPT_MATCH_DEFAULTED];
     for (size_t k = 0; k < r->counts[CKPT_MATCH_TIED]; k++)
         filled += r->lists[CKPT_MATCH_TIED][k].expected != NULL;
     for (size_t k = 0; k < r->counts[CKPT_MATCH_DTYPE_MISMATCH]; k++) {

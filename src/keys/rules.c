@@ -326,7 +326,8 @@ static int eval_key(void *ctx, size_t i, const char *name, size_t len, int cover
  * on a few keys is a renamed layer and a rewrite of those would only pair
  * keys by coincidence. The exception is a training checkpoint ({"model":
  * state dict, "optimizer": ..., "epoch": ...}): r strips a subtree whose
- * keys pair one to one with every expected key, and every key outside it
+ * keys pair one to one with every expected key (BatchNorm counters aside:
+ * their module may fill them), and every key outside it
  * lies in another top-level entry; r->select is then set. *fingerprint
  * receives a hash of the pairs (checkpoint entry, expected entry) formed:
  * two rules with the same pairs are one rewrite described twice. hit:
@@ -339,9 +340,18 @@ static int evaluate(const infer *in, ckpt_rule *r, unsigned char *hit, uint64_t 
     r->select = 0;
     r->matches = 0;
     if (rc) return rc;
+    /* a BatchNorm counter the subtree lacks may be filled by its module:
+     * whether it is, ckpt_match decides once the rewrite is applied */
+    uint64_t counters = 0;
+    for (size_t k = 0; k < in->e->ncounters; k++)
+        if (!hit[in->e->counters[k]]) {
+            hit[in->e->counters[k]] = 1;
+            counters++;
+        }
     if (v.covered * 2 > in->c->n) {
         r->matches = v.matches;
-    } else if (r->strip_len && v.outside_ok && v.matches == v.covered && v.matches == in->e->n) {
+    } else if (r->strip_len && v.outside_ok && v.matches == v.covered &&
+               v.matches + counters == in->e->n) {
         r->select = 1;
         r->matches = v.matches;
     }

@@ -69,7 +69,8 @@ def report(ckpt, spec, **fields):
     r = {"checkpoint": ckpt, "expect": spec, "complete": False, "matched": 0,
          "missing_keys": [], "unexpected_keys": [], "shape_mismatch": [],
          "dtype_mismatch": [], "allowed": {"missing": [], "unexpected": []},
-         "tied": [], "rewrite": None, "candidates": [], "ignored_top_level": [],
+         "defaulted": [], "tied": [], "rewrite": None, "candidates": [],
+         "ignored_top_level": [],
          "warning": None}
     for k, v in fields.items():
         assert k in r, k

@@ -93,6 +93,37 @@ static void json_tensor(inspect *in, cli_json_writer *j, const ckpt_tensor *t) {
     cli_json_object_end(j);
 }
 
+/* "module_versions": the versions torch.save recorded in the _metadata
+ * of f's state dicts (ckpt_manifest_add_versions), when there are any:
+ * `ckpt match` reads them back from this manifest to tell a BatchNorm
+ * counter torch fills from one that is missing. */
+static void json_versions(inspect *in, cli_json_writer *j, const ckpt_file *f) {
+    ckpt_manifest *m = NULL;
+    char text[32];
+    int64_t v;
+    cli_error e;
+    int rc = ckpt_manifest_new(&m, ckpt_file_path(f));
+
+    if (rc == 0) rc = ckpt_manifest_add_versions(m, f);
+    if (rc != 0) {
+        cli_error_capture(&e, rc);
+        if (in->rc == CLI_OK) in->rc = cli_report(in->path, &e);
+        ckpt_manifest_free(m);
+        return;
+    }
+    if (ckpt_manifest_version_count(m)) {
+        cli_json_key(j, "module_versions");
+        cli_json_object_begin(j);
+        for (size_t i = 0; i < ckpt_manifest_version_count(m); i++) {
+            cli_json_key(j, ckpt_manifest_version_at(m, i, &v));
+            snprintf(text, sizeof text, "%" PRId64, v);
+            cli_json_int_text(j, text);
+        }
+        cli_json_object_end(j);
+    }
+    ckpt_manifest_free(m);
+}
+
 static void print_json(inspect *in, cli_json_writer *j) {
     ckpt_file *f = in->f;
     size_t n, i;
@@ -138,6 +169,7 @@ static void print_json(inspect *in, cli_json_writer *j) {
         }
         cli_json_object_end(j);
     }
+    json_versions(in, j, f);
     cli_json_object_end(j);
 }
 

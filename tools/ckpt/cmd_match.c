@@ -115,6 +115,8 @@ static void print_json(const match_args *a, const ckpt_match_result *r) {
     cli_json_key(&j, "unexpected");
     json_names(&j, r, CKPT_MATCH_ALLOWED_UNEXPECTED);
     cli_json_object_end(&j);
+    cli_json_key(&j, "defaulted");
+    json_names(&j, r, CKPT_MATCH_DEFAULTED);
     cli_json_key(&j, "tied");
     cli_json_array_begin(&j);
     n = ckpt_match_count(r, CKPT_MATCH_TIED);
@@ -258,12 +260,13 @@ static void print_text(const match_args *a, const ckpt_match_result *r, size_t e
     const ckpt_rewrite *rw = ckpt_match_rewrite(r);
     const char *warning = ckpt_match_warning(r);
     uint64_t matched = ckpt_match_matched(r);
-    size_t i, n, tied = tied_missing(r);
+    size_t i, n, tied = tied_missing(r), defaulted = ckpt_match_count(r, CKPT_MATCH_DEFAULTED);
 
     if (ckpt_match_complete(r)) {
         printf("%sCOMPLETE%s: %" PRIu64 " of %zu expected key%s match", cli_color(CLI_GREEN),
                cli_color(CLI_RESET), matched, expected, cli_plural(expected));
         if (tied) printf(", %zu tied to a matched key", tied);
+        if (defaulted) printf(", %zu defaulted by the module", defaulted);
         if (rw && rw->applied) {
             fputs(" after ", stdout);
             cli_put_text(stdout, rw->description, strlen(rw->description));
@@ -278,6 +281,7 @@ static void print_text(const match_args *a, const ckpt_match_result *r, size_t e
                ckpt_match_count(r, CKPT_MATCH_DTYPE_MISMATCH),
                ckpt_match_count(r, CKPT_MATCH_DTYPE_MISMATCH) == 1 ? "" : "es");
         if (tied) printf(", %zu tied to a matched key", tied);
+        if (defaulted) printf(", %zu defaulted by the module", defaulted);
     }
     fputs("\n  checkpoint: ", stdout);
     cli_put_text(stdout, a->ckpt, strlen(a->ckpt));
@@ -292,6 +296,7 @@ static void print_text(const match_args *a, const ckpt_match_result *r, size_t e
     print_list(r, CKPT_MATCH_ALLOWED_MISSING, "allowed missing");
     print_list(r, CKPT_MATCH_ALLOWED_UNEXPECTED, "allowed unexpected");
     print_list(r, CKPT_MATCH_TIED, "tied keys");
+    print_list(r, CKPT_MATCH_DEFAULTED, "defaulted by the module");
     cast_note(r);
 
     if (rw) {
@@ -405,11 +410,16 @@ const cli_command cli_cmd_match = {
     "or a JSON manifest with the tensors list of `ckpt inspect --json`.\n"
     "A key tied to a matched one (one parameter: shared storage in SPEC, or\n"
     "the \"ties\" of a manifest from Python's ckpt.manifest(model)) is filled\n"
-    "through it: listed as tied, not missing.\n"
+    "through it: listed as tied, not missing. A BatchNorm num_batches_tracked\n"
+    "that CKPT lacks is defaulted by the module, as torch fills it, where\n"
+    "CKPT's _metadata gives that module no version 2 (old torchvision weights,\n"
+    "plain dicts, safetensors): SPEC must say which keys are BatchNorm counters\n"
+    "(the \"batchnorm_counters\" of a manifest from ckpt.manifest(model)).\n"
     "Names are compared exactly. When keys differ by wrapper prefixes\n"
     "(module., _orig_mod., state_dict., _fsdp_wrapped_module., ...) the\n"
     "rewrite that fixes them is named with the number of keys it matches.\n",
-    "Exit status: 0 complete match, 1 anything else, 2 usage or I/O error.\n"
+    "Exit status: 0 complete match (defaulted keys included), 1 anything else, 2 usage or I/O "
+    "error.\n"
     "A match of no key, or of less than half the expected keys, is called\n"
     "out even when allowed.\n",
     run,
