@@ -316,6 +316,18 @@ static void put_tensor(st_writer *w, ckpt_buf *b, const ckpt_value *v) {
 #define ENC_DICT_CLOSED 2u /* user: a dict's items and class are written */
 #define ENC_NUMPY 4u       /* user: a numpy scalar's object is open */
 
+/* A node that can be reached twice (a container, a bytearray): numbered
+ * on its first visit (0), or its reference written and CKPT_WALK_PRUNE on
+ * a later one; an error code when numbering fails. */
+static int number_or_ref(st_writer *w, ckpt_buf *b, const ckpt_value *v) {
+    uint64_t id;
+    if (ckpt_ptrmap_get(&w->ids, v, &id)) {
+        ckpt_buf_printf(b, "{\"ref\":%" PRIu64 "}", id);
+        return CKPT_WALK_PRUNE;
+    }
+    return ckpt_ptrmap_put(&w->ids, v, w->next_id++);
+}
+
 static int enc_enter(ckpt_walk *ww, ckpt_walk_frame *node) {
     st_writer *w = ww->ctx;
     ckpt_buf *b = &w->structure;
@@ -374,12 +386,7 @@ static int enc_enter(ckpt_walk *ww, ckpt_walk_frame *node) {
         return CKPT_WALK_PRUNE;
     case CKPT_KIND_BYTES: {
         if (v->alt) { /* a bytearray is mutable: numbered, a second visit a ref */
-            uint64_t id;
-            if (ckpt_ptrmap_get(&w->ids, v, &id)) {
-                ckpt_buf_printf(b, "{\"ref\":%" PRIu64 "}", id);
-                return CKPT_WALK_PRUNE;
-            }
-            int rc = ckpt_ptrmap_put(&w->ids, v, w->next_id++);
+            int rc = number_or_ref(w, b, v);
             if (rc) return rc;
             w->v3 = 1;
         }
@@ -397,12 +404,7 @@ static int enc_enter(ckpt_walk *ww, ckpt_walk_frame *node) {
         return CKPT_WALK_PRUNE;
     default: break;
     }
-    uint64_t id;
-    if (ckpt_ptrmap_get(&w->ids, v, &id)) {
-        ckpt_buf_printf(b, "{\"ref\":%" PRIu64 "}", id);
-        return CKPT_WALK_PRUNE;
-    }
-    int rc = ckpt_ptrmap_put(&w->ids, v, w->next_id++);
+    int rc = number_or_ref(w, b, v);
     if (rc) return rc;
     switch (v->kind) {
     case CKPT_KIND_TENSOR: put_tensor(w, b, v); return CKPT_WALK_PRUNE;
