@@ -792,15 +792,15 @@ TEST(peft_adapter) {
         CHECK_EQ_INT(ckpt_match_complete(r), 0);
         CHECK_EQ_INT(ckpt_match_count(r, CKPT_MATCH_UNEXPECTED), 6);
         static const char *const want[] = {
-            "a PEFT LoRA adapter, not weights of this model (6 lora_A/lora_B keys for 3 target "
-            "modules): every target module is in the expected model, with the shapes its "
-            "factors need; load the base weights, then apply the adapter (PEFT)",
-            "a PEFT LoRA adapter, not weights of this model (6 lora_A/lora_B keys for 3 target "
-            "modules): 1 factor has the wrong size for the base weight "
-            "(base_model.model.model.q_proj.lora_B.weight [16, 8] against model.q_proj.weight "
-            "[32, 64])",
-            "a PEFT LoRA adapter, not weights of this model (6 lora_A/lora_B keys for 3 target "
-            "modules): 1 target module is not in the expected model (model.o_proj)",
+            ("a PEFT LoRA adapter, not weights of this model (6 lora_A/lora_B keys for 3 target "
+             "modules): every target module is in the expected model, with the shapes its "
+             "factors need; load the base weights, then apply the adapter (PEFT)"),
+            ("a PEFT LoRA adapter, not weights of this model (6 lora_A/lora_B keys for 3 target "
+             "modules): 1 factor has the wrong size for the base weight "
+             "(base_model.model.model.q_proj.lora_B.weight [16, 8] against model.q_proj.weight "
+             "[32, 64])"),
+            ("a PEFT LoRA adapter, not weights of this model (6 lora_A/lora_B keys for 3 target "
+             "modules): 1 target module is not in the expected model (model.o_proj)"),
         };
         CHECK_EQ_STR(ckpt_match_warning(r), want[v]);
         ckpt_match_result_free(r);
