@@ -156,7 +156,10 @@ CKPT_API const ckpt_manifest_entry *ckpt_manifest_find(const ckpt_manifest *m, c
  *     subtree S whose keys pair one to one with every expected key (a
  *     BatchNorm counter aside: see Defaulted below), all
  *     other keys and non-tensor values lying in other top-level entries,
- *     selects that subtree. Its description ends with " (other top-level
+ *     selects that subtree, whatever its share of the keys (SGD momentum
+ *     keeps one buffer per parameter, a model may hold many buffers); a
+ *     tensor at the root named as an expected key makes the root a state
+ *     dict, never such a checkpoint. Its description ends with " (other top-level
  *     entries ignored: epoch, optimizer)" (4 named at most, then ", ...",
  *     all of them in ckpt_match_ignored); applied, it leaves those
  *     entries out: their keys are not unexpected;
