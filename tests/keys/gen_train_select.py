@@ -4,7 +4,8 @@ where the model keys are most of the tensors (SGD with momentum: one
 buffer per parameter, none per BatchNorm buffer; a model of many
 BatchNorm buffers) or a minority (Adam: two per parameter), and two that
 torch refuses: a model key missing, an extra key in the model entry, the model's manifest (ckpt.manifest), and the
-verdict of torch's strict load_state_dict on the "model" entry of each.
+verdict of torch's strict load_state_dict on the "model" entry of each,
+beside whether ckpt.load_state_dict(model, file) loads the file.
 
 usage: gen_train_select.py OUTDIR  (PYTHONPATH: the ckpt package)"""
 import json
@@ -45,12 +46,17 @@ def main(out):
         torch.save({"model": sd, "optimizer": opt.state_dict(), "epoch": 3},
                    os.path.join(out, name))
         r = make().load_state_dict(sd, strict=False)
+        try:
+            ckpt.load_state_dict(make(), os.path.join(out, name))
+            ckpt_loads = True
+        except ckpt.KeyMismatchError:
+            ckpt_loads = False
         with open(os.path.join(out, name + ".expect.json"), "w") as f:
             json.dump(ckpt.manifest(make()), f)
         cases.append({"file": name, "tensors": len(sd) + sum(
             torch.is_tensor(v) for s in opt.state_dict()["state"].values() for v in s.values()),
             "model_keys": len(sd), "missing": list(r.missing_keys),
-            "unexpected": list(r.unexpected_keys)})
+            "unexpected": list(r.unexpected_keys), "ckpt_loads": ckpt_loads})
 
     m, opt = trained(mlp, torch.optim.SGD, momentum=0.9)
     save("sgd_momentum.pt", mlp, m.state_dict(), opt)

@@ -4,7 +4,8 @@ the "model" entry, under torch 2.13 (.venv/bin/python) and 1.13 (Debian's
 python3): the "model" subtree is selected whatever its share of the
 tensors (SGD momentum and a model of many buffers: the model keys are
 most of them; Adam: a minority), so the check passes exactly where torch
-loads; a model key missing or an extra one stays a mismatch.
+loads (ckpt.load_state_dict too); a model key missing or an extra one
+stays a mismatch.
 gen_train_select.py writes the cases and torch's verdicts.
 
 Environment: CKPT_BIN, CKPT_SRC, CKPT_LIB. Ends with "N passed, N failed"."""
@@ -42,6 +43,7 @@ def one_oracle(python, tmp):
         path = os.path.join(tmp, case["file"])
         loads = not case["missing"] and not case["unexpected"]
         majority += loads and case["model_keys"] * 2 > case["tensors"]
+        check(case["ckpt_loads"] == loads, what + ": ckpt.load_state_dict", case["ckpt_loads"])
         p = subprocess.run([BIN, "match", path, "--expect", path + ".expect.json", "--normalize",
                             "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                            timeout=120)
