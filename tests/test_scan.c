@@ -1099,6 +1099,14 @@ TEST(sharded_index) {
     CHECK_EQ_STR(ckpt_verdict_name(ckpt_scan_verdict(r)), "unsafe");
     f = find(r, "global", "os.system");
     CHECK(f && !strcmp(f->member, "b.bin") && f->offset == 2);
+    /* the shards it reached, each once */
+    CHECK_EQ_INT(ckpt_scan_shard_count(r), 2);
+    CHECK_EQ_STR(ckpt_scan_shard(r, 0), "a.safetensors");
+    CHECK_EQ_STR(ckpt_scan_shard(r, 1), "b.bin");
+    CHECK(ckpt_scan_shard(r, 2) == NULL);
+    ckpt_scan_report_free(r);
+    r = scan_path(dir, "b.bin"); /* no index: no shards */
+    CHECK_EQ_INT(ckpt_scan_shard_count(r), 0);
     ckpt_scan_report_free(r);
     /* missing shard, a shard outside the directory, a shard not a checkpoint */
     static const char *const bad[] = {

@@ -85,8 +85,10 @@ CKPT_API int ckpt_manifest_tie(ckpt_manifest *m, const char *a, const char *b);
 CKPT_API int ckpt_manifest_set_version(ckpt_manifest *m, const char *module, int64_t version);
 /* Records the module versions of f's state dicts, as
  * ckpt_manifest_from_file does (what `ckpt inspect --json` writes as
- * "module_versions"). Returns 0, a walk bound of f's limits
- * (CKPT_E_LIMIT), CKPT_E_NOMEM. */
+ * "module_versions"). Returns 0, CKPT_E_LIMIT (a walk bound of f's
+ * limits, or the module-version budget: 16 _metadata and state entries
+ * read per tensor and value of f, plus 65536, a fixed bound no
+ * ckpt_limits field raises), CKPT_E_NOMEM. */
 CKPT_API int ckpt_manifest_add_versions(ckpt_manifest *m, const ckpt_file *f);
 CKPT_API size_t ckpt_manifest_version_count(const ckpt_manifest *m);
 /* Module name of version i (order recorded), *version its version; NULL
@@ -156,7 +158,10 @@ CKPT_API const ckpt_manifest_entry *ckpt_manifest_find(const ckpt_manifest *m, c
  *     subtree S whose keys pair one to one with every expected key (a
  *     BatchNorm counter aside: see Defaulted below), all
  *     other keys and non-tensor values lying in other top-level entries,
- *     selects that subtree. Its description ends with " (other top-level
+ *     selects that subtree, whatever its share of the keys (SGD momentum
+ *     keeps one buffer per parameter, a model may hold many buffers); a
+ *     tensor at the root named as an expected key makes the root a state
+ *     dict, never such a checkpoint. Its description ends with " (other top-level
  *     entries ignored: epoch, optimizer)" (4 named at most, then ", ...",
  *     all of them in ckpt_match_ignored); applied, it leaves those
  *     entries out: their keys are not unexpected;

@@ -148,6 +148,14 @@ CKPT_API int ckpt_scan_weights_only(const ckpt_scan_report *r, ckpt_weights_only
 CKPT_API size_t ckpt_scan_global_count(const ckpt_scan_report *r);
 CKPT_API const char *ckpt_scan_global(const ckpt_scan_report *r, size_t i);
 
+/* The files a scan of a sharded index (or of a DCP directory's
+ * HuggingFace safetensors files) reached, each once: the shard names as
+ * findings name them, relative to the index's directory, in the order
+ * scanned; none for any other file. `ckpt scan DIR` reports such a shard
+ * through its index, not a second time on its own. */
+CKPT_API size_t ckpt_scan_shard_count(const ckpt_scan_report *r);
+CKPT_API const char *ckpt_scan_shard(const ckpt_scan_report *r, size_t i);
+
 #ifdef __cplusplus
 }
 #endif

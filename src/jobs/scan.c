@@ -88,6 +88,8 @@ struct ckpt_scan_report {
     size_t nfindings, findcap, repcap;
     const char **globals; /* interned, sorted at the end */
     size_t nglobals, globcap;
+    const char **shards; /* ckpt_scan_shard */
+    size_t nshards, shardcap;
     ckpt_weights_only wo; /* ckpt_scan_weights_only */
 };
 
@@ -1519,6 +1521,10 @@ static int scan_shard(scanner *sc, const char *name) {
         sc->unscannable = 1;
         return 0;
     }
+    if (ckpt_arena_grow(&sc->r->arena, (void **)&sc->r->shards, &sc->r->shardcap,
+                        sc->r->nshards + 1, sizeof *sc->r->shards))
+        return CKPT_E_NOMEM;
+    sc->r->shards[sc->r->nshards++] = shard;
     sc->shard = shard;
     sc->content = 0;
     uint64_t budget = sc->budget; /* each file has its own */
@@ -2304,4 +2310,10 @@ size_t ckpt_scan_global_count(const ckpt_scan_report *r) { return r ? r->nglobal
 
 const char *ckpt_scan_global(const ckpt_scan_report *r, size_t i) {
     return r && i < r->nglobals ? r->globals[i] : NULL;
+}
+
+size_t ckpt_scan_shard_count(const ckpt_scan_report *r) { return r ? r->nshards : 0; }
+
+const char *ckpt_scan_shard(const ckpt_scan_report *r, size_t i) {
+    return r && i < r->nshards ? r->shards[i] : NULL;
 }

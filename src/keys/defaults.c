@@ -122,8 +122,10 @@ static int spend(versions_walk *vw, const ckpt_value *d) {
     if (vw->work <= vw->budget) return 0;
     return ckpt_err(CKPT_E_LIMIT, ckpt_file_path(vw->f), "", CKPT_NO_OFFSET,
                     "state dict _metadata: more than %" PRIu64
-                    " entries read in all, for %zu tensors and %zu other values "
-                    "(one _metadata shared among dicts?)",
+                    " entries read in all, the file's module-version budget (16 per "
+                    "tensor and value, here %zu and %zu, plus 65536; fixed: no "
+                    "ckpt_limits field raises it, ckpt_manifest_set_version gives "
+                    "versions by hand): one _metadata shared among dicts?",
                     vw->budget, vw->f->ntensors, vw->f->nvalues);
 }
 

@@ -297,16 +297,19 @@ static size_t first_segment(const char *s, size_t len) {
 /* What evaluate() counts while rule r rewrites every checkpoint key. */
 typedef struct eval {
     const ckpt_rule *r;
+    const size_t *c2e;
     unsigned char *hit;
     size_t top; /* length of r->strip's first segment */
     uint64_t matches, covered, fp;
-    int outside_ok; /* uncovered keys lie in other top-level entries */
+    int outside_ok; /* uncovered keys lie in other top-level entries, none
+                       a tensor at the root named as an expected key */
 } eval;
 
 static int eval_key(void *ctx, size_t i, const char *name, size_t len, int covered, size_t j) {
     eval *v = ctx;
     if (!covered) {
-        if (first_segment(name, len) == v->top && memcmp(name, v->r->strip, v->top) == 0)
+        if ((v->c2e[i] != CKPT_KEYS_NONE && first_segment(name, len) == len) ||
+            (first_segment(name, len) == v->top && memcmp(name, v->r->strip, v->top) == 0))
             v->outside_ok = 0;
         return 0;
     }
@@ -324,16 +327,20 @@ static int eval_key(void *ctx, size_t i, const char *name, size_t len, int cover
  * r is no wrapper rewrite: a wrapper prefix is on every key (or nearly),
  * so r must cover more than half of the checkpoint keys, since a prefix
  * on a few keys is a renamed layer and a rewrite of those would only pair
- * keys by coincidence. The exception is a training checkpoint ({"model":
- * state dict, "optimizer": ..., "epoch": ...}): r strips a subtree whose
+ * keys by coincidence. A training checkpoint ({"model": state dict,
+ * "optimizer": ..., "epoch": ...}) is recognised by what its subtree is,
+ * whatever its share of the keys (SGD momentum keeps one buffer per
+ * parameter, a model may hold many buffers): r strips a subtree whose
  * keys pair one to one with every expected key (BatchNorm counters aside:
- * their module may fill them), and every key outside it
- * lies in another top-level entry; r->select is then set. *fingerprint
+ * their module may fill them), some key lies outside it, and every such
+ * key lies in another top-level entry (a tensor at the root named as an
+ * expected key, {"_orig_mod.a", "a"}, makes the root a state dict: two
+ * keys becoming one, no optimizer beside a model); r->select is then set. *fingerprint
  * receives a hash of the pairs (checkpoint entry, expected entry) formed:
  * two rules with the same pairs are one rewrite described twice. hit:
  * e->n scratch bytes. Returns 0 or CKPT_E_NOMEM. */
 static int evaluate(const infer *in, ckpt_rule *r, unsigned char *hit, uint64_t *fingerprint) {
-    eval v = {r, hit, first_segment(r->strip, r->strip_len), 0, 0, 0, 1};
+    eval v = {r, in->c2e, hit, first_segment(r->strip, r->strip_len), 0, 0, 0, 1};
     memset(hit, 0, in->e->n);
     int rc = ckpt_rule_lookup_all(r, in->c, in->e, eval_key, &v);
     *fingerprint = v.fp;
@@ -348,11 +355,11 @@ static int evaluate(const infer *in, ckpt_rule *r, unsigned char *hit, uint64_t 
             hit[in->e->counters[k]] = 1;
             counters++;
         }
-    if (v.covered * 2 > in->c->n) {
-        r->matches = v.matches;
-    } else if (r->strip_len && v.outside_ok && v.matches == v.covered &&
-               v.matches + counters == in->e->n) {
+    if (r->strip_len && v.outside_ok && v.covered < in->c->n && v.matches == v.covered &&
+        v.matches + counters == in->e->n) {
         r->select = 1;
+        r->matches = v.matches;
+    } else if (v.covered * 2 > in->c->n) {
         r->matches = v.matches;
     }
     return 0;

@@ -119,6 +119,10 @@ def hostile(tmp):
     err = p.stderr.decode()
     check(p.returncode == 2 and "_metadata" in err and "limit" in err,
           "shared _metadata: bounded", "%s %s" % (p.returncode, err))
+    # the error says which bound it is and that no ckpt_limits field raises it
+    check("module-version budget (16 per tensor and value" in err and
+          "no ckpt_limits field raises it" in err and "field named" not in err,
+          "shared _metadata: the bound named", err)
 
 
 def main():

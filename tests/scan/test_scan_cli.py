@@ -180,6 +180,27 @@ def check_sharded_index():
     assert hit and hit[0]["member"] == "pytorch_model-00001-of-00001.bin", hit
 
 
+def check_folder_shards():
+    """A folder of a sharded index and its shards: each file reported
+    once, the shard through its index (it was listed a second time on its
+    own), a file no index lists on its own."""
+    d = os.path.join(TMP, "sharded-folder")
+    os.mkdir(d)
+    for name in ("pytorch_model-00001-of-00001.bin", "extra.bin"):
+        with open(os.path.join(d, name), "wb") as fh:
+            fh.write(b"\x80\x02cos\nsystem\nX\x02\x00\x00\x00ls\x85R.")
+    with open(os.path.join(d, "pytorch_model.bin.index.json"), "w") as fh:
+        json.dump({"metadata": {}, "weight_map": {
+            "w": "pytorch_model-00001-of-00001.bin"}}, fh)
+    rc, reps, _ = run_json(d)
+    files = [os.path.basename(r["file"]) for r in reps]
+    assert rc == 1 and files == ["extra.bin", "pytorch_model.bin.index.json"], (rc, files)
+    assert [r["verdict"] for r in reps] == ["unsafe", "unsafe"], reps
+    rc, out, _ = run(d)
+    assert rc == 1 and out.count("dangerous  global os.system") == 2, out
+    assert "UNSAFE %s\n" % os.path.join(d, "pytorch_model-00001-of-00001.bin") not in out, out
+
+
 # ------------------------------------------------------------ CLI
 
 def check_exit_codes(outdir):
@@ -260,6 +281,7 @@ def generated():
     case("exit codes", check_exit_codes, outdir)
     case("json shape", check_json_shape, outdir)
     case("human form", check_human, outdir)
+    case("a folder's shards reported once, through the index", check_folder_shards)
 
 
 def main():

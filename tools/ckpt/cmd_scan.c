@@ -272,38 +272,49 @@ static void warn_refused_allows(const ckpt_scan_report *r, int *warned) {
     *warned = 1;
 }
 
-/* Scans one file and prints its result; returns its exit code. In a
- * directory (in_dir), a file that is no checkpoint at all (config.json,
+/* Prints the error of a scan that failed; returns its exit code. */
+static int print_error(const char *path, const cli_error *e, cli_json_writer *j) {
+    if (j) {
+        cli_json_object_begin(j);
+        cli_json_key(j, "file");
+        cli_json_string(j, path);
+        cli_json_key(j, "error");
+        cli_json_string(j, e->message);
+        cli_json_object_end(j);
+    }
+    cli_report(path, e);
+    return CLI_USAGE;
+}
+
+/* Prints the report of one file; returns its exit code. In a directory
+ * (in_dir), a file that is no checkpoint at all (config.json,
  * trainer_state.json) is listed but is not a finding: no loader of the
  * folder unpickles it. */
+static int print_result(const char *path, const ckpt_scan_report *r, cli_json_writer *j,
+                        int *warned, int in_dir) {
+    warn_refused_allows(r, warned);
+    if (j)
+        print_json(j, path, r);
+    else
+        print_human(path, r, in_dir);
+    return ckpt_scan_verdict(r) == CKPT_VERDICT_SAFE ||
+                   (in_dir && ckpt_scan_verdict(r) == CKPT_VERDICT_NOT_A_CHECKPOINT)
+               ? CLI_OK
+               : CLI_FINDINGS;
+}
+
+/* Scans one file and prints its result; returns its exit code. */
 static int scan_one(const char *path, const ckpt_scan_options *opts, cli_json_writer *j,
-                    int *warned, int in_dir) {
+                    int *warned) {
     ckpt_scan_report *r = NULL;
     int rc = ckpt_scan(&r, path, opts);
     cli_error e;
 
     if (rc != 0) {
         cli_error_capture(&e, rc);
-        if (j) {
-            cli_json_object_begin(j);
-            cli_json_key(j, "file");
-            cli_json_string(j, path);
-            cli_json_key(j, "error");
-            cli_json_string(j, e.message);
-            cli_json_object_end(j);
-        }
-        cli_report(path, &e);
-        return CLI_USAGE;
+        return print_error(path, &e, j);
     }
-    warn_refused_allows(r, warned);
-    if (j)
-        print_json(j, path, r);
-    else
-        print_human(path, r, in_dir);
-    rc = ckpt_scan_verdict(r) == CKPT_VERDICT_SAFE ||
-                 (in_dir && ckpt_scan_verdict(r) == CKPT_VERDICT_NOT_A_CHECKPOINT)
-             ? CLI_OK
-             : CLI_FINDINGS;
+    rc = print_result(path, r, j, warned, 0);
     ckpt_scan_report_free(r);
     return rc;
 }
@@ -355,11 +366,49 @@ static int skip_entry(const struct dirent *de) {
     return de->d_name[0] != '.'; /* ".", "..", hidden files, atomic temps */
 }
 
+/* A regular file of a directory: its report, or why it has none. */
+typedef struct dir_file {
+    char *path;
+    const char *name; /* its name in the directory, inside path */
+    ckpt_scan_report *r;
+    cli_error *err; /* the scan failed */
+    int covered;    /* a shard an index of the directory scanned */
+} dir_file;
+
+/* Whether file k is a shard another file of the directory, a sharded
+ * index, reached. An index is reported itself, never as a shard. */
+static int covered(const dir_file *fs, size_t n, size_t k) {
+    if (fs[k].r && ckpt_scan_shard_count(fs[k].r)) return 0;
+    for (size_t m = 0; m < n; m++) {
+        size_t ns = m == k ? 0 : ckpt_scan_shard_count(fs[m].r);
+        for (size_t i = 0; i < ns; i++)
+            if (strcmp(ckpt_scan_shard(fs[m].r, i), fs[k].name) == 0) return 1;
+    }
+    return 0;
+}
+
+static void scan_entry(dir_file *f, const ckpt_scan_options *so) {
+    int rc = ckpt_scan(&f->r, f->path, so);
+    if (rc == 0) return;
+    f->r = NULL;
+    if ((f->err = malloc(sizeof *f->err)) != NULL) cli_error_capture(f->err, rc);
+}
+
+static int is_json_name(const char *name) {
+    size_t len = strlen(name);
+    return len >= 5 && strcmp(name + len - 5, ".json") == 0;
+}
+
 /* A directory (a model folder, a Trainer checkpoint): every regular file
- * in it, in name order, as loading any of them could run code. */
+ * in it, in name order, as loading any of them could run code. A shard
+ * of a sharded index there is reported once, through the index (its
+ * findings name the shard as their member): the JSON files are scanned
+ * first, so such shards are not scanned again on their own. */
 static int scan_dir(const char *dir, const ckpt_scan_options *so, cli_json_writer *j, int *warned) {
     struct dirent **des = NULL;
-    int n = scandir(dir, &des, skip_entry, alphasort), i, worst = CLI_OK, rc, scanned = 0;
+    int n = scandir(dir, &des, skip_entry, alphasort), i, worst = CLI_OK, rc;
+    dir_file *fs = NULL;
+    size_t nf = 0, k;
 
     if (n < 0) {
         fputs("ckpt: ", stderr);
@@ -367,23 +416,45 @@ static int scan_dir(const char *dir, const ckpt_scan_options *so, cli_json_write
         fprintf(stderr, ": cannot open directory: %s\n", strerror(errno));
         return CLI_USAGE;
     }
+    if (n > 0 && (fs = calloc((size_t)n, sizeof *fs)) == NULL) worst = CLI_USAGE;
     for (i = 0; i < n; i++) {
         char *path = NULL;
         struct stat st;
 
-        if (asprintf(&path, "%s/%s", dir, des[i]->d_name) < 0) path = NULL;
+        if (fs && asprintf(&path, "%s/%s", dir, des[i]->d_name) < 0) path = NULL;
         if (path == NULL) {
             worst = CLI_USAGE;
         } else if (stat(path, &st) == 0 && S_ISREG(st.st_mode)) {
-            rc = scan_one(path, so, j, warned, 1);
-            scanned++;
-            if (rc == CLI_USAGE || (rc == CLI_FINDINGS && worst == CLI_OK)) worst = rc;
+            fs[nf].path = path;
+            fs[nf++].name = path + strlen(dir) + 1;
+            path = NULL;
         }
         free(path);
         free(des[i]);
     }
     free(des);
-    if (scanned == 0) {
+    for (int json = 1; json >= 0; json--)
+        for (k = 0; k < nf; k++)
+            if (is_json_name(fs[k].name) == json && !(fs[k].covered = covered(fs, nf, k)))
+                scan_entry(&fs[k], so);
+    for (k = 0; k < nf; k++) {
+        if (!fs[k].covered && !covered(fs, nf, k)) {
+            if (fs[k].r)
+                rc = print_result(fs[k].path, fs[k].r, j, warned, 1);
+            else if (fs[k].err)
+                rc = print_error(fs[k].path, fs[k].err, j);
+            else
+                rc = CLI_USAGE;
+            if (rc == CLI_USAGE || (rc == CLI_FINDINGS && worst == CLI_OK)) worst = rc;
+        }
+    }
+    for (k = 0; k < nf; k++) {
+        ckpt_scan_report_free(fs[k].r);
+        free(fs[k].err);
+        free(fs[k].path);
+    }
+    free(fs);
+    if (nf == 0 && worst == CLI_OK) {
         fputs("ckpt: ", stderr);
         cli_put_text(stderr, dir, strlen(dir));
         fputs(": no file in the directory\n", stderr);
@@ -422,7 +493,7 @@ static int run(const cli_command *cmd, int argc, char **argv) {
 
         cli_progress(a, i, args.files.n);
         rc = is_dir(a) ? scan_dir(a, &so, args.json ? &jw : NULL, &warned)
-                       : scan_one(a, &so, args.json ? &jw : NULL, &warned, 0);
+                       : scan_one(a, &so, args.json ? &jw : NULL, &warned);
         if (rc == CLI_USAGE || (rc == CLI_FINDINGS && worst == CLI_OK)) worst = rc;
     }
     cli_progress(NULL, args.files.n, args.files.n);
@@ -454,7 +525,8 @@ const cli_command cli_cmd_scan = {
     "  not-a-checkpoint  no pickle, zip or safetensors content\n"
     "A sharded index (*.index.json) is scanned through every shard it lists;\n"
     "a directory (a model folder, a Trainer checkpoint), file by file\n"
-    "(there, files that are no checkpoint, e.g. config.json, are no finding).\n"
+    "(there, files that are no checkpoint, e.g. config.json, are no finding,\n"
+    "and the shards of an index are reported once, through the index).\n"
     "Tensor bytes are not checked (that is `ckpt verify`): a file whose\n"
     "pickles all parse and are clean is safe even if its storages are not.\n"
     "A note before the verdict (`note weights-only: ...`; --json:\n"

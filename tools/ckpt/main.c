@@ -198,12 +198,11 @@ void cli_put_message(FILE *out, const cli_error *e) {
     if (e->code == CKPT_E_LIMIT) fputs("limit exceeded: ", out);
     cli_put_text(out, e->message, strlen(e->message));
     if (e->code != CKPT_E_LIMIT) return;
-    fputs("; the limit guards against hostile input, raise it with ", out);
+    fputs("; the limit guards against hostile input", out);
+    /* a message naming no field says what bound it is (a fixed one) */
     if (len)
-        fprintf(out, "ckpt_limits.%.*s", (int)len, name);
-    else
-        fputs("the ckpt_limits field named", out);
-    fputs(" (C API, ckpt_open_options.limits)", out);
+        fprintf(out, ", raise it with ckpt_limits.%.*s (C API, ckpt_open_options.limits)", (int)len,
+                name);
 }
 
 int cli_report(const char *file, const cli_error *e) {

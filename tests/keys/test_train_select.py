@@ -1,0 +1,82 @@
+"""`ckpt match --normalize` on training checkpoints ({"model": sd,
+"optimizer": ..., "epoch": 3}) against torch's strict load_state_dict of
+the "model" entry, under torch 2.13 (.venv/bin/python) and 1.13 (Debian's
+python3): the "model" subtree is selected whatever its share of the
+tensors (SGD momentum and a model of many buffers: the model keys are
+most of them; Adam: a minority), so the check passes exactly where torch
+loads (ckpt.load_state_dict too); a model key missing or an extra one
+stays a mismatch.
+gen_train_select.py writes the cases and torch's verdicts.
+
+Environment: CKPT_BIN, CKPT_SRC, CKPT_LIB. Ends with "N passed, N failed"."""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SRC = os.environ.get("CKPT_SRC", os.path.dirname(os.path.dirname(HERE)))
+BIN = os.environ.get("CKPT_BIN", "ckpt")
+VENV = os.path.join(SRC, ".venv", "bin", "python")
+results = {"passed": 0, "failed": 0}
+
+
+def check(ok, what, detail=""):
+    results["passed" if ok else "failed"] += 1
+    if not ok:
+        print("FAIL %s %s" % (what, detail))
+
+
+def one_oracle(python, tmp):
+    env = dict(os.environ, PYTHONPATH=os.path.join(SRC, "python"), PYTHONDONTWRITEBYTECODE="1")
+    g = subprocess.run([python, os.path.join(HERE, "gen_train_select.py"), tmp], env=env,
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=600)
+    check(g.returncode == 0, "generate with %s" % python, g.stdout.decode()[-2000:])
+    if g.returncode:
+        return
+    with open(os.path.join(tmp, "cases.json")) as f:
+        gen = json.load(f)
+    majority = 0
+    for case in gen["cases"]:
+        what = "torch %s %s" % (gen["torch"], case["file"])
+        path = os.path.join(tmp, case["file"])
+        loads = not case["missing"] and not case["unexpected"]
+        majority += loads and case["model_keys"] * 2 > case["tensors"]
+        check(case["ckpt_loads"] == loads, what + ": ckpt.load_state_dict", case["ckpt_loads"])
+        p = subprocess.run([BIN, "match", path, "--expect", path + ".expect.json", "--normalize",
+                            "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           timeout=120)
+        check(p.returncode == (0 if loads else 1), what + ": exit status",
+              "%s %s (torch: missing %s, unexpected %s)" %
+              (p.returncode, p.stderr.decode(), case["missing"], case["unexpected"]))
+        if p.returncode not in (0, 1):
+            continue
+        rep = json.loads(p.stdout.decode())
+        if loads:
+            check(rep["complete"] and rep["matched"] == case["model_keys"] and
+                  rep["ignored_top_level"] == ["epoch", "optimizer"] and
+                  not rep["unexpected_keys"], what + ": model selected", rep)
+        else:
+            check(not rep["complete"] and
+                  bool(rep["missing_keys"] if case["missing"] else rep["unexpected_keys"]),
+                  what + ": mismatch", rep)
+    # SGD momentum and many buffers: the model keys are most of the tensors
+    check(majority == 2, "torch %s: cases where the model keys are most" % gen["torch"],
+          majority)
+
+
+def main():
+    oracles = [VENV] if os.path.exists(VENV) else []
+    if not oracles:
+        print("SKIP torch 2.13 cases: no %s (run scripts/deps --test)" % VENV)
+    oracles.append("/usr/bin/python3")
+    for python in oracles:
+        with tempfile.TemporaryDirectory() as tmp:
+            one_oracle(python, tmp)
+    print("%d passed, %d failed" % (results["passed"], results["failed"]))
+    sys.exit(1 if results["failed"] else 0)
+
+
+if __name__ == "__main__":
+    main()
