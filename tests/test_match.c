@@ -308,6 +308,20 @@ TEST(strip_module_normalize) {
     CHECK_EQ_INT(ckpt_match_matched(r), 4);
     CHECK(ckpt_match_warning(r) == NULL);
     done(r);
+
+    /* a DataParallel state dict with a root tensor besides module.*: the
+     * bare keys torch's load_state_dict would get after the strip hold
+     * 'extra', an unexpected key (not an entry beside a model subtree, as
+     * DeepSpeed's {"module": sd, "optimizer": ...} has): the rewrite is
+     * not applied, every key stays unexpected */
+    const char *dp_extra[] = {"module.fc1.weight", "module.fc1.bias", "module.fc2.weight",
+                              "module.fc2.bias",   "extra",           NULL};
+    r = match(dp_extra, MODEL, &o);
+    CHECK_EQ_INT(ckpt_match_complete(r), 0);
+    CHECK_EQ_STR(rewrite_desc(r), "strip 'module.'");
+    CHECK_EQ_INT(ckpt_match_rewrite(r)->applied, 0);
+    CHECK_EQ_INT(ckpt_match_count(r, CKPT_MATCH_UNEXPECTED), 5);
+    done(r);
 }
 
 TEST(stacked_and_mid_key_wrappers) {

@@ -294,21 +294,36 @@ static size_t first_segment(const char *s, size_t len) {
     return dot ? (size_t)(dot - s) : len;
 }
 
+/* 1 if strip's first segment (top bytes) is one a wrapper module puts on
+ * every key (DataParallel/DDP's "module", the ckpt_wrappers). */
+static int wrapper_top(const char *strip, size_t top) {
+    if (top == 6 && memcmp(strip, "module", 6) == 0) return 1;
+    for (int i = 0; i < CKPT_NWRAPPERS; i++)
+        if (strlen(ckpt_wrappers[i]) == top + 1 && memcmp(strip, ckpt_wrappers[i], top) == 0)
+            return 1;
+    return 0;
+}
+
 /* What evaluate() counts while rule r rewrites every checkpoint key. */
 typedef struct eval {
     const ckpt_rule *r;
     const size_t *c2e;
     unsigned char *hit;
-    size_t top; /* length of r->strip's first segment */
+    size_t top;  /* length of r->strip's first segment */
+    int wrapped; /* that segment is a wrapper's ("module": DeepSpeed's
+                    training checkpoint, or DataParallel's whole state dict) */
     uint64_t matches, covered, fp;
     int outside_ok; /* uncovered keys lie in other top-level entries, none
-                       a tensor at the root named as an expected key */
+                       a tensor at the root named as an expected key, nor
+                       any tensor at the root beside a wrapper's subtree
+                       ({"module.a", "extra"}: 'extra' stays unexpected) */
 } eval;
 
 static int eval_key(void *ctx, size_t i, const char *name, size_t len, int covered, size_t j) {
     eval *v = ctx;
     if (!covered) {
-        if ((v->c2e[i] != CKPT_KEYS_NONE && first_segment(name, len) == len) ||
+        int root = first_segment(name, len) == len;
+        if ((root && (v->wrapped || v->c2e[i] != CKPT_KEYS_NONE)) ||
             (first_segment(name, len) == v->top && memcmp(name, v->r->strip, v->top) == 0))
             v->outside_ok = 0;
         return 0;
@@ -340,7 +355,8 @@ static int eval_key(void *ctx, size_t i, const char *name, size_t len, int cover
  * two rules with the same pairs are one rewrite described twice. hit:
  * e->n scratch bytes. Returns 0 or CKPT_E_NOMEM. */
 static int evaluate(const infer *in, ckpt_rule *r, unsigned char *hit, uint64_t *fingerprint) {
-    eval v = {r, in->c2e, hit, first_segment(r->strip, r->strip_len), 0, 0, 0, 1};
+    size_t top = first_segment(r->strip, r->strip_len);
+    eval v = {r, in->c2e, hit, top, wrapper_top(r->strip, top), 0, 0, 0, 1};
     memset(hit, 0, in->e->n);
     int rc = ckpt_rule_lookup_all(r, in->c, in->e, eval_key, &v);
     *fingerprint = v.fp;
