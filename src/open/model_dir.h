@@ -11,8 +11,9 @@
 /* If `name` (a file name inside the directory) is one of those files, its
  * rank in that order (1: model.safetensors), else 0. */
 int ckpt_model_dir_weights_name(const char *name);
-/* The path of the first of them present in `dir` (an arena copy): the
- * file ckpt_open of the directory opens. 0, CKPT_E_IO when there is none,
+/* The path of the first of them present in `dir` (an arena copy), else
+ * of a PEFT adapter's weights (adapter_model.safetensors, .bin): the file
+ * ckpt_open of the directory opens. 0, CKPT_E_IO when there is none,
  * CKPT_E_NOMEM. */
 int ckpt_model_dir_weights(ckpt_arena *a, const char *dir, const char **out);
 

@@ -239,10 +239,19 @@ int ckpt_model_dir_weights_name(const char *name) {
     return 0;
 }
 
+/* A PEFT adapter folder (PeftModel.save_pretrained: adapter_config.json
+ * and one of these, in PeftModel.from_pretrained's order) stands for its
+ * adapter when it holds no model weights. The adapter is not a copy of
+ * the model's weights: ckpt_model_dir_weights_name does not rank it. */
+static const char *const adapter_dir_names[] = {"adapter_model.safetensors", "adapter_model.bin"};
+#define N_ADAPTER_DIR_NAMES (sizeof adapter_dir_names / sizeof *adapter_dir_names)
+
 int ckpt_model_dir_weights(ckpt_arena *a, const char *dir, const char **out) {
     struct stat st;
-    for (size_t i = 0; i < N_MODEL_DIR_NAMES; i++) {
-        const char *p = ckpt_arena_printf(a, "%s/%s", dir, model_dir_names[i]);
+    for (size_t i = 0; i < N_MODEL_DIR_NAMES + N_ADAPTER_DIR_NAMES; i++) {
+        const char *name =
+            i < N_MODEL_DIR_NAMES ? model_dir_names[i] : adapter_dir_names[i - N_MODEL_DIR_NAMES];
+        const char *p = ckpt_arena_printf(a, "%s/%s", dir, name);
         if (!p) return ckpt_err(CKPT_E_NOMEM, dir, NULL, CKPT_NO_OFFSET, "out of memory");
         if (stat(p, &st) == 0 && S_ISREG(st.st_mode)) {
             *out = p;
@@ -252,7 +261,8 @@ int ckpt_model_dir_weights(ckpt_arena *a, const char *dir, const char **out) {
     return ckpt_err(CKPT_E_IO, dir, NULL, CKPT_NO_OFFSET,
                     "cannot read: a directory without model weights (model.safetensors, "
                     "model.safetensors.index.json, pytorch_model.bin or "
-                    "pytorch_model.bin.index.json)");
+                    "pytorch_model.bin.index.json) or a PEFT adapter "
+                    "(adapter_model.safetensors or adapter_model.bin)");
 }
 
 /* A DCP directory opens as the metadata its loader reads (open/dcp.h

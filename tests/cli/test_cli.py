@@ -823,6 +823,55 @@ def test_convert_shards_into_new_folder():
     assert not os.path.exists(os.path.dirname(orphan))
 
 
+def test_peft_adapter_folder():
+    """A PEFT adapter folder (PeftModel.save_pretrained: adapter_config.json
+    and adapter_model.safetensors, or adapter_model.bin) stands for its
+    adapter in every command, as a model folder stands for its weights:
+    `ckpt match ADAPTER_DIR --expect` was "a directory without model
+    weights" (exit 2) while `ckpt doctor` of the same folder read it.
+    Model weights beside an adapter still come first (from_pretrained's
+    order); a folder with neither names both kinds of file."""
+    folder = os.path.join(TMP, "peft-adapter")
+    os.mkdir(folder)
+    with open(os.path.join(folder, "adapter_config.json"), "w") as fh:
+        json.dump({"peft_type": "LORA", "r": 2, "target_modules": ["q"]}, fh)
+    z = bytes(4 * 2 * 4)
+    adapter = [("base_model.model.q.lora_A.weight", "F32", [2, 4], z),
+               ("base_model.model.q.lora_B.weight", "F32", [4, 2], z)]
+    st = os.path.join(folder, "adapter_model.safetensors")
+    with open(st, "wb") as fh:
+        fh.write(safetensors_bytes(adapter))
+    model = tmp_file("peft-base.safetensors",
+                     safetensors_bytes([("q.weight", "F32", [4, 4], bytes(64))]))
+    rc, out, err = run("match", folder, "--expect", model)
+    assert_eq(rc, 1, "match the adapter folder (stderr %r)" % err)
+    assert "a PEFT LoRA adapter, not weights of this model (2 lora_A/lora_B keys for " \
+        "1 target modules): every target module is in the expected model" in out, out
+    for cmd in (["inspect", "--json"], ["verify", "--json"]):
+        rc, doc, err = run_json(*cmd, folder)
+        assert_eq((rc, doc["file"] if "file" in doc else None), (0, folder), " ".join(cmd))
+    rc, doc, _ = run_json("inspect", "--json", folder)
+    assert_eq([t["name"] for t in doc["tensors"]], [a[0] for a in adapter], "adapter keys")
+    # adapter_model.bin (PEFT's safe_serialization=False) when no safetensors
+    os.remove(st)
+    rc, _, err = run("convert", model, os.path.join(folder, "adapter_model.bin"))
+    assert_eq(rc, 0, "convert (stderr %r)" % err)
+    rc, doc, _ = run_json("inspect", "--json", folder)
+    assert_eq((rc, [t["name"] for t in doc["tensors"]]), (0, ["q.weight"]), "the .bin")
+    # model weights first
+    rc, _, err = run("convert", TRAIN_PT, os.path.join(folder, "model.safetensors"),
+                     "--select", "model")
+    assert_eq(rc, 0, "convert (stderr %r)" % err)
+    rc, doc, _ = run_json("inspect", "--json", folder)
+    assert_eq((rc, "q.weight" in [t["name"] for t in doc["tensors"]]), (0, False),
+              "model.safetensors before the adapter")
+    empty = os.path.join(TMP, "peft-empty")
+    os.mkdir(empty)
+    rc, _, err = run("inspect", empty)
+    assert_eq(rc, 2, "an empty folder")
+    assert "model.safetensors" in err and "adapter_model.safetensors" in err, err
+
+
 def test_convert_shards_replace_one_file():
     """A set of several shards written where an earlier save left the
     one-file name (model.safetensors): transformers and ckpt open that name
