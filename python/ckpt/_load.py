@@ -493,6 +493,8 @@ class _Converter:
         if isinstance(where, dict):  # torch.load's {saved device: target}
             saved = self._str(r[T_DEVICE], r[T_DEVICE_LEN])
             where = where.get(saved, saved)
+        elif callable(where):  # torch.load's map_location(storage, location)
+            where = (where, self._str(r[T_DEVICE], r[T_DEVICE_LEN]))
         # moved once its bytes are read (relocate); tied tensors stay tied
         self.moves[id(out)] = (out, where)
         return out
@@ -522,6 +524,10 @@ class _Converter:
             if isinstance(x, self.torch.Tensor):
                 if id(x) in self.moves and id(x) not in moved:
                     t, where = self.moves[id(x)]
+                    if isinstance(where, tuple):
+                        where = self._mapped(t, *where)
+                        if where is None:  # the function kept the storage
+                            return x
                     # a leaf there, as torch.load rebuilds it: Parameter or
                     # requires_grad kept
                     m = t.detach().to(where)
@@ -548,6 +554,24 @@ class _Converter:
             return visit(obj)
         finally:
             sys.setrecursionlimit(stack_limit)
+
+    def _mapped(self, t, fn, saved):
+        """Where a map_location function sends tensor t: torch.load calls
+        it with the storage (on the CPU) and the saved location; the
+        storage it returns is where the tensor goes (None when it is the
+        one given: the tensor stays), and None from the function means the
+        saved location (torch's default_restore_location)."""
+        storage = t.untyped_storage() if hasattr(t, "untyped_storage") else t.storage()
+        got = fn(storage, saved)
+        if got is None:
+            return saved
+        if got is storage:
+            return None
+        if not hasattr(got, "device"):
+            raise errors.InvalidArgumentError(
+                "map_location(storage, %r) returned a %s, not a storage (or None)"
+                % (saved, type(got).__name__), self.src.path)
+        return got.device
 
     def _numpy(self, r, shape, stride):
         """A numpy array saved as one: its own copy (numpy pickles hold
@@ -686,7 +710,8 @@ class _Converter:
         self.bools = []
 
 
-def load(path, *, unsafe_ok=False, allow=(), map_location=None, mmap=False, device=None):
+def load(path, *, unsafe_ok=False, allow=(), map_location=None, mmap=False, device=None,
+         weights_only=None):
     """The whole checkpoint at `path` as Python objects: dicts, lists,
     tuples, sets, ints, floats, strings, bytes, None, torch tensors, and
     ckpt.Opaque placeholders for objects that would have been built by a
@@ -723,12 +748,26 @@ def load(path, *, unsafe_ok=False, allow=(), map_location=None, mmap=False, devi
     them on the CPU whatever device they were saved on (a CUDA-saved file
     loads on a CPU-only machine), a device or its name ("cuda:0") moves
     every tensor there, a dict {saved device: target} ({"cuda:1":
-    "cuda:0"}) moves those saved on a listed device. Moved tensors are
-    copies, one per tensor. device (safetensors' load_file and ckpt.open
+    "cuda:0"}) moves those saved on a listed device, a function
+    (storage, location) is called with each tensor's storage on the CPU
+    and its saved location: the tensor goes to the device of the storage
+    it returns (`lambda storage, loc: storage` keeps it on the CPU; None:
+    the saved location). Moved tensors are copies, one per tensor.
+    weights_only (torch.load's name): True or None is what ckpt.load
+    always does (nothing runs; unsafe files are refused); False, torch's
+    "run the file's code", has no equivalent and raises
+    ckpt.InvalidArgumentError (unsafe_ok=True and allow are the ways to
+    read such a file's data). device (safetensors' load_file and ckpt.open
     name it so) is map_location given as one device, a name or a
     torch.device; giving both is ckpt.InvalidArgumentError. Raises
     ckpt.Error subclasses."""
     map_location = _where(map_location, device, path)
+    if weights_only is not None and not weights_only:
+        raise errors.InvalidArgumentError(
+            "weights_only=False: ckpt.load never runs the file's code; to read the data "
+            "of a file the scan refuses, pass unsafe_ok=True (objects built by a call "
+            "come back as ckpt.Opaque) or allow=(\"module.qualname\", ...)",
+            os.fspath(path))
     src = _Source(path, scan=True, allow=allow, unsafe_ok=unsafe_ok, mmap=mmap)
     try:
         # the tree the file was saved from (for safetensors written by ckpt,
