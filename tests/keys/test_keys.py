@@ -319,6 +319,19 @@ def _():
                     "ignored top-level entries (2): epoch, optimizer"])
     rc, out, _ = run("match", path("train.pt"), "--expect", path("train_model.pt"))
     assert "rewrite: %s (11 keys), not applied: use --normalize" % TRAIN_DESC in out, out
+    assert "ckpt rename" not in out, out  # rename keeps the other entries
+
+
+@case("match: a wrapper's rewrite not applied names the rename that writes it")
+def _():
+    # was "or ckpt rename --auto", which is "--auto needs a value"
+    rc, out, _ = run("match", path("dp.pt"), "--expect", path("model.pt"))
+    eq(rc, 1)
+    assert "rewrite: strip 'module.' (11 keys), not applied: use --normalize, or write a " \
+        "renamed copy: ckpt rename CKPT OUT --auto SPEC\n" in out, out
+    out_path = os.path.join(TMP, "dp_renamed.pt")
+    eq(run("rename", path("dp.pt"), out_path, "--auto", path("model.pt"))[0], 0)
+    eq(run("match", out_path, "--expect", path("model.pt"))[0], 0)
 
 
 @case("match: text report")

@@ -308,8 +308,9 @@ static void print_text(const match_args *a, const ckpt_match_result *r, size_t e
             /* rename keeps the other entries of a training checkpoint,
              * so a file it writes would not load either */
             fputs(ckpt_match_ignored_count(r) ? ", not applied: use --normalize\n"
-                                              : ", not applied: use --normalize, or ckpt rename "
-                                                "--auto\n",
+                                              : ", not applied: use --normalize, or write a "
+                                                "renamed copy: ckpt rename CKPT OUT --auto "
+                                                "SPEC\n",
                   stdout);
         else
             fputs(", not applied: it would not give a complete match\n", stdout);
