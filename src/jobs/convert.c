@@ -555,7 +555,8 @@ int ckpt_convert(ckpt_convert_report *report, const char *in, const char *out,
     if (fmt != CKPT_FORMAT_SAFETENSORS && fmt != CKPT_FORMAT_TORCH_ZIP && fmt != CKPT_FORMAT_DCP)
         return ckpt_err(CKPT_E_INVALID_ARG, out, "", CKPT_NO_OFFSET,
                         "no output format: name the output *.safetensors, *.pt "
-                        "(.pth, .bin, .ckpt) or *.dcp (a DCP directory), or give the format");
+                        "(.pth, .bin, .ckpt), *.dcp (a DCP directory) or a model folder "
+                        "(OUT/, with the trailing '/'), or give the format");
     if (fmt != CKPT_FORMAT_DCP && names_dir(out) && ckpt_dcp_is_dir(out))
         return ckpt_err(CKPT_E_INVALID_ARG, out, "", CKPT_NO_OFFSET,
                         "is a torch.distributed.checkpoint directory: a %s file is not "

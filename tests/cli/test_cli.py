@@ -815,6 +815,12 @@ def test_convert_shards_into_new_folder():
         assert_eq(rc, 2, "convert %r into a DCP directory (stderr %r)" % (extra, err))
         assert "torch.distributed.checkpoint directory" in err, err
         assert_eq(sorted(os.listdir(dcp)), before, "the DCP directory untouched")
+    # a new folder named without its '/': the message says how to name it
+    bare = os.path.join(TMP, "new-folder-no-slash")
+    rc, _, err = run("convert", TRAIN_PT, bare, "--select", "model", "--max-shard-size", "1000")
+    assert_eq(rc, 2, "a name without extension or '/'")
+    assert "a model folder (OUT/, with the trailing '/')" in err, err
+    assert not os.path.exists(bare)
     orphan = os.path.join(TMP, "no-such-parent", "shards")
     rc, _, err = run("convert", TRAIN_PT, orphan + "/", "--select", "model",
                      "--max-shard-size", "1000")
