@@ -85,6 +85,9 @@ class MatchReport:
         parts = [head]
         if self.rewrite:
             parts.append("rewrite: %s" % self.rewrite)
+        elif self.unapplied_rewrite:  # the keys may only be misnamed: say how
+            parts.append("rewrite %s not applied (normalize=True applies a rewrite only when "
+                         "it makes the match complete)" % self.unapplied_rewrite)
 
         def some(names):
             names = list(names)

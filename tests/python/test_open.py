@@ -135,6 +135,15 @@ def test_strict_false_names_the_unapplied_rewrite():
         r = ckpt.load_state_dict(m, sd, strict=False)
     assert "3 keys left missing (0.bias, 0.weight, 1.weight)" in str(w[0].message)
     assert r.rewrite is None and r.unapplied_rewrite == "strip 'module.'"
+    # the error names it too: a DDP + torch.compile state dict short of one
+    # key said only "missing: ...; unexpected: module._orig_mod....; nothing
+    # would load"
+    dp = {"module._orig_mod." + k: v for k, v in m.state_dict().items() if k != "1.bias"}
+    for strict in (True, False):
+        with pytest.raises(ckpt.KeyMismatchError) as e:
+            ckpt.load_state_dict(m, dp, strict=strict)
+        assert "rewrite strip 'module._orig_mod.' not applied (normalize=True applies a " \
+            "rewrite only when it makes the match complete)" in str(e.value), str(e.value)
     # nothing to say when every key loads
     with warnings.catch_warnings():
         warnings.simplefilter("error")
