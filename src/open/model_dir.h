@@ -13,8 +13,17 @@
 int ckpt_model_dir_weights_name(const char *name);
 /* The path of the first of them present in `dir` (an arena copy), else
  * of a PEFT adapter's weights (adapter_model.safetensors, .bin): the file
- * ckpt_open of the directory opens. 0, CKPT_E_IO when there is none,
- * CKPT_E_NOMEM. */
+ * ckpt_open of the directory opens. 0, CKPT_E_IO when there is none (a
+ * Trainer output directory: the message names its latest checkpoint-N
+ * folder), CKPT_E_NOMEM. */
 int ckpt_model_dir_weights(ckpt_arena *a, const char *dir, const char **out);
+/* transformers' Trainer output directory: its checkpoints are folders
+ * checkpoint-N (get_last_checkpoint: ^checkpoint-(\d+)$, the highest N
+ * the latest). The latest's path (an arena copy), or NULL. */
+const char *ckpt_model_dir_trainer_latest(ckpt_arena *a, const char *dir);
+/* What a command says of such a directory (printf format: %s, the latest). */
+#define CKPT_TRAINER_DIR                                                                           \
+    "a Trainer output directory, whose checkpoints are its checkpoint-N folders: name one (the "   \
+    "latest: %s)"
 
 #endif

@@ -1,6 +1,7 @@
 /* file.c - ckpt_open: mapping, format detection, flattening, accessors. */
 #include "model/file.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -246,6 +247,29 @@ int ckpt_model_dir_weights_name(const char *name) {
 static const char *const adapter_dir_names[] = {"adapter_model.safetensors", "adapter_model.bin"};
 #define N_ADAPTER_DIR_NAMES (sizeof adapter_dir_names / sizeof *adapter_dir_names)
 
+const char *ckpt_model_dir_trainer_latest(ckpt_arena *a, const char *dir) {
+    DIR *d = opendir(dir);
+    char best[64] = "";
+    unsigned long long most = 0;
+    if (!d) return NULL;
+    for (struct dirent *e; (e = readdir(d));) {
+        const char *n = e->d_name, *digits = n + strlen("checkpoint-");
+        size_t len = strlen(n);
+        if (strncmp(n, "checkpoint-", strlen("checkpoint-")) != 0 || len >= sizeof best ||
+            !*digits || strspn(digits, "0123456789") != strlen(digits) || strlen(digits) > 18)
+            continue;
+        unsigned long long step = strtoull(digits, NULL, 10);
+        const char *p = ckpt_arena_printf(a, "%s/%s", dir, n);
+        struct stat st;
+        if (p && stat(p, &st) == 0 && S_ISDIR(st.st_mode) && (!*best || step > most)) {
+            most = step;
+            memcpy(best, n, len + 1);
+        }
+    }
+    closedir(d);
+    return *best ? ckpt_arena_printf(a, "%s/%s", dir, best) : NULL;
+}
+
 int ckpt_model_dir_weights(ckpt_arena *a, const char *dir, const char **out) {
     struct stat st;
     for (size_t i = 0; i < N_MODEL_DIR_NAMES + N_ADAPTER_DIR_NAMES; i++) {
@@ -258,6 +282,10 @@ int ckpt_model_dir_weights(ckpt_arena *a, const char *dir, const char **out) {
             return 0;
         }
     }
+    const char *latest = ckpt_model_dir_trainer_latest(a, dir);
+    if (latest)
+        return ckpt_err(CKPT_E_IO, dir, NULL, CKPT_NO_OFFSET, "cannot read: " CKPT_TRAINER_DIR,
+                        latest);
     return ckpt_err(CKPT_E_IO, dir, NULL, CKPT_NO_OFFSET,
                     "cannot read: a directory without model weights (model.safetensors, "
                     "model.safetensors.index.json, pytorch_model.bin or "

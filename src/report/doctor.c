@@ -437,9 +437,14 @@ static int examine_dir(ckpt_doctor_report *r) {
     if (rc) return rc;
     r->dir = r->path;
     r->path = ckpt_training_weights_path(r->training);
-    if (r->path == NULL)
+    if (r->path == NULL) {
+        const char *latest = ckpt_model_dir_trainer_latest(&r->arena, r->dir);
+        if (latest)
+            return ckpt_err(CKPT_E_NOTFOUND, r->dir, NULL, CKPT_NO_OFFSET,
+                            "no checkpoint file in the directory: " CKPT_TRAINER_DIR, latest);
         return ckpt_err(CKPT_E_NOTFOUND, r->dir, NULL, CKPT_NO_OFFSET,
                         "no checkpoint file in the directory");
+    }
     t0 = now();
     rc = verify_others(r);
     timed(r, "verify others", t0);

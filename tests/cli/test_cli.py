@@ -878,6 +878,27 @@ def test_peft_adapter_folder():
     assert "model.safetensors" in err and "adapter_model.safetensors" in err, err
 
 
+def test_trainer_output_directory_names_its_latest_checkpoint():
+    """Trainer's output_dir holds checkpoint-N folders, not weights: every
+    command said "a directory without model weights" (doctor: "no
+    checkpoint file in the directory"); the message now names the latest
+    folder, by transformers' get_last_checkpoint rule (the highest N, as a
+    number: checkpoint-1000 after checkpoint-600; other names ignored)."""
+    out = os.path.join(TMP, "trainer-output")
+    for name in ("checkpoint-600", "checkpoint-1000", "checkpoint-x", "runs"):
+        os.makedirs(os.path.join(out, name))
+    tmp_file("trainer-output/checkpoint-99999", b"a file, not a checkpoint folder")
+    latest = os.path.join(out, "checkpoint-1000")
+    for cmd in (["doctor"], ["inspect"], ["verify"], ["match", "--expect", TRAIN_PT]):
+        rc, text, err = run(cmd[0], out, *cmd[1:])
+        assert_eq(rc, 2, " ".join(cmd))
+        assert "a Trainer output directory, whose checkpoints are its checkpoint-N " \
+            "folders: name one (the latest: %s)" % latest in text + err, (cmd, text, err)
+    rc, _, err = run("doctor", os.path.join(TMP, "peft-empty"))
+    assert_eq(rc, 2, "doctor of an empty folder")
+    assert "no checkpoint file in the directory\n" in err, err
+
+
 def test_convert_shards_replace_one_file():
     """A set of several shards written where an earlier save left the
     one-file name (model.safetensors): transformers and ckpt open that name
