@@ -643,6 +643,57 @@ TEST(test_memo_dense_and_sparse) {
     CHECK(alloc_largest <= 65536 + 64);
 }
 
+/* The array is made of chunks of 4096 slots made when a key lands in
+ * them: 10000 MEMOIZEd ints, then keys on each side of the chunk edges
+ * read back; no allocation holds the whole array (80 KB), and a chunk that
+ * cannot be made is CKPT_E_NOMEM at the PUT, never a crash. */
+TEST(test_memo_chunks) {
+    enum { N = 10000 };
+    static const uint32_t keys[] = {0, 4095, 4096, 8191, 8192, N - 1};
+    size_t cap = 16 + N * 6 + 6 * 5 + 8, n = 0;
+    char *b = malloc(cap);
+    CHECK(b != NULL);
+    if (!b) return;
+    memcpy(b, "\x80\x04(", 3);
+    n = 3;
+    for (uint32_t i = 0; i < N; i++) { /* BININT2 i, MEMOIZE, POP */
+        b[n++] = 'M';
+        b[n++] = (char)(i & 0xff);
+        b[n++] = (char)(i >> 8);
+        b[n++] = '\x94';
+        b[n++] = '0';
+    }
+    for (size_t k = 0; k < sizeof keys / sizeof *keys; k++) {
+        b[n++] = 'j';
+        for (int i = 0; i < 4; i++) b[n++] = (char)(keys[k] >> (8 * i));
+    }
+    memcpy(b + n, "t.", 2);
+    n += 2;
+    ckpt_value *v;
+    alloc_largest = 0;
+    ckpt_set_allocator(&test_allocator);
+    int rc = run(b, n, &v);
+    ckpt_set_allocator(NULL);
+    CHECK_EQ_INT(rc, 0);
+    CHECK(v && v->kind == CKPT_KIND_TUPLE && v->u.seq.n == 6);
+    for (size_t k = 0; v && k < v->u.seq.n; k++) CHECK(is_int(item(v, k), keys[k]));
+    CHECK(alloc_largest <= 65536 + 64);
+    /* the allocation that makes the third chunk (key 8192) fails */
+    int saw_nomem = 0;
+    ckpt_set_allocator(&test_allocator);
+    for (long budget = 0; budget < 40; budget++) {
+        alloc_budget = budget;
+        alloc_count = 0;
+        rc = run(b, n, &v);
+        CHECK(rc == 0 || rc == CKPT_E_NOMEM);
+        saw_nomem |= rc == CKPT_E_NOMEM;
+    }
+    alloc_budget = -1;
+    ckpt_set_allocator(NULL);
+    CHECK(saw_nomem);
+    free(b);
+}
+
 /* ---------------------------------------------------------------- frames */
 
 TEST(test_frames) {
@@ -2583,6 +2634,7 @@ int main(void) {
     RUN(test_memo);
     RUN(test_memo_huge_index);
     RUN(test_memo_dense_and_sparse);
+    RUN(test_memo_chunks);
     RUN(test_frames);
     RUN(test_text_operands_as_cpython);
     RUN(test_stack_global);

@@ -206,8 +206,12 @@ typedef struct machine {
     size_t *marks; /* stack heights recorded by MARK */
     size_t nmarks, marks_cap;
     size_t memo_n;      /* entries, dense and hashed (len(memo)) */
-    ckpt_value **dense; /* memo keys below dense_cap; NULL: not set */
+    /* memo keys below dense_cap, in chunks of MEMO_CHUNK slots (the
+     * first one smaller while dense_cap is); a NULL chunk or slot: not
+     * set */
+    ckpt_value ***dense;
     size_t dense_cap, dense_n;
+    uint64_t dense_bytes; /* the chunks and their directory */
     memo_slot *memo; /* other keys: open addressing, capacity a power
                              of two */
     size_t hash_n, memo_cap;
@@ -582,6 +586,14 @@ static int collect(machine *m, int kind, size_t start, ckpt_value **out) {
  * on it. */
 #define DENSE_MIN 64
 
+/* The array is made of chunks allocated when a key in them is first PUT,
+ * so that growing it copies no slots and touches no page before a key
+ * lands on it: a state_dict of 100k tensors memoizes 800k values, and a
+ * contiguous array grown by realloc copied and zeroed 16 MiB for 6.4 MiB
+ * of slots. */
+#define MEMO_CHUNK_BITS 12
+#define MEMO_CHUNK ((size_t)1 << MEMO_CHUNK_BITS)
+
 static uint64_t mix(uint64_t x) {
     x ^= x >> 30;
     x *= 0xbf58476d1ce4e5b9u;
@@ -604,8 +616,28 @@ static memo_slot *hashed(const machine *m, uint64_t key) {
     return s->v ? s : NULL;
 }
 
+/* The dense slot of key (below dense_cap), or NULL when its chunk is not
+ * made yet. */
+HOT ckpt_value **dense_at(const machine *m, uint64_t key) {
+    ckpt_value **c = m->dense[key >> MEMO_CHUNK_BITS];
+    return c ? &c[key & (MEMO_CHUNK - 1)] : NULL;
+}
+
+/* The dense slot of key (below dense_cap), its chunk made when needed;
+ * NULL out of memory. */
+static ckpt_value **dense_make(machine *m, uint64_t key) {
+    ckpt_value ***c = &m->dense[key >> MEMO_CHUNK_BITS];
+    if (!*c) {
+        if (!(*c = ckpt_malloc(MEMO_CHUNK * sizeof **c))) return NULL;
+        memset(*c, 0, MEMO_CHUNK * sizeof **c);
+        m->dense_bytes += MEMO_CHUNK * sizeof **c;
+    }
+    return &(*c)[key & (MEMO_CHUNK - 1)];
+}
+
 HOT ckpt_value *memo_get(const machine *m, uint64_t key) {
-    if (key < m->dense_cap && m->dense[key]) return m->dense[key];
+    ckpt_value **d = key < m->dense_cap ? dense_at(m, key) : NULL;
+    if (d && *d) return *d;
     memo_slot *s = hashed(m, key);
     return s ? s->v : NULL;
 }
@@ -623,18 +655,34 @@ static int dense_cover(machine *m, uint64_t key) {
     }
     if (cap > limit) cap = limit;
     if (cap > DENSE_MIN && (m->dense_n + 1) * 4 < cap) return 0;
-    if (cap > SIZE_MAX / sizeof *m->dense) return 0;
-    ckpt_value **d = ckpt_realloc(m->dense, (size_t)cap * sizeof *d);
-    if (!d) return nomem(m);
-    memset(d + m->dense_cap, 0, ((size_t)cap - m->dense_cap) * sizeof *d);
-    m->dense = d;
+    if (cap > SIZE_MAX / sizeof **m->dense) return 0;
+    size_t old = (m->dense_cap + MEMO_CHUNK - 1) >> MEMO_CHUNK_BITS;
+    size_t chunks = ((size_t)cap + MEMO_CHUNK - 1) >> MEMO_CHUNK_BITS;
+    if (chunks > old) {
+        ckpt_value ***dir = ckpt_realloc(m->dense, chunks * sizeof *dir);
+        if (!dir) return nomem(m);
+        memset(dir + old, 0, (chunks - old) * sizeof *dir);
+        m->dense = dir;
+        m->dense_bytes += (chunks - old) * sizeof *dir;
+    }
+    /* the first chunk grows with the array until it is whole */
+    size_t first = m->dense_cap < MEMO_CHUNK ? m->dense_cap : MEMO_CHUNK;
+    size_t first_to = (size_t)cap < MEMO_CHUNK ? (size_t)cap : MEMO_CHUNK;
+    if (first_to > first) {
+        ckpt_value **c = ckpt_realloc(m->dense[0], first_to * sizeof *c);
+        if (!c) return nomem(m);
+        memset(c + first, 0, (first_to - first) * sizeof *c);
+        m->dense[0] = c;
+        m->dense_bytes += (first_to - first) * sizeof *c;
+    }
     m->dense_cap = (size_t)cap;
     return 1;
 }
 
 static int memo_put(machine *m, uint64_t key, ckpt_value *v) {
-    if (key < m->dense_cap && m->dense[key]) { /* PUT over a key replaces it */
-        m->dense[key] = v;
+    ckpt_value **d = key < m->dense_cap ? dense_at(m, key) : NULL;
+    if (d && *d) { /* PUT over a key replaces it */
+        *d = v;
         return 0;
     }
     memo_slot *s = hashed(m, key);
@@ -648,7 +696,8 @@ static int memo_put(machine *m, uint64_t key, ckpt_value *v) {
     if (dense < 0) return dense;
     m->memo_n++;
     if (dense) {
-        m->dense[key] = v;
+        if (!(d = dense_make(m, key))) return nomem(m);
+        *d = v;
         m->dense_n++;
         return 0;
     }
@@ -1515,10 +1564,10 @@ HOT int op_put(machine *m, uint64_t key) {
     if (rc) return rc;
     /* memo_put's common case: a key the array covers, set or new while
      * nothing is hashed (so it is nowhere else) and the memo has room */
-    if (key < m->dense_cap &&
-        (m->dense[key] || (!m->hash_n && m->memo_n < m->lim->max_pickle_memo))) {
-        if (!m->dense[key]) m->memo_n++, m->dense_n++;
-        m->dense[key] = v;
+    ckpt_value **d = key < m->dense_cap ? dense_at(m, key) : NULL;
+    if (d && (*d || (!m->hash_n && m->memo_n < m->lim->max_pickle_memo))) {
+        if (!*d) m->memo_n++, m->dense_n++;
+        *d = v;
         return 0;
     }
     return memo_put(m, key, v);
@@ -2096,7 +2145,7 @@ int ckpt_pickle_run(ckpt_value **out, size_t *consumed, const uint8_t *buf, size
         }
         rc = step(&m);
         if ((!rc || rc == PK_STOPPED) &&
-            values->total + m.scratch.total + (uint64_t)m.dense_cap * sizeof *m.dense > alloc_limit)
+            values->total + m.scratch.total + m.dense_bytes > alloc_limit)
             rc = fail(&m, CKPT_E_LIMIT,
                       "pickle takes more than %" PRIu64
                       " bytes of memory, this file's inflate budget "
@@ -2110,6 +2159,8 @@ int ckpt_pickle_run(ckpt_value **out, size_t *consumed, const uint8_t *buf, size
         if (o->frame_rest) *o->frame_rest = m.in_frame ? m.frame_end - m.pos : 0;
     }
     ckpt_arena_free(&m.scratch);
+    for (size_t i = 0; i < (m.dense_cap + MEMO_CHUNK - 1) >> MEMO_CHUNK_BITS; i++)
+        ckpt_free(m.dense[i]);
     ckpt_free(m.dense);
     return rc;
 }
