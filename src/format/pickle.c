@@ -1456,13 +1456,15 @@ static int call(machine *m, ckpt_value *callable, ckpt_value *args, ckpt_value *
     if (callable->kind == CKPT_KIND_GLOBAL_) {
         int symbolic = is_symbolic(callable);
         int allowed = !symbolic && callable->u.global.allow != 0;
-        pk_event ev = {.kind = PK_EV_CALL,
-                       .module = callable->u.global.module,
-                       .name = callable->u.global.name,
-                       .allowed = allowed,
-                       .symbolic = symbolic,
-                       .args = args};
-        emit_event(m, &ev);
+        if (m->o->on_event) {
+            pk_event ev = {.kind = PK_EV_CALL,
+                           .module = callable->u.global.module,
+                           .name = callable->u.global.name,
+                           .allowed = allowed,
+                           .symbolic = symbolic,
+                           .args = args};
+            emit_event(m, &ev);
+        }
         if (allowed)
             return newobj ? ckpt_builders_new(out, &c, callable, args, kwargs)
                           : ckpt_builders_call(out, &c, callable, args, kwargs);

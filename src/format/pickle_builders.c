@@ -500,12 +500,9 @@ static int view_of(ckpt_value **out, const pk_build_ctx *c, const char *fn, cons
  * [, metadata]), _rebuild_tensor_v3(..., hooks, dtype[, metadata]). v2 and
  * v1 take the storage's dtype; v3 storages are untyped bytes. Hooks and
  * metadata (conj/neg bits) are ignored. */
-static int b_tensor(ckpt_value **out, const pk_build_ctx *c, const ckpt_value *callable,
-                    ckpt_value *args) {
+static int rebuild_tensor(ckpt_value **out, const pk_build_ctx *c, const ckpt_value *callable,
+                          ckpt_value *args, int version) {
     const char *fn = callable->u.global.qualname;
-    int version = !strcmp(callable->u.global.name, "_rebuild_tensor_v3")   ? 3
-                  : !strcmp(callable->u.global.name, "_rebuild_tensor_v2") ? 2
-                                                                           : 1;
     size_t min = version == 1 ? 4 : version == 2 ? 6 : 7;
     size_t max = version == 1 ? 4 : min + 1, n = nargs(args);
     if (n < min || n > max)
@@ -531,6 +528,21 @@ static int b_tensor(ckpt_value **out, const pk_build_ctx *c, const ckpt_value *c
     if ((rc = view_of(out, c, fn, args, dt))) return rc;
     (*out)->u.tensor->requires_grad = requires_grad != 0;
     return 0;
+}
+
+/* one builder per version: the allowlist entry names it, no name compared
+ * per call */
+static int b_tensor(ckpt_value **out, const pk_build_ctx *c, const ckpt_value *callable,
+                    ckpt_value *args) {
+    return rebuild_tensor(out, c, callable, args, 1);
+}
+static int b_tensor_v2(ckpt_value **out, const pk_build_ctx *c, const ckpt_value *callable,
+                       ckpt_value *args) {
+    return rebuild_tensor(out, c, callable, args, 2);
+}
+static int b_tensor_v3(ckpt_value **out, const pk_build_ctx *c, const ckpt_value *callable,
+                       ckpt_value *args) {
+    return rebuild_tensor(out, c, callable, args, 3);
 }
 
 /* d[key] = v for a str key; 0 or CKPT_E_NOMEM. */
@@ -1023,8 +1035,8 @@ static const struct entry {
     {"builtins", "slice", NULL, NEW_CALL, 1},
     {"_codecs", "encode", b_encode, NEW_FAILS, 0},
     {"torch._utils", "_rebuild_tensor", b_tensor, NEW_FAILS, 0},
-    {"torch._utils", "_rebuild_tensor_v2", b_tensor, NEW_FAILS, 0},
-    {"torch._utils", "_rebuild_tensor_v3", b_tensor, NEW_FAILS, 0},
+    {"torch._utils", "_rebuild_tensor_v2", b_tensor_v2, NEW_FAILS, 0},
+    {"torch._utils", "_rebuild_tensor_v3", b_tensor_v3, NEW_FAILS, 0},
     {"torch._utils", "_rebuild_parameter", b_parameter, NEW_FAILS, 0},
     {"torch._utils", "_rebuild_parameter_with_state", b_parameter, NEW_FAILS, 0},
     /* on torch's weights_only allowlist, not interpreted here */
