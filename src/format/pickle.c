@@ -196,7 +196,10 @@ typedef struct machine {
     uint8_t op;
     unsigned proto; /* from PROTO; 0 without one, as in Python */
     int in_frame;
-    size_t frame_end;   /* valid when in_frame */
+    size_t frame_end; /* valid when in_frame */
+    /* where operand reads stop: frame_end in a frame, else len; pos never
+     * passes it, so the loop tests one bound per opcode */
+    size_t end;
     uint64_t ops;       /* opcodes run plus builder work */
     uint64_t ops_limit; /* see pk_build_ctx.ops_limit */
     uint64_t max_alloc; /* bytes of values and scratch (pk_options.budget) */
@@ -421,7 +424,10 @@ static void emit(machine *m, pk_event_kind kind, const char *module, const char 
  * takes from the buffer and then the file, as one run. A read that starts
  * exactly at the end of the frame is after it for every reader. */
 HOT void frame_leave_at_end(machine *m) {
-    if (m->in_frame && m->pos == m->frame_end) m->in_frame = 0;
+    if (m->pos == m->end && m->in_frame) {
+        m->in_frame = 0;
+        m->end = m->len;
+    }
 }
 
 /* The error of take(), kept out of its way. */
@@ -441,8 +447,7 @@ static int take_fail(machine *m, size_t n) {
 HOT int take(machine *m, size_t n, const uint8_t **p) {
     *p = NULL;
     frame_leave_at_end(m);
-    size_t end = m->in_frame ? m->frame_end : m->len; /* frame_end <= len */
-    if (n > end - m->pos) return take_fail(m, n);
+    if (n > m->end - m->pos) return take_fail(m, n);
     *p = m->buf + m->pos;
     m->pos += n;
     return 0;
@@ -455,7 +460,10 @@ static int take_run(machine *m, size_t n, const uint8_t **p) {
     if (n > m->len - m->pos) return take_fail(m, n);
     *p = m->buf + m->pos;
     m->pos += n;
-    if (m->in_frame && m->pos >= m->frame_end) m->in_frame = 0;
+    if (m->in_frame && m->pos >= m->frame_end) {
+        m->in_frame = 0;
+        m->end = m->len;
+    }
     return 0;
 }
 
@@ -464,9 +472,8 @@ static int take_line(machine *m, const uint8_t **p, size_t *n) {
     *p = NULL;
     *n = 0;
     frame_leave_at_end(m);
-    size_t end = m->in_frame ? m->frame_end : m->len;
     const uint8_t *s = m->buf + m->pos;
-    const uint8_t *nl = memchr(s, '\n', end - m->pos);
+    const uint8_t *nl = memchr(s, '\n', m->end - m->pos);
     if (!nl) {
         if (m->in_frame && memchr(s, '\n', m->len - m->pos))
             return fail(m, CKPT_E_FORMAT,
@@ -1596,7 +1603,7 @@ static int op_frame(machine *m) {
     }
     if (n) { /* an empty frame is no frame */
         m->in_frame = 1;
-        m->frame_end = m->pos + (size_t)n;
+        m->frame_end = m->end = m->pos + (size_t)n;
     }
     return 0;
 }
@@ -2096,7 +2103,7 @@ int ckpt_pickle_run(ckpt_value **out, size_t *consumed, const uint8_t *buf, size
     if (o->budget && *o->budget < UINT64_MAX - PICKLE_ALLOC_SLACK)
         m.max_alloc = *o->budget + PICKLE_ALLOC_SLACK;
     m.buf = buf;
-    m.len = len;
+    m.len = m.end = len;
     m.seed = mix((uint64_t)(uintptr_t)&m ^ (uint64_t)(uintptr_t)buf << 16);
     if (o->scan_only) {
         /* in o->arena: the result may be one of them */
@@ -2125,12 +2132,14 @@ int ckpt_pickle_run(ckpt_value **out, size_t *consumed, const uint8_t *buf, size
     pk_weights_only *wo =
         o->weights_only && o->weights_only->offset == CKPT_NO_OFFSET ? o->weights_only : NULL;
     while (!rc) {
-        if (m.in_frame && m.pos == m.frame_end) m.in_frame = 0;
         m.op_pos = m.pos;
-        if (m.pos == m.len) {
-            rc = ckpt_err(CKPT_E_TRUNCATED, o->file, o->member, o->base_offset + m.pos,
-                          "pickle: expected STOP before the end of the input");
-            break;
+        if (m.pos == m.end) { /* the end of the frame, or of the input */
+            frame_leave_at_end(&m);
+            if (m.pos == m.len) {
+                rc = ckpt_err(CKPT_E_TRUNCATED, o->file, o->member, o->base_offset + m.pos,
+                              "pickle: expected STOP before the end of the input");
+                break;
+            }
         }
         m.op = buf[m.pos++];
         const char *why = NULL;
