@@ -220,6 +220,7 @@ typedef struct machine {
     size_t hash_n, memo_cap;
     uint64_t seed;
     ckpt_value *result; /* set by STOP */
+    pk_build_ctx ctx;   /* build_ctx */
     int scan;           /* pk_options.scan_only */
     /* scan mode: the shared placeholder of each scalar kind */
     ckpt_value *ph_int, *ph_float, *ph_bool, *ph_none;
@@ -1436,20 +1437,12 @@ static int make_symbolic(machine *m, const char *module, const char *name, ckpt_
 
 static int is_symbolic(const ckpt_value *g) { return !strcmp(g->u.global.module, "?"); }
 
-static pk_build_ctx build_ctx(machine *m) {
-    pk_build_ctx c = {.arena = m->a,
-                      .file = m->o->file,
-                      .member = m->o->member,
-                      .offset = m->o->base_offset + m->op_pos,
-                      .base = m->o->base_offset,
-                      .opcode = m->op,
-                      .limits = m->lim,
-                      .on_event = m->o->on_event,
-                      .event_ctx = m->o->ctx,
-                      .ops = &m->ops,
-                      .ops_limit = m->ops_limit,
-                      .scan_only = m->scan};
-    return c;
+/* What builders see of the run, set once (ckpt_pickle_run); each call
+ * only updates the calling opcode. */
+static const pk_build_ctx *build_ctx(machine *m) {
+    m->ctx.offset = m->o->base_offset + m->op_pos;
+    m->ctx.opcode = m->op;
+    return &m->ctx;
 }
 
 /* REDUCE, NEWOBJ, NEWOBJ_EX, OBJ, INST: `callable` applied to args (a
@@ -1458,7 +1451,7 @@ static pk_build_ctx build_ctx(machine *m) {
  * becomes an opaque object that is never called. */
 static int call(machine *m, ckpt_value *callable, ckpt_value *args, ckpt_value *kwargs, int newobj,
                 ckpt_value **out) {
-    pk_build_ctx c = build_ctx(m);
+    const pk_build_ctx *c = build_ctx(m);
     const char *name = "?";
     if (callable->kind == CKPT_KIND_GLOBAL_) {
         int symbolic = is_symbolic(callable);
@@ -1473,14 +1466,14 @@ static int call(machine *m, ckpt_value *callable, ckpt_value *args, ckpt_value *
             emit_event(m, &ev);
         }
         if (allowed)
-            return newobj ? ckpt_builders_new(out, &c, callable, args, kwargs)
-                          : ckpt_builders_call(out, &c, callable, args, kwargs);
+            return newobj ? ckpt_builders_new(out, c, callable, args, kwargs)
+                          : ckpt_builders_call(out, c, callable, args, kwargs);
         if (!symbolic) name = callable->u.global.qualname;
     } else {
         pk_event ev = {.kind = PK_EV_CALL, .module = "?", .name = "?", .symbolic = 1, .args = args};
         emit_event(m, &ev);
     }
-    return ckpt_builders_opaque(out, &c, name, args, kwargs);
+    return ckpt_builders_opaque(out, c, name, args, kwargs);
 }
 
 static int expect_kind(machine *m, const ckpt_value *v, int kind, const char *what) {
@@ -1728,8 +1721,7 @@ static int op_build(machine *m) {
     } else {
         emit(m, PK_EV_BUILD, "", "", 1, 0);
     }
-    pk_build_ctx c = build_ctx(m);
-    return ckpt_builders_build(&c, target, state);
+    return ckpt_builders_build(build_ctx(m), target, state);
 }
 
 static int op_persid(machine *m, int text) {
@@ -2104,6 +2096,16 @@ int ckpt_pickle_run(ckpt_value **out, size_t *consumed, const uint8_t *buf, size
         m.max_alloc = *o->budget + PICKLE_ALLOC_SLACK;
     m.buf = buf;
     m.len = m.end = len;
+    m.ctx = (pk_build_ctx){.arena = m.a,
+                           .file = o->file,
+                           .member = o->member,
+                           .base = o->base_offset,
+                           .limits = m.lim,
+                           .on_event = o->on_event,
+                           .event_ctx = o->ctx,
+                           .ops = &m.ops,
+                           .ops_limit = m.ops_limit,
+                           .scan_only = o->scan_only != 0};
     m.seed = mix((uint64_t)(uintptr_t)&m ^ (uint64_t)(uintptr_t)buf << 16);
     if (o->scan_only) {
         /* in o->arena: the result may be one of them */
@@ -2155,7 +2157,7 @@ int ckpt_pickle_run(ckpt_value **out, size_t *consumed, const uint8_t *buf, size
             break;
         }
         rc = step(&m);
-        if ((!rc || rc == PK_STOPPED) &&
+        if (rc >= 0 && /* 0 or PK_STOPPED */
             values->total + m.scratch.total + m.dense_bytes > alloc_limit)
             rc = fail(&m, CKPT_E_LIMIT,
                       "pickle takes more than %" PRIu64
