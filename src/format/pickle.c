@@ -208,14 +208,14 @@ typedef struct machine {
     size_t sp, stack_cap;
     size_t *marks; /* stack heights recorded by MARK */
     size_t nmarks, marks_cap;
-    size_t memo_n;      /* entries, dense and hashed (len(memo)) */
+    size_t memo_n; /* entries, dense and hashed (len(memo)) */
     /* memo keys below dense_cap, in chunks of MEMO_CHUNK slots (the
      * first one smaller while dense_cap is); a NULL chunk or slot: not
      * set */
     ckpt_value ***dense;
     size_t dense_cap, dense_n;
     uint64_t dense_bytes; /* the chunks and their directory */
-    memo_slot *memo; /* other keys: open addressing, capacity a power
+    memo_slot *memo;      /* other keys: open addressing, capacity a power
                              of two */
     size_t hash_n, memo_cap;
     uint64_t seed;
