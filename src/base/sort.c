@@ -52,7 +52,7 @@ int ckpt_sort(void *base, size_t n, size_t size, int (*cmp)(const void *, const 
     }
     if (!starts) return 0;
     starts[runs] = n;
-    unsigned char *tmp = n <= SIZE_MAX / size ? ckpt_malloc(n * size) : NULL;
+    unsigned char *tmp = n <= SIZE_MAX / size ? ckpt_malloc_huge(n * size) : NULL;
     if (!tmp) {
         ckpt_free(starts);
         return CKPT_E_NOMEM;

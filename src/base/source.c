@@ -136,12 +136,12 @@ int ckpt_source_view(const ckpt_source *src, ckpt_view *v, const void *p, size_t
         if (end > src->size) end = src->size;
         want = (size_t)(end - off);
     }
-    if (want > v->cap) {
-        uint8_t *b = ckpt_realloc(v->buf, want);
-        if (!b)
+    if (want > v->cap) { /* read again whole below: nothing to keep */
+        ckpt_free(v->buf);
+        v->cap = v->len = 0;
+        if (!(v->buf = ckpt_malloc_huge(want)))
             return ckpt_err(CKPT_E_NOMEM, src->path, member, off,
                             "out of memory for %zu bytes at offset %" PRIu64, want, off);
-        v->buf = b;
         v->cap = want;
     }
     v->len = 0;
