@@ -60,7 +60,11 @@ typedef struct ckpt_zip {
                                 [data_offset, data_offset + csize) lies
                                 inside buf */
     size_t count;
-    size_t *by_name;    /* indices in miniz's sorted order (names
+    uint32_t *slots;    /* lookup when every name is distinct, ignoring
+                                ASCII case: a hash table of entry index + 1
+                                (0: empty), mask + 1 slots; NULL: by_name */
+    size_t mask;
+    size_t *by_name;    /* else indices in miniz's sorted order (names
                                 lowered), for lookup */
     int has_duplicates; /* two entries share a name, ignoring ASCII
                                 case (which one a lookup finds is miniz's
