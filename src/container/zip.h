@@ -60,7 +60,7 @@ typedef struct ckpt_zip {
                                 [data_offset, data_offset + csize) lies
                                 inside buf */
     size_t count;
-    uint32_t *slots;    /* lookup when every name is distinct, ignoring
+    uint32_t *slots; /* lookup when every name is distinct, ignoring
                                 ASCII case: a hash table of entry index + 1
                                 (0: empty), mask + 1 slots; NULL: by_name */
     size_t mask;
