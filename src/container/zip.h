@@ -60,9 +60,9 @@ typedef struct ckpt_zip {
                                 [data_offset, data_offset + csize) lies
                                 inside buf */
     size_t count;
-    uint32_t *slots; /* lookup when every name is distinct, ignoring
-                                ASCII case: a hash table of entry index + 1
-                                (0: empty), mask + 1 slots; NULL: by_name */
+    /* lookup when every name is distinct, ignoring ASCII case: a hash
+     * table of entry index + 1 (0: empty) in mask + 1 slots; NULL: by_name */
+    uint32_t *slots;
     size_t mask;
     size_t *by_name;    /* else indices in miniz's sorted order (names
                                 lowered), for lookup */
