@@ -346,12 +346,15 @@ static int read_zip64_extra(const ckpt_zip *z, ckpt_zip_entry *e, uint64_t *loca
     return 0;
 }
 
-/* How open reads the directory: whole, in one pread, and the local
- * headers through a window (DENSE), peeked when far apart (PEEK). */
+/* How open reads the directory: in windows of CD_WINDOW bytes, one
+ * after the other (one window in memory, not the whole directory: 6 MiB
+ * for 100k members, all of it pages to clear), and the local headers
+ * through a window (DENSE), peeked when far apart (PEEK). */
+#define CD_WINDOW ((size_t)1 << 20)
+
 typedef struct dir_reader {
-    const uint8_t *cd;  /* the central directory's bytes */
-    uint64_t cd_offset; /* where they lie */
-    ckpt_view local;    /* local headers */
+    ckpt_view cd;    /* the central directory, in windows of CD_WINDOW */
+    ckpt_view local; /* local headers */
     size_t ahead;
 } dir_reader;
 
@@ -438,7 +441,9 @@ static int read_central(const ckpt_zip *z, ckpt_arena *a, dir_reader *dr, uint64
                         "expected a 46-byte central directory entry, the "
                         "directory ends at offset %" PRIu64,
                         end);
-    const uint8_t *h = dr->cd + (at - dr->cd_offset);
+    const uint8_t *h;
+    int rc = ckpt_source_view(z->src, &dr->cd, z->buf + at, CENTRAL_SIZE, CD_WINDOW, NULL, &h);
+    if (rc) return rc;
     if (rd32(h) != SIG_CENTRAL)
         return ckpt_err(CKPT_E_FORMAT, z->file, NULL, at,
                         "expected a central directory entry (PK\\1\\2)");
@@ -448,6 +453,9 @@ static int read_central(const ckpt_zip *z, ckpt_arena *a, dir_reader *dr, uint64
                         "central entry's name, extra and comment (%zu bytes) "
                         "run past the directory's end at offset %" PRIu64,
                         nlen + xlen + clen, end);
+    rc = ckpt_source_view(z->src, &dr->cd, z->buf + at, CENTRAL_SIZE + nlen + xlen + clen,
+                          CD_WINDOW, NULL, &h);
+    if (rc) return rc;
     const char *name = (const char *)h + CENTRAL_SIZE;
     const char *nul = memchr(name, 0, nlen);
     if (nul)
@@ -459,7 +467,7 @@ static int read_central(const ckpt_zip *z, ckpt_arena *a, dir_reader *dr, uint64
     if (!e->name)
         return ckpt_err(CKPT_E_NOMEM, z->file, NULL, at, "out of memory for a member name");
     e->name_len = nlen;
-    int rc = z->reading == CKPT_ZIP_ZIPFILE ? 0 : miniz_entry_checks(z, h, at, this_disk, e->name);
+    rc = z->reading == CKPT_ZIP_ZIPFILE ? 0 : miniz_entry_checks(z, h, at, this_disk, e->name);
     if (rc) return rc;
     e->flags = rd16(h + 8);
     e->method = rd16(h + 10);
@@ -728,22 +736,19 @@ static int open_dir(ckpt_zip *z, ckpt_arena *a, const ckpt_limits *lim) {
     if (!z->entries && z->count)
         return ckpt_err(CKPT_E_NOMEM, z->file, NULL, d.cd_offset, "out of memory for %zu members",
                         z->count);
-    /* the directory is read whole, in one pread (read_end_records: it
-     * lies inside the input, so the file's size bounds it); the local headers
+    /* the directory is read in windows (read_end_records: it lies inside
+     * the input, so the file's size bounds it); the local headers
      * in large windows when members lie closer than DENSE bytes apart on
      * average, read ahead of the preads (a cold file then costs few
      * large reads, not one per header) */
     size_t dense = ckpt_zip_dense_ahead(z);
-    dir_reader dr = {.cd_offset = d.cd_offset,
-                     .ahead = dense ? dense : SPARSE_AHEAD,
+    dir_reader dr = {.ahead = dense ? dense : SPARSE_AHEAD,
                      .local = {.peek = z->count && d.cd_offset / z->count >= PEEK}};
-    ckpt_view cdv = {0};
     if (dense) ckpt_source_will_read(z->src, z->buf, d.cd_offset + d.cd_size);
-    rc = ckpt_source_view(z->src, &cdv, z->buf + d.cd_offset, (size_t)d.cd_size, 0, NULL, &dr.cd);
     uint64_t pos = d.cd_offset, end = d.cd_offset + d.cd_size;
     for (size_t i = 0; rc == 0 && i < z->count; i++)
         rc = read_central(z, a, &dr, &pos, end, d.this_disk, &z->entries[i]);
-    ckpt_view_free(&cdv);
+    ckpt_view_free(&dr.cd);
     ckpt_view_free(&dr.local);
     if (rc) return rc;
     if ((rc = check_overlaps(z, a))) return rc;

@@ -88,8 +88,9 @@ typedef struct ckpt_zip {
  * above. Bytes of buf are read through src (base/source.h; may be NULL
  * for plain memory): where buf maps a file, never through the mapping,
  * so that a file that shrinks is CKPT_E_TRUNCATED, not SIGBUS; the end
- * records and the directory with one pread each, local headers through
- * a window.
+ * records with one pread, the directory and the local headers through a
+ * window each (1 MiB preads one after the other, not the whole directory
+ * in memory).
  * All memory from arena `a`; `file` names the input in errors.
  * Limits: lim->max_zip_entries (and the count must fit the directory's
  * size), checked before allocating. On failure *z is zeroed.
