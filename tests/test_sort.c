@@ -1,6 +1,8 @@
 /* test_sort.c - ckpt_sort (natural merge sort) against qsort, the
  * decimal indices torch names its storages with, and the arena's zeroing. */
+#include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "base/alloc.h"
 #include "base/decimal.h"
@@ -143,6 +145,52 @@ TEST(arena_zeroes_what_it_hands_out) {
     ckpt_set_allocator(NULL);
 }
 
+/* The arena's shared blocks are a power of two, head included; from 4
+ * MiB on they are asked for with 2 MiB more, to start on a huge page
+ * (base/pages.h: malloc's own head before them would take the first huge
+ * page a small page); every block is handed back to the hook's free. */
+static size_t sizes[256], nsizes, nlive;
+
+static void *tracking_malloc(void *u, size_t n) {
+    (void)u;
+    void *p = malloc(n);
+    if (p && nsizes < 256) sizes[nsizes++] = n;
+    nlive += p != NULL;
+    return p;
+}
+
+static void tracking_free(void *u, void *p) {
+    (void)u;
+    nlive -= p != NULL;
+    free(p);
+}
+
+TEST(arena_blocks_whole_pages) {
+    const ckpt_allocator tracking = {tracking_malloc, plain_realloc, tracking_free, NULL};
+    ckpt_set_allocator(&tracking);
+    ckpt_arena a = {0};
+    size_t bad = 0, big = 0;
+    for (size_t i = 0; i < 8000; i++) { /* 80 MB in pieces too small for a block of their own */
+        unsigned char *p = ckpt_arena_alloc_raw(&a, 10000);
+        CHECK(p != NULL);
+        if (p) memset(p, 0x5A, 10000);
+    }
+    for (size_t i = 0; i < nsizes; i++) {
+        size_t block = sizes[i], huge = (size_t)2 << 20;
+        if (block > 2 * huge) {
+            block -= huge;
+            big++;
+        }
+        bad += (block & (block - 1)) != 0 || block < ((size_t)64 << 10);
+    }
+    CHECK_EQ_INT(bad, 0);
+    CHECK(big >= 2);
+    CHECK(nsizes < 256);
+    ckpt_arena_free(&a);
+    CHECK_EQ_INT(nlive, 0);
+    ckpt_set_allocator(NULL);
+}
+
 static int index_of(const char *s, size_t limit) {
     size_t out = 12345;
     if (!ckpt_decimal_index(s, strlen(s), limit, &out)) return -1;
@@ -176,5 +224,6 @@ int main(void) {
     RUN(sort_out_of_memory);
     RUN(decimal_index);
     RUN(arena_zeroes_what_it_hands_out);
+    RUN(arena_blocks_whole_pages);
     return harness_end();
 }

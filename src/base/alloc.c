@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/pages.h"
 #include "ckpt.h"
 
 static void *default_malloc(void *u, size_t n) {
@@ -46,16 +47,36 @@ void ckpt_free(void *p) {
 #define ARENA_OWN_BLOCK (ARENA_BLOCK / 4)
 #define ARENA_ALIGN 16u
 
+void *ckpt_malloc_huge(size_t n) {
+    void *p = ckpt_malloc(n);
+    if (p) ckpt_pages_huge(p, n);
+    return p;
+}
+
 struct arena_block {
     struct arena_block *next;
+    void *mem; /* what ckpt_malloc returned */
     _Alignas(16) unsigned char data[];
 };
 
-static struct arena_block *new_block(size_t cap) {
-    if (cap > SIZE_MAX - sizeof(struct arena_block)) return NULL;
-    struct arena_block *b = ckpt_malloc(sizeof(struct arena_block) + cap);
-    if (!b) return NULL;
+/* A block of `size` bytes, its head included, its huge pages advised
+ * (ckpt_pages_huge). A shared block (`aligned`: a power of two) of 4 MiB
+ * or more starts on a huge page, from an allocation 2 MiB larger (address
+ * space: malloc's own head right before the block would put a small page
+ * in its first huge page, 2 MiB of 4 in small pages): a 100k-tensor .pt's
+ * arena of 110 MiB took 35,858 page faults to fill in 4 KiB pages, 7,000
+ * so. Smaller blocks are not worth the allocation the hook sees. */
+static struct arena_block *new_block(size_t size, int aligned) {
+    size_t slack = aligned && size >= 2 * CKPT_HUGE_PAGE ? CKPT_HUGE_PAGE : 0;
+    if (size > SIZE_MAX - slack) return NULL;
+    unsigned char *mem = ckpt_malloc(size + slack);
+    if (!mem) return NULL;
+    uintptr_t at = (uintptr_t)mem;
+    if (slack) at = (at + CKPT_HUGE_PAGE - 1) & ~(uintptr_t)(CKPT_HUGE_PAGE - 1);
+    struct arena_block *b = (struct arena_block *)at;
+    ckpt_pages_huge(b, size); /* before the head below is written */
     b->next = NULL;
+    b->mem = mem;
     return b;
 }
 
@@ -66,7 +87,8 @@ void *ckpt_arena_take(ckpt_arena *a, size_t size, int zero) {
     size_t need = (size + ARENA_ALIGN - 1) & ~(size_t)(ARENA_ALIGN - 1);
     if (need == 0) need = ARENA_ALIGN;
     if (need > ARENA_OWN_BLOCK) {
-        struct arena_block *big = new_block(need);
+        if (need > SIZE_MAX - sizeof(struct arena_block)) return NULL;
+        struct arena_block *big = new_block(sizeof(struct arena_block) + need, 0);
         if (!big) return NULL;
         big->next = a->head; /* the current block stays current */
         a->head = big;
@@ -77,8 +99,9 @@ void *ckpt_arena_take(ckpt_arena *a, size_t size, int zero) {
     if (need > a->room) {
         size_t cap = ARENA_BLOCK;
         while (cap < ARENA_BLOCK_MAX && cap < a->total / 16) cap *= 2;
-        struct arena_block *b = new_block(cap);
+        struct arena_block *b = new_block(cap, 1);
         if (!b) return NULL;
+        cap -= sizeof(struct arena_block);
         b->next = a->head;
         a->head = b;
         a->cur = b->data;
@@ -149,7 +172,7 @@ void ckpt_arena_free(ckpt_arena *a) {
     struct arena_block *b = a->head;
     while (b) {
         struct arena_block *next = b->next;
-        ckpt_free(b);
+        ckpt_free(b->mem);
         b = next;
     }
     a->head = NULL;

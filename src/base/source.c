@@ -116,8 +116,8 @@ int ckpt_source_read(const ckpt_source *src, const void *p, void *dst, size_t n,
     return pread_at(src, (uint64_t)((const uint8_t *)p - src->map), dst, n, n, member, &got);
 }
 
-int ckpt_source_view(const ckpt_source *src, ckpt_view *v, const void *p, size_t n, size_t ahead,
-                     const char *member, const uint8_t **out) {
+int ckpt_source_view_read(const ckpt_source *src, ckpt_view *v, const void *p, size_t n,
+                          size_t ahead, const char *member, const uint8_t **out) {
     *out = p;
     if (n == 0 || !ckpt_source_is_file(src, p, n)) return 0;
     uint64_t off = (uint64_t)((const uint8_t *)p - src->map);
@@ -136,12 +136,12 @@ int ckpt_source_view(const ckpt_source *src, ckpt_view *v, const void *p, size_t
         if (end > src->size) end = src->size;
         want = (size_t)(end - off);
     }
-    if (want > v->cap) {
-        uint8_t *b = ckpt_realloc(v->buf, want);
-        if (!b)
+    if (want > v->cap) { /* read again whole below: nothing to keep */
+        ckpt_free(v->buf);
+        v->cap = v->len = 0;
+        if (!(v->buf = ckpt_malloc_huge(want)))
             return ckpt_err(CKPT_E_NOMEM, src->path, member, off,
                             "out of memory for %zu bytes at offset %" PRIu64, want, off);
-        v->buf = b;
         v->cap = want;
     }
     v->len = 0;

@@ -44,7 +44,7 @@ int ckpt_source_read(const ckpt_source *src, const void *p, void *dst, size_t n,
  * records (local headers, storage counts): one pread serves the records
  * that follow it. Zero-initialise; ckpt_view_free releases it. */
 typedef struct ckpt_view {
-    uint8_t *buf; /* owned, cap bytes */
+    uint8_t *buf; /* owned, cap bytes (ckpt_malloc_huge) */
     size_t cap;
     uint64_t off; /* file offset of buf[0] */
     size_t len;   /* bytes read there */
@@ -68,8 +68,21 @@ typedef struct ckpt_view {
  * into v with one pread of n bytes plus up to `ahead` more (clipped to
  * the size at open; a file that shrank may give fewer of those; v->peek:
  * see above). Errors as ckpt_source_read, CKPT_E_NOMEM. */
-int ckpt_source_view(const ckpt_source *src, ckpt_view *v, const void *p, size_t n, size_t ahead,
-                     const char *member, const uint8_t **out);
+int ckpt_source_view_read(const ckpt_source *src, ckpt_view *v, const void *p, size_t n,
+                          size_t ahead, const char *member, const uint8_t **out);
+static inline int ckpt_source_view(const ckpt_source *src, ckpt_view *v, const void *p, size_t n,
+                                   size_t ahead, const char *member, const uint8_t **out) {
+    /* inline: bytes v holds already (a zip's local headers, 100k of them
+     * served by one window; the storages a verify reads) */
+    if (n && v->len && src && (const uint8_t *)p >= src->map) {
+        uint64_t off = (uint64_t)((const uint8_t *)p - src->map);
+        if (off >= v->off && off - v->off <= v->len && n <= v->len - (off - v->off)) {
+            *out = v->buf + (off - v->off);
+            return 0;
+        }
+    }
+    return ckpt_source_view_read(src, v, p, n, ahead, member, out);
+}
 
 void ckpt_view_free(ckpt_view *v);
 

@@ -13,7 +13,12 @@ int ckpt_utf8_check(const void *data, size_t n, int surrogates) {
         memcpy(&w, s + i, 8);
         any |= w;
     }
-    for (; i < n; i++) any |= s[i];
+    if (i < n && n >= 8) { /* the last bytes: the word ending there */
+        memcpy(&w, s + n - 8, 8);
+        any |= w;
+    } else {
+        for (; i < n; i++) any |= s[i];
+    }
     if (!(any & 0x8080808080808080u)) return 1;
     int seen = 0;
     i = 0;

@@ -60,7 +60,11 @@ typedef struct ckpt_zip {
                                 [data_offset, data_offset + csize) lies
                                 inside buf */
     size_t count;
-    size_t *by_name;    /* indices in miniz's sorted order (names
+    /* lookup when every name is distinct, ignoring ASCII case: a hash
+     * table of entry index + 1 (0: empty) in mask + 1 slots; NULL: by_name */
+    uint32_t *slots;
+    size_t mask;
+    size_t *by_name;    /* else indices in miniz's sorted order (names
                                 lowered), for lookup */
     int has_duplicates; /* two entries share a name, ignoring ASCII
                                 case (which one a lookup finds is miniz's
@@ -84,8 +88,9 @@ typedef struct ckpt_zip {
  * above. Bytes of buf are read through src (base/source.h; may be NULL
  * for plain memory): where buf maps a file, never through the mapping,
  * so that a file that shrinks is CKPT_E_TRUNCATED, not SIGBUS; the end
- * records and the directory with one pread each, local headers through
- * a window.
+ * records with one pread, the directory and the local headers through a
+ * window each (1 MiB preads one after the other, not the whole directory
+ * in memory).
  * All memory from arena `a`; `file` names the input in errors.
  * Limits: lim->max_zip_entries (and the count must fit the directory's
  * size), checked before allocating. On failure *z is zeroed.
