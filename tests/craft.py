@@ -26,8 +26,9 @@ SYSTEM = b"cos\nsystem\n"
 
 
 def pickle_syntax_cases():
-    """Each class of issue 11 (1: operand syntax, FRAME, big ints, buffers),
-    malicious (a dangerous call after the construct) and benign."""
+    """Each class of issue 11 (1: operand syntax, FRAME, big ints, buffers)
+    and BUILD's state forms, malicious (a dangerous call after the
+    construct) and benign."""
     texts = [
         b"I010\n", b"I0x10\n", b"I0o10\n", b"I0b101\n", b"I1_000\n", b"I\x00\n",
         b"I12\x00junk\n", b"I -0x10\n", b"I 5 \n", b"I+7\n", b"I-0\n", b"I 1\n", b"I00\n",
@@ -65,6 +66,15 @@ def pickle_syntax_cases():
     ]
     for f in framed:
         yield p4 + f
+        yield f  # FRAME with no PROTO before it: CPython reads it all the same
+    # BUILD on a builtin value (no __setstate__, no __dict__): only a state
+    # of None or (None, {}) passes
+    targets = [b"]", b")", b"}", b"K\x01", b"X\x01\x00\x00\x00a", b"N", b"\x8f", b"\x88"]
+    states = [b"N", b"N}\x86", b"NN\x86", b"}N\x86", b"}", b"K\x01", b"N}K\x01K\x02s\x86"]
+    for t in targets:
+        for st in states:
+            yield b"\x80\x02" + t + st + b"b."
+            yield t + st + b"b0" + SYSTEM + CALL
 
 
 def legacy_stream_cases():

@@ -904,6 +904,49 @@ TEST(test_type_confusion) {
     }
     CHECK_EQ_INT(PK("K\x01Nb.", &v), 0); /* a None state sets nothing, as in Python */
     CHECK(is_int(v, 1));
+    /* a builtin value (no __setstate__, no __dict__) takes None or (None,
+     * {}), as pickle.loads does; any other state fails there */
+    static const struct {
+        const char *p;
+        size_t n;
+        int rc;
+    } builds[] = {
+#define B(lit, rc) {lit, sizeof(lit) - 1, rc}
+        B("]N}\x86"
+          "b.",
+          0),
+        B(")N}\x86"
+          "b.",
+          0),
+        B("K\x01N}\x86"
+          "b.",
+          0),
+        B("NN}\x86"
+          "b.",
+          0),
+        B("]NN\x86"
+          "b.",
+          CKPT_E_FORMAT), /* slot state is not a dictionary */
+        B("]}N\x86"
+          "b.",
+          CKPT_E_FORMAT),
+        B("]}}\x86"
+          "b.",
+          CKPT_E_FORMAT),         /* no __dict__ */
+        B("]}b.", CKPT_E_FORMAT), /* no __dict__ */
+        B("]K\x01}\x86"
+          "b.",
+          CKPT_E_FORMAT), /* state is not a dictionary */
+        B("]N}X\x01\x00\x00\x00"
+          "aK\x01s\x86"
+          "b.",
+          CKPT_E_FORMAT), /* no attribute to set */
+#undef B
+    };
+    for (size_t i = 0; i < sizeof builds / sizeof *builds; i++) {
+        CHECK_EQ_INT(run(builds[i].p, builds[i].n, &v), builds[i].rc);
+        if (builds[i].rc) CHECK(strstr(last_message(), "takes no state") != NULL);
+    }
 }
 
 TEST(test_underflow_and_bad_opcodes) {
@@ -1872,8 +1915,23 @@ TEST(test_tensor_rebuild) {
                     "ctorch\nfloat4_e2m1fn_x2\ntR.",
                     &v),
                  CKPT_E_UNSUPPORTED);
-    CHECK_EQ_INT(PK("\x80\x02" PID "}b.", &v), CKPT_E_FORMAT); /* state on a storage */
-    CHECK(strstr(last_message(), "got a storage") != NULL);
+    /* state on a storage (a TypedStorage, which has a __dict__): an empty
+     * one sets nothing, one of attributes could change its dtype */
+    CHECK_EQ_INT(PK("\x80\x02" PID "}b0N.", &v), 0);
+    CHECK_EQ_INT(PK("\x80\x02" PID "N}\x86"
+                    "b0N.",
+                    &v),
+                 0);
+    CHECK_EQ_INT(PK("\x80\x02" PID "K\x01"
+                    "b.",
+                    &v),
+                 CKPT_E_FORMAT);
+    CHECK(strstr(last_message(), "dict state for a storage") != NULL);
+    CHECK_EQ_INT(PK("\x80\x02" PID "}X\x05\x00\x00\x00"
+                    "dtypeK\x01sb.",
+                    &v),
+                 CKPT_E_UNSUPPORTED);
+    CHECK(strstr(last_message(), "attributes of a storage") != NULL);
     persistent_load = NULL; /* a persistent id without persistent_load */
     CHECK_EQ_INT(PK("\x80\x02" V2_2x2 ".", &v), CKPT_E_FORMAT);
     CHECK(strstr(last_message(), "no persistent_load") != NULL);

@@ -1194,26 +1194,59 @@ int ckpt_builders_new(ckpt_value **out, const pk_build_ctx *c, ckpt_value *calla
     return ckpt_builders_call(out, c, callable, args, kwargs);
 }
 
+/* Python's load_build on an instance without __setstate__: a state that
+ * is no dict (nor None) is "state is not a dictionary"; a dict state goes
+ * into the instance's __dict__; a (state, slotstate) pair splits, and its
+ * slotstate must be a dict (None included: "slot state is not a
+ * dictionary", Python 3.11) whose entries are set as attributes.
+ * state_form: -1 for a state Python refuses on any such instance, 0 for
+ * one that sets nothing, 1 for one that sets attributes (a dict of
+ * entries; in a scan, dicts hold none, so there it is 0). */
+static int state_form(const ckpt_value *state) {
+    const ckpt_value *d = state, *slots = NULL;
+    if (state->kind == CKPT_KIND_TUPLE && state->u.seq.n == 2) {
+        d = state->u.seq.items[0];
+        slots = state->u.seq.items[1];
+        if (slots->kind != CKPT_KIND_DICT) return -1;
+    }
+    if (d->kind != CKPT_KIND_NONE && d->kind != CKPT_KIND_DICT) return -1;
+    return (d->kind == CKPT_KIND_DICT && d->u.dict.n) || (slots && slots->u.dict.n);
+}
+
+/* BUILD on a value of a builtin type (a plain dict, list, tuple, set,
+ * str, bytes, int, float, bool, None), which has no __setstate__, no
+ * __dict__ and no settable attribute: only a state of None or (None, {})
+ * passes (a dict state fails on the missing __dict__ even when empty).
+ * On a storage (a TypedStorage, which has a __dict__) a state that sets
+ * attributes could change the dtype or bytes torch reads from it: refused
+ * as unsupported. */
+static int builtin_setstate(const pk_build_ctx *c, const ckpt_value *target,
+                            const ckpt_value *state) {
+    int form = state_form(state);
+    if (target->kind == CKPT_KIND_STORAGE_) {
+        if (form == 0) return 0;
+        return fail(c, form < 0 ? CKPT_E_FORMAT : CKPT_E_UNSUPPORTED,
+                    form < 0 ? "BUILD: expected a dict state for a storage"
+                             : "BUILD: a state that sets attributes of a storage (its dtype or "
+                               "bytes as torch reads them) is not read");
+    }
+    if (form == 0 &&
+        (state->kind == CKPT_KIND_NONE ||
+         (state->kind == CKPT_KIND_TUPLE && state->u.seq.items[0]->kind == CKPT_KIND_NONE)))
+        return 0;
+    return fail(c, CKPT_E_FORMAT,
+                "BUILD: a %s takes no state but None or (None, {}) (it has no __dict__ "
+                "or attributes)",
+                ckpt_value_kind_name(target->kind));
+}
+
 /* BUILD on an OrderedDict or Counter: Python's load_build sets the
  * attributes of a dict state, or of both dicts of a (state, slotstate)
  * pair, in the instance's __dict__. They are copied into dict.state (a
  * later SETITEM on the memoized state dict does not change them, as in
- * Python); a second BUILD adds to them. Other states are ignored. A plain
- * dict has no __dict__ and takes no attributes: load_build fails on it
- * unless the state is None or (None, {}) (a scan's dicts hold no items,
- * so there any (None, dict) passes). */
+ * Python); a second BUILD adds to them. Other states are ignored. */
 static int dict_setstate(const pk_build_ctx *c, ckpt_value *target, const ckpt_value *state) {
-    if (target->dict_class == CKPT_DICT_PLAIN) {
-        const ckpt_value *slots = state->kind == CKPT_KIND_TUPLE && state->u.seq.n == 2 &&
-                                          state->u.seq.items[0]->kind == CKPT_KIND_NONE
-                                      ? state->u.seq.items[1]
-                                      : NULL;
-        if (state->kind == CKPT_KIND_NONE ||
-            (slots && slots->kind == CKPT_KIND_DICT && slots->u.dict.n == 0))
-            return 0;
-        return fail(c, CKPT_E_FORMAT,
-                    "BUILD: a dict takes no state (it has no __dict__ or attributes)");
-    }
+    if (target->dict_class == CKPT_DICT_PLAIN) return builtin_setstate(c, target, state);
     const ckpt_value *parts[2] = {state, NULL};
     if (state->kind == CKPT_KIND_TUPLE && state->u.seq.n == 2) {
         parts[0] = state->u.seq.items[0];
@@ -1334,9 +1367,6 @@ int ckpt_builders_build(const pk_build_ctx *c, ckpt_value *target, ckpt_value *s
         }
         target->u.obj.state = state;
         return 0;
-    default:
-        if (state->kind == CKPT_KIND_NONE) return 0; /* Python sets nothing */
-        return fail(c, CKPT_E_FORMAT, "BUILD: expected an object, dict or tensor, got a %s",
-                    ckpt_value_kind_name(target->kind));
+    default: return builtin_setstate(c, target, state);
     }
 }
