@@ -98,7 +98,7 @@ static int same(pairs *p, const ckpt_value *a, const ckpt_value *b, int depth);
 
 static int same_tensor(const ckpt_tensor *x, const ckpt_tensor *y) {
     if (x->dtype != y->dtype || x->ndim != y->ndim || x->requires_grad != y->requires_grad ||
-        x->is_parameter != y->is_parameter)
+        x->is_parameter != y->is_parameter || x->is_numpy != y->is_numpy)
         return 0;
     for (uint32_t i = 0; i < x->ndim; i++)
         if (x->shape[i] != y->shape[i]) return 0;
@@ -112,7 +112,7 @@ static int same_tensor(const ckpt_tensor *x, const ckpt_tensor *y) {
 }
 
 static int same(pairs *p, const ckpt_value *a, const ckpt_value *b, int depth) {
-    if (depth > 50 || a->kind != b->kind) return 0;
+    if (depth > 50 || a->kind != b->kind || a->np_dtype != b->np_dtype) return 0;
     switch (a->kind) {
     case CKPT_KIND_NONE: return 1;
     case CKPT_KIND_BOOL: return a->u.b == b->u.b;
@@ -548,6 +548,60 @@ TEST(state_dict_roundtrip) {
         CHECK(gt && pt && gt != pt && gt->storage == pt->storage);
         ckpt_close(f);
     }
+
+    /* a view beside its base: one storage, each its own view, in both
+     * formats; a view past the storage is refused */
+    fresh_tree();
+    root = D();
+    static const float F32_6[6] = {0, 1, 2, 3, 4, 5};
+    static const uint64_t SH6[1] = {6}, SH23[2] = {2, 3}, ST_T[2] = {1, 3}, SH32[2] = {3, 2};
+    static const uint64_t ST1[1] = {2}, SH_2[1] = {2};
+    ckpt_value *base = T(CKPT_DT_F32, 1, SH6, F32_6, 24), *vt = NULL, *vs = NULL;
+    CHECK_EQ_INT(ckpt_tree_tensor_view(&vt, tree, base, 2, SH32, ST_T, 0),
+                 0); /* base.view(2,3).t() */
+    CHECK_EQ_INT(ckpt_tree_tensor_view(&vs, tree, base, 1, SH_2, ST1, 1), 0); /* base[1::2][:2] */
+    CHECK_EQ_INT(ckpt_tree_tensor_view(&pa, tree, base, 2, SH23, ST_T, 1), CKPT_E_INVALID_ARG);
+    CHECK(strstr(ckpt_error_last()->message, "reaches past its storage"));
+    CHECK_EQ_INT(ckpt_tree_tensor_view(&pa, tree, D(), 1, SH_2, ST1, 0), CKPT_E_INVALID_ARG);
+    set(root, "base", base);
+    set(root, "t", vt);
+    set(root, "s", vs);
+    CHECK(read_back(root, "v.safetensors", CKPT_FORMAT_SAFETENSORS));
+    CHECK(read_back(root, "v.pt", CKPT_FORMAT_TORCH_ZIP));
+    CHECK_EQ_INT(ckpt_open(&f, tpath("v.pt"), NULL), 0);
+    if (f) {
+        const ckpt_tensor *bt = ckpt_file_find_tensor(f, "base"),
+                          *tt = ckpt_file_find_tensor(f, "t"), *st_ = ckpt_file_find_tensor(f, "s");
+        CHECK(bt && tt && st_ && bt->storage == tt->storage && bt->storage == st_->storage);
+        CHECK(st_ && st_->storage_offset == 1 && st_->stride[0] == 2);
+        CHECK(tt && tt->stride[0] == 1 && tt->stride[1] == 3);
+        ckpt_close(f);
+    }
+
+    /* numpy values, as torch.save pickles them: an ndarray, scalars */
+    fresh_tree();
+    root = D();
+    ckpt_value *arr = T(CKPT_DT_F32, 1, SH2, F32_12, 8), *f32 = F(1.5), *u8 = I(200), *nb = B(1);
+    CHECK_EQ_INT(ckpt_tree_set_numpy(tree, arr, CKPT_DT_F32), 0);
+    CHECK_EQ_INT(ckpt_tree_set_numpy(tree, arr, CKPT_DT_I32), CKPT_E_INVALID_ARG);
+    CHECK_EQ_INT(ckpt_tree_set_numpy(tree, f32, CKPT_DT_F32), 0);
+    CHECK_EQ_INT(ckpt_tree_set_numpy(tree, u8, CKPT_DT_I8), CKPT_E_INVALID_ARG); /* 200 */
+    CHECK(strstr(ckpt_error_last()->message, "a numpy scalar of I8 is not built from a int"));
+    CHECK_EQ_INT(ckpt_tree_set_numpy(tree, u8, CKPT_DT_U8), 0);
+    CHECK_EQ_INT(ckpt_tree_set_numpy(tree, nb, CKPT_DT_F32), CKPT_E_INVALID_ARG);
+    CHECK_EQ_INT(ckpt_tree_set_numpy(tree, nb, CKPT_DT_BF16), CKPT_E_INVALID_ARG);
+    CHECK(strstr(ckpt_error_last()->message, "numpy has no dtype BF16"));
+    CHECK_EQ_INT(ckpt_tree_set_numpy(tree, nb, CKPT_DT_BOOL), 0);
+    CHECK_EQ_INT(ckpt_tree_set_numpy(tree, S("a"), CKPT_DT_BOOL), CKPT_E_INVALID_ARG);
+    set(root, "a", arr);
+    set(root, "f", f32);
+    set(root, "u", u8);
+    set(root, "b", nb);
+    CHECK(read_back(root, "np.safetensors", CKPT_FORMAT_SAFETENSORS));
+    CHECK(read_back(root, "np.pt", CKPT_FORMAT_TORCH_ZIP));
+    CHECK_EQ_INT(ckpt_value_numpy_dtype(f32), CKPT_DT_F32);
+    CHECK_EQ_INT(ckpt_tree_set_numpy(tree, f32, CKPT_DT_UNKNOWN), 0);
+    CHECK_EQ_INT(ckpt_value_numpy_dtype(f32), CKPT_DT_UNKNOWN);
 
     /* tensors cannot live in attributes; cycles through them are refused */
     fresh_tree();

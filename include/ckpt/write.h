@@ -214,6 +214,24 @@ CKPT_API int ckpt_tree_tensor(ckpt_value **out, ckpt_tree *t, ckpt_dtype dtype, 
  * writes as two objects over one storage record. Returns 0,
  * CKPT_E_INVALID_ARG (`of` is not a tensor), CKPT_E_NOMEM. */
 CKPT_API int ckpt_tree_tensor_alias(ckpt_value **out, ckpt_tree *t, const ckpt_value *of);
+/* A tensor of this tree over the storage of the tensor `of` (of this
+ * tree) with a view of its own: `ndim` dimensions of `shape` and `stride`
+ * (elements) from element `storage_offset` of that storage, in its dtype.
+ * A view saved beside its base (x[1:], x.t()) is one storage for
+ * torch.save, and so for every writer. Returns 0, CKPT_E_INVALID_ARG (`of`
+ * is not a tensor, ndim too large, the view reaches past the storage),
+ * CKPT_E_NOMEM. */
+CKPT_API int ckpt_tree_tensor_view(ckpt_value **out, ckpt_tree *t, const ckpt_value *of,
+                                   unsigned ndim, const uint64_t *shape, const uint64_t *stride,
+                                   uint64_t storage_offset);
+/* Makes `v` (of this tree) what numpy gives back, as torch.save pickles
+ * numpy values: a TENSOR a numpy.ndarray (dtype its own), a BOOL, INT or
+ * FLOAT a numpy scalar of `dtype` (ckpt_value_numpy_dtype; CKPT_DT_BOOL
+ * for a BOOL, an integer dtype the value fits for an INT, F16, F32 or F64
+ * for a FLOAT); CKPT_DT_UNKNOWN makes it the plain value again. Returns 0
+ * or CKPT_E_INVALID_ARG (NULL arguments, another kind, a dtype numpy has
+ * not or the value does not fit, a tensor of another dtype). */
+CKPT_API int ckpt_tree_set_numpy(ckpt_tree *t, ckpt_value *v, ckpt_dtype dtype);
 /* What torch's Module.state_dict() returns, so that a saved state dict
  * loads back as one (load_state_dict reads its per-module versions):
  * ckpt_tree_set_dict_class makes `dict` (of this tree) a `cls`,

@@ -7,6 +7,7 @@ import ctypes
 import json
 import numbers
 import os
+import sys
 import warnings
 
 from . import errors
@@ -94,31 +95,41 @@ class _Builder:
         torch = self.torch
         if obj is None:
             return self._new(lib.ckpt_tree_none)
-        if isinstance(obj, bool):
+        np = sys.modules.get("numpy")  # (no numpy: no numpy values)
+        if np is not None and isinstance(obj, (np.ndarray, np.generic)):
+            if type(obj) is np.ndarray:
+                return self.array(obj, where)
+            if type(obj).__module__ == "numpy" and not isinstance(obj, np.ndarray):
+                return self.numpy_scalar(obj, where)
+            raise errors.UnsupportedError(
+                "%s: a %s.%s cannot be saved: torch.save pickles that class, which "
+                "torch.load(weights_only=True) does not build (pass numpy.asarray(obj) or "
+                "obj.item())" % (where or "<root>", type(obj).__module__,
+                                 type(obj).__qualname__), self.path)
+        if type(obj) is bool:
             return self._new(lib.ckpt_tree_bool, int(obj))
-        if isinstance(obj, numbers.Integral):
-            v = int(obj)
-            if not -2 ** 63 <= v < 2 ** 63:
-                raise self._refuse(where, "an integer beyond 64 bits")
-            return self._new(lib.ckpt_tree_int, v)
-        if isinstance(obj, numbers.Real):
-            return self._new(lib.ckpt_tree_float, float(obj))
-        if isinstance(obj, str):
+        if type(obj) is int:
+            return self._int(obj, where)
+        if type(obj) is float:
+            return self._new(lib.ckpt_tree_float, obj)
+        if type(obj) is str:
             try:
                 b = obj.encode("utf-8")
             except UnicodeEncodeError:
                 raise self._refuse(where, "a string that is not valid Unicode") from None
             return self._new(lib.ckpt_tree_str, b, len(b))
-        if isinstance(obj, (bytes, memoryview)):
-            b = bytes(obj)  # (torch.save cannot pickle a memoryview)
-            return self._new(lib.ckpt_tree_bytes, b, len(b))
+        if type(obj) is bytes:
+            return self._new(lib.ckpt_tree_bytes, obj, len(obj))
         if isinstance(obj, torch.device):
             b = str(obj).encode()
             return self._class(self._new(lib.ckpt_tree_str, b, len(b)), b"torch.device")
         if isinstance(obj, torch.Tensor):
             return self.tensor(obj, where)
-        if type(obj).__module__ == "numpy" and hasattr(obj, "dtype") and hasattr(obj, "shape"):
-            return self.array(obj, where)
+        if isinstance(obj, (bool, numbers.Number, str, bytes, memoryview)):
+            # an IntEnum, a str subclass...: torch.save pickles its class,
+            # which torch.load(weights_only=True) refuses; a memoryview
+            # torch.save cannot pickle
+            raise self._refuse_class(where, obj)
         if isinstance(obj, torch.nn.Module):
             self.modules.setdefault(where, obj)
             found = audit(obj)
@@ -176,13 +187,40 @@ class _Builder:
 
     def _refuse_class(self, where, obj):
         cls = type(obj)
-        base = next(b for b in (dict, list, tuple, set, frozenset) if isinstance(obj, b))
+        base = next((b for b in (dict, list, tuple, set, frozenset, int, float, complex, str,
+                                 bytes) if isinstance(obj, b)), bytes)  # bytes: a memoryview
+        why = ("torch.save cannot pickle it" if isinstance(obj, memoryview) else
+               "torch.save pickles that class, which torch.load(weights_only=True) does not "
+               "build, and ckpt keeps every type as it is")
         return errors.UnsupportedError(
-            "%s: a %s.%s cannot be saved: torch.save pickles that class, which "
-            "torch.load(weights_only=True) does not build, and ckpt keeps every "
-            "type as it is (pass %s(obj) to save it as a %s)"
-            % (where or "<root>", cls.__module__, cls.__qualname__, base.__name__,
+            "%s: a %s.%s cannot be saved: %s (pass %s(obj) to save the plain %s)"
+            % (where or "<root>", cls.__module__, cls.__qualname__, why, base.__name__,
                base.__name__), self.path)
+
+    def _int(self, v, where):
+        if not -2 ** 63 <= v < 2 ** 63:
+            raise self._refuse(where, "an integer beyond 64 bits")
+        return self._new(lib.ckpt_tree_int, v)
+
+    def numpy_scalar(self, x, where):
+        """A numpy scalar as torch.save pickles it (numpy.core.multiarray.
+        scalar), which torch.load(weights_only=True) refuses as it refuses
+        torch.save's."""
+        code = _numpy_code(x.dtype)
+        if code is None or x.dtype.kind not in "biuf" or x.dtype.byteorder == ">":
+            raise errors.UnsupportedError(
+                "%s: a numpy.%s scalar cannot be saved: ckpt writes numpy scalars of bool, "
+                "int, uint and float16/32/64 dtypes (pass x.item() to save it as a Python "
+                "value)" % (where or "<root>", type(x).__name__), self.path)
+        v = x.item()
+        if x.dtype.kind == "b":
+            out = self._new(lib.ckpt_tree_bool, int(v))
+        elif x.dtype.kind == "f":
+            out = self._new(lib.ckpt_tree_float, float(v))
+        else:
+            out = self._int(v, where)
+        check(lib.ckpt_tree_set_numpy(self.tree, out, code), self.path)
+        return out
 
     def tensor(self, t, where):
         torch = self.torch
@@ -210,13 +248,36 @@ class _Builder:
         if mem in self.memo:
             out = self._new(lib.ckpt_tree_tensor_alias, self.memo[mem])
         else:
-            out = self.memo[mem] = self._data(t, where)
+            out = self.memo[mem] = self._view(t, where)
         if param:
             check(lib.ckpt_tree_set_parameter(self.tree, out, int(t.requires_grad)), self.path)
         elif t.requires_grad:  # torch.save writes it, torch.load gives it back
             check(lib.ckpt_tree_set_requires_grad(self.tree, out, 1), self.path)
         self.memo[key] = out
         return out
+
+    def _view(self, t, where):
+        """t over its whole storage, as torch.save writes it: every tensor
+        over one storage (a view beside its base, x[1:], x.t()) is a view
+        of one storage record, the bytes of the whole storage written once.
+        A conjugate or negative view (resolved: its bytes are not the
+        storage's) and a tensor without memory get their own storage."""
+        if not t.data_ptr() or t.is_conj() or t.is_neg():
+            return self._data(t, where)
+        st = t.untyped_storage() if hasattr(t, "untyped_storage") else t.storage()  # torch 1.x
+        skey = ("s", str(t.device), st.data_ptr())
+        if skey not in self.memo:
+            n = st.nbytes() // t.element_size()
+            self.memo[skey] = (self._data(t.as_strided((n,), (1,), 0), where), t.dtype)
+        base, dtype = self.memo[skey]
+        if dtype != t.dtype:
+            raise errors.UnsupportedError(
+                "%s: a tensor of %s over the memory of a tensor of %s cannot be saved: "
+                "torch.save refuses one storage as two dtypes (pass a .clone())"
+                % (where or "<root>", t.dtype, dtype), self.path)
+        n = t.dim()
+        return self._new(lib.ckpt_tree_tensor_view, base, n, (c_u64 * max(1, n))(*t.shape),
+                         (c_u64 * max(1, n))(*t.stride()), t.storage_offset())
 
     def _data(self, t, where):
         """A tensor node of t's elements, contiguous in host memory."""
@@ -237,20 +298,38 @@ class _Builder:
         return self._shaped(code, list(c.shape), c.data_ptr() if nbytes else None, nbytes)
 
     def array(self, a, where):
+        """A numpy array as torch.save pickles it (numpy's own reduce: one
+        object however often reached, its own bytes), which
+        torch.load(weights_only=True) refuses as it refuses torch.save's."""
         import numpy as np
-        kind = _NUMPY.get(a.dtype.kind + str(a.dtype.itemsize) if a.dtype.kind != "b" else "b")
-        if kind is None:
-            raise self._refuse(where, "a numpy array of dtype %s" % a.dtype)
-        c = np.ascontiguousarray(a, dtype=a.dtype.newbyteorder("<"))
+        if id(a) in self.memo:
+            return self.memo[id(a)]
+        code = _numpy_code(a.dtype)
+        if code is None or a.dtype.byteorder == ">":
+            raise errors.UnsupportedError(
+                "%s: a numpy array of dtype %s cannot be saved: ckpt writes numpy arrays of "
+                "bool, int, uint, float16/32/64 and complex64/128 dtypes in little-endian "
+                "order (pass a.astype(...) or torch.from_numpy(a) to save another)"
+                % (where or "<root>", a.dtype.str), self.path)
+        self.keep.append(a)  # its id stays taken until the write
+        c = a if a.flags.c_contiguous else a.copy(order="C")  # (ascontiguousarray: ndim >= 1)
         if self.snapshot is not None and np.may_share_memory(c, a):
             c = c.copy()
         self.keep.append(c)
-        code = lib.ckpt_dtype_from_name(kind.encode())
-        return self._shaped(code, list(c.shape), c.ctypes.data if c.nbytes else None, c.nbytes)
+        out = self._shaped(code, list(c.shape), c.ctypes.data if c.nbytes else None, c.nbytes)
+        check(lib.ckpt_tree_set_numpy(self.tree, out, code), self.path)
+        self.memo[id(a)] = out
+        return out
 
     def _shaped(self, code, shape, ptr, nbytes):
         dims = (c_u64 * max(1, len(shape)))(*shape)
         return self._new(lib.ckpt_tree_tensor, code, len(shape), dims, ptr, nbytes)
+
+
+def _numpy_code(dtype):
+    """The ckpt_dtype of a numpy dtype, or None."""
+    kind = _NUMPY.get(dtype.kind + str(dtype.itemsize) if dtype.kind != "b" else "b")
+    return lib.ckpt_dtype_from_name(kind.encode()) if kind else None
 
 
 def _saved_with(b, record_source):
@@ -339,12 +418,14 @@ def save(obj, path, *, meta=None, record_source=True):
     the autocast dtype where autocast is on, the parameters' dtypes
     counted), "ckpt.device" (where the tensors were).
 
-    obj: tensors, numpy arrays, numbers, strings, bytes, None, dicts, lists,
-    tuples, sets and frozensets (pickled as torch.save pickles them: torch's
+    obj: tensors, numbers, strings, bytes, None, dicts, lists, tuples, sets
+    and frozensets (pickled as torch.save pickles them: torch's
     weights_only=True loads a set where its allowlist has builtins.set, as
-    2.13's does and 1.13's does not, and never a frozenset); a value
-    reached twice is one object when loaded, as with torch.save; an
-    nn.Module is saved as its state_dict(), other objects
+    2.13's does and 1.13's does not, and never a frozenset), numpy arrays
+    and scalars of bool, int, uint and float dtypes (kept numpy values, as
+    torch.save keeps them: torch.load(weights_only=True) refuses them in
+    both files); a value reached twice is one object when loaded, as with
+    torch.save; an nn.Module is saved as its state_dict(), other objects
     with a state_dict() method (optimizers, schedulers, scalers) likewise.
     Types stay what torch.save keeps: an OrderedDict with its attributes
     (a state dict's _metadata, which load_state_dict reads), a Counter, an
@@ -352,9 +433,16 @@ def save(obj, path, *, meta=None, record_source=True):
     torch.save drops them), a tensor's requires_grad. What torch.save
     pickles as a class torch.load(weights_only=True) does not build is
     refused (ckpt.UnsupportedError), never saved as another type: a
-    subclass of dict, list, tuple or set (defaultdict, a namedtuple), a
-    tensor subclass, a tensor or Parameter with attributes.
-    Tensors are saved contiguous on CPU; a tensor reachable under several
+    subclass of dict, list, tuple, set, int, float, str or bytes
+    (defaultdict, a namedtuple, an IntEnum), a numpy array subclass, a
+    tensor subclass, a tensor or Parameter with attributes; so is what
+    torch.save cannot pickle (a memoryview). The message names the value's
+    place in obj and the conversion that saves it.
+    Tensors are saved on CPU as torch.save saves them: each storage once,
+    whole, every tensor over it a view with its own shape, strides and
+    offset (a view beside its base shares its storage when loaded; a slice
+    alone brings its whole storage); a conjugate or negative view is saved
+    resolved, in a storage of its own; a tensor reachable under several
     names with the same memory and view (tied weights) is saved once.
     Modules are audited first (ckpt.audit): state the file will not hold
     (plain tensor attributes, non-persistent buffers) and surprises (tied

@@ -2,6 +2,8 @@
  * checkpoint model created by a caller instead of a reader, then written
  * by ckpt_tree_write. The tree's arena owns every value; tensor bytes stay
  * in caller memory until the write. */
+#include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "model/dtype.h"
@@ -184,6 +186,61 @@ int ckpt_tree_tensor_alias(ckpt_value **out, ckpt_tree *t, const ckpt_value *of)
     const ckpt_tensor *x = of->u.tensor;
     return ckpt_tensor_new(out, &t->arena, x->storage, x->dtype, x->ndim, x->shape, x->stride,
                            x->storage_offset, "", "", CKPT_NO_OFFSET);
+}
+
+int ckpt_tree_tensor_view(ckpt_value **out, ckpt_tree *t, const ckpt_value *of, unsigned ndim,
+                          const uint64_t *shape, const uint64_t *stride, uint64_t storage_offset) {
+    CHECK_ARGS(out, t);
+    if (!of || of->kind != CKPT_KIND_TENSOR) return invalid("a view is of a tensor");
+    if (ndim > CKPT_MAX_NDIM || (ndim && (!shape || !stride)))
+        return invalid("ndim too large, or shape or stride NULL");
+    const ckpt_tensor *x = of->u.tensor;
+    int rc = ckpt_tensor_new(out, &t->arena, x->storage, x->dtype, ndim, shape, stride,
+                             storage_offset, "", "", CKPT_NO_OFFSET);
+    if (rc != CKPT_E_FORMAT && rc != CKPT_E_LIMIT) return rc;
+    char msg[512]; /* the record's own text, which ckpt_err overwrites */
+    snprintf(msg, sizeof msg, "%s", ckpt_error_last()->message);
+    return invalid(msg);
+}
+
+int ckpt_tree_set_numpy(ckpt_tree *t, ckpt_value *v, ckpt_dtype dtype) {
+    if (!t || !v) return invalid("tree or value is NULL");
+    if (dtype != CKPT_DT_UNKNOWN && !ckpt_dtype_numpy_code(dtype))
+        return ckpt_err(CKPT_E_INVALID_ARG, "", "", CKPT_NO_OFFSET, "numpy has no dtype %s",
+                        ckpt_dtype_name(dtype));
+    if (v->kind == CKPT_KIND_TENSOR) {
+        if (dtype != CKPT_DT_UNKNOWN && dtype != v->u.tensor->dtype)
+            return ckpt_err(CKPT_E_INVALID_ARG, "", "", CKPT_NO_OFFSET,
+                            "a numpy array of %s over a tensor of %s", ckpt_dtype_name(dtype),
+                            ckpt_dtype_name(v->u.tensor->dtype));
+        v->u.tensor->is_numpy = dtype != CKPT_DT_UNKNOWN;
+        return 0;
+    }
+    int ok = dtype == CKPT_DT_UNKNOWN;
+    if (v->kind == CKPT_KIND_BOOL) ok |= dtype == CKPT_DT_BOOL;
+    if (v->kind == CKPT_KIND_FLOAT)
+        ok |= dtype == CKPT_DT_F16 || dtype == CKPT_DT_F32 || dtype == CKPT_DT_F64;
+    if (v->kind == CKPT_KIND_INT && !v->u.i.decimal) {
+        /* the int64 value fits `dtype` (a big int comes from no tree) */
+        int64_t x = v->u.i.v;
+        switch (dtype) {
+        case CKPT_DT_I8: ok = x >= INT8_MIN && x <= INT8_MAX; break;
+        case CKPT_DT_I16: ok = x >= INT16_MIN && x <= INT16_MAX; break;
+        case CKPT_DT_I32: ok = x >= INT32_MIN && x <= INT32_MAX; break;
+        case CKPT_DT_I64: ok = 1; break;
+        case CKPT_DT_U8: ok = x >= 0 && x <= UINT8_MAX; break;
+        case CKPT_DT_U16: ok = x >= 0 && x <= UINT16_MAX; break;
+        case CKPT_DT_U32: ok = x >= 0 && x <= UINT32_MAX; break;
+        case CKPT_DT_U64: ok = x >= 0; break;
+        default: break;
+        }
+    }
+    if (!ok)
+        return ckpt_err(CKPT_E_INVALID_ARG, "", "", CKPT_NO_OFFSET,
+                        "a numpy scalar of %s is not built from a %s", ckpt_dtype_name(dtype),
+                        ckpt_value_kind_name(v->kind));
+    v->np_dtype = (uint8_t)dtype;
+    return 0;
 }
 
 int ckpt_tree_set_requires_grad(ckpt_tree *t, ckpt_value *tensor, int requires_grad) {

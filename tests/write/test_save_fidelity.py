@@ -13,6 +13,7 @@ project's .venv (torch 2.x). Environment: CKPT_LIB, CKPT_SRC (for the
 package on sys.path). Prints one line per check and "N passed, N failed".
 """
 import collections
+import enum
 import os
 import sys
 import tempfile
@@ -22,6 +23,7 @@ import warnings
 SRC = os.environ.get("CKPT_SRC", os.path.join(os.path.dirname(__file__), "..", ".."))
 sys.path.insert(0, os.path.join(SRC, "python"))
 
+import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import ckpt  # noqa: E402
 
@@ -47,16 +49,21 @@ def storage_ptr(t):
     return s.data_ptr()
 
 
-def describe(obj):
-    """A comparable picture of obj: classes, values, attributes, and which
-    tensors share a storage (by order of first appearance)."""
+def describe(obj, offsets=True):
+    """A comparable picture of obj: classes, values, attributes, which
+    tensors share a storage (by order of first appearance), each tensor's
+    strides and, unless offsets is False, its storage offset (a safetensors
+    file holds no bytes no tensor reads: a view alone is saved compact)."""
     storages = {}
 
     def d(o):
         if isinstance(o, torch.Tensor):
             p = storage_ptr(o)
             return (type(o).__name__, str(o.dtype), tuple(o.shape), o.detach().tolist(),
-                    o.requires_grad, storages.setdefault(p, len(storages)) if p else None)
+                    o.requires_grad, storages.setdefault(p, len(storages)) if p else None,
+                    o.stride(), o.storage_offset() if offsets else None)
+        if isinstance(o, (np.ndarray, np.generic)):
+            return (type(o).__name__, o.dtype.str, o.shape, o.tolist())
         if isinstance(o, dict):
             return (type(o).__name__, [(d(k), d(v)) for k, v in o.items()],
                     sorted((k, d(v)) for k, v in vars(o).items()) if hasattr(o, "__dict__") else None)
@@ -89,6 +96,8 @@ def table():
     attrs = collections.OrderedDict([("k", 1)])
     attrs.note = {"epoch": 2}  # OrderedDict.__reduce__ pickles its attributes
     t = torch.arange(6).reshape(2, 3)
+    x = torch.arange(12.0).reshape(3, 4)
+    arr = np.arange(4, dtype=np.float32)
     sd = net.state_dict()
     return {
         "state_dict": sd,
@@ -106,6 +115,17 @@ def table():
         "counter": {"c": collections.Counter(a=1, b=2)},
         # a Parameter and the state dict's plain tensor of it: one storage
         "parameter_and_state_dict": {"p": net[0].weight, "sd": net.state_dict()},
+        # views beside their base: one storage, each its own view (ckpt
+        # gave each a storage of its own); a slice alone: its whole storage
+        "views": {"x": x, "row": x[1], "t": x.t(), "col": x[:, 2], "tail": x.view(-1)[5:]},
+        "view_alone": {"row": x[1]},
+        "view_param": {"w": net[0].weight, "w0": net[0].weight[0]},
+        # numpy values: torch.save pickles numpy's own classes (weights_only
+        # refuses them); ckpt converted them to tensors and Python numbers
+        "numpy": {"a": arr, "again": arr, "zero_d": np.array(2.5), "i8": np.arange(3, dtype=np.int8),
+                  "f32": np.float32(1.5), "f16": np.float16(0.25), "u8": np.uint8(200),
+                  "i64": np.int64(-3), "b": np.bool_(True), "f64": np.float64(2.0)},
+        "numpy_fortran": {"f": np.asfortranarray(np.arange(6.0).reshape(2, 3))},
     }
 
 
@@ -125,7 +145,7 @@ def roundtrip(name, value):
     if isinstance(value, dict):  # safetensors files hold a mapping at the root
         st = os.path.join(TMP, name + ".safetensors")
         ckpt.save(value, st)
-        got = describe(ckpt.load(st))
+        got, want = describe(ckpt.load(st), False), describe(torch.load(ref, weights_only=False), False)
         assert got == want, "ckpt.load(.safetensors):\n ckpt:  %r\n torch: %r" % (got, want)
 
 
@@ -165,6 +185,13 @@ def main():
     t.note = "x"
     tensor_attr = collections.OrderedDict(a=1)
     tensor_attr.t = torch.ones(1)
+
+    class Color(enum.IntEnum):
+        RED = 1
+
+    class Name(str):
+        pass
+    x = torch.arange(4.0)
     for label, value, words in (
             ("defaultdict", collections.defaultdict(int, a=1), ["x: a collections.defaultdict",
                                                                 "dict(obj)"]),
@@ -175,7 +202,19 @@ def main():
             ("Parameter with attributes", p, ["Parameter with attributes (note)"]),
             ("tensor with attributes", t, ["tensor with attributes (note)"]),
             ("tensor in an OrderedDict's attributes", tensor_attr,
-             ["tensor held in the attributes", '"x.t"'])):
+             ["tensor held in the attributes", '"x.t"']),
+            # an int or str subclass torch.save pickles as its class (ckpt
+            # saved the plain value)
+            ("IntEnum", Color.RED, ["x: a __main__.main.<locals>.Color", "int(obj)"]),
+            ("str subclass", Name("n"), ["x: a __main__.main.<locals>.Name", "str(obj)"]),
+            ("float subclass", type("F", (float,), {})(1.0), ["float(obj)"]),
+            ("memoryview", memoryview(b"ab"), ["torch.save cannot pickle it", "bytes(obj)"]),
+            ("numpy str scalar", np.str_("a"), ["numpy.str_ scalar", "x.item()"]),
+            ("numpy big-endian array", np.arange(2, dtype=">i4"), ["dtype >i4"]),
+            ("numpy string array", np.array(["a"]), ["dtype <U1"]),
+            ("numpy subclass", np.ma.array([1]), ["MaskedArray", "numpy.asarray"]),
+            ("one storage as two dtypes", [x, x.view(torch.int32)],
+             ["x.1: a tensor of torch.int32 over the memory of a tensor of torch.float32"])):
         check("refused: " + label, lambda v=value, w=words: refused(v, w))
     print("%d passed, %d failed" % (passed, failed))
     return 1 if failed else 0
