@@ -147,8 +147,15 @@ typedef struct ckpt_convert_report {
  * one file, `out` (in a directory: the default name), without an index, as
  * transformers saves it. The tree must be tensors only (a state dict: --select it out
  * of a training checkpoint), named by their flattened names; anything
- * else is CKPT_E_UNSUPPORTED naming the first value. Files of an earlier
- * set with other names are left in place.
+ * else is CKPT_E_UNSUPPORTED naming the first value. Once the new set is
+ * written and verified, the layout it replaces goes (removed, or renamed
+ * NAME.bak with opts->write.backup): the one file under the set's name
+ * (it would shadow the index), and the shards the set's previous index
+ * named that the new set does not; the previous index too when the new set
+ * is one file, also when that file is written without max_shard_size
+ * (`out` a directory or NAME.safetensors / NAME.bin). Files no index named
+ * stay. A previous index that cannot be read (over limits.max_index_bytes,
+ * malformed) names nothing.
  *
  * CKPT_FORMAT_DCP: a torch.distributed.checkpoint directory as torch
  * 2.13's dcp.save writes it on one rank (DefaultSavePlanner,

@@ -302,6 +302,11 @@ typedef struct set_names {
     int made_dir;       /* dir did not exist: made here, removed again if the set fails */
 } set_names;
 
+static int ends_with(const char *s, const char *suffix) {
+    size_t n = strlen(s), k = strlen(suffix);
+    return n > k && !strcmp(s + n - k, suffix);
+}
+
 /* 1 when OUT names a directory: one that exists, or a name ending in '/' */
 static int names_dir(const char *out) {
     struct stat st;
@@ -453,26 +458,111 @@ static int write_index(const char *path, uint64_t total, const ckpt_write_option
     return rc;
 }
 
-/* After a set of several shards is committed: a file under the one-file
- * name (model.safetensors, an earlier save) would shadow its index, since
- * transformers and ckpt open that name first; it goes (to NAME.bak with
- * backup), as OUT replaced by the set. */
-static int retire_single(const set_names *s, int backup) {
+/* A file of the set's previous layout, once the new set is committed:
+ * removed, or with backup renamed to NAME.bak (replacing an older one), as
+ * OUT replaced by the set. what: why it must go, for the error. */
+static int retire(const char *path, int backup, const char *what) {
     struct stat st;
-    const char *single = s->single;
-    if (lstat(single, &st) != 0 || !S_ISREG(st.st_mode)) return 0;
-    char *bak = backup ? ckpt_malloc(strlen(single) + 5) : NULL;
+    if (lstat(path, &st) != 0 || !(S_ISREG(st.st_mode) || S_ISLNK(st.st_mode))) return 0;
+    char *bak = backup ? ckpt_malloc(strlen(path) + 5) : NULL;
     if (backup && !bak) return ckpt_err_nomem();
-    if (bak) sprintf(bak, "%s.bak", single);
-    int fail = bak ? ckpt_atomic_rename(single, bak) : ckpt_atomic_remove_at(AT_FDCWD, single);
+    if (bak) sprintf(bak, "%s.bak", path);
+    int fail = bak ? ckpt_atomic_rename(path, bak) : ckpt_atomic_remove_at(AT_FDCWD, path);
     int err = errno;
     ckpt_free(bak);
     if (fail)
-        return ckpt_err(CKPT_E_IO, single, "", CKPT_NO_OFFSET,
-                        "the sharded set is written, but this file, which loaders open "
-                        "before its index, could not be %s: %s",
+        return ckpt_err(CKPT_E_IO, path, "", CKPT_NO_OFFSET,
+                        "the sharded set is written, but this file, %s, could not be %s: %s", what,
                         backup ? "renamed to .bak" : "removed", strerror(err));
+    return 0;
+}
+
+/* The shard files the set's index lists before the new set replaces it
+ * (canonical names, by the reader's rule: ckpt_shard_name), so that the
+ * files of a layout with more shards do not stay beside the new one (a
+ * loader globbing "*.safetensors" and a later reshard would take them for
+ * part of it). An index that is missing, over limits.max_index_bytes or
+ * malformed names none: its files are left as they are. *names is a
+ * JSON object whose keys are the names (NULL for none). */
+static int old_shards(json_t **names, const char *index, const set_names *s,
+                      const ckpt_open_options *open) {
+    *names = NULL;
+    struct stat st;
+    if (stat(index, &st) != 0 || !S_ISREG(st.st_mode) ||
+        (uint64_t)st.st_size > open->limits.max_index_bytes)
+        return 0;
+    json_error_t err;
+    json_t *doc = json_load_file(index, JSON_REJECT_DUPLICATES, &err);
+    const json_t *wm = json_object_get(doc, "weight_map");
+    json_t *out = json_is_object(wm) ? json_object() : NULL;
+    const char *key;
+    const json_t *v;
+    int rc = json_is_object(wm) && !out ? ckpt_err_nomem() : 0;
+    if (out) json_object_foreach((json_t *)wm, key, v) {
+            if (!json_is_string(v)) continue;
+            size_t len = json_string_length(v);
+            char *canon = ckpt_malloc(len + 1);
+            if (!canon) {
+                rc = ckpt_err_nomem();
+                break;
+            }
+            if (!ckpt_shard_name(canon, json_string_value(v), len, s->ext) &&
+                json_object_set_new(out, canon, json_true()))
+                rc = ckpt_err_nomem();
+            ckpt_free(canon);
+            if (rc) break;
+        }
+    json_decref(doc);
+    if (rc)
+        json_decref(out);
+    else
+        *names = out;
+    return rc;
+}
+
+/* Once the new set is committed: each file of the old index that the new
+ * set does not name goes (retire), then the directory is synced. keep: the
+ * new set's shard names (nkeep), single: the one-file name, also kept
+ * when the set is that one file; old_index: the old index itself, retired
+ * too when the new set has none (a set of one shard). */
+static int retire_old_set(const set_names *s, const json_t *old, const char *const *keep,
+                          size_t nkeep, const char *old_index, int backup, ckpt_arena *a) {
+    const char *name;
+    const json_t *v;
+    struct stat one, st;
+    int rc = 0, has_one = lstat(s->single, &one) == 0;
+    json_object_foreach((json_t *)old, name, v) {
+        size_t k = 0;
+        while (k < nkeep && strcmp(keep[k], name)) k++;
+        if (k < nkeep) continue; /* a shard of the new set */
+        const char *path = set_path(s, name, a);
+        if (!path) return ckpt_err_nomem();
+        if (has_one && lstat(path, &st) == 0 && st.st_dev == one.st_dev && st.st_ino == one.st_ino)
+            continue; /* the one file the new set is ("./x" and "x" alike) */
+        if ((rc = retire(path, backup, "a shard of the set's previous layout"))) return rc;
+    }
+    if (old_index && (rc = retire(old_index, backup, "the index of the set's previous layout")))
+        return rc;
     return ckpt_atomic_sync_dir(s->dir);
+}
+
+static const char *index_path(const set_names *s, ckpt_arena *a) {
+    const char *name = ckpt_arena_printf(a, "%s%s.index.json", s->stem, s->ext);
+    return name ? set_path(s, name, a) : NULL;
+}
+
+/* After the set's one file (s->single) is written: an index of the same
+ * name an earlier save left, and the shards it names, go as in
+ * retire_old_set (transformers opens the one file first, but a loader of
+ * the index or of "*.safetensors" would find the old layout). */
+static int retire_indexed_set(const set_names *s, int backup, const ckpt_open_options *open,
+                              ckpt_arena *a) {
+    const char *index = index_path(s, a);
+    json_t *old = NULL;
+    int rc = index ? old_shards(&old, index, s, open) : ckpt_err_nomem();
+    if (!rc && old) rc = retire_old_set(s, old, NULL, 0, index, backup, a);
+    json_decref(old);
+    return rc;
 }
 
 static int write_sharded(const ckpt_value *root, const char *out, ckpt_format fmt, uint64_t max,
@@ -507,10 +597,14 @@ static int write_sharded(const ckpt_value *root, const char *out, ckpt_format fm
             rc = ckpt_err(CKPT_E_INVALID_ARG, out, "", CKPT_NO_OFFSET, "shard name \"%s\" is %s",
                           names[k], why ? why : "not canonical");
     }
+    const char *index = rc ? NULL : index_path(&s, a);
+    json_t *old = NULL; /* read before the new index replaces it */
+    if (!rc && names) rc = index ? old_shards(&old, index, &s, open) : ckpt_err_nomem();
     if (!rc && nshards <= 1) { /* one file, no index, as transformers saves it */
         ckpt_write_stats stats;
         rc = write_verified(root, s.single, fmt, w, open, &stats);
         if (!rc) *r = (ckpt_convert_report){fmt, stats.tensors, stats.bytes, stats.keys, 0};
+        if (!rc) rc = retire_indexed_set(&s, w->backup, open, a);
     }
     for (size_t k = 0; !rc && names && k < nshards; k++) {
         ckpt_value *shard = ckpt_value_new(a, CKPT_KIND_DICT);
@@ -531,12 +625,17 @@ static int write_sharded(const ckpt_value *root, const char *out, ckpt_format fm
         }
     }
     if (!rc && names) {
-        const char *index = set_path(&s, ckpt_arena_printf(a, "%s%s.index.json", s.stem, s.ext), a);
-        rc = index ? write_index(index, total, w, t, n, names, shard_of) : ckpt_err_nomem();
-        if (!rc) rc = retire_single(&s, w->backup);
+        rc = write_index(index, total, w, t, n, names, shard_of);
+        /* a file under the one-file name (an earlier save) would shadow
+         * the index: transformers and ckpt open that name first */
+        if (!rc) rc = retire(s.single, w->backup, "which loaders open before its index");
+        if (!rc)
+            rc = old ? retire_old_set(&s, old, names, nshards, NULL, w->backup, a)
+                     : ckpt_atomic_sync_dir(s.dir);
         r->format = fmt;
         r->shards = nshards;
     }
+    json_decref(old);
     if (rc && s.made_dir) rmdir(s.dir); /* only while still empty */
     ckpt_wr_named_free(t, n);
     return rc;
@@ -606,6 +705,12 @@ int ckpt_convert(ckpt_convert_report *report, const char *in, const char *out,
             if (names_dir(out) && !(rc = name_set(&s, out, fmt, &a))) path = s.single;
             if (!rc) rc = write_verified(root, path, fmt, &w, &o->open, &stats);
             if (rc && s.made_dir) rmdir(s.dir);
+            /* the one file of a set (NAME.safetensors, NAME.bin): the
+             * set's earlier index and shards go */
+            if (!rc && !s.dir &&
+                ends_with(out, fmt == CKPT_FORMAT_SAFETENSORS ? ".safetensors" : ".bin"))
+                rc = name_set(&s, out, fmt, &a);
+            if (!rc && s.dir) rc = retire_indexed_set(&s, w.backup, &o->open, &a);
             if (!rc && report)
                 *report = (ckpt_convert_report){fmt, stats.tensors, stats.bytes, stats.keys, 0};
         }

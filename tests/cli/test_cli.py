@@ -920,6 +920,51 @@ def test_convert_shards_replace_one_file():
         assert_eq((rc, doc["format"]), (0, "safetensors-sharded"), "what the folder opens as")
 
 
+def test_convert_reshard_retires_old_shards():
+    """Resharding into fewer shards (and into one file) left the previous
+    layout's shards beside the new index: a loader globbing *.safetensors,
+    and a later reshard, took them for part of the set. Once the new set
+    is written, the files the old index named and the new set does not
+    are removed (--backup: renamed NAME.bak), and so is the old index
+    when the new set is one file; a file the old index did not name stays."""
+    for backup in ([], ["--backup"]):
+        folder = os.path.join(TMP, "reshard%s" % "".join(backup))
+        os.mkdir(folder)
+        stray = os.path.join(folder, "notes.safetensors")  # named by no index
+        with open(stray, "wb") as fh:
+            fh.write(b"x")
+
+        def shards():
+            return sorted(n for n in os.listdir(folder) if n.endswith(".safetensors"))
+        rc, _, err = run("convert", TRAIN_PT, folder, "--select", "model",
+                         "--max-shard-size", "500", *backup)
+        assert_eq(rc, 0, "convert into many shards (stderr %r)" % err)
+        many = shards()
+        assert len(many) >= 4, many
+        rc, _, err = run("convert", os.path.join(folder, "model.safetensors.index.json"),
+                         folder, "--max-shard-size", "1500", *backup)
+        assert_eq(rc, 0, "reshard into fewer (stderr %r)" % err)
+        fewer = shards()
+        n = len(fewer) - 1
+        assert 2 <= n < len(many) - 1, (many, fewer)
+        assert_eq(fewer, sorted(["model-%05d-of-%05d.safetensors" % (k + 1, n)
+                                 for k in range(n)] + ["notes.safetensors"]), "shards left")
+        baks = sorted(b for b in os.listdir(folder) if b.endswith(".safetensors.bak"))
+        assert_eq(baks, sorted(m + ".bak" for m in many if m != "notes.safetensors")
+                  if backup else [], ".bak files")
+        assert_eq(run("verify", "-q", folder)[0], 0, "verify the resharded folder")
+        rc, _, err = run("convert", os.path.join(folder, "model.safetensors.index.json"),
+                         folder, *backup)
+        assert_eq(rc, 0, "reshard into one file (stderr %r)" % err)
+        assert_eq(shards(), ["model.safetensors", "notes.safetensors"], "one file left")
+        assert_eq(os.path.exists(os.path.join(folder, "model.safetensors.index.json")), False,
+                  "the old index removed")
+        assert_eq(os.path.exists(os.path.join(folder, "model.safetensors.index.json.bak")),
+                  bool(backup), "the old index kept as .bak")
+        rc, doc, _ = run_json("inspect", "--json", folder)
+        assert_eq((rc, doc["format"]), (0, "safetensors"), "what the folder opens as")
+
+
 def test_doctor_model_folder_both_formats():
     """A Hugging Face folder shipping model.safetensors and pytorch_model.bin
     (copies of one save): doctor reports the file from_pretrained reads,

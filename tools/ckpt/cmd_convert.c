@@ -123,7 +123,8 @@ static const cli_opt opts[] = {
      "model.safetensors or pytorch_model.bin)"},
     {CLI_OPT_BOOL, "backup", 0, &args.backup, NULL, 0,
      "when OUT is an existing file, keep it as OUT.bak (each shard of a "
-     "sharded set likewise); a DCP directory is never replaced"},
+     "sharded set likewise, and each file of the layout it replaces); a DCP "
+     "directory is never replaced"},
     {CLI_OPT_BOOL, "quiet", 'q', &args.quiet, NULL, 0, "print nothing on success"},
     {0}};
 
@@ -298,7 +299,10 @@ const cli_command cli_cmd_convert = {
     "stderr says when OUT is IN itself). A set of several shards also\n"
     "replaces a file under the one-file name (model.safetensors,\n"
     "pytorch_model.bin), which loaders open before an index: it is removed\n"
-    "once the index is written (--backup: renamed to .bak). A DCP\n"
+    "once the index is written (--backup: renamed to .bak). Likewise the\n"
+    "layout a set replaces: the shards its previous index named that the\n"
+    "new set does not (resharding into fewer), and that index when the new\n"
+    "set is one file; files no index named stay. A DCP\n"
     "directory OUT is never replaced: it must not exist or must be empty\n"
     "(else exit 2, nothing written); it is made in a temporary directory\n"
     "beside it, verified, then renamed into place.\n"
