@@ -870,9 +870,11 @@ class StateDictReader:
 def metadata(path):
     """The file's metadata as a dict of str to str (values ckpt.save stored
     as JSON, listed in "ckpt.meta_json", decoded): safetensors
-    "__metadata__", a sharded index's "metadata", or the record ckpt writes
-    into torch archives (ckpt.save's meta, "ckpt.xxh3" digests); None when
-    the file has none."""
+    "__metadata__", a sharded index's "metadata" (for the index or its
+    folder; other values than str as compact JSON text; the shards' own
+    __metadata__ are not the set's), or the record ckpt writes into torch
+    archives (ckpt.save's meta, "ckpt.xxh3" digests); None when the file
+    has none. The same as ckpt.open(path).metadata() and `ckpt inspect`."""
     h = ctypes.c_void_p()
     check(lib.ckpt_open(ctypes.byref(h), fspath(path), None), os.fspath(path))
     try:

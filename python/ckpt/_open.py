@@ -97,7 +97,12 @@ class SafeOpen:
 
     def metadata(self):
         """The file's metadata as a dict of str to str, None when it has
-        none (as ckpt.metadata)."""
+        none (as ckpt.metadata and `ckpt inspect` give it). For a sharded
+        set (its index, or a folder holding one) that is the index's
+        "metadata" (transformers' sharded_metadata: "total_size" and what
+        the writer added), values that are not str as compact JSON text
+        ("2704", '{"a":[1,2]}'); each shard's own __metadata__ (save_pretrained's
+        {"format": "pt"}) belongs to that file: open the shard for it."""
         h = self._handle()
         return _file_metadata(h) if lib.ckpt_file_has_metadata(h) else None
 

@@ -72,6 +72,42 @@ def test_open_metadata(files):
         assert f.metadata() is None
 
 
+def test_open_metadata_of_sharded_set(files, tmp_path):
+    """A sharded set's metadata is its index's "metadata" (what transformers
+    reads as sharded_metadata), values that are not str as JSON text, the
+    same through ckpt.open, ckpt.metadata and `ckpt inspect --json`, for
+    the index and for its folder; each shard's own __metadata__ ({"format":
+    "pt"}, as save_pretrained writes it) is the shard's, not the set's."""
+    import json
+    import subprocess
+    state, _ = files
+    names = sorted(state)
+    shards = {"model-00001-of-00002.safetensors": names[:2],
+              "model-00002-of-00002.safetensors": names[2:]}
+    for shard, keys in shards.items():
+        ckpt.save({k: state[k] for k in keys}, str(tmp_path / shard), meta={"format": "pt"})
+    index = tmp_path / "model.safetensors.index.json"
+    index.write_text(json.dumps({
+        "metadata": {"total_size": 116, "note": {"a": [1, 2]}},
+        "weight_map": {k: shard for shard, keys in shards.items() for k in keys}}))
+    want = {"total_size": "116", "note": '{"a":[1,2]}'}  # compact JSON text
+    for path in (str(index), str(tmp_path)):
+        with ckpt.open(path) as f:
+            assert f.metadata() == want, path
+        assert ckpt.metadata(path) == want, path
+        out = subprocess.run([os.environ["CKPT_BIN"], "inspect", "--json", path],
+                             capture_output=True, text=True, check=True).stdout
+        assert json.loads(out)["metadata"] == want, path
+    with ckpt.open(str(tmp_path / "model-00001-of-00002.safetensors")) as f:
+        got = f.metadata()
+        assert got["format"] == "pt" and "total_size" not in got, got
+    # an index without "metadata": the set has none (None, not {})
+    index.write_text(json.dumps({"weight_map": {k: shard for shard, keys in shards.items()
+                                                for k in keys}}))
+    with ckpt.open(str(index)) as f:
+        assert f.metadata() is None
+
+
 def test_open_closed_and_errors(files, tmp_path):
     _, paths = files
     f = ckpt.open(paths["torch-zip"])
