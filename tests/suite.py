@@ -7,6 +7,24 @@ checkpoints of CKPT_CORPUS."""
 import os
 
 CORPUS_SUITE = os.environ.get("CKPT_TEST_SUITE") == "corpus"
+SRC = os.environ.get("CKPT_SRC", os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# the oracles: torch 2.13 in the project's virtual environment
+# (scripts/deps --test), Debian's torch 1.13
+VENV = os.path.join(SRC, ".venv", "bin", "python")
+DEBIAN = "/usr/bin/python3"
+
+
+def oracles(what="cases"):
+    """The Pythons each oracle case runs under, as (tag, python):
+    ("torch2", VENV) when it is there (else a SKIP line naming `what`),
+    then ("torch1", DEBIAN)."""
+    out = []
+    if os.path.exists(VENV):
+        out.append(("torch2", VENV))
+    else:
+        print("SKIP torch 2.13 %s: no %s (run scripts/deps --test)" % (what, VENV))
+    out.append(("torch1", DEBIAN))
+    return out
 
 
 def corpus(fn):

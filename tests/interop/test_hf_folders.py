@@ -30,9 +30,9 @@ import zipfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import test_interop as ti  # noqa: E402
+sys.path.insert(0, os.path.dirname(HERE))
+import suite  # noqa: E402
 
-SRC = os.environ.get("CKPT_SRC", os.path.dirname(os.path.dirname(HERE)))
-VENV = os.path.join(SRC, ".venv", "bin", "python")
 SHARD2 = "pytorch_model-00002-of-00002.bin"
 
 
@@ -138,12 +138,7 @@ def data_offset(path):
 
 
 def main():
-    pythons = []
-    if os.path.exists(VENV):
-        pythons.append(("torch2", VENV))
-    else:
-        print("SKIP torch 2.13 folders: no %s (run scripts/deps --test)" % VENV)
-    pythons.append(("torch1", "/usr/bin/python3"))
+    pythons = suite.oracles("folders")
     with tempfile.TemporaryDirectory(prefix="ckpt-hf-") as tmp:
         for tag, python in pythons:
             outdir = os.path.join(tmp, tag)

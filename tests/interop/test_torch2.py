@@ -29,24 +29,13 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import test_interop as ti  # noqa: E402  (check_inspect, check_verify, report)
+sys.path.insert(0, os.path.dirname(HERE))
+import suite  # noqa: E402
 
-SRC = os.environ.get("CKPT_SRC", os.path.dirname(os.path.dirname(HERE)))
-VENV = os.path.join(SRC, ".venv", "bin", "python")
-DEBIAN = "/usr/bin/python3"
 NEW_DTYPES = {"U16", "U32", "U64", "C32", "F8_E4M3", "F8_E5M2", "F8_E8M0",
               "F8_E4M3FNUZ", "F8_E5M2FNUZ"}
 # dtypes the safetensors package has no name for
 NO_SAFETENSORS_NAME = {"C32", "F8_E4M3FNUZ", "F8_E5M2FNUZ"}
-
-
-def oracles():
-    out = []
-    if os.path.exists(VENV):
-        out.append(("torch2", VENV))
-    else:
-        print("SKIP torch 2.13 cases: no %s (run scripts/deps --test)" % VENV)
-    out.append(("torch1", DEBIAN))
-    return out
 
 
 def generate(python, outdir, tmp):
@@ -174,7 +163,7 @@ def inspect_json(path):
 
 
 def main():
-    pythons = oracles()
+    pythons = suite.oracles()
     with tempfile.TemporaryDirectory(prefix="ckpt-torch2-") as tmp:
         seen = {}
         for tag, python in pythons:

@@ -19,8 +19,9 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SRC = os.environ.get("CKPT_SRC", os.path.dirname(os.path.dirname(HERE)))
+sys.path.insert(0, os.path.dirname(HERE))
+import suite  # noqa: E402
 BIN = os.environ.get("CKPT_BIN", "ckpt")
-VENV = os.path.join(SRC, ".venv", "bin", "python")
 COUNTER = "bn.num_batches_tracked"
 results = {"passed": 0, "failed": 0}
 
@@ -128,11 +129,7 @@ def hostile(tmp):
 def main():
     with tempfile.TemporaryDirectory() as tmp:
         hostile(tmp)
-    oracles = [VENV] if os.path.exists(VENV) else []
-    if not oracles:
-        print("SKIP torch 2.13 cases: no %s (run scripts/deps --test)" % VENV)
-    oracles.append("/usr/bin/python3")
-    for python in oracles:
+    for _, python in suite.oracles():
         with tempfile.TemporaryDirectory() as tmp:
             one_oracle(python, tmp)
     print("%d passed, %d failed" % (results["passed"], results["failed"]))
