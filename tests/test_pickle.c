@@ -947,6 +947,27 @@ TEST(test_type_confusion) {
         CHECK_EQ_INT(run(builds[i].p, builds[i].n, &v), builds[i].rc);
         if (builds[i].rc) CHECK(strstr(last_message(), "takes no state") != NULL);
     }
+    /* an OrderedDict (it has a __dict__) takes None, a dict or a (None or
+     * dict, dict) pair; pickle.loads refuses any other state */
+#define OD "ccollections\nOrderedDict\n)R"
+    CHECK_EQ_INT(PK(OD "N}\x86"
+                       "b.",
+                    &v),
+                 0);
+    CHECK_EQ_INT(PK(OD "K\x01"
+                       "b.",
+                    &v),
+                 CKPT_E_FORMAT);
+    CHECK(strstr(last_message(), "a collections.OrderedDict takes None, a dict") != NULL);
+    CHECK_EQ_INT(PK(OD "NN\x86"
+                       "b.",
+                    &v),
+                 CKPT_E_FORMAT); /* slot state is not a dictionary */
+    CHECK_EQ_INT(PK(OD "]"
+                       "b.",
+                    &v),
+                 CKPT_E_FORMAT);
+#undef OD
 }
 
 TEST(test_underflow_and_bad_opcodes) {

@@ -1199,16 +1199,19 @@ int ckpt_builders_new(ckpt_value **out, const pk_build_ctx *c, ckpt_value *calla
  * into the instance's __dict__; a (state, slotstate) pair splits, and its
  * slotstate must be a dict (None included: "slot state is not a
  * dictionary", Python 3.11) whose entries are set as attributes.
- * state_form: -1 for a state Python refuses on any such instance, 0 for
- * one that sets nothing, 1 for one that sets attributes (a dict of
+ * state_form: -1 for a state Python refuses on any such instance, -2 for
+ * one that holds the result of a call (an object: it may be a dict), 0
+ * for one that sets nothing, 1 for one that sets attributes (a dict of
  * entries; in a scan, dicts hold none, so there it is 0). */
 static int state_form(const ckpt_value *state) {
     const ckpt_value *d = state, *slots = NULL;
     if (state->kind == CKPT_KIND_TUPLE && state->u.seq.n == 2) {
         d = state->u.seq.items[0];
         slots = state->u.seq.items[1];
+        if (slots->kind == CKPT_KIND_OBJECT) return -2;
         if (slots->kind != CKPT_KIND_DICT) return -1;
     }
+    if (d->kind == CKPT_KIND_OBJECT) return -2;
     if (d->kind != CKPT_KIND_NONE && d->kind != CKPT_KIND_DICT) return -1;
     return (d->kind == CKPT_KIND_DICT && d->u.dict.n) || (slots && slots->u.dict.n);
 }
@@ -1244,9 +1247,15 @@ static int builtin_setstate(const pk_build_ctx *c, const ckpt_value *target,
  * attributes of a dict state, or of both dicts of a (state, slotstate)
  * pair, in the instance's __dict__. They are copied into dict.state (a
  * later SETITEM on the memoized state dict does not change them, as in
- * Python); a second BUILD adds to them. Other states are ignored. */
+ * Python); a second BUILD adds to them. A state Python refuses fails;
+ * parts that are objects (a call's result) are ignored. */
 static int dict_setstate(const pk_build_ctx *c, ckpt_value *target, const ckpt_value *state) {
     if (target->dict_class == CKPT_DICT_PLAIN) return builtin_setstate(c, target, state);
+    if (target->dict_class != CKPT_DICT_MODULE && state_form(state) == -1)
+        return fail(c, CKPT_E_FORMAT,
+                    "BUILD: a %s takes None, a dict or a (None or dict, dict) pair as its state "
+                    "(Python: state or slot state is not a dictionary)",
+                    ckpt_dict_class_name(target->dict_class));
     const ckpt_value *parts[2] = {state, NULL};
     if (state->kind == CKPT_KIND_TUPLE && state->u.seq.n == 2) {
         parts[0] = state->u.seq.items[0];
