@@ -30,8 +30,8 @@ import suite  # noqa: E402
 
 CKPT = os.environ.get("CKPT_BIN", os.path.join(SRC, "build", "ckpt"))
 LIB = os.environ.get("CKPT_LIB", os.path.join(SRC, "build", "libckpt.so"))
-VENV = os.path.join(SRC, ".venv", "bin", "python")
-PYTHONS = [p for p in (VENV, "/usr/bin/python3") if os.path.exists(p)]
+VENV = suite.VENV
+PYTHONS = [p for p in (VENV, suite.DEBIAN) if os.path.exists(p)]
 
 GEN = r"""
 import collections, sys, torch
@@ -147,7 +147,7 @@ def test_devices_torch2():
 
 def test_devices_torch1():
     with tempfile.TemporaryDirectory() as tmp:
-        check_one("/usr/bin/python3", tmp)
+        check_one(suite.DEBIAN, tmp)
 
 
 if __name__ == "__main__":

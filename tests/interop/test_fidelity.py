@@ -26,7 +26,7 @@ import suite  # noqa: E402
 
 CKPT = os.environ.get("CKPT_BIN", os.path.join(SRC, "build", "ckpt"))
 LIB = os.environ.get("CKPT_LIB", os.path.join(SRC, "build", "libckpt.so"))
-VENV = os.path.join(SRC, ".venv", "bin", "python")
+VENV = suite.VENV
 SEED, COUNT = 1, 60
 # checks fidelity.py makes for every case (the weights_only one with torch 2.x)
 CHECKS = {"ckpt.load", "ckpt.load of convert .pt", "torch.load of convert .pt",
@@ -61,7 +61,7 @@ def test_fidelity_torch2():
 
 
 def test_fidelity_torch1():
-    run_fidelity("/usr/bin/python3")
+    run_fidelity(suite.DEBIAN)
 
 
 if __name__ == "__main__":
