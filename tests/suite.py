@@ -4,7 +4,9 @@ nothing beside the repository (they use its files or generate what they
 need), and, when the corpus is there, as corpus_py_<dir>_<name> with
 CKPT_TEST_SUITE=corpus: the cases marked @corpus, which read the real-world
 checkpoints of CKPT_CORPUS."""
+import json
 import os
+import subprocess
 
 CORPUS_SUITE = os.environ.get("CKPT_TEST_SUITE") == "corpus"
 SRC = os.environ.get("CKPT_SRC", os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -31,6 +33,22 @@ def corpus(fn):
     """Marks a case that reads the corpus."""
     fn.reads_corpus = True
     return fn
+
+
+def oracle_docs(python, argv, files, cwd=None):
+    """What an oracle script says of each file: runs python with argv and
+    then the files; the script prints one JSON object per line, each with
+    its "file". Returns {file: that object}; a file it printed nothing for
+    gets {"error": "loader printed nothing: " + the end of its stderr}."""
+    if not files:
+        return {}
+    p = subprocess.run([python] + list(argv) + list(files), cwd=cwd, stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, timeout=600)
+    out = {d["file"]: d for d in map(json.loads, p.stdout.decode("utf-8").splitlines())}
+    for path in files:
+        out.setdefault(path, {"error": "loader printed nothing: %s" %
+                              p.stderr.decode("utf-8", "replace")[-300:]})
+    return out
 
 
 def selected(fn=None, reads_corpus=None):

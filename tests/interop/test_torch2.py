@@ -49,21 +49,6 @@ def generate(python, outdir, tmp):
     return g.returncode == 0
 
 
-def load_views(python, paths, tmp):
-    if not paths:
-        return {}
-    p = subprocess.run([python, os.path.join(HERE, "load_written.py")] + paths, cwd=tmp,
-                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=600)
-    out = {}
-    for line in p.stdout.decode("utf-8").splitlines():
-        doc = json.loads(line)
-        out[doc["file"]] = doc
-    for path in paths:
-        out.setdefault(path, {"error": "loader printed nothing: %s" %
-                              p.stderr.decode("utf-8", "replace")[-300:]})
-    return out
-
-
 def compare_loaded(case, expected, got, tensors_only):
     details = []
     if "error" in got:
@@ -99,7 +84,8 @@ def check_written(tag, path, expected, written, pythons, tmp):
                     name, ", ".join(sorted(dtypes & NO_SAFETENSORS_NAME))))
                 continue
             todo.append((name, out, st))
-        views = load_views(python, [o for _, o, _ in todo], tmp)
+        views = suite.oracle_docs(python, [os.path.join(HERE, "load_written.py")],
+                                  [o for _, o, _ in todo], cwd=tmp)
         for name, out, st in todo:
             compare_loaded(name, expected, views[out], st)
 

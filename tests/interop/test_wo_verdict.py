@@ -24,7 +24,9 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SRC = os.environ.get("CKPT_SRC", os.path.dirname(os.path.dirname(HERE)))
-VENV = os.path.join(SRC, ".venv", "bin", "python")
+sys.path.insert(0, os.path.dirname(HERE))
+import suite  # noqa: E402
+VENV = suite.VENV
 
 GEN = r'''
 import argparse, collections, io, json, os, pathlib, pickle, sys, warnings
@@ -184,12 +186,6 @@ def report(ok, case, details=()):
             print("    " + str(d))
 
 
-def oracle(python, script, files):
-    p = subprocess.run([python, "-c", script] + files, stdout=subprocess.PIPE,
-                       stderr=subprocess.PIPE, timeout=600)
-    return {d["file"]: d for d in map(json.loads, p.stdout.decode().splitlines())}
-
-
 def doctor(refused, loads):
     """`ckpt doctor` says it (text and --json), `ckpt scan` as a note with
     the verdict and exit status of a safe file."""
@@ -223,12 +219,12 @@ def main():
                            stderr=subprocess.STDOUT, timeout=600)
         report(g.returncode == 0, "generate under torch 2.13", g.stdout.decode()[-2000:].split("\n"))
         files = sorted(os.path.join(tmp, n) for n in os.listdir(tmp) if n.endswith((".pt", ".pkl")))
-        torch2 = oracle(VENV, LOAD, files)
+        torch2 = suite.oracle_docs(VENV, ["-c", LOAD], files)
         refused_pt = []
         for path in files:
-            t = torch2.get(path)
-            if t is None:
-                report(False, "torch verdict for " + path)
+            t = torch2[path]
+            if "ok" not in t:
+                report(False, "torch verdict for " + path, [t["error"]])
                 continue
             w = ckpt.scan(path).weights_only
             name = os.path.basename(path)
@@ -248,10 +244,10 @@ def main():
                     refused_pt.append(path)
         report(len(refused_pt) >= 8, "several files refused", refused_pt)
         doctor(os.path.join(tmp, "np_float64.pt"), os.path.join(tmp, "module_sd.pt"))
-        if os.path.exists("/usr/bin/python3") and refused_pt:
-            old = oracle("/usr/bin/python3", OLD, refused_pt)
+        if os.path.exists(suite.DEBIAN) and refused_pt:
+            old = suite.oracle_docs(suite.DEBIAN, ["-c", OLD], refused_pt)
             for path in refused_pt:
-                if "proto4" in path or path in old and old[path]["ok"]:
+                if "proto4" in path or old[path].get("ok"):
                     continue
                 # torch 1.13 reads no file torch 2.13 wrote with a dtype it lacks
                 if any(k in path for k in ("uint16", "uint32", "uint64", "float8", "custom")):
