@@ -265,9 +265,13 @@ class _Builder:
         if not t.data_ptr() or t.is_conj() or t.is_neg():
             return self._data(t, where)
         st = t.untyped_storage() if hasattr(t, "untyped_storage") else t.storage()  # torch 1.x
-        skey = ("s", str(t.device), st.data_ptr())
+        skey = ("s", t.device, st.data_ptr())
         if skey not in self.memo:
             n = st.nbytes() // t.element_size()
+            if not t.storage_offset() and t.numel() == n and t.is_contiguous():
+                out = self._data(t, where)  # the whole storage (most tensors): no view
+                self.memo[skey] = (out, t.dtype)
+                return out
             self.memo[skey] = (self._data(t.as_strided((n,), (1,), 0), where), t.dtype)
         base, dtype = self.memo[skey]
         if dtype != t.dtype:
