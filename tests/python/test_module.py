@@ -198,6 +198,12 @@ def test_allowed_missing_tied_and_training_checkpoint(tmp_path):
     assert torch.equal(b.head.weight, a.embed.weight)
     # worded as `ckpt match` words it: "1 of 2" alone reads as a key short
     assert str(rep) == "1 of 2 expected keys match, 1 tied to a matched key"
+    # a bfloat16 copy: nothing matches, the tie is to a key that loads only
+    # cast (it said "0 of 2 match, 1 tied to a matched key")
+    with pytest.raises(ckpt.KeyMismatchError) as e:
+        ckpt.load_state_dict(b, {"embed.weight": a.embed.weight.detach().bfloat16()})
+    assert str(e.value).startswith("0 of 2 expected keys match, 1 tied to a key that loads "
+                                   "with a dtype cast; dtype mismatch: embed.weight"), str(e.value)
 
 
 def test_batchnorm_counter_left_to_the_module_as_torch_does(tmp_path):
