@@ -22,6 +22,7 @@
 #include "base/sort.h"
 #include "base/source.h"
 #include "jobs/scan.h"
+#include "keys/keys.h"
 #include "model/file.h"
 #include "model/walk.h"
 #include "open/model_dir.h"
@@ -1168,12 +1169,23 @@ static const section sections[] = {
 
 /* ------------------------------------------------------------ verdict */
 
-static const char *healthy_phrase(const ckpt_training *t) {
-    switch (t ? ckpt_training_resume(t) : CKPT_RESUME_WEIGHTS_ONLY) {
-    case CKPT_RESUME_FULL: return "resume: full-resume";
+/* The healthy verdict's last phrase: the resume verdict; a weights-only
+ * file that is a PEFT LoRA adapter is called one (it was "a deployment
+ * file", which an adapter alone is not). */
+static void healthy_phrase(ckpt_buf *b, const ckpt_doctor_report *r) {
+    size_t modules, factors;
+    switch (ckpt_training_resume(r->training)) {
+    case CKPT_RESUME_FULL: ckpt_buf_str(b, "resume: full-resume"); break;
     case CKPT_RESUME_WEIGHTS_ONLY:
-        return "weights only: a deployment file, not a resume checkpoint";
-    default: return "";
+        if ((factors = ckpt_adapter_factors(r->f, &modules)) != 0)
+            ckpt_buf_printf(b,
+                            "a PEFT LoRA adapter (%zu lora_A/lora_B keys for %zu target "
+                            "module%s): apply it to its base model; not a resume checkpoint",
+                            factors, modules, plural(modules));
+        else
+            ckpt_buf_str(b, "weights only: a deployment file, not a resume checkpoint");
+        break;
+    default: break;
     }
 }
 
@@ -1192,7 +1204,7 @@ static int verdict(ckpt_doctor_report *r) {
                         (unsigned long long)r->elements, plural(r->elements));
         if (r->training) {
             ckpt_buf_str(&b, "; ");
-            ckpt_buf_str(&b, healthy_phrase(r->training));
+            healthy_phrase(&b, r);
         }
     } else {
         ckpt_buf_str(&b, "ATTENTION: ");
