@@ -210,6 +210,30 @@ def test_adam_full():
               sum(nbytes(t) for t in tensors(ck["rng"])), "rng bytes")
 
 
+def test_adam_or_adamw_as_param_groups_say():
+    """torch >= 2.6 writes decoupled_weight_decay in every param group
+    (torch.optim.AdamW is Adam with it True): the optimizer is named by it,
+    not "Adam/AdamW" (what a torch 1.13 file, without the key, still
+    gets); amsgrad is kept."""
+    ck = torch.load(gen("adam_full.pt"))
+    tmp = tempfile.mkdtemp(prefix="ckpt-adamw-")
+    for flag, ams, want in ((True, False, "AdamW"), (False, False, "Adam"),
+                            (True, True, "AdamW (amsgrad)"), (None, False, "Adam/AdamW")):
+        opt = {"state": {k: dict(v) for k, v in ck["optimizer"]["state"].items()},
+               "param_groups": [dict(g) for g in ck["optimizer"]["param_groups"]]}
+        for g in opt["param_groups"]:
+            if flag is not None:
+                g["decoupled_weight_decay"] = flag
+        if ams:
+            for st in opt["state"].values():
+                st["max_exp_avg_sq"] = st["exp_avg_sq"].clone()
+        path = os.path.join(tmp, "opt.pt")
+        torch.save({"model": ck["model"], "optimizer": opt}, path)
+        rc, doc = run_json("doctor", "--json", path)
+        assert_eq(one(doc, "optimizer")["type"], want, "decoupled_weight_decay=%s" % flag)
+    shutil.rmtree(tmp)
+
+
 def test_adamw_amsgrad():
     doc = check_file("adamw_amsgrad.pt", "full-resume", "model", "optimizer",
                      "Adam/AdamW (amsgrad)", 0)
