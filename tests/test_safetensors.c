@@ -1112,8 +1112,9 @@ TEST(sharded_alias_out_of_weight_map) {
     ckpt_file *f = NULL;
     CHECK_EQ_INT(open_index(&f, "{\"weight_map\":{\"tied\":\"t.safetensors\"}}"), CKPT_E_MISMATCH);
     CHECK(has(ckpt_error_last()->message, "tensor \"x\" of shard \"t.safetensors\" is not listed"));
-    CHECK_EQ_INT(open_index(&f, "{\"weight_map\":{\"x\":\"a.safetensors\",\"tied\":\"t.safetensors\"}}"),
-                 CKPT_E_MISMATCH);
+    CHECK_EQ_INT(
+        open_index(&f, "{\"weight_map\":{\"x\":\"a.safetensors\",\"tied\":\"t.safetensors\"}}"),
+        CKPT_E_MISMATCH);
     CHECK(has(ckpt_error_last()->message, "\"x\" is in shard \"t.safetensors\""));
     CHECK(f == NULL);
     remove_file("t.safetensors");

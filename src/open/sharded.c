@@ -281,8 +281,10 @@ static int match_shards(index_reader *r, const json_t *wm) {
             ckpt_value *val = sroot->u.dict.vals[i];
             const json_t *listed = json_object_get(wm, key->u.s.p);
             const json_t *target = listed ? NULL : json_object_get(aliases, key->u.s.p);
-            if (target) listed = json_object_get(wm, json_string_value(target));
-            else if (listed) matched++;
+            if (target)
+                listed = json_object_get(wm, json_string_value(target));
+            else if (listed)
+                matched++;
             rc = match_one(r, s, key, val, listed, target);
         }
         json_decref(aliases);

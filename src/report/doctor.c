@@ -752,8 +752,10 @@ static int concern_safety(const ckpt_doctor_report *r, ckpt_buf *b) {
     for (size_t i = 0; i < r->n_scans; i++) {
         const ckpt_doctor_scan *s = &r->scans[i];
         ckpt_verdict v = s->report ? ckpt_scan_verdict(s->report) : CKPT_VERDICT_UNSCANNABLE;
-        if (s->about) known++;
-        else others_safe &= v == CKPT_VERDICT_SAFE;
+        if (s->about)
+            known++;
+        else
+            others_safe &= v == CKPT_VERDICT_SAFE;
         if (v != w || worst) continue;
         worst = s;
         g = first_global(s->report, CKPT_SEVERITY_DANGEROUS);

@@ -251,10 +251,9 @@ static const char *optimizer_type(const ckpt_value *state, const ckpt_value *gro
         /* the same state; torch >= 2.6 writes which one in every group
          * (AdamW is Adam with decoupled_weight_decay=True), older ones
          * do not: then it cannot be told */
-        const ckpt_value *d =
-            groups && groups->u.seq.n
-                ? ckpt_tr_dict_get(groups->u.seq.items[0], "decoupled_weight_decay")
-                : NULL;
+        const ckpt_value *d = groups && groups->u.seq.n ? ckpt_tr_dict_get(groups->u.seq.items[0],
+                                                                           "decoupled_weight_decay")
+                                                        : NULL;
         int ams = HAS(TR_K_MAX_EXP_AVG_SQ) != 0;
         if (!d || d->kind != CKPT_KIND_BOOL) return ams ? "Adam/AdamW (amsgrad)" : "Adam/AdamW";
         if (d->u.b) return ams ? "AdamW (amsgrad)" : "AdamW";

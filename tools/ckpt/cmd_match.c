@@ -228,8 +228,7 @@ static size_t tied_missing(const ckpt_match_result *r, int cast) {
     for (i = 0; i < ckpt_match_count(r, CKPT_MATCH_TIED); i++) {
         const ckpt_match_item *it = ckpt_match_item_at(r, CKPT_MATCH_TIED, i);
 
-        if (it->expected)
-            n += (dt && bsearch(it->tied_to, dt, ndt, sizeof *dt, cmp_tied)) == cast;
+        if (it->expected) n += (dt && bsearch(it->tied_to, dt, ndt, sizeof *dt, cmp_tied)) == cast;
     }
     return n;
 }

@@ -404,16 +404,33 @@ static int is_json_name(const char *name) {
  * save_pretrained and its tokenizers and processors, PEFT, the Trainer,
  * the Hub's model card), none of them loaded with pickle. */
 static int model_folder_file(const char *name) {
-    static const char *const known[] = {
-        "config.json",           "generation_config.json", "tokenizer.json",
-        "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json",
-        "vocab.json",            "vocab.txt",               "merges.txt",
-        "tokenizer.model",       "spiece.model",            "sentencepiece.bpe.model",
-        "preprocessor_config.json", "processor_config.json", "chat_template.jinja",
-        "chat_template.json",    "adapter_config.json",     "trainer_state.json",
-        "all_results.json",      "train_results.json",      "eval_results.json",
-        "params.json",           "README.md",               "LICENSE",
-        "LICENSE.txt",           "NOTICE",                  "USE_POLICY.md"};
+    static const char *const known[] = {"config.json",
+                                        "generation_config.json",
+                                        "tokenizer.json",
+                                        "tokenizer_config.json",
+                                        "special_tokens_map.json",
+                                        "added_tokens.json",
+                                        "vocab.json",
+                                        "vocab.txt",
+                                        "merges.txt",
+                                        "tokenizer.model",
+                                        "spiece.model",
+                                        "sentencepiece.bpe.model",
+                                        "preprocessor_config.json",
+                                        "processor_config.json",
+                                        "chat_template.jinja",
+                                        "chat_template.json",
+                                        "adapter_config.json",
+                                        "trainer_state.json",
+                                        "all_results.json",
+                                        "train_results.json",
+                                        "eval_results.json",
+                                        "params.json",
+                                        "README.md",
+                                        "LICENSE",
+                                        "LICENSE.txt",
+                                        "NOTICE",
+                                        "USE_POLICY.md"};
     for (size_t i = 0; i < sizeof known / sizeof *known; i++)
         if (strcmp(name, known[i]) == 0) return 1;
     return 0;
