@@ -2,6 +2,7 @@
  * option structs (_INIT, *_options_init, unknown versions refused), the
  * layout of ckpt_file_value_table. Uses only <ckpt.h>. */
 #include <ckpt.h>
+#include <errno.h>
 
 #include "harness.h"
 
@@ -74,6 +75,20 @@ TEST(unknown_versions_refused) {
     ckpt_convert_options c = CKPT_CONVERT_OPTIONS_INIT;
     c.version = CKPT_CONVERT_OPTIONS_VERSION + 1;
     CHECK_EQ_INT(ckpt_convert(NULL, "/nonexistent", "/tmp/x.safetensors", &c), CKPT_E_INVALID_ARG);
+}
+
+/* A failed system call leaves its errno in the record (Python raises
+ * FileNotFoundError from it); other failures leave 0. */
+TEST(error_os_errno) {
+    ckpt_file *f = NULL;
+    CHECK_EQ_INT(ckpt_open(&f, "/nonexistent-ckpt-dir/x.safetensors", NULL), CKPT_E_IO);
+    CHECK_EQ_INT(ckpt_error_last()->os_errno, ENOENT);
+    CHECK_EQ_INT(ckpt_open(&f, "/dev/null/x.pt", NULL), CKPT_E_IO);
+    CHECK_EQ_INT(ckpt_error_last()->os_errno, ENOTDIR);
+    static const unsigned char junk[16] = "not a checkpoint";
+    CHECK_EQ_INT(ckpt_open_memory(&f, junk, sizeof junk, "junk", NULL), CKPT_E_FORMAT);
+    CHECK_EQ_INT(ckpt_error_last()->os_errno, 0);
+    CHECK(f == NULL);
 }
 
 TEST(enums_pinned) {
@@ -189,6 +204,7 @@ int main(void) {
     RUN(version_matches_header);
     RUN(options_init_equals_macro);
     RUN(unknown_versions_refused);
+    RUN(error_os_errno);
     RUN(enums_pinned);
     RUN(value_table_tensors);
     RUN(value_table_sharing);

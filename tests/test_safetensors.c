@@ -1086,6 +1086,40 @@ TEST(sharded_mismatch) {
     write_shard("a.safetensors", 0);
 }
 
+/* A tied name ckpt wrote into a shard's "ckpt.aliases" is left out of
+ * weight_map (as huggingface_hub leaves out shared names, so that
+ * transformers' loader sees it missing, not loaded); the set still has it,
+ * in that shard. An index of an older ckpt lists it, and reads the same;
+ * an alias is no licence for its target to go unlisted or elsewhere. */
+TEST(sharded_alias_out_of_weight_map) {
+    size_t len = st_make("{\"__metadata__\":{\"ckpt.aliases\":\"{\\\"tied\\\":\\\"x\\\"}\"},"
+                         "\"x\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]}}    ",
+                         "x", 1);
+    write_file("t.safetensors", st_buf, len);
+    static const char *const ok[] = {
+        "{\"weight_map\":{\"x\":\"t.safetensors\"}}",
+        "{\"weight_map\":{\"x\":\"t.safetensors\",\"tied\":\"t.safetensors\"}}"};
+    for (size_t i = 0; i < 2; i++) {
+        ckpt_file *f = NULL;
+        CHECK_EQ_INT(open_index(&f, ok[i]), 0);
+        if (!f) continue;
+        CHECK_EQ_INT(ckpt_file_tensor_count(f), 2);
+        const ckpt_tensor *tied = ckpt_file_find_tensor(f, "tied");
+        CHECK(tied != NULL && ckpt_file_find_tensor(f, "x") != NULL);
+        if (tied) CHECK_EQ_STR(ckpt_tensor_member(tied), "t.safetensors");
+        ckpt_close(f);
+    }
+    ckpt_file *f = NULL;
+    CHECK_EQ_INT(open_index(&f, "{\"weight_map\":{\"tied\":\"t.safetensors\"}}"), CKPT_E_MISMATCH);
+    CHECK(has(ckpt_error_last()->message, "tensor \"x\" of shard \"t.safetensors\" is not listed"));
+    CHECK_EQ_INT(
+        open_index(&f, "{\"weight_map\":{\"x\":\"a.safetensors\",\"tied\":\"t.safetensors\"}}"),
+        CKPT_E_MISMATCH);
+    CHECK(has(ckpt_error_last()->message, "\"x\" is in shard \"t.safetensors\""));
+    CHECK(f == NULL);
+    remove_file("t.safetensors");
+}
+
 TEST(sharded_bad_index) {
     write_shard("a.safetensors", 0);
     ckpt_file *f = NULL;
@@ -1294,6 +1328,7 @@ int main(void) {
     RUN(shard_link_outside);
     RUN(sharded_small_set);
     RUN(sharded_mismatch);
+    RUN(sharded_alias_out_of_weight_map);
     RUN(sharded_bad_index);
     RUN(sharded_index_limit);
     remove_file("a.safetensors");

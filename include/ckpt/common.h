@@ -49,13 +49,17 @@ enum {
  * borrowed and valid until the next failing call on this thread.
  * file: path or name given to open ("" if none); member: zip member,
  * shard file or pickle name ("" if none); offset: absolute byte offset in
- * `file` where the problem was found, or UINT64_MAX when unknown. */
+ * `file` where the problem was found, or UINT64_MAX when unknown;
+ * os_errno: for CKPT_E_IO where a system call on `file` failed (open,
+ * read, stat, map, the atomic write's temporary file), its errno (ENOENT,
+ * EACCES, EISDIR...), else 0 (since 0.3). */
 typedef struct ckpt_error {
     int code;
     const char *message;
     const char *file;
     const char *member;
     uint64_t offset;
+    int os_errno;
 } ckpt_error;
 
 CKPT_API const ckpt_error *ckpt_error_last(void);

@@ -56,11 +56,14 @@ typedef struct ckpt_doctor_check {
 } ckpt_doctor_check;
 
 /* The scan of one file the report covers; report is NULL (and error set)
- * when the scan itself failed. */
+ * when the scan itself failed. about: for an unsafe file the report knows
+ * (a Trainer's training_args.bin: pickled TrainingArguments, which no
+ * resume loads), what it is and what to do, one sentence; else NULL. */
 typedef struct ckpt_doctor_scan {
     const char *name; /* as shown: a directory's files by their name */
     const ckpt_scan_report *report;
     ckpt_error error;
+    const char *about;
 } ckpt_doctor_scan;
 
 /* Examines path (a checkpoint file, a sharded index, or a directory) into

@@ -7,9 +7,11 @@ libckpt is found through $CKPT_LIB, else the copy built into this package
 (pip install), else build/libckpt.so of the source tree this package sits
 in (PYTHONPATH=python), else the system loader (libckpt.so.1).
 """
-from .errors import (ChecksumError, Error, FileError, FormatError, InvalidArgumentError,
-                     KeyMismatchError, LimitError, MismatchError, NotFoundError,
-                     OutOfMemoryError, TruncatedError, UnsafeError, UnsupportedError)
+from .errors import (ChecksumError, Error, FileError, FileIsADirectoryError, FileMissingError,
+                     FileNotADirectoryError, FilePermissionError, FormatError,
+                     InvalidArgumentError, KeyMismatchError, LimitError, MismatchError,
+                     NotFoundError, OutOfMemoryError, PathTypeError, TruncatedError, UnsafeError,
+                     UnsupportedError)
 from ._load import Opaque, RawTensor, load, metadata
 from ._open import SafeOpen, open  # noqa: A004 (safetensors' safe_open habit)
 from ._scan import Finding, ScanReport, VerifyReport, scan, verify
@@ -30,7 +32,8 @@ __all__ = [
     "Store", "rng_state", "set_rng_state",
     "Opaque", "RawTensor", "SafeOpen", "ScanReport", "Finding", "VerifyReport", "MatchReport", "Mismatch",
     "AuditFinding", "ReloadReport", "Generation", "Resumed", "AuditWarning", "ResumeWarning", "UnappliedRewriteWarning",
-    "Error", "FileError", "OutOfMemoryError", "TruncatedError", "FormatError", "LimitError",
+    "Error", "FileError", "FileMissingError", "FilePermissionError", "FileIsADirectoryError",
+    "FileNotADirectoryError", "PathTypeError", "OutOfMemoryError", "TruncatedError", "FormatError", "LimitError",
     "UnsupportedError", "UnsafeError", "ChecksumError", "MismatchError", "KeyMismatchError",
     "InvalidArgumentError", "NotFoundError", "ResumeError", "dcp",
 ]

@@ -41,7 +41,7 @@ TABLE_RAW, TABLE_CONTIGUOUS, TABLE_PARAMETER, TABLE_WHOLE, TABLE_REQUIRES_GRAD, 
 
 class Error_(ctypes.Structure):
     _fields_ = [("code", c_int), ("message", c_char_p), ("file", c_char_p),
-                ("member", c_char_p), ("offset", c_u64)]
+                ("member", c_char_p), ("offset", c_u64), ("os_errno", c_int)]
 
 
 class Limits(ctypes.Structure):
@@ -451,7 +451,7 @@ def last_error(rc: int, default_file: str = "") -> "errors.Error":
     e = e.contents
     off = None if e.offset == NO_OFFSET else int(e.offset)
     return errors.from_code(rc, text(e.message), text(e.file) or default_file,
-                            text(e.member), off)
+                            text(e.member), off, e.os_errno)
 
 
 def check(rc: int, default_file: str = "") -> int:

@@ -761,6 +761,7 @@ def load(path, *, unsafe_ok=False, allow=(), map_location=None, mmap=False, devi
     name it so) is map_location given as one device, a name or a
     torch.device; giving both is ckpt.InvalidArgumentError. Raises
     ckpt.Error subclasses."""
+    path = errors.path_arg(path, "ckpt.load")
     map_location = _where(map_location, device, path)
     if weights_only is not None and not weights_only:
         raise errors.InvalidArgumentError(

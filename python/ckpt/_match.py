@@ -75,9 +75,16 @@ class MatchReport:
         n += len([m for m in self.dtype_mismatch
                   if m.name not in {s.name for s in self.shape_mismatch}])
         head = "%d of %d expected keys match" % (len(self.matched), n)
-        tied = len([t for t, _ in self.tied if t not in unexpected])
-        if tied:  # as `ckpt match` words it: the count alone reads as a key short
+        # as `ckpt match` words it: the count alone reads as a key short; a
+        # key tied to one that differs in dtype alone loads, cast, but is
+        # not tied to a matched key
+        cast = {m.name for m in self.dtype_mismatch}
+        ties = [p for t, p in self.tied if t not in unexpected]
+        tied = len([p for p in ties if p not in cast])
+        if tied:
             head += ", %d tied to a matched key" % tied
+        if len(ties) > tied:
+            head += ", %d tied to a key that loads with a dtype cast" % (len(ties) - tied)
         if self.defaulted:
             more = ", ..." if len(self.defaulted) > 1 else ""
             head += ", %d filled by BatchNorm as in torch (%s%s)" % (

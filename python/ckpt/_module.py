@@ -84,7 +84,10 @@ class AuditFinding:
     """kind: "plain-attribute" (a tensor a submodule holds in an ordinary
     attribute: not in state_dict, so never saved), "non-persistent-buffer"
     (registered with persistent=False: not saved), "tied-parameters"
-    (several names share one tensor: saved once, restored under each name),
+    (one parameter under several names, as a tied embedding and head: saved
+    once, restored under each name; the normal case, never warned about),
+    "shared-storage" (different parameters sharing memory: a reload
+    leaves them apart),
     "mixed-dtypes" (floating tensors of several dtypes) or "wrapper-prefix"
     (a torch.compile, DataParallel or DistributedDataParallel wrapper whose
     segment, "_orig_mod." or "module.", every saved key under it carries);
@@ -155,23 +158,33 @@ def audit(module):
             "non-persistent-buffer", (full,),
             "%s (%s) is a buffer registered with persistent=False: it is not saved "
             "and must be rebuilt by the module's constructor" % (full, _desc(b))))
-    groups = {}
+    groups = {}  # memory -> (names, ids of the Parameter objects)
     for prefix, m in module.named_modules(remove_duplicate=False):
         for n, p in m._parameters.items():
             if p is None:
                 continue
             key = _tie_key(p)
             name = (prefix + "." if prefix else "") + n
-            g = groups.setdefault(key, [])
-            if name not in g:
-                g.append(name)
-    for names in groups.values():
-        if len(names) > 1:
+            names, objs = groups.setdefault(key, ([], set()))
+            objs.add(id(p))
+            if name not in names:
+                names.append(name)
+    for names, objs in groups.values():
+        if len(names) < 2:
+            continue
+        if len(objs) == 1:  # one Parameter under several names: a tie
             out.append(AuditFinding(
                 "tied-parameters", tuple(names),
-                "%s share one tensor: the checkpoint stores it once and load_state_dict "
-                "restores every name, but a model that unties them gets copies"
-                % ", ".join(names)))
+                "%s are one parameter (tied): the checkpoint stores it once and "
+                "load_state_dict restores every name" % ", ".join(names)))
+        else:
+            out.append(AuditFinding(
+                "shared-storage", tuple(names),
+                "%s are %d different parameters sharing one tensor's memory: the "
+                "checkpoint stores it once and a reload fills each, but a model built anew "
+                "holds them apart (its constructor does not tie them), so they stop sharing "
+                "after a reload; make them one parameter (b.weight = a.weight) to tie them"
+                % (", ".join(names), len(objs))))
     by_dtype = {}
     for name, t in list(module.named_parameters()) + list(module.named_buffers()):
         if t.is_floating_point():

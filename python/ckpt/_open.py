@@ -127,7 +127,7 @@ def open(path, framework="pt", device="cpu"):  # noqa: A001 (safe_open's habit)
     would be). Raises ckpt.Error subclasses. The file is read through a
     private mapping (as ckpt.load(mmap=True) does): it must not shrink
     while it is open (SIGBUS); the tensors handed out are copies."""
-    return SafeOpen(path, framework, device)
+    return SafeOpen(errors.path_arg(path, "ckpt.open"), framework, device)
 
 
 __all__ = ["open", "SafeOpen"]

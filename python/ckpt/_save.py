@@ -449,9 +449,11 @@ def save(obj, path, *, meta=None, record_source=True):
     resolved, in a storage of its own; a tensor reachable under several
     names with the same memory and view (tied weights) is saved once.
     Modules are audited first (ckpt.audit): state the file will not hold
-    (plain tensor attributes, non-persistent buffers) and surprises (tied
-    parameters, mixed dtypes) are reported with one ckpt.AuditWarning.
-    Returns that list of findings. Raises ckpt.UnsupportedError for other
+    (plain tensor attributes, non-persistent buffers) and surprises
+    (different parameters sharing memory, mixed dtypes) are reported with
+    one ckpt.AuditWarning; a tied parameter (one Parameter under several
+    names, as a tied embedding and head) is not, since load_state_dict
+    restores it. Returns the list of findings, ties included. Raises ckpt.UnsupportedError for other
     objects (named by their place in obj), ckpt.FileError on I/O errors."""
     path = os.fspath(path)
     ext = os.path.splitext(path)[1].lower()
@@ -506,10 +508,13 @@ def _prepare(obj, path, meta, stacklevel, label=None, snapshot=None, record_sour
         opts.meta_keys = (c_char_p * max(1, len(keys)))(*keys)
         opts.meta_values = (c_char_p * max(1, len(vals)))(*vals)
         opts.nmeta = len(keys)
-        if b.findings:
+        # a tie the loader restores (a tied embedding and head, every such
+        # LLM) is returned, not warned about: only what a reload loses
+        risks = [f for f in b.findings if f.kind != "tied-parameters"]
+        if risks:
             warnings.warn(AuditWarning(
                 "%s: %d finding(s):\n  %s" % (
-                    label or "ckpt.save " + str(path), len(b.findings), "\n  ".join(f.message for f in b.findings))),
+                    label or "ckpt.save " + str(path), len(risks), "\n  ".join(f.message for f in risks))),
                 stacklevel=stacklevel + 1)
         return b, root, opts
     except BaseException:

@@ -79,7 +79,7 @@ def scan(path, allow=()):
     decided without running anything (ckpt_scan). `allow`: extra
     "module.qualname" names to accept. Returns a ScanReport; raises
     ckpt.FileError when the file cannot be read."""
-    path = os.fspath(path)
+    path = os.fspath(errors.path_arg(path, "ckpt.scan"))
     opts, _keep = _options(allow)
     r = ctypes.c_void_p()
     check(lib.ckpt_scan(ctypes.byref(r), fspath(path), ctypes.byref(opts)), path)
@@ -152,7 +152,7 @@ def verify(path):
     zip CRC-32s, legacy storage sizes. Returns a VerifyReport; a corrupt or
     malformed file gives ok=False with `error` set. Raises ckpt.FileError
     (cannot read), ckpt.OutOfMemoryError."""
-    path = os.fspath(path)
+    path = os.fspath(errors.path_arg(path, "ckpt.verify"))
     h = ctypes.c_void_p()
     rc = lib.ckpt_open(ctypes.byref(h), fspath(path), None)
     try:

@@ -10,6 +10,10 @@ CODES = {
 }
 
 
+import errno as _errno
+import os as _os
+
+
 class Error(Exception):
     """A libckpt failure. code: the negative CKPT_E_* value; name: its
     name ("CKPT_E_FORMAT"); message; file; member (zip member, shard or
@@ -39,16 +43,49 @@ class Error(Exception):
 
     def __reduce__(self):
         return (_rebuild, (type(self), self.message, self.file, self.member,
-                           self.offset, self.code))
+                           self.offset, self.code, getattr(self, "errno", None) or 0))
 
 
-def _rebuild(cls, message, file, member, offset, code):
+def _rebuild(cls, message, file, member, offset, code, os_errno=0):
+    if os_errno:
+        return cls(message, file, member, offset, code, os_errno)
     return cls(message, file, member, offset, code)
 
 
 class FileError(Error, OSError):
-    """CKPT_E_IO: open/read/mmap/write failed."""
+    """CKPT_E_IO: open/read/mmap/write failed. An OSError: where a system
+    call failed, errno, strerror and filename are set as Python's own
+    OSError sets them (else errno is None), and the class is the one of
+    the subclasses below that Python would raise: FileMissingError is a
+    FileNotFoundError, FilePermissionError a PermissionError..."""
     code = -1
+
+    def __init__(self, message, file="", member="", offset=None, code=None, os_errno=0):
+        super().__init__(message, file, member, offset, code)
+        if os_errno:
+            self.errno, self.strerror = os_errno, _os.strerror(os_errno)
+            self.filename = file
+
+
+class FileMissingError(FileError, FileNotFoundError):
+    """ENOENT: the path does not exist."""
+
+
+class FilePermissionError(FileError, PermissionError):
+    """EACCES, EPERM: permission denied."""
+
+
+class FileIsADirectoryError(FileError, IsADirectoryError):
+    """EISDIR: a directory where a file was expected."""
+
+
+class FileNotADirectoryError(FileError, NotADirectoryError):
+    """ENOTDIR: a path component is not a directory."""
+
+
+_BY_ERRNO = {_errno.ENOENT: FileMissingError, _errno.EACCES: FilePermissionError,
+             _errno.EPERM: FilePermissionError, _errno.EISDIR: FileIsADirectoryError,
+             _errno.ENOTDIR: FileNotADirectoryError}
 
 
 class OutOfMemoryError(Error, MemoryError):
@@ -96,6 +133,11 @@ class NotFoundError(Error, LookupError):
     code = -11
 
 
+class PathTypeError(InvalidArgumentError, TypeError):
+    """A path argument that is no path (a file object, a buffer): also a
+    TypeError, as os.fspath raises."""
+
+
 class KeyMismatchError(MismatchError):
     """load_state_dict refused to load: `report` is the full MatchReport
     (matched, missing, unexpected, shape and dtype mismatches). Nothing was
@@ -115,6 +157,26 @@ _BY_CODE = {c.code: c for c in (FileError, OutOfMemoryError, TruncatedError,
                                  InvalidArgumentError, NotFoundError)}
 
 
-def from_code(code, message, file="", member="", offset=None):
+def from_code(code, message, file="", member="", offset=None, os_errno=0):
+    if code == FileError.code:
+        cls = _BY_ERRNO.get(os_errno, FileError)
+        return cls(message, file, member, offset, code, os_errno)
     cls = _BY_CODE.get(code, Error)
     return cls(message, file, member, offset, code)
+
+
+def path_arg(path, func):
+    """path, or PathTypeError when it is no str, bytes or os.PathLike:
+    ckpt reads files by path (pread, its own mapping), so a file object
+    or an in-memory buffer is named as not accepted, not a bare TypeError
+    from os.fspath."""
+    if isinstance(path, (str, bytes, _os.PathLike)):
+        return path
+    name = getattr(path, "name", None)
+    hint = (" (this file object is open on %r: pass that path)" % name
+            if isinstance(name, (str, bytes)) and _os.path.isfile(name) else
+            " (write the bytes to a file first)")
+    raise PathTypeError("%s takes a path (str, bytes or os.PathLike) to a checkpoint file or "
+                        "model folder, not a %s.%s object: file objects and in-memory buffers "
+                        "are not read%s" % (func, type(path).__module__,
+                                             type(path).__qualname__, hint))

@@ -12,7 +12,7 @@ typedef struct error_slot {
     char member[512];
 } error_slot;
 
-static _Thread_local error_slot last = {{0, "", "", "", UINT64_MAX}, "", "", ""};
+static _Thread_local error_slot last = {{0, "", "", "", UINT64_MAX, 0}, "", "", ""};
 
 static void copy_str(char *dst, size_t cap, const char *src) {
     if (!src) src = "";
@@ -22,12 +22,9 @@ static void copy_str(char *dst, size_t cap, const char *src) {
     dst[n] = '\0';
 }
 
-int ckpt_err(int code, const char *file, const char *member, uint64_t offset, const char *fmt,
-             ...) {
-    va_list ap;
-    va_start(ap, fmt);
+static int record(int code, int os_errno, const char *file, const char *member, uint64_t offset,
+                  const char *fmt, va_list ap) {
     vsnprintf(last.message, sizeof last.message, fmt, ap);
-    va_end(ap);
     copy_str(last.file, sizeof last.file, file);
     copy_str(last.member, sizeof last.member, member);
     last.pub.code = code;
@@ -35,7 +32,26 @@ int ckpt_err(int code, const char *file, const char *member, uint64_t offset, co
     last.pub.file = last.file;
     last.pub.member = last.member;
     last.pub.offset = offset;
+    last.pub.os_errno = os_errno;
     return code;
+}
+
+int ckpt_err(int code, const char *file, const char *member, uint64_t offset, const char *fmt,
+             ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    int rc = record(code, 0, file, member, offset, fmt, ap);
+    va_end(ap);
+    return rc;
+}
+
+int ckpt_err_os(int os_errno, const char *file, const char *member, uint64_t offset,
+                const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    int rc = record(CKPT_E_IO, os_errno, file, member, offset, fmt, ap);
+    va_end(ap);
+    return rc;
 }
 
 int ckpt_err_nomem(void) {
@@ -51,7 +67,7 @@ int ckpt_err_options_version(const char *func, unsigned got, unsigned want) {
 
 void ckpt_err_clear(void) {
     last.message[0] = last.file[0] = last.member[0] = '\0';
-    last.pub = (ckpt_error){0, last.message, last.file, last.member, UINT64_MAX};
+    last.pub = (ckpt_error){0, last.message, last.file, last.member, UINT64_MAX, 0};
 }
 
 const ckpt_error *ckpt_error_last(void) {

@@ -17,6 +17,16 @@ int ckpt_err(int code, const char *file, const char *member, uint64_t offset, co
 #endif
     ;
 
+/* ckpt_err(CKPT_E_IO, ...) for a failed system call, recording its errno
+ * (ckpt_error.os_errno) so that callers can tell a missing file from a
+ * refused one without reading the message. */
+int ckpt_err_os(int os_errno, const char *file, const char *member, uint64_t offset,
+                const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 5, 6)))
+#endif
+    ;
+
 /* ckpt_err(CKPT_E_NOMEM, ...) with the one message every allocation
  * failure gets. */
 int ckpt_err_nomem(void);

@@ -61,9 +61,9 @@ static int pread_at(const ckpt_source *src, uint64_t off, uint8_t *dst, size_t w
         ssize_t k = pread(src->fd, dst + done, ask, (off_t)(off + done));
         if (k < 0 && errno == EINTR) continue;
         if (k < 0)
-            return ckpt_err(CKPT_E_IO, src->path, member, off + done,
-                            "cannot read %zu bytes at offset %" PRIu64 ": %s", ask, off + done,
-                            strerror(errno));
+            return ckpt_err_os(errno, src->path, member, off + done,
+                               "cannot read %zu bytes at offset %" PRIu64 ": %s", ask, off + done,
+                               strerror(errno));
         if (k == 0) break;
         done += (size_t)k;
     }
@@ -198,8 +198,8 @@ int ckpt_source_check_size(const ckpt_source *src) {
     struct stat st;
     if (!src || src->fd < 0) return 0;
     if (fstat(src->fd, &st) != 0)
-        return ckpt_err(CKPT_E_IO, src->path, NULL, CKPT_NO_OFFSET, "cannot stat: %s",
-                        strerror(errno));
+        return ckpt_err_os(errno, src->path, NULL, CKPT_NO_OFFSET, "cannot stat: %s",
+                           strerror(errno));
     if ((uint64_t)st.st_size >= src->size) return 0;
     return ckpt_err(CKPT_E_TRUNCATED, src->path, NULL, (uint64_t)st.st_size,
                     "the file ends at offset %llu (it was %llu bytes when opened: it shrank "

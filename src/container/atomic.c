@@ -173,8 +173,8 @@ static void release(ckpt_atomic *a) {
  * error sticky. */
 static int fail(ckpt_atomic *a, const char *op, int err, uint64_t offset) {
     const char *target = a->target ? a->target : "";
-    ckpt_err(CKPT_E_IO, target, NULL, offset, "%s failed for %s: %s (temporary file %s)", op,
-             target, strerror(err), a->tmp ? a->tmp : "none");
+    ckpt_err_os(err, target, NULL, offset, "%s failed for %s: %s (temporary file %s)", op, target,
+                strerror(err), a->tmp ? a->tmp : "none");
     discard_temp(a);
     a->error = CKPT_E_IO;
     return CKPT_E_IO;
@@ -234,9 +234,9 @@ int ckpt_atomic_begin(ckpt_atomic *a, const char *target) {
         int err = errno;
         if (err != EEXIST || tries == 7) {
             /* not fail(): the name may belong to another writer */
-            ckpt_err(CKPT_E_IO, target, NULL, CKPT_NO_OFFSET,
-                     "open failed for %s: cannot create temporary file %s: %s", target, a->tmp,
-                     strerror(err));
+            ckpt_err_os(err, target, NULL, CKPT_NO_OFFSET,
+                        "open failed for %s: cannot create temporary file %s: %s", target, a->tmp,
+                        strerror(err));
             break;
         }
         ckpt_free(a->tmp);

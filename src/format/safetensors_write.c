@@ -150,6 +150,23 @@ static int by_file_order(const void *a, const void *b) {
     return strcmp(x->name, y->name);
 }
 
+/* The one rule of which name a view is written under: paths sorted by
+ * view, then name; the first of each view is written, the others are its
+ * aliases. */
+int ckpt_wr_safetensors_written(const wr_named *t, size_t n, unsigned char *written) {
+    path_ref *p = ckpt_malloc((n ? n : 1) * sizeof *p);
+    if (!p) return ckpt_err_nomem();
+    for (size_t i = 0; i < n; i++) {
+        p[i] = (path_ref){.named = &t[i], .t = t[i].value->u.tensor};
+        p[i].root = ckpt_wr_root_storage(p[i].t, &p[i].off);
+    }
+    qsort(p, n, sizeof *p, by_view_name);
+    for (size_t i = 0; i < n; i++)
+        written[p[i].named - t] = i == 0 || cmp_view(&p[i - 1], &p[i]) != 0;
+    ckpt_free(p);
+    return 0;
+}
+
 typedef struct name_ref {
     const char *name;
     size_t data;

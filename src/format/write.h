@@ -136,6 +136,11 @@ void ckpt_wr_named_free(wr_named *v, size_t n);
  * ckpt_file_flatten does); returns the new count (freed names dropped). */
 size_t ckpt_wr_named_unique(wr_named *v, size_t n);
 
+/* Which of the n tensors (distinct names) a safetensors file of them
+ * holds under their own name: written[i] receives 1, or 0 for a name the
+ * writer lists in "ckpt.aliases" (the same view of the same storage as a
+ * name before it in byte order). 0 or CKPT_E_NOMEM. */
+int ckpt_wr_safetensors_written(const wr_named *t, size_t n, unsigned char *written);
 int ckpt_wr_check_options(const ckpt_write_options *opts);
 /* Tells opts->progress (when opts and it are set) that done of total
  * tensors are written. */

@@ -433,10 +433,17 @@ static int by_seq(const void *x, const void *y) {
 }
 
 /* The index, as huggingface_hub writes it (indent 2): {"metadata":
- * {"total_size": N, and the set's metadata}, "weight_map": {name: shard}}. */
+ * {"total_size": N, and the set's metadata}, "weight_map": {name: shard}}.
+ * weight_map lists the names a shard holds as tensors: a safetensors
+ * shard's aliases (tied names, in its "ckpt.aliases") are left out, as
+ * save_torch_state_dict leaves out the shared names it removes, since
+ * safetensors and transformers take every listed name as loaded from its
+ * shard and would never fill one the shard does not hold (ckpt's reader
+ * restores them from the shard). written: NULL (torch shards hold every
+ * name), or 1 for each name written under itself. */
 static int write_index(const char *path, uint64_t total, const ckpt_write_options *w,
                        const wr_named *t, size_t n, const char *const *shard_names,
-                       const size_t *shard_of) {
+                       const size_t *shard_of, const unsigned char *written) {
     json_t *doc = json_object(), *meta = json_object(), *map = json_object();
     int bad = !doc || !meta || !map || json_object_set_new(doc, "metadata", meta) ||
               json_object_set_new(doc, "weight_map", map) ||
@@ -444,7 +451,8 @@ static int write_index(const char *path, uint64_t total, const ckpt_write_option
     for (size_t i = 0; !bad && i < w->nmeta; i++)
         bad = json_object_set_new(meta, w->meta_keys[i], json_string(w->meta_values[i]));
     for (size_t i = 0; !bad && i < n; i++)
-        bad = json_object_set_new(map, t[i].name, json_string(shard_names[shard_of[i]]));
+        if (!written || written[i])
+            bad = json_object_set_new(map, t[i].name, json_string(shard_names[shard_of[i]]));
     char *text = bad ? NULL : json_dumps(doc, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
     json_decref(doc);
     if (!text) return ckpt_err_nomem();
@@ -625,7 +633,12 @@ static int write_sharded(const ckpt_value *root, const char *out, ckpt_format fm
         }
     }
     if (!rc && names) {
-        rc = write_index(index, total, w, t, n, names, shard_of);
+        unsigned char *written = NULL;
+        if (fmt == CKPT_FORMAT_SAFETENSORS) {
+            written = ckpt_arena_alloc(a, n ? n : 1);
+            rc = written ? ckpt_wr_safetensors_written(t, n, written) : ckpt_err_nomem();
+        }
+        if (!rc) rc = write_index(index, total, w, t, n, names, shard_of, written);
         /* a file under the one-file name (an earlier save) would shadow
          * the index: transformers and ckpt open that name first */
         if (!rc) rc = retire(s.single, w->backup, "which loaders open before its index");

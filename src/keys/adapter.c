@@ -40,6 +40,24 @@ static const factor *factor_of(const char *name, size_t *module_len) {
     return NULL;
 }
 
+/* The one rule of what an adapter is: its factors are at least half of
+ * its n keys (the rest: modules_to_save copies, DoRA magnitudes). */
+static int is_adapter(size_t nfactors, size_t n) { return nfactors > 0 && nfactors * 2 >= n; }
+
+size_t ckpt_adapter_factors(const ckpt_file *f, size_t *modules) {
+    size_t n = ckpt_file_tensor_count(f), nfactors = 0, mlen;
+    *modules = 0;
+    for (size_t i = 0; i < n; i++) {
+        const factor *k = factor_of(ckpt_tensor_name(ckpt_file_tensor(f, i)), &mlen);
+        if (!k) continue;
+        nfactors++;
+        *modules += (size_t)k->first;
+    }
+    if (is_adapter(nfactors, n)) return nfactors;
+    *modules = 0;
+    return 0;
+}
+
 /* The base weight of module (len bytes, PEFT's prefix stripped) in e:
  * MODULE.weight, or MODULE.base_layer.weight of a model PEFT wraps;
  * *w NULL when neither is there. 0, or CKPT_E_NOMEM. */
@@ -88,9 +106,7 @@ const char *ckpt_adapter_note(const ckpt_manifest *c, const ckpt_manifest *e, ck
             if (!first_wrong) return *nomem = 1, NULL;
         }
     }
-    /* an adapter: its factors are at least half of its keys (the rest:
-     * modules_to_save copies, DoRA magnitudes) */
-    if (nfactors == 0 || nfactors * 2 < c->n) return NULL;
+    if (!is_adapter(nfactors, c->n)) return NULL;
     const char *head = ckpt_arena_printf(a,
                                          "a PEFT LoRA adapter, not weights of this model (%zu "
                                          "lora_A/lora_B keys for %zu target modules)",

@@ -185,6 +185,10 @@ int ckpt_rule_others(const char ***out, size_t *n, ckpt_arena *a, const ckpt_rul
 const char *ckpt_adapter_note(const ckpt_manifest *c, const ckpt_manifest *e, ckpt_arena *a,
                               int *nomem);
 
+/* The same rule on an opened file: its lora_A/lora_B factor count when it
+ * is a PEFT LoRA adapter (*modules: the modules they target), else 0. */
+size_t ckpt_adapter_factors(const ckpt_file *f, size_t *modules);
+
 /* ------------------------------------------------------------ ties */
 
 /* The one rule for a key present on one side only that is a copy of a

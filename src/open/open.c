@@ -145,15 +145,15 @@ static int map_open(const char *path, int *keep, const uint8_t **map, size_t *si
     const char *why;
     int fd = ckpt_open_regular(path, &st, &why);
     if (fd < 0) /* EISDIR, EINVAL: opened, but no regular file */
-        return ckpt_err(CKPT_E_IO, path, NULL, CKPT_NO_OFFSET, "cannot %s: %s",
-                        errno == EISDIR || errno == EINVAL ? "read" : "open", why);
+        return ckpt_err_os(errno, path, NULL, CKPT_NO_OFFSET, "cannot %s: %s",
+                           errno == EISDIR || errno == EINVAL ? "read" : "open", why);
     int rc = 0;
     if ((uint64_t)st.st_size > SIZE_MAX)
         rc = ckpt_err(CKPT_E_LIMIT, path, NULL, CKPT_NO_OFFSET, "file too large to map");
     if (rc == 0 && st.st_size > 0) {
         void *m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
         if (m == MAP_FAILED) {
-            rc = ckpt_err(CKPT_E_IO, path, NULL, CKPT_NO_OFFSET, "cannot map: %s", strerror(errno));
+            rc = ckpt_err_os(errno, path, NULL, CKPT_NO_OFFSET, "cannot map: %s", strerror(errno));
         } else {
             /* the library reads the file with pread (source.h); the
              * mapping serves a safetensors header and ckpt_tensor_data,

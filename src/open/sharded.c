@@ -231,8 +231,42 @@ static int read_index_metadata(ckpt_file *f, const json_t *md) {
     return 0;
 }
 
-/* Each shard tensor must be listed in weight_map with that shard; then, if
- * fewer tensors matched than weight_map lists, names the one missing. */
+/* Shard s's tensor key -> val joins the set's root if weight_map lists it
+ * (or, for an alias, the stored name `target` it stands for) with shard s. */
+static int match_one(index_reader *r, size_t s, ckpt_value *key, ckpt_value *val,
+                     const json_t *listed, const json_t *target) {
+    ckpt_file *f = r->f;
+    const char *name = target ? json_string_value(target) : key->u.s.p;
+    if (!listed)
+        return ckpt_err(CKPT_E_MISMATCH, f->path, r->names[s], CKPT_NO_OFFSET,
+                        "tensor \"%s\" of shard \"%s\" is not listed "
+                        "in weight_map",
+                        name, r->names[s]);
+    if (shard_of(r, listed) != s)
+        return ckpt_err(CKPT_E_MISMATCH, f->path, r->names[s], CKPT_NO_OFFSET,
+                        "tensor \"%s\" is in shard \"%s\" but "
+                        "weight_map maps it to \"%s\"",
+                        name, r->names[s], json_string_value(listed));
+    /* the set is one checkpoint: say which file holds the bytes */
+    val->u.tensor->storage->member = r->names[s];
+    return ckpt_value_dict_set(&f->arena, f->root, key, val) ? nomem(r) : 0;
+}
+
+/* The shard's "ckpt.aliases" ({alias: stored name}, checked when the shard
+ * was read), or NULL if it has none. A new reference. */
+static json_t *shard_aliases(const ckpt_file *shard) {
+    for (size_t i = 0; i < shard->nmeta; i++)
+        if (strcmp(shard->meta_keys[i], "ckpt.aliases") == 0)
+            return json_loads(shard->meta_vals[i], 0, NULL);
+    return NULL;
+}
+
+/* Each shard tensor must be listed in weight_map with that shard, but for
+ * an alias the shard itself declares (its "ckpt.aliases": ckpt writes a
+ * tied name there and leaves it out of weight_map, as huggingface_hub
+ * does) of a tensor so listed; then, if fewer tensors matched than
+ * weight_map lists, names the one missing. An index of an older ckpt
+ * lists the aliases too, and reads the same. */
 static int match_shards(index_reader *r, const json_t *wm) {
     ckpt_file *f = r->f;
     size_t matched = 0;
@@ -240,25 +274,21 @@ static int match_shards(index_reader *r, const json_t *wm) {
     if (!f->root) return nomem(r);
     for (size_t s = 0; s < f->nshards; s++) {
         const ckpt_value *sroot = ckpt_file_root(f->shards[s]);
-        for (size_t i = 0; i < sroot->u.dict.n; i++) {
+        json_t *aliases = shard_aliases(f->shards[s]);
+        int rc = 0;
+        for (size_t i = 0; !rc && i < sroot->u.dict.n; i++) {
             ckpt_value *key = sroot->u.dict.keys[i];
             ckpt_value *val = sroot->u.dict.vals[i];
             const json_t *listed = json_object_get(wm, key->u.s.p);
-            if (!listed)
-                return ckpt_err(CKPT_E_MISMATCH, f->path, r->names[s], CKPT_NO_OFFSET,
-                                "tensor \"%s\" of shard \"%s\" is not listed "
-                                "in weight_map",
-                                key->u.s.p, r->names[s]);
-            if (shard_of(r, listed) != s)
-                return ckpt_err(CKPT_E_MISMATCH, f->path, r->names[s], CKPT_NO_OFFSET,
-                                "tensor \"%s\" is in shard \"%s\" but "
-                                "weight_map maps it to \"%s\"",
-                                key->u.s.p, r->names[s], json_string_value(listed));
-            /* the set is one checkpoint: say which file holds the bytes */
-            val->u.tensor->storage->member = r->names[s];
-            if (ckpt_value_dict_set(&f->arena, f->root, key, val)) return nomem(r);
-            matched++;
+            const json_t *target = listed ? NULL : json_object_get(aliases, key->u.s.p);
+            if (target)
+                listed = json_object_get(wm, json_string_value(target));
+            else if (listed)
+                matched++;
+            rc = match_one(r, s, key, val, listed, target);
         }
+        json_decref(aliases);
+        if (rc) return rc;
     }
     if (matched == json_object_size(wm)) return 0;
     const char *name;

@@ -22,6 +22,7 @@
 #include "base/sort.h"
 #include "base/source.h"
 #include "jobs/scan.h"
+#include "keys/keys.h"
 #include "model/file.h"
 #include "model/walk.h"
 #include "open/model_dir.h"
@@ -451,6 +452,31 @@ static int examine_dir(ckpt_doctor_report *r) {
     return rc ? ckpt_err_nomem() : 0;
 }
 
+/* A Trainer's training_args.bin (transformers' TRAINING_ARGS_NAME, written
+ * with torch.save(self.args)): unsafe by its pickled TrainingArguments and
+ * the enums it holds, and by nothing else (no dangerous finding, every
+ * global transformers' or accelerate's). The Trainer never loads it: a
+ * resume reads trainer_state.json and the weights, optimizer, scheduler
+ * and rng files. */
+static const char *trainer_args_about(const ckpt_doctor_report *r, const ckpt_doctor_scan *s) {
+    if (!r->dir || !s->report || strcmp(s->name, "training_args.bin") != 0 ||
+        ckpt_scan_verdict(s->report) != CKPT_VERDICT_UNSAFE)
+        return NULL;
+    for (size_t i = 0; i < ckpt_scan_finding_count(s->report); i++) {
+        const ckpt_finding *f = ckpt_scan_finding(s->report, i);
+        if (f->severity == CKPT_SEVERITY_INFO) continue;
+        if (f->severity == CKPT_SEVERITY_DANGEROUS || !f->global ||
+            (strncmp(f->global, "transformers.", 13) != 0 &&
+             strncmp(f->global, "accelerate.", 11) != 0))
+            return NULL;
+    }
+    return "the Trainer's TrainingArguments, pickled: torch.load(weights_only=False) of it "
+           "imports transformers and runs what the pickle names, but the Trainer never loads "
+           "it (a resume reads trainer_state.json and the weights, optimizer, scheduler and "
+           "rng files); leave it out of what you share or load, or load it only from a source "
+           "you trust";
+}
+
 /* Scans the main file and, for a directory, every other checkpoint file. */
 static int examine_safety(ckpt_doctor_report *r) {
     size_t n = r->dir ? ckpt_training_file_count(r->training) : 0;
@@ -482,6 +508,7 @@ static int examine_safety(ckpt_doctor_report *r) {
                      : ckpt_scan(&report, path, &so);
         s->name = name;
         s->report = report;
+        s->about = trainer_args_about(r, s);
         if (rc == CKPT_E_NOMEM || (rc != 0 && capture(r, &s->error, rc))) return ckpt_err_nomem();
     }
     timed(r, "safety", t0);
@@ -712,17 +739,40 @@ static const char *first_global(const ckpt_scan_report *s, ckpt_severity sev) {
     return NULL;
 }
 
+/* "unsafe (G)"; of several files, the first one of the worst verdict is
+ * named ("unsafe: NAME (G)"); when that verdict is only a Trainer's
+ * training_args.bin (its `about`), what it is and that the other files,
+ * the weights and optimizer among them, are safe. */
 static int concern_safety(const ckpt_doctor_report *r, ckpt_buf *b) {
     ckpt_verdict w = ckpt_doctor_scan_verdict(r);
     const char *g = NULL;
+    const ckpt_doctor_scan *worst = NULL;
+    size_t known = 0, others_safe = 1;
     if (w == CKPT_VERDICT_SAFE || b == NULL) return w != CKPT_VERDICT_SAFE;
-    for (size_t i = 0; i < r->n_scans && !g; i++)
-        if (r->scans[i].report) {
-            g = first_global(r->scans[i].report, CKPT_SEVERITY_DANGEROUS);
-            if (!g) g = first_global(r->scans[i].report, CKPT_SEVERITY_SUSPICIOUS);
-        }
+    for (size_t i = 0; i < r->n_scans; i++) {
+        const ckpt_doctor_scan *s = &r->scans[i];
+        ckpt_verdict v = s->report ? ckpt_scan_verdict(s->report) : CKPT_VERDICT_UNSCANNABLE;
+        if (s->about)
+            known++;
+        else
+            others_safe &= v == CKPT_VERDICT_SAFE;
+        if (v != w || worst) continue;
+        worst = s;
+        g = first_global(s->report, CKPT_SEVERITY_DANGEROUS);
+        if (!g) g = first_global(s->report, CKPT_SEVERITY_SUSPICIOUS);
+    }
     ckpt_buf_str(b, ckpt_verdict_name(w));
-    if (g && w == CKPT_VERDICT_UNSAFE) {
+    if (r->n_scans > 1 && worst) {
+        ckpt_buf_str(b, ": ");
+        ckpt_buf_str(b, worst->name);
+    }
+    if (known && others_safe) {
+        size_t n = r->n_scans - known;
+        ckpt_buf_printf(b,
+                        " (the Trainer's pickled TrainingArguments, which no resume loads; the "
+                        "other %zu file%s, the weights among them, %s safe)",
+                        n, plural(n), n == 1 ? "is" : "are");
+    } else if (g && w == CKPT_VERDICT_UNSAFE) {
         ckpt_buf_str(b, " (");
         ckpt_buf_str(b, g);
         ckpt_buf_byte(b, ')');
@@ -854,6 +904,10 @@ static void json_scan(ckpt_jw *j, const ckpt_doctor_scan *s) {
     if (!sr) {
         ckpt_jw_key(j, "error");
         ckpt_jw_string(j, s->error.message);
+    }
+    if (s->about) {
+        ckpt_jw_key(j, "about");
+        ckpt_jw_string(j, s->about);
     }
     ckpt_jw_key(j, "findings");
     ckpt_jw_array_begin(j);
@@ -1117,12 +1171,23 @@ static const section sections[] = {
 
 /* ------------------------------------------------------------ verdict */
 
-static const char *healthy_phrase(const ckpt_training *t) {
-    switch (t ? ckpt_training_resume(t) : CKPT_RESUME_WEIGHTS_ONLY) {
-    case CKPT_RESUME_FULL: return "resume: full-resume";
+/* The healthy verdict's last phrase: the resume verdict; a weights-only
+ * file that is a PEFT LoRA adapter is called one (it was "a deployment
+ * file", which an adapter alone is not). */
+static void healthy_phrase(ckpt_buf *b, const ckpt_doctor_report *r) {
+    size_t modules, factors;
+    switch (ckpt_training_resume(r->training)) {
+    case CKPT_RESUME_FULL: ckpt_buf_str(b, "resume: full-resume"); break;
     case CKPT_RESUME_WEIGHTS_ONLY:
-        return "weights only: a deployment file, not a resume checkpoint";
-    default: return "";
+        if ((factors = ckpt_adapter_factors(r->f, &modules)) != 0)
+            ckpt_buf_printf(b,
+                            "a PEFT LoRA adapter (%zu lora_A/lora_B keys for %zu target "
+                            "module%s): apply it to its base model; not a resume checkpoint",
+                            factors, modules, plural(modules));
+        else
+            ckpt_buf_str(b, "weights only: a deployment file, not a resume checkpoint");
+        break;
+    default: break;
     }
 }
 
@@ -1141,7 +1206,7 @@ static int verdict(ckpt_doctor_report *r) {
                         (unsigned long long)r->elements, plural(r->elements));
         if (r->training) {
             ckpt_buf_str(&b, "; ");
-            ckpt_buf_str(&b, healthy_phrase(r->training));
+            healthy_phrase(&b, r);
         }
     } else {
         ckpt_buf_str(&b, "ATTENTION: ");

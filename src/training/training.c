@@ -247,8 +247,18 @@ static const char *optimizer_type(const ckpt_value *state, const ckpt_value *gro
     if (HAS(TR_K_SQUARE_AVG)) return HAS(TR_K_ACC_DELTA) ? "Adadelta" : "RMSprop";
     if (HAS(TR_K_EXP_INF)) return "Adamax";
     if (HAS(TR_K_MU_PRODUCT)) return "NAdam";
-    if (HAS(TR_K_EXP_AVG) && HAS(TR_K_EXP_AVG_SQ))
-        return HAS(TR_K_MAX_EXP_AVG_SQ) ? "Adam/AdamW (amsgrad)" : "Adam/AdamW";
+    if (HAS(TR_K_EXP_AVG) && HAS(TR_K_EXP_AVG_SQ)) {
+        /* the same state; torch >= 2.6 writes which one in every group
+         * (AdamW is Adam with decoupled_weight_decay=True), older ones
+         * do not: then it cannot be told */
+        const ckpt_value *d = groups && groups->u.seq.n ? ckpt_tr_dict_get(groups->u.seq.items[0],
+                                                                           "decoupled_weight_decay")
+                                                        : NULL;
+        int ams = HAS(TR_K_MAX_EXP_AVG_SQ) != 0;
+        if (!d || d->kind != CKPT_KIND_BOOL) return ams ? "Adam/AdamW (amsgrad)" : "Adam/AdamW";
+        if (d->u.b) return ams ? "AdamW (amsgrad)" : "AdamW";
+        return ams ? "Adam (amsgrad)" : "Adam";
+    }
     if (HAS(TR_K_ETA) && HAS(TR_K_MU) && HAS(TR_K_AX)) return "ASGD";
     if (HAS(TR_K_PREV) && HAS(TR_K_STEP_SIZE)) return "Rprop";
     if (HAS(TR_K_SUM)) return "Adagrad";

@@ -858,6 +858,15 @@ def test_peft_adapter_folder():
         assert_eq((rc, doc["file"] if "file" in doc else None), (0, folder), " ".join(cmd))
     rc, doc, _ = run_json("inspect", "--json", folder)
     assert_eq([t["name"] for t in doc["tensors"]], [a[0] for a in adapter], "adapter keys")
+    # doctor calls it an adapter (it said "weights only: a deployment file")
+    rc, out, _ = run("doctor", folder)
+    assert_eq(rc, 0, "doctor of the adapter folder")
+    assert out.splitlines()[0].endswith(
+        "; a PEFT LoRA adapter (2 lora_A/lora_B keys for 1 target module): apply it to its "
+        "base model; not a resume checkpoint"), out
+    rc, out, _ = run("doctor", model)  # a plain state dict still is a deployment file
+    assert out.splitlines()[0].endswith("weights only: a deployment file, not a resume "
+                                        "checkpoint"), out
     # adapter_model.bin (PEFT's safe_serialization=False) when no safetensors
     os.remove(st)
     rc, _, err = run("convert", model, os.path.join(folder, "adapter_model.bin"))

@@ -189,8 +189,31 @@ def test_scan_quiet_and_verbose():
         fh.write('{"model_type": "llama"}\n')
     rc, out, _ = run("scan", "-q", folder)
     assert_eq((rc, out), (0, ""), "quiet, a safe model folder: nothing")
+    # without -q: the files a model folder holds beside its weights are one
+    # line, no report each (config.json was NOT-A-CHECKPOINT and two info
+    # lines in every folder); a file of another name is still reported
+    for name, text in (("tokenizer_config.json", "{}\n"), ("README.md", "# model\n"),
+                       ("notes.bin", "hello\n")):
+        with open(os.path.join(folder, name), "w") as fh:
+            fh.write(text)
     rc, out, _ = run("scan", folder)
-    assert "NOT-A-CHECKPOINT %s" % os.path.join(folder, "config.json") in out, out
+    assert_eq((rc, out.splitlines()), (0, [
+        "SAFE %s (0 dangerous, 0 suspicious, 0 info)" % os.path.join(folder, "model.safetensors"),
+        "  info       no-content (offset 0): no pickle, zip archive or safetensors header found",
+        "NOT-A-CHECKPOINT %s (0 dangerous, 0 suspicious, 1 info)"
+        % os.path.join(folder, "notes.bin"),
+        "also 3 files a model folder holds, not checkpoints: README.md config.json "
+        "tokenizer_config.json"]), "a model folder")
+    # a known name is no pass: a config.json that is a pickle is reported
+    with open(os.path.join(folder, "config.json"), "wb") as fh:
+        fh.write(b"\x80\x02cos\nsystem\nq\x00.")
+    rc, out, _ = run("scan", folder)
+    assert_eq(rc, 1, "a pickled config.json")
+    assert "UNSAFE %s" % os.path.join(folder, "config.json") in out, out
+    assert "also 2 files a model folder holds, not checkpoints: README.md " \
+        "tokenizer_config.json" in out, out
+    with open(os.path.join(folder, "config.json"), "w") as fh:
+        fh.write('{"model_type": "llama"}\n')
     # named on its own, a file that is no checkpoint is still said, exit 1
     rc, out, _ = run("scan", "-q", os.path.join(folder, "config.json"))
     assert_eq(rc, 1, "a lone config.json")

@@ -7,14 +7,20 @@ size, small ones) saved by torch 2.13 is converted to a safetensors set
 and to a .bin set for several sizes; then
   - the index's weight_map and total_size, and the shard file names, equal
     huggingface_hub's split_torch_state_dict_into_shards for the same
-    state dict and size (parse_size_to_int reading the same text);
+    state dict and size (parse_size_to_int reading the same text), of the
+    state dict save_torch_state_dict splits for safetensors (its
+    _clean_state_dict_for_safetensors drops the tied lm_head.weight): a
+    tied name the shard holds only in ckpt.aliases is not in weight_map,
+    since transformers counts every listed name as loaded and would leave
+    it unfilled, silent for a tensor shared without a tie;
   - ckpt.load of the index (and of the directory) equals torch.load of the
     input, and `ckpt verify` says OK;
-  - the transformers habit: every shard loaded with
-    safetensors.torch.load_file (tied names the shard records in
-    ckpt.aliases point at their target, which safetensors stores once), or
-    with torch.load(weights_only=True) in torch 2.13 (mmap=True too) and
-    torch 1.13, gives the input's tensors;
+  - the transformers habit: every shard of weight_map loaded with
+    safetensors.torch.load_file gives exactly the names weight_map puts
+    there, and the names left out are the shards' ckpt.aliases (what the
+    model's tie_weights restores), which point at their target; .bin
+    shards loaded with torch.load(weights_only=True) in torch 2.13
+    (mmap=True too) and torch 1.13 give the input's tensors;
   - a set that fits one shard is one file without an index; a training
     checkpoint with non-tensor values is refused unless --select picks the
     state dict; a bad size is a usage error.
@@ -62,6 +68,7 @@ sys.path.insert(0, sys.argv[4])
 import ckpt
 from huggingface_hub import split_torch_state_dict_into_shards
 from huggingface_hub.serialization._base import parse_size_to_int
+from huggingface_hub.serialization._torch import _clean_state_dict_for_safetensors
 from safetensors import safe_open
 from safetensors.torch import load_file
 src, d, size = sys.argv[1], sys.argv[2], sys.argv[3]
@@ -81,8 +88,11 @@ limit = int(size) if size.isdigit() else \
     else parse_size_to_int(size)
 for kind, pattern in (("safetensors", "model{suffix}.safetensors"),
                       ("bin", "pytorch_model{suffix}.bin")):
+    sd = dict(want)
+    if kind == "safetensors":
+        sd = _clean_state_dict_for_safetensors(sd, {}, force_contiguous=False)
     hf = split_torch_state_dict_into_shards(
-        want, filename_pattern=pattern,
+        sd, filename_pattern=pattern,
         max_shard_size=limit)
     base = "model.safetensors" if kind == "safetensors" else "pytorch_model.bin"
     index = os.path.join(d, base + ".index.json")
@@ -103,20 +113,27 @@ for kind, pattern in (("safetensors", "model{suffix}.safetensors"),
     if sorted(set(doc["weight_map"].values())) != sorted(hf.filename_to_tensors):
         out.append("%s: shard names differ" % kind)
     same(ckpt.load(index), kind + " ckpt.load(index)")
-    got = {}
+    # transformers' loop: each shard of weight_map loaded, its keys
+    # collected; what weight_map lists and no shard gave is never filled
+    got, aliases = {}, {}
     for shard in sorted(set(doc["weight_map"].values())):
         path = os.path.join(d, shard)
         if kind == "safetensors":
             part = load_file(path)
             with safe_open(path, "pt") as f:
-                aliases = json.loads((f.metadata() or {}).get("ckpt.aliases", "{}"))
-            for alias, target in aliases.items():
-                part[alias] = part[target]
+                aliases.update(json.loads((f.metadata() or {}).get("ckpt.aliases", "{}")))
         else:
             part = torch.load(path, weights_only=True, mmap=True)
-        if any(doc["weight_map"][k] != shard for k in part):
-            out.append("%s: %s holds keys the index puts elsewhere" % (kind, shard))
+        listed = {k for k, v in doc["weight_map"].items() if v == shard}
+        if set(part) != listed:
+            out.append("%s: %s holds %s, weight_map lists %s" % (kind, shard, sorted(part),
+                                                                 sorted(listed)))
         got.update(part)
+    if set(want) - set(got) != set(aliases):
+        out.append("%s: not loaded %s, aliases %s" % (kind, sorted(set(want) - set(got)),
+                                                       sorted(aliases)))
+    for alias, target in aliases.items():
+        got[alias] = got[target]  # the model's tie_weights
     same(got, kind + " shards loaded one by one")
 print(json.dumps(out))
 """

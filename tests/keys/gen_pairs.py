@@ -139,6 +139,9 @@ def main(out):
     dropped = collections.OrderedDict(
         (k, v) for k, v in lm.state_dict().items() if k != "lm_head.weight")
     save(dropped, out, "tied_dropped.pt")
+    # the same in bfloat16: its keys differ from the model's in dtype alone
+    save(collections.OrderedDict((k, v.to(torch.bfloat16)) for k, v in dropped.items()),
+         out, "tied_dropped_bf16.pt")
     # safetensors' save_model: the alias is dropped and recorded as
     # metadata[dropped name] = kept name
     safetensors(os.path.join(out, "tied_hf.safetensors"), dropped,

@@ -341,6 +341,14 @@ def _():
     lines = out.splitlines()
     eq(lines[0], "COMPLETE: 3 of 4 expected keys match, 1 tied to a matched key")
     eq(lines[3:], ["tied keys (1):", "  lm_head.weight (tied to embed.weight)"])
+    # nothing matches (every key differs in dtype): the tie is to a key
+    # that loads cast, not to a matched one ("0 of 4 match, 1 tied to a
+    # matched key" read as a contradiction)
+    rc, out, _ = run("match", path("tied_dropped_bf16.pt"), "--expect", path("tied.pt"))
+    eq(rc, 1)
+    eq(out.splitlines()[0], "MISMATCH: 0 of 4 expected keys match (0 missing, 0 unexpected, "
+                            "0 shape, 3 dtype mismatches), 1 tied to a key that loads with a "
+                            "dtype cast")
     rc, out, _ = run("match", path("tied.pt"), "--expect", path("tied_dropped.pt"))
     eq(rc, 1)
     lines = out.splitlines()

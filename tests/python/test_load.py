@@ -269,6 +269,41 @@ def test_errors_carry_code_file_member_offset(tmp_path, example_pt):
     assert str(bad) in str(exc.value) and "CKPT_E_FORMAT" in str(exc.value)
 
 
+def test_file_errors_are_the_oserrors_python_raises(tmp_path, example_pt):
+    """A missing file is a FileNotFoundError (errno, filename set) and still
+    a ckpt.FileError, as Python's open would raise it; a path through a
+    file, NotADirectoryError. They were a bare OSError with errno None.
+    Pickled and unpickled (multiprocessing), they stay so."""
+    import errno
+    import io
+    import pickle
+    absent = str(tmp_path / "absent.pt")
+    for fn in (ckpt.load, ckpt.open, ckpt.scan, ckpt.verify):
+        with pytest.raises(FileNotFoundError) as exc:
+            fn(absent)
+        e = exc.value
+        assert isinstance(e, ckpt.FileError) and isinstance(e, ckpt.FileMissingError)
+        assert (e.errno, e.filename, e.strerror) == (errno.ENOENT, absent, os.strerror(errno.ENOENT))
+        back = pickle.loads(pickle.dumps(e))
+        assert type(back) is ckpt.FileMissingError and back.errno == errno.ENOENT
+    with pytest.raises(NotADirectoryError) as exc:
+        ckpt.load(os.path.join(example_pt, "x.pt"))
+    assert isinstance(exc.value, ckpt.FileError) and exc.value.errno == errno.ENOTDIR
+    # a failure that is no system call's: a FileError with no errno
+    with pytest.raises(ckpt.FileError) as exc:
+        ckpt.load(tmp_path)  # a folder without weights
+    assert exc.value.errno is None and not isinstance(exc.value, FileNotFoundError)
+    # file objects: named as not accepted (it was os.fspath's bare TypeError)
+    with pytest.raises(TypeError) as exc:
+        ckpt.load(io.BytesIO(open(example_pt, "rb").read()))
+    assert isinstance(exc.value, ckpt.InvalidArgumentError)
+    assert "ckpt.load takes a path (str, bytes or os.PathLike)" in str(exc.value)
+    assert "not a _io.BytesIO object" in str(exc.value)
+    with open(example_pt, "rb") as fh, pytest.raises(ckpt.PathTypeError) as exc:
+        ckpt.load(fh)
+    assert "open on %r: pass that path" % example_pt in str(exc.value)
+
+
 def test_verify(tmp_path, example_pt):
     rep = ckpt.verify(example_pt)
     assert rep.ok and rep.format == "torch-zip" and rep.tensors == 16 and rep.members > 0

@@ -5,6 +5,7 @@ model left untouched)."""
 import json
 import os
 import subprocess
+import warnings
 
 import pytest
 
@@ -91,6 +92,37 @@ def test_audit_tied_and_mixed_dtypes():
     assert sorted(found["mixed-dtypes"].names) == ["norm.bias", "norm.weight"]
     assert "F32 x3" in found["mixed-dtypes"].message and "F16 x2" in found["mixed-dtypes"].message
     assert ckpt.audit(fresh(0)) == []  # a clean model says nothing
+
+
+def test_save_warns_of_shared_memory_not_of_a_tie(tmp_path):
+    """A tied embedding and head (one Parameter under two names: every
+    tied LLM) is what load_state_dict restores: ckpt.save and Store.commit
+    return the finding but do not warn (they warned on every such model).
+    Two different parameters sharing memory do lose their sharing in a
+    model built anew: that still warns, and says so."""
+    class LM(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embed = nn.Embedding(10, 6)
+            self.head = nn.Linear(6, 10, bias=False)
+            self.head.weight = self.embed.weight
+    lm = LM()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        found = ckpt.save(lm, tmp_path / "lm.safetensors")
+        ckpt.Store(tmp_path / "store").commit(lm, step=1)
+    assert [f.kind for f in found] == ["tied-parameters"]
+    assert sorted(ckpt.load(tmp_path / "lm.safetensors")) == ["embed.weight", "head.weight"]
+    shared = LM()
+    shared.head.weight = nn.Parameter(shared.embed.weight.data)  # same memory, two parameters
+    assert [f.kind for f in ckpt.audit(shared)] == ["shared-storage"]
+    for save in (lambda: ckpt.save(shared, tmp_path / "shared.safetensors"),
+                 lambda: ckpt.Store(tmp_path / "store").commit(shared, step=2)):
+        with pytest.warns(ckpt.AuditWarning) as rec:
+            save()
+        text = str(rec[0].message)
+        assert "embed.weight, head.weight are 2 different parameters sharing" in text, text
+        assert "stop sharing after a reload" in text, text
 
 
 def test_manifest_matches_state_dict_and_cli(tmp_path):
@@ -198,6 +230,12 @@ def test_allowed_missing_tied_and_training_checkpoint(tmp_path):
     assert torch.equal(b.head.weight, a.embed.weight)
     # worded as `ckpt match` words it: "1 of 2" alone reads as a key short
     assert str(rep) == "1 of 2 expected keys match, 1 tied to a matched key"
+    # a bfloat16 copy: nothing matches, the tie is to a key that loads only
+    # cast (it said "0 of 2 match, 1 tied to a matched key")
+    with pytest.raises(ckpt.KeyMismatchError) as e:
+        ckpt.load_state_dict(b, {"embed.weight": a.embed.weight.detach().bfloat16()})
+    assert str(e.value).startswith("0 of 2 expected keys match, 1 tied to a key that loads "
+                                   "with a dtype cast; dtype mismatch: embed.weight"), str(e.value)
 
 
 def test_batchnorm_counter_left_to_the_module_as_torch_does(tmp_path):

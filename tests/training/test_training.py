@@ -210,6 +210,30 @@ def test_adam_full():
               sum(nbytes(t) for t in tensors(ck["rng"])), "rng bytes")
 
 
+def test_adam_or_adamw_as_param_groups_say():
+    """torch >= 2.6 writes decoupled_weight_decay in every param group
+    (torch.optim.AdamW is Adam with it True): the optimizer is named by it,
+    not "Adam/AdamW" (what a torch 1.13 file, without the key, still
+    gets); amsgrad is kept."""
+    ck = torch.load(gen("adam_full.pt"))
+    tmp = tempfile.mkdtemp(prefix="ckpt-adamw-")
+    for flag, ams, want in ((True, False, "AdamW"), (False, False, "Adam"),
+                            (True, True, "AdamW (amsgrad)"), (None, False, "Adam/AdamW")):
+        opt = {"state": {k: dict(v) for k, v in ck["optimizer"]["state"].items()},
+               "param_groups": [dict(g) for g in ck["optimizer"]["param_groups"]]}
+        for g in opt["param_groups"]:
+            if flag is not None:
+                g["decoupled_weight_decay"] = flag
+        if ams:
+            for st in opt["state"].values():
+                st["max_exp_avg_sq"] = st["exp_avg_sq"].clone()
+        path = os.path.join(tmp, "opt.pt")
+        torch.save({"model": ck["model"], "optimizer": opt}, path)
+        rc, doc = run_json("doctor", "--json", path)
+        assert_eq(one(doc, "optimizer")["type"], want, "decoupled_weight_decay=%s" % flag)
+    shutil.rmtree(tmp)
+
+
 def test_adamw_amsgrad():
     doc = check_file("adamw_amsgrad.pt", "full-resume", "model", "optimizer",
                      "Adam/AdamW (amsgrad)", 0)
@@ -392,15 +416,39 @@ def test_hf_trainer_dir():
     d = gen("hf_trainer")
     rc, doc = run_json("doctor", "--json", d)
     # Trainer pickles its TrainingArguments object into training_args.bin:
-    # loading that file runs code, so the safety section needs attention
+    # loading that file runs code, so the safety section needs attention,
+    # exit 1 as `ckpt scan` of the folder; the verdict line names the file,
+    # what it is, and that the rest is safe (it said only "ATTENTION:
+    # unsafe (transformers.training_args.TrainingArguments)")
     assert_eq(rc, 1, "exit code")
+    assert_eq(run("scan", "-q", d)[0], 1, "scan's exit code")
     assert_eq(doc["summary"],
-              "ATTENTION: unsafe (transformers.training_args.TrainingArguments)",
+              "ATTENTION: unsafe: training_args.bin (the Trainer's pickled TrainingArguments, "
+              "which no resume loads; the other 5 files, the weights among them, are safe)",
               "verdict line")
-    safety = {f["file"]: f["verdict"] for f in doc["sections"]["safety"]["files"]}
+    files = {f["file"]: f for f in doc["sections"]["safety"]["files"]}
+    safety = {k: f["verdict"] for k, f in files.items()}
     assert_eq(safety["training_args.bin"], "unsafe", "training_args.bin")
     assert_eq(safety["model.safetensors"], "safe", "weights")
     assert_eq(safety["optimizer.pt"], "safe", "optimizer")
+    about = files["training_args.bin"]["about"]
+    assert about.startswith("the Trainer's TrainingArguments, pickled: ") and \
+        "the Trainer never loads it" in about, about
+    assert "about" not in files["optimizer.pt"], files["optimizer.pt"]
+    rc, out, _ = run("doctor", d)
+    assert "    what it is: the Trainer's TrainingArguments, pickled" in out, out
+    # the name is no pass: a training_args.bin that calls os.system is
+    # named with its global, and the other files are not called safe
+    bad = os.path.join(tempfile.mkdtemp(prefix="ckpt-trainer-"), "checkpoint-4")
+    shutil.copytree(d, bad)
+    with open(os.path.join(bad, "training_args.bin"), "wb") as fh:
+        fh.write(b"\x80\x02cos\nsystem\nq\x00X\x02\x00\x00\x00idq\x01\x85q\x02Rq\x03.")
+    rc, bad_doc = run_json("doctor", "--json", bad)
+    assert_eq((rc, bad_doc["summary"]), (1, "ATTENTION: unsafe: training_args.bin (os.system)"),
+              "a dangerous training_args.bin")
+    assert "about" not in {f["file"]: f for f in bad_doc["sections"]["safety"]["files"]}[
+        "training_args.bin"], "no about"
+    shutil.rmtree(os.path.dirname(bad))
     assert_eq(doc["directory"], d, "directory")
     assert_eq(doc["file"], os.path.join(d, "model.safetensors"),
               "main weights file")

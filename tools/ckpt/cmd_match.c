@@ -22,6 +22,7 @@ typedef struct match_args {
 
 /* ------------------------------------------------------------ helpers */
 
+/* bsearch of a match list (sorted by name) for a name */
 static int cmp_tied(const void *key, const void *item) {
     return strcmp((const char *)key, ((const ckpt_match_item *)item)->name);
 }
@@ -218,12 +219,28 @@ static void put_rewrite(const ckpt_rewrite *rw) {
 }
 
 /* Missing keys filled through a tie (the TIED items of the expected side). */
-static size_t tied_missing(const ckpt_match_result *r) {
-    size_t i, n = 0;
+/* The missing keys tied to a matched key (cast 0) or to one that differs
+ * in dtype alone (cast 1: it loads, cast, but is no matched key). */
+static size_t tied_missing(const ckpt_match_result *r, int cast) {
+    size_t i, n = 0, ndt = ckpt_match_count(r, CKPT_MATCH_DTYPE_MISMATCH);
+    const ckpt_match_item *dt = ndt ? ckpt_match_item_at(r, CKPT_MATCH_DTYPE_MISMATCH, 0) : NULL;
 
-    for (i = 0; i < ckpt_match_count(r, CKPT_MATCH_TIED); i++)
-        n += ckpt_match_item_at(r, CKPT_MATCH_TIED, i)->expected != NULL;
+    for (i = 0; i < ckpt_match_count(r, CKPT_MATCH_TIED); i++) {
+        const ckpt_match_item *it = ckpt_match_item_at(r, CKPT_MATCH_TIED, i);
+
+        if (it->expected) n += (dt && bsearch(it->tied_to, dt, ndt, sizeof *dt, cmp_tied)) == cast;
+    }
     return n;
+}
+
+/* ", N tied to a matched key", and those tied to a key that loads only
+ * cast (the headline must not call it matched: "0 of 3 match, 1 tied to
+ * a matched key" read as a contradiction). */
+static void print_tied(const ckpt_match_result *r) {
+    size_t tied = tied_missing(r, 0), cast = tied_missing(r, 1);
+
+    if (tied) printf(", %zu tied to a matched key", tied);
+    if (cast) printf(", %zu tied to a key that loads with a dtype cast", cast);
 }
 
 /* torch's name of a floating-point dtype, or NULL for any other */
@@ -260,12 +277,12 @@ static void print_text(const match_args *a, const ckpt_match_result *r, size_t e
     const ckpt_rewrite *rw = ckpt_match_rewrite(r);
     const char *warning = ckpt_match_warning(r);
     uint64_t matched = ckpt_match_matched(r);
-    size_t i, n, tied = tied_missing(r), defaulted = ckpt_match_count(r, CKPT_MATCH_DEFAULTED);
+    size_t i, n, defaulted = ckpt_match_count(r, CKPT_MATCH_DEFAULTED);
 
     if (ckpt_match_complete(r)) {
         printf("%sCOMPLETE%s: %" PRIu64 " of %zu expected key%s match", cli_color(CLI_GREEN),
                cli_color(CLI_RESET), matched, expected, cli_plural(expected));
-        if (tied) printf(", %zu tied to a matched key", tied);
+        print_tied(r);
         if (defaulted) printf(", %zu defaulted by the module", defaulted);
         if (rw && rw->applied) {
             fputs(" after ", stdout);
@@ -280,7 +297,7 @@ static void print_text(const match_args *a, const ckpt_match_result *r, size_t e
                ckpt_match_count(r, CKPT_MATCH_SHAPE_MISMATCH),
                ckpt_match_count(r, CKPT_MATCH_DTYPE_MISMATCH),
                ckpt_match_count(r, CKPT_MATCH_DTYPE_MISMATCH) == 1 ? "" : "es");
-        if (tied) printf(", %zu tied to a matched key", tied);
+        print_tied(r);
         if (defaulted) printf(", %zu defaulted by the module", defaulted);
     }
     fputs("\n  checkpoint: ", stdout);

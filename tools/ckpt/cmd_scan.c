@@ -373,6 +373,7 @@ typedef struct dir_file {
     ckpt_scan_report *r;
     cli_error *err; /* the scan failed */
     int covered;    /* a shard an index of the directory scanned */
+    int listed;     /* on the one line of a model folder's other files */
 } dir_file;
 
 /* Whether file k is a shard another file of the directory, a sharded
@@ -399,6 +400,58 @@ static int is_json_name(const char *name) {
     return len >= 5 && strcmp(name + len - 5, ".json") == 0;
 }
 
+/* Files a model folder holds beside its weights (transformers'
+ * save_pretrained and its tokenizers and processors, PEFT, the Trainer,
+ * the Hub's model card), none of them loaded with pickle. */
+static int model_folder_file(const char *name) {
+    static const char *const known[] = {"config.json",
+                                        "generation_config.json",
+                                        "tokenizer.json",
+                                        "tokenizer_config.json",
+                                        "special_tokens_map.json",
+                                        "added_tokens.json",
+                                        "vocab.json",
+                                        "vocab.txt",
+                                        "merges.txt",
+                                        "tokenizer.model",
+                                        "spiece.model",
+                                        "sentencepiece.bpe.model",
+                                        "preprocessor_config.json",
+                                        "processor_config.json",
+                                        "chat_template.jinja",
+                                        "chat_template.json",
+                                        "adapter_config.json",
+                                        "trainer_state.json",
+                                        "all_results.json",
+                                        "train_results.json",
+                                        "eval_results.json",
+                                        "params.json",
+                                        "README.md",
+                                        "LICENSE",
+                                        "LICENSE.txt",
+                                        "NOTICE",
+                                        "USE_POLICY.md"};
+    for (size_t i = 0; i < sizeof known / sizeof *known; i++)
+        if (strcmp(name, known[i]) == 0) return 1;
+    return 0;
+}
+
+/* A file scan_dir lists on one line instead of with a report of its own:
+ * one of those names, and no checkpoint (nothing in it but info). A
+ * config.json that holds a pickle, and any file of another name, is
+ * reported as ever. */
+static int listed_only(const dir_file *f) {
+    size_t i, n;
+
+    if (!f->r || ckpt_scan_verdict(f->r) != CKPT_VERDICT_NOT_A_CHECKPOINT ||
+        !model_folder_file(f->name))
+        return 0;
+    n = ckpt_scan_finding_count(f->r);
+    for (i = 0; i < n; i++)
+        if (ckpt_scan_finding(f->r, i)->severity != CKPT_SEVERITY_INFO) return 0;
+    return 1;
+}
+
 /* A directory (a model folder, a Trainer checkpoint): every regular file
  * in it, in name order, as loading any of them could run code. A shard
  * of a sharded index there is reported once, through the index (its
@@ -408,7 +461,7 @@ static int scan_dir(const char *dir, const ckpt_scan_options *so, cli_json_write
     struct dirent **des = NULL;
     int n = scandir(dir, &des, skip_entry, alphasort), i, worst = CLI_OK, rc;
     dir_file *fs = NULL;
-    size_t nf = 0, k;
+    size_t nf = 0, k, listed = 0;
 
     if (n < 0) {
         fputs("ckpt: ", stderr);
@@ -439,6 +492,10 @@ static int scan_dir(const char *dir, const ckpt_scan_options *so, cli_json_write
                 scan_entry(&fs[k], so);
     for (k = 0; k < nf; k++) {
         if (!fs[k].covered && !covered(fs, nf, k)) {
+            if (!j && (fs[k].listed = listed_only(&fs[k]))) {
+                listed++;
+                continue;
+            }
             if (fs[k].r)
                 rc = print_result(fs[k].path, fs[k].r, j, warned, 1);
             else if (fs[k].err)
@@ -447,6 +504,18 @@ static int scan_dir(const char *dir, const ckpt_scan_options *so, cli_json_write
                 rc = CLI_USAGE;
             if (rc == CLI_USAGE || (rc == CLI_FINDINGS && worst == CLI_OK)) worst = rc;
         }
+    }
+    if (listed && !args.quiet) {
+        /* one line for them all: they are no findings (config.json said
+         * NOT-A-CHECKPOINT and two info lines in every model folder) */
+        printf("also %zu file%s a model folder holds, not checkpoints:", listed,
+               listed == 1 ? "" : "s");
+        for (k = 0; k < nf; k++)
+            if (fs[k].listed) {
+                fputc(' ', stdout);
+                cli_put_text(stdout, fs[k].name, strlen(fs[k].name));
+            }
+        fputc('\n', stdout);
     }
     for (k = 0; k < nf; k++) {
         ckpt_scan_report_free(fs[k].r);
@@ -526,7 +595,9 @@ const cli_command cli_cmd_scan = {
     "A sharded index (*.index.json) is scanned through every shard it lists;\n"
     "a directory (a model folder, a Trainer checkpoint), file by file\n"
     "(there, files that are no checkpoint, e.g. config.json, are no finding,\n"
-    "and the shards of an index are reported once, through the index).\n"
+    "those a model folder holds beside its weights - config, tokenizer,\n"
+    "generation config, README.md - are named on one line, and the shards\n"
+    "of an index are reported once, through the index).\n"
     "Tensor bytes are not checked (that is `ckpt verify`): a file whose\n"
     "pickles all parse and are clean is safe even if its storages are not.\n"
     "A note before the verdict (`note weights-only: ...`; --json:\n"

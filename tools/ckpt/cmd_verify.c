@@ -102,8 +102,8 @@ static void print_failure(const outcome *o) {
     fputc('\n', stdout);
     if (!args.verbose || !o->f) return;
     /* which tensors the damage is in, all of them */
-    ckpt_error at = {o->e->code, o->e->message, o->e->file[0] ? o->e->file : o->path, o->e->member,
-                     o->e->offset};
+    ckpt_error at = {o->e->code,   o->e->message, o->e->file[0] ? o->e->file : o->path,
+                     o->e->member, o->e->offset,  0};
     size_t n = 0, total = ckpt_verify_damaged(o->f, &at, NULL, NULL);
     if (total == 0) {
         fputs("  the damaged bytes are no tensor's\n", stdout);

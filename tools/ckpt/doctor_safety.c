@@ -46,6 +46,11 @@ static void show_file_text(const ckpt_doctor_scan *s, int several) {
         }
         fputc('\n', stdout);
     }
+    if (s->about) {
+        fputs("    what it is: ", stdout);
+        cli_put_text(stdout, s->about, strlen(s->about));
+        fputc('\n', stdout);
+    }
     ckpt_weights_only wo;
     if (r && ckpt_scan_weights_only(r, &wo)) {
         fputs("    note: ", stdout);
