@@ -215,9 +215,60 @@ out:
     remove_dir();
 }
 
+/* ckpt_file_read_storages fills a fresh buffer in pieces of 256 KiB, each
+ * piece's pages made present first (base/pages.h): a storage of 8 MiB + 4
+ * bytes read into a buffer at an odd address (the pieces start and end
+ * inside pages) holds every byte, and nothing around it is written; the
+ * file cut inside a later piece is CKPT_E_TRUNCATED at the cut. */
+TEST(storages_fill_fresh_buffers) {
+    fresh_dir();
+    char path[512];
+    snprintf(path, sizeof path, "%s/big.safetensors", dir);
+    size_t elems = ((size_t)1 << 21) + 1, nbytes = elems * sizeof(float);
+    float *v = malloc(nbytes);
+    ckpt_tree *t = NULL;
+    ckpt_value *root, *key, *val;
+    int rc = v ? ckpt_tree_new(&t) : CKPT_E_NOMEM;
+    for (size_t k = 0; v && k < elems; k++) v[k] = (float)(k % 251);
+    uint64_t shape[1] = {elems};
+    if (rc == 0) rc = ckpt_tree_dict(&root, t);
+    if (rc == 0) rc = ckpt_tree_str(&key, t, "w", 1);
+    if (rc == 0) rc = ckpt_tree_tensor(&val, t, CKPT_DT_F32, 1, shape, v, nbytes);
+    if (rc == 0) rc = ckpt_tree_set(t, root, key, val);
+    if (rc == 0) rc = ckpt_tree_write(root, path, CKPT_FORMAT_SAFETENSORS, NULL);
+    ckpt_tree_free(t);
+    CHECK_EQ_INT(rc, 0);
+    size_t cap = nbytes + ((size_t)4 << 20);
+    uint8_t *buf = mmap(NULL, cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    ckpt_file *f = NULL;
+    CHECK(buf != MAP_FAILED);
+    CHECK_EQ_INT(ckpt_open(&f, path, NULL), 0);
+    if (buf == MAP_FAILED || !f) goto out;
+    uint8_t *dst = buf + 4100;
+    uint64_t id = ckpt_tensor_storage_id(ckpt_file_tensor(f, 0));
+    void *dsts[1] = {dst};
+    CHECK_EQ_INT((int)ckpt_tensor_storage_nbytes(ckpt_file_tensor(f, 0)), (int)nbytes);
+    CHECK_EQ_INT(ckpt_file_read_storages(f, 1, &id, dsts), 0);
+    CHECK(v && memcmp(dst, v, nbytes) == 0);
+    CHECK_EQ_INT(dst[-1], 0); /* nothing written outside the storage */
+    CHECK_EQ_INT(dst[nbytes], 0);
+    /* the file cut inside a later piece: an error at the cut, not a
+     * short buffer */
+    uint64_t cut = ckpt_tensor_file_offset(ckpt_file_tensor(f, 0)) + ((uint64_t)6 << 20);
+    CHECK_EQ_INT(truncate(path, (off_t)cut), 0);
+    CHECK_EQ_INT(ckpt_file_read_storages(f, 1, &id, dsts), CKPT_E_TRUNCATED);
+    CHECK(ckpt_error_last()->offset == cut);
+out:
+    ckpt_close(f);
+    if (buf != MAP_FAILED) munmap(buf, cap);
+    free(v);
+    remove_dir();
+}
+
 int main(void) {
     RUN(end_record_search_reads_once);
     RUN(peeks_leave_no_pages_inside_data);
     RUN(safetensors_header_reads_once);
+    RUN(storages_fill_fresh_buffers);
     return harness_end();
 }

@@ -25,3 +25,17 @@ void ckpt_pages_huge(void *p, size_t n) {
     (void)n;
 #endif
 }
+
+#define POPULATE_MIN ((size_t)64 << 10)
+
+void ckpt_pages_populate(void *p, size_t n) {
+#ifdef MADV_POPULATE_WRITE
+    if (!p || n < POPULATE_MIN) return;
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t lo = ((uintptr_t)p + page - 1) & ~(page - 1), hi = ((uintptr_t)p + n) & ~(page - 1);
+    if (hi > lo) (void)madvise((void *)lo, hi - lo, MADV_POPULATE_WRITE);
+#else
+    (void)p;
+    (void)n;
+#endif
+}

@@ -13,6 +13,7 @@
 
 #include "base/error.h"
 #include "base/once.h"
+#include "base/pages.h"
 #include "base/source.h"
 #include "container/zip.h"
 #include "format/detect.h"
@@ -572,6 +573,27 @@ static int by_position(const void *x, const void *y) {
     return oa < ob ? -1 : oa > ob;
 }
 
+/* Storage bytes go into the caller's buffer in pieces of this size, each
+ * piece's pages made present just before it is read (base/pages.h): the
+ * kernel zeroes a piece while it still fits the core's cache for the copy
+ * that overwrites it. A warm 64 MiB load (16 storages of 4 MiB), CPU per
+ * load, medians of 8 interleaved processes: 0.0323 s with a fault per
+ * page, 0.0325 populated in 4 MiB pieces, 0.0297 in 512 KiB, 0.0289 in
+ * 256 KiB; cold loads alike within the noise. */
+#define FILL_PIECE ((size_t)256 << 10)
+
+/* Storage st, all its bytes, into the fresh buffer dst. */
+static int fill_storage(const ckpt_storage *st, uint8_t *dst, size_t n) {
+    for (size_t off = 0; off < n;) {
+        size_t k = n - off < FILL_PIECE ? n - off : FILL_PIECE;
+        ckpt_pages_populate(dst + off, k);
+        int rc = ckpt_storage_read(st, off, dst + off, k);
+        if (rc) return rc;
+        off += k;
+    }
+    return 0;
+}
+
 static int read_batch(batch_read *order, size_t n) {
     int rc = 0;
     qsort(order, n, sizeof *order, by_position);
@@ -581,7 +603,7 @@ static int read_batch(batch_read *order, size_t n) {
         if (st->source && (i == 0 || st->source != order[i - 1].st->source))
             ckpt_source_will_stream(st->source);
         rc = order[i].t ? ckpt_tensor_read(order[i].t, order[i].dst, (size_t)order[i].t->nbytes)
-                        : ckpt_storage_read(st, 0, order[i].dst, (size_t)st->nbytes);
+                        : fill_storage(st, order[i].dst, (size_t)st->nbytes);
     }
     return rc;
 }
