@@ -759,6 +759,55 @@ TEST(header_serde_rules) {
     CHECK(has(e->message, "18446744073709551615"));
 }
 
+/* serde_json parses every number of the header as a value (the header
+ * struct is #[serde(flatten)]: unknown fields are buffered, not ignored),
+ * and one that is no u64/i64 becomes an f64: an infinite one is
+ * "number out of range" and the safetensors reader refuses the file.
+ * ckpt said OK (an extra field "x": 1 followed by 400 zeros). Each
+ * accepted/refused pair straddles serde's f64 (its u64 significand times
+ * one power of ten), as safetensors 0.8 decides it. */
+TEST(number_range_serde) {
+    static const struct {
+        const char *num;
+        int ok;
+    } cases[] = {
+        {"1e308", 1},
+        {"1e309", 0},
+        {"-1e309", 0},
+        {"1.7976931348623157e308", 1},
+        {"1.7976931348623159e308", 0},
+        {"0e99999999999", 1},
+        {"1e-99999999999", 1},
+        {"1e99999999999", 0},
+        {"0.000001e314", 1},
+        {"0.000001e315", 0},
+        {"18446744073709551615e288", 1}, /* a u64 significand */
+        {"18446744073709551615e289", 0},
+        {"184467440737095516150e289", 0}, /* past u64: digits count as 10s */
+        {"18446744073709551616e288", 1},
+    };
+    char h[512];
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        snprintf(h, sizeof h,
+                 "{\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1],\"x\":%s}}",
+                 cases[i].num);
+        size_t len = st_make(h, "x", 1);
+        if (cases[i].ok) {
+            ckpt_close(open_ok(len));
+            continue;
+        }
+        const ckpt_error *e = open_fails(len, NULL, CKPT_E_FORMAT);
+        CHECK(has(e->message, "out of range"));
+        CHECK_EQ_INT(e->offset, 8 + (uint64_t)(strstr(h, cases[i].num) - h));
+    }
+    /* 400 digits */
+    char *big = h + snprintf(h, sizeof h, "{\"a\":{\"dtype\":\"U8\",\"shape\":[1],"
+                                          "\"data_offsets\":[0,1],\"x\":1");
+    memset(big, '0', 400);
+    strcpy(big + 400, "}}");
+    open_fails(st_make(h, "x", 1), NULL, CKPT_E_FORMAT);
+}
+
 /* A name's bytes are read eight at a time until one ends the plain run:
  * a quote, a backslash, a control byte (refused there), or checked as
  * UTF-8 when one is 0x80 or above (refused at the run's start). Each of them at every offset of a long name, with
@@ -1311,6 +1360,7 @@ int main(void) {
     RUN(zero_size_stride_overflow);
     RUN(deep_nesting);
     RUN(header_serde_rules);
+    RUN(number_range_serde);
     RUN(name_stop_bytes_at_every_offset);
     RUN(nul_padded_header);
     RUN(limits_honoured);
