@@ -958,6 +958,28 @@ TEST(shard_names_refused) {
     }
 }
 
+/* An index is read as the loaders' json.load reads it before anything
+ * else: nesting Python's json gives up on (RecursionError near 1000
+ * levels; jansson goes on to 2048) is refused. ckpt said OK at 1500. */
+TEST(index_nesting_python) {
+    write_shard("a.safetensors", 0);
+    for (int depth = 900; depth <= 1500; depth += 600) {
+        char *doc = malloc(128 + 2 * (size_t)depth);
+        CHECK(doc != NULL);
+        if (!doc) return;
+        int n = sprintf(doc, "{\"metadata\":{\"x\":");
+        memset(doc + n, '[', (size_t)depth);
+        memset(doc + n + depth, ']', (size_t)depth);
+        strcpy(doc + n + 2 * depth, "},\"weight_map\":{\"x\":\"a.safetensors\"}}");
+        ckpt_file *f = NULL;
+        int rc = open_index(&f, doc);
+        CHECK_EQ_INT(rc, depth == 900 ? 0 : CKPT_E_LIMIT);
+        if (rc) CHECK(has(ckpt_error_last()->message, "max_depth"));
+        ckpt_close(f);
+        free(doc);
+    }
+}
+
 /* The one shard-name rule (reader and scanner). */
 TEST(shard_name_rule) {
     static const struct {
@@ -1373,6 +1395,7 @@ int main(void) {
         return 1;
     }
     RUN(shard_names_refused);
+    RUN(index_nesting_python);
     RUN(shard_name_rule);
     RUN(shard_spellings_open_once);
     RUN(shard_link_outside);

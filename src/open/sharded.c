@@ -19,6 +19,7 @@
 #include <sys/stat.h>
 
 #include "base/error.h"
+#include "format/index_json.h"
 #include "format/safetensors.h"
 
 /* Nonzero while this thread opens shards: a shard whose content is itself
@@ -355,6 +356,14 @@ int ckpt_sharded_read(ckpt_file *f, const uint8_t *json, size_t len, const char 
         return ckpt_err(CKPT_E_FORMAT, f->path, "", 0,
                         "a shard is itself a sharded index, expected a "
                         "safetensors file");
+    /* the loaders' json.load must read it (ckpt_index_read: Python's
+     * rules, nesting included: json fails near 1000 levels, where jansson
+     * goes on to 2048); jansson's stricter reading comes second */
+    ckpt_index ix;
+    ckpt_arena python = {0};
+    int rc = ckpt_index_read(&ix, &python, json, len, f->path, f->opts.limits.max_depth);
+    ckpt_arena_free(&python);
+    if (rc) return rc;
     json_error_t err;
     json_t *doc = json_loadb((const char *)json, len, JSON_REJECT_DUPLICATES, &err);
     if (!doc) return ckpt_json_fail(&err, f->path, 0, "sharded index");
@@ -364,7 +373,7 @@ int ckpt_sharded_read(ckpt_file *f, const uint8_t *json, size_t len, const char 
                       .by_name = json_object(),
                       .torch = torch,
                       .ext = torch ? ".bin" : ".safetensors"};
-    int rc = r.by_name ? read_index(&r, doc) : nomem(&r);
+    rc = r.by_name ? read_index(&r, doc) : nomem(&r);
     json_decref(r.by_name);
     ckpt_free(r.buf);
     json_decref(doc);
