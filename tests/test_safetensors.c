@@ -980,6 +980,43 @@ TEST(index_nesting_python) {
     }
 }
 
+/* The index is read with Python's json rules, as the loaders read it:
+ * the last value of a repeated weight_map key names the shard (the first
+ * one is never opened); NaN, Infinity and integers past 64 bits in the
+ * metadata are values. ckpt refused each ("duplicate object key", "not
+ * valid JSON") though json.load reads them. */
+TEST(index_python_json_rules) {
+    write_shard("a.safetensors", 0);
+    ckpt_file *f = NULL;
+    CHECK_EQ_INT(open_index(&f, "{\"weight_map\":{\"x\":\"missing.safetensors\","
+                                "\"x\":\"a.safetensors\"}}"),
+                 0);
+    if (f) {
+        CHECK_EQ_INT(f->nshards, 1);
+        CHECK_EQ_STR(ckpt_tensor_member(ckpt_file_find_tensor(f, "x")), "a.safetensors");
+    }
+    ckpt_close(f);
+    f = NULL;
+    CHECK_EQ_INT(open_index(&f, "{\"weight_map\":{\"x\":\"a.safetensors\","
+                                "\"x\":\"missing.safetensors\"}}"),
+                 CKPT_E_MISMATCH);
+    CHECK(has(ckpt_error_last()->file, "missing.safetensors"));
+    CHECK_EQ_INT(open_index(&f, "{\"metadata\":{\"total_size\":NaN,\"n\":1e999,"
+                                "\"m\":184467440737095516160,\"s\":\"v\",\"s\":\"w\"},"
+                                "\"weight_map\":{\"x\":\"a.safetensors\"}}"),
+                 0);
+    ckpt_close(f);
+    f = NULL;
+    CHECK_EQ_INT(open_index(&f, "{\"metadata\":{\"s\":\"v\",\"s\":\"w\"},"
+                                "\"weight_map\":{\"x\":\"a.safetensors\"}}"),
+                 0);
+    if (f) {
+        CHECK_EQ_INT(f->nmeta, 1);
+        CHECK_EQ_STR(f->meta_vals[0], "w");
+    }
+    ckpt_close(f);
+}
+
 /* The one shard-name rule (reader and scanner). */
 TEST(shard_name_rule) {
     static const struct {
@@ -1194,11 +1231,13 @@ TEST(sharded_alias_out_of_weight_map) {
 TEST(sharded_bad_index) {
     write_shard("a.safetensors", 0);
     ckpt_file *f = NULL;
-    CHECK_EQ_INT(
-        open_index(&f, "{\"weight_map\":{\"x\":\"a.safetensors\",\"x\":\"a.safetensors\"}}"),
-        CKPT_E_FORMAT);
-    CHECK(has(ckpt_error_last()->message, "duplicate"));
-    CHECK(ckpt_error_last()->offset > 0);
+    CHECK_EQ_INT(open_index(&f, "{\"weight_map\":{\"x\":\"a.safetensors\",\"x\":1}}"),
+                 CKPT_E_FORMAT);
+    CHECK(has(ckpt_error_last()->message, "shard file name string"));
+    CHECK_EQ_INT(ckpt_error_last()->offset, 39); /* the 1: the last value counts */
+    CHECK_EQ_INT(open_index(&f, "{\"weight_map\":{\"x\":\"a.safetensors\"} x"), CKPT_E_FORMAT);
+    CHECK(has(ckpt_error_last()->message, "Python's json"));
+    CHECK_EQ_INT(ckpt_error_last()->offset, 36);
     CHECK_EQ_INT(open_index(&f, "{\"weights\":{}}"), CKPT_E_FORMAT);
     CHECK_EQ_INT(open_index(&f, "{\"weight_map\":{\"x\":1}}"), CKPT_E_FORMAT);
     CHECK_EQ_INT(open_index(&f, "{\"metadata\":[],\"weight_map\":{}}"), CKPT_E_FORMAT);
@@ -1396,6 +1435,7 @@ int main(void) {
     }
     RUN(shard_names_refused);
     RUN(index_nesting_python);
+    RUN(index_python_json_rules);
     RUN(shard_name_rule);
     RUN(shard_spellings_open_once);
     RUN(shard_link_outside);
