@@ -560,8 +560,10 @@ static int read_legacy(torch_reader *r, ckpt_view *win) {
     f->format = CKPT_FORMAT_TORCH_LEGACY;
     pos += used;
     if ((rc = run_stacked(r, win, &v, &used, p, n, pos, "protocol", 0))) return rc;
+    /* torch tests protocol_version != 1001: the float 1001.0 passes */
     int64_t proto;
-    if (ckpt_value_int(v, &proto) || proto != LEGACY_PROTOCOL)
+    if (ckpt_value_int(v, &proto) == 0 ? proto != LEGACY_PROTOCOL
+                                       : v->kind != CKPT_KIND_FLOAT || v->u.f != LEGACY_PROTOCOL)
         return ckpt_err(CKPT_E_FORMAT, f->path, "protocol", at(r, v, pos),
                         "legacy protocol version is not %d", LEGACY_PROTOCOL);
     pos += used;
