@@ -100,6 +100,7 @@ typedef struct knobs {
     int chunks_tuple;     /* chunks = () */
     int transform;        /* transform_descriptors = ["zlib"] */
     int planner_bad;      /* planner_data["w"] = () */
+    const char *planner;  /* planner_data["w"] = ("w"?, this) */
     int persid;           /* a BINPERSID in storage_meta */
     int root_int;         /* the pickle is 300 */
 } knobs;
@@ -223,11 +224,20 @@ static void metadata(pk *p, const knobs *k, marks *m) {
         op(p, 'N');
     }
     setitem(p);
-    if (k->planner_bad) {
+    if (k->planner_bad || k->planner) {
         key(p, "planner_data");
         op(p, '}');
         key(p, "w");
-        m->planner_path = op(p, ')');
+        if (k->planner_bad) {
+            m->planner_path = op(p, ')');
+        } else if (*k->planner) {
+            str(p, "w");
+            str(p, k->planner);
+            m->planner_path = op(p, 0x86); /* TUPLE2 */
+        } else {
+            str(p, "w");
+            m->planner_path = op(p, 0x85); /* TUPLE1 */
+        }
         setitem(p);
         setitem(p);
     }
@@ -317,6 +327,16 @@ TEST(fields) {
     EXPECT(k, CKPT_E_UNSUPPORTED, transform, "transform_descriptors (zlib");
     k = (knobs){.planner_bad = 1};
     EXPECT(k, CKPT_E_FORMAT, planner_path, "expected a non-empty tuple of str and int keys");
+    /* DCP names the item by its path joined with '.': a path that is not
+     * the fqn fails dcp_to_torch_save ("Missing key in checkpoint
+     * state_dict: w.x"), and ckpt put the tensor under w.x (said OK) */
+    k = (knobs){.planner = "x"};
+    EXPECT(k, CKPT_E_FORMAT, planner_path, "joined by '.' are not the fqn");
+    k = (knobs){.planner = ""}; /* ("w",): the fqn */
+    marks m;
+    uint64_t at;
+    char msg[512];
+    CHECK_EQ_INT(parse(&k, &m, &at, msg, sizeof msg), 0);
     k = (knobs){.persid = 1};
     EXPECT(k, CKPT_E_FORMAT, persid, "no persistent_load (pickle.load raises");
     k = (knobs){.root_int = 1};

@@ -2,6 +2,7 @@
  * (src/format/index_json.h). Each case and offset here was checked
  * against CPython 3.11's json.loads (an offset is where json reports the
  * error; for text that is not UTF-8, the string holding it). */
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "base/error.h"
@@ -43,6 +44,15 @@ TEST(python_extensions) {
                     "\"weight_map\":{\"a\":\"x.bin\",\"b\":\"y.bin\",\"a\":\"z.bin\"}}"),
                  0);
     CHECK_EQ_STR(shards(), "z.bin|y.bin");
+    /* each with its key, in the dict's order (a key keeps its first place) */
+    CHECK_EQ_INT(rd("{\"weight_map\":{\"b\":\"x.bin\",\"a\":\"y.bin\",\"b\":\"z.bin\"}}"), 0);
+    CHECK_EQ_STR(shards(), "z.bin|y.bin");
+    CHECK_EQ_STR(ix.shards[0].key, "b");
+    CHECK_EQ_STR(ix.shards[1].key, "a");
+    /* the last top-level "metadata" value, as text */
+    CHECK_EQ_INT(rd("{\"metadata\":1,\"weight_map\":{},\"metadata\": {\"n\":NaN} }"), 0);
+    CHECK_EQ_INT(ix.metadata_at, 42);
+    CHECK_EQ_INT(ix.metadata_len, 9);
     CHECK_EQ_INT(rd("{\"weight_map\":{\"a\":\"x.bin\"},\"weight_map\":[]}"), 0);
     CHECK_EQ_INT(ix.has_weight_map, 0);
     /* escapes decode, keys compare decoded */
@@ -99,6 +109,26 @@ TEST(python_refusals) {
     ckpt_arena_free(&arena);
 }
 
+/* json.loads builds an int with int(), which refuses more than 4300
+ * digits (ValueError); a float of any length is read. The index opened
+ * when such a number was in its metadata, which no loader reads. */
+TEST(int_digit_limit) {
+    static char doc[4400];
+    for (int digits = 4300; digits <= 4301; digits++) {
+        int k = sprintf(doc, "{\"weight_map\":{},\"n\":-");
+        memset(doc + k, '7', (size_t)digits);
+        strcpy(doc + k + digits, "}");
+        int rc = rd(doc);
+        CHECK_EQ_INT(rc, digits == 4300 ? 0 : CKPT_E_FORMAT);
+        if (rc) CHECK_EQ_INT(ckpt_error_last()->offset, 21); /* the number */
+        strcpy(doc + k + digits, ".5}");
+        CHECK_EQ_INT(rd(doc), 0);
+        strcpy(doc + k + digits, "e5}");
+        CHECK_EQ_INT(rd(doc), 0);
+    }
+    ckpt_arena_free(&arena);
+}
+
 TEST(depth_limit) {
     static char deep[4100];
     size_t k = 0;
@@ -116,6 +146,7 @@ TEST(depth_limit) {
 int main(void) {
     RUN(python_extensions);
     RUN(python_refusals);
+    RUN(int_digit_limit);
     RUN(depth_limit);
     return harness_end();
 }

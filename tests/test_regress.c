@@ -583,6 +583,48 @@ TEST(zip_pid_error_names_member) {
     ckpt_close(f);
 }
 
+/* ATTACK: a legacy torch.save whose protocol-version pickle is the float
+ * 1001.0 (BINFLOAT). torch tests `protocol_version != 1001`, which the
+ * float passes: torch 1.13 and 2.13 (weights_only) load the tensor; ckpt
+ * refused "legacy protocol version is not 1001". 1001.5 and 1000 stay
+ * refused, at the protocol pickle. */
+#define LEGACY_WITH_PROTOCOL(proto)                                                                \
+    "\x80\x02\x8a\x0a\x6c\xfc\x9c\x46\xf9\x20\x6a\xa8\x50\x19."                                    \
+    "\x80\x02" proto "."                                                                           \
+    "\x80\x02}."                                                                                   \
+    "\x80\x02"                                                                                     \
+    "ctorch._utils\n_rebuild_tensor_v2\n((X\x07\x00\x00\x00storagectorch\nFloatStorage\n"          \
+    "X\x01\x00\x00\x00"                                                                            \
+    "0X\x03\x00\x00\x00"                                                                           \
+    "cpuK\x04NtQK\x00K\x04\x85K\x01\x85\x89"                                                       \
+    "ccollections\nOrderedDict\n)RtR."                                                             \
+    "\x80\x02](X\x01\x00\x00\x00"                                                                  \
+    "0e."                                                                                          \
+    "\x04\x00\x00\x00\x00\x00\x00\x00"                                                             \
+    "0123456789abcdef"
+TEST(legacy_protocol_float) {
+    static const char as_float[] = LEGACY_WITH_PROTOCOL("G\x40\x8f\x48\x00\x00\x00\x00\x00");
+    static const char as_int[] = LEGACY_WITH_PROTOCOL("M\xe9\x03");
+    static const char half[] = LEGACY_WITH_PROTOCOL("G\x40\x8f\x4c\x00\x00\x00\x00\x00");
+    static const char other[] = LEGACY_WITH_PROTOCOL("M\xe8\x03");
+    const char *ok[] = {as_float, as_int};
+    const size_t ok_len[] = {sizeof as_float - 1, sizeof as_int - 1};
+    for (int i = 0; i < 2; i++) {
+        ckpt_file *f = NULL;
+        CHECK_EQ_INT(ckpt_open_memory(&f, ok[i], ok_len[i], "legacy.pt", NULL), 0);
+        if (f) CHECK_EQ_INT(ckpt_file_tensor_count(f), 1);
+        ckpt_close(f);
+    }
+    const char *bad[] = {half, other};
+    const size_t len[] = {sizeof half - 1, sizeof other - 1};
+    for (int i = 0; i < 2; i++) {
+        ckpt_file *f = NULL;
+        CHECK_EQ_INT(ckpt_open_memory(&f, bad[i], len[i], "legacy.pt", NULL), CKPT_E_FORMAT);
+        CHECK_EQ_STR(ckpt_error_last()->member, "protocol");
+        ckpt_close(f);
+    }
+}
+
 int main(void) {
     signal(SIGPIPE, SIG_IGN);
     RUN(fifo_open_does_not_block);
@@ -597,5 +639,6 @@ int main(void) {
     RUN(zip_empty_view_far_offset);
     RUN(zip_pid_six_items);
     RUN(zip_pid_error_names_member);
+    RUN(legacy_protocol_float);
     return harness_end();
 }

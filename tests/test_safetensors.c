@@ -759,6 +759,55 @@ TEST(header_serde_rules) {
     CHECK(has(e->message, "18446744073709551615"));
 }
 
+/* serde_json parses every number of the header as a value (the header
+ * struct is #[serde(flatten)]: unknown fields are buffered, not ignored),
+ * and one that is no u64/i64 becomes an f64: an infinite one is
+ * "number out of range" and the safetensors reader refuses the file.
+ * ckpt said OK (an extra field "x": 1 followed by 400 zeros). Each
+ * accepted/refused pair straddles serde's f64 (its u64 significand times
+ * one power of ten), as safetensors 0.8 decides it. */
+TEST(number_range_serde) {
+    static const struct {
+        const char *num;
+        int ok;
+    } cases[] = {
+        {"1e308", 1},
+        {"1e309", 0},
+        {"-1e309", 0},
+        {"1.7976931348623157e308", 1},
+        {"1.7976931348623159e308", 0},
+        {"0e99999999999", 1},
+        {"1e-99999999999", 1},
+        {"1e99999999999", 0},
+        {"0.000001e314", 1},
+        {"0.000001e315", 0},
+        {"18446744073709551615e288", 1}, /* a u64 significand */
+        {"18446744073709551615e289", 0},
+        {"184467440737095516150e289", 0}, /* past u64: digits count as 10s */
+        {"18446744073709551616e288", 1},
+    };
+    char h[512];
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        snprintf(h, sizeof h,
+                 "{\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1],\"x\":%s}}",
+                 cases[i].num);
+        size_t len = st_make(h, "x", 1);
+        if (cases[i].ok) {
+            ckpt_close(open_ok(len));
+            continue;
+        }
+        const ckpt_error *e = open_fails(len, NULL, CKPT_E_FORMAT);
+        CHECK(has(e->message, "out of range"));
+        CHECK_EQ_INT(e->offset, 8 + (uint64_t)(strstr(h, cases[i].num) - h));
+    }
+    /* 400 digits */
+    char *big = h + snprintf(h, sizeof h, "{\"a\":{\"dtype\":\"U8\",\"shape\":[1],"
+                                          "\"data_offsets\":[0,1],\"x\":1");
+    memset(big, '0', 400);
+    strcpy(big + 400, "}}");
+    open_fails(st_make(h, "x", 1), NULL, CKPT_E_FORMAT);
+}
+
 /* A name's bytes are read eight at a time until one ends the plain run:
  * a quote, a backslash, a control byte (refused there), or checked as
  * UTF-8 when one is 0x80 or above (refused at the run's start). Each of them at every offset of a long name, with
@@ -907,6 +956,65 @@ TEST(shard_names_refused) {
         CHECK(has(e->message, "shard name"));
         CHECK(e->offset == UINT64_MAX);
     }
+}
+
+/* An index is read as the loaders' json.load reads it before anything
+ * else: nesting Python's json gives up on (RecursionError near 1000
+ * levels; jansson goes on to 2048) is refused. ckpt said OK at 1500. */
+TEST(index_nesting_python) {
+    write_shard("a.safetensors", 0);
+    for (int depth = 900; depth <= 1500; depth += 600) {
+        char *doc = malloc(128 + 2 * (size_t)depth);
+        CHECK(doc != NULL);
+        if (!doc) return;
+        int n = sprintf(doc, "{\"metadata\":{\"x\":");
+        memset(doc + n, '[', (size_t)depth);
+        memset(doc + n + depth, ']', (size_t)depth);
+        strcpy(doc + n + 2 * depth, "},\"weight_map\":{\"x\":\"a.safetensors\"}}");
+        ckpt_file *f = NULL;
+        int rc = open_index(&f, doc);
+        CHECK_EQ_INT(rc, depth == 900 ? 0 : CKPT_E_LIMIT);
+        if (rc) CHECK(has(ckpt_error_last()->message, "max_depth"));
+        ckpt_close(f);
+        free(doc);
+    }
+}
+
+/* The index is read with Python's json rules, as the loaders read it:
+ * the last value of a repeated weight_map key names the shard (the first
+ * one is never opened); NaN, Infinity and integers past 64 bits in the
+ * metadata are values. ckpt refused each ("duplicate object key", "not
+ * valid JSON") though json.load reads them. */
+TEST(index_python_json_rules) {
+    write_shard("a.safetensors", 0);
+    ckpt_file *f = NULL;
+    CHECK_EQ_INT(open_index(&f, "{\"weight_map\":{\"x\":\"missing.safetensors\","
+                                "\"x\":\"a.safetensors\"}}"),
+                 0);
+    if (f) {
+        CHECK_EQ_INT(f->nshards, 1);
+        CHECK_EQ_STR(ckpt_tensor_member(ckpt_file_find_tensor(f, "x")), "a.safetensors");
+    }
+    ckpt_close(f);
+    f = NULL;
+    CHECK_EQ_INT(open_index(&f, "{\"weight_map\":{\"x\":\"a.safetensors\","
+                                "\"x\":\"missing.safetensors\"}}"),
+                 CKPT_E_MISMATCH);
+    CHECK(has(ckpt_error_last()->file, "missing.safetensors"));
+    CHECK_EQ_INT(open_index(&f, "{\"metadata\":{\"total_size\":NaN,\"n\":1e999,"
+                                "\"m\":184467440737095516160,\"s\":\"v\",\"s\":\"w\"},"
+                                "\"weight_map\":{\"x\":\"a.safetensors\"}}"),
+                 0);
+    ckpt_close(f);
+    f = NULL;
+    CHECK_EQ_INT(open_index(&f, "{\"metadata\":{\"s\":\"v\",\"s\":\"w\"},"
+                                "\"weight_map\":{\"x\":\"a.safetensors\"}}"),
+                 0);
+    if (f) {
+        CHECK_EQ_INT(f->nmeta, 1);
+        CHECK_EQ_STR(f->meta_vals[0], "w");
+    }
+    ckpt_close(f);
 }
 
 /* The one shard-name rule (reader and scanner). */
@@ -1123,11 +1231,13 @@ TEST(sharded_alias_out_of_weight_map) {
 TEST(sharded_bad_index) {
     write_shard("a.safetensors", 0);
     ckpt_file *f = NULL;
-    CHECK_EQ_INT(
-        open_index(&f, "{\"weight_map\":{\"x\":\"a.safetensors\",\"x\":\"a.safetensors\"}}"),
-        CKPT_E_FORMAT);
-    CHECK(has(ckpt_error_last()->message, "duplicate"));
-    CHECK(ckpt_error_last()->offset > 0);
+    CHECK_EQ_INT(open_index(&f, "{\"weight_map\":{\"x\":\"a.safetensors\",\"x\":1}}"),
+                 CKPT_E_FORMAT);
+    CHECK(has(ckpt_error_last()->message, "shard file name string"));
+    CHECK_EQ_INT(ckpt_error_last()->offset, 39); /* the 1: the last value counts */
+    CHECK_EQ_INT(open_index(&f, "{\"weight_map\":{\"x\":\"a.safetensors\"} x"), CKPT_E_FORMAT);
+    CHECK(has(ckpt_error_last()->message, "Python's json"));
+    CHECK_EQ_INT(ckpt_error_last()->offset, 36);
     CHECK_EQ_INT(open_index(&f, "{\"weights\":{}}"), CKPT_E_FORMAT);
     CHECK_EQ_INT(open_index(&f, "{\"weight_map\":{\"x\":1}}"), CKPT_E_FORMAT);
     CHECK_EQ_INT(open_index(&f, "{\"metadata\":[],\"weight_map\":{}}"), CKPT_E_FORMAT);
@@ -1311,6 +1421,7 @@ int main(void) {
     RUN(zero_size_stride_overflow);
     RUN(deep_nesting);
     RUN(header_serde_rules);
+    RUN(number_range_serde);
     RUN(name_stop_bytes_at_every_offset);
     RUN(nul_padded_header);
     RUN(limits_honoured);
@@ -1323,6 +1434,8 @@ int main(void) {
         return 1;
     }
     RUN(shard_names_refused);
+    RUN(index_nesting_python);
+    RUN(index_python_json_rules);
     RUN(shard_name_rule);
     RUN(shard_spellings_open_once);
     RUN(shard_link_outside);

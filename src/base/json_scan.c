@@ -1,6 +1,9 @@
 /* json_scan.c - the JSON scanner (json_scan.h). */
 #include "base/json_scan.h"
 
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/error.h"
@@ -199,12 +202,33 @@ const char *ckpt_json_string(ckpt_json_scan *p, char *scratch, size_t cap, int k
  * 1 for any other valid JSON number (negative, -0, fraction, exponent, or
  * too large: serde_json reads those as i64 or f64, which usize refuses);
  * -1 with the error recorded when it is not a number. */
+/* serde_json's f64 of a number that is no u64 or i64 (Deserializer::
+ * f64_from_parts): the significand, as many leading digits as fit in a
+ * u64, times 10^exp, one multiplication by 1e0..1e308 (or divisions by
+ * 1e308 first for smaller exponents). An infinite result is serde's
+ * NumberOutOfRange: the safetensors header buffers every value
+ * (#[serde(flatten)]), so an unknown field's 1e400 fails the file. */
+static int f64_in_range(uint64_t sig, int64_t exp) {
+    if (sig == 0 || exp <= 0) return 1;
+    if (exp > 308) return 0;
+    char pow[8];
+    snprintf(pow, sizeof pow, "1e%d", (int)exp);
+    return !isinf((double)sig * strtod(pow, NULL));
+}
+
+/* serde's overflow!(a * 10 + d, UINT64_MAX) */
+static int u64_full(uint64_t a, unsigned d) {
+    return a >= UINT64_MAX / 10 && (a > UINT64_MAX / 10 || d > UINT64_MAX % 10);
+}
+
 int ckpt_json_number(ckpt_json_scan *p, uint64_t *out) {
     int c = ckpt_json_peek(p), other = 0;
+    size_t at = p->i;
     if (c == '-') other = 1, p->i++;
     if (p->i >= p->n || p->s[p->i] < '0' || p->s[p->i] > '9')
         return ckpt_json_syntax(p, "a number"), -1;
     uint64_t v = 0;
+    int64_t exp = 0; /* serde: the digits past the significand's u64 */
     if (p->s[p->i] == '0') {
         p->i++;
         if (p->i < p->n && p->s[p->i] >= '0' && p->s[p->i] <= '9')
@@ -212,29 +236,55 @@ int ckpt_json_number(ckpt_json_scan *p, uint64_t *out) {
     } else {
         while (p->i < p->n && p->s[p->i] >= '0' && p->s[p->i] <= '9') {
             unsigned d = (unsigned)(p->s[p->i++] - '0');
-            if (v > (UINT64_MAX - d) / 10)
-                other = 1;
+            if (other == 2 || u64_full(v, d))
+                other = 2, exp++;
             else
                 v = v * 10 + d;
         }
     }
     if (p->i < p->n && p->s[p->i] == '.') {
+        int full = 0;
         other = 1;
         p->i++;
         if (p->i >= p->n || p->s[p->i] < '0' || p->s[p->i] > '9')
             return ckpt_json_syntax(p, "a digit after the decimal point"), -1;
-        while (p->i < p->n && p->s[p->i] >= '0' && p->s[p->i] <= '9') p->i++;
+        while (p->i < p->n && p->s[p->i] >= '0' && p->s[p->i] <= '9') {
+            unsigned d = (unsigned)(p->s[p->i++] - '0');
+            if (full || u64_full(v, d))
+                full = 1;
+            else
+                v = v * 10 + d, exp--;
+        }
     }
     if (p->i < p->n && (p->s[p->i] == 'e' || p->s[p->i] == 'E')) {
+        int neg = 0;
+        int32_t e = 0;
         other = 1;
         p->i++;
-        if (p->i < p->n && (p->s[p->i] == '+' || p->s[p->i] == '-')) p->i++;
+        if (p->i < p->n && (p->s[p->i] == '+' || p->s[p->i] == '-')) neg = p->s[p->i++] == '-';
         if (p->i >= p->n || p->s[p->i] < '0' || p->s[p->i] > '9')
             return ckpt_json_syntax(p, "a digit in the exponent"), -1;
-        while (p->i < p->n && p->s[p->i] >= '0' && p->s[p->i] <= '9') p->i++;
+        int huge = 0; /* over i32: serde's parse_exponent_overflow */
+        while (p->i < p->n && p->s[p->i] >= '0' && p->s[p->i] <= '9') {
+            int d = p->s[p->i++] - '0';
+            if (huge || e > (INT32_MAX - d) / 10)
+                huge = 1;
+            else
+                e = e * 10 + d;
+        }
+        if (huge)
+            exp = neg || v == 0 ? 0 : INT32_MAX, v = neg ? 0 : v;
+        else
+            exp += neg ? -(int64_t)e : e;
+    }
+    if (other && !f64_in_range(v, exp)) {
+        p->i = at;
+        return ckpt_json_syntax(p, "a number within f64's range (serde_json: number out of "
+                                   "range)"),
+               -1;
     }
     *out = v;
-    return other;
+    return other != 0;
 }
 
 int ckpt_json_literal(ckpt_json_scan *p, const char *word) {

@@ -4,6 +4,7 @@
  * reads those trees and refuses everything else. */
 #include "format/dcp_meta.h"
 
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -413,6 +414,27 @@ static int tensor_item(const reader *r, ckpt_dcp_item *it, const ckpt_value *tsm
     return 0;
 }
 
+/* DCP names an item ".".join(map(str, path)) (flatten_state_dict): the
+ * state dict dcp_to_torch_save rebuilds along planner_data is loaded by
+ * those names, which must be fqns ("Missing key in checkpoint
+ * state_dict" otherwise), and dcp.load knows an item by its fqn alone. */
+static int path_names_fqn(const char *fqn, const ckpt_value *p) {
+    for (size_t i = 0; i < p->u.seq.n; i++) {
+        const ckpt_value *k = p->u.seq.items[i];
+        char num[24];
+        const char *s = num;
+        size_t len;
+        if (k->kind == CKPT_KIND_STR)
+            s = k->u.s.p, len = k->u.s.len;
+        else
+            len = (size_t)snprintf(num, sizeof num, "%" PRId64, k->u.i.v);
+        if (i && *fqn++ != '.') return 0;
+        if (strnlen(fqn, len) != len || memcmp(fqn, s, len) != 0) return 0;
+        fqn += len;
+    }
+    return *fqn == '\0';
+}
+
 /* planner_data[fqn] as an object path: a tuple of str and int keys. A
  * missing entry leaves the item at the top level under its fqn. */
 static int item_path(const reader *r, ckpt_dcp_item *it, const ckpt_strmap *index,
@@ -435,6 +457,11 @@ static int item_path(const reader *r, ckpt_dcp_item *it, const ckpt_strmap *inde
                     p->kind != CKPT_KIND_TUPLE ? got(p)
                     : p->u.seq.n               ? "a tuple holding another kind of key"
                                                : "an empty tuple");
+    if (!path_names_fqn(it->fqn, p))
+        return fail(r, CKPT_E_FORMAT, at(p, pd),
+                    "planner_data[\"%s\"]: the path's keys joined by '.' are not the fqn "
+                    "(dcp_to_torch_save fails: Missing key in checkpoint state_dict)",
+                    it->fqn);
     it->path = (const ckpt_value *const *)p->u.seq.items;
     it->npath = p->u.seq.n;
     return 0;

@@ -27,6 +27,7 @@ typedef struct reader {
     uint32_t max_depth;
     pair *pairs; /* of the weight_map object being read */
     size_t npairs, cap;
+    size_t meta_at, meta_end; /* the last top-level "metadata" value */
 } reader;
 
 static int bad(const reader *r, size_t at, const char *what) {
@@ -158,21 +159,26 @@ static int number(reader *r) {
         r->i++;
         if (literal(r, "Infinity")) return 0;
     }
+    size_t from = r->i;
     if (r->i < r->n && r->p[r->i] == '0')
         r->i++; /* "01" ends at "0": the "1" is then unexpected */
     else if (!digits(r))
         return bad(r, start, "expecting a value");
-    size_t mark = r->i;
+    size_t mark = r->i, int_digits = r->i - from;
     if (r->i < r->n && r->p[r->i] == '.') {
         r->i++;
         if (!digits(r)) r->i = mark; /* "1." is "1" followed by "." */
     }
-    mark = r->i;
+    size_t frac = r->i;
     if (r->i < r->n && (r->p[r->i] == 'e' || r->p[r->i] == 'E')) {
         r->i++;
         if (r->i < r->n && (r->p[r->i] == '+' || r->p[r->i] == '-')) r->i++;
-        if (!digits(r)) r->i = mark;
+        if (!digits(r)) r->i = frac;
     }
+    /* an int (no fraction, no exponent) goes through int(): more than
+     * sys.int_info.default_max_str_digits digits is a ValueError */
+    if (r->i == mark && int_digits > 4300)
+        return bad(r, start, "an integer of more than 4300 digits (int() refuses it)");
     return 0;
 }
 
@@ -184,7 +190,7 @@ static int add_pair(reader *r, uint32_t depth, char *key, size_t klen, size_t vs
     if (ckpt_arena_grow(r->a, (void **)&r->pairs, &r->cap, r->npairs + 1, sizeof *r->pairs))
         return nomem(r);
     pair *p = &r->pairs[r->npairs];
-    *p = (pair){key, klen, r->npairs, {NULL, 0, vstart, 0}};
+    *p = (pair){key, klen, r->npairs, {NULL, 0, key, klen, 0, vstart, 0}};
     r->npairs++;
     if (vstart >= r->n || r->p[vstart] != '"') return value(r, depth);
     char *name = NULL;
@@ -220,6 +226,10 @@ static int object(reader *r, uint32_t depth, int role, int *has_weight_map) {
             r->npairs = 0;
             *has_weight_map = r->i < r->n && r->p[r->i] == '{';
             rc = *has_weight_map ? object(r, depth + 1, WEIGHT_MAP, NULL) : value(r, depth + 1);
+        } else if (role == TOP && klen == 8 && memcmp(key, "metadata", 8) == 0) {
+            r->meta_at = r->i;
+            rc = value(r, depth + 1);
+            r->meta_end = r->i;
         } else {
             rc = value(r, depth + 1);
         }
@@ -284,10 +294,15 @@ static int by_key(const void *pa, const void *pb) {
     return (x->seq > y->seq) - (x->seq < y->seq);
 }
 
+static int by_order(const void *pa, const void *pb) {
+    const ckpt_index_shard *x = pa, *y = pb;
+    return (x->order > y->order) - (x->order < y->order);
+}
+
 int ckpt_index_read(ckpt_index *ix, ckpt_arena *a, const uint8_t *doc, size_t n, const char *file,
                     uint32_t max_depth) {
     memset(ix, 0, sizeof *ix);
-    reader r = {doc, n, 0, a, file, max_depth, NULL, 0, 0};
+    reader r = {doc, n, 0, a, file, max_depth, NULL, 0, 0, 0, 0};
     skip_ws(&r);
     if (r.i >= n || doc[r.i] != '{')
         return bad(&r, r.i,
@@ -300,19 +315,29 @@ int ckpt_index_read(ckpt_index *ix, ckpt_arena *a, const uint8_t *doc, size_t n,
     skip_ws(&r);
     if (r.i != n) return bad(&r, r.i, "extra data after the JSON value");
     ix->has_weight_map = has;
+    ix->metadata_at = r.meta_at;
+    ix->metadata_len = r.meta_end - r.meta_at;
     if (!has) return 0;
     if (r.npairs > 1) qsort(r.pairs, r.npairs, sizeof *r.pairs, by_key);
     ix->shards = ckpt_arena_array(a, r.npairs + 1, sizeof *ix->shards);
     if (!ix->shards) return nomem(&r);
+    size_t first = 0; /* the key's first pair: its place in the dict */
     for (size_t i = 0; i < r.npairs; i++) {
-        const pair *p = &r.pairs[i];
+        pair *p = &r.pairs[i];
+        if (i == 0 || p->klen != p[-1].klen || memcmp(p->key, p[-1].key, p->klen) != 0)
+            first = p->seq;
         if (i + 1 < r.npairs && p->klen == p[1].klen && memcmp(p->key, p[1].key, p->klen) == 0)
             continue; /* a later value replaces this one */
+        p->value.order = first;
         if (!p->value.name) {
-            if (!ix->non_strings++) ix->first_non_string = p->value.offset;
+            if (!ix->non_strings++) {
+                ix->first_non_string = p->value.offset;
+                ix->non_string_key = p->key;
+            }
             continue;
         }
         ix->shards[ix->nshards++] = p->value;
     }
+    if (ix->nshards > 1) qsort(ix->shards, ix->nshards, sizeof *ix->shards, by_order);
     return 0;
 }

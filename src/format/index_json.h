@@ -20,6 +20,9 @@ typedef struct ckpt_index_shard {
     const char *name; /* UTF-8 (a lone surrogate as its 3-byte form),
                          NUL-terminated; may hold a NUL from "\u0000" */
     size_t len;
+    const char *key; /* the weight_map key (a tensor name), decoded alike */
+    size_t key_len;
+    size_t order; /* the key's first place in weight_map: Python's dict order */
     uint64_t offset; /* of the value in the document */
     int surrogate;   /* holds a lone surrogate: no file name json's
                          caller could open as UTF-8 */
@@ -29,11 +32,14 @@ typedef struct ckpt_index {
     int has_weight_map;       /* the top-level object's last "weight_map"
                              value is an object */
     ckpt_index_shard *shards; /* its string values, one per distinct key
-                                 (the last value of each), in document
-                                 order; not deduplicated */
+                                 (the last value of each), in the
+                                 dict's order; not deduplicated */
     size_t nshards;
-    size_t non_strings;        /* values that are not strings */
-    uint64_t first_non_string; /* offset of the first of them */
+    size_t non_strings;           /* values that are not strings */
+    uint64_t first_non_string;    /* offset of the first of them */
+    const char *non_string_key;   /* and its key */
+    uint64_t metadata_at;         /* the last top-level "metadata" value: */
+    size_t metadata_len;          /* its text (0: none) */
 } ckpt_index;
 
 /* Reads doc[0..n). Nesting deeper than max_depth is refused (Python

@@ -132,12 +132,11 @@ static int load_storage(void *ctx, ckpt_value *pid, uint64_t off, ckpt_value **o
     if (ckpt_mul_overflow(numel, untyped ? 1 : ckpt_dtype_size(dt), &nbytes))
         return ckpt_err(CKPT_E_FORMAT, f->path, mem, at(r, nv, off), "storage size overflows");
 
+    /* a key seen before is the storage loaded then (torch's
+     * loaded_storages / deserialized_objects): this id's type and numel
+     * are not read again, and its tensors are bounded by that storage */
     storage_key sk = key_of(r, key->u.s.p);
     ckpt_storage *st = find_storage(r, &sk);
-    if (st && st->nbytes != nbytes)
-        return ckpt_err(CKPT_E_FORMAT, f->path, mem, at(r, nv, off),
-                        "storage %s declared with %llu and %llu bytes", key->u.s.p,
-                        (unsigned long long)st->nbytes, (unsigned long long)nbytes);
     if (!st) {
         st = ckpt_arena_alloc(&f->arena, sizeof *st);
         if (!st || add_storage(r, &sk, st))
@@ -561,8 +560,10 @@ static int read_legacy(torch_reader *r, ckpt_view *win) {
     f->format = CKPT_FORMAT_TORCH_LEGACY;
     pos += used;
     if ((rc = run_stacked(r, win, &v, &used, p, n, pos, "protocol", 0))) return rc;
+    /* torch tests protocol_version != 1001: the float 1001.0 passes */
     int64_t proto;
-    if (ckpt_value_int(v, &proto) || proto != LEGACY_PROTOCOL)
+    if (ckpt_value_int(v, &proto) == 0 ? proto != LEGACY_PROTOCOL
+                                       : v->kind != CKPT_KIND_FLOAT || v->u.f != LEGACY_PROTOCOL)
         return ckpt_err(CKPT_E_FORMAT, f->path, "protocol", at(r, v, pos),
                         "legacy protocol version is not %d", LEGACY_PROTOCOL);
     pos += used;

@@ -578,6 +578,8 @@ typedef struct nester {
     ckpt_file *f;
     ckpt_strmap keys;   /* (container, key) -> index of the key in the dict */
     uint64_t max_index; /* list indices past the item count hold no item */
+    ckpt_value *filler; /* the None a list grows with, up to an index */
+    size_t fillers;     /* list slots still holding it */
 } nester;
 
 /* The map's key for `key` in dict `d`: the container's address, the key's
@@ -608,9 +610,11 @@ static int list_slot(nester *n, const ckpt_dcp_item *it, ckpt_value *l, const ck
     if (key->u.i.v < 0 || (uint64_t)key->u.i.v > n->max_index)
         return path_error(n, it, "has a list index out of range");
     size_t i = (size_t)key->u.i.v;
+    if (!n->filler && !(n->filler = ckpt_value_new(&n->f->arena, CKPT_KIND_NONE)))
+        return ckpt_err_nomem();
     while (l->u.seq.n <= i) {
-        ckpt_value *none = ckpt_value_new(&n->f->arena, CKPT_KIND_NONE);
-        if (!none || ckpt_value_append(&n->f->arena, l, none)) return ckpt_err_nomem();
+        if (ckpt_value_append(&n->f->arena, l, n->filler)) return ckpt_err_nomem();
+        n->fillers++;
     }
     *slot = &l->u.seq.items[i];
     return 0;
@@ -622,7 +626,10 @@ static int entry(nester *n, const ckpt_dcp_item *it, ckpt_value *c, const ckpt_v
                  ckpt_value *fresh, ckpt_value ***slot) {
     if (c->kind == CKPT_KIND_LIST) {
         int rc = list_slot(n, it, c, key, slot);
-        if (rc == 0 && (**slot)->kind == CKPT_KIND_NONE) **slot = fresh;
+        if (rc == 0 && (**slot)->kind == CKPT_KIND_NONE) {
+            n->fillers -= **slot == n->filler;
+            **slot = fresh;
+        }
         return rc;
     }
     if (c->kind != CKPT_KIND_DICT)
@@ -981,6 +988,13 @@ int ckpt_dcp_read(ckpt_file *f, const char *dir) {
         if (rc == 0) rc = it->is_bytes ? bytes_value(&o, it, &v) : tensor_value(&o, it, &v);
         if (rc == 0) rc = set_element(&n, it, v);
     }
+    /* flatten_state_dict names a None left in a list as an item of its
+     * own, which the metadata lacks */
+    if (rc == 0 && n.fillers)
+        rc = ckpt_err(CKPT_E_FORMAT, f->path, "", CKPT_NO_OFFSET,
+                      "planner_data paths leave %zu list entries without an item "
+                      "(dcp_to_torch_save fails: Missing key in checkpoint state_dict)",
+                      n.fillers);
     ckpt_strmap_free(&o.names);
     ckpt_strmap_free(&o.st);
     for (size_t i = 0; i < o.nst; i++) json_decref(o.st_parts[i].sharding);

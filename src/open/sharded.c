@@ -19,6 +19,7 @@
 #include <sys/stat.h>
 
 #include "base/error.h"
+#include "format/index_json.h"
 #include "format/safetensors.h"
 
 /* Nonzero while this thread opens shards: a shard whose content is itself
@@ -304,20 +305,15 @@ static int match_shards(index_reader *r, const json_t *wm) {
     return 0; /* not reached: the counts differ only if one is missing */
 }
 
-static int read_index(index_reader *r, const json_t *doc) {
+static int read_index(index_reader *r, const json_t *wm, const json_t *md) {
     ckpt_file *f = r->f;
-    const json_t *wm = json_object_get(doc, "weight_map");
-    if (!json_is_object(doc) || !json_is_object(wm))
-        return ckpt_err(CKPT_E_FORMAT, f->path, "", CKPT_NO_OFFSET,
-                        "index must be a JSON object with a \"weight_map\" "
-                        "object");
     size_t count = json_object_size(wm);
     if (count > f->opts.limits.max_tensors)
         return ckpt_err(CKPT_E_LIMIT, f->path, "", CKPT_NO_OFFSET,
                         "weight_map lists %zu tensors, limit max_tensors is "
                         "%" PRIu64,
                         count, f->opts.limits.max_tensors);
-    int rc = read_index_metadata(f, json_object_get(doc, "metadata"));
+    int rc = read_index_metadata(f, md);
     if (rc) return rc;
     /* at most one shard per listed tensor */
     r->names = ckpt_arena_array(&f->arena, count ? count : 1, sizeof *r->names);
@@ -328,15 +324,47 @@ static int read_index(index_reader *r, const json_t *doc) {
     const json_t *shard;
     json_object_foreach((json_t *)wm, name, shard) {
         size_t s;
-        if (!json_is_string(shard))
-            return ckpt_err(CKPT_E_FORMAT, f->path, "", CKPT_NO_OFFSET,
-                            "weight_map entry \"%s\" must be a shard file "
-                            "name string",
-                            name);
         if ((rc = get_shard(r, shard, &s))) return rc;
     }
     if ((rc = match_shards(r, wm))) return rc;
     f->format = r->torch ? CKPT_FORMAT_TORCH_SHARDED : CKPT_FORMAT_SAFETENSORS_SHARDED;
+    return 0;
+}
+
+/* weight_map as Python's json reads it (ckpt_index_read: the last value
+ * of a repeated key, NaN and numbers of any size elsewhere), as a jansson
+ * object tensor name -> shard name. */
+static int weight_map_of(ckpt_file *f, const ckpt_index *ix, json_t **out) {
+    if (!ix->has_weight_map)
+        return ckpt_err(CKPT_E_FORMAT, f->path, "", CKPT_NO_OFFSET,
+                        "index must be a JSON object with a \"weight_map\" "
+                        "object");
+    if (ix->non_strings)
+        return ckpt_err(CKPT_E_FORMAT, f->path, "", ix->first_non_string,
+                        "weight_map entry \"%s\" must be a shard file "
+                        "name string",
+                        ix->non_string_key);
+    json_t *wm = json_object();
+    if (!wm) return ckpt_err(CKPT_E_NOMEM, f->path, "", CKPT_NO_OFFSET, "out of memory");
+    for (size_t i = 0; i < ix->nshards; i++) {
+        const ckpt_index_shard *sh = &ix->shards[i];
+        const char *why = sh->surrogate                         ? "a lone surrogate (\\ud800-\\udfff)"
+                          : memchr(sh->key, '\0', sh->key_len) ? "a NUL byte in its name"
+                                                               : NULL;
+        if (why) {
+            json_decref(wm);
+            return ckpt_err(CKPT_E_FORMAT, f->path, "", sh->offset,
+                            "weight_map entry \"%s\" holds %s, expected a "
+                            "tensor name and a shard file name",
+                            sh->key, why);
+        }
+        json_t *v = json_stringn_nocheck(sh->name, sh->len);
+        if (!v || json_object_setn_new_nocheck(wm, sh->key, sh->key_len, v)) {
+            json_decref(wm);
+            return ckpt_err(CKPT_E_NOMEM, f->path, "", CKPT_NO_OFFSET, "out of memory");
+        }
+    }
+    *out = wm;
     return 0;
 }
 
@@ -355,18 +383,32 @@ int ckpt_sharded_read(ckpt_file *f, const uint8_t *json, size_t len, const char 
         return ckpt_err(CKPT_E_FORMAT, f->path, "", 0,
                         "a shard is itself a sharded index, expected a "
                         "safetensors file");
-    json_error_t err;
-    json_t *doc = json_loadb((const char *)json, len, JSON_REJECT_DUPLICATES, &err);
-    if (!doc) return ckpt_json_fail(&err, f->path, 0, "sharded index");
+    /* read as the loaders' json.load reads it (Python's rules, nesting
+     * included: json fails near 1000 levels) */
+    ckpt_index ix;
+    ckpt_arena python = {0};
+    json_t *wm = NULL, *md = NULL;
+    int rc = ckpt_index_read(&ix, &python, json, len, f->path, f->opts.limits.max_depth);
+    if (rc == 0) rc = weight_map_of(f, &ix, &wm);
+    if (rc == 0 && ix.metadata_len) {
+        /* metadata jansson cannot hold (NaN, integers past 64 bits) is
+         * not kept: nothing reads tensors by it */
+        json_error_t err;
+        md = json_loadb((const char *)json + ix.metadata_at, ix.metadata_len, JSON_DECODE_ANY,
+                        &err);
+    }
+    ckpt_arena_free(&python);
+    if (rc) return rc;
     int torch = ckpt_sharded_format(f->path) == CKPT_FORMAT_TORCH_SHARDED;
     index_reader r = {.f = f,
                       .dir = dir,
                       .by_name = json_object(),
                       .torch = torch,
                       .ext = torch ? ".bin" : ".safetensors"};
-    int rc = r.by_name ? read_index(&r, doc) : nomem(&r);
+    rc = r.by_name ? read_index(&r, wm, md) : nomem(&r);
     json_decref(r.by_name);
     ckpt_free(r.buf);
-    json_decref(doc);
+    json_decref(wm);
+    json_decref(md);
     return rc;
 }

@@ -468,6 +468,51 @@ def test_gap_in_a_tensor():
     verify_fails(d, "w0", "gap", "20 of its 35 elements")
 
 
+def dcp_to_torch_save_fails(d, needle):
+    from torch.distributed.checkpoint.api import CheckpointException  # a BaseException
+    try:
+        dcp_to_torch_save(d, os.path.join(TMP, "oracle-fails.pt"))
+    except CheckpointException as e:  # with the rank's error
+        assert needle in str(e), str(e)[-500:]
+        return
+    raise AssertionError("dcp_to_torch_save read %s: the case proves nothing" % d)
+
+
+def test_planner_path_is_the_fqn():
+    """DCP names an item by its planner_data path joined with '.': a path
+    that is another name fails dcp_to_torch_save; ckpt said OK and put the
+    tensor there."""
+    d = copy(SINGLE, "planner-other")
+    meta = read_meta(d)
+    fqn = next(k for k, v in meta.planner_data.items() if len(v) > 1)
+    meta.planner_data[fqn] = tuple(meta.planner_data[fqn][:-1]) + ("elsewhere",)
+    write_meta(d, meta)
+    dcp_to_torch_save_fails(d, "Missing key in checkpoint state_dict")
+    verify_fails(d, fqn, "not the fqn")
+
+
+def test_planner_path_leaves_a_list_entry_empty():
+    """The items of list entry 0 (param_groups[0]) moved to entry 1, names
+    and paths alike: dcp_to_torch_save's list holds a None at 0, a key the
+    metadata lacks; ckpt said OK."""
+    from torch.distributed.checkpoint.metadata import MetadataIndex
+    d = copy(SINGLE, "planner-hole")
+    meta = read_meta(d)
+    paths = meta.planner_data
+    at = next(v.index(0) for v in paths.values() if 0 in v[1:])  # an int key: a list
+    for fqn, v in [(k, v) for k, v in paths.items() if len(v) > at and v[at] == 0]:
+        path = v[:at] + (1,) + v[at + 1:]
+        new = ".".join(map(str, path))
+        meta.state_dict_metadata[new] = meta.state_dict_metadata.pop(fqn)
+        paths[new] = path
+        del paths[fqn]
+        for k in [k for k in meta.storage_data if k.fqn == fqn]:
+            meta.storage_data[MetadataIndex(new, k.offset, k.index)] = meta.storage_data.pop(k)
+    write_meta(d, meta)
+    dcp_to_torch_save_fails(d, "Missing key in checkpoint state_dict")
+    verify_fails(d, "list entries without an item")
+
+
 def test_overlapping_chunks():
     d = copy(SHARDED_PT, "overlap")
     meta = read_meta(d)

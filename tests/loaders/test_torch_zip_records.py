@@ -56,12 +56,14 @@ def raw_name(z, old, new):
     return z.replace(old, new)
 
 
-def record(key, cls, skey, numel):
-    """A _rebuild_tensor_v2 record of a 1-d tensor of storage skey, its
+def record(key, cls, skey, numel, size=None):
+    """A _rebuild_tensor_v2 record of a 1-d tensor of storage skey (numel
+    elements declared; the tensor has `size`, numel unless given), its
     class written as the pickle bytes cls (a GLOBAL or a memo GET)."""
     text = lambda s: b"X" + len(s).to_bytes(4, "little") + s  # noqa: E731
+    size = numel if size is None else size
     return (text(key) + b"ctorch._utils\n_rebuild_tensor_v2\n((" + text(b"storage") + cls +
-            text(skey) + text(b"cpu") + b"K" + bytes([numel]) + b"tQK\x00K" + bytes([numel]) +
+            text(skey) + text(b"cpu") + b"K" + bytes([numel]) + b"tQK\x00K" + bytes([size]) +
             b"\x85K\x01\x85\x89ccollections\nOrderedDict\n)RtR")
 
 
@@ -73,6 +75,17 @@ def two_records(cls2, data2):
     return zip_archive([("archive/data.pkl", pkl, 0), ("archive/byteorder", b"little", 0),
                         ("archive/data/0", DATA, 0), ("archive/data/1", data2, 0),
                         ("archive/version", b"3\n", 0)])
+
+
+def shared_key(numel2, size2):
+    """{"w": storage "0" of 2 floats, "v": storage "0" again, its id
+    declaring numel2 elements, a tensor of size2}: torch loads a key once
+    (loaded_storages), the later id's numel is never read; ckpt refused
+    any second numel."""
+    pkl = (b"\x80\x02}(" + record(b"w", b"ctorch\nFloatStorage\nq\x04", b"0", 2) +
+           record(b"v", b"h\x04", b"0", numel2, size2) + b"u.")
+    return zip_archive([("archive/data.pkl", pkl, 0), ("archive/byteorder", b"little", 0),
+                        ("archive/data/0", DATA, 0), ("archive/version", b"3\n", 0)])
 
 
 long_ok = "archive/" + "a" * 503  # 511 bytes: miniz copies it whole
@@ -107,6 +120,10 @@ CASES = {
     "storage_class_second": two_records(b"ctorch\nHalfStorage\n", b"\x00\x3c\x00\x40"),
     "storage_class_second_unknown": two_records(b"ctorch\nBogusStorage\n", DATA),
     "storage_class_second_not_torch": two_records(b"cbuiltins\nFloatStorage\n", DATA),
+    "storage_key_again_smaller": shared_key(1, 1),
+    "storage_key_again_zero": shared_key(0, 2),
+    "storage_key_again_larger": shared_key(4, 2),
+    "storage_key_again_past_storage": shared_key(4, 4),
 }
 
 PEER = r"""
