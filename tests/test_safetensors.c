@@ -801,8 +801,9 @@ TEST(number_range_serde) {
         CHECK_EQ_INT(e->offset, 8 + (uint64_t)(strstr(h, cases[i].num) - h));
     }
     /* 400 digits */
-    char *big = h + snprintf(h, sizeof h, "{\"a\":{\"dtype\":\"U8\",\"shape\":[1],"
-                                          "\"data_offsets\":[0,1],\"x\":1");
+    char *big = h + snprintf(h, sizeof h,
+                             "{\"a\":{\"dtype\":\"U8\",\"shape\":[1],"
+                             "\"data_offsets\":[0,1],\"x\":1");
     memset(big, '0', 400);
     strcpy(big + 400, "}}");
     open_fails(st_make(h, "x", 1), NULL, CKPT_E_FORMAT);

@@ -22,7 +22,7 @@ typedef struct ckpt_index_shard {
     size_t len;
     const char *key; /* the weight_map key (a tensor name), decoded alike */
     size_t key_len;
-    size_t order; /* the key's first place in weight_map: Python's dict order */
+    size_t order;    /* the key's first place in weight_map: Python's dict order */
     uint64_t offset; /* of the value in the document */
     int surrogate;   /* holds a lone surrogate: no file name json's
                          caller could open as UTF-8 */
@@ -35,11 +35,11 @@ typedef struct ckpt_index {
                                  (the last value of each), in the
                                  dict's order; not deduplicated */
     size_t nshards;
-    size_t non_strings;           /* values that are not strings */
-    uint64_t first_non_string;    /* offset of the first of them */
-    const char *non_string_key;   /* and its key */
-    uint64_t metadata_at;         /* the last top-level "metadata" value: */
-    size_t metadata_len;          /* its text (0: none) */
+    size_t non_strings;         /* values that are not strings */
+    uint64_t first_non_string;  /* offset of the first of them */
+    const char *non_string_key; /* and its key */
+    uint64_t metadata_at;       /* the last top-level "metadata" value: */
+    size_t metadata_len;        /* its text (0: none) */
 } ckpt_index;
 
 /* Reads doc[0..n). Nesting deeper than max_depth is refused (Python

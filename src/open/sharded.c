@@ -348,7 +348,7 @@ static int weight_map_of(ckpt_file *f, const ckpt_index *ix, json_t **out) {
     if (!wm) return ckpt_err(CKPT_E_NOMEM, f->path, "", CKPT_NO_OFFSET, "out of memory");
     for (size_t i = 0; i < ix->nshards; i++) {
         const ckpt_index_shard *sh = &ix->shards[i];
-        const char *why = sh->surrogate                         ? "a lone surrogate (\\ud800-\\udfff)"
+        const char *why = sh->surrogate ? "a lone surrogate (\\ud800-\\udfff)"
                           : memchr(sh->key, '\0', sh->key_len) ? "a NUL byte in its name"
                                                                : NULL;
         if (why) {
@@ -394,8 +394,8 @@ int ckpt_sharded_read(ckpt_file *f, const uint8_t *json, size_t len, const char 
         /* metadata jansson cannot hold (NaN, integers past 64 bits) is
          * not kept: nothing reads tensors by it */
         json_error_t err;
-        md = json_loadb((const char *)json + ix.metadata_at, ix.metadata_len, JSON_DECODE_ANY,
-                        &err);
+        md =
+            json_loadb((const char *)json + ix.metadata_at, ix.metadata_len, JSON_DECODE_ANY, &err);
     }
     ckpt_arena_free(&python);
     if (rc) return rc;
