@@ -63,6 +63,61 @@ TEST(sort_matches_qsort) {
     check_sorted(v, N);
 }
 
+static size_t ncmp;
+static int by_key_counted(const void *pa, const void *pb) {
+    ncmp++;
+    return by_key(pa, pb);
+}
+
+/* Two runs, of na and nb keys, that interleave in stretches of `stretch`
+ * equal-or-rising keys (the left run's last key of a stretch equals the
+ * right one's first: ties cross the boundary); returns the comparisons
+ * ckpt_sort took to merge them (past the na + nb - 1 that find the runs). */
+static size_t sort_two_runs(item *v, size_t na, size_t nb, size_t stretch) {
+    for (size_t i = 0; i < na; i++)
+        v[i].key = (unsigned)((i / stretch) * 2 * stretch + i % stretch);
+    for (size_t i = 0; i < nb; i++)
+        v[na + i].key = (unsigned)((i / stretch) * 2 * stretch + stretch - 1 + i % stretch);
+    for (size_t i = 0; i < na + nb; i++) v[i].seq = (unsigned)i;
+    item *want = malloc((na + nb) * sizeof *want);
+    if (!want) abort();
+    memcpy(want, v, (na + nb) * sizeof *v);
+    qsort(want, na + nb, sizeof *want, by_key_then_seq);
+    ncmp = 0;
+    CHECK_EQ_INT(ckpt_sort(v, na + nb, sizeof *v, by_key_counted), 0);
+    size_t bad = 0;
+    for (size_t i = 0; i < na + nb; i++) bad += v[i].key != want[i].key || v[i].seq != want[i].seq;
+    CHECK_EQ_INT(bad, 0);
+    free(want);
+    return ncmp - (na + nb - 1);
+}
+
+TEST(sort_gallops_through_stretches) {
+    enum { N = 8192 };
+    static item v[2 * N];
+    /* runs that interleave in stretches of 256: galloping finds each
+     * stretch in about 2 log2(256) comparisons (about 550 in all), where
+     * one at a time takes one an element (about N); the left run shorter (merged front to
+     * back), then the right one (back to front) */
+    size_t lo = sort_two_runs(v, N / 2, N, 256), hi = sort_two_runs(v, N, N / 2, 256);
+    CHECK(lo < N / 8);
+    CHECK(hi < N / 8);
+    /* short stretches (no galloping, one at a time) and lengths around
+     * the switch to galloping, both ways round */
+    for (size_t stretch = 1; stretch < 20; stretch++) {
+        sort_two_runs(v, 300, 301 + stretch, stretch);
+        sort_two_runs(v, 301 + stretch, 300, stretch);
+    }
+    /* torch's names: a state_dict's keys in insertion order, numbered
+     * layers and blocks, sorted as text */
+    for (unsigned i = 0; i < N; i++) {
+        unsigned layer = i / 64, block = i % 64;
+        unsigned l = layer < 10 ? layer * 100 : layer < 100 ? layer * 10 + 1 : layer;
+        v[i].key = l * 1000 + (block < 10 ? block * 10 : block);
+    }
+    check_sorted(v, N);
+}
+
 static size_t allocs_left;
 static void *failing_malloc(void *u, size_t n) {
     (void)u;
@@ -221,6 +276,7 @@ TEST(decimal_index) {
 
 int main(void) {
     RUN(sort_matches_qsort);
+    RUN(sort_gallops_through_stretches);
     RUN(sort_out_of_memory);
     RUN(decimal_index);
     RUN(arena_zeroes_what_it_hands_out);
