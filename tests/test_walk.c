@@ -285,12 +285,72 @@ TEST(allocation_failures) {
     ckpt_arena_free(&a);
 }
 
+/* Equal names: the later leaf wins, the ones it shadows are listed
+ * (sorted by name, then in the order found) unless it is the same value. */
+TEST(flatten_equal_names) {
+    ckpt_arena a = {0};
+    ckpt_value *t[11], *root = ckpt_value_new(&a, CKPT_KIND_DICT);
+    for (int i = 0; i < 11; i++) t[i] = ckpt_value_new(&a, CKPT_KIND_TENSOR);
+    ckpt_value *ab = ckpt_value_new(&a, CKPT_KIND_DICT), *z = ckpt_value_new(&a, CKPT_KIND_LIST);
+    ckpt_value *q = ckpt_value_new(&a, CKPT_KIND_DICT), *qr = ckpt_value_new(&a, CKPT_KIND_DICT);
+    ckpt_value *qr2 = ckpt_value_new(&a, CKPT_KIND_DICT), *n = ckpt_value_new(&a, CKPT_KIND_DICT);
+    ckpt_value_dict_set(&a, root, str(&a, "w"), t[1]);
+    ckpt_value_dict_set(&a, ab, str(&a, "b"), t[2]);
+    ckpt_value_dict_set(&a, ab, str(&a, "c"), t[3]);
+    ckpt_value_dict_set(&a, root, str(&a, "a"), ab);
+    ckpt_value_dict_set(&a, root, str(&a, "a.b"), t[4]); /* shadows t2 */
+    ckpt_value_dict_set(&a, root, str(&a, "a.c"), t[3]); /* the same tensor: not shadowed */
+    ckpt_value_append(&a, z, t[5]);
+    ckpt_value_append(&a, z, t[6]);
+    ckpt_value_dict_set(&a, root, str(&a, "z"), z);
+    ckpt_value_dict_set(&a, root, str(&a, "z.1"), t[7]); /* shadows t6 */
+    ckpt_value_dict_set(&a, qr, str(&a, "s"), t[8]);
+    ckpt_value_dict_set(&a, q, str(&a, "r"), qr);
+    ckpt_value_dict_set(&a, root, str(&a, "q"), q);
+    ckpt_value_dict_set(&a, qr2, str(&a, "s"), t[9]);
+    ckpt_value_dict_set(&a, root, str(&a, "q.r"), qr2);
+    ckpt_value_dict_set(&a, root, str(&a, "q.r.s"), t[10]); /* shadows t8, t9 */
+    ckpt_value_dict_set(&a, n, str(&a, "m"), ckpt_value_new_int(&a, 1));
+    ckpt_value_dict_set(&a, root, str(&a, "n"), n);
+    ckpt_value_dict_set(&a, root, str(&a, "n.m"), ckpt_value_new_int(&a, 2));
+    ckpt_flat fl;
+    ckpt_limits lim = CKPT_LIMITS_INIT;
+    CHECK_EQ_INT(ckpt_flatten(&fl, &a, root, &lim, 1000, UINT64_MAX, "f", NULL), 0);
+    static const char *const names[] = {"a.b", "a.c", "q.r.s", "w", "z.0", "z.1"};
+    static const int won[] = {4, 3, 10, 1, 5, 7};
+    CHECK_EQ_INT(fl.ntensors, 6);
+    for (size_t i = 0; i < 6 && i < fl.ntensors; i++) {
+        CHECK_EQ_STR(fl.tensors[i].name, names[i]);
+        CHECK(fl.tensors[i].value == t[won[i]]);
+    }
+    static const char *const lost_names[] = {"a.b", "q.r.s", "q.r.s", "z.1"};
+    static const int lost[] = {2, 8, 9, 6};
+    CHECK_EQ_INT(fl.nshadowed, 4);
+    for (size_t i = 0; i < 4 && i < fl.nshadowed; i++) {
+        CHECK_EQ_STR(fl.shadowed[i].name, lost_names[i]);
+        CHECK(fl.shadowed[i].value == t[lost[i]]);
+    }
+    CHECK_EQ_INT(fl.nvalues, 1); /* values shadow too, unlisted */
+    CHECK_EQ_STR(fl.values[0].name, "n.m");
+    CHECK_EQ_INT(fl.values[0].value->u.i.v, 2);
+    /* none shadowed: no array */
+    ckpt_value *one = ckpt_value_new(&a, CKPT_KIND_DICT);
+    ckpt_value_dict_set(&a, one, str(&a, "x"), t[0]);
+    ckpt_value_dict_set(&a, one, str(&a, "y"), t[0]);
+    CHECK_EQ_INT(ckpt_flatten(&fl, &a, one, &lim, 1000, UINT64_MAX, "f", NULL), 0);
+    CHECK_EQ_INT(fl.ntensors, 2);
+    CHECK_EQ_INT(fl.nshadowed, 0);
+    CHECK(fl.shadowed == NULL);
+    ckpt_arena_free(&a);
+}
+
 int main(void) {
     RUN(order_names_roles);
     RUN(object_attrs);
     RUN(bounds);
     RUN(cycles);
     RUN(name_limit_and_prefix);
+    RUN(flatten_equal_names);
     RUN(allocation_failures);
     return harness_end();
 }

@@ -8,10 +8,11 @@
 #include "base/sort.h"
 #include "model/walk.h"
 
+/* In discovery order until sorted (stably: among equal names, the later
+ * found stays later, and wins) */
 typedef struct flat_entry {
     const char *name;
     const ckpt_value *value;
-    size_t seq; /* discovery order: later wins among equal names */
 } flat_entry;
 
 /* Entries found so far, in memory of their own (ckpt_malloc) until they
@@ -27,13 +28,13 @@ typedef struct flattener {
     const char *file, *member;
     uint64_t bytes, max_bytes;
     entries tensors, values;
-    size_t seq;
 } flattener;
 
-/* What one entry is charged against max_bytes: an entry and its name,
- * each rounded up to the arena's 16-byte alignment. */
+/* What one entry is charged against max_bytes: an entry, its output
+ * (ckpt_named_value) and its name, the name rounded up to the arena's
+ * 16-byte alignment. */
 static uint64_t entry_bytes(size_t name_len) {
-    return ((sizeof(flat_entry) + 15) & ~(uint64_t)15) +
+    return sizeof(flat_entry) + sizeof(ckpt_named_value) +
            (((uint64_t)name_len + 16) & ~(uint64_t)15);
 }
 
@@ -73,7 +74,7 @@ static int add_entry(flattener *fl, int tensor, const ckpt_walk *w, const ckpt_w
             ? k->u.s.p
             : ckpt_arena_strndup(fl->a, w->name, len);
     if (!name) return nomem(fl);
-    to->e[to->n++] = (flat_entry){name, node->value, fl->seq++};
+    to->e[to->n++] = (flat_entry){name, node->value};
     return 0;
 }
 
@@ -96,29 +97,37 @@ static int enter(ckpt_walk *w, ckpt_walk_frame *node) {
 }
 
 static int cmp_entry(const void *a, const void *b) {
-    const flat_entry *x = a, *y = b;
-    int c = strcmp(x->name, y->name);
-    if (c) return c;
-    return x->seq < y->seq ? -1 : x->seq > y->seq;
+    return strcmp(((const flat_entry *)a)->name, ((const flat_entry *)b)->name);
+}
+
+/* The entries from e[from] on whose name equals the previous entry's and
+ * whose value does not: the values the later ones shadow. */
+static size_t count_shadowed(const flat_entry *e, size_t from, size_t n) {
+    size_t k = 0;
+    for (size_t i = from; i < n; i++)
+        k += strcmp(e[i - 1].name, e[i].name) == 0 && e[i - 1].value != e[i].value;
+    return k;
 }
 
 /* Sorts, keeps the last of equal names and copies them to the arena in
  * the output form. Names come in the tree's order, most often a few
- * sorted runs (ckpt_sort). With `shadowed`, the other values of equal
- * names are copied there (an array from `a`; left alone when there are
- * none). NULL when out of memory. */
+ * sorted runs (ckpt_sort). With `shadowed` (NULL on entry), the other
+ * values of equal names are copied there (an array from `a`; left NULL
+ * when there are none). NULL when out of memory. */
 static ckpt_named_value *sort_unique(ckpt_arena *a, flat_entry *e, size_t n, size_t *out_n,
                                      ckpt_named_value **shadowed, size_t *nshadowed) {
     if (ckpt_sort(e, n, sizeof *e, cmp_entry)) return NULL;
-    size_t dropped = 0, k = 0;
-    for (size_t i = 1; shadowed && i < n; i++)
-        dropped += strcmp(e[i - 1].name, e[i].name) == 0 && e[i - 1].value != e[i].value;
-    if (dropped && !(*shadowed = ckpt_arena_array(a, dropped, sizeof **shadowed))) return NULL;
-    size_t w = 0;
+    size_t w = 0, k = 0;
     for (size_t i = 0; i < n; i++) {
         if (w && strcmp(e[w - 1].name, e[i].name) == 0) {
-            if (dropped && e[w - 1].value != e[i].value)
+            /* e[w - 1] is e[i - 1], which is still in place: the array
+             * is sized at the first value shadowed, from there on */
+            if (shadowed && e[w - 1].value != e[i].value) {
+                if (!*shadowed &&
+                    !(*shadowed = ckpt_arena_array(a, count_shadowed(e, i, n), sizeof **shadowed)))
+                    return NULL;
                 (*shadowed)[k++] = (ckpt_named_value){e[w - 1].name, e[w - 1].value};
+            }
             e[w - 1] = e[i];
         } else {
             e[w++] = e[i];
