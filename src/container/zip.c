@@ -466,7 +466,7 @@ static int read_central(const ckpt_zip *z, ckpt_arena *a, dir_reader *dr, uint64
     e->name = ckpt_arena_strndup(a, name, nlen);
     if (!e->name)
         return ckpt_err(CKPT_E_NOMEM, z->file, NULL, at, "out of memory for a member name");
-    e->name_len = nlen;
+    e->name_len = (uint16_t)nlen; /* rd16 */
     rc = z->reading == CKPT_ZIP_ZIPFILE ? 0 : miniz_entry_checks(z, h, at, this_disk, e->name);
     if (rc) return rc;
     e->flags = rd16(h + 8);

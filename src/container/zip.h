@@ -32,21 +32,21 @@
 #include "base/source.h"
 #include "ckpt.h"
 
-typedef struct ckpt_zip_entry {
-    const char *name; /* central-directory name, NUL-terminated */
-    size_t name_len;
-    uint64_t local_offset;  /* absolute offset of the local header */
-    uint64_t data_offset;   /* absolute offset of the member's data */
-    uint64_t csize;         /* compressed size (central directory) */
-    uint64_t usize;         /* uncompressed size (central directory) */
-    uint32_t crc32;         /* CRC-32 from the central directory */
-    uint16_t method;        /* 0 stored, 8 deflated, other: unsupported */
-    uint16_t flags;         /* general-purpose bit flags (central) */
-    int is_dir;             /* miniz's directory test (name ends in '/',
-                               or DOS directory attribute): torch reads
-                               no bytes for it */
-    int local_name_differs; /* the local header's name bytes differ from
-                               the central name (a scanner bypass, §5.5) */
+typedef struct ckpt_zip_entry { /* 56 bytes: 100k members take 5.6 MB */
+    const char *name;           /* central-directory name, NUL-terminated */
+    uint64_t local_offset;      /* absolute offset of the local header */
+    uint64_t data_offset;       /* absolute offset of the member's data */
+    uint64_t csize;             /* compressed size (central directory) */
+    uint64_t usize;             /* uncompressed size (central directory) */
+    uint32_t crc32;             /* CRC-32 from the central directory */
+    uint16_t method;            /* 0 stored, 8 deflated, other: unsupported */
+    uint16_t flags;             /* general-purpose bit flags (central) */
+    uint16_t name_len;          /* the directory's 16-bit name length */
+    uint8_t is_dir;             /* miniz's directory test (name ends in '/',
+                                   or DOS directory attribute): torch reads
+                                   no bytes for it */
+    uint8_t local_name_differs; /* the local header's name bytes differ from
+                                   the central name (a scanner bypass, §5.5) */
 } ckpt_zip_entry;
 
 /* Whose reading of the directory: torch's (miniz's, refused where
