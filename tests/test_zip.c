@@ -899,24 +899,33 @@ static void le(uint8_t *p, uint64_t v, int n) {
     for (int i = 0; i < n; i++) p[i] = (uint8_t)(v >> 8 * i);
 }
 
-/* A stored archive of n empty members "archive/data/<i>", as torch.save
- * names its storages: *len bytes, malloc'd. */
-static uint8_t *many_members(size_t n, size_t *len) {
-    uint8_t *z = calloc(n * 120 + 22, 1), *p = z;
+/* A stored archive of n members named names[i], each holding the one
+ * byte i % 256: *len bytes, malloc'd. */
+typedef char member_name[48];
+static uint8_t *stored_members(const member_name *names, size_t n, size_t *len) {
+    uint8_t *z = calloc(n * (78 + 2 * sizeof *names) + 22, 1), *p = z;
     if (!z) return NULL;
     for (size_t i = 0; i < n; i++) {
-        int k = snprintf((char *)p + 30, 32, "archive/data/%zu", i);
+        size_t k = strlen(names[i]);
+        uint8_t byte = (uint8_t)i;
         le(p, 0x04034b50, 4);
-        le(p + 26, (uint64_t)k, 2);
-        p += 30 + k;
+        le(p + 26, k, 2);
+        memcpy(p + 30, names[i], k);
+        p[30 + k] = byte;
+        p += 31 + k;
     }
     size_t cd = (size_t)(p - z), local = 0;
     for (size_t i = 0; i < n; i++) {
-        int k = snprintf((char *)p + 46, 32, "archive/data/%zu", i);
+        size_t k = strlen(names[i]);
+        uint8_t byte = (uint8_t)i;
         le(p, 0x02014b50, 4);
-        le(p + 28, (uint64_t)k, 2);
+        le(p + 16, libdeflate_crc32(0, &byte, 1), 4);
+        le(p + 20, 1, 4);
+        le(p + 24, 1, 4);
+        le(p + 28, k, 2);
         le(p + 42, local, 4);
-        local += 30 + (size_t)k;
+        memcpy(p + 46, names[i], k);
+        local += 31 + k;
         p += 46 + k;
     }
     le(p, 0x06054b50, 4);
@@ -926,6 +935,25 @@ static uint8_t *many_members(size_t n, size_t *len) {
     le(p + 16, cd, 4);
     *len = (size_t)(p - z) + 22;
     return z;
+}
+
+/* n members "archive/data/<i>", as torch.save names its storages. */
+static uint8_t *many_members(size_t n, size_t *len) {
+    member_name *names = malloc(n * sizeof *names);
+    if (!names) return NULL;
+    for (size_t i = 0; i < n; i++) snprintf(names[i], sizeof *names, "archive/data/%zu", i);
+    uint8_t *z = stored_members(names, n, len);
+    free(names);
+    return z;
+}
+
+/* The first n names prefix<i> (i = 0, 1, ...) whose hashes end in 8 zero
+ * bits: all filed under slot 0 of a table of up to 256 slots. */
+static void colliding_names(member_name *out, size_t n, const char *prefix) {
+    for (size_t i = 0, found = 0; found < n; i++) {
+        snprintf(out[found], sizeof *out, "%s%zu", prefix, i);
+        found += (ckpt_zip_name_hash(out[found], strlen(out[found])) & 0xFF) == 0;
+    }
 }
 
 /* Distinct names are looked up in a hash table (no sort): 60,000 names
@@ -955,6 +983,59 @@ TEST(lookup_many_names) {
 done:
     ckpt_arena_free(&a);
     free(buf);
+}
+
+/* Names made to collide: a chain of 64 slots still fits the table, a
+ * 65th name past it gives the table up for miniz's sorted order (binary
+ * search), which finds every name as miniz does, ignoring case. */
+TEST(lookup_hash_chain_fallback) {
+    enum { N = 65 };
+    member_name names[N];
+    colliding_names(names, N, "arc/c");
+    for (size_t n = N - 1; n <= N; n++) {
+        size_t len;
+        uint8_t *buf = stored_members(names, n, &len);
+        CHECK(buf != NULL);
+        if (!buf) return;
+        ckpt_arena a = {0};
+        ckpt_zip z;
+        if (!opened(&z, &a, buf, len, n)) goto done;
+        CHECK_EQ_INT(z.has_duplicates, 0);
+        CHECK_EQ_INT(z.slots == NULL, n == N); /* the table, up to 64 probes */
+        CHECK_EQ_INT(z.by_name != NULL, n == N);
+        size_t wrong = 0;
+        uint64_t budget = ckpt_zip_budget(&limits, len);
+        for (size_t i = 0; i < n; i++) {
+            char upper[sizeof *names];
+            for (size_t k = 0; k < sizeof upper; k++)
+                upper[k] =
+                    names[i][k] >= 'a' && names[i][k] <= 'z' ? names[i][k] - 32 : names[i][k];
+            const ckpt_zip_entry *e = ckpt_zip_find(&z, names[i]);
+            const uint8_t *data = NULL;
+            wrong += e != &z.entries[i] || ckpt_zip_find(&z, upper) != e ||
+                     ckpt_zip_read(&z, e, &a, &budget, &data) != 0 || data[0] != (uint8_t)i;
+        }
+        CHECK_EQ_INT(wrong, 0);
+        /* in miniz's order: sorted, ASCII case ignored */
+        for (size_t i = 1; z.by_name && i < n; i++)
+            wrong += strcmp(z.entries[z.by_name[i - 1]].name, z.entries[z.by_name[i]].name) >= 0;
+        CHECK_EQ_INT(wrong, 0);
+        CHECK(ckpt_zip_find(&z, "arc/c") == NULL);
+        CHECK(ckpt_zip_find(&z, "arc/c0x") == NULL);
+    done:
+        ckpt_arena_free(&a);
+        free(buf);
+    }
+}
+
+/* `test_zip --colliding N PREFIX`: N member names PREFIX<i> filed under
+ * one slot, one a line (tests/zipdiff builds an archive of them). */
+static void print_colliding(size_t n, const char *prefix) {
+    member_name *names = malloc(n * sizeof *names);
+    if (!names) abort();
+    colliding_names(names, n, prefix);
+    for (size_t i = 0; i < n; i++) puts(names[i]);
+    free(names);
 }
 
 /* ckpt_zip_numbered finds what ckpt_zip_find finds for "dir<n>", every
@@ -1300,6 +1381,10 @@ int main(int argc, char **argv) {
         for (int i = 2; i < argc; i++) view(argv[i]);
         return 0;
     }
+    if (argc == 4 && strcmp(argv[1], "--colliding") == 0) {
+        print_colliding(strtoul(argv[2], NULL, 10), argv[3]);
+        return 0;
+    }
     RUN_CORPUS(torch_checkpoint);
     RUN_CORPUS(torch_truncated_everywhere);
     RUN_CORPUS(torch_directory_corrupted_everywhere);
@@ -1307,6 +1392,7 @@ int main(int argc, char **argv) {
     RUN(lookup_ignores_case);
     RUN(numbered_members);
     RUN(lookup_many_names);
+    RUN(lookup_hash_chain_fallback);
     RUN(zip64_locator_readings);
     RUN(eocd_search);
     RUN(overlapping_members);

@@ -595,7 +595,7 @@ static uint64_t fold8(uint64_t w) {
 
 /* A hash of the name with ASCII case folded: names compare_names finds
  * equal hash alike. */
-static uint64_t name_hash(const char *s, size_t n) {
+uint64_t ckpt_zip_name_hash(const char *s, size_t n) {
     const uint64_t k = 0xff51afd7ed558ccdu;
     uint64_t h = (n + 1) * 0x9E3779B97F4A7C15u, w;
     size_t i = 0;
@@ -632,7 +632,7 @@ static int build_table(ckpt_zip *z, ckpt_arena *a) {
     if (!t) return 1;
     for (size_t i = 0; i < z->count; i++) {
         const ckpt_zip_entry *e = &z->entries[i];
-        size_t at = (size_t)name_hash(e->name, e->name_len) & (size - 1), k = 0;
+        size_t at = (size_t)ckpt_zip_name_hash(e->name, e->name_len) & (size - 1), k = 0;
         for (; t[at] && k < PROBES; k++, at = (at + 1) & (size - 1)) {
             const ckpt_zip_entry *o = &z->entries[t[at] - 1];
             if (o->name_len == e->name_len &&
@@ -781,7 +781,7 @@ int ckpt_zip_open(ckpt_zip *z, ckpt_arena *a, const uint8_t *buf, size_t len,
 const ckpt_zip_entry *ckpt_zip_find(const ckpt_zip *z, const char *name) {
     size_t n = strlen(name), lo = 0, hi = z->count;
     if (z->slots) { /* names distinct: the one equal ignoring case */
-        size_t at = (size_t)name_hash(name, n) & z->mask;
+        size_t at = (size_t)ckpt_zip_name_hash(name, n) & z->mask;
         for (unsigned k = 0; k < PROBES && z->slots[at]; k++, at = (at + 1) & z->mask) {
             const ckpt_zip_entry *e = &z->entries[z->slots[at] - 1];
             if (e->name_len == n && compare_names(e->name, n, name, n) == 0) return e;

@@ -123,6 +123,10 @@ size_t ckpt_zip_dense_ahead(const ckpt_zip *z);
  * if absent. */
 const ckpt_zip_entry *ckpt_zip_find(const ckpt_zip *z, const char *name);
 
+/* The hash a name is filed under in the lookup table (ASCII case folded,
+ * as lookups compare); for tests that build names to collide. */
+uint64_t ckpt_zip_name_hash(const char *s, size_t n);
+
 /* What ckpt_zip_find answers for every name `dir` followed by a number n
  * below z->count in canonical decimal (ckpt_decimal_index: "0", "17"), in
  * one pass over the directory instead of one lookup per name (torch's
