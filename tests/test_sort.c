@@ -200,10 +200,8 @@ TEST(arena_zeroes_what_it_hands_out) {
     ckpt_set_allocator(NULL);
 }
 
-/* The arena's shared blocks are a power of two, head included; from 4
- * MiB on they are asked for with 2 MiB more, to start on a huge page
- * (base/pages.h: malloc's own head before them would take the first huge
- * page a small page); every block is handed back to the hook's free. */
+/* The arena's shared blocks are a power of two, head included, from 64
+ * KiB up to 8 MiB; every block is handed back to the hook's free. */
 static size_t sizes[256], nsizes, nlive;
 
 static void *tracking_malloc(void *u, size_t n) {
@@ -231,12 +229,9 @@ TEST(arena_blocks_whole_pages) {
         if (p) memset(p, 0x5A, 10000);
     }
     for (size_t i = 0; i < nsizes; i++) {
-        size_t block = sizes[i], huge = (size_t)2 << 20;
-        if (block > 2 * huge) {
-            block -= huge;
-            big++;
-        }
-        bad += (block & (block - 1)) != 0 || block < ((size_t)64 << 10);
+        size_t block = sizes[i];
+        big += block == (size_t)8 << 20;
+        bad += (block & (block - 1)) != 0 || block < ((size_t)64 << 10) || block > (size_t)8 << 20;
     }
     CHECK_EQ_INT(bad, 0);
     CHECK(big >= 2);

@@ -11,13 +11,6 @@ void *ckpt_malloc(size_t size);
 void *ckpt_realloc(void *p, size_t size);
 void ckpt_free(void *p);
 
-/* ckpt_malloc(n) for a large buffer that is filled front to back (an
- * arena block, a read window, a sort's scratch), its huge pages advised
- * MADV_HUGEPAGE (ckpt_pages_huge), so that where transparent huge pages
- * are `madvise` one fault maps 2 MiB, not 512 faults 4 KiB each. Freed
- * with ckpt_free. */
-void *ckpt_malloc_huge(size_t n);
-
 /* 1 when a op b overflows (result not written), else 0 and *r = a op b. */
 static inline int ckpt_mul_overflow(uint64_t a, uint64_t b, uint64_t *r) {
     return __builtin_mul_overflow(a, b, r);

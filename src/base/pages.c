@@ -12,20 +12,6 @@ void ckpt_pages_will_need(const void *p, size_t n) {
     (void)madvise((void *)lo, hi - lo, MADV_WILLNEED);
 }
 
-void ckpt_pages_huge(void *p, size_t n) {
-#ifdef MADV_HUGEPAGE
-    const uintptr_t huge = CKPT_HUGE_PAGE, page = (uintptr_t)sysconf(_SC_PAGESIZE);
-    uintptr_t at = (uintptr_t)p, end = at + n;
-    uintptr_t lo = at & ~(huge - 1), hi = (end + huge - 1) & ~(huge - 1);
-    if (at - lo >= page) lo += huge;  /* the huge page holds more than a head */
-    if (hi - end >= page) hi -= huge; /* or more than a tail */
-    if (p && hi > lo) (void)madvise((void *)lo, hi - lo, MADV_HUGEPAGE);
-#else
-    (void)p;
-    (void)n;
-#endif
-}
-
 #define POPULATE_MIN ((size_t)64 << 10)
 
 void ckpt_pages_populate(void *p, size_t n) {

@@ -20,21 +20,6 @@
  * on memory that is not a file mapping, never an error. */
 void ckpt_pages_will_need(const void *p, size_t n);
 
-/* The size of a transparent huge page (x86-64, arm64 with 4 KiB pages). */
-#define CKPT_HUGE_PAGE ((size_t)2 << 20)
-
-/* Memory of the library's own, [p, p+n) from malloc, that will be filled
- * front to back: MADV_HUGEPAGE on the huge pages it holds, so that where
- * transparent huge pages are `madvise` one fault maps 2 MiB, not 4 KiB
- * (the kernel clears every page it maps: only pages the range fills are
- * advised). The huge pages that p and p + n lie in are included when
- * the range leaves no more than a small page of them: malloc's mapping
- * of a large block, a head before p and a few bytes after, and Linux
- * places a mapping of whole huge pages on a huge page (glibc: a request
- * of 2^k - 24 bytes or less maps 2^k). A hint, never an error; a no-op
- * on less than one huge page. */
-void ckpt_pages_huge(void *p, size_t n);
-
 /* Buffers a loader fills (ckpt_file_read_storages: fresh memory the
  * caller allocated per storage, torch.empty in Python's ckpt.load) fault
  * on their first write, one 4 KiB page at a time, each page zeroed by the
@@ -49,7 +34,7 @@ void ckpt_pages_huge(void *p, size_t n);
  * hint: errors (older kernels, memory that is not writable) are ignored,
  * the buffer's contents are unchanged.
  *
- * These buffers are not advised huge (ckpt_pages_huge): measured, on the
+ * No buffer is advised MADV_HUGEPAGE: measured, on the
  * project's VM a 2 MiB page taken from free memory the guest had handed
  * back to the host cost ~5 ms to fault in, a 1 GiB ckpt.load in a fresh
  * process 2.4 s of CPU against 0.5 s with 4 KiB pages (faster only while

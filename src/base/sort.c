@@ -182,7 +182,7 @@ int ckpt_sort(void *base, size_t n, size_t size, int (*cmp)(const void *, const 
     if (!starts) return 0;
     starts[runs] = n;
     /* the shorter run of a merge, at most half of them */
-    unsigned char *tmp = n / 2 <= SIZE_MAX / size ? ckpt_malloc_huge(n / 2 * size) : NULL;
+    unsigned char *tmp = n / 2 <= SIZE_MAX / size ? ckpt_malloc(n / 2 * size) : NULL;
     if (!tmp) {
         ckpt_free(starts);
         return CKPT_E_NOMEM;

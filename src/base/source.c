@@ -139,7 +139,7 @@ int ckpt_source_view_read(const ckpt_source *src, ckpt_view *v, const void *p, s
     if (want > v->cap) { /* read again whole below: nothing to keep */
         ckpt_free(v->buf);
         v->cap = v->len = 0;
-        if (!(v->buf = ckpt_malloc_huge(want)))
+        if (!(v->buf = ckpt_malloc(want)))
             return ckpt_err(CKPT_E_NOMEM, src->path, member, off,
                             "out of memory for %zu bytes at offset %" PRIu64, want, off);
         v->cap = want;

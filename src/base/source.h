@@ -44,7 +44,7 @@ int ckpt_source_read(const ckpt_source *src, const void *p, void *dst, size_t n,
  * records (local headers, storage counts): one pread serves the records
  * that follow it. Zero-initialise; ckpt_view_free releases it. */
 typedef struct ckpt_view {
-    uint8_t *buf; /* owned, cap bytes (ckpt_malloc_huge) */
+    uint8_t *buf; /* owned, cap bytes (ckpt_malloc) */
     size_t cap;
     uint64_t off; /* file offset of buf[0] */
     size_t len;   /* bytes read there */

@@ -565,7 +565,7 @@ static int by_name_then_index(const void *pa, const void *pb) {
  * are equal but for case (the heap sort must decide their order),
  * CKPT_E_NOMEM. */
 static int sort_distinct(ckpt_zip *z) {
-    named_entry *v = ckpt_malloc_huge(z->count * sizeof *v);
+    named_entry *v = ckpt_malloc(z->count * sizeof *v);
     if (!v)
         return ckpt_err(CKPT_E_NOMEM, z->file, NULL, z->cd_offset,
                         "out of memory for the index of %zu members", z->count);
