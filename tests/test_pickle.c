@@ -1352,6 +1352,7 @@ TEST(test_container_builders) {
     CHECK_EQ_INT(PK("ccollections\nOrderedDict\n]((K\x01K\x02t(K\x03K\x04te\x85R.", &v), 0);
     CHECK(v && v->kind == CKPT_KIND_DICT && v->u.dict.n == 2 && is_int(v->u.dict.keys[1], 3) &&
           is_int(v->u.dict.vals[1], 4));
+    CHECK_EQ_INT(v->dict_class, CKPT_DICT_ORDERED); /* the class from the allowlist entry */
     CHECK_EQ_INT(PK("ccollections\nOrderedDict\n](K\x01"
                     "e\x85R.",
                     &v),
@@ -1361,6 +1362,10 @@ TEST(test_container_builders) {
                     &v),
                  0);
     CHECK(is_int(get(v, "a"), 2));
+    CHECK_EQ_INT(v->dict_class, CKPT_DICT_COUNTER);
+    CHECK_EQ_INT(PK("cbuiltins\ndict\n)R.", &v), 0);
+    CHECK(v && v->kind == CKPT_KIND_DICT);
+    CHECK_EQ_INT(v->dict_class, CKPT_DICT_PLAIN);
     CHECK_EQ_INT(PK("ccollections\nCounter\n]\x85R.", &v), 0); /* counting: not modelled */
     CHECK(v && v->kind == CKPT_KIND_OBJECT && !strcmp(v->u.obj.name, "collections.Counter"));
     CHECK_EQ_INT(PK("c__builtin__\nset\n](K\x01K\x02"

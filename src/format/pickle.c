@@ -562,17 +562,34 @@ static int pop_mark(machine *m, size_t *start) {
 }
 
 /* A LIST, TUPLE or SET of stack[start .. sp), which is then dropped. In
- * scan mode only a tuple keeps its items. */
+ * scan mode only a tuple keeps its items. The value and its items are one
+ * allocation, copied item by item (a state_dict builds four small tuples
+ * per tensor): the arena's total grows as by two, the value's size being
+ * a multiple of its alignment. */
+_Static_assert(sizeof(ckpt_value) % 16 == 0, "ckpt_value keeps the items after it aligned");
 static int collect(machine *m, int kind, size_t start, ckpt_value **out) {
     *out = NULL;
-    ckpt_value *v = ckpt_value_new(m->a, kind);
+    size_t n = m->sp - start; /* n <= sp <= max_stack: no overflow below */
+    int keep = n && (!m->scan || kind == CKPT_KIND_TUPLE);
+    ckpt_value *v = ckpt_arena_alloc_raw(m->a, sizeof *v + (keep ? n * sizeof *v->u.seq.items : 0));
     if (!v) return nomem(m);
-    size_t n = m->sp - start;
-    if (n && (!m->scan || kind == CKPT_KIND_TUPLE)) {
-        /* n <= sp: no overflow; every item is copied in */
-        v->u.seq.items = ckpt_arena_alloc_raw(m->a, n * sizeof *v->u.seq.items);
-        if (!v->u.seq.items) return nomem(m);
-        memcpy(v->u.seq.items, m->stack + start, n * sizeof *v->u.seq.items);
+    memset(v, 0, sizeof *v);
+    v->kind = (uint8_t)kind;
+    if (keep) {
+        ckpt_value **items = (ckpt_value **)(v + 1), *const *from = m->stack + start;
+        /* TUPLE1..3, a persistent id (5 items), a rebuild's arguments (6,
+         * 7): copied without a call */
+        switch (n) {
+        case 7: items[6] = from[6]; /* fall through */
+        case 6: items[5] = from[5]; /* fall through */
+        case 5: items[4] = from[4]; /* fall through */
+        case 4: items[3] = from[3]; /* fall through */
+        case 3: items[2] = from[2]; /* fall through */
+        case 2: items[1] = from[1]; /* fall through */
+        case 1: items[0] = from[0]; break;
+        default: memcpy(items, from, n * sizeof *items);
+        }
+        v->u.seq.items = items;
         v->u.seq.n = v->u.seq.cap = n;
     }
     m->sp = start;

@@ -217,6 +217,13 @@ static int b_set(ckpt_value **out, const pk_build_ctx *c, const ckpt_value *call
     return 0;
 }
 
+/* The dict class of the allowlist entry of callable (allow >= 2: only
+ * allowlisted globals reach a builder), read from the table, not by
+ * comparing names on every call. */
+static int dict_class_of(const ckpt_value *callable);
+/* the allowlist entries of the collections classes, by index */
+enum { E_ORDERED_DICT, E_COUNTER };
+
 /* dict(), dict(mapping), dict(pairs); OrderedDict and Counter likewise,
  * the class recorded so that writers rebuild it. */
 static int b_dict(ckpt_value **out, const pk_build_ctx *c, const ckpt_value *callable,
@@ -230,9 +237,7 @@ static int b_dict(ckpt_value **out, const pk_build_ctx *c, const ckpt_value *cal
         return opaque(out, c, callable, args);
     ckpt_value *d = ckpt_value_new(c->arena, CKPT_KIND_DICT);
     if (!d) return nomem(c);
-    if (!strcmp(callable->u.global.module, "collections"))
-        d->dict_class =
-            !strcmp(callable->u.global.name, "Counter") ? CKPT_DICT_COUNTER : CKPT_DICT_ORDERED;
+    d->dict_class = (uint8_t)dict_class_of(callable);
     size_t n = src ? (src->kind == CKPT_KIND_DICT ? src->u.dict.n : src->u.seq.n) : 0;
     rc = charge(c, n);
     if (rc) return rc;
@@ -1022,8 +1027,8 @@ static const struct entry {
     int newobj;        /* NEW_* */
     int torch_refuses; /* off torch >= 2.6's weights_only allowlist */
 } allowlist[] = {
-    {"collections", "OrderedDict", b_dict, NEW_EMPTY, 0},
-    {"collections", "Counter", b_counter, NEW_EMPTY, 0},
+    [E_ORDERED_DICT] = {"collections", "OrderedDict", b_dict, NEW_EMPTY, 0},
+    [E_COUNTER] = {"collections", "Counter", b_counter, NEW_EMPTY, 0},
     {"builtins", "dict", b_dict, NEW_EMPTY, 1},
     {"builtins", "list", b_list, NEW_EMPTY, 1},
     {"builtins", "tuple", b_tuple, NEW_CALL, 1},
@@ -1066,6 +1071,13 @@ static const struct entry {
     {"numpy.core.multiarray", "_reconstruct", b_np_reconstruct, NEW_FAILS, 1},
     {"numpy._core.multiarray", "_reconstruct", b_np_reconstruct, NEW_FAILS, 1},
 };
+
+static int dict_class_of(const ckpt_value *callable) {
+    int e = callable->u.global.allow - 2;
+    return e == E_ORDERED_DICT ? CKPT_DICT_ORDERED
+           : e == E_COUNTER    ? CKPT_DICT_COUNTER
+                               : CKPT_DICT_PLAIN;
+}
 
 static const struct entry *find(const char *module, const char *name) {
     /* called once per REDUCE (a state_dict: a few per tensor); the first

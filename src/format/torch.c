@@ -106,7 +106,8 @@ static int load_storage(void *ctx, ckpt_value *pid, uint64_t off, ckpt_value **o
                                     "numel) tuple");
     const ckpt_value *tag = tuple_item(pid, 0), *type = tuple_item(pid, 1),
                      *key = tuple_item(pid, 2), *nv = tuple_item(pid, 4);
-    if (tag->kind != CKPT_KIND_STR || strcmp(tag->u.s.p, "storage") != 0)
+    /* torch compares a Python str: 'storage\0' is not 'storage' */
+    if (tag->kind != CKPT_KIND_STR || tag->u.s.len != 7 || memcmp(tag->u.s.p, "storage", 7) != 0)
         return ckpt_err(CKPT_E_FORMAT, f->path, mem, at(r, tag, off),
                         "persistent id tag is not 'storage'");
     if (type != r->class_seen) {

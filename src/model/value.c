@@ -268,6 +268,9 @@ int ckpt_value_dict_set(ckpt_arena *a, ckpt_value *d, ckpt_value *key, ckpt_valu
     return 0;
 }
 
+/* n rounded up to the arena's alignment */
+#define ALIGN16(n) (((n) + 15u) & ~(size_t)15u)
+
 int ckpt_tensor_new(ckpt_value **out, ckpt_arena *a, ckpt_storage *st, ckpt_dtype dtype,
                     uint32_t ndim, const uint64_t *shape, const uint64_t *stride,
                     uint64_t storage_offset, const char *file, const char *member,
@@ -305,13 +308,20 @@ int ckpt_tensor_new(ckpt_value **out, ckpt_arena *a, ckpt_storage *st, ckpt_dtyp
                             (unsigned long long)storage_offset, (unsigned long long)numel,
                             ckpt_dtype_name(dtype), (unsigned long long)st->nbytes);
     }
-    ckpt_tensor *t = ckpt_arena_alloc(a, sizeof *t);
-    ckpt_value *v = ckpt_value_new(a, CKPT_KIND_TENSOR);
-    /* shape and stride in one allocation: a state dict of a million
-     * one-dimensional tensors holds a million of each */
-    uint64_t *sh = ckpt_arena_array(a, ndim ? 2 * (size_t)ndim : 2, sizeof *sh);
-    uint64_t *sd = sh ? sh + (ndim ? ndim : 1) : NULL;
-    if (!t || !v || !sh) return ckpt_err(CKPT_E_NOMEM, file, member, offset, "out of memory");
+    /* the tensor, its value, shape and stride in one allocation: a state
+     * dict of a million one-dimensional tensors holds a million of each
+     * (the arena's total grows as by three, each size a multiple of the
+     * alignment) */
+    enum { AT_V = ALIGN16(sizeof(ckpt_tensor)), AT_SH = AT_V + ALIGN16(sizeof(ckpt_value)) };
+    size_t dims = ndim ? ndim : 1; /* <= CKPT_MAX_NDIM: checked */
+    char *block = ckpt_arena_alloc_raw(a, AT_SH + 2 * dims * sizeof(uint64_t));
+    if (!block) return ckpt_err(CKPT_E_NOMEM, file, member, offset, "out of memory");
+    memset(block, 0, AT_SH);
+    ckpt_tensor *t = (ckpt_tensor *)block;
+    ckpt_value *v = (ckpt_value *)(block + AT_V);
+    uint64_t *sh = (uint64_t *)(block + AT_SH), *sd = sh + dims;
+    v->kind = CKPT_KIND_TENSOR;
+    if (!ndim) sh[0] = sd[0] = 0;
     if (ndim) {
         memcpy(sh, shape, ndim * sizeof *sh);
         memcpy(sd, stride, ndim * sizeof *sd);

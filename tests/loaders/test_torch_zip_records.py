@@ -88,6 +88,13 @@ def shared_key(numel2, size2):
                         ("archive/data/0", DATA, 0), ("archive/version", b"3\n", 0)])
 
 
+def with_tag(tag):
+    """archive() whose persistent id's tag is the str tag, not 'storage'."""
+    pkl = PKL.replace(b"X\x07\x00\x00\x00storage", b"X" + len(tag).to_bytes(4, "little") + tag)
+    return zip_archive([("archive/data.pkl", pkl, 0), ("archive/byteorder", b"little", 0),
+                        ("archive/data/0", DATA, 0), ("archive/version", b"3\n", 0)])
+
+
 long_ok = "archive/" + "a" * 503  # 511 bytes: miniz copies it whole
 cut = "archive/" + "a" * 502 + "\u00e9"  # 512 bytes: miniz cuts the 2-byte char
 CASES = {
@@ -124,6 +131,10 @@ CASES = {
     "storage_key_again_zero": shared_key(0, 2),
     "storage_key_again_larger": shared_key(4, 2),
     "storage_key_again_past_storage": shared_key(4, 4),
+    # the persistent id's tag is compared as a Python str: 'storage\0' is
+    # not 'storage' (torch asserts), though C's strcmp stops at the NUL
+    "storage_tag_nul": with_tag(b"storage\x00"),
+    "storage_tag_prefix": with_tag(b"stor"),
 }
 
 PEER = r"""
