@@ -1182,6 +1182,17 @@ TEST(other_formats) {
     CHECK_EQ_STR(verdict(S("{\"weight_map\": {}}")), "not-a-checkpoint");
     CHECK_EQ_STR(verdict(S("7z\xbc\xaf\x27\x1c\0\4")), "unscannable");
     CHECK_EQ_STR(verdict(S("\x1f\x8b\x08\0\0\0\0\0")), "unscannable");
+    /* joblib.load decompresses these and unpickles the result: a zlib
+     * (compress=3: 78 5E) or LZMA-alone pickle of os.system was
+     * not-a-checkpoint, exit 0 in a folder */
+    CHECK_EQ_STR(verdict(S("\x78\x5e\x6b\x60\x99\x5a\xc4\x00")), "unscannable");
+    CHECK_EQ_STR(verdict(S("\x78\x9c\x6b\x60\x99\x5a\xc4\x00")), "unscannable");
+    CHECK_EQ_STR(verdict(S("\x5d\x00\x00\x80\x00\xff\xff\xff")), "unscannable");
+    CHECK_EQ_STR(verdict(S("\x04\x22\x4d\x18\x64\x40\xa7\x00")), "unscannable");
+    CHECK_EQ_STR(verdict(S("ZF0x1a               \x78\x9c")), "unscannable");
+    CHECK_EQ_STR(verdict(S("ZFrench text")), "not-a-checkpoint");
+    CHECK_EQ_STR(verdict(S("x^2 + y^2")), "unscannable"); /* a zlib header: said */
+    CHECK_EQ_STR(verdict(S("x = 1\n")), "not-a-checkpoint");
     /* safetensors: safe when the header validates */
     static const char st[] = "\x36\0\0\0\0\0\0\0"
                              "{\"w\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}"

@@ -432,10 +432,23 @@ const char *ckpt_scan_foreign_container(const uint8_t *p, size_t n) {
         {"\x28\xb5\x2f\xfd", 4, 0, "zstd stream"},
         {"Rar!\x1a\x07", 6, 0, "RAR archive"},
         {"PYTORCH1", 8, 0, "PyTorch 'PYTORCH1' preview-format file"},
+        /* joblib.load's compressors (_detect_compressor: zlib's 0x78, with
+         * the four checks compressobj writes, LZMA 'alone' 5D 00, LZ4) */
+        {"\x78\x01", 2, 0, "zlib stream (joblib.load decompresses and unpickles it)"},
+        {"\x78\x5e", 2, 0, "zlib stream (joblib.load decompresses and unpickles it)"},
+        {"\x78\x9c", 2, 0, "zlib stream (joblib.load decompresses and unpickles it)"},
+        {"\x78\xda", 2, 0, "zlib stream (joblib.load decompresses and unpickles it)"},
+        {"\x5d\x00", 2, 0, "LZMA stream (joblib.load decompresses and unpickles it)"},
+        {"\x04\x22\x4d\x18", 4, 0, "LZ4 frame (joblib.load decompresses and unpickles it)"},
     };
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
         if (n >= t[i].at + t[i].len && memcmp(p + t[i].at, t[i].magic, t[i].len) == 0)
             return t[i].what;
+    /* joblib < 0.10's 'ZF' file: its length as int(..., 16) reads it
+     * (spaces, a sign, 0x, digits), then a zlib stream */
+    if (n >= 3 && p[0] == 'Z' && p[1] == 'F' &&
+        ((p[2] && strchr(" \t\n\r\v\f+-", p[2])) || hex_val(p[2]) >= 0))
+        return "joblib 'ZF' zlib file (joblib.load decompresses and unpickles it)";
     return NULL;
 }
 

@@ -86,7 +86,8 @@ int ckpt_scan_literal_decode(ckpt_lit_enc enc, const uint8_t *p, size_t n, uint8
                              size_t *len);
 
 /* Formats recognised by their magic but not looked into (7z, gzip, bzip2,
- * xz, zstd, RAR, PYTORCH1): a description, or NULL. Tar archives are read
+ * xz, zstd, RAR, PYTORCH1, and joblib's zlib, LZMA, LZ4 and 'ZF' files):
+ * a description, or NULL. Tar archives are read
  * (container/tar.h). */
 const char *ckpt_scan_foreign_container(const uint8_t *p, size_t n);
 
