@@ -1232,6 +1232,49 @@ TEST(other_formats) {
     CHECK_EQ_STR(ckpt_severity_name(CKPT_SEVERITY_SUSPICIOUS), "suspicious");
 }
 
+/* A V7 tar header at tar[at] for `name` holding data[0..n); returns the
+ * offset after its data blocks. */
+static size_t tar_member(uint8_t *tar, size_t at, const char *name, const void *data, size_t n) {
+    uint8_t *h = tar + at;
+    memset(h, 0, 512);
+    memcpy(h, name, strlen(name));
+    snprintf((char *)h + 100, 8, "%07o", 0644);
+    snprintf((char *)h + 124, 12, "%011zo", n);
+    h[156] = '0';
+    memset(h + 148, ' ', 8);
+    unsigned sum = 0;
+    for (size_t i = 0; i < 512; i++) sum += h[i];
+    snprintf((char *)h + 148, 8, "%06o", sum);
+    memset(h + 512, 0, (n + 511) / 512 * 512);
+    memcpy(h + 512, data, n);
+    return at + 512 + (n + 511) / 512 * 512;
+}
+
+/* A tar's members besides storages/tensors/pickle: a pickle among them
+ * (model.pkl, as joblib or pickle.load reads it once extracted) was SAFE
+ * ('tar-stops' at "storages"), where zip members are scanned and
+ * modelaudit flags it. */
+TEST(tar_members) {
+    static uint8_t tar[8192];
+    memset(tar, 0, sizeof tar);
+    size_t n = tar_member(tar, 0, "model.pkl", EVIL, EVIL_LEN);
+    n += 1024;
+    expect_dangerous(tar, n, "os.system");
+    /* found by content under any name, after a benign member */
+    n = tar_member(tar, 0, "sys_info", BENIGN, BENIGN_LEN);
+    n = tar_member(tar, n, "blob", EVIL, EVIL_LEN);
+    n += 1024;
+    expect_dangerous(tar, n, "os.system");
+    /* text and benign pickles: safe */
+    n = tar_member(tar, 0, "sys_info", BENIGN, BENIGN_LEN);
+    n = tar_member(tar, n, "README", "weights\n", 8);
+    n += 1024;
+    ckpt_scan_report *r = scan(tar, n);
+    CHECK_EQ_STR(ckpt_verdict_name(ckpt_scan_verdict(r)), "safe");
+    CHECK(find(r, "tar-stops", NULL) != NULL);
+    ckpt_scan_report_free(r);
+}
+
 /* Repeats are counted in one finding; past 10000 distinct findings the
  * rest are summed up in a last one; very long names are dangerous. */
 TEST(finding_bounds) {
@@ -1423,6 +1466,7 @@ int main(void) {
     RUN(allowlist_policy);
     RUN(numpy_is_safe);
     RUN(other_formats);
+    RUN(tar_members);
     RUN(family_wording);
     RUN(sharded_index);
     RUN_CORPUS(sharded_index_corpus);

@@ -1440,10 +1440,74 @@ static int tar_walk(scanner *sc, const region *rg, int storages, int *go) {
     return 0;
 }
 
-/* A file tarfile opens: torch < 0.4's format (FORMATS.md §3.2). torch.load
+/* The members torch.load reads of a legacy tar (FORMATS.md §3.2): it
  * extracts "storages" and "tensors" and unpickles their streams, then
- * unpickles "pickle"; on a TarError it reads the file as stacked pickles
- * instead (scanned by the caller). */
+ * unpickles "pickle", as far as it gets. walked[k]: the member of
+ * order[k] scanned so, else NULL. */
+static const char *const tar_order[] = {"storages", "tensors", "pickle"};
+
+static int tar_legacy(scanner *sc, const ckpt_tar *t, const uint8_t *p,
+                      const ckpt_tar_member *walked[3]) {
+    for (size_t k = 0; k < 3; k++) {
+        const ckpt_tar_member *m = ckpt_tar_find(t, tar_order[k]);
+        if (!m || m->type == '5' || m->type == '6') {
+            add_finding(sc, CKPT_SEVERITY_INFO, "tar-stops", NULL, file_member(sc),
+                        m ? m->header : 0, "no regular member \"%s\": torch.load fails there",
+                        tar_order[k]);
+            return 0;
+        }
+        walked[k] = m;
+        region rg = {.p = p + m->data, .n = (size_t)m->size, .base = m->data};
+        rg.member = sc->shard ? ckpt_arena_printf(&sc->r->arena, "%s:%s", sc->shard, tar_order[k])
+                              : ckpt_arena_strdup(&sc->r->arena, tar_order[k]);
+        if (!rg.member) return CKPT_E_NOMEM;
+        int go = 0, rc;
+        size_t used;
+        if (k < 2) {
+            sc->tar_types = 1;
+            rc = tar_walk(sc, &rg, k == 0, &go);
+            sc->tar_types = 0;
+        } else {
+            rc = tar_stream(sc, &rg, 0, &used); /* one Unpickler.load */
+            rc = rc < 0 ? rc : 0;
+        }
+        if (rc) return rc;
+        if (!go) return 0;
+    }
+    return 0;
+}
+
+/* Every other regular member, as a zip's members are scanned: one named
+ * .pkl or holding a pickle (joblib.load, pickle.load of it once
+ * extracted) and .npy object arrays. */
+static int tar_others(scanner *sc, const ckpt_tar *t, const uint8_t *p,
+                      const ckpt_tar_member *const walked[3]) {
+    ckpt_view v = {0};
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < t->count; i++) {
+        const ckpt_tar_member *m = &t->members[i];
+        if (m == walked[0] || m == walked[1] || m == walked[2] ||
+            (m->type != '0' && m->type != '\0' && m->type != '7'))
+            continue;
+        region rg = {.p = p + m->data, .n = (size_t)m->size, .base = m->data};
+        rg.member = sc->shard ? ckpt_arena_printf(&sc->r->arena, "%s:%s", sc->shard, m->name)
+                              : ckpt_arena_strdup(&sc->r->arena, m->name);
+        if (!rg.member) {
+            rc = CKPT_E_NOMEM;
+            break;
+        }
+        rg.sniffed = !ends_with(m->name, m->name_len, ".pkl");
+        int shape, seen;
+        if ((rc = ckpt_scan_pickle_shape_at(sc->src, &v, rg.p, rg.n, &shape))) break;
+        rc = !rg.sniffed || shape ? scan_region(sc, &rg) : scan_npy(sc, &rg, &v, &seen);
+    }
+    ckpt_view_free(&v);
+    return rc;
+}
+
+/* A file tarfile opens: torch < 0.4's format. torch.load reads the
+ * members tar_legacy scans; on a TarError it reads the file as stacked
+ * pickles instead (scanned by the caller). */
 static int scan_tar(scanner *sc, const uint8_t *p, size_t n) {
     ckpt_tar t;
     int rc = ckpt_tar_read(&t, &sc->scratch, p, n, sc->src, sc->o.limits.max_zip_entries);
@@ -1467,34 +1531,11 @@ static int scan_tar(scanner *sc, const uint8_t *p, size_t n) {
     }
     add_finding(sc, CKPT_SEVERITY_INFO, "legacy-tar", NULL, file_member(sc), 0,
                 "tar archive (the torch < 0.4 format): the members torch.load "
-                "unpickles (storages, tensors, pickle) are scanned");
-    static const char *const order[] = {"storages", "tensors", "pickle"};
-    for (size_t k = 0; k < 3; k++) {
-        const ckpt_tar_member *m = ckpt_tar_find(&t, order[k]);
-        if (!m || m->type == '5' || m->type == '6') {
-            add_finding(sc, CKPT_SEVERITY_INFO, "tar-stops", NULL, file_member(sc),
-                        m ? m->header : 0, "no regular member \"%s\": torch.load fails there",
-                        order[k]);
-            return 0;
-        }
-        region rg = {.p = p + m->data, .n = (size_t)m->size, .base = m->data};
-        rg.member = sc->shard ? ckpt_arena_printf(&sc->r->arena, "%s:%s", sc->shard, order[k])
-                              : ckpt_arena_strdup(&sc->r->arena, order[k]);
-        if (!rg.member) return CKPT_E_NOMEM;
-        int go = 0;
-        size_t used;
-        if (k < 2) {
-            sc->tar_types = 1;
-            rc = tar_walk(sc, &rg, k == 0, &go);
-            sc->tar_types = 0;
-        } else {
-            rc = tar_stream(sc, &rg, 0, &used); /* one Unpickler.load */
-            rc = rc < 0 ? rc : 0;
-        }
-        if (rc) return rc;
-        if (!go) return 0;
-    }
-    return 0;
+                "unpickles (storages, tensors, pickle) are scanned, and every "
+                "other member that holds a pickle");
+    const ckpt_tar_member *walked[3] = {NULL, NULL, NULL};
+    if ((rc = tar_legacy(sc, &t, p, walked))) return rc;
+    return tar_others(sc, &t, p, walked);
 }
 
 /* ------------------------------------------------------------ sharded */
