@@ -201,6 +201,34 @@ def check_folder_shards():
     assert "UNSAFE %s\n" % os.path.join(d, "pytorch_model-00001-of-00001.bin") not in out, out
 
 
+def check_subfolders():
+    """A model folder's subfolders are scanned: a diffusers pipeline keeps
+    its weights in unet/, text_encoder/...; a hostile unet/ bin was never
+    read ('SAFE', exit 0: only the top level was scanned). Hidden entries
+    and links to directories are not followed; a folder with files only
+    below it has files."""
+    d = os.path.join(TMP, "pipeline")
+    os.makedirs(os.path.join(d, "unet", "deeper"))
+    os.makedirs(os.path.join(d, ".cache"))
+    evil = b"\x80\x02cos\nsystem\nX\x02\x00\x00\x00ls\x85R."
+    benign = b"\x80\x02}q\x00."
+    for name, data in (("model_index.pkl", benign),
+                       ("unet/diffusion_pytorch_model.bin", evil),
+                       ("unet/deeper/x.pkl", benign), (".cache/y.pkl", evil)):
+        with open(os.path.join(d, name), "wb") as fh:
+            fh.write(data)
+    os.symlink("..", os.path.join(d, "unet", "loop"))
+    rc, reps, _ = run_json(d)
+    got = [(os.path.relpath(r["file"], d), r["verdict"]) for r in reps]
+    assert rc == 1 and got == [("model_index.pkl", "safe"),
+                               ("unet/diffusion_pytorch_model.bin", "unsafe"),
+                               ("unet/deeper/x.pkl", "safe")], (rc, got)
+    os.remove(os.path.join(d, "model_index.pkl"))
+    os.remove(os.path.join(d, "unet", "diffusion_pytorch_model.bin"))
+    rc, out, err = run(d)
+    assert rc == 0 and out.count("SAFE ") == 1, (rc, out, err)
+
+
 # ------------------------------------------------------------ CLI
 
 def check_exit_codes(outdir):
@@ -282,6 +310,7 @@ def generated():
     case("json shape", check_json_shape, outdir)
     case("human form", check_human, outdir)
     case("a folder's shards reported once, through the index", check_folder_shards)
+    case("a folder's subfolders are scanned", check_subfolders)
 
 
 def main():

@@ -452,16 +452,25 @@ static int listed_only(const dir_file *f) {
     return 1;
 }
 
+/* Subdirectories followed below the one named: a diffusers pipeline
+ * keeps its weights one level down (unet/, text_encoder/), a Trainer
+ * output in checkpoint-N/; links to directories are not followed. */
+#define DIR_DEPTH 16
+
 /* A directory (a model folder, a Trainer checkpoint): every regular file
- * in it, in name order, as loading any of them could run code. A shard
+ * in it, in name order, as loading any of them could run code, then each
+ * subdirectory the same way (a DCP directory is one checkpoint). A shard
  * of a sharded index there is reported once, through the index (its
  * findings name the shard as their member): the JSON files are scanned
- * first, so such shards are not scanned again on their own. */
-static int scan_dir(const char *dir, const ckpt_scan_options *so, cli_json_writer *j, int *warned) {
+ * first, so such shards are not scanned again on their own. *files
+ * counts the files reported. */
+static int scan_dir(const char *dir, const ckpt_scan_options *so, cli_json_writer *j, int *warned,
+                    int depth, size_t *files) {
     struct dirent **des = NULL;
     int n = scandir(dir, &des, skip_entry, alphasort), i, worst = CLI_OK, rc;
     dir_file *fs = NULL;
-    size_t nf = 0, k, listed = 0;
+    char **subs = NULL;
+    size_t nf = 0, ns = 0, k, listed = 0;
 
     if (n < 0) {
         fputs("ckpt: ", stderr);
@@ -469,23 +478,30 @@ static int scan_dir(const char *dir, const ckpt_scan_options *so, cli_json_write
         fprintf(stderr, ": cannot open directory: %s\n", strerror(errno));
         return CLI_USAGE;
     }
-    if (n > 0 && (fs = calloc((size_t)n, sizeof *fs)) == NULL) worst = CLI_USAGE;
+    if (n > 0 && ((fs = calloc((size_t)n, sizeof *fs)) == NULL ||
+                  (subs = calloc((size_t)n, sizeof *subs)) == NULL))
+        worst = CLI_USAGE;
     for (i = 0; i < n; i++) {
         char *path = NULL;
-        struct stat st;
+        struct stat st, lst;
 
-        if (fs && asprintf(&path, "%s/%s", dir, des[i]->d_name) < 0) path = NULL;
-        if (path == NULL) {
-            worst = CLI_USAGE;
-        } else if (stat(path, &st) == 0 && S_ISREG(st.st_mode)) {
+        if (fs && subs && asprintf(&path, "%s/%s", dir, des[i]->d_name) < 0) path = NULL;
+        if (path == NULL || stat(path, &st) != 0) {
+            if (path == NULL) worst = CLI_USAGE;
+        } else if (S_ISREG(st.st_mode) || (S_ISDIR(st.st_mode) && ckpt_is_dcp_dir(path))) {
             fs[nf].path = path;
             fs[nf++].name = path + strlen(dir) + 1;
+            path = NULL;
+        } else if (S_ISDIR(st.st_mode) && lstat(path, &lst) == 0 && S_ISDIR(lst.st_mode) &&
+                   depth < DIR_DEPTH) {
+            subs[ns++] = path;
             path = NULL;
         }
         free(path);
         free(des[i]);
     }
     free(des);
+    *files += nf;
     for (int json = 1; json >= 0; json--)
         for (k = 0; k < nf; k++)
             if (is_json_name(fs[k].name) == json && !(fs[k].covered = covered(fs, nf, k)))
@@ -523,7 +539,13 @@ static int scan_dir(const char *dir, const ckpt_scan_options *so, cli_json_write
         free(fs[k].path);
     }
     free(fs);
-    if (nf == 0 && worst == CLI_OK) {
+    for (k = 0; k < ns; k++) {
+        rc = scan_dir(subs[k], so, j, warned, depth + 1, files);
+        if (rc == CLI_USAGE || (rc == CLI_FINDINGS && worst == CLI_OK)) worst = rc;
+        free(subs[k]);
+    }
+    free(subs);
+    if (depth == 0 && *files == 0 && worst == CLI_OK) {
         fputs("ckpt: ", stderr);
         cli_put_text(stderr, dir, strlen(dir));
         fputs(": no file in the directory\n", stderr);
@@ -561,7 +583,8 @@ static int run(const cli_command *cmd, int argc, char **argv) {
         const char *a = args.files.items[i];
 
         cli_progress(a, i, args.files.n);
-        rc = is_dir(a) ? scan_dir(a, &so, args.json ? &jw : NULL, &warned)
+        size_t files = 0;
+        rc = is_dir(a) ? scan_dir(a, &so, args.json ? &jw : NULL, &warned, 0, &files)
                        : scan_one(a, &so, args.json ? &jw : NULL, &warned);
         if (rc == CLI_USAGE || (rc == CLI_FINDINGS && worst == CLI_OK)) worst = rc;
     }
@@ -593,7 +616,9 @@ const cli_command cli_cmd_scan = {
     "                    (pathlib paths, argparse.Namespace): --allow them\n"
     "  not-a-checkpoint  no pickle, zip or safetensors content\n"
     "A sharded index (*.index.json) is scanned through every shard it lists;\n"
-    "a directory (a model folder, a Trainer checkpoint), file by file\n"
+    "a directory (a model folder, a Trainer checkpoint), file by file and\n"
+    "through its subdirectories (unet/, checkpoint-N/; hidden entries and\n"
+    "links to directories are not followed)\n"
     "(there, files that are no checkpoint, e.g. config.json, are no finding,\n"
     "those a model folder holds beside its weights - config, tokenizer,\n"
     "generation config, README.md - are named on one line, and the shards\n"
