@@ -5,6 +5,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "ckpt.h"
 #include "fail_alloc.h"
@@ -97,6 +99,58 @@ TEST(trainer_directory) {
     ckpt_doctor_report_free(r);
 }
 
+static void write_file(const char *path, const void *p, size_t n) {
+    FILE *f = fopen(path, "wb");
+    CHECK(f != NULL);
+    if (f) {
+        CHECK_EQ_INT(fwrite(p, 1, n, f), n);
+        fclose(f);
+    }
+}
+
+/* A model folder whose weights lie in a subdirectory (a diffusers
+ * pipeline's unet/): its files are scanned. A hostile
+ * unet/diffusion_pytorch_model.bin was "safe" (the folder's top level
+ * only; unet/ listed as no checkpoint). */
+TEST(subdirectory_files) {
+    static const char evil[] = "\x80\x02"
+                               "cos\nsystem\nX\x02\x00\x00\x00ls\x85R.";
+    char d[] = "/tmp/ckpt-test-doctor-XXXXXX", p[512];
+    CHECK(mkdtemp(d) != NULL);
+    FILE *in = fopen(path_of("../examples/train.pt"), "rb");
+    CHECK(in != NULL);
+    if (!in) return;
+    static char buf[1 << 20];
+    size_t n = fread(buf, 1, sizeof buf, in);
+    fclose(in);
+    snprintf(p, sizeof p, "%s/model.pt", d);
+    write_file(p, buf, n);
+    snprintf(p, sizeof p, "%s/unet", d);
+    CHECK_EQ_INT(mkdir(p, 0755), 0);
+    snprintf(p, sizeof p, "%s/unet/notes.txt", d);
+    write_file(p, "weights\n", 8);
+    snprintf(p, sizeof p, "%s/unet/diffusion_pytorch_model.bin", d);
+    write_file(p, evil, sizeof evil - 1);
+    ckpt_doctor_report *r = NULL;
+    CHECK_EQ_INT(ckpt_doctor(&r, d, NULL), 0);
+    if (r) {
+        CHECK_EQ_INT(ckpt_doctor_scan_verdict(r), CKPT_VERDICT_UNSAFE);
+        CHECK_EQ_INT(ckpt_doctor_scan_count(r), 2); /* notes.txt is no checkpoint */
+        const ckpt_doctor_scan *s = ckpt_doctor_scan_at(r, 1);
+        CHECK(s && strcmp(s->name, "unet/diffusion_pytorch_model.bin") == 0);
+        CHECK(strstr(ckpt_doctor_summary(r), "unet/diffusion_pytorch_model.bin") != NULL);
+        ckpt_doctor_report_free(r);
+    }
+    unlink(p);
+    snprintf(p, sizeof p, "%s/unet/notes.txt", d);
+    unlink(p);
+    snprintf(p, sizeof p, "%s/unet", d);
+    rmdir(p);
+    snprintf(p, sizeof p, "%s/model.pt", d);
+    unlink(p);
+    rmdir(d);
+}
+
 TEST(bad_arguments) {
     ckpt_doctor_report *r = (ckpt_doctor_report *)&r;
     ckpt_doctor_options o = CKPT_DOCTOR_OPTIONS_INIT;
@@ -146,6 +200,7 @@ int main(void) {
     RUN(healthy_file);
     RUN(truncated_file);
     RUN(trainer_directory);
+    RUN(subdirectory_files);
     RUN(bad_arguments);
     RUN(allocation_failures);
     return harness_end();

@@ -9,6 +9,7 @@
  * itself as JSON. The CLI renders the same report as text. A new section
  * is one concern/JSON pair and one table row here, and its text in the
  * CLI. */
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -477,7 +478,79 @@ static const char *trainer_args_about(const ckpt_doctor_report *r, const ckpt_do
            "you trust";
 }
 
-/* Scans the main file and, for a directory, every other checkpoint file. */
+/* Subdirectory levels followed below the directory doctor is given. */
+#define SUBDIR_DEPTH 16
+
+static int cmp_name(const void *a, const void *b) {
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* Adds a scan of r->dir/rel (a file, or a DCP directory) when it is a
+ * checkpoint of any verdict; *cap: r->scans' capacity. */
+static int scan_below(ckpt_doctor_report *r, size_t *cap, const char *rel) {
+    const char *path = ckpt_arena_printf(&r->arena, "%s/%s", r->dir, rel);
+    if (path == NULL) return ckpt_err_nomem();
+    ckpt_scan_report *report = NULL;
+    ckpt_scan_options so = CKPT_SCAN_OPTIONS_INIT;
+    so.limits = r->opts.open.limits;
+    int rc = ckpt_scan(&report, path, &so);
+    if (rc == CKPT_E_NOMEM) return ckpt_err_nomem();
+    if (rc == 0 && ckpt_scan_verdict(report) == CKPT_VERDICT_NOT_A_CHECKPOINT) {
+        ckpt_scan_report_free(report);
+        return 0;
+    }
+    if (ckpt_arena_grow(&r->arena, (void **)&r->scans, cap, r->n_scans + 1, sizeof *r->scans)) {
+        ckpt_scan_report_free(report);
+        return ckpt_err_nomem();
+    }
+    ckpt_doctor_scan *s = &r->scans[r->n_scans++];
+    s->name = rel;
+    s->report = report;
+    s->about = NULL;
+    if (rc != 0 && capture(r, &s->error, rc)) return ckpt_err_nomem();
+    return 0;
+}
+
+/* The files below a subdirectory of the directory (rel, relative to it),
+ * in name order: training analysis takes a subdirectory for no
+ * checkpoint, yet a diffusers pipeline's unet/ or a DeepSpeed
+ * global_stepN/ holds what its loader unpickles (a hostile unet/ bin
+ * was "safe"). Hidden entries and links to directories are not followed. */
+static int scan_subdir(ckpt_doctor_report *r, size_t *cap, const char *rel, int depth) {
+    const char *path = ckpt_arena_printf(&r->arena, "%s/%s", r->dir, rel);
+    if (path == NULL) return ckpt_err_nomem();
+    DIR *d = opendir(path);
+    if (d == NULL) return 0;
+    const char **names = NULL;
+    size_t n = 0, ncap = 0;
+    int rc = 0;
+    for (struct dirent *de; rc == 0 && (de = readdir(d)) != NULL;) {
+        if (de->d_name[0] == '.') continue;
+        const char *name = ckpt_arena_printf(&r->arena, "%s/%s", rel, de->d_name);
+        if (name == NULL ||
+            ckpt_arena_grow(&r->arena, (void **)&names, &ncap, n + 1, sizeof *names))
+            rc = ckpt_err_nomem();
+        else
+            names[n++] = name;
+    }
+    closedir(d);
+    if (rc == 0 && n) qsort(names, n, sizeof *names, cmp_name);
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        const char *full = ckpt_arena_printf(&r->arena, "%s/%s", r->dir, names[i]);
+        struct stat st, lst;
+        if (full == NULL) return ckpt_err_nomem();
+        if (stat(full, &st) != 0) continue;
+        if (S_ISREG(st.st_mode) || (S_ISDIR(st.st_mode) && ckpt_is_dcp_dir(full)))
+            rc = scan_below(r, cap, names[i]);
+        else if (S_ISDIR(st.st_mode) && lstat(full, &lst) == 0 && S_ISDIR(lst.st_mode) &&
+                 depth < SUBDIR_DEPTH)
+            rc = scan_subdir(r, cap, names[i], depth + 1);
+    }
+    return rc;
+}
+
+/* Scans the main file and, for a directory, every other checkpoint file
+ * and what its subdirectories hold. */
 static int examine_safety(ckpt_doctor_report *r) {
     size_t n = r->dir ? ckpt_training_file_count(r->training) : 0;
     size_t dlen = r->dir ? strlen(r->dir) : 0;
@@ -510,6 +583,19 @@ static int examine_safety(ckpt_doctor_report *r) {
         s->report = report;
         s->about = trainer_args_about(r, s);
         if (rc == CKPT_E_NOMEM || (rc != 0 && capture(r, &s->error, rc))) return ckpt_err_nomem();
+    }
+    size_t cap = n + 1;
+    for (size_t i = 0; r->dir && r->training && i < ckpt_training_ignored_count(r->training); i++) {
+        const char *ign = ckpt_training_ignored(r->training, i); /* "unet/" for a directory */
+        size_t len = strlen(ign);
+        const char *name = ckpt_arena_printf(
+            &r->arena, "%.*s", (int)(len && ign[len - 1] == '/' ? len - 1 : len), ign);
+        const char *path = name ? ckpt_arena_printf(&r->arena, "%s/%s", r->dir, name) : NULL;
+        struct stat lst;
+        if (path == NULL) return ckpt_err_nomem();
+        if (lstat(path, &lst) != 0 || !S_ISDIR(lst.st_mode)) continue;
+        int rc = ckpt_is_dcp_dir(path) ? scan_below(r, &cap, name) : scan_subdir(r, &cap, name, 1);
+        if (rc) return rc;
     }
     timed(r, "safety", t0);
     return 0;
