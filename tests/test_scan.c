@@ -1232,6 +1232,39 @@ TEST(other_formats) {
     CHECK_EQ_STR(ckpt_severity_name(CKPT_SEVERITY_SUSPICIOUS), "suspicious");
 }
 
+/* A zip inside the archive (model.pt zipped for download): its members
+ * are scanned, stored or deflated, named "OUTER:INNER"; past 4 levels the
+ * file is unscannable. A hostile inner zip was NOT-A-CHECKPOINT. */
+TEST(nested_zips) {
+    static uint8_t a[4096], b[4096];
+    zmember m = {.name = "m.pkl", .data = (const uint8_t *)EVIL, .len = EVIL_LEN};
+    size_t n = build_zip(a, NULL, 0, &m, 1);
+    for (int deflate = 0; deflate < 2; deflate++) {
+        zmember o = {.name = "inner.zip", .data = a, .len = n, .deflate = deflate};
+        size_t on = build_zip(b, NULL, 0, &o, 1);
+        ckpt_scan_report *r = scan(b, on);
+        CHECK_EQ_STR(ckpt_verdict_name(ckpt_scan_verdict(r)), "unsafe");
+        const ckpt_finding *f = find(r, "global", "os.system");
+        CHECK(f && strcmp(f->member, "inner.zip:m.pkl") == 0);
+        ckpt_scan_report_free(r);
+    }
+    m.data = (const uint8_t *)BENIGN;
+    m.len = BENIGN_LEN;
+    n = build_zip(a, NULL, 0, &m, 1);
+    zmember o = {.name = "inner.zip", .data = a, .len = n};
+    CHECK_EQ_STR(verdict(b, build_zip(b, NULL, 0, &o, 1)), "safe");
+    /* five levels: the innermost is not read */
+    for (int level = 0; level < 5; level++) {
+        zmember w = {.name = "z.zip", .data = a, .len = n};
+        n = build_zip(b, NULL, 0, &w, 1);
+        memcpy(a, b, n);
+    }
+    ckpt_scan_report *r = scan(a, n);
+    CHECK_EQ_STR(ckpt_verdict_name(ckpt_scan_verdict(r)), "unscannable");
+    CHECK(find(r, "nested-zip", NULL) != NULL);
+    ckpt_scan_report_free(r);
+}
+
 /* A V7 tar header at tar[at] for `name` holding data[0..n); returns the
  * offset after its data blocks. */
 static size_t tar_member(uint8_t *tar, size_t at, const char *name, const void *data, size_t n) {
@@ -1467,6 +1500,7 @@ int main(void) {
     RUN(numpy_is_safe);
     RUN(other_formats);
     RUN(tar_members);
+    RUN(nested_zips);
     RUN(family_wording);
     RUN(sharded_index);
     RUN_CORPUS(sharded_index_corpus);

@@ -146,6 +146,7 @@ typedef struct scanner {
     const ckpt_zip *opened; /* the directory open read of the file
                                  (torch's reading, which succeeded), or
                                  NULL: scan_zip_readings reads it again */
+    int zip_depth;          /* zip archives inside the one scanned */
 } scanner;
 
 /* A run of bytes scanned as stacked pickle streams. */
@@ -1075,6 +1076,48 @@ static int torchscript_marker(const ckpt_zip_entry *e) {
 #define MEMBER_WHOLE ((uint64_t)4096)
 #define SNIFF_PEEK ((uint64_t)1 << 20)
 
+static int scan_zip_readings(scanner *sc, const uint8_t *p, size_t n, int zip_start, int *seen);
+
+/* Archives inside archives followed this deep (zip bombs are held by the
+ * shared inflate budget). */
+#define NESTED_ZIP_DEPTH 4
+
+/* A member that is itself a zip archive (a model.pt or model.pkl zipped
+ * inside the archive one downloads): its members are scanned as the
+ * file's, named "MEMBER:INNER" (offsets inside MEMBER). *done: it was
+ * one. A zip in a zip
+ * holding a hostile model.pt was NOT-A-CHECKPOINT. */
+static int scan_nested_zip(scanner *sc, const region *rg, ckpt_view *mv, int *done) {
+    const uint8_t *b = rg->p;
+    *done = 0;
+    if (rg->n < 4) return 0;
+    int rc = rg->decoded ? 0 : ckpt_source_view(sc->src, mv, rg->p, 4, 0, rg->member, &b);
+    if (rc || memcmp(b, "PK\3\4", 4) != 0) return rc;
+    *done = 1;
+    if (sc->zip_depth >= NESTED_ZIP_DEPTH) {
+        add_finding(sc, CKPT_SEVERITY_INFO, "nested-zip", NULL, rg->member,
+                    rg->decoded ? rg->at : rg->base, "zip archive nested %d deep: not examined",
+                    NESTED_ZIP_DEPTH + 1);
+        sc->unscannable = 1;
+        return 0;
+    }
+    const ckpt_source *src = sc->src;
+    const ckpt_zip *opened = sc->opened;
+    const char *shard = sc->shard;
+    if (rg->decoded) sc->src = NULL; /* inflated bytes, in memory */
+    sc->opened = NULL;
+    sc->shard = rg->member;
+    sc->zip_depth++;
+    int seen;
+    rc = scan_zip_readings(sc, rg->p, rg->n, 1, &seen);
+    sc->zip_depth--;
+    if (rc == 0 && !seen) sc->unscannable = 1;
+    sc->src = src;
+    sc->opened = opened;
+    sc->shard = shard;
+    return rc;
+}
+
 /* One member: read it the way torch would (flags ignored), then scan it
  * if it is named or shaped like a pickle. Its bytes, when they are a
  * file's, are read into mv. */
@@ -1163,7 +1206,8 @@ static int scan_member(scanner *sc, const ckpt_zip *z, const ckpt_zip_entry *e,
         return 0;
     }
     if (!named && !shape) {
-        int seen;
+        int seen, zip;
+        if ((rc = scan_nested_zip(sc, &rg, mv, &zip)) || zip) return rc;
         return scan_npy(sc, &rg, mv, &seen);
     }
     mv->peek = 0;
