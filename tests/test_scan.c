@@ -1253,6 +1253,10 @@ TEST(nested_zips) {
     n = build_zip(a, NULL, 0, &m, 1);
     zmember o = {.name = "inner.zip", .data = a, .len = n};
     CHECK_EQ_STR(verdict(b, build_zip(b, NULL, 0, &o, 1)), "safe");
+    /* tensor bytes that start like a zip but read as none: data */
+    zmember t[2] = {{.name = "a/data.pkl", .data = (const uint8_t *)BENIGN, .len = BENIGN_LEN},
+                    {.name = "a/data/0", .data = (const uint8_t *)"PK\3\4\0\0\0\0", .len = 8}};
+    CHECK_EQ_STR(verdict(b, build_zip(b, NULL, 0, t, 2)), "safe");
     /* five levels: the innermost is not read */
     for (int level = 0; level < 5; level++) {
         zmember w = {.name = "z.zip", .data = a, .len = n};

@@ -1109,9 +1109,9 @@ static int scan_nested_zip(scanner *sc, const region *rg, ckpt_view *mv, int *do
     sc->shard = rg->member;
     sc->zip_depth++;
     int seen;
-    rc = scan_zip_readings(sc, rg->p, rg->n, 1, &seen);
+    rc = scan_zip_readings(sc, rg->p, rg->n, 0, &seen);
     sc->zip_depth--;
-    if (rc == 0 && !seen) sc->unscannable = 1;
+    *done = seen; /* no reader takes it for a zip: tensor bytes, say */
     sc->src = src;
     sc->opened = opened;
     sc->shard = shard;
