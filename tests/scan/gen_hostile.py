@@ -18,12 +18,15 @@ import collections
 import copyreg
 import io
 import json
+import lzma
 import os
 import pickle
 import struct
 import subprocess
 import sys
+import tarfile
 import zipfile
+import zlib
 
 
 class Reduce:
@@ -177,6 +180,17 @@ def families():
     yield "zip_txt.zip", make_zip({"archive/data.txt": inner}), "unsafe", SYSTEM
     yield ("zip_polyglot.pt", b"GIF89a;" + make_zip({"archive/data.pkl": inner}),
            "unsafe", SYSTEM)
+    # archives one downloads and extracts: a zip in a zip (stored and
+    # deflated), a tar's pickle member, joblib's compressed dumps
+    yield ("zip_in_zip.zip", make_zip({"inner.zip": make_zip({"model.pkl": inner})}),
+           "unsafe", SYSTEM)
+    yield ("zip_in_zip_deflated.zip",
+           make_zip({"inner.zip": make_zip({"model.pkl": inner})}, zipfile.ZIP_DEFLATED),
+           "unsafe", SYSTEM)
+    yield "tar_member.tar", make_tar({"sys_info": benign, "model.pkl": inner}), "unsafe", SYSTEM
+    yield "joblib_zlib.joblib", zlib.compress(inner, 3), "unscannable", None
+    yield ("joblib_lzma.joblib", lzma.compress(inner, format=lzma.FORMAT_ALONE),
+           "unscannable", None)
     # truncations after the GLOBAL
     for cut in (16, 20, len(evil_bytes(0)) - 1):
         yield ("truncated_%d.pkl" % cut, evil_bytes(0)[:cut], "unsafe", SYSTEM)
@@ -197,11 +211,21 @@ def families():
                             protocol=2), "safe", None)
 
 
-def make_zip(members):
+def make_zip(members, method=zipfile.ZIP_STORED):
     buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w", zipfile.ZIP_STORED) as z:
+    with zipfile.ZipFile(buf, "w", method) as z:
         for name, data in members.items():
             z.writestr(name, data)
+    return buf.getvalue()
+
+
+def make_tar(members):
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.USTAR_FORMAT) as t:
+        for name, data in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            t.addfile(info, io.BytesIO(data))
     return buf.getvalue()
 
 
