@@ -76,19 +76,18 @@ static const char *storage_class(ckpt_dtype dt) {
     }
 }
 
-/* The torch dtype of a dtype torch.save stores untyped (_new_dtypes). */
+/* The torch dtype of a dtype torch.save stores untyped (_new_dtypes: the
+ * uint, float8, float4, complex32 and bits dtypes); NULL for those with a
+ * storage class and for quantized ones (torch writes those through
+ * _rebuild_qtensor, which ckpt does not write). */
 static const char *untyped_dtype(ckpt_dtype dt) {
     switch (dt) {
-    case CKPT_DT_U16: return "uint16";
-    case CKPT_DT_U32: return "uint32";
-    case CKPT_DT_U64: return "uint64";
-    case CKPT_DT_C32: return "complex32";
-    case CKPT_DT_F8_E5M2: return "float8_e5m2";
-    case CKPT_DT_F8_E4M3: return "float8_e4m3fn";
-    case CKPT_DT_F8_E8M0: return "float8_e8m0fnu";
-    case CKPT_DT_F8_E4M3FNUZ: return "float8_e4m3fnuz";
-    case CKPT_DT_F8_E5M2FNUZ: return "float8_e5m2fnuz";
-    default: return NULL;
+    case CKPT_DT_QI8:
+    case CKPT_DT_QU8:
+    case CKPT_DT_QI32:
+    case CKPT_DT_QU4X2:
+    case CKPT_DT_QU2X4: return NULL;
+    default: return storage_class(dt) ? NULL : ckpt_dtype_torch_name(dt);
     }
 }
 

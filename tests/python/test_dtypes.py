@@ -1,0 +1,126 @@
+"""Every dtype torch.save writes and every dtype safetensors' torch loader
+reads, through ckpt: ckpt.load, ckpt.save, `ckpt inspect` and `ckpt
+convert` give torch's dtype, shape and bytes, or refuse with a message.
+
+Found by comparing with torch 2.13 / safetensors 0.8: torch.bits8 came back
+as uint8, bits1x8/2x4/4x2 and float4_e2m1fn_x2 in a torch zip were refused,
+and safetensors F4 came back as a RawTensor where safe_open gives
+float4_e2m1fn_x2 (two F4 values a byte, the last dimension halved)."""
+import json
+import os
+import struct
+import subprocess
+
+import pytest
+
+import ckpt
+
+torch = pytest.importorskip("torch")
+if not hasattr(torch, "float4_e2m1fn_x2"):
+    pytest.skip("torch %s has no float4_e2m1fn_x2" % torch.__version__, allow_module_level=True)
+
+CKPT = os.environ.get("CKPT_BIN", "ckpt")
+
+# torch dtype -> ckpt's name for it
+NAMES = {
+    "bits8": "BITS8", "bits16": "BITS16", "bits1x8": "BITS1X8", "bits2x4": "BITS2X4",
+    "bits4x2": "BITS4X2", "float4_e2m1fn_x2": "F4_X2", "float8_e8m0fnu": "F8_E8M0",
+    "float8_e4m3fnuz": "F8_E4M3FNUZ", "float8_e5m2fnuz": "F8_E5M2FNUZ", "uint16": "U16",
+    "uint32": "U32", "uint64": "U64", "complex32": "C32",
+}
+
+
+def sample(name):
+    """A 2-d tensor of the dtype with distinct bytes 1, 2, 3..."""
+    dt = getattr(torch, name)
+    raw = torch.arange(1, 1 + 4 * dt.itemsize, dtype=torch.uint8)
+    return raw.view(dt).reshape(2, -1)
+
+
+def raw(t):
+    return t.contiguous().reshape(-1).view(torch.uint8).tolist()
+
+
+def run(*argv):
+    return subprocess.run([CKPT] + [str(a) for a in argv], stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True)
+
+
+def same(a, b):
+    assert isinstance(b, torch.Tensor), b
+    assert (b.dtype, b.shape) == (a.dtype, a.shape)
+    assert raw(b) == raw(a)
+
+
+@pytest.mark.parametrize("name", sorted(NAMES))
+def test_torch_zip_dtype(tmp_path, name):
+    t = sample(name)
+    path = tmp_path / "x.pt"
+    torch.save({"x": t}, path)
+    same(torch.load(path)["x"], t)
+    same(ckpt.load(path)["x"], t)
+    same(ckpt.load(path, mmap=True)["x"], t)
+    r = run("inspect", "--json", path)
+    assert r.returncode == 0, r.stderr
+    assert [x["dtype"] for x in json.loads(r.stdout)["tensors"]] == [NAMES[name]]
+    out = tmp_path / "w.pt"  # ckpt.save writes what torch.load reads back
+    ckpt.save({"x": t}, out)
+    same(torch.load(out)["x"], t)
+
+
+def write_f4(path, shape, nbytes):
+    head = json.dumps({"x": {"dtype": "F4", "shape": shape,
+                             "data_offsets": [0, nbytes]}}).encode()
+    head += b" " * (-len(head) % 8)
+    path.write_bytes(struct.pack("<Q", len(head)) + head + bytes(range(1, nbytes + 1)))
+
+
+def test_safetensors_f4(tmp_path):
+    from safetensors import safe_open
+    path = tmp_path / "f4.safetensors"
+    write_f4(path, [2, 6], 6)
+    with safe_open(str(path), "pt") as f:
+        want = f.get_tensor("x")
+    assert (want.dtype, tuple(want.shape)) == (torch.float4_e2m1fn_x2, (2, 3))
+    same(ckpt.load(path)["x"], want)
+    same(ckpt.load(path, mmap=True)["x"], want)
+
+
+def test_safetensors_f4_odd_last_dim(tmp_path):
+    from safetensors import safe_open
+    path = tmp_path / "f4.safetensors"
+    write_f4(path, [6, 1], 3)
+    with pytest.raises(Exception, match="divisible by 2"):
+        with safe_open(str(path), "pt") as f:
+            f.get_tensor("x")
+    with pytest.raises(ckpt.UnsupportedError, match="last dimension must be even"):
+        ckpt.load(path)
+
+
+def test_convert_f4_x2_both_ways(tmp_path):
+    from safetensors.torch import load_file, save_file
+    t = sample("float4_e2m1fn_x2")
+    pt, st, back = tmp_path / "x.pt", tmp_path / "x.safetensors", tmp_path / "back.pt"
+    torch.save({"x": t}, pt)
+    r = run("convert", pt, st)
+    assert r.returncode == 0, r.stderr
+    same(load_file(str(st))["x"], t)  # F4 with the last dimension doubled
+    hdr = json.loads(st.read_bytes()[8:8 + struct.unpack("<Q", st.read_bytes()[:8])[0]])
+    assert (hdr["x"]["dtype"], hdr["x"]["shape"]) == ("F4", [2, 4])
+    same(ckpt.load(st)["x"], t)
+    r = run("convert", st, back)
+    assert r.returncode == 0, r.stderr
+    same(torch.load(back)["x"], t)
+    theirs = tmp_path / "theirs.safetensors"  # safetensors' own F4 file
+    save_file({"x": t}, str(theirs))
+    same(ckpt.load(theirs)["x"], t)
+
+
+@pytest.mark.parametrize("name", ["bits8", "bits16", "bits1x8"])
+def test_convert_bits_to_safetensors_refused(tmp_path, name):
+    pt = tmp_path / "x.pt"
+    torch.save({"x": sample(name)}, pt)
+    r = run("convert", pt, tmp_path / "x.safetensors")
+    assert r.returncode != 0
+    assert "dtype %s has no safetensors equivalent" % NAMES[name] in r.stderr
+    assert not (tmp_path / "x.safetensors").exists()
