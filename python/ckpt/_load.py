@@ -178,6 +178,12 @@ class _Source:
                     raise _scan.unsafe_error(self.report, self.path)
             if failed is not None:
                 raise failed
+            # torch.load(mmap=True) would map a compressed record's bytes
+            # as the tensor: refuse rather than give the inflated values
+            if mmap:
+                rc = lib.ckpt_file_check_mmap(self.handle)
+                if rc < 0:
+                    raise last_error(rc, self.path)
             self.format = lib.ckpt_file_format(self.handle)
             _advise(data, "MADV_NORMAL")
             # content the scan could not examine but the reader could: a

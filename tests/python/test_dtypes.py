@@ -124,3 +124,88 @@ def test_convert_bits_to_safetensors_refused(tmp_path, name):
     assert r.returncode != 0
     assert "dtype %s has no safetensors equivalent" % NAMES[name] in r.stderr
     assert not (tmp_path / "x.safetensors").exists()
+
+
+def deflate_records(src, dst):
+    """src rewritten with its storage records deflated (torch.save stores
+    them): torch.load inflates them, torch.load(mmap=True) maps the
+    compressed bytes as the tensor."""
+    import zipfile
+    with zipfile.ZipFile(src) as zi, zipfile.ZipFile(dst, "w") as zo:
+        for info in zi.infolist():
+            method = zipfile.ZIP_DEFLATED if "/data/" in info.filename else zipfile.ZIP_STORED
+            zo.writestr(info.filename, zi.read(info.filename), compress_type=method)
+
+
+def test_deflated_record_is_a_finding(tmp_path):
+    plain, path = tmp_path / "plain.pt", tmp_path / "defl.pt"
+    want = torch.zeros(64)
+    torch.save({"w": want}, plain)
+    deflate_records(plain, path)
+    # the two loaders disagree: that is the finding
+    assert torch.equal(torch.load(path)["w"], want)
+    assert not torch.equal(torch.load(path, mmap=True)["w"], want)
+    finding = "storage record is compressed (method 8"
+    for cmd in ("verify", "inspect", "doctor"):
+        r = run(cmd, path)
+        assert r.returncode == 1, (cmd, r.stdout, r.stderr)
+        assert finding in r.stdout + r.stderr, cmd
+        assert "plain/data/0" in r.stdout + r.stderr, cmd
+        assert "mmap=True" in r.stdout + r.stderr, cmd
+    assert run("verify", plain).returncode == 0
+    assert torch.equal(ckpt.load(path)["w"], want)  # plain load: inflated, as torch.load
+    with pytest.raises(ckpt.MismatchError, match=r"mmap=True.*plain/data/0"):
+        ckpt.load(path, mmap=True)
+    assert torch.equal(ckpt.load(plain, mmap=True)["w"], want)
+
+
+def rekey(src, dst, old, new):
+    """src with the pickle bytes `old` (a persistent id's key) made `new`."""
+    import zipfile
+    with zipfile.ZipFile(src) as zi, zipfile.ZipFile(dst, "w") as zo:
+        for info in zi.infolist():
+            data = zi.read(info.filename)
+            if info.filename.endswith("/data.pkl"):
+                assert data.count(old) == 1
+                data = data.replace(old, new)
+            zo.writestr(info.filename, data)
+
+
+# key "0" as torch.save pickles it (BINUNICODE), and other keys for it
+STR_KEY0 = b"X\x01\x00\x00\x000"
+
+
+@pytest.mark.parametrize("tag,new,accepted", [
+    ("int", b"K\x00", True),                 # BININT1 0: torch reads data/0
+    ("long", b"\x8a\x01\x00", True),         # LONG1 0
+    ("bool", b"\x89", False),                # False: torch looks for data/False
+    ("float", b"G" + bytes(8), False),       # 0.0: data/0.0
+    ("neg", b"J\xff\xff\xff\xff", False),    # -1: data/-1 is missing
+])
+def test_int_storage_key(tmp_path, tag, new, accepted):
+    plain, path = tmp_path / "p.pt", tmp_path / "k.pt"
+    want = torch.tensor([1.0, 2.0])
+    torch.save({"w": want}, plain)
+    rekey(plain, path, STR_KEY0, new)
+    try:
+        got = torch.load(path)["w"]
+    except RuntimeError:
+        got = None
+    assert (got is not None) == accepted
+    r = run("verify", path)
+    assert r.returncode == (0 if accepted else 1), r.stdout
+    if accepted:
+        assert torch.equal(got, want)
+        assert torch.equal(ckpt.load(path)["w"], want)
+
+
+def test_str_and_int_keys_refused(tmp_path):
+    """torch loads "0" and 0 as two storages of data/0 (loaded_storages is
+    keyed by the key itself); ckpt refuses rather than share one."""
+    path = tmp_path / "mix.pt"
+    torch.save({"a": torch.tensor([1.0]), "b": torch.tensor([2.0])}, tmp_path / "p.pt")
+    rekey(tmp_path / "p.pt", path, b"X\x01\x00\x00\x001", b"K\x00")
+    a, b = torch.load(path).values()
+    assert a.untyped_storage().data_ptr() != b.untyped_storage().data_ptr()
+    r = run("verify", path)
+    assert r.returncode == 1 and "both str and int storage keys" in r.stdout, r.stdout
