@@ -209,3 +209,21 @@ def test_str_and_int_keys_refused(tmp_path):
     assert a.untyped_storage().data_ptr() != b.untyped_storage().data_ptr()
     r = run("verify", path)
     assert r.returncode == 1 and "both str and int storage keys" in r.stdout, r.stdout
+
+
+def test_convert_safetensors_f4_to_torch(tmp_path):
+    """F4 is written to a torch zip as safetensors' torch loader gives it:
+    float4_e2m1fn_x2, the last dimension halved; an odd one is refused."""
+    from safetensors import safe_open
+    st, pt = tmp_path / "f4.safetensors", tmp_path / "f4.pt"
+    write_f4(st, [2, 6], 6)
+    with safe_open(str(st), "pt") as f:
+        want = f.get_tensor("x")
+    r = run("convert", st, pt)
+    assert r.returncode == 0, r.stderr
+    same(torch.load(pt)["x"], want)
+    odd, out = tmp_path / "odd.safetensors", tmp_path / "odd.pt"
+    write_f4(odd, [6, 1], 3)
+    r = run("convert", odd, out)
+    assert r.returncode != 0 and "even, contiguous last dimension" in r.stderr, r.stderr
+    assert not out.exists()
