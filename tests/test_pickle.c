@@ -1936,9 +1936,18 @@ TEST(test_tensor_rebuild) {
                     "ctorch\nfloat16\ntR.",
                     &v),
                  CKPT_E_FORMAT);
+    /* float4_e2m1fn_x2: one element a byte of two F4 values (torch 2.13) */
     CHECK_EQ_INT(PK("\x80\x02"
                     "ctorch._utils\n_rebuild_tensor_v3\n(" PID "K\x00K\x01\x85K\x01\x85\x89" HOOKS
                     "ctorch\nfloat4_e2m1fn_x2\ntR.",
+                    &v),
+                 0);
+    CHECK(v && v->kind == CKPT_KIND_TENSOR && v->u.tensor->dtype == CKPT_DT_F4_X2 &&
+          v->u.tensor->nbytes == 1);
+    /* a dtype torch.save cannot write ("dtype torch.uint4 is not recognized") */
+    CHECK_EQ_INT(PK("\x80\x02"
+                    "ctorch._utils\n_rebuild_tensor_v3\n(" PID "K\x00K\x01\x85K\x01\x85\x89" HOOKS
+                    "ctorch\nuint4\ntR.",
                     &v),
                  CKPT_E_UNSUPPORTED);
     /* state on a storage (a TypedStorage, which has a __dict__): an empty

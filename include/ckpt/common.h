@@ -131,7 +131,10 @@ typedef void (*ckpt_progress_fn)(void *ctx, uint64_t done, uint64_t total);
 /* Element types, named as safetensors writes them (ckpt_dtype_name).
  * Types torch has and safetensors lacks use names in the same style:
  * C32 (complex32), C128 (complex128), QI8, QU8, QI32, QU4X2, QU2X4
- * (quantized storages). */
+ * (quantized storages), F4_X2 (torch.float4_e2m1fn_x2: one element is a
+ * byte of two F4 values; safetensors writes it as F4 with the last
+ * dimension doubled), BITS8, BITS16, BITS1X8, BITS2X4, BITS4X2 (torch's
+ * untyped bits dtypes). */
 typedef enum ckpt_dtype {
     CKPT_DT_UNKNOWN = 0,
     CKPT_DT_BOOL = 1,
@@ -163,7 +166,13 @@ typedef enum ckpt_dtype {
     CKPT_DT_QI32 = 27,
     CKPT_DT_QU4X2 = 28,
     CKPT_DT_QU2X4 = 29,
-    CKPT_DT_COUNT = 30
+    CKPT_DT_F4_X2 = 30,
+    CKPT_DT_BITS8 = 31,
+    CKPT_DT_BITS16 = 32,
+    CKPT_DT_BITS1X8 = 33,
+    CKPT_DT_BITS2X4 = 34,
+    CKPT_DT_BITS4X2 = 35,
+    CKPT_DT_COUNT = 36
 } ckpt_dtype;
 
 /* "F32", "BF16", ...; "UNKNOWN" for out-of-range values. Static string. */

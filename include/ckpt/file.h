@@ -526,10 +526,17 @@ typedef struct ckpt_verify_report {
 /* Full integrity check of an opened file: every byte of every storage is
  * read; every zip member's CRC-32 is compared with the central directory;
  * legacy storage element counts are checked against the pickle and the file
- * size. Returns 0 when intact; CKPT_E_CHECKSUM (CRC mismatch) or another
+ * size; a torch zip's storage records must be stored, not compressed
+ * (ckpt_file_check_mmap). Returns 0 when intact; CKPT_E_CHECKSUM (CRC mismatch) or another
  * code with ckpt_error_last() naming member and offset of the first
  * problem. report may be NULL. */
 CKPT_API int ckpt_verify(ckpt_verify_report *report, ckpt_file *f);
+/* Whether torch.load(f, mmap=True) reads the tensors torch.load(f) does:
+ * 0, or CKPT_E_MISMATCH naming the first compressed storage record of a
+ * torch zip (or of one of a set's shards) and its data offset: mmap=True
+ * maps its compressed bytes as the tensor, plain torch.load inflates it.
+ * CKPT_E_INVALID_ARG for a NULL f. Reads no tensor bytes. */
+CKPT_API int ckpt_file_check_mmap(const ckpt_file *f);
 /* After ckpt_verify(f) failed with error e (ckpt_error_last()): the
  * tensors whose bytes lie where e blames (the zip member e->member of file
  * e->file, f or one of its shards or DCP slices; else the storage holding

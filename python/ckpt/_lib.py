@@ -318,6 +318,7 @@ _PROTOS = [
     ("ckpt_tensor_is_parameter", c_int, [c_void_p]),
     ("ckpt_tensor_requires_grad", c_int, [c_void_p]),
     ("ckpt_verify", c_int, [ctypes.POINTER(VerifyReport_), c_void_p]),
+    ("ckpt_file_check_mmap", c_int, [c_void_p]),
     ("ckpt_scan", c_int, [ctypes.POINTER(c_void_p), c_char_p,
                           ctypes.POINTER(ScanOptions_)]),
     ("ckpt_scan_memory", c_int, [ctypes.POINTER(c_void_p), c_void_p, c_size_t,

@@ -50,7 +50,8 @@ _TORCH_DTYPES = {
     "F64": "float64", "C32": "complex32", "C64": "complex64",
     "C128": "complex128", "F8_E5M2": "float8_e5m2", "F8_E4M3": "float8_e4m3fn",
     "F8_E8M0": "float8_e8m0fnu", "F8_E4M3FNUZ": "float8_e4m3fnuz",
-    "F8_E5M2FNUZ": "float8_e5m2fnuz",
+    "F8_E5M2FNUZ": "float8_e5m2fnuz", "F4_X2": "float4_e2m1fn_x2", "BITS8": "bits8",
+    "BITS16": "bits16", "BITS1X8": "bits1x8", "BITS2X4": "bits2x4", "BITS4X2": "bits4x2",
 }
 
 
@@ -90,8 +91,8 @@ class Opaque:
 
 class RawTensor:
     """A tensor whose dtype the installed torch lacks (F8 on old torch,
-    F4/F6, quantized, unsigned 16/32/64 on torch < 2.3): `dtype` is the ckpt
-    name ("F8_E4M3"), `shape` a tuple, `data` a uint8 tensor of its logical
+    F6, F4 without float4_e2m1fn_x2, quantized, unsigned 16/32/64 on
+    torch < 2.3): `dtype` is the ckpt name ("F8_E4M3"), `shape` a tuple, `data` a uint8 tensor of its logical
     contents as contiguous little-endian bytes."""
 
     __slots__ = ("dtype", "shape", "data")
@@ -177,6 +178,12 @@ class _Source:
                     raise _scan.unsafe_error(self.report, self.path)
             if failed is not None:
                 raise failed
+            # torch.load(mmap=True) would map a compressed record's bytes
+            # as the tensor: refuse rather than give the inflated values
+            if mmap:
+                rc = lib.ckpt_file_check_mmap(self.handle)
+                if rc < 0:
+                    raise last_error(rc, self.path)
             self.format = lib.ckpt_file_format(self.handle)
             _advise(data, "MADV_NORMAL")
             # content the scan could not examine but the reader could: a
@@ -592,6 +599,8 @@ class _Converter:
     def _tensor(self, r, shape, stride):
         torch = self.torch
         name, tdt, bits = _dtype_info(r[T_DTYPE])
+        if name == "F4" and hasattr(torch, "float4_e2m1fn_x2"):
+            return self._f4(r, shape)
         if tdt is None:
             return RawTensor(name, shape, self._copy(r, torch.uint8, [r[T_NBYTES]]))
         empty = r[T_NUMEL] == 0
@@ -619,6 +628,17 @@ class _Converter:
             self.bools.append(out)
             return out.view(torch.bool)
         return out
+
+    def _f4(self, r, shape):
+        """safetensors F4 as its torch loader gives it: float4_e2m1fn_x2, one
+        element per byte (two F4 values), the last dimension halved."""
+        if not shape or shape[-1] % 2:
+            raise errors.UnsupportedError(
+                "an F4 tensor of shape %s has no torch.float4_e2m1fn_x2 form: its last "
+                "dimension must be even (safetensors' torch loader refuses it too)"
+                % list(shape), file=self.src.path)
+        data = self._copy(r, self.torch.uint8, [r[T_NBYTES]])
+        return data.view(list(shape[:-1]) + [shape[-1] // 2]).view(self.torch.float4_e2m1fn_x2)
 
     def _view(self, r, dt, esz, shape):
         if esz == 0:

@@ -397,9 +397,10 @@ static int read_local(const ckpt_zip *z, dir_reader *dr, ckpt_zip_entry *e, uint
 }
 
 /* The checks mz_zip_reader_read_central_dir makes of each entry, on its
- * raw 32-bit fields (before any ZIP64 extra replaces them). */
+ * raw 32-bit fields (before any ZIP64 extra replaces them), but for the
+ * local header offset: z64_local, the one the extra gave. */
 static int miniz_entry_checks(const ckpt_zip *z, const uint8_t *h, uint64_t at, uint32_t this_disk,
-                              const char *name) {
+                              const char *name, uint64_t z64_local) {
     uint64_t csize = rd32(h + 20), usize = rd32(h + 24), local = rd32(h + 42);
     /* miniz reads the method as 32 bits: method and time together */
     if (csize != SATURATED && usize != SATURATED &&
@@ -419,6 +420,9 @@ static int miniz_entry_checks(const ckpt_zip *z, const uint8_t *h, uint64_t at, 
                         "central entry starts on disk %u: multi-disk archives "
                         "are not supported",
                         disk);
+    /* a saturated offset is checked once its ZIP64 extra replaced it
+     * (torch 2.x's miniz; 1.13's checked 0xFFFFFFFF itself and refused) */
+    if (local == SATURATED) local = z64_local;
     if (csize != SATURATED && local + LOCAL_SIZE + csize > z->len)
         return ckpt_err(CKPT_E_TRUNCATED, z->file, name, at,
                         "central entry's %" PRIu64 " bytes at local header offset %" PRIu64
@@ -467,8 +471,6 @@ static int read_central(const ckpt_zip *z, ckpt_arena *a, dir_reader *dr, uint64
     if (!e->name)
         return ckpt_err(CKPT_E_NOMEM, z->file, NULL, at, "out of memory for a member name");
     e->name_len = (uint16_t)nlen; /* rd16 */
-    rc = z->reading == CKPT_ZIP_ZIPFILE ? 0 : miniz_entry_checks(z, h, at, this_disk, e->name);
-    if (rc) return rc;
     e->flags = rd16(h + 8);
     e->method = rd16(h + 10);
     e->crc32 = rd32(h + 16);
@@ -481,6 +483,9 @@ static int read_central(const ckpt_zip *z, ckpt_arena *a, dir_reader *dr, uint64
             read_zip64_extra(z, e, &local, h + CENTRAL_SIZE + nlen, xlen, at + CENTRAL_SIZE + nlen);
         if (rc) return rc;
     }
+    rc = z->reading == CKPT_ZIP_ZIPFILE ? 0
+                                        : miniz_entry_checks(z, h, at, this_disk, e->name, local);
+    if (rc) return rc;
     *pos = at + CENTRAL_SIZE + nlen + xlen + clen;
     if (ckpt_add_overflow(local, z->shift, &local))
         return ckpt_err(CKPT_E_FORMAT, z->file, e->name, at,

@@ -67,10 +67,12 @@ static int dtype_rank(ckpt_dtype dt) {
 }
 
 /* Complex dtypes safetensors lacks are written as their real components
- * (torch.view_as_real's layout: a trailing dimension of 2). */
+ * (torch.view_as_real's layout: a trailing dimension of 2); F4_X2 as F4
+ * with the last dimension doubled, as safetensors' torch writer does. */
 static ckpt_dtype stored_dtype(ckpt_dtype dt) {
     if (dt == CKPT_DT_C128) return CKPT_DT_F64;
     if (dt == CKPT_DT_C32) return CKPT_DT_F16;
+    if (dt == CKPT_DT_F4_X2) return CKPT_DT_F4;
     return dt;
 }
 
@@ -218,6 +220,11 @@ static int plan(st_writer *w) {
                                 "tensor \"%s\": dtype %s has no safetensors "
                                 "equivalent",
                                 p->named->name, ckpt_dtype_name(p->t->dtype));
+            if (dt == CKPT_DT_F4 && p->t->dtype == CKPT_DT_F4_X2 && p->t->ndim == 0)
+                return ckpt_err(CKPT_E_UNSUPPORTED, "", "", CKPT_NO_OFFSET,
+                                "tensor \"%s\": a 0-dim F4_X2 (float4_e2m1fn_x2) "
+                                "has no F4 shape in safetensors",
+                                p->named->name);
             w->data[w->ndata] = (data_t){.name = p->named->name,
                                          .t = p->t,
                                          .root = p->root,
@@ -614,9 +621,11 @@ static int build_header(st_writer *w, const ckpt_write_options *o) {
         ckpt_buf_byte(b, ',');
         ckpt_buf_json_str(b, d->name, strlen(d->name));
         ckpt_buf_printf(b, ":{\"dtype\":\"%s\",\"shape\":[", ckpt_dtype_name(d->dtype));
+        int f4 = t->dtype == CKPT_DT_F4_X2; /* two F4 values a byte */
         for (uint32_t k = 0; k < t->ndim; k++)
-            ckpt_buf_printf(b, "%s%" PRIu64, k ? "," : "", t->shape[k]);
-        if (d->dtype != t->dtype) ckpt_buf_printf(b, "%s2", t->ndim ? "," : "");
+            ckpt_buf_printf(b, "%s%" PRIu64, k ? "," : "",
+                            f4 && k + 1 == t->ndim ? 2 * t->shape[k] : t->shape[k]);
+        if (d->dtype != t->dtype && !f4) ckpt_buf_printf(b, "%s2", t->ndim ? "," : "");
         ckpt_buf_printf(b, "],\"data_offsets\":[%" PRIu64 ",%" PRIu64 "]}", d->begin, d->end);
     }
     ckpt_buf_byte(b, '}');

@@ -289,7 +289,7 @@ static int group_storage(decoder *d, uint64_t g, ckpt_storage **out) {
 }
 
 /* Complex dtypes stored as their real components (the only overrides the
- * writer makes). */
+ * writer makes besides F4_X2, stored as F4). */
 static int override_ok(ckpt_dtype want, ckpt_dtype stored) {
     return (want == CKPT_DT_C128 && stored == CKPT_DT_F64) ||
            (want == CKPT_DT_C32 && stored == CKPT_DT_F16);
@@ -308,8 +308,19 @@ static int decode_tensor(decoder *d, const json_t *j, ckpt_value **out) {
         return bad(d, "stored tensor \"%s\" is not contiguous", ckpt_tensor_name(data));
     ckpt_dtype dt = data->dtype;
     uint32_t ndim = data->ndim;
+    uint64_t shape[CKPT_MAX_NDIM];
+    memcpy(shape, data->shape, ndim * sizeof *shape);
     const json_t *jd = json_object_get(j, "dtype");
-    if (jd) {
+    if (jd && dt == CKPT_DT_F4 && json_is_string(jd) &&
+        ckpt_dtype_from_name(json_string_value(jd)) == CKPT_DT_F4_X2) {
+        if (ndim == 0 || shape[ndim - 1] % 2)
+            return bad(d,
+                       "tensor \"%s\": dtype F4_X2 needs an F4 shape whose last "
+                       "dimension is even",
+                       ckpt_tensor_name(data));
+        dt = CKPT_DT_F4_X2; /* two F4 values a byte: the last dimension halves */
+        shape[ndim - 1] /= 2;
+    } else if (jd) {
         ckpt_dtype want =
             json_is_string(jd) ? ckpt_dtype_from_name(json_string_value(jd)) : CKPT_DT_UNKNOWN;
         if (!override_ok(want, dt) || ndim == 0 || data->shape[ndim - 1] != 2)
@@ -349,11 +360,11 @@ static int decode_tensor(decoder *d, const json_t *j, ckpt_value **out) {
         int rc = group_storage(d, g, &st);
         if (rc) return rc;
     } else {
-        contiguous_strides(data->shape, ndim, stride);
+        contiguous_strides(shape, ndim, stride);
         offset = data->storage_offset;
     }
     ckpt_value *v;
-    int rc = ckpt_tensor_new(&v, d->a, st, dt, ndim, data->shape, stride, offset, d->f->path,
+    int rc = ckpt_tensor_new(&v, d->a, st, dt, ndim, shape, stride, offset, d->f->path,
                              CKPT_META_STRUCTURE, CKPT_NO_OFFSET);
     if (rc) return rc;
     if (v->u.tensor->nbytes != nbytes)

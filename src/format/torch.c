@@ -1,6 +1,7 @@
 /* torch.c - PyTorch checkpoints on top of the zip container and the pickle
  * machine: torch.save zip archives (torch >= 1.6), the legacy stacked-pickle
  * format (torch < 1.6) and plain pickle files. FORMATS.md §2 and §3. */
+#include <inttypes.h>
 #include <jansson.h>
 #include <string.h>
 
@@ -37,6 +38,7 @@ typedef struct torch_reader {
     const ckpt_value *class_seen;
     ckpt_dtype class_dt;
     int class_untyped;
+    unsigned key_kinds; /* 1: a str storage key seen, 2: an int one */
 } torch_reader;
 
 /* A storage key and where it is kept: dense (at index) or named. */
@@ -126,17 +128,36 @@ static int load_storage(void *ctx, ckpt_value *pid, uint64_t off, ckpt_value **o
     ckpt_dtype dt = r->class_dt;
     int untyped = r->class_untyped;
     uint64_t numel, nbytes;
-    if (key->kind != CKPT_KIND_STR || get_u64(nv, &numel))
-        return ckpt_err(CKPT_E_FORMAT, f->path, mem,
-                        at(r, key->kind != CKPT_KIND_STR ? key : nv, off),
-                        "persistent id needs a str key and a non-negative int size");
+    /* torch.load reads record f"data/{key}": an int key names its decimal
+     * text (a zip's only: legacy keys are matched as the strings the file
+     * lists) */
+    const char *ktext = key->kind == CKPT_KIND_STR ? key->u.s.p : NULL;
+    if (key->kind == CKPT_KIND_INT && !r->legacy)
+        ktext = key->u.i.decimal ? key->u.i.decimal
+                                 : ckpt_arena_printf(&f->arena, "%" PRId64, key->u.i.v);
+    if (key->kind == CKPT_KIND_INT && !r->legacy && !ktext)
+        return ckpt_err(CKPT_E_NOMEM, f->path, mem, off, "out of memory");
+    if (!ktext || get_u64(nv, &numel))
+        return ckpt_err(CKPT_E_FORMAT, f->path, mem, at(r, !ktext ? key : nv, off),
+                        r->legacy ? "persistent id needs a str key and a non-negative int size"
+                                  : "persistent id needs a str or int key and a non-negative "
+                                    "int size");
+    /* torch keeps "0" and 0 apart (loaded_storages): two storages of one
+     * record, which ckpt's one storage per key cannot be */
+    r->key_kinds |= key->kind == CKPT_KIND_STR ? 1u : 2u;
+    if (r->key_kinds == 3u)
+        return ckpt_err(CKPT_E_UNSUPPORTED, f->path, mem, at(r, key, off),
+                        "persistent ids use both str and int storage keys (this one: %s): "
+                        "torch loads \"0\" and 0 as two storages of record data/0, "
+                        "ckpt's storages are one per key text",
+                        ktext);
     if (ckpt_mul_overflow(numel, untyped ? 1 : ckpt_dtype_size(dt), &nbytes))
         return ckpt_err(CKPT_E_FORMAT, f->path, mem, at(r, nv, off), "storage size overflows");
 
     /* a key seen before is the storage loaded then (torch's
      * loaded_storages / deserialized_objects): this id's type and numel
      * are not read again, and its tensors are bounded by that storage */
-    storage_key sk = key_of(r, key->u.s.p);
+    storage_key sk = key_of(r, ktext);
     ckpt_storage *st = find_storage(r, &sk);
     if (!st) {
         st = ckpt_arena_alloc(&f->arena, sizeof *st);
@@ -144,7 +165,7 @@ static int load_storage(void *ctx, ckpt_value *pid, uint64_t off, ckpt_value **o
             return ckpt_err(CKPT_E_NOMEM, f->path, mem, off, "out of memory");
         st->dtype = dt;
         st->nbytes = nbytes;
-        st->key = key->u.s.p;
+        st->key = ktext;
         st->member = "";
         st->file_offset = CKPT_NO_OFFSET;
         /* the location torch.load maps (map_location) or restores */

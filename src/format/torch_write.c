@@ -76,20 +76,44 @@ static const char *storage_class(ckpt_dtype dt) {
     }
 }
 
-/* The torch dtype of a dtype torch.save stores untyped (_new_dtypes). */
+/* The torch dtype of a dtype torch.save stores untyped (_new_dtypes: the
+ * uint, float8, float4, complex32 and bits dtypes); NULL for those with a
+ * storage class and for quantized ones (torch writes those through
+ * _rebuild_qtensor, which ckpt does not write). */
 static const char *untyped_dtype(ckpt_dtype dt) {
     switch (dt) {
-    case CKPT_DT_U16: return "uint16";
-    case CKPT_DT_U32: return "uint32";
-    case CKPT_DT_U64: return "uint64";
-    case CKPT_DT_C32: return "complex32";
-    case CKPT_DT_F8_E5M2: return "float8_e5m2";
-    case CKPT_DT_F8_E4M3: return "float8_e4m3fn";
-    case CKPT_DT_F8_E8M0: return "float8_e8m0fnu";
-    case CKPT_DT_F8_E4M3FNUZ: return "float8_e4m3fnuz";
-    case CKPT_DT_F8_E5M2FNUZ: return "float8_e5m2fnuz";
-    default: return NULL;
+    case CKPT_DT_QI8:
+    case CKPT_DT_QU8:
+    case CKPT_DT_QI32:
+    case CKPT_DT_QU4X2:
+    case CKPT_DT_QU2X4: return NULL;
+    case CKPT_DT_F4: return ckpt_dtype_torch_name(CKPT_DT_F4_X2); /* pairs: f4_pairs */
+    default: return storage_class(dt) ? NULL : ckpt_dtype_torch_name(dt);
     }
+}
+
+/* An F4 view (safetensors' 4-bit elements) as torch holds it:
+ * float4_e2m1fn_x2, one element a byte of two F4 values, the last
+ * dimension halved (safetensors' torch loader). Needs an even, unit-stride
+ * last dimension, even strides and an even offset; else an error. */
+static int f4_pairs(const ckpt_tensor *t, const char *name, uint64_t *off, uint64_t *shape,
+                    uint64_t *stride) {
+    uint32_t n = t->ndim;
+    int ok = n > 0 && t->shape[n - 1] % 2 == 0 && *off % 2 == 0 &&
+             (t->shape[n - 1] == 0 || stride[n - 1] == 1);
+    for (uint32_t i = 0; ok && i + 1 < n; i++) ok = stride[i] % 2 == 0;
+    if (!ok)
+        return ckpt_err(CKPT_E_UNSUPPORTED, "", "", CKPT_NO_OFFSET,
+                        "tensor \"%s\": an F4 view is written as torch.float4_e2m1fn_x2 "
+                        "(two F4 values a byte), which needs an even, contiguous last "
+                        "dimension",
+                        name);
+    for (uint32_t i = 0; i < n; i++) {
+        shape[i] = i + 1 == n ? t->shape[i] / 2 : t->shape[i];
+        stride[i] = i + 1 == n ? 1 : stride[i] / 2;
+    }
+    *off /= 2;
+    return 0;
 }
 
 /* ------------------------------------------------------------ state */
@@ -334,6 +358,14 @@ static int put_tensor(pt_writer *w, const ckpt_tensor *t, int requires_grad) {
         rc = storage_for(w, t, root, &si);
     }
     if (rc) return rc;
+    uint64_t f4_shape[CKPT_MAX_NDIM], f4_stride[CKPT_MAX_NDIM];
+    const uint64_t *shape = t->shape;
+    if (t->dtype == CKPT_DT_F4) {
+        memcpy(f4_stride, stride, t->ndim * sizeof *stride);
+        if ((rc = f4_pairs(t, ckpt_tensor_name(t), &off, f4_shape, f4_stride))) return rc;
+        shape = f4_shape;
+        stride = f4_stride;
+    }
     char key[24];
     snprintf(key, sizeof key, "%zu", si);
     ckpt_pkw_global(&w->pk, "torch._utils", dt ? "_rebuild_tensor_v3" : "_rebuild_tensor_v2");
@@ -350,7 +382,7 @@ static int put_tensor(pt_writer *w, const ckpt_tensor *t, int requires_grad) {
     ckpt_pkw_op(&w->pk, 't');
     ckpt_pkw_op(&w->pk, 'Q');
     ckpt_pkw_int(&w->pk, (int64_t)off);
-    ckpt_pkw_dims(&w->pk, t->shape, t->ndim);
+    ckpt_pkw_dims(&w->pk, shape, t->ndim);
     ckpt_pkw_dims(&w->pk, stride, t->ndim);
     ckpt_pkw_op(&w->pk, requires_grad ? 0x88 : 0x89);
     ckpt_pkw_global(&w->pk, "collections", "OrderedDict");

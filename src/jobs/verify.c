@@ -322,6 +322,33 @@ int ckpt_verify_expect_digests(ckpt_file *f) {
     return rc;
 }
 
+/* torch.load(mmap=True) takes a storage record's bytes where the zip says
+ * its data starts (get_record_offset) without inflating it: a deflated
+ * record (torch.save stores every record) gives plain torch.load and
+ * mmap=True two different tensors. */
+static int check_stored(const ckpt_file *f) {
+    if (f->format != CKPT_FORMAT_TORCH_ZIP || !f->zip) return 0;
+    for (size_t i = 0; i < f->nstorages; i++) {
+        const ckpt_storage *st = ckpt_file_storage_at(f, i);
+        const ckpt_zip_entry *e = st->member ? ckpt_zip_find(f->zip, st->member) : NULL;
+        if (e && e->method != 0)
+            return ckpt_err(CKPT_E_MISMATCH, f->path, e->name, e->data_offset,
+                            "storage record is compressed (method %u, %" PRIu64 " bytes for "
+                            "%" PRIu64 "): torch.load inflates it, but torch.load(mmap=True) "
+                            "maps its compressed bytes as the tensor, so the two load "
+                            "different values (torch.save never compresses a record)",
+                            (unsigned)e->method, e->csize, e->usize);
+    }
+    return 0;
+}
+
+int ckpt_file_check_mmap(const ckpt_file *f) {
+    if (!f) return ckpt_err(CKPT_E_INVALID_ARG, "", NULL, CKPT_NO_OFFSET, "file is NULL");
+    int rc = check_stored(f);
+    for (size_t i = 0; rc == 0 && i < f->nshards; i++) rc = check_stored(f->shards[i]);
+    return rc;
+}
+
 /* One file, checked as if it stood alone: digests first (a corrupt
  * tensor is named, not just its zip member; storages they read whole are
  * not read again, while zip members still are: their CRC-32 is checked
@@ -332,7 +359,8 @@ static int verify_file(ckpt_file *f, const ckpt_file *dcp, ckpt_verify_report *r
         if (!(hashed = ckpt_malloc(f->nstorages))) return ckpt_err_nomem();
         memset(hashed, 0, f->nstorages);
     }
-    int rc = verify_digests(f, dcp, hashed);
+    int rc = dcp ? 0 : check_stored(f);
+    if (rc == 0) rc = verify_digests(f, dcp, hashed);
     if (rc == 0) rc = f->zip ? verify_zip(f, dcp, rep, buf) : verify_storages(f, rep, buf, hashed);
     ckpt_free(hashed);
     return rc;

@@ -37,6 +37,12 @@ static const struct {
     [CKPT_DT_QI32] = {"QI32", 32},
     [CKPT_DT_QU4X2] = {"QU4X2", 8},
     [CKPT_DT_QU2X4] = {"QU2X4", 8},
+    [CKPT_DT_F4_X2] = {"F4_X2", 8},
+    [CKPT_DT_BITS8] = {"BITS8", 8},
+    [CKPT_DT_BITS16] = {"BITS16", 16},
+    [CKPT_DT_BITS1X8] = {"BITS1X8", 8},
+    [CKPT_DT_BITS2X4] = {"BITS2X4", 8},
+    [CKPT_DT_BITS4X2] = {"BITS4X2", 8},
 };
 
 const char *ckpt_dtype_name(ckpt_dtype dt) {
@@ -129,9 +135,12 @@ static const name_map torch_names[] = {{"float32", CKPT_DT_F32},
                                        {"qint32", CKPT_DT_QI32},
                                        {"quint4x2", CKPT_DT_QU4X2},
                                        {"quint2x4", CKPT_DT_QU2X4},
-                                       /* bits* dtypes are raw bytes */
-                                       {"bits8", CKPT_DT_U8},
-                                       {"bits16", CKPT_DT_U16},
+                                       {"float4_e2m1fn_x2", CKPT_DT_F4_X2},
+                                       {"bits8", CKPT_DT_BITS8},
+                                       {"bits16", CKPT_DT_BITS16},
+                                       {"bits1x8", CKPT_DT_BITS1X8},
+                                       {"bits2x4", CKPT_DT_BITS2X4},
+                                       {"bits4x2", CKPT_DT_BITS4X2},
                                        {NULL, CKPT_DT_UNKNOWN}};
 
 ckpt_dtype ckpt_dtype_from_torch_name(const char *name) { return lookup(torch_names, name); }

@@ -453,6 +453,14 @@ static int inspect_one(const char *path, int hash, cli_json_writer *j) {
     else
         print_text(&in);
     rc = warn_unsafe(in.path, in.f);
+    /* a compressed storage record: torch.load and torch.load(mmap=True)
+     * load different tensors, a finding as verify reports it */
+    int mrc = ckpt_file_check_mmap(in.f);
+    if (mrc != 0) {
+        cli_error_capture(&e, mrc);
+        mrc = cli_report(in.path, &e);
+        if (rc == CLI_OK) rc = mrc;
+    }
     ckpt_close(in.f);
     return rc == CLI_USAGE || in.rc == CLI_OK ? rc : in.rc;
 }
