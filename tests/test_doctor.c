@@ -151,6 +151,52 @@ TEST(subdirectory_files) {
     rmdir(d);
 }
 
+/* A hostile file past 16 levels of subdirectories is not read: the
+ * folder left unscanned is an unscannable entry naming it, never 'safe'
+ * with the file unread (it was HEALTHY, safe). */
+TEST(subdirectory_too_deep) {
+    static const char evil[] = "\x80\x02"
+                               "cos\nsystem\nX\x02\x00\x00\x00ls\x85R.";
+    char d[] = "/tmp/ckpt-test-doctor-XXXXXX", p[512];
+    CHECK(mkdtemp(d) != NULL);
+    FILE *in = fopen(path_of("../examples/train.pt"), "rb");
+    CHECK(in != NULL);
+    if (!in) return;
+    static char buf[1 << 20];
+    size_t n = fread(buf, 1, sizeof buf, in);
+    fclose(in);
+    snprintf(p, sizeof p, "%s/model.pt", d);
+    write_file(p, buf, n);
+    snprintf(p, sizeof p, "%s", d);
+    for (int i = 0; i < 17; i++) {
+        size_t len = strlen(p);
+        snprintf(p + len, sizeof p - len, "/s");
+        CHECK_EQ_INT(mkdir(p, 0755), 0);
+    }
+    size_t len = strlen(p);
+    snprintf(p + len, sizeof p - len, "/model.bin");
+    write_file(p, evil, sizeof evil - 1);
+    ckpt_doctor_report *r = NULL;
+    CHECK_EQ_INT(ckpt_doctor(&r, d, NULL), 0);
+    if (r) {
+        CHECK_EQ_INT(ckpt_doctor_scan_verdict(r), CKPT_VERDICT_UNSCANNABLE);
+        CHECK_EQ_INT(ckpt_doctor_scan_count(r), 2); /* model.pt, then s/... */
+        const ckpt_doctor_scan *s = ckpt_doctor_scan_at(r, 1);
+        CHECK(s && s->report == NULL && s->error.code == CKPT_E_LIMIT);
+        CHECK(s && strcmp(s->name, "s/s/s/s/s/s/s/s/s/s/s/s/s/s/s/s/s") == 0);
+        CHECK(s && strstr(s->error.message, "deeper than 16 levels") != NULL);
+        ckpt_doctor_report_free(r);
+    }
+    unlink(p);
+    for (int i = 0; i < 17; i++) {
+        *strrchr(p, '/') = 0;
+        rmdir(p);
+    }
+    snprintf(p, sizeof p, "%s/model.pt", d);
+    unlink(p);
+    rmdir(d);
+}
+
 TEST(bad_arguments) {
     ckpt_doctor_report *r = (ckpt_doctor_report *)&r;
     ckpt_doctor_options o = CKPT_DOCTOR_OPTIONS_INIT;
@@ -201,6 +247,7 @@ int main(void) {
     RUN(truncated_file);
     RUN(trainer_directory);
     RUN(subdirectory_files);
+    RUN(subdirectory_too_deep);
     RUN(bad_arguments);
     RUN(allocation_failures);
     return harness_end();

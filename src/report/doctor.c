@@ -10,6 +10,7 @@
  * is one concern/JSON pair and one table row here, and its text in the
  * CLI. */
 #include <dirent.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -511,6 +512,19 @@ static int scan_below(ckpt_doctor_report *r, size_t *cap, const char *rel) {
     return 0;
 }
 
+/* Adds r->dir/rel as a scan that could not be made (rc, the error just
+ * recorded): a subdirectory or file left unread is unscannable, never
+ * left out of the verdict. */
+static int not_scanned(ckpt_doctor_report *r, size_t *cap, const char *rel, int rc) {
+    if (ckpt_arena_grow(&r->arena, (void **)&r->scans, cap, r->n_scans + 1, sizeof *r->scans))
+        return ckpt_err_nomem();
+    ckpt_doctor_scan *s = &r->scans[r->n_scans++];
+    s->name = rel;
+    s->report = NULL;
+    s->about = NULL;
+    return capture(r, &s->error, rc) ? ckpt_err_nomem() : 0;
+}
+
 /* The files below a subdirectory of the directory (rel, relative to it),
  * in name order: training analysis takes a subdirectory for no
  * checkpoint, yet a diffusers pipeline's unet/ or a DeepSpeed
@@ -520,7 +534,10 @@ static int scan_subdir(ckpt_doctor_report *r, size_t *cap, const char *rel, int 
     const char *path = ckpt_arena_printf(&r->arena, "%s/%s", r->dir, rel);
     if (path == NULL) return ckpt_err_nomem();
     DIR *d = opendir(path);
-    if (d == NULL) return 0;
+    if (d == NULL)
+        return not_scanned(r, cap, rel,
+                           ckpt_err_os(errno, path, NULL, CKPT_NO_OFFSET,
+                                       "cannot open directory: %s", strerror(errno)));
     const char **names = NULL;
     size_t n = 0, ncap = 0;
     int rc = 0;
@@ -537,14 +554,24 @@ static int scan_subdir(ckpt_doctor_report *r, size_t *cap, const char *rel, int 
     if (rc == 0 && n) qsort(names, n, sizeof *names, cmp_name);
     for (size_t i = 0; rc == 0 && i < n; i++) {
         const char *full = ckpt_arena_printf(&r->arena, "%s/%s", r->dir, names[i]);
-        struct stat st, lst;
+        struct stat st, lst = {0};
         if (full == NULL) return ckpt_err_nomem();
-        if (stat(full, &st) != 0) continue;
-        if (S_ISREG(st.st_mode) || (S_ISDIR(st.st_mode) && ckpt_is_dcp_dir(full)))
+        if (stat(full, &st) != 0) {
+            /* vanished since the listing: no file; else a file unread */
+            if (errno != ENOENT)
+                rc = not_scanned(r, cap, names[i],
+                                 ckpt_err_os(errno, full, NULL, CKPT_NO_OFFSET, "cannot stat: %s",
+                                             strerror(errno)));
+        } else if (S_ISREG(st.st_mode) || (S_ISDIR(st.st_mode) && ckpt_is_dcp_dir(full)))
             rc = scan_below(r, cap, names[i]);
         else if (S_ISDIR(st.st_mode) && lstat(full, &lst) == 0 && S_ISDIR(lst.st_mode) &&
                  depth < SUBDIR_DEPTH)
             rc = scan_subdir(r, cap, names[i], depth + 1);
+        else if (S_ISDIR(st.st_mode) && S_ISDIR(lst.st_mode))
+            rc = not_scanned(r, cap, names[i],
+                             ckpt_err(CKPT_E_LIMIT, full, NULL, CKPT_NO_OFFSET,
+                                      "not scanned: deeper than %d levels of subdirectories",
+                                      SUBDIR_DEPTH));
     }
     return rc;
 }

@@ -227,6 +227,15 @@ def check_subfolders():
     os.remove(os.path.join(d, "unet", "diffusion_pytorch_model.bin"))
     rc, out, err = run(d)
     assert rc == 0 and out.count("SAFE ") == 1, (rc, out, err)
+    # past 16 levels of subfolders a file is not read: said (exit 2,
+    # naming the folder), never SAFE exit 0 with a hostile file unread
+    deep = os.path.join(d, *(["s"] * 17))
+    os.makedirs(deep)
+    with open(os.path.join(deep, "model.bin"), "wb") as fh:
+        fh.write(evil)
+    rc, out, err = run(d)
+    cut = os.path.join(d, *(["s"] * 17))
+    assert rc == 2 and cut + ": not scanned: deeper than 16 levels" in err, (rc, out, err)
 
 
 # ------------------------------------------------------------ CLI

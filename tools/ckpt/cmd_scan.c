@@ -457,6 +457,19 @@ static int listed_only(const dir_file *f) {
  * output in checkpoint-N/; links to directories are not followed. */
 #define DIR_DEPTH 16
 
+#define CKPT_STR_(x) #x
+#define CKPT_STR(x) CKPT_STR_(x)
+
+/* An entry of a directory left unread (why): CLI_USAGE, as a directory
+ * that cannot be opened. */
+static int not_scanned(const char *path, const char *why) {
+    if (path == NULL) return CLI_USAGE;
+    fputs("ckpt: ", stderr);
+    cli_put_text(stderr, path, strlen(path));
+    fprintf(stderr, ": not scanned: %s\n", why);
+    return CLI_USAGE;
+}
+
 /* A directory (a model folder, a Trainer checkpoint): every regular file
  * in it, in name order, as loading any of them could run code, then each
  * subdirectory the same way (a DCP directory is one checkpoint). A shard
@@ -483,11 +496,13 @@ static int scan_dir(const char *dir, const ckpt_scan_options *so, cli_json_write
         worst = CLI_USAGE;
     for (i = 0; i < n; i++) {
         char *path = NULL;
-        struct stat st, lst;
+        struct stat st, lst = {0};
 
         if (fs && subs && asprintf(&path, "%s/%s", dir, des[i]->d_name) < 0) path = NULL;
         if (path == NULL || stat(path, &st) != 0) {
-            if (path == NULL) worst = CLI_USAGE;
+            /* one that vanished since the listing is no file; any other
+             * failure leaves a file unread: said, never a silent skip */
+            if (path == NULL || errno != ENOENT) worst = not_scanned(path, strerror(errno));
         } else if (S_ISREG(st.st_mode) || (S_ISDIR(st.st_mode) && ckpt_is_dcp_dir(path))) {
             fs[nf].path = path;
             fs[nf++].name = path + strlen(dir) + 1;
@@ -496,6 +511,9 @@ static int scan_dir(const char *dir, const ckpt_scan_options *so, cli_json_write
                    depth < DIR_DEPTH) {
             subs[ns++] = path;
             path = NULL;
+        } else if (S_ISDIR(st.st_mode) && S_ISDIR(lst.st_mode)) {
+            worst =
+                not_scanned(path, "deeper than " CKPT_STR(DIR_DEPTH) " levels of subdirectories");
         }
         free(path);
         free(des[i]);
