@@ -1226,6 +1226,20 @@ TEST(sharded_alias_out_of_weight_map) {
         CKPT_E_MISMATCH);
     CHECK(has(ckpt_error_last()->message, "\"x\" is in shard \"t.safetensors\""));
     CHECK(f == NULL);
+    /* a second shard declaring the same unlisted alias of its own tensor:
+     * two answers for "tied" (the last shard's was loaded), refused */
+    len = st_make("{\"__metadata__\":{\"ckpt.aliases\":\"{\\\"tied\\\":\\\"z\\\"}\"},"
+                  "\"z\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]}}    ",
+                  "z", 1);
+    write_file("u.safetensors", st_buf, len);
+    CHECK_EQ_INT(
+        open_index(&f, "{\"weight_map\":{\"x\":\"t.safetensors\",\"z\":\"u.safetensors\"}}"),
+        CKPT_E_MISMATCH);
+    CHECK(has(ckpt_error_last()->message,
+              "alias \"tied\" (not in weight_map) is declared by shard \"t.safetensors\" and "
+              "by shard \"u.safetensors\""));
+    CHECK(f == NULL);
+    remove_file("u.safetensors");
     remove_file("t.safetensors");
 }
 

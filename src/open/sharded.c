@@ -271,8 +271,12 @@ static json_t *shard_aliases(const ckpt_file *shard) {
 static int match_shards(index_reader *r, const json_t *wm) {
     ckpt_file *f = r->f;
     size_t matched = 0;
+    json_t *claimed = json_object(); /* alias -> the shard that declared it */
     f->root = ckpt_value_new(&f->arena, CKPT_KIND_DICT);
-    if (!f->root) return nomem(r);
+    if (!f->root || !claimed) {
+        json_decref(claimed);
+        return nomem(r);
+    }
     for (size_t s = 0; s < f->nshards; s++) {
         const ckpt_value *sroot = ckpt_file_root(f->shards[s]);
         json_t *aliases = shard_aliases(f->shards[s]);
@@ -282,15 +286,34 @@ static int match_shards(index_reader *r, const json_t *wm) {
             ckpt_value *val = sroot->u.dict.vals[i];
             const json_t *listed = json_object_get(wm, key->u.s.p);
             const json_t *target = listed ? NULL : json_object_get(aliases, key->u.s.p);
-            if (target)
+            if (target) {
+                /* two shards naming one alias would be two answers for it
+                 * (the loader, reading weight_map, has none) */
+                const json_t *first = json_object_get(claimed, key->u.s.p);
+                if (first) {
+                    rc = ckpt_err(CKPT_E_MISMATCH, f->path, r->names[s], CKPT_NO_OFFSET,
+                                  "alias \"%s\" (not in weight_map) is declared by shard "
+                                  "\"%s\" and by shard \"%s\"",
+                                  key->u.s.p, json_string_value(first), r->names[s]);
+                    break;
+                }
+                if (json_object_set_new(claimed, key->u.s.p, json_string(r->names[s]))) {
+                    rc = nomem(r);
+                    break;
+                }
                 listed = json_object_get(wm, json_string_value(target));
-            else if (listed)
+            } else if (listed) {
                 matched++;
+            }
             rc = match_one(r, s, key, val, listed, target);
         }
         json_decref(aliases);
-        if (rc) return rc;
+        if (rc) {
+            json_decref(claimed);
+            return rc;
+        }
     }
+    json_decref(claimed);
     if (matched == json_object_size(wm)) return 0;
     const char *name;
     const json_t *shard;
