@@ -1198,6 +1198,24 @@ TEST(other_formats) {
                              "{\"w\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}"
                              "\0\0\x80?";
     CHECK_EQ_STR(verdict(S(st)), "safe");
+    /* a safetensors header 376 bytes long starts 78 01 00..., one of 93
+     * 5D 00 00...: no zlib or LZMA stream joblib reads (stored block
+     * lengths 0 and 0; a range coder's first byte not 0), safe; they were
+     * unscannable. A stored block whose lengths agree stays one. */
+    static const unsigned hlens[] = {0x178, 0x9c78, 0xda78, 0x5d};
+    for (size_t i = 0; i < sizeof hlens / sizeof *hlens; i++) {
+        static uint8_t b[8 + 0xda78 + 1];
+        static const char h[] = "{\"w\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]}}";
+        memset(b, ' ', sizeof b);
+        for (int k = 0; k < 8; k++) b[k] = (uint8_t)(hlens[i] >> (8 * k));
+        memcpy(b + 8, h, sizeof h - 1);
+        b[8 + hlens[i]] = 7;
+        CHECK_EQ_STR(verdict(b, 8 + hlens[i] + 1), "safe");
+    }
+    CHECK_EQ_STR(verdict(S("\x78\x01\x01\x02\x00\xfd\xff\x80\x02")), "unscannable");
+    CHECK_EQ_STR(verdict(S("\x78\x01\x06\x00\x00\x00\x00")), "not-a-checkpoint");
+    CHECK_EQ_STR(verdict(S("\x5d\x00\x00\x80\x00\xff\xff\xff\xff\xff\xff\xff\xff\x00")),
+                 "unscannable");
     char bad[sizeof st];
     memcpy(bad, st, sizeof st);
     memcpy(bad + 8 + 50, "8]", 2); /* data_offsets [0,8] past the end */

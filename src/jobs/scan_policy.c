@@ -417,33 +417,50 @@ static uint32_t rd32le(const uint8_t *p) {
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
+/* Whether a head that starts with a zlib ('z') or LZMA-alone ('l') magic
+ * is no stream the decompressor reads past its first bytes: zlib's first
+ * deflate block is of the reserved type 3, or a stored one whose LEN and
+ * NLEN (bytes 3-6) are not complements ('invalid block type', 'invalid
+ * stored block lengths'); LZMA's range coder starts with a 0 byte (offset
+ * 13; 'Corrupt input data'). joblib.load fails there before unpickling
+ * anything. A safetensors file whose header length starts 78 01, 78 9C...
+ * or is 93 (5D 00) is such a head: it was UNSCANNABLE. */
+static int not_a_stream(const uint8_t *p, size_t n, char kind) {
+    if (kind == 'l') return n > 13 && p[13] != 0;
+    if (kind != 'z' || n < 3) return 0;
+    unsigned type = (p[2] >> 1) & 3;
+    if (type == 3) return 1;
+    return type == 0 && n >= 7 && ((p[3] ^ p[5]) != 0xff || (p[4] ^ p[6]) != 0xff);
+}
+
 const char *ckpt_scan_foreign_container(const uint8_t *p, size_t n) {
     static const struct {
         const char *magic;
         size_t len, at;
+        char kind; /* 'z' zlib, 'l' LZMA-alone: see not_a_stream */
         const char *what;
     } t[] = {
-        {"7z\xbc\xaf\x27\x1c", 6, 0, "7z archive"},
-        {"\x1f\x8b", 2, 0, "gzip stream"},
-        {"BZh", 3, 0, "bzip2 stream"},
+        {"7z\xbc\xaf\x27\x1c", 6, 0, 0, "7z archive"},
+        {"\x1f\x8b", 2, 0, 0, "gzip stream"},
+        {"BZh", 3, 0, 0, "bzip2 stream"},
         {"\xfd"
          "7zXZ",
-         5, 0, "xz stream"},
-        {"\x28\xb5\x2f\xfd", 4, 0, "zstd stream"},
-        {"Rar!\x1a\x07", 6, 0, "RAR archive"},
-        {"PYTORCH1", 8, 0, "PyTorch 'PYTORCH1' preview-format file"},
+         5, 0, 0, "xz stream"},
+        {"\x28\xb5\x2f\xfd", 4, 0, 0, "zstd stream"},
+        {"Rar!\x1a\x07", 6, 0, 0, "RAR archive"},
+        {"PYTORCH1", 8, 0, 0, "PyTorch 'PYTORCH1' preview-format file"},
         /* joblib.load's compressors (_detect_compressor: zlib's 0x78, with
          * the four checks compressobj writes, LZMA 'alone' 5D 00, LZ4) */
-        {"\x78\x01", 2, 0, "zlib stream (joblib.load decompresses and unpickles it)"},
-        {"\x78\x5e", 2, 0, "zlib stream (joblib.load decompresses and unpickles it)"},
-        {"\x78\x9c", 2, 0, "zlib stream (joblib.load decompresses and unpickles it)"},
-        {"\x78\xda", 2, 0, "zlib stream (joblib.load decompresses and unpickles it)"},
-        {"\x5d\x00", 2, 0, "LZMA stream (joblib.load decompresses and unpickles it)"},
-        {"\x04\x22\x4d\x18", 4, 0, "LZ4 frame (joblib.load decompresses and unpickles it)"},
+        {"\x78\x01", 2, 0, 'z', "zlib stream (joblib.load decompresses and unpickles it)"},
+        {"\x78\x5e", 2, 0, 'z', "zlib stream (joblib.load decompresses and unpickles it)"},
+        {"\x78\x9c", 2, 0, 'z', "zlib stream (joblib.load decompresses and unpickles it)"},
+        {"\x78\xda", 2, 0, 'z', "zlib stream (joblib.load decompresses and unpickles it)"},
+        {"\x5d\x00", 2, 0, 'l', "LZMA stream (joblib.load decompresses and unpickles it)"},
+        {"\x04\x22\x4d\x18", 4, 0, 0, "LZ4 frame (joblib.load decompresses and unpickles it)"},
     };
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
         if (n >= t[i].at + t[i].len && memcmp(p + t[i].at, t[i].magic, t[i].len) == 0)
-            return t[i].what;
+            return not_a_stream(p, n, t[i].kind) ? NULL : t[i].what;
     /* joblib < 0.10's 'ZF' file: its length as int(..., 16) reads it
      * (spaces, a sign, 0x, digits), then a zlib stream */
     if (n >= 3 && p[0] == 'Z' && p[1] == 'F' &&
