@@ -1264,6 +1264,9 @@ TEST(nested_zips) {
         CHECK_EQ_STR(ckpt_verdict_name(ckpt_scan_verdict(r)), "unsafe");
         const ckpt_finding *f = find(r, "global", "os.system");
         CHECK(f && strcmp(f->member, "inner.zip:m.pkl") == 0);
+        /* deflated: offsets inside the inflated inner zip lay past the
+         * file's end; the inner zip's data in the file (30 + "inner.zip") */
+        if (deflate) CHECK(f && f->offset == 39);
         ckpt_scan_report_free(r);
     }
     m.data = (const uint8_t *)BENIGN;
@@ -1328,6 +1331,25 @@ TEST(tar_members) {
     CHECK_EQ_STR(ckpt_verdict_name(ckpt_scan_verdict(r)), "safe");
     CHECK(find(r, "tar-stops", NULL) != NULL);
     ckpt_scan_report_free(r);
+    /* a zip holding that tar with model.pkl (stored or deflated):
+     * extracted, torch.load or pickle.load runs it; it was
+     * NOT-A-CHECKPOINT. A tar of a benign pickle in a zip is safe. */
+    static uint8_t z[16384];
+    n = tar_member(tar, 0, "model.pkl", EVIL, EVIL_LEN) + 1024;
+    for (int deflate = 0; deflate < 2; deflate++) {
+        zmember m = {.name = "model.tar", .data = tar, .len = n, .deflate = deflate};
+        r = scan(z, build_zip(z, NULL, 0, &m, 1));
+        CHECK_EQ_STR(ckpt_verdict_name(ckpt_scan_verdict(r)), "unsafe");
+        const ckpt_finding *f = find(r, "global", "os.system");
+        /* stored: the offset inside the tar; deflated: the tar's data
+         * in the file (30 + "model.tar"), not one past the file's end */
+        CHECK(f && strcmp(f->member, "model.tar:model.pkl") == 0 &&
+              f->offset == (deflate ? 39u : 512u + 2));
+        ckpt_scan_report_free(r);
+    }
+    n = tar_member(tar, 0, "model.pkl", BENIGN, BENIGN_LEN) + 1024;
+    zmember m = {.name = "model.tar", .data = tar, .len = n};
+    CHECK_EQ_STR(verdict(z, build_zip(z, NULL, 0, &m, 1)), "safe");
 }
 
 /* Repeats are counted in one finding; past 10000 distinct findings the

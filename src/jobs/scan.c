@@ -147,6 +147,10 @@ typedef struct scanner {
                                  (torch's reading, which succeeded), or
                                  NULL: scan_zip_readings reads it again */
     int zip_depth;          /* zip archives inside the one scanned */
+    uint64_t inflated_at;   /* inside an archive nested in inflated bytes:
+                               the file offset of the deflated member's
+                               data, every finding's offset there; else
+                               CKPT_NO_OFFSET */
 } scanner;
 
 /* A run of bytes scanned as stacked pickle streams. */
@@ -361,6 +365,7 @@ static void add_finding(scanner *sc, ckpt_severity sev, const char *kind, const 
                         const char *member, uint64_t offset, const char *fmt, ...) {
     ckpt_scan_report *r = sc->r;
     if (sev != CKPT_SEVERITY_INFO) sc->unsafe = 1;
+    if (sc->inflated_at != CKPT_NO_OFFSET) offset = sc->inflated_at;
     fkey k = {sev, kind, global, member};
     if (set_reserve(sc, &sc->fset, f_rehash)) {
         sc->nomem = 1;
@@ -1107,11 +1112,54 @@ static int scan_nested_zip(scanner *sc, const region *rg, ckpt_view *mv, int *do
     if (rg->decoded) sc->src = NULL; /* inflated bytes, in memory */
     sc->opened = NULL;
     sc->shard = rg->member;
+    uint64_t inflated_at = sc->inflated_at;
+    if (rg->decoded && inflated_at == CKPT_NO_OFFSET) sc->inflated_at = rg->at;
     sc->zip_depth++;
     int seen;
     rc = scan_zip_readings(sc, rg->p, rg->n, 0, &seen);
     sc->zip_depth--;
+    sc->inflated_at = inflated_at;
     *done = seen; /* no reader takes it for a zip: tensor bytes, say */
+    sc->src = src;
+    sc->opened = opened;
+    sc->shard = shard;
+    return rc;
+}
+
+static int scan_tar(scanner *sc, const uint8_t *p, size_t n);
+
+/* A member that is itself a tar archive (torch < 0.4's format, or a
+ * tarred model.pkl): extracted and given to torch.load, its members are
+ * unpickled as a tar file's are, so they are scanned as one's, named
+ * "MEMBER:INNER", under the zip nesting depth. *done: tarfile takes it
+ * for one. A zip holding a tar of a hostile model.pkl was
+ * NOT-A-CHECKPOINT. */
+static int scan_nested_tar(scanner *sc, const region *rg, ckpt_view *mv, int *done) {
+    const uint8_t *b = rg->p;
+    *done = 0;
+    if (rg->n < 512) return 0;
+    int rc = rg->decoded ? 0 : ckpt_source_view(sc->src, mv, rg->p, 512, 0, rg->member, &b);
+    if (rc || ckpt_tar_sniff(b, 512) == CKPT_TAR_NO) return rc;
+    *done = 1;
+    if (sc->zip_depth >= NESTED_ZIP_DEPTH) {
+        add_finding(sc, CKPT_SEVERITY_INFO, "nested-zip", NULL, rg->member,
+                    rg->decoded ? rg->at : rg->base, "tar archive nested %d deep: not examined",
+                    NESTED_ZIP_DEPTH + 1);
+        sc->unscannable = 1;
+        return 0;
+    }
+    const ckpt_source *src = sc->src;
+    const ckpt_zip *opened = sc->opened;
+    const char *shard = sc->shard;
+    if (rg->decoded) sc->src = NULL; /* inflated bytes, in memory */
+    sc->opened = NULL;
+    sc->shard = rg->member;
+    uint64_t inflated_at = sc->inflated_at;
+    if (rg->decoded && inflated_at == CKPT_NO_OFFSET) sc->inflated_at = rg->at;
+    sc->zip_depth++;
+    rc = scan_tar(sc, rg->p, rg->n);
+    sc->zip_depth--;
+    sc->inflated_at = inflated_at;
     sc->src = src;
     sc->opened = opened;
     sc->shard = shard;
@@ -1208,6 +1256,7 @@ static int scan_member(scanner *sc, const ckpt_zip *z, const ckpt_zip_entry *e,
     if (!named && !shape) {
         int seen, zip;
         if ((rc = scan_nested_zip(sc, &rg, mv, &zip)) || zip) return rc;
+        if ((rc = scan_nested_tar(sc, &rg, mv, &zip)) || zip) return rc;
         return scan_npy(sc, &rg, mv, &seen);
     }
     mv->peek = 0;
@@ -2232,6 +2281,7 @@ static int scan_buffer(ckpt_scan_report **out, const void *data, size_t size, co
             return ckpt_err(CKPT_E_INVALID_ARG, file, NULL, CKPT_NO_OFFSET, "allow[%zu] is NULL",
                             i);
     sc.budget = ckpt_zip_budget(&sc.o.limits, size);
+    sc.inflated_at = CKPT_NO_OFFSET;
     sc.dir = dir;
     sc.header_checked = opened && opened->format == CKPT_FORMAT_SAFETENSORS;
     sc.opened = opened && opened->format == CKPT_FORMAT_TORCH_ZIP ? opened->zip : NULL;
