@@ -1087,77 +1087,46 @@ static int scan_zip_readings(scanner *sc, const uint8_t *p, size_t n, int zip_st
  * shared inflate budget). */
 #define NESTED_ZIP_DEPTH 4
 
-/* A member that is itself a zip archive (a model.pt or model.pkl zipped
- * inside the archive one downloads): its members are scanned as the
- * file's, named "MEMBER:INNER" (offsets inside MEMBER). *done: it was
- * one. A zip in a zip
- * holding a hostile model.pt was NOT-A-CHECKPOINT. */
-static int scan_nested_zip(scanner *sc, const region *rg, ckpt_view *mv, int *done) {
-    const uint8_t *b = rg->p;
-    *done = 0;
-    if (rg->n < 4) return 0;
-    int rc = rg->decoded ? 0 : ckpt_source_view(sc->src, mv, rg->p, 4, 0, rg->member, &b);
-    if (rc || memcmp(b, "PK\3\4", 4) != 0) return rc;
-    *done = 1;
-    if (sc->zip_depth >= NESTED_ZIP_DEPTH) {
-        add_finding(sc, CKPT_SEVERITY_INFO, "nested-zip", NULL, rg->member,
-                    rg->decoded ? rg->at : rg->base, "zip archive nested %d deep: not examined",
-                    NESTED_ZIP_DEPTH + 1);
-        sc->unscannable = 1;
-        return 0;
-    }
-    const ckpt_source *src = sc->src;
-    const ckpt_zip *opened = sc->opened;
-    const char *shard = sc->shard;
-    if (rg->decoded) sc->src = NULL; /* inflated bytes, in memory */
-    sc->opened = NULL;
-    sc->shard = rg->member;
-    uint64_t inflated_at = sc->inflated_at;
-    if (rg->decoded && inflated_at == CKPT_NO_OFFSET) sc->inflated_at = rg->at;
-    sc->zip_depth++;
-    int seen;
-    rc = scan_zip_readings(sc, rg->p, rg->n, 0, &seen);
-    sc->zip_depth--;
-    sc->inflated_at = inflated_at;
-    *done = seen; /* no reader takes it for a zip: tensor bytes, say */
-    sc->src = src;
-    sc->opened = opened;
-    sc->shard = shard;
-    return rc;
-}
-
 static int scan_tar(scanner *sc, const uint8_t *p, size_t n);
 
-/* A member that is itself a tar archive (torch < 0.4's format, or a
- * tarred model.pkl): extracted and given to torch.load, its members are
- * unpickled as a tar file's are, so they are scanned as one's, named
- * "MEMBER:INNER", under the zip nesting depth. *done: tarfile takes it
- * for one. A zip holding a tar of a hostile model.pkl was
- * NOT-A-CHECKPOINT. */
-static int scan_nested_tar(scanner *sc, const region *rg, ckpt_view *mv, int *done) {
+/* A member that is itself a zip archive (a model.pt or model.pkl zipped
+ * inside the archive one downloads) or a tar one (torch < 0.4's format,
+ * a tarred model.pkl: extracted, torch.load unpickles its members): its
+ * members are scanned as the file's, named "MEMBER:INNER" (offsets
+ * inside MEMBER; in inflated bytes, the member's data in the file).
+ * *done: it was one. A zip in a zip holding a hostile model.pt, and a zip
+ * holding a tar of a hostile model.pkl, were NOT-A-CHECKPOINT. One view
+ * of the first block serves both sniffs. */
+static int scan_nested_archive(scanner *sc, const region *rg, ckpt_view *mv, int *done) {
     const uint8_t *b = rg->p;
+    size_t head = rg->n < 512 ? rg->n : 512;
     *done = 0;
-    if (rg->n < 512) return 0;
-    int rc = rg->decoded ? 0 : ckpt_source_view(sc->src, mv, rg->p, 512, 0, rg->member, &b);
-    if (rc || ckpt_tar_sniff(b, 512) == CKPT_TAR_NO) return rc;
+    if (rg->n < 4) return 0;
+    int rc = rg->decoded ? 0 : ckpt_source_view(sc->src, mv, rg->p, head, 0, rg->member, &b);
+    if (rc) return rc;
+    int zip = memcmp(b, "PK\3\4", 4) == 0;
+    if (!zip && (head < 512 || ckpt_tar_sniff(b, head) == CKPT_TAR_NO)) return 0;
     *done = 1;
     if (sc->zip_depth >= NESTED_ZIP_DEPTH) {
         add_finding(sc, CKPT_SEVERITY_INFO, "nested-zip", NULL, rg->member,
-                    rg->decoded ? rg->at : rg->base, "tar archive nested %d deep: not examined",
-                    NESTED_ZIP_DEPTH + 1);
+                    rg->decoded ? rg->at : rg->base, "%s archive nested %d deep: not examined",
+                    zip ? "zip" : "tar", NESTED_ZIP_DEPTH + 1);
         sc->unscannable = 1;
         return 0;
     }
     const ckpt_source *src = sc->src;
     const ckpt_zip *opened = sc->opened;
     const char *shard = sc->shard;
+    uint64_t inflated_at = sc->inflated_at;
     if (rg->decoded) sc->src = NULL; /* inflated bytes, in memory */
+    if (rg->decoded && inflated_at == CKPT_NO_OFFSET) sc->inflated_at = rg->at;
     sc->opened = NULL;
     sc->shard = rg->member;
-    uint64_t inflated_at = sc->inflated_at;
-    if (rg->decoded && inflated_at == CKPT_NO_OFFSET) sc->inflated_at = rg->at;
     sc->zip_depth++;
-    rc = scan_tar(sc, rg->p, rg->n);
+    if (zip)
+        rc = scan_zip_readings(sc, rg->p, rg->n, 0, done); /* 0: tensor bytes, say */
+    else
+        rc = scan_tar(sc, rg->p, rg->n);
     sc->zip_depth--;
     sc->inflated_at = inflated_at;
     sc->src = src;
@@ -1255,8 +1224,7 @@ static int scan_member(scanner *sc, const ckpt_zip *z, const ckpt_zip_entry *e,
     }
     if (!named && !shape) {
         int seen, zip;
-        if ((rc = scan_nested_zip(sc, &rg, mv, &zip)) || zip) return rc;
-        if ((rc = scan_nested_tar(sc, &rg, mv, &zip)) || zip) return rc;
+        if ((rc = scan_nested_archive(sc, &rg, mv, &zip)) || zip) return rc;
         return scan_npy(sc, &rg, mv, &seen);
     }
     mv->peek = 0;
