@@ -574,7 +574,7 @@ class _Converter:
             return saved
         if got is storage:
             return None
-        if not hasattr(got, "device"):
+        if not self.torch.is_storage(got):  # a Tensor: torch's TypedStorage refuses it too
             raise errors.InvalidArgumentError(
                 "map_location(storage, %r) returned a %s, not a storage (or None)"
                 % (saved, type(got).__name__), self.src.path)

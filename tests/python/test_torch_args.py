@@ -53,6 +53,13 @@ def test_map_location_function_moves(tmp_path):
     assert all(t.device == torch.device("cpu") for t in got.values())
     with pytest.raises(ckpt.InvalidArgumentError, match="not a storage"):
         ckpt.load(path, map_location=lambda s, loc: "cpu")
+    # a tensor is no storage: torch.load raises TypeError (TypedStorage's
+    # wrap_storage), ckpt took its device and loaded the file's values
+    zeros = torch.zeros(6)
+    with pytest.raises(TypeError):
+        torch.load(path, map_location=lambda s, loc: zeros, weights_only=False)
+    with pytest.raises(ckpt.InvalidArgumentError, match="returned a Tensor, not a storage"):
+        ckpt.load(path, map_location=lambda s, loc: zeros)
 
 
 def test_weights_only(tmp_path):
