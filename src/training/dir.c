@@ -164,6 +164,25 @@ static entry *find(scan *s, const char *name) {
     return s->n ? bsearch(&key, s->es, s->n, sizeof *s->es, cmp_entry) : NULL;
 }
 
+/* A tokenizer's or processor's JSON file (tokenizers' "version" is its
+ * file format, not a library version): no metadata of the checkpoint,
+ * and not read (a tokenizer.json runs to megabytes). */
+static int tokenizer_json(const char *name) {
+    static const char *const names[] = {"tokenizer.json",
+                                        "tokenizer_config.json",
+                                        "special_tokens_map.json",
+                                        "added_tokens.json",
+                                        "vocab.json",
+                                        "preprocessor_config.json",
+                                        "processor_config.json",
+                                        "chat_template.json"};
+    size_t i;
+
+    for (i = 0; i < sizeof names / sizeof *names; i++)
+        if (strcmp(name, names[i]) == 0) return 1;
+    return 0;
+}
+
 /* A JSON file with a "weight_map": remembers its shards (each once, in
  * order) and marks them so that they are not analysed twice. */
 static int read_index(scan *s, entry *e) {
@@ -282,8 +301,10 @@ static int check_unlisted(scan *s) {
 static int analyse_json(scan *s, entry *e) {
     char *bytes;
     size_t len;
-    int parsed, rc = read_all(e->path, s->opts->limits.max_index_bytes, &bytes, &len);
+    int parsed, rc;
 
+    if (tokenizer_json(e->name)) return ignore(s->t, e->name);
+    rc = read_all(e->path, s->opts->limits.max_index_bytes, &bytes, &len);
     if (rc == CKPT_E_NOMEM) return rc;
     if (rc)
         return ckpt_tr_warn(s->t, "%s could not be read: %s", e->name, ckpt_error_last()->message);
@@ -346,7 +367,8 @@ static int analyse(scan *s) {
     int rc = list_dir(s);
 
     for (i = 0; rc == 0 && i < s->n; i++)
-        if (s->es[i].regular && s->es[i].kind == SNIFF_JSON) rc = read_index(s, &s->es[i]);
+        if (s->es[i].regular && s->es[i].kind == SNIFF_JSON && !tokenizer_json(s->es[i].name))
+            rc = read_index(s, &s->es[i]);
     if (rc == 0) rc = check_unlisted(s);
     for (i = 0; rc == 0 && i < s->n; i++) {
         entry *e = &s->es[i];

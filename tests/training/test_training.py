@@ -497,6 +497,33 @@ def test_hf_trainer_dir():
     assert_eq(summ["resume"], doc["resume"], "same resume verdict")
 
 
+def test_hf_tokenizer_files():
+    """A Hub model folder's tokenizer files are no metadata of the weights:
+    tokenizer.json's "version" is its file format ("1.0" in every tokenizers
+    file), which doctor listed as a library version of the checkpoint."""
+    d = tempfile.mkdtemp(prefix="ckpt-hub-")
+    torch.save({"fc.weight": torch.ones(2, 2)}, os.path.join(d, "pytorch_model.bin"))
+    files = {"config.json": {"model_type": "mlp", "transformers_version": "4.30.0"},
+             "tokenizer.json": {"version": "1.0", "model": {"type": "BPE", "vocab": {"a": 0}}},
+             "tokenizer_config.json": {"tokenizer_class": "GPT2Tokenizer",
+                                       "model_max_length": 1024},
+             "special_tokens_map.json": {"eos_token": "</s>"}}
+    for name, doc in files.items():
+        with open(os.path.join(d, name), "w") as fh:
+            json.dump(doc, fh)
+    rc, doc = run_json("doctor", "--json", d)
+    assert_eq(rc, 0, "exit code")
+    meta = doc["sections"]["metadata"]
+    assert_eq([(e["file"], e["key"], e["value"]) for e in meta["library_versions"]],
+              [("config.json", "transformers_version", "4.30.0")], "versions")
+    assert_eq([(e["file"], e["key"]) for e in meta["architecture_config"]],
+              [("config.json", "model_type")], "architecture")
+    assert_eq(doc["sections"]["memory"]["ignored"],
+              ["special_tokens_map.json", "tokenizer.json", "tokenizer_config.json"],
+              "tokenizer files listed, not read")
+    shutil.rmtree(d)
+
+
 def test_hf_without_optimizer():
     rc, doc = run_json("doctor", "--json", gen("hf_no_optimizer"))
     assert_eq(rc, 1, "exit code")
