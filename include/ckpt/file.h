@@ -555,6 +555,9 @@ typedef enum ckpt_checksums {
                                   digest (metadata "ckpt.xxh3") */
 } ckpt_checksums;
 CKPT_API ckpt_checksums ckpt_file_checksums(const ckpt_file *f);
+/* "none", "crc32" or "digests": the name `ckpt verify --json` and
+ * Python's VerifyReport.checksums give c. */
+CKPT_API const char *ckpt_checksums_name(ckpt_checksums c);
 
 /* XXH3-64 (seed 0) of size bytes: the digest "ckpt.xxh3" holds for a
  * tensor's logical contents, for callers that read a tensor's bytes

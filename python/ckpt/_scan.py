@@ -129,8 +129,13 @@ def unsafe_error(rep, path):
 class VerifyReport:
     """ok: every byte of every tensor read and every checksum matched.
     format: "safetensors", "torch-zip", ...; tensors/bytes/members/shards:
-    what was checked (shards: a sharded set's shard files, 0 otherwise); error: the ckpt.Error describing the first problem when
-    not ok (its member and offset locate it)."""
+    what was checked (shards: a sharded set's shard files, 0 otherwise);
+    checksums: what the bytes were checked against beyond structure and
+    sizes, as `ckpt verify --json` names it ("crc32": a torch zip's
+    CRC-32s, "digests": ckpt's per-tensor digests, "none": structure
+    only, as for safetensors that other writers made); error: the
+    ckpt.Error describing the first problem when not ok (its member and
+    offset locate it)."""
     file: str
     ok: bool
     format: Optional[str] = None
@@ -138,6 +143,7 @@ class VerifyReport:
     bytes: int = 0
     members: int = 0
     shards: int = 0
+    checksums: str = "none"
     error: Optional[errors.Error] = field(default=None, compare=False)
 
 
@@ -157,6 +163,7 @@ def verify(path):
     rc = lib.ckpt_open(ctypes.byref(h), fspath(path), None)
     try:
         fmt = text(lib.ckpt_format_name(lib.ckpt_file_format(h))) if rc == 0 else None
+        sums = text(lib.ckpt_checksums_name(lib.ckpt_file_checksums(h) if rc == 0 else 0))
         rep = VerifyReport_()
         if rc == 0:
             rc = lib.ckpt_verify(ctypes.byref(rep), h)
@@ -165,8 +172,8 @@ def verify(path):
             if rc in _RAISE:
                 raise err
             return VerifyReport(path, False, fmt, int(rep.tensors), int(rep.bytes),
-                                int(rep.members), int(rep.shards), error=err)
+                                int(rep.members), int(rep.shards), sums, error=err)
         return VerifyReport(path, bool(rep.ok), fmt, int(rep.tensors), int(rep.bytes),
-                            int(rep.members), int(rep.shards))
+                            int(rep.members), int(rep.shards), sums)
     finally:
         lib.ckpt_close(h)

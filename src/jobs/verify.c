@@ -447,6 +447,14 @@ static ckpt_checksums weakest(ckpt_file *const *files, size_t n) {
     return least;
 }
 
+const char *ckpt_checksums_name(ckpt_checksums c) {
+    switch (c) {
+    case CKPT_CHECKSUMS_CRC32: return "crc32";
+    case CKPT_CHECKSUMS_DIGESTS: return "digests";
+    default: return "none";
+    }
+}
+
 ckpt_checksums ckpt_file_checksums(const ckpt_file *f) {
     switch (f->format) {
     case CKPT_FORMAT_TORCH_ZIP: return CKPT_CHECKSUMS_CRC32;

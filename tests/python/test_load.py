@@ -329,6 +329,28 @@ def test_verify(tmp_path, example_pt):
         ckpt.verify(tmp_path / "absent.pt")
 
 
+def test_verify_checksums(tmp_path, example_pt):
+    """VerifyReport.checksums says what the bytes were checked against, as
+    `ckpt verify --json` does (Python had no way to tell a structure-only
+    OK of a safetensors file from a checked one)."""
+    import struct
+    assert ckpt.verify(example_pt).checksums == "crc32"
+    ours = tmp_path / "ours.safetensors"
+    ckpt.convert(example_pt, ours, select=["model"])
+    assert ckpt.verify(ours).checksums == "digests"
+    theirs = tmp_path / "theirs.safetensors"
+    header = json.dumps({"w": {"dtype": "F32", "shape": [3], "data_offsets": [0, 12]}}).encode()
+    theirs.write_bytes(struct.pack("<Q", len(header)) + header + b"\0" * 12)
+    rep = ckpt.verify(theirs)
+    assert rep.ok and rep.checksums == "none"
+    data = bytearray(open(example_pt, "rb").read())
+    data[-30] ^= 0xFF  # the end of central directory
+    bad = tmp_path / "bad.pt"
+    bad.write_bytes(bytes(data))
+    rep = ckpt.verify(bad)
+    assert not rep.ok and rep.checksums == ("crc32" if rep.format else "none")
+
+
 def cuda_saved(tmp_path):
     """A file as torch.save writes it on a GPU (every persistent id says
     'cuda:0'), made on any machine by rewriting a CPU save's data.pkl."""

@@ -18,14 +18,6 @@ static struct {
     int json, quiet, verbose;
 } args;
 
-static const char *checksums_name(ckpt_checksums c) {
-    switch (c) {
-    case CKPT_CHECKSUMS_CRC32: return "crc32";
-    case CKPT_CHECKSUMS_DIGESTS: return "digests";
-    default: return "none";
-    }
-}
-
 /* What one file's check found. f is NULL when it could not be opened. */
 typedef struct outcome {
     const char *path;
@@ -59,7 +51,7 @@ static void print_json(cli_json_writer *j, const outcome *o) {
         cli_json_uint(j, o->report->shards);
     }
     cli_json_key(j, "checksums");
-    cli_json_string(j, checksums_name(o->f ? ckpt_file_checksums(o->f) : CKPT_CHECKSUMS_NONE));
+    cli_json_string(j, ckpt_checksums_name(o->f ? ckpt_file_checksums(o->f) : CKPT_CHECKSUMS_NONE));
     if (o->e) {
         cli_json_key(j, "error");
         cli_json_object_begin(j);
@@ -137,7 +129,7 @@ static void print_ok(const outcome *o) {
               stdout);
     fputc('\n', stdout);
     if (!args.verbose) return;
-    printf("  checksums: %s; %s read", checksums_name(ckpt_file_checksums(o->f)),
+    printf("  checksums: %s; %s read", ckpt_checksums_name(ckpt_file_checksums(o->f)),
            cli_human_bytes(human, o->report->bytes));
     if (o->report->members)
         printf("; %" PRIu64 " zip member CRC-32%s checked", o->report->members,
