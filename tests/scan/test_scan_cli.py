@@ -250,6 +250,11 @@ def check_exit_codes(outdir):
     assert rc == 2 and "no-such-file.pt" in err, (rc, err)
     rc, reps, _ = run_json(evil, missing)
     assert rc == 2 and reps[0]["verdict"] == "unsafe" and "error" in reps[1]
+    # an unreadable file's error is the object `ckpt verify --json` writes
+    # (it was a bare message string, with no "verdict" key)
+    assert reps[1] == {"file": missing, "verdict": None, "error": {
+        "code": "CKPT_E_IO", "message": "cannot open: No such file or directory",
+        "file": missing, "member": None, "offset": None}}, reps[1]
     assert run()[0] == 2                        # no FILE
     assert run("--bogus", safe)[0] == 2         # unknown option
     assert run(safe, "--allow")[0] == 2         # option without its value

@@ -186,6 +186,10 @@ void cli_json_null(cli_json_writer *j);
 void cli_json_dims(cli_json_writer *j, unsigned ndim, const uint64_t *dims);
 /* Lowercase hex of len bytes, as a string. */
 void cli_json_hex(cli_json_writer *j, const unsigned char *p, size_t len);
+/* {"code", "message", "file", "member", "offset"}: e as verify and scan
+ * write it; file is the one e blames (a shard, a member's archive), else
+ * path; member and offset are null when unknown. */
+void cli_json_error(cli_json_writer *j, const cli_error *e, const char *path);
 
 /* Shortest text for a finite double that strtod reads back to the same
  * bits, with ".0" added when it would read as an integer. */

@@ -10,7 +10,9 @@
  * JSON: one object per file {"file", "verdict", "findings", "globals",
  * "weights_only": that note or null};
  * an array of them for several files. A file that cannot be read at all
- * gives {"file", "error"} and exit status 2.
+ * gives {"file", "verdict": null, "error": {"code", "message", "file",
+ * "member", "offset"}} (as `ckpt verify --json` writes errors) and exit
+ * status 2.
  * An --allow naming a known dangerous family is ignored by the scan, which
  * says so in an info finding; stderr says it once too.
  * Exit 0 when every file is safe, 1 when one is not, 2 for usage or I/O
@@ -278,8 +280,10 @@ static int print_error(const char *path, const cli_error *e, cli_json_writer *j)
         cli_json_object_begin(j);
         cli_json_key(j, "file");
         cli_json_string(j, path);
+        cli_json_key(j, "verdict");
+        cli_json_null(j);
         cli_json_key(j, "error");
-        cli_json_string(j, e->message);
+        cli_json_error(j, e, path);
         cli_json_object_end(j);
     }
     cli_report(path, e);

@@ -53,25 +53,8 @@ static void print_json(cli_json_writer *j, const outcome *o) {
     cli_json_key(j, "checksums");
     cli_json_string(j, ckpt_checksums_name(o->f ? ckpt_file_checksums(o->f) : CKPT_CHECKSUMS_NONE));
     if (o->e) {
-        cli_json_key(j, "error");
-        cli_json_object_begin(j);
-        cli_json_key(j, "code");
-        cli_json_string(j, ckpt_error_name(o->e->code));
-        cli_json_key(j, "message");
-        cli_json_string(j, o->e->message);
-        cli_json_key(j, "file"); /* the file blamed: a shard, a DCP slice */
-        cli_json_string(j, o->e->file[0] ? o->e->file : o->path);
-        cli_json_key(j, "member");
-        if (o->e->member[0])
-            cli_json_string(j, o->e->member);
-        else
-            cli_json_null(j);
-        cli_json_key(j, "offset");
-        if (o->e->offset != UINT64_MAX)
-            cli_json_uint(j, o->e->offset);
-        else
-            cli_json_null(j);
-        cli_json_object_end(j);
+        cli_json_key(j, "error"); /* its file: the one blamed (a shard, a DCP slice) */
+        cli_json_error(j, o->e, o->path);
     }
     cli_json_object_end(j);
 }

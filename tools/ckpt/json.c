@@ -171,6 +171,27 @@ void cli_json_null(cli_json_writer *j) {
     fputs("null", j->out);
 }
 
+void cli_json_error(cli_json_writer *j, const cli_error *e, const char *path) {
+    cli_json_object_begin(j);
+    cli_json_key(j, "code");
+    cli_json_string(j, ckpt_error_name(e->code));
+    cli_json_key(j, "message");
+    cli_json_string(j, e->message);
+    cli_json_key(j, "file");
+    cli_json_string(j, e->file[0] ? e->file : path);
+    cli_json_key(j, "member");
+    if (e->member[0])
+        cli_json_string(j, e->member);
+    else
+        cli_json_null(j);
+    cli_json_key(j, "offset");
+    if (e->offset != UINT64_MAX)
+        cli_json_uint(j, e->offset);
+    else
+        cli_json_null(j);
+    cli_json_object_end(j);
+}
+
 void cli_json_hex(cli_json_writer *j, const unsigned char *p, size_t len) {
     size_t i;
 
