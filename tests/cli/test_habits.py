@@ -103,6 +103,20 @@ def test_verify_json_several_files_and_errors():
               (None, None), "missing location")
 
 
+def test_doctor_json_error():
+    """doctor --json on a path it cannot examine writes the error object
+    scan --json writes (stdout was empty: a pipeline's JSON parse failed)."""
+    missing = os.path.join(TMP, "nope.pt")
+    rc, out, err = run("doctor", "--json", missing)
+    assert_eq(rc, 2, "exit code")
+    assert_eq(json.loads(out), {"file": missing, "verdict": None, "error": {
+        "code": "CKPT_E_IO", "message": "cannot open: No such file or directory",
+        "file": missing, "member": None, "offset": None}}, "doctor --json")
+    assert missing in err, err
+    rc, scan_out, _ = run("scan", "--json", missing)
+    assert_eq(json.loads(scan_out), json.loads(out), "same as scan --json")
+
+
 def test_verify_quiet_and_verbose():
     cut = tmp_file("cut2.safetensors", open(TRAIN_ST, "rb").read()[:-4])
     rc, out, _ = run("verify", "-q", TRAIN_PT, TRAIN_ST)

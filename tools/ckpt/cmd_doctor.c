@@ -4,7 +4,9 @@
  * hygiene, training analysis, the verdict) and writes the JSON
  * (ckpt_doctor_json); this file prints the report as text, one function
  * per section of the `sections` table. CKPT_DOCTOR_TIMINGS=1 in the
- * environment prints the seconds each step took on stderr (bench/). */
+ * environment prints the seconds each step took on stderr (bench/).
+ * With --json, a path nothing could be examined in gives {"file",
+ * "verdict": null, "error": {...}} (cli_json_error) and exit status 2. */
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -383,6 +385,20 @@ static int run(const cli_command *cmd, int argc, char **argv) {
     rc = ckpt_doctor(&r, args.path, NULL);
     if (rc != 0) {
         cli_error_capture(&e, rc);
+        if (args.json) { /* as scan --json gives a file it cannot read */
+            cli_json_writer j;
+
+            cli_json_init(&j, stdout);
+            cli_json_object_begin(&j);
+            cli_json_key(&j, "file");
+            cli_json_string(&j, args.path);
+            cli_json_key(&j, "verdict");
+            cli_json_null(&j);
+            cli_json_key(&j, "error");
+            cli_json_error(&j, &e, args.path);
+            cli_json_object_end(&j);
+            fputc('\n', stdout);
+        }
         /* nothing could be examined: a usage or I/O error */
         return rc == CKPT_E_NOTFOUND ? (cli_report(args.path, &e), CLI_USAGE)
                                      : cli_report(args.path, &e);
