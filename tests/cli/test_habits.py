@@ -152,8 +152,18 @@ def test_inspect_several_files():
     missing = os.path.join(TMP, "nope.pt")
     rc, out, err = run("inspect", "--json", missing, TRAIN_ST)
     assert_eq(rc, 2, "a missing file: exit 2, the others still listed")
-    assert_eq([o["file"] for o in json.loads(out)], [TRAIN_ST], "listed")
+    # one entry per file, in order, as verify --json gives them (the
+    # missing file was left out, so entries no longer lined up with FILEs)
+    got = json.loads(out)
+    assert_eq([o["file"] for o in got], [missing, TRAIN_ST], "listed")
+    assert_eq(got[0], {"file": missing, "format": None, "error": {
+        "code": "CKPT_E_IO", "message": "cannot open: No such file or directory",
+        "file": missing, "member": None, "offset": None}}, "the missing file's entry")
+    assert_eq(got[0]["error"], json.loads(run("verify", "--json", missing)[1])["error"],
+              "verify's error object")
     assert err.startswith("ckpt: %s: cannot open" % missing), err
+    rc, out, _ = run("inspect", "--json", missing)
+    assert_eq((rc, json.loads(out)), (2, got[0]), "alone: the same object")
 
 
 def safetensors_bytes(names):
