@@ -629,6 +629,11 @@ def test_doctor_safetensors():
     assert_eq(groups["conv1"], 2, "conv1 group")
     assert any("checksum" in s for s in doc["sections"]["not_vouched_for"]), \
         "safetensors has no checksum"
+    # no pickle: the safe line does not speak of allowlisted globals
+    rc, out, _ = run("doctor", MNIST_ST)
+    safe = [l for l in out.splitlines() if l.startswith("  safe: ")]
+    assert_eq(safe, ["  safe: it names no global (no pickle, or one of plain "
+                     "data); loading it runs no code"], "safety line")
 
 
 @corpus

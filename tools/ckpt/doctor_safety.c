@@ -22,8 +22,11 @@ static void show_file_text(const ckpt_doctor_scan *s, int several) {
         fputs(": ", stdout);
         cli_put_text(stdout, s->error.message, strlen(s->error.message));
     } else if (v == CKPT_VERDICT_SAFE) {
-        fputs(": every global is an allowlisted data or tensor builder; "
-              "loading it runs no code",
+        fputs(ckpt_scan_global_count(r)
+                  ? ": every global is an allowlisted data or tensor builder; "
+                    "loading it runs no code"
+                  : ": it names no global (no pickle, or one of plain data); "
+                    "loading it runs no code",
               stdout);
     }
     fputc('\n', stdout);
