@@ -156,6 +156,32 @@ CKPT_API const char *ckpt_scan_global(const ckpt_scan_report *r, size_t i);
 CKPT_API size_t ckpt_scan_shard_count(const ckpt_scan_report *r);
 CKPT_API const char *ckpt_scan_shard(const ckpt_scan_report *r, size_t i);
 
+/* The files a scan of a directory checks (`ckpt scan DIR`, doctor's
+ * subdirectories), the one walk both use: each directory's regular files
+ * and DCP directories (one checkpoint each) in name order (strcmp), then
+ * each of its subdirectories the same way, down to 16 levels below `dir`;
+ * hidden entries (a name starting with ".") and links to directories are
+ * not followed. An entry that cannot be examined (a subdirectory that
+ * cannot be opened or lies deeper, a name that cannot be stat'ed) is
+ * listed with error.code != 0 (CKPT_E_IO, CKPT_E_LIMIT) and its message,
+ * never left out. `sub` (NULL for none): walk only dir/sub, its names
+ * still relative to dir and its depth counted from dir. Returns 0, or
+ * CKPT_E_IO when the directory itself cannot be opened, CKPT_E_NOMEM,
+ * CKPT_E_INVALID_ARG. Strings are borrowed from the list. */
+typedef struct ckpt_dir_entry {
+    const char *path; /* dir "/" name */
+    const char *name; /* relative to dir: "unet/model.bin" */
+    size_t base;      /* where name's last component starts: 5 there, 0 at the top */
+    ckpt_error error; /* code 0: to scan; else why it is left unread */
+} ckpt_dir_entry;
+
+typedef struct ckpt_scan_dir ckpt_scan_dir;
+
+CKPT_API int ckpt_scan_dir_list(ckpt_scan_dir **out, const char *dir, const char *sub);
+CKPT_API size_t ckpt_scan_dir_count(const ckpt_scan_dir *w);
+CKPT_API const ckpt_dir_entry *ckpt_scan_dir_entry(const ckpt_scan_dir *w, size_t i);
+CKPT_API void ckpt_scan_dir_free(ckpt_scan_dir *w);
+
 #ifdef __cplusplus
 }
 #endif

@@ -9,8 +9,6 @@
  * itself as JSON. The CLI renders the same report as text. A new section
  * is one concern/JSON pair and one table row here, and its text in the
  * CLI. */
-#include <dirent.h>
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -479,13 +477,6 @@ static const char *trainer_args_about(const ckpt_doctor_report *r, const ckpt_do
            "you trust";
 }
 
-/* Subdirectory levels followed below the directory doctor is given. */
-#define SUBDIR_DEPTH 16
-
-static int cmp_name(const void *a, const void *b) {
-    return strcmp(*(const char *const *)a, *(const char *const *)b);
-}
-
 /* Adds a scan of r->dir/rel (a file, or a DCP directory) when it is a
  * checkpoint of any verdict; *cap: r->scans' capacity. */
 static int scan_below(ckpt_doctor_report *r, size_t *cap, const char *rel) {
@@ -512,67 +503,38 @@ static int scan_below(ckpt_doctor_report *r, size_t *cap, const char *rel) {
     return 0;
 }
 
-/* Adds r->dir/rel as a scan that could not be made (rc, the error just
- * recorded): a subdirectory or file left unread is unscannable, never
- * left out of the verdict. */
-static int not_scanned(ckpt_doctor_report *r, size_t *cap, const char *rel, int rc) {
-    if (ckpt_arena_grow(&r->arena, (void **)&r->scans, cap, r->n_scans + 1, sizeof *r->scans))
-        return ckpt_err_nomem();
-    ckpt_doctor_scan *s = &r->scans[r->n_scans++];
-    s->name = rel;
-    s->report = NULL;
-    s->about = NULL;
-    return capture(r, &s->error, rc) ? ckpt_err_nomem() : 0;
-}
-
-/* The files below a subdirectory of the directory (rel, relative to it),
- * in name order: training analysis takes a subdirectory for no
- * checkpoint, yet a diffusers pipeline's unet/ or a DeepSpeed
- * global_stepN/ holds what its loader unpickles (a hostile unet/ bin
- * was "safe"). Hidden entries and links to directories are not followed. */
-static int scan_subdir(ckpt_doctor_report *r, size_t *cap, const char *rel, int depth) {
-    const char *path = ckpt_arena_printf(&r->arena, "%s/%s", r->dir, rel);
-    if (path == NULL) return ckpt_err_nomem();
-    DIR *d = opendir(path);
-    if (d == NULL)
-        return not_scanned(r, cap, rel,
-                           ckpt_err_os(errno, path, NULL, CKPT_NO_OFFSET,
-                                       "cannot open directory: %s", strerror(errno)));
-    const char **names = NULL;
-    size_t n = 0, ncap = 0;
-    int rc = 0;
-    for (struct dirent *de; rc == 0 && (de = readdir(d)) != NULL;) {
-        if (de->d_name[0] == '.') continue;
-        const char *name = ckpt_arena_printf(&r->arena, "%s/%s", rel, de->d_name);
-        if (name == NULL ||
-            ckpt_arena_grow(&r->arena, (void **)&names, &ncap, n + 1, sizeof *names))
+/* The files below a subdirectory of the directory (sub), as `ckpt scan`
+ * lists them (ckpt_scan_dir_list): training analysis takes a subdirectory
+ * for no checkpoint, yet a diffusers pipeline's unet/ or a DeepSpeed
+ * global_stepN/ holds what its loader unpickles (a hostile unet/ bin was
+ * "safe"). An entry left unread is a scan that could not be made, so
+ * unscannable, never left out of the verdict. */
+static int scan_subdir(ckpt_doctor_report *r, size_t *cap, const char *sub) {
+    ckpt_scan_dir *w = NULL;
+    int rc = ckpt_scan_dir_list(&w, r->dir, sub);
+    for (size_t i = 0; rc == 0 && i < ckpt_scan_dir_count(w); i++) {
+        const ckpt_dir_entry *e = ckpt_scan_dir_entry(w, i);
+        const char *name = ckpt_arena_strdup(&r->arena, e->name);
+        if (name == NULL) {
             rc = ckpt_err_nomem();
-        else
-            names[n++] = name;
+        } else if (e->error.code == 0) {
+            rc = scan_below(r, cap, name);
+        } else if (ckpt_arena_grow(&r->arena, (void **)&r->scans, cap, r->n_scans + 1,
+                                   sizeof *r->scans)) {
+            rc = ckpt_err_nomem();
+        } else {
+            ckpt_doctor_scan *s = &r->scans[r->n_scans++];
+            s->name = name;
+            s->report = NULL;
+            s->about = NULL;
+            s->error = e->error;
+            s->error.message = ckpt_arena_strdup(&r->arena, e->error.message);
+            s->error.file = ckpt_arena_strdup(&r->arena, e->error.file);
+            s->error.member = ckpt_arena_strdup(&r->arena, e->error.member);
+            if (!s->error.message || !s->error.file || !s->error.member) rc = ckpt_err_nomem();
+        }
     }
-    closedir(d);
-    if (rc == 0 && n) qsort(names, n, sizeof *names, cmp_name);
-    for (size_t i = 0; rc == 0 && i < n; i++) {
-        const char *full = ckpt_arena_printf(&r->arena, "%s/%s", r->dir, names[i]);
-        struct stat st, lst = {0};
-        if (full == NULL) return ckpt_err_nomem();
-        if (stat(full, &st) != 0) {
-            /* vanished since the listing: no file; else a file unread */
-            if (errno != ENOENT)
-                rc = not_scanned(r, cap, names[i],
-                                 ckpt_err_os(errno, full, NULL, CKPT_NO_OFFSET, "cannot stat: %s",
-                                             strerror(errno)));
-        } else if (S_ISREG(st.st_mode) || (S_ISDIR(st.st_mode) && ckpt_is_dcp_dir(full)))
-            rc = scan_below(r, cap, names[i]);
-        else if (S_ISDIR(st.st_mode) && lstat(full, &lst) == 0 && S_ISDIR(lst.st_mode) &&
-                 depth < SUBDIR_DEPTH)
-            rc = scan_subdir(r, cap, names[i], depth + 1);
-        else if (S_ISDIR(st.st_mode) && S_ISDIR(lst.st_mode))
-            rc = not_scanned(r, cap, names[i],
-                             ckpt_err(CKPT_E_LIMIT, full, NULL, CKPT_NO_OFFSET,
-                                      "not scanned: deeper than %d levels of subdirectories",
-                                      SUBDIR_DEPTH));
-    }
+    ckpt_scan_dir_free(w);
     return rc;
 }
 
@@ -621,7 +583,7 @@ static int examine_safety(ckpt_doctor_report *r) {
         struct stat lst;
         if (path == NULL) return ckpt_err_nomem();
         if (lstat(path, &lst) != 0 || !S_ISDIR(lst.st_mode)) continue;
-        int rc = ckpt_is_dcp_dir(path) ? scan_below(r, &cap, name) : scan_subdir(r, &cap, name, 1);
+        int rc = ckpt_is_dcp_dir(path) ? scan_below(r, &cap, name) : scan_subdir(r, &cap, name);
         if (rc) return rc;
     }
     timed(r, "safety", t0);

@@ -238,6 +238,51 @@ def check_subfolders():
     assert rc == 2 and cut + ": not scanned: deeper than 16 levels" in err, (rc, out, err)
 
 
+def run_doctor_json(path):
+    p = subprocess.run([BIN, "doctor", "--json", path], capture_output=True,
+                       timeout=120)
+    return p.returncode, json.loads(p.stdout.decode("utf-8", "replace"))
+
+
+def check_scan_doctor_same_files():
+    """`ckpt scan DIR` and `ckpt doctor DIR` walk a folder with one walker
+    (ckpt_scan_dir_list): the same files, in the same order, with the same
+    skip rules (hidden entries, links to directories), a DCP folder as one
+    checkpoint and the same entry for a folder past 16 levels. Doctor once
+    followed each subfolder where its name sorted (unet/deeper/ before
+    unet/zz.pkl), scan after the folder's own files."""
+    d = os.path.join(TMP, "walk")
+    evil = b"\x80\x02cos\nsystem\nX\x02\x00\x00\x00ls\x85R."
+    benign = b"\x80\x02}q\x00."
+    deep = os.path.join("unet", *(["s"] * 16))
+    for sub in ("unet/deeper", "unet/.cache", "unet/dcp", "other", deep):
+        os.makedirs(os.path.join(d, sub))
+    for name, data in (("model.pkl", benign), ("unet/b.pkl", benign),
+                       ("unet/a.pkl", evil), ("unet/zz.pkl", benign),
+                       ("unet/deeper/c.pkl", benign), ("unet/.hidden.pkl", evil),
+                       ("unet/.cache/x.pkl", evil), ("unet/dcp/__0_0.distcp", benign),
+                       ("other/o.pkl", benign), (os.path.join(deep, "m.pkl"), evil)):
+        with open(os.path.join(d, name), "wb") as fh:
+            fh.write(data)
+    os.symlink("..", os.path.join(d, "unet", "loop"))
+    os.symlink("../other", os.path.join(d, "unet", "link"))
+    os.symlink("b.pkl", os.path.join(d, "unet", "filelink.pkl"))
+    rc, reps, err = run_json(d)
+    cut = os.path.join(d, deep)
+    scanned = [os.path.relpath(r["file"], d) for r in reps]
+    scanned += [os.path.relpath(line.split(": not scanned: ")[0][len("ckpt: "):], d)
+                for line in err.splitlines() if ": not scanned: " in line]
+    want = ["model.pkl", "other/o.pkl", "unet/a.pkl", "unet/b.pkl", "unet/dcp",
+            "unet/filelink.pkl", "unet/zz.pkl", "unet/deeper/c.pkl", deep]
+    assert rc == 2 and scanned == want, (rc, scanned, err)
+    assert cut + ": not scanned: deeper than 16 levels" in err, err
+    rc, doc = run_doctor_json(d)
+    files = doc["sections"]["safety"]["files"]
+    assert [f["file"] for f in files] == want, [f["file"] for f in files]
+    assert "deeper than 16 levels" in files[-1].get("error", ""), files[-1]
+    assert [f["verdict"] for f in files[:-1]] == [r["verdict"] for r in reps], (files, reps)
+
+
 # ------------------------------------------------------------ CLI
 
 def check_exit_codes(outdir):
@@ -325,6 +370,7 @@ def generated():
     case("human form", check_human, outdir)
     case("a folder's shards reported once, through the index", check_folder_shards)
     case("a folder's subfolders are scanned", check_subfolders)
+    case("scan and doctor walk a folder alike", check_scan_doctor_same_files)
 
 
 def main():

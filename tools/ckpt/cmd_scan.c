@@ -18,7 +18,6 @@
  * Exit 0 when every file is safe, 1 when one is not, 2 for usage or I/O
  * errors (which win over 1). */
 #include <ctype.h>
-#include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
@@ -366,13 +365,9 @@ static int is_dir(const char *path) {
     return stat(path, &st) == 0 && S_ISDIR(st.st_mode) && !ckpt_is_dcp_dir(path);
 }
 
-static int skip_entry(const struct dirent *de) {
-    return de->d_name[0] != '.'; /* ".", "..", hidden files, atomic temps */
-}
-
 /* A regular file of a directory: its report, or why it has none. */
 typedef struct dir_file {
-    char *path;
+    const char *path;
     const char *name; /* its name in the directory, inside path */
     ckpt_scan_report *r;
     cli_error *err; /* the scan failed */
@@ -456,74 +451,27 @@ static int listed_only(const dir_file *f) {
     return 1;
 }
 
-/* Subdirectories followed below the one named: a diffusers pipeline
- * keeps its weights one level down (unet/, text_encoder/), a Trainer
- * output in checkpoint-N/; links to directories are not followed. */
-#define DIR_DEPTH 16
-
-#define CKPT_STR_(x) #x
-#define CKPT_STR(x) CKPT_STR_(x)
-
-/* An entry of a directory left unread (why): CLI_USAGE, as a directory
- * that cannot be opened. */
+/* An entry of a directory left unread (why): CLI_USAGE, said, never a
+ * silent skip. */
 static int not_scanned(const char *path, const char *why) {
-    if (path == NULL) return CLI_USAGE;
     fputs("ckpt: ", stderr);
     cli_put_text(stderr, path, strlen(path));
-    fprintf(stderr, ": not scanned: %s\n", why);
+    fputs(": not scanned: ", stderr);
+    cli_put_text(stderr, why, strlen(why));
+    fputc('\n', stderr);
     return CLI_USAGE;
 }
 
-/* A directory (a model folder, a Trainer checkpoint): every regular file
- * in it, in name order, as loading any of them could run code, then each
- * subdirectory the same way (a DCP directory is one checkpoint). A shard
- * of a sharded index there is reported once, through the index (its
- * findings name the shard as their member): the JSON files are scanned
- * first, so such shards are not scanned again on their own. *files
- * counts the files reported. */
-static int scan_dir(const char *dir, const ckpt_scan_options *so, cli_json_writer *j, int *warned,
-                    int depth, size_t *files) {
-    struct dirent **des = NULL;
-    int n = scandir(dir, &des, skip_entry, alphasort), i, worst = CLI_OK, rc;
-    dir_file *fs = NULL;
-    char **subs = NULL;
-    size_t nf = 0, ns = 0, k, listed = 0;
+/* The nf files of one directory, each reported, as loading any of them
+ * could run code. A shard of a sharded index there is reported once,
+ * through the index (its findings name the shard as their member): the
+ * JSON files are scanned first, so such shards are not scanned again on
+ * their own. */
+static int scan_files(dir_file *fs, size_t nf, const ckpt_scan_options *so, cli_json_writer *j,
+                      int *warned) {
+    size_t k, listed = 0;
+    int worst = CLI_OK, rc;
 
-    if (n < 0) {
-        fputs("ckpt: ", stderr);
-        cli_put_text(stderr, dir, strlen(dir));
-        fprintf(stderr, ": cannot open directory: %s\n", strerror(errno));
-        return CLI_USAGE;
-    }
-    if (n > 0 && ((fs = calloc((size_t)n, sizeof *fs)) == NULL ||
-                  (subs = calloc((size_t)n, sizeof *subs)) == NULL))
-        worst = CLI_USAGE;
-    for (i = 0; i < n; i++) {
-        char *path = NULL;
-        struct stat st, lst = {0};
-
-        if (fs && subs && asprintf(&path, "%s/%s", dir, des[i]->d_name) < 0) path = NULL;
-        if (path == NULL || stat(path, &st) != 0) {
-            /* one that vanished since the listing is no file; any other
-             * failure leaves a file unread: said, never a silent skip */
-            if (path == NULL || errno != ENOENT) worst = not_scanned(path, strerror(errno));
-        } else if (S_ISREG(st.st_mode) || (S_ISDIR(st.st_mode) && ckpt_is_dcp_dir(path))) {
-            fs[nf].path = path;
-            fs[nf++].name = path + strlen(dir) + 1;
-            path = NULL;
-        } else if (S_ISDIR(st.st_mode) && lstat(path, &lst) == 0 && S_ISDIR(lst.st_mode) &&
-                   depth < DIR_DEPTH) {
-            subs[ns++] = path;
-            path = NULL;
-        } else if (S_ISDIR(st.st_mode) && S_ISDIR(lst.st_mode)) {
-            worst =
-                not_scanned(path, "deeper than " CKPT_STR(DIR_DEPTH) " levels of subdirectories");
-        }
-        free(path);
-        free(des[i]);
-    }
-    free(des);
-    *files += nf;
     for (int json = 1; json >= 0; json--)
         for (k = 0; k < nf; k++)
             if (is_json_name(fs[k].name) == json && !(fs[k].covered = covered(fs, nf, k)))
@@ -558,16 +506,56 @@ static int scan_dir(const char *dir, const ckpt_scan_options *so, cli_json_write
     for (k = 0; k < nf; k++) {
         ckpt_scan_report_free(fs[k].r);
         free(fs[k].err);
-        free(fs[k].path);
+    }
+    return worst;
+}
+
+/* A directory (a model folder, a Trainer checkpoint): the files the
+ * library's walk lists (ckpt_scan_dir_list: regular files and DCP
+ * directories, a directory's own before its subdirectories', in name
+ * order), one directory at a time; an entry it could not examine is said
+ * (exit 2). */
+static int scan_dir(const char *dir, const ckpt_scan_options *so, cli_json_writer *j, int *warned) {
+    ckpt_scan_dir *w = NULL;
+    int rc = ckpt_scan_dir_list(&w, dir, NULL), worst = CLI_OK;
+    size_t n = ckpt_scan_dir_count(w), files = 0, i = 0;
+    dir_file *fs = NULL;
+
+    if (rc) {
+        const ckpt_error *e = ckpt_error_last();
+        fputs("ckpt: ", stderr);
+        cli_put_text(stderr, dir, strlen(dir));
+        fprintf(stderr, ": %s\n", e && e->message ? e->message : ckpt_error_name(rc));
+        return CLI_USAGE;
+    }
+    if (n && (fs = calloc(n, sizeof *fs)) == NULL) {
+        ckpt_scan_dir_free(w);
+        return not_scanned(dir, "out of memory");
+    }
+    while (i < n) {
+        const ckpt_dir_entry *first = ckpt_scan_dir_entry(w, i);
+        size_t nf = 0;
+
+        /* the run of entries in one directory */
+        for (; i < n; i++) {
+            const ckpt_dir_entry *e = ckpt_scan_dir_entry(w, i);
+
+            if (e->base != first->base || strncmp(e->name, first->name, e->base) != 0) break;
+            if (e->error.code) {
+                worst = not_scanned(e->path, e->error.message);
+                continue;
+            }
+            memset(&fs[nf], 0, sizeof *fs);
+            fs[nf].path = e->path;
+            fs[nf++].name = e->name + e->base;
+        }
+        files += nf;
+        rc = scan_files(fs, nf, so, j, warned);
+        if (rc == CLI_USAGE || (rc == CLI_FINDINGS && worst == CLI_OK)) worst = rc;
     }
     free(fs);
-    for (k = 0; k < ns; k++) {
-        rc = scan_dir(subs[k], so, j, warned, depth + 1, files);
-        if (rc == CLI_USAGE || (rc == CLI_FINDINGS && worst == CLI_OK)) worst = rc;
-        free(subs[k]);
-    }
-    free(subs);
-    if (depth == 0 && *files == 0 && worst == CLI_OK) {
+    ckpt_scan_dir_free(w);
+    if (files == 0 && worst == CLI_OK) {
         fputs("ckpt: ", stderr);
         cli_put_text(stderr, dir, strlen(dir));
         fputs(": no file in the directory\n", stderr);
@@ -605,8 +593,7 @@ static int run(const cli_command *cmd, int argc, char **argv) {
         const char *a = args.files.items[i];
 
         cli_progress(a, i, args.files.n);
-        size_t files = 0;
-        rc = is_dir(a) ? scan_dir(a, &so, args.json ? &jw : NULL, &warned, 0, &files)
+        rc = is_dir(a) ? scan_dir(a, &so, args.json ? &jw : NULL, &warned)
                        : scan_one(a, &so, args.json ? &jw : NULL, &warned);
         if (rc == CLI_USAGE || (rc == CLI_FINDINGS && worst == CLI_OK)) worst = rc;
     }
