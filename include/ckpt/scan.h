@@ -182,6 +182,14 @@ CKPT_API size_t ckpt_scan_dir_count(const ckpt_scan_dir *w);
 CKPT_API const ckpt_dir_entry *ckpt_scan_dir_entry(const ckpt_scan_dir *w, size_t i);
 CKPT_API void ckpt_scan_dir_free(ckpt_scan_dir *w);
 
+/* Whether file k of one directory's n files (names[k]: its name in the
+ * directory; reports[m]: file m's scan, NULL when not made) is a shard a
+ * sharded index among them reached (ckpt_scan_shard): such a shard is
+ * reported once, through the index, by `ckpt scan DIR` and doctor alike.
+ * An index is never covered. */
+CKPT_API int ckpt_scan_dir_covered(const ckpt_scan_report *const *reports, const char *const *names,
+                                   size_t n, size_t k);
+
 #ifdef __cplusplus
 }
 #endif

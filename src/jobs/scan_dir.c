@@ -142,3 +142,14 @@ void ckpt_scan_dir_free(ckpt_scan_dir *w) {
     ckpt_arena_free(&w->arena);
     ckpt_free(w);
 }
+
+int ckpt_scan_dir_covered(const ckpt_scan_report *const *reports, const char *const *names,
+                          size_t n, size_t k) {
+    if (k >= n || (reports[k] && ckpt_scan_shard_count(reports[k]))) return 0;
+    for (size_t m = 0; m < n; m++) {
+        size_t ns = m == k ? 0 : ckpt_scan_shard_count(reports[m]);
+        for (size_t i = 0; i < ns; i++)
+            if (strcmp(ckpt_scan_shard(reports[m], i), names[k]) == 0) return 1;
+    }
+    return 0;
+}

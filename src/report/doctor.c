@@ -477,117 +477,150 @@ static const char *trainer_args_about(const ckpt_doctor_report *r, const ckpt_do
            "you trust";
 }
 
-/* Adds a scan of r->dir/rel (a file, or a DCP directory) when it is a
- * checkpoint of any verdict; *cap: r->scans' capacity. */
-static int scan_below(ckpt_doctor_report *r, size_t *cap, const char *rel) {
-    const char *path = ckpt_arena_printf(&r->arena, "%s/%s", r->dir, rel);
-    if (path == NULL) return ckpt_err_nomem();
+/* The scan of path into s: of the open main file when it is a
+ * safetensors file or torch zip (its header or directory is not parsed
+ * again). */
+static int scan_into(ckpt_doctor_report *r, ckpt_doctor_scan *s, const char *path,
+                     const char *name) {
     ckpt_scan_report *report = NULL;
     ckpt_scan_options so = CKPT_SCAN_OPTIONS_INIT;
     so.limits = r->opts.open.limits;
-    int rc = ckpt_scan(&report, path, &so);
-    if (rc == CKPT_E_NOMEM) return ckpt_err_nomem();
-    if (rc == 0 && ckpt_scan_verdict(report) == CKPT_VERDICT_NOT_A_CHECKPOINT) {
-        ckpt_scan_report_free(report);
-        return 0;
-    }
-    if (ckpt_arena_grow(&r->arena, (void **)&r->scans, cap, r->n_scans + 1, sizeof *r->scans)) {
-        ckpt_scan_report_free(report);
-        return ckpt_err_nomem();
-    }
-    ckpt_doctor_scan *s = &r->scans[r->n_scans++];
-    s->name = rel;
+    int rc =
+        path == r->path && r->f &&
+                (r->f->format == CKPT_FORMAT_SAFETENSORS || r->f->format == CKPT_FORMAT_TORCH_ZIP)
+            ? ckpt_scan_opened(&report, r->f, &so)
+            : ckpt_scan(&report, path, &so);
+    memset(s, 0, sizeof *s);
+    s->name = name;
     s->report = report;
-    s->about = NULL;
-    if (rc != 0 && capture(r, &s->error, rc)) return ckpt_err_nomem();
+    s->about = trainer_args_about(r, s);
+    if (rc == CKPT_E_NOMEM || (rc != 0 && capture(r, &s->error, rc))) return ckpt_err_nomem();
     return 0;
 }
 
-/* The files below a subdirectory of the directory (sub), as `ckpt scan`
- * lists them (ckpt_scan_dir_list): training analysis takes a subdirectory
- * for no checkpoint, yet a diffusers pipeline's unet/ or a DeepSpeed
- * global_stepN/ holds what its loader unpickles (a hostile unet/ bin was
- * "safe"). An entry left unread is a scan that could not be made, so
- * unscannable, never left out of the verdict. */
-static int scan_subdir(ckpt_doctor_report *r, size_t *cap, const char *sub) {
-    ckpt_scan_dir *w = NULL;
-    int rc = ckpt_scan_dir_list(&w, r->dir, sub);
-    for (size_t i = 0; rc == 0 && i < ckpt_scan_dir_count(w); i++) {
-        const ckpt_dir_entry *e = ckpt_scan_dir_entry(w, i);
-        const char *name = ckpt_arena_strdup(&r->arena, e->name);
-        if (name == NULL) {
-            rc = ckpt_err_nomem();
-        } else if (e->error.code == 0) {
-            rc = scan_below(r, cap, name);
-        } else if (ckpt_arena_grow(&r->arena, (void **)&r->scans, cap, r->n_scans + 1,
-                                   sizeof *r->scans)) {
-            rc = ckpt_err_nomem();
-        } else {
-            ckpt_doctor_scan *s = &r->scans[r->n_scans++];
-            s->name = name;
-            s->report = NULL;
-            s->about = NULL;
-            s->error = e->error;
-            s->error.message = ckpt_arena_strdup(&r->arena, e->error.message);
-            s->error.file = ckpt_arena_strdup(&r->arena, e->error.file);
-            s->error.member = ckpt_arena_strdup(&r->arena, e->error.member);
-            if (!s->error.message || !s->error.file || !s->error.member) rc = ckpt_err_nomem();
-        }
+static int is_json_name(const char *name) {
+    size_t len = strlen(name);
+    return len >= 5 && strcmp(name + len - 5, ".json") == 0;
+}
+
+/* Scans of the files one directory of the walk holds (es[0..n)), made
+ * into got[] (made[k]: scanned): the JSON files first, so that a shard
+ * an index there reached is not scanned again (ckpt_scan_dir_covered),
+ * as `ckpt scan DIR` does. */
+static int scan_run(ckpt_doctor_report *r, const ckpt_dir_entry *const *es, size_t n,
+                    ckpt_doctor_scan *got, const ckpt_scan_report **rs, const char **ns,
+                    char *made) {
+    for (size_t k = 0; k < n; k++) {
+        rs[k] = NULL;
+        ns[k] = es[k]->name + es[k]->base;
+        made[k] = 0;
     }
-    ckpt_scan_dir_free(w);
+    for (int json = 1; json >= 0; json--)
+        for (size_t k = 0; k < n; k++) {
+            if (es[k]->error.code || is_json_name(ns[k]) != json ||
+                ckpt_scan_dir_covered(rs, ns, n, k))
+                continue;
+            const char *name = ckpt_arena_strdup(&r->arena, es[k]->name);
+            const char *path = strcmp(es[k]->path, r->path) == 0 ? r->path : es[k]->path;
+            if (name == NULL || scan_into(r, &got[k], path, name)) return ckpt_err_nomem();
+            rs[k] = got[k].report;
+            made[k] = 1;
+        }
+    return 0;
+}
+
+/* Adds got (a scan made, or the entry e left unread, unscannable) to the
+ * report. */
+static int add_scan(ckpt_doctor_report *r, size_t *cap, const ckpt_doctor_scan *got,
+                    const ckpt_dir_entry *e) {
+    if (ckpt_arena_grow(&r->arena, (void **)&r->scans, cap, r->n_scans + 1, sizeof *r->scans))
+        return ckpt_err_nomem();
+    ckpt_doctor_scan *s = &r->scans[r->n_scans++];
+    if (got) {
+        *s = *got;
+        return 0;
+    }
+    memset(s, 0, sizeof *s);
+    s->name = ckpt_arena_strdup(&r->arena, e->name);
+    s->error = e->error;
+    s->error.message = ckpt_arena_strdup(&r->arena, e->error.message);
+    s->error.file = ckpt_arena_strdup(&r->arena, e->error.file);
+    s->error.member = ckpt_arena_strdup(&r->arena, e->error.member);
+    return s->name && s->error.message && s->error.file && s->error.member ? 0 : ckpt_err_nomem();
+}
+
+/* Every file of the directory `ckpt scan DIR` lists (ckpt_scan_dir_list:
+ * its subdirectories too, where a diffusers pipeline's unet/ or a
+ * DeepSpeed global_stepN/ holds what its loader unpickles), in its
+ * order: training analysis reads only what it knows (a hostile unet/ bin,
+ * or a zip holding a pickle beside the weights, was "safe"). A shard an
+ * index reached is reported through the index, a file of no checkpoint
+ * is left out, an entry left unread is unscannable. */
+static int scan_dir_files(ckpt_doctor_report *r, ckpt_scan_dir *w) {
+    size_t n = ckpt_scan_dir_count(w), cap = 0, i = 0;
+    const ckpt_dir_entry **es = ckpt_arena_array(&r->arena, n + 1, sizeof *es);
+    ckpt_doctor_scan *got = ckpt_arena_array(&r->arena, n + 1, sizeof *got);
+    const ckpt_scan_report **rs = ckpt_arena_array(&r->arena, n + 1, sizeof *rs);
+    const char **ns = ckpt_arena_array(&r->arena, n + 1, sizeof *ns);
+    char *made = ckpt_arena_array(&r->arena, n + 1, 1);
+    int rc = es && got && rs && ns && made ? 0 : ckpt_err_nomem(), main_listed = 0;
+
+    for (size_t k = 0; rc == 0 && k < n; k++) {
+        es[k] = ckpt_scan_dir_entry(w, k);
+        main_listed |= es[k]->error.code == 0 && strcmp(es[k]->path, r->path) == 0;
+    }
+    if (rc == 0 && !main_listed) { /* the weights the analysis chose, first */
+        ckpt_doctor_scan s;
+        const char *name = r->path;
+        size_t dlen = strlen(r->dir);
+        if (strncmp(r->path, r->dir, dlen) == 0 && r->path[dlen] == '/') name = r->path + dlen + 1;
+        rc = scan_into(r, &s, r->path, name);
+        if (rc == 0) rc = add_scan(r, &cap, &s, NULL);
+    }
+    while (rc == 0 && i < n) {
+        size_t first = i;
+        for (; i < n; i++) /* the run of entries in one directory */
+            if (es[i]->base != es[first]->base ||
+                strncmp(es[i]->name, es[first]->name, es[i]->base) != 0)
+                break;
+        size_t m = i - first;
+        rc = scan_run(r, es + first, m, got + first, rs + first, ns + first, made + first);
+        for (size_t k = first; rc == 0 && k < i; k++) {
+            ckpt_scan_report *rep = (ckpt_scan_report *)got[k].report;
+            int keep = es[k]->error.code != 0 ||
+                       (made[k] && !ckpt_scan_dir_covered(rs + first, ns + first, m, k - first) &&
+                        (strcmp(es[k]->path, r->path) == 0 || !rep || got[k].error.code ||
+                         ckpt_scan_verdict(rep) != CKPT_VERDICT_NOT_A_CHECKPOINT));
+            if (keep)
+                rc = add_scan(r, &cap, es[k]->error.code ? NULL : &got[k], es[k]);
+            else
+                ckpt_scan_report_free(rep);
+            got[k].report = NULL;
+        }
+        for (size_t k = first; k < i; k++) /* after a failure: not added */
+            ckpt_scan_report_free((ckpt_scan_report *)got[k].report);
+    }
     return rc;
 }
 
 /* Scans the main file and, for a directory, every other checkpoint file
- * and what its subdirectories hold. */
+ * below it. */
 static int examine_safety(ckpt_doctor_report *r) {
-    size_t n = r->dir ? ckpt_training_file_count(r->training) : 0;
-    size_t dlen = r->dir ? strlen(r->dir) : 0;
     double t0 = now();
-    r->scans = ckpt_arena_array(&r->arena, n + 1, sizeof *r->scans);
-    if (r->scans == NULL) return ckpt_err_nomem();
-    memset(r->scans, 0, (n + 1) * sizeof *r->scans);
-    for (size_t i = 0; i <= n; i++) {
-        const char *path = r->path, *name = r->path;
-        if (i == 0 && r->dir && strncmp(r->path, r->dir, dlen) == 0 && r->path[dlen] == '/')
-            name = r->path + dlen + 1;
-        if (i > 0) {
-            name = ckpt_training_file_name(r->training, i - 1);
-            path = ckpt_arena_printf(&r->arena, "%s/%s", r->dir, name);
-            if (path == NULL) return ckpt_err_nomem();
-            if (strcmp(path, r->path) == 0) continue;
-        }
-        ckpt_doctor_scan *s = &r->scans[r->n_scans++];
-        ckpt_scan_report *report = NULL;
-        ckpt_scan_options so = CKPT_SCAN_OPTIONS_INIT;
-        so.limits = r->opts.open.limits;
-        /* an open safetensors file or torch zip: its header or directory
-         * is not parsed again */
-        int rc = i == 0 && r->f &&
-                         (r->f->format == CKPT_FORMAT_SAFETENSORS ||
-                          r->f->format == CKPT_FORMAT_TORCH_ZIP)
-                     ? ckpt_scan_opened(&report, r->f, &so)
-                     : ckpt_scan(&report, path, &so);
-        s->name = name;
-        s->report = report;
-        s->about = trainer_args_about(r, s);
-        if (rc == CKPT_E_NOMEM || (rc != 0 && capture(r, &s->error, rc))) return ckpt_err_nomem();
-    }
-    size_t cap = n + 1;
-    for (size_t i = 0; r->dir && r->training && i < ckpt_training_ignored_count(r->training); i++) {
-        const char *ign = ckpt_training_ignored(r->training, i); /* "unet/" for a directory */
-        size_t len = strlen(ign);
-        const char *name = ckpt_arena_printf(
-            &r->arena, "%.*s", (int)(len && ign[len - 1] == '/' ? len - 1 : len), ign);
-        const char *path = name ? ckpt_arena_printf(&r->arena, "%s/%s", r->dir, name) : NULL;
-        struct stat lst;
-        if (path == NULL) return ckpt_err_nomem();
-        if (lstat(path, &lst) != 0 || !S_ISDIR(lst.st_mode)) continue;
-        int rc = ckpt_is_dcp_dir(path) ? scan_below(r, &cap, name) : scan_subdir(r, &cap, name);
-        if (rc) return rc;
+    int rc;
+    if (r->dir) {
+        ckpt_scan_dir *w = NULL;
+        rc = ckpt_scan_dir_list(&w, r->dir, NULL);
+        if (rc == 0) rc = scan_dir_files(r, w);
+        ckpt_scan_dir_free(w);
+    } else {
+        size_t cap = 0;
+        ckpt_doctor_scan s;
+        rc = scan_into(r, &s, r->path, r->path);
+        if (rc == 0) rc = add_scan(r, &cap, &s, NULL);
     }
     timed(r, "safety", t0);
-    return 0;
+    return rc;
 }
 
 /* ------------------------------------------------------------ notes */

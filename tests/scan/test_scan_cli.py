@@ -14,6 +14,7 @@ import subprocess
 import sys
 import tempfile
 import traceback
+import zipfile
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -250,7 +251,9 @@ def check_scan_doctor_same_files():
     skip rules (hidden entries, links to directories), a DCP folder as one
     checkpoint and the same entry for a folder past 16 levels. Doctor once
     followed each subfolder where its name sorted (unet/deeper/ before
-    unet/zz.pkl), scan after the folder's own files."""
+    unet/zz.pkl), scan after the folder's own files, and doctor left out a
+    zip holding a pickle beside the weights (training analysis cannot open
+    it): "safe"."""
     d = os.path.join(TMP, "walk")
     evil = b"\x80\x02cos\nsystem\nX\x02\x00\x00\x00ls\x85R."
     benign = b"\x80\x02}q\x00."
@@ -267,12 +270,14 @@ def check_scan_doctor_same_files():
     os.symlink("..", os.path.join(d, "unet", "loop"))
     os.symlink("../other", os.path.join(d, "unet", "link"))
     os.symlink("b.pkl", os.path.join(d, "unet", "filelink.pkl"))
+    with zipfile.ZipFile(os.path.join(d, "extra.zip"), "w") as z:
+        z.writestr("x/evil.txt", evil)
     rc, reps, err = run_json(d)
     cut = os.path.join(d, deep)
     scanned = [os.path.relpath(r["file"], d) for r in reps]
     scanned += [os.path.relpath(line.split(": not scanned: ")[0][len("ckpt: "):], d)
                 for line in err.splitlines() if ": not scanned: " in line]
-    want = ["model.pkl", "other/o.pkl", "unet/a.pkl", "unet/b.pkl", "unet/dcp",
+    want = ["extra.zip", "model.pkl", "other/o.pkl", "unet/a.pkl", "unet/b.pkl", "unet/dcp",
             "unet/filelink.pkl", "unet/zz.pkl", "unet/deeper/c.pkl", deep]
     assert rc == 2 and scanned == want, (rc, scanned, err)
     assert cut + ": not scanned: deeper than 16 levels" in err, err

@@ -375,18 +375,6 @@ typedef struct dir_file {
     int listed;     /* on the one line of a model folder's other files */
 } dir_file;
 
-/* Whether file k is a shard another file of the directory, a sharded
- * index, reached. An index is reported itself, never as a shard. */
-static int covered(const dir_file *fs, size_t n, size_t k) {
-    if (fs[k].r && ckpt_scan_shard_count(fs[k].r)) return 0;
-    for (size_t m = 0; m < n; m++) {
-        size_t ns = m == k ? 0 : ckpt_scan_shard_count(fs[m].r);
-        for (size_t i = 0; i < ns; i++)
-            if (strcmp(ckpt_scan_shard(fs[m].r, i), fs[k].name) == 0) return 1;
-    }
-    return 0;
-}
-
 static void scan_entry(dir_file *f, const ckpt_scan_options *so) {
     int rc = ckpt_scan(&f->r, f->path, so);
     if (rc == 0) return;
@@ -467,17 +455,24 @@ static int not_scanned(const char *path, const char *why) {
  * through the index (its findings name the shard as their member): the
  * JSON files are scanned first, so such shards are not scanned again on
  * their own. */
-static int scan_files(dir_file *fs, size_t nf, const ckpt_scan_options *so, cli_json_writer *j,
-                      int *warned) {
+static int scan_files(dir_file *fs, const ckpt_scan_report **rs, const char **ns, size_t nf,
+                      const ckpt_scan_options *so, cli_json_writer *j, int *warned) {
     size_t k, listed = 0;
     int worst = CLI_OK, rc;
 
+    for (k = 0; k < nf; k++) {
+        rs[k] = NULL;
+        ns[k] = fs[k].name;
+    }
     for (int json = 1; json >= 0; json--)
         for (k = 0; k < nf; k++)
-            if (is_json_name(fs[k].name) == json && !(fs[k].covered = covered(fs, nf, k)))
+            if (is_json_name(fs[k].name) == json &&
+                !(fs[k].covered = ckpt_scan_dir_covered(rs, ns, nf, k))) {
                 scan_entry(&fs[k], so);
+                rs[k] = fs[k].r;
+            }
     for (k = 0; k < nf; k++) {
-        if (!fs[k].covered && !covered(fs, nf, k)) {
+        if (!fs[k].covered && !ckpt_scan_dir_covered(rs, ns, nf, k)) {
             if (!j && (fs[k].listed = listed_only(&fs[k]))) {
                 listed++;
                 continue;
@@ -520,6 +515,8 @@ static int scan_dir(const char *dir, const ckpt_scan_options *so, cli_json_write
     int rc = ckpt_scan_dir_list(&w, dir, NULL), worst = CLI_OK;
     size_t n = ckpt_scan_dir_count(w), files = 0, i = 0;
     dir_file *fs = NULL;
+    const ckpt_scan_report **rs = NULL;
+    const char **ns = NULL;
 
     if (rc) {
         const ckpt_error *e = ckpt_error_last();
@@ -528,7 +525,10 @@ static int scan_dir(const char *dir, const ckpt_scan_options *so, cli_json_write
         fprintf(stderr, ": %s\n", e && e->message ? e->message : ckpt_error_name(rc));
         return CLI_USAGE;
     }
-    if (n && (fs = calloc(n, sizeof *fs)) == NULL) {
+    if (n && ((fs = calloc(n, sizeof *fs)) == NULL || (rs = calloc(n, sizeof *rs)) == NULL ||
+              (ns = calloc(n, sizeof *ns)) == NULL)) {
+        free(fs);
+        free(rs);
         ckpt_scan_dir_free(w);
         return not_scanned(dir, "out of memory");
     }
@@ -550,10 +550,12 @@ static int scan_dir(const char *dir, const ckpt_scan_options *so, cli_json_write
             fs[nf++].name = e->name + e->base;
         }
         files += nf;
-        rc = scan_files(fs, nf, so, j, warned);
+        rc = scan_files(fs, rs, ns, nf, so, j, warned);
         if (rc == CLI_USAGE || (rc == CLI_FINDINGS && worst == CLI_OK)) worst = rc;
     }
     free(fs);
+    free(rs);
+    free(ns);
     ckpt_scan_dir_free(w);
     if (files == 0 && worst == CLI_OK) {
         fputs("ckpt: ", stderr);
