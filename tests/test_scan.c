@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "ckpt.h"
@@ -1520,6 +1521,57 @@ TEST(zip_readings) {
     ckpt_scan_report_free(r);
 }
 
+/* The directory walk `ckpt scan DIR` and doctor share: a folder's own
+ * files in strcmp order before its subfolders', names relative to the
+ * directory given (base: where the last component starts), hidden
+ * entries skipped, a subfolder that cannot be opened listed with its
+ * error; the directory itself missing is an error, NULL arguments too. */
+TEST(dir_list) {
+    char d[] = "/tmp/ckpt-test-dirlist-XXXXXX", p[256];
+    ckpt_scan_dir *w = NULL;
+    CHECK(mkdtemp(d) != NULL);
+    const char *made[] = {"b", "a", "B", ".h", "sub/x"};
+    snprintf(p, sizeof p, "%s/sub", d);
+    CHECK_EQ_INT(mkdir(p, 0755), 0);
+    for (size_t i = 0; i < sizeof made / sizeof *made; i++) {
+        snprintf(p, sizeof p, "%s/%s", d, made[i]);
+        FILE *f = fopen(p, "wb");
+        CHECK(f != NULL);
+        if (f) fclose(f);
+    }
+    CHECK_EQ_INT(ckpt_scan_dir_list(&w, d, NULL), 0);
+    CHECK_EQ_INT((int)ckpt_scan_dir_count(w), 4);
+    const char *want[] = {"B", "a", "b", "sub/x"};
+    for (size_t i = 0; i < 4 && i < ckpt_scan_dir_count(w); i++) {
+        const ckpt_dir_entry *e = ckpt_scan_dir_entry(w, i);
+        CHECK(strcmp(e->name, want[i]) == 0 && e->error.code == 0);
+        CHECK_EQ_INT((int)e->base, i == 3 ? 4 : 0);
+        snprintf(p, sizeof p, "%s/%s", d, want[i]);
+        CHECK(strcmp(e->path, p) == 0);
+    }
+    CHECK(ckpt_scan_dir_entry(w, 4) == NULL);
+    ckpt_scan_dir_free(w);
+    CHECK_EQ_INT(ckpt_scan_dir_list(&w, d, "sub"), 0);
+    CHECK_EQ_INT((int)ckpt_scan_dir_count(w), 1);
+    ckpt_scan_dir_free(w);
+    CHECK_EQ_INT(ckpt_scan_dir_list(&w, d, "gone"), 0); /* a subfolder unread: listed */
+    CHECK_EQ_INT((int)ckpt_scan_dir_count(w), 1);
+    const ckpt_dir_entry *e = ckpt_scan_dir_entry(w, 0);
+    CHECK(e && e->error.code == CKPT_E_IO && strstr(e->error.message, "cannot open directory"));
+    ckpt_scan_dir_free(w);
+    snprintf(p, sizeof p, "%s/gone", d);
+    CHECK_EQ_INT(ckpt_scan_dir_list(&w, p, NULL), CKPT_E_IO);
+    CHECK(w == NULL);
+    CHECK_EQ_INT(ckpt_scan_dir_list(NULL, d, NULL), CKPT_E_INVALID_ARG);
+    for (size_t i = 0; i < sizeof made / sizeof *made; i++) {
+        snprintf(p, sizeof p, "%s/%s", d, made[i]);
+        unlink(p);
+    }
+    snprintf(p, sizeof p, "%s/sub", d);
+    rmdir(p);
+    rmdir(d);
+}
+
 int main(void) {
     RUN_CORPUS(corpus_verdicts);
     RUN_CORPUS(corpus_details);
@@ -1550,5 +1602,6 @@ int main(void) {
     RUN_CORPUS(sharded_index_corpus);
     RUN(finding_bounds);
     RUN(allocation_failures);
+    RUN(dir_list);
     return harness_end();
 }
