@@ -1208,7 +1208,7 @@ TEST(other_formats) {
         static uint8_t b[8 + 0xda78 + 1];
         static const char h[] = "{\"w\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]}}";
         memset(b, ' ', sizeof b);
-        for (int k = 0; k < 8; k++) b[k] = (uint8_t)(hlens[i] >> (8 * k));
+        for (int k = 0; k < 8; k++) b[k] = (uint8_t)((uint64_t)hlens[i] >> (8 * k));
         memcpy(b + 8, h, sizeof h - 1);
         b[8 + hlens[i]] = 7;
         CHECK_EQ_STR(verdict(b, 8 + hlens[i] + 1), "safe");

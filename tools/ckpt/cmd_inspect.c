@@ -446,7 +446,9 @@ static int inspect_one(const char *path, int hash, cli_json_writer *j) {
     rc = ckpt_open(&in.f, in.path, NULL);
     if (rc != 0) {
         cli_error_capture(&e, rc);
-        if (j) { /* as verify --json writes a file it cannot open */
+        /* among several files, its place in the array (as verify --json
+         * writes a file it cannot open); alone, stdout stays empty */
+        if (j && args.files.n > 1) {
             cli_json_object_begin(j);
             cli_json_key(j, "file");
             cli_json_string(j, path);
@@ -500,7 +502,7 @@ static int run(const cli_command *cmd, int argc, char **argv) {
         if (rc == CLI_USAGE || (rc == CLI_FINDINGS && worst == CLI_OK)) worst = rc;
     }
     if (args.json && several) cli_json_array_end(&j);
-    if (args.json) fputc('\n', stdout);
+    if (args.json && (several || worst == CLI_OK)) fputc('\n', stdout);
     return worst;
 }
 
