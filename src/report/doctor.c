@@ -585,13 +585,18 @@ static int scan_dir_files(ckpt_doctor_report *r, ckpt_scan_dir *w) {
                 break;
         size_t m = i - first;
         rc = scan_run(r, es + first, m, got + first, rs + first, ns + first, made + first);
+        /* every decision first: a shard's coverage reads the run's other
+         * reports, which are freed below when not kept */
+        for (size_t k = first; rc == 0 && k < i; k++) {
+            const ckpt_scan_report *rep = got[k].report;
+            made[k] = es[k]->error.code != 0 ||
+                      (made[k] && !ckpt_scan_dir_covered(rs + first, ns + first, m, k - first) &&
+                       (strcmp(es[k]->path, r->path) == 0 || !rep || got[k].error.code ||
+                        ckpt_scan_verdict(rep) != CKPT_VERDICT_NOT_A_CHECKPOINT));
+        }
         for (size_t k = first; rc == 0 && k < i; k++) {
             ckpt_scan_report *rep = (ckpt_scan_report *)got[k].report;
-            int keep = es[k]->error.code != 0 ||
-                       (made[k] && !ckpt_scan_dir_covered(rs + first, ns + first, m, k - first) &&
-                        (strcmp(es[k]->path, r->path) == 0 || !rep || got[k].error.code ||
-                         ckpt_scan_verdict(rep) != CKPT_VERDICT_NOT_A_CHECKPOINT));
-            if (keep)
+            if (made[k]) /* kept */
                 rc = add_scan(r, &cap, es[k]->error.code ? NULL : &got[k], es[k]);
             else
                 ckpt_scan_report_free(rep);
