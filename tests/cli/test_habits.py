@@ -197,15 +197,15 @@ def test_scan_quiet_and_verbose():
     rc, out, _ = run("scan", "-q", TRAIN_PT, TRAIN_ST)
     assert_eq((rc, out), (0, ""), "quiet, all safe: nothing")
     rc, out, _ = run("scan", "-v", TRAIN_PT)
-    assert_eq(out, "  global     collections.OrderedDict\n"
+    assert_eq(out, "SAFE %s (0 dangerous, 0 suspicious, 0 info)\n" % TRAIN_PT +
+              "  global     collections.OrderedDict\n"
               "  global     torch.FloatStorage\n"
-              "  global     torch._utils._rebuild_tensor_v2\n"
-              "SAFE %s (0 dangerous, 0 suspicious, 0 info)\n" % TRAIN_PT,
-              "verbose lists globals")
+              "  global     torch._utils._rebuild_tensor_v2\n",
+              "verbose lists globals after the verdict line")
     bad = tmp_file("bad.pkl", b"\x80\x02cos\nsystem\nq\x00.")
     rc, out, _ = run("scan", "-q", TRAIN_PT, bad)
     assert_eq(rc, 1, "exit code")
-    assert out.splitlines()[-1].startswith("UNSAFE %s" % bad), out
+    assert out.splitlines()[0].startswith("UNSAFE %s" % bad), out
     assert TRAIN_PT not in out, out
     # a model folder: config.json is no finding there, so -q prints nothing
     # for it either (it printed "NOT-A-CHECKPOINT DIR/config.json")
@@ -226,9 +226,9 @@ def test_scan_quiet_and_verbose():
     rc, out, _ = run("scan", folder)
     assert_eq((rc, out.splitlines()), (0, [
         "SAFE %s (0 dangerous, 0 suspicious, 0 info)" % os.path.join(folder, "model.safetensors"),
-        "  info       no-content (offset 0): no pickle, zip archive or safetensors header found",
         "NOT-A-CHECKPOINT %s (0 dangerous, 0 suspicious, 1 info)"
         % os.path.join(folder, "notes.bin"),
+        "  info       no-content (offset 0): no pickle, zip archive or safetensors header found",
         "also 3 files a model folder holds, not checkpoints: README.md config.json "
         "tokenizer_config.json"]), "a model folder")
     # a known name is no pass: a config.json that is a pickle is reported

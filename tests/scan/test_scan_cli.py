@@ -164,7 +164,7 @@ def check_sharded_index():
                          "model.safetensors.index.json")
     rc, out, err = run(index)
     assert rc == 0, (rc, out, err)
-    assert out.splitlines()[-1].startswith("SAFE " + index), out
+    assert out.splitlines()[0].startswith("SAFE " + index), out
     rc, rep, _ = run_json(index)
     assert rep["verdict"] == "safe", rep
     # an index whose .bin shard runs code is unsafe, the shard named
@@ -351,7 +351,9 @@ def check_human(outdir):
     rc, out, _ = run(evil)
     lines = out.splitlines()
     assert rc == 1
-    assert lines[-1].startswith("UNSAFE ") and evil in lines[-1], lines[-1]
+    # the verdict line first, then its findings (as doctor's safety section)
+    assert lines[0].startswith("UNSAFE ") and evil in lines[0], lines
+    assert all(l.startswith("  ") for l in lines[1:]), lines
     hit = [l for l in lines if gen_hostile.SYSTEM in l and "global" in l]
     assert hit and "member archive/data.pkl" in hit[0] and "offset " in hit[0]
     assert any("polyglot" in l for l in lines)

@@ -1,12 +1,12 @@
 /* cmd_scan.c - `ckpt scan [--json] [--allow NAME]... [--policy FILE]
  * FILE...`: would loading each FILE run code? Nothing in it is executed.
  *
- * Human form, per file: one line per finding (severity, kind, global,
- * member and byte offset, message), then the verdict line
+ * Human form, per file, as doctor's safety section: the verdict line
  *   SAFE|UNSAFE|UNSCANNABLE|NOT-A-CHECKPOINT FILE (N dangerous, ...)
- * A note before the verdict line says when torch.load's default since torch
- * 2.6 (weights_only=True) refuses the file, and at what; it is no finding
- * and changes neither verdict nor exit status.
+ * then one line per finding (severity, kind, global, member and byte
+ * offset, message). A note after them says when torch.load's default
+ * since torch 2.6 (weights_only=True) refuses the file, and at what; it is
+ * no finding and changes neither verdict nor exit status.
  * JSON: one object per file {"file", "verdict", "findings", "globals",
  * "weights_only": that note or null};
  * an array of them for several files. A file that cannot be read at all
@@ -161,11 +161,18 @@ static void print_human(const char *path, const ckpt_scan_report *r, int in_dir)
 
     if (args.quiet && (v == CKPT_VERDICT_SAFE || (in_dir && v == CKPT_VERDICT_NOT_A_CHECKPOINT)))
         return;
+    for (i = 0; i < n; i++) count[ckpt_scan_finding(r, i)->severity]++;
+    name = ckpt_verdict_name(v);
+    fputs(verdict_color(v), stdout);
+    for (i = 0; name[i]; i++) fputc(toupper((unsigned char)name[i]), stdout);
+    printf("%s ", cli_color(CLI_RESET));
+    cli_put_text(stdout, path, strlen(path));
+    printf(" (%zu dangerous, %zu suspicious, %zu info)\n", count[CKPT_SEVERITY_DANGEROUS],
+           count[CKPT_SEVERITY_SUSPICIOUS], count[CKPT_SEVERITY_INFO]);
     for (i = 0; i < n; i++) {
         const ckpt_finding *f = ckpt_scan_finding(r, i);
         const char *color = severity_color(f->severity);
 
-        count[f->severity]++;
         if (args.quiet && f->severity == CKPT_SEVERITY_INFO) continue;
         printf("  %s%-10s%s %s", color, ckpt_severity_name(f->severity),
                color[0] ? cli_color(CLI_RESET) : "", f->kind);
@@ -198,13 +205,6 @@ static void print_human(const char *path, const ckpt_scan_report *r, int in_dir)
         cli_put_text(stdout, wo.message, strlen(wo.message));
         fputc('\n', stdout);
     }
-    name = ckpt_verdict_name(v);
-    fputs(verdict_color(v), stdout);
-    for (i = 0; name[i]; i++) fputc(toupper((unsigned char)name[i]), stdout);
-    printf("%s ", cli_color(CLI_RESET));
-    cli_put_text(stdout, path, strlen(path));
-    printf(" (%zu dangerous, %zu suspicious, %zu info)\n", count[CKPT_SEVERITY_DANGEROUS],
-           count[CKPT_SEVERITY_SUSPICIOUS], count[CKPT_SEVERITY_INFO]);
 }
 
 static void print_json(cli_json_writer *j, const char *path, const ckpt_scan_report *r) {
@@ -636,7 +636,7 @@ const cli_command cli_cmd_scan = {
     "of an index are reported once, through the index).\n"
     "Tensor bytes are not checked (that is `ckpt verify`): a file whose\n"
     "pickles all parse and are clean is safe even if its storages are not.\n"
-    "A note before the verdict (`note weights-only: ...`; --json:\n"
+    "A note after the findings (`note weights-only: ...`; --json:\n"
     "weights_only, else null) says when torch.load's default since torch 2.6\n"
     "(weights_only=True) refuses the file, naming the first global or opcode\n"
     "it refuses and its byte; it is no finding: verdict and exit status stay.\n",
