@@ -7,6 +7,7 @@ checkpoints of CKPT_CORPUS."""
 import json
 import os
 import subprocess
+import sys
 
 CORPUS_SUITE = os.environ.get("CKPT_TEST_SUITE") == "corpus"
 SRC = os.environ.get("CKPT_SRC", os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -59,6 +60,39 @@ def selected(fn=None, reads_corpus=None):
     return bool(reads_corpus) == CORPUS_SUITE
 
 
+def finish(passed, failed):
+    """Ends a script's output with "N passed, N failed"; returns its exit
+    status (0 or 1)."""
+    print("%d passed, %d failed" % (passed, failed))
+    return 1 if failed else 0
+
+
+class Tally:
+    """The count of a script whose cases are checks made in loops rather
+    than test_* functions (run_cases): report(ok, case, details) counts one
+    and prints "FAIL CASE" with each detail on an indented line ("PASS
+    CASE" too when echo); end() is finish() of the counts."""
+
+    def __init__(self, echo=True):
+        self.passed = self.failed = 0
+        self.echo = echo
+
+    def report(self, ok, case, details=()):
+        if ok:
+            self.passed += 1
+            if self.echo:
+                print("PASS %s" % case)
+        else:
+            self.failed += 1
+            print("FAIL %s" % case)
+            for line in details:
+                print("    " + str(line))
+        sys.stdout.flush()
+
+    def end(self):
+        return finish(self.passed, self.failed)
+
+
 def run_cases(namespace, script):
     """Runs every test_* function of `namespace` (a script's globals()) that
     this suite selects, in name order; prints "ok NAME" or "FAIL NAME (line
@@ -81,5 +115,4 @@ def run_cases(namespace, script):
         else:
             passed += 1
             print("ok   %s" % name)
-    print("%d passed, %d failed" % (passed, failed))
-    return 1 if failed else 0
+    return finish(passed, failed)

@@ -22,6 +22,8 @@ import os
 import subprocess
 import sys
 
+import suite
+
 CKPT = os.environ.get("CKPT_BIN", "ckpt")
 CORPUS = os.environ.get("CKPT_CORPUS", os.path.join(
     os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "corpus"))
@@ -34,19 +36,8 @@ BITS = {"BOOL": 8, "U8": 8, "I8": 8, "I16": 16, "U16": 16, "I32": 32,
         "F8_E4M3": 8, "F8_E8M0": 8, "F8_E4M3FNUZ": 8, "F8_E5M2FNUZ": 8,
         "F4": 4, "F6_E2M3": 6, "F6_E3M2": 6}
 
-passed = failed = 0
-
-
-def report(ok, case, details=()):
-    global passed, failed
-    if ok:
-        passed += 1
-        print("PASS %s" % case)
-    else:
-        failed += 1
-        print("FAIL %s" % case)
-        for line in details:
-            print("    " + line)
+TALLY = suite.Tally(echo=True)
+report = TALLY.report
 
 
 def same_scalar(typ, exp, got):
@@ -212,8 +203,7 @@ def main():
         check_record(rec)
     if records:
         check_sharded(records)
-    print("%d passed, %d failed" % (passed, failed))
-    return 1 if failed else 0
+    return TALLY.end()
 
 
 if __name__ == "__main__":

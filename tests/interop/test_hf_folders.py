@@ -151,8 +151,7 @@ def main():
             for name in ("bin_set", "single", "trainer"):
                 good_folder(tag, python, os.path.join(outdir, name), tmp)
             broken_folders(tag, outdir)
-    print("%d passed, %d failed" % (ti.passed, ti.failed))
-    return 1 if ti.failed else 0
+    return ti.TALLY.end()
 
 
 if __name__ == "__main__":

@@ -20,22 +20,13 @@ import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+import suite  # noqa: E402
 CKPT = os.environ.get("CKPT_BIN", "ckpt")
 TIMEOUT = 60
 
-passed = failed = 0
-
-
-def report(ok, case, details=()):
-    global passed, failed
-    if ok:
-        passed += 1
-        print("PASS %s" % case)
-    else:
-        failed += 1
-        print("FAIL %s" % case)
-        for line in details:
-            print("    " + line)
+TALLY = suite.Tally(echo=True)
+report = TALLY.report
 
 
 def same_scalar(typ, exp, got):
@@ -188,8 +179,7 @@ def main():
                     expected = json.load(f)
                 check_inspect(path, expected)
                 check_verify(path)
-    print("%d passed, %d failed" % (passed, failed))
-    return 1 if failed else 0
+    return TALLY.end()
 
 
 if __name__ == "__main__":

@@ -193,8 +193,7 @@ def main():
                 print("NOTE %s: torch 2.13 and 1.13 files differ in ckpt's view "
                       "(tensors %s, value names %s)" % (
                           fname, "same" if same else "differ", "same" if names else "differ"))
-    print("%d passed, %d failed" % (ti.passed, ti.failed))
-    return 1 if ti.failed else 0
+    return ti.TALLY.end()
 
 
 if __name__ == "__main__":

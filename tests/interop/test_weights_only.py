@@ -144,8 +144,7 @@ def main():
         print("files: %d; torch loads %d; both refuse %d" % (len(files), loads, refused_both))
         for reason, n in counts.items():
             print("ckpt safe, torch refuses: %3d  %s" % (n, reason))
-    print("%d passed, %d failed" % (ti.passed, ti.failed))
-    return 1 if ti.failed else 0
+    return ti.TALLY.end()
 
 
 if __name__ == "__main__":

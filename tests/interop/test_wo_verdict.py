@@ -161,7 +161,8 @@ for path in sys.argv[1:]:
     print(json.dumps({"file": path, "ok": ok}))
 '''
 
-passed = failed = 0
+TALLY = suite.Tally(echo=False)
+report = TALLY.report
 
 # ckpt's reason for an opcode it refuses, and torch's words for it
 WHY = [("it reads only the pickle protocol 2", "Unsupported operand"),
@@ -173,17 +174,6 @@ WHY = [("it reads only the pickle protocol 2", "Unsupported operand"),
        ("BUILD updates an OrderedDict's attributes", "dictionary update sequence"),
        ("it calls only an allowed global", "call reduce for unrecognized function"),
        ("decodes SHORT_BINSTRING text as UTF-8", "can't decode byte")]
-
-
-def report(ok, case, details=()):
-    global passed, failed
-    if ok:
-        passed += 1
-    else:
-        failed += 1
-        print("FAIL " + case)
-        for d in details:
-            print("    " + str(d))
 
 
 def doctor(refused, loads):
@@ -202,16 +192,15 @@ def doctor(refused, loads):
     report(files[0]["weights_only"] is None, "doctor --json: nothing for a loadable file", [files])
     p = run("scan", refused)
     out = p.stdout.decode().splitlines()
-    report(p.returncode == 0 and out[-1].startswith("SAFE") and
-           out[-2].startswith("  note       weights-only: torch.load(weights_only=True)"),
-           "scan: a note, verdict SAFE, exit 0", out)
+    report(p.returncode == 0 and out[0].startswith("SAFE") and
+           out[-1].startswith("  note       weights-only: torch.load(weights_only=True)"),
+           "scan: verdict SAFE, then a note, exit 0", out)
 
 
 def main():
     if not os.path.exists(VENV):
         print("SKIP weights_only verdict: no %s (run scripts/deps --test)" % VENV)
-        print("0 passed, 0 failed")
-        return 0
+        return suite.finish(0, 0)
     sys.path.insert(0, os.path.join(SRC, "python"))
     import ckpt
     with tempfile.TemporaryDirectory(prefix="ckpt-wov-") as tmp:
@@ -253,8 +242,7 @@ def main():
                 if any(k in path for k in ("uint16", "uint32", "uint64", "float8", "custom")):
                     continue
                 report(False, "torch 1.13's default torch.load loads %s" % path, [old.get(path)])
-    print("%d passed, %d failed" % (passed, failed))
-    return 1 if failed else 0
+    return TALLY.end()
 
 
 if __name__ == "__main__":

@@ -42,25 +42,15 @@ BIN = os.environ.get("CKPT_BIN", "ckpt")
 RUNS = int(os.environ.get("CKPT_CRASH_RUNS", "200"))
 KEEP = 3
 TMP = tempfile.mkdtemp(prefix="ckpt-crash-")
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import suite  # noqa: E402  (before the chdir below: __file__ may be relative)
 os.chdir(TMP)  # never a cwd with a folder named torch (import torch breaks)
 
 import torch  # noqa: E402  (after the chdir above)
 
-passed = failed = 0
+TALLY = suite.Tally(echo=True)
+report = TALLY.report
 outcomes = {}
-
-
-def report(ok, case, details=()):
-    global passed, failed
-    if ok:
-        passed += 1
-        print("PASS %s" % case)
-    else:
-        failed += 1
-        print("FAIL %s" % case)
-        for line in details:
-            print("    " + line)
-    sys.stdout.flush()
 
 
 def sha(path):
@@ -279,8 +269,7 @@ def main():
     print("where the kills landed: " +
           ", ".join("%s %d" % (k, v) for k, v in sorted(outcomes.items())))
     print("%.1f s" % (time.time() - start))
-    print("%d passed, %d failed" % (passed, failed))
-    return 1 if failed else 0
+    return TALLY.end()
 
 
 if __name__ == "__main__":

@@ -66,6 +66,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 import ptdecode as pd  # noqa: E402
+import suite  # noqa: E402
 from suite import CORPUS_SUITE  # noqa: E402
 
 CKPT = os.environ.get("CKPT_BIN", "ckpt")
@@ -74,7 +75,8 @@ SRC = os.environ.get("CKPT_SRC", os.path.join(HERE, "..", ".."))
 LIB = os.environ.get("CKPT_LIB")
 TIMEOUT = 120
 
-passed = failed = 0
+TALLY = suite.Tally(echo=True)
+report = TALLY.report
 _xxh = ctypes.CDLL(ctypes.util.find_library("xxhash") or "libxxhash.so.0")
 _xxh.XXH3_64bits.restype = ctypes.c_uint64
 _xxh.XXH3_64bits.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
@@ -82,19 +84,6 @@ _xxh.XXH3_64bits.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
 
 def xxh3(data):
     return "%016x" % _xxh.XXH3_64bits(data, len(data))
-
-
-def report(ok, case, details=()):
-    global passed, failed
-    if ok:
-        passed += 1
-        print("PASS %s" % case)
-    else:
-        failed += 1
-        print("FAIL %s" % case)
-        for line in details:
-            print("    " + str(line))
-    sys.stdout.flush()
 
 
 def ckpt(*args):
@@ -724,8 +713,7 @@ def main():
             tree_api(work)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    print("%d passed, %d failed" % (passed, failed))
-    return 1 if failed else 0
+    return TALLY.end()
 
 
 if __name__ == "__main__":

@@ -40,20 +40,11 @@ RUNS = int(os.environ.get("CKPT_ZIPDIFF_RUNS", "300"))
 SEED = int(os.environ.get("CKPT_ZIPDIFF_SEED", "1234"))
 VENV_PY = os.path.join(SRC, ".venv", "bin", "python")
 sys.path.insert(0, os.path.dirname(HERE))
+import suite  # noqa: E402
 from craft import zip_archive as build, zip_two_directories  # noqa: E402
 
-passed = failed = 0
-
-
-def report(ok, case, details=()):
-    global passed, failed
-    if ok:
-        passed += 1
-    else:
-        failed += 1
-        print("FAIL %s" % case)
-        for line in details:
-            print("    " + line)
+TALLY = suite.Tally(echo=False)
+report = TALLY.report
 
 
 # ------------------------------------------------------------ builder
@@ -225,8 +216,7 @@ def main():
             report(why is None, "%s %s" % (name, label), [why] if why else ())
     print("cases per oracle: %d; %s" % (len(cases), ", ".join(
         "%s %d" % kv for kv in stats.items())))
-    print("%d passed, %d failed" % (passed, failed))
-    return 1 if failed else 0
+    return TALLY.end()
 
 
 def minimise(data, edits, python, tmp):
