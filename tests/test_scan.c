@@ -1572,6 +1572,49 @@ TEST(dir_list) {
     rmdir(d);
 }
 
+/* The scan of a directory's entries, as `ckpt scan DIR` makes it: an
+ * index's shard has no report of its own (the index's findings name it),
+ * another file its own; an entry the walk left unread has none, with the
+ * walk's error; a second scan of the list and NULL are refused. */
+TEST(dir_scan) {
+    char d[] = "/tmp/ckpt-test-dirscan-XXXXXX", p[256];
+    ckpt_scan_dir *w = NULL;
+    const ckpt_error *why = NULL;
+    CHECK(mkdtemp(d) != NULL);
+    static const char st[] = "\x36\0\0\0\0\0\0\0"
+                             "{\"w\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}"
+                             "\0\0\x80?";
+    static const char index[] = "{\"weight_map\": {\"w\": \"a.safetensors\"}}";
+    put_file(d, "a.safetensors", st, sizeof st - 1);
+    put_file(d, "b.bin", EVIL, EVIL_LEN);
+    put_file(d, "m.index.json", index, sizeof index - 1);
+    CHECK_EQ_INT(ckpt_scan_dir_list(&w, d, NULL), 0);
+    CHECK_EQ_INT((int)ckpt_scan_dir_count(w), 3);
+    CHECK(ckpt_scan_dir_report(w, 0, &why) == NULL && why == NULL); /* not scanned yet */
+    CHECK_EQ_INT(ckpt_scan_dir_scan(w, NULL), 0);
+    CHECK(ckpt_scan_dir_report(w, 0, &why) == NULL && why == NULL); /* a.safetensors: the index's */
+    const ckpt_scan_report *b = ckpt_scan_dir_report(w, 1, &why);
+    CHECK(b && why == NULL);
+    if (b) CHECK_EQ_STR(ckpt_verdict_name(ckpt_scan_verdict(b)), "unsafe");
+    const ckpt_scan_report *m = ckpt_scan_dir_report(w, 2, NULL);
+    CHECK(m && ckpt_scan_shard_count(m) == 1);
+    if (m) CHECK_EQ_STR(ckpt_verdict_name(ckpt_scan_verdict(m)), "safe");
+    CHECK(ckpt_scan_dir_report(w, 3, &why) == NULL && why == NULL);
+    CHECK_EQ_INT(ckpt_scan_dir_scan(w, NULL), CKPT_E_INVALID_ARG); /* scanned already */
+    ckpt_scan_dir_free(w);
+    CHECK_EQ_INT(ckpt_scan_dir_list(&w, d, "gone"), 0); /* a subfolder unread */
+    CHECK_EQ_INT(ckpt_scan_dir_scan(w, NULL), 0);
+    CHECK(ckpt_scan_dir_report(w, 0, &why) == NULL && why && why->code == CKPT_E_IO);
+    ckpt_scan_dir_free(w);
+    CHECK_EQ_INT(ckpt_scan_dir_scan(NULL, NULL), CKPT_E_INVALID_ARG);
+    const char *made[] = {"a.safetensors", "b.bin", "m.index.json"};
+    for (size_t i = 0; i < sizeof made / sizeof *made; i++) {
+        snprintf(p, sizeof p, "%s/%s", d, made[i]);
+        unlink(p);
+    }
+    rmdir(d);
+}
+
 int main(void) {
     RUN_CORPUS(corpus_verdicts);
     RUN_CORPUS(corpus_details);
@@ -1603,5 +1646,6 @@ int main(void) {
     RUN(finding_bounds);
     RUN(allocation_failures);
     RUN(dir_list);
+    RUN(dir_scan);
     return harness_end();
 }

@@ -190,6 +190,20 @@ CKPT_API void ckpt_scan_dir_free(ckpt_scan_dir *w);
 CKPT_API int ckpt_scan_dir_covered(const ckpt_scan_report *const *reports, const char *const *names,
                                    size_t n, size_t k);
 
+/* Scans what `ckpt scan DIR` reports of w's entries, one directory at a
+ * time: its JSON files first, then each other file no sharded index
+ * there reached (ckpt_scan_dir_covered), each with ckpt_scan and opts
+ * (NULL: the defaults). A file whose scan fails is no failure of the
+ * call: its error is kept. Returns 0, CKPT_E_NOMEM, or CKPT_E_INVALID_ARG
+ * (w NULL, or scanned already). */
+CKPT_API int ckpt_scan_dir_scan(ckpt_scan_dir *w, const ckpt_scan_options *opts);
+/* After ckpt_scan_dir_scan: entry i's report (borrowed from w), or NULL
+ * when it has none; then *error (error may be NULL) says why: the walk
+ * left it unread (the entry's own error) or its scan failed; NULL for a
+ * shard reported through its index. */
+CKPT_API const ckpt_scan_report *ckpt_scan_dir_report(const ckpt_scan_dir *w, size_t i,
+                                                      const ckpt_error **error);
+
 #ifdef __cplusplus
 }
 #endif

@@ -14,7 +14,7 @@ from .errors import (ChecksumError, Error, FileError, FileIsADirectoryError, Fil
                      UnsupportedError)
 from ._load import Opaque, RawTensor, load, metadata
 from ._open import SafeOpen, open  # noqa: A004 (safetensors' safe_open habit)
-from ._scan import Finding, ScanReport, VerifyReport, scan, verify
+from ._scan import DirScanReport, Finding, ScanReport, VerifyReport, scan, verify
 from ._doctor import doctor
 from ._convert import ConvertReport, convert
 from ._module import AuditFinding, audit, manifest
@@ -30,7 +30,7 @@ __all__ = [
     "load", "open", "metadata", "load_state_dict", "audit", "manifest", "save", "scan", "verify",
     "doctor", "check_reload", "convert", "ConvertReport",
     "Store", "rng_state", "set_rng_state",
-    "Opaque", "RawTensor", "SafeOpen", "ScanReport", "Finding", "VerifyReport", "MatchReport", "Mismatch",
+    "Opaque", "RawTensor", "SafeOpen", "ScanReport", "DirScanReport", "Finding", "VerifyReport", "MatchReport", "Mismatch",
     "AuditFinding", "ReloadReport", "Generation", "Resumed", "AuditWarning", "ResumeWarning", "UnappliedRewriteWarning",
     "Error", "FileError", "FileMissingError", "FilePermissionError", "FileIsADirectoryError",
     "FileNotADirectoryError", "PathTypeError", "OutOfMemoryError", "TruncatedError", "FormatError", "LimitError",

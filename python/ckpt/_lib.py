@@ -139,6 +139,10 @@ class ValueTable_(ctypes.Structure):
                 ("ntext", c_size_t)]
 
 
+class DirEntry_(ctypes.Structure):
+    _fields_ = [("path", c_char_p), ("name", c_char_p), ("base", c_size_t), ("error", Error_)]
+
+
 class StoreGeneration_(ctypes.Structure):
     _fields_ = [("file", c_char_p), ("path", c_char_p), ("name", c_char_p),
                 ("step", c_u64), ("bytes", c_u64), ("ok", ctypes.c_int),
@@ -328,6 +332,14 @@ _PROTOS = [
     ("ckpt_scan_file", c_int, [ctypes.POINTER(c_void_p), c_void_p,
                                ctypes.POINTER(ScanOptions_)]),
     ("ckpt_scan_report_free", None, [c_void_p]),
+    ("ckpt_scan_dir_list", c_int, [ctypes.POINTER(c_void_p), c_char_p, c_char_p]),
+    ("ckpt_scan_dir_count", c_size_t, [c_void_p]),
+    ("ckpt_scan_dir_entry", ctypes.POINTER(DirEntry_), [c_void_p, c_size_t]),
+    ("ckpt_scan_dir_scan", c_int, [c_void_p, ctypes.POINTER(ScanOptions_)]),
+    ("ckpt_scan_dir_report", c_void_p, [c_void_p, c_size_t,
+                                        ctypes.POINTER(ctypes.POINTER(Error_))]),
+    ("ckpt_scan_dir_free", None, [c_void_p]),
+    ("ckpt_is_dcp_dir", c_int, [c_char_p]),
     ("ckpt_scan_verdict", c_int, [c_void_p]),
     ("ckpt_verdict_name", c_char_p, [c_int]),
     ("ckpt_severity_name", c_char_p, [c_int]),
@@ -451,9 +463,13 @@ def last_error(rc: int, default_file: str = "") -> "errors.Error":
     if not e or e.contents.code != rc:
         # the record belongs to another call: report what we know
         return errors.from_code(rc, "call failed", default_file, "", None)
-    e = e.contents
+    return record_error(e.contents, default_file)
+
+
+def record_error(e: "Error_", default_file: str = "") -> "errors.Error":
+    """The exception for an error record the library kept (a ckpt_error)."""
     off = None if e.offset == NO_OFFSET else int(e.offset)
-    return errors.from_code(rc, text(e.message), text(e.file) or default_file,
+    return errors.from_code(e.code, text(e.message), text(e.file) or default_file,
                             text(e.member), off, e.os_errno)
 
 

@@ -5,8 +5,8 @@ from dataclasses import dataclass, field
 from typing import Optional, Tuple
 
 from . import errors
-from ._lib import (NO_OFFSET, ScanOptions_, VerifyReport_, WeightsOnly_, check, options,
-                   fspath, last_error, lib, text)
+from ._lib import (NO_OFFSET, Error_, ScanOptions_, VerifyReport_, WeightsOnly_, check,
+                   options, fspath, last_error, lib, record_error, text)
 
 
 @dataclass(frozen=True)
@@ -56,31 +56,100 @@ def _options(allow):
 
 
 def _report(r, path):
+    """The ScanReport of r, which it frees."""
     try:
-        findings = []
-        for i in range(lib.ckpt_scan_finding_count(r)):
-            f = lib.ckpt_scan_finding(r, i).contents
-            findings.append(Finding(
-                text(lib.ckpt_severity_name(f.severity)), text(f.kind),
-                text(f.global_) if f.global_ else None, text(f.member),
-                None if f.offset == NO_OFFSET else int(f.offset), text(f.message)))
-        names = tuple(text(lib.ckpt_scan_global(r, i))
-                      for i in range(lib.ckpt_scan_global_count(r)))
-        wo = WeightsOnly_()
-        refused = lib.ckpt_scan_weights_only(r, ctypes.byref(wo))
-        return ScanReport(path, text(lib.ckpt_verdict_name(lib.ckpt_scan_verdict(r))),
-                          tuple(findings), names, text(wo.message) if refused else None)
+        return _describe(r, path)
     finally:
         lib.ckpt_scan_report_free(r)
+
+
+def _describe(r, path):
+    findings = []
+    for i in range(lib.ckpt_scan_finding_count(r)):
+        f = lib.ckpt_scan_finding(r, i).contents
+        findings.append(Finding(
+            text(lib.ckpt_severity_name(f.severity)), text(f.kind),
+            text(f.global_) if f.global_ else None, text(f.member),
+            None if f.offset == NO_OFFSET else int(f.offset), text(f.message)))
+    names = tuple(text(lib.ckpt_scan_global(r, i))
+                  for i in range(lib.ckpt_scan_global_count(r)))
+    wo = WeightsOnly_()
+    refused = lib.ckpt_scan_weights_only(r, ctypes.byref(wo))
+    return ScanReport(path, text(lib.ckpt_verdict_name(lib.ckpt_scan_verdict(r))),
+                      tuple(findings), names, text(wo.message) if refused else None)
+
+
+@dataclass(frozen=True)
+class DirScanReport:
+    """ckpt.scan of a directory, as `ckpt scan DIR` makes it (the library's
+    one walk and scan of it): reports, a ScanReport per file in the walk's
+    order (a directory's own files in name order, then its subdirectories',
+    16 levels down; hidden entries and links to directories not followed;
+    a shard of a sharded index reported through the index, not again on
+    its own); errors, a ckpt.Error for each entry that could not be scanned
+    (a subdirectory too deep or unreadable, a file that cannot be read),
+    its .file naming it. Iterating gives the reports.
+    verdict: "unsafe" when a file is; else "unscannable" when a file is or
+    an entry has an error; else "review" when a file is; else "safe" (a
+    file that is no checkpoint, config.json, is no finding in a directory).
+    """
+    dir: str
+    verdict: str
+    reports: Tuple[ScanReport, ...] = ()
+    errors: Tuple["errors.Error", ...] = field(default=(), compare=False)
+
+    @property
+    def safe(self):
+        return self.verdict == "safe"
+
+    def __iter__(self):
+        return iter(self.reports)
+
+    def __len__(self):
+        return len(self.reports)
+
+
+def _dir_verdict(reports, errs):
+    seen = {r.verdict for r in reports}
+    for v in ("unsafe", "unscannable", "review"):
+        if v in seen or (v == "unscannable" and errs):
+            return v
+    return "safe"
+
+
+def _scan_dir(path, opts):
+    w = ctypes.c_void_p()
+    check(lib.ckpt_scan_dir_list(ctypes.byref(w), fspath(path), None), path)
+    try:
+        check(lib.ckpt_scan_dir_scan(w, ctypes.byref(opts)), path)
+        reports, errs = [], []
+        for i in range(lib.ckpt_scan_dir_count(w)):
+            file = os.fsdecode(lib.ckpt_scan_dir_entry(w, i).contents.path)
+            why = ctypes.POINTER(Error_)()
+            r = lib.ckpt_scan_dir_report(w, i, ctypes.byref(why))
+            if r:
+                reports.append(_describe(r, file))
+            elif why:
+                errs.append(record_error(why.contents, file))
+    finally:
+        lib.ckpt_scan_dir_free(w)
+    if not reports and not errs:
+        raise errors.FileError("no file in the directory", path)
+    return DirScanReport(path, _dir_verdict(reports, errs), tuple(reports), tuple(errs))
 
 
 def scan(path, allow=()):
     """Whether loading `path` with torch.load / pickle would run code,
     decided without running anything (ckpt_scan). `allow`: extra
-    "module.qualname" names to accept. Returns a ScanReport; raises
-    ckpt.FileError when the file cannot be read."""
+    "module.qualname" names to accept. Returns a ScanReport; for a
+    directory (a model folder, a diffusers pipeline, a Trainer output; a
+    DCP directory is one checkpoint) a DirScanReport of its files, those
+    `ckpt scan DIR` reports. Raises ckpt.FileError when the file cannot be
+    read, or the directory holds no file."""
     path = os.fspath(errors.path_arg(path, "ckpt.scan"))
     opts, _keep = _options(allow)
+    if os.path.isdir(path) and not lib.ckpt_is_dcp_dir(fspath(path)):
+        return _scan_dir(path, opts)
     r = ctypes.c_void_p()
     check(lib.ckpt_scan(ctypes.byref(r), fspath(path), ctypes.byref(opts)), path)
     return _report(r, path)

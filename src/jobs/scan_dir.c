@@ -20,6 +20,8 @@ struct ckpt_scan_dir {
     ckpt_dir_entry *es;
     size_t n, cap;
     const char *root;
+    ckpt_scan_report **reports; /* ckpt_scan_dir_scan's, one per entry */
+    ckpt_error *failed;         /* a failed scan's error, code 0 else */
 };
 
 static int by_name(const void *a, const void *b) {
@@ -139,6 +141,7 @@ const ckpt_dir_entry *ckpt_scan_dir_entry(const ckpt_scan_dir *w, size_t i) {
 
 void ckpt_scan_dir_free(ckpt_scan_dir *w) {
     if (w == NULL) return;
+    for (size_t i = 0; w->reports && i < w->n; i++) ckpt_scan_report_free(w->reports[i]);
     ckpt_arena_free(&w->arena);
     ckpt_free(w);
 }
@@ -152,4 +155,90 @@ int ckpt_scan_dir_covered(const ckpt_scan_report *const *reports, const char *co
             if (strcmp(ckpt_scan_shard(reports[m], i), names[k]) == 0) return 1;
     }
     return 0;
+}
+
+static int is_json_name(const char *name) {
+    size_t len = strlen(name);
+    return len >= 5 && strcmp(name + len - 5, ".json") == 0;
+}
+
+/* Keeps the error of the failed scan of entry k (code: what it returned). */
+static int keep_failure(ckpt_scan_dir *w, size_t k, int code) {
+    const ckpt_error *last = ckpt_error_last();
+    ckpt_error *e = &w->failed[k];
+    if (last) *e = *last;
+    e->code = code;
+    e->message = ckpt_arena_strdup(&w->arena, last && last->message ? last->message : "");
+    e->file = ckpt_arena_strdup(&w->arena, last && last->file ? last->file : w->es[k].path);
+    e->member = ckpt_arena_strdup(&w->arena, last && last->member ? last->member : "");
+    return e->message && e->file && e->member ? 0 : ckpt_err_nomem();
+}
+
+/* The n entries es[0..n) of one directory (rs: their reports, ns: their
+ * names there): the JSON files scanned first, so that a shard an index
+ * reached is not scanned again; then a report made before an index that
+ * reaches it was read (a DCP directory's safetensors) is dropped, every
+ * decision made before any report is freed. */
+static int scan_run(ckpt_scan_dir *w, size_t first, size_t n, const char **ns, char *drop,
+                    const ckpt_scan_options *opts) {
+    ckpt_scan_report **rs = w->reports + first;
+    const ckpt_scan_report *const *crs = (const ckpt_scan_report *const *)rs;
+    for (int json = 1; json >= 0; json--)
+        for (size_t k = 0; k < n; k++) {
+            const ckpt_dir_entry *e = &w->es[first + k];
+            if (e->error.code || is_json_name(ns[k]) != json ||
+                ckpt_scan_dir_covered(crs, ns, n, k))
+                continue;
+            int rc = ckpt_scan(&rs[k], e->path, opts);
+            if (rc == CKPT_E_NOMEM) return rc;
+            if (rc && (rs[k] = NULL, keep_failure(w, first + k, rc))) return CKPT_E_NOMEM;
+        }
+    for (size_t k = 0; k < n; k++) drop[k] = rs[k] && ckpt_scan_dir_covered(crs, ns, n, k);
+    for (size_t k = 0; k < n; k++)
+        if (drop[k]) {
+            ckpt_scan_report_free(rs[k]);
+            rs[k] = NULL;
+        }
+    return 0;
+}
+
+int ckpt_scan_dir_scan(ckpt_scan_dir *w, const ckpt_scan_options *opts) {
+    if (w == NULL || w->reports)
+        return ckpt_err(CKPT_E_INVALID_ARG, NULL, NULL, CKPT_NO_OFFSET,
+                        w ? "directory scanned already" : "NULL argument");
+    size_t n = w->n;
+    const char **ns = ckpt_arena_array(&w->arena, n + 1, sizeof *ns);
+    char *drop = ckpt_arena_array(&w->arena, n + 1, 1);
+    w->failed = ckpt_arena_array(&w->arena, n + 1, sizeof *w->failed);
+    w->reports = ckpt_arena_array(&w->arena, n + 1, sizeof *w->reports);
+    if (!ns || !drop || !w->failed || !w->reports) {
+        w->reports = NULL;
+        return ckpt_err_nomem();
+    }
+    memset(w->reports, 0, (n + 1) * sizeof *w->reports);
+    memset(w->failed, 0, (n + 1) * sizeof *w->failed);
+    for (size_t i = 0; i < n; i++) ns[i] = w->es[i].name + w->es[i].base;
+    for (size_t first = 0, end; first < n; first = end) {
+        const ckpt_dir_entry *f = &w->es[first];
+        for (end = first + 1; end < n; end++) /* the run of entries in one directory */
+            if (w->es[end].base != f->base || strncmp(w->es[end].name, f->name, f->base) != 0)
+                break;
+        int rc = scan_run(w, first, end - first, ns + first, drop + first, opts);
+        if (rc) return rc;
+    }
+    return 0;
+}
+
+const ckpt_scan_report *ckpt_scan_dir_report(const ckpt_scan_dir *w, size_t i,
+                                             const ckpt_error **error) {
+    const ckpt_error *why = NULL;
+    const ckpt_scan_report *r = NULL;
+    if (w && i < w->n) {
+        r = w->reports ? w->reports[i] : NULL;
+        why = w->es[i].error.code               ? &w->es[i].error
+              : w->reports && w->failed[i].code ? &w->failed[i]
+                                                : NULL;
+    }
+    if (error) *error = why;
+    return r;
 }

@@ -185,3 +185,47 @@ def test_scan_report_fields(corpus):
     assert ok.safe and ok.findings == ()
     with pytest.raises(ckpt.FileError):
         ckpt.scan(os.path.join(corpus, "absent.pkl"))
+
+
+def test_scan_directory_as_the_cli_does(tmp_path):
+    """ckpt.scan(DIR) is `ckpt scan DIR`: the library's one walk (files
+    before subfolders, hidden entries skipped, a shard reported through its
+    index, an entry too deep listed with its error), the same files with
+    the same verdicts; iterating gives the reports. It raised before
+    (ckpt_scan of a directory)."""
+    import subprocess
+    evil = b"\x80\x02cos\nsystem\nq\x00X\x02\x00\x00\x00idq\x01\x85q\x02Rq\x03."
+    benign = b"\x80\x02}q\x00X\x01\x00\x00\x00aq\x01K\x01s."
+    st = (b"\x36\0\0\0\0\0\0\0"
+          b'{"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}' + b"\0\0\x80?")
+    deep = "/".join("d%d" % i for i in range(17))
+    files = {"config.json": b"{}\n", "model.pkl": benign, "unet/a.safetensors": st,
+             "unet/m.index.json": b'{"weight_map": {"w": "a.safetensors"}}',
+             "unet/z.bin": evil, "unet/.hidden.pkl": evil, deep + "/x.pkl": evil}
+    for name, data in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_bytes(data)
+    rep = ckpt.scan(tmp_path)
+    assert isinstance(rep, ckpt.DirScanReport)
+    got = [(os.path.relpath(r.file, tmp_path), r.verdict) for r in rep]
+    assert got == [("config.json", "not-a-checkpoint"), ("model.pkl", "safe"),
+                   ("unet/m.index.json", "safe"), ("unet/z.bin", "unsafe")], got
+    assert len(rep) == 4 and rep.verdict == "unsafe" and not rep.safe
+    assert [(e.file, e.name) for e in rep.errors] == [
+        (str(tmp_path / "/".join(deep.split("/")[:17])), "CKPT_E_LIMIT")], rep.errors
+    assert "deeper than 16 levels" in rep.errors[0].message
+    p = subprocess.run([os.environ.get("CKPT_BIN", "ckpt"), "scan", "--json", str(tmp_path)],
+                       capture_output=True, timeout=60)
+    cli = [(os.path.relpath(r["file"], tmp_path), r["verdict"]) for r in json.loads(p.stdout)]
+    assert p.returncode == 2 and cli == got, (p.returncode, cli, p.stderr)
+    # the evil file gone: safe, as the CLI says (exit 0 but for the deep entry)
+    (tmp_path / "unet/z.bin").unlink()
+    import shutil
+    shutil.rmtree(tmp_path / "d0")
+    rep = ckpt.scan(str(tmp_path))
+    assert rep.verdict == "safe" and rep.safe and rep.errors == (), rep
+    with pytest.raises(ckpt.FileError):
+        ckpt.scan(tmp_path / "unet" / "nothing")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ckpt.FileError, match="no file in the directory"):
+        ckpt.scan(tmp_path / "empty")

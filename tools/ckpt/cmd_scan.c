@@ -365,27 +365,16 @@ static int is_dir(const char *path) {
     return stat(path, &st) == 0 && S_ISDIR(st.st_mode) && !ckpt_is_dcp_dir(path);
 }
 
-/* A regular file of a directory: its report, or why it has none. */
+/* A file of a directory: its report (ckpt_scan_dir_report), or why it
+ * has none. */
 typedef struct dir_file {
     const char *path;
     const char *name; /* its name in the directory, inside path */
-    ckpt_scan_report *r;
-    cli_error *err; /* the scan failed */
-    int covered;    /* a shard an index of the directory scanned */
-    int listed;     /* on the one line of a model folder's other files */
+    const ckpt_scan_report *r;
+    const ckpt_error *err; /* the walk left it unread, or its scan failed */
+    int unread;            /* the walk left it unread */
+    int listed;            /* on the one line of a model folder's other files */
 } dir_file;
-
-static void scan_entry(dir_file *f, const ckpt_scan_options *so) {
-    int rc = ckpt_scan(&f->r, f->path, so);
-    if (rc == 0) return;
-    f->r = NULL;
-    if ((f->err = malloc(sizeof *f->err)) != NULL) cli_error_capture(f->err, rc);
-}
-
-static int is_json_name(const char *name) {
-    size_t len = strlen(name);
-    return len >= 5 && strcmp(name + len - 5, ".json") == 0;
-}
 
 /* Files a model folder holds beside its weights (transformers'
  * save_pretrained and its tokenizers and processors, PEFT, the Trainer,
@@ -451,40 +440,29 @@ static int not_scanned(const char *path, const char *why) {
 }
 
 /* The nf files of one directory, each reported, as loading any of them
- * could run code. A shard of a sharded index there is reported once,
- * through the index (its findings name the shard as their member): the
- * JSON files are scanned first, so such shards are not scanned again on
- * their own. */
-static int scan_files(dir_file *fs, const ckpt_scan_report **rs, const char **ns, size_t nf,
-                      const ckpt_scan_options *so, cli_json_writer *j, int *warned) {
+ * could run code; a shard of a sharded index there has no report of its
+ * own (ckpt_scan_dir_scan: its findings are the index's, naming the shard
+ * as their member). */
+static int print_files(dir_file *fs, size_t nf, cli_json_writer *j, int *warned) {
     size_t k, listed = 0;
     int worst = CLI_OK, rc;
 
     for (k = 0; k < nf; k++) {
-        rs[k] = NULL;
-        ns[k] = fs[k].name;
-    }
-    for (int json = 1; json >= 0; json--)
-        for (k = 0; k < nf; k++)
-            if (is_json_name(fs[k].name) == json &&
-                !(fs[k].covered = ckpt_scan_dir_covered(rs, ns, nf, k))) {
-                scan_entry(&fs[k], so);
-                rs[k] = fs[k].r;
-            }
-    for (k = 0; k < nf; k++) {
-        if (!fs[k].covered && !ckpt_scan_dir_covered(rs, ns, nf, k)) {
-            if (!j && (fs[k].listed = listed_only(&fs[k]))) {
-                listed++;
-                continue;
-            }
-            if (fs[k].r)
-                rc = print_result(fs[k].path, fs[k].r, j, warned, 1);
-            else if (fs[k].err)
-                rc = print_error(fs[k].path, fs[k].err, j);
-            else
-                rc = CLI_USAGE;
-            if (rc == CLI_USAGE || (rc == CLI_FINDINGS && worst == CLI_OK)) worst = rc;
+        if (fs[k].unread) {
+            rc = not_scanned(fs[k].path, fs[k].err->message);
+        } else if (fs[k].err) {
+            cli_error e;
+            cli_error_copy(&e, fs[k].err);
+            rc = print_error(fs[k].path, &e, j);
+        } else if (!fs[k].r) {
+            continue; /* reported through its index */
+        } else if (!j && (fs[k].listed = listed_only(&fs[k])) != 0) {
+            listed++;
+            continue;
+        } else {
+            rc = print_result(fs[k].path, fs[k].r, j, warned, 1);
         }
+        if (rc == CLI_USAGE || (rc == CLI_FINDINGS && worst == CLI_OK)) worst = rc;
     }
     if (listed && !args.quiet) {
         /* one line for them all: they are no findings (config.json said
@@ -498,37 +476,31 @@ static int scan_files(dir_file *fs, const ckpt_scan_report **rs, const char **ns
             }
         fputc('\n', stdout);
     }
-    for (k = 0; k < nf; k++) {
-        ckpt_scan_report_free(fs[k].r);
-        free(fs[k].err);
-    }
     return worst;
 }
 
 /* A directory (a model folder, a Trainer checkpoint): the files the
  * library's walk lists (ckpt_scan_dir_list: regular files and DCP
  * directories, a directory's own before its subdirectories', in name
- * order), one directory at a time; an entry it could not examine is said
- * (exit 2). */
+ * order) scanned as the library scans them (ckpt_scan_dir_scan), printed
+ * one directory at a time; an entry it could not examine is said (exit
+ * 2). */
 static int scan_dir(const char *dir, const ckpt_scan_options *so, cli_json_writer *j, int *warned) {
     ckpt_scan_dir *w = NULL;
     int rc = ckpt_scan_dir_list(&w, dir, NULL), worst = CLI_OK;
-    size_t n = ckpt_scan_dir_count(w), files = 0, i = 0;
+    size_t n = ckpt_scan_dir_count(w), i = 0;
     dir_file *fs = NULL;
-    const ckpt_scan_report **rs = NULL;
-    const char **ns = NULL;
 
+    if (rc == 0) rc = ckpt_scan_dir_scan(w, so);
     if (rc) {
         const ckpt_error *e = ckpt_error_last();
+        ckpt_scan_dir_free(w);
         fputs("ckpt: ", stderr);
         cli_put_text(stderr, dir, strlen(dir));
         fprintf(stderr, ": %s\n", e && e->message ? e->message : ckpt_error_name(rc));
         return CLI_USAGE;
     }
-    if (n && ((fs = calloc(n, sizeof *fs)) == NULL || (rs = calloc(n, sizeof *rs)) == NULL ||
-              (ns = calloc(n, sizeof *ns)) == NULL)) {
-        free(fs);
-        free(rs);
+    if (n && (fs = calloc(n, sizeof *fs)) == NULL) {
         ckpt_scan_dir_free(w);
         return not_scanned(dir, "out of memory");
     }
@@ -537,27 +509,22 @@ static int scan_dir(const char *dir, const ckpt_scan_options *so, cli_json_write
         size_t nf = 0;
 
         /* the run of entries in one directory */
-        for (; i < n; i++) {
+        for (; i < n; i++, nf++) {
             const ckpt_dir_entry *e = ckpt_scan_dir_entry(w, i);
 
             if (e->base != first->base || strncmp(e->name, first->name, e->base) != 0) break;
-            if (e->error.code) {
-                worst = not_scanned(e->path, e->error.message);
-                continue;
-            }
-            memset(&fs[nf], 0, sizeof *fs);
             fs[nf].path = e->path;
-            fs[nf++].name = e->name + e->base;
+            fs[nf].name = e->name + e->base;
+            fs[nf].r = ckpt_scan_dir_report(w, i, &fs[nf].err);
+            fs[nf].unread = e->error.code != 0;
+            fs[nf].listed = 0;
         }
-        files += nf;
-        rc = scan_files(fs, rs, ns, nf, so, j, warned);
+        rc = print_files(fs, nf, j, warned);
         if (rc == CLI_USAGE || (rc == CLI_FINDINGS && worst == CLI_OK)) worst = rc;
     }
     free(fs);
-    free(rs);
-    free(ns);
     ckpt_scan_dir_free(w);
-    if (files == 0 && worst == CLI_OK) {
+    if (n == 0) {
         fputs("ckpt: ", stderr);
         cli_put_text(stderr, dir, strlen(dir));
         fputs(": no file in the directory\n", stderr);
