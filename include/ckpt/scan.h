@@ -60,7 +60,10 @@ typedef struct ckpt_finding {
     const char *member; /* zip member or pickle name ("" for the file);
                             for a shard of a sharded index, the shard's
                             name, or "SHARD:MEMBER" */
-    uint64_t offset;    /* absolute byte offset in the file */
+    uint64_t offset;    /* absolute byte offset in the file; for a
+                            member of an archive inside a zip member,
+                            "OUTER:INNER", the offset inside OUTER as
+                            extracted (stored or inflated) */
     const char *message;
 } ckpt_finding;
 

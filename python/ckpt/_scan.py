@@ -14,7 +14,9 @@ class Finding:
     """One scan finding. severity: "info", "suspicious" or "dangerous";
     kind: "global", "call", "build", "zip-flags", "trailing-bytes", ...;
     global_: "module.qualname" or None; member: zip member or pickle name
-    ("" for the file); offset: absolute byte offset in the file or None."""
+    ("" for the file); offset: absolute byte offset in the file or None
+    (for a member of an archive inside a zip member, "OUTER:INNER", the
+    offset inside OUTER as extracted)."""
     severity: str
     kind: str
     global_: Optional[str]

@@ -147,10 +147,6 @@ typedef struct scanner {
                                  (torch's reading, which succeeded), or
                                  NULL: scan_zip_readings reads it again */
     int zip_depth;          /* zip archives inside the one scanned */
-    uint64_t inflated_at;   /* inside an archive nested in inflated bytes:
-                               the file offset of the deflated member's
-                               data, every finding's offset there; else
-                               CKPT_NO_OFFSET */
 } scanner;
 
 /* A run of bytes scanned as stacked pickle streams. */
@@ -365,7 +361,6 @@ static void add_finding(scanner *sc, ckpt_severity sev, const char *kind, const 
                         const char *member, uint64_t offset, const char *fmt, ...) {
     ckpt_scan_report *r = sc->r;
     if (sev != CKPT_SEVERITY_INFO) sc->unsafe = 1;
-    if (sc->inflated_at != CKPT_NO_OFFSET) offset = sc->inflated_at;
     fkey k = {sev, kind, global, member};
     if (set_reserve(sc, &sc->fset, f_rehash)) {
         sc->nomem = 1;
@@ -1092,8 +1087,9 @@ static int scan_tar(scanner *sc, const uint8_t *p, size_t n);
 /* A member that is itself a zip archive (a model.pt or model.pkl zipped
  * inside the archive one downloads) or a tar one (torch < 0.4's format,
  * a tarred model.pkl: extracted, torch.load unpickles its members): its
- * members are scanned as the file's, named "MEMBER:INNER" (offsets
- * inside MEMBER; in inflated bytes, the member's data in the file).
+ * members are scanned as the file's, named "MEMBER:INNER", their
+ * offsets inside MEMBER as extracted, stored or deflated (one of
+ * inflated bytes was the member's data in the file for every finding).
  * *done: it was one. A zip in a zip holding a hostile model.pt, and a zip
  * holding a tar of a hostile model.pkl, were NOT-A-CHECKPOINT. One view
  * of the first block serves both sniffs. */
@@ -1117,9 +1113,7 @@ static int scan_nested_archive(scanner *sc, const region *rg, ckpt_view *mv, int
     const ckpt_source *src = sc->src;
     const ckpt_zip *opened = sc->opened;
     const char *shard = sc->shard;
-    uint64_t inflated_at = sc->inflated_at;
     if (rg->decoded) sc->src = NULL; /* inflated bytes, in memory */
-    if (rg->decoded && inflated_at == CKPT_NO_OFFSET) sc->inflated_at = rg->at;
     sc->opened = NULL;
     sc->shard = rg->member;
     sc->zip_depth++;
@@ -1128,7 +1122,6 @@ static int scan_nested_archive(scanner *sc, const region *rg, ckpt_view *mv, int
     else
         rc = scan_tar(sc, rg->p, rg->n);
     sc->zip_depth--;
-    sc->inflated_at = inflated_at;
     sc->src = src;
     sc->opened = opened;
     sc->shard = shard;
@@ -2249,7 +2242,6 @@ static int scan_buffer(ckpt_scan_report **out, const void *data, size_t size, co
             return ckpt_err(CKPT_E_INVALID_ARG, file, NULL, CKPT_NO_OFFSET, "allow[%zu] is NULL",
                             i);
     sc.budget = ckpt_zip_budget(&sc.o.limits, size);
-    sc.inflated_at = CKPT_NO_OFFSET;
     sc.dir = dir;
     sc.header_checked = opened && opened->format == CKPT_FORMAT_SAFETENSORS;
     sc.opened = opened && opened->format == CKPT_FORMAT_TORCH_ZIP ? opened->zip : NULL;
