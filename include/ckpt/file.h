@@ -166,6 +166,30 @@ CKPT_API int ckpt_open(ckpt_file **out, const char *path, const ckpt_open_option
  * above); else 0. */
 CKPT_API int ckpt_is_dcp_dir(const char *path);
 
+/* A diffusers pipeline directory (DiffusionPipeline.save_pretrained):
+ * model_index.json names its components ("unet": ["diffusers",
+ * "UNet2DConditionModel"]; [null, null] for one left out), each saved in
+ * the folder of its name. ckpt_open of the directory opens none of them
+ * (it names them); `ckpt verify` and `doctor` check each model component:
+ * a folder that ModelMixin or PreTrainedModel.save_pretrained wrote
+ * (config.json beside diffusion_pytorch_model.* or model.*, which
+ * ckpt_open of the folder opens), or a listed folder that is missing;
+ * a tokenizer's, scheduler's or feature extractor's folder holds no
+ * weights. Components in name order (strcmp), as `ckpt scan DIR` walks
+ * them. Returns 0; CKPT_E_NOTFOUND when `dir` holds no model_index.json;
+ * CKPT_E_FORMAT when it is no JSON object or names a component outside
+ * the directory ("../x", "a/b"); CKPT_E_IO, CKPT_E_LIMIT (larger than
+ * limits.max_index_bytes' default), CKPT_E_NOMEM. Strings are borrowed
+ * from the list; free it with ckpt_pipeline_free. */
+typedef struct ckpt_pipeline ckpt_pipeline;
+
+CKPT_API int ckpt_pipeline_open(ckpt_pipeline **out, const char *dir);
+CKPT_API size_t ckpt_pipeline_count(const ckpt_pipeline *p);
+/* Component i's name ("unet") and path (dir "/" name); NULL past the end. */
+CKPT_API const char *ckpt_pipeline_component(const ckpt_pipeline *p, size_t i);
+CKPT_API const char *ckpt_pipeline_path(const ckpt_pipeline *p, size_t i);
+CKPT_API void ckpt_pipeline_free(ckpt_pipeline *p);
+
 /* Same from memory. `data` is borrowed and must outlive the ckpt_file.
  * `name` is used in error messages (may be NULL). Sharded indexes cannot be
  * opened from memory (CKPT_E_UNSUPPORTED). */

@@ -206,3 +206,36 @@ int ckpt_source_check_size(const ckpt_source *src) {
                     "while being read)",
                     (unsigned long long)st.st_size, (unsigned long long)src->size);
 }
+
+int ckpt_read_whole(const char *path, uint64_t max, char **out, size_t *len) {
+    struct stat st;
+    const char *why;
+    int fd = ckpt_open_regular(path, &st, &why);
+    size_t got = 0;
+    char *buf;
+
+    *out = NULL;
+    if (fd < 0) return ckpt_err(CKPT_E_IO, path, NULL, CKPT_NO_OFFSET, "cannot read: %s", why);
+    if ((uint64_t)st.st_size > max) {
+        close(fd);
+        return ckpt_err(CKPT_E_LIMIT, path, NULL, CKPT_NO_OFFSET,
+                        "JSON file of %lld bytes exceeds the limit of %llu", (long long)st.st_size,
+                        (unsigned long long)max);
+    }
+    buf = ckpt_malloc((size_t)st.st_size + 1);
+    if (buf == NULL) {
+        close(fd);
+        return ckpt_err(CKPT_E_NOMEM, path, NULL, CKPT_NO_OFFSET, "out of memory");
+    }
+    while (got < (size_t)st.st_size) {
+        ssize_t r = read(fd, buf + got, (size_t)st.st_size - got);
+
+        if (r <= 0) break;
+        got += (size_t)r;
+    }
+    close(fd);
+    buf[got] = '\0';
+    *out = buf;
+    *len = got;
+    return 0;
+}

@@ -157,4 +157,10 @@ int ckpt_source_is_file(const ckpt_source *src, const void *p, uint64_t n);
  * reader. */
 int ckpt_open_regular(const char *path, struct stat *st, const char **why);
 
+/* The whole of the regular file `path` (a JSON file: an index, a Trainer
+ * state, a pipeline's model_index.json), read once, if it is at most max
+ * bytes: *out a ckpt_malloc'd copy NUL-terminated, *len its length.
+ * CKPT_E_IO (not a regular file, cannot open), CKPT_E_LIMIT, CKPT_E_NOMEM. */
+int ckpt_read_whole(const char *path, uint64_t max, char **out, size_t *len);
+
 #endif

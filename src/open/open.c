@@ -228,11 +228,18 @@ int ckpt_file_open_part(ckpt_file **out, const ckpt_file *holder, uint64_t off, 
 }
 
 /* A model directory (Hugging Face save_pretrained's layout, a Trainer
- * checkpoint folder) stands for the weights it holds, found in
- * transformers' from_pretrained order. *out: an arena copy of the file's
- * path; CKPT_E_IO when the directory holds none of them. */
-static const char *const model_dir_names[] = {"model.safetensors", "model.safetensors.index.json",
-                                              "pytorch_model.bin", "pytorch_model.bin.index.json"};
+ * checkpoint folder, a diffusers pipeline's component folder) stands for
+ * the weights it holds, found in transformers' from_pretrained order,
+ * then diffusers' ModelMixin names in its order. *out: an arena copy of
+ * the file's path; CKPT_E_IO when the directory holds none of them. */
+static const char *const model_dir_names[] = {"model.safetensors",
+                                              "model.safetensors.index.json",
+                                              "pytorch_model.bin",
+                                              "pytorch_model.bin.index.json",
+                                              "diffusion_pytorch_model.safetensors",
+                                              "diffusion_pytorch_model.safetensors.index.json",
+                                              "diffusion_pytorch_model.bin",
+                                              "diffusion_pytorch_model.bin.index.json"};
 #define N_MODEL_DIR_NAMES (sizeof model_dir_names / sizeof *model_dir_names)
 
 int ckpt_model_dir_weights_name(const char *name) {
@@ -287,10 +294,17 @@ int ckpt_model_dir_weights(ckpt_arena *a, const char *dir, const char **out) {
     if (latest)
         return ckpt_err(CKPT_E_IO, dir, NULL, CKPT_NO_OFFSET, "cannot read: " CKPT_TRAINER_DIR,
                         latest);
+    const char *index = ckpt_arena_printf(a, "%s/model_index.json", dir);
+    if (index && stat(index, &st) == 0)
+        return ckpt_err(CKPT_E_IO, dir, NULL, CKPT_NO_OFFSET,
+                        "cannot read: a diffusers pipeline directory (model_index.json), whose "
+                        "models are its component folders (unet, vae, text_encoder...): name "
+                        "one, or `ckpt verify` or `doctor` the directory to check each");
     return ckpt_err(CKPT_E_IO, dir, NULL, CKPT_NO_OFFSET,
                     "cannot read: a directory without model weights (model.safetensors, "
-                    "model.safetensors.index.json, pytorch_model.bin or "
-                    "pytorch_model.bin.index.json) or a PEFT adapter "
+                    "model.safetensors.index.json, pytorch_model.bin, "
+                    "pytorch_model.bin.index.json or their diffusion_pytorch_model.* "
+                    "counterparts) or a PEFT adapter "
                     "(adapter_model.safetensors or adapter_model.bin)");
 }
 

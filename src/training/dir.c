@@ -79,40 +79,6 @@ static sniff sniff_file(const char *path) {
     return i < n && b[i] == '{' ? SNIFF_JSON : SNIFF_OTHER;
 }
 
-/* The whole file in a malloc'd buffer, if it is at most max bytes. */
-static int read_all(const char *path, uint64_t max, char **out, size_t *len) {
-    struct stat st;
-    const char *why;
-    int fd = ckpt_open_regular(path, &st, &why);
-    size_t got = 0;
-    char *buf;
-
-    *out = NULL;
-    if (fd < 0) return ckpt_err(CKPT_E_IO, path, NULL, CKPT_NO_OFFSET, "cannot read: %s", why);
-    if ((uint64_t)st.st_size > max) {
-        close(fd);
-        return ckpt_err(CKPT_E_LIMIT, path, NULL, CKPT_NO_OFFSET,
-                        "JSON file of %lld bytes exceeds the limit of %llu", (long long)st.st_size,
-                        (unsigned long long)max);
-    }
-    buf = ckpt_malloc((size_t)st.st_size + 1);
-    if (buf == NULL) {
-        close(fd);
-        return nomem(path);
-    }
-    while (got < (size_t)st.st_size) {
-        ssize_t r = read(fd, buf + got, (size_t)st.st_size - got);
-
-        if (r <= 0) break;
-        got += (size_t)r;
-    }
-    close(fd);
-    buf[got] = '\0';
-    *out = buf;
-    *len = got;
-    return 0;
-}
-
 /* ------------------------------------------------------------ listing */
 
 static int list_dir(scan *s) {
@@ -191,7 +157,7 @@ static int read_index(scan *s, entry *e) {
     size_t len, cap = 0;
     json_t *doc, *map, *v;
     const char *k;
-    int rc = read_all(e->path, s->opts->limits.max_index_bytes, &bytes, &len);
+    int rc = ckpt_read_whole(e->path, s->opts->limits.max_index_bytes, &bytes, &len);
 
     if (rc) /* read again, and reported, by analyse_json */
         return rc == CKPT_E_NOMEM ? rc : 0;
@@ -304,7 +270,7 @@ static int analyse_json(scan *s, entry *e) {
     int parsed, rc;
 
     if (tokenizer_json(e->name)) return ignore(s->t, e->name);
-    rc = read_all(e->path, s->opts->limits.max_index_bytes, &bytes, &len);
+    rc = ckpt_read_whole(e->path, s->opts->limits.max_index_bytes, &bytes, &len);
     if (rc == CKPT_E_NOMEM) return rc;
     if (rc)
         return ckpt_tr_warn(s->t, "%s could not be read: %s", e->name, ckpt_error_last()->message);

@@ -92,6 +92,20 @@ void cli_put_message(FILE *out, const cli_error *e);
  * cli_exit_code(e->code). */
 int cli_report(const char *file, const cli_error *e);
 
+/* ------------------------------------------------------------ targets */
+
+/* What verify, inspect and doctor check for one argument: each model
+ * component of a diffusers pipeline directory (ckpt_pipeline_open: unet,
+ * text_encoder, vae, in name order), else the argument itself. fn returns
+ * a CLI_* code; cli_each_target returns the worst (CLI_USAGE over
+ * CLI_FINDINGS), CLI_USAGE after saying why when the pipeline's
+ * model_index.json cannot be read or names no model component. */
+typedef int (*cli_target_fn)(const char *path, void *ctx);
+int cli_each_target(const char *arg, cli_target_fn fn, void *ctx);
+/* Whether some argument stands for several checkpoints (several
+ * arguments, or a pipeline): --json writes an array then. */
+int cli_several_targets(const char *const *args, size_t n);
+
 /* ------------------------------------------------------------ text */
 
 /* Length (1-4) of the well-formed UTF-8 sequence at p (n bytes left), or

@@ -373,16 +373,25 @@ static const cli_opt opts[] = {
      "one JSON object on stdout instead of the report"},
     {0}};
 
-static int run(const cli_command *cmd, int argc, char **argv) {
+/* The report of one checkpoint (a pipeline's component: after a
+ * header line naming it); returns its exit code. */
+static int doctor_one(const char *path, void *ctx) {
     ckpt_doctor_report *r = NULL;
     const char *name;
     double seconds;
     cli_error e;
     size_t i;
-    int rc = cli_opt_parse(cmd, argc, argv);
+    int rc, *several = ctx;
+    static int first = 1;
 
-    if (rc != CLI_CONTINUE) return rc;
-    rc = ckpt_doctor(&r, args.path, NULL);
+    if (*several && !first) fputs(args.json ? "," : "\n", stdout);
+    first = 0;
+    if (*several && !args.json) {
+        printf("%s== ", cli_color(CLI_BOLD));
+        cli_put_text(stdout, path, strlen(path));
+        printf("%s\n", cli_color(CLI_RESET));
+    }
+    rc = ckpt_doctor(&r, path, NULL);
     if (rc != 0) {
         cli_error_capture(&e, rc);
         if (args.json) { /* as scan --json gives a file it cannot read */
@@ -391,17 +400,16 @@ static int run(const cli_command *cmd, int argc, char **argv) {
             cli_json_init(&j, stdout);
             cli_json_object_begin(&j);
             cli_json_key(&j, "file");
-            cli_json_string(&j, args.path);
+            cli_json_string(&j, path);
             cli_json_key(&j, "verdict");
             cli_json_null(&j);
             cli_json_key(&j, "error");
-            cli_json_error(&j, &e, args.path);
+            cli_json_error(&j, &e, path);
             cli_json_object_end(&j);
             fputc('\n', stdout);
         }
         /* nothing could be examined: a usage or I/O error */
-        return rc == CKPT_E_NOTFOUND ? (cli_report(args.path, &e), CLI_USAGE)
-                                     : cli_report(args.path, &e);
+        return rc == CKPT_E_NOTFOUND ? (cli_report(path, &e), CLI_USAGE) : cli_report(path, &e);
     }
     for (i = 0; timings_on() && (name = ckpt_doctor_timing(r, i, &seconds)); i++)
         print_timing(name, seconds);
@@ -417,6 +425,17 @@ static int run(const cli_command *cmd, int argc, char **argv) {
     return rc;
 }
 
+static int run(const cli_command *cmd, int argc, char **argv) {
+    int rc = cli_opt_parse(cmd, argc, argv), several;
+
+    if (rc != CLI_CONTINUE) return rc;
+    several = cli_several_targets(&args.path, 1);
+    if (args.json && several) fputc('[', stdout);
+    rc = cli_each_target(args.path, doctor_one, &several);
+    if (args.json && several) fputs("]\n", stdout);
+    return rc;
+}
+
 const cli_command cli_cmd_doctor = {
     "doctor",
     "a readable health report with a verdict",
@@ -424,6 +443,9 @@ const cli_command cli_cmd_doctor = {
     "Reports format, integrity, safety, contents and what ckpt cannot vouch\n"
     "for, under a first line HEALTHY: ... or ATTENTION: .... A directory\n"
     "(Hugging Face Trainer layout) is examined as one training checkpoint;\n"
+    "a diffusers pipeline directory (model_index.json) model component by\n"
+    "model component (unet, text_encoder, vae...), each report under a line\n"
+    "`== DIR/COMPONENT` (--json: an array of the reports);\n"
     "a ckpt store (a directory holding LATEST) as the generation LATEST\n"
     "names, alone, with every generation listed and verified; a sharded\n"
     "set (its folder or index) as one checkpoint, shard by shard. A folder\n"

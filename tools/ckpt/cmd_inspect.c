@@ -477,6 +477,16 @@ static int inspect_one(const char *path, int hash, cli_json_writer *j) {
     return rc == CLI_USAGE || in.rc == CLI_OK ? rc : in.rc;
 }
 
+/* One checkpoint of the command line (a pipeline's component), after a
+ * blank line when another came before. */
+static int inspect_target(const char *path, void *ctx) {
+    static int first = 1;
+
+    if (!args.json && !first) fputc('\n', stdout);
+    first = 0;
+    return inspect_one(path, args.hash != NULL, args.json ? ctx : NULL);
+}
+
 static int run(const cli_command *cmd, int argc, char **argv) {
     cli_json_writer j;
     size_t i;
@@ -486,7 +496,7 @@ static int run(const cli_command *cmd, int argc, char **argv) {
     if (rc != CLI_CONTINUE) return rc;
     if (args.hash && strcmp(args.hash, "sha256") != 0)
         return cli_usage_error(cmd, "--hash takes 'sha256'");
-    several = args.files.n > 1;
+    several = cli_several_targets((const char *const *)args.files.items, args.files.n);
     /* Training components instead of the tensor list; FILE may be a
      * directory (Hugging Face Trainer layout). */
     if (args.summary) {
@@ -497,8 +507,7 @@ static int run(const cli_command *cmd, int argc, char **argv) {
     cli_json_init(&j, stdout);
     if (args.json && several) cli_json_array_begin(&j);
     for (i = 0; i < args.files.n; i++) {
-        if (!args.json && i > 0) fputc('\n', stdout);
-        rc = inspect_one(args.files.items[i], args.hash != NULL, args.json ? &j : NULL);
+        rc = cli_each_target(args.files.items[i], inspect_target, &j);
         if (rc == CLI_USAGE || (rc == CLI_FINDINGS && worst == CLI_OK)) worst = rc;
     }
     if (args.json && several) cli_json_array_end(&j);

@@ -378,7 +378,8 @@ typedef struct dir_file {
 
 /* Files a model folder holds beside its weights (transformers'
  * save_pretrained and its tokenizers and processors, PEFT, the Trainer,
- * the Hub's model card), none of them loaded with pickle. */
+ * the Hub's model card, a diffusers pipeline's index and scheduler
+ * config), none of them loaded with pickle. */
 static int model_folder_file(const char *name) {
     static const char *const known[] = {"config.json",
                                         "generation_config.json",
@@ -402,6 +403,8 @@ static int model_folder_file(const char *name) {
                                         "train_results.json",
                                         "eval_results.json",
                                         "params.json",
+                                        "model_index.json",
+                                        "scheduler_config.json",
                                         "README.md",
                                         "LICENSE",
                                         "LICENSE.txt",

@@ -121,7 +121,8 @@ static void print_ok(const outcome *o) {
 }
 
 /* Verifies one file and prints what was found; returns its exit code. */
-static int verify_one(cli_json_writer *j, const char *path) {
+static int verify_one(const char *path, void *ctx) {
+    cli_json_writer *j = ctx;
     ckpt_file *f = NULL;
     ckpt_verify_report report;
     cli_error e;
@@ -164,23 +165,24 @@ static int run(const cli_command *cmd, int argc, char **argv) {
     cli_json_writer j;
     size_t i;
     /* the whole command line is checked before any file is touched */
-    int worst = cli_opt_parse(cmd, argc, argv);
+    int worst = cli_opt_parse(cmd, argc, argv), several;
 
     if (worst != CLI_CONTINUE) return worst;
     if (args.quiet && args.verbose)
         return cli_usage_error(cmd, "--quiet and --verbose exclude each other");
     worst = CLI_OK;
+    several = cli_several_targets((const char *const *)args.files.items, args.files.n);
     cli_json_init(&j, stdout);
-    if (args.json && args.files.n > 1) cli_json_array_begin(&j);
+    if (args.json && several) cli_json_array_begin(&j);
     for (i = 0; i < args.files.n; i++) {
         int rc;
 
         cli_progress(args.files.items[i], i, args.files.n);
-        rc = verify_one(&j, args.files.items[i]);
+        rc = cli_each_target(args.files.items[i], verify_one, &j);
         if (rc == CLI_USAGE || (rc == CLI_FINDINGS && worst == CLI_OK)) worst = rc;
     }
     cli_progress(NULL, args.files.n, args.files.n);
-    if (args.json && args.files.n > 1) cli_json_array_end(&j);
+    if (args.json && several) cli_json_array_end(&j);
     if (args.json) fputc('\n', stdout);
     return worst;
 }
@@ -194,6 +196,9 @@ const cli_command cli_cmd_verify = {
     "  OK FILE (FORMAT, K keys, B bytes checked)\n"
     "  CORRUPT FILE: MESSAGE (MEMBER, offset N)\n"
     "  ERROR FILE: MESSAGE          (the file could not be read)\n"
+    "A diffusers pipeline directory (model_index.json) is checked component\n"
+    "by component (unet, text_encoder, vae...: each model folder it names,\n"
+    "one line each); a tokenizer's or scheduler's folder holds no weights.\n"
     "A sharded set (its folder or index) is checked shard by shard, each as\n"
     "the file it is, after open matched the index's weight_map with the\n"
     "shards' tensors one for one; its OK line says so: `; N shards, each\n"
