@@ -2355,6 +2355,14 @@ int ckpt_scan_opened(ckpt_scan_report **out, const ckpt_file *f, const ckpt_scan
     return scan_buffer(out, f->map, f->map_size, f->path, NULL, opts, f, 0, &f->source);
 }
 
+int ckpt_scan_path_or_opened(ckpt_scan_report **out, const char *path, const ckpt_file *opened,
+                             const ckpt_scan_options *opts) {
+    if (opened && strcmp(path, opened->path) == 0 &&
+        (opened->format == CKPT_FORMAT_SAFETENSORS || opened->format == CKPT_FORMAT_TORCH_ZIP))
+        return ckpt_scan_opened(out, opened, opts);
+    return ckpt_scan(out, path, opts);
+}
+
 void ckpt_scan_report_free(ckpt_scan_report *r) {
     if (!r) return;
     ckpt_arena_free(&r->arena);

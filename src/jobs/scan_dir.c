@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include "base/alloc.h"
 #include "base/error.h"
+#include "jobs/scan.h"
 #include "open/dcp.h"
 
 /* Subdirectory levels followed below the directory given: a diffusers
@@ -180,7 +181,7 @@ static int keep_failure(ckpt_scan_dir *w, size_t k, int code) {
  * reaches it was read (a DCP directory's safetensors) is dropped, every
  * decision made before any report is freed. */
 static int scan_run(ckpt_scan_dir *w, size_t first, size_t n, const char **ns, char *drop,
-                    const ckpt_scan_options *opts) {
+                    const ckpt_scan_options *opts, const ckpt_file *opened) {
     ckpt_scan_report **rs = w->reports + first;
     const ckpt_scan_report *const *crs = (const ckpt_scan_report *const *)rs;
     for (int json = 1; json >= 0; json--)
@@ -189,7 +190,7 @@ static int scan_run(ckpt_scan_dir *w, size_t first, size_t n, const char **ns, c
             if (e->error.code || is_json_name(ns[k]) != json ||
                 ckpt_scan_dir_covered(crs, ns, n, k))
                 continue;
-            int rc = ckpt_scan(&rs[k], e->path, opts);
+            int rc = ckpt_scan_path_or_opened(&rs[k], e->path, opened, opts);
             if (rc == CKPT_E_NOMEM) return rc;
             if (rc && (rs[k] = NULL, keep_failure(w, first + k, rc))) return CKPT_E_NOMEM;
         }
@@ -203,6 +204,11 @@ static int scan_run(ckpt_scan_dir *w, size_t first, size_t n, const char **ns, c
 }
 
 int ckpt_scan_dir_scan(ckpt_scan_dir *w, const ckpt_scan_options *opts) {
+    return ckpt_scan_dir_scan_opened(w, opts, NULL);
+}
+
+int ckpt_scan_dir_scan_opened(ckpt_scan_dir *w, const ckpt_scan_options *opts,
+                              const ckpt_file *opened) {
     if (w == NULL || w->reports)
         return ckpt_err(CKPT_E_INVALID_ARG, NULL, NULL, CKPT_NO_OFFSET,
                         w ? "directory scanned already" : "NULL argument");
@@ -223,7 +229,7 @@ int ckpt_scan_dir_scan(ckpt_scan_dir *w, const ckpt_scan_options *opts) {
         for (end = first + 1; end < n; end++) /* the run of entries in one directory */
             if (w->es[end].base != f->base || strncmp(w->es[end].name, f->name, f->base) != 0)
                 break;
-        int rc = scan_run(w, first, end - first, ns + first, drop + first, opts);
+        int rc = scan_run(w, first, end - first, ns + first, drop + first, opts, opened);
         if (rc) return rc;
     }
     return 0;

@@ -68,6 +68,8 @@ struct ckpt_doctor_report {
     int sharded;
     ckpt_doctor_scan *scans;
     size_t n_scans;
+    ckpt_scan_dir *walk; /* a directory's: the reports of scans[walk_first..] */
+    size_t walk_first;
     ckpt_keys_report *keys;
     const char **notes;
     size_t n_notes, notes_cap;
@@ -485,11 +487,7 @@ static int scan_into(ckpt_doctor_report *r, ckpt_doctor_scan *s, const char *pat
     ckpt_scan_report *report = NULL;
     ckpt_scan_options so = CKPT_SCAN_OPTIONS_INIT;
     so.limits = r->opts.open.limits;
-    int rc =
-        path == r->path && r->f &&
-                (r->f->format == CKPT_FORMAT_SAFETENSORS || r->f->format == CKPT_FORMAT_TORCH_ZIP)
-            ? ckpt_scan_opened(&report, r->f, &so)
-            : ckpt_scan(&report, path, &so);
+    int rc = ckpt_scan_path_or_opened(&report, path, r->f, &so);
     memset(s, 0, sizeof *s);
     s->name = name;
     s->report = report;
@@ -498,76 +496,41 @@ static int scan_into(ckpt_doctor_report *r, ckpt_doctor_scan *s, const char *pat
     return 0;
 }
 
-static int is_json_name(const char *name) {
-    size_t len = strlen(name);
-    return len >= 5 && strcmp(name + len - 5, ".json") == 0;
-}
-
-/* Scans of the files one directory of the walk holds (es[0..n)), made
- * into got[] (made[k]: scanned): the JSON files first, so that a shard
- * an index there reached is not scanned again (ckpt_scan_dir_covered),
- * as `ckpt scan DIR` does. */
-static int scan_run(ckpt_doctor_report *r, const ckpt_dir_entry *const *es, size_t n,
-                    ckpt_doctor_scan *got, const ckpt_scan_report **rs, const char **ns,
-                    char *made) {
-    for (size_t k = 0; k < n; k++) {
-        rs[k] = NULL;
-        ns[k] = es[k]->name + es[k]->base;
-        made[k] = 0;
-    }
-    for (int json = 1; json >= 0; json--)
-        for (size_t k = 0; k < n; k++) {
-            if (es[k]->error.code || is_json_name(ns[k]) != json ||
-                ckpt_scan_dir_covered(rs, ns, n, k))
-                continue;
-            const char *name = ckpt_arena_strdup(&r->arena, es[k]->name);
-            const char *path = strcmp(es[k]->path, r->path) == 0 ? r->path : es[k]->path;
-            if (name == NULL || scan_into(r, &got[k], path, name)) return ckpt_err_nomem();
-            rs[k] = got[k].report;
-            made[k] = 1;
-        }
-    return 0;
-}
-
-/* Adds got (a scan made, or the entry e left unread, unscannable) to the
+/* Adds got (a scan made, or of an entry left unread, error: why) to the
  * report. */
 static int add_scan(ckpt_doctor_report *r, size_t *cap, const ckpt_doctor_scan *got,
-                    const ckpt_dir_entry *e) {
+                    const ckpt_error *error) {
     if (ckpt_arena_grow(&r->arena, (void **)&r->scans, cap, r->n_scans + 1, sizeof *r->scans))
         return ckpt_err_nomem();
     ckpt_doctor_scan *s = &r->scans[r->n_scans++];
-    if (got) {
-        *s = *got;
-        return 0;
-    }
-    memset(s, 0, sizeof *s);
-    s->name = ckpt_arena_strdup(&r->arena, e->name);
-    s->error = e->error;
-    s->error.message = ckpt_arena_strdup(&r->arena, e->error.message);
-    s->error.file = ckpt_arena_strdup(&r->arena, e->error.file);
-    s->error.member = ckpt_arena_strdup(&r->arena, e->error.member);
-    return s->name && s->error.message && s->error.file && s->error.member ? 0 : ckpt_err_nomem();
+    *s = *got;
+    if (!error) return 0;
+    s->error = *error;
+    s->error.message = ckpt_arena_strdup(&r->arena, error->message ? error->message : "");
+    s->error.file = ckpt_arena_strdup(&r->arena, error->file ? error->file : "");
+    s->error.member = ckpt_arena_strdup(&r->arena, error->member ? error->member : "");
+    return s->error.message && s->error.file && s->error.member ? 0 : ckpt_err_nomem();
 }
 
 /* Every file of the directory `ckpt scan DIR` lists (ckpt_scan_dir_list:
  * its subdirectories too, where a diffusers pipeline's unet/ or a
- * DeepSpeed global_stepN/ holds what its loader unpickles), in its
- * order: training analysis reads only what it knows (a hostile unet/ bin,
- * or a zip holding a pickle beside the weights, was "safe"). A shard an
- * index reached is reported through the index, a file of no checkpoint
- * is left out, an entry left unread is unscannable. */
-static int scan_dir_files(ckpt_doctor_report *r, ckpt_scan_dir *w) {
-    size_t n = ckpt_scan_dir_count(w), cap = 0, i = 0;
-    const ckpt_dir_entry **es = ckpt_arena_array(&r->arena, n + 1, sizeof *es);
-    ckpt_doctor_scan *got = ckpt_arena_array(&r->arena, n + 1, sizeof *got);
-    const ckpt_scan_report **rs = ckpt_arena_array(&r->arena, n + 1, sizeof *rs);
-    const char **ns = ckpt_arena_array(&r->arena, n + 1, sizeof *ns);
-    char *made = ckpt_arena_array(&r->arena, n + 1, 1);
-    int rc = es && got && rs && ns && made ? 0 : ckpt_err_nomem(), main_listed = 0;
+ * DeepSpeed global_stepN/ holds what its loader unpickles), scanned as it
+ * scans them (ckpt_scan_dir_scan: a shard an index reached is reported
+ * through the index), in its order: training analysis reads only what it
+ * knows (a hostile unet/ bin, or a zip holding a pickle beside the
+ * weights, was "safe"). A file of no checkpoint is left out, an entry
+ * left unread or whose scan failed is unscannable. */
+static int scan_dir_files(ckpt_doctor_report *r) {
+    ckpt_scan_options so = CKPT_SCAN_OPTIONS_INIT;
+    size_t cap = 0, n;
+    int rc = ckpt_scan_dir_list(&r->walk, r->dir, NULL), main_listed = 0;
 
+    so.limits = r->opts.open.limits;
+    if (rc == 0) rc = ckpt_scan_dir_scan_opened(r->walk, &so, r->f);
+    n = ckpt_scan_dir_count(r->walk);
     for (size_t k = 0; rc == 0 && k < n; k++) {
-        es[k] = ckpt_scan_dir_entry(w, k);
-        main_listed |= es[k]->error.code == 0 && strcmp(es[k]->path, r->path) == 0;
+        const ckpt_dir_entry *e = ckpt_scan_dir_entry(r->walk, k);
+        main_listed |= e->error.code == 0 && strcmp(e->path, r->path) == 0;
     }
     if (rc == 0 && !main_listed) { /* the weights the analysis chose, first */
         ckpt_doctor_scan s;
@@ -577,33 +540,21 @@ static int scan_dir_files(ckpt_doctor_report *r, ckpt_scan_dir *w) {
         rc = scan_into(r, &s, r->path, name);
         if (rc == 0) rc = add_scan(r, &cap, &s, NULL);
     }
-    while (rc == 0 && i < n) {
-        size_t first = i;
-        for (; i < n; i++) /* the run of entries in one directory */
-            if (es[i]->base != es[first]->base ||
-                strncmp(es[i]->name, es[first]->name, es[i]->base) != 0)
-                break;
-        size_t m = i - first;
-        rc = scan_run(r, es + first, m, got + first, rs + first, ns + first, made + first);
-        /* every decision first: a shard's coverage reads the run's other
-         * reports, which are freed below when not kept */
-        for (size_t k = first; rc == 0 && k < i; k++) {
-            const ckpt_scan_report *rep = got[k].report;
-            made[k] = es[k]->error.code != 0 ||
-                      (made[k] && !ckpt_scan_dir_covered(rs + first, ns + first, m, k - first) &&
-                       (strcmp(es[k]->path, r->path) == 0 || !rep || got[k].error.code ||
-                        ckpt_scan_verdict(rep) != CKPT_VERDICT_NOT_A_CHECKPOINT));
-        }
-        for (size_t k = first; rc == 0 && k < i; k++) {
-            ckpt_scan_report *rep = (ckpt_scan_report *)got[k].report;
-            if (made[k]) /* kept */
-                rc = add_scan(r, &cap, es[k]->error.code ? NULL : &got[k], es[k]);
-            else
-                ckpt_scan_report_free(rep);
-            got[k].report = NULL;
-        }
-        for (size_t k = first; k < i; k++) /* after a failure: not added */
-            ckpt_scan_report_free((ckpt_scan_report *)got[k].report);
+    r->walk_first = r->n_scans;
+    for (size_t k = 0; rc == 0 && k < n; k++) {
+        const ckpt_dir_entry *e = ckpt_scan_dir_entry(r->walk, k);
+        const ckpt_error *why = NULL;
+        const ckpt_scan_report *rep = ckpt_scan_dir_report(r->walk, k, &why);
+        ckpt_doctor_scan s;
+        if ((!rep && !why) || /* a shard, reported through its index */
+            (rep && strcmp(e->path, r->path) != 0 &&
+             ckpt_scan_verdict(rep) == CKPT_VERDICT_NOT_A_CHECKPOINT))
+            continue;
+        memset(&s, 0, sizeof s);
+        if ((s.name = ckpt_arena_strdup(&r->arena, e->name)) == NULL) return ckpt_err_nomem();
+        s.report = rep;
+        s.about = trainer_args_about(r, &s);
+        rc = add_scan(r, &cap, &s, why);
     }
     return rc;
 }
@@ -614,10 +565,7 @@ static int examine_safety(ckpt_doctor_report *r) {
     double t0 = now();
     int rc;
     if (r->dir) {
-        ckpt_scan_dir *w = NULL;
-        rc = ckpt_scan_dir_list(&w, r->dir, NULL);
-        if (rc == 0) rc = scan_dir_files(r, w);
-        ckpt_scan_dir_free(w);
+        rc = scan_dir_files(r);
     } else {
         size_t cap = 0;
         ckpt_doctor_scan s;
@@ -1390,8 +1338,9 @@ int ckpt_doctor(ckpt_doctor_report **out, const char *path, const ckpt_doctor_op
 
 void ckpt_doctor_report_free(ckpt_doctor_report *r) {
     if (r == NULL) return;
-    for (size_t i = 0; i < r->n_scans; i++)
+    for (size_t i = 0; i < r->n_scans && (!r->walk || i < r->walk_first); i++)
         ckpt_scan_report_free((ckpt_scan_report *)r->scans[i].report);
+    ckpt_scan_dir_free(r->walk); /* the reports of the rest */
     ckpt_keys_report_free(r->keys);
     ckpt_training_free(r->training);
     ckpt_store_listing_free(r->store);
