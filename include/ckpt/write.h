@@ -143,7 +143,9 @@ typedef struct ckpt_convert_report {
  * default names ("model.safetensors", "pytorch_model.bin"; safetensors
  * unless opts->format says otherwise). Each shard is
  * written atomically and verified, the index ({"metadata": {"total_size",
- * the merged metadata}, "weight_map"}) last; a set that fits one shard is
+ * the merged metadata}, "weight_map"}) last (total_size: this set's tensor
+ * bytes, an integer; a sharded input's own total_size is not carried, into
+ * a set or a file); a set that fits one shard is
  * one file, `out` (in a directory: the default name), without an index, as
  * transformers saves it. The tree must be tensors only (a state dict: --select it out
  * of a training checkpoint), named by their flattened names; anything

@@ -185,11 +185,18 @@ static int meta_set(meta_list *m, ckpt_arena *a, const char *k, const char *v) {
     return 0;
 }
 
+/* The metadata OUT carries: IN's (less ckpt's own keys, and a sharded
+ * IN's index "total_size", the input set's tensor bytes: a set written
+ * from it gets its own, one file none), then the config, then the
+ * caller's; a later source wins. */
 static int merge_metadata(meta_list *m, const ckpt_file *f, const ckpt_convert_options *o,
                           ckpt_arena *a) {
     int rc = 0;
+    int sharded =
+        f->format == CKPT_FORMAT_SAFETENSORS_SHARDED || f->format == CKPT_FORMAT_TORCH_SHARDED;
     for (size_t i = 0; !rc && i < f->nmeta; i++)
-        if (!ckpt_wr_meta_reserved(f->meta_keys[i]))
+        if (!ckpt_wr_meta_reserved(f->meta_keys[i]) &&
+            !(sharded && strcmp(f->meta_keys[i], "total_size") == 0))
             rc = meta_set(m, a, f->meta_keys[i], f->meta_vals[i]);
     if (!rc && o->config_json) {
         json_error_t err;
@@ -434,6 +441,8 @@ static int by_seq(const void *x, const void *y) {
 
 /* The index, as huggingface_hub writes it (indent 2): {"metadata":
  * {"total_size": N, and the set's metadata}, "weight_map": {name: shard}}.
+ * total_size is this set's tensor bytes, an integer: a "total_size" among
+ * the metadata (one file's, written from an older set) does not replace it.
  * weight_map lists the names a shard holds as tensors: a safetensors
  * shard's aliases (tied names, in its "ckpt.aliases") are left out, as
  * save_torch_state_dict leaves out the shared names it removes, since
@@ -449,7 +458,8 @@ static int write_index(const char *path, uint64_t total, const ckpt_write_option
               json_object_set_new(doc, "weight_map", map) ||
               json_object_set_new(meta, "total_size", json_integer((json_int_t)total));
     for (size_t i = 0; !bad && i < w->nmeta; i++)
-        bad = json_object_set_new(meta, w->meta_keys[i], json_string(w->meta_values[i]));
+        if (strcmp(w->meta_keys[i], "total_size") != 0)
+            bad = json_object_set_new(meta, w->meta_keys[i], json_string(w->meta_values[i]));
     for (size_t i = 0; !bad && i < n; i++)
         if (!written || written[i])
             bad = json_object_set_new(map, t[i].name, json_string(shard_names[shard_of[i]]));

@@ -233,5 +233,38 @@ def test_shard_output_names_and_refusals():
             assert rc == 2 and "--max-shard-size" in err, (bad, rc, err)
 
 
+
+def test_reshard_writes_its_own_total_size():
+    """A set resharded (--exclude, another size) gets the index a direct
+    conversion of its source writes: total_size is the new set's, an
+    integer, not the input index's "total_size" carried over as a string
+    (the input index's metadata is the set's metadata). A set converted to
+    one file does not carry the input index's total_size either."""
+    if not have_venv():
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        sd, _ = make(tmp)
+        for sub in ("a", "d_safetensors", "r_safetensors", "d_torch", "r_torch"):
+            os.mkdir(os.path.join(tmp, sub))
+        first = os.path.join(tmp, "a", "model.safetensors")
+        rc, o, err = run([CKPT, "convert", sd, first, "--max-shard-size", "3KB"])
+        assert rc == 0, err
+        index = first + ".index.json"
+        for kind, out in (("safetensors", "model.safetensors"), ("torch", "pytorch_model.bin")):
+            direct, again = os.path.join(tmp, "d_" + kind, out), os.path.join(tmp, "r_" + kind, out)
+            for src, dst in ((sd, direct), (index, again)):
+                rc, o, err = run([CKPT, "convert", src, dst, "--max-shard-size", "2KB",
+                                  "--exclude", "big"])
+                assert rc == 0, (src, err)
+            want = json.load(open(direct + ".index.json"))["metadata"]
+            got = json.load(open(again + ".index.json"))["metadata"]
+            assert isinstance(want["total_size"], int) and got == want, (kind, got, want)
+        one = os.path.join(tmp, "one.safetensors")
+        rc, o, err = run([CKPT, "convert", index, one, "--exclude", "big"])
+        assert rc == 0, err
+        rc, o, err = run([CKPT, "inspect", "--json", one])
+        assert rc == 0 and "total_size" not in json.loads(o)["metadata"], o
+
+
 if __name__ == "__main__":
     sys.exit(suite.run_cases(globals(), os.path.abspath(__file__)))
