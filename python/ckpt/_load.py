@@ -32,8 +32,8 @@ from ._lib import (KIND_BOOL, KIND_BYTES, KIND_DICT, KIND_FLOAT, KIND_INT,
                    KIND_LIST, KIND_NONE, KIND_OBJECT, KIND_SET, KIND_STR,
                    KIND_TENSOR, KIND_TUPLE, NO_OFFSET, c_u64, check, fspath, last_error,
                    lib, text)
-from ._lib import (FORMAT_SAFETENSORS, FORMAT_SAFETENSORS_SHARDED, NODE_WORDS,
-                   TABLE_CONTIGUOUS, TABLE_NUMPY, TABLE_PARAMETER, TABLE_RAW,
+from ._lib import (FORMAT_SAFETENSORS, FORMAT_SAFETENSORS_SHARDED, FORMAT_TORCH_SHARDED,
+                   NODE_WORDS, TABLE_CONTIGUOUS, TABLE_NUMPY, TABLE_PARAMETER, TABLE_RAW,
                    TABLE_REQUIRES_GRAD, TABLE_WHOLE, TENSOR_WORDS, VALUE_TABLE_VERSION,
                    ValueTable_)
 from ._lib import (T_DATA, T_DEVICE, T_DEVICE_LEN, T_DIMS, T_DTYPE, T_FILE_OFFSET, T_FLAGS,
@@ -209,8 +209,10 @@ class _Source:
         """(buffer, byte offset of element [0,..,0]) of a contiguous tensor
         of a sharded set at `off` in shard `member` (libckpt maps the shards
         itself, read-only: they are mapped again here, copy-on-write), else
-        None."""
-        if self.format != FORMAT_SAFETENSORS_SHARDED or not contiguous or off < 0 or not member:
+        None. A .bin set's member is its shard too, and its records were
+        found stored (ckpt_file_check_mmap): the bytes are the elements."""
+        if (self.format not in (FORMAT_SAFETENSORS_SHARDED, FORMAT_TORCH_SHARDED)
+                or not contiguous or off < 0 or not member):
             return None
         if member not in self.shards:
             # libckpt refused names with "..", roots or drives at open

@@ -98,6 +98,36 @@ def test_sharded_set_is_one_dict_of_views(corpus):
             assert raw_bytes(v) == raw_bytes(sd[k]) and mapped_file(v) != mapped_file(sd[k]), k
 
 
+def test_torch_sharded_set_mmap_views(tmp_path):
+    """mmap=True on a pytorch_model.bin.index.json set: every tensor is a
+    view of its shard's mapping, as with a safetensors set or one .bin
+    (the set was read into private memory before), views of one storage
+    share it, and an in-place update leaves the shard as it was."""
+    a = torch.arange(1024, dtype=torch.float32)
+    shards = {"pytorch_model-00001-of-00002.bin": {"a": a, "tail": a[512:]},
+              "pytorch_model-00002-of-00002.bin": {"w": torch.randn(8, 4).bfloat16(),
+                                                    "n": torch.arange(5)}}
+    weight_map = {}
+    for name, sd in shards.items():
+        torch.save(sd, tmp_path / name)
+        weight_map.update({k: name for k in sd})
+    (tmp_path / "pytorch_model.bin.index.json").write_text(
+        json.dumps({"metadata": {"total_size": 4096 + 64 + 40}, "weight_map": weight_map}))
+    before = {name: (tmp_path / name).read_bytes() for name in shards}
+    sd = ckpt.load(tmp_path, mmap=True)
+    assert sorted(sd) == sorted(weight_map)
+    for k, v in sd.items():
+        assert mapped_file(v) == str(tmp_path / weight_map[k]), k
+        assert torch.equal(v, shards[weight_map[k]][k]), k
+    assert sd["tail"].data_ptr() == sd["a"].data_ptr() + 512 * 4
+    sd["a"].mul_(2)  # private pages: the file stays
+    assert sd["tail"][0].item() == 1024.0
+    assert {name: (tmp_path / name).read_bytes() for name in shards} == before
+    # the default reads every shard into private memory
+    for k, v in ckpt.load(tmp_path).items():
+        assert mapped_file(v) != str(tmp_path / weight_map[k]), k
+
+
 def test_matches_torch_load_on_every_dtype_and_value(tmp_path):
     g = torch.Generator().manual_seed(0)
     base = torch.randn(6, 4, generator=g)
