@@ -82,7 +82,9 @@ CKPT_API int ckpt_open_options_init(ckpt_open_options *opts, unsigned version);
  * missing shard is CKPT_E_MISMATCH with the shard's path). A directory
  * opens as the model weights it holds, in transformers' order:
  * model.safetensors, model.safetensors.index.json, pytorch_model.bin,
- * pytorch_model.bin.index.json (CKPT_E_IO when none is there;
+ * pytorch_model.bin.index.json (CKPT_E_IO when none is there, but
+ * CKPT_E_MISMATCH naming the first and the index when shard files
+ * "NAME-00001-of-0000N.EXT" are there without their index;
  * ckpt_file_path then names that file).
  *
  * The file is mapped read-only (for ckpt_tensor_data alone), and its

@@ -15,8 +15,19 @@ int ckpt_model_dir_weights_name(const char *name);
  * of a PEFT adapter's weights (adapter_model.safetensors, .bin): the file
  * ckpt_open of the directory opens. 0, CKPT_E_IO when there is none (a
  * Trainer output directory: the message names its latest checkpoint-N
- * folder), CKPT_E_NOMEM. */
+ * folder), CKPT_E_MISMATCH when there is none but shard files are there
+ * (ckpt_model_dir_orphan_shards), CKPT_E_NOMEM. */
 int ckpt_model_dir_weights(ckpt_arena *a, const char *dir, const char **out);
+/* If `name` is a shard name as Hugging Face writes it,
+ * "NAME-00003-of-00005.EXT" (transformers' shard_checkpoint,
+ * huggingface_hub's split), 1 and the name of the index that lists it,
+ * "NAME.EXT.index.json", in index[cap]; else 0. */
+int ckpt_model_dir_shard_index(char *index, size_t cap, const char *name);
+/* A directory holding shard files (names as above; hidden files aside):
+ * CKPT_E_MISMATCH naming the first (strcmp order) and the index it
+ * lacks, for a caller that found no index for them; else 0 (also when
+ * `dir` cannot be listed). */
+int ckpt_model_dir_orphan_shards(const char *dir);
 /* transformers' Trainer output directory: its checkpoints are folders
  * checkpoint-N (get_last_checkpoint: ^checkpoint-(\d+)$, the highest N
  * the latest). The latest's path (an arena copy), or NULL. */

@@ -278,6 +278,44 @@ const char *ckpt_model_dir_trainer_latest(ckpt_arena *a, const char *dir) {
     return *best ? ckpt_arena_printf(a, "%s/%s", dir, best) : NULL;
 }
 
+int ckpt_model_dir_shard_index(char *index, size_t cap, const char *name) {
+    const char *of = strstr(name, "-of-");
+    if (!of || of - name < 7 || of[-6] != '-') return 0;
+    for (size_t i = 0; i < 5; i++)
+        if (of[-5 + (ptrdiff_t)i] < '0' || of[-5 + (ptrdiff_t)i] > '9' || of[4 + i] < '0' ||
+            of[4 + i] > '9')
+            return 0;
+    const char *ext = of + 9;
+    if (*ext != '.' || !ext[1] || strchr(ext + 1, '/')) return 0;
+    int n = snprintf(index, cap, "%.*s%s.index.json", (int)(of - 6 - name), name, ext);
+    return n > 0 && (size_t)n < cap;
+}
+
+int ckpt_model_dir_orphan_shards(const char *dir) {
+    DIR *d = opendir(dir);
+    char first[256] = "", index[300];
+    size_t count = 0;
+    if (!d) return 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        char ix[300];
+        if (e->d_name[0] == '.' || strlen(e->d_name) >= sizeof first ||
+            !ckpt_model_dir_shard_index(ix, sizeof ix, e->d_name))
+            continue;
+        count++;
+        if (!*first || strcmp(e->d_name, first) < 0) {
+            strcpy(first, e->d_name);
+            strcpy(index, ix);
+        }
+    }
+    closedir(d);
+    if (!count) return 0;
+    return ckpt_err(CKPT_E_MISMATCH, dir, NULL, CKPT_NO_OFFSET,
+                    "cannot read: shard files of a set (\"%s\"%s) without its index \"%s\": "
+                    "a sharded set is read through the weight_map of its index, which is "
+                    "missing (copy it in, or name one shard)",
+                    first, count > 1 ? " and the others" : "", index);
+}
+
 int ckpt_model_dir_weights(ckpt_arena *a, const char *dir, const char **out) {
     struct stat st;
     for (size_t i = 0; i < N_MODEL_DIR_NAMES + N_ADAPTER_DIR_NAMES; i++) {
@@ -300,6 +338,8 @@ int ckpt_model_dir_weights(ckpt_arena *a, const char *dir, const char **out) {
                         "cannot read: a diffusers pipeline directory (model_index.json), whose "
                         "models are its component folders (unet, vae, text_encoder...): name "
                         "one, or `ckpt verify` or `doctor` the directory to check each");
+    int rc = ckpt_model_dir_orphan_shards(dir);
+    if (rc) return rc;
     return ckpt_err(CKPT_E_IO, dir, NULL, CKPT_NO_OFFSET,
                     "cannot read: a directory without model weights (model.safetensors, "
                     "model.safetensors.index.json, pytorch_model.bin, "

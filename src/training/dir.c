@@ -231,26 +231,31 @@ static int analyse_index(scan *s, entry *e) {
     return ckpt_tr_add_file(s->t, f, e->name);
 }
 
-/* "NAME-00003-of-00005.EXT": the shard name Hugging Face writes
- * (transformers' shard_checkpoint). */
+/* "NAME-00003-of-00005.EXT": the shard name Hugging Face writes. */
 static int shard_like(const char *name) {
-    const char *of = strstr(name, "-of-"), *num;
-    size_t i;
-
-    if (of == NULL || of - name < 6 || of[-6] != '-') return 0;
-    num = of - 5;
-    for (i = 0; i < 5; i++)
-        if (num[i] < '0' || num[i] > '9' || of[4 + i] < '0' || of[4 + i] > '9') return 0;
-    return of[9] == '.';
+    char index[300];
+    return ckpt_model_dir_shard_index(index, sizeof index, name);
 }
 
 /* A file named like a shard next to an index that does not list it: the
- * set on disk is not the one the index describes. */
+ * set on disk is not the one the index describes. Shard files without
+ * any index (and no model weights file the directory stands for) are one
+ * set whose index is missing (ckpt_open of the directory says so too),
+ * not several checkpoints. */
 static int check_unlisted(scan *s) {
     size_t i;
-    int indexed = 0;
+    int indexed = 0, weights = 0;
 
-    for (i = 0; i < s->n; i++) indexed |= s->es[i].index;
+    for (i = 0; i < s->n; i++) {
+        indexed |= s->es[i].index;
+        weights |= s->es[i].regular && ckpt_model_dir_weights_name(s->es[i].name);
+    }
+    if (!indexed && !weights) {
+        for (i = 0; i < s->n; i++)
+            if (s->es[i].regular && s->es[i].kind == SNIFF_CHECKPOINT &&
+                shard_like(s->es[i].name))
+                return ckpt_model_dir_orphan_shards(s->dir);
+    }
     for (i = 0; indexed && i < s->n; i++) {
         const entry *e = &s->es[i];
 

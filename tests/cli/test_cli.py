@@ -784,6 +784,33 @@ def test_doctor_model_folder_missing_shard():
     assert_eq(doc["sections"]["integrity"]["error"]["file"], os.path.join(bins, last), "file")
 
 
+def test_model_folder_missing_index():
+    """A model folder holding a set's shards but not its index (a partial
+    copy): every command names the first shard and the index it lacks,
+    exit 1 as for a missing shard. It was "a directory without model
+    weights" (exit 2), and doctor called the shards "several checkpoints"."""
+    for fmt, index in (("safetensors", "model.safetensors.index.json"),
+                       ("torch", "pytorch_model.bin.index.json")):
+        folder = os.path.join(TMP, "folder-missing-index-" + fmt)
+        os.mkdir(folder)
+        rc, _, err = run("convert", TRAIN_PT, folder, "--select", "model", "--format", fmt,
+                         "--max-shard-size", "1000")
+        assert_eq(rc, 0, "convert (stderr %r)" % err)
+        shards = sorted(n for n in os.listdir(folder) if n != index)
+        assert len(shards) >= 2 and "-00001-of-" in shards[0], shards
+        os.unlink(os.path.join(folder, index))
+        want = ('cannot read: shard files of a set ("%s" and the others) without its index "%s"'
+                % (shards[0], index))
+        for args in (["verify"], ["inspect"], ["doctor"], ["match", "--expect", TRAIN_PT]):
+            rc, out, err = run(*(args + [folder]))
+            assert_eq(rc, 1, "%s exit code (stderr %r)" % (args[0], err))
+            assert want in out + err, (args, out, err)
+            assert "several checkpoints" not in err, err
+        # one shard alone still opens
+        rc, out, err = run("inspect", os.path.join(folder, shards[0]))
+        assert_eq(rc, 0, "inspect one shard (stderr %r)" % err)
+
+
 def test_convert_shards_into_new_folder():
     """convert into a folder that does not exist yet, named with a
     trailing '/' (as save_pretrained makes its folder): the folder is made
