@@ -354,7 +354,8 @@ class UnappliedRewriteWarning(UserWarning):
 
 
 def load_state_dict(module, path_or_state, *, strict=True, normalize=True,
-                    allow_missing=(), allow_unexpected=(), unsafe_ok=False, dtype=None):
+                    allow_missing=(), allow_unexpected=(), unsafe_ok=False, dtype=None,
+                    assign=False):
     """Loads a checkpoint (a path, read with ckpt.load, or an already loaded
     object) into `module`'s parameters and buffers after auditing the keys
     with the C library (ckpt_match): exact names, dtypes and shapes; with
@@ -386,7 +387,14 @@ def load_state_dict(module, path_or_state, *, strict=True, normalize=True,
     the model's names. From a path (and no dtype), the file's bytes are
     read straight into the parameters and buffers whose dtype, shape and
     layout match (CPU, contiguous), without an intermediate copy of the
-    state dict, and handed to load_state_dict as themselves. Returns the
+    state dict, and handed to load_state_dict as themselves. A parameter
+    or buffer to load on the meta device (a model built under
+    torch.device("meta")) takes no copy: InvalidArgumentError, the model
+    untouched, unless assign=True, which is torch's (>= 2.1; else
+    UnsupportedError): the checkpoint's tensors take the place of the
+    parameters and buffers (a parameter stays a Parameter with its
+    requires_grad), and each tied name is then the parameter of the key it
+    is tied to, one parameter again. Returns the
     MatchReport, which also answers to torch's names (missing_keys,
     unexpected_keys, and unpacks as a pair)."""
     if isinstance(path_or_state, (str, bytes, os.PathLike)):
@@ -395,13 +403,13 @@ def load_state_dict(module, path_or_state, *, strict=True, normalize=True,
             from ._load import StateDictReader
             with StateDictReader(path_or_state, unsafe_ok=unsafe_ok) as reader:
                 return _load_audited(module, reader.obj, strict, normalize, allow_missing,
-                                     allow_unexpected, file, reader, None)
+                                     allow_unexpected, file, reader, None, assign)
         from ._load import load
         path_or_state = load(path_or_state, unsafe_ok=unsafe_ok)
         return _load_audited(module, path_or_state, strict, normalize, allow_missing,
-                             allow_unexpected, file, None, dtype)
+                             allow_unexpected, file, None, dtype, assign)
     return _load_audited(module, path_or_state, strict, normalize, allow_missing,
-                         allow_unexpected, "", None, dtype)
+                         allow_unexpected, "", None, dtype, assign)
 
 
 def _versions(obj, path="", out=None):
@@ -426,8 +434,40 @@ def _versions(obj, path="", out=None):
     return out
 
 
+def _check_targets(module, expected, rep, assign, file):
+    """Before anything is read: a copy into a meta tensor does nothing
+    (torch only warns), so without assign such targets are refused; assign
+    needs torch's (load_state_dict(assign=True), torch >= 2.1)."""
+    if assign:
+        import inspect
+        if "assign" not in inspect.signature(module.load_state_dict).parameters:
+            raise errors.UnsupportedError(
+                "assign=True needs torch's load_state_dict(assign=True) (torch >= 2.1)", file)
+        return
+    meta = [e for e, _ in rep.matched if expected[e].is_meta]
+    if meta:
+        raise errors.InvalidArgumentError(
+            "%d of the model's parameters and buffers to load are on the meta device "
+            "(%s%s): a copy into them does nothing; pass assign=True to put the "
+            "checkpoint's tensors in their place" % (
+                len(meta), ", ".join(meta[:3]), ", ..." if len(meta) > 3 else ""), file)
+
+
+def _retie(module, tied):
+    """After an assign: each tied name (name, tied_to) is the parameter or
+    buffer now at tied_to, as it was one before the load replaced it."""
+    for name, to in tied:
+        owner, _, leaf = name.rpartition(".")
+        src_owner, _, src_leaf = to.rpartition(".")
+        sub, src = module.get_submodule(owner), module.get_submodule(src_owner)
+        if src_leaf in src._parameters and leaf in sub._parameters:
+            sub._parameters[leaf] = src._parameters[src_leaf]
+        elif src_leaf in src._buffers and leaf in sub._buffers:
+            sub._buffers[leaf] = src._buffers[src_leaf]
+
+
 def _load_audited(module, state, strict, normalize, allow_missing, allow_unexpected, file,
-                  reader, dtype):
+                  reader, dtype, assign):
     import torch
     # the whole tree: the C audit finds the model's subtree in a training
     # checkpoint (the rewrite that selects it), as `ckpt match` does
@@ -449,11 +489,16 @@ def _load_audited(module, state, strict, normalize, allow_missing, allow_unexpec
         (strict and (rep.missing or rep.unexpected))
     if blocking:
         raise errors.KeyMismatchError(rep, file)
+    _check_targets(module, expected, rep, assign, file)
     _warn_unapplied_rewrite(rep)
     if reader is None:
         sub = {e: tensors[c] for e, c in rep.matched}
     else:
         sub = reader.fill({e: (tensors[c], expected[e]) for e, c in rep.matched})
     with torch.no_grad():
-        module.load_state_dict(sub, strict=False)
+        if assign:
+            module.load_state_dict(sub, strict=False, assign=True)
+            _retie(module, rep.tied)
+        else:
+            module.load_state_dict(sub, strict=False)
     return rep

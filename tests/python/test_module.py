@@ -2,6 +2,7 @@
 and ckpt.load_state_dict (plain, DataParallel and torch.compile key
 layouts; an incomplete checkpoint refused with the exact report and the
 model left untouched)."""
+import inspect
 import json
 import os
 import subprocess
@@ -329,3 +330,50 @@ def test_audit_names_wrapper_prefixes(tmp_path):
         found = ckpt.audit(outer)
         assert [(f.kind, f.names) for f in found] == [("wrapper-prefix", ("0._orig_mod",))]
         assert "(0._orig_mod.weight)" in found[0].message
+
+
+class TiedLM(nn.Module):
+    def __init__(self, device=None):
+        super().__init__()
+        self.embed = nn.Embedding(10, 6, device=device)
+        self.norm = nn.LayerNorm(6, device=device)
+        self.head = nn.Linear(6, 10, bias=False, device=device)
+        self.head.weight = self.embed.weight
+
+
+def test_meta_model_refused_unless_assign(tmp_path):
+    """A model built on the meta device (the way large models are made
+    before loading): copying into its parameters does nothing, which torch
+    only warns about; ckpt.load_state_dict said the load was complete and
+    left the model empty. It refuses now, untouched, and assign=True puts
+    the checkpoint's tensors in place of the parameters (torch's assign),
+    the tied head included (the checkpoint holds it once)."""
+    has_assign = "assign" in inspect.signature(nn.Module.load_state_dict).parameters
+    torch.manual_seed(0)
+    src = TiedLM()
+    path = tmp_path / "lm.safetensors"
+    ckpt.save({"embed.weight": src.embed.weight, "norm.weight": src.norm.weight,
+               "norm.bias": src.norm.bias}, path)
+    for given in (path, ckpt.load(path)):
+        m = TiedLM(device="meta")  # as under torch.device("meta")
+        with pytest.raises(ckpt.InvalidArgumentError) as e:
+            ckpt.load_state_dict(m, given)
+        assert "meta device" in str(e.value) and "assign=True" in str(e.value), str(e.value)
+        assert m.embed.weight.is_meta and m.head.weight is m.embed.weight
+        if not has_assign:
+            with pytest.raises(ckpt.UnsupportedError):
+                ckpt.load_state_dict(m, given, assign=True)
+            continue
+        rep = ckpt.load_state_dict(m, given, assign=True)
+        assert rep.complete and rep.tied == (("head.weight", "embed.weight"),)
+        assert not any(p.is_meta for p in m.parameters())
+        assert isinstance(m.embed.weight, nn.Parameter) and m.embed.weight.requires_grad
+        assert m.head.weight is m.embed.weight  # still one parameter
+        assert torch.equal(m.embed.weight, src.embed.weight)
+        assert torch.equal(m.norm.bias, src.norm.bias)
+    if not has_assign:
+        return
+    # assign=True on a materialised model replaces its parameters as well
+    m = TiedLM()
+    rep = ckpt.load_state_dict(m, path, assign=True)
+    assert m.head.weight is m.embed.weight and torch.equal(m.head.weight, src.embed.weight)
