@@ -1106,6 +1106,29 @@ TEST(sharded_index) {
     CHECK_EQ_STR(ckpt_scan_shard(r, 1), "b.bin");
     CHECK(ckpt_scan_shard(r, 2) == NULL);
     ckpt_scan_report_free(r);
+    /* a safetensors shard whose header length starts like a pickle
+     * (0x0280: PROTO 2) is scanned as the file it is, alone or as a
+     * shard: no "not-a-pickle" finding (the shard got one) */
+    {
+        static const char head[] = "{\"w\":{\"dtype\":\"F32\",\"shape\":[1],"
+                                   "\"data_offsets\":[0,4]}}";
+        unsigned char pst[8 + 0x280 + 4];
+        memset(pst, ' ', sizeof pst);
+        memcpy(pst, "\x80\x02\0\0\0\0\0\0", 8);
+        memcpy(pst + 8, head, sizeof head - 1);
+        memcpy(pst + 8 + 0x280, "\0\0\x80?", 4);
+        put_file(dir, "p.safetensors", pst, sizeof pst);
+        static const char pix[] = "{\"weight_map\": {\"w\": \"p.safetensors\"}}";
+        put_file(dir, "p.index.json", pix, sizeof pix - 1);
+        static const char *const names[] = {"p.safetensors", "p.index.json"};
+        for (size_t i = 0; i < 2; i++) {
+            r = scan_path(dir, names[i]);
+            CHECK_EQ_STR(ckpt_verdict_name(ckpt_scan_verdict(r)), "safe");
+            CHECK(find(r, "not-a-pickle", NULL) == NULL);
+            CHECK_EQ_INT(ckpt_scan_finding_count(r), i);  /* the index: "sharded-index" */
+            ckpt_scan_report_free(r);
+        }
+    }
     r = scan_path(dir, "b.bin"); /* no index: no shards */
     CHECK_EQ_INT(ckpt_scan_shard_count(r), 0);
     ckpt_scan_report_free(r);
@@ -1144,7 +1167,8 @@ TEST(sharded_index) {
     ckpt_scan_report_free(r);
     CHECK_EQ_STR(verdict(S("{ not json")), "not-a-checkpoint");
     static const char *const files[] = {"a.safetensors",   "b.bin",          "good.index.json",
-                                        "evil.index.json", "bad.index.json", "empty.bin"};
+                                        "evil.index.json", "bad.index.json", "empty.bin",
+                                        "p.safetensors",   "p.index.json"};
     char path[512];
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
         snprintf(path, sizeof path, "%s/%s", dir, files[i]);

@@ -149,6 +149,10 @@ typedef struct scanner {
     int zip_depth;          /* zip archives inside the one scanned */
 } scanner;
 
+/* The member of findings about the file as a whole: "" for the file
+ * itself, the shard's name inside a sharded set. */
+static const char *file_member(const scanner *sc) { return sc->shard ? sc->shard : ""; }
+
 /* A run of bytes scanned as stacked pickle streams. */
 typedef struct region {
     const uint8_t *p;
@@ -943,8 +947,12 @@ static int scan_region(scanner *sc, const region *rg) {
         }
         const ckpt_error *e = ckpt_error_last();
         if (s.events == 0 && (!loaded || (rg->top && streams == 0 && !s.proto && s.certain))) {
-            /* junk after a stream, content that only looked like a pickle */
-            if (streams == 0 && !rg->depth && rg->sniffed && rg->member[0])
+            /* junk after a stream, content that only looked like a pickle:
+             * said of a member, not of the file itself (the scanned file,
+             * or a shard or slice scanned as a file: a safetensors header
+             * length of 0x0280 starts like PROTO 2) */
+            if (streams == 0 && !rg->depth && rg->sniffed &&
+                strcmp(rg->member, file_member(sc)) != 0)
                 add_finding(sc, CKPT_SEVERITY_INFO, "not-a-pickle", NULL, rg->member,
                             where(rg, e->offset),
                             "content starts like a pickle but does not parse: %s", e->message);
@@ -1033,10 +1041,6 @@ static int shrank(const scanner *sc, int rc) {
 /* The offset of another reader's error as a finding offset: the readers
  * may name where a structure would have been, past the end. */
 static uint64_t in_file(uint64_t offset, size_t n) { return offset <= n ? offset : CKPT_NO_OFFSET; }
-
-/* The member of findings about the file as a whole: "" for the file
- * itself, the shard's name inside a sharded set. */
-static const char *file_member(const scanner *sc) { return sc->shard ? sc->shard : ""; }
 
 static int scan_safetensors(scanner *sc, const uint8_t *p, size_t n) {
     int rc = ckpt_safetensors_check(p, n, sc->src, sc->file, &sc->o.limits);
