@@ -427,7 +427,10 @@ CKPT_API void ckpt_diff_pair(const ckpt_diff_result *r, ckpt_diff_list list, siz
  * is tied to, as ckpt_match finds ties (the same tensor on its own side,
  * or the other side's metadata naming that key as the kept copy of it:
  * a writer that drops tied copies, safetensors save_model, HF's
- * lm_head.weight tied to embed_tokens.weight), or NULL. Borrowed. */
+ * lm_head.weight tied to embed_tokens.weight), or NULL. Unless
+ * keys_only, the key's tensor must also hold that key's values on its
+ * own side (one storage, or the same bytes): a head of its own under a
+ * name the other side's alias names is no tied copy. Borrowed. */
 CKPT_API const char *ckpt_diff_tied_to(const ckpt_diff_result *r, ckpt_diff_list list, size_t i);
 /* Common tensors of equal shape that are not bitwise equal, sorted by
  * name; ckpt_diff_equal_count counts the bitwise-equal ones. Both 0

@@ -921,6 +921,30 @@ static int cmp_tdiffs(const void *x, const void *y) {
     return strcmp(((const ckpt_tensor_diff *)x)->name, ((const ckpt_tensor_diff *)y)->name);
 }
 
+/* A key on one side only, e, that match's rule ties to p, a key of its
+ * own side both have: a tied copy when it holds p's values (one storage,
+ * or the same bytes). The other side's alias names it (safetensors'
+ * save_model records the dropped lm_head.weight), but this side's tensor
+ * may be another one (another model's head). Names alone (keys_only,
+ * manifests without tensors) cannot tell: the rule stands. *tied: 1 or 0. */
+static int tied_copy(const ckpt_diff_options *o, const ckpt_manifest_entry *e,
+                     const ckpt_manifest_entry *p, int *tied) {
+    const ckpt_tensor *te = e->tensor, *tp = p->tensor;
+    *tied = 1;
+    if (o->keys_only || !te || !tp) return 0;
+    if (ckpt_tensor_dtype(te) != ckpt_tensor_dtype(tp) || !same_shape(e, p)) {
+        *tied = 0;
+        return 0;
+    }
+    if (ckpt_tensor_storage_id(te) == ckpt_tensor_storage_id(tp) &&
+        ckpt_tensor_file_offset(te) == ckpt_tensor_file_offset(tp) &&
+        ckpt_tensor_is_contiguous(te) && ckpt_tensor_is_contiguous(tp))
+        return 0;
+    ckpt_tensor_diff d;
+    memset(&d, 0, sizeof d);
+    return compare_same(&d, o, te, tp, tied);
+}
+
 static int run(ckpt_diff_result *r, const ckpt_manifest *a, const bside *bs,
                const ckpt_diff_options *o) {
     const ckpt_manifest *b = bs->m;
@@ -939,8 +963,11 @@ static int run(ckpt_diff_result *r, const ckpt_manifest *a, const bside *bs,
         /* a pair has one name (B's rewritten to A's under normalize) */
         if (excluded(o, ea->name)) continue;
         if (a2b[i] == CKPT_KEYS_NONE) {
+            int tied = 0;
             rc = push(r, CKPT_DIFF_ONLY_IN_A, ea->name, ea, NULL);
             if (!rc && tied_a[i] != CKPT_KEYS_NONE)
+                rc = tied_copy(o, ea, &a->entries[tied_a[i]], &tied);
+            if (!rc && tied)
                 r->lists[CKPT_DIFF_ONLY_IN_A][r->counts[CKPT_DIFF_ONLY_IN_A] - 1].tied_to =
                     a->entries[tied_a[i]].name;
             continue;
@@ -957,7 +984,9 @@ static int run(ckpt_diff_result *r, const ckpt_manifest *a, const bside *bs,
         if (bs->b2a[j] != CKPT_KEYS_NONE || excluded(o, name)) continue;
         rc = push(r, CKPT_DIFF_ONLY_IN_B, name, NULL, &b->entries[j]);
         size_t t = tied_b[j];
-        if (!rc && t != CKPT_KEYS_NONE)
+        int tied = 0;
+        if (!rc && t != CKPT_KEYS_NONE) rc = tied_copy(o, &b->entries[j], &b->entries[t], &tied);
+        if (!rc && tied)
             r->lists[CKPT_DIFF_ONLY_IN_B][r->counts[CKPT_DIFF_ONLY_IN_B] - 1].tied_to =
                 bs->names ? bs->names[t] : b->entries[t].name;
     }

@@ -440,6 +440,15 @@ def _():
     # an untied key on one side gets no such note
     rc, got = run_json("diff", path("diff_a.pt"), path("diff_b.pt"), "--json", "--keys-only")
     eq((got["only_in_a"], got["tied"]), (["only_a"], []))
+    # the other side's alias names the key, but this side's tensor is not
+    # its partner's values: no tied copy once values are read (names alone,
+    # --keys-only, cannot tell)
+    other = path("tied_other_head.pt")
+    for args, ties in ((["--json"], []), (["--json", "--keys-only"], tied)):
+        rc, got = run_json("diff", path("tied_hf.safetensors"), other, *args)
+        eq((rc, got["only_in_b"], got["tied"]), (1, ["lm_head.weight"], ties))
+    rc, got = run_json("diff", path("tied_hf.safetensors"), path("tied.pt"), "--json")
+    eq((got["only_in_b"], got["tied"]), (["lm_head.weight"], tied))
 
 
 @case("diff: values, NaN/Inf positions, keys on one side")
