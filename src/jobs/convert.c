@@ -34,6 +34,8 @@ typedef struct selector {
     const ckpt_value *result; /* the root's copy */
     const ckpt_value *own;    /* the one selected container (see own_names) */
     int any;                  /* something was selected */
+    unsigned char *hit;       /* per exclude glob: it left something out */
+    const char *near;         /* a name a glob matches the end of, segment-wise */
 } selector;
 
 static int is_container(const ckpt_value *v) {
@@ -84,10 +86,16 @@ static int keep(selector *s, const ckpt_walk *w, const ckpt_walk_frame *node,
 }
 
 /* The node's flattened name (w->name, NUL-terminated) matches a glob of
- * opts->exclude; the root, which has no name, never does. */
-static int excluded(const ckpt_convert_options *o, const char *name, size_t len) {
-    for (size_t i = 0; len && i < o->nexclude; i++)
-        if (fnmatch(o->exclude[i], name, 0) == 0) return 1;
+ * opts->exclude (marked hit); the root, which has no name, never does.
+ * A name whose last segments a glob matches is kept as s->near, for the
+ * error of a glob that matches nothing. */
+static int excluded(selector *s, const char *name, size_t len) {
+    const ckpt_convert_options *o = s->o;
+    for (size_t i = 0; len && i < o->nexclude; i++) {
+        if (fnmatch(o->exclude[i], name, 0) == 0) return s->hit[i] = 1;
+        for (const char *dot = strchr(name, '.'); !s->near && dot; dot = strchr(dot + 1, '.'))
+            if (fnmatch(o->exclude[i], dot + 1, 0) == 0) s->near = ckpt_arena_strdup(s->a, name);
+    }
     return 0;
 }
 
@@ -99,7 +107,7 @@ static int sel_enter(ckpt_walk *w, ckpt_walk_frame *node) {
     if (node->role == CKPT_WALK_VALUE && node->key->kind != CKPT_KIND_STR &&
         node->key->kind != CKPT_KIND_INT)
         return CKPT_WALK_SKIP;
-    if (excluded(s->o, w->name, len)) return CKPT_WALK_SKIP;
+    if (excluded(s, w->name, len)) return CKPT_WALK_SKIP;
     int whole = !s->o->nselect && len > 0, on_way = !s->o->nselect;
     for (size_t i = 0; i < s->o->nselect; i++) {
         whole |= len > 0 && covers(s->o->select[i], w->name, len);
@@ -142,6 +150,8 @@ static int select_tree(const ckpt_value **root, const ckpt_convert_options *o, c
         if (!o->exclude[i] || !o->exclude[i][0])
             return ckpt_err(CKPT_E_INVALID_ARG, "", "", CKPT_NO_OFFSET,
                             "exclude globs must be non-empty strings");
+    if (o->nexclude && !(s.hit = ckpt_arena_alloc(a, o->nexclude))) return ckpt_err_nomem();
+    if (o->nexclude) memset(s.hit, 0, o->nexclude);
     ckpt_walk w;
     ckpt_walk_init(&w, lim, "", "");
     w.names = 1;
@@ -150,6 +160,15 @@ static int select_tree(const ckpt_value **root, const ckpt_convert_options *o, c
     w.ctx = &s;
     int rc = ckpt_walk_run(&w, *root);
     if (rc) return rc;
+    /* an exclusion that leaves nothing out was meant for other names */
+    for (size_t i = 0; i < o->nexclude; i++)
+        if (!s.hit[i])
+            return ckpt_err(CKPT_E_NOTFOUND, "", "", CKPT_NO_OFFSET,
+                            "the exclusion \"%s\" matches nothing %s: globs match the input's "
+                            "names as inspect lists them%s%s%s",
+                            o->exclude[i], o->nselect ? "--select keeps" : "in the input",
+                            s.near ? " (such as \"" : "", s.near ? s.near : "",
+                            s.near ? "\")" : "");
     if (!s.any && o->nselect)
         return ckpt_err(CKPT_E_NOTFOUND, "", "", CKPT_NO_OFFSET,
                         "no tensor or value matches the selection \"%s\"%s%s", o->select[0],

@@ -280,6 +280,14 @@ def test_convert_exclude():
     assert_eq(rc, 2, "excluding everything is a usage error")
     assert "leave nothing" in err, err
     assert_eq(run("convert", TRAIN_PT, out2, "--exclude", "")[0], 2, "empty glob")
+    # a glob that leaves nothing out is refused: globs match the input's
+    # names, so "fc2.bias" under --select model matched nothing and the
+    # file was written with it
+    rc, _, err = run("convert", TRAIN_PT, os.path.join(TMP, "fc2.pt"), "--select", "model",
+                     "--exclude", "*.fc1.*", "--exclude", "fc2.bias")
+    assert_eq(rc, 2, "an exclusion that matches nothing")
+    assert '"fc2.bias" matches nothing --select keeps' in err and "model.fc2.bias" in err, err
+    assert not os.path.exists(os.path.join(TMP, "fc2.pt"))
 
 
 def test_convert_select_writes_the_entry_with_its_own_keys():
