@@ -47,12 +47,18 @@ typedef struct ckpt_doctor_entry {
 
 /* A file verified on its own: a shard of a sharded set, or another
  * checkpoint file of a directory. error (strings borrowed from the
- * report) is set when !ok. */
+ * report) is set when !ok. differs: 1 when the file is intact but, being
+ * another weights file of a model directory (pytorch_model.bin beside
+ * model.safetensors, which loaders take for copies of one save and choose
+ * between by their own order), holds other tensors than the file
+ * examined (keys less tied copies, dtypes, shapes or values, as ckpt_diff
+ * compares them); ok is then 0 and error (CKPT_E_MISMATCH) says how. */
 typedef struct ckpt_doctor_check {
     const char *name; /* as the index or the directory names it */
     int ok;
     uint64_t bytes; /* checked, up to the first problem */
     ckpt_error error;
+    int differs;
 } ckpt_doctor_check;
 
 /* The scan of one file the report covers; report is NULL (and error set)

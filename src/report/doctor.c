@@ -129,6 +129,74 @@ static int is_safetensors(const ckpt_doctor_report *r) {
 static const char *plural(uint64_t n) { return n == 1 ? "" : "s"; }
 
 /* Opens and verifies path; the check records the outcome. */
+/* Keys only on one side of d (list), less those tied to a key both have
+ * (the other file saved the tied weight once); *first: the first. */
+static size_t untied(const ckpt_diff_result *d, ckpt_diff_list list, const char **first) {
+    size_t n = 0;
+    for (size_t i = 0; i < ckpt_diff_count(d, list); i++)
+        if (!ckpt_diff_tied_to(d, list, i) && !n++ && !*first) *first = ckpt_diff_name(d, list, i);
+    return n;
+}
+
+/* Another weights file of a model directory, `path` (pytorch_model.bin
+ * beside model.safetensors: open/model_dir.h), is a copy of the save the
+ * examined file, r->path, holds: loaders choose between them by their own
+ * order (from_pretrained the safetensors; use_safetensors=False and
+ * .bin-only tools the .bin), so each must load the same model. 0 when
+ * ckpt_diff finds them the same (values equal; a key tied to a key both
+ * have aside); else CKPT_E_MISMATCH saying how they differ, or the
+ * diff's error. */
+static int same_weights(const ckpt_doctor_report *r, const char *path, const char *name) {
+    ckpt_manifest *a = NULL, *b = NULL;
+    ckpt_diff_result *d = NULL;
+    int rc = ckpt_manifest_load(&a, r->path, &r->opts.open);
+    if (rc == 0) rc = ckpt_manifest_load(&b, path, &r->opts.open);
+    if (rc == 0) rc = ckpt_diff(&d, a, b, NULL);
+    if (rc == 0) {
+        const char *first = NULL, *main_name = strrchr(r->path, '/');
+        main_name = main_name ? main_name + 1 : r->path;
+        size_t in_b = untied(d, CKPT_DIFF_ONLY_IN_B, &first);
+        size_t in_a = untied(d, CKPT_DIFF_ONLY_IN_A, &first);
+        size_t shape = ckpt_diff_count(d, CKPT_DIFF_SHAPE_MISMATCH);
+        size_t dtype = ckpt_diff_count(d, CKPT_DIFF_DTYPE_MISMATCH), values = 0;
+        if (!first && shape) first = ckpt_diff_name(d, CKPT_DIFF_SHAPE_MISMATCH, 0);
+        if (!first && dtype) first = ckpt_diff_name(d, CKPT_DIFF_DTYPE_MISMATCH, 0);
+        for (size_t i = 0; i < ckpt_diff_tensor_count(d); i++) {
+            const ckpt_tensor_diff *t = ckpt_diff_tensor(d, i);
+            if (t->differing || (!t->compared && !t->bitwise_equal)) {
+                if (!values++ && !first) first = t->name;
+            }
+        }
+        if (in_a + in_b + shape + dtype + values) {
+            /* the differences there are, as diff lists them */
+            const struct {
+                size_t n;
+                const char *noun, *tail, *where;
+            } part[] = {{in_b, "key", " only in ", name},
+                        {in_a, "key", " only in ", main_name},
+                        {shape, "shape difference", "", ""},
+                        {dtype, "dtype difference", "", ""},
+                        {values, "tensor", " with other values", ""}};
+            ckpt_buf m = {0};
+            for (size_t i = 0, k = 0; i < sizeof part / sizeof *part; i++)
+                if (part[i].n)
+                    ckpt_buf_printf(&m, "%s%zu %s%s%s%s", k++ ? ", " : "", part[i].n,
+                                    part[i].noun, plural(part[i].n), part[i].tail, part[i].where);
+            ckpt_buf_byte(&m, 0);
+            rc = m.failed ? CKPT_E_NOMEM
+                          : ckpt_err(CKPT_E_MISMATCH, path, NULL, CKPT_NO_OFFSET,
+                                     "holds other weights than %s, which loaders read first: %s "
+                                     "(first: %s)",
+                                     main_name, (const char *)m.p, first);
+            ckpt_buf_free(&m);
+        }
+    }
+    ckpt_diff_result_free(d);
+    ckpt_manifest_free(b);
+    ckpt_manifest_free(a);
+    return rc;
+}
+
 static int check_file(ckpt_doctor_report *r, ckpt_doctor_check *c, const char *path) {
     ckpt_verify_report report = {0, 0, 0, 0, 0};
     ckpt_file *f = NULL;
@@ -137,6 +205,14 @@ static int check_file(ckpt_doctor_report *r, ckpt_doctor_check *c, const char *p
     c->ok = rc == 0;
     c->bytes = report.bytes;
     ckpt_close(f);
+    /* a copy of the examined weights (a directory's other weights file) */
+    const char *base = strrchr(r->path, '/');
+    if (rc == 0 && r->dir && ckpt_model_dir_weights_name(c->name) &&
+        ckpt_model_dir_weights_name(base ? base + 1 : r->path)) {
+        rc = same_weights(r, path, c->name);
+        c->differs = rc == CKPT_E_MISMATCH;
+        c->ok = rc == 0;
+    }
     if (rc == CKPT_E_NOMEM) return -1;
     return rc != 0 && capture(r, &c->error, rc) ? -1 : 0;
 }
@@ -904,7 +980,7 @@ static int concern_others(const ckpt_doctor_report *r, ckpt_buf *b) {
         if (r->checks[i].ok) continue;
         if (b) {
             ckpt_buf_str(b, r->checks[i].name);
-            ckpt_buf_str(b, " corrupt: ");
+            ckpt_buf_str(b, r->checks[i].differs ? ": " : " corrupt: ");
             ckpt_buf_str(b, r->checks[i].error.message);
             put_location(b, &r->checks[i].error, NULL);
         }
@@ -1144,6 +1220,8 @@ static void json_others(const ckpt_doctor_report *r, ckpt_jw *j) {
         ckpt_jw_bool(j, c->ok);
         ckpt_jw_key(j, "bytes_checked");
         ckpt_jw_uint(j, c->bytes);
+        ckpt_jw_key(j, "differs");
+        ckpt_jw_bool(j, c->differs);
         if (!c->ok) {
             ckpt_jw_key(j, "error");
             ckpt_jw_string(j, c->error.message);

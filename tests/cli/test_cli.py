@@ -1009,26 +1009,38 @@ def test_convert_reshard_retires_old_shards():
 def test_doctor_model_folder_both_formats():
     """A Hugging Face folder shipping model.safetensors and pytorch_model.bin
     (copies of one save): doctor reports the file from_pretrained reads,
-    as inspect, verify and match of the folder do; it reported the .bin,
-    which held more bytes (here an extra tensor; a tied lm_head counted
-    twice in a real one)."""
+    as inspect, verify and match of the folder do; it reported the .bin
+    when that held more bytes (a tied lm_head counted twice in a real one).
+    The copies must hold the same weights: a .bin that differs (another
+    revision left beside the safetensors) was called healthy."""
     folder = os.path.join(TMP, "folder-both-formats")
     os.mkdir(folder)
-    rc, _, err = run("convert", TRAIN_PT, os.path.join(folder, "model.safetensors"),
-                     "--select", "model", "--exclude", "fc2.bias")
-    assert_eq(rc, 0, "convert (stderr %r)" % err)
-    rc, _, err = run("convert", TRAIN_PT, os.path.join(folder, "pytorch_model.bin"),
-                     "--select", "model")
-    assert_eq(rc, 0, "convert (stderr %r)" % err)
+    for out in ("model.safetensors", "pytorch_model.bin"):
+        rc, _, err = run("convert", TRAIN_PT, os.path.join(folder, out), "--select", "model")
+        assert_eq(rc, 0, "convert (stderr %r)" % err)
     rc, doc, _ = run_json("doctor", "--json", folder)
     assert_eq((rc, doc["file"]), (0, os.path.join(folder, "model.safetensors")), "file")
     assert_eq(doc["sections"]["format"]["name"], "safetensors", "format")
+    assert_eq(doc["sections"]["other_files"][0]["differs"], False, "differs")
     rc, ins, _ = run_json("inspect", "--json", folder)
     assert_eq(ins["format"], "safetensors", "inspect of the folder")
-    # both copies listed under memory, one counted (2688 bytes; the sum of
+    # both copies listed under memory, one counted (2704 bytes; the sum of
     # both, 5.3 KiB, was given)
     rc, text, _ = run("doctor", folder)
     assert "\n  total: model 2.6 KiB\n" in text, text
+    # a .bin of other weights: one key fewer
+    rc, _, err = run("convert", TRAIN_PT, os.path.join(folder, "pytorch_model.bin"),
+                     "--select", "model", "--exclude", "model.fc2.bias")
+    assert_eq(rc, 0, "convert (stderr %r)" % err)
+    rc, text, _ = run("doctor", folder)
+    assert_eq(rc, 1, "exit code, the copies differ")
+    want = ("pytorch_model.bin: holds other weights than model.safetensors, which loaders read "
+            "first: 1 key only in model.safetensors (first: fc2.bias)")
+    assert text.startswith("ATTENTION: " + want + "\n"), text
+    assert "\n  pytorch_model.bin: DIFFERS: holds other weights" in text, text
+    rc, doc, _ = run_json("doctor", "--json", folder)
+    other = doc["sections"]["other_files"][0]
+    assert_eq((rc, other["ok"], other["differs"]), (1, False, True), "JSON")
 
 
 @corpus

@@ -181,3 +181,36 @@ def test_inspect_unsafe_pickle_warns_and_exits_1(tmp_path):
     torch.save({"w": torch.zeros(2)}, safe)
     p = _cli("inspect", str(safe))
     assert p.returncode == 0 and p.stderr == ""
+
+
+def test_doctor_weights_copies_tied_head_is_no_difference(tmp_path):
+    """model.safetensors saved by safetensors' save_model (the tied head
+    dropped) beside pytorch_model.bin from torch.save (the head under its
+    own name, one storage): the same weights, healthy; a .bin of another
+    revision (a head of its own) is named as differing."""
+    torch = pytest.importorskip("torch")
+    st = pytest.importorskip("safetensors.torch")
+    nn = torch.nn
+
+    class LM(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embed = nn.Embedding(10, 6)
+            self.head = nn.Linear(6, 10, bias=False)
+            self.head.weight = self.embed.weight
+
+    m = LM()
+    st.save_model(m, str(tmp_path / "model.safetensors"), metadata={"format": "pt"})
+    torch.save(m.state_dict(), tmp_path / "pytorch_model.bin")
+    doc = ckpt.doctor(tmp_path)
+    assert doc["verdict"] == "healthy", doc["summary"]
+    assert doc["sections"]["other_files"] == [
+        {"name": "pytorch_model.bin", "ok": True, "bytes_checked": 632, "differs": False}]
+    sd = m.state_dict()
+    sd["head.weight"] = sd["head.weight"].clone() + 1  # untied: another model
+    torch.save(sd, tmp_path / "pytorch_model.bin")
+    doc = ckpt.doctor(tmp_path)
+    other = doc["sections"]["other_files"][0]
+    assert doc["verdict"] == "attention" and other["differs"] and not other["ok"], other
+    assert other["error"] == ("holds other weights than model.safetensors, which loaders read "
+                              "first: 1 key only in pytorch_model.bin (first: head.weight)")

@@ -262,7 +262,8 @@ static void show_others(const ckpt_doctor_report *r) {
                    cli_color(CLI_RESET), c->bytes);
         } else {
             cli_error_copy(&err, &c->error);
-            printf(": %sFAILED%s: ", cli_color(CLI_RED), cli_color(CLI_RESET));
+            printf(": %s%s%s: ", cli_color(CLI_RED), c->differs ? "DIFFERS" : "FAILED",
+                   cli_color(CLI_RESET));
             put_str(err.message);
             cli_put_location(stdout, &err, 0);
             fputc('\n', stdout);
