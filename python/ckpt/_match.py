@@ -453,10 +453,14 @@ def _check_targets(module, expected, rep, assign, file):
                 len(meta), ", ".join(meta[:3]), ", ..." if len(meta) > 3 else ""), file)
 
 
-def _retie(module, tied):
-    """After an assign: each tied name (name, tied_to) is the parameter or
-    buffer now at tied_to, as it was one before the load replaced it."""
+def _retie(module, tied, expected, loaded):
+    """After an assign: each tied name of the model (name, tied_to) that
+    was not loaded is the parameter or buffer now at tied_to, as it was
+    one before the load replaced it (a tied unexpected key of the
+    checkpoint is no name of the model)."""
     for name, to in tied:
+        if name not in expected or name in loaded:
+            continue
         owner, _, leaf = name.rpartition(".")
         src_owner, _, src_leaf = to.rpartition(".")
         sub, src = module.get_submodule(owner), module.get_submodule(src_owner)
@@ -498,7 +502,7 @@ def _load_audited(module, state, strict, normalize, allow_missing, allow_unexpec
     with torch.no_grad():
         if assign:
             module.load_state_dict(sub, strict=False, assign=True)
-            _retie(module, rep.tied)
+            _retie(module, rep.tied, expected, sub)
         else:
             module.load_state_dict(sub, strict=False)
     return rep

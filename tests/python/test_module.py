@@ -377,3 +377,15 @@ def test_meta_model_refused_unless_assign(tmp_path):
     m = TiedLM()
     rep = ckpt.load_state_dict(m, path, assign=True)
     assert m.head.weight is m.embed.weight and torch.equal(m.head.weight, src.embed.weight)
+    # a tied key of the checkpoint the model lacks (unexpected, tied) is
+    # no name of the model: nothing to tie
+    class NoHead(nn.Module):
+        def __init__(self, device=None):
+            super().__init__()
+            self.embed = nn.Embedding(10, 6, device=device)
+            self.norm = nn.LayerNorm(6, device=device)
+    full = tmp_path / "full.pt"
+    torch.save(src.state_dict(), full)  # head.weight beside embed.weight, one storage
+    m = NoHead(device="meta")
+    rep = ckpt.load_state_dict(m, full, strict=False, assign=True)
+    assert rep.unexpected == ("head.weight",) and torch.equal(m.embed.weight, src.embed.weight)
