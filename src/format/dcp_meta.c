@@ -194,6 +194,7 @@ typedef struct sentry {
     uint32_t ndim;  /* OFS_DIMS: dims[0..ndim) */
     uint64_t *dims; /* NULL unless OFS_DIMS */
     const char *path;
+    size_t path_len; /* a NUL byte inside is not the end */
     uint64_t off, len;
     uint64_t at; /* of the _StorageInfo */
     size_t seq;
@@ -279,6 +280,7 @@ static int storage_entry(const reader *r, const ckpt_value *k, const ckpt_value 
     }
     e->fqn = fqn->u.s.p;
     e->path = path->u.s.p;
+    e->path_len = path->u.s.len;
     e->at = ckpt_value_at(v, 0);
     /* MetadataIndex equality on the offset: both None, or equal ints */
     const ckpt_value *o = get(ks, "offset");
@@ -395,8 +397,16 @@ static int tensor_item(const reader *r, ckpt_dcp_item *it, const ckpt_value *tsm
     if (it->dtype == CKPT_DT_UNKNOWN)
         return fail(r, CKPT_E_UNSUPPORTED, dt, "\"%s\": dtype torch.%s has no ckpt dtype", it->fqn,
                     dt->u.global.name);
-    int rc = get_shape(r, get(st, "size"), tsm, &it->ndim, &it->size, "size", it->fqn);
+    const ckpt_value *size = get(st, "size");
+    int rc = get_shape(r, size, tsm, &it->ndim, &it->size, "size", it->fqn);
     if (rc) return rc;
+    /* every load planner checks md.size != tensor.size(): a list is never
+     * equal to the torch.Size (a tuple) of the tensor it loads into */
+    if (size->kind == CKPT_KIND_LIST)
+        return fail(r, CKPT_E_FORMAT, size,
+                    "\"%s\": expected a torch.Size as size, got list (the load planner's size "
+                    "check fails: Size mismatch between saved and current)",
+                    it->fqn);
     const ckpt_value *chunks = get(st, "chunks");
     if (!chunks || chunks->kind != CKPT_KIND_LIST)
         return fail(r, CKPT_E_FORMAT, at(chunks, tsm), "\"%s\": expected a list as chunks, got %s",
@@ -551,6 +561,7 @@ static int read_items(const reader *r, ckpt_dcp_meta *out, const ckpt_value *sdm
                             "holds its bytes), got none",
                             it->fqn, it->is_bytes ? "bytes item" : "chunk", c);
             ch->path = e->path;
+            ch->path_len = e->path_len;
             ch->offset = e->off;
             ch->length = e->len;
             ch->meta_file = r->file;

@@ -1864,7 +1864,7 @@ static int scan_dcp_meta_doc(scanner *sc, const uint8_t *p, size_t n, const char
     for (size_t i = 0; i < m.nitems; i++)
         for (size_t c = 0; c < m.items[i].nchunks; c++) {
             const ckpt_dcp_chunk *ch = &m.items[i].chunks[c];
-            size_t len = strlen(ch->path);
+            size_t len = ch->path_len;
             char *canon = ckpt_arena_alloc(&sc->scratch, len + 1);
             if (!canon) return CKPT_E_NOMEM;
             const char *why = ckpt_shard_name(canon, ch->path, len, NULL);

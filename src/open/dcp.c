@@ -156,12 +156,11 @@ static const char *placed(char *buf, size_t cap, const ckpt_dcp_chunk *ch) {
     return buf;
 }
 
-/* The data file `rel` (as .metadata spells it), opened once; ch: the
- * chunk that names it, or NULL (HF layouts: the file itself). */
-static int data_file(opener *o, const char *rel, const char *fqn, const ckpt_dcp_chunk *ch,
-                     size_t *index) {
+/* The data file `rel` (as .metadata spells it: len bytes), opened once;
+ * ch: the chunk that names it, or NULL (HF layouts: the file itself). */
+static int data_file(opener *o, const char *rel, size_t len, const char *fqn,
+                     const ckpt_dcp_chunk *ch, size_t *index) {
     ckpt_file *f = o->f;
-    size_t len = strlen(rel);
     char *canon = ckpt_arena_alloc(&f->arena, len + 1);
     CKPT_CHECK_ALLOC(canon);
     const char *why = ckpt_shard_name(canon, rel, len, NULL);
@@ -515,7 +514,7 @@ static int tensor_value(opener *o, const ckpt_dcp_item *it, ckpt_value **out) {
     for (size_t c = 0; c < it->nchunks; c++) {
         const ckpt_dcp_chunk *ch = &it->chunks[c];
         size_t shard;
-        int rc = data_file(o, ch->path, it->fqn, ch, &shard);
+        int rc = data_file(o, ch->path, ch->path_len, it->fqn, ch, &shard);
         if (rc == 0) rc = chunk_tensor(o, it, ch, shard, &k[c].t);
         if (rc) return rc;
         k[c].offsets = ch->offsets;
@@ -555,7 +554,8 @@ static int bytes_value(opener *o, const ckpt_dcp_item *it, ckpt_value **out) {
     uint64_t base;
     char claim[300];
     placed(claim, sizeof claim, &it->chunks[0]);
-    int rc = data_file(o, it->chunks[0].path, it->fqn, &it->chunks[0], &shard);
+    int rc = data_file(o, it->chunks[0].path, it->chunks[0].path_len, it->fqn, &it->chunks[0],
+                       &shard);
     if (rc == 0)
         rc = open_slice(o, shard, it->chunks[0].offset, it->chunks[0].length, 1, it->fqn, claim,
                         &part, &base, &st);
@@ -873,7 +873,7 @@ static int hf_file(opener *o, merger *m, const char *name) {
     size_t shard;
     ckpt_file *part;
     uint64_t base;
-    int rc = data_file(o, name, name, NULL, &shard);
+    int rc = data_file(o, name, strlen(name), name, NULL, &shard);
     if (rc) return rc;
     ckpt_file *h = f->shards[shard];
     uint8_t head[CKPT_HEAD_BYTES];
@@ -894,6 +894,7 @@ static int hf_file(opener *o, merger *m, const char *name) {
         const ckpt_tensor *t = &part->tensors[i];
         uint32_t nd = t->ndim;
         ckpt_dcp_chunk ch = {.path = name,
+                             .path_len = strlen(name),
                              .offset = ckpt_tensor_file_offset(t),
                              .length = t->nbytes,
                              .offsets = ckpt_arena_array(&f->arena, nd ? nd : 1, sizeof(uint64_t)),

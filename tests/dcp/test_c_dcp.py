@@ -388,6 +388,41 @@ def test_data_file_link_out_of_the_directory():
         and target in out, out + err
 
 
+def test_relative_path_with_a_nul_byte():
+    """relative_path "__0_0.distcp\\0x": open() raises 'embedded null byte'
+    in FileSystemReader; ckpt cut the name at the NUL and read
+    __0_0.distcp: OK and SAFE."""
+    from torch.distributed.checkpoint.filesystem import _StorageInfo
+    d = copy(SHARDED_PT, "nul_path")
+    meta = read_meta(d)
+    key = next(k for k, v in meta.storage_data.items() if v.relative_path == "__0_0.distcp")
+    v = meta.storage_data[key]
+    meta.storage_data[key] = _StorageInfo(v.relative_path + "\0x", v.offset, v.length)
+    write_meta(d, meta)
+    dcp_to_torch_save_fails(d, "embedded null byte")
+    verify_fails(d, "NUL byte", key.fqn)
+    rc, out, err = ckpt("scan", d)
+    assert rc == 1 and "UNSCANNABLE" in out and "NUL byte" in out, out + err
+
+
+def test_tensor_size_a_list():
+    """A TensorStorageMetadata size pickled as a list: every load planner
+    compares it with the tensor's torch.Size and raises (a list never
+    equals a tuple); ckpt said OK. A tuple is fine for both."""
+    for kind, fails in ((list, True), (tuple, False)):
+        d = copy(SHARDED_PT, "size_" + kind.__name__)
+        meta = read_meta(d)
+        meta.state_dict_metadata["w0"].size = kind(meta.state_dict_metadata["w0"].size)
+        write_meta(d, meta)
+        if fails:
+            dcp_to_torch_save_fails(d, "Size mismatch between saved")
+            verify_fails(d, "w0", "expected a torch.Size as size, got list")
+        else:
+            assert torch_view(d).keys() == torch_view(SHARDED_PT).keys()
+            rc, out, err = ckpt("verify", d)
+            assert rc == 0, out + err
+
+
 def test_metadata_path_opens_the_directory():
     rc, out, err = ckpt("inspect", "--json", os.path.join(SHARDED_PT, ".metadata"))
     assert rc == 0, err
