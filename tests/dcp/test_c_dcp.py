@@ -324,53 +324,6 @@ def write_meta_at(d, meta, protocol):
         pickle.dump(meta, fh, protocol=protocol)
 
 
-def test_metadata_pickle_protocols():
-    """.metadata re-dumped at every pickle protocol: torch's read_metadata
-    (pickle.load) reads them all alike. Protocols 0 and 1 save each DCP
-    dataclass as copyreg._reconstructor(cls, object, None) and BUILD: ckpt
-    called that no DCP metadata class (inspect/verify CORRUPT, scan
-    'suspicious', DIR/.metadata a plain pickle with 'dangerous' DCP
-    classes, so ckpt.load(DIR) refused it)."""
-    want = torch_view(SINGLE)
-    for proto in range(6):
-        d = copy(SINGLE, "proto%d" % proto)
-        write_meta_at(d, read_meta(d), proto)
-        assert flatten(torch.load(_oracle_file(d), weights_only=False)).keys() == want.keys()
-        got = inspect_json(d)
-        tensors = {t["name"]: t["sha256"] for t in got["tensors"]}
-        assert tensors == {k: sha256(v) for k, v in want.items() if isinstance(v, torch.Tensor)}, \
-            (proto, tensors)
-        rc, out, err = ckpt("verify", d)
-        assert rc == 0 and out.startswith("OK "), (proto, out + err)
-        for path in (d, os.path.join(d, ".metadata")):
-            rc, out, err = ckpt("scan", path)
-            assert rc == 0 and out.startswith("SAFE "), (proto, out + err)
-        rc, out, err = ckpt("inspect", "--json", os.path.join(d, ".metadata"))
-        assert rc == 0 and json.loads(out)["format"] == "dcp", (proto, out + err)
-    # the same call with another base is no DCP object
-    d = copy(SINGLE, "proto0_base")
-    write_meta_at(d, read_meta(d), 0)
-    path = os.path.join(d, ".metadata")
-    with open(path, "rb") as fh:
-        data = fh.read()
-    assert data.count(b"c__builtin__\nobject\n") == 1, data[:200]
-    with open(path, "wb") as fh:
-        fh.write(data.replace(b"c__builtin__\nobject\n", b"ctorch\nSize\n"))
-    rc, out, err = ckpt("verify", d)
-    assert rc == 1 and "copyreg._reconstructor" in out, out + err
-
-
-def _oracle_file(d):
-    out = os.path.join(TMP, os.path.basename(d) + "-oracle.pt")
-    dcp_to_torch_save(d, out)
-    return out
-
-
-def write_meta_at(d, meta, protocol):
-    with open(os.path.join(d, ".metadata"), "wb") as fh:
-        pickle.dump(meta, fh, protocol=protocol)
-
-
 def test_data_file_link_out_of_the_directory():
     """A data file that is a link to a file elsewhere: FileSystemReader
     opens DIR/relative_path and follows it, as ckpt reads it; scan says so
