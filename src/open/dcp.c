@@ -1003,6 +1003,17 @@ int ckpt_dcp_read(ckpt_file *f, const char *dir) {
     return rc;
 }
 
+/* 1 if dir/name is an empty regular file: FileSystemWriter creates one
+ * per writer thread (thread_count) and per rank whether or not any item
+ * goes there, and one that got none stays empty and unnamed. */
+static int empty_file(const char *dir, const char *name) {
+    char path[4096];
+    struct stat st;
+    int n = snprintf(path, sizeof path, "%s/%s", dir, name);
+    return n > 0 && (size_t)n < sizeof path && lstat(path, &st) == 0 && S_ISREG(st.st_mode) &&
+           st.st_size == 0;
+}
+
 int ckpt_dcp_check_unnamed(const ckpt_file *f) {
     if (f->format != CKPT_FORMAT_DCP) return 0;
     DIR *d = opendir(f->dcp_dir);
@@ -1020,7 +1031,8 @@ int ckpt_dcp_check_unnamed(const ckpt_file *f) {
                           "%s is ignored: DCP's loader reads .metadata when there is one (the "
                           "rank file was left by a save with use_collectives=False)",
                           e->d_name);
-        if (rc || !ends_with(e->d_name, DATA_SUFFIX)) continue;
+        if (rc || !ends_with(e->d_name, DATA_SUFFIX) || empty_file(f->dcp_dir, e->d_name))
+            continue;
         int named = 0;
         for (size_t i = 0; !named && i < f->nshards; i++) {
             const char *p = f->shards[i]->path;

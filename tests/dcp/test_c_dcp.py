@@ -551,6 +551,27 @@ def test_unnamed_data_file():
     assert ckpt("inspect", d)[0] == 0  # opening it is fine: no loader reads it
 
 
+def test_empty_data_files_of_idle_writers():
+    """FileSystemWriter opens a data file per writer thread (and dcp.save({})
+    one per rank) whether or not an item goes there: thread_count=8 for 2
+    tensors leaves __0_2.distcp .. __0_7.distcp empty and unnamed. DCP
+    loads it; ckpt verify said CORRUPT ('not named by .metadata'). A
+    non-empty unnamed file is still reported (test_unnamed_data_file)."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint import FileSystemWriter
+    for name, sd, threads in (("idle_threads", {"a": torch.ones(2), "b": torch.arange(3.)}, 8),
+                              ("nothing_saved", {}, 1)):
+        d = os.path.join(TMP, name)
+        dcp.save(sd, storage_writer=FileSystemWriter(d, thread_count=threads))
+        empty = [f for f in os.listdir(d) if f.endswith(".distcp") and not os.path.getsize(os.path.join(d, f))]
+        assert empty, os.listdir(d)
+        want = torch_view(d)
+        assert {t["name"]: t["sha256"] for t in inspect_json(d)["tensors"]} == \
+            {k: sha256(v) for k, v in want.items()}
+        rc, out, err = ckpt("verify", d)
+        assert rc == 0 and out.startswith("OK "), out + err
+
+
 def test_missing_metadata():
     d = copy(SHARDED_PT, "nometa")
     os.remove(os.path.join(d, ".metadata"))
