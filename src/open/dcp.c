@@ -560,9 +560,13 @@ static int bytes_value(opener *o, const ckpt_dcp_item *it, ckpt_value **out) {
         rc = open_slice(o, shard, it->chunks[0].offset, it->chunks[0].length, 1, it->fqn, claim,
                         &part, &base, &st);
     if (rc) return rc;
-    if (part->format != CKPT_FORMAT_TORCH_ZIP || !part->root)
+    /* DefaultLoadPlanner.load_bytes: torch.load, which reads the legacy
+     * format too (as a tensor chunk's slice is read) */
+    if ((part->format != CKPT_FORMAT_TORCH_ZIP && part->format != CKPT_FORMAT_TORCH_LEGACY) ||
+        !part->root)
         return ckpt_err(CKPT_E_FORMAT, part->path, it->fqn, 0,
-                        "bytes item \"%s\" is not a torch.save zip%s", it->fqn, claim);
+                        "bytes item \"%s\" is not a torch.save (zip or legacy)%s", it->fqn,
+                        claim);
     *out = part->root;
     return 0;
 }

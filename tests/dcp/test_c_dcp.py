@@ -376,6 +376,49 @@ def test_tensor_size_a_list():
             assert rc == 0, out + err
 
 
+def test_legacy_format_slices():
+    """A slice holding torch.save's legacy (non-zip) format: FileSystemReader
+    torch.loads every slice, and torch.load reads that format, for a
+    tensor chunk and for a bytes item (DefaultLoadPlanner.load_bytes)
+    alike. ckpt read the chunk but called the bytes item CORRUPT ('not a
+    torch.save zip'). A hostile legacy bytes item is UNSAFE."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.filesystem import _StorageInfo
+    from torch.distributed.checkpoint.metadata import MetadataIndex
+    d = os.path.join(TMP, "legacy_slices")
+    dcp.save({"w": torch.ones(4), "step": 3}, checkpoint_id=d)
+    meta = read_meta(d)
+    path = os.path.join(d, "__0_0.distcp")
+    for key, obj in ((MetadataIndex("w", torch.Size([0])), torch.arange(4.)),
+                     (MetadataIndex("step"), {"epoch": 7, "t": torch.full((2,), 5.0)})):
+        buf = io.BytesIO()
+        torch.save(obj, buf, _use_new_zipfile_serialization=False)
+        at = os.path.getsize(path)
+        with open(path, "ab") as fh:
+            fh.write(buf.getvalue())
+        meta.storage_data[key] = _StorageInfo("__0_0.distcp", at, len(buf.getvalue()))
+    write_meta(d, meta)
+    want = torch_view(d)
+    assert want["step.epoch"] == 7 and torch.equal(want["w"], torch.arange(4.)), want
+    got = inspect_json(d)
+    assert {t["name"]: t["sha256"] for t in got["tensors"]} == \
+        {k: sha256(v) for k, v in want.items() if isinstance(v, torch.Tensor)}, got
+    assert {v["name"]: v["value"] for v in got["values"]} == {"step.epoch": 7}, got
+    rc, out, err = ckpt("verify", d)
+    assert rc == 0 and out.startswith("OK "), out + err
+    rc, out, err = ckpt("scan", d)
+    assert rc == 0 and out.startswith("SAFE "), out + err
+    buf = io.BytesIO()
+    torch.save(_System(), buf, _use_new_zipfile_serialization=False)
+    at = os.path.getsize(path)
+    with open(path, "ab") as fh:
+        fh.write(buf.getvalue())
+    meta.storage_data[MetadataIndex("step")] = _StorageInfo("__0_0.distcp", at, len(buf.getvalue()))
+    write_meta(d, meta)
+    rc, out, err = ckpt("scan", d)
+    assert rc == 1 and "UNSAFE" in out and "posix.system" in out, out + err
+
+
 def test_metadata_path_opens_the_directory():
     rc, out, err = ckpt("inspect", "--json", os.path.join(SHARDED_PT, ".metadata"))
     assert rc == 0, err
