@@ -584,7 +584,33 @@ typedef struct nester {
     uint64_t max_index; /* list indices past the item count hold no item */
     ckpt_value *filler; /* the None a list grows with, up to an index */
     size_t fillers;     /* list slots still holding it */
+    /* what the paths built, for DCP's flatten_state_dict rule (made_lists):
+     * each container made (its address -> index in `made`), and the
+     * values of bytes items, which the loader's rebuilt state dict holds
+     * as BytesStorageMetadata leaves, whatever they unpickle to */
+    ckpt_strmap made_at, bytes_leaves;
+    struct made {
+        ckpt_value *v;
+        const ckpt_dcp_item *it; /* the item whose path made it */
+        size_t depth;            /* it is the item's path[0..depth) */
+        int kept;                /* a list flatten_state_dict descends into */
+    } * made;
+    size_t nmade, made_cap;
 } nester;
+
+/* Records v under its address in map m (val: index), 0 or CKPT_E_NOMEM. */
+static int put_addr(nester *n, ckpt_strmap *m, const ckpt_value *v, size_t val) {
+    char *k = ckpt_arena_alloc_raw(&n->f->arena, sizeof v);
+    ckpt_strmap_slot *slot;
+    if (!k) return ckpt_err_nomem();
+    memcpy(k, &v, sizeof v);
+    return ckpt_strmap_put(m, k, sizeof v, val, &slot) < 0 ? ckpt_err_nomem() : 0;
+}
+
+static const ckpt_strmap_slot *find_addr(const ckpt_strmap *m, const ckpt_value *v) {
+    return ckpt_strmap_find(m, (const char *)&v, sizeof v,
+                            ckpt_strmap_hash((const char *)&v, sizeof v));
+}
 
 /* The map's key for `key` in dict `d`: the container's address, the key's
  * kind and its text or value. */
@@ -665,10 +691,60 @@ static int set_element(nester *n, const ckpt_dcp_item *it, ckpt_value *value) {
         int rc = entry(n, it, cur, it->path[i - 1], fresh, &slot);
         if (rc) return rc;
         cur = *slot;
+        if (cur == fresh) {
+            if (ckpt_arena_grow(&n->f->arena, (void **)&n->made, &n->made_cap, n->nmade + 1,
+                                sizeof *n->made))
+                return ckpt_err_nomem();
+            n->made[n->nmade] = (struct made){fresh, it, i, 0};
+            if ((rc = put_addr(n, &n->made_at, fresh, n->nmade++))) return rc;
+        }
     }
     int rc = entry(n, it, cur, it->path[it->npath - 1], value, &slot);
     if (rc == 0) *slot = value; /* an assignment replaces an earlier value */
+    if (rc == 0 && it->is_bytes) rc = put_addr(n, &n->bytes_leaves, value, 0);
     return rc;
+}
+
+/* DCP's load flattens the state dict it rebuilt from the paths again
+ * (_traverse.py traverse_state_dict) and needs every name it gets in the
+ * metadata: it descends into a list only when the list holds a tensor, a
+ * dict or a list it descends into; a list of bytes items alone (the dict
+ * or empty entries that made it a container at save time gone: [[], {}]
+ * saved as item c.0) is named as a whole, "c", which the metadata lacks.
+ * Lists are made after the containers that hold them, so they are judged
+ * in reverse order of making. */
+static int made_lists(nester *n) {
+    for (size_t i = n->nmade; i-- > 0;) {
+        struct made *m = &n->made[i];
+        if (m->v->kind != CKPT_KIND_LIST) continue;
+        for (size_t k = 0; !m->kept && k < m->v->u.seq.n; k++) {
+            const ckpt_value *e = m->v->u.seq.items[k];
+            const ckpt_strmap_slot *sl = find_addr(&n->made_at, e);
+            if (sl)
+                m->kept = e->kind == CKPT_KIND_DICT || n->made[sl->val].kept;
+            else
+                m->kept = !find_addr(&n->bytes_leaves, e) && e->kind == CKPT_KIND_TENSOR;
+        }
+        if (!m->kept) {
+            char name[256];
+            size_t o = 0;
+            for (size_t d = 0; d < m->depth && o < sizeof name; d++) {
+                const ckpt_value *key = m->it->path[d];
+                int w = key->kind == CKPT_KIND_STR
+                            ? snprintf(name + o, sizeof name - o, "%s%s", d ? "." : "", key->u.s.p)
+                            : snprintf(name + o, sizeof name - o, "%s%lld", d ? "." : "",
+                                       (long long)key->u.i.v);
+                o += w > 0 ? (size_t)w : 0;
+            }
+            return ckpt_err(CKPT_E_FORMAT, n->f->path, m->it->fqn, CKPT_NO_OFFSET,
+                            "planner_data paths make \"%.200s\" a list of bytes items only "
+                            "(\"%s\" among them): DCP's load names such a list as a whole, "
+                            "a key the metadata lacks (dcp_to_torch_save fails: Missing key "
+                            "in checkpoint state_dict: %.200s)",
+                            name, m->it->fqn, name);
+        }
+    }
+    return 0;
 }
 
 /* ------------------------------------------------------------ layouts */
@@ -1000,10 +1076,13 @@ int ckpt_dcp_read(ckpt_file *f, const char *dir) {
                       "planner_data paths leave %zu list entries without an item "
                       "(dcp_to_torch_save fails: Missing key in checkpoint state_dict)",
                       n.fillers);
+    if (rc == 0) rc = made_lists(&n);
     ckpt_strmap_free(&o.names);
     ckpt_strmap_free(&o.st);
     for (size_t i = 0; i < o.nst; i++) json_decref(o.st_parts[i].sharding);
     ckpt_strmap_free(&n.keys);
+    ckpt_strmap_free(&n.made_at);
+    ckpt_strmap_free(&n.bytes_leaves);
     return rc;
 }
 

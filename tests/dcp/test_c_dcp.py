@@ -654,6 +654,36 @@ def test_planner_path_is_the_fqn():
     verify_fails(d, fqn, "not the fqn")
 
 
+def test_list_left_with_bytes_items_only():
+    """dcp.save of a list whose dict entries hold nothing ({"c": [[], {}]}:
+    one item, c.0) writes a checkpoint its own load cannot read: the list
+    rebuilt from planner_data holds a bytes item alone, and DCP's
+    flatten_state_dict names such a list as a whole, "c", which the
+    metadata lacks (dcp_to_torch_save: 'Missing key in checkpoint
+    state_dict: c'); ckpt said OK. Lists that keep a tensor, a dict or
+    such a list load in both."""
+    import torch.distributed.checkpoint as dcp
+    cases = {"bare": ({"c": [[], {}], "t": torch.ones(1)}, "c"),
+             "int_and_empty": ({"m": {"x": [5, {}]}, "t": torch.ones(1)}, "m.x"),
+             "inner": ({"c": [[torch.ones(1)], [[1], {}]]}, "c.1"),
+             "kept_by_dict": ({"c": [5, {"a": 1}]}, None),
+             "kept_by_tensor": ({"c": [[1], [torch.ones(2)], 3]}, None),
+             "kept_by_list": ({"c": [[1], [[torch.zeros(1)], 2]]}, None)}
+    for name, (sd, missing) in cases.items():
+        d = os.path.join(TMP, "bytes_only_" + name)
+        dcp.save(sd, checkpoint_id=d)
+        if missing:
+            dcp_to_torch_save_fails(d, "Missing key in checkpoint state_dict: %s." % missing)
+            verify_fails(d, "a list of bytes items only", '"%s"' % missing)
+        else:
+            want = torch_view(d)
+            got = inspect_json(d)
+            assert {t["name"]: t["sha256"] for t in got["tensors"]} == \
+                {k: sha256(v) for k, v in want.items() if isinstance(v, torch.Tensor)}, name
+            rc, out, err = ckpt("verify", d)
+            assert rc == 0, (name, out + err)
+
+
 def test_planner_path_leaves_a_list_entry_empty():
     """The items of list entry 0 (param_groups[0]) moved to entry 1, names
     and paths alike: dcp_to_torch_save's list holds a None at 0, a key the
