@@ -37,6 +37,10 @@ int ckpt_dcp_meta_allowed(const char *module, const char *name) {
         return 0;
     }
     if (!strcmp(module, "torch.serialization")) return !strcmp(name, "_get_layout");
+    /* pickle protocols 0 and 1 save a dataclass instance as
+     * copyreg._reconstructor(cls, object, None) (class_of) */
+    if (!strcmp(module, "copyreg")) return !strcmp(name, "_reconstructor");
+    if (!strcmp(module, "builtins")) return !strcmp(name, "object");
     if (!strcmp(module, "torch"))
         return !strcmp(name, "Size") || ckpt_dtype_from_torch_name(name) != CKPT_DT_UNKNOWN;
     return 0;
@@ -89,12 +93,29 @@ fail(const reader *r, int code, const ckpt_value *v, const char *fmt, ...) {
     return ckpt_err(code, r->file, "", ckpt_value_at(v, 0), "%s", msg);
 }
 
+/* The class of an object the machine left opaque: its name, or cls for
+ * copyreg._reconstructor(cls, object, state), which is object.__new__(cls)
+ * (state unused): how pickle.dump with protocol 0 or 1 saves an instance
+ * that BUILD then fills, as protocol 2 and later do with NEWOBJ. */
+static const char *class_of(const ckpt_value *v) {
+    const char *name = v->u.obj.name;
+    const ckpt_value *a = v->u.obj.args;
+    if (strcmp(name, "copyreg._reconstructor") || !a || a->kind != CKPT_KIND_TUPLE ||
+        a->u.seq.n != 3)
+        return name;
+    const ckpt_value *cls = a->u.seq.items[0], *base = a->u.seq.items[1];
+    if (cls->kind != CKPT_KIND_GLOBAL_ || base->kind != CKPT_KIND_GLOBAL_ ||
+        strcmp(base->u.global.qualname, "builtins.object"))
+        return name;
+    return cls->u.global.qualname;
+}
+
 /* What a value is, for "got ...": an object or global by its class name,
  * anything else by its kind; "nothing" for a missing field. */
 static const char *got(const ckpt_value *v) {
     if (!v) return "nothing";
     if (v->kind == CKPT_KIND_NONE) return "None";
-    if (v->kind == CKPT_KIND_OBJECT) return v->u.obj.name;
+    if (v->kind == CKPT_KIND_OBJECT) return class_of(v);
     if (v->kind == CKPT_KIND_GLOBAL_) return v->u.global.qualname;
     return ckpt_value_kind_name(v->kind);
 }
@@ -111,7 +132,7 @@ static int bad(const reader *r, const ckpt_value *v, const ckpt_value *parent, c
 static const ckpt_value *state_of(const ckpt_value *v, const char *module, const char *cls) {
     if (!v || v->kind != CKPT_KIND_OBJECT) return NULL;
     size_t m = strlen(module);
-    const char *name = v->u.obj.name;
+    const char *name = class_of(v);
     if (strncmp(name, module, m) || name[m] != '.' || strcmp(name + m + 1, cls)) return NULL;
     return v->u.obj.state;
 }
@@ -119,8 +140,8 @@ static const ckpt_value *state_of(const ckpt_value *v, const char *module, const
 static int is_class(const ckpt_value *v, const char *module, const char *cls) {
     if (!v || v->kind != CKPT_KIND_OBJECT) return 0;
     size_t m = strlen(module);
-    return !strncmp(v->u.obj.name, module, m) && v->u.obj.name[m] == '.' &&
-           !strcmp(v->u.obj.name + m + 1, cls);
+    const char *name = class_of(v);
+    return !strncmp(name, module, m) && name[m] == '.' && !strcmp(name + m + 1, cls);
 }
 
 /* d[key] for a str key (the last one, as a dict keeps), or NULL. */
@@ -173,6 +194,7 @@ typedef struct sentry {
     uint32_t ndim;  /* OFS_DIMS: dims[0..ndim) */
     uint64_t *dims; /* NULL unless OFS_DIMS */
     const char *path;
+    size_t path_len; /* a NUL byte inside is not the end */
     uint64_t off, len;
     uint64_t at; /* of the _StorageInfo */
     size_t seq;
@@ -258,6 +280,7 @@ static int storage_entry(const reader *r, const ckpt_value *k, const ckpt_value 
     }
     e->fqn = fqn->u.s.p;
     e->path = path->u.s.p;
+    e->path_len = path->u.s.len;
     e->at = ckpt_value_at(v, 0);
     /* MetadataIndex equality on the offset: both None, or equal ints */
     const ckpt_value *o = get(ks, "offset");
@@ -374,8 +397,16 @@ static int tensor_item(const reader *r, ckpt_dcp_item *it, const ckpt_value *tsm
     if (it->dtype == CKPT_DT_UNKNOWN)
         return fail(r, CKPT_E_UNSUPPORTED, dt, "\"%s\": dtype torch.%s has no ckpt dtype", it->fqn,
                     dt->u.global.name);
-    int rc = get_shape(r, get(st, "size"), tsm, &it->ndim, &it->size, "size", it->fqn);
+    const ckpt_value *size = get(st, "size");
+    int rc = get_shape(r, size, tsm, &it->ndim, &it->size, "size", it->fqn);
     if (rc) return rc;
+    /* every load planner checks md.size != tensor.size(): a list is never
+     * equal to the torch.Size (a tuple) of the tensor it loads into */
+    if (size->kind == CKPT_KIND_LIST)
+        return fail(r, CKPT_E_FORMAT, size,
+                    "\"%s\": expected a torch.Size as size, got list (the load planner's size "
+                    "check fails: Size mismatch between saved and current)",
+                    it->fqn);
     const ckpt_value *chunks = get(st, "chunks");
     if (!chunks || chunks->kind != CKPT_KIND_LIST)
         return fail(r, CKPT_E_FORMAT, at(chunks, tsm), "\"%s\": expected a list as chunks, got %s",
@@ -530,6 +561,7 @@ static int read_items(const reader *r, ckpt_dcp_meta *out, const ckpt_value *sdm
                             "holds its bytes), got none",
                             it->fqn, it->is_bytes ? "bytes item" : "chunk", c);
             ch->path = e->path;
+            ch->path_len = e->path_len;
             ch->offset = e->off;
             ch->length = e->len;
             ch->meta_file = r->file;

@@ -37,6 +37,7 @@
 typedef struct ckpt_dcp_chunk {
     uint64_t *offsets, *sizes; /* ndim each (tensor items) */
     const char *path;          /* relative_path, as pickled */
+    size_t path_len;           /* its bytes: a NUL inside is no end */
     uint64_t offset, length;   /* in that file */
     /* the claim errors about that slice contradict: the metadata file
      * (ckpt_dcp_meta_parse's `file`) and the byte offset in it of the

@@ -32,6 +32,31 @@ static int looks_like_pickle(const uint8_t *p, size_t n) {
     return n >= 1 && p[0] != 0 && strchr("(}]lcdLIFSVNKJUX)", p[0]) != NULL;
 }
 
+/* pickle.dump(Metadata) at protocol 0 or 1 starts with
+ * copyreg._reconstructor(Metadata, object, None): GLOBAL "copy_reg\n
+ * _reconstructor\n" (copyreg without fix_imports), a memo PUT ("p0\n") or
+ * BINPUT, MARK, then GLOBAL "module\nMetadata\n". */
+static int reconstructed_dcp(const uint8_t *p, size_t n, const char *module, size_t mlen) {
+    static const char *const heads[] = {"ccopy_reg\n_reconstructor\n",
+                                        "ccopyreg\n_reconstructor\n"};
+    size_t i = 0;
+    for (size_t k = 0; !i && k < sizeof heads / sizeof *heads; k++) {
+        size_t len = strlen(heads[k]);
+        if (n >= len && !memcmp(p, heads[k], len)) i = len;
+    }
+    if (!i) return 0;
+    if (i < n && p[i] == 'p') { /* PUT: decimal digits, newline */
+        size_t j = i + 1;
+        while (j < n && j - i < 12 && p[j] >= '0' && p[j] <= '9') j++;
+        if (j == i + 1 || j >= n || p[j] != '\n') return 0;
+        i = j + 1;
+    } else if (i < n && p[i] == 'q') { /* BINPUT: one byte */
+        i += 2;
+    }
+    return i + 2 + mlen <= n && p[i] == '(' && p[i + 1] == 'c' &&
+           !memcmp(p + i + 2, module, mlen) && p[i + 2 + mlen] == '\n';
+}
+
 /* DCP's `.metadata`: pickle.dump(Metadata) at protocol 2..5 starts with
  * PROTO, a FRAME (protocol 4+), then the module name of the Metadata
  * class: SHORT_BINUNICODE or BINUNICODE (STACK_GLOBAL's operands), or at
@@ -39,6 +64,7 @@ static int looks_like_pickle(const uint8_t *p, size_t n) {
 static int looks_like_dcp_metadata(const uint8_t *p, size_t n) {
     static const char module[] = "torch.distributed.checkpoint.metadata";
     size_t mlen = sizeof module - 1, i = 2;
+    if (n >= 1 && p[0] == 'c') return reconstructed_dcp(p, n, module, mlen);
     if (n < 3 || p[0] != 0x80 || p[1] < 2 || p[1] > 5) return 0;
     if (p[i] == 0x95) i += 9; /* FRAME + 8-byte length */
     if (i + 2 + mlen <= n && p[i] == 0x8c && p[i + 1] == mlen)

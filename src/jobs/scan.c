@@ -1600,18 +1600,26 @@ static int scan_tar(scanner *sc, const uint8_t *p, size_t n) {
 
 static int scan_file(scanner *sc, const uint8_t *p, size_t n);
 
+/* A note when the file `path` of a set (a shard `name`, a DCP data file)
+ * is a link out of the directory: loaders follow it, and so does the
+ * scan. */
+static void note_link(scanner *sc, const char *name, const char *path, const char *what,
+                      const char *dir) {
+    char target[512];
+    if (ckpt_shard_outside(sc->dir, path, target, sizeof target))
+        add_finding(sc, CKPT_SEVERITY_INFO, "shard-link", NULL, name, CKPT_NO_OFFSET,
+                    "%s is a link to a file outside the %s (%s); loaders follow it, and so "
+                    "does the scan",
+                    what, dir, target);
+}
+
 /* One shard, scanned like a file of its own; its findings are named by
  * the shard (and "SHARD:MEMBER" for members of a zip shard). */
 static int scan_shard(scanner *sc, const char *name) {
     const char *shard = ckpt_arena_strdup(&sc->r->arena, name);
     const char *path = ckpt_arena_printf(&sc->scratch, "%s/%s", sc->dir, name);
     if (!shard || !path) return CKPT_E_NOMEM;
-    char target[512];
-    if (ckpt_shard_outside(sc->dir, path, target, sizeof target))
-        add_finding(sc, CKPT_SEVERITY_INFO, "shard-link", NULL, shard, CKPT_NO_OFFSET,
-                    "shard is a link to a file outside the index's directory (%s); "
-                    "loaders follow it, and so does the scan",
-                    target);
+    note_link(sc, shard, path, "shard", "index's directory");
     ckpt_file *f;
     int rc = ckpt_file_open_raw(&f, path, NULL);
     if (rc) {
@@ -1868,7 +1876,7 @@ static int scan_dcp_meta_doc(scanner *sc, const uint8_t *p, size_t n, const char
     for (size_t i = 0; i < m.nitems; i++)
         for (size_t c = 0; c < m.items[i].nchunks; c++) {
             const ckpt_dcp_chunk *ch = &m.items[i].chunks[c];
-            size_t len = strlen(ch->path);
+            size_t len = ch->path_len;
             char *canon = ckpt_arena_alloc(&sc->scratch, len + 1);
             if (!canon) return CKPT_E_NOMEM;
             const char *why = ckpt_shard_name(canon, ch->path, len, NULL);
@@ -2010,6 +2018,7 @@ static int scan_dcp(scanner *sc, const uint8_t *p, size_t n) {
                 rc = CKPT_E_NOMEM;
                 break;
             }
+            note_link(sc, name, path, "data file", "DCP directory");
             if (ckpt_file_open_raw(&df, path, NULL)) {
                 add_finding(sc, CKPT_SEVERITY_INFO, "shard-unreadable", NULL, name, CKPT_NO_OFFSET,
                             "data file cannot be read: %s", ckpt_error_last()->message);

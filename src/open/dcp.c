@@ -156,12 +156,11 @@ static const char *placed(char *buf, size_t cap, const ckpt_dcp_chunk *ch) {
     return buf;
 }
 
-/* The data file `rel` (as .metadata spells it), opened once; ch: the
- * chunk that names it, or NULL (HF layouts: the file itself). */
-static int data_file(opener *o, const char *rel, const char *fqn, const ckpt_dcp_chunk *ch,
-                     size_t *index) {
+/* The data file `rel` (as .metadata spells it: len bytes), opened once;
+ * ch: the chunk that names it, or NULL (HF layouts: the file itself). */
+static int data_file(opener *o, const char *rel, size_t len, const char *fqn,
+                     const ckpt_dcp_chunk *ch, size_t *index) {
     ckpt_file *f = o->f;
-    size_t len = strlen(rel);
     char *canon = ckpt_arena_alloc(&f->arena, len + 1);
     CKPT_CHECK_ALLOC(canon);
     const char *why = ckpt_shard_name(canon, rel, len, NULL);
@@ -515,7 +514,7 @@ static int tensor_value(opener *o, const ckpt_dcp_item *it, ckpt_value **out) {
     for (size_t c = 0; c < it->nchunks; c++) {
         const ckpt_dcp_chunk *ch = &it->chunks[c];
         size_t shard;
-        int rc = data_file(o, ch->path, it->fqn, ch, &shard);
+        int rc = data_file(o, ch->path, ch->path_len, it->fqn, ch, &shard);
         if (rc == 0) rc = chunk_tensor(o, it, ch, shard, &k[c].t);
         if (rc) return rc;
         k[c].offsets = ch->offsets;
@@ -555,14 +554,19 @@ static int bytes_value(opener *o, const ckpt_dcp_item *it, ckpt_value **out) {
     uint64_t base;
     char claim[300];
     placed(claim, sizeof claim, &it->chunks[0]);
-    int rc = data_file(o, it->chunks[0].path, it->fqn, &it->chunks[0], &shard);
+    int rc = data_file(o, it->chunks[0].path, it->chunks[0].path_len, it->fqn, &it->chunks[0],
+                       &shard);
     if (rc == 0)
         rc = open_slice(o, shard, it->chunks[0].offset, it->chunks[0].length, 1, it->fqn, claim,
                         &part, &base, &st);
     if (rc) return rc;
-    if (part->format != CKPT_FORMAT_TORCH_ZIP || !part->root)
+    /* DefaultLoadPlanner.load_bytes: torch.load, which reads the legacy
+     * format too (as a tensor chunk's slice is read) */
+    if ((part->format != CKPT_FORMAT_TORCH_ZIP && part->format != CKPT_FORMAT_TORCH_LEGACY) ||
+        !part->root)
         return ckpt_err(CKPT_E_FORMAT, part->path, it->fqn, 0,
-                        "bytes item \"%s\" is not a torch.save zip%s", it->fqn, claim);
+                        "bytes item \"%s\" is not a torch.save (zip or legacy)%s", it->fqn,
+                        claim);
     *out = part->root;
     return 0;
 }
@@ -580,7 +584,33 @@ typedef struct nester {
     uint64_t max_index; /* list indices past the item count hold no item */
     ckpt_value *filler; /* the None a list grows with, up to an index */
     size_t fillers;     /* list slots still holding it */
+    /* what the paths built, for DCP's flatten_state_dict rule (made_lists):
+     * each container made (its address -> index in `made`), and the
+     * values of bytes items, which the loader's rebuilt state dict holds
+     * as BytesStorageMetadata leaves, whatever they unpickle to */
+    ckpt_strmap made_at, bytes_leaves;
+    struct made {
+        ckpt_value *v;
+        const ckpt_dcp_item *it; /* the item whose path made it */
+        size_t depth;            /* it is the item's path[0..depth) */
+        int kept;                /* a list flatten_state_dict descends into */
+    } * made;
+    size_t nmade, made_cap;
 } nester;
+
+/* Records v under its address in map m (val: index), 0 or CKPT_E_NOMEM. */
+static int put_addr(nester *n, ckpt_strmap *m, const ckpt_value *v, size_t val) {
+    char *k = ckpt_arena_alloc_raw(&n->f->arena, sizeof v);
+    ckpt_strmap_slot *slot;
+    if (!k) return ckpt_err_nomem();
+    memcpy(k, &v, sizeof v);
+    return ckpt_strmap_put(m, k, sizeof v, val, &slot) < 0 ? ckpt_err_nomem() : 0;
+}
+
+static const ckpt_strmap_slot *find_addr(const ckpt_strmap *m, const ckpt_value *v) {
+    return ckpt_strmap_find(m, (const char *)&v, sizeof v,
+                            ckpt_strmap_hash((const char *)&v, sizeof v));
+}
 
 /* The map's key for `key` in dict `d`: the container's address, the key's
  * kind and its text or value. */
@@ -661,10 +691,60 @@ static int set_element(nester *n, const ckpt_dcp_item *it, ckpt_value *value) {
         int rc = entry(n, it, cur, it->path[i - 1], fresh, &slot);
         if (rc) return rc;
         cur = *slot;
+        if (cur == fresh) {
+            if (ckpt_arena_grow(&n->f->arena, (void **)&n->made, &n->made_cap, n->nmade + 1,
+                                sizeof *n->made))
+                return ckpt_err_nomem();
+            n->made[n->nmade] = (struct made){fresh, it, i, 0};
+            if ((rc = put_addr(n, &n->made_at, fresh, n->nmade++))) return rc;
+        }
     }
     int rc = entry(n, it, cur, it->path[it->npath - 1], value, &slot);
     if (rc == 0) *slot = value; /* an assignment replaces an earlier value */
+    if (rc == 0 && it->is_bytes) rc = put_addr(n, &n->bytes_leaves, value, 0);
     return rc;
+}
+
+/* DCP's load flattens the state dict it rebuilt from the paths again
+ * (_traverse.py traverse_state_dict) and needs every name it gets in the
+ * metadata: it descends into a list only when the list holds a tensor, a
+ * dict or a list it descends into; a list of bytes items alone (the dict
+ * or empty entries that made it a container at save time gone: [[], {}]
+ * saved as item c.0) is named as a whole, "c", which the metadata lacks.
+ * Lists are made after the containers that hold them, so they are judged
+ * in reverse order of making. */
+static int made_lists(nester *n) {
+    for (size_t i = n->nmade; i-- > 0;) {
+        struct made *m = &n->made[i];
+        if (m->v->kind != CKPT_KIND_LIST) continue;
+        for (size_t k = 0; !m->kept && k < m->v->u.seq.n; k++) {
+            const ckpt_value *e = m->v->u.seq.items[k];
+            const ckpt_strmap_slot *sl = find_addr(&n->made_at, e);
+            if (sl)
+                m->kept = e->kind == CKPT_KIND_DICT || n->made[sl->val].kept;
+            else
+                m->kept = !find_addr(&n->bytes_leaves, e) && e->kind == CKPT_KIND_TENSOR;
+        }
+        if (!m->kept) {
+            char name[256];
+            size_t o = 0;
+            for (size_t d = 0; d < m->depth && o < sizeof name; d++) {
+                const ckpt_value *key = m->it->path[d];
+                int w = key->kind == CKPT_KIND_STR
+                            ? snprintf(name + o, sizeof name - o, "%s%s", d ? "." : "", key->u.s.p)
+                            : snprintf(name + o, sizeof name - o, "%s%lld", d ? "." : "",
+                                       (long long)key->u.i.v);
+                o += w > 0 ? (size_t)w : 0;
+            }
+            return ckpt_err(CKPT_E_FORMAT, n->f->path, m->it->fqn, CKPT_NO_OFFSET,
+                            "planner_data paths make \"%.200s\" a list of bytes items only "
+                            "(\"%s\" among them): DCP's load names such a list as a whole, "
+                            "a key the metadata lacks (dcp_to_torch_save fails: Missing key "
+                            "in checkpoint state_dict: %.200s)",
+                            name, m->it->fqn, name);
+        }
+    }
+    return 0;
 }
 
 /* ------------------------------------------------------------ layouts */
@@ -873,7 +953,7 @@ static int hf_file(opener *o, merger *m, const char *name) {
     size_t shard;
     ckpt_file *part;
     uint64_t base;
-    int rc = data_file(o, name, name, NULL, &shard);
+    int rc = data_file(o, name, strlen(name), name, NULL, &shard);
     if (rc) return rc;
     ckpt_file *h = f->shards[shard];
     uint8_t head[CKPT_HEAD_BYTES];
@@ -894,6 +974,7 @@ static int hf_file(opener *o, merger *m, const char *name) {
         const ckpt_tensor *t = &part->tensors[i];
         uint32_t nd = t->ndim;
         ckpt_dcp_chunk ch = {.path = name,
+                             .path_len = strlen(name),
                              .offset = ckpt_tensor_file_offset(t),
                              .length = t->nbytes,
                              .offsets = ckpt_arena_array(&f->arena, nd ? nd : 1, sizeof(uint64_t)),
@@ -995,11 +1076,25 @@ int ckpt_dcp_read(ckpt_file *f, const char *dir) {
                       "planner_data paths leave %zu list entries without an item "
                       "(dcp_to_torch_save fails: Missing key in checkpoint state_dict)",
                       n.fillers);
+    if (rc == 0) rc = made_lists(&n);
     ckpt_strmap_free(&o.names);
     ckpt_strmap_free(&o.st);
     for (size_t i = 0; i < o.nst; i++) json_decref(o.st_parts[i].sharding);
     ckpt_strmap_free(&n.keys);
+    ckpt_strmap_free(&n.made_at);
+    ckpt_strmap_free(&n.bytes_leaves);
     return rc;
+}
+
+/* 1 if dir/name is an empty regular file: FileSystemWriter creates one
+ * per writer thread (thread_count) and per rank whether or not any item
+ * goes there, and one that got none stays empty and unnamed. */
+static int empty_file(const char *dir, const char *name) {
+    char path[4096];
+    struct stat st;
+    int n = snprintf(path, sizeof path, "%s/%s", dir, name);
+    return n > 0 && (size_t)n < sizeof path && lstat(path, &st) == 0 && S_ISREG(st.st_mode) &&
+           st.st_size == 0;
 }
 
 int ckpt_dcp_check_unnamed(const ckpt_file *f) {
@@ -1019,7 +1114,8 @@ int ckpt_dcp_check_unnamed(const ckpt_file *f) {
                           "%s is ignored: DCP's loader reads .metadata when there is one (the "
                           "rank file was left by a save with use_collectives=False)",
                           e->d_name);
-        if (rc || !ends_with(e->d_name, DATA_SUFFIX)) continue;
+        if (rc || !ends_with(e->d_name, DATA_SUFFIX) || empty_file(f->dcp_dir, e->d_name))
+            continue;
         int named = 0;
         for (size_t i = 0; !named && i < f->nshards; i++) {
             const char *p = f->shards[i]->path;

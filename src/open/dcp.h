@@ -81,7 +81,9 @@ int ckpt_dcp_read(ckpt_file *f, const char *dir);
  * coordinator never recorded), and metadata DCP ignores (`__R.metadata`
  * next to a `.metadata`, which wins) or that shadows f's (a `.metadata`
  * next to the rank files f was read from): CKPT_E_MISMATCH naming the
- * first, else 0; CKPT_E_IO when the directory cannot be listed. */
+ * first, else 0; CKPT_E_IO when the directory cannot be listed. An
+ * empty "*.distcp" file is not reported: FileSystemWriter leaves one for
+ * each writer thread or rank that had nothing to write. */
 int ckpt_dcp_check_unnamed(const ckpt_file *f);
 
 /* A sharded safetensors set (an index) whose shards carry

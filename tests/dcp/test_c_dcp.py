@@ -277,6 +277,148 @@ def test_text_chunks_listing():
     assert "    chunk __1_0.distcp offset " in out and " rank 1 offsets [4, 0] sizes [3, 5]" in out, out
 
 
+def test_metadata_pickle_protocols():
+    """.metadata re-dumped at every pickle protocol: torch's read_metadata
+    (pickle.load) reads them all alike. Protocols 0 and 1 save each DCP
+    dataclass as copyreg._reconstructor(cls, object, None) and BUILD: ckpt
+    called that no DCP metadata class (inspect/verify CORRUPT, scan
+    'suspicious', DIR/.metadata a plain pickle with 'dangerous' DCP
+    classes, so ckpt.load(DIR) refused it)."""
+    want = torch_view(SINGLE)
+    for proto in range(6):
+        d = copy(SINGLE, "proto%d" % proto)
+        write_meta_at(d, read_meta(d), proto)
+        assert flatten(torch.load(_oracle_file(d), weights_only=False)).keys() == want.keys()
+        got = inspect_json(d)
+        tensors = {t["name"]: t["sha256"] for t in got["tensors"]}
+        assert tensors == {k: sha256(v) for k, v in want.items() if isinstance(v, torch.Tensor)}, \
+            (proto, tensors)
+        rc, out, err = ckpt("verify", d)
+        assert rc == 0 and out.startswith("OK "), (proto, out + err)
+        for path in (d, os.path.join(d, ".metadata")):
+            rc, out, err = ckpt("scan", path)
+            assert rc == 0 and out.startswith("SAFE "), (proto, out + err)
+        rc, out, err = ckpt("inspect", "--json", os.path.join(d, ".metadata"))
+        assert rc == 0 and json.loads(out)["format"] == "dcp", (proto, out + err)
+    # the same call with another base is no DCP object
+    d = copy(SINGLE, "proto0_base")
+    write_meta_at(d, read_meta(d), 0)
+    path = os.path.join(d, ".metadata")
+    with open(path, "rb") as fh:
+        data = fh.read()
+    assert data.count(b"c__builtin__\nobject\n") == 1, data[:200]
+    with open(path, "wb") as fh:
+        fh.write(data.replace(b"c__builtin__\nobject\n", b"ctorch\nSize\n"))
+    rc, out, err = ckpt("verify", d)
+    assert rc == 1 and "copyreg._reconstructor" in out, out + err
+
+
+def _oracle_file(d):
+    out = os.path.join(TMP, os.path.basename(d) + "-oracle.pt")
+    dcp_to_torch_save(d, out)
+    return out
+
+
+def write_meta_at(d, meta, protocol):
+    with open(os.path.join(d, ".metadata"), "wb") as fh:
+        pickle.dump(meta, fh, protocol=protocol)
+
+
+def test_data_file_link_out_of_the_directory():
+    """A data file that is a link to a file elsewhere: FileSystemReader
+    opens DIR/relative_path and follows it, as ckpt reads it; scan says so
+    as it does for a sharded set's shard (it said nothing for DCP)."""
+    d = copy(SHARDED_PT, "link_out")
+    target = os.path.join(TMP, "link_out_target.distcp")
+    shutil.move(os.path.join(d, "__1_0.distcp"), target)
+    os.symlink(target, os.path.join(d, "__1_0.distcp"))
+    want = torch_view(d)
+    assert inspect_json(d)["tensors"] == inspect_json(SHARDED_PT)["tensors"]
+    assert {t["name"]: t["sha256"] for t in inspect_json(d)["tensors"]} == \
+        {k: sha256(v) for k, v in want.items() if isinstance(v, torch.Tensor)}
+    rc, out, err = ckpt("scan", d)
+    assert rc == 0 and "SAFE " in out and "shard-link (member __1_0.distcp" in out \
+        and target in out, out + err
+
+
+def test_relative_path_with_a_nul_byte():
+    """relative_path "__0_0.distcp\\0x": open() raises 'embedded null byte'
+    in FileSystemReader; ckpt cut the name at the NUL and read
+    __0_0.distcp: OK and SAFE."""
+    from torch.distributed.checkpoint.filesystem import _StorageInfo
+    d = copy(SHARDED_PT, "nul_path")
+    meta = read_meta(d)
+    key = next(k for k, v in meta.storage_data.items() if v.relative_path == "__0_0.distcp")
+    v = meta.storage_data[key]
+    meta.storage_data[key] = _StorageInfo(v.relative_path + "\0x", v.offset, v.length)
+    write_meta(d, meta)
+    dcp_to_torch_save_fails(d, "embedded null byte")
+    verify_fails(d, "NUL byte", key.fqn)
+    rc, out, err = ckpt("scan", d)
+    assert rc == 1 and "UNSCANNABLE" in out and "NUL byte" in out, out + err
+
+
+def test_tensor_size_a_list():
+    """A TensorStorageMetadata size pickled as a list: every load planner
+    compares it with the tensor's torch.Size and raises (a list never
+    equals a tuple); ckpt said OK. A tuple is fine for both."""
+    for kind, fails in ((list, True), (tuple, False)):
+        d = copy(SHARDED_PT, "size_" + kind.__name__)
+        meta = read_meta(d)
+        meta.state_dict_metadata["w0"].size = kind(meta.state_dict_metadata["w0"].size)
+        write_meta(d, meta)
+        if fails:
+            dcp_to_torch_save_fails(d, "Size mismatch between saved")
+            verify_fails(d, "w0", "expected a torch.Size as size, got list")
+        else:
+            assert torch_view(d).keys() == torch_view(SHARDED_PT).keys()
+            rc, out, err = ckpt("verify", d)
+            assert rc == 0, out + err
+
+
+def test_legacy_format_slices():
+    """A slice holding torch.save's legacy (non-zip) format: FileSystemReader
+    torch.loads every slice, and torch.load reads that format, for a
+    tensor chunk and for a bytes item (DefaultLoadPlanner.load_bytes)
+    alike. ckpt read the chunk but called the bytes item CORRUPT ('not a
+    torch.save zip'). A hostile legacy bytes item is UNSAFE."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.filesystem import _StorageInfo
+    from torch.distributed.checkpoint.metadata import MetadataIndex
+    d = os.path.join(TMP, "legacy_slices")
+    dcp.save({"w": torch.ones(4), "step": 3}, checkpoint_id=d)
+    meta = read_meta(d)
+    path = os.path.join(d, "__0_0.distcp")
+    for key, obj in ((MetadataIndex("w", torch.Size([0])), torch.arange(4.)),
+                     (MetadataIndex("step"), {"epoch": 7, "t": torch.full((2,), 5.0)})):
+        buf = io.BytesIO()
+        torch.save(obj, buf, _use_new_zipfile_serialization=False)
+        at = os.path.getsize(path)
+        with open(path, "ab") as fh:
+            fh.write(buf.getvalue())
+        meta.storage_data[key] = _StorageInfo("__0_0.distcp", at, len(buf.getvalue()))
+    write_meta(d, meta)
+    want = torch_view(d)
+    assert want["step.epoch"] == 7 and torch.equal(want["w"], torch.arange(4.)), want
+    got = inspect_json(d)
+    assert {t["name"]: t["sha256"] for t in got["tensors"]} == \
+        {k: sha256(v) for k, v in want.items() if isinstance(v, torch.Tensor)}, got
+    assert {v["name"]: v["value"] for v in got["values"]} == {"step.epoch": 7}, got
+    rc, out, err = ckpt("verify", d)
+    assert rc == 0 and out.startswith("OK "), out + err
+    rc, out, err = ckpt("scan", d)
+    assert rc == 0 and out.startswith("SAFE "), out + err
+    buf = io.BytesIO()
+    torch.save(_System(), buf, _use_new_zipfile_serialization=False)
+    at = os.path.getsize(path)
+    with open(path, "ab") as fh:
+        fh.write(buf.getvalue())
+    meta.storage_data[MetadataIndex("step")] = _StorageInfo("__0_0.distcp", at, len(buf.getvalue()))
+    write_meta(d, meta)
+    rc, out, err = ckpt("scan", d)
+    assert rc == 1 and "UNSAFE" in out and "posix.system" in out, out + err
+
+
 def test_metadata_path_opens_the_directory():
     rc, out, err = ckpt("inspect", "--json", os.path.join(SHARDED_PT, ".metadata"))
     assert rc == 0, err
@@ -452,6 +594,27 @@ def test_unnamed_data_file():
     assert ckpt("inspect", d)[0] == 0  # opening it is fine: no loader reads it
 
 
+def test_empty_data_files_of_idle_writers():
+    """FileSystemWriter opens a data file per writer thread (and dcp.save({})
+    one per rank) whether or not an item goes there: thread_count=8 for 2
+    tensors leaves __0_2.distcp .. __0_7.distcp empty and unnamed. DCP
+    loads it; ckpt verify said CORRUPT ('not named by .metadata'). A
+    non-empty unnamed file is still reported (test_unnamed_data_file)."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint import FileSystemWriter
+    for name, sd, threads in (("idle_threads", {"a": torch.ones(2), "b": torch.arange(3.)}, 8),
+                              ("nothing_saved", {}, 1)):
+        d = os.path.join(TMP, name)
+        dcp.save(sd, storage_writer=FileSystemWriter(d, thread_count=threads))
+        empty = [f for f in os.listdir(d) if f.endswith(".distcp") and not os.path.getsize(os.path.join(d, f))]
+        assert empty, os.listdir(d)
+        want = torch_view(d)
+        assert {t["name"]: t["sha256"] for t in inspect_json(d)["tensors"]} == \
+            {k: sha256(v) for k, v in want.items()}
+        rc, out, err = ckpt("verify", d)
+        assert rc == 0 and out.startswith("OK "), out + err
+
+
 def test_missing_metadata():
     d = copy(SHARDED_PT, "nometa")
     os.remove(os.path.join(d, ".metadata"))
@@ -489,6 +652,36 @@ def test_planner_path_is_the_fqn():
     write_meta(d, meta)
     dcp_to_torch_save_fails(d, "Missing key in checkpoint state_dict")
     verify_fails(d, fqn, "not the fqn")
+
+
+def test_list_left_with_bytes_items_only():
+    """dcp.save of a list whose dict entries hold nothing ({"c": [[], {}]}:
+    one item, c.0) writes a checkpoint its own load cannot read: the list
+    rebuilt from planner_data holds a bytes item alone, and DCP's
+    flatten_state_dict names such a list as a whole, "c", which the
+    metadata lacks (dcp_to_torch_save: 'Missing key in checkpoint
+    state_dict: c'); ckpt said OK. Lists that keep a tensor, a dict or
+    such a list load in both."""
+    import torch.distributed.checkpoint as dcp
+    cases = {"bare": ({"c": [[], {}], "t": torch.ones(1)}, "c"),
+             "int_and_empty": ({"m": {"x": [5, {}]}, "t": torch.ones(1)}, "m.x"),
+             "inner": ({"c": [[torch.ones(1)], [[1], {}]]}, "c.1"),
+             "kept_by_dict": ({"c": [5, {"a": 1}]}, None),
+             "kept_by_tensor": ({"c": [[1], [torch.ones(2)], 3]}, None),
+             "kept_by_list": ({"c": [[1], [[torch.zeros(1)], 2]]}, None)}
+    for name, (sd, missing) in cases.items():
+        d = os.path.join(TMP, "bytes_only_" + name)
+        dcp.save(sd, checkpoint_id=d)
+        if missing:
+            dcp_to_torch_save_fails(d, "Missing key in checkpoint state_dict: %s." % missing)
+            verify_fails(d, "a list of bytes items only", '"%s"' % missing)
+        else:
+            want = torch_view(d)
+            got = inspect_json(d)
+            assert {t["name"]: t["sha256"] for t in got["tensors"]} == \
+                {k: sha256(v) for k, v in want.items() if isinstance(v, torch.Tensor)}, name
+            rc, out, err = ckpt("verify", d)
+            assert rc == 0, (name, out + err)
 
 
 def test_planner_path_leaves_a_list_entry_empty():
