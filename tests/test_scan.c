@@ -1125,7 +1125,7 @@ TEST(sharded_index) {
             r = scan_path(dir, names[i]);
             CHECK_EQ_STR(ckpt_verdict_name(ckpt_scan_verdict(r)), "safe");
             CHECK(find(r, "not-a-pickle", NULL) == NULL);
-            CHECK_EQ_INT(ckpt_scan_finding_count(r), i);  /* the index: "sharded-index" */
+            CHECK_EQ_INT(ckpt_scan_finding_count(r), i); /* the index: "sharded-index" */
             ckpt_scan_report_free(r);
         }
     }

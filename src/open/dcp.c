@@ -554,8 +554,8 @@ static int bytes_value(opener *o, const ckpt_dcp_item *it, ckpt_value **out) {
     uint64_t base;
     char claim[300];
     placed(claim, sizeof claim, &it->chunks[0]);
-    int rc = data_file(o, it->chunks[0].path, it->chunks[0].path_len, it->fqn, &it->chunks[0],
-                       &shard);
+    int rc =
+        data_file(o, it->chunks[0].path, it->chunks[0].path_len, it->fqn, &it->chunks[0], &shard);
     if (rc == 0)
         rc = open_slice(o, shard, it->chunks[0].offset, it->chunks[0].length, 1, it->fqn, claim,
                         &part, &base, &st);
@@ -565,8 +565,7 @@ static int bytes_value(opener *o, const ckpt_dcp_item *it, ckpt_value **out) {
     if ((part->format != CKPT_FORMAT_TORCH_ZIP && part->format != CKPT_FORMAT_TORCH_LEGACY) ||
         !part->root)
         return ckpt_err(CKPT_E_FORMAT, part->path, it->fqn, 0,
-                        "bytes item \"%s\" is not a torch.save (zip or legacy)%s", it->fqn,
-                        claim);
+                        "bytes item \"%s\" is not a torch.save (zip or legacy)%s", it->fqn, claim);
     *out = part->root;
     return 0;
 }
@@ -1114,8 +1113,7 @@ int ckpt_dcp_check_unnamed(const ckpt_file *f) {
                           "%s is ignored: DCP's loader reads .metadata when there is one (the "
                           "rank file was left by a save with use_collectives=False)",
                           e->d_name);
-        if (rc || !ends_with(e->d_name, DATA_SUFFIX) || empty_file(f->dcp_dir, e->d_name))
-            continue;
+        if (rc || !ends_with(e->d_name, DATA_SUFFIX) || empty_file(f->dcp_dir, e->d_name)) continue;
         int named = 0;
         for (size_t i = 0; !named && i < f->nshards; i++) {
             const char *p = f->shards[i]->path;

@@ -180,8 +180,8 @@ static int same_weights(const ckpt_doctor_report *r, const char *path, const cha
             ckpt_buf m = {0};
             for (size_t i = 0, k = 0; i < sizeof part / sizeof *part; i++)
                 if (part[i].n)
-                    ckpt_buf_printf(&m, "%s%zu %s%s%s%s", k++ ? ", " : "", part[i].n,
-                                    part[i].noun, plural(part[i].n), part[i].tail, part[i].where);
+                    ckpt_buf_printf(&m, "%s%zu %s%s%s%s", k++ ? ", " : "", part[i].n, part[i].noun,
+                                    plural(part[i].n), part[i].tail, part[i].where);
             ckpt_buf_byte(&m, 0);
             rc = m.failed ? CKPT_E_NOMEM
                           : ckpt_err(CKPT_E_MISMATCH, path, NULL, CKPT_NO_OFFSET,

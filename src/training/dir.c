@@ -252,8 +252,7 @@ static int check_unlisted(scan *s) {
     }
     if (!indexed && !weights) {
         for (i = 0; i < s->n; i++)
-            if (s->es[i].regular && s->es[i].kind == SNIFF_CHECKPOINT &&
-                shard_like(s->es[i].name))
+            if (s->es[i].regular && s->es[i].kind == SNIFF_CHECKPOINT && shard_like(s->es[i].name))
                 return ckpt_model_dir_orphan_shards(s->dir);
     }
     for (i = 0; indexed && i < s->n; i++) {
