@@ -499,7 +499,7 @@ static int read_zip(torch_reader *r) {
         st->file_offset = d->method == 0 ? d->data_offset : CKPT_NO_OFFSET;
         st->big_endian = big;
         st->crc32 = d->crc32;
-        st->has_crc32 = 1;
+        st->has_crc32 = (uint8_t)ckpt_zip_crc_recorded(d);
     }
     rc = read_ckpt_meta(f, z, prefix, &r->budget);
     f->inflate_left = r->budget;

@@ -507,6 +507,63 @@ def zip_member_data_offset(path, suffix):
     return info.filename, info.header_offset + 30 + name_len + extra_len
 
 
+def with_crcs(src, name, crc_of):
+    """src (a zip) with each central-directory CRC-32 replaced by
+    crc_of(member name, CRC-32): torch writes 0 for a record whose CRC it
+    did not compute (compute_crc32=False; skip_data's storage records)."""
+    with open(src, "rb") as fh:
+        data = bytearray(fh.read())
+    with zipfile.ZipFile(src) as zf:
+        at = zf.start_dir
+    while data[at:at + 4] == b"PK\x01\x02":
+        crc, = struct.unpack_from("<I", data, at + 16)
+        n, m, k = struct.unpack_from("<HHH", data, at + 28)
+        struct.pack_into("<I", data, at + 16, crc_of(data[at + 46:at + 46 + n].decode(), crc))
+        at += 46 + n + m + k
+    return tmp_file(name, bytes(data))
+
+
+def test_verify_crc_not_recorded():
+    """A CRC-32 field of 0 is torch's "not computed": torch.save with
+    torch.utils.serialization.config.save.compute_crc32 = False writes 0
+    for every record, skip_data() for every storage record, and torch.load
+    reads both. verify called them CORRUPT (and convert refused them):
+    they are OK, structure only for those members. A wrong CRC-32 that is
+    not 0 is still corrupt."""
+    tail = ("; structure only: zip members with no CRC-32 recorded (torch.save with "
+            "compute_crc32=False or skip_data)")
+    nocrc = with_crcs(TRAIN_PT, "nocrc.pt", lambda name, crc: 0)
+    # skip_data: the storage records have none, and their bytes are torch's
+    # to fill: a changed byte there is not a finding
+    member, off = zip_member_data_offset(TRAIN_PT, "/data/0")
+    skip = with_crcs(TRAIN_PT, "skipdata.pt",
+                     lambda name, crc: 0 if "/data/" in name else crc)
+    with open(skip, "r+b") as fh:
+        fh.seek(off)
+        byte = fh.read(1)
+        fh.seek(off)
+        fh.write(bytes([byte[0] ^ 0x40]))
+    for path in (nocrc, skip):
+        rc, out, err = run("verify", path)
+        assert_eq(rc, 0, "verify %s (stdout %r, stderr %r)" % (path, out, err))
+        assert re.match(r"^OK %s \(torch-zip, 16 keys, \d+ bytes checked\)%s$" % (
+            re.escape(path), re.escape(tail)), out.rstrip("\n")), out
+        assert_eq(run_json("verify", "--json", path)[1]["checksums"], "none", path)
+        rc, out, _ = run("scan", path)
+        assert_eq(rc, 0, "scan %s" % path)
+        assert "crc-mismatch" not in out, out
+        out_path = os.path.join(TMP, os.path.basename(path) + ".safetensors")
+        rc, out, err = run("convert", path, out_path)
+        assert_eq(rc, 0, "convert %s (stderr %r)" % (path, err))
+        rc, out, _ = run("doctor", path)
+        assert "records no CRC-32 for some of its members" in out, out
+    # the CRC-32s that are there are still checked
+    rc, out, _ = run("verify", with_crcs(TRAIN_PT, "crc_off_by_one.pt", lambda name, crc:
+                                         crc ^ 1 if name == member else crc))
+    assert_eq(rc, 1, "a wrong CRC-32 other than 0")
+    assert "CRC-32 of the data is" in out and member in out, out
+
+
 def test_verify_flipped_byte():
     with open(TRAIN_PT, "rb") as fh:
         data = bytearray(fh.read())

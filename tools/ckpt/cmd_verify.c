@@ -108,6 +108,9 @@ static void print_ok(const outcome *o) {
         fputs(o->report->shards ? "; structure only: not every shard carries checksums"
               : ckpt_file_format(o->f) == CKPT_FORMAT_DCP
                   ? "; structure only: not every data file carries checksums"
+              : ckpt_file_format(o->f) == CKPT_FORMAT_TORCH_ZIP
+                  ? "; structure only: zip members with no CRC-32 recorded (torch.save with "
+                    "compute_crc32=False or skip_data)"
                   : "; structure only: this file carries no checksums",
               stdout);
     fputc('\n', stdout);
