@@ -118,6 +118,18 @@ static int load_storage(void *ctx, ckpt_value *pid, uint64_t off, ckpt_value **o
                             "persistent id names no torch storage type");
         r->class_dt = ckpt_dtype_from_storage_class(type->u.global.name);
         r->class_untyped = strcmp(type->u.global.name, "UntypedStorage") == 0;
+        /* torch's legacy reader takes storage_type.dtype, which
+         * UntypedStorage has not: torch 2.x writes one for a
+         * _use_new_zipfile_serialization=False save of a uint16-64 or
+         * float8 tensor, and no torch.load reads it back */
+        if (r->legacy && r->class_untyped) {
+            r->class_seen = NULL;
+            return ckpt_err(CKPT_E_FORMAT, f->path, mem, at(r, type, off),
+                            "legacy persistent id names %s: torch.load's legacy reader needs "
+                            "the storage type's dtype, which UntypedStorage has not "
+                            "(AttributeError), so no torch loads this file",
+                            type->u.global.qualname);
+        }
         if (r->class_dt == CKPT_DT_UNKNOWN) {
             r->class_seen = NULL;
             return ckpt_err(CKPT_E_FORMAT, f->path, mem, at(r, type, off),
