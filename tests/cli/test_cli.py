@@ -564,6 +564,46 @@ def test_verify_crc_not_recorded():
     assert "CRC-32 of the data is" in out and member in out, out
 
 
+def pt2_archive(name, sample_inputs):
+    """A torch.export.save archive's layout (torch 2.13): no data.pkl;
+    archive_format "pt2", the program as JSON, raw weights, and the sample
+    inputs as a torch.save zip that torch.export.load unpickles (weights_only
+    first, then weights_only=False when that fails)."""
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        for member, data in (("data/weights/weight_0", b"\0" * 16),
+                             ("data/weights/model_weights_config.json", b'{"config": {}}'),
+                             ("models/model.json", b"{}"),
+                             ("data/sample_inputs/model.pt", sample_inputs),
+                             ("archive_format", b"pt2"), ("archive_version", b"0"),
+                             (".data/version", b"1\n"), ("byteorder", b"little")):
+            z.writestr("export/" + member, data)
+    return tmp_file(name, buf.getvalue())
+
+
+def test_pt2_named_and_scanned():
+    """torch.load cannot read a .pt2 (no data.pkl): ckpt said only "archive
+    has no export/data.pkl record"; it now names the torch.export archive.
+    scan examines the torch.save zip of sample inputs inside, which
+    torch.export.load unpickles with weights_only=False when weights_only
+    fails: a hostile one is UNSAFE, not SAFE."""
+    with open(TRAIN_PT, "rb") as fh:
+        benign = pt2_archive("model.pt2", fh.read())
+    rc, out, _ = run("verify", benign)
+    assert_eq(rc, 1, "verify .pt2")
+    assert "a torch.export archive (.pt2, torch.export.save; archive_format 'pt2')" in out, out
+    assert "export/archive_format" in out, out
+    rc, out, _ = run("scan", benign)
+    assert_eq(rc, 0, "scan benign .pt2 (%s)" % out)
+    evil = io.BytesIO()
+    with zipfile.ZipFile(evil, "w") as z:
+        z.writestr("m/data.pkl", b"\x80\x02cposix\nsystem\nX\x04\x00\x00\x00trueq\x00\x85R.")
+        z.writestr("m/version", b"3\n")
+    rc, out, _ = run("scan", pt2_archive("evil.pt2", evil.getvalue()))
+    assert_eq(rc, 1, "scan hostile .pt2")
+    assert "posix.system (member export/data/sample_inputs/model.pt:m/data.pkl" in out, out
+
+
 def test_verify_flipped_byte():
     with open(TRAIN_PT, "rb") as fh:
         data = bytearray(fh.read())
