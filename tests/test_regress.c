@@ -625,6 +625,37 @@ TEST(legacy_protocol_float) {
     }
 }
 
+/* ATTACK: torch 2.x's legacy save (_use_new_zipfile_serialization=False)
+ * of a uint16 tensor: _rebuild_tensor_v3 of a torch.storage.UntypedStorage
+ * (bytes) with dtype torch.uint16. torch.load's legacy reader takes
+ * storage_type.dtype, which UntypedStorage has not: torch 2.13 fails with
+ * AttributeError (1.13 earlier, at _rebuild_tensor_v3). ckpt opened it
+ * (verify OK, one U16 tensor); now CKPT_E_FORMAT at the storage type,
+ * naming it. The same id with UInt16's own v2 shape in a zip stays
+ * readable (test_torch2). */
+#define LEGACY_UNTYPED                                                                             \
+    "\x80\x02\x8a\x0a\x6c\xfc\x9c\x46\xf9\x20\x6a\xa8\x50\x19."                                    \
+    "\x80\x02M\xe9\x03."                                                                           \
+    "\x80\x02}."                                                                                   \
+    "\x80\x02"                                                                                     \
+    "ctorch._utils\n_rebuild_tensor_v3\n((X\x07\x00\x00\x00storagectorch.storage\n"                \
+    "UntypedStorage\nX\x01\x00\x00\x00"                                                            \
+    "0X\x03\x00\x00\x00"                                                                           \
+    "cpuK\x04NtQK\x00K\x02\x85K\x01\x85\x89"                                                       \
+    "ccollections\nOrderedDict\n)Rctorch\nuint16\ntR."                                             \
+    "\x80\x02](X\x01\x00\x00\x00"                                                                  \
+    "0e."                                                                                          \
+    "\x04\x00\x00\x00\x00\x00\x00\x00"                                                             \
+    "\x01\x00\x02\x00"
+TEST(legacy_untyped_storage) {
+    static const char file[] = LEGACY_UNTYPED;
+    ckpt_file *f = NULL;
+    CHECK_EQ_INT(ckpt_open_memory(&f, file, sizeof file - 1, "legacy.pt", NULL), CKPT_E_FORMAT);
+    CHECK(strstr(ckpt_error_last()->message, "torch.storage.UntypedStorage") != NULL);
+    CHECK(strstr(ckpt_error_last()->message, "no torch loads this file") != NULL);
+    ckpt_close(f);
+}
+
 int main(void) {
     signal(SIGPIPE, SIG_IGN);
     RUN(fifo_open_does_not_block);
@@ -640,5 +671,6 @@ int main(void) {
     RUN(zip_pid_six_items);
     RUN(zip_pid_error_names_member);
     RUN(legacy_protocol_float);
+    RUN(legacy_untyped_storage);
     return harness_end();
 }

@@ -550,7 +550,9 @@ typedef struct ckpt_verify_report {
 } ckpt_verify_report;
 
 /* Full integrity check of an opened file: every byte of every storage is
- * read; every zip member's CRC-32 is compared with the central directory;
+ * read; every zip member's CRC-32 is compared with the central directory
+ * (a 0 there is none recorded: torch.save with compute_crc32=False, and
+ * skip_data()'s storage records; such a file's checksums are "none");
  * legacy storage element counts are checked against the pickle and the file
  * size; a torch zip's storage records must be stored, not compressed
  * (ckpt_file_check_mmap). Returns 0 when intact; CKPT_E_CHECKSUM (CRC mismatch) or another
@@ -576,7 +578,8 @@ CKPT_API size_t ckpt_verify_damaged(const ckpt_file *f, const ckpt_error *e,
 typedef enum ckpt_checksums {
     CKPT_CHECKSUMS_NONE = 0,   /* safetensors without ckpt's digests, legacy
                                   torch, raw pickle: structure only */
-    CKPT_CHECKSUMS_CRC32 = 1,  /* torch zip (and sets of them): every member's CRC-32 */
+    CKPT_CHECKSUMS_CRC32 = 1,  /* torch zip (and sets of them): every member's CRC-32
+                                  (none when a member records none) */
     CKPT_CHECKSUMS_DIGESTS = 2 /* written by ckpt: a per-tensor XXH3-64
                                   digest (metadata "ckpt.xxh3") */
 } ckpt_checksums;

@@ -614,7 +614,7 @@ class _Converter:
         # mmap: a view of the mapping when the bytes allow one; else (and by
         # default) a view of the storage's private buffer, so that tensors
         # sharing a storage share memory either way
-        out = self._view(r, view_dt, bits // 8, shape) if self.src.mmap else None
+        out = self._view(r, view_dt, bits // 8, shape, stride) if self.src.mmap else None
         if out is not None:
             # a byte other than 0/1 is not a valid torch bool: normalise
             if tdt is torch.bool:
@@ -642,16 +642,27 @@ class _Converter:
         data = self._copy(r, self.torch.uint8, [r[T_NBYTES]])
         return data.view(list(shape[:-1]) + [shape[-1] // 2]).view(self.torch.float4_e2m1fn_x2)
 
-    def _view(self, r, dt, esz, shape):
+    def _view(self, r, dt, esz, shape, stride):
         if esz == 0:
             return None
         src = self.src
+        flags = r[T_FLAGS]
         if src.buf is not None:
             # zero-copy only when libckpt hands out the bytes (contiguous,
-            # little-endian) and they lie in our mapping
-            buf, off = src.buf, r[T_DATA] - src.addr
-            if not r[T_DATA] or off < 0 or off + r[T_NBYTES] > len(buf):
+            # little-endian) and they lie in our mapping; a strided view of
+            # a storage whose bytes are the file's as they are (RAW, at a
+            # file offset: the mapping is the whole file) is mapped too, so
+            # that it shares memory with the storage's other tensors as in
+            # torch.load(mmap=True) (it was a private copy)
+            buf = src.buf
+            if r[T_DATA]:
+                off = r[T_DATA] - src.addr
+            elif not flags & TABLE_CONTIGUOUS and flags & TABLE_RAW and r[T_FILE_OFFSET] >= 0:
+                off = r[T_FILE_OFFSET]
+            else:
                 return None  # bytes libckpt inflated or built itself
+            if off < 0 or (flags & TABLE_CONTIGUOUS and off + r[T_NBYTES] > len(buf)):
+                return None
         else:
             loc = src.locate(r[T_FLAGS] & TABLE_CONTIGUOUS, r[T_FILE_OFFSET],
                              self._str(r[T_MEMBER], r[T_MEMBER_LEN]))
@@ -670,6 +681,12 @@ class _Converter:
             base = self.torch.frombuffer(buf, dtype=dt, count=snbytes // esz, offset=start)
             self.bases[key] = base
         numel = r[T_NUMEL]
+        if not flags & TABLE_CONTIGUOUS:
+            # the storage holds every element the strides reach
+            last = sum((n - 1) * st for n, st in zip(shape, stride)) if numel else 0
+            if soff + last >= base.numel():
+                return None
+            return base.as_strided(shape, stride, soff)
         if soff + numel > base.numel():
             return None
         return base[soff:soff + numel].view(shape)

@@ -179,4 +179,13 @@ int ckpt_zip_load(const ckpt_zip *z, const ckpt_zip_entry *e, ckpt_arena *a, uin
  * data offset, with both CRCs in the message. torch.load ignores CRCs (§2.3): callers report, not refuse. */
 int ckpt_zip_check_crc(const ckpt_zip *z, const ckpt_zip_entry *e, const uint8_t *data);
 
+/* Whether the central directory records a CRC-32 for e. A zero field is
+ * "none": torch.save writes 0 for every record under
+ * torch.utils.serialization.config.save.compute_crc32 = False and for
+ * the storage records of a torch.serialization.skip_data() save (miniz's
+ * MZ_ZIP_FLAG_DO_NOT_COMPUTE_CRC32; torch.load checks no CRC), so such a
+ * member's bytes have no checksum, and are not corrupt for that. (Data
+ * whose CRC-32 is 0 loses nothing: there is nothing to compare.) */
+static inline int ckpt_zip_crc_recorded(const ckpt_zip_entry *e) { return e->crc32 != 0; }
+
 #endif

@@ -503,8 +503,11 @@ static int view_of(ckpt_value **out, const pk_build_ctx *c, const char *fn, cons
 /* torch._utils._rebuild_tensor(storage, offset, size, stride),
  * _rebuild_tensor_v2(storage, offset, size, stride, requires_grad, hooks
  * [, metadata]), _rebuild_tensor_v3(..., hooks, dtype[, metadata]). v2 and
- * v1 take the storage's dtype; v3 storages are untyped bytes. Hooks and
- * metadata (conj/neg bits) are ignored. */
+ * v1 take the storage's dtype; v3 storages are untyped bytes. Hooks are
+ * ignored. Metadata setting torch's conj or neg bit (a saved x.conj(),
+ * x.conj().imag: torch.load gives the conjugate or negation of the stored
+ * values, torch 1.13 refuses the 7th argument) is refused by name: the
+ * stored bytes are not the tensor. */
 static int rebuild_tensor(ckpt_value **out, const pk_build_ctx *c, const ckpt_value *callable,
                           ckpt_value *args, int version) {
     const char *fn = callable->u.global.qualname;
@@ -529,6 +532,18 @@ static int rebuild_tensor(ckpt_value **out, const pk_build_ctx *c, const ckpt_va
         if (dt == CKPT_DT_UNKNOWN)
             return fail_at(c, d, CKPT_E_UNSUPPORTED, "%s: dtype %s is not supported", fn,
                            d->u.global.qualname);
+    }
+    const ckpt_value *meta = version >= 2 && n == max ? arg(args, max - 1) : NULL;
+    for (size_t i = 0; meta && meta->kind == CKPT_KIND_DICT && i < meta->u.dict.n; i++) {
+        const ckpt_value *k = meta->u.dict.keys[i];
+        int set = 0;
+        if ((is_str(k, "conj") || is_str(k, "neg")) && !get_flag(meta->u.dict.vals[i], &set) && set)
+            return fail_at(c, meta, CKPT_E_UNSUPPORTED,
+                           "%s: the tensor carries torch's %.*s bit (metadata {'%.*s': True}): "
+                           "torch.load gives the %s of the stored values, which ckpt does not "
+                           "compute",
+                           fn, (int)k->u.s.len, k->u.s.p, (int)k->u.s.len, k->u.s.p,
+                           is_str(k, "conj") ? "complex conjugate" : "negation");
     }
     if ((rc = view_of(out, c, fn, args, dt))) return rc;
     (*out)->u.tensor->requires_grad = requires_grad != 0;

@@ -118,6 +118,18 @@ static int load_storage(void *ctx, ckpt_value *pid, uint64_t off, ckpt_value **o
                             "persistent id names no torch storage type");
         r->class_dt = ckpt_dtype_from_storage_class(type->u.global.name);
         r->class_untyped = strcmp(type->u.global.name, "UntypedStorage") == 0;
+        /* torch's legacy reader takes storage_type.dtype, which
+         * UntypedStorage has not: torch 2.x writes one for a
+         * _use_new_zipfile_serialization=False save of a uint16-64 or
+         * float8 tensor, and no torch.load reads it back */
+        if (r->legacy && r->class_untyped) {
+            r->class_seen = NULL;
+            return ckpt_err(CKPT_E_FORMAT, f->path, mem, at(r, type, off),
+                            "legacy persistent id names %s: torch.load's legacy reader needs "
+                            "the storage type's dtype, which UntypedStorage has not "
+                            "(AttributeError), so no torch loads this file",
+                            type->u.global.qualname);
+        }
         if (r->class_dt == CKPT_DT_UNKNOWN) {
             r->class_seen = NULL;
             return ckpt_err(CKPT_E_FORMAT, f->path, mem, at(r, type, off),
@@ -395,6 +407,28 @@ static int check_alignment(ckpt_file *f, const ckpt_zip *z, const char *prefix) 
     return 0;
 }
 
+/* An archive without data.pkl, which torch.load cannot read: named for
+ * what it is when it is torch.export.save's (.pt2: an archive_format
+ * record "pt2", the programs in models/, weights under data/weights/), which
+ * torch.export.load reads and ckpt does not. */
+static int no_data_pkl(ckpt_file *f, const ckpt_zip *z, const char *prefix, const char *name) {
+    const char *fmt = ckpt_arena_printf(&f->arena, "%s/archive_format", prefix);
+    const ckpt_zip_entry *e = fmt ? ckpt_zip_find(z, fmt) : NULL;
+    if (e && e->usize == 3 && e->csize == 3 && e->method == 0) {
+        uint8_t v[3];
+        int rc = ckpt_source_read(z->src, z->buf + e->data_offset, v, 3, e->name);
+        if (rc) return rc;
+        if (memcmp(v, "pt2", 3) == 0)
+            return ckpt_err(CKPT_E_UNSUPPORTED, f->path, e->name, e->data_offset,
+                            "a torch.export archive (.pt2, torch.export.save; archive_format "
+                            "'pt2'): it has no data.pkl, so torch.load cannot read it; "
+                            "torch.export.load can, and ckpt does not read ExportedPrograms "
+                            "(`ckpt scan` examines the pickles inside)");
+    }
+    return ckpt_err(CKPT_E_FORMAT, f->path, name, CKPT_NO_OFFSET,
+                    "archive has no %s/data.pkl record", prefix);
+}
+
 static int read_zip(torch_reader *r) {
     ckpt_file *f = r->f;
     f->format = CKPT_FORMAT_TORCH_ZIP;
@@ -448,9 +482,7 @@ static int read_zip(torch_reader *r) {
     }
     name = ckpt_arena_printf(&f->arena, "%s/data.pkl", prefix);
     e = name ? ckpt_zip_find(z, name) : NULL;
-    if (!e)
-        return ckpt_err(CKPT_E_FORMAT, f->path, name, CKPT_NO_OFFSET,
-                        "archive has no %s/data.pkl record", prefix);
+    if (!e) return no_data_pkl(f, z, prefix, name);
     const uint8_t *pkl;
     size_t consumed;
     if ((rc = ckpt_zip_load(z, e, &f->arena, &r->budget, &pkl))) return rc;
@@ -499,7 +531,7 @@ static int read_zip(torch_reader *r) {
         st->file_offset = d->method == 0 ? d->data_offset : CKPT_NO_OFFSET;
         st->big_endian = big;
         st->crc32 = d->crc32;
-        st->has_crc32 = 1;
+        st->has_crc32 = (uint8_t)ckpt_zip_crc_recorded(d);
     }
     rc = read_ckpt_meta(f, z, prefix, &r->budget);
     f->inflate_left = r->budget;

@@ -1226,7 +1226,9 @@ static int scan_member(scanner *sc, const ckpt_zip *z, const ckpt_zip_entry *e,
     }
     mv->peek = 0;
     /* Only for members scanned anyway: a storage's CRC is verify's job. */
-    int crc = e->method == 8 || e->csize == e->usize ? ckpt_zip_check_crc(z, e, rg.p) : 0;
+    int crc = ckpt_zip_crc_recorded(e) && (e->method == 8 || e->csize == e->usize)
+                  ? ckpt_zip_check_crc(z, e, rg.p)
+                  : 0;
     if ((rc = shrank(sc, crc))) return rc;
     if (crc)
         add_finding(sc, CKPT_SEVERITY_INFO, "crc-mismatch", NULL, member, e->data_offset,

@@ -120,11 +120,13 @@ static int verify_zip(ckpt_file *f, const ckpt_file *dcp, ckpt_verify_report *re
             rc = e->usize < WINDOW
                      ? crc_small(&f->source, &small, data, (size_t)e->usize, e->name, &crc)
                      : read_windows(&f->source, data, e->usize, e->name, buf, &crc);
-        if (rc == 0 && crc != e->crc32 && ckpt_zip_check_crc(z, e, data) == CKPT_E_CHECKSUM)
+        int recorded = ckpt_zip_crc_recorded(e);
+        if (rc == 0 && recorded && crc != e->crc32 &&
+            ckpt_zip_check_crc(z, e, data) == CKPT_E_CHECKSUM)
             rc = crc_mismatch(f, dcp, e);
         ckpt_arena_free(&scratch);
         if (rc) break;
-        rep->members++;
+        rep->members += (uint64_t)recorded;
         rep->bytes += e->usize;
     }
     ckpt_view_free(&small);
@@ -457,7 +459,12 @@ const char *ckpt_checksums_name(ckpt_checksums c) {
 
 ckpt_checksums ckpt_file_checksums(const ckpt_file *f) {
     switch (f->format) {
-    case CKPT_FORMAT_TORCH_ZIP: return CKPT_CHECKSUMS_CRC32;
+    case CKPT_FORMAT_TORCH_ZIP:
+        /* compute_crc32=False and skip_data() saves record none */
+        for (size_t i = 0; f->zip && i < f->zip->count; i++)
+            if (f->zip->entries[i].usize && !ckpt_zip_crc_recorded(&f->zip->entries[i]))
+                return CKPT_CHECKSUMS_NONE;
+        return CKPT_CHECKSUMS_CRC32;
     case CKPT_FORMAT_TORCH_SHARDED:
     case CKPT_FORMAT_SAFETENSORS_SHARDED: return weakest(f->shards, f->nshards);
     case CKPT_FORMAT_DCP: return weakest(f->parts, f->nparts);

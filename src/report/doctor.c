@@ -717,11 +717,19 @@ static void note_checksum(ckpt_doctor_report *r) {
                 "have no digest");
         break;
     case CKPT_CHECKSUMS_NONE:
-        note(r, ckpt_arena_printf(&r->arena,
-                                  "%s files carry no checksum: integrity means structure "
-                                  "and sizes are consistent, not that the tensor bytes are "
-                                  "the ones written",
-                                  ckpt_format_name(ckpt_file_format(r->f))));
+        /* a torch zip whose records have none: a compute_crc32=False or
+         * skip_data() save (container/zip.h) */
+        if (ckpt_file_format(r->f) == CKPT_FORMAT_TORCH_ZIP)
+            note(r, "this torch zip records no CRC-32 for some of its members (torch.save "
+                    "with compute_crc32=False, or under skip_data()): integrity means "
+                    "structure and sizes are consistent, not that the tensor bytes are the "
+                    "ones written");
+        else
+            note(r, ckpt_arena_printf(&r->arena,
+                                      "%s files carry no checksum: integrity means structure "
+                                      "and sizes are consistent, not that the tensor bytes are "
+                                      "the ones written",
+                                      ckpt_format_name(ckpt_file_format(r->f))));
         break;
     default: break;
     }

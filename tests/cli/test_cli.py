@@ -507,6 +507,103 @@ def zip_member_data_offset(path, suffix):
     return info.filename, info.header_offset + 30 + name_len + extra_len
 
 
+def with_crcs(src, name, crc_of):
+    """src (a zip) with each central-directory CRC-32 replaced by
+    crc_of(member name, CRC-32): torch writes 0 for a record whose CRC it
+    did not compute (compute_crc32=False; skip_data's storage records)."""
+    with open(src, "rb") as fh:
+        data = bytearray(fh.read())
+    with zipfile.ZipFile(src) as zf:
+        at = zf.start_dir
+    while data[at:at + 4] == b"PK\x01\x02":
+        crc, = struct.unpack_from("<I", data, at + 16)
+        n, m, k = struct.unpack_from("<HHH", data, at + 28)
+        struct.pack_into("<I", data, at + 16, crc_of(data[at + 46:at + 46 + n].decode(), crc))
+        at += 46 + n + m + k
+    return tmp_file(name, bytes(data))
+
+
+def test_verify_crc_not_recorded():
+    """A CRC-32 field of 0 is torch's "not computed": torch.save with
+    torch.utils.serialization.config.save.compute_crc32 = False writes 0
+    for every record, skip_data() for every storage record, and torch.load
+    reads both. verify called them CORRUPT (and convert refused them):
+    they are OK, structure only for those members. A wrong CRC-32 that is
+    not 0 is still corrupt."""
+    tail = ("; structure only: zip members with no CRC-32 recorded (torch.save with "
+            "compute_crc32=False or skip_data)")
+    nocrc = with_crcs(TRAIN_PT, "nocrc.pt", lambda name, crc: 0)
+    # skip_data: the storage records have none, and their bytes are torch's
+    # to fill: a changed byte there is not a finding
+    member, off = zip_member_data_offset(TRAIN_PT, "/data/0")
+    skip = with_crcs(TRAIN_PT, "skipdata.pt",
+                     lambda name, crc: 0 if "/data/" in name else crc)
+    with open(skip, "r+b") as fh:
+        fh.seek(off)
+        byte = fh.read(1)
+        fh.seek(off)
+        fh.write(bytes([byte[0] ^ 0x40]))
+    for path in (nocrc, skip):
+        rc, out, err = run("verify", path)
+        assert_eq(rc, 0, "verify %s (stdout %r, stderr %r)" % (path, out, err))
+        assert re.match(r"^OK %s \(torch-zip, 16 keys, \d+ bytes checked\)%s$" % (
+            re.escape(path), re.escape(tail)), out.rstrip("\n")), out
+        assert_eq(run_json("verify", "--json", path)[1]["checksums"], "none", path)
+        rc, out, _ = run("scan", path)
+        assert_eq(rc, 0, "scan %s" % path)
+        assert "crc-mismatch" not in out, out
+        out_path = os.path.join(TMP, os.path.basename(path) + ".safetensors")
+        rc, out, err = run("convert", path, out_path)
+        assert_eq(rc, 0, "convert %s (stderr %r)" % (path, err))
+        rc, out, _ = run("doctor", path)
+        assert "records no CRC-32 for some of its members" in out, out
+    # the CRC-32s that are there are still checked
+    rc, out, _ = run("verify", with_crcs(TRAIN_PT, "crc_off_by_one.pt", lambda name, crc:
+                                         crc ^ 1 if name == member else crc))
+    assert_eq(rc, 1, "a wrong CRC-32 other than 0")
+    assert "CRC-32 of the data is" in out and member in out, out
+
+
+def pt2_archive(name, sample_inputs):
+    """A torch.export.save archive's layout (torch 2.13): no data.pkl;
+    archive_format "pt2", the program as JSON, raw weights, and the sample
+    inputs as a torch.save zip that torch.export.load unpickles (weights_only
+    first, then weights_only=False when that fails)."""
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        for member, data in (("data/weights/weight_0", b"\0" * 16),
+                             ("data/weights/model_weights_config.json", b'{"config": {}}'),
+                             ("models/model.json", b"{}"),
+                             ("data/sample_inputs/model.pt", sample_inputs),
+                             ("archive_format", b"pt2"), ("archive_version", b"0"),
+                             (".data/version", b"1\n"), ("byteorder", b"little")):
+            z.writestr("export/" + member, data)
+    return tmp_file(name, buf.getvalue())
+
+
+def test_pt2_named_and_scanned():
+    """torch.load cannot read a .pt2 (no data.pkl): ckpt said only "archive
+    has no export/data.pkl record"; it now names the torch.export archive.
+    scan examines the torch.save zip of sample inputs inside, which
+    torch.export.load unpickles with weights_only=False when weights_only
+    fails: a hostile one is UNSAFE, not SAFE."""
+    with open(TRAIN_PT, "rb") as fh:
+        benign = pt2_archive("model.pt2", fh.read())
+    rc, out, _ = run("verify", benign)
+    assert_eq(rc, 1, "verify .pt2")
+    assert "a torch.export archive (.pt2, torch.export.save; archive_format 'pt2')" in out, out
+    assert "export/archive_format" in out, out
+    rc, out, _ = run("scan", benign)
+    assert_eq(rc, 0, "scan benign .pt2 (%s)" % out)
+    evil = io.BytesIO()
+    with zipfile.ZipFile(evil, "w") as z:
+        z.writestr("m/data.pkl", b"\x80\x02cposix\nsystem\nX\x04\x00\x00\x00trueq\x00\x85R.")
+        z.writestr("m/version", b"3\n")
+    rc, out, _ = run("scan", pt2_archive("evil.pt2", evil.getvalue()))
+    assert_eq(rc, 1, "scan hostile .pt2")
+    assert "posix.system (member export/data/sample_inputs/model.pt:m/data.pkl" in out, out
+
+
 def test_verify_flipped_byte():
     with open(TRAIN_PT, "rb") as fh:
         data = bytearray(fh.read())

@@ -100,11 +100,31 @@ def case(outdir, files, name, make, **save):
         print("SKIP %s: torch %s cannot express it (%s)" % (name, torch.__version__,
                                                            str(e).splitlines()[0][:100]))
         return
+    knobs = save.pop("config", {})  # torch.utils.serialization.config.save
+    skip = save.pop("skip_data", False)
+    try:
+        from torch.utils.serialization import config
+        old = {k: getattr(config.save, k) for k in knobs}
+        skip_data = torch.serialization.skip_data
+    except (ImportError, AttributeError) as e:
+        if knobs or skip:
+            print("SKIP %s: torch %s cannot express it (%s)" % (name, torch.__version__, e))
+            return
     if save.pop("script", False):
         torch.jit.save(obj, path)
         loaded = torch.jit.load(path).state_dict()
     else:
-        torch.save(obj, path, **save)
+        for k, v in knobs.items():
+            setattr(config.save, k, v)
+        try:
+            if skip:
+                with skip_data():
+                    torch.save(obj, path, **save)
+            else:
+                torch.save(obj, path, **save)
+        finally:
+            for k, v in knobs.items():
+                setattr(config.save, k, old[k])
         kw = {"weights_only": False} if "weights_only" in torch.load.__code__.co_varnames else {}
         loaded = torch.load(path, **kw)
     g.write_expected(path, "torch-zip", parts(loaded))
@@ -233,6 +253,12 @@ def generate(outdir):
     case(outdir, files, "script.pt", lambda: torch.jit.script(model().eval()),
          script=True)
     case(outdir, files, "dtensor.pt", dtensor)
+    # torch.save's knobs: no CRC-32 recorded (0 in the directory), data
+    # never written (skip_data: zeros, no CRC-32), other alignments
+    case(outdir, files, "no_crc32.pt", new_dtypes, config={"compute_crc32": False})
+    case(outdir, files, "skip_data.pt", params, skip_data=True)
+    case(outdir, files, "align_4096.pt", params, config={"storage_alignment": 4096})
+    case(outdir, files, "align_1.pt", new_dtypes, config={"storage_alignment": 1})
     cuda_saved(outdir, files)
     return files
 

@@ -95,6 +95,19 @@ def with_tag(tag):
                         ("archive/data/0", DATA, 0), ("archive/version", b"3\n", 0)])
 
 
+def with_metadata(key):
+    """archive() whose _rebuild_tensor_v2 has a 7th argument, the tensor
+    metadata {key: True} that torch 2.x writes for a saved x.conj() or a
+    neg view: torch 2.13 loads the negation/conjugate of the stored
+    values (not [1, 2]), torch 1.13 refuses the argument. ckpt said OK
+    and showed the stored values."""
+    meta = b"}X" + len(key).to_bytes(4, "little") + key + b"\x88s"
+    assert PKL.count(b")Rq\x0bt") == 1
+    pkl = PKL.replace(b")Rq\x0bt", b")Rq\x0b" + meta + b"t")
+    return zip_archive([("archive/data.pkl", pkl, 0), ("archive/byteorder", b"little", 0),
+                        ("archive/data/0", DATA, 0), ("archive/version", b"3\n", 0)])
+
+
 long_ok = "archive/" + "a" * 503  # 511 bytes: miniz copies it whole
 cut = "archive/" + "a" * 502 + "\u00e9"  # 512 bytes: miniz cuts the 2-byte char
 CASES = {
@@ -135,6 +148,8 @@ CASES = {
     # not 'storage' (torch asserts), though C's strcmp stops at the NUL
     "storage_tag_nul": with_tag(b"storage\x00"),
     "storage_tag_prefix": with_tag(b"stor"),
+    "metadata_neg": with_metadata(b"neg"),
+    "metadata_conj": with_metadata(b"conj"),
 }
 
 PEER = r"""

@@ -177,6 +177,29 @@ def test_mmap_tensors_are_copy_on_write_views(tmp_path):
 
 
 @pytest.mark.parametrize("mmap", [False, True])
+def test_strided_views_share_memory_like_torch(tmp_path, mmap):
+    """Strided views (a transpose, overlapping as_strided, a column) of one
+    storage share its memory after ckpt.load as after torch.load: with
+    mmap=True the non-contiguous ones were private copies, so a write
+    through one did not show in the others (torch.load(mmap=True): one
+    memory)."""
+    base = torch.arange(24.0)
+    path = tmp_path / "views.pt"
+    torch.save({"a": base, "t": base.view(4, 6).t(), "s": base.as_strided((3, 3), (2, 1), 1),
+                "col": base.view(4, 6)[:, 1]}, path)
+    want, got = torch_load(path), ckpt.load(path, mmap=mmap)
+    for k in want:
+        assert got[k].stride() == want[k].stride() and torch.equal(got[k], want[k]), k
+    for sd in (want, got):
+        sd["a"][7] = -1.0
+        assert sd["t"][1, 1] == -1.0 and sd["s"][2, 2] == -1.0 and sd["col"][1] == -1.0
+        assert len({(t.untyped_storage() if hasattr(t, "untyped_storage") else t.storage())
+                    .data_ptr() for t in sd.values()}) == 1
+    if mmap:
+        assert mapped_file(got["t"]) == str(path)
+
+
+@pytest.mark.parametrize("mmap", [False, True])
 def test_empty_tensors_keep_their_storage_and_offset(tmp_path, mmap):
     """An empty view keeps its place in the storage it shares, as torch.load
     gives it (it was a fresh empty tensor at offset 0); an empty tensor of

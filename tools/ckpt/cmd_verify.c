@@ -108,6 +108,9 @@ static void print_ok(const outcome *o) {
         fputs(o->report->shards ? "; structure only: not every shard carries checksums"
               : ckpt_file_format(o->f) == CKPT_FORMAT_DCP
                   ? "; structure only: not every data file carries checksums"
+              : ckpt_file_format(o->f) == CKPT_FORMAT_TORCH_ZIP
+                  ? "; structure only: zip members with no CRC-32 recorded (torch.save with "
+                    "compute_crc32=False or skip_data)"
                   : "; structure only: this file carries no checksums",
               stdout);
     fputc('\n', stdout);
@@ -206,8 +209,10 @@ const cli_command cli_cmd_verify = {
     "every shard with its shard`.\n"
     "An OK line ends in `; structure only: this file carries no checksums`\n"
     "(a set: `not every shard carries checksums`; a DCP directory: `not\n"
-    "every data file carries checksums`) when sizes and structure were all\n"
-    "there was to check.\n"
+    "every data file carries checksums`; a torch zip saved with\n"
+    "compute_crc32=False or under skip_data(), whose CRC-32 fields are 0:\n"
+    "`zip members with no CRC-32 recorded ...`) when sizes and structure\n"
+    "were all there was to check.\n"
     "K keys: the tensor names, as inspect and convert count them (a tied\n"
     "weight is two keys). B bytes checked: the bytes read and checked, each\n"
     "stored tensor's once, plus the other members of a zip or DCP directory\n"
