@@ -5,12 +5,14 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <sys/mount.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/time.h>
 #include <unistd.h>
 
 #include "container/atomic.h"
 #include "ckpt.h"
+#include "child.h"
 #include "harness.h"
 
 static char dir[256];
@@ -456,6 +458,48 @@ TEST(backup_rename_fails) {
     remove_dir(dir);
 }
 
+/* A file size limit (ulimit -f): the kernel answers a write past it with
+ * SIGXFSZ, which kills the process. The write fails with EFBIG instead,
+ * before it reaches the kernel; the target keeps its old bytes and no
+ * temporary file is left. In a child: the limit is process-wide. Before
+ * the fix the child died of SIGXFSZ. */
+static int write_past_limit(const void *arg) {
+    (void)arg;
+    const char *t = in_dir("limited.pt");
+    struct rlimit r = {64 << 10, 64 << 10};
+    if (setrlimit(RLIMIT_FSIZE, &r) != 0) return 10;
+    size_t n = 1u << 20;
+    char *big = malloc(n);
+    if (!big) return 11;
+    memset(big, 'x', n);
+    ckpt_atomic a;
+    if (ckpt_atomic_begin(&a, t) != 0) return 12;
+    if (ckpt_atomic_write(&a, "head", 4) != 0) return 13;
+    if (ckpt_atomic_write(&a, big, n) != CKPT_E_IO) return 14;
+    if (!message_has("RLIMIT_FSIZE") || !message_has(strerror(EFBIG))) return 15;
+    if (ckpt_error_last()->offset != 64 << 10) return 16;
+    if (ckpt_atomic_commit(&a, 0) != CKPT_E_IO) return 17;
+    /* small writes (collected) up to the limit itself still commit */
+    if (ckpt_atomic_begin(&a, in_dir("small.pt")) != 0) return 18;
+    for (size_t i = 0; i < (64 << 10) / 1024; i++)
+        if (ckpt_atomic_write(&a, big, 1024) != 0) return 19;
+    if (ckpt_atomic_write(&a, "!", 1) != CKPT_E_IO) return 20;
+    ckpt_atomic_abort(&a);
+    free(big);
+    return 0;
+}
+
+TEST(write_past_file_size_limit) {
+    fresh_dir();
+    const char *t = in_dir("limited.pt");
+    put_file(t, "old model");
+    CHECK_EQ_INT(run_child(write_past_limit, NULL, 60), 0);
+    CHECK(has_content(t, "old model"));
+    CHECK(access(in_dir("small.pt"), F_OK) != 0);
+    CHECK_EQ_INT(temps_left(), 0);
+    remove_dir(dir);
+}
+
 /* A real full file system: a 1 MiB tmpfs. Needs the right to mount. */
 TEST(tmpfs_full) {
     char mnt[256];
@@ -513,6 +557,7 @@ int main(void) {
     RUN(abort_removes_temp);
     RUN(backup_keeps_previous);
     RUN(backup_rename_fails);
+    RUN(write_past_file_size_limit);
     RUN(tmpfs_full);
     return harness_end();
 }

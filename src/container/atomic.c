@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/resource.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -195,8 +196,18 @@ static int claim(int fd) {
     return fstat(fd, &st) != 0 || st.st_nlink > 0;
 }
 
+/* The file size limit, RLIMIT_FSIZE (UINT64_MAX: none). The kernel
+ * answers a write past it with SIGXFSZ, whose default action kills the
+ * process (core dump): put() refuses such a write with EFBIG instead, so
+ * that a `ulimit -f` or a quota-like limit is an error, never a death. */
+static uint64_t fsize_limit(void) {
+    struct rlimit r;
+    if (getrlimit(RLIMIT_FSIZE, &r) != 0 || r.rlim_cur == RLIM_INFINITY) return UINT64_MAX;
+    return (uint64_t)r.rlim_cur;
+}
+
 int ckpt_atomic_begin(ckpt_atomic *a, const char *target) {
-    *a = (ckpt_atomic){.fd = -1};
+    *a = (ckpt_atomic){.fd = -1, .limit = fsize_limit()};
     size_t len = target ? strlen(target) : 0;
     if (len == 0 || target[len - 1] == '/') {
         a->error = CKPT_E_INVALID_ARG;
@@ -260,6 +271,9 @@ static int put(ckpt_atomic *a, const void *p, size_t n, uint64_t off) {
     }
     if (ckpt_add_overflow(off, n, &end) || end > (uint64_t)INT64_MAX)
         return fail(a, "write", EFBIG, off);
+    if (end > a->limit)
+        return fail(a, "write (past RLIMIT_FSIZE, ulimit -f)", EFBIG,
+                    a->limit > off ? a->limit : off);
     while (n > 0) {
         ssize_t w = sys_pwrite(a->fd, b, n < MAX_IO ? n : MAX_IO, off);
         if (w < 0 && errno == EINTR) continue;

@@ -52,6 +52,8 @@ typedef struct ckpt_atomic {
                          should hold, then as much scratch for reading */
     int renamed;      /* commit renamed the file into place (then a failure
                          is the directory's fsync: the target is new) */
+    uint64_t limit;   /* RLIMIT_FSIZE's soft limit at begin, bytes
+                         (UINT64_MAX: none); see ckpt_atomic_write */
 } ckpt_atomic;
 
 /* Creates the temporary file next to `target`. Returns 0, CKPT_E_IO (e.g.
@@ -67,7 +69,10 @@ int ckpt_atomic_begin(ckpt_atomic *a, const char *target);
  * a third more CPU time on a 64 MiB convert, bench/bench_convert.py). */
 #define CKPT_ATOMIC_WINDOW ((size_t)256 << 10)
 /* Appends n bytes at the end of the temporary file (retrying short writes
- * and EINTR). Returns 0 or the sticky code; on the first failure the
+ * and EINTR). A write that would end past the file size limit
+ * (RLIMIT_FSIZE, `ulimit -f`, as it was at begin) fails with EFBIG before
+ * it reaches the kernel, which would otherwise send SIGXFSZ and kill the
+ * process (its default action). Returns 0 or the sticky code; on the first failure the
  * temporary file is closed and removed at once (a full disk gets its space
  * back) and a->error is set. Every 32 MiB it asks the kernel to start
  * writing the bytes so far to disk (sync_file_range, a hint; real errors
