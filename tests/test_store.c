@@ -512,6 +512,19 @@ TEST(commit_with_writer) {
     CHECK(rc == CKPT_E_CHECKSUM || rc == CKPT_E_FORMAT);
     CHECK(!exists("w-3.pt"));
 
+    /* replacing a committed step with bytes that do not verify: refused
+     * before the rename, so the step keeps its generation (before, the
+     * new file was renamed over it, failed verification and was removed:
+     * step 1 was gone) */
+    ckpt_store_options ro = CKPT_STORE_OPTIONS_INIT;
+    ro.replace = 1;
+    w.n = n / 2;
+    CHECK(ckpt_store_commit_with(NULL, 0, dir, "w", 1, ".pt", write_bytes, &w, &ro) < 0);
+    CHECK(strstr(ckpt_error_last()->message, "nothing committed") != NULL);
+    CHECK(same_bytes(in_dir("w-1.pt"), TRAIN_PT));
+    CHECK_EQ_STR(pointer(), "w-1.pt\n");
+    w.n = n;
+
     /* the writer's own error comes back as is */
     w.fail_with = CKPT_E_UNSUPPORTED;
     CHECK_EQ_INT(ckpt_store_commit_with(NULL, 0, dir, "w", 4, ".pt", write_bytes, &w, NULL),

@@ -934,6 +934,20 @@ int ckpt_store_commit_with(char *path, size_t cap, const char *dir, const char *
     if (rc == 0) rc = ckpt_atomic_begin(&a, target);
     if (rc == 0) {
         rc = write(ctx, &a);
+        /* verified under its temporary name, before the rename: a file
+         * that does not verify never takes the step's name, so a replaced
+         * step (--replace) keeps its previous generation (a source changed
+         * between its verification and the copy, a writer's bad bytes) */
+        if (rc == 0 && (rc = verify_path(a.tmp, o)) != 0) {
+            const ckpt_error *e = ckpt_error_last();
+            char msg[512], member[512];
+            uint64_t off = e->offset;
+            snprintf(msg, sizeof msg, "%s", e->message);
+            snprintf(member, sizeof member, "%s", e->member);
+            rc = ckpt_err(rc, target, member, off,
+                          "%s failed verification after writing; nothing committed: %s", file,
+                          msg);
+        }
         /* the rest in turn with other writers of this store, against the
          * directory as it is now: a step another writer committed
          * meanwhile is refused, and LATEST only moves forward */
@@ -955,18 +969,6 @@ int ckpt_store_commit_with(char *path, size_t cap, const char *dir, const char *
             }
         } else {
             ckpt_atomic_abort(&a);
-        }
-        if (rc == 0 && (rc = verify_path(target, o)) != 0) {
-            /* never leave a generation that does not verify under its name */
-            const ckpt_error *e = ckpt_error_last();
-            char msg[512], member[512];
-            uint64_t off = e->offset;
-            snprintf(msg, sizeof msg, "%s", e->message);
-            snprintf(member, sizeof member, "%s", e->member);
-            unlink(target);
-            ckpt_atomic_sync_dir(dir);
-            rc = ckpt_err(rc, target, member, off,
-                          "%s failed verification after writing and was removed: %s", file, msg);
         }
         if (rc == 0) rc = put_path(path, cap, target);
         if (rc == 0) rc = move_pointer_and_prune(&cur, file, step, o);
@@ -1207,20 +1209,23 @@ static int copy_file(void *ctx, ckpt_atomic *a) {
 }
 
 /* Copies the regular file `name` of the directory `from` (symbolic links
- * followed, as ckpt_open reads them) to a new file of that name in `to`;
- * done and total count the bytes of the whole directory for progress. */
-static int copy_into(int from, int to, const char *src, const char *name,
+ * followed, as ckpt_open reads them) to a new file of that name in the
+ * directory `to`, through ckpt_atomic (read back, fsync'd, renamed, no
+ * write past the file size limit); done and total count the bytes of the
+ * whole directory for progress. */
+static int copy_into(int from, const char *to, const char *src, const char *name,
                      const ckpt_store_options *o, uint64_t *done, uint64_t total,
                      unsigned char *buf) {
+    char target[PATH_MAX];
+    if (snprintf(target, sizeof target, "%s/%s", to, name) >= (int)sizeof target)
+        return ckpt_err(CKPT_E_INVALID_ARG, src, name, CKPT_NO_OFFSET, "path too long: %s/%s", to,
+                        name);
     int in = openat(from, name, O_RDONLY | O_CLOEXEC);
     if (in < 0)
         return ckpt_err(CKPT_E_IO, src, name, CKPT_NO_OFFSET, "cannot open %s/%s: %s", src, name,
                         strerror(errno));
-    int out = openat(to, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-    int rc = out < 0
-                 ? ckpt_err(CKPT_E_IO, src, name, CKPT_NO_OFFSET,
-                            "cannot create %s in the staging directory: %s", name, strerror(errno))
-                 : 0;
+    ckpt_atomic a;
+    int rc = ckpt_atomic_begin(&a, target);
     uint64_t off = 0;
     while (rc == 0) {
         ssize_t n = read(in, buf, COPY_CHUNK);
@@ -1229,21 +1234,16 @@ static int copy_into(int from, int to, const char *src, const char *name,
             rc = ckpt_err(CKPT_E_IO, src, name, off, "cannot read %s/%s: %s", src, name,
                           strerror(errno));
         if (n <= 0) break;
-        for (ssize_t w = 0, k; rc == 0 && w < n; w += k)
-            if ((k = write(out, buf + w, (size_t)(n - w))) < 0 && errno != EINTR)
-                rc = ckpt_err(CKPT_E_IO, src, name, off + (uint64_t)w,
-                              "cannot write %s into the staging directory: %s", name,
-                              strerror(errno));
-            else if (k < 0)
-                k = 0;
+        rc = ckpt_atomic_write(&a, buf, (size_t)n);
         off += (uint64_t)n;
         *done += (uint64_t)n;
         if (rc == 0 && o->progress)
             o->progress(o->progress_ctx, *done < total ? *done : total, total);
     }
-    if (out >= 0 && close(out) != 0 && rc == 0)
-        rc = ckpt_err(CKPT_E_IO, src, name, CKPT_NO_OFFSET, "cannot write %s: %s", name,
-                      strerror(errno));
+    if (rc == 0)
+        rc = ckpt_atomic_commit(&a, 0);
+    else
+        ckpt_atomic_abort(&a);
     close(in);
     return rc;
 }
@@ -1257,12 +1257,12 @@ static int commit_dcp_source(char *path, size_t cap, const char *dir, const char
     int rc = ckpt_store_stage_dir(&st, dir, name, step, o);
     if (rc) return rc;
     int from = open(src, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    int to = open(ckpt_store_stage_path(st), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    const char *to = ckpt_store_stage_path(st);
     DIR *d = from >= 0 ? fdopendir(from) : NULL;
     unsigned char *buf = ckpt_malloc(COPY_CHUNK);
-    if (!d || to < 0)
-        rc = ckpt_err(CKPT_E_IO, src, NULL, CKPT_NO_OFFSET, "cannot open directory %s: %s",
-                      !d ? src : ckpt_store_stage_path(st), strerror(errno));
+    if (!d)
+        rc = ckpt_err(CKPT_E_IO, src, NULL, CKPT_NO_OFFSET, "cannot open directory %s: %s", src,
+                      strerror(errno));
     else if (!buf)
         rc = nomem(src);
     uint64_t done = 0, total = rc == 0 ? dir_bytes(AT_FDCWD, src) : 0;
@@ -1277,7 +1277,6 @@ static int commit_dcp_source(char *path, size_t cap, const char *dir, const char
         closedir(d);
     else if (from >= 0)
         close(from);
-    if (to >= 0) close(to);
     if (rc == 0) rc = ckpt_store_commit_dir(path, cap, st, o);
     ckpt_store_stage_free(st);
     return rc;
