@@ -8,6 +8,7 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/time.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "container/atomic.h"
@@ -458,6 +459,42 @@ TEST(backup_rename_fails) {
     remove_dir(dir);
 }
 
+/* A pid that was a process a moment ago and is no more. */
+static long dead_pid(void) {
+    pid_t pid = fork();
+    if (pid == 0) _exit(0);
+    int st;
+    waitpid(pid, &st, 0);
+    return (long)pid;
+}
+
+/* A writer killed mid-write leaves its temporary file; the next commit of
+ * the same target removes it (and a killed backup's), not the temporary
+ * files of other targets or of a live writer. Before, convert's
+ * leftovers stayed forever (only ckpt store gc removed any). */
+TEST(commit_removes_dead_writers_temps) {
+    fresh_dir();
+    const char *t = in_dir("model.pt");
+    char dead[3][512];
+    long pid = dead_pid();
+    snprintf(dead[0], sizeof dead[0], "%s/.model.pt.tmp-%ld-0123456789abcdef", dir, pid);
+    snprintf(dead[1], sizeof dead[1], "%s/.model.pt.bak.tmp-%ld-0123456789abcdef", dir, pid);
+    snprintf(dead[2], sizeof dead[2], "%s/.other.pt.tmp-%ld-0123456789abcdef", dir, pid);
+    for (int i = 0; i < 3; i++) put_file(dead[i], "half a file");
+    ckpt_atomic live;
+    CHECK_EQ_INT(ckpt_atomic_begin(&live, t), 0);
+    CHECK_EQ_INT(ckpt_atomic_write(&live, "live", 4), 0);
+    CHECK_EQ_INT(commit_text(t, "v1", 0), 0);
+    CHECK(has_content(t, "v1"));
+    CHECK(access(dead[0], F_OK) != 0 && access(dead[1], F_OK) != 0);
+    CHECK(access(dead[2], F_OK) == 0);
+    CHECK(live.tmp && access(live.tmp, F_OK) == 0); /* its writer holds the lock */
+    CHECK_EQ_INT(ckpt_atomic_commit(&live, 0), 0);
+    CHECK(has_content(t, "live"));
+    CHECK_EQ_INT(temps_left(), 1);
+    remove_dir(dir);
+}
+
 /* A file size limit (ulimit -f): the kernel answers a write past it with
  * SIGXFSZ, which kills the process. The write fails with EFBIG instead,
  * before it reaches the kernel; the target keeps its old bytes and no
@@ -557,6 +594,7 @@ int main(void) {
     RUN(abort_removes_temp);
     RUN(backup_keeps_previous);
     RUN(backup_rename_fails);
+    RUN(commit_removes_dead_writers_temps);
     RUN(write_past_file_size_limit);
     RUN(tmpfs_full);
     return harness_end();

@@ -7,6 +7,7 @@
  * wrapper that the fault-injection hook can make fail. */
 #include "container/atomic.h"
 
+#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -136,6 +137,47 @@ char *ckpt_atomic_temp_name(const char *path) {
         snprintf(t, cap, "%.*s.%.*s.tmp-%ld-%s", (int)dirlen, path, (int)baselen, base,
                  (long)getpid(), hex);
     return t;
+}
+
+int ckpt_atomic_parse_temp(const char *file, long *pid) {
+    const char *t = NULL;
+    for (const char *p = strstr(file, ".tmp-"); p; p = strstr(p + 1, ".tmp-")) t = p;
+    if (file[0] != '.' || !t || t < file + 2) return 0;
+    const char *p = t + 5;
+    long v = 0;
+    int digits = 0;
+    for (; isdigit((unsigned char)*p); p++, digits++) {
+        if (digits == 9) return 0; /* pids stay below 2^22 on Linux */
+        v = v * 10 + (*p - '0');
+    }
+    if (digits == 0 || v == 0 || *p++ != '-') return 0;
+    for (int i = 0; i < 16; i++, p++)
+        if (!isdigit((unsigned char)*p) && !(*p >= 'a' && *p <= 'f')) return 0;
+    if (*p != '\0') return 0;
+    *pid = v;
+    return 1;
+}
+
+int ckpt_atomic_reap_at(int dirfd, const char *name, const struct stat *st, time_t now,
+                        uint64_t stale_s) {
+    long pid;
+    if (!S_ISREG(st->st_mode) || !ckpt_atomic_parse_temp(name, &pid)) return 0;
+    int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    if (fd < 0) return 0;
+    int locked = flock(fd, LOCK_EX | LOCK_NB) != 0;
+    int no_flock =
+        locked && (errno == ENOLCK || errno == EOPNOTSUPP || errno == EINVAL || errno == ENOSYS);
+    int dead = kill((pid_t)pid, 0) != 0 && errno == ESRCH;
+    int old = now - st->st_mtime >= 0 && (uint64_t)(now - st->st_mtime) >= stale_s;
+    /* unlocked and (dead or old): the PID check only covers the moment
+     * between a temporary file's creation and its writer's lock */
+    if ((locked && !no_flock) || (!dead && !old)) {
+        close(fd);
+        return 0;
+    }
+    int err = ckpt_atomic_remove_at(dirfd, name) != 0 && errno != ENOENT ? errno : 0;
+    close(fd);
+    return err ? -err : 1;
 }
 
 /* The directory of `path` ("." when it has no slash) into buf. No
@@ -483,6 +525,43 @@ static int sync_dir(const ckpt_atomic *a) {
     return err ? CKPT_E_IO : 0;
 }
 
+/* 1 when `name` starts with "." + the first TMP_BASE_MAX bytes of base +
+ * suffix + ".tmp-": a temporary name ckpt_atomic_temp_name gives base+suffix. */
+static int temp_of(const char *name, const char *base, const char *suffix) {
+    char stem[TMP_BASE_MAX + 8];
+    int n = snprintf(stem, sizeof stem, "%s%s", base, suffix);
+    size_t len = n < 0 ? 0 : (size_t)n < TMP_BASE_MAX ? (size_t)n : TMP_BASE_MAX;
+    return name[0] == '.' && strncmp(name + 1, stem, len) == 0 &&
+           strncmp(name + 1 + len, ".tmp-", 5) == 0;
+}
+
+/* After a commit: the temporary files of the target (and of its .bak)
+ * that earlier writers, killed, left in its directory are removed
+ * (ckpt_atomic_reap_at). Best effort: the commit is done either way. */
+static void reap_siblings(const char *target) {
+    char dir[PATH_MAX];
+    if (dir_of(target, dir, sizeof dir) != 0) return;
+    const char *slash = strrchr(target, '/');
+    const char *base = slash ? slash + 1 : target;
+    if (strlen(base) > TMP_BASE_MAX) return; /* a prefix other names may share */
+    DIR *d = opendir(dir);
+    if (!d) return;
+    time_t now = time(NULL);
+    size_t removed = 0;
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        struct stat st;
+        if ((temp_of(e->d_name, base, "") || temp_of(e->d_name, base, ".bak")) &&
+            fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+            ckpt_atomic_reap_at(dirfd(d), e->d_name, &st, now, CKPT_ATOMIC_STALE_S) == 1)
+            removed++;
+    }
+    closedir(d);
+    if (removed) {
+        const char *op;
+        (void)fsync_dir_errno(dir, &op);
+    }
+}
+
 int ckpt_atomic_commit(ckpt_atomic *a, int backup) {
     int rc = a->error;
     if (!rc && !a->tmp)
@@ -515,6 +594,7 @@ int ckpt_atomic_commit(ckpt_atomic *a, int backup) {
         a->tmp = NULL;
         a->renamed = 1;
         rc = sync_dir(a);
+        if (rc == 0) reap_siblings(a->target);
     }
     release(a);
     if (rc) a->error = rc;

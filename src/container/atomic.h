@@ -38,6 +38,8 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
+#include <time.h>
 
 typedef struct ckpt_atomic {
     int fd;           /* the temporary file, -1 when closed */
@@ -90,7 +92,10 @@ int ckpt_atomic_pwrite(ckpt_atomic *a, const void *p, size_t n, uint64_t off);
 /* fsync and close, optional backup (backup != 0: the old target, if any,
  * becomes target.bak through a hard link renamed over target.bak, so the
  * .bak is itself replaced atomically), rename over the target, fsync of the
- * directory. On failure before the rename the temporary file is removed
+ * directory; then the temporary files of the same target (and of its
+ * .bak) that writers killed earlier left behind are removed
+ * (ckpt_atomic_reap_at), so a crash's leftovers go with the next write
+ * of that file. On failure before the rename the temporary file is removed
  * and the target is untouched (target.bak may already hold a copy of it).
  * A failing directory fsync comes after the rename: the target is then the
  * new file, and CKPT_E_IO says the rename may not survive a crash.
@@ -109,6 +114,25 @@ int ckpt_atomic_sync_dir(const char *dir);
  * `path`, in its directory (the name gc recognises); NULL when out of
  * memory. The store renames a doomed generation directory to one. */
 char *ckpt_atomic_temp_name(const char *path);
+/* 1 when `name` is a temporary name ".X.tmp-PID-HEX16" (ckpt_atomic_temp_name's),
+ * with *pid set; else 0. */
+int ckpt_atomic_parse_temp(const char *name, long *pid);
+/* The one rule for removing a temporary file a writer left (killed, or
+ * its machine crashed): the regular file `name` of dirfd (st: its lstat)
+ * is removed when no live writer holds its flock (atomic writers hold it
+ * from creation to rename). Where the filesystem has no flock, only when
+ * its PID is not a process on this machine or it was not modified for
+ * stale_s seconds (before `now`). The lock is held while unlinking, so no
+ * writer claims the file meanwhile (begin gives up a file unlinked before
+ * its lock). 1 removed, 0 kept (live, or not a temporary file), or
+ * -errno when the unlink failed. ckpt_store_gc, and every commit for the
+ * temporary files of its own target. */
+int ckpt_atomic_reap_at(int dirfd, const char *name, const struct stat *st, time_t now,
+                        uint64_t stale_s);
+/* Temporary files of dead writers older than this are removed by commit
+ * also where the filesystem has no flock (ckpt_store_gc's default). */
+#define CKPT_ATOMIC_STALE_S ((uint64_t)60 * 60)
+
 /* Removes the temporary file and frees a's strings. Safe after commit, after
  * a failed begin, and on a zero-initialised struct. */
 void ckpt_atomic_abort(ckpt_atomic *a);

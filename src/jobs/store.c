@@ -15,7 +15,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,26 +64,6 @@ static int parse_generation(const char *file, size_t *namelen, uint64_t *step) {
             return 0;
     *namelen = d - 1;
     *step = v;
-    return 1;
-}
-
-/* ".X.tmp-PID-HEX16" (atomic.c's temporary names): 1 with *pid set. */
-static int parse_temp(const char *file, long *pid) {
-    const char *t = NULL;
-    for (const char *p = strstr(file, ".tmp-"); p; p = strstr(p + 1, ".tmp-")) t = p;
-    if (file[0] != '.' || !t || t < file + 2) return 0;
-    const char *p = t + 5;
-    long v = 0;
-    int digits = 0;
-    for (; isdigit((unsigned char)*p); p++, digits++) {
-        if (digits == 9) return 0; /* pids stay below 2^22 on Linux */
-        v = v * 10 + (*p - '0');
-    }
-    if (digits == 0 || v == 0 || *p++ != '-') return 0;
-    for (int i = 0; i < 16; i++, p++)
-        if (!isdigit((unsigned char)*p) && !(*p >= 'a' && *p <= 'f')) return 0;
-    if (*p != '\0') return 0;
-    *pid = v;
     return 1;
 }
 
@@ -709,34 +688,20 @@ static int gc_dir(gc_state *g, int dirfd, const char *name) {
     return 0;
 }
 
-/* each_file visitor of gc: removes a temporary file no live writer holds,
- * or a temporary directory no live coordinator does. */
+/* each_file visitor of gc: removes a temporary file no live writer holds
+ * (ckpt_atomic_reap_at's rule), or a temporary directory no live
+ * coordinator does. */
 static int gc_file(void *ctx, int dirfd, const char *name, const struct stat *st) {
     gc_state *g = ctx;
     long pid;
-    if (!parse_temp(name, &pid)) return 0;
+    if (!ckpt_atomic_parse_temp(name, &pid)) return 0;
     if (S_ISDIR(st->st_mode)) return gc_dir(g, dirfd, name);
-    /* a live writer holds its file's flock (atomic.c); holding it
-     * ourselves while unlinking keeps a writer from claiming the file
-     * meanwhile. Without flock, only PIDs and age can tell. */
-    int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-    if (fd < 0) return 0;
-    int locked = flock(fd, LOCK_EX | LOCK_NB) != 0;
-    int no_flock =
-        locked && (errno == ENOLCK || errno == EOPNOTSUPP || errno == EINVAL || errno == ENOSYS);
-    int dead = kill((pid_t)pid, 0) != 0 && errno == ESRCH;
-    int old = g->now - st->st_mtime >= (time_t)g->o->stale_minutes * 60;
-    /* unlocked and (dead or old): the PID check only covers the moment
-     * between a staging file's creation and its writer's lock */
-    if ((locked && !no_flock) || (!dead && !old)) {
-        close(fd);
-        return 0;
-    }
-    int err = ckpt_atomic_remove_at(dirfd, name) != 0 && errno != ENOENT ? errno : 0;
-    close(fd);
-    if (err)
+    int rc = ckpt_atomic_reap_at(dirfd, name, st, g->now, (uint64_t)g->o->stale_minutes * 60);
+    if (rc < 0)
         return ckpt_err(CKPT_E_IO, g->dir, NULL, CKPT_NO_OFFSET,
-                        "cannot remove temporary file %s in %s: %s", name, g->dir, strerror(err));
+                        "cannot remove temporary file %s in %s: %s", name, g->dir,
+                        strerror(-rc));
+    if (rc == 0) return 0;
     g->count++;
     event(g->o, CKPT_STORE_EVENT_TEMP_REMOVED, name);
     return 0;
