@@ -198,6 +198,8 @@ static void discard_temp(ckpt_atomic *a) {
     if (!a->tmp) return;
     if (a->fd >= 0) close(a->fd);
     a->fd = -1;
+    if (a->lock >= 0) close(a->lock);
+    a->lock = -1;
     unlink(a->tmp);
     ckpt_free(a->tmp);
     a->tmp = NULL;
@@ -249,7 +251,7 @@ static uint64_t fsize_limit(void) {
 }
 
 int ckpt_atomic_begin(ckpt_atomic *a, const char *target) {
-    *a = (ckpt_atomic){.fd = -1, .limit = fsize_limit()};
+    *a = (ckpt_atomic){.fd = -1, .limit = fsize_limit(), .lock = -1};
     size_t len = target ? strlen(target) : 0;
     if (len == 0 || target[len - 1] == '/') {
         a->error = CKPT_E_INVALID_ARG;
@@ -562,6 +564,25 @@ static void reap_siblings(const char *target) {
     }
 }
 
+int ckpt_atomic_finish(ckpt_atomic *a) {
+    if (a->error) return a->error;
+    if (!a->tmp)
+        return ckpt_err(CKPT_E_INVALID_ARG, a->target ? a->target : "", NULL, CKPT_NO_OFFSET,
+                        "finish without a successful ckpt_atomic_begin");
+    if (a->fd < 0) return 0; /* finished already */
+    if (drain(a) != 0) return a->error;
+    if (sys_fsync(a->fd) != 0) return fail(a, "fsync", errno, CKPT_NO_OFFSET);
+    /* a duplicate keeps the writer's lock (claim) until the rename, past
+     * the close whose error must be checked */
+    int fd = a->fd;
+    a->fd = -1;
+    a->lock = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+    if (close(fd) != 0) return fail(a, "close", errno, CKPT_NO_OFFSET);
+    ckpt_free(a->pending);
+    a->pending = NULL;
+    return 0;
+}
+
 int ckpt_atomic_commit(ckpt_atomic *a, int backup) {
     int rc = a->error;
     if (!rc && !a->tmp)
@@ -572,24 +593,13 @@ int ckpt_atomic_commit(ckpt_atomic *a, int backup) {
         release(a);
         return rc;
     }
-    /* a duplicate keeps the writer's lock (claim) until the rename, past
-     * the close whose error must be checked */
-    int lock = -1;
-    if (drain(a) != 0) {
-        rc = a->error;
-    } else if (sys_fsync(a->fd) != 0) {
-        rc = fail(a, "fsync", errno, CKPT_NO_OFFSET);
-    } else {
-        int fd = a->fd;
-        a->fd = -1;
-        lock = fcntl(fd, F_DUPFD_CLOEXEC, 0);
-        if (close(fd) != 0) rc = fail(a, "close", errno, CKPT_NO_OFFSET);
-    }
+    rc = ckpt_atomic_finish(a);
     if (!rc && backup) rc = backup_target(a);
     if (!rc && sys_rename(a->tmp, a->target) != 0) rc = fail(a, "rename", errno, CKPT_NO_OFFSET);
-    if (lock >= 0) close(lock);
     if (!rc) {
         /* the temporary name is gone: the target is the new file now */
+        close(a->lock);
+        a->lock = -1;
         ckpt_free(a->tmp);
         a->tmp = NULL;
         a->renamed = 1;

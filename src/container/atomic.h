@@ -56,6 +56,9 @@ typedef struct ckpt_atomic {
                          is the directory's fsync: the target is new) */
     uint64_t limit;   /* RLIMIT_FSIZE's soft limit at begin, bytes
                          (UINT64_MAX: none); see ckpt_atomic_write */
+    int lock;         /* after finish: a duplicate of the closed file's
+                         descriptor holding the writer's flock until the
+                         rename (-1: none) */
 } ckpt_atomic;
 
 /* Creates the temporary file next to `target`. Returns 0, CKPT_E_IO (e.g.
@@ -89,7 +92,15 @@ int ckpt_atomic_write(ckpt_atomic *a, const void *p, size_t n);
  * end: a->written is always the file's size; the patch (and a gap, as
  * zeros) is read back at once. 0 or the sticky code. */
 int ckpt_atomic_pwrite(ckpt_atomic *a, const void *p, size_t n, uint64_t off);
-/* fsync and close, optional backup (backup != 0: the old target, if any,
+/* Ends the writing without renaming: every byte read back, fsync, close
+ * (the writer's flock stays held, on one descriptor, until commit or
+ * abort). For files committed together (a sharded set whose names
+ * replace files of the set it replaces): each one is finished, then all
+ * are renamed in a row, so a failure while writing any of them replaces
+ * none. 0, or the sticky code (the temporary file removed, as for a
+ * failed write); a second call does nothing. */
+int ckpt_atomic_finish(ckpt_atomic *a);
+/* finish (if not done yet), optional backup (backup != 0: the old target, if any,
  * becomes target.bak through a hard link renamed over target.bak, so the
  * .bak is itself replaced atomically), rename over the target, fsync of the
  * directory; then the temporary files of the same target (and of its
