@@ -537,12 +537,9 @@ static int temp_of(const char *name, const char *base, const char *suffix) {
            strncmp(name + 1 + len, ".tmp-", 5) == 0;
 }
 
-/* After a commit: the temporary files of the target (and of its .bak)
- * that earlier writers, killed, left in its directory are removed
- * (ckpt_atomic_reap_at). Best effort: the commit is done either way. */
-static void reap_siblings(const char *target) {
+void ckpt_atomic_reap_temps(const char *target) {
     char dir[PATH_MAX];
-    if (dir_of(target, dir, sizeof dir) != 0) return;
+    if (!target || dir_of(target, dir, sizeof dir) != 0) return;
     const char *slash = strrchr(target, '/');
     const char *base = slash ? slash + 1 : target;
     if (strlen(base) > TMP_BASE_MAX) return; /* a prefix other names may share */
@@ -603,8 +600,8 @@ int ckpt_atomic_commit(ckpt_atomic *a, int backup) {
         ckpt_free(a->tmp);
         a->tmp = NULL;
         a->renamed = 1;
-        rc = sync_dir(a);
-        if (rc == 0) reap_siblings(a->target);
+        if (!a->in_a_row) rc = sync_dir(a);
+        if (rc == 0 && !a->in_a_row) ckpt_atomic_reap_temps(a->target);
     }
     release(a);
     if (rc) a->error = rc;

@@ -59,6 +59,11 @@ typedef struct ckpt_atomic {
     int lock;         /* after finish: a duplicate of the closed file's
                          descriptor holding the writer's flock until the
                          rename (-1: none) */
+    int in_a_row;     /* set by the caller before commit: the rename is one
+                         of a row, after which the caller fsyncs the
+                         directory once (ckpt_atomic_sync_dir) and calls
+                         ckpt_atomic_reap_temps for each target; commit
+                         does neither */
 } ckpt_atomic;
 
 /* Creates the temporary file next to `target`. Returns 0, CKPT_E_IO (e.g.
@@ -140,6 +145,11 @@ int ckpt_atomic_parse_temp(const char *name, long *pid);
  * temporary files of its own target. */
 int ckpt_atomic_reap_at(int dirfd, const char *name, const struct stat *st, time_t now,
                         uint64_t stale_s);
+/* The temporary files of `target` (and of its .bak) that writers killed
+ * earlier left in its directory removed (ckpt_atomic_reap_at), and the
+ * directory fsync'd if any was. Best effort, nothing reported: what commit
+ * does after its rename. */
+void ckpt_atomic_reap_temps(const char *target);
 /* Temporary files of dead writers older than this are removed by commit
  * also where the filesystem has no flock (ckpt_store_gc's default). */
 #define CKPT_ATOMIC_STALE_S ((uint64_t)60 * 60)
