@@ -681,6 +681,35 @@ TEST(events_say_what_happened) {
     remove_dir();
 }
 
+/* A commit removes the temporary files writers killed earlier left (gc's
+ * rule), not a live writer's nor a temporary directory: kill -9 in a loop
+ * no longer fills the store with .run-N.pt.tmp-PID-HEX files, each of a
+ * different target (before, only ckpt store gc removed them). */
+TEST(commit_removes_killed_writers_temps) {
+    fresh_dir();
+    CHECK_EQ_INT(commit(TRAIN_PT, 1, 3), 0);
+    pid_t child = fork();
+    if (child == 0) _exit(0);
+    waitpid(child, NULL, 0); /* a pid that is gone */
+    char dead[128], dead_latest[128], mine[128], dead_dir[128];
+    snprintf(dead, sizeof dead, ".run-2.pt.tmp-%ld-0123456789abcdef", (long)child);
+    snprintf(dead_latest, sizeof dead_latest, ".LATEST.tmp-%ld-0123456789abcdef", (long)child);
+    snprintf(mine, sizeof mine, ".run-3.pt.tmp-%ld-fedcba9876543210", (long)getpid());
+    snprintf(dead_dir, sizeof dead_dir, ".run-5.dcp.tmp-%ld-0123456789abcdef", (long)child);
+    touch_temp(dead, 0);
+    touch_temp(dead_latest, 0);
+    touch_temp(mine, 0);
+    CHECK_EQ_INT(mkdir(in_dir(dead_dir), 0755), 0);
+    char heard[512] = "";
+    CHECK_EQ_INT(commit_heard(heard, TRAIN_PT, 4, 3), 0);
+    CHECK(!exists(dead) && !exists(dead_latest));
+    CHECK(exists(mine) && exists(dead_dir) && exists("run-1.pt") && exists("run-4.pt"));
+    /* LATEST's went with LATEST's own commit (ckpt_atomic_commit), the
+     * generation's with the sweep, which tells */
+    CHECK(strstr(heard, dead) != NULL);
+    remove_dir();
+}
+
 static void put_dcp(const char *name) { CHECK_EQ_INT(copy_dcp(in_dir(name)), 0); }
 
 /* Multi-rank generations are DCP directories "NAME-STEP.dcp": listed,
@@ -996,6 +1025,7 @@ int main(void) {
     RUN(commit_faults);
     RUN(gc_removes_stale_temporaries);
     RUN(events_say_what_happened);
+    RUN(commit_removes_killed_writers_temps);
     RUN(dcp_directory_generations);
     RUN(commit_dir);
     RUN(commit_dcp_source);
