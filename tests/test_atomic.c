@@ -495,6 +495,35 @@ TEST(commit_removes_dead_writers_temps) {
     remove_dir(dir);
 }
 
+/* The same for a directory (a DCP checkpoint's): a killed writer's
+ * temporary directory, with its files, goes with the next commit of the
+ * target; a live writer's (it holds the directory's flock) stays. Before,
+ * ckpt convert OUT.dcp killed left .OUT.dcp.tmp-PID-HEX/ forever. */
+TEST(dir_commit_removes_dead_writers_temps) {
+    fresh_dir();
+    char t[512], dead[512], inner[600];
+    snprintf(t, sizeof t, "%s", in_dir("model.dcp"));
+    snprintf(dead, sizeof dead, "%s/.model.dcp.tmp-%ld-0123456789abcdef", dir, dead_pid());
+    CHECK_EQ_INT(mkdir(dead, 0755), 0);
+    snprintf(inner, sizeof inner, "%s/__0_0.distcp", dead);
+    put_file(inner, "half a shard");
+    ckpt_atomic_dir live, d;
+    CHECK_EQ_INT(ckpt_atomic_dir_begin(&live, t), 0);
+    CHECK_EQ_INT(ckpt_atomic_dir_begin(&d, t), 0);
+    snprintf(inner, sizeof inner, "%s/.metadata", d.tmp);
+    put_file(inner, "meta");
+    CHECK_EQ_INT(ckpt_atomic_dir_commit(&d), 0);
+    CHECK(access(dead, F_OK) != 0);
+    CHECK(live.tmp && access(live.tmp, F_OK) == 0);
+    snprintf(inner, sizeof inner, "%s/.metadata", t);
+    CHECK(has_content(inner, "meta"));
+    ckpt_atomic_dir_abort(&live);
+    CHECK_EQ_INT(temps_left(), 0);
+    unlink(inner);
+    rmdir(t);
+    remove_dir(dir);
+}
+
 /* A file size limit (ulimit -f): the kernel answers a write past it with
  * SIGXFSZ, which kills the process. The write fails with EFBIG instead,
  * before it reaches the kernel; the target keeps its old bytes and no
@@ -595,6 +624,7 @@ int main(void) {
     RUN(backup_keeps_previous);
     RUN(backup_rename_fails);
     RUN(commit_removes_dead_writers_temps);
+    RUN(dir_commit_removes_dead_writers_temps);
     RUN(write_past_file_size_limit);
     RUN(tmpfs_full);
     return harness_end();

@@ -158,11 +158,29 @@ int ckpt_atomic_parse_temp(const char *file, long *pid) {
     return 1;
 }
 
+/* Removes the files in the directory fd (flat), then `name` from the
+ * directory `at`; 0 or an errno. */
+static int remove_flat(int fd, int at, const char *name) {
+    int dup_fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+    DIR *d = dup_fd >= 0 ? fdopendir(dup_fd) : NULL;
+    if (!d) {
+        if (dup_fd >= 0) close(dup_fd);
+        return errno;
+    }
+    for (struct dirent *e; (e = readdir(d)) != NULL;)
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+            (void)ckpt_atomic_remove_at(dirfd(d), e->d_name);
+    closedir(d);
+    return unlinkat(at, name, AT_REMOVEDIR) == 0 || errno == ENOENT ? 0 : errno;
+}
+
 int ckpt_atomic_reap_at(int dirfd, const char *name, const struct stat *st, time_t now,
-                        uint64_t stale_s) {
+                        uint64_t stale_s, int dirs) {
     long pid;
-    if (!S_ISREG(st->st_mode) || !ckpt_atomic_parse_temp(name, &pid)) return 0;
-    int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    int dir = S_ISDIR(st->st_mode);
+    if (!(S_ISREG(st->st_mode) || (dirs && dir)) || !ckpt_atomic_parse_temp(name, &pid)) return 0;
+    int fd = openat(dirfd, name,
+                    O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | (dir ? O_DIRECTORY : 0));
     if (fd < 0) return 0;
     int locked = flock(fd, LOCK_EX | LOCK_NB) != 0;
     int no_flock =
@@ -175,7 +193,9 @@ int ckpt_atomic_reap_at(int dirfd, const char *name, const struct stat *st, time
         close(fd);
         return 0;
     }
-    int err = ckpt_atomic_remove_at(dirfd, name) != 0 && errno != ENOENT ? errno : 0;
+    int err = dir                                      ? remove_flat(fd, dirfd, name)
+              : ckpt_atomic_remove_at(dirfd, name) != 0 && errno != ENOENT ? errno
+                                                                           : 0;
     close(fd);
     return err ? -err : 1;
 }
@@ -551,7 +571,7 @@ void ckpt_atomic_reap_temps(const char *target) {
         struct stat st;
         if ((temp_of(e->d_name, base, "") || temp_of(e->d_name, base, ".bak")) &&
             fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-            ckpt_atomic_reap_at(dirfd(d), e->d_name, &st, now, CKPT_ATOMIC_STALE_S) == 1)
+            ckpt_atomic_reap_at(dirfd(d), e->d_name, &st, now, CKPT_ATOMIC_STALE_S, 1) == 1)
             removed++;
     }
     closedir(d);
@@ -624,7 +644,7 @@ static int empty_dir(const char *path) {
 }
 
 int ckpt_atomic_dir_begin(ckpt_atomic_dir *d, const char *target) {
-    *d = (ckpt_atomic_dir){0};
+    *d = (ckpt_atomic_dir){.lock = -1};
     size_t len = target ? strlen(target) : 0;
     while (len > 1 && target[len - 1] == '/') len--;
     if (len == 0 || (len == 1 && target[0] == '/'))
@@ -649,7 +669,17 @@ int ckpt_atomic_dir_begin(ckpt_atomic_dir *d, const char *target) {
             ckpt_atomic_dir_abort(d);
             return ckpt_err_nomem();
         }
-        if (ckpt_atomic_mkdir(d->tmp) == 0) return 0;
+        if (ckpt_atomic_mkdir(d->tmp) == 0) {
+            /* the writer's lock, as claim() takes a file's; a directory
+             * reaped between the mkdir and the lock is made again */
+            d->lock = open(d->tmp, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+            if (d->lock < 0 || claim(d->lock)) return 0;
+            close(d->lock);
+            d->lock = -1;
+            ckpt_free(d->tmp);
+            d->tmp = NULL;
+            continue;
+        }
         int err = errno;
         if (err != EEXIST || tries == 7) {
             ckpt_err(CKPT_E_IO, d->target, NULL, CKPT_NO_OFFSET,
@@ -668,6 +698,7 @@ int ckpt_atomic_dir_begin(ckpt_atomic_dir *d, const char *target) {
 
 void ckpt_atomic_dir_abort(ckpt_atomic_dir *d) {
     if (d->tmp) {
+        if (d->lock >= 0) close(d->lock);
         DIR *dir = opendir(d->tmp);
         if (dir) {
             for (struct dirent *e; (e = readdir(dir));)
@@ -697,6 +728,8 @@ int ckpt_atomic_dir_commit(ckpt_atomic_dir *d) {
     }
     ckpt_free(d->tmp);
     d->tmp = NULL;
+    if (d->lock >= 0) close(d->lock);
+    d->lock = -1;
     char parent[PATH_MAX];
     const char *op = "fsync of directory";
     int err =
@@ -706,6 +739,8 @@ int ckpt_atomic_dir_commit(ckpt_atomic_dir *d) {
                       "%s failed for %s: %s; the directory was renamed into place but the "
                       "rename may not survive a crash",
                       op, d->target, strerror(err));
+    else
+        ckpt_atomic_reap_temps(d->target);
     ckpt_atomic_dir_abort(d);
     return rc;
 }

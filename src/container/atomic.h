@@ -142,11 +142,14 @@ int ckpt_atomic_parse_temp(const char *name, long *pid);
  * writer claims the file meanwhile (begin gives up a file unlinked before
  * its lock). 1 removed, 0 kept (live, or not a temporary file), or
  * -errno when the unlink failed. ckpt_store_gc, and every commit for the
- * temporary files of its own target. */
+ * temporary files of its own target. With dirs, a directory (a
+ * ckpt_atomic_dir's, locked the same way) is removed too, with the
+ * regular files in it (it is flat); ckpt_store_gc passes 0 (its staging
+ * directories carry no lock of their own: the store lock tells). */
 int ckpt_atomic_reap_at(int dirfd, const char *name, const struct stat *st, time_t now,
-                        uint64_t stale_s);
-/* The temporary files of `target` (and of its .bak) that writers killed
- * earlier left in its directory removed (ckpt_atomic_reap_at), and the
+                        uint64_t stale_s, int dirs);
+/* The temporary files and directories of `target` (and of its .bak) that
+ * writers killed earlier left in its directory removed (ckpt_atomic_reap_at), and the
  * directory fsync'd if any was. Best effort, nothing reported: what commit
  * does after its rename. */
 void ckpt_atomic_reap_temps(const char *target);
@@ -193,10 +196,15 @@ int ckpt_atomic_sync_file(const char *path);
  *     else ckpt_atomic_dir_abort(&d);
  *
  * Any failure before the rename leaves no directory behind (abort, or a
- * failed commit, removes the files in the temporary directory and it). */
+ * failed commit, removes the files in the temporary directory and it).
+ * The temporary directory carries its writer's flock until the rename: a
+ * commit removes the temporary directories of the same target that
+ * writers killed earlier left (ckpt_atomic_reap_at's rule). */
 typedef struct ckpt_atomic_dir {
     char *target; /* ckpt_malloc'd, without trailing slashes */
     char *tmp;    /* ckpt_malloc'd temporary directory, NULL once gone */
+    int lock;     /* while tmp is set: tmp opened, holding the writer's
+                     flock (-1: none), as a file's writer holds one */
 } ckpt_atomic_dir;
 /* 0; CKPT_E_INVALID_ARG (empty path, or the target exists and is not an
  * empty directory); CKPT_E_IO (mkdir failed: "open" for fault injection);

@@ -696,7 +696,7 @@ static int gc_file(void *ctx, int dirfd, const char *name, const struct stat *st
     long pid;
     if (!ckpt_atomic_parse_temp(name, &pid)) return 0;
     if (S_ISDIR(st->st_mode)) return gc_dir(g, dirfd, name);
-    int rc = ckpt_atomic_reap_at(dirfd, name, st, g->now, (uint64_t)g->o->stale_minutes * 60);
+    int rc = ckpt_atomic_reap_at(dirfd, name, st, g->now, (uint64_t)g->o->stale_minutes * 60, 0);
     if (rc < 0)
         return ckpt_err(CKPT_E_IO, g->dir, NULL, CKPT_NO_OFFSET,
                         "cannot remove temporary file %s in %s: %s", name, g->dir,
