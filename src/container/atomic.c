@@ -615,7 +615,7 @@ int ckpt_atomic_commit(ckpt_atomic *a, int backup) {
     if (!rc && sys_rename(a->tmp, a->target) != 0) rc = fail(a, "rename", errno, CKPT_NO_OFFSET);
     if (!rc) {
         /* the temporary name is gone: the target is the new file now */
-        close(a->lock);
+        if (a->lock >= 0) close(a->lock);
         a->lock = -1;
         ckpt_free(a->tmp);
         a->tmp = NULL;
