@@ -681,8 +681,9 @@ TEST(events_say_what_happened) {
     remove_dir();
 }
 
-/* A commit removes the temporary files writers killed earlier left (gc's
- * rule), not a live writer's nor a temporary directory: kill -9 in a loop
+/* A commit removes the temporary files and directories writers killed
+ * earlier left (gc's rule, under the store lock), not a live writer's
+ * file: kill -9 in a loop
  * no longer fills the store with .run-N.pt.tmp-PID-HEX files, each of a
  * different target (before, only ckpt store gc removed them). */
 TEST(commit_removes_killed_writers_temps) {
@@ -702,8 +703,8 @@ TEST(commit_removes_killed_writers_temps) {
     CHECK_EQ_INT(mkdir(in_dir(dead_dir), 0755), 0);
     char heard[512] = "";
     CHECK_EQ_INT(commit_heard(heard, TRAIN_PT, 4, 3), 0);
-    CHECK(!exists(dead) && !exists(dead_latest));
-    CHECK(exists(mine) && exists(dead_dir) && exists("run-1.pt") && exists("run-4.pt"));
+    CHECK(!exists(dead) && !exists(dead_latest) && !exists(dead_dir));
+    CHECK(exists(mine) && exists("run-1.pt") && exists("run-4.pt"));
     /* LATEST's went with LATEST's own commit (ckpt_atomic_commit), the
      * generation's with the sweep, which tells */
     CHECK(strstr(heard, dead) != NULL);

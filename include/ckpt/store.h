@@ -47,8 +47,7 @@ extern "C" {
 typedef enum ckpt_store_event {
     /* commit, prune: a generation pruning removed */
     CKPT_STORE_EVENT_PRUNED = 0,
-    /* gc: a stale temporary file or directory removed; commit: a
-     * temporary file a killed writer left */
+    /* gc, and commit: a stale temporary file or directory removed */
     CKPT_STORE_EVENT_TEMP_REMOVED = 1,
     /* commit: the generation LATEST names once it moved (the new one, or
      * a newer one that verifies and keeps it) */
@@ -106,9 +105,9 @@ CKPT_API int ckpt_store_options_init(ckpt_store_options *opts, unsigned version)
  * verified generation (normally the new one; a verified generation with a
  * higher step keeps it), and only then are generations beyond opts->keep
  * pruned as ckpt_store_prune does (the new generation is never pruned),
- * and the temporary files of writers killed earlier removed as
- * ckpt_store_gc removes them (CKPT_STORE_EVENT_TEMP_REMOVED; temporary
- * directories are left to gc).
+ * and what writers killed earlier left removed as ckpt_store_gc removes
+ * it (CKPT_STORE_EVENT_TEMP_REMOVED): temporary files, and temporary
+ * directories where the store lock works.
  * Pruning verifies up to keep - 1 older generations (the new one is known
  * good). A generation that fails verification is removed and LATEST
  * is not touched. Once it verifies, the generation is committed even if

@@ -731,13 +731,14 @@ int ckpt_store_gc(size_t *removed, const char *dir, const ckpt_store_options *op
     return rc;
 }
 
-/* After a commit, under the store lock: the temporary files that writers
- * killed earlier left (a generation's, LATEST's) go, as gc removes them,
- * so that kill -9 in a loop does not fill the disk with them. Temporary
- * directories are left to gc: a staging one is dead only once the store
- * lock is free, and the commit holds it. Best effort. */
-static void sweep_temps(const char *dir, const ckpt_store_options *o) {
-    gc_state g = {.dir = dir, .o = o, .now = time(NULL), .lock = -1};
+/* After a commit, under the store lock (lock: its descriptor, -1 where
+ * the filesystem has no flock): the temporary files that writers killed
+ * earlier left (a generation's, LATEST's) go, as gc removes them, so that
+ * kill -9 in a loop does not fill the disk with them. So do temporary
+ * directories when the lock is held: a coordinator holds it from staging
+ * to the end, so none is live (gc's rule). Best effort. */
+static void sweep_temps(const char *dir, const ckpt_store_options *o, int lock) {
+    gc_state g = {.dir = dir, .o = o, .now = time(NULL), .lock = lock >= 0 ? lock : -1};
     (void)each_file(dir, gc_file, &g);
     if (g.count) (void)ckpt_atomic_sync_dir(dir);
 }
@@ -948,7 +949,7 @@ int ckpt_store_commit_with(char *path, size_t cap, const char *dir, const char *
         }
         if (rc == 0) rc = put_path(path, cap, target);
         if (rc == 0) rc = move_pointer_and_prune(&cur, file, step, o);
-        if (rc == 0) sweep_temps(dir, o);
+        if (rc == 0) sweep_temps(dir, o, lock);
         unlock_store(lock);
     }
     ckpt_arena_free(&cur.arena);
@@ -1116,7 +1117,7 @@ int ckpt_store_commit_dir(char *path, size_t cap, ckpt_store_stage *st,
         rc = put_path(path, cap, st->target);
     }
     if (rc == 0) rc = move_pointer_and_prune(&cur, st->file, st->step, o);
-    if (rc == 0) sweep_temps(st->dir, o);
+    if (rc == 0) sweep_temps(st->dir, o, st->lock);
     ckpt_arena_free(&cur.arena);
     return rc;
 }

@@ -561,7 +561,7 @@ const cli_command cli_cmd_store = {
     "           LATEST, then prune; prints the new file's path on stdout,\n"
     "           and on stderr `pruned FILE` for each generation its pruning\n"
     "           removed, `removed a killed writer's .FILE.tmp-PID-HEX` for\n"
-    "           each temporary file it removed as gc does (not directories),\n"
+    "           each temporary file or directory it removed as gc does,\n"
     "           and a note when LATEST stays on a higher step (a\n"
     "           step below LATEST's is committed but does not move it). A\n"
     "           step already committed (it verifies) is refused, exit 1,\n"
