@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Every writing command under a file size limit (ulimit -f, RLIMIT_FSIZE):
+"""Every writing command (convert, rename, store commit) under a file size limit (ulimit -f, RLIMIT_FSIZE):
 the kernel answers a write past it with SIGXFSZ, whose default action kills
 the process. ckpt must fail instead (exit 2, the error naming the limit),
 leave the destination as it was and no temporary file or directory behind.
@@ -87,6 +87,10 @@ with tempfile.TemporaryDirectory() as d:
                                             "--max-shard-size", "200KB", limit=True), before, out)
     r = run("verify", os.path.join(out, "s.safetensors.index.json"))
     check("the old set verifies", r.returncode == 0, r.stdout + r.stderr)
+
+    before = snapshot(out)
+    refused("rename in place", run("rename", old, old, "--add-prefix", "model.", limit=True),
+            before, out)
 
     before = snapshot(out)
     refused("convert to DCP", run("convert", src, os.path.join(out, "m.dcp"), limit=True),
