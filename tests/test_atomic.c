@@ -5,12 +5,15 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <sys/mount.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/time.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "container/atomic.h"
 #include "ckpt.h"
+#include "child.h"
 #include "harness.h"
 
 static char dir[256];
@@ -456,6 +459,113 @@ TEST(backup_rename_fails) {
     remove_dir(dir);
 }
 
+/* A pid that was a process a moment ago and is no more. */
+static long dead_pid(void) {
+    pid_t pid = fork();
+    if (pid == 0) _exit(0);
+    int st;
+    waitpid(pid, &st, 0);
+    return (long)pid;
+}
+
+/* A writer killed mid-write leaves its temporary file; the next commit of
+ * the same target removes it (and a killed backup's), not the temporary
+ * files of other targets or of a live writer. Before, convert's
+ * leftovers stayed forever (only ckpt store gc removed any). */
+TEST(commit_removes_dead_writers_temps) {
+    fresh_dir();
+    const char *t = in_dir("model.pt");
+    char dead[3][512];
+    long pid = dead_pid();
+    snprintf(dead[0], sizeof dead[0], "%s/.model.pt.tmp-%ld-0123456789abcdef", dir, pid);
+    snprintf(dead[1], sizeof dead[1], "%s/.model.pt.bak.tmp-%ld-0123456789abcdef", dir, pid);
+    snprintf(dead[2], sizeof dead[2], "%s/.other.pt.tmp-%ld-0123456789abcdef", dir, pid);
+    for (int i = 0; i < 3; i++) put_file(dead[i], "half a file");
+    ckpt_atomic live;
+    CHECK_EQ_INT(ckpt_atomic_begin(&live, t), 0);
+    CHECK_EQ_INT(ckpt_atomic_write(&live, "live", 4), 0);
+    CHECK_EQ_INT(commit_text(t, "v1", 0), 0);
+    CHECK(has_content(t, "v1"));
+    CHECK(access(dead[0], F_OK) != 0 && access(dead[1], F_OK) != 0);
+    CHECK(access(dead[2], F_OK) == 0);
+    CHECK(live.tmp && access(live.tmp, F_OK) == 0); /* its writer holds the lock */
+    CHECK_EQ_INT(ckpt_atomic_commit(&live, 0), 0);
+    CHECK(has_content(t, "live"));
+    CHECK_EQ_INT(temps_left(), 1);
+    remove_dir(dir);
+}
+
+/* The same for a directory (a DCP checkpoint's): a killed writer's
+ * temporary directory, with its files, goes with the next commit of the
+ * target; a live writer's (it holds the directory's flock) stays. Before,
+ * ckpt convert OUT.dcp killed left .OUT.dcp.tmp-PID-HEX/ forever. */
+TEST(dir_commit_removes_dead_writers_temps) {
+    fresh_dir();
+    char t[512], dead[512], inner[600];
+    snprintf(t, sizeof t, "%s", in_dir("model.dcp"));
+    snprintf(dead, sizeof dead, "%s/.model.dcp.tmp-%ld-0123456789abcdef", dir, dead_pid());
+    CHECK_EQ_INT(mkdir(dead, 0755), 0);
+    snprintf(inner, sizeof inner, "%s/__0_0.distcp", dead);
+    put_file(inner, "half a shard");
+    ckpt_atomic_dir live, d;
+    CHECK_EQ_INT(ckpt_atomic_dir_begin(&live, t), 0);
+    CHECK_EQ_INT(ckpt_atomic_dir_begin(&d, t), 0);
+    snprintf(inner, sizeof inner, "%s/.metadata", d.tmp);
+    put_file(inner, "meta");
+    CHECK_EQ_INT(ckpt_atomic_dir_commit(&d), 0);
+    CHECK(access(dead, F_OK) != 0);
+    CHECK(live.tmp && access(live.tmp, F_OK) == 0);
+    snprintf(inner, sizeof inner, "%s/.metadata", t);
+    CHECK(has_content(inner, "meta"));
+    ckpt_atomic_dir_abort(&live);
+    CHECK_EQ_INT(temps_left(), 0);
+    unlink(inner);
+    rmdir(t);
+    remove_dir(dir);
+}
+
+/* A file size limit (ulimit -f): the kernel answers a write past it with
+ * SIGXFSZ, which kills the process. The write fails with EFBIG instead,
+ * before it reaches the kernel; the target keeps its old bytes and no
+ * temporary file is left. In a child: the limit is process-wide. Before
+ * the fix the child died of SIGXFSZ. */
+static int write_past_limit(const void *arg) {
+    (void)arg;
+    const char *t = in_dir("limited.pt");
+    struct rlimit r = {64 << 10, 64 << 10};
+    if (setrlimit(RLIMIT_FSIZE, &r) != 0) return 10;
+    size_t n = 1u << 20;
+    char *big = malloc(n);
+    if (!big) return 11;
+    memset(big, 'x', n);
+    ckpt_atomic a;
+    if (ckpt_atomic_begin(&a, t) != 0) return 12;
+    if (ckpt_atomic_write(&a, "head", 4) != 0) return 13;
+    if (ckpt_atomic_write(&a, big, n) != CKPT_E_IO) return 14;
+    if (!message_has("RLIMIT_FSIZE") || !message_has(strerror(EFBIG))) return 15;
+    if (ckpt_error_last()->offset != 64 << 10) return 16;
+    if (ckpt_atomic_commit(&a, 0) != CKPT_E_IO) return 17;
+    /* small writes (collected) up to the limit itself still commit */
+    if (ckpt_atomic_begin(&a, in_dir("small.pt")) != 0) return 18;
+    for (size_t i = 0; i < (64 << 10) / 1024; i++)
+        if (ckpt_atomic_write(&a, big, 1024) != 0) return 19;
+    if (ckpt_atomic_write(&a, "!", 1) != CKPT_E_IO) return 20;
+    ckpt_atomic_abort(&a);
+    free(big);
+    return 0;
+}
+
+TEST(write_past_file_size_limit) {
+    fresh_dir();
+    const char *t = in_dir("limited.pt");
+    put_file(t, "old model");
+    CHECK_EQ_INT(run_child(write_past_limit, NULL, 60), 0);
+    CHECK(has_content(t, "old model"));
+    CHECK(access(in_dir("small.pt"), F_OK) != 0);
+    CHECK_EQ_INT(temps_left(), 0);
+    remove_dir(dir);
+}
+
 /* A real full file system: a 1 MiB tmpfs. Needs the right to mount. */
 TEST(tmpfs_full) {
     char mnt[256];
@@ -513,6 +623,9 @@ int main(void) {
     RUN(abort_removes_temp);
     RUN(backup_keeps_previous);
     RUN(backup_rename_fails);
+    RUN(commit_removes_dead_writers_temps);
+    RUN(dir_commit_removes_dead_writers_temps);
+    RUN(write_past_file_size_limit);
     RUN(tmpfs_full);
     return harness_end();
 }

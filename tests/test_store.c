@@ -512,6 +512,19 @@ TEST(commit_with_writer) {
     CHECK(rc == CKPT_E_CHECKSUM || rc == CKPT_E_FORMAT);
     CHECK(!exists("w-3.pt"));
 
+    /* replacing a committed step with bytes that do not verify: refused
+     * before the rename, so the step keeps its generation (before, the
+     * new file was renamed over it, failed verification and was removed:
+     * step 1 was gone) */
+    ckpt_store_options ro = CKPT_STORE_OPTIONS_INIT;
+    ro.replace = 1;
+    w.n = n / 2;
+    CHECK(ckpt_store_commit_with(NULL, 0, dir, "w", 1, ".pt", write_bytes, &w, &ro) < 0);
+    CHECK(strstr(ckpt_error_last()->message, "nothing committed") != NULL);
+    CHECK(same_bytes(in_dir("w-1.pt"), TRAIN_PT));
+    CHECK_EQ_STR(pointer(), "w-1.pt\n");
+    w.n = n;
+
     /* the writer's own error comes back as is */
     w.fail_with = CKPT_E_UNSUPPORTED;
     CHECK_EQ_INT(ckpt_store_commit_with(NULL, 0, dir, "w", 4, ".pt", write_bytes, &w, NULL),
@@ -665,6 +678,36 @@ TEST(events_say_what_happened) {
     heard[0] = '\0';
     CHECK_EQ_INT(ckpt_store_gc(NULL, dir, &o), 0);
     CHECK_EQ_STR(heard, "1:.run-9.pt.tmp-1-0123456789abcdef ");
+    remove_dir();
+}
+
+/* A commit removes the temporary files and directories writers killed
+ * earlier left (gc's rule, under the store lock), not a live writer's
+ * file: kill -9 in a loop
+ * no longer fills the store with .run-N.pt.tmp-PID-HEX files, each of a
+ * different target (before, only ckpt store gc removed them). */
+TEST(commit_removes_killed_writers_temps) {
+    fresh_dir();
+    CHECK_EQ_INT(commit(TRAIN_PT, 1, 3), 0);
+    pid_t child = fork();
+    if (child == 0) _exit(0);
+    waitpid(child, NULL, 0); /* a pid that is gone */
+    char dead[128], dead_latest[128], mine[128], dead_dir[128];
+    snprintf(dead, sizeof dead, ".run-2.pt.tmp-%ld-0123456789abcdef", (long)child);
+    snprintf(dead_latest, sizeof dead_latest, ".LATEST.tmp-%ld-0123456789abcdef", (long)child);
+    snprintf(mine, sizeof mine, ".run-3.pt.tmp-%ld-fedcba9876543210", (long)getpid());
+    snprintf(dead_dir, sizeof dead_dir, ".run-5.dcp.tmp-%ld-0123456789abcdef", (long)child);
+    touch_temp(dead, 0);
+    touch_temp(dead_latest, 0);
+    touch_temp(mine, 0);
+    CHECK_EQ_INT(mkdir(in_dir(dead_dir), 0755), 0);
+    char heard[512] = "";
+    CHECK_EQ_INT(commit_heard(heard, TRAIN_PT, 4, 3), 0);
+    CHECK(!exists(dead) && !exists(dead_latest) && !exists(dead_dir));
+    CHECK(exists(mine) && exists("run-1.pt") && exists("run-4.pt"));
+    /* LATEST's went with LATEST's own commit (ckpt_atomic_commit), the
+     * generation's with the sweep, which tells */
+    CHECK(strstr(heard, dead) != NULL);
     remove_dir();
 }
 
@@ -983,6 +1026,7 @@ int main(void) {
     RUN(commit_faults);
     RUN(gc_removes_stale_temporaries);
     RUN(events_say_what_happened);
+    RUN(commit_removes_killed_writers_temps);
     RUN(dcp_directory_generations);
     RUN(commit_dir);
     RUN(commit_dcp_source);

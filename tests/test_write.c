@@ -1429,6 +1429,69 @@ TEST(atomic_faults) {
     }
 }
 
+/* A sharded set saved again as as many shards (the same names), with a
+ * failure part way: none of the old set's files is replaced, so its index
+ * still names the old set whole. Before, the shards written before the
+ * failure replaced theirs and the old index named a mix of both sets. */
+TEST(sharded_resave_fails_midway) {
+    static const char *ops[] = {"write", "fsync", "rename"};
+    static const char *shards[] = {"m-00001-of-00004.safetensors", "m-00002-of-00004.safetensors",
+                                   "m-00003-of-00004.safetensors", "m-00004-of-00004.safetensors",
+                                   "m.safetensors.index.json"};
+    float va[64], vb[64];
+    static const uint64_t sh[1] = {64};
+    for (int i = 0; i < 64; i++) va[i] = (float)i, vb[i] = (float)-i;
+    for (int v = 0; v < 2; v++) {
+        fresh_tree();
+        ckpt_value *root = D();
+        char k[8];
+        for (int i = 0; i < 4; i++) {
+            snprintf(k, sizeof k, "w%d", i);
+            set(root, k, T(CKPT_DT_F32, 1, sh, v ? vb : va, sizeof va));
+        }
+        CHECK_EQ_INT(ckpt_tree_write(root, tpath(v ? "b.safetensors" : "a.safetensors"),
+                                     CKPT_FORMAT_SAFETENSORS, NULL),
+                     0);
+    }
+    ckpt_convert_options o = CKPT_CONVERT_OPTIONS_INIT;
+    o.max_shard_size = 256;
+    char out[256], src_a[256], src_b[256], path[5][256];
+    snprintf(out, sizeof out, "%s", tpath("m.safetensors"));
+    snprintf(src_a, sizeof src_a, "%s", tpath("a.safetensors"));
+    snprintf(src_b, sizeof src_b, "%s", tpath("b.safetensors"));
+    for (int i = 0; i < 5; i++) snprintf(path[i], sizeof path[i], "%s", tpath(shards[i]));
+    unsigned char *before[5];
+    size_t len[5];
+    for (size_t op = 0; op < 3; op++) {
+        for (uint64_t n = 1; n < 40; n++) {
+            CHECK_EQ_INT(ckpt_convert(NULL, src_a, out, &o), 0);
+            for (int i = 0; i < 5; i++) before[i] = slurp(path[i], &len[i]);
+            ckpt_atomic_fail_nth(ops[op], n, EIO);
+            int rc = ckpt_convert(NULL, src_b, out, &o);
+            ckpt_atomic_fail_nth(ops[op], 0, 0);
+            CHECK_EQ_INT(count_temporaries(), 0);
+            int changed = 0;
+            for (int i = 0; i < 5; i++) {
+                size_t m = 0;
+                unsigned char *now = slurp(path[i], &m);
+                changed += i < 4 && !(now && before[i] && m == len[i] &&
+                                      memcmp(now, before[i], m) == 0);
+                free(now);
+                free(before[i]);
+            }
+            if (rc == 0) {
+                CHECK_EQ_INT(changed, 4);
+                break; /* past the last call of this operation */
+            }
+            CHECK_EQ_INT(rc, CKPT_E_IO);
+            /* the old set whole (every write and fsync before the renames);
+             * once they began, no index, or the new set whole */
+            CHECK(changed == 0 || changed == 4 || access(path[4], F_OK) != 0);
+            if (strcmp(ops[op], "write") == 0) CHECK_EQ_INT(changed, 0);
+        }
+    }
+}
+
 static int fail_at; /* the allocation that fails (fail_alloc.h) */
 
 /* Every allocation failing in turn, through convert (open, structure
@@ -1572,6 +1635,7 @@ int main(void) {
     RUN(verify_digests);
     RUN(hostile_structure);
     RUN(atomic_faults);
+    RUN(sharded_resave_fails_midway);
     RUN(allocation_failures);
     RUN(stream_pieces_on_the_file_grid);
     ckpt_tree_free(tree);

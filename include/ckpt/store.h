@@ -47,7 +47,7 @@ extern "C" {
 typedef enum ckpt_store_event {
     /* commit, prune: a generation pruning removed */
     CKPT_STORE_EVENT_PRUNED = 0,
-    /* gc: a stale temporary file or directory removed */
+    /* gc, and commit: a stale temporary file or directory removed */
     CKPT_STORE_EVENT_TEMP_REMOVED = 1,
     /* commit: the generation LATEST names once it moved (the new one, or
      * a newer one that verifies and keeps it) */
@@ -96,15 +96,20 @@ CKPT_API int ckpt_store_options_init(ckpt_store_options *opts, unsigned version)
  * through the atomic commit (fsync of the file and of dir); a DCP
  * directory source (dcp.save's output) has every regular file in it copied
  * into a staging directory and is committed as "dir/NAME-STEP.dcp" by
- * ckpt_store_stage_dir and ckpt_store_commit_dir (below); it is then
- * re-read (sequentially, pread with readahead hints; its pages stay in
- * the page cache, as a torch.save file's would), opened and verified
- * fully; only then is LATEST replaced (atomically) to name the newest
+ * ckpt_store_stage_dir and ckpt_store_commit_dir (below). The file is
+ * re-read under its temporary name (sequentially, pread with readahead
+ * hints; its pages stay in the page cache, as a torch.save file's would),
+ * opened and verified fully before it is renamed to its generation's
+ * name (so a replaced step keeps its generation when the new one does
+ * not verify); only then is LATEST replaced (atomically) to name the newest
  * verified generation (normally the new one; a verified generation with a
  * higher step keeps it), and only then are generations beyond opts->keep
- * pruned as ckpt_store_prune does (the new generation is never pruned).
+ * pruned as ckpt_store_prune does (the new generation is never pruned),
+ * and what writers killed earlier left removed as ckpt_store_gc removes
+ * it (CKPT_STORE_EVENT_TEMP_REMOVED): temporary files, and temporary
+ * directories where the store lock works.
  * Pruning verifies up to keep - 1 older generations (the new one is known
- * good). A generation that fails verification is removed again and LATEST
+ * good). A generation that fails verification is removed and LATEST
  * is not touched. Once it verifies, the generation is committed even if
  * moving LATEST or pruning then fails: the call returns that failure with
  * a message saying the generation was committed, and *path is filled.

@@ -7,6 +7,7 @@
  * wrapper that the fault-injection hook can make fail. */
 #include "container/atomic.h"
 
+#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -16,6 +17,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/resource.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -137,6 +139,67 @@ char *ckpt_atomic_temp_name(const char *path) {
     return t;
 }
 
+int ckpt_atomic_parse_temp(const char *file, long *pid) {
+    const char *t = NULL;
+    for (const char *p = strstr(file, ".tmp-"); p; p = strstr(p + 1, ".tmp-")) t = p;
+    if (file[0] != '.' || !t || t < file + 2) return 0;
+    const char *p = t + 5;
+    long v = 0;
+    int digits = 0;
+    for (; isdigit((unsigned char)*p); p++, digits++) {
+        if (digits == 9) return 0; /* pids stay below 2^22 on Linux */
+        v = v * 10 + (*p - '0');
+    }
+    if (digits == 0 || v == 0 || *p++ != '-') return 0;
+    for (int i = 0; i < 16; i++, p++)
+        if (!isdigit((unsigned char)*p) && !(*p >= 'a' && *p <= 'f')) return 0;
+    if (*p != '\0') return 0;
+    *pid = v;
+    return 1;
+}
+
+/* Removes the files in the directory fd (flat), then `name` from the
+ * directory `at`; 0 or an errno. */
+static int remove_flat(int fd, int at, const char *name) {
+    int dup_fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+    DIR *d = dup_fd >= 0 ? fdopendir(dup_fd) : NULL;
+    if (!d) {
+        if (dup_fd >= 0) close(dup_fd);
+        return errno;
+    }
+    for (struct dirent *e; (e = readdir(d)) != NULL;)
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+            (void)ckpt_atomic_remove_at(dirfd(d), e->d_name);
+    closedir(d);
+    return unlinkat(at, name, AT_REMOVEDIR) == 0 || errno == ENOENT ? 0 : errno;
+}
+
+int ckpt_atomic_reap_at(int dirfd, const char *name, const struct stat *st, time_t now,
+                        uint64_t stale_s, int dirs) {
+    long pid;
+    int dir = S_ISDIR(st->st_mode);
+    if (!(S_ISREG(st->st_mode) || (dirs && dir)) || !ckpt_atomic_parse_temp(name, &pid)) return 0;
+    int fd = openat(dirfd, name,
+                    O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | (dir ? O_DIRECTORY : 0));
+    if (fd < 0) return 0;
+    int locked = flock(fd, LOCK_EX | LOCK_NB) != 0;
+    int no_flock =
+        locked && (errno == ENOLCK || errno == EOPNOTSUPP || errno == EINVAL || errno == ENOSYS);
+    int dead = kill((pid_t)pid, 0) != 0 && errno == ESRCH;
+    int old = now - st->st_mtime >= 0 && (uint64_t)(now - st->st_mtime) >= stale_s;
+    /* unlocked and (dead or old): the PID check only covers the moment
+     * between a temporary file's creation and its writer's lock */
+    if ((locked && !no_flock) || (!dead && !old)) {
+        close(fd);
+        return 0;
+    }
+    int err = dir                                      ? remove_flat(fd, dirfd, name)
+              : ckpt_atomic_remove_at(dirfd, name) != 0 && errno != ENOENT ? errno
+                                                                           : 0;
+    close(fd);
+    return err ? -err : 1;
+}
+
 /* The directory of `path` ("." when it has no slash) into buf. No
  * allocation: it runs after the rename, where failing would be a lie. */
 static int dir_of(const char *path, char *buf, size_t cap) {
@@ -155,6 +218,8 @@ static void discard_temp(ckpt_atomic *a) {
     if (!a->tmp) return;
     if (a->fd >= 0) close(a->fd);
     a->fd = -1;
+    if (a->lock >= 0) close(a->lock);
+    a->lock = -1;
     unlink(a->tmp);
     ckpt_free(a->tmp);
     a->tmp = NULL;
@@ -195,8 +260,18 @@ static int claim(int fd) {
     return fstat(fd, &st) != 0 || st.st_nlink > 0;
 }
 
+/* The file size limit, RLIMIT_FSIZE (UINT64_MAX: none). The kernel
+ * answers a write past it with SIGXFSZ, whose default action kills the
+ * process (core dump): put() refuses such a write with EFBIG instead, so
+ * that a `ulimit -f` or a quota-like limit is an error, never a death. */
+static uint64_t fsize_limit(void) {
+    struct rlimit r;
+    if (getrlimit(RLIMIT_FSIZE, &r) != 0 || r.rlim_cur == RLIM_INFINITY) return UINT64_MAX;
+    return (uint64_t)r.rlim_cur;
+}
+
 int ckpt_atomic_begin(ckpt_atomic *a, const char *target) {
-    *a = (ckpt_atomic){.fd = -1};
+    *a = (ckpt_atomic){.fd = -1, .limit = fsize_limit(), .lock = -1};
     size_t len = target ? strlen(target) : 0;
     if (len == 0 || target[len - 1] == '/') {
         a->error = CKPT_E_INVALID_ARG;
@@ -260,6 +335,9 @@ static int put(ckpt_atomic *a, const void *p, size_t n, uint64_t off) {
     }
     if (ckpt_add_overflow(off, n, &end) || end > (uint64_t)INT64_MAX)
         return fail(a, "write", EFBIG, off);
+    if (end > a->limit)
+        return fail(a, "write (past RLIMIT_FSIZE, ulimit -f)", EFBIG,
+                    a->limit > off ? a->limit : off);
     while (n > 0) {
         ssize_t w = sys_pwrite(a->fd, b, n < MAX_IO ? n : MAX_IO, off);
         if (w < 0 && errno == EINTR) continue;
@@ -469,6 +547,59 @@ static int sync_dir(const ckpt_atomic *a) {
     return err ? CKPT_E_IO : 0;
 }
 
+/* 1 when `name` starts with "." + the first TMP_BASE_MAX bytes of base +
+ * suffix + ".tmp-": a temporary name ckpt_atomic_temp_name gives base+suffix. */
+static int temp_of(const char *name, const char *base, const char *suffix) {
+    char stem[TMP_BASE_MAX + 8];
+    int n = snprintf(stem, sizeof stem, "%s%s", base, suffix);
+    size_t len = n < 0 ? 0 : (size_t)n < TMP_BASE_MAX ? (size_t)n : TMP_BASE_MAX;
+    return name[0] == '.' && strncmp(name + 1, stem, len) == 0 &&
+           strncmp(name + 1 + len, ".tmp-", 5) == 0;
+}
+
+void ckpt_atomic_reap_temps(const char *target) {
+    char dir[PATH_MAX];
+    if (!target || dir_of(target, dir, sizeof dir) != 0) return;
+    const char *slash = strrchr(target, '/');
+    const char *base = slash ? slash + 1 : target;
+    if (strlen(base) > TMP_BASE_MAX) return; /* a prefix other names may share */
+    DIR *d = opendir(dir);
+    if (!d) return;
+    time_t now = time(NULL);
+    size_t removed = 0;
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        struct stat st;
+        if ((temp_of(e->d_name, base, "") || temp_of(e->d_name, base, ".bak")) &&
+            fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+            ckpt_atomic_reap_at(dirfd(d), e->d_name, &st, now, CKPT_ATOMIC_STALE_S, 1) == 1)
+            removed++;
+    }
+    closedir(d);
+    if (removed) {
+        const char *op;
+        (void)fsync_dir_errno(dir, &op);
+    }
+}
+
+int ckpt_atomic_finish(ckpt_atomic *a) {
+    if (a->error) return a->error;
+    if (!a->tmp)
+        return ckpt_err(CKPT_E_INVALID_ARG, a->target ? a->target : "", NULL, CKPT_NO_OFFSET,
+                        "finish without a successful ckpt_atomic_begin");
+    if (a->fd < 0) return 0; /* finished already */
+    if (drain(a) != 0) return a->error;
+    if (sys_fsync(a->fd) != 0) return fail(a, "fsync", errno, CKPT_NO_OFFSET);
+    /* a duplicate keeps the writer's lock (claim) until the rename, past
+     * the close whose error must be checked */
+    int fd = a->fd;
+    a->fd = -1;
+    a->lock = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+    if (close(fd) != 0) return fail(a, "close", errno, CKPT_NO_OFFSET);
+    ckpt_free(a->pending);
+    a->pending = NULL;
+    return 0;
+}
+
 int ckpt_atomic_commit(ckpt_atomic *a, int backup) {
     int rc = a->error;
     if (!rc && !a->tmp)
@@ -479,28 +610,18 @@ int ckpt_atomic_commit(ckpt_atomic *a, int backup) {
         release(a);
         return rc;
     }
-    /* a duplicate keeps the writer's lock (claim) until the rename, past
-     * the close whose error must be checked */
-    int lock = -1;
-    if (drain(a) != 0) {
-        rc = a->error;
-    } else if (sys_fsync(a->fd) != 0) {
-        rc = fail(a, "fsync", errno, CKPT_NO_OFFSET);
-    } else {
-        int fd = a->fd;
-        a->fd = -1;
-        lock = fcntl(fd, F_DUPFD_CLOEXEC, 0);
-        if (close(fd) != 0) rc = fail(a, "close", errno, CKPT_NO_OFFSET);
-    }
+    rc = ckpt_atomic_finish(a);
     if (!rc && backup) rc = backup_target(a);
     if (!rc && sys_rename(a->tmp, a->target) != 0) rc = fail(a, "rename", errno, CKPT_NO_OFFSET);
-    if (lock >= 0) close(lock);
     if (!rc) {
         /* the temporary name is gone: the target is the new file now */
+        if (a->lock >= 0) close(a->lock);
+        a->lock = -1;
         ckpt_free(a->tmp);
         a->tmp = NULL;
         a->renamed = 1;
-        rc = sync_dir(a);
+        if (!a->in_a_row) rc = sync_dir(a);
+        if (rc == 0 && !a->in_a_row) ckpt_atomic_reap_temps(a->target);
     }
     release(a);
     if (rc) a->error = rc;
@@ -523,7 +644,7 @@ static int empty_dir(const char *path) {
 }
 
 int ckpt_atomic_dir_begin(ckpt_atomic_dir *d, const char *target) {
-    *d = (ckpt_atomic_dir){0};
+    *d = (ckpt_atomic_dir){.lock = -1};
     size_t len = target ? strlen(target) : 0;
     while (len > 1 && target[len - 1] == '/') len--;
     if (len == 0 || (len == 1 && target[0] == '/'))
@@ -548,7 +669,17 @@ int ckpt_atomic_dir_begin(ckpt_atomic_dir *d, const char *target) {
             ckpt_atomic_dir_abort(d);
             return ckpt_err_nomem();
         }
-        if (ckpt_atomic_mkdir(d->tmp) == 0) return 0;
+        if (ckpt_atomic_mkdir(d->tmp) == 0) {
+            /* the writer's lock, as claim() takes a file's; a directory
+             * reaped between the mkdir and the lock is made again */
+            d->lock = open(d->tmp, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+            if (d->lock < 0 || claim(d->lock)) return 0;
+            close(d->lock);
+            d->lock = -1;
+            ckpt_free(d->tmp);
+            d->tmp = NULL;
+            continue;
+        }
         int err = errno;
         if (err != EEXIST || tries == 7) {
             ckpt_err(CKPT_E_IO, d->target, NULL, CKPT_NO_OFFSET,
@@ -567,6 +698,7 @@ int ckpt_atomic_dir_begin(ckpt_atomic_dir *d, const char *target) {
 
 void ckpt_atomic_dir_abort(ckpt_atomic_dir *d) {
     if (d->tmp) {
+        if (d->lock >= 0) close(d->lock);
         DIR *dir = opendir(d->tmp);
         if (dir) {
             for (struct dirent *e; (e = readdir(dir));)
@@ -596,6 +728,8 @@ int ckpt_atomic_dir_commit(ckpt_atomic_dir *d) {
     }
     ckpt_free(d->tmp);
     d->tmp = NULL;
+    if (d->lock >= 0) close(d->lock);
+    d->lock = -1;
     char parent[PATH_MAX];
     const char *op = "fsync of directory";
     int err =
@@ -605,6 +739,8 @@ int ckpt_atomic_dir_commit(ckpt_atomic_dir *d) {
                       "%s failed for %s: %s; the directory was renamed into place but the "
                       "rename may not survive a crash",
                       op, d->target, strerror(err));
+    else
+        ckpt_atomic_reap_temps(d->target);
     ckpt_atomic_dir_abort(d);
     return rc;
 }

@@ -38,6 +38,8 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
+#include <time.h>
 
 typedef struct ckpt_atomic {
     int fd;           /* the temporary file, -1 when closed */
@@ -52,6 +54,16 @@ typedef struct ckpt_atomic {
                          should hold, then as much scratch for reading */
     int renamed;      /* commit renamed the file into place (then a failure
                          is the directory's fsync: the target is new) */
+    uint64_t limit;   /* RLIMIT_FSIZE's soft limit at begin, bytes
+                         (UINT64_MAX: none); see ckpt_atomic_write */
+    int lock;         /* after finish: a duplicate of the closed file's
+                         descriptor holding the writer's flock until the
+                         rename (-1: none) */
+    int in_a_row;     /* set by the caller before commit: the rename is one
+                         of a row, after which the caller fsyncs the
+                         directory once (ckpt_atomic_sync_dir) and calls
+                         ckpt_atomic_reap_temps for each target; commit
+                         does neither */
 } ckpt_atomic;
 
 /* Creates the temporary file next to `target`. Returns 0, CKPT_E_IO (e.g.
@@ -67,7 +79,10 @@ int ckpt_atomic_begin(ckpt_atomic *a, const char *target);
  * a third more CPU time on a 64 MiB convert, bench/bench_convert.py). */
 #define CKPT_ATOMIC_WINDOW ((size_t)256 << 10)
 /* Appends n bytes at the end of the temporary file (retrying short writes
- * and EINTR). Returns 0 or the sticky code; on the first failure the
+ * and EINTR). A write that would end past the file size limit
+ * (RLIMIT_FSIZE, `ulimit -f`, as it was at begin) fails with EFBIG before
+ * it reaches the kernel, which would otherwise send SIGXFSZ and kill the
+ * process (its default action). Returns 0 or the sticky code; on the first failure the
  * temporary file is closed and removed at once (a full disk gets its space
  * back) and a->error is set. Every 32 MiB it asks the kernel to start
  * writing the bytes so far to disk (sync_file_range, a hint; real errors
@@ -82,10 +97,21 @@ int ckpt_atomic_write(ckpt_atomic *a, const void *p, size_t n);
  * end: a->written is always the file's size; the patch (and a gap, as
  * zeros) is read back at once. 0 or the sticky code. */
 int ckpt_atomic_pwrite(ckpt_atomic *a, const void *p, size_t n, uint64_t off);
-/* fsync and close, optional backup (backup != 0: the old target, if any,
+/* Ends the writing without renaming: every byte read back, fsync, close
+ * (the writer's flock stays held, on one descriptor, until commit or
+ * abort). For files committed together (a sharded set whose names
+ * replace files of the set it replaces): each one is finished, then all
+ * are renamed in a row, so a failure while writing any of them replaces
+ * none. 0, or the sticky code (the temporary file removed, as for a
+ * failed write); a second call does nothing. */
+int ckpt_atomic_finish(ckpt_atomic *a);
+/* finish (if not done yet), optional backup (backup != 0: the old target, if any,
  * becomes target.bak through a hard link renamed over target.bak, so the
  * .bak is itself replaced atomically), rename over the target, fsync of the
- * directory. On failure before the rename the temporary file is removed
+ * directory; then the temporary files of the same target (and of its
+ * .bak) that writers killed earlier left behind are removed
+ * (ckpt_atomic_reap_at), so a crash's leftovers go with the next write
+ * of that file. On failure before the rename the temporary file is removed
  * and the target is untouched (target.bak may already hold a copy of it).
  * A failing directory fsync comes after the rename: the target is then the
  * new file, and CKPT_E_IO says the rename may not survive a crash.
@@ -104,6 +130,33 @@ int ckpt_atomic_sync_dir(const char *dir);
  * `path`, in its directory (the name gc recognises); NULL when out of
  * memory. The store renames a doomed generation directory to one. */
 char *ckpt_atomic_temp_name(const char *path);
+/* 1 when `name` is a temporary name ".X.tmp-PID-HEX16" (ckpt_atomic_temp_name's),
+ * with *pid set; else 0. */
+int ckpt_atomic_parse_temp(const char *name, long *pid);
+/* The one rule for removing a temporary file a writer left (killed, or
+ * its machine crashed): the regular file `name` of dirfd (st: its lstat)
+ * is removed when no live writer holds its flock (atomic writers hold it
+ * from creation to rename). Where the filesystem has no flock, only when
+ * its PID is not a process on this machine or it was not modified for
+ * stale_s seconds (before `now`). The lock is held while unlinking, so no
+ * writer claims the file meanwhile (begin gives up a file unlinked before
+ * its lock). 1 removed, 0 kept (live, or not a temporary file), or
+ * -errno when the unlink failed. ckpt_store_gc, and every commit for the
+ * temporary files of its own target. With dirs, a directory (a
+ * ckpt_atomic_dir's, locked the same way) is removed too, with the
+ * regular files in it (it is flat); ckpt_store_gc passes 0 (its staging
+ * directories carry no lock of their own: the store lock tells). */
+int ckpt_atomic_reap_at(int dirfd, const char *name, const struct stat *st, time_t now,
+                        uint64_t stale_s, int dirs);
+/* The temporary files and directories of `target` (and of its .bak) that
+ * writers killed earlier left in its directory removed (ckpt_atomic_reap_at), and the
+ * directory fsync'd if any was. Best effort, nothing reported: what commit
+ * does after its rename. */
+void ckpt_atomic_reap_temps(const char *target);
+/* Temporary files of dead writers older than this are removed by commit
+ * also where the filesystem has no flock (ckpt_store_gc's default). */
+#define CKPT_ATOMIC_STALE_S ((uint64_t)60 * 60)
+
 /* Removes the temporary file and frees a's strings. Safe after commit, after
  * a failed begin, and on a zero-initialised struct. */
 void ckpt_atomic_abort(ckpt_atomic *a);
@@ -143,10 +196,15 @@ int ckpt_atomic_sync_file(const char *path);
  *     else ckpt_atomic_dir_abort(&d);
  *
  * Any failure before the rename leaves no directory behind (abort, or a
- * failed commit, removes the files in the temporary directory and it). */
+ * failed commit, removes the files in the temporary directory and it).
+ * The temporary directory carries its writer's flock until the rename: a
+ * commit removes the temporary directories of the same target that
+ * writers killed earlier left (ckpt_atomic_reap_at's rule). */
 typedef struct ckpt_atomic_dir {
     char *target; /* ckpt_malloc'd, without trailing slashes */
     char *tmp;    /* ckpt_malloc'd temporary directory, NULL once gone */
+    int lock;     /* while tmp is set: tmp opened, holding the writer's
+                     flock (-1: none), as a file's writer holds one */
 } ckpt_atomic_dir;
 /* 0; CKPT_E_INVALID_ARG (empty path, or the target exists and is not an
  * empty directory); CKPT_E_IO (mkdir failed: "open" for fault injection);

@@ -286,18 +286,28 @@ static int verify_output(const char *tmp, const char *out, const ckpt_open_optio
                     "the converted file does not read back, so it was not written: %s", msg);
 }
 
+/* ckpt_write_value into a's temporary file beside `out`, verified and
+ * finished (ckpt_atomic_finish), not renamed yet; on failure nothing is
+ * left (a aborted). */
+static int write_finished(ckpt_atomic *a, const ckpt_value *root, const char *out,
+                          ckpt_format fmt, const ckpt_write_options *w,
+                          const ckpt_open_options *open, ckpt_write_stats *stats) {
+    int rc = ckpt_atomic_begin(a, out);
+    if (rc) return rc;
+    rc = ckpt_write_value_to(a, root, fmt, w, stats);
+    if (rc == 0) rc = verify_output(a->tmp, out, open, NULL);
+    if (rc == 0) rc = ckpt_atomic_finish(a);
+    if (rc) ckpt_atomic_abort(a);
+    return rc;
+}
+
 /* ckpt_write_value, with the output verified before it replaces `out`. */
 static int write_verified(const ckpt_value *root, const char *out, ckpt_format fmt,
                           const ckpt_write_options *w, const ckpt_open_options *open,
                           ckpt_write_stats *stats) {
     ckpt_atomic a;
-    int rc = ckpt_atomic_begin(&a, out);
-    if (rc) return rc;
-    rc = ckpt_write_value_to(&a, root, fmt, w, stats);
-    if (rc == 0) rc = verify_output(a.tmp, out, open, NULL);
-    if (rc == 0) return ckpt_atomic_commit(&a, w->backup);
-    ckpt_atomic_abort(&a);
-    return rc;
+    int rc = write_finished(&a, root, out, fmt, w, open, stats);
+    return rc ? rc : ckpt_atomic_commit(&a, w->backup);
 }
 
 /* The tree as a DCP directory at `out`, made in a temporary directory
@@ -468,8 +478,10 @@ static int by_seq(const void *x, const void *y) {
  * safetensors and transformers take every listed name as loaded from its
  * shard and would never fill one the shard does not hold (ckpt's reader
  * restores them from the shard). written: NULL (torch shards hold every
- * name), or 1 for each name written under itself. */
-static int write_index(const char *path, uint64_t total, const ckpt_write_options *w,
+ * name), or 1 for each name written under itself. held: NULL to commit
+ * the index, or where it is left finished, not renamed (commit_held). */
+static int write_index(ckpt_atomic *held, const char *path, uint64_t total,
+                       const ckpt_write_options *w,
                        const wr_named *t, size_t n, const char *const *shard_names,
                        const size_t *shard_of, const unsigned char *written) {
     json_t *doc = json_object(), *meta = json_object(), *map = json_object();
@@ -485,13 +497,13 @@ static int write_index(const char *path, uint64_t total, const ckpt_write_option
     char *text = bad ? NULL : json_dumps(doc, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
     json_decref(doc);
     if (!text) return ckpt_err_nomem();
-    ckpt_atomic a;
-    int rc = ckpt_atomic_begin(&a, path);
-    if (!rc) rc = ckpt_atomic_write(&a, text, strlen(text));
-    if (!rc) rc = ckpt_atomic_write(&a, "\n", 1);
+    ckpt_atomic one, *a = held ? held : &one;
+    int rc = ckpt_atomic_begin(a, path);
+    if (!rc) rc = ckpt_atomic_write(a, text, strlen(text));
+    if (!rc) rc = ckpt_atomic_write(a, "\n", 1);
     free(text);
-    if (!rc) return ckpt_atomic_commit(&a, 0);
-    ckpt_atomic_abort(&a);
+    if (!rc) return held ? ckpt_atomic_finish(a) : ckpt_atomic_commit(a, 0);
+    ckpt_atomic_abort(a);
     return rc;
 }
 
@@ -602,6 +614,57 @@ static int retire_indexed_set(const set_names *s, int backup, const ckpt_open_op
     return rc;
 }
 
+/* The held shards, then the held index (held[n]), renamed into place in
+ * a row. The old index goes first (removed, or renamed to .bak),
+ * durably: a crash among the renames leaves shards of both sets and no
+ * index naming them, which loaders refuse, never an index that names a
+ * mix. The old files keep a second name (a temporary one) until the row
+ * is done: a rename over a file's last name frees its blocks there and
+ * then (about 10 ms for 32 MiB here), which stretched the row with the
+ * set's size; with backup, the .bak links do that. The directory is
+ * fsync'd once, after the row. */
+static int commit_held(ckpt_atomic *held, size_t n, const char *index, int backup,
+                       const char *dir) {
+    char **kept = backup ? NULL : ckpt_malloc((n + 1) * sizeof *kept);
+    if (!backup && !kept) return ckpt_err_nomem();
+    for (size_t k = 0; kept && k <= n; k++) {
+        kept[k] = ckpt_atomic_temp_name(held[k].target);
+        if (kept[k] && link(held[k].target, kept[k]) != 0) {
+            ckpt_free(kept[k]); /* none yet, or no hard links here: freed in the row */
+            kept[k] = NULL;
+        }
+    }
+    int rc = 0;
+    struct stat st;
+    if (lstat(index, &st) == 0) {
+        char *bak = backup ? ckpt_malloc(strlen(index) + 5) : NULL;
+        int fail = backup && !bak, err = ENOMEM;
+        if (bak) sprintf(bak, "%s.bak", index);
+        if (!fail) {
+            fail = bak ? ckpt_atomic_rename(index, bak) : ckpt_atomic_remove_at(AT_FDCWD, index);
+            err = errno;
+        }
+        ckpt_free(bak);
+        if (fail)
+            rc = ckpt_err(CKPT_E_IO, index, "", CKPT_NO_OFFSET,
+                          "the new shards are written, but the index they replace could not "
+                          "be %s: %s; nothing replaced",
+                          backup ? "renamed to .bak" : "removed", strerror(err));
+        if (rc == 0) rc = ckpt_atomic_sync_dir(dir);
+    }
+    for (size_t k = 0; rc == 0 && k <= n; k++) {
+        held[k].in_a_row = 1;
+        rc = ckpt_atomic_commit(&held[k], k < n && backup);
+    }
+    if (rc == 0) rc = ckpt_atomic_sync_dir(dir);
+    for (size_t k = 0; kept && k <= n; k++) {
+        if (kept[k]) (void)ckpt_atomic_remove_at(AT_FDCWD, kept[k]);
+        ckpt_free(kept[k]);
+    }
+    ckpt_free(kept);
+    return rc;
+}
+
 static int write_sharded(const ckpt_value *root, const char *out, ckpt_format fmt, uint64_t max,
                          const ckpt_write_options *w, const ckpt_open_options *open, ckpt_arena *a,
                          ckpt_convert_report *r) {
@@ -643,6 +706,20 @@ static int write_sharded(const ckpt_value *root, const char *out, ckpt_format fm
         if (!rc) *r = (ckpt_convert_report){fmt, stats.tensors, stats.bytes, stats.keys, 0};
         if (!rc) rc = retire_indexed_set(&s, w->backup, open, a);
     }
+    /* New shards whose names are taken (a set of as many shards, saved
+     * again) are held under their temporary names until every shard is
+     * written and verified: a failure on the way replaces none of the old
+     * set's files (before, the shards written so far replaced theirs and
+     * the old index named a mix of both sets) */
+    ckpt_atomic *held = NULL;
+    for (size_t k = 0; !rc && names && !held && k < nshards; k++) {
+        struct stat st;
+        const char *path = set_path(&s, names[k], a);
+        if (!path) rc = ckpt_err_nomem();
+        if (!rc && lstat(path, &st) == 0 &&
+            !(held = ckpt_arena_array(a, nshards + 1, sizeof *held))) /* and the index */
+            rc = ckpt_err_nomem();
+    }
     for (size_t k = 0; !rc && names && k < nshards; k++) {
         ckpt_value *shard = ckpt_value_new(a, CKPT_KIND_DICT);
         if (!shard) rc = ckpt_err_nomem();
@@ -654,7 +731,10 @@ static int write_sharded(const ckpt_value *root, const char *out, ckpt_format fm
         }
         ckpt_write_stats stats;
         const char *path = rc ? NULL : set_path(&s, names[k], a);
-        if (!rc) rc = path ? write_verified(shard, path, fmt, w, open, &stats) : ckpt_err_nomem();
+        if (!rc && !path) rc = ckpt_err_nomem();
+        if (!rc)
+            rc = held ? write_finished(&held[k], shard, path, fmt, w, open, &stats)
+                      : write_verified(shard, path, fmt, w, open, &stats);
         if (!rc) {
             r->tensors += stats.tensors;
             r->bytes += stats.bytes;
@@ -667,7 +747,13 @@ static int write_sharded(const ckpt_value *root, const char *out, ckpt_format fm
             written = ckpt_arena_alloc(a, n ? n : 1);
             rc = written ? ckpt_wr_safetensors_written(t, n, written) : ckpt_err_nomem();
         }
-        if (!rc) rc = write_index(index, total, w, t, n, names, shard_of, written);
+        if (!rc)
+            rc = write_index(held ? &held[nshards] : NULL, index, total, w, t, n, names, shard_of,
+                             written);
+        if (!rc && held) rc = commit_held(held, nshards, index, w->backup, s.dir);
+        for (size_t k = 0; !rc && held && k < nshards; k++)
+            ckpt_atomic_reap_temps(set_path(&s, names[k], a));
+        if (!rc && held) ckpt_atomic_reap_temps(index);
         /* a file under the one-file name (an earlier save) would shadow
          * the index: transformers and ckpt open that name first */
         if (!rc) rc = retire(s.single, w->backup, "which loaders open before its index");
@@ -677,6 +763,7 @@ static int write_sharded(const ckpt_value *root, const char *out, ckpt_format fm
         r->format = fmt;
         r->shards = nshards;
     }
+    for (size_t k = 0; held && k <= nshards; k++) ckpt_atomic_abort(&held[k]);
     json_decref(old);
     if (rc && s.made_dir) rmdir(s.dir); /* only while still empty */
     ckpt_wr_named_free(t, n);

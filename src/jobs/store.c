@@ -15,7 +15,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,26 +64,6 @@ static int parse_generation(const char *file, size_t *namelen, uint64_t *step) {
             return 0;
     *namelen = d - 1;
     *step = v;
-    return 1;
-}
-
-/* ".X.tmp-PID-HEX16" (atomic.c's temporary names): 1 with *pid set. */
-static int parse_temp(const char *file, long *pid) {
-    const char *t = NULL;
-    for (const char *p = strstr(file, ".tmp-"); p; p = strstr(p + 1, ".tmp-")) t = p;
-    if (file[0] != '.' || !t || t < file + 2) return 0;
-    const char *p = t + 5;
-    long v = 0;
-    int digits = 0;
-    for (; isdigit((unsigned char)*p); p++, digits++) {
-        if (digits == 9) return 0; /* pids stay below 2^22 on Linux */
-        v = v * 10 + (*p - '0');
-    }
-    if (digits == 0 || v == 0 || *p++ != '-') return 0;
-    for (int i = 0; i < 16; i++, p++)
-        if (!isdigit((unsigned char)*p) && !(*p >= 'a' && *p <= 'f')) return 0;
-    if (*p != '\0') return 0;
-    *pid = v;
     return 1;
 }
 
@@ -709,34 +688,20 @@ static int gc_dir(gc_state *g, int dirfd, const char *name) {
     return 0;
 }
 
-/* each_file visitor of gc: removes a temporary file no live writer holds,
- * or a temporary directory no live coordinator does. */
+/* each_file visitor of gc: removes a temporary file no live writer holds
+ * (ckpt_atomic_reap_at's rule), or a temporary directory no live
+ * coordinator does. */
 static int gc_file(void *ctx, int dirfd, const char *name, const struct stat *st) {
     gc_state *g = ctx;
     long pid;
-    if (!parse_temp(name, &pid)) return 0;
+    if (!ckpt_atomic_parse_temp(name, &pid)) return 0;
     if (S_ISDIR(st->st_mode)) return gc_dir(g, dirfd, name);
-    /* a live writer holds its file's flock (atomic.c); holding it
-     * ourselves while unlinking keeps a writer from claiming the file
-     * meanwhile. Without flock, only PIDs and age can tell. */
-    int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-    if (fd < 0) return 0;
-    int locked = flock(fd, LOCK_EX | LOCK_NB) != 0;
-    int no_flock =
-        locked && (errno == ENOLCK || errno == EOPNOTSUPP || errno == EINVAL || errno == ENOSYS);
-    int dead = kill((pid_t)pid, 0) != 0 && errno == ESRCH;
-    int old = g->now - st->st_mtime >= (time_t)g->o->stale_minutes * 60;
-    /* unlocked and (dead or old): the PID check only covers the moment
-     * between a staging file's creation and its writer's lock */
-    if ((locked && !no_flock) || (!dead && !old)) {
-        close(fd);
-        return 0;
-    }
-    int err = ckpt_atomic_remove_at(dirfd, name) != 0 && errno != ENOENT ? errno : 0;
-    close(fd);
-    if (err)
+    int rc = ckpt_atomic_reap_at(dirfd, name, st, g->now, (uint64_t)g->o->stale_minutes * 60, 0);
+    if (rc < 0)
         return ckpt_err(CKPT_E_IO, g->dir, NULL, CKPT_NO_OFFSET,
-                        "cannot remove temporary file %s in %s: %s", name, g->dir, strerror(err));
+                        "cannot remove temporary file %s in %s: %s", name, g->dir,
+                        strerror(-rc));
+    if (rc == 0) return 0;
     g->count++;
     event(g->o, CKPT_STORE_EVENT_TEMP_REMOVED, name);
     return 0;
@@ -764,6 +729,18 @@ int ckpt_store_gc(size_t *removed, const char *dir, const ckpt_store_options *op
     int rc = ckpt_store_gc_count(&files, &dirs, dir, opts);
     if (removed) *removed = files + dirs;
     return rc;
+}
+
+/* After a commit, under the store lock (lock: its descriptor, -1 where
+ * the filesystem has no flock): the temporary files that writers killed
+ * earlier left (a generation's, LATEST's) go, as gc removes them, so that
+ * kill -9 in a loop does not fill the disk with them. So do temporary
+ * directories when the lock is held: a coordinator holds it from staging
+ * to the end, so none is live (gc's rule). Best effort. */
+static void sweep_temps(const char *dir, const ckpt_store_options *o, int lock) {
+    gc_state g = {.dir = dir, .o = o, .now = time(NULL), .lock = lock >= 0 ? lock : -1};
+    (void)each_file(dir, gc_file, &g);
+    if (g.count) (void)ckpt_atomic_sync_dir(dir);
 }
 
 /* ------------------------------------------------------------ latest */
@@ -934,6 +911,20 @@ int ckpt_store_commit_with(char *path, size_t cap, const char *dir, const char *
     if (rc == 0) rc = ckpt_atomic_begin(&a, target);
     if (rc == 0) {
         rc = write(ctx, &a);
+        /* verified under its temporary name, before the rename: a file
+         * that does not verify never takes the step's name, so a replaced
+         * step (--replace) keeps its previous generation (a source changed
+         * between its verification and the copy, a writer's bad bytes) */
+        if (rc == 0 && (rc = verify_path(a.tmp, o)) != 0) {
+            const ckpt_error *e = ckpt_error_last();
+            char msg[512], member[512];
+            uint64_t off = e->offset;
+            snprintf(msg, sizeof msg, "%s", e->message);
+            snprintf(member, sizeof member, "%s", e->member);
+            rc = ckpt_err(rc, target, member, off,
+                          "%s failed verification after writing; nothing committed: %s", file,
+                          msg);
+        }
         /* the rest in turn with other writers of this store, against the
          * directory as it is now: a step another writer committed
          * meanwhile is refused, and LATEST only moves forward */
@@ -956,20 +947,9 @@ int ckpt_store_commit_with(char *path, size_t cap, const char *dir, const char *
         } else {
             ckpt_atomic_abort(&a);
         }
-        if (rc == 0 && (rc = verify_path(target, o)) != 0) {
-            /* never leave a generation that does not verify under its name */
-            const ckpt_error *e = ckpt_error_last();
-            char msg[512], member[512];
-            uint64_t off = e->offset;
-            snprintf(msg, sizeof msg, "%s", e->message);
-            snprintf(member, sizeof member, "%s", e->member);
-            unlink(target);
-            ckpt_atomic_sync_dir(dir);
-            rc = ckpt_err(rc, target, member, off,
-                          "%s failed verification after writing and was removed: %s", file, msg);
-        }
         if (rc == 0) rc = put_path(path, cap, target);
         if (rc == 0) rc = move_pointer_and_prune(&cur, file, step, o);
+        if (rc == 0) sweep_temps(dir, o, lock);
         unlock_store(lock);
     }
     ckpt_arena_free(&cur.arena);
@@ -1137,6 +1117,7 @@ int ckpt_store_commit_dir(char *path, size_t cap, ckpt_store_stage *st,
         rc = put_path(path, cap, st->target);
     }
     if (rc == 0) rc = move_pointer_and_prune(&cur, st->file, st->step, o);
+    if (rc == 0) sweep_temps(st->dir, o, st->lock);
     ckpt_arena_free(&cur.arena);
     return rc;
 }
@@ -1207,20 +1188,23 @@ static int copy_file(void *ctx, ckpt_atomic *a) {
 }
 
 /* Copies the regular file `name` of the directory `from` (symbolic links
- * followed, as ckpt_open reads them) to a new file of that name in `to`;
- * done and total count the bytes of the whole directory for progress. */
-static int copy_into(int from, int to, const char *src, const char *name,
+ * followed, as ckpt_open reads them) to a new file of that name in the
+ * directory `to`, through ckpt_atomic (read back, fsync'd, renamed, no
+ * write past the file size limit); done and total count the bytes of the
+ * whole directory for progress. */
+static int copy_into(int from, const char *to, const char *src, const char *name,
                      const ckpt_store_options *o, uint64_t *done, uint64_t total,
                      unsigned char *buf) {
+    char target[PATH_MAX];
+    if (snprintf(target, sizeof target, "%s/%s", to, name) >= (int)sizeof target)
+        return ckpt_err(CKPT_E_INVALID_ARG, src, name, CKPT_NO_OFFSET, "path too long: %s/%s", to,
+                        name);
     int in = openat(from, name, O_RDONLY | O_CLOEXEC);
     if (in < 0)
         return ckpt_err(CKPT_E_IO, src, name, CKPT_NO_OFFSET, "cannot open %s/%s: %s", src, name,
                         strerror(errno));
-    int out = openat(to, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-    int rc = out < 0
-                 ? ckpt_err(CKPT_E_IO, src, name, CKPT_NO_OFFSET,
-                            "cannot create %s in the staging directory: %s", name, strerror(errno))
-                 : 0;
+    ckpt_atomic a;
+    int rc = ckpt_atomic_begin(&a, target);
     uint64_t off = 0;
     while (rc == 0) {
         ssize_t n = read(in, buf, COPY_CHUNK);
@@ -1229,21 +1213,16 @@ static int copy_into(int from, int to, const char *src, const char *name,
             rc = ckpt_err(CKPT_E_IO, src, name, off, "cannot read %s/%s: %s", src, name,
                           strerror(errno));
         if (n <= 0) break;
-        for (ssize_t w = 0, k; rc == 0 && w < n; w += k)
-            if ((k = write(out, buf + w, (size_t)(n - w))) < 0 && errno != EINTR)
-                rc = ckpt_err(CKPT_E_IO, src, name, off + (uint64_t)w,
-                              "cannot write %s into the staging directory: %s", name,
-                              strerror(errno));
-            else if (k < 0)
-                k = 0;
+        rc = ckpt_atomic_write(&a, buf, (size_t)n);
         off += (uint64_t)n;
         *done += (uint64_t)n;
         if (rc == 0 && o->progress)
             o->progress(o->progress_ctx, *done < total ? *done : total, total);
     }
-    if (out >= 0 && close(out) != 0 && rc == 0)
-        rc = ckpt_err(CKPT_E_IO, src, name, CKPT_NO_OFFSET, "cannot write %s: %s", name,
-                      strerror(errno));
+    if (rc == 0)
+        rc = ckpt_atomic_commit(&a, 0);
+    else
+        ckpt_atomic_abort(&a);
     close(in);
     return rc;
 }
@@ -1257,12 +1236,12 @@ static int commit_dcp_source(char *path, size_t cap, const char *dir, const char
     int rc = ckpt_store_stage_dir(&st, dir, name, step, o);
     if (rc) return rc;
     int from = open(src, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    int to = open(ckpt_store_stage_path(st), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    const char *to = ckpt_store_stage_path(st);
     DIR *d = from >= 0 ? fdopendir(from) : NULL;
     unsigned char *buf = ckpt_malloc(COPY_CHUNK);
-    if (!d || to < 0)
-        rc = ckpt_err(CKPT_E_IO, src, NULL, CKPT_NO_OFFSET, "cannot open directory %s: %s",
-                      !d ? src : ckpt_store_stage_path(st), strerror(errno));
+    if (!d)
+        rc = ckpt_err(CKPT_E_IO, src, NULL, CKPT_NO_OFFSET, "cannot open directory %s: %s", src,
+                      strerror(errno));
     else if (!buf)
         rc = nomem(src);
     uint64_t done = 0, total = rc == 0 ? dir_bytes(AT_FDCWD, src) : 0;
@@ -1277,7 +1256,6 @@ static int commit_dcp_source(char *path, size_t cap, const char *dir, const char
         closedir(d);
     else if (from >= 0)
         close(from);
-    if (to >= 0) close(to);
     if (rc == 0) rc = ckpt_store_commit_dir(path, cap, st, o);
     ckpt_store_stage_free(st);
     return rc;

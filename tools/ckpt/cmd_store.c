@@ -167,6 +167,7 @@ static int show_listing(const ckpt_store_options *o) {
 typedef struct events {
     char **removed;
     size_t n, cap;
+    unsigned char *temp; /* removed[i] was a temporary file or directory */
     char *latest;
     int step_taken;
 } events;
@@ -187,13 +188,16 @@ static void on_event(void *ctx, ckpt_store_event what, const char *file) {
     }
     if (ev->n == ev->cap) {
         size_t cap = ev->cap ? ev->cap * 2 : 8;
-        if ((grown = realloc(ev->removed, cap * sizeof *grown)) == NULL) {
+        unsigned char *temp;
+        if ((grown = realloc(ev->removed, cap * sizeof *grown)) != NULL) ev->removed = grown;
+        if ((temp = realloc(ev->temp, cap)) != NULL) ev->temp = temp;
+        if (grown == NULL || temp == NULL) {
             free(copy);
             return;
         }
-        ev->removed = grown;
         ev->cap = cap;
     }
+    ev->temp[ev->n] = what == CKPT_STORE_EVENT_TEMP_REMOVED;
     ev->removed[ev->n++] = copy;
 }
 
@@ -203,10 +207,12 @@ static void events_listen(events *ev, ckpt_store_options *o) {
     o->event_ctx = ev;
 }
 
-/* `prefix NAME\n` on out for each name removed. */
-static void events_removed(FILE *out, const events *ev, const char *prefix) {
+/* `prefix NAME\n` on out for each name removed, a temporary one's with
+ * temp_prefix. */
+static void events_removed(FILE *out, const events *ev, const char *prefix,
+                           const char *temp_prefix) {
     for (size_t i = 0; i < ev->n; i++) {
-        fputs(prefix, out);
+        fputs(ev->temp[i] ? temp_prefix : prefix, out);
         cli_put_text(out, ev->removed[i], strlen(ev->removed[i]));
         fputc('\n', out);
     }
@@ -215,6 +221,7 @@ static void events_removed(FILE *out, const events *ev, const char *prefix) {
 static void events_free(events *ev) {
     while (ev->n) free(ev->removed[--ev->n]);
     free(ev->removed);
+    free(ev->temp);
     free(ev->latest);
 }
 
@@ -258,7 +265,7 @@ static int store_commit(const cli_command *cmd, int argc, char **argv) {
         fputc('\n', stdout);
         fflush(stdout);
         note_latest(ev.latest, path);
-        events_removed(stderr, &ev, "pruned ");
+        events_removed(stderr, &ev, "pruned ", "removed a killed writer's ");
     }
     taken = ev.step_taken;
     events_free(&ev);
@@ -498,7 +505,7 @@ static int store_gc(const cli_command *cmd, int argc, char **argv) {
     if (!args.quiet && dirs)
         printf("%s%zu stale temporary director%s\n", files ? "" : "removed ", dirs,
                dirs == 1 ? "y" : "ies");
-    if (args.verbose) events_removed(stdout, &ev, "  ");
+    if (args.verbose) events_removed(stdout, &ev, "  ", "  ");
     events_free(&ev);
     return rc ? fail(args.dir, rc) : show_listing(&o);
 }
@@ -553,7 +560,9 @@ const cli_command cli_cmd_store = {
     "           missing, mode 0755), re-read and verify it fully, move\n"
     "           LATEST, then prune; prints the new file's path on stdout,\n"
     "           and on stderr `pruned FILE` for each generation its pruning\n"
-    "           removed and a note when LATEST stays on a higher step (a\n"
+    "           removed, `removed a killed writer's .FILE.tmp-PID-HEX` for\n"
+    "           each temporary file or directory it removed as gc does,\n"
+    "           and a note when LATEST stays on a higher step (a\n"
     "           step below LATEST's is committed but does not move it). A\n"
     "           step already committed (it verifies) is refused, exit 1,\n"
     "           unless --replace is given\n"
