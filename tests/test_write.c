@@ -1474,8 +1474,8 @@ TEST(sharded_resave_fails_midway) {
             for (int i = 0; i < 5; i++) {
                 size_t m = 0;
                 unsigned char *now = slurp(path[i], &m);
-                changed += i < 4 && !(now && before[i] && m == len[i] &&
-                                      memcmp(now, before[i], m) == 0);
+                changed +=
+                    i < 4 && !(now && before[i] && m == len[i] && memcmp(now, before[i], m) == 0);
                 free(now);
                 free(before[i]);
             }

@@ -193,7 +193,7 @@ int ckpt_atomic_reap_at(int dirfd, const char *name, const struct stat *st, time
         close(fd);
         return 0;
     }
-    int err = dir                                      ? remove_flat(fd, dirfd, name)
+    int err = dir ? remove_flat(fd, dirfd, name)
               : ckpt_atomic_remove_at(dirfd, name) != 0 && errno != ENOENT ? errno
                                                                            : 0;
     close(fd);

@@ -289,9 +289,9 @@ static int verify_output(const char *tmp, const char *out, const ckpt_open_optio
 /* ckpt_write_value into a's temporary file beside `out`, verified and
  * finished (ckpt_atomic_finish), not renamed yet; on failure nothing is
  * left (a aborted). */
-static int write_finished(ckpt_atomic *a, const ckpt_value *root, const char *out,
-                          ckpt_format fmt, const ckpt_write_options *w,
-                          const ckpt_open_options *open, ckpt_write_stats *stats) {
+static int write_finished(ckpt_atomic *a, const ckpt_value *root, const char *out, ckpt_format fmt,
+                          const ckpt_write_options *w, const ckpt_open_options *open,
+                          ckpt_write_stats *stats) {
     int rc = ckpt_atomic_begin(a, out);
     if (rc) return rc;
     rc = ckpt_write_value_to(a, root, fmt, w, stats);
@@ -481,9 +481,9 @@ static int by_seq(const void *x, const void *y) {
  * name), or 1 for each name written under itself. held: NULL to commit
  * the index, or where it is left finished, not renamed (commit_held). */
 static int write_index(ckpt_atomic *held, const char *path, uint64_t total,
-                       const ckpt_write_options *w,
-                       const wr_named *t, size_t n, const char *const *shard_names,
-                       const size_t *shard_of, const unsigned char *written) {
+                       const ckpt_write_options *w, const wr_named *t, size_t n,
+                       const char *const *shard_names, const size_t *shard_of,
+                       const unsigned char *written) {
     json_t *doc = json_object(), *meta = json_object(), *map = json_object();
     int bad = !doc || !meta || !map || json_object_set_new(doc, "metadata", meta) ||
               json_object_set_new(doc, "weight_map", map) ||

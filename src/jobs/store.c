@@ -699,8 +699,7 @@ static int gc_file(void *ctx, int dirfd, const char *name, const struct stat *st
     int rc = ckpt_atomic_reap_at(dirfd, name, st, g->now, (uint64_t)g->o->stale_minutes * 60, 0);
     if (rc < 0)
         return ckpt_err(CKPT_E_IO, g->dir, NULL, CKPT_NO_OFFSET,
-                        "cannot remove temporary file %s in %s: %s", name, g->dir,
-                        strerror(-rc));
+                        "cannot remove temporary file %s in %s: %s", name, g->dir, strerror(-rc));
     if (rc == 0) return 0;
     g->count++;
     event(g->o, CKPT_STORE_EVENT_TEMP_REMOVED, name);
@@ -922,8 +921,7 @@ int ckpt_store_commit_with(char *path, size_t cap, const char *dir, const char *
             snprintf(msg, sizeof msg, "%s", e->message);
             snprintf(member, sizeof member, "%s", e->member);
             rc = ckpt_err(rc, target, member, off,
-                          "%s failed verification after writing; nothing committed: %s", file,
-                          msg);
+                          "%s failed verification after writing; nothing committed: %s", file, msg);
         }
         /* the rest in turn with other writers of this store, against the
          * directory as it is now: a step another writer committed
