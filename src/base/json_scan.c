@@ -127,14 +127,19 @@ static int escape(ckpt_json_scan *p, char *o) {
  * never splits a character: every byte of one is 0x80 or above).
  * 0, or -1 with the error recorded. */
 static int plain_run(ckpt_json_scan *p) {
-    size_t run = p->i;
-    int high = 0;
-    while (p->i < p->n) {
-        unsigned char c = p->s[p->i];
+    /* locals: a byte read may alias p->i, which would be stored and
+     * reloaded for every byte */
+    const unsigned char *s = p->s;
+    size_t run = p->i, i = run, n = p->n;
+    unsigned high = 0;
+    while (i < n) {
+        unsigned char c = s[i];
         if (c == '"' || c == '\\' || c < 0x20) break;
-        high |= c & 0x80;
-        p->i++;
+        high |= c;
+        i++;
     }
+    p->i = i;
+    high &= 0x80;
     if (p->i >= p->n) return ckpt_json_syntax(p, "a closing quote"), -1;
     if (high && !ckpt_utf8_check(p->s + run, p->i - run, 0)) {
         p->i = run;
@@ -182,8 +187,9 @@ const char *ckpt_json_string(ckpt_json_scan *p, char *scratch, size_t cap, int k
     for (;;) {
         size_t run = p->i;
         if (plain_run(p)) return NULL;
-        for (size_t k = run; k < p->i; k++, o++)
-            if (o < cap) out[o] = (char)p->s[k];
+        size_t m = p->i - run; /* a run at once: a digest record is 4 MB of them */
+        if (o < cap) memcpy(out + o, p->s + run, m < cap - o ? m : cap - o);
+        o += m;
         unsigned char c = p->s[p->i];
         if (c == '"') break;
         if (c < 0x20) return ckpt_json_syntax(p, "no control character in a string"), NULL;
