@@ -166,18 +166,20 @@ const char *ckpt_json_string(ckpt_json_scan *p, char *scratch, size_t cap, int k
         char *copy = ckpt_arena_strndup(p->arena, text, *len);
         return copy ? copy : (ckpt_json_nomem(p), NULL);
     }
-    /* escapes: a kept copy is measured first, so that it takes the text's
-     * length, not the rest of the input's (many escaped keys would
-     * otherwise each reserve the rest of a big header) */
+    /* escapes: a kept copy takes the string's raw length, which its text
+     * never exceeds (an escape decodes to fewer bytes), found by a skim to
+     * the closing quote: not the rest of the input's (many escaped keys
+     * would otherwise each reserve the rest of a big header), and decoded
+     * once (a 4 MB digest record is one escaped string) */
     if (keep) {
-        size_t n;
-        p->i = start - 1;
-        if (!ckpt_json_string(p, NULL, 0, 0, &n)) return NULL;
-        char *copy = ckpt_arena_alloc_raw(p->arena, n + 1);
+        size_t end = p->i;
+        while (end < p->n && p->s[end] != '"') end += p->s[end] == '\\' ? 2 : 1;
+        size_t raw = (end < p->n ? end : p->n) - start;
+        char *copy = ckpt_arena_alloc_raw(p->arena, raw + 1);
         if (!copy) return ckpt_json_nomem(p), NULL;
         p->i = start - 1;
-        (void)ckpt_json_string(p, copy, n, 0, len); /* checked above */
-        copy[n] = '\0';
+        if (!ckpt_json_string(p, copy, raw, 0, len)) return NULL;
+        copy[*len] = '\0';
         return copy;
     }
     char *out = scratch;
