@@ -1,6 +1,7 @@
 /* test_sort.c - ckpt_sort (natural merge sort) against qsort, the
  * decimal indices torch names its storages with, and the arena's zeroing. */
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -269,6 +270,119 @@ TEST(decimal_index) {
                  SIZE_MAX == UINT64_MAX);
 }
 
+/* A reference natural compare, token by token: digit runs by value
+ * (length without leading zeros, then digits), other bytes as bytes;
+ * names equal that way by strcmp. */
+static int natural_ref(const char *a, const char *b) {
+    const char *x = a, *y = b;
+    while (*x && *y) {
+        int dx = *x >= '0' && *x <= '9', dy = *y >= '0' && *y <= '9';
+        if (dx && dy) {
+            size_t nx = strspn(x, "0123456789"), ny = strspn(y, "0123456789"), zx = 0, zy = 0;
+            while (zx + 1 < nx && x[zx] == '0') zx++;
+            while (zy + 1 < ny && y[zy] == '0') zy++;
+            if (nx - zx != ny - zy) return nx - zx < ny - zy ? -1 : 1;
+            int c = memcmp(x + zx, y + zy, nx - zx);
+            if (c) return c;
+            x += nx, y += ny;
+            continue;
+        }
+        /* a digit run compares as its first digit with other bytes */
+        if (*x != *y) return (unsigned char)*x < (unsigned char)*y ? -1 : 1;
+        x++, y++;
+    }
+    if (*x || *y) return *x ? 1 : -1;
+    return strcmp(a, b);
+}
+
+TEST(natural_order) {
+    /* torch's names: numbers by value; ties of equal value by bytes, then
+     * by position */
+    const char *names[] = {"layers.10.weight",
+                           "layers.2.weight",
+                           "layers.2.bias",
+                           "b",
+                           "a10",
+                           "a9",
+                           "a09",
+                           "a9",
+                           "",
+                           "x1y02",
+                           "x01y2",
+                           "x1y2",
+                           "n123456789012345678901234567890",
+                           "n99",
+                           "0",
+                           "00",
+                           "a.b",
+                           "a0"};
+    size_t n = sizeof names / sizeof *names, order[sizeof names / sizeof *names];
+    CHECK_EQ_INT(ckpt_natural_order(order, names, n), 0);
+    const char *want[] = {"",
+                          "0",
+                          "00",
+                          "a.b",
+                          "a0",
+                          "a09",
+                          "a9",
+                          "a9",
+                          "a10",
+                          "b",
+                          "layers.2.bias",
+                          "layers.2.weight",
+                          "layers.10.weight",
+                          "n99",
+                          "n123456789012345678901234567890",
+                          "x01y2",
+                          "x1y02",
+                          "x1y2"};
+    for (size_t i = 0; i < n; i++) CHECK_EQ_STR(names[order[i]], want[i]);
+    CHECK(order[6] == 5 && order[7] == 7); /* the two "a9": by position */
+    /* 300-digit runs (the long length form) against shorter ones */
+    char big[2][310];
+    memset(big[0], '9', 300), memset(big[1], '1', 301);
+    big[0][300] = big[1][301] = '\0';
+    const char *two[] = {big[1], big[0], "9"};
+    CHECK_EQ_INT(ckpt_natural_order(order, two, 3), 0);
+    CHECK(order[0] == 2 && order[1] == 1 && order[2] == 0);
+    /* random names against the reference, and names in order stay so */
+    enum { N = 3000 };
+    static char buf[N][16];
+    static const char *rnd[N];
+    static size_t got[N];
+    unsigned seed = 12345;
+    for (size_t i = 0; i < N; i++) {
+        size_t len = 0;
+        for (size_t k = 0, m = (seed = seed * 1103515245u + 12345u) >> 16 & 7; k <= m; k++) {
+            unsigned r = (seed = seed * 1103515245u + 12345u) >> 16;
+            buf[i][len++] = "0019.ab"[r % 7];
+        }
+        buf[i][len] = '\0';
+        rnd[i] = buf[i];
+    }
+    CHECK_EQ_INT(ckpt_natural_order(got, rnd, N), 0);
+    size_t bad = 0;
+    for (size_t i = 1; i < N; i++) {
+        int c = natural_ref(rnd[got[i - 1]], rnd[got[i]]);
+        bad += c > 0 || (c == 0 && got[i - 1] > got[i]);
+    }
+    CHECK_EQ_INT(bad, 0);
+    static char seq[N][24];
+    for (size_t i = 0; i < N; i++) {
+        snprintf(seq[i], sizeof seq[i], "layers.%zu.weight", i);
+        rnd[i] = seq[i];
+    }
+    CHECK_EQ_INT(ckpt_natural_order(got, rnd, N), 0);
+    for (size_t i = 0; i < N; i++) bad += got[i] != i;
+    CHECK_EQ_INT(bad, 0);
+    /* arguments */
+    CHECK_EQ_INT(ckpt_natural_order(NULL, NULL, 0), 0);
+    CHECK_EQ_INT(ckpt_natural_order(NULL, names, 1), CKPT_E_INVALID_ARG);
+    CHECK_EQ_INT(ckpt_natural_order(order, NULL, 1), CKPT_E_INVALID_ARG);
+    const char *hole[] = {"a", NULL};
+    CHECK_EQ_INT(ckpt_natural_order(order, hole, 2), CKPT_E_INVALID_ARG);
+}
+
 int main(void) {
     RUN(sort_matches_qsort);
     RUN(sort_gallops_through_stretches);
@@ -276,5 +390,6 @@ int main(void) {
     RUN(decimal_index);
     RUN(arena_zeroes_what_it_hands_out);
     RUN(arena_blocks_whole_pages);
+    RUN(natural_order);
     return harness_end();
 }

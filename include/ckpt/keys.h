@@ -591,6 +591,17 @@ CKPT_API const char *ckpt_keys_root(const ckpt_keys_report *r);
  * would both be named 'x'"), or NULL. Borrowed. */
 CKPT_API const char *ckpt_keys_collision(const ckpt_keys_report *r);
 
+/* The order of names in every human listing (`ckpt inspect`, diff, match,
+ * rename, doctor): natural, digit runs compared as numbers ("layers.2"
+ * before "layers.10"; leading zeros do not count), every other byte as
+ * itself; names equal that way ("1" and "01") by their bytes, then by
+ * position: one order, always. Writes to order[0..n) the indices of the
+ * n names (NUL-terminated) in that order. Names already in order (a
+ * state_dict's keys as torch.save writes them) cost n - 1 comparisons.
+ * 0, CKPT_E_INVALID_ARG (order or names NULL while n > 0), CKPT_E_NOMEM
+ * (order untouched). */
+CKPT_API int ckpt_natural_order(size_t *order, const char *const *names, size_t n);
+
 #ifdef __cplusplus
 }
 #endif

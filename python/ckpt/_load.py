@@ -32,7 +32,7 @@ from ._lib import (KIND_BOOL, KIND_BYTES, KIND_DICT, KIND_FLOAT, KIND_INT,
                    KIND_LIST, KIND_NONE, KIND_OBJECT, KIND_SET, KIND_STR,
                    KIND_TENSOR, KIND_TUPLE, NO_OFFSET, c_u64, check, fspath, last_error,
                    lib, text)
-from ._lib import (FORMAT_SAFETENSORS, FORMAT_SAFETENSORS_SHARDED, FORMAT_TORCH_SHARDED,
+from ._lib import (FORMAT_SAFETENSORS_SHARDED, FORMAT_TORCH_SHARDED,
                    NODE_WORDS, TABLE_CONTIGUOUS, TABLE_NUMPY, TABLE_PARAMETER, TABLE_RAW,
                    TABLE_REQUIRES_GRAD, TABLE_WHOLE, TENSOR_WORDS, VALUE_TABLE_VERSION,
                    ValueTable_)
@@ -169,7 +169,9 @@ class _Source:
                 rc = self._open_path()
             failed = last_error(rc, self.path) if rc < 0 else None  # before the scan's calls
             if scan:  # its verdict before the reader's error
-                if rc == 0 and lib.ckpt_file_format(self.handle) == FORMAT_SAFETENSORS:
+                # the open's structure serves the scan: a safetensors
+                # header, a torch zip's directory are read once
+                if rc == 0:
                     self.report = _scan.scan_file(self.handle, self.path, allow)
                 else:
                     self.report = (_scan.scan_memory(self.addr, len(data), self.path, allow)

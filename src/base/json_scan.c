@@ -127,14 +127,19 @@ static int escape(ckpt_json_scan *p, char *o) {
  * never splits a character: every byte of one is 0x80 or above).
  * 0, or -1 with the error recorded. */
 static int plain_run(ckpt_json_scan *p) {
-    size_t run = p->i;
-    int high = 0;
-    while (p->i < p->n) {
-        unsigned char c = p->s[p->i];
+    /* locals: a byte read may alias p->i, which would be stored and
+     * reloaded for every byte */
+    const unsigned char *s = p->s;
+    size_t run = p->i, i = run, n = p->n;
+    unsigned high = 0;
+    while (i < n) {
+        unsigned char c = s[i];
         if (c == '"' || c == '\\' || c < 0x20) break;
-        high |= c & 0x80;
-        p->i++;
+        high |= c;
+        i++;
     }
+    p->i = i;
+    high &= 0x80;
     if (p->i >= p->n) return ckpt_json_syntax(p, "a closing quote"), -1;
     if (high && !ckpt_utf8_check(p->s + run, p->i - run, 0)) {
         p->i = run;
@@ -161,18 +166,20 @@ const char *ckpt_json_string(ckpt_json_scan *p, char *scratch, size_t cap, int k
         char *copy = ckpt_arena_strndup(p->arena, text, *len);
         return copy ? copy : (ckpt_json_nomem(p), NULL);
     }
-    /* escapes: a kept copy is measured first, so that it takes the text's
-     * length, not the rest of the input's (many escaped keys would
-     * otherwise each reserve the rest of a big header) */
+    /* escapes: a kept copy takes the string's raw length, which its text
+     * never exceeds (an escape decodes to fewer bytes), found by a skim to
+     * the closing quote: not the rest of the input's (many escaped keys
+     * would otherwise each reserve the rest of a big header), and decoded
+     * once (a 4 MB digest record is one escaped string) */
     if (keep) {
-        size_t n;
-        p->i = start - 1;
-        if (!ckpt_json_string(p, NULL, 0, 0, &n)) return NULL;
-        char *copy = ckpt_arena_alloc_raw(p->arena, n + 1);
+        size_t end = p->i;
+        while (end < p->n && p->s[end] != '"') end += p->s[end] == '\\' ? 2 : 1;
+        size_t raw = (end < p->n ? end : p->n) - start;
+        char *copy = ckpt_arena_alloc_raw(p->arena, raw + 1);
         if (!copy) return ckpt_json_nomem(p), NULL;
         p->i = start - 1;
-        (void)ckpt_json_string(p, copy, n, 0, len); /* checked above */
-        copy[n] = '\0';
+        if (!ckpt_json_string(p, copy, raw, 0, len)) return NULL;
+        copy[*len] = '\0';
         return copy;
     }
     char *out = scratch;
@@ -182,8 +189,9 @@ const char *ckpt_json_string(ckpt_json_scan *p, char *scratch, size_t cap, int k
     for (;;) {
         size_t run = p->i;
         if (plain_run(p)) return NULL;
-        for (size_t k = run; k < p->i; k++, o++)
-            if (o < cap) out[o] = (char)p->s[k];
+        size_t m = p->i - run; /* a run at once: a digest record is 4 MB of them */
+        if (o < cap) memcpy(out + o, p->s + run, m < cap - o ? m : cap - o);
+        o += m;
         unsigned char c = p->s[p->i];
         if (c == '"') break;
         if (c < 0x20) return ckpt_json_syntax(p, "no control character in a string"), NULL;

@@ -588,23 +588,44 @@ def test_library_calls_per_load_do_not_grow_with_tensors(tmp_path, monkeypatch):
             assert sum(seen[1].values()) < 40, (ext, mode, seen[1])
 
 
-def test_load_parses_a_safetensors_header_once(tmp_path, monkeypatch):
-    """ckpt.load scans what it has opened: a safetensors header is parsed
-    by the open alone (ckpt_scan_file), in both modes; other files are
-    scanned from their path or bytes, as before."""
+class _Shell:
+    """Pickled as a call of os.system (torch.save writes it; nothing runs)."""
+    def __reduce__(self):
+        return os.system, ("true",)
+
+
+def test_load_scans_what_it_opened(tmp_path, monkeypatch):
+    """ckpt.load scans the file it has opened (ckpt_scan_file), in both
+    modes: a safetensors header, a torch zip's directory are read once.
+    The verdict is the one ckpt.scan of the path gives: an unsafe torch zip
+    is still refused, with the same findings."""
     scans = ("ckpt_scan", "ckpt_scan_memory", "ckpt_scan_file")
-    want = {(".safetensors", False): "ckpt_scan_file", (".safetensors", True): "ckpt_scan_file",
-            (".pt", False): "ckpt_scan", (".pt", True): "ckpt_scan_memory"}
-    for (ext, mmap), scan in want.items():
+    for ext in (".safetensors", ".pt"):
         path = str(tmp_path / ("s" + ext))
-        if not os.path.exists(path):
-            ckpt.save({"w": torch.ones(2), "x": torch.zeros(3)}, path)
+        ckpt.save({"w": torch.ones(2), "x": torch.zeros(3)}, path)
+        for mmap in (False, True):
+            with monkeypatch.context() as m:
+                calls = count_lib_calls(m)
+                got = ckpt.load(path, mmap=mmap)
+            assert torch.equal(got["w"], torch.ones(2)) and torch.equal(got["x"], torch.zeros(3))
+            assert {k: calls[k] for k in scans if calls[k]} == {"ckpt_scan_file": 1}, \
+                (ext, mmap, dict(calls))
+            assert calls["ckpt_open"] + calls["ckpt_open_memory"] == 1, (ext, mmap, dict(calls))
+    path = str(tmp_path / "shell.pt")
+    torch.save({"w": torch.ones(2), "x": _Shell()}, path)
+    want = ckpt.scan(path)
+    assert want.verdict == "unsafe" and "posix.system" in want.globals
+    for mmap in (False, True):
         with monkeypatch.context() as m:
             calls = count_lib_calls(m)
-            got = ckpt.load(path, mmap=mmap)
-        assert torch.equal(got["w"], torch.ones(2)) and torch.equal(got["x"], torch.zeros(3))
-        assert {k: calls[k] for k in scans if calls[k]} == {scan: 1}, (ext, mmap, dict(calls))
-        assert calls["ckpt_open"] + calls["ckpt_open_memory"] == 1, (ext, mmap, dict(calls))
+            with pytest.raises(ckpt.UnsafeError) as exc:
+                ckpt.load(path, mmap=mmap)
+        assert {k: calls[k] for k in scans if calls[k]} == {"ckpt_scan_file": 1}, \
+            (mmap, dict(calls))
+        got = exc.value.report
+        assert (got.verdict, got.globals, got.findings) == \
+            (want.verdict, want.globals, want.findings), mmap
+        assert isinstance(ckpt.load(path, mmap=mmap, unsafe_ok=True)["x"], ckpt.Opaque)
 
 
 def test_library_calls_per_load_do_not_grow_with_typed_values(tmp_path, monkeypatch):

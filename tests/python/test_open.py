@@ -72,6 +72,37 @@ def test_open_metadata(files):
         assert f.metadata() is None
 
 
+def test_pt_metadata_record_is_an_object_of_unique_strings(tmp_path):
+    """The metadata record ckpt.save writes into a .pt (extra/ckpt_meta.json)
+    is read as one JSON object of strings, keys unique, nothing after it;
+    anything else fails the open naming the member and the byte."""
+    import io
+    import zipfile
+    path = tmp_path / "m.pt"
+    ckpt.save({"w": torch.ones(2)}, path)
+
+    def with_record(text):
+        out = io.BytesIO()
+        with zipfile.ZipFile(path) as zin, zipfile.ZipFile(out, "w", zipfile.ZIP_STORED) as zout:
+            for info in zin.infolist():
+                data = zin.read(info)
+                zout.writestr(info.filename, text if info.filename.endswith(
+                    "/extra/ckpt_meta.json") else data)
+        p = tmp_path / "edited.pt"
+        p.write_bytes(out.getvalue())
+        return p
+    assert "ckpt.xxh3" in ckpt.metadata(path)
+    assert ckpt.metadata(with_record(b' {"a": "x\\u00e9\\n", "b": ""} ')) == {"a": "x\u00e9\n", "b": ""}
+    assert ckpt.metadata(with_record(b"{}")) == {}
+    for text, why in [(b'{"a": "1", "a": "2"}', "unique keys"), (b'{"a": 1}', 'value of "a" is not'),
+                      (b'{"a": {"b": "c"}}', 'value of "a" is not'), (b'["a"]', "not a JSON object"),
+                      (b'{"a": "1"} x', "the end after the object"), (b'{"a": "\xff"}', "UTF-8"),
+                      (b'{"a": "1",}', "expected a string"), (b"", "not a JSON object")]:
+        with pytest.raises(ckpt.FormatError) as exc:
+            ckpt.metadata(with_record(text))
+        assert why in str(exc.value) and exc.value.member.endswith("/extra/ckpt_meta.json"), text
+
+
 def test_open_metadata_of_sharded_set(files, tmp_path):
     """A sharded set's metadata is its index's "metadata" (what transformers
     reads as sharded_metadata), values that are not str as JSON text, the

@@ -461,94 +461,17 @@ void cli_progress_fn(void *ctx, uint64_t done, uint64_t total) {
 
 /* ------------------------------------------------------------ key order */
 
-/* Natural order as bytes: each name becomes a key whose memcmp order is
- * the natural order, so that the sort compares flat bytes (a million
- * tensors: one key each, not a token walk per comparison). A run of ASCII
- * digits is '0' (which compares with any other byte as each digit does),
- * its count of significant digits (leading zeros dropped, one kept: one
- * byte below 255, else 255 and eight bytes big-endian), then those
- * digits: more significant digits sort later, equal counts by digits.
- * Every other byte is itself. Names whose keys are equal ("1" and "01")
- * fall back to their bytes, then to their position: one order, always.
- * key NULL: only the key's length. */
-static size_t natural_key(const char *s, unsigned char *key) {
-    size_t k = 0;
-
-    while (*s) {
-        size_t n = 0, z = 0;
-
-        while (s[n] >= '0' && s[n] <= '9') n++;
-        if (n == 0) {
-            if (key) key[k] = (unsigned char)*s;
-            k++, s++;
-            continue;
-        }
-        while (z + 1 < n && s[z] == '0') z++;
-        size_t sig = n - z, head = sig < 255 ? 2 : 10;
-        if (key) {
-            key[k] = '0';
-            if (sig < 255) {
-                key[k + 1] = (unsigned char)sig;
-            } else {
-                key[k + 1] = 255;
-                for (size_t b = 0; b < 8; b++)
-                    key[k + 2 + b] = (unsigned char)((uint64_t)sig >> (56 - 8 * b));
-            }
-            memcpy(key + k + head, s + z, sig);
-        }
-        k += head + sig;
-        s += n;
-    }
-    return k;
-}
-
-typedef struct natural_item {
-    const unsigned char *key;
-    size_t len, index;
-} natural_item;
-
-/* The sort's names, for the ties of equal keys. */
-static const char *(*sort_name)(const void *ctx, size_t i);
-static const void *sort_ctx;
-
-static int cmp_natural(const void *x, const void *y) {
-    const natural_item *a = x, *b = y;
-    int c = memcmp(a->key, b->key, a->len < b->len ? a->len : b->len);
-
-    if (c) return c < 0 ? -1 : 1;
-    if (a->len != b->len) return a->len < b->len ? -1 : 1;
-    if ((c = strcmp(sort_name(sort_ctx, a->index), sort_name(sort_ctx, b->index))) != 0)
-        return c < 0 ? -1 : 1;
-    return (a->index > b->index) - (a->index < b->index);
-}
-
 size_t *cli_natural_order(const char *(*name)(const void *ctx, size_t i), const void *ctx,
                           size_t n) {
-    size_t *order = n && n <= SIZE_MAX / sizeof(natural_item) ? malloc(n * sizeof *order) : NULL;
-    natural_item *items = order ? malloc(n * sizeof *items) : NULL;
-    unsigned char *keys = NULL;
-    size_t total = 0, i;
+    size_t *order = n && n <= SIZE_MAX / sizeof *order ? malloc(n * sizeof *order) : NULL;
+    const char **names = order ? malloc(n * sizeof *names) : NULL;
+    size_t i;
 
-    for (i = 0; items && i < n; i++) {
-        items[i].len = natural_key(name(ctx, i), NULL);
-        items[i].index = i;
-        total += items[i].len; /* at most 3x the names' bytes */
-    }
-    if (items) keys = malloc(total ? total : 1);
-    if (keys == NULL) {
-        free(items);
+    for (i = 0; names && i < n; i++) names[i] = name(ctx, i);
+    if (names == NULL || ckpt_natural_order(order, names, n) != 0) {
         free(order);
-        return NULL;
+        order = NULL;
     }
-    for (i = 0, total = 0; i < n; i++) {
-        items[i].key = keys + total;
-        total += natural_key(name(ctx, i), keys + total);
-    }
-    sort_name = name;
-    sort_ctx = ctx;
-    qsort(items, n, sizeof *items, cmp_natural);
-    for (i = 0; i < n; i++) order[i] = items[i].index;
-    free(keys);
-    free(items);
+    free(names);
     return order;
 }
