@@ -23,6 +23,17 @@
 #include "base/error.h"
 #include "base/utf8.h"
 
+#if defined(__SANITIZE_ADDRESS__)
+#define PK_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define PK_ASAN 1
+#endif
+#endif
+#ifdef PK_ASAN
+#include <sanitizer/asan_interface.h>
+#endif
+
 enum {
     /* protocol 0 and 1 */
     OP_MARK = '(',
@@ -180,6 +191,10 @@ static const char *const op_names[256] = {
 #define SMALL_MIN (-5)
 #define SMALL_MAX 256
 
+/* Sizes of reused blocks: 16 * (0 .. SPARES-1) bytes, a value and up to 8
+ * items (a rebuild's arguments, a persistent id, a shape). */
+#define SPARES 8
+
 typedef struct memo_slot {
     uint64_t key;
     ckpt_value *v; /* NULL: empty slot */
@@ -219,6 +234,20 @@ typedef struct machine {
                              of two */
     size_t hash_n, memo_cap;
     uint64_t seed;
+    /* the memo keys a GET reads (see fetched()): a bit each below
+     * fetched_bits; fetch_high: some GET reads a key at or past len;
+     * fetch_all: every key is kept (a text GET) */
+    uint64_t *fetched;
+    size_t fetched_bits;
+    int fetch_all, fetch_high;
+    /* the dense keys PUT but not kept (no GET reads them): a bit each,
+     * dense_cap bits; their dense slots stay NULL */
+    uint64_t *seen;
+    /* reader mode: the memory of argument tuples no one can reach again
+     * is reused (see release()); spare[k]: a list of free blocks of 16k
+     * bytes, linked through their first pointer */
+    int reuse;
+    void *spare[SPARES];
     ckpt_value *result; /* set by STOP */
     pk_build_ctx ctx;   /* build_ctx */
     int scan;           /* pk_options.scan_only */
@@ -552,6 +581,89 @@ HOT int top(machine *m, ckpt_value **v) {
     return 0;
 }
 
+/* ---------------------------------------------------------------- reuse */
+
+/* A state_dict pickle makes, per tensor, a persistent id tuple, the
+ * storage value persistent_load returns, a shape, a stride and an
+ * argument tuple that no one can reach once the tensor is built: 40% of
+ * the memory of the run. The machine marks the TUPLE and STORAGE_ values
+ * it makes as solo (u.pk.solo) and clears the mark for good where a
+ * second reference can appear: DUP, GET, a PUT of a key some GET reads
+ * (the memo is the only way back to a value that left the stack:
+ * fetched()), a value a call hands back (it may be an argument). A value
+ * on the stack fills one slot unless DUP or GET copied it, and an opcode
+ * that takes it off the stack moves that one reference; so a solo value
+ * has exactly one holder, and a solo item of a tuple is held by that
+ * tuple alone. When a solo tuple is consumed by a call that keeps
+ * nothing of its arguments (ckpt_builders_forgets_args), its memory and
+ * that of its solo items is reused for later values of the same size;
+ * so is a solo persistent id's once persistent_load has answered it (not
+ * its items, which persistent_load may keep). A value that leaves the
+ * stack any other way (into a list, dict or set, BUILD state, an
+ * object's arguments) is never released. Under AddressSanitizer a
+ * released block is poisoned and never reused: any later read of it is
+ * reported. */
+HOT int is_solo(const ckpt_value *v) {
+    return (v->kind == CKPT_KIND_TUPLE || v->kind == CKPT_KIND_STORAGE_) && v->u.pk.solo;
+}
+
+HOT void not_solo(ckpt_value *v) {
+    if (v->kind == CKPT_KIND_TUPLE || v->kind == CKPT_KIND_STORAGE_) v->u.pk.solo = 0;
+}
+
+/* The bytes of a tuple collect() makes: the value, then its n items. */
+HOT size_t tuple_bytes(size_t n) {
+    return (sizeof(ckpt_value) + n * sizeof(ckpt_value *) + 15) & ~(size_t)15;
+}
+
+/* bytes (a multiple of 16) for a value: a released block of that size,
+ * else new ones from the arena. Not zeroed. */
+HOT void *spare_or_new(machine *m, size_t bytes) {
+    void **head = bytes >> 4 < SPARES ? &m->spare[bytes >> 4] : NULL;
+    if (head && *head) {
+        void *p = *head;
+        *head = *(void **)p;
+        return p;
+    }
+    return ckpt_arena_alloc_raw(m->a, bytes);
+}
+
+/* A value the machine made, empty, from a released block when there is
+ * one. NULL out of memory. */
+HOT ckpt_value *value_new(machine *m, int kind) {
+    ckpt_value *v = spare_or_new(m, sizeof *v);
+    if (v) *v = (ckpt_value){.kind = (uint8_t)kind};
+    return v;
+}
+
+/* v's memory, which nothing can reach any more, for a later value of its
+ * size: a STORAGE_ value (persistent_load's, one value) or a tuple made
+ * by collect() or EMPTY_TUPLE. */
+static void release(machine *m, ckpt_value *v) {
+    size_t bytes = sizeof *v;
+    if (v->kind == CKPT_KIND_TUPLE) {
+        if (v->u.seq.n && v->u.seq.items != (ckpt_value **)(v + 1)) return; /* not collect's */
+        bytes = tuple_bytes(v->u.seq.n);
+    }
+    if (bytes >> 4 >= SPARES) return;
+#ifdef PK_ASAN
+    (void)m;
+    ASAN_POISON_MEMORY_REGION(v, bytes);
+#else
+    *(void **)v = m->spare[bytes >> 4];
+    m->spare[bytes >> 4] = v;
+#endif
+}
+
+/* args, a solo tuple consumed by a call that keeps nothing of it, and
+ * its solo items, which it alone held: one level (a tuple item's own solo
+ * items are left, never reused). */
+static void release_args(machine *m, ckpt_value *args) {
+    for (size_t i = 0; i < args->u.seq.n; i++)
+        if (is_solo(args->u.seq.items[i])) release(m, args->u.seq.items[i]);
+    release(m, args);
+}
+
 /* Closes the innermost MARK: its items are stack[*start .. m->sp). The
  * caller consumes them and sets m->sp = *start. */
 static int pop_mark(machine *m, size_t *start) {
@@ -571,10 +683,9 @@ static int collect(machine *m, int kind, size_t start, ckpt_value **out) {
     *out = NULL;
     size_t n = m->sp - start; /* n <= sp <= max_stack: no overflow below */
     int keep = n && (!m->scan || kind == CKPT_KIND_TUPLE);
-    ckpt_value *v = ckpt_arena_alloc_raw(m->a, sizeof *v + (keep ? n * sizeof *v->u.seq.items : 0));
+    ckpt_value *v = spare_or_new(m, tuple_bytes(keep ? n : 0));
     if (!v) return nomem(m);
-    memset(v, 0, sizeof *v);
-    v->kind = (uint8_t)kind;
+    *v = (ckpt_value){.kind = (uint8_t)kind};
     if (keep) {
         ckpt_value **items = (ckpt_value **)(v + 1), *const *from = m->stack + start;
         /* TUPLE1..3, a persistent id (5 items), a rebuild's arguments (6,
@@ -634,6 +745,10 @@ static memo_slot *memo_slot_for(memo_slot *t, size_t cap, uint64_t seed, uint64_
     return &t[i];
 }
 
+/* What the hashed slot of a key no GET reads holds: never read, not NULL. */
+static ckpt_value unkept_;
+#define UNKEPT (&unkept_)
+
 /* The hashed entry of key (v NULL: none), or NULL when nothing is hashed. */
 static memo_slot *hashed(const machine *m, uint64_t key) {
     if (!m->hash_n) return NULL;
@@ -664,7 +779,7 @@ HOT ckpt_value *memo_get(const machine *m, uint64_t key) {
     ckpt_value **d = key < m->dense_cap ? dense_at(m, key) : NULL;
     if (d && *d) return *d;
     memo_slot *s = hashed(m, key);
-    return s ? s->v : NULL;
+    return s && s->v != UNKEPT ? s->v : NULL;
 }
 
 /* Grows the array to cover key when that keeps it a quarter full. Returns
@@ -681,6 +796,16 @@ static int dense_cover(machine *m, uint64_t key) {
     if (cap > limit) cap = limit;
     if (cap > DENSE_MIN && (m->dense_n + 1) * 4 < cap) return 0;
     if (cap > SIZE_MAX / sizeof **m->dense) return 0;
+    /* the bits of the keys kept nowhere, a word per 64 keys; first,
+     * so that a failure leaves no chunk past dense_cap unfreed */
+    size_t words = ((size_t)cap + 63) / 64, old_words = (m->dense_cap + 63) / 64;
+    if (words > old_words) {
+        uint64_t *seen = ckpt_realloc(m->seen, words * sizeof *seen);
+        if (!seen) return nomem(m);
+        memset(seen + old_words, 0, (words - old_words) * sizeof *seen);
+        m->seen = seen;
+        m->dense_bytes += (words - old_words) * sizeof *seen;
+    }
     size_t old = (m->dense_cap + MEMO_CHUNK - 1) >> MEMO_CHUNK_BITS;
     size_t chunks = ((size_t)cap + MEMO_CHUNK - 1) >> MEMO_CHUNK_BITS;
     if (chunks > old) {
@@ -704,15 +829,20 @@ static int dense_cover(machine *m, uint64_t key) {
     return 1;
 }
 
+/* The bit of a dense key in m->seen. */
+HOT uint64_t seen_bit(uint64_t key) { return (uint64_t)1 << (key & 63); }
+
+/* memo[key] = v; v NULL: key is one no GET reads, counted but not kept. */
 static int memo_put(machine *m, uint64_t key, ckpt_value *v) {
     ckpt_value **d = key < m->dense_cap ? dense_at(m, key) : NULL;
-    if (d && *d) { /* PUT over a key replaces it */
+    if (v && d && *d) { /* PUT over a key replaces it */
         *d = v;
         return 0;
     }
+    if (!v && key < m->dense_cap && (m->seen[key >> 6] & seen_bit(key))) return 0;
     memo_slot *s = hashed(m, key);
     if (s) {
-        s->v = v;
+        s->v = v ? v : UNKEPT;
         return 0;
     }
     if (m->memo_n >= m->lim->max_pickle_memo)
@@ -721,9 +851,13 @@ static int memo_put(machine *m, uint64_t key, ckpt_value *v) {
     if (dense < 0) return dense;
     m->memo_n++;
     if (dense) {
+        m->dense_n++;
+        if (!v) {
+            m->seen[key >> 6] |= seen_bit(key);
+            return 0;
+        }
         if (!(d = dense_make(m, key))) return nomem(m);
         *d = v;
-        m->dense_n++;
         return 0;
     }
     if ((m->hash_n + 1) * 2 > m->memo_cap) { /* keep the load under 1/2 */
@@ -737,8 +871,143 @@ static int memo_put(machine *m, uint64_t key, ckpt_value *v) {
     }
     s = memo_slot_for(m->memo, m->memo_cap, m->seed, key);
     s->key = key;
-    s->v = v;
+    s->v = v ? v : UNKEPT;
     m->hash_n++;
+    return 0;
+}
+
+/* ---------------------------------------------------------------- fetches */
+
+/* Before the run, one pass steps over the opcodes (running none) and
+ * notes every memo key BINGET and LONG_BINGET read. A PUT of any other
+ * key only counts it (len(memo), max_pickle_memo) and keeps nothing: a
+ * torch.save pickle PUTs every value and GETs a handful, so the memo
+ * would otherwise hold every value of the run, and hold on to memory
+ * the machine reuses (release()). A text GET (protocol 0) makes every
+ * key kept. The pass stops at STOP or at the first opcode it cannot step
+ * over (unknown, truncated): the run reads the same operands, so it fails
+ * there or before and never reaches a GET the pass did not see. */
+HOT int fetched(const machine *m, uint64_t key) {
+    if (m->fetch_all) return 1;
+    if (key < m->fetched_bits) return (int)(m->fetched[key >> 6] >> (key & 63) & 1);
+    return key >= m->len && m->fetch_high; /* a key below len past the bits: no GET */
+}
+
+/* note_fetch's growth of the bits (doubling, up to 2 * len) or its flag
+ * for a key at or past len, which no writer uses. */
+static int note_fetch_far(machine *m, uint64_t key) {
+    if (key >= m->len) {
+        m->fetch_high = 1;
+        return 0;
+    }
+    size_t bits = m->fetched_bits ? m->fetched_bits : 256;
+    while (bits <= key) bits *= 2;
+    size_t old = m->fetched_bits / 64, words = bits / 64;
+    uint64_t *f = ckpt_realloc(m->fetched, words * sizeof *f);
+    if (!f) return nomem(m);
+    memset(f + old, 0, (words - old) * sizeof *f);
+    m->fetched = f;
+    m->fetched_bits = bits;
+    m->dense_bytes += (words - old) * sizeof *f;
+    m->fetched[key >> 6] |= (uint64_t)1 << (key & 63);
+    return 0;
+}
+
+HOT int note_fetch(machine *m, uint64_t key) {
+    if (key >= m->fetched_bits) return note_fetch_far(m, key);
+    m->fetched[key >> 6] |= (uint64_t)1 << (key & 63);
+    return 0;
+}
+
+/* How find_fetches steps over each opcode: 1 + its operand bytes (1 to
+ * 9), or one of the STEP_* below; 0: an unknown opcode. */
+enum {
+    STEP_LEN1 = 10, /* a length of 1, 4 or 8 bytes, then that many */
+    STEP_LEN4,
+    STEP_LEN8,
+    STEP_LINE, /* text up to a newline */
+    STEP_LINES2,
+    STEP_BINGET,
+    STEP_LONG_BINGET,
+    STEP_END /* STOP; a text GET */
+};
+#define FIXED(n) (1 + (n))
+static const uint8_t step_kind[256] = {
+    [OP_MARK] = FIXED(0), [OP_POP] = FIXED(0), [OP_POP_MARK] = FIXED(0), [OP_DUP] = FIXED(0),
+    [OP_NONE] = FIXED(0), [OP_BINPERSID] = FIXED(0), [OP_REDUCE] = FIXED(0),
+    [OP_APPEND] = FIXED(0), [OP_BUILD] = FIXED(0), [OP_DICT] = FIXED(0),
+    [OP_EMPTY_DICT] = FIXED(0), [OP_APPENDS] = FIXED(0), [OP_LIST] = FIXED(0),
+    [OP_EMPTY_LIST] = FIXED(0), [OP_OBJ] = FIXED(0), [OP_SETITEM] = FIXED(0),
+    [OP_TUPLE] = FIXED(0), [OP_EMPTY_TUPLE] = FIXED(0), [OP_SETITEMS] = FIXED(0),
+    [OP_NEWOBJ] = FIXED(0), [OP_TUPLE1] = FIXED(0), [OP_TUPLE2] = FIXED(0),
+    [OP_TUPLE3] = FIXED(0), [OP_NEWTRUE] = FIXED(0), [OP_NEWFALSE] = FIXED(0),
+    [OP_EMPTY_SET] = FIXED(0), [OP_ADDITEMS] = FIXED(0), [OP_FROZENSET] = FIXED(0),
+    [OP_NEWOBJ_EX] = FIXED(0), [OP_STACK_GLOBAL] = FIXED(0), [OP_MEMOIZE] = FIXED(0),
+    [OP_NEXT_BUFFER] = FIXED(0), [OP_READONLY_BUFFER] = FIXED(0),
+    [OP_PROTO] = FIXED(1), [OP_BININT1] = FIXED(1), [OP_BINPUT] = FIXED(1),
+    [OP_EXT1] = FIXED(1), [OP_BININT2] = FIXED(2), [OP_EXT2] = FIXED(2),
+    [OP_BININT] = FIXED(4), [OP_LONG_BINPUT] = FIXED(4), [OP_EXT4] = FIXED(4),
+    [OP_BINFLOAT] = FIXED(8), [OP_FRAME] = FIXED(8),
+    [OP_LONG1] = STEP_LEN1, [OP_SHORT_BINSTRING] = STEP_LEN1,
+    [OP_SHORT_BINUNICODE] = STEP_LEN1, [OP_SHORT_BINBYTES] = STEP_LEN1,
+    [OP_LONG4] = STEP_LEN4, [OP_BINSTRING] = STEP_LEN4, [OP_BINUNICODE] = STEP_LEN4,
+    [OP_BINBYTES] = STEP_LEN4, [OP_BINUNICODE8] = STEP_LEN8, [OP_BINBYTES8] = STEP_LEN8,
+    [OP_BYTEARRAY8] = STEP_LEN8, [OP_INT] = STEP_LINE, [OP_LONG] = STEP_LINE,
+    [OP_FLOAT] = STEP_LINE, [OP_STRING] = STEP_LINE, [OP_UNICODE] = STEP_LINE,
+    [OP_PERSID] = STEP_LINE, [OP_PUT] = STEP_LINE, [OP_GLOBAL] = STEP_LINES2,
+    [OP_INST] = STEP_LINES2, [OP_BINGET] = STEP_BINGET, [OP_LONG_BINGET] = STEP_LONG_BINGET,
+    [OP_STOP] = STEP_END, [OP_GET] = STEP_END,
+};
+
+/* Bytes of the line starting at pos, with its newline; 0: none. */
+static size_t line_span(const uint8_t *b, size_t len, size_t pos) {
+    const uint8_t *nl = memchr(b + pos, '\n', len - pos);
+    return nl ? (size_t)(nl - (b + pos)) + 1 : 0;
+}
+
+static int find_fetches(machine *m) {
+    const uint8_t *b = m->buf;
+    size_t len = m->len, pos = 0, n;
+    while (pos < len) {
+        unsigned k = step_kind[b[pos]];
+        if (k - 1u < FIXED(8)) { /* past len: truncated, the run fails there */
+            pos += k;
+            continue;
+        }
+        uint8_t op = b[pos++];
+        int rc = 0;
+        switch (k) {
+        case STEP_BINGET:
+            if (pos < len) rc = note_fetch(m, b[pos]);
+            n = 1;
+            break;
+        case STEP_LONG_BINGET:
+            if (len - pos >= 4) rc = note_fetch(m, le_bytes(b + pos, 4));
+            n = 4;
+            break;
+        case STEP_LEN1:
+        case STEP_LEN4:
+        case STEP_LEN8: {
+            size_t w = k == STEP_LEN1 ? 1 : k == STEP_LEN4 ? 4 : 8;
+            if (len - pos < w) return 0;
+            uint64_t x = le_bytes(b + pos, w);
+            if (x > len - pos - w) return 0;
+            n = w + (size_t)x;
+            break;
+        }
+        case STEP_LINES2:
+            if (!(n = line_span(b, len, pos))) return 0;
+            pos += n; /* fall through */
+        case STEP_LINE:
+            if (!(n = line_span(b, len, pos))) return 0;
+            break;
+        default: /* STOP; a text GET: every key kept; unknown */
+            m->fetch_all = op == OP_GET;
+            return 0;
+        }
+        if (rc) return rc;
+        pos += n;
+    }
     return 0;
 }
 
@@ -755,7 +1024,11 @@ static ckpt_value *keep_shared(ckpt_value **slot, ckpt_value *v) {
 
 static ckpt_value *new_int(machine *m, int64_t x) {
     if (m->scan) return m->ph_int;
-    if (x < SMALL_MIN || x > SMALL_MAX) return ckpt_value_new_int(m->a, x);
+    if (x < SMALL_MIN || x > SMALL_MAX) {
+        ckpt_value *v = value_new(m, CKPT_KIND_INT);
+        if (v) v->u.i.v = x;
+        return v;
+    }
     ckpt_value **v = &m->small[x - SMALL_MIN];
     return *v ? *v : keep_shared(v, ckpt_value_new_int(m->a, x));
 }
@@ -1179,7 +1452,12 @@ static ckpt_value *str_owned(machine *m, int kind, uint8_t *buf, size_t n) {
 /* A STR or BYTES of operand bytes p[0..n): a copy, or in scan mode a view
  * of the input (not NUL-terminated). */
 static ckpt_value *new_str(machine *m, int kind, const uint8_t *p, size_t n) {
-    if (!m->scan) return ckpt_value_new_str(m->a, kind, p, n);
+    if (!m->scan) {
+        ckpt_value *v = value_new(m, kind);
+        if (v && !(v->u.s.p = ckpt_arena_strndup(m->a, (const char *)p, n))) return NULL;
+        if (v) v->u.s.len = n;
+        return v;
+    }
     /* one per str: a view, written once */
     ckpt_value *v = ckpt_arena_alloc(m->a, sizeof *v);
     if (v) *v = (ckpt_value){.kind = (uint8_t)kind, .u.s = {(char *)p, n}};
@@ -1574,6 +1852,7 @@ static int set_item(machine *m, ckpt_value *dict, ckpt_value *k, ckpt_value *v) 
 HOT int op_get(machine *m, uint64_t key) {
     ckpt_value *v = memo_get(m, key);
     if (!v) return fail(m, CKPT_E_FORMAT, "memo key %" PRIu64 " was never PUT", key);
+    not_solo(v);
     return push(m, v);
 }
 
@@ -1581,10 +1860,21 @@ HOT int op_put(machine *m, uint64_t key) {
     ckpt_value *v;
     int rc = top(m, &v);
     if (rc) return rc;
-    /* memo_put's common case: a key the array covers, set or new while
+    /* memo_put's common cases: a key the array covers, set or new while
      * nothing is hashed (so it is nowhere else) and the memo has room */
+    int room = !m->hash_n && m->memo_n < m->lim->max_pickle_memo;
+    if (!fetched(m, key)) {
+        uint64_t *w = key < m->dense_cap ? &m->seen[key >> 6] : NULL;
+        if (w && (*w & seen_bit(key) || room)) {
+            if (!(*w & seen_bit(key))) m->memo_n++, m->dense_n++;
+            *w |= seen_bit(key);
+            return 0;
+        }
+        return memo_put(m, key, NULL);
+    }
+    not_solo(v); /* a GET can push it again */
     ckpt_value **d = key < m->dense_cap ? dense_at(m, key) : NULL;
-    if (d && (*d || (!m->hash_n && m->memo_n < m->lim->max_pickle_memo))) {
+    if (d && (*d || room)) {
         if (!*d) m->memo_n++, m->dense_n++;
         *d = v;
         return 0;
@@ -1673,6 +1963,8 @@ static int op_reduce(machine *m) {
     if ((rc = pop(m, &args)) || (rc = pop(m, &callable))) return rc;
     if ((rc = expect_kind(m, args, CKPT_KIND_TUPLE, "the arguments"))) return rc;
     if ((rc = call(m, callable, args, NULL, 0, &v))) return rc;
+    not_solo(v); /* it may be one of the arguments */
+    if (args->u.pk.solo && ckpt_builders_forgets_args(callable)) release_args(m, args);
     return push(m, v);
 }
 
@@ -1684,6 +1976,7 @@ static int op_newobj(machine *m, int ex) {
     if ((rc = expect_kind(m, args, CKPT_KIND_TUPLE, "the arguments"))) return rc;
     if (kwargs && (rc = expect_kind(m, kwargs, CKPT_KIND_DICT, "the keyword arguments"))) return rc;
     if ((rc = call(m, cls, args, kwargs, 1, &v))) return rc;
+    not_solo(v);
     return push(m, v);
 }
 
@@ -1707,6 +2000,7 @@ static int op_obj_inst(machine *m, int inst) {
     if ((rc = collect(m, CKPT_KIND_TUPLE, start, &args))) return rc;
     if (!inst) m->sp--; /* the class */
     if ((rc = call(m, cls, args, NULL, 0, &v))) return rc;
+    not_solo(v);
     return push(m, v);
 }
 
@@ -1762,6 +2056,9 @@ static int op_persid(machine *m, int text) {
     v = NULL;
     if ((rc = m->o->persistent_load(m->o->ctx, pid, m->o->base_offset + m->op_pos, &v))) return rc;
     if (!v) return fail(m, CKPT_E_FORMAT, "persistent_load returned no value");
+    /* the pid is borrowed for the call; a STORAGE_ is new (pk_options) */
+    if (is_solo(pid) && v != pid) release(m, pid);
+    if (v->kind == CKPT_KIND_STORAGE_) v->u.pk.solo = (uint8_t)m->reuse;
     return push(m, v);
 }
 
@@ -1884,7 +2181,7 @@ static int op_dict(machine *m) {
     if ((rc = pop_mark(m, &start))) return rc;
     if ((m->sp - start) % 2)
         return fail(m, CKPT_E_FORMAT, "expected key/value pairs, got %zu items", m->sp - start);
-    ckpt_value *d = ckpt_value_new(m->a, CKPT_KIND_DICT);
+    ckpt_value *d = value_new(m, CKPT_KIND_DICT);
     if (!d) return nomem(m);
     for (size_t i = start; i < m->sp; i += 2)
         if ((rc = set_item(m, d, m->stack[i], m->stack[i + 1]))) return rc;
@@ -1897,6 +2194,7 @@ static int op_tuple_n(machine *m, size_t n) {
     int rc;
     if (m->sp - fence(m) < n) return underflow(m);
     if ((rc = collect(m, CKPT_KIND_TUPLE, m->sp - n, &t))) return rc;
+    t->u.pk.solo = (uint8_t)m->reuse;
     return push(m, t);
 }
 
@@ -1908,6 +2206,7 @@ static int op_mark_seq(machine *m, int kind) {
     for (size_t i = start; kind == CKPT_KIND_SET && i < m->sp; i++)
         if ((rc = hash_check(m, m->stack[i], "set item"))) return rc;
     if ((rc = collect(m, kind, start, &v))) return rc;
+    if (kind == CKPT_KIND_TUPLE) v->u.pk.solo = (uint8_t)m->reuse;
     return push(m, v);
 }
 
@@ -1954,7 +2253,10 @@ HOT int step(machine *m) {
         if ((rc = pop_mark(m, &n))) return rc;
         m->sp = n;
         return 0;
-    case OP_DUP: return (rc = top(m, &a)) ? rc : push(m, a);
+    case OP_DUP:
+        if ((rc = top(m, &a))) return rc;
+        not_solo(a);
+        return push(m, a);
 
     case OP_NONE: return push(m, new_none(m));
     case OP_NEWTRUE: return push(m, new_bool(m, 1));
@@ -2012,10 +2314,12 @@ HOT int step(machine *m) {
         if (m->op == OP_BYTEARRAY8) m->stack[m->sp - 1]->alt = 1;
         return 0;
 
-    case OP_EMPTY_TUPLE: return push(m, ckpt_value_new(m->a, CKPT_KIND_TUPLE));
-    case OP_EMPTY_LIST: return push(m, ckpt_value_new(m->a, CKPT_KIND_LIST));
-    case OP_EMPTY_DICT: return push(m, ckpt_value_new(m->a, CKPT_KIND_DICT));
-    case OP_EMPTY_SET: return push(m, ckpt_value_new(m->a, CKPT_KIND_SET));
+    case OP_EMPTY_TUPLE:
+        if ((a = value_new(m, CKPT_KIND_TUPLE))) a->u.pk.solo = (uint8_t)m->reuse;
+        return push(m, a);
+    case OP_EMPTY_LIST: return push(m, value_new(m, CKPT_KIND_LIST));
+    case OP_EMPTY_DICT: return push(m, value_new(m, CKPT_KIND_DICT));
+    case OP_EMPTY_SET: return push(m, value_new(m, CKPT_KIND_SET));
     case OP_TUPLE: return op_mark_seq(m, CKPT_KIND_TUPLE);
     case OP_LIST: return op_mark_seq(m, CKPT_KIND_LIST);
     case OP_FROZENSET:
@@ -2124,6 +2428,7 @@ int ckpt_pickle_run(ckpt_value **out, size_t *consumed, const uint8_t *buf, size
                            .ops_limit = m.ops_limit,
                            .scan_only = o->scan_only != 0};
     m.seed = mix((uint64_t)(uintptr_t)&m ^ (uint64_t)(uintptr_t)buf << 16);
+    m.reuse = !o->scan_only;
     if (o->scan_only) {
         /* in o->arena: the result may be one of them */
         ckpt_value *ph = ckpt_arena_array(m.a, 4, sizeof *ph);
@@ -2147,7 +2452,7 @@ int ckpt_pickle_run(ckpt_value **out, size_t *consumed, const uint8_t *buf, size
     ckpt_arena *values = m.a;
     uint64_t alloc_limit =
         m.max_alloc <= UINT64_MAX - values_at_start ? values_at_start + m.max_alloc : UINT64_MAX;
-    int rc = 0;
+    int rc = find_fetches(&m);
     pk_weights_only *wo =
         o->weights_only && o->weights_only->offset == CKPT_NO_OFFSET ? o->weights_only : NULL;
     while (!rc) {
@@ -2192,5 +2497,7 @@ int ckpt_pickle_run(ckpt_value **out, size_t *consumed, const uint8_t *buf, size
     for (size_t i = 0; i < (m.dense_cap + MEMO_CHUNK - 1) >> MEMO_CHUNK_BITS; i++)
         ckpt_free(m.dense[i]);
     ckpt_free(m.dense);
+    ckpt_free(m.seen);
+    ckpt_free(m.fetched);
     return rc;
 }
