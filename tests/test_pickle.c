@@ -1924,9 +1924,19 @@ TEST(test_memo_counts_keys_it_does_not_keep) {
     CHECK_EQ_INT(PK("\x80\x02K\x01q\x00q\x01q\x02.", &v), CKPT_E_LIMIT);
     CHECK_EQ_INT(PK("\x80\x02K\x01q\x00q\x01q\x00q\x01.", &v), 0);
     limits.max_pickle_memo = saved;
-    /* a text GET: every key kept */
-    CHECK_EQ_INT(PK("I5\np0\n0I6\nq\x01g0\n.", &v), 0);
+    /* text GETs as parse_index reads them: blanks, underscores, a NUL
+     * ending the index (the keys they read are kept) */
+    CHECK_EQ_INT(PK("I5\np7\n0I6\nq\x01g 0_7\n.", &v), 0);
     CHECK(is_int(v, 5));
+    CHECK_EQ_INT(PK("I5\np7\n0g7\0x\n.", &v), 0);
+    CHECK(is_int(v, 5));
+    CHECK_EQ_INT(PK("I5\np7\n0g-0\n.", &v), CKPT_E_FORMAT); /* key 0 was never PUT */
+    CHECK_EQ_INT(PK("I5\np0\n0g-0\n.", &v), 0);
+    CHECK(is_int(v, 5));
+    /* GET bytes inside operands only keep more: 'h' and 'j' in a str */
+    CHECK_EQ_INT(PK("\x80\x02X\x06\x00\x00\x00h\x01j\x01\x00\x00q\x01h\x01.", &v), 0);
+    CHECK(v && v->kind == CKPT_KIND_STR && v->u.s.len == 6 &&
+          memcmp(v->u.s.p, "h\x01j\x01\x00\x00", 6) == 0);
 }
 
 /* Memory a state_dict of many tensors takes per record: the argument

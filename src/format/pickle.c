@@ -221,6 +221,9 @@ typedef struct machine {
     uint64_t max_stack; /* lim->max_pickle_stack, read by every push */
     ckpt_value **stack;
     size_t sp, stack_cap;
+    /* push's one test: sp below it leaves room in the stack and under
+     * max_stack (min(stack_cap, max_stack - nmarks); MARK lowers it) */
+    size_t push_lim;
     size_t *marks; /* stack heights recorded by MARK */
     size_t nmarks, marks_cap;
     size_t memo_n; /* entries, dense and hashed (len(memo)) */
@@ -234,12 +237,11 @@ typedef struct machine {
                              of two */
     size_t hash_n, memo_cap;
     uint64_t seed;
-    /* the memo keys a GET reads (see fetched()): a bit each below
-     * fetched_bits; fetch_high: some GET reads a key at or past len;
-     * fetch_all: every key is kept (a text GET) */
+    /* the memo keys a GET may read (see fetched()): a bit each below
+     * fetched_bits; fetch_high: some GET may read a key at or past len */
     uint64_t *fetched;
     size_t fetched_bits;
-    int fetch_all, fetch_high;
+    int fetch_high;
     /* the dense keys PUT but not kept (no GET reads them): a bit each,
      * dense_cap bits; their dense slots stay NULL */
     uint64_t *seen;
@@ -248,6 +250,9 @@ typedef struct machine {
      * bytes, linked through their first pointer */
     int reuse;
     void *spare[SPARES];
+    /* the last reference asked about (forgets()) and its answer */
+    const ckpt_value *forgets_of;
+    int forgets;
     ckpt_value *result; /* set by STOP */
     pk_build_ctx ctx;   /* build_ctx */
     int scan;           /* pk_options.scan_only */
@@ -547,13 +552,28 @@ HOT int take_uint(machine *m, size_t n, uint64_t *x) {
 
 HOT size_t fence(const machine *m) { return m->nmarks ? m->marks[m->nmarks - 1] : 0; }
 
-HOT int push(machine *m, ckpt_value *v) {
-    if (!v) return nomem(m);
+/* min(stack_cap, max_stack - nmarks): MARK checks that nmarks stays
+ * below max_stack. */
+static void set_push_lim(machine *m) {
+    uint64_t room = m->max_stack - m->nmarks;
+    m->push_lim = room < m->stack_cap ? (size_t)room : m->stack_cap;
+}
+
+/* push at push_lim: the stack grows, or the run is past max_stack. */
+static int push_room(machine *m) {
     if (m->sp + m->nmarks >= m->max_stack)
         return fail(m, CKPT_E_LIMIT, "stack and marks exceed %" PRIu64 " entries", m->max_stack);
     if (m->sp == m->stack_cap && ckpt_arena_grow(&m->scratch, (void **)&m->stack, &m->stack_cap,
                                                  m->sp + 1, sizeof *m->stack))
         return nomem(m);
+    set_push_lim(m);
+    return 0;
+}
+
+HOT int push(machine *m, ckpt_value *v) {
+    if (!v) return nomem(m);
+    int rc;
+    if (m->sp >= m->push_lim && (rc = push_room(m))) return rc;
     /* the first push is the opcode that built it (value.h pk_at); a memo
      * GET or a builder's argument handed back keeps its own */
     if (!v->pk_at && m->op_pos < CKPT_PK_SHARED - 1) v->pk_at = (uint32_t)m->op_pos + 1;
@@ -653,6 +673,18 @@ static void release(machine *m, ckpt_value *v) {
     *(void **)v = m->spare[bytes >> 4];
     m->spare[bytes >> 4] = v;
 #endif
+}
+
+/* ckpt_builders_forgets_args, asked once per reference: a pickle
+ * memoizes the rebuild function it calls for every tensor. A reference is
+ * never released, so its address names it for the whole run. */
+HOT int forgets(machine *m, const ckpt_value *callable) {
+    if (callable->kind != CKPT_KIND_GLOBAL_) return 0;
+    if (callable != m->forgets_of) {
+        m->forgets_of = callable;
+        m->forgets = ckpt_builders_forgets_args(callable);
+    }
+    return m->forgets;
 }
 
 /* args, a solo tuple consumed by a call that keeps nothing of it, and
@@ -878,17 +910,12 @@ static int memo_put(machine *m, uint64_t key, ckpt_value *v) {
 
 /* ---------------------------------------------------------------- fetches */
 
-/* Before the run, one pass steps over the opcodes (running none) and
- * notes every memo key BINGET and LONG_BINGET read. A PUT of any other
- * key only counts it (len(memo), max_pickle_memo) and keeps nothing: a
- * torch.save pickle PUTs every value and GETs a handful, so the memo
- * would otherwise hold every value of the run, and hold on to memory
- * the machine reuses (release()). A text GET (protocol 0) makes every
- * key kept. The pass stops at STOP or at the first opcode it cannot step
- * over (unknown, truncated): the run reads the same operands, so it fails
- * there or before and never reaches a GET the pass did not see. */
+/* Before the run, find_fetches notes every memo key a GET, BINGET or
+ * LONG_BINGET may read. A PUT of any other key only counts it (len(memo),
+ * max_pickle_memo) and keeps nothing: a torch.save pickle PUTs every
+ * value and GETs a handful, so the memo would otherwise hold every value
+ * of the run, and hold on to memory the machine reuses (release()). */
 HOT int fetched(const machine *m, uint64_t key) {
-    if (m->fetch_all) return 1;
     if (key < m->fetched_bits) return (int)(m->fetched[key >> 6] >> (key & 63) & 1);
     return key >= m->len && m->fetch_high; /* a key below len past the bits: no GET */
 }
@@ -916,98 +943,6 @@ static int note_fetch_far(machine *m, uint64_t key) {
 HOT int note_fetch(machine *m, uint64_t key) {
     if (key >= m->fetched_bits) return note_fetch_far(m, key);
     m->fetched[key >> 6] |= (uint64_t)1 << (key & 63);
-    return 0;
-}
-
-/* How find_fetches steps over each opcode: 1 + its operand bytes (1 to
- * 9), or one of the STEP_* below; 0: an unknown opcode. */
-enum {
-    STEP_LEN1 = 10, /* a length of 1, 4 or 8 bytes, then that many */
-    STEP_LEN4,
-    STEP_LEN8,
-    STEP_LINE, /* text up to a newline */
-    STEP_LINES2,
-    STEP_BINGET,
-    STEP_LONG_BINGET,
-    STEP_END /* STOP; a text GET */
-};
-#define FIXED(n) (1 + (n))
-static const uint8_t step_kind[256] = {
-    [OP_MARK] = FIXED(0), [OP_POP] = FIXED(0), [OP_POP_MARK] = FIXED(0), [OP_DUP] = FIXED(0),
-    [OP_NONE] = FIXED(0), [OP_BINPERSID] = FIXED(0), [OP_REDUCE] = FIXED(0),
-    [OP_APPEND] = FIXED(0), [OP_BUILD] = FIXED(0), [OP_DICT] = FIXED(0),
-    [OP_EMPTY_DICT] = FIXED(0), [OP_APPENDS] = FIXED(0), [OP_LIST] = FIXED(0),
-    [OP_EMPTY_LIST] = FIXED(0), [OP_OBJ] = FIXED(0), [OP_SETITEM] = FIXED(0),
-    [OP_TUPLE] = FIXED(0), [OP_EMPTY_TUPLE] = FIXED(0), [OP_SETITEMS] = FIXED(0),
-    [OP_NEWOBJ] = FIXED(0), [OP_TUPLE1] = FIXED(0), [OP_TUPLE2] = FIXED(0),
-    [OP_TUPLE3] = FIXED(0), [OP_NEWTRUE] = FIXED(0), [OP_NEWFALSE] = FIXED(0),
-    [OP_EMPTY_SET] = FIXED(0), [OP_ADDITEMS] = FIXED(0), [OP_FROZENSET] = FIXED(0),
-    [OP_NEWOBJ_EX] = FIXED(0), [OP_STACK_GLOBAL] = FIXED(0), [OP_MEMOIZE] = FIXED(0),
-    [OP_NEXT_BUFFER] = FIXED(0), [OP_READONLY_BUFFER] = FIXED(0),
-    [OP_PROTO] = FIXED(1), [OP_BININT1] = FIXED(1), [OP_BINPUT] = FIXED(1),
-    [OP_EXT1] = FIXED(1), [OP_BININT2] = FIXED(2), [OP_EXT2] = FIXED(2),
-    [OP_BININT] = FIXED(4), [OP_LONG_BINPUT] = FIXED(4), [OP_EXT4] = FIXED(4),
-    [OP_BINFLOAT] = FIXED(8), [OP_FRAME] = FIXED(8),
-    [OP_LONG1] = STEP_LEN1, [OP_SHORT_BINSTRING] = STEP_LEN1,
-    [OP_SHORT_BINUNICODE] = STEP_LEN1, [OP_SHORT_BINBYTES] = STEP_LEN1,
-    [OP_LONG4] = STEP_LEN4, [OP_BINSTRING] = STEP_LEN4, [OP_BINUNICODE] = STEP_LEN4,
-    [OP_BINBYTES] = STEP_LEN4, [OP_BINUNICODE8] = STEP_LEN8, [OP_BINBYTES8] = STEP_LEN8,
-    [OP_BYTEARRAY8] = STEP_LEN8, [OP_INT] = STEP_LINE, [OP_LONG] = STEP_LINE,
-    [OP_FLOAT] = STEP_LINE, [OP_STRING] = STEP_LINE, [OP_UNICODE] = STEP_LINE,
-    [OP_PERSID] = STEP_LINE, [OP_PUT] = STEP_LINE, [OP_GLOBAL] = STEP_LINES2,
-    [OP_INST] = STEP_LINES2, [OP_BINGET] = STEP_BINGET, [OP_LONG_BINGET] = STEP_LONG_BINGET,
-    [OP_STOP] = STEP_END, [OP_GET] = STEP_END,
-};
-
-/* Bytes of the line starting at pos, with its newline; 0: none. */
-static size_t line_span(const uint8_t *b, size_t len, size_t pos) {
-    const uint8_t *nl = memchr(b + pos, '\n', len - pos);
-    return nl ? (size_t)(nl - (b + pos)) + 1 : 0;
-}
-
-static int find_fetches(machine *m) {
-    const uint8_t *b = m->buf;
-    size_t len = m->len, pos = 0, n;
-    while (pos < len) {
-        unsigned k = step_kind[b[pos]];
-        if (k - 1u < FIXED(8)) { /* past len: truncated, the run fails there */
-            pos += k;
-            continue;
-        }
-        uint8_t op = b[pos++];
-        int rc = 0;
-        switch (k) {
-        case STEP_BINGET:
-            if (pos < len) rc = note_fetch(m, b[pos]);
-            n = 1;
-            break;
-        case STEP_LONG_BINGET:
-            if (len - pos >= 4) rc = note_fetch(m, le_bytes(b + pos, 4));
-            n = 4;
-            break;
-        case STEP_LEN1:
-        case STEP_LEN4:
-        case STEP_LEN8: {
-            size_t w = k == STEP_LEN1 ? 1 : k == STEP_LEN4 ? 4 : 8;
-            if (len - pos < w) return 0;
-            uint64_t x = le_bytes(b + pos, w);
-            if (x > len - pos - w) return 0;
-            n = w + (size_t)x;
-            break;
-        }
-        case STEP_LINES2:
-            if (!(n = line_span(b, len, pos))) return 0;
-            pos += n; /* fall through */
-        case STEP_LINE:
-            if (!(n = line_span(b, len, pos))) return 0;
-            break;
-        default: /* STOP; a text GET: every key kept; unknown */
-            m->fetch_all = op == OP_GET;
-            return 0;
-        }
-        if (rc) return rc;
-        pos += n;
-    }
     return 0;
 }
 
@@ -1264,6 +1199,44 @@ static int parse_index(machine *m, const uint8_t *p, size_t n, uint64_t *key) {
                     m->op == OP_PUT ? "negative PUT argument"
                                     : "memo key -%" PRIu64 " was never PUT",
                     *key);
+    return 0;
+}
+
+/* find_fetches: every byte of the input that is a GET, BINGET or
+ * LONG_BINGET opcode byte is taken for one, with the operand after it; so
+ * the keys noted are all those the run can read, opcode boundaries
+ * aside (a byte inside an operand or text adds a key, which only keeps
+ * a value longer). A GET's text is its line as parse_index reads it:
+ * index characters up to the newline or a NUL; anything else there
+ * fails the run. One memchr pass per opcode byte. */
+static int text_index(const uint8_t *p, size_t left, uint64_t *key) {
+    size_t n = 0;
+    while (n < left && (is_space(p[n]) || digit_value(p[n]) < 10 || p[n] == '_' || p[n] == '+' ||
+                        p[n] == '-') && p[n] != '\n')
+        n++;
+    py_int x;
+    if (n == left || (p[n] != '\n' && p[n] != '\0') || py_int_parse(p, n, 10, &x) ||
+        x.ndigits > MAX_INT_DIGITS || !py_int_u64(&x, key) || *key > (uint64_t)INT64_MAX ||
+        (x.neg && *key))
+        return 0;
+    return 1;
+}
+
+static int find_fetches(machine *m) {
+    static const uint8_t ops[] = {OP_BINGET, OP_LONG_BINGET, OP_GET};
+    const uint8_t *end = m->buf + m->len;
+    for (size_t k = 0; k < sizeof ops; k++)
+        for (const uint8_t *p = m->buf; p < end && (p = memchr(p, ops[k], (size_t)(end - p))); p++) {
+            size_t left = (size_t)(end - p) - 1;
+            uint64_t key;
+            if (ops[k] == OP_BINGET ? !left
+                : ops[k] == OP_LONG_BINGET ? left < 4
+                                           : !text_index(p + 1, left, &key))
+                continue;
+            if (ops[k] != OP_GET) key = le_bytes(p + 1, ops[k] == OP_BINGET ? 1 : 4);
+            int rc = note_fetch(m, key);
+            if (rc) return rc;
+        }
     return 0;
 }
 
@@ -1964,7 +1937,7 @@ static int op_reduce(machine *m) {
     if ((rc = expect_kind(m, args, CKPT_KIND_TUPLE, "the arguments"))) return rc;
     if ((rc = call(m, callable, args, NULL, 0, &v))) return rc;
     not_solo(v); /* it may be one of the arguments */
-    if (args->u.pk.solo && ckpt_builders_forgets_args(callable)) release_args(m, args);
+    if (args->u.pk.solo && forgets(m, callable)) release_args(m, args);
     return push(m, v);
 }
 
@@ -2247,6 +2220,7 @@ HOT int step(machine *m) {
                             sizeof *m->marks))
             return nomem(m);
         m->marks[m->nmarks++] = m->sp;
+        set_push_lim(m);
         return 0;
     case OP_POP: return op_pop(m);
     case OP_POP_MARK:
@@ -2479,7 +2453,7 @@ int ckpt_pickle_run(ckpt_value **out, size_t *consumed, const uint8_t *buf, size
             break;
         }
         rc = step(&m);
-        if (rc >= 0 && /* 0 or PK_STOPPED */
+        if (rc == 0 && /* STOP allocates nothing: the last check holds */
             values->total + m.scratch.total + m.dense_bytes > alloc_limit)
             rc = fail(&m, CKPT_E_LIMIT,
                       "pickle takes more than %" PRIu64
