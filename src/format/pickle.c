@@ -616,7 +616,8 @@ HOT int top(machine *m, ckpt_value **v) {
  * has exactly one holder, and a solo item of a tuple is held by that
  * tuple alone. When a solo tuple is consumed by a call that keeps
  * nothing of its arguments (ckpt_builders_forgets_args), its memory and
- * that of its solo items is reused for later values of the same size;
+ * that of its solo items is reused for later values of the same size
+ * (the OrderedDict of a rebuild's hooks too: its empty argument tuple);
  * so is a solo persistent id's once persistent_load has answered it (not
  * its items, which persistent_load may keep). A value that leaves the
  * stack any other way (into a list, dict or set, BUILD state, an
@@ -676,8 +677,9 @@ static void release(machine *m, ckpt_value *v) {
 }
 
 /* ckpt_builders_forgets_args, asked once per reference: a pickle
- * memoizes the rebuild function it calls for every tensor. A reference is
- * never released, so its address names it for the whole run. */
+ * memoizes the functions it calls for every tensor (the rebuild, the
+ * OrderedDict of its hooks). A reference is never released, so its
+ * address names it for the whole run. */
 HOT int forgets(machine *m, const ckpt_value *callable) {
     if (callable->kind != CKPT_KIND_GLOBAL_) return 0;
     if (callable != m->forgets_of) {
@@ -1937,7 +1939,10 @@ static int op_reduce(machine *m) {
     if ((rc = expect_kind(m, args, CKPT_KIND_TUPLE, "the arguments"))) return rc;
     if ((rc = call(m, callable, args, NULL, 0, &v))) return rc;
     not_solo(v); /* it may be one of the arguments */
-    if (args->u.pk.solo && forgets(m, callable)) release_args(m, args);
+    if (args->u.pk.solo) {
+        int f = forgets(m, callable);
+        if (f == 1 || (f == 2 && v->kind == CKPT_KIND_DICT)) release_args(m, args);
+    }
     return push(m, v);
 }
 

@@ -1190,7 +1190,8 @@ int ckpt_builders_call(ckpt_value **out, const pk_build_ctx *c, ckpt_value *call
 int ckpt_builders_forgets_args(const ckpt_value *callable) {
     int allow = callable->kind == CKPT_KIND_GLOBAL_ ? callable->u.global.allow : 0;
     const struct entry *e = allow >= 2 ? &allowlist[allow - 2] : NULL;
-    return e && (e->fn == b_tensor || e->fn == b_tensor_v2 || e->fn == b_tensor_v3);
+    if (e && (e->fn == b_tensor || e->fn == b_tensor_v2 || e->fn == b_tensor_v3)) return 1;
+    return e && e->fn == b_dict ? 2 : 0;
 }
 
 int ckpt_builders_new(ckpt_value **out, const pk_build_ctx *c, ckpt_value *callable,
