@@ -238,10 +238,11 @@ typedef struct machine {
     size_t hash_n, memo_cap;
     uint64_t seed;
     /* the memo keys a GET may read (see fetched()): a bit each below
-     * fetched_bits; fetch_high: some GET may read a key at or past len */
+     * fetched_bits; fetch_high: some GET may read a key at or past len;
+     * keep_all: scan mode, which reuses nothing, keeps every key */
     uint64_t *fetched;
     size_t fetched_bits;
-    int fetch_high;
+    int fetch_high, keep_all;
     /* the dense keys PUT but not kept (no GET reads them): a bit each,
      * dense_cap bits; their dense slots stay NULL */
     uint64_t *seen;
@@ -916,8 +917,12 @@ static int memo_put(machine *m, uint64_t key, ckpt_value *v) {
  * LONG_BINGET may read. A PUT of any other key only counts it (len(memo),
  * max_pickle_memo) and keeps nothing: a torch.save pickle PUTs every
  * value and GETs a handful, so the memo would otherwise hold every value
- * of the run, and hold on to memory the machine reuses (release()). */
+ * of the run, and hold on to memory the machine reuses (release()).
+ * Scan mode, whose values die with the run and are never reused, skips
+ * the pass (its cost is 21M instructions for a 100k-tensor pickle) and
+ * keeps every key. */
 HOT int fetched(const machine *m, uint64_t key) {
+    if (m->keep_all) return 1;
     if (key < m->fetched_bits) return (int)(m->fetched[key >> 6] >> (key & 63) & 1);
     return key >= m->len && m->fetch_high; /* a key below len past the bits: no GET */
 }
@@ -2431,7 +2436,8 @@ int ckpt_pickle_run(ckpt_value **out, size_t *consumed, const uint8_t *buf, size
     ckpt_arena *values = m.a;
     uint64_t alloc_limit =
         m.max_alloc <= UINT64_MAX - values_at_start ? values_at_start + m.max_alloc : UINT64_MAX;
-    int rc = find_fetches(&m);
+    m.keep_all = !m.reuse;
+    int rc = m.reuse ? find_fetches(&m) : 0;
     pk_weights_only *wo =
         o->weights_only && o->weights_only->offset == CKPT_NO_OFFSET ? o->weights_only : NULL;
     while (!rc) {
