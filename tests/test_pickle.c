@@ -1826,6 +1826,179 @@ TEST(test_tensor_rebuild_blames_the_argument) {
     persistent_load = NULL;
 }
 
+/* Reader mode reuses the memory of the argument tuples and storage
+ * values a tensor rebuild consumed (pickle.c "reuse"); what a later
+ * opcode can still reach is kept: the memo keys some GET reads, whatever
+ * a DUP copied. Each case has a second record after the first, whose
+ * tuples of the same sizes would take a wrongly released block (and
+ * under ASan the read of a released one is reported). */
+#define V2S(storage, size, stride)                                                                 \
+    "ctorch._utils\n_rebuild_tensor_v2\n(" storage "K\x00" size stride "\x89" HOOKS "tR"
+#define PID_BODY                                                                                   \
+    "(X\x07\x00\x00\x00"                                                                           \
+    "storagectorch\nFloatStorage\nX\x01\x00\x00\x00"                                               \
+    "0X\x03\x00\x00\x00"                                                                           \
+    "cpuK\x04t"
+
+static int is_dims(const ckpt_value *v, uint64_t a, uint64_t b) {
+    return v && v->kind == CKPT_KIND_TUPLE && v->u.seq.n == 2 && is_int(item(v, 0), (int64_t)a) &&
+           is_int(item(v, 1), (int64_t)b);
+}
+
+TEST(test_reuse_keeps_what_is_reachable) {
+    ckpt_value *v;
+    persistent_load = storage16;
+    /* the first record's size, PUT 5, read back after a second record */
+    CHECK_EQ_INT(PK("\x80\x02(" V2S(PID_BODY "Q", "K\x02K\x02\x86q\x05", "K\x02K\x01\x86")
+                        V2S(PID_BODY "Q", "K\x01K\x04\x86", "K\x04K\x01\x86") "h\x05t.",
+                    &v),
+                 0);
+    CHECK(v && v->kind == CKPT_KIND_TUPLE && v->u.seq.n == 3);
+    CHECK(is_dims(item(v, 2), 2, 2));
+    CHECK(item(v, 1) && item(v, 1)->kind == CKPT_KIND_TENSOR &&
+          item(v, 1)->u.tensor->shape[1] == 4);
+    /* a storage value PUT 6 and fetched by the second record: one storage
+     * for both tensors (a tie) */
+    CHECK_EQ_INT(PK("\x80\x02(" V2S(PID_BODY "Qq\x06", "K\x02K\x02\x86", "K\x02K\x01\x86")
+                        V2S("h\x06", "K\x01K\x04\x86", "K\x04K\x01\x86") "t.",
+                    &v),
+                 0);
+    CHECK(v && v->kind == CKPT_KIND_TUPLE && v->u.seq.n == 2);
+    CHECK(item(v, 0) && item(v, 1) && item(v, 0)->kind == CKPT_KIND_TENSOR &&
+          item(v, 1)->kind == CKPT_KIND_TENSOR &&
+          item(v, 0)->u.tensor->storage == item(v, 1)->u.tensor->storage);
+    /* a persistent id PUT 7, answered, then read back whole */
+    CHECK_EQ_INT(PK("\x80\x02(" V2S(PID_BODY "q\x07Q", "K\x02K\x02\x86", "K\x02K\x01\x86")
+                        V2S(PID_BODY "Q", "K\x01K\x04\x86", "K\x04K\x01\x86") "h\x07t.",
+                    &v),
+                 0);
+    const ckpt_value *pid = item(v, 2);
+    CHECK(pid && pid->kind == CKPT_KIND_TUPLE && pid->u.seq.n == 5 &&
+          is_str(item(pid, 0), "storage") && is_str(item(pid, 3), "cpu") &&
+          is_int(item(pid, 4), 4));
+    /* the whole argument tuple PUT 8 and read back: kept, items and all */
+    CHECK_EQ_INT(PK("\x80\x02(ctorch._utils\n_rebuild_tensor_v2\n(" PID_BODY
+                    "QK\x00K\x02K\x02\x86K\x02K\x01\x86\x89" HOOKS "tq\x08R" V2S(
+                        PID_BODY "Q", "K\x01K\x04\x86", "K\x04K\x01\x86") "h\x08t.",
+                    &v),
+                 0);
+    const ckpt_value *args = item(v, 2);
+    CHECK(args && args->kind == CKPT_KIND_TUPLE && args->u.seq.n == 6 &&
+          item(args, 0)->kind == CKPT_KIND_STORAGE_ && is_dims(item(args, 2), 2, 2) &&
+          is_dims(item(args, 3), 2, 1));
+    /* OrderedDict of pairs in a tuple: the tuple's memory is reused by
+     * the records after it, the dict keeps the pair's key and value */
+    CHECK_EQ_INT(PK("\x80\x02(ccollections\nOrderedDict\nX\x01\x00\x00\x00" "aK\x07\x86\x85\x85R" V2S(
+                        PID_BODY "Q", "K\x01K\x04\x86", "K\x04K\x01\x86")
+                        V2S(PID_BODY "Q", "K\x02K\x02\x86", "K\x02K\x01\x86") "t.",
+                    &v),
+                 0);
+    const ckpt_value *od = item(v, 0);
+    CHECK(od && od->kind == CKPT_KIND_DICT && od->dict_class == CKPT_DICT_ORDERED &&
+          od->u.dict.n == 1 && is_str(od->u.dict.keys[0], "a") && is_int(od->u.dict.vals[0], 7));
+    /* its argument tuple PUT 9 and read back: kept */
+    CHECK_EQ_INT(PK("\x80\x02(ccollections\nOrderedDict\nX\x01\x00\x00\x00" "aK\x07\x86\x85\x85q\tR" V2S(
+                        PID_BODY "Q", "K\x01K\x04\x86", "K\x04K\x01\x86") "h\tt.",
+                    &v),
+                 0);
+    const ckpt_value *oa = item(v, 2);
+    CHECK(oa && oa->kind == CKPT_KIND_TUPLE && oa->u.seq.n == 1 && item(oa, 0) &&
+          item(oa, 0)->kind == CKPT_KIND_TUPLE && item(oa, 0)->u.seq.n == 1 &&
+          item(item(oa, 0), 0) && item(item(oa, 0), 0)->kind == CKPT_KIND_TUPLE &&
+          is_int(item(item(item(oa, 0), 0), 1), 7));
+    /* a size DUP'ed into the stride (1, 1): one tuple twice in the
+     * arguments, released at most once (the next records' tuples would
+     * share a block released twice) */
+    CHECK_EQ_INT(PK("\x80\x02(" V2S(PID_BODY "Q", "K\x01K\x01\x86"
+                                                  "2",
+                                    "") V2S(PID_BODY "Q", "K\x01K\x04\x86", "K\x04K\x01\x86")
+                        V2S(PID_BODY "Q", "K\x02K\x02\x86", "K\x02K\x01\x86") "t.",
+                    &v),
+                 0);
+    CHECK(v && v->kind == CKPT_KIND_TUPLE && v->u.seq.n == 3);
+    for (size_t i = 0; v && i < 3; i++) CHECK(item(v, i) && item(v, i)->kind == CKPT_KIND_TENSOR);
+    if (v && v->u.seq.n == 3 && item(v, 1)->kind == CKPT_KIND_TENSOR &&
+        item(v, 2)->kind == CKPT_KIND_TENSOR) {
+        CHECK(item(v, 1)->u.tensor->shape[0] == 1 && item(v, 1)->u.tensor->shape[1] == 4);
+        CHECK(item(v, 2)->u.tensor->shape[0] == 2 && item(v, 2)->u.tensor->stride[0] == 2);
+    }
+    persistent_load = NULL;
+}
+
+/* A PUT of a key no GET reads keeps nothing but still counts in
+ * len(memo), which MEMOIZE uses, and against max_pickle_memo. */
+TEST(test_memo_counts_keys_it_does_not_keep) {
+    ckpt_value *v;
+    /* PUT 0 (never read), MEMOIZE (key 1), PUT 0 again (no new key),
+     * MEMOIZE (key 2), then GET 1 and 2 */
+    CHECK_EQ_INT(PK("\x80\x04K\x07q\x00K\x08\x94K\x09q\x00K\x0a\x94h\x01h\x02\x86.", &v), 0);
+    CHECK(is_dims(v, 8, 10));
+    /* the same with the unread key hashed (past the array) */
+    CHECK_EQ_INT(PK("\x80\x04K\x07r\x00\x00\x00\x40K\x08\x94K\x09r\x00\x00\x00\x40K\x0a\x94"
+                    "h\x01h\x02\x86.",
+                    &v),
+                 0);
+    CHECK(is_dims(v, 8, 10));
+    uint64_t saved = limits.max_pickle_memo;
+    limits.max_pickle_memo = 2;
+    CHECK_EQ_INT(PK("\x80\x02K\x01q\x00q\x01q\x02.", &v), CKPT_E_LIMIT);
+    CHECK_EQ_INT(PK("\x80\x02K\x01q\x00q\x01q\x00q\x01.", &v), 0);
+    limits.max_pickle_memo = saved;
+    /* text GETs as parse_index reads them: blanks, underscores, a NUL
+     * ending the index (the keys they read are kept) */
+    CHECK_EQ_INT(PK("I5\np7\n0I6\nq\x01g 0_7\n.", &v), 0);
+    CHECK(is_int(v, 5));
+    CHECK_EQ_INT(PK("I5\np7\n0g7\0x\n.", &v), 0);
+    CHECK(is_int(v, 5));
+    CHECK_EQ_INT(PK("I5\np7\n0g-0\n.", &v), CKPT_E_FORMAT); /* key 0 was never PUT */
+    CHECK_EQ_INT(PK("I5\np0\n0g-0\n.", &v), 0);
+    CHECK(is_int(v, 5));
+    /* GET bytes inside operands only keep more: 'h' and 'j' in a str */
+    CHECK_EQ_INT(PK("\x80\x02X\x06\x00\x00\x00h\x01j\x01\x00\x00q\x01h\x01.", &v), 0);
+    CHECK(v && v->kind == CKPT_KIND_STR && v->u.s.len == 6 &&
+          memcmp(v->u.s.p, "h\x01j\x01\x00\x00", 6) == 0);
+}
+
+/* Memory a state_dict of many tensors takes per record: the argument
+ * tuples of one are reused by the next. Not under AddressSanitizer,
+ * where released blocks are poisoned, never reused. */
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define CKPT_TEST_ASAN 1
+#endif
+#endif
+#ifndef CKPT_TEST_ASAN
+#define CKPT_TEST_ASAN 0
+#endif
+TEST(test_reuse_bounds_memory_per_record) {
+    enum { N = 1000 };
+    static const char rec[] = "X\x01\x00\x00\x00k" V2_2x2;
+    size_t n = 0, cap = 8 + N * (sizeof rec + 2);
+    char *b = malloc(cap);
+    CHECK(b != NULL);
+    if (!b) return;
+    memcpy(b, "\x80\x02}(", 4);
+    n = 4;
+    for (int i = 0; i < N; i++) {
+        memcpy(b + n, rec, sizeof rec - 1);
+        n += sizeof rec - 1;
+    }
+    memcpy(b + n, "u.", 2);
+    n += 2;
+    ckpt_value *v;
+    persistent_load = storage16;
+    CHECK_EQ_INT(run(b, n, &v), 0);
+    persistent_load = NULL;
+    CHECK(v && v->kind == CKPT_KIND_DICT && v->u.dict.n == N);
+    /* 876 bytes a record; 1291 when nothing was reused (the persistent
+     * id, the storage value, size, stride and argument tuples and the
+     * hooks' empty one: 416) */
+#if !defined(__SANITIZE_ADDRESS__) && !CKPT_TEST_ASAN
+    CHECK(arena.total / N < 1100);
+#endif
+    free(b);
+}
+
 /* A legacy torch.save (FORMATS.md §3: magic, protocol, sys_info, the main
  * pickle, the storage keys, each storage's count and bytes) of one tensor
  * whose persistent id numel, storage type or storage key list is ITEM:
@@ -2749,6 +2922,9 @@ int main(void) {
     RUN(test_values_know_their_opcode);
     RUN(test_tensor_rebuild);
     RUN(test_tensor_rebuild_blames_the_argument);
+    RUN(test_reuse_keeps_what_is_reachable);
+    RUN(test_memo_counts_keys_it_does_not_keep);
+    RUN(test_reuse_bounds_memory_per_record);
     RUN(test_torch_persistent_id_blames_the_item);
     RUN(test_parameter_and_subclass);
     RUN(test_numpy_scalars);

@@ -23,6 +23,17 @@
 #include "base/error.h"
 #include "base/utf8.h"
 
+#if defined(__SANITIZE_ADDRESS__)
+#define PK_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define PK_ASAN 1
+#endif
+#endif
+#ifdef PK_ASAN
+#include <sanitizer/asan_interface.h>
+#endif
+
 enum {
     /* protocol 0 and 1 */
     OP_MARK = '(',
@@ -180,6 +191,10 @@ static const char *const op_names[256] = {
 #define SMALL_MIN (-5)
 #define SMALL_MAX 256
 
+/* Sizes of reused blocks: 16 * (0 .. SPARES-1) bytes, a value and up to 8
+ * items (a rebuild's arguments, a persistent id, a shape). */
+#define SPARES 8
+
 typedef struct memo_slot {
     uint64_t key;
     ckpt_value *v; /* NULL: empty slot */
@@ -206,6 +221,9 @@ typedef struct machine {
     uint64_t max_stack; /* lim->max_pickle_stack, read by every push */
     ckpt_value **stack;
     size_t sp, stack_cap;
+    /* push's one test: sp below it leaves room in the stack and under
+     * max_stack (min(stack_cap, max_stack - nmarks); MARK lowers it) */
+    size_t push_lim;
     size_t *marks; /* stack heights recorded by MARK */
     size_t nmarks, marks_cap;
     size_t memo_n; /* entries, dense and hashed (len(memo)) */
@@ -219,6 +237,23 @@ typedef struct machine {
                              of two */
     size_t hash_n, memo_cap;
     uint64_t seed;
+    /* the memo keys a GET may read (see fetched()): a bit each below
+     * fetched_bits; fetch_high: some GET may read a key at or past len;
+     * keep_all: scan mode, which reuses nothing, keeps every key */
+    uint64_t *fetched;
+    size_t fetched_bits;
+    int fetch_high, keep_all;
+    /* the dense keys PUT but not kept (no GET reads them): a bit each,
+     * dense_cap bits; their dense slots stay NULL */
+    uint64_t *seen;
+    /* reader mode: the memory of argument tuples no one can reach again
+     * is reused (see release()); spare[k]: a list of free blocks of 16k
+     * bytes, linked through their first pointer */
+    int reuse;
+    void *spare[SPARES];
+    /* the last reference asked about (forgets()) and its answer */
+    const ckpt_value *forgets_of;
+    int forgets;
     ckpt_value *result; /* set by STOP */
     pk_build_ctx ctx;   /* build_ctx */
     int scan;           /* pk_options.scan_only */
@@ -518,13 +553,28 @@ HOT int take_uint(machine *m, size_t n, uint64_t *x) {
 
 HOT size_t fence(const machine *m) { return m->nmarks ? m->marks[m->nmarks - 1] : 0; }
 
-HOT int push(machine *m, ckpt_value *v) {
-    if (!v) return nomem(m);
+/* min(stack_cap, max_stack - nmarks): MARK checks that nmarks stays
+ * below max_stack. */
+static void set_push_lim(machine *m) {
+    uint64_t room = m->max_stack - m->nmarks;
+    m->push_lim = room < m->stack_cap ? (size_t)room : m->stack_cap;
+}
+
+/* push at push_lim: the stack grows, or the run is past max_stack. */
+static int push_room(machine *m) {
     if (m->sp + m->nmarks >= m->max_stack)
         return fail(m, CKPT_E_LIMIT, "stack and marks exceed %" PRIu64 " entries", m->max_stack);
     if (m->sp == m->stack_cap && ckpt_arena_grow(&m->scratch, (void **)&m->stack, &m->stack_cap,
                                                  m->sp + 1, sizeof *m->stack))
         return nomem(m);
+    set_push_lim(m);
+    return 0;
+}
+
+HOT int push(machine *m, ckpt_value *v) {
+    if (!v) return nomem(m);
+    int rc;
+    if (m->sp >= m->push_lim && (rc = push_room(m))) return rc;
     /* the first push is the opcode that built it (value.h pk_at); a memo
      * GET or a builder's argument handed back keeps its own */
     if (!v->pk_at && m->op_pos < CKPT_PK_SHARED - 1) v->pk_at = (uint32_t)m->op_pos + 1;
@@ -552,6 +602,103 @@ HOT int top(machine *m, ckpt_value **v) {
     return 0;
 }
 
+/* ---------------------------------------------------------------- reuse */
+
+/* A state_dict pickle makes, per tensor, a persistent id tuple, the
+ * storage value persistent_load returns, a shape, a stride and an
+ * argument tuple that no one can reach once the tensor is built: 40% of
+ * the memory of the run. The machine marks the TUPLE and STORAGE_ values
+ * it makes as solo (u.pk.solo) and clears the mark for good where a
+ * second reference can appear: DUP, GET, a PUT of a key some GET reads
+ * (the memo is the only way back to a value that left the stack:
+ * fetched()), a value a call hands back (it may be an argument). A value
+ * on the stack fills one slot unless DUP or GET copied it, and an opcode
+ * that takes it off the stack moves that one reference; so a solo value
+ * has exactly one holder, and a solo item of a tuple is held by that
+ * tuple alone. When a solo tuple is consumed by a call that keeps
+ * nothing of its arguments (ckpt_builders_forgets_args), its memory and
+ * that of its solo items is reused for later values of the same size
+ * (the OrderedDict of a rebuild's hooks too: its empty argument tuple);
+ * so is a solo persistent id's once persistent_load has answered it (not
+ * its items, which persistent_load may keep). A value that leaves the
+ * stack any other way (into a list, dict or set, BUILD state, an
+ * object's arguments) is never released. Under AddressSanitizer a
+ * released block is poisoned and never reused: any later read of it is
+ * reported. */
+HOT int is_solo(const ckpt_value *v) {
+    return (v->kind == CKPT_KIND_TUPLE || v->kind == CKPT_KIND_STORAGE_) && v->u.pk.solo;
+}
+
+HOT void not_solo(ckpt_value *v) {
+    if (v->kind == CKPT_KIND_TUPLE || v->kind == CKPT_KIND_STORAGE_) v->u.pk.solo = 0;
+}
+
+/* The bytes of a tuple collect() makes: the value, then its n items. */
+HOT size_t tuple_bytes(size_t n) {
+    return (sizeof(ckpt_value) + n * sizeof(ckpt_value *) + 15) & ~(size_t)15;
+}
+
+/* bytes (a multiple of 16) for a value: a released block of that size,
+ * else new ones from the arena. Not zeroed. */
+HOT void *spare_or_new(machine *m, size_t bytes) {
+    void **head = bytes >> 4 < SPARES ? &m->spare[bytes >> 4] : NULL;
+    if (head && *head) {
+        void *p = *head;
+        *head = *(void **)p;
+        return p;
+    }
+    return ckpt_arena_alloc_raw(m->a, bytes);
+}
+
+/* A value the machine made, empty, from a released block when there is
+ * one. NULL out of memory. */
+HOT ckpt_value *value_new(machine *m, int kind) {
+    ckpt_value *v = spare_or_new(m, sizeof *v);
+    if (v) *v = (ckpt_value){.kind = (uint8_t)kind};
+    return v;
+}
+
+/* v's memory, which nothing can reach any more, for a later value of its
+ * size: a STORAGE_ value (persistent_load's, one value) or a tuple made
+ * by collect() or EMPTY_TUPLE. */
+static void release(machine *m, ckpt_value *v) {
+    size_t bytes = sizeof *v;
+    if (v->kind == CKPT_KIND_TUPLE) {
+        if (v->u.seq.n && v->u.seq.items != (ckpt_value **)(v + 1)) return; /* not collect's */
+        bytes = tuple_bytes(v->u.seq.n);
+    }
+    if (bytes >> 4 >= SPARES) return;
+#ifdef PK_ASAN
+    (void)m;
+    ASAN_POISON_MEMORY_REGION(v, bytes);
+#else
+    *(void **)v = m->spare[bytes >> 4];
+    m->spare[bytes >> 4] = v;
+#endif
+}
+
+/* ckpt_builders_forgets_args, asked once per reference: a pickle
+ * memoizes the functions it calls for every tensor (the rebuild, the
+ * OrderedDict of its hooks). A reference is never released, so its
+ * address names it for the whole run. */
+HOT int forgets(machine *m, const ckpt_value *callable) {
+    if (callable->kind != CKPT_KIND_GLOBAL_) return 0;
+    if (callable != m->forgets_of) {
+        m->forgets_of = callable;
+        m->forgets = ckpt_builders_forgets_args(callable);
+    }
+    return m->forgets;
+}
+
+/* args, a solo tuple consumed by a call that keeps nothing of it, and
+ * its solo items, which it alone held: one level (a tuple item's own solo
+ * items are left, never reused). */
+static void release_args(machine *m, ckpt_value *args) {
+    for (size_t i = 0; i < args->u.seq.n; i++)
+        if (is_solo(args->u.seq.items[i])) release(m, args->u.seq.items[i]);
+    release(m, args);
+}
+
 /* Closes the innermost MARK: its items are stack[*start .. m->sp). The
  * caller consumes them and sets m->sp = *start. */
 static int pop_mark(machine *m, size_t *start) {
@@ -571,10 +718,9 @@ static int collect(machine *m, int kind, size_t start, ckpt_value **out) {
     *out = NULL;
     size_t n = m->sp - start; /* n <= sp <= max_stack: no overflow below */
     int keep = n && (!m->scan || kind == CKPT_KIND_TUPLE);
-    ckpt_value *v = ckpt_arena_alloc_raw(m->a, sizeof *v + (keep ? n * sizeof *v->u.seq.items : 0));
+    ckpt_value *v = spare_or_new(m, tuple_bytes(keep ? n : 0));
     if (!v) return nomem(m);
-    memset(v, 0, sizeof *v);
-    v->kind = (uint8_t)kind;
+    *v = (ckpt_value){.kind = (uint8_t)kind};
     if (keep) {
         ckpt_value **items = (ckpt_value **)(v + 1), *const *from = m->stack + start;
         /* TUPLE1..3, a persistent id (5 items), a rebuild's arguments (6,
@@ -634,6 +780,10 @@ static memo_slot *memo_slot_for(memo_slot *t, size_t cap, uint64_t seed, uint64_
     return &t[i];
 }
 
+/* What the hashed slot of a key no GET reads holds: never read, not NULL. */
+static ckpt_value unkept_;
+#define UNKEPT (&unkept_)
+
 /* The hashed entry of key (v NULL: none), or NULL when nothing is hashed. */
 static memo_slot *hashed(const machine *m, uint64_t key) {
     if (!m->hash_n) return NULL;
@@ -664,7 +814,7 @@ HOT ckpt_value *memo_get(const machine *m, uint64_t key) {
     ckpt_value **d = key < m->dense_cap ? dense_at(m, key) : NULL;
     if (d && *d) return *d;
     memo_slot *s = hashed(m, key);
-    return s ? s->v : NULL;
+    return s && s->v != UNKEPT ? s->v : NULL;
 }
 
 /* Grows the array to cover key when that keeps it a quarter full. Returns
@@ -681,6 +831,16 @@ static int dense_cover(machine *m, uint64_t key) {
     if (cap > limit) cap = limit;
     if (cap > DENSE_MIN && (m->dense_n + 1) * 4 < cap) return 0;
     if (cap > SIZE_MAX / sizeof **m->dense) return 0;
+    /* the bits of the keys kept nowhere, a word per 64 keys; first,
+     * so that a failure leaves no chunk past dense_cap unfreed */
+    size_t words = ((size_t)cap + 63) / 64, old_words = (m->dense_cap + 63) / 64;
+    if (words > old_words) {
+        uint64_t *seen = ckpt_realloc(m->seen, words * sizeof *seen);
+        if (!seen) return nomem(m);
+        memset(seen + old_words, 0, (words - old_words) * sizeof *seen);
+        m->seen = seen;
+        m->dense_bytes += (words - old_words) * sizeof *seen;
+    }
     size_t old = (m->dense_cap + MEMO_CHUNK - 1) >> MEMO_CHUNK_BITS;
     size_t chunks = ((size_t)cap + MEMO_CHUNK - 1) >> MEMO_CHUNK_BITS;
     if (chunks > old) {
@@ -704,15 +864,20 @@ static int dense_cover(machine *m, uint64_t key) {
     return 1;
 }
 
+/* The bit of a dense key in m->seen. */
+HOT uint64_t seen_bit(uint64_t key) { return (uint64_t)1 << (key & 63); }
+
+/* memo[key] = v; v NULL: key is one no GET reads, counted but not kept. */
 static int memo_put(machine *m, uint64_t key, ckpt_value *v) {
     ckpt_value **d = key < m->dense_cap ? dense_at(m, key) : NULL;
-    if (d && *d) { /* PUT over a key replaces it */
+    if (v && d && *d) { /* PUT over a key replaces it */
         *d = v;
         return 0;
     }
+    if (!v && key < m->dense_cap && (m->seen[key >> 6] & seen_bit(key))) return 0;
     memo_slot *s = hashed(m, key);
     if (s) {
-        s->v = v;
+        s->v = v ? v : UNKEPT;
         return 0;
     }
     if (m->memo_n >= m->lim->max_pickle_memo)
@@ -721,9 +886,13 @@ static int memo_put(machine *m, uint64_t key, ckpt_value *v) {
     if (dense < 0) return dense;
     m->memo_n++;
     if (dense) {
+        m->dense_n++;
+        if (!v) {
+            m->seen[key >> 6] |= seen_bit(key);
+            return 0;
+        }
         if (!(d = dense_make(m, key))) return nomem(m);
         *d = v;
-        m->dense_n++;
         return 0;
     }
     if ((m->hash_n + 1) * 2 > m->memo_cap) { /* keep the load under 1/2 */
@@ -737,8 +906,50 @@ static int memo_put(machine *m, uint64_t key, ckpt_value *v) {
     }
     s = memo_slot_for(m->memo, m->memo_cap, m->seed, key);
     s->key = key;
-    s->v = v;
+    s->v = v ? v : UNKEPT;
     m->hash_n++;
+    return 0;
+}
+
+/* ---------------------------------------------------------------- fetches */
+
+/* Before the run, find_fetches notes every memo key a GET, BINGET or
+ * LONG_BINGET may read. A PUT of any other key only counts it (len(memo),
+ * max_pickle_memo) and keeps nothing: a torch.save pickle PUTs every
+ * value and GETs a handful, so the memo would otherwise hold every value
+ * of the run, and hold on to memory the machine reuses (release()).
+ * Scan mode, whose values die with the run and are never reused, skips
+ * the pass (its cost is 21M instructions for a 100k-tensor pickle) and
+ * keeps every key. */
+HOT int fetched(const machine *m, uint64_t key) {
+    if (m->keep_all) return 1;
+    if (key < m->fetched_bits) return (int)(m->fetched[key >> 6] >> (key & 63) & 1);
+    return key >= m->len && m->fetch_high; /* a key below len past the bits: no GET */
+}
+
+/* note_fetch's growth of the bits (doubling, up to 2 * len) or its flag
+ * for a key at or past len, which no writer uses. */
+static int note_fetch_far(machine *m, uint64_t key) {
+    if (key >= m->len) {
+        m->fetch_high = 1;
+        return 0;
+    }
+    size_t bits = m->fetched_bits ? m->fetched_bits : 256;
+    while (bits <= key) bits *= 2;
+    size_t old = m->fetched_bits / 64, words = bits / 64;
+    uint64_t *f = ckpt_realloc(m->fetched, words * sizeof *f);
+    if (!f) return nomem(m);
+    memset(f + old, 0, (words - old) * sizeof *f);
+    m->fetched = f;
+    m->fetched_bits = bits;
+    m->dense_bytes += (words - old) * sizeof *f;
+    m->fetched[key >> 6] |= (uint64_t)1 << (key & 63);
+    return 0;
+}
+
+HOT int note_fetch(machine *m, uint64_t key) {
+    if (key >= m->fetched_bits) return note_fetch_far(m, key);
+    m->fetched[key >> 6] |= (uint64_t)1 << (key & 63);
     return 0;
 }
 
@@ -755,7 +966,11 @@ static ckpt_value *keep_shared(ckpt_value **slot, ckpt_value *v) {
 
 static ckpt_value *new_int(machine *m, int64_t x) {
     if (m->scan) return m->ph_int;
-    if (x < SMALL_MIN || x > SMALL_MAX) return ckpt_value_new_int(m->a, x);
+    if (x < SMALL_MIN || x > SMALL_MAX) {
+        ckpt_value *v = value_new(m, CKPT_KIND_INT);
+        if (v) v->u.i.v = x;
+        return v;
+    }
     ckpt_value **v = &m->small[x - SMALL_MIN];
     return *v ? *v : keep_shared(v, ckpt_value_new_int(m->a, x));
 }
@@ -994,6 +1209,44 @@ static int parse_index(machine *m, const uint8_t *p, size_t n, uint64_t *key) {
     return 0;
 }
 
+/* find_fetches: every byte of the input that is a GET, BINGET or
+ * LONG_BINGET opcode byte is taken for one, with the operand after it; so
+ * the keys noted are all those the run can read, opcode boundaries
+ * aside (a byte inside an operand or text adds a key, which only keeps
+ * a value longer). A GET's text is its line as parse_index reads it:
+ * index characters up to the newline or a NUL; anything else there
+ * fails the run. One memchr pass per opcode byte. */
+static int text_index(const uint8_t *p, size_t left, uint64_t *key) {
+    size_t n = 0;
+    while (n < left && (is_space(p[n]) || digit_value(p[n]) < 10 || p[n] == '_' || p[n] == '+' ||
+                        p[n] == '-') && p[n] != '\n')
+        n++;
+    py_int x;
+    if (n == left || (p[n] != '\n' && p[n] != '\0') || py_int_parse(p, n, 10, &x) ||
+        x.ndigits > MAX_INT_DIGITS || !py_int_u64(&x, key) || *key > (uint64_t)INT64_MAX ||
+        (x.neg && *key))
+        return 0;
+    return 1;
+}
+
+static int find_fetches(machine *m) {
+    static const uint8_t ops[] = {OP_BINGET, OP_LONG_BINGET, OP_GET};
+    const uint8_t *end = m->buf + m->len;
+    for (size_t k = 0; k < sizeof ops; k++)
+        for (const uint8_t *p = m->buf; p < end && (p = memchr(p, ops[k], (size_t)(end - p))); p++) {
+            size_t left = (size_t)(end - p) - 1;
+            uint64_t key;
+            if (ops[k] == OP_BINGET ? !left
+                : ops[k] == OP_LONG_BINGET ? left < 4
+                                           : !text_index(p + 1, left, &key))
+                continue;
+            if (ops[k] != OP_GET) key = le_bytes(p + 1, ops[k] == OP_BINGET ? 1 : 4);
+            int rc = note_fetch(m, key);
+            if (rc) return rc;
+        }
+    return 0;
+}
+
 /* 1 if p[0..n) starts with `word`, ignoring case. */
 static int starts_nocase(const uint8_t *p, size_t n, const char *word) {
     size_t k = strlen(word);
@@ -1179,7 +1432,12 @@ static ckpt_value *str_owned(machine *m, int kind, uint8_t *buf, size_t n) {
 /* A STR or BYTES of operand bytes p[0..n): a copy, or in scan mode a view
  * of the input (not NUL-terminated). */
 static ckpt_value *new_str(machine *m, int kind, const uint8_t *p, size_t n) {
-    if (!m->scan) return ckpt_value_new_str(m->a, kind, p, n);
+    if (!m->scan) {
+        ckpt_value *v = value_new(m, kind);
+        if (v && !(v->u.s.p = ckpt_arena_strndup(m->a, (const char *)p, n))) return NULL;
+        if (v) v->u.s.len = n;
+        return v;
+    }
     /* one per str: a view, written once */
     ckpt_value *v = ckpt_arena_alloc(m->a, sizeof *v);
     if (v) *v = (ckpt_value){.kind = (uint8_t)kind, .u.s = {(char *)p, n}};
@@ -1574,6 +1832,7 @@ static int set_item(machine *m, ckpt_value *dict, ckpt_value *k, ckpt_value *v) 
 HOT int op_get(machine *m, uint64_t key) {
     ckpt_value *v = memo_get(m, key);
     if (!v) return fail(m, CKPT_E_FORMAT, "memo key %" PRIu64 " was never PUT", key);
+    not_solo(v);
     return push(m, v);
 }
 
@@ -1581,10 +1840,21 @@ HOT int op_put(machine *m, uint64_t key) {
     ckpt_value *v;
     int rc = top(m, &v);
     if (rc) return rc;
-    /* memo_put's common case: a key the array covers, set or new while
+    /* memo_put's common cases: a key the array covers, set or new while
      * nothing is hashed (so it is nowhere else) and the memo has room */
+    int room = !m->hash_n && m->memo_n < m->lim->max_pickle_memo;
+    if (!fetched(m, key)) {
+        uint64_t *w = key < m->dense_cap ? &m->seen[key >> 6] : NULL;
+        if (w && (*w & seen_bit(key) || room)) {
+            if (!(*w & seen_bit(key))) m->memo_n++, m->dense_n++;
+            *w |= seen_bit(key);
+            return 0;
+        }
+        return memo_put(m, key, NULL);
+    }
+    not_solo(v); /* a GET can push it again */
     ckpt_value **d = key < m->dense_cap ? dense_at(m, key) : NULL;
-    if (d && (*d || (!m->hash_n && m->memo_n < m->lim->max_pickle_memo))) {
+    if (d && (*d || room)) {
         if (!*d) m->memo_n++, m->dense_n++;
         *d = v;
         return 0;
@@ -1673,6 +1943,11 @@ static int op_reduce(machine *m) {
     if ((rc = pop(m, &args)) || (rc = pop(m, &callable))) return rc;
     if ((rc = expect_kind(m, args, CKPT_KIND_TUPLE, "the arguments"))) return rc;
     if ((rc = call(m, callable, args, NULL, 0, &v))) return rc;
+    not_solo(v); /* it may be one of the arguments */
+    if (args->u.pk.solo) {
+        int f = forgets(m, callable);
+        if (f == 1 || (f == 2 && v->kind == CKPT_KIND_DICT)) release_args(m, args);
+    }
     return push(m, v);
 }
 
@@ -1684,6 +1959,7 @@ static int op_newobj(machine *m, int ex) {
     if ((rc = expect_kind(m, args, CKPT_KIND_TUPLE, "the arguments"))) return rc;
     if (kwargs && (rc = expect_kind(m, kwargs, CKPT_KIND_DICT, "the keyword arguments"))) return rc;
     if ((rc = call(m, cls, args, kwargs, 1, &v))) return rc;
+    not_solo(v);
     return push(m, v);
 }
 
@@ -1707,6 +1983,7 @@ static int op_obj_inst(machine *m, int inst) {
     if ((rc = collect(m, CKPT_KIND_TUPLE, start, &args))) return rc;
     if (!inst) m->sp--; /* the class */
     if ((rc = call(m, cls, args, NULL, 0, &v))) return rc;
+    not_solo(v);
     return push(m, v);
 }
 
@@ -1762,6 +2039,9 @@ static int op_persid(machine *m, int text) {
     v = NULL;
     if ((rc = m->o->persistent_load(m->o->ctx, pid, m->o->base_offset + m->op_pos, &v))) return rc;
     if (!v) return fail(m, CKPT_E_FORMAT, "persistent_load returned no value");
+    /* the pid is borrowed for the call; a STORAGE_ is new (pk_options) */
+    if (is_solo(pid) && v != pid) release(m, pid);
+    if (v->kind == CKPT_KIND_STORAGE_) v->u.pk.solo = (uint8_t)m->reuse;
     return push(m, v);
 }
 
@@ -1884,7 +2164,7 @@ static int op_dict(machine *m) {
     if ((rc = pop_mark(m, &start))) return rc;
     if ((m->sp - start) % 2)
         return fail(m, CKPT_E_FORMAT, "expected key/value pairs, got %zu items", m->sp - start);
-    ckpt_value *d = ckpt_value_new(m->a, CKPT_KIND_DICT);
+    ckpt_value *d = value_new(m, CKPT_KIND_DICT);
     if (!d) return nomem(m);
     for (size_t i = start; i < m->sp; i += 2)
         if ((rc = set_item(m, d, m->stack[i], m->stack[i + 1]))) return rc;
@@ -1897,6 +2177,7 @@ static int op_tuple_n(machine *m, size_t n) {
     int rc;
     if (m->sp - fence(m) < n) return underflow(m);
     if ((rc = collect(m, CKPT_KIND_TUPLE, m->sp - n, &t))) return rc;
+    t->u.pk.solo = (uint8_t)m->reuse;
     return push(m, t);
 }
 
@@ -1908,6 +2189,7 @@ static int op_mark_seq(machine *m, int kind) {
     for (size_t i = start; kind == CKPT_KIND_SET && i < m->sp; i++)
         if ((rc = hash_check(m, m->stack[i], "set item"))) return rc;
     if ((rc = collect(m, kind, start, &v))) return rc;
+    if (kind == CKPT_KIND_TUPLE) v->u.pk.solo = (uint8_t)m->reuse;
     return push(m, v);
 }
 
@@ -1948,13 +2230,17 @@ HOT int step(machine *m) {
                             sizeof *m->marks))
             return nomem(m);
         m->marks[m->nmarks++] = m->sp;
+        set_push_lim(m);
         return 0;
     case OP_POP: return op_pop(m);
     case OP_POP_MARK:
         if ((rc = pop_mark(m, &n))) return rc;
         m->sp = n;
         return 0;
-    case OP_DUP: return (rc = top(m, &a)) ? rc : push(m, a);
+    case OP_DUP:
+        if ((rc = top(m, &a))) return rc;
+        not_solo(a);
+        return push(m, a);
 
     case OP_NONE: return push(m, new_none(m));
     case OP_NEWTRUE: return push(m, new_bool(m, 1));
@@ -2012,10 +2298,12 @@ HOT int step(machine *m) {
         if (m->op == OP_BYTEARRAY8) m->stack[m->sp - 1]->alt = 1;
         return 0;
 
-    case OP_EMPTY_TUPLE: return push(m, ckpt_value_new(m->a, CKPT_KIND_TUPLE));
-    case OP_EMPTY_LIST: return push(m, ckpt_value_new(m->a, CKPT_KIND_LIST));
-    case OP_EMPTY_DICT: return push(m, ckpt_value_new(m->a, CKPT_KIND_DICT));
-    case OP_EMPTY_SET: return push(m, ckpt_value_new(m->a, CKPT_KIND_SET));
+    case OP_EMPTY_TUPLE:
+        if ((a = value_new(m, CKPT_KIND_TUPLE))) a->u.pk.solo = (uint8_t)m->reuse;
+        return push(m, a);
+    case OP_EMPTY_LIST: return push(m, value_new(m, CKPT_KIND_LIST));
+    case OP_EMPTY_DICT: return push(m, value_new(m, CKPT_KIND_DICT));
+    case OP_EMPTY_SET: return push(m, value_new(m, CKPT_KIND_SET));
     case OP_TUPLE: return op_mark_seq(m, CKPT_KIND_TUPLE);
     case OP_LIST: return op_mark_seq(m, CKPT_KIND_LIST);
     case OP_FROZENSET:
@@ -2124,6 +2412,7 @@ int ckpt_pickle_run(ckpt_value **out, size_t *consumed, const uint8_t *buf, size
                            .ops_limit = m.ops_limit,
                            .scan_only = o->scan_only != 0};
     m.seed = mix((uint64_t)(uintptr_t)&m ^ (uint64_t)(uintptr_t)buf << 16);
+    m.reuse = !o->scan_only;
     if (o->scan_only) {
         /* in o->arena: the result may be one of them */
         ckpt_value *ph = ckpt_arena_array(m.a, 4, sizeof *ph);
@@ -2147,7 +2436,8 @@ int ckpt_pickle_run(ckpt_value **out, size_t *consumed, const uint8_t *buf, size
     ckpt_arena *values = m.a;
     uint64_t alloc_limit =
         m.max_alloc <= UINT64_MAX - values_at_start ? values_at_start + m.max_alloc : UINT64_MAX;
-    int rc = 0;
+    m.keep_all = !m.reuse;
+    int rc = m.reuse ? find_fetches(&m) : 0;
     pk_weights_only *wo =
         o->weights_only && o->weights_only->offset == CKPT_NO_OFFSET ? o->weights_only : NULL;
     while (!rc) {
@@ -2174,7 +2464,7 @@ int ckpt_pickle_run(ckpt_value **out, size_t *consumed, const uint8_t *buf, size
             break;
         }
         rc = step(&m);
-        if (rc >= 0 && /* 0 or PK_STOPPED */
+        if (rc == 0 && /* STOP allocates nothing: the last check holds */
             values->total + m.scratch.total + m.dense_bytes > alloc_limit)
             rc = fail(&m, CKPT_E_LIMIT,
                       "pickle takes more than %" PRIu64
@@ -2192,5 +2482,7 @@ int ckpt_pickle_run(ckpt_value **out, size_t *consumed, const uint8_t *buf, size
     for (size_t i = 0; i < (m.dense_cap + MEMO_CHUNK - 1) >> MEMO_CHUNK_BITS; i++)
         ckpt_free(m.dense[i]);
     ckpt_free(m.dense);
+    ckpt_free(m.seen);
+    ckpt_free(m.fetched);
     return rc;
 }

@@ -81,7 +81,12 @@ typedef struct pk_options {
     /* Called for PERSID/BINPERSID with the pid (a STR for PERSID); must set
      * *out (any value) or return a CKPT_E_* code with the error recorded.
      * offset: absolute offset of the opcode. NULL: PERSID/BINPERSID fail
-     * (CKPT_E_FORMAT), as pickle.load without persistent_load raises. */
+     * (CKPT_E_FORMAT), as pickle.load without persistent_load raises.
+     * The pid is borrowed for the call: the function may keep pointers to
+     * its items (and their bytes), never to the pid itself, whose memory
+     * the machine reuses. A STORAGE_ *out must be a new value from
+     * o->arena that nothing else holds (the machine reuses it too once
+     * the tensor that takes it is built). */
     int (*persistent_load)(void *ctx, ckpt_value *pid, uint64_t offset, ckpt_value **out);
     /* Optional; never fails. Event strings are borrowed for the call. */
     void (*on_event)(void *ctx, const pk_event *ev);

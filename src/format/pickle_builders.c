@@ -1202,6 +1202,13 @@ int ckpt_builders_call(ckpt_value **out, const pk_build_ctx *c, ckpt_value *call
     return e->fn(out, c, callable, args);
 }
 
+int ckpt_builders_forgets_args(const ckpt_value *callable) {
+    int allow = callable->kind == CKPT_KIND_GLOBAL_ ? callable->u.global.allow : 0;
+    const struct entry *e = allow >= 2 ? &allowlist[allow - 2] : NULL;
+    if (e && (e->fn == b_tensor || e->fn == b_tensor_v2 || e->fn == b_tensor_v3)) return 1;
+    return e && e->fn == b_dict ? 2 : 0;
+}
+
 int ckpt_builders_new(ckpt_value **out, const pk_build_ctx *c, ckpt_value *callable,
                       ckpt_value *args, ckpt_value *kwargs) {
     int allow = callable->u.global.allow;

@@ -112,6 +112,17 @@ int ckpt_builders_opaque(ckpt_value **out, const pk_build_ctx *c, const char *na
 int ckpt_builders_call(ckpt_value **out, const pk_build_ctx *c, ckpt_value *callable,
                        ckpt_value *args, ckpt_value *kwargs);
 
+/* What ckpt_builders_call of callable (no kwargs, c->scan_only 0) holds
+ * on to of args once it returns, for the machine to reuse the memory of
+ * the argument tuples it made: 1, no pointer to args nor to any item of
+ * it, whatever it returns (the tensor rebuilders, which copy shape and
+ * stride and keep the storage, u.storage, not its value); 2, the same
+ * when it returns a DICT (dict and OrderedDict, which keep the keys and
+ * values of the mapping or pairs they copy, items of args' items; their
+ * other calls give an opaque object that keeps args); 0 for any other
+ * callable. */
+int ckpt_builders_forgets_args(const ckpt_value *callable);
+
 /* NEWOBJ/NEWOBJ_EX of an allowlisted global: cls.__new__(cls, *args,
  * **kwargs), as pickle.load and torch's weights_only unpickler run it.
  * A global that is no class (a rebuild function, _codecs.encode, a

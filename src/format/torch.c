@@ -505,12 +505,16 @@ static int read_zip(torch_reader *r) {
     name = ckpt_arena_printf(&f->arena, "%s/data.pkl", prefix);
     e = name ? ckpt_zip_find(z, name) : NULL;
     if (!e) return no_data_pkl(f, z, prefix, name);
+    /* the pickle's bytes are read once: reader mode copies every str and
+     * bytes it keeps, so they go with the run (a 100k-tensor state dict's
+     * are 11 MiB; the budget stays charged) */
     const uint8_t *pkl;
     size_t consumed;
-    if ((rc = ckpt_zip_load(z, e, &f->arena, &r->budget, &pkl))) return rc;
-    if ((rc =
-             run_pickle(r, &f->root, &consumed, pkl, (size_t)e->usize, e->name, e->data_offset, 1)))
-        return rc;
+    ckpt_arena text = {0};
+    if (!(rc = ckpt_zip_load(z, e, &text, &r->budget, &pkl)))
+        rc = run_pickle(r, &f->root, &consumed, pkl, (size_t)e->usize, e->name, e->data_offset, 1);
+    ckpt_arena_free(&text);
+    if (rc) return rc;
 
     /* the members of numbered storages in one pass (ckpt_zip_numbered),
      * any other looked up by name */

@@ -170,6 +170,15 @@ struct ckpt_value {
             int allow;
         } global; /* qualname = "module.name" */
         ckpt_storage *storage;
+        /* the pickle machine's record of a TUPLE or STORAGE_ value it made
+         * (pickle.c, "reuse"), in union bytes those kinds leave unused:
+         * solo, the machine holds the only reference to it (a stack slot,
+         * or one tuple's item). 0 for any value the machine did not make;
+         * read by nothing else. */
+        struct {
+            void *unused_[3];
+            uint8_t solo;
+        } pk;
     } u;
 };
 
