@@ -1878,8 +1878,8 @@ TEST(test_reuse_keeps_what_is_reachable) {
           is_int(item(pid, 4), 4));
     /* the whole argument tuple PUT 8 and read back: kept, items and all */
     CHECK_EQ_INT(PK("\x80\x02(ctorch._utils\n_rebuild_tensor_v2\n(" PID_BODY
-                    "QK\x00K\x02K\x02\x86K\x02K\x01\x86\x89" HOOKS "tq\x08R" V2S(
-                        PID_BODY "Q", "K\x01K\x04\x86", "K\x04K\x01\x86") "h\x08t.",
+                    "QK\x00K\x02K\x02\x86K\x02K\x01\x86\x89" HOOKS
+                    "tq\x08R" V2S(PID_BODY "Q", "K\x01K\x04\x86", "K\x04K\x01\x86") "h\x08t.",
                     &v),
                  0);
     const ckpt_value *args = item(v, 2);
@@ -1888,8 +1888,8 @@ TEST(test_reuse_keeps_what_is_reachable) {
           is_dims(item(args, 3), 2, 1));
     /* OrderedDict of pairs in a tuple: the tuple's memory is reused by
      * the records after it, the dict keeps the pair's key and value */
-    CHECK_EQ_INT(PK("\x80\x02(ccollections\nOrderedDict\nX\x01\x00\x00\x00" "aK\x07\x86\x85\x85R" V2S(
-                        PID_BODY "Q", "K\x01K\x04\x86", "K\x04K\x01\x86")
+    CHECK_EQ_INT(PK("\x80\x02(ccollections\nOrderedDict\nX\x01\x00\x00\x00"
+                    "aK\x07\x86\x85\x85R" V2S(PID_BODY "Q", "K\x01K\x04\x86", "K\x04K\x01\x86")
                         V2S(PID_BODY "Q", "K\x02K\x02\x86", "K\x02K\x01\x86") "t.",
                     &v),
                  0);
@@ -1897,10 +1897,11 @@ TEST(test_reuse_keeps_what_is_reachable) {
     CHECK(od && od->kind == CKPT_KIND_DICT && od->dict_class == CKPT_DICT_ORDERED &&
           od->u.dict.n == 1 && is_str(od->u.dict.keys[0], "a") && is_int(od->u.dict.vals[0], 7));
     /* its argument tuple PUT 9 and read back: kept */
-    CHECK_EQ_INT(PK("\x80\x02(ccollections\nOrderedDict\nX\x01\x00\x00\x00" "aK\x07\x86\x85\x85q\tR" V2S(
-                        PID_BODY "Q", "K\x01K\x04\x86", "K\x04K\x01\x86") "h\tt.",
-                    &v),
-                 0);
+    CHECK_EQ_INT(
+        PK("\x80\x02(ccollections\nOrderedDict\nX\x01\x00\x00\x00"
+           "aK\x07\x86\x85\x85q\tR" V2S(PID_BODY "Q", "K\x01K\x04\x86", "K\x04K\x01\x86") "h\tt.",
+           &v),
+        0);
     const ckpt_value *oa = item(v, 2);
     CHECK(oa && oa->kind == CKPT_KIND_TUPLE && oa->u.seq.n == 1 && item(oa, 0) &&
           item(oa, 0)->kind == CKPT_KIND_TUPLE && item(oa, 0)->u.seq.n == 1 &&
@@ -1909,8 +1910,9 @@ TEST(test_reuse_keeps_what_is_reachable) {
     /* a size DUP'ed into the stride (1, 1): one tuple twice in the
      * arguments, released at most once (the next records' tuples would
      * share a block released twice) */
-    CHECK_EQ_INT(PK("\x80\x02(" V2S(PID_BODY "Q", "K\x01K\x01\x86"
-                                                  "2",
+    CHECK_EQ_INT(PK("\x80\x02(" V2S(PID_BODY "Q",
+                                    "K\x01K\x01\x86"
+                                    "2",
                                     "") V2S(PID_BODY "Q", "K\x01K\x04\x86", "K\x04K\x01\x86")
                         V2S(PID_BODY "Q", "K\x02K\x02\x86", "K\x02K\x01\x86") "t.",
                     &v),

@@ -1218,8 +1218,10 @@ static int parse_index(machine *m, const uint8_t *p, size_t n, uint64_t *key) {
  * fails the run. One memchr pass per opcode byte. */
 static int text_index(const uint8_t *p, size_t left, uint64_t *key) {
     size_t n = 0;
-    while (n < left && (is_space(p[n]) || digit_value(p[n]) < 10 || p[n] == '_' || p[n] == '+' ||
-                        p[n] == '-') && p[n] != '\n')
+    while (
+        n < left &&
+        (is_space(p[n]) || digit_value(p[n]) < 10 || p[n] == '_' || p[n] == '+' || p[n] == '-') &&
+        p[n] != '\n')
         n++;
     py_int x;
     if (n == left || (p[n] != '\n' && p[n] != '\0') || py_int_parse(p, n, 10, &x) ||
@@ -1233,10 +1235,11 @@ static int find_fetches(machine *m) {
     static const uint8_t ops[] = {OP_BINGET, OP_LONG_BINGET, OP_GET};
     const uint8_t *end = m->buf + m->len;
     for (size_t k = 0; k < sizeof ops; k++)
-        for (const uint8_t *p = m->buf; p < end && (p = memchr(p, ops[k], (size_t)(end - p))); p++) {
+        for (const uint8_t *p = m->buf; p < end && (p = memchr(p, ops[k], (size_t)(end - p)));
+             p++) {
             size_t left = (size_t)(end - p) - 1;
             uint64_t key;
-            if (ops[k] == OP_BINGET ? !left
+            if (ops[k] == OP_BINGET        ? !left
                 : ops[k] == OP_LONG_BINGET ? left < 4
                                            : !text_index(p + 1, left, &key))
                 continue;
