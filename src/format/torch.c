@@ -19,6 +19,13 @@
 #define LEGACY_MAGIC "119547037146038801333356"
 #define LEGACY_PROTOCOL 1001
 
+/* A storage and where its key put it: the index in torch_reader.dense,
+ * found once (its member is numbered[dense]), or SIZE_MAX: named. */
+typedef struct kept_storage {
+    ckpt_storage *st;
+    size_t dense;
+} kept_storage;
+
 typedef struct torch_reader {
     ckpt_file *f;
     int legacy;
@@ -30,7 +37,7 @@ typedef struct torch_reader {
     ckpt_storage **dense;
     size_t ndense;
     ckpt_strmap named;
-    ckpt_storage **order; /* storages in first-use order */
+    kept_storage *order; /* storages in first-use order */
     size_t norder, ordercap;
     uint64_t budget; /* the file's inflate budget left (ckpt_zip_budget) */
     /* the last storage class a persistent id named, once checked: torch
@@ -59,20 +66,20 @@ static ckpt_storage *find_storage(const torch_reader *r, const storage_key *k) {
     if (k->dense) return r->dense[k->index];
     const ckpt_strmap_slot *s =
         ckpt_strmap_find(&r->named, k->s, k->len, ckpt_strmap_hash(k->s, k->len));
-    return s ? r->order[s->val] : NULL;
+    return s ? r->order[s->val].st : NULL;
 }
 
 /* Adds st under key (absent): 0 or -1 out of memory. */
 static int add_storage(torch_reader *r, const storage_key *k, ckpt_storage *st) {
     ckpt_strmap_slot *s;
     if (ckpt_arena_grow(&r->f->arena, (void **)&r->order, &r->ordercap, r->norder + 1,
-                        sizeof(ckpt_storage *)))
+                        sizeof *r->order))
         return -1;
     if (k->dense)
         r->dense[k->index] = st;
     else if (ckpt_strmap_put(&r->named, k->s, k->len, r->norder, &s) < 0)
         return -1;
-    r->order[r->norder++] = st;
+    r->order[r->norder++] = (kept_storage){st, k->dense ? k->index : SIZE_MAX};
     return 0;
 }
 
@@ -523,11 +530,11 @@ static int read_zip(torch_reader *r) {
     if (!name) return ckpt_err(CKPT_E_NOMEM, f->path, NULL, 0, "out of memory");
     if (r->norder && (rc = ckpt_zip_numbered(z, &f->arena, name, &numbered))) return rc;
     for (size_t i = 0; i < r->norder; i++) {
-        ckpt_storage *st = r->order[i];
-        size_t k;
+        ckpt_storage *st = r->order[i].st;
         const ckpt_zip_entry *d = NULL;
-        int by_number = numbered && ckpt_decimal_index(st->key, strlen(st->key), z->count, &k);
-        if (by_number) d = numbered[k];
+        /* ndense is z->count: a dense key is a numbered member's number */
+        int by_number = numbered && r->order[i].dense != SIZE_MAX;
+        if (by_number) d = numbered[r->order[i].dense];
         if (!d) {
             name = ckpt_arena_printf(&f->arena, "%s/data/%s", prefix, st->key);
             if (!name) return ckpt_err(CKPT_E_NOMEM, f->path, NULL, 0, "out of memory");
@@ -698,14 +705,14 @@ static int read_legacy(torch_reader *r, ckpt_view *win) {
     }
     f->legacy_blobs_end = pos;
     for (size_t i = 0; i < r->norder; i++) {
-        ckpt_storage *st = r->order[i];
+        ckpt_storage *st = r->order[i].st;
         if (st->base) continue;
         if (!st->data)
             return ckpt_err(CKPT_E_TRUNCATED, f->path, NULL, pos,
                             "storage %s of the main pickle has no data in the file", st->key);
     }
     for (size_t i = 0; i < r->norder; i++) {
-        ckpt_storage *st = r->order[i];
+        ckpt_storage *st = r->order[i].st;
         if (!st->base) continue;
         uint64_t skip = st->base_elem_offset * ckpt_dtype_size(st->dtype);
         st->data = st->base->data + skip;
