@@ -609,9 +609,13 @@ uint64_t ckpt_zip_name_hash(const char *s, size_t n) {
         h = (h ^ fold8(w)) * k;
         h ^= h >> 29;
     }
-    if (i < n) {
+    if (i < n) { /* the last 8 bytes, overlapping the word before: one
+                    load, not a copy of n - i bytes (a call to memcpy) */
         w = 0;
-        memcpy(&w, s + i, n - i);
+        if (n >= 8)
+            memcpy(&w, s + n - 8, 8);
+        else
+            memcpy(&w, s, n);
         h = (h ^ fold8(w)) * k;
     }
     h ^= h >> 33; /* murmur3's finish: every bit reaches the low ones */
