@@ -67,12 +67,13 @@ static int add_entry(flattener *fl, int tensor, const ckpt_walk *w, const ckpt_w
         to->cap = cap;
     }
     /* a top-level string key is its own name: its text is shared, not
-     * copied again (NUL-terminated, in the same file's arena) */
+     * copied again (NUL-terminated, in the same file's arena). The name
+     * is the key's text when it is all of the node's segment, which is
+     * the key's text (a key is a dict value's, whose segment is it) */
     const ckpt_value *k = node->key;
-    const char *name =
-        k && k->kind == CKPT_KIND_STR && k->u.s.len == len && memcmp(k->u.s.p, w->name, len) == 0
-            ? k->u.s.p
-            : ckpt_arena_strndup(fl->a, w->name, len);
+    const char *name = k && k->kind == CKPT_KIND_STR && k->u.s.len == len && node->seg_len == len
+                           ? k->u.s.p
+                           : ckpt_arena_strndup(fl->a, w->name, len);
     if (!name) return nomem(fl);
     to->e[to->n++] = (flat_entry){name, node->value};
     return 0;
