@@ -696,17 +696,26 @@ static int by_local_offset(const void *pa, const void *pb) {
  * zip bomb's trick (one stream inflated many times) or a second reading. */
 static int check_overlaps(const ckpt_zip *z, ckpt_arena *a) {
     if (z->count < 2) return 0;
-    const ckpt_zip_entry **order = ckpt_arena_alloc_raw(a, z->count * sizeof *order); /* filled */
-    if (!order)
-        return ckpt_err(CKPT_E_NOMEM, z->file, NULL, z->cd_offset,
-                        "out of memory for the layout of %zu members", z->count);
-    for (size_t i = 0; i < z->count; i++) order[i] = &z->entries[i];
-    /* writers lay members out in directory order: one pass, most often */
-    if (ckpt_sort(order, z->count, sizeof *order, by_local_offset))
-        return ckpt_err(CKPT_E_NOMEM, z->file, NULL, z->cd_offset,
-                        "out of memory for the layout of %zu members", z->count);
+    /* writers lay members out in directory order: then the entries are
+     * the order a stable sort by local offset leaves, checked in place */
+    size_t in_order = 1;
+    while (in_order < z->count &&
+           z->entries[in_order - 1].local_offset <= z->entries[in_order].local_offset)
+        in_order++;
+    const ckpt_zip_entry **order = NULL;
+    if (in_order < z->count) {
+        order = ckpt_arena_alloc_raw(a, z->count * sizeof *order); /* filled */
+        if (!order)
+            return ckpt_err(CKPT_E_NOMEM, z->file, NULL, z->cd_offset,
+                            "out of memory for the layout of %zu members", z->count);
+        for (size_t i = 0; i < z->count; i++) order[i] = &z->entries[i];
+        if (ckpt_sort(order, z->count, sizeof *order, by_local_offset))
+            return ckpt_err(CKPT_E_NOMEM, z->file, NULL, z->cd_offset,
+                            "out of memory for the layout of %zu members", z->count);
+    }
     for (size_t i = 1; i < z->count; i++) {
-        const ckpt_zip_entry *p = order[i - 1], *e = order[i];
+        const ckpt_zip_entry *p = order ? order[i - 1] : &z->entries[i - 1],
+                             *e = order ? order[i] : &z->entries[i];
         if (e->local_offset < p->data_offset + p->csize)
             return ckpt_err(CKPT_E_FORMAT, z->file, e->name, e->local_offset,
                             "member overlaps member %s (its local header and data "
