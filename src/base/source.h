@@ -84,6 +84,14 @@ static inline int ckpt_source_view(const ckpt_source *src, ckpt_view *v, const v
     return ckpt_source_view_read(src, v, p, n, ahead, member, out);
 }
 
+/* Whether the n bytes at h lie in v's window (h from ckpt_source_view
+ * on v): a record's header viewed, the rest of it is served without
+ * another call when they do (a zip's 100k directory entries). */
+static inline int ckpt_view_holds(const ckpt_view *v, const uint8_t *h, size_t n) {
+    return v->len && h >= v->buf && (size_t)(h - v->buf) <= v->len &&
+           n <= v->len - (size_t)(h - v->buf);
+}
+
 void ckpt_view_free(ckpt_view *v);
 
 /* The first window of ckpt_source_window, and the size up to which a

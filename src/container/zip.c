@@ -381,9 +381,10 @@ static int read_local(const ckpt_zip *z, dir_reader *dr, ckpt_zip_entry *e, uint
         return ckpt_err(CKPT_E_TRUNCATED, z->file, e->name, local,
                         "local header's name (%" PRIu64 " bytes) runs past the end of the input",
                         nlen);
-    rc = ckpt_source_view(z->src, &dr->local, z->buf + local, LOCAL_SIZE + (size_t)nlen, dr->ahead,
-                          e->name, &h);
-    if (rc) return rc;
+    if (!ckpt_view_holds(&dr->local, h, LOCAL_SIZE + (size_t)nlen) &&
+        (rc = ckpt_source_view(z->src, &dr->local, z->buf + local, LOCAL_SIZE + (size_t)nlen,
+                               dr->ahead, e->name, &h)))
+        return rc;
     e->local_name_differs = nlen != e->name_len || memcmp(h + LOCAL_SIZE, e->name, nlen) != 0;
     e->local_offset = local;
     /* No overflow: local + 30 + nlen <= len, and xlen < 2^16. */
@@ -457,9 +458,10 @@ static int read_central(const ckpt_zip *z, ckpt_arena *a, dir_reader *dr, uint64
                         "central entry's name, extra and comment (%zu bytes) "
                         "run past the directory's end at offset %" PRIu64,
                         nlen + xlen + clen, end);
-    rc = ckpt_source_view(z->src, &dr->cd, z->buf + at, CENTRAL_SIZE + nlen + xlen + clen,
-                          CD_WINDOW, NULL, &h);
-    if (rc) return rc;
+    if (!ckpt_view_holds(&dr->cd, h, CENTRAL_SIZE + nlen + xlen + clen) &&
+        (rc = ckpt_source_view(z->src, &dr->cd, z->buf + at, CENTRAL_SIZE + nlen + xlen + clen,
+                               CD_WINDOW, NULL, &h)))
+        return rc;
     const char *name = (const char *)h + CENTRAL_SIZE;
     const char *nul = memchr(name, 0, nlen);
     if (nul)
