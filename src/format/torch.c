@@ -72,9 +72,16 @@ static ckpt_storage *find_storage(const torch_reader *r, const storage_key *k) {
 /* Adds st under key (absent): 0 or -1 out of memory. */
 static int add_storage(torch_reader *r, const storage_key *k, ckpt_storage *st) {
     ckpt_strmap_slot *s;
-    if (ckpt_arena_grow(&r->f->arena, (void **)&r->order, &r->ordercap, r->norder + 1,
-                        sizeof *r->order))
-        return -1;
+    if (r->norder == r->ordercap) { /* the reader's own, freed when it ends:
+                                       not the file's arena, which keeps
+                                       every array a doubling leaves */
+        size_t cap = r->ordercap ? 2 * r->ordercap : 64;
+        kept_storage *o =
+            cap < SIZE_MAX / sizeof *o ? ckpt_realloc(r->order, cap * sizeof *o) : NULL;
+        if (!o) return -1;
+        r->order = o;
+        r->ordercap = cap;
+    }
     if (k->dense)
         r->dense[k->index] = st;
     else if (ckpt_strmap_put(&r->named, k->s, k->len, r->norder, &s) < 0)
@@ -575,6 +582,7 @@ int ckpt_torch_read_zip(ckpt_file *f) {
     torch_reader r = {.f = f};
     int rc = read_zip(&r);
     ckpt_strmap_free(&r.named);
+    ckpt_free(r.order);
     return rc;
 }
 
@@ -728,5 +736,6 @@ int ckpt_torch_read_legacy(ckpt_file *f) {
     int rc = read_legacy(&r, &win);
     ckpt_view_free(&win);
     ckpt_strmap_free(&r.named);
+    ckpt_free(r.order);
     return rc;
 }
