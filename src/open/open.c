@@ -476,6 +476,7 @@ int ckpt_file_flatten(ckpt_file *f) {
         ckpt_storage *st = t->storage;
         if (!st->source) st->source = &f->source;
         if (st->base && !st->base->source) st->base->source = &f->source;
+        st->id = UINT64_MAX; /* no id yet: given below */
     }
     /* not zeroed: the loop below copies every tensor in (a memset of 6.4
      * MB for 100k tensors, 6.4M instructions) */
@@ -488,9 +489,6 @@ int ckpt_file_flatten(ckpt_file *f) {
         return ckpt_err(CKPT_E_NOMEM, f->path, NULL, CKPT_NO_OFFSET, "out of memory");
     /* storage ids: dense, in order of first use by the sorted tensors, then
      * by the shadowed ones (ckpt_file_read_storages reads any of them) */
-    for (size_t i = 0; i < all; i++)
-        (i < fl.ntensors ? fl.tensors[i] : fl.shadowed[i - fl.ntensors])
-            .value->u.tensor->storage->id = UINT64_MAX;
     for (size_t i = 0; i < all; i++) {
         const ckpt_named_value *nv =
             i < fl.ntensors ? &fl.tensors[i] : &fl.shadowed[i - fl.ntensors];
