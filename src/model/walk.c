@@ -113,6 +113,9 @@ static int push_name(ckpt_walk *w, const ckpt_walk_frame *p, ckpt_walk_frame *c)
         int k = snprintf(tmp, sizeof tmp, "%zu", c->index);
         n = k < 0 ? 0 : (size_t)k;
         seg = tmp;
+    } else if (c->role == CKPT_WALK_VALUE && c->key->kind == CKPT_KIND_STR) {
+        seg = c->key->u.s.p; /* ckpt_value_key_text's, without the call */
+        n = c->key->u.s.len;
     } else if (c->role == CKPT_WALK_VALUE) {
         seg = ckpt_value_key_text(c->key, tmp, sizeof tmp, &n);
     } else {
