@@ -131,6 +131,22 @@ TEST(writes_and_reads_back) {
     remove_tree(dir);
 }
 
+/* The written directory with its .metadata renamed __0.metadata, as
+ * dcp.save(use_collectives=False) leaves it: read back the same. Each
+ * chunk kept the name of the rank file that placed it, in the rank file's
+ * own memory, freed after its parse: reading a tensor read freed memory
+ * (AddressSanitizer: heap-use-after-free in placed()). */
+TEST(reads_rank_metadata_files) {
+    make_input();
+    CHECK_EQ_INT(convert(), 0);
+    char from[400], to[400];
+    snprintf(from, sizeof from, "%s/.metadata", out);
+    snprintf(to, sizeof to, "%s/__0.metadata", out);
+    CHECK_EQ_INT(rename(from, to), 0);
+    CHECK(complete());
+    remove_tree(dir);
+}
+
 /* Each step of each operation fails in turn (EIO): the convert fails with
  * no output and no temporary directory, until the step count passes the
  * last call (then it succeeds). A failing fsync of the parent comes after
@@ -235,6 +251,7 @@ TEST(existing_target_untouched) {
 
 int main(void) {
     RUN(writes_and_reads_back);
+    RUN(reads_rank_metadata_files);
     RUN(open_failures);
     RUN(write_failures);
     RUN(fsync_failures);

@@ -1859,15 +1859,22 @@ static int scan_dcp_meta(scanner *sc, const uint8_t *p, size_t n, const char *me
 static int scan_dcp_meta_doc(scanner *sc, const uint8_t *p, size_t n, const char *member,
                              const char *file, dcp_slices *out) {
     region meta = {.p = p, .n = n, .member = member, .dcp_meta = 1};
+    int unsafe_before = sc->unsafe;
+    sc->unsafe = 0;
     int rc = scan_region(sc, &meta);
+    int flagged = sc->unsafe;
+    sc->unsafe |= unsafe_before;
     if (rc) return rc;
     sc->content = 1;
     ckpt_dcp_meta m;
     rc = ckpt_dcp_meta_parse(&m, &sc->scratch, p, n, file, &sc->o.limits);
     if (rc == CKPT_E_NOMEM) return rc;
     if (rc) {
-        /* an off-list global is a finding of the pickle scan already */
-        if (rc != CKPT_E_UNSAFE) {
+        /* an off-list global the pickle scan flagged is its finding; one
+         * it allows anywhere else (builtins.dict, collections.OrderedDict
+         * as the base or class of copyreg._reconstructor) still leaves
+         * the data files unknown, so unscanned */
+        if (rc != CKPT_E_UNSAFE || !flagged) {
             add_finding(sc, CKPT_SEVERITY_INFO, "dcp-metadata", NULL, member,
                         in_file(ckpt_error_last()->offset, n), "the data files cannot be found: %s",
                         ckpt_error_last()->message);

@@ -753,11 +753,13 @@ static int made_lists(nester *n) {
  * scratch memory and parsed into f's arena: the parse copies what it
  * keeps. */
 static int parse_meta(ckpt_file *f, const ckpt_file *src, ckpt_dcp_meta *meta) {
-    uint8_t *p = ckpt_malloc(src->map_size ? src->map_size : 1);
+    /* the chunks keep the file's name (errors about a data file name the
+     * metadata that placed it): a rank file's dies with it */
+    const char *name = src == f ? f->path : ckpt_arena_strdup(&f->arena, src->path);
+    uint8_t *p = name ? ckpt_malloc(src->map_size ? src->map_size : 1) : NULL;
     if (!p) return ckpt_err(CKPT_E_NOMEM, src->path, NULL, 0, "out of memory");
     int rc = ckpt_source_read(&src->source, src->map, p, src->map_size, NULL);
-    if (rc == 0)
-        rc = ckpt_dcp_meta_parse(meta, &f->arena, p, src->map_size, src->path, &f->opts.limits);
+    if (rc == 0) rc = ckpt_dcp_meta_parse(meta, &f->arena, p, src->map_size, name, &f->opts.limits);
     ckpt_free(p);
     return rc;
 }

@@ -313,6 +313,40 @@ def test_metadata_pickle_protocols():
     assert rc == 1 and "copyreg._reconstructor" in out, out + err
 
 
+def test_metadata_reconstructor_of_a_data_builder_is_not_safe():
+    """copyreg._reconstructor(Metadata, dict, None) or (OrderedDict, object,
+    None) in a protocol 0 .metadata: pickle.load raises TypeError, so
+    torch cannot read the directory and ckpt finds no data files. The
+    pickle scan allows builtins.dict and collections.OrderedDict in any
+    other pickle, so it flagged nothing, and scan said SAFE of a directory
+    whose data files it never scanned; now UNSCANNABLE, naming the
+    class."""
+    cases = {"base_dict": (b"c__builtin__\nobject\n", b"c__builtin__\ndict\n"),
+             "cls_odict": (b"ctorch.distributed.checkpoint.metadata\nMetadata\n",
+                           b"ccollections\nOrderedDict\n")}
+    for name, (old, new) in cases.items():
+        d = copy(SINGLE, "reconstructor_" + name)
+        write_meta_at(d, read_meta(d), 0)
+        path = os.path.join(d, ".metadata")
+        with open(path, "rb") as fh:
+            data = fh.read()
+        assert old in data, data[:200]
+        with open(path, "wb") as fh:
+            fh.write(data.replace(old, new, 1))
+        try:
+            with open(path, "rb") as fh:
+                pickle.load(fh)
+            raise AssertionError(name + ": pickle.load read it")
+        except TypeError:
+            pass
+        rc, out, err = ckpt("verify", d)
+        assert rc == 1 and out.startswith("CORRUPT "), (name, out + err)
+        rc, out, err = ckpt("scan", d)
+        assert rc == 1 and out.startswith("UNSCANNABLE ") and "data files cannot be found" in out \
+            and (b"dict" in new and "builtins.dict" in out or "collections.OrderedDict" in out), \
+            (name, out + err)
+
+
 def _oracle_file(d):
     out = os.path.join(TMP, os.path.basename(d) + "-oracle.pt")
     dcp_to_torch_save(d, out)
