@@ -354,6 +354,19 @@ TEST(flatten_equal_names) {
     CHECK_EQ_INT(fl.ncollisions, 1);
     CHECK_EQ_STR(fl.collision_paths[0], "[7][0]");
     CHECK_EQ_STR(fl.collision_paths[1], "['7.0']");
+    /* the paths count against the same byte budget as the names: here
+     * exactly the two entries' (2 * (24 + 16 + 16) bytes), then their
+     * three frames too */
+    ckpt_value *two = ckpt_value_new(&a, CKPT_KIND_DICT),
+               *inner = ckpt_value_new(&a, CKPT_KIND_DICT);
+    ckpt_value_dict_set(&a, two, str(&a, "a.b"), t[0]);
+    ckpt_value_dict_set(&a, inner, str(&a, "b"), t[1]);
+    ckpt_value_dict_set(&a, two, str(&a, "a"), inner);
+    CHECK_EQ_INT(ckpt_flatten(&fl, &a, two, &lim, 1000, 112, "f", NULL), CKPT_E_LIMIT);
+    CHECK(strstr(ckpt_error_last()->message, "paths of 1 leaves of equal names") != NULL);
+    CHECK_EQ_INT(
+        ckpt_flatten(&fl, &a, two, &lim, 1000, 112 + 3 * sizeof(ckpt_walk_frame), "f", NULL), 0);
+    CHECK_EQ_INT(fl.ntensors, 2);
     /* none shadowed: no array */
     ckpt_value *one = ckpt_value_new(&a, CKPT_KIND_DICT);
     ckpt_value_dict_set(&a, one, str(&a, "x"), t[0]);

@@ -118,9 +118,17 @@ typedef struct leaf_path {
 } leaf_path;
 
 /* The paths of the leaves numbered want[0..nwant) (ascending, unique),
- * found by a second walk in the first one's order. */
+ * found by a second walk in the first one's order, once the first equal
+ * names are met (find_paths): most trees have none, and no second walk. */
 typedef struct paths {
     ckpt_arena *a;
+    const ckpt_value *root;
+    const ckpt_limits *lim;
+    uint64_t max_visits;
+    const char *file, *member;
+    const entries *lists;      /* the tensors and the values, sorted */
+    int found;                 /* find_paths ran */
+    uint64_t bytes, max_bytes; /* the flattening's, which the paths take too */
     size_t *want, nwant, next, leaves;
     leaf_path *p;
 } paths;
@@ -137,6 +145,13 @@ static int path_enter(ckpt_walk *w, ckpt_walk_frame *node) {
     if (ps->next < ps->nwant && ps->want[ps->next] == ps->leaves) {
         leaf_path *lp = &ps->p[ps->next++];
         lp->n = w->depth;
+        ps->bytes += (uint64_t)w->depth * sizeof *lp->steps;
+        if (ps->bytes > ps->max_bytes)
+            return ckpt_err(CKPT_E_LIMIT, w->file, w->member, CKPT_NO_OFFSET,
+                            "the paths of %zu leaves of equal names take more than %llu bytes, "
+                            "this input's budget (max_inflate_bytes, at most max_inflate_ratio "
+                            "times its size)",
+                            ps->next, (unsigned long long)ps->max_bytes);
         lp->steps = ckpt_arena_array(ps->a, w->depth ? w->depth : 1, sizeof *lp->steps);
         if (!lp->steps)
             return ckpt_err(CKPT_E_NOMEM, w->file, w->member, CKPT_NO_OFFSET, "out of memory");
@@ -215,9 +230,10 @@ static const char *path_text(ckpt_arena *a, const leaf_path *p) {
 
 /* Gathers the numbers of the leaves that share a name with a neighbour,
  * in both sorted lists, then finds their paths. 0, or an error. */
-static int find_paths(paths *ps, const ckpt_value *root, const ckpt_limits *lim,
-                      uint64_t max_visits, const char *file, const char *member,
-                      const entries *lists) {
+static int find_paths(paths *ps) {
+    const entries *lists = ps->lists;
+    const char *file = ps->file, *member = ps->member;
+    ps->found = 1;
     size_t n = 0;
     for (int l = 0; l < 2; l++)
         for (size_t i = 1; i < lists[l].n; i++)
@@ -239,11 +255,11 @@ static int find_paths(paths *ps, const ckpt_value *root, const ckpt_limits *lim,
     if (!(ps->p = ckpt_arena_array(ps->a, u, sizeof *ps->p)))
         return ckpt_err(CKPT_E_NOMEM, file, member, CKPT_NO_OFFSET, "out of memory");
     ckpt_walk w;
-    ckpt_walk_init(&w, lim, file, member);
-    w.max_visits = max_visits;
+    ckpt_walk_init(&w, ps->lim, file, member);
+    w.max_visits = ps->max_visits;
     w.enter = path_enter;
     w.ctx = ps;
-    return ckpt_walk_run(&w, root);
+    return ckpt_walk_run(&w, ps->root);
 }
 
 /* ------------------------------------------------------------- output */
@@ -261,14 +277,20 @@ static size_t count_shadowed(const flat_entry *e, size_t from, size_t n) {
  * of a collision, and copies them to the arena in the output form. With
  * `shadowed` (NULL on entry), the other values of replaced names are
  * copied there (an array from `a`; left NULL when there are none). NULL
- * when out of memory. */
-static ckpt_named_value *unique(ckpt_arena *a, const paths *ps, ckpt_flat *out, flat_entry *e,
-                                size_t n, size_t *out_n, ckpt_named_value **shadowed,
-                                size_t *nshadowed) {
+ * with *rc set on an error. */
+static ckpt_named_value *unique(ckpt_arena *a, paths *ps, ckpt_flat *out, flat_entry *e, size_t n,
+                                size_t *out_n, ckpt_named_value **shadowed, size_t *nshadowed,
+                                int *rc) {
     size_t w = 0, k = 0;
+    *rc = CKPT_E_NOMEM;
     for (size_t i = 0; i < n; i++) {
-        if (w && strcmp(e[w - 1].name, e[i].name) == 0 &&
-            !replaces(path_of(ps, e[w - 1].seq), path_of(ps, e[i].seq))) {
+        int equal = w && strcmp(e[w - 1].name, e[i].name) == 0;
+        int frc = equal && !ps->found ? find_paths(ps) : 0;
+        if (frc) {
+            *rc = frc;
+            return NULL;
+        }
+        if (equal && !replaces(path_of(ps, e[w - 1].seq), path_of(ps, e[i].seq))) {
             if (!out->ncollisions++) {
                 out->collision_name = e[i].name;
                 out->collision_paths[0] = path_text(a, path_of(ps, e[w - 1].seq));
@@ -276,7 +298,7 @@ static ckpt_named_value *unique(ckpt_arena *a, const paths *ps, ckpt_flat *out, 
                 if (!out->collision_paths[0] || !out->collision_paths[1]) return NULL;
             }
             e[w++] = e[i];
-        } else if (w && strcmp(e[w - 1].name, e[i].name) == 0) {
+        } else if (equal) {
             if (shadowed && e[w - 1].value != e[i].value) {
                 if (!*shadowed &&
                     !(*shadowed = ckpt_arena_array(a, count_shadowed(e, i, n), sizeof **shadowed)))
@@ -317,19 +339,29 @@ int ckpt_flatten(ckpt_flat *out, ckpt_arena *a, const ckpt_value *root, const ck
                 ckpt_sort(fl.values.e, fl.values.n, sizeof(flat_entry), cmp_entry)))
         rc = ckpt_err(CKPT_E_NOMEM, file, member, CKPT_NO_OFFSET, "out of memory to sort %zu names",
                       fl.tensors.n + fl.values.n);
-    paths ps = {.a = a};
     entries lists[2] = {fl.tensors, fl.values};
-    if (!rc) rc = find_paths(&ps, root, lim, max_visits, file, member, lists);
+    paths ps = {.a = a,
+                .root = root,
+                .lim = lim,
+                .max_visits = max_visits,
+                .file = file,
+                .member = member,
+                .lists = lists,
+                .bytes = fl.bytes,
+                .max_bytes = max_bytes};
     if (!rc) {
+        int urc = CKPT_E_NOMEM;
         out->tensors = unique(a, &ps, out, fl.tensors.e, fl.tensors.n, &out->ntensors,
-                              &out->shadowed, &out->nshadowed);
-        out->values = out->tensors
-                          ? unique(a, &ps, out, fl.values.e, fl.values.n, &out->nvalues, NULL, NULL)
-                          : NULL;
+                              &out->shadowed, &out->nshadowed, &urc);
+        out->values = out->tensors ? unique(a, &ps, out, fl.values.e, fl.values.n, &out->nvalues,
+                                            NULL, NULL, &urc)
+                                   : NULL;
         if (!out->tensors || !out->values) {
             *out = (ckpt_flat){0};
-            rc = ckpt_err(CKPT_E_NOMEM, file, member, CKPT_NO_OFFSET,
-                          "out of memory to sort %zu names", fl.tensors.n + fl.values.n);
+            rc = urc != CKPT_E_NOMEM
+                     ? urc
+                     : ckpt_err(CKPT_E_NOMEM, file, member, CKPT_NO_OFFSET,
+                                "out of memory to sort %zu names", fl.tensors.n + fl.values.n);
         }
     }
     ckpt_free(ps.want);
