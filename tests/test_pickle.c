@@ -2727,6 +2727,48 @@ TEST(test_scan_mode_same_events_corpus) {
     persistent_load = NULL;
 }
 
+/* A dict key is a name: one holding a NUL byte, or a str that held a lone
+ * surrogate, is refused at the opcode that sets it (Python keeps both
+ * whole; ckpt's names end at a NUL and its str is UTF-8). The same text
+ * as a value, and a real U+FFFD key, stay. */
+TEST(test_keys_exact_or_refused) {
+    ckpt_value *v;
+    CHECK_EQ_INT(PK("}X\x03\x00\x00\x00"
+                    "a\x00"
+                    "bK\x01s.",
+                    &v),
+                 CKPT_E_UNSUPPORTED);
+    CHECK_EQ_INT(ckpt_error_last()->offset, 11);
+    CHECK(strstr(last_message(), "dict key 'a\\x00b' holds a NUL byte") != NULL);
+    CHECK_EQ_INT(PK("\x80\x03}C\x03"
+                    "a\x00"
+                    "bK\x01s.",
+                    &v),
+                 CKPT_E_UNSUPPORTED); /* bytes */
+    CHECK(strstr(last_message(), "dict key b'a\\x00b'") != NULL);
+    CHECK_EQ_INT(PK("}X\x03\x00\x00\x00\xed\xb2\x80K\x01s.", &v), CKPT_E_UNSUPPORTED);
+    CHECK(strstr(last_message(), "lone surrogate") != NULL);
+    CHECK_EQ_INT(PK("}V\\udc80\nI1\ns.", &v), CKPT_E_UNSUPPORTED); /* protocol 0 */
+    CHECK(strstr(last_message(), "lone surrogate") != NULL);
+    CHECK_EQ_INT(PK("ccollections\nOrderedDict\n]X\x03\x00\x00\x00"
+                    "a\x00"
+                    "bK\x01\x86"
+                    "a\x85R.",
+                    &v),
+                 CKPT_E_UNSUPPORTED); /* OrderedDict([(key, 1)]) */
+    CHECK(strstr(last_message(), "collections.OrderedDict: dict key 'a\\x00b'") != NULL);
+    CHECK_EQ_INT(PK("}X\x01\x00\x00\x00kX\x03\x00\x00\x00\xed\xb2\x80s.", &v), 0);
+    CHECK(v && v->kind == CKPT_KIND_DICT && is_str(v->u.dict.vals[0], "\xef\xbf\xbd"));
+    CHECK_EQ_INT(PK("}X\x01\x00\x00\x00kX\x03\x00\x00\x00"
+                    "a\x00"
+                    "bs.",
+                    &v),
+                 0);
+    CHECK(v && v->kind == CKPT_KIND_DICT && v->u.dict.vals[0]->u.s.len == 3);
+    CHECK_EQ_INT(PK("}X\x03\x00\x00\x00\xef\xbf\xbdK\x01s.", &v), 0);
+    CHECK(v && v->kind == CKPT_KIND_DICT && is_str(v->u.dict.keys[0], "\xef\xbf\xbd"));
+}
+
 TEST(test_scan_mode_values) {
     ckpt_value *v;
     scan_only = 1;
@@ -2936,6 +2978,7 @@ int main(void) {
     RUN_CORPUS(test_corpus_stacked);
     RUN(test_scan_mode_same_events);
     RUN_CORPUS(test_scan_mode_same_events_corpus);
+    RUN(test_keys_exact_or_refused);
     RUN(test_scan_mode_values);
     RUN(test_truncated_everywhere);
     RUN(test_allocation_failures);

@@ -285,8 +285,9 @@ TEST(allocation_failures) {
     ckpt_arena_free(&a);
 }
 
-/* Equal names: the later leaf wins, the ones it shadows are listed
- * (sorted by name, then in the order found) unless it is the same value. */
+/* Equal names: reached by different keys, both are kept (a collision,
+ * counted, the first one's paths named); reached by a key one dict
+ * repeats, the later leaf wins and the one it shadows is listed. */
 TEST(flatten_equal_names) {
     ckpt_arena a = {0};
     ckpt_value *t[11], *root = ckpt_value_new(&a, CKPT_KIND_DICT);
@@ -298,41 +299,74 @@ TEST(flatten_equal_names) {
     ckpt_value_dict_set(&a, ab, str(&a, "b"), t[2]);
     ckpt_value_dict_set(&a, ab, str(&a, "c"), t[3]);
     ckpt_value_dict_set(&a, root, str(&a, "a"), ab);
-    ckpt_value_dict_set(&a, root, str(&a, "a.b"), t[4]); /* shadows t2 */
-    ckpt_value_dict_set(&a, root, str(&a, "a.c"), t[3]); /* the same tensor: not shadowed */
+    ckpt_value_dict_set(&a, root, str(&a, "a.b"), t[4]); /* collides with t2 */
+    ckpt_value_dict_set(&a, root, str(&a, "a.c"), t[3]); /* the same tensor, another path */
     ckpt_value_append(&a, z, t[5]);
     ckpt_value_append(&a, z, t[6]);
     ckpt_value_dict_set(&a, root, str(&a, "z"), z);
-    ckpt_value_dict_set(&a, root, str(&a, "z.1"), t[7]); /* shadows t6 */
+    ckpt_value_dict_set(&a, root, str(&a, "z.1"), t[7]); /* collides with t6 */
     ckpt_value_dict_set(&a, qr, str(&a, "s"), t[8]);
     ckpt_value_dict_set(&a, q, str(&a, "r"), qr);
     ckpt_value_dict_set(&a, root, str(&a, "q"), q);
     ckpt_value_dict_set(&a, qr2, str(&a, "s"), t[9]);
     ckpt_value_dict_set(&a, root, str(&a, "q.r"), qr2);
-    ckpt_value_dict_set(&a, root, str(&a, "q.r.s"), t[10]); /* shadows t8, t9 */
+    ckpt_value_dict_set(&a, root, str(&a, "q.r.s"), t[10]); /* collides with t8, t9 */
     ckpt_value_dict_set(&a, n, str(&a, "m"), ckpt_value_new_int(&a, 1));
     ckpt_value_dict_set(&a, root, str(&a, "n"), n);
     ckpt_value_dict_set(&a, root, str(&a, "n.m"), ckpt_value_new_int(&a, 2));
+    ckpt_value_dict_set(&a, root, str(&a, "w"), t[0]); /* repeated: replaces t1 */
     ckpt_flat fl;
     ckpt_limits lim = CKPT_LIMITS_INIT;
     CHECK_EQ_INT(ckpt_flatten(&fl, &a, root, &lim, 1000, UINT64_MAX, "f", NULL), 0);
-    static const char *const names[] = {"a.b", "a.c", "q.r.s", "w", "z.0", "z.1"};
-    static const int won[] = {4, 3, 10, 1, 5, 7};
-    CHECK_EQ_INT(fl.ntensors, 6);
-    for (size_t i = 0; i < 6 && i < fl.ntensors; i++) {
+    static const char *const names[] = {"a.b",   "a.b", "a.c", "a.c", "q.r.s", "q.r.s",
+                                        "q.r.s", "w",   "z.0", "z.1", "z.1"};
+    static const int kept[] = {2, 4, 3, 3, 8, 9, 10, 0, 5, 6, 7};
+    CHECK_EQ_INT(fl.ntensors, 11);
+    for (size_t i = 0; i < 11 && i < fl.ntensors; i++) {
         CHECK_EQ_STR(fl.tensors[i].name, names[i]);
-        CHECK(fl.tensors[i].value == t[won[i]]);
+        CHECK(fl.tensors[i].value == t[kept[i]]);
     }
-    static const char *const lost_names[] = {"a.b", "q.r.s", "q.r.s", "z.1"};
-    static const int lost[] = {2, 8, 9, 6};
-    CHECK_EQ_INT(fl.nshadowed, 4);
-    for (size_t i = 0; i < 4 && i < fl.nshadowed; i++) {
-        CHECK_EQ_STR(fl.shadowed[i].name, lost_names[i]);
-        CHECK(fl.shadowed[i].value == t[lost[i]]);
-    }
-    CHECK_EQ_INT(fl.nvalues, 1); /* values shadow too, unlisted */
+    CHECK_EQ_INT(fl.ncollisions, 6); /* a.b, a.c, q.r.s twice, z.1, n.m */
+    CHECK_EQ_STR(fl.collision_name, "a.b");
+    CHECK_EQ_STR(fl.collision_paths[0], "['a']['b']");
+    CHECK_EQ_STR(fl.collision_paths[1], "['a.b']");
+    CHECK_EQ_INT(fl.nshadowed, 1);
+    CHECK_EQ_STR(fl.shadowed[0].name, "w");
+    CHECK(fl.shadowed[0].value == t[1]);
+    CHECK_EQ_INT(fl.nvalues, 2); /* values collide too, both listed */
     CHECK_EQ_STR(fl.values[0].name, "n.m");
-    CHECK_EQ_INT(fl.values[0].value->u.i.v, 2);
+    CHECK_EQ_INT(fl.values[0].value->u.i.v, 1);
+    CHECK_EQ_INT(fl.values[1].value->u.i.v, 2);
+    /* a repeated key whose value is a dict replaces the whole entry */
+    ckpt_value *rep = ckpt_value_new(&a, CKPT_KIND_DICT), *d0 = ckpt_value_new(&a, CKPT_KIND_DICT);
+    ckpt_value *d1 = ckpt_value_new(&a, CKPT_KIND_DICT), *lst = ckpt_value_new(&a, CKPT_KIND_LIST);
+    ckpt_value_dict_set(&a, d0, str(&a, "x"), t[0]);
+    ckpt_value_dict_set(&a, d1, str(&a, "x"), t[1]);
+    ckpt_value_dict_set(&a, rep, str(&a, "d"), d0);
+    ckpt_value_dict_set(&a, rep, str(&a, "d"), d1);
+    ckpt_value_append(&a, lst, t[2]);
+    ckpt_value_dict_set(&a, rep, ckpt_value_new_int(&a, 7), lst);
+    ckpt_value_dict_set(&a, rep, str(&a, "7.0"), t[3]);
+    CHECK_EQ_INT(ckpt_flatten(&fl, &a, rep, &lim, 1000, UINT64_MAX, "f", NULL), 0);
+    CHECK_EQ_INT(fl.ntensors, 3);
+    CHECK_EQ_INT(fl.nshadowed, 1);
+    CHECK(fl.shadowed[0].value == t[0]);
+    CHECK_EQ_INT(fl.ncollisions, 1);
+    CHECK_EQ_STR(fl.collision_paths[0], "[7][0]");
+    CHECK_EQ_STR(fl.collision_paths[1], "['7.0']");
+    /* the paths count against the same byte budget as the names: here
+     * exactly the two entries' (2 * (24 + 16 + 16) bytes), then their
+     * three frames too */
+    ckpt_value *two = ckpt_value_new(&a, CKPT_KIND_DICT),
+               *inner = ckpt_value_new(&a, CKPT_KIND_DICT);
+    ckpt_value_dict_set(&a, two, str(&a, "a.b"), t[0]);
+    ckpt_value_dict_set(&a, inner, str(&a, "b"), t[1]);
+    ckpt_value_dict_set(&a, two, str(&a, "a"), inner);
+    CHECK_EQ_INT(ckpt_flatten(&fl, &a, two, &lim, 1000, 112, "f", NULL), CKPT_E_LIMIT);
+    CHECK(strstr(ckpt_error_last()->message, "paths of 1 leaves of equal names") != NULL);
+    CHECK_EQ_INT(
+        ckpt_flatten(&fl, &a, two, &lim, 1000, 112 + 3 * sizeof(ckpt_walk_frame), "f", NULL), 0);
+    CHECK_EQ_INT(fl.ntensors, 2);
     /* none shadowed: no array */
     ckpt_value *one = ckpt_value_new(&a, CKPT_KIND_DICT);
     ckpt_value_dict_set(&a, one, str(&a, "x"), t[0]);
@@ -340,6 +374,8 @@ TEST(flatten_equal_names) {
     CHECK_EQ_INT(ckpt_flatten(&fl, &a, one, &lim, 1000, UINT64_MAX, "f", NULL), 0);
     CHECK_EQ_INT(fl.ntensors, 2);
     CHECK_EQ_INT(fl.nshadowed, 0);
+    CHECK_EQ_INT(fl.ncollisions, 0);
+    CHECK(fl.collision_name == NULL);
     CHECK(fl.shadowed == NULL);
     ckpt_arena_free(&a);
 }

@@ -228,10 +228,15 @@ CKPT_API int ckpt_file_logical_root(const ckpt_value **out, const ckpt_file *f);
 /* Tensors, flattened and sorted by name (byte order). Names join dict keys
  * (as written; int keys in decimal) and list/tuple indices with "."; a bare
  * top-level tensor is named "". A tensor reachable under two names (tied
- * weights) appears once per name. Index < ckpt_file_tensor_count. */
+ * weights) appears once per name. Two leaves that different keys name
+ * alike ({'a.b': x, 'a': {'b': y}}, {'0': x, 0: y}, {'w': x, b'w': y})
+ * are both listed, next to each other, and ckpt_verify fails naming both
+ * paths; a key one dict repeats keeps its last value, as Python does. A
+ * dict key holding a NUL byte or a lone surrogate is refused at open.
+ * Index < ckpt_file_tensor_count. */
 CKPT_API size_t ckpt_file_tensor_count(const ckpt_file *f);
 CKPT_API const ckpt_tensor *ckpt_file_tensor(const ckpt_file *f, size_t i);
-/* Binary search by exact name; NULL if absent. */
+/* Binary search by exact name (one of two that collide); NULL if absent. */
 CKPT_API const ckpt_tensor *ckpt_file_find_tensor(const ckpt_file *f, const char *name);
 
 /* Non-tensor leaves, flattened and sorted by name like tensors. Leaves are

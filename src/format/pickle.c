@@ -1343,9 +1343,11 @@ static size_t put_utf8(uint8_t *out, size_t o, uint32_t cp) {
 /* Python's raw-unicode-escape decoder (protocol-0 UNICODE): bytes are
  * Latin-1 code points, except that \uXXXX and \UXXXXXXXX escapes are
  * decoded when preceded by an odd number of backslashes. Writes UTF-8 to
- * out (NULL: only measures) and its length to *outlen. Returns 0, or -1
- * for a malformed escape or a code point above U+10FFFF. */
-static int raw_unicode_decode(const uint8_t *s, size_t n, uint8_t *out, size_t *outlen) {
+ * out (NULL: only measures) and its length to *outlen; a lone surrogate
+ * becomes U+FFFD and sets *surrogate. Returns 0, or -1 for a malformed
+ * escape or a code point above U+10FFFF. */
+static int raw_unicode_decode(const uint8_t *s, size_t n, uint8_t *out, size_t *outlen,
+                              int *surrogate) {
     size_t i = 0, o = 0;
     while (i < n) {
         if (s[i] != '\\') {
@@ -1366,7 +1368,7 @@ static int raw_unicode_decode(const uint8_t *s, size_t n, uint8_t *out, size_t *
             cp = cp << 4 | (uint32_t)hexval(s[i]);
         }
         if (cp > 0x10FFFF) return -1;
-        if (cp >= 0xD800 && cp <= 0xDFFF) cp = 0xFFFD;
+        if (cp >= 0xD800 && cp <= 0xDFFF) cp = 0xFFFD, *surrogate = 1;
         o += put_utf8(out, o, cp);
     }
     *outlen = o;
@@ -1458,6 +1460,7 @@ static int op_unicode_bytes(machine *m, size_t n) {
     ckpt_value *v = ckpt_value_new_str(m->a, CKPT_KIND_STR, p, n); /* a copy to fix */
     if (!v) return nomem(m);
     fix_surrogates((uint8_t *)v->u.s.p, n);
+    v->dict_class = CKPT_STR_SURROGATE;
     return push(m, v);
 }
 
@@ -1490,16 +1493,18 @@ static int op_string(machine *m) {
 static int op_unicode_text(machine *m) {
     const uint8_t *p;
     size_t n, len;
-    int rc = take_line(m, &p, &n);
+    int rc = take_line(m, &p, &n), surrogate = 0;
     if (rc) return rc;
-    if (raw_unicode_decode(p, n, NULL, &len))
+    if (raw_unicode_decode(p, n, NULL, &len, &surrogate))
         return fail(m, CKPT_E_FORMAT,
                     "expected raw-unicode-escape text with "
                     "valid \\u/\\U escapes");
     uint8_t *buf = ckpt_arena_alloc(m->a, len + 1);
     if (!buf) return nomem(m);
-    (void)raw_unicode_decode(p, n, buf, &len);
-    return push(m, str_owned(m, CKPT_KIND_STR, buf, len));
+    (void)raw_unicode_decode(p, n, buf, &len, &surrogate);
+    ckpt_value *v = str_owned(m, CKPT_KIND_STR, buf, len);
+    if (v && surrogate) v->dict_class = CKPT_STR_SURROGATE;
+    return push(m, v);
 }
 
 /* Python 2 names as Python 3's _compat_pickle maps them when unpickling a
@@ -1818,6 +1823,8 @@ static int set_item(machine *m, ckpt_value *dict, ckpt_value *k, ckpt_value *v) 
     int rc = hash_check(m, k, "key");
     if (rc) return rc;
     if (m->scan) return 0;
+    char msg[256];
+    if ((rc = ckpt_value_key_check(k, msg, sizeof msg))) return fail(m, rc, "%s", msg);
     uint64_t work = 0;
     size_t twin = ckpt_value_dict_twin(dict, k, &work);
     if ((rc = charge_ops(m, work))) return rc;

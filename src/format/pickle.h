@@ -34,7 +34,9 @@
    - STRING/BINSTRING/SHORT_BINSTRING (Python 2 str) give STR when the
  *     bytes are valid UTF-8, else BYTES.
  *   - STR is always valid UTF-8: lone surrogates, which Python accepts
- *     ("surrogatepass"), become U+FFFD.
+ *     ("surrogatepass"), become U+FFFD, and the str is marked
+ *     (CKPT_STR_SURROGATE): a dict key such as this, or one holding a
+ *     NUL byte, is refused (ckpt_value_key_check).
  *   - Text operands follow _pickle.c: INT is strtol(text, 0) (C octal for
  *     a leading 0, 0x) falling back to PyLong_FromString(text, 0) (0x/0o/
  *     0b prefixes, underscores, blanks around; at most 4300 decimal

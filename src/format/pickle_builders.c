@@ -256,6 +256,9 @@ static int b_dict(ckpt_value **out, const pk_build_ctx *c, const ckpt_value *cal
             k = pair->u.seq.items[0];
             v = pair->u.seq.items[1];
             if ((rc = hash_check(c, k, callable->u.global.qualname, "key"))) return rc;
+            char msg[256];
+            if ((rc = ckpt_value_key_check(k, msg, sizeof msg)))
+                return fail_at(c, k, rc, "%s: %s", callable->u.global.qualname, msg);
         }
         uint64_t work = 0; /* a key Python finds equal to an earlier one */
         size_t twin = ckpt_value_dict_twin(d, k, &work);

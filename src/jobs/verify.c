@@ -395,6 +395,18 @@ static int verify_set(ckpt_file *f, ckpt_verify_report *rep, uint8_t *buf) {
     return rc;
 }
 
+/* Two leaves that different keys name alike (flatten.h): torch.load
+ * gives both, a flat listing cannot tell them apart. */
+static int check_names(const ckpt_file *f) {
+    if (!f->ncollisions) return 0;
+    return ckpt_err(CKPT_E_MISMATCH, f->path, NULL, CKPT_NO_OFFSET,
+                    "%zu pair%s of entries flatten to one name: \"%s\" is both %s and %s "
+                    "(torch.load keeps both; a flat state_dict, safetensors or a "
+                    "manifest can hold only one)",
+                    f->ncollisions, f->ncollisions == 1 ? "" : "s", f->collision_name,
+                    f->collision_paths[0], f->collision_paths[1]);
+}
+
 int ckpt_verify(ckpt_verify_report *report, ckpt_file *f) {
     ckpt_verify_report local = {0};
     ckpt_verify_report *rep = report ? report : &local;
@@ -407,6 +419,8 @@ int ckpt_verify(ckpt_verify_report *report, ckpt_file *f) {
     int rc = f->format == CKPT_FORMAT_DCP ? verify_dcp(f, rep, buf)
              : f->nshards                 ? verify_set(f, rep, buf)
                                           : verify_file(f, NULL, rep, buf);
+    if (rc == 0) rc = check_names(f);
+    for (size_t i = 0; rc == 0 && i < f->nshards; i++) rc = check_names(f->shards[i]);
     ckpt_free(buf);
     if (rc) return rc;
     rep->tensors = f->ntensors;

@@ -295,8 +295,9 @@ int ckpt_manifest_push_entry(ckpt_manifest *m, const ckpt_manifest_entry *e) {
 /* ------------------------------------------------------------ logical tree */
 
 /* Flattens a value tree the way ckpt_file_flatten does (file.c): dict keys
- * as text, list/tuple/set indices in decimal, joined with "."; for equal
- * names the later one wins. */
+ * as text, list/tuple/set indices in decimal, joined with "."; equal names
+ * from different keys are both kept (and refused as duplicates), a key
+ * one dict repeats keeps its later value (flatten.h). */
 static int from_tree(ckpt_manifest *m, const ckpt_value *root, const ckpt_file *f) {
     ckpt_flat fl;
     int rc = ckpt_file_flatten_value(f, &m->arena, root, CKPT_META_STRUCTURE, &fl);

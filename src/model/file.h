@@ -36,6 +36,10 @@ struct ckpt_file {
     size_t ntensors;
     ckpt_named_value *values; /* sorted by name */
     size_t nvalues;
+    /* pairs of leaves that different keys name alike (ckpt_flat): both
+     * listed; verify fails on the first, naming both paths */
+    size_t ncollisions;
+    const char *collision_name, *collision_paths[2];
 
     /* Every distinct storage, in id order (verify reads them all; read
      * them with ckpt_file_storage_at). NULL when storage i is tensors[i]'s

@@ -2,6 +2,7 @@
 #include "model/flatten.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/error.h"
@@ -13,6 +14,7 @@
 typedef struct flat_entry {
     const char *name;
     const ckpt_value *value;
+    size_t seq; /* the leaf's number, in the walk's order */
 } flat_entry;
 
 /* Entries found so far, in memory of their own (ckpt_malloc) until they
@@ -28,6 +30,7 @@ typedef struct flattener {
     const char *file, *member;
     uint64_t bytes, max_bytes;
     entries tensors, values;
+    size_t leaves;
 } flattener;
 
 /* What one entry is charged against max_bytes: an entry, its output
@@ -75,7 +78,7 @@ static int add_entry(flattener *fl, int tensor, const ckpt_walk *w, const ckpt_w
                            ? k->u.s.p
                            : ckpt_arena_strndup(fl->a, w->name, len);
     if (!name) return nomem(fl);
-    to->e[to->n++] = (flat_entry){name, node->value};
+    to->e[to->n++] = (flat_entry){name, node->value, fl->leaves++};
     return 0;
 }
 
@@ -101,8 +104,168 @@ static int cmp_entry(const void *a, const void *b) {
     return strcmp(((const flat_entry *)a)->name, ((const flat_entry *)b)->name);
 }
 
+static int cmp_seq(const void *a, const void *b) {
+    size_t x = *(const size_t *)a, y = *(const size_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* ------------------------------------------------ leaves of equal names */
+
+/* The path of one leaf: its frames from the root's child down. */
+typedef struct leaf_path {
+    ckpt_walk_frame *steps;
+    uint32_t n;
+} leaf_path;
+
+/* The paths of the leaves numbered want[0..nwant) (ascending, unique),
+ * found by a second walk in the first one's order, once the first equal
+ * names are met (find_paths): most trees have none, and no second walk. */
+typedef struct paths {
+    ckpt_arena *a;
+    const ckpt_value *root;
+    const ckpt_limits *lim;
+    uint64_t max_visits;
+    const char *file, *member;
+    const entries *lists;      /* the tensors and the values, sorted */
+    int found;                 /* find_paths ran */
+    uint64_t bytes, max_bytes; /* the flattening's, which the paths take too */
+    size_t *want, nwant, next, leaves;
+    leaf_path *p;
+} paths;
+
+static int path_enter(ckpt_walk *w, ckpt_walk_frame *node) {
+    paths *ps = w->ctx;
+    switch (node->value->kind) {
+    case CKPT_KIND_LIST:
+    case CKPT_KIND_TUPLE:
+    case CKPT_KIND_SET:
+    case CKPT_KIND_DICT: return CKPT_WALK_DESCEND;
+    default: break;
+    }
+    if (ps->next < ps->nwant && ps->want[ps->next] == ps->leaves) {
+        leaf_path *lp = &ps->p[ps->next++];
+        lp->n = w->depth;
+        ps->bytes += (uint64_t)w->depth * sizeof *lp->steps;
+        if (ps->bytes > ps->max_bytes)
+            return ckpt_err(CKPT_E_LIMIT, w->file, w->member, CKPT_NO_OFFSET,
+                            "the paths of %zu leaves of equal names take more than %llu bytes, "
+                            "this input's budget (max_inflate_bytes, at most max_inflate_ratio "
+                            "times its size)",
+                            ps->next, (unsigned long long)ps->max_bytes);
+        lp->steps = ckpt_arena_array(ps->a, w->depth ? w->depth : 1, sizeof *lp->steps);
+        if (!lp->steps)
+            return ckpt_err(CKPT_E_NOMEM, w->file, w->member, CKPT_NO_OFFSET, "out of memory");
+        for (uint32_t u = 0; u < w->depth; u++) lp->steps[w->depth - 1 - u] = *ckpt_walk_up(w, u);
+        if (ps->next == ps->nwant) return CKPT_WALK_STOP;
+    }
+    ps->leaves++;
+    return CKPT_WALK_SKIP;
+}
+
+static const leaf_path *path_of(const paths *ps, size_t seq) {
+    size_t *at = bsearch(&seq, ps->want, ps->nwant, sizeof seq, cmp_seq);
+    return &ps->p[at - ps->want];
+}
+
+/* Whether two frames hang from their (same) parent by keys a Python dict
+ * holds as one: the same index, or keys of one kind and one text. */
+static int same_step(const ckpt_walk_frame *x, const ckpt_walk_frame *y) {
+    if (x->role != y->role) return 0;
+    if (x->role != CKPT_WALK_VALUE) return x->index == y->index;
+    if (x->key->kind != y->key->kind) return 0;
+    char tx[32], ty[32];
+    size_t nx, ny;
+    const char *sx = ckpt_value_key_text(x->key, tx, sizeof tx, &nx);
+    const char *sy = ckpt_value_key_text(y->key, ty, sizeof ty, &ny);
+    return nx == ny && memcmp(sx, sy, nx) == 0;
+}
+
+/* 1 when the later of two leaves of one name replaces the earlier in the
+ * tree a loader builds: their paths part where one dict repeats a key
+ * (or never part); 0 when they part at different keys (a collision). */
+static int replaces(const leaf_path *x, const leaf_path *y) {
+    for (uint32_t i = 0; i < x->n && i < y->n; i++) {
+        if (!same_step(&x->steps[i], &y->steps[i])) return 0;
+        if (x->steps[i].value != y->steps[i].value) return 1;
+    }
+    return x->n == y->n;
+}
+
+/* A leaf's path as Python subscripts: ['a']['b'], [0], [b'w'], [3]. */
+static const char *path_text(ckpt_arena *a, const leaf_path *p) {
+    size_t len = 0;
+    char *out = NULL;
+    for (int pass = 0; pass < 2; pass++) {
+        size_t at = 0;
+        for (uint32_t i = 0; i < p->n; i++) {
+            const ckpt_walk_frame *f = &p->steps[i];
+            char tmp[32];
+            size_t n = 0;
+            const char *t = "", *open = "[", *close = "]";
+            if (f->role == CKPT_WALK_VALUE) {
+                t = ckpt_value_key_text(f->key, tmp, sizeof tmp, &n);
+                if (f->key->kind == CKPT_KIND_STR) open = "['", close = "']";
+                if (f->key->kind == CKPT_KIND_BYTES) open = "[b'", close = "']";
+            } else {
+                int k = snprintf(tmp, sizeof tmp, "%zu", f->index);
+                n = k < 0 ? 0 : (size_t)k;
+                t = tmp;
+            }
+            size_t no = strlen(open), nc = strlen(close);
+            if (out) {
+                memcpy(out + at, open, no);
+                memcpy(out + at + no, t, n);
+                memcpy(out + at + no + n, close, nc);
+            }
+            at += no + n + nc;
+        }
+        if (!out) {
+            len = at;
+            if (!(out = ckpt_arena_alloc_raw(a, len + 1))) return NULL;
+        }
+    }
+    out[len] = '\0';
+    return p->n ? out : "(the root)";
+}
+
+/* Gathers the numbers of the leaves that share a name with a neighbour,
+ * in both sorted lists, then finds their paths. 0, or an error. */
+static int find_paths(paths *ps) {
+    const entries *lists = ps->lists;
+    const char *file = ps->file, *member = ps->member;
+    ps->found = 1;
+    size_t n = 0;
+    for (int l = 0; l < 2; l++)
+        for (size_t i = 1; i < lists[l].n; i++)
+            n += strcmp(lists[l].e[i - 1].name, lists[l].e[i].name) == 0 ? 2 : 0;
+    if (!n) return 0;
+    if (!(ps->want = ckpt_malloc(n * sizeof *ps->want)))
+        return ckpt_err(CKPT_E_NOMEM, file, member, CKPT_NO_OFFSET, "out of memory");
+    for (int l = 0; l < 2; l++)
+        for (size_t i = 1; i < lists[l].n; i++)
+            if (strcmp(lists[l].e[i - 1].name, lists[l].e[i].name) == 0) {
+                ps->want[ps->nwant++] = lists[l].e[i - 1].seq;
+                ps->want[ps->nwant++] = lists[l].e[i].seq;
+            }
+    qsort(ps->want, ps->nwant, sizeof *ps->want, cmp_seq);
+    size_t u = 0;
+    for (size_t i = 0; i < ps->nwant; i++)
+        if (!u || ps->want[u - 1] != ps->want[i]) ps->want[u++] = ps->want[i];
+    ps->nwant = u;
+    if (!(ps->p = ckpt_arena_array(ps->a, u, sizeof *ps->p)))
+        return ckpt_err(CKPT_E_NOMEM, file, member, CKPT_NO_OFFSET, "out of memory");
+    ckpt_walk w;
+    ckpt_walk_init(&w, ps->lim, file, member);
+    w.max_visits = ps->max_visits;
+    w.enter = path_enter;
+    w.ctx = ps;
+    return ckpt_walk_run(&w, ps->root);
+}
+
+/* ------------------------------------------------------------- output */
+
 /* The entries from e[from] on whose name equals the previous entry's and
- * whose value does not: the values the later ones shadow. */
+ * whose value does not: at most the values the later ones shadow. */
 static size_t count_shadowed(const flat_entry *e, size_t from, size_t n) {
     size_t k = 0;
     for (size_t i = from; i < n; i++)
@@ -110,19 +273,32 @@ static size_t count_shadowed(const flat_entry *e, size_t from, size_t n) {
     return k;
 }
 
-/* Sorts, keeps the last of equal names and copies them to the arena in
- * the output form. Names come in the tree's order, most often a few
- * sorted runs (ckpt_sort). With `shadowed` (NULL on entry), the other
- * values of equal names are copied there (an array from `a`; left NULL
- * when there are none). NULL when out of memory. */
-static ckpt_named_value *sort_unique(ckpt_arena *a, flat_entry *e, size_t n, size_t *out_n,
-                                     ckpt_named_value **shadowed, size_t *nshadowed) {
-    if (ckpt_sort(e, n, sizeof *e, cmp_entry)) return NULL;
+/* Keeps the last of equal names that replace each other (replaces), both
+ * of a collision, and copies them to the arena in the output form. With
+ * `shadowed` (NULL on entry), the other values of replaced names are
+ * copied there (an array from `a`; left NULL when there are none). NULL
+ * with *rc set on an error. */
+static ckpt_named_value *unique(ckpt_arena *a, paths *ps, ckpt_flat *out, flat_entry *e, size_t n,
+                                size_t *out_n, ckpt_named_value **shadowed, size_t *nshadowed,
+                                int *rc) {
     size_t w = 0, k = 0;
+    *rc = CKPT_E_NOMEM;
     for (size_t i = 0; i < n; i++) {
-        if (w && strcmp(e[w - 1].name, e[i].name) == 0) {
-            /* e[w - 1] is e[i - 1], which is still in place: the array
-             * is sized at the first value shadowed, from there on */
+        int equal = w && strcmp(e[w - 1].name, e[i].name) == 0;
+        int frc = equal && !ps->found ? find_paths(ps) : 0;
+        if (frc) {
+            *rc = frc;
+            return NULL;
+        }
+        if (equal && !replaces(path_of(ps, e[w - 1].seq), path_of(ps, e[i].seq))) {
+            if (!out->ncollisions++) {
+                out->collision_name = e[i].name;
+                out->collision_paths[0] = path_text(a, path_of(ps, e[w - 1].seq));
+                out->collision_paths[1] = path_text(a, path_of(ps, e[i].seq));
+                if (!out->collision_paths[0] || !out->collision_paths[1]) return NULL;
+            }
+            e[w++] = e[i];
+        } else if (equal) {
             if (shadowed && e[w - 1].value != e[i].value) {
                 if (!*shadowed &&
                     !(*shadowed = ckpt_arena_array(a, count_shadowed(e, i, n), sizeof **shadowed)))
@@ -157,16 +333,38 @@ int ckpt_flatten(ckpt_flat *out, ckpt_arena *a, const ckpt_value *root, const ck
      * charged against max_bytes before it is made, so an expansion is
      * refused at the same entry as by a walk that only counted */
     int rc = ckpt_walk_run(&w, root);
+    /* names come in the tree's order, most often a few sorted runs
+     * (ckpt_sort), stably: among equal names the later found stays later */
+    if (!rc && (ckpt_sort(fl.tensors.e, fl.tensors.n, sizeof(flat_entry), cmp_entry) ||
+                ckpt_sort(fl.values.e, fl.values.n, sizeof(flat_entry), cmp_entry)))
+        rc = ckpt_err(CKPT_E_NOMEM, file, member, CKPT_NO_OFFSET, "out of memory to sort %zu names",
+                      fl.tensors.n + fl.values.n);
+    entries lists[2] = {fl.tensors, fl.values};
+    paths ps = {.a = a,
+                .root = root,
+                .lim = lim,
+                .max_visits = max_visits,
+                .file = file,
+                .member = member,
+                .lists = lists,
+                .bytes = fl.bytes,
+                .max_bytes = max_bytes};
     if (!rc) {
-        out->tensors = sort_unique(a, fl.tensors.e, fl.tensors.n, &out->ntensors, &out->shadowed,
-                                   &out->nshadowed);
-        out->values = sort_unique(a, fl.values.e, fl.values.n, &out->nvalues, NULL, NULL);
+        int urc = CKPT_E_NOMEM;
+        out->tensors = unique(a, &ps, out, fl.tensors.e, fl.tensors.n, &out->ntensors,
+                              &out->shadowed, &out->nshadowed, &urc);
+        out->values = out->tensors ? unique(a, &ps, out, fl.values.e, fl.values.n, &out->nvalues,
+                                            NULL, NULL, &urc)
+                                   : NULL;
         if (!out->tensors || !out->values) {
             *out = (ckpt_flat){0};
-            rc = ckpt_err(CKPT_E_NOMEM, file, member, CKPT_NO_OFFSET,
-                          "out of memory to sort %zu names", fl.tensors.n + fl.values.n);
+            rc = urc != CKPT_E_NOMEM
+                     ? urc
+                     : ckpt_err(CKPT_E_NOMEM, file, member, CKPT_NO_OFFSET,
+                                "out of memory to sort %zu names", fl.tensors.n + fl.values.n);
         }
     }
+    ckpt_free(ps.want);
     ckpt_free(fl.tensors.e);
     ckpt_free(fl.values.e);
     return rc;

@@ -23,10 +23,19 @@ typedef struct ckpt_flat {
      * rebuild, so their storages need ids too; NULL when none */
     ckpt_named_value *shadowed;
     size_t nshadowed;
+    /* leaves that different paths name alike ({'a.b': x, 'a': {'b': y}},
+     * {'0': x, 0: y}, {'w': x, b'w': y}): both are listed, for torch.load
+     * keeps both; how many such pairs, and the first one's name and paths
+     * as Python subscripts ("['a.b']", "['a']['b']"); NULL when none */
+    size_t ncollisions;
+    const char *collision_name, *collision_paths[2];
 } ckpt_flat;
 
-/* Flattens root into arena `a`. For equal names the later leaf wins, as a
- * Python dict keeps the last of repeated keys. Bounds: lim->max_tensors
+/* Flattens root into arena `a`. For equal names reached by equal keys (a
+ * key repeated in one dict, as a pickle may write it) the later leaf wins,
+ * as a Python dict keeps the last of repeated keys; equal names reached by
+ * different keys are both kept, next to each other, and counted in
+ * ncollisions. Bounds: lim->max_tensors
  * leaves, lim->max_name_bytes per name, lim->max_depth nesting,
  * max_visits nodes visited and max_bytes of entries and names (a node
  * shared by several paths is visited and named once per path, so a

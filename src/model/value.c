@@ -213,6 +213,30 @@ int ckpt_value_hashable(const ckpt_value *v, const char *as, char *msg, size_t c
     return rc;
 }
 
+int ckpt_value_key_check(const ckpt_value *k, char *msg, size_t cap) {
+    if (k->kind != CKPT_KIND_STR && k->kind != CKPT_KIND_BYTES) return 0;
+    int surrogate = k->kind == CKPT_KIND_STR && k->dict_class == CKPT_STR_SURROGATE;
+    if (!surrogate && !memchr(k->u.s.p, 0, k->u.s.len)) return 0;
+    char shown[80];
+    size_t o = 0;
+    for (size_t i = 0; i < k->u.s.len && o + 8 < sizeof shown; i++) {
+        unsigned char c = (unsigned char)k->u.s.p[i];
+        if (c >= 0x20 && c < 0x7f && c != '\\' && c != '\'')
+            shown[o++] = (char)c;
+        else
+            o += (size_t)snprintf(shown + o, sizeof shown - o, "\\x%02x", c);
+    }
+    shown[o] = '\0';
+    snprintf(msg, cap,
+             "dict key %s'%s'%s holds %s: Python keeps the whole %s, ckpt's names %s, so two "
+             "such keys could show as one; refused",
+             k->kind == CKPT_KIND_BYTES ? "b" : "", shown, o + 8 >= sizeof shown ? "..." : "",
+             surrogate ? "a lone surrogate (here U+FFFD, \\xef\\xbf\\xbd)" : "a NUL byte",
+             k->kind == CKPT_KIND_BYTES ? "bytes" : "str",
+             surrogate ? "are UTF-8" : "end at a NUL");
+    return CKPT_E_UNSUPPORTED;
+}
+
 /* A bool, a 64-bit int or a float as Python compares numbers: an
  * integral value as an int (is_int), else a double. 0 when v is none. */
 static int number_of(const ckpt_value *v, int64_t *i, double *f, int *is_int) {

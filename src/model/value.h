@@ -114,7 +114,8 @@ const char *ckpt_value_kind_name(int kind);
 struct ckpt_value {
     uint8_t kind; /* ckpt_kind or CKPT_KIND_*_ above */
     /* DICT: CKPT_DICT_*; here rather than in u.dict, whose growth would
-     * make every value bigger */
+     * make every value bigger. STR: CKPT_STR_SURROGATE when the pickle's
+     * text held a lone surrogate, here U+FFFD (pickle.h) */
     uint8_t dict_class;
     /* built as the other class of its kind, which torch.load gives back
      * and writers rebuild: SET a frozenset, TUPLE a torch.Size, STR a
@@ -183,6 +184,7 @@ struct ckpt_value {
 };
 
 #define CKPT_PK_SHARED UINT32_MAX
+#define CKPT_STR_SURROGATE 1
 
 /* A file of a million tensors holds millions of values: pk_at took padding,
  * and nothing may grow them past 48 bytes (64-bit pointers). */
@@ -237,6 +239,13 @@ int ckpt_value_append(ckpt_arena *a, ckpt_value *seq, ckpt_value *item);
  * exponential time, as they do in Python). Other opaque objects, torch
  * tensors and storages pass: their class decides, and ckpt calls nothing. */
 int ckpt_value_hashable(const ckpt_value *v, const char *as, char *msg, size_t cap);
+/* The rule for a dict key's text, the one name a flattened path takes
+ * from it: a str or bytes key holding a NUL byte, or a str that held a
+ * lone surrogate (CKPT_STR_SURROGATE), is refused (CKPT_E_UNSUPPORTED,
+ * the key shown escaped in msg): Python keeps either whole, while ckpt's
+ * names end at a NUL and its str is UTF-8, so two such keys could show
+ * as one. 0 for any other key. */
+int ckpt_value_key_check(const ckpt_value *k, char *msg, size_t cap);
 
 /* The index of a key of DICT d that Python's == finds equal to the
  * number k (a bool, int or float) while its name differs: 1 and True,

@@ -506,6 +506,10 @@ int ckpt_file_flatten(ckpt_file *f) {
     f->ntensors = fl.ntensors;
     f->values = fl.values;
     f->nvalues = fl.nvalues;
+    f->ncollisions = fl.ncollisions;
+    f->collision_name = fl.collision_name;
+    f->collision_paths[0] = fl.collision_paths[0];
+    f->collision_paths[1] = fl.collision_paths[1];
     return 0;
 }
 
