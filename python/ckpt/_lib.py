@@ -363,6 +363,7 @@ _PROTOS = [
     ("ckpt_manifest_tie", c_int, [c_void_p, c_char_p, c_char_p]),
     ("ckpt_manifest_add_leaf", c_int, [c_void_p, c_char_p]),
     ("ckpt_manifest_set_version", c_int, [c_void_p, c_char_p, ctypes.c_int64]),
+    ("ckpt_manifest_set_metadata", c_int, [c_void_p, c_void_p]),
     ("ckpt_manifest_add_batchnorm_counter", c_int, [c_void_p, c_char_p]),
     ("ckpt_manifest_free", None, [c_void_p]),
     ("ckpt_manifest_count", c_size_t, [c_void_p]),
