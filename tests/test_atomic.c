@@ -157,6 +157,68 @@ TEST(large_write_and_holes) {
     remove_dir(dir);
 }
 
+/* ckpt_atomic_file (ckpt/write.h): the same writer behind a public handle. */
+TEST(public_handle) {
+    fresh_dir();
+    const char *t = in_dir("data.distcp");
+    put_file(t, "old");
+    ckpt_atomic_file *f = NULL;
+    CHECK_EQ_INT(ckpt_atomic_file_begin(&f, t), 0);
+    CHECK_EQ_INT(ckpt_atomic_file_write(f, "new ", 4), 0);
+    CHECK_EQ_INT(ckpt_atomic_file_write(f, NULL, 0), 0);
+    CHECK_EQ_INT(ckpt_atomic_file_write(f, "bytes", 5), 0);
+    CHECK(has_content(t, "old"));
+    CHECK_EQ_INT(temps_left(), 1);
+    CHECK_EQ_INT(ckpt_atomic_file_commit(f), 0);
+    CHECK(has_content(t, "new bytes"));
+    CHECK_EQ_INT(temps_left(), 0);
+    /* a failed write: sticky, the commit reports it, the target kept */
+    ckpt_atomic_fail_nth("write", 1, ENOSPC);
+    CHECK_EQ_INT(ckpt_atomic_file_begin(&f, t), 0);
+    CHECK_EQ_INT(ckpt_atomic_file_write(f, "x", 1), CKPT_E_IO);
+    CHECK_EQ_INT(ckpt_atomic_file_write(f, "y", 1), CKPT_E_IO);
+    CHECK_EQ_INT(ckpt_atomic_file_commit(f), CKPT_E_IO);
+    disarm();
+    CHECK(has_content(t, "new bytes"));
+    CHECK_EQ_INT(temps_left(), 0);
+    /* abort: nothing replaced, nothing left */
+    CHECK_EQ_INT(ckpt_atomic_file_begin(&f, t), 0);
+    CHECK_EQ_INT(ckpt_atomic_file_write(f, "z", 1), 0);
+    ckpt_atomic_file_abort(f);
+    ckpt_atomic_file_abort(NULL);
+    CHECK(has_content(t, "new bytes"));
+    CHECK_EQ_INT(temps_left(), 0);
+    /* refusals: nothing made, *out NULL */
+    f = (ckpt_atomic_file *)1;
+    CHECK_EQ_INT(ckpt_atomic_file_begin(&f, in_dir("no/such/dir")), CKPT_E_IO);
+    CHECK(f == NULL);
+    CHECK_EQ_INT(ckpt_atomic_file_begin(NULL, t), CKPT_E_INVALID_ARG);
+    CHECK_EQ_INT(ckpt_atomic_file_write(NULL, "x", 1), CKPT_E_INVALID_ARG);
+    CHECK_EQ_INT(ckpt_atomic_file_commit(NULL), CKPT_E_INVALID_ARG);
+    remove_dir(dir);
+}
+
+/* A target that is a symbolic link (a Hugging Face cache snapshot's file,
+ * pointing into blobs/ that other revisions share): the link is replaced
+ * by a regular file, and the file it pointed to keeps its bytes. */
+TEST(symlink_target_replaced_not_followed) {
+    fresh_dir();
+    const char *blob = in_dir("blob"), *link = in_dir("model.safetensors");
+    put_file(blob, "shared blob");
+    CHECK_EQ_INT(symlink("blob", link), 0);
+    ckpt_atomic a;
+    CHECK_EQ_INT(ckpt_atomic_begin(&a, link), 0);
+    CHECK_EQ_INT(ckpt_atomic_write(&a, "converted", 9), 0);
+    CHECK_EQ_INT(ckpt_atomic_commit(&a, 0), 0);
+    struct stat st;
+    CHECK_EQ_INT(lstat(link, &st), 0);
+    CHECK(S_ISREG(st.st_mode));
+    CHECK(has_content(link, "converted"));
+    CHECK(has_content(blob, "shared blob"));
+    CHECK_EQ_INT(temps_left(), 0);
+    remove_dir(dir);
+}
+
 /* One injected failure: target keeps its old bytes, no temporary file is
  * left, and the message names the target, the operation and errno. */
 static void check_failure(const char *op, uint64_t nth, int err, int fail_in_write) {
@@ -606,6 +668,8 @@ TEST(tmpfs_full) {
 
 int main(void) {
     RUN(success_replaces_target);
+    RUN(public_handle);
+    RUN(symlink_target_replaced_not_followed);
     RUN(large_write_and_holes);
     RUN(write_enospc);
     RUN(write_eio_first_call);

@@ -848,15 +848,45 @@ TEST(tied_by_alias) {
     CHECK_EQ_INT(ckpt_match(&r, c, e, &o), 0);
     CHECK_EQ_INT(ckpt_match_complete(r), 1);
     CHECK_EQ_STR(rewrite_desc(r), "strip 'module.'");
-    /* filled through the tie: satisfied, neither missing nor allowed */
-    CHECK_EQ_STR(names(r, CKPT_MATCH_ALLOWED_MISSING), "");
+    /* the model does not tie them: a loader that ignores the metadata
+     * leaves lm_head at its init, so the key stays missing (allowed
+     * here), and TIED names the tie the checkpoint declares */
+    CHECK_EQ_STR(names(r, CKPT_MATCH_ALLOWED_MISSING), "lm_head.weight");
     CHECK_EQ_STR(names(r, CKPT_MATCH_MISSING), "");
     CHECK_EQ_INT(ckpt_match_count(r, CKPT_MATCH_TIED), 1);
     const ckpt_match_item *t = ckpt_match_item_at(r, CKPT_MATCH_TIED, 0);
     CHECK(t && strcmp(t->name, "lm_head.weight") == 0 && strcmp(t->tied_to, "embed.weight") == 0);
+    CHECK(t && t->expected && t->checkpoint &&
+          strcmp(t->checkpoint->name, "module.embed.weight") == 0);
+    CHECK_EQ_INT(ckpt_match_matched(r), 1);
     ckpt_match_result_free(r);
     ckpt_manifest_free(c);
     ckpt_manifest_free(e);
+    /* not allowed: incomplete, the key missing and the declared tie named */
+    const char *plain = "{\"tensors\":[{\"name\":\"embed.weight\",\"dtype\":\"F32\","
+                        "\"shape\":[4,2]}],\"metadata\":{\"lm_head.weight\":\"embed.weight\"}}";
+    CHECK_EQ_INT(ckpt_manifest_parse(&c, plain, strlen(plain), "c", NULL), 0);
+    CHECK_EQ_INT(ckpt_manifest_parse(&e, spec, strlen(spec), "e", NULL), 0);
+    CHECK_EQ_INT(ckpt_match(&r, c, e, NULL), 0);
+    CHECK_EQ_INT(ckpt_match_complete(r), 0);
+    CHECK_EQ_STR(names(r, CKPT_MATCH_MISSING), "lm_head.weight");
+    CHECK_EQ_STR(names(r, CKPT_MATCH_TIED), "lm_head.weight");
+    ckpt_match_result_free(r);
+    ckpt_manifest_free(e);
+    /* the model ties them: filled through its tie, the alias aside */
+    const char *tied = "{\"tensors\":[{\"name\":\"embed.weight\",\"dtype\":\"F32\","
+                       "\"shape\":[4,2]},{\"name\":\"lm_head.weight\",\"dtype\":\"F32\","
+                       "\"shape\":[4,2]}],\"ties\":[[\"embed.weight\",\"lm_head.weight\"]]}";
+    CHECK_EQ_INT(ckpt_manifest_parse(&e, tied, strlen(tied), "e", NULL), 0);
+    CHECK_EQ_INT(ckpt_match(&r, c, e, NULL), 0);
+    CHECK_EQ_INT(ckpt_match_complete(r), 1);
+    CHECK_EQ_STR(names(r, CKPT_MATCH_MISSING), "");
+    t = ckpt_match_count(r, CKPT_MATCH_TIED) == 1 ? ckpt_match_item_at(r, CKPT_MATCH_TIED, 0)
+                                                  : NULL;
+    CHECK(t && t->expected && !t->checkpoint && strcmp(t->tied_to, "embed.weight") == 0);
+    ckpt_match_result_free(r);
+    ckpt_manifest_free(e);
+    ckpt_manifest_free(c);
 }
 
 TEST(empty_sets) {
@@ -1099,6 +1129,36 @@ static unsigned char *st_file(const char *header, const void *data, size_t dlen,
     memcpy(p + 8 + h, data, dlen);
     *len = 8 + h + dlen;
     return p;
+}
+
+/* A manifest built key by key (a loaded object) takes a file's metadata,
+ * copied: its aliases declare the tie as the file's own manifest does. */
+TEST(set_metadata) {
+    const char *h = "{\"__metadata__\":{\"lm_head.weight\":\"embed.weight\"},\"embed.weight\":"
+                    "{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}";
+    float data[2] = {1, 2};
+    size_t n;
+    unsigned char *p = st_file(h, data, sizeof data, &n);
+    ckpt_file *f = NULL;
+    ckpt_manifest *c = NULL, *e = NULL;
+    CHECK_EQ_INT(ckpt_open_memory(&f, p, n, "c", NULL), 0);
+    CHECK_EQ_INT(ckpt_manifest_new(&c, "c"), 0);
+    CHECK_EQ_INT(ckpt_manifest_add(c, "embed.weight", "F32", 1, (const uint64_t[]){2}), 0);
+    CHECK_EQ_INT(ckpt_manifest_set_metadata(c, f), 0);
+    CHECK_EQ_INT(ckpt_manifest_set_metadata(c, NULL), CKPT_E_INVALID_ARG);
+    CHECK_EQ_INT(ckpt_manifest_set_metadata(NULL, f), CKPT_E_INVALID_ARG);
+    ckpt_close(f);
+    free(p);
+    CHECK_EQ_INT(ckpt_manifest_new(&e, "e"), 0);
+    CHECK_EQ_INT(ckpt_manifest_add(e, "embed.weight", "F32", 1, (const uint64_t[]){2}), 0);
+    CHECK_EQ_INT(ckpt_manifest_add(e, "lm_head.weight", "F32", 1, (const uint64_t[]){2}), 0);
+    ckpt_match_result *r = NULL;
+    CHECK_EQ_INT(ckpt_match(&r, c, e, NULL), 0);
+    CHECK_EQ_STR(names(r, CKPT_MATCH_MISSING), "lm_head.weight");
+    CHECK_EQ_STR(names(r, CKPT_MATCH_TIED), "lm_head.weight");
+    ckpt_match_result_free(r);
+    ckpt_manifest_free(c);
+    ckpt_manifest_free(e);
 }
 
 typedef struct pairfiles {
@@ -2247,6 +2307,7 @@ int main(void) {
     RUN(allowed_exceptions);
     RUN(dtype_and_shape);
     RUN(tied_by_alias);
+    RUN(set_metadata);
     RUN(tied_by_manifest);
     RUN(peft_adapter);
     RUN(empty_sets);

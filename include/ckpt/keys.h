@@ -62,6 +62,12 @@ CKPT_API int ckpt_manifest_add_leaf(ckpt_manifest *m, const char *name);
  * its metadata. Borrows f (names, shapes, tensors): f must outlive the
  * manifest. Returns 0 or CKPT_E_NOMEM. */
 CKPT_API int ckpt_manifest_from_file(ckpt_manifest **out, const ckpt_file *f);
+/* Records f's metadata as the manifest's (copied; replacing any), as
+ * ckpt_manifest_from_file reads it: the tied-weight aliases ckpt_match
+ * reads ("dropped name": "kept name", safetensors save_model) of a
+ * manifest built from a loaded object (ckpt.load_state_dict from a path).
+ * Returns 0, CKPT_E_INVALID_ARG (NULL m or f), CKPT_E_NOMEM. */
+CKPT_API int ckpt_manifest_set_metadata(ckpt_manifest *m, const ckpt_file *f);
 /* Records that keys a and b are one parameter (tied weights; transitive:
  * ties form groups). Returns 0, CKPT_E_INVALID_ARG (a name that is not a
  * key, different dtypes or shapes), CKPT_E_NOMEM. */
@@ -196,11 +202,17 @@ CKPT_API const ckpt_manifest_entry *ckpt_manifest_find(const ckpt_manifest *m, c
  * or the manifest records them as one parameter (ckpt_manifest_tie, JSON
  * "ties"), and the partner has the key's dtype and shape. A missing key
  * is "tied to X" when it shares a tensor with X, an expected key that is
- * matched, or the checkpoint's metadata records it as an alias of the
- * checkpoint key matched to X (of its dtype and shape): it is filled
- * through X (torch loads one parameter once), so it is satisfied: listed
- * in TIED only, never in missing or allowed, and not counted by
- * ckpt_match_matched. An unexpected key sharing a tensor with a matched
+ * matched: it is filled through X (torch loads one parameter once), so it
+ * is satisfied: listed in TIED only (checkpoint NULL), never in missing
+ * or allowed, and not counted by ckpt_match_matched. A missing key that
+ * only the checkpoint's metadata records as an alias of the checkpoint
+ * key matched to X (of its dtype and shape; safetensors save_model's
+ * "dropped name": "kept name") while the expected side does not tie it
+ * to X stays missing (or allowed): a loader that ignores the metadata
+ * (torch's strict load_state_dict, safetensors load_model, transformers
+ * with untied embeddings) leaves it at its init. It is listed in TIED
+ * too, with checkpoint the key whose alias declares it, so that the
+ * declared tie is named. An unexpected key sharing a tensor with a matched
  * checkpoint key, or aliased to one by the expected side's metadata,
  * stays unexpected (strict load_state_dict rejects a name the model lacks)
  * and is listed in TIED too. tied_to is the partner's name on the key's
@@ -254,6 +266,9 @@ typedef struct ckpt_match_item {
     const ckpt_manifest_entry *checkpoint; /* NULL for a missing key */
     const ckpt_manifest_entry *expected;   /* NULL for an unexpected key */
     const char *tied_to;                   /* TIED list only, else NULL */
+    /* TIED: expected set and checkpoint NULL, filled through the tie;
+     * checkpoint set and expected NULL, an unexpected key; both set, a
+     * missing key the checkpoint alone declares tied (see ckpt_match) */
 } ckpt_match_item;
 
 /* A rewrite of checkpoint keys. description: e.g. "strip 'module.'",

@@ -277,6 +277,32 @@ CKPT_API int ckpt_tree_set_class(ckpt_tree *t, ckpt_value *v, const char *cls);
 CKPT_API int ckpt_tree_write(const ckpt_value *root, const char *path, ckpt_format format,
                              const ckpt_write_options *opts);
 
+/* Atomic replacement of one file by a writer outside the library (the
+ * Python package's torch.distributed.checkpoint writer): libckpt's one
+ * rule for every file it writes. A uniquely named temporary file next to
+ * `target` (".<basename>.tmp-<pid>-<16 hex>", under an exclusive flock
+ * while written), every byte read back and compared before the rename,
+ * fsync, rename over the target, fsync of the directory, then the
+ * temporary files of the same target that killed writers left are
+ * removed. A write past the file size limit (RLIMIT_FSIZE) fails with
+ * CKPT_E_IO instead of raising SIGXFSZ. Any failure removes the temporary
+ * file and leaves the target untouched; errors are sticky (a later write
+ * does nothing, commit reports the first). A target that is a symbolic
+ * link is replaced by a regular file; the file it pointed to is left as
+ * it was.
+ *
+ * begin: 0, CKPT_E_INVALID_ARG (NULL, empty path or one ending in '/'),
+ * CKPT_E_IO, CKPT_E_NOMEM; nothing exists on disk on failure and *out is
+ * NULL. write appends n bytes (0 or the sticky code). commit renames the
+ * finished file over the target and frees f: 0, CKPT_E_IO,
+ * CKPT_E_CHECKSUM (the file does not read back as written); abort removes
+ * the temporary file and frees f (NULL-safe). */
+typedef struct ckpt_atomic_file ckpt_atomic_file;
+CKPT_API int ckpt_atomic_file_begin(ckpt_atomic_file **out, const char *target);
+CKPT_API int ckpt_atomic_file_write(ckpt_atomic_file *f, const void *p, size_t n);
+CKPT_API int ckpt_atomic_file_commit(ckpt_atomic_file *f);
+CKPT_API void ckpt_atomic_file_abort(ckpt_atomic_file *f);
+
 #ifdef __cplusplus
 }
 #endif

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Optional, Tuple
 
 from . import errors
-from ._lib import (MatchOptions_, c_char_p, c_u64, c_void_p, check,
+from ._lib import (MatchOptions_, c_char_p, c_u64, c_void_p, check, fspath,
                    lib, options, text)
 from ._load import _TORCH_DTYPES
 from ._module import batchnorm_counters, dtype_name, ties
@@ -38,9 +38,12 @@ class MatchReport:
     shape_mismatch / dtype_mismatch: Mismatch records; allowed_missing /
     allowed_unexpected: exceptions the caller allowed; tied: (name,
     partner) for model keys tied to a matched key (one parameter: filled
-    through it, so not missing) and for unexpected checkpoint keys sharing
-    a matched tensor (still unexpected), as ckpt_match and `ckpt match`
-    list them; rewrite: the key rewrite applied ("strip 'module.'") or None;
+    through it, so not missing), for unexpected checkpoint keys sharing
+    a matched tensor (still unexpected) and for missing keys only the
+    checkpoint's metadata declares equal to a matched key (safetensors
+    save_model's aliases; still missing: the model does not tie them, and
+    a loader that ignores the declaration leaves them at their init;
+    declared_ties lists them), as ckpt_match and `ckpt match` list them; rewrite: the key rewrite applied ("strip 'module.'") or None;
     candidates: rewrites considered; unapplied_rewrite: the best rewrite
     when it was not applied (it does not make the match complete); warning: "nothing would load..." or
     None; source: where in the checkpoint the state dict was ("" = root);
@@ -67,8 +70,17 @@ class MatchReport:
     ignored: Tuple[str, ...] = ()
     defaulted: Tuple[str, ...] = ()
 
+    @property
+    def declared_ties(self):
+        """(name, partner) of the tied pairs whose name is still missing
+        (or allowed missing): a tie the checkpoint declares and the model
+        does not make; nothing fills the name."""
+        missing = set(self.missing) | set(self.allowed_missing)
+        return tuple(t for t in self.tied if t[0] in missing)
+
     def summary(self):
-        unexpected = set(self.unexpected) | set(self.allowed_unexpected)
+        unexpected = set(self.unexpected) | set(self.allowed_unexpected) | \
+            set(self.missing) | set(self.allowed_missing)
         n = len(self.matched) + len(self.missing) + len(self.shape_mismatch) + \
             len(self.allowed_missing) + len(self.defaulted) + \
             len([t for t, _ in self.tied if t not in unexpected])
@@ -101,6 +113,9 @@ class MatchReport:
             return ", ".join(names[:8]) + (", ... (%d)" % len(names) if len(names) > 8 else "")
         if self.missing:
             parts.append("missing: " + some(self.missing))
+        if self.declared_ties:
+            parts.append("declared tied by the checkpoint, not by the model (left at their "
+                         "init): " + some("%s = %s" % t for t in self.declared_ties))
         if self.unexpected:
             parts.append("unexpected: " + some(self.unexpected))
         for label, items in (("shape mismatch", self.shape_mismatch),
@@ -210,10 +225,13 @@ class _Manifest:
     counters, the names a BatchNorm fills itself
     (ckpt_manifest_add_batchnorm_counter), for the audit's rule on
     num_batches_tracked."""
-    def __init__(self, name, tensors, tie_key=None, leaves=(), versions=None, counters=()):
+    def __init__(self, name, tensors, tie_key=None, leaves=(), versions=None, counters=(),
+                 meta=None):
         self.h = c_void_p()
         check(lib.ckpt_manifest_new(ctypes.byref(self.h), os.fsencode(name)))
         try:
+            if meta:  # the file's metadata: the aliases it declares
+                check(lib.ckpt_manifest_set_metadata(self.h, meta), name)
             for n, t in tensors.items():
                 shape = list(t.shape)
                 dims = (c_u64 * max(1, len(shape)))(*shape)
@@ -248,15 +266,16 @@ def _shape(e):
 
 
 def match(tensors, expected, *, normalize=True, allow_missing=(), allow_unexpected=(),
-          file="", tie_key=None, leaves=(), versions=None, counters=()):
+          file="", tie_key=None, leaves=(), versions=None, counters=(), meta=None):
     """ckpt_match of checkpoint tensors {name: tensor} against the expected
     {name: tensor} of a model; tensors that are one tensor (tie_key: which
     of the checkpoint's are) are recorded as ties on each side; leaves:
     the names of the checkpoint's non-tensor leaves (see _tensors);
     versions: the checkpoint's module versions (see _versions); counters:
-    the expected BatchNorm num_batches_tracked names. Returns a
-    MatchReport."""
-    ck = _Manifest(file or "checkpoint", tensors, tie_key, leaves, versions)
+    the expected BatchNorm num_batches_tracked names; meta: the opened
+    checkpoint (a ckpt_file handle) whose metadata declares aliases, or
+    None. Returns a MatchReport."""
+    ck = _Manifest(file or "checkpoint", tensors, tie_key, leaves, versions, meta=meta)
     try:
         ex = _Manifest("model", expected, counters=counters)
     except BaseException:
@@ -348,6 +367,29 @@ def _warn_unapplied_rewrite(rep):
                   UnappliedRewriteWarning, stacklevel=3)
 
 
+def _warn_declared_ties(rep):
+    """Keys left missing (strict=False, or allowed) that the checkpoint
+    declares equal to a loaded key while the model does not tie them: a
+    loader that ignores the declaration leaves them at their init, and so
+    does this one; say so, naming them."""
+    ties = rep.declared_ties
+    if not ties:
+        return
+    warnings.warn("ckpt.load_state_dict: %d key%s left at the model's init: the checkpoint "
+                  "declares %s, a tie the model does not make (tie the weights, e.g. "
+                  "tie_word_embeddings=True, or copy the values)" % (
+                      len(ties), "" if len(ties) == 1 else "s",
+                      ", ".join("%s = %s" % t for t in ties[:3]) +
+                      (", ..." if len(ties) > 3 else "")),
+                  DeclaredTieWarning, stacklevel=3)
+
+
+class DeclaredTieWarning(UserWarning):
+    """load_state_dict left keys missing that the checkpoint's metadata
+    declares equal to a loaded key (safetensors save_model's aliases)
+    while the model does not tie them."""
+
+
 class UnappliedRewriteWarning(UserWarning):
     """load_state_dict(strict=False) left keys missing that a key rewrite
     ("strip 'module.'") would have matched."""
@@ -403,11 +445,17 @@ def load_state_dict(module, path_or_state, *, strict=True, normalize=True,
             from ._load import StateDictReader
             with StateDictReader(path_or_state, unsafe_ok=unsafe_ok) as reader:
                 return _load_audited(module, reader.obj, strict, normalize, allow_missing,
-                                     allow_unexpected, file, reader, None, assign)
+                                     allow_unexpected, file, reader, None, assign,
+                                     reader.src.handle)
         from ._load import load
         path_or_state = load(path_or_state, unsafe_ok=unsafe_ok)
-        return _load_audited(module, path_or_state, strict, normalize, allow_missing,
-                             allow_unexpected, file, None, dtype, assign)
+        h = c_void_p()  # the file's metadata: the ties it declares
+        check(lib.ckpt_open(ctypes.byref(h), fspath(file), None), file)
+        try:
+            return _load_audited(module, path_or_state, strict, normalize, allow_missing,
+                                 allow_unexpected, file, None, dtype, assign, h)
+        finally:
+            lib.ckpt_close(h)
     return _load_audited(module, path_or_state, strict, normalize, allow_missing,
                          allow_unexpected, "", None, dtype, assign)
 
@@ -471,7 +519,7 @@ def _retie(module, tied, expected, loaded):
 
 
 def _load_audited(module, state, strict, normalize, allow_missing, allow_unexpected, file,
-                  reader, dtype, assign):
+                  reader, dtype, assign, meta=None):
     import torch
     # the whole tree: the C audit finds the model's subtree in a training
     # checkpoint (the rewrite that selects it), as `ckpt match` does
@@ -484,7 +532,8 @@ def _load_audited(module, state, strict, normalize, allow_missing, allow_unexpec
     rep = match(tensors, expected, normalize=normalize, allow_missing=allow_missing,
                 allow_unexpected=allow_unexpected, file=file,
                 tie_key=reader.tie_key if reader is not None else None, leaves=leaves,
-                versions=_versions(state), counters=batchnorm_counters(module, expected))
+                versions=_versions(state), counters=batchnorm_counters(module, expected),
+                meta=meta)
     source = _source(state, rep)
     if source:
         rep = dataclasses.replace(rep, source=source)
@@ -495,6 +544,7 @@ def _load_audited(module, state, strict, normalize, allow_missing, allow_unexpec
         raise errors.KeyMismatchError(rep, file)
     _check_targets(module, expected, rep, assign, file)
     _warn_unapplied_rewrite(rep)
+    _warn_declared_ties(rep)
     if reader is None:
         sub = {e: tensors[c] for e, c in rep.matched}
     else:
@@ -502,7 +552,7 @@ def _load_audited(module, state, strict, normalize, allow_missing, allow_unexpec
     with torch.no_grad():
         if assign:
             module.load_state_dict(sub, strict=False, assign=True)
-            _retie(module, rep.tied, expected, sub)
+            _retie(module, set(rep.tied) - set(rep.declared_ties), expected, sub)
         else:
             module.load_state_dict(sub, strict=False)
     return rep

@@ -45,6 +45,7 @@ through one scratch buffer per file.
 
 Writer(path, serialization="torch_save") writes DCP's own layout instead
 (torch.save slices, which plain dcp.load reads): see Writer."""
+import ctypes
 import dataclasses
 import io
 import json
@@ -56,7 +57,7 @@ import struct
 import uuid
 
 from . import errors
-from ._lib import lib
+from ._lib import check, fspath, lib
 
 _METADATA = ".metadata"
 _SUFFIX = ".distcp"
@@ -103,47 +104,46 @@ def _makedirs(path):
 
 
 def _write_atomic(path, data):
-    """data (a buffer, or a function that writes the file's bytes into the
-    fd it is given) into path: a temporary file named as ckpt's atomic
-    commit names them (so `ckpt store gc` removes a killed writer's),
-    fsync, rename, fsync of the directory."""
-    d, base = os.path.split(path)
-    tmp = os.path.join(d, ".%s.tmp-%d-%016x" % (base.lstrip("."), os.getpid(),
-                                                 int.from_bytes(os.urandom(8), "little")))
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o644)
+    """data (a buffer, or a function that writes the file's bytes through
+    the function it is given, which takes a buffer) into path through
+    libckpt's atomic writer (ckpt_atomic_file_*: the one rule for every
+    file ckpt writes: a locked temporary file named for `ckpt store gc`,
+    every byte read back, fsync, rename, fsync of the directory, dead
+    writers' temporary files of the target reaped; on any failure the
+    temporary file is removed and the target left as it was)."""
+    h, failed = ctypes.c_void_p(), []
+    check(lib.ckpt_atomic_file_begin(ctypes.byref(h), fspath(path)), path)
     try:
+        def put(view):
+            try:
+                check(lib.ckpt_atomic_file_write(h, _addr(view), view.nbytes), path)
+            except errors.Error as e:
+                failed.append(e)
+                raise
         if callable(data):
-            data(fd)
+            data(put)
         else:
-            _write_all(fd, memoryview(data))
-        os.fsync(fd)
-    except BaseException:
-        os.close(fd)
-        os.unlink(tmp)
+            put(memoryview(data).cast("B"))
+    except BaseException as e:
+        lib.ckpt_atomic_file_abort(h)
+        # the write's own error, not what torch.save's zip writer makes of it
+        if failed and e is not failed[0]:
+            raise failed[0] from e
         raise
-    os.close(fd)
-    os.rename(tmp, path)
-    _fsync_dir(d or ".")
-
-
-def _write_all(fd, view):
-    """Every byte of view written to fd (os.write until done)."""
-    view = view.cast("B")
-    while view:
-        view = view[os.write(fd, view):]
+    check(lib.ckpt_atomic_file_commit(h), path)
 
 
 class _PieceWriter:
     """The file object torch.save writes into: its writes go straight to
-    fd (the tensor's memory as torch.save hands it over, no copy in
-    between), small ones gathered into one write; each piece written is
+    put (_write_atomic's; the tensor's memory as torch.save hands it over,
+    no copy in between), small ones gathered into one write; each piece written is
     recorded with its XXH3 as (offset, length, xxh3, name) in pieces, for
     the read back from disk. name: the item being written."""
 
     _SMALL = 1 << 20
 
-    def __init__(self, fd, pieces):
-        self.fd, self.pieces, self.off, self.name = fd, pieces, 0, ""
+    def __init__(self, put, pieces):
+        self.put, self.pieces, self.off, self.name = put, pieces, 0, ""
         self.small = bytearray()
 
     def write(self, b):
@@ -166,7 +166,7 @@ class _PieceWriter:
     def _put(self, view):
         n = view.nbytes
         self.pieces.append((self.off, n, _digest_mem(view), self.name))
-        _write_all(self.fd, view)
+        self.put(view)
         self.off += n
 
 
@@ -570,8 +570,8 @@ class Writer(_writer_base()):
         path = os.path.join(self.path, name)
         pieces, slices = [], []  # slices: (item, offset, length)
 
-        def fill(fd):
-            out = _PieceWriter(fd, pieces)
+        def fill(put):
+            out = _PieceWriter(put, pieces)
             for item in items:
                 data = planner.resolve_data(item)
                 out.name, off = item.index.fqn, out.off + len(out.small)
@@ -636,13 +636,17 @@ def verify_file(path):
     return hdr
 
 
-def _digest_mem(view):
-    """XXH3-64 of a buffer's bytes, read where they are (read-only
-    buffers too: torch.save hands over the tensor's memory)."""
+def _addr(view):
+    """The address of a byte buffer's memory, where it is (read-only
+    buffers too: torch.save hands over the tensor's memory); None when
+    empty."""
     import numpy as np
-    if view.nbytes == 0:
-        return lib.ckpt_xxh3_64(None, 0)
-    return lib.ckpt_xxh3_64(np.frombuffer(view, dtype=np.uint8).ctypes.data, view.nbytes)
+    return np.frombuffer(view, dtype=np.uint8).ctypes.data if view.nbytes else None
+
+
+def _digest_mem(view):
+    """XXH3-64 of a buffer's bytes, read where they are."""
+    return lib.ckpt_xxh3_64(_addr(view), view.nbytes)
 
 
 def _drop_cached(fd):

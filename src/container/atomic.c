@@ -23,6 +23,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ckpt.h"
+
 #include "base/alloc.h"
 #include "base/error.h"
 #include "base/hex.h"
@@ -743,4 +745,50 @@ int ckpt_atomic_dir_commit(ckpt_atomic_dir *d) {
         ckpt_atomic_reap_temps(d->target);
     ckpt_atomic_dir_abort(d);
     return rc;
+}
+
+/* ------------------------------------------------------------ public handle */
+
+/* ckpt_atomic_file (ckpt/write.h): one ckpt_atomic behind a handle, for
+ * writers outside the library. */
+struct ckpt_atomic_file {
+    ckpt_atomic a;
+};
+
+int ckpt_atomic_file_begin(ckpt_atomic_file **out, const char *target) {
+    if (!out || !target)
+        return ckpt_err(CKPT_E_INVALID_ARG, target ? target : "", NULL, CKPT_NO_OFFSET,
+                        "ckpt_atomic_file_begin needs an out pointer and a target");
+    *out = NULL;
+    ckpt_atomic_file *f = ckpt_malloc(sizeof *f);
+    if (!f) return ckpt_err(CKPT_E_NOMEM, target, NULL, CKPT_NO_OFFSET, "out of memory");
+    int rc = ckpt_atomic_begin(&f->a, target);
+    if (rc) {
+        ckpt_free(f);
+        return rc;
+    }
+    *out = f;
+    return 0;
+}
+
+int ckpt_atomic_file_write(ckpt_atomic_file *f, const void *p, size_t n) {
+    if (!f || (!p && n))
+        return ckpt_err(CKPT_E_INVALID_ARG, "", NULL, CKPT_NO_OFFSET,
+                        "ckpt_atomic_file_write needs a file and bytes");
+    return ckpt_atomic_write(&f->a, p, n);
+}
+
+int ckpt_atomic_file_commit(ckpt_atomic_file *f) {
+    if (!f)
+        return ckpt_err(CKPT_E_INVALID_ARG, "", NULL, CKPT_NO_OFFSET,
+                        "ckpt_atomic_file_commit needs a file");
+    int rc = ckpt_atomic_commit(&f->a, 0);
+    ckpt_free(f);
+    return rc;
+}
+
+void ckpt_atomic_file_abort(ckpt_atomic_file *f) {
+    if (!f) return;
+    ckpt_atomic_abort(&f->a);
+    ckpt_free(f);
 }

@@ -272,6 +272,24 @@ int ckpt_manifest_from_file(ckpt_manifest **out, const ckpt_file *f) {
     return 0;
 }
 
+int ckpt_manifest_set_metadata(ckpt_manifest *m, const ckpt_file *f) {
+    if (!m || !f)
+        return ckpt_err(CKPT_E_INVALID_ARG, m ? m->name : "", "", CKPT_NO_OFFSET,
+                        "manifest metadata needs a manifest and a file");
+    size_t n = f->nmeta;
+    const char **keys = ckpt_arena_array(&m->arena, n ? n : 1, sizeof *keys);
+    const char **vals = ckpt_arena_array(&m->arena, n ? n : 1, sizeof *vals);
+    for (size_t i = 0; keys && vals && i < n; i++)
+        if (!(keys[i] = ckpt_arena_strdup(&m->arena, f->meta_keys[i])) ||
+            !(vals[i] = ckpt_arena_strdup(&m->arena, f->meta_vals[i])))
+            keys = NULL;
+    if (!keys || !vals) return ckpt_err(CKPT_E_NOMEM, m->name, "", CKPT_NO_OFFSET, "out of memory");
+    m->meta_keys = keys;
+    m->meta_vals = vals;
+    m->nmeta = n;
+    return 0;
+}
+
 int ckpt_manifest_add_leaf(ckpt_manifest *m, const char *name) {
     if (!m || !name)
         return ckpt_err(CKPT_E_INVALID_ARG, m ? m->name : "", "", CKPT_NO_OFFSET,

@@ -222,11 +222,16 @@ static size_t alias_partner(const ckpt_strmap *map, const char *name) {
 }
 
 /* For each expected entry the pairing leaves unpaired, the name of the
- * matched expected key that fills it through a tie (see ckpt_match in
- * ckpt.h), or NULL: (*out)[0..e->n), ckpt_malloc'd; *out is NULL when
- * every expected entry is paired (nothing to fill). The rewrite is
+ * matched expected key that fills it through a tie of the expected side
+ * (see ckpt_match in ckpt.h), or NULL: (*out)[0..e->n), ckpt_malloc'd;
+ * *out is NULL when every expected entry is paired (nothing to fill).
+ * declared (NULL: not wanted; else e->n slots, all set when *out is not
+ * NULL): for an unpaired entry no tie fills, the checkpoint key whose
+ * metadata alias names it (a tie the checkpoint declares and the model
+ * does not make: it fills nothing), or CKPT_KEYS_NONE. The rewrite is
  * m->rule. */
-static int missing_ties(matcher *m, const size_t *c2e, const size_t *e2c, const char ***out) {
+static int missing_ties(matcher *m, const size_t *c2e, const size_t *e2c, const char ***out,
+                        size_t *declared) {
     const ckpt_manifest *c = m->c, *e = m->e;
     size_t nmiss = 0;
     *out = NULL;
@@ -247,16 +252,16 @@ static int missing_ties(matcher *m, const size_t *c2e, const size_t *e2c, const 
     tie_index t;
     ckpt_strmap ac = {0};
     int rc = tie_index_build(&t, e, ok);
-    if (!rc) rc = index_aliases(&ac, &m->r->arena, c, c2e, m->rule);
+    if (!rc && declared) rc = index_aliases(&ac, &m->r->arena, c, c2e, m->rule);
     for (size_t j = 0; !rc && j < e->n; j++) {
+        if (declared) declared[j] = CKPT_KEYS_NONE;
         if (e2c[j] != CKPT_KEYS_NONE) continue;
         size_t p = tie_partner(&t, j, ok);
-        if (p != CKPT_KEYS_NONE) {
+        if (p != CKPT_KEYS_NONE)
             to[j] = e->entries[p].name;
-        } else if ((p = alias_partner(&ac, e->entries[j].name)) != CKPT_KEYS_NONE && ok[c2e[p]] &&
-                   loads(m, p, j)) {
-            to[j] = e->entries[c2e[p]].name;
-        }
+        else if (declared && (p = alias_partner(&ac, e->entries[j].name)) != CKPT_KEYS_NONE &&
+                 ok[c2e[p]] && loads(m, p, j))
+            declared[j] = p;
     }
     tie_index_free(&t);
     ckpt_free(ok);
@@ -330,7 +335,7 @@ static int would_complete(matcher *m, const size_t *c2e, const size_t *e2c, int 
     }
     const char **to;
     unsigned char *fills = NULL;
-    int rc = missing_ties(m, c2e, e2c, &to);
+    int rc = missing_ties(m, c2e, e2c, &to, NULL);
     if (!rc) rc = counters_filled(m, e2c, &fills);
     *complete = !rc && (matched > 0 || m->e->n == 0);
     for (size_t j = 0; *complete && j < m->e->n; j++)
@@ -357,9 +362,10 @@ static ckpt_match_item *push(matcher *m, ckpt_match_list l, const char *name, si
 
 static int classify(matcher *m) {
     ckpt_match_result *r = m->r;
-    const char **to;
+    const char **to = NULL;
     unsigned char *fills = NULL;
-    int rc = missing_ties(m, m->c2e, m->e2c, &to);
+    size_t *declared = ckpt_malloc((m->e->n ? m->e->n : 1) * sizeof *declared);
+    int rc = declared ? missing_ties(m, m->c2e, m->e2c, &to, declared) : ckpt_err_nomem();
     if (!rc) rc = counters_filled(m, m->e2c, &fills);
     for (size_t j = 0; !rc && j < m->e->n; j++) {
         if (m->e2c[j] != CKPT_KEYS_NONE) continue;
@@ -372,9 +378,19 @@ static int classify(matcher *m) {
             rc = ckpt_err_nomem();
         else
             it->tied_to = to[j];
+        /* declared by the checkpoint alone: still missing (a loader that
+         * ignores the metadata leaves it at its init), and named in TIED
+         * with the checkpoint key that declares it */
+        size_t p = declared[j];
+        if (rc || l == CKPT_MATCH_TIED || p == CKPT_KEYS_NONE) continue;
+        if (!(it = push(m, CKPT_MATCH_TIED, m->e->entries[j].name, p, j)))
+            rc = ckpt_err_nomem();
+        else
+            it->tied_to = m->e->entries[m->c2e[p]].name;
     }
     ckpt_free(to);
     ckpt_free(fills);
+    ckpt_free(declared);
     if (rc) return rc;
     for (size_t i = 0; i < m->c->n; i++) {
         size_t j = m->c2e[i];
@@ -544,7 +560,7 @@ static int finish(matcher *m) {
      * cast) */
     uint64_t filled = r->matched + r->counts[CKPT_MATCH_DEFAULTED];
     for (size_t k = 0; k < r->counts[CKPT_MATCH_TIED]; k++)
-        filled += r->lists[CKPT_MATCH_TIED][k].expected != NULL;
+        filled += r->lists[CKPT_MATCH_TIED][k].expected && !r->lists[CKPT_MATCH_TIED][k].checkpoint;
     for (size_t k = 0; k < r->counts[CKPT_MATCH_DTYPE_MISMATCH]; k++) {
         const ckpt_match_item *it = &r->lists[CKPT_MATCH_DTYPE_MISMATCH][k];
         filled += same_shape(it->checkpoint, it->expected) != 0;

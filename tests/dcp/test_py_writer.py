@@ -382,6 +382,46 @@ def test_h_torch_save_write_verified_from_disk():
         raise AssertionError("an unknown serialization was taken")
 
 
+def test_h_torch_save_failed_write_leaves_the_save_before():
+    """The torch.save layout writes through libckpt's atomic writer: a
+    data file that cannot be written (RLIMIT_FSIZE, in a child process:
+    EFBIG, no SIGXFSZ) fails the save with that error, the data file of
+    the save before is left as it was, and no temporary file is behind."""
+    import torch
+    import torch.distributed.checkpoint as dcp
+    import ckpt.dcp
+    d = os.path.join(TMP, "ts-limit")
+    dcp.save({"w": torch.arange(16.0)}, no_dist=True,
+             storage_writer=ckpt.dcp.Writer(d, serialization="torch_save"))
+    before = {}
+    for f in sorted(os.listdir(d)):
+        with open(os.path.join(d, f), "rb") as fh:
+            before[f] = fh.read()
+    assert "__0_0.distcp" in before and ".metadata" in before, sorted(before)
+    code = ("import resource, sys, warnings, torch, ckpt.dcp\n"
+            "import torch.distributed.checkpoint as dcp\n"
+            "warnings.filterwarnings('ignore')\n"
+            "resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 16, 1 << 16))\n"
+            "try:\n"
+            "    dcp.save({'w': torch.randn(4096, 64)}, no_dist=True,\n"
+            "             storage_writer=ckpt.dcp.Writer(sys.argv[1], serialization='torch_save'))\n"
+            "except BaseException as e:  # DCP's CheckpointException\n"
+            "    print('failed:', e)\n"
+            "    sys.exit(3)\n")
+    p = subprocess.run([sys.executable, "-c", code, d], capture_output=True, text=True)
+    assert p.returncode == 3, (p.returncode, p.stdout, p.stderr[-2000:])
+    assert "File too large" in p.stdout and "__0_0.distcp" in p.stdout, p.stdout
+    after = {}
+    for f in sorted(os.listdir(d)):
+        with open(os.path.join(d, f), "rb") as fh:
+            after[f] = fh.read()
+    # the data file as it was, nothing else there: the .metadata the
+    # overwrite removes before any data file is written (prepare_global_plan,
+    # so no set is ever named complete while its files change) stays gone
+    del before[".metadata"]
+    assert after == before, (sorted(before), sorted(after))
+
+
 def test_f_missing_metadata_and_shard():
     import ckpt
     import ckpt.dcp

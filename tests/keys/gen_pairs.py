@@ -146,6 +146,11 @@ def main(out):
     # metadata[dropped name] = kept name
     safetensors(os.path.join(out, "tied_hf.safetensors"), dropped,
                 {"format": "pt", "lm_head.weight": "embed.weight"})
+    # the same names with a head of its own (another model): the alias of
+    # tied_hf.safetensors does not make its lm_head.weight a tied copy
+    untied = collections.OrderedDict(lm.state_dict())
+    untied["lm_head.weight"] = untied["lm_head.weight"].clone() + 1
+    save(untied, out, "tied_other_head.pt")
 
     # tensors in a list: rename may not move them out of it
     save({"layers": [torch.ones(2), torch.zeros(2)], "head": torch.ones(3)}, out, "list.pt")

@@ -227,3 +227,18 @@ def test_convert_safetensors_f4_to_torch(tmp_path):
     r = run("convert", odd, out)
     assert r.returncode != 0 and "even, contiguous last dimension" in r.stderr, r.stderr
     assert not out.exists()
+
+
+def test_save_to_a_symlink_replaces_the_link_not_its_target(tmp_path):
+    """ckpt.save to a name that is a symbolic link (a Hugging Face cache
+    snapshot's link into blobs/, shared by revisions): the link becomes a
+    regular file, and the file it pointed to keeps its bytes."""
+    blob = tmp_path / "blob"
+    blob.write_bytes(b"shared")
+    link = tmp_path / "model.safetensors"
+    link.symlink_to("blob")
+    ckpt.save({"w": torch.arange(4.0)}, str(link))
+    assert not link.is_symlink() and link.is_file()
+    assert blob.read_bytes() == b"shared"
+    assert torch.equal(ckpt.load(str(link))["w"], torch.arange(4.0))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["blob", "model.safetensors"]

@@ -225,6 +225,49 @@ def test_tied_embedding_saved_the_hugging_face_way(tmp_path):
     assert not r["complete"] and r["missing_keys"] == ["lm_head.weight"]
 
 
+class UntiedLM(TiedLM):
+    def __init__(self):
+        super().__init__()
+        self.lm_head.weight = nn.Parameter(self.embed.weight.detach().clone() + 1)
+
+
+@pytest.mark.parametrize("dtype", [None, torch.float32])
+def test_tie_the_checkpoint_declares_and_the_model_does_not_make(tmp_path, dtype):
+    """save_model's alias (lm_head.weight = embed.weight) against a model
+    with a head of its own: one verdict, missing with the tie named, as a
+    loader that ignores the metadata (torch's strict load_state_dict,
+    safetensors load_model) leaves lm_head at its init."""
+    torch.manual_seed(0)
+    sd = TiedLM().state_dict()
+    del sd["lm_head.weight"]
+    st = str(tmp_path / "model.safetensors")
+    safetensors(st, sd, {"format": "pt", "lm_head.weight": "embed.weight"})
+    tie = (("lm_head.weight", "embed.weight"),)
+    dst = UntiedLM()
+    with pytest.raises(ckpt.KeyMismatchError) as e:
+        ckpt.load_state_dict(dst, st, dtype=dtype)
+    rep = e.value.report
+    assert (rep.complete, rep.missing, rep.tied, rep.declared_ties) == \
+        (False, ("lm_head.weight",), tie, tie)
+    assert "declared tied by the checkpoint, not by the model (left at their init): " \
+        "lm_head.weight = embed.weight" in rep.summary(), rep.summary()
+    assert cli_verdict(st, dst, str(tmp_path)) == py_verdict(st, dst)
+    import inspect
+    kws = [{"strict": False}, {"allow_missing": ["lm_head.weight"]}]
+    if "assign" in inspect.signature(nn.Module.load_state_dict).parameters:  # torch >= 2.1
+        kws.append({"strict": False, "assign": True})
+    for kw in kws:
+        dst = UntiedLM()
+        before = dst.lm_head.weight.detach().clone()
+        with pytest.warns(ckpt.DeclaredTieWarning, match="lm_head.weight = embed.weight"):
+            rep = ckpt.load_state_dict(dst, st, dtype=dtype, **kw)
+        assert rep.declared_ties == tie
+        assert torch.equal(dst.embed.weight, sd["embed.weight"])
+        # nothing fills lm_head, and an assign does not tie it either
+        assert torch.equal(dst.lm_head.weight, before)
+        assert dst.lm_head.weight is not dst.embed.weight
+
+
 # ---------------------------------------------------------------- property
 
 WRAPPERS = ["", "module.", "_orig_mod.", "module._orig_mod.", "_orig_mod.module."]

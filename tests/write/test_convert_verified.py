@@ -141,5 +141,29 @@ with tempfile.TemporaryDirectory() as d:
                   not os.path.exists(out) and not any(".tmp-" in n for n in os.listdir(d)),
                   str(os.listdir(d)))
 
+# an OUT that is a symbolic link (a Hugging Face cache snapshot's file,
+# pointing into blobs/ that other revisions share): the link is replaced by
+# a regular file, and the blob it pointed to keeps its bytes
+with tempfile.TemporaryDirectory() as d:
+    blobs, snap = os.path.join(d, "blobs"), os.path.join(d, "snapshots", "rev")
+    os.makedirs(blobs)
+    os.makedirs(snap)
+    blob = os.path.join(blobs, "0123abcd")
+    with open(blob, "wb") as fh:
+        fh.write(b"shared by revisions")
+    link = os.path.join(snap, "model.safetensors")
+    os.symlink(os.path.join("..", "..", "blobs", "0123abcd"), link)
+    src = os.path.join(d, "w.pt")
+    torch.save({"w": torch.arange(6.0)}, src)
+    r = run("convert", src, link)
+    check("symlink OUT: written", r.returncode == 0, r.stdout + r.stderr)
+    check("symlink OUT: the link is now a regular file",
+          not os.path.islink(link) and os.path.isfile(link))
+    check("symlink OUT: it verifies", run("verify", link).returncode == 0)
+    with open(blob, "rb") as fh:
+        check("symlink OUT: the blob it pointed to is untouched", fh.read() == b"shared by revisions")
+    check("symlink OUT: no temporary file", os.listdir(snap) == ["model.safetensors"],
+          str(os.listdir(snap)))
+
 print("%d passed, %d failed" % (passed, failed))
 sys.exit(1 if failed else 0)

@@ -27,14 +27,13 @@ static int cmp_tied(const void *key, const void *item) {
     return strcmp((const char *)key, ((const ckpt_match_item *)item)->name);
 }
 
-/* The partner of a tied key, or NULL. */
-static const char *tied_to(const ckpt_match_result *r, const char *name) {
+/* The TIED item of a key, or NULL. */
+static const ckpt_match_item *tied_item(const ckpt_match_result *r, const char *name) {
     size_t n = ckpt_match_count(r, CKPT_MATCH_TIED);
-    const ckpt_match_item *it;
 
     if (n == 0) return NULL;
-    it = bsearch(name, ckpt_match_item_at(r, CKPT_MATCH_TIED, 0), n, sizeof *it, cmp_tied);
-    return it ? it->tied_to : NULL;
+    return bsearch(name, ckpt_match_item_at(r, CKPT_MATCH_TIED, 0), n, sizeof(ckpt_match_item),
+                   cmp_tied);
 }
 
 /* ------------------------------------------------------------ JSON */
@@ -180,7 +179,7 @@ static void print_list(const ckpt_match_result *r, ckpt_match_list l, const char
     printf("%s%s (%zu):%s\n", cli_color(CLI_BOLD), title, n, cli_color(CLI_RESET));
     for (i = 0; i < n && i < SHOW_MAX; i++) {
         const ckpt_match_item *it = ckpt_match_item_at(r, l, order ? order[i] : i);
-        const char *tie = l == CKPT_MATCH_TIED ? it->tied_to : tied_to(r, it->name);
+        const ckpt_match_item *tie = l == CKPT_MATCH_TIED ? it : tied_item(r, it->name);
 
         fputs("  ", stdout);
         cli_put_name(stdout, it->name);
@@ -190,9 +189,16 @@ static void print_list(const ckpt_match_result *r, ckpt_match_list l, const char
                    cli_dims(sb, sizeof sb, it->expected->ndim, it->expected->shape));
         else if (l == CKPT_MATCH_DTYPE_MISMATCH)
             printf(": checkpoint %s, expected %s", it->checkpoint->dtype, it->expected->dtype);
-        if (tie && l != CKPT_MATCH_SHAPE_MISMATCH && l != CKPT_MATCH_DTYPE_MISMATCH) {
+        if (tie && tie->checkpoint && tie->expected) {
+            /* the checkpoint's metadata alone: a tie the model does not make */
+            fputs(" (the checkpoint declares it equal to ", stdout);
+            cli_put_name(stdout, tie->tied_to);
+            fputs("; the model does not tie them: a loader that ignores the declaration "
+                  "leaves it at its init)",
+                  stdout);
+        } else if (tie && l != CKPT_MATCH_SHAPE_MISMATCH && l != CKPT_MATCH_DTYPE_MISMATCH) {
             fputs(" (tied to ", stdout);
-            cli_put_name(stdout, tie);
+            cli_put_name(stdout, tie->tied_to);
             fputc(')', stdout);
         }
         fputc('\n', stdout);
@@ -228,7 +234,8 @@ static size_t tied_missing(const ckpt_match_result *r, int cast) {
     for (i = 0; i < ckpt_match_count(r, CKPT_MATCH_TIED); i++) {
         const ckpt_match_item *it = ckpt_match_item_at(r, CKPT_MATCH_TIED, i);
 
-        if (it->expected) n += (dt && bsearch(it->tied_to, dt, ndt, sizeof *dt, cmp_tied)) == cast;
+        if (it->expected && !it->checkpoint)
+            n += (dt && bsearch(it->tied_to, dt, ndt, sizeof *dt, cmp_tied)) == cast;
     }
     return n;
 }

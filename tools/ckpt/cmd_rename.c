@@ -176,7 +176,9 @@ const cli_command cli_cmd_rename = {
     "Renames the tensor keys of IN by the rules (--strip-prefix,\n"
     "--add-prefix, --replace, --auto), in the order given, and writes OUT\n"
     "atomically in IN's format (safetensors, or a torch zip; an OUT named\n"
-    "for the other format is refused: rename, then `ckpt convert`). Nested\n"
+    "for the other format is refused: rename, then `ckpt convert`; an OUT\n"
+    "that is a symbolic link is replaced by a regular file, the file it\n"
+    "points to left as it was). Nested\n"
     "dicts keep their shape where the new names allow it.\n",
     "A rule that matches no key is refused, and so are two keys that would\n"
     "get one name (both are named).\n"
