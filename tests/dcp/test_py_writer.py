@@ -408,7 +408,8 @@ def test_h_torch_save_failed_write_leaves_the_save_before():
             "except BaseException as e:  # DCP's CheckpointException\n"
             "    print('failed:', e)\n"
             "    sys.exit(3)\n")
-    p = subprocess.run([sys.executable, "-c", code, d], capture_output=True, text=True)
+    env = dict(os.environ, PYTHONPATH=os.path.join(dcp_ranks.SRC, "python"))
+    p = subprocess.run([sys.executable, "-c", code, d], capture_output=True, text=True, env=env)
     assert p.returncode == 3, (p.returncode, p.stdout, p.stderr[-2000:])
     assert "File too large" in p.stdout and "__0_0.distcp" in p.stdout, p.stdout
     after = {}
