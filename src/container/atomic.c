@@ -188,7 +188,10 @@ int ckpt_atomic_reap_at(int dirfd, const char *name, const struct stat *st, time
     int no_flock =
         locked && (errno == ENOLCK || errno == EOPNOTSUPP || errno == EINVAL || errno == ENOSYS);
     int dead = kill((pid_t)pid, 0) != 0 && errno == ESRCH;
-    int old = now - st->st_mtime >= 0 && (uint64_t)(now - st->st_mtime) >= stale_s;
+    /* a file's mtime can be a second ahead of time(): the kernel stamps
+     * files from a finer clock than time()'s (multigrain timestamps, Linux
+     * 6.13): an age below 0 is 0, which any stale_s of 0 covers */
+    int old = stale_s == 0 || (now > st->st_mtime && (uint64_t)(now - st->st_mtime) >= stale_s);
     /* unlocked and (dead or old): the PID check only covers the moment
      * between a temporary file's creation and its writer's lock */
     if ((locked && !no_flock) || (!dead && !old)) {
