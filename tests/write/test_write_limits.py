@@ -9,23 +9,21 @@ left their temporary file. Environment: CKPT_BIN. Prints "N passed, N failed".
 import os
 import resource
 import subprocess
+import sys
 import tempfile
 
 import torch
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import suite  # noqa: E402
+
 BIN = os.environ.get("CKPT_BIN", "ckpt")
 LIMIT = 256 << 10
-passed = failed = 0
+TALLY = suite.Tally()
 
 
 def check(name, cond, detail=""):
-    global passed, failed
-    if cond:
-        passed += 1
-        print("ok   " + name)
-    else:
-        failed += 1
-        print("FAIL %s %s" % (name, detail))
+    TALLY.report(cond, name, [detail] if detail else ())
 
 
 def limited():
@@ -109,5 +107,4 @@ with tempfile.TemporaryDirectory() as d:
             run("store", "commit", store, "--name", "m", "--step", "3",
                 os.path.join(d, "src.dcp"), limit=True), before, out)
 
-print("%d passed, %d failed" % (passed, failed))
-raise SystemExit(1 if failed else 0)
+raise SystemExit(TALLY.end())
