@@ -245,6 +245,15 @@ def test_scan_quiet_and_verbose():
     rc, out, _ = run("scan", "-q", os.path.join(folder, "config.json"))
     assert_eq(rc, 1, "a lone config.json")
     assert out.startswith("NOT-A-CHECKPOINT"), out
+    # a ckpt store: its LATEST is on that line too (it was NOT-A-CHECKPOINT
+    # and an info line in every `ckpt scan` of a store)
+    store = os.path.join(TMP, "scan-store")
+    rc, _, _ = run("store", "commit", store, "--name", "run", "--step", "1", TRAIN_PT)
+    assert_eq(rc, 0, "store commit")
+    rc, out, _ = run("scan", store)
+    assert_eq((rc, out.splitlines()), (0, [
+        "SAFE %s (0 dangerous, 0 suspicious, 0 info)" % os.path.join(store, "run-1.pt"),
+        "also 1 file a model folder holds, not checkpoints: LATEST"]), "a ckpt store")
 
 
 # ------------------------------------------------------------------ convert

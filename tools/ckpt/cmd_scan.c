@@ -379,7 +379,8 @@ typedef struct dir_file {
 /* Files a model folder holds beside its weights (transformers'
  * save_pretrained and its tokenizers and processors, PEFT, the Trainer,
  * the Hub's model card, a diffusers pipeline's index and scheduler
- * config), none of them loaded with pickle. */
+ * config) and a ckpt store's LATEST (ckpt_is_store_dir: a directory
+ * holding it is a store), none of them loaded with pickle. */
 static int model_folder_file(const char *name) {
     static const char *const known[] = {"config.json",
                                         "generation_config.json",
@@ -409,7 +410,8 @@ static int model_folder_file(const char *name) {
                                         "LICENSE",
                                         "LICENSE.txt",
                                         "NOTICE",
-                                        "USE_POLICY.md"};
+                                        "USE_POLICY.md",
+                                        "LATEST"};
     for (size_t i = 0; i < sizeof known / sizeof *known; i++)
         if (strcmp(name, known[i]) == 0) return 1;
     return 0;
@@ -602,8 +604,9 @@ const cli_command cli_cmd_scan = {
     "links to directories are not followed)\n"
     "(there, files that are no checkpoint, e.g. config.json, are no finding,\n"
     "those a model folder holds beside its weights - config, tokenizer,\n"
-    "generation config, README.md - are named on one line, and the shards\n"
-    "of an index are reported once, through the index).\n"
+    "generation config, README.md - and a ckpt store's LATEST are named on\n"
+    "one line, and the shards of an index are reported once, through the\n"
+    "index).\n"
     "Tensor bytes are not checked (that is `ckpt verify`): a file whose\n"
     "pickles all parse and are clean is safe even if its storages are not.\n"
     "A note after the findings (`note weights-only: ...`; --json:\n"
