@@ -877,7 +877,8 @@ def _verify_torch_save(path, md):
     _check_slices(path, md, sizes)
     _check_unnamed(path, sizes)
     rep = verify_one(path)
-    return VerifyReport(path, rep.ok, "dcp", rep.tensors, rep.bytes, rep.members, error=rep.error)
+    return VerifyReport(path, rep.ok, "dcp", rep.tensors, rep.bytes, rep.members,
+                        checksums=rep.checksums, error=rep.error)
 
 
 def load(path):

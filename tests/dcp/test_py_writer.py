@@ -301,6 +301,7 @@ def test_h_torch_save_layout_plain_dcp_load():
     dcp_ranks.run(SCRIPT, "rank_plain_load", 2, d)
     rep = ckpt.dcp.verify(d)
     assert rep.ok and rep.format == "dcp" and rep.tensors == 4, rep
+    assert rep.checksums == "crc32" == ckpt.verify(d).checksums, rep  # it said "none"
     ckpt_bin = os.environ.get("CKPT_BIN")
     if ckpt_bin:
         r = subprocess.run([ckpt_bin, "verify", d], stdout=subprocess.PIPE,
