@@ -290,6 +290,10 @@ size_t ckpt_value_dict_twin(const ckpt_value *d, const ckpt_value *k, uint64_t *
     int kint, xint;
     if (d->kind != CKPT_KIND_DICT || !number_of(k, &ki, &kf, &kint)) return SIZE_MAX;
     if (!d->alt && k->kind == CKPT_KIND_INT) return SIZE_MAX;
+    /* a float that is not integral equals only floats of its text (NaN
+     * none): one name, told apart when flattened, so no scan, which
+     * made a dict of 100k such keys quadratic (refused at max_ops) */
+    if (!kint) return SIZE_MAX;
     *work += d->u.dict.n;
     for (size_t j = 0; j < d->u.dict.n; j++) {
         const ckpt_value *x = d->u.dict.keys[j];
