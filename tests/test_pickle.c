@@ -1198,6 +1198,20 @@ TEST(test_limits) {
                     "e\x85R.",
                     &v),
                  CKPT_E_LIMIT);
+    /* keys that are floats but not integral are compared with no earlier
+     * key (only an equal float, of one text, is one key with them): a
+     * dict of 100k such keys took 5e9 comparisons, refused at max_ops.
+     * 10 opcodes, nothing more; an integral float is still compared */
+    limits.max_pickle_ops = 10;
+    CHECK_EQ_INT(PK("}(G?\xe0\x00\x00\x00\x00\x00\x00K\x01G?\xf8\x00\x00\x00\x00\x00\x00K\x02"
+                    "G@\x04\x00\x00\x00\x00\x00\x00K\x03u.",
+                    &v),
+                 0);
+    CHECK(v && v->kind == CKPT_KIND_DICT && v->u.dict.n == 3 && is_int(v->u.dict.vals[2], 3));
+    limits.max_pickle_ops = 100;
+    CHECK_EQ_INT(PK("}(\x88K\x01G?\xf0\x00\x00\x00\x00\x00\x00K\x02u.", &v), 0);
+    CHECK(v && v->u.dict.n == 1 && v->u.dict.keys[0]->kind == CKPT_KIND_BOOL &&
+          is_int(v->u.dict.vals[0], 2));
     limits = (ckpt_limits)CKPT_LIMITS_INIT;
     /* no limits at all: the defaults apply */
     ckpt_arena_free(&arena);

@@ -1,6 +1,7 @@
 /* test_walk.c - the one bounded walker (src/model/walk.c): order, names,
  * roles, the three bounds, cycles (reported as cycles, without recursion),
  * STOP/SKIP and allocation failures. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -380,6 +381,58 @@ TEST(flatten_equal_names) {
     ckpt_arena_free(&a);
 }
 
+static ckpt_value *tuple1(ckpt_arena *a, ckpt_value *item) {
+    ckpt_value *t = ckpt_value_new(a, CKPT_KIND_TUPLE);
+    ckpt_value_append(a, t, item);
+    return t;
+}
+
+/* Keys whose text is not their identity, as torch.load keeps them:
+ * {(1,): t0, (2,): t1, (True,): t2} is {(1,): t2, (2,): t1} (tuples
+ * were all the name "tuple", one key: t1 hidden); two NaN keys are two
+ * keys, the same NaN object one; {'a.b': t3, 'a': {'b': t4}, 'a.b': t5}
+ * keeps t4 and t5, not the replaced t3 (the last was compared only with
+ * the one before it) */
+TEST(flatten_keys_as_python_compares) {
+    ckpt_arena a = {0};
+    ckpt_value *t[8], *root = ckpt_value_new(&a, CKPT_KIND_DICT);
+    for (int i = 0; i < 8; i++) t[i] = ckpt_value_new(&a, CKPT_KIND_TENSOR);
+    ckpt_value_dict_set(&a, root, tuple1(&a, ckpt_value_new_int(&a, 1)), t[0]);
+    ckpt_value_dict_set(&a, root, tuple1(&a, ckpt_value_new_int(&a, 2)), t[1]);
+    ckpt_value_dict_set(&a, root, tuple1(&a, ckpt_value_new_bool(&a, 1)), t[2]);
+    ckpt_value *ab = ckpt_value_new(&a, CKPT_KIND_DICT), *nan = ckpt_value_new_float(&a, NAN);
+    ckpt_value_dict_set(&a, root, str(&a, "a.b"), t[3]);
+    ckpt_value_dict_set(&a, ab, str(&a, "b"), t[4]);
+    ckpt_value_dict_set(&a, root, str(&a, "a"), ab);
+    ckpt_value_dict_set(&a, root, str(&a, "a.b"), t[5]);
+    ckpt_value_dict_set(&a, root, ckpt_value_new_float(&a, NAN), t[6]);
+    ckpt_value_dict_set(&a, root, nan, t[7]);
+    ckpt_value_dict_set(&a, root, nan, t[0]);
+    ckpt_flat fl;
+    ckpt_limits lim = CKPT_LIMITS_INIT;
+    CHECK_EQ_INT(ckpt_flatten(&fl, &a, root, &lim, 1000, UINT64_MAX, "f", NULL), 0);
+    static const char *const names[] = {"a.b", "a.b", "nan", "nan", "tuple", "tuple"};
+    static const int kept[] = {5, 4, 6, 0, 2, 1};
+    CHECK_EQ_INT(fl.ntensors, 6);
+    for (size_t i = 0; i < 6 && i < fl.ntensors; i++) {
+        CHECK_EQ_STR(fl.tensors[i].name, names[i]);
+        CHECK(fl.tensors[i].value == t[kept[i]]);
+    }
+    CHECK_EQ_INT(fl.ncollisions, 3);
+    CHECK_EQ_INT(fl.nshadowed, 3); /* t3, t7, t0 */
+    /* many leaves of one name that collide are compared against the
+     * walk's budget, not without end */
+    ckpt_value *many = ckpt_value_new(&a, CKPT_KIND_DICT);
+    for (int i = 0; i < 100; i++)
+        ckpt_value_dict_set(&a, many, tuple1(&a, ckpt_value_new_int(&a, i)), t[0]);
+    CHECK_EQ_INT(ckpt_flatten(&fl, &a, many, &lim, 1000, UINT64_MAX, "f", NULL), CKPT_E_LIMIT);
+    CHECK(strstr(ckpt_error_last()->message, "named \"tuple\"") != NULL);
+    CHECK_EQ_INT(ckpt_flatten(&fl, &a, many, &lim, 5000, UINT64_MAX, "f", NULL), 0);
+    CHECK_EQ_INT(fl.ntensors, 100);
+    CHECK_EQ_INT(fl.ncollisions, 99);
+    ckpt_arena_free(&a);
+}
+
 int main(void) {
     RUN(order_names_roles);
     RUN(object_attrs);
@@ -387,6 +440,7 @@ int main(void) {
     RUN(cycles);
     RUN(name_limit_and_prefix);
     RUN(flatten_equal_names);
+    RUN(flatten_keys_as_python_compares);
     RUN(allocation_failures);
     return harness_end();
 }

@@ -113,8 +113,18 @@ def _write_atomic(path, data):
     temporary file is removed and the target left as it was)."""
     h, failed = ctypes.c_void_p(), []
     check(lib.ckpt_atomic_file_begin(ctypes.byref(h), fspath(path)), path)
+
+    def done():
+        """The handle, which commit and abort free: put holds no more of it
+        (a put kept past the write, called later, was a use after free)."""
+        handle, h.value = h.value, None
+        return handle
+
     try:
         def put(view):
+            if not h.value:
+                raise errors.InvalidArgumentError("the atomic write of this file is finished "
+                                                  "(committed or aborted): no more writes", path)
             try:
                 check(lib.ckpt_atomic_file_write(h, _addr(view), view.nbytes), path)
             except errors.Error as e:
@@ -125,12 +135,12 @@ def _write_atomic(path, data):
         else:
             put(memoryview(data).cast("B"))
     except BaseException as e:
-        lib.ckpt_atomic_file_abort(h)
+        lib.ckpt_atomic_file_abort(done())
         # the write's own error, not what torch.save's zip writer makes of it
         if failed and e is not failed[0]:
             raise failed[0] from e
         raise
-    check(lib.ckpt_atomic_file_commit(h), path)
+    check(lib.ckpt_atomic_file_commit(done()), path)
 
 
 class _PieceWriter:

@@ -130,6 +130,7 @@ typedef struct paths {
     int found;                 /* find_paths ran */
     uint64_t bytes, max_bytes; /* the flattening's, which the paths take too */
     size_t *want, nwant, next, leaves;
+    uint64_t compared; /* pairs of leaves of one name compared (replaced) */
     leaf_path *p;
 } paths;
 
@@ -168,16 +169,15 @@ static const leaf_path *path_of(const paths *ps, size_t seq) {
 }
 
 /* Whether two frames hang from their (same) parent by keys a Python dict
- * holds as one: the same index, or keys of one kind and one text. */
+ * holds as one: the same index, or keys Python's == finds equal (a
+ * tuple's text is its kind's name: (1,) and (2,) are two keys). Keys are
+ * compared up to a fixed count (a tuple can share its items: a DAG),
+ * beyond which they are two keys, a collision that verify reports. */
 static int same_step(const ckpt_walk_frame *x, const ckpt_walk_frame *y) {
     if (x->role != y->role) return 0;
     if (x->role != CKPT_WALK_VALUE) return x->index == y->index;
-    if (x->key->kind != y->key->kind) return 0;
-    char tx[32], ty[32];
-    size_t nx, ny;
-    const char *sx = ckpt_value_key_text(x->key, tx, sizeof tx, &nx);
-    const char *sy = ckpt_value_key_text(y->key, ty, sizeof ty, &ny);
-    return nx == ny && memcmp(sx, sy, nx) == 0;
+    size_t budget = 4096;
+    return ckpt_value_key_equal(x->key, y->key, &budget);
 }
 
 /* 1 when the later of two leaves of one name replaces the earlier in the
@@ -264,13 +264,32 @@ static int find_paths(paths *ps) {
 
 /* ------------------------------------------------------------- output */
 
-/* The entries from e[from] on whose name equals the previous entry's and
- * whose value does not: at most the values the later ones shadow. */
+/* The entries from e[from] on whose name equals the previous entry's:
+ * at most the values the later ones shadow. */
 static size_t count_shadowed(const flat_entry *e, size_t from, size_t n) {
     size_t k = 0;
-    for (size_t i = from; i < n; i++)
-        k += strcmp(e[i - 1].name, e[i].name) == 0 && e[i - 1].value != e[i].value;
+    for (size_t i = from; i < n; i++) k += strcmp(e[i - 1].name, e[i].name) == 0;
     return k;
+}
+
+/* The kept entry of e[g..w) (one name) that the leaf of entry x
+ * replaces, or SIZE_MAX. Any of them can be: {'a.b': x, 'a': {'b': y},
+ * 'a.b': z} keeps y and z. Each comparison counts against the walk's
+ * budget (ps->max_visits): many leaves of one name that all collide
+ * would be compared pairwise. */
+static size_t replaced(paths *ps, const flat_entry *e, size_t g, size_t w, const flat_entry *x,
+                       int *rc) {
+    for (size_t j = w; j-- > g;) {
+        if (++ps->compared > ps->max_visits) {
+            *rc = ckpt_err(CKPT_E_LIMIT, ps->file, ps->member, CKPT_NO_OFFSET,
+                           "%zu leaves named \"%s\" (and others of equal names) take more than "
+                           "%llu comparisons to tell which replace each other (max_nodes)",
+                           w - g + 1, x->name, (unsigned long long)ps->max_visits);
+            return SIZE_MAX - 1;
+        }
+        if (replaces(path_of(ps, e[j].seq), path_of(ps, x->seq))) return j;
+    }
+    return SIZE_MAX;
 }
 
 /* Keeps the last of equal names that replace each other (replaces), both
@@ -281,16 +300,21 @@ static size_t count_shadowed(const flat_entry *e, size_t from, size_t n) {
 static ckpt_named_value *unique(ckpt_arena *a, paths *ps, ckpt_flat *out, flat_entry *e, size_t n,
                                 size_t *out_n, ckpt_named_value **shadowed, size_t *nshadowed,
                                 int *rc) {
-    size_t w = 0, k = 0;
+    size_t w = 0, k = 0, g = 0; /* e[g..w): the kept entries of e[i]'s name */
     *rc = CKPT_E_NOMEM;
     for (size_t i = 0; i < n; i++) {
-        int equal = w && strcmp(e[w - 1].name, e[i].name) == 0;
-        int frc = equal && !ps->found ? find_paths(ps) : 0;
+        if (!w || strcmp(e[w - 1].name, e[i].name) != 0) {
+            g = w;
+            e[w++] = e[i];
+            continue;
+        }
+        int frc = ps->found ? 0 : find_paths(ps);
+        size_t j = frc ? SIZE_MAX - 1 : replaced(ps, e, g, w, &e[i], &frc);
         if (frc) {
             *rc = frc;
             return NULL;
         }
-        if (equal && !replaces(path_of(ps, e[w - 1].seq), path_of(ps, e[i].seq))) {
+        if (j == SIZE_MAX) {
             if (!out->ncollisions++) {
                 out->collision_name = e[i].name;
                 out->collision_paths[0] = path_text(a, path_of(ps, e[w - 1].seq));
@@ -298,16 +322,14 @@ static ckpt_named_value *unique(ckpt_arena *a, paths *ps, ckpt_flat *out, flat_e
                 if (!out->collision_paths[0] || !out->collision_paths[1]) return NULL;
             }
             e[w++] = e[i];
-        } else if (equal) {
-            if (shadowed && e[w - 1].value != e[i].value) {
+        } else {
+            if (shadowed && e[j].value != e[i].value) {
                 if (!*shadowed &&
                     !(*shadowed = ckpt_arena_array(a, count_shadowed(e, i, n), sizeof **shadowed)))
                     return NULL;
-                (*shadowed)[k++] = (ckpt_named_value){e[w - 1].name, e[w - 1].value};
+                (*shadowed)[k++] = (ckpt_named_value){e[j].name, e[j].value};
             }
-            e[w - 1] = e[i];
-        } else {
-            e[w++] = e[i];
+            e[j] = e[i];
         }
     }
     if (nshadowed) *nshadowed = k;

@@ -256,12 +256,44 @@ static int number_of(const ckpt_value *v, int64_t *i, double *f, int *is_int) {
     }
 }
 
+int ckpt_value_key_equal(const ckpt_value *x, const ckpt_value *y, size_t *budget) {
+    int64_t xi = 0, yi = 0;
+    double xf = 0, yf = 0;
+    int xint = 0, yint = 0;
+    if (x == y) return 1;
+    if (!*budget) return 0;
+    --*budget;
+    if (number_of(x, &xi, &xf, &xint) && number_of(y, &yi, &yf, &yint))
+        return xint ? yint && xi == yi : !yint && xf == yf; /* NaN != NaN */
+    if (x->kind != y->kind) return 0;
+    switch (x->kind) {
+    case CKPT_KIND_NONE: return 1;
+    case CKPT_KIND_INT: /* both beyond 64 bits */
+        return strcmp(ckpt_value_int_decimal(x), ckpt_value_int_decimal(y)) == 0;
+    case CKPT_KIND_STR: /* a torch.device is no str */
+        if (x->dict_class != y->dict_class) return 0;
+        /* fall through */
+    case CKPT_KIND_BYTES:
+        return x->u.s.len == y->u.s.len && !memcmp(x->u.s.p, y->u.s.p, x->u.s.len);
+    case CKPT_KIND_TUPLE:
+        if (x->u.seq.n != y->u.seq.n) return 0;
+        for (size_t i = 0; i < x->u.seq.n; i++)
+            if (!ckpt_value_key_equal(x->u.seq.items[i], y->u.seq.items[i], budget)) return 0;
+        return 1;
+    default: return 0; /* objects hash by identity; a frozenset is told apart (listed twice) */
+    }
+}
+
 size_t ckpt_value_dict_twin(const ckpt_value *d, const ckpt_value *k, uint64_t *work) {
     int64_t ki, xi;
     double kf, xf;
     int kint, xint;
     if (d->kind != CKPT_KIND_DICT || !number_of(k, &ki, &kf, &kint)) return SIZE_MAX;
     if (!d->alt && k->kind == CKPT_KIND_INT) return SIZE_MAX;
+    /* a float that is not integral equals only floats of its text (NaN
+     * none): one name, told apart when flattened, so no scan, which
+     * made a dict of 100k such keys quadratic (refused at max_ops) */
+    if (!kint) return SIZE_MAX;
     *work += d->u.dict.n;
     for (size_t j = 0; j < d->u.dict.n; j++) {
         const ckpt_value *x = d->u.dict.keys[j];

@@ -247,6 +247,15 @@ int ckpt_value_hashable(const ckpt_value *v, const char *as, char *msg, size_t c
  * as one. 0 for any other key. */
 int ckpt_value_key_check(const ckpt_value *k, char *msg, size_t cap);
 
+/* Whether Python's == finds two dict keys equal, so one dict holds them
+ * as one key: x is y; numbers of equal value (1, True, 1.0; never NaN);
+ * None; str (not a torch.device against a str) or bytes of equal text;
+ * big ints of equal digits; tuples of equal items. Anything else only
+ * when it is the same value (objects hash by identity), and, told
+ * apart, 0 when *budget (the keys compared, decremented) runs out:
+ * keys never found equal are listed both, never one hidden. */
+int ckpt_value_key_equal(const ckpt_value *x, const ckpt_value *y, size_t *budget);
+
 /* The index of a key of DICT d that Python's == finds equal to the
  * number k (a bool, int or float) while its name differs: 1 and True,
  * 1 and 1.0, 0.0 and -0.0 are one key to a dict, which keeps the first

@@ -458,6 +458,43 @@ def test_g_hostile_metadata_refused():
     assert not os.path.exists(os.path.join(d, "pwned"))
 
 
+def test_h_atomic_put_kept_past_the_write():
+    """A put that the data function keeps and calls after _write_atomic
+    returned (committed) or raised (aborted) raises InvalidArgumentError:
+    the handle is freed by then (it was a use after free, SIGSEGV). The
+    target is as committed, no temporary file is left."""
+    import ckpt.dcp
+    d = os.path.join(TMP, "kept-put")
+    os.makedirs(d)
+    target, kept = os.path.join(d, "f"), []
+
+    def keep(put):
+        kept.append(put)
+        put(memoryview(b"12"))
+    ckpt.dcp._write_atomic(target, keep)
+
+    def keep_and_fail(put):
+        kept.append(put)
+        put(memoryview(b"3"))
+        raise KeyboardInterrupt
+    try:
+        ckpt.dcp._write_atomic(target, keep_and_fail)
+    except KeyboardInterrupt:
+        pass
+    else:
+        raise AssertionError("the data function's KeyboardInterrupt was lost")
+    for put in kept:
+        try:
+            put(memoryview(b"4"))
+        except ckpt.InvalidArgumentError as e:
+            assert "finished" in str(e) and target in str(e), e
+        else:
+            raise AssertionError("a write after the end was taken")
+    with open(target, "rb") as fh:
+        assert fh.read() == b"12"
+    assert os.listdir(d) == ["f"], os.listdir(d)
+
+
 def main():
     global TMP
     if CORPUS_SUITE:  # no corpus cases: no torch 2 to start
