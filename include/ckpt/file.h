@@ -122,6 +122,14 @@ CKPT_API int ckpt_open_options_init(ckpt_open_options *opts, unsigned version);
  * sharded set that does not match its index),
  * CKPT_E_UNSUPPORTED (pre-0.4 tar file, PYTORCH1 preview format). */
 CKPT_API int ckpt_open(ckpt_file **out, const char *path, const ckpt_open_options *opts);
+/* The path ckpt_open(path) reads, without opening it: a model folder's
+ * weights file (the order above), a ckpt store's LATEST generation's
+ * (model folder resolved), path itself for a file or a DCP directory. For
+ * a scan before an open that may fail: ckpt_scan of the target finds what
+ * ckpt_scan of that file would (an unsafe shard of a set). 0 and *out (free
+ * with ckpt_string_free), or ckpt_open's error for a folder without
+ * weights; CKPT_E_INVALID_ARG for a NULL argument. */
+CKPT_API int ckpt_open_target(char **out, const char *path);
 
 /* DCP directories (torch.distributed.checkpoint, FORMATS.md §4):
  * `.metadata` is read with the restricted pickle machine, and a global
