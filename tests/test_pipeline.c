@@ -1,8 +1,9 @@
 /* test_pipeline.c - the model components of a diffusers pipeline
  * directory (ckpt_pipeline_open): what model_index.json names as
  * [library, class] whose folder holds config.json or is missing, in name
- * order; [null, null], "_" keys, a tokenizer's or scheduler's folder left
- * out; a name outside the directory, text that is no JSON object and a
+ * order, or holds weights without config.json (ckpt_pipeline_check fails);
+ * [null, null], "_" keys, a tokenizer's or scheduler's folder left out; a
+ * name outside the directory, text that is no JSON object and a
  * directory without model_index.json refused. */
 #include <ckpt.h>
 #include <stdio.h>
@@ -62,6 +63,30 @@ TEST(components) {
         CHECK_EQ_STR(ckpt_pipeline_path(p, i), want);
     }
     CHECK(ckpt_pipeline_component(p, 3) == NULL && ckpt_pipeline_path(p, 3) == NULL);
+    for (size_t i = 0; i < 3; i++) CHECK_EQ_INT(ckpt_pipeline_check(p, i), 0);
+    CHECK_EQ_INT(ckpt_pipeline_check(p, 3), CKPT_E_INVALID_ARG);
+    ckpt_pipeline_free(p);
+    /* vae/ holds weights but no config.json: listed, and its check says
+     * diffusers cannot load it (it was left out: verify said OK) */
+    put("vae/diffusion_pytorch_model.safetensors", "weights");
+    snprintf(want, sizeof want, "%s/vae/config.json", dir);
+    CHECK_EQ_INT(unlink(want), 0);
+    CHECK_EQ_INT(ckpt_pipeline_open(&p, dir), 0);
+    CHECK_EQ_INT((int)ckpt_pipeline_count(p), 3);
+    CHECK_EQ_STR(ckpt_pipeline_component(p, 2), "vae");
+    CHECK_EQ_INT(ckpt_pipeline_check(p, 1), 0);
+    CHECK_EQ_INT(ckpt_pipeline_check(p, 2), CKPT_E_MISMATCH);
+    snprintf(want, sizeof want, "%s/vae", dir);
+    CHECK_EQ_STR(ckpt_error_last()->file, want);
+    CHECK(strstr(ckpt_error_last()->message, "component \"vae\" holds "
+                                             "diffusion_pytorch_model.safetensors but no "
+                                             "config.json") != NULL);
+    ckpt_pipeline_free(p);
+    /* without weights either, it is a tokenizer's kind of folder */
+    snprintf(want, sizeof want, "%s/vae/diffusion_pytorch_model.safetensors", dir);
+    CHECK_EQ_INT(unlink(want), 0);
+    CHECK_EQ_INT(ckpt_pipeline_open(&p, dir), 0);
+    CHECK_EQ_INT((int)ckpt_pipeline_count(p), 2);
     ckpt_pipeline_free(p);
     put("model_index.json", "{\"unet\": [\"diffusers\", \"UNet2DConditionModel\"], "
                             "\"../x\": [\"diffusers\", \"AutoencoderKL\"]}");

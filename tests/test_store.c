@@ -137,6 +137,16 @@ TEST(store_directory_is_latest_generation) {
     CHECK_EQ_INT(ckpt_open(&f, dir, NULL), 0);
     CHECK(f && ckpt_file_format(f) == CKPT_FORMAT_SAFETENSORS);
     ckpt_close(f);
+    /* the file open reads, found without opening it: the generation, and
+     * a file for itself */
+    char *target = NULL;
+    CHECK_EQ_INT(ckpt_open_target(&target, dir), 0);
+    if (target) CHECK_EQ_STR(target, in_dir("run-2.safetensors"));
+    ckpt_string_free(target);
+    CHECK_EQ_INT(ckpt_open_target(&target, in_dir("run-1.pt")), 0);
+    if (target) CHECK_EQ_STR(target, in_dir("run-1.pt"));
+    ckpt_string_free(target);
+    CHECK_EQ_INT(ckpt_open_target(NULL, dir), CKPT_E_INVALID_ARG);
     ckpt_training *t = NULL;
     CHECK_EQ_INT(ckpt_training_analyze_dir(&t, dir, NULL), CKPT_E_MISMATCH);
     CHECK(t == NULL);
@@ -156,6 +166,8 @@ TEST(store_directory_is_latest_generation) {
     fputs("run-9.pt\n", fp);
     fclose(fp);
     CHECK_EQ_INT(ckpt_open(&f, dir, NULL), CKPT_E_MISMATCH);
+    CHECK_EQ_INT(ckpt_open_target(&target, dir), CKPT_E_MISMATCH);
+    CHECK(target == NULL);
     CHECK_EQ_INT(ckpt_doctor(&r, dir, NULL), CKPT_E_MISMATCH);
     fp = fopen(in_dir("LATEST"), "w");
     fputs("../run-1.pt\n", fp);

@@ -122,6 +122,14 @@ CKPT_API int ckpt_open_options_init(ckpt_open_options *opts, unsigned version);
  * sharded set that does not match its index),
  * CKPT_E_UNSUPPORTED (pre-0.4 tar file, PYTORCH1 preview format). */
 CKPT_API int ckpt_open(ckpt_file **out, const char *path, const ckpt_open_options *opts);
+/* The path ckpt_open(path) reads, without opening it: a model folder's
+ * weights file (the order above), a ckpt store's LATEST generation's
+ * (model folder resolved), path itself for a file or a DCP directory. For
+ * a scan before an open that may fail: ckpt_scan of the target finds what
+ * ckpt_scan of that file would (an unsafe shard of a set). 0 and *out (free
+ * with ckpt_string_free), or ckpt_open's error for a folder without
+ * weights; CKPT_E_INVALID_ARG for a NULL argument. */
+CKPT_API int ckpt_open_target(char **out, const char *path);
 
 /* DCP directories (torch.distributed.checkpoint, FORMATS.md §4):
  * `.metadata` is read with the restricted pickle machine, and a global
@@ -175,7 +183,8 @@ CKPT_API int ckpt_is_dcp_dir(const char *path);
  * (it names them); `ckpt verify` and `doctor` check each model component:
  * a folder that ModelMixin or PreTrainedModel.save_pretrained wrote
  * (config.json beside diffusion_pytorch_model.* or model.*, which
- * ckpt_open of the folder opens), or a listed folder that is missing;
+ * ckpt_open of the folder opens), a listed folder that is missing, or
+ * one holding such weights without config.json (ckpt_pipeline_check);
  * a tokenizer's, scheduler's or feature extractor's folder holds no
  * weights. Components in name order (strcmp), as `ckpt scan DIR` walks
  * them. Returns 0; CKPT_E_NOTFOUND when `dir` holds no model_index.json;
@@ -190,6 +199,14 @@ CKPT_API size_t ckpt_pipeline_count(const ckpt_pipeline *p);
 /* Component i's name ("unet") and path (dir "/" name); NULL past the end. */
 CKPT_API const char *ckpt_pipeline_component(const ckpt_pipeline *p, size_t i);
 CKPT_API const char *ckpt_pipeline_path(const ckpt_pipeline *p, size_t i);
+/* 0 when component i's folder is a model's (or missing: ckpt_open of it
+ * says so); CKPT_E_MISMATCH, ckpt_error_last() naming the folder, the
+ * component and its weights file, when it holds weights (what ckpt_open
+ * of the folder opens) but no config.json: diffusers cannot load it, so
+ * `ckpt verify` and `doctor` report it as a finding. Such a folder is
+ * listed, not left out with the tokenizer's. CKPT_E_INVALID_ARG past the
+ * end. */
+CKPT_API int ckpt_pipeline_check(const ckpt_pipeline *p, size_t i);
 CKPT_API void ckpt_pipeline_free(ckpt_pipeline *p);
 
 /* Same from memory. `data` is borrowed and must outlive the ckpt_file.

@@ -226,9 +226,20 @@ class _Source:
 def _weights_path(path):
     """A model directory stands for the weights file libckpt opens in it
     (ckpt_open's rule, in transformers' order: model.safetensors, its index,
-    pytorch_model.bin, its index)."""
+    pytorch_model.bin, its index; a store's latest generation's), found
+    without opening it (ckpt_open_target): the scan then comes first as for
+    that file, so an unsafe shard is ckpt.UnsafeError through either path.
+    A DCP directory: the file ckpt_open names (its .metadata)."""
     if not os.path.isdir(path):
         return path
+    out = ctypes.c_void_p()
+    check(lib.ckpt_open_target(ctypes.byref(out), fspath(path)), path)
+    try:
+        target = text(ctypes.string_at(out.value))
+    finally:
+        lib.ckpt_string_free(out)
+    if not os.path.isdir(target):
+        return target
     h = ctypes.c_void_p()
     check(lib.ckpt_open(ctypes.byref(h), fspath(path), None), path)
     try:

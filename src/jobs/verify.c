@@ -407,6 +407,16 @@ static int check_names(const ckpt_file *f) {
                     f->collision_paths[0], f->collision_paths[1]);
 }
 
+const ckpt_file *ckpt_verify_name_collision(const ckpt_file *f, const ckpt_error *e) {
+    if (f == NULL || e->code != CKPT_E_MISMATCH || e->member[0] || e->offset != CKPT_NO_OFFSET)
+        return NULL;
+    for (size_t i = 0; i <= f->nshards; i++) {
+        const ckpt_file *g = i ? f->shards[i - 1] : f;
+        if (g->ncollisions && strcmp(g->path, e->file) == 0) return g;
+    }
+    return NULL;
+}
+
 int ckpt_verify(ckpt_verify_report *report, ckpt_file *f) {
     ckpt_verify_report local = {0};
     ckpt_verify_report *rep = report ? report : &local;

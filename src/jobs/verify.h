@@ -14,4 +14,9 @@
  * CKPT_E_NOMEM. */
 int ckpt_verify_expect_digests(ckpt_file *f);
 
+/* The file, f or one of its shards, whose entries flatten to one name when
+ * that is what ckpt_verify's error e says (its bytes verified: the error
+ * names no member and no offset); NULL when e is about something else. */
+const ckpt_file *ckpt_verify_name_collision(const ckpt_file *f, const ckpt_error *e);
+
 #endif

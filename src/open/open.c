@@ -385,36 +385,52 @@ static int open_dcp_dir(ckpt_file **out, const char *dir, const ckpt_open_option
     return rc;
 }
 
-/* A directory: a DCP checkpoint, a ckpt store standing for the generation
- * its LATEST names (followed once: a generation is never a store), or a
- * model folder standing for its weights. */
-static int open_dir(ckpt_file **out, const char *path, const ckpt_open_options *opts, int follow) {
+/* What ckpt_open(path) reads: a DCP directory (*dcp set) or a file
+ * standing for itself, a ckpt store for the generation its LATEST names
+ * (followed once: a generation is never a store), a model folder for its
+ * weights. *target is path, or a string in a. */
+static int open_target(ckpt_arena *a, const char *path, int follow, const char **target, int *dcp) {
     struct stat st;
-    if (path && stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
-        if (ckpt_dcp_is_dir(path)) return open_dcp_dir(out, path, opts);
-        if (follow && ckpt_is_store_dir(path)) {
-            ckpt_arena a = {0};
-            const char *gen = NULL;
-            int rc = ckpt_store_dir_latest(&a, path, &gen);
-            if (rc == 0) rc = open_dir(out, gen, opts, 0);
-            ckpt_arena_free(&a);
-            return rc;
-        }
-        ckpt_arena a = {0};
-        const char *weights = NULL;
-        int rc = ckpt_model_dir_weights(&a, path, &weights);
-        if (rc == 0) rc = ckpt_file_open_path(out, weights, opts);
-        ckpt_arena_free(&a);
-        return rc;
+    *target = path;
+    if (!path || stat(path, &st) != 0 || !S_ISDIR(st.st_mode)) return 0;
+    if (ckpt_dcp_is_dir(path)) {
+        *dcp = 1;
+        return 0;
     }
-    return ckpt_file_open_path(out, path, opts);
+    if (follow && ckpt_is_store_dir(path)) {
+        const char *gen = NULL;
+        int rc = ckpt_store_dir_latest(a, path, &gen);
+        return rc ? rc : open_target(a, gen, 0, target, dcp);
+    }
+    return ckpt_model_dir_weights(a, path, target);
 }
 
 int ckpt_open(ckpt_file **out, const char *path, const ckpt_open_options *opts) {
     if (!out) return ckpt_err(CKPT_E_INVALID_ARG, path, NULL, CKPT_NO_OFFSET, "out is NULL");
     *out = NULL;
     CKPT_CHECK_OPTIONS(opts, CKPT_OPEN_OPTIONS_VERSION);
-    return open_dir(out, path, opts, 1);
+    ckpt_arena a = {0};
+    const char *target = NULL;
+    int dcp = 0;
+    int rc = open_target(&a, path, 1, &target, &dcp);
+    if (rc == 0)
+        rc = dcp ? open_dcp_dir(out, target, opts) : ckpt_file_open_path(out, target, opts);
+    ckpt_arena_free(&a);
+    return rc;
+}
+
+int ckpt_open_target(char **out, const char *path) {
+    if (!out || !path)
+        return ckpt_err(CKPT_E_INVALID_ARG, path, NULL, CKPT_NO_OFFSET, "NULL argument");
+    *out = NULL;
+    ckpt_arena a = {0};
+    const char *target = NULL;
+    int dcp = 0;
+    int rc = open_target(&a, path, 1, &target, &dcp);
+    if (rc == 0 && (*out = ckpt_malloc(strlen(target) + 1)) == NULL) rc = ckpt_err_nomem();
+    if (rc == 0) memcpy(*out, target, strlen(target) + 1);
+    ckpt_arena_free(&a);
+    return rc;
 }
 
 int ckpt_open_memory(ckpt_file **out, const void *data, size_t size, const char *name,

@@ -9,16 +9,24 @@
 #include "base/alloc.h"
 #include "base/error.h"
 #include "base/source.h"
+#include "open/model_dir.h"
 #include "ckpt.h"
+
+/* A component: its name, and the weights file its folder holds without
+ * config.json (NULL for a model's folder or a missing one). */
+typedef struct component {
+    const char *name, *unloadable;
+} component;
 
 struct ckpt_pipeline {
     ckpt_arena arena;
-    const char **names, **paths;
+    component *c;
+    const char **paths;
     size_t n, cap;
 };
 
 static int by_name(const void *a, const void *b) {
-    return strcmp(*(const char *const *)a, *(const char *const *)b);
+    return strcmp(((const component *)a)->name, ((const component *)b)->name);
 }
 
 /* A component as diffusers saves it: [library, class], both strings. */
@@ -29,15 +37,27 @@ static int is_component(const char *name, const json_t *v) {
 
 /* Whether component folder `path` is a model's (config.json: what
  * ModelMixin and PreTrainedModel.save_pretrained write beside the
- * weights) or is missing; a tokenizer's or scheduler's is neither. */
-static int is_model_folder(ckpt_arena *a, const char *path, int *rc) {
+ * weights), is missing, or holds weights without config.json (*unloadable:
+ * the weights file, by ckpt_open's rule); a tokenizer's or scheduler's is
+ * none of them. */
+static int is_model_folder(ckpt_arena *a, const char *path, const char **unloadable, int *rc) {
     struct stat st;
     const char *config = ckpt_arena_printf(a, "%s/config.json", path);
+    *unloadable = NULL;
     if (config == NULL) {
         *rc = ckpt_err_nomem();
         return 0;
     }
-    return stat(path, &st) != 0 || (S_ISDIR(st.st_mode) && stat(config, &st) == 0);
+    if (stat(path, &st) != 0) return 1;
+    if (!S_ISDIR(st.st_mode)) return 0;
+    if (stat(config, &st) == 0) return 1;
+    const char *weights = NULL;
+    int found = ckpt_model_dir_weights(a, path, &weights);
+    if (found == CKPT_E_NOMEM) *rc = found;
+    if (found != 0) return 0;
+    const char *base = strrchr(weights, '/');
+    *unloadable = base ? base + 1 : weights;
+    return 1;
 }
 
 static int read_components(ckpt_pipeline *p, const char *dir, const char *index, json_t *doc) {
@@ -56,20 +76,22 @@ static int read_components(ckpt_pipeline *p, const char *dir, const char *index,
                             name);
         const char *path = ckpt_arena_printf(&p->arena, "%s/%s", dir, name);
         if (path == NULL) return ckpt_err_nomem();
-        if (!is_model_folder(&p->arena, path, &rc)) {
+        const char *unloadable;
+        if (!is_model_folder(&p->arena, path, &unloadable, &rc)) {
             if (rc) return rc;
             continue;
         }
-        if (ckpt_arena_grow(&p->arena, (void **)&p->names, &p->cap, p->n + 1, sizeof *p->names))
+        if (ckpt_arena_grow(&p->arena, (void **)&p->c, &p->cap, p->n + 1, sizeof *p->c))
             return ckpt_err_nomem();
-        if ((p->names[p->n++] = ckpt_arena_strdup(&p->arena, name)) == NULL)
+        p->c[p->n].unloadable = unloadable;
+        if ((p->c[p->n++].name = ckpt_arena_strdup(&p->arena, name)) == NULL)
             return ckpt_err_nomem();
     }
-    if (p->n) qsort(p->names, p->n, sizeof *p->names, by_name);
+    if (p->n) qsort(p->c, p->n, sizeof *p->c, by_name);
     if ((p->paths = ckpt_arena_array(&p->arena, p->n + 1, sizeof *p->paths)) == NULL)
         return ckpt_err_nomem();
     for (size_t i = 0; i < p->n; i++)
-        if ((p->paths[i] = ckpt_arena_printf(&p->arena, "%s/%s", dir, p->names[i])) == NULL)
+        if ((p->paths[i] = ckpt_arena_printf(&p->arena, "%s/%s", dir, p->c[i].name)) == NULL)
             return ckpt_err_nomem();
     return 0;
 }
@@ -114,11 +136,23 @@ int ckpt_pipeline_open(ckpt_pipeline **out, const char *dir) {
 size_t ckpt_pipeline_count(const ckpt_pipeline *p) { return p ? p->n : 0; }
 
 const char *ckpt_pipeline_component(const ckpt_pipeline *p, size_t i) {
-    return p && i < p->n ? p->names[i] : NULL;
+    return p && i < p->n ? p->c[i].name : NULL;
 }
 
 const char *ckpt_pipeline_path(const ckpt_pipeline *p, size_t i) {
     return p && i < p->n ? p->paths[i] : NULL;
+}
+
+int ckpt_pipeline_check(const ckpt_pipeline *p, size_t i) {
+    if (p == NULL || i >= p->n)
+        return ckpt_err(CKPT_E_INVALID_ARG, NULL, NULL, CKPT_NO_OFFSET, "no pipeline component %zu",
+                        i);
+    if (p->c[i].unloadable == NULL) return 0;
+    return ckpt_err(CKPT_E_MISMATCH, p->paths[i], NULL, CKPT_NO_OFFSET,
+                    "component \"%s\" holds %s but no config.json: "
+                    "DiffusionPipeline.from_pretrained cannot load it (from_pretrained reads "
+                    "the component's config.json first)",
+                    p->c[i].name, p->c[i].unloadable);
 }
 
 void ckpt_pipeline_free(ckpt_pipeline *p) {

@@ -22,6 +22,7 @@
 #include "base/sort.h"
 #include "base/source.h"
 #include "jobs/scan.h"
+#include "jobs/verify.h"
 #include "keys/keys.h"
 #include "model/file.h"
 #include "model/walk.h"
@@ -54,6 +55,9 @@ struct ckpt_doctor_report {
     uint64_t size;
     int intact;     /* opened and verified */
     ckpt_error err; /* why not, when !intact */
+    /* the file (r->f or a shard) whose entries flatten to one name when
+     * that is err, its bytes verified; NULL otherwise */
+    const ckpt_file *collide;
     ckpt_verify_report verify;
     uint64_t elements, tensor_bytes;
     uint64_t dtype_bytes[CKPT_DT_COUNT]; /* by dtype (unknown ones as UNKNOWN) */
@@ -418,6 +422,7 @@ static int examine(ckpt_doctor_report *r) {
     if (rc != 0 && is_io(rc)) return rc; /* the error record is the caller's */
     if (rc != 0 && capture(r, &r->err, rc)) return ckpt_err_nomem();
     r->intact = rc == 0;
+    r->collide = rc != 0 ? ckpt_verify_name_collision(r->f, &r->err) : NULL;
     if (r->f == NULL) {
         r->size = stat(r->path, &st) == 0 ? (uint64_t)st.st_size : 0;
         r->detected = detect(r->path);
@@ -805,7 +810,7 @@ static void unvouched(ckpt_doctor_report *r) {
         note(r, "the file could not be opened: nothing in it is vouched for");
         return;
     }
-    if (!r->intact)
+    if (!r->intact && !r->collide)
         note(r, "verification stops at the first problem: bytes after it were not checked");
     note_opaque(r);
     note_checksum(r);
@@ -843,6 +848,7 @@ static void put_location(ckpt_buf *b, const ckpt_error *e, const char *own) {
 static int concern_integrity(const ckpt_doctor_report *r, ckpt_buf *b) {
     if (r->intact || b == NULL) return !r->intact;
     ckpt_buf_str(b, r->err.code == CKPT_E_LIMIT ? "limit exceeded: "
+                    : r->collide                ? "bytes verified, names do not: "
                     : r->f                      ? "corrupt: "
                                                 : "cannot be opened: ");
     ckpt_buf_str(b, r->err.message);
@@ -1166,6 +1172,16 @@ static void json_resume(const ckpt_doctor_report *r, ckpt_jw *j) {
  * (torch 2.13 and 1.13 load a flipped byte as a wrong value). */
 static int withhold_resume(ckpt_doctor_report *r) {
     if (r->intact || r->f == NULL || r->err.code == CKPT_E_LIMIT) return 0;
+    if (r->collide) {
+        r->withheld = ckpt_arena_printf(
+            &r->arena,
+            "not assessed: the bytes verified, but two entries flatten to one name: \"%s\" is "
+            "both %s and %s; a flat state_dict keeps only one of them: rename a key and save "
+            "again",
+            r->collide->collision_name, r->collide->collision_paths[0],
+            r->collide->collision_paths[1]);
+        return r->withheld ? 0 : -1;
+    }
     const char *member = r->err.member ? r->err.member : "";
     int data = strstr(member, "/data/") != NULL;
     r->withheld = ckpt_arena_printf(

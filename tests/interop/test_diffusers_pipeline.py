@@ -109,6 +109,19 @@ def test_verify_names_the_damaged_component():
     assert rc == 1 and heads == ["== " + os.path.join(d, c) for c in COMPONENTS], (rc, heads)
 
 
+def test_a_component_without_config_is_a_finding():
+    """vae/ with its weights but no config.json: diffusers cannot load it
+    (from_pretrained reads the config first); verify and doctor said OK,
+    skipping the folder as if it were the tokenizer's."""
+    d = pipeline()
+    os.unlink(os.path.join(d, "vae", "config.json"))
+    want = 'component "vae" holds diffusion_pytorch_model.safetensors but no config.json'
+    for cmd in ("verify", "doctor"):
+        rc, out, err = ckpt(cmd, d)
+        assert rc == 1 and want in err and os.path.join(d, "vae") in err, (cmd, rc, out, err)
+        assert "tokenizer" not in err, err
+
+
 def test_doctor_reports_each_component():
     d = pipeline()
     rc, out, err = ckpt("doctor", d)

@@ -628,6 +628,25 @@ def test_load_scans_what_it_opened(tmp_path, monkeypatch):
         assert isinstance(ckpt.load(path, mmap=mmap, unsafe_ok=True)["x"], ckpt.Opaque)
 
 
+def test_unsafe_shard_is_unsafe_through_the_directory_or_its_index(tmp_path):
+    """ckpt.load(DIR) scans the file ckpt_open reads there before opening
+    it, as ckpt.load(INDEX) does: the shard's os.system is UnsafeError
+    naming the shard both ways (it was FormatError through the directory)."""
+    names = ["pytorch_model-0000%d-of-00002.bin" % i for i in (1, 2)]
+    torch.save({"w": torch.ones(2)}, tmp_path / names[0])
+    torch.save({"v": torch.ones(2), "x": _Shell()}, tmp_path / names[1])
+    index = tmp_path / "pytorch_model.bin.index.json"
+    index.write_text(json.dumps({"metadata": {}, "weight_map": {"w": names[0], "v": names[1]}}))
+    got = []
+    for path in (tmp_path, index):
+        with pytest.raises(ckpt.UnsafeError) as exc:
+            ckpt.load(path)
+        assert names[1] in str(exc.value) and exc.value.file == str(index), path
+        assert exc.value.report.verdict == "unsafe"
+        got.append((str(exc.value), exc.value.report.globals))
+    assert got[0] == got[1]
+
+
 def test_library_calls_per_load_do_not_grow_with_typed_values(tmp_path, monkeypatch):
     """torch.save's types (nn.Parameter, requires_grad, numpy arrays and
     scalars, frozensets, a state dict's OrderedDict and _metadata) come

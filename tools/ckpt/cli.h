@@ -96,10 +96,11 @@ int cli_report(const char *file, const cli_error *e);
 
 /* What verify, inspect and doctor check for one argument: each model
  * component of a diffusers pipeline directory (ckpt_pipeline_open: unet,
- * text_encoder, vae, in name order), else the argument itself. fn returns
- * a CLI_* code; cli_each_target returns the worst (CLI_USAGE over
- * CLI_FINDINGS), CLI_USAGE after saying why when the pipeline's
- * model_index.json cannot be read or names no model component. */
+ * text_encoder, vae, in name order; one whose folder holds weights but no
+ * config.json reported first, a finding: ckpt_pipeline_check), else the
+ * argument itself. fn returns a CLI_* code; cli_each_target returns the
+ * worst (CLI_USAGE over CLI_FINDINGS), CLI_USAGE after saying why when the
+ * pipeline's model_index.json cannot be read or names no model component. */
 typedef int (*cli_target_fn)(const char *path, void *ctx);
 int cli_each_target(const char *arg, cli_target_fn fn, void *ctx);
 /* Whether some argument stands for several checkpoints (several

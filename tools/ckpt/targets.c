@@ -26,6 +26,12 @@ int cli_each_target(const char *arg, cli_target_fn fn, void *ctx) {
         worst = CLI_USAGE;
     }
     for (size_t i = 0; i < n; i++) {
+        if ((rc = ckpt_pipeline_check(p, i)) != 0) {
+            cli_error e;
+            cli_error_capture(&e, rc);
+            rc = cli_report(ckpt_pipeline_path(p, i), &e);
+            if (rc == CLI_USAGE || (rc == CLI_FINDINGS && worst == CLI_OK)) worst = rc;
+        }
         rc = fn(ckpt_pipeline_path(p, i), ctx);
         if (rc == CLI_USAGE || (rc == CLI_FINDINGS && worst == CLI_OK)) worst = rc;
     }
