@@ -108,23 +108,36 @@ static void write_file(const char *path, const void *p, size_t n) {
     }
 }
 
-/* A model folder whose weights lie in a subdirectory (a diffusers
- * pipeline's unet/): its files are scanned. A hostile
- * unet/diffusion_pytorch_model.bin was "safe" (the folder's top level
- * only; unet/ listed as no checkpoint). */
-TEST(subdirectory_files) {
-    static const char evil[] = "\x80\x02"
-                               "cos\nsystem\nX\x02\x00\x00\x00ls\x85R.";
-    char d[] = "/tmp/ckpt-test-doctor-XXXXXX", p[512];
-    CHECK(mkdtemp(d) != NULL);
+/* A hostile pickle (os.system) the subdirectory tests hide below a
+ * model folder. */
+static const char evil[] = "\x80\x02"
+                           "cos\nsystem\nX\x02\x00\x00\x00ls\x85R.";
+
+/* A fresh folder d holding examples/train.pt as model.pt; 0 on failure. */
+static int example_folder(char *d) {
+    char p[512];
     FILE *in = fopen(path_of("../examples/train.pt"), "rb");
-    CHECK(in != NULL);
-    if (!in) return;
+    int made = in && mkdtemp(d) != NULL;
+    CHECK(made);
+    if (!made) {
+        if (in) fclose(in);
+        return 0;
+    }
     static char buf[1 << 20];
     size_t n = fread(buf, 1, sizeof buf, in);
     fclose(in);
     snprintf(p, sizeof p, "%s/model.pt", d);
     write_file(p, buf, n);
+    return 1;
+}
+
+/* A model folder whose weights lie in a subdirectory (a diffusers
+ * pipeline's unet/): its files are scanned. A hostile
+ * unet/diffusion_pytorch_model.bin was "safe" (the folder's top level
+ * only; unet/ listed as no checkpoint). */
+TEST(subdirectory_files) {
+    char d[] = "/tmp/ckpt-test-doctor-XXXXXX", p[512];
+    if (!example_folder(d)) return;
     snprintf(p, sizeof p, "%s/unet", d);
     CHECK_EQ_INT(mkdir(p, 0755), 0);
     snprintf(p, sizeof p, "%s/unet/notes.txt", d);
@@ -155,18 +168,8 @@ TEST(subdirectory_files) {
  * folder left unscanned is an unscannable entry naming it, never 'safe'
  * with the file unread (it was HEALTHY, safe). */
 TEST(subdirectory_too_deep) {
-    static const char evil[] = "\x80\x02"
-                               "cos\nsystem\nX\x02\x00\x00\x00ls\x85R.";
     char d[] = "/tmp/ckpt-test-doctor-XXXXXX", p[512];
-    CHECK(mkdtemp(d) != NULL);
-    FILE *in = fopen(path_of("../examples/train.pt"), "rb");
-    CHECK(in != NULL);
-    if (!in) return;
-    static char buf[1 << 20];
-    size_t n = fread(buf, 1, sizeof buf, in);
-    fclose(in);
-    snprintf(p, sizeof p, "%s/model.pt", d);
-    write_file(p, buf, n);
+    if (!example_folder(d)) return;
     snprintf(p, sizeof p, "%s", d);
     for (int i = 0; i < 17; i++) {
         size_t len = strlen(p);
