@@ -52,7 +52,7 @@ enum {
  * `file` where the problem was found, or UINT64_MAX when unknown;
  * os_errno: for CKPT_E_IO where a system call on `file` failed (open,
  * read, stat, map, the atomic write's temporary file), its errno (ENOENT,
- * EACCES, EISDIR...), else 0 (since 0.3). */
+ * EACCES, EISDIR...), else 0 (since 0.2). */
 typedef struct ckpt_error {
     int code;
     const char *message;

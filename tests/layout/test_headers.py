@@ -2,10 +2,14 @@
 """Each public header compiles on its own, as C99 and as C++11, with
 -pedantic -Wall -Wextra -Werror (a header that needs another included first,
 or uses C-only syntax outside a macro, fails here). Compilers: $CC (cc) and
-$CXX (c++); a missing C++ compiler is reported as skipped.
+$CXX (c++); a missing C++ compiler is reported as skipped. Every "since X.Y"
+in a header names a version no later than the one the headers describe
+(CKPT_VERSION_MAJOR/MINOR in ckpt/common.h): an API cannot have shipped in a
+version not yet made.
 Ends with "N passed, N failed"."""
 import glob
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -13,6 +17,22 @@ import sys
 ROOT = os.environ.get("CKPT_SRC") or os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
 INC = os.path.join(ROOT, "include")
+
+
+def since_beyond_version():
+    """(header, line, "X.Y") for each "since X.Y" later than the version."""
+    with open(os.path.join(INC, "ckpt", "common.h"), encoding="utf-8") as fh:
+        common = fh.read()
+    version = tuple(int(re.search(r"^#define CKPT_VERSION_%s (\d+)$" % part, common, re.M).group(1))
+                    for part in ("MAJOR", "MINOR"))
+    late = []
+    for h in sorted(glob.glob(os.path.join(INC, "**", "*.h"), recursive=True)):
+        with open(h, encoding="utf-8") as fh:
+            for n, line in enumerate(fh, 1):
+                for m in re.finditer(r"\bsince (?:v|version )?(\d+)\.(\d+)", line):
+                    if (int(m.group(1)), int(m.group(2))) > version:
+                        late.append((os.path.relpath(h, INC), n, "%s.%s" % m.groups()))
+    return late
 
 
 def main():
@@ -37,6 +57,12 @@ def main():
             else:
                 failed += 1
                 print("FAIL %s as %s:\n%s" % (h, lang, p.stderr.decode(errors="replace")))
+    late = since_beyond_version()
+    if late:
+        failed += 1
+        print("FAIL a \"since\" later than the version: %s" % late)
+    else:
+        passed += 1
     print("%d passed, %d failed" % (passed, failed))
     return 1 if failed else 0
 
