@@ -1,8 +1,10 @@
 #!/bin/sh
 # test_install.sh BUILD SRC - `cmake --install` of BUILD into a temporary
-# prefix has the CLI, libckpt (shared, static), the include/ tree, ckpt.pc
-# and the CMake package config; a small C program (consumer/) builds against
-# it with pkg-config and with find_package(ckpt), shared and static, and runs.
+# prefix has the CLI, libckpt (shared, static), the include/ tree, ckpt.pc,
+# the CMake package config, the man page and the bash and zsh completions
+# (the installed CLI's `ckpt help --man` / `--completion SHELL`); a small
+# C program (consumer/) builds against it with pkg-config and with
+# find_package(ckpt), shared and static, and runs.
 set -eu
 build=$1 src=$2
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/ckpt-install-XXXXXX")
@@ -24,6 +26,14 @@ done
 done
 want="ckpt $("$p/bin/ckpt" --version | sed -n 's/^ckpt \([^ ]*\).*/\1/p'): w F32"
 "$p/bin/ckpt" --version | grep -q "^ckpt [0-9]" || fail "installed ckpt --version"
+for doc in "share/man/man1/ckpt.1 --man" "share/bash-completion/completions/ckpt --completion bash" \
+           "share/zsh/site-functions/_ckpt --completion zsh"; do
+    set -- $doc
+    f=$1
+    shift
+    [ -s "$p/$f" ] || fail "not installed: $f"
+    "$p/bin/ckpt" help "$@" | cmp -s - "$p/$f" || fail "$f is not \`ckpt help $*\`"
+done
 
 check() {  # check NAME PROGRAM: runs, prints $want
     got=$(LD_LIBRARY_PATH=$libdir "$2") || fail "$1: exit $?"
