@@ -83,10 +83,12 @@ def test_verify_checks_each_component():
         ["OK", os.path.join(d, c)] for c in COMPONENTS], lines
     assert "2 shards, each checked whole" in lines[1], lines[1]
     rc, out, _ = ckpt("verify", "--json", d)
-    got = [(o["file"], o["ok"], o["format"]) for o in json.loads(out)]
-    assert rc == 0 and got == [(os.path.join(d, "text_encoder"), True, "torch-zip"),
-                               (os.path.join(d, "unet"), True, "safetensors-sharded"),
-                               (os.path.join(d, "vae"), True, "safetensors")], got
+    got = [(o["file"], o["ok"], o["format"], o["pipeline"]) for o in json.loads(out)]
+    assert rc == 0 and got == [
+        (os.path.join(d, "text_encoder"), True, "torch-zip",
+         {"component": "text_encoder", "error": None}),
+        (os.path.join(d, "unet"), True, "safetensors-sharded", {"component": "unet", "error": None}),
+        (os.path.join(d, "vae"), True, "safetensors", {"component": "vae", "error": None})], got
     # a component folder alone opens as its weights (diffusers' names)
     rc, out, _ = ckpt("verify", os.path.join(d, "vae"))
     assert rc == 0 and out.startswith("OK "), out
@@ -120,6 +122,16 @@ def test_a_component_without_config_is_a_finding():
         rc, out, err = ckpt(cmd, d)
         assert rc == 1 and want in err and os.path.join(d, "vae") in err, (cmd, rc, out, err)
         assert "tokenizer" not in err, err
+    # --json carries it too, in the element of its component (it was on
+    # stderr only: the JSON said nothing of it)
+    for cmd in ("verify", "doctor", "inspect"):
+        rc, out, err = ckpt(cmd, "--json", d)
+        got = {o["pipeline"]["component"]: o["pipeline"]["error"] for o in json.loads(out)}
+        assert rc == 1 and sorted(got) == COMPONENTS, (cmd, rc, out, err)
+        assert got["text_encoder"] is None and got["unet"] is None, (cmd, got)
+        assert got["vae"] is not None and got["vae"]["code"] == "CKPT_E_MISMATCH" \
+            and want in got["vae"]["message"] and got["vae"]["file"] == os.path.join(d, "vae") \
+            and (got["vae"]["member"], got["vae"]["offset"]) == (None, None), (cmd, got)
 
 
 def test_doctor_reports_each_component():

@@ -94,14 +94,22 @@ int cli_report(const char *file, const cli_error *e);
 
 /* ------------------------------------------------------------ targets */
 
+/* One checkpoint an argument stands for: path; component, the name of the
+ * pipeline component it is (NULL: the argument itself); unloadable, for a
+ * component whose folder holds weights but no config.json, the finding
+ * (ckpt_pipeline_check), else NULL. */
+typedef struct cli_target {
+    const char *path, *component;
+    const cli_error *unloadable;
+} cli_target;
 /* What verify, inspect and doctor check for one argument: each model
  * component of a diffusers pipeline directory (ckpt_pipeline_open: unet,
- * text_encoder, vae, in name order; one whose folder holds weights but no
- * config.json reported first, a finding: ckpt_pipeline_check), else the
- * argument itself. fn returns a CLI_* code; cli_each_target returns the
- * worst (CLI_USAGE over CLI_FINDINGS), CLI_USAGE after saying why when the
- * pipeline's model_index.json cannot be read or names no model component. */
-typedef int (*cli_target_fn)(const char *path, void *ctx);
+ * text_encoder, vae, in name order; an unloadable one reported on stderr
+ * first, a finding), else the argument itself. fn returns a CLI_* code;
+ * cli_each_target returns the worst (CLI_USAGE over CLI_FINDINGS),
+ * CLI_USAGE after saying why when the pipeline's model_index.json cannot be
+ * read or names no model component. */
+typedef int (*cli_target_fn)(const cli_target *t, void *ctx);
 int cli_each_target(const char *arg, cli_target_fn fn, void *ctx);
 /* Whether some argument stands for several checkpoints (several
  * arguments, or a pipeline): --json writes an array then. */
@@ -205,6 +213,10 @@ void cli_json_hex(cli_json_writer *j, const unsigned char *p, size_t len);
  * write it; file is the one e blames (a shard, a member's archive), else
  * path; member and offset are null when unknown. */
 void cli_json_error(cli_json_writer *j, const cli_error *e, const char *path);
+/* --json of a pipeline's component: the key "pipeline" and {"component",
+ * "error": null | the cli_json_error object of the finding}; nothing for
+ * an argument that is not a component. */
+void cli_json_pipeline(cli_json_writer *j, const cli_target *t);
 
 /* Shortest text for a finite double that strtod reads back to the same
  * bits, with ".0" added when it would read as an integer. */

@@ -329,7 +329,9 @@ static const section sections[] = {
 
 /* ------------------------------------------------------------ report */
 
-static int print_json(const ckpt_doctor_report *r) {
+/* The library's report, with the "pipeline" key of a pipeline's component
+ * put first into its object. */
+static int print_json(const ckpt_doctor_report *r, const cli_target *t) {
     char *json = NULL;
     size_t len = 0;
     double t0 = now();
@@ -339,7 +341,17 @@ static int print_json(const ckpt_doctor_report *r) {
         fputs("ckpt: out of memory\n", stderr);
         return CLI_USAGE;
     }
-    fwrite(json, 1, len, stdout);
+    if (t->component && len > 2 && json[0] == '{') {
+        cli_json_writer j;
+
+        cli_json_init(&j, stdout);
+        cli_json_object_begin(&j);
+        cli_json_pipeline(&j, t);
+        fputc(',', stdout);
+        fwrite(json + 1, 1, len - 1, stdout);
+    } else {
+        fwrite(json, 1, len, stdout);
+    }
     fputc('\n', stdout);
     ckpt_string_free(json);
     if (timings_on()) print_timing("json", now() - t0);
@@ -376,7 +388,8 @@ static const cli_opt opts[] = {
 
 /* The report of one checkpoint (a pipeline's component: after a
  * header line naming it); returns its exit code. */
-static int doctor_one(const char *path, void *ctx) {
+static int doctor_one(const cli_target *t, void *ctx) {
+    const char *path = t->path;
     ckpt_doctor_report *r = NULL;
     const char *name;
     double seconds;
@@ -402,6 +415,7 @@ static int doctor_one(const char *path, void *ctx) {
             cli_json_object_begin(&j);
             cli_json_key(&j, "file");
             cli_json_string(&j, path);
+            cli_json_pipeline(&j, t);
             cli_json_key(&j, "verdict");
             cli_json_null(&j);
             cli_json_key(&j, "error");
@@ -415,7 +429,7 @@ static int doctor_one(const char *path, void *ctx) {
     for (i = 0; timings_on() && (name = ckpt_doctor_timing(r, i, &seconds)); i++)
         print_timing(name, seconds);
     if (args.json)
-        rc = print_json(r);
+        rc = print_json(r, t);
     else
         print_text(r);
     if (rc == CLI_OK) rc = ckpt_doctor_healthy(r) ? CLI_OK : CLI_FINDINGS;
@@ -446,7 +460,9 @@ const cli_command cli_cmd_doctor = {
     "(Hugging Face Trainer layout) is examined as one training checkpoint;\n"
     "a diffusers pipeline directory (model_index.json) model component by\n"
     "model component (unet, text_encoder, vae...), each report under a line\n"
-    "`== DIR/COMPONENT` (--json: an array of the reports);\n"
+    "`== DIR/COMPONENT` (--json: an array of the reports, each with\n"
+    "pipeline {component, error}: error the finding of a component with\n"
+    "weights but no config.json, as verify --json writes it, else null);\n"
     "a ckpt store (a directory holding LATEST) as the generation LATEST\n"
     "names, alone, with every generation listed and verified; a sharded\n"
     "set (its folder or index) as one checkpoint, shard by shard. A folder\n"

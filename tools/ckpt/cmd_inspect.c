@@ -124,13 +124,14 @@ static void json_versions(inspect *in, cli_json_writer *j, const ckpt_file *f) {
     ckpt_manifest_free(m);
 }
 
-static void print_json(inspect *in, cli_json_writer *j) {
+static void print_json(inspect *in, cli_json_writer *j, const cli_target *t) {
     ckpt_file *f = in->f;
     size_t n, i;
 
     cli_json_object_begin(j);
     cli_json_key(j, "file");
     cli_json_string(j, in->path);
+    cli_json_pipeline(j, t);
     cli_json_key(j, "format");
     cli_json_string(j, ckpt_format_name(ckpt_file_format(f)));
 
@@ -435,7 +436,8 @@ static int warn_unsafe(const char *path, const ckpt_file *f) {
     return rc;
 }
 
-static int inspect_one(const char *path, int hash, cli_json_writer *j) {
+static int inspect_one(const cli_target *t, int hash, cli_json_writer *j) {
+    const char *path = t->path;
     inspect in = {NULL, NULL, 0, 0, CLI_OK};
     cli_error e;
     int rc;
@@ -446,12 +448,14 @@ static int inspect_one(const char *path, int hash, cli_json_writer *j) {
     rc = ckpt_open(&in.f, in.path, NULL);
     if (rc != 0) {
         cli_error_capture(&e, rc);
-        /* among several files, its place in the array (as verify --json
-         * writes a file it cannot open); alone, stdout stays empty */
-        if (j && args.files.n > 1) {
+        /* among several files or a pipeline's components, its place in
+         * the array (as verify --json writes a file it cannot open);
+         * alone, stdout stays empty */
+        if (j && (args.files.n > 1 || t->component)) {
             cli_json_object_begin(j);
             cli_json_key(j, "file");
             cli_json_string(j, path);
+            cli_json_pipeline(j, t);
             cli_json_key(j, "format");
             cli_json_null(j);
             cli_json_key(j, "error");
@@ -461,7 +465,7 @@ static int inspect_one(const char *path, int hash, cli_json_writer *j) {
         return cli_report(in.path, &e);
     }
     if (j)
-        print_json(&in, j);
+        print_json(&in, j, t);
     else
         print_text(&in);
     rc = warn_unsafe(in.path, in.f);
@@ -479,12 +483,12 @@ static int inspect_one(const char *path, int hash, cli_json_writer *j) {
 
 /* One checkpoint of the command line (a pipeline's component), after a
  * blank line when another came before. */
-static int inspect_target(const char *path, void *ctx) {
+static int inspect_target(const cli_target *t, void *ctx) {
     static int first = 1;
 
     if (!args.json && !first) fputc('\n', stdout);
     first = 0;
-    return inspect_one(path, args.hash != NULL, args.json ? ctx : NULL);
+    return inspect_one(t, args.hash != NULL, args.json ? ctx : NULL);
 }
 
 static int run(const cli_command *cmd, int argc, char **argv) {
@@ -523,7 +527,9 @@ const cli_command cli_cmd_inspect = {
     "and the metadata of each FILE, without executing anything in it. A\n"
     "file that cannot be read is reported on stderr and the others listed.\n"
     "FILE may be a torch.distributed.checkpoint directory: its global\n"
-    "tensors are shown, assembled from their chunks.\n"
+    "tensors are shown, assembled from their chunks; a diffusers pipeline\n"
+    "directory (model_index.json), each model component (--json: an array,\n"
+    "each object with pipeline {component, error} as verify --json writes).\n"
     "The header line gives the file's size (a directory's: all its files).\n"
     "The totals line `K keys, E elements, B bytes` counts the tensor names\n"
     "(as verify and convert count them: a tied weight is two keys), their\n"

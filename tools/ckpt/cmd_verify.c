@@ -27,10 +27,11 @@ typedef struct outcome {
     int rc;             /* CLI_* */
 } outcome;
 
-static void print_json(cli_json_writer *j, const outcome *o) {
+static void print_json(cli_json_writer *j, const outcome *o, const cli_target *t) {
     cli_json_object_begin(j);
     cli_json_key(j, "file");
     cli_json_string(j, o->path);
+    cli_json_pipeline(j, t);
     cli_json_key(j, "format");
     if (o->f)
         cli_json_string(j, ckpt_format_name(ckpt_file_format(o->f)));
@@ -124,7 +125,8 @@ static void print_ok(const outcome *o) {
 }
 
 /* Verifies one file and prints what was found; returns its exit code. */
-static int verify_one(const char *path, void *ctx) {
+static int verify_one(const cli_target *t, void *ctx) {
+    const char *path = t->path;
     cli_json_writer *j = ctx;
     ckpt_file *f = NULL;
     ckpt_verify_report report;
@@ -145,7 +147,7 @@ static int verify_one(const char *path, void *ctx) {
         o.rc = cli_exit_code(e.code);
     }
     if (args.json)
-        print_json(j, &o);
+        print_json(j, &o, t);
     else if (o.e)
         print_failure(&o);
     else if (!args.quiet)
@@ -202,6 +204,10 @@ const cli_command cli_cmd_verify = {
     "A diffusers pipeline directory (model_index.json) is checked component\n"
     "by component (unet, text_encoder, vae...: each model folder it names,\n"
     "one line each); a tokenizer's or scheduler's folder holds no weights.\n"
+    "A model folder with weights but no config.json is a finding (stderr;\n"
+    "diffusers cannot load it): with --json each component's object has\n"
+    "pipeline {component, error: null or {code, message, file, member,\n"
+    "offset}}.\n"
     "A sharded set (its folder or index) is checked shard by shard, each as\n"
     "the file it is, after open matched the index's weight_map with the\n"
     "shards' tensors one for one; its OK line says so: `; N shards, each\n"

@@ -9,8 +9,9 @@ int cli_each_target(const char *arg, cli_target_fn fn, void *ctx) {
     ckpt_pipeline *p = NULL;
     int rc = ckpt_pipeline_open(&p, arg), worst = CLI_OK;
     size_t n = ckpt_pipeline_count(p);
+    cli_target t = {arg, NULL, NULL};
 
-    if (rc == CKPT_E_NOTFOUND) return fn(arg, ctx);
+    if (rc == CKPT_E_NOTFOUND) return fn(&t, ctx);
     if (rc) {
         cli_error e;
         cli_error_capture(&e, rc);
@@ -26,13 +27,17 @@ int cli_each_target(const char *arg, cli_target_fn fn, void *ctx) {
         worst = CLI_USAGE;
     }
     for (size_t i = 0; i < n; i++) {
+        cli_error e;
+        t.path = ckpt_pipeline_path(p, i);
+        t.component = ckpt_pipeline_component(p, i);
+        t.unloadable = NULL;
         if ((rc = ckpt_pipeline_check(p, i)) != 0) {
-            cli_error e;
             cli_error_capture(&e, rc);
-            rc = cli_report(ckpt_pipeline_path(p, i), &e);
+            t.unloadable = &e;
+            rc = cli_report(t.path, &e);
             if (rc == CLI_USAGE || (rc == CLI_FINDINGS && worst == CLI_OK)) worst = rc;
         }
-        rc = fn(ckpt_pipeline_path(p, i), ctx);
+        rc = fn(&t, ctx);
         if (rc == CLI_USAGE || (rc == CLI_FINDINGS && worst == CLI_OK)) worst = rc;
     }
     ckpt_pipeline_free(p);
@@ -45,4 +50,18 @@ int cli_several_targets(const char *const *args, size_t n) {
 
     ckpt_pipeline_free(p);
     return several;
+}
+
+void cli_json_pipeline(cli_json_writer *j, const cli_target *t) {
+    if (t->component == NULL) return;
+    cli_json_key(j, "pipeline");
+    cli_json_object_begin(j);
+    cli_json_key(j, "component");
+    cli_json_string(j, t->component);
+    cli_json_key(j, "error");
+    if (t->unloadable)
+        cli_json_error(j, t->unloadable, t->path);
+    else
+        cli_json_null(j);
+    cli_json_object_end(j);
 }
