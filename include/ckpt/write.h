@@ -159,6 +159,21 @@ typedef struct ckpt_convert_report {
  * stay. A previous index that cannot be read (over limits.max_index_bytes,
  * malformed) names nothing.
  *
+ * `in` a model folder (a directory that is not a DCP checkpoint) and
+ * `out` a folder (a name ending in '/', or an existing directory other
+ * than `in`), not DCP: the folder's other files are written into `out`
+ * too, so that from_pretrained(out) finds what from_pretrained(in) found
+ * (config.json, generation_config.json, the tokenizer's files): the
+ * regular files directly in `in` except hidden ones, the weights files
+ * and indexes a model folder is opened by, shard files, and files whose
+ * first bytes ckpt_detect_format reads as a zip, safetensors, torch
+ * legacy, DCP metadata or a pickle opening with PROTO (optimizer.pt,
+ * training_args.bin). They are listed before anything is written: a
+ * symbolic link leading out of `in` is CKPT_E_INVALID_ARG naming it (never
+ * followed; one inside `in` is copied as its file); after the weights,
+ * each is written as the weights are (atomically, read back,
+ * opts->write.backup), CKPT_E_IO when one changes while read.
+ *
  * CKPT_FORMAT_DCP: a torch.distributed.checkpoint directory as torch
  * 2.13's dcp.save writes it on one rank (DefaultSavePlanner,
  * FileSystemWriter; FORMATS.md §4): the tree (its root must be a dict) is

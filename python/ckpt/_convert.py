@@ -35,7 +35,12 @@ def convert(src, dst, *, format=None, select=(), exclude=(), max_shard_size=0): 
     select: name prefixes to keep (one naming a dict or list, such as a
     training checkpoint's "model", writes it with its own keys, as
     torch.load(src)["model"] has them); exclude: globs to leave out;
-    max_shard_size > 0: a Hugging Face sharded set. Returns a
+    max_shard_size > 0: a Hugging Face sharded set. A model folder `src`
+    converted into a folder `dst` ("out/", or an existing directory)
+    takes its other files along (config.json, the tokenizer's...: not the
+    weights, hidden files, subfolders or training state), so that
+    from_pretrained(dst) loads; a symbolic link leading out of `src` is
+    refused (InvalidArgumentError) before anything is written. Returns a
     ConvertReport; raises ckpt.Error subclasses (InvalidArgumentError,
     UnsupportedError naming what cannot be written, FileError...)."""
     src, dst = os.fspath(src), os.fspath(dst)

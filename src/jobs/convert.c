@@ -24,6 +24,7 @@
 #include "format/write.h"
 #include "open/dcp.h"
 #include "open/sharded.h"
+#include "jobs/folder_files.h"
 #include "jobs/verify.h"
 
 /* ------------------------------------------------------------ select, exclude */
@@ -770,6 +771,22 @@ static int write_sharded(const ckpt_value *root, const char *out, ckpt_format fm
     return rc;
 }
 
+/* *dir: the output folder when a model folder `in` is written into a
+ * folder `out` (another one: converting a folder into itself copies
+ * nothing), whose other files go with the weights; else NULL. */
+static int folder_pair(const char **dir, const char *in, const char *out, ckpt_format fmt,
+                       ckpt_arena *a) {
+    struct stat si, so;
+    *dir = NULL;
+    if (fmt == CKPT_FORMAT_DCP || !names_dir(out) || stat(in, &si) != 0 || !S_ISDIR(si.st_mode) ||
+        ckpt_dcp_is_dir(in))
+        return 0;
+    if (stat(out, &so) == 0 && so.st_dev == si.st_dev && so.st_ino == si.st_ino) return 0;
+    size_t len = strlen(out);
+    while (len > 1 && out[len - 1] == '/') len--;
+    return (*dir = ckpt_arena_strndup(a, out, len)) ? 0 : ckpt_err_nomem();
+}
+
 int ckpt_convert(ckpt_convert_report *report, const char *in, const char *out,
                  const ckpt_convert_options *opts) {
     ckpt_convert_options defaults = CKPT_CONVERT_OPTIONS_INIT;
@@ -811,6 +828,12 @@ int ckpt_convert(ckpt_convert_report *report, const char *in, const char *out,
         rc = ckpt_err(CKPT_E_FORMAT, in, "", CKPT_NO_OFFSET, "the file holds no object");
     if (!rc) rc = select_tree(&root, o, &a, &f->opts.limits);
     if (!rc) rc = merge_metadata(&m, f, o, &a);
+    /* a model folder's other files, listed (a link out of it refused)
+     * before anything is written, copied once the weights are */
+    ckpt_folder_files others = {0};
+    const char *out_dir = NULL;
+    if (!rc) rc = folder_pair(&out_dir, in, out, fmt, &a);
+    if (!rc && out_dir) rc = ckpt_folder_files_list(&others, &a, in);
     if (!rc) {
         ckpt_write_options w = CKPT_WRITE_OPTIONS_INIT;
         w.meta_keys = m.keys;
@@ -843,6 +866,7 @@ int ckpt_convert(ckpt_convert_report *report, const char *in, const char *out,
             if (!rc && report)
                 *report = (ckpt_convert_report){fmt, stats.tensors, stats.bytes, stats.keys, 0};
         }
+        if (!rc && out_dir) rc = ckpt_folder_files_copy(&others, out_dir, w.backup, &a);
     }
     ckpt_arena_free(&a);
     ckpt_close(f);

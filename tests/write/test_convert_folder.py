@@ -1,0 +1,140 @@
+#!/usr/bin/python3
+"""`ckpt convert DIR OUT/` of a Hugging Face model folder writes the
+weights and the folder's other files (config.json, generation_config.json,
+the tokenizer's), so that from_pretrained(OUT) finds what it found in DIR;
+before, OUT held the weights alone. Not copied: the weights and their
+index, hidden files, subfolders, checkpoints by their first bytes
+(optimizer.pt, training_args.bin: training state, pickles). A symbolic
+link inside DIR is copied as the file it leads to; one leading out of DIR
+is refused before anything is written. Each file is written atomically
+(no temporary file left). A file OUT (DIR/model.safetensors) gets the
+weights alone. The inputs are written here (safetensors by hand, a torch
+zip's first bytes): the CLI alone runs. Environment: CKPT_BIN. Ends with
+"N passed, N failed"."""
+import json
+import os
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+import suite  # noqa: E402
+
+CKPT = os.environ.get("CKPT_BIN", "ckpt")
+ROOT = None
+OTHERS = {"config.json": b'{"model_type": "bert", "hidden_size": 2}\n',
+          "generation_config.json": b'{"max_length": 20}\n',
+          "tokenizer.json": b'{"version": "1.0", "model": {"type": "WordPiece"}}\n',
+          "vocab.txt": b"cat\ndog\n",  # a protocol 0 pickle opcode first: text all the same
+          "special_tokens_map.json": b"{}",
+          "README.md": b"---\nlicense: mit\n---\n"}
+
+
+def safetensors(tensors):
+    header, data = {}, b""
+    for name, values in tensors.items():
+        raw = struct.pack("<%df" % len(values), *values)
+        header[name] = {"dtype": "F32", "shape": [len(values)],
+                        "data_offsets": [len(data), len(data) + len(raw)]}
+        data += raw
+    h = json.dumps(header).encode()
+    return struct.pack("<Q", len(h)) + h + data
+
+
+def folder(name):
+    d = os.path.join(ROOT, name)
+    shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(os.path.join(d, "runs"))
+    files = dict(OTHERS)
+    files["model.safetensors"] = safetensors({"w": [1.0, 2.0]})
+    files["optimizer.pt"] = b"PK\x03\x04" + b"\0" * 60  # a zip: training state
+    files["training_args.bin"] = b"\x80\x02cbuiltins\nprint\n."  # a pickle
+    files[".gitattributes"] = b"*.bin filter=lfs\n"
+    files["runs/events"] = b"x"
+    for n, b in files.items():
+        with open(os.path.join(d, n), "wb") as fh:
+            fh.write(b)
+    return d
+
+
+def ckpt(*argv):
+    p = subprocess.run([CKPT] + list(argv), capture_output=True, timeout=120)
+    return p.returncode, p.stdout.decode(), p.stderr.decode()
+
+
+def contents(d):
+    got = {}
+    for n in os.listdir(d):
+        if os.path.isdir(os.path.join(d, n)):
+            continue
+        with open(os.path.join(d, n), "rb") as fh:
+            got[n] = fh.read()
+    return got
+
+
+def test_the_other_files_go_with_the_weights():
+    d = folder("bert")
+    out = os.path.join(ROOT, "out")
+    rc, _, err = ckpt("convert", d, out + "/")
+    assert rc == 0, (rc, err)
+    got = contents(out)
+    assert sorted(got) == sorted(list(OTHERS) + ["model.safetensors"]), sorted(got)
+    assert all(got[n] == b for n, b in OTHERS.items()), got
+    rc, _, err = ckpt("verify", out)
+    assert rc == 0, err
+    # again, over the first output: replaced, still no temporary file left
+    with open(os.path.join(d, "config.json"), "wb") as fh:
+        fh.write(b'{"model_type": "bert", "hidden_size": 4}\n')
+    rc, _, err = ckpt("convert", d, out)
+    assert rc == 0 and sorted(os.listdir(out)) == sorted(got), (rc, err, os.listdir(out))
+    assert contents(out)["config.json"].endswith(b'4}\n'), contents(out)["config.json"]
+
+
+def test_a_link_inside_is_its_file_a_link_out_is_refused():
+    d = folder("linked")
+    os.rename(os.path.join(d, "tokenizer.json"), os.path.join(d, "tok.data"))
+    os.symlink("tok.data", os.path.join(d, "tokenizer.json"))
+    out = os.path.join(ROOT, "linked-out")
+    rc, _, err = ckpt("convert", d, out + "/")
+    got = contents(out)
+    assert rc == 0 and got["tokenizer.json"] == OTHERS["tokenizer.json"], (rc, err)
+    assert not os.path.islink(os.path.join(out, "tokenizer.json"))
+    outside = os.path.join(ROOT, "blob")
+    with open(outside, "wb") as fh:
+        fh.write(b"{}")
+    os.symlink(outside, os.path.join(d, "added_tokens.json"))
+    out = os.path.join(ROOT, "refused")
+    rc, _, err = ckpt("convert", d, out + "/")
+    assert rc == 2 and "added_tokens.json" in err and "symbolic link out of the folder" in err, \
+        (rc, err)
+    assert not os.path.exists(out), os.listdir(out)
+
+
+def test_a_file_output_is_the_weights_alone():
+    d = folder("alone")
+    out = os.path.join(ROOT, "alone-out")
+    os.makedirs(out)
+    rc, _, err = ckpt("convert", d, os.path.join(out, "model.safetensors"))
+    assert rc == 0 and os.listdir(out) == ["model.safetensors"], (rc, err, os.listdir(out))
+    # a folder converted into itself copies nothing onto itself
+    before = contents(d)
+    rc, _, err = ckpt("convert", d, d + "/")
+    after = contents(d)
+    assert rc == 0 and sorted(after) == sorted(before), (rc, err, sorted(after))
+    assert all(after[n] == before[n] for n in OTHERS), err
+
+
+def main():
+    global ROOT
+    ROOT = tempfile.mkdtemp(prefix="ckpt-convert-folder-")
+    try:
+        return suite.run_cases(globals(), os.path.abspath(__file__))
+    finally:
+        shutil.rmtree(ROOT, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
