@@ -28,6 +28,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "python"))
 import dcp_ranks  # noqa: E402
+sys.path.insert(0, os.path.dirname(HERE))
+import suite  # noqa: E402
 
 STORE_TEST = os.path.join(HERE, "test_py_store.py")
 
@@ -90,7 +92,7 @@ def main():
     rng = random.Random(seed)
     print("seed %d" % seed)
     tmp = tempfile.mkdtemp(prefix="ckpt-crash-trials-")
-    passed = failed = 0
+    tally = suite.Tally(echo=False)
     try:
         base = os.path.join(tmp, "base")
         dcp_ranks.run(STORE_TEST, "rank_commit", a.world, base, 1, 2)
@@ -117,17 +119,16 @@ def main():
                     dcp_ranks.run(STORE_TEST, "rank_commit", a.world, d, 4)
                     assert latest_name(d) == "ckpt-4.dcp", latest_name(d)
                     assert not [f for f in os.listdir(d) if ".tmp-" in f], os.listdir(d)
-                passed += 1
                 print("ok   trial %d: rank %d killed %.3f s in; LATEST %s" % (
                     i, victim, delay, named))
+                tally.report(True, "trial %d" % i)
             except Exception as e:  # report every trial
-                failed += 1
-                print("FAIL trial %d: rank %d killed %.3f s in: %s" % (i, victim, delay, e))
+                tally.report(False, "trial %d: rank %d killed %.3f s in" % (i, victim, delay),
+                             [e])
             shutil.rmtree(d, ignore_errors=True)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    print("%d passed, %d failed" % (passed, failed))
-    return 1 if failed else 0
+    return tally.end()
 
 
 if __name__ == "__main__":

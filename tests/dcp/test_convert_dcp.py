@@ -32,6 +32,8 @@ import sys
 SRC = os.environ.get("CKPT_SRC", os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import torch_dcp  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import suite  # noqa: E402
 
 torch_dcp.require(SRC)
 
@@ -57,13 +59,12 @@ import ckpt as pyckpt  # noqa: E402
 warnings.filterwarnings("ignore")
 BIN = os.environ.get("CKPT_BIN", "ckpt")
 TMP = tempfile.mkdtemp(prefix="ckpt-convert-dcp-")
-RESULTS = {True: 0, False: 0}
+TALLY = suite.Tally()
 
 
 def check(name, cond, detail=""):
     """One assertion: its line, and its count."""
-    RESULTS[bool(cond)] += 1
-    print(("ok   %s" if cond else "FAIL %s " + str(detail)[:2000]) % name)
+    TALLY.report(cond, name, [str(detail)[:2000]] if detail else ())
 
 
 def ckpt(*args):
@@ -423,5 +424,4 @@ after = sorted(set(os.listdir(TMP)) - {"bare.pt", "dup.pt", "opaque.pt", "floats
 check("refusals leave nothing behind", after == before, sorted(set(after) ^ set(before)))
 
 shutil.rmtree(TMP)
-print("%d passed, %d failed" % (RESULTS[True], RESULTS[False]))
-sys.exit(1 if RESULTS[False] else 0)
+sys.exit(TALLY.end())

@@ -23,13 +23,11 @@ sys.path.insert(0, os.path.dirname(HERE))
 import suite  # noqa: E402
 BIN = os.environ.get("CKPT_BIN", "ckpt")
 COUNTER = "bn.num_batches_tracked"
-results = {"passed": 0, "failed": 0}
+TALLY = suite.Tally(echo=False)
 
 
 def check(ok, what, detail=""):
-    results["passed" if ok else "failed"] += 1
-    if not ok:
-        print("FAIL %s %s" % (what, detail))
+    TALLY.report(ok, what, [detail] if detail else ())
 
 
 def match(ckpt_path, spec, *opts):
@@ -132,8 +130,7 @@ def main():
     for _, python in suite.oracles():
         with tempfile.TemporaryDirectory() as tmp:
             one_oracle(python, tmp)
-    print("%d passed, %d failed" % (results["passed"], results["failed"]))
-    sys.exit(1 if results["failed"] else 0)
+    sys.exit(TALLY.end())
 
 
 if __name__ == "__main__":

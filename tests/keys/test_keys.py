@@ -17,6 +17,7 @@ import traceback
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from suite import selected  # noqa: E402
+import suite  # noqa: E402
 
 BIN = os.environ.get("CKPT_BIN", "ckpt")
 CORPUS = os.environ.get("CKPT_CORPUS", "/work/shared/corpus")
@@ -769,19 +770,16 @@ def main():
         print(g.stdout.decode(), g.stderr.decode())
         print("0 passed, 1 failed")
         return 1
-    passed = failed = 0
+    tally = suite.Tally()
     for name, fn in CASES:
         try:
             fn()
-            passed += 1
-            print("PASS", name)
         except Exception:
-            failed += 1
-            print("FAIL", name)
-            traceback.print_exc(file=sys.stdout)
+            tally.report(False, name, [traceback.format_exc().rstrip()])
+        else:
+            tally.report(True, name)
     shutil.rmtree(TMP, ignore_errors=True)
-    print("%d passed, %d failed" % (passed, failed))
-    return 1 if failed else 0
+    return tally.end()
 
 
 if __name__ == "__main__":

@@ -20,13 +20,11 @@ SRC = os.environ.get("CKPT_SRC", os.path.dirname(os.path.dirname(HERE)))
 sys.path.insert(0, os.path.dirname(HERE))
 import suite  # noqa: E402
 BIN = os.environ.get("CKPT_BIN", "ckpt")
-results = {"passed": 0, "failed": 0}
+TALLY = suite.Tally(echo=False)
 
 
 def check(ok, what, detail=""):
-    results["passed" if ok else "failed"] += 1
-    if not ok:
-        print("FAIL %s %s" % (what, detail))
+    TALLY.report(ok, what, [detail] if detail else ())
 
 
 def one_oracle(python, tmp):
@@ -71,8 +69,7 @@ def main():
     for _, python in suite.oracles():
         with tempfile.TemporaryDirectory() as tmp:
             one_oracle(python, tmp)
-    print("%d passed, %d failed" % (results["passed"], results["failed"]))
-    sys.exit(1 if results["failed"] else 0)
+    sys.exit(TALLY.end())
 
 
 if __name__ == "__main__":

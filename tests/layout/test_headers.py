@@ -14,6 +14,9 @@ import shutil
 import subprocess
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import suite  # noqa: E402
+
 ROOT = os.environ.get("CKPT_SRC") or os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
 INC = os.path.join(ROOT, "include")
@@ -40,7 +43,7 @@ def main():
                                   for h in glob.glob(os.path.join(INC, "ckpt", "*.h")))
     compilers = [(os.environ.get("CC", "cc"), "c", "-std=c99"),
                  (os.environ.get("CXX", "c++"), "c++", "-std=c++11")]
-    passed = failed = 0
+    tally = suite.Tally(echo=False)
     for cc, lang, std in compilers:
         if not shutil.which(cc):
             print("SKIP %s: no %s compiler" % (lang, cc))
@@ -52,19 +55,11 @@ def main():
             p = subprocess.run([cc, "-x", lang, std, "-pedantic", "-Wall", "-Wextra", "-Werror",
                                 "-I", INC, "-fsyntax-only", "-"], input=src.encode(),
                                capture_output=True)
-            if p.returncode == 0:
-                passed += 1
-            else:
-                failed += 1
-                print("FAIL %s as %s:\n%s" % (h, lang, p.stderr.decode(errors="replace")))
+            tally.report(p.returncode == 0, "%s as %s" % (h, lang),
+                         p.stderr.decode(errors="replace").splitlines())
     late = since_beyond_version()
-    if late:
-        failed += 1
-        print("FAIL a \"since\" later than the version: %s" % late)
-    else:
-        passed += 1
-    print("%d passed, %d failed" % (passed, failed))
-    return 1 if failed else 0
+    tally.report(not late, "a \"since\" later than the version", [late])
+    return tally.end()
 
 
 if __name__ == "__main__":

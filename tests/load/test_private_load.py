@@ -18,20 +18,19 @@ sys.path.insert(0, os.path.join(SRC, "python"))
 import torch  # noqa: E402
 import ckpt  # noqa: E402
 from ckpt import _load  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import suite  # noqa: E402
 
-passed = failed = 0
+TALLY = suite.Tally()
 
 
 def check(name, fn):
-    global passed, failed
     try:
         fn()
-        passed += 1
-        print("ok   " + name)
     except Exception:
-        failed += 1
-        print("FAIL " + name)
-        traceback.print_exc()
+        TALLY.report(False, name, [traceback.format_exc().rstrip()])
+    else:
+        TALLY.report(True, name)
 
 
 def state():
@@ -173,5 +172,5 @@ check("tensors that shared a storage share memory", sharing_kept)
 check("values survive the file being rewritten and truncated", independent_of_truncation_and_rewrite)
 check("mmap=True views the file (zero-copy)", mmap_stays_zero_copy)
 check("load_state_dict reads straight into the parameters", load_state_dict_reads_into_parameters)
-print("torch %s: %d passed, %d failed" % (torch.__version__, passed, failed))
-sys.exit(1 if failed else 0)
+print("torch %s" % torch.__version__)
+sys.exit(TALLY.end())

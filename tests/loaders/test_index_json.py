@@ -25,9 +25,8 @@ RUNS = int(os.environ.get("CKPT_INDEXDIFF_RUNS", "300"))
 SEED = int(os.environ.get("CKPT_INDEXDIFF_SEED", "4321"))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from craft import index_traps  # noqa: E402
+import suite  # noqa: E402
 SHARDS = ["s%d.bin" % i for i in range(6)]
-
-passed = failed = 0
 
 
 def loader_view(doc):
@@ -98,7 +97,7 @@ def ckpt_view(path):
 
 
 def main():
-    global passed, failed
+    tally = suite.Tally(echo=False)
     tmp = tempfile.mkdtemp(prefix="ckpt-indexdiff-")
     for s in SHARDS:
         with open(os.path.join(tmp, s), "wb") as f:
@@ -121,19 +120,16 @@ def main():
         if verdict == "unscannable":
             stats["ckpt unscannable"] += 1
         ok = want is None or want <= seen or verdict == "unscannable"
-        if ok:
-            passed += 1
-        else:
-            failed += 1
+        tally.report(ok, "document %d" % i, [] if ok else [
+            "loader opens %s, ckpt %s scanned %s" % (sorted(want), verdict, sorted(seen))])
+        if not ok:
             os.makedirs(failed_dir, exist_ok=True)
             keep = os.path.join(failed_dir, "index-%d.json" % i)
             with open(keep, "wb") as f:
                 f.write(doc)
-            print("FAIL document %d (%s): loader opens %s, ckpt %s scanned %s"
-                  % (i, keep, sorted(want), verdict, sorted(seen)))
+            print("    kept as %s" % keep)
     print("documents: %d; %s" % (len(docs), ", ".join("%s %d" % kv for kv in stats.items())))
-    print("%d passed, %d failed" % (passed, failed))
-    return 1 if failed else 0
+    return tally.end()
 
 
 if __name__ == "__main__":

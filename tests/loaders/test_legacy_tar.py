@@ -31,6 +31,7 @@ RUNS = int(os.environ.get("CKPT_TARDIFF_RUNS", "200"))
 SEED = int(os.environ.get("CKPT_TARDIFF_SEED", "1357"))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from craft import SPOTS, legacy_tar as build  # noqa: E402
+import suite  # noqa: E402
 ESIZE = {"FloatStorage": 4, "DoubleStorage": 8, "LongStorage": 8, "IntStorage": 4,
          "ByteStorage": 1, "HalfStorage": 2}
 
@@ -110,13 +111,12 @@ def ckpt_view(path):
 
 
 def main():
-    passed = failed = 0
+    tally = suite.Tally(echo=False)
     try:
         import torch
     except ImportError:
         print("SKIP: no torch in this interpreter")
-        print("0 passed, 0 failed")
-        return 0
+        return tally.end()
     tmp = tempfile.mkdtemp(prefix="ckpt-tardiff-")
     rng = random.Random(SEED)
     cases = []
@@ -145,15 +145,10 @@ def main():
         if label.startswith(("count", "storage", "views", "tensor", "main")):
             ok = ok and bool(want) and verdict in ("unsafe", "unscannable") and \
                 any(g.startswith("posix.") for g in got)
-        if ok:
-            passed += 1
-        else:
-            failed += 1
-            print("FAIL %s (%s): torch resolves %s, ckpt %s with %s"
-                  % (label, path, sorted(want), verdict, sorted(got)))
+        tally.report(ok, "%s (%s)" % (label, path), [
+            "torch resolves %s, ckpt %s with %s" % (sorted(want), verdict, sorted(got))])
     print("files: %d; %s" % (len(cases), ", ".join("%s %d" % kv for kv in stats.items())))
-    print("%d passed, %d failed" % (passed, failed))
-    return 1 if failed else 0
+    return tally.end()
 
 
 if __name__ == "__main__":

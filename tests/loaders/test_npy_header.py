@@ -31,6 +31,7 @@ RUNS = int(os.environ.get("CKPT_NPYDIFF_RUNS", "300"))
 SEED = int(os.environ.get("CKPT_NPYDIFF_SEED", "2468"))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from craft import npy_file  # noqa: E402
+import suite  # noqa: E402
 SENTINEL = "ckpt-npy-sentinel"
 PAYLOAD = pickle.dumps(SENTINEL, protocol=2)
 
@@ -99,7 +100,7 @@ def ckpt_view(path):
 
 
 def main():
-    passed = failed = 0
+    tally = suite.Tally(echo=False)
     rng = random.Random(SEED)
     tmp = tempfile.mkdtemp(prefix="ckpt-npydiff-")
     files = [npy(rng) for _ in range(RUNS)]
@@ -121,16 +122,10 @@ def main():
             stats["unpickled" if unpickled else "not unpickled"] += 1
             stats["ckpt unsure"] += view == "unsure"
             ok = view == "unsure" or (view == "object") == unpickled
-            if ok:
-                passed += 1
-            else:
-                failed += 1
-                print("FAIL %s %s: numpy %s, ckpt %s; header %r" % (
-                    name, p, "unpickles" if unpickled else "does not unpickle", view,
-                    data[:80]))
+            tally.report(ok, "%s %s" % (name, p), ["numpy %s, ckpt %s; header %r" % (
+                "unpickles" if unpickled else "does not unpickle", view, data[:80])])
         print("%s: %s" % (name, ", ".join("%s %d" % kv for kv in stats.items())))
-    print("%d passed, %d failed" % (passed, failed))
-    return 1 if failed else 0
+    return tally.end()
 
 
 if __name__ == "__main__":

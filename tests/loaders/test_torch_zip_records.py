@@ -29,6 +29,7 @@ SRC = os.environ.get("CKPT_SRC", os.path.dirname(os.path.dirname(os.path.dirname
 VENV_PY = os.path.join(SRC, ".venv", "bin", "python")
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from craft import zip_archive  # noqa: E402
+import suite  # noqa: E402
 
 # {"w": tensor([1., 2.])} as torch.save pickles it, storage "0"
 PKL = (b"\x80\x02}q\x00X\x01\x00\x00\x00wq\x01ctorch._utils\n_rebuild_tensor_v2\nq\x02("
@@ -181,23 +182,20 @@ def main():
         out = subprocess.run([py, "-c", PEER] + paths, capture_output=True, text=True, check=True)
         for p, r in zip(paths, out.stdout.split()):
             loads.setdefault(p, []).append(r == "ok")
-    passed = failed = 0
+    tally = suite.Tally(echo=False)
     for name, p in zip(CASES, paths):
         rc = subprocess.run([CKPT, "verify", p], capture_output=True).returncode
         want = 0 if all(loads[p]) else 1
         if name == "plain" and want != 0:
-            print("FAIL plain: an oracle cannot load the benign archive: the test proves nothing")
-            failed += 1
-        elif rc == want:
-            passed += 1
+            tally.report(False, "plain", [
+                "an oracle cannot load the benign archive: the test proves nothing"])
         else:
-            print("FAIL %s: torch loads %s, ckpt verify exits %d" % (name, loads[p], rc))
-            failed += 1
+            tally.report(rc == want, name, [
+                "torch loads %s, ckpt verify exits %d" % (loads[p], rc)])
     for p in paths:
         os.unlink(p)
     os.rmdir(tmp)
-    print("%d passed, %d failed" % (passed, failed))
-    return 1 if failed else 0
+    return tally.end()
 
 
 if __name__ == "__main__":

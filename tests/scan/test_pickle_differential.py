@@ -65,6 +65,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 from craft import (LEGACY_MAGIC, LEGACY_STREAMS, SYSTEM,  # noqa: E402
                    legacy_stream_cases, pickle_syntax_cases)
+import suite  # noqa: E402
 REPLAY = os.path.join(HERE, "differential")
 MAX_INPUT = 1 << 16
 
@@ -473,25 +474,24 @@ def main():
     fixed = list(replay_corpus()) + list(pickle_syntax_cases()) + list(legacy_stream_cases()) + list(
         generated()) + list(corpus_pickles())
     inputs = fixed + [mutate(rng, rng.choice(fixed), fixed) for _ in range(args.iterations)]
-    passed, failed = 0, []
+    tally = suite.Tally(echo=False)
     for data in inputs:
         why = check(scan_mod, oracle, data)
         if not why:
-            passed += 1
+            tally.report(True, "input")
             continue
         small, why = minimise(scan_mod, oracle, data, why)
-        failed.append(small)
-        print("FAIL %s\n     input %r" % (why, small[:300]))
+        details = ["input %r" % small[:300]]
         if args.save:
             name = hashlib.sha1(small).hexdigest()[:12] + ".pkl"
             with open(os.path.join(REPLAY, name), "wb") as fh:
                 fh.write(small)
-            print("     saved tests/scan/differential/%s" % name)
+            details.append("saved tests/scan/differential/%s" % name)
+        tally.report(False, why, details)
     oracle.close()
     print("%d inputs (seed %d, %d mutations, %d fixed)" % (len(inputs), args.seed,
                                                            args.iterations, len(fixed)))
-    print("%d passed, %d failed" % (passed, len(failed)))
-    return 1 if failed else 0
+    return tally.end()
 
 
 if __name__ == "__main__":

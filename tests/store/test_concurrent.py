@@ -20,19 +20,16 @@ import sys
 import tempfile
 import threading
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import suite  # noqa: E402
+
 BIN = os.environ.get("CKPT_BIN", "ckpt")
 STEPS = 24
-passed = failed = 0
+TALLY = suite.Tally()
 
 
 def check(name, cond, detail=""):
-    global passed, failed
-    if cond:
-        passed += 1
-        print("ok   " + name)
-    else:
-        failed += 1
-        print("FAIL %s %s" % (name, detail))
+    TALLY.report(cond, name, [detail] if detail else ())
 
 
 def run(*args):
@@ -152,5 +149,4 @@ concurrent(1, 3)
 concurrent(1, 1)
 same_step_twice()
 gc_respects_lock()
-print("%d passed, %d failed" % (passed, failed))
-sys.exit(1 if failed else 0)
+sys.exit(TALLY.end())

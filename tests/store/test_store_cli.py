@@ -18,6 +18,9 @@ import traceback
 
 import torch
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import suite  # noqa: E402
+
 BIN = os.environ.get("CKPT_BIN", "ckpt")
 SRC = os.environ.get("CKPT_SRC", os.path.join(os.path.dirname(__file__), "..", ".."))
 SMALL_PT = os.path.join(SRC, "examples", "train.pt")
@@ -32,7 +35,7 @@ with open(BROKEN, "wb") as _fh:
 UMASK = os.umask(0)
 os.umask(UMASK)
 
-passed = failed = 0
+TALLY = suite.Tally()
 
 
 def run(*args):
@@ -378,23 +381,19 @@ def case_full_filesystem():
 
 
 def main():
-    global passed, failed
     try:
         for name, fn in sorted(globals().items()):
             if not name.startswith("case_"):
                 continue
             try:
                 fn()
-                passed += 1
-                print("PASS %s" % name[5:])
             except Exception:
-                failed += 1
-                print("FAIL %s" % name[5:])
-                traceback.print_exc(file=sys.stdout)
+                TALLY.report(False, name[5:], [traceback.format_exc().rstrip()])
+            else:
+                TALLY.report(True, name[5:])
     finally:
         shutil.rmtree(TMP, ignore_errors=True)
-    print("%d passed, %d failed" % (passed, failed))
-    return 1 if failed else 0
+    return TALLY.end()
 
 
 if __name__ == "__main__":

@@ -20,18 +20,15 @@ import zipfile
 
 import torch
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import suite  # noqa: E402
+
 BIN = os.environ.get("CKPT_BIN", "ckpt")
-passed = failed = 0
+TALLY = suite.Tally()
 
 
 def check(name, cond, detail=""):
-    global passed, failed
-    if cond:
-        passed += 1
-        print("ok   " + name)
-    else:
-        failed += 1
-        print("FAIL %s %s" % (name, detail))
+    TALLY.report(cond, name, [detail] if detail else ())
 
 
 def run(*args):
@@ -165,5 +162,4 @@ with tempfile.TemporaryDirectory() as d:
     check("symlink OUT: no temporary file", os.listdir(snap) == ["model.safetensors"],
           str(os.listdir(snap)))
 
-print("%d passed, %d failed" % (passed, failed))
-sys.exit(1 if failed else 0)
+sys.exit(TALLY.end())

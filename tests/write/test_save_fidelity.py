@@ -26,22 +26,21 @@ sys.path.insert(0, os.path.join(SRC, "python"))
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import ckpt  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import suite  # noqa: E402
 
 warnings.simplefilter("ignore")  # audit findings, torch's TypedStorage notes
-passed = failed = 0
+TALLY = suite.Tally()
 TMP = tempfile.mkdtemp()
 
 
 def check(name, fn):
-    global passed, failed
     try:
         fn()
-        passed += 1
-        print("ok   " + name)
     except Exception:
-        failed += 1
-        print("FAIL " + name)
-        traceback.print_exc()
+        TALLY.report(False, name, [traceback.format_exc().rstrip()])
+    else:
+        TALLY.report(True, name)
 
 
 def storage_ptr(t):
@@ -216,8 +215,7 @@ def main():
             ("one storage as two dtypes", [x, x.view(torch.int32)],
              ["x.1: a tensor of torch.int32 over the memory of a tensor of torch.float32"])):
         check("refused: " + label, lambda v=value, w=words: refused(v, w))
-    print("%d passed, %d failed" % (passed, failed))
-    return 1 if failed else 0
+    return TALLY.end()
 
 
 if __name__ == "__main__":
