@@ -160,6 +160,8 @@ def test_a_two_ranks_save_and_load_back():
     for d in (w2(), os.path.join(TMP, "w2async")):
         rep = ckpt.dcp.verify(d)
         assert rep.ok and rep.format == "dcp" and rep.tensors >= 8, rep
+        # every data file's ckpt.xxh3 was checked: it said "none"
+        assert rep.checksums == "digests", rep
 
 
 def test_b_reshard_two_to_four():
