@@ -170,7 +170,8 @@ typedef struct ckpt_convert_report {
  * legacy, DCP metadata or a pickle opening with PROTO (optimizer.pt,
  * training_args.bin). They are listed before anything is written: a
  * symbolic link leading out of `in` is CKPT_E_INVALID_ARG naming it (never
- * followed; one inside `in` is copied as its file); after the weights,
+ * followed; one inside `in` is copied as its file, and so is a Hugging
+ * Face cache snapshot's link to its repository's blobs); after the weights,
  * each is written as the weights are (atomically, read back,
  * opts->write.backup), CKPT_E_IO when one changes while read.
  *

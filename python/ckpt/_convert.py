@@ -40,7 +40,8 @@ def convert(src, dst, *, format=None, select=(), exclude=(), max_shard_size=0): 
     takes its other files along (config.json, the tokenizer's...: not the
     weights, hidden files, subfolders or training state), so that
     from_pretrained(dst) loads; a symbolic link leading out of `src` is
-    refused (InvalidArgumentError) before anything is written. Returns a
+    refused (InvalidArgumentError) before anything is written, except a
+    Hugging Face cache snapshot's links to its blobs. Returns a
     ConvertReport; raises ckpt.Error subclasses (InvalidArgumentError,
     UnsupportedError naming what cannot be written, FileError...)."""
     src, dst = os.fspath(src), os.fspath(dst)

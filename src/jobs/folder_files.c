@@ -38,6 +38,27 @@ static int is_checkpoint(const char *path) {
            (f == CKPT_FORMAT_PICKLE && head[0] == 0x80);
 }
 
+/* Whether `real` (a real path) is a blob of the Hugging Face cache that
+ * snapshot folder `dir` belongs to: dir is REPO/snapshots/REVISION and
+ * real is REPO/blobs/NAME, as huggingface_hub links every file of a
+ * snapshot. */
+static int is_cache_blob(const char *dir, const char *real) {
+    char *rd = realpath(dir, NULL);
+    int blob = 0;
+    char *rev = rd ? strrchr(rd, '/') : NULL;
+    if (rev && rev > rd) {
+        *rev = '\0';
+        char *snaps = strrchr(rd, '/');
+        if (snaps && !strcmp(snaps, "/snapshots")) {
+            size_t n = (size_t)(snaps - rd);
+            blob = strncmp(real, rd, n) == 0 && strncmp(real + n, "/blobs/", 7) == 0 &&
+                   real[n + 7] != '\0' && !strchr(real + n + 7, '/');
+        }
+    }
+    free(rd);
+    return blob;
+}
+
 /* Whether `name` in dir is one of the folder's other files: *keep 1 and
  * *from the path it is read from. */
 static int consider(ckpt_arena *a, const char *dir, const char *name, int *keep,
@@ -54,7 +75,7 @@ static int consider(ckpt_arena *a, const char *dir, const char *name, int *keep,
         return ckpt_err(CKPT_E_IO, path, NULL, CKPT_NO_OFFSET, "cannot stat %s: %s", path,
                         strerror(errno));
     if (S_ISLNK(st.st_mode)) {
-        if (ckpt_shard_outside(dir, path, target, sizeof target))
+        if (ckpt_shard_outside(dir, path, target, sizeof target) && !is_cache_blob(dir, target))
             return ckpt_err(CKPT_E_INVALID_ARG, path, NULL, CKPT_NO_OFFSET,
                             "a symbolic link out of the folder (to %s): not followed, "
                             "nothing written; to write the weights alone, name a file as "

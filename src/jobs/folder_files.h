@@ -27,9 +27,11 @@ typedef struct ckpt_folder_files {
  * first bytes (ckpt_detect_format: a zip such as optimizer.pt or
  * training_args.bin, safetensors, torch's legacy format, DCP's .metadata,
  * a pickle opening with PROTO). Subfolders are not listed. A symbolic link
- * counts as the file it leads to when that is inside `dir`; one leading
- * out of `dir` is refused, CKPT_E_INVALID_ARG naming it (nothing is
- * followed out of the folder). Other errors: CKPT_E_IO (dir unreadable),
+ * counts as the file it leads to when that is inside `dir`, or when `dir`
+ * is a Hugging Face cache snapshot (REPO/snapshots/REV) and the link leads
+ * to one of its repository's blobs (REPO/blobs/NAME, how huggingface_hub
+ * stores every file); any other link out of `dir` is refused,
+ * CKPT_E_INVALID_ARG naming it. Other errors: CKPT_E_IO (dir unreadable),
  * CKPT_E_NOMEM. Arena copies in *out. */
 int ckpt_folder_files_list(ckpt_folder_files *out, ckpt_arena *a, const char *dir);
 

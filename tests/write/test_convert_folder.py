@@ -113,6 +113,41 @@ def test_a_link_inside_is_its_file_a_link_out_is_refused():
     assert not os.path.exists(out), os.listdir(out)
 
 
+def test_a_cache_snapshot_links_to_its_blobs():
+    """huggingface_hub's cache: REPO/snapshots/REV/NAME -> ../../blobs/HASH
+    for every file; the snapshot is what from_pretrained resolves to, and
+    converting it is the common case. A link to another repository's
+    blobs, or to a blobs folder not beside snapshots/, stays refused."""
+    repo = os.path.join(ROOT, "models--org--name")
+    snap = os.path.join(repo, "snapshots", "0123abcd")
+    blobs = os.path.join(repo, "blobs")
+    shutil.rmtree(repo, ignore_errors=True)
+    os.makedirs(snap)
+    os.makedirs(blobs)
+    files = {"config.json": OTHERS["config.json"], "tokenizer.json": OTHERS["tokenizer.json"],
+             "model.safetensors": safetensors({"w": [1.0, 2.0]})}
+    for i, (n, b) in enumerate(sorted(files.items())):
+        with open(os.path.join(blobs, "%040x" % i), "wb") as fh:
+            fh.write(b)
+        os.symlink(os.path.join("..", "..", "blobs", "%040x" % i), os.path.join(snap, n))
+    out = os.path.join(ROOT, "snap-out")
+    rc, _, err = ckpt("convert", snap, out + "/")
+    got = contents(out)
+    assert rc == 0 and sorted(got) == sorted(files), (rc, err, sorted(got))
+    assert got["config.json"] == files["config.json"], got["config.json"]
+    assert not any(os.path.islink(os.path.join(out, n)) for n in got), os.listdir(out)
+    other = os.path.join(ROOT, "models--org--other", "blobs")
+    os.makedirs(other, exist_ok=True)
+    with open(os.path.join(other, "f" * 40), "wb") as fh:
+        fh.write(b"{}")
+    os.symlink(os.path.join(other, "f" * 40), os.path.join(snap, "added_tokens.json"))
+    out = os.path.join(ROOT, "snap-refused")
+    rc, _, err = ckpt("convert", snap, out + "/")
+    assert rc == 2 and "added_tokens.json" in err and "symbolic link out of the folder" in err, \
+        (rc, err)
+    assert not os.path.exists(out), os.listdir(out)
+
+
 def test_a_file_output_is_the_weights_alone():
     d = folder("alone")
     out = os.path.join(ROOT, "alone-out")
