@@ -1037,6 +1037,55 @@ def test_trainer_output_directory_names_its_latest_checkpoint():
     assert "no checkpoint file in the directory\n" in err, err
 
 
+def test_weights_file_is_read_as_its_name_says():
+    """A model folder's weights file is read by its loaders as its name
+    says, not by its bytes: from_pretrained, diffusers, PEFT and torch.load
+    >= 2.13 (a path ending .safetensors) read "*.safetensors" with
+    safetensors, and a ".bin" with torch.load, which reads only torch.save
+    files. A torch.save zip named model.safetensors ("header too large"), a
+    safetensors file or a plain pickle named pytorch_model.bin ("invalid
+    load key", "Invalid magic number") were OK for verify and HEALTHY for
+    doctor, through the folder and by path, as ckpt read them by content
+    (exit 0); torch 2.13 and 1.13 fail on each. Now CORRUPT naming the file
+    and what its name is read as (exit 1); doctor of the folder reports
+    that file (it said "no checkpoint file in the directory", exit 2, for
+    any weights file that did not open)."""
+    with open(TRAIN_PT, "rb") as fh:
+        pt = fh.read()
+    with open(TRAIN_ST, "rb") as fh:
+        st = fh.read()
+    plain = pickle.dumps({"w": [1.0, 2.0]}, protocol=2)
+    cases = [("model.safetensors", pt, "a torch-zip file named model.safetensors: its "
+              "loaders read that name as safetensors"),
+             ("pytorch_model.bin", st, "a safetensors file named pytorch_model.bin: its "
+              "loaders read that name as torch.save"),
+             ("pytorch_model.bin", plain, "a pickle file named pytorch_model.bin: its "
+              "loaders read that name as torch.save"),
+             ("diffusion_pytorch_model.safetensors", pt, "a torch-zip file named "
+              "diffusion_pytorch_model.safetensors"),
+             ("adapter_model.bin", st, "a safetensors file named adapter_model.bin")]
+    for i, (name, data, says) in enumerate(cases):
+        folder = os.path.join(TMP, "misnamed-%d" % i)
+        os.mkdir(folder)
+        with open(os.path.join(folder, "config.json"), "w") as fh:
+            fh.write("{}")
+        path = tmp_file("misnamed-%d/%s" % (i, name), data)
+        for target in (folder, path):
+            for cmd in ("verify", "inspect", "doctor"):
+                rc, out, err = run(cmd, target)
+                assert_eq(rc, 1, "%s %s (stderr %r)" % (cmd, target, err))
+                assert says in out + err, (cmd, target, out, err)
+    # each name holding what its loader reads opens as before
+    folder = os.path.join(TMP, "named-right")
+    os.mkdir(folder)
+    for name, data in (("model.safetensors", st), ("pytorch_model.bin", pt)):
+        path = tmp_file("named-right/" + name, data)
+        rc, _, err = run("verify", path)
+        assert_eq(rc, 0, "verify %s (stderr %r)" % (name, err))
+    rc, _, err = run("verify", folder)
+    assert_eq(rc, 0, "verify the folder (stderr %r)" % err)
+
+
 def test_convert_shards_replace_one_file():
     """A set of several shards written where an earlier save left the
     one-file name (model.safetensors): transformers and ckpt open that name
