@@ -1132,13 +1132,19 @@ static int scan_nested_archive(scanner *sc, const region *rg, ckpt_view *mv, int
     return rc;
 }
 
+/* A member's name in findings: "HOLDER:NAME" inside a shard, a nested
+ * archive or a DCP bytes item, else NAME. NULL: out of memory. */
+static const char *member_name(scanner *sc, const ckpt_zip_entry *e) {
+    return sc->shard ? ckpt_arena_printf(&sc->r->arena, "%s:%s", sc->shard, e->name)
+                     : ckpt_arena_strdup(&sc->r->arena, e->name);
+}
+
 /* One member: read it the way torch would (flags ignored), then scan it
  * if it is named or shaped like a pickle. Its bytes, when they are a
  * file's, are read into mv. */
 static int scan_member(scanner *sc, const ckpt_zip *z, const ckpt_zip_entry *e,
                        ckpt_arena *inflated, ckpt_view *mv) {
-    const char *member = sc->shard ? ckpt_arena_printf(&sc->r->arena, "%s:%s", sc->shard, e->name)
-                                   : ckpt_arena_strdup(&sc->r->arena, e->name);
+    const char *member = member_name(sc, e);
     if (!member) return CKPT_E_NOMEM;
     int named = ends_with(e->name, e->name_len, ".pkl");
     int npy = ends_with(e->name, e->name_len, ".npy");
@@ -1249,7 +1255,7 @@ static int scan_zip(scanner *sc, const ckpt_zip *z) {
     for (size_t i = 0; i < z->count; i++) {
         const ckpt_zip_entry *e = &z->entries[i];
         if (!torchscript_marker(e)) continue;
-        const char *member = ckpt_arena_strdup(&sc->r->arena, e->name);
+        const char *member = member_name(sc, e);
         if (!member) return CKPT_E_NOMEM;
         add_finding(sc, CKPT_SEVERITY_DANGEROUS, "torchscript", NULL, member, e->local_offset,
                     "TorchScript archive (torch.jit.save): torch.load hands it "
