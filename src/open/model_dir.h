@@ -28,6 +28,10 @@ int ckpt_model_dir_weights(ckpt_arena *a, const char *dir, const char **out);
  * loader expects ("safetensors", "torch.save"). One rule for a model
  * folder's weights and a sharded set's shards. */
 const char *ckpt_model_dir_format_misfit(const char *name, ckpt_format fmt);
+/* The same for a file at `path` whose base name is a model folder's
+ * weights file (ckpt_model_dir_weights_name, or a PEFT adapter's); NULL
+ * for any other name: ckpt_open reads those by content. */
+const char *ckpt_model_dir_name_misfit(const char *path, ckpt_format fmt);
 /* If `name` is a shard name as Hugging Face writes it,
  * "NAME-00003-of-00005.EXT" (transformers' shard_checkpoint,
  * huggingface_hub's split), 1 and the name of the index that lists it,

@@ -367,12 +367,17 @@ int ckpt_model_dir_weights(ckpt_arena *a, const char *dir, const char **out) {
  * path, is read by its loaders as its name says
  * (ckpt_model_dir_format_misfit): other bytes, which ckpt would read by
  * their content, are a file no loader of that name reads. */
-static int weights_name_fits(ckpt_file **f, const char *path) {
+const char *ckpt_model_dir_name_misfit(const char *path, ckpt_format fmt) {
     const char *slash = strrchr(path, '/'), *name = slash ? slash + 1 : path;
     int known = ckpt_model_dir_weights_name(name) != 0;
     for (size_t i = 0; !known && i < N_ADAPTER_DIR_NAMES; i++)
         known = strcmp(name, adapter_dir_names[i]) == 0;
-    const char *want = known ? ckpt_model_dir_format_misfit(name, (*f)->format) : NULL;
+    return known ? ckpt_model_dir_format_misfit(name, fmt) : NULL;
+}
+
+static int weights_name_fits(ckpt_file **f, const char *path) {
+    const char *slash = strrchr(path, '/'), *name = slash ? slash + 1 : path;
+    const char *want = ckpt_model_dir_name_misfit(path, (*f)->format);
     if (!want) return 0;
     ckpt_format got = (*f)->format;
     ckpt_close(*f);

@@ -1049,7 +1049,9 @@ def test_weights_file_is_read_as_its_name_says():
     (exit 0); torch 2.13 and 1.13 fail on each. Now CORRUPT naming the file
     and what its name is read as (exit 1); doctor of the folder reports
     that file (it said "no checkpoint file in the directory", exit 2, for
-    any weights file that did not open)."""
+    any weights file that did not open). convert wrote such files when
+    --format contradicted the name (exit 0); it refuses them now (exit 2)."""
+    os.mkdir(os.path.join(TMP, "misnamed-out"))
     with open(TRAIN_PT, "rb") as fh:
         pt = fh.read()
     with open(TRAIN_ST, "rb") as fh:
@@ -1084,6 +1086,17 @@ def test_weights_file_is_read_as_its_name_says():
         assert_eq(rc, 0, "verify %s (stderr %r)" % (name, err))
     rc, _, err = run("verify", folder)
     assert_eq(rc, 0, "verify the folder (stderr %r)" % err)
+    # convert does not write such a file: --format against the name
+    for name, src, fmt, says in (("model.safetensors", TRAIN_PT, "torch", "a torch-zip file"),
+                                 ("pytorch_model.bin", TRAIN_ST, "safetensors",
+                                  "a safetensors file")):
+        out = os.path.join(TMP, "misnamed-out", name)
+        rc, _, err = run("convert", src, out, "--format", fmt)
+        assert_eq((rc, os.path.exists(out)), (2, False), "convert to %s (stderr %r)" % (name, err))
+        assert says + " is not written under this name" in err, err
+    out = os.path.join(TMP, "misnamed-out", "pytorch_model.bin")
+    rc, _, err = run("convert", TRAIN_ST, out)  # the format from the name
+    assert_eq(rc, 0, "convert to pytorch_model.bin (stderr %r)" % err)
 
 
 def test_convert_shards_replace_one_file():
