@@ -1086,6 +1086,17 @@ def test_weights_file_is_read_as_its_name_says():
         assert_eq(rc, 0, "verify %s (stderr %r)" % (name, err))
     rc, _, err = run("verify", folder)
     assert_eq(rc, 0, "verify the folder (stderr %r)" % err)
+    # a shard, by the same rule (its index's extension)
+    for ext, data, says in ((".safetensors", pt, "is torch-zip, expected a safetensors file"),
+                            (".bin", st, "is safetensors, expected a torch.save file")):
+        shard = "model-00001-of-00001" + ext
+        os.mkdir(os.path.join(TMP, "misnamed-set" + ext))
+        tmp_file("misnamed-set%s/%s" % (ext, shard), data)
+        index = tmp_file("misnamed-set%s/model%s.index.json" % (ext, ext),
+                         json.dumps({"weight_map": {"w": shard}}).encode())
+        rc, out, err = run("verify", index)
+        assert_eq(rc, 1, "verify the set of %s shards (stderr %r)" % (ext, err))
+        assert 'shard "%s" %s' % (shard, says) in out + err, (out, err)
     # convert does not write such a file: --format against the name
     for name, src, fmt, says in (("model.safetensors", TRAIN_PT, "torch", "a torch-zip file"),
                                  ("pytorch_model.bin", TRAIN_ST, "safetensors",
