@@ -85,7 +85,10 @@ CKPT_API int ckpt_open_options_init(ckpt_open_options *opts, unsigned version);
  * pytorch_model.bin.index.json (CKPT_E_IO when none is there, but
  * CKPT_E_MISMATCH naming the first and the index when shard files
  * "NAME-00001-of-0000N.EXT" are there without their index;
- * ckpt_file_path then names that file).
+ * ckpt_file_path then names that file). Such a weights file, through its
+ * folder or by path, must be in the format its name is read as
+ * (from_pretrained, torch.load >= 2.13: "*.safetensors" safetensors,
+ * ".bin" a torch.save file), else CKPT_E_FORMAT naming both.
  *
  * The file is mapped read-only (for ckpt_tensor_data alone), and its
  * descriptor kept open. Open reads the structure (zip end records,

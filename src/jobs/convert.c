@@ -23,6 +23,7 @@
 #include "format/structure.h"
 #include "format/write.h"
 #include "open/dcp.h"
+#include "open/model_dir.h"
 #include "open/sharded.h"
 #include "jobs/folder_files.h"
 #include "jobs/verify.h"
@@ -811,6 +812,14 @@ int ckpt_convert(ckpt_convert_report *report, const char *in, const char *out,
         return ckpt_err(CKPT_E_INVALID_ARG, out, "", CKPT_NO_OFFSET, "a DCP directory has %s",
                         o->max_shard_size ? "one data file here: --max-shard-size does not apply"
                                           : "no place for metadata or a config");
+    const char *want =
+        fmt == CKPT_FORMAT_DCP || names_dir(out) ? NULL : ckpt_model_dir_name_misfit(out, fmt);
+    if (want)
+        return ckpt_err(CKPT_E_INVALID_ARG, out, "", CKPT_NO_OFFSET,
+                        "a %s file is not written under this name: from_pretrained and "
+                        "torch.load read that name as %s, so none would read the file (drop "
+                        "--format, or name the output for the format)",
+                        ckpt_format_name(fmt), want);
     if ((o->nselect && !o->select) || (o->nexclude && !o->exclude))
         return ckpt_err(CKPT_E_INVALID_ARG, "", "", CKPT_NO_OFFSET, "select or exclude is NULL");
     ckpt_file *f;

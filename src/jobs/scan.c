@@ -143,6 +143,10 @@ typedef struct scanner {
     int dcp;                /* the file is a DCP directory's .metadata, or
                                  DCP_NO_METADATA (the directory lacks it) */
     int wo_live;            /* the next stream is one torch.load unpickles */
+    const char *ts_member;  /* the constants.pkl of the TorchScript archive
+                               being scanned (torch.load refuses it under
+                               weights_only before unpickling), or NULL */
+    uint64_t ts_offset;     /* its local header's offset */
     const ckpt_zip *opened; /* the directory open read of the file
                                  (torch's reading, which succeeded), or
                                  NULL: scan_zip_readings reads it again */
@@ -761,6 +765,25 @@ static void weights_only_refusal(scanner *sc, const region *rg, stream *s) {
     if (!w->message) sc->nomem = 1;
 }
 
+/* Records in the report torch's weights_only refusal of a TorchScript
+ * archive: torch.load raises "Cannot use weights_only=True with
+ * TorchScript archives" before it unpickles anything, so no global of its
+ * data.pkl is the reason, nor allowlisting one the remedy. */
+static void torchscript_refusal(scanner *sc) {
+    ckpt_weights_only *w = &sc->r->wo;
+    w->refused = 1;
+    w->member = sc->ts_member;
+    w->offset = sc->ts_offset;
+    w->global = w->opcode = NULL;
+    w->message = ckpt_arena_printf(&sc->r->arena,
+                                   "torch.load(weights_only=True) of torch >= 2.6 refuses this: a "
+                                   "TorchScript archive (%s; 'Cannot use weights_only=True with "
+                                   "TorchScript archives'), which only torch.load with "
+                                   "weights_only=False or torch.jit.load reads, running its code",
+                                   w->member);
+    if (!w->message) sc->nomem = 1;
+}
+
 /* Runs one stream from rg->p + pos (quiet: without events, to see whether
  * it parses). *used: bytes through STOP;
  * *frame_rest: bytes of the FRAME holding STOP after it; *events:
@@ -772,6 +795,10 @@ static int run_stream(scanner *sc, const region *rg, size_t pos, int quiet, size
     ckpt_arena work = {0};
     stream s = {.sc = sc, .rg = rg, .work = &work};
     s.wo = !quiet && sc->wo_live && sc->r->wo.offset == CKPT_NO_OFFSET && !sc->r->wo.refused;
+    if (s.wo && sc->ts_member) {
+        torchscript_refusal(sc);
+        s.wo = 0;
+    }
     s.wo_op.offset = s.wo_at = CKPT_NO_OFFSET;
     pk_options o = {0};
     o.file = sc->file;
@@ -1068,10 +1095,11 @@ static int ends_with(const char *s, size_t n, const char *suffix) {
 
 /* torch.jit.save archives: constants.pkl or code/ under the archive
  * folder (FORMATS.md §2.7). torch.load hands them to torch.jit.load. */
-static int torchscript_marker(const ckpt_zip_entry *e) {
+static int torchscript_marker(const ckpt_zip_entry *e, int constants_only) {
     const char *slash = memchr(e->name, '/', e->name_len);
     const char *rest = slash ? slash + 1 : e->name;
-    return strcmp(rest, "constants.pkl") == 0 || strncmp(rest, "code/", 5) == 0;
+    return strcmp(rest, "constants.pkl") == 0 ||
+           (!constants_only && strncmp(rest, "code/", 5) == 0);
 }
 
 /* Stored members up to this size are read whole with one pread; of
@@ -1132,13 +1160,19 @@ static int scan_nested_archive(scanner *sc, const region *rg, ckpt_view *mv, int
     return rc;
 }
 
+/* A member's name in findings: "HOLDER:NAME" inside a shard, a nested
+ * archive or a DCP bytes item, else NAME. NULL: out of memory. */
+static const char *member_name(scanner *sc, const ckpt_zip_entry *e) {
+    return sc->shard ? ckpt_arena_printf(&sc->r->arena, "%s:%s", sc->shard, e->name)
+                     : ckpt_arena_strdup(&sc->r->arena, e->name);
+}
+
 /* One member: read it the way torch would (flags ignored), then scan it
  * if it is named or shaped like a pickle. Its bytes, when they are a
  * file's, are read into mv. */
 static int scan_member(scanner *sc, const ckpt_zip *z, const ckpt_zip_entry *e,
                        ckpt_arena *inflated, ckpt_view *mv) {
-    const char *member = sc->shard ? ckpt_arena_printf(&sc->r->arena, "%s:%s", sc->shard, e->name)
-                                   : ckpt_arena_strdup(&sc->r->arena, e->name);
+    const char *member = member_name(sc, e);
     if (!member) return CKPT_E_NOMEM;
     int named = ends_with(e->name, e->name_len, ".pkl");
     int npy = ends_with(e->name, e->name_len, ".npy");
@@ -1248,14 +1282,23 @@ static int scan_zip(scanner *sc, const ckpt_zip *z) {
     }
     for (size_t i = 0; i < z->count; i++) {
         const ckpt_zip_entry *e = &z->entries[i];
-        if (!torchscript_marker(e)) continue;
-        const char *member = ckpt_arena_strdup(&sc->r->arena, e->name);
+        if (!torchscript_marker(e, 0)) continue;
+        const char *member = member_name(sc, e);
         if (!member) return CKPT_E_NOMEM;
         add_finding(sc, CKPT_SEVERITY_DANGEROUS, "torchscript", NULL, member, e->local_offset,
                     "TorchScript archive (torch.jit.save): torch.load hands it "
                     "to torch.jit.load, which runs its code");
         break;
     }
+    /* torch.load's own test (_is_torchscript_zip): a constants.pkl record */
+    const char *outer_ts = sc->ts_member;
+    uint64_t outer_ts_offset = sc->ts_offset;
+    sc->ts_member = NULL;
+    for (size_t i = 0; !sc->ts_member && i < z->count; i++)
+        if (torchscript_marker(&z->entries[i], 1)) {
+            if (!(sc->ts_member = member_name(sc, &z->entries[i]))) return CKPT_E_NOMEM;
+            sc->ts_offset = z->entries[i].local_offset;
+        }
     int had_content = sc->content, was_unscannable = sc->unscannable;
     ckpt_view mv = {0};
     int rc = 0;
@@ -1265,6 +1308,8 @@ static int scan_zip(scanner *sc, const ckpt_zip *z) {
         ckpt_arena_free(&inflated);
     }
     ckpt_view_free(&mv);
+    sc->ts_member = outer_ts;
+    sc->ts_offset = outer_ts_offset;
     if (rc) return rc;
     if (!had_content && !sc->content && !was_unscannable && !sc->unscannable)
         add_finding(sc, CKPT_SEVERITY_INFO, "no-pickle", NULL, file_member(sc), 0,

@@ -7,6 +7,7 @@
 #define CKPT_OPEN_MODEL_DIR_H
 
 #include "base/alloc.h"
+#include "ckpt.h"
 
 /* If `name` (a file name inside the directory) is one of those files, its
  * rank in that order (1: model.safetensors), else 0. */
@@ -18,6 +19,19 @@ int ckpt_model_dir_weights_name(const char *name);
  * folder), CKPT_E_MISMATCH when there is none but shard files are there
  * (ckpt_model_dir_orphan_shards), CKPT_E_NOMEM. */
 int ckpt_model_dir_weights(ckpt_arena *a, const char *dir, const char **out);
+/* The loaders read a weights file by its name, not its bytes:
+ * from_pretrained, diffusers and PEFT (and torch.load >= 2.13 of a path)
+ * read "*.safetensors" with safetensors and a ".bin" file with torch.load,
+ * which reads only torch.save files (zip or legacy: a plain pickle is
+ * "Invalid magic number"). NULL when a file of that name and format `fmt`
+ * is one its loader reads (or the name is none of those), else what the
+ * loader expects ("safetensors", "torch.save"). One rule for a model
+ * folder's weights and a sharded set's shards. */
+const char *ckpt_model_dir_format_misfit(const char *name, ckpt_format fmt);
+/* The same for a file at `path` whose base name is a model folder's
+ * weights file (ckpt_model_dir_weights_name, or a PEFT adapter's); NULL
+ * for any other name: ckpt_open reads those by content. */
+const char *ckpt_model_dir_name_misfit(const char *path, ckpt_format fmt);
 /* If `name` is a shard name as Hugging Face writes it,
  * "NAME-00003-of-00005.EXT" (transformers' shard_checkpoint,
  * huggingface_hub's split), 1 and the name of the index that lists it,

@@ -248,6 +248,20 @@ int ckpt_model_dir_weights_name(const char *name) {
     return 0;
 }
 
+static int ends_with(const char *s, const char *suffix) {
+    size_t n = strlen(s), k = strlen(suffix);
+    return n >= k && strcmp(s + n - k, suffix) == 0;
+}
+
+const char *ckpt_model_dir_format_misfit(const char *name, ckpt_format fmt) {
+    if (ends_with(name, ".safetensors"))
+        return fmt == CKPT_FORMAT_SAFETENSORS ? NULL : "safetensors";
+    if (ends_with(name, ".bin"))
+        return fmt == CKPT_FORMAT_TORCH_ZIP || fmt == CKPT_FORMAT_TORCH_LEGACY ? NULL
+                                                                               : "torch.save";
+    return NULL;
+}
+
 /* A PEFT adapter folder (PeftModel.save_pretrained: adapter_config.json
  * and one of these, in PeftModel.from_pretrained's order) stands for its
  * adapter when it holds no model weights. The adapter is not a copy of
@@ -348,6 +362,34 @@ int ckpt_model_dir_weights(ckpt_arena *a, const char *dir, const char **out) {
                     "(adapter_model.safetensors or adapter_model.bin)");
 }
 
+/* A file named as a model folder's weights (model.safetensors,
+ * pytorch_model.bin, adapter_model.bin...), through its folder or by
+ * path, is read by its loaders as its name says
+ * (ckpt_model_dir_format_misfit): other bytes, which ckpt would read by
+ * their content, are a file no loader of that name reads. */
+const char *ckpt_model_dir_name_misfit(const char *path, ckpt_format fmt) {
+    const char *slash = strrchr(path, '/'), *name = slash ? slash + 1 : path;
+    int known = ckpt_model_dir_weights_name(name) != 0;
+    for (size_t i = 0; !known && i < N_ADAPTER_DIR_NAMES; i++)
+        known = strcmp(name, adapter_dir_names[i]) == 0;
+    return known ? ckpt_model_dir_format_misfit(name, fmt) : NULL;
+}
+
+static int weights_name_fits(ckpt_file **f, const char *path) {
+    const char *slash = strrchr(path, '/'), *name = slash ? slash + 1 : path;
+    const char *want = ckpt_model_dir_name_misfit(path, (*f)->format);
+    if (!want) return 0;
+    ckpt_format got = (*f)->format;
+    ckpt_close(*f);
+    *f = NULL;
+    const char *readers =
+        strcmp(want, "safetensors") ? "torch.load" : "safetensors.safe_open, torch.load >= 2.13";
+    return ckpt_err(CKPT_E_FORMAT, path, NULL, 0,
+                    "a %s file named %s: its loaders read that name as %s (from_pretrained, "
+                    "%s), which cannot read it",
+                    ckpt_format_name(got), name, want, readers);
+}
+
 /* A DCP directory opens as the metadata its loader reads (open/dcp.h
  * layouts): .metadata, read as DCP metadata whatever its content; for a
  * save with use_collectives=False __0.metadata, read with the other
@@ -415,6 +457,7 @@ int ckpt_open(ckpt_file **out, const char *path, const ckpt_open_options *opts) 
     int rc = open_target(&a, path, 1, &target, &dcp);
     if (rc == 0)
         rc = dcp ? open_dcp_dir(out, target, opts) : ckpt_file_open_path(out, target, opts);
+    if (rc == 0 && !dcp) rc = weights_name_fits(out, target);
     ckpt_arena_free(&a);
     return rc;
 }

@@ -21,6 +21,7 @@
 #include "base/error.h"
 #include "format/index_json.h"
 #include "format/safetensors.h"
+#include "open/model_dir.h"
 
 /* Nonzero while this thread opens shards: a shard whose content is itself
  * an index would otherwise recurse without end (x.safetensors naming
@@ -111,11 +112,11 @@ static const char *canonical(index_reader *r, const char *s, size_t len, int *rc
  * be). */
 static int check_shard(const index_reader *r, const ckpt_file *sf, const char *canon) {
     const ckpt_file *f = r->f;
-    if (r->torch ? sf->format != CKPT_FORMAT_TORCH_ZIP && sf->format != CKPT_FORMAT_TORCH_LEGACY
-                 : sf->format != CKPT_FORMAT_SAFETENSORS)
+    const char *want = ckpt_model_dir_format_misfit(canon, sf->format);
+    if (want)
         return ckpt_err(CKPT_E_FORMAT, f->path, canon, CKPT_NO_OFFSET,
                         "shard \"%s\" is %s, expected a %s file", canon,
-                        ckpt_format_name(sf->format), r->torch ? "torch.save" : "safetensors");
+                        ckpt_format_name(sf->format), want);
     const ckpt_value *root;
     if (ckpt_file_tree(&root, sf)) return CKPT_E_NOMEM;
     if (!root || root->kind != CKPT_KIND_DICT)

@@ -521,6 +521,12 @@ static int examine_dir(ckpt_doctor_report *r) {
     if (rc) return rc;
     r->dir = r->path;
     r->path = ckpt_training_weights_path(r->training);
+    /* a weights file none of whose readings opened (corrupt, or not the
+     * format its name says): the report is of the file ckpt_open of the
+     * directory reads, which names why, not of no file at all */
+    const char *weights = NULL;
+    if (r->path == NULL && ckpt_model_dir_weights(&r->arena, r->dir, &weights) == 0)
+        r->path = weights;
     if (r->path == NULL) {
         const char *latest = ckpt_model_dir_trainer_latest(&r->arena, r->dir);
         if (latest)

@@ -1037,6 +1037,79 @@ def test_trainer_output_directory_names_its_latest_checkpoint():
     assert "no checkpoint file in the directory\n" in err, err
 
 
+def test_weights_file_is_read_as_its_name_says():
+    """A model folder's weights file is read by its loaders as its name
+    says, not by its bytes: from_pretrained, diffusers, PEFT and torch.load
+    >= 2.13 (a path ending .safetensors) read "*.safetensors" with
+    safetensors, and a ".bin" with torch.load, which reads only torch.save
+    files. A torch.save zip named model.safetensors ("header too large"), a
+    safetensors file or a plain pickle named pytorch_model.bin ("invalid
+    load key", "Invalid magic number") were OK for verify and HEALTHY for
+    doctor, through the folder and by path, as ckpt read them by content
+    (exit 0); torch 2.13 and 1.13 fail on each. Now CORRUPT naming the file
+    and what its name is read as (exit 1); doctor of the folder reports
+    that file (it said "no checkpoint file in the directory", exit 2, for
+    any weights file that did not open). convert wrote such files when
+    --format contradicted the name (exit 0); it refuses them now (exit 2)."""
+    os.mkdir(os.path.join(TMP, "misnamed-out"))
+    with open(TRAIN_PT, "rb") as fh:
+        pt = fh.read()
+    with open(TRAIN_ST, "rb") as fh:
+        st = fh.read()
+    plain = pickle.dumps({"w": [1.0, 2.0]}, protocol=2)
+    cases = [("model.safetensors", pt, "a torch-zip file named model.safetensors: its "
+              "loaders read that name as safetensors"),
+             ("pytorch_model.bin", st, "a safetensors file named pytorch_model.bin: its "
+              "loaders read that name as torch.save"),
+             ("pytorch_model.bin", plain, "a pickle file named pytorch_model.bin: its "
+              "loaders read that name as torch.save"),
+             ("diffusion_pytorch_model.safetensors", pt, "a torch-zip file named "
+              "diffusion_pytorch_model.safetensors"),
+             ("adapter_model.bin", st, "a safetensors file named adapter_model.bin")]
+    for i, (name, data, says) in enumerate(cases):
+        folder = os.path.join(TMP, "misnamed-%d" % i)
+        os.mkdir(folder)
+        with open(os.path.join(folder, "config.json"), "w") as fh:
+            fh.write("{}")
+        path = tmp_file("misnamed-%d/%s" % (i, name), data)
+        for target in (folder, path):
+            for cmd in ("verify", "inspect", "doctor"):
+                rc, out, err = run(cmd, target)
+                assert_eq(rc, 1, "%s %s (stderr %r)" % (cmd, target, err))
+                assert says in out + err, (cmd, target, out, err)
+    # each name holding what its loader reads opens as before
+    folder = os.path.join(TMP, "named-right")
+    os.mkdir(folder)
+    for name, data in (("model.safetensors", st), ("pytorch_model.bin", pt)):
+        path = tmp_file("named-right/" + name, data)
+        rc, _, err = run("verify", path)
+        assert_eq(rc, 0, "verify %s (stderr %r)" % (name, err))
+    rc, _, err = run("verify", folder)
+    assert_eq(rc, 0, "verify the folder (stderr %r)" % err)
+    # a shard, by the same rule (its index's extension)
+    for ext, data, says in ((".safetensors", pt, "is torch-zip, expected a safetensors file"),
+                            (".bin", st, "is safetensors, expected a torch.save file")):
+        shard = "model-00001-of-00001" + ext
+        os.mkdir(os.path.join(TMP, "misnamed-set" + ext))
+        tmp_file("misnamed-set%s/%s" % (ext, shard), data)
+        index = tmp_file("misnamed-set%s/model%s.index.json" % (ext, ext),
+                         json.dumps({"weight_map": {"w": shard}}).encode())
+        rc, out, err = run("verify", index)
+        assert_eq(rc, 1, "verify the set of %s shards (stderr %r)" % (ext, err))
+        assert 'shard "%s" %s' % (shard, says) in out + err, (out, err)
+    # convert does not write such a file: --format against the name
+    for name, src, fmt, says in (("model.safetensors", TRAIN_PT, "torch", "a torch-zip file"),
+                                 ("pytorch_model.bin", TRAIN_ST, "safetensors",
+                                  "a safetensors file")):
+        out = os.path.join(TMP, "misnamed-out", name)
+        rc, _, err = run("convert", src, out, "--format", fmt)
+        assert_eq((rc, os.path.exists(out)), (2, False), "convert to %s (stderr %r)" % (name, err))
+        assert says + " is not written under this name" in err, err
+    out = os.path.join(TMP, "misnamed-out", "pytorch_model.bin")
+    rc, _, err = run("convert", TRAIN_ST, out)  # the format from the name
+    assert_eq(rc, 0, "convert to pytorch_model.bin (stderr %r)" % err)
+
+
 def test_convert_shards_replace_one_file():
     """A set of several shards written where an earlier save left the
     one-file name (model.safetensors): transformers and ckpt open that name

@@ -806,6 +806,40 @@ def test_hostile_bytes_item_is_unsafe():
         out + err
 
 
+def test_torchscript_bytes_item_names_its_data_file():
+    """A bytes item holding a TorchScript archive: DefaultLoadPlanner.load_bytes
+    torch.loads it (weights_only=False), which hands it to torch.jit.load.
+    The scan's torchscript finding named the archive's member alone
+    ("archive/code/__torch__.py"), not the data file and slice holding it,
+    as every other finding inside the item does ("__1_0.distcp@0:...")."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.filesystem import _StorageInfo
+    from torch.distributed.checkpoint.metadata import MetadataIndex
+    d = os.path.join(TMP, "torchscript_bytes")
+    dcp.save({"w": torch.ones(3), "step": 3}, checkpoint_id=d)
+    buf = io.BytesIO()
+    torch.jit.save(torch.jit.script(torch.nn.Linear(2, 2)), buf)
+    with open(os.path.join(d, "__1_0.distcp"), "wb") as fh:
+        fh.write(buf.getvalue())
+    meta = read_meta(d)
+    meta.storage_data[MetadataIndex("step")] = _StorageInfo("__1_0.distcp", 0, len(buf.getvalue()))
+    write_meta(d, meta)
+    from torch.distributed.checkpoint import FileSystemReader
+    from torch.distributed.checkpoint.default_planner import _EmptyStateDictLoadPlanner
+    from torch.distributed.checkpoint.state_dict_loader import _load_state_dict
+    got = {}  # what dcp_to_torch_save assembles, before it torch.saves it
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        _load_state_dict(got, storage_reader=FileSystemReader(d),
+                         planner=_EmptyStateDictLoadPlanner(), no_dist=True)
+    assert isinstance(got["step"], torch.jit.ScriptModule), got  # torch.jit.load ran
+    assert any("TorchScript" in str(w.message) for w in seen), [str(w.message) for w in seen]
+    rc, out, err = ckpt("scan", d)
+    ts = [line for line in out.splitlines() if "dangerous  torchscript" in line]
+    assert rc == 1 and "UNSAFE" in out and len(ts) == 1, out + err
+    assert "(member __1_0.distcp@0:archive/code/" in ts[0], ts
+
+
 # ------------------------------------------------------------ use_collectives=False
 
 

@@ -8,7 +8,7 @@ Files, generated here under .venv's torch 2.13: tensors of every dtype,
 Parameters, OrderedDict/Counter/set/complex/bytearray/torch.Size/
 torch.device/dtype values, numpy scalars, arrays and dtypes, argparse.
 Namespace, pathlib paths, a custom class, nested mixes, protocol 3 and 4
-saves, legacy (non-zip) saves; then one raw pickle per global (torch's
+saves, legacy (non-zip) saves, a TorchScript archive; then one raw pickle per global (torch's
 allowlist, ckpt's, and names off both) and raw pickles of the opcodes it
 checks the operands of (APPENDS to an int, BUILD on a dict...), judged against
 torch._weights_only_unpickler.load. torch 1.13 (/usr/bin/python3) loads
@@ -77,6 +77,8 @@ torch.save(cases["nested_ok"], os.path.join(out, "proto3.pt"), pickle_protocol=3
 torch.save(cases["module_sd"], os.path.join(out, "legacy.pt"), _use_new_zipfile_serialization=False)
 torch.save(cases["np_float64"], os.path.join(out, "legacy_np.pt"),
            _use_new_zipfile_serialization=False)
+# refused as a TorchScript archive before its data.pkl is read
+torch.jit.save(torch.jit.script(torch.nn.Linear(2, 2)), os.path.join(out, "torchscript.pt"))
 
 names = sorted(wo._get_allowed_globals()) + [
     "builtins.dict", "builtins.list", "builtins.tuple", "builtins.frozenset", "builtins.bytes",
@@ -173,7 +175,8 @@ WHY = [("it reads only the pickle protocol 2", "Unsupported operand"),
        ("BUILD builds only", "Can only build Tensor, Parameter, OrderedDict"),
        ("BUILD updates an OrderedDict's attributes", "dictionary update sequence"),
        ("it calls only an allowed global", "call reduce for unrecognized function"),
-       ("decodes SHORT_BINSTRING text as UTF-8", "can't decode byte")]
+       ("decodes SHORT_BINSTRING text as UTF-8", "can't decode byte"),
+       ("a TorchScript archive", "Cannot use ``weights_only=True`` with TorchScript archives")]
 
 
 def doctor(refused, loads):
@@ -225,8 +228,7 @@ def main():
                 # torch writes builtins.X as X
                 g = named[len("builtins."):] if named.startswith("builtins.") else named
                 torch_says = ("GLOBAL %s " % g in t["error"] or
-                              ("opcode" in w and any(
-                                  why in w and says in t["error"] for why, says in WHY)))
+                              any(why in w and says in t["error"] for why, says in WHY))
                 report(torch_says, "%s: ckpt names %s, torch says %s" % (name, named,
                                                                        t["error"][:200]))
                 if path.endswith(".pt"):
