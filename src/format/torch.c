@@ -39,6 +39,7 @@ typedef struct torch_reader {
     const ckpt_value *class_seen;
     ckpt_dtype class_dt;
     int class_untyped;
+    unsigned class_size; /* bytes per element numel counts (1: untyped) */
     unsigned key_kinds; /* 1: a str storage key seen, 2: an int one */
 } torch_reader;
 
@@ -68,7 +69,9 @@ static int add_storage(torch_reader *r, const storage_key *k, ckpt_storage *st) 
     if (r->norder == r->ordercap) { /* the reader's own, freed when it ends:
                                        not the file's arena, which keeps
                                        every array a doubling leaves */
-        size_t cap = r->ordercap ? 2 * r->ordercap : 64;
+        /* first as many as the archive has members: torch.save writes
+         * one per storage */
+        size_t cap = r->ordercap ? 2 * r->ordercap : r->ndense > 64 ? r->ndense : 64;
         ckpt_storage **o =
             cap < SIZE_MAX / sizeof *o ? ckpt_realloc(r->order, cap * sizeof *o) : NULL;
         if (!o) return -1;
@@ -143,10 +146,10 @@ static int load_storage(void *ctx, ckpt_value *pid, uint64_t off, ckpt_value **o
             return ckpt_err(CKPT_E_FORMAT, f->path, mem, at(r, type, off),
                             "unknown storage type %s", type->u.global.qualname);
         }
+        r->class_size = r->class_untyped ? 1u : ckpt_dtype_size(r->class_dt);
         r->class_seen = type;
     }
     ckpt_dtype dt = r->class_dt;
-    int untyped = r->class_untyped;
     uint64_t numel, nbytes;
     /* torch.load reads record f"data/{key}": an int key names its decimal
      * text (a zip's only: legacy keys are matched as the strings the file
@@ -171,7 +174,7 @@ static int load_storage(void *ctx, ckpt_value *pid, uint64_t off, ckpt_value **o
                         "torch loads \"0\" and 0 as two storages of record data/0, "
                         "ckpt's storages are one per key text",
                         ktext);
-    if (ckpt_mul_overflow(numel, untyped ? 1 : ckpt_dtype_size(dt), &nbytes))
+    if (ckpt_mul_overflow(numel, r->class_size, &nbytes))
         return ckpt_err(CKPT_E_FORMAT, f->path, mem, at(r, nv, off), "storage size overflows");
 
     /* a key seen before is the storage loaded then (torch's
