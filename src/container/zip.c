@@ -348,7 +348,7 @@ static int read_zip64_extra(const ckpt_zip *z, ckpt_zip_entry *e, uint64_t *loca
 /* How open reads the directory: in windows of CD_WINDOW bytes, one
  * after the other (one window in memory, not the whole directory: 6 MiB
  * for 100k members, all of it pages to clear); then the local headers
- * through a window of their own (local_reader). */
+ * through a window of their own (read_locals). */
 #define CD_WINDOW ((size_t)1 << 20)
 
 /* Reads the local header of e (at e->local_offset, which read_central
