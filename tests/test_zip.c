@@ -825,9 +825,9 @@ TEST(first_error_in_entry_order) {
     CHECK_EQ_INT(open_buf(&z, &a, b.buf, b.len), CKPT_E_FORMAT);
     CHECK_EQ_STR(ckpt_error_last()->member, "two");
     CHECK_EQ_INT(ckpt_error_last()->offset, second);
-    CHECK_EQ_INT(ckpt_zip_open_directory(&z, &a, b.buf, b.len, NULL, "test.zip", &limits,
-                                         CKPT_ZIP_TORCH),
-                 CKPT_E_FORMAT);
+    CHECK_EQ_INT(
+        ckpt_zip_open_directory(&z, &a, b.buf, b.len, NULL, "test.zip", &limits, CKPT_ZIP_TORCH),
+        CKPT_E_FORMAT);
     CHECK_EQ_INT(ckpt_error_last()->offset, second);
     CHECK(z.entries == NULL);
     /* the local header intact: the central entry's error, as it was met */
@@ -839,9 +839,9 @@ TEST(first_error_in_entry_order) {
      * comes with the members */
     b.buf[third_cd] = 'P';
     b.buf[second] = 'X';
-    CHECK_EQ_INT(ckpt_zip_open_directory(&z, &a, b.buf, b.len, NULL, "test.zip", &limits,
-                                         CKPT_ZIP_TORCH),
-                 0);
+    CHECK_EQ_INT(
+        ckpt_zip_open_directory(&z, &a, b.buf, b.len, NULL, "test.zip", &limits, CKPT_ZIP_TORCH),
+        0);
     CHECK(ckpt_zip_find(&z, "TWO") == &z.entries[1]);
     ckpt_zip_entry e = z.entries[0];
     CHECK_EQ_INT(ckpt_zip_read_local(&z, &e), 0);

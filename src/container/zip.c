@@ -370,8 +370,8 @@ static int read_local(const ckpt_zip *z, ckpt_view *v, size_t ahead, ckpt_zip_en
                         "local header's name (%" PRIu64 " bytes) runs past the end of the input",
                         nlen);
     if (!ckpt_view_holds(v, h, LOCAL_SIZE + (size_t)nlen) &&
-        (rc = ckpt_source_view(z->src, v, z->buf + local, LOCAL_SIZE + (size_t)nlen, ahead,
-                               e->name, &h)))
+        (rc = ckpt_source_view(z->src, v, z->buf + local, LOCAL_SIZE + (size_t)nlen, ahead, e->name,
+                               &h)))
         return rc;
     e->local_name_differs = nlen != e->name_len || memcmp(h + LOCAL_SIZE, e->name, nlen) != 0;
     /* No overflow: local + 30 + nlen <= len, and xlen < 2^16. */
@@ -869,7 +869,7 @@ const ckpt_zip_entry *ckpt_zip_find(const ckpt_zip *z, const char *name) {
 }
 
 const ckpt_zip_entry *ckpt_zip_named_at(const ckpt_zip *z, size_t i, const char *dir, size_t dlen,
-                                       const char *key, size_t klen) {
+                                        const char *key, size_t klen) {
     if (!z->slots || i >= z->count) return NULL; /* slots: names distinct */
     const ckpt_zip_entry *e = &z->entries[i];
     return e->name_len == dlen + klen && memcmp(e->name, dir, dlen) == 0 &&

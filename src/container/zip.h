@@ -155,7 +155,7 @@ uint64_t ckpt_zip_name_hash(const char *s, size_t n);
  * order data.pkl first names them: each at the index after the one
  * before). NULL otherwise, i past the last entry too: look the name up. */
 const ckpt_zip_entry *ckpt_zip_named_at(const ckpt_zip *z, size_t i, const char *dir, size_t dlen,
-                                       const char *key, size_t klen);
+                                        const char *key, size_t klen);
 
 /* The inflate budget of one input of `len` bytes, shared by every reader
  * of it (open, scan, verify): lim->max_inflate_bytes, and at most

@@ -40,7 +40,7 @@ typedef struct torch_reader {
     ckpt_dtype class_dt;
     int class_untyped;
     unsigned class_size; /* bytes per element numel counts (1: untyped) */
-    unsigned key_kinds; /* 1: a str storage key seen, 2: an int one */
+    unsigned key_kinds;  /* 1: a str storage key seen, 2: an int one */
 } torch_reader;
 
 /* A storage key and where it is kept: dense (at index) or named. */
