@@ -807,6 +807,81 @@ TEST(bad_signatures) {
     ckpt_arena_free(&a);
 }
 
+/* The directory is read before the local headers (ckpt_zip_open_directory,
+ * then ckpt_zip_open_members), but the first error is the one a reader
+ * that reads each entry's local header right after its central entry
+ * meets: a bad local header before a bad central entry comes first. */
+TEST(first_error_in_entry_order) {
+    memset(&b, 0, sizeof b);
+    add(&b, "one", "1", 1, 0, 0);
+    add(&b, "two", "2", 1, 0, 0);
+    add(&b, "three", "3", 1, 0, 0);
+    finish(&b, 0);
+    ckpt_arena a = {0};
+    ckpt_zip z;
+    size_t second = b.m[1].local, third_cd = b.len - 22 - (46 + 5);
+    b.buf[second] = 'X';
+    b.buf[third_cd] = 'X';
+    CHECK_EQ_INT(open_buf(&z, &a, b.buf, b.len), CKPT_E_FORMAT);
+    CHECK_EQ_STR(ckpt_error_last()->member, "two");
+    CHECK_EQ_INT(ckpt_error_last()->offset, second);
+    CHECK_EQ_INT(
+        ckpt_zip_open_directory(&z, &a, b.buf, b.len, NULL, "test.zip", &limits, CKPT_ZIP_TORCH),
+        CKPT_E_FORMAT);
+    CHECK_EQ_INT(ckpt_error_last()->offset, second);
+    CHECK(z.entries == NULL);
+    /* the local header intact: the central entry's error, as it was met */
+    b.buf[second] = 'P';
+    CHECK_EQ_INT(open_buf(&z, &a, b.buf, b.len), CKPT_E_FORMAT);
+    CHECK_EQ_INT(ckpt_error_last()->offset, third_cd);
+    CHECK(strstr(ckpt_error_last()->message, "PK\\1\\2") != NULL);
+    /* the directory intact: it opens in one step, a local header's error
+     * comes with the members */
+    b.buf[third_cd] = 'P';
+    b.buf[second] = 'X';
+    CHECK_EQ_INT(
+        ckpt_zip_open_directory(&z, &a, b.buf, b.len, NULL, "test.zip", &limits, CKPT_ZIP_TORCH),
+        0);
+    CHECK(ckpt_zip_find(&z, "TWO") == &z.entries[1]);
+    ckpt_zip_entry e = z.entries[0];
+    CHECK_EQ_INT(ckpt_zip_read_local(&z, &e), 0);
+    CHECK_EQ_INT(e.data_offset, b.m[0].local + 30 + 3 + 3);
+    CHECK_EQ_INT(ckpt_zip_open_members(&z, &a), CKPT_E_FORMAT);
+    CHECK_EQ_INT(ckpt_error_last()->offset, second);
+    CHECK(z.entries == NULL);
+    b.buf[second] = 'P';
+    CHECK_EQ_INT(open_buf(&z, &a, b.buf, b.len), 0);
+    CHECK_EQ_INT(z.entries[2].data_offset, b.m[2].local + 30 + 5 + 3);
+    ckpt_arena_free(&a);
+}
+
+/* A torch archive's pickle runs before its members' local headers are
+ * read (torch.c), but its error is reported after theirs and after the
+ * checks of the records that torch.load reads before data.pkl. */
+TEST(torch_pickle_error_comes_last) {
+    static const char bad_pickle[] = "\x80\x02}q\x00"; /* a dict, no STOP */
+    memset(&b, 0, sizeof b);
+    add(&b, "a/data.pkl", bad_pickle, sizeof bad_pickle - 1, 0, 0);
+    add(&b, "a/byteorder", "little", 6, 0, 0);
+    add(&b, "a/version", "3\n", 2, 0, 0);
+    finish(&b, 0);
+    size_t version = b.m[2].local, byteorder = b.m[1].local + 30 + 11 + 3;
+    ckpt_file *f = NULL;
+    b.buf[version] = 'X';
+    CHECK_EQ_INT(ckpt_open_memory(&f, b.buf, b.len, "bad.pt", NULL), CKPT_E_FORMAT);
+    CHECK_EQ_STR(ckpt_error_last()->member, "a/version");
+    CHECK_EQ_INT(ckpt_error_last()->offset, version);
+    b.buf[version] = 'P';
+    b.buf[byteorder] = 'b'; /* "bittle" */
+    CHECK_EQ_INT(ckpt_open_memory(&f, b.buf, b.len, "bad.pt", NULL), CKPT_E_FORMAT);
+    CHECK_EQ_STR(ckpt_error_last()->member, "a/byteorder");
+    CHECK(strstr(ckpt_error_last()->message, "byteorder") != NULL);
+    b.buf[byteorder] = 'l';
+    CHECK_EQ_INT(ckpt_open_memory(&f, b.buf, b.len, "bad.pt", NULL), CKPT_E_TRUNCATED);
+    CHECK_EQ_STR(ckpt_error_last()->member, "a/data.pkl");
+    CHECK(f == NULL);
+}
+
 /* Only the saturated fields are in the ZIP64 extra, in the order usize,
  * csize, local offset; the others keep their 32-bit values. */
 TEST(zip64_extra_partial) {
@@ -1035,40 +1110,35 @@ static void print_colliding(size_t n, const char *prefix) {
     free(names);
 }
 
-/* ckpt_zip_numbered finds what ckpt_zip_find finds for "dir<n>", every
- * n below the member count: case ignored in dir, canonical decimals only. */
-TEST(numbered_members) {
+/* ckpt_zip_named_at answers entry i only when it is what ckpt_zip_find
+ * finds for dir + key: its name exactly, every name distinct ignoring
+ * case; else NULL (the caller looks the name up). */
+TEST(named_at) {
     memset(&b, 0, sizeof b);
     add(&b, "arc/data.pkl", "P", 1, 0, 0);
     add(&b, "ARC/Data/1", "a", 1, 0, 0);
     add(&b, "arc/data/0", "b", 1, 0, 0);
-    add(&b, "arc/data/02", "c", 1, 0, 0); /* not "2" */
-    add(&b, "arc/data/6", "d", 1, 0, 0);  /* 6 members: beyond the table */
-    add(&b, "arc/datas/3", "e", 1, 0, 0);
+    add(&b, "arc/data/02", "c", 1, 0, 0);
     finish(&b, 0);
     ckpt_arena a = {0};
     ckpt_zip z;
-    const ckpt_zip_entry **v;
-    if (!opened(&z, &a, b.buf, b.len, 6)) goto done;
-    CHECK_EQ_INT(ckpt_zip_numbered(&z, &a, "arc/data/", &v), 0);
-    if (!v) goto done;
-    CHECK(v[0] == &z.entries[2]);
-    CHECK(v[1] == &z.entries[1]);
-    for (int n = 0; n < 6; n++) {
-        char name[32];
-        snprintf(name, sizeof name, "arc/data/%d", n);
-        CHECK(v[n] == ckpt_zip_find(&z, name));
-        CHECK((v[n] != NULL) == (n < 2));
-    }
-    CHECK(ckpt_zip_find(&z, "arc/data/6") == &z.entries[4]);
+    if (!opened(&z, &a, b.buf, b.len, 4)) goto done;
+    const char *dir = "arc/data/";
+    CHECK(ckpt_zip_named_at(&z, 2, dir, 9, "0", 1) == &z.entries[2]);
+    CHECK(ckpt_zip_named_at(&z, 2, dir, 9, "0", 1) == ckpt_zip_find(&z, "arc/data/0"));
+    CHECK(ckpt_zip_named_at(&z, 3, dir, 9, "02", 2) == &z.entries[3]);
+    /* another entry there, another case, a prefix, past the end */
+    CHECK(ckpt_zip_named_at(&z, 3, dir, 9, "0", 1) == NULL);
+    CHECK(ckpt_zip_named_at(&z, 1, dir, 9, "1", 1) == NULL);
+    CHECK(ckpt_zip_find(&z, "arc/data/1") == &z.entries[1]);
+    CHECK(ckpt_zip_named_at(&z, 4, dir, 9, "0", 1) == NULL);
     /* names equal but for case: a lookup is miniz's choice, not ours */
     memset(&b, 0, sizeof b);
-    add(&b, "arc/data/0", "1", 1, 0, 0);
-    add(&b, "arc/DATA/0", "2", 1, 0, 0);
+    add(&b, "arc/DATA/0", "1", 1, 0, 0);
+    add(&b, "arc/data/0", "2", 1, 0, 0);
     finish(&b, 0);
     if (!opened(&z, &a, b.buf, b.len, 2)) goto done;
-    CHECK_EQ_INT(ckpt_zip_numbered(&z, &a, "arc/data/", &v), 0);
-    CHECK(v == NULL);
+    CHECK(ckpt_zip_named_at(&z, 1, dir, 9, "0", 1) == NULL);
 done:
     ckpt_arena_free(&a);
 }
@@ -1421,7 +1491,7 @@ int main(int argc, char **argv) {
     RUN_CORPUS(torch_directory_corrupted_everywhere);
     RUN_CORPUS(local_name_differs);
     RUN(lookup_ignores_case);
-    RUN(numbered_members);
+    RUN(named_at);
     RUN(lookup_many_names);
     RUN(lookup_hash_chain_fallback);
     RUN(zip64_locator_readings);
@@ -1448,6 +1518,8 @@ int main(int argc, char **argv) {
     RUN(corrupt_deflate_and_methods);
     RUN(duplicates_and_nul);
     RUN(bad_signatures);
+    RUN(first_error_in_entry_order);
+    RUN(torch_pickle_error_comes_last);
     RUN(zip64_extra_partial);
     RUN(zip64_extra_malformed);
     RUN(allocation_failures);

@@ -5,12 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
-typedef struct error_slot {
-    ckpt_error pub;
-    char message[512];
-    char file[1024];
-    char member[512];
-} error_slot;
+typedef ckpt_err_kept error_slot; /* one layout: keep and restore copy it */
 
 static _Thread_local error_slot last = {{0, "", "", "", UINT64_MAX, 0}, "", "", ""};
 
@@ -68,6 +63,17 @@ int ckpt_err_options_version(const char *func, unsigned got, unsigned want) {
 void ckpt_err_clear(void) {
     last.message[0] = last.file[0] = last.member[0] = '\0';
     last.pub = (ckpt_error){0, last.message, last.file, last.member, UINT64_MAX, 0};
+}
+
+void ckpt_err_keep(ckpt_err_kept *k) { *k = last; }
+
+int ckpt_err_restore(const ckpt_err_kept *k) {
+    last = *k;
+    /* the strings are the slot's own, not the copy's */
+    last.pub.message = last.message;
+    last.pub.file = last.file;
+    last.pub.member = last.member;
+    return last.pub.code;
 }
 
 const ckpt_error *ckpt_error_last(void) {

@@ -49,4 +49,21 @@ int ckpt_err_options_version(const char *func, unsigned got, unsigned want);
 /* Clears the record (code 0). */
 void ckpt_err_clear(void);
 
+/* A copy of the record, for work done ahead of its turn: the error it
+ * met is reported only after the work that comes before it in the
+ * reported order found none (zip.c's local headers, torch.c's pickle
+ * run before them). */
+typedef struct ckpt_err_kept {
+    ckpt_error pub;
+    char message[512];
+    char file[1024];
+    char member[512];
+} ckpt_err_kept;
+
+/* Copies the record into *k. */
+void ckpt_err_keep(ckpt_err_kept *k);
+
+/* Makes *k the record again; returns its code. */
+int ckpt_err_restore(const ckpt_err_kept *k);
+
 #endif

@@ -140,6 +140,14 @@ extern void (*ckpt_source_read_hook)(const ckpt_source *src, uint64_t off, size_
  * without a descriptor or outside the mapping. */
 void ckpt_source_will_read(const ckpt_source *src, const void *p, uint64_t n);
 
+/* Hints that all of [p, p+n) of src will be read soon, not front to
+ * back: WILLNEED over all of it (32 MiB at most), so that the kernel
+ * reads it while the caller works on what came first (a zip's directory,
+ * then its local headers; a cold 100k-member .pt of 30 MB: the local
+ * headers past 16 MiB were read one window at a time after the pickle
+ * ran). A no-op without a descriptor or outside the mapping. */
+void ckpt_source_will_need(const ckpt_source *src, const void *p, uint64_t n);
+
 /* Hints that src's file is read front to back from its start on
  * (POSIX_FADV_SEQUENTIAL: the kernel's read-ahead window doubled), and
  * asks for its first sixteenth at once, 32 MiB at most (WILLNEED). Less

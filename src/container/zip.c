@@ -11,7 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/decimal.h"
 #include "base/error.h"
 #include "base/pages.h"
 #include "base/sort.h"
@@ -348,30 +347,19 @@ static int read_zip64_extra(const ckpt_zip *z, ckpt_zip_entry *e, uint64_t *loca
 
 /* How open reads the directory: in windows of CD_WINDOW bytes, one
  * after the other (one window in memory, not the whole directory: 6 MiB
- * for 100k members, all of it pages to clear), and the local headers
- * through a window (DENSE), peeked when far apart (PEEK). */
+ * for 100k members, all of it pages to clear); then the local headers
+ * through a window of their own (read_locals). */
 #define CD_WINDOW ((size_t)1 << 20)
 
-typedef struct dir_reader {
-    ckpt_view cd;    /* the central directory, in windows of CD_WINDOW */
-    ckpt_view local; /* local headers */
-    size_t ahead;
-} dir_reader;
-
-/* Reads the local header of e (at `local`; the central entry is at
- * `cen`) to find the data offset, and checks that the data lies inside
- * the buffer. miniz reads it only when the member is extracted; ckpt
- * requires every entry's to be valid. */
-static int read_local(const ckpt_zip *z, dir_reader *dr, ckpt_zip_entry *e, uint64_t local,
-                      uint64_t cen) {
-    if (local > z->len || z->len - local < LOCAL_SIZE)
-        return ckpt_err(CKPT_E_TRUNCATED, z->file, e->name, cen,
-                        "local header offset %" PRIu64
-                        " leaves no room for a 30-byte header in the input (%zu bytes)",
-                        local, z->len);
+/* Reads the local header of e (at e->local_offset, which read_central
+ * checked leaves room for one) through view v (read ahead `ahead`) to
+ * find the data offset, and checks that the data lies inside the buffer.
+ * miniz reads it only when the member is extracted; ckpt requires every
+ * entry's to be valid. */
+static int read_local(const ckpt_zip *z, ckpt_view *v, size_t ahead, ckpt_zip_entry *e) {
+    uint64_t local = e->local_offset;
     const uint8_t *h;
-    int rc =
-        ckpt_source_view(z->src, &dr->local, z->buf + local, LOCAL_SIZE, dr->ahead, e->name, &h);
+    int rc = ckpt_source_view(z->src, v, z->buf + local, LOCAL_SIZE, ahead, e->name, &h);
     if (rc) return rc;
     if (rd32(h) != SIG_LOCAL)
         return ckpt_err(CKPT_E_FORMAT, z->file, e->name, local,
@@ -381,12 +369,11 @@ static int read_local(const ckpt_zip *z, dir_reader *dr, ckpt_zip_entry *e, uint
         return ckpt_err(CKPT_E_TRUNCATED, z->file, e->name, local,
                         "local header's name (%" PRIu64 " bytes) runs past the end of the input",
                         nlen);
-    if (!ckpt_view_holds(&dr->local, h, LOCAL_SIZE + (size_t)nlen) &&
-        (rc = ckpt_source_view(z->src, &dr->local, z->buf + local, LOCAL_SIZE + (size_t)nlen,
-                               dr->ahead, e->name, &h)))
+    if (!ckpt_view_holds(v, h, LOCAL_SIZE + (size_t)nlen) &&
+        (rc = ckpt_source_view(z->src, v, z->buf + local, LOCAL_SIZE + (size_t)nlen, ahead, e->name,
+                               &h)))
         return rc;
     e->local_name_differs = nlen != e->name_len || memcmp(h + LOCAL_SIZE, e->name, nlen) != 0;
-    e->local_offset = local;
     /* No overflow: local + 30 + nlen <= len, and xlen < 2^16. */
     e->data_offset = local + LOCAL_SIZE + nlen + xlen;
     if (e->data_offset > z->len || e->csize > z->len - e->data_offset)
@@ -436,9 +423,10 @@ static int miniz_entry_checks(const ckpt_zip *z, const uint8_t *h, uint64_t at, 
     return 0;
 }
 
-/* Parses the central entry at *pos (the directory ends at `end`) into e
- * and advances *pos past it. */
-static int read_central(const ckpt_zip *z, ckpt_arena *a, dir_reader *dr, uint64_t *pos,
+/* Parses the central entry at *pos (the directory ends at `end`; read
+ * through view cd) into e, all but the fields of its local header
+ * (read_local), and advances *pos past it. */
+static int read_central(const ckpt_zip *z, ckpt_arena *a, ckpt_view *cd, uint64_t *pos,
                         uint64_t end, uint32_t this_disk, ckpt_zip_entry *e) {
     uint64_t at = *pos;
     if (end - at < CENTRAL_SIZE)
@@ -447,7 +435,7 @@ static int read_central(const ckpt_zip *z, ckpt_arena *a, dir_reader *dr, uint64
                         "directory ends at offset %" PRIu64,
                         end);
     const uint8_t *h;
-    int rc = ckpt_source_view(z->src, &dr->cd, z->buf + at, CENTRAL_SIZE, CD_WINDOW, NULL, &h);
+    int rc = ckpt_source_view(z->src, cd, z->buf + at, CENTRAL_SIZE, CD_WINDOW, NULL, &h);
     if (rc) return rc;
     if (rd32(h) != SIG_CENTRAL)
         return ckpt_err(CKPT_E_FORMAT, z->file, NULL, at,
@@ -458,8 +446,8 @@ static int read_central(const ckpt_zip *z, ckpt_arena *a, dir_reader *dr, uint64
                         "central entry's name, extra and comment (%zu bytes) "
                         "run past the directory's end at offset %" PRIu64,
                         nlen + xlen + clen, end);
-    if (!ckpt_view_holds(&dr->cd, h, CENTRAL_SIZE + nlen + xlen + clen) &&
-        (rc = ckpt_source_view(z->src, &dr->cd, z->buf + at, CENTRAL_SIZE + nlen + xlen + clen,
+    if (!ckpt_view_holds(cd, h, CENTRAL_SIZE + nlen + xlen + clen) &&
+        (rc = ckpt_source_view(z->src, cd, z->buf + at, CENTRAL_SIZE + nlen + xlen + clen,
                                CD_WINDOW, NULL, &h)))
         return rc;
     const char *name = (const char *)h + CENTRAL_SIZE;
@@ -495,7 +483,13 @@ static int read_central(const ckpt_zip *z, ckpt_arena *a, dir_reader *dr, uint64
                         " bytes before the archive overflows: expected an offset inside "
                         "the input (%zu bytes)",
                         local, z->shift, z->len);
-    return read_local(z, dr, e, local, at);
+    if (local > z->len || z->len - local < LOCAL_SIZE)
+        return ckpt_err(CKPT_E_TRUNCATED, z->file, e->name, at,
+                        "local header offset %" PRIu64
+                        " leaves no room for a 30-byte header in the input (%zu bytes)",
+                        local, z->len);
+    e->local_offset = local;
+    return 0;
 }
 
 static int lower(char c) { return c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : (uint8_t)c; }
@@ -727,7 +721,38 @@ static int check_overlaps(const ckpt_zip *z, ckpt_arena *a) {
     return 0;
 }
 
-static int open_dir(ckpt_zip *z, ckpt_arena *a, const ckpt_limits *lim) {
+/* The local headers of the first n entries, in directory order, read
+ * in large windows when members lie closer than DENSE bytes apart on
+ * average (a cold file then costs few large reads, not one per header),
+ * peeked when far apart (PEEK). */
+static int read_locals(ckpt_zip *z, size_t n) {
+    size_t dense = ckpt_zip_dense_ahead(z);
+    ckpt_view v = {.peek = z->count && z->cd_offset / z->count >= PEEK};
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < n; i++)
+        rc = read_local(z, &v, dense ? dense : SPARSE_AHEAD, &z->entries[i]);
+    ckpt_view_free(&v);
+    return rc;
+}
+
+static int read_members(ckpt_zip *z, ckpt_arena *a) {
+    int rc = read_locals(z, z->count);
+    return rc ? rc : check_overlaps(z, a);
+}
+
+/* The error just recorded at the directory's entry k (k = count: after
+ * all of them, by the index), reported in the order of a reader that
+ * reads each entry's local header right after its central one (and the
+ * overlaps after all of them): after an error in a local header of the
+ * k entries before it. */
+static int after_locals(ckpt_zip *z, ckpt_arena *a, size_t k) {
+    ckpt_err_kept kept;
+    ckpt_err_keep(&kept);
+    int first = k == z->count ? read_members(z, a) : read_locals(z, k);
+    return first ? first : ckpt_err_restore(&kept);
+}
+
+static int open_directory(ckpt_zip *z, ckpt_arena *a, const ckpt_limits *lim) {
     dir_info d = {0, 0, 0, 0, 0};
     int rc = read_end_records(z, &d);
     if (rc) return rc;
@@ -757,22 +782,51 @@ static int open_dir(ckpt_zip *z, ckpt_arena *a, const ckpt_limits *lim) {
         return ckpt_err(CKPT_E_NOMEM, z->file, NULL, d.cd_offset, "out of memory for %zu members",
                         z->count);
     /* the directory is read in windows (read_end_records: it lies inside
-     * the input, so the file's size bounds it); the local headers
-     * in large windows when members lie closer than DENSE bytes apart on
-     * average, read ahead of the preads (a cold file then costs few
-     * large reads, not one per header) */
-    size_t dense = ckpt_zip_dense_ahead(z);
-    dir_reader dr = {.ahead = dense ? dense : SPARSE_AHEAD,
-                     .local = {.peek = z->count && d.cd_offset / z->count >= PEEK}};
-    if (dense) ckpt_source_will_read(z->src, z->buf, d.cd_offset + d.cd_size);
+     * the input, so the file's size bounds it); when the local headers
+     * are dense, the whole file is asked for at once (up to 32 MiB), the
+     * directory first: it is read first, and the read-ahead of the
+     * members before it would queue ahead of it (a cold 100k-member .pt
+     * waited 13 ms for its first window) */
+    if (ckpt_zip_dense_ahead(z)) {
+        ckpt_source_will_read(z->src, z->buf + d.cd_offset, d.cd_size);
+        ckpt_source_will_need(z->src, z->buf, d.cd_offset);
+    }
+    ckpt_view cd = {0};
     uint64_t pos = d.cd_offset, end = d.cd_offset + d.cd_size;
-    for (size_t i = 0; rc == 0 && i < z->count; i++)
-        rc = read_central(z, a, &dr, &pos, end, d.this_disk, &z->entries[i]);
-    ckpt_view_free(&dr.cd);
-    ckpt_view_free(&dr.local);
-    if (rc) return rc;
-    if ((rc = check_overlaps(z, a))) return rc;
-    return build_index(z, a);
+    size_t i = 0;
+    for (; rc == 0 && i < z->count; i++)
+        rc = read_central(z, a, &cd, &pos, end, d.this_disk, &z->entries[i]);
+    ckpt_view_free(&cd);
+    if (rc) return after_locals(z, a, i - 1);
+    if (build_index(z, a)) return after_locals(z, a, z->count);
+    return 0;
+}
+
+int ckpt_zip_open_directory(ckpt_zip *z, ckpt_arena *a, const uint8_t *buf, size_t len,
+                            const ckpt_source *src, const char *file, const ckpt_limits *lim,
+                            ckpt_zip_reading how) {
+    memset(z, 0, sizeof *z);
+    z->buf = buf;
+    z->len = len;
+    z->src = src;
+    z->file = file;
+    z->reading = how;
+    int rc = open_directory(z, a, lim);
+    if (rc) memset(z, 0, sizeof *z);
+    return rc;
+}
+
+int ckpt_zip_open_members(ckpt_zip *z, ckpt_arena *a) {
+    int rc = read_members(z, a);
+    if (rc) memset(z, 0, sizeof *z);
+    return rc;
+}
+
+int ckpt_zip_read_local(const ckpt_zip *z, ckpt_zip_entry *e) {
+    ckpt_view v = {0};
+    int rc = read_local(z, &v, SPARSE_AHEAD, e);
+    ckpt_view_free(&v);
+    return rc;
 }
 
 size_t ckpt_zip_dense_ahead(const ckpt_zip *z) {
@@ -782,15 +836,8 @@ size_t ckpt_zip_dense_ahead(const ckpt_zip *z) {
 int ckpt_zip_open_reading(ckpt_zip *z, ckpt_arena *a, const uint8_t *buf, size_t len,
                           const ckpt_source *src, const char *file, const ckpt_limits *lim,
                           ckpt_zip_reading how) {
-    memset(z, 0, sizeof *z);
-    z->buf = buf;
-    z->len = len;
-    z->src = src;
-    z->file = file;
-    z->reading = how;
-    int rc = open_dir(z, a, lim);
-    if (rc) memset(z, 0, sizeof *z);
-    return rc;
+    int rc = ckpt_zip_open_directory(z, a, buf, len, src, file, lim, how);
+    return rc ? rc : ckpt_zip_open_members(z, a);
 }
 
 int ckpt_zip_open(ckpt_zip *z, ckpt_arena *a, const uint8_t *buf, size_t len,
@@ -821,25 +868,14 @@ const ckpt_zip_entry *ckpt_zip_find(const ckpt_zip *z, const char *name) {
     return NULL;
 }
 
-int ckpt_zip_numbered(const ckpt_zip *z, ckpt_arena *a, const char *dir,
-                      const ckpt_zip_entry ***by_number) {
-    *by_number = NULL;
-    if (z->has_duplicates || z->count == 0) return 0;
-    const ckpt_zip_entry **v = ckpt_arena_array(a, z->count, sizeof *v);
-    if (!v)
-        return ckpt_err(CKPT_E_NOMEM, z->file, NULL, z->cd_offset,
-                        "out of memory for the numbered members of %zu", z->count);
-    size_t dlen = strlen(dir), n;
-    for (size_t i = 0; i < z->count; i++) {
-        const ckpt_zip_entry *e = &z->entries[i];
-        /* a lookup compares as miniz does: ASCII case ignored (digits
-         * have none); no two names are equal so, so each n has one */
-        if (e->name_len > dlen && compare_names(e->name, dlen, dir, dlen) == 0 &&
-            ckpt_decimal_index(e->name + dlen, e->name_len - dlen, z->count, &n))
-            v[n] = e;
-    }
-    *by_number = v;
-    return 0;
+const ckpt_zip_entry *ckpt_zip_named_at(const ckpt_zip *z, size_t i, const char *dir, size_t dlen,
+                                        const char *key, size_t klen) {
+    if (!z->slots || i >= z->count) return NULL; /* slots: names distinct */
+    const ckpt_zip_entry *e = &z->entries[i];
+    return e->name_len == dlen + klen && memcmp(e->name, dir, dlen) == 0 &&
+                   memcmp(e->name + dlen, key, klen) == 0
+               ? e
+               : NULL;
 }
 
 uint64_t ckpt_zip_budget(const ckpt_limits *lim, size_t len) {

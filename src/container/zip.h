@@ -112,6 +112,27 @@ int ckpt_zip_open_reading(ckpt_zip *z, ckpt_arena *a, const uint8_t *buf, size_t
                           const ckpt_source *src, const char *file, const ckpt_limits *lim,
                           ckpt_zip_reading how);
 
+/* ckpt_zip_open_reading in two steps, for a reader that has work to do
+ * on one member while the others arrive from a cold file (torch.c runs
+ * the pickle before the other local headers are read):
+ * ckpt_zip_open_directory reads the end records and the central
+ * directory (every field of each entry but local_name_differs and
+ * data_offset, which its local header gives) and builds the lookup
+ * (ckpt_zip_find works); ckpt_zip_open_members then reads every local
+ * header and checks the overlaps. Together they report what
+ * ckpt_zip_open_reading reports, the same first error (an error in the
+ * directory comes after one in a local header of an entry before it).
+ * On failure *z is zeroed. */
+int ckpt_zip_open_directory(ckpt_zip *z, ckpt_arena *a, const uint8_t *buf, size_t len,
+                            const ckpt_source *src, const char *file, const ckpt_limits *lim,
+                            ckpt_zip_reading how);
+int ckpt_zip_open_members(ckpt_zip *z, ckpt_arena *a);
+
+/* Between the two steps: fills e (a copy of an entry of z) from its local
+ * header, as ckpt_zip_open_members will fill the entry. Its errors, or
+ * 0. */
+int ckpt_zip_read_local(const ckpt_zip *z, ckpt_zip_entry *e);
+
 /* The read-ahead for reading z's local headers or small members one
  * after another: when members lie closer than 16 KiB apart on average, 1
  * MiB (one pread serves many, and a cold file costs few large reads, not
@@ -127,16 +148,14 @@ const ckpt_zip_entry *ckpt_zip_find(const ckpt_zip *z, const char *name);
  * as lookups compare); for tests that build names to collide. */
 uint64_t ckpt_zip_name_hash(const char *s, size_t n);
 
-/* What ckpt_zip_find answers for every name `dir` followed by a number n
- * below z->count in canonical decimal (ckpt_decimal_index: "0", "17"), in
- * one pass over the directory instead of one lookup per name (torch's
- * storages "archive/data/<key>"): *by_number is an array of z->count
- * entries from arena a, [n] the entry found for that name or NULL. When
- * z->has_duplicates (which entry a lookup finds is miniz's choice among
- * several) *by_number is NULL: look each name up. 0 or CKPT_E_NOMEM
- * (recorded). */
-int ckpt_zip_numbered(const ckpt_zip *z, ckpt_arena *a, const char *dir,
-                      const ckpt_zip_entry ***by_number);
+/* Entry i when its name is exactly `dir` followed by `key` (dlen and
+ * klen bytes) and no two names in z are equal ignoring ASCII case: then
+ * it is the entry ckpt_zip_find finds for that name, found without a
+ * lookup (torch.save lays out the storages "archive/data/<key>" in the
+ * order data.pkl first names them: each at the index after the one
+ * before). NULL otherwise, i past the last entry too: look the name up. */
+const ckpt_zip_entry *ckpt_zip_named_at(const ckpt_zip *z, size_t i, const char *dir, size_t dlen,
+                                        const char *key, size_t klen);
 
 /* The inflate budget of one input of `len` bytes, shared by every reader
  * of it (open, scan, verify): lim->max_inflate_bytes, and at most

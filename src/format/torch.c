@@ -19,13 +19,6 @@
 #define LEGACY_MAGIC "119547037146038801333356"
 #define LEGACY_PROTOCOL 1001
 
-/* A storage and where its key put it: the index in torch_reader.dense,
- * found once (its member is numbered[dense]), or SIZE_MAX: named. */
-typedef struct kept_storage {
-    ckpt_storage *st;
-    size_t dense;
-} kept_storage;
-
 typedef struct torch_reader {
     ckpt_file *f;
     int legacy;
@@ -37,7 +30,7 @@ typedef struct torch_reader {
     ckpt_storage **dense;
     size_t ndense;
     ckpt_strmap named;
-    kept_storage *order; /* storages in first-use order */
+    ckpt_storage **order; /* storages in first-use order */
     size_t norder, ordercap;
     uint64_t budget; /* the file's inflate budget left (ckpt_zip_budget) */
     /* the last storage class a persistent id named, once checked: torch
@@ -46,7 +39,8 @@ typedef struct torch_reader {
     const ckpt_value *class_seen;
     ckpt_dtype class_dt;
     int class_untyped;
-    unsigned key_kinds; /* 1: a str storage key seen, 2: an int one */
+    unsigned class_size; /* bytes per element numel counts (1: untyped) */
+    unsigned key_kinds;  /* 1: a str storage key seen, 2: an int one */
 } torch_reader;
 
 /* A storage key and where it is kept: dense (at index) or named. */
@@ -66,7 +60,7 @@ static ckpt_storage *find_storage(const torch_reader *r, const storage_key *k) {
     if (k->dense) return r->dense[k->index];
     const ckpt_strmap_slot *s =
         ckpt_strmap_find(&r->named, k->s, k->len, ckpt_strmap_hash(k->s, k->len));
-    return s ? r->order[s->val].st : NULL;
+    return s ? r->order[s->val] : NULL;
 }
 
 /* Adds st under key (absent): 0 or -1 out of memory. */
@@ -75,8 +69,10 @@ static int add_storage(torch_reader *r, const storage_key *k, ckpt_storage *st) 
     if (r->norder == r->ordercap) { /* the reader's own, freed when it ends:
                                        not the file's arena, which keeps
                                        every array a doubling leaves */
-        size_t cap = r->ordercap ? 2 * r->ordercap : 64;
-        kept_storage *o =
+        /* first as many as the archive has members: torch.save writes
+         * one per storage */
+        size_t cap = r->ordercap ? 2 * r->ordercap : r->ndense > 64 ? r->ndense : 64;
+        ckpt_storage **o =
             cap < SIZE_MAX / sizeof *o ? ckpt_realloc(r->order, cap * sizeof *o) : NULL;
         if (!o) return -1;
         r->order = o;
@@ -86,7 +82,7 @@ static int add_storage(torch_reader *r, const storage_key *k, ckpt_storage *st) 
         r->dense[k->index] = st;
     else if (ckpt_strmap_put(&r->named, k->s, k->len, r->norder, &s) < 0)
         return -1;
-    r->order[r->norder++] = (kept_storage){st, k->dense ? k->index : SIZE_MAX};
+    r->order[r->norder++] = st;
     return 0;
 }
 
@@ -150,10 +146,10 @@ static int load_storage(void *ctx, ckpt_value *pid, uint64_t off, ckpt_value **o
             return ckpt_err(CKPT_E_FORMAT, f->path, mem, at(r, type, off),
                             "unknown storage type %s", type->u.global.qualname);
         }
+        r->class_size = r->class_untyped ? 1u : ckpt_dtype_size(r->class_dt);
         r->class_seen = type;
     }
     ckpt_dtype dt = r->class_dt;
-    int untyped = r->class_untyped;
     uint64_t numel, nbytes;
     /* torch.load reads record f"data/{key}": an int key names its decimal
      * text (a zip's only: legacy keys are matched as the strings the file
@@ -178,7 +174,7 @@ static int load_storage(void *ctx, ckpt_value *pid, uint64_t off, ckpt_value **o
                         "torch loads \"0\" and 0 as two storages of record data/0, "
                         "ckpt's storages are one per key text",
                         ktext);
-    if (ckpt_mul_overflow(numel, untyped ? 1 : ckpt_dtype_size(dt), &nbytes))
+    if (ckpt_mul_overflow(numel, r->class_size, &nbytes))
         return ckpt_err(CKPT_E_FORMAT, f->path, mem, at(r, nv, off), "storage size overflows");
 
     /* a key seen before is the storage loaded then (torch's
@@ -465,20 +461,82 @@ static int no_data_pkl(ckpt_file *f, const ckpt_zip *z, const char *prefix, cons
                     "archive has no %s/data.pkl record", prefix);
 }
 
+/* Whether the file shrank since it was opened (or cannot be checked):
+ * then an error a read met is reported at once, as every read's is. */
+static int shrank(const ckpt_zip *z) {
+    ckpt_err_kept kept;
+    ckpt_err_keep(&kept);
+    int rc = ckpt_source_check_size(z->src);
+    ckpt_err_restore(&kept);
+    return rc != 0;
+}
+
+/* Runs data.pkl right after z's directory is read, before the local
+ * headers of the other members (ckpt_zip_open_members): the members of a
+ * cold file then arrive from the disk, read ahead, while the pickle runs,
+ * instead of before it starts (a cold 100k-tensor torch.save file of 30
+ * MB, whose local headers span it all). Its answer is reported where
+ * read_zip reports it in order, after every check that comes first:
+ * *ran = 1 when it ran, *pk its answer (its error in *kept), r->budget
+ * charged as in order (byteorder first). *ran = 0 when the archive is
+ * one that the checks before the pickle refuse, or may refuse otherwise
+ * than in order (no records, duplicates, no archive name, no data.pkl, a
+ * byteorder record over the budget, data.pkl's local header unreadable):
+ * it runs in order. Returns the error of a read of a file that shrank, or
+ * CKPT_E_NOMEM (every failed allocation fails the open), else 0. */
+static int run_early(torch_reader *r, ckpt_zip *z, int *ran, int *pk, ckpt_err_kept *kept) {
+    ckpt_file *f = r->f;
+    *ran = 0;
+    if (z->count == 0 || z->has_duplicates) return 0;
+    const char *first = z->entries[0].name, *slash = memchr(first, '/', z->entries[0].name_len);
+    if (!slash) return 0;
+    int plen = (int)(slash - first);
+    const char *bo_name = ckpt_arena_printf(&f->arena, "%.*s/byteorder", plen, first);
+    const char *pkl_name = ckpt_arena_printf(&f->arena, "%.*s/data.pkl", plen, first);
+    if (!bo_name || !pkl_name) return ckpt_err_nomem();
+    const ckpt_zip_entry *bo = ckpt_zip_find(z, bo_name), *e = ckpt_zip_find(z, pkl_name);
+    uint64_t budget = ckpt_zip_budget(&f->opts.limits, f->map_size);
+    if (!e || (bo && bo->usize > budget)) return 0;
+    r->ndense = z->count;
+    r->dense = ckpt_arena_array(&f->arena, z->count, sizeof *r->dense);
+    if (!r->dense) return ckpt_err_nomem();
+    ckpt_zip_entry pkl = *e; /* its local header's fields, ahead of the others' */
+    int rc = ckpt_zip_read_local(z, &pkl);
+    if (rc) return rc == CKPT_E_NOMEM || shrank(z) ? rc : 0;
+    r->budget = budget - (bo ? bo->usize : 0);
+    const uint8_t *bytes;
+    size_t consumed;
+    ckpt_arena text = {0};
+    if (!(rc = ckpt_zip_load(z, &pkl, &text, &r->budget, &bytes)))
+        rc = run_pickle(r, &f->root, &consumed, bytes, (size_t)pkl.usize, e->name, pkl.data_offset,
+                        1);
+    ckpt_arena_free(&text);
+    if ((rc == CKPT_E_IO || rc == CKPT_E_TRUNCATED) && shrank(z)) return rc;
+    ckpt_err_keep(kept);
+    *pk = rc;
+    *ran = 1;
+    return 0;
+}
+
 static int read_zip(torch_reader *r) {
     ckpt_file *f = r->f;
     f->format = CKPT_FORMAT_TORCH_ZIP;
     ckpt_zip *z = ckpt_arena_alloc(&f->arena, sizeof *z);
     if (!z) return ckpt_err(CKPT_E_NOMEM, f->path, NULL, 0, "out of memory");
-    int rc = ckpt_zip_open(z, &f->arena, f->map, f->map_size, &f->source, f->path, &f->opts.limits);
-    if (rc) return rc;
+    int rc = ckpt_zip_open_directory(z, &f->arena, f->map, f->map_size, &f->source, f->path,
+                                     &f->opts.limits, CKPT_ZIP_TORCH);
+    int early = 0, pk = 0;
+    ckpt_err_kept kept;
+    if (rc || (rc = run_early(r, z, &early, &pk, &kept)) ||
+        (rc = ckpt_zip_open_members(z, &f->arena)))
+        return rc;
     f->zip = z;
     if (z->count == 0)
         return ckpt_err(CKPT_E_FORMAT, f->path, NULL, 0, "zip archive has no records");
     /* a storage key names a member "data/<key>": torch.save's keys are
      * "0".."N-1", below the member count */
     r->ndense = z->count;
-    r->dense = ckpt_arena_array(&f->arena, z->count, sizeof *r->dense);
+    if (!early) r->dense = ckpt_arena_array(&f->arena, z->count, sizeof *r->dense);
     if (!r->dense) return ckpt_err(CKPT_E_NOMEM, f->path, NULL, 0, "out of memory");
     if (z->has_duplicates)
         return ckpt_err(CKPT_E_FORMAT, f->path, NULL, CKPT_NO_OFFSET,
@@ -503,13 +561,15 @@ static int read_zip(torch_reader *r) {
      * read like any other: data.pkl holds the module objects, whose
      * BUILD makes their state dicts (builders.h); code/ is never read. */
     char *name;
-    r->budget = ckpt_zip_budget(&f->opts.limits, f->map_size);
+    uint64_t budget = ckpt_zip_budget(&f->opts.limits, f->map_size);
+    if (!early) r->budget = budget;
     int big = 0;
     name = ckpt_arena_printf(&f->arena, "%s/byteorder", prefix);
     const ckpt_zip_entry *e = name ? ckpt_zip_find(z, name) : NULL;
     if (e) {
         const uint8_t *bo;
-        if ((rc = ckpt_zip_load(z, e, &f->arena, &r->budget, &bo))) return rc;
+        /* the early run charged r->budget for it already */
+        if ((rc = ckpt_zip_load(z, e, &f->arena, early ? &budget : &r->budget, &bo))) return rc;
         if (e->usize == 3 && memcmp(bo, "big", 3) == 0)
             big = 1;
         else if (!(e->usize == 6 && memcmp(bo, "little", 6) == 0))
@@ -522,34 +582,35 @@ static int read_zip(torch_reader *r) {
     /* the pickle's bytes are read once: reader mode copies every str and
      * bytes it keeps, so they go with the run (a 100k-tensor state dict's
      * are 11 MiB; the budget stays charged) */
-    const uint8_t *pkl;
-    size_t consumed;
-    ckpt_arena text = {0};
-    if (!(rc = ckpt_zip_load(z, e, &text, &r->budget, &pkl)))
-        rc = run_pickle(r, &f->root, &consumed, pkl, (size_t)e->usize, e->name, e->data_offset, 1);
-    ckpt_arena_free(&text);
-    if (rc) return rc;
+    if (early) {
+        if (pk) return ckpt_err_restore(&kept);
+    } else {
+        const uint8_t *pkl;
+        size_t consumed;
+        ckpt_arena text = {0};
+        if (!(rc = ckpt_zip_load(z, e, &text, &r->budget, &pkl)))
+            rc = run_pickle(r, &f->root, &consumed, pkl, (size_t)e->usize, e->name, e->data_offset,
+                            1);
+        ckpt_arena_free(&text);
+        if (rc) return rc;
+    }
 
-    /* the members of numbered storages in one pass (ckpt_zip_numbered),
-     * any other looked up by name */
-    const ckpt_zip_entry **numbered = NULL;
-    name = ckpt_arena_printf(&f->arena, "%s/data/", prefix);
-    if (!name) return ckpt_err(CKPT_E_NOMEM, f->path, NULL, 0, "out of memory");
-    if (r->norder && (rc = ckpt_zip_numbered(z, &f->arena, name, &numbered))) return rc;
+    /* each storage's member where torch.save puts it, after the one
+     * before (ckpt_zip_named_at), else looked up by name */
+    char *dir = ckpt_arena_printf(&f->arena, "%s/data/", prefix);
+    if (!dir) return ckpt_err(CKPT_E_NOMEM, f->path, NULL, 0, "out of memory");
+    size_t dlen = strlen(dir), next = 0;
     for (size_t i = 0; i < r->norder; i++) {
-        ckpt_storage *st = r->order[i].st;
-        const ckpt_zip_entry *d = NULL;
-        /* ndense is z->count: a dense key is a numbered member's number */
-        int by_number = numbered && r->order[i].dense != SIZE_MAX;
-        if (by_number) d = numbered[r->order[i].dense];
+        ckpt_storage *st = r->order[i];
+        const ckpt_zip_entry *d = ckpt_zip_named_at(z, next, dir, dlen, st->key, strlen(st->key));
         if (!d) {
-            name = ckpt_arena_printf(&f->arena, "%s/data/%s", prefix, st->key);
+            name = ckpt_arena_printf(&f->arena, "%s%s", dir, st->key);
             if (!name) return ckpt_err(CKPT_E_NOMEM, f->path, NULL, 0, "out of memory");
-            if (!by_number) d = ckpt_zip_find(z, name);
-            if (!d)
+            if (!(d = ckpt_zip_find(z, name)))
                 return ckpt_err(CKPT_E_FORMAT, f->path, name, CKPT_NO_OFFSET,
                                 "storage record named by data.pkl is missing");
         }
+        next = (size_t)(d - z->entries) + 1;
         if (d->usize != st->nbytes)
             return ckpt_err(CKPT_E_MISMATCH, f->path, d->name, d->data_offset,
                             "storage record holds %llu bytes, data.pkl declares %llu",
@@ -713,14 +774,14 @@ static int read_legacy(torch_reader *r, ckpt_view *win) {
     }
     f->legacy_blobs_end = pos;
     for (size_t i = 0; i < r->norder; i++) {
-        ckpt_storage *st = r->order[i].st;
+        ckpt_storage *st = r->order[i];
         if (st->base) continue;
         if (!st->data)
             return ckpt_err(CKPT_E_TRUNCATED, f->path, NULL, pos,
                             "storage %s of the main pickle has no data in the file", st->key);
     }
     for (size_t i = 0; i < r->norder; i++) {
-        ckpt_storage *st = r->order[i].st;
+        ckpt_storage *st = r->order[i];
         if (!st->base) continue;
         uint64_t skip = st->base_elem_offset * ckpt_dtype_size(st->dtype);
         st->data = st->base->data + skip;

@@ -103,6 +103,9 @@ static int verify_zip(ckpt_file *f, const ckpt_file *dcp, ckpt_verify_report *re
     ckpt_zip *z = f->zip;
     uint64_t budget = ckpt_zip_budget(&f->opts.limits, f->map_size);
     ckpt_view small = {0};
+    /* a scratch arena for a member's inflated copy, freed before the next
+     * (stored members use none) */
+    ckpt_arena scratch = {0};
     int rc = 0;
     /* small members are read front to back through `small`: one hint for
      * the file (large ones hint their own range in read_windows) */
@@ -111,8 +114,6 @@ static int verify_zip(ckpt_file *f, const ckpt_file *dcp, ckpt_verify_report *re
         const ckpt_zip_entry *e = &z->entries[i];
         const uint8_t *data;
         uint32_t crc = 0;
-        /* a scratch arena per member keeps inflated copies from piling up */
-        ckpt_arena scratch = {0};
         rc = ckpt_zip_read(z, e, &scratch, &budget, &data);
         /* stored members come from the file (pread), inflated ones from
          * the arena; on a mismatch, check_crc recomputes to report it */
@@ -124,12 +125,13 @@ static int verify_zip(ckpt_file *f, const ckpt_file *dcp, ckpt_verify_report *re
         if (rc == 0 && recorded && crc != e->crc32 &&
             ckpt_zip_check_crc(z, e, data) == CKPT_E_CHECKSUM)
             rc = crc_mismatch(f, dcp, e);
-        ckpt_arena_free(&scratch);
+        if (scratch.head) ckpt_arena_free(&scratch);
         if (rc) break;
         rep->members += (uint64_t)recorded;
         rep->bytes += e->usize;
     }
     ckpt_view_free(&small);
+    ckpt_arena_free(&scratch);
     return rc;
 }
 
