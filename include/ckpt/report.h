@@ -61,6 +61,18 @@ typedef struct ckpt_doctor_check {
     int differs;
 } ckpt_doctor_check;
 
+/* A weights file transformers' from_pretrained reads by its name
+ * (model.safetensors, a shard model.safetensors.index.json lists) and
+ * refuses for its __metadata__: present, with a "format" other than "pt",
+ * "tf", "flax" or "mlx" (format: that value) or none (format NULL). name:
+ * as the index or the directory names it; error (CKPT_E_MISMATCH, strings
+ * borrowed from the report): what transformers says, and the fix. */
+typedef struct ckpt_doctor_refusal {
+    const char *name;
+    const char *format;
+    ckpt_error error;
+} ckpt_doctor_refusal;
+
 /* The scan of one file the report covers; report is NULL (and error set)
  * when the scan itself failed. about: for an unsafe file the report knows
  * (a Trainer's training_args.bin: pickled TrainingArguments, which no
@@ -142,6 +154,12 @@ CKPT_API int ckpt_doctor_entries_cut(const ckpt_doctor_report *r);
 CKPT_API size_t ckpt_doctor_check_count(const ckpt_doctor_report *r);
 CKPT_API const ckpt_doctor_check *ckpt_doctor_check_at(const ckpt_doctor_report *r, size_t i);
 CKPT_API int ckpt_doctor_sharded(const ckpt_doctor_report *r);
+/* 1 when the weights are a file transformers' from_pretrained reads by its
+ * name (see ckpt_doctor_refusal), whatever their metadata; then the files
+ * of them it refuses (none: it reads them all). Borrowed. */
+CKPT_API int ckpt_doctor_from_pretrained(const ckpt_doctor_report *r);
+CKPT_API size_t ckpt_doctor_refusal_count(const ckpt_doctor_report *r);
+CKPT_API const ckpt_doctor_refusal *ckpt_doctor_refusal_at(const ckpt_doctor_report *r, size_t i);
 /* The scans: the file, then a directory's other files. The worst verdict
  * (a failed scan counts as unscannable). Borrowed. */
 CKPT_API size_t ckpt_doctor_scan_count(const ckpt_doctor_report *r);

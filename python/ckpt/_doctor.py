@@ -13,7 +13,8 @@ def doctor(path):
     verified): the dict `ckpt doctor --json`
     prints, with "verdict" ("healthy" or "attention"), "summary" (the
     verdict line) and "sections" (format, integrity, safety, contents,
-    not_vouched_for, resume, keys, memory, metadata, other_files, store). A
+    not_vouched_for, resume, keys, memory, metadata, other_files,
+    from_pretrained, store). A
     corrupt or unsafe file gives a report that says so; raises
     ckpt.FileError (and the like) only when nothing can be examined."""
     path = os.fspath(path)

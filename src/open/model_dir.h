@@ -32,6 +32,21 @@ const char *ckpt_model_dir_format_misfit(const char *name, ckpt_format fmt);
  * weights file (ckpt_model_dir_weights_name, or a PEFT adapter's); NULL
  * for any other name: ckpt_open reads those by content. */
 const char *ckpt_model_dir_name_misfit(const char *path, ckpt_format fmt);
+/* Whether transformers' from_pretrained reads the weights at `path` (by
+ * its base name) with the __metadata__ check below: model.safetensors, or
+ * the set model.safetensors.index.json lists (each shard), in a model
+ * folder, a Trainer checkpoint folder or a pipeline's transformers
+ * component alike. Not diffusers' diffusion_pytorch_model.* nor a PEFT
+ * adapter's adapter_model.*: their loaders read safetensors without it. */
+int ckpt_model_dir_metadata_checked(const char *path);
+/* transformers refuses a safetensors file whose __metadata__ is present
+ * (even empty) but whose "format" is not "pt", "tf", "flax" or "mlx"
+ * (OSError "does not contain the valid metadata"); one without
+ * __metadata__ loads. 0 when `f` (one safetensors file: the file or a
+ * shard) passes; else CKPT_E_MISMATCH, the error naming f's path, the
+ * value found and the fix (`ckpt convert F F --meta format=pt`), and
+ * *found the "format" value, NULL when the key is missing. */
+int ckpt_model_dir_metadata_refused(const ckpt_file *f, const char **found);
 /* If `name` is a shard name as Hugging Face writes it,
  * "NAME-00003-of-00005.EXT" (transformers' shard_checkpoint,
  * huggingface_hub's split), 1 and the name of the index that lists it,

@@ -375,6 +375,46 @@ const char *ckpt_model_dir_name_misfit(const char *path, ckpt_format fmt) {
     return known ? ckpt_model_dir_format_misfit(name, fmt) : NULL;
 }
 
+/* transformers' load_state_dict and from_pretrained (huggingface/transformers
+ * src/transformers/modeling_utils.py at 040ba146: `if metadata is not None
+ * and metadata.get("format") not in ["pt", "tf", "flax", "mlx"]: raise
+ * OSError(... "does not contain the valid metadata" ...)`; older
+ * versions lack "mlx", and the oldest call metadata.get on None). A set's
+ * shards each pass through it. diffusers' load_state_dict
+ * (models/model_loading_utils.py) had one (["pt", "flax"], at 00f0bd18)
+ * and no longer has (771d7f11); PEFT's load_peft_weights
+ * (utils/save_and_load.py) reads with safe_load_file alone. Flax's
+ * from_pretrained (modeling_flax_utils.py) refuses a file without
+ * __metadata__ too; PyTorch's loads it: the case followed. */
+static const char *const transformers_formats[] = {"pt", "tf", "flax", "mlx"};
+
+int ckpt_model_dir_metadata_checked(const char *path) {
+    const char *slash = strrchr(path, '/'), *name = slash ? slash + 1 : path;
+    return strcmp(name, "model.safetensors") == 0 ||
+           strcmp(name, "model.safetensors.index.json") == 0;
+}
+
+int ckpt_model_dir_metadata_refused(const ckpt_file *f, const char **found) {
+    const char *path = ckpt_file_path(f), *slash = strrchr(path, '/');
+    const char *format = NULL;
+    *found = NULL;
+    if (!ckpt_file_has_metadata(f)) return 0;
+    for (size_t i = 0; i < ckpt_file_metadata_count(f); i++)
+        if (strcmp(ckpt_file_metadata_key(f, i), "format") == 0)
+            format = ckpt_file_metadata_value(f, i);
+    for (size_t i = 0; format && i < sizeof transformers_formats / sizeof *transformers_formats;
+         i++)
+        if (strcmp(format, transformers_formats[i]) == 0) return 0;
+    *found = format;
+    return ckpt_err(CKPT_E_MISMATCH, path, NULL, CKPT_NO_OFFSET,
+                    "transformers' from_pretrained refuses %s: its __metadata__ %s%s%s, and "
+                    "transformers loads a safetensors file only without __metadata__ or with "
+                    "\"format\" \"pt\", \"tf\", \"flax\" or \"mlx\" (OSError \"does not contain "
+                    "the valid metadata\"); fix: ckpt convert %s %s --meta format=pt",
+                    slash ? slash + 1 : path, format ? "has \"format\" \"" : "has no \"format\"",
+                    format ? format : "", format ? "\"" : "", path, path);
+}
+
 static int weights_name_fits(ckpt_file **f, const char *path) {
     const char *slash = strrchr(path, '/'), *name = slash ? slash + 1 : path;
     const char *want = ckpt_model_dir_name_misfit(path, (*f)->format);

@@ -75,6 +75,9 @@ struct ckpt_doctor_report {
     ckpt_scan_dir *walk; /* a directory's: the reports of scans[walk_first..] */
     size_t walk_first;
     ckpt_keys_report *keys;
+    int from_pretrained; /* weights transformers reads with its metadata check */
+    ckpt_doctor_refusal *refusals;
+    size_t n_refusals;
     const char **notes;
     size_t n_notes, notes_cap;
     int notes_nomem; /* a note could not be built: the report fails */
@@ -391,6 +394,34 @@ static int check_shards(ckpt_doctor_report *r) {
 
 /* ------------------------------------------------------------ examination */
 
+/* transformers' __metadata__ check (open/model_dir.h) of weights that
+ * from_pretrained reads by their name: the file, or each shard of the
+ * set, named as the index names it. -1 when out of memory. */
+static int check_from_pretrained(ckpt_doctor_report *r) {
+    ckpt_format fmt = r->f ? ckpt_file_format(r->f) : CKPT_FORMAT_UNKNOWN;
+    const char *path = r->f ? ckpt_file_path(r->f) : "", *slash = strrchr(path, '/');
+    size_t dir_len = slash ? (size_t)(slash - path) + 1 : 0;
+    int sharded = fmt == CKPT_FORMAT_SAFETENSORS_SHARDED;
+    if (!ckpt_model_dir_metadata_checked(path) || (fmt != CKPT_FORMAT_SAFETENSORS && !sharded))
+        return 0;
+    size_t n = sharded ? r->f->nshards : 1;
+    const ckpt_file *one = r->f;
+    const ckpt_file *const *files = sharded ? (const ckpt_file *const *)r->f->shards : &one;
+    r->from_pretrained = 1;
+    r->refusals = ckpt_arena_array(&r->arena, n ? n : 1, sizeof *r->refusals);
+    if (r->refusals == NULL) return -1;
+    for (size_t i = 0; i < n; i++) {
+        const char *found, *file = ckpt_file_path(files[i]);
+        int rc = ckpt_model_dir_metadata_refused(files[i], &found);
+        if (rc == 0) continue;
+        ckpt_doctor_refusal *x = &r->refusals[r->n_refusals++];
+        x->name = strncmp(file, path, dir_len) == 0 ? file + dir_len : file;
+        x->format = found;
+        if (capture(r, &x->error, rc)) return -1;
+    }
+    return 0;
+}
+
 /* The format an unopenable file's first bytes show. */
 static ckpt_format detect(const char *path) {
     unsigned char head[HEAD_BYTES];
@@ -457,6 +488,7 @@ static int examine(ckpt_doctor_report *r) {
         rc = ckpt_training_analyze(&r->training, r->f);
         timed(r, "training", t0);
     }
+    if (rc == 0) rc = check_from_pretrained(r);
     return rc ? ckpt_err_nomem() : 0;
 }
 
@@ -1009,6 +1041,46 @@ static int concern_others(const ckpt_doctor_report *r, ckpt_buf *b) {
     return 0;
 }
 
+/* "from_pretrained refuses model-00002-of-00002.safetensors (__metadata__
+ * without "format"; and N more)". */
+static int concern_from_pretrained(const ckpt_doctor_report *r, ckpt_buf *b) {
+    if (r->n_refusals == 0 || b == NULL) return r->n_refusals != 0;
+    const ckpt_doctor_refusal *x = &r->refusals[0];
+    ckpt_buf_printf(b, "from_pretrained refuses %s (__metadata__ ", x->name);
+    if (x->format)
+        ckpt_buf_printf(b, "\"format\" \"%s\"", x->format);
+    else
+        ckpt_buf_str(b, "without \"format\"");
+    if (r->n_refusals > 1) ckpt_buf_printf(b, "; and %zu more", r->n_refusals - 1);
+    ckpt_buf_byte(b, ')');
+    return 1;
+}
+
+static void json_from_pretrained(const ckpt_doctor_report *r, ckpt_jw *j) {
+    if (!r->from_pretrained) {
+        ckpt_jw_null(j);
+        return;
+    }
+    ckpt_jw_object_begin(j);
+    ckpt_jw_key(j, "ok");
+    ckpt_jw_bool(j, r->n_refusals == 0);
+    ckpt_jw_key(j, "refused");
+    ckpt_jw_array_begin(j);
+    for (size_t i = 0; i < r->n_refusals; i++) {
+        const ckpt_doctor_refusal *x = &r->refusals[i];
+        ckpt_jw_object_begin(j);
+        ckpt_jw_key(j, "file");
+        ckpt_jw_string(j, x->name);
+        ckpt_jw_key(j, "format");
+        ckpt_jw_string(j, x->format);
+        ckpt_jw_key(j, "error");
+        ckpt_jw_string(j, x->error.message);
+        ckpt_jw_object_end(j);
+    }
+    ckpt_jw_array_end(j);
+    ckpt_jw_object_end(j);
+}
+
 static void json_format(const ckpt_doctor_report *r, ckpt_jw *j) {
     ckpt_jw_object_begin(j);
     ckpt_jw_key(j, "name");
@@ -1334,6 +1406,7 @@ static const section sections[] = {
     {"memory", NULL, json_memory},
     {"metadata", NULL, json_metadata},
     {"other_files", concern_others, json_others},
+    {"from_pretrained", concern_from_pretrained, json_from_pretrained},
     {"store", concern_store, json_store},
 };
 #define N_SECTIONS (sizeof sections / sizeof sections[0])
@@ -1526,6 +1599,11 @@ const ckpt_doctor_check *ckpt_doctor_check_at(const ckpt_doctor_report *r, size_
     return i < r->n_checks ? &r->checks[i] : NULL;
 }
 int ckpt_doctor_sharded(const ckpt_doctor_report *r) { return r->sharded; }
+int ckpt_doctor_from_pretrained(const ckpt_doctor_report *r) { return r->from_pretrained; }
+size_t ckpt_doctor_refusal_count(const ckpt_doctor_report *r) { return r->n_refusals; }
+const ckpt_doctor_refusal *ckpt_doctor_refusal_at(const ckpt_doctor_report *r, size_t i) {
+    return i < r->n_refusals ? &r->refusals[i] : NULL;
+}
 size_t ckpt_doctor_scan_count(const ckpt_doctor_report *r) { return r->n_scans; }
 const ckpt_doctor_scan *ckpt_doctor_scan_at(const ckpt_doctor_report *r, size_t i) {
     return i < r->n_scans ? &r->scans[i] : NULL;

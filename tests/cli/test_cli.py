@@ -669,7 +669,7 @@ def test_doctor_json():
     sec = doc["sections"]
     assert_eq(list(sec), ["format", "integrity", "safety", "contents",
                           "not_vouched_for", "resume", "keys", "memory",
-                          "metadata", "other_files", "store"], "sections")
+                          "metadata", "other_files", "from_pretrained", "store"], "sections")
     assert_eq(sec["store"], None, "not a store")
     assert_eq(sec["keys"], {"wrappers": [], "fix": None, "fix_python": None,
                              "root": "model_state_dict.", "collision": None},

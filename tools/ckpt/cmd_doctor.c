@@ -271,6 +271,29 @@ static void show_others(const ckpt_doctor_report *r) {
     }
 }
 
+/* transformers' metadata check of weights from_pretrained reads by their
+ * name (model.safetensors, a model.safetensors.index.json set): OK, or
+ * each file it refuses and why. Shown for those only. */
+static void show_from_pretrained(const ckpt_doctor_report *r) {
+    size_t i, n = ckpt_doctor_refusal_count(r);
+
+    if (n == 0)
+        printf("  %sOK%s: the __metadata__ passes its check (no __metadata__, or \"format\" "
+               "pt, tf, flax or mlx)\n",
+               cli_color(CLI_GREEN), cli_color(CLI_RESET));
+    for (i = 0; i < n; i++) {
+        const ckpt_doctor_refusal *x = ckpt_doctor_refusal_at(r, i);
+        cli_error err;
+
+        cli_error_copy(&err, &x->error);
+        line_start();
+        put_str(x->name);
+        printf(": %sREFUSED%s: ", cli_color(CLI_RED), cli_color(CLI_RESET));
+        put_str(err.message);
+        fputc('\n', stdout);
+    }
+}
+
 /* A ckpt store: each generation, whether it verifies, which LATEST names
  * (the one examined above; generations are never combined). Shown for a
  * store only (is_store). */
@@ -323,6 +346,8 @@ static const section sections[] = {
     {"memory", "memory", show_memory, NULL},
     {"metadata", "metadata", show_metadata, NULL},
     {"other_files", "integrity of the other files", show_others, NULL},
+    {"from_pretrained", "from_pretrained (transformers)", show_from_pretrained,
+     ckpt_doctor_from_pretrained},
     {"store", "store generations", show_store, is_store},
 };
 #define N_SECTIONS (sizeof sections / sizeof sections[0])
@@ -468,6 +493,14 @@ const cli_command cli_cmd_doctor = {
     "set (its folder or index) as one checkpoint, shard by shard. A folder\n"
     "with model weights in several files and no index holds several\n"
     "checkpoints: they are not combined (doctor each file).\n"
+    "Weights transformers' from_pretrained reads by their name\n"
+    "(model.safetensors, each shard of model.safetensors.index.json; not\n"
+    "diffusion_pytorch_model.* nor adapter_model.*, whose loaders do not\n"
+    "check) are a finding when it refuses them for their __metadata__:\n"
+    "present (safetensors.torch.save_file(sd, f, metadata={...})) without\n"
+    "\"format\" pt, tf, flax or mlx; each file is named with the fix,\n"
+    "`ckpt convert F F --meta format=pt` (--json: from_pretrained {ok,\n"
+    "refused: [{file, format, error}]}, null for other names).\n"
     "The safety section notes when torch.load's default since torch 2.6\n"
     "(weights_only=True) refuses a file, naming the global or opcode and its\n"
     "byte (--json: safety.files[].weights_only, else null); it is no\n"
