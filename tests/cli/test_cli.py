@@ -798,6 +798,9 @@ def test_doctor_sharded_index():
     safety = lines[lines.index("safety (would loading it run code?)") + 1]
     assert safety.startswith("  safe: "), safety
     other = lines[lines.index("integrity of the other files") + 1:]
+    other = other[:other.index("")]  # the next section: from_pretrained's
+    assert_eq(lines[lines.index("from_pretrained (transformers)") + 1][:6], "  OK: ",
+              "transformers reads every shard's __metadata__")
     assert_eq(other[0], "  the 6 shard files of the set (integrity covers them "
               "together):", "other files heading")
     assert_eq([l.split(":")[0].strip() for l in other[1:]], shards,
@@ -809,6 +812,7 @@ def test_doctor_sharded_index():
     assert_eq(sec["format"]["shards"], 6, "shards")
     assert_eq(sec["safety"]["verdict"], "safe", "safety")
     files = sec["other_files"]
+    assert_eq(sec["from_pretrained"], {"ok": True, "refused": []}, "from_pretrained")
     assert_eq([f["name"] for f in files], shards, "shard names")
     assert all(f["ok"] for f in files), files
     assert_eq(sum(f["bytes_checked"] for f in files),
