@@ -671,7 +671,7 @@ HOT ckpt_value *value_new(machine *m, int kind) {
 /* v's memory, which nothing can reach any more, for a later value of its
  * size: a STORAGE_ value (persistent_load's, one value) or a tuple made
  * by collect() or EMPTY_TUPLE. */
-static void release(machine *m, ckpt_value *v) {
+HOT void release(machine *m, ckpt_value *v) {
     size_t bytes = sizeof *v;
     if (v->kind == CKPT_KIND_TUPLE) {
         if (v->u.seq.n && v->u.seq.items != (ckpt_value **)(v + 1)) return; /* not collect's */
@@ -727,7 +727,7 @@ static int pop_mark(machine *m, size_t *start) {
  * per tensor): the arena's total grows as by two, the value's size being
  * a multiple of its alignment. */
 _Static_assert(sizeof(ckpt_value) % 16 == 0, "ckpt_value keeps the items after it aligned");
-static int collect(machine *m, int kind, size_t start, ckpt_value **out) {
+HOT int collect(machine *m, int kind, size_t start, ckpt_value **out) {
     *out = NULL;
     size_t n = m->sp - start; /* n <= sp <= max_stack: no overflow below */
     int keep = n && (!m->scan || kind == CKPT_KIND_TUPLE);
@@ -1482,7 +1482,7 @@ static ckpt_value *str_owned(machine *m, int kind, uint8_t *buf, size_t n) {
 
 /* A STR or BYTES of operand bytes p[0..n): a copy, or in scan mode a view
  * of the input (not NUL-terminated). */
-static ckpt_value *new_str(machine *m, int kind, const uint8_t *p, size_t n) {
+HOT ckpt_value *new_str(machine *m, int kind, const uint8_t *p, size_t n) {
     if (!m->scan) {
         ckpt_value *v = value_new(m, kind);
         if (v && !(v->u.s.p = ckpt_arena_strndup(m->a, (const char *)p, n))) return NULL;
@@ -1496,7 +1496,7 @@ static ckpt_value *new_str(machine *m, int kind, const uint8_t *p, size_t n) {
 }
 
 /* BINUNICODE and friends: n bytes of UTF-8. */
-static int op_unicode_bytes(machine *m, size_t n) {
+HOT int op_unicode_bytes(machine *m, size_t n) {
     const uint8_t *p;
     int rc = take(m, n, &p);
     if (rc) return rc;
@@ -1778,8 +1778,8 @@ static const pk_build_ctx *build_ctx(machine *m) {
  * TUPLE) and kwargs (a DICT or NULL); newobj: as cls.__new__ (NEWOBJ,
  * NEWOBJ_EX). Allowlisted references run their builder; anything else
  * becomes an opaque object that is never called. */
-static int call(machine *m, ckpt_value *callable, ckpt_value *args, ckpt_value *kwargs, int newobj,
-                ckpt_value **out) {
+HOT int call(machine *m, ckpt_value *callable, ckpt_value *args, ckpt_value *kwargs, int newobj,
+             ckpt_value **out) {
     const pk_build_ctx *c = build_ctx(m);
     const char *name = "?";
     if (callable->kind == CKPT_KIND_GLOBAL_) {
@@ -1993,7 +1993,7 @@ static int op_ext(machine *m, size_t n) {
     return push(m, g);
 }
 
-static int op_reduce(machine *m) {
+HOT int op_reduce(machine *m) {
     ckpt_value *args, *callable, *v;
     int rc;
     if ((rc = pop(m, &args)) || (rc = pop(m, &callable))) return rc;
@@ -2074,7 +2074,7 @@ static int op_build(machine *m) {
     return ckpt_builders_build(build_ctx(m), target, state);
 }
 
-static int op_persid(machine *m, int text) {
+HOT int op_persid(machine *m, int text) {
     ckpt_value *pid, *v;
     int rc;
     if (text) {
@@ -2127,7 +2127,7 @@ static int op_long_bytes(machine *m, size_t n) {
 
 /* Length operand of n bytes for the opcodes that carry one; signed ones
  * (BINSTRING, LONG4) refuse negative values as Python does. */
-static int take_len(machine *m, size_t n, int is_signed, size_t *len) {
+HOT int take_len(machine *m, size_t n, int is_signed, size_t *len) {
     *len = 0;
     uint64_t x;
     int rc = take_uint(m, n, &x);
@@ -2228,7 +2228,7 @@ static int op_dict(machine *m) {
     return push(m, d);
 }
 
-static int op_tuple_n(machine *m, size_t n) {
+HOT int op_tuple_n(machine *m, size_t n) {
     ckpt_value *t;
     int rc;
     if (m->sp - fence(m) < n) return underflow(m);
@@ -2237,7 +2237,7 @@ static int op_tuple_n(machine *m, size_t n) {
     return push(m, t);
 }
 
-static int op_mark_seq(machine *m, int kind) {
+HOT int op_mark_seq(machine *m, int kind) {
     size_t start;
     ckpt_value *v;
     int rc;
