@@ -977,7 +977,7 @@ static ckpt_value *keep_shared(ckpt_value **slot, ckpt_value *v) {
     return *slot = v;
 }
 
-static ckpt_value *new_int(machine *m, int64_t x) {
+HOT ckpt_value *new_int(machine *m, int64_t x) {
     if (m->scan) return m->ph_int;
     if (x < SMALL_MIN || x > SMALL_MAX) {
         ckpt_value *v = value_new(m, CKPT_KIND_INT);
@@ -1846,7 +1846,7 @@ static int dict_target(machine *m, ckpt_value *t, ckpt_value **dict) {
 }
 
 /* Python hashes dict keys and set items (ckpt_value_hashable). */
-static int hash_check(machine *m, const ckpt_value *k, const char *as) {
+HOT int hash_check(machine *m, const ckpt_value *k, const char *as) {
     char msg[160];
     int rc = ckpt_value_hashable(k, as, msg, sizeof msg);
     return rc ? fail(m, rc, "%s", msg) : 0;
@@ -1865,7 +1865,7 @@ static int charge_ops(machine *m, uint64_t n) {
  * another name (1 and True, 0.0 and -0.0: ckpt_value_dict_twin) keeps
  * that key and takes the value; keys of one name are told apart later
  * (the last wins when the tree is flattened). */
-static int set_item(machine *m, ckpt_value *dict, ckpt_value *k, ckpt_value *v) {
+HOT int set_item(machine *m, ckpt_value *dict, ckpt_value *k, ckpt_value *v) {
     int rc = hash_check(m, k, "key");
     if (rc) return rc;
     if (m->scan) return 0;
