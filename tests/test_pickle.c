@@ -1975,6 +1975,29 @@ TEST(test_memo_counts_keys_it_does_not_keep) {
           memcmp(v->u.s.p, "h\x01j\x01\x00\x00", 6) == 0);
 }
 
+/* find_fetches looks at the input 16 bytes at a time, then byte by byte
+ * for the rest: a GET, LONG_BINGET or BINGET anywhere in a block or in
+ * the tail keeps the key it reads (else the GET fails: "never PUT"). */
+TEST(test_fetches_found_at_every_offset) {
+    static const char *const gets[] = {"h\x07", "j\x07\x00\x00\x00", "g7\n"};
+    static const size_t lens[] = {2, 5, 3};
+    for (size_t g = 0; g < 3; g++)
+        for (size_t pad = 0; pad < 40; pad++) {
+            char buf[128];
+            size_t n = 0;
+            memcpy(buf + n, "\x80\x02K\x05q\x07", 6);
+            n += 6;
+            for (size_t i = 0; i < pad; i++) buf[n++] = i % 2 ? '0' : 'N'; /* NONE, POP */
+            if (pad % 2) buf[n++] = '0';
+            memcpy(buf + n, gets[g], lens[g]);
+            n += lens[g];
+            buf[n++] = '.';
+            ckpt_value *v;
+            CHECK_EQ_INT(run(buf, n, &v), 0);
+            CHECK(is_int(v, 5));
+        }
+}
+
 /* Memory a state_dict of many tensors takes per record: the argument
  * tuples of one are reused by the next. Not under AddressSanitizer,
  * where released blocks are poisoned, never reused. */
@@ -2982,6 +3005,7 @@ int main(void) {
     RUN(test_tensor_rebuild_blames_the_argument);
     RUN(test_reuse_keeps_what_is_reachable);
     RUN(test_memo_counts_keys_it_does_not_keep);
+    RUN(test_fetches_found_at_every_offset);
     RUN(test_reuse_bounds_memory_per_record);
     RUN(test_torch_persistent_id_blames_the_item);
     RUN(test_parameter_and_subclass);

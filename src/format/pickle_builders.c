@@ -449,9 +449,17 @@ static int b_device(ckpt_value **out, const pk_build_ctx *c, const ckpt_value *c
     return 0;
 }
 
+/* The steps of a tensor rebuild, one per tensor of a state_dict, in
+ * their caller: a call each cost more than the work of most. */
+#if defined(__GNUC__)
+#define INLINE static inline __attribute__((always_inline))
+#else
+#define INLINE static inline
+#endif
+
 /* size and stride of a tensor rebuild: lists or tuples of non-negative
  * ints of equal length, at most limits->max_ndim. */
-static int get_dims(const pk_build_ctx *c, const char *fn, const ckpt_value *size,
+INLINE int get_dims(const pk_build_ctx *c, const char *fn, const ckpt_value *size,
                     const ckpt_value *stride, uint64_t *shape, uint64_t *strides, uint32_t *ndim) {
     if ((size->kind != CKPT_KIND_TUPLE && size->kind != CKPT_KIND_LIST) ||
         (stride->kind != CKPT_KIND_TUPLE && stride->kind != CKPT_KIND_LIST))
@@ -483,7 +491,7 @@ static int get_dims(const pk_build_ctx *c, const char *fn, const ckpt_value *siz
 
 /* The tensor view (storage, offset, size, stride) of a rebuild call's first
  * four arguments; dt UNKNOWN takes the storage's dtype. */
-static int view_of(ckpt_value **out, const pk_build_ctx *c, const char *fn, const ckpt_value *args,
+INLINE int view_of(ckpt_value **out, const pk_build_ctx *c, const char *fn, const ckpt_value *args,
                    ckpt_dtype dt) {
     const ckpt_value *st = arg(args, 0);
     if (st->kind != CKPT_KIND_STORAGE_)
@@ -491,7 +499,7 @@ static int view_of(ckpt_value **out, const pk_build_ctx *c, const char *fn, cons
                        "%s: expected a storage (from a persistent id) as argument 1, got a %s", fn,
                        ckpt_value_kind_name(st->kind));
     uint64_t offset, shape[CKPT_MAX_NDIM], stride[CKPT_MAX_NDIM];
-    uint32_t ndim;
+    uint32_t ndim = 0; /* get_dims sets it; inlined, gcc cannot tell */
     int rc;
     if (get_u64(arg(args, 1), &offset))
         return fail_at(c, arg(args, 1), CKPT_E_FORMAT,
