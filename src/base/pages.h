@@ -30,7 +30,8 @@ void ckpt_pages_will_need(const void *p, size_t n);
  * nothing) are made present and writable with one call
  * (MADV_POPULATE_WRITE, Linux 5.14) instead of a trap per page; meant for
  * pieces of a few 100 KiB just before they are written, so the zeroed pages
- * are still in cache for the copy. Present pages are left as they are. A
+ * are still in cache for the copy, and for the arena's blocks (base/alloc.c:
+ * a many-tensor parse fills every block it takes). Present pages are left as they are. A
  * hint: errors (older kernels, memory that is not writable) are ignored,
  * the buffer's contents are unchanged.
  *
