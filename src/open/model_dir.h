@@ -29,8 +29,10 @@ int ckpt_model_dir_weights(ckpt_arena *a, const char *dir, const char **out);
  * folder's weights and a sharded set's shards. */
 const char *ckpt_model_dir_format_misfit(const char *name, ckpt_format fmt);
 /* The same for a file at `path` whose base name is a model folder's
- * weights file (ckpt_model_dir_weights_name, or a PEFT adapter's); NULL
- * for any other name: ckpt_open reads those by content. */
+ * weights file (ckpt_model_dir_weights_name, or a PEFT adapter's) or ends
+ * in ".safetensors" (torch.load >= 2.13 reads such a path with
+ * safetensors too); NULL for any other name: ckpt_open reads those by
+ * content, as torch.load does. */
 const char *ckpt_model_dir_name_misfit(const char *path, ckpt_format fmt);
 /* Whether transformers' from_pretrained reads the weights at `path` (by
  * its base name) with the __metadata__ check below: model.safetensors, or

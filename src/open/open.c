@@ -362,17 +362,27 @@ int ckpt_model_dir_weights(ckpt_arena *a, const char *dir, const char **out) {
                     "(adapter_model.safetensors or adapter_model.bin)");
 }
 
+/* Whether `name` is a model folder's weights file or a PEFT adapter's. */
+static int hub_weights_name(const char *name) {
+    int known = ckpt_model_dir_weights_name(name) != 0;
+    for (size_t i = 0; !known && i < N_ADAPTER_DIR_NAMES; i++)
+        known = strcmp(name, adapter_dir_names[i]) == 0;
+    return known;
+}
+
 /* A file named as a model folder's weights (model.safetensors,
  * pytorch_model.bin, adapter_model.bin...), through its folder or by
  * path, is read by its loaders as its name says
  * (ckpt_model_dir_format_misfit): other bytes, which ckpt would read by
- * their content, are a file no loader of that name reads. */
+ * their content, are a file no loader of that name reads. So is any
+ * "*.safetensors" path: torch.load >= 2.13 hands a path ending in
+ * ".safetensors" to safetensors.torch.load_file before looking at its
+ * bytes (torch/serialization.py, load), as safe_open reads it. */
 const char *ckpt_model_dir_name_misfit(const char *path, ckpt_format fmt) {
     const char *slash = strrchr(path, '/'), *name = slash ? slash + 1 : path;
-    int known = ckpt_model_dir_weights_name(name) != 0;
-    for (size_t i = 0; !known && i < N_ADAPTER_DIR_NAMES; i++)
-        known = strcmp(name, adapter_dir_names[i]) == 0;
-    return known ? ckpt_model_dir_format_misfit(name, fmt) : NULL;
+    return hub_weights_name(name) || ends_with(name, ".safetensors")
+               ? ckpt_model_dir_format_misfit(name, fmt)
+               : NULL;
 }
 
 /* transformers' load_state_dict and from_pretrained (huggingface/transformers
@@ -425,9 +435,10 @@ static int weights_name_fits(ckpt_file **f, const char *path) {
     const char *readers =
         strcmp(want, "safetensors") ? "torch.load" : "safetensors.safe_open, torch.load >= 2.13";
     return ckpt_err(CKPT_E_FORMAT, path, NULL, 0,
-                    "a %s file named %s: its loaders read that name as %s (from_pretrained, "
-                    "%s), which cannot read it",
-                    ckpt_format_name(got), name, want, readers);
+                    "a %s file named %s: its loaders read that name as %s (%s%s), which cannot "
+                    "read it; rename it to what it holds",
+                    ckpt_format_name(got), name, want,
+                    hub_weights_name(name) ? "from_pretrained, " : "", readers);
 }
 
 /* A DCP directory opens as the metadata its loader reads (open/dcp.h

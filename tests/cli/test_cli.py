@@ -1112,6 +1112,22 @@ def test_weights_file_is_read_as_its_name_says():
     out = os.path.join(TMP, "misnamed-out", "pytorch_model.bin")
     rc, _, err = run("convert", TRAIN_ST, out)  # the format from the name
     assert_eq(rc, 0, "convert to pytorch_model.bin (stderr %r)" % err)
+    # any path ending in .safetensors: torch.load >= 2.13 hands it to
+    # safetensors too (before: a lone weights.safetensors holding a torch.save
+    # zip was OK / HEALTHY and convert wrote one); other names by content
+    lone = tmp_file("misnamed-out/weights.safetensors", pt)
+    for cmd in ("verify", "inspect", "doctor"):
+        rc, out, err = run(cmd, lone)
+        assert_eq(rc, 1, "%s %s (stderr %r)" % (cmd, lone, err))
+        assert "a torch-zip file named weights.safetensors: its loaders read that name as " \
+               "safetensors (safetensors.safe_open, torch.load >= 2.13)" in out + err, (out, err)
+        assert "rename it to what it holds" in out + err, (out, err)
+    out = os.path.join(TMP, "misnamed-out", "other.safetensors")
+    rc, _, err = run("convert", TRAIN_PT, out, "--format", "torch")
+    assert_eq((rc, os.path.exists(out)), (2, False), "convert to %s (stderr %r)" % (out, err))
+    for name, data in (("weights.pt", st), ("weights.ckpt", pt), ("w.bin2", st)):
+        rc, _, err = run("verify", tmp_file("misnamed-out/" + name, data))
+        assert_eq(rc, 0, "verify %s (stderr %r)" % (name, err))
 
 
 def test_convert_shards_replace_one_file():
