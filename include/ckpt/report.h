@@ -94,6 +94,15 @@ typedef struct ckpt_doctor_scan {
  * written; reports are independent otherwise. */
 CKPT_API int ckpt_doctor(ckpt_doctor_report **out, const char *path,
                          const ckpt_doctor_options *opts);
+/* ckpt_doctor of component i of a diffusers pipeline (its path,
+ * ckpt_pipeline_path), the report carrying the component's name and
+ * ckpt_pipeline_check's finding: a component DiffusionPipeline
+ * .from_pretrained cannot load (weights, no config.json) needs attention,
+ * the verdict line saying why first; ckpt_doctor_json writes "pipeline":
+ * {"component", "error": null or {"code", "message", "file", "member",
+ * "offset"}}. Returns as ckpt_doctor; CKPT_E_INVALID_ARG past the end. */
+CKPT_API int ckpt_doctor_pipeline(ckpt_doctor_report **out, const ckpt_pipeline *p, size_t i,
+                                  const ckpt_doctor_options *opts);
 CKPT_API void ckpt_doctor_report_free(ckpt_doctor_report *r); /* NULL-safe */
 
 /* The report as the JSON object `ckpt doctor --json` prints (compact, no

@@ -80,7 +80,10 @@ struct ckpt_doctor_report {
     size_t n_refusals;
     const char **notes;
     size_t n_notes, notes_cap;
-    int notes_nomem; /* a note could not be built: the report fails */
+    int notes_nomem;       /* a note could not be built: the report fails */
+    const char *component; /* a pipeline's component (ckpt_doctor_pipeline), or NULL */
+    /* its ckpt_pipeline_check finding (code 0: none), strings in the arena */
+    ckpt_error unloadable;
     int healthy;
     char *summary;
     const char *timing_name[TIMINGS_MAX];
@@ -1437,7 +1440,7 @@ static void healthy_phrase(ckpt_buf *b, const ckpt_doctor_report *r) {
 static int verdict(ckpt_doctor_report *r) {
     ckpt_buf b = {0};
     size_t k = 0;
-    r->healthy = 1;
+    r->healthy = r->unloadable.code == 0;
     for (size_t i = 0; i < N_SECTIONS; i++)
         if (sections[i].concern && sections[i].concern(r, NULL)) r->healthy = 0;
     if (r->healthy) {
@@ -1452,6 +1455,10 @@ static int verdict(ckpt_doctor_report *r) {
         }
     } else {
         ckpt_buf_str(&b, "ATTENTION: ");
+        if (r->unloadable.code) {
+            ckpt_buf_str(&b, r->unloadable.message);
+            k++;
+        }
         for (size_t i = 0; i < N_SECTIONS; i++) {
             if (sections[i].concern == NULL || !sections[i].concern(r, NULL)) continue;
             if (k++) ckpt_buf_str(&b, "; ");
@@ -1517,6 +1524,36 @@ int ckpt_doctor(ckpt_doctor_report **out, const char *path, const ckpt_doctor_op
     return 0;
 }
 
+int ckpt_doctor_pipeline(ckpt_doctor_report **out, const ckpt_pipeline *p, size_t i,
+                         const ckpt_doctor_options *opts) {
+    ckpt_doctor_report *r;
+    const ckpt_error *e;
+    int rc;
+    if (out == NULL || ckpt_pipeline_path(p, i) == NULL)
+        return ckpt_err(CKPT_E_INVALID_ARG, NULL, NULL, CKPT_NO_OFFSET,
+                        "ckpt_doctor_pipeline: no pipeline component %zu", i);
+    rc = ckpt_doctor(out, ckpt_pipeline_path(p, i), opts);
+    if (rc) return rc;
+    r = *out;
+    r->component = ckpt_arena_strdup(&r->arena, ckpt_pipeline_component(p, i));
+    rc = r->component ? ckpt_pipeline_check(p, i) : ckpt_err_nomem();
+    if (rc && rc != CKPT_E_NOMEM) {
+        e = ckpt_error_last();
+        r->unloadable = *e;
+        r->unloadable.message = ckpt_arena_strdup(&r->arena, e->message);
+        r->unloadable.file = ckpt_arena_strdup(&r->arena, e->file ? e->file : r->path);
+        r->unloadable.member = e->member ? ckpt_arena_strdup(&r->arena, e->member) : NULL;
+        ckpt_free(r->summary);
+        r->summary = NULL;
+        rc = r->unloadable.message && r->unloadable.file ? verdict(r) : ckpt_err_nomem();
+    }
+    if (rc) {
+        ckpt_doctor_report_free(r);
+        *out = NULL;
+    }
+    return rc;
+}
+
 void ckpt_doctor_report_free(ckpt_doctor_report *r) {
     if (r == NULL) return;
     for (size_t i = 0; i < r->n_scans && (!r->walk || i < r->walk_first); i++)
@@ -1531,6 +1568,37 @@ void ckpt_doctor_report_free(ckpt_doctor_report *r) {
     ckpt_free(r);
 }
 
+/* "pipeline": {"component", "error": null or {"code", "message", "file",
+ * "member", "offset"}}, as verify --json writes it. */
+static void json_pipeline(const ckpt_doctor_report *r, ckpt_jw *j) {
+    const ckpt_error *e = &r->unloadable;
+    ckpt_jw_key(j, "pipeline");
+    ckpt_jw_object_begin(j);
+    ckpt_jw_key(j, "component");
+    ckpt_jw_string(j, r->component);
+    ckpt_jw_key(j, "error");
+    if (e->code) {
+        ckpt_jw_object_begin(j);
+        ckpt_jw_key(j, "code");
+        ckpt_jw_string(j, ckpt_error_name(e->code));
+        ckpt_jw_key(j, "message");
+        ckpt_jw_string(j, e->message);
+        ckpt_jw_key(j, "file");
+        ckpt_jw_string(j, e->file);
+        ckpt_jw_key(j, "member");
+        ckpt_jw_string(j, e->member && e->member[0] ? e->member : NULL);
+        ckpt_jw_key(j, "offset");
+        if (e->offset != CKPT_NO_OFFSET)
+            ckpt_jw_uint(j, e->offset);
+        else
+            ckpt_jw_null(j);
+        ckpt_jw_object_end(j);
+    } else {
+        ckpt_jw_null(j);
+    }
+    ckpt_jw_object_end(j);
+}
+
 int ckpt_doctor_json(char **out, size_t *len, const ckpt_doctor_report *r) {
     ckpt_buf b = {0};
     ckpt_jw j;
@@ -1539,6 +1607,7 @@ int ckpt_doctor_json(char **out, size_t *len, const ckpt_doctor_report *r) {
     ckpt_jw_object_begin(&j);
     ckpt_jw_key(&j, "file");
     ckpt_jw_string(&j, r->path);
+    if (r->component) json_pipeline(r, &j);
     if (r->dir) {
         ckpt_jw_key(&j, "directory");
         ckpt_jw_string(&j, r->dir);

@@ -122,6 +122,32 @@ def test_a_component_without_config_is_a_finding():
         rc, out, err = ckpt(cmd, d)
         assert rc == 1 and want in err and os.path.join(d, "vae") in err, (cmd, rc, out, err)
         assert "tokenizer" not in err, err
+    # its own line says so, not "OK" nor "HEALTHY" (they did: the finding
+    # was on stderr and in the exit status only)
+    vae = os.path.join(d, "vae")
+    rc, out, _ = ckpt("verify", d)
+    lines = out.splitlines()
+    assert [l.split(" ")[:2] for l in lines] == [
+        ["OK", os.path.join(d, "text_encoder")], ["OK", os.path.join(d, "unet")],
+        ["NOT-LOADABLE", vae + ":"]], lines
+    assert want in lines[2] and "; its bytes (safetensors, 1 key, 16 bytes checked)" in lines[2], \
+        lines[2]
+    rc, out, _ = ckpt("verify", "-q", d)
+    assert rc == 1 and [l.split(" ")[0] for l in out.splitlines()] == ["NOT-LOADABLE"], out
+    rc, out, _ = ckpt("doctor", d)
+    lines = out.splitlines()
+    at = lines.index("== " + vae)
+    assert lines[at + 1].startswith("ATTENTION: " + want), lines[at + 1]
+    assert lines[lines.index("== " + os.path.join(d, "unet")) + 1].startswith("HEALTHY: "), out
+    rc, out, _ = ckpt("verify", "--json", d)
+    got = {o["pipeline"]["component"]: o for o in json.loads(out)}
+    assert [got[c]["ok"] for c in COMPONENTS] == [True, True, False], got
+    assert got["vae"]["error"] == got["vae"]["pipeline"]["error"] \
+        and (got["vae"]["tensors"], got["vae"]["bytes"]) == (1, 16), got["vae"]
+    rc, out, _ = ckpt("doctor", "--json", d)
+    got = {o["pipeline"]["component"]: o for o in json.loads(out)}
+    assert [got[c]["verdict"] for c in COMPONENTS] == ["healthy", "healthy", "attention"], got
+    assert got["vae"]["summary"].startswith("ATTENTION: " + want), got["vae"]["summary"]
     # --json carries it too, in the element of its component (it was on
     # stderr only: the JSON said nothing of it)
     for cmd in ("verify", "doctor", "inspect"):

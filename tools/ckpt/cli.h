@@ -95,12 +95,15 @@ int cli_report(const char *file, const cli_error *e);
 /* ------------------------------------------------------------ targets */
 
 /* One checkpoint an argument stands for: path; component, the name of the
- * pipeline component it is (NULL: the argument itself); unloadable, for a
- * component whose folder holds weights but no config.json, the finding
- * (ckpt_pipeline_check), else NULL. */
+ * pipeline component it is (NULL: the argument itself), pipeline and
+ * index the pipeline and its place there (ckpt_doctor_pipeline);
+ * unloadable, for a component whose folder holds weights but no
+ * config.json, the finding (ckpt_pipeline_check), else NULL. */
 typedef struct cli_target {
     const char *path, *component;
     const cli_error *unloadable;
+    const ckpt_pipeline *pipeline;
+    size_t index;
 } cli_target;
 /* What verify, inspect and doctor check for one argument: each model
  * component of a diffusers pipeline directory (ckpt_pipeline_open: unet,

@@ -354,9 +354,9 @@ static const section sections[] = {
 
 /* ------------------------------------------------------------ report */
 
-/* The library's report, with the "pipeline" key of a pipeline's component
- * put first into its object. */
-static int print_json(const ckpt_doctor_report *r, const cli_target *t) {
+/* The library's report (a pipeline's component: with its "pipeline"
+ * key, ckpt_doctor_pipeline). */
+static int print_json(const ckpt_doctor_report *r) {
     char *json = NULL;
     size_t len = 0;
     double t0 = now();
@@ -366,17 +366,7 @@ static int print_json(const ckpt_doctor_report *r, const cli_target *t) {
         fputs("ckpt: out of memory\n", stderr);
         return CLI_USAGE;
     }
-    if (t->component && len > 2 && json[0] == '{') {
-        cli_json_writer j;
-
-        cli_json_init(&j, stdout);
-        cli_json_object_begin(&j);
-        cli_json_pipeline(&j, t);
-        fputc(',', stdout);
-        fwrite(json + 1, 1, len - 1, stdout);
-    } else {
-        fwrite(json, 1, len, stdout);
-    }
+    fwrite(json, 1, len, stdout);
     fputc('\n', stdout);
     ckpt_string_free(json);
     if (timings_on()) print_timing("json", now() - t0);
@@ -430,7 +420,8 @@ static int doctor_one(const cli_target *t, void *ctx) {
         cli_put_text(stdout, path, strlen(path));
         printf("%s\n", cli_color(CLI_RESET));
     }
-    rc = ckpt_doctor(&r, path, NULL);
+    rc = t->pipeline ? ckpt_doctor_pipeline(&r, t->pipeline, t->index, NULL)
+                     : ckpt_doctor(&r, path, NULL);
     if (rc != 0) {
         cli_error_capture(&e, rc);
         if (args.json) { /* as scan --json gives a file it cannot read */
@@ -454,7 +445,7 @@ static int doctor_one(const cli_target *t, void *ctx) {
     for (i = 0; timings_on() && (name = ckpt_doctor_timing(r, i, &seconds)); i++)
         print_timing(name, seconds);
     if (args.json)
-        rc = print_json(r, t);
+        rc = print_json(r);
     else
         print_text(r);
     if (rc == CLI_OK) rc = ckpt_doctor_healthy(r) ? CLI_OK : CLI_FINDINGS;
@@ -487,7 +478,8 @@ const cli_command cli_cmd_doctor = {
     "model component (unet, text_encoder, vae...), each report under a line\n"
     "`== DIR/COMPONENT` (--json: an array of the reports, each with\n"
     "pipeline {component, error}: error the finding of a component with\n"
-    "weights but no config.json, as verify --json writes it, else null);\n"
+    "weights but no config.json, as verify --json writes it, else null;\n"
+    "such a component needs ATTENTION, its verdict line saying why first);\n"
     "a ckpt store (a directory holding LATEST) as the generation LATEST\n"
     "names, alone, with every generation listed and verified; a sharded\n"
     "set (its folder or index) as one checkpoint, shard by shard. A folder\n"

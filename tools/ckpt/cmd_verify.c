@@ -5,6 +5,7 @@
  *   OK SET (FORMAT, K keys, B bytes checked); N shards, each checked whole, and the index...
  *   CORRUPT FILE: MESSAGE (MEMBER, offset N)
  *   ERROR FILE: MESSAGE
+ *   NOT-LOADABLE DIR/COMPONENT: MESSAGE; its bytes (FORMAT, ...)
  * or with --json one object per file (an array for several). Exit 0 when
  * all are OK, 1 when one is corrupt, 2 when one could not be read at all
  * (which wins over 1). */
@@ -37,10 +38,10 @@ static void print_json(cli_json_writer *j, const outcome *o, const cli_target *t
         cli_json_string(j, ckpt_format_name(ckpt_file_format(o->f)));
     else
         cli_json_null(j);
-    cli_json_key(j, "ok");
-    cli_json_bool(j, o->e == NULL);
-    /* what was checked: only of a file that passed (a check that stops
-     * at the first damage has not checked the rest) */
+    cli_json_key(j, "ok"); /* a pipeline's component: also loadable */
+    cli_json_bool(j, o->e == NULL && t->unloadable == NULL);
+    /* what was checked: only of a file whose bytes passed (a check that
+     * stops at the first damage has not checked the rest) */
     if (!o->e) {
         cli_json_key(j, "tensors");
         cli_json_uint(j, o->report->tensors);
@@ -53,9 +54,9 @@ static void print_json(cli_json_writer *j, const outcome *o, const cli_target *t
     }
     cli_json_key(j, "checksums");
     cli_json_string(j, ckpt_checksums_name(o->f ? ckpt_file_checksums(o->f) : CKPT_CHECKSUMS_NONE));
-    if (o->e) {
+    if (o->e || t->unloadable) {
         cli_json_key(j, "error"); /* its file: the one blamed (a shard, a DCP slice) */
-        cli_json_error(j, o->e, o->path);
+        cli_json_error(j, o->e ? o->e : t->unloadable, o->path);
     }
     cli_json_object_end(j);
 }
@@ -90,11 +91,21 @@ static void print_failure(const outcome *o) {
     fputc('\n', stdout);
 }
 
-static void print_ok(const outcome *o) {
+/* A pipeline's component whose bytes check out but which diffusers
+ * cannot load: NOT-LOADABLE, the finding, then what the OK line says. */
+static void print_ok(const outcome *o, const cli_target *t) {
     char human[32];
 
-    printf("%sOK%s ", cli_color(CLI_GREEN), cli_color(CLI_RESET));
-    cli_put_text(stdout, o->path, strlen(o->path));
+    if (t->unloadable) {
+        printf("%sNOT-LOADABLE%s ", cli_color(CLI_RED), cli_color(CLI_RESET));
+        cli_put_text(stdout, o->path, strlen(o->path));
+        fputs(": ", stdout);
+        cli_put_message(stdout, t->unloadable);
+        fputs("; its bytes", stdout);
+    } else {
+        printf("%sOK%s ", cli_color(CLI_GREEN), cli_color(CLI_RESET));
+        cli_put_text(stdout, o->path, strlen(o->path));
+    }
     printf(" (%s, %zu key%s, %" PRIu64 " bytes checked)", ckpt_format_name(ckpt_file_format(o->f)),
            ckpt_file_tensor_count(o->f), cli_plural(ckpt_file_tensor_count(o->f)),
            o->report->bytes);
@@ -150,8 +161,8 @@ static int verify_one(const cli_target *t, void *ctx) {
         print_json(j, &o, t);
     else if (o.e)
         print_failure(&o);
-    else if (!args.quiet)
-        print_ok(&o);
+    else if (!args.quiet || t->unloadable)
+        print_ok(&o, t);
     ckpt_close(f);
     return o.rc;
 }
@@ -204,10 +215,12 @@ const cli_command cli_cmd_verify = {
     "A diffusers pipeline directory (model_index.json) is checked component\n"
     "by component (unet, text_encoder, vae...: each model folder it names,\n"
     "one line each); a tokenizer's or scheduler's folder holds no weights.\n"
-    "A model folder with weights but no config.json is a finding (stderr;\n"
-    "diffusers cannot load it): with --json each component's object has\n"
-    "pipeline {component, error: null or {code, message, file, member,\n"
-    "offset}}.\n"
+    "A model folder with weights but no config.json is a finding (diffusers\n"
+    "cannot load it), on stderr and in its line, whose bytes may check out:\n"
+    "  NOT-LOADABLE DIR/COMPONENT: MESSAGE; its bytes (FORMAT, K keys, ...)\n"
+    "With --json each component's object has pipeline {component, error:\n"
+    "null or {code, message, file, member, offset}}; ok is false and error\n"
+    "that finding (beside tensors, bytes... when its bytes check out).\n"
     "A sharded set (its folder or index) is checked shard by shard, each as\n"
     "the file it is, after open matched the index's weight_map with the\n"
     "shards' tensors one for one; its OK line says so: `; N shards, each\n"
@@ -228,7 +241,8 @@ const cli_command cli_cmd_verify = {
     "read, K), bytes (B), members (zip members whose CRC-32 was checked),\n"
     "shards (a sharded set's shard files, else 0), checksums (none, crc32,\n"
     "digests) and, when not ok, error {code, message, file, member, offset}\n"
-    "instead of tensors, bytes, members and shards\n"
+    "instead of tensors, bytes, members and shards (a component diffusers\n"
+    "cannot load: beside them)\n"
     "(a check stops at the first damage; format is null when the file could\n"
     "not be opened). With -v, a failure also lists every tensor whose bytes\n"
     "are damaged.\n",

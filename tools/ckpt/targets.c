@@ -9,7 +9,7 @@ int cli_each_target(const char *arg, cli_target_fn fn, void *ctx) {
     ckpt_pipeline *p = NULL;
     int rc = ckpt_pipeline_open(&p, arg), worst = CLI_OK;
     size_t n = ckpt_pipeline_count(p);
-    cli_target t = {arg, NULL, NULL};
+    cli_target t = {arg, NULL, NULL, NULL, 0};
 
     if (rc == CKPT_E_NOTFOUND) return fn(&t, ctx);
     if (rc) {
@@ -31,6 +31,8 @@ int cli_each_target(const char *arg, cli_target_fn fn, void *ctx) {
         t.path = ckpt_pipeline_path(p, i);
         t.component = ckpt_pipeline_component(p, i);
         t.unloadable = NULL;
+        t.pipeline = p;
+        t.index = i;
         if ((rc = ckpt_pipeline_check(p, i)) != 0) {
             cli_error_capture(&e, rc);
             t.unloadable = &e;
