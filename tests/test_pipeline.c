@@ -102,14 +102,68 @@ TEST(components) {
     ckpt_pipeline_free(NULL);
 }
 
+/* A one-tensor safetensors file (w: F32 [1]). */
+static void put_weights(const char *name) {
+    static const char header[] = "{\"w\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}";
+    unsigned char len[8] = {sizeof header - 1};
+    char p[256];
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    FILE *f = fopen(p, "wb");
+    CHECK(f != NULL);
+    if (f) {
+        fwrite(len, 1, sizeof len, f);
+        fwrite(header, 1, sizeof header - 1, f);
+        fwrite("\0\0\x80\x3f", 1, 4, f);
+        fclose(f);
+    }
+}
+
+/* ckpt_doctor_pipeline: vae/ (weights, no config.json) needs attention,
+ * its verdict line and JSON saying why; unet/ is healthy (doctor said
+ * HEALTHY of both, the finding on the CLI's stderr only). */
+TEST(doctor) {
+    ckpt_pipeline *p = NULL;
+    ckpt_doctor_report *r = NULL;
+    char *json = NULL;
+    static const char want[] = "ATTENTION: component \"vae\" holds ";
+    put_weights("unet/diffusion_pytorch_model.safetensors");
+    put_weights("vae/diffusion_pytorch_model.safetensors");
+    put("model_index.json", "{\"unet\": [\"diffusers\", \"UNet2DConditionModel\"], "
+                            "\"vae\": [\"diffusers\", \"AutoencoderKL\"]}");
+    CHECK_EQ_INT(ckpt_pipeline_open(&p, dir), 0);
+    CHECK_EQ_INT((int)ckpt_pipeline_count(p), 2);
+    CHECK_EQ_INT(ckpt_doctor_pipeline(&r, p, 0, NULL), 0);
+    CHECK(r && ckpt_doctor_healthy(r) && ckpt_doctor_json(&json, NULL, r) == 0);
+    CHECK(json && strstr(json, "\"pipeline\":{\"component\":\"unet\",\"error\":null}"));
+    ckpt_string_free(json);
+    ckpt_doctor_report_free(r);
+    CHECK_EQ_INT(ckpt_doctor_pipeline(&r, p, 1, NULL), 0);
+    CHECK(r && !ckpt_doctor_healthy(r) && ckpt_doctor_json(&json, NULL, r) == 0);
+    CHECK(r && strncmp(ckpt_doctor_summary(r), want, sizeof want - 1) == 0);
+    CHECK(json && strstr(json, "\"verdict\":\"attention\""));
+    CHECK(json && strstr(json, "\"component\":\"vae\",\"error\":{\"code\":\"CKPT_E_MISMATCH\""));
+    ckpt_string_free(json);
+    ckpt_doctor_report_free(r);
+    r = (ckpt_doctor_report *)1;
+    CHECK_EQ_INT(ckpt_doctor_pipeline(&r, p, 2, NULL), CKPT_E_INVALID_ARG);
+    CHECK_EQ_INT(ckpt_doctor_pipeline(NULL, p, 0, NULL), CKPT_E_INVALID_ARG);
+    ckpt_pipeline_free(p);
+}
+
 int main(void) {
     if (!mkdtemp(dir)) return 1;
     RUN(components);
-    const char *files[] = {"vae/config.json", "unet/config.json", "tokenizer/tokenizer_config.json",
-                           "scheduler/scheduler_config.json", "model_index.json"};
+    RUN(doctor);
+    const char *files[] = {"vae/config.json",
+                           "unet/config.json",
+                           "tokenizer/tokenizer_config.json",
+                           "scheduler/scheduler_config.json",
+                           "model_index.json",
+                           "unet/diffusion_pytorch_model.safetensors",
+                           "vae/diffusion_pytorch_model.safetensors"};
     const char *dirs[] = {"vae", "unet", "tokenizer", "scheduler", ""};
     char p[256];
-    for (size_t i = 0; i < 5; i++) {
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
         snprintf(p, sizeof p, "%s/%s", dir, files[i]);
         unlink(p);
     }

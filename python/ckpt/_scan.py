@@ -7,6 +7,7 @@ from typing import Optional, Tuple
 from . import errors
 from ._lib import (NO_OFFSET, Error_, ScanOptions_, VerifyReport_, WeightsOnly_, check,
                    options, fspath, last_error, lib, record_error, text)
+from ._pipeline import components, pipeline, unloadable
 
 
 @dataclass(frozen=True)
@@ -206,7 +207,10 @@ class VerifyReport:
     CRC-32s, "digests": ckpt's per-tensor digests, "none": structure
     only, as for safetensors that other writers made); error: the
     ckpt.Error describing the first problem when not ok (its member and
-    offset locate it)."""
+    offset locate it); pipeline: of a diffusers pipeline's component,
+    {"component": its name, "error": the ckpt.Error of a component with
+    weights but no config.json (DiffusionPipeline.from_pretrained cannot
+    load it: then ok is False and error that finding), else None}."""
     file: str
     ok: bool
     format: Optional[str] = None
@@ -216,6 +220,7 @@ class VerifyReport:
     shards: int = 0
     checksums: str = "none"
     error: Optional[errors.Error] = field(default=None, compare=False)
+    pipeline: Optional[dict] = field(default=None, compare=False)
 
 
 # Failures of the machine or the call, not findings about the file (the
@@ -228,10 +233,24 @@ def verify(path):
     """Full integrity check (ckpt_open + ckpt_verify): every tensor byte read,
     zip CRC-32s, legacy storage sizes. Returns a VerifyReport; a corrupt or
     malformed file gives ok=False with `error` set. Raises ckpt.FileError
-    (cannot read), ckpt.OutOfMemoryError."""
+    (cannot read), ckpt.OutOfMemoryError. A diffusers pipeline directory
+    (model_index.json): a list of VerifyReport, one per model component in
+    name order as `ckpt verify --json` writes them, each with `pipeline`
+    (a component that cannot be read is reported, not raised)."""
     path = os.fspath(errors.path_arg(path, "ckpt.verify"))
+    with pipeline(path) as p:
+        if p is None:
+            return _verify(path, _RAISE)
+        return [_verify(cpath, (errors.OutOfMemoryError.code,), name, unloadable(p, i, cpath))
+                for i, name, cpath in components(p)]
+
+
+def _verify(path, raised, component=None, finding=None):
+    """One file's VerifyReport; codes in raised are raised, not reported;
+    component and finding: a pipeline's (VerifyReport.pipeline)."""
     h = ctypes.c_void_p()
     rc = lib.ckpt_open(ctypes.byref(h), fspath(path), None)
+    where = None if component is None else {"component": component, "error": finding}
     try:
         fmt = text(lib.ckpt_format_name(lib.ckpt_file_format(h))) if rc == 0 else None
         sums = text(lib.ckpt_checksums_name(lib.ckpt_file_checksums(h) if rc == 0 else 0))
@@ -240,11 +259,13 @@ def verify(path):
             rc = lib.ckpt_verify(ctypes.byref(rep), h)
         if rc < 0:
             err = last_error(rc, path)
-            if rc in _RAISE:
+            if rc in raised:
                 raise err
             return VerifyReport(path, False, fmt, int(rep.tensors), int(rep.bytes),
-                                int(rep.members), int(rep.shards), sums, error=err)
-        return VerifyReport(path, bool(rep.ok), fmt, int(rep.tensors), int(rep.bytes),
-                            int(rep.members), int(rep.shards), sums)
+                                int(rep.members), int(rep.shards), sums, error=err,
+                                pipeline=where)
+        return VerifyReport(path, bool(rep.ok) and finding is None, fmt, int(rep.tensors),
+                            int(rep.bytes), int(rep.members), int(rep.shards), sums,
+                            error=finding, pipeline=where)
     finally:
         lib.ckpt_close(h)
