@@ -474,6 +474,13 @@ int ckpt_atomic_pwrite(ckpt_atomic *a, const void *p, size_t n, uint64_t off) {
     return rc;
 }
 
+int ckpt_atomic_is_backup(const char *name) {
+    size_t n = strlen(name), k = sizeof CKPT_ATOMIC_BACKUP - 1;
+    const char *slash = strrchr(name, '/');
+    size_t stem = n - (size_t)(slash ? slash + 1 - name : 0);
+    return stem > k && strcmp(name + n - k, CKPT_ATOMIC_BACKUP) == 0;
+}
+
 /* Keeps the current target as target.bak: a hard link at a temporary name
  * renamed over the .bak, so both names hold a complete file at every
  * moment. Nothing to do when the target does not exist yet. */
@@ -482,12 +489,12 @@ static int backup_target(ckpt_atomic *a) {
     if (lstat(a->target, &st) != 0)
         return errno == ENOENT ? 0 : fail(a, "stat", errno, CKPT_NO_OFFSET);
     size_t len = strlen(a->target);
-    char *bak = ckpt_malloc(len + 5);
+    char *bak = ckpt_malloc(len + sizeof CKPT_ATOMIC_BACKUP);
     char *tmp = NULL;
     int rc = 0;
     if (bak) {
         memcpy(bak, a->target, len);
-        memcpy(bak + len, ".bak", 5);
+        memcpy(bak + len, CKPT_ATOMIC_BACKUP, sizeof CKPT_ATOMIC_BACKUP);
         tmp = ckpt_atomic_temp_name(bak);
     }
     if (!tmp) {
@@ -574,7 +581,7 @@ void ckpt_atomic_reap_temps(const char *target) {
     size_t removed = 0;
     for (struct dirent *e; (e = readdir(d)) != NULL;) {
         struct stat st;
-        if ((temp_of(e->d_name, base, "") || temp_of(e->d_name, base, ".bak")) &&
+        if ((temp_of(e->d_name, base, "") || temp_of(e->d_name, base, CKPT_ATOMIC_BACKUP)) &&
             fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
             ckpt_atomic_reap_at(dirfd(d), e->d_name, &st, now, CKPT_ATOMIC_STALE_S, 1) == 1)
             removed++;

@@ -105,6 +105,13 @@ int ckpt_atomic_pwrite(ckpt_atomic *a, const void *p, size_t n, uint64_t off);
  * none. 0, or the sticky code (the temporary file removed, as for a
  * failed write); a second call does nothing. */
 int ckpt_atomic_finish(ckpt_atomic *a);
+/* What a backup keeps of a replaced target: target + CKPT_ATOMIC_BACKUP
+ * (ckpt_atomic_commit's backup, convert's retired sharded-set files). */
+#define CKPT_ATOMIC_BACKUP ".bak"
+/* 1 when name (a file name or path) ends in CKPT_ATOMIC_BACKUP after a
+ * non-empty stem: a backup, never a file a loader opens (transformers,
+ * diffusers and the Trainer open exact names). */
+int ckpt_atomic_is_backup(const char *name);
 /* finish (if not done yet), optional backup (backup != 0: the old target, if any,
  * becomes target.bak through a hard link renamed over target.bak, so the
  * .bak is itself replaced atomically), rename over the target, fsync of the

@@ -515,9 +515,9 @@ static int write_index(ckpt_atomic *held, const char *path, uint64_t total,
 static int retire(const char *path, int backup, const char *what) {
     struct stat st;
     if (lstat(path, &st) != 0 || !(S_ISREG(st.st_mode) || S_ISLNK(st.st_mode))) return 0;
-    char *bak = backup ? ckpt_malloc(strlen(path) + 5) : NULL;
+    char *bak = backup ? ckpt_malloc(strlen(path) + sizeof CKPT_ATOMIC_BACKUP) : NULL;
     if (backup && !bak) return ckpt_err_nomem();
-    if (bak) sprintf(bak, "%s.bak", path);
+    if (bak) sprintf(bak, "%s" CKPT_ATOMIC_BACKUP, path);
     int fail = bak ? ckpt_atomic_rename(path, bak) : ckpt_atomic_remove_at(AT_FDCWD, path);
     int err = errno;
     ckpt_free(bak);
@@ -639,9 +639,9 @@ static int commit_held(ckpt_atomic *held, size_t n, const char *index, int backu
     int rc = 0;
     struct stat st;
     if (lstat(index, &st) == 0) {
-        char *bak = backup ? ckpt_malloc(strlen(index) + 5) : NULL;
+        char *bak = backup ? ckpt_malloc(strlen(index) + sizeof CKPT_ATOMIC_BACKUP) : NULL;
         int fail = backup && !bak, err = ENOMEM;
-        if (bak) sprintf(bak, "%s.bak", index);
+        if (bak) sprintf(bak, "%s" CKPT_ATOMIC_BACKUP, index);
         if (!fail) {
             fail = bak ? ckpt_atomic_rename(index, bak) : ckpt_atomic_remove_at(AT_FDCWD, index);
             err = errno;

@@ -4,7 +4,9 @@
  * training checkpoint. Files are recognised by content: every regular file
  * is offered to ckpt_open, JSON files to the metadata reader. A ckpt store
  * (open/store_dir.h) and a folder with model weights in several files are
- * several checkpoints: refused, never combined. */
+ * several checkpoints: refused, never combined. A backup ckpt kept
+ * (NAME.bak: container/atomic.h) is no file a loader opens: never the
+ * weights, an index or a stray shard (scan still scans it). */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -16,6 +18,7 @@
 
 #include "base/error.h"
 #include "base/source.h"
+#include "container/atomic.h"
 #include "open/model_dir.h"
 #include "open/store_dir.h"
 #include "training/training.h"
@@ -31,6 +34,7 @@ typedef struct entry {
     const char *name; /* inside the directory */
     const char *path; /* dir/name */
     int regular;      /* a regular file (else a directory or special) */
+    int backup;       /* NAME.bak: ckpt's backup, not analysed */
     sniff kind;
     int index;           /* a JSON file with a "weight_map" */
     int shard;           /* listed by an index: analysed through it */
@@ -115,7 +119,8 @@ static int list_dir(scan *s) {
             break;
         }
         e->regular = stat(e->path, &st) == 0 && S_ISREG(st.st_mode);
-        if (e->regular) e->kind = sniff_file(e->path);
+        e->backup = e->regular && ckpt_atomic_is_backup(e->name);
+        if (e->regular && !e->backup) e->kind = sniff_file(e->path);
         s->n++;
     }
     closedir(d);
@@ -344,7 +349,9 @@ static int analyse(scan *s) {
         entry *e = &s->es[i];
         const char *dirname;
 
-        if (!e->regular) {
+        if (e->backup) {
+            rc = ignore(s->t, e->name);
+        } else if (!e->regular) {
             dirname = ckpt_arena_printf(&s->t->arena, "%s/", e->name);
             rc = dirname ? ignore(s->t, dirname) : nomem(s->dir);
         } else if (e->shard) {

@@ -252,7 +252,7 @@ static void text_memory(const ckpt_training *t) {
         fputc('\n', stdout);
     }
     if (ckpt_training_ignored_count(t)) {
-        fputs("  not checkpoints:", stdout);
+        fputs("  not analysed (no checkpoint, a subfolder, or a .bak backup):", stdout);
         for (i = 0; i < ckpt_training_ignored_count(t); i++) {
             printf("%s ", i ? "," : "");
             put_str(ckpt_training_ignored(t, i));

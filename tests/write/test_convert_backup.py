@@ -1,0 +1,105 @@
+#!/usr/bin/python3
+"""`ckpt convert IN OUT --backup` keeps each replaced file as NAME.bak;
+loaders (transformers, diffusers, the Trainer) open exact names and never
+a .bak, so doctor of the folder reports the new weights, with the .bak
+files scanned but never taken for the weights or a stray shard (before:
+"model weights in both model.safetensors and model.safetensors.bak" and
+"shard file ... .bak is not listed by the index", no report, exit 1).
+The inputs are written here (safetensors by hand): the CLI alone runs.
+Environment: CKPT_BIN. Ends with "N passed, N failed"."""
+import json
+import os
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+import suite  # noqa: E402
+
+CKPT = os.environ.get("CKPT_BIN", "ckpt")
+ROOT = None
+
+
+def safetensors(tensors):
+    header, data = {}, b""
+    for name, values in tensors.items():
+        raw = struct.pack("<%df" % len(values), *values)
+        header[name] = {"dtype": "F32", "shape": [len(values)],
+                        "data_offsets": [len(data), len(data) + len(raw)]}
+        data += raw
+    h = json.dumps(header).encode()
+    return struct.pack("<Q", len(h)) + h + data
+
+
+def ckpt(*argv):
+    p = subprocess.run([CKPT] + list(argv), capture_output=True, timeout=120)
+    return p.returncode, p.stdout.decode(), p.stderr.decode()
+
+
+def model(name):
+    d = os.path.join(ROOT, name)
+    shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(d)
+    with open(os.path.join(d, "model.safetensors"), "wb") as fh:
+        fh.write(safetensors({"b": [3.0] * 64, "w": [1.0, 2.0]}))
+    with open(os.path.join(d, "config.json"), "w") as fh:
+        fh.write('{"model_type": "bert"}')
+    return d
+
+
+def doctor(d):
+    rc, out, err = ckpt("doctor", d, "--json")
+    assert rc == 0, (rc, err)
+    return json.loads(out)
+
+
+def test_a_backup_beside_the_weights_is_not_a_second_checkpoint():
+    src = model("hf")
+    out = os.path.join(ROOT, "out1")
+    for _ in range(2):
+        rc, _, err = ckpt("convert", src, out + "/", "--backup")
+        assert rc == 0, (rc, err)
+    assert sorted(os.listdir(out)) == ["config.json", "config.json.bak", "model.safetensors",
+                                       "model.safetensors.bak"], os.listdir(out)
+    rep = doctor(out)
+    assert rep["verdict"] == "healthy", rep["verdict"]
+    assert rep["file"] == os.path.join(out, "model.safetensors"), rep["file"]
+    scanned = [s["file"] for s in rep["sections"]["safety"]["files"]]
+    assert "model.safetensors.bak" in scanned, scanned  # still scanned
+    rc, text, err = ckpt("doctor", out)
+    assert rc == 0 and "model weights in both" not in err, (rc, err)
+    assert "not analysed (no checkpoint, a subfolder, or a .bak backup): config.json.bak, " \
+        "model.safetensors.bak" in text, text
+
+
+def test_a_sharded_set_converted_in_place_with_backup():
+    d = model("sharded-src")
+    sh = os.path.join(ROOT, "sharded")
+    rc, _, err = ckpt("convert", d, sh + "/", "--max-shard-size", "200")
+    assert rc == 0, (rc, err)
+    rc, _, err = ckpt("convert", sh, sh + "/", "--max-shard-size", "200", "--backup")
+    assert rc == 0, (rc, err)
+    names = sorted(os.listdir(sh))
+    assert "model-00001-of-00002.safetensors.bak" in names, names
+    assert "model.safetensors.index.json.bak" in names, names
+    rep = doctor(sh)
+    assert rep["verdict"] == "healthy", rep["verdict"]
+    assert rep["file"] == os.path.join(sh, "model.safetensors.index.json"), rep["file"]
+    rc, _, err = ckpt("doctor", sh)
+    assert rc == 0 and "not listed by the index" not in err, (rc, err)
+
+
+def main():
+    global ROOT
+    ROOT = tempfile.mkdtemp(prefix="ckpt-convert-backup-")
+    try:
+        return suite.run_cases(globals(), os.path.abspath(__file__))
+    finally:
+        shutil.rmtree(ROOT, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
