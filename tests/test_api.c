@@ -91,6 +91,20 @@ TEST(error_os_errno) {
     CHECK(f == NULL);
 }
 
+/* A path in a printed command: one POSIX shell word, snprintf's contract. */
+TEST(shell_quote) {
+    char b[64];
+    CHECK_EQ_INT((int)ckpt_shell_quote(b, sizeof b, "run_1/model-2.0.pt"), 18);
+    CHECK_EQ_STR(b, "run_1/model-2.0.pt");
+    CHECK_EQ_INT((int)ckpt_shell_quote(b, sizeof b, ""), 2);
+    CHECK_EQ_STR(b, "''");
+    CHECK_EQ_INT((int)ckpt_shell_quote(b, sizeof b, "it's $HOME"), 15);
+    CHECK_EQ_STR(b, "'it'\\''s $HOME'");
+    CHECK_EQ_INT((int)ckpt_shell_quote(b, 4, "a b"), 5);
+    CHECK_EQ_STR(b, "'a ");
+    CHECK_EQ_INT((int)ckpt_shell_quote(NULL, 0, "a\nb"), 5);
+}
+
 TEST(enums_pinned) {
     /* values other languages hard-code (python/ckpt/_lib.py) */
     CHECK_EQ_INT(CKPT_DT_F32, 12);
@@ -205,6 +219,7 @@ int main(void) {
     RUN(options_init_equals_macro);
     RUN(unknown_versions_refused);
     RUN(error_os_errno);
+    RUN(shell_quote);
     RUN(enums_pinned);
     RUN(value_table_tensors);
     RUN(value_table_sharing);

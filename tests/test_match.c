@@ -2086,7 +2086,7 @@ TEST(hygiene) {
     w = ckpt_keys_wrapper(r, 2);
     CHECK(w && strcmp(w->segment, "_fsdp_wrapped_module.") == 0 && w->keys == 1);
     CHECK_EQ_STR(ckpt_keys_fix_args(r), "--replace '_orig_mod.=' --replace "
-                                        "'_fsdp_wrapped_module.=' --strip-prefix 'module.'");
+                                        "'_fsdp_wrapped_module.=' --strip-prefix module.");
     CHECK_EQ_INT(ckpt_keys_fix_count(r), 3);
     CHECK(ckpt_keys_collision(r) == NULL);
     hygiene_done(r);

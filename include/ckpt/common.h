@@ -66,6 +66,14 @@ CKPT_API const ckpt_error *ckpt_error_last(void);
 /* "CKPT_E_FORMAT" etc.; "unknown" for other values. Static string. */
 CKPT_API const char *ckpt_error_name(int code);
 
+/* s as one POSIX shell word, for a command printed to be pasted (doctor's
+ * fixes): s itself when it is non-empty and only [A-Za-z0-9_./-], else
+ * in single quotes, each ' written '\''. Writes at most cap bytes with
+ * the terminating NUL (cut short but terminated when cap is short;
+ * nothing when cap is 0) and returns the word's whole length without the
+ * NUL, as snprintf does (since 0.2). */
+CKPT_API size_t ckpt_shell_quote(char *buf, size_t cap, const char *s);
+
 /* One allocator for everything libckpt allocates. Passing NULL restores
  * malloc/realloc/free. Not thread-safe: call before any other function. */
 typedef struct ckpt_allocator {

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "base/shell.h"
 #include "keys/keys.h"
 
 #define MAX_FIX (CKPT_NWRAPPERS + 8) /* wrapper rules + "module." strips */
@@ -150,10 +151,13 @@ static int build_fix(ckpt_keys_report *r, unsigned depth) {
     char *args = ckpt_arena_strdup(a, "");
     for (size_t k = 0; args && k < r->nfix; k++) {
         const ckpt_rename_rule *f = &r->fix[k];
-        args =
-            f->op == CKPT_RENAME_REPLACE
-                ? ckpt_arena_printf(a, "%s%s--replace '%s=%s'", args, k ? " " : "", f->arg, f->arg2)
-                : ckpt_arena_printf(a, "%s%s--strip-prefix '%s'", args, k ? " " : "", f->arg);
+        const char *word =
+            f->op == CKPT_RENAME_REPLACE ? ckpt_arena_printf(a, "%s=%s", f->arg, f->arg2) : f->arg;
+        word = word ? ckpt_shell_word(a, word) : NULL;
+        args = word ? ckpt_arena_printf(
+                          a, "%s%s%s %s", args, k ? " " : "",
+                          f->op == CKPT_RENAME_REPLACE ? "--replace" : "--strip-prefix", word)
+                    : NULL;
     }
     char *tree = subtree_expr(a, r->root);
     char *py = key && tree

@@ -46,8 +46,9 @@ int ckpt_model_dir_metadata_checked(const char *path);
  * (OSError "does not contain the valid metadata"); one without
  * __metadata__ loads. 0 when `f` (one safetensors file: the file or a
  * shard) passes; else CKPT_E_MISMATCH, the error naming f's path, the
- * value found and the fix (`ckpt convert F F --meta format=pt`), and
- * *found the "format" value, NULL when the key is missing. */
+ * value found and the fix (`ckpt convert F F --meta format=pt`, F as
+ * ckpt_shell_quote writes it), and *found the "format" value, NULL when
+ * the key is missing; CKPT_E_NOMEM when the fix cannot be written. */
 int ckpt_model_dir_metadata_refused(const ckpt_file *f, const char **found);
 /* If `name` is a shard name as Hugging Face writes it,
  * "NAME-00003-of-00005.EXT" (transformers' shard_checkpoint,

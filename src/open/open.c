@@ -416,13 +416,19 @@ int ckpt_model_dir_metadata_refused(const ckpt_file *f, const char **found) {
          i++)
         if (strcmp(format, transformers_formats[i]) == 0) return 0;
     *found = format;
-    return ckpt_err(CKPT_E_MISMATCH, path, NULL, CKPT_NO_OFFSET,
-                    "transformers' from_pretrained refuses %s: its __metadata__ %s%s%s, and "
-                    "transformers loads a safetensors file only without __metadata__ or with "
-                    "\"format\" \"pt\", \"tf\", \"flax\" or \"mlx\" (OSError \"does not contain "
-                    "the valid metadata\"); fix: ckpt convert %s %s --meta format=pt",
-                    slash ? slash + 1 : path, format ? "has \"format\" \"" : "has no \"format\"",
-                    format ? format : "", format ? "\"" : "", path, path);
+    size_t qlen = ckpt_shell_quote(NULL, 0, path);
+    char *q = ckpt_malloc(qlen + 1);
+    if (!q) return ckpt_err_nomem();
+    ckpt_shell_quote(q, qlen + 1, path);
+    int rc = ckpt_err(CKPT_E_MISMATCH, path, NULL, CKPT_NO_OFFSET,
+                      "transformers' from_pretrained refuses %s: its __metadata__ %s%s%s, and "
+                      "transformers loads a safetensors file only without __metadata__ or with "
+                      "\"format\" \"pt\", \"tf\", \"flax\" or \"mlx\" (OSError \"does not "
+                      "contain the valid metadata\"); fix: ckpt convert %s %s --meta format=pt",
+                      slash ? slash + 1 : path, format ? "has \"format\" \"" : "has no \"format\"",
+                      format ? format : "", format ? "\"" : "", q, q);
+    ckpt_free(q);
+    return rc;
 }
 
 static int weights_name_fits(ckpt_file **f, const char *path) {

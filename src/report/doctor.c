@@ -417,6 +417,7 @@ static int check_from_pretrained(ckpt_doctor_report *r) {
         const char *found, *file = ckpt_file_path(files[i]);
         int rc = ckpt_model_dir_metadata_refused(files[i], &found);
         if (rc == 0) continue;
+        if (rc == CKPT_E_NOMEM) return -1;
         ckpt_doctor_refusal *x = &r->refusals[r->n_refusals++];
         x->name = strncmp(file, path, dir_len) == 0 ? file + dir_len : file;
         x->format = found;

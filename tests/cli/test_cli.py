@@ -1361,11 +1361,11 @@ def test_doctor_wrapper_prefix():
     assert_eq(doc["summary"], "ATTENTION: keys: 'module.' on 20 keys", "verdict line")
     assert_eq(doc["sections"]["keys"],
               {"wrappers": [{"segment": "module.", "keys": 20, "leading": True}],
-               "fix": "--strip-prefix 'module.'",
+               "fix": "--strip-prefix module.",
                "fix_python": "sd = {k.removeprefix('module.'): v for k, v in sd.items()}",
                "root": "", "collision": None}, "keys section")
     rc, out, _ = run("doctor", dp)
-    assert ("fix: ckpt rename %s OUT --strip-prefix 'module.'" % dp) in out, out
+    assert ("fix: ckpt rename %s OUT --strip-prefix module." % dp) in out, out
 
 
 @corpus

@@ -127,6 +127,10 @@ size_t cli_utf8_len(const unsigned char *p, size_t n);
  * characters and invalid bytes become \xNN. Returns the columns written,
  * counting one per code point. */
 size_t cli_put_text(FILE *out, const char *s, size_t len);
+/* s as one POSIX shell word (ckpt_shell_quote: quoted when it holds
+ * anything outside [A-Za-z0-9_./-]) through cli_put_text: a path in a
+ * printed command that pastes as it reads. */
+void cli_put_shell(FILE *out, const char *s);
 /* Columns cli_put_text would use for s. */
 size_t cli_text_width(const char *s, size_t len);
 /* A flattened tensor or value name for people: "" (a bare top-level

@@ -45,7 +45,7 @@ void cli_doctor_keys_show(const ckpt_doctor_report *r) {
          "and strict=False loads none of them");
     if (fix) {
         fputs("  fix: ckpt rename ", stdout);
-        cli_put_text(stdout, path, strlen(path));
+        cli_put_shell(stdout, path);
         printf(" OUT %s\n", fix);
         fputs("  python: ", stdout);
         fix = ckpt_keys_fix_python(k);

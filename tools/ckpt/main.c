@@ -279,6 +279,19 @@ static size_t put_or_measure(FILE *out, const char *s, size_t len) {
 
 size_t cli_put_text(FILE *out, const char *s, size_t len) { return put_or_measure(out, s, len); }
 
+void cli_put_shell(FILE *out, const char *s) {
+    size_t n = ckpt_shell_quote(NULL, 0, s);
+    char *w = malloc(n + 1);
+
+    if (w == NULL) { /* still one word, if not a pastable one */
+        cli_put_text(out, s, strlen(s));
+        return;
+    }
+    ckpt_shell_quote(w, n + 1, s);
+    cli_put_text(out, w, n);
+    free(w);
+}
+
 size_t cli_text_width(const char *s, size_t len) { return put_or_measure(NULL, s, len); }
 
 const char *cli_name(const char *name) { return name[0] ? name : "(root)"; }
