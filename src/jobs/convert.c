@@ -352,6 +352,13 @@ static int names_dir(const char *out) {
     return (len && out[len - 1] == '/') || (stat(out, &st) == 0 && S_ISDIR(st.st_mode));
 }
 
+/* 0 when OUT/ names something on disk that is not a directory (a file
+ * single.safetensors given as single.safetensors/); 1 else. */
+static int dir_or_absent(const char *out) {
+    struct stat st;
+    return stat(out, &st) != 0 ? errno != ENOTDIR : S_ISDIR(st.st_mode);
+}
+
 static int name_set(set_names *s, const char *out, ckpt_format fmt, ckpt_arena *a) {
     struct stat st;
     s->ext = fmt == CKPT_FORMAT_SAFETENSORS ? ".safetensors" : ".bin";
@@ -803,6 +810,11 @@ int ckpt_convert(ckpt_convert_report *report, const char *in, const char *out,
                         "no output format: name the output *.safetensors, *.pt "
                         "(.pth, .bin, .ckpt), *.dcp (a DCP directory) or a model folder "
                         "(OUT/, with the trailing '/'), or give the format");
+    if (names_dir(out) && !dir_or_absent(out))
+        return ckpt_err(CKPT_E_INVALID_ARG, out, "", CKPT_NO_OFFSET,
+                        "OUT ends in '/' and names a directory, but a file that is not a "
+                        "directory stands in that path (name a file without the '/', or "
+                        "another folder)");
     if (fmt != CKPT_FORMAT_DCP && names_dir(out) && ckpt_dcp_is_dir(out))
         return ckpt_err(CKPT_E_INVALID_ARG, out, "", CKPT_NO_OFFSET,
                         "is a torch.distributed.checkpoint directory: a %s file is not "

@@ -162,6 +162,23 @@ def test_a_file_output_is_the_weights_alone():
     assert all(after[n] == before[n] for n in OTHERS), err
 
 
+def test_a_folder_output_over_an_existing_file_is_refused():
+    """OUT/ naming a file: said so (before: "cannot create temporary file
+    .../.model.safetensors.tmp-...: Not a directory"), exit 2, the file
+    untouched."""
+    d = folder("over-file")
+    single = os.path.join(ROOT, "single.safetensors")
+    with open(single, "wb") as fh:
+        fh.write(b"old")
+    for out in (single + "/", single + "/sub/"):
+        rc, _, err = ckpt("convert", d, out)
+        assert rc == 2 and "names a directory, but a file that is not a directory stands in " \
+            "that path" in err, (rc, err)
+    with open(single, "rb") as fh:
+        assert fh.read() == b"old"
+    assert not [n for n in os.listdir(ROOT) if ".tmp-" in n], os.listdir(ROOT)
+
+
 def main():
     global ROOT
     ROOT = tempfile.mkdtemp(prefix="ckpt-convert-folder-")
