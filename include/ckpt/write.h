@@ -96,6 +96,11 @@ typedef struct ckpt_convert_report {
                            a tied tensor stored once has one per name) */
     uint64_t shards;    /* shard files of a sharded set (then tensors, bytes
                            and keys are summed over them); 0: one file */
+    uint64_t retired;   /* files of OUT's previous layout that the output
+                           does not replace by name (an index and its
+                           shards, a one-file name that would shadow a new
+                           index): removed, or renamed to NAME.bak with
+                           backup (since 0.2) */
 } ckpt_convert_report;
 
 /* Converts checkpoint `in` (any format ckpt_open reads) into `out`,

@@ -116,7 +116,7 @@ class ConvertOptions_(ctypes.Structure):
 
 class ConvertReport_(ctypes.Structure):
     _fields_ = [("format", c_int), ("tensors", c_u64), ("bytes", c_u64), ("keys", c_u64),
-                ("shards", c_u64)]
+                ("shards", c_u64), ("retired", c_u64)]
 
 
 class ManifestEntry_(ctypes.Structure):

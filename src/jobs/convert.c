@@ -518,8 +518,9 @@ static int write_index(ckpt_atomic *held, const char *path, uint64_t total,
 
 /* A file of the set's previous layout, once the new set is committed:
  * removed, or with backup renamed to NAME.bak (replacing an older one), as
- * OUT replaced by the set. what: why it must go, for the error. */
-static int retire(const char *path, int backup, const char *what) {
+ * OUT replaced by the set, counted in *retired. what: why it must go, for
+ * the error. */
+static int retire(const char *path, int backup, const char *what, uint64_t *retired) {
     struct stat st;
     if (lstat(path, &st) != 0 || !(S_ISREG(st.st_mode) || S_ISLNK(st.st_mode))) return 0;
     char *bak = backup ? ckpt_malloc(strlen(path) + sizeof CKPT_ATOMIC_BACKUP) : NULL;
@@ -532,6 +533,7 @@ static int retire(const char *path, int backup, const char *what) {
         return ckpt_err(CKPT_E_IO, path, "", CKPT_NO_OFFSET,
                         "the sharded set is written, but this file, %s, could not be %s: %s", what,
                         backup ? "renamed to .bak" : "removed", strerror(err));
+    (*retired)++;
     return 0;
 }
 
@@ -582,9 +584,11 @@ static int old_shards(json_t **names, const char *index, const set_names *s,
  * set does not name goes (retire), then the directory is synced. keep: the
  * new set's shard names (nkeep), single: the one-file name, also kept
  * when the set is that one file; old_index: the old index itself, retired
- * too when the new set has none (a set of one shard). */
+ * too when the new set has none (a set of one shard). Each file retired
+ * counts in *retired. */
 static int retire_old_set(const set_names *s, const json_t *old, const char *const *keep,
-                          size_t nkeep, const char *old_index, int backup, ckpt_arena *a) {
+                          size_t nkeep, const char *old_index, int backup, ckpt_arena *a,
+                          uint64_t *retired) {
     const char *name;
     const json_t *v;
     struct stat one, st;
@@ -597,9 +601,10 @@ static int retire_old_set(const set_names *s, const json_t *old, const char *con
         if (!path) return ckpt_err_nomem();
         if (has_one && lstat(path, &st) == 0 && st.st_dev == one.st_dev && st.st_ino == one.st_ino)
             continue; /* the one file the new set is ("./x" and "x" alike) */
-        if ((rc = retire(path, backup, "a shard of the set's previous layout"))) return rc;
+        if ((rc = retire(path, backup, "a shard of the set's previous layout", retired))) return rc;
     }
-    if (old_index && (rc = retire(old_index, backup, "the index of the set's previous layout")))
+    if (old_index &&
+        (rc = retire(old_index, backup, "the index of the set's previous layout", retired)))
         return rc;
     return ckpt_atomic_sync_dir(s->dir);
 }
@@ -614,11 +619,11 @@ static const char *index_path(const set_names *s, ckpt_arena *a) {
  * retire_old_set (transformers opens the one file first, but a loader of
  * the index or of "*.safetensors" would find the old layout). */
 static int retire_indexed_set(const set_names *s, int backup, const ckpt_open_options *open,
-                              ckpt_arena *a) {
+                              ckpt_arena *a, uint64_t *retired) {
     const char *index = index_path(s, a);
     json_t *old = NULL;
     int rc = index ? old_shards(&old, index, s, open) : ckpt_err_nomem();
-    if (!rc && old) rc = retire_old_set(s, old, NULL, 0, index, backup, a);
+    if (!rc && old) rc = retire_old_set(s, old, NULL, 0, index, backup, a, retired);
     json_decref(old);
     return rc;
 }
@@ -712,8 +717,8 @@ static int write_sharded(const ckpt_value *root, const char *out, ckpt_format fm
     if (!rc && nshards <= 1) { /* one file, no index, as transformers saves it */
         ckpt_write_stats stats;
         rc = write_verified(root, s.single, fmt, w, open, &stats);
-        if (!rc) *r = (ckpt_convert_report){fmt, stats.tensors, stats.bytes, stats.keys, 0};
-        if (!rc) rc = retire_indexed_set(&s, w->backup, open, a);
+        if (!rc) *r = (ckpt_convert_report){fmt, stats.tensors, stats.bytes, stats.keys, 0, 0};
+        if (!rc) rc = retire_indexed_set(&s, w->backup, open, a, &r->retired);
     }
     /* New shards whose names are taken (a set of as many shards, saved
      * again) are held under their temporary names until every shard is
@@ -765,9 +770,10 @@ static int write_sharded(const ckpt_value *root, const char *out, ckpt_format fm
         if (!rc && held) ckpt_atomic_reap_temps(index);
         /* a file under the one-file name (an earlier save) would shadow
          * the index: transformers and ckpt open that name first */
-        if (!rc) rc = retire(s.single, w->backup, "which loaders open before its index");
         if (!rc)
-            rc = old ? retire_old_set(&s, old, names, nshards, NULL, w->backup, a)
+            rc = retire(s.single, w->backup, "which loaders open before its index", &r->retired);
+        if (!rc)
+            rc = old ? retire_old_set(&s, old, names, nshards, NULL, w->backup, a, &r->retired)
                      : ckpt_atomic_sync_dir(s.dir);
         r->format = fmt;
         r->shards = nshards;
@@ -866,15 +872,16 @@ int ckpt_convert(ckpt_convert_report *report, const char *in, const char *out,
         if (fmt == CKPT_FORMAT_DCP) {
             rc = write_dcp_verified(root, out, &w, &o->open, &stats);
             if (!rc && report)
-                *report = (ckpt_convert_report){fmt, stats.tensors, stats.bytes, stats.keys, 0};
+                *report = (ckpt_convert_report){fmt, stats.tensors, stats.bytes, stats.keys, 0, 0};
         } else if (o->max_shard_size) {
-            ckpt_convert_report r = {fmt, 0, 0, 0, 0};
+            ckpt_convert_report r = {fmt, 0, 0, 0, 0, 0};
             rc = write_sharded(root, out, fmt, o->max_shard_size, &w, &o->open, &a, &r);
             if (!rc && report) *report = r;
         } else {
             /* a model directory: its one-file name, as save_pretrained */
             set_names s = {0};
             const char *path = out;
+            uint64_t retired = 0;
             if (names_dir(out) && !(rc = name_set(&s, out, fmt, &a))) path = s.single;
             if (!rc) rc = write_verified(root, path, fmt, &w, &o->open, &stats);
             if (rc && s.made_dir) rmdir(s.dir);
@@ -883,9 +890,10 @@ int ckpt_convert(ckpt_convert_report *report, const char *in, const char *out,
             if (!rc && !s.dir &&
                 ends_with(out, fmt == CKPT_FORMAT_SAFETENSORS ? ".safetensors" : ".bin"))
                 rc = name_set(&s, out, fmt, &a);
-            if (!rc && s.dir) rc = retire_indexed_set(&s, w.backup, &o->open, &a);
+            if (!rc && s.dir) rc = retire_indexed_set(&s, w.backup, &o->open, &a, &retired);
             if (!rc && report)
-                *report = (ckpt_convert_report){fmt, stats.tensors, stats.bytes, stats.keys, 0};
+                *report =
+                    (ckpt_convert_report){fmt, stats.tensors, stats.bytes, stats.keys, 0, retired};
         }
         if (!rc && out_dir) rc = ckpt_folder_files_copy(&others, out_dir, w.backup, &a);
     }

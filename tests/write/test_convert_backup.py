@@ -92,6 +92,37 @@ def test_a_sharded_set_converted_in_place_with_backup():
     assert rc == 0 and "not listed by the index" not in err, (rc, err)
 
 
+def test_a_sharded_folder_into_one_file_in_place_says_what_went():
+    """convert DIR DIR of a sharded set writes DIR/model.safetensors and
+    retires the index and shards (a loader of the index would find the old
+    layout): said on stderr as the one-file case says "replacing", and with
+    --backup they stay as .bak, which doctor does not take for weights."""
+    d = model("in-place-src")
+    for backup in ([], ["--backup"]):
+        sh = os.path.join(ROOT, "in-place" + "".join(backup))
+        rc, _, err = ckpt("convert", d, sh + "/", "--max-shard-size", "200")
+        assert rc == 0, (rc, err)
+        rc, _, err = ckpt("convert", sh, sh, *backup)
+        assert rc == 0, (rc, err)
+        if backup:
+            assert "kept 3 files of the previous layout of %s as NAME.bak" % sh in err, err
+            assert sorted(n for n in os.listdir(sh) if n.endswith(".bak")) == [
+                "model-00001-of-00002.safetensors.bak", "model-00002-of-00002.safetensors.bak",
+                "model.safetensors.index.json.bak"], os.listdir(sh)
+        else:
+            assert "removed 3 files of the previous layout of %s (use --backup" % sh in err, err
+            assert sorted(os.listdir(sh)) == ["config.json", "model.safetensors"], os.listdir(sh)
+        # the weights are the new file (with --backup the scan still reads
+        # the index .bak, whose shards are gone: unscannable, exit 1)
+        rc, out, err = ckpt("doctor", sh, "--json")
+        rep = json.loads(out)
+        assert rc == (1 if backup else 0) and rep["file"] == os.path.join(
+            sh, "model.safetensors"), (rc, err, rep["file"])
+    # a one-file folder converted into a set in place: the one file goes too
+    rc, _, err = ckpt("convert", sh, sh + "/", "--max-shard-size", "200")
+    assert rc == 0 and "removed 1 file of the previous layout of %s/ " % sh in err, (rc, err)
+
+
 def main():
     global ROOT
     ROOT = tempfile.mkdtemp(prefix="ckpt-convert-backup-")

@@ -237,6 +237,15 @@ static int run(const convert_args *a) {
         /* a bad option or a selection matching nothing is a usage error */
         return rc == CKPT_E_NOTFOUND ? CLI_USAGE : cli_exit_code(rc);
     }
+    /* files of OUT's old layout no new file replaces by name (a sharded
+     * folder converted into itself: its index and shards) go: say so, as
+     * for a file replaced in place */
+    if (r.retired) {
+        fprintf(stderr, "%s %" PRIu64 " file%s of the previous layout of ",
+                a->backup ? "kept" : "removed", r.retired, cli_plural(r.retired));
+        cli_put_text(stderr, a->out, strlen(a->out));
+        fputs(a->backup ? " as NAME.bak\n" : " (use --backup to keep them as NAME.bak)\n", stderr);
+    }
     if (args.quiet) return CLI_OK;
     if (r.shards) {
         printf("wrote %" PRIu64 " shards and their index for ", r.shards);
