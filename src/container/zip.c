@@ -381,7 +381,18 @@ static int read_local(const ckpt_zip *z, ckpt_view *v, size_t ahead, ckpt_zip_en
                         "member data (%" PRIu64 " bytes at offset %" PRIu64
                         ") runs past the end of the input (%zu bytes)",
                         e->csize, e->data_offset, z->len);
+    /* a stored member whose bytes came with its header's read: their
+     * CRC-32 now, so that verify does not read them again */
+    const uint8_t *data = h + LOCAL_SIZE + nlen + xlen;
+    if (e->method == 0 && e->csize == e->usize && e->csize < (uint64_t)SIZE_MAX &&
+        ckpt_view_holds(v, data, (size_t)e->csize))
+        ckpt_zip_crc_seen(e, data, (size_t)e->csize);
     return 0;
+}
+
+void ckpt_zip_crc_seen(ckpt_zip_entry *e, const uint8_t *data, size_t n) {
+    e->crc_read = (uint32_t)libdeflate_crc32(0, data, n);
+    e->crc_seen = 1;
 }
 
 /* The checks mz_zip_reader_read_central_dir makes of each entry, on its

@@ -484,6 +484,12 @@ static int shrank(const ckpt_zip *z) {
  * byteorder record over the budget, data.pkl's local header unreadable):
  * it runs in order. Returns the error of a read of a file that shrank, or
  * CKPT_E_NOMEM (every failed allocation fails the open), else 0. */
+/* data.pkl's bytes, copied from the file (a stored member): their CRC-32
+ * goes with its entry, so that verify does not read them a second time. */
+static void pkl_crc_seen(ckpt_zip *z, const ckpt_zip_entry *e, const uint8_t *bytes) {
+    if (e->method == 0) ckpt_zip_crc_seen(&z->entries[e - z->entries], bytes, (size_t)e->usize);
+}
+
 static int run_early(torch_reader *r, ckpt_zip *z, int *ran, int *pk, ckpt_err_kept *kept) {
     ckpt_file *f = r->f;
     *ran = 0;
@@ -507,9 +513,11 @@ static int run_early(torch_reader *r, ckpt_zip *z, int *ran, int *pk, ckpt_err_k
     const uint8_t *bytes;
     size_t consumed;
     ckpt_arena text = {0};
-    if (!(rc = ckpt_zip_load(z, &pkl, &text, &r->budget, &bytes)))
+    if (!(rc = ckpt_zip_load(z, &pkl, &text, &r->budget, &bytes))) {
+        pkl_crc_seen(z, e, bytes);
         rc = run_pickle(r, &f->root, &consumed, bytes, (size_t)pkl.usize, e->name, pkl.data_offset,
                         1);
+    }
     ckpt_arena_free(&text);
     if ((rc == CKPT_E_IO || rc == CKPT_E_TRUNCATED) && shrank(z)) return rc;
     ckpt_err_keep(kept);
@@ -588,9 +596,11 @@ static int read_zip(torch_reader *r) {
         const uint8_t *pkl;
         size_t consumed;
         ckpt_arena text = {0};
-        if (!(rc = ckpt_zip_load(z, e, &text, &r->budget, &pkl)))
+        if (!(rc = ckpt_zip_load(z, e, &text, &r->budget, &pkl))) {
+            pkl_crc_seen(z, e, pkl);
             rc = run_pickle(r, &f->root, &consumed, pkl, (size_t)e->usize, e->name, e->data_offset,
                             1);
+        }
         ckpt_arena_free(&text);
         if (rc) return rc;
     }

@@ -116,8 +116,12 @@ static int verify_zip(ckpt_file *f, const ckpt_file *dcp, ckpt_verify_report *re
         uint32_t crc = 0;
         rc = ckpt_zip_read(z, e, &scratch, &budget, &data);
         /* stored members come from the file (pread), inflated ones from
-         * the arena; on a mismatch, check_crc recomputes to report it */
-        if (rc == 0)
+         * the arena; a stored member whose bytes open read already has
+         * their CRC-32 (ckpt_zip_crc_seen); on a mismatch, check_crc
+         * reads again to report it */
+        if (rc == 0 && e->method == 0 && e->crc_seen)
+            crc = e->crc_read;
+        else if (rc == 0)
             rc = e->usize < WINDOW
                      ? crc_small(&f->source, &small, data, (size_t)e->usize, e->name, &crc)
                      : read_windows(&f->source, data, e->usize, e->name, buf, &crc);
