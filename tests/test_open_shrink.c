@@ -459,6 +459,28 @@ TEST(records_within_budget) {
     free(bytes);
 }
 
+/* verify takes the CRC-32 of small stored members and data.pkl from the
+ * bytes open read (ckpt_zip_crc_seen) and reads none of them again: a
+ * file cut after open is still TRUNCATED, at its new size, not OK. */
+TEST(verify_after_shrink_since_open) {
+    size_t n;
+    unsigned char *bytes = harness_read_file(CKPT_SRC "/examples/train.pt", &n); /* torch.save's */
+    CHECK(bytes != NULL);
+    if (!bytes) return;
+    CHECK_EQ_INT(write_bytes("cut_after_open.pt", bytes, n), 0);
+    free(bytes);
+    const char *path = in_dir("cut_after_open.pt");
+    struct stat st;
+    CHECK_EQ_INT(stat(path, &st), 0);
+    ckpt_file *f = NULL;
+    CHECK_EQ_INT(ckpt_open(&f, path, NULL), 0);
+    uint64_t half = (uint64_t)st.st_size / 2;
+    CHECK_EQ_INT(truncate(path, (off_t)half), 0);
+    CHECK_EQ_INT(ckpt_verify(NULL, f), CKPT_E_TRUNCATED);
+    CHECK(ckpt_error_last()->offset == half);
+    ckpt_close(f);
+}
+
 int main(void) {
     fresh_dir();
     ckpt_source_read_hook = cut_hook;
@@ -477,6 +499,7 @@ int main(void) {
     RUN(scan_dcp_dir_shrinking);
     RUN(scan_window_regrowth_reports_once);
     RUN(records_within_budget);
+    RUN(verify_after_shrink_since_open);
     remove_dir();
     return harness_end();
 }
