@@ -116,3 +116,15 @@ def run_cases(namespace, script):
             passed += 1
             print("ok   %s" % name)
     return finish(passed, failed)
+
+
+def run_cases_in_tmp(namespace, script, prefix):
+    """run_cases with a fresh temporary directory as the script's ROOT
+    (namespace["ROOT"]), removed afterwards whatever the cases did."""
+    import shutil
+    import tempfile
+    namespace["ROOT"] = tempfile.mkdtemp(prefix=prefix)
+    try:
+        return run_cases(namespace, script)
+    finally:
+        shutil.rmtree(namespace["ROOT"], ignore_errors=True)

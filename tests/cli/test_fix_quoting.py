@@ -13,7 +13,6 @@ import shutil
 import struct
 import subprocess
 import sys
-import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
@@ -100,12 +99,7 @@ def test_a_plain_path_stays_unquoted():
 
 
 def main():
-    global ROOT
-    ROOT = tempfile.mkdtemp(prefix="ckpt-fix-quoting-")
-    try:
-        return suite.run_cases(globals(), os.path.abspath(__file__))
-    finally:
-        shutil.rmtree(ROOT, ignore_errors=True)
+    return suite.run_cases_in_tmp(globals(), os.path.abspath(__file__), "ckpt-fix-quoting-")
 
 
 if __name__ == "__main__":

@@ -15,7 +15,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
@@ -209,15 +208,10 @@ def test_a_component_outside_the_directory_is_refused():
 
 
 def main():
-    global ROOT
     if not os.path.exists(suite.VENV):
         print("SKIP diffusers pipeline: no %s (run scripts/deps --test)" % suite.VENV)
         return suite.finish(0, 0)
-    ROOT = tempfile.mkdtemp(prefix="ckpt-pipeline-")
-    try:
-        return suite.run_cases(globals(), os.path.abspath(__file__))
-    finally:
-        shutil.rmtree(ROOT, ignore_errors=True)
+    return suite.run_cases_in_tmp(globals(), os.path.abspath(__file__), "ckpt-pipeline-")
 
 
 if __name__ == "__main__":

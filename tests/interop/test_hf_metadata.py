@@ -21,7 +21,6 @@ import shutil
 import struct
 import subprocess
 import sys
-import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
@@ -249,15 +248,10 @@ def test_agrees_with_transformers_condition():
 
 
 def main():
-    global ROOT
     if not os.path.exists(suite.VENV):
         print("SKIP from_pretrained metadata: no %s (run scripts/deps --test)" % suite.VENV)
         return suite.finish(0, 0)
-    ROOT = tempfile.mkdtemp(prefix="ckpt-hfmeta-")
-    try:
-        return suite.run_cases(globals(), os.path.abspath(__file__))
-    finally:
-        shutil.rmtree(ROOT, ignore_errors=True)
+    return suite.run_cases_in_tmp(globals(), os.path.abspath(__file__), "ckpt-hfmeta-")
 
 
 if __name__ == "__main__":

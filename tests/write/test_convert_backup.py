@@ -13,7 +13,6 @@ import shutil
 import struct
 import subprocess
 import sys
-import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
@@ -124,12 +123,7 @@ def test_a_sharded_folder_into_one_file_in_place_says_what_went():
 
 
 def main():
-    global ROOT
-    ROOT = tempfile.mkdtemp(prefix="ckpt-convert-backup-")
-    try:
-        return suite.run_cases(globals(), os.path.abspath(__file__))
-    finally:
-        shutil.rmtree(ROOT, ignore_errors=True)
+    return suite.run_cases_in_tmp(globals(), os.path.abspath(__file__), "ckpt-convert-backup-")
 
 
 if __name__ == "__main__":

@@ -17,7 +17,6 @@ import shutil
 import struct
 import subprocess
 import sys
-import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
@@ -180,12 +179,7 @@ def test_a_folder_output_over_an_existing_file_is_refused():
 
 
 def main():
-    global ROOT
-    ROOT = tempfile.mkdtemp(prefix="ckpt-convert-folder-")
-    try:
-        return suite.run_cases(globals(), os.path.abspath(__file__))
-    finally:
-        shutil.rmtree(ROOT, ignore_errors=True)
+    return suite.run_cases_in_tmp(globals(), os.path.abspath(__file__), "ckpt-convert-folder-")
 
 
 if __name__ == "__main__":
