@@ -463,6 +463,23 @@ int ckpt_atomic_write(ckpt_atomic *a, const void *p, size_t n) {
     return rc;
 }
 
+int ckpt_atomic_write_fd(ckpt_atomic *a, int fd, const char *path, unsigned char *buf, size_t cap,
+                         uint64_t *n, void (*copied)(void *ctx, uint64_t len), void *ctx) {
+    int rc = 0;
+    *n = 0;
+    while (rc == 0) {
+        ssize_t k = read(fd, buf, cap);
+        if (k < 0 && errno == EINTR) continue;
+        if (k < 0)
+            return ckpt_err(CKPT_E_IO, path, NULL, *n, "cannot read %s: %s", path, strerror(errno));
+        if (k == 0) break;
+        rc = ckpt_atomic_write(a, buf, (size_t)k);
+        *n += (uint64_t)k;
+        if (rc == 0 && copied) copied(ctx, (uint64_t)k);
+    }
+    return rc;
+}
+
 int ckpt_atomic_pwrite(ckpt_atomic *a, const void *p, size_t n, uint64_t off) {
     /* what is collected first, so only the patch (and a gap) is new */
     int rc = a->tmp ? drain(a) : 0;

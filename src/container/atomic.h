@@ -91,6 +91,13 @@ int ckpt_atomic_begin(ckpt_atomic *a, const char *target);
  * halves a durable 1 GiB write (bench/bench_convert.py); windows two
  * behind are dropped from the page cache where already on disk. */
 int ckpt_atomic_write(ckpt_atomic *a, const void *p, size_t n);
+/* Appends the bytes of the file open as fd, read to its end through buf
+ * (cap bytes), as ckpt_atomic_write: `path` names the file in a read
+ * error (CKPT_E_IO at the offset reached). After each piece, `copied`
+ * (when not NULL) is called with its length. *n: the bytes copied.
+ * 0 or the first failure. */
+int ckpt_atomic_write_fd(ckpt_atomic *a, int fd, const char *path, unsigned char *buf, size_t cap,
+                         uint64_t *n, void (*copied)(void *ctx, uint64_t len), void *ctx);
 /* Writes n bytes at an absolute offset of the temporary file (pwrite; used
  * to patch a header after streaming the data). Writing past the end
  * extends the file (a gap reads as zeros) and later appends follow the new

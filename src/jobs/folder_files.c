@@ -126,17 +126,9 @@ static int copy_one(const char *from, const char *target, int backup, unsigned c
                         in >= 0 && err == 0 ? "not a regular file" : strerror(err));
     }
     ckpt_atomic a;
-    int rc = ckpt_atomic_begin(&a, target);
     uint64_t off = 0;
-    while (rc == 0) {
-        ssize_t n = read(in, buf, COPY_CHUNK);
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0)
-            rc = ckpt_err(CKPT_E_IO, from, NULL, off, "cannot read %s: %s", from, strerror(errno));
-        if (n <= 0) break;
-        rc = ckpt_atomic_write(&a, buf, (size_t)n);
-        off += (uint64_t)n;
-    }
+    int rc = ckpt_atomic_begin(&a, target);
+    if (rc == 0) rc = ckpt_atomic_write_fd(&a, in, from, buf, COPY_CHUNK, &off, NULL, NULL);
     struct stat now;
     if (rc == 0 && (fstat(in, &now) != 0 || off != (uint64_t)st.st_size ||
                     now.st_size != st.st_size || now.st_mtime != st.st_mtime))

@@ -1154,6 +1154,20 @@ typedef struct copy_source {
     const ckpt_store_options *o;
 } copy_source;
 
+/* The bytes copied so far of `total`, told to o->progress. */
+typedef struct copy_progress {
+    const ckpt_store_options *o;
+    uint64_t done, total;
+} copy_progress;
+
+static void copied(void *ctx, uint64_t n) {
+    copy_progress *p = ctx;
+    p->done += n;
+    /* a file that grew meanwhile: done never passes total */
+    if (p->o->progress)
+        p->o->progress(p->o->progress_ctx, p->done < p->total ? p->done : p->total, p->total);
+}
+
 /* Byte copy of the source file: the generation keeps its format. */
 static int copy_file(void *ctx, ckpt_atomic *a) {
     const copy_source *cs = ctx;
@@ -1164,22 +1178,12 @@ static int copy_file(void *ctx, ckpt_atomic *a) {
                         strerror(errno));
     unsigned char *buf = ckpt_malloc(COPY_CHUNK);
     int rc = buf ? 0 : nomem(src);
-    uint64_t off = 0, total = 0;
+    copy_progress p = {cs->o, 0, 0};
+    uint64_t n;
     struct stat st;
-    if (fstat(fd, &st) == 0 && st.st_size > 0) total = (uint64_t)st.st_size;
-    if (rc == 0 && cs->o->progress) cs->o->progress(cs->o->progress_ctx, 0, total);
-    while (rc == 0) {
-        ssize_t n = read(fd, buf, COPY_CHUNK);
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0)
-            rc = ckpt_err(CKPT_E_IO, src, NULL, off, "cannot read %s: %s", src, strerror(errno));
-        if (n <= 0) break;
-        rc = ckpt_atomic_write(a, buf, (size_t)n);
-        off += (uint64_t)n;
-        /* a file that grew meanwhile: done never passes total */
-        if (rc == 0 && cs->o->progress)
-            cs->o->progress(cs->o->progress_ctx, off < total ? off : total, total);
-    }
+    if (fstat(fd, &st) == 0 && st.st_size > 0) p.total = (uint64_t)st.st_size;
+    if (rc == 0 && cs->o->progress) cs->o->progress(cs->o->progress_ctx, 0, p.total);
+    if (rc == 0) rc = ckpt_atomic_write_fd(a, fd, src, buf, COPY_CHUNK, &n, copied, &p);
     ckpt_free(buf);
     close(fd);
     return rc;
@@ -1188,10 +1192,9 @@ static int copy_file(void *ctx, ckpt_atomic *a) {
 /* Copies the regular file `name` of the directory `from` (symbolic links
  * followed, as ckpt_open reads them) to a new file of that name in the
  * directory `to`, through ckpt_atomic (read back, fsync'd, renamed, no
- * write past the file size limit); done and total count the bytes of the
- * whole directory for progress. */
-static int copy_into(int from, const char *to, const char *src, const char *name,
-                     const ckpt_store_options *o, uint64_t *done, uint64_t total,
+ * write past the file size limit); p counts the bytes of the whole
+ * directory for progress. */
+static int copy_into(int from, const char *to, const char *src, const char *name, copy_progress *p,
                      unsigned char *buf) {
     char target[PATH_MAX];
     if (snprintf(target, sizeof target, "%s/%s", to, name) >= (int)sizeof target)
@@ -1202,21 +1205,11 @@ static int copy_into(int from, const char *to, const char *src, const char *name
         return ckpt_err(CKPT_E_IO, src, name, CKPT_NO_OFFSET, "cannot open %s/%s: %s", src, name,
                         strerror(errno));
     ckpt_atomic a;
+    uint64_t n;
     int rc = ckpt_atomic_begin(&a, target);
-    uint64_t off = 0;
-    while (rc == 0) {
-        ssize_t n = read(in, buf, COPY_CHUNK);
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0)
-            rc = ckpt_err(CKPT_E_IO, src, name, off, "cannot read %s/%s: %s", src, name,
-                          strerror(errno));
-        if (n <= 0) break;
-        rc = ckpt_atomic_write(&a, buf, (size_t)n);
-        off += (uint64_t)n;
-        *done += (uint64_t)n;
-        if (rc == 0 && o->progress)
-            o->progress(o->progress_ctx, *done < total ? *done : total, total);
-    }
+    char source[PATH_MAX];
+    (void)snprintf(source, sizeof source, "%s/%s", src, name); /* names it in a read error */
+    if (rc == 0) rc = ckpt_atomic_write_fd(&a, in, source, buf, COPY_CHUNK, &n, copied, p);
     if (rc == 0)
         rc = ckpt_atomic_commit(&a, 0);
     else
@@ -1242,12 +1235,12 @@ static int commit_dcp_source(char *path, size_t cap, const char *dir, const char
                       strerror(errno));
     else if (!buf)
         rc = nomem(src);
-    uint64_t done = 0, total = rc == 0 ? dir_bytes(AT_FDCWD, src) : 0;
-    if (rc == 0 && o->progress) o->progress(o->progress_ctx, 0, total);
+    copy_progress p = {o, 0, rc == 0 ? dir_bytes(AT_FDCWD, src) : 0};
+    if (rc == 0 && o->progress) o->progress(o->progress_ctx, 0, p.total);
     for (struct dirent *e; rc == 0 && (e = readdir(d)) != NULL;) {
         struct stat sb;
         if (fstatat(dirfd(d), e->d_name, &sb, 0) == 0 && S_ISREG(sb.st_mode))
-            rc = copy_into(dirfd(d), to, src, e->d_name, o, &done, total, buf);
+            rc = copy_into(dirfd(d), to, src, e->d_name, &p, buf);
     }
     ckpt_free(buf);
     if (d)
