@@ -30,6 +30,8 @@ import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint import FileSystemWriter
 from torch.distributed.checkpoint.filesystem import SerializationFormat
 
+import dcp_ranks  # noqa: E402 (this directory)
+
 warnings.filterwarnings("ignore")
 
 
@@ -90,13 +92,7 @@ def rank_main(rank, world, targets, store, extra=None):
         nocoll_ranks(world, os.path.join(extra, "nocoll"))
         hf_ranks(world, rank, os.path.join(extra, "hf"))
     dist.barrier()
-    # every rank has written and passed the barrier: leave without the
-    # process group's teardown, where gloo's threads and the FileStore
-    # can abort a rank ("terminate called without an active exception",
-    # seen in CI on a loaded machine) after all the work is done
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
+    dcp_ranks.leave(0)
 
 
 def _sharded_tensor(rank, world):
