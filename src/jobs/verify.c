@@ -485,6 +485,33 @@ static ckpt_checksums weakest(ckpt_file *const *files, size_t n) {
     return least;
 }
 
+/* Whether DCP part p (a slice of a data file) lies in q, a safetensors
+ * part that is that whole data file and whose tensors carry ckpt's
+ * digests: ckpt.dcp's Writer stores a bytes item (DCP's torch.save of a
+ * non-tensor value) as a U8 tensor, so verify checks the slice against
+ * that tensor's digest as well as against its own zip CRC-32s. (A zip
+ * slice cannot start in q's header, JSON text: it is in its tensor
+ * bytes, all of which the header's data_offsets cover.) */
+static int digested_within(const ckpt_file *p, const ckpt_file *q) {
+    return q != p && q->format == CKPT_FORMAT_SAFETENSORS && p->source.map &&
+           p->source.map == q->source.map && q->map == q->source.map &&
+           ckpt_file_checksums(q) == CKPT_CHECKSUMS_DIGESTS;
+}
+
+/* A DCP directory's: the weakest of its parts, a part inside a
+ * digest-checked safetensors part counting as that one (digested_within).
+ * Covering parts are looked for only while they can change the answer. */
+static ckpt_checksums dcp_checksums(const ckpt_file *f) {
+    ckpt_checksums least = f->nparts ? CKPT_CHECKSUMS_DIGESTS : CKPT_CHECKSUMS_NONE;
+    for (size_t i = 0; i < f->nparts; i++) {
+        ckpt_checksums c = ckpt_file_checksums(f->parts[i]);
+        for (size_t k = 0; c < least && k < f->nparts; k++)
+            if (digested_within(f->parts[i], f->parts[k])) c = CKPT_CHECKSUMS_DIGESTS;
+        if (c < least) least = c;
+    }
+    return least;
+}
+
 const char *ckpt_checksums_name(ckpt_checksums c) {
     switch (c) {
     case CKPT_CHECKSUMS_CRC32: return "crc32";
@@ -503,7 +530,7 @@ ckpt_checksums ckpt_file_checksums(const ckpt_file *f) {
         return CKPT_CHECKSUMS_CRC32;
     case CKPT_FORMAT_TORCH_SHARDED:
     case CKPT_FORMAT_SAFETENSORS_SHARDED: return weakest(f->shards, f->nshards);
-    case CKPT_FORMAT_DCP: return weakest(f->parts, f->nparts);
+    case CKPT_FORMAT_DCP: return dcp_checksums(f);
     case CKPT_FORMAT_SAFETENSORS:
         for (size_t i = 0; i < f->nmeta; i++)
             if (strcmp(f->meta_keys[i], CKPT_META_XXH3) == 0) return CKPT_CHECKSUMS_DIGESTS;

@@ -12,6 +12,7 @@ that imports anything beside DCP's classes is refused.
 
 Re-runs itself under the project's torch 2.13 (.venv) when started by an
 older python; SKIP without it. Ends with "N passed, N failed"."""
+import json
 import os
 import shutil
 import subprocess
@@ -162,6 +163,15 @@ def test_a_two_ranks_save_and_load_back():
         assert rep.ok and rep.format == "dcp" and rep.tensors >= 8, rep
         # every data file's ckpt.xxh3 was checked: it said "none"
         assert rep.checksums == "digests", rep
+        # the C verify of the directory says so too: a bytes item's
+        # torch.save slice lies in a U8 tensor whose digest it checked (it
+        # said "crc32", the slice's own zip CRC-32s)
+        assert ckpt.verify(d).checksums == "digests", ckpt.verify(d)
+        if ckpt_bin:
+            r = subprocess.run([ckpt_bin, "verify", "--json", d], stdout=subprocess.PIPE)
+            assert r.returncode == 0 and json.loads(r.stdout)["checksums"] == "digests", r.stdout
+            r = subprocess.run([ckpt_bin, "verify", "-v", d], stdout=subprocess.PIPE)
+            assert r.returncode == 0 and b"\n  checksums: digests;" in r.stdout, r.stdout
 
 
 def test_b_reshard_two_to_four():
@@ -191,7 +201,6 @@ def test_d_four_ranks_to_one():
 
 
 def test_e_flipped_byte_caught():
-    import json
     import struct
     import ckpt
     import ckpt.dcp
