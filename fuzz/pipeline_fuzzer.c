@@ -1,12 +1,17 @@
 /* pipeline_fuzzer.c - a diffusers pipeline's model_index.json
  * (ckpt_pipeline_open) on arbitrary bytes, written into a directory made
- * once: unet/ (config.json and weights: a model), vae/ (weights, no
- * config.json: unloadable), tokenizer/ (neither: not a model), a file
- * named scheduler, no text_encoder/ (missing: a component). Traps when a
- * component is not a folder of the directory (empty, ".", "..", a '/' or
- * '\\'), is tokenizer or scheduler, its path is not DIR/NAME, the list is
- * not in strict name order, or ckpt_pipeline_check blames another than
- * vae. */
+ * once: unet/ (config.json and one F32 tensor: a healthy model), vae/
+ * (weights, no config.json: unloadable), tokenizer/ (neither: not a
+ * model), a file named scheduler, no text_encoder/ (missing: a
+ * component). Traps when a component is not a folder of the directory
+ * (empty, ".", "..", a '/' or '\\'), is tokenizer or scheduler, its path
+ * is not DIR/NAME, the list is not in strict name order, or
+ * ckpt_pipeline_check blames another than vae; and when
+ * ckpt_doctor_pipeline (what `ckpt doctor DIR` runs per component) gives
+ * a report and an error code together, or neither, no report for unet or
+ * vae, a unet that is not HEALTHY, a vae whose verdict does not lead with
+ * its finding, or a JSON report whose "pipeline" is not that component
+ * with its finding (unet: error null; vae: CKPT_E_MISMATCH). */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,9 +24,13 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static char dir[64];
-static const char *const made[] = {"unet/config.json", "unet/diffusion_pytorch_model.safetensors",
-                                   "vae/diffusion_pytorch_model.safetensors", "scheduler",
+static const char *const made[] = {"unet/config.json", "vae/diffusion_pytorch_model.safetensors",
+                                   "scheduler", "unet/diffusion_pytorch_model.safetensors",
                                    "model_index.json"};
+/* unet's weights: {"w": F32 [1]}, 1.0 */
+static const char unet_weights[] = "\x3d\0\0\0\0\0\0\0"
+                                   "{\"w\": {\"dtype\": \"F32\", \"shape\": [1], "
+                                   "\"data_offsets\": [0, 4]}}\0\0\x80\x3f";
 static const char *const folders[] = {"unet", "vae", "tokenizer"};
 
 static int put(const char *name, const void *bytes, size_t len) {
@@ -56,8 +65,40 @@ static void make_dir(void) {
         snprintf(path, sizeof path, "%s/%s", dir, folders[i]);
         if (mkdir(path, 0700) != 0) abort();
     }
-    for (size_t i = 0; i + 1 < sizeof made / sizeof made[0]; i++)
+    for (size_t i = 0; i + 2 < sizeof made / sizeof made[0]; i++)
         if (put(made[i], "{}", 2) != 0) abort();
+    if (put(made[3], unet_weights, sizeof unet_weights - 1) != 0) abort();
+}
+
+/* ckpt_doctor_pipeline of component i, name: see the top. */
+static void doctor(const ckpt_pipeline *p, size_t i, const char *name) {
+    ckpt_doctor_report *r = NULL;
+    int rc = ckpt_doctor_pipeline(&r, p, i, NULL);
+    int unet = !strcmp(name, "unet"), vae = !strcmp(name, "vae");
+    if ((rc == 0) != (r != NULL)) __builtin_trap();
+    if (rc == CKPT_E_NOMEM) return;
+    if (rc != 0) {
+        if (unet || vae) __builtin_trap();
+        return;
+    }
+    static const char healthy[] = "HEALTHY: ", finding[] = "ATTENTION: component \"vae\"";
+    const char *summary = ckpt_doctor_summary(r);
+    if (!summary) __builtin_trap();
+    if (unet && (!ckpt_doctor_healthy(r) || strncmp(summary, healthy, sizeof healthy - 1)))
+        __builtin_trap();
+    if (vae && (ckpt_doctor_healthy(r) || strncmp(summary, finding, sizeof finding - 1)))
+        __builtin_trap();
+    char *json = NULL;
+    if (ckpt_doctor_json(&json, NULL, r) == 0) {
+        if (!strstr(json, "\"pipeline\":{\"component\":\"")) __builtin_trap();
+        if (unet && !strstr(json, "\"pipeline\":{\"component\":\"unet\",\"error\":null}"))
+            __builtin_trap();
+        if (vae && !strstr(json, "\"pipeline\":{\"component\":\"vae\",\"error\":{\"code\":"
+                                 "\"CKPT_E_MISMATCH\""))
+            __builtin_trap();
+    }
+    ckpt_string_free(json);
+    ckpt_doctor_report_free(r);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -79,6 +120,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (i && strcmp(ckpt_pipeline_component(p, i - 1), name) >= 0) __builtin_trap();
         int rc = ckpt_pipeline_check(p, i);
         if (rc != (strcmp(name, "vae") ? 0 : CKPT_E_MISMATCH)) __builtin_trap();
+        doctor(p, i, name);
     }
     if (ckpt_pipeline_component(p, n) || ckpt_pipeline_path(p, n)) __builtin_trap();
     ckpt_pipeline_free(p);
