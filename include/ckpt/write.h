@@ -99,7 +99,8 @@ typedef struct ckpt_convert_report {
     uint64_t retired;   /* files of OUT's previous layout that the output
                            does not replace by name (an index and its
                            shards, a one-file name that would shadow a new
-                           index): removed, or renamed to NAME.bak with
+                           index; in a folder OUT, weights of another
+                           layout): removed, or renamed to NAME.bak with
                            backup (since 0.2) */
 } ckpt_convert_report;
 
@@ -161,8 +162,12 @@ typedef struct ckpt_convert_report {
  * named that the new set does not; the previous index too when the new set
  * is one file, also when that file is written without max_shard_size
  * (`out` a directory or NAME.safetensors / NAME.bin). Files no index named
- * stay. A previous index that cannot be read (over limits.max_index_bytes,
- * malformed) names nothing.
+ * stay, except in a folder `out` (a name ending in '/', or an existing
+ * directory) that is not the directory `in` is or is in: there every
+ * weights file of another layout (the names a model folder is opened by,
+ * and the shards of such an index, by name) is retired too, so that the
+ * folder holds one set of weights (since 0.2). A previous index that
+ * cannot be read (over limits.max_index_bytes, malformed) names nothing.
  *
  * `in` a model folder (a directory that is not a DCP checkpoint) and
  * `out` a folder (a name ending in '/', or an existing directory other
@@ -173,7 +178,8 @@ typedef struct ckpt_convert_report {
  * and indexes a model folder is opened by, shard files, and files whose
  * first bytes ckpt_detect_format reads as a zip, safetensors, torch
  * legacy, DCP metadata or a pickle opening with PROTO (optimizer.pt,
- * training_args.bin). They are listed before anything is written: a
+ * training_args.bin), and trainer_state.json (training state too). They
+ * are listed before anything is written: a
  * symbolic link leading out of `in` is CKPT_E_INVALID_ARG naming it (never
  * followed; one inside `in` is copied as its file, and so is a Hugging
  * Face cache snapshot's link to its repository's blobs); after the weights,

@@ -4,6 +4,7 @@
  * names, merge the metadata and write the other format: a file, a sharded
  * set, or a DCP directory (format/dcp_write.h; written in a temporary
  * directory beside it, verified, then renamed into place). */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <fnmatch.h>
@@ -785,6 +786,75 @@ static int write_sharded(const ckpt_value *root, const char *out, ckpt_format fm
     return rc;
 }
 
+/* Whether `name` in a model folder is a file of the set just written
+ * there (stem, ext; nshards 0 or 1: the one file, else its index and
+ * shards "STEM-k-of-NSHARDS.EXT"). */
+static int of_new_set(const char *name, const char *stem, const char *ext, uint64_t nshards) {
+    size_t ls = strlen(stem), le = strlen(ext);
+    if (strncmp(name, stem, ls)) return 0;
+    const char *rest = name + ls; /* "EXT", "EXT.index.json" or "-0000k-of-0000n.EXT" */
+    if (nshards <= 1) return !strcmp(rest, ext);
+    if (!strncmp(rest, ext, le) && !strcmp(rest + le, ".index.json")) return 1;
+    char total[32];
+    uint64_t k = 0;
+    snprintf(total, sizeof total, "%05llu", (unsigned long long)nshards);
+    size_t lt = strlen(total);
+    if (rest[0] != '-') return 0;
+    for (size_t i = 1; i <= 5; i++) {
+        if (rest[i] < '0' || rest[i] > '9') return 0;
+        k = k * 10 + (uint64_t)(rest[i] - '0');
+    }
+    return k >= 1 && k <= nshards && !strncmp(rest + 6, "-of-", 4) &&
+           !strncmp(rest + 10, total, lt) && !strcmp(rest + 10 + lt, ext);
+}
+
+/* Once the weights are in model folder `dir`: every other file there that
+ * a loader could take for them goes (retire), so that the folder holds
+ * one set of weights: the files and indexes from_pretrained and diffusers
+ * open by name (ckpt_model_dir_weights_name: an old model.safetensors
+ * would be loaded before a new pytorch_model.bin) and the shards of such
+ * an index, by their names (ckpt_model_dir_shard_index), listed or not. */
+static int retire_other_weights(const char *dir, const char *stem, const char *ext,
+                                uint64_t nshards, int backup, ckpt_arena *a, uint64_t *retired) {
+    DIR *d = opendir(dir);
+    if (!d)
+        return ckpt_err(CKPT_E_IO, dir, "", CKPT_NO_OFFSET, "cannot list %s: %s", dir,
+                        strerror(errno));
+    const char **stale = NULL;
+    size_t n = 0, cap = 0;
+    int rc = 0;
+    for (struct dirent *e; rc == 0 && (e = readdir(d)) != NULL;) {
+        char ix[512];
+        const char *name = e->d_name;
+        if (of_new_set(name, stem, ext, nshards) ||
+            !(ckpt_model_dir_weights_name(name) ||
+              (ckpt_model_dir_shard_index(ix, sizeof ix, name) && ckpt_model_dir_weights_name(ix))))
+            continue;
+        if (ckpt_arena_grow(a, (void **)&stale, &cap, n + 1, sizeof *stale) ||
+            !(stale[n++] = ckpt_arena_printf(a, "%s/%s", dir, name)))
+            rc = ckpt_err_nomem();
+    }
+    closedir(d);
+    for (size_t i = 0; rc == 0 && i < n; i++)
+        rc = retire(stale[i], backup, "weights of another layout, which loaders could open instead",
+                    retired);
+    return rc == 0 && n ? ckpt_atomic_sync_dir(dir) : rc;
+}
+
+/* Whether model folder `dir` is where `in` is (the folder itself, or the
+ * folder of a file): converting there keeps the input beside the output. */
+static int holds_input(const char *dir, const char *in, ckpt_arena *a) {
+    struct stat si, sd;
+    if (stat(in, &si) != 0 || stat(dir, &sd) != 0) return 0;
+    if (!S_ISDIR(si.st_mode)) {
+        const char *slash = strrchr(in, '/');
+        const char *parent =
+            slash ? ckpt_arena_strndup(a, in, (size_t)(slash - in) + (slash == in)) : ".";
+        if (!parent || stat(parent, &si) != 0) return 1; /* unknown: leave it alone */
+    }
+    return si.st_dev == sd.st_dev && si.st_ino == sd.st_ino;
+}
+
 /* *dir: the output folder when a model folder `in` is written into a
  * folder `out` (another one: converting a folder into itself copies
  * nothing), whose other files go with the weights; else NULL. */
@@ -869,6 +939,7 @@ int ckpt_convert(ckpt_convert_report *report, const char *in, const char *out,
         w.backup = o->write.backup;
         w.progress = o->write.progress;
         w.progress_ctx = o->write.progress_ctx;
+        uint64_t nshards = 0;
         if (fmt == CKPT_FORMAT_DCP) {
             rc = write_dcp_verified(root, out, &w, &o->open, &stats);
             if (!rc && report)
@@ -876,6 +947,7 @@ int ckpt_convert(ckpt_convert_report *report, const char *in, const char *out,
         } else if (o->max_shard_size) {
             ckpt_convert_report r = {fmt, 0, 0, 0, 0, 0};
             rc = write_sharded(root, out, fmt, o->max_shard_size, &w, &o->open, &a, &r);
+            nshards = r.shards;
             if (!rc && report) *report = r;
         } else {
             /* a model directory: its one-file name, as save_pretrained */
@@ -894,6 +966,14 @@ int ckpt_convert(ckpt_convert_report *report, const char *in, const char *out,
             if (!rc && report)
                 *report =
                     (ckpt_convert_report){fmt, stats.tensors, stats.bytes, stats.keys, 0, retired};
+        }
+        /* a model folder OUT holds one set of weights: the new one */
+        if (!rc && fmt != CKPT_FORMAT_DCP && names_dir(out) && !holds_input(out, in, &a)) {
+            set_names s = {0};
+            uint64_t retired = 0;
+            if (!(rc = name_set(&s, out, fmt, &a)))
+                rc = retire_other_weights(s.dir, s.stem, s.ext, nshards, w.backup, &a, &retired);
+            if (report) report->retired += retired;
         }
         if (!rc && out_dir) rc = ckpt_folder_files_copy(&others, out_dir, w.backup, &a);
     }

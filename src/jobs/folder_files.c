@@ -59,6 +59,13 @@ static int is_cache_blob(const char *dir, const char *real) {
     return blob;
 }
 
+/* Training state that no checkpoint reader detects by its bytes: a JSON
+ * file the Trainer writes under this name (transformers'
+ * TRAINER_STATE_NAME: the step, epoch and log history a resume reads).
+ * It stays with the training run, as optimizer.pt and rng_state.pth do
+ * (is_checkpoint), rather than going with the weights. */
+static int is_training_state(const char *name) { return strcmp(name, "trainer_state.json") == 0; }
+
 /* Whether `name` in dir is one of the folder's other files: *keep 1 and
  * *from the path it is read from. */
 static int consider(ckpt_arena *a, const char *dir, const char *name, int *keep,
@@ -66,7 +73,7 @@ static int consider(ckpt_arena *a, const char *dir, const char *name, int *keep,
     char index[512], target[PATH_MAX];
     struct stat st;
     *keep = 0;
-    if (name[0] == '.' || ckpt_model_dir_weights_name(name) ||
+    if (name[0] == '.' || ckpt_model_dir_weights_name(name) || is_training_state(name) ||
         ckpt_model_dir_shard_index(index, sizeof index, name))
         return 0;
     const char *path = ckpt_arena_printf(a, "%s/%s", dir, name);

@@ -4,7 +4,8 @@ weights and the folder's other files (config.json, generation_config.json,
 the tokenizer's), so that from_pretrained(OUT) finds what it found in DIR;
 before, OUT held the weights alone. Not copied: the weights and their
 index, hidden files, subfolders, checkpoints by their first bytes
-(optimizer.pt, training_args.bin: training state, pickles). A symbolic
+(optimizer.pt, training_args.bin: training state, pickles), nor
+trainer_state.json (the Trainer's training state, JSON). A symbolic
 link inside DIR is copied as the file it leads to; one leading out of DIR
 is refused before anything is written. Each file is written atomically
 (no temporary file left). A file OUT (DIR/model.safetensors) gets the
@@ -51,6 +52,8 @@ def folder(name):
     files["model.safetensors"] = safetensors({"w": [1.0, 2.0]})
     files["optimizer.pt"] = b"PK\x03\x04" + b"\0" * 60  # a zip: training state
     files["training_args.bin"] = b"\x80\x02cbuiltins\nprint\n."  # a pickle
+    # the Trainer's step and log history: training state in JSON (it was copied)
+    files["trainer_state.json"] = b'{"global_step": 500, "epoch": 1.0, "log_history": []}\n'
     files[".gitattributes"] = b"*.bin filter=lfs\n"
     files["runs/events"] = b"x"
     for n, b in files.items():
@@ -176,6 +179,65 @@ def test_a_folder_output_over_an_existing_file_is_refused():
     with open(single, "rb") as fh:
         assert fh.read() == b"old"
     assert not [n for n in os.listdir(ROOT) if ".tmp-" in n], os.listdir(ROOT)
+
+
+def put(d, name, data):
+    with open(os.path.join(d, name), "wb") as fh:
+        fh.write(data)
+
+
+def test_stale_weights_in_the_output_folder_go():
+    """OUT already holding weights of another layout (an old
+    pytorch_model.bin, a model.safetensors.index.json with its shards, a
+    diffusers file): after convert it holds the new weights alone, so that
+    no loader picks an old set (from_pretrained opens model.safetensors
+    before pytorch_model.bin). Before, they stayed silently."""
+    d = folder("stale")
+    out = os.path.join(ROOT, "stale-out")
+    os.makedirs(out)
+    old = {"pytorch_model.bin": b"PK\x03\x04old",
+           "model.safetensors.index.json": b'{"weight_map": {"w": "model-00001-of-00002.safetensors"}}',
+           "model-00001-of-00002.safetensors": b"old shard",
+           "model-00002-of-00002.safetensors": b"old shard",
+           "diffusion_pytorch_model.safetensors": b"old",
+           "notes-00001-of-00002.txt": b"not a weights shard: stays"}
+    for n, b in old.items():
+        put(out, n, b)
+    rc, _, err = ckpt("convert", d, out + "/")
+    assert rc == 0, (rc, err)
+    assert "removed 5 files of the previous layout of" in err, err
+    got = contents(out)
+    assert sorted(got) == sorted(list(OTHERS) + ["model.safetensors", "notes-00001-of-00002.txt"]), \
+        sorted(got)
+    # as torch .bin: the old model.safetensors (loaded first) goes, with --backup as .bak
+    rc, _, err = ckpt("convert", d, out + "/", "--format", "torch", "--backup")
+    assert rc == 0 and "kept 1 file of the previous layout of" in err, (rc, err)
+    got = contents(out)
+    assert "model.safetensors" not in got and "model.safetensors.bak" in got, sorted(got)
+    assert got["pytorch_model.bin"].startswith(b"PK\x03\x04"), sorted(got)
+    # sharded: the new set's shards and index stay, the old one-file weights go
+    put(d, "model.safetensors", safetensors({"a": [1.0], "b": [2.0]}))
+    rc, _, err = ckpt("convert", d, out + "/", "--max-shard-size", "4")
+    assert rc == 0 and "removed 1 file of the previous layout of" in err, (rc, err)
+    got = contents(out)
+    weights = sorted(n for n in got if n.startswith(("model", "pytorch_model")) and
+                     not n.endswith(".bak"))
+    assert weights == ["model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors",
+                       "model.safetensors.index.json"], weights
+    rc, _, err = ckpt("verify", out)
+    assert rc == 0, err
+
+
+def test_converting_into_the_input_folder_keeps_the_input():
+    """DIR/ as OUT of DIR: the input's weights are the same weights in the
+    other format, not stale ones: they stay."""
+    d = folder("same")
+    rc, _, err = ckpt("convert", d, d + "/", "--format", "torch")
+    got = contents(d)
+    assert rc == 0 and "model.safetensors" in got and "pytorch_model.bin" in got, (rc, err)
+    rc, _, err = ckpt("convert", os.path.join(d, "pytorch_model.bin"), d + "/")
+    got = contents(d)
+    assert rc == 0 and "model.safetensors" in got and "pytorch_model.bin" in got, (rc, err)
 
 
 def main():
