@@ -1879,7 +1879,7 @@ HOT int set_item(machine *m, ckpt_value *dict, ckpt_value *k, ckpt_value *v) {
         return 0;
     }
     if (dict->kind == CKPT_KIND_DICT && (k->kind == CKPT_KIND_BOOL || k->kind == CKPT_KIND_FLOAT))
-        dict->alt = 1;
+        dict->alt |= 1;
     return ckpt_value_dict_set(m->a, dict, k, v) ? nomem(m) : 0;
 }
 

@@ -267,7 +267,7 @@ static int b_dict(ckpt_value **out, const pk_build_ctx *c, const ckpt_value *cal
             d->u.dict.vals[twin] = v;
             continue;
         }
-        if (k->kind == CKPT_KIND_BOOL || k->kind == CKPT_KIND_FLOAT) d->alt = 1;
+        if (k->kind == CKPT_KIND_BOOL || k->kind == CKPT_KIND_FLOAT) d->alt |= 1;
         if (ckpt_value_dict_set(c->arena, d, k, v)) return nomem(c);
     }
     *out = d;

@@ -284,6 +284,31 @@ int ckpt_value_key_equal(const ckpt_value *x, const ckpt_value *y, size_t *budge
     }
 }
 
+/* A DICT's alt beyond bit 0 (a bool or float key: ckpt_value.alt, set by
+ * its builders): which kinds of number key it holds, kept by
+ * ckpt_value_dict_set once it has seen every key (KEYS_SEEN: set at the
+ * first key; a builder's plain `alt = 1` clears it, and every key is
+ * compared again). A key has a twin only among keys of another kind, so
+ * a dict of 100k int keys and one True compares none (0 and 1 aside):
+ * before, each int key was compared with every earlier key, quadratic,
+ * and refused at max_pickle_ops. */
+enum { KEY_BOOL = 2, KEY_INTEGRAL_FLOAT = 4, KEY_INT = 8, KEYS_SEEN = 0x80 };
+
+/* Whether a key of d can equal number k (integral, value ki) under
+ * another name, from the kinds of d's keys. */
+static int twin_possible(const ckpt_value *d, const ckpt_value *k, int64_t ki) {
+    unsigned seen = d->alt;
+    int small = ki == 0 || ki == 1; /* False and True */
+    if (!(seen & KEYS_SEEN)) return 1;
+    switch (k->kind) {
+    case CKPT_KIND_BOOL: return (seen & (KEY_INT | KEY_INTEGRAL_FLOAT)) != 0;
+    case CKPT_KIND_INT: return (small && (seen & KEY_BOOL)) || (seen & KEY_INTEGRAL_FLOAT);
+    default: /* an integral float: 0.0 and -0.0 are two names of one key */
+        return (seen & KEY_INT) || (small && (seen & KEY_BOOL)) ||
+               (ki == 0 && (seen & KEY_INTEGRAL_FLOAT));
+    }
+}
+
 size_t ckpt_value_dict_twin(const ckpt_value *d, const ckpt_value *k, uint64_t *work) {
     int64_t ki, xi;
     double kf, xf;
@@ -293,7 +318,7 @@ size_t ckpt_value_dict_twin(const ckpt_value *d, const ckpt_value *k, uint64_t *
     /* a float that is not integral equals only floats of its text (NaN
      * none): one name, told apart when flattened, so no scan, which
      * made a dict of 100k such keys quadratic (refused at max_ops) */
-    if (!kint) return SIZE_MAX;
+    if (!kint || !twin_possible(d, k, ki)) return SIZE_MAX;
     *work += d->u.dict.n;
     for (size_t j = 0; j < d->u.dict.n; j++) {
         const ckpt_value *x = d->u.dict.keys[j];
@@ -302,6 +327,18 @@ size_t ckpt_value_dict_twin(const ckpt_value *d, const ckpt_value *k, uint64_t *
         if (kint ? xint && xi == ki : !xint && xf == kf) return j;
     }
     return SIZE_MAX;
+}
+
+/* The kinds of number key d holds (see KEYS_SEEN), with key. */
+static void note_key(ckpt_value *d, const ckpt_value *key) {
+    int64_t i;
+    double f;
+    int integral;
+    if (d->u.dict.n == 0) d->alt |= KEYS_SEEN;
+    if (!number_of(key, &i, &f, &integral) || !integral) return;
+    d->alt |= key->kind == CKPT_KIND_BOOL  ? KEY_BOOL
+              : key->kind == CKPT_KIND_INT ? KEY_INT
+                                           : KEY_INTEGRAL_FLOAT;
 }
 
 int ckpt_value_dict_set(ckpt_arena *a, ckpt_value *d, ckpt_value *key, ckpt_value *val) {
@@ -319,6 +356,7 @@ int ckpt_value_dict_set(ckpt_arena *a, ckpt_value *d, ckpt_value *key, ckpt_valu
     if (ckpt_arena_grow(a, (void **)&d->u.dict.vals, &cap, d->u.dict.n + 1, sizeof(ckpt_value *)))
         return CKPT_E_NOMEM;
     d->u.dict.cap = cap;
+    if (d->kind == CKPT_KIND_DICT) note_key(d, key);
     d->u.dict.keys[d->u.dict.n] = key;
     d->u.dict.vals[d->u.dict.n++] = val;
     return 0;
