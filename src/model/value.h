@@ -119,8 +119,9 @@ struct ckpt_value {
     uint8_t dict_class;
     /* built as the other class of its kind, which torch.load gives back
      * and writers rebuild: SET a frozenset, TUPLE a torch.Size, STR a
-     * torch.device (its text "cuda:1"), BYTES a bytearray; DICT: it
-     * holds a bool or float key (ckpt_value_dict_twin) */
+     * torch.device (its text "cuda:1"), BYTES a bytearray; DICT: bit 0,
+     * it holds a bool or float key (set with |=: the bits above are the
+     * kinds of number key ckpt_value_dict_set saw, ckpt_value_dict_twin's) */
     uint8_t alt;
     /* BOOL, INT, FLOAT built from a numpy scalar
      * (numpy.core.multiarray.scalar): its ckpt_dtype, so that loaders and
