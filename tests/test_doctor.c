@@ -2,6 +2,7 @@
  * file, a truncated one, a Trainer directory, bad arguments, and every
  * allocation failing in turn. `ckpt doctor` and ckpt.doctor (Python) print
  * the same report; tests/cli and tests/python check their renderings. */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -237,6 +238,79 @@ static void fail_each(const char *path) {
     CHECK(fail_at > 10);
 }
 
+/* One tensor of a hand-written safetensors file: name, dtype, shape
+ * (JSON text), its bytes. */
+typedef struct st_tensor {
+    const char *name, *dtype, *shape;
+    const char *bytes;
+    size_t n;
+} st_tensor;
+
+/* Writes the tensors as a safetensors file at path, data in order. */
+static int write_safetensors(const char *path, const st_tensor *t, size_t n) {
+    static char header[4096];
+    size_t len = 0, off = 0;
+    len += (size_t)snprintf(header + len, sizeof header - len, "{");
+    for (size_t i = 0; i < n; i++, off += t[i - 1].n)
+        len +=
+            (size_t)snprintf(header + len, sizeof header - len,
+                             "%s\"%s\":{\"dtype\":\"%s\",\"shape\":%s,\"data_offsets\":[%zu,%zu]}",
+                             i ? "," : "", t[i].name, t[i].dtype, t[i].shape, off, off + t[i].n);
+    len += (size_t)snprintf(header + len, sizeof header - len, "}");
+    FILE *out = fopen(path, "wb");
+    if (!out || len >= sizeof header) return -1;
+    unsigned char size[8];
+    for (int b = 0; b < 8; b++) size[b] = (unsigned char)((uint64_t)len >> (8 * b));
+    fwrite(size, 1, 8, out);
+    fwrite(header, 1, len, out);
+    for (size_t i = 0; i < n; i++) fwrite(t[i].bytes, 1, t[i].n, out);
+    return fclose(out);
+}
+
+/* bitsandbytes' save_pretrained layouts (report/quant.h): a 4-bit weight
+ * packs its parameters two to a byte, its absmax, quant_map and
+ * quant_state are quantization state, as is an int8 weight's SCB; the
+ * doctor says how many parameters there are (before: nothing, its element
+ * count taking packed bytes and state for parameters). An SCB
+ * beside a weight that is not int8 is an ordinary tensor. */
+TEST(bitsandbytes_parameters) {
+    static const char qs[] = "{\"quant_type\": \"nf4\", \"blocksize\": 64, \"shape\": [2, 4]}";
+    char qs_shape[32];
+    snprintf(qs_shape, sizeof qs_shape, "[%zu]", sizeof qs - 1);
+    const st_tensor t[] = {
+        {"l.weight", "U8", "[4,1]", "\x12\x34\x56\x78", 4},
+        {"l.weight.absmax", "F32", "[1]", "\0\0\x80\x3f", 4},
+        {"l.weight.quant_map", "F32", "[2]", "\0\0\x80\xbf\0\0\x80\x3f", 8},
+        {"l.weight.quant_state.bitsandbytes__nf4", "U8", qs_shape, qs, sizeof qs - 1},
+        {"m.weight", "I8", "[2,3]", "\1\2\3\4\5\6", 6},
+        {"m.SCB", "F32", "[2]", "\0\0\x80\x3f\0\0\x80\x3f", 8},
+        {"n.weight", "BF16", "[3]", "\x80\x3f\x80\x3f\x80\x3f", 6},
+        {"n.SCB", "F32", "[1]", "\0\0\x80\x3f", 4},
+    };
+    const char *path = "test_doctor_bnb.safetensors";
+    ckpt_doctor_report *r = NULL;
+    CHECK_EQ_INT(write_safetensors(path, t, sizeof t / sizeof t[0]), 0);
+    CHECK_EQ_INT(ckpt_doctor(&r, path, NULL), 0);
+    if (!r) return;
+    const char *said = NULL;
+    for (size_t i = 0; i < ckpt_doctor_note_count(r); i++)
+        if (strstr(ckpt_doctor_note(r, i), "bitsandbytes")) said = ckpt_doctor_note(r, i);
+    /* 4 + 1 + 2 + 56 + 6 + 2 + 3 + 1 elements; 8 + 6 + 3 + 1 parameters */
+    CHECK_EQ_INT(ckpt_doctor_elements(r), 19 + sizeof qs - 1);
+    CHECK(said && strstr(said, "1 4-bit weight packs 8 parameters two to a byte in 4 U8 elements"));
+    CHECK(said && strstr(said, "1 int8 weight, a parameter per element"));
+    CHECK(said && strstr(said, "4 tensors of quantization state"));
+    CHECK(said && strstr(said, ": 18 parameters in all"));
+    ckpt_doctor_report_free(r);
+    /* the same names without a quant_state: no packed weight, no note */
+    CHECK_EQ_INT(write_safetensors(path, t, 3), 0);
+    CHECK_EQ_INT(ckpt_doctor(&r, path, NULL), 0);
+    for (size_t i = 0; r && i < ckpt_doctor_note_count(r); i++)
+        CHECK(!strstr(ckpt_doctor_note(r, i), "bitsandbytes"));
+    ckpt_doctor_report_free(r);
+    unlink(path);
+}
+
 TEST(allocation_failures) {
     fail_each(path_of("../examples/train.pt"));
     fail_each(path_of("training/data/hf_trainer"));
@@ -252,6 +326,7 @@ int main(void) {
     RUN(subdirectory_files);
     RUN(subdirectory_too_deep);
     RUN(bad_arguments);
+    RUN(bitsandbytes_parameters);
     RUN(allocation_failures);
     return harness_end();
 }

@@ -498,7 +498,15 @@ const cli_command cli_cmd_doctor = {
     "byte (--json: safety.files[].weights_only, else null); it is no\n"
     "finding. The keys section names wrapper prefixes (module., _orig_mod.,\n"
     "FSDP) as they stand in the keys, outermost first, and the `ckpt rename`\n"
-    "that strips them.\n",
+    "that strips them.\n"
+    "Elements are what the tensors hold, not parameters: a state_dict\n"
+    "saved with bitsandbytes quantization (4-bit: a U8 weight W packing two\n"
+    "parameters a byte, with W.absmax, W.quant_map, W.nested_*, and\n"
+    "W.quant_state.bitsandbytes__nf4 or __fp4 holding its shape; 8-bit: an\n"
+    "I8 weight with P.SCB, P.weight_format) gets a note under `not vouched\n"
+    "for` (--json: not_vouched_for) that counts its parameters: a 4-bit\n"
+    "weight's from the shape its quant_state records, an int8 weight's one\n"
+    "per element, the quantization state's none.\n",
     "Exit status:\n"
     "  0 healthy, 1 needs attention (corrupt, unsafe, partial resume...), 2 usage or I/O error.\n",
     run,
