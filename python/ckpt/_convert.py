@@ -38,12 +38,15 @@ def convert(src, dst, *, format=None, select=(), exclude=(), max_shard_size=0): 
     max_shard_size > 0: a Hugging Face sharded set. A model folder `src`
     converted into a folder `dst` ("out/", or an existing directory)
     takes its other files along (config.json, the tokenizer's...: not the
-    weights, hidden files, subfolders or training state), so that
-    from_pretrained(dst) loads; a symbolic link leading out of `src` is
-    refused (InvalidArgumentError) before anything is written, except a
-    Hugging Face cache snapshot's links to its blobs. Returns a
-    ConvertReport; raises ckpt.Error subclasses (InvalidArgumentError,
-    UnsupportedError naming what cannot be written, FileError...)."""
+    weights, hidden files, subfolders or training state such as
+    optimizer.pt and trainer_state.json), so that from_pretrained(dst)
+    loads, and weights of another layout already in a folder `dst` are
+    removed, so that it holds one set of weights; a symbolic link leading
+    out of `src` is refused (InvalidArgumentError) before anything is
+    written, except a Hugging Face cache snapshot's links to its blobs.
+    Returns a ConvertReport; raises ckpt.Error subclasses
+    (InvalidArgumentError, UnsupportedError naming what cannot be written,
+    FileError...)."""
     src, dst = os.fspath(src), os.fspath(dst)
     o = options(ConvertOptions_)
     if format is not None:
