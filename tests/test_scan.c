@@ -1132,9 +1132,33 @@ TEST(sharded_index) {
     r = scan_path(dir, "b.bin"); /* no index: no shards */
     CHECK_EQ_INT(ckpt_scan_shard_count(r), 0);
     ckpt_scan_report_free(r);
-    /* missing shard, a shard outside the directory, a shard not a checkpoint */
+    /* a shard that does not exist holds no code: the index stays safe,
+     * the shard named (a stale index, such as the .bak convert --backup
+     * keeps; it was unscannable); one beside it is still scanned */
+    static const char stale[] = "{\"weight_map\": {\"w\": \"gone.safetensors\", "
+                                "\"v\": \"b.bin\", \"u\": \"a.safetensors\"}}";
+    put_file(dir, "stale.index.json", stale, sizeof stale - 1);
+    r = scan_path(dir, "stale.index.json");
+    CHECK_EQ_STR(ckpt_verdict_name(ckpt_scan_verdict(r)), "unsafe");
+    f = find(r, "shard-missing", NULL);
+    CHECK(f && !strcmp(f->member, "gone.safetensors"));
+    CHECK(find(r, "shard-unreadable", NULL) == NULL);
+    ckpt_scan_report_free(r);
+    static const char gone[] = "{\"weight_map\": {\"w\": \"gone.safetensors\", "
+                               "\"u\": \"a.safetensors\"}}";
+    put_file(dir, "stale.index.json", gone, sizeof gone - 1);
+    r = scan_path(dir, "stale.index.json");
+    CHECK_EQ_STR(ckpt_verdict_name(ckpt_scan_verdict(r)), "safe");
+    CHECK(find(r, "shard-missing", NULL) != NULL);
+    CHECK_EQ_INT(ckpt_scan_shard_count(r), 1);
+    ckpt_scan_report_free(r);
+    /* a shard that cannot be read (a directory), outside the directory,
+     * not a checkpoint */
+    char sub[600];
+    snprintf(sub, sizeof sub, "%s/sub.safetensors", dir);
+    CHECK(mkdir(sub, 0700) == 0);
     static const char *const bad[] = {
-        "{\"weight_map\": {\"w\": \"missing.safetensors\"}}",
+        "{\"weight_map\": {\"w\": \"sub.safetensors\"}}",
         "{\"weight_map\": {\"w\": \"../x.safetensors\"}}",
         "{\"weight_map\": {\"w\": \"/etc/passwd\"}}",
         "{\"weight_map\": {\"w\": 7}}",
@@ -1168,12 +1192,13 @@ TEST(sharded_index) {
     CHECK_EQ_STR(verdict(S("{ not json")), "not-a-checkpoint");
     static const char *const files[] = {"a.safetensors",   "b.bin",          "good.index.json",
                                         "evil.index.json", "bad.index.json", "empty.bin",
-                                        "p.safetensors",   "p.index.json"};
+                                        "p.safetensors",   "p.index.json",   "stale.index.json"};
     char path[512];
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
         snprintf(path, sizeof path, "%s/%s", dir, files[i]);
         unlink(path);
     }
+    rmdir(sub);
     rmdir(dir);
 }
 

@@ -21,8 +21,10 @@ extern "C" {
  * text with a "weight_map" object, detected as ckpt_open does) is as safe
  * as the shard files it lists: ckpt_scan scans each distinct shard in the
  * index's directory (its findings name the shard as their member; a shard
- * that is missing, unreadable, outside the directory or no checkpoint
- * makes the index unscannable); ckpt_scan_memory cannot reach the shards:
+ * that is unreadable, outside the directory or no checkpoint makes the
+ * index unscannable; one that does not exist holds no code, an info
+ * finding "shard-missing": a loader's open fails there, and ckpt_verify
+ * of the set reports it); ckpt_scan_memory cannot reach the shards:
  * the buffer holds no checkpoint content itself (not-a-checkpoint, with
  * an info finding "sharded-index" saying the shards were not scanned).
  * A stream a loader would unpickle that does not parse to its STOP, or

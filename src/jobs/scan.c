@@ -1669,6 +1669,15 @@ static int scan_shard(scanner *sc, const char *name) {
     note_link(sc, shard, path, "shard", "index's directory");
     ckpt_file *f;
     int rc = ckpt_file_open_raw(&f, path, NULL);
+    if (rc && ckpt_error_last()->os_errno == ENOENT) {
+        /* a shard that is not there holds no code: the loader's open
+         * fails before anything of it is read (a stale index, e.g. the
+         * .bak convert --backup keeps); verify of the set reports it */
+        add_finding(sc, CKPT_SEVERITY_INFO, "shard-missing", NULL, shard, CKPT_NO_OFFSET,
+                    "shard file does not exist: loading the index fails there and runs "
+                    "nothing of it (`ckpt verify` of the set reports it)");
+        return 0;
+    }
     if (rc) {
         add_finding(sc, CKPT_SEVERITY_INFO, "shard-unreadable", NULL, shard, CKPT_NO_OFFSET,
                     "shard file cannot be read: %s", ckpt_error_last()->message);
@@ -1706,7 +1715,8 @@ static int scan_index_doc(scanner *sc, const uint8_t *doc, size_t n);
  * weight_map names the shard files a loader opens (HF transformers:
  * safetensors.load_file for .safetensors shards, torch.load for others),
  * so the index is as safe as the shards it lists: each distinct shard is
- * scanned once. JSON that is no index is no checkpoint. */
+ * scanned once (one that does not exist holds nothing that runs). JSON
+ * that is no index is no checkpoint. */
 static int scan_index(scanner *sc, const uint8_t *p, size_t n) {
     if (sc->shard) {
         sc->content = 1;
@@ -1805,11 +1815,19 @@ static int scan_index_doc(scanner *sc, const uint8_t *doc, size_t n) {
                     distinct);
     } else {
         sc->content = 1;
-        add_finding(sc, CKPT_SEVERITY_INFO, "sharded-index", NULL, "", 0,
-                    "sharded index: its %zu shard files were scanned (findings in a "
-                    "shard name it as their member)",
-                    distinct);
+        size_t before = sc->r->nshards;
         for (size_t i = 0; rc == 0 && i < distinct; i++) rc = scan_shard(sc, names[i]);
+        size_t scanned = sc->r->nshards - before;
+        if (scanned == distinct)
+            add_finding(sc, CKPT_SEVERITY_INFO, "sharded-index", NULL, "", 0,
+                        "sharded index: its %zu shard files were scanned (findings in a "
+                        "shard name it as their member)",
+                        distinct);
+        else
+            add_finding(sc, CKPT_SEVERITY_INFO, "sharded-index", NULL, "", 0,
+                        "sharded index: %zu of its %zu shard files were scanned (findings "
+                        "in a shard name it as their member; the others' say why not)",
+                        scanned, distinct);
     }
     return rc;
 }

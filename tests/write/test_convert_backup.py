@@ -111,12 +111,24 @@ def test_a_sharded_folder_into_one_file_in_place_says_what_went():
         else:
             assert "removed 3 files of the previous layout of %s (use --backup" % sh in err, err
             assert sorted(os.listdir(sh)) == ["config.json", "model.safetensors"], os.listdir(sh)
-        # the weights are the new file (with --backup the scan still reads
-        # the index .bak, whose shards are gone: unscannable, exit 1)
+        # the weights are the new file; the index .bak, whose shards are
+        # gone, holds no code: safe, its missing shards named (it was
+        # unscannable: ATTENTION, exit 1)
         rc, out, err = ckpt("doctor", sh, "--json")
         rep = json.loads(out)
-        assert rc == (1 if backup else 0) and rep["file"] == os.path.join(
-            sh, "model.safetensors"), (rc, err, rep["file"])
+        assert rc == 0 and rep["verdict"] == "healthy" and rep["file"] == os.path.join(
+            sh, "model.safetensors"), (rc, err, rep["verdict"], rep["file"])
+        if backup:
+            rc, out, err = ckpt("doctor", sh)
+            assert rc == 0 and "model.safetensors.index.json.bak: safe" in out, (rc, out)
+            bak = os.path.join(sh, "model.safetensors.index.json.bak")
+            rc, out, err = ckpt("scan", bak)
+            assert rc == 0 and out.count("shard-missing") == 2, (rc, out, err)
+            # the stale index itself, opened as the set it names: the
+            # missing shard is reported where it matters
+            rc, out, err = ckpt("verify", bak)
+            assert rc == 1 and "model-00001-of-00002.safetensors" in out + err and \
+                "No such file" in out + err, (rc, out, err)
     # a one-file folder converted into a set in place: the one file goes too
     rc, _, err = ckpt("convert", sh, sh + "/", "--max-shard-size", "200")
     assert rc == 0 and "removed 1 file of the previous layout of %s/ " % sh in err, (rc, err)
