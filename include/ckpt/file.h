@@ -82,7 +82,10 @@ CKPT_API int ckpt_open_options_init(ckpt_open_options *opts, unsigned version);
  * missing shard is CKPT_E_MISMATCH with the shard's path). A directory
  * opens as the model weights it holds, in transformers' order:
  * model.safetensors, model.safetensors.index.json, pytorch_model.bin,
- * pytorch_model.bin.index.json (CKPT_E_IO when none is there, but
+ * pytorch_model.bin.index.json, then diffusers' diffusion_pytorch_model.*;
+ * without any, those of the one variant there (model.fp16.safetensors:
+ * ckpt_file_variant; several variants are CKPT_E_IO naming two), then a
+ * PEFT adapter's (CKPT_E_IO when none is there, but
  * CKPT_E_MISMATCH naming the first and the index when shard files
  * "NAME-00001-of-0000N.EXT" are there without their index;
  * ckpt_file_path then names that file). Such a weights file, through its
@@ -224,6 +227,13 @@ CKPT_API void ckpt_close(ckpt_file *f);
 CKPT_API ckpt_format ckpt_file_format(const ckpt_file *f);
 /* The path or name the file was opened with. Borrowed. */
 CKPT_API const char *ckpt_file_path(const ckpt_file *f);
+/* When ckpt_open read a model folder's weights under a variant's name
+ * (save_pretrained(variant="fp16") writes model.fp16.safetensors,
+ * model.safetensors.index.fp16.json and its shards, pytorch_model.fp16.bin,
+ * diffusion_pytorch_model.fp16.safetensors...) and the folder holds none
+ * under the plain names: the variant ("fp16"), which from_pretrained(DIR,
+ * variant="fp16") must be told; else NULL. Borrowed. */
+CKPT_API const char *ckpt_file_variant(const ckpt_file *f);
 /* Total bytes of the input (all shards for a sharded set). */
 CKPT_API uint64_t ckpt_file_size(const ckpt_file *f);
 

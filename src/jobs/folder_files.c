@@ -73,7 +73,7 @@ static int consider(ckpt_arena *a, const char *dir, const char *name, int *keep,
     char index[512], target[PATH_MAX];
     struct stat st;
     *keep = 0;
-    if (name[0] == '.' || ckpt_model_dir_weights_name(name) || is_training_state(name) ||
+    if (name[0] == '.' || ckpt_model_dir_rank(name) || is_training_state(name) ||
         ckpt_model_dir_shard_index(index, sizeof index, name))
         return 0;
     const char *path = ckpt_arena_printf(a, "%s/%s", dir, name);

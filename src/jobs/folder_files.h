@@ -22,10 +22,10 @@ typedef struct ckpt_folder_files {
 
 /* Lists the regular files directly in `dir` that are not weights: not
  * hidden (".name": ckpt's temporary files among them), not a weights
- * file or index a model folder is opened by (ckpt_model_dir_weights_name),
- * not a shard (ckpt_model_dir_shard_index), not trainer_state.json (the
- * Trainer's training state, JSON), and not a checkpoint by its
- * first bytes (ckpt_detect_format: a zip such as optimizer.pt or
+ * file or index a model folder is opened by, plain or a variant's
+ * (ckpt_model_dir_rank), not a shard (ckpt_model_dir_shard_index), not
+ * trainer_state.json (the Trainer's training state, JSON), and not a
+ * checkpoint by its first bytes (ckpt_detect_format: a zip such as optimizer.pt or
  * training_args.bin, safetensors, torch's legacy format, DCP's .metadata,
  * a pickle opening with PROTO). Subfolders are not listed. A symbolic link
  * counts as the file it leads to when that is inside `dir`, or when `dir`

@@ -62,6 +62,10 @@ struct ckpt_file {
     /* legacy: where storage blobs start and end (verify re-checks counts). */
     uint64_t legacy_blobs_begin, legacy_blobs_end;
 
+    /* the variant a model folder's weights are read under
+     * (ckpt_file_variant), NULL for none */
+    const char *variant;
+
     /* sharded safetensors: the shard files (owned). */
     ckpt_file **shards;
     size_t nshards;

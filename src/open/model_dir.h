@@ -12,7 +12,19 @@
 /* If `name` (a file name inside the directory) is one of those files, its
  * rank in that order (1: model.safetensors), else 0. */
 int ckpt_model_dir_weights_name(const char *name);
+/* transformers' and diffusers' _add_variant: save_pretrained(variant="fp16")
+ * and from_pretrained(variant="fp16") name each of those files with the
+ * variant before its last extension ("model.fp16.safetensors",
+ * "model.safetensors.index.fp16.json", "pytorch_model.fp16.bin"; the
+ * shards "model.fp16-00001-of-00002.safetensors"). If `name` is one, not a
+ * shard, the plain name's rank and the variant in variant[cap]; else 0. */
+int ckpt_model_dir_variant(const char *name, char *variant, size_t cap);
+/* The order in which a folder's weights are taken: the plain name's rank,
+ * then a variant's (after every plain name), else 0. */
+int ckpt_model_dir_rank(const char *name);
 /* The path of the first of them present in `dir` (an arena copy), else
+ * when there is none those of a variant, the only one there (several:
+ * CKPT_E_IO naming two), else
  * of a PEFT adapter's weights (adapter_model.safetensors, .bin): the file
  * ckpt_open of the directory opens. 0, CKPT_E_IO when there is none (a
  * Trainer output directory: the message names its latest checkpoint-N
@@ -36,7 +48,8 @@ const char *ckpt_model_dir_format_misfit(const char *name, ckpt_format fmt);
 const char *ckpt_model_dir_name_misfit(const char *path, ckpt_format fmt);
 /* Whether transformers' from_pretrained reads the weights at `path` (by
  * its base name) with the __metadata__ check below: model.safetensors, or
- * the set model.safetensors.index.json lists (each shard), in a model
+ * the set model.safetensors.index.json lists (each shard), or a variant
+ * of either (model.fp16.safetensors), in a model
  * folder, a Trainer checkpoint folder or a pipeline's transformers
  * component alike. Not diffusers' diffusion_pytorch_model.* nor a PEFT
  * adapter's adapter_model.*: their loaders read safetensors without it. */
@@ -53,7 +66,9 @@ int ckpt_model_dir_metadata_refused(const ckpt_file *f, const char **found);
 /* If `name` is a shard name as Hugging Face writes it,
  * "NAME-00003-of-00005.EXT" (transformers' shard_checkpoint,
  * huggingface_hub's split), 1 and the name of the index that lists it,
- * "NAME.EXT.index.json", in index[cap]; else 0. */
+ * "NAME.EXT.index.json" ("model.safetensors.index.fp16.json" for a
+ * variant's shard, "model.fp16-00003-of-00005.safetensors"), in
+ * index[cap]; else 0. */
 int ckpt_model_dir_shard_index(char *index, size_t cap, const char *name);
 /* A directory holding shard files (names as above; hidden files aside):
  * CKPT_E_MISMATCH naming the first (strcmp order) and the index it

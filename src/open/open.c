@@ -248,6 +248,44 @@ int ckpt_model_dir_weights_name(const char *name) {
     return 0;
 }
 
+/* name = _add_variant(model_dir_names[i], V) for a non-empty V: the
+ * plain name split at its last '.', V between ("model.fp16.safetensors",
+ * "model.safetensors.index.fp16.json"); i + 1 and V's length at
+ * name + *at, else 0. */
+static int variant_of(const char *name, size_t *at, size_t *len) {
+    size_t n = strlen(name);
+    for (size_t i = 0; i < N_MODEL_DIR_NAMES; i++) {
+        const char *plain = model_dir_names[i], *ext = strrchr(plain, '.');
+        size_t stem = (size_t)(ext - plain) + 1, k = strlen(ext); /* stem with its '.' */
+        if (n > stem + k && strncmp(name, plain, stem) == 0 && strcmp(name + n - k, ext) == 0) {
+            *at = stem;
+            *len = n - stem - k;
+            return (int)i + 1;
+        }
+    }
+    return 0;
+}
+
+int ckpt_model_dir_variant(const char *name, char *variant, size_t cap) {
+    char index[512];
+    size_t at, len;
+    int rank = name[0] != '.' && !ckpt_model_dir_shard_index(index, sizeof index, name)
+                   ? variant_of(name, &at, &len)
+                   : 0;
+    if (!rank || len >= cap) return 0;
+    memcpy(variant, name + at, len);
+    variant[len] = '\0';
+    return rank;
+}
+
+int ckpt_model_dir_rank(const char *name) {
+    char v[256];
+    int rank = ckpt_model_dir_weights_name(name);
+    if (!rank && (rank = ckpt_model_dir_variant(name, v, sizeof v)) != 0)
+        rank += (int)N_MODEL_DIR_NAMES;
+    return rank;
+}
+
 static int ends_with(const char *s, const char *suffix) {
     size_t n = strlen(s), k = strlen(suffix);
     return n >= k && strcmp(s + n - k, suffix) == 0;
@@ -301,7 +339,17 @@ int ckpt_model_dir_shard_index(char *index, size_t cap, const char *name) {
             return 0;
     const char *ext = of + 9;
     if (*ext != '.' || !ext[1] || strchr(ext + 1, '/')) return 0;
-    int n = snprintf(index, cap, "%.*s%s.index.json", (int)(of - 6 - name), name, ext);
+    /* a variant's shards ("model.fp16-00001-of-00002.safetensors", as
+     * save_pretrained(variant=...) names them) are listed by the variant
+     * of the index's name ("model.safetensors.index.fp16.json") */
+    char whole[512];
+    size_t at, len;
+    int k = snprintf(whole, sizeof whole, "%.*s%s", (int)(of - 6 - name), name, ext);
+    int rank = k > 0 && (size_t)k < sizeof whole ? variant_of(whole, &at, &len) : 0;
+    int n = rank && !strstr(model_dir_names[rank - 1], ".index.")
+                ? snprintf(index, cap, "%s.index.%.*s.json", model_dir_names[rank - 1], (int)len,
+                           whole + at)
+                : snprintf(index, cap, "%.*s%s.index.json", (int)(of - 6 - name), name, ext);
     return n > 0 && (size_t)n < cap;
 }
 
@@ -330,18 +378,68 @@ int ckpt_model_dir_orphan_shards(const char *dir) {
                     first, count > 1 ? " and the others" : "", index);
 }
 
-int ckpt_model_dir_weights(ckpt_arena *a, const char *dir, const char **out) {
+/* The first of `names` present in dir as a regular file: 1 and *out. */
+static int first_present(ckpt_arena *a, const char *dir, const char *const *names, size_t n,
+                         const char **out) {
     struct stat st;
-    for (size_t i = 0; i < N_MODEL_DIR_NAMES + N_ADAPTER_DIR_NAMES; i++) {
-        const char *name =
-            i < N_MODEL_DIR_NAMES ? model_dir_names[i] : adapter_dir_names[i - N_MODEL_DIR_NAMES];
-        const char *p = ckpt_arena_printf(a, "%s/%s", dir, name);
+    for (size_t i = 0; i < n; i++) {
+        const char *p = ckpt_arena_printf(a, "%s/%s", dir, names[i]);
         if (!p) return ckpt_err(CKPT_E_NOMEM, dir, NULL, CKPT_NO_OFFSET, "out of memory");
         if (stat(p, &st) == 0 && S_ISREG(st.st_mode)) {
             *out = p;
-            return 0;
+            return 1;
         }
     }
+    return 0;
+}
+
+/* A folder whose weights are all under a variant's names (no plain name
+ * there): those of the one variant, the first in from_pretrained's order
+ * (1 and *out); 0 when there is none; CKPT_E_IO naming two variants when
+ * there are several (from_pretrained reads the one variant= names). */
+static int variant_weights(ckpt_arena *a, const char *dir, const char **out) {
+    DIR *d = opendir(dir);
+    char best[256] = "", other[256] = "", v[256], bv[256] = "";
+    int rank = 0;
+    if (!d) return 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        int r = ckpt_model_dir_variant(e->d_name, v, sizeof v);
+        const char *p = r && strlen(e->d_name) < sizeof best
+                            ? ckpt_arena_printf(a, "%s/%s", dir, e->d_name)
+                            : NULL;
+        struct stat st;
+        if (!p || stat(p, &st) != 0 || !S_ISREG(st.st_mode)) continue;
+        /* the smallest variant (bv, its first file in best) and the next
+         * (other), whatever the listing order */
+        int c = *bv ? strcmp(v, bv) : -1;
+        const char *next = c < 0 ? bv : c > 0 ? v : "";
+        if (*next && (!*other || strcmp(next, other) < 0))
+            snprintf(other, sizeof other, "%s", next);
+        if (c < 0 || (c == 0 && r < rank)) {
+            rank = r;
+            snprintf(best, sizeof best, "%s", e->d_name);
+            snprintf(bv, sizeof bv, "%s", v);
+        }
+    }
+    closedir(d);
+    if (!rank) return 0;
+    if (*other)
+        return ckpt_err(CKPT_E_IO, dir, NULL, CKPT_NO_OFFSET,
+                        "cannot read: model weights only under the names of several variants "
+                        "(\"%s\" and \"%s\" at least; %s...), none under the plain names: "
+                        "from_pretrained(DIR, variant=...) reads the one it is told; name its "
+                        "file",
+                        bv, other, best);
+    *out = ckpt_arena_printf(a, "%s/%s", dir, best);
+    return *out ? 1 : ckpt_err(CKPT_E_NOMEM, dir, NULL, CKPT_NO_OFFSET, "out of memory");
+}
+
+int ckpt_model_dir_weights(ckpt_arena *a, const char *dir, const char **out) {
+    struct stat st;
+    int found = first_present(a, dir, model_dir_names, N_MODEL_DIR_NAMES, out);
+    if (found == 0) found = variant_weights(a, dir, out);
+    if (found == 0) found = first_present(a, dir, adapter_dir_names, N_ADAPTER_DIR_NAMES, out);
+    if (found) return found < 0 ? found : 0;
     const char *latest = ckpt_model_dir_trainer_latest(a, dir);
     if (latest)
         return ckpt_err(CKPT_E_IO, dir, NULL, CKPT_NO_OFFSET, "cannot read: " CKPT_TRAINER_DIR,
@@ -358,8 +456,8 @@ int ckpt_model_dir_weights(ckpt_arena *a, const char *dir, const char **out) {
                     "cannot read: a directory without model weights (model.safetensors, "
                     "model.safetensors.index.json, pytorch_model.bin, "
                     "pytorch_model.bin.index.json or their diffusion_pytorch_model.* "
-                    "counterparts) or a PEFT adapter "
-                    "(adapter_model.safetensors or adapter_model.bin)");
+                    "counterparts, or a variant of them: model.fp16.safetensors...) or a "
+                    "PEFT adapter (adapter_model.safetensors or adapter_model.bin)");
 }
 
 /* Whether `name` is a model folder's weights file or a PEFT adapter's. */
@@ -400,8 +498,9 @@ static const char *const transformers_formats[] = {"pt", "tf", "flax", "mlx"};
 
 int ckpt_model_dir_metadata_checked(const char *path) {
     const char *slash = strrchr(path, '/'), *name = slash ? slash + 1 : path;
-    return strcmp(name, "model.safetensors") == 0 ||
-           strcmp(name, "model.safetensors.index.json") == 0;
+    int rank = ckpt_model_dir_rank(name);
+    return rank == 1 || rank == 2 || rank == (int)N_MODEL_DIR_NAMES + 1 ||
+           rank == (int)N_MODEL_DIR_NAMES + 2;
 }
 
 int ckpt_model_dir_metadata_refused(const ckpt_file *f, const char **found) {
@@ -504,6 +603,23 @@ static int open_target(ckpt_arena *a, const char *path, int follow, const char *
     return ckpt_model_dir_weights(a, path, target);
 }
 
+/* Weights read under a variant's name ("model.fp16.safetensors") in a
+ * folder that holds none under the plain names: from_pretrained reads
+ * them only when told the variant (ckpt_file_variant). */
+static int note_variant(ckpt_file *f, ckpt_arena *a, const char *path) {
+    const char *slash = strrchr(path, '/'), *name = slash ? slash + 1 : path, *plain;
+    char v[256];
+    if (!ckpt_model_dir_variant(name, v, sizeof v)) return 0;
+    const char *dir = !slash          ? "."
+                      : slash == path ? "/"
+                                      : ckpt_arena_printf(a, "%.*s", (int)(slash - path), path);
+    int found = dir ? first_present(a, dir, model_dir_names, N_MODEL_DIR_NAMES, &plain)
+                    : ckpt_err(CKPT_E_NOMEM, path, NULL, CKPT_NO_OFFSET, "out of memory");
+    if (found) return found < 0 ? found : 0;
+    f->variant = ckpt_arena_strdup(&f->arena, v);
+    return f->variant ? 0 : ckpt_err(CKPT_E_NOMEM, path, NULL, CKPT_NO_OFFSET, "out of memory");
+}
+
 int ckpt_open(ckpt_file **out, const char *path, const ckpt_open_options *opts) {
     if (!out) return ckpt_err(CKPT_E_INVALID_ARG, path, NULL, CKPT_NO_OFFSET, "out is NULL");
     *out = NULL;
@@ -515,9 +631,15 @@ int ckpt_open(ckpt_file **out, const char *path, const ckpt_open_options *opts) 
     if (rc == 0)
         rc = dcp ? open_dcp_dir(out, target, opts) : ckpt_file_open_path(out, target, opts);
     if (rc == 0 && !dcp) rc = weights_name_fits(out, target);
+    if (rc == 0 && !dcp && (rc = note_variant(*out, &a, target)) != 0) {
+        ckpt_close(*out);
+        *out = NULL;
+    }
     ckpt_arena_free(&a);
     return rc;
 }
+
+const char *ckpt_file_variant(const ckpt_file *f) { return f ? f->variant : NULL; }
 
 int ckpt_open_target(char **out, const char *path) {
     if (!out || !path)

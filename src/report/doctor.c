@@ -1133,6 +1133,8 @@ static void json_format(const ckpt_doctor_report *r, ckpt_jw *j) {
     }
     ckpt_jw_key(j, "size");
     ckpt_jw_uint(j, r->size);
+    ckpt_jw_key(j, "variant"); /* from_pretrained(DIR, variant=...) */
+    ckpt_jw_string(j, r->f ? ckpt_file_variant(r->f) : NULL);
     if (r->sharded) {
         ckpt_jw_key(j, "shards");
         ckpt_jw_uint(j, r->n_checks);

@@ -312,7 +312,8 @@ static int note_processes(ckpt_training *t) {
  * one run, or unrelated runs), not one checkpoint's parts. Combining
  * them would pair one step's optimizer with another's weights. The
  * weights files of a model directory (model.safetensors beside
- * pytorch_model.bin: open/model_dir.h) are copies of one save. */
+ * pytorch_model.bin or model.fp16.safetensors, a variant: open/model_dir.h)
+ * are copies of one save. */
 static int check_one_model(scan *s) {
     const char *first = NULL;
     int first_hf = 0;
@@ -320,7 +321,7 @@ static int check_one_model(scan *s) {
 
     for (i = 0; i < s->t->ncomps; i++) {
         const ckpt_component *c = &s->t->comps[i].pub;
-        int hf = c->kind == CKPT_COMPONENT_MODEL && ckpt_model_dir_weights_name(c->file);
+        int hf = c->kind == CKPT_COMPONENT_MODEL && ckpt_model_dir_rank(c->file);
 
         if (c->kind != CKPT_COMPONENT_MODEL) continue;
         if (first == NULL) {

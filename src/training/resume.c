@@ -707,12 +707,12 @@ static int warn_missing(ckpt_training *t) {
 static const char *weights_file(const ckpt_training *t) {
     const char *best = NULL;
     uint64_t most = 0, size;
-    int rank = 0; /* best's ckpt_model_dir_weights_name, 0: none */
+    int rank = 0; /* best's ckpt_model_dir_rank, 0: none */
     size_t i;
 
     for (i = 0; i < t->ncomps; i++) {
         const ckpt_component *c = &t->comps[i].pub;
-        int r = c->kind == CKPT_COMPONENT_MODEL ? ckpt_model_dir_weights_name(c->file) : 0;
+        int r = c->kind == CKPT_COMPONENT_MODEL ? ckpt_model_dir_rank(c->file) : 0;
 
         if (c->kind != CKPT_COMPONENT_MODEL) continue;
         if (best == NULL || (r && (!rank || r < rank)) || (!r && !rank && c->bytes > most)) {

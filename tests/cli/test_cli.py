@@ -924,6 +924,86 @@ def test_model_folder_missing_index():
         assert_eq(rc, 0, "inspect one shard (stderr %r)" % err)
 
 
+def test_model_folder_of_a_variant():
+    """A folder whose weights are all under a variant's names, as
+    save_pretrained(variant="fp16") writes them (transformers' and diffusers'
+    _add_variant: the variant before the last extension; a set's shards
+    model.fp16-0000K-of-0000N.safetensors, its index
+    model.safetensors.index.fp16.json): verify, inspect and doctor read
+    them and say from_pretrained needs variant="fp16". It was "a directory
+    without model weights" (exit 2), or for the set "shard files ...
+    without its index" (exit 1)."""
+    layouts = {"model.fp16.safetensors": [], "diffusion_pytorch_model.fp16.safetensors": [],
+               "pytorch_model.fp16.bin": ["--format", "torch"],
+               "model.safetensors.index.fp16.json": ["--max-shard-size", "1000"]}
+    say = 'weights of variant "fp16" only: from_pretrained(DIR, variant="fp16") reads them'
+    for name, extra in layouts.items():
+        folder = os.path.join(TMP, "variant-" + name)
+        os.mkdir(folder)
+        out = os.path.join(folder, "model.fp16.safetensors" if extra[:1] == ["--max-shard-size"]
+                           else name)
+        rc, _, err = run("convert", TRAIN_PT, out, "--select", "model", *extra)
+        assert_eq(rc, 0, "convert (stderr %r)" % err)
+        if extra[:1] == ["--max-shard-size"]:  # the index as transformers names it
+            os.rename(os.path.join(folder, "model.fp16.safetensors.index.json"),
+                      os.path.join(folder, name))
+            assert "model.fp16-00001-of-" in " ".join(sorted(os.listdir(folder)))
+        rc, text, err = run("verify", folder)
+        assert_eq(rc, 0, "verify %s (stderr %r)" % (name, err))
+        assert text.rstrip("\n").endswith(say), text
+        rc, doc, _ = run_json("verify", "--json", folder)
+        assert_eq((rc, doc["ok"], doc["variant"]), (0, True, "fp16"), "verify --json " + name)
+        rc, doc, err = run_json("inspect", "--json", folder)
+        assert_eq(rc, 0, "inspect %s (stderr %r)" % (name, err))
+        rc, doc, err = run_json("doctor", "--json", folder)
+        assert_eq((rc, doc["verdict"], doc["file"], doc["sections"]["format"]["variant"]),
+                  (0, "healthy", os.path.join(folder, name), "fp16"), "doctor " + name)
+        rc, text, _ = run("doctor", folder)
+        assert '\n  variant "fp16": the folder holds weights under its names only' in text, text
+    # beside weights under the plain names the variant is a copy in another
+    # dtype, checked, not compared ("model weights in both", exit 1, before)
+    folder = os.path.join(TMP, "variant-model.fp16.safetensors")
+    rc, _, err = run("convert", TRAIN_PT, os.path.join(folder, "model.safetensors"),
+                     "--select", "model")
+    assert_eq(rc, 0, "convert (stderr %r)" % err)
+    rc, doc, err = run_json("doctor", "--json", folder)
+    assert_eq((rc, doc["file"], doc["sections"]["format"]["variant"]),
+              (0, os.path.join(folder, "model.safetensors"), None), "doctor, plain and variant")
+    other = doc["sections"]["other_files"][0]
+    assert_eq((other["name"], other["ok"], other["differs"]),
+              ("model.fp16.safetensors", True, False), "the variant, checked")
+    rc, doc, _ = run_json("verify", "--json", folder)
+    assert_eq((rc, doc["variant"]), (0, None), "verify, plain and variant")
+    # weights of two variants and none plain: which one is not known
+    two = os.path.join(TMP, "variant-two")
+    os.mkdir(two)
+    for v in ("fp16", "bf16"):
+        rc, _, err = run("convert", TRAIN_PT, os.path.join(two, "model.%s.safetensors" % v),
+                         "--select", "model")
+        assert_eq(rc, 0, "convert (stderr %r)" % err)
+    rc, out, err = run("verify", two)
+    assert_eq(rc, 2, "verify of two variants")
+    assert 'only under the names of several variants ("bf16" and "fp16" at least; ' \
+        'model.bf16.safetensors...)' in out, out
+    # a variant's shards without their index: the index transformers reads
+    sharded = os.path.join(TMP, "variant-model.safetensors.index.fp16.json")
+    os.unlink(os.path.join(sharded, "model.safetensors.index.fp16.json"))
+    rc, out, err = run("verify", sharded)
+    assert_eq(rc, 1, "verify of a variant's shards alone")
+    assert 'without its index "model.safetensors.index.fp16.json"' in out, out
+    # convert of a variant folder into a folder: the variant's index is no
+    # file of the folder to take along
+    src = os.path.join(TMP, "variant-set")
+    os.mkdir(src)
+    rc, _, err = run("convert", TRAIN_PT, os.path.join(src, "model.fp16.safetensors"),
+                     "--select", "model", "--max-shard-size", "1000")
+    os.rename(os.path.join(src, "model.fp16.safetensors.index.json"),
+              os.path.join(src, "model.safetensors.index.fp16.json"))
+    rc, _, err = run("convert", src, os.path.join(TMP, "variant-set-out") + "/")
+    assert_eq(rc, 0, "convert the variant folder (stderr %r)" % err)
+    assert_eq(os.listdir(os.path.join(TMP, "variant-set-out")), ["model.safetensors"], "written")
+
+
 def test_convert_shards_into_new_folder():
     """convert into a folder that does not exist yet, named with a
     trailing '/' (as save_pretrained makes its folder): the folder is made

@@ -74,7 +74,8 @@ def test_verify_json_one_file():
     assert out.endswith("}\n"), out
     assert_eq(json.loads(out), {
         "file": TRAIN_PT, "format": "torch-zip", "ok": True, "tensors": 16,
-        "bytes": 9815, "members": 18, "shards": 0, "checksums": "crc32"}, "object")
+        "bytes": 9815, "members": 18, "shards": 0, "checksums": "crc32",
+        "variant": None}, "object")
 
 
 def test_verify_json_several_files_and_errors():

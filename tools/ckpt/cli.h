@@ -88,6 +88,10 @@ void cli_put_files(FILE *out, const char *file, const cli_error *e);
 /* e's message; for CKPT_E_LIMIT "limit exceeded: MESSAGE; ..." naming the
  * ckpt_limits field that raises it. */
 void cli_put_message(FILE *out, const cli_error *e);
+/* `; weights of variant "V" only: from_pretrained(DIR, variant="V") reads
+ * them` when f is a model folder's weights under a variant's names
+ * (ckpt_file_variant), else nothing. */
+void cli_put_variant(FILE *out, const ckpt_file *f);
 /* `ckpt: FILE: MESSAGE (member M, offset N)` on stderr; returns
  * cli_exit_code(e->code). */
 int cli_report(const char *file, const cli_error *e);

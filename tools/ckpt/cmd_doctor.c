@@ -66,6 +66,17 @@ static void show_format(const ckpt_doctor_report *r) {
     if (ckpt_doctor_sharded(r))
         printf(" in %zu files: the index and %zu shard%s", shards + 1, shards, cli_plural(shards));
     fputc('\n', stdout);
+    if (f && ckpt_file_variant(f)) {
+        const char *v = ckpt_file_variant(f);
+        line_start();
+        fputs("variant \"", stdout);
+        put_str(v);
+        fputs("\": the folder holds weights under its names only (none under the plain "
+              "names): from_pretrained(DIR, variant=\"",
+              stdout);
+        put_str(v);
+        fputs("\") reads them\n", stdout);
+    }
 }
 
 static void show_integrity(const ckpt_doctor_report *r) {

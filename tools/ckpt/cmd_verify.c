@@ -54,6 +54,11 @@ static void print_json(cli_json_writer *j, const outcome *o, const cli_target *t
     }
     cli_json_key(j, "checksums");
     cli_json_string(j, ckpt_checksums_name(o->f ? ckpt_file_checksums(o->f) : CKPT_CHECKSUMS_NONE));
+    cli_json_key(j, "variant");
+    if (o->f && ckpt_file_variant(o->f))
+        cli_json_string(j, ckpt_file_variant(o->f));
+    else
+        cli_json_null(j);
     if (o->e || t->unloadable) {
         cli_json_key(j, "error"); /* its file: the one blamed (a shard, a DCP slice) */
         cli_json_error(j, o->e ? o->e : t->unloadable, o->path);
@@ -125,6 +130,7 @@ static void print_ok(const outcome *o, const cli_target *t) {
                     "compute_crc32=False or skip_data)"
                   : "; structure only: this file carries no checksums",
               stdout);
+    cli_put_variant(stdout, o->f);
     fputc('\n', stdout);
     if (!args.verbose) return;
     printf("  checksums: %s; %s read", ckpt_checksums_name(ckpt_file_checksums(o->f)),
@@ -226,6 +232,12 @@ const cli_command cli_cmd_verify = {
     "shards' tensors one for one; its OK line says so: `; N shards, each\n"
     "checked whole, and the index, whose weight_map names every tensor of\n"
     "every shard with its shard`.\n"
+    "A model folder whose weights are all under a variant's names\n"
+    "(model.fp16.safetensors, model.safetensors.index.fp16.json and its\n"
+    "shards, pytorch_model.fp16.bin, diffusion_pytorch_model.fp16.*) is\n"
+    "checked through them; its line says `; weights of variant \"fp16\" only:\n"
+    "from_pretrained(DIR, variant=\"fp16\") reads them` (--json: variant, else\n"
+    "null). Weights of several variants and no plain name: name the file.\n"
     "An OK line ends in `; structure only: this file carries no checksums`\n"
     "(a set: `not every shard carries checksums`; a DCP directory: `not\n"
     "every data file carries checksums`; a torch zip saved with\n"
@@ -240,7 +252,8 @@ const cli_command cli_cmd_verify = {
     "With --json, one object per file: file, format, ok, tensors (the keys\n"
     "read, K), bytes (B), members (zip members whose CRC-32 was checked),\n"
     "shards (a sharded set's shard files, else 0), checksums (none, crc32,\n"
-    "digests) and, when not ok, error {code, message, file, member, offset}\n"
+    "digests), variant (the one a model folder's weights need, else null)\n"
+    "and, when not ok, error {code, message, file, member, offset}\n"
     "instead of tensors, bytes, members and shards (a component diffusers\n"
     "cannot load: beside them)\n"
     "(a check stops at the first damage; format is null when the file could\n"

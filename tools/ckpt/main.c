@@ -205,6 +205,16 @@ void cli_put_message(FILE *out, const cli_error *e) {
                 name);
 }
 
+void cli_put_variant(FILE *out, const ckpt_file *f) {
+    const char *v = f ? ckpt_file_variant(f) : NULL;
+    if (!v) return;
+    fputs("; weights of variant \"", out);
+    cli_put_text(out, v, strlen(v));
+    fputs("\" only: from_pretrained(DIR, variant=\"", out);
+    cli_put_text(out, v, strlen(v));
+    fputs("\") reads them", out);
+}
+
 int cli_report(const char *file, const cli_error *e) {
     fputs("ckpt: ", stderr);
     cli_put_files(stderr, file, e);
