@@ -85,7 +85,9 @@ CKPT_API int ckpt_open_options_init(ckpt_open_options *opts, unsigned version);
  * pytorch_model.bin.index.json, then diffusers' diffusion_pytorch_model.*;
  * without any, those of the one variant there (model.fp16.safetensors:
  * ckpt_file_variant; several variants are CKPT_E_IO naming two), then a
- * PEFT adapter's (CKPT_E_IO when none is there, but
+ * PEFT adapter's; a Hugging Face cache repository (blobs/, snapshots/)
+ * opens as the snapshot its refs/main names (ckpt_file_snapshot;
+ * CKPT_E_IO listing its snapshots without one) (CKPT_E_IO when none is there, but
  * CKPT_E_MISMATCH naming the first and the index when shard files
  * "NAME-00001-of-0000N.EXT" are there without their index;
  * ckpt_file_path then names that file). Such a weights file, through its
@@ -234,6 +236,11 @@ CKPT_API const char *ckpt_file_path(const ckpt_file *f);
  * under the plain names: the variant ("fp16"), which from_pretrained(DIR,
  * variant="fp16") must be told; else NULL. Borrowed. */
 CKPT_API const char *ckpt_file_variant(const ckpt_file *f);
+/* When ckpt_open read a Hugging Face cache repository (huggingface_hub's
+ * models--ORG--NAME: blobs/, snapshots/REVISION/, refs/main): the revision
+ * refs/main names, whose snapshot folder was read as a model folder;
+ * else NULL. Borrowed. */
+CKPT_API const char *ckpt_file_snapshot(const ckpt_file *f);
 /* Total bytes of the input (all shards for a sharded set). */
 CKPT_API uint64_t ckpt_file_size(const ckpt_file *f);
 

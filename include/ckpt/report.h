@@ -123,6 +123,10 @@ CKPT_API const char *ckpt_doctor_summary(const ckpt_doctor_report *r);
  * the directory (NULL for a file). Borrowed. */
 CKPT_API const char *ckpt_doctor_path(const ckpt_doctor_report *r);
 CKPT_API const char *ckpt_doctor_directory(const ckpt_doctor_report *r);
+/* Of a Hugging Face cache repository (models--ORG--NAME: blobs/,
+ * snapshots/REVISION/, refs/main), examined as the snapshot folder its
+ * refs/main names: that revision; else NULL. Borrowed. */
+CKPT_API const char *ckpt_doctor_snapshot(const ckpt_doctor_report *r);
 /* For a ckpt store directory (it holds LATEST): its generations, each
  * verified, and LATEST's state; the path examined is the generation
  * LATEST names, alone (generations are never combined). NULL otherwise.

@@ -65,6 +65,9 @@ struct ckpt_file {
     /* the variant a model folder's weights are read under
      * (ckpt_file_variant), NULL for none */
     const char *variant;
+    /* the Hugging Face cache repository's revision read through its
+     * refs/main (ckpt_file_snapshot), NULL for none */
+    const char *snapshot;
 
     /* sharded safetensors: the shard files (owned). */
     ckpt_file **shards;

@@ -21,6 +21,7 @@
 #include "model/tensor.h"
 #include "model/walk.h"
 #include "open/dcp.h"
+#include "open/hf_cache.h"
 #include "open/model_dir.h"
 #include "open/store_dir.h"
 #include "open/sharded.h"
@@ -587,7 +588,8 @@ static int open_dcp_dir(ckpt_file **out, const char *dir, const ckpt_open_option
  * standing for itself, a ckpt store for the generation its LATEST names
  * (followed once: a generation is never a store), a model folder for its
  * weights. *target is path, or a string in a. */
-static int open_target(ckpt_arena *a, const char *path, int follow, const char **target, int *dcp) {
+static int open_target(ckpt_arena *a, const char *path, int follow, const char **target, int *dcp,
+                       const char **rev) {
     struct stat st;
     *target = path;
     if (!path || stat(path, &st) != 0 || !S_ISDIR(st.st_mode)) return 0;
@@ -598,7 +600,13 @@ static int open_target(ckpt_arena *a, const char *path, int follow, const char *
     if (follow && ckpt_is_store_dir(path)) {
         const char *gen = NULL;
         int rc = ckpt_store_dir_latest(a, path, &gen);
-        return rc ? rc : open_target(a, gen, 0, target, dcp);
+        return rc ? rc : open_target(a, gen, 0, target, dcp, rev);
+    }
+    /* a Hugging Face cache repository: the snapshot refs/main names */
+    if (follow && ckpt_hf_cache_is_repo(path)) {
+        const char *snap = NULL;
+        int rc = ckpt_hf_cache_snapshot(a, path, &snap, rev);
+        return rc ? rc : open_target(a, snap, 0, target, dcp, rev);
     }
     return ckpt_model_dir_weights(a, path, target);
 }
@@ -625,13 +633,16 @@ int ckpt_open(ckpt_file **out, const char *path, const ckpt_open_options *opts) 
     *out = NULL;
     CKPT_CHECK_OPTIONS(opts, CKPT_OPEN_OPTIONS_VERSION);
     ckpt_arena a = {0};
-    const char *target = NULL;
+    const char *target = NULL, *rev = NULL;
     int dcp = 0;
-    int rc = open_target(&a, path, 1, &target, &dcp);
+    int rc = open_target(&a, path, 1, &target, &dcp, &rev);
     if (rc == 0)
         rc = dcp ? open_dcp_dir(out, target, opts) : ckpt_file_open_path(out, target, opts);
     if (rc == 0 && !dcp) rc = weights_name_fits(out, target);
-    if (rc == 0 && !dcp && (rc = note_variant(*out, &a, target)) != 0) {
+    if (rc == 0 && !dcp) rc = note_variant(*out, &a, target);
+    if (rc == 0 && rev && !((*out)->snapshot = ckpt_arena_strdup(&(*out)->arena, rev)))
+        rc = ckpt_err(CKPT_E_NOMEM, path, NULL, CKPT_NO_OFFSET, "out of memory");
+    if (rc && *out) {
         ckpt_close(*out);
         *out = NULL;
     }
@@ -641,14 +652,16 @@ int ckpt_open(ckpt_file **out, const char *path, const ckpt_open_options *opts) 
 
 const char *ckpt_file_variant(const ckpt_file *f) { return f ? f->variant : NULL; }
 
+const char *ckpt_file_snapshot(const ckpt_file *f) { return f ? f->snapshot : NULL; }
+
 int ckpt_open_target(char **out, const char *path) {
     if (!out || !path)
         return ckpt_err(CKPT_E_INVALID_ARG, path, NULL, CKPT_NO_OFFSET, "NULL argument");
     *out = NULL;
     ckpt_arena a = {0};
-    const char *target = NULL;
+    const char *target = NULL, *rev = NULL;
     int dcp = 0;
-    int rc = open_target(&a, path, 1, &target, &dcp);
+    int rc = open_target(&a, path, 1, &target, &dcp, &rev);
     if (rc == 0 && (*out = ckpt_malloc(strlen(target) + 1)) == NULL) rc = ckpt_err_nomem();
     if (rc == 0) memcpy(*out, target, strlen(target) + 1);
     ckpt_arena_free(&a);

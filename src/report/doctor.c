@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "open/dcp.h"
+#include "open/hf_cache.h"
 #include "base/alloc.h"
 #include "base/error.h"
 #include "base/sort.h"
@@ -77,7 +78,8 @@ struct ckpt_doctor_report {
     ckpt_scan_dir *walk; /* a directory's: the reports of scans[walk_first..] */
     size_t walk_first;
     ckpt_keys_report *keys;
-    int from_pretrained; /* weights transformers reads with its metadata check */
+    int from_pretrained;  /* weights transformers reads with its metadata check */
+    const char *snapshot; /* a Hugging Face cache repository's revision read */
     ckpt_doctor_refusal *refusals;
     size_t n_refusals;
     const char **notes;
@@ -538,6 +540,13 @@ static int examine_dir(ckpt_doctor_report *r) {
     if (stat(r->path, &st) != 0 || !S_ISDIR(st.st_mode)) return 0;
     if (ckpt_dcp_is_dir(r->path)) return 0; /* one checkpoint, opened as a whole */
     if (ckpt_is_store_dir(r->path)) return examine_store(r);
+    /* a Hugging Face cache repository: the snapshot refs/main names */
+    if (ckpt_hf_cache_is_repo(r->path)) {
+        const char *snap = NULL;
+        int rc = ckpt_hf_cache_snapshot(&r->arena, r->path, &snap, &r->snapshot);
+        if (rc) return rc;
+        r->path = snap;
+    }
     int rc = ckpt_training_analyze_dir(&r->training, r->path, &r->opts.open);
     timed(r, "training", t0);
     /* weights that do not open (a sharded set missing a shard...): the
@@ -1133,6 +1142,8 @@ static void json_format(const ckpt_doctor_report *r, ckpt_jw *j) {
     }
     ckpt_jw_key(j, "size");
     ckpt_jw_uint(j, r->size);
+    ckpt_jw_key(j, "snapshot"); /* a Hugging Face cache repository's */
+    ckpt_jw_string(j, r->snapshot);
     ckpt_jw_key(j, "variant"); /* from_pretrained(DIR, variant=...) */
     ckpt_jw_string(j, r->f ? ckpt_file_variant(r->f) : NULL);
     if (r->sharded) {
@@ -1676,6 +1687,7 @@ int ckpt_doctor_healthy(const ckpt_doctor_report *r) { return r->healthy; }
 const char *ckpt_doctor_summary(const ckpt_doctor_report *r) { return r->summary; }
 const char *ckpt_doctor_path(const ckpt_doctor_report *r) { return r->path; }
 const char *ckpt_doctor_directory(const ckpt_doctor_report *r) { return r->dir; }
+const char *ckpt_doctor_snapshot(const ckpt_doctor_report *r) { return r->snapshot; }
 const ckpt_store_listing *ckpt_doctor_store(const ckpt_doctor_report *r) { return r->store; }
 const char *ckpt_doctor_resume_withheld(const ckpt_doctor_report *r) { return r->withheld; }
 const ckpt_file *ckpt_doctor_file(const ckpt_doctor_report *r) { return r->f; }

@@ -1004,6 +1004,61 @@ def test_model_folder_of_a_variant():
     assert_eq(os.listdir(os.path.join(TMP, "variant-set-out")), ["model.safetensors"], "written")
 
 
+def test_hf_cache_repository():
+    """A Hugging Face cache repository as huggingface_hub lays it out
+    (models--ORG--NAME: blobs/ holding the bytes, snapshots/REVISION/
+    linking into them, refs/main naming a revision): verify, inspect and
+    doctor read the snapshot refs/main names and say which; without
+    refs/main (or naming a snapshot not there) the error lists the
+    snapshots. It was "a directory without model weights" (exit 2)."""
+    repo = os.path.join(TMP, "hub", "models--org--tiny")
+    rev, old = "0123456789abcdef0123456789abcdef01234567", "fedcba9876543210fedcba9876543210fedcba98"
+    for sub in ("blobs", "refs", "snapshots/" + rev, "snapshots/" + old):
+        os.makedirs(os.path.join(repo, sub))
+    rc, _, err = run("convert", TRAIN_PT, os.path.join(repo, "blobs", "a1b2c3"), "--select",
+                     "model", "--format", "safetensors")
+    assert_eq(rc, 0, "convert (stderr %r)" % err)
+    with open(os.path.join(repo, "blobs", "c0ffee"), "w") as fh:
+        fh.write('{"model_type": "bert"}')
+    for name, blob in (("model.safetensors", "a1b2c3"), ("config.json", "c0ffee")):
+        os.symlink(os.path.join("..", "..", "blobs", blob),
+                   os.path.join(repo, "snapshots", rev, name))
+    os.symlink(os.path.join("..", "..", "blobs", "c0ffee"),
+               os.path.join(repo, "snapshots", old, "config.json"))
+    with open(os.path.join(repo, "refs", "main"), "w") as fh:
+        fh.write(rev)  # huggingface_hub writes it without a newline
+    rc, text, err = run("verify", repo)
+    assert_eq(rc, 0, "verify the repository (stderr %r)" % err)
+    assert text.rstrip("\n").endswith(
+        "; snapshot %s of the Hugging Face cache repository, which refs/main names" % rev), text
+    rc, doc, _ = run_json("verify", "--json", repo)
+    assert_eq((rc, doc["snapshot"], doc["variant"]), (0, rev, None), "verify --json")
+    rc, doc, err = run_json("inspect", "--json", repo)
+    assert_eq(rc, 0, "inspect (stderr %r)" % err)
+    rc, doc, err = run_json("doctor", "--json", repo)
+    assert_eq((rc, doc["verdict"], doc["file"], doc["sections"]["format"]["snapshot"]),
+              (0, "healthy", os.path.join(repo, "snapshots", rev, "model.safetensors"), rev),
+              "doctor --json")
+    rc, text, _ = run("doctor", repo)
+    assert "\n  snapshot %s of the Hugging Face cache repository, which refs/main names\n" \
+        % rev in text, text
+    # refs/main naming a snapshot not there, then none: the snapshots listed
+    for main in ("0" * 40, None):
+        if main:
+            with open(os.path.join(repo, "refs", "main"), "w") as fh:
+                fh.write(main)
+        else:
+            os.unlink(os.path.join(repo, "refs", "main"))
+        for cmd in ("verify", "doctor"):
+            rc, out, err = run(cmd, repo)
+            assert_eq(rc, 2, "%s without a snapshot for refs/main" % cmd)
+            assert ("its snapshots: %s, %s: name one, DIR/snapshots/REVISION" % (rev, old)) \
+                in out + err, (out, err)
+            assert ("without refs/main" if main is None else
+                    'whose refs/main names snapshot "%s", which is not there' % main) \
+                in out + err, (out, err)
+
+
 def test_convert_shards_into_new_folder():
     """convert into a folder that does not exist yet, named with a
     trailing '/' (as save_pretrained makes its folder): the folder is made

@@ -74,7 +74,7 @@ def test_verify_json_one_file():
     assert out.endswith("}\n"), out
     assert_eq(json.loads(out), {
         "file": TRAIN_PT, "format": "torch-zip", "ok": True, "tensors": 16,
-        "bytes": 9815, "members": 18, "shards": 0, "checksums": "crc32",
+        "bytes": 9815, "members": 18, "shards": 0, "checksums": "crc32", "snapshot": None,
         "variant": None}, "object")
 
 

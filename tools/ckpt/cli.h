@@ -92,6 +92,9 @@ void cli_put_message(FILE *out, const cli_error *e);
  * them` when f is a model folder's weights under a variant's names
  * (ckpt_file_variant), else nothing. */
 void cli_put_variant(FILE *out, const ckpt_file *f);
+/* `; snapshot REV of the Hugging Face cache repository, which refs/main
+ * names` when f was read through one (ckpt_file_snapshot), else nothing. */
+void cli_put_snapshot(FILE *out, const ckpt_file *f);
 /* `ckpt: FILE: MESSAGE (member M, offset N)` on stderr; returns
  * cli_exit_code(e->code). */
 int cli_report(const char *file, const cli_error *e);

@@ -66,6 +66,12 @@ static void show_format(const ckpt_doctor_report *r) {
     if (ckpt_doctor_sharded(r))
         printf(" in %zu files: the index and %zu shard%s", shards + 1, shards, cli_plural(shards));
     fputc('\n', stdout);
+    if (ckpt_doctor_snapshot(r)) {
+        line_start();
+        fputs("snapshot ", stdout);
+        put_str(ckpt_doctor_snapshot(r));
+        fputs(" of the Hugging Face cache repository, which refs/main names\n", stdout);
+    }
     if (f && ckpt_file_variant(f)) {
         const char *v = ckpt_file_variant(f);
         line_start();

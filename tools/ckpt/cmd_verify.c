@@ -54,6 +54,11 @@ static void print_json(cli_json_writer *j, const outcome *o, const cli_target *t
     }
     cli_json_key(j, "checksums");
     cli_json_string(j, ckpt_checksums_name(o->f ? ckpt_file_checksums(o->f) : CKPT_CHECKSUMS_NONE));
+    cli_json_key(j, "snapshot");
+    if (o->f && ckpt_file_snapshot(o->f))
+        cli_json_string(j, ckpt_file_snapshot(o->f));
+    else
+        cli_json_null(j);
     cli_json_key(j, "variant");
     if (o->f && ckpt_file_variant(o->f))
         cli_json_string(j, ckpt_file_variant(o->f));
@@ -131,6 +136,7 @@ static void print_ok(const outcome *o, const cli_target *t) {
                   : "; structure only: this file carries no checksums",
               stdout);
     cli_put_variant(stdout, o->f);
+    cli_put_snapshot(stdout, o->f);
     fputc('\n', stdout);
     if (!args.verbose) return;
     printf("  checksums: %s; %s read", ckpt_checksums_name(ckpt_file_checksums(o->f)),
@@ -238,6 +244,11 @@ const cli_command cli_cmd_verify = {
     "checked through them; its line says `; weights of variant \"fp16\" only:\n"
     "from_pretrained(DIR, variant=\"fp16\") reads them` (--json: variant, else\n"
     "null). Weights of several variants and no plain name: name the file.\n"
+    "A Hugging Face cache repository (models--ORG--NAME: blobs/,\n"
+    "snapshots/REVISION/, refs/main) is checked through the snapshot refs/main\n"
+    "names, its line ending `; snapshot REVISION, which refs/main names`\n"
+    "(--json: snapshot, else null); without one, the error lists the\n"
+    "snapshots there.\n"
     "An OK line ends in `; structure only: this file carries no checksums`\n"
     "(a set: `not every shard carries checksums`; a DCP directory: `not\n"
     "every data file carries checksums`; a torch zip saved with\n"
@@ -252,7 +263,8 @@ const cli_command cli_cmd_verify = {
     "With --json, one object per file: file, format, ok, tensors (the keys\n"
     "read, K), bytes (B), members (zip members whose CRC-32 was checked),\n"
     "shards (a sharded set's shard files, else 0), checksums (none, crc32,\n"
-    "digests), variant (the one a model folder's weights need, else null)\n"
+    "digests), snapshot (a cache repository's revision read, else null),\n"
+    "variant (the one a model folder's weights need, else null)\n"
     "and, when not ok, error {code, message, file, member, offset}\n"
     "instead of tensors, bytes, members and shards (a component diffusers\n"
     "cannot load: beside them)\n"

@@ -215,6 +215,14 @@ void cli_put_variant(FILE *out, const ckpt_file *f) {
     fputs("\") reads them", out);
 }
 
+void cli_put_snapshot(FILE *out, const ckpt_file *f) {
+    const char *rev = f ? ckpt_file_snapshot(f) : NULL;
+    if (!rev) return;
+    fputs("; snapshot ", out);
+    cli_put_text(out, rev, strlen(rev));
+    fputs(" of the Hugging Face cache repository, which refs/main names", out);
+}
+
 int cli_report(const char *file, const cli_error *e) {
     fputs("ckpt: ", stderr);
     cli_put_files(stderr, file, e);
