@@ -232,6 +232,13 @@ def fixed_cases():
         "parameter": {"p": torch.nn.Parameter(torch.ones(2)),
                       "q": torch.nn.Parameter(torch.ones(2), requires_grad=False)},
         "counter": collections.Counter({"a": 3, "b": 1}),
+        # views of one 0-byte storage (a 0-numel view may sit at any
+        # offset, torch checks no bounds for it), and 0-numel views at and
+        # past the end of a storage with bytes
+        "shared_empty": (lambda x, z: {
+            "a": x, "b": x[0:0], "c": x.view(0, 3)[:, 1:], "d": x.as_strided((0,), (1,), 5),
+            "z": z, "end": z[4:], "past": z.as_strided((0, 2), (2, 1), 9)})(
+                torch.empty(0), torch.zeros(4)),
         # classes torch.load gives back that are not their kind's plain one
         # (were a str, a tuple and bytes)
         "torch_types": {"cuda1": torch.device("cuda", 1), "cpu": torch.device("cpu"),
