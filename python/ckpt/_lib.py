@@ -270,6 +270,8 @@ _PROTOS = [
     ("ckpt_file_checksums", c_int, [c_void_p]),
     ("ckpt_checksums_name", c_char_p, [c_int]),
     ("ckpt_file_path", c_char_p, [c_void_p]),
+    ("ckpt_file_variant", c_char_p, [c_void_p]),
+    ("ckpt_file_snapshot", c_char_p, [c_void_p]),
     ("ckpt_open_target", c_int, [ctypes.POINTER(c_void_p), c_char_p]),
     ("ckpt_file_root", c_void_p, [c_void_p]),
     ("ckpt_file_logical_root", c_int, [ctypes.POINTER(c_void_p), c_void_p]),

@@ -210,7 +210,12 @@ class VerifyReport:
     offset locate it); pipeline: of a diffusers pipeline's component,
     {"component": its name, "error": the ckpt.Error of a component with
     weights but no config.json (DiffusionPipeline.from_pretrained cannot
-    load it: then ok is False and error that finding), else None}."""
+    load it: then ok is False and error that finding), else None}.
+    variant: the variant a model folder's weights are saved under when it
+    holds none under the plain names (model.fp16.safetensors: from_pretrained
+    needs variant="fp16"), else None; snapshot: of a Hugging Face cache
+    repository (models--ORG--NAME), the revision its refs/main names, whose
+    snapshot was checked, else None."""
     file: str
     ok: bool
     format: Optional[str] = None
@@ -221,6 +226,8 @@ class VerifyReport:
     checksums: str = "none"
     error: Optional[errors.Error] = field(default=None, compare=False)
     pipeline: Optional[dict] = field(default=None, compare=False)
+    variant: Optional[str] = None
+    snapshot: Optional[str] = None
 
 
 # Failures of the machine or the call, not findings about the file (the
@@ -266,6 +273,13 @@ def _verify(path, raised, component=None, finding=None):
                                 pipeline=where)
         return VerifyReport(path, bool(rep.ok) and finding is None, fmt, int(rep.tensors),
                             int(rep.bytes), int(rep.members), int(rep.shards), sums,
-                            error=finding, pipeline=where)
+                            error=finding, pipeline=where,
+                            variant=_maybe(lib.ckpt_file_variant(h)),
+                            snapshot=_maybe(lib.ckpt_file_snapshot(h)))
     finally:
         lib.ckpt_close(h)
+
+
+def _maybe(b):
+    """A borrowed C string that may be NULL: its text, or None."""
+    return None if b is None else text(b)

@@ -382,6 +382,28 @@ def test_verify(tmp_path, example_pt):
         ckpt.verify(tmp_path / "absent.pt")
 
 
+def test_verify_variant_and_hf_cache_snapshot(tmp_path, example_pt):
+    """A folder of weights under a variant's names (save_pretrained(
+    variant="fp16")) and a Hugging Face cache repository: verify reads them
+    and names the variant and the snapshot (both were 'a directory without
+    model weights', ckpt.FileError)."""
+    folder = tmp_path / "fp16"
+    folder.mkdir()
+    ckpt.convert(example_pt, folder / "model.fp16.safetensors", select=["model"])
+    rep = ckpt.verify(folder)
+    assert rep.ok and (rep.variant, rep.snapshot) == ("fp16", None)
+    repo = tmp_path / "models--org--name"
+    rev = "0" * 39 + "1"
+    for sub in ("blobs", "refs", "snapshots/" + rev):
+        (repo / sub).mkdir(parents=True)
+    (repo / "blobs" / "b1").write_bytes((folder / "model.fp16.safetensors").read_bytes())
+    (repo / "snapshots" / rev / "model.safetensors").symlink_to("../../blobs/b1")
+    (repo / "refs" / "main").write_text(rev)
+    rep = ckpt.verify(repo)
+    assert rep.ok and (rep.variant, rep.snapshot) == (None, rev)
+    assert ckpt.verify(example_pt).variant is None
+
+
 def test_verify_checksums(tmp_path, example_pt):
     """VerifyReport.checksums says what the bytes were checked against, as
     `ckpt verify --json` does (Python had no way to tell a structure-only
