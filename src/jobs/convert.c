@@ -610,8 +610,18 @@ static int retire_old_set(const set_names *s, const json_t *old, const char *con
     return ckpt_atomic_sync_dir(s->dir);
 }
 
+/* The index of shards named after stem and ext, by the rule readers find
+ * it with (ckpt_model_dir_shard_index): "NAME.EXT.index.json", and for a
+ * variant's ("model.fp16.safetensors") the variant's index name,
+ * "model.safetensors.index.fp16.json", as save_pretrained(variant=) writes
+ * it and from_pretrained(variant=) reads it. */
 static const char *index_path(const set_names *s, ckpt_arena *a) {
-    const char *name = ckpt_arena_printf(a, "%s%s.index.json", s->stem, s->ext);
+    char index[1024];
+    const char *shard = ckpt_arena_printf(a, "%s-00001-of-00001%s", s->stem, s->ext);
+    const char *name = !shard ? NULL
+                       : ckpt_model_dir_shard_index(index, sizeof index, shard)
+                           ? ckpt_arena_strdup(a, index)
+                           : ckpt_arena_printf(a, "%s%s.index.json", s->stem, s->ext);
     return name ? set_path(s, name, a) : NULL;
 }
 

@@ -117,7 +117,9 @@ static const cli_opt opts[] = {
      "write a sharded set: shards of at most SIZE (bytes, or 500MB, 5GB: "
      "decimal units as huggingface_hub; KiB, GiB binary) named after OUT "
      "(model-00001-of-0000N.safetensors, or .bin), and its index "
-     "(model.safetensors.index.json, pytorch_model.bin.index.json); OUT may "
+     "(model.safetensors.index.json, pytorch_model.bin.index.json; OUT "
+     "model.fp16.safetensors: model.safetensors.index.fp16.json, as "
+     "save_pretrained(variant=\"fp16\") names it); OUT may "
      "be a directory (one named DIR/ is made if missing, as save_pretrained "
      "makes its folder; without --max-shard-size it holds one file, "
      "model.safetensors or pytorch_model.bin)"},
