@@ -618,6 +618,12 @@ static int b_qtensor(ckpt_value **out, const pk_build_ctx *c, const ckpt_value *
                        !strcmp(scheme, "per_channel_affine_float_qparams")) &&
                       qp->u.seq.n == 4;
     if (!per_tensor && !per_channel) return opaque(out, c, callable, args);
+    /* torch.save writes per_channel_affine for float_qparams too: the
+     * quantizer torch.load makes is float_qparams when the zero points
+     * are floating point (make_per_channel_affine_quantizer) */
+    const ckpt_value *zp = qp->u.seq.items[2];
+    if (per_channel && zp->kind == CKPT_KIND_TENSOR && ckpt_dtype_is_float(zp->u.tensor->dtype))
+        scheme = "per_channel_affine_float_qparams";
     ckpt_value *t, *d = ckpt_value_new(c->arena, CKPT_KIND_DICT);
     int requires_grad, rc;
     if (!d) return nomem(c);

@@ -103,6 +103,13 @@ static int get_u64(const ckpt_value *v, uint64_t *out) {
     return 0;
 }
 
+/* Whether a persistent id's tag is the str `name`: torch compares a Python
+ * str ('storage\0' is not 'storage'). */
+static int is_tag(const ckpt_value *tag, const char *name) {
+    size_t n = strlen(name);
+    return tag->kind == CKPT_KIND_STR && tag->u.s.len == n && memcmp(tag->u.s.p, name, n) == 0;
+}
+
 /* persistent_load for torch pickles. Zip: ('storage', type, key, location,
  * numel); legacy: ('storage', type, root_key, location, numel,
  * view_metadata). numel counts elements, bytes for UntypedStorage. */
@@ -110,6 +117,15 @@ static int load_storage(void *ctx, ckpt_value *pid, uint64_t off, ckpt_value **o
     torch_reader *r = ctx;
     ckpt_file *f = r->f;
     const char *mem = r->member;
+    /* legacy torch.save of a whole nn.Module names each module class as
+     * ('module', class, source_file, source): torch's legacy reader gives
+     * the class (any other length is its TypeError); the zip reader has
+     * no such id */
+    if (r->legacy && pid->kind == CKPT_KIND_TUPLE && pid->u.seq.n == 4 &&
+        is_tag(tuple_item(pid, 0), "module")) {
+        *out = pid->u.seq.items[1];
+        return 0;
+    }
     /* torch unpacks exactly 5 items (zip) or 6 (legacy) */
     if (pid->kind != CKPT_KIND_TUPLE || pid->u.seq.n != (r->legacy ? 6u : 5u))
         return ckpt_err(CKPT_E_FORMAT, f->path, mem, off,
@@ -119,8 +135,7 @@ static int load_storage(void *ctx, ckpt_value *pid, uint64_t off, ckpt_value **o
                                     "numel) tuple");
     const ckpt_value *tag = tuple_item(pid, 0), *type = tuple_item(pid, 1),
                      *key = tuple_item(pid, 2), *nv = tuple_item(pid, 4);
-    /* torch compares a Python str: 'storage\0' is not 'storage' */
-    if (tag->kind != CKPT_KIND_STR || tag->u.s.len != 7 || memcmp(tag->u.s.p, "storage", 7) != 0)
+    if (!is_tag(tag, "storage"))
         return ckpt_err(CKPT_E_FORMAT, f->path, mem, at(r, tag, off),
                         "persistent id tag is not 'storage'");
     if (type != r->class_seen) {

@@ -61,6 +61,24 @@ unsigned ckpt_dtype_bits(ckpt_dtype dt) {
     return dtypes[dt].bits;
 }
 
+int ckpt_dtype_is_float(ckpt_dtype dt) {
+    switch (dt) {
+    case CKPT_DT_F16:
+    case CKPT_DT_BF16:
+    case CKPT_DT_F32:
+    case CKPT_DT_F64:
+    case CKPT_DT_F8_E5M2:
+    case CKPT_DT_F8_E4M3:
+    case CKPT_DT_F8_E8M0:
+    case CKPT_DT_F8_E4M3FNUZ:
+    case CKPT_DT_F8_E5M2FNUZ:
+    case CKPT_DT_F4:
+    case CKPT_DT_F6_E2M3:
+    case CKPT_DT_F6_E3M2: return 1;
+    default: return 0;
+    }
+}
+
 unsigned ckpt_dtype_size(ckpt_dtype dt) {
     unsigned bits = ckpt_dtype_bits(dt);
     return bits % 8 ? 0 : bits / 8;

@@ -6,6 +6,9 @@
 
 /* Bytes per element for whole-byte dtypes; 0 for sub-byte (F4, F6_*). */
 unsigned ckpt_dtype_size(ckpt_dtype dt);
+/* 1 for the floating-point dtypes (torch's is_floating_point: F16, BF16,
+ * F32, F64, the F8, F6 and F4 kinds), else 0. */
+int ckpt_dtype_is_float(ckpt_dtype dt);
 /* torch storage class name ("FloatStorage", "BFloat16Storage", ...;
  * "UntypedStorage"/"ByteStorage" give U8) to dtype; UNKNOWN if none. */
 ckpt_dtype ckpt_dtype_from_storage_class(const char *name);

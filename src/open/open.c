@@ -701,45 +701,107 @@ int ckpt_file_flatten_value(const ckpt_file *f, ckpt_arena *a, const ckpt_value 
     return ckpt_flatten(out, a, root, &f->opts.limits, max_visits, max_bytes, f->path, member);
 }
 
+/* The tensors a flattening does not name: inside the objects it lists as
+ * values (an opaque call's arguments and BUILD state: a quint4x2
+ * _rebuild_qtensor's scales, a class's attribute tensors), which loaders
+ * hand back (ckpt.Opaque.args). Their storages need ids and the file's
+ * source as the named ones' do: without, a loader read storage 0's bytes
+ * for them. */
+typedef struct inner_tensors {
+    ckpt_tensor **t;
+    size_t n, cap;
+} inner_tensors;
+
+static int inner_enter(ckpt_walk *w, ckpt_walk_frame *node) {
+    inner_tensors *in = w->ctx;
+    if (node->value->kind != CKPT_KIND_TENSOR) return CKPT_WALK_DESCEND;
+    if (in->n == in->cap) {
+        size_t cap = in->cap ? 2 * in->cap : 16;
+        ckpt_tensor **t = cap < SIZE_MAX / sizeof *t ? ckpt_realloc(in->t, cap * sizeof *t) : NULL;
+        if (!t) return CKPT_E_NOMEM;
+        in->t = t;
+        in->cap = cap;
+    }
+    in->t[in->n++] = node->value->u.tensor;
+    return CKPT_WALK_SKIP;
+}
+
+/* Collects into `in` the tensors under the object values of fl; the walks
+ * share one visit budget, the flattening's. */
+static int inner_collect(const ckpt_file *f, const ckpt_flat *fl, inner_tensors *in) {
+    ckpt_walk w;
+    ckpt_walk_init(&w, &f->opts.limits, f->path, NULL);
+    w.enter = inner_enter;
+    w.ctx = in;
+    w.follow = CKPT_WALK_KEYS | CKPT_WALK_DICT_STATE | CKPT_WALK_OBJECT_PARTS;
+    uint64_t left = w.max_visits;
+    for (size_t i = 0; i < fl->nvalues; i++) {
+        if (fl->values[i].value->kind != CKPT_KIND_OBJECT) continue;
+        w.max_visits = left;
+        int rc = ckpt_walk_run(&w, fl->values[i].value);
+        if (rc) return rc == CKPT_E_NOMEM ? ckpt_err_nomem() : rc;
+        left -= w.visits;
+    }
+    return 0;
+}
+
+/* Every storage reads its bytes through the file that holds them: a
+ * shard's were set when the shard was flattened. A legacy storage view is
+ * a slice of its root storage, as torch.load makes it (root[offset:offset
+ * + size]): its tensors are the root's, so that they share memory with the
+ * root's own (a root has no base: a tensor met twice is resolved once). */
+static void storage_prepare(ckpt_file *f, ckpt_tensor *t) {
+    if (t->storage->base) {
+        uint64_t offset;
+        ckpt_storage *root = (ckpt_storage *)(uintptr_t)ckpt_wr_root_storage(t, &offset);
+        t->storage = root;
+        t->storage_offset = offset;
+    }
+    ckpt_storage *st = t->storage;
+    if (!st->source) st->source = &f->source;
+    if (st->base && !st->base->source) st->base->source = &f->source;
+    st->id = UINT64_MAX; /* no id yet: given below */
+}
+
+static void storage_number(ckpt_file *f, ckpt_tensor *t) {
+    if (t->storage->id == UINT64_MAX) {
+        t->storage->id = f->nstorages;
+        f->storages[f->nstorages++] = t->storage;
+    }
+}
+
 int ckpt_file_flatten(ckpt_file *f) {
     if (f->tree_lazy) return 0;
     ckpt_flat fl = {0};
     int rc = f->root ? ckpt_file_flatten_value(f, &f->arena, f->root, NULL, &fl) : 0;
     if (rc) return rc;
-
-    /* every storage reads its bytes through the file that holds them: a
-     * shard's were set when the shard was flattened; shadowed tensors
-     * (a name a later tensor took) too: loaders rebuild them */
-    size_t all = fl.ntensors + fl.nshadowed;
-    for (size_t i = 0; i < all; i++) {
-        ckpt_tensor *t =
-            (i < fl.ntensors ? fl.tensors[i] : fl.shadowed[i - fl.ntensors]).value->u.tensor;
-        /* a legacy storage view is a slice of its root storage, as
-         * torch.load makes it (root[offset:offset + size]): its tensors
-         * are the root's, so that they share memory with the root's own
-         * (a root has no base: a tensor met twice is resolved once) */
-        if (t->storage->base) {
-            uint64_t offset;
-            ckpt_storage *root = (ckpt_storage *)(uintptr_t)ckpt_wr_root_storage(t, &offset);
-            t->storage = root;
-            t->storage_offset = offset;
-        }
-        ckpt_storage *st = t->storage;
-        if (!st->source) st->source = &f->source;
-        if (st->base && !st->base->source) st->base->source = &f->source;
-        st->id = UINT64_MAX; /* no id yet: given below */
+    inner_tensors in = {0};
+    if ((rc = inner_collect(f, &fl, &in))) {
+        ckpt_free(in.t);
+        return rc;
     }
+
+    /* shadowed tensors (a name a later tensor took) too: loaders rebuild
+     * them */
+    size_t all = fl.ntensors + fl.nshadowed;
+    for (size_t i = 0; i < all; i++)
+        storage_prepare(
+            f, (i < fl.ntensors ? fl.tensors[i] : fl.shadowed[i - fl.ntensors]).value->u.tensor);
+    for (size_t i = 0; i < in.n; i++) storage_prepare(f, in.t[i]);
     /* not zeroed: the loop below copies every tensor in (a memset of 6.4
      * MB for 100k tensors, 6.4M instructions) */
     size_t nt = fl.ntensors ? fl.ntensors : 1;
     f->tensors = nt <= SIZE_MAX / sizeof(ckpt_tensor)
                      ? ckpt_arena_alloc_raw(&f->arena, nt * sizeof(ckpt_tensor))
                      : NULL;
-    f->storages = ckpt_arena_array(&f->arena, all ? all : 1, sizeof(ckpt_storage *));
-    if (!f->tensors || !f->storages)
+    f->storages = ckpt_arena_array(&f->arena, all + in.n ? all + in.n : 1, sizeof(ckpt_storage *));
+    if (!f->tensors || !f->storages) {
+        ckpt_free(in.t);
         return ckpt_err(CKPT_E_NOMEM, f->path, NULL, CKPT_NO_OFFSET, "out of memory");
+    }
     /* storage ids: dense, in order of first use by the sorted tensors, then
-     * by the shadowed ones (ckpt_file_read_storages reads any of them) */
+     * by the shadowed ones (ckpt_file_read_storages reads any of them),
+     * then by the tensors inside objects */
     for (size_t i = 0; i < all; i++) {
         const ckpt_named_value *nv =
             i < fl.ntensors ? &fl.tensors[i] : &fl.shadowed[i - fl.ntensors];
@@ -749,11 +811,10 @@ int ckpt_file_flatten(ckpt_file *f) {
             f->tensors[i] = *t;
             f->tensors[i].name = nv->name;
         }
-        if (t->storage->id == UINT64_MAX) {
-            t->storage->id = f->nstorages;
-            f->storages[f->nstorages++] = t->storage;
-        }
+        storage_number(f, t);
     }
+    for (size_t i = 0; i < in.n; i++) storage_number(f, in.t[i]);
+    ckpt_free(in.t);
     f->ntensors = fl.ntensors;
     f->values = fl.values;
     f->nvalues = fl.nvalues;

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "model/dtype.h"
 #include "model/value.h"
 
 /* Tree nodes visited per analysis before it stops: shared references in a
@@ -158,24 +159,6 @@ const char *ckpt_tr_shape_text(ckpt_training *t, const ckpt_tensor *x) {
     return ckpt_tr_sticky(t, ckpt_arena_strdup(&t->arena, buf));
 }
 
-static int is_float(ckpt_dtype dt) {
-    switch (dt) {
-    case CKPT_DT_F16:
-    case CKPT_DT_BF16:
-    case CKPT_DT_F32:
-    case CKPT_DT_F64:
-    case CKPT_DT_F8_E5M2:
-    case CKPT_DT_F8_E4M3:
-    case CKPT_DT_F8_E8M0:
-    case CKPT_DT_F8_E4M3FNUZ:
-    case CKPT_DT_F8_E5M2FNUZ:
-    case CKPT_DT_F4:
-    case CKPT_DT_F6_E2M3:
-    case CKPT_DT_F6_E3M2: return 1;
-    default: return 0;
-    }
-}
-
 int ckpt_tr_ends_with(const char *s, const char *suffix) {
     size_t n = strlen(s), m = strlen(suffix);
 
@@ -186,7 +169,7 @@ int ckpt_tr_ends_with(const char *s, const char *suffix) {
  * BatchNorm's running statistics (the only float buffers every torch model
  * zoo has; others make the counts differ and are matched by shape). */
 int ckpt_tr_is_param(const tr_tensor *x) {
-    return is_float(x->t->dtype) && !ckpt_tr_ends_with(x->name, "running_mean") &&
+    return ckpt_dtype_is_float(x->t->dtype) && !ckpt_tr_ends_with(x->name, "running_mean") &&
            !ckpt_tr_ends_with(x->name, "running_var");
 }
 

@@ -8,6 +8,7 @@ weights_only=True when nothing from numpy is in it). One JSON line per
 check: {"case", "check", "ok", "diffs"}.
 
 usage: fidelity.py OUTDIR CKPT_BIN SEED COUNT
+(Compare is imported by torch_oracle.py: nothing runs on import.)
 """
 import collections
 import json
@@ -23,7 +24,6 @@ import torch
 
 import ckpt
 
-OUT, CKPT_BIN, SEED, COUNT = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 TORCH2 = int(torch.__version__.split(".")[0]) >= 2
 
 
@@ -315,12 +315,13 @@ def check(case, obj):
 
 
 def main():
-    global GEN
-    GEN = torch.Generator().manual_seed(SEED)
+    global GEN, OUT, CKPT_BIN
+    OUT, CKPT_BIN, seed, count = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+    GEN = torch.Generator().manual_seed(seed)
     for name, obj in fixed_cases().items():
         check(name, obj)
-    rng = random.Random(SEED)
-    for i in range(COUNT):
+    rng = random.Random(seed)
+    for i in range(count):
         check("generated%03d" % i, an_object(rng))
 
 
