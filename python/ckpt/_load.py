@@ -123,12 +123,34 @@ def _dtype_info(code):
     return info
 
 
-def _torch_dtype(torch, name):
+def _torch_constant(torch, name):
+    """The torch global `name` when it is data torch.load gives as itself
+    (a dtype or a qscheme: torch.float32, torch.per_tensor_affine), else
+    None."""
     if name.startswith("torch."):
-        dt = getattr(torch, name[6:], None)
-        if isinstance(dt, torch.dtype):
-            return dt
+        v = getattr(torch, name[6:], None)
+        if isinstance(v, (torch.dtype, torch.qscheme)):
+            return v
     return None
+
+
+def _pure_call(torch, o):
+    """What torch.load builds for the calls of plain data its weights_only
+    unpickler allows and libckpt leaves opaque: builtins.complex(real[,
+    imag]) and torch.serialization._get_layout("torch.strided") (a layout
+    value); any other placeholder is o itself."""
+    a = o.args
+    if o.state is not None or type(a) is not tuple:
+        return o
+    if o.name == "builtins.complex" and 1 <= len(a) <= 2 and \
+            all(type(x) in (int, float) for x in a):
+        return complex(*a)
+    if o.name == "torch.serialization._get_layout" and len(a) == 1 and type(a[0]) is str \
+            and a[0].startswith("torch."):
+        layout = getattr(torch, a[0][6:], None)
+        if isinstance(layout, torch.layout):
+            return layout
+    return o
 
 
 class _Source:
@@ -426,9 +448,9 @@ class _Converter:
                 objs[i] = (bytearray if w[o + 3] else bytes)(text[w[o + 1]:w[o + 1] + w[o + 2]])
             elif k == KIND_OBJECT:
                 name = tab.str(w[o + 1], w[o + 2])
-                dt = _torch_dtype(self.torch, name) if w[o + 3] < 0 and w[o + 4] < 0 else None
-                # a dtype value (torch.float32) is data, not a call
-                objs[i] = dt if dt is not None else Opaque(name)
+                c = _torch_constant(self.torch, name) if w[o + 3] < 0 and w[o + 4] < 0 else None
+                # a dtype or qscheme value (torch.float32) is data, not a call
+                objs[i] = c if c is not None else Opaque(name)
             elif k != KIND_NONE:
                 raise errors.FormatError("value of unknown kind %d" % k, self.src.path)
             if KIND_BOOL <= k <= KIND_FLOAT and w[o + 4]:
@@ -445,6 +467,7 @@ class _Converter:
                     args, state = w[o + 3], w[o + 4]
                     objs[i].args = self._child(objs, args) if args >= 0 else None
                     objs[i].state = self._child(objs, state) if state >= 0 else None
+                    objs[i] = _pure_call(self.torch, objs[i])
                 continue
             a = refs + w[o + 1]
             items = [objs[j] for j in w[a:a + w[o + 2] * (2 if k == KIND_DICT else 1)].tolist()]

@@ -13,7 +13,9 @@ gives the class for a ('module', class, file, source) id); the tensors
 inside an object ckpt leaves opaque (a quint4x2 tensor's scales, a
 class's attributes) loaded with storage 0's bytes (their storages had no
 id); a per-channel tensor with float zero points was said
-per_channel_affine where torch.load makes per_channel_affine_float_qparams.
+per_channel_affine where torch.load makes per_channel_affine_float_qparams;
+ckpt.load gave Opaque placeholders for complex numbers, layouts and
+qschemes, which torch.load(weights_only=True) builds.
 
 Environment: CKPT_BIN, CKPT_SRC, CKPT_LIB. Ends with "N passed, N failed".
 """

@@ -120,7 +120,10 @@ def views():
 def values():
     return {"size": torch.Size([2, 3]), "dtype": torch.float16, "dev": torch.device("cpu"),
             "set": {1, 2}, "fs": frozenset({"a"}), "bytes": b"\x00\xff", "ba": bytearray(b"xy"),
-            "big": 2 ** 100, "od": collections.OrderedDict(b=1, a=2)}
+            "big": 2 ** 100, "od": collections.OrderedDict(b=1, a=2),
+            # weights_only builds these: ckpt.load gave Opaque placeholders
+            "cplx": 1 - 0.0j, "layout": torch.sparse_coo, "strided": torch.strided,
+            "qscheme": torch.per_channel_affine}
 
 
 def dtypes():
