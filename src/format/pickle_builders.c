@@ -648,7 +648,9 @@ static int b_qtensor(ckpt_value **out, const pk_build_ctx *c, const ckpt_value *
  * torch.serialization._get_layout("torch.sparse_coo") (opaque here): a dict
  * of the tensor's parts named after torch's accessors: layout
  * ("sparse_coo"...), size, values, and indices (COO) or crow_indices and
- * col_indices (CSR, BSR) or ccol_indices and row_indices (CSC, BSC). */
+ * col_indices (CSR, BSR) or ccol_indices and row_indices (CSC, BSC); a COO
+ * tensor torch 2.x saved also is_coalesced (a bool: torch.load marks the
+ * tensor so, Tensor.is_coalesced()). */
 static int b_sparse(ckpt_value **out, const pk_build_ctx *c, const ckpt_value *callable,
                     ckpt_value *args) {
     static const struct {
@@ -681,7 +683,9 @@ static int b_sparse(ckpt_value **out, const pk_build_ctx *c, const ckpt_value *c
             (rc = put(c, d, layouts[i].compressed, it[0])) ||
             (!coo && (rc = put(c, d, layouts[i].plain, it[1]))) ||
             (rc = put(c, d, "values", it[coo ? 1 : 2])) ||
-            (rc = put(c, d, "size", it[coo ? 2 : 3])))
+            (rc = put(c, d, "size", it[coo ? 2 : 3])) ||
+            (coo && n == 4 && it[3]->kind == CKPT_KIND_BOOL &&
+             (rc = put(c, d, "is_coalesced", it[3]))))
             return rc;
         *out = d;
         return 0;

@@ -53,6 +53,7 @@ def tensor_bytes(t):
 
 g.torch_tensor_bytes = tensor_bytes
 
+TORCH_MAJOR = int(torch.__version__.split(".")[0])
 QSCHEMES = {torch.per_tensor_affine: "per_tensor_affine",
             torch.per_channel_affine: "per_channel_affine",
             torch.per_channel_affine_float_qparams: "per_channel_affine_float_qparams"}
@@ -76,8 +77,11 @@ def parts(x):
                      axis=x.q_per_channel_axis())
         return d
     if isinstance(x, torch.Tensor) and x.layout == torch.sparse_coo:
-        return {"layout": "sparse_coo", "indices": x._indices(),
-                "values": x._values(), "size": tuple(x.shape)}
+        d = {"layout": "sparse_coo", "indices": x._indices(),
+             "values": x._values(), "size": tuple(x.shape)}
+        if TORCH_MAJOR >= 2:  # torch.save writes is_coalesced since 2.x (1.13 does not)
+            d["is_coalesced"] = x.is_coalesced()
+        return d
     if isinstance(x, torch.Tensor) and x.layout == torch.sparse_csr:
         return {"layout": "sparse_csr", "crow_indices": x.crow_indices(),
                 "col_indices": x.col_indices(), "values": x.values(),
@@ -168,7 +172,10 @@ def quantized():
 def sparse():
     dense = torch.tensor([[0.0, 1.5, 0.0], [2.0, 0.0, -3.0]])
     return {"coo": dense.to_sparse(), "csr": dense.to_sparse_csr(),
-            "coo_int": torch.tensor([[0, 7], [0, 0]]).to_sparse()}
+            "coo_int": torch.tensor([[0, 7], [0, 0]]).to_sparse(),
+            # a repeated index: not coalesced, as torch.load marks it
+            "coo_uncoalesced": torch.sparse_coo_tensor([[0, 0, 1], [1, 1, 0]], [1.0, 2.0, 3.0],
+                                                       (2, 2))}
 
 
 class Block(nn.Module):
