@@ -138,6 +138,16 @@ def dtypes():
     return out
 
 
+def ao_static():
+    q = torch.ao.quantization
+    m = nn.Sequential(q.QuantStub(), nn.Conv2d(2, 2, 1), nn.ReLU(), nn.Linear(3, 2),
+                      q.DeQuantStub()).eval()
+    m.qconfig = q.get_default_qconfig("fbgemm")
+    q.prepare(m, inplace=True)
+    m(torch.randn(1, 2, 3, 3))
+    return q.convert(m, inplace=True).state_dict()
+
+
 CASES = {
     "legacy_whole_module": lambda: nn.Sequential(nn.Linear(2, 2), nn.ReLU()),
     "quint4x2": quint4x2,
@@ -158,6 +168,7 @@ CASES = {
     "dataparallel": lambda: nn.DataParallel(nn.Linear(2, 2)).state_dict(),
     "tied": tied,
     "weight_norm": lambda: nn.utils.parametrizations.weight_norm(nn.Linear(3, 2)).state_dict(),
+    "ao_static": ao_static,
     "ao_dynamic": lambda: torch.ao.quantization.quantize_dynamic(
         nn.Sequential(nn.Linear(4, 4)), {nn.Linear}, dtype=torch.qint8).state_dict(),
 }
