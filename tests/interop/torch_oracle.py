@@ -15,7 +15,10 @@ one JSON line {"case", "ok", "diffs"} per file:
     objects ckpt gives as ckpt.Opaque, the tensors inside are compared by
     the check the case names;
   - `ckpt inspect --json` names a quantized tensor's qscheme as torch's
-    Tensor.qscheme() does.
+    Tensor.qscheme() does;
+  - what ckpt cannot represent (UNSUPPORTED: a tensor with torch's conj
+    bit) is `ckpt verify` UNSUPPORTED (exit 1) and ckpt.UnsupportedError,
+    never a value.
 A case the running torch cannot build or save is one "SKIP" line.
 
 usage: torch_oracle.py OUTDIR CKPT_BIN
@@ -148,6 +151,12 @@ def ao_static():
     return q.convert(m, inplace=True).state_dict()
 
 
+def conj():
+    def z():
+        return torch.complex(torch.arange(3.0), torch.arange(3.0) + 10)
+    return {"c": z().conj(), "n": z().conj().imag}
+
+
 CASES = {
     "legacy_whole_module": lambda: nn.Sequential(nn.Linear(2, 2), nn.ReLU()),
     "quint4x2": quint4x2,
@@ -169,6 +178,7 @@ CASES = {
     "tied": tied,
     "weight_norm": lambda: nn.utils.parametrizations.weight_norm(nn.Linear(3, 2)).state_dict(),
     "ao_static": ao_static,
+    "conj_neg": conj,
     "ao_dynamic": lambda: torch.ao.quantization.quantize_dynamic(
         nn.Sequential(nn.Linear(4, 4)), {nn.Linear}, dtype=torch.qint8).state_dict(),
 }
@@ -225,6 +235,11 @@ def qparts(x):
     return x
 
 
+# torch.load gives the conjugate (negation) of the stored values of a
+# tensor saved with its conj (neg) bit; ckpt does not compute them and says
+# so: UNSUPPORTED, not CORRUPT (verify called the intact file corrupt)
+UNSUPPORTED = {"conj_neg": "torch's conj bit"}
+
 OPAQUE = {"quint4x2": opaque_quint4x2, "holder": opaque_holder,
           "legacy_whole_module": opaque_module}
 
@@ -261,6 +276,15 @@ def check(case, path):
     rc, out, err = ckpt_cli("verify", path)
     if not okf:  # no torch loads it (a legacy save of a uint16 tensor): nor ckpt
         return [] if rc == 1 else ["torch.load fails (%s), ckpt verify exit %d" % (full, rc)]
+    if case in UNSUPPORTED and any(t.is_conj() or t.is_neg() for t in full.values()):
+        if rc != 1 or not out.startswith("UNSUPPORTED ") or UNSUPPORTED[case] not in out:
+            diffs.append("verify exit %d: %s" % (rc, (out + err).strip()[-300:]))
+        try:
+            ckpt.load(path)
+            diffs.append("ckpt.load gives values torch.load does not")
+        except ckpt.UnsupportedError:
+            pass
+        return diffs
     if rc:
         diffs.append("verify exit %d: %s" % (rc, (out + err).strip()[-300:]))
     if WO_DEFAULT:

@@ -4,11 +4,14 @@
  *   OK FILE (FORMAT, K keys, B bytes checked); structure only: this file carries no checksums
  *   OK SET (FORMAT, K keys, B bytes checked); N shards, each checked whole, and the index...
  *   CORRUPT FILE: MESSAGE (MEMBER, offset N)
+ *   UNSUPPORTED FILE: MESSAGE (MEMBER, offset N)
  *   ERROR FILE: MESSAGE
  *   NOT-LOADABLE DIR/COMPONENT: MESSAGE; its bytes (FORMAT, ...)
  * or with --json one object per file (an array for several). Exit 0 when
- * all are OK, 1 when one is corrupt, 2 when one could not be read at all
- * (which wins over 1). */
+ * all are OK, 1 when one is corrupt or holds what ckpt cannot represent
+ * (UNSUPPORTED, CKPT_E_UNSUPPORTED: a tensor with torch's conj bit is no
+ * damage, but its bytes were not checked either), 2 when one could not be
+ * read at all (which wins over 1). */
 #include <inttypes.h>
 #include <string.h>
 
@@ -79,10 +82,11 @@ static void put_name(const char *name, void *ctx) {
 }
 
 static void print_failure(const outcome *o) {
-    if (o->rc == CLI_USAGE)
-        printf("%sERROR%s ", cli_color(CLI_RED), cli_color(CLI_RESET));
-    else
-        printf("%sCORRUPT%s ", cli_color(CLI_RED), cli_color(CLI_RESET));
+    printf("%s%s%s ", cli_color(CLI_RED),
+           o->rc == CLI_USAGE                 ? "ERROR"
+           : o->e->code == CKPT_E_UNSUPPORTED ? "UNSUPPORTED"
+                                              : "CORRUPT",
+           cli_color(CLI_RESET));
     cli_put_files(stdout, o->path, o->e);
     cli_put_message(stdout, o->e);
     if (o->rc != CLI_USAGE) cli_put_location(stdout, o->e, 1);
@@ -223,6 +227,9 @@ const cli_command cli_cmd_verify = {
     "storage sizes and structure. Prints one line per file:\n"
     "  OK FILE (FORMAT, K keys, B bytes checked)\n"
     "  CORRUPT FILE: MESSAGE (MEMBER, offset N)\n"
+    "  UNSUPPORTED FILE: MESSAGE (MEMBER, offset N)  (content ckpt cannot\n"
+    "                               represent, such as a tensor with torch's\n"
+    "                               conj bit: not damage, bytes not checked)\n"
     "  ERROR FILE: MESSAGE          (the file could not be read)\n"
     "A diffusers pipeline directory (model_index.json) is checked component\n"
     "by component (unet, text_encoder, vae...: each model folder it names,\n"
