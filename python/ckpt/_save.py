@@ -125,6 +125,15 @@ class _Builder:
             return self._class(self._new(lib.ckpt_tree_str, b, len(b)), b"torch.device")
         if isinstance(obj, torch.Tensor):
             return self.tensor(obj, where)
+        if type(obj) is complex or isinstance(obj, (torch.layout, torch.qscheme)):
+            # ckpt.load gives these back (torch.load(weights_only=True)
+            # builds them); the writer has no such value
+            raise errors.UnsupportedError(
+                "%s: %s cannot be saved: ckpt's writer has no such value, though "
+                "torch.load(weights_only=True) builds it%s"
+                % (where or "<root>", "a complex number" if type(obj) is complex else obj,
+                   " (torch.tensor(obj) saves it as a complex tensor)"
+                   if type(obj) is complex else ""), self.path)
         if isinstance(obj, (bool, numbers.Number, str, bytes, memoryview)):
             # an IntEnum, a str subclass...: torch.save pickles its class,
             # which torch.load(weights_only=True) refuses; a memoryview

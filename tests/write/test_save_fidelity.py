@@ -208,6 +208,11 @@ def main():
             ("str subclass", Name("n"), ["x: a __main__.main.<locals>.Name", "str(obj)"]),
             ("float subclass", type("F", (float,), {})(1.0), ["float(obj)"]),
             ("memoryview", memoryview(b"ab"), ["torch.save cannot pickle it", "bytes(obj)"]),
+            # ckpt.load gives these back; the writer cannot write them (it
+            # said torch.load(weights_only=True) does not build a complex)
+            ("complex", 1 + 2j, ["x: a complex number", "has no such value",
+                                 "torch.tensor(obj)"]),
+            ("layout", torch.sparse_coo, ["x: torch.sparse_coo", "has no such value"]),
             ("numpy str scalar", np.str_("a"), ["numpy.str_ scalar", "x.item()"]),
             ("numpy big-endian array", np.arange(2, dtype=">i4"), ["dtype >i4"]),
             ("numpy string array", np.array(["a"]), ["dtype <U1"]),
