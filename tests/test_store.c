@@ -309,6 +309,62 @@ TEST(latest_skips_corrupt_and_list_reports) {
     remove_dir();
 }
 
+/* ckpt_store_list_newest: what resuming skips and why, without verifying
+ * what it does not need (ckpt.Store.resume: a store whose generations all
+ * fail is an error, not a fresh start; a fallback names what it skipped). */
+static size_t newest(ckpt_store_listing **l) {
+    *l = NULL;
+    CHECK_EQ_INT(ckpt_store_list_newest(l, dir, NULL), 0);
+    return ckpt_store_list_count(*l);
+}
+
+TEST(list_newest_lists_what_resume_skips) {
+    fresh_dir();
+    ckpt_store_listing *l = NULL;
+    CHECK_EQ_INT(newest(&l), 0); /* never committed to */
+    CHECK_EQ_INT(ckpt_store_list_pointer(l, NULL), CKPT_STORE_POINTER_ABSENT);
+    ckpt_store_listing_free(l);
+    for (uint64_t s = 1; s <= 3; s++) CHECK_EQ_INT(commit(TRAIN_PT, s, 10), 0);
+    corrupt_tensor_byte(in_dir("run-1.pt")); /* older than the answer: not judged */
+    CHECK_EQ_INT(newest(&l), 1);
+    const ckpt_store_generation *g = ckpt_store_list_generation(l, 0);
+    CHECK(g && g->step == 3 && g->ok && g->latest);
+    CHECK(ckpt_store_list_generation(l, 1) == NULL);
+    CHECK_EQ_INT(ckpt_store_list_pointer(l, NULL), CKPT_STORE_POINTER_OK);
+    ckpt_store_listing_free(l);
+    corrupt_tensor_byte(in_dir("run-3.pt"));
+    CHECK_EQ_INT(newest(&l), 2); /* the one to resume from, then what it skips */
+    g = ckpt_store_list_generation(l, 0);
+    CHECK(g && g->step == 2 && g->ok && !g->latest);
+    g = ckpt_store_list_generation(l, 1);
+    CHECK(g && g->step == 3 && !g->ok && g->latest && g->code == CKPT_E_CHECKSUM);
+    CHECK(g && strstr(g->reason, "CRC") != NULL && g->offset != UINT64_MAX);
+    CHECK_EQ_INT(ckpt_store_list_pointer(l, NULL), CKPT_STORE_POINTER_CORRUPT);
+    ckpt_store_listing_free(l);
+    /* LATEST naming an older generation than the listed ones is judged all
+     * the same: corrupt run-1 */
+    FILE *fp = fopen(in_dir("LATEST"), "w");
+    fputs("run-1.pt\n", fp);
+    fclose(fp);
+    CHECK_EQ_INT(newest(&l), 2);
+    CHECK_EQ_INT(ckpt_store_list_pointer(l, NULL), CKPT_STORE_POINTER_CORRUPT);
+    ckpt_store_listing_free(l);
+    /* none verifies: every generation listed, each with its reason */
+    corrupt_tensor_byte(in_dir("run-2.pt"));
+    CHECK_EQ_INT(newest(&l), 3);
+    for (size_t i = 0; i < 3; i++) {
+        g = ckpt_store_list_generation(l, i);
+        CHECK(g && g->step == i + 1 && !g->ok && g->reason[0] != '\0');
+    }
+    ckpt_store_listing_free(l);
+    char buf[512];
+    CHECK_EQ_INT(ckpt_store_latest(buf, sizeof buf, dir, NULL), CKPT_E_NOTFOUND);
+    CHECK_EQ_INT(ckpt_store_list_newest(NULL, dir, NULL), CKPT_E_INVALID_ARG);
+    CHECK_EQ_INT(ckpt_store_list_newest(&l, "/tmp/ckpt-test-store-missing-dir", NULL), CKPT_E_IO);
+    CHECK(l == NULL);
+    remove_dir();
+}
+
 /* keep counts only generations that verify: corrupt ones are left in
  * place, reported, and never push a good one out. */
 TEST(prune_counts_only_verified) {
@@ -992,7 +1048,7 @@ TEST(allocation_failures) {
         done = rc == 0 && alloc_left > 0;
     }
     CHECK(done);
-    for (int which = 0; which < 3; which++) {
+    for (int which = 0; which < 4; which++) {
         done = 0;
         for (long n = 1; n < 5000 && !done; n++) {
             alloc_left = n;
@@ -1002,6 +1058,7 @@ TEST(allocation_failures) {
             size_t removed;
             int rc = which == 0   ? ckpt_store_list(&l, dir, NULL)
                      : which == 1 ? ckpt_store_latest(buf, sizeof buf, dir, NULL)
+                     : which == 2 ? ckpt_store_list_newest(&l, dir, NULL)
                                   : ckpt_store_prune_list(&l, &removed, dir, NULL);
             ckpt_store_listing_free(l);
             ckpt_set_allocator(NULL);
@@ -1027,6 +1084,7 @@ int main(void) {
     RUN(steps_sort_numerically);
     RUN(commit_prunes_beyond_keep);
     RUN(latest_skips_corrupt_and_list_reports);
+    RUN(list_newest_lists_what_resume_skips);
     RUN(prune_counts_only_verified);
     RUN(commit_prune_skips_corrupt);
     RUN(commit_corrupt_source);

@@ -247,6 +247,21 @@ typedef struct ckpt_store_listing ckpt_store_listing;
  * reason). Returns 0; CKPT_E_IO when dir cannot be read; CKPT_E_NOMEM. */
 CKPT_API int ckpt_store_list(ckpt_store_listing **out, const char *dir,
                              const ckpt_store_options *opts);
+/* What resuming needs to know, as a listing: the generations
+ * ckpt_store_latest judges, verified from the newest down until one
+ * verifies. The listing holds those alone, by ascending step as
+ * ckpt_store_list gives them: the one to resume from first, then the
+ * corrupt ones newer than it (what resuming from it skips); every
+ * generation, each corrupt, when none verifies; none when dir holds no
+ * generation (a store never committed to, or not a store). Older
+ * generations are neither verified nor listed. LATEST is judged as
+ * ckpt_store_list judges it (a generation it names older than the listed
+ * ones is verified for that, not listed). Returns 0; CKPT_E_INVALID_ARG
+ * when out or dir is NULL; CKPT_E_IO when dir, or a generation newer
+ * than the first that verifies, cannot be read (as ckpt_store_latest);
+ * CKPT_E_NOMEM (since 0.2). */
+CKPT_API int ckpt_store_list_newest(ckpt_store_listing **out, const char *dir,
+                                    const ckpt_store_options *opts);
 CKPT_API void ckpt_store_listing_free(ckpt_store_listing *l);
 /* Generations by ascending step (equal steps by file name), i < count;
  * NULL past the end. */

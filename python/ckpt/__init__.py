@@ -22,8 +22,8 @@ from ._match import (DeclaredTieWarning, MatchReport, Mismatch, UnappliedRewrite
                      load_state_dict)
 from ._save import AuditWarning, save
 from ._reload import ReloadReport, check_reload
-from ._store import (Generation, ResumeError, Resumed, ResumeWarning, Store, rng_state,
-                     set_rng_state)
+from ._store import (Generation, ResumeError, Resumed, ResumeWarning, Store, StoreWarning,
+                     rng_state, set_rng_state)
 
 from ._lib import VERSION as __version__
 
@@ -32,7 +32,7 @@ __all__ = [
     "doctor", "check_reload", "convert", "ConvertReport",
     "Store", "rng_state", "set_rng_state",
     "Opaque", "RawTensor", "SafeOpen", "ScanReport", "DirScanReport", "Finding", "VerifyReport", "MatchReport", "Mismatch",
-    "AuditFinding", "ReloadReport", "Generation", "Resumed", "AuditWarning", "ResumeWarning", "UnappliedRewriteWarning",
+    "AuditFinding", "ReloadReport", "Generation", "Resumed", "AuditWarning", "ResumeWarning", "StoreWarning", "UnappliedRewriteWarning",
     "DeclaredTieWarning",
     "Error", "FileError", "FileMissingError", "FilePermissionError", "FileIsADirectoryError",
     "FileNotADirectoryError", "PathTypeError", "OutOfMemoryError", "TruncatedError", "FormatError", "LimitError",

@@ -402,6 +402,7 @@ _PROTOS = [
     ("ckpt_store_stage_free", None, [c_void_p]),
     ("ckpt_store_latest", c_int, [c_char_p, c_size_t, c_char_p, ctypes.POINTER(StoreOptions_)]),
     ("ckpt_store_list", c_int, [_P, c_char_p, ctypes.POINTER(StoreOptions_)]),
+    ("ckpt_store_list_newest", c_int, [_P, c_char_p, ctypes.POINTER(StoreOptions_)]),
     ("ckpt_store_listing_free", None, [c_void_p]),
     ("ckpt_store_list_count", c_size_t, [c_void_p]),
     ("ckpt_store_list_generation", ctypes.POINTER(StoreGeneration_), [c_void_p, c_size_t]),

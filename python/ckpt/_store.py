@@ -9,14 +9,14 @@ from dataclasses import dataclass, field
 from typing import Any, Optional, Tuple
 
 from . import errors
-from ._lib import (StoreOptions_, c_void_p, check,
+from ._lib import (StoreOptions_, c_char_p, c_void_p, check,
                    fspath, lib, options, text)
 
 
-
-
-
 _PATH_MAX = 8192
+# ckpt_store_event_fn, and CKPT_STORE_EVENT_LATEST
+_EVENT_FN = ctypes.CFUNCTYPE(None, c_void_p, ctypes.c_int, c_char_p)
+_EVENT_LATEST = 2
 
 
 class ResumeError(errors.MismatchError):
@@ -33,7 +33,14 @@ class ResumeError(errors.MismatchError):
 
 
 class ResumeWarning(UserWarning):
-    """resume restored what it could, but something asked for was absent."""
+    """resume restored what it could, but something asked for was absent,
+    or it resumed from an older generation than the newest because the
+    newer ones do not verify (Resumed.skipped names them)."""
+
+
+class StoreWarning(UserWarning):
+    """A commit that LATEST does not name: a higher step is committed
+    (`ckpt store commit` prints the same note)."""
 
 
 @dataclass(frozen=True)
@@ -51,13 +58,18 @@ class Generation:
 
 @dataclass(frozen=True)
 class Resumed:
-    """What resume restored: path, step, verdict (ckpt's resume readiness),
-    restored (component names), state (the whole loaded checkpoint)."""
+    """What resume restored: path, step (the step the generation was
+    committed as, its NAME-STEP name: the store's record; the file's own
+    "step" entry, when it has one, is state["step"]), verdict (ckpt's
+    resume readiness), restored (component names), state (the whole loaded
+    checkpoint), skipped (the newer generations that do not verify, each a
+    Generation with its error, that resume fell back past; () normally)."""
     path: str
-    step: Optional[int]
+    step: int
     verdict: str
     restored: Tuple[str, ...]
     state: Any = field(repr=False, compare=False)
+    skipped: Tuple[Generation, ...] = ()
 
 
 def rng_state():
@@ -315,10 +327,13 @@ class Store:
         out = ctypes.create_string_buffer(_PATH_MAX)
         sopts = StoreOptions_.from_buffer_copy(self._opts)
         sopts.replace = 1 if replace else 0
+        heard = _LatestHeard(sopts)
         check(lib.ckpt_store_commit_tree(out, _PATH_MAX, fspath(self.dir), self.name.encode(),
                                          step, root, 1 if self.format == "safetensors" else 3,
                                          ctypes.byref(opts), ctypes.byref(sopts)), self.dir)
-        return os.fsdecode(out.value)
+        path = os.fsdecode(out.value)
+        heard.note(self.dir, path)
+        return path
 
     def _write_and_free(self, b, root, opts, step, replace):
         try:
@@ -327,20 +342,43 @@ class Store:
             b.free()
 
     def latest(self):
-        """Path of the generation to resume from (LATEST when it verifies,
-        else the newest that verifies), or None when there is none."""
-        out = ctypes.create_string_buffer(_PATH_MAX)
-        rc = lib.ckpt_store_latest(out, _PATH_MAX, fspath(self.dir), ctypes.byref(self._opts))
-        if rc == errors.NotFoundError.code:
-            return None
-        check(rc, self.dir)
-        return os.fsdecode(out.value)
+        """Path of the generation to resume from: the newest that verifies
+        (LATEST is not trusted), or None when the store holds no generation
+        (nothing was ever committed). Generations none of which verifies
+        raise (see resume): they are no fresh start."""
+        gen, _ = self._newest()
+        return None if gen is None else gen.path
+
+    def _newest(self):
+        """(the generation to resume from, the corrupt generations newer
+        than it) as ckpt_store_list_newest judges them (the older ones are
+        not verified); (None, ()) for a store that holds no generation. A
+        store whose generations all fail raises the error of the newest,
+        naming each and why; its `generations` attribute holds them."""
+        gens = self._listed(lib.ckpt_store_list_newest)
+        if not gens:
+            return None, ()
+        if gens[0].ok:
+            return gens[0], tuple(gens[1:])
+        newest = gens[-1].error
+        e = errors.from_code(
+            newest.code, "none of the %d generation%s verifies, so there is nothing to resume "
+            "from and a fresh start would discard %s: %s; `ckpt store list %s` shows them" % (
+                len(gens), "" if len(gens) == 1 else "s",
+                "it" if len(gens) == 1 else "them",
+                "; ".join("%s (step %d): %s" % (g.file, g.step, g.error) for g in reversed(gens)),
+                self.dir), self.dir)
+        e.generations = tuple(gens)
+        raise e
 
     def generations(self):
         """Every generation, verified, by ascending step."""
+        return self._listed(lib.ckpt_store_list)
+
+    def _listed(self, list_fn):
+        """The Generations of a listing (ckpt_store_list, ckpt_store_list_newest)."""
         h = c_void_p()
-        check(lib.ckpt_store_list(ctypes.byref(h), fspath(self.dir), ctypes.byref(self._opts)),
-              self.dir)
+        check(list_fn(ctypes.byref(h), fspath(self.dir), ctypes.byref(self._opts)), self.dir)
         try:
             out = []
             for i in range(lib.ckpt_store_list_count(h)):
@@ -361,7 +399,14 @@ class Store:
         audited keys, all or nothing), optimizer, scheduler and scaler (their
         load_state_dict) and the random generators, so that the next step is
         the one an uninterrupted run would take. Returns a Resumed, or None
-        when the store holds no generation (a fresh start).
+        when the store holds no generation (a fresh start). Resumed.step is
+        the step the generation was committed as (`start = r.step + 1`).
+
+        The generation is the newest that verifies. Newer ones that do not
+        verify are skipped with a ResumeWarning naming each and the steps
+        lost, and listed in Resumed.skipped; when no generation verifies,
+        resume raises (the error of the newest, naming each generation and
+        why; nothing is restored), never a silent fresh start.
 
         A checkpoint without optimizer state (weights only, or warm-start
         state) is refused with ckpt.ResumeError naming ckpt's verdict,
@@ -377,12 +422,22 @@ class Store:
         is "" there (no C analysis of the whole). Otherwise a directory
         generation is assembled whole in this process, and judged whole as
         `ckpt doctor` judges it."""
-        path = self.latest()
-        if path is None:
+        gen, skipped = self._newest()
+        if gen is None:
             return None
+        path = gen.path
+        if skipped:
+            warnings.warn(ResumeWarning(
+                "%s: resuming from %s (step %d), not from the newer generation%s that do%s not "
+                "verify: %s; the training after step %d up to step %d is lost and will be "
+                "done again" % (
+                    self.dir, gen.file, gen.step, "" if len(skipped) == 1 else "s",
+                    "es" if len(skipped) == 1 else "",
+                    "; ".join("%s (step %d): %s" % (g.file, g.step, g.error) for g in skipped),
+                    gen.step, skipped[-1].step)), stacklevel=2)
         if os.path.isdir(path) and _process_group() and _has_dtensors(model):
-            return _resume_distributed(path, model, optimizer, scheduler, scaler,
-                                       allow_warm_start)
+            return _resume_distributed(gen, model, optimizer, scheduler, scaler,
+                                       allow_warm_start, skipped)
         from ._load import load
         from ._match import load_state_dict
         if os.path.isdir(path):  # a DCP generation: assembled in this process
@@ -440,9 +495,30 @@ class Store:
         if isinstance(state.get("rng"), dict):
             set_rng_state(state["rng"])
             restored.append("rng")
-        step = state.get("step")
-        return Resumed(path, step if isinstance(step, int) else None, verdict,
-                       tuple(restored), state)
+        return Resumed(path, gen.step, verdict, tuple(restored), state, skipped)
+
+
+class _LatestHeard:
+    """The on_event of a commit's options (ckpt_store_event): the
+    generation LATEST names once it moved, and a StoreWarning when that
+    is not the one committed (a higher step is there), as `ckpt store
+    commit` notes it."""
+
+    def __init__(self, sopts):
+        self.file = None
+        self._fn = _EVENT_FN(self._heard)  # alive as long as the options' use
+        sopts.on_event = ctypes.cast(self._fn, c_void_p)
+
+    def _heard(self, ctx, what, file):
+        if what == _EVENT_LATEST:
+            self.file = os.fsdecode(file)
+
+    def note(self, dir, path):
+        base = os.path.basename(path)
+        if self.file is not None and self.file != base:
+            warnings.warn(StoreWarning(
+                "%s: LATEST stays at %s, a higher step; %s is committed beside it (resume "
+                "takes %s)" % (dir, self.file, base, self.file)), stacklevel=4)
 
 
 # ------------------------------------------------------------ directory generations
@@ -471,7 +547,7 @@ def _has_dtensors(model):
     return any(isinstance(t, DTensor) for t in model.state_dict().values())
 
 
-def _resume_distributed(path, model, optimizer, scheduler, scaler, allow_warm_start):
+def _resume_distributed(gen, model, optimizer, scheduler, scaler, allow_warm_start, skipped):
     """Store.resume of a DCP generation under a process group, into a model
     whose state is DTensors: every rank calls it; torch.distributed.
     checkpoint loads each rank's shards (resharding as needed) through
@@ -480,6 +556,7 @@ def _resume_distributed(path, model, optimizer, scheduler, scaler, allow_warm_st
     is the template, load_state_dict() receives it filled in). The
     optimizer's state is created first (torch's _init_optim_state, as
     get_state_dict does) so that the template has room for it."""
+    path = gen.path
     import torch.distributed.checkpoint as tdcp
     from torch.distributed.checkpoint.state_dict import _init_optim_state
     from .dcp import Reader, read_metadata
@@ -509,8 +586,7 @@ def _resume_distributed(path, model, optimizer, scheduler, scaler, allow_warm_st
     if "step" in saved:
         target["step"] = 0
     tdcp.load(target, storage_reader=Reader(path))
-    step = target.get("step")
-    return Resumed(path, step if isinstance(step, int) else None, "", tuple(restored), target)
+    return Resumed(path, gen.step, "", tuple(restored), target, skipped)
 
 
 def _commit_distributed(store, obj, step, replace):
@@ -552,9 +628,11 @@ def _commit_distributed(store, obj, step, replace):
             try:
                 _crash_point("before-commit")
                 path = ctypes.create_string_buffer(_PATH_MAX)
+                heard = _LatestHeard(sopts)
                 check(lib.ckpt_store_commit_dir(path, _PATH_MAX, stage, ctypes.byref(sopts)),
                       store.dir)
                 out[0] = os.fsdecode(path.value)
+                heard.note(store.dir, out[0])
                 _crash_point("after-commit")
             except Exception as e:
                 out[1] = e

@@ -352,8 +352,9 @@ const char *ckpt_store_pointer_name(ckpt_store_pointer p) {
 /* ------------------------------------------------------------ list */
 
 struct ckpt_store_listing {
-    store s; /* its arena owns everything below */
-    ckpt_store_generation *gens;
+    store s;                     /* its arena owns everything below */
+    ckpt_store_generation *gens; /* gens[i] is s.gens[i]'s */
+    size_t first;                /* the listed ones: gens[first..s.n) (list_newest) */
     ckpt_store_pointer pointer;
     const char *pointer_file;
 };
@@ -374,10 +375,10 @@ void ckpt_store_listing_free(ckpt_store_listing *l) {
     ckpt_free(l);
 }
 
-size_t ckpt_store_list_count(const ckpt_store_listing *l) { return l ? l->s.n : 0; }
+size_t ckpt_store_list_count(const ckpt_store_listing *l) { return l ? l->s.n - l->first : 0; }
 
 const ckpt_store_generation *ckpt_store_list_generation(const ckpt_store_listing *l, size_t i) {
-    return l && i < l->s.n ? &l->gens[i] : NULL;
+    return l && i < l->s.n - l->first ? &l->gens[l->first + i] : NULL;
 }
 
 ckpt_store_pointer ckpt_store_list_pointer(const ckpt_store_listing *l, const char **file) {
@@ -422,13 +423,18 @@ static int judge(ckpt_store_listing *l, size_t i, int verified, const ckpt_store
     return g->reason && g->member ? 0 : nomem(s->dir);
 }
 
-/* Reads LATEST and judges it against the (judged) generations. */
-static int judge_pointer(ckpt_store_listing *l) {
+/* Reads LATEST and judges it against the listed (judged) generations; one
+ * older than those (list_newest) is verified for it, not listed. */
+static int judge_pointer(ckpt_store_listing *l, const ckpt_store_options *o) {
     int rc = read_pointer(&l->s, &l->pointer, &l->pointer_file);
     if (rc || l->pointer != CKPT_STORE_POINTER_OK) return rc;
     ptrdiff_t i = find(&l->s, l->pointer_file);
     if (i < 0) {
         l->pointer = CKPT_STORE_POINTER_MISSING;
+    } else if ((size_t)i < l->first) {
+        rc = verify_gen(&l->s, (size_t)i, o);
+        if (rc == CKPT_E_NOMEM) return rc;
+        if (rc) l->pointer = CKPT_STORE_POINTER_CORRUPT;
     } else {
         l->gens[i].latest = 1;
         if (!l->gens[i].ok) l->pointer = CKPT_STORE_POINTER_CORRUPT;
@@ -471,7 +477,47 @@ int ckpt_store_list(ckpt_store_listing **out, const char *dir, const ckpt_store_
     int rc = listing_new(&l, dir);
     if (rc) return rc;
     for (size_t i = 0; rc == 0 && i < l->s.n; i++) rc = judge(l, i, 0, o);
-    if (rc == 0) rc = judge_pointer(l);
+    if (rc == 0) rc = judge_pointer(l, o);
+    if (rc) {
+        ckpt_store_listing_free(l);
+        return rc;
+    }
+    *out = l;
+    return 0;
+}
+
+/* The walk of ckpt_store_latest and ckpt_store_list_newest: judges l's
+ * generations from the newest down until one verifies and lists those
+ * (l->first). An older generation is no answer when a newer one could not
+ * be judged (out of memory, unreadable, not corrupt): that failure is
+ * returned instead. */
+static int judge_newest(ckpt_store_listing *l, const ckpt_store_options *o) {
+    l->first = l->s.n;
+    while (l->first > 0) {
+        size_t i = --l->first;
+        int rc = judge(l, i, 0, o);
+        if (rc) return rc;
+        if (l->gens[i].ok) return 0;
+        if (resource_failure(l->gens[i].code)) /* judge recorded the error, still the last */
+            return l->gens[i].code;
+    }
+    return 0;
+}
+
+int ckpt_store_list_newest(ckpt_store_listing **out, const char *dir,
+                           const ckpt_store_options *opts) {
+    ckpt_store_options defaults;
+    const ckpt_store_options *o = options(opts, &defaults);
+    if (out) *out = NULL;
+    CKPT_CHECK_OPTIONS(opts, CKPT_STORE_OPTIONS_VERSION);
+    if (!out || !dir)
+        return ckpt_err(CKPT_E_INVALID_ARG, dir ? dir : "", NULL, CKPT_NO_OFFSET,
+                        "out and dir must not be NULL");
+    ckpt_store_listing *l = NULL;
+    int rc = listing_new(&l, dir);
+    if (rc) return rc;
+    rc = judge_newest(l, o);
+    if (rc == 0) rc = judge_pointer(l, o);
     if (rc) {
         ckpt_store_listing_free(l);
         return rc;
@@ -626,7 +672,7 @@ static int prune_dir(ckpt_store_listing **out, size_t *removed, const char *dir,
         rc = prune_listed(l, o->keep, NULL, 0, &pointer, 1, out != NULL, &count, o);
     }
     unlock_store(lock);
-    if (rc == 0 && out) rc = judge_pointer(l);
+    if (rc == 0 && out) rc = judge_pointer(l, o);
     if (removed) *removed = count;
     if (rc || !out) {
         ckpt_store_listing_free(l);
@@ -760,30 +806,16 @@ int ckpt_store_latest(char *path, size_t cap, const char *dir, const ckpt_store_
     CKPT_CHECK_OPTIONS(opts, CKPT_STORE_OPTIONS_VERSION);
     if (path && cap) path[0] = '\0';
     if (!dir) return ckpt_err(CKPT_E_INVALID_ARG, "", NULL, CKPT_NO_OFFSET, "dir is NULL");
-    store s;
-    int rc = scan(&s, dir);
-    if (rc) {
-        ckpt_arena_free(&s.arena);
-        return rc;
-    }
     /* LATEST is not consulted: a generation that verifies is committed
      * even when a crash kept LATEST from reaching it */
-    ptrdiff_t found = -1;
-    for (size_t i = s.n; rc == 0 && found < 0 && i-- > 0;) {
-        rc = verify_gen(&s, i, o);
-        if (rc == 0) found = (ptrdiff_t)i;
-        /* an older generation is no answer when the newer one could not be
-         * judged (out of memory, unreadable): say so instead */
-        if (!resource_failure(rc)) rc = 0;
-    }
-    if (rc == 0 && found < 0)
+    ckpt_store_listing *l = NULL;
+    int rc = listing_new(&l, dir);
+    if (rc == 0) rc = judge_newest(l, o);
+    if (rc == 0 && (l->first == l->s.n || !l->gens[l->first].ok))
         rc = ckpt_err(CKPT_E_NOTFOUND, dir, NULL, CKPT_NO_OFFSET,
-                      "no generation in %s verifies (%zu found)", dir, s.n);
-    if (rc == 0) {
-        const char *full = join(&s, s.gens[found].file);
-        rc = full ? put_path(path, cap, full) : nomem(dir);
-    }
-    ckpt_arena_free(&s.arena);
+                      "no generation in %s verifies (%zu found)", dir, l->s.n);
+    if (rc == 0) rc = put_path(path, cap, l->gens[l->first].path);
+    ckpt_store_listing_free(l);
     return rc;
 }
 

@@ -72,6 +72,93 @@ def test_resume_refuses_weights_only(tmp_path):
     assert opt.state_dict()["state"] == {}
 
 
+def flip_middle_byte(path):
+    """A byte of tensor data changed: the generation no longer verifies."""
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    path.write_bytes(bytes(data))
+
+
+def test_resume_never_starts_fresh_from_a_store_that_does_not_verify(tmp_path):
+    """tryout F4: a store whose every generation was corrupt resumed as
+    None, a fresh start from step 0, silently (`ckpt store list` exit 1),
+    and a fallback past a corrupt newest generation said nothing. None
+    means nothing was ever committed; no generation verifying raises,
+    naming each; a fallback warns, naming what it skipped and the steps
+    lost, and Resumed.skipped lists it."""
+    torch.manual_seed(0)
+    model = torch.nn.Linear(64, 64)  # the file is mostly tensor data
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    store = ckpt.Store(tmp_path, keep=5)
+    saved = {}
+    for step in (10, 20, 30):
+        model(torch.randn(2, 64)).sum().backward()
+        opt.step()
+        store.commit({"model": model, "optimizer": opt}, step)
+        saved[step] = model.weight.detach().clone()
+    flip_middle_byte(tmp_path / "ckpt-30.pt")
+    live = torch.nn.Linear(64, 64)
+    with pytest.warns(ckpt.ResumeWarning) as w:
+        r = store.resume(live, torch.optim.SGD(live.parameters(), lr=0.1, momentum=0.9))
+    msg = str(w[0].message)
+    assert "resuming from ckpt-20.pt (step 20)" in msg and "ckpt-30.pt (step 30)" in msg, msg
+    assert "after step 20 up to step 30 is lost" in msg and "CKPT_E_CHECKSUM" in msg, msg
+    assert r.step == 20 and r.path == str(tmp_path / "ckpt-20.pt")
+    assert [(g.file, g.step, g.ok) for g in r.skipped] == [("ckpt-30.pt", 30, False)]
+    assert isinstance(r.skipped[0].error, ckpt.ChecksumError)
+    assert torch.equal(live.weight, saved[20])
+    # the newest verifying: no warning, nothing skipped
+    store.commit({"model": model, "optimizer": opt}, 40)
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        r = store.resume(live, torch.optim.SGD(live.parameters(), lr=0.1, momentum=0.9))
+    assert (r.step, r.skipped) == (40, ())
+    # none verifies: an error naming each, nothing restored, never None
+    for step in (10, 20, 40):
+        flip_middle_byte(tmp_path / ("ckpt-%d.pt" % step))
+    fresh = torch.nn.Linear(64, 64)
+    before = fresh.weight.detach().clone()
+    with pytest.raises(ckpt.ChecksumError) as e:
+        store.resume(fresh, torch.optim.SGD(fresh.parameters(), lr=0.1))
+    msg = str(e.value)
+    assert "none of the 4 generations verifies" in msg, msg
+    for step in (10, 20, 30, 40):
+        assert "ckpt-%d.pt (step %d): " % (step, step) in msg, msg
+    assert [g.step for g in e.value.generations] == [10, 20, 30, 40]
+    assert not any(g.ok for g in e.value.generations)
+    assert torch.equal(fresh.weight, before)
+    with pytest.raises(ckpt.ChecksumError):
+        store.latest()
+    assert ckpt.Store(tmp_path / "empty").latest() is None
+
+
+def test_resumed_step_is_the_generation_step(tmp_path):
+    """tryout F5: Resumed.step was the file's "step" entry: 2 for a file
+    holding step=2 committed as step 700, None without one (`r.step + 1`
+    raised). It is the step the generation was committed as; the file's
+    entry stays in r.state. And a commit below LATEST's step warns, as
+    `ckpt store commit` notes it."""
+    torch.manual_seed(0)
+    model = torch.nn.Linear(4, 2)
+    opt = torch.optim.Adam(model.parameters())
+    store = ckpt.Store(tmp_path)
+    store.commit({"model": model, "optimizer": opt, "step": 2}, 700)
+    r = store.resume(torch.nn.Linear(4, 2), torch.optim.Adam(torch.nn.Linear(4, 2).parameters()))
+    assert r.step == 700 and r.state["step"] == 2
+    store.commit(model, 800)  # weights only: no "step" entry in the file
+    r = store.resume(torch.nn.Linear(4, 2), None)
+    assert r.step == 800 and "step" not in r.state
+    with pytest.warns(ckpt.StoreWarning, match=r"LATEST stays at ckpt-800\.pt, a higher step; "
+                      r"ckpt-5\.pt is committed beside it"):
+        assert store.commit(model, 5) == str(tmp_path / "ckpt-5.pt")
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        store.commit(model, 900)
+    assert store.resume(torch.nn.Linear(4, 2), None).step == 900
+
+
 def test_save_atomic_digests_and_formats(tmp_path):
     torch.manual_seed(0)
     m = torch.nn.Linear(4, 2)
