@@ -435,8 +435,11 @@ def load_state_dict(module, path_or_state, *, strict=True, normalize=True,
     untouched, unless assign=True, which is torch's (>= 2.1; else
     UnsupportedError): the checkpoint's tensors take the place of the
     parameters and buffers (a parameter stays a Parameter with its
-    requires_grad), and each tied name is then the parameter of the key it
-    is tied to, one parameter again. Returns the
+    requires_grad), and the model's tied names (one parameter under several
+    names, as a tied embedding and LM head) stay one parameter, whether the
+    checkpoint stores the tie once or under each name: torch's assign alone
+    puts a tensor of its own under each name it loads, two parameters where
+    the model had one. Returns the
     MatchReport, which also answers to torch's names (missing_keys,
     unexpected_keys, and unpacks as a pair)."""
     if isinstance(path_or_state, (str, bytes, os.PathLike)):
@@ -501,21 +504,29 @@ def _check_targets(module, expected, rep, assign, file):
                 len(meta), ", ".join(meta[:3]), ", ..." if len(meta) > 3 else ""), file)
 
 
-def _retie(module, tied, expected, loaded):
-    """After an assign: each tied name of the model (name, tied_to) that
-    was not loaded is the parameter or buffer now at tied_to, as it was
-    one before the load replaced it (a tied unexpected key of the
-    checkpoint is no name of the model)."""
-    for name, to in tied:
-        if name not in expected or name in loaded:
+def _retie(module, groups, loaded):
+    """After an assign: each group of the model's names that were one
+    parameter or buffer before the load (tied weights, ties(expected)) is
+    one again. torch's assign puts a tensor of its own under every name it
+    loads (torch 2.13's load_state_dict(assign=True) of a tied embedding
+    and head leaves two parameters where there was one, also from a file
+    that stores them as one) and none under a name it does not load. Every
+    name of a group becomes the tensor now under its last loaded name (in
+    state_dict order): the values a copying load leaves in the one tensor,
+    which it fills name by name."""
+    for group in groups:
+        got = [n for n in group if n in loaded]
+        if not got:
             continue
-        owner, _, leaf = name.rpartition(".")
-        src_owner, _, src_leaf = to.rpartition(".")
-        sub, src = module.get_submodule(owner), module.get_submodule(src_owner)
-        if src_leaf in src._parameters and leaf in sub._parameters:
-            sub._parameters[leaf] = src._parameters[src_leaf]
-        elif src_leaf in src._buffers and leaf in sub._buffers:
-            sub._buffers[leaf] = src._buffers[src_leaf]
+        src_owner, _, src_leaf = got[-1].rpartition(".")
+        src = module.get_submodule(src_owner)
+        for name in group:
+            owner, _, leaf = name.rpartition(".")
+            sub = module.get_submodule(owner)
+            if src_leaf in src._parameters and leaf in sub._parameters:
+                sub._parameters[leaf] = src._parameters[src_leaf]
+            elif src_leaf in src._buffers and leaf in sub._buffers:
+                sub._buffers[leaf] = src._buffers[src_leaf]
 
 
 def _load_audited(module, state, strict, normalize, allow_missing, allow_unexpected, file,
@@ -551,8 +562,9 @@ def _load_audited(module, state, strict, normalize, allow_missing, allow_unexpec
         sub = reader.fill({e: (tensors[c], expected[e]) for e, c in rep.matched})
     with torch.no_grad():
         if assign:
+            groups = ties(expected)  # before the assign replaces them
             module.load_state_dict(sub, strict=False, assign=True)
-            _retie(module, set(rep.tied) - set(rep.declared_ties), expected, sub)
+            _retie(module, groups, sub)
         else:
             module.load_state_dict(sub, strict=False)
     return rep

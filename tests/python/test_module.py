@@ -377,6 +377,27 @@ def test_meta_model_refused_unless_assign(tmp_path):
     m = TiedLM()
     rep = ckpt.load_state_dict(m, path, assign=True)
     assert m.head.weight is m.embed.weight and torch.equal(m.head.weight, src.embed.weight)
+    # tryout F3: a file that stores the tie under both names (torch.save of
+    # a state_dict, ckpt.save, a Store generation): torch's assign puts a
+    # parameter of its own under each name (three for two here); ckpt's
+    # loads the same values and keeps the model's one parameter
+    files = {"torch.save": tmp_path / "both.pt", "ckpt.save": tmp_path / "both.safetensors"}
+    torch.save(src.state_dict(), files["torch.save"])
+    ckpt.save(src, files["ckpt.save"])
+    ckpt.Store(tmp_path / "store").commit({"model": src}, 1)
+    files["Store"] = tmp_path / "store" / "ckpt-1.pt"
+    oracle = TiedLM(device="meta")
+    oracle.load_state_dict(torch.load(files["torch.save"]), assign=True)
+    assert oracle.head.weight is not oracle.embed.weight  # torch's own assign unties
+    for how, f in files.items():
+        for given in (f, ckpt.load(f)):
+            m = TiedLM(device="meta")
+            rep = ckpt.load_state_dict(m, given, assign=True)
+            assert rep.complete, (how, rep)
+            assert m.head.weight is m.embed.weight, how
+            assert len(list(m.parameters())) == len(list(TiedLM().parameters())) == 3, how
+            for k, v in oracle.state_dict().items():
+                assert torch.equal(m.state_dict()[k], v), (how, k)
     # a tied key of the checkpoint the model lacks (unexpected, tied) is
     # no name of the model: nothing to tie
     class NoHead(nn.Module):
