@@ -30,6 +30,26 @@ class Mismatch:
     expected_shape: Tuple[int, ...]
 
 
+def _floating(name):
+    """1 for a ckpt dtype name ("F32", "BF16", "F8_E4M3"...) that is a
+    floating-point dtype of the installed torch: copy_ casts between them."""
+    import torch
+    dt = getattr(torch, _TORCH_DTYPES.get(name, ""), None)
+    return isinstance(dt, torch.dtype) and dt.is_floating_point
+
+
+def _loses_precision(src, dst):
+    """1 when casting floating-point dtype `src` into `dst` (ckpt names)
+    can change a value: fewer mantissa bits, a smaller range or a larger
+    smallest normal (torch.finfo)."""
+    import torch
+    try:
+        a, b = (torch.finfo(getattr(torch, _TORCH_DTYPES[n])) for n in (src, dst))
+    except (KeyError, AttributeError, TypeError):
+        return True
+    return b.eps > a.eps or b.max < a.max or b.tiny > a.tiny
+
+
 @dataclass(frozen=True)
 class MatchReport:
     """The key audit of a checkpoint against a model (ckpt_match).
@@ -51,7 +71,10 @@ class MatchReport:
     (ckpt_match_ignored: what `ckpt match` lists); defaulted: model keys
     the model fills itself when the checkpoint lacks them, as torch's
     load_state_dict does (a BatchNorm's num_batches_tracked in a state
-    dict saved before BatchNorm's version 2, or without _metadata)."""
+    dict saved before BatchNorm's version 2, or without _metadata); cast:
+    with dtype="model", the matched keys whose floating-point dtype differs
+    from their parameter's, each loaded cast into it (Mismatch records;
+    lossy_casts: those the cast loses precision or range for)."""
     complete: bool
     matched: Tuple[Tuple[str, str], ...] = ()
     missing: Tuple[str, ...] = ()
@@ -69,6 +92,13 @@ class MatchReport:
     file: str = field(default="", compare=False)
     ignored: Tuple[str, ...] = ()
     defaulted: Tuple[str, ...] = ()
+    cast: Tuple[Mismatch, ...] = ()
+
+    @property
+    def lossy_casts(self):
+        """The cast keys whose cast loses precision or range (float32 into
+        bfloat16, bfloat16 into float16...): torch's copy_ rounds them."""
+        return tuple(m for m in self.cast if _loses_precision(m.checkpoint_dtype, m.expected_dtype))
 
     @property
     def declared_ties(self):
@@ -125,6 +155,12 @@ class MatchReport:
                     "%s (checkpoint %s %s, model %s %s)" % (
                         m.name, m.checkpoint_dtype, list(m.checkpoint_shape),
                         m.expected_dtype, list(m.expected_shape)) for m in items))
+        if self.cast:
+            lossy = self.lossy_casts
+            parts.append("%d cast into the model's dtype as torch's load_state_dict casts" % (
+                len(self.cast)) + ("" if not lossy else ", %d losing precision: %s" % (
+                    len(lossy), some("%s (%s to %s)" % (m.name, m.checkpoint_dtype,
+                                                          m.expected_dtype) for m in lossy))))
         cast = self._cast_hint()
         if cast:
             parts.append(cast)
@@ -137,16 +173,17 @@ class MatchReport:
 
     def _cast_hint(self):
         """What to do when the only obstacle is a floating-point dtype
-        (a bf16 or half checkpoint, a float32 model): torch's
-        load_state_dict casts silently, ckpt.load_state_dict on request."""
-        floating = ("F64", "F32", "F16", "BF16")
-        to = {m.expected_dtype for m in self.dtype_mismatch}
-        if self.shape_mismatch or len(to) != 1 or not all(
-                m.checkpoint_dtype in floating and m.expected_dtype in floating
+        (a bf16 or half checkpoint, a float32 or mixed-precision model):
+        torch's load_state_dict casts silently, ckpt.load_state_dict on
+        request, each tensor into its parameter's dtype (dtype=torch.X
+        would cast every tensor to X, the matched ones of a mixed-precision
+        model included)."""
+        if not self.dtype_mismatch or self.shape_mismatch or not all(
+                _floating(m.checkpoint_dtype) and _floating(m.expected_dtype)
                 for m in self.dtype_mismatch):
             return None
-        return ("to cast the checkpoint's floating-point tensors as torch's load_state_dict "
-                "would, pass dtype=torch.%s" % _TORCH_DTYPES[to.pop()])
+        return ("to cast each floating-point tensor into its parameter's dtype as torch's "
+                "load_state_dict would, pass dtype=\"model\"")
 
     def __str__(self):
         return self.summary()
@@ -226,7 +263,7 @@ class _Manifest:
     (ckpt_manifest_add_batchnorm_counter), for the audit's rule on
     num_batches_tracked."""
     def __init__(self, name, tensors, tie_key=None, leaves=(), versions=None, counters=(),
-                 meta=None):
+                 meta=None, floating_as_one=False):
         self.h = c_void_p()
         check(lib.ckpt_manifest_new(ctypes.byref(self.h), os.fsencode(name)))
         try:
@@ -236,6 +273,8 @@ class _Manifest:
                 shape = list(t.shape)
                 dims = (c_u64 * max(1, len(shape)))(*shape)
                 dt = t.dtype if isinstance(t.dtype, str) else dtype_name(t.dtype)  # RawTensor
+                if floating_as_one and _floating(dt):
+                    dt = _FLOATING
                 check(lib.ckpt_manifest_add(self.h, _key(n), dt.encode(),
                                             len(shape), dims), name)
             for n in leaves:
@@ -256,6 +295,11 @@ class _Manifest:
         self.h = c_void_p()
 
 
+# the one dtype every floating-point dtype is declared as when they are
+# compared as one (dtype="model": copy_ casts between them)
+_FLOATING = "F32"
+
+
 def _globs(globs):
     enc = [g.encode() for g in globs]
     return (c_char_p * max(1, len(enc)))(*enc), len(enc)
@@ -266,7 +310,8 @@ def _shape(e):
 
 
 def match(tensors, expected, *, normalize=True, allow_missing=(), allow_unexpected=(),
-          file="", tie_key=None, leaves=(), versions=None, counters=(), meta=None):
+          file="", tie_key=None, leaves=(), versions=None, counters=(), meta=None,
+          floating_as_one=False):
     """ckpt_match of checkpoint tensors {name: tensor} against the expected
     {name: tensor} of a model; tensors that are one tensor (tie_key: which
     of the checkpoint's are) are recorded as ties on each side; leaves:
@@ -274,10 +319,14 @@ def match(tensors, expected, *, normalize=True, allow_missing=(), allow_unexpect
     versions: the checkpoint's module versions (see _versions); counters:
     the expected BatchNorm num_batches_tracked names; meta: the opened
     checkpoint (a ckpt_file handle) whose metadata declares aliases, or
-    None. Returns a MatchReport."""
-    ck = _Manifest(file or "checkpoint", tensors, tie_key, leaves, versions, meta=meta)
+    None; floating_as_one: floating-point dtypes compare as one (every
+    one declared as F32 to the audit; the report then gives each key's own
+    dtype, and `cast` the matched pairs whose dtypes differ). Returns a
+    MatchReport."""
+    ck = _Manifest(file or "checkpoint", tensors, tie_key, leaves, versions, meta=meta,
+                   floating_as_one=floating_as_one)
     try:
-        ex = _Manifest("model", expected, counters=counters)
+        ex = _Manifest("model", expected, counters=counters, floating_as_one=floating_as_one)
     except BaseException:
         ck.free()
         raise
@@ -289,7 +338,8 @@ def match(tensors, expected, *, normalize=True, allow_missing=(), allow_unexpect
         au, opts.nallow_unexpected = _globs(allow_unexpected)
         opts.allow_missing, opts.allow_unexpected = am, au
         check(lib.ckpt_match(ctypes.byref(r), ck.h, ex.h, ctypes.byref(opts)), file)
-        return _report(r, ck, expected, file)
+        rep = _report(r, ck, expected, file)
+        return _own_dtypes(rep, tensors, expected) if floating_as_one else rep
     finally:
         lib.ckpt_match_result_free(r)
         ck.free()
@@ -340,14 +390,32 @@ def _report(r, ck, expected, file):
         warning=text(warning) if warning else None, file=file, defaulted=names(DEFAULTED))
 
 
+def _own_dtypes(rep, tensors, expected):
+    """A report of an audit with floating-point dtypes compared as one:
+    each Mismatch with the two sides' own dtypes, and `cast`, the matched
+    pairs whose dtypes differ."""
+    def own(t):
+        return t.dtype if isinstance(t.dtype, str) else dtype_name(t.dtype)
+
+    def fix(m):
+        return dataclasses.replace(m, checkpoint_dtype=own(tensors[m.checkpoint_name]),
+                                   expected_dtype=own(expected[m.name]))
+    cast = tuple(Mismatch(e, c, own(tensors[c]), tuple(tensors[c].shape), own(expected[e]),
+                          tuple(expected[e].shape))
+                 for e, c in rep.matched if own(tensors[c]) != own(expected[e]))
+    return dataclasses.replace(rep, shape_mismatch=tuple(map(fix, rep.shape_mismatch)),
+                               dtype_mismatch=tuple(map(fix, rep.dtype_mismatch)), cast=cast)
+
+
 def _cast(tensors, dtype, torch):
     """Every floating-point tensor as dtype (a deliberate cast); others
-    unchanged."""
-    if dtype is None:
+    unchanged. dtype None or "model" (each cast into its parameter's dtype
+    as it loads): unchanged."""
+    if dtype is None or (isinstance(dtype, str) and dtype == "model"):
         return tensors
     if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
-        raise errors.InvalidArgumentError("dtype must be a floating-point torch.dtype, not %r"
-                                          % (dtype,))
+        raise errors.InvalidArgumentError("dtype must be a floating-point torch.dtype or "
+                                          "\"model\", not %r" % (dtype,))
     return {k: v.to(dtype) if isinstance(v, torch.Tensor) and v.is_floating_point() else v
             for k, v in tensors.items()}
 
@@ -422,7 +490,14 @@ def load_state_dict(module, path_or_state, *, strict=True, normalize=True,
     model ties to a loaded key (tied weights saved once) count as loaded.
     dtype (a floating-point torch.dtype) casts every floating-point tensor
     of the checkpoint to it first, deliberately (the audit then compares
-    the cast dtypes). With strict=False, keys left missing that a key
+    the cast dtypes). dtype="model" casts each floating-point tensor into
+    the dtype of the parameter or buffer it loads into, as torch's
+    load_state_dict (copy_) does: what a mixed-precision model (bfloat16
+    Linears, float32 norms) needs from a float32 checkpoint, and a float32
+    model from a bfloat16 one; the audit compares floating-point dtypes as
+    one, report.cast lists the keys cast and report.lossy_casts those that
+    lose precision (assign=True puts the cast tensors in place, where
+    torch's assign would keep the checkpoint's dtype). With strict=False, keys left missing that a key
     rewrite considered but not applied would have matched are named in an
     UnappliedRewriteWarning. The copy itself is torch's
     module.load_state_dict (hooks run), given only the audited keys under
@@ -444,11 +519,11 @@ def load_state_dict(module, path_or_state, *, strict=True, normalize=True,
     unexpected_keys, and unpacks as a pair)."""
     if isinstance(path_or_state, (str, bytes, os.PathLike)):
         file = os.fspath(path_or_state)
-        if dtype is None:
+        if dtype is None or _model_dtype(dtype):
             from ._load import StateDictReader
             with StateDictReader(path_or_state, unsafe_ok=unsafe_ok) as reader:
                 return _load_audited(module, reader.obj, strict, normalize, allow_missing,
-                                     allow_unexpected, file, reader, None, assign,
+                                     allow_unexpected, file, reader, dtype, assign,
                                      reader.src.handle)
         from ._load import load
         path_or_state = load(path_or_state, unsafe_ok=unsafe_ok)
@@ -461,6 +536,10 @@ def load_state_dict(module, path_or_state, *, strict=True, normalize=True,
             lib.ckpt_close(h)
     return _load_audited(module, path_or_state, strict, normalize, allow_missing,
                          allow_unexpected, "", None, dtype, assign)
+
+
+def _model_dtype(dtype):
+    return isinstance(dtype, str) and dtype == "model"
 
 
 def _versions(obj, path="", out=None):
@@ -544,7 +623,7 @@ def _load_audited(module, state, strict, normalize, allow_missing, allow_unexpec
                 allow_unexpected=allow_unexpected, file=file,
                 tie_key=reader.tie_key if reader is not None else None, leaves=leaves,
                 versions=_versions(state), counters=batchnorm_counters(module, expected),
-                meta=meta)
+                meta=meta, floating_as_one=_model_dtype(dtype))
     source = _source(state, rep)
     if source:
         rep = dataclasses.replace(rep, source=source)
@@ -562,6 +641,8 @@ def _load_audited(module, state, strict, normalize, allow_missing, allow_unexpec
         sub = reader.fill({e: (tensors[c], expected[e]) for e, c in rep.matched})
     with torch.no_grad():
         if assign:
+            for m in rep.cast:  # torch's assign would keep the checkpoint's dtype
+                sub[m.name] = sub[m.name].to(expected[m.name].dtype)
             groups = ties(expected)  # before the assign replaces them
             module.load_state_dict(sub, strict=False, assign=True)
             _retie(module, groups, sub)

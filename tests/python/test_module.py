@@ -298,7 +298,7 @@ def test_bf16_checkpoint_refusal_says_how_to_cast(tmp_path):
     with pytest.raises(ckpt.KeyMismatchError) as exc:
         ckpt.load_state_dict(dst, path)
     assert len(exc.value.report.dtype_mismatch) == 10  # num_batches_tracked stays I64
-    assert "as torch's load_state_dict would, pass dtype=torch.float32" in str(exc.value)
+    assert "as torch's load_state_dict would, pass dtype=\"model\"" in str(exc.value)
     # the count is said once, at the head
     assert str(exc.value).startswith("%s: 1 of 11 expected keys match; dtype mismatch: " % path)
     # every key loads with the cast torch's load_state_dict makes: no
@@ -307,11 +307,86 @@ def test_bf16_checkpoint_refusal_says_how_to_cast(tmp_path):
     assert str(exc.value).endswith(" [CKPT_E_MISMATCH]")
     rep = ckpt.load_state_dict(dst, path, dtype=torch.float32)
     assert rep.complete and torch.equal(dst.fc1.weight, src.fc1.weight.float())
+    rep = ckpt.load_state_dict(fresh(2), path, dtype="model")  # the advice works
+    assert rep.complete and len(rep.cast) == 10 and rep.lossy_casts == ()
     # a shape mismatch as well: casting would not help, so no such advice
     torch.save(fresh(1, out=8).to(torch.bfloat16).state_dict(), path)
     with pytest.raises(ckpt.KeyMismatchError) as exc:
         ckpt.load_state_dict(fresh(2), path)
     assert exc.value.report.shape_mismatch and "dtype=" not in str(exc.value)
+
+
+class MixedLM(nn.Module):
+    """Tied embedding and head, a Linear, a norm; mixed precision when
+    bf16: the Linear in bfloat16, the rest float32."""
+    def __init__(self, bf16=False, device=None):
+        super().__init__()
+        self.embed = nn.Embedding(10, 8, device=device)
+        self.fc = nn.Linear(8, 8, device=device)
+        self.norm = nn.LayerNorm(8, device=device)
+        self.head = nn.Linear(8, 10, bias=False, device=device)
+        self.head.weight = self.embed.weight
+        if bf16:
+            self.fc.to(torch.bfloat16)
+
+
+def test_mixed_precision_loads_cast_as_torch_does(tmp_path):
+    """tryout F6: a mixed-precision model (bf16 Linear, fp32 norm) and an
+    fp32 checkpoint: torch's load_state_dict loads it (copy_ casts); ckpt
+    refused with dtype=None, bfloat16 and float32 alike, advising
+    dtype=torch.bfloat16, which casts the fp32 norm too and fails.
+    dtype="model" casts each tensor into its parameter's dtype: the state
+    torch's load_state_dict leaves, both directions, a rewrite included;
+    the keys cast and those losing precision are in the report."""
+    torch.manual_seed(0)
+    fp32, bf16 = tmp_path / "fp32.pt", tmp_path / "bf16_ddp.pt"
+    torch.save(MixedLM().state_dict(), fp32)
+    torch.save({"module." + k: v for k, v in MixedLM(bf16=True).state_dict().items()}, bf16)
+    for path, bf16_model in ((fp32, True), (bf16, False)):
+        oracle = MixedLM(bf16=bf16_model)
+        sd = torch.load(path)
+        oracle.load_state_dict({k.replace("module.", "", 1): v for k, v in sd.items()})
+        with pytest.raises(ckpt.KeyMismatchError) as e:
+            ckpt.load_state_dict(MixedLM(bf16=bf16_model), path)
+        if path == fp32:  # the advice is one that works
+            assert str(e.value).endswith("pass dtype=\"model\" [CKPT_E_MISMATCH]"), str(e.value)
+            with pytest.raises(ckpt.KeyMismatchError):  # what it advised before
+                ckpt.load_state_dict(MixedLM(bf16=True), path, dtype=torch.bfloat16)
+        for given in (path, ckpt.load(path)):
+            m = MixedLM(bf16=bf16_model)
+            rep = ckpt.load_state_dict(m, given, dtype="model")
+            assert rep.complete and [c.name for c in rep.cast] == ["fc.bias", "fc.weight"]
+            got, want = m.state_dict(), oracle.state_dict()
+            assert list(got) == list(want)
+            for k in want:
+                assert got[k].dtype == want[k].dtype and torch.equal(got[k], want[k]), k
+            assert m.head.weight is m.embed.weight
+            if path == fp32:  # fp32 into bf16 rounds: said
+                assert [c.name for c in rep.lossy_casts] == ["fc.bias", "fc.weight"]
+                assert "2 losing precision: fc.bias (F32 to BF16), fc.weight (F32 to BF16)" \
+                    in str(rep), str(rep)
+            else:  # bf16 into fp32 is exact
+                assert rep.lossy_casts == () and rep.rewrite == "strip 'module.'"
+    # assign=True (torch >= 2.1): the cast tensors take the parameters'
+    # places, in the model's dtypes (torch's assign would keep float32)
+    if "assign" in inspect.signature(nn.Module.load_state_dict).parameters:
+        m = MixedLM(bf16=True, device="meta")
+        ckpt.load_state_dict(m, fp32, dtype="model", assign=True)
+        assert (m.fc.weight.dtype, m.norm.weight.dtype) == (torch.bfloat16, torch.float32)
+        assert torch.equal(m.fc.weight, oracle_fc_weight(fp32))
+    # only floating-point dtypes are cast: an integer buffer stays refused
+    b = nn.Module()
+    b.register_buffer("x", torch.zeros(2, dtype=torch.int64))
+    with pytest.raises(ckpt.KeyMismatchError) as e:
+        ckpt.load_state_dict(b, {"x": torch.tensor([1.5, 2.0])}, dtype="model")
+    assert e.value.report.dtype_mismatch[0].checkpoint_dtype == "F32"
+    assert e.value.report.dtype_mismatch[0].expected_dtype == "I64"
+
+
+def oracle_fc_weight(path):
+    m = MixedLM(bf16=True)
+    m.load_state_dict(torch.load(path))
+    return m.fc.weight
 
 
 def test_audit_names_wrapper_prefixes(tmp_path):
