@@ -7,8 +7,8 @@ libckpt is found through $CKPT_LIB, else the copy built into this package
 (pip install), else build/libckpt.so of the source tree this package sits
 in (PYTHONPATH=python), else the system loader (libckpt.so.1).
 """
-from .errors import (ChecksumError, Error, FileError, FileIsADirectoryError, FileMissingError,
-                     FileNotADirectoryError, FilePermissionError, FormatError,
+from .errors import (ChecksumError, DeviceError, Error, FileError, FileIsADirectoryError,
+                     FileMissingError, FileNotADirectoryError, FilePermissionError, FormatError,
                      InvalidArgumentError, KeyMismatchError, LimitError, MismatchError,
                      NotFoundError, OutOfMemoryError, PathTypeError, TruncatedError, UnsafeError,
                      UnsupportedError)
@@ -37,7 +37,7 @@ __all__ = [
     "Error", "FileError", "FileMissingError", "FilePermissionError", "FileIsADirectoryError",
     "FileNotADirectoryError", "PathTypeError", "OutOfMemoryError", "TruncatedError", "FormatError", "LimitError",
     "UnsupportedError", "UnsafeError", "ChecksumError", "MismatchError", "KeyMismatchError",
-    "InvalidArgumentError", "NotFoundError", "ResumeError", "dcp",
+    "InvalidArgumentError", "DeviceError", "NotFoundError", "ResumeError", "dcp",
 ]
 
 

@@ -561,7 +561,7 @@ class _Converter:
         tuples are rebuilt."""
         if not self.moves:
             return obj
-        moved, seen = {}, {}
+        moved, seen, checked = {}, {}, {}
 
         def visit(x):
             if id(x) in seen:
@@ -573,9 +573,11 @@ class _Converter:
                         where = self._mapped(t, *where)
                         if where is None:  # the function kept the storage
                             return x
+                    if where not in checked:
+                        checked[where] = check_device(where, "map_location", self.src.path)
                     # a leaf there, as torch.load rebuilds it: Parameter or
                     # requires_grad kept
-                    m = t.detach().to(where)
+                    m = t.detach().to(checked[where])
                     if isinstance(t, self.torch.nn.Parameter):
                         m = self.torch.nn.Parameter(m, requires_grad=t.requires_grad)
                     elif t.requires_grad:
@@ -785,6 +787,34 @@ class _Converter:
         self.bools = []
 
 
+def check_device(where, what, path):
+    """where (a device name, a torch.device) as a torch.device this torch
+    can place tensors on, else ckpt.DeviceError naming it (`what` is the
+    argument that gave it), in torch.load's words for CUDA."""
+    import torch
+    try:
+        dev = torch.device(where)
+    except (RuntimeError, TypeError, ValueError) as exc:
+        raise errors.DeviceError("%s %r is no device torch knows: %s" % (what, where, exc),
+                                 os.fspath(path)) from None
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise errors.DeviceError(
+            "%s %r: attempting to place tensors on a CUDA device but torch.cuda.is_available() "
+            "is False; on a CPU-only machine pass %s=\"cpu\"" % (what, where, what),
+            os.fspath(path))
+    if dev.type == "cuda" and dev.index is not None and dev.index >= torch.cuda.device_count():
+        raise errors.DeviceError("%s %r: attempting to place tensors on CUDA device %d but "
+                                 "torch.cuda.device_count() is %d" % (
+                                     what, where, dev.index, torch.cuda.device_count()),
+                                 os.fspath(path))
+    try:
+        torch.empty(0, device=dev)
+    except (AssertionError, RuntimeError) as exc:  # a backend this build or machine lacks
+        raise errors.DeviceError("%s %r: torch cannot place tensors there: %s" % (
+            what, where, (str(exc).splitlines() or [""])[0]), os.fspath(path)) from None
+    return dev
+
+
 def load(path, *, unsafe_ok=False, allow=(), map_location=None, mmap=False, device=None,
          weights_only=None):
     """The whole checkpoint at `path` as Python objects: dicts, lists,
@@ -834,10 +864,17 @@ def load(path, *, unsafe_ok=False, allow=(), map_location=None, mmap=False, devi
     ckpt.InvalidArgumentError (unsafe_ok=True and allow are the ways to
     read such a file's data). device (safetensors' load_file and ckpt.open
     name it so) is map_location given as one device, a name or a
-    torch.device; giving both is ckpt.InvalidArgumentError. Raises
+    torch.device; giving both is ckpt.InvalidArgumentError. A device this
+    torch cannot place tensors on (map_location="cuda" on a CPU-only
+    machine, an unknown name) raises ckpt.DeviceError, an
+    InvalidArgumentError that is also the RuntimeError torch.load raises,
+    before the file is read when map_location is one device. Raises
     ckpt.Error subclasses."""
     path = errors.path_arg(path, "ckpt.load")
     map_location = _where(map_location, device, path)
+    import torch
+    if isinstance(map_location, (str, torch.device)):
+        check_device(map_location, "device" if device is not None else "map_location", path)
     if weights_only is not None and not weights_only:
         raise errors.InvalidArgumentError(
             "weights_only=False: ckpt.load never runs the file's code; to read the data "

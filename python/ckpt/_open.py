@@ -38,6 +38,9 @@ class SafeOpen:
             raise errors.InvalidArgumentError(
                 "framework %r: ckpt.open gives torch tensors (\"pt\")" % (framework,),
                 os.fspath(path))
+        if device != "cpu":  # torch is imported by the first tensor only
+            from ._load import check_device
+            device = check_device(device, "device", path)
         self._device = device
         # never scans: nothing here executes anything. Mapped privately, so
         # a slice reads only the pages it covers; every tensor handed out is
@@ -76,7 +79,7 @@ class SafeOpen:
         """A private copy of x on the requested device (RawTensor: as is)."""
         if not hasattr(x, "clone"):
             return x
-        return x.clone() if self._device == "cpu" else x.to(self._device, copy=True)
+        return x.clone() if str(self._device) == "cpu" else x.to(self._device, copy=True)
 
     def keys(self):
         """Every tensor's flattened name ("model.layers.0.weight"), in the

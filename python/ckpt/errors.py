@@ -129,6 +129,13 @@ class InvalidArgumentError(Error, ValueError):
     code = -10
 
 
+class DeviceError(InvalidArgumentError, RuntimeError):
+    """A device argument (map_location, device) this torch cannot place
+    tensors on: CUDA on a CPU-only build or machine, a CUDA index past
+    torch.cuda.device_count(), a device type it does not know or has no
+    backend for. Also the RuntimeError torch.load raises for it."""
+
+
 class NotFoundError(Error, LookupError):
     code = -11
 

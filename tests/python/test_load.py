@@ -454,8 +454,39 @@ def test_map_location(tmp_path):
     if not torch.cuda.is_available():
         # a dict that leaves cuda:0 where it was saved: torch's rule, and
         # torch's own error on a machine without it
-        with pytest.raises((RuntimeError, AssertionError)):
+        with pytest.raises(ckpt.DeviceError, match="'cuda:0'"):
             ckpt.load(path, map_location={"cuda:1": "cpu"})
+
+
+def test_unavailable_device_is_a_ckpt_error(tmp_path):
+    """tryout F8: map_location="cuda" on a CPU-only torch raised a bare
+    AssertionError ("Torch not compiled with CUDA enabled"). A device this
+    torch cannot place tensors on is ckpt.DeviceError naming it: an
+    InvalidArgumentError, and the RuntimeError torch.load raises (the
+    oracle), before the file is read when map_location is one device."""
+    path = tmp_path / "cpu.pt"
+    torch.save({"w": torch.ones(2)}, path)
+    n = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    bad = ["bogus", "cuda:%d" % n, {"cpu": "cuda:%d" % n}]
+    if not torch.cuda.is_available():
+        bad += ["cuda", torch.device("cuda")]
+    for where in bad:
+        with pytest.raises(RuntimeError):
+            torch.load(path, map_location=where)
+        with pytest.raises(ckpt.DeviceError) as e:
+            ckpt.load(path, map_location=where)
+        assert isinstance(e.value, (ckpt.InvalidArgumentError, RuntimeError))
+        assert str(e.value).startswith("%s: map_location " % path), str(e.value)
+        name = where if isinstance(where, str) else str(where.get("cpu", where)) \
+            if isinstance(where, dict) else where.type
+        assert name in str(e.value), (where, str(e.value))
+    with pytest.raises(ckpt.DeviceError, match="device 'bogus'"):
+        ckpt.load(path, device="bogus")
+    with pytest.raises(ckpt.DeviceError, match="device 'cuda:%d'" % n):
+        ckpt.open(path, device="cuda:%d" % n)
+    if not torch.cuda.is_available():
+        with pytest.raises(ckpt.DeviceError, match="torch.cuda.is_available.. is False"):
+            ckpt.load(path, map_location="cuda")
 
 
 def test_device(tmp_path):
