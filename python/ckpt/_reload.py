@@ -47,6 +47,39 @@ def _same(a, b):
         if x.numel() and x.dtype != torch.bool else torch.equal(x, y)
 
 
+def _difference(a, b):
+    """How two leaves that are not the same differ, in words: dtype or
+    shape, else the largest absolute difference and how many elements
+    differ (NaN against a number counts, and makes the largest nan)."""
+    import torch
+    if not isinstance(a, torch.Tensor) or not isinstance(b, torch.Tensor):
+        return "%r against %r" % (b, a)
+    if a.dtype != b.dtype or a.shape != b.shape:
+        return "%s %s against the original's %s %s" % (
+            str(b.dtype).replace("torch.", ""), list(b.shape),
+            str(a.dtype).replace("torch.", ""), list(a.shape))
+    x, y = a.detach().cpu(), b.detach().cpu()
+    if x.dtype is torch.bool:
+        x, y = x.to(torch.uint8), y.to(torch.uint8)
+    if not (x.is_floating_point() or x.is_complex()):
+        x, y = x.to(torch.float64), y.to(torch.float64)
+    wide = torch.complex128 if x.is_complex() else torch.float64
+    diff = (x.to(wide) - y.to(wide)).abs()
+    nan = x.isnan() ^ y.isnan()
+    same_nan = x.isnan() & y.isnan()
+    n = int(((diff != 0) & ~same_nan | nan).sum())
+    big = float("nan") if bool(nan.any()) else float(diff[~same_nan].max()) if n else 0.0
+    return "max abs difference %.6g (%d of %d elements differ)" % (big, n, x.numel())
+
+
+def _suspects(model):
+    """ckpt.audit's findings that explain an output that changes on
+    reload: tensors the file does not carry, or carries apart."""
+    from ._module import audit
+    return [f for f in audit(model)
+            if f.kind in ("plain-attribute", "non-persistent-buffer", "shared-storage")]
+
+
 def _reference(path):
     """The checkpoint at `path` as the real loader reads it: torch.load
     (weights_only=True, onto the CPU), or safetensors.torch.load_file."""
@@ -73,9 +106,12 @@ def check_reload(make_model, path, example_input, *, model=None):
     by the real loader (torch.load with weights_only=True, or safetensors'
     load_file for safetensors). example_input is one tensor or a tuple of
     positional arguments. Returns a ReloadReport; raises
-    ckpt.MismatchError naming the first output that differs, or the error
-    of a load that fails (ckpt.KeyMismatchError: missing or unexpected
-    keys)."""
+    ckpt.MismatchError naming the first output that differs and by how
+    much (largest absolute difference, elements that differ), with the
+    ckpt.audit findings that would explain it (tensors held as plain
+    attributes, non-persistent buffers, shared storages; e.output,
+    e.findings), or the error of a load that fails
+    (ckpt.KeyMismatchError: missing or unexpected keys)."""
     import torch
     from ._match import load_state_dict
     path = os.fspath(path)
@@ -104,7 +140,15 @@ def check_reload(make_model, path, example_input, *, model=None):
                                    % (len(got), len(want)), path)
     for (where, a), (_, b) in zip(want, got):
         if not _same(a, b):
-            raise errors.MismatchError(
-                "%s differs after reloading into a fresh model (eval mode, same input)"
-                % where, path)
+            suspects = _suspects(model)
+            e = errors.MismatchError(
+                "%s differs after reloading into a fresh model (eval mode, same input): %s%s"
+                % (where, _difference(a, b),
+                   "; ckpt.audit(model) names what the file does not hold as the model "
+                   "does: " + "; ".join(f.message for f in suspects) if suspects else
+                   "; ckpt.audit(model) finds nothing the file leaves out (a model that is "
+                   "not the one saved, or a forward that depends on more than its state?)"),
+                path)
+            e.output, e.findings = where, tuple(suspects)
+            raise e
     return ReloadReport(path, len(want), True, match)

@@ -115,3 +115,43 @@ def test_check_reload(tmp_path, ext):
     # the factory must give a fresh model
     with pytest.raises(ckpt.InvalidArgumentError, match="fresh"):
         ckpt.check_reload(lambda: m, path, x, model=m)
+
+
+class Scaled(torch.nn.Module):
+    """A scale held as a plain attribute: not in state_dict, not saved."""
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 4)
+        self.scale = torch.ones(4)
+
+    def forward(self, x):
+        return {"y": self.fc(x) * self.scale}
+
+
+def test_check_reload_says_which_output_by_how_much_and_why(tmp_path):
+    """tryout: check_reload's error said only "output differs after
+    reloading". It names the output, the largest absolute difference and
+    the elements that differ, and the audit finding that explains it
+    (the plain-attribute tensor the file does not hold)."""
+    torch.manual_seed(0)
+    m = Scaled()
+    m.scale = torch.tensor([1.0, 2.0, 1.0, 1.0])  # only column 1 changes on reload
+    path = tmp_path / "scaled.pt"
+    with pytest.warns(ckpt.AuditWarning):
+        ckpt.save(m, path)
+    x = torch.randn(3, 4)
+    with torch.no_grad():
+        gap = float((m.fc(x)[:, 1]).abs().max())  # y * 2 against y * 1
+    with pytest.raises(ckpt.MismatchError) as e:
+        ckpt.check_reload(Scaled, path, x, model=m)
+    msg = str(e.value)
+    assert msg.startswith("%s: output['y'] differs after reloading" % path), msg
+    assert "max abs difference %.6g (3 of 12 elements differ)" % gap in msg, msg
+    assert "scale (F32 [4], in Scaled) is a plain tensor attribute" in msg, msg
+    assert e.value.output == "output['y']"
+    assert [f.kind for f in e.value.findings] == ["plain-attribute"]
+    # nothing left out: said, and no finding given
+    torch.save(Net().state_dict(), tmp_path / "net.pt")
+    with pytest.raises(ckpt.MismatchError, match="finds nothing the file leaves out") as e:
+        ckpt.check_reload(Net, tmp_path / "net.pt", torch.randn(5, 4), model=trained())
+    assert e.value.findings == ()
