@@ -188,6 +188,31 @@ class MatchReport:
     def __str__(self):
         return self.summary()
 
+    def __repr__(self):
+        """Short, for a REPL: the verdict, each list's count and its first
+        names (str() is the summary, the fields hold everything)."""
+        def few(names):
+            names = list(names)
+            return " (%s%s)" % (", ".join(names[:3]), ", ..." if len(names) > 3 else "")
+        parts = ["%d matched" % len(self.matched) +
+                 (few(e for e, _ in self.matched) if self.complete else "")]
+        for label, names in (("missing", self.missing), ("unexpected", self.unexpected),
+                             ("shape mismatch", [m.name for m in self.shape_mismatch]),
+                             ("dtype mismatch", [m.name for m in self.dtype_mismatch]),
+                             ("cast", [m.name for m in self.cast]),
+                             ("tied", [t for t, _ in self.tied]),
+                             ("allowed missing", self.allowed_missing),
+                             ("allowed unexpected", self.allowed_unexpected),
+                             ("defaulted", self.defaulted)):
+            if names:
+                parts.append("%d %s%s" % (len(names), label, few(names)))
+        if self.rewrite:
+            parts.append("rewrite %s" % self.rewrite)
+        if self.source:
+            parts.append("source %r" % self.source)
+        return "<ckpt.MatchReport %s: %s>" % ("complete" if self.complete else "INCOMPLETE",
+                                              ", ".join(parts))
+
     # torch's names: module.load_state_dict returns _IncompatibleKeys, a
     # NamedTuple (missing_keys, unexpected_keys); code written for it
     # (`missing, unexpected = ...`, r.missing_keys, r[0]) works unchanged

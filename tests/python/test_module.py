@@ -485,3 +485,18 @@ def test_meta_model_refused_unless_assign(tmp_path):
     m = NoHead(device="meta")
     rep = ckpt.load_state_dict(m, full, strict=False, assign=True)
     assert rep.unexpected == ("head.weight",) and torch.equal(m.embed.weight, src.embed.weight)
+
+
+def test_match_report_repr_is_short():
+    """tryout: a load_state_dict result in a REPL printed the whole
+    MatchReport (every matched pair, thousands of characters). Its repr
+    is the verdict, each list's count and first names; str() the summary."""
+    m = nn.Sequential(*[nn.Linear(4, 4) for _ in range(300)])
+    rep = ckpt.load_state_dict(m, m.state_dict())
+    assert repr(rep) == "<ckpt.MatchReport complete: 600 matched (0.bias, 0.weight, 1.bias, ...)>"
+    sd = {k: v for k, v in m.state_dict().items() if k != "5.bias"}
+    sd["extra"] = torch.ones(1)
+    rep = ckpt.load_state_dict(m, sd, strict=False)
+    assert repr(rep) == ("<ckpt.MatchReport INCOMPLETE: 599 matched, 1 missing (5.bias), "
+                         "1 unexpected (extra)>"), repr(rep)
+    assert len(str(rep)) < 300 and "missing: 5.bias" in str(rep)
