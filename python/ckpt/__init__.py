@@ -18,8 +18,8 @@ from ._scan import DirScanReport, Finding, ScanReport, VerifyReport, scan, verif
 from ._doctor import doctor
 from ._convert import ConvertReport, convert
 from ._module import AuditFinding, audit, manifest
-from ._match import (DeclaredTieWarning, MatchReport, Mismatch, UnappliedRewriteWarning,
-                     load_state_dict)
+from ._match import (DeclaredTieWarning, MatchReport, Mismatch, PartialRewriteWarning,
+                     UnappliedRewriteWarning, load_state_dict)
 from ._save import AuditWarning, save
 from ._reload import ReloadReport, check_reload
 from ._store import (Generation, ResumeError, Resumed, ResumeWarning, Store, StoreWarning,
@@ -33,7 +33,7 @@ __all__ = [
     "Store", "rng_state", "set_rng_state",
     "Opaque", "RawTensor", "SafeOpen", "ScanReport", "DirScanReport", "Finding", "VerifyReport", "MatchReport", "Mismatch",
     "AuditFinding", "ReloadReport", "Generation", "Resumed", "AuditWarning", "ResumeWarning", "StoreWarning", "UnappliedRewriteWarning",
-    "DeclaredTieWarning",
+    "DeclaredTieWarning", "PartialRewriteWarning",
     "Error", "FileError", "FileMissingError", "FilePermissionError", "FileIsADirectoryError",
     "FileNotADirectoryError", "PathTypeError", "OutOfMemoryError", "TruncatedError", "FormatError", "LimitError",
     "UnsupportedError", "UnsafeError", "ChecksumError", "MismatchError", "KeyMismatchError",

@@ -74,7 +74,10 @@ class MatchReport:
     dict saved before BatchNorm's version 2, or without _metadata); cast:
     with dtype="model", the matched keys whose floating-point dtype differs
     from their parameter's, each loaded cast into it (Mismatch records;
-    lossy_casts: those the cast loses precision or range for)."""
+    lossy_casts: those the cast loses precision or range for);
+    rewrite_missing: the model keys unapplied_rewrite leaves missing when
+    every checkpoint key matches through it (strict=False applies such a
+    rewrite; strict=True refuses, naming them)."""
     complete: bool
     matched: Tuple[Tuple[str, str], ...] = ()
     missing: Tuple[str, ...] = ()
@@ -93,6 +96,7 @@ class MatchReport:
     ignored: Tuple[str, ...] = ()
     defaulted: Tuple[str, ...] = ()
     cast: Tuple[Mismatch, ...] = ()
+    rewrite_missing: Tuple[str, ...] = ()
 
     @property
     def lossy_casts(self):
@@ -134,6 +138,13 @@ class MatchReport:
         parts = [head]
         if self.rewrite:
             parts.append("rewrite: %s" % self.rewrite)
+        elif self.rewrite_missing:  # misnamed, and a model key or two beyond
+            parts.append("rewrite %s not applied: every checkpoint key matches through it, "
+                         "leaving the model's %s missing; strict=False applies it and loads "
+                         "the rest, as does allow_missing=%r" % (
+                             self.unapplied_rewrite, ", ".join(self.rewrite_missing[:8]) +
+                             (", ..." if len(self.rewrite_missing) > 8 else ""),
+                             list(self.rewrite_missing[:8])))
         elif self.unapplied_rewrite:  # the keys may only be misnamed: say how
             parts.append("rewrite %s not applied (normalize=True applies a rewrite only when "
                          "it makes the match complete)" % self.unapplied_rewrite)
@@ -336,7 +347,7 @@ def _shape(e):
 
 def match(tensors, expected, *, normalize=True, allow_missing=(), allow_unexpected=(),
           file="", tie_key=None, leaves=(), versions=None, counters=(), meta=None,
-          floating_as_one=False):
+          floating_as_one=False, proposal=None):
     """ckpt_match of checkpoint tensors {name: tensor} against the expected
     {name: tensor} of a model; tensors that are one tensor (tie_key: which
     of the checkpoint's are) are recorded as ties on each side; leaves:
@@ -346,8 +357,9 @@ def match(tensors, expected, *, normalize=True, allow_missing=(), allow_unexpect
     checkpoint (a ckpt_file handle) whose metadata declares aliases, or
     None; floating_as_one: floating-point dtypes compare as one (every
     one declared as F32 to the audit; the report then gives each key's own
-    dtype, and `cast` the matched pairs whose dtypes differ). Returns a
-    MatchReport."""
+    dtype, and `cast` the matched pairs whose dtypes differ); proposal: a
+    dict that receives {checkpoint name: rewritten name} of a best rewrite
+    not applied (ckpt_match_rewritten). Returns a MatchReport."""
     ck = _Manifest(file or "checkpoint", tensors, tie_key, leaves, versions, meta=meta,
                    floating_as_one=floating_as_one)
     try:
@@ -364,6 +376,10 @@ def match(tensors, expected, *, normalize=True, allow_missing=(), allow_unexpect
         opts.allow_missing, opts.allow_unexpected = am, au
         check(lib.ckpt_match(ctypes.byref(r), ck.h, ex.h, ctypes.byref(opts)), file)
         rep = _report(r, ck, expected, file)
+        if proposal is not None and rep.unapplied_rewrite:
+            for i in range(lib.ckpt_manifest_count(ck.h)):
+                proposal[text(lib.ckpt_manifest_entry_at(ck.h, i).contents.name)] = \
+                    text(lib.ckpt_match_rewritten(r, i))
         return _own_dtypes(rep, tensors, expected) if floating_as_one else rep
     finally:
         lib.ckpt_match_result_free(r)
@@ -481,6 +497,12 @@ class DeclaredTieWarning(UserWarning):
     """load_state_dict left keys missing that the checkpoint's metadata
     declares equal to a loaded key (safetensors save_model's aliases)
     while the model does not tie them."""
+
+
+class PartialRewriteWarning(UserWarning):
+    """load_state_dict(strict=False) applied a key rewrite ("strip
+    'module.'") through which every checkpoint key matches, leaving model
+    keys missing (a new head on a DataParallel checkpoint)."""
 
 
 class UnappliedRewriteWarning(UserWarning):
@@ -633,6 +655,47 @@ def _retie(module, groups, loaded):
                 sub._buffers[leaf] = src._buffers[src_leaf]
 
 
+def _glob_literal(name):
+    """An allow_missing glob matching `name` alone (fnmatch: '*', '?', '['
+    and the escaping backslash taken literally)."""
+    return "".join("[%s]" % c if c in "*?[\\" else c for c in name)
+
+
+def _through_rewrite(rep, proposal, expected, counters, audit):
+    """The report of the best rewrite that was not applied because it
+    leaves model keys missing, when every checkpoint key matches through
+    it: the audit run again (audit(extra_allow_missing)) with those keys
+    allowed, so that the C audit applies it by its own rules, then the
+    keys listed as missing again and the report incomplete. None when the
+    rewrite merges keys or leaves anything else (an unexpected key, a
+    mismatch, a BatchNorm counter) in the way."""
+    names = set(proposal.values())
+    if len(names) != len(proposal):
+        return None
+    left = [e for e in expected if e not in names and e not in counters
+            and e not in rep.allowed_missing]  # what the caller allowed stays so
+    if not left:
+        return None
+    again = audit(tuple(_glob_literal(n) for n in left))
+    if not (again.complete and again.rewrite):
+        return None
+    forced = set(left) & set(again.allowed_missing)
+    return dataclasses.replace(
+        again, complete=not forced, missing=tuple(sorted(set(again.missing) | forced)),
+        allowed_missing=tuple(n for n in again.allowed_missing if n not in forced))
+
+
+def _warn_partial_rewrite(rep):
+    if rep.rewrite and rep.missing:
+        warnings.warn("ckpt.load_state_dict(strict=False): applied the key rewrite %s, "
+                      "through which every checkpoint key matches; %d model key%s left "
+                      "missing: %s" % (rep.rewrite, len(rep.missing),
+                                       "" if len(rep.missing) == 1 else "s",
+                                       ", ".join(rep.missing[:8]) +
+                                       (", ..." if len(rep.missing) > 8 else "")),
+                      PartialRewriteWarning, stacklevel=3)
+
+
 def _load_audited(module, state, strict, normalize, allow_missing, allow_unexpected, file,
                   reader, dtype, assign, meta=None):
     import torch
@@ -644,11 +707,22 @@ def _load_audited(module, state, strict, normalize, allow_missing, allow_unexpec
                 if isinstance(v, torch.Tensor)}
 
     # a missing BatchNorm counter: the C audit's verdict (CKPT_MATCH_DEFAULTED)
-    rep = match(tensors, expected, normalize=normalize, allow_missing=allow_missing,
-                allow_unexpected=allow_unexpected, file=file,
-                tie_key=reader.tie_key if reader is not None else None, leaves=leaves,
-                versions=_versions(state), counters=batchnorm_counters(module, expected),
-                meta=meta, floating_as_one=_model_dtype(dtype))
+    counters, proposal = batchnorm_counters(module, expected), {}
+
+    def audit(more_missing=(), proposal=None):
+        return match(tensors, expected, normalize=normalize,
+                     allow_missing=tuple(allow_missing) + more_missing,
+                     allow_unexpected=allow_unexpected, file=file,
+                     tie_key=reader.tie_key if reader is not None else None, leaves=leaves,
+                     versions=_versions(state), counters=counters, meta=meta,
+                     floating_as_one=_model_dtype(dtype), proposal=proposal)
+    rep = audit(proposal=proposal)
+    through = _through_rewrite(rep, proposal, expected, counters, audit) \
+        if normalize and proposal else None
+    if through is not None and strict:  # refused, as `ckpt match` refuses, saying how
+        rep = dataclasses.replace(rep, rewrite_missing=through.missing)
+    elif through is not None:
+        rep = through
     source = _source(state, rep)
     if source:
         rep = dataclasses.replace(rep, source=source)
@@ -659,6 +733,7 @@ def _load_audited(module, state, strict, normalize, allow_missing, allow_unexpec
         raise errors.KeyMismatchError(rep, file)
     _check_targets(module, expected, rep, assign, file)
     _warn_unapplied_rewrite(rep)
+    _warn_partial_rewrite(rep)
     _warn_declared_ties(rep)
     if reader is None:
         sub = {e: tensors[c] for e, c in rep.matched}

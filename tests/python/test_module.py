@@ -500,3 +500,49 @@ def test_match_report_repr_is_short():
     assert repr(rep) == ("<ckpt.MatchReport INCOMPLETE: 599 matched, 1 missing (5.bias), "
                          "1 unexpected (extra)>"), repr(rep)
     assert len(str(rep)) < 300 and "missing: 5.bias" in str(rep)
+
+
+class WithCls(TiedLM):
+    """TiedLM with a new classifier head the checkpoint lacks."""
+    def __init__(self):
+        super().__init__()
+        self.cls = nn.Linear(6, 3)
+
+
+def test_strict_false_applies_a_rewrite_every_checkpoint_key_matches_through():
+    """tryout F9: a DDP checkpoint ("module.") into a model with a new head,
+    strict=False, was refused ("nothing would load"), the way out
+    (allow_missing) unsaid. strict=False applies the rewrite when every
+    checkpoint key matches through it and only model keys stay missing,
+    which a PartialRewriteWarning names: torch's load_state_dict(strict=False)
+    of the stripped keys is the oracle. strict=True says how to load it."""
+    torch.manual_seed(0)
+    src = TiedLM()
+    sd = {"module." + k: v for k, v in src.state_dict().items()}
+    oracle = WithCls()
+    want = oracle.load_state_dict({k[len("module."):]: v for k, v in sd.items()}, strict=False)
+    m = WithCls()
+    with pytest.warns(ckpt.PartialRewriteWarning,
+                      match=r"strip 'module.'.*2 model keys left missing: cls.bias, cls.weight"):
+        rep = ckpt.load_state_dict(m, sd, strict=False)
+    assert sorted(rep.missing_keys) == sorted(want.missing_keys) == ["cls.bias", "cls.weight"]
+    assert rep.unexpected_keys == want.unexpected_keys == []
+    assert not rep.complete and rep.rewrite == "strip 'module.'"
+    for k, v in oracle.state_dict().items():
+        if not k.startswith("cls."):
+            assert torch.equal(m.state_dict()[k], v), k
+    assert m.head.weight is m.embed.weight
+    with pytest.raises(ckpt.KeyMismatchError) as e:  # the verdict `ckpt match` gives
+        ckpt.load_state_dict(WithCls(), sd)
+    assert e.value.report.rewrite_missing == ("cls.bias", "cls.weight")
+    assert e.value.report.rewrite is None and len(e.value.report.unexpected) == 4
+    assert "rewrite strip 'module.' not applied: every checkpoint key matches through it, " \
+        "leaving the model's cls.bias, cls.weight missing; strict=False applies it and loads " \
+        "the rest, as does allow_missing=['cls.bias', 'cls.weight']" in str(e.value), str(e.value)
+    # what the caller allows is allowed, and then complete, as before
+    rep = ckpt.load_state_dict(WithCls(), sd, allow_missing=["cls.*"])
+    assert rep.complete and rep.allowed_missing == ("cls.bias", "cls.weight")
+    # a checkpoint key that does not match through it: still refused
+    sd["module.extra"] = torch.ones(1)
+    with pytest.raises(ckpt.KeyMismatchError, match="nothing would load"):
+        ckpt.load_state_dict(WithCls(), sd, strict=False)

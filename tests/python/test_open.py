@@ -197,15 +197,28 @@ def test_load_state_dict_dtype_casts_deliberately():
 def test_strict_false_names_the_unapplied_rewrite():
     m = torch.nn.Sequential(torch.nn.Linear(2, 3), torch.nn.Linear(3, 3))
     sd = {"module.0.weight": torch.ones(3, 2), "module.0.bias": torch.ones(3),
-          "1.bias": torch.ones(3)}
+          "1.bias": torch.ones(3), "module.junk": torch.ones(1)}
     with pytest.warns(ckpt.UnappliedRewriteWarning, match="strip 'module.'") as w:
         r = ckpt.load_state_dict(m, sd, strict=False)
     assert "3 keys left missing (0.bias, 0.weight, 1.weight)" in str(w[0].message)
     assert r.rewrite is None and r.unapplied_rewrite == "strip 'module.'"
+    # every checkpoint key matching through it (tryout F9): strict=False
+    # applies it, naming what stays missing; strict=True says so
+    del sd["module.junk"]
+    sd["module.1.bias"] = sd.pop("1.bias")
+    with pytest.warns(ckpt.PartialRewriteWarning, match="1 model key left missing: 1.weight"):
+        r = ckpt.load_state_dict(m, sd, strict=False)
+    assert r.rewrite == "strip 'module.'" and r.missing == ("1.weight",)
     # the error names it too: a DDP + torch.compile state dict short of one
     # key said only "missing: ...; unexpected: module._orig_mod....; nothing
     # would load"
     dp = {"module._orig_mod." + k: v for k, v in m.state_dict().items() if k != "1.bias"}
+    with pytest.raises(ckpt.KeyMismatchError) as e:
+        ckpt.load_state_dict(m, dp)
+    assert "rewrite strip 'module._orig_mod.' not applied: every checkpoint key matches " \
+        "through it, leaving the model's 1.bias missing; strict=False applies it" \
+        in str(e.value), str(e.value)
+    dp["module._orig_mod.junk"] = torch.ones(1)
     for strict in (True, False):
         with pytest.raises(ckpt.KeyMismatchError) as e:
             ckpt.load_state_dict(m, dp, strict=strict)
