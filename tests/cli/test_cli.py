@@ -260,6 +260,39 @@ def test_inspect_text_hostile_names():
     assert_eq(doc["metadata"], {"k\x07": "v\x1b]0;x\x07"}, "JSON metadata")
 
 
+def test_inspect_text_escapes_anywhere_in_a_name():
+    """A control byte, DEL, a C1 control or a multibyte character at any
+    place of a long name (the table reads printable ASCII 8 bytes at a
+    time): escaped as \\xNN, 4 columns each, other characters 1, and the
+    columns stay aligned."""
+    names = ["abcdefghij\x7fklmnopq", "abcdefgh\x1fijklmnopqrst",
+             "abcdefghijklmno\x85pq", "layers.\u00fcber.gewicht.x",
+             "0123456789abcdef~", "a\x01", "x" * 23 + "\u20ac"]
+    path = tmp_file("escapes.safetensors", safetensors_bytes(
+        [(n, "U8", [1], b"\x00") for n in names]))
+    rc, out, _ = run("inspect", path)
+    assert_eq(rc, 0, "exit code")
+
+    def shown(name):
+        text, cols = "", 0
+        for ch in name:
+            o = ord(ch)
+            if o < 0x20 or 0x7f <= o < 0xa0:
+                for b in ch.encode("utf-8"):
+                    text += "\\x%02x" % b
+                    cols += 4
+            else:
+                text += ch
+                cols += 1
+        return text, cols
+
+    width = max(shown(n)[1] for n in names)
+    for n in names:
+        text, cols = shown(n)
+        row = text + " " * (width - cols) + "  U8     [1]        1"
+        assert row in out.splitlines(), (row, out)
+
+
 def test_inspect_errors():
     rc, out, err = run("inspect", os.path.join(TMP, "missing.pt"))
     assert_eq(rc, 2, "missing file exit code")

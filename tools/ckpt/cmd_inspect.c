@@ -176,19 +176,57 @@ static void print_json(inspect *in, cli_json_writer *j, const cli_target *t) {
 
 /* ------------------------------------------------------------ text */
 
-static void pad(size_t used, size_t width) {
-    for (; used < width; used++) fputc(' ', stdout);
+/* The rest of a table row after its name, gathered here and written with
+ * one fwrite (a million tensors: not a stdio call per cell and space). */
+typedef struct row {
+    char buf[512];
+    size_t n;
+} row;
+
+static void row_flush(row *r) {
+    fwrite(r->buf, 1, r->n, stdout);
+    r->n = 0;
 }
 
-/* "  " then s in a column of `width`, left- or right-aligned: the table's
- * rows without printf (a million tensors). */
-static void put_cell(const char *s, size_t width, int right) {
-    size_t len = strlen(s);
+static void row_put(row *r, const char *s, size_t len) {
+    while (len) {
+        size_t k;
 
-    fputs("  ", stdout);
-    if (right) pad(len, width);
-    fputs(s, stdout);
-    if (!right) pad(len, width);
+        if (r->n == sizeof r->buf) row_flush(r);
+        k = sizeof r->buf - r->n < len ? sizeof r->buf - r->n : len;
+        memcpy(r->buf + r->n, s, k);
+        r->n += k, s += k, len -= k;
+    }
+}
+
+static void row_pad(row *r, size_t used, size_t width) {
+    static const char spaces[] = "                                ";
+
+    while (used < width) {
+        size_t k = width - used < sizeof spaces - 1 ? width - used : sizeof spaces - 1;
+
+        row_put(r, spaces, k);
+        used += k;
+    }
+}
+
+/* "  " then s in a column of `width`, left- or right-aligned. */
+static void put_cell(row *r, const char *s, size_t width, int right) {
+    size_t len = strlen(s), fill = len < width ? width - len : 0;
+
+    if (2 + fill + len > sizeof r->buf - r->n) { /* a long cell: piece by piece */
+        row_put(r, "  ", 2);
+        if (right) row_pad(r, len, width);
+        row_put(r, s, len);
+        if (!right) row_pad(r, len, width);
+        return;
+    }
+    char *p = r->buf + r->n;
+    *p++ = ' ', *p++ = ' ';
+    if (right) memset(p, ' ', fill), p += fill;
+    memcpy(p, s, len), p += len;
+    if (!right) memset(p, ' ', fill), p += fill;
+    r->n = (size_t)(p - r->buf);
 }
 
 /* Column widths of the tensor table. */
@@ -269,13 +307,21 @@ static void print_table(inspect *in) {
         const ckpt_tensor *t = ckpt_file_tensor(in->f, order ? order[i] : i);
         const char *name = cli_name(ckpt_tensor_name(t));
 
-        pad(cli_put_text(stdout, name, strlen(name)), w.name);
-        put_cell(ckpt_dtype_name(ckpt_tensor_dtype(t)), w.dtype, 0);
-        put_cell(cli_shape(shape, sizeof shape, t), w.shape, 0);
-        put_cell(cli_u64(num, ckpt_tensor_nbytes(t)), w.bytes, 1);
-        if (w.device) put_cell(ckpt_tensor_device(t), w.device, 0);
-        if (in->hash) printf("  %s", tensor_sha256(in, t, hex));
-        fputc('\n', stdout);
+        row r = {.n = 0};
+
+        row_pad(&r, cli_put_text(stdout, name, strlen(name)), w.name);
+        put_cell(&r, ckpt_dtype_name(ckpt_tensor_dtype(t)), w.dtype, 0);
+        put_cell(&r, cli_shape(shape, sizeof shape, t), w.shape, 0);
+        put_cell(&r, cli_u64(num, ckpt_tensor_nbytes(t)), w.bytes, 1);
+        if (w.device) put_cell(&r, ckpt_tensor_device(t), w.device, 0);
+        if (in->hash) {
+            const char *h = tensor_sha256(in, t, hex);
+
+            row_put(&r, "  ", 2);
+            row_put(&r, h, strlen(h));
+        }
+        row_put(&r, "\n", 1);
+        row_flush(&r);
         if (in->chunks) print_chunks(t);
     }
     free(order);

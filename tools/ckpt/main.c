@@ -269,6 +269,18 @@ static int is_control(const unsigned char *p, size_t n) {
     return p[0] < 0x20 || p[0] == 0x7f || (n == 2 && p[0] == 0xc2 && p[1] < 0xa0);
 }
 
+/* 1 if the 8 bytes at p are all printable ASCII (0x20..0x7e), 8 at a
+ * time: a byte below 0x20 borrows into its top bit, one of 0x7f or more
+ * has it set or sets it adding 1 (a carry out of 0xff only follows a byte
+ * that has it set already). */
+static int printable8(const unsigned char *p) {
+    const uint64_t ones = 0x0101010101010101u, high = 0x8080808080808080u;
+    uint64_t x;
+
+    memcpy(&x, p, 8);
+    return (((x - 0x20 * ones) & ~x) | x | (x + ones)) & high ? 0 : 1;
+}
+
 /* Runs of printable text go out in one fwrite each, not a call per
  * character (a listing of a million names). */
 static size_t put_or_measure(FILE *out, const char *s, size_t len) {
@@ -276,7 +288,18 @@ static size_t put_or_measure(FILE *out, const char *s, size_t len) {
     size_t i = 0, cols = 0, run = 0;
 
     while (i < len) {
-        size_t n = cli_utf8_len(p + i, len - i);
+        size_t n;
+
+        if (p[i] >= 0x20 && p[i] < 0x7f) { /* printable ASCII: one column */
+            size_t j = i + 1;
+
+            while (len - j >= 8 && printable8(p + j)) j += 8;
+            while (j < len && p[j] >= 0x20 && p[j] < 0x7f) j++;
+            cols += j - i;
+            i = j;
+            continue;
+        }
+        n = cli_utf8_len(p + i, len - i);
 
         if (n == 0 || is_control(p + i, n)) {
             /* \xNN for the lead byte only: the rest are shown next. */
@@ -365,6 +388,23 @@ const char *cli_u64(char buf[CLI_U64_CAP], uint64_t x) {
 const char *cli_dims(char *buf, size_t cap, unsigned ndim, const uint64_t *shape) {
     size_t used = 0;
 
+    if (ndim < cap / (CLI_U64_CAP + 2)) { /* fits whole: written in place */
+        char *p = buf;
+
+        *p++ = '[';
+        for (unsigned i = 0; i < ndim; i++) {
+            char d[CLI_U64_CAP];
+            const char *digits = cli_u64(d, shape[i]);
+            size_t n = (size_t)(d + CLI_U64_CAP - 1 - digits);
+
+            if (i) *p++ = ',', *p++ = ' ';
+            memcpy(p, digits, n);
+            p += n;
+        }
+        *p++ = ']';
+        *p = '\0';
+        return buf;
+    }
     buf[0] = '\0';
     put_part(buf, cap, &used, "[", 1);
     for (unsigned i = 0; i < ndim && used < cap; i++) {
