@@ -22,7 +22,7 @@ static size_t natural_key(const char *s, unsigned char *key) {
         memcpy(key + k, s, n);
         k += n, s += n;
         if (!*s) return k;
-        n = 0;
+        n = 1;
         while (s[n] >= '0' && s[n] <= '9') n++;
         while (z + 1 < n && s[z] == '0') z++;
         size_t sig = n - z, head = sig < 255 ? 2 : 10;
@@ -65,6 +65,8 @@ int ckpt_natural_order(size_t *order, const char *const *names, size_t n) {
     natural_item *items = n <= SIZE_MAX / sizeof *items ? ckpt_malloc(n * sizeof *items) : NULL;
     unsigned char *keys = NULL;
     size_t used = 0, cap = 0;
+    /* most keys are about as long as their names: 48 bytes each first */
+    if (n <= SIZE_MAX / 48 && (keys = ckpt_malloc(n * 48))) cap = n * 48;
     int rc = items ? 0 : CKPT_E_NOMEM;
     /* one pass: keys are laid out in name order, the buffer grows as a
      * key may need 3x its name's bytes (most need about 1x) */

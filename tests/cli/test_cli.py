@@ -292,6 +292,23 @@ def test_inspect_text_escapes_anywhere_in_a_name():
         row = text + " " * (width - cols) + "  U8     [1]        1"
         assert row in out.splitlines(), (row, out)
 
+    # past the table's 64 KiB buffer and the 1 KiB pieces of a long path:
+    # escapes and multibyte characters cut nowhere
+    many = ["n%04d.\u00e9\x01\u20ac%s" % (i, "\u00fc" * 40) for i in range(1200)]
+    deep = os.path.join(TMP, *(["d\u00e9\x02" + "\u00fc" * 100] * 6))
+    os.makedirs(deep, exist_ok=True)
+    path = os.path.join(deep, "many.safetensors")
+    with open(path, "wb") as f:
+        f.write(safetensors_bytes([(n, "U8", [1], b"\x00") for n in many]))
+    rc, out, _ = run("inspect", path)
+    assert_eq(rc, 0, "exit code")
+    lines = out.splitlines()
+    assert_eq(lines[0].split(": ")[0], shown(path)[0], "the path, escaped")
+    width = max(shown(n)[1] for n in many)
+    rows = [shown(n)[0] + " " * (width - shown(n)[1]) + "  U8     [1]        1"
+            for n in sorted(many)]
+    assert_eq(lines[3:3 + len(rows)], rows, "rows")
+
 
 def test_inspect_errors():
     rc, out, err = run("inspect", os.path.join(TMP, "missing.pt"))

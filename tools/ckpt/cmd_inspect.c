@@ -176,10 +176,10 @@ static void print_json(inspect *in, cli_json_writer *j, const cli_target *t) {
 
 /* ------------------------------------------------------------ text */
 
-/* The rest of a table row after its name, gathered here and written with
- * one fwrite (a million tensors: not a stdio call per cell and space). */
+/* Table rows, gathered here and written with one fwrite per 64 KiB (a
+ * million tensors: not a stdio call per cell and space). */
 typedef struct row {
-    char buf[512];
+    char buf[1 << 16];
     size_t n;
 } row;
 
@@ -238,7 +238,7 @@ typedef struct widths {
 static widths measure(ckpt_file *f) {
     widths w = {4, 5, 5, 5, 0}; /* the headings NAME DTYPE SHAPE BYTES */
     size_t n = ckpt_file_tensor_count(f), i, len;
-    char shape[SHAPE_CAP], num[CLI_U64_CAP];
+    char num[CLI_U64_CAP];
 
     for (i = 0; i < n; i++) {
         const ckpt_tensor *t = ckpt_file_tensor(f, i);
@@ -248,7 +248,7 @@ static widths measure(ckpt_file *f) {
         if (len > w.name) w.name = len < NAME_COLS_MAX ? len : NAME_COLS_MAX;
         len = strlen(ckpt_dtype_name(ckpt_tensor_dtype(t)));
         if (len > w.dtype) w.dtype = len;
-        len = strlen(cli_shape(shape, sizeof shape, t));
+        len = cli_dims_len(SHAPE_CAP, ckpt_tensor_ndim(t), ckpt_tensor_shape(t));
         if (len > w.shape) w.shape = len;
         len = strlen(cli_u64(num, ckpt_tensor_nbytes(t)));
         if (len > w.bytes) w.bytes = len;
@@ -303,13 +303,23 @@ static void print_table(inspect *in) {
            "DTYPE", (int)w.shape, "SHAPE", (int)w.bytes, "BYTES");
     if (w.device) printf("  %-*s", (int)w.device, "DEVICE");
     printf("%s%s\n", in->hash ? "  SHA256" : "", cli_color(CLI_RESET));
+    static row r;
+
+    r.n = 0;
     for (i = 0; i < n; i++) {
         const ckpt_tensor *t = ckpt_file_tensor(in->f, order ? order[i] : i);
         const char *name = cli_name(ckpt_tensor_name(t));
+        size_t len = strlen(name), cols = 0;
 
-        row r = {.n = 0};
+        while (len) {
+            size_t used, c;
 
-        row_pad(&r, cli_put_text(stdout, name, strlen(name)), w.name);
+            if (sizeof r.buf - r.n < 4) row_flush(&r);
+            r.n += cli_text_escape(r.buf + r.n, sizeof r.buf - r.n, name, len, &used, &c);
+            cols += c;
+            name += used, len -= used;
+        }
+        row_pad(&r, cols, w.name);
         put_cell(&r, ckpt_dtype_name(ckpt_tensor_dtype(t)), w.dtype, 0);
         put_cell(&r, cli_shape(shape, sizeof shape, t), w.shape, 0);
         put_cell(&r, cli_u64(num, ckpt_tensor_nbytes(t)), w.bytes, 1);
@@ -321,9 +331,12 @@ static void print_table(inspect *in) {
             row_put(&r, h, strlen(h));
         }
         row_put(&r, "\n", 1);
-        row_flush(&r);
+        /* what goes to stderr (a digest that fails) or through stdio
+         * follows its row */
+        if (in->hash || in->chunks) row_flush(&r);
         if (in->chunks) print_chunks(t);
     }
+    row_flush(&r);
     free(order);
 }
 
