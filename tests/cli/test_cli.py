@@ -267,7 +267,7 @@ def test_inspect_text_escapes_anywhere_in_a_name():
     columns stay aligned."""
     names = ["abcdefghij\x7fklmnopq", "abcdefgh\x1fijklmnopqrst",
              "abcdefghijklmno\x85pq", "layers.\u00fcber.gewicht.x",
-             "0123456789abcdef~", "a\x01", "x" * 23 + "\u20ac"]
+             "0123456789abcdef~", "a\x01", "x" * 23 + "\u20ac", 'q"uo\\te\x7f\u00e9']
     path = tmp_file("escapes.safetensors", safetensors_bytes(
         [(n, "U8", [1], b"\x00") for n in names]))
     rc, out, _ = run("inspect", path)
@@ -291,6 +291,8 @@ def test_inspect_text_escapes_anywhere_in_a_name():
         text, cols = shown(n)
         row = text + " " * (width - cols) + "  U8     [1]        1"
         assert row in out.splitlines(), (row, out)
+    rc, doc, _ = run_json("inspect", "--json", path)
+    assert_eq(sorted(t["name"] for t in doc["tensors"]), sorted(names), "JSON names")
 
     # past the table's 64 KiB buffer and the 1 KiB pieces of a long path:
     # escapes and multibyte characters cut nowhere
