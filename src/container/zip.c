@@ -475,6 +475,7 @@ static int read_central(const ckpt_zip *z, ckpt_arena *a, ckpt_view *cd, uint64_
     e->flags = rd16(h + 8);
     e->method = rd16(h + 10);
     e->crc32 = rd32(h + 16);
+    e->crc_seen = 0; /* until read_local sees the bytes */
     e->csize = rd32(h + 20);
     e->usize = rd32(h + 24);
     e->is_dir = (nlen && name[nlen - 1] == '/') || (rd32(h + 38) & DOS_DIR_ATTR);

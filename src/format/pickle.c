@@ -2528,6 +2528,7 @@ int ckpt_pickle_run(ckpt_value **out, size_t *consumed, const uint8_t *buf, size
                       "(max_inflate_bytes, at most max_inflate_ratio times the file's size)",
                       m.max_alloc);
     }
+    if (o->ops) *o->ops = m.ops;
     if (rc == PK_STOPPED) {
         rc = 0;
         *out = m.result;

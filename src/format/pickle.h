@@ -134,6 +134,9 @@ typedef struct pk_options {
      * BINBYTES, text opcodes...: it runs protocol 2 as torch.save writes
      * it), when its offset is still CKPT_NO_OFFSET. */
     pk_weights_only *weights_only;
+    /* Optional: receives the opcodes run and the items and bytes
+     * builders copied (what max_pickle_ops bounds), as the run ends. */
+    uint64_t *ops;
 } pk_options;
 
 /* Runs one pickle from buf[0..len) up to and including its STOP opcode

@@ -1168,6 +1168,11 @@ int ckpt_builders_allow(const char *module, const char *name) {
     return ckpt_builders_allowed(module, name);
 }
 
+int ckpt_builders_scan_alike(const char *module, const char *name) {
+    return (!strcmp(module, "collections") && !strcmp(name, "OrderedDict")) ||
+           (!strcmp(module, "torch._utils") && !strcmp(name, "_rebuild_tensor_v2"));
+}
+
 int ckpt_builders_allowed(const char *module, const char *name) {
     if (find(module, name) || other_torch_name(module, name)) return 1;
     /* storage types, named in persistent ids (torch.cuda for legacy GPU saves) */

@@ -85,6 +85,15 @@ int ckpt_builders_allowed(const char *module, const char *name);
  * which ckpt_builders_call reads. */
 int ckpt_builders_allow(const char *module, const char *name);
 
+/* 1 for the callables whose reader-mode results (collections.OrderedDict:
+ * an ordered DICT; torch._utils._rebuild_tensor_v2: a TENSOR, else an
+ * error or the opaque object scan mode makes) take every check a later
+ * opcode makes as scan mode's opaque OBJECT of that name does, in a
+ * pickle that torch's weights_only unpickler runs without refusing an
+ * opcode (format/pickle_log.h): what torch.save of a state_dict calls.
+ * module/name as the machine name-maps them. */
+int ckpt_builders_scan_alike(const char *module, const char *name);
+
 /* The value of a call that is not interpreted: an OBJECT `name` (kept,
  * not copied: a static string or a GLOBAL's qualname, which live as long
  * as the values) with

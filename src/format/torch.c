@@ -14,6 +14,7 @@
 #include "container/zip.h"
 #include "model/file.h"
 #include "format/pickle.h"
+#include "format/pickle_log.h"
 
 /* 0x1950a86a20f9469cfc6c, torch.serialization.MAGIC_NUMBER */
 #define LEGACY_MAGIC "119547037146038801333356"
@@ -21,6 +22,9 @@
 
 typedef struct torch_reader {
     ckpt_file *f;
+    /* data.pkl's events for a scan of the opened file (pickle_log.h),
+     * while it runs; NULL for every other pickle */
+    pk_log *log;
     int legacy;
     const char *member; /* the pickle being run, for errors */
     uint64_t base;      /* its offset in the file (pk_options.base_offset) */
@@ -251,6 +255,10 @@ static int load_storage(void *ctx, ckpt_value *pid, uint64_t off, ckpt_value **o
     return 0;
 }
 
+static void log_event(void *ctx, const pk_event *ev) {
+    ckpt_pickle_log_event(((torch_reader *)ctx)->log, ev);
+}
+
 static int run_pickle(torch_reader *r, ckpt_value **out, size_t *consumed, const uint8_t *buf,
                       size_t len, const char *member, uint64_t base, int with_storages) {
     pk_options o = {0};
@@ -264,8 +272,16 @@ static int run_pickle(torch_reader *r, ckpt_value **out, size_t *consumed, const
     o.budget = &r->budget;
     r->member = member;
     r->base = base;
+    pk_log *log = r->log;
+    if (log) {
+        o.on_event = log_event;
+        o.weights_only = &log->wo;
+        o.frame_rest = &log->frame_rest;
+        o.ops = &log->ops;
+    }
     uint64_t before = o.arena->total;
     int rc = ckpt_pickle_run(out, consumed, buf, len, &o);
+    if (log) ckpt_pickle_log_end(log, rc, *consumed);
     /* the values outlive the run: the budget pays for them */
     uint64_t kept = o.arena->total - before;
     r->budget = kept < r->budget ? r->budget - kept : 0;
@@ -505,6 +521,20 @@ static void pkl_crc_seen(ckpt_zip *z, const ckpt_zip_entry *e, const uint8_t *by
     if (e->method == 0) ckpt_zip_crc_seen(&z->entries[e - z->entries], bytes, (size_t)e->usize);
 }
 
+/* data.pkl's run, its events logged for a scan (f->pickle_log) when it
+ * is a stored member, whose bytes a scan reads where the run did. */
+static int run_data_pkl(torch_reader *r, const ckpt_zip_entry *e, const uint8_t *bytes, size_t len,
+                        uint64_t at, size_t *consumed) {
+    ckpt_file *f = r->f;
+    if (e->method == 0 &&
+        !(f->pickle_log = ckpt_pickle_log_new(&f->arena, at, len, &f->opts.limits, r->budget)))
+        return ckpt_err(CKPT_E_NOMEM, f->path, e->name, at, "out of memory");
+    r->log = f->pickle_log;
+    int rc = run_pickle(r, &f->root, consumed, bytes, len, e->name, at, 1);
+    r->log = NULL;
+    return rc;
+}
+
 static int run_early(torch_reader *r, ckpt_zip *z, int *ran, int *pk, ckpt_err_kept *kept) {
     ckpt_file *f = r->f;
     *ran = 0;
@@ -530,8 +560,7 @@ static int run_early(torch_reader *r, ckpt_zip *z, int *ran, int *pk, ckpt_err_k
     ckpt_arena text = {0};
     if (!(rc = ckpt_zip_load(z, &pkl, &text, &r->budget, &bytes))) {
         pkl_crc_seen(z, e, bytes);
-        rc = run_pickle(r, &f->root, &consumed, bytes, (size_t)pkl.usize, e->name, pkl.data_offset,
-                        1);
+        rc = run_data_pkl(r, e, bytes, (size_t)pkl.usize, pkl.data_offset, &consumed);
     }
     ckpt_arena_free(&text);
     if ((rc == CKPT_E_IO || rc == CKPT_E_TRUNCATED) && shrank(z)) return rc;
@@ -613,8 +642,7 @@ static int read_zip(torch_reader *r) {
         ckpt_arena text = {0};
         if (!(rc = ckpt_zip_load(z, e, &text, &r->budget, &pkl))) {
             pkl_crc_seen(z, e, pkl);
-            rc = run_pickle(r, &f->root, &consumed, pkl, (size_t)e->usize, e->name, e->data_offset,
-                            1);
+            rc = run_data_pkl(r, e, pkl, (size_t)e->usize, e->data_offset, &consumed);
         }
         ckpt_arena_free(&text);
         if (rc) return rc;

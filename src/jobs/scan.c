@@ -38,7 +38,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/stat.h>
 
 #include "base/error.h"
@@ -46,6 +45,7 @@
 #include "model/file.h"
 #include "format/pickle.h"
 #include "format/pickle_builders.h"
+#include "format/pickle_log.h"
 #include "jobs/scan.h"
 #include "jobs/scan_policy.h"
 #include "container/tar.h"
@@ -150,6 +150,7 @@ typedef struct scanner {
     const ckpt_zip *opened; /* the directory open read of the file
                                  (torch's reading, which succeeded), or
                                  NULL: scan_zip_readings reads it again */
+    const pk_log *log;      /* the opened file's data.pkl events, or NULL */
     int zip_depth;          /* zip archives inside the one scanned */
 } scanner;
 
@@ -171,6 +172,9 @@ typedef struct region {
     int top;            /* the file itself: may be legacy, may be
                                  no pickle at all */
     int dcp_meta;       /* a DCP .metadata: its classes are data */
+    /* the events of its first stream, which the reader of the opened file
+     * ran (logged_run), or NULL: it runs here */
+    const pk_log *log;
 } region;
 
 /* A literal an unpickling call receives, kept until its stream is done. */
@@ -916,6 +920,68 @@ static int run_stream_at(stream_run *s, ckpt_view *v) {
                               s);
 }
 
+/* The log of the opened file's data.pkl when its events stand for those
+ * of this scan's run of member e of z (format/pickle_log.h): z is the
+ * directory open read, e the member the reader ran, the run's limits are
+ * this scan's, and its budget is more than a scan-mode run of as many
+ * opcodes can take (each allocates at most a value, an item and a
+ * storage placeholder, which with the arena's blocks stay below 512
+ * bytes, besides copies of its operands), so that it cannot fail where
+ * the reader's did not. NULL: the scan runs it. */
+static const pk_log *logged_run(const scanner *sc, const ckpt_zip *z, const ckpt_zip_entry *e) {
+    const pk_log *log = sc->log;
+    if (!log || !log->usable || sc->shard || z->entries != sc->opened->entries || e->method != 0 ||
+        e->data_offset != log->base || e->csize != log->len)
+        return NULL;
+    const ckpt_limits *a = &log->limits, *b = &sc->o.limits;
+    if (a->max_pickle_stack != b->max_pickle_stack || a->max_pickle_memo != b->max_pickle_memo ||
+        a->max_pickle_ops != b->max_pickle_ops)
+        return NULL;
+    uint64_t need = log->ops < (UINT64_MAX >> 10) - log->len
+                        ? (log->ops << 9) + 2 * (uint64_t)log->len
+                        : UINT64_MAX;
+    return need <= sc->budget ? log : NULL;
+}
+
+/* run_stream for the first stream of rg from the events of its log: the
+ * same listener gets them in the same order, so the report is the one
+ * its own run gives. */
+static int replay_stream(scanner *sc, const region *rg, stream_run *out) {
+    const pk_log *log = rg->log;
+    ckpt_arena work = {0};
+    stream s = {.sc = sc, .rg = rg, .work = &work};
+    s.wo = sc->wo_live && sc->r->wo.offset == CKPT_NO_OFFSET && !sc->r->wo.refused;
+    if (s.wo && sc->ts_member) {
+        torchscript_refusal(sc);
+        s.wo = 0;
+    }
+    s.wo_op = log->wo; /* none refused: the log is usable */
+    s.wo_at = CKPT_NO_OFFSET;
+    for (size_t i = 0; i < log->n; i++) {
+        const pk_log_event *e = &log->ev[i];
+        pk_event ev = {.kind = (pk_event_kind)e->kind,
+                       .opcode = e->opcode,
+                       .offset = e->offset,
+                       .module = e->module,
+                       .name = e->name,
+                       .allowed = e->allowed,
+                       .symbolic = e->symbolic,
+                       .on_reference = e->on_reference};
+        on_event(&s, &ev);
+    }
+    int rc = sc->nomem ? CKPT_E_NOMEM : 0;
+    if (s.wo && rc == 0) weights_only_refusal(sc, rg, &s);
+    ckpt_arena_free(&work); /* no literals: only calls keep them */
+    if (sc->nomem) return CKPT_E_NOMEM;
+    *out = (stream_run){.sc = sc,
+                        .rg = rg,
+                        .starts = 1,
+                        .used = log->consumed,
+                        .frame_rest = log->frame_rest,
+                        .events = s.events + log->calls};
+    return 0;
+}
+
 /* 1 if member is what torch.load unpickles in an archive: ARCHIVE/data.pkl
  * (or SHARD:ARCHIVE/data.pkl). */
 static int is_data_pkl(const char *member) {
@@ -953,7 +1019,7 @@ static int scan_region(scanner *sc, const region *rg) {
                         .quiet_first = rg->sniffed && !rg->depth && streams == 0,
                         .need_start = !loaded && streams > 0};
         sc->wo_live = loaded && !rg->depth && !rg->dcp_meta && (rg->top || is_data_pkl(rg->member));
-        if ((rc = run_stream_at(&s, &v))) break;
+        if ((rc = rg->log && pos == 0 ? replay_stream(sc, rg, &s) : run_stream_at(&s, &v))) break;
         if (s.need_start && !s.starts) break;
         if (s.rc == 0) {
             sc->content = 1;
@@ -1088,9 +1154,15 @@ static int scan_safetensors(scanner *sc, const uint8_t *p, size_t n) {
 
 /* Suffix test ignoring ASCII case, as torch's reader finds
  * "archive/data.pkl" under "archive/DATA.PKL". */
-static int ends_with(const char *s, size_t n, const char *suffix) {
-    size_t k = strlen(suffix);
-    return n >= k && strncasecmp(s + n - k, suffix, k) == 0;
+/* 1 if the n bytes at s end with suffix, a '.' and three lowercase ASCII
+ * letters, in any ASCII case (a call per member of a 100k-member archive:
+ * no strncasecmp). A byte ORed with 0x20 is a lowercase letter only when
+ * it is that letter in either case. */
+static int ends_with(const char *s, size_t n, const char suffix[5]) {
+    if (n < 4) return 0;
+    const unsigned char *p = (const unsigned char *)s + n - 4;
+    return p[0] == '.' && (p[1] | 0x20) == (unsigned char)suffix[1] &&
+           (p[2] | 0x20) == (unsigned char)suffix[2] && (p[3] | 0x20) == (unsigned char)suffix[3];
 }
 
 /* torch.jit.save archives: constants.pkl or code/ under the archive
@@ -1098,8 +1170,8 @@ static int ends_with(const char *s, size_t n, const char *suffix) {
 static int torchscript_marker(const ckpt_zip_entry *e, int constants_only) {
     const char *slash = memchr(e->name, '/', e->name_len);
     const char *rest = slash ? slash + 1 : e->name;
-    return strcmp(rest, "constants.pkl") == 0 ||
-           (!constants_only && strncmp(rest, "code/", 5) == 0);
+    return rest[0] == 'c' && (strcmp(rest, "constants.pkl") == 0 ||
+                              (!constants_only && strncmp(rest, "code/", 5) == 0));
 }
 
 /* Stored members up to this size are read whole with one pread; of
@@ -1259,15 +1331,17 @@ static int scan_member(scanner *sc, const ckpt_zip *z, const ckpt_zip_entry *e,
         return scan_npy(sc, &rg, mv, &seen);
     }
     mv->peek = 0;
-    /* Only for members scanned anyway: a storage's CRC is verify's job. */
-    int crc = ckpt_zip_crc_recorded(e) && (e->method == 8 || e->csize == e->usize)
-                  ? ckpt_zip_check_crc(z, e, rg.p)
-                  : 0;
+    /* Only for members scanned anyway: a storage's CRC is verify's job.
+     * Open's reads of the file gave it for what they read (crc_seen). */
+    int crc = !ckpt_zip_crc_recorded(e) || (e->method != 8 && e->csize != e->usize) ? 0
+              : e->crc_seen && e->method == 0 ? (e->crc_read != e->crc32 ? CKPT_E_CHECKSUM : 0)
+                                              : ckpt_zip_check_crc(z, e, rg.p);
     if ((rc = shrank(sc, crc))) return rc;
     if (crc)
         add_finding(sc, CKPT_SEVERITY_INFO, "crc-mismatch", NULL, member, e->data_offset,
                     "CRC-32 differs from the central directory; torch does not "
                     "check it, so the content is scanned");
+    if (named) rg.log = logged_run(sc, z, e);
     return scan_region(sc, &rg);
 }
 
@@ -2330,6 +2404,7 @@ static int scan_buffer(ckpt_scan_report **out, const void *data, size_t size, co
     sc.dir = dir;
     sc.header_checked = opened && opened->format == CKPT_FORMAT_SAFETENSORS;
     sc.opened = opened && opened->format == CKPT_FORMAT_TORCH_ZIP ? opened->zip : NULL;
+    sc.log = sc.opened ? opened->pickle_log : NULL;
     sc.dcp = dcp;
     sc.src = src;
     sc.seed = 1469598103934665603u ^ ((uint64_t)(uintptr_t)&sc * 0x9e3779b97f4a7c15u);

@@ -58,6 +58,9 @@ struct ckpt_file {
      * read (ckpt_storage_resolve). */
     ckpt_zip *zip;
     uint64_t inflate_left;
+    /* torch zip: data.pkl's events, for a scan of this file (jobs/scan.c;
+     * format/pickle_log.h); NULL when none were logged */
+    struct pk_log *pickle_log;
 
     /* legacy: where storage blobs start and end (verify re-checks counts). */
     uint64_t legacy_blobs_begin, legacy_blobs_end;

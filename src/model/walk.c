@@ -202,10 +202,13 @@ static int bound_hit(ckpt_walk *w, uint32_t d, const char *why, int rc) {
 /* Puts frame c at depth d (the stack holds d frames) and enters it. */
 static int enter(ckpt_walk *w, uint32_t d, const ckpt_walk_frame *c) {
     if (d >= w->cap_) {
-        size_t cap = w->cap_ ? w->cap_ * 2 : 32;
-        ckpt_walk_frame *ns =
-            cap < SIZE_MAX / sizeof *ns ? ckpt_realloc(w->stack_, cap * sizeof *ns) : NULL;
+        size_t cap = w->cap_ * 2;
+        int first = w->stack_ == w->first_;
+        ckpt_walk_frame *ns = cap >= SIZE_MAX / sizeof *ns ? NULL
+                              : first                      ? ckpt_malloc(cap * sizeof *ns)
+                                      : ckpt_realloc(w->stack_, cap * sizeof *ns);
         if (!ns) return ckpt_err(CKPT_E_NOMEM, w->file, w->member, CKPT_NO_OFFSET, "out of memory");
+        if (first) memcpy(ns, w->stack_, w->cap_ * sizeof *ns);
         w->stack_ = ns;
         w->cap_ = cap;
     }
@@ -236,6 +239,11 @@ int ckpt_walk_run(ckpt_walk *w, const ckpt_value *root) {
         w->bufcap_ = plen + 1;
         w->name = w->buf_;
     }
+    /* the frames of a shallow walk need no allocation (a walk per entry
+     * of a 100k-key state dict: doctor's counts, training's) */
+    ckpt_walk_frame first[8];
+    w->stack_ = w->first_ = first;
+    w->cap_ = sizeof first / sizeof first[0];
     ckpt_walk_frame top = {.value = root, .role = CKPT_WALK_ROOT, .name_len = plen};
     uint32_t d = 0; /* frames on the stack */
     rc = enter(w, 0, &top);
@@ -264,9 +272,9 @@ int ckpt_walk_run(ckpt_walk *w, const ckpt_value *root) {
         d--;
         if (d > 0) truncate_name(w, w->stack_[d - 1].name_len);
     }
-    ckpt_free(w->stack_);
+    if (w->stack_ != first) ckpt_free(w->stack_);
     ckpt_free(w->buf_);
-    w->stack_ = NULL;
+    w->stack_ = w->first_ = NULL;
     w->buf_ = NULL;
     w->cap_ = w->bufcap_ = 0;
     w->name = "";

@@ -107,6 +107,7 @@ struct ckpt_walk {
     /* private */
     ckpt_walk_frame *stack_;
     size_t cap_;
+    ckpt_walk_frame *first_; /* the run's own first frames, not freed */
     char *buf_;
     size_t bufcap_;
 };

@@ -260,6 +260,58 @@ def test_inspect_text_hostile_names():
     assert_eq(doc["metadata"], {"k\x07": "v\x1b]0;x\x07"}, "JSON metadata")
 
 
+def test_inspect_text_escapes_anywhere_in_a_name():
+    """A control byte, DEL, a C1 control or a multibyte character at any
+    place of a long name (the table reads printable ASCII 8 bytes at a
+    time): escaped as \\xNN, 4 columns each, other characters 1, and the
+    columns stay aligned."""
+    names = ["abcdefghij\x7fklmnopq", "abcdefgh\x1fijklmnopqrst",
+             "abcdefghijklmno\x85pq", "layers.\u00fcber.gewicht.x",
+             "0123456789abcdef~", "a\x01", "x" * 23 + "\u20ac", 'q"uo\\te\x7f\u00e9']
+    path = tmp_file("escapes.safetensors", safetensors_bytes(
+        [(n, "U8", [1], b"\x00") for n in names]))
+    rc, out, _ = run("inspect", path)
+    assert_eq(rc, 0, "exit code")
+
+    def shown(name):
+        text, cols = "", 0
+        for ch in name:
+            o = ord(ch)
+            if o < 0x20 or 0x7f <= o < 0xa0:
+                for b in ch.encode("utf-8"):
+                    text += "\\x%02x" % b
+                    cols += 4
+            else:
+                text += ch
+                cols += 1
+        return text, cols
+
+    width = max(shown(n)[1] for n in names)
+    for n in names:
+        text, cols = shown(n)
+        row = text + " " * (width - cols) + "  U8     [1]        1"
+        assert row in out.splitlines(), (row, out)
+    rc, doc, _ = run_json("inspect", "--json", path)
+    assert_eq(sorted(t["name"] for t in doc["tensors"]), sorted(names), "JSON names")
+
+    # past the table's 64 KiB buffer and the 1 KiB pieces of a long path:
+    # escapes and multibyte characters cut nowhere
+    many = ["n%04d.\u00e9\x01\u20ac%s" % (i, "\u00fc" * 40) for i in range(1200)]
+    deep = os.path.join(TMP, *(["d\u00e9\x02" + "\u00fc" * 100] * 6))
+    os.makedirs(deep, exist_ok=True)
+    path = os.path.join(deep, "many.safetensors")
+    with open(path, "wb") as f:
+        f.write(safetensors_bytes([(n, "U8", [1], b"\x00") for n in many]))
+    rc, out, _ = run("inspect", path)
+    assert_eq(rc, 0, "exit code")
+    lines = out.splitlines()
+    assert_eq(lines[0].split(": ")[0], shown(path)[0], "the path, escaped")
+    width = max(shown(n)[1] for n in many)
+    rows = [shown(n)[0] + " " * (width - shown(n)[1]) + "  U8     [1]        1"
+            for n in sorted(many)]
+    assert_eq(lines[3:3 + len(rows)], rows, "rows")
+
+
 def test_inspect_errors():
     rc, out, err = run("inspect", os.path.join(TMP, "missing.pt"))
     assert_eq(rc, 2, "missing file exit code")

@@ -138,6 +138,11 @@ size_t cli_put_text(FILE *out, const char *s, size_t len);
  * anything outside [A-Za-z0-9_./-]) through cli_put_text: a path in a
  * printed command that pastes as it reads. */
 void cli_put_shell(FILE *out, const char *s);
+/* What cli_put_text writes of s, into dst (cap >= 4 bytes): as much of it
+ * as fits whole, *used the bytes of s taken (all but when dst is full),
+ * *cols the columns they take. Returns the bytes written. */
+size_t cli_text_escape(char *dst, size_t cap, const char *s, size_t len, size_t *used,
+                       size_t *cols);
 /* Columns cli_put_text would use for s. */
 size_t cli_text_width(const char *s, size_t len);
 /* A flattened tensor or value name for people: "" (a bare top-level
@@ -161,6 +166,8 @@ const char *cli_u64(char buf[CLI_U64_CAP], uint64_t x);
 const char *cli_shape(char *buf, size_t cap, const ckpt_tensor *t);
 /* The same for ndim dimensions given as an array. */
 const char *cli_dims(char *buf, size_t cap, unsigned ndim, const uint64_t *shape);
+/* strlen of what cli_dims writes, without writing it. */
+size_t cli_dims_len(size_t cap, unsigned ndim, const uint64_t *shape);
 /* cli_name(name) through cli_put_text. */
 void cli_put_name(FILE *out, const char *name);
 /* A leaf value for people: 42, 0.123, "text", true, none, bytes 0a1b...

@@ -176,19 +176,57 @@ static void print_json(inspect *in, cli_json_writer *j, const cli_target *t) {
 
 /* ------------------------------------------------------------ text */
 
-static void pad(size_t used, size_t width) {
-    for (; used < width; used++) fputc(' ', stdout);
+/* Table rows, gathered here and written with one fwrite per 64 KiB (a
+ * million tensors: not a stdio call per cell and space). */
+typedef struct row {
+    char buf[1 << 16];
+    size_t n;
+} row;
+
+static void row_flush(row *r) {
+    fwrite(r->buf, 1, r->n, stdout);
+    r->n = 0;
 }
 
-/* "  " then s in a column of `width`, left- or right-aligned: the table's
- * rows without printf (a million tensors). */
-static void put_cell(const char *s, size_t width, int right) {
-    size_t len = strlen(s);
+static void row_put(row *r, const char *s, size_t len) {
+    while (len) {
+        size_t k;
 
-    fputs("  ", stdout);
-    if (right) pad(len, width);
-    fputs(s, stdout);
-    if (!right) pad(len, width);
+        if (r->n == sizeof r->buf) row_flush(r);
+        k = sizeof r->buf - r->n < len ? sizeof r->buf - r->n : len;
+        memcpy(r->buf + r->n, s, k);
+        r->n += k, s += k, len -= k;
+    }
+}
+
+static void row_pad(row *r, size_t used, size_t width) {
+    static const char spaces[] = "                                ";
+
+    while (used < width) {
+        size_t k = width - used < sizeof spaces - 1 ? width - used : sizeof spaces - 1;
+
+        row_put(r, spaces, k);
+        used += k;
+    }
+}
+
+/* "  " then s in a column of `width`, left- or right-aligned. */
+static void put_cell(row *r, const char *s, size_t width, int right) {
+    size_t len = strlen(s), fill = len < width ? width - len : 0;
+
+    if (2 + fill + len > sizeof r->buf - r->n) { /* a long cell: piece by piece */
+        row_put(r, "  ", 2);
+        if (right) row_pad(r, len, width);
+        row_put(r, s, len);
+        if (!right) row_pad(r, len, width);
+        return;
+    }
+    char *p = r->buf + r->n;
+    *p++ = ' ', *p++ = ' ';
+    if (right) memset(p, ' ', fill), p += fill;
+    memcpy(p, s, len), p += len;
+    if (!right) memset(p, ' ', fill), p += fill;
+    r->n = (size_t)(p - r->buf);
 }
 
 /* Column widths of the tensor table. */
@@ -200,7 +238,7 @@ typedef struct widths {
 static widths measure(ckpt_file *f) {
     widths w = {4, 5, 5, 5, 0}; /* the headings NAME DTYPE SHAPE BYTES */
     size_t n = ckpt_file_tensor_count(f), i, len;
-    char shape[SHAPE_CAP], num[CLI_U64_CAP];
+    char num[CLI_U64_CAP];
 
     for (i = 0; i < n; i++) {
         const ckpt_tensor *t = ckpt_file_tensor(f, i);
@@ -210,7 +248,7 @@ static widths measure(ckpt_file *f) {
         if (len > w.name) w.name = len < NAME_COLS_MAX ? len : NAME_COLS_MAX;
         len = strlen(ckpt_dtype_name(ckpt_tensor_dtype(t)));
         if (len > w.dtype) w.dtype = len;
-        len = strlen(cli_shape(shape, sizeof shape, t));
+        len = cli_dims_len(SHAPE_CAP, ckpt_tensor_ndim(t), ckpt_tensor_shape(t));
         if (len > w.shape) w.shape = len;
         len = strlen(cli_u64(num, ckpt_tensor_nbytes(t)));
         if (len > w.bytes) w.bytes = len;
@@ -265,19 +303,40 @@ static void print_table(inspect *in) {
            "DTYPE", (int)w.shape, "SHAPE", (int)w.bytes, "BYTES");
     if (w.device) printf("  %-*s", (int)w.device, "DEVICE");
     printf("%s%s\n", in->hash ? "  SHA256" : "", cli_color(CLI_RESET));
+    static row r;
+
+    r.n = 0;
     for (i = 0; i < n; i++) {
         const ckpt_tensor *t = ckpt_file_tensor(in->f, order ? order[i] : i);
         const char *name = cli_name(ckpt_tensor_name(t));
+        size_t len = strlen(name), cols = 0;
 
-        pad(cli_put_text(stdout, name, strlen(name)), w.name);
-        put_cell(ckpt_dtype_name(ckpt_tensor_dtype(t)), w.dtype, 0);
-        put_cell(cli_shape(shape, sizeof shape, t), w.shape, 0);
-        put_cell(cli_u64(num, ckpt_tensor_nbytes(t)), w.bytes, 1);
-        if (w.device) put_cell(ckpt_tensor_device(t), w.device, 0);
-        if (in->hash) printf("  %s", tensor_sha256(in, t, hex));
-        fputc('\n', stdout);
+        while (len) {
+            size_t used, c;
+
+            if (sizeof r.buf - r.n < 4) row_flush(&r);
+            r.n += cli_text_escape(r.buf + r.n, sizeof r.buf - r.n, name, len, &used, &c);
+            cols += c;
+            name += used, len -= used;
+        }
+        row_pad(&r, cols, w.name);
+        put_cell(&r, ckpt_dtype_name(ckpt_tensor_dtype(t)), w.dtype, 0);
+        put_cell(&r, cli_shape(shape, sizeof shape, t), w.shape, 0);
+        put_cell(&r, cli_u64(num, ckpt_tensor_nbytes(t)), w.bytes, 1);
+        if (w.device) put_cell(&r, ckpt_tensor_device(t), w.device, 0);
+        if (in->hash) {
+            const char *h = tensor_sha256(in, t, hex);
+
+            row_put(&r, "  ", 2);
+            row_put(&r, h, strlen(h));
+        }
+        row_put(&r, "\n", 1);
+        /* what goes to stderr (a digest that fails) or through stdio
+         * follows its row */
+        if (in->hash || in->chunks) row_flush(&r);
         if (in->chunks) print_chunks(t);
     }
+    row_flush(&r);
     free(order);
 }
 

@@ -69,6 +69,10 @@ static void put_escaped(FILE *out, const char *s, size_t len) {
     fputc('"', out);
     while (i < len) {
         unsigned char c = p[i];
+        if (c >= 0x20 && c < 0x7f && c != '"' && c != '\\') { /* printable ASCII: as it is */
+            i++;
+            continue;
+        }
         const char *esc = short_escape(c);
         size_t n = esc ? 0 : cli_utf8_len(p + i, len - i);
         if (!esc && c >= 0x20 && c != 0x7f && n) {
@@ -106,8 +110,11 @@ void cli_json_string(cli_json_writer *j, const char *s) {
 }
 
 void cli_json_uint(cli_json_writer *j, uint64_t v) {
+    char buf[CLI_U64_CAP];
+    const char *d = cli_u64(buf, v);
+
     before_value(j);
-    fprintf(j->out, "%" PRIu64, v);
+    fwrite(d, 1, (size_t)(buf + CLI_U64_CAP - 1 - d), j->out);
 }
 
 /* JSON's integer grammar: -?(0|[1-9][0-9]*). */

@@ -269,33 +269,74 @@ static int is_control(const unsigned char *p, size_t n) {
     return p[0] < 0x20 || p[0] == 0x7f || (n == 2 && p[0] == 0xc2 && p[1] < 0xa0);
 }
 
-/* Runs of printable text go out in one fwrite each, not a call per
- * character (a listing of a million names). */
-static size_t put_or_measure(FILE *out, const char *s, size_t len) {
+/* 1 if the 8 bytes at p are all printable ASCII (0x20..0x7e), 8 at a
+ * time: a byte below 0x20 borrows into its top bit, one of 0x7f or more
+ * has it set or sets it adding 1 (a carry out of 0xff only follows a byte
+ * that has it set already). */
+static int printable8(const unsigned char *p) {
+    const uint64_t ones = 0x0101010101010101u, high = 0x8080808080808080u;
+    uint64_t x;
+
+    memcpy(&x, p, 8);
+    return (((x - 0x20 * ones) & ~x) | x | (x + ones)) & high ? 0 : 1;
+}
+
+size_t cli_text_escape(char *dst, size_t cap, const char *s, size_t len, size_t *used,
+                       size_t *cols) {
+    static const char hex[] = "0123456789abcdef";
     const unsigned char *p = (const unsigned char *)s;
-    size_t i = 0, cols = 0, run = 0;
+    size_t i = 0, k = 0, run = 0; /* p[run..i) is shown as it is, not copied yet */
 
+    *cols = 0;
     while (i < len) {
-        size_t n = cli_utf8_len(p + i, len - i);
+        size_t room = cap - k - (i - run), n;
 
+        if (p[i] >= 0x20 && p[i] < 0x7f) { /* printable ASCII: one column each */
+            size_t j = i, end = len - i < room ? len : i + room;
+
+            while (end - j >= 8 && printable8(p + j)) j += 8;
+            while (j < end && p[j] >= 0x20 && p[j] < 0x7f) j++;
+            if (j == i) break; /* no room */
+            *cols += j - i;
+            i = j;
+            continue;
+        }
+        n = cli_utf8_len(p + i, len - i);
         if (n == 0 || is_control(p + i, n)) {
             /* \xNN for the lead byte only: the rest are shown next. */
-            if (out) {
-                fwrite(p + run, 1, i - run, out);
-                fprintf(out, "\\x%02x", (unsigned)p[i]);
+            if (room < 4) break;
+            if (dst) {
+                memcpy(dst + k, p + run, i - run);
+                dst[k + i - run] = '\\', dst[k + i - run + 1] = 'x';
+                dst[k + i - run + 2] = hex[p[i] >> 4], dst[k + i - run + 3] = hex[p[i] & 15];
             }
-            cols += 4;
+            k += i - run + 4;
+            *cols += 4;
             run = ++i;
         } else {
-            cols++;
+            if (room < n) break;
+            (*cols)++;
             i += n;
         }
     }
-    if (out) fwrite(p + run, 1, i - run, out);
-    return cols;
+    if (dst) memcpy(dst + k, p + run, i - run);
+    *used = i;
+    return k + (i - run);
 }
 
-size_t cli_put_text(FILE *out, const char *s, size_t len) { return put_or_measure(out, s, len); }
+size_t cli_put_text(FILE *out, const char *s, size_t len) {
+    char buf[1024];
+    size_t cols = 0;
+
+    while (len) {
+        size_t used, c, k = cli_text_escape(buf, sizeof buf, s, len, &used, &c);
+
+        fwrite(buf, 1, k, out);
+        cols += c;
+        s += used, len -= used;
+    }
+    return cols;
+}
 
 void cli_put_shell(FILE *out, const char *s) {
     size_t n = ckpt_shell_quote(NULL, 0, s);
@@ -310,7 +351,12 @@ void cli_put_shell(FILE *out, const char *s) {
     free(w);
 }
 
-size_t cli_text_width(const char *s, size_t len) { return put_or_measure(NULL, s, len); }
+size_t cli_text_width(const char *s, size_t len) {
+    size_t used, cols;
+
+    cli_text_escape(NULL, SIZE_MAX, s, len, &used, &cols);
+    return cols;
+}
 
 const char *cli_name(const char *name) { return name[0] ? name : "(root)"; }
 
@@ -332,6 +378,15 @@ const char *cli_human_bytes(char buf[32], uint64_t bytes) {
     }
     snprintf(buf, 32, "%.1f %s", v, units[u]);
     return buf;
+}
+
+size_t cli_dims_len(size_t cap, unsigned ndim, const uint64_t *shape) {
+    size_t len = ndim ? 2 * ndim : 2; /* "[" "]" and ", " between */
+
+    for (unsigned i = 0; i < ndim; i++)
+        for (uint64_t x = shape[i]; x >= 10; x /= 10) len++;
+    len += ndim; /* each dimension's first digit */
+    return cap && len >= cap ? cap - 1 : len;
 }
 
 const char *cli_shape(char *buf, size_t cap, const ckpt_tensor *t) {
@@ -365,6 +420,23 @@ const char *cli_u64(char buf[CLI_U64_CAP], uint64_t x) {
 const char *cli_dims(char *buf, size_t cap, unsigned ndim, const uint64_t *shape) {
     size_t used = 0;
 
+    if (ndim < cap / (CLI_U64_CAP + 2)) { /* fits whole: written in place */
+        char *p = buf;
+
+        *p++ = '[';
+        for (unsigned i = 0; i < ndim; i++) {
+            char d[CLI_U64_CAP];
+            const char *digits = cli_u64(d, shape[i]);
+            size_t n = (size_t)(d + CLI_U64_CAP - 1 - digits);
+
+            if (i) *p++ = ',', *p++ = ' ';
+            memcpy(p, digits, n);
+            p += n;
+        }
+        *p++ = ']';
+        *p = '\0';
+        return buf;
+    }
     buf[0] = '\0';
     put_part(buf, cap, &used, "[", 1);
     for (unsigned i = 0; i < ndim && used < cap; i++) {
