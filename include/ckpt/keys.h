@@ -58,6 +58,16 @@ CKPT_API int ckpt_manifest_add(ckpt_manifest *m, const char *name, const char *d
  * its file gives. Not a key: matching and diffs never see it. Returns 0,
  * CKPT_E_INVALID_ARG (NULL name), CKPT_E_NOMEM. */
 CKPT_API int ckpt_manifest_add_leaf(ckpt_manifest *m, const char *name);
+/* Records `key` as an entry of the checkpoint's root dict, holding a
+ * tensor itself (tensor 1: a flat state dict's "lm_head.weight") or not
+ * (a nested "model" or "optimizer" dict, an "epoch"). A manifest built
+ * from a loaded object records them so that ckpt_match sees the root its
+ * file has: a rewrite selecting a subtree ("model") and leaving other
+ * top-level entries out needs each of them to be a root entry holding no
+ * tensor itself; manifests of files read their tree, and one with no
+ * root entry recorded takes its entries as its names give them. Returns
+ * 0, CKPT_E_INVALID_ARG (NULL key), CKPT_E_NOMEM. */
+CKPT_API int ckpt_manifest_add_root_entry(ckpt_manifest *m, const char *key, int tensor);
 /* The tensors of an opened file, in ckpt_file_tensor order (sorted), and
  * its metadata. Borrows f (names, shapes, tensors): f must outlive the
  * manifest. Returns 0 or CKPT_E_NOMEM. */
@@ -156,10 +166,14 @@ CKPT_API const ckpt_manifest_entry *ckpt_manifest_find(const ckpt_manifest *m, c
  * segment), then replace a leading run of whole segments S by P (strip S,
  * add P, or both; stacked wrappers such as "module._orig_mod." or
  * "state_dict.model." are one run). A rewrite stands for a wrapper around
- * the whole model, so:
- *   - it covers only keys starting with S (the others cannot be matched
- *     through it and stay unexpected), and must cover more than half of
- *     the checkpoint keys, except in a training checkpoint ({"model":
+ * the whole model, or for a renamed part of it ("layers." -> "blocks."), so:
+ *   - it covers only keys starting with S; the others keep their names
+ *     (less dropped wrappers) and pair by them, as torch's
+ *     consume_prefix_in_state_dict_if_present or a renaming dict
+ *     comprehension leaves them, and count towards its matches;
+ *   - it must cover more than half of the checkpoint keys (a wrapper), or
+ *     pair every key it covers with more than half of the checkpoint keys
+ *     pairing once rewritten (a renamed part), except in a training checkpoint ({"model":
  *     state dict, "optimizer": ..., "epoch": ...}): a rewrite stripping a
  *     subtree S whose keys pair one to one with every expected key (a
  *     BatchNorm counter aside: see Defaulted below), all
@@ -170,7 +184,7 @@ CKPT_API const ckpt_manifest_entry *ckpt_manifest_find(const ckpt_manifest *m, c
  *     dict, never such a checkpoint. Its description ends with " (other top-level
  *     entries ignored: epoch, optimizer)" (4 named at most, then ", ...",
  *     all of them in ckpt_match_ignored); applied, it leaves those
- *     entries out: their keys are not unexpected;
+ *     entries out: their keys are not unexpected, nor paired;
  *   - S and P never share their first segment: no rewrite edits the middle
  *     of a key ("encoder.module.x" stays what it is).
  * Candidates come from whole-segment suffixes shared by unmatched keys

@@ -43,6 +43,7 @@ void ckpt_manifest_free(ckpt_manifest *m) {
     if (!m) return;
     ckpt_strmap_free(&m->index);
     ckpt_strmap_free(&m->ver_index);
+    ckpt_strmap_free(&m->roots);
     ckpt_free(m->entries);
     ckpt_free(m->tie_parent);
     ckpt_free(m->tie_rank);
@@ -299,6 +300,19 @@ int ckpt_manifest_add_leaf(ckpt_manifest *m, const char *name) {
         !(m->leaves[m->nleaves] = ckpt_arena_strdup(&m->arena, name)))
         return ckpt_err(CKPT_E_NOMEM, m->name, "", CKPT_NO_OFFSET, "out of memory");
     m->nleaves++;
+    return 0;
+}
+
+int ckpt_manifest_add_root_entry(ckpt_manifest *m, const char *key, int tensor) {
+    if (!m || !key)
+        return ckpt_err(CKPT_E_INVALID_ARG, m ? m->name : "", "", CKPT_NO_OFFSET,
+                        "manifest root entry needs a key");
+    size_t len = strlen(key);
+    char *copy = ckpt_arena_strndup(&m->arena, key, len);
+    ckpt_strmap_slot *sl;
+    if (!copy || ckpt_strmap_put(&m->roots, copy, len, tensor != 0, &sl) < 0)
+        return ckpt_err(CKPT_E_NOMEM, m->name, "", CKPT_NO_OFFSET, "out of memory");
+    sl->val = tensor != 0;
     return 0;
 }
 

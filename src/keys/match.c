@@ -499,7 +499,9 @@ static int rewrite_key(void *ctx, size_t i, const char *name, size_t len, int co
     char *copy = ckpt_arena_strndup(&r->arena, name, len);
     if (!copy) return ckpt_err_nomem();
     r->rewritten[i] = copy;
-    w->c2e[i] = covered ? j : CKPT_KEYS_NONE;
+    /* a key the rule does not cover keeps its name (and pairs by it),
+     * unless the rule selects a subtree: the others are left out */
+    w->c2e[i] = covered || !w->rule->select ? j : CKPT_KEYS_NONE;
     /* the entries a subtree rewrite leaves out never load: their names
      * cannot clash */
     if (!covered && w->rule->select) return 0;
