@@ -60,11 +60,12 @@ CKPT_API int ckpt_manifest_add(ckpt_manifest *m, const char *name, const char *d
 CKPT_API int ckpt_manifest_add_leaf(ckpt_manifest *m, const char *name);
 /* Records `key` as an entry of the checkpoint's root dict, holding a
  * tensor itself (tensor 1: a flat state dict's "lm_head.weight") or not
- * (a nested "model" or "optimizer" dict, an "epoch"). A manifest built
+ * (a nested "model" or "optimizer" dict, an "epoch"; a uint8 or bool
+ * tensor, torch.get_rng_state()'s, counts as not). A manifest built
  * from a loaded object records them so that ckpt_match sees the root its
  * file has: a rewrite selecting a subtree ("model") and leaving other
  * top-level entries out needs each of them to be a root entry holding no
- * tensor itself; manifests of files read their tree, and one with no
+ * weight tensor itself; manifests of files read their tree, and one with no
  * root entry recorded takes its entries as its names give them. Returns
  * 0, CKPT_E_INVALID_ARG (NULL key), CKPT_E_NOMEM. */
 CKPT_API int ckpt_manifest_add_root_entry(ckpt_manifest *m, const char *key, int tensor);
@@ -138,6 +139,17 @@ CKPT_API int ckpt_manifest_parse(ckpt_manifest **out, const void *json, size_t l
  * (CKPT_E_IO when the file cannot be read). */
 CKPT_API int ckpt_manifest_load(ckpt_manifest **out, const char *path,
                                 const ckpt_open_options *opts);
+/* The keys the safetensors library's readers (load_file, load_model, and
+ * torch's load_state_dict of what they return) see in m's file, when ckpt
+ * wrote it and recorded tied names in "ckpt.aliases": m without those
+ * names (ckpt_open and ckpt.load restore each as a name of its stored
+ * tensor; those readers do not), each declared instead as an alias of
+ * its stored name, as safetensors' save_model declares the copies it
+ * drops ("dropped": "kept" in __metadata__): ckpt_match then lists it
+ * missing unless the model ties it. *out is NULL when m's file records no
+ * alias (m is that view already). Borrows m's file: free *out first.
+ * Returns 0, CKPT_E_FORMAT (a malformed "ckpt.aliases"), CKPT_E_NOMEM. */
+CKPT_API int ckpt_manifest_stored(ckpt_manifest **out, const ckpt_manifest *m);
 /* NULL-safe. Closes the file ckpt_manifest_load opened. */
 CKPT_API void ckpt_manifest_free(ckpt_manifest *m);
 
@@ -326,6 +338,26 @@ CKPT_API size_t ckpt_match_candidate_count(const ckpt_match_result *r);
 CKPT_API const ckpt_rewrite *ckpt_match_candidate(const ckpt_match_result *r, size_t i);
 /* See "warning" above; borrowed, NULL when none. */
 CKPT_API const char *ckpt_match_warning(const ckpt_match_result *r);
+/* Names the model ties into one parameter that the checkpoint holds as
+ * separate tensors, each of them loading: torch's load_state_dict copies
+ * every one into the parameter, so the last copied wins and the others'
+ * values are lost, silently. For each such group (3 named at most): its
+ * names, whether their values differ (read and hashed when the checkpoint
+ * is a file; "may differ" for manifests without bytes; groups whose
+ * values are equal are not named), and which name wins: the last in the
+ * expected manifest's order when that is the model's (a manifest of no
+ * file, such as ckpt.manifest(model)'s); for an expected checkpoint
+ * (names sorted) the model's module order decides. NULL when there is
+ * none. Borrowed. */
+CKPT_API const char *ckpt_match_tie_note(const ckpt_match_result *r);
+/* When the best rewrite is not applied (no normalize, or incomplete) and,
+ * under it, every checkpoint key pairs and loads while some model keys
+ * stay missing (a DataParallel checkpoint of a model given a new head):
+ * "it pairs every checkpoint key; 2 model keys would stay missing:
+ * cls.weight, cls.bias (with them allowed missing, or with strict=False,
+ * every checkpoint key loads)" (8 named at most, in the expected
+ * manifest's order); NULL otherwise. Borrowed. */
+CKPT_API const char *ckpt_match_rewrite_note(const ckpt_match_result *r);
 /* The top-level entries ckpt_match_rewrite leaves out when it selects a
  * subtree (applied or not): first segments of the checkpoint keys and
  * (checkpoints, not JSON manifests) non-tensor values outside it,

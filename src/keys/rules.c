@@ -347,14 +347,22 @@ static int eval_key(void *ctx, size_t i, const char *name, size_t len, int cover
 
 /* Whether the top-level entries a subtree rule r selects and leaves out
  * are entries of the checkpoint's root dict, as the real loader sees them
- * (torch.load(f)["model"]), the ones left out holding no tensor of their
- * own: {"model.a": t, "lm_head.weight": t} is one flat state dict, whose
+ * (torch.load(f)["model"]), the ones left out holding no weight of their
+ * own (an "rng" byte tensor may stand at the root): {"model.a": t,
+ * "lm_head.weight": t} is one flat state dict, whose
  * "lm_head.weight" a strict load of it rejects, never a "model" entry
  * beside an ignored one. A flat safetensors file has no such entries (its
  * root holds tensors alone); one ckpt wrote keeps its tree in
  * "ckpt.structure", and a manifest of no file that records no root entry
  * (ckpt_manifest_add_root_entry) has no tree: their entries are taken as
  * named. *ok receives the answer; returns 0 or CKPT_E_NOMEM. */
+/* A tensor that may be a weight: a tensor, but not the uint8 or bool one
+ * torch.get_rng_state() and its CUDA kin return (an "rng" entry). */
+static int weight(const ckpt_value *v) {
+    const ckpt_tensor *t = ckpt_value_tensor(v);
+    return t && ckpt_tensor_dtype(t) != CKPT_DT_U8 && ckpt_tensor_dtype(t) != CKPT_DT_BOOL;
+}
+
 static int root_entries(infer *in, const ckpt_rule *r, size_t top, int *ok) {
     const ckpt_manifest *c = in->c;
     const ckpt_file *f = c->file;
@@ -396,7 +404,7 @@ static int root_entries(infer *in, const ckpt_rule *r, size_t top, int *ok) {
             continue;
         sl->val = 1;
         seen++;
-        bad += ckpt_value_kind(ckpt_value_item(root, i)) == CKPT_KIND_TENSOR;
+        bad += (size_t)weight(ckpt_value_item(root, i));
     }
     *ok = !rc && seen == want.n && !bad;
     ckpt_strmap_free(&want);

@@ -72,7 +72,7 @@ def report(ckpt, spec, **fields):
          "dtype_mismatch": [], "allowed": {"missing": [], "unexpected": []},
          "defaulted": [], "tied": [], "rewrite": None, "candidates": [],
          "ignored_top_level": [],
-         "warning": None}
+         "warning": None, "rewrite_note": None, "tie_note": None}
     for k, v in fields.items():
         assert k in r, k
         r[k] = v
@@ -252,7 +252,12 @@ def _():
                 unexpected_keys=["conv1.bias", "conv1.weight"],
                 rewrite=rewrite("add 'conv.'", 2, False),
                 candidates=[cand("add 'conv.'", 2)],
-                warning="nothing would load: 0 of 3 expected keys match")
+                warning="nothing would load: 0 of 3 expected keys match",
+                # what the rewrite leaves: torch's strict=False load of the
+                # renamed keys misses conv.conv2.weight alone
+                rewrite_note="it pairs every checkpoint key; 1 model key would stay "
+                             "missing: conv.conv2.weight (with them allowed missing, or "
+                             "with strict=False, every checkpoint key loads)")
 
 
 @case("match: corpus top_level_key.pt (state dict under a key)", reads_corpus=True)
@@ -369,9 +374,12 @@ def _():
     # matched key" read as a contradiction)
     rc, out, _ = run("match", path("tied_dropped_bf16.pt"), "--expect", path("tied.pt"))
     eq(rc, 1)
-    eq(out.splitlines()[0], "MISMATCH: 0 of 4 expected keys match (0 missing, 0 unexpected, "
-                            "0 shape, 3 dtype mismatches), 1 tied to a key that loads with a "
-                            "dtype cast")
+    # dtypes alone differ: said so (it read "0 of 4 expected keys match",
+    # as if nothing loaded), and that torch casts them
+    eq(out.splitlines()[0], "MISMATCH: names and shapes match; only dtypes differ: 0 of 4 "
+                            "expected keys have the model's dtype, 3 another (torch's "
+                            "load_state_dict casts them as it copies), 1 tied to a key that "
+                            "loads with a dtype cast")
     rc, out, _ = run("match", path("tied.pt"), "--expect", path("tied_dropped.pt"))
     eq(rc, 1)
     lines = out.splitlines()
