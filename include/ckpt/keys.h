@@ -338,8 +338,9 @@ CKPT_API size_t ckpt_match_candidate_count(const ckpt_match_result *r);
 CKPT_API const ckpt_rewrite *ckpt_match_candidate(const ckpt_match_result *r, size_t i);
 /* See "warning" above; borrowed, NULL when none. */
 CKPT_API const char *ckpt_match_warning(const ckpt_match_result *r);
-/* Names the model ties into one parameter that the checkpoint holds as
- * separate tensors, each of them loading: torch's load_state_dict copies
+/* Names the model ties into one parameter (the ties `expect` records; for
+ * an expected checkpoint, names of one storage and offset) that the
+ * checkpoint holds as separate tensors, each of them loading: torch's load_state_dict copies
  * every one into the parameter, so the last copied wins and the others'
  * values are lost, silently. For each such group (3 named at most): its
  * names, whether their values differ (read and hashed when the checkpoint

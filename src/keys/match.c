@@ -606,20 +606,53 @@ static int same_values(const ckpt_manifest *c, size_t x, size_t y) {
     return h[0] == h[1];
 }
 
+/* The tie group of each expected entry, as an entry of the group (itself
+ * when untied): the recorded groups (ckpt_manifest_tie), else, for the
+ * manifest of a file, its tensors sharing a storage and offset with one
+ * dtype and shape. (*out)[0..e->n), ckpt_malloc'd. */
+static int tie_groups(const ckpt_manifest *e, size_t **out) {
+    size_t *grp = ckpt_malloc((e->n ? e->n : 1) * sizeof *grp);
+    *out = grp;
+    if (!grp) return ckpt_err_nomem();
+    for (size_t j = 0; j < e->n; j++) grp[j] = j < e->ntie ? ckpt_manifest_tie_root(e, j) : j;
+    if (e->ntie || !e->file) return 0;
+    tie_index t;
+    int rc = tie_index_build(&t, e, NULL);
+    for (size_t k = 1; !rc && k < t.s.n; k++) {
+        size_t x = grp[t.s.ids[k - 1]], y = t.s.ids[k];
+        const ckpt_tensor *a = e->entries[x].tensor, *b = e->entries[y].tensor;
+        if (ckpt_tensor_storage_id(a) == ckpt_tensor_storage_id(b) &&
+            ckpt_tensor_storage_offset(a) == ckpt_tensor_storage_offset(b) &&
+            strcmp(e->entries[x].dtype, e->entries[y].dtype) == 0 &&
+            same_shape(&e->entries[x], &e->entries[y]))
+            grp[y] = x;
+    }
+    tie_index_free(&t);
+    if (rc) {
+        ckpt_free(grp);
+        *out = NULL;
+    }
+    return rc;
+}
+
 /* Groups of expected names tied into one parameter whose members load
  * from checkpoint tensors that are not one (ckpt_match_tie_note). The
- * groups are linked lists over the entries (head and next by tie root):
- * one pass, in the manifest's order. */
+ * groups are linked lists over the entries (head and next by group): one
+ * pass, in the manifest's order. */
 static int tie_conflicts(matcher *m) {
     const ckpt_manifest *c = m->c, *e = m->e;
     ckpt_match_result *r = m->r;
-    size_t nt = e->ntie, shown = 0;
-    if (!nt) return 0;
+    size_t nt = e->n, shown = 0, *grp;
+    if (!nt || (!e->ntie && !e->file)) return 0;
+    if (tie_groups(e, &grp)) return ckpt_err_nomem();
     size_t *head = ckpt_malloc(3 * nt * sizeof *head), *tail = head + nt, *next = tail + nt;
-    if (!head) return ckpt_err_nomem();
+    if (!head) {
+        ckpt_free(grp);
+        return ckpt_err_nomem();
+    }
     for (size_t j = 0; j < nt; j++) head[j] = next[j] = CKPT_KEYS_NONE;
     for (size_t j = 0; j < nt; j++) {
-        size_t root = ckpt_manifest_tie_root(e, j), i = m->e2c[j];
+        size_t root = grp[j], i = m->e2c[j];
         if (i == CKPT_KEYS_NONE || !loads(m, i, j)) continue;
         if (head[root] == CKPT_KEYS_NONE)
             head[root] = j;
@@ -627,6 +660,7 @@ static int tie_conflicts(matcher *m) {
             next[tail[root]] = j;
         tail[root] = j;
     }
+    ckpt_free(grp);
     int rc = 0;
     for (size_t root = 0; !rc && root < nt; root++) {
         size_t j = head[root];

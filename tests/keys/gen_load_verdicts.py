@@ -9,8 +9,9 @@ where it is installed), in OUTDIR/verdicts.json:
   causal.pt     a causal LM's flat state dict (model.* and lm_head.weight)
       against the inner model: model. stripped, lm_head.weight unexpected
   train_rng.pt  {"model": sd, "optimizer", "rng": get_rng_state(), "step"}
-  untied.pt     an untied checkpoint into a model tying embed and head:
-      loads, and head.weight's values win
+  untied.pt     an untied checkpoint into a model tying embed and head
+      (its manifest, or tied.pt, the tie as one storage): loads, and
+      head.weight's values win
   ck_tied.safetensors  ckpt.save of the tied model: safetensors' readers
       miss head.weight in an untied model
   bf16.pt       every tensor bfloat16 against a float32 model: torch casts
@@ -143,6 +144,7 @@ def main(out):
     # F7: an untied checkpoint into a tied model
     u = Untied()
     torch.save(u.state_dict(), p("untied.pt"))
+    torch.save(Net().state_dict(), p("tied.pt"))  # the tie as one storage
     t = Net()
     v["untied"] = strict(t, u.state_dict())
     v["untied_head_wins"] = bool(torch.equal(t.embed.weight, u.head.weight) and

@@ -86,6 +86,14 @@ def one_oracle(python, tmp):
           "embed.weight, head.weight are one parameter of the model; the checkpoint holds "
           "them as 2 tensors whose values differ: loading copies each into it, the last, "
           "head.weight, wins", tag + "untied.pt: the overwrite is named", rep)
+    rc, rep = match(p("untied.pt"), p("tied.pt"))
+    check(rc == 0 and rep.get("tie_note") ==
+          "embed.weight, head.weight are one parameter of the model; the checkpoint holds "
+          "them as 2 tensors whose values differ: loading copies each into it, the last in "
+          "the model's module order wins", tag + "untied.pt into tied.pt (one storage): named",
+          rep)
+    rc, rep = match(p("tied.pt"), p("tied.pt"))
+    check(rc == 0 and rep.get("tie_note") is None, tag + "tied.pt into itself: no tie note", rep)
     rc, rep = match(p("renamed.pt"), p("net.json"), "--normalize")
     check(rep.get("tie_note") is None, tag + "renamed.pt (one tensor per tie): no tie note", rep)
 
