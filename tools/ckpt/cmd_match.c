@@ -433,7 +433,7 @@ static int load(const char *path, ckpt_manifest **m) {
 static int run(const cli_command *cmd, int argc, char **argv) {
     match_args a;
     ckpt_match_options init = CKPT_MATCH_OPTIONS_INIT;
-    ckpt_manifest *c = NULL, *e = NULL;
+    ckpt_manifest *c = NULL, *e = NULL, *opened = NULL; /* c, or the file c views */
     ckpt_match_result *r = NULL;
     cli_error err;
     int rc = cli_opt_parse(cmd, argc, argv);
@@ -460,7 +460,7 @@ static int run(const cli_command *cmd, int argc, char **argv) {
             rc = cli_report(a.ckpt, &err);
         } else if (stored) {
             a.aliases = ckpt_manifest_count(c) - ckpt_manifest_count(stored);
-            ckpt_manifest_free(c);
+            opened = c; /* owns the file the view borrows */
             c = stored;
         }
     }
@@ -481,6 +481,7 @@ static int run(const cli_command *cmd, int argc, char **argv) {
     }
     ckpt_match_result_free(r);
     ckpt_manifest_free(c);
+    ckpt_manifest_free(opened);
     ckpt_manifest_free(e);
     return rc;
 }
