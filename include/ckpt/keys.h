@@ -58,6 +58,17 @@ CKPT_API int ckpt_manifest_add(ckpt_manifest *m, const char *name, const char *d
  * its file gives. Not a key: matching and diffs never see it. Returns 0,
  * CKPT_E_INVALID_ARG (NULL name), CKPT_E_NOMEM. */
 CKPT_API int ckpt_manifest_add_leaf(ckpt_manifest *m, const char *name);
+/* Records `key` as an entry of the checkpoint's root dict, holding a
+ * tensor itself (tensor 1: a flat state dict's "lm_head.weight") or not
+ * (a nested "model" or "optimizer" dict, an "epoch"; a uint8 or bool
+ * tensor, torch.get_rng_state()'s, counts as not). A manifest built
+ * from a loaded object records them so that ckpt_match sees the root its
+ * file has: a rewrite selecting a subtree ("model") and leaving other
+ * top-level entries out needs each of them to be a root entry holding no
+ * weight tensor itself; manifests of files read their tree, and one with no
+ * root entry recorded takes its entries as its names give them. Returns
+ * 0, CKPT_E_INVALID_ARG (NULL key), CKPT_E_NOMEM. */
+CKPT_API int ckpt_manifest_add_root_entry(ckpt_manifest *m, const char *key, int tensor);
 /* The tensors of an opened file, in ckpt_file_tensor order (sorted), and
  * its metadata. Borrows f (names, shapes, tensors): f must outlive the
  * manifest. Returns 0 or CKPT_E_NOMEM. */
@@ -128,6 +139,17 @@ CKPT_API int ckpt_manifest_parse(ckpt_manifest **out, const void *json, size_t l
  * (CKPT_E_IO when the file cannot be read). */
 CKPT_API int ckpt_manifest_load(ckpt_manifest **out, const char *path,
                                 const ckpt_open_options *opts);
+/* The keys the safetensors library's readers (load_file, load_model, and
+ * torch's load_state_dict of what they return) see in m's file, when ckpt
+ * wrote it and recorded tied names in "ckpt.aliases": m without those
+ * names (ckpt_open and ckpt.load restore each as a name of its stored
+ * tensor; those readers do not), each declared instead as an alias of
+ * its stored name, as safetensors' save_model declares the copies it
+ * drops ("dropped": "kept" in __metadata__): ckpt_match then lists it
+ * missing unless the model ties it. *out is NULL when m's file records no
+ * alias (m is that view already). Borrows m's file: free *out first.
+ * Returns 0, CKPT_E_FORMAT (a malformed "ckpt.aliases"), CKPT_E_NOMEM. */
+CKPT_API int ckpt_manifest_stored(ckpt_manifest **out, const ckpt_manifest *m);
 /* NULL-safe. Closes the file ckpt_manifest_load opened. */
 CKPT_API void ckpt_manifest_free(ckpt_manifest *m);
 
@@ -156,10 +178,14 @@ CKPT_API const ckpt_manifest_entry *ckpt_manifest_find(const ckpt_manifest *m, c
  * segment), then replace a leading run of whole segments S by P (strip S,
  * add P, or both; stacked wrappers such as "module._orig_mod." or
  * "state_dict.model." are one run). A rewrite stands for a wrapper around
- * the whole model, so:
- *   - it covers only keys starting with S (the others cannot be matched
- *     through it and stay unexpected), and must cover more than half of
- *     the checkpoint keys, except in a training checkpoint ({"model":
+ * the whole model, or for a renamed part of it ("layers." -> "blocks."), so:
+ *   - it covers only keys starting with S; the others keep their names
+ *     (less dropped wrappers) and pair by them, as torch's
+ *     consume_prefix_in_state_dict_if_present or a renaming dict
+ *     comprehension leaves them, and count towards its matches;
+ *   - it must cover more than half of the checkpoint keys (a wrapper), or
+ *     pair every key it covers with more than half of the checkpoint keys
+ *     pairing once rewritten (a renamed part), except in a training checkpoint ({"model":
  *     state dict, "optimizer": ..., "epoch": ...}): a rewrite stripping a
  *     subtree S whose keys pair one to one with every expected key (a
  *     BatchNorm counter aside: see Defaulted below), all
@@ -170,7 +196,7 @@ CKPT_API const ckpt_manifest_entry *ckpt_manifest_find(const ckpt_manifest *m, c
  *     dict, never such a checkpoint. Its description ends with " (other top-level
  *     entries ignored: epoch, optimizer)" (4 named at most, then ", ...",
  *     all of them in ckpt_match_ignored); applied, it leaves those
- *     entries out: their keys are not unexpected;
+ *     entries out: their keys are not unexpected, nor paired;
  *   - S and P never share their first segment: no rewrite edits the middle
  *     of a key ("encoder.module.x" stays what it is).
  * Candidates come from whole-segment suffixes shared by unmatched keys
@@ -312,6 +338,27 @@ CKPT_API size_t ckpt_match_candidate_count(const ckpt_match_result *r);
 CKPT_API const ckpt_rewrite *ckpt_match_candidate(const ckpt_match_result *r, size_t i);
 /* See "warning" above; borrowed, NULL when none. */
 CKPT_API const char *ckpt_match_warning(const ckpt_match_result *r);
+/* Names the model ties into one parameter (the ties `expect` records; for
+ * an expected checkpoint, names of one storage and offset) that the
+ * checkpoint holds as separate tensors, each of them loading: torch's load_state_dict copies
+ * every one into the parameter, so the last copied wins and the others'
+ * values are lost, silently. For each such group (3 named at most): its
+ * names, whether their values differ (read and hashed when the checkpoint
+ * is a file; "may differ" for manifests without bytes; groups whose
+ * values are equal are not named), and which name wins: the last in the
+ * expected manifest's order when that is the model's (a manifest of no
+ * file, such as ckpt.manifest(model)'s); for an expected checkpoint
+ * (names sorted) the model's module order decides. NULL when there is
+ * none. Borrowed. */
+CKPT_API const char *ckpt_match_tie_note(const ckpt_match_result *r);
+/* When the best rewrite is not applied (no normalize, or incomplete) and,
+ * under it, every checkpoint key pairs and loads while some model keys
+ * stay missing (a DataParallel checkpoint of a model given a new head):
+ * "it pairs every checkpoint key; 2 model keys would stay missing:
+ * cls.weight, cls.bias (with them allowed missing, or with strict=False,
+ * every checkpoint key loads)" (8 named at most, in the expected
+ * manifest's order); NULL otherwise. Borrowed. */
+CKPT_API const char *ckpt_match_rewrite_note(const ckpt_match_result *r);
 /* The top-level entries ckpt_match_rewrite leaves out when it selects a
  * subtree (applied or not): first segments of the checkpoint keys and
  * (checkpoints, not JSON manifests) non-tensor values outside it,

@@ -45,6 +45,8 @@ typedef struct bside {
     const char **names; /* per key, or NULL: the keys' own names */
     const ckpt_named_value *values;
     size_t nvalues;
+    unsigned char *outside; /* per key, or NULL: in a top-level entry the
+                               applied rewrite leaves out (not compared) */
 } bside;
 
 struct ckpt_diff_result {
@@ -61,6 +63,9 @@ struct ckpt_diff_result {
     int has_rewrite;
     ckpt_rewrite rewrite;
     const char *note;
+    const char *a_entry; /* A's top-level entry holding B (an applied
+                            rewrite adding it): A's others are left out */
+    size_t a_entry_len;
     ckpt_manifest *owned[2]; /* logical trees of A and B */
 };
 
@@ -681,6 +686,14 @@ static int excluded(const ckpt_diff_options *o, const char *name) {
     return 0;
 }
 
+/* A name of A in a top-level entry other than r->a_entry, when an
+ * applied rewrite adds B's keys under that entry: left out. */
+static int a_outside(const ckpt_diff_result *r, const char *name) {
+    size_t n = r->a_entry_len;
+    return r->a_entry &&
+           !(strncmp(name, r->a_entry, n) == 0 && (name[n] == '.' || name[n] == '\0'));
+}
+
 /* Both value lists are sorted by name: one merge. */
 static int compare_leaves(ckpt_diff_result *r, const ckpt_manifest *a, const bside *b,
                           const ckpt_diff_options *o) {
@@ -690,7 +703,7 @@ static int compare_leaves(ckpt_diff_result *r, const ckpt_manifest *a, const bsi
         int c = i == a->nvalues   ? 1
                 : j == b->nvalues ? -1
                                   : strcmp(a->values[i].name, b->values[j].name);
-        if (c <= 0 && excluded(o, a->values[i].name)) {
+        if (c <= 0 && (excluded(o, a->values[i].name) || a_outside(r, a->values[i].name))) {
             i += 1;
             j += c == 0;
         } else if (c >= 0 && excluded(o, b->values[j].name)) {
@@ -722,8 +735,9 @@ enum { PAIRS_NONE, PAIRS_ALL, PAIRS_B_SUBTREE, PAIRS_A_SUBTREE };
 
 typedef struct pairing {
     const ckpt_rule *rule;
-    size_t *b2a;        /* ckpt_malloc'd */
-    const char **names; /* B's keys rewritten (kept only under normalize) */
+    size_t *b2a;              /* ckpt_malloc'd */
+    const char **names;       /* B's keys rewritten (kept only under normalize) */
+    unsigned char *uncovered; /* per key of B, the rule leaves it (ditto) */
     uint64_t pairs;
     int kind;
 } pairing;
@@ -742,6 +756,7 @@ static int pair_key(void *ctx, size_t i, const char *name, size_t len, int cover
     pairing *p = st->p;
     if (st->keep && !(p->names[i] = ckpt_arena_strndup(&st->r->arena, name, len)))
         return ckpt_err_nomem();
+    if (st->keep) p->uncovered[i] = !covered;
     p->b2a[i] = j;
     if (j != CKPT_KEYS_NONE) {
         st->clash += st->hit[j];
@@ -770,8 +785,11 @@ static int pair_keys(ckpt_diff_result *r, const ckpt_manifest *a, const ckpt_man
     const ckpt_rule *rule = p->rule;
     pair_state st = {r, p, keep, ckpt_malloc(a->n ? a->n : 1), 0, 0, 0, b};
     p->b2a = ckpt_malloc((b->n ? b->n : 1) * sizeof *p->b2a);
-    if (keep) p->names = ckpt_arena_array(&r->arena, b->n ? b->n : 1, sizeof *p->names);
-    int rc = st.hit && p->b2a && (!keep || p->names) ? 0 : ckpt_err_nomem();
+    if (keep) {
+        p->names = ckpt_arena_array(&r->arena, b->n ? b->n : 1, sizeof *p->names);
+        p->uncovered = ckpt_arena_alloc(&r->arena, b->n ? b->n : 1);
+    }
+    int rc = st.hit && p->b2a && (!keep || (p->names && p->uncovered)) ? 0 : ckpt_err_nomem();
     if (!rc) {
         memset(st.hit, 0, a->n);
         rc = ckpt_rule_lookup_all(rule, b, a, pair_key, &st);
@@ -817,23 +835,24 @@ static const char *others_text(ckpt_diff_result *r, const ckpt_manifest *m, cons
 /* The relation in words, from A's side: "B's keys are A's with 'module.'
  * added". */
 static const char *describe_pairing(ckpt_diff_result *r, const ckpt_manifest *a,
-                                    const ckpt_manifest *b, const pairing *p) {
+                                    const ckpt_manifest *b, const pairing *p, int normalize) {
+    const char *left = normalize ? " (left out: not compared)" : "";
     const ckpt_rule *u = p->rule;
     int sa = (int)u->add_len, ss = (int)u->strip_len;
     if (p->kind == PAIRS_B_SUBTREE && !u->canon && !u->add_len) {
         const char *o = others_text(r, b, u->strip, u->strip_len);
         return o ? ckpt_arena_printf(&r->arena,
                                      "B's keys under '%.*s' are A's; B's other "
-                                     "top-level entries: %s",
-                                     ss, u->strip, o)
+                                     "top-level entries: %s%s",
+                                     ss, u->strip, o, left)
                  : NULL;
     }
     if (p->kind == PAIRS_A_SUBTREE && !u->canon && !u->strip_len) {
         const char *o = others_text(r, a, u->add, u->add_len);
         return o ? ckpt_arena_printf(&r->arena,
                                      "A's keys under '%.*s' are B's; A's other "
-                                     "top-level entries: %s",
-                                     sa, u->add, o)
+                                     "top-level entries: %s%s",
+                                     sa, u->add, o, left)
                  : NULL;
     }
     if (p->kind == PAIRS_ALL && !u->canon) {
@@ -851,10 +870,12 @@ static int cmp_named(const void *x, const void *y) {
     return strcmp(((const ckpt_named_value *)x)->name, ((const ckpt_named_value *)y)->name);
 }
 
-/* B's values under the rule's names, sorted again. */
-static int rename_values(ckpt_diff_result *r, const ckpt_rule *rule, bside *bs) {
+/* B's values under the rule's names, sorted again; those in the other
+ * top-level entries of a subtree it selects (`select`) are left out. */
+static int rename_values(ckpt_diff_result *r, const ckpt_rule *rule, int select, bside *bs) {
     const ckpt_manifest *b = bs->m;
     ckpt_named_value *vals = ckpt_arena_array(&r->arena, b->nvalues ? b->nvalues : 1, sizeof *vals);
+    size_t n = 0;
     if (!vals) return ckpt_err_nomem();
     for (size_t i = 0; i < b->nvalues; i++) {
         const char *name = b->values[i].name;
@@ -863,10 +884,11 @@ static int rename_values(ckpt_diff_result *r, const ckpt_rule *rule, bside *bs) 
         if (!buf) return ckpt_err_nomem();
         int covered;
         ckpt_rule_apply(rule, name, len, buf, &covered);
-        vals[i] = (ckpt_named_value){buf, b->values[i].value};
+        if (covered || !select) vals[n++] = (ckpt_named_value){buf, b->values[i].value};
     }
-    qsort(vals, b->nvalues, sizeof *vals, cmp_named);
+    qsort(vals, n, sizeof *vals, cmp_named);
     bs->values = vals;
+    bs->nvalues = n;
     return 0;
 }
 
@@ -884,18 +906,26 @@ static int pair_b(ckpt_diff_result *r, const ckpt_manifest *a, bside *bs,
     ckpt_rule rules[MAX_RULES];
     size_t nrules = 0;
     int rc = ckpt_rules_infer(rules, MAX_RULES, &nrules, &r->arena, b, a, bs->b2a);
-    pairing p = {ckpt_rules_best(rules, nrules), NULL, NULL, 0, PAIRS_NONE};
+    pairing p = {ckpt_rules_best(rules, nrules), NULL, NULL, NULL, 0, PAIRS_NONE};
     if (!rc && p.rule) rc = pair_keys(r, a, b, o->normalize, &p);
     if (!rc && p.kind != PAIRS_NONE) {
         r->has_rewrite = 1;
         r->rewrite = (ckpt_rewrite){p.rule->description, p.pairs, o->normalize};
-        if (!(r->note = describe_pairing(r, a, b, &p))) rc = ckpt_err_nomem();
+        if (!(r->note = describe_pairing(r, a, b, &p, o->normalize))) rc = ckpt_err_nomem();
         if (!rc && o->normalize) {
+            /* the top-level entries the description calls ignored are:
+             * not listed, not counted */
             ckpt_free(bs->b2a);
             bs->b2a = p.b2a;
             p.b2a = NULL;
             bs->names = p.names;
-            rc = rename_values(r, p.rule, bs);
+            if (p.kind == PAIRS_B_SUBTREE) bs->outside = p.uncovered;
+            if (p.kind == PAIRS_A_SUBTREE) {
+                const char *dot = memchr(p.rule->add, '.', p.rule->add_len);
+                r->a_entry = p.rule->add;
+                r->a_entry_len = dot ? (size_t)(dot - p.rule->add) : p.rule->add_len;
+            }
+            rc = rename_values(r, p.rule, p.kind == PAIRS_B_SUBTREE, bs);
         }
     }
     ckpt_free(p.b2a);
@@ -961,7 +991,7 @@ static int run(ckpt_diff_result *r, const ckpt_manifest *a, const bside *bs,
     for (size_t i = 0; !rc && i < a->n; i++) {
         const ckpt_manifest_entry *ea = &a->entries[i];
         /* a pair has one name (B's rewritten to A's under normalize) */
-        if (excluded(o, ea->name)) continue;
+        if (excluded(o, ea->name) || a_outside(r, ea->name)) continue;
         if (a2b[i] == CKPT_KEYS_NONE) {
             int tied = 0;
             rc = push(r, CKPT_DIFF_ONLY_IN_A, ea->name, ea, NULL);
@@ -981,7 +1011,8 @@ static int run(ckpt_diff_result *r, const ckpt_manifest *a, const bside *bs,
     }
     for (size_t j = 0; !rc && j < b->n; j++) {
         const char *name = bs->names ? bs->names[j] : b->entries[j].name;
-        if (bs->b2a[j] != CKPT_KEYS_NONE || excluded(o, name)) continue;
+        if (bs->b2a[j] != CKPT_KEYS_NONE || excluded(o, name) || (bs->outside && bs->outside[j]))
+            continue;
         rc = push(r, CKPT_DIFF_ONLY_IN_B, name, NULL, &b->entries[j]);
         size_t t = tied_b[j];
         int tied = 0;
@@ -1012,7 +1043,7 @@ static int compare(ckpt_diff_result *r, const ckpt_manifest *a, const ckpt_manif
     if (rc) return rc;
     if (r->owned[0]) a = r->owned[0];
     if (r->owned[1]) b = r->owned[1];
-    bside bs = {b, NULL, NULL, b->values, b->nvalues};
+    bside bs = {b, NULL, NULL, b->values, b->nvalues, NULL};
     rc = pair_b(r, a, &bs, o);
     if (!rc) rc = run(r, a, &bs, o);
     ckpt_free(bs.b2a);

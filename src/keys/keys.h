@@ -47,6 +47,9 @@ struct ckpt_manifest {
     ckpt_module_version *versions;  /* of the state dicts' _metadata */
     size_t nver, cver;              /* (checkpoint side; arena), in order */
     ckpt_strmap ver_index;          /* module name -> index */
+    ckpt_strmap roots;              /* root dict entries recorded by */
+                                    /* ckpt_manifest_add_root_entry: key ->
+                                       1 tensor, 0 other */
     size_t *counters;               /* entries a BatchNorm fills itself */
     size_t ncounters, ccounters;    /* (expected side; arena) */
 };
@@ -125,7 +128,7 @@ int ckpt_key_aligned(const char *s, size_t len, size_t pos, size_t n);
 /* One rewrite of checkpoint keys (see ckpt_match in ckpt.h): drop wrapper
  * segments when `canon`, then replace the leading `strip` (whole segments,
  * "" for none) by `add`. A key that does not start with `strip` is not
- * covered: a rewrite stands for a wrapper around the whole model. */
+ * covered: it keeps its name (less the wrappers dropped). */
 typedef struct ckpt_rule {
     int canon;
     const char *strip;

@@ -43,6 +43,7 @@ void ckpt_manifest_free(ckpt_manifest *m) {
     if (!m) return;
     ckpt_strmap_free(&m->index);
     ckpt_strmap_free(&m->ver_index);
+    ckpt_strmap_free(&m->roots);
     ckpt_free(m->entries);
     ckpt_free(m->tie_parent);
     ckpt_free(m->tie_rank);
@@ -272,6 +273,62 @@ int ckpt_manifest_from_file(ckpt_manifest **out, const ckpt_file *f) {
     return 0;
 }
 
+int ckpt_manifest_stored(ckpt_manifest **out, const ckpt_manifest *m) {
+    const ckpt_file *f = m ? m->file : NULL;
+    const char *text = NULL;
+    *out = NULL;
+    for (size_t i = 0; f && i < f->nmeta; i++)
+        if (strcmp(f->meta_keys[i], CKPT_META_ALIASES) == 0) text = f->meta_vals[i];
+    if (!text) return 0;
+    json_t *doc = json_loads(text, JSON_REJECT_DUPLICATES, NULL);
+    size_t na = json_is_object(doc) ? json_object_size(doc) : 0;
+    if (!json_is_object(doc)) {
+        json_decref(doc);
+        return ckpt_err(CKPT_E_FORMAT, m->name, "", 8,
+                        "__metadata__ \"" CKPT_META_ALIASES "\" must be a JSON object");
+    }
+    ckpt_manifest *s = manifest_new(m->name);
+    const char **keys = s ? ckpt_arena_array(&s->arena, m->nmeta + na + 1, sizeof *keys) : NULL;
+    const char **vals = keys ? ckpt_arena_array(&s->arena, m->nmeta + na + 1, sizeof *vals) : NULL;
+    int rc = vals ? reserve(s, m->n) : ckpt_err_nomem();
+    for (size_t k = 0; !rc && k < m->nmeta; k++) {
+        keys[k] = m->meta_keys[k];
+        vals[k] = m->meta_vals[k];
+    }
+    size_t nmeta = m->nmeta;
+    const char *alias;
+    json_t *target;
+    json_object_foreach(doc, alias, target) {
+        if (rc || !json_is_string(target)) continue;
+        if (!(keys[nmeta] = ckpt_arena_strdup(&s->arena, alias)) ||
+            !(vals[nmeta] = ckpt_arena_strdup(&s->arena, json_string_value(target))))
+            rc = ckpt_err_nomem();
+        else
+            nmeta++;
+    }
+    for (size_t i = 0; !rc && i < m->n; i++)
+        if (!json_object_get(doc, m->entries[i].name))
+            rc = append(s, &m->entries[i], strlen(m->entries[i].name));
+    json_decref(doc);
+    size_t dup;
+    if (!rc) rc = index_from(s, 0, &dup);
+    if (!rc) {
+        s->file = f;
+        s->meta_keys = keys;
+        s->meta_vals = vals;
+        s->nmeta = nmeta;
+        s->values = m->values;
+        s->nvalues = m->nvalues;
+        rc = ckpt_manifest_add_versions(s, f);
+    }
+    if (rc) {
+        ckpt_manifest_free(s);
+        return rc;
+    }
+    *out = s;
+    return 0;
+}
+
 int ckpt_manifest_set_metadata(ckpt_manifest *m, const ckpt_file *f) {
     if (!m || !f)
         return ckpt_err(CKPT_E_INVALID_ARG, m ? m->name : "", "", CKPT_NO_OFFSET,
@@ -299,6 +356,19 @@ int ckpt_manifest_add_leaf(ckpt_manifest *m, const char *name) {
         !(m->leaves[m->nleaves] = ckpt_arena_strdup(&m->arena, name)))
         return ckpt_err(CKPT_E_NOMEM, m->name, "", CKPT_NO_OFFSET, "out of memory");
     m->nleaves++;
+    return 0;
+}
+
+int ckpt_manifest_add_root_entry(ckpt_manifest *m, const char *key, int tensor) {
+    if (!m || !key)
+        return ckpt_err(CKPT_E_INVALID_ARG, m ? m->name : "", "", CKPT_NO_OFFSET,
+                        "manifest root entry needs a key");
+    size_t len = strlen(key);
+    char *copy = ckpt_arena_strndup(&m->arena, key, len);
+    ckpt_strmap_slot *sl;
+    if (!copy || ckpt_strmap_put(&m->roots, copy, len, tensor != 0, &sl) < 0)
+        return ckpt_err(CKPT_E_NOMEM, m->name, "", CKPT_NO_OFFSET, "out of memory");
+    sl->val = tensor != 0;
     return 0;
 }
 

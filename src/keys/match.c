@@ -10,7 +10,9 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "base/xxh.h"
 #include "keys/keys.h"
+#include "model/tensor.h"
 
 #define NLISTS 8
 #define MAX_CANDIDATES 8
@@ -26,6 +28,8 @@ struct ckpt_match_result {
     ckpt_rewrite candidates[MAX_CANDIDATES];
     size_t ncandidates;
     const char *warning;
+    const char *tie_note;   /* ckpt_match_tie_note */
+    const char *rw_note;    /* ckpt_match_rewrite_note */
     const char **rewritten; /* per checkpoint entry, with has_rewrite */
     const char **ignored;   /* top-level entries the rewrite leaves out */
     size_t nignored;        /* when it selects a subtree, sorted */
@@ -319,6 +323,42 @@ static int counters_filled(const matcher *m, const size_t *e2c, unsigned char **
     return 0;
 }
 
+/* When a pairing under an unapplied rewrite pairs every checkpoint key it
+ * keeps (each loading) and leaves only expected keys missing: r->rw_note
+ * names them (ckpt_match_rewrite_note). Returns 0 or CKPT_E_NOMEM. */
+#define SHOW_LEFT 8
+static int note_left(matcher *m, const size_t *c2e, const size_t *e2c) {
+    ckpt_match_result *r = m->r;
+    for (size_t i = 0; i < m->c->n; i++) {
+        if (left_out(m, c2e, i)) continue;
+        if (c2e[i] == CKPT_KEYS_NONE ? !allowed_unexpected(m, i) : !loads(m, i, c2e[i])) return 0;
+    }
+    const char **to;
+    unsigned char *fills = NULL;
+    int rc = missing_ties(m, c2e, e2c, &to, NULL);
+    if (!rc) rc = counters_filled(m, e2c, &fills);
+    const char *names = "";
+    size_t n = 0;
+    for (size_t j = 0; !rc && j < m->e->n; j++) {
+        if (e2c[j] != CKPT_KEYS_NONE || (to && to[j]) || allowed_missing(m, j) ||
+            (fills && fills[j]))
+            continue;
+        if (n++ < SHOW_LEFT &&
+            !(names = ckpt_arena_printf(&r->arena, "%s%s%s", names, n > 1 ? ", " : "",
+                                        m->e->entries[j].name)))
+            rc = ckpt_err_nomem();
+    }
+    ckpt_free(to);
+    ckpt_free(fills);
+    if (rc || !n) return rc;
+    r->rw_note = ckpt_arena_printf(
+        &r->arena,
+        "it pairs every checkpoint key; %zu model key%s would stay missing: %s%s (with "
+        "them allowed missing, or with strict=False, every checkpoint key loads)",
+        n, n == 1 ? "" : "s", names, n > SHOW_LEFT ? ", ..." : "");
+    return r->rw_note ? 0 : ckpt_err_nomem();
+}
+
 /* Whether a pairing would give a complete match, without building lists:
  * *complete. Returns 0 or CKPT_E_NOMEM. */
 static int would_complete(matcher *m, const size_t *c2e, const size_t *e2c, int *complete) {
@@ -499,7 +539,9 @@ static int rewrite_key(void *ctx, size_t i, const char *name, size_t len, int co
     char *copy = ckpt_arena_strndup(&r->arena, name, len);
     if (!copy) return ckpt_err_nomem();
     r->rewritten[i] = copy;
-    w->c2e[i] = covered ? j : CKPT_KEYS_NONE;
+    /* a key the rule does not cover keeps its name (and pairs by it),
+     * unless the rule selects a subtree: the others are left out */
+    w->c2e[i] = covered || !w->rule->select ? j : CKPT_KEYS_NONE;
     /* the entries a subtree rewrite leaves out never load: their names
      * cannot clash */
     if (!covered && w->rule->select) return 0;
@@ -536,6 +578,126 @@ static int rewrite_all(matcher *m, const ckpt_rule *rule, size_t *c2e, size_t cl
     return rc;
 }
 
+/* ------------------------------------------------------------ tie conflicts */
+
+static int hash_sink(void *ctx, const void *p, size_t n) {
+    ckpt_xxh3_update(ctx, p, n);
+    return 0;
+}
+
+/* 1 when checkpoint entries x and y hold the same values (one tensor, or
+ * equal bytes), 0 when they differ, -1 when unknown (no bytes to read, or
+ * unreadable: the read error is not the match's). */
+static int same_values(const ckpt_manifest *c, size_t x, size_t y) {
+    if (x < c->ntie && y < c->ntie && ckpt_manifest_tie_root(c, x) == ckpt_manifest_tie_root(c, y))
+        return 1;
+    const ckpt_tensor *a = c->entries[x].tensor, *b = c->entries[y].tensor;
+    if (!a || !b) return -1;
+    if (ckpt_tensor_storage_id(a) == ckpt_tensor_storage_id(b) &&
+        ckpt_tensor_storage_offset(a) == ckpt_tensor_storage_offset(b))
+        return 1;
+    uint64_t h[2];
+    for (int k = 0; k < 2; k++) {
+        XXH3_state_t st;
+        ckpt_xxh3_reset(&st);
+        if (ckpt_tensor_stream(k ? b : a, hash_sink, &st)) return -1;
+        h[k] = ckpt_xxh3_digest(&st);
+    }
+    return h[0] == h[1];
+}
+
+/* The tie group of each expected entry, as an entry of the group (itself
+ * when untied): the recorded groups (ckpt_manifest_tie), else, for the
+ * manifest of a file, its tensors sharing a storage and offset with one
+ * dtype and shape. (*out)[0..e->n), ckpt_malloc'd. */
+static int tie_groups(const ckpt_manifest *e, size_t **out) {
+    size_t *grp = ckpt_malloc((e->n ? e->n : 1) * sizeof *grp);
+    *out = grp;
+    if (!grp) return ckpt_err_nomem();
+    for (size_t j = 0; j < e->n; j++) grp[j] = j < e->ntie ? ckpt_manifest_tie_root(e, j) : j;
+    if (e->ntie || !e->file) return 0;
+    tie_index t;
+    int rc = tie_index_build(&t, e, NULL);
+    for (size_t k = 1; !rc && k < t.s.n; k++) {
+        size_t x = grp[t.s.ids[k - 1]], y = t.s.ids[k];
+        const ckpt_tensor *a = e->entries[x].tensor, *b = e->entries[y].tensor;
+        if (ckpt_tensor_storage_id(a) == ckpt_tensor_storage_id(b) &&
+            ckpt_tensor_storage_offset(a) == ckpt_tensor_storage_offset(b) &&
+            strcmp(e->entries[x].dtype, e->entries[y].dtype) == 0 &&
+            same_shape(&e->entries[x], &e->entries[y]))
+            grp[y] = x;
+    }
+    tie_index_free(&t);
+    if (rc) {
+        ckpt_free(grp);
+        *out = NULL;
+    }
+    return rc;
+}
+
+/* Groups of expected names tied into one parameter whose members load
+ * from checkpoint tensors that are not one (ckpt_match_tie_note). The
+ * groups are linked lists over the entries (head and next by group): one
+ * pass, in the manifest's order. */
+static int tie_conflicts(matcher *m) {
+    const ckpt_manifest *c = m->c, *e = m->e;
+    ckpt_match_result *r = m->r;
+    size_t nt = e->n, shown = 0, *grp;
+    if (!nt || (!e->ntie && !e->file)) return 0;
+    if (tie_groups(e, &grp)) return ckpt_err_nomem();
+    size_t *head = ckpt_malloc(3 * nt * sizeof *head), *tail = head + nt, *next = tail + nt;
+    if (!head) {
+        ckpt_free(grp);
+        return ckpt_err_nomem();
+    }
+    for (size_t j = 0; j < nt; j++) head[j] = next[j] = CKPT_KEYS_NONE;
+    for (size_t j = 0; j < nt; j++) {
+        size_t root = grp[j], i = m->e2c[j];
+        if (i == CKPT_KEYS_NONE || !loads(m, i, j)) continue;
+        if (head[root] == CKPT_KEYS_NONE)
+            head[root] = j;
+        else
+            next[tail[root]] = j;
+        tail[root] = j;
+    }
+    ckpt_free(grp);
+    int rc = 0;
+    for (size_t root = 0; !rc && root < nt; root++) {
+        size_t j = head[root];
+        if (j == CKPT_KEYS_NONE || next[j] == CKPT_KEYS_NONE) continue; /* fewer than 2 load */
+        const char *names = "", *wins = NULL;
+        size_t n = 0;
+        int differ = 0, unknown = 0;
+        for (size_t k = j; !rc && k != CKPT_KEYS_NONE; k = next[k], n++) {
+            if (k != j) {
+                int same = same_values(c, m->e2c[j], m->e2c[k]);
+                differ |= same == 0;
+                unknown |= same < 0;
+            }
+            if (n < 3 && !(names = ckpt_arena_printf(&r->arena, "%s%s%s", names, n ? ", " : "",
+                                                     e->entries[k].name)))
+                rc = ckpt_err_nomem();
+            wins = e->entries[k].name;
+        }
+        if (rc || (!differ && !unknown) || shown++ >= 3) continue;
+        const char *order = e->file ? "the last in the model's module order wins"
+                                    : ckpt_arena_printf(&r->arena, "the last, %s, wins", wins);
+        const char *text =
+            order ? ckpt_arena_printf(&r->arena,
+                                      "%s%s%s%s are one parameter of the model; the checkpoint "
+                                      "holds them as %zu tensors whose values %s: loading "
+                                      "copies each into it, %s",
+                                      r->tie_note ? r->tie_note : "", r->tie_note ? "; " : "",
+                                      names, n > 3 ? ", ..." : "", n,
+                                      differ ? "differ" : "may differ", order)
+                  : NULL;
+        if (!text) rc = ckpt_err_nomem();
+        r->tie_note = text;
+    }
+    ckpt_free(head);
+    return rc;
+}
+
 static int cmp_items(const void *x, const void *y) {
     return strcmp(((const ckpt_match_item *)x)->name, ((const ckpt_match_item *)y)->name);
 }
@@ -554,6 +716,7 @@ static int finish(matcher *m) {
     ckpt_match_result *r = m->r;
     int rc = classify(m);
     if (!rc) rc = unexpected_ties(m);
+    if (!rc) rc = tie_conflicts(m);
     if (rc) return rc;
     /* matched, tied to a matched key, filled by its BatchNorm, or
      * differing in dtype alone (torch's load_state_dict copies it with a
@@ -602,11 +765,11 @@ static int apply(matcher *m, const ckpt_rule *best, size_t *c2e, size_t *e2c, si
             m->c->entries[clash[0]].name, m->c->entries[clash[1]].name, r->rewritten[clash[1]]);
         return r->rewrite.description ? 0 : ckpt_err_nomem();
     }
-    if (!m->opts->normalize) return 0;
     invert(m, c2e_rw, e2c_rw);
     m->rule = best;
     int complete;
-    if ((rc = would_complete(m, c2e_rw, e2c_rw, &complete)) || !complete) {
+    if ((rc = would_complete(m, c2e_rw, e2c_rw, &complete)) || !complete || !m->opts->normalize) {
+        if (!rc && !complete) rc = note_left(m, c2e_rw, e2c_rw);
         m->rule = NULL;
         return rc;
     }
@@ -712,6 +875,10 @@ const ckpt_rewrite *ckpt_match_candidate(const ckpt_match_result *r, size_t i) {
 }
 
 const char *ckpt_match_warning(const ckpt_match_result *r) { return r->warning; }
+
+const char *ckpt_match_tie_note(const ckpt_match_result *r) { return r->tie_note; }
+
+const char *ckpt_match_rewrite_note(const ckpt_match_result *r) { return r->rw_note; }
 
 size_t ckpt_match_ignored_count(const ckpt_match_result *r) { return r->nignored; }
 

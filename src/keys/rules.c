@@ -13,6 +13,7 @@
 #include <xxhash.h>
 
 #include "base/error.h"
+#include "format/structure.h"
 #include "keys/keys.h"
 
 /* ------------------------------------------------------------ segments */
@@ -312,7 +313,7 @@ typedef struct eval {
     size_t top;  /* length of r->strip's first segment */
     int wrapped; /* that segment is a wrapper's ("module": DeepSpeed's
                     training checkpoint, or DataParallel's whole state dict) */
-    uint64_t matches, covered, fp;
+    uint64_t matches, covered, kept, fp;
     int outside_ok; /* uncovered keys lie in other top-level entries, none
                        a tensor at the root named as an expected key, nor
                        any tensor at the root beside a wrapper's subtree
@@ -326,23 +327,98 @@ static int eval_key(void *ctx, size_t i, const char *name, size_t len, int cover
         if ((root && (v->wrapped || v->c2e[i] != CKPT_KEYS_NONE)) ||
             (first_segment(name, len) == v->top && memcmp(name, v->r->strip, v->top) == 0))
             v->outside_ok = 0;
-        return 0;
+    } else {
+        v->covered++;
     }
-    v->covered++;
+    /* a key the rule does not cover keeps its name (torch's
+     * consume_prefix_in_state_dict_if_present, a dict comprehension's
+     * replace): it still pairs when that name is expected */
     if (j != CKPT_KEYS_NONE && !v->hit[j]) {
         uint64_t pairing[2] = {i, j};
         v->hit[j] = 1;
-        v->matches++;
+        if (covered)
+            v->matches++;
+        else
+            v->kept++;
         v->fp += XXH3_64bits(pairing, sizeof pairing);
     }
     return 0;
 }
 
-/* r->matches receives the distinct expected names rule r hits, or 0 when
- * r is no wrapper rewrite: a wrapper prefix is on every key (or nearly),
- * so r must cover more than half of the checkpoint keys, since a prefix
- * on a few keys is a renamed layer and a rewrite of those would only pair
- * keys by coincidence. A training checkpoint ({"model": state dict,
+/* Whether the top-level entries a subtree rule r selects and leaves out
+ * are entries of the checkpoint's root dict, as the real loader sees them
+ * (torch.load(f)["model"]), the ones left out holding no weight of their
+ * own (an "rng" byte tensor may stand at the root): {"model.a": t,
+ * "lm_head.weight": t} is one flat state dict, whose
+ * "lm_head.weight" a strict load of it rejects, never a "model" entry
+ * beside an ignored one. A flat safetensors file has no such entries (its
+ * root holds tensors alone); one ckpt wrote keeps its tree in
+ * "ckpt.structure", and a manifest of no file that records no root entry
+ * (ckpt_manifest_add_root_entry) has no tree: their entries are taken as
+ * named. *ok receives the answer; returns 0 or CKPT_E_NOMEM. */
+/* A tensor that may be a weight: a tensor, but not the uint8 or bool one
+ * torch.get_rng_state() and its CUDA kin return (an "rng" entry). */
+static int weight(const ckpt_value *v) {
+    const ckpt_tensor *t = ckpt_value_tensor(v);
+    return t && ckpt_tensor_dtype(t) != CKPT_DT_U8 && ckpt_tensor_dtype(t) != CKPT_DT_BOOL;
+}
+
+static int root_entries(infer *in, const ckpt_rule *r, size_t top, int *ok) {
+    const ckpt_manifest *c = in->c;
+    const ckpt_file *f = c->file;
+    const ckpt_value *root = NULL;
+    *ok = 1;
+    if (f ? ckpt_structure_present(f) : !c->roots.n) return 0;
+    *ok = 0;
+    if (f) {
+        if (f->format == CKPT_FORMAT_SAFETENSORS || f->format == CKPT_FORMAT_SAFETENSORS_SHARDED)
+            return 0;
+        root = ckpt_file_root(f);
+        if (!root || ckpt_value_kind(root) != CKPT_KIND_DICT) return 0;
+    }
+    const char **others;
+    size_t n;
+    if (ckpt_rule_others(&others, &n, in->a, r, c)) return ckpt_err_nomem();
+    ckpt_strmap want = {0}; /* entry -> 0 unseen, 1 seen */
+    ckpt_strmap_slot *sl;
+    int rc = ckpt_strmap_put(&want, r->strip, top, 0, &sl) < 0 ? ckpt_err_nomem() : 0;
+    for (size_t k = 0; !rc && k < n; k++)
+        if (ckpt_strmap_put(&want, others[k], strlen(others[k]), 0, &sl) < 0) rc = ckpt_err_nomem();
+    size_t seen = 0, bad = 0, len = 0;
+    if (!f) { /* the entries the manifest records */
+        for (size_t k = 0; !rc && k < want.cap; k++) {
+            const ckpt_strmap_slot *w = &want.slots[k];
+            if (!w->s) continue;
+            sl = ckpt_strmap_find(&c->roots, w->s, w->len, ckpt_strmap_hash(w->s, w->len));
+            seen += sl != NULL;
+            bad += sl && sl->val;
+        }
+    }
+    for (size_t i = 0; !rc && root && i < ckpt_value_len(root); i++) {
+        const ckpt_value *key = ckpt_value_key(root, i);
+        const char *name = ckpt_value_kind(key) == CKPT_KIND_STR ? ckpt_value_str(key, &len)
+                                                                 : ckpt_value_int_decimal(key);
+        if (!name) continue;
+        if (ckpt_value_kind(key) != CKPT_KIND_STR) len = strlen(name);
+        if (!(sl = ckpt_strmap_find(&want, name, len, ckpt_strmap_hash(name, len))) || sl->val)
+            continue;
+        sl->val = 1;
+        seen++;
+        bad += (size_t)weight(ckpt_value_item(root, i));
+    }
+    *ok = !rc && seen == want.n && !bad;
+    ckpt_strmap_free(&want);
+    return rc;
+}
+
+/* r->matches receives the distinct expected names the checkpoint's keys
+ * hit once r rewrites them (a key r does not cover keeps its name), or 0
+ * when r is neither a wrapper rewrite nor a renamed part of the model: a
+ * wrapper prefix is on every key (or nearly), so r covers more than half
+ * of the checkpoint keys; a renamed part (layers. -> blocks.) may cover
+ * fewer, but every key it covers pairs and most keys pair once renamed;
+ * a rewrite of a few keys that pairs some of them only by coincidence is
+ * neither. A training checkpoint ({"model": state dict,
  * "optimizer": ..., "epoch": ...}) is recognised by what its subtree is,
  * whatever its share of the keys (SGD momentum keeps one buffer per
  * parameter, a model may hold many buffers): r strips a subtree whose
@@ -354,9 +430,9 @@ static int eval_key(void *ctx, size_t i, const char *name, size_t len, int cover
  * receives a hash of the pairs (checkpoint entry, expected entry) formed:
  * two rules with the same pairs are one rewrite described twice. hit:
  * e->n scratch bytes. Returns 0 or CKPT_E_NOMEM. */
-static int evaluate(const infer *in, ckpt_rule *r, unsigned char *hit, uint64_t *fingerprint) {
+static int evaluate(infer *in, ckpt_rule *r, unsigned char *hit, uint64_t *fingerprint) {
     size_t top = first_segment(r->strip, r->strip_len);
-    eval v = {r, in->c2e, hit, top, wrapper_top(r->strip, top), 0, 0, 0, 1};
+    eval v = {r, in->c2e, hit, top, wrapper_top(r->strip, top), 0, 0, 0, 0, 1};
     memset(hit, 0, in->e->n);
     int rc = ckpt_rule_lookup_all(r, in->c, in->e, eval_key, &v);
     *fingerprint = v.fp;
@@ -371,12 +447,18 @@ static int evaluate(const infer *in, ckpt_rule *r, unsigned char *hit, uint64_t 
             hit[in->e->counters[k]] = 1;
             counters++;
         }
+    int entries = 0;
     if (r->strip_len && v.outside_ok && v.covered < in->c->n && v.matches == v.covered &&
-        v.matches + counters == in->e->n) {
+        v.matches + counters == in->e->n && (rc = root_entries(in, r, top, &entries)))
+        return rc;
+    if (entries) {
         r->select = 1;
         r->matches = v.matches;
-    } else if (v.covered * 2 > in->c->n) {
-        r->matches = v.matches;
+    } else if (v.covered * 2 > in->c->n ||
+               (v.covered && v.matches == v.covered && (v.matches + v.kept) * 2 > in->c->n)) {
+        /* a wrapper's prefix (most keys), or a renamed part of the model:
+         * every key it covers pairs, and most keys pair once renamed */
+        r->matches = v.matches + v.kept;
     }
     return 0;
 }

@@ -572,18 +572,53 @@ static int model_list(ckpt_training *t, model_params **out, size_t *n) {
     return 0;
 }
 
+/* Tensors by what they hold: storage, offset, dtype, bytes. */
+static int by_data(const void *x, const void *y) {
+    const ckpt_tensor *a = *(const ckpt_tensor *const *)x, *b = *(const ckpt_tensor *const *)y;
+    if (a->storage != b->storage) return (uintptr_t)a->storage < (uintptr_t)b->storage ? -1 : 1;
+    if (a->storage_offset != b->storage_offset)
+        return a->storage_offset < b->storage_offset ? -1 : 1;
+    if (a->dtype != b->dtype) return a->dtype < b->dtype ? -1 : 1;
+    if (a->nbytes != b->nbytes) return a->nbytes < b->nbytes ? -1 : 1;
+    return 0;
+}
+
+/* The distinct tensors of a model component and their bytes: names tied
+ * to one tensor (embed.weight and head.weight, one storage and offset)
+ * count once, as the model holds one parameter. */
+static int distinct_tensors(ckpt_training *t, const tr_comp *c, uint64_t *n, uint64_t *bytes) {
+    const ckpt_tensor **v = ckpt_arena_array(&t->arena, c->ntensors + 1, sizeof *v);
+    if (v == NULL) return ckpt_tr_nomem();
+    for (size_t i = 0; i < c->ntensors; i++) v[i] = c->tensors[i].t;
+    qsort(v, c->ntensors, sizeof *v, by_data);
+    *n = *bytes = 0;
+    for (size_t i = 0; i < c->ntensors; i++) {
+        if (i && by_data(&v[i - 1], &v[i]) == 0) continue;
+        (*n)++;
+        *bytes += v[i]->nbytes;
+    }
+    return 0;
+}
+
 static int reason_models(ckpt_training *t, int dir_mode) {
     size_t i;
 
     for (i = 0; i < t->ncomps; i++) {
-        const ckpt_component *c = &t->comps[i].pub;
+        const tr_comp *tc = &t->comps[i];
+        const ckpt_component *c = &tc->pub;
+        uint64_t n = c->tensors, bytes = c->bytes;
+        const char *tied = "";
 
-        if (c->kind == CKPT_COMPONENT_MODEL &&
-            ckpt_tr_reason(t,
-                           "model weights at %s: %llu tensor%s, %llu "
-                           "bytes",
-                           where(t, c, dir_mode), (unsigned long long)c->tensors,
-                           c->tensors == 1 ? "" : "s", (unsigned long long)c->bytes))
+        if (c->kind != CKPT_COMPONENT_MODEL) continue;
+        if (tc->ntensors == c->tensors && distinct_tensors(t, tc, &n, &bytes)) return CKPT_E_NOMEM;
+        if (n < c->tensors &&
+            !(tied = ckpt_arena_printf(&t->arena, " (%llu names: %llu tied to another)",
+                                       (unsigned long long)c->tensors,
+                                       (unsigned long long)(c->tensors - n))))
+            return ckpt_tr_nomem();
+        if (ckpt_tr_reason(t, "model weights at %s: %llu tensor%s, %llu bytes%s",
+                           where(t, c, dir_mode), (unsigned long long)n, n == 1 ? "" : "s",
+                           (unsigned long long)bytes, tied))
             return CKPT_E_NOMEM;
     }
     return 0;

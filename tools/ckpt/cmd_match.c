@@ -18,6 +18,7 @@ typedef struct match_args {
     const char *ckpt, *spec;
     ckpt_match_options opts;
     int json;
+    size_t aliases; /* names of ckpt.aliases left out: the stored view */
 } match_args;
 
 /* ------------------------------------------------------------ helpers */
@@ -151,6 +152,16 @@ static void print_json(const match_args *a, const ckpt_match_result *r) {
         cli_json_string(&j, warning);
     else
         cli_json_null(&j);
+    cli_json_key(&j, "rewrite_note");
+    if (ckpt_match_rewrite_note(r))
+        cli_json_string(&j, ckpt_match_rewrite_note(r));
+    else
+        cli_json_null(&j);
+    cli_json_key(&j, "tie_note");
+    if (ckpt_match_tie_note(r))
+        cli_json_string(&j, ckpt_match_tie_note(r));
+    else
+        cli_json_null(&j);
     cli_json_object_end(&j);
     fputc('\n', stdout);
 }
@@ -168,19 +179,27 @@ static const char *item_name(const void *ctx, size_t i) {
     return ckpt_match_item_at(ref->r, ref->l, i)->name;
 }
 
+/* A TIED item for a missing key the checkpoint alone declares tied: it is
+ * listed (and explained) among the missing keys, once. */
+static int declared(const ckpt_match_item *it) { return it->checkpoint && it->expected; }
+
 static void print_list(const ckpt_match_result *r, ckpt_match_list l, const char *title) {
-    size_t i, n = ckpt_match_count(r, l);
+    size_t i, shown = 0, n = ckpt_match_count(r, l), listed = n;
     char sa[SHAPE_CAP], sb[SHAPE_CAP];
     list_ref ref = {r, l};
     size_t *order;
 
-    if (n == 0) return;
+    for (i = 0; l == CKPT_MATCH_TIED && i < n; i++)
+        listed -= (size_t)declared(ckpt_match_item_at(r, l, i));
+    if (listed == 0) return;
     order = cli_natural_order(item_name, &ref, n);
-    printf("%s%s (%zu):%s\n", cli_color(CLI_BOLD), title, n, cli_color(CLI_RESET));
-    for (i = 0; i < n && i < SHOW_MAX; i++) {
+    printf("%s%s (%zu):%s\n", cli_color(CLI_BOLD), title, listed, cli_color(CLI_RESET));
+    for (i = 0; i < n && shown < SHOW_MAX; i++) {
         const ckpt_match_item *it = ckpt_match_item_at(r, l, order ? order[i] : i);
         const ckpt_match_item *tie = l == CKPT_MATCH_TIED ? it : tied_item(r, it->name);
 
+        if (l == CKPT_MATCH_TIED && declared(it)) continue;
+        shown++;
         fputs("  ", stdout);
         cli_put_name(stdout, it->name);
         if (l == CKPT_MATCH_SHAPE_MISMATCH)
@@ -189,7 +208,7 @@ static void print_list(const ckpt_match_result *r, ckpt_match_list l, const char
                    cli_dims(sb, sizeof sb, it->expected->ndim, it->expected->shape));
         else if (l == CKPT_MATCH_DTYPE_MISMATCH)
             printf(": checkpoint %s, expected %s", it->checkpoint->dtype, it->expected->dtype);
-        if (tie && tie->checkpoint && tie->expected) {
+        if (tie && declared(tie)) {
             /* the checkpoint's metadata alone: a tie the model does not make */
             fputs(" (the checkpoint declares it equal to ", stdout);
             cli_put_name(stdout, tie->tied_to);
@@ -203,7 +222,7 @@ static void print_list(const ckpt_match_result *r, ckpt_match_list l, const char
         }
         fputc('\n', stdout);
     }
-    if (n > SHOW_MAX) printf("  ... and %zu more (--json lists all)\n", n - SHOW_MAX);
+    if (listed > SHOW_MAX) printf("  ... and %zu more (--json lists all)\n", listed - SHOW_MAX);
     free(order);
 }
 
@@ -295,6 +314,19 @@ static void print_text(const match_args *a, const ckpt_match_result *r, size_t e
             fputs(" after ", stdout);
             cli_put_text(stdout, rw->description, strlen(rw->description));
         }
+    } else if (!ckpt_match_count(r, CKPT_MATCH_MISSING) &&
+               !ckpt_match_count(r, CKPT_MATCH_UNEXPECTED) &&
+               !ckpt_match_count(r, CKPT_MATCH_SHAPE_MISMATCH)) {
+        /* dtypes alone differ: "0 of 16 match" read as nothing loads */
+        size_t ndt = ckpt_match_count(r, CKPT_MATCH_DTYPE_MISMATCH);
+
+        printf("%sMISMATCH%s: names and shapes match; only dtypes differ: %" PRIu64
+               " of %zu expected key%s %s the model's dtype, %zu another (torch's "
+               "load_state_dict casts them as it copies)",
+               cli_color(CLI_RED), cli_color(CLI_RESET), matched, expected, cli_plural(expected),
+               matched == 1 ? "has" : "have", ndt);
+        print_tied(r);
+        if (defaulted) printf(", %zu defaulted by the module", defaulted);
     } else {
         printf("%sMISMATCH%s: %" PRIu64 " of %zu expected key%s match "
                "(%zu missing, %zu unexpected, %zu shape, %zu dtype "
@@ -338,6 +370,11 @@ static void print_text(const match_args *a, const ckpt_match_result *r, size_t e
                   stdout);
         else
             fputs(", not applied: it would not give a complete match\n", stdout);
+        if (!rw->applied && ckpt_match_rewrite_note(r)) {
+            fputs("  under that rewrite ", stdout);
+            cli_put_text(stdout, ckpt_match_rewrite_note(r), strlen(ckpt_match_rewrite_note(r)));
+            fputc('\n', stdout);
+        }
         if (rw->applied && ckpt_match_ignored_count(r)) print_ignored(r);
     }
     n = ckpt_match_candidate_count(r);
@@ -349,6 +386,15 @@ static void print_text(const match_args *a, const ckpt_match_result *r, size_t e
             fputc('\n', stdout);
         }
     }
+    if (ckpt_match_tie_note(r)) {
+        fputs("note: ", stdout);
+        cli_put_text(stdout, ckpt_match_tie_note(r), strlen(ckpt_match_tie_note(r)));
+        fputc('\n', stdout);
+    }
+    if (a->aliases)
+        printf("note: the keys as safetensors' load_file and load_model see them: ckpt wrote "
+               "%zu tied name%s in ckpt.aliases, which ckpt.load restores and they do not\n",
+               a->aliases, cli_plural(a->aliases));
     if (warning) printf("%swarning%s: %s\n", cli_color(CLI_YELLOW), cli_color(CLI_RESET), warning);
 }
 
@@ -387,7 +433,7 @@ static int load(const char *path, ckpt_manifest **m) {
 static int run(const cli_command *cmd, int argc, char **argv) {
     match_args a;
     ckpt_match_options init = CKPT_MATCH_OPTIONS_INIT;
-    ckpt_manifest *c = NULL, *e = NULL;
+    ckpt_manifest *c = NULL, *e = NULL, *opened = NULL; /* c, or the file c views */
     ckpt_match_result *r = NULL;
     cli_error err;
     int rc = cli_opt_parse(cmd, argc, argv);
@@ -404,6 +450,20 @@ static int run(const cli_command *cmd, int argc, char **argv) {
     a.opts.allow_unexpected = args.allow_unexpected.items;
     a.opts.nallow_unexpected = args.allow_unexpected.n;
     rc = load(a.ckpt, &c);
+    if (rc == CLI_OK) {
+        /* a file ckpt wrote: the answer is for the safetensors readers */
+        ckpt_manifest *stored = NULL;
+        int src = ckpt_manifest_stored(&stored, c);
+
+        if (src != 0) {
+            cli_error_capture(&err, src);
+            rc = cli_report(a.ckpt, &err);
+        } else if (stored) {
+            a.aliases = ckpt_manifest_count(c) - ckpt_manifest_count(stored);
+            opened = c; /* owns the file the view borrows */
+            c = stored;
+        }
+    }
     if (rc == CLI_OK) rc = load(a.spec, &e);
     if (rc == CLI_OK) {
         int lrc = ckpt_match(&r, c, e, &a.opts);
@@ -421,6 +481,7 @@ static int run(const cli_command *cmd, int argc, char **argv) {
     }
     ckpt_match_result_free(r);
     ckpt_manifest_free(c);
+    ckpt_manifest_free(opened);
     ckpt_manifest_free(e);
     return rc;
 }
