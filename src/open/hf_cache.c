@@ -31,25 +31,31 @@ int ckpt_hf_cache_is_repo(const char *dir) {
 }
 
 /* refs/main's revision into rev[REV_MAX + 1]; "" when missing or not a
- * revision name. */
-static void read_main(const char *dir, char *rev) {
+ * revision name, with *why saying which (NULL: missing). */
+static void read_main(const char *dir, char *rev, const char **why) {
     char path[4096];
-    const char *why;
     ssize_t r = 0;
     size_t len = 0;
     *rev = '\0';
+    *why = NULL;
     int n = snprintf(path, sizeof path, "%s/refs/main", dir);
-    int fd = n > 0 && (size_t)n < sizeof path ? ckpt_open_regular(path, NULL, &why) : -1;
-    if (fd < 0) return;
+    int fd = n > 0 && (size_t)n < sizeof path ? ckpt_open_regular(path, NULL, why) : -1;
+    if (fd < 0) {
+        if (errno == ENOENT) *why = NULL;
+        return;
+    }
     while (len <= REV_MAX && (r = read(fd, rev + len, REV_MAX + 1 - len)) != 0) {
         if (r < 0 && errno == EINTR) continue;
         if (r < 0) break;
         len += (size_t)r;
     }
+    if (r < 0) *why = strerror(errno);
     close(fd);
     while (len > 0 && (rev[len - 1] == '\n' || rev[len - 1] == ' ' || rev[len - 1] == '\r')) len--;
-    if (r < 0 || len == 0 || len > REV_MAX || memchr(rev, '\0', len) || memchr(rev, '/', len) ||
-        (rev[0] == '.' && (len == 1 || (len == 2 && rev[1] == '.')))) {
+    if (r >= 0 && (len == 0 || len > REV_MAX || memchr(rev, '\0', len) || memchr(rev, '/', len) ||
+                   (rev[0] == '.' && (len == 1 || (len == 2 && rev[1] == '.')))))
+        *why = len > REV_MAX ? "longer than a revision name" : "not a revision name";
+    if (*why) {
         *rev = '\0';
         return;
     }
@@ -88,7 +94,8 @@ static const char *list_snapshots(ckpt_arena *a, const char *dir) {
 int ckpt_hf_cache_snapshot(ckpt_arena *a, const char *dir, const char **snapshot,
                            const char **rev) {
     char main_rev[REV_MAX + 1];
-    read_main(dir, main_rev);
+    const char *why;
+    read_main(dir, main_rev, &why);
     *snapshot = *rev = NULL;
     const char *sub = ckpt_arena_printf(a, "snapshots/%s", main_rev);
     if (!sub) return ckpt_err_nomem();
@@ -102,6 +109,11 @@ int ckpt_hf_cache_snapshot(ckpt_arena *a, const char *dir, const char **snapshot
     return ckpt_err(CKPT_E_IO, dir, NULL, CKPT_NO_OFFSET,
                     "cannot read: a Hugging Face cache repository (blobs/, snapshots/REVISION/) "
                     "%s%s%s; its snapshots: %s: name one, DIR/snapshots/REVISION",
-                    *main_rev ? "whose refs/main names snapshot \"" : "without refs/main",
-                    *main_rev ? main_rev : "", *main_rev ? "\", which is not there" : "", listed);
+                    *main_rev ? "whose refs/main names snapshot \""
+                    : why     ? "whose refs/main is unusable: "
+                              : "without refs/main",
+                    *main_rev ? main_rev
+                    : why     ? why
+                              : "",
+                    *main_rev ? "\", which is not there" : "", listed);
 }

@@ -1108,6 +1108,24 @@ def test_hf_cache_repository():
             assert ("without refs/main" if main is None else
                     'whose refs/main names snapshot "%s", which is not there' % main) \
                 in out + err, (out, err)
+    # refs/main there but naming no revision: a FIFO (no hang), a folder,
+    # "..", a name longer than a revision's: said so (it was "without
+    # refs/main"), the snapshots listed
+    ref = os.path.join(repo, "refs", "main")
+    for kind, why in (("fifo", "not a regular file"), ("dir", "is a directory"),
+                      ("..", "not a revision name"), ("a" * 300, "longer than a revision name")):
+        if kind == "fifo":
+            os.mkfifo(ref)
+        elif kind == "dir":
+            os.mkdir(ref)
+        else:
+            with open(ref, "w") as fh:
+                fh.write(kind)
+        rc, out, err = run("verify", repo)
+        assert_eq(rc, 2, "verify with refs/main %s" % kind[:8])
+        assert ("whose refs/main is unusable: %s; its snapshots: %s, %s" % (why, rev, old)) \
+            in out + err, (kind[:8], out, err)
+        (os.rmdir if kind == "dir" else os.unlink)(ref)
 
 
 def test_convert_shards_into_new_folder():
