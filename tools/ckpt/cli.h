@@ -199,13 +199,19 @@ void cli_progress_fn(void *ctx, uint64_t done, uint64_t total);
 
 /* A streaming JSON writer that places commas and colons itself. Output is
  * compact (no spaces). Nesting is bounded by CLI_JSON_MAX_DEPTH, far above what
- * the commands write. */
+ * the commands write. What is written inside a value of a top-level value
+ * (depth 2 and deeper: a tensor's entry in inspect's list) is gathered in
+ * buf and reaches out in one fwrite when buf fills or the writer is back
+ * at depth 1 or 0, where every call ends with out holding all it wrote: a
+ * command writes to out itself, or returns, only there. */
 #define CLI_JSON_MAX_DEPTH 32
 typedef struct cli_json_writer {
     FILE *out;
     int depth;
     unsigned char need_comma[CLI_JSON_MAX_DEPTH + 1];
     int after_key; /* the next value follows a key: no comma */
+    size_t n;      /* bytes in buf */
+    char buf[1 << 14];
 } cli_json_writer;
 
 void cli_json_init(cli_json_writer *j, FILE *out);

@@ -15,9 +15,42 @@
 #include "cli.h"
 
 void cli_json_init(cli_json_writer *j, FILE *out) {
-    memset(j, 0, sizeof *j);
     j->out = out;
+    j->depth = 0;
+    memset(j->need_comma, 0, sizeof j->need_comma);
+    j->after_key = 0;
+    j->n = 0;
 }
+
+static void flush(cli_json_writer *j) {
+    if (j->n) fwrite(j->buf, 1, j->n, j->out);
+    j->n = 0;
+}
+
+/* The end of every call that writes (cli.h): buf reaches out at depth 1
+ * or 0. */
+static void done(cli_json_writer *j) {
+    if (j->depth <= 1) flush(j);
+}
+
+static void put(cli_json_writer *j, const void *s, size_t len) {
+    if (len > sizeof j->buf - j->n) {
+        flush(j);
+        if (len >= sizeof j->buf) {
+            fwrite(s, 1, len, j->out);
+            return;
+        }
+    }
+    memcpy(j->buf + j->n, s, len);
+    j->n += len;
+}
+
+static void put_char(cli_json_writer *j, char c) {
+    if (j->n == sizeof j->buf) flush(j);
+    j->buf[j->n++] = c;
+}
+
+static void put_str(cli_json_writer *j, const char *s) { put(j, s, strlen(s)); }
 
 /* Separator before any value or key. */
 static void before_value(cli_json_writer *j) {
@@ -25,20 +58,22 @@ static void before_value(cli_json_writer *j) {
         j->after_key = 0;
         return;
     }
-    if (j->need_comma[j->depth]) fputc(',', j->out);
+    if (j->need_comma[j->depth]) put_char(j, ',');
     j->need_comma[j->depth] = 1;
 }
 
 static void open_scope(cli_json_writer *j, char c) {
     before_value(j);
-    fputc(c, j->out);
+    put_char(j, c);
     if (j->depth < CLI_JSON_MAX_DEPTH) j->depth++;
     j->need_comma[j->depth] = 0;
+    done(j);
 }
 
 static void close_scope(cli_json_writer *j, char c) {
-    fputc(c, j->out);
+    put_char(j, c);
     if (j->depth > 0) j->depth--;
+    done(j);
 }
 
 void cli_json_object_begin(cli_json_writer *j) { open_scope(j, '{'); }
@@ -60,13 +95,13 @@ static const char *short_escape(unsigned char c) {
     }
 }
 
-/* Runs of bytes that need no escape go out in one fwrite each: a listing
+/* Runs of bytes that need no escape go out in one put each: a listing
  * of a million names is not a call per character. */
-static void put_escaped(FILE *out, const char *s, size_t len) {
+static void put_escaped(cli_json_writer *out, const char *s, size_t len) {
     const unsigned char *p = (const unsigned char *)s;
     size_t i = 0, run = 0;
 
-    fputc('"', out);
+    put_char(out, '"');
     while (i < len) {
         unsigned char c = p[i];
         if (c >= 0x20 && c < 0x7f && c != '"' && c != '\\') { /* printable ASCII: as it is */
@@ -79,27 +114,32 @@ static void put_escaped(FILE *out, const char *s, size_t len) {
             i += n;
             continue;
         }
-        fwrite(p + run, 1, i - run, out);
-        if (esc)
-            fputs(esc, out);
-        else
-            fprintf(out, "\\u%04x", (unsigned)c);
+        put(out, p + run, i - run);
+        if (esc) {
+            put_str(out, esc);
+        } else {
+            char u[7];
+            snprintf(u, sizeof u, "\\u%04x", (unsigned)c);
+            put(out, u, 6);
+        }
         run = ++i;
     }
-    fwrite(p + run, 1, i - run, out);
-    fputc('"', out);
+    put(out, p + run, i - run);
+    put_char(out, '"');
 }
 
 void cli_json_key(cli_json_writer *j, const char *key) {
     before_value(j);
-    put_escaped(j->out, key, strlen(key));
-    fputc(':', j->out);
+    put_escaped(j, key, strlen(key));
+    put_char(j, ':');
     j->after_key = 1;
+    done(j);
 }
 
 void cli_json_string_len(cli_json_writer *j, const char *s, size_t len) {
     before_value(j);
-    put_escaped(j->out, s, len);
+    put_escaped(j, s, len);
+    done(j);
 }
 
 void cli_json_string(cli_json_writer *j, const char *s) {
@@ -114,7 +154,8 @@ void cli_json_uint(cli_json_writer *j, uint64_t v) {
     const char *d = cli_u64(buf, v);
 
     before_value(j);
-    fwrite(d, 1, (size_t)(buf + CLI_U64_CAP - 1 - d), j->out);
+    put(j, d, (size_t)(buf + CLI_U64_CAP - 1 - d));
+    done(j);
 }
 
 /* JSON's integer grammar: -?(0|[1-9][0-9]*). */
@@ -136,7 +177,8 @@ void cli_json_int_text(cli_json_writer *j, const char *decimal) {
         return;
     }
     before_value(j);
-    fputs(decimal, j->out);
+    put_str(j, decimal);
+    done(j);
 }
 
 const char *cli_fmt_double(char buf[40], double v) {
@@ -164,18 +206,21 @@ void cli_json_double(cli_json_writer *j, double v) {
         cli_json_string(j, v > 0 ? "inf" : "-inf");
     } else {
         before_value(j);
-        fputs(cli_fmt_double(buf, v), j->out);
+        put_str(j, cli_fmt_double(buf, v));
+        done(j);
     }
 }
 
 void cli_json_bool(cli_json_writer *j, int v) {
     before_value(j);
-    fputs(v ? "true" : "false", j->out);
+    put_str(j, v ? "true" : "false");
+    done(j);
 }
 
 void cli_json_null(cli_json_writer *j) {
     before_value(j);
-    fputs("null", j->out);
+    put_str(j, "null");
+    done(j);
 }
 
 void cli_json_error(cli_json_writer *j, const cli_error *e, const char *path) {
@@ -200,12 +245,16 @@ void cli_json_error(cli_json_writer *j, const cli_error *e, const char *path) {
 }
 
 void cli_json_hex(cli_json_writer *j, const unsigned char *p, size_t len) {
-    size_t i;
+    static const char digits[] = "0123456789abcdef";
 
     before_value(j);
-    fputc('"', j->out);
-    for (i = 0; i < len; i++) fprintf(j->out, "%02x", (unsigned)p[i]);
-    fputc('"', j->out);
+    put_char(j, '"');
+    for (size_t i = 0; i < len; i++) {
+        put_char(j, digits[p[i] >> 4]);
+        put_char(j, digits[p[i] & 15]);
+    }
+    put_char(j, '"');
+    done(j);
 }
 
 void cli_json_leaf(cli_json_writer *j, const ckpt_value *v) {
