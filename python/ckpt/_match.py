@@ -77,7 +77,12 @@ class MatchReport:
     lossy_casts: those the cast loses precision or range for);
     rewrite_missing: the model keys unapplied_rewrite leaves missing when
     every checkpoint key matches through it (strict=False applies such a
-    rewrite; strict=True refuses, naming them)."""
+    rewrite; strict=True refuses, naming them); tie_note: the model's ties
+    the checkpoint holds as separate tensors, whose values a copying load
+    loses but the last one's (ckpt_match_tie_note: `ckpt match`'s note),
+    or None; rewrite_note: what the best rewrite, not applied, would leave
+    missing while every checkpoint key pairs (ckpt_match_rewrite_note), or
+    None."""
     complete: bool
     matched: Tuple[Tuple[str, str], ...] = ()
     missing: Tuple[str, ...] = ()
@@ -97,6 +102,8 @@ class MatchReport:
     defaulted: Tuple[str, ...] = ()
     cast: Tuple[Mismatch, ...] = ()
     rewrite_missing: Tuple[str, ...] = ()
+    tie_note: Optional[str] = None
+    rewrite_note: Optional[str] = None
 
     @property
     def lossy_casts(self):
@@ -148,6 +155,8 @@ class MatchReport:
         elif self.unapplied_rewrite:  # the keys may only be misnamed: say how
             parts.append("rewrite %s not applied (normalize=True applies a rewrite only when "
                          "it makes the match complete)" % self.unapplied_rewrite)
+            if self.rewrite_note:
+                parts.append("under that rewrite " + self.rewrite_note)
 
         def some(names):
             names = list(names)
@@ -180,6 +189,8 @@ class MatchReport:
                 ": %d of %d expected keys match" % (len(self.matched), n)) else self.warning)
         if len(self.candidates) > 1 and not self.rewrite:
             parts.append("ambiguous rewrites: " + some(self.candidates))
+        if self.tie_note:
+            parts.append("note: " + self.tie_note)
         return "; ".join(parts)
 
     def _cast_hint(self):
@@ -269,6 +280,26 @@ def _tensors(obj, prefix, out, leaves=None):
     return out
 
 
+def _roots(state):
+    """(key, holds a weight) of each top-level entry of a loaded object
+    (a dict): the C audit sets aside only entries holding no weight tensor
+    themselves, as it does from the file (ckpt_manifest_add_root_entry): a
+    flat state dict's "lm_head.weight" stays a key; a uint8 or bool tensor
+    (torch.get_rng_state()'s) holds no weight."""
+    if not isinstance(state, dict):
+        return ()
+    import torch
+    from ._load import RawTensor
+    out = []
+    for k, v in state.items():
+        if isinstance(v, (torch.Tensor, RawTensor)):
+            dt = v.dtype if isinstance(v.dtype, str) else dtype_name(v.dtype)
+            out.append((str(k), dt not in ("U8", "BOOL")))
+        else:
+            out.append((str(k), False))
+    return tuple(out)
+
+
 def _source(state, rep):
     """Where in `state` the dict the applied rewrite strips lies ("model"
     for {"model": state_dict, ...}), or "" (the root, or a prefix of flat
@@ -299,7 +330,7 @@ class _Manifest:
     (ckpt_manifest_add_batchnorm_counter), for the audit's rule on
     num_batches_tracked."""
     def __init__(self, name, tensors, tie_key=None, leaves=(), versions=None, counters=(),
-                 meta=None, floating_as_one=False):
+                 meta=None, floating_as_one=False, roots=()):
         self.h = c_void_p()
         check(lib.ckpt_manifest_new(ctypes.byref(self.h), os.fsencode(name)))
         try:
@@ -315,6 +346,8 @@ class _Manifest:
                                             len(shape), dims), name)
             for n in leaves:
                 check(lib.ckpt_manifest_add_leaf(self.h, _key(n)), name)
+            for n, weight in roots:
+                check(lib.ckpt_manifest_add_root_entry(self.h, _key(n), 1 if weight else 0), name)
             for n, v in (versions or {}).items():
                 check(lib.ckpt_manifest_set_version(self.h, _key(n), v), name)
             for n in counters:
@@ -347,7 +380,7 @@ def _shape(e):
 
 def match(tensors, expected, *, normalize=True, allow_missing=(), allow_unexpected=(),
           file="", tie_key=None, leaves=(), versions=None, counters=(), meta=None,
-          floating_as_one=False, proposal=None):
+          floating_as_one=False, proposal=None, roots=()):
     """ckpt_match of checkpoint tensors {name: tensor} against the expected
     {name: tensor} of a model; tensors that are one tensor (tie_key: which
     of the checkpoint's are) are recorded as ties on each side; leaves:
@@ -359,9 +392,11 @@ def match(tensors, expected, *, normalize=True, allow_missing=(), allow_unexpect
     one declared as F32 to the audit; the report then gives each key's own
     dtype, and `cast` the matched pairs whose dtypes differ); proposal: a
     dict that receives {checkpoint name: rewritten name} of a best rewrite
-    not applied (ckpt_match_rewritten). Returns a MatchReport."""
+    not applied (ckpt_match_rewritten); roots: (key, holds a weight) of
+    the checkpoint's top-level entries (see _roots). Returns a
+    MatchReport."""
     ck = _Manifest(file or "checkpoint", tensors, tie_key, leaves, versions, meta=meta,
-                   floating_as_one=floating_as_one)
+                   floating_as_one=floating_as_one, roots=roots)
     try:
         ex = _Manifest("model", expected, counters=counters, floating_as_one=floating_as_one)
     except BaseException:
@@ -416,6 +451,7 @@ def _report(r, ck, expected, file):
         if ename in expected and ename not in excluded:
             pairs.append((ename, cname))
     warning = lib.ckpt_match_warning(r)
+    tie_note, rewrite_note = lib.ckpt_match_tie_note(r), lib.ckpt_match_rewrite_note(r)
     return MatchReport(
         complete=bool(lib.ckpt_match_complete(r)), matched=tuple(sorted(pairs)),
         missing=names(MISSING),
@@ -428,7 +464,9 @@ def _report(r, ck, expected, file):
         unapplied_rewrite=text(rw.contents.description) if rw and not applied else None,
         candidates=tuple(text(lib.ckpt_match_candidate(r, i).contents.description)
                          for i in range(lib.ckpt_match_candidate_count(r))),
-        warning=text(warning) if warning else None, file=file, defaulted=names(DEFAULTED))
+        warning=text(warning) if warning else None, file=file, defaulted=names(DEFAULTED),
+        tie_note=text(tie_note) if tie_note else None,
+        rewrite_note=text(rewrite_note) if rewrite_note else None)
 
 
 def _own_dtypes(rep, tensors, expected):
@@ -715,7 +753,8 @@ def _load_audited(module, state, strict, normalize, allow_missing, allow_unexpec
                      allow_unexpected=allow_unexpected, file=file,
                      tie_key=reader.tie_key if reader is not None else None, leaves=leaves,
                      versions=_versions(state), counters=counters, meta=meta,
-                     floating_as_one=_model_dtype(dtype), proposal=proposal)
+                     floating_as_one=_model_dtype(dtype), proposal=proposal,
+                     roots=_roots(state))
     rep = audit(proposal=proposal)
     through = _through_rewrite(rep, proposal, expected, counters, audit) \
         if normalize and proposal else None

@@ -546,3 +546,69 @@ def test_strict_false_applies_a_rewrite_every_checkpoint_key_matches_through():
     sd["module.extra"] = torch.ones(1)
     with pytest.raises(ckpt.KeyMismatchError, match="nothing would load"):
         ckpt.load_state_dict(WithCls(), sd, strict=False)
+
+
+class CausalBase(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.embed_tokens = nn.Embedding(10, 6)
+        self.norm = nn.LayerNorm(6)
+
+
+class Causal(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.model = CausalBase()
+        self.lm_head = nn.Linear(6, 10, bias=False)
+
+
+def test_top_level_weight_is_an_unexpected_key_as_torch_says(tmp_path):
+    """tryout F2: a flat causal-LM state dict ("model.*" and
+    "lm_head.weight") into the base model. torch's strict load refuses,
+    lm_head.weight unexpected; the Python audit set the top-level tensor
+    aside as training state (complete, unexpected_keys == []) where
+    `ckpt match` does not: the loaded object's root entries now reach the
+    C audit (ckpt_manifest_add_root_entry), from a path and from an
+    object; an rng byte tensor at the top level is still set aside."""
+    torch.manual_seed(0)
+    sd = Causal().state_dict()
+    path = str(tmp_path / "causal.pt")
+    torch.save(sd, path)
+    with pytest.raises(RuntimeError, match="lm_head.weight"):
+        CausalBase().load_state_dict(torch.load(path))
+    for src in (path, torch.load(path)):
+        m = CausalBase()
+        before = snapshot(m)
+        with pytest.raises(ckpt.KeyMismatchError) as e:
+            ckpt.load_state_dict(m, src)
+        rep = e.value.report
+        assert not rep.complete and "lm_head.weight" in rep.unexpected_keys, rep
+        assert rep.ignored == () and rep.rewrite is None
+        assert rep.unapplied_rewrite == "strip 'model.'"
+        assert same(before, m.state_dict())
+    train = {"model": {k[len("model."):]: v for k, v in sd.items() if k.startswith("model.")},
+             "rng": torch.get_rng_state(), "step": 3}
+    rep = ckpt.load_state_dict(CausalBase(), train)
+    assert rep.complete and rep.ignored == ("rng", "step") and rep.source == "model"
+
+
+def test_tie_note_names_the_overwritten_values(tmp_path):
+    """tryout F7: an untied checkpoint into a tied model loads, and torch's
+    copy leaves head.weight's values in the one parameter: the report says
+    so (MatchReport.tie_note, `ckpt match`'s note) and so does its text."""
+    torch.manual_seed(0)
+    src = TiedLM()
+    src.head = nn.Linear(6, 10, bias=False)
+    path = str(tmp_path / "untied.pt")
+    torch.save(src.state_dict(), path)
+    oracle = TiedLM()
+    oracle.load_state_dict(torch.load(path))
+    assert torch.equal(oracle.embed.weight, src.head.weight)  # torch: the last copied wins
+    m = TiedLM()
+    rep = ckpt.load_state_dict(m, path)
+    assert rep.complete and torch.equal(m.embed.weight, src.head.weight)
+    assert rep.tie_note == ("embed.weight, head.weight are one parameter of the model; the "
+                            "checkpoint holds them as 2 tensors whose values may differ: "
+                            "loading copies each into it, the last, head.weight, wins"), rep
+    assert "note: " + rep.tie_note in rep.summary()
+    assert ckpt.load_state_dict(TiedLM(), TiedLM().state_dict()).tie_note is None
