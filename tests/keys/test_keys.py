@@ -396,7 +396,35 @@ def _():
     eq(rc, 1)
     assert "note: only floating-point dtypes differ: torch's load_state_dict casts them " \
         "to the model's F32 as it copies; ckpt.load_state_dict does with " \
-        "dtype=torch.float32\n" in out, out
+        "dtype=\"model\"\n" in out, out
+    # a mixed-precision model (bfloat16 Linears, float32 norm): a float32
+    # checkpoint differs in the Linears' dtype alone; dtype=torch.bfloat16
+    # would cast the norm too, so the note says dtype="model" (it said
+    # dtype=torch.bfloat16, which ckpt.load_state_dict then refuses)
+    rc, spec = run_json("inspect", "--json", path("model.pt"))
+    for t in spec["tensors"]:
+        if t["name"].startswith("fc1."):
+            t["dtype"] = "BF16"
+            t["nbytes"] //= 2
+    with open(path("mixed.json"), "w") as f:
+        json.dump(spec, f)
+    rc, out, _ = run("match", path("model.pt"), "--expect", path("mixed.json"))
+    eq(rc, 1)
+    assert "note: only floating-point dtypes differ: torch's load_state_dict casts them " \
+        "to the model's BF16 as it copies; ckpt.load_state_dict does with " \
+        "dtype=\"model\"\n" in out and "torch.bfloat16" not in out, out
+    # parameters of two dtypes: each into its own
+    for t in spec["tensors"]:
+        if t["name"].startswith("fc2."):
+            t["dtype"] = "F16"
+            t["nbytes"] //= 2
+    with open(path("mixed2.json"), "w") as f:
+        json.dump(spec, f)
+    rc, out, _ = run("match", path("model.pt"), "--expect", path("mixed2.json"))
+    eq(rc, 1)
+    assert "note: only floating-point dtypes differ: torch's load_state_dict casts each " \
+        "into its parameter's dtype as it copies; ckpt.load_state_dict does with " \
+        "dtype=\"model\"\n" in out, out
     rc, out, _ = run("match", path("changed.pt"), "--expect", path("model.pt"))
     eq(rc, 1)
     assert "dtype mismatch (2):" in out and "note:" not in out, out

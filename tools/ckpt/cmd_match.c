@@ -269,34 +269,39 @@ static void print_tied(const ckpt_match_result *r) {
     if (cast) printf(", %zu tied to a key that loads with a dtype cast", cast);
 }
 
-/* torch's name of a floating-point dtype, or NULL for any other */
-static const char *torch_float(const char *dtype) {
-    static const char *const names[][2] = {
-        {"F64", "float64"}, {"F32", "float32"}, {"F16", "float16"}, {"BF16", "bfloat16"}};
+/* whether dtype is one of torch's floating-point dtypes that copy_ casts between */
+static int torch_float(const char *dtype) {
+    static const char *const names[] = {"F64", "F32", "F16", "BF16"};
 
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-        if (strcmp(dtype, names[i][0]) == 0) return names[i][1];
-    return NULL;
+        if (strcmp(dtype, names[i]) == 0) return 1;
+    return 0;
 }
 
-/* When floating-point dtypes are all that differs (a bf16 or half
- * checkpoint, a float32 model): torch's load_state_dict copies them in
- * with a cast, so say so, and how ckpt.load_state_dict casts. */
 static void cast_note(const ckpt_match_result *r) {
     size_t i, n = ckpt_match_count(r, CKPT_MATCH_DTYPE_MISMATCH);
     const char *to = NULL;
+    int one = 1;
 
     if (n == 0 || ckpt_match_count(r, CKPT_MATCH_SHAPE_MISMATCH)) return;
     for (i = 0; i < n; i++) {
         const ckpt_match_item *it = ckpt_match_item_at(r, CKPT_MATCH_DTYPE_MISMATCH, i);
 
         if (!torch_float(it->checkpoint->dtype) || !torch_float(it->expected->dtype)) return;
-        if (to && strcmp(to, it->expected->dtype) != 0) return;
+        if (to && strcmp(to, it->expected->dtype) != 0) one = 0;
         to = it->expected->dtype;
     }
-    printf("note: only floating-point dtypes differ: torch's load_state_dict casts them to "
-           "the model's %s as it copies; ckpt.load_state_dict does with dtype=torch.%s\n",
-           to, torch_float(to));
+    /* dtype="model", not dtype=torch.X: X would cast every tensor, those
+     * of a mixed-precision model's other dtype too */
+    if (one)
+        printf("note: only floating-point dtypes differ: torch's load_state_dict casts them to "
+               "the model's %s as it copies; ckpt.load_state_dict does with dtype=\"model\"\n",
+               to);
+    else
+        fputs("note: only floating-point dtypes differ: torch's load_state_dict casts each "
+              "into its parameter's dtype as it copies; ckpt.load_state_dict does with "
+              "dtype=\"model\"\n",
+              stdout);
 }
 
 static void print_text(const match_args *a, const ckpt_match_result *r, size_t expected) {
