@@ -301,6 +301,15 @@ TEST(bitsandbytes_parameters) {
     CHECK(said && strstr(said, "1 int8 weight, a parameter per element"));
     CHECK(said && strstr(said, "4 tensors of quantization state"));
     CHECK(said && strstr(said, ": 18 parameters in all"));
+    /* the note ckpt inspect prints: the same sentence */
+    ckpt_file *f = NULL;
+    char *note = NULL;
+    CHECK_EQ_INT(ckpt_open(&f, path, NULL), 0);
+    CHECK_EQ_INT(ckpt_file_quant_note(&note, f), 0);
+    CHECK(said && note && strcmp(note, said) == 0);
+    ckpt_string_free(note);
+    CHECK_EQ_INT(ckpt_file_quant_note(NULL, f), CKPT_E_INVALID_ARG);
+    ckpt_close(f);
     ckpt_doctor_report_free(r);
     /* the same names without a quant_state: no packed weight, no note */
     CHECK_EQ_INT(write_safetensors(path, t, 3), 0);
@@ -308,6 +317,11 @@ TEST(bitsandbytes_parameters) {
     for (size_t i = 0; r && i < ckpt_doctor_note_count(r); i++)
         CHECK(!strstr(ckpt_doctor_note(r, i), "bitsandbytes"));
     ckpt_doctor_report_free(r);
+    note = (char *)"unset";
+    CHECK_EQ_INT(ckpt_open(&f, path, NULL), 0);
+    CHECK_EQ_INT(ckpt_file_quant_note(&note, f), 0);
+    CHECK(note == NULL);
+    ckpt_close(f);
     unlink(path);
 }
 

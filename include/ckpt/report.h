@@ -109,8 +109,16 @@ CKPT_API void ckpt_doctor_report_free(ckpt_doctor_report *r); /* NULL-safe */
  * trailing newline): *out (freed with ckpt_string_free) and *len (may be
  * NULL). Returns 0 or CKPT_E_NOMEM. */
 CKPT_API int ckpt_doctor_json(char **out, size_t *len, const ckpt_doctor_report *r);
+/* What f's elements are when it is a bitsandbytes-quantized state_dict
+ * (a 4-bit weight packing two parameters a byte, an int8 weight, their
+ * quantization state): the note ckpt_doctor gives under "not vouched
+ * for", "quantized with bitsandbytes: the N elements are not parameters
+ * one for one; ...: P parameters in all". *out (freed with
+ * ckpt_string_free), NULL for a file without those layouts. Returns 0,
+ * CKPT_E_INVALID_ARG (NULL out or f), CKPT_E_NOMEM. */
+CKPT_API int ckpt_file_quant_note(char **out, const ckpt_file *f);
 /* Frees a string the library handed over (ckpt_doctor_json,
- * ckpt_training_json). NULL-safe. */
+ * ckpt_training_json, ckpt_file_quant_note). NULL-safe. */
 CKPT_API void ckpt_string_free(char *s);
 
 /* 1 when nothing needs attention. */

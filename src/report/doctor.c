@@ -858,39 +858,14 @@ static void note_strided(ckpt_doctor_report *r) {
     note(r, s);
 }
 
-/* A bitsandbytes-quantized state_dict (report/quant.h): its elements are
- * not its parameters, one for one; the parameters counted as the model
- * has them (a 4-bit weight's from its quant_state's shape; the
- * quantization state none). */
+/* A bitsandbytes-quantized state_dict: its parameters counted
+ * (report/quant.h, the note `ckpt inspect` prints too). */
 static void note_quantized(ckpt_doctor_report *r) {
-    ckpt_quant_summary q;
-    ckpt_quant_summarize(&q, r->f);
-    if (q.packed == 0 && q.int8 == 0) return;
-    const char *s = ckpt_arena_printf(&r->arena,
-                                      "quantized with bitsandbytes: the %" PRIu64
-                                      " elements are not parameters one for one",
-                                      r->elements);
-    if (s && q.packed)
-        s = ckpt_arena_printf(
-            &r->arena,
-            "%s; %" PRIu64 " 4-bit weight%s pack%s %" PRIu64 " parameters two to a byte in %" PRIu64
-            " U8 elements (the shape%s %s quant_state records%s)",
-            s, q.packed, q.packed == 1 ? "" : "s", q.packed == 1 ? "s" : "", q.packed_params,
-            q.packed_elements, q.packed == 1 ? "" : "s", q.packed == 1 ? "its" : "their",
-            q.unknown_shapes ? "; some record none" : "");
-    if (s && q.int8)
-        s = ckpt_arena_printf(&r->arena, "%s; %" PRIu64 " int8 weight%s, a parameter per element",
-                              s, q.int8, q.int8 == 1 ? "" : "s");
-    if (s)
-        s = ckpt_arena_printf(&r->arena,
-                              "%s; %" PRIu64 " tensor%s of quantization state (absmax, quant_map, "
-                              "quant_state, SCB...: %" PRIu64 " elements) hold%s none",
-                              s, q.state, q.state == 1 ? "" : "s", q.state_elements,
-                              q.state == 1 ? "s" : "");
-    if (s && !q.unknown_shapes)
-        s = ckpt_arena_printf(&r->arena, "%s: %" PRIu64 " parameters in all", s,
-                              r->elements - q.state_elements - q.packed_elements + q.packed_params);
-    note(r, s);
+    const char *s;
+    if (ckpt_quant_note(&r->arena, r->f, &s) != 0)
+        r->notes_nomem = 1;
+    else if (s)
+        note(r, s);
 }
 
 static void unvouched(ckpt_doctor_report *r) {

@@ -1,4 +1,5 @@
 /* quant.c - bitsandbytes-quantized tensors (quant.h). */
+#include <inttypes.h>
 #include <jansson.h>
 #include <string.h>
 
@@ -92,4 +93,57 @@ void ckpt_quant_summarize(ckpt_quant_summary *out, const ckpt_file *f) {
             out->state_elements += ckpt_tensor_numel(t);
         }
     }
+}
+
+int ckpt_quant_note(ckpt_arena *a, const ckpt_file *f, const char **out) {
+    ckpt_quant_summary q;
+    uint64_t elements = 0;
+    *out = NULL;
+    ckpt_quant_summarize(&q, f);
+    if (q.packed == 0 && q.int8 == 0) return 0;
+    for (size_t i = 0, n = ckpt_file_tensor_count(f); i < n; i++)
+        elements += ckpt_tensor_numel(ckpt_file_tensor(f, i));
+    const char *s = ckpt_arena_printf(
+        a, "quantized with bitsandbytes: the %" PRIu64 " elements are not parameters one for one",
+        elements);
+    if (s && q.packed)
+        s = ckpt_arena_printf(
+            a,
+            "%s; %" PRIu64 " 4-bit weight%s pack%s %" PRIu64 " parameters two to a byte in %" PRIu64
+            " U8 elements (the shape%s %s quant_state records%s)",
+            s, q.packed, q.packed == 1 ? "" : "s", q.packed == 1 ? "s" : "", q.packed_params,
+            q.packed_elements, q.packed == 1 ? "" : "s", q.packed == 1 ? "its" : "their",
+            q.unknown_shapes ? "; some record none" : "");
+    if (s && q.int8)
+        s = ckpt_arena_printf(a, "%s; %" PRIu64 " int8 weight%s, a parameter per element", s,
+                              q.int8, q.int8 == 1 ? "" : "s");
+    if (s)
+        s = ckpt_arena_printf(a,
+                              "%s; %" PRIu64 " tensor%s of quantization state (absmax, quant_map, "
+                              "quant_state, SCB...: %" PRIu64 " elements) hold%s none",
+                              s, q.state, q.state == 1 ? "" : "s", q.state_elements,
+                              q.state == 1 ? "s" : "");
+    if (s && !q.unknown_shapes)
+        s = ckpt_arena_printf(a, "%s: %" PRIu64 " parameters in all", s,
+                              elements - q.state_elements - q.packed_elements + q.packed_params);
+    *out = s;
+    return s ? 0 : CKPT_E_NOMEM;
+}
+
+int ckpt_file_quant_note(char **out, const ckpt_file *f) {
+    ckpt_arena a = {0};
+    const char *s;
+    int rc;
+    if (out == NULL || f == NULL) return CKPT_E_INVALID_ARG;
+    *out = NULL;
+    rc = ckpt_quant_note(&a, f, &s);
+    if (rc == 0 && s) {
+        size_t n = strlen(s) + 1;
+        if ((*out = ckpt_malloc(n)) != NULL)
+            memcpy(*out, s, n);
+        else
+            rc = CKPT_E_NOMEM;
+    }
+    ckpt_arena_free(&a);
+    return rc;
 }

@@ -16,6 +16,7 @@
 
 #include <stdint.h>
 
+#include "base/alloc.h"
 #include "ckpt.h"
 
 typedef struct ckpt_quant_summary {
@@ -33,5 +34,12 @@ typedef struct ckpt_quant_summary {
  * most 64 KiB; a longer or unreadable one gives no shape). *out is all 0
  * for a file without them. */
 void ckpt_quant_summarize(ckpt_quant_summary *out, const ckpt_file *f);
+
+/* What f's elements are when it is bitsandbytes-quantized ("quantized with
+ * bitsandbytes: the N elements are not parameters one for one; ...: P
+ * parameters in all"), in a: doctor's note under "not vouched for" and
+ * ckpt_file_quant_note's. *out NULL for a file without those layouts.
+ * Returns 0 or CKPT_E_NOMEM. */
+int ckpt_quant_note(ckpt_arena *a, const ckpt_file *f, const char **out);
 
 #endif

@@ -231,6 +231,40 @@ def test_inspect_text():
     assert any(l.strip() == "loss = 0.123" for l in lines), "loss value"
 
 
+def test_inspect_bitsandbytes_parameters():
+    """A bitsandbytes 4-bit save_pretrained layout (a U8 weight packing two
+    parameters a byte, absmax, quant_map, the quant_state holding its
+    shape): inspect's totals count its U8 elements, which are not its
+    parameters; it now gives doctor's note under them, the same sentence
+    (text and --json "quantization"). It printed the element count alone."""
+    qs = b'{"quant_type": "nf4", "blocksize": 64, "shape": [2, 4]}'
+    tensors = [("l.weight", "U8", [4, 1], b"\x12\x34\x56\x78"),
+               ("l.weight.absmax", "F32", [1], struct.pack("<f", 1.0)),
+               ("l.weight.quant_map", "F32", [2], struct.pack("<2f", -1.0, 1.0)),
+               ("l.weight.quant_state.bitsandbytes__nf4", "U8", [len(qs)], qs)]
+    header, data = {}, b""
+    for name, dtype, shape, raw in tensors:
+        header[name] = {"dtype": dtype, "shape": shape,
+                        "data_offsets": [len(data), len(data) + len(raw)]}
+        data += raw
+    h = json.dumps(header).encode()
+    path = os.path.join(TMP, "bnb4.safetensors")
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)) + h + data)
+    rc, doc, err = run_json("doctor", "--json", path)
+    said = [n for n in doc["sections"]["not_vouched_for"] if "bitsandbytes" in n]
+    assert_eq(len(said), 1, "doctor's note (stderr %r)" % err)
+    assert said[0].endswith(": 8 parameters in all"), said
+    rc, text, err = run("inspect", path)
+    assert_eq(rc, 0, "inspect (stderr %r)" % err)
+    assert "\nnote: %s\n" % said[0] in text, text
+    rc, doc, err = run_json("inspect", "--json", path)
+    assert_eq((rc, doc["quantization"]), (0, said[0]), "inspect --json")
+    rc, doc, err = run_json("inspect", "--json", CHECKPOINT)
+    assert_eq((rc, doc["quantization"], doc["variant"], doc["snapshot"]), (0, None, None, None),
+              "inspect --json of a plain checkpoint")
+
+
 @corpus
 def test_inspect_text_hash_and_alignment():
     rc, out, _ = run("inspect", CHECKPOINT, "--hash", "sha256")
@@ -1006,7 +1040,11 @@ def test_model_folder_of_a_variant():
         rc, doc, _ = run_json("verify", "--json", folder)
         assert_eq((rc, doc["ok"], doc["variant"]), (0, True, "fp16"), "verify --json " + name)
         rc, doc, err = run_json("inspect", "--json", folder)
+        assert_eq((rc, doc["variant"], doc["snapshot"]), (0, "fp16", None),
+                  "inspect --json %s (stderr %r)" % (name, err))
+        rc, text, err = run("inspect", folder)  # as verify and doctor say it
         assert_eq(rc, 0, "inspect %s (stderr %r)" % (name, err))
+        assert text.splitlines()[0].endswith(say), text
         rc, doc, err = run_json("doctor", "--json", folder)
         assert_eq((rc, doc["verdict"], doc["file"], doc["sections"]["format"]["variant"]),
                   (0, "healthy", os.path.join(folder, name), "fp16"), "doctor " + name)
@@ -1085,7 +1123,12 @@ def test_hf_cache_repository():
     rc, doc, _ = run_json("verify", "--json", repo)
     assert_eq((rc, doc["snapshot"], doc["variant"]), (0, rev, None), "verify --json")
     rc, doc, err = run_json("inspect", "--json", repo)
+    assert_eq((rc, doc["snapshot"], doc["variant"]), (0, rev, None),
+              "inspect --json (stderr %r)" % err)
+    rc, text, err = run("inspect", repo)  # as verify and doctor say it
     assert_eq(rc, 0, "inspect (stderr %r)" % err)
+    assert text.splitlines()[0].endswith(
+        "; snapshot %s of the Hugging Face cache repository, which refs/main names" % rev), text
     rc, doc, err = run_json("doctor", "--json", repo)
     assert_eq((rc, doc["verdict"], doc["file"], doc["sections"]["format"]["snapshot"]),
               (0, "healthy", os.path.join(repo, "snapshots", rev, "model.safetensors"), rev),

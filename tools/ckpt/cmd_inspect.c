@@ -16,9 +16,10 @@
 typedef struct inspect {
     const char *path; /* as given on the command line */
     ckpt_file *f;
-    int hash;   /* --hash sha256 */
-    int chunks; /* --chunks */
-    int rc;     /* exit code so far */
+    int hash;    /* --hash sha256 */
+    int chunks;  /* --chunks */
+    int rc;      /* exit code so far */
+    char *quant; /* ckpt_file_quant_note: doctor's note, or NULL */
 } inspect;
 
 /* Lowercase hex SHA-256 of t into hex, or "" after reporting why not. */
@@ -171,6 +172,22 @@ static void print_json(inspect *in, cli_json_writer *j, const cli_target *t) {
         cli_json_object_end(j);
     }
     json_versions(in, j, f);
+    /* what verify and doctor say of the folder opened */
+    cli_json_key(j, "snapshot");
+    if (ckpt_file_snapshot(f))
+        cli_json_string(j, ckpt_file_snapshot(f));
+    else
+        cli_json_null(j);
+    cli_json_key(j, "variant");
+    if (ckpt_file_variant(f))
+        cli_json_string(j, ckpt_file_variant(f));
+    else
+        cli_json_null(j);
+    cli_json_key(j, "quantization");
+    if (in->quant)
+        cli_json_string(j, in->quant);
+    else
+        cli_json_null(j);
     cli_json_object_end(j);
 }
 
@@ -422,13 +439,21 @@ static void print_text(inspect *in) {
 
     fputs(cli_color(CLI_BOLD), stdout);
     cli_put_text(stdout, in->path, strlen(in->path));
-    printf("%s: %s, %" PRIu64 " bytes (%s)\n\n", cli_color(CLI_RESET),
+    printf("%s: %s, %" PRIu64 " bytes (%s)", cli_color(CLI_RESET),
            ckpt_format_name(ckpt_file_format(in->f)), size, cli_human_bytes(h, size));
+    cli_put_variant(stdout, in->f);
+    cli_put_snapshot(stdout, in->f);
+    fputs("\n\n", stdout);
     if (ckpt_file_tensor_count(in->f) > 0) {
         print_table(in);
         fputc('\n', stdout);
     }
     print_totals(in->f);
+    if (in->quant) {
+        fputs("note: ", stdout);
+        cli_put_text(stdout, in->quant, strlen(in->quant));
+        fputc('\n', stdout);
+    }
     print_values(in->f);
     print_metadata(in->f);
 }
@@ -497,7 +522,7 @@ static int warn_unsafe(const char *path, const ckpt_file *f) {
 
 static int inspect_one(const cli_target *t, int hash, cli_json_writer *j) {
     const char *path = t->path;
-    inspect in = {NULL, NULL, 0, 0, CLI_OK};
+    inspect in = {NULL, NULL, 0, 0, CLI_OK, NULL};
     cli_error e;
     int rc;
 
@@ -523,10 +548,17 @@ static int inspect_one(const cli_target *t, int hash, cli_json_writer *j) {
         }
         return cli_report(in.path, &e);
     }
+    rc = ckpt_file_quant_note(&in.quant, in.f);
+    if (rc != 0) {
+        cli_error_capture(&e, rc);
+        ckpt_close(in.f);
+        return cli_report(in.path, &e);
+    }
     if (j)
         print_json(&in, j, t);
     else
         print_text(&in);
+    ckpt_string_free(in.quant);
     rc = warn_unsafe(in.path, in.f);
     /* a compressed storage record: torch.load and torch.load(mmap=True)
      * load different tensors, a finding as verify reports it */
