@@ -97,6 +97,60 @@ static int replace(ckpt_rename_plan *p, const char **cur, const char *old, const
     return 0;
 }
 
+/* "[3, 8]" of e, in the arena. */
+static const char *shape_text(ckpt_arena *a, const ckpt_manifest_entry *e) {
+    const char *s = "[";
+    for (unsigned d = 0; s && d < e->ndim; d++)
+        s = ckpt_arena_printf(a, "%s%s%llu", s, d ? ", " : "", (unsigned long long)e->shape[d]);
+    return s ? ckpt_arena_printf(a, "%s]", s) : NULL;
+}
+
+#define WHY_NAMED 3 /* mismatches a refusal names, per kind */
+
+/* Why the best rewrite gives no complete match: the keys renamed as it
+ * renames them, matched again, their shape and dtype mismatches (the
+ * first few named) and the keys left missing or unexpected. "" when the
+ * match says nothing more (the rewrite gives two keys one name); NULL on
+ * NOMEM. */
+static const char *auto_why(ckpt_rename_plan *p, const ckpt_match_result *best,
+                            const ckpt_manifest *spec) {
+    ckpt_manifest *under = NULL;
+    ckpt_match_result *r = NULL;
+    ckpt_match_options o = CKPT_MATCH_OPTIONS_INIT;
+    const char *s = "";
+    int rc = ckpt_manifest_new(&under, p->m->name);
+    for (size_t i = 0; !rc && i < p->m->n; i++) {
+        const ckpt_manifest_entry *e = &p->m->entries[i];
+        rc = ckpt_manifest_add(under, ckpt_match_rewritten(best, i), e->dtype, e->ndim, e->shape);
+    }
+    if (!rc) rc = ckpt_match(&r, under, spec, &o);
+    for (int k = 0; !rc && s && k < 2; k++) {
+        ckpt_match_list list = k ? CKPT_MATCH_DTYPE_MISMATCH : CKPT_MATCH_SHAPE_MISMATCH;
+        size_t n = ckpt_match_count(r, list);
+        if (n == 0) continue;
+        s = ckpt_arena_printf(&p->arena, "%s; %zu differ%s in %s: ", s, n, n == 1 ? "s" : "",
+                              k ? "dtype" : "shape");
+        for (size_t i = 0; s && i < n && i < WHY_NAMED; i++) {
+            const ckpt_match_item *it = ckpt_match_item_at(r, list, i);
+            const char *c = k ? it->checkpoint->dtype : shape_text(&p->arena, it->checkpoint);
+            const char *x = k ? it->expected->dtype : shape_text(&p->arena, it->expected);
+            s = c && x ? ckpt_arena_printf(&p->arena, "%s%s%s (checkpoint %s, expected %s)", s,
+                                           i ? ", " : "", it->name, c, x)
+                       : NULL;
+        }
+        if (s && n > WHY_NAMED) s = ckpt_arena_printf(&p->arena, "%s, ...", s);
+    }
+    if (!rc && s && ckpt_match_count(r, CKPT_MATCH_MISSING))
+        s = ckpt_arena_printf(&p->arena, "%s; %zu left missing", s,
+                              ckpt_match_count(r, CKPT_MATCH_MISSING));
+    if (!rc && s && ckpt_match_count(r, CKPT_MATCH_UNEXPECTED))
+        s = ckpt_arena_printf(&p->arena, "%s; %zu left unexpected", s,
+                              ckpt_match_count(r, CKPT_MATCH_UNEXPECTED));
+    ckpt_match_result_free(r);
+    ckpt_manifest_free(under);
+    return rc == CKPT_E_NOMEM ? NULL : rc ? "" : s;
+}
+
 /* The rewrite ckpt_match infers (and would apply with normalize) between
  * the current names and the spec; it must give a complete match. */
 static int auto_rule(ckpt_rename_plan *p, const char **cur, const ckpt_manifest *spec,
@@ -135,10 +189,13 @@ static int auto_rule(ckpt_rename_plan *p, const char **cur, const ckpt_manifest 
         } else if (ckpt_match_complete(r)) {
             /* already matching: the rule matches no key */
         } else if (rw) {
-            rc = ckpt_err(CKPT_E_MISMATCH, p->m->name, "", CKPT_NO_OFFSET,
-                          "--auto: the best rewrite, %s, matches %llu of %zu keys of %s: "
-                          "no complete match (see ckpt match --normalize)",
-                          rw->description, (unsigned long long)rw->matches, spec->n, spec->name);
+            const char *why = auto_why(p, r, spec);
+            rc = why ? ckpt_err(CKPT_E_MISMATCH, p->m->name, "", CKPT_NO_OFFSET,
+                                "--auto: the best rewrite, %s, matches %llu of %zu keys of %s%s: "
+                                "no complete match (see ckpt match --normalize)",
+                                rw->description, (unsigned long long)rw->matches, spec->n,
+                                spec->name, why)
+                     : ckpt_err_nomem();
         } else {
             rc = ckpt_err(CKPT_E_MISMATCH, p->m->name, "", CKPT_NO_OFFSET,
                           "--auto: no unique rewrite makes the keys match %s (%zu candidate%s; "

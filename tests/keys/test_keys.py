@@ -796,6 +796,20 @@ def _():
     eq(rc, 1)
     assert "--auto: the best rewrite, replace 'fc_two.' with 'fc2.'" in err, err
     assert "no complete match" in err, err
+    # why: the shapes and dtypes that differ under the rewrite, named (it
+    # said only "matches 11 of 11 keys: no complete match"), also for keys
+    # the rewrite renames (net.fc3.* paired as fc3.*)
+    eq(run("rename", path("changed.pt"), path("net_changed.pt"), "--add-prefix", "net.")[0], 0)
+    eq(run("rename", path("model.pt"), path("model_two.pt"), "--replace", "fc2=fc_two")[0], 0)
+    for ck, spec, desc in (("changed.pt", "model.pt", "replace 'fc_two.' with 'fc2.'"),
+                           ("net_changed.pt", "model_two.pt", "strip 'net.'")):
+        rc, _, err = run("rename", path(ck), path("x.pt"), "--auto", path(spec))
+        eq(rc, 1)
+        assert ("--auto: the best rewrite, %s, matches 11 of 11 keys of %s; 2 differ in "
+                "shape: fc3.bias (checkpoint [3], expected [2]), fc3.weight (checkpoint "
+                "[3, 8], expected [2, 8]); 2 differ in dtype: fc1.bias (checkpoint F16, "
+                "expected F32), fc1.weight (checkpoint F16, expected F32): no complete match"
+                % (desc, path(spec))) in err, err
     rc, _, err = run("rename", path("model.pt"), path("x.pt"), "--auto", path("model.pt"))
     eq(rc, 2)
     assert "the keys already match" in err, err
