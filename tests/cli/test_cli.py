@@ -138,8 +138,8 @@ def test_inspect_json_without_hash():
     rc, doc, _ = run_json("inspect", "--json", CHECKPOINT)
     assert_eq(rc, 0, "exit code")
     assert all("sha256" not in t for t in doc["tensors"]), "no sha256 keys"
-    assert_eq(list(doc), ["file", "format", "tensors", "values", "metadata"],
-              "top-level keys")
+    assert_eq(list(doc), ["file", "format", "tensors", "values", "metadata", "snapshot",
+                          "variant", "quantization"], "top-level keys")
 
 
 @corpus
@@ -260,7 +260,7 @@ def test_inspect_bitsandbytes_parameters():
     assert "\nnote: %s\n" % said[0] in text, text
     rc, doc, err = run_json("inspect", "--json", path)
     assert_eq((rc, doc["quantization"]), (0, said[0]), "inspect --json")
-    rc, doc, err = run_json("inspect", "--json", CHECKPOINT)
+    rc, doc, err = run_json("inspect", "--json", TRAIN_PT)
     assert_eq((rc, doc["quantization"], doc["variant"], doc["snapshot"]), (0, None, None, None),
               "inspect --json of a plain checkpoint")
 
