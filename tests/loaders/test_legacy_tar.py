@@ -20,6 +20,7 @@ import json
 import os
 import pickle
 import random
+import shutil
 import struct
 import subprocess
 import sys
@@ -97,6 +98,8 @@ def torch_globals(path):
                     load(raw)
     except Exception:
         pass
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)  # one per input: 47k were left in /tmp
     return seen
 
 
