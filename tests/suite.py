@@ -6,6 +6,7 @@ CKPT_TEST_SUITE=corpus: the cases marked @corpus, which read the real-world
 checkpoints of CKPT_CORPUS."""
 import json
 import os
+import struct
 import subprocess
 import sys
 
@@ -50,6 +51,27 @@ def oracle_docs(python, argv, files, cwd=None):
         out.setdefault(path, {"error": "loader printed nothing: %s" %
                               p.stderr.decode("utf-8", "replace")[-300:]})
     return out
+
+
+def generate(python, script, tmp):
+    """Runs an oracle's generator `python script tmp` with the package on
+    PYTHONPATH; returns (ok, the end of its output)."""
+    env = dict(os.environ, PYTHONPATH=os.path.join(SRC, "python"), PYTHONDONTWRITEBYTECODE="1")
+    g = subprocess.run([python, script, tmp], env=env, stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, timeout=600)
+    return g.returncode == 0, g.stdout.decode("utf-8", "replace")[-2000:]
+
+
+def safetensors(tensors):
+    """The bytes of a safetensors file of F32 vectors {name: [values]}."""
+    header, data = {}, b""
+    for name, values in tensors.items():
+        raw = struct.pack("<%df" % len(values), *values)
+        header[name] = {"dtype": "F32", "shape": [len(values)],
+                        "data_offsets": [len(data), len(data) + len(raw)]}
+        data += raw
+    h = json.dumps(header).encode()
+    return struct.pack("<Q", len(h)) + h + data
 
 
 def selected(fn=None, reads_corpus=None):

@@ -37,11 +37,9 @@ def match(ckpt, spec, *opts):
 
 
 def one_oracle(python, tmp):
-    env = dict(os.environ, PYTHONPATH=os.path.join(SRC, "python"), PYTHONDONTWRITEBYTECODE="1")
-    g = subprocess.run([python, os.path.join(HERE, "gen_load_verdicts.py"), tmp], env=env,
-                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=600)
-    check(g.returncode == 0, "generate with %s" % python, g.stdout.decode()[-2000:])
-    if g.returncode:
+    ok, said = suite.generate(python, os.path.join(HERE, "gen_load_verdicts.py"), tmp)
+    check(ok, "generate with %s" % python, said)
+    if not ok:
         return
     with open(os.path.join(tmp, "verdicts.json")) as f:
         v = json.load(f)

@@ -10,7 +10,6 @@ Environment: CKPT_BIN. Ends with "N passed, N failed"."""
 import json
 import os
 import shutil
-import struct
 import subprocess
 import sys
 
@@ -22,15 +21,6 @@ CKPT = os.environ.get("CKPT_BIN", "ckpt")
 ROOT = None
 
 
-def safetensors(tensors):
-    header, data = {}, b""
-    for name, values in tensors.items():
-        raw = struct.pack("<%df" % len(values), *values)
-        header[name] = {"dtype": "F32", "shape": [len(values)],
-                        "data_offsets": [len(data), len(data) + len(raw)]}
-        data += raw
-    h = json.dumps(header).encode()
-    return struct.pack("<Q", len(h)) + h + data
 
 
 def ckpt(*argv):
@@ -43,7 +33,7 @@ def model(name):
     shutil.rmtree(d, ignore_errors=True)
     os.makedirs(d)
     with open(os.path.join(d, "model.safetensors"), "wb") as fh:
-        fh.write(safetensors({"b": [3.0] * 64, "w": [1.0, 2.0]}))
+        fh.write(suite.safetensors({"b": [3.0] * 64, "w": [1.0, 2.0]}))
     with open(os.path.join(d, "config.json"), "w") as fh:
         fh.write('{"model_type": "bert"}')
     return d

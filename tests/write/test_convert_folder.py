@@ -12,10 +12,8 @@ is refused before anything is written. Each file is written atomically
 weights alone. The inputs are written here (safetensors by hand, a torch
 zip's first bytes): the CLI alone runs. Environment: CKPT_BIN. Ends with
 "N passed, N failed"."""
-import json
 import os
 import shutil
-import struct
 import subprocess
 import sys
 
@@ -33,15 +31,6 @@ OTHERS = {"config.json": b'{"model_type": "bert", "hidden_size": 2}\n',
           "README.md": b"---\nlicense: mit\n---\n"}
 
 
-def safetensors(tensors):
-    header, data = {}, b""
-    for name, values in tensors.items():
-        raw = struct.pack("<%df" % len(values), *values)
-        header[name] = {"dtype": "F32", "shape": [len(values)],
-                        "data_offsets": [len(data), len(data) + len(raw)]}
-        data += raw
-    h = json.dumps(header).encode()
-    return struct.pack("<Q", len(h)) + h + data
 
 
 def folder(name):
@@ -49,7 +38,7 @@ def folder(name):
     shutil.rmtree(d, ignore_errors=True)
     os.makedirs(os.path.join(d, "runs"))
     files = dict(OTHERS)
-    files["model.safetensors"] = safetensors({"w": [1.0, 2.0]})
+    files["model.safetensors"] = suite.safetensors({"w": [1.0, 2.0]})
     files["optimizer.pt"] = b"PK\x03\x04" + b"\0" * 60  # a zip: training state
     files["training_args.bin"] = b"\x80\x02cbuiltins\nprint\n."  # a pickle
     # the Trainer's step and log history: training state in JSON (it was copied)
@@ -127,7 +116,7 @@ def test_a_cache_snapshot_links_to_its_blobs():
     os.makedirs(snap)
     os.makedirs(blobs)
     files = {"config.json": OTHERS["config.json"], "tokenizer.json": OTHERS["tokenizer.json"],
-             "model.safetensors": safetensors({"w": [1.0, 2.0]})}
+             "model.safetensors": suite.safetensors({"w": [1.0, 2.0]})}
     for i, (n, b) in enumerate(sorted(files.items())):
         with open(os.path.join(blobs, "%040x" % i), "wb") as fh:
             fh.write(b)
@@ -216,7 +205,7 @@ def test_stale_weights_in_the_output_folder_go():
     assert "model.safetensors" not in got and "model.safetensors.bak" in got, sorted(got)
     assert got["pytorch_model.bin"].startswith(b"PK\x03\x04"), sorted(got)
     # sharded: the new set's shards and index stay, the old one-file weights go
-    put(d, "model.safetensors", safetensors({"a": [1.0], "b": [2.0]}))
+    put(d, "model.safetensors", suite.safetensors({"a": [1.0], "b": [2.0]}))
     rc, _, err = ckpt("convert", d, out + "/", "--max-shard-size", "4")
     assert rc == 0 and "removed 1 file of the previous layout of" in err, (rc, err)
     got = contents(out)
